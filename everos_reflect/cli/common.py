@@ -1,0 +1,66 @@
+"""What every command shares: the root option, JSON output, progress and error handling."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any, TypeVar
+
+import click
+
+from everos_reflect.errors import EverosError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+root_option = click.option(
+    "--root",
+    "root",
+    type=click.Path(file_okay=False, path_type=str),
+    default=None,
+    help="Memory root (default: $EVEROS_ROOT, else ~/.everos).",
+)
+json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+
+
+def emit_json(document: Any) -> None:
+    """Write exactly one JSON document to stdout."""
+    click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+
+
+def fail(message: str, code: int = 1) -> None:
+    """One clear line on stderr and a non-zero exit, never a traceback."""
+    click.echo(f"error: {message}", err=True)
+    sys.exit(code)
+
+
+def handle_errors(fn: F) -> F:
+    """Turn domain errors (and I/O errors) into one line on stderr and exit code 1."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except EverosError as exc:
+            fail(str(exc))
+        except OSError as exc:
+            fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
+        except KeyboardInterrupt:
+            fail("interrupted", 130)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@contextmanager
+def progress(description: str, total: int | None) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on a terminal; silent otherwise. Yields ``advance(n)``."""
+    if not sys.stderr.isatty():
+        yield lambda n=1: None
+        return
+    from rich.progress import Progress
+
+    with Progress(transient=True) as bar:
+        task = bar.add_task(description, total=total)
+        yield lambda n=1: bar.advance(task, n)

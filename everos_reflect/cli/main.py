@@ -1,0 +1,32 @@
+"""``everos-reflect``: the command-line edge. Each command group lives in its own module."""
+
+from __future__ import annotations
+
+import click
+
+from everos_reflect.cli import (
+    cluster_cmds,
+    engine_cmds,
+    index_cmds,
+    reflect_cmds,
+    store_cmds,
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="everos-reflect")
+def cli() -> None:
+    """Offline memory consolidation for AI agents: Markdown daily logs in, narratives out."""
+
+
+for _module in (store_cmds, index_cmds, cluster_cmds, reflect_cmds, engine_cmds):
+    for _command in _module.COMMANDS:
+        cli.add_command(_command)
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

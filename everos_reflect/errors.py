@@ -1,0 +1,58 @@
+"""Domain exceptions.
+
+The core raises these; only the CLI and HTTP layers turn them into messages, exit codes and
+status codes. Each carries a message a user can act on.
+"""
+
+from __future__ import annotations
+
+
+class EverosError(Exception):
+    """Base class: every error the product reports to a user."""
+
+
+class InvalidId(EverosError, ValueError):
+    """An app, project, user or entry id that is not allowed (e.g. a path trick)."""
+
+
+class ConfigError(EverosError):
+    """Invalid configuration; ``problems`` lists every (file, key, reason) found at once."""
+
+    def __init__(self, problems: list[tuple[str, str, str]]) -> None:
+        self.problems = problems
+        lines = [f"{file}: {key}: {reason}" for file, key, reason in problems]
+        super().__init__("invalid configuration: " + "; ".join(lines))
+
+
+class MarkdownError(EverosError):
+    """A daily-log file that cannot be parsed well enough to be changed safely."""
+
+    def __init__(self, path: str, line: int, reason: str) -> None:
+        self.path, self.line, self.reason = path, line, reason
+        super().__init__(f"{path}:{line}: {reason}")
+
+
+class UnknownEntry(EverosError, KeyError):
+    """No entry with that id exists for that user."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "unknown entry"
+
+
+class UnknownStrategy(EverosError, KeyError):
+    """No strategy is registered under that name."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "unknown strategy"
+
+
+class ProviderUnavailable(EverosError):
+    """An LLM or embedding provider failed or answered something unusable."""
+
+
+class StrategyBusy(EverosError):
+    """A run of that strategy is already in progress (possibly in another process)."""
+
+
+class UndoRefused(EverosError):
+    """An undo that would orphan later work unless told to cascade."""

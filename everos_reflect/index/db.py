@@ -1,0 +1,235 @@
+"""``system.db``: derived index state plus the coordination state of the daemon.
+
+Migrations are named and append-only; each runs in its own transaction and is recorded in
+``schema_migrations``, so an old database is brought forward step by step and a blank one is
+built the same way. Never edit a shipped migration: add a new one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+MIGRATIONS: list[tuple[str, str]] = [
+    (
+        "0001_sync_state",
+        """
+        CREATE TABLE files (
+            path        TEXT PRIMARY KEY,      -- relative to the memory root, POSIX separators
+            app_id      TEXT NOT NULL,
+            project_id  TEXT NOT NULL,
+            user_id     TEXT NOT NULL,
+            kind        TEXT NOT NULL,
+            mtime_ns    INTEGER NOT NULL,
+            size        INTEGER NOT NULL,
+            sha256      TEXT NOT NULL,
+            problems    TEXT NOT NULL DEFAULT '[]',   -- JSON list of diagnostics
+            synced_at   TEXT NOT NULL
+        );
+        CREATE TABLE entries (
+            app_id        TEXT NOT NULL,
+            project_id    TEXT NOT NULL,
+            user_id       TEXT NOT NULL,
+            id            TEXT NOT NULL,
+            kind          TEXT NOT NULL,
+            path          TEXT NOT NULL,
+            owner_id      TEXT,
+            ts            REAL,              -- epoch seconds of `timestamp`, for ordering
+            timestamp     TEXT,
+            subject       TEXT NOT NULL DEFAULT '',
+            text          TEXT NOT NULL DEFAULT '',
+            parent_type   TEXT,
+            parent_id     TEXT,
+            session_id    TEXT,
+            sources       TEXT NOT NULL DEFAULT '[]',  -- JSON list
+            deprecated_by TEXT,
+            content_hash  TEXT NOT NULL,
+            text_hash     TEXT NOT NULL,
+            embed_model   TEXT,
+            PRIMARY KEY (app_id, project_id, user_id, id)
+        );
+        CREATE INDEX entries_by_path ON entries(path);
+        CREATE INDEX entries_by_user_kind ON entries(app_id, project_id, user_id, kind, ts);
+        CREATE INDEX entries_by_parent ON entries(app_id, project_id, user_id, parent_id);
+        """,
+    ),
+    (
+        "0002_clusters",
+        """
+        CREATE TABLE clusters (
+            cluster_id      TEXT PRIMARY KEY,
+            app_id          TEXT NOT NULL,
+            project_id      TEXT NOT NULL,
+            user_id         TEXT NOT NULL,
+            centroid        BLOB NOT NULL,     -- float32 little-endian, L2-normalised
+            member_count    INTEGER NOT NULL,
+            first_ts        REAL NOT NULL,
+            last_ts         REAL NOT NULL,
+            consolidated_entry_id TEXT,        -- the live narrative, when consolidated
+            consolidated_at TEXT,
+            created_at      TEXT NOT NULL
+        );
+        CREATE INDEX clusters_by_user_time ON clusters(app_id, project_id, user_id, last_ts);
+        CREATE TABLE cluster_members (
+            app_id      TEXT NOT NULL,
+            project_id  TEXT NOT NULL,
+            user_id     TEXT NOT NULL,
+            entry_id    TEXT NOT NULL,
+            cluster_id  TEXT NOT NULL REFERENCES clusters(cluster_id) ON DELETE CASCADE,
+            ts          REAL NOT NULL,
+            similarity  REAL,
+            joined_at   TEXT NOT NULL,
+            PRIMARY KEY (app_id, project_id, user_id, entry_id)
+        );
+        CREATE INDEX cluster_members_by_cluster ON cluster_members(cluster_id, ts);
+        """,
+    ),
+    (
+        "0003_reflection_report",
+        """
+        CREATE TABLE reflection_report (
+            id                    TEXT PRIMARY KEY,
+            run_id                TEXT,
+            app_id                TEXT NOT NULL,
+            project_id            TEXT NOT NULL,
+            owner_id              TEXT NOT NULL,
+            cluster_id            TEXT NOT NULL,
+            mode                  TEXT NOT NULL CHECK (mode IN ('init', 'update')),
+            source_count          INTEGER NOT NULL,
+            source_members        TEXT NOT NULL,      -- JSON list of entry ids
+            merged_entry_id       TEXT,
+            deprecated_fact_count INTEGER NOT NULL DEFAULT 0,
+            new_fact_count        INTEGER NOT NULL DEFAULT 0,
+            fact_coverage         REAL,
+            provider              TEXT,
+            model                 TEXT,
+            prompt_tokens         INTEGER,
+            completion_tokens     INTEGER,
+            duration_ms           INTEGER,
+            status                TEXT NOT NULL,      -- ok | skipped | rejected | failed | undone
+            error                 TEXT,
+            created_at            TEXT NOT NULL       -- ISO 8601 UTC, microseconds: sortable
+        );
+        CREATE INDEX reflection_report_by_time ON reflection_report(created_at);
+        CREATE INDEX reflection_report_by_merged ON reflection_report(merged_entry_id);
+        """,
+    ),
+    (
+        "0004_runs",
+        """
+        CREATE TABLE runs (
+            id           TEXT PRIMARY KEY,
+            strategy     TEXT NOT NULL,
+            trigger      TEXT NOT NULL,       -- cron | manual | api | startup-catchup | data
+            started_at   TEXT NOT NULL,
+            finished_at  TEXT,
+            status       TEXT NOT NULL,       -- running | ok | failed | abandoned
+            error        TEXT,
+            attempt      INTEGER NOT NULL DEFAULT 1,
+            counts       TEXT NOT NULL DEFAULT '{}',  -- JSON
+            pid          INTEGER
+        );
+        CREATE INDEX runs_by_strategy ON runs(strategy, started_at);
+        CREATE TABLE strategy_state (
+            strategy     TEXT PRIMARY KEY,
+            state        TEXT NOT NULL DEFAULT '{}'   -- JSON: trigger counters, last due, ...
+        );
+        """,
+    ),
+    (
+        "0005_merge_journal",
+        """
+        -- One row per merge in flight: written before the first Markdown write, removed after
+        -- the last, so a crash can be rolled forward or abandoned at the next start.
+        CREATE TABLE merge_journal (
+            id           TEXT PRIMARY KEY,
+            app_id       TEXT NOT NULL,
+            project_id   TEXT NOT NULL,
+            user_id      TEXT NOT NULL,
+            cluster_id   TEXT NOT NULL,
+            plan         TEXT NOT NULL,       -- JSON: everything needed to finish or abandon
+            step         TEXT NOT NULL,
+            created_at   TEXT NOT NULL
+        );
+        """,
+    ),
+]
+
+
+def utcnow_iso() -> str:
+    """Sortable UTC timestamp with microseconds, as stored in every ``*_at`` column."""
+    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+
+
+def db_path(root: Path) -> Path:
+    return Path(root) / ".index" / "sqlite" / "system.db"
+
+
+def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
+    """Open ``system.db`` (creating and migrating it unless ``readonly``).
+
+    WAL mode lets the API read while a Reflection run writes; the busy timeout makes writers
+    from several processes queue instead of failing.
+    """
+    path = db_path(Path(root))
+    if readonly:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0,
+                               check_same_thread=False)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
+    conn.row_factory = sqlite3.Row
+    conn.execute("PRAGMA busy_timeout = 30000")
+    conn.execute("PRAGMA foreign_keys = ON")
+    if not readonly:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = NORMAL")
+        migrate(conn)
+    return conn
+
+
+def migrate(conn: sqlite3.Connection, migrations: list[tuple[str, str]] | None = None) -> list[str]:
+    """Apply every migration not yet recorded; returns the names applied now."""
+    migrations = MIGRATIONS if migrations is None else migrations
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS schema_migrations "
+        "(name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    applied = {r[0] for r in conn.execute("SELECT name FROM schema_migrations")}
+    done: list[str] = []
+    for name, sql in migrations:
+        if name in applied:
+            continue
+        with transaction(conn):
+            # executescript would COMMIT on its own; run statements one by one instead.
+            for statement in _split_sql(sql):
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)",
+                (name, utcnow_iso()),
+            )
+        done.append(name)
+    return done
+
+
+class transaction:  # noqa: N801 - used like a function: `with transaction(conn):`
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` / ``ROLLBACK``: one writer at a time, across processes."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.conn.execute("BEGIN IMMEDIATE")
+        return self.conn
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self.conn.execute("COMMIT")
+        else:
+            self.conn.execute("ROLLBACK")
+
+
+def _split_sql(sql: str) -> list[str]:
+    lines = [line.split("--", 1)[0] for line in sql.splitlines()]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]

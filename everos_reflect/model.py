@@ -1,0 +1,256 @@
+"""The vocabulary shared by every layer: tenants, entry kinds, ids and parsed entries.
+
+Everything here is pure data and validation, no I/O, so the Markdown store, the indexes, the
+strategies and the HTTP/CLI edges all agree on what an id or an entry is.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from enum import Enum
+from typing import Any
+
+from everos_reflect.errors import InvalidId
+
+DEFAULT_APP = "default_app"
+DEFAULT_PROJECT = "default_project"
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+ENTRY_ID_RE = re.compile(r"^(ep|af|in)_(\d{8})_(\d{4,})$")
+
+
+def validate_name(value: object, what: str = "user_id") -> str:
+    """Return ``value`` if it is a safe app/project/user id, else raise :class:`InvalidId`.
+
+    Checked before any path is built, so ``../x``, ``a/b``, ``.``, control characters and
+    look-alike unicode never reach the filesystem.
+    """
+    if not isinstance(value, str):
+        raise InvalidId(f"{what} must be a string, got {type(value).__name__}")
+    if value in {".", ".."} or not _NAME_RE.fullmatch(value):
+        shown = value.encode("unicode_escape").decode("ascii")
+        raise InvalidId(
+            f"invalid {what} {shown!r}: use 1-128 characters from A-Z a-z 0-9 _ . -, "
+            "starting with a letter or digit"
+        )
+    return value
+
+
+class Kind(str, Enum):
+    """The kinds of daily log, with their on-disk names."""
+
+    EPISODE = "episode"
+    ATOMIC_FACT = "atomic_fact"
+    INSIGHT = "insight"
+
+    @property
+    def prefix(self) -> str:
+        return {"episode": "ep", "atomic_fact": "af", "insight": "in"}[self.value]
+
+    @property
+    def folder(self) -> str:
+        return {"episode": "episodes", "atomic_fact": ".atomic_facts", "insight": ".insights"}[
+            self.value
+        ]
+
+    @property
+    def file_type(self) -> str:
+        """The ``type`` written in a daily log's frontmatter."""
+        return f"{self.value}_daily"
+
+    def filename(self, day: date) -> str:
+        return f"{self.value}-{day.isoformat()}.md"
+
+    @classmethod
+    def from_prefix(cls, prefix: str) -> Kind:
+        for kind in cls:
+            if kind.prefix == prefix:
+                return kind
+        raise InvalidId(f"unknown entry id prefix {prefix!r}")
+
+
+@dataclass(frozen=True, order=True)
+class UserRef:
+    """One user's memory inside one tenant; the unit Reflection works on."""
+
+    app: str
+    project: str
+    user_id: str
+
+    def __post_init__(self) -> None:
+        validate_name(self.app, "app_id")
+        validate_name(self.project, "project_id")
+        validate_name(self.user_id, "user_id")
+
+    @classmethod
+    def of(cls, user_id: str, app: str | None = None, project: str | None = None) -> UserRef:
+        return cls(app or DEFAULT_APP, project or DEFAULT_PROJECT, user_id)
+
+    def __str__(self) -> str:
+        return f"{self.app}/{self.project}/{self.user_id}"
+
+
+@dataclass(frozen=True)
+class EntryId:
+    """A parsed ``<prefix>_<YYYYMMDD>_<NNNN>`` id: the date names the file that holds it."""
+
+    kind: Kind
+    day: date
+    seq: int
+
+    @classmethod
+    def parse(cls, text: str) -> EntryId:
+        m = ENTRY_ID_RE.fullmatch(text) if isinstance(text, str) else None
+        if not m:
+            raise InvalidId(f"invalid entry id {text!r}: expected e.g. ep_20261012_0001")
+        try:
+            day = datetime.strptime(m.group(2), "%Y%m%d").date()
+        except ValueError as exc:
+            raise InvalidId(f"invalid entry id {text!r}: bad date") from exc
+        return cls(Kind.from_prefix(m.group(1)), day, int(m.group(3)))
+
+    def __str__(self) -> str:
+        return f"{self.kind.prefix}_{self.day.strftime('%Y%m%d')}_{self.seq:04d}"
+
+
+def parse_timestamp(value: object) -> datetime | None:
+    """Read an ISO 8601 timestamp (YAML may already have made it a datetime).
+
+    A naive value is taken as UTC; anything unreadable gives ``None`` so the caller can report it.
+    """
+    if isinstance(value, datetime):
+        ts = value
+    elif isinstance(value, date):
+        ts = datetime(value.year, value.month, value.day)
+    elif isinstance(value, str):
+        try:
+            ts = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            return None
+    else:
+        return None
+    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+
+
+def format_timestamp(ts: datetime) -> str:
+    """The one timestamp form the daemon writes: ISO 8601, seconds, explicit offset."""
+    if ts.tzinfo is None:
+        ts = ts.replace(tzinfo=timezone.utc)
+    return ts.isoformat(timespec="seconds")
+
+
+def normalize_text(text: str) -> str:
+    return unicodedata.normalize("NFC", " ".join(text.split()))
+
+
+@dataclass
+class Entry:
+    """One parsed entry of a daily log.
+
+    ``meta`` keeps every metadata key in file order, unknown ones included; ``sections`` maps
+    each ``## Heading`` to its body (stripped), also in file order. ``raw`` is the exact text
+    from the opening marker to the end of the closing marker, so writers can leave it untouched.
+    """
+
+    id: str
+    kind: Kind
+    meta: dict[str, Any]
+    sections: dict[str, str]
+    line: int = 0
+    raw: str = ""
+    deprecated_by: str | None = None
+
+    @property
+    def timestamp(self) -> datetime | None:
+        return parse_timestamp(self.meta.get("timestamp"))
+
+    @property
+    def subject(self) -> str:
+        return self.sections.get("Subject", "")
+
+    @property
+    def content(self) -> str:
+        """The entry's main text: Content for episodes, Fact for facts, Insight for insights."""
+        for name in ("Content", "Fact", "Insight"):
+            if name in self.sections:
+                return self.sections[name]
+        return ""
+
+    @property
+    def parent_type(self) -> str | None:
+        value = self.meta.get("parent_type")
+        return str(value) if value is not None else None
+
+    @property
+    def parent_id(self) -> str | None:
+        value = self.meta.get("parent_id")
+        return str(value) if value is not None else None
+
+    @property
+    def session_id(self) -> str | None:
+        value = self.meta.get("session_id")
+        return str(value) if value is not None else None
+
+    @property
+    def sources(self) -> list[str]:
+        value = self.meta.get("sources") or []
+        return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+    @property
+    def search_text(self) -> str:
+        """What gets embedded and full-text indexed."""
+        parts = [self.subject, self.sections.get("Summary", ""), self.content]
+        return "\n".join(p for p in parts if p)
+
+    @property
+    def content_hash(self) -> str:
+        """Changes whenever anything that is indexed changes (text or metadata)."""
+        h = hashlib.sha256()
+        h.update(repr(sorted((str(k), str(v)) for k, v in self.meta.items())).encode())
+        h.update(repr(list(self.sections.items())).encode())
+        return h.hexdigest()[:32]
+
+    @property
+    def text_hash(self) -> str:
+        """Changes only when the embedded text changes: decides whether to re-embed."""
+        return hashlib.sha256(normalize_text(self.search_text).encode()).hexdigest()[:32]
+
+
+@dataclass
+class Diagnostic:
+    """A problem found in a file: where, and why. Lenient parsing reports, never raises."""
+
+    path: str
+    line: int
+    message: str
+    severity: str = "error"  # "error": not indexed / skipped; "warning": indexed anyway
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.severity}: {self.message}"
+
+
+@dataclass
+class DailyLog:
+    """A parsed daily-log file: frontmatter, entries in file order, and diagnostics."""
+
+    path: str
+    kind: Kind | None
+    day: date | None
+    frontmatter: dict[str, Any]
+    entries: list[Entry] = field(default_factory=list)
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    text: str = ""
+
+    @property
+    def deprecated_entries(self) -> dict[str, str]:
+        value = self.frontmatter.get("deprecated_entries") or {}
+        return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+    @property
+    def ok(self) -> bool:
+        """False when the file as a whole could not be understood (it is then left alone)."""
+        return not any(d.severity == "fatal" for d in self.diagnostics)
