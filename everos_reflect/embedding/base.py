@@ -1,0 +1,75 @@
+"""The embedding interface and its deterministic in-memory implementation.
+
+Every consumer (indexer, clustering, search) depends only on :class:`Embedder`, so tests run with
+:class:`HashEmbedder` — instant, reproducible, no model file — and production swaps in the ONNX
+or OpenAI-compatible provider without any other change.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import re
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+_WORD_RE = re.compile(r"\w+", re.UNICODE)
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Turns texts into unit vectors; ``name`` is recorded next to each stored vector."""
+
+    name: str
+    dim: int
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """Return a float32 array of shape ``(len(texts), dim)`` whose rows have unit L2 norm."""
+        ...
+
+
+def l2_normalize(vectors: np.ndarray) -> np.ndarray:
+    """Row-wise unit vectors as float32; an all-zero row stays zero instead of becoming NaN."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.where(norms > 0, norms, 1.0).astype(np.float32)
+
+
+class HashEmbedder:
+    """Hashed bag of word unigrams and bigrams: similarity means shared words.
+
+    Deterministic across processes (sha1, not Python's salted ``hash``) and dependency-free, so
+    clustering and search logic can be tested with predictable neighbours: texts that share
+    words are close, texts that share none are near orthogonal. An empty text gets a fixed
+    "blank" direction, so every row is still a unit vector.
+    """
+
+    def __init__(self, dim: int = 64) -> None:
+        if dim < 2:
+            raise ValueError(f"HashEmbedder dim must be at least 2, got {dim}")
+        self.dim = dim
+        self.name = f"hash:{dim}"
+
+    def _features(self, text: str) -> list[str]:
+        words = [w.lower() for w in _WORD_RE.findall(text)]
+        return words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
+
+    def _bucket(self, feature: str) -> tuple[int, float]:
+        digest = hashlib.sha1(feature.encode("utf-8")).digest()
+        index = int.from_bytes(digest[:4], "little") % self.dim
+        sign = 1.0 if digest[4] & 1 else -1.0
+        return index, sign
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            features = self._features(text) or ["\x00blank"]
+            for feature in features:
+                index, sign = self._bucket(feature)
+                # bigrams weigh less than words: sharing words matters most
+                out[row, index] += sign * (1.0 if " " not in feature else 0.5)
+        zero = ~out.any(axis=1)
+        if zero.any():  # features cancelled out exactly: fall back to a fixed direction
+            out[zero, 0] = 1.0
+        return l2_normalize(out)
