@@ -1,0 +1,450 @@
+"""Settings: ``config/default.toml`` < ``<root>/everos.toml`` < ``EVEROS_<SECTION>__<KEY>``.
+
+Parsing is pure (texts and an env mapping in, a frozen :class:`Settings` out) and separate from
+finding the files, so it is tested without touching disk. Every problem found — TOML syntax,
+unknown keys, wrong types, out-of-range values, in any layer — is collected and raised at once as
+one :class:`~everos_reflect.errors.ConfigError`, each naming its file, key and reason.
+
+The strategies live apart in ``<root>/ome.toml``: :func:`parse_ome` only checks its shape and
+returns the raw tables, because each strategy declares and validates its own settings.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, get_type_hints
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from everos_reflect.errors import ConfigError
+
+DEFAULT_FILE = "config/default.toml"
+ENV_FILE = "environment"
+ENV_PREFIX = "EVEROS_"
+USER_FILE_NAME = "everos.toml"
+OME_FILE_NAME = "ome.toml"
+
+Problem = tuple[str, str, str]
+
+
+# --- the schema: dataclass defaults mirror defaults/default.toml (a test pins them equal) ----
+
+
+@dataclass(frozen=True)
+class LLMSettings:
+    provider: str = "extractive"
+    model: str = "gpt-4o-mini"
+    base_url: str | None = None
+    api_key: str | None = None
+    timeout_seconds: float = 60.0
+    max_retries: int = 3
+    max_concurrency: int = 4
+
+
+@dataclass(frozen=True)
+class EmbeddingSettings:
+    provider: str = "local"
+    model: str = "all-MiniLM-L6-v2"
+    base_url: str | None = None
+    api_key: str | None = None
+    dimensions: int = 384
+    batch_size: int = 32
+    threads: int = 0  # 0: let onnxruntime decide
+
+
+@dataclass(frozen=True)
+class ClusteringSettings:
+    threshold: float = 0.65
+    time_window_days: float = 7.0
+    rejoin_threshold: float = 0.75
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    host: str = "127.0.0.1"
+    port: int = 8000
+    token: str | None = None
+
+    @property
+    def is_loopback(self) -> bool:
+        """Binding anything else exposes the API, which then needs a token (SPEC §7)."""
+        return self.host in {"127.0.0.1", "localhost", "::1"} or self.host.startswith("127.")
+
+
+@dataclass(frozen=True)
+class SchedulerSettings:
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True)
+class IndexSettings:
+    watch_debounce_seconds: float = 0.5
+    reconcile_interval_seconds: float = 60.0
+    optimize_interval_seconds: float = 600.0
+    search_mode: str = "hybrid"
+
+
+@dataclass(frozen=True)
+class Settings:
+    llm: LLMSettings = LLMSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    clustering: ClusteringSettings = ClusteringSettings()
+    server: ServerSettings = ServerSettings()
+    scheduler: SchedulerSettings = SchedulerSettings()
+    index: IndexSettings = IndexSettings()
+
+
+SECTIONS: dict[str, type] = get_type_hints(Settings)
+
+
+def _types(section: type) -> dict[str, Any]:
+    return get_type_hints(section)
+
+
+# --- value checks: each returns a reason when the value is unacceptable ----------------------
+
+Check = Callable[[Any], str | None]
+
+
+def _one_of(*choices: str) -> Check:
+    def check(value: Any) -> str | None:
+        if value not in choices:
+            return f"must be one of {', '.join(repr(c) for c in choices)}, got {value!r}"
+        return None
+
+    return check
+
+
+def _at_least(low: float) -> Check:
+    def check(value: Any) -> str | None:
+        return None if value >= low else f"must be at least {low:g}, got {value!r}"
+
+    return check
+
+
+def _positive(value: Any) -> str | None:
+    return None if value > 0 else f"must be greater than 0, got {value!r}"
+
+
+def _unit_interval(value: Any) -> str | None:
+    return None if 0 < value <= 1 else f"must be in (0, 1], got {value!r}"
+
+
+def _port(value: Any) -> str | None:
+    return None if 1 <= value <= 65535 else f"must be a port number 1-65535, got {value!r}"
+
+
+def _not_blank(value: Any) -> str | None:
+    return None if value.strip() else "must not be empty"
+
+
+def _url(value: Any) -> str | None:
+    if value is None or re.match(r"^https?://[^\s/]+", value):
+        return None
+    return f"must be an http:// or https:// URL, got {value!r}"
+
+
+def _timezone(value: Any) -> str | None:
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"unknown time zone {value!r} (use an IANA name such as 'UTC' or 'Europe/Paris')"
+    return None
+
+
+CHECKS: dict[tuple[str, str], Check] = {
+    ("llm", "provider"): _one_of("extractive", "openai"),
+    ("llm", "model"): _not_blank,
+    ("llm", "base_url"): _url,
+    ("llm", "timeout_seconds"): _positive,
+    ("llm", "max_retries"): _at_least(0),
+    ("llm", "max_concurrency"): _at_least(1),
+    ("embedding", "provider"): _one_of("local", "openai"),
+    ("embedding", "model"): _not_blank,
+    ("embedding", "base_url"): _url,
+    ("embedding", "dimensions"): _at_least(1),
+    ("embedding", "batch_size"): _at_least(1),
+    ("embedding", "threads"): _at_least(0),
+    ("clustering", "threshold"): _unit_interval,
+    ("clustering", "time_window_days"): _positive,
+    ("clustering", "rejoin_threshold"): _unit_interval,
+    ("server", "host"): _not_blank,
+    ("server", "port"): _port,
+    ("scheduler", "timezone"): _timezone,
+    ("index", "watch_debounce_seconds"): _at_least(0),
+    ("index", "reconcile_interval_seconds"): _positive,
+    ("index", "optimize_interval_seconds"): _positive,
+    ("index", "search_mode"): _one_of("hybrid", "vector", "keyword"),
+}
+
+
+# --- parsing ----------------------------------------------------------------------------------
+
+
+def _did_you_mean(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+_TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+
+
+def toml_syntax_problem(file: str, exc: tomllib.TOMLDecodeError) -> Problem:
+    """Turn tomllib's message into (file, "line N", reason) so the line is easy to find."""
+    message = str(exc)
+    m = _TOML_POS.search(message)
+    if m:
+        return file, f"line {m.group(1)}", f"TOML syntax error: {message[: m.start()]}"
+    return file, "(syntax)", f"TOML syntax error: {message}"
+
+
+def _read_toml(text: str, file: str, problems: list[Problem]) -> dict[str, Any] | None:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        problems.append(toml_syntax_problem(file, exc))
+        return None
+
+
+def _type_name(tp: Any) -> str:
+    if tp == str | None:
+        return "a string"
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}[tp]
+
+
+def _check_type(value: Any, tp: Any) -> tuple[Any, str | None]:
+    """Accept ``value`` for a field of type ``tp``; returns (normalised value, reason)."""
+    if tp is bool:
+        ok = isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif tp is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        value = float(value) if ok else value
+    else:  # str or str | None; "" means "not set" for the optional ones
+        ok = isinstance(value, str)
+        if ok and tp is not str and value == "":
+            value = None
+    if ok:
+        return value, None
+    shown = "a table" if isinstance(value, dict) else f"{type(value).__name__} {value!r}"
+    return value, f"must be {_type_name(tp)}, got {shown}"
+
+
+def _coerce_env(text: str, tp: Any) -> tuple[Any, str | None]:
+    """Environment values are strings: convert to the declared type or say why not."""
+    try:
+        if tp is int:
+            return int(text.strip()), None
+        if tp is float:
+            return float(text.strip()), None
+    except ValueError:
+        return text, f"must be {_type_name(tp)}, got {text!r}"
+    if tp is bool:
+        lowered = text.strip().lower()
+        if lowered in {"1", "true", "yes", "on"}:
+            return True, None
+        if lowered in {"0", "false", "no", "off"}:
+            return False, None
+        return text, f"must be true or false, got {text!r}"
+    return _check_type(text, tp)
+
+
+def _merge_file(
+    data: dict[str, Any],
+    file: str,
+    values: dict[str, dict[str, Any]],
+    origin: dict[tuple[str, str], tuple[str, str]],
+    problems: list[Problem],
+) -> None:
+    for section, table in data.items():
+        if section not in SECTIONS:
+            hint = (
+                " (strategies belong in ome.toml)"
+                if section == "strategies"
+                else _did_you_mean(section, list(SECTIONS))
+            )
+            problems.append((file, section, f"unknown section{hint}"))
+            continue
+        if not isinstance(table, dict):
+            problems.append((file, section, f"must be a table [{section}], not a single value"))
+            continue
+        types = _types(SECTIONS[section])
+        for key, raw in table.items():
+            dotted = f"{section}.{key}"
+            if key not in types:
+                hint = _did_you_mean(key, list(types))
+                problems.append((file, dotted, f"unknown key{hint}"))
+                continue
+            value, reason = _check_type(raw, types[key])
+            if reason:
+                problems.append((file, dotted, reason))
+                continue
+            values[section][key] = value
+            origin[(section, key)] = (file, dotted)
+
+
+def _merge_env(
+    env: Mapping[str, str],
+    values: dict[str, dict[str, Any]],
+    origin: dict[tuple[str, str], tuple[str, str]],
+    problems: list[Problem],
+) -> None:
+    for name in sorted(env):
+        # EVEROS_ROOT and friends have no "__": only EVEROS_<SECTION>__<KEY> are settings.
+        if not name.startswith(ENV_PREFIX) or "__" not in name:
+            continue
+        section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
+        if section not in SECTIONS:
+            hint = _did_you_mean(section, list(SECTIONS))
+            problems.append((ENV_FILE, name, f"unknown section {section!r}{hint}"))
+            continue
+        types = _types(SECTIONS[section])
+        if key not in types:
+            hint = _did_you_mean(key, list(types))
+            problems.append((ENV_FILE, name, f"unknown key {section}.{key}{hint}"))
+            continue
+        value, reason = _coerce_env(env[name], types[key])
+        if reason:
+            problems.append((ENV_FILE, name, reason))
+            continue
+        values[section][key] = value
+        origin[(section, key)] = (ENV_FILE, name)
+
+
+def parse_settings(
+    default_text: str,
+    user_text: str | None,
+    env: Mapping[str, str],
+    user_file: str = USER_FILE_NAME,
+    *,
+    default_file: str = DEFAULT_FILE,
+) -> Settings:
+    """Layer the shipped defaults, the user's file and the environment into :class:`Settings`.
+
+    Raises :class:`ConfigError` listing every problem of every layer, each attributed to the
+    layer that supplied the bad value.
+    """
+    problems: list[Problem] = []
+    values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    origin: dict[tuple[str, str], tuple[str, str]] = {}
+
+    for text, file in ((default_text, default_file), (user_text, user_file)):
+        if text is None:
+            continue
+        data = _read_toml(text, file, problems)
+        if data is not None:
+            _merge_file(data, file, values, origin, problems)
+    _merge_env(env, values, origin, problems)
+
+    for (section, key), check in CHECKS.items():
+        if key not in values[section]:
+            continue
+        value = values[section][key]
+        reason = check(value) if value is not None else None
+        if reason:
+            file, shown = origin[(section, key)]
+            problems.append((file, shown, reason))
+
+    if problems:
+        raise ConfigError(problems)
+    # A key absent from every layer keeps the dataclass default (pinned equal to default.toml).
+    return Settings(**{name: SECTIONS[name](**values[name]) for name in SECTIONS})
+
+
+# --- ome.toml: the strategies -----------------------------------------------------------------
+
+
+def parse_ome(text: str, file: str = OME_FILE_NAME) -> dict[str, dict[str, Any]]:
+    """Return ``{strategy name: raw table}`` from an ``ome.toml`` text.
+
+    Only the shape is checked here (a ``[strategies]`` table of tables); each strategy validates
+    its own values, because only it knows them.
+    """
+    problems: list[Problem] = []
+    data = _read_toml(text, file, problems)
+    if data is None:
+        raise ConfigError(problems)
+    for key in data:
+        if key != "strategies":
+            hint = _did_you_mean(key, ["strategies"])
+            problems.append((file, key, f"unknown top-level key{hint}; use [strategies.<name>]"))
+    strategies = data.get("strategies", {})
+    result: dict[str, dict[str, Any]] = {}
+    if not isinstance(strategies, dict):
+        problems.append((file, "strategies", "must be a table of [strategies.<name>] tables"))
+    else:
+        for name, table in strategies.items():
+            if isinstance(table, dict):
+                result[name] = table
+            else:
+                problems.append((file, f"strategies.{name}", "must be a table [strategies.<name>]"))
+    if problems:
+        raise ConfigError(problems)
+    return result
+
+
+# --- finding the files ------------------------------------------------------------------------
+
+
+def packaged_text(name: str) -> str:
+    """A file shipped in ``everos_reflect/defaults`` (works from a wheel or a checkout)."""
+    return resources.files("everos_reflect").joinpath("defaults", name).read_text("utf-8")
+
+
+def _read_user_file(path: Path) -> str | None:
+    try:
+        return path.read_text("utf-8")
+    except FileNotFoundError:
+        return None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([(str(path), "(file)", f"not UTF-8 text: {exc.reason}")]) from exc
+    except OSError as exc:
+        raise ConfigError([(str(path), "(file)", exc.strerror or str(exc))]) from exc
+
+
+def load_settings(root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Settings:
+    """Settings for a memory root: shipped defaults, ``<root>/everos.toml``, then ``env``."""
+    path = Path(root) / USER_FILE_NAME
+    return parse_settings(
+        packaged_text("default.toml"),
+        _read_user_file(path),
+        os.environ if env is None else env,
+        str(path),
+    )
+
+
+def load_ome(root: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """The raw strategy tables of ``<root>/ome.toml``; ``{}`` when there is no such file."""
+    path = Path(root) / OME_FILE_NAME
+    text = _read_user_file(path)
+    return {} if text is None else parse_ome(text, str(path))
+
+
+def everos_toml_template() -> str:
+    """The ``everos.toml`` that ``init`` writes: the shipped defaults, every line commented out.
+
+    Users then uncomment only what they override, as SPEC §4 asks.
+    """
+    lines = [
+        "# everos-reflect settings for this memory root.",
+        "# Every key is optional: uncomment a line to override the shipped default shown.",
+        "# Environment variables EVEROS_<SECTION>__<KEY> (e.g. EVEROS_LLM__API_KEY) win over",
+        "# this file.",
+        "",
+    ]
+    body = packaged_text("default.toml")
+    body = body[body.index("\n[") + 1 :]  # drop the shipped file's own "never edit" header
+    for line in body.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            lines.append(line)
+        else:
+            lines.append(f"# {line}")
+    return "\n".join(lines) + "\n"
