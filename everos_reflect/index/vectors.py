@@ -1,0 +1,366 @@
+"""LanceDB: the derived vector + full-text copy of every indexed entry.
+
+One table per kind. Rows are keyed by ``app/project/user/id`` so tenants never collide, and
+every row records which embedding model made its vector, so a model change is detected and
+forces a re-embed instead of mixing vector spaces. Everything here is rebuildable from Markdown.
+
+Concurrency: LanceDB handles concurrent appends, but compaction conflicts with a concurrent
+writer. Every mutation therefore takes a thread lock (this process) and a file lock (other
+processes on the same root); ``optimize`` takes the same pair, so it never overlaps a write or
+itself.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import lancedb
+import numpy as np
+import pyarrow as pa
+from filelock import FileLock
+from lancedb.index import FTS, BTree, IvfHnswSq
+
+from everos_reflect.errors import EverosError
+from everos_reflect.model import Kind, UserRef, validate_name
+
+TABLES: dict[Kind, str] = {
+    Kind.EPISODE: "episodes",
+    Kind.ATOMIC_FACT: "atomic_facts",
+    Kind.INSIGHT: "insights",
+}
+
+# Columns every caller may read back (all but the vector and the internal key).
+META_COLUMNS: tuple[str, ...] = (
+    "id",
+    "app_id",
+    "project_id",
+    "user_id",
+    "kind",
+    "ts",
+    "timestamp",
+    "subject",
+    "text",
+    "parent_type",
+    "parent_id",
+    "session_id",
+    "sources",
+    "deprecated_by",
+    "content_hash",
+    "path",
+    "embed_model",
+)
+_REQUIRED = ("id", "app_id", "project_id", "user_id", "text", "embed_model")
+
+# Below this many rows an exact (flat) scan is fast enough and perfectly accurate; above it
+# ``optimize`` builds an approximate vector index.
+ANN_MIN_ROWS = 50_000
+
+
+def _schema(dim: int) -> pa.Schema:
+    return pa.schema(
+        [
+            pa.field("key", pa.string(), nullable=False),
+            pa.field("id", pa.string(), nullable=False),
+            pa.field("app_id", pa.string(), nullable=False),
+            pa.field("project_id", pa.string(), nullable=False),
+            pa.field("user_id", pa.string(), nullable=False),
+            pa.field("kind", pa.string()),
+            pa.field("ts", pa.float64()),
+            pa.field("timestamp", pa.string()),
+            pa.field("subject", pa.string()),
+            pa.field("text", pa.string()),
+            pa.field("parent_type", pa.string()),
+            pa.field("parent_id", pa.string()),
+            pa.field("session_id", pa.string()),
+            pa.field("sources", pa.list_(pa.string())),
+            pa.field("deprecated_by", pa.string()),
+            pa.field("content_hash", pa.string()),
+            pa.field("path", pa.string()),
+            pa.field("embed_model", pa.string()),
+            pa.field("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+def sql_str(value: object) -> str:
+    """A SQL string literal: quotes doubled, so no value can end the literal early."""
+    text = str(value)
+    if "\x00" in text:
+        raise EverosError("NUL character in a filter value")
+    return "'" + text.replace("'", "''") + "'"
+
+
+def row_key(app: str, project: str, user_id: str, entry_id: str) -> str:
+    return f"{app}/{project}/{user_id}/{entry_id}"
+
+
+def where_clause(
+    *,
+    app_id: str | None = None,
+    project_id: str | None = None,
+    user_id: str | None = None,
+    include_deprecated: bool = True,
+) -> str | None:
+    """A filter over tenant/user/deprecation built only from validated names."""
+    parts = []
+    for column, value in (("app_id", app_id), ("project_id", project_id), ("user_id", user_id)):
+        if value is not None:
+            parts.append(f"{column} = {sql_str(validate_name(value, column))}")
+    if not include_deprecated:
+        parts.append("deprecated_by IS NULL")
+    return " AND ".join(parts) or None
+
+
+def _epoch(value: object) -> float:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    return float(value) if value is not None else math.nan  # type: ignore[arg-type]
+
+
+def _as_kind(kind: Kind | str) -> Kind:
+    try:
+        return Kind(kind)
+    except ValueError as exc:
+        raise EverosError(f"unknown entry kind {kind!r}") from exc
+
+
+class VectorIndex:
+    """The LanceDB tables under ``path`` (``<root>/.index/lancedb``) for vectors of ``dim``."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        dim: int,
+        *,
+        cleanup_older_than: timedelta = timedelta(minutes=5),
+    ) -> None:
+        self.path = Path(path)
+        self.dim = int(dim)
+        self.cleanup_older_than = cleanup_older_than
+        self.path.mkdir(parents=True, exist_ok=True)
+        # Always read the latest committed version: another process (CLI, daemon) may write.
+        self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
+        self._tables: dict[Kind, Any] = {}
+        self._thread_lock = threading.RLock()
+        self._file_lock = FileLock(str(self.path.parent / f".{self.path.name}.write.lock"))
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        with self._thread_lock, self._file_lock:
+            yield
+
+    def _table(self, kind: Kind | str) -> Any:
+        kind = _as_kind(kind)
+        table = self._tables.get(kind)
+        if table is not None:
+            return table
+        with self._writing():
+            table = self._tables.get(kind)
+            if table is None:
+                table = self._open_or_create(kind)
+                self._tables[kind] = table
+        return table
+
+    def _open_or_create(self, kind: Kind) -> Any:
+        name = TABLES[kind]
+        table = self._db.create_table(name, schema=_schema(self.dim), exist_ok=True)
+        stored = table.schema.field("vector").type.list_size
+        if stored != self.dim:
+            raise EverosError(
+                f"the {name} vector index holds {stored}-dimensional vectors but the embedder "
+                f"makes {self.dim}: run `everos-reflect reindex` to rebuild it"
+            )
+        names = {ix.name for ix in table.list_indices()}
+        if "text_idx" not in names:
+            table.create_index("text", config=FTS(), name="text_idx")
+        if "key_idx" not in names:
+            table.create_index("key", config=BTree(), name="key_idx")
+        return table
+
+    @staticmethod
+    def _keys_where(ref: UserRef, ids: Iterable[str]) -> str | None:
+        keys = [sql_str(row_key(ref.app, ref.project, ref.user_id, i)) for i in ids]
+        return f"key IN ({', '.join(keys)})" if keys else None
+
+    def _to_arrow(self, kind: Kind, rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+        columns: dict[str, list[Any]] = {f: [] for f in ("key", *META_COLUMNS)}
+        vectors = np.empty((len(rows), self.dim), dtype=np.float32)
+        for n, row in enumerate(rows):
+            missing = [c for c in _REQUIRED if not row.get(c)]
+            if missing:
+                raise EverosError(f"index row {row.get('id')!r} lacks {', '.join(missing)}")
+            vector = np.asarray(row.get("vector"), dtype=np.float32).reshape(-1)
+            if vector.shape != (self.dim,) or not np.isfinite(vector).all():
+                raise EverosError(
+                    f"index row {row['id']!r}: vector must be {self.dim} finite floats, "
+                    f"got shape {vector.shape}"
+                )
+            vectors[n] = vector
+            ref = UserRef(row["app_id"], row["project_id"], row["user_id"])
+            columns["key"].append(row_key(ref.app, ref.project, ref.user_id, str(row["id"])))
+            for column in META_COLUMNS:
+                value = row.get(column)
+                if column == "kind":
+                    value = kind.value
+                elif column == "sources":
+                    value = [str(v) for v in value or []]
+                elif column == "ts":
+                    value = _epoch(value)
+                elif value is not None:
+                    value = str(value)
+                columns[column].append(value)
+        schema = _schema(self.dim)
+        arrays = [pa.array(columns[f.name], type=f.type) for f in schema if f.name != "vector"]
+        flat = pa.array(vectors.reshape(-1), type=pa.float32())
+        arrays.append(pa.FixedSizeListArray.from_arrays(flat, self.dim))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    # -- writes -----------------------------------------------------------------------------
+
+    def upsert(self, kind: Kind | str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Insert or replace rows (matched on tenant + user + id). Validates before writing."""
+        if not rows:
+            return
+        kind = _as_kind(kind)
+        data = self._to_arrow(kind, rows)
+        if len(set(data.column("key").to_pylist())) != len(rows):
+            raise EverosError("upsert got the same entry id twice in one batch")
+        table = self._table(kind)
+        with self._writing():
+            (
+                table.merge_insert("key")
+                .when_matched_update_all()
+                .when_not_matched_insert_all()
+                .execute(data)
+            )
+
+    def delete(self, kind: Kind | str, ref: UserRef, ids: Iterable[str]) -> None:
+        where = self._keys_where(ref, ids)
+        if where is None:
+            return
+        table = self._table(kind)
+        with self._writing():
+            table.delete(where)
+
+    def set_deprecated(
+        self, kind: Kind | str, ref: UserRef, ids: Iterable[str], by: str | None
+    ) -> None:
+        """Mark (``by`` = the replacing entry id) or clear (``by=None``) ``deprecated_by``."""
+        where = self._keys_where(ref, ids)
+        if where is None:
+            return
+        table = self._table(kind)
+        with self._writing():
+            table.update(where=where, values={"deprecated_by": by})
+
+    def reset(self) -> None:
+        """Drop every table (a full reindex follows); they are recreated empty on next use."""
+        with self._writing():
+            self._tables.clear()
+            for name in TABLES.values():
+                try:
+                    self._db.drop_table(name)
+                except (FileNotFoundError, ValueError):
+                    # never created; or a half-written table LanceDB cannot open
+                    shutil.rmtree(self.path / f"{name}.lance", ignore_errors=True)
+
+    def optimize(self) -> dict[str, Any]:
+        """Compact files, fold new rows into the indexes, drop old versions; build the ANN
+        index once a table is large. Serialized against writers and against itself."""
+        report: dict[str, Any] = {}
+        with self._writing():
+            for kind, name in TABLES.items():
+                table = self._table(kind)
+                table.optimize(cleanup_older_than=self.cleanup_older_than)
+                rows = table.count_rows()
+                names = {ix.name for ix in table.list_indices()}
+                if rows >= ANN_MIN_ROWS and "vector_idx" not in names:
+                    table.create_index(
+                        "vector",
+                        config=IvfHnswSq(distance_type="cosine"),
+                        name="vector_idx",
+                    )
+                report[name] = rows
+        return report
+
+    # -- reads ------------------------------------------------------------------------------
+
+    def count(self, kind: Kind | str, where: str | None = None) -> int:
+        return int(self._table(kind).count_rows(where))
+
+    def get_vectors(
+        self, kind: Kind | str, ref: UserRef, ids: Iterable[str]
+    ) -> dict[str, np.ndarray]:
+        """Stored vectors by entry id (ids not in the index are simply absent)."""
+        ids = list(dict.fromkeys(ids))
+        where = self._keys_where(ref, ids)
+        if where is None:
+            return {}
+        result = (
+            self._table(kind).search().where(where).select(["id", "vector"]).limit(len(ids))
+        ).to_arrow()
+        matrix = np.asarray(
+            result.column("vector").combine_chunks().flatten(), dtype=np.float32
+        ).reshape(-1, self.dim)
+        return {eid: matrix[n] for n, eid in enumerate(result.column("id").to_pylist())}
+
+    def rows(
+        self, kind: Kind | str, where: str | None = None, *, columns: Sequence[str] = META_COLUMNS
+    ) -> list[dict[str, Any]]:
+        """Every row matching ``where`` (no vectors unless asked)."""
+        table = self._table(kind)
+        query = table.search().select(list(columns)).limit(max(1, table.count_rows(where)))
+        if where:
+            query = query.where(where)
+        return query.to_list()
+
+    def embed_model(self, kind: Kind | str) -> str | None:
+        """The model that made the stored vectors: ``None`` when empty, several names joined
+        by ``", "`` when mixed — either way, compare with the embedder's ``name``."""
+        names = {r["embed_model"] for r in self.rows(kind, columns=("embed_model",))}
+        return ", ".join(sorted(names)) or None
+
+    def search_vector(
+        self, kind: Kind | str, vector: np.ndarray, *, k: int = 10, where: str | None = None
+    ) -> list[dict[str, Any]]:
+        """Nearest rows by cosine distance (``_distance`` = 1 - cosine similarity)."""
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        if vector.shape != (self.dim,):
+            raise EverosError(f"query vector must have {self.dim} values, got {vector.shape[0]}")
+        query = (
+            self._table(kind)
+            .search(vector, vector_column_name="vector")
+            .distance_type("cosine")
+            .select([*META_COLUMNS, "_distance"])
+            .limit(k)
+        )
+        if where:
+            query = query.where(where, prefilter=True)
+        return query.to_list()
+
+    def search_text(
+        self, kind: Kind | str, query: str, *, k: int = 10, where: str | None = None
+    ) -> list[dict[str, Any]]:
+        """BM25 full-text matches (``_score``, higher is better). Rows written since the last
+        ``optimize`` are searched too (LanceDB scans the unindexed tail), so results are fresh
+        right after a write."""
+        if not query.strip():
+            return []
+        builder = (
+            self._table(kind)
+            .search(query, query_type="fts", fts_columns="text")
+            .select([*META_COLUMNS, "_score"])
+            .limit(k)
+        )
+        if where:
+            builder = builder.where(where, prefilter=True)
+        return builder.to_list()
