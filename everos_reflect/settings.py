@@ -264,6 +264,12 @@ def _merge_file(
     problems: list[Problem],
 ) -> None:
     for section, table in data.items():
+        homes = [name for name, cls in SECTIONS.items() if section in _types(cls)]
+        if section not in SECTIONS and homes and not isinstance(table, dict):
+            # Typically a key uncommented without its "[section]" header.
+            where = " or ".join(f"[{h}]" for h in homes)
+            problems.append((file, section, f"key outside any section; put it under {where}"))
+            continue
         if section not in SECTIONS:
             hint = (
                 " (strategies belong in ome.toml)"

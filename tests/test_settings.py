@@ -1,0 +1,311 @@
+"""Settings: layering, validation (every problem at once, each naming file/key/reason), ome.toml."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from everos_reflect.errors import ConfigError
+from everos_reflect.settings import (
+    DEFAULT_FILE,
+    ENV_FILE,
+    Settings,
+    everos_toml_template,
+    load_ome,
+    load_settings,
+    packaged_text,
+    parse_ome,
+    parse_settings,
+)
+
+REPO = Path(__file__).resolve().parents[1]
+DEFAULTS = packaged_text("default.toml")
+
+
+def problems_of(user_text: str | None = None, env: dict[str, str] | None = None) -> list:
+    with pytest.raises(ConfigError) as info:
+        parse_settings(DEFAULTS, user_text, env or {}, "root/everos.toml")
+    return info.value.problems
+
+
+# --- shipped files ----------------------------------------------------------------------------
+
+
+def test_shipped_defaults_equal_the_dataclass_defaults() -> None:
+    assert parse_settings(DEFAULTS, None, {}, "everos.toml") == Settings()
+
+
+@pytest.mark.parametrize("name", ["default.toml", "ome.toml"])
+def test_top_level_config_copies_are_byte_identical_to_the_packaged_ones(name: str) -> None:
+    packaged = (REPO / "everos_reflect" / "defaults" / name).read_bytes()
+    assert (REPO / "config" / name).read_bytes() == packaged
+
+
+def test_every_default_key_has_a_comment() -> None:
+    for line in DEFAULTS.splitlines():
+        if "=" in line and not line.lstrip().startswith("#"):
+            assert "#" in line.split("=", 1)[1], line
+
+
+def test_everos_toml_template_is_all_comments_and_names_every_key() -> None:
+    template = everos_toml_template()
+    assert tomllib.loads(template) == {}
+    for section, table in tomllib.loads(DEFAULTS).items():
+        assert f"# [{section}]" in template
+        for key in table:
+            assert f"# {key} = " in template
+    # Uncommenting a whole section yields a valid override.
+    uncommented = template.replace("# [server]", "[server]").replace("# port = 8000", "port = 9")
+    assert parse_settings(DEFAULTS, uncommented, {}, "everos.toml").server.port == 9
+
+
+def test_ome_template_has_reflection_disabled_and_optional_keys_commented() -> None:
+    template = packaged_text("ome.toml")
+    assert parse_ome(template) == {"reflect_episodes": {"enabled": False}}
+    for line in ('# cron = "0 2 * * 1"', "# max_clusters_per_run = 10", "max_sources_per_merge"):
+        assert line in template
+
+
+# --- precedence -------------------------------------------------------------------------------
+
+
+def test_user_file_overrides_defaults_and_env_overrides_both() -> None:
+    user = '[clustering]\nthreshold = 0.7\n[llm]\nmodel = "from-file"\n'
+    env = {"EVEROS_CLUSTERING__THRESHOLD": "0.8", "EVEROS_SERVER__PORT": "9001"}
+    settings = parse_settings(DEFAULTS, user, env, "everos.toml")
+    assert settings.clustering.threshold == 0.8  # env beats the file
+    assert settings.llm.model == "from-file"  # the file beats the defaults
+    assert settings.server.port == 9001
+    assert settings.clustering.time_window_days == 7.0  # untouched default
+
+
+def test_env_values_are_coerced_to_the_declared_types() -> None:
+    env = {
+        "EVEROS_LLM__API_KEY": "sk-test",
+        "EVEROS_LLM__MAX_RETRIES": " 5 ",
+        "EVEROS_LLM__TIMEOUT_SECONDS": "2.5",
+        "EVEROS_INDEX__SEARCH_MODE": "keyword",
+    }
+    settings = parse_settings(DEFAULTS, None, env, "everos.toml")
+    assert settings.llm.api_key == "sk-test"
+    assert settings.llm.max_retries == 5
+    assert settings.llm.timeout_seconds == 2.5
+    assert settings.index.search_mode == "keyword"
+
+
+def test_env_vars_without_double_underscore_are_not_settings() -> None:
+    env = {"EVEROS_ROOT": "/somewhere", "PATH": "/bin", "EVEROS_ANYTHING": "x"}
+    assert parse_settings(DEFAULTS, None, env, "everos.toml") == Settings()
+
+
+def test_empty_string_unsets_optional_values_and_ints_are_accepted_as_floats() -> None:
+    user = '[server]\ntoken = "abc"\n[clustering]\ntime_window_days = 3\n'
+    settings = parse_settings(DEFAULTS, user, {"EVEROS_SERVER__TOKEN": ""}, "everos.toml")
+    assert settings.server.token is None
+    assert settings.clustering.time_window_days == 3.0
+    assert isinstance(settings.clustering.time_window_days, float)
+
+
+def test_load_settings_reads_the_root_file_and_the_given_env(tmp_path: Path) -> None:
+    assert load_settings(tmp_path, env={}) == Settings()
+    (tmp_path / "everos.toml").write_text('[scheduler]\ntimezone = "Europe/Paris"\n')
+    settings = load_settings(tmp_path, env={"EVEROS_EMBEDDING__THREADS": "2"})
+    assert settings.scheduler.timezone == "Europe/Paris"
+    assert settings.embedding.threads == 2
+
+
+def test_settings_are_frozen() -> None:
+    with pytest.raises(AttributeError):
+        Settings().llm.model = "x"  # type: ignore[misc]
+
+
+def test_server_is_loopback() -> None:
+    user = '[server]\nhost = "0.0.0.0"\n'
+    assert Settings().server.is_loopback
+    assert not parse_settings(DEFAULTS, user, {}, "everos.toml").server.is_loopback
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+def test_every_problem_of_every_layer_is_reported_at_once() -> None:
+    user = """
+[llm]
+provider = "anthropic"
+timeout_seconds = 0
+[clustering]
+threshold = 1.5
+treshold = 0.5
+[server]
+port = "8000"
+[scheduler]
+timezone = "Mars/Olympus"
+[emedding]
+model = "x"
+"""
+    env = {"EVEROS_SERVER__HOST": "", "EVEROS_INDEX__SEARCH_MODE": "fuzzy"}
+    problems = problems_of(user, env)
+    by_key = {key: (file, reason) for file, key, reason in problems}
+    f = "root/everos.toml"
+    assert by_key["llm.provider"] == (f, "must be one of 'extractive', 'openai', got 'anthropic'")
+    assert by_key["llm.timeout_seconds"] == (f, "must be greater than 0, got 0.0")
+    assert by_key["clustering.threshold"] == (f, "must be in (0, 1], got 1.5")
+    assert by_key["clustering.treshold"] == (f, "unknown key (did you mean 'threshold'?)")
+    assert by_key["server.port"] == (f, "must be an integer, got str '8000'")
+    assert by_key["scheduler.timezone"][0] == f
+    assert "unknown time zone 'Mars/Olympus'" in by_key["scheduler.timezone"][1]
+    assert by_key["emedding"] == (f, "unknown section (did you mean 'embedding'?)")
+    assert by_key["EVEROS_SERVER__HOST"] == (ENV_FILE, "must not be empty")
+    assert by_key["EVEROS_INDEX__SEARCH_MODE"][0] == ENV_FILE
+    assert len(problems) == 9
+
+
+def test_config_error_message_names_file_key_and_reason() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_settings(DEFAULTS, "[server]\nport = 70000\n", {}, "/r/everos.toml")
+    assert str(info.value) == (
+        "invalid configuration: /r/everos.toml: server.port: "
+        "must be a port number 1-65535, got 70000"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("EVEROS_SERVER__PORT", "eighty", "must be an integer, got 'eighty'"),
+        ("EVEROS_CLUSTERING__THRESHOLD", "high", "must be a number, got 'high'"),
+        ("EVEROS_SERVER__PORT", "0", "must be a port number 1-65535, got 0"),
+        ("EVEROS_LLM__MAX_CONCURRENCY", "0", "must be at least 1, got 0"),
+        ("EVEROS_LLM__APIKEY", "x", "unknown key llm.apikey (did you mean 'api_key'?)"),
+        ("EVEROS_LMM__MODEL", "x", "unknown section 'lmm' (did you mean 'llm'?)"),
+    ],
+)
+def test_env_problems_name_the_variable(name: str, value: str, reason: str) -> None:
+    assert problems_of(env={name: value}) == [(ENV_FILE, name, reason)]
+
+
+def test_a_bad_env_value_does_not_hide_a_bad_file_value() -> None:
+    problems = problems_of("[server]\nport = -1\n", {"EVEROS_SERVER__PORT": "x"})
+    assert ("root/everos.toml", "server.port", "must be a port number 1-65535, got -1") in problems
+    assert (ENV_FILE, "EVEROS_SERVER__PORT", "must be an integer, got 'x'") in problems
+
+
+def test_wrong_types_are_rejected_including_bools_for_numbers() -> None:
+    user = (
+        "[llm]\nmax_retries = true\nmodel = 3\n"
+        '[embedding]\nbatch_size = 1.5\n[index]\nsearch_mode = ["x"]\n'
+    )
+    reasons = {key: reason for _, key, reason in problems_of(user)}
+    assert reasons == {
+        "llm.max_retries": "must be an integer, got bool True",
+        "llm.model": "must be a string, got int 3",
+        "embedding.batch_size": "must be an integer, got float 1.5",
+        "index.search_mode": "must be a string, got list ['x']",
+    }
+
+
+def test_toml_syntax_error_names_the_line_and_env_is_still_checked() -> None:
+    user = '[llm]\nmodel = "ok"\nprovider = \n'
+    problems = problems_of(user, {"EVEROS_SERVER__PORT": "nope"})
+    file, key, reason = problems[0]
+    assert (file, key) == ("root/everos.toml", "line 3")
+    assert reason.startswith("TOML syntax error: ")
+    assert "(at line" not in reason
+    assert problems[1] == (ENV_FILE, "EVEROS_SERVER__PORT", "must be an integer, got 'nope'")
+
+
+def test_misplaced_keys_get_a_hint() -> None:
+    problems = problems_of('port = 9000\n[strategies.reflect_episodes]\nenabled = true\n')
+    assert problems == [
+        ("root/everos.toml", "port", "key outside any section; put it under [server]"),
+        ("root/everos.toml", "strategies", "unknown section (strategies belong in ome.toml)"),
+    ]
+
+
+def test_section_given_as_a_value_is_rejected() -> None:
+    assert problems_of('llm = "openai"\n') == [
+        ("root/everos.toml", "llm", "must be a table [llm], not a single value")
+    ]
+
+
+def test_bad_url_is_rejected() -> None:
+    problems = problems_of('[llm]\nbase_url = "localhost:8080"\n')
+    assert problems == [
+        (
+            "root/everos.toml",
+            "llm.base_url",
+            "must be an http:// or https:// URL, got 'localhost:8080'",
+        )
+    ]
+
+
+def test_a_broken_default_file_is_named_as_such() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_settings("[llm]\nmax_retries = -1\n", None, {}, "everos.toml")
+    assert info.value.problems == [(DEFAULT_FILE, "llm.max_retries", "must be at least 0, got -1")]
+
+
+def test_load_settings_reports_a_non_utf8_file(tmp_path: Path) -> None:
+    (tmp_path / "everos.toml").write_bytes(b"[llm]\nmodel = \"\xff\"\n")
+    with pytest.raises(ConfigError) as info:
+        load_settings(tmp_path, env={})
+    [(file, key, reason)] = info.value.problems
+    assert file == str(tmp_path / "everos.toml")
+    assert key == "(file)"
+    assert reason.startswith("not UTF-8 text")
+
+
+# --- ome.toml ---------------------------------------------------------------------------------
+
+
+def test_parse_ome_returns_raw_strategy_tables() -> None:
+    text = """
+# mine
+[strategies.reflect_episodes]
+enabled = true
+cron = "0 3 * * 0"
+max_clusters_per_run = 5
+
+[strategies.other]
+anything = "goes"
+"""
+    assert parse_ome(text, "ome.toml") == {
+        "reflect_episodes": {"enabled": True, "cron": "0 3 * * 0", "max_clusters_per_run": 5},
+        "other": {"anything": "goes"},
+    }
+    assert parse_ome("", "ome.toml") == {}
+
+
+def test_parse_ome_rejects_bad_shapes_all_at_once() -> None:
+    text = 'strategy = 1\n[strategies]\nreflect_episodes = true\n[strategies.x]\nenabled = true\n'
+    with pytest.raises(ConfigError) as info:
+        parse_ome(text, "r/ome.toml")
+    assert info.value.problems == [
+        ("r/ome.toml", "strategy", "unknown top-level key (did you mean 'strategies'?); "
+         "use [strategies.<name>]"),
+        ("r/ome.toml", "strategies.reflect_episodes", "must be a table [strategies.<name>]"),
+    ]
+
+
+def test_parse_ome_rejects_strategies_as_a_value() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_ome('strategies = "reflect_episodes"\n', "ome.toml")
+    assert info.value.problems == [
+        ("ome.toml", "strategies", "must be a table of [strategies.<name>] tables")
+    ]
+
+
+def test_parse_ome_syntax_error_names_file_and_line() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_ome("[strategies.reflect_episodes]\nenabled = tru\n", "r/ome.toml")
+    [(file, key, reason)] = info.value.problems
+    assert (file, key) == ("r/ome.toml", "line 2")
+    assert reason.startswith("TOML syntax error")
+
+
+def test_load_ome_missing_file_is_empty(tmp_path: Path) -> None:
+    assert load_ome(tmp_path) == {}
+    (tmp_path / "ome.toml").write_text("[strategies.reflect_episodes]\nenabled = true\n")
+    assert load_ome(tmp_path) == {"reflect_episodes": {"enabled": True}}
