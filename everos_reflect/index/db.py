@@ -154,6 +154,19 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0006_cluster_state",
+        """
+        -- Length of the (unnormalised) mean, so the running mean stays exact.
+        ALTER TABLE clusters ADD COLUMN centroid_norm REAL NOT NULL DEFAULT 1.0;
+        -- A member replaced by a narrative stays listed (history) but is no longer live.
+        ALTER TABLE cluster_members ADD COLUMN deprecated_by TEXT;
+        -- Text the member was clustered with: a changed text means reassign.
+        ALTER TABLE cluster_members ADD COLUMN text_hash TEXT;
+        CREATE INDEX clusters_consolidated ON clusters(app_id, project_id, user_id)
+            WHERE consolidated_entry_id IS NOT NULL;
+        """,
+    ),
 ]
 
 
