@@ -6,39 +6,38 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from everos_reflect.embedding.base import Embedder, HashEmbedder, l2_normalize
 from everos_reflect.errors import ProviderUnavailable
 
+if TYPE_CHECKING:
+    from everos_reflect.settings import EmbeddingSettings
+
 __all__ = ["Embedder", "HashEmbedder", "l2_normalize", "make_embedder"]
 
 
-def make_embedder(settings: Any) -> Embedder:
-    """Build the embedder ``settings.provider`` names (``local``, ``openai`` or ``hash``).
-
-    ``settings`` is the ``[embedding]`` section (``Settings.embedding``); optional keys that a
-    section lacks fall back to the provider's defaults.
-    """
-    provider = str(getattr(settings, "provider", "local") or "local").lower()
-    batch_size = int(getattr(settings, "batch_size", 0) or 32)
+def make_embedder(settings: EmbeddingSettings) -> Embedder:
+    """Build the embedder the ``[embedding]`` section names: ``local``, ``openai`` or ``hash``
+    (the deterministic test fake, handy for demos without a model)."""
+    provider = (settings.provider or "local").lower()
     if provider == "local":
         from everos_reflect.embedding.local import LocalEmbedder
 
-        threads = int(getattr(settings, "threads", 0) or 0)
-        return LocalEmbedder(batch_size=batch_size, threads=threads)
+        return LocalEmbedder(batch_size=settings.batch_size, threads=settings.threads)
     if provider == "openai":
         from everos_reflect.embedding.openai_embed import OpenAIEmbedder
 
         return OpenAIEmbedder(
-            model=str(getattr(settings, "model", "") or ""),
-            base_url=getattr(settings, "base_url", None) or None,
-            api_key=getattr(settings, "api_key", None) or None,
-            dimensions=getattr(settings, "dimensions", None) or None,
-            batch_size=batch_size,
-            timeout=float(getattr(settings, "timeout_seconds", 0) or 30.0),
+            model=settings.model,
+            dimensions=settings.dimensions,
+            base_url=settings.base_url,
+            api_key=settings.api_key,
+            batch_size=settings.batch_size,
+            # not (yet) separate [embedding] keys; the client defaults are sensible
+            timeout=float(getattr(settings, "timeout_seconds", 30.0)),
             retries=int(getattr(settings, "max_retries", 2)),
         )
     if provider == "hash":
-        return HashEmbedder(int(getattr(settings, "dimensions", 0) or 64))
-    raise ProviderUnavailable(f"unknown embedding provider {provider!r}: use 'local' or 'openai'")
+        return HashEmbedder(settings.dimensions)
+    raise ProviderUnavailable(f"unknown [embedding] provider {provider!r}: use 'local' or 'openai'")

@@ -1,0 +1,101 @@
+"""Embeddings from any OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, vLLM, Ollama, ...).
+
+Replies are checked strictly — one vector per input, each of the configured size, finite — and
+anything else is a :class:`ProviderUnavailable`, so a misconfigured server can never put vectors
+of the wrong space into the index.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from everos_reflect.embedding.base import l2_normalize
+from everos_reflect.errors import ProviderUnavailable
+
+# Models with a fixed size that reject the ``dimensions`` request parameter.
+_FIXED_SIZE_MODELS = frozenset({"text-embedding-ada-002"})
+
+
+class OpenAIEmbedder:
+    """Batched, retried (by the ``openai`` client), timeout-bounded remote embeddings."""
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        dimensions: int,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        batch_size: int = 32,
+        timeout: float = 30.0,
+        retries: int = 2,
+    ) -> None:
+        if not model:
+            raise ProviderUnavailable("[embedding] model must name the remote embedding model")
+        if not dimensions or dimensions < 1:
+            raise ProviderUnavailable("[embedding] dimensions must be the model's vector size")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.model = model
+        self.dim = int(dimensions)
+        self.name = f"openai:{model}:{self.dim}"
+        self.base_url = base_url or None
+        # Local servers usually want no key, but the client insists on one.
+        self._api_key = api_key or os.environ.get("OPENAI_API_KEY") or "no-key"
+        self.batch_size = batch_size
+        self.timeout = timeout
+        self.retries = retries
+        self._client: Any = None
+        self._lock = threading.Lock()
+
+    def _get_client(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                import openai
+
+                self._client = openai.OpenAI(
+                    api_key=self._api_key,
+                    base_url=self.base_url,
+                    timeout=self.timeout,
+                    max_retries=self.retries,
+                )
+            return self._client
+
+    def _request(self, texts: list[str]) -> np.ndarray:
+        kwargs: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
+        if self.model not in _FIXED_SIZE_MODELS:
+            kwargs["dimensions"] = self.dim
+        where = self.base_url or "the OpenAI API"
+        try:
+            reply = self._get_client().embeddings.create(**kwargs)
+            items = sorted(reply.data, key=lambda item: item.index)
+            vectors = np.asarray([item.embedding for item in items], dtype=np.float32)
+        except ProviderUnavailable:
+            raise
+        except Exception as exc:  # transport, HTTP status, or a reply of the wrong shape
+            raise ProviderUnavailable(f"embedding request to {where} failed: {exc}") from exc
+        if vectors.shape != (len(texts), self.dim):
+            raise ProviderUnavailable(
+                f"embedding reply from {where} has shape {vectors.shape}, expected "
+                f"({len(texts)}, {self.dim}): check [embedding] model and dimensions"
+            )
+        if not np.isfinite(vectors).all() or not np.linalg.norm(vectors, axis=1).all():
+            raise ProviderUnavailable(
+                f"embedding reply from {where} holds zero or non-finite vectors"
+            )
+        return vectors
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        # An empty string is rejected by the OpenAI API; a single space embeds "nothing".
+        clean = [str(t) if str(t).strip() else " " for t in texts]
+        parts = [
+            self._request(clean[start : start + self.batch_size])
+            for start in range(0, len(clean), self.batch_size)
+        ]
+        return l2_normalize(np.concatenate(parts))
