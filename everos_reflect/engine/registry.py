@@ -1,0 +1,266 @@
+"""Strategies: what one is, where they are registered, and how their ``ome.toml`` table is checked.
+
+A strategy is one module with one class deriving from :class:`Strategy`; adding it to the
+engine is one line in :data:`STRATEGIES`. Modules are imported lazily, on first lookup, so a
+strategy with heavy imports costs nothing to commands that never touch it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from everos_reflect.errors import ConfigError, UnknownStrategy
+
+if TYPE_CHECKING:
+    from everos_reflect.engine.triggers import DataTrigger
+    from everos_reflect.runtime import Runtime
+
+#: ``"module:Class"`` of every shipped strategy. One line per strategy.
+STRATEGIES: tuple[str, ...] = ("everos_reflect.strategies.reflect:ReflectEpisodes",)
+
+
+@dataclass(frozen=True)
+class SettingSpec:
+    """One key a strategy accepts in its ``[strategies.<name>]`` table.
+
+    ``check(value)`` returns a reason when the (already type-checked) value is unacceptable,
+    else ``None``; it may also raise ``ValueError`` with the reason.
+    """
+
+    name: str
+    type: type
+    default: Any
+    help: str = ""
+    check: Callable[[Any], str | None] | None = None
+
+
+def _positive(value: float) -> str | None:
+    return None if value > 0 else "must be > 0"
+
+
+def _non_negative(value: float) -> str | None:
+    return None if value >= 0 else "must be >= 0"
+
+
+def _cron_expr(value: str) -> str | None:
+    from everos_reflect.engine.triggers import CronTrigger
+
+    try:
+        CronTrigger(value)
+    except ValueError as exc:
+        return str(exc)
+    return None
+
+
+#: Keys every strategy understands, in addition to its own. A strategy may redeclare one of
+#: these (e.g. a different ``max_retries`` default); its own declaration then wins.
+COMMON_SETTINGS: tuple[SettingSpec, ...] = (
+    SettingSpec("enabled", bool, False, "Run this strategy on its schedule."),
+    SettingSpec("cron", str, None, "Standard 5-field crontab expression.", _cron_expr),
+    SettingSpec("max_retries", int, 0, "Extra attempts after a failed run.", _non_negative),
+    SettingSpec(
+        "retry_backoff_seconds", float, 60.0,
+        "Wait before the first retry; doubles for each further one.", _non_negative,
+    ),
+    SettingSpec(
+        "misfire_grace_hours", float, 6.0,
+        "A scheduled run missed while the daemon was down runs once at start-up if it is at "
+        "most this old.", _non_negative,
+    ),
+)
+
+
+@dataclass
+class RunContext:
+    """Everything a strategy's ``run`` may use. ``should_stop()`` turns True on shutdown:
+    a strategy checks it between units of work (e.g. clusters) and returns early."""
+
+    runtime: Runtime
+    settings: dict[str, Any]
+    run_id: str
+    trigger: str
+    force: bool = False
+    should_stop: Callable[[], bool] = field(default=lambda: False)
+    log: logging.Logger = field(default_factory=lambda: logging.getLogger("everos_reflect"))
+
+
+class Strategy:
+    """Base of every strategy. Subclasses set the class attributes and implement :meth:`run`.
+
+    ``settings`` lists only the strategy's own keys; ``enabled``, ``cron`` and the retry keys of
+    :data:`COMMON_SETTINGS` come for free. ``data_trigger`` (optional) makes the scheduler run
+    the strategy when :meth:`observe` reports enough new data.
+    """
+
+    name: ClassVar[str] = ""
+    description: ClassVar[str] = ""
+    default_cron: ClassVar[str | None] = None
+    settings: ClassVar[tuple[SettingSpec, ...] | list[SettingSpec]] = ()
+    data_trigger: ClassVar[DataTrigger | None] = None
+
+    def run(self, ctx: RunContext) -> dict[str, int]:
+        """Do one run; return counts for the run record (e.g. ``{"merged": 3}``)."""
+        raise NotImplementedError
+
+    def observe(self, runtime: Runtime, since: datetime | None) -> float:
+        """The quantity ``data_trigger`` measures since ``since`` (only with a data trigger)."""
+        raise NotImplementedError(f"{self.name} declares no data trigger")
+
+    def all_settings(self) -> dict[str, SettingSpec]:
+        """Common keys overlaid by the strategy's own, with ``cron`` defaulting to its cron."""
+        specs = {s.name: s for s in COMMON_SETTINGS}
+        specs["cron"] = SettingSpec(
+            "cron", str, self.default_cron, specs["cron"].help, specs["cron"].check
+        )
+        specs.update({s.name: s for s in self.settings})
+        return specs
+
+
+_lock = threading.Lock()
+_extra: dict[str, str | Strategy] = {}  # added at run time (tests, plugins): name or path
+_by_path: dict[str, Strategy | None] = {}  # imported paths; None = module not installed
+
+
+def register(target: Strategy | type[Strategy] | str) -> Strategy | None:
+    """Add a strategy at run time: an instance, a class, or a ``"module:Class"`` path.
+
+    Returns the instance (``None`` for a path, which stays lazy). Registering a name again
+    replaces the earlier strategy.
+    """
+    with _lock:
+        if isinstance(target, str):
+            _extra[target] = target
+            return None
+        strategy = target() if isinstance(target, type) else target
+        if not strategy.name:
+            raise ValueError(f"{type(strategy).__name__} has no name")
+        _extra[strategy.name] = strategy
+        return strategy
+
+
+def unregister(name: str) -> None:
+    """Forget a strategy added with :func:`register` (tests clean up with this)."""
+    with _lock:
+        _extra.pop(name, None)
+
+
+def _load(path: str) -> Strategy | None:
+    if path in _by_path:
+        return _by_path[path]
+    module_name, _, attr = path.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        # A listed module that is not installed is simply absent; an import error *inside*
+        # the module is a real bug and propagates.
+        if not (exc.name and module_name.startswith(exc.name)):
+            raise
+        return None  # not cached: it may land later in a long-lived process
+    obj = getattr(module, attr)
+    _by_path[path] = obj() if isinstance(obj, type) else obj
+    return _by_path[path]
+
+
+def _all() -> dict[str, Strategy]:
+    with _lock:
+        found: dict[str, Strategy] = {}
+        for path in STRATEGIES:
+            strategy = _load(path)
+            if strategy is not None:
+                found[strategy.name] = strategy
+        for value in _extra.values():
+            strategy = _load(value) if isinstance(value, str) else value
+            if strategy is not None:
+                found[strategy.name] = strategy
+        return found
+
+
+def known_strategies() -> list[str]:
+    """Names of every strategy available in this installation, sorted."""
+    return sorted(_all())
+
+
+def get_strategy(name: str) -> Strategy:
+    """The strategy registered as ``name``; :class:`UnknownStrategy` names the known ones."""
+    strategies = _all()
+    try:
+        return strategies[name]
+    except KeyError:
+        known = ", ".join(sorted(strategies)) or "none"
+        raise UnknownStrategy(f"unknown strategy {name!r} (known: {known})") from None
+
+
+def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
+    """Type-check one value as TOML gives it; ints are accepted where floats are expected."""
+    if value is None:
+        return None, "must not be empty"
+    if spec.type is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if spec.type is not bool and isinstance(value, bool):
+        return value, f"must be {spec.type.__name__}, got a boolean"
+    if not isinstance(value, spec.type):
+        return value, f"must be {spec.type.__name__}, got {type(value).__name__} {value!r}"
+    if spec.check is not None:
+        try:
+            reason = spec.check(value)
+        except ValueError as exc:
+            reason = str(exc)
+        if reason:
+            return value, reason
+    return value, None
+
+
+def validate_strategy_settings(name: str, raw: Mapping[str, Any], file: str) -> dict[str, Any]:
+    """Every key of ``name`` with defaults filled in; :class:`ConfigError` lists every problem.
+
+    A problem names the file, the key as written in ``ome.toml`` and the reason.
+    """
+    specs = get_strategy(name).all_settings()
+    problems: list[tuple[str, str, str]] = []
+    values = {key: spec.default for key, spec in specs.items()}
+    for key, value in raw.items():
+        where = f"strategies.{name}.{key}"
+        spec = specs.get(key)
+        if spec is None:
+            problems.append((file, where, f"unknown setting (known: {', '.join(sorted(specs))})"))
+            continue
+        value, reason = _coerce(spec, value)
+        if reason:
+            problems.append((file, where, reason))
+        else:
+            values[key] = value
+    if problems:
+        raise ConfigError(problems)
+    return values
+
+
+def validate_ome(tables: Mapping[str, Mapping[str, Any]], file: str) -> dict[str, dict[str, Any]]:
+    """Validate a whole ``ome.toml`` (``{strategy: raw table}``); every strategy gets an entry.
+
+    Problems across all strategies are reported together in one :class:`ConfigError`.
+    """
+    known = set(known_strategies())
+    problems: list[tuple[str, str, str]] = []
+    for name in tables:
+        if name not in known:
+            problems.append((file, f"strategies.{name}",
+                             f"unknown strategy (known: {', '.join(sorted(known)) or 'none'})"))
+    config: dict[str, dict[str, Any]] = {}
+    for name in sorted(known):
+        raw = tables.get(name, {})
+        if not isinstance(raw, Mapping):
+            problems.append((file, f"strategies.{name}", "must be a table"))
+            continue
+        try:
+            config[name] = validate_strategy_settings(name, raw, file)
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+    if problems:
+        raise ConfigError(problems)
+    return config

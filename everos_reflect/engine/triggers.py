@@ -1,0 +1,225 @@
+"""Triggers: pure values that say when a strategy is due, from explicit inputs.
+
+None of them reads the clock: the caller passes ``now``, the last run and the counters it
+measured, so every rule here is tested with plain datetimes.
+
+Cron expressions follow crontab(5), not APScheduler: day-of-week 0 and 7 are Sunday, 1 is
+Monday, and when both day-of-month and day-of-week are restricted a day matching *either*
+fires. APScheduler (which counts 0 = Monday and ANDs the day fields) does the calendar and
+DST arithmetic underneath, after :func:`_translate` has rewritten the expression.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from apscheduler.triggers.base import BaseTrigger
+from apscheduler.triggers.combining import OrTrigger
+from apscheduler.triggers.cron import CronTrigger as _APCron
+
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+_DAY_NAMES = ("sun", "mon", "tue", "wed", "thu", "fri", "sat")  # crontab order: 0 = Sunday
+
+
+def _dow_value(token: str, expr: str) -> int:
+    low = token.lower()
+    if low[:3] in _DAY_NAMES and len(low) == 3:
+        return _DAY_NAMES.index(low)
+    if token.isdigit() and 0 <= int(token) <= 7:
+        return int(token)
+    raise ValueError(f"invalid day-of-week {token!r} in cron {expr!r} (use 0-7 or sun-sat)")
+
+
+def _expand_dow(text: str, expr: str) -> set[int]:
+    """Crontab day-of-week field → set of days, 0 = Sunday (7 folded onto 0)."""
+    days: set[int] = set()
+    for part in text.split(","):
+        rng, _, step_text = part.partition("/")
+        if step_text and not (step_text.isdigit() and int(step_text) > 0):
+            raise ValueError(f"invalid step {step_text!r} in cron {expr!r}")
+        step = int(step_text) if step_text else 1
+        if rng == "*":
+            lo, hi = 0, 6
+        elif "-" in rng:
+            a, b = rng.split("-", 1)
+            lo, hi = _dow_value(a, expr), _dow_value(b, expr)
+            if lo > hi:
+                raise ValueError(f"invalid day-of-week range {rng!r} in cron {expr!r}")
+        else:
+            lo = _dow_value(rng, expr)
+            hi = 7 if step_text else lo  # "1/2" means from 1 to the end, every 2nd
+        days.update(d % 7 for d in range(lo, hi + 1, step))
+    return days
+
+
+def _translate(expr: str) -> tuple[dict[str, str], bool]:
+    """Crontab → APScheduler field kwargs, and whether day-of-month/-week combine with OR."""
+    text = _MACROS.get(expr.strip().lower(), expr.strip())
+    fields = text.split()
+    if len(fields) != 5:
+        raise ValueError(
+            f"invalid cron {expr!r}: expected 5 fields (minute hour day month day-of-week), "
+            f"got {len(fields)}"
+        )
+    minute, hour, day, month, dow = fields
+    days = _expand_dow(dow, expr)
+    ap_dow = "*" if days == set(range(7)) else ",".join(_DAY_NAMES[d] for d in sorted(days))
+    either = not day.startswith("*") and not dow.startswith("*")
+    return {"minute": minute, "hour": hour, "day": day, "month": month,
+            "day_of_week": ap_dow}, either
+
+
+def _zone(tz: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown timezone {tz!r}") from exc
+
+
+@dataclass(frozen=True)
+class CronTrigger:
+    """A crontab schedule in a timezone. Raises ``ValueError`` naming the problem if invalid."""
+
+    expr: str
+    tz: str = "UTC"
+    _ap: BaseTrigger = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        kwargs, either = _translate(self.expr)
+        zone = _zone(self.tz)
+        try:
+            if either:
+                ap: BaseTrigger = OrTrigger([
+                    _APCron(**{**kwargs, "day_of_week": "*"}, timezone=zone),
+                    _APCron(**{**kwargs, "day": "*"}, timezone=zone),
+                ])
+            else:
+                ap = _APCron(**kwargs, timezone=zone)
+        except ValueError as exc:
+            raise ValueError(f"invalid cron {self.expr!r}: {exc}") from None
+        object.__setattr__(self, "_ap", ap)
+
+    def to_apscheduler(self) -> BaseTrigger:
+        """The equivalent APScheduler trigger, for scheduling jobs."""
+        return self._ap
+
+    def next_fire(self, after: datetime) -> datetime:
+        """The first fire time strictly after ``after`` (aware), in the trigger's timezone."""
+        # Compare and step in UTC: same-zone datetimes compare by wall time, ignoring DST.
+        zone = _zone(self.tz)
+        after = _aware(after).astimezone(UTC)
+        local_after = after.astimezone(zone).replace(tzinfo=None)
+        probe = after + timedelta(microseconds=1)
+        # Around a DST fall-back APScheduler can answer a time at or before ``after``, or the
+        # repeated wall-clock time again; crontab runs a job once per wall-clock time, so step
+        # past those (minute resolution, bounded by the length of the repeated hour).
+        for _ in range(24 * 60):
+            nxt = self._ap.get_next_fire_time(None, probe)
+            if nxt is None:
+                break
+            nxt = nxt.astimezone(UTC)
+            local = nxt.astimezone(zone)  # also normalises a time that fell into a DST gap
+            if nxt > after and local.replace(tzinfo=None) != local_after:
+                return local
+            probe = max(probe, nxt) + timedelta(minutes=1)
+        raise ValueError(f"cron {self.expr!r} never fires after {after.isoformat()}")
+
+    def missed_run(
+        self, last_run: datetime | None, now: datetime, grace: timedelta
+    ) -> datetime | None:
+        """The one scheduled time to catch up at start-up, or ``None``.
+
+        That is the latest fire time after ``last_run`` (the last run, or when the schedule
+        was armed) and at most ``grace`` before ``now``. Several missed fire times still give
+        one run: catch-up never piles up. With no reference point nothing was missed.
+        """
+        if last_run is None or grace <= timedelta(0):
+            return None
+        now = _aware(now)
+        start = max(_aware(last_run), now - grace)
+        missed = None
+        t = self.next_fire(start)
+        while t <= now:
+            missed = t
+            t = self.next_fire(t)
+        return missed
+
+
+def _aware(ts: datetime) -> datetime:
+    return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class DataTrigger:
+    """Base of the data-driven triggers: due when the measured value passes the bar and the
+    cooldown since the last run has elapsed. The strategy measures the value (its ``observe``);
+    the trigger only judges it."""
+
+    cooldown: timedelta = timedelta(0)
+
+    def threshold_met(self, value: float) -> bool:
+        raise NotImplementedError
+
+    def next_due(self, value: float, last_run: datetime | None, now: datetime) -> datetime | None:
+        """When a run is due given ``value``: ``None`` while the bar is not met, else ``now`` or
+        the end of the cooldown, whichever is later."""
+        if not self.threshold_met(value):
+            return None
+        if last_run is None:
+            return now
+        return max(_aware(now), _aware(last_run) + self.cooldown)
+
+    def is_due(self, value: float, last_run: datetime | None, now: datetime) -> bool:
+        due = self.next_due(value, last_run, now)
+        return due is not None and due <= _aware(now)
+
+
+@dataclass(frozen=True)
+class AccumulatorTrigger(DataTrigger):
+    """Due when the sum of ``field`` over records new since the last run reaches ``threshold``
+    (e.g. the summed ``importance`` of new episodes ≥ 150)."""
+
+    field: str = "importance"
+    threshold: float = 1.0
+
+    def threshold_met(self, value: float) -> bool:
+        return value >= self.threshold
+
+
+@dataclass(frozen=True)
+class CountTrigger(DataTrigger):
+    """Due when at least ``n`` records are new since the last run."""
+
+    n: int = 1
+
+    def threshold_met(self, value: float) -> bool:
+        return value >= self.n
+
+
+@dataclass(frozen=True)
+class CensusTrigger(DataTrigger):
+    """Due when at least ``n`` records of ``record_type`` stand (exist now, new or not)."""
+
+    record_type: str = "episode"
+    n: int = 1
+
+    def threshold_met(self, value: float) -> bool:
+        return value >= self.n
+
+
+@dataclass(frozen=True)
+class OnWriteTrigger(DataTrigger):
+    """Due after any write since the last run (the value is the number of writes)."""
+
+    def threshold_met(self, value: float) -> bool:
+        return value > 0
