@@ -144,3 +144,10 @@ def test_plan_scan_is_stat_only() -> None:
     }
     disk = {"a.md": (10, 100), "b.md": (11, 100), "new.md": (5, 5)}
     assert plan_scan(stored, disk) == (["b.md", "new.md"], ["gone.md"])
+
+
+def test_plan_skips_entries_without_text() -> None:
+    empty = Entry("ep_20261012_0001", Kind.EPISODE, {"owner_id": "u"}, {"Subject": " "})
+    plan = plan_file_sync({}, _log(empty), embed_model=MODEL)
+    assert plan.upserts == []
+    assert "no text" in plan.problems[0].message

@@ -9,17 +9,34 @@ writes LanceDB first, then SQLite, so an interrupted sync is simply redone by th
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
+import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from filelock import FileLock
 
 from everos_reflect.errors import InvalidId
-from everos_reflect.model import DailyLog, Diagnostic, Entry, EntryId
+from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.markdown.parser import parse_log
+from everos_reflect.model import (
+    DailyLog,
+    Diagnostic,
+    Entry,
+    EntryId,
+    Kind,
+    UserRef,
+    format_timestamp,
+)
 
 if TYPE_CHECKING:
-
-    pass
+    from everos_reflect.runtime import Runtime
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +144,8 @@ def _misplaced(entry: Entry, log: DailyLog, seen: set[str]) -> str | None:
             f"entry {entry.id} belongs in the file of {eid.day.isoformat()}, "
             f"not {log.day.isoformat()}; it is not indexed"
         )
+    if not entry.search_text.strip():
+        return f"entry {entry.id} has no text (no Subject, Summary or Content); it is not indexed"
     return None
 
 
@@ -146,3 +165,426 @@ def plan_scan(
     )
     deleted = sorted(set(stored_files) - set(disk_files))
     return changed, deleted
+
+
+# --------------------------------------------------------------------------- the Indexer
+
+
+@dataclass
+class FileSyncResult:
+    """What one file's sync changed (``problems`` as found in the file, if any)."""
+
+    path: str
+    upserted: int = 0
+    embedded: int = 0
+    deleted: int = 0
+    deprecations: int = 0
+    problems: list[Diagnostic] = field(default_factory=list)
+    removed: bool = False  # the file itself is gone from disk
+    unchanged: bool = False  # stats moved but the bytes did not (e.g. a `touch`)
+
+
+@dataclass
+class ScanReport:
+    """Totals of one reconcile scan or reindex, for the CLI and the logs."""
+
+    files_seen: int = 0
+    files_synced: int = 0
+    files_removed: int = 0
+    entries_upserted: int = 0
+    entries_embedded: int = 0
+    entries_deleted: int = 0
+    problems: dict[str, list[str]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def add(self, result: FileSyncResult) -> None:
+        self.files_synced += not result.removed
+        self.files_removed += result.removed
+        self.entries_upserted += result.upserted
+        self.entries_embedded += result.embedded
+        self.entries_deleted += result.deleted
+        if result.problems:
+            self.problems[result.path] = [str(p) for p in result.problems]
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _Job:
+    """One file read, parsed and planned, waiting for its vectors."""
+
+    rel: str
+    ref: UserRef
+    kind: Kind
+    plan: SyncPlan
+    stat: tuple[int, int, str] | None  # (mtime_ns, size, sha256); None: file removed
+    only_stat: bool = False  # bytes unchanged: refresh the stats, touch nothing else
+    vectors: dict[str, np.ndarray] = field(default_factory=dict)
+
+
+class Indexer:
+    """Brings SQLite ``entries``/``files`` and the LanceDB tables in line with the Markdown.
+
+    One indexer at a time per root (a cross-process file lock), so the watcher, a CLI ``search``
+    and ``reindex`` never interleave their writes.
+    """
+
+    #: entries embedded per flush; files are grouped until their new texts reach this many
+    flush_entries = 256
+
+    def __init__(self, runtime: Runtime, *, notify_clusters: bool = True) -> None:
+        self.rt = runtime
+        self.notify_clusters = notify_clusters
+        lock_dir = runtime.index_dir / "locks"
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = FileLock(str(lock_dir / "indexer.lock"))
+
+    # ------------------------------------------------------------------ public
+
+    def sync_path(self, path: str | os.PathLike[str]) -> FileSyncResult:
+        """Sync one file (also when it was deleted); a non-log path changes nothing."""
+        full = Path(path) if Path(path).is_absolute() else self.rt.root / path
+        with self._lock:
+            results = self._sync([full])
+        return results[0] if results else FileSyncResult(self.rt.store.rel(full), unchanged=True)
+
+    def scan(self, progress: Progress | None = None) -> ScanReport:
+        """Reconcile the whole root: new, changed and deleted files, edits made while offline.
+
+        An unchanged root costs one ``stat`` per file and one query, nothing else.
+        """
+        started = time.perf_counter()
+        with self._lock:
+            disk = self._disk_files()
+            stored = self._stored_files()
+            changed, deleted = plan_scan(stored, {rel: st for rel, (st, _) in disk.items()})
+            stale = self._paths_embedded_by_other_models() & disk.keys()
+            todo = [disk[rel][1] for rel in sorted(set(changed) | stale)]
+            todo += [self.rt.root / rel for rel in deleted]
+            report = ScanReport(files_seen=len(disk))
+            for result in self._sync(todo, progress):
+                report.add(result)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def reindex(self, progress: Progress | None = None) -> ScanReport:
+        """Drop every derived row and vector, rebuild them from Markdown, then the clusters."""
+        started = time.perf_counter()
+        with self._lock:
+            conn = self.rt.db()
+            with transaction(conn):
+                conn.execute("DELETE FROM entries")
+                conn.execute("DELETE FROM files")
+                conn.execute("DELETE FROM cluster_members")
+                conn.execute("DELETE FROM clusters")
+            self.rt.vectors.reset()
+            disk = self._disk_files()
+            report = ScanReport(files_seen=len(disk))
+            notify, self.notify_clusters = self.notify_clusters, False
+            try:
+                for result in self._sync([full for _, full in disk.values()], progress):
+                    report.add(result)
+            finally:
+                self.notify_clusters = notify
+            if notify:
+                _recluster(self.rt)
+        report.seconds = time.perf_counter() - started
+        return report
+
+    def problems(self) -> dict[str, list[dict[str, Any]]]:
+        """Every file's recorded problems (path → diagnostics), for ``status``, ``lint``, API."""
+        rows = self.rt.db().execute(
+            "SELECT path, problems FROM files WHERE problems != '[]' ORDER BY path"
+        )
+        return {row["path"]: json.loads(row["problems"]) for row in rows}
+
+    # ------------------------------------------------------------------ reading
+
+    def _disk_files(self) -> dict[str, tuple[tuple[int, int], Path]]:
+        out: dict[str, tuple[tuple[int, int], Path]] = {}
+        for path in self.rt.store.iter_files():
+            try:
+                st = path.stat()
+            except FileNotFoundError:  # deleted while listing: the next scan sees it gone
+                continue
+            out[self.rt.store.rel(path)] = ((st.st_mtime_ns, st.st_size), path)
+        return out
+
+    def _stored_files(self) -> dict[str, StoredFile]:
+        rows = self.rt.db().execute("SELECT path, mtime_ns, size, sha256 FROM files")
+        return {r["path"]: StoredFile(r["mtime_ns"], r["size"], r["sha256"]) for r in rows}
+
+    def _paths_embedded_by_other_models(self) -> set[str]:
+        rows = self.rt.db().execute(
+            "SELECT DISTINCT path FROM entries WHERE embed_model IS NOT ?",
+            (self.rt.embedder.name,),
+        )
+        return {r[0] for r in rows}
+
+    def _stored_entries(self, rel: str) -> dict[str, StoredEntry]:
+        rows = self.rt.db().execute(
+            "SELECT id, content_hash, text_hash, deprecated_by, embed_model "
+            "FROM entries WHERE path = ?",
+            (rel,),
+        )
+        return {
+            r["id"]: StoredEntry(r["content_hash"], r["text_hash"], r["deprecated_by"],
+                                 r["embed_model"])
+            for r in rows
+        }
+
+    def _prepare(self, path: Path) -> _Job | None:
+        """Read and plan one file; None when the path is not a daily log of the root."""
+        located = self.rt.store.ref_for_path(path)
+        if located is None:
+            return None
+        ref, kind, day = located
+        rel = self.rt.store.rel(path)
+        stored = self._stored_entries(rel)
+        try:
+            with open(path, "rb") as fh:
+                st = os.fstat(fh.fileno())  # stats first: a later write shows up as a change
+                data = fh.read()
+        except FileNotFoundError:
+            plan = SyncPlan(deletes=sorted(stored))
+            return _Job(rel, ref, kind, plan, stat=None)
+        stat = (st.st_mtime_ns, st.st_size, hashlib.sha256(data).hexdigest())
+
+        row = self.rt.db().execute("SELECT sha256 FROM files WHERE path = ?", (rel,)).fetchone()
+        model = self.rt.embedder.name
+        if (
+            row is not None
+            and row["sha256"] == stat[2]
+            and all(s.embed_model == model for s in stored.values())
+        ):
+            return _Job(rel, ref, kind, SyncPlan(), stat, only_stat=True)
+
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            bad = Diagnostic(rel, 0, f"not UTF-8 text ({exc.reason} at byte {exc.start})",
+                             severity="fatal")
+            return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True), stat)
+        parsed = replace(parse_log(text, rel), kind=kind, day=day)
+        return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stat)
+
+    # ------------------------------------------------------------------ writing
+
+    def _sync(self, paths: list[Path], progress: Progress | None = None) -> list[FileSyncResult]:
+        """Plan every file, embedding and writing in batches that span files."""
+        results: list[FileSyncResult] = []
+        batch: list[_Job] = []
+        pending = 0
+        for path in paths:
+            try:
+                job = self._prepare(path)
+            except OSError as exc:  # unreadable now (permissions, a vanished dir): next scan
+                log.warning("cannot read %s: %s", path, exc)
+                job = None
+            if job is not None:
+                batch.append(job)
+                pending += len(job.plan.embed)
+                if pending >= self.flush_entries:
+                    results += self._flush(batch)
+                    batch, pending = [], 0
+            if progress is not None:
+                progress(1)
+        if batch:
+            results += self._flush(batch)
+        return results
+
+    def _flush(self, jobs: list[_Job]) -> list[FileSyncResult]:
+        self._attach_vectors(jobs)
+        self._write_vectors(jobs)
+        self._write_sqlite(jobs)
+        if self.notify_clusters:
+            for job in jobs:
+                self._tell_clusters(job)
+        return [_result(job) for job in jobs]
+
+    def _attach_vectors(self, jobs: list[_Job]) -> None:
+        """Embed new texts in one call; reuse stored vectors for metadata-only changes."""
+        for job in jobs:
+            keep = [e.id for e in job.plan.upserts if e.id not in job.plan.embed]
+            if keep:
+                found = self.rt.vectors.get_vectors(job.kind, job.ref, keep)
+                job.vectors.update(found)
+                # a vector missing from LanceDB (lost, interrupted write) is simply re-made
+                job.plan.embed.update(i for i in keep if i not in found)
+        todo = [(job, e) for job in jobs for e in job.plan.upserts if e.id in job.plan.embed]
+        if not todo:
+            return
+        matrix = self.rt.embedder.embed([e.search_text for _, e in todo])
+        for (job, entry), vector in zip(todo, matrix, strict=True):
+            job.vectors[entry.id] = vector
+
+    def _write_vectors(self, jobs: list[_Job]) -> None:
+        """LanceDB before SQLite: if we stop in between, the files row is stale and redone."""
+        model = self.rt.embedder.name
+        rows: dict[Kind, list[dict[str, Any]]] = {}
+        for job in jobs:
+            for entry in job.plan.upserts:
+                rows.setdefault(job.kind, []).append(
+                    vector_row(job.ref, entry, job.rel, job.vectors[entry.id], model)
+                )
+        for kind, kind_rows in rows.items():
+            self.rt.vectors.upsert(kind, kind_rows)
+        for job in jobs:
+            if job.plan.deletes:
+                self.rt.vectors.delete(job.kind, job.ref, job.plan.deletes)
+            by_target: dict[str | None, list[str]] = {}
+            for entry_id, target in job.plan.deprecations.items():
+                by_target.setdefault(target, []).append(entry_id)
+            for target, ids in by_target.items():
+                self.rt.vectors.set_deprecated(job.kind, job.ref, ids, target)
+
+    def _write_sqlite(self, jobs: list[_Job]) -> None:
+        conn = self.rt.db()
+        model = self.rt.embedder.name
+        now = utcnow_iso()
+        with transaction(conn):
+            for job in jobs:
+                key = (job.ref.app, job.ref.project, job.ref.user_id)
+                if job.plan.upserts:
+                    conn.executemany(
+                        _UPSERT_ENTRY, [entry_row(job.ref, e, job.rel, model)
+                                        for e in job.plan.upserts]
+                    )
+                conn.executemany(
+                    "DELETE FROM entries WHERE app_id=? AND project_id=? AND user_id=? AND id=?",
+                    [(*key, i) for i in job.plan.deletes],
+                )
+                conn.executemany(
+                    "UPDATE entries SET deprecated_by=? "
+                    "WHERE app_id=? AND project_id=? AND user_id=? AND id=?",
+                    [(by, *key, i) for i, by in job.plan.deprecations.items()],
+                )
+                if job.stat is None:
+                    conn.execute("DELETE FROM files WHERE path = ?", (job.rel,))
+                elif job.only_stat:
+                    conn.execute(
+                        "UPDATE files SET mtime_ns=?, size=? WHERE path=?",
+                        (job.stat[0], job.stat[1], job.rel),
+                    )
+                else:
+                    problems = json.dumps([asdict(p) for p in job.plan.problems])
+                    conn.execute(
+                        _UPSERT_FILE,
+                        (job.rel, *key, job.kind.value, *job.stat, problems, now),
+                    )
+
+    def _tell_clusters(self, job: _Job) -> None:
+        if job.kind is not Kind.EPISODE:
+            return
+        live = [
+            e for e in job.plan.upserts
+            if e.deprecated_by is None and e.parent_type == "memcell"
+        ]
+        service = _cluster_service(self.rt)
+        if service is None or not (live or job.plan.deletes):
+            return
+        try:
+            if live:
+                vectors = np.stack([job.vectors[e.id] for e in live])
+                service.on_entries_indexed(job.ref, live, vectors)
+            if job.plan.deletes:
+                service.on_entries_removed(job.ref, list(job.plan.deletes))
+        except Exception:  # clustering is derived too: a failure must not block indexing
+            log.exception("clustering update failed for %s", job.rel)
+
+
+def _result(job: _Job) -> FileSyncResult:
+    return FileSyncResult(
+        path=job.rel,
+        upserted=len(job.plan.upserts),
+        embedded=len(job.plan.embed),
+        deleted=len(job.plan.deletes),
+        deprecations=len(job.plan.deprecations),
+        problems=list(job.plan.problems),
+        removed=job.stat is None,
+        unchanged=job.only_stat,
+    )
+
+
+_UPSERT_ENTRY = """
+INSERT OR REPLACE INTO entries (app_id, project_id, user_id, id, kind, path, owner_id, ts,
+    timestamp, subject, text, parent_type, parent_id, session_id, sources, deprecated_by,
+    content_hash, text_hash, embed_model)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+_UPSERT_FILE = """
+INSERT OR REPLACE INTO files (path, app_id, project_id, user_id, kind, mtime_ns, size, sha256,
+    problems, synced_at)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+
+def _timestamp_fields(entry: Entry) -> tuple[float | None, str | None]:
+    ts = entry.timestamp
+    if ts is None:
+        raw = entry.meta.get("timestamp")
+        return None, str(raw) if raw is not None else None
+    return ts.timestamp(), format_timestamp(ts)
+
+
+def entry_row(ref: UserRef, entry: Entry, rel: str, model: str) -> tuple[Any, ...]:
+    """The ``entries`` row of ``entry``, in the column order of the upsert."""
+    ts, stamp = _timestamp_fields(entry)
+    owner = entry.meta.get("owner_id")
+    return (
+        ref.app, ref.project, ref.user_id, entry.id, entry.kind.value, rel,
+        str(owner) if owner is not None else None, ts, stamp, entry.subject, entry.content,
+        entry.parent_type, entry.parent_id, entry.session_id, json.dumps(entry.sources),
+        entry.deprecated_by, entry.content_hash, entry.text_hash, model,
+    )
+
+
+def vector_row(
+    ref: UserRef, entry: Entry, rel: str, vector: np.ndarray, model: str
+) -> dict[str, Any]:
+    """The LanceDB row of ``entry``."""
+    ts, stamp = _timestamp_fields(entry)
+    return {
+        "id": entry.id,
+        "app_id": ref.app,
+        "project_id": ref.project,
+        "user_id": ref.user_id,
+        "kind": entry.kind.value,
+        "ts": ts,
+        "timestamp": stamp,
+        "subject": entry.subject,
+        "text": entry.content,
+        "parent_type": entry.parent_type,
+        "parent_id": entry.parent_id,
+        "session_id": entry.session_id,
+        "sources": entry.sources,
+        "deprecated_by": entry.deprecated_by,
+        "content_hash": entry.content_hash,
+        "path": rel,
+        "embed_model": model,
+        "vector": vector,
+    }
+
+
+# One seam each to the clustering service, so its API can move without touching the indexer.
+
+
+def _cluster_service(runtime: Runtime) -> Any | None:
+    """The clustering service, or None while that module is not installed."""
+    try:
+        from everos_reflect.clustering.service import ClusterService
+    except ImportError:
+        return None
+    return ClusterService(runtime)
+
+
+def _recluster(runtime: Runtime) -> None:
+    service = _cluster_service(runtime)
+    if service is None:
+        return
+    try:
+        service.recluster()
+    except Exception:
+        log.exception("reclustering after reindex failed")

@@ -1,0 +1,242 @@
+"""Keep the index live: file events (debounced) plus a periodic reconcile scan and compaction.
+
+A thin loop around pure decisions. :func:`plan_events` turns raw filesystem events into the set
+of daily-log files to sync, ignoring the index itself, the store's temp files and anything that
+is not Markdown. The :class:`Watcher` thread does the rest: it waits for events to settle, syncs
+the planned files one by one (a broken file is logged, never fatal), runs a full
+:meth:`Indexer.scan` every ``reconcile_interval`` to catch whatever events were missed (or made
+while nothing ran), and ``VectorIndex.optimize()`` every ``optimize_interval``. All of that runs
+on the one worker thread, so a scan or a compaction never overlaps itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from everos_reflect.index.sync import Indexer
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+INDEX_DIR = ".index"
+_RELEVANT = {"created", "modified", "deleted", "moved", "closed"}
+
+
+@dataclass(frozen=True)
+class FsEvent:
+    """The part of a watchdog event the planner needs (plain data, easy to build in tests)."""
+
+    type: str  # created | modified | deleted | moved | closed | opened | ...
+    path: str
+    dest: str | None = None
+    is_directory: bool = False
+
+    @classmethod
+    def of(cls, event: FileSystemEvent) -> FsEvent:
+        dest = getattr(event, "dest_path", "") or None
+        return cls(event.event_type, _text(event.src_path), _text(dest) if dest else None,
+                   event.is_directory)
+
+
+def _text(path: str | bytes) -> str:
+    return path.decode() if isinstance(path, bytes) else path
+
+
+def is_log_candidate(path: Path, root: Path) -> bool:
+    """A Markdown file inside the root, outside ``.index/``, not hidden or temporary.
+
+    The store writes ``.<name>.<random>.tmp`` and renames it over the file: the temp file is
+    ignored, the rename's destination is not.
+    """
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        return False
+    if not rel.parts or rel.parts[0] == INDEX_DIR:
+        return False
+    return path.suffix == ".md" and not path.name.startswith(".")
+
+
+def plan_events(events: Iterable[FsEvent], root: Path) -> set[Path]:
+    """The daily-log files whose index must be refreshed after ``events``.
+
+    A move counts for both ends: the source is gone, the destination is new. Whether a
+    candidate is really a daily log (right folder, right name) is the indexer's call.
+    """
+    root = Path(root)
+    out: set[Path] = set()
+    for event in events:
+        if event.is_directory or event.type not in _RELEVANT:
+            continue
+        for raw in (event.path, event.dest):
+            if raw and is_log_candidate(Path(raw), root):
+                out.add(Path(raw))
+    return out
+
+
+def wants_rescan(events: Iterable[FsEvent], root: Path) -> bool:
+    """A folder under the root was moved or deleted: its files sent no events of their own."""
+    root = Path(root)
+    for event in events:
+        if event.is_directory and event.type in {"moved", "deleted"}:
+            for raw in (event.path, event.dest):
+                if raw and is_log_candidate(Path(raw).with_suffix(".md"), root):
+                    return True
+    return False
+
+
+class _Collector(FileSystemEventHandler):
+    def __init__(self, sink: Callable[[FsEvent], None]) -> None:
+        self._sink = sink
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        self._sink(FsEvent.of(event))
+
+
+class Watcher:
+    """Watches one root and keeps its index in sync until :meth:`stop`.
+
+    Usable as a context manager. Intervals default to ``settings.index``; ``0`` disables the
+    periodic reconcile scan or the periodic optimize.
+    """
+
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        indexer: Indexer | None = None,
+        debounce: float | None = None,
+        reconcile_interval: float | None = None,
+        optimize_interval: float | None = None,
+        scan_on_start: bool = True,
+    ) -> None:
+        cfg = runtime.settings.index
+        self.rt = runtime
+        self.indexer = indexer or Indexer(runtime)
+        self.debounce = cfg.watch_debounce_seconds if debounce is None else debounce
+        self.reconcile_interval = (
+            cfg.reconcile_interval_seconds if reconcile_interval is None else reconcile_interval
+        )
+        self.optimize_interval = (
+            cfg.optimize_interval_seconds if optimize_interval is None else optimize_interval
+        )
+        self.scan_on_start = scan_on_start
+        self._events: list[FsEvent] = []
+        self._first_event_at: float | None = None
+        self._last_event_at = 0.0
+        self._mutex = threading.Lock()
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._observer: Observer | None = None  # type: ignore[valid-type]
+        #: incremented after every pass of the worker loop; lets callers wait for progress
+        self.passes = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        if self._thread is not None:
+            return
+        self.rt.root.mkdir(parents=True, exist_ok=True)
+        observer = Observer()
+        observer.schedule(_Collector(self._on_event), str(self.rt.root), recursive=True)
+        observer.daemon = True
+        observer.start()
+        self._observer = observer
+        self._stopping.clear()
+        self._thread = threading.Thread(target=self._run, name="everos-watcher", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop watching; a sync or scan in progress finishes first."""
+        self._stopping.set()
+        self._wake.set()
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(timeout)
+            self._observer = None
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def __enter__(self) -> Watcher:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------------ the loop
+
+    def _on_event(self, event: FsEvent) -> None:
+        now = time.monotonic()
+        with self._mutex:
+            self._events.append(event)
+            self._last_event_at = now
+            if self._first_event_at is None:
+                self._first_event_at = now
+        self._wake.set()
+
+    def _take_settled(self, now: float) -> tuple[list[FsEvent], float | None]:
+        """Events once quiet for ``debounce`` (or pending for 10× that); else when to look."""
+        with self._mutex:
+            if not self._events or self._first_event_at is None:
+                return [], None
+            due = min(self._last_event_at + self.debounce,
+                      self._first_event_at + 10 * self.debounce)
+            if now < due:
+                return [], due
+            events, self._events, self._first_event_at = self._events, [], None
+            return events, None
+
+    def _run(self) -> None:
+        now = time.monotonic()
+        never = float("inf")
+        next_scan = _first_due(now, self.reconcile_interval, immediately=self.scan_on_start)
+        next_optimize = _first_due(now, self.optimize_interval, immediately=False)
+        while not self._stopping.is_set():
+            now = time.monotonic()
+            events, events_due = self._take_settled(now)
+            if events:
+                self._sync_events(events)
+            if now >= next_scan:
+                self._guarded("reconcile scan", self.indexer.scan)
+                next_scan = now + self.reconcile_interval if self.reconcile_interval > 0 else never
+            if now >= next_optimize:
+                self._guarded("index optimize", self.rt.vectors.optimize)
+                next_optimize = now + self.optimize_interval
+            self.passes += 1
+            due = min(events_due or never, next_scan, next_optimize)
+            self._wake.wait(timeout=min(max(0.0, due - time.monotonic()), 60.0))
+            self._wake.clear()
+
+    def _sync_events(self, events: list[FsEvent]) -> None:
+        if wants_rescan(events, self.rt.root):
+            self._guarded("rescan after a folder change", self.indexer.scan)
+            return
+        for path in sorted(plan_events(events, self.rt.root)):
+            self._guarded(f"sync of {path}", lambda p=path: self.indexer.sync_path(p))
+
+    def _guarded(self, what: str, work: Callable[[], object]) -> None:
+        """Run one unit of work; a failure is logged and the watcher goes on."""
+        try:
+            work()
+        except Exception:
+            log.exception("%s failed", what)
+
+
+def _first_due(now: float, interval: float, *, immediately: bool) -> float:
+    if immediately:
+        return now
+    return now + interval if interval > 0 else float("inf")
