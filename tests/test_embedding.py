@@ -1,0 +1,270 @@
+"""Embedders: the hash fake, the bundled ONNX model, and the OpenAI-compatible client."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from everos_reflect.embedding import HashEmbedder, make_embedder
+from everos_reflect.embedding.local import (
+    LocalEmbedder,
+    default_model_path,
+    default_tokenizer_path,
+)
+from everos_reflect.embedding.openai_embed import OpenAIEmbedder
+from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.settings import EmbeddingSettings
+
+
+def cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(a @ b)
+
+
+# -- HashEmbedder --------------------------------------------------------------------------
+
+
+def test_hash_embedder_returns_unit_float32_rows() -> None:
+    vectors = HashEmbedder(32).embed(["a dog", "", "!!!", "tax return due"])
+    assert vectors.shape == (4, 32)
+    assert vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-6)
+
+
+def test_hash_embedder_is_deterministic_across_instances() -> None:
+    texts = ["Andrew adopted Toby", "Buddy is his second dog"]
+    np.testing.assert_array_equal(HashEmbedder().embed(texts), HashEmbedder().embed(texts))
+
+
+def test_hash_embedder_similarity_follows_shared_words() -> None:
+    dog, dog2, tax = HashEmbedder().embed(
+        ["Andrew adopted a dog named Toby", "the dog Toby was adopted by Andrew", "tax return"]
+    )
+    assert cos(dog, dog2) > 0.5
+    assert cos(dog, dog2) > cos(dog, tax) + 0.3
+
+
+def test_hash_embedder_of_no_texts_is_empty() -> None:
+    assert HashEmbedder(16).embed([]).shape == (0, 16)
+
+
+def test_make_embedder_picks_provider_from_settings() -> None:
+    assert make_embedder(EmbeddingSettings(provider="hash", dimensions=48)).dim == 48
+    local = make_embedder(EmbeddingSettings(provider="local", batch_size=8, threads=1))
+    assert isinstance(local, LocalEmbedder)
+    assert (local.batch_size, local.threads, local.dim) == (8, 1, 384)
+    with pytest.raises(ProviderUnavailable, match="unknown \\[embedding\\] provider"):
+        make_embedder(EmbeddingSettings(provider="word2vec"))
+
+
+# -- LocalEmbedder (real model) -------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    embedder = LocalEmbedder(batch_size=4, threads=1)
+    embedder.load()
+    return embedder
+
+
+def test_local_embedder_shape_norm_and_name(local: LocalEmbedder) -> None:
+    vectors = local.embed(["hello", ""])
+    assert vectors.shape == (2, 384) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-5)
+    assert local.name == "local:all-MiniLM-L6-v2-int8"
+    assert local.embed([]).shape == (0, 384)
+
+
+def test_local_embedder_is_semantically_sane(local: LocalEmbedder) -> None:
+    dog, puppy, tax = local.embed(["I adopted a dog", "my new puppy", "tax return"])
+    assert cos(dog, puppy) > cos(dog, tax) + 0.3
+
+
+def test_local_embedder_batching_and_length_sorting_do_not_change_vectors(
+    local: LocalEmbedder,
+) -> None:
+    texts = [
+        "a much longer sentence about a weekend at the beach with the whole family " * 3,
+        "short",
+        "Caroline went to an LGBTQ support group",
+        "x",
+        "Melanie painted a sunrise over the lake last year",
+        "",
+    ]
+    together = local.embed(texts)
+    alone = np.stack([local.embed([t])[0] for t in texts])
+    np.testing.assert_allclose(together, alone, atol=1e-4)
+    np.testing.assert_array_equal(local.embed(texts), together)
+
+
+def test_local_embedder_truncates_long_text(local: LocalEmbedder) -> None:
+    long_text = "memory " * 2000
+    assert local.embed([long_text]).shape == (1, 384)
+
+
+def test_local_embedder_rejects_tampered_tokenizer(tmp_path: Path) -> None:
+    tampered = tmp_path / "tokenizer.json"
+    shutil.copyfile(default_tokenizer_path(), tampered)
+    with tampered.open("a") as fh:
+        fh.write(" ")
+    embedder = LocalEmbedder(tokenizer_path=tampered)
+    with pytest.raises(ProviderUnavailable, match="embedding tokenizer .* has sha256"):
+        embedder.embed(["hello"])
+
+
+def test_local_embedder_rejects_tampered_model(tmp_path: Path) -> None:
+    tampered = tmp_path / "model.onnx"
+    data = bytearray(default_model_path().read_bytes())
+    data[-1] ^= 0xFF
+    tampered.write_bytes(bytes(data))
+    with pytest.raises(ProviderUnavailable, match="embedding model .* expected 8199be6f"):
+        LocalEmbedder(model_path=tampered).load()
+
+
+def test_local_embedder_loads_once_under_concurrent_first_use() -> None:
+    embedder = LocalEmbedder(threads=1)
+    results: list[np.ndarray] = []
+
+    def work() -> None:
+        results.append(embedder.embed(["concurrent first use"]))
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 3
+    np.testing.assert_allclose(results[0], results[2], atol=1e-6)
+
+
+# -- OpenAIEmbedder against a local fake server ---------------------------------------------
+
+
+class FakeEmbeddings:
+    """A tiny ``/v1/embeddings`` server; ``reply`` decides the answer to each request."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        self.auth: list[str | None] = []
+        self.dim = 8
+        self.malformed = False
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                fake.requests.append(body)
+                fake.auth.append(self.headers.get("Authorization"))
+                if self.path != "/v1/embeddings":
+                    self.send_response(404)
+                    self.end_headers()
+                    return
+                if fake.malformed:
+                    payload: dict[str, Any] = {"object": "list", "nonsense": True}
+                else:
+                    data = []
+                    # reversed on purpose: clients must order by "index"
+                    for i, text in reversed(list(enumerate(body["input"]))):
+                        vec = [float(len(text) + 1)] + [1.0] * (fake.dim - 1)
+                        data.append({"object": "embedding", "index": i, "embedding": vec})
+                    payload = {
+                        "object": "list",
+                        "data": data,
+                        "model": body["model"],
+                        "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                    }
+                raw = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def fake_server() -> Iterator[FakeEmbeddings]:
+    fake = FakeEmbeddings()
+    yield fake
+    fake.close()
+
+
+def remote(fake: FakeEmbeddings, **kwargs: Any) -> OpenAIEmbedder:
+    options: dict[str, Any] = {
+        "model": "text-embedding-3-small",
+        "dimensions": 8,
+        "base_url": fake.url,
+        "api_key": "sk-test",
+        "batch_size": 2,
+        "timeout": 5.0,
+        "retries": 0,
+    }
+    options.update(kwargs)
+    return OpenAIEmbedder(**options)
+
+
+def test_openai_embedder_sends_batched_requests_and_normalises(
+    fake_server: FakeEmbeddings,
+) -> None:
+    vectors = remote(fake_server).embed(["a", "bbb", ""])
+    assert fake_server.requests == [
+        {
+            "model": "text-embedding-3-small",
+            "input": ["a", "bbb"],
+            "encoding_format": "float",
+            "dimensions": 8,
+        },
+        {
+            "model": "text-embedding-3-small",
+            "input": [" "],
+            "encoding_format": "float",
+            "dimensions": 8,
+        },
+    ]
+    assert fake_server.auth == ["Bearer sk-test", "Bearer sk-test"]
+    assert vectors.shape == (3, 8)
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-6)
+    # order restored from "index": the first component grows with the text length
+    assert vectors[1, 0] > vectors[0, 0]
+
+
+def test_openai_embedder_rejects_wrong_dimension(fake_server: FakeEmbeddings) -> None:
+    fake_server.dim = 4
+    with pytest.raises(ProviderUnavailable, match=r"shape \(1, 4\), expected \(1, 8\)"):
+        remote(fake_server).embed(["hello"])
+
+
+def test_openai_embedder_rejects_malformed_reply(fake_server: FakeEmbeddings) -> None:
+    fake_server.malformed = True
+    with pytest.raises(ProviderUnavailable, match="embedding request to .* failed"):
+        remote(fake_server).embed(["hello"])
+
+
+def test_openai_embedder_reports_unreachable_server() -> None:
+    embedder = OpenAIEmbedder(
+        model="m", dimensions=8, base_url="http://127.0.0.1:9/v1", timeout=2.0, retries=0
+    )
+    with pytest.raises(ProviderUnavailable, match="127.0.0.1:9"):
+        embedder.embed(["hello"])
+
+
+def test_openai_embedder_name_records_model_and_size(fake_server: FakeEmbeddings) -> None:
+    assert remote(fake_server).name == "openai:text-embedding-3-small:8"
