@@ -115,7 +115,7 @@ def test_local_embedder_rejects_tampered_tokenizer(tmp_path: Path) -> None:
     with tampered.open("a") as fh:
         fh.write(" ")
     embedder = LocalEmbedder(tokenizer_path=tampered)
-    with pytest.raises(ProviderUnavailable, match="embedding tokenizer .* has sha256"):
+    with pytest.raises(ProviderUnavailable, match=r"embedding tokenizer .* has sha256"):
         embedder.embed(["hello"])
 
 
@@ -124,7 +124,7 @@ def test_local_embedder_rejects_tampered_model(tmp_path: Path) -> None:
     data = bytearray(default_model_path().read_bytes())
     data[-1] ^= 0xFF
     tampered.write_bytes(bytes(data))
-    with pytest.raises(ProviderUnavailable, match="embedding model .* expected 8199be6f"):
+    with pytest.raises(ProviderUnavailable, match=r"embedding model .* expected 8199be6f"):
         LocalEmbedder(model_path=tampered).load()
 
 
@@ -254,7 +254,7 @@ def test_openai_embedder_rejects_wrong_dimension(fake_server: FakeEmbeddings) ->
 
 def test_openai_embedder_rejects_malformed_reply(fake_server: FakeEmbeddings) -> None:
     fake_server.malformed = True
-    with pytest.raises(ProviderUnavailable, match="embedding request to .* failed"):
+    with pytest.raises(ProviderUnavailable, match=r"embedding request to .* failed"):
         remote(fake_server).embed(["hello"])
 
 
@@ -262,7 +262,7 @@ def test_openai_embedder_reports_unreachable_server() -> None:
     embedder = OpenAIEmbedder(
         model="m", dimensions=8, base_url="http://127.0.0.1:9/v1", timeout=2.0, retries=0
     )
-    with pytest.raises(ProviderUnavailable, match="127.0.0.1:9"):
+    with pytest.raises(ProviderUnavailable, match=r"127\.0\.0\.1:9"):
         embedder.embed(["hello"])
 
 
