@@ -1,7 +1,585 @@
-"""Commands of this group (filled in by the issue that owns it)."""
+"""Commands around the memory root itself: ``init``, ``add``, ``lint``, ``status``,
+``enable`` / ``disable``.
+
+The runtime and the Markdown store are imported inside the commands that need them, so
+``init`` and ``enable`` stay quick and work even before a root holds any log.
+"""
 
 from __future__ import annotations
 
-import click
+import json
+import os
+import re
+import sqlite3
+import tempfile
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-COMMANDS: list[click.Command] = []
+import click
+import tomlkit
+
+from everos_reflect.cli.common import emit_json, fail, handle_errors, json_option, root_option
+from everos_reflect.errors import ConfigError, InvalidId
+from everos_reflect.model import (
+    EntryId,
+    Kind,
+    UserRef,
+    format_timestamp,
+    parse_timestamp,
+    validate_name,
+)
+from everos_reflect.settings import (
+    OME_FILE_NAME,
+    USER_FILE_NAME,
+    everos_toml_template,
+    load_ome,
+    load_settings,
+    packaged_text,
+    parse_ome,
+)
+
+if TYPE_CHECKING:
+    from everos_reflect.markdown.store import MarkdownStore
+    from everos_reflect.runtime import Runtime
+
+#: Strategies shipped with the package. Used only when the engine's registry cannot be imported
+#: (e.g. a partial install), so ``enable`` still guards against typos.
+BUILTIN_STRATEGIES = frozenset({"reflect_episodes"})
+
+
+def _resolve(root: str | None) -> Path:
+    from everos_reflect.runtime import resolve_root
+
+    return resolve_root(root)
+
+
+def _existing_root(root: str | None) -> Path:
+    path = _resolve(root)
+    if not path.is_dir():
+        fail(f"no memory root at {path} (create one with: everos-reflect init {path})")
+    return path
+
+
+def _write_atomic(path: Path, text: str) -> None:
+    """Temp file in the same folder, fsync, rename: a reader never sees half a config file."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+# --- init -------------------------------------------------------------------------------------
+
+
+@click.command("init")
+@click.argument("target", required=False, type=click.Path(file_okay=False, path_type=str))
+@root_option
+@click.option("--force", is_flag=True, help="Overwrite an existing everos.toml / ome.toml.")
+@json_option
+@handle_errors
+def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -> None:
+    """Create a memory root ROOT with commented everos.toml and ome.toml."""
+    path = _resolve(target or root)
+    if path.exists() and not path.is_dir():
+        fail(f"{path} exists and is not a folder")
+    files = {
+        path / USER_FILE_NAME: everos_toml_template(),
+        path / OME_FILE_NAME: packaged_text("ome.toml"),
+    }
+    existing = [p for p in files if p.exists()]
+    if existing and not force:
+        names = ", ".join(str(p) for p in existing)
+        fail(f"refusing to overwrite {names} (use --force to replace)")
+    path.mkdir(parents=True, exist_ok=True)
+    for file, text in files.items():
+        _write_atomic(file, text)
+    if as_json:
+        emit_json({"root": str(path), "written": [str(p) for p in files]})
+        return
+    click.echo(f"Initialized memory root {path}")
+    click.echo(f"  settings:   {path / USER_FILE_NAME} (all keys commented out = defaults)")
+    click.echo(f"  strategies: {path / OME_FILE_NAME} (enable with: everos-reflect enable "
+               f"reflect_episodes --root {path})")
+
+
+# --- add --------------------------------------------------------------------------------------
+
+
+_MARKER_RE = re.compile(r"<!--\s*/?entry:")
+
+
+def _check_text(option: str, text: str, *, single_line: bool) -> str:
+    """Reject text that would change the structure of the daily log it is written into."""
+    text = text.strip()
+    if not text:
+        fail(f"{option} must not be empty")
+    if single_line and "\n" in text:
+        fail(f"{option} must be one line")
+    if _MARKER_RE.search(text):
+        fail(f"{option} must not contain entry markers (<!-- entry:... -->)")
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith("## ") or line == "##":
+            fail(f"{option} line {number} starts with '##', which would start a new section; "
+                 "use '###' or indent it")
+    return text
+
+
+@click.command("add")
+@root_option
+@click.option("--user", "user_id", required=True, help="User id.")
+@click.option("--app", default=None, help="App id (default: default_app).")
+@click.option("--project", default=None, help="Project id (default: default_project).")
+@click.option("--subject", required=True, help="One-line subject.")
+@click.option("--content", required=True, help="The episode's text.")
+@click.option("--timestamp", default=None, help="ISO 8601 (default: now, UTC).")
+@click.option("--session", "session_id", default=None, help="Session id; also the parent memcell.")
+@click.option("--importance", type=click.IntRange(1, 10), default=None, help="1-10.")
+@json_option
+@handle_errors
+def add_cmd(
+    root: str | None,
+    user_id: str,
+    app: str | None,
+    project: str | None,
+    subject: str,
+    content: str,
+    timestamp: str | None,
+    session_id: str | None,
+    importance: int | None,
+    as_json: bool,
+) -> None:
+    """Append an Episode to a user's daily log and print its id."""
+    from everos_reflect.markdown.store import MarkdownStore
+
+    ref = UserRef.of(user_id, app, project)
+    subject = _check_text("--subject", subject, single_line=True)
+    content = _check_text("--content", content, single_line=False)
+    if timestamp is None:
+        ts = datetime.now(UTC)
+    else:
+        parsed = parse_timestamp(timestamp)
+        if parsed is None:
+            fail(f"--timestamp {timestamp!r} is not ISO 8601 (e.g. 2026-10-12T09:30:00+02:00)")
+        ts = parsed
+    if session_id is not None:
+        validate_name(session_id, "session id")
+
+    meta: dict[str, Any] = {"owner_id": ref.user_id, "timestamp": format_timestamp(ts)}
+    if session_id is not None:
+        meta["session_id"] = session_id
+    meta["parent_type"] = "memcell"
+    meta["parent_id"] = session_id or f"mc_{uuid.uuid4().hex[:12]}"
+    if importance is not None:
+        meta["importance"] = importance
+
+    store = MarkdownStore(_resolve(root))
+    day = ts.astimezone(UTC).date()
+    entry = store.append(ref, Kind.EPISODE, meta, {"Subject": subject, "Content": content},
+                         day=day)
+    if as_json:
+        emit_json({
+            "id": entry.id,
+            "app_id": ref.app,
+            "project_id": ref.project,
+            "user_id": ref.user_id,
+            "timestamp": meta["timestamp"],
+            "path": store.rel(store.log_path(ref, Kind.EPISODE, day)),
+        })
+    else:
+        click.echo(entry.id)
+
+
+# --- lint -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing ``lint`` or ``status`` found wrong: where, and why."""
+
+    file: str
+    line: int
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        suffix = " (warning)" if self.severity == "warning" else ""
+        return f"{where}: {self.message}{suffix}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "message": self.message,
+                "severity": self.severity}
+
+
+def config_problems(root: Path) -> list[Problem]:
+    """Problems of ``everos.toml`` and ``ome.toml`` (shape, and each strategy's values when the
+    engine's registry is available)."""
+    found: list[tuple[str, str, str]] = []
+    try:
+        load_settings(root)
+    except ConfigError as exc:
+        found.extend(exc.problems)
+    try:
+        tables = load_ome(root)
+    except ConfigError as exc:
+        found.extend(exc.problems)
+    else:
+        try:
+            from everos_reflect.engine.registry import validate_ome
+        except ImportError:
+            validate_ome = None
+        if validate_ome is not None and tables:
+            try:
+                validate_ome(tables, str(root / OME_FILE_NAME))
+            except ConfigError as exc:
+                found.extend(exc.problems)
+    problems = []
+    for file, key, reason in found:
+        line = int(key[5:]) if key.startswith("line ") and key[5:].isdigit() else 0
+        message = reason if line else f"{key}: {reason}"
+        problems.append(Problem(file, line, message))
+    return problems
+
+
+def _frontmatter_line(text: str, key: str) -> int:
+    """Line of ``key:`` inside a file's leading frontmatter, else 1 (the file's start)."""
+    lines = text.splitlines()
+    for number, line in enumerate(lines[1:], 2):
+        if line.strip() == "---":
+            break
+        if line.lstrip().startswith((f"{key}:", f"'{key}':", f'"{key}":')):
+            return number
+    return 1
+
+
+def lint_store(
+    store: MarkdownStore, files: Iterable[Path] | None = None
+) -> tuple[int, list[Problem]]:
+    """Check every daily log; returns (files checked, problems in file order).
+
+    Beyond the parser's own diagnostics: ids dated unlike their file, ids repeated for one
+    user, ``deprecated_entries`` naming unknown ids, and atomic facts whose episode is gone.
+    Cross-file checks run after every file of a user is read.
+    """
+    problems: list[Problem] = []
+    seen: dict[UserRef, dict[str, tuple[str, int]]] = defaultdict(dict)
+    kinds_of: dict[UserRef, dict[str, Kind]] = defaultdict(dict)
+    logs = []
+    count = 0
+    for path in store.iter_files() if files is None else files:
+        count += 1
+        rel = store.rel(path)
+        log = store.read(path)
+        for d in log.diagnostics:
+            severity = "warning" if d.severity == "warning" else "error"
+            problems.append(Problem(rel, d.line, d.message, severity))
+        located = store.ref_for_path(path)
+        if located is None:
+            problems.append(Problem(rel, 0, "not a daily log of any user"))
+            continue
+        ref, kind, day = located
+        logs.append((rel, ref, log))
+        for entry in log.entries:
+            try:
+                eid = EntryId.parse(entry.id)
+            except InvalidId as exc:
+                problems.append(Problem(rel, entry.line, str(exc)))
+                continue
+            if eid.day != day:
+                problems.append(Problem(rel, entry.line,
+                                        f"id {entry.id} is dated {eid.day}, the file {day}"))
+            if eid.kind != kind:
+                problems.append(Problem(rel, entry.line,
+                                        f"id {entry.id} is a {eid.kind.value} id in a "
+                                        f"{kind.value} log"))
+            first = seen[ref].get(entry.id)
+            if first is not None:
+                problems.append(Problem(rel, entry.line, f"duplicate id {entry.id} "
+                                        f"(first at {first[0]}:{first[1]})"))
+            else:
+                seen[ref][entry.id] = (rel, entry.line)
+                kinds_of[ref][entry.id] = kind
+
+    for rel, ref, log in logs:
+        own = {entry.id for entry in log.entries}
+        for old, new in log.deprecated_entries.items():
+            line = _frontmatter_line(log.text, old)
+            if old not in own:
+                problems.append(Problem(rel, line,
+                                        f"deprecated_entries: {old} is not an entry of this file"))
+            if new not in seen[ref]:
+                problems.append(Problem(rel, line,
+                                        f"deprecated_entries: {old} points at unknown id {new}"))
+        for entry in log.entries:
+            if entry.kind != Kind.ATOMIC_FACT or entry.parent_type != "episode":
+                continue
+            parent = entry.parent_id
+            if parent is None or kinds_of[ref].get(parent) != Kind.EPISODE:
+                problems.append(Problem(rel, entry.line,
+                                        f"atomic fact {entry.id}: parent episode {parent} "
+                                        "not found"))
+    return count, problems
+
+
+@click.command("lint")
+@root_option
+@json_option
+@handle_errors
+def lint_cmd(root: str | None, as_json: bool) -> None:
+    """Check every daily log and the config files; exit 1 on any error."""
+    from everos_reflect.markdown.store import MarkdownStore
+
+    path = _existing_root(root)
+    checked, problems = lint_store(MarkdownStore(path))
+    problems = config_problems(path) + problems
+    errors = [p for p in problems if p.severity != "warning"]
+    if as_json:
+        emit_json({
+            "root": str(path),
+            "ok": not errors,
+            "files_checked": checked,
+            "problems": [p.as_dict() for p in problems],
+        })
+    else:
+        for problem in problems:
+            click.echo(str(problem))
+        summary = f"{checked} files checked, {len(errors)} errors"
+        warnings = len(problems) - len(errors)
+        click.echo(summary + (f", {warnings} warnings" if warnings else ""), err=True)
+    if errors:
+        raise SystemExit(1)
+
+
+# --- status -----------------------------------------------------------------------------------
+
+
+def _counts_from_index(root: Path) -> tuple[dict[UserRef, Counter[str]], list[dict[str, Any]]]:
+    from everos_reflect.index import db as dbmod
+
+    conn = dbmod.connect(root, readonly=True)
+    try:
+        counts: dict[UserRef, Counter[str]] = defaultdict(Counter)
+        rows = conn.execute(
+            "SELECT app_id, project_id, user_id, kind, deprecated_by IS NOT NULL AS dep, "
+            "COUNT(*) AS n FROM entries GROUP BY 1, 2, 3, 4, 5"
+        )
+        for row in rows:
+            ref = UserRef(row["app_id"], row["project_id"], row["user_id"])
+            counts[ref][f"{row['kind']}:{'deprecated' if row['dep'] else 'live'}"] += row["n"]
+        bad = []
+        for row in conn.execute("SELECT path, problems FROM files WHERE problems != '[]' "
+                                "ORDER BY path"):
+            bad.append({"file": row["path"], "problems": json.loads(row["problems"])})
+        return counts, bad
+    finally:
+        conn.close()
+
+
+def _counts_from_markdown(
+    store: MarkdownStore,
+) -> tuple[dict[UserRef, Counter[str]], list[dict[str, Any]]]:
+    counts: dict[UserRef, Counter[str]] = defaultdict(Counter)
+    _, problems = lint_store(store)
+    for path in store.iter_files():
+        located = store.ref_for_path(path)
+        if located is None:
+            continue
+        ref, kind, _ = located
+        for entry in store.read(path).entries:
+            state = "deprecated" if entry.deprecated_by else "live"
+            counts[ref][f"{kind.value}:{state}"] += 1
+    by_file: dict[str, list[str]] = defaultdict(list)
+    for problem in problems:
+        if problem.severity != "warning":
+            by_file[problem.file].append(f"{problem.line}: {problem.message}")
+    return counts, [{"file": f, "problems": msgs} for f, msgs in sorted(by_file.items())]
+
+
+def status_document(runtime: Runtime) -> dict[str, Any]:
+    """Everything ``status`` reports, as one JSON-ready document.
+
+    Counts come from ``system.db`` when the index exists (cheap), else from parsing the
+    Markdown. New sections (e.g. "strategies") are added as new top-level keys; the text
+    renderer shows keys it does not know generically.
+    """
+    from everos_reflect.index import db as dbmod
+
+    root = runtime.root
+    source = "markdown"
+    counts = None
+    if dbmod.db_path(root).exists():
+        try:
+            counts, bad_files = _counts_from_index(root)
+            source = "index"
+        except sqlite3.Error:
+            counts = None
+    if counts is None:
+        counts, bad_files = _counts_from_markdown(runtime.store)
+
+    users = set(counts) | set(runtime.store.iter_users())
+    kinds = [k.value for k in Kind]
+    user_docs = []
+    totals = {k: {"live": 0, "deprecated": 0} for k in kinds}
+    for ref in sorted(users):
+        doc: dict[str, Any] = {"app_id": ref.app, "project_id": ref.project,
+                               "user_id": ref.user_id}
+        for kind in kinds:
+            live, dep = counts[ref][f"{kind}:live"], counts[ref][f"{kind}:deprecated"]
+            doc[kind] = {"live": live, "deprecated": dep}
+            totals[kind]["live"] += live
+            totals[kind]["deprecated"] += dep
+        user_docs.append(doc)
+    config = config_problems(root)
+    return {
+        "root": str(root),
+        "counts_from": source,
+        "users": user_docs,
+        "totals": totals,
+        "files_with_problems": bad_files,
+        "config": {"ok": not config, "problems": [str(p) for p in config]},
+    }
+
+
+def _render_status(doc: dict[str, Any]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    console.print(f"[bold]root[/bold] {doc['root']}  (counts from {doc['counts_from']})")
+    table = Table("user", "episodes live", "deprecated", "facts live", "deprecated",
+                  "insights live", "deprecated")
+    for user in doc["users"]:
+        name = f"{user['app_id']}/{user['project_id']}/{user['user_id']}"
+        cells = [str(user[k][s]) for k in ("episode", "atomic_fact", "insight")
+                 for s in ("live", "deprecated")]
+        table.add_row(name, *cells)
+    console.print(table)
+    if doc["files_with_problems"]:
+        console.print(f"[red]{len(doc['files_with_problems'])} files with problems[/red]")
+        for item in doc["files_with_problems"]:
+            console.print(f"  {item['file']}", markup=False)
+            for problem in item["problems"]:
+                console.print(f"    {problem}", markup=False)
+    else:
+        console.print("no files with problems")
+    if doc["config"]["ok"]:
+        console.print("config ok")
+    else:
+        console.print("[red]config problems[/red]")
+        for problem in doc["config"]["problems"]:
+            console.print(f"  {problem}", markup=False)
+    known = {"root", "counts_from", "users", "totals", "files_with_problems", "config"}
+    for key, value in doc.items():
+        if key not in known:
+            console.print(f"[bold]{key}[/bold]")
+            console.print(value)
+
+
+@click.command("status")
+@root_option
+@json_option
+@handle_errors
+def status_cmd(root: str | None, as_json: bool) -> None:
+    """Users, live/deprecated counts, files with problems and config problems."""
+    from everos_reflect.runtime import Runtime
+    from everos_reflect.settings import Settings
+
+    path = _existing_root(root)
+    # Status reports a broken config instead of failing on it, so it opens with defaults.
+    try:
+        settings = load_settings(path)
+    except ConfigError:
+        settings = Settings()
+    runtime = Runtime(path, settings=settings)
+    try:
+        doc = status_document(runtime)
+    finally:
+        runtime.close()
+    if as_json:
+        emit_json(doc)
+    else:
+        _render_status(doc)
+
+
+# --- enable / disable -------------------------------------------------------------------------
+
+
+def known_strategy_names() -> set[str]:
+    """Registered strategies, plus the built-in ones so a partial install still works."""
+    try:
+        from everos_reflect.engine.registry import known_strategies
+    except ImportError:
+        return set(BUILTIN_STRATEGIES)
+    return set(known_strategies()) | BUILTIN_STRATEGIES
+
+
+def set_enabled(text: str, name: str, enabled: bool, file: str) -> str:
+    """``text`` of an ome.toml with ``strategies.<name>.enabled`` set; all else byte-for-byte.
+
+    Raises :class:`ConfigError` (file, line, reason) when ``text`` is not valid to begin with,
+    so a broken file is reported rather than rewritten.
+    """
+    parse_ome(text, file)
+    doc = tomlkit.parse(text)
+    if "strategies" not in doc:
+        doc.add("strategies", tomlkit.table(is_super_table=True))
+    strategies = doc["strategies"]
+    if name not in strategies:
+        table = tomlkit.table()
+        table.add("enabled", enabled)
+        strategies[name] = table  # type: ignore[index]
+    else:
+        strategies[name]["enabled"] = enabled  # type: ignore[index]
+    return tomlkit.dumps(doc)
+
+
+def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
+    known = known_strategy_names()
+    if name not in known:
+        fail(f"unknown strategy {name!r} (known: {', '.join(sorted(known))})")
+    path = _existing_root(root) / OME_FILE_NAME
+    before = path.read_text("utf-8") if path.exists() else packaged_text("ome.toml")
+    after = set_enabled(before, name, enabled, str(path))
+    changed = after != before or not path.exists()
+    if changed:
+        _write_atomic(path, after)
+    state = "enabled" if enabled else "disabled"
+    if as_json:
+        emit_json({"name": name, "enabled": enabled, "file": str(path), "changed": changed})
+    else:
+        click.echo(f"{name} {state} in {path}" if changed else f"{name} already {state}")
+
+
+@click.command("enable")
+@click.argument("name")
+@root_option
+@json_option
+@handle_errors
+def enable_cmd(name: str, root: str | None, as_json: bool) -> None:
+    """Turn strategy NAME on in ome.toml (comments and layout kept)."""
+    _toggle(root, name, True, as_json)
+
+
+@click.command("disable")
+@click.argument("name")
+@root_option
+@json_option
+@handle_errors
+def disable_cmd(name: str, root: str | None, as_json: bool) -> None:
+    """Turn strategy NAME off in ome.toml (comments and layout kept)."""
+    _toggle(root, name, False, as_json)
+
+
+COMMANDS: list[click.Command] = [init_cmd, add_cmd, lint_cmd, status_cmd, enable_cmd,
+                                 disable_cmd]
