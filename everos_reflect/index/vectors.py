@@ -56,6 +56,8 @@ META_COLUMNS: tuple[str, ...] = (
     "path",
     "embed_model",
 )
+# Full-text (BM25) search looks at both; a word in the Subject counts like one in the body.
+FTS_COLUMNS: tuple[str, ...] = ("subject", "text")
 _REQUIRED = ("id", "app_id", "project_id", "user_id", "text", "embed_model")
 
 # Below this many rows an exact (flat) scan is fast enough and perfectly accurate; above it
@@ -180,8 +182,9 @@ class VectorIndex:
                 f"makes {self.dim}: run `everos-reflect reindex` to rebuild it"
             )
         names = {ix.name for ix in table.list_indices()}
-        if "text_idx" not in names:
-            table.create_index("text", config=FTS(), name="text_idx")
+        for column in FTS_COLUMNS:
+            if f"{column}_idx" not in names:
+                table.create_index(column, config=FTS(), name=f"{column}_idx")
         if "key_idx" not in names:
             table.create_index("key", config=BTree(), name="key_idx")
         return table
@@ -350,14 +353,15 @@ class VectorIndex:
     def search_text(
         self, kind: Kind | str, query: str, *, k: int = 10, where: str | None = None
     ) -> list[dict[str, Any]]:
-        """BM25 full-text matches (``_score``, higher is better). Rows written since the last
-        ``optimize`` are searched too (LanceDB scans the unindexed tail), so results are fresh
-        right after a write."""
+        """BM25 full-text matches over subject and text (``_score``, higher is better).
+
+        Rows written since the last ``optimize`` are searched too (LanceDB scans the unindexed
+        tail), so results are fresh right after a write."""
         if not query.strip():
             return []
         builder = (
             self._table(kind)
-            .search(query, query_type="fts", fts_columns="text")
+            .search(query, query_type="fts", fts_columns=list(FTS_COLUMNS))
             .select([*META_COLUMNS, "_score"])
             .limit(k)
         )

@@ -1,0 +1,149 @@
+"""Memory search: vector, keyword (BM25) or hybrid, over one kind of entry.
+
+Hybrid runs both searches and fuses them with reciprocal-rank fusion (RRF): ranks, not raw
+scores, are combined, so the cosine and BM25 scales never need calibrating against each other,
+and an entry found by both rises above one found by either alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.errors import EverosError
+from everos_reflect.index.vectors import where_clause
+from everos_reflect.model import Kind
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+MODES = ("hybrid", "vector", "keyword")
+MAX_TOP_K = 1000
+RRF_K = 60  # the usual RRF constant: damps the weight of the very first ranks
+CANDIDATES_PER_HIT = 4  # each side of a hybrid search fetches this many candidates per hit
+
+
+@dataclass
+class SearchHit:
+    """One result, with the fields of SPEC §7 (``episode`` is the entry's text)."""
+
+    id: str
+    subject: str
+    episode: str
+    session_id: str | None
+    timestamp: str | None
+    parent_type: str | None
+    parent_id: str | None
+    score: float
+    user_id: str
+    app_id: str
+    project_id: str
+    deprecated_by: str | None = None
+    sources: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _hit(row: dict[str, Any], score: float) -> SearchHit:
+    return SearchHit(
+        id=row["id"],
+        subject=row.get("subject") or "",
+        episode=row.get("text") or "",
+        session_id=row.get("session_id"),
+        timestamp=row.get("timestamp"),
+        parent_type=row.get("parent_type"),
+        parent_id=row.get("parent_id"),
+        score=round(float(score), 6),
+        user_id=row["user_id"],
+        app_id=row["app_id"],
+        project_id=row["project_id"],
+        deprecated_by=row.get("deprecated_by"),
+        sources=list(row.get("sources") or []),
+    )
+
+
+def _row_key(row: dict[str, Any]) -> tuple[str, str, str, str]:
+    return (row["app_id"], row["project_id"], row["user_id"], row["id"])
+
+
+def cosine_score(distance: float) -> float:
+    """LanceDB's cosine distance (1 - cos) as a similarity clipped to 0..1."""
+    return min(1.0, max(0.0, 1.0 - float(distance)))
+
+
+def bm25_score(score: float) -> float:
+    """A BM25 score squashed monotonically into 0..1 (independent of the other hits)."""
+    score = max(0.0, float(score))
+    return score / (score + 1.0)
+
+
+def rrf_fuse(
+    rankings: Sequence[Sequence[dict[str, Any]]], *, top_k: int, k: int = RRF_K
+) -> list[tuple[dict[str, Any], float]]:
+    """Reciprocal-rank fusion of ranked row lists, each row scored by ``sum 1 / (k + rank)``.
+
+    The score is divided by its maximum (first in every list), so it lies in 0..1. Ties keep
+    the order of first appearance (the vector list's, when it comes first).
+    """
+    fused: dict[tuple[str, str, str, str], list[Any]] = {}
+    for ranking in rankings:
+        for rank, row in enumerate(ranking, start=1):
+            slot = fused.setdefault(_row_key(row), [row, 0.0, len(fused)])
+            slot[1] += 1.0 / (k + rank)
+    best = len(rankings) / (k + 1)
+    ordered = sorted(fused.values(), key=lambda slot: (-slot[1], slot[2]))
+    return [(row, score / best) for row, score, _ in ordered[:top_k]]
+
+
+def search(
+    runtime: Runtime,
+    query: str,
+    *,
+    top_k: int = 5,
+    user_id: str | None = None,
+    app_id: str | None = None,
+    project_id: str | None = None,
+    mode: str | None = None,
+    include_deprecated: bool = False,
+    kind: Kind | str = Kind.EPISODE,
+) -> list[SearchHit]:
+    """Search one kind of entry; filters left as ``None`` match every tenant or user.
+
+    Deprecated (merged-away) entries are left out unless ``include_deprecated``. Scores lie in
+    0..1, higher is better: cosine similarity (vector), squashed BM25 (keyword), normalised RRF
+    (hybrid).
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise EverosError("query must not be empty")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise EverosError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+    mode = (mode or runtime.settings.index.search_mode).lower()
+    if mode not in MODES:
+        raise EverosError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
+    try:
+        kind = Kind(kind)
+    except ValueError as exc:
+        raise EverosError(f"unknown entry kind {kind!r}") from exc
+    where = where_clause(
+        app_id=app_id,
+        project_id=project_id,
+        user_id=user_id,
+        include_deprecated=include_deprecated,
+    )
+    index = runtime.vectors
+
+    if mode == "keyword":
+        rows = index.search_text(kind, query, k=top_k, where=where)
+        return [_hit(r, bm25_score(r["_score"])) for r in rows]
+
+    vector = runtime.embedder.embed([query])[0]
+    if mode == "vector":
+        rows = index.search_vector(kind, vector, k=top_k, where=where)
+        return [_hit(r, cosine_score(r["_distance"])) for r in rows]
+
+    depth = max(top_k * CANDIDATES_PER_HIT, 20)
+    by_vector = index.search_vector(kind, vector, k=depth, where=where)
+    by_text = index.search_text(kind, query, k=depth, where=where)
+    return [_hit(row, score) for row, score in rrf_fuse([by_vector, by_text], top_k=top_k)]
