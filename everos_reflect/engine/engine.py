@@ -1,0 +1,417 @@
+"""Running strategies: configuration, mutual exclusion, run records, retries and recovery.
+
+One :class:`Engine` per process. A run holds ``<root>/.index/locks/strategy-<name>.lock`` for
+its whole life, so two processes never run the same strategy at once; inside one process a
+second trigger while a run is in flight *joins* that run (a cron firing and a manual trigger at
+the same moment make one run, and both callers get its outcome). Every run is a row in
+``runs``; a row left ``running`` by a process that died is marked ``abandoned`` at the next
+start.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from filelock import FileLock, Timeout
+
+from everos_reflect.engine.registry import (
+    RunContext,
+    Strategy,
+    get_strategy,
+    known_strategies,
+    validate_ome,
+)
+from everos_reflect.engine.triggers import CronTrigger
+from everos_reflect.errors import ConfigError
+from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.settings import OME_FILE_NAME, parse_ome
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+#: Outcome statuses a trigger answers with.
+OK, TIMEOUT, BUSY, DISABLED, FAILED = "ok", "timeout", "busy", "disabled", "failed"
+
+
+@dataclass
+class RunOutcome:
+    """What a trigger answers. ``run_id`` is set whenever a run was started (or joined)."""
+
+    status: str
+    name: str
+    run_id: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class _ActiveRun:
+    run_id: str
+    lock: FileLock
+    done: threading.Event = field(default_factory=threading.Event)
+    outcome: RunOutcome | None = None
+    thread: threading.Thread | None = None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # exists, owned by someone else
+        return True
+    return True
+
+
+def lock_path(root: Path, name: str) -> Path:
+    return Path(root) / ".index" / "locks" / f"strategy-{name}.lock"
+
+
+class Engine:
+    """Runs strategies for one memory root. Thread-safe; cheap to construct."""
+
+    def __init__(self, runtime: Runtime, *, recover: bool = True) -> None:
+        self.runtime = runtime
+        self._mutex = threading.Lock()
+        self._active: dict[str, _ActiveRun] = {}
+        self._stop = threading.Event()
+        self._config: dict[str, dict[str, Any]] | None = None
+        self.config_error: str | None = None
+        self._config_problems: ConfigError | None = None
+        if recover:
+            self.recover()
+
+    # --- configuration ------------------------------------------------------------------------
+
+    @property
+    def ome_path(self) -> Path:
+        return self.runtime.root / OME_FILE_NAME
+
+    def reload_config(self) -> bool:
+        """Re-read ``ome.toml``. On an invalid file keep the last good config, remember why and
+        return False; a missing file means every strategy at its defaults."""
+        path = self.ome_path
+        try:
+            try:
+                text = path.read_text("utf-8")
+            except FileNotFoundError:
+                text = ""
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError([(str(path), "(file)", str(exc))]) from exc
+            config = validate_ome(parse_ome(text, str(path)), str(path))
+        except ConfigError as exc:
+            with self._mutex:
+                self.config_error, self._config_problems = str(exc), exc
+            log.error("%s (keeping the last good strategy configuration)", exc)
+            return False
+        with self._mutex:
+            self._config, self.config_error, self._config_problems = config, None, None
+        return True
+
+    def config(self) -> dict[str, dict[str, Any]]:
+        """The validated settings of every strategy (the last good ``ome.toml``).
+
+        Raises :class:`ConfigError` only when no good configuration was ever loaded.
+        """
+        if self._config is None:
+            self.reload_config()
+        if self._config is None:
+            assert self._config_problems is not None
+            raise self._config_problems
+        return self._config
+
+    def settings_for(self, name: str) -> dict[str, Any]:
+        get_strategy(name)  # UnknownStrategy before anything else
+        config = self.config()
+        if name not in config:  # registered after the config was loaded
+            self.reload_config()
+            config = self.config()
+        return config[name]
+
+    def cron_for(self, name: str) -> CronTrigger | None:
+        """The strategy's schedule in the configured timezone (``None``: not scheduled)."""
+        expr = self.settings_for(name).get("cron")
+        return CronTrigger(expr, self.runtime.settings.scheduler.timezone) if expr else None
+
+    # --- running ------------------------------------------------------------------------------
+
+    def trigger(
+        self,
+        name: str,
+        *,
+        force: bool = False,
+        timeout: float | None = 120.0,
+        trigger: str = "manual",
+    ) -> RunOutcome:
+        """Run ``name`` now and wait up to ``timeout`` seconds (``None``: until done) for it.
+
+        A run that outlives the wait goes on; the answer is then ``timeout``. Raises
+        :class:`UnknownStrategy` for an unknown name.
+        """
+        strategy = get_strategy(name)
+        settings = self.settings_for(name)
+        if not settings["enabled"] and not force:
+            return RunOutcome(DISABLED, name, error=(
+                f"{name} is disabled: set enabled = true in ome.toml, or trigger with force"
+            ))
+        if self._stop.is_set():
+            return RunOutcome(BUSY, name, error="the engine is shutting down")
+        with self._mutex:
+            active = self._active.get(name)
+            if active is None:
+                active = self._start(strategy, settings, trigger=trigger, force=force)
+                if active is None:
+                    return RunOutcome(BUSY, name, error=(
+                        f"{name} is already running in another process"
+                    ))
+            else:
+                log.info("%s: %s trigger joins run %s", name, trigger, active.run_id)
+        if not active.done.wait(timeout):
+            return RunOutcome(TIMEOUT, name, active.run_id)
+        assert active.outcome is not None
+        return active.outcome
+
+    def _start(
+        self, strategy: Strategy, settings: dict[str, Any], *, trigger: str, force: bool
+    ) -> _ActiveRun | None:
+        path = lock_path(self.runtime.root, strategy.name)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = FileLock(str(path), thread_local=False)
+        try:
+            lock.acquire(blocking=False)
+        except Timeout:
+            return None
+        try:
+            run_id = f"run_{datetime.now().strftime('%Y%m%d%H%M%S')}_{uuid.uuid4().hex[:6]}"
+            conn = self.runtime.db()
+            with transaction(conn):
+                conn.execute(
+                    "INSERT INTO runs(id, strategy, trigger, started_at, status, attempt, pid) "
+                    "VALUES (?, ?, ?, ?, 'running', 1, ?)",
+                    (run_id, strategy.name, trigger, utcnow_iso(), os.getpid()),
+                )
+        except BaseException:
+            lock.release()
+            raise
+        active = _ActiveRun(run_id, lock)
+        active.thread = threading.Thread(
+            target=self._work, args=(active, strategy, settings, trigger, force),
+            name=f"run-{strategy.name}", daemon=True,
+        )
+        self._active[strategy.name] = active
+        log.info("%s: run %s started (%s%s)", strategy.name, run_id, trigger,
+                 ", forced" if force else "")
+        active.thread.start()
+        return active
+
+    def _work(self, active: _ActiveRun, strategy: Strategy, settings: dict[str, Any],
+              trigger: str, force: bool) -> None:
+        name = strategy.name
+        outcome = RunOutcome(FAILED, name, active.run_id, error="run did not complete")
+        try:
+            outcome = self._attempts(active.run_id, strategy, settings, trigger, force)
+        except BaseException as exc:  # bookkeeping itself failed: still release everything
+            log.exception("%s: run %s bookkeeping failed", name, active.run_id)
+            outcome = RunOutcome(FAILED, name, active.run_id, error=str(exc))
+        finally:
+            with self._mutex:
+                self._active.pop(name, None)
+                active.outcome = outcome
+                active.lock.release()
+            active.done.set()
+
+    def _attempts(self, run_id: str, strategy: Strategy, settings: dict[str, Any],
+                  trigger: str, force: bool) -> RunOutcome:
+        name = strategy.name
+        strategy_log = logging.getLogger(f"everos_reflect.strategy.{name}")
+        max_attempts = 1 + int(settings.get("max_retries", 0))
+        backoff = float(settings.get("retry_backoff_seconds", 0.0))
+        attempt = 1
+        while True:
+            ctx = RunContext(self.runtime, dict(settings), run_id, trigger, force,
+                             self._stop.is_set, strategy_log)
+            try:
+                counts = _clean_counts(strategy.run(ctx))
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+                log.exception("%s: run %s attempt %d failed", name, run_id, attempt)
+                wait = backoff * 2 ** (attempt - 1)
+                if attempt >= max_attempts or self._stop.wait(wait):
+                    self._finish(run_id, FAILED, error, {}, attempt)
+                    return RunOutcome(FAILED, name, run_id, error=error)
+                attempt += 1
+                self._update_attempt(run_id, attempt, error)
+                continue
+            self._finish(run_id, OK, None, counts, attempt)
+            log.info("%s: run %s ok %s", name, run_id, counts)
+            return RunOutcome(OK, name, run_id, counts)
+
+    def _update_attempt(self, run_id: str, attempt: int, error: str) -> None:
+        conn = self.runtime.db()
+        with transaction(conn):
+            conn.execute("UPDATE runs SET attempt = ?, error = ? WHERE id = ?",
+                         (attempt, error, run_id))
+
+    def _finish(self, run_id: str, status: str, error: str | None, counts: dict[str, int],
+                attempt: int) -> None:
+        conn = self.runtime.db()
+        with transaction(conn):
+            conn.execute(
+                "UPDATE runs SET status = ?, error = ?, counts = ?, attempt = ?, finished_at = ? "
+                "WHERE id = ? AND status = 'running'",
+                (status, error, json.dumps(counts), attempt, utcnow_iso(), run_id),
+            )
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def is_running(self, name: str) -> bool:
+        with self._mutex:
+            return name in self._active
+
+    def request_stop(self) -> None:
+        """Ask running strategies to stop at their next safe point; refuse new runs."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def shutdown(self, timeout: float = 30.0) -> None:
+        """Stop: running strategies get ``timeout`` seconds to reach a safe point; a run still
+        going after that is recorded ``abandoned`` (its own journal makes that safe)."""
+        self.request_stop()
+        with self._mutex:
+            active = list(self._active.values())
+        deadline = datetime.now() + timedelta(seconds=timeout)
+        for run in active:
+            remaining = max(0.0, (deadline - datetime.now()).total_seconds())
+            if not run.done.wait(remaining):
+                log.warning("run %s still going at shutdown: recorded as abandoned", run.run_id)
+                self._abandon(run.run_id, "the daemon stopped before the run finished")
+
+    def recover(self) -> list[str]:
+        """Mark ``abandoned`` every ``running`` row whose process is gone; returns their ids."""
+        conn = self.runtime.db()
+        rows = conn.execute("SELECT id, pid FROM runs WHERE status = 'running'").fetchall()
+        with self._mutex:
+            mine = {a.run_id for a in self._active.values()}
+        stale = []
+        for row in rows:
+            pid = row["pid"]
+            dead = pid is None or not _pid_alive(pid) or (pid == os.getpid() and row["id"] not in
+                                                         mine)
+            if dead:
+                self._abandon(row["id"], f"process {pid} ended before the run finished")
+                stale.append(row["id"])
+        if stale:
+            log.warning("marked %d interrupted run(s) abandoned: %s", len(stale), ", ".join(stale))
+        return stale
+
+    def _abandon(self, run_id: str, reason: str) -> None:
+        conn = self.runtime.db()
+        with transaction(conn):
+            conn.execute(
+                "UPDATE runs SET status = 'abandoned', error = ?, finished_at = ? "
+                "WHERE id = ? AND status = 'running'",
+                (reason, utcnow_iso(), run_id),
+            )
+
+    # --- reading the record -------------------------------------------------------------------
+
+    def runs(self, limit: int = 20, strategy: str | None = None) -> list[dict[str, Any]]:
+        return list_runs(self.runtime, limit=limit, strategy=strategy)
+
+    def last_run(self, name: str) -> dict[str, Any] | None:
+        found = list_runs(self.runtime, limit=1, strategy=name)
+        return found[0] if found else None
+
+
+def _clean_counts(counts: object) -> dict[str, int]:
+    if not counts:
+        return {}
+    if not isinstance(counts, dict):
+        raise TypeError(f"run() must return a dict of counts, got {type(counts).__name__}")
+    return {str(k): int(v) for k, v in counts.items()}
+
+
+def _row(row: Any) -> dict[str, Any]:
+    out = dict(row)
+    try:
+        out["counts"] = json.loads(out.get("counts") or "{}")
+    except ValueError:
+        out["counts"] = {}
+    return out
+
+
+def list_runs(
+    runtime: Runtime, *, limit: int = 20, strategy: str | None = None
+) -> list[dict[str, Any]]:
+    """The newest runs first (every attempt's final state)."""
+    sql = "SELECT * FROM runs"
+    params: list[Any] = []
+    if strategy:
+        sql += " WHERE strategy = ?"
+        params.append(strategy)
+    sql += " ORDER BY started_at DESC, id DESC LIMIT ?"
+    params.append(max(0, int(limit)))
+    return [_row(r) for r in runtime.db().execute(sql, params)]
+
+
+def strategies_status(
+    runtime: Runtime,
+    engine: Engine | None = None,
+    *,
+    next_runs: dict[str, datetime | None] | None = None,
+    now: datetime | None = None,
+) -> list[dict[str, Any]]:
+    """One row per known strategy: enabled, cron, next run, last run, config problem.
+
+    Without a scheduler's ``next_runs`` the next run is computed from the cron (when enabled).
+    """
+    engine = engine or Engine(runtime, recover=False)
+    now = now or datetime.now(UTC)
+    try:
+        config: dict[str, dict[str, Any]] | None = engine.config()
+    except ConfigError:
+        config = None
+    rows = []
+    for name in known_strategies():
+        strategy = get_strategy(name)
+        settings = (config or {}).get(name, {})
+        enabled = bool(settings.get("enabled", False))
+        cron = settings.get("cron", strategy.default_cron)
+        if next_runs is not None:
+            nxt = next_runs.get(name)
+        elif enabled and cron:
+            nxt = CronTrigger(cron, runtime.settings.scheduler.timezone).next_fire(now)
+        else:
+            nxt = None
+        last = engine.last_run(name)
+        rows.append({
+            "name": name,
+            "description": strategy.description,
+            "enabled": enabled,
+            "cron": cron,
+            "timezone": runtime.settings.scheduler.timezone,
+            "next_run": nxt.isoformat() if nxt else None,
+            "running": engine.is_running(name),
+            "last_run": None if last is None else {
+                k: last[k] for k in ("id", "status", "trigger", "started_at", "finished_at",
+                                     "error", "counts")
+            },
+            "config_error": engine.config_error,
+        })
+    return rows

@@ -1,0 +1,189 @@
+"""Triggers are pure: crontab semantics, catch-up once, and the data-driven kinds."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from everos_reflect.engine.triggers import (
+    AccumulatorTrigger,
+    CensusTrigger,
+    CountTrigger,
+    CronTrigger,
+    OnWriteTrigger,
+)
+
+WED = datetime(2026, 10, 7, 12, 0, tzinfo=UTC)  # a Wednesday
+
+
+def fires(trigger: CronTrigger, after: datetime, n: int) -> list[datetime]:
+    out = []
+    for _ in range(n):
+        after = trigger.next_fire(after)
+        out.append(after)
+    return out
+
+
+def test_default_reflection_cron_fires_mondays_at_two() -> None:
+    times = fires(CronTrigger("0 2 * * 1"), WED, 3)
+    assert [t.isoformat() for t in times] == [
+        "2026-10-12T02:00:00+00:00",
+        "2026-10-19T02:00:00+00:00",
+        "2026-10-26T02:00:00+00:00",
+    ]
+    assert {t.strftime("%A") for t in times} == {"Monday"}
+
+
+@pytest.mark.parametrize("expr", ["0 3 * * 0", "0 3 * * 7", "0 3 * * sun", "0 3 * * SUN"])
+def test_sunday_is_zero_or_seven_or_name(expr: str) -> None:
+    assert CronTrigger(expr).next_fire(WED).isoformat() == "2026-10-11T03:00:00+00:00"
+
+
+def test_weekday_ranges_lists_and_steps_use_crontab_numbering() -> None:
+    days = {t.strftime("%a") for t in fires(CronTrigger("0 9 * * 1-5"), WED, 10)}
+    assert days == {"Mon", "Tue", "Wed", "Thu", "Fri"}
+    days = {t.strftime("%a") for t in fires(CronTrigger("0 9 * * 0,6"), WED, 6)}
+    assert days == {"Sat", "Sun"}
+    days = {t.strftime("%a") for t in fires(CronTrigger("0 9 * * */2"), WED, 12)}
+    assert days == {"Sun", "Tue", "Thu", "Sat"}
+
+
+def test_day_of_month_and_weekday_together_fire_on_either() -> None:
+    # crontab(5): "0 0 13 * 5" is every 13th *and* every Friday.
+    times = fires(CronTrigger("0 0 13 * 5"), datetime(2026, 2, 1, tzinfo=UTC), 4)
+    assert [t.date().isoformat() for t in times] == [
+        "2026-02-06", "2026-02-13", "2026-02-20", "2026-02-27",
+    ]
+    times = fires(CronTrigger("0 0 13 * 1"), datetime(2026, 2, 10, tzinfo=UTC), 3)
+    assert [t.date().isoformat() for t in times] == ["2026-02-13", "2026-02-16", "2026-02-23"]
+
+
+def test_cron_runs_in_the_configured_timezone() -> None:
+    t = CronTrigger("0 2 * * 1", "America/New_York").next_fire(WED)
+    assert t.utcoffset() == timedelta(hours=-4)
+    assert t.astimezone(UTC).isoformat() == "2026-10-12T06:00:00+00:00"
+
+
+def test_dst_spring_forward_fires_once_on_the_short_day() -> None:
+    berlin = ZoneInfo("Europe/Berlin")
+    cron = CronTrigger("30 2 * * *", "Europe/Berlin")
+    times = fires(cron, datetime(2026, 3, 27, 12, tzinfo=UTC), 4)
+    days = [t.astimezone(berlin).date().isoformat() for t in times]
+    assert days == ["2026-03-28", "2026-03-29", "2026-03-30", "2026-03-31"]
+    assert all(b > a for a, b in itertools.pairwise(times))
+
+
+def test_dst_fall_back_fires_a_fixed_time_once_not_twice() -> None:
+    berlin = ZoneInfo("Europe/Berlin")
+    cron = CronTrigger("30 2 * * *", "Europe/Berlin")
+    times = fires(cron, datetime(2026, 10, 24, 12, tzinfo=UTC), 3)
+    assert [t.astimezone(berlin).date().isoformat() for t in times] == [
+        "2026-10-25", "2026-10-26", "2026-10-27",
+    ]
+
+
+def test_next_fire_is_strictly_after() -> None:
+    cron = CronTrigger("0 2 * * 1")
+    monday = datetime(2026, 10, 12, 2, 0, tzinfo=UTC)
+    assert cron.next_fire(monday) == monday + timedelta(days=7)
+    assert cron.next_fire(monday - timedelta(microseconds=1)) == monday
+
+
+@pytest.mark.parametrize(
+    ("expr", "fragment"),
+    [
+        ("0 2 * *", "expected 5 fields"),
+        ("61 2 * * 1", "61"),
+        ("0 2 * * 8", "day-of-week '8'"),
+        ("0 2 * * mon-sun-x", "day-of-week"),
+        ("0 2 * * 5-1", "range"),
+    ],
+)
+def test_invalid_cron_names_the_problem(expr: str, fragment: str) -> None:
+    with pytest.raises(ValueError, match="cron") as info:
+        CronTrigger(expr)
+    assert fragment in str(info.value)
+
+
+def test_unknown_timezone_is_rejected() -> None:
+    with pytest.raises(ValueError, match="Mars/Olympus"):
+        CronTrigger("0 2 * * 1", "Mars/Olympus")
+
+
+def test_macros() -> None:
+    assert CronTrigger("@weekly").next_fire(WED).isoformat() == "2026-10-11T00:00:00+00:00"
+    assert CronTrigger("@daily").next_fire(WED).isoformat() == "2026-10-08T00:00:00+00:00"
+
+
+# --- catch-up ---------------------------------------------------------------------------------
+
+MONDAY_2AM = datetime(2026, 10, 12, 2, 0, tzinfo=UTC)
+GRACE = timedelta(hours=6)
+
+
+def test_missed_run_within_grace_runs_once() -> None:
+    cron = CronTrigger("0 2 * * 1")
+    last = MONDAY_2AM - timedelta(days=7)
+    assert cron.missed_run(last, MONDAY_2AM + timedelta(hours=1), GRACE) == MONDAY_2AM
+
+
+def test_missed_run_outside_grace_is_skipped() -> None:
+    cron = CronTrigger("0 2 * * 1")
+    last = MONDAY_2AM - timedelta(days=7)
+    assert cron.missed_run(last, MONDAY_2AM + timedelta(hours=7), GRACE) is None
+
+
+def test_many_missed_fire_times_give_one_catch_up() -> None:
+    cron = CronTrigger("0 * * * *")  # hourly: five fire times missed
+    last = MONDAY_2AM
+    now = MONDAY_2AM + timedelta(hours=5, minutes=30)
+    assert cron.missed_run(last, now, GRACE) == MONDAY_2AM + timedelta(hours=5)
+
+
+def test_nothing_missed_after_a_run_at_the_fire_time() -> None:
+    cron = CronTrigger("0 2 * * 1")
+    assert cron.missed_run(MONDAY_2AM, MONDAY_2AM + timedelta(hours=1), GRACE) is None
+    assert cron.missed_run(None, MONDAY_2AM + timedelta(hours=1), GRACE) is None
+    assert cron.missed_run(MONDAY_2AM - timedelta(days=7), MONDAY_2AM + timedelta(hours=1),
+                           timedelta(0)) is None
+
+
+# --- data-driven triggers ---------------------------------------------------------------------
+
+NOW = datetime(2026, 10, 12, 12, 0, tzinfo=UTC)
+
+
+def test_accumulator_fires_when_the_sum_reaches_the_threshold() -> None:
+    trig = AccumulatorTrigger(field="importance", threshold=150)
+    assert not trig.is_due(149.5, None, NOW)
+    assert trig.is_due(150, None, NOW)
+    assert trig.next_due(149, None, NOW) is None
+
+
+def test_count_trigger_needs_n_new_records() -> None:
+    trig = CountTrigger(n=20)
+    assert not trig.is_due(19, NOW - timedelta(days=1), NOW)
+    assert trig.is_due(20, NOW - timedelta(days=1), NOW)
+
+
+def test_census_counts_standing_records() -> None:
+    trig = CensusTrigger(record_type="atomic_fact", n=3)
+    assert [trig.is_due(v, None, NOW) for v in (0, 2, 3, 10)] == [False, False, True, True]
+
+
+def test_on_write_fires_after_any_write() -> None:
+    trig = OnWriteTrigger()
+    assert not trig.is_due(0, None, NOW)
+    assert trig.is_due(1, None, NOW)
+
+
+def test_cooldown_defers_a_met_threshold_until_it_ends() -> None:
+    trig = CountTrigger(n=1, cooldown=timedelta(hours=24))
+    last = NOW - timedelta(hours=20)
+    assert not trig.is_due(5, last, NOW)
+    assert trig.next_due(5, last, NOW) == last + timedelta(hours=24)
+    assert trig.is_due(5, last, NOW + timedelta(hours=4))
+    assert OnWriteTrigger(cooldown=timedelta(minutes=5)).next_due(1, None, NOW) == NOW
