@@ -83,17 +83,23 @@ def choose_cluster(
         sim = float(np.dot(np.asarray(cand.centroid, dtype=np.float64), v))
         best_any = sim if not seen else max(best_any, sim)
         seen = True
-        if in_window(ts, cand.first_ts, cand.last_ts, window_seconds) and sim >= threshold:
-            if best_join is None or (-sim, cand.cluster_id) < (-best_join[0], best_join[1]):
-                best_join = (sim, cand.cluster_id)
-        if cand.consolidated and sim >= rejoin_threshold:
-            if best_rejoin is None or (-sim, cand.cluster_id) < (-best_rejoin[0], best_rejoin[1]):
-                best_rejoin = (sim, cand.cluster_id)
+        near = in_window(ts, cand.first_ts, cand.last_ts, window_seconds)
+        if near and sim >= threshold and _better(sim, cand.cluster_id, best_join):
+            best_join = (sim, cand.cluster_id)
+        if cand.consolidated and sim >= rejoin_threshold and _better(
+            sim, cand.cluster_id, best_rejoin
+        ):
+            best_rejoin = (sim, cand.cluster_id)
     if best_join is not None:
         return Decision(best_join[1], best_join[0], JOIN)
     if best_rejoin is not None:
         return Decision(best_rejoin[1], best_rejoin[0], REJOIN)
     return Decision(None, best_any, NEW)
+
+
+def _better(sim: float, cluster_id: str, best: tuple[float, str] | None) -> bool:
+    """Higher similarity wins; an exact tie goes to the smaller id."""
+    return best is None or (-sim, cluster_id) < (-best[0], best[1])
 
 
 def normalize(vector: np.ndarray) -> np.ndarray:
@@ -135,7 +141,9 @@ def mean_of(vectors: Iterable[np.ndarray]) -> tuple[np.ndarray | None, float, in
     return centroid, norm, count
 
 
-def cluster_id_for(app: str, project: str, user_id: str, first_member: str, attempt: int = 0) -> str:
+def cluster_id_for(
+    app: str, project: str, user_id: str, first_member: str, attempt: int = 0
+) -> str:
     """``cl_`` + 12 hex derived from the user and the first member, so a rebuild reproduces ids.
 
     ``attempt`` > 0 gives the next id when that one is taken (a member that founded a cluster,
