@@ -1,0 +1,396 @@
+"""Daily-log parser: text in, :class:`DailyLog` out. Pure and lenient — it never raises.
+
+People edit these files by hand, so every problem becomes a :class:`Diagnostic` (file, 1-based
+line, reason) and the rest of the file still parses. Severities:
+
+- ``fatal``: the file frontmatter is missing, unreadable or of an unknown kind/version. No entry
+  is returned and the store refuses to write the file (it would risk the person's text).
+- ``error``: one entry cannot be trusted (bad YAML, unclosed or mismatched markers, duplicate or
+  misplaced id, missing ``owner_id``/``timestamp``, unreadable timestamp). It is skipped; its
+  text stays in the file and its id still counts when the next id is allocated.
+- ``warning``: indexed anyway (naive timestamp, owner differing from the file's user, missing
+  ``Content``/``Fact`` section, unexpected ``parent_type``, text before the first section).
+
+Unknown metadata keys and unknown sections are not problems: they are kept in ``Entry.meta`` /
+``Entry.sections``. Lines are split on ``\\n`` only; a trailing ``\\r`` (CRLF files) is ignored
+for matching and dropped from section bodies, so bodies always use ``\\n``.
+
+Inside a section body a line starting with ``##`` or ``<!--`` would end the section or the entry,
+so the writer escapes such lines with one leading backslash (``\\## not a heading``); the parser
+removes exactly one backslash from any line of the form ``\\`` + (``\\``)* + (``##`` | ``<!--``).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, datetime
+from typing import Any
+
+import yaml
+
+from everos_reflect.errors import InvalidId
+from everos_reflect.model import DailyLog, Diagnostic, Entry, EntryId, Kind, parse_timestamp
+
+SCHEMA_VERSION = 1
+
+OPEN_RE = re.compile(r"^<!--[ \t]*entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*$")
+CLOSE_RE = re.compile(r"^<!--[ \t]*/entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*$")
+HEADING_RE = re.compile(r"^##[ \t]+(\S(?:.*\S)?)[ \t]*$")
+_ESCAPABLE_RE = re.compile(r"^\\*(?:##|<!--)")
+_FILENAME_RE = re.compile(r"^(episode|atomic_fact|insight)-(\d{4}-\d{2}-\d{2})\.md$")
+_ID_MENTION_RE = re.compile(r"\b(?:ep|af|in)_\d{8}_\d{4,}\b")
+
+REQUIRED_META = ("owner_id", "timestamp")
+_MAIN_SECTION = {Kind.EPISODE: "Content", Kind.ATOMIC_FACT: "Fact"}
+_PARENT_TYPES = {
+    Kind.EPISODE: {"memcell", "cluster"},
+    Kind.ATOMIC_FACT: {"episode"},
+}
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines with their endings kept, split on ``\\n`` only (``str.splitlines`` also splits on
+    form feeds and unicode separators, which would shift line numbers and corrupt edits)."""
+    lines = text.split("\n")
+    out = [line + "\n" for line in lines[:-1]]
+    if lines[-1]:
+        out.append(lines[-1])
+    return out
+
+
+def bare(line: str) -> str:
+    """A line without its ``\\n`` / ``\\r\\n`` ending."""
+    if line.endswith("\n"):
+        line = line[:-1]
+    if line.endswith("\r"):
+        line = line[:-1]
+    return line
+
+
+def newline_of(text: str) -> str:
+    """The file's line ending, judged by its first line (``\\n`` when there is none)."""
+    first = text.find("\n")
+    return "\r\n" if first > 0 and text[first - 1] == "\r" else "\n"
+
+
+def escape_body_line(line: str) -> str:
+    return "\\" + line if _ESCAPABLE_RE.match(line) else line
+
+
+def unescape_body_line(line: str) -> str:
+    return line[1:] if line.startswith("\\") and _ESCAPABLE_RE.match(line[1:]) else line
+
+
+def frontmatter_bounds(lines: list[str]) -> tuple[int, int] | None:
+    """Indexes of the opening and closing ``---`` lines of the file frontmatter, or None."""
+    if not lines or bare(lines[0]).lstrip("\ufeff").rstrip() != "---":
+        return None
+    for i in range(1, len(lines)):
+        if bare(lines[i]).rstrip() in ("---", "..."):
+            return 0, i
+    return None
+
+
+def load_yaml(text: str, first_line: int) -> tuple[Any, tuple[int, str] | None]:
+    """``yaml.safe_load`` that reports (file line, reason) instead of raising."""
+    try:
+        return yaml.safe_load(text), None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+        line = first_line + (mark.line if mark is not None else 0)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        return None, (line, f"invalid YAML: {problem}")
+    except Exception as exc:  # lenient: yaml can raise odd errors on odd input
+        return None, (first_line, f"invalid YAML: {exc}")
+
+
+def mentioned_ids(text: str) -> set[str]:
+    """Every entry id written anywhere in ``text`` (markers, frontmatter, even broken entries)."""
+    return set(_ID_MENTION_RE.findall(text))
+
+
+def next_seq(log: DailyLog) -> int:
+    """The next free sequence number of this file: one past every id of its kind and day that
+    appears anywhere in it, so an id is never reused, not even one of a broken entry."""
+    if log.kind is None or log.day is None:
+        return 1
+    stem = f"{log.kind.prefix}_{log.day.strftime('%Y%m%d')}_"
+    seqs = [int(i[len(stem) :]) for i in mentioned_ids(log.text) if i.startswith(stem)]
+    seqs += [int(k[len(stem) :]) for k in log.deprecated_entries if k.startswith(stem)]
+    return max(seqs, default=0) + 1
+
+
+def _as_day(value: Any) -> date | None:
+    if isinstance(value, datetime):
+        return value.date()
+    if isinstance(value, date):
+        return value
+    if isinstance(value, str):
+        try:
+            return date.fromisoformat(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+class _Parser:
+    def __init__(self, text: str, path: str) -> None:
+        self.text = text
+        self.path = path
+        self.lines = split_lines(text)
+        self.bare = [bare(line) for line in self.lines]
+        self.diagnostics: list[Diagnostic] = []
+
+    def report(self, line: int, message: str, severity: str = "error") -> None:
+        self.diagnostics.append(Diagnostic(self.path, line, message, severity))
+
+    def parse(self) -> DailyLog:
+        log = DailyLog(self.path, None, None, {}, text=self.text)
+        log.diagnostics = self.diagnostics
+        body_start = self._frontmatter(log)
+        if not log.ok:
+            return log
+        self._entries(log, body_start)
+        return log
+
+    # -- file frontmatter -------------------------------------------------------------------
+    def _frontmatter(self, log: DailyLog) -> int:
+        bounds = frontmatter_bounds(self.lines)
+        if bounds is None:
+            if self.lines and bare(self.lines[0]).lstrip("\ufeff").rstrip() == "---":
+                self.report(1, "frontmatter is not closed by a '---' line", "fatal")
+            else:
+                self.report(1, "missing file frontmatter (the file must start with '---')", "fatal")
+            return 0
+        start, end = bounds
+        data, problem = load_yaml("".join(self.lines[start + 1 : end]), start + 2)
+        if problem:
+            self.report(problem[0], f"file frontmatter: {problem[1]}", "fatal")
+            return end + 1
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            self.report(start + 1, "file frontmatter must be a YAML mapping", "fatal")
+            return end + 1
+        log.frontmatter = {str(k): v for k, v in data.items()}
+        self._file_identity(log, data)
+        deprecated = data.get("deprecated_entries")
+        if deprecated is not None and not isinstance(deprecated, dict):
+            self.report(
+                start + 1, "deprecated_entries must be a mapping of old id: new id", "fatal"
+            )
+        elif deprecated:
+            for old, new in deprecated.items():
+                for value in (old, new):
+                    if not isinstance(value, str) or not _ID_MENTION_RE.fullmatch(value):
+                        self.report(
+                            start + 1,
+                            f"deprecated_entries: {value!r} is not an entry id",
+                            "warning",
+                        )
+        return end + 1
+
+    def _file_identity(self, log: DailyLog, data: dict[Any, Any]) -> None:
+        """Kind and day from the frontmatter, cross-checked with the file name (which wins:
+        ids are located through it)."""
+        fm_kind = next((k for k in Kind if k.file_type == data.get("type")), None)
+        fm_day = _as_day(data.get("date"))
+        name = re.split(r"[\\/]", self.path)[-1]
+        m = _FILENAME_RE.fullmatch(name)
+        name_kind = Kind(m.group(1)) if m else None
+        name_day = _as_day(m.group(2)) if m else None
+
+        version = data.get("schema_version")
+        if version is None:
+            self.report(1, "frontmatter has no schema_version (assuming 1)", "warning")
+        elif version != SCHEMA_VERSION:
+            self.report(
+                1, f"unsupported schema_version {version!r} (this version reads 1)", "fatal"
+            )
+        if "type" in data and fm_kind is None:
+            self.report(1, f"unknown file type {data.get('type')!r}", "fatal")
+        if "date" in data and fm_day is None:
+            self.report(1, f"unreadable date {data.get('date')!r}", "fatal")
+        if "user_id" not in data:
+            self.report(1, "frontmatter has no user_id", "warning")
+        if name_kind and fm_kind and name_kind != fm_kind:
+            self.report(1, f"type {fm_kind.file_type} does not match the file name", "warning")
+        if name_day and fm_day and name_day != fm_day:
+            self.report(1, f"date {fm_day} does not match the file name", "warning")
+        log.kind = name_kind or fm_kind
+        log.day = name_day or fm_day
+        if log.kind is None:
+            self.report(1, "cannot tell the kind of log (no 'type' in the frontmatter)", "fatal")
+        if log.day is None:
+            self.report(1, "cannot tell the day of the log (no 'date' in the frontmatter)", "fatal")
+
+    # -- entries ------------------------------------------------------------------------------
+    def _entries(self, log: DailyLog, start: int) -> None:
+        seen: set[str] = set()
+        deprecated = log.deprecated_entries
+        i, n = start, len(self.lines)
+        while i < n:
+            opened = OPEN_RE.match(self.bare[i])
+            if not opened:
+                closed = CLOSE_RE.match(self.bare[i])
+                if closed:
+                    self.report(
+                        i + 1,
+                        f"closing marker of {closed.group(1)!r} without an opening one",
+                        "warning",
+                    )
+                i += 1
+                continue
+            entry_id = opened.group(1)
+            j = i + 1
+            while j < n and not OPEN_RE.match(self.bare[j]) and not CLOSE_RE.match(self.bare[j]):
+                j += 1
+            closed = CLOSE_RE.match(self.bare[j]) if j < n else None
+            if closed is None:
+                self.report(
+                    i + 1, f"entry {entry_id!r} is not closed by <!-- /entry:{entry_id} -->"
+                )
+                i = j
+                continue
+            if closed.group(1) != entry_id:
+                self.report(
+                    j + 1,
+                    f"closing marker names {closed.group(1)!r} but the open entry is {entry_id!r}",
+                )
+                i = j + 1
+                continue
+            entry = self._entry(log, entry_id, i, j)
+            if entry is not None:
+                if entry.id in seen:
+                    self.report(i + 1, f"duplicate entry id {entry.id} (first one kept)")
+                else:
+                    seen.add(entry.id)
+                    entry.deprecated_by = deprecated.get(entry.id)
+                    log.entries.append(entry)
+            i = j + 1
+
+    def _entry(self, log: DailyLog, entry_id: str, first: int, last: int) -> Entry | None:
+        line_no = first + 1
+        try:
+            eid = EntryId.parse(entry_id)
+        except InvalidId as exc:
+            self.report(line_no, str(exc))
+            return None
+        if eid.kind != log.kind or eid.day != log.day:
+            self.report(line_no, f"entry id {entry_id} does not belong in this file (kind or date)")
+            return None
+
+        k = first + 1
+        while k < last and not self.bare[k].strip():
+            k += 1
+        if k >= last or self.bare[k].rstrip() != "---":
+            self.report(line_no, f"entry {entry_id} has no '---' metadata block")
+            return None
+        meta_end = next((m for m in range(k + 1, last) if self.bare[m].rstrip() == "---"), None)
+        if meta_end is None:
+            self.report(k + 1, f"entry {entry_id}: metadata block is not closed by '---'")
+            return None
+        data, problem = load_yaml("\n".join(self.bare[k + 1 : meta_end]), k + 2)
+        if problem:
+            self.report(problem[0], f"entry {entry_id}: {problem[1]}")
+            return None
+        if data is None:
+            data = {}
+        if not isinstance(data, dict):
+            self.report(k + 1, f"entry {entry_id}: metadata must be a YAML mapping")
+            return None
+        meta = {str(key): value for key, value in data.items()}
+
+        missing = [key for key in REQUIRED_META if meta.get(key) in (None, "")]
+        if missing:
+            self.report(
+                line_no, f"entry {entry_id}: missing required metadata {', '.join(missing)}"
+            )
+            return None
+        if parse_timestamp(meta["timestamp"]) is None:
+            self.report(line_no, f"entry {entry_id}: unreadable timestamp {meta['timestamp']!r}")
+            return None
+
+        sections = self._sections(entry_id, meta_end + 1, last)
+        self._check(log, eid, meta, sections, line_no)
+        raw = "".join(self.lines[first:last]) + self.bare[last]
+        return Entry(entry_id, eid.kind, meta, sections, line=line_no, raw=raw)
+
+    def _sections(self, entry_id: str, start: int, end: int) -> dict[str, str]:
+        sections: dict[str, str] = {}
+        name: str | None = None
+        body: list[str] = []
+
+        def flush() -> None:
+            if name is not None:
+                if name in sections:
+                    self.report(
+                        start + 1, f"entry {entry_id}: section {name!r} repeated", "warning"
+                    )
+                    sections[name] += "\n\n" + "\n".join(body).strip()
+                else:
+                    sections[name] = "\n".join(body).strip()
+
+        preamble_reported = False
+        for k in range(start, end):
+            heading = HEADING_RE.match(self.bare[k])
+            if heading:
+                flush()
+                name, body = heading.group(1), []
+            elif name is not None:
+                body.append(unescape_body_line(self.bare[k]))
+            elif self.bare[k].strip() and not preamble_reported:
+                # Kept in the file (and in Entry.raw) but not indexed.
+                self.report(k + 1, f"entry {entry_id}: text before the first ## section", "warning")
+                preamble_reported = True
+        flush()
+        return sections
+
+    def _check(
+        self, log: DailyLog, eid: EntryId, meta: dict[str, Any], sections: dict[str, str], line: int
+    ) -> None:
+        """Problems worth telling a person about that do not stop indexing."""
+        ts = meta["timestamp"]
+        if isinstance(ts, str | datetime) and parse_timestamp(ts) is not None:
+            raw_tz = ts.tzinfo if isinstance(ts, datetime) else None
+            if isinstance(ts, str):
+                try:
+                    raw_tz = datetime.fromisoformat(ts.strip().replace("Z", "+00:00")).tzinfo
+                except ValueError:
+                    raw_tz = None
+            if raw_tz is None:
+                self.report(
+                    line, f"entry {eid}: timestamp has no UTC offset (read as UTC)", "warning"
+                )
+        user = log.frontmatter.get("user_id")
+        if user is not None and str(meta["owner_id"]) != str(user):
+            self.report(
+                line,
+                f"entry {eid}: owner_id {meta['owner_id']!r} is not the file's user {user!r}",
+                "warning",
+            )
+        allowed = _PARENT_TYPES.get(eid.kind)
+        if allowed and meta.get("parent_type") not in allowed:
+            self.report(
+                line,
+                f"entry {eid}: parent_type {meta.get('parent_type')!r} is not one "
+                f"of {sorted(allowed)}",
+                "warning",
+            )
+        if "importance" in meta:
+            value = meta["importance"]
+            if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
+                self.report(line, f"entry {eid}: importance {value!r} is not 1-10", "warning")
+        main = _MAIN_SECTION.get(eid.kind)
+        if main and not sections.get(main):
+            self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")
+
+
+def parse_log(text: str, path: str = "<text>") -> DailyLog:
+    """Parse one daily-log file. Never raises; problems are in ``DailyLog.diagnostics``."""
+    try:
+        return _Parser(text, path).parse()
+    except Exception as exc:  # a parser bug must not stop the daemon
+        log = DailyLog(path, None, None, {}, text=text)
+        log.diagnostics.append(Diagnostic(path, 1, f"internal parser error: {exc!r}", "fatal"))
+        return log

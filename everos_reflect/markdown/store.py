@@ -1,0 +1,341 @@
+"""The Markdown store: daily-log files under a memory root, the single source of truth.
+
+Every write goes through :meth:`MarkdownStore._edit`: take the file's cross-process lock, read
+the current bytes, apply a pure text edit from :mod:`writer`, check the bytes did not change
+underneath (a hand edit in an editor that does not know our lock), then write a temp file in the
+same folder, fsync it, rename it over the original and fsync the folder. A file whose
+frontmatter cannot be parsed is never written (:class:`MarkdownError`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock, Timeout
+
+from everos_reflect.errors import InvalidId, MarkdownError, UnknownEntry
+from everos_reflect.markdown import writer
+from everos_reflect.markdown.parser import next_seq, parse_log
+from everos_reflect.model import (
+    DailyLog,
+    Diagnostic,
+    Entry,
+    EntryId,
+    Kind,
+    UserRef,
+    parse_timestamp,
+    validate_name,
+)
+
+_FILENAME_RE = re.compile(r"^(episode|atomic_fact|insight)-(\d{4}-\d{2}-\d{2})\.md$")
+_EDIT_ATTEMPTS = 5
+
+
+class MarkdownStore:
+    """Daily logs of every user under ``root`` (layout in SPEC §2)."""
+
+    def __init__(self, root: str | os.PathLike[str], *, lock_timeout: float = 60.0) -> None:
+        self.root = Path(root)
+        self._abs_root = Path(os.path.abspath(self.root))
+        self.lock_timeout = lock_timeout
+        self._locks: dict[str, FileLock] = {}
+        self._locks_guard = threading.Lock()
+
+    # -- layout ---------------------------------------------------------------------------------
+    def user_dir(self, ref: UserRef) -> Path:
+        # UserRef validated its names on construction; validate again in case of a forged one.
+        for value, what in (
+            (ref.app, "app_id"),
+            (ref.project, "project_id"),
+            (ref.user_id, "user_id"),
+        ):
+            validate_name(value, what)
+        return self.root / ref.app / ref.project / "users" / ref.user_id
+
+    def log_path(self, ref: UserRef, kind: Kind, day: date) -> Path:
+        return self.user_dir(ref) / kind.folder / kind.filename(day)
+
+    def path_for_id(self, ref: UserRef, entry_id: str) -> Path:
+        """The file that holds ``entry_id``: its kind and date name it."""
+        eid = EntryId.parse(entry_id)
+        return self.log_path(ref, eid.kind, eid.day)
+
+    def rel(self, path: str | os.PathLike[str]) -> str:
+        """``path`` relative to the root, POSIX separators (the key used in the indexes)."""
+        p = Path(os.path.abspath(path))
+        try:
+            return p.relative_to(self._abs_root).as_posix()
+        except ValueError:
+            return Path(path).resolve().relative_to(self._abs_root.resolve()).as_posix()
+
+    def ref_for_path(self, path: str | os.PathLike[str]) -> tuple[UserRef, Kind, date] | None:
+        """Who, what and which day a daily-log path is; None for anything outside the layout."""
+        try:
+            parts = Path(self.rel(path)).parts
+        except ValueError:
+            return None
+        if len(parts) != 6 or parts[2] != "users":
+            return None
+        app, project, _, user_id, folder, name = parts
+        m = _FILENAME_RE.fullmatch(name)
+        if m is None:
+            return None
+        kind = Kind(m.group(1))
+        if folder != kind.folder:
+            return None
+        try:
+            ref = UserRef(app, project, user_id)
+            day = date.fromisoformat(m.group(2))
+        except (InvalidId, ValueError):
+            return None
+        return ref, kind, day
+
+    # -- reading --------------------------------------------------------------------------------
+    def iter_users(self) -> Iterator[UserRef]:
+        """Every user with a folder under the root, sorted; folders with unsafe names skipped."""
+        if not self.root.is_dir():
+            return
+        found = []
+        for users in self.root.glob("*/*/users"):
+            for user in users.iterdir():
+                if not user.is_dir():
+                    continue
+                try:
+                    found.append(UserRef(users.parent.parent.name, users.parent.name, user.name))
+                except InvalidId:
+                    continue
+        yield from sorted(found)
+
+    def iter_files(
+        self, ref: UserRef | None = None, kinds: Iterable[Kind] | None = None
+    ) -> Iterator[Path]:
+        """Daily-log files (sorted by user, kind, day) of one user or all users."""
+        wanted = list(kinds) if kinds is not None else list(Kind)
+        for user in [ref] if ref is not None else self.iter_users():
+            for kind in wanted:
+                folder = self.user_dir(user) / kind.folder
+                if not folder.is_dir():
+                    continue
+                for path in sorted(folder.glob(f"{kind.value}-*.md")):
+                    if path.is_file() and _FILENAME_RE.fullmatch(path.name):
+                        yield path
+
+    def read(self, path: str | os.PathLike[str]) -> DailyLog:
+        """Parse one file (raises ``FileNotFoundError`` when it does not exist)."""
+        return self._parse(Path(path).read_bytes(), Path(path))
+
+    def get(self, ref: UserRef, entry_id: str) -> Entry:
+        path = self.path_for_id(ref, entry_id)
+        if path.is_file():
+            for entry in self.read(path).entries:
+                if entry.id == entry_id:
+                    return entry
+        raise UnknownEntry(f"no entry {entry_id} for user {ref}")
+
+    def entries(self, ref: UserRef, kind: Kind) -> list[Entry]:
+        """All parseable entries of one user and kind, in day and file order."""
+        return [e for path in self.iter_files(ref, [kind]) for e in self.read(path).entries]
+
+    def _parse(self, data: bytes, path: Path) -> DailyLog:
+        label = self._label(path)
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = data.count(b"\n", 0, exc.start) + 1
+            log = DailyLog(label, None, None, {})
+            log.diagnostics.append(Diagnostic(label, line, "file is not valid UTF-8", "fatal"))
+            return log
+        return parse_log(text, label)
+
+    def _label(self, path: Path) -> str:
+        try:
+            return self.rel(path)
+        except ValueError:
+            return str(path)
+
+    # -- writing --------------------------------------------------------------------------------
+    @contextmanager
+    def lock(self, path: str | os.PathLike[str]) -> Iterator[None]:
+        """Cross-process lock of one file (re-entrant within a thread)."""
+        key = self._label(Path(path))
+        with self._locks_guard:
+            lock = self._locks.get(key)
+            if lock is None:
+                lock_dir = self.root / ".index" / "locks"
+                lock_dir.mkdir(parents=True, exist_ok=True)
+                digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+                lock = self._locks[key] = FileLock(str(lock_dir / f"md-{digest}.lock"))
+        try:
+            lock.acquire(timeout=self.lock_timeout)
+        except Timeout as exc:
+            raise MarkdownError(key, 0, "timed out waiting for the file's write lock") from exc
+        try:
+            yield
+        finally:
+            lock.release()
+
+    def append(
+        self,
+        ref: UserRef,
+        kind: Kind,
+        meta: Mapping[str, Any],
+        sections: Mapping[str, str],
+        *,
+        day: date | None = None,
+    ) -> Entry:
+        """Append a new entry to ``ref``'s ``kind`` log of ``day`` (today, UTC, by default).
+
+        ``owner_id`` defaults to the user and ``timestamp`` to now; the id is the file's next
+        free one, allocated under the file lock.
+        """
+        day = day or datetime.now(UTC).date()
+        owner = meta.get("owner_id", ref.user_id)
+        if owner != ref.user_id:
+            raise InvalidId(f"owner_id {owner!r} does not match user {ref.user_id!r}")
+        stamp = meta.get("timestamp")
+        when = datetime.now(UTC) if stamp is None else parse_timestamp(stamp)
+        if when is None:
+            raise MarkdownError(
+                self.rel(self.log_path(ref, kind, day)), 0, f"unreadable timestamp {stamp!r}"
+            )
+        values = {"owner_id": owner, "timestamp": when, **meta}
+        values["owner_id"], values["timestamp"] = owner, when
+        path = self.log_path(ref, kind, day)
+        created: list[Entry] = []
+
+        def edit(text: str | None) -> str:
+            created.clear()
+            if text is None or not text.strip():
+                text = writer.new_log_text(kind, ref.user_id, day)
+            log = self._writable(parse_log(text, self._label(path)))
+            entry_id = str(EntryId(kind, day, next_seq(log)))
+            new_text = writer.append_entry(text, writer.render_entry(entry_id, values, sections))
+            after = parse_log(new_text, self._label(path))
+            entry = next((e for e in after.entries if e.id == entry_id), None)
+            if entry is None:  # strict with our own writes: never leave an entry we cannot read
+                new = [d.message for d in after.diagnostics if d not in log.diagnostics]
+                reason = "; ".join(new) or "it does not parse back"
+                raise MarkdownError(self._label(path), 0, f"refusing to write {entry_id}: {reason}")
+            created.append(entry)
+            return new_text
+
+        self._edit(path, edit)
+        return created[0]
+
+    def deprecate(self, ref: UserRef, mapping: Mapping[str, str]) -> dict[str, str]:
+        """Record ``old -> new`` in the frontmatter of each old entry's file.
+
+        Additive: an old id already recorded keeps its mapping. Returns those conflicts as
+        ``{old: new_already_recorded}`` for the pairs whose recorded value differs (empty when
+        everything was recorded as asked). Raises :class:`UnknownEntry` — before writing
+        anything — when an old id is not an entry of that user.
+        """
+        by_file: dict[Path, dict[str, str]] = {}
+        for old, new in mapping.items():
+            EntryId.parse(new)
+            by_file.setdefault(self.path_for_id(ref, old), {})[old] = new
+        for path, pairs in by_file.items():
+            known = {e.id for e in self.read(path).entries} if path.is_file() else set()
+            missing = sorted(set(pairs) - known)
+            if missing:
+                raise UnknownEntry(f"no entry {', '.join(missing)} for user {ref}")
+        conflicts: dict[str, str] = {}
+        for path, pairs in by_file.items():
+            label = self._label(path)
+
+            def edit(text: str | None, pairs: dict[str, str] = pairs, label: str = label) -> str:
+                if text is None:
+                    raise UnknownEntry(f"no entry {', '.join(sorted(pairs))} for user {ref}")
+                log = self._writable(parse_log(text, label))
+                recorded = log.deprecated_entries
+                for old, new in pairs.items():
+                    if old in recorded and recorded[old] != new:
+                        conflicts[old] = recorded[old]
+                return writer.add_deprecations(text, pairs)
+
+            self._edit(path, edit)
+        return conflicts
+
+    def undeprecate(self, ref: UserRef, ids: Iterable[str]) -> dict[str, str]:
+        """Remove ``ids`` from ``deprecated_entries`` (explicit undo). Returns what was removed."""
+        by_file: dict[Path, list[str]] = {}
+        for old in ids:
+            by_file.setdefault(self.path_for_id(ref, old), []).append(old)
+        removed: dict[str, str] = {}
+        for path, olds in by_file.items():
+            if not path.is_file():
+                continue
+            label = self._label(path)
+
+            def edit(text: str | None, olds: list[str] = olds, label: str = label) -> str:
+                if text is None:
+                    return ""
+                log = self._writable(parse_log(text, label))
+                removed.update(
+                    {o: log.deprecated_entries[o] for o in olds if o in log.deprecated_entries}
+                )
+                return writer.remove_deprecations(text, olds)
+
+            self._edit(path, edit)
+        return removed
+
+    def _writable(self, log: DailyLog) -> DailyLog:
+        fatal = next((d for d in log.diagnostics if d.severity == "fatal"), None)
+        if fatal is not None:
+            raise MarkdownError(fatal.path, fatal.line, f"not writing this file: {fatal.message}")
+        return log
+
+    def _edit(self, path: Path, edit: Callable[[str | None], str]) -> None:
+        """Apply ``edit`` (current text, None if absent -> new text) under the file lock."""
+        with self.lock(path):
+            for _ in range(_EDIT_ATTEMPTS):
+                before = _read_or_none(path)
+                text = None if before is None else before.decode("utf-8")
+                new_text = edit(text)
+                if new_text == text:
+                    return
+                if _read_or_none(path) != before:
+                    continue  # edited by hand meanwhile: redo the edit on the new text
+                _atomic_write(path, new_text.encode("utf-8"))
+                return
+        raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Temp file ``.<name>.<random>.tmp`` in the same folder, fsync, rename, fsync the folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
+    # 0o666 lets the kernel apply the umask to a new file; an existing file keeps its mode.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        with suppress(FileNotFoundError):
+            os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)

@@ -1,0 +1,254 @@
+"""Pure text edits of daily logs. Each changes only the bytes it must.
+
+A person may have reordered keys, added comments or quoted values differently; re-dumping the
+frontmatter would silently rewrite all of that. So appending adds bytes at the end, and a
+``deprecated_entries`` patch inserts (or removes) only that mapping's lines inside the existing
+frontmatter text. Every patch is verified by parsing the result; a patch that would change
+anything else raises :class:`MarkdownError` instead of writing it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from datetime import date, datetime
+from typing import Any
+
+import yaml
+
+from everos_reflect.errors import MarkdownError
+from everos_reflect.markdown.parser import (
+    HEADING_RE,
+    SCHEMA_VERSION,
+    bare,
+    escape_body_line,
+    frontmatter_bounds,
+    load_yaml,
+    newline_of,
+    split_lines,
+)
+from everos_reflect.model import EntryId, Kind, format_timestamp
+
+DEPRECATED_KEY = "deprecated_entries"
+_KEY_LINE_RE = re.compile(rf"^{DEPRECATED_KEY}[ \t]*:[ \t]*(.*?)[ \t]*$")
+_CHILD_RE = re.compile(r"^([ \t]+)(['\"]?)([A-Za-z0-9_]+)\2[ \t]*:[ \t]*\S.*$")
+
+
+class _Dumper(yaml.SafeDumper):
+    """One-line YAML values: timestamps in the daemon's form, odd strings double-quoted."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    # Double quotes keep line breaks and control characters escaped on one line, so no value can
+    # ever produce a line that reads as a '---' delimiter or an entry marker.
+    odd = any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp", "Co", "Cn") for c in data)
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style='"' if odd else None)
+
+
+def _represent_datetime(dumper: yaml.SafeDumper, data: datetime) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:timestamp", format_timestamp(data))
+
+
+class _Block(dict):  # type: ignore[type-arg]
+    """The top-level mapping: one ``key: value`` line per key (nested values stay in flow)."""
+
+
+def _represent_block(dumper: yaml.SafeDumper, data: _Block) -> yaml.MappingNode:
+    return dumper.represent_mapping("tag:yaml.org,2002:map", data, flow_style=False)
+
+
+_Dumper.add_representer(str, _represent_str)
+_Dumper.add_representer(datetime, _represent_datetime)
+_Dumper.add_representer(_Block, _represent_block)
+
+
+def _dump(mapping: Mapping[str, Any]) -> str:
+    """YAML of a mapping, nested collections in flow style (``sources: [ep_1, ep_2]``)."""
+    return yaml.dump(
+        _Block(mapping),
+        Dumper=_Dumper,
+        default_flow_style=True,
+        allow_unicode=True,
+        sort_keys=False,
+        width=float("inf"),
+    )
+
+
+def new_log_text(kind: Kind, user_id: str, day: date) -> str:
+    """The frontmatter of a new, empty daily log (SPEC §3)."""
+    return (
+        "---\n"
+        f"type: {kind.file_type}\n"
+        f"schema_version: {SCHEMA_VERSION}\n"
+        + _dump({"user_id": user_id})
+        + f"date: '{day.isoformat()}'\n"
+        "---\n"
+    )
+
+
+def render_entry(entry_id: str, meta: Mapping[str, Any], sections: Mapping[str, str]) -> str:
+    """One entry block, from the opening marker to the closing marker's newline.
+
+    ``None`` values are omitted; datetimes are written with ``format_timestamp``; section bodies
+    are stripped, use ``\\n`` line breaks, and lines that would read as a heading or a marker are
+    escaped with a backslash (the parser removes it).
+    """
+    eid = str(EntryId.parse(entry_id))
+    if eid != entry_id:
+        raise MarkdownError(f"entry {entry_id}", 0, f"entry id should be written {eid}")
+    values = {}
+    for key, value in meta.items():
+        if not isinstance(key, str) or not key.strip() or key != key.strip():
+            raise MarkdownError(f"entry {entry_id}", 0, f"invalid metadata key {key!r}")
+        if value is not None:
+            values[key] = value
+    parts = [f"<!-- entry:{entry_id} -->\n---\n", _dump(values) if values else "", "---\n"]
+    blocks = []
+    for name, body in sections.items():
+        heading = HEADING_RE.match(f"## {name}") if isinstance(name, str) else None
+        if heading is None or heading.group(1) != name or "\r" in name or "\n" in name:
+            raise MarkdownError(f"entry {entry_id}", 0, f"invalid section name {name!r}")
+        text = str(body).replace("\r\n", "\n").replace("\r", "\n").strip()
+        lines = "".join(escape_body_line(line) + "\n" for line in text.split("\n")) if text else ""
+        blocks.append(f"## {name}\n{lines}")
+    parts.append("\n".join(blocks))
+    parts.append(f"<!-- /entry:{entry_id} -->\n")
+    return "".join(parts)
+
+
+def append_entry(text: str, block: str) -> str:
+    """``text`` with ``block`` added at the end, in the file's line-ending style.
+
+    A file without a trailing newline gets one (in its own style) before the block: the only
+    byte of the existing text that may be added to.
+    """
+    nl = newline_of(text)
+    if nl != "\n":
+        block = block.replace("\n", nl)
+    if text and not text.endswith("\n"):
+        text += nl
+    return text + block
+
+
+def _frontmatter(text: str) -> tuple[list[str], int, int, dict[str, Any]]:
+    lines = split_lines(text)
+    bounds = frontmatter_bounds(lines)
+    if bounds is None:
+        raise MarkdownError("<text>", 1, "no file frontmatter to patch")
+    start, end = bounds
+    data, problem = load_yaml("".join(lines[start + 1 : end]), start + 2)
+    if problem:
+        raise MarkdownError("<text>", problem[0], f"file frontmatter: {problem[1]}")
+    data = data or {}
+    if not isinstance(data, dict):
+        raise MarkdownError("<text>", 1, "file frontmatter is not a mapping")
+    current = data.get(DEPRECATED_KEY) or {}
+    if not isinstance(current, dict):
+        raise MarkdownError("<text>", 1, f"{DEPRECATED_KEY} is not a mapping")
+    return lines, start, end, data
+
+
+def _key_span(lines: list[str], start: int, end: int) -> tuple[int, int] | None:
+    """Line range of the ``deprecated_entries`` key and its indented children."""
+    for i in range(start + 1, end):
+        if _KEY_LINE_RE.match(bare(lines[i])):
+            last = i
+            for j in range(i + 1, end):
+                line = bare(lines[j])
+                if line[:1] in (" ", "\t") and line.strip():
+                    last = j
+                elif line.strip():
+                    break
+            return i, last + 1
+    return None
+
+
+def _block(mapping: Mapping[str, str], nl: str, indent: str = "  ") -> list[str]:
+    return [f"{DEPRECATED_KEY}:{nl}"] + [f"{indent}{k}: {v}{nl}" for k, v in mapping.items()]
+
+
+def _simple_children(lines: list[str], span: tuple[int, int]) -> bool:
+    """True when the key has no inline value and each child line is ``  old: new``."""
+    key_value = _KEY_LINE_RE.match(bare(lines[span[0]]))
+    if key_value is None or (key_value.group(1) and not key_value.group(1).startswith("#")):
+        return False
+    children = [bare(line) for line in lines[span[0] + 1 : span[1]] if bare(line).strip()]
+    return bool(children) and all(_CHILD_RE.match(c) for c in children)
+
+
+def _verified(new_text: str, before: dict[str, Any], expected: dict[str, str]) -> str:
+    """Return ``new_text`` if its frontmatter equals ``before`` except for the patched mapping."""
+    _, _, _, after = _frontmatter(new_text)
+    got = {str(k): str(v) for k, v in (after.get(DEPRECATED_KEY) or {}).items()}
+    rest_before = {k: v for k, v in before.items() if k != DEPRECATED_KEY}
+    rest_after = {k: v for k, v in after.items() if k != DEPRECATED_KEY}
+    if got != expected or rest_before != rest_after:
+        raise MarkdownError("<text>", 1, f"could not patch {DEPRECATED_KEY} without side effects")
+    return new_text
+
+
+def _check_ids(ids: Iterable[str]) -> None:
+    for value in ids:
+        if str(EntryId.parse(value)) != value:
+            raise MarkdownError("<text>", 0, f"entry id {value!r} is not in canonical form")
+
+
+def add_deprecations(text: str, mapping: Mapping[str, str]) -> str:
+    """Add ``old: new`` pairs to the frontmatter's ``deprecated_entries``.
+
+    Additive: a key already present is left exactly as it is (the caller decides whether a
+    different existing value is a conflict). New lines go after the mapping's last child, or a
+    new ``deprecated_entries:`` block goes just before the closing ``---``.
+    """
+    _check_ids([*mapping.keys(), *mapping.values()])
+    lines, start, end, data = _frontmatter(text)
+    current = {str(k): str(v) for k, v in (data.get(DEPRECATED_KEY) or {}).items()}
+    added = {k: v for k, v in mapping.items() if k not in current}
+    if not added:
+        return text
+    nl = newline_of(text)
+    span = _key_span(lines, start, end)
+    if span is None:
+        new_lines = lines[:end] + _block(added, nl) + lines[end:]
+    elif _simple_children(lines, span):
+        first_child = next(bare(ln) for ln in lines[span[0] + 1 : span[1]] if bare(ln).strip())
+        indent = first_child[: len(first_child) - len(first_child.lstrip())]
+        last = lines[span[1] - 1]
+        head = lines[: span[1]]
+        if not last.endswith("\n"):  # cannot happen inside a closed frontmatter; be safe
+            head[-1] = last + nl
+        new_lines = head + [f"{indent}{k}: {v}{nl}" for k, v in added.items()] + lines[span[1] :]
+    else:
+        # Flow style, null or a comment-only value: rewrite just this key, in block style.
+        new_lines = lines[: span[0]] + _block({**current, **added}, nl) + lines[span[1] :]
+    return _verified("".join(new_lines), data, {**current, **added})
+
+
+def remove_deprecations(text: str, ids: Iterable[str]) -> str:
+    """Remove the given keys from ``deprecated_entries`` (explicit undo only).
+
+    When no key is left the ``deprecated_entries`` key itself goes, restoring the frontmatter
+    to how it was before the first deprecation.
+    """
+    lines, start, end, data = _frontmatter(text)
+    current = {str(k): str(v) for k, v in (data.get(DEPRECATED_KEY) or {}).items()}
+    drop = {i for i in ids if i in current}
+    if not drop:
+        return text
+    remaining = {k: v for k, v in current.items() if k not in drop}
+    span = _key_span(lines, start, end)
+    if span is None:
+        raise MarkdownError("<text>", 1, f"cannot locate {DEPRECATED_KEY} to patch it safely")
+    if not remaining:
+        new_lines = lines[: span[0]] + lines[span[1] :]
+    elif _simple_children(lines, span):
+        kept = [
+            line
+            for line in lines[span[0] + 1 : span[1]]
+            if not ((m := _CHILD_RE.match(bare(line))) and m.group(3) in drop)
+        ]
+        new_lines = lines[: span[0] + 1] + kept + lines[span[1] :]
+    else:
+        new_lines = lines[: span[0]] + _block(remaining, newline_of(text)) + lines[span[1] :]
+    return _verified("".join(new_lines), data, remaining)
