@@ -110,8 +110,8 @@ class CronTrigger:
         object.__setattr__(self, "_ap", ap)
 
     def to_apscheduler(self) -> BaseTrigger:
-        """The equivalent APScheduler trigger, for scheduling jobs."""
-        return self._ap
+        """An APScheduler trigger that fires exactly when :meth:`next_fire` says."""
+        return _APSchedulerAdapter(self)
 
     def next_fire(self, after: datetime) -> datetime:
         """The first fire time strictly after ``after`` (aware), in the trigger's timezone."""
@@ -153,6 +153,22 @@ class CronTrigger:
             missed = t
             t = self.next_fire(t)
         return missed
+
+
+class _APSchedulerAdapter(BaseTrigger):
+    """Lets APScheduler schedule a :class:`CronTrigger`, so both agree on every fire time."""
+
+    def __init__(self, cron: CronTrigger) -> None:
+        self.cron = cron
+
+    def get_next_fire_time(
+        self, previous_fire_time: datetime | None, now: datetime
+    ) -> datetime | None:
+        after = previous_fire_time or now - timedelta(microseconds=1)
+        return self.cron.next_fire(after)
+
+    def __str__(self) -> str:
+        return f"cron[{self.cron.expr!r}, {self.cron.tz}]"
 
 
 def _aware(ts: datetime) -> datetime:

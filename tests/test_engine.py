@@ -1,0 +1,250 @@
+"""The engine: enable/force, run records, timeouts, locks across processes, retries, recovery."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.engine import registry
+from everos_reflect.engine.engine import Engine, lock_path
+from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
+from everos_reflect.errors import ConfigError, UnknownStrategy
+from everos_reflect.index.db import utcnow_iso
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+
+
+class Fake(Strategy):
+    """A strategy whose runs the test steers: gate, failures, counts."""
+
+    name = "fake_test"
+    description = "test double"
+    default_cron = "0 2 * * 1"
+    settings = (SettingSpec("batch", int, 10, "items per run", lambda v: None if v > 0 else
+                            "must be > 0"),)
+
+    def __init__(self) -> None:
+        self.calls: list[RunContext] = []
+        self.gate = threading.Event()
+        self.gate.set()
+        self.started = threading.Event()
+        self.failures = 0
+
+    def run(self, ctx: RunContext) -> dict[str, int]:
+        self.calls.append(ctx)
+        self.started.set()
+        self.gate.wait(10)
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("provider down")
+        return {"merged": 2, "batch": ctx.settings["batch"]}
+
+
+@pytest.fixture
+def fake() -> Iterator[Fake]:
+    strategy = Fake()
+    registry.register(strategy)
+    yield strategy
+    strategy.gate.set()
+    registry.unregister(strategy.name)
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Iterator[Runtime]:
+    rt = Runtime(tmp_path, Settings(), embedder=HashEmbedder())
+    yield rt
+    rt.close()
+
+
+def write_ome(root: Path, body: str) -> None:
+    (root / "ome.toml").write_text(body, "utf-8")
+
+
+def enable(root: Path, extra: str = "") -> None:
+    write_ome(root, f"[strategies.fake_test]\nenabled = true\n{extra}")
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+def run_row(runtime: Runtime, run_id: str) -> dict:
+    return dict(runtime.db().execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone())
+
+
+def test_disabled_strategy_does_not_run_unless_forced(runtime: Runtime, fake: Fake) -> None:
+    engine = Engine(runtime)
+    out = engine.trigger("fake_test")
+    assert (out.status, out.run_id) == ("disabled", None)
+    assert "enabled = true" in (out.error or "")
+    assert fake.calls == []
+    forced = engine.trigger("fake_test", force=True)
+    assert forced.status == "ok"
+    assert fake.calls[0].force is True
+
+
+def test_a_run_is_recorded_with_counts_trigger_and_pid(runtime: Runtime, fake: Fake) -> None:
+    enable(runtime.root, "batch = 3\n")
+    out = Engine(runtime).trigger("fake_test", trigger="api")
+    assert out.status == "ok"
+    assert out.counts == {"merged": 2, "batch": 3}
+    row = run_row(runtime, out.run_id)
+    assert row["strategy"] == "fake_test"
+    assert row["trigger"] == "api"
+    assert row["status"] == "ok"
+    assert row["pid"] == os.getpid()
+    assert row["finished_at"] >= row["started_at"]
+    assert row["attempt"] == 1
+
+
+def test_unknown_strategy_raises(runtime: Runtime, fake: Fake) -> None:
+    with pytest.raises(UnknownStrategy, match="fake_test"):
+        Engine(runtime).trigger("nope")
+
+
+def test_timeout_answers_timeout_and_the_run_goes_on(runtime: Runtime, fake: Fake) -> None:
+    enable(runtime.root)
+    fake.gate.clear()
+    engine = Engine(runtime)
+    out = engine.trigger("fake_test", timeout=0.05)
+    assert out.status == "timeout"
+    assert run_row(runtime, out.run_id)["status"] == "running"
+    fake.gate.set()
+    wait_for(lambda: run_row(runtime, out.run_id)["status"] == "ok")
+    assert not engine.is_running("fake_test")
+
+
+def test_cron_and_manual_trigger_at_the_same_moment_make_one_run(
+    runtime: Runtime, fake: Fake
+) -> None:
+    enable(runtime.root)
+    fake.gate.clear()
+    engine = Engine(runtime)
+    outcomes = {}
+    cron = threading.Thread(
+        target=lambda: outcomes.setdefault("cron", engine.trigger("fake_test", trigger="cron"))
+    )
+    cron.start()
+    assert fake.started.wait(5)
+    manual = engine.trigger("fake_test", timeout=0)  # joins the cron run, does not start one
+    fake.gate.set()
+    cron.join(5)
+    assert len(fake.calls) == 1
+    assert manual.status == "timeout"
+    assert outcomes["cron"].status == "ok"
+    assert outcomes["cron"].run_id == manual.run_id
+    assert runtime.db().execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
+
+
+def test_a_run_in_another_process_makes_a_trigger_busy(runtime: Runtime, fake: Fake) -> None:
+    enable(runtime.root)
+    path = lock_path(runtime.root, "fake_test")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, filelock\n"
+         f"lock = filelock.FileLock({str(path)!r}); lock.acquire()\n"
+         "print('held', flush=True); sys.stdin.read()"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        out = Engine(runtime).trigger("fake_test")
+        assert out.status == "busy"
+        assert "another process" in (out.error or "")
+        assert fake.calls == []
+    finally:
+        holder.stdin.close()
+        holder.wait(10)
+    assert Engine(runtime).trigger("fake_test").status == "ok"
+
+
+def test_failed_run_is_retried_per_settings(runtime: Runtime, fake: Fake) -> None:
+    enable(runtime.root, "max_retries = 2\nretry_backoff_seconds = 0\n")
+    fake.failures = 2
+    out = Engine(runtime).trigger("fake_test")
+    assert out.status == "ok"
+    assert len(fake.calls) == 3
+    row = run_row(runtime, out.run_id)
+    assert (row["status"], row["attempt"]) == ("ok", 3)
+
+
+def test_retries_exhausted_record_the_failure(runtime: Runtime, fake: Fake) -> None:
+    enable(runtime.root, "max_retries = 1\nretry_backoff_seconds = 0\n")
+    fake.failures = 5
+    out = Engine(runtime).trigger("fake_test")
+    assert out.status == "failed"
+    assert out.error == "RuntimeError: provider down"
+    row = run_row(runtime, out.run_id)
+    assert (row["status"], row["attempt"], row["error"]) == (
+        "failed", 2, "RuntimeError: provider down")
+    assert len(fake.calls) == 2
+
+
+def test_runs_left_running_by_a_dead_process_are_abandoned(runtime: Runtime, fake: Fake) -> None:
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    conn = runtime.db()
+    conn.execute(
+        "INSERT INTO runs(id, strategy, trigger, started_at, status, pid) "
+        "VALUES ('run_dead', 'fake_test', 'cron', ?, 'running', ?)", (utcnow_iso(), dead.pid))
+    conn.execute(
+        "INSERT INTO runs(id, strategy, trigger, started_at, status, pid) "
+        "VALUES ('run_alive', 'fake_test', 'cron', ?, 'running', 1)", (utcnow_iso(),))
+    conn.commit()
+    Engine(runtime)
+    assert run_row(runtime, "run_dead")["status"] == "abandoned"
+    assert str(dead.pid) in run_row(runtime, "run_dead")["error"]
+    assert run_row(runtime, "run_alive")["status"] == "running"  # pid 1 is alive
+
+
+def test_should_stop_turns_true_on_shutdown(runtime: Runtime, fake: Fake) -> None:
+    enable(runtime.root)
+    fake.gate.clear()
+    engine = Engine(runtime)
+    out = engine.trigger("fake_test", timeout=0)
+    assert fake.started.wait(5)
+    assert fake.calls[0].should_stop() is False
+    engine.request_stop()
+    assert fake.calls[0].should_stop() is True
+    fake.gate.set()
+    engine.shutdown(timeout=5)
+    assert run_row(runtime, out.run_id)["status"] == "ok"
+    assert engine.trigger("fake_test").status == "busy"  # no new runs while stopping
+
+
+def test_invalid_ome_keeps_last_good_config_and_says_why(runtime: Runtime, fake: Fake) -> None:
+    enable(runtime.root, "batch = 4\n")
+    engine = Engine(runtime)
+    assert engine.settings_for("fake_test")["batch"] == 4
+    enable(runtime.root, "batch = 0\nmax_retries = 'x'\n")
+    assert engine.reload_config() is False
+    assert "strategies.fake_test.batch: must be > 0" in engine.config_error
+    assert "strategies.fake_test.max_retries: must be int" in engine.config_error
+    assert engine.settings_for("fake_test")["batch"] == 4
+    assert engine.trigger("fake_test").counts["batch"] == 4
+
+
+def test_invalid_ome_with_no_good_config_fails_clearly(runtime: Runtime, fake: Fake) -> None:
+    write_ome(runtime.root, "[strategies.fake_test]\nenabeld = true\n")
+    with pytest.raises(ConfigError, match="enabeld"):
+        Engine(runtime).trigger("fake_test")
+
+
+def test_runs_lists_newest_first(runtime: Runtime, fake: Fake) -> None:
+    engine = Engine(runtime)
+    first = engine.trigger("fake_test", force=True)
+    second = engine.trigger("fake_test", force=True)
+    assert [r["id"] for r in engine.runs(limit=5)] == [second.run_id, first.run_id]
+    assert engine.runs(limit=1)[0]["counts"] == {"merged": 2, "batch": 10}
