@@ -1,0 +1,294 @@
+"""The ``openai`` provider: any OpenAI-compatible chat-completions server (SPEC §9).
+
+Structured output is requested with ``response_format`` + JSON schema; a server that rejects
+schemas (a 400 naming ``response_format``/``json_schema``) is asked again in plain JSON mode, and
+the client remembers that. Every reply is validated strictly — a reply that is empty, truncated,
+not JSON, of the wrong shape, or that cites entry ids it was never shown is a failed call.
+
+Retries are ours (the SDK's are off, so there is one policy): 429, 5xx, timeouts, dropped
+connections and unusable replies are retried with exponential backoff and full jitter, up to
+``max_retries``; any other 4xx fails at once. After that the call raises ProviderUnavailable and
+the strategy skips the cluster. A semaphore shared by every thread using this client bounds the
+requests in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import openai
+from openai import OpenAI
+
+from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.llm.base import (
+    CITED_ID_RE,
+    FactsRequest,
+    FactsResult,
+    MergeRequest,
+    MergeResult,
+    Usage,
+)
+from everos_reflect.llm.prompts import DEFAULT_PROMPTS, Message
+
+log = logging.getLogger(__name__)
+
+MERGE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"title": {"type": "string"}, "content": {"type": "string"}},
+    "required": ["title", "content"],
+    "additionalProperties": False,
+}
+FACTS_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
+    "required": ["facts"],
+    "additionalProperties": False,
+}
+
+# The SDK's error types that mean "try again later" rather than "this request is wrong".
+_TRANSIENT = (
+    openai.RateLimitError,
+    openai.InternalServerError,
+    openai.APITimeoutError,
+    openai.APIConnectionError,
+)
+
+
+class InvalidReply(Exception):
+    """A reply arrived but is unusable; retried like a transient failure."""
+
+
+class OpenAILLM:
+    """An :class:`~everos_reflect.llm.base.LLM` backed by an OpenAI-compatible server.
+
+    ``sleep`` and ``rng`` are injectable so tests can record backoff delays instead of waiting.
+    """
+
+    provider = "openai"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout_seconds: float = 60.0,
+        max_retries: int = 3,
+        max_concurrency: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        if max_retries < 0 or max_concurrency < 1 or timeout_seconds <= 0:
+            raise ValueError("need max_retries >= 0, max_concurrency >= 1, timeout_seconds > 0")
+        self.model = model
+        self.base_url = base_url or None
+        self.max_retries = max_retries
+        self.max_concurrency = max_concurrency
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        # Local servers (llama.cpp, Ollama, vLLM) need no key, but the SDK insists on one.
+        self._client = OpenAI(
+            base_url=self.base_url,
+            api_key=api_key or "unused",
+            timeout=timeout_seconds,
+            max_retries=0,
+        )
+        self._slots = threading.BoundedSemaphore(max_concurrency)
+        self._schema_supported = True
+        self._state_lock = threading.Lock()
+
+    @property
+    def uses_json_schema(self) -> bool:
+        """False once the server has rejected JSON-schema output; plain JSON mode from then on."""
+        return self._schema_supported
+
+    # --- the two calls ------------------------------------------------------------------------
+
+    def merge(self, req: MergeRequest) -> MergeResult:
+        prompts = req.prompts or DEFAULT_PROMPTS
+        shown = req.shown_ids()
+
+        def parse(obj: dict[str, Any]) -> tuple[str, str]:
+            title, content = _text_field(obj, "title"), _text_field(obj, "content")
+            unknown = sorted(set(CITED_ID_RE.findall(f"{title}\n{content}")) - shown)
+            if unknown:
+                raise InvalidReply(f"reply cites entries it was not shown: {', '.join(unknown)}")
+            return title, content
+
+        (title, content), usage = self._call(
+            prompts.merge_messages(req), "merged_narrative", MERGE_SCHEMA, parse
+        )
+        return MergeResult(title, content, usage, self.provider, self.model)
+
+    def extract_facts(self, req: FactsRequest) -> FactsResult:
+        prompts = req.prompts or DEFAULT_PROMPTS
+        facts, usage = self._call(
+            prompts.facts_messages(req), "atomic_facts", FACTS_SCHEMA, _parse_facts
+        )
+        return FactsResult(facts, usage)
+
+    # --- transport, retries, validation -------------------------------------------------------
+
+    def _call(
+        self,
+        messages: list[Message],
+        schema_name: str,
+        schema: dict[str, Any],
+        parse: Callable[[dict[str, Any]], Any],
+    ) -> tuple[Any, Usage]:
+        """One logical call: attempts until a valid reply or the retry budget is spent.
+
+        Usage adds up every reply received, including rejected ones: they were paid for.
+        """
+        usage = Usage()
+        last_problem = "no attempt made"
+        retry_after: float | None = None
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                self._sleep(self._backoff(attempt, retry_after))
+            try:
+                completion = self._create(messages, schema_name, schema)
+            except _TRANSIENT as exc:
+                last_problem = _describe(exc)
+                retry_after = _retry_after_seconds(exc)
+                log.warning("LLM call failed (attempt %d): %s", attempt + 1, last_problem)
+                continue
+            except openai.APIStatusError as exc:
+                raise ProviderUnavailable(self._failure(_describe(exc))) from exc
+            except openai.OpenAIError as exc:  # misconfiguration and the like
+                raise ProviderUnavailable(self._failure(str(exc))) from exc
+            retry_after = None
+            usage = usage + _usage(completion)
+            try:
+                return parse(_reply_object(completion)), usage
+            except InvalidReply as exc:
+                last_problem = f"unusable reply: {exc}"
+                log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, exc)
+        attempts = self.max_retries + 1
+        raise ProviderUnavailable(
+            self._failure(f"{last_problem} (gave up after {attempts} attempt(s))")
+        )
+
+    def _create(self, messages: list[Message], schema_name: str, schema: dict[str, Any]) -> Any:
+        """Send one request; on a schema refusal switch to JSON mode and resend at once."""
+        with self._slots:
+            if self._schema_supported:
+                try:
+                    return self._send(messages, _schema_format(schema_name, schema))
+                except openai.BadRequestError as exc:
+                    if not _rejects_schema(exc):
+                        raise
+                    with self._state_lock:
+                        self._schema_supported = False
+                    log.info("server rejected json_schema output; using json_object mode")
+            return self._send(messages, {"type": "json_object"})
+
+    def _send(self, messages: list[Message], response_format: dict[str, Any]) -> Any:
+        return self._client.chat.completions.create(
+            model=self.model,
+            messages=messages,  # type: ignore[arg-type]
+            response_format=response_format,  # type: ignore[arg-type]
+        )
+
+    def _backoff(self, attempt: int, retry_after: float | None) -> float:
+        """Full jitter on an exponential ceiling; a server's Retry-After raises the floor."""
+        ceiling = min(self.backoff_max, self.backoff_base * 2 ** (attempt - 1))
+        delay = self._rng.uniform(0, ceiling)
+        if retry_after is not None:
+            delay = max(delay, min(retry_after, self.backoff_max))
+        return delay
+
+    def _failure(self, reason: str) -> str:
+        where = self.base_url or "api.openai.com"
+        return f"LLM {self.model!r} at {where}: {reason}"
+
+
+def _schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
+
+
+def _rejects_schema(exc: openai.BadRequestError) -> bool:
+    text = f"{exc.message} {exc.body}".lower()
+    return "response_format" in text or "json_schema" in text
+
+
+def _describe(exc: openai.OpenAIError) -> str:
+    if isinstance(exc, openai.APITimeoutError):
+        return "request timed out"
+    if isinstance(exc, openai.APIConnectionError):
+        return "connection failed"
+    if isinstance(exc, openai.APIStatusError):
+        return f"HTTP {exc.status_code}: {exc.message}"
+    return str(exc)
+
+
+def _retry_after_seconds(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    if response is None:
+        return None
+    try:
+        return max(0.0, float(response.headers.get("retry-after", "")))
+    except ValueError:
+        return None
+
+
+def _usage(completion: Any) -> Usage:
+    usage = getattr(completion, "usage", None)
+    if usage is None:
+        return Usage()
+    return Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
+
+
+def _reply_object(completion: Any) -> dict[str, Any]:
+    """The reply's JSON object, or InvalidReply saying precisely what is wrong with it."""
+    choices = getattr(completion, "choices", None) or []
+    if not choices:
+        raise InvalidReply("no choices in the reply")
+    choice = choices[0]
+    if choice.finish_reason == "length":
+        raise InvalidReply("reply truncated (finish_reason=length)")
+    message = choice.message
+    if getattr(message, "refusal", None):
+        raise InvalidReply(f"model refused: {message.refusal}")
+    text = (message.content or "").strip()
+    if not text:
+        raise InvalidReply("empty reply")
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidReply(f"not valid JSON ({exc.msg} at char {exc.pos})") from None
+    if not isinstance(obj, dict):
+        raise InvalidReply(f"expected a JSON object, got {type(obj).__name__}")
+    return obj
+
+
+def _text_field(obj: dict[str, Any], key: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise InvalidReply(f"{key!r} must be a string, got {type(value).__name__}")
+    if not value.strip():
+        raise InvalidReply(f"{key!r} is empty")
+    return value.strip()
+
+
+def _parse_facts(obj: dict[str, Any]) -> list[str]:
+    facts = obj.get("facts")
+    if not isinstance(facts, list) or not all(isinstance(f, str) for f in facts):
+        raise InvalidReply("'facts' must be a list of strings")
+    seen: set[str] = set()
+    kept: list[str] = []
+    for fact in (f.strip() for f in facts):
+        if fact and fact not in seen:
+            seen.add(fact)
+            kept.append(fact)
+    return kept
