@@ -2,15 +2,27 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from datetime import date
+from pathlib import Path
 
+import numpy as np
+import pytest
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import (
+    RACY_WINDOW_NS,
+    Indexer,
     StoredEntry,
     StoredFile,
     plan_file_sync,
     plan_scan,
 )
-from everos_reflect.model import DailyLog, Diagnostic, Entry, Kind
+from everos_reflect.model import DailyLog, Diagnostic, Entry, Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
 
 DAY = date(2026, 10, 12)
 MODEL = "hash-64"
@@ -137,13 +149,20 @@ def test_plan_rejects_ids_that_belong_elsewhere_and_duplicates() -> None:
 
 
 def test_plan_scan_is_stat_only() -> None:
+    settled = 10 + 5 * RACY_WINDOW_NS  # synced well after the file was last written
     stored = {
-        "a.md": StoredFile(10, 100, "x"),
-        "b.md": StoredFile(10, 100, "y"),
-        "gone.md": StoredFile(10, 100, "z"),
+        "a.md": StoredFile(10, 100, "x", settled),
+        "b.md": StoredFile(10, 100, "y", settled),
+        "gone.md": StoredFile(10, 100, "z", settled),
     }
     disk = {"a.md": (10, 100), "b.md": (11, 100), "new.md": (5, 5)}
     assert plan_scan(stored, disk) == (["b.md", "new.md"], ["gone.md"])
+
+
+def test_plan_scan_rechecks_files_synced_right_after_a_write() -> None:
+    """Same (mtime, size) proves nothing when the write and the sync share a clock tick."""
+    stored = {"a.md": StoredFile(10, 100, "x", synced_ns=10 + RACY_WINDOW_NS // 2)}
+    assert plan_scan(stored, {"a.md": (10, 100)}) == (["a.md"], [])
 
 
 def test_plan_skips_entries_without_text() -> None:
@@ -151,3 +170,230 @@ def test_plan_skips_entries_without_text() -> None:
     plan = plan_file_sync({}, _log(empty), embed_model=MODEL)
     assert plan.upserts == []
     assert "no text" in plan.problems[0].message
+
+
+# --------------------------------------------------------------------------- the Indexer
+
+
+class CountingEmbedder:
+    """Wraps an embedder and counts the texts it was asked to embed (optionally renamed)."""
+
+    def __init__(self, inner: HashEmbedder, name: str | None = None) -> None:
+        self.inner = inner
+        self.dim = inner.dim
+        self.name = name or inner.name
+        self.calls: list[int] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.calls.append(len(texts))
+        return self.inner.embed(texts)
+
+    @property
+    def texts(self) -> int:
+        return sum(self.calls)
+
+
+REF = UserRef.of("u_andrew")
+
+
+def _runtime(root: Path, name: str | None = None) -> Runtime:
+    return Runtime(root, Settings(), embedder=CountingEmbedder(HashEmbedder(32), name))
+
+
+@pytest.fixture
+def rt(tmp_path: Path) -> Iterator[Runtime]:
+    runtime = _runtime(tmp_path)
+    yield runtime
+    runtime.close()
+
+
+def _append(rt: Runtime, subject: str, content: str, day: date = DAY) -> Entry:
+    return rt.store.append(
+        REF,
+        Kind.EPISODE,
+        {"timestamp": f"{day.isoformat()}T10:00:00+00:00", "parent_type": "memcell"},
+        {"Subject": subject, "Content": content},
+        day=day,
+    )
+
+
+def _sql(rt: Runtime) -> dict[str, tuple[str, str | None]]:
+    rows = rt.db().execute("SELECT id, content_hash, deprecated_by FROM entries")
+    return {r["id"]: (r["content_hash"], r["deprecated_by"]) for r in rows}
+
+
+def _lance(rt: Runtime) -> dict[str, tuple[str, str | None]]:
+    rows = rt.vectors.rows(Kind.EPISODE)
+    return {r["id"]: (r["content_hash"], r["deprecated_by"]) for r in rows}
+
+
+def _path(rt: Runtime, day: date = DAY) -> Path:
+    return rt.store.log_path(REF, Kind.EPISODE, day)
+
+
+def _edit(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+
+
+def test_sync_path_indexes_appended_entries_in_sqlite_and_lancedb(rt: Runtime) -> None:
+    a = _append(rt, "Dog", "Andrew adopted a dog named Toby.")
+    b = _append(rt, "Cat", "Andrew considered a cat.")
+    result = Indexer(rt).sync_path(_path(rt))
+    assert (result.upserted, result.embedded, result.deleted) == (2, 2, 0)
+    expected = {a.id: (a.content_hash, None), b.id: (b.content_hash, None)}
+    assert _sql(rt) == expected
+    assert _lance(rt) == expected
+    row = rt.db().execute("SELECT * FROM entries WHERE id = ?", (a.id,)).fetchone()
+    assert row["subject"] == "Dog" and row["text"] == "Andrew adopted a dog named Toby."
+    assert row["embed_model"] == "hash:32" and row["parent_type"] == "memcell"
+
+
+def test_unchanged_rescan_embeds_nothing_and_a_touch_only_refreshes_stats(rt: Runtime) -> None:
+    _append(rt, "Dog", "Toby")
+    _append(rt, "Dog", "Buddy", day=date(2026, 10, 13))
+    indexer = Indexer(rt)
+    first = indexer.scan()
+    assert (first.files_synced, first.entries_embedded) == (2, 2)
+    embedder = rt.embedder
+    before = embedder.texts
+    assert indexer.scan().entries_upserted == 0
+    st = _path(rt).stat()
+    os.utime(_path(rt), ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    report = indexer.scan()
+    assert (report.entries_upserted, report.entries_embedded) == (0, 0)
+    assert embedder.texts == before
+
+
+def test_text_edit_reembeds_but_metadata_edit_keeps_the_vector(rt: Runtime) -> None:
+    a = _append(rt, "Dog", "Andrew adopted Toby.")
+    indexer = Indexer(rt)
+    indexer.sync_path(_path(rt))
+    old_vector = rt.vectors.get_vectors(Kind.EPISODE, REF, [a.id])[a.id]
+
+    _edit(_path(rt), "parent_type: memcell", "parent_type: memcell\nimportance: 8")
+    result = indexer.sync_path(_path(rt))
+    assert (result.upserted, result.embedded) == (1, 0)
+    assert np.array_equal(rt.vectors.get_vectors(Kind.EPISODE, REF, [a.id])[a.id], old_vector)
+
+    _edit(_path(rt), "Andrew adopted Toby.", "Andrew adopted Toby and Buddy.")
+    result = indexer.sync_path(_path(rt))
+    assert (result.upserted, result.embedded) == (1, 1)
+    new_vector = rt.vectors.get_vectors(Kind.EPISODE, REF, [a.id])[a.id]
+    assert not np.array_equal(new_vector, old_vector)
+    row = rt.db().execute("SELECT text FROM entries WHERE id = ?", (a.id,)).fetchone()
+    assert row["text"] == "Andrew adopted Toby and Buddy."
+
+
+def test_hand_deleted_entry_leaves_both_indexes(rt: Runtime) -> None:
+    a = _append(rt, "Dog", "Toby")
+    b = _append(rt, "Cat", "Misty")
+    indexer = Indexer(rt)
+    indexer.sync_path(_path(rt))
+    _edit(_path(rt), b.raw, "")
+    assert indexer.sync_path(_path(rt)).deleted == 1
+    assert set(_sql(rt)) == set(_lance(rt)) == {a.id}
+
+
+def test_deprecation_from_frontmatter_reaches_both_indexes_and_undo_clears_it(
+    rt: Runtime,
+) -> None:
+    a = _append(rt, "Dog", "Toby")
+    b = _append(rt, "Dogs", "Toby and Buddy")
+    indexer = Indexer(rt)
+    indexer.scan()
+    rt.store.deprecate(REF, {a.id: b.id})
+    report = indexer.scan()
+    assert report.entries_embedded == 0
+    assert _sql(rt)[a.id][1] == _lance(rt)[a.id][1] == b.id
+    rt.store.undeprecate(REF, [a.id])
+    indexer.scan()
+    assert _sql(rt)[a.id][1] is None and _lance(rt)[a.id][1] is None
+
+
+def test_broken_frontmatter_keeps_indexed_entries_and_records_the_problem(rt: Runtime) -> None:
+    a = _append(rt, "Dog", "Toby")
+    indexer = Indexer(rt)
+    indexer.scan()
+    good = _path(rt).read_text()
+    _path(rt).write_text(good.replace("type: episode_daily", "type: [episode_daily", 1))
+    report = indexer.scan()
+    assert set(report.problems) == {rt.store.rel(_path(rt))}
+    assert set(_sql(rt)) == set(_lance(rt)) == {a.id}
+    assert indexer.problems()[rt.store.rel(_path(rt))][0]["severity"] == "fatal"
+
+    _path(rt).write_text(good)
+    report = indexer.scan()
+    assert report.problems == {} and indexer.problems() == {}
+    assert set(_sql(rt)) == {a.id}
+
+
+def test_corrupt_entry_leaves_the_index_until_fixed(rt: Runtime) -> None:
+    a = _append(rt, "Dog", "Toby")
+    b = _append(rt, "Cat", "Misty")
+    indexer = Indexer(rt)
+    indexer.scan()
+    good = _path(rt).read_text()
+    broken_b = b.raw.replace("owner_id: u_andrew", "owner_id: [u_andrew")
+    _path(rt).write_text(good.replace(b.raw, broken_b))
+    report = indexer.scan()
+    assert report.entries_deleted == 1 and report.problems
+    assert set(_sql(rt)) == set(_lance(rt)) == {a.id}
+
+    _path(rt).write_text(good)
+    report = indexer.scan()
+    assert report.entries_embedded == 1 and not report.problems
+    assert set(_sql(rt)) == set(_lance(rt)) == {a.id, b.id}
+
+
+def test_deleted_file_is_removed_by_the_next_scan(rt: Runtime) -> None:
+    _append(rt, "Dog", "Toby")
+    keep = _append(rt, "Cat", "Misty", day=date(2026, 10, 13))
+    indexer = Indexer(rt)
+    indexer.scan()
+    _path(rt).unlink()
+    report = indexer.scan()
+    assert (report.files_removed, report.entries_deleted) == (1, 1)
+    assert set(_sql(rt)) == set(_lance(rt)) == {keep.id}
+    paths = [r[0] for r in rt.db().execute("SELECT path FROM files")]
+    assert paths == [rt.store.rel(_path(rt, date(2026, 10, 13)))]
+
+
+def test_embedder_change_forces_a_reembed_of_everything(tmp_path: Path) -> None:
+    first = _runtime(tmp_path)
+    _append(first, "Dog", "Toby")
+    _append(first, "Cat", "Misty", day=date(2026, 10, 13))
+    Indexer(first).scan()
+    first.close()
+
+    second = _runtime(tmp_path, name="another-model")
+    report = Indexer(second).scan()
+    assert report.entries_embedded == 2
+    models = {r[0] for r in second.db().execute("SELECT embed_model FROM entries")}
+    assert models == {"another-model"}
+    assert {r["embed_model"] for r in second.vectors.rows(Kind.EPISODE)} == {"another-model"}
+    assert Indexer(second).scan().entries_embedded == 0
+    second.close()
+
+
+def test_scan_embeds_across_files_in_one_batch(rt: Runtime) -> None:
+    for n in range(5):
+        _append(rt, "Day", f"entry {n}", day=date(2026, 10, 10 + n))
+    report = Indexer(rt).scan()
+    assert report.entries_embedded == 5
+    assert rt.embedder.calls == [5]
+
+
+def test_reindex_rebuilds_from_markdown_alone(rt: Runtime) -> None:
+    a = _append(rt, "Dog", "Toby")
+    b = _append(rt, "Cat", "Misty")
+    indexer = Indexer(rt)
+    indexer.scan()
+    rt.store.deprecate(REF, {a.id: b.id})
+    with transaction(rt.db()) as conn:
+        conn.execute("UPDATE entries SET content_hash = 'garbage'")
+    report = indexer.reindex()
+    assert report.entries_upserted == 2
+    expected = {a.id: (a.content_hash, b.id), b.id: (b.content_hash, None)}
+    assert _sql(rt) == _lance(rt) == expected

@@ -1,7 +1,153 @@
-"""Commands of this group (filled in by the issue that owns it)."""
+"""``reindex`` and ``search``: rebuild the derived indexes, and query them."""
 
 from __future__ import annotations
 
+import time
+from dataclasses import asdict, is_dataclass
+from typing import Any
+
 import click
 
-COMMANDS: list[click.Command] = []
+from everos_reflect.cli.common import emit_json, handle_errors, json_option, progress, root_option
+from everos_reflect.errors import EverosError
+from everos_reflect.index.sync import Indexer, ScanReport
+from everos_reflect.runtime import Runtime, resolve_root
+
+
+def open_runtime(root: str | None) -> Runtime:
+    """The runtime of an existing memory root (never creates one by accident)."""
+    path = resolve_root(root)
+    if not path.is_dir():
+        raise EverosError(f"no memory root at {path}: create one with `everos-reflect init {path}`")
+    return Runtime(path)
+
+
+def _print_problems(report: ScanReport) -> None:
+    for path, problems in sorted(report.problems.items()):
+        for problem in problems:
+            click.echo(f"  {problem}", err=True)
+        if not problems:
+            click.echo(f"  {path}", err=True)
+
+
+@click.command("reindex")
+@root_option
+@json_option
+@handle_errors
+def reindex_cmd(root: str | None, as_json: bool) -> None:
+    """Rebuild every derived index (SQLite entries, vectors, clusters) from the Markdown."""
+    rt = open_runtime(root)
+    indexer = Indexer(rt)
+    total = sum(1 for _ in rt.store.iter_files())
+    with progress("Reindexing", total) as advance:
+        report = indexer.reindex(progress=advance)
+    if as_json:
+        emit_json({"data": report.as_dict()})
+        return
+    click.echo(
+        f"Reindexed {report.entries_upserted} entries from {report.files_synced} files "
+        f"in {report.seconds:.1f} s ({report.entries_embedded} embedded"
+        + (f" at {report.entries_embedded / report.seconds:.0f}/s" if report.seconds > 0 else "")
+        + ")."
+    )
+    if report.problems:
+        click.echo(f"{len(report.problems)} file(s) have problems:", err=True)
+        _print_problems(report)
+
+
+def _hit_dict(hit: Any) -> dict[str, Any]:
+    if isinstance(hit, dict):
+        return dict(hit)
+    if hasattr(hit, "to_dict"):
+        return dict(hit.to_dict())
+    if is_dataclass(hit) and not isinstance(hit, type):
+        return asdict(hit)
+    raise TypeError(f"unexpected search hit {type(hit).__name__}")
+
+
+def _one_line(text: object, width: int) -> str:
+    flat = " ".join(str(text or "").split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
+
+
+@click.command("search")
+@click.argument("query")
+@click.option("--user", "user_id", default=None, help="Only this user's memory.")
+@click.option("--app", "app_id", default=None, help="Only this app (tenant).")
+@click.option("--project", "project_id", default=None, help="Only this project (tenant).")
+@click.option("--top-k", "top_k", type=click.IntRange(1, 1000), default=5, show_default=True)
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "vector", "keyword"]),
+    default=None,
+    help="Ranking: vector + BM25 fused, vector only, or keyword only (default: config).",
+)
+@click.option("--include-deprecated", is_flag=True, help="Also return archived entries.")
+@root_option
+@json_option
+@handle_errors
+def search_cmd(
+    query: str,
+    user_id: str | None,
+    app_id: str | None,
+    project_id: str | None,
+    top_k: int,
+    mode: str | None,
+    include_deprecated: bool,
+    root: str | None,
+    as_json: bool,
+) -> None:
+    """Search Episodes; the index is first brought up to date with the Markdown."""
+    from everos_reflect.index.search import search
+
+    if not query.strip():
+        raise EverosError("the search query is empty")
+    rt = open_runtime(root)
+    started = time.perf_counter()
+    Indexer(rt).scan()  # results reflect hand edits made since the last sync
+    hits = [
+        _hit_dict(h)
+        for h in search(
+            rt,
+            query,
+            top_k=top_k,
+            user_id=user_id,
+            app_id=app_id,
+            project_id=project_id,
+            mode=mode or rt.settings.index.search_mode,
+            include_deprecated=include_deprecated,
+        )
+    ]
+    if as_json:
+        emit_json({"data": {"episodes": hits}})
+        return
+    if not hits:
+        click.echo("No matching episodes.")
+        return
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(show_lines=False, caption=f"{len(hits)} result(s) in "
+                  f"{(time.perf_counter() - started) * 1000:.0f} ms")
+    table.add_column("score", justify="right")
+    table.add_column("id")
+    table.add_column("user")
+    table.add_column("timestamp")
+    table.add_column("subject / episode", overflow="fold")
+    for hit in hits:
+        subject = escape(_one_line(hit.get("subject"), 60))
+        body = escape(_one_line(hit.get("episode"), 160))
+        by = hit.get("deprecated_by")
+        archived = f" [dim](archived → {escape(str(by))})[/dim]" if by else ""
+        table.add_row(
+            f"{float(hit.get('score') or 0):.3f}",
+            str(hit.get("id")),
+            str(hit.get("user_id") or ""),
+            str(hit.get("timestamp") or "")[:19],
+            f"[bold]{subject}[/bold]{archived}\n{body}",
+        )
+    Console().print(table)
+
+
+COMMANDS: list[click.Command] = [reindex_cmd, search_cmd]

@@ -16,6 +16,7 @@ import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -56,6 +57,11 @@ class StoredEntry:
     embed_model: str | None
 
 
+#: A file modified this close before its sync may change again without its (mtime, size)
+#: moving (coarse filesystem clocks): such "racy" files are re-hashed by the next scan.
+RACY_WINDOW_NS = 2_000_000_000
+
+
 @dataclass(frozen=True)
 class StoredFile:
     """The ``files`` row of one daily log: the stats it had when it was last synced."""
@@ -63,6 +69,11 @@ class StoredFile:
     mtime_ns: int
     size: int
     sha256: str
+    synced_ns: int = 0  # when it was synced (epoch ns)
+
+    @property
+    def racy(self) -> bool:
+        return self.synced_ns - self.mtime_ns < RACY_WINDOW_NS
 
 
 @dataclass
@@ -155,13 +166,16 @@ def plan_scan(
     """Split a whole-root listing into (files to sync, files gone from disk).
 
     Stat-only on purpose: an unchanged root costs one ``stat`` per file and no reads. A file
-    whose (mtime_ns, size) moved is a candidate; the sync then compares its sha256 with the
-    stored one, so a mere ``touch`` costs a read but no parse or embedding.
+    whose (mtime_ns, size) moved is a candidate, and so is a "racy" one (written just before
+    its last sync, like git's racily-clean index entries); the sync then compares its sha256
+    with the stored one, so a mere ``touch`` costs a read but no parse or embedding.
     """
     changed = sorted(
         rel
         for rel, (mtime_ns, size) in disk_files.items()
-        if (old := stored_files.get(rel)) is None or (old.mtime_ns, old.size) != (mtime_ns, size)
+        if (old := stored_files.get(rel)) is None
+        or old.racy
+        or (old.mtime_ns, old.size) != (mtime_ns, size)
     )
     deleted = sorted(set(stored_files) - set(disk_files))
     return changed, deleted
@@ -312,8 +326,11 @@ class Indexer:
         return out
 
     def _stored_files(self) -> dict[str, StoredFile]:
-        rows = self.rt.db().execute("SELECT path, mtime_ns, size, sha256 FROM files")
-        return {r["path"]: StoredFile(r["mtime_ns"], r["size"], r["sha256"]) for r in rows}
+        rows = self.rt.db().execute("SELECT path, mtime_ns, size, sha256, synced_at FROM files")
+        return {
+            r["path"]: StoredFile(r["mtime_ns"], r["size"], r["sha256"], _epoch_ns(r["synced_at"]))
+            for r in rows
+        }
 
     def _paths_embedded_by_other_models(self) -> set[str]:
         rows = self.rt.db().execute(
@@ -464,8 +481,8 @@ class Indexer:
                     conn.execute("DELETE FROM files WHERE path = ?", (job.rel,))
                 elif job.only_stat:
                     conn.execute(
-                        "UPDATE files SET mtime_ns=?, size=? WHERE path=?",
-                        (job.stat[0], job.stat[1], job.rel),
+                        "UPDATE files SET mtime_ns=?, size=?, synced_at=? WHERE path=?",
+                        (job.stat[0], job.stat[1], now, job.rel),
                     )
                 else:
                     problems = json.dumps([asdict(p) for p in job.plan.problems])
@@ -475,23 +492,30 @@ class Indexer:
                     )
 
     def _tell_clusters(self, job: _Job) -> None:
-        if job.kind is not Kind.EPISODE:
+        """Hand the episode changes to the clustering service (after SQLite is written: it
+        reads the ``entries`` rows). Clusters are derived too, so a failure there is logged and
+        never blocks indexing; ``reindex`` rebuilds them whole."""
+        if job.kind is not Kind.EPISODE or job.plan.empty:
             return
-        live = [
-            e for e in job.plan.upserts
-            if e.deprecated_by is None and e.parent_type == "memcell"
-        ]
         service = _cluster_service(self.rt)
-        if service is None or not (live or job.plan.deletes):
+        if service is None:
             return
         try:
-            if live:
-                vectors = np.stack([job.vectors[e.id] for e in live])
-                service.on_entries_indexed(job.ref, live, vectors)
             if job.plan.deletes:
                 service.on_entries_removed(job.ref, list(job.plan.deletes))
-        except Exception:  # clustering is derived too: a failure must not block indexing
+            if job.plan.upserts:
+                service.on_entries_indexed(job.ref, job.plan.upserts, job.vectors)
+            if job.plan.deprecations:
+                service.on_entries_deprecated(job.ref, dict(job.plan.deprecations))
+        except Exception:
             log.exception("clustering update failed for %s", job.rel)
+
+
+def _epoch_ns(iso: str) -> int:
+    try:
+        return int(datetime.fromisoformat(iso).timestamp() * 1e9)
+    except (TypeError, ValueError):
+        return 0  # unreadable: treat as racy, costing one re-hash
 
 
 def _result(job: _Job) -> FileSyncResult:
