@@ -174,7 +174,10 @@ class VectorIndex:
 
     def _open_or_create(self, kind: Kind) -> Any:
         name = TABLES[kind]
-        table = self._db.create_table(name, schema=_schema(self.dim), exist_ok=True)
+        try:
+            table = self._db.open_table(name)
+        except ValueError:  # "not found"
+            table = self._db.create_table(name, schema=_schema(self.dim), exist_ok=True)
         stored = table.schema.field("vector").type.list_size
         if stored != self.dim:
             raise EverosError(

@@ -1,0 +1,223 @@
+"""VectorIndex: the LanceDB tables of vectors and full text, keyed by tenant + user + id."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.errors import EverosError, InvalidId
+from everos_reflect.index.vectors import VectorIndex, sql_str, where_clause
+from everos_reflect.model import Kind, UserRef
+
+EMB = HashEmbedder(32)
+ANDREW = UserRef.of("u_andrew")
+BETTY = UserRef.of("u_betty")
+OTHER_APP = UserRef("app2", "default_project", "u_andrew")
+
+
+def row(ref: UserRef, entry_id: str, text: str, **extra: Any) -> dict[str, Any]:
+    base = {
+        "id": entry_id,
+        "app_id": ref.app,
+        "project_id": ref.project,
+        "user_id": ref.user_id,
+        "ts": 1_760_000_000.0,
+        "timestamp": "2025-10-09T08:53:20+00:00",
+        "subject": f"subject of {entry_id}",
+        "text": text,
+        "parent_type": "memcell",
+        "parent_id": "mc_1",
+        "session_id": "s1",
+        "content_hash": "h" + entry_id,
+        "path": f"{ref}/episodes/episode-2025-10-09.md",
+        "embed_model": EMB.name,
+        "vector": EMB.embed([text])[0],
+    }
+    base.update(extra)
+    return base
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> VectorIndex:
+    return VectorIndex(tmp_path / "lancedb", EMB.dim)
+
+
+def ids(rows: list[dict[str, Any]]) -> list[str]:
+    return [r["id"] for r in rows]
+
+
+def test_upsert_stores_every_column(index: VectorIndex) -> None:
+    index.upsert(Kind.EPISODE, [row(ANDREW, "ep_1", "Andrew adopted a dog", sources=["a", "b"])])
+    (stored,) = index.rows(Kind.EPISODE)
+    assert stored["id"] == "ep_1"
+    assert (stored["app_id"], stored["project_id"], stored["user_id"]) == (
+        "default_app",
+        "default_project",
+        "u_andrew",
+    )
+    assert stored["kind"] == "episode"
+    assert stored["ts"] == 1_760_000_000.0
+    assert stored["sources"] == ["a", "b"]
+    assert stored["deprecated_by"] is None
+    assert stored["embed_model"] == "hash:32"
+    assert index.count(Kind.EPISODE) == 1
+    assert index.count(Kind.ATOMIC_FACT) == 0
+
+
+def test_upsert_replaces_same_id_and_keeps_full_text_fresh(index: VectorIndex) -> None:
+    index.upsert("episode", [row(ANDREW, "ep_1", "Andrew has a parrot named Kiwi")])
+    assert ids(index.search_text("episode", "parrot")) == ["ep_1"]
+    index.upsert("episode", [row(ANDREW, "ep_1", "Andrew has a dog named Toby")])
+    assert index.count("episode") == 1
+    assert index.search_text("episode", "parrot") == []
+    assert ids(index.search_text("episode", "Toby")) == ["ep_1"]
+    index.optimize()
+    assert ids(index.search_text("episode", "Toby")) == ["ep_1"]
+    index.upsert("episode", [row(ANDREW, "ep_2", "Toby chewed the sofa")])
+    assert sorted(ids(index.search_text("episode", "Toby"))) == ["ep_1", "ep_2"]
+
+
+def test_full_text_search_covers_subject(index: VectorIndex) -> None:
+    index.upsert("episode", [row(ANDREW, "ep_1", "nothing here", subject="Pet adoption journey")])
+    assert ids(index.search_text("episode", "adoption")) == ["ep_1"]
+
+
+def test_same_id_for_different_users_and_tenants_are_separate(index: VectorIndex) -> None:
+    index.upsert(
+        "episode",
+        [row(ANDREW, "ep_1", "a"), row(BETTY, "ep_1", "b"), row(OTHER_APP, "ep_1", "c")],
+    )
+    assert index.count("episode") == 3
+    index.delete("episode", ANDREW, ["ep_1"])
+    assert sorted(r["text"] for r in index.rows("episode")) == ["b", "c"]
+
+
+def test_delete_and_deprecate_touch_only_named_ids(index: VectorIndex) -> None:
+    index.upsert("episode", [row(ANDREW, f"ep_{i}", f"text {i}") for i in range(4)])
+    index.set_deprecated("episode", ANDREW, ["ep_0", "ep_1"], "ep_9")
+    index.set_deprecated("episode", BETTY, ["ep_2"], "ep_9")  # another user: no effect
+    index.delete("episode", ANDREW, ["ep_3", "ep_missing"])
+    state = {r["id"]: r["deprecated_by"] for r in index.rows("episode")}
+    assert state == {"ep_0": "ep_9", "ep_1": "ep_9", "ep_2": None}
+    index.set_deprecated("episode", ANDREW, ["ep_1"], None)
+    assert index.count("episode", "deprecated_by IS NULL") == 2
+
+
+def test_get_vectors_returns_stored_vectors_by_id(index: VectorIndex) -> None:
+    first, second = row(ANDREW, "ep_1", "dog"), row(ANDREW, "ep_2", "cat")
+    index.upsert("episode", [first, second, row(BETTY, "ep_1", "tax")])
+    found = index.get_vectors("episode", ANDREW, ["ep_2", "ep_1", "ep_404"])
+    assert sorted(found) == ["ep_1", "ep_2"]
+    np.testing.assert_allclose(found["ep_1"], first["vector"], rtol=1e-6)
+    np.testing.assert_allclose(found["ep_2"], second["vector"], rtol=1e-6)
+    assert found["ep_1"].dtype == np.float32
+    assert index.get_vectors("episode", ANDREW, []) == {}
+
+
+def test_search_vector_orders_by_cosine_and_filters(index: VectorIndex) -> None:
+    index.upsert(
+        "episode",
+        [
+            row(ANDREW, "ep_dog", "Andrew adopted a dog named Toby"),
+            row(ANDREW, "ep_tax", "Andrew filed his tax return"),
+            row(BETTY, "ep_dog", "Betty adopted a dog named Rex"),
+        ],
+    )
+    query = EMB.embed(["adopted a dog named Toby"])[0]
+    hits = index.search_vector("episode", query, k=3, where=where_clause(user_id="u_andrew"))
+    assert ids(hits) == ["ep_dog", "ep_tax"]
+    assert hits[0]["_distance"] < hits[1]["_distance"]
+    assert {h["user_id"] for h in hits} == {"u_andrew"}
+
+
+def test_where_clause_validates_and_quotes() -> None:
+    assert where_clause() is None
+    assert where_clause(user_id="u1", include_deprecated=False) == (
+        "user_id = 'u1' AND deprecated_by IS NULL"
+    )
+    assert sql_str("it's") == "'it''s'"
+    with pytest.raises(InvalidId):
+        where_clause(user_id="x' OR '1'='1")
+
+
+def test_quotes_in_ids_cannot_widen_a_delete(index: VectorIndex) -> None:
+    index.upsert("episode", [row(ANDREW, "ep_1", "a"), row(ANDREW, "ep_2", "b")])
+    index.delete("episode", ANDREW, ["x' OR '1'='1"])
+    assert index.count("episode") == 2
+
+
+def test_bad_rows_are_rejected_before_anything_is_written(index: VectorIndex) -> None:
+    good = row(ANDREW, "ep_1", "a")
+    with pytest.raises(EverosError, match="vector must be 32 finite floats"):
+        index.upsert("episode", [good, row(ANDREW, "ep_2", "b", vector=np.ones(5))])
+    with pytest.raises(EverosError, match="lacks embed_model"):
+        index.upsert("episode", [good, row(ANDREW, "ep_2", "b", embed_model="")])
+    with pytest.raises(EverosError, match="same entry id twice"):
+        index.upsert("episode", [good, good])
+    with pytest.raises(InvalidId):
+        index.upsert("episode", [row(ANDREW, "ep_2", "b", user_id="../etc")])
+    assert index.count("episode") == 0
+
+
+def test_embed_model_reports_what_made_the_vectors(index: VectorIndex) -> None:
+    assert index.embed_model("episode") is None
+    index.upsert("episode", [row(ANDREW, "ep_1", "a")])
+    assert index.embed_model("episode") == "hash:32"
+    index.upsert("episode", [row(ANDREW, "ep_2", "b", embed_model="other")])
+    assert index.embed_model("episode") == "hash:32, other"
+
+
+def test_reset_drops_everything(index: VectorIndex) -> None:
+    index.upsert("episode", [row(ANDREW, "ep_1", "a")])
+    index.upsert(Kind.ATOMIC_FACT, [row(ANDREW, "af_1", "fact")])
+    index.reset()
+    assert index.count("episode") == 0
+    assert index.count(Kind.ATOMIC_FACT) == 0
+    index.upsert("episode", [row(ANDREW, "ep_1", "rebuilt")])
+    assert ids(index.search_text("episode", "rebuilt")) == ["ep_1"]
+
+
+def test_a_second_handle_sees_writes_of_the_first(tmp_path: Path) -> None:
+    writer = VectorIndex(tmp_path / "lancedb", EMB.dim)
+    reader = VectorIndex(tmp_path / "lancedb", EMB.dim)
+    assert reader.count("episode") == 0
+    writer.upsert("episode", [row(ANDREW, "ep_1", "shared")])
+    assert reader.count("episode") == 1
+    assert ids(reader.search_text("episode", "shared")) == ["ep_1"]
+
+
+def test_opening_with_another_dimension_asks_for_reindex(tmp_path: Path) -> None:
+    VectorIndex(tmp_path / "lancedb", EMB.dim).upsert("episode", [row(ANDREW, "ep_1", "a")])
+    other = VectorIndex(tmp_path / "lancedb", 16)
+    with pytest.raises(EverosError, match=r"32-dimensional .* makes 16.*reindex"):
+        other.count("episode")
+    other.reset()
+    assert other.count("episode") == 0
+
+
+def test_optimize_runs_safely_alongside_writers(index: VectorIndex) -> None:
+    errors: list[BaseException] = []
+
+    def write(user: str) -> None:
+        ref = UserRef.of(user)
+        try:
+            for n in range(8):
+                index.upsert("episode", [row(ref, f"ep_{n}", f"{user} note {n}")])
+        except BaseException as exc:  # collected for the assertion below
+            errors.append(exc)
+
+    writers = [threading.Thread(target=write, args=(f"u{i}",)) for i in range(3)]
+    for t in writers:
+        t.start()
+    for _ in range(3):
+        index.optimize()
+    for t in writers:
+        t.join()
+    assert errors == []
+    assert index.count("episode") == 24
+    assert index.optimize()["episodes"] == 24
