@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import sqlite3
 import tempfile
 import uuid
@@ -24,9 +23,8 @@ import click
 import tomlkit
 
 from everos_reflect.cli.common import emit_json, fail, handle_errors, json_option, root_option
-from everos_reflect.errors import ConfigError, InvalidId
+from everos_reflect.errors import ConfigError
 from everos_reflect.model import (
-    EntryId,
     Kind,
     UserRef,
     format_timestamp,
@@ -83,16 +81,16 @@ def _write_atomic(path: Path, text: str) -> None:
 
 
 @click.command("init")
-@click.argument("target", required=False, type=click.Path(file_okay=False, path_type=str))
+@click.argument(
+    "target", metavar="[ROOT]", required=False, type=click.Path(file_okay=False, path_type=str)
+)
 @root_option
 @click.option("--force", is_flag=True, help="Overwrite an existing everos.toml / ome.toml.")
 @json_option
 @handle_errors
 def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -> None:
     """Create a memory root ROOT with commented everos.toml and ome.toml."""
-    path = _resolve(target or root)
-    if path.exists() and not path.is_dir():
-        fail(f"{path} exists and is not a folder")
+    path = _resolve(target or root)  # click.Path already refused an existing file
     files = {
         path / USER_FILE_NAME: everos_toml_template(),
         path / OME_FILE_NAME: packaged_text("ome.toml"),
@@ -116,22 +114,14 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
 # --- add --------------------------------------------------------------------------------------
 
 
-_MARKER_RE = re.compile(r"<!--\s*/?entry:")
-
-
 def _check_text(option: str, text: str, *, single_line: bool) -> str:
-    """Reject text that would change the structure of the daily log it is written into."""
+    """Non-empty, and one line where a heading is expected. (Lines that look like headings or
+    entry markers are fine: the writer escapes them.)"""
     text = text.strip()
     if not text:
         fail(f"{option} must not be empty")
     if single_line and "\n" in text:
         fail(f"{option} must be one line")
-    if _MARKER_RE.search(text):
-        fail(f"{option} must not contain entry markers (<!-- entry:... -->)")
-    for number, line in enumerate(text.splitlines(), 1):
-        if line.startswith("## ") or line == "##":
-            fail(f"{option} line {number} starts with '##', which would start a new section; "
-                 "use '###' or indent it")
     return text
 
 
@@ -222,6 +212,27 @@ class Problem:
                 "severity": self.severity}
 
 
+def _strategy_problems(tables: dict[str, dict[str, Any]], file: str) -> list[tuple[str, str, str]]:
+    """Unknown strategy names, and each registered strategy's own checks of its table."""
+    try:
+        from everos_reflect.engine import registry
+    except ImportError:
+        registry = None  # type: ignore[assignment]
+    registered = set(registry.known_strategies()) if registry is not None else set()
+    known = registered | BUILTIN_STRATEGIES
+    found: list[tuple[str, str, str]] = []
+    for name, table in tables.items():
+        if name not in known:
+            found.append((file, f"strategies.{name}",
+                          f"unknown strategy (known: {', '.join(sorted(known))})"))
+        elif registry is not None and name in registered:
+            try:
+                registry.validate_strategy_settings(name, table, file)
+            except ConfigError as exc:
+                found.extend(exc.problems)
+    return found
+
+
 def config_problems(root: Path) -> list[Problem]:
     """Problems of ``everos.toml`` and ``ome.toml`` (shape, and each strategy's values when the
     engine's registry is available)."""
@@ -235,15 +246,7 @@ def config_problems(root: Path) -> list[Problem]:
     except ConfigError as exc:
         found.extend(exc.problems)
     else:
-        try:
-            from everos_reflect.engine.registry import validate_ome
-        except ImportError:
-            validate_ome = None
-        if validate_ome is not None and tables:
-            try:
-                validate_ome(tables, str(root / OME_FILE_NAME))
-            except ConfigError as exc:
-                found.extend(exc.problems)
+        found.extend(_strategy_problems(tables, str(root / OME_FILE_NAME)))
     problems = []
     for file, key, reason in found:
         line = int(key[5:]) if key.startswith("line ") and key[5:].isdigit() else 0
@@ -268,12 +271,12 @@ def lint_store(
 ) -> tuple[int, list[Problem]]:
     """Check every daily log; returns (files checked, problems in file order).
 
-    Beyond the parser's own diagnostics: ids dated unlike their file, ids repeated for one
-    user, ``deprecated_entries`` naming unknown ids, and atomic facts whose episode is gone.
-    Cross-file checks run after every file of a user is read.
+    The parser already reports ids whose kind or date does not match their file and ids
+    repeated in a file; since an id's kind and date name the one file that may hold it, that
+    covers every duplicate per user. Added here, across a user's files:
+    ``deprecated_entries`` naming unknown ids, and atomic facts whose episode is gone.
     """
     problems: list[Problem] = []
-    seen: dict[UserRef, dict[str, tuple[str, int]]] = defaultdict(dict)
     kinds_of: dict[UserRef, dict[str, Kind]] = defaultdict(dict)
     logs = []
     count = 0
@@ -288,28 +291,10 @@ def lint_store(
         if located is None:
             problems.append(Problem(rel, 0, "not a daily log of any user"))
             continue
-        ref, kind, day = located
+        ref, kind, _ = located
         logs.append((rel, ref, log))
         for entry in log.entries:
-            try:
-                eid = EntryId.parse(entry.id)
-            except InvalidId as exc:
-                problems.append(Problem(rel, entry.line, str(exc)))
-                continue
-            if eid.day != day:
-                problems.append(Problem(rel, entry.line,
-                                        f"id {entry.id} is dated {eid.day}, the file {day}"))
-            if eid.kind != kind:
-                problems.append(Problem(rel, entry.line,
-                                        f"id {entry.id} is a {eid.kind.value} id in a "
-                                        f"{kind.value} log"))
-            first = seen[ref].get(entry.id)
-            if first is not None:
-                problems.append(Problem(rel, entry.line, f"duplicate id {entry.id} "
-                                        f"(first at {first[0]}:{first[1]})"))
-            else:
-                seen[ref][entry.id] = (rel, entry.line)
-                kinds_of[ref][entry.id] = kind
+            kinds_of[ref][entry.id] = kind
 
     for rel, ref, log in logs:
         own = {entry.id for entry in log.entries}
@@ -318,7 +303,7 @@ def lint_store(
             if old not in own:
                 problems.append(Problem(rel, line,
                                         f"deprecated_entries: {old} is not an entry of this file"))
-            if new not in seen[ref]:
+            if new not in kinds_of[ref]:
                 problems.append(Problem(rel, line,
                                         f"deprecated_entries: {old} points at unknown id {new}"))
         for entry in log.entries:
@@ -455,14 +440,14 @@ def _render_status(doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    console = Console()
-    console.print(f"[bold]root[/bold] {doc['root']}  (counts from {doc['counts_from']})")
-    table = Table("user", "episodes live", "deprecated", "facts live", "deprecated",
-                  "insights live", "deprecated")
+    console = Console(soft_wrap=True)  # long paths stay on one line when piped
+    console.print(f"root {doc['root']}  (counts from {doc['counts_from']})", markup=False)
+    table = Table("user", "episodes", "atomic facts", "insights", caption="live / deprecated")
+    table.columns[0].no_wrap = True
     for user in doc["users"]:
         name = f"{user['app_id']}/{user['project_id']}/{user['user_id']}"
-        cells = [str(user[k][s]) for k in ("episode", "atomic_fact", "insight")
-                 for s in ("live", "deprecated")]
+        cells = [f"{user[k]['live']} / {user[k]['deprecated']}"
+                 for k in ("episode", "atomic_fact", "insight")]
         table.add_row(name, *cells)
     console.print(table)
     if doc["files_with_problems"]:

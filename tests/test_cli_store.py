@@ -1,0 +1,528 @@
+"""CLI: init, add, lint, status, enable/disable — output, JSON, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import tomllib
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+from everos_reflect.cli import store_cmds
+from everos_reflect.cli.store_cmds import set_enabled
+from everos_reflect.errors import ConfigError
+from everos_reflect.settings import everos_toml_template, packaged_text
+
+USERS = Path("default_app/default_project/users")
+
+
+@click.group()
+def cli() -> None:
+    """Only this module's commands, so the test does not depend on the other groups."""
+
+
+for _command in store_cmds.COMMANDS:
+    cli.add_command(_command)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in list(__import__("os").environ):
+        if name.startswith("EVEROS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def one_json(result: Result) -> object:
+    """stdout must be exactly one JSON document."""
+    return json.loads(result.stdout)
+
+
+def one_line_error(result: Result) -> str:
+    assert result.exit_code != 0
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("error: ")
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    path = tmp_path / "root"
+    assert run("init", str(path)).exit_code == 0
+    return path
+
+
+def add(root: Path, *extra: str, user: str = "u1") -> Result:
+    return run("add", "--root", str(root), "--user", user, *extra)
+
+
+def write_log(root: Path, rel: str, text: str) -> Path:
+    path = root / USERS / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+EPISODES = """---
+type: episode_daily
+schema_version: 1
+user_id: u1
+date: '2026-10-12'
+deprecated_entries:
+  ep_20261012_0001: ep_20261012_0002
+  ep_20261012_0009: ep_20261012_0002
+---
+<!-- entry:ep_20261012_0001 -->
+---
+owner_id: u1
+timestamp: 2026-10-12T09:00:00+00:00
+parent_type: memcell
+parent_id: s1
+---
+## Subject
+Dog
+
+## Content
+Adopted a dog named Toby.
+<!-- /entry:ep_20261012_0001 -->
+<!-- entry:ep_20261012_0002 -->
+---
+owner_id: u1
+timestamp: 2026-10-12T10:00:00+00:00
+parent_type: cluster
+parent_id: cl_1
+---
+## Subject
+Pets
+
+## Content
+Has a dog named Toby.
+<!-- /entry:ep_20261012_0002 -->
+"""
+
+FACTS = """---
+type: atomic_fact_daily
+schema_version: 1
+user_id: u1
+date: '2026-10-12'
+---
+<!-- entry:af_20261012_0001 -->
+---
+owner_id: u1
+timestamp: 2026-10-12T10:00:00+00:00
+parent_type: episode
+parent_id: ep_20261012_0002
+---
+## Fact
+Has a dog named Toby.
+<!-- /entry:af_20261012_0001 -->
+<!-- entry:af_20261012_0002 -->
+---
+owner_id: u1
+timestamp: 2026-10-12T10:00:00+00:00
+parent_type: episode
+parent_id: ep_20261012_0077
+---
+## Fact
+Orphan fact.
+<!-- /entry:af_20261012_0002 -->
+"""
+
+
+# --- init -------------------------------------------------------------------------------------
+
+
+def test_init_writes_commented_settings_and_the_ome_template(tmp_path: Path) -> None:
+    target = tmp_path / "new" / "root"
+    result = run("init", str(target), "--json")
+    assert result.exit_code == 0, result.output
+    doc = one_json(result)
+    assert doc == {
+        "root": str(target),
+        "written": [str(target / "everos.toml"), str(target / "ome.toml")],
+    }
+    assert (target / "everos.toml").read_text() == everos_toml_template()
+    assert tomllib.loads((target / "everos.toml").read_text()) == {}
+    assert (target / "ome.toml").read_text() == packaged_text("ome.toml")
+
+
+def test_init_refuses_to_overwrite_without_force(root: Path) -> None:
+    (root / "ome.toml").write_text("# mine\n")
+    line = one_line_error(run("init", str(root)))
+    assert "refusing to overwrite" in line
+    assert str(root / "everos.toml") in line and str(root / "ome.toml") in line
+    assert (root / "ome.toml").read_text() == "# mine\n"
+
+    assert run("init", str(root), "--force").exit_code == 0
+    assert (root / "ome.toml").read_text() == packaged_text("ome.toml")
+
+
+def test_init_uses_root_option_when_no_argument(tmp_path: Path) -> None:
+    result = run("init", "--root", str(tmp_path / "r"))
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "r" / "everos.toml").is_file()
+
+
+def test_init_on_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("x")
+    result = run("init", str(tmp_path / "f"))
+    assert result.exit_code == 2  # a usage error, reported by click
+    assert "is a file" in result.stderr
+    assert not (tmp_path / "everos.toml").exists()
+
+
+# --- enable / disable -------------------------------------------------------------------------
+
+
+def test_enable_changes_only_the_enabled_line(root: Path) -> None:
+    before = (root / "ome.toml").read_text()
+    result = run("enable", "reflect_episodes", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    assert "reflect_episodes enabled" in result.stdout
+    after = (root / "ome.toml").read_text()
+    assert after == before.replace("enabled = false", "enabled = true")
+
+
+def test_disable_keeps_user_comments_and_layout_byte_for_byte(root: Path) -> None:
+    text = (
+        "# my notes\n\n"
+        "[strategies.reflect_episodes]   # the main one\n"
+        "cron = \"0 3 * * 0\"   # Sundays\n"
+        "enabled    =   true # on!\n"
+        "max_clusters_per_run = 5\n\n"
+        "# trailing words\n"
+    )
+    (root / "ome.toml").write_text(text)
+    result = run("disable", "reflect_episodes", "--root", str(root), "--json")
+    assert result.exit_code == 0, result.output
+    assert one_json(result) == {
+        "name": "reflect_episodes",
+        "enabled": False,
+        "file": str(root / "ome.toml"),
+        "changed": True,
+    }
+    after = (root / "ome.toml").read_text()
+    before_lines, after_lines = text.splitlines(), after.splitlines()
+    assert len(before_lines) == len(after_lines)
+    changed = [(b, a) for b, a in zip(before_lines, after_lines, strict=True) if b != a]
+    assert len(changed) == 1
+    assert tomllib.loads(changed[0][1]) == {"enabled": False}
+    assert "# on!" in changed[0][1]
+
+
+def test_enable_again_is_a_no_op_that_leaves_the_file_alone(root: Path) -> None:
+    assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0
+    stat = (root / "ome.toml").stat()
+    result = run("enable", "reflect_episodes", "--root", str(root), "--json")
+    assert one_json(result)["changed"] is False
+    assert (root / "ome.toml").stat().st_mtime_ns == stat.st_mtime_ns
+
+
+def test_enable_creates_a_missing_table_and_a_missing_file(root: Path) -> None:
+    (root / "ome.toml").write_text("# only a comment\n")
+    assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0
+    text = (root / "ome.toml").read_text()
+    assert text.startswith("# only a comment\n")
+    assert tomllib.loads(text) == {"strategies": {"reflect_episodes": {"enabled": True}}}
+
+    (root / "ome.toml").unlink()
+    assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0
+    expected = packaged_text("ome.toml").replace("enabled = false", "enabled = true")
+    assert (root / "ome.toml").read_text() == expected
+
+
+def test_set_enabled_adds_the_key_to_an_existing_table_and_keeps_others() -> None:
+    text = "[strategies.reflect_episodes]\ncron = \"0 2 * * 1\"\n\n[strategies.other]\nx = 1\n"
+    out = set_enabled(text, "reflect_episodes", True, "ome.toml")
+    assert tomllib.loads(out) == {
+        "strategies": {
+            "reflect_episodes": {"cron": "0 2 * * 1", "enabled": True},
+            "other": {"x": 1},
+        }
+    }
+    assert out.startswith('[strategies.reflect_episodes]\ncron = "0 2 * * 1"\n')
+
+
+def test_enable_unknown_strategy_fails_and_names_the_known_ones(root: Path) -> None:
+    before = (root / "ome.toml").read_text()
+    line = one_line_error(run("enable", "reflect_episode", "--root", str(root)))
+    assert "unknown strategy 'reflect_episode'" in line
+    assert "reflect_episodes" in line
+    assert (root / "ome.toml").read_text() == before
+
+
+def test_enable_on_a_broken_ome_reports_file_and_line_and_writes_nothing(root: Path) -> None:
+    (root / "ome.toml").write_text("[strategies.reflect_episodes]\nenabled = \n")
+    line = one_line_error(run("enable", "reflect_episodes", "--root", str(root)))
+    assert f"{root / 'ome.toml'}: line 2: TOML syntax error" in line
+    assert (root / "ome.toml").read_text() == "[strategies.reflect_episodes]\nenabled = \n"
+
+
+def test_set_enabled_rejects_a_non_table_strategy() -> None:
+    with pytest.raises(ConfigError) as info:
+        set_enabled("[strategies]\nreflect_episodes = 1\n", "reflect_episodes", True, "o.toml")
+    assert info.value.problems[0][:2] == ("o.toml", "strategies.reflect_episodes")
+
+
+def test_enable_without_a_root_says_how_to_make_one(tmp_path: Path) -> None:
+    line = one_line_error(run("enable", "reflect_episodes", "--root", str(tmp_path / "nope")))
+    assert "no memory root" in line and "everos-reflect init" in line
+
+
+# --- add --------------------------------------------------------------------------------------
+
+
+def test_add_appends_an_episode_and_prints_its_id(root: Path) -> None:
+    result = add(root, "--subject", "Dog", "--content", "Adopted Toby.\n## not a heading",
+                 "--timestamp", "2026-10-12T23:30:00-02:00", "--session", "s1",
+                 "--importance", "7")
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "ep_20261013_0001\n"  # the UTC date names the file
+    from everos_reflect.markdown.store import MarkdownStore
+    from everos_reflect.model import UserRef
+
+    entry = MarkdownStore(root).get(UserRef.of("u1"), "ep_20261013_0001")
+    assert entry.meta["owner_id"] == "u1"
+    assert entry.session_id == "s1"
+    assert (entry.parent_type, entry.parent_id) == ("memcell", "s1")
+    assert entry.meta["importance"] == 7
+    assert entry.timestamp is not None and entry.timestamp.isoformat() == (
+        "2026-10-12T23:30:00-02:00"
+    )
+    assert entry.subject == "Dog"
+    assert entry.content == "Adopted Toby.\n## not a heading"
+
+
+def test_add_json_and_generated_memcell_parent(root: Path) -> None:
+    result = add(root, "--app", "acme", "--project", "bot", "--subject", "S", "--content", "C",
+                 "--timestamp", "2026-01-02T03:04:05Z", "--json")
+    assert result.exit_code == 0, result.output
+    doc = one_json(result)
+    assert doc == {
+        "id": "ep_20260102_0001",
+        "app_id": "acme",
+        "project_id": "bot",
+        "user_id": "u1",
+        "timestamp": "2026-01-02T03:04:05+00:00",
+        "path": "acme/bot/users/u1/episodes/episode-2026-01-02.md",
+    }
+    text = (root / doc["path"]).read_text()
+    assert "parent_type: memcell" in text
+    assert "parent_id: mc_" in text
+    assert "session_id" not in text
+    second = add(root, "--app", "acme", "--project", "bot", "--subject", "S2", "--content", "C",
+                 "--timestamp", "2026-01-02T08:00:00Z")
+    assert second.stdout == "ep_20260102_0002\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--user", "../x"], "invalid user_id"),
+        (["--user", "u1", "--app", "a/b"], "invalid app_id"),
+        (["--user", "u1", "--session", "s 1"], "invalid session id"),
+        (["--user", "u1", "--timestamp", "yesterday"], "--timestamp 'yesterday' is not ISO 8601"),
+        (["--user", "u1", "--subject", "   "], "--subject must not be empty"),
+        (["--user", "u1", "--subject", "a\nb"], "--subject must be one line"),
+    ],
+)
+def test_add_rejects_bad_input_with_one_line_and_writes_nothing(
+    root: Path, args: list[str], expected: str
+) -> None:
+    base = {"--subject": "S", "--content": "C"}
+    for flag, value in zip(args[::2], args[1::2], strict=True):
+        base[flag] = value
+    flat = [part for pair in base.items() for part in pair]
+    line = one_line_error(run("add", "--root", str(root), *flat))
+    assert expected in line
+    assert not (root / "default_app").exists()
+
+
+def test_add_importance_out_of_range_is_a_usage_error(root: Path) -> None:
+    result = add(root, "--subject", "S", "--content", "C", "--importance", "11")
+    assert result.exit_code == 2
+    assert "--importance" in result.stderr
+
+
+# --- lint -------------------------------------------------------------------------------------
+
+
+def test_lint_clean_root_exits_zero(root: Path) -> None:
+    assert add(root, "--subject", "S", "--content", "C").exit_code == 0
+    result = run("lint", "--root", str(root), "--json")
+    assert result.exit_code == 0, result.output
+    doc = one_json(result)
+    assert doc == {"root": str(root), "ok": True, "files_checked": 1, "problems": []}
+
+
+def test_lint_reports_cross_file_problems_with_file_and_line(root: Path) -> None:
+    write_log(root, "u1/episodes/episode-2026-10-12.md", EPISODES)
+    write_log(root, "u1/.atomic_facts/atomic_fact-2026-10-12.md", FACTS)
+    result = run("lint", "--root", str(root))
+    assert result.exit_code == 1
+    ep = "default_app/default_project/users/u1/episodes/episode-2026-10-12.md"
+    af = "default_app/default_project/users/u1/.atomic_facts/atomic_fact-2026-10-12.md"
+    assert sorted(result.stdout.splitlines()) == [
+        f"{af}:17: atomic fact af_20261012_0002: parent episode ep_20261012_0077 not found",
+        f"{ep}:8: deprecated_entries: ep_20261012_0009 is not an entry of this file",
+    ]
+    assert "2 files checked, 2 errors" in result.stderr
+
+
+def test_lint_reports_deprecation_pointing_at_unknown_id(root: Path) -> None:
+    text = EPISODES.replace(
+        "ep_20261012_0001: ep_20261012_0002", "ep_20261012_0001: ep_20990101_0001"
+    )
+    text = text.replace("  ep_20261012_0009: ep_20261012_0002\n", "")
+    write_log(root, "u1/episodes/episode-2026-10-12.md", text)
+    result = run("lint", "--root", str(root), "--json")
+    doc = one_json(result)
+    assert result.exit_code == 1
+    assert doc["ok"] is False
+    assert [(p["line"], p["message"]) for p in doc["problems"]] == [
+        (7, "deprecated_entries: ep_20261012_0001 points at unknown id ep_20990101_0001")
+    ]
+
+
+def test_lint_includes_parser_diagnostics_for_misplaced_ids(root: Path) -> None:
+    misplaced = EPISODES.replace("entry:ep_20261012_0002", "entry:ep_20261011_0002")
+    write_log(root, "u1/episodes/episode-2026-10-12.md", misplaced)
+    result = run("lint", "--root", str(root))
+    assert result.exit_code == 1
+    ep = "default_app/default_project/users/u1/episodes/episode-2026-10-12.md"
+    assert f"{ep}:23: entry id ep_20261011_0002 does not belong in this file" in result.stdout
+
+
+def test_lint_reports_config_problems(root: Path) -> None:
+    (root / "everos.toml").write_text("[server]\nport = 0\n")
+    (root / "ome.toml").write_text("[strategies.reflect_episodes]\nenabled = \n")
+    result = run("lint", "--root", str(root))
+    assert result.exit_code == 1
+    assert result.stdout.splitlines() == [
+        f"{root / 'everos.toml'}: server.port: must be a port number 1-65535, got 0",
+        f"{root / 'ome.toml'}:2: TOML syntax error: Invalid value",
+    ]
+
+
+def test_lint_reports_env_problems(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVEROS_LLM__PROVIDER", "gpt")
+    result = run("lint", "--root", str(root), "--json")
+    assert result.exit_code == 1
+    [problem] = one_json(result)["problems"]
+    assert problem["file"] == "environment"
+    assert problem["message"].startswith("EVEROS_LLM__PROVIDER: must be one of")
+
+
+def test_lint_missing_root_is_one_line(tmp_path: Path) -> None:
+    assert "no memory root" in one_line_error(run("lint", "--root", str(tmp_path / "nope")))
+
+
+def test_lint_example_root_is_clean() -> None:
+    example = Path(__file__).resolve().parents[1] / "memory_root_example"
+    result = run("lint", "--root", str(example))
+    assert result.exit_code == 0, result.output
+
+
+# --- status -----------------------------------------------------------------------------------
+
+
+def test_status_from_markdown(root: Path) -> None:
+    write_log(root, "u1/episodes/episode-2026-10-12.md", EPISODES)
+    write_log(root, "u1/.atomic_facts/atomic_fact-2026-10-12.md", FACTS)
+    assert add(root, "--user", "u2", "--subject", "S", "--content", "C").exit_code == 0
+    (root / "everos.toml").write_text("[llm]\nprovder = 'openai'\n")
+    result = run("status", "--root", str(root), "--json")
+    assert result.exit_code == 0, result.output
+    doc = one_json(result)
+    assert doc["root"] == str(root)
+    assert doc["counts_from"] == "markdown"
+    users = {u["user_id"]: u for u in doc["users"]}
+    assert users["u1"]["episode"] == {"live": 1, "deprecated": 1}
+    assert users["u1"]["atomic_fact"] == {"live": 2, "deprecated": 0}
+    assert users["u2"]["episode"] == {"live": 1, "deprecated": 0}
+    assert doc["totals"]["episode"] == {"live": 2, "deprecated": 1}
+    assert [f["file"] for f in doc["files_with_problems"]] == sorted([
+        "default_app/default_project/users/u1/.atomic_facts/atomic_fact-2026-10-12.md",
+        "default_app/default_project/users/u1/episodes/episode-2026-10-12.md",
+    ])
+    assert doc["config"] == {
+        "ok": False,
+        "problems": [f"{root / 'everos.toml'}: llm.provder: unknown key (did you mean "
+                     "'provider'?)"],
+    }
+
+
+def test_status_prefers_the_index_when_present(root: Path) -> None:
+    from everos_reflect.index import db as dbmod
+
+    conn = dbmod.connect(root)
+    rows = [("ep_20261012_0001", "episode", None), ("ep_20261012_0002", "episode", "x"),
+            ("af_20261012_0001", "atomic_fact", None)]
+    for entry_id, kind, dep in rows:
+        conn.execute(
+            "INSERT INTO entries (app_id, project_id, user_id, id, kind, path, deprecated_by, "
+            "content_hash, text_hash) VALUES ('a', 'p', 'u9', ?, ?, 'x.md', ?, 'h', 'h')",
+            (entry_id, kind, dep),
+        )
+    conn.execute(
+        "INSERT INTO files VALUES ('a/p/users/u9/episodes/episode-2026-10-12.md', 'a', 'p', "
+        "'u9', 'episode', 0, 0, 's', ?, 'now')",
+        (json.dumps(["3: bad yaml"]),),
+    )
+    conn.commit()
+    conn.close()
+    doc = one_json(run("status", "--root", str(root), "--json"))
+    assert doc["counts_from"] == "index"
+    assert doc["users"] == [{
+        "app_id": "a", "project_id": "p", "user_id": "u9",
+        "episode": {"live": 1, "deprecated": 1},
+        "atomic_fact": {"live": 1, "deprecated": 0},
+        "insight": {"live": 0, "deprecated": 0},
+    }]
+    assert doc["files_with_problems"] == [
+        {"file": "a/p/users/u9/episodes/episode-2026-10-12.md", "problems": ["3: bad yaml"]}
+    ]
+    assert doc["config"] == {"ok": True, "problems": []}
+
+
+def test_status_text_output_lists_users_and_problems(root: Path) -> None:
+    assert add(root, "--user", "u_text", "--subject", "S", "--content", "C").exit_code == 0
+    (root / "everos.toml").write_text("[server]\nport = 0\n")
+    result = run("status", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    assert "u_text" in result.stdout
+    assert "no files with problems" in result.stdout
+    assert "server.port" in result.stdout
+
+
+def test_status_missing_root_is_one_line(tmp_path: Path) -> None:
+    assert "no memory root" in one_line_error(run("status", "--root", str(tmp_path / "nope")))
+
+
+def test_main_cli_registers_these_commands() -> None:
+    from everos_reflect.cli.main import cli as main_cli
+
+    for name in ("init", "add", "lint", "status", "enable", "disable"):
+        assert name in main_cli.commands
+
+
+def test_status_document_survives_a_corrupt_index(root: Path) -> None:
+    from everos_reflect.index import db as dbmod
+
+    path = dbmod.db_path(root)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"not a database at all" * 100)
+    doc = one_json(run("status", "--root", str(root), "--json"))
+    assert doc["counts_from"] == "markdown"
+    with pytest.raises(sqlite3.DatabaseError):
+        sqlite3.connect(path).execute("SELECT 1 FROM entries")
