@@ -1,0 +1,257 @@
+"""Scheduling: cron jobs per enabled strategy, ``ome.toml`` hot reload, start-up catch-up.
+
+APScheduler 3.x runs the clock; every fire time comes from our :class:`CronTrigger` (crontab
+semantics, see ``triggers.py``). A job only calls :meth:`Engine.trigger`, which re-checks
+``enabled`` against the current configuration, so disabling a strategy stops its next run
+while a run in progress finishes.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from apscheduler.schedulers.background import BackgroundScheduler
+from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.observers import Observer
+
+from everos_reflect.engine.engine import Engine, strategies_status
+from everos_reflect.engine.registry import get_strategy, known_strategies
+from everos_reflect.engine.triggers import CronTrigger
+from everos_reflect.errors import ConfigError
+from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.settings import OME_FILE_NAME
+
+log = logging.getLogger(__name__)
+
+
+class _OmeChanged(FileSystemEventHandler):
+    def __init__(self, poke: Any) -> None:
+        self._poke = poke
+
+    def on_any_event(self, event: FileSystemEvent) -> None:
+        paths = (event.src_path, getattr(event, "dest_path", "") or "")
+        if any(Path(str(p)).name == OME_FILE_NAME for p in paths if p):
+            self._poke()
+
+
+class Scheduler:
+    """Keeps one APScheduler job per enabled strategy in step with ``ome.toml``."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        debounce_seconds: float = 0.3,
+        poll_seconds: float = 5.0,
+        data_poll_seconds: float = 30.0,
+    ) -> None:
+        self.engine = engine
+        self.runtime = engine.runtime
+        self.tz = self.runtime.settings.scheduler.timezone
+        self.debounce_seconds = debounce_seconds
+        self.poll_seconds = poll_seconds
+        self.data_poll_seconds = data_poll_seconds
+        self._aps = BackgroundScheduler(
+            timezone=ZoneInfo(self.tz),
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 300},
+        )
+        self._scheduled: dict[str, str] = {}  # strategy -> cron expression of its job
+        self._apply_lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._observer: Any = None
+        self._ome_stat: tuple[int, int] | None = None
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def start(self, *, now: datetime | None = None, watch: bool = True) -> None:
+        """Load ``ome.toml``, schedule jobs, catch up a run missed while down, start watching."""
+        self._ome_stat = self._stat()
+        self.engine.reload_config()
+        self._aps.start()
+        self._apply(initial=True)
+        self._catch_up(now or datetime.now(UTC))
+        self._aps.add_job(self._poll_ome, "interval", seconds=self.poll_seconds, id="_ome_poll")
+        self._aps.add_job(self._poll_data, "interval", seconds=self.data_poll_seconds,
+                          id="_data_poll")
+        if watch:
+            self.runtime.root.mkdir(parents=True, exist_ok=True)
+            observer = Observer()
+            observer.schedule(_OmeChanged(self._poke), str(self.runtime.root), recursive=False)
+            observer.daemon = True
+            observer.start()
+            self._observer = observer
+
+    def shutdown(self) -> None:
+        """Stop firing new runs (runs in progress belong to the engine)."""
+        if self._observer is not None:
+            self._observer.stop()
+            self._observer.join(5)
+            self._observer = None
+        if self._timer is not None:
+            self._timer.cancel()
+        if self._aps.running:
+            self._aps.shutdown(wait=False)
+
+    # --- configuration ------------------------------------------------------------------------
+
+    def reload(self) -> bool:
+        """Re-read ``ome.toml`` and re-plan the jobs; False when the file was invalid (the last
+        good configuration then stays in force and ``status()`` says why)."""
+        self._ome_stat = self._stat()
+        ok = self.engine.reload_config()
+        self._apply()
+        return ok
+
+    def _poke(self) -> None:
+        """Debounce: editors write a file in several events; reload once they settle."""
+        with self._apply_lock:
+            if self._timer is not None:
+                self._timer.cancel()
+            self._timer = threading.Timer(self.debounce_seconds, self._reload_logged)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _reload_logged(self) -> None:
+        try:
+            if self.reload():
+                log.info("ome.toml reloaded: %s", self._describe())
+        except Exception:  # a reload must never kill the watcher thread
+            log.exception("ome.toml reload failed")
+
+    def _stat(self) -> tuple[int, int] | None:
+        try:
+            st = (self.runtime.root / OME_FILE_NAME).stat()
+        except FileNotFoundError:
+            return None
+        return st.st_mtime_ns, st.st_size
+
+    def _poll_ome(self) -> None:
+        """Safety net for file systems where watchdog misses events (network mounts)."""
+        if self._stat() != self._ome_stat:
+            self._reload_logged()
+
+    def _describe(self) -> str:
+        return ", ".join(f"{n} @ {c!r}" for n, c in sorted(self._scheduled.items())) or \
+            "no strategy scheduled"
+
+    def _apply(self, *, initial: bool = False) -> None:
+        """Make the jobs match the current configuration."""
+        try:
+            config = self.engine.config()
+        except ConfigError:
+            config = {}  # never had a good file: nothing is scheduled
+        with self._apply_lock:
+            for name in known_strategies():
+                settings = config.get(name) or {}
+                expr = settings.get("cron") if settings.get("enabled") else None
+                current = self._scheduled.get(name)
+                if expr == current:
+                    continue
+                if expr is None:
+                    if self._aps.get_job(name):
+                        self._aps.remove_job(name)
+                    del self._scheduled[name]
+                    log.info("%s: unscheduled (disabled or no cron)", name)
+                    continue
+                self._aps.add_job(
+                    self._fire, trigger=CronTrigger(expr, self.tz).to_apscheduler(),
+                    args=(name,), id=name, name=name, replace_existing=True,
+                )
+                self._scheduled[name] = expr
+                if current is None:
+                    self._arm(name, reset=not initial)
+                log.info("%s: scheduled %r (%s), next run %s", name, expr, self.tz,
+                         self._aps.get_job(name).next_run_time)
+
+    # --- firing -------------------------------------------------------------------------------
+
+    def _fire(self, name: str, trigger: str = "cron") -> None:
+        try:
+            outcome = self.engine.trigger(name, trigger=trigger, timeout=None)
+        except Exception:
+            log.exception("%s: %s run could not start", name, trigger)
+            return
+        log.info("%s: %s run %s: %s%s", name, trigger, outcome.run_id, outcome.status,
+                 f" ({outcome.error})" if outcome.error else "")
+
+    def _catch_up(self, now: datetime) -> None:
+        """At most one run per strategy for a fire time missed while the daemon was down."""
+        for name, expr in list(self._scheduled.items()):
+            grace = timedelta(hours=float(self.engine.settings_for(name)["misfire_grace_hours"]))
+            missed = CronTrigger(expr, self.tz).missed_run(self._reference(name), now, grace)
+            if missed is not None:
+                log.info("%s: run due at %s was missed while down; catching up once",
+                         name, missed.isoformat())
+                self._aps.add_job(self._fire, args=(name, "startup-catchup"),
+                                  id=f"_catchup_{name}", replace_existing=True)
+
+    def _reference(self, name: str) -> datetime | None:
+        """Since when a fire time counts as missed: the last run, else when it was armed."""
+        last = self.engine.last_run(name)
+        stamp = last["started_at"] if last else self._state(name).get("armed_at")
+        return datetime.fromisoformat(stamp) if stamp else None
+
+    def _poll_data(self) -> None:
+        """Run strategies whose data trigger is due (measured by the strategy's ``observe``)."""
+        try:
+            config = self.engine.config()
+        except ConfigError:
+            return
+        now = datetime.now(UTC)
+        for name in known_strategies():
+            strategy = get_strategy(name)
+            if strategy.data_trigger is None or not config.get(name, {}).get("enabled"):
+                continue
+            last = self.engine.last_run(name)
+            since = datetime.fromisoformat(last["started_at"]) if last else None
+            try:
+                value = strategy.observe(self.runtime, since)
+            except Exception:
+                log.exception("%s: observing its data trigger failed", name)
+                continue
+            if strategy.data_trigger.is_due(value, since, now):
+                self._fire(name, "data")
+
+    # --- persisted per-strategy state ---------------------------------------------------------
+
+    def _state(self, name: str) -> dict[str, Any]:
+        row = self.runtime.db().execute(
+            "SELECT state FROM strategy_state WHERE strategy = ?", (name,)).fetchone()
+        return json.loads(row["state"]) if row else {}
+
+    def _arm(self, name: str, *, reset: bool) -> None:
+        """Remember when the schedule became active, the reference for catch-up before any run.
+
+        At start-up an existing mark is kept (a fire time missed while down still counts);
+        enabling a strategy later starts afresh.
+        """
+        state = self._state(name)
+        if state.get("armed_at") and not reset:
+            return
+        state["armed_at"] = utcnow_iso()
+        conn = self.runtime.db()
+        with transaction(conn):
+            conn.execute(
+                "INSERT INTO strategy_state(strategy, state) VALUES (?, ?) "
+                "ON CONFLICT(strategy) DO UPDATE SET state = excluded.state",
+                (name, json.dumps(state)),
+            )
+
+    # --- status -------------------------------------------------------------------------------
+
+    def next_runs(self) -> dict[str, datetime | None]:
+        out: dict[str, datetime | None] = {}
+        for name in self._scheduled:
+            job = self._aps.get_job(name)
+            out[name] = job.next_run_time if job else None
+        return out
+
+    def status(self) -> list[dict[str, Any]]:
+        """Per strategy: name, enabled, cron, next_run, last_run, running, config_error."""
+        return strategies_status(self.runtime, self.engine, next_runs=self.next_runs())

@@ -1,0 +1,182 @@
+"""Scheduling: jobs follow ome.toml (hot reload), invalid files keep the last good config,
+cron jobs run through the engine, and a run missed while down is caught up once."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.engine import registry
+from everos_reflect.engine.engine import Engine
+from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
+from everos_reflect.engine.scheduler import Scheduler
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+
+
+class Counting(Strategy):
+    name = "sched_test"
+    default_cron = "0 2 * * 1"
+    settings = (SettingSpec("limit", int, 10),)
+
+    def __init__(self) -> None:
+        self.runs: list[RunContext] = []
+
+    def run(self, ctx: RunContext) -> dict[str, int]:
+        self.runs.append(ctx)
+        return {"limit": ctx.settings["limit"]}
+
+
+@pytest.fixture
+def strategy() -> Iterator[Counting]:
+    s = Counting()
+    registry.register(s)
+    yield s
+    registry.unregister(s.name)
+
+
+@pytest.fixture
+def runtime(tmp_path: Path) -> Iterator[Runtime]:
+    rt = Runtime(tmp_path, Settings(), embedder=HashEmbedder())
+    yield rt
+    rt.close()
+
+
+@pytest.fixture
+def make_scheduler(runtime: Runtime) -> Iterator[Callable[..., Scheduler]]:
+    started: list[tuple[Scheduler, Engine]] = []
+
+    def make(**kwargs: object) -> Scheduler:
+        engine = Engine(runtime)
+        sched = Scheduler(engine, debounce_seconds=0.1, **kwargs)
+        started.append((sched, engine))
+        return sched
+
+    yield make
+    for sched, engine in started:
+        sched.shutdown()
+        engine.shutdown(timeout=5)
+
+
+def write_ome(root: Path, body: str) -> None:
+    # Write then rename, like an editor, so the watcher never sees half a file.
+    tmp = root / ".ome.toml.tmp"
+    tmp.write_text(body, "utf-8")
+    tmp.replace(root / "ome.toml")
+
+
+def row(sched: Scheduler, name: str = "sched_test") -> dict:
+    return next(r for r in sched.status() if r["name"] == name)
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.02)
+
+
+def test_enabled_strategy_gets_a_job_at_its_cron(
+    runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler]
+) -> None:
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\n")
+    sched = make_scheduler()
+    sched.start(watch=False)
+    status = row(sched)
+    assert status["enabled"] is True
+    assert status["cron"] == "0 2 * * 1"
+    nxt = datetime.fromisoformat(status["next_run"])
+    assert (nxt.strftime("%A"), nxt.hour, nxt.minute) == ("Monday", 2, 0)
+    assert status["config_error"] is None
+    assert status["last_run"] is None
+
+
+def test_hot_reload_enable_cron_limits_disable_and_invalid_file(
+    runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler]
+) -> None:
+    sched = make_scheduler(poll_seconds=60)  # the watcher alone must see the edits
+    sched.start()
+    assert row(sched)["enabled"] is False
+    assert row(sched)["next_run"] is None
+
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\n")
+    wait_for(lambda: row(sched)["next_run"] is not None)
+
+    write_ome(runtime.root, '[strategies.sched_test]\nenabled = true\ncron = "0 3 * * 0"\n')
+    wait_for(lambda: row(sched)["cron"] == "0 3 * * 0")
+    nxt = datetime.fromisoformat(row(sched)["next_run"])
+    assert (nxt.strftime("%A"), nxt.hour) == ("Sunday", 3)
+
+    write_ome(runtime.root,
+              '[strategies.sched_test]\nenabled = true\ncron = "0 3 * * 0"\nlimit = 3\n')
+    wait_for(lambda: sched.engine.settings_for("sched_test")["limit"] == 3)
+
+    write_ome(runtime.root, '[strategies.sched_test]\nenabled = true\ncron = "0 3 * * 9"\n')
+    wait_for(lambda: row(sched)["config_error"] is not None)
+    assert "strategies.sched_test.cron" in row(sched)["config_error"]
+    assert "ome.toml" in row(sched)["config_error"]
+    assert row(sched)["cron"] == "0 3 * * 0"  # the last good config stays in force
+    assert sched.engine.settings_for("sched_test")["limit"] == 3
+
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = false\n")
+    wait_for(lambda: row(sched)["enabled"] is False)
+    assert row(sched)["next_run"] is None
+    assert row(sched)["config_error"] is None
+
+
+def test_a_cron_job_runs_through_the_engine_and_disabling_stops_the_next(
+    runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler]
+) -> None:
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\nlimit = 4\n")
+    sched = make_scheduler()
+    sched.start(watch=False)
+    sched._aps.get_job("sched_test").modify(next_run_time=datetime.now(UTC))
+    wait_for(lambda: (row(sched)["last_run"] or {}).get("status") == "ok")
+    assert row(sched)["last_run"]["trigger"] == "cron"
+    assert row(sched)["last_run"]["counts"] == {"limit": 4}
+
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = false\n")
+    assert sched.reload() is True
+    assert sched._aps.get_job("sched_test") is None
+    sched._fire("sched_test")  # a firing already under way when the edit landed
+    assert len(strategy.runs) == 1
+
+
+def _insert_run(runtime: Runtime, started_at: datetime) -> None:
+    conn = runtime.db()
+    conn.execute(
+        "INSERT INTO runs(id, strategy, trigger, started_at, finished_at, status) "
+        "VALUES ('run_old', 'sched_test', 'cron', ?, ?, 'ok')",
+        (started_at.isoformat(), started_at.isoformat()))
+    conn.commit()
+
+
+def test_a_run_missed_while_down_is_caught_up_once(
+    runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler]
+) -> None:
+    write_ome(runtime.root, '[strategies.sched_test]\nenabled = true\ncron = "*/5 * * * *"\n')
+    _insert_run(runtime, datetime.now(UTC) - timedelta(hours=2))  # ~24 fire times missed
+    sched = make_scheduler()
+    sched.start(watch=False)
+    wait_for(lambda: len(strategy.runs) == 1)
+    assert strategy.runs[0].trigger == "startup-catchup"
+    wait_for(lambda: not sched.engine.is_running("sched_test"))
+    assert len(strategy.runs) == 1
+
+
+def test_no_catch_up_outside_the_grace_period(
+    runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler]
+) -> None:
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\n"
+                            'cron = "0 2 * * 1"\nmisfire_grace_hours = 1\n')
+    now = datetime(2026, 10, 12, 5, 0, tzinfo=UTC)  # three hours after Monday 02:00
+    _insert_run(runtime, now - timedelta(days=8))
+    sched = make_scheduler()
+    sched.start(now=now, watch=False)
+    assert sched._aps.get_job("_catchup_sched_test") is None
+    assert strategy.runs == []
