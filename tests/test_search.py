@@ -1,0 +1,199 @@
+"""search(): vector, keyword and hybrid (RRF) modes, filters and deprecation handling."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.errors import EverosError, InvalidId
+from everos_reflect.index.search import SearchHit, rrf_fuse, search
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+
+ANDREW = UserRef.of("u_andrew")
+BETTY = UserRef.of("u_betty")
+ACME = UserRef("acme", "crm", "u_andrew")
+
+
+def put(rt: Runtime, ref: UserRef, entry_id: str, subject: str, text: str, **extra: Any) -> None:
+    row = {
+        "id": entry_id,
+        "app_id": ref.app,
+        "project_id": ref.project,
+        "user_id": ref.user_id,
+        "ts": 1_760_000_000.0,
+        "timestamp": "2025-10-09T08:53:20+00:00",
+        "subject": subject,
+        "text": text,
+        "parent_type": "memcell",
+        "parent_id": "mc_" + entry_id,
+        "session_id": "sess_1",
+        "embed_model": rt.embedder.name,
+        "vector": rt.embedder.embed([f"{subject}\n{text}"])[0],
+    }
+    row.update(extra)
+    kind = Kind.ATOMIC_FACT if entry_id.startswith("af") else Kind.EPISODE
+    rt.vectors.upsert(kind, [row])
+
+
+@pytest.fixture
+def rt(tmp_path: Path) -> Runtime:
+    runtime = Runtime(tmp_path, Settings(), embedder=HashEmbedder(64))
+    put(runtime, ANDREW, "ep_20250101_0001", "New pet", "Andrew adopted a dog named Toby")
+    put(runtime, ANDREW, "ep_20250102_0001", "Taxes", "Andrew filed his tax return late")
+    put(runtime, ANDREW, "ep_20250103_0001", "Walks", "Toby loves long walks in the park")
+    put(runtime, BETTY, "ep_20250101_0001", "New pet", "Betty adopted a dog named Rex")
+    put(runtime, ACME, "ep_20250101_0001", "Work dog", "The office adopted a dog mascot")
+    return runtime
+
+
+def ids(hits: list[SearchHit]) -> list[str]:
+    return [h.id for h in hits]
+
+
+def test_vector_mode_ranks_by_similarity_with_scores_in_unit_range(rt: Runtime) -> None:
+    hits = search(rt, "adopted a dog named Toby", mode="vector", user_id="u_andrew", top_k=3)
+    assert hits[0].id == "ep_20250101_0001"
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(0.0 <= h.score <= 1.0 for h in hits)
+
+
+def test_keyword_mode_matches_words_only(rt: Runtime) -> None:
+    hits = search(rt, "tax", mode="keyword", user_id="u_andrew")
+    assert ids(hits) == ["ep_20250102_0001"]
+    assert 0.0 < hits[0].score < 1.0
+    assert search(rt, "zebra", mode="keyword") == []
+
+
+def test_hybrid_puts_entries_found_by_both_first(rt: Runtime) -> None:
+    hits = search(rt, "Toby", mode="hybrid", user_id="u_andrew", top_k=3)
+    # both Toby entries match by keyword and vector; the tax entry only by vector
+    assert set(ids(hits[:2])) == {"ep_20250101_0001", "ep_20250103_0001"}
+    assert ids(hits)[2] == "ep_20250102_0001"
+    assert hits[0].score <= 1.0
+    assert hits[2].score < hits[1].score
+
+
+def test_default_mode_comes_from_settings(rt: Runtime) -> None:
+    rt.settings = replace(rt.settings, index=replace(rt.settings.index, search_mode="keyword"))
+    assert search(rt, "zebra") == []  # a vector search would always return something
+    rt.settings = replace(rt.settings, index=replace(rt.settings.index, search_mode="vector"))
+    assert len(search(rt, "zebra")) == 5
+
+
+def test_filters_by_user_and_tenant(rt: Runtime) -> None:
+    everyone = search(rt, "adopted dog", mode="keyword", top_k=10)
+    assert {(h.app_id, h.user_id) for h in everyone} == {
+        ("default_app", "u_andrew"),
+        ("default_app", "u_betty"),
+        ("acme", "u_andrew"),
+    }
+    betty = search(rt, "adopted dog", user_id="u_betty", top_k=10)
+    assert {h.user_id for h in betty} == {"u_betty"}
+    acme = search(rt, "adopted dog", app_id="acme", project_id="crm", top_k=10)
+    assert [(h.app_id, h.project_id, h.subject) for h in acme] == [("acme", "crm", "Work dog")]
+    with pytest.raises(InvalidId):
+        search(rt, "dog", user_id="u' OR '1'='1")
+
+
+def test_deprecated_entries_hidden_unless_asked(rt: Runtime) -> None:
+    merged = "ep_20250110_0001"
+    put(
+        rt,
+        ANDREW,
+        merged,
+        "Pet journey",
+        "Andrew adopted Toby, a dog; Toby loves walks",
+        parent_type="cluster",
+        parent_id="cl_abc",
+        session_id=None,
+        sources=["ep_20250101_0001", "ep_20250103_0001"],
+    )
+    rt.vectors.set_deprecated(
+        Kind.EPISODE, ANDREW, ["ep_20250101_0001", "ep_20250103_0001"], merged
+    )
+
+    mine = {"user_id": "u_andrew", "app_id": "default_app"}  # acme has a u_andrew too
+    live = search(rt, "Toby dog", top_k=5, **mine)
+    assert "ep_20250101_0001" not in ids(live)
+    assert "ep_20250103_0001" not in ids(live)
+    top = live[0]
+    assert top.id == merged
+    assert top.session_id is None
+    assert top.sources == ["ep_20250101_0001", "ep_20250103_0001"]
+    assert (top.parent_type, top.parent_id) == ("cluster", "cl_abc")
+
+    everything = search(rt, "Toby dog", top_k=5, include_deprecated=True, **mine)
+    old = {h.id: h.deprecated_by for h in everything}
+    assert old["ep_20250101_0001"] == merged
+    assert old["ep_20250103_0001"] == merged
+
+
+def test_hit_to_dict_has_the_api_fields(rt: Runtime) -> None:
+    (hit,) = search(rt, "tax return", mode="keyword", user_id="u_andrew")
+    data = hit.to_dict()
+    assert data == {
+        "id": "ep_20250102_0001",
+        "subject": "Taxes",
+        "episode": "Andrew filed his tax return late",
+        "session_id": "sess_1",
+        "timestamp": "2025-10-09T08:53:20+00:00",
+        "parent_type": "memcell",
+        "parent_id": "mc_ep_20250102_0001",
+        "score": hit.score,
+        "user_id": "u_andrew",
+        "app_id": "default_app",
+        "project_id": "default_project",
+        "deprecated_by": None,
+        "sources": [],
+    }
+
+
+def test_kind_selects_the_table(rt: Runtime) -> None:
+    put(rt, ANDREW, "af_20250101_0001", "", "Andrew owns a dog named Toby")
+    facts = search(rt, "Toby", kind=Kind.ATOMIC_FACT, mode="keyword")
+    assert ids(facts) == ["af_20250101_0001"]
+    assert "af_20250101_0001" not in ids(search(rt, "Toby", mode="keyword", top_k=10))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"query": "  "}, "query must not be empty"),
+        ({"query": "x", "top_k": 0}, "top_k must be an integer from 1"),
+        ({"query": "x", "top_k": True}, "top_k must be an integer from 1"),
+        ({"query": "x", "mode": "fuzzy"}, "unknown search mode 'fuzzy'"),
+        ({"query": "x", "kind": "note"}, "unknown entry kind 'note'"),
+    ],
+)
+def test_bad_arguments_raise_clear_errors(
+    rt: Runtime, kwargs: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(EverosError, match=message):
+        search(rt, **kwargs)
+
+
+def _row(entry_id: str) -> dict[str, Any]:
+    return {"id": entry_id, "app_id": "a", "project_id": "p", "user_id": "u"}
+
+
+def test_rrf_fuse_rewards_agreement_and_normalises_to_one() -> None:
+    by_vector = [_row("x"), _row("y"), _row("z")]
+    by_text = [_row("x"), _row("z")]
+    fused = rrf_fuse([by_vector, by_text], top_k=3)
+    assert [r["id"] for r, _ in fused] == ["x", "z", "y"]
+    assert fused[0][1] == pytest.approx(1.0)
+    # z: 1/63 + 1/62 beats y: 1/62 alone
+    assert fused[1][1] == pytest.approx((1 / 63 + 1 / 62) / (2 / 61))
+    assert fused[2][1] == pytest.approx((1 / 62) / (2 / 61))
+
+
+def test_rrf_fuse_breaks_ties_by_first_appearance_and_cuts_at_top_k() -> None:
+    fused = rrf_fuse([[_row("a")], [_row("b")]], top_k=1)
+    assert [r["id"] for r, _ in fused] == ["a"]
+    assert fused[0][1] == pytest.approx(0.5)
