@@ -1,0 +1,416 @@
+"""Daily-log parser and pure writer: SPEC §3 format, leniency, diagnostics, round trips."""
+
+from __future__ import annotations
+
+import string
+from datetime import UTC, date, datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from everos_reflect.errors import MarkdownError
+from everos_reflect.markdown import writer
+from everos_reflect.markdown.parser import next_seq, parse_log
+from everos_reflect.model import Kind
+
+EXAMPLE_ROOT = Path(__file__).resolve().parent.parent / "memory_root_example"
+PATH = "u/episodes/episode-2026-10-12.md"
+
+SPEC_EXAMPLE = """\
+---
+type: episode_daily
+schema_version: 1
+user_id: u_andrew
+date: '2026-10-12'
+---
+<!-- entry:ep_20261012_0001 -->
+---
+owner_id: u_andrew
+timestamp: 2026-10-11T02:00:00+00:00
+parent_type: cluster
+parent_id: cl_a1b2c3d4e5f6
+sources: [ep_20260810_0001, ep_20260910_0002, ep_20261010_0003]
+---
+## Subject
+Andrew's pet adoption journey
+
+## Content
+Andrew initially had no pets. He later adopted a dog named Toby, and then adopted another dog
+named Buddy. He currently has two dogs.
+<!-- /entry:ep_20261012_0001 -->
+"""
+
+HEAD = SPEC_EXAMPLE.split("<!--")[0]
+
+
+def entry(
+    n: int, *, meta: str | None = None, body: str = "## Subject\ns\n\n## Content\nc\n"
+) -> str:
+    eid = f"ep_20261012_{n:04d}"
+    if meta is None:
+        meta = "owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00+00:00\nparent_type: memcell\n"
+    return f"<!-- entry:{eid} -->\n---\n{meta}---\n{body}<!-- /entry:{eid} -->\n"
+
+
+def test_spec_example_parses_into_meta_sections_and_raw() -> None:
+    log = parse_log(SPEC_EXAMPLE, PATH)
+    assert log.diagnostics == []
+    assert (log.kind, log.day) == (Kind.EPISODE, date(2026, 10, 12))
+    (e,) = log.entries
+    assert e.id == "ep_20261012_0001"
+    assert e.line == 7
+    assert e.timestamp == datetime(2026, 10, 11, 2, tzinfo=UTC)
+    assert e.sources == ["ep_20260810_0001", "ep_20260910_0002", "ep_20261010_0003"]
+    assert e.subject == "Andrew's pet adoption journey"
+    assert e.content.endswith("He currently has two dogs.")
+    assert e.raw == SPEC_EXAMPLE[SPEC_EXAMPLE.index("<!-- entry") :].rstrip("\n")
+    assert e.deprecated_by is None
+
+
+def test_render_entry_reproduces_the_spec_example_byte_for_byte() -> None:
+    e = parse_log(SPEC_EXAMPLE, PATH).entries[0]
+    assert writer.render_entry(e.id, e.meta, e.sections) == e.raw + "\n"
+    assert writer.new_log_text(Kind.EPISODE, "u_andrew", date(2026, 10, 12)) == HEAD
+
+
+def test_deprecated_entries_fill_deprecated_by() -> None:
+    text = HEAD[:-4] + "deprecated_entries:\n  ep_20261012_0001: ep_20261012_0002\n---\n"
+    text += entry(1) + entry(2)
+    log = parse_log(text, PATH)
+    assert [(e.id, e.deprecated_by) for e in log.entries] == [
+        ("ep_20261012_0001", "ep_20261012_0002"),
+        ("ep_20261012_0002", None),
+    ]
+
+
+def test_hand_edits_are_tolerated_without_diagnostics() -> None:
+    reordered = (
+        "parent_type: memcell\nmood: tired   # a note\ntimestamp: 2026-10-11T02:00:00+00:00\n"
+        "owner_id: u_andrew\n"
+    )
+    text = (
+        HEAD
+        + "Some notes written by hand.\n\n"
+        + entry(1, meta=reordered)
+        + "\nMore notes between entries.\n\n"
+        + entry(2, body="## Content\nc\n\n## Notes\nextra section\n\n### sub heading\nkept\n")
+    )
+    log = parse_log(text, PATH)
+    assert log.diagnostics == []
+    first, second = log.entries
+    assert first.meta == {
+        "parent_type": "memcell",
+        "mood": "tired",
+        "timestamp": datetime(2026, 10, 11, 2, tzinfo=UTC),
+        "owner_id": "u_andrew",
+    }
+    assert second.sections == {"Content": "c", "Notes": "extra section\n\n### sub heading\nkept"}
+
+
+def test_crlf_and_missing_trailing_newline_parse_like_lf() -> None:
+    lf = HEAD + entry(1) + entry(2)
+    crlf = lf.replace("\n", "\r\n").removesuffix("\r\n")
+    a, b = parse_log(lf, PATH), parse_log(crlf, PATH)
+    assert b.diagnostics == []
+    assert [(e.id, e.meta, e.sections, e.line) for e in a.entries] == [
+        (e.id, e.meta, e.sections, e.line) for e in b.entries
+    ]
+    assert b.entries[1].raw == a.entries[1].raw.replace("\n", "\r\n")
+
+
+def test_broken_entry_in_the_middle_is_reported_and_the_rest_parses() -> None:
+    broken = "<!-- entry:ep_20261012_0002 -->\n---\nowner_id: [unclosed\n---\n"
+    broken += "<!-- /entry:ep_20261012_0002 -->\n"
+    text = HEAD + entry(1) + broken + entry(3)
+    log = parse_log(text, PATH)
+    assert [e.id for e in log.entries] == ["ep_20261012_0001", "ep_20261012_0003"]
+    (d,) = log.diagnostics
+    assert (d.path, d.severity) == (PATH, "error")
+    assert "invalid YAML" in d.message
+    assert d.line == text.splitlines().index("owner_id: [unclosed") + 1
+    assert log.ok
+
+
+BAD_ENTRIES = [
+    ("unclosed", "<!-- entry:ep_20261012_0002 -->\n---\nowner_id: u\n---\n", "is not closed"),
+    (
+        "mismatched",
+        "<!-- entry:ep_20261012_0002 -->\n---\n---\n<!-- /entry:ep_20261012_0009 -->\n",
+        "closing marker names",
+    ),
+    ("no metadata", entry(2).replace("---\n", "", 2), "no '---' metadata block"),
+    ("missing keys", entry(2, meta="parent_type: memcell\n"), "owner_id, timestamp"),
+    (
+        "bad timestamp",
+        entry(2, meta="owner_id: u_andrew\ntimestamp: next tuesday\n"),
+        "unreadable timestamp",
+    ),
+    ("meta not a mapping", entry(2, meta="- a\n- b\n"), "must be a YAML mapping"),
+    ("duplicate id", entry(1), "duplicate entry id"),
+    ("wrong day", entry(2).replace("20261012", "20261013"), "does not belong in this file"),
+    ("wrong kind", entry(2).replace("ep_", "af_"), "does not belong in this file"),
+    ("bad id", entry(2).replace("ep_20261012_0002", "ep_2026_x"), "invalid entry id"),
+]
+
+
+@pytest.mark.parametrize(
+    ("bad", "message"), [c[1:] for c in BAD_ENTRIES], ids=[c[0] for c in BAD_ENTRIES]
+)
+def test_malformed_entries_are_errors_with_their_line(bad: str, message: str) -> None:
+    text = HEAD + entry(1) + bad + entry(3)
+    log = parse_log(text, PATH)
+    errors = [d for d in log.diagnostics if d.severity == "error"]
+    assert len(errors) == 1 and message in errors[0].message
+    first_bad_line = len((HEAD + entry(1)).splitlines()) + 1
+    assert first_bad_line <= errors[0].line <= first_bad_line + bad.count("\n")
+    assert {"ep_20261012_0001", "ep_20261012_0003"} <= {e.id for e in log.entries}
+    assert len(log.entries) == 2
+
+
+WARNINGS = [
+    (
+        "naive timestamp",
+        entry(2, meta="owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00\nparent_type: memcell\n"),
+        "no UTC offset",
+    ),
+    (
+        "other owner",
+        entry(2, meta="owner_id: someone\ntimestamp: 2026-10-11T02:00:00Z\nparent_type: memcell\n"),
+        "is not the file's user",
+    ),
+    ("no Content", entry(2, body="## Subject\nonly a subject\n"), "no '## Content' section"),
+    (
+        "bad importance",
+        entry(
+            2,
+            meta="owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00Z\n"
+            "parent_type: memcell\nimportance: 11\n",
+        ),
+        "importance 11",
+    ),
+    ("preamble", entry(2, body="loose text\n## Content\nc\n"), "before the first ## section"),
+    ("stray close", "<!-- /entry:ep_20261012_0007 -->\n", "without an opening one"),
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"), [w[1:] for w in WARNINGS], ids=[w[0] for w in WARNINGS]
+)
+def test_doubtful_entries_are_warnings_and_still_indexed(extra: str, message: str) -> None:
+    log = parse_log(HEAD + entry(1) + extra, PATH)
+    (d,) = log.diagnostics
+    assert d.severity == "warning" and message in d.message
+    assert len(log.entries) == (1 if "stray" in message or "opening" in message else 2)
+
+
+FATAL_FILES = [
+    ("no frontmatter", "", "missing file frontmatter"),
+    ("unclosed frontmatter", "---\ntype: episode_daily\n", "not closed"),
+    ("bad yaml", HEAD.replace("user_id: u_andrew", "user_id: [x"), "invalid YAML"),
+    ("not a mapping", "---\n- a\n---\n", "must be a YAML mapping"),
+    ("newer schema", HEAD.replace("schema_version: 1", "schema_version: 2"), "schema_version 2"),
+    ("unknown type", HEAD.replace("episode_daily", "diary"), "unknown file type"),
+    ("bad deprecated", HEAD[:-4] + "deprecated_entries: [a, b]\n---\n", "must be a mapping"),
+]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"), [f[1:] for f in FATAL_FILES], ids=[f[0] for f in FATAL_FILES]
+)
+def test_unusable_frontmatter_is_fatal_and_yields_no_entries(text: str, message: str) -> None:
+    body = entry(1).replace("---", "===") if "not closed" in message else entry(1)
+    log = parse_log(text + body, PATH)
+    assert not log.ok
+    assert any(d.severity == "fatal" and message in d.message for d in log.diagnostics)
+    assert log.entries == []
+
+
+def test_file_name_wins_over_frontmatter_and_mismatch_is_a_warning() -> None:
+    log = parse_log(HEAD.replace("2026-10-12", "2026-10-13") + entry(1), PATH)
+    assert log.day == date(2026, 10, 12) and [e.id for e in log.entries] == ["ep_20261012_0001"]
+    assert [d.severity for d in log.diagnostics] == ["warning"]
+
+
+def test_next_seq_counts_broken_entries_notes_and_deprecated_keys() -> None:
+    broken = "<!-- entry:ep_20261012_0007 -->\nno metadata\n<!-- /entry:ep_20261012_0007 -->\n"
+    text = HEAD[:-4] + "deprecated_entries:\n  ep_20261012_0009: ep_20261012_0001\n---\n"
+    assert next_seq(parse_log(text + entry(1), PATH)) == 10
+    assert next_seq(parse_log(HEAD + entry(1) + broken, PATH)) == 8
+    assert next_seq(parse_log(HEAD + entry(1), PATH)) == 2
+    assert next_seq(parse_log(HEAD, PATH)) == 1
+    # other days' and kinds' ids are irrelevant to this file
+    assert next_seq(parse_log(HEAD + "see ep_20261013_0042 and af_20261012_0042\n", PATH)) == 1
+
+
+def test_body_lines_that_look_like_structure_are_escaped_and_restored() -> None:
+    body = "## not a heading\n<!-- /entry:ep_20261012_0001 -->\n\\## already escaped\n### fine"
+    block = writer.render_entry(
+        "ep_20261012_0001", {"owner_id": "u", "timestamp": "x"}, {"Content": body}
+    )
+    assert "\\## not a heading\n\\<!-- /entry" in block and "\\\\## already" in block
+    e = parse_log(
+        HEAD + block.replace("timestamp: x", "timestamp: 2026-10-11T02:00:00Z"), PATH
+    ).entries[0]
+    assert e.sections == {"Content": body}
+
+
+def test_render_entry_rejects_unusable_section_names_and_ids() -> None:
+    meta = {"owner_id": "u"}
+    for name in ["", " padded", "two\nlines", "trailing "]:
+        with pytest.raises(MarkdownError):
+            writer.render_entry("ep_20261012_0001", meta, {name: "x"})
+    with pytest.raises(Exception, match="invalid entry id"):
+        writer.render_entry("../etc", meta, {})
+
+
+def test_render_entry_formats_values_as_the_spec_shows() -> None:
+    block = writer.render_entry(
+        "ep_20261012_0001",
+        {
+            "owner_id": "u",
+            "timestamp": datetime(2026, 10, 11, 4, 0, 0, 123, tzinfo=timezone(timedelta(hours=2))),
+            "session_id": None,
+            "sources": ["ep_20260810_0001", "ep_20260910_0002"],
+            "note": "yes",
+            "multi": "a\nb",
+        },
+        {"Subject": "s"},
+    )
+    assert block.splitlines()[2:7] == [
+        "owner_id: u",
+        "timestamp: 2026-10-11T04:00:00+02:00",
+        "sources: [ep_20260810_0001, ep_20260910_0002]",
+        "note: 'yes'",
+        'multi: "a\\nb"',
+    ]
+
+
+# -- the example root -------------------------------------------------------------------------
+
+
+def example_files() -> list[Path]:
+    return sorted(EXAMPLE_ROOT.glob("*/*/users/*/*/*.md"))
+
+
+def test_example_root_parses_cleanly_and_writers_keep_every_byte() -> None:
+    files = example_files()
+    assert len(files) >= 60
+    for path in files:
+        text = path.read_bytes().decode("utf-8")
+        log = parse_log(text, str(path))
+        assert log.diagnostics == [], path
+        assert log.entries, path
+        assert writer.add_deprecations(text, {}) == text
+        assert writer.remove_deprecations(text, [e.id for e in log.entries]) == text
+        block = writer.render_entry(
+            log.entries[0].id.replace("_0001", "_0999"),
+            log.entries[0].meta,
+            log.entries[0].sections,
+        )
+        appended = writer.append_entry(text, block)
+        assert appended.startswith(text) and appended.endswith(block)
+        again = parse_log(appended, str(path))
+        assert [e.raw for e in again.entries[:-1]] == [e.raw for e in log.entries]
+
+
+def test_example_entries_in_canonical_form_re_render_byte_identical() -> None:
+    same = total = 0
+    for path in example_files():
+        for e in parse_log(path.read_text("utf-8"), str(path)).entries:
+            total += 1
+            same += writer.render_entry(e.id, e.meta, e.sections) == e.raw + "\n"
+    # Only the hand-edited ones (a YAML comment, reordered keys, ...) differ.
+    assert total >= 60 and total - same <= 6
+
+
+# -- property tests ---------------------------------------------------------------------------
+
+_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\r"), max_size=80)
+_body = _text.map(str.strip)
+_lines = st.lists(
+    st.one_of(
+        _text, st.sampled_from(["## x", "<!-- /entry:ep_20261012_0001 -->", "\\## y", "---"])
+    ),
+    max_size=6,
+).map(lambda lines: "\n".join(lines).strip())
+_section_name = (
+    st.text(st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1, max_size=20)
+    .map(str.strip)
+    .filter(lambda s: s and writer.HEADING_RE.match(f"## {s}") is not None)
+)
+_key = st.text(string.ascii_letters + string.digits + "_-", min_size=1, max_size=12).filter(
+    lambda k: k not in ("owner_id", "timestamp")
+)
+_scalar = st.one_of(
+    _text,
+    st.integers(-(10**12), 10**12),
+    st.booleans(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from(
+        ["yes", "no", "null", "~", "2026-10-12", "12:30", "- x", "a: b", "#", "'q'", '"']
+    ),
+)
+_value = st.one_of(
+    _scalar, st.lists(_scalar, max_size=4), st.dictionaries(_key, _scalar, max_size=3)
+)
+_stamp = st.datetimes(
+    min_value=datetime(1971, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+).map(lambda d: d.replace(microsecond=0))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    seq=st.integers(1, 99999),
+    stamp=_stamp,
+    extra=st.dictionaries(_key, _value, max_size=5),
+    sections=st.dictionaries(_section_name, st.one_of(_body, _lines), max_size=4),
+)
+def test_rendered_entries_parse_back_to_the_same_values_and_bytes(
+    seq: int, stamp: datetime, extra: dict, sections: dict
+) -> None:
+    entry_id = f"ep_20261012_{seq:04d}"
+    meta = {"owner_id": "u_andrew", "timestamp": stamp, **extra}
+    block = writer.render_entry(entry_id, meta, sections)
+    log = parse_log(writer.append_entry(HEAD, block), PATH)
+    assert [d for d in log.diagnostics if d.severity != "warning"] == []
+    (e,) = log.entries
+    assert e.meta == meta
+    assert e.sections == sections
+    assert e.raw + "\n" == block
+    assert writer.render_entry(e.id, e.meta, e.sections) == block
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    notes=st.lists(_text, max_size=3),
+    crlf=st.booleans(),
+    trailing_newline=st.booleans(),
+    existing=st.dictionaries(st.integers(1, 50), st.integers(51, 99), max_size=3),
+    added=st.dictionaries(st.integers(1, 99), st.integers(1, 99), min_size=1, max_size=3),
+)
+def test_frontmatter_patches_touch_only_the_mapping(
+    notes: list[str], crlf: bool, trailing_newline: bool, existing: dict, added: dict
+) -> None:
+    ids = {n: f"ep_20261012_{n:04d}" for n in range(1, 100)}
+    text = HEAD.replace("user_id", "# a comment\nuser_id")
+    if existing:
+        block = "".join(f"    {ids[k]}: {ids[v]}\n" for k, v in existing.items())
+        text = text[:-4] + "deprecated_entries:\n" + block + "---\n"
+    text += "\n".join(notes) + "\n" + entry(1)
+    if crlf:
+        text = text.replace("\n", "\r\n")
+    if not trailing_newline:
+        text = text.rstrip("\r\n")
+    mapping = {ids[k]: ids[v] for k, v in added.items()}
+    patched = writer.add_deprecations(text, mapping)
+    body = text[text.index("<!-- entry") :]
+    assert patched.endswith(body) and patched.startswith(text[: text.index("user_id")])
+    expected = {ids[k]: ids[v] for k, v in existing.items()}
+    expected.update({k: v for k, v in mapping.items() if k not in expected})
+    assert parse_log(patched, PATH).deprecated_entries == expected
+    restored = writer.remove_deprecations(
+        patched, [k for k in mapping if k not in {ids[e] for e in existing}]
+    )
+    assert restored == text
