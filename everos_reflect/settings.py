@@ -12,6 +12,7 @@ returns the raw tables, because each strategy declares and validates its own set
 from __future__ import annotations
 
 import difflib
+import math
 import os
 import re
 import tomllib
@@ -227,6 +228,8 @@ def _check_type(value: Any, tp: Any) -> tuple[Any, str | None]:
     elif tp is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         value = float(value) if ok else value
+        if ok and not math.isfinite(value):
+            return value, f"must be a finite number, got {value!r}"
     else:  # str or str | None; "" means "not set" for the optional ones
         ok = isinstance(value, str)
         if ok and tp is not str and value == "":
@@ -243,7 +246,7 @@ def _coerce_env(text: str, tp: Any) -> tuple[Any, str | None]:
         if tp is int:
             return int(text.strip()), None
         if tp is float:
-            return float(text.strip()), None
+            return _check_type(float(text.strip()), float)
     except ValueError:
         return text, f"must be {_type_name(tp)}, got {text!r}"
     if tp is bool:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 import tomllib
 from pathlib import Path
 
@@ -348,6 +347,14 @@ def test_add_rejects_bad_input_with_one_line_and_writes_nothing(
     assert not (root / "default_app").exists()
 
 
+def test_add_to_an_unparseable_log_fails_and_leaves_it_alone(root: Path) -> None:
+    broken = write_log(root, "u1/episodes/episode-2026-03-04.md", "no frontmatter here\n")
+    line = one_line_error(add(root, "--subject", "S", "--content", "C",
+                              "--timestamp", "2026-03-04T10:00:00Z"))
+    assert "episode-2026-03-04.md" in line
+    assert broken.read_text() == "no frontmatter here\n"
+
+
 def test_add_importance_out_of_range_is_a_usage_error(root: Path) -> None:
     result = add(root, "--subject", "S", "--content", "C", "--importance", "11")
     assert result.exit_code == 2
@@ -457,8 +464,12 @@ def test_status_from_markdown(root: Path) -> None:
     ])
     assert doc["config"] == {
         "ok": False,
-        "problems": [f"{root / 'everos.toml'}: llm.provder: unknown key (did you mean "
-                     "'provider'?)"],
+        "problems": [{
+            "file": str(root / "everos.toml"),
+            "line": 0,
+            "message": "llm.provder: unknown key (did you mean 'provider'?)",
+            "severity": "error",
+        }],
     }
 
 
@@ -522,7 +533,8 @@ def test_status_document_survives_a_corrupt_index(root: Path) -> None:
     path = dbmod.db_path(root)
     path.parent.mkdir(parents=True)
     path.write_bytes(b"not a database at all" * 100)
+    assert add(root, "--subject", "S", "--content", "C").exit_code == 0
     doc = one_json(run("status", "--root", str(root), "--json"))
     assert doc["counts_from"] == "markdown"
-    with pytest.raises(sqlite3.DatabaseError):
-        sqlite3.connect(path).execute("SELECT 1 FROM entries")
+    assert [u["user_id"] for u in doc["users"]] == ["u1"]
+    assert doc["users"][0]["episode"] == {"live": 1, "deprecated": 0}

@@ -186,6 +186,15 @@ def test_env_problems_name_the_variable(name: str, value: str, reason: str) -> N
     assert problems_of(env={name: value}) == [(ENV_FILE, name, reason)]
 
 
+def test_non_finite_numbers_are_rejected() -> None:
+    env = {"EVEROS_CLUSTERING__THRESHOLD": "nan"}
+    problems = problems_of("[llm]\ntimeout_seconds = inf\n", env)
+    assert problems == [
+        ("root/everos.toml", "llm.timeout_seconds", "must be a finite number, got inf"),
+        (ENV_FILE, "EVEROS_CLUSTERING__THRESHOLD", "must be a finite number, got nan"),
+    ]
+
+
 def test_a_bad_env_value_does_not_hide_a_bad_file_value() -> None:
     problems = problems_of("[server]\nport = -1\n", {"EVEROS_SERVER__PORT": "x"})
     assert ("root/everos.toml", "server.port", "must be a port number 1-65535, got -1") in problems

@@ -13,8 +13,8 @@ import sqlite3
 import tempfile
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any
 import click
 import tomlkit
 
-from everos_reflect.cli.common import emit_json, fail, handle_errors, json_option, root_option
+from everos_reflect.cli.common import (
+    emit_json,
+    fail,
+    handle_errors,
+    json_option,
+    progress,
+    root_option,
+)
 from everos_reflect.errors import ConfigError
 from everos_reflect.model import (
     Kind,
@@ -266,55 +273,83 @@ def _frontmatter_line(text: str, key: str) -> int:
     return 1
 
 
-def lint_store(
-    store: MarkdownStore, files: Iterable[Path] | None = None
-) -> tuple[int, list[Problem]]:
-    """Check every daily log; returns (files checked, problems in file order).
+@dataclass
+class StoreScan:
+    """One pass over every daily log: what ``lint`` reports and what ``status`` counts."""
+
+    files: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    #: per user, "<kind>:live" / "<kind>:deprecated" -> number of entries
+    counts: dict[UserRef, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+
+
+def scan_store(
+    store: MarkdownStore,
+    files: Iterable[Path] | None = None,
+    advance: Callable[[int], None] | None = None,
+) -> StoreScan:
+    """Parse every daily log once; collect problems (file order) and live/deprecated counts.
 
     The parser already reports ids whose kind or date does not match their file and ids
     repeated in a file; since an id's kind and date name the one file that may hold it, that
     covers every duplicate per user. Added here, across a user's files:
     ``deprecated_entries`` naming unknown ids, and atomic facts whose episode is gone.
+    Only ids and references are kept between the two passes, not the files' text.
     """
-    problems: list[Problem] = []
+    scan = StoreScan()
     kinds_of: dict[UserRef, dict[str, Kind]] = defaultdict(dict)
-    logs = []
-    count = 0
+    deprecations: list[tuple[str, UserRef, set[str], list[tuple[str, str, int]]]] = []
+    fact_parents: list[tuple[str, UserRef, str, int, str | None]] = []
     for path in store.iter_files() if files is None else files:
-        count += 1
+        if advance is not None:
+            advance(1)
         rel = store.rel(path)
-        log = store.read(path)
+        try:
+            log = store.read(path)
+        except FileNotFoundError:
+            continue  # removed since it was listed
+        except OSError as exc:
+            scan.problems.append(Problem(rel, 0, f"cannot read: {exc.strerror or exc}"))
+            continue
+        scan.files += 1
         for d in log.diagnostics:
             severity = "warning" if d.severity == "warning" else "error"
-            problems.append(Problem(rel, d.line, d.message, severity))
+            scan.problems.append(Problem(rel, d.line, d.message, severity))
         located = store.ref_for_path(path)
         if located is None:
-            problems.append(Problem(rel, 0, "not a daily log of any user"))
+            scan.problems.append(Problem(rel, 0, "not a daily log of any user"))
             continue
         ref, kind, _ = located
-        logs.append((rel, ref, log))
         for entry in log.entries:
             kinds_of[ref][entry.id] = kind
+            state = "deprecated" if entry.deprecated_by else "live"
+            scan.counts[ref][f"{kind.value}:{state}"] += 1
+            if kind == Kind.ATOMIC_FACT and entry.parent_type == "episode":
+                fact_parents.append((rel, ref, entry.id, entry.line, entry.parent_id))
+        if log.deprecated_entries:
+            marks = [(old, new, _frontmatter_line(log.text, old))
+                     for old, new in log.deprecated_entries.items()]
+            deprecations.append((rel, ref, {e.id for e in log.entries}, marks))
 
-    for rel, ref, log in logs:
-        own = {entry.id for entry in log.entries}
-        for old, new in log.deprecated_entries.items():
-            line = _frontmatter_line(log.text, old)
+    for rel, ref, own, marks in deprecations:
+        for old, new, line in marks:
             if old not in own:
-                problems.append(Problem(rel, line,
-                                        f"deprecated_entries: {old} is not an entry of this file"))
+                scan.problems.append(Problem(
+                    rel, line, f"deprecated_entries: {old} is not an entry of this file"))
             if new not in kinds_of[ref]:
-                problems.append(Problem(rel, line,
-                                        f"deprecated_entries: {old} points at unknown id {new}"))
-        for entry in log.entries:
-            if entry.kind != Kind.ATOMIC_FACT or entry.parent_type != "episode":
-                continue
-            parent = entry.parent_id
-            if parent is None or kinds_of[ref].get(parent) != Kind.EPISODE:
-                problems.append(Problem(rel, entry.line,
-                                        f"atomic fact {entry.id}: parent episode {parent} "
-                                        "not found"))
-    return count, problems
+                scan.problems.append(Problem(
+                    rel, line, f"deprecated_entries: {old} points at unknown id {new}"))
+    for rel, ref, fact_id, line, parent in fact_parents:
+        if parent is None or kinds_of[ref].get(parent) != Kind.EPISODE:
+            scan.problems.append(Problem(
+                rel, line, f"atomic fact {fact_id}: parent episode {parent} not found"))
+    return scan
+
+
+def _scan_with_progress(store: MarkdownStore, description: str) -> StoreScan:
+    files = list(store.iter_files())
+    with progress(description, len(files)) as advance:
+        return scan_store(store, files, advance)
 
 
 @click.command("lint")
@@ -326,8 +361,9 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
     from everos_reflect.markdown.store import MarkdownStore
 
     path = _existing_root(root)
-    checked, problems = lint_store(MarkdownStore(path))
-    problems = config_problems(path) + problems
+    scan = _scan_with_progress(MarkdownStore(path), "Checking daily logs")
+    checked = scan.files
+    problems = config_problems(path) + scan.problems
     errors = [p for p in problems if p.severity != "warning"]
     if as_json:
         emit_json({
@@ -374,21 +410,12 @@ def _counts_from_index(root: Path) -> tuple[dict[UserRef, Counter[str]], list[di
 def _counts_from_markdown(
     store: MarkdownStore,
 ) -> tuple[dict[UserRef, Counter[str]], list[dict[str, Any]]]:
-    counts: dict[UserRef, Counter[str]] = defaultdict(Counter)
-    _, problems = lint_store(store)
-    for path in store.iter_files():
-        located = store.ref_for_path(path)
-        if located is None:
-            continue
-        ref, kind, _ = located
-        for entry in store.read(path).entries:
-            state = "deprecated" if entry.deprecated_by else "live"
-            counts[ref][f"{kind.value}:{state}"] += 1
+    scan = _scan_with_progress(store, "Reading daily logs")
     by_file: dict[str, list[str]] = defaultdict(list)
-    for problem in problems:
+    for problem in scan.problems:
         if problem.severity != "warning":
             by_file[problem.file].append(f"{problem.line}: {problem.message}")
-    return counts, [{"file": f, "problems": msgs} for f, msgs in sorted(by_file.items())]
+    return scan.counts, [{"file": f, "problems": msgs} for f, msgs in sorted(by_file.items())]
 
 
 def status_document(runtime: Runtime) -> dict[str, Any]:
@@ -432,7 +459,7 @@ def status_document(runtime: Runtime) -> dict[str, Any]:
         "users": user_docs,
         "totals": totals,
         "files_with_problems": bad_files,
-        "config": {"ok": not config, "problems": [str(p) for p in config]},
+        "config": {"ok": not config, "problems": [p.as_dict() for p in config]},
     }
 
 
@@ -463,7 +490,7 @@ def _render_status(doc: dict[str, Any]) -> None:
     else:
         console.print("[red]config problems[/red]")
         for problem in doc["config"]["problems"]:
-            console.print(f"  {problem}", markup=False)
+            console.print(f"  {Problem(**problem)}", markup=False)
     known = {"root", "counts_from", "users", "totals", "files_with_problems", "config"}
     for key, value in doc.items():
         if key not in known:
