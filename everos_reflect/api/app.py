@@ -1,0 +1,258 @@
+"""The HTTP admin API (SPEC §7): trigger, search, append an Episode, health, status, audit.
+
+A thin edge: requests are validated by pydantic models, the work is done by the engine, the
+store and the search module, and domain errors become 4xx JSON ``{"error": {"code",
+"message"}}`` here — never a 500 for something the client sent.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import json
+import uuid
+from dataclasses import asdict, is_dataclass
+from datetime import UTC, datetime
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+from fastapi import Depends, FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from everos_reflect import errors
+from everos_reflect.engine.engine import Engine, list_runs, strategies_status
+from everos_reflect.model import Kind, UserRef, format_timestamp, parse_timestamp, validate_name
+
+if TYPE_CHECKING:
+    from everos_reflect.engine.scheduler import Scheduler
+    from everos_reflect.runtime import Runtime
+
+API = "/api/v1"
+
+#: Domain error → (HTTP status, machine-readable code). Checked in order: subclasses first.
+_ERROR_STATUS: tuple[tuple[type[Exception], int, str], ...] = (
+    (errors.UnknownStrategy, 404, "unknown_strategy"),
+    (errors.UnknownEntry, 404, "unknown_entry"),
+    (errors.InvalidId, 422, "invalid_id"),
+    (errors.ConfigError, 400, "invalid_config"),
+    (errors.StrategyBusy, 409, "busy"),
+    (errors.UndoRefused, 409, "undo_refused"),
+    (errors.MarkdownError, 409, "unparseable_file"),
+    (errors.ProviderUnavailable, 503, "provider_unavailable"),
+    (errors.EverosError, 400, "bad_request"),
+)
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+
+
+class TriggerRequest(_Strict):
+    name: str = Field(min_length=1, description="Strategy name, e.g. reflect_episodes.")
+    timeout: float = Field(120.0, ge=0, le=86400, description="Seconds to wait for the run.")
+    force: bool = Field(False, description="Run even when the strategy is disabled.")
+
+
+class SearchRequest(_Strict):
+    query: str = Field(min_length=1)
+    top_k: int = Field(5, ge=1, le=100)
+    user_id: str | None = None
+    app_id: str | None = None
+    project_id: str | None = None
+    mode: str | None = Field(None, description="hybrid | vector | keyword (default: settings).")
+    include_deprecated: bool = False
+
+
+class EpisodeRequest(_Strict):
+    user_id: str
+    app_id: str | None = None
+    project_id: str | None = None
+    subject: str = Field(min_length=1)
+    content: str = Field(min_length=1)
+    timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).")
+    session_id: str | None = None
+    importance: int | None = Field(None, ge=1, le=10)
+
+
+class UndoRequest(_Strict):
+    entry_id: str
+    user_id: str
+    app_id: str | None = None
+    project_id: str | None = None
+    cascade: bool = False
+
+
+class ApiError(Exception):
+    """An error this edge raises itself (auth, a body value pydantic cannot judge)."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+
+
+def _error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
+    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status,
+                        headers=headers or None)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def _jsonable(value: Any) -> Any:
+    if hasattr(value, "to_dict"):
+        return value.to_dict()
+    if is_dataclass(value) and not isinstance(value, type):
+        return asdict(value)
+    return value
+
+
+def _package_version() -> str:
+    try:
+        return version("everos-reflect")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = None) -> FastAPI:
+    """The API for one opened root. ``scheduler`` (when serving) supplies next-run times."""
+    app = FastAPI(
+        title="everos-reflect",
+        version=_package_version(),
+        description="Admin API of the offline memory-consolidation daemon.",
+    )
+    token = runtime.settings.server.token
+
+    @app.exception_handler(RequestValidationError)
+    async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return _error(422, "invalid_request", _validation_message(exc))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return _error(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(ApiError)
+    async def _on_api(request: Request, exc: ApiError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if exc.status == 401 else {}
+        return _error(exc.status, exc.code, exc.message, **headers)
+
+    @app.exception_handler(errors.EverosError)
+    async def _on_domain(request: Request, exc: errors.EverosError) -> JSONResponse:
+        for kind, status, code in _ERROR_STATUS:
+            if isinstance(exc, kind):
+                return _error(status, code, str(exc))
+        return _error(400, "bad_request", str(exc))  # pragma: no cover - EverosError is last
+
+    def authorize(request: Request) -> None:
+        if not token:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), token.encode()
+        ):
+            raise ApiError(401, "unauthorized", "missing or wrong bearer token")
+
+    guarded = [Depends(authorize)]
+
+    @app.get(f"{API}/health")
+    def health() -> dict[str, Any]:
+        """Liveness; open without a token so probes work (it reveals nothing)."""
+        return {"status": "ok", "version": app.version}
+
+    @app.post(f"{API}/ome/trigger", dependencies=guarded)
+    def trigger(body: TriggerRequest) -> dict[str, Any]:
+        """Run a strategy now; waits up to ``timeout`` for that run only."""
+        outcome = engine.trigger(body.name, force=body.force, timeout=body.timeout,
+                                 trigger="api")
+        return outcome.to_dict()
+
+    @app.get(f"{API}/ome/strategies", dependencies=guarded)
+    def strategies() -> dict[str, Any]:
+        rows = scheduler.status() if scheduler else strategies_status(runtime, engine)
+        return {"data": {"strategies": rows}}
+
+    @app.get(f"{API}/ome/runs", dependencies=guarded)
+    def runs(limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:
+        return {"data": {"runs": list_runs(runtime, limit=limit)}}
+
+    @app.get(f"{API}/ome/reports", dependencies=guarded)
+    def reports(limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:
+        rows = runtime.db().execute(
+            "SELECT * FROM reflection_report ORDER BY created_at DESC LIMIT ?", (limit,)
+        ).fetchall()
+        out = []
+        for row in rows:
+            item = dict(row)
+            with contextlib.suppress(ValueError):  # else shown as stored
+                item["source_members"] = json.loads(item["source_members"] or "[]")
+            out.append(item)
+        return {"data": {"reports": out}}
+
+    @app.post(f"{API}/ome/undo", dependencies=guarded)
+    def undo(body: UndoRequest) -> dict[str, Any]:
+        try:
+            from everos_reflect.strategies.undo import undo_merge
+        except ModuleNotFoundError as exc:
+            raise ApiError(501, "not_available", "undo is not available in this build") from exc
+        ref = UserRef.of(body.user_id, body.app_id, body.project_id)
+        result = undo_merge(runtime, ref, body.entry_id, cascade=body.cascade)
+        return {"data": _jsonable(result)}
+
+    @app.post(f"{API}/memory/search", dependencies=guarded)
+    def memory_search(body: SearchRequest) -> dict[str, Any]:
+        from everos_reflect.index.search import search
+
+        for value, what in ((body.user_id, "user_id"), (body.app_id, "app_id"),
+                            (body.project_id, "project_id")):
+            if value is not None:
+                validate_name(value, what)
+        hits = search(runtime, body.query, top_k=body.top_k, user_id=body.user_id,
+                      app_id=body.app_id, project_id=body.project_id, mode=body.mode,
+                      include_deprecated=body.include_deprecated)
+        return {"data": {"episodes": [h.to_dict() for h in hits]}}
+
+    @app.post(f"{API}/memory/episodes", dependencies=guarded, status_code=201)
+    def add_episode(body: EpisodeRequest) -> dict[str, Any]:
+        """Append an Episode to the user's daily log; the watcher indexes it shortly after."""
+        ref = UserRef.of(body.user_id, body.app_id, body.project_id)
+        entry_day, meta, sections = _episode(ref, body)
+        entry = runtime.store.append(ref, Kind.EPISODE, meta, sections, day=entry_day)
+        return {"data": {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
+                         "project_id": ref.project, "timestamp": meta["timestamp"]}}
+
+    return app
+
+
+def _episode(ref: UserRef, body: EpisodeRequest) -> tuple[Any, dict[str, Any], dict[str, str]]:
+    """The day file, metadata and sections of a new Episode (as ``everos-reflect add``)."""
+    subject, content = body.subject.strip(), body.content.strip()
+    if not subject or "\n" in subject:
+        raise ApiError(422, "invalid_request", "subject: must be one non-empty line")
+    if not content:
+        raise ApiError(422, "invalid_request", "content: must not be empty")
+    if body.timestamp is None:
+        ts = datetime.now(UTC)
+    else:
+        parsed = parse_timestamp(body.timestamp)
+        if parsed is None:
+            raise ApiError(422, "invalid_request", f"timestamp: {body.timestamp!r} is not "
+                           "ISO 8601 (e.g. 2026-10-12T09:30:00+02:00)")
+        ts = parsed
+    if body.session_id is not None:
+        validate_name(body.session_id, "session_id")
+    meta: dict[str, Any] = {"owner_id": ref.user_id, "timestamp": format_timestamp(ts)}
+    if body.session_id is not None:
+        meta["session_id"] = body.session_id
+    meta["parent_type"] = "memcell"
+    meta["parent_id"] = body.session_id or f"mc_{uuid.uuid4().hex[:12]}"
+    if body.importance is not None:
+        meta["importance"] = body.importance
+    return ts.astimezone(UTC).date(), meta, {"Subject": subject, "Content": content}
