@@ -227,6 +227,13 @@ def test_enable_again_is_a_no_op_that_leaves_the_file_alone(root: Path) -> None:
     assert (root / "ome.toml").stat().st_mtime_ns == stat.st_mtime_ns
 
 
+def test_enable_keeps_the_file_permissions(root: Path) -> None:
+    (root / "ome.toml").chmod(0o640)
+    assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0
+    assert (root / "ome.toml").stat().st_mode & 0o777 == 0o640
+    assert (root / "everos.toml").stat().st_mode & 0o777 == 0o644
+
+
 def test_enable_creates_a_missing_table_and_a_missing_file(root: Path) -> None:
     (root / "ome.toml").write_text("# only a comment\n")
     assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import stat
 import tempfile
 import uuid
 from collections import Counter, defaultdict
@@ -71,9 +72,14 @@ def _existing_root(root: str | None) -> Path:
 
 
 def _write_atomic(path: Path, text: str) -> None:
-    """Temp file in the same folder, fsync, rename: a reader never sees half a config file."""
+    """Temp file in the same folder, fsync, rename: a reader never sees half a config file.
+
+    The file keeps its permissions (mkstemp would make it owner-only).
+    """
+    mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
             fh.write(text)
             fh.flush()
@@ -352,6 +358,10 @@ def _scan_with_progress(store: MarkdownStore, description: str) -> StoreScan:
         return scan_store(store, files, advance)
 
 
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
 @click.command("lint")
 @root_option
 @json_option
@@ -375,9 +385,9 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
     else:
         for problem in problems:
             click.echo(str(problem))
-        summary = f"{checked} files checked, {len(errors)} errors"
         warnings = len(problems) - len(errors)
-        click.echo(summary + (f", {warnings} warnings" if warnings else ""), err=True)
+        summary = f"{_plural(checked, 'file')} checked, {_plural(len(errors), 'error')}"
+        click.echo(summary + (f", {_plural(warnings, 'warning')}" if warnings else ""), err=True)
     if errors:
         raise SystemExit(1)
 
