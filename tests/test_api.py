@@ -1,0 +1,283 @@
+"""The HTTP API in-process (httpx ASGI transport): every route, errors as 4xx JSON, token auth."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+import types
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from everos_reflect.api.app import create_app
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.engine import registry
+from everos_reflect.engine.engine import Engine
+from everos_reflect.engine.registry import RunContext, Strategy
+from everos_reflect.errors import UnknownEntry
+from everos_reflect.index.db import utcnow_iso
+from everos_reflect.index.sync import Indexer
+from everos_reflect.model import UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import ServerSettings, Settings
+
+
+class Quick(Strategy):
+    name = "api_test"
+    description = "answers at once"
+
+    def run(self, ctx: RunContext) -> dict[str, int]:
+        return {"touched": 1}
+
+
+@pytest.fixture(autouse=True)
+def quick() -> Iterator[None]:
+    registry.register(Quick)
+    yield
+    registry.unregister("api_test")
+
+
+def make_runtime(root: Path, token: str | None = None) -> Runtime:
+    settings = replace(Settings(), server=ServerSettings(token=token))
+    return Runtime(root, settings, embedder=HashEmbedder())
+
+
+@pytest.fixture
+def runtime(root: Path) -> Iterator[Runtime]:
+    rt = make_runtime(root)
+    yield rt
+    rt.close()
+
+
+class Client:
+    """Synchronous calls into the ASGI app, one event loop per call."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.app = create_app(runtime, Engine(runtime))
+
+    def __call__(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        async def go() -> httpx.Response:
+            transport = httpx.ASGITransport(app=self.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+                return await c.request(method, url, **kwargs)
+
+        return asyncio.run(go())
+
+
+@pytest.fixture
+def call(runtime: Runtime) -> Client:
+    return Client(runtime)
+
+
+def error_of(resp: httpx.Response) -> dict[str, str]:
+    body = resp.json()
+    assert set(body) == {"error"}, body
+    return body["error"]
+
+
+def test_health_and_openapi(call: Client) -> None:
+    assert call("GET", "/api/v1/health").json()["status"] == "ok"
+    paths = call("GET", "/openapi.json").json()["paths"]
+    assert {"/api/v1/ome/trigger", "/api/v1/memory/search", "/api/v1/memory/episodes",
+            "/api/v1/ome/strategies", "/api/v1/ome/runs", "/api/v1/ome/reports",
+            "/api/v1/ome/undo", "/api/v1/health"} <= set(paths)
+
+
+def test_trigger_disabled_then_forced(call: Client) -> None:
+    resp = call("POST", "/api/v1/ome/trigger", json={"name": "api_test"})
+    assert resp.status_code == 200
+    assert resp.json()["status"] == "disabled"
+    resp = call("POST", "/api/v1/ome/trigger", json={"name": "api_test", "force": True})
+    body = resp.json()
+    assert (body["status"], body["name"], body["counts"]) == ("ok", "api_test", {"touched": 1})
+    assert body["run_id"].startswith("run_")
+
+
+def test_trigger_unknown_strategy_is_404(call: Client) -> None:
+    resp = call("POST", "/api/v1/ome/trigger", json={"name": "reflect_nothing"})
+    assert resp.status_code == 404
+    err = error_of(resp)
+    assert err["code"] == "unknown_strategy"
+    assert "reflect_nothing" in err["message"]
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({}, "name"),
+        ({"name": "api_test", "timeout": "soon"}, "timeout"),
+        ({"name": "api_test", "timeout": -1}, "timeout"),
+        ({"name": "api_test", "forse": True}, "forse"),
+        ([1, 2], "body"),
+    ],
+)
+def test_bad_trigger_bodies_are_422_naming_the_field(
+    call: Client, body: Any, fragment: str
+) -> None:
+    resp = call("POST", "/api/v1/ome/trigger", json=body)
+    assert resp.status_code == 422
+    err = error_of(resp)
+    assert err["code"] == "invalid_request"
+    assert fragment in err["message"]
+
+
+def test_malformed_json_is_422(call: Client) -> None:
+    resp = call("POST", "/api/v1/ome/trigger", content=b"{name:",
+                headers={"content-type": "application/json"})
+    assert resp.status_code == 422
+    assert error_of(resp)["code"] == "invalid_request"
+
+
+def test_add_episode_then_search_finds_it(call: Client, runtime: Runtime) -> None:
+    resp = call("POST", "/api/v1/memory/episodes", json={
+        "user_id": "u_andrew", "subject": "Adopted a dog",
+        "content": "Andrew adopted a dog named Toby.",
+        "timestamp": "2026-09-10T10:00:00+00:00", "session_id": "s1", "importance": 6,
+    })
+    assert resp.status_code == 201
+    new_id = resp.json()["data"]["id"]
+    assert new_id.startswith("ep_20260910_")
+    entry = runtime.store.get(UserRef.of("u_andrew"), new_id)
+    assert (entry.subject, entry.session_id, entry.meta["importance"]) == (
+        "Adopted a dog", "s1", 6)
+
+    Indexer(runtime).scan()
+    resp = call("POST", "/api/v1/memory/search",
+                json={"query": "dog named Toby", "user_id": "u_andrew"})
+    assert resp.status_code == 200
+    episodes = resp.json()["data"]["episodes"]
+    assert episodes[0]["id"] == new_id
+    assert episodes[0]["episode"] == "Andrew adopted a dog named Toby."
+    assert episodes[0]["session_id"] == "s1"
+    assert {"subject", "timestamp", "parent_type", "score"} <= set(episodes[0])
+
+
+@pytest.mark.parametrize(
+    ("body", "code", "fragment"),
+    [
+        ({"user_id": "../etc", "subject": "s", "content": "c"}, "invalid_id", "user_id"),
+        ({"user_id": "u1", "app_id": "a/b", "subject": "s", "content": "c"}, "invalid_id",
+         "app_id"),
+        ({"user_id": "u1", "subject": "s", "content": "c", "timestamp": "yesterday"},
+         "invalid_request", "timestamp"),
+        ({"user_id": "u1", "subject": "s", "content": "c", "importance": 11},
+         "invalid_request", "importance"),
+        ({"user_id": "u1", "subject": "two\nlines", "content": "c"}, "invalid_request",
+         "subject"),
+        ({"user_id": "u1", "subject": "s"}, "invalid_request", "content"),
+    ],
+)
+def test_bad_episodes_are_rejected_and_nothing_is_written(
+    call: Client, root: Path, body: dict, code: str, fragment: str
+) -> None:
+    resp = call("POST", "/api/v1/memory/episodes", json=body)
+    assert resp.status_code == 422
+    err = error_of(resp)
+    assert err["code"] == code
+    assert fragment in err["message"]
+    assert not list(root.rglob("episode-*.md"))
+
+
+@pytest.mark.parametrize(
+    ("body", "fragment"),
+    [
+        ({"query": ""}, "query"),
+        ({"query": "x", "top_k": 0}, "top_k"),
+        ({"query": "x", "user_id": ".."}, "user_id"),
+        ({"query": "x", "mode": "psychic"}, "psychic"),
+    ],
+)
+def test_bad_searches_are_4xx(call: Client, body: dict, fragment: str) -> None:
+    resp = call("POST", "/api/v1/memory/search", json=body)
+    assert 400 <= resp.status_code < 500
+    assert fragment in error_of(resp)["message"]
+
+
+def test_strategies_and_runs(call: Client) -> None:
+    run_id = call("POST", "/api/v1/ome/trigger",
+                  json={"name": "api_test", "force": True}).json()["run_id"]
+    rows = call("GET", "/api/v1/ome/strategies").json()["data"]["strategies"]
+    mine = next(r for r in rows if r["name"] == "api_test")
+    assert (mine["enabled"], mine["next_run"]) == (False, None)
+    assert mine["last_run"]["id"] == run_id
+    assert mine["last_run"]["status"] == "ok"
+    runs = call("GET", "/api/v1/ome/runs?limit=5").json()["data"]["runs"]
+    assert [r["id"] for r in runs] == [run_id]
+    assert runs[0]["counts"] == {"touched": 1}
+    resp = call("GET", "/api/v1/ome/runs?limit=0")
+    assert resp.status_code == 422
+    assert "limit" in error_of(resp)["message"]
+
+
+def test_reports_newest_first(call: Client, runtime: Runtime) -> None:
+    conn = runtime.db()
+    for n, cluster in enumerate(["cl_old", "cl_new"]):
+        conn.execute(
+            "INSERT INTO reflection_report(id, app_id, project_id, owner_id, cluster_id, mode, "
+            "source_count, source_members, merged_entry_id, status, created_at) "
+            "VALUES (?, 'default_app', 'default_project', 'u1', ?, 'init', 2, ?, ?, 'ok', ?)",
+            (f"rr_{n}", cluster, json.dumps(["ep_20261010_0001", "ep_20261010_0002"]),
+             f"ep_20261012_000{n}", utcnow_iso()))
+    conn.commit()
+    reports = call("GET", "/api/v1/ome/reports?limit=1").json()["data"]["reports"]
+    assert [r["cluster_id"] for r in reports] == ["cl_new"]
+    assert reports[0]["source_members"] == ["ep_20261010_0001", "ep_20261010_0002"]
+
+
+@dataclass
+class _Undone:
+    restored: list[str]
+
+
+def test_undo_calls_the_undo_module(call: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple] = []
+
+    def undo_merge(runtime: Runtime, ref: Any, entry_id: str, *, cascade: bool) -> _Undone:
+        seen.append((str(ref), entry_id, cascade))
+        if entry_id != "ep_20261012_0001":
+            raise UnknownEntry(f"no entry {entry_id} for {ref}")
+        return _Undone(["ep_20261010_0001"])
+
+    fake = types.ModuleType("everos_reflect.strategies.undo")
+    fake.undo_merge = undo_merge  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, "everos_reflect.strategies.undo", fake)
+
+    resp = call("POST", "/api/v1/ome/undo",
+                json={"entry_id": "ep_20261012_0001", "user_id": "u1", "cascade": True})
+    assert resp.json() == {"data": {"restored": ["ep_20261010_0001"]}}
+    assert seen == [("default_app/default_project/u1", "ep_20261012_0001", True)]
+    resp = call("POST", "/api/v1/ome/undo", json={"entry_id": "ep_20261012_0009",
+                                                  "user_id": "u1"})
+    assert resp.status_code == 404
+    assert error_of(resp)["code"] == "unknown_entry"
+    resp = call("POST", "/api/v1/ome/undo", json={"entry_id": "x", "user_id": "../u"})
+    assert resp.status_code == 422
+
+
+def test_unknown_route_is_json_404(call: Client) -> None:
+    resp = call("GET", "/api/v1/nothing")
+    assert resp.status_code == 404
+    assert error_of(resp)["code"] == "not_found"
+
+
+def test_token_is_required_when_configured(root: Path) -> None:
+    rt = make_runtime(root, token="s3cret")
+    call = Client(rt)
+    assert call("GET", "/api/v1/health").status_code == 200
+    resp = call("GET", "/api/v1/ome/runs")
+    assert resp.status_code == 401
+    assert resp.headers["www-authenticate"] == "Bearer"
+    assert error_of(resp)["code"] == "unauthorized"
+    wrong = call("GET", "/api/v1/ome/runs", headers={"Authorization": "Bearer nope"})
+    assert wrong.status_code == 401
+    ok = call("GET", "/api/v1/ome/runs", headers={"Authorization": "Bearer s3cret"})
+    assert ok.status_code == 200
+    resp = call("POST", "/api/v1/ome/trigger", json={"name": "api_test", "force": True},
+                headers={"Authorization": "Bearer s3cret"})
+    assert resp.json()["status"] == "ok"
+    rt.close()
