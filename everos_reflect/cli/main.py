@@ -6,6 +6,7 @@ import click
 
 from everos_reflect.cli import (
     cluster_cmds,
+    demo_cmds,
     engine_cmds,
     index_cmds,
     reflect_cmds,
@@ -19,7 +20,14 @@ def cli() -> None:
     """Offline memory consolidation for AI agents: Markdown daily logs in, narratives out."""
 
 
-for _module in (store_cmds, index_cmds, cluster_cmds, reflect_cmds, engine_cmds):
+for _module in (
+    store_cmds,
+    index_cmds,
+    cluster_cmds,
+    reflect_cmds,
+    demo_cmds,
+    engine_cmds,
+):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
 
