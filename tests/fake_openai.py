@@ -9,7 +9,8 @@ Use it from a test module with one line (pytest registers the fixture, no import
     pytest_plugins = ["tests.fake_openai"]
 
     def test_something(fake_openai):
-        fake_openai.script('{"title": "T", "content": "C"}', 429, Drop(), Reply("...", delay=2))
+        fake_openai.script('{"title": "T", "content": "C"}', 429, fake_openai.Drop(),
+                           fake_openai.Reply("...", delay=2))
         llm = OpenAILLM(model="m", base_url=fake_openai.base_url, ...)
 
 Script items (consumed in order by chat requests; embeddings have their own queue):
@@ -78,7 +79,16 @@ class Recorded:
 
 
 class FakeOpenAI:
-    """The server, its script and what it saw. Thread-safe; start() / stop() or the fixture."""
+    """The server, its script and what it saw. Thread-safe; start() / stop() or the fixture.
+
+    The script item types are reachable from the fixture (``fake_openai.Reply(...)``), so a test
+    module needs no import of this module — importing it before pytest registers the plugin
+    would cost it assertion rewriting.
+    """
+
+    Reply = Reply
+    Status = Status
+    Drop = Drop
 
     def __init__(self, *, latency: float = 0.0, embedding_dim: int = 8) -> None:
         self.latency = latency
@@ -123,7 +133,9 @@ class FakeOpenAI:
         handler = type("Handler", (_Handler,), {"fake": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
         self._thread.start()
         return self
 

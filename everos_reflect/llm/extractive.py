@@ -73,7 +73,7 @@ PRONOUNS = {"he", "she", "they"}
 NOT_NAMES = STOPWORDS | {"after", "before", "on", "in", "first", "last", "moving", "today"}
 ABBREVIATIONS = ("Dr", "Mr", "Mrs", "Ms", "Prof", "St", "Jr", "Sr", "vs", "etc", "e.g", "i.e")
 
-PET_WORDS = "dogs?|cats?|pets?|pupp(?:y|ies)|kittens?|rabbits?|birds?|hamsters?|fish"
+PET_WORDS = "dogs?|cats?|pets?|pupp(?:y|ies)|kittens?|rabbits?|parrots?|hamsters?"
 # (family, pattern). A match keys the sentence as a statement of that family's current state.
 STATE_RULES: list[tuple[str, re.Pattern[str]]] = [
     (
