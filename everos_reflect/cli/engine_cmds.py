@@ -1,7 +1,127 @@
-"""Commands of this group (filled in by the issue that owns it)."""
+"""Engine commands: ``serve``, ``trigger``, ``runs``, ``strategies``."""
 
 from __future__ import annotations
 
+import logging
+import sys
+
 import click
 
-COMMANDS: list[click.Command] = []
+from everos_reflect.cli.common import emit_json, fail, handle_errors, json_option, root_option
+
+
+def _runtime(root: str | None):
+    from everos_reflect.runtime import Runtime
+
+    return Runtime.open(root)
+
+
+@click.command("serve")
+@root_option
+@click.option("--host", default=None, help="Bind address (default: [server] host, 127.0.0.1).")
+@click.option("--port", type=click.IntRange(0, 65535), default=None,
+              help="Port (default: [server] port, 8000).")
+@handle_errors
+def serve_cmd(root: str | None, host: str | None, port: int | None) -> None:
+    """Run the daemon: index watcher, strategy scheduler and HTTP API, until SIGTERM/Ctrl-C."""
+    from everos_reflect.engine.daemon import serve
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    serve(_runtime(root), host=host, port=port)
+
+
+@click.command("trigger")
+@click.argument("name")
+@root_option
+@click.option("--force", is_flag=True, help="Run even if the strategy is disabled.")
+@click.option("--timeout", type=click.FloatRange(min=0), default=120.0, show_default=True,
+              help="Seconds to wait for the run.")
+@json_option
+@handle_errors
+def trigger_cmd(root: str | None, name: str, force: bool, timeout: float, as_json: bool) -> None:
+    """Run strategy NAME now: through the daemon serving the root, else in this process."""
+    from everos_reflect.engine.daemon import trigger_via_daemon
+    from everos_reflect.engine.engine import Engine
+
+    runtime = _runtime(root)
+    outcome = trigger_via_daemon(runtime, name, force=force, timeout=timeout)
+    via = "daemon"
+    engine = None
+    if outcome is None:
+        via = "in-process"
+        engine = Engine(runtime)
+        outcome = engine.trigger(name, force=force, timeout=timeout, trigger="manual")
+    if as_json:
+        emit_json({**outcome.to_dict(), "via": via})
+    else:
+        counts = ", ".join(f"{k}={v}" for k, v in outcome.counts.items())
+        click.echo(f"{outcome.name}: {outcome.status}"
+                   + (f" (run {outcome.run_id})" if outcome.run_id else "")
+                   + (f" {counts}" if counts else "") + f" [{via}]")
+        if outcome.error:
+            click.echo(f"  {outcome.error}", err=True)
+    if engine is not None and outcome.status == "timeout":
+        # In-process, leaving now would kill the run half-way: let it finish.
+        click.echo("the run goes on in this process; waiting for it to finish", err=True)
+        try:
+            engine.wait_idle()
+        except KeyboardInterrupt:
+            engine.shutdown(timeout=30)
+            fail("interrupted; the run was asked to stop", 130)
+    if outcome.status in {"failed", "busy"}:
+        sys.exit(1)
+
+
+@click.command("runs")
+@root_option
+@click.option("--limit", type=click.IntRange(1, 10000), default=20, show_default=True)
+@json_option
+@handle_errors
+def runs_cmd(root: str | None, limit: int, as_json: bool) -> None:
+    """Recent strategy runs, newest first."""
+    from everos_reflect.engine.engine import list_runs
+
+    rows = list_runs(_runtime(root), limit=limit)
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        click.echo("no runs yet")
+    for r in rows:
+        counts = ", ".join(f"{k}={v}" for k, v in (r["counts"] or {}).items())
+        line = (f"{r['started_at'][:19]}  {r['strategy']:<20} {r['trigger']:<15} "
+                f"{r['status']:<9} {r['id']}")
+        if r["attempt"] > 1:
+            line += f" attempt {r['attempt']}"
+        click.echo(line + (f"  {counts}" if counts else ""))
+        if r["error"]:
+            click.echo(f"    {r['error']}")
+
+
+@click.command("strategies")
+@root_option
+@json_option
+@handle_errors
+def strategies_cmd(root: str | None, as_json: bool) -> None:
+    """Each strategy: enabled, schedule, next run, last run."""
+    from everos_reflect.engine.engine import strategies_status
+
+    rows = strategies_status(_runtime(root))
+    if as_json:
+        emit_json(rows)
+        return
+    for r in rows:
+        state = "enabled" if r["enabled"] else "disabled"
+        click.echo(f"{r['name']}: {state}, cron {r['cron'] or '-'} ({r['timezone']}), "
+                   f"next run {r['next_run'] or '-'}")
+        last = r["last_run"]
+        if last:
+            click.echo(f"  last run {last['id']}: {last['status']} ({last['trigger']}, "
+                       f"{last['started_at'][:19]})")
+    if rows and rows[0]["config_error"]:
+        click.echo(f"ome.toml problem (last good config in force): {rows[0]['config_error']}",
+                   err=True)
+
+
+COMMANDS: list[click.Command] = [serve_cmd, trigger_cmd, runs_cmd, strategies_cmd]

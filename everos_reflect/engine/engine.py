@@ -281,6 +281,12 @@ class Engine:
         with self._mutex:
             return name in self._active
 
+    def wait_idle(self, timeout: float | None = None) -> bool:
+        """Wait until no run of this engine is in flight; False if ``timeout`` ran out."""
+        with self._mutex:
+            active = list(self._active.values())
+        return all(run.done.wait(timeout) for run in active)
+
     def request_stop(self) -> None:
         """Ask running strategies to stop at their next safe point; refuse new runs."""
         self._stop.set()
