@@ -122,6 +122,14 @@ class _Cluster:
     last_ts: float
     consolidated_entry_id: str | None = None
 
+    @classmethod
+    def new(cls, cluster_id: str, vector: np.ndarray, ts: float,
+            narrative: str | None = None) -> _Cluster:
+        """A one-member cluster; built with :func:`fold` like every later update, so a
+        rebuild reproduces the stored centroid bit for bit."""
+        centroid, norm = fold(None, 0.0, 0, vector)
+        return cls(cluster_id, centroid, norm, 1, ts, ts, narrative)
+
     def candidate(self) -> Candidate:
         return Candidate(self.cluster_id, self.centroid, self.first_ts, self.last_ts,
                          self.consolidated_entry_id is not None)
@@ -306,7 +314,8 @@ class ClusterService:
                     f"SELECT MAX(ts) AS ts FROM cluster_members WHERE cluster_id=? "
                     f"AND entry_id IN ({marks})", (cluster_id, *sources)).fetchone()
                 conn.execute(
-                    f"UPDATE cluster_members SET deprecated_by=? WHERE cluster_id=? "
+                    f"UPDATE cluster_members SET deprecated_by=?, similarity=NULL "
+                    f"WHERE cluster_id=? "
                     f"AND entry_id IN ({marks})", (narrative_id, cluster_id, *sources))
             else:
                 ts_row = None
@@ -464,7 +473,7 @@ class ClusterService:
             window_seconds=self.window_seconds, rejoin_threshold=self.rejoin_threshold)
         if decision.cluster_id is None:
             cid = self._free_cluster_id(conn, ref, entry_id)
-            cluster = _Cluster(cid, vec, 1.0, 1, ts, ts)
+            cluster = _Cluster.new(cid, vec, ts)
             self._insert_cluster(conn, ref, cluster, utcnow_iso())
             self._insert_member(conn, ref, entry_id, cid, ts, None, text_hash)
             return Decision(cid, decision.similarity, NEW)
@@ -491,7 +500,7 @@ class ClusterService:
                         entry_id, cid)
             return "foreign-cluster"
         if cluster is None:
-            self._insert_cluster(conn, ref, _Cluster(cid, vec, 1.0, 1, ts, ts, entry_id),
+            self._insert_cluster(conn, ref, _Cluster.new(cid, vec, ts, entry_id),
                                  utcnow_iso())
             conn.execute("UPDATE clusters SET consolidated_at=? WHERE cluster_id=?",
                          (utcnow_iso(), cid))
@@ -526,8 +535,8 @@ class ClusterService:
         if row is None or row["deprecated_by"] == by:
             return "not-member" if row is None else "unchanged"
         cid = row["cluster_id"]
-        conn.execute("UPDATE cluster_members SET deprecated_by=? WHERE cluster_id=? AND "
-                     "entry_id=?", (by, cid, entry_id))
+        conn.execute("UPDATE cluster_members SET deprecated_by=?, similarity=NULL "
+                     "WHERE cluster_id=? AND entry_id=?", (by, cid, entry_id))
         # A superseded narrative hands over to its successor when that is already attached.
         successor = conn.execute(
             "SELECT 1 FROM cluster_members WHERE cluster_id=? AND entry_id=? AND "
@@ -708,7 +717,7 @@ class _Rebuild:
 
     def seed(self, cid: str, r: Any, vec: np.ndarray) -> None:
         ts = entry_epoch(r["id"], r["ts"])
-        c = _Cluster(cid, vec, 1.0, 1, ts, ts, r["id"])
+        c = _Cluster.new(cid, vec, ts, r["id"])
         self.clusters[cid] = self.consolidated[cid] = c
         self._member(r, cid, ts, None)
 
@@ -740,7 +749,7 @@ class _Rebuild:
                 if cid not in self.clusters:
                     break
                 attempt += 1
-            c = _Cluster(cid, vec, 1.0, 1, ts, ts)
+            c = _Cluster.new(cid, vec, ts)
             self.clusters[cid] = self.recent[cid] = c
             self._member(r, cid, ts, None)
             return
