@@ -69,6 +69,12 @@ NUMBER_WORDS = _wordset(
 )
 FILLER = _wordset("ok okay thanks thank yes yeah sure great hi hello bye cool fine")
 PRONOUNS = {"he", "she", "they"}
+# Common function words of other Latin-script languages: input with more of these than of
+# English STOPWORDS gets no English label.
+OTHER_LANGUAGE_MARKERS = _wordset(
+    "und der die das ist nicht ein eine einen mit hat auch le la les et est une des du pas avec "
+    "el los las y es una que del con por il di che è sono het een en van niet ook og ikke er"
+)
 # Capitalised words that start sentences without naming anybody.
 NOT_NAMES = STOPWORDS | {"after", "before", "on", "in", "first", "last", "moving", "today"}
 ABBREVIATIONS = ("Dr", "Mr", "Mrs", "Ms", "Prof", "St", "Jr", "Sr", "vs", "etc", "e.g", "i.e")
@@ -373,10 +379,14 @@ def _content_words(text: str) -> frozenset[str]:
 
 
 def _looks_english(text: str) -> bool:
+    """English by function words, and written mostly in Latin letters (CJK, Cyrillic… are not)."""
+    letters = [ch for ch in text if ch.isalpha()]
+    if not letters or sum(ch.isascii() for ch in letters) / len(letters) < 0.8:
+        return False
     words = [w.lower() for w in _WORD_RE.findall(text)]
-    if not words:
-        return True
-    return sum(w in STOPWORDS for w in words) / len(words) >= 0.2
+    english = sum(w in STOPWORDS for w in words)
+    other = sum(w in OTHER_LANGUAGE_MARKERS for w in words)
+    return english > other
 
 
 def _is_filler(text: str) -> bool:

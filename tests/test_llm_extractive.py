@@ -1,0 +1,256 @@
+"""The offline providers: ExtractiveLLM (the default) and ScriptedLLM (the test fake)."""
+
+from __future__ import annotations
+
+import itertools
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.llm import ExtractiveLLM, ScriptedLLM
+from everos_reflect.llm.base import (
+    FactsRequest,
+    MergeMember,
+    MergeRequest,
+    MergeResult,
+    ScriptExhausted,
+    Usage,
+)
+from everos_reflect.markdown.parser import parse_log
+
+EXAMPLE_ROOT = Path(__file__).resolve().parents[1] / "memory_root_example"
+LLM = ExtractiveLLM()
+
+
+def member(day: str, content: str, subject: str = "Pets", n: int = 1) -> MergeMember:
+    ts = datetime.fromisoformat(day).replace(tzinfo=UTC)
+    return MergeMember(f"ep_{day.replace('-', '')}_{n:04d}", ts, subject, content)
+
+
+ANDREW = [
+    member("2026-08-10", "Andrew has no pets yet.", "Andrew has no pets"),
+    member("2026-09-10", "Andrew adopted a dog named Toby.", "Andrew adopted Toby"),
+    member(
+        "2026-10-10",
+        "Andrew also adopted another dog named Buddy. He now has two dogs.",
+        "Andrew also adopted Buddy",
+    ),
+]
+
+
+def paragraphs(text: str) -> list[str]:
+    return text.split("\n\n")
+
+
+def test_andrew_walkthrough_keeps_the_timeline_and_ends_with_the_current_state():
+    result = LLM.merge(MergeRequest("init", list(reversed(ANDREW))))
+
+    assert paragraphs(result.content) == [
+        "2026-08-10 — Andrew has no pets yet.",
+        "2026-09-10 — Andrew adopted a dog named Toby.",
+        "2026-10-10 — Andrew also adopted another dog named Buddy. Andrew now has two dogs.",
+        "Current state (as of 2026-10-10): Andrew also adopted another dog named Buddy. "
+        "Andrew now has two dogs.",
+    ]
+    assert "Andrew" in result.title
+    assert (result.provider, result.model, result.usage) == ("extractive", "extractive-v1", Usage())
+
+
+def test_restatements_are_dropped_keeping_the_later_wording():
+    result = LLM.merge(
+        MergeRequest(
+            "init",
+            [
+                member("2026-07-06", "Mei wants the assistant to always use metric units."),
+                member("2026-07-08", "Mei plays cello in a community orchestra."),
+                member("2026-08-05", "Mei wants the assistant to always use metric units!"),
+            ],
+        )
+    )
+    assert result.content.count("metric units") == 2  # once in the timeline, once as current
+    assert "2026-07-06" not in result.content
+    assert "2026-08-05 — Mei wants the assistant to always use metric units!" in result.content
+
+
+def test_a_short_recap_of_a_longer_sentence_is_dropped():
+    result = LLM.merge(
+        MergeRequest(
+            "init",
+            [
+                member(
+                    "2026-09-07", "Andrew adopted Buddy, a shy senior beagle mix, from the shelter."
+                ),
+                member("2026-09-08", "Andrew adopted Buddy from the shelter."),
+            ],
+        )
+    )
+    assert "Andrew adopted Buddy from the shelter." not in result.content
+    assert "shy senior beagle mix" in result.content
+
+
+def test_sentences_differing_in_number_or_negation_are_never_merged():
+    result = LLM.merge(
+        MergeRequest(
+            "init",
+            [
+                member("2026-08-01", "Andrew has one dog at home."),
+                member("2026-09-01", "Andrew has two dogs at home."),
+                member("2026-09-02", "Andrew does not have a cat at home."),
+                member("2026-09-03", "Andrew does have a cat at home."),
+            ],
+        )
+    )
+    for sentence in ("one dog", "two dogs", "does not have a cat", "does have a cat"):
+        assert sentence in result.content
+
+
+def test_a_changed_fact_keeps_its_history_but_only_the_latest_state_is_current():
+    result = LLM.merge(
+        MergeRequest(
+            "init",
+            [
+                member("2026-07-01", "Andrew lives in Denver.", "Home"),
+                member("2026-07-20", "Andrew works at Lumen Analytics.", "Job"),
+                member("2026-08-18", "Andrew moved to Portland.", "Move"),
+                member("2026-09-01", "Andrew likes sourdough bread.", "Baking"),
+            ],
+        )
+    )
+    *timeline, current = paragraphs(result.content)
+    assert [p.split(" — ")[1] for p in timeline] == [
+        "Andrew lives in Denver.",
+        "Andrew works at Lumen Analytics.",
+        "Andrew moved to Portland.",
+        "Andrew likes sourdough bread.",
+    ]
+    assert current == (
+        "Current state (as of 2026-09-01): Andrew works at Lumen Analytics. "
+        "Andrew moved to Portland. Andrew likes sourdough bread."
+    )
+
+
+def test_merge_is_deterministic_whatever_the_input_order():
+    outputs = {
+        LLM.merge(MergeRequest("init", list(order))) for order in itertools.permutations(ANDREW)
+    }
+    assert len(outputs) == 1
+
+
+def test_non_english_input_stays_in_its_language():
+    members = [
+        member("2026-08-10", "Andreas hat noch keine Haustiere.", "Haustiere"),
+        member("2026-09-10", "Andreas hat einen Hund namens Toby adoptiert.", "Toby"),
+        member("2026-10-10", "Andreas hat jetzt zwei Hunde, Toby und Buddy.", "Buddy"),
+    ]
+    content = LLM.merge(MergeRequest("init", members)).content
+
+    assert "Current state" not in content
+    assert paragraphs(content)[-1] == "→ (2026-10-10) Andreas hat jetzt zwei Hunde, Toby und Buddy."
+    # Everything else is the input's own sentences behind ISO dates.
+    assert paragraphs(content)[0] == "2026-08-10 — Andreas hat noch keine Haustiere."
+
+
+def test_update_folds_new_members_into_the_existing_narrative():
+    first = LLM.merge(MergeRequest("init", ANDREW[:2]))
+    existing = MergeMember("ep_20260911_0001", ANDREW[1].timestamp, first.title, first.content)
+    updated = LLM.merge(MergeRequest("update", [ANDREW[2]], existing=existing))
+
+    parts = paragraphs(updated.content)
+    assert parts[:3] == [
+        "2026-08-10 — Andrew has no pets yet.",
+        "2026-09-10 — Andrew adopted a dog named Toby.",
+        "2026-10-10 — Andrew also adopted another dog named Buddy. Andrew now has two dogs.",
+    ]
+    assert sum(p.startswith("Current state") for p in parts) == 1
+    assert parts[-1].endswith("Andrew now has two dogs.")
+
+
+def test_update_keeps_an_undated_llm_narrative_as_its_first_paragraph():
+    existing = member("2026-09-10", "Andrew had no pets, then adopted Toby.", "Andrew's pets", 9)
+    updated = LLM.merge(MergeRequest("update", [ANDREW[2]], existing=existing))
+    assert paragraphs(updated.content)[0] == "2026-09-10 — Andrew had no pets, then adopted Toby."
+
+
+def test_extract_facts_reads_a_narrative_without_dates_labels_or_repeats():
+    narrative = LLM.merge(MergeRequest("init", ANDREW)).content
+    facts = LLM.extract_facts(FactsRequest(narrative)).facts
+    assert facts == [
+        "Andrew has no pets yet.",
+        "Andrew adopted a dog named Toby.",
+        "Andrew also adopted another dog named Buddy.",
+        "Andrew now has two dogs.",
+    ]
+
+
+def test_extract_facts_drops_filler_and_dates_and_names_pronoun_subjects():
+    text = "Thanks! 2026-10-10. Mei passed her PhD defense. She is now Dr. Mei Lin. OK."
+    facts = LLM.extract_facts(FactsRequest(text)).facts
+    assert facts == ["Mei passed her PhD defense.", "Mei is now Dr. Mei Lin."]
+
+
+def _example_members(user: str, words: tuple[str, ...]) -> list[MergeMember]:
+    out = []
+    for path in sorted(
+        EXAMPLE_ROOT.glob(f"default_app/default_project/users/{user}/episodes/*.md")
+    ):
+        for e in parse_log(path.read_text(encoding="utf-8"), str(path)).entries:
+            if any(w in f"{e.subject} {e.content}".lower() for w in words):
+                out.append(MergeMember(e.id, e.timestamp, e.subject, e.content))
+    return out
+
+
+def test_example_root_pet_episodes_become_one_useful_narrative():
+    members = _example_members("u_andrew", ("pet", "dog"))
+    assert len(members) >= 4
+    result = LLM.merge(MergeRequest("init", members))
+
+    content = result.content
+    assert content.index("never had a pet") < content.index("Toby") < content.index("Buddy")
+    current = paragraphs(content)[-1]
+    assert current.startswith("Current state")
+    assert "two dogs" in current
+    assert "never had a pet" not in current
+    facts = LLM.extract_facts(FactsRequest(content)).facts
+    assert any("Buddy" in f for f in facts)
+    assert len(facts) == len(set(facts))
+
+
+# --- ScriptedLLM, the fake the strategies' tests use ---------------------------------------
+
+
+def test_scripted_llm_replays_its_queue_and_records_requests():
+    llm = ScriptedLLM(
+        merges=[("Pets", "Two dogs."), ProviderUnavailable("down")],
+        facts=[["Andrew has two dogs."]],
+    )
+    req = MergeRequest("init", ANDREW)
+    assert llm.merge(req) == MergeResult("Pets", "Two dogs.", Usage(), "scripted", "scripted-v1")
+    with pytest.raises(ProviderUnavailable, match="down"):
+        llm.merge(req)
+    assert llm.extract_facts(FactsRequest("x")).facts == ["Andrew has two dogs."]
+    assert llm.merge_requests == [req, req]
+    with pytest.raises(ScriptExhausted):
+        llm.merge(req)
+
+
+def test_scripted_llm_builds_replies_from_the_request_or_falls_back():
+    llm = ScriptedLLM(
+        merges=[lambda r: MergeResult("n", str(len(r.members)))], fallback=ExtractiveLLM()
+    )
+    assert llm.merge(MergeRequest("init", ANDREW)).content == "3"
+    assert llm.merge(MergeRequest("init", ANDREW)).provider == "extractive"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mode": "merge", "members": ANDREW}, "mode"),
+        ({"mode": "init", "members": []}, "at least one member"),
+        ({"mode": "update", "members": ANDREW}, "existing narrative"),
+    ],
+)
+def test_merge_request_rejects_an_impossible_merge(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        MergeRequest(**kwargs)
