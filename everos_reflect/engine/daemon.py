@@ -72,6 +72,8 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
     from everos_reflect.engine.scheduler import Scheduler
     from everos_reflect.index.watcher import Watcher
 
+    # APScheduler logs every job execution at INFO; the scheduler logs what matters itself.
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
     cfg = runtime.settings.server
     host = host or cfg.host
     port = cfg.port if port is None else port
