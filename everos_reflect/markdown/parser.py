@@ -39,6 +39,8 @@ HEADING_RE = re.compile(r"^##[ \t]+(\S(?:.*\S)?)[ \t]*$")
 _ESCAPABLE_RE = re.compile(r"^\\*(?:##|<!--)")
 _FILENAME_RE = re.compile(r"^(episode|atomic_fact|insight)-(\d{4}-\d{2}-\d{2})\.md$")
 _ID_MENTION_RE = re.compile(r"\b(?:ep|af|in)_\d{8}_\d{4,}\b")
+#: ``deprecated_entries`` value of an entry archived by an explicit undo (no replacement).
+UNDONE = "undone"
 
 REQUIRED_META = ("owner_id", "timestamp")
 _MAIN_SECTION = {Kind.EPISODE: "Content", Kind.ATOMIC_FACT: "Fact"}
@@ -181,7 +183,7 @@ class _Parser:
             )
         elif deprecated:
             for old, new in deprecated.items():
-                for value in (old, new):
+                for value in (old, new) if new != UNDONE else (old,):
                     if not isinstance(value, str) or not _ID_MENTION_RE.fullmatch(value):
                         self.report(
                             start + 1,

@@ -24,7 +24,7 @@ from filelock import FileLock, Timeout
 
 from everos_reflect.errors import InvalidId, MarkdownError, UnknownEntry
 from everos_reflect.markdown import writer
-from everos_reflect.markdown.parser import next_seq, parse_log
+from everos_reflect.markdown.parser import UNDONE, next_seq, parse_log
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,
@@ -241,7 +241,8 @@ class MarkdownStore:
         """
         by_file: dict[Path, dict[str, str]] = {}
         for old, new in mapping.items():
-            EntryId.parse(new)
+            if new != UNDONE:
+                EntryId.parse(new)
             by_file.setdefault(self.path_for_id(ref, old), {})[old] = new
         for path, pairs in by_file.items():
             known = {e.id for e in self.read(path).entries} if path.is_file() else set()

@@ -21,6 +21,7 @@ from everos_reflect.errors import MarkdownError
 from everos_reflect.markdown.parser import (
     HEADING_RE,
     SCHEMA_VERSION,
+    UNDONE,
     bare,
     escape_body_line,
     frontmatter_bounds,
@@ -201,7 +202,7 @@ def add_deprecations(text: str, mapping: Mapping[str, str]) -> str:
     different existing value is a conflict). New lines go after the mapping's last child, or a
     new ``deprecated_entries:`` block goes just before the closing ``---``.
     """
-    _check_ids([*mapping.keys(), *mapping.values()])
+    _check_ids([*mapping.keys(), *(v for v in mapping.values() if v != UNDONE)])
     lines, start, end, data = _frontmatter(text)
     current = {str(k): str(v) for k, v in (data.get(DEPRECATED_KEY) or {}).items()}
     added = {k: v for k, v in mapping.items() if k not in current}
