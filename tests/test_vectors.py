@@ -87,6 +87,12 @@ def test_full_text_search_covers_subject(index: VectorIndex) -> None:
     assert ids(index.search_text("episode", "adoption")) == ["ep_1"]
 
 
+def test_full_text_query_syntax_is_taken_as_plain_words(index: VectorIndex) -> None:
+    index.upsert("episode", [row(ANDREW, "ep_1", 'she said "the dog" barked', subject="Dogs")])
+    for query in ['"the dog"', "dog AND (", "dog -x +y title:z *", "dog's"]:
+        assert ids(index.search_text("episode", query)) == ["ep_1"], query
+
+
 def test_same_id_for_different_users_and_tenants_are_separate(index: VectorIndex) -> None:
     index.upsert(
         "episode",

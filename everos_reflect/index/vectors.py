@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 from filelock import FileLock
 from lancedb.index import FTS, BTree, IvfHnswSq
+from lancedb.query import MultiMatchQuery
 
 from everos_reflect.errors import EverosError
 from everos_reflect.model import Kind, UserRef, validate_name
@@ -364,7 +365,9 @@ class VectorIndex:
             return []
         builder = (
             self._table(kind)
-            .search(query, query_type="fts", fts_columns=list(FTS_COLUMNS))
+            # an explicit query object: a plain string in quotes would be parsed as a phrase
+            # query, which LanceDB refuses over several columns
+            .search(MultiMatchQuery(query, list(FTS_COLUMNS)), query_type="fts")
             .select([*META_COLUMNS, "_score"])
             .limit(k)
         )
