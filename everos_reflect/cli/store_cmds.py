@@ -31,7 +31,7 @@ from everos_reflect.cli.common import (
     progress,
     root_option,
 )
-from everos_reflect.errors import ConfigError
+from everos_reflect.errors import ConfigError, EverosError
 from everos_reflect.model import (
     Kind,
     UserRef,
@@ -470,7 +470,18 @@ def status_document(runtime: Runtime) -> dict[str, Any]:
         "totals": totals,
         "files_with_problems": bad_files,
         "config": {"ok": not config, "problems": [p.as_dict() for p in config]},
+        "strategies": _strategies(runtime),
     }
+
+
+def _strategies(runtime: Runtime) -> list[dict[str, Any]]:
+    """Schedule and last result of each strategy; never fails the whole status."""
+    from everos_reflect.engine.engine import strategies_status
+
+    try:
+        return strategies_status(runtime)
+    except (EverosError, sqlite3.Error) as exc:
+        return [{"error": str(exc)}]
 
 
 def _render_status(doc: dict[str, Any]) -> None:
@@ -501,7 +512,19 @@ def _render_status(doc: dict[str, Any]) -> None:
         console.print("[red]config problems[/red]")
         for problem in doc["config"]["problems"]:
             console.print(f"  {Problem(**problem)}", markup=False)
-    known = {"root", "counts_from", "users", "totals", "files_with_problems", "config"}
+    if doc["strategies"]:
+        table = Table("strategy", "enabled", "cron", "next run", "last run", "problem")
+        for row in doc["strategies"]:
+            last = row.get("last_run") or {}
+            last_text = f"{last.get('status', '')} {last.get('finished_at') or ''}".strip()
+            table.add_row(
+                str(row.get("name", "?")), str(row.get("enabled", "")), str(row.get("cron", "")),
+                str(row.get("next_run") or "-"), last_text or "never",
+                str(row.get("config_error") or row.get("error") or ""),
+            )
+        console.print(table)
+    known = {"root", "counts_from", "users", "totals", "files_with_problems", "config",
+             "strategies"}
     for key, value in doc.items():
         if key not in known:
             console.print(f"[bold]{key}[/bold]")
