@@ -1,0 +1,251 @@
+"""Select, Merge, Re-extract and the fact-coverage guard: everything before a merge is written.
+
+Nothing here writes Markdown. :func:`select` reads one cluster's live members from Markdown
+and snapshots their content hashes; :func:`draft` asks the LLM for the narrative and its facts;
+:func:`measure_coverage` checks that the new facts still state what the sources stated. The
+result, a :class:`Draft`, is what :mod:`journal` commits.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import numpy as np
+
+from everos_reflect.clustering.service import ClusterInfo, ClusterService, entry_epoch
+from everos_reflect.embedding.base import Embedder
+from everos_reflect.errors import ProviderUnavailable, UnknownEntry
+from everos_reflect.llm.base import (
+    LLM,
+    FactsRequest,
+    MergeMember,
+    MergeMode,
+    MergeRequest,
+    MergeResult,
+    Usage,
+)
+from everos_reflect.llm.extractive import split_sentences
+from everos_reflect.llm.prompts import Prompts
+from everos_reflect.markdown.store import MarkdownStore
+from everos_reflect.model import Entry, UserRef
+
+log = logging.getLogger(__name__)
+
+#: How many unmatched source facts a rejection message quotes.
+MISSING_SHOWN = 3
+
+
+@dataclass(frozen=True)
+class Selection:
+    """One cluster's merge input, as read from Markdown at Select time.
+
+    ``sources`` are the live ordinary members to fold in (chronological, capped);
+    ``existing`` is the live narrative an ``update`` folds them into. ``hashes`` snapshots the
+    ``content_hash`` of every entry the merge will archive, so a later edit is detected.
+    """
+
+    ref: UserRef
+    cluster_id: str
+    mode: MergeMode
+    sources: tuple[Entry, ...]
+    existing: Entry | None
+    deferred: int  # live members left for a later run by max_sources_per_merge
+
+    @property
+    def source_ids(self) -> list[str]:
+        return [e.id for e in self.sources]
+
+    @property
+    def replaced(self) -> list[Entry]:
+        """Every episode the merged narrative replaces: the old narrative first, then sources."""
+        return ([self.existing] if self.existing is not None else []) + list(self.sources)
+
+    @property
+    def hashes(self) -> dict[str, str]:
+        return {e.id: e.content_hash for e in self.replaced}
+
+    @property
+    def timestamp(self) -> datetime:
+        """The merged narrative's timestamp: the latest replaced entry's (SPEC §3)."""
+        return max(_when(e) for e in self.replaced)
+
+
+@dataclass
+class Coverage:
+    """How many of the sources' facts the merge still states."""
+
+    score: float
+    source_facts: int
+    missing: list[str] = field(default_factory=list)
+
+    def explain(self, floor: float) -> str:
+        shown = "; ".join(f'"{_clip(m)}"' for m in self.missing[:MISSING_SHOWN])
+        more = len(self.missing) - MISSING_SHOWN
+        if more > 0:
+            shown += f"; and {more} more"
+        return f"fact coverage {self.score:.2f} < floor {floor:.2f}; missing: {shown}"
+
+
+@dataclass
+class Draft:
+    """A merge ready to commit: the narrative, its facts, who wrote it and what it costs."""
+
+    selection: Selection
+    title: str
+    content: str
+    facts: list[str]
+    provider: str
+    model: str
+    usage: Usage
+    seconds: float
+    coverage: Coverage | None = None
+
+
+def _when(entry: Entry) -> datetime:
+    ts = entry.timestamp
+    if ts is not None:
+        return ts
+    return datetime.fromtimestamp(entry_epoch(entry.id, None), UTC)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --------------------------------------------------------------------------- Select
+
+
+def select(
+    store: MarkdownStore,
+    clusters: ClusterService,
+    info: ClusterInfo,
+    *,
+    max_sources: int,
+) -> Selection | None:
+    """What to merge for one eligible cluster, or None when Markdown leaves nothing to do.
+
+    Membership comes from the index; the text and the liveness of every member come from
+    Markdown (the truth), so an entry deprecated or deleted by hand is never merged.
+    """
+    ref = info.ref
+    live: list[Entry] = []
+    for member in clusters.members(info.cluster_id):
+        try:
+            entry = store.get(ref, member.entry_id)
+        except UnknownEntry:
+            log.info("cluster %s: member %s is gone from Markdown", info.cluster_id,
+                     member.entry_id)
+            continue
+        if entry.deprecated_by is None:
+            live.append(entry)
+    existing = next((e for e in live if e.id == info.consolidated_entry_id), None)
+    others = sorted((e for e in live if e is not existing), key=lambda e: (_when(e), e.id))
+    mode: MergeMode = "update" if existing is not None else "init"
+    if len(others) < (1 if mode == "update" else 2):
+        return None
+    cap = max(1, max_sources)
+    return Selection(ref, info.cluster_id, mode, tuple(others[:cap]), existing,
+                     deferred=max(0, len(others) - cap))
+
+
+# --------------------------------------------------------------------------- Merge + Re-extract
+
+
+def member_of(entry: Entry) -> MergeMember:
+    return MergeMember(entry.id, _when(entry), entry.subject, entry.content)
+
+
+def draft(selection: Selection, llm: LLM, prompts: Prompts) -> Draft:
+    """Merge, then re-extract facts from the narrative. Raises ProviderUnavailable.
+
+    Runs in a worker thread: it touches only the LLM, never SQLite or Markdown.
+    """
+    started = time.perf_counter()
+    request = MergeRequest(
+        mode=selection.mode,
+        members=[member_of(e) for e in selection.sources],
+        existing=member_of(selection.existing) if selection.existing is not None else None,
+        prompts=prompts,
+    )
+    merged: MergeResult = llm.merge(request)
+    if not merged.content.strip():
+        raise ProviderUnavailable(f"{llm.provider} returned an empty narrative")
+    facts = llm.extract_facts(FactsRequest(text=merged.content, prompts=prompts))
+    cleaned = _unique(" ".join(f.split()) for f in facts.facts)
+    return Draft(
+        selection=selection,
+        title=" ".join(merged.title.split()) or _fallback_title(selection),
+        content=merged.content.strip(),
+        facts=cleaned,
+        provider=merged.provider or llm.provider,
+        model=merged.model or llm.model,
+        usage=merged.usage + facts.usage,
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _fallback_title(selection: Selection) -> str:
+    first = selection.existing or selection.sources[0]
+    return first.subject or "Merged narrative"
+
+
+def _unique(texts: Iterable[str]) -> list[str]:
+    seen: set[str] = set()
+    out = []
+    for text in texts:
+        if text and text not in seen:
+            seen.add(text)
+            out.append(text)
+    return out
+
+
+# --------------------------------------------------------------------------- coverage guard
+
+
+def source_facts(selection: Selection, live_facts: dict[str, list[str]]) -> list[str]:
+    """The facts the merge must keep: each replaced entry's live atomic facts, or — for an
+    entry that has none — its sentences (Subject excluded), which stand in for facts."""
+    out: list[str] = []
+    for entry in selection.replaced:
+        facts = live_facts.get(entry.id) or split_sentences(entry.content)
+        out.extend(facts)
+    return _unique(" ".join(f.split()) for f in out)
+
+
+def measure_coverage(
+    embedder: Embedder,
+    wanted: Sequence[str],
+    draft_: Draft,
+    *,
+    match_threshold: float,
+) -> Coverage:
+    """Share of ``wanted`` facts whose best cosine to a new fact or a narrative sentence is
+    at least ``match_threshold``. Nothing wanted means nothing can be lost: coverage 1."""
+    if not wanted:
+        return Coverage(1.0, 0)
+    stated = _unique([*draft_.facts, *split_sentences(draft_.content)])
+    if not stated:
+        return Coverage(0.0, len(wanted), list(wanted))
+    vectors = embedder.embed([*wanted, *stated])
+    old, new = vectors[: len(wanted)], vectors[len(wanted):]
+    best = (np.asarray(old) @ np.asarray(new).T).max(axis=1)
+    missing = [fact for fact, score in zip(wanted, best, strict=True)
+               if score < match_threshold]
+    return Coverage(1.0 - len(missing) / len(wanted), len(wanted), missing)
+
+
+__all__ = [
+    "Coverage",
+    "Draft",
+    "Selection",
+    "draft",
+    "measure_coverage",
+    "member_of",
+    "select",
+    "source_facts",
+]

@@ -1,0 +1,510 @@
+"""Committing a merge, crash-safely: the ``merge_journal`` and recovery.
+
+A merge touches several files (the narrative's episode log, the atomic-fact log, every source's
+log) and SQLite; no single write covers them all. So every merge is first written down as a
+*plan* (one ``merge_journal`` row holding everything needed to finish or undo it), and each
+step is idempotent and recorded:
+
+====================  ==========================================================================
+step (after it)       what is done
+====================  ==========================================================================
+``planned``           the journal row exists; nothing in Markdown yet
+``narrative``         the narrative is appended to the plan day's episode log, carrying
+                      ``reflection: <journal id>`` so it can be found again
+``facts``             its facts are appended to the atomic-fact log (same ``reflection`` key)
+``deprecated``        sources, their facts and (update) the old narrative and its facts are
+                      archived toward the narrative in their files' ``deprecated_entries``
+(row deleted)         files synced into the index, cluster marked consolidated, audit row
+                      written and the journal row deleted in one transaction
+``abandoning``        set before withdrawing a merge that cannot complete
+====================  ==========================================================================
+
+:func:`recover` runs at the start of every Reflection run (under the strategy lock): a row
+whose sources are intact is rolled forward; otherwise the merge is abandoned — everything
+archived toward the narrative is restored, and the narrative and its facts are *withdrawn*:
+archived toward the narrative itself (``ep_X: ep_X``, "replaced by nothing"), because
+``deprecated_entries`` values must be entry ids. Withdrawal happens before restoring, so at no
+point is a live narrative shown next to its live sources, and no source ever points at a
+narrative that does not exist. Both paths are idempotent: recovering twice changes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.clustering.service import ClusterService, UnknownCluster
+from everos_reflect.errors import EverosError, UnknownEntry
+from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.model import Entry, Kind, UserRef, format_timestamp
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from everos_reflect.index.sync import Indexer
+    from everos_reflect.runtime import Runtime
+    from everos_reflect.strategies.consolidate import Draft
+
+log = logging.getLogger(__name__)
+
+#: Metadata key naming the journal row that wrote an entry (narrative and facts).
+REFLECTION_KEY = "reflection"
+
+PLANNED, NARRATIVE, FACTS, DEPRECATED, ABANDONING = (
+    "planned", "narrative", "facts", "deprecated", "abandoning")
+
+
+def checkpoint(step: str) -> None:
+    """Called after each step of a commit. Does nothing; crash-safety tests replace it with a
+    function that raises, to stop a merge between any two steps."""
+
+
+class StaleSources(EverosError):
+    """A source changed (or was archived) after Select: the merge must not archive it."""
+
+
+@dataclass
+class Plan:
+    """Everything needed to finish or abandon one merge; stored as JSON in ``merge_journal``."""
+
+    id: str
+    run_id: str
+    app: str
+    project: str
+    user_id: str
+    cluster_id: str
+    mode: str
+    day: str  # the daily logs that receive the narrative and its facts
+    title: str
+    content: str
+    facts: list[str]
+    timestamp: str  # the narrative's: the latest replaced entry's
+    sources: list[str]  # new members merged (the audit's source_members)
+    existing_id: str | None  # update mode: the narrative folded into
+    hashes: dict[str, str]  # content_hash at Select of every episode to archive
+    fact_ids: list[str]  # live atomic facts of those episodes, archived too
+    provider: str
+    model: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_ms: int = 0
+    coverage: float | None = None
+    merged_id: str | None = None
+    error: str | None = None  # why it is being abandoned
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ref(self) -> UserRef:
+        return UserRef(self.app, self.project, self.user_id)
+
+    @property
+    def replaced(self) -> list[str]:
+        """Episodes the narrative replaces, in the order its ``sources`` metadata lists them."""
+        return ([self.existing_id] if self.existing_id else []) + list(self.sources)
+
+    @property
+    def day_date(self) -> date:
+        return date.fromisoformat(self.day)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> Plan:
+        return cls(**json.loads(text))
+
+
+def new_plan(
+    draft: Draft, *, run_id: str, fact_ids: Iterable[str], day: date | None = None
+) -> Plan:
+    """The journal plan of a draft that passed the guard."""
+    sel = draft.selection
+    return Plan(
+        id=f"rj_{uuid.uuid4().hex[:16]}",
+        run_id=run_id,
+        app=sel.ref.app,
+        project=sel.ref.project,
+        user_id=sel.ref.user_id,
+        cluster_id=sel.cluster_id,
+        mode=sel.mode,
+        day=(day or datetime.now(UTC).date()).isoformat(),
+        title=draft.title,
+        content=draft.content,
+        facts=list(draft.facts),
+        timestamp=format_timestamp(sel.timestamp),
+        sources=sel.source_ids,
+        existing_id=sel.existing.id if sel.existing is not None else None,
+        hashes=sel.hashes,
+        fact_ids=sorted(set(fact_ids)),
+        provider=draft.provider,
+        model=draft.model,
+        prompt_tokens=draft.usage.prompt_tokens,
+        completion_tokens=draft.usage.completion_tokens,
+        llm_ms=round(draft.seconds * 1000),
+        coverage=draft.coverage.score if draft.coverage is not None else None,
+    )
+
+
+# --------------------------------------------------------------------------- audit rows
+
+
+def insert_report(
+    conn: sqlite3.Connection,
+    *,
+    run_id: str | None,
+    ref: UserRef,
+    cluster_id: str,
+    mode: str,
+    sources: list[str],
+    status: str,
+    merged_entry_id: str | None = None,
+    deprecated_fact_count: int = 0,
+    new_fact_count: int = 0,
+    fact_coverage: float | None = None,
+    provider: str | None = None,
+    model: str | None = None,
+    prompt_tokens: int | None = None,
+    completion_tokens: int | None = None,
+    duration_ms: int | None = None,
+    error: str | None = None,
+) -> str:
+    """One ``reflection_report`` row (SPEC §6); the caller owns the transaction."""
+    report_id = f"rr_{uuid.uuid4().hex[:16]}"
+    conn.execute(
+        "INSERT INTO reflection_report (id, run_id, app_id, project_id, owner_id, cluster_id, "
+        "mode, source_count, source_members, merged_entry_id, deprecated_fact_count, "
+        "new_fact_count, fact_coverage, provider, model, prompt_tokens, completion_tokens, "
+        "duration_ms, status, error, created_at) "
+        f"VALUES ({','.join('?' * 21)})",
+        (report_id, run_id, ref.app, ref.project, ref.user_id, cluster_id, mode, len(sources),
+         json.dumps(sources), merged_entry_id, deprecated_fact_count, new_fact_count,
+         None if fact_coverage is None else round(fact_coverage, 4), provider, model,
+         prompt_tokens, completion_tokens, duration_ms, status, error, utcnow_iso()),
+    )
+    return report_id
+
+
+def _plan_report(conn: sqlite3.Connection, plan: Plan, status: str, *, merged: str | None,
+                 error: str | None, duration_ms: int) -> None:
+    insert_report(
+        conn, run_id=plan.run_id, ref=plan.ref, cluster_id=plan.cluster_id, mode=plan.mode,
+        sources=plan.sources, status=status, merged_entry_id=merged,
+        deprecated_fact_count=len(plan.fact_ids) if status == "ok" else 0,
+        new_fact_count=len(plan.facts) if status == "ok" else 0,
+        fact_coverage=plan.coverage, provider=plan.provider, model=plan.model,
+        prompt_tokens=plan.prompt_tokens, completion_tokens=plan.completion_tokens,
+        duration_ms=duration_ms, error=error,
+    )
+
+
+# --------------------------------------------------------------------------- the journal rows
+
+
+def _insert(conn: sqlite3.Connection, plan: Plan) -> None:
+    with transaction(conn):
+        conn.execute(
+            "INSERT INTO merge_journal (id, app_id, project_id, user_id, cluster_id, plan, step, "
+            "created_at) VALUES (?,?,?,?,?,?,?,?)",
+            (plan.id, plan.app, plan.project, plan.user_id, plan.cluster_id, plan.to_json(),
+             PLANNED, utcnow_iso()),
+        )
+
+
+def _set_step(conn: sqlite3.Connection, plan: Plan, step: str) -> None:
+    with transaction(conn):
+        conn.execute("UPDATE merge_journal SET plan=?, step=? WHERE id=?",
+                     (plan.to_json(), step, plan.id))
+
+
+def pending(conn: sqlite3.Connection) -> list[tuple[Plan, str]]:
+    """Journal rows left by interrupted merges, oldest first, with the step each reached."""
+    rows = conn.execute("SELECT plan, step FROM merge_journal ORDER BY created_at, id").fetchall()
+    return [(Plan.from_json(r["plan"]), r["step"]) for r in rows]
+
+
+# --------------------------------------------------------------------------- commit
+
+
+@dataclass
+class Outcome:
+    """How one journalled merge ended: ``ok`` (merged), ``stale`` or ``abandoned``."""
+
+    status: str
+    plan: Plan
+    merged_id: str | None
+    error: str | None = None
+
+
+def commit(runtime: Runtime, indexer: Indexer, plan: Plan) -> Outcome:
+    """Write a planned merge. Returns ``ok``, or ``stale`` when a source changed meanwhile (the
+    narrative is then withdrawn and nothing else stays archived)."""
+    started = time.perf_counter()
+    _insert(runtime.db(), plan)
+    checkpoint(PLANNED)
+    return _complete(runtime, indexer, plan, started, stale_status="stale")
+
+
+def _complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
+              stale_status: str) -> Outcome:
+    """Steps from ``narrative`` on; each one checks what is already done and skips it."""
+    store, ref, conn = runtime.store, plan.ref, runtime.db()
+    narrative = find_narrative(runtime, plan)
+    if narrative is None:
+        narrative = store.append(ref, Kind.EPISODE, _narrative_meta(plan),
+                                 {"Subject": plan.title, "Content": plan.content},
+                                 day=plan.day_date)
+    plan.merged_id = narrative.id
+    _set_step(conn, plan, NARRATIVE)
+    checkpoint(NARRATIVE)
+
+    written = Counter(f.content for f in find_facts(runtime, plan))
+    for fact in plan.facts:
+        if written[fact] > 0:
+            written[fact] -= 1
+            continue
+        store.append(ref, Kind.ATOMIC_FACT, _fact_meta(plan),
+                     {"Fact": fact}, day=plan.day_date)
+    _set_step(conn, plan, FACTS)
+    checkpoint(FACTS)
+
+    try:
+        _archive_sources(runtime, plan)
+    except StaleSources as exc:
+        plan.error = str(exc)
+        return _abandon(runtime, indexer, plan, started, status=stale_status)
+    _set_step(conn, plan, DEPRECATED)
+    checkpoint(DEPRECATED)
+
+    _sync(indexer, runtime, _touched_files(runtime, plan))
+    _mark_consolidated(runtime, plan)
+    with transaction(conn):
+        _plan_report(conn, plan, "ok", merged=plan.merged_id, error=None,
+                     duration_ms=plan.llm_ms + _ms_since(started))
+        conn.execute("DELETE FROM merge_journal WHERE id=?", (plan.id,))
+    return Outcome("ok", plan, plan.merged_id)
+
+
+def _narrative_meta(plan: Plan) -> dict[str, Any]:
+    return {
+        "owner_id": plan.user_id,
+        "timestamp": plan.timestamp,
+        "parent_type": "cluster",
+        "parent_id": plan.cluster_id,
+        "sources": plan.replaced,
+        REFLECTION_KEY: plan.id,
+    }
+
+
+def _fact_meta(plan: Plan) -> dict[str, Any]:
+    return {
+        "owner_id": plan.user_id,
+        "timestamp": plan.timestamp,
+        "parent_type": "episode",
+        "parent_id": plan.merged_id,
+        REFLECTION_KEY: plan.id,
+    }
+
+
+def _entries_with_key(runtime: Runtime, plan: Plan, kind: Kind) -> list[Entry]:
+    path = runtime.store.log_path(plan.ref, kind, plan.day_date)
+    if not path.is_file():
+        return []
+    return [e for e in runtime.store.read(path).entries
+            if str(e.meta.get(REFLECTION_KEY)) == plan.id]
+
+
+def find_narrative(runtime: Runtime, plan: Plan) -> Entry | None:
+    """The narrative this plan wrote, if it reached Markdown."""
+    found = [e for e in _entries_with_key(runtime, plan, Kind.EPISODE)
+             if e.parent_type == "cluster"]
+    return found[0] if found else None
+
+
+def find_facts(runtime: Runtime, plan: Plan) -> list[Entry]:
+    return [e for e in _entries_with_key(runtime, plan, Kind.ATOMIC_FACT)
+            if plan.merged_id is not None and e.parent_id == plan.merged_id]
+
+
+@contextmanager
+def _locked(runtime: Runtime, paths: Iterable[Path]) -> Iterator[None]:
+    """Hold the write locks of ``paths`` (sorted, so two holders never deadlock)."""
+    with ExitStack() as stack:
+        for path in sorted(set(paths)):
+            stack.enter_context(runtime.store.lock(path))
+        yield
+
+
+def check_sources(runtime: Runtime, plan: Plan) -> None:
+    """Raise :class:`StaleSources` unless every episode to archive still has the text the merge
+    saw (or is already archived toward this merge's narrative)."""
+    changed = []
+    for entry_id, planned in plan.hashes.items():
+        try:
+            entry = runtime.store.get(plan.ref, entry_id)
+        except UnknownEntry:
+            changed.append(f"{entry_id} was deleted")
+            continue
+        if plan.merged_id is not None and entry.deprecated_by == plan.merged_id:
+            continue
+        if entry.deprecated_by is not None:
+            changed.append(f"{entry_id} was archived toward {entry.deprecated_by}")
+        elif entry.content_hash != planned:
+            changed.append(f"{entry_id} was edited")
+    if changed:
+        raise StaleSources("sources changed after Select: " + "; ".join(changed))
+
+
+def _archive_sources(runtime: Runtime, plan: Plan) -> None:
+    """The stale check and the archiving, under the sources' file locks, so a cooperating
+    writer (API, another process) cannot slip an edit in between."""
+    assert plan.merged_id is not None
+    store, ref = runtime.store, plan.ref
+    with _locked(runtime, [store.path_for_id(ref, i) for i in plan.hashes]):
+        check_sources(runtime, plan)
+        mapping = {i: plan.merged_id for i in plan.replaced}
+        mapping.update({f: plan.merged_id for f in _existing(runtime, ref, plan.fact_ids)})
+        conflicts = store.deprecate(ref, mapping)
+    for old, new in sorted(conflicts.items()):
+        log.warning("%s: %s was already archived toward %s; left as it is", ref, old, new)
+
+
+def _existing(runtime: Runtime, ref: UserRef, ids: Iterable[str]) -> list[str]:
+    """Those of ``ids`` still present in Markdown (a fact deleted by hand is simply skipped)."""
+    by_path: dict[Path, list[str]] = {}
+    for entry_id in ids:
+        by_path.setdefault(runtime.store.path_for_id(ref, entry_id), []).append(entry_id)
+    found = []
+    for path, wanted in by_path.items():
+        if path.is_file():
+            present = {e.id for e in runtime.store.read(path).entries}
+            found += [i for i in wanted if i in present]
+    return found
+
+
+def _touched_files(runtime: Runtime, plan: Plan) -> list[Path]:
+    """Files a commit or abandon changed: the narrative's logs first (so the index knows the
+    narrative before its sources point at it), then the archived entries' logs."""
+    store, ref = runtime.store, plan.ref
+    first = [store.log_path(ref, Kind.EPISODE, plan.day_date),
+             store.log_path(ref, Kind.ATOMIC_FACT, plan.day_date)]
+    rest = sorted({store.path_for_id(ref, i) for i in [*plan.replaced, *plan.fact_ids]})
+    return first + [p for p in rest if p not in first]
+
+
+def _sync(indexer: Indexer, runtime: Runtime, paths: Iterable[Path]) -> None:
+    for path in paths:
+        indexer.sync_path(path)
+
+
+def _mark_consolidated(runtime: Runtime, plan: Plan) -> None:
+    """The cluster now holds the narrative. Clusters are derived: a cluster gone meanwhile is
+    logged, not fatal (the indexer already attached the narrative by its ``parent_id``)."""
+    assert plan.merged_id is not None
+    vectors = runtime.vectors.get_vectors(Kind.EPISODE, plan.ref, [plan.merged_id])
+    vector = vectors.get(plan.merged_id)
+    if vector is None:
+        log.warning("no vector for narrative %s; cluster %s left to the indexer",
+                    plan.merged_id, plan.cluster_id)
+        return
+    try:
+        ClusterService(runtime).mark_consolidated(plan.cluster_id, plan.merged_id, vector,
+                                                  plan.replaced)
+    except UnknownCluster:
+        log.warning("cluster %s is gone; narrative %s kept", plan.cluster_id, plan.merged_id)
+
+
+def _ms_since(started: float) -> int:
+    return round((time.perf_counter() - started) * 1000)
+
+
+# --------------------------------------------------------------------------- abandon
+
+
+def _abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
+             status: str) -> Outcome:
+    """Withdraw the narrative and its facts, then restore what was archived toward it."""
+    conn, store, ref = runtime.db(), runtime.store, plan.ref
+    _set_step(conn, plan, ABANDONING)
+    narrative = find_narrative(runtime, plan)
+    withdrawn = None
+    if narrative is not None:
+        withdrawn = narrative.id
+        plan.merged_id = withdrawn
+        mapping = {withdrawn: withdrawn}
+        mapping.update({f.id: withdrawn for f in find_facts(runtime, plan)})
+        store.deprecate(ref, mapping)
+        checkpoint(ABANDONING)
+        restore = [i for i in _existing(runtime, ref, [*plan.replaced, *plan.fact_ids])
+                   if store.get(ref, i).deprecated_by == withdrawn]
+        if restore:
+            store.undeprecate(ref, restore)
+    _sync(indexer, runtime, _touched_files(runtime, plan))
+    reason = plan.error or "interrupted"
+    if withdrawn:
+        reason += f" (narrative {withdrawn} withdrawn)"
+    with transaction(conn):
+        _plan_report(conn, plan, status, merged=None, error=reason,
+                     duration_ms=plan.llm_ms + _ms_since(started))
+        conn.execute("DELETE FROM merge_journal WHERE id=?", (plan.id,))
+    log.warning("cluster %s: merge %s %s: %s", plan.cluster_id, plan.id, status, reason)
+    return Outcome(status, plan, None, reason)
+
+
+# --------------------------------------------------------------------------- recovery
+
+
+def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
+    """Finish or abandon every merge a crash interrupted. Call it under the strategy lock
+    (a Reflection run does, before anything else). Safe to call any number of times."""
+    outcomes = []
+    for plan, step in pending(runtime.db()):
+        started = time.perf_counter()
+        try:
+            if step == ABANDONING:
+                outcome = _abandon(runtime, indexer, plan, started, status="abandoned")
+            else:
+                if plan.merged_id is None:
+                    found = find_narrative(runtime, plan)
+                    plan.merged_id = found.id if found is not None else None
+                try:
+                    check_sources(runtime, plan)
+                except StaleSources as exc:
+                    plan.error = f"interrupted, then {exc}"
+                    outcome = _abandon(runtime, indexer, plan, started, status="abandoned")
+                else:
+                    outcome = _complete(runtime, indexer, plan, started,
+                                        stale_status="abandoned")
+        except EverosError as exc:  # e.g. a log made unparseable by hand: retried next run
+            log.error("cannot recover merge %s of cluster %s yet: %s", plan.id,
+                      plan.cluster_id, exc)
+            continue
+        log.info("recovered merge %s of cluster %s: %s", plan.id, plan.cluster_id,
+                 outcome.status)
+        outcomes.append(outcome)
+    return outcomes
+
+
+__all__ = [
+    "REFLECTION_KEY",
+    "Outcome",
+    "Plan",
+    "StaleSources",
+    "check_sources",
+    "checkpoint",
+    "commit",
+    "find_facts",
+    "find_narrative",
+    "insert_report",
+    "new_plan",
+    "pending",
+    "recover",
+]

@@ -1,0 +1,256 @@
+"""``reflect_episodes``: merge each eligible cluster into one narrative (SPEC §5).
+
+One run: bring the index up to date with the Markdown, finish or abandon merges a crash
+interrupted, then for every user with clusters, largest eligible cluster first:
+**Select → Merge → Re-extract → coverage guard → Deprecate**. The LLM calls of several clusters
+run in a thread pool (``llm.max_concurrency``); everything that reads or writes the memory root
+happens on the run's own thread, one cluster at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter, deque
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.clustering.service import ClusterService
+from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
+from everos_reflect.errors import ConfigError, EverosError, ProviderUnavailable
+from everos_reflect.index.db import transaction
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm.base import LLM
+from everos_reflect.llm.prompts import Prompts
+from everos_reflect.model import UserRef
+from everos_reflect.strategies import journal
+from everos_reflect.strategies.consolidate import (
+    Draft,
+    Selection,
+    draft,
+    measure_coverage,
+    select,
+    source_facts,
+)
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+NAME = "reflect_episodes"
+
+#: Defaults of the coverage guard, measured with the bundled MiniLM embedder by
+#: ``bench/coverage_floor.py`` (method and figures in docs/reflection.md).
+DEFAULT_FACT_MATCH_THRESHOLD = 0.75
+DEFAULT_MIN_FACT_COVERAGE = 0.8
+
+
+def _at_least(low: int) -> Any:
+    def check(value: int) -> str | None:
+        return None if value >= low else f"must be >= {low}"
+
+    return check
+
+
+def _unit_interval(value: float) -> str | None:
+    return None if 0.0 <= value <= 1.0 else "must be between 0 and 1"
+
+
+def _not_blank(value: str) -> str | None:
+    return None if value.strip() else "must not be empty"
+
+
+def _prompts_problem(value: Mapping[str, Any]) -> str | None:
+    try:
+        Prompts.from_settings({"prompts": value})
+    except ConfigError as exc:
+        return "; ".join(f"{where.rsplit('.', 1)[-1]}: {reason}"
+                         for _, where, reason in exc.problems)
+    return None
+
+
+class ReflectEpisodes(Strategy):
+    """The Reflection strategy. Stateless: everything it needs lives in the memory root."""
+
+    name = NAME
+    description = "Merge each cluster of similar Episodes into one narrative (Reflection)."
+    default_cron = "0 2 * * 1"
+    settings = (
+        SettingSpec("max_clusters_per_run", int, 10,
+                    "Clusters merged per user per run, largest first.", _at_least(1)),
+        SettingSpec("max_sources_per_merge", int, 50,
+                    "Episodes folded into one merge, oldest first; the rest wait for a later "
+                    "run.", _at_least(1)),
+        SettingSpec("min_fact_coverage", float, DEFAULT_MIN_FACT_COVERAGE,
+                    "Reject a merge whose facts state less than this share of the sources' "
+                    "facts.", _unit_interval),
+        SettingSpec("fact_match_threshold", float, DEFAULT_FACT_MATCH_THRESHOLD,
+                    "Cosine at which a source fact counts as still stated.", _unit_interval),
+        SettingSpec("language", str, "auto",
+                    "Narrative language: auto (the input's) or a language name.", _not_blank),
+        SettingSpec("prompts", dict, {},
+                    "Prompt overrides: system, merge_init, merge_update, extract_facts.",
+                    _prompts_problem),
+    )
+
+    def run(self, ctx: RunContext) -> dict[str, int]:
+        return ReflectionRun(ctx).run()
+
+
+class ReflectionRun:
+    """One run's state: the runtime, its settings, the counts it reports."""
+
+    def __init__(self, ctx: RunContext) -> None:
+        self.ctx = ctx
+        self.rt: Runtime = ctx.runtime
+        s = ctx.settings
+        self.max_clusters = int(s.get("max_clusters_per_run", 10))
+        self.max_sources = int(s.get("max_sources_per_merge", 50))
+        self.floor = float(s.get("min_fact_coverage", DEFAULT_MIN_FACT_COVERAGE))
+        self.match = float(s.get("fact_match_threshold", DEFAULT_FACT_MATCH_THRESHOLD))
+        self.prompts = Prompts.from_settings(
+            {"language": s.get("language", "auto"), "prompts": s.get("prompts") or {}})
+        self.counts: Counter[str] = Counter()
+        self.log = ctx.log
+
+    def run(self) -> dict[str, int]:
+        indexer = Indexer(self.rt)
+        indexer.scan()
+        for outcome in journal.recover(self.rt, indexer):
+            self.counts[f"recovered_{outcome.status}"] += 1
+        clusters = ClusterService(self.rt)
+        llm = self.rt.llm
+        for ref in users_with_clusters(self.rt):
+            if self.ctx.should_stop():
+                break
+            waiting = {p.cluster_id for p, _ in journal.pending(self.rt.db())}
+            chosen = []
+            for info in clusters.eligible_for_reflection(ref, self.max_clusters):
+                if info.cluster_id in waiting:  # a merge of it still awaits recovery
+                    continue
+                picked = select(self.rt.store, clusters, info, max_sources=self.max_sources)
+                if picked is not None:
+                    chosen.append(picked)
+                    self.counts["deferred_sources"] += picked.deferred
+            self._merge_all(indexer, llm, chosen)
+        return dict(self.counts)
+
+    def _merge_all(self, indexer: Indexer, llm: LLM, chosen: list[Selection]) -> None:
+        """LLM work in a pool, bounded to ``llm.max_concurrency`` in flight; commits in order
+        on this thread. ``should_stop`` is checked between clusters."""
+        if not chosen:
+            return
+        workers = max(1, int(self.rt.settings.llm.max_concurrency))
+        todo = iter(chosen)
+        with ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool:
+            flight: deque[tuple[Selection, Future[Draft]]] = deque()
+
+            def refill() -> None:
+                while len(flight) < workers and not self.ctx.should_stop():
+                    sel = next(todo, None)
+                    if sel is None:
+                        return
+                    flight.append((sel, pool.submit(draft, sel, llm, self.prompts)))
+
+            refill()
+            while flight:
+                sel, future = flight.popleft()
+                if self.ctx.should_stop():
+                    future.cancel()
+                    continue
+                try:
+                    result = future.result()
+                except ProviderUnavailable as exc:
+                    self._failed(sel, llm, str(exc))
+                else:
+                    self._commit(indexer, result)
+                refill()
+
+    # -- one cluster ----------------------------------------------------------------------------
+
+    def _failed(self, sel: Selection, llm: LLM, error: str) -> None:
+        self.log.warning("cluster %s of %s skipped: %s", sel.cluster_id, sel.ref, error)
+        self.counts["failed"] += 1
+        conn = self.rt.db()
+        with transaction(conn):
+            journal.insert_report(conn, run_id=self.ctx.run_id, ref=sel.ref,
+                                  cluster_id=sel.cluster_id, mode=sel.mode,
+                                  sources=sel.source_ids, status="failed",
+                                  provider=llm.provider, model=llm.model, error=error)
+
+    def _commit(self, indexer: Indexer, result: Draft) -> None:
+        sel = result.selection
+        facts = live_facts(self.rt, sel.ref, [e.id for e in sel.replaced])
+        wanted = source_facts(sel, {p: [t for _, t in fs] for p, fs in facts.items()})
+        result.coverage = measure_coverage(self.rt.embedder, wanted, result,
+                                           match_threshold=self.match)
+        plan = journal.new_plan(result, run_id=self.ctx.run_id,
+                                fact_ids=[i for fs in facts.values() for i, _ in fs])
+        status, error = "ok", None
+        if result.coverage.score < self.floor:
+            status, error = "rejected", result.coverage.explain(self.floor)
+        else:
+            try:
+                journal.check_sources(self.rt, plan)
+            except journal.StaleSources as exc:
+                status, error = "stale", f"{exc}; retried next run"
+        if status != "ok":
+            self._report_unwritten(plan, status, error)
+            return
+        try:
+            outcome = journal.commit(self.rt, indexer, plan)
+        except EverosError as exc:
+            # Nothing half-done is lost: the journal row stays and the next run recovers it.
+            self.log.error("cluster %s of %s: commit interrupted: %s", sel.cluster_id, sel.ref,
+                           exc)
+            self.counts["interrupted"] += 1
+            return
+        self.counts["merged" if outcome.status == "ok" else outcome.status] += 1
+        if outcome.status == "ok":
+            self.counts["archived_episodes"] += len(plan.replaced)
+            self.counts["archived_facts"] += len(plan.fact_ids)
+            self.log.info("cluster %s of %s: %s merged %d episode(s) into %s (coverage %.2f)",
+                          sel.cluster_id, sel.ref, sel.mode, len(plan.replaced),
+                          outcome.merged_id, result.coverage.score)
+
+    def _report_unwritten(self, plan: journal.Plan, status: str, error: str | None) -> None:
+        self.log.warning("cluster %s of %s %s: %s", plan.cluster_id, plan.ref, status, error)
+        self.counts[status] += 1
+        conn = self.rt.db()
+        with transaction(conn):
+            journal.insert_report(
+                conn, run_id=plan.run_id, ref=plan.ref, cluster_id=plan.cluster_id,
+                mode=plan.mode, sources=plan.sources, status=status,
+                fact_coverage=plan.coverage, provider=plan.provider, model=plan.model,
+                prompt_tokens=plan.prompt_tokens, completion_tokens=plan.completion_tokens,
+                duration_ms=plan.llm_ms, error=error)
+
+
+def users_with_clusters(runtime: Runtime) -> Iterator[UserRef]:
+    """Every user of every app/project tenant that has clusters, in a stable order."""
+    rows = runtime.db().execute(
+        "SELECT DISTINCT app_id, project_id, user_id FROM clusters "
+        "ORDER BY app_id, project_id, user_id").fetchall()
+    for row in rows:
+        yield UserRef(row["app_id"], row["project_id"], row["user_id"])
+
+
+def live_facts(runtime: Runtime, ref: UserRef,
+               parents: list[str]) -> dict[str, list[tuple[str, str]]]:
+    """``{episode id: [(fact id, fact text), ...]}`` of the live atomic facts of ``parents``,
+    from the index (just reconciled with the Markdown by the run's scan)."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    if not parents:
+        return out
+    marks = ",".join("?" * len(parents))
+    rows = runtime.db().execute(
+        f"SELECT id, parent_id, text FROM entries WHERE app_id=? AND project_id=? AND "
+        f"user_id=? AND kind='atomic_fact' AND deprecated_by IS NULL AND parent_id IN ({marks}) "
+        f"ORDER BY ts, id", (ref.app, ref.project, ref.user_id, *parents)).fetchall()
+    for row in rows:
+        out.setdefault(row["parent_id"], []).append((row["id"], row["text"]))
+    return out
+
+
+__all__ = ["NAME", "ReflectEpisodes", "ReflectionRun", "live_facts", "users_with_clusters"]

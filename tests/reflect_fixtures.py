@@ -1,0 +1,125 @@
+"""Helpers shared by the Reflection tests: a runtime on a tmp root, episodes, a run, invariants.
+
+Plain functions (no fixtures), so each test says exactly what it builds.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.embedding.base import Embedder
+from everos_reflect.engine.registry import RunContext, validate_strategy_settings
+from everos_reflect.llm.base import LLM
+from everos_reflect.markdown.parser import parse_log
+from everos_reflect.model import Entry, EntryId, Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import ClusteringSettings, LLMSettings, Settings
+from everos_reflect.strategies.reflect import NAME, ReflectEpisodes
+
+ANDREW = UserRef.of("u_andrew")
+
+PETS = [
+    ("2026-08-02T19:00:00-07:00", "Andrew has no pets",
+     "Andrew has no pets: his Denver apartment does not allow a dog."),
+    ("2026-09-04T21:10:00-07:00", "Andrew adopted a dog named Toby",
+     "Andrew has a pet now: he adopted a dog named Toby, a three-year-old lab mix."),
+    ("2026-09-07T10:00:00-07:00", "Andrew adopted a second dog named Buddy",
+     "Andrew adopted another dog named Buddy. Andrew now has two dogs, Toby and Buddy."),
+]
+
+
+def make_runtime(
+    root: Path,
+    llm: LLM,
+    *,
+    embedder: Embedder | None = None,
+    threshold: float = 0.25,
+    window_days: float = 60.0,
+    max_concurrency: int = 2,
+) -> Runtime:
+    """A runtime whose clustering groups texts that share a few words (HashEmbedder)."""
+    settings = Settings(
+        clustering=ClusteringSettings(threshold=threshold, time_window_days=window_days,
+                                      rejoin_threshold=threshold),
+        llm=LLMSettings(max_concurrency=max_concurrency),
+    )
+    return Runtime(root, settings, embedder=embedder or HashEmbedder(64), llm=llm)
+
+
+def add_episode(rt: Runtime, ref: UserRef, timestamp: str, subject: str, content: str,
+                **meta: Any) -> Entry:
+    day = datetime.fromisoformat(timestamp).date()
+    values = {"timestamp": timestamp, "parent_type": "memcell", "parent_id": f"mc_{day:%m%d}",
+              "session_id": f"sess_{day:%m%d}", **meta}
+    return rt.store.append(ref, Kind.EPISODE, values, {"Subject": subject, "Content": content},
+                           day=day)
+
+
+def add_fact(rt: Runtime, ref: UserRef, episode: Entry, text: str) -> Entry:
+    day = EntryId.parse(episode.id).day
+    return rt.store.append(ref, Kind.ATOMIC_FACT,
+                           {"timestamp": episode.meta["timestamp"], "parent_type": "episode",
+                            "parent_id": episode.id}, {"Fact": text}, day=day)
+
+
+def seed_pets(rt: Runtime, ref: UserRef = ANDREW) -> list[Entry]:
+    return [add_episode(rt, ref, ts, subject, content) for ts, subject, content in PETS]
+
+
+def run_reflection(rt: Runtime, run_id: str = "run_test", **settings: Any) -> dict[str, int]:
+    """One Reflection run, in-process, with ``settings`` validated as ome.toml would be."""
+    values = validate_strategy_settings(NAME, settings, "ome.toml")
+    return ReflectEpisodes().run(RunContext(rt, values, run_id, "manual", force=True))
+
+
+def reports(rt: Runtime) -> list[dict[str, Any]]:
+    rows = rt.db().execute("SELECT * FROM reflection_report ORDER BY created_at").fetchall()
+    out = []
+    for row in rows:
+        item = dict(row)
+        item["source_members"] = json.loads(item["source_members"])
+        out.append(item)
+    return out
+
+
+def all_entries(rt: Runtime) -> dict[str, Entry]:
+    """Every entry of every user, parsed from Markdown; asserts that every file parses."""
+    found: dict[str, Entry] = {}
+    for path in rt.store.iter_files():
+        log = parse_log(path.read_text("utf-8"), str(path))
+        assert log.ok and not log.diagnostics, (path, log.diagnostics)
+        for entry in log.entries:
+            found[entry.id] = entry
+    return found
+
+
+def check_invariants(rt: Runtime) -> dict[str, Entry]:
+    """SPEC §5 crash-safety invariants over the Markdown of one user:
+    every archived entry points at an existing entry; no source points at a withdrawn
+    narrative; every live narrative's sources are archived toward it; no journal row is left."""
+    entries = all_entries(rt)
+    withdrawn = {i for i, e in entries.items() if e.deprecated_by == i}
+    for entry_id, entry in entries.items():
+        target = entry.deprecated_by
+        if target is None or target == entry_id:
+            continue
+        assert target in entries, f"{entry_id} archived toward missing {target}"
+        assert target not in withdrawn, f"{entry_id} archived toward withdrawn {target}"
+    for entry_id, entry in entries.items():
+        if entry.parent_type == "cluster" and entry.deprecated_by is None:
+            for source in entry.sources:
+                assert entries[source].deprecated_by == entry_id, (
+                    f"live narrative {entry_id} but source {source} is "
+                    f"{entries[source].deprecated_by or 'live'}")
+    assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+    return entries
+
+
+def index_deprecations(rt: Runtime) -> dict[str, str]:
+    rows = rt.db().execute(
+        "SELECT id, deprecated_by FROM entries WHERE deprecated_by IS NOT NULL").fetchall()
+    return {r["id"]: r["deprecated_by"] for r in rows}
