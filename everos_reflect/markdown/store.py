@@ -24,7 +24,13 @@ from filelock import FileLock, Timeout
 
 from everos_reflect.errors import InvalidId, MarkdownError, UnknownEntry
 from everos_reflect.markdown import writer
-from everos_reflect.markdown.parser import UNDONE, next_seq, parse_log
+from everos_reflect.markdown.parser import (
+    UNDONE,
+    frontmatter_bounds,
+    next_seq,
+    parse_log,
+    split_lines,
+)
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,
@@ -145,7 +151,7 @@ class MarkdownStore:
         """All parseable entries of one user and kind, in day and file order."""
         return [e for path in self.iter_files(ref, [kind]) for e in self.read(path).entries]
 
-    def _parse(self, data: bytes, path: Path) -> DailyLog:
+    def _parse(self, data: bytes, path: Path, *, entries: bool = True) -> DailyLog:
         label = self._label(path)
         try:
             text = data.decode("utf-8")
@@ -154,7 +160,7 @@ class MarkdownStore:
             log = DailyLog(label, None, None, {})
             log.diagnostics.append(Diagnostic(label, line, "file is not valid UTF-8", "fatal"))
             return log
-        return parse_log(text, label)
+        return parse_log(text, label, entries=entries)
 
     def _label(self, path: Path) -> str:
         try:
@@ -210,21 +216,18 @@ class MarkdownStore:
         values = {"owner_id": owner, "timestamp": when, **meta}
         values["owner_id"], values["timestamp"] = owner, when
         path = self.log_path(ref, kind, day)
+        label = self._label(path)
         created: list[Entry] = []
 
         def edit(text: str | None) -> str:
             created.clear()
             if text is None or not text.strip():
                 text = writer.new_log_text(kind, ref.user_id, day)
-            log = self._writable(parse_log(text, self._label(path)))
+            log = self._writable(parse_log(text, label, entries=False))
             entry_id = str(EntryId(kind, day, next_seq(log)))
+            prefix = writer.append_entry(text, "")
             new_text = writer.append_entry(text, writer.render_entry(entry_id, values, sections))
-            after = parse_log(new_text, self._label(path))
-            entry = next((e for e in after.entries if e.id == entry_id), None)
-            if entry is None:  # strict with our own writes: never leave an entry we cannot read
-                new = [d.message for d in after.diagnostics if d not in log.diagnostics]
-                reason = "; ".join(new) or "it does not parse back"
-                raise MarkdownError(self._label(path), 0, f"refusing to write {entry_id}: {reason}")
+            entry = self._parse_back(log, prefix, new_text[len(prefix) :], entry_id)
             created.append(entry)
             return new_text
 
@@ -256,7 +259,7 @@ class MarkdownStore:
             def edit(text: str | None, pairs: dict[str, str] = pairs, label: str = label) -> str:
                 if text is None:
                     raise UnknownEntry(f"no entry {', '.join(sorted(pairs))} for user {ref}")
-                log = self._writable(parse_log(text, label))
+                log = self._writable(parse_log(text, label, entries=False))
                 recorded = log.deprecated_entries
                 for old, new in pairs.items():
                     if old in recorded and recorded[old] != new:
@@ -280,7 +283,7 @@ class MarkdownStore:
             def edit(text: str | None, olds: list[str] = olds, label: str = label) -> str:
                 if text is None:
                     return ""
-                log = self._writable(parse_log(text, label))
+                log = self._writable(parse_log(text, label, entries=False))
                 removed.update(
                     {o: log.deprecated_entries[o] for o in olds if o in log.deprecated_entries}
                 )
@@ -288,6 +291,20 @@ class MarkdownStore:
 
             self._edit(path, edit)
         return removed
+
+    def _parse_back(self, log: DailyLog, prefix: str, block: str, entry_id: str) -> Entry:
+        """Parse a just-rendered block as the file will hold it; strict with our own writes:
+        never write an entry that would not read back."""
+        lines = split_lines(prefix)
+        bounds = frontmatter_bounds(lines)
+        header = "".join(lines[: bounds[1] + 1]) if bounds else ""
+        check = parse_log(header + block, log.path)
+        entry = next((e for e in check.entries if e.id == entry_id), None)
+        if entry is None:
+            reason = "; ".join(d.message for d in check.diagnostics) or "it does not parse back"
+            raise MarkdownError(log.path, 0, f"refusing to write {entry_id}: {reason}")
+        entry.line += len(lines) - len(split_lines(header))
+        return entry
 
     def _writable(self, log: DailyLog) -> DailyLog:
         fatal = next((d for d in log.diagnostics if d.severity == "fatal"), None)
@@ -300,7 +317,11 @@ class MarkdownStore:
         with self.lock(path):
             for _ in range(_EDIT_ATTEMPTS):
                 before = _read_or_none(path)
-                text = None if before is None else before.decode("utf-8")
+                text = None
+                if before is not None:
+                    log = self._parse(before, path, entries=False)
+                    self._writable(log)
+                    text = log.text
                 new_text = edit(text)
                 if new_text == text:
                     return
