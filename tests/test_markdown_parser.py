@@ -152,6 +152,7 @@ BAD_ENTRIES = [
     ("wrong day", entry(2).replace("20261012", "20261013"), "does not belong in this file"),
     ("wrong kind", entry(2).replace("ep_", "af_"), "does not belong in this file"),
     ("bad id", entry(2).replace("ep_20261012_0002", "ep_2026_x"), "invalid entry id"),
+    ("padded id", entry(2).replace("ep_20261012_0002", "ep_20261012_00002"), "write it as"),
 ]
 
 

@@ -38,7 +38,7 @@ CLOSE_RE = re.compile(r"^<!--[ \t]*/entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*$")
 HEADING_RE = re.compile(r"^##[ \t]+(\S(?:.*\S)?)[ \t]*$")
 _ESCAPABLE_RE = re.compile(r"^\\*(?:##|<!--)")
 _FILENAME_RE = re.compile(r"^(episode|atomic_fact|insight)-(\d{4}-\d{2}-\d{2})\.md$")
-_ID_MENTION_RE = re.compile(r"\b(?:ep|af|in)_\d{8}_\d{4,}\b")
+_ID_MENTION_RE = re.compile(r"\b(?:ep|af|in)_[0-9]{8}_[0-9]{4,}\b", re.ASCII)
 #: ``deprecated_entries`` value of an entry archived by an explicit undo (no replacement).
 UNDONE = "undone"
 
@@ -109,6 +109,15 @@ def load_yaml(text: str, first_line: int) -> tuple[Any, tuple[int, str] | None]:
         return None, (line, f"invalid YAML: {problem}")
     except Exception as exc:  # lenient: yaml can raise odd errors on odd input
         return None, (first_line, f"invalid YAML: {exc}")
+
+
+def parse_entry_id(text: str) -> EntryId:
+    """``EntryId.parse`` that also insists on the canonical spelling (ASCII digits, no extra
+    leading zeros), so one entry can never be named two ways."""
+    eid = EntryId.parse(text)
+    if str(eid) != text:
+        raise InvalidId(f"invalid entry id {text!r}: write it as {eid}")
+    return eid
 
 
 def mentioned_ids(text: str) -> set[str]:
@@ -278,7 +287,7 @@ class _Parser:
     def _entry(self, log: DailyLog, entry_id: str, first: int, last: int) -> Entry | None:
         line_no = first + 1
         try:
-            eid = EntryId.parse(entry_id)
+            eid = parse_entry_id(entry_id)
         except InvalidId as exc:
             self.report(line_no, str(exc))
             return None

@@ -28,6 +28,7 @@ from everos_reflect.markdown.parser import (
     UNDONE,
     frontmatter_bounds,
     next_seq,
+    parse_entry_id,
     parse_log,
     split_lines,
 )
@@ -72,7 +73,7 @@ class MarkdownStore:
 
     def path_for_id(self, ref: UserRef, entry_id: str) -> Path:
         """The file that holds ``entry_id``: its kind and date name it."""
-        eid = EntryId.parse(entry_id)
+        eid = parse_entry_id(entry_id)
         return self.log_path(ref, eid.kind, eid.day)
 
     def rel(self, path: str | os.PathLike[str]) -> str:
@@ -245,7 +246,7 @@ class MarkdownStore:
         by_file: dict[Path, dict[str, str]] = {}
         for old, new in mapping.items():
             if new != UNDONE:
-                EntryId.parse(new)
+                parse_entry_id(new)
             by_file.setdefault(self.path_for_id(ref, old), {})[old] = new
         for path, pairs in by_file.items():
             known = {e.id for e in self.read(path).entries} if path.is_file() else set()

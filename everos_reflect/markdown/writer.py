@@ -27,9 +27,10 @@ from everos_reflect.markdown.parser import (
     frontmatter_bounds,
     load_yaml,
     newline_of,
+    parse_entry_id,
     split_lines,
 )
-from everos_reflect.model import EntryId, Kind, format_timestamp
+from everos_reflect.model import Kind, format_timestamp
 
 DEPRECATED_KEY = "deprecated_entries"
 _KEY_LINE_RE = re.compile(rf"^{DEPRECATED_KEY}[ \t]*:[ \t]*(.*?)[ \t]*$")
@@ -95,9 +96,7 @@ def render_entry(entry_id: str, meta: Mapping[str, Any], sections: Mapping[str, 
     are stripped, use ``\\n`` line breaks, and lines that would read as a heading or a marker are
     escaped with a backslash (the parser removes it).
     """
-    eid = str(EntryId.parse(entry_id))
-    if eid != entry_id:
-        raise MarkdownError(f"entry {entry_id}", 0, f"entry id should be written {eid}")
+    parse_entry_id(entry_id)
     values = {}
     for key, value in meta.items():
         if not isinstance(key, str) or not key.strip() or key != key.strip():
@@ -191,8 +190,7 @@ def _verified(new_text: str, before: dict[str, Any], expected: dict[str, str]) -
 
 def _check_ids(ids: Iterable[str]) -> None:
     for value in ids:
-        if str(EntryId.parse(value)) != value:
-            raise MarkdownError("<text>", 0, f"entry id {value!r} is not in canonical form")
+        parse_entry_id(value)
 
 
 def add_deprecations(text: str, mapping: Mapping[str, str]) -> str:

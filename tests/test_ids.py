@@ -1,0 +1,104 @@
+"""Id validation (SPEC §2): unsafe app/project/user ids never reach the filesystem."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from everos_reflect.errors import InvalidId
+from everos_reflect.markdown.parser import parse_entry_id
+from everos_reflect.markdown.store import MarkdownStore
+from everos_reflect.model import EntryId, Kind, UserRef, validate_name
+
+REJECTED = [
+    "../x",
+    "a/b",
+    "a\\b",
+    "",
+    ".",
+    "..",
+    ".hidden",
+    "-dash-first",
+    "_under_first",
+    "tab\there",
+    "new\nline",
+    "nul\x00",
+    "bell\x07",
+    "del\x7f",
+    "space here",
+    "u_\u0430ndrew",  # Cyrillic 'а' looking like Latin 'a'
+    "\uff55_andrew",  # fullwidth 'ｕ'
+    "u_andrew\u200b",  # zero-width space
+    "e\u0301",  # combining accent
+    "x" * 129,
+]
+
+ACCEPTED = ["u_andrew", "U1", "7", "a.b-c_d", "default_app", "x" * 128, "0.", "a..b"]
+
+
+@pytest.mark.parametrize("value", REJECTED, ids=[repr(v)[:20] for v in REJECTED])
+def test_unsafe_names_are_rejected_with_a_clear_message(value: str) -> None:
+    with pytest.raises(InvalidId, match="invalid user_id") as info:
+        validate_name(value)
+    assert "\n" not in str(info.value)  # one printable line even for control characters
+
+
+@pytest.mark.parametrize("value", ACCEPTED)
+def test_normal_names_are_accepted(value: str) -> None:
+    assert validate_name(value) == value
+
+
+@pytest.mark.parametrize("value", [None, 7, b"u"])
+def test_non_strings_are_rejected(value: object) -> None:
+    with pytest.raises(InvalidId, match="must be a string"):
+        validate_name(value)
+
+
+@pytest.mark.parametrize("field", ["app", "project", "user_id"])
+def test_user_ref_validates_every_part_before_a_path_is_built(field: str, root: Path) -> None:
+    parts = {"app": "a", "project": "p", "user_id": "u"}
+    parts[field] = "../escape"
+    with pytest.raises(InvalidId, match="escape"):
+        UserRef(**parts)
+    store = MarkdownStore(root)
+    forged = object.__new__(UserRef)  # bypasses __post_init__, as a bug elsewhere might
+    for name, value in {"app": "a", "project": "p", "user_id": "u", **{field: ".."}}.items():
+        object.__setattr__(forged, name, value)
+    with pytest.raises(InvalidId):
+        store.user_dir(forged)
+    assert list(root.iterdir()) == []
+
+
+def test_user_ref_of_fills_the_default_tenant() -> None:
+    assert str(UserRef.of("u1")) == "default_app/default_project/u1"
+    assert str(UserRef.of("u1", "acme", "bot")) == "acme/bot/u1"
+
+
+def test_entry_ids_name_their_kind_day_and_sequence() -> None:
+    eid = EntryId.parse("af_20261012_0042")
+    assert (eid.kind, eid.day, eid.seq) == (Kind.ATOMIC_FACT, date(2026, 10, 12), 42)
+    assert str(eid) == "af_20261012_0042"
+    assert str(EntryId(Kind.EPISODE, date(2026, 1, 2), 12345)) == "ep_20260102_12345"
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "",
+        "ep_2026101_0001",
+        "ep_20261012_001",
+        "xx_20261012_0001",
+        "ep_20261332_0001",
+        "ep_20261012_0001/../x",
+        "../ep_20261012_0001",
+        "ep_20261012_０００１",
+        "ep_20261012_00001",
+    ],
+)
+def test_bad_entry_ids_are_rejected_before_a_path_is_built(bad: str, root: Path) -> None:
+    with pytest.raises(InvalidId):
+        parse_entry_id(bad)
+    with pytest.raises(InvalidId):
+        MarkdownStore(root).path_for_id(UserRef.of("u1"), bad)
