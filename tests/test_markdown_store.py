@@ -5,6 +5,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import shutil
+import threading
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -365,3 +366,20 @@ def test_two_processes_appending_lose_nothing_and_never_share_an_id(root: Path) 
     for worker in (0, 1):  # each worker's entries appear in its own order
         mine = [e.subject for e in entries if e.subject.startswith(f"w{worker}-")]
         assert mine == [f"w{worker}-{i}" for i in range(count)]
+
+
+def test_threads_sharing_one_store_serialize_their_appends(root: Path) -> None:
+    store = MarkdownStore(root)
+    results: dict[int, list[str]] = {}
+
+    def work(n: int) -> None:
+        results[n] = [add(store, f"t{n}-{i}") for i in range(25)]
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    ids = [i for n in range(3) for i in results[n]]
+    assert len(set(ids)) == 75
+    assert sorted(e.id for e in store.entries(REF, Kind.EPISODE)) == sorted(ids)

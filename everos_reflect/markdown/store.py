@@ -281,9 +281,9 @@ class MarkdownStore:
                 continue
             label = self._label(path)
 
-            def edit(text: str | None, olds: list[str] = olds, label: str = label) -> str:
+            def edit(text: str | None, olds: list[str] = olds, label: str = label) -> str | None:
                 if text is None:
-                    return ""
+                    return None  # deleted meanwhile: nothing left to restore
                 log = self._writable(parse_log(text, label, entries=False))
                 removed.update(
                     {o: log.deprecated_entries[o] for o in olds if o in log.deprecated_entries}
@@ -313,8 +313,9 @@ class MarkdownStore:
             raise MarkdownError(fatal.path, fatal.line, f"not writing this file: {fatal.message}")
         return log
 
-    def _edit(self, path: Path, edit: Callable[[str | None], str]) -> None:
-        """Apply ``edit`` (current text, None if absent -> new text) under the file lock."""
+    def _edit(self, path: Path, edit: Callable[[str | None], str | None]) -> None:
+        """Apply ``edit`` (current text or None if absent -> new text, or None to leave the file
+        alone) under the file lock."""
         with self.lock(path):
             for _ in range(_EDIT_ATTEMPTS):
                 before = _read_or_none(path)
@@ -324,7 +325,7 @@ class MarkdownStore:
                     self._writable(log)
                     text = log.text
                 new_text = edit(text)
-                if new_text == text:
+                if new_text is None or new_text == text:
                     return
                 if _read_or_none(path) != before:
                     continue  # edited by hand meanwhile: redo the edit on the new text
