@@ -1,7 +1,373 @@
-"""Commands of this group (filled in by the issue that owns it)."""
+"""``undo`` (revert one merge) and ``demo`` (Reflection before/after on the example root).
+
+``demo`` is the README's first command: it needs no API key and no network. It copies
+``memory_root_example`` to a temporary root, indexes it with the bundled embedder, clusters it,
+runs Reflection with the offline ``extractive`` provider, and shows what changed: merges made,
+entries archived, one narrative in full, the audit rows exactly as ``sqlite3`` prints them, and a
+search whose answer turns from scattered fragments into the narrative.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import shutil
+import subprocess
+import tempfile
+import time
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
 import click
 
-COMMANDS: list[click.Command] = []
+from everos_reflect.cli.common import emit_json, handle_errors, json_option, progress, root_option
+from everos_reflect.cli.index_cmds import open_runtime
+from everos_reflect.errors import EverosError
+from everos_reflect.model import UserRef
+from everos_reflect.runtime import Runtime
+
+# --------------------------------------------------------------------------- undo
+
+
+@click.command("undo")
+@click.argument("merged_id")
+@click.option("--user", "user_id", required=True, help="The user whose merge it is.")
+@click.option("--app", "app_id", default=None, help="App id (default: default_app).")
+@click.option("--project", "project_id", default=None,
+              help="Project id (default: default_project).")
+@click.option("--cascade", is_flag=True,
+              help="Also undo later merges built on this one (newest first).")
+@root_option
+@json_option
+@handle_errors
+def undo_cmd(merged_id: str, user_id: str, app_id: str | None, project_id: str | None,
+             cascade: bool, root: str | None, as_json: bool) -> None:
+    """Revert the Reflection merge that wrote MERGED_ID: its sources and their facts live again,
+    the narrative and its facts are archived (deprecated_by: undone)."""
+    from everos_reflect.strategies.undo import undo_merge
+
+    ref = UserRef.of(user_id, app_id, project_id)
+    rt = open_runtime(root)
+    try:
+        result = undo_merge(rt, ref, merged_id, cascade=cascade)
+    finally:
+        rt.close()
+    if as_json:
+        emit_json(result.to_dict())
+        return
+    for step in [*result.cascaded, result]:
+        click.echo(f"undid {step.mode} merge {step.merged_entry_id}"
+                   f" (cluster {step.cluster_id or '?'})")
+        click.echo(f"  restored {_count(step.restored, 'episode')}: "
+                   f"{', '.join(step.restored) or '-'}")
+        if step.restored_facts:
+            click.echo(f"  restored {_count(step.restored_facts, 'atomic fact')}: "
+                       f"{', '.join(step.restored_facts)}")
+        click.echo(f"  archived {step.merged_entry_id} and "
+                   f"{_count(step.archived_facts, 'atomic fact')} (deprecated_by: undone)")
+        narrative = step.cluster_narrative
+        click.echo(f"  cluster narrative: {narrative or 'none (the cluster may be merged again)'}")
+
+
+def _count(items: list[str], noun: str) -> str:
+    return f"{len(items)} {noun}{'' if len(items) == 1 else 's'}"
+
+
+# --------------------------------------------------------------------------- demo
+
+DEMO_USER = UserRef.of("u_andrew")
+DEMO_QUERY = "how many pets does Andrew have"
+AUDIT_SQL = ("SELECT cluster_id, mode, source_count, merged_entry_id FROM reflection_report "
+             "ORDER BY created_at DESC LIMIT 10;")
+SEARCH_TOP_K = 5
+
+
+def example_root() -> Path:
+    """``memory_root_example``: the repo checkout next to the package, else the copy shipped as
+    package data (``everos_reflect/example_root``)."""
+    package = Path(__file__).resolve().parents[1]
+    candidates = [package.parent / "memory_root_example", package / "example_root"]
+    with contextlib.suppress(ModuleNotFoundError, TypeError):
+        candidates.append(Path(str(resources.files("everos_reflect") / "example_root")))
+    for path in candidates:
+        if path.is_dir() and any(path.glob("*/*/users/*/episodes")):
+            return path
+    raise EverosError("memory_root_example not found: run the demo from a source checkout "
+                      "(pip install -e .), or install a wheel that ships everos_reflect/"
+                      "example_root")
+
+
+@click.command("demo")
+@click.option("--keep", is_flag=True, help="Keep the temporary root and print its path.")
+@json_option
+@handle_errors
+def demo_cmd(keep: bool, as_json: bool) -> None:
+    """Reflection on the example root, before and after: offline, no API key, about 20 s."""
+    source = example_root()
+    workdir = Path(tempfile.mkdtemp(prefix="everos-demo-"))
+    root = workdir / "root"
+    shutil.copytree(source, root, ignore=shutil.ignore_patterns(".index", "*.tmp"))
+    try:
+        document = run_demo(root, show=None if as_json else _Show())
+    except BaseException:
+        if not keep:
+            shutil.rmtree(workdir, ignore_errors=True)
+        raise
+    document["root"] = str(root) if keep else None
+    if not keep:
+        shutil.rmtree(workdir, ignore_errors=True)
+    if as_json:
+        emit_json(document)
+    elif keep:
+        click.echo(f"\nThe demo root is kept at {root}\n"
+                   f"  everos-reflect reports --root {root}\n"
+                   f"  everos-reflect undo <merged_entry_id> --user u_andrew --root {root}")
+    else:
+        click.echo("\nThe temporary root was removed; run `everos-reflect demo --keep` to "
+                   "explore it.")
+
+
+def run_demo(root: Path, show: _Show | None = None) -> dict[str, Any]:
+    """Index, cluster and reflect the memory root at ``root`` with the embedded defaults
+    (local embedder, extractive provider: never the caller's LLM or API key), and return the
+    figures before and after. ``show`` prints each stage as it completes."""
+    from everos_reflect.settings import load_settings
+
+    rt = Runtime(root, load_settings(root, env={}))  # the shipped defaults, whatever the env
+    quiet = logging.NullHandler()  # rejections and skips are part of the summary, not noise
+    logging.getLogger("everos_reflect").addHandler(quiet)
+    try:
+        return _demo(rt, show)
+    finally:
+        logging.getLogger("everos_reflect").removeHandler(quiet)
+        rt.close()
+
+
+def _demo(rt: Runtime, show: _Show | None) -> dict[str, Any]:
+    from everos_reflect.clustering.service import ClusterService
+    from everos_reflect.engine.engine import OK, Engine
+    from everos_reflect.index.sync import Indexer
+
+    timings: dict[str, float] = {}
+    started = time.perf_counter()
+    files = sum(1 for _ in rt.store.iter_files())
+    with progress("indexing the example root", files) as advance:
+        scan = Indexer(rt).scan(progress=advance)
+    timings["index"] = time.perf_counter() - started
+
+    mark = time.perf_counter()
+    ClusterService(rt).recluster()  # the canonical clustering, whatever the indexing order
+    timings["cluster"] = time.perf_counter() - mark
+    before = {
+        **_counts(rt),
+        "files": scan.files_seen,
+        "clusters": _clusters(rt),
+        "search": _search(rt),
+    }
+    if show:
+        show.before(before)
+
+    mark = time.perf_counter()
+    engine = Engine(rt)
+    if show:
+        with show.status("reflect_episodes: merging clusters (extractive provider)…"):
+            outcome = engine.trigger("reflect_episodes", force=True, timeout=None)
+    else:
+        outcome = engine.trigger("reflect_episodes", force=True, timeout=None)
+    timings["reflect"] = time.perf_counter() - mark
+    if outcome.status != OK:
+        raise EverosError(f"reflect_episodes {outcome.status}: {outcome.error or 'no detail'}")
+
+    reports = [dict(r) for r in rt.db().execute(
+        "SELECT cluster_id, owner_id, mode, status, source_count, merged_entry_id, provider "
+        "FROM reflection_report WHERE run_id=? ORDER BY created_at", (outcome.run_id,))]
+    merged = [r for r in reports if r["status"] == "ok"]
+    search_after = _search(rt)
+    after = {
+        **_counts(rt),
+        "merges": len(merged),
+        "not_merged": {s: sum(1 for r in reports if r["status"] == s)
+                       for s in sorted({r["status"] for r in reports} - {"ok"})},
+        "provider": merged[0]["provider"] if merged else rt.llm.provider,
+        "narrative": _narrative(rt, merged, search_after),
+        "audit_sql": AUDIT_SQL,
+        "audit": audit_text(rt.root),
+        "search": search_after,
+    }
+    after["archived_episodes"] = after["archived"]["episode"]
+    after["archived_facts"] = after["archived"]["atomic_fact"]
+    timings["total"] = time.perf_counter() - started
+    document = {
+        "source": str(example_root()),
+        "run": {"status": outcome.status, "run_id": outcome.run_id, "counts": outcome.counts},
+        "before": before,
+        "after": after,
+        "seconds": {k: round(v, 2) for k, v in timings.items()},
+    }
+    if show:
+        show.after(document)
+    return document
+
+
+def _counts(rt: Runtime) -> dict[str, Any]:
+    live: dict[str, int] = {"episode": 0, "atomic_fact": 0}
+    archived: dict[str, int] = {"episode": 0, "atomic_fact": 0}
+    for row in rt.db().execute(
+            "SELECT kind, deprecated_by IS NULL AS live, COUNT(*) AS n FROM entries "
+            "GROUP BY kind, live"):
+        (live if row["live"] else archived)[row["kind"]] = row["n"]
+    users = rt.db().execute("SELECT COUNT(DISTINCT app_id || '/' || project_id || '/' || "
+                            "user_id) FROM entries").fetchone()[0]
+    return {"users": users, "live": live, "archived": archived}
+
+
+def _clusters(rt: Runtime) -> list[dict[str, Any]]:
+    """Clusters with at least two live members: what Reflection has to merge."""
+    from everos_reflect.clustering.service import ClusterService
+
+    found = [c for c in ClusterService(rt).clusters() if c.size >= 2]
+    found.sort(key=lambda c: (str(c.ref), c.first_ts))
+    return [{"cluster_id": c.cluster_id, "user_id": c.ref.user_id, "size": c.size,
+             "preview": c.preview} for c in found]
+
+
+def _search(rt: Runtime) -> dict[str, Any]:
+    from everos_reflect.index.search import search
+
+    hits = search(rt, DEMO_QUERY, top_k=SEARCH_TOP_K, user_id=DEMO_USER.user_id,
+                  app_id=DEMO_USER.app, project_id=DEMO_USER.project)
+    return {"query": DEMO_QUERY, "user_id": DEMO_USER.user_id,
+            "hits": [{k: h.to_dict()[k] for k in ("id", "subject", "episode", "session_id",
+                                                   "timestamp", "parent_type", "score")}
+                     for h in hits]}
+
+
+def _narrative(rt: Runtime, merged: list[dict[str, Any]],
+               search_after: dict[str, Any]) -> dict[str, Any] | None:
+    """The narrative to show in full: the search's answer when it is one (Andrew's pets),
+    else the first merge of the demo user, else the first merge."""
+    ids = [h["id"] for h in search_after["hits"] if h["parent_type"] == "cluster"]
+    mine = [r["merged_entry_id"] for r in merged if r["owner_id"] == DEMO_USER.user_id]
+    chosen = (ids or mine or [None])[0]
+    ref = DEMO_USER
+    if chosen is None and merged:
+        row = merged[0]
+        chosen = row["merged_entry_id"]
+        ref = next(u for u in rt.store.iter_users() if u.user_id == row["owner_id"])
+    if chosen is None:
+        return None
+    entry = rt.store.get(ref, chosen)
+    return {"id": entry.id, "user_id": ref.user_id, "subject": entry.subject,
+            "content": entry.content, "timestamp": entry.meta.get("timestamp"),
+            "parent_id": entry.parent_id, "sources": entry.sources,
+            "file": rt.store.rel(rt.store.path_for_id(ref, entry.id))}
+
+
+def audit_text(root: Path) -> str:
+    """The audit query's output exactly as ``sqlite3`` prints it (list mode, ``|`` between
+    columns, NULL as nothing): the sqlite3 CLI itself when installed, else the same format."""
+    db = root / ".index" / "sqlite" / "system.db"
+    binary = shutil.which("sqlite3")
+    if binary:
+        done = subprocess.run([binary, str(db), AUDIT_SQL], capture_output=True, text=True,
+                              timeout=30, check=False)
+        if done.returncode == 0:
+            return done.stdout
+    import sqlite3
+
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        rows = conn.execute(AUDIT_SQL).fetchall()
+    finally:
+        conn.close()
+    return "".join("|".join("" if v is None else str(v) for v in row) + "\n" for row in rows)
+
+
+# --------------------------------------------------------------------------- presentation
+
+
+class _Show:
+    """The demo on a terminal, stage by stage, with rich."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+
+        self.console = Console(highlight=False)
+
+    def status(self, text: str) -> Any:
+        return self.console.status(text)
+
+    def before(self, before: dict[str, Any]) -> None:
+        from rich.markup import escape
+        from rich.table import Table
+
+        c = self.console
+        c.rule("[bold]everos-reflect demo[/bold]: Reflection on memory_root_example")
+        c.print(f"Indexed {before['files']} daily logs: [bold]{before['live']['episode']}"
+                f"[/bold] episodes and {before['live']['atomic_fact']} atomic facts of "
+                f"{before['users']} users (local all-MiniLM-L6-v2, offline).")
+        clusters = before["clusters"]
+        c.print(f"\n[bold]Before[/bold]: {len(clusters)} clusters of similar, time-adjacent "
+                "episodes with 2+ members — the same topic scattered over fragments.")
+        table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
+        table.add_column("user", no_wrap=True)
+        table.add_column("cluster", no_wrap=True)
+        table.add_column("size", justify="right", no_wrap=True)
+        table.add_column("first member", overflow="ellipsis", no_wrap=True, ratio=1)
+        for row in clusters[:8]:
+            table.add_row(row["user_id"], row["cluster_id"], str(row["size"]),
+                          escape(row["preview"]))
+        c.print(table)
+        if len(clusters) > 8:
+            c.print(f"[dim]… and {len(clusters) - 8} more[/dim]")
+        self._search("Search before", before["search"])
+
+    def after(self, document: dict[str, Any]) -> None:
+        from rich.markup import escape
+        from rich.panel import Panel
+
+        c, after = self.console, document["after"]
+        run = document["run"]
+        c.print(f"\n[bold]Reflection[/bold] (reflect_episodes, {after['provider']} provider): "
+                f"{run['status']} in {document['seconds']['reflect']:.1f} s — "
+                f"[bold]{after['merges']}[/bold] merges; "
+                f"[bold]{after['archived_episodes']}[/bold] episodes and "
+                f"{after['archived_facts']} atomic facts archived (deprecated_by), none deleted; "
+                f"{after['live']['episode']} live episodes now.")
+        if after["not_merged"]:
+            skipped = ", ".join(f"{n} {s}" for s, n in after["not_merged"].items())
+            c.print(f"[dim]Not merged this run: {skipped} (see `everos-reflect reports`).[/dim]")
+        narrative = after["narrative"]
+        if narrative:
+            body = (f"[dim]{escape(narrative['file'])}\nparent_type: cluster   parent_id: "
+                    f"{narrative['parent_id']}\nsources: {', '.join(narrative['sources'])}"
+                    f"[/dim]\n\n[bold]{escape(narrative['subject'])}[/bold]\n"
+                    f"{escape(narrative['content'])}")
+            c.print(Panel(body, title=f"narrative {narrative['id']} ({narrative['user_id']})",
+                          title_align="left", expand=False))
+        c.print(f"\n[bold]Audit[/bold]: sqlite3 <root>/.index/sqlite/system.db "
+                f"\"{escape(AUDIT_SQL)}\"")
+        c.print(escape(after["audit"].rstrip("\n")) or "[dim](no rows)[/dim]")
+        self._search("Search after", after["search"])
+        c.print(f"\n[dim]Done in {document['seconds']['total']:.1f} s.[/dim]")
+
+    def _search(self, title: str, result: dict[str, Any]) -> None:
+        from rich.markup import escape
+        from rich.table import Table
+
+        self.console.print(f"\n[bold]{title}[/bold]: \"{result['query']}\" "
+                           f"(user {result['user_id']})")
+        table = Table(box=None, pad_edge=False, header_style="dim")
+        table.add_column("#", justify="right", no_wrap=True)
+        table.add_column("id", no_wrap=True, min_width=16)
+        table.add_column("session", no_wrap=True)
+        table.add_column("episode", overflow="ellipsis", no_wrap=True, ratio=1)
+        for rank, hit in enumerate(result["hits"], 1):
+            text = " ".join(f"{hit['subject']}: {hit['episode']}".split())
+            table.add_row(str(rank), hit["id"], str(hit["session_id"]) if hit["session_id"]
+                          else "[bold]null[/bold]", escape(text))
+        self.console.print(table)
+
+
+COMMANDS: list[click.Command] = [undo_cmd, demo_cmd]

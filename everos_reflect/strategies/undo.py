@@ -1,0 +1,310 @@
+"""Undo one Reflection merge: its sources and their facts live again, the narrative is archived.
+
+Markdown is the truth, so an undo is two frontmatter patches and nothing else: remove exactly the
+``deprecated_entries`` keys that map to the merged narrative (the only way such a key is ever
+removed, SPEC §3), then archive the narrative and its atomic facts with the value ``undone``
+(archived, replaced by nothing). A rebuild from Markdown therefore agrees with the result. The
+audit row becomes ``undone``; the touched files are re-synced through the :class:`Indexer`, whose
+clustering hooks put the sources back into their cluster, and an update merge hands the cluster
+back to the narrative it had replaced.
+
+Order makes a crash harmless: restoring comes first, so an interrupted undo leaves the sources
+*and* the narrative live (duplicates in search, nothing hidden or lost) and running it again
+finishes the job. Undo holds the ``reflect_episodes`` strategy lock, so it never races a merge.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from filelock import FileLock, Timeout
+
+from everos_reflect.clustering.service import ClusterService, UnknownCluster
+from everos_reflect.engine.engine import lock_path
+from everos_reflect.errors import EverosError, InvalidId, MarkdownError, StrategyBusy, UndoRefused
+from everos_reflect.index.db import transaction
+from everos_reflect.index.sync import Indexer
+from everos_reflect.markdown.parser import UNDONE
+from everos_reflect.model import Entry, EntryId, Kind, UserRef
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+#: The strategy whose runs an undo must never overlap.
+REFLECT = "reflect_episodes"
+#: Seconds an undo waits for a running merge to release the strategy lock.
+LOCK_WAIT_SECONDS = 5.0
+
+
+@dataclass
+class UndoResult:
+    """What one undo changed. ``cascaded`` lists the later merges undone first, oldest last."""
+
+    ref: UserRef
+    merged_entry_id: str
+    cluster_id: str | None
+    mode: str  # init | update
+    restored: list[str]  # episodes live again (in update mode the previous narrative too)
+    restored_facts: list[str]
+    archived: list[str]  # the narrative, now deprecated_by "undone"
+    archived_facts: list[str]
+    previous_narrative: str | None  # the narrative an update merge had replaced
+    cluster_narrative: str | None  # the cluster's consolidated narrative after the undo
+    reports: list[str]  # reflection_report ids now marked undone
+    cascaded: list[UndoResult] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "app_id": self.ref.app,
+            "project_id": self.ref.project,
+            "user_id": self.ref.user_id,
+            "merged_entry_id": self.merged_entry_id,
+            "cluster_id": self.cluster_id,
+            "mode": self.mode,
+            "restored": self.restored,
+            "restored_facts": self.restored_facts,
+            "archived": self.archived,
+            "archived_facts": self.archived_facts,
+            "previous_narrative": self.previous_narrative,
+            "cluster_narrative": self.cluster_narrative,
+            "reports": self.reports,
+            "cascaded": [c.to_dict() for c in self.cascaded],
+        }
+
+
+def undo_merge(runtime: Runtime, ref: UserRef, merged_id: str, *,
+               cascade: bool = False) -> UndoResult:
+    """Revert the merge that wrote ``merged_id`` for ``ref``.
+
+    Raises :class:`InvalidId` for a malformed id, :class:`UnknownEntry` when the user has no such
+    entry, :class:`EverosError` when it is not a merged narrative or was already undone,
+    :class:`UndoRefused` when a later update merge folded it into a newer narrative (unless
+    ``cascade``: the later merges are then undone first, newest first), and
+    :class:`StrategyBusy` while a Reflection run holds the strategy lock.
+    """
+    eid = EntryId.parse(merged_id)
+    if eid.kind is not Kind.EPISODE:
+        raise InvalidId(f"{merged_id} is not an episode id: a merged narrative is an episode "
+                        "(ep_...)")
+    with _reflect_lock(runtime):
+        return _undo(runtime, ref, str(eid), cascade=cascade, chain=())
+
+
+@contextmanager
+def _reflect_lock(runtime: Runtime) -> Iterator[None]:
+    path = lock_path(runtime.root, REFLECT)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path), thread_local=False)
+    try:
+        lock.acquire(timeout=LOCK_WAIT_SECONDS)
+    except Timeout:
+        raise StrategyBusy(f"{REFLECT} is running; undo again when the run has finished") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+@dataclass
+class _Found:
+    """Everything in the user's Markdown that points at one narrative."""
+
+    restore: dict[str, Entry | None] = field(default_factory=dict)  # keys mapping to it
+    facts: list[Entry] = field(default_factory=list)  # its live atomic facts
+
+
+def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
+          chain: tuple[str, ...]) -> UndoResult:
+    store = runtime.store
+    narrative = store.get(ref, merged_id)
+    if narrative.parent_type != "cluster":
+        raise EverosError(
+            f"{merged_id} is not a merged narrative (parent_type: "
+            f"{narrative.parent_type or 'none'}); only a Reflection merge can be undone")
+    if narrative.deprecated_by == UNDONE:
+        _mark_reports_undone(runtime, ref, merged_id)  # heals a crash right after the Markdown
+        raise EverosError(f"the merge that wrote {merged_id} was already undone")
+    if narrative.deprecated_by == merged_id:
+        raise EverosError(f"{merged_id} was withdrawn by an interrupted merge that never "
+                          "completed; its sources were never archived, so there is nothing to undo")
+    _refuse_if_journaled(runtime, ref, merged_id)
+
+    cascaded: list[UndoResult] = []
+    later = narrative.deprecated_by
+    if later is not None:
+        if not cascade:
+            raise UndoRefused(
+                f"a later merge built on {merged_id}: it was folded into {later}; undo {later} "
+                "first, or cascade to undo both (newest first)")
+        if later in chain:
+            raise EverosError(f"deprecated_entries of {merged_id} loop back through {later}")
+        newer = _undo(runtime, ref, later, cascade=True, chain=(*chain, merged_id))
+        cascaded = [*newer.cascaded, _flat(newer)]
+        narrative = store.get(ref, merged_id)
+        if narrative.deprecated_by is not None:
+            raise EverosError(f"{merged_id} is still archived (deprecated_by "
+                              f"{narrative.deprecated_by}) after undoing {later}")
+
+    found = _scan(runtime, ref, merged_id)
+    restore_ids = sorted(found.restore)
+    episodes = [i for i in restore_ids if EntryId.parse(i).kind is Kind.EPISODE]
+    facts = [i for i in restore_ids if EntryId.parse(i).kind is not Kind.EPISODE]
+    previous = _previous_narrative(found, narrative.parent_id)
+    archived_facts = sorted(e.id for e in found.facts)
+
+    # Markdown first (restore, then archive), then the audit, then the derived indexes.
+    if restore_ids:
+        removed = store.undeprecate(ref, restore_ids)
+        foreign = {old: new for old, new in removed.items() if new != merged_id}
+        if foreign:  # re-mapped by hand between the scan and the patch: put those back
+            store.deprecate(ref, foreign)
+    store.deprecate(ref, {merged_id: UNDONE, **dict.fromkeys(archived_facts, UNDONE)})
+    reports, mode = _mark_reports_undone(runtime, ref, merged_id)
+    mode = mode or ("update" if previous is not None else "init")
+
+    _resync(runtime, ref, first=restore_ids, then=[merged_id, *archived_facts])
+    cluster_id = narrative.parent_id
+    cluster_narrative = _restore_cluster(runtime, ref, cluster_id, episodes, previous)
+    result = UndoResult(
+        ref=ref, merged_entry_id=merged_id, cluster_id=cluster_id, mode=mode,
+        restored=episodes, restored_facts=facts, archived=[merged_id],
+        archived_facts=archived_facts, previous_narrative=previous.id if previous else None,
+        cluster_narrative=cluster_narrative, reports=reports, cascaded=cascaded)
+    log.info("undid merge %s of %s: %d episodes and %d facts restored, %d facts archived",
+             merged_id, ref, len(episodes), len(facts), len(archived_facts))
+    return result
+
+
+def _flat(result: UndoResult) -> UndoResult:
+    return UndoResult(**{**result.__dict__, "cascaded": []})
+
+
+def _scan(runtime: Runtime, ref: UserRef, merged_id: str) -> _Found:
+    """Find the keys mapping to ``merged_id`` and its live facts, before anything is written.
+
+    Only files whose bytes mention the id are parsed. A file among them that cannot be parsed
+    stops the undo here, while nothing has changed yet.
+    """
+    store = runtime.store
+    needle = merged_id.encode()
+    found = _Found()
+    for path in store.iter_files(ref, [Kind.EPISODE, Kind.ATOMIC_FACT]):
+        try:
+            if needle not in path.read_bytes():
+                continue
+            daily = store.read(path)
+        except FileNotFoundError:
+            continue
+        fatal = next((d for d in daily.diagnostics if d.severity == "fatal"), None)
+        if fatal is not None:
+            raise MarkdownError(fatal.path, fatal.line,
+                                f"cannot undo {merged_id} while this file does not parse: "
+                                f"{fatal.message}")
+        by_id = {e.id: e for e in daily.entries}
+        for old, new in daily.deprecated_entries.items():
+            if new == merged_id:
+                found.restore[old] = by_id.get(old)
+        located = store.ref_for_path(path)
+        if located is not None and located[1] is Kind.ATOMIC_FACT:
+            found.facts += [e for e in daily.entries
+                            if e.parent_id == merged_id and e.deprecated_by is None]
+    return found
+
+
+def _previous_narrative(found: _Found, cluster_id: str | None) -> Entry | None:
+    """The narrative an update merge replaced: a restored episode made by Reflection."""
+    candidates = [e for e in found.restore.values()
+                  if e is not None and e.kind is Kind.EPISODE and e.parent_type == "cluster"
+                  and (cluster_id is None or e.parent_id == cluster_id)]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda e: (e.timestamp is not None, e.timestamp, e.id))
+
+
+def _refuse_if_journaled(runtime: Runtime, ref: UserRef, merged_id: str) -> None:
+    """A merge interrupted mid-commit may still be rolled forward; undoing under it would race
+    that recovery, so wait for it."""
+    row = runtime.db().execute(
+        "SELECT id FROM merge_journal WHERE app_id=? AND project_id=? AND user_id=? "
+        "AND plan LIKE ?", (ref.app, ref.project, ref.user_id, f"%{merged_id}%")).fetchone()
+    if row is not None:
+        raise EverosError(f"an interrupted merge involving {merged_id} awaits recovery "
+                          f"(journal {row['id']}); run {REFLECT} once, then undo")
+
+
+def _mark_reports_undone(runtime: Runtime, ref: UserRef,
+                         merged_id: str) -> tuple[list[str], str | None]:
+    """Set the merge's audit rows to ``undone``; returns their ids and the merge's mode."""
+    conn = runtime.db()
+    with transaction(conn):
+        rows = conn.execute(
+            "SELECT id, mode FROM reflection_report WHERE app_id=? AND project_id=? AND "
+            "owner_id=? AND merged_entry_id=? AND status != 'undone' ORDER BY created_at",
+            (ref.app, ref.project, ref.user_id, merged_id)).fetchall()
+        conn.executemany("UPDATE reflection_report SET status='undone' WHERE id=?",
+                         [(r["id"],) for r in rows])
+    return [r["id"] for r in rows], (rows[-1]["mode"] if rows else None)
+
+
+def _resync(runtime: Runtime, ref: UserRef, *, first: Iterable[str],
+            then: Iterable[str]) -> None:
+    """Sync the restored entries' files before the archived ones': sources rejoin their cluster
+    before the narrative leaves it, so the cluster never runs empty (which would delete it)."""
+    indexer = Indexer(runtime)
+    seen: set[Path] = set()
+    for ids in (first, then):
+        paths = sorted({runtime.store.path_for_id(ref, i) for i in ids} - seen)
+        for path in paths:
+            indexer.sync_path(path)
+        seen.update(paths)
+
+
+def _restore_cluster(runtime: Runtime, ref: UserRef, cluster_id: str | None,
+                     episodes: list[str], previous: Entry | None) -> str | None:
+    """Make the cluster hold the restored episodes again, consolidated by ``previous`` (update
+    merge) or by nothing (init merge); returns the cluster's narrative afterwards.
+
+    The indexer's hooks have revived the sources and retired the narrative; the replaced
+    narrative is then re-attached as the cluster's narrative. Should the online state still
+    disagree (e.g. the cluster vanished meanwhile), the user's clusters are rebuilt from the
+    index, which is what a ``reindex`` would give.
+    """
+    service = ClusterService(runtime)
+    if previous is not None:
+        service.on_entries_indexed(ref, [runtime.store.get(ref, previous.id)], {})
+    if not _cluster_agrees(service, ref, cluster_id, episodes, previous):
+        log.info("undo: rebuilding the clusters of %s", ref)
+        service.recluster(ref)
+    if cluster_id is None:
+        return None
+    try:
+        return service.cluster(cluster_id).consolidated_entry_id
+    except UnknownCluster:
+        return None
+
+
+def _cluster_agrees(service: ClusterService, ref: UserRef, cluster_id: str | None,
+                    episodes: list[str], previous: Entry | None) -> bool:
+    live: set[str] = set()
+    for cid in {service.cluster_of(ref, e) for e in episodes}:
+        if cid is None:
+            return False
+        live.update(m.entry_id for m in service.members(cid))
+    if not live.issuperset(episodes):
+        return False
+    if previous is None or cluster_id is None:
+        return True
+    try:
+        return service.cluster(cluster_id).consolidated_entry_id == previous.id
+    except UnknownCluster:
+        return False
+
+
+__all__ = ["LOCK_WAIT_SECONDS", "REFLECT", "UndoResult", "undo_merge"]
