@@ -1,0 +1,373 @@
+"""undo_merge and the `undo` command: one merge reverted in Markdown, index, clusters and audit.
+
+The merges here are written by hand through the store, in the format the Reflection pipeline
+writes (narrative with ``parent_type: cluster``, facts under it, ``deprecated_entries`` toward
+it, one ``reflection_report`` row), so these tests pin undo to that format alone.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, date, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+from filelock import FileLock
+
+from everos_reflect.cli import demo_cmds
+from everos_reflect.cli.main import cli
+from everos_reflect.clustering.service import ClusterService
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.engine.engine import lock_path
+from everos_reflect.errors import EverosError, InvalidId, StrategyBusy, UndoRefused, UnknownEntry
+from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.index.search import search
+from everos_reflect.index.sync import Indexer
+from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import ClusteringSettings, Settings
+from everos_reflect.strategies import undo as undo_mod
+from everos_reflect.strategies.undo import undo_merge
+
+REF = UserRef.of("u_andrew")
+SETTINGS = Settings(clustering=ClusteringSettings(threshold=0.3, time_window_days=7.0,
+                                                  rejoin_threshold=0.3))
+PETS = [
+    (date(2026, 8, 10), "Andrew pets", "Andrew has no pets; his apartment does not allow a dog."),
+    (date(2026, 8, 12), "Andrew pets dog", "Andrew adopted a dog named Toby; Andrew pets: a dog."),
+    (date(2026, 8, 14), "Andrew pets dogs",
+     "Andrew adopted a second dog named Buddy; Andrew pets: two dogs, Toby and Buddy."),
+]
+
+
+@pytest.fixture
+def rt(root: Path) -> Runtime:
+    runtime = Runtime(root, SETTINGS, embedder=HashEmbedder(64))
+    yield runtime
+    runtime.close()
+
+
+def add(rt: Runtime, day: date, subject: str, content: str) -> Entry:
+    meta = {"timestamp": datetime(day.year, day.month, day.day, 10, tzinfo=UTC),
+            "parent_type": "memcell", "session_id": f"s_{day:%m%d}"}
+    return rt.store.append(REF, Kind.EPISODE, meta, {"Subject": subject, "Content": content},
+                           day=day)
+
+
+def add_fact(rt: Runtime, parent: Entry, text: str, day: date) -> Entry:
+    meta = {"timestamp": parent.meta["timestamp"], "parent_type": "episode",
+            "parent_id": parent.id}
+    return rt.store.append(REF, Kind.ATOMIC_FACT, meta, {"Fact": text}, day=day)
+
+
+def pets(rt: Runtime, count: int = 3) -> list[Entry]:
+    """Andrew's pet fragments, each with one fact, indexed and clustered together."""
+    entries = []
+    for day, subject, content in PETS[:count]:
+        entry = add(rt, day, subject, content)
+        add_fact(rt, entry, content.split(";")[0], day)
+        entries.append(entry)
+    add(rt, date(2026, 8, 11), "Taxes", "Filed the federal tax return late again.")
+    Indexer(rt).scan()
+    return entries
+
+
+def live_facts_of(rt: Runtime, parent_ids: list[str]) -> list[Entry]:
+    return [f for f in rt.store.entries(REF, Kind.ATOMIC_FACT)
+            if f.parent_id in parent_ids and f.deprecated_by is None]
+
+
+def merge(rt: Runtime, sources: list[Entry], content: str, *, day: date,
+          existing: Entry | None = None) -> Entry:
+    """Write one merge the way the Reflection pipeline does, in its order."""
+    service = ClusterService(rt)
+    cluster_id = service.cluster_of(REF, sources[0].id)
+    assert cluster_id is not None
+    replaced = ([existing] if existing else []) + sources
+    old_facts = live_facts_of(rt, [e.id for e in replaced])
+    latest = max(rt.store.get(REF, e.id).timestamp for e in replaced)
+    narrative = rt.store.append(
+        REF, Kind.EPISODE,
+        {"timestamp": latest, "parent_type": "cluster", "parent_id": cluster_id,
+         "sources": [e.id for e in replaced], "reflection": f"rj_{day:%m%d}"},
+        {"Subject": "Andrew's pets", "Content": content}, day=day)
+    for sentence in content.split(". "):
+        add_fact(rt, narrative, sentence, day)
+    rt.store.deprecate(REF, {i: narrative.id for i in
+                             [e.id for e in replaced] + [f.id for f in old_facts]})
+    indexer = Indexer(rt)
+    for kind in (Kind.EPISODE, Kind.ATOMIC_FACT):
+        indexer.sync_path(rt.store.log_path(REF, kind, day))
+    indexer.scan()
+    vector = rt.vectors.get_vectors(Kind.EPISODE, REF, [narrative.id])[narrative.id]
+    service.mark_consolidated(cluster_id, narrative.id, vector, [e.id for e in replaced])
+    conn = rt.db()
+    with transaction(conn):
+        conn.execute(
+            "INSERT INTO reflection_report (id, app_id, project_id, owner_id, cluster_id, mode,"
+            " source_count, source_members, merged_entry_id, deprecated_fact_count, status,"
+            " created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (f"rr_{narrative.id}", REF.app, REF.project, REF.user_id, cluster_id,
+             "update" if existing else "init", len(sources), json.dumps([e.id for e in sources]),
+             narrative.id, len(old_facts), "ok", utcnow_iso()))
+    return rt.store.get(REF, narrative.id)
+
+
+def deprecated_in_markdown(rt: Runtime) -> dict[str, str | None]:
+    return {e.id: e.deprecated_by for kind in (Kind.EPISODE, Kind.ATOMIC_FACT)
+            for e in rt.store.entries(REF, kind)}
+
+
+def deprecated_in_index(rt: Runtime) -> dict[str, str | None]:
+    return {r["id"]: r["deprecated_by"] for r in rt.db().execute(
+        "SELECT id, deprecated_by FROM entries WHERE user_id=?", (REF.user_id,))}
+
+
+def cluster_state(rt: Runtime) -> set[tuple[frozenset[str], str | None]]:
+    """Each cluster as (live members, consolidated narrative): what a rebuild must agree on."""
+    service = ClusterService(rt)
+    return {(frozenset(m.entry_id for m in service.members(c.cluster_id)),
+             c.consolidated_entry_id) for c in service.clusters(REF)}
+
+
+def report_status(rt: Runtime, merged_id: str) -> str:
+    return rt.db().execute("SELECT status FROM reflection_report WHERE merged_entry_id=?",
+                           (merged_id,)).fetchone()["status"]
+
+
+def snapshot(rt: Runtime) -> dict[str, bytes]:
+    return {str(p): p.read_bytes() for p in rt.store.iter_files(REF)}
+
+
+def test_fixture_clusters_the_pet_fragments_together(rt: Runtime) -> None:
+    sources = pets(rt)
+    service = ClusterService(rt)
+    cluster_ids = {service.cluster_of(REF, e.id) for e in sources}
+    assert len(cluster_ids) == 1 and None not in cluster_ids
+
+
+def test_undo_of_an_init_merge_restores_sources_facts_cluster_and_report(rt: Runtime) -> None:
+    sources = pets(rt)
+    source_ids = [e.id for e in sources]
+    source_facts = [f.id for f in live_facts_of(rt, source_ids)]
+    before_merge = {p: b for p, b in snapshot(rt).items()}
+    cluster_id = ClusterService(rt).cluster_of(REF, source_ids[0])
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby. He now has two dogs.",
+                      day=date(2026, 8, 20))
+    narrative_facts = [f.id for f in live_facts_of(rt, [narrative.id])]
+    assert len(narrative_facts) == 3
+    assert {i: deprecated_in_markdown(rt)[i] for i in source_ids} == dict.fromkeys(
+        source_ids, narrative.id)
+
+    result = undo_merge(rt, REF, narrative.id)
+
+    assert result.mode == "init" and result.cluster_id == cluster_id
+    assert result.restored == source_ids
+    assert result.restored_facts == sorted(source_facts)
+    assert result.archived == [narrative.id]
+    assert result.archived_facts == sorted(narrative_facts)
+    assert result.previous_narrative is None and result.cluster_narrative is None
+    assert result.reports == [f"rr_{narrative.id}"] and result.cascaded == []
+    # Markdown: the keys the merge added are gone, so the source files are byte for byte as
+    # before the merge; the narrative and its facts are archived as "undone".
+    after = snapshot(rt)
+    for path in {str(rt.store.path_for_id(REF, i)) for i in source_ids + source_facts}:
+        assert after[path] == before_merge[path]
+    marked = deprecated_in_markdown(rt)
+    assert all(marked[i] is None for i in source_ids + source_facts)
+    assert all(marked[i] == "undone" for i in [narrative.id, *narrative_facts])
+    assert "  " + narrative.id + ": undone" in rt.store.path_for_id(REF, narrative.id).read_text()
+    # Index, search, clusters and audit agree at once.
+    assert deprecated_in_index(rt) == marked
+    hits = search(rt, "Andrew pets dog", user_id=REF.user_id, top_k=10)
+    assert narrative.id not in {h.id for h in hits}
+    assert set(source_ids) <= {h.id for h in hits}
+    service = ClusterService(rt)
+    assert {m.entry_id for m in service.members(cluster_id)} == set(source_ids)
+    assert service.cluster(cluster_id).consolidated_entry_id is None
+    assert report_status(rt, narrative.id) == "undone"
+    # A rebuild from Markdown gives the same state.
+    clusters = cluster_state(rt)
+    Indexer(rt).reindex()
+    assert deprecated_in_index(rt) == marked
+    assert cluster_state(rt) == clusters
+
+
+def test_undo_of_an_update_merge_hands_the_cluster_back_to_the_previous_narrative(
+        rt: Runtime) -> None:
+    first, second = pets(rt, 2)
+    n1 = merge(rt, [first, second], "Andrew had no pets. He adopted a dog named Toby.",
+               day=date(2026, 8, 13))
+    third = add(rt, *PETS[2])
+    Indexer(rt).scan()
+    service = ClusterService(rt)
+    cluster_id = service.cluster_of(REF, n1.id)
+    assert service.cluster_of(REF, third.id) == cluster_id
+    n1_facts = [f.id for f in live_facts_of(rt, [n1.id])]
+    n2 = merge(rt, [third], "Andrew had no pets. He adopted Toby, then Buddy. Two dogs now.",
+               day=date(2026, 8, 20), existing=n1)
+    assert service.cluster(cluster_id).consolidated_entry_id == n2.id
+
+    result = undo_merge(rt, REF, n2.id)
+
+    assert result.mode == "update"
+    assert result.previous_narrative == n1.id
+    assert result.restored == sorted([n1.id, third.id])
+    assert result.restored_facts == sorted(n1_facts)
+    assert result.cluster_narrative == n1.id
+    marked = deprecated_in_markdown(rt)
+    assert marked[n1.id] is None and marked[third.id] is None and marked[n2.id] == "undone"
+    # The first merge stays as it was: its sources still point at n1.
+    assert marked[first.id] == n1.id and marked[second.id] == n1.id
+    assert service.cluster(cluster_id).consolidated_entry_id == n1.id
+    assert {m.entry_id for m in service.members(cluster_id)} == {n1.id, third.id}
+    assert report_status(rt, n2.id) == "undone" and report_status(rt, n1.id) == "ok"
+    clusters = cluster_state(rt)
+    Indexer(rt).reindex()
+    assert deprecated_in_index(rt) == marked
+    assert cluster_state(rt) == clusters
+
+
+def two_merges(rt: Runtime) -> tuple[list[Entry], Entry, Entry]:
+    first, second = pets(rt, 2)
+    n1 = merge(rt, [first, second], "Andrew had no pets. He adopted a dog named Toby.",
+               day=date(2026, 8, 13))
+    third = add(rt, *PETS[2])
+    Indexer(rt).scan()
+    n2 = merge(rt, [third], "Andrew had no pets. He adopted Toby, then Buddy. Two dogs now.",
+               day=date(2026, 8, 20), existing=n1)
+    return [first, second, third], n1, n2
+
+
+def test_undo_refuses_when_a_later_merge_built_on_it_and_changes_nothing(rt: Runtime) -> None:
+    _, n1, n2 = two_merges(rt)
+    before = snapshot(rt)
+    with pytest.raises(UndoRefused, match=f"folded into {n2.id}"):
+        undo_merge(rt, REF, n1.id)
+    assert snapshot(rt) == before
+    assert report_status(rt, n1.id) == "ok"
+
+
+def test_cascade_undoes_the_later_merge_first(rt: Runtime) -> None:
+    sources, n1, n2 = two_merges(rt)
+    result = undo_merge(rt, REF, n1.id, cascade=True)
+    assert [c.merged_entry_id for c in result.cascaded] == [n2.id]
+    assert result.merged_entry_id == n1.id
+    marked = deprecated_in_markdown(rt)
+    assert all(marked[e.id] is None for e in sources)
+    assert marked[n1.id] == "undone" and marked[n2.id] == "undone"
+    assert all(marked[f.id] is None for f in rt.store.entries(REF, Kind.ATOMIC_FACT)
+               if f.parent_id in {e.id for e in sources})
+    service = ClusterService(rt)
+    cluster_id = result.cluster_id
+    assert service.cluster(cluster_id).consolidated_entry_id is None
+    assert {m.entry_id for m in service.members(cluster_id)} == {e.id for e in sources}
+    assert report_status(rt, n1.id) == "undone" and report_status(rt, n2.id) == "undone"
+    assert deprecated_in_index(rt) == marked
+
+
+def test_unknown_non_merge_and_malformed_ids_are_refused(rt: Runtime) -> None:
+    sources = pets(rt, 2)
+    with pytest.raises(UnknownEntry, match="no entry ep_20990101_0001"):
+        undo_merge(rt, REF, "ep_20990101_0001")
+    with pytest.raises(EverosError, match="not a merged narrative"):
+        undo_merge(rt, REF, sources[0].id)
+    with pytest.raises(InvalidId, match="not an episode id"):
+        undo_merge(rt, REF, live_facts_of(rt, [sources[0].id])[0].id)
+    with pytest.raises(InvalidId, match="invalid entry id"):
+        undo_merge(rt, REF, "../etc/passwd")
+
+
+def test_a_second_undo_of_the_same_merge_is_refused(rt: Runtime) -> None:
+    narrative = merge(rt, pets(rt, 2), "Andrew had no pets. He adopted Toby.",
+                      day=date(2026, 8, 20))
+    undo_merge(rt, REF, narrative.id)
+    before = snapshot(rt)
+    with pytest.raises(EverosError, match="already undone"):
+        undo_merge(rt, REF, narrative.id)
+    assert snapshot(rt) == before
+
+
+def test_undo_waits_for_a_running_reflection_then_reports_busy(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    narrative = merge(rt, pets(rt, 2), "Andrew had no pets. He adopted Toby.",
+                      day=date(2026, 8, 20))
+    monkeypatch.setattr(undo_mod, "LOCK_WAIT_SECONDS", 0.05)
+    path = lock_path(rt.root, "reflect_episodes")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path)), pytest.raises(StrategyBusy, match="reflect_episodes is running"):
+        undo_merge(rt, REF, narrative.id)
+    assert deprecated_in_markdown(rt)[narrative.id] is None
+    assert undo_merge(rt, REF, narrative.id).archived == [narrative.id]
+
+
+def test_a_crash_after_restoring_is_finished_by_running_undo_again(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    sources = pets(rt, 2)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
+                      day=date(2026, 8, 20))
+    real = rt.store.deprecate
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise OSError("disk full")
+
+    monkeypatch.setattr(rt.store, "deprecate", crash)
+    with pytest.raises(OSError):
+        undo_merge(rt, REF, narrative.id)
+    marked = deprecated_in_markdown(rt)
+    assert all(marked[e.id] is None for e in sources) and marked[narrative.id] is None
+    monkeypatch.setattr(rt.store, "deprecate", real)
+    result = undo_merge(rt, REF, narrative.id)
+    assert result.restored == [] and result.archived == [narrative.id]
+    assert deprecated_in_markdown(rt)[narrative.id] == "undone"
+    assert report_status(rt, narrative.id) == "undone"
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def invoke(root: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, ["undo", *args, "--root", str(root)])
+
+
+def test_cli_undo_prints_what_it_restored_and_archived(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    sources = pets(rt, 2)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.", day=date(2026, 8, 20))
+    monkeypatch.setattr(demo_cmds, "open_runtime", lambda root: rt)
+    result = invoke(rt.root, narrative.id, "--user", "u_andrew")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == f"undid init merge {narrative.id} (cluster {narrative.parent_id})"
+    assert lines[1] == f"  restored 2 episodes: {sources[0].id}, {sources[1].id}"
+    assert f"  archived {narrative.id} and 2 atomic facts (deprecated_by: undone)" in lines
+    again = invoke(rt.root, narrative.id, "--user", "u_andrew", "--json")
+    assert again.exit_code == 1 and "already undone" in again.stderr and again.stdout == ""
+
+
+def test_cli_undo_json_lists_the_cascade(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    _, n1, n2 = two_merges(rt)
+    monkeypatch.setattr(demo_cmds, "open_runtime", lambda root: rt)
+    refused = invoke(rt.root, n1.id, "--user", "u_andrew")
+    assert refused.exit_code == 1
+    assert refused.stderr.startswith(f"error: a later merge built on {n1.id}")
+    result = invoke(rt.root, n1.id, "--user", "u_andrew", "--cascade", "--json")
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["merged_entry_id"] == n1.id
+    assert [c["merged_entry_id"] for c in document["cascaded"]] == [n2.id]
+
+
+def test_cli_undo_errors_are_one_line(root: Path) -> None:
+    cases = [
+        (["ep_20990101_0001", "--user", "u_andrew"], "no entry ep_20990101_0001"),
+        (["nonsense", "--user", "u_andrew"], "invalid entry id"),
+        (["ep_20990101_0001", "--user", "../x"], "invalid user_id"),
+    ]
+    for args, message in cases:
+        result = invoke(root, *args)
+        assert result.exit_code == 1
+        assert result.stderr.count("\n") == 1 and message in result.stderr
+        assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
+        assert result.stdout == ""
