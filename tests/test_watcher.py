@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Iterator
+from datetime import date
 from pathlib import Path
 
-from everos_reflect.index.watcher import FsEvent, plan_events, wants_rescan
+import pytest
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.index.sync import Indexer
+from everos_reflect.index.watcher import FsEvent, Watcher, plan_events, wants_rescan
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
 
 ROOT = Path("/mem")
 EP = ROOT / "a/p/users/u/episodes/episode-2026-10-12.md"
@@ -47,3 +57,69 @@ def test_wants_rescan_on_folder_move_or_delete_outside_the_index() -> None:
     assert wants_rescan([FsEvent("deleted", str(users / "u"), is_directory=True)], ROOT)
     assert not wants_rescan([FsEvent("deleted", str(ROOT / ".index/x"), is_directory=True)], ROOT)
     assert not wants_rescan([FsEvent("created", str(users / "w"), is_directory=True)], ROOT)
+
+
+# --------------------------------------------------------------------------- live watcher
+
+REF = UserRef.of("u_andrew")
+DAY = date(2026, 10, 12)
+
+
+def _indexed_ids(rt: Runtime) -> set[str]:
+    return {r[0] for r in rt.db().execute("SELECT id FROM entries")}
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def _append(rt: Runtime, content: str, day: date = DAY) -> str:
+    entry = rt.store.append(
+        REF, Kind.EPISODE,
+        {"timestamp": f"{day.isoformat()}T10:00:00+00:00", "parent_type": "memcell"},
+        {"Subject": "Pets", "Content": content},
+        day=day,
+    )
+    return entry.id
+
+
+@pytest.fixture
+def rt(tmp_path: Path) -> Iterator[Runtime]:
+    runtime = Runtime(tmp_path, Settings(), embedder=HashEmbedder(16))
+    yield runtime
+    runtime.close()
+
+
+def test_watcher_catches_offline_edits_then_live_writes_and_survives_a_broken_file(
+    rt: Runtime,
+) -> None:
+    offline = _append(rt, "written while nothing ran")
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0):
+        assert _wait_for(lambda: _indexed_ids(rt) == {offline})
+
+        broken = rt.store.log_path(REF, Kind.EPISODE, date(2026, 10, 13))
+        broken.write_text("---\ntype: [oops\n---\n")
+        live = _append(rt, "written while watching", day=date(2026, 10, 14))
+        assert _wait_for(lambda: live in _indexed_ids(rt))
+        assert _wait_for(lambda: rt.store.rel(broken) in Indexer(rt).problems())
+
+        rt.store.log_path(REF, Kind.EPISODE, DAY).unlink()
+        assert _wait_for(lambda: _indexed_ids(rt) == {live})
+
+
+def test_watcher_periodic_reconcile_and_optimize_run_on_the_worker(rt: Runtime) -> None:
+    watcher = Watcher(rt, debounce=0.05, reconcile_interval=0.2, optimize_interval=0.2,
+                      scan_on_start=False)
+    calls: list[str] = []
+    watcher.indexer.scan = lambda progress=None: calls.append("scan")  # type: ignore[method-assign]
+    rt.vectors.optimize = lambda: calls.append("optimize")  # type: ignore[method-assign]
+    with watcher:
+        assert _wait_for(lambda: calls.count("scan") >= 2 and calls.count("optimize") >= 2)
+    stopped_at = len(calls)
+    time.sleep(0.3)
+    assert len(calls) == stopped_at  # stop() really stopped the loop

@@ -201,6 +201,12 @@ class Watcher:
             return events, None
 
     def _run(self) -> None:
+        try:
+            self._loop()
+        finally:
+            self.rt.close()  # this thread's SQLite connection
+
+    def _loop(self) -> None:
         now = time.monotonic()
         never = float("inf")
         next_scan = _first_due(now, self.reconcile_interval, immediately=self.scan_on_start)
