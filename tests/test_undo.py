@@ -371,3 +371,62 @@ def test_cli_undo_errors_are_one_line(root: Path) -> None:
         assert result.stderr.count("\n") == 1 and message in result.stderr
         assert result.stderr.startswith("error: ") and "Traceback" not in result.stderr
         assert result.stdout == ""
+
+
+# --------------------------------------------------------------------------- the real pipeline
+
+
+def test_undo_reverts_merges_written_by_the_reflection_pipeline(root: Path) -> None:
+    from everos_reflect.llm.base import MergeRequest, MergeResult, ScriptedLLM
+    from everos_reflect.llm.extractive import ExtractiveLLM
+    from tests.reflect_fixtures import (
+        ANDREW,
+        PETS,
+        add_episode,
+        make_runtime,
+        run_reflection,
+        seed_pets,
+    )
+
+    def echo(req: MergeRequest) -> MergeResult:  # faithful: the coverage guard lets it through
+        parts = ([req.existing.content] if req.existing else []) + [
+            m.content for m in req.chronological()]
+        return MergeResult("Andrew's pets", "\n\n".join(parts), provider="scripted",
+                           model="echo")
+
+    rt = make_runtime(root, ScriptedLLM([echo, echo], fallback=ExtractiveLLM()))
+    sources = seed_pets(rt)
+    assert run_reflection(rt, run_id="run_1").get("merged") == 1
+    [n1] = [e for e in rt.store.entries(ANDREW, Kind.EPISODE) if e.parent_type == "cluster"]
+    timestamp, subject, content = PETS[-1]
+    late = add_episode(rt, ANDREW, timestamp.replace("09-07T10", "09-08T11"),
+                       subject + " again", content + " Andrew walks both dogs daily.")
+    assert run_reflection(rt, run_id="run_2").get("merged") == 1
+    n2 = next(e for e in rt.store.entries(ANDREW, Kind.EPISODE)
+              if e.parent_type == "cluster" and e.id != n1.id)
+    assert rt.store.get(ANDREW, n1.id).deprecated_by == n2.id
+    cluster_id = n1.parent_id
+    service = ClusterService(rt)
+
+    with pytest.raises(UndoRefused):
+        undo_merge(rt, ANDREW, n1.id)
+    update = undo_merge(rt, ANDREW, n2.id)
+    assert (update.mode, update.previous_narrative, update.cluster_narrative) == (
+        "update", n1.id, n1.id)
+    assert update.restored == sorted([n1.id, late.id])
+    assert service.cluster(cluster_id).consolidated_entry_id == n1.id
+
+    init = undo_merge(rt, ANDREW, n1.id)
+    assert init.mode == "init" and init.restored == [e.id for e in sources]
+    marked = {e.id: e.deprecated_by for e in rt.store.entries(ANDREW, Kind.EPISODE)}
+    assert marked == {**{e.id: None for e in [*sources, late]}, n1.id: "undone",
+                      n2.id: "undone"}
+    statuses = [r["status"] for r in rt.db().execute(
+        "SELECT status FROM reflection_report ORDER BY created_at")]
+    assert statuses == ["undone", "undone"]
+    assert {m.entry_id for m in service.members(cluster_id)} == {e.id for e in [*sources, late]}
+    assert service.cluster(cluster_id).consolidated_entry_id is None
+    hits = search(rt, "how many pets does Andrew have", user_id="u_andrew", top_k=10)
+    assert {h.id for h in hits}.isdisjoint({n1.id, n2.id})
+    # The cluster is eligible again: a later run merges it afresh, from the live fragments.
+    assert run_reflection(rt, run_id="run_3").get("merged") == 1
