@@ -87,6 +87,8 @@ def test_append_adds_only_bytes_at_the_end_and_allocates_the_next_id(root: Path)
         entry.id, {"owner_id": "u_andrew", "timestamp": TS, "mood": "ok"}, {"Content": "x"}
     )
     assert path.read_bytes() == before + block.encode()
+    stored = store.get(REF, entry.id)
+    assert (entry.line, entry.raw) == (stored.line, stored.raw) == (20, block.rstrip("\n"))
 
 
 def test_append_keeps_crlf_and_adds_a_missing_trailing_newline(root: Path) -> None:
@@ -99,6 +101,8 @@ def test_append_keeps_crlf_and_adds_a_missing_trailing_newline(root: Path) -> No
     assert data.startswith(original + "\r\n<!-- entry:" + entry_id + " -->\r\n")
     assert data.endswith("\r\n") and "\n" not in data.replace("\r\n", "")
     assert [e.subject for e in store.read(path).entries] == ["s", "second"]
+    third = store.append(REF, Kind.EPISODE, {"timestamp": TS}, {"Content": "x"}, day=DAY)
+    assert (third.line, third.raw) == (store.get(REF, third.id).line, store.get(REF, third.id).raw)
 
 
 def test_append_never_reuses_an_id_of_a_broken_or_deprecated_entry(root: Path) -> None:

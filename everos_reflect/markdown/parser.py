@@ -50,14 +50,14 @@ _PARENT_TYPES = {
 }
 
 
+_LINE_RE = re.compile(r"[^\n]*\n|[^\n]+$")
+_HEADER_END_RE = re.compile(r"\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\r?$)")
+
+
 def split_lines(text: str) -> list[str]:
-    """Lines with their endings kept, split on ``\\n`` only (``str.splitlines`` also splits on
+    """Lines with their endings kept, split on ``\n`` only (``str.splitlines`` also splits on
     form feeds and unicode separators, which would shift line numbers and corrupt edits)."""
-    lines = text.split("\n")
-    out = [line + "\n" for line in lines[:-1]]
-    if lines[-1]:
-        out.append(lines[-1])
-    return out
+    return _LINE_RE.findall(text)
 
 
 def bare(line: str) -> str:
@@ -149,12 +149,20 @@ def _as_day(value: Any) -> date | None:
     return None
 
 
+def header_text(text: str) -> str:
+    """The text up to the end of the frontmatter (all of it when there is no closed one)."""
+    first = text.find("\n")
+    end = _HEADER_END_RE.search(text, first) if first >= 0 else None
+    return text[: end.end()] if end else text
+
+
 class _Parser:
     def __init__(self, text: str, path: str) -> None:
         self.text = text
         self.path = path
         self.lines = split_lines(text)
-        self.bare = [bare(line) for line in self.lines]
+        self.bare = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
+        del self.bare[len(self.lines) :]  # the empty piece after a final newline
         self.diagnostics: list[Diagnostic] = []
 
     def report(self, line: int, message: str, severity: str = "error") -> None:
@@ -408,7 +416,11 @@ def parse_log(text: str, path: str = "<text>", *, entries: bool = True) -> Daily
     fatal problems): all a writer needs, at a fraction of the cost for a long file.
     """
     try:
-        return _Parser(text, path).parse(entries=entries)
+        if entries:
+            return _Parser(text, path).parse()
+        log = _Parser(header_text(text), path).parse(entries=False)
+        log.text = text
+        return log
     except Exception as exc:  # a parser bug must not stop the daemon
         log = DailyLog(path, None, None, {}, text=text)
         log.diagnostics.append(Diagnostic(path, 1, f"internal parser error: {exc!r}", "fatal"))

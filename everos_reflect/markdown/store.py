@@ -26,11 +26,10 @@ from everos_reflect.errors import InvalidId, MarkdownError, UnknownEntry
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
     UNDONE,
-    frontmatter_bounds,
+    header_text,
     next_seq,
     parse_entry_id,
     parse_log,
-    split_lines,
 )
 from everos_reflect.model import (
     DailyLog,
@@ -296,15 +295,13 @@ class MarkdownStore:
     def _parse_back(self, log: DailyLog, prefix: str, block: str, entry_id: str) -> Entry:
         """Parse a just-rendered block as the file will hold it; strict with our own writes:
         never write an entry that would not read back."""
-        lines = split_lines(prefix)
-        bounds = frontmatter_bounds(lines)
-        header = "".join(lines[: bounds[1] + 1]) if bounds else ""
+        header = header_text(prefix)
         check = parse_log(header + block, log.path)
         entry = next((e for e in check.entries if e.id == entry_id), None)
         if entry is None:
             reason = "; ".join(d.message for d in check.diagnostics) or "it does not parse back"
             raise MarkdownError(log.path, 0, f"refusing to write {entry_id}: {reason}")
-        entry.line += len(lines) - len(split_lines(header))
+        entry.line += prefix.count("\n") - header.count("\n")
         return entry
 
     def _writable(self, log: DailyLog) -> DailyLog:
