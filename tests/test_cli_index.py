@@ -1,0 +1,140 @@
+"""CLI: `reindex` and `search` — counts, JSON shape (SPEC §7), filters, one-line errors."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner, Result
+
+from everos_reflect.cli import index_cmds
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.errors import EverosError
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime, resolve_root
+from everos_reflect.settings import Settings
+
+ANDREW = UserRef.of("u_andrew")
+BEA = UserRef("acme", "bot", "u_bea")
+
+
+@click.group()
+def cli() -> None:
+    """Only this module's commands."""
+
+
+for _command in index_cmds.COMMANDS:
+    cli.add_command(_command)
+
+
+@pytest.fixture(autouse=True)
+def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands open their root through `open_runtime`: give them the deterministic fake."""
+
+    def fake_open(root: str | None) -> Runtime:
+        path = resolve_root(root)
+        if not path.is_dir():
+            raise EverosError(f"no memory root at {path}")
+        return Runtime(path, Settings(), embedder=HashEmbedder(32))
+
+    monkeypatch.setattr(index_cmds, "open_runtime", fake_open)
+
+
+@pytest.fixture
+def filled(root: Path) -> Path:
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32))
+    day = date(2026, 10, 12)
+    meta = {"timestamp": "2026-10-12T10:00:00+00:00", "parent_type": "memcell",
+            "session_id": "s1"}
+    toby = rt.store.append(
+        ANDREW, Kind.EPISODE, meta,
+        {"Subject": "Dog adoption", "Content": "Andrew adopted a dog named Toby."}, day=day)
+    both = rt.store.append(
+        ANDREW, Kind.EPISODE, meta,
+        {"Subject": "Two dogs", "Content": "Andrew has two dogs, Toby and Buddy."}, day=day)
+    rt.store.append(BEA, Kind.EPISODE, meta,
+                    {"Subject": "Dog walking", "Content": "Bea walks her dog every morning."},
+                    day=day)
+    rt.store.deprecate(ANDREW, {toby.id: both.id})
+    rt.close()
+    return root
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def test_reindex_json_reports_counts(filled: Path) -> None:
+    result = run("reindex", "--root", str(filled), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)["data"]
+    assert (data["files_synced"], data["entries_upserted"], data["entries_embedded"]) == (2, 3, 3)
+    assert data["problems"] == {}
+
+
+def test_reindex_prints_a_summary_and_problems(filled: Path) -> None:
+    broken = filled / "default_app/default_project/users/u_andrew/episodes/episode-2026-10-13.md"
+    broken.write_text("no frontmatter here\n")
+    result = run("reindex", "--root", str(filled))
+    assert result.exit_code == 0, result.output
+    assert "Reindexed 3 entries from 3 files" in result.stdout
+    assert "1 file(s) have problems" in result.stderr
+    assert "episode-2026-10-13.md" in result.stderr
+
+
+def test_reindex_of_a_missing_root_is_one_line_error(tmp_path: Path) -> None:
+    result = run("reindex", "--root", str(tmp_path / "nope"))
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [f"error: no memory root at {tmp_path / 'nope'}"]
+
+
+def test_search_json_has_the_spec_fields_and_hides_deprecated(filled: Path) -> None:
+    result = run("search", "dog Toby", "--root", str(filled), "--user", "u_andrew", "--json")
+    assert result.exit_code == 0, result.output
+    episodes = json.loads(result.stdout)["data"]["episodes"]
+    assert [e["subject"] for e in episodes] == ["Two dogs"]
+    hit = episodes[0]
+    assert hit["episode"] == "Andrew has two dogs, Toby and Buddy."
+    assert hit["session_id"] == "s1" and hit["parent_type"] == "memcell"
+    assert hit["timestamp"].startswith("2026-10-12T10:00:00")
+    assert 0 < hit["score"] <= 1
+
+
+def test_search_include_deprecated_and_tenant_filters(filled: Path) -> None:
+    def subjects(*extra: str) -> set[str]:
+        result = run("search", "dog", "--root", str(filled), "--json", *extra)
+        assert result.exit_code == 0, result.output
+        return {e["subject"] for e in json.loads(result.stdout)["data"]["episodes"]}
+
+    assert subjects("--include-deprecated", "--user", "u_andrew") == {"Dog adoption", "Two dogs"}
+    assert subjects("--app", "acme", "--project", "bot") == {"Dog walking"}
+    assert subjects("--mode", "keyword") == {"Two dogs", "Dog walking"}
+
+
+def test_search_sees_hand_edits_without_a_reindex(filled: Path) -> None:
+    run("reindex", "--root", str(filled))
+    path = filled / "acme/bot/users/u_bea/episodes/episode-2026-10-12.md"
+    path.write_text(path.read_text().replace("walks her dog", "walks her ferret"))
+    result = run("search", "ferret", "--root", str(filled), "--mode", "keyword", "--json")
+    assert [e["episode"] for e in json.loads(result.stdout)["data"]["episodes"]] == [
+        "Bea walks her ferret every morning."
+    ]
+
+
+def test_search_table_output(filled: Path) -> None:
+    result = run("search", "dogs", "--root", str(filled), "--user", "u_andrew")
+    assert result.exit_code == 0, result.output
+    assert "Two dogs" in result.stdout and "u_andrew" in result.stdout
+    empty = run("search", "zebra", "--root", str(filled), "--mode", "keyword")
+    assert empty.stdout.strip() == "No matching episodes."
+
+
+def test_search_rejects_empty_query_and_bad_user(filled: Path) -> None:
+    empty = run("search", "  ", "--root", str(filled))
+    assert empty.exit_code == 1 and empty.stderr.startswith("error: ")
+    bad = run("search", "dog", "--root", str(filled), "--user", "../etc")
+    assert bad.exit_code == 1
+    assert bad.stderr.count("\n") == 1 and "user_id" in bad.stderr
