@@ -310,7 +310,7 @@ class _Show:
         clusters = before["clusters"]
         c.print(f"\n[bold]Before[/bold]: {len(clusters)} clusters of similar, time-adjacent "
                 "episodes with 2+ members — the same topic scattered over fragments.")
-        table = Table(box=None, pad_edge=False, show_header=True, header_style="dim")
+        table = Table(box=None, pad_edge=False, header_style="dim", expand=True)
         table.add_column("user", no_wrap=True)
         table.add_column("cluster", no_wrap=True)
         table.add_column("size", justify="right", no_wrap=True)
@@ -358,7 +358,7 @@ class _Show:
 
         self.console.print(f"\n[bold]{title}[/bold]: \"{result['query']}\" "
                            f"(user {result['user_id']})")
-        table = Table(box=None, pad_edge=False, header_style="dim")
+        table = Table(box=None, pad_edge=False, header_style="dim", expand=True)
         table.add_column("#", justify="right", no_wrap=True)
         table.add_column("id", no_wrap=True, min_width=16)
         table.add_column("session", no_wrap=True)

@@ -1,0 +1,89 @@
+"""`everos-reflect demo --json`: the README's first command, end to end on the example root.
+
+Loads the real ONNX embedder and runs Reflection with the extractive provider, so it is slow.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from everos_reflect.cli import demo_cmds
+from everos_reflect.cli.main import cli
+
+
+@pytest.mark.slow
+def test_demo_json_runs_end_to_end_with_consistent_figures(root: Path) -> None:
+    result = CliRunner().invoke(cli, ["demo", "--json", "--keep"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    before, after = doc["before"], doc["after"]
+    kept = Path(doc["root"])
+    assert kept.is_dir() and kept.name == "root"
+
+    assert before["live"]["episode"] == 74 and before["users"] == 3
+    assert before["archived"] == {"episode": 0, "atomic_fact": 0}
+    assert len(before["clusters"]) >= 10
+    assert all(c["size"] >= 2 for c in before["clusters"])
+    assert all(h["parent_type"] == "memcell" and h["session_id"] for h in
+               before["search"]["hits"])
+
+    assert doc["run"]["status"] == "ok"
+    assert after["merges"] >= 1 and after["provider"] == "extractive"
+    rows = [line.split("|") for line in after["audit"].splitlines()]
+    assert len(rows) == min(10, after["merges"] + sum(after["not_merged"].values()))
+    db_rows = _audit_rows(kept)
+    assert [r[0] for r in db_rows] == [r[0] for r in rows]
+    merged_sources = sum(int(r[2]) for r in _all_reports(kept) if r[3])
+    assert after["archived_episodes"] == merged_sources
+    assert after["live"]["episode"] == 74 - merged_sources + after["merges"]
+    assert after["archived_facts"] <= before["live"]["atomic_fact"]
+
+    top = after["search"]["hits"][0]
+    assert top["parent_type"] == "cluster" and top["session_id"] is None
+    narrative = after["narrative"]
+    assert narrative["id"] == top["id"] and narrative["content"]
+    assert (kept / narrative["file"]).read_text().count(narrative["id"]) >= 1
+    assert doc["seconds"]["total"] > 0
+
+
+def _audit_rows(root: Path) -> list[tuple]:
+    import sqlite3
+
+    with sqlite3.connect(root / ".index" / "sqlite" / "system.db") as conn:
+        return conn.execute(demo_cmds.AUDIT_SQL).fetchall()
+
+
+def _all_reports(root: Path) -> list[tuple]:
+    import sqlite3
+
+    with sqlite3.connect(root / ".index" / "sqlite" / "system.db") as conn:
+        return conn.execute("SELECT cluster_id, mode, source_count, merged_entry_id "
+                            "FROM reflection_report WHERE status = 'ok'").fetchall()
+
+
+def test_audit_text_prints_like_the_sqlite3_list_mode(tmp_path: Path) -> None:
+    from everos_reflect.index import db as dbmod
+
+    conn = dbmod.connect(tmp_path)
+    with dbmod.transaction(conn):
+        for n, merged in enumerate(["ep_20261130_0001", None]):
+            conn.execute(
+                "INSERT INTO reflection_report (id, app_id, project_id, owner_id, cluster_id, "
+                "mode, source_count, source_members, merged_entry_id, status, created_at) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (f"rr_{n}", "a", "p", "u", f"cl_{n:012d}", "init", 3 - n, "[]", merged,
+                 "ok" if merged else "rejected", f"2026-11-30T00:00:0{n}+00:00"))
+    conn.close()
+    assert demo_cmds.audit_text(tmp_path) == (
+        "cl_000000000001|init|2|\n"
+        "cl_000000000000|init|3|ep_20261130_0001\n")
+
+
+def test_example_root_is_found_from_the_checkout() -> None:
+    found = demo_cmds.example_root()
+    assert found.name == "memory_root_example"
+    assert (found / "default_app" / "default_project" / "users" / "u_andrew").is_dir()
