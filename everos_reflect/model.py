@@ -20,7 +20,7 @@ DEFAULT_APP = "default_app"
 DEFAULT_PROJECT = "default_project"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-ENTRY_ID_RE = re.compile(r"^(ep|af|in)_(\d{8})_(\d{4,})$")
+ENTRY_ID_RE = re.compile(r"^(ep|af|in)_([0-9]{8})_([0-9]{4,})$")
 
 
 def validate_name(value: object, what: str = "user_id") -> str:
