@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from everos_reflect.cli.store_cmds import lint_store
+from everos_reflect.cli.store_cmds import scan_store
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import parse_log
 from everos_reflect.markdown.store import MarkdownStore
@@ -58,9 +58,9 @@ def test_every_file_parses_without_diagnostics(logs: dict[str, DailyLog]) -> Non
 
 
 def test_lint_finds_nothing_in_the_markdown() -> None:
-    checked, problems = lint_store(MarkdownStore(EXAMPLE))
-    assert checked == 75
-    assert [str(p) for p in problems] == []
+    scan = scan_store(MarkdownStore(EXAMPLE))
+    assert scan.files == 75
+    assert [str(p) for p in scan.problems] == []
 
 
 def test_frontmatter_is_exactly_what_the_daemon_writes(logs: dict[str, DailyLog]) -> None:

@@ -32,6 +32,7 @@ from everos_reflect.cli.common import (
     root_option,
 )
 from everos_reflect.errors import ConfigError, EverosError
+from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import (
     Kind,
     UserRef,
@@ -342,7 +343,7 @@ def scan_store(
             if old not in own:
                 scan.problems.append(Problem(
                     rel, line, f"deprecated_entries: {old} is not an entry of this file"))
-            if new not in kinds_of[ref]:
+            if new != UNDONE and new not in kinds_of[ref]:
                 scan.problems.append(Problem(
                     rel, line, f"deprecated_entries: {old} points at unknown id {new}"))
     for rel, ref, fact_id, line, parent in fact_parents:
