@@ -98,9 +98,10 @@ def all_entries(rt: Runtime) -> dict[str, Entry]:
 
 
 def check_invariants(rt: Runtime) -> dict[str, Entry]:
-    """SPEC §5 crash-safety invariants over the Markdown of one user:
-    every archived entry points at an existing entry; no source points at a withdrawn
-    narrative; every live narrative's sources are archived toward it; no journal row is left."""
+    """SPEC §5 crash-safety invariants over the Markdown (every file must parse):
+    every archived entry points at an existing entry; nothing but its own facts points at a
+    withdrawn narrative; every live narrative's sources are archived toward it; no journal
+    row is left."""
     entries = all_entries(rt)
     withdrawn = {i for i, e in entries.items() if e.deprecated_by == i}
     for entry_id, entry in entries.items():
@@ -108,7 +109,8 @@ def check_invariants(rt: Runtime) -> dict[str, Entry]:
         if target is None or target == entry_id:
             continue
         assert target in entries, f"{entry_id} archived toward missing {target}"
-        assert target not in withdrawn, f"{entry_id} archived toward withdrawn {target}"
+        if target in withdrawn:  # only the withdrawn narrative's own facts go with it
+            assert entry.parent_id == target, f"{entry_id} archived toward withdrawn {target}"
     for entry_id, entry in entries.items():
         if entry.parent_type == "cluster" and entry.deprecated_by is None:
             for source in entry.sources:

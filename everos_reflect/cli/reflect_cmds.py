@@ -1,7 +1,95 @@
-"""Commands of this group (filled in by the issue that owns it)."""
+"""Reflection's commands: ``reports`` (the audit of every merge attempt).
+
+``undo`` and ``demo`` belong to this group too; each adds its command to :data:`COMMANDS`.
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from typing import Any
+
 import click
 
-COMMANDS: list[click.Command] = []
+from everos_reflect.cli.common import emit_json, handle_errors, json_option, root_option
+from everos_reflect.errors import EverosError
+from everos_reflect.runtime import Runtime, resolve_root
+
+#: Columns of ``reports``, in the order printed (SPEC §6 first, then provenance and cost).
+REPORT_COLUMNS = (
+    "id", "created_at", "run_id", "app_id", "project_id", "owner_id", "cluster_id", "mode",
+    "status", "source_count", "source_members", "merged_entry_id", "deprecated_fact_count",
+    "new_fact_count", "fact_coverage", "provider", "model", "prompt_tokens",
+    "completion_tokens", "duration_ms", "error",
+)
+
+
+def list_reports(runtime: Runtime, limit: int = 20) -> list[dict[str, Any]]:
+    """The newest ``reflection_report`` rows first; ``source_members`` decoded to a list."""
+    rows = runtime.db().execute(
+        f"SELECT {', '.join(REPORT_COLUMNS)} FROM reflection_report "
+        "ORDER BY created_at DESC, id DESC LIMIT ?", (max(0, limit),)).fetchall()
+    out = []
+    for row in rows:
+        item = dict(row)
+        try:
+            item["source_members"] = json.loads(item["source_members"] or "[]")
+        except ValueError:
+            item["source_members"] = []
+        out.append(item)
+    return out
+
+
+def _open(root: str | None) -> Runtime:
+    path = resolve_root(root)
+    if not path.is_dir():
+        raise EverosError(f"no memory root at {path}: create one with `everos-reflect init {path}`")
+    return Runtime(path)
+
+
+def _render(reports: list[dict[str, Any]]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table("when (UTC)", "user", "cluster", "mode", "status", "sources", "merged into",
+                  "facts -/+", "coverage", "by", "note",
+                  title="Reflection reports (newest first)")
+    for r in reports:
+        coverage = "" if r["fact_coverage"] is None else f"{r['fact_coverage']:.2f}"
+        by = "/".join(x for x in (r["provider"], r["model"]) if x)
+        table.add_row(
+            (r["created_at"] or "")[:19].replace("T", " "),
+            r["owner_id"] if r["app_id"] == "default_app" and r["project_id"] ==
+            "default_project" else f"{r['app_id']}/{r['project_id']}/{r['owner_id']}",
+            r["cluster_id"], r["mode"], r["status"], str(r["source_count"]),
+            r["merged_entry_id"] or "-",
+            f"{r['deprecated_fact_count']}/{r['new_fact_count']}", coverage, by,
+            r["error"] or "",
+        )
+    # Piped output keeps whole rows instead of wrapping at 80 columns.
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+
+
+@click.command("reports")
+@root_option
+@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+              help="How many reports to show.")
+@json_option
+@handle_errors
+def reports_cmd(root: str | None, limit: int, as_json: bool) -> None:
+    """Reflection's audit: one row per merge attempt, newest first."""
+    rt = _open(root)
+    try:
+        reports = list_reports(rt, limit)
+    finally:
+        rt.close()
+    if as_json:
+        emit_json(reports)
+        return
+    if not reports:
+        click.echo("No Reflection reports yet: nothing has been merged in this root.")
+        return
+    _render(reports)
+
+
+COMMANDS: list[click.Command] = [reports_cmd]

@@ -217,6 +217,16 @@ def source_facts(selection: Selection, live_facts: dict[str, list[str]]) -> list
     return _unique(" ".join(f.split()) for f in out)
 
 
+def best_matches(embedder: Embedder, wanted: Sequence[str], draft_: Draft) -> np.ndarray:
+    """For each wanted fact, its best cosine to a new fact or a sentence of the narrative."""
+    stated = _unique([*draft_.facts, *split_sentences(draft_.content)])
+    if not wanted or not stated:
+        return np.zeros(len(wanted), dtype=np.float32)
+    vectors = np.asarray(embedder.embed([*wanted, *stated]))
+    old, new = vectors[: len(wanted)], vectors[len(wanted):]
+    return (old @ new.T).max(axis=1)
+
+
 def measure_coverage(
     embedder: Embedder,
     wanted: Sequence[str],
@@ -228,12 +238,7 @@ def measure_coverage(
     at least ``match_threshold``. Nothing wanted means nothing can be lost: coverage 1."""
     if not wanted:
         return Coverage(1.0, 0)
-    stated = _unique([*draft_.facts, *split_sentences(draft_.content)])
-    if not stated:
-        return Coverage(0.0, len(wanted), list(wanted))
-    vectors = embedder.embed([*wanted, *stated])
-    old, new = vectors[: len(wanted)], vectors[len(wanted):]
-    best = (np.asarray(old) @ np.asarray(new).T).max(axis=1)
+    best = best_matches(embedder, wanted, draft_)
     missing = [fact for fact, score in zip(wanted, best, strict=True)
                if score < match_threshold]
     return Coverage(1.0 - len(missing) / len(wanted), len(wanted), missing)
@@ -243,6 +248,7 @@ __all__ = [
     "Coverage",
     "Draft",
     "Selection",
+    "best_matches",
     "draft",
     "measure_coverage",
     "member_of",

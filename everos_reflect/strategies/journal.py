@@ -61,6 +61,8 @@ REFLECTION_KEY = "reflection"
 
 PLANNED, NARRATIVE, FACTS, DEPRECATED, ABANDONING = (
     "planned", "narrative", "facts", "deprecated", "abandoning")
+#: Not a journal step: the checkpoint between the index sync and the final transaction.
+SYNCED = "synced"
 
 
 def checkpoint(step: str) -> None:
@@ -286,6 +288,7 @@ def _complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
 
     _sync(indexer, runtime, _touched_files(runtime, plan))
     _mark_consolidated(runtime, plan)
+    checkpoint(SYNCED)
     with transaction(conn):
         _plan_report(conn, plan, "ok", merged=plan.merged_id, error=None,
                      duration_ms=plan.llm_ms + _ms_since(started))

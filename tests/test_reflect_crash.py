@@ -1,0 +1,213 @@
+"""Crash safety of a merge (SPEC §5): stop it between any two steps or in the middle of a file
+write, then restart; every file parses, no entry is lost, and the merge is completed or cleanly
+abandoned — never a live narrative beside live sources, never a source archived toward a
+narrative that does not exist. Recovery twice is a no-op.
+
+A crash is a ``BaseException`` (not caught by the run's ``except Exception``), raised from the
+journal's ``checkpoint`` seam or from ``os.replace`` inside the store's atomic write.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.markdown import store as store_module
+from everos_reflect.model import Kind
+from everos_reflect.runtime import Runtime
+from everos_reflect.strategies import journal
+from tests.reflect_fixtures import (
+    ANDREW,
+    add_fact,
+    all_entries,
+    check_invariants,
+    index_deprecations,
+    make_runtime,
+    reports,
+    run_reflection,
+    seed_pets,
+)
+
+
+class Crash(BaseException):
+    """The process dies here."""
+
+
+STEPS = [journal.PLANNED, journal.NARRATIVE, journal.FACTS, journal.DEPRECATED, journal.SYNCED]
+# One merge of the seed with one source fact: narrative, 4 facts, 3 source files, 1 fact file.
+WRITES = 9
+
+
+def seeded(root: Path) -> tuple[Runtime, set[str]]:
+    rt = make_runtime(root, ExtractiveLLM())
+    sources = seed_pets(rt)
+    add_fact(rt, ANDREW, sources[2], "Andrew adopted another dog named Buddy.")
+    return rt, set(all_entries(rt))
+
+
+def restart(root: Path) -> Runtime:
+    """A fresh process on the same root."""
+    return make_runtime(root, ExtractiveLLM())
+
+
+def assert_merged_once(rt: Runtime, original: set[str]) -> None:
+    entries = check_invariants(rt)
+    assert original <= set(entries), "an entry was lost"
+    live = [e for e in entries.values() if e.parent_type == "cluster" and e.deprecated_by is None]
+    assert len(live) == 1, [e.id for e in live]
+    episodes = sorted(i for i in original if i.startswith("ep_"))
+    assert live[0].sources == episodes
+    statuses = [r["status"] for r in reports(rt)]
+    assert statuses.count("ok") == 1
+    # the index agrees with the Markdown on every archived entry
+    assert index_deprecations(rt) == {i: e.deprecated_by for i, e in entries.items()
+                                      if e.deprecated_by}
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_crash_after_each_step_is_completed_by_the_next_run(
+    root: Path, monkeypatch: pytest.MonkeyPatch, step: str
+) -> None:
+    rt, original = seeded(root)
+
+    def crash_at(reached: str) -> None:
+        if reached == step:
+            raise Crash(reached)
+
+    monkeypatch.setattr(journal, "checkpoint", crash_at)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+    assert all_entries(rt).keys() >= original  # parseable and complete even mid-merge
+
+    counts = run_reflection(restart(root))
+
+    assert counts.get("recovered_ok", 0) == 1  # rolled forward: the sources were intact
+    assert counts.get("merged", 0) == 0
+    assert_merged_once(restart(root), original)
+
+
+@pytest.mark.parametrize("nth", range(1, WRITES + 1))
+def test_crash_inside_any_file_write_leaves_parseable_files_and_recovers(
+    root: Path, monkeypatch: pytest.MonkeyPatch, nth: int
+) -> None:
+    rt, original = seeded(root)
+    real_replace = os.replace
+    calls = {"n": 0}
+    leftovers: list[Path] = []
+
+    def dying_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        calls["n"] += 1
+        if calls["n"] == nth:
+            # the temp file is fully written; keep a copy as a real crash would leave it
+            kept = Path(src).with_name(Path(src).name + "-crash.tmp")
+            os.link(src, kept)
+            leftovers.append(kept)
+            raise Crash(f"write #{nth}")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(store_module.os, "replace", dying_replace)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(store_module.os, "replace", real_replace)
+    assert leftovers and leftovers[0].exists()
+
+    run_reflection(restart(root))
+
+    assert_merged_once(restart(root), original)
+
+
+def test_recovery_twice_is_a_no_op(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt, original = seeded(root)
+
+    def crash_at(reached: str) -> None:
+        if reached == journal.FACTS:
+            raise Crash(reached)
+
+    monkeypatch.setattr(journal, "checkpoint", crash_at)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+    fresh = restart(root)
+    first = journal.recover(fresh, Indexer(fresh))
+    snapshot = {p: p.read_bytes() for p in fresh.store.iter_files()}
+    rows = len(reports(fresh))
+
+    second = journal.recover(fresh, Indexer(fresh))
+
+    assert [o.status for o in first] == ["ok"] and second == []
+    assert {p: p.read_bytes() for p in fresh.store.iter_files()} == snapshot
+    assert len(reports(fresh)) == rows
+    assert_merged_once(fresh, original)
+
+
+def test_source_edited_while_crashed_abandons_the_merge_cleanly(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt, original = seeded(root)
+    sources = sorted(i for i in original if i.startswith("ep_"))
+
+    def crash_at(reached: str) -> None:
+        if reached == journal.FACTS:
+            raise Crash(reached)
+
+    monkeypatch.setattr(journal, "checkpoint", crash_at)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+    path = rt.store.path_for_id(ANDREW, sources[0])
+    path.write_text(path.read_text("utf-8").replace("Denver", "Boulder"), "utf-8")
+    fresh = restart(root)
+
+    outcomes = journal.recover(fresh, Indexer(fresh))
+
+    assert [o.status for o in outcomes] == ["abandoned"]
+    entries = check_invariants(fresh)
+    [narrative] = [e for e in entries.values() if e.parent_type == "cluster"]
+    assert entries[narrative.id].deprecated_by == narrative.id  # withdrawn, not deleted
+    assert all(entries[s].deprecated_by is None for s in sources)
+    [report] = reports(fresh)
+    assert report["status"] == "abandoned" and report["merged_entry_id"] is None
+    assert f"{sources[0]} was edited" in report["error"] and narrative.id in report["error"]
+
+    run_reflection(fresh)  # the cluster is merged again, from the edited text
+
+    assert_merged_once(restart(root), original)
+    live = [e for e in all_entries(fresh).values()
+            if e.parent_type == "cluster" and e.deprecated_by is None]
+    assert "Boulder" in live[0].content
+
+
+def test_crash_while_abandoning_is_finished_by_recovery(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt, original = seeded(root)
+    sources = sorted(i for i in original if i.startswith("ep_"))
+
+    def edit_then_crash(reached: str) -> None:
+        if reached == journal.FACTS:  # edited after the narrative was written: stale
+            path = rt.store.path_for_id(ANDREW, sources[2])
+            path.write_text(path.read_text("utf-8").replace("two dogs", "2 dogs"), "utf-8")
+        if reached == journal.ABANDONING:
+            raise Crash(reached)
+
+    monkeypatch.setattr(journal, "checkpoint", edit_then_crash)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+    check_invariants_partial = all_entries(rt)
+    assert original <= set(check_invariants_partial)
+
+    fresh = restart(root)
+    outcomes = journal.recover(fresh, Indexer(fresh))
+
+    assert [o.status for o in outcomes] == ["abandoned"]
+    entries = check_invariants(fresh)
+    assert all(entries[s].deprecated_by is None for s in sources)
+    assert not [e for e in entries.values()
+                if e.parent_type == "cluster" and e.deprecated_by is None]
+    assert fresh.store.entries(ANDREW, Kind.ATOMIC_FACT)  # nothing deleted
