@@ -1,0 +1,134 @@
+"""The fact-coverage guard: how many of the sources' facts a merge still states (HashEmbedder:
+similar = shared words), and a run that rejects a lossy merge writes nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.engine.registry import validate_strategy_settings
+from everos_reflect.errors import ConfigError
+from everos_reflect.llm import ExtractiveLLM, ScriptedLLM
+from everos_reflect.llm.base import Usage
+from everos_reflect.strategies.consolidate import (
+    Coverage,
+    Draft,
+    Selection,
+    measure_coverage,
+    source_facts,
+)
+from everos_reflect.strategies.reflect import DEFAULT_MIN_FACT_COVERAGE
+from tests.reflect_fixtures import (
+    ANDREW,
+    add_fact,
+    all_entries,
+    make_runtime,
+    reports,
+    run_reflection,
+    seed_pets,
+)
+
+FACTS = [
+    "Andrew has no pets.",
+    "Andrew adopted a dog named Toby.",
+    "Andrew adopted another dog named Buddy.",
+    "Andrew moved to Portland in August.",
+]
+
+
+def a_draft(content: str, facts: list[str]) -> Draft:
+    sel = Selection(ANDREW, "cl_000000000000", "init", (), None, 0)
+    return Draft(sel, "T", content, facts, "scripted", "m", Usage(), 0.0)
+
+
+def test_every_fact_stated_verbatim_is_full_coverage() -> None:
+    got = measure_coverage(HashEmbedder(64), FACTS, a_draft(" ".join(FACTS), FACTS),
+                           match_threshold=0.75)
+    assert got.score == 1.0 and got.missing == [] and got.source_facts == 4
+
+
+def test_half_the_facts_missing_is_half_coverage_and_names_them() -> None:
+    kept = FACTS[:2]
+    got = measure_coverage(HashEmbedder(64), FACTS, a_draft(" ".join(kept), kept),
+                           match_threshold=0.75)
+    assert got.score == 0.5 and got.missing == FACTS[2:]
+    message = got.explain(0.6)
+    assert message.startswith("fact coverage 0.50 < floor 0.60; missing: ")
+    assert '"Andrew moved to Portland in August."' in message
+
+
+def test_a_narrative_sentence_counts_even_when_the_facts_omit_it() -> None:
+    got = measure_coverage(HashEmbedder(64), FACTS, a_draft(" ".join(FACTS), FACTS[:1]),
+                           match_threshold=0.75)
+    assert got.score == 1.0
+
+
+def test_nothing_to_keep_is_full_coverage_and_nothing_stated_is_none() -> None:
+    assert measure_coverage(HashEmbedder(64), [], a_draft("", []),
+                            match_threshold=0.75).score == 1.0
+    empty = measure_coverage(HashEmbedder(64), FACTS, a_draft("", []), match_threshold=0.75)
+    assert empty.score == 0.0 and empty.missing == FACTS
+
+
+def test_explain_quotes_at_most_three_missing_facts() -> None:
+    cov = Coverage(0.0, 5, [f"fact number {i}" for i in range(5)])
+    assert cov.explain(0.6).endswith('"fact number 2"; and 2 more')
+
+
+def test_source_facts_prefer_atomic_facts_and_fall_back_to_sentences(root: Path) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    sources = seed_pets(rt)
+    sel = Selection(ANDREW, "cl_000000000000", "init", tuple(sources), None, 0)
+
+    wanted = source_facts(sel, {sources[1].id: ["Toby is a lab mix."]})
+
+    assert "Toby is a lab mix." in wanted
+    assert "Andrew has no pets: his Denver apartment does not allow a dog." in wanted
+    assert not any("three-year-old" in w for w in wanted)  # replaced by its atomic fact
+    assert "Andrew adopted another dog named Buddy." in wanted
+
+
+def test_a_lossy_merge_is_rejected_and_writes_nothing(root: Path) -> None:
+    lossy = ("Andrew's dogs", "Andrew has a dog.")
+    rt = make_runtime(root, ScriptedLLM([lossy], [["Andrew has a dog."]]))
+    sources = seed_pets(rt)
+    add_fact(rt, ANDREW, sources[2], "Andrew now has two dogs, Toby and Buddy.")
+    before = {p: p.read_bytes() for p in rt.store.iter_files()}
+
+    counts = run_reflection(rt)
+
+    assert counts["rejected"] == 1 and "merged" not in counts
+    assert {p: p.read_bytes() for p in rt.store.iter_files()} == before
+    [report] = reports(rt)
+    assert report["status"] == "rejected" and report["merged_entry_id"] is None
+    assert report["fact_coverage"] < DEFAULT_MIN_FACT_COVERAGE
+    assert report["error"].startswith("fact coverage ")
+    assert "Andrew now has two dogs, Toby and Buddy." in report["error"]
+    assert all(e.deprecated_by is None for e in all_entries(rt).values())
+
+
+def test_a_lower_floor_lets_the_same_merge_through(root: Path) -> None:
+    rt = make_runtime(root, ScriptedLLM([("Andrew's dogs", "Andrew has a dog.")],
+                                        [["Andrew has a dog."]]))
+    seed_pets(rt)
+
+    counts = run_reflection(rt, min_fact_coverage=0.0)
+
+    assert counts["merged"] == 1
+    assert reports(rt)[0]["fact_coverage"] < 0.5
+
+
+@pytest.mark.parametrize(("key", "value", "reason"), [
+    ("min_fact_coverage", 1.5, "between 0 and 1"),
+    ("fact_match_threshold", -0.1, "between 0 and 1"),
+    ("max_sources_per_merge", 0, ">= 1"),
+    ("prompts", {"merge_init": "no placeholder"}, "merge_init: missing placeholder"),
+])
+def test_invalid_guard_and_limit_settings_name_the_key(key: str, value: object,
+                                                       reason: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        validate_strategy_settings("reflect_episodes", {key: value}, "ome.toml")
+    assert f"strategies.reflect_episodes.{key}" in str(info.value)
+    assert reason in str(info.value)
