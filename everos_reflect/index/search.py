@@ -7,7 +7,9 @@ and an entry found by both rises above one found by either alone.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +99,18 @@ def rrf_fuse(
     return [(row, score / best) for row, score, _ in ordered[:top_k]]
 
 
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="everos-search")
+        return _POOL
+
+
 def search(
     runtime: Runtime,
     query: str,
@@ -144,6 +158,8 @@ def search(
         return [_hit(r, cosine_score(r["_distance"])) for r in rows]
 
     depth = max(top_k * CANDIDATES_PER_HIT, 20)
+    # both searches at once: LanceDB releases the GIL, so on 2+ cores they overlap
+    text_future = _pool().submit(index.search_text, kind, query, k=depth, where=where)
     by_vector = index.search_vector(kind, vector, k=depth, where=where)
-    by_text = index.search_text(kind, query, k=depth, where=where)
+    by_text = text_future.result()
     return [_hit(row, score) for row, score in rrf_fuse([by_vector, by_text], top_k=top_k)]

@@ -25,7 +25,7 @@ import lancedb
 import numpy as np
 import pyarrow as pa
 from filelock import FileLock
-from lancedb.index import FTS, BTree, IvfHnswSq
+from lancedb.index import FTS, BTree, IvfPq
 from lancedb.query import MultiMatchQuery
 
 from everos_reflect.errors import EverosError
@@ -62,8 +62,10 @@ FTS_COLUMNS: tuple[str, ...] = ("subject", "text")
 _REQUIRED = ("id", "app_id", "project_id", "user_id", "text", "embed_model")
 
 # Below this many rows an exact (flat) scan is fast enough and perfectly accurate; above it
-# ``optimize`` builds an approximate vector index.
+# ``optimize`` builds an IVF_PQ index (a flat scan of 100k x 384 took ~140 ms on 2 cores; IVF_PQ
+# ~15 ms, and builds ~2.5x faster than IVF_HNSW_SQ). Candidates are re-ranked exactly.
 ANN_MIN_ROWS = 50_000
+REFINE_FACTOR = 4
 
 
 def _schema(dim: int) -> pa.Schema:
@@ -143,10 +145,12 @@ class VectorIndex:
         dim: int,
         *,
         cleanup_older_than: timedelta = timedelta(minutes=5),
+        ann_min_rows: int | None = ANN_MIN_ROWS,
     ) -> None:
         self.path = Path(path)
         self.dim = int(dim)
         self.cleanup_older_than = cleanup_older_than
+        self.ann_min_rows = ann_min_rows
         self.path.mkdir(parents=True, exist_ok=True)
         # Always read the latest committed version: another process (CLI, daemon) may write.
         self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
@@ -189,8 +193,11 @@ class VectorIndex:
         for column in FTS_COLUMNS:
             if f"{column}_idx" not in names:
                 table.create_index(column, config=FTS(), name=f"{column}_idx")
-        if "key_idx" not in names:
-            table.create_index("key", config=BTree(), name="key_idx")
+        # BTree on key: merge/delete/update by key; on user_id: a per-user prefilter reads a
+        # few thousand rows instead of scanning all (measured ~3x faster at 100k rows).
+        for column in ("key", "user_id"):
+            if f"{column}_idx" not in names:
+                table.create_index(column, config=BTree(), name=f"{column}_idx")
         return table
 
     @staticmethod
@@ -290,10 +297,14 @@ class VectorIndex:
                 table.optimize(cleanup_older_than=self.cleanup_older_than)
                 rows = table.count_rows()
                 names = {ix.name for ix in table.list_indices()}
-                if rows >= ANN_MIN_ROWS and "vector_idx" not in names:
+                if (
+                    self.ann_min_rows is not None
+                    and rows >= self.ann_min_rows
+                    and ("vector_idx" not in names)
+                ):
                     table.create_index(
                         "vector",
-                        config=IvfHnswSq(distance_type="cosine"),
+                        config=IvfPq(distance_type="cosine"),
                         name="vector_idx",
                     )
                 report[name] = rows
@@ -347,6 +358,7 @@ class VectorIndex:
             self._table(kind)
             .search(vector, vector_column_name="vector")
             .distance_type("cosine")
+            .refine_factor(REFINE_FACTOR)  # exact re-rank; a no-op without an ANN index
             .select([*META_COLUMNS, "_distance"])
             .limit(k)
         )
