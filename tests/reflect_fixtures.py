@@ -86,10 +86,11 @@ def reports(rt: Runtime) -> list[dict[str, Any]]:
     return out
 
 
-def all_entries(rt: Runtime) -> dict[str, Entry]:
-    """Every entry of every user, parsed from Markdown; asserts that every file parses."""
+def all_entries(rt: Runtime, ref: UserRef = ANDREW) -> dict[str, Entry]:
+    """Every entry of one user (ids are unique per user), parsed from Markdown; asserts that
+    every file of that user parses cleanly."""
     found: dict[str, Entry] = {}
-    for path in rt.store.iter_files():
+    for path in rt.store.iter_files(ref):
         log = parse_log(path.read_text("utf-8"), str(path))
         assert log.ok and not log.diagnostics, (path, log.diagnostics)
         for entry in log.entries:
@@ -97,31 +98,33 @@ def all_entries(rt: Runtime) -> dict[str, Entry]:
     return found
 
 
-def check_invariants(rt: Runtime) -> dict[str, Entry]:
-    """SPEC §5 crash-safety invariants over the Markdown (every file must parse):
+def check_invariants(rt: Runtime, ref: UserRef = ANDREW) -> dict[str, Entry]:
+    """SPEC §5 crash-safety invariants over every user's Markdown (every file must parse):
     every archived entry points at an existing entry; nothing but its own facts points at a
     withdrawn narrative; every live narrative's sources are archived toward it; no journal
-    row is left."""
-    entries = all_entries(rt)
-    withdrawn = {i for i, e in entries.items() if e.deprecated_by == i}
-    for entry_id, entry in entries.items():
-        target = entry.deprecated_by
-        if target is None or target == entry_id:
-            continue
-        assert target in entries, f"{entry_id} archived toward missing {target}"
-        if target in withdrawn:  # only the withdrawn narrative's own facts go with it
-            assert entry.parent_id == target, f"{entry_id} archived toward withdrawn {target}"
-    for entry_id, entry in entries.items():
-        if entry.parent_type == "cluster" and entry.deprecated_by is None:
-            for source in entry.sources:
-                assert entries[source].deprecated_by == entry_id, (
-                    f"live narrative {entry_id} but source {source} is "
-                    f"{entries[source].deprecated_by or 'live'}")
+    row is left. Returns the entries of ``ref``."""
+    for user in rt.store.iter_users():
+        entries = all_entries(rt, user)
+        withdrawn = {i for i, e in entries.items() if e.deprecated_by == i}
+        for entry_id, entry in entries.items():
+            target = entry.deprecated_by
+            if target is None or target == entry_id:
+                continue
+            assert target in entries, f"{user}: {entry_id} archived toward missing {target}"
+            if target in withdrawn:  # only the withdrawn narrative's own facts go with it
+                assert entry.parent_id == target, f"{entry_id} archived toward withdrawn {target}"
+        for entry_id, entry in entries.items():
+            if entry.parent_type == "cluster" and entry.deprecated_by is None:
+                for source in entry.sources:
+                    assert entries[source].deprecated_by == entry_id, (
+                        f"{user}: live narrative {entry_id} but source {source} is "
+                        f"{entries[source].deprecated_by or 'live'}")
     assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
-    return entries
+    return all_entries(rt, ref)
 
 
-def index_deprecations(rt: Runtime) -> dict[str, str]:
+def index_deprecations(rt: Runtime, ref: UserRef = ANDREW) -> dict[str, str]:
     rows = rt.db().execute(
-        "SELECT id, deprecated_by FROM entries WHERE deprecated_by IS NOT NULL").fetchall()
+        "SELECT id, deprecated_by FROM entries WHERE deprecated_by IS NOT NULL AND app_id=? "
+        "AND project_id=? AND user_id=?", (ref.app, ref.project, ref.user_id)).fetchall()
     return {r["id"]: r["deprecated_by"] for r in rows}

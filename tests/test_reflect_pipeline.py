@@ -410,3 +410,48 @@ def test_reports_command_on_a_root_without_reports_says_so(root: Path) -> None:
 def test_reports_command_on_a_missing_root_is_one_clear_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["reports", "--root", str(tmp_path / "nope")])
     assert result.exit_code == 1 and "no memory root" in result.output
+
+
+# --------------------------------------------------------------------------- the example root
+
+
+@pytest.mark.slow
+def test_extractive_run_on_the_example_root_merges_and_a_rebuild_agrees(tmp_path: Path) -> None:
+    """End to end with the shipped defaults: bundled MiniLM embedder, extractive provider."""
+    import shutil
+
+    from everos_reflect.cli.store_cmds import scan_store
+    from everos_reflect.index.sync import Indexer
+
+    root = tmp_path / "root"
+    example = Path(__file__).resolve().parent.parent / "memory_root_example"
+    shutil.copytree(example, root, ignore=shutil.ignore_patterns(".index"))
+    rt = Runtime(root)
+    users = list(rt.store.iter_users())
+    original = {ref: set(all_entries(rt, ref)) for ref in users}
+
+    counts = run_reflection(rt)
+
+    assert counts["merged"] >= 5, counts
+    check_invariants(rt)
+    merged = [r for r in reports(rt) if r["status"] == "ok"]
+    assert len(merged) == counts["merged"]
+    assert {r["provider"] for r in merged} == {"extractive"}
+    entries = {ref: all_entries(rt, ref) for ref in users}
+    for ref in users:
+        assert original[ref] <= set(entries[ref])
+    for row in merged:
+        mine = entries[UserRef(row["app_id"], row["project_id"], row["owner_id"])]
+        narrative = mine[row["merged_entry_id"]]
+        assert narrative.parent_type == "cluster" and narrative.session_id is None
+        for source in narrative.sources:
+            assert mine[source].deprecated_by == narrative.id
+    assert scan_store(rt.store).problems == []  # lint stays clean
+    before = {ref: index_deprecations(rt, ref) for ref in users}
+
+    Indexer(rt).reindex()
+
+    assert {ref: index_deprecations(rt, ref) for ref in users} == before
+    for ref in users:
+        assert before[ref] == {i: e.deprecated_by for i, e in entries[ref].items()
+                               if e.deprecated_by}
