@@ -10,8 +10,8 @@ import hashlib
 import re
 import unicodedata
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
-from enum import Enum
+from datetime import UTC, date, datetime
+from enum import StrEnum
 from typing import Any
 
 from everos_reflect.errors import InvalidId
@@ -40,7 +40,7 @@ def validate_name(value: object, what: str = "user_id") -> str:
     return value
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     """The kinds of daily log, with their on-disk names."""
 
     EPISODE = "episode"
@@ -133,13 +133,13 @@ def parse_timestamp(value: object) -> datetime | None:
             return None
     else:
         return None
-    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+    return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
 
 
 def format_timestamp(ts: datetime) -> str:
     """The one timestamp form the daemon writes: ISO 8601, seconds, explicit offset."""
     if ts.tzinfo is None:
-        ts = ts.replace(tzinfo=timezone.utc)
+        ts = ts.replace(tzinfo=UTC)
     return ts.isoformat(timespec="seconds")
 
 

@@ -8,7 +8,7 @@ built the same way. Never edit a shipped migration: add a new one.
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 MIGRATIONS: list[tuple[str, str]] = [
@@ -172,7 +172,7 @@ MIGRATIONS: list[tuple[str, str]] = [
 
 def utcnow_iso() -> str:
     """Sortable UTC timestamp with microseconds, as stored in every ``*_at`` column."""
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
+    return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
 def db_path(root: Path) -> Path:
@@ -215,6 +215,12 @@ def migrate(conn: sqlite3.Connection, migrations: list[tuple[str, str]] | None =
         if name in applied:
             continue
         with transaction(conn):
+            # Another connection (thread or process) may have applied it since we looked;
+            # BEGIN IMMEDIATE holds the write lock, so this second look is authoritative.
+            if conn.execute(
+                "SELECT 1 FROM schema_migrations WHERE name = ?", (name,)
+            ).fetchone():
+                continue
             # executescript would COMMIT on its own; run statements one by one instead.
             for statement in _split_sql(sql):
                 conn.execute(statement)
@@ -226,7 +232,7 @@ def migrate(conn: sqlite3.Connection, migrations: list[tuple[str, str]] | None =
     return done
 
 
-class transaction:  # noqa: N801 - used like a function: `with transaction(conn):`
+class transaction:
     """``BEGIN IMMEDIATE`` … ``COMMIT`` / ``ROLLBACK``: one writer at a time, across processes."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
