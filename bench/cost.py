@@ -1,0 +1,332 @@
+"""What consolidation costs as memory grows: wall time and peak RSS per stage, and LLM overlap.
+
+Memory: the LoCoMo root of ``bench/locomo_root.py`` (1× = 544 Episodes + 2,541 atomic facts,
+20 users), scaled up synthetically: replica ``r`` of every conversation is a new project and new
+users (``conv-26x3-Caroline``), its dates shifted by ``r`` days and the sentences of each text
+rotated by ``r`` (so no two replicas hold the same text). Roots are written in bulk (same bytes
+as ``MarkdownStore.append``, one write per file).
+
+Stages, each in its own subprocess, so one stage's peak RSS never masks another's (the child
+reports ``getrusage(RUSAGE_SELF).ru_maxrss`` at exit):
+
+- **index**: ``Indexer.scan()`` — parse, embed, write SQLite + LanceDB, and online clustering
+  of each new Episode (the indexer hands new Episodes to the cluster service);
+- **cluster**: ``ClusterService.recluster()`` — rebuild every cluster from stored vectors;
+- **reflect**: ``reflect_episodes`` with the extractive provider over every eligible cluster
+  (``max_clusters_per_run = 1000``), including the coverage guard's embeddings.
+
+``--embedder hash`` (default for scales above 1) swaps the bundled MiniLM model for the
+deterministic hash embedder so embedding does not dominate the large scales; the table says
+which embedder each row used. ``--llm-latency`` runs Reflection at 1× against the fake
+OpenAI-compatible server (tests/fake_openai.py) answering every call after a fixed delay, and
+compares the run's LLM phase with the ideal: total LLM time ÷ ``llm.max_concurrency``.
+
+    python bench/cost.py /path/to/locomo10.json [--scales 1,10,100] [--out bench/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fake_openai (LLM stage)
+import locomo_episodes as lm
+import locomo_root
+
+OME = """[strategies.reflect_episodes]
+enabled = false
+max_clusters_per_run = 1000
+"""
+STAGES = ("index", "cluster", "reflect")
+
+
+# --------------------------------------------------------------------------- building
+
+
+def scaled_episodes(data: list[dict[str, Any]], scale: int) -> tuple[list[lm.LocomoEpisode],
+                                                                     dict[Any, Any]]:
+    """``scale`` replicas of every conversation (replica 0 is LoCoMo unchanged)."""
+    base = lm.episodes(data)
+    facts = locomo_root.observations(data)
+    episodes: list[lm.LocomoEpisode] = []
+    all_facts: dict[Any, Any] = {}
+    for r in range(scale):
+        for ep in base:
+            sample = ep.sample_id if r == 0 else f"{ep.sample_id}x{r}"
+            sentences = ep.text.split(". ")
+            k = r % max(1, len(sentences))
+            text = ". ".join(sentences[k:] + sentences[:k])
+            episodes.append(replace(ep, sample_id=sample, user_id=lm.user_id_for(sample,
+                                    ep.speaker), timestamp=ep.timestamp + timedelta(days=r),
+                                    text=text))
+            own = facts.get((ep.sample_id, ep.session, ep.speaker))
+            if own:
+                all_facts[(sample, ep.session, ep.speaker)] = own
+    return episodes, all_facts
+
+
+def build_scaled(data_path: Path, root: Path, scale: int) -> dict[str, Any]:
+    episodes, facts = scaled_episodes(lm.load(data_path), scale)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "ome.toml").write_text(OME, encoding="utf-8")
+    report = locomo_root.write_root(root, episodes, facts, bulk=True)
+    return report.as_dict()
+
+
+# --------------------------------------------------------------------------- one stage (child)
+
+
+def _runtime(root: Path, embedder: str, llm_url: str | None = None) -> Any:
+    from everos_reflect.runtime import Runtime
+    from everos_reflect.settings import load_settings
+
+    settings = load_settings(root)
+    settings = replace(settings, embedding=replace(settings.embedding, provider=embedder))
+    if llm_url:
+        settings = replace(settings, llm=replace(settings.llm, provider="openai",
+                                                 base_url=llm_url, api_key="x", model="fake"))
+    return Runtime(root, settings)
+
+
+def _fake_reply(body: dict[str, Any]) -> dict[str, Any]:
+    """A plausible reply to a merge or fact-extraction request, built from the prompt."""
+    from everos_reflect.llm.extractive import split_sentences
+
+    schema = (body.get("response_format") or {}).get("json_schema", {}).get("schema", {})
+    text = body["messages"][-1]["content"]
+    sentences = split_sentences(text)
+    if "facts" in schema.get("properties", {}):
+        return {"facts": sentences}
+    return {"title": "Merged narrative", "content": " ".join(sentences)}
+
+
+def child(stage: str, root: Path, embedder: str, llm_latency: float | None) -> dict[str, Any]:
+    from everos_reflect.clustering.service import ClusterService
+    from everos_reflect.engine.engine import Engine
+    from everos_reflect.index.sync import Indexer
+
+    fake = None
+    if llm_latency is not None:
+        from tests.fake_openai import FakeOpenAI
+
+        fake = FakeOpenAI(latency=llm_latency).start()
+        fake.script(*[_fake_reply] * 100_000)
+    rt = _runtime(root, embedder, fake.base_url if fake else None)
+    started = time.perf_counter()
+    if stage == "index":
+        counts: Any = Indexer(rt).scan().as_dict()
+        counts.pop("problems", None)
+    elif stage == "cluster":
+        counts = ClusterService(rt).recluster()
+    else:
+        outcome = Engine(rt).trigger("reflect_episodes", force=True, timeout=None)
+        counts = {"status": outcome.status, **outcome.counts}
+    seconds = time.perf_counter() - started
+    out = {"stage": stage, "seconds": round(seconds, 2),
+           "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+           "counts": counts}
+    if fake is not None:
+        calls = len(fake.chat_bodies())
+        out["llm"] = {"calls": calls, "latency_s": llm_latency,
+                      "max_concurrency": rt.settings.llm.max_concurrency,
+                      "max_in_flight": fake.max_in_flight,
+                      "llm_seconds_total": round(calls * llm_latency, 2),
+                      "ideal_seconds": round(calls * llm_latency
+                                             / rt.settings.llm.max_concurrency, 2)}
+        fake.stop()
+    rt.close()
+    return out
+
+
+def run_stage(stage: str, root: Path, embedder: str,
+              llm_latency: float | None = None) -> dict[str, Any]:
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", stage, "--root", str(root),
+           "--embedder", embedder]
+    if llm_latency is not None:
+        cmd += ["--llm-latency", str(llm_latency)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                          env={**os.environ, "TOKENIZERS_PARALLELISM": "false"})
+    if proc.returncode != 0:
+        raise SystemExit(f"stage {stage} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# --------------------------------------------------------------------------- parent
+
+
+def measure_scale(data_path: Path, work: Path, scale: int, embedder: str,
+                  keep_indexed: Path | None = None) -> dict[str, Any]:
+    """Build, then run each stage in a child; ``keep_indexed`` gets a copy of the root as it
+    is before Reflection (for the LLM run)."""
+    root = work / f"x{scale}-{embedder}"
+    if root.exists():
+        shutil.rmtree(root)
+    t = time.perf_counter()
+    built = build_scaled(data_path, root, scale)
+    row: dict[str, Any] = {"scale": scale, "embedder": embedder, "episodes": built["episodes"],
+                           "facts": built["facts"], "users": built["users"],
+                           "build_seconds": round(time.perf_counter() - t, 1)}
+    for stage in STAGES:
+        if stage == "reflect" and keep_indexed is not None:
+            if keep_indexed.exists():
+                shutil.rmtree(keep_indexed)
+            shutil.copytree(root, keep_indexed)
+        row[stage] = run_stage(stage, root, embedder)
+        print(f"  x{scale} {embedder} {stage}: {row[stage]['seconds']} s, "
+              f"{row[stage]['peak_rss_mb']} MB", flush=True)
+    row["disk_mb"] = round(sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+                           / 2**20, 1)
+    return row
+
+
+def measure_llm(root: Path, latency: float, embedder: str) -> dict[str, Any]:
+    """Reflection on an indexed, clustered root, every LLM call answered after ``latency``."""
+    result = run_stage("reflect", root, embedder, llm_latency=latency)
+    result["embedder"] = embedder
+    print(f"  llm run: {result['seconds']} s, {result['llm']}", flush=True)
+    return result
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        "# Cost of consolidation vs memory size",
+        "",
+        f"Generated by `python bench/cost.py locomo10.json --scales "
+        f"{','.join(str(r['scale']) for r in result['scales'])}` on {os.cpu_count()} CPU(s). "
+        "Each stage runs in its own process; peak RSS is that process's maximum resident set. "
+        "Method: docs/evaluation.md.",
+        "",
+        "| scale | embedder | Episodes | facts | index s | index MB | cluster s | cluster MB "
+        "| reflect s | reflect MB | merges | disk MB |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in result["scales"]:
+        lines.append(
+            f"| {r['scale']}× | {r['embedder']} | {r['episodes']} | {r['facts']} | "
+            f"{r['index']['seconds']} | {r['index']['peak_rss_mb']} | {r['cluster']['seconds']} "
+            f"| {r['cluster']['peak_rss_mb']} | {r['reflect']['seconds']} | "
+            f"{r['reflect']['peak_rss_mb']} | {r['reflect']['counts'].get('merged', 0)} | "
+            f"{r['disk_mb']} |")
+    llm = result.get("llm")
+    if llm:
+        info = llm["llm"]
+        lines += [
+            "",
+            f"## Reflection against a fake OpenAI server at {info['latency_s'] * 1000:.0f} ms "
+            "per call (1×)",
+            "",
+            "| LLM calls | total LLM time s | max_concurrency | ideal s (total ÷ concurrency) "
+            "| reflect run s | max calls in flight | merges |",
+            "|---:|---:|---:|---:|---:|---:|---:|",
+            f"| {info['calls']} | {info['llm_seconds_total']} | {info['max_concurrency']} | "
+            f"{info['ideal_seconds']} | {llm['seconds']} | {info['max_in_flight']} | "
+            f"{llm['counts'].get('merged', 0)} |",
+            "",
+            "The run's time above the ideal is local work (Markdown writes, re-indexing the "
+            f"narratives, the coverage guard's embeddings with the {llm['embedder']} embedder), "
+            "done one cluster at a time on the run's thread while later clusters' calls are in "
+            "flight.",
+        ]
+    lines += ["", "![cost vs memory size](cost_scale.png)", ""]
+    return "\n".join(lines)
+
+
+def plot(result: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = sorted(result["scales"], key=lambda r: r["episodes"])
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
+    for stage, marker in zip(STAGES, "os^", strict=True):
+        for emb, ls in (("local", "-"), ("hash", "--")):
+            pts = [r for r in rows if r["embedder"] == emb]
+            if not pts:
+                continue
+            xs = [r["episodes"] + r["facts"] for r in pts]
+            ax1.plot(xs, [r[stage]["seconds"] for r in pts], marker + ls,
+                     label=f"{stage} ({emb})")
+            ax2.plot(xs, [r[stage]["peak_rss_mb"] for r in pts], marker + ls,
+                     label=f"{stage} ({emb})")
+    for ax, label in ((ax1, "wall time (s)"), (ax2, "peak RSS (MB)")):
+        ax.set_xscale("log")
+        ax.set_xlabel("entries in memory (Episodes + atomic facts)")
+        ax.set_ylabel(label)
+        ax.grid(True, alpha=0.3)
+    ax1.set_yscale("log")
+    ax1.legend(fontsize=7)
+    fig.suptitle("Cost per stage vs memory size (synthetic scale-up of LoCoMo)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _ints(text: str) -> list[int]:
+    return [int(x) for x in text.replace(",", " ").split()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("data_path", type=Path, nargs="?", help="path to locomo10.json")
+    parser.add_argument("--scales", type=_ints, default=[1, 10, 100])
+    parser.add_argument("--embedder", choices=("local", "hash"),
+                        help="embedder for every scale (default: local at 1x, hash above)")
+    parser.add_argument("--local-at-1", action="store_true",
+                        help="also measure 1x with the local model when --embedder hash")
+    parser.add_argument("--llm-latency", type=float, default=0.3,
+                        help="fake server latency in seconds; 0 skips the LLM run")
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    parser.add_argument("--work", type=Path, help="keep the roots here (default: a temp dir)")
+    parser.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
+    parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+
+    if args.child:
+        latency = args.llm_latency if "--llm-latency" in (argv or sys.argv) else None
+        print(json.dumps(child(args.child, args.root, args.embedder or "local", latency)))
+        return 0
+    if args.data_path is None or not args.data_path.is_file():
+        parser.error(f"no such file: {args.data_path}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {"cpus": os.cpu_count(), "scales": []}
+
+    def save() -> None:  # after every measurement: a long run that is cut short keeps its rows
+        (args.out / "cost.json").write_text(json.dumps(result, indent=2) + "\n",
+                                            encoding="utf-8")
+        (args.out / "cost.md").write_text(markdown(result), encoding="utf-8")
+        plot(result, args.out / "cost_scale.png")
+
+    with tempfile.TemporaryDirectory(prefix="everos-cost-") as tmp:
+        work = args.work or Path(tmp)
+        plan = [(s, args.embedder or ("local" if s == 1 else "hash")) for s in args.scales]
+        if args.local_at_1 and args.embedder == "hash":
+            plan.insert(0, (1, "local"))
+        llm_embedder = "local" if (1, "local") in plan else "hash"
+        for scale, embedder in plan:
+            keep = (work / "llm") if (scale, embedder) == (1, llm_embedder) else None
+            result["scales"].append(measure_scale(args.data_path, work, scale, embedder, keep))
+            save()
+            if keep is not None and args.llm_latency > 0:
+                result["llm"] = measure_llm(keep, args.llm_latency, llm_embedder)
+                save()
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
