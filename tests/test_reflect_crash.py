@@ -211,3 +211,25 @@ def test_crash_while_abandoning_is_finished_by_recovery(
     assert not [e for e in entries.values()
                 if e.parent_type == "cluster" and e.deprecated_by is None]
     assert fresh.store.entries(ANDREW, Kind.ATOMIC_FACT)  # nothing deleted
+
+
+def test_daemon_start_settles_a_merge_interrupted_by_a_crash(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from everos_reflect.engine.daemon import recover_interrupted_merges
+
+    rt, original = seeded(root)
+
+    def crash_at(reached: str) -> None:
+        if reached == journal.FACTS:
+            raise Crash(reached)
+
+    monkeypatch.setattr(journal, "checkpoint", crash_at)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+
+    fresh = restart(root)
+    assert recover_interrupted_merges(fresh) == 1
+    assert_merged_once(fresh, original)
+    assert recover_interrupted_merges(restart(root)) == 0  # nothing left in the journal

@@ -66,6 +66,31 @@ def check_bind(host: str, token: str | None) -> None:
                             "token (or EVEROS_SERVER__TOKEN), or bind 127.0.0.1")])
 
 
+def recover_interrupted_merges(runtime: Runtime) -> int:
+    """Finish or abandon merges a crash interrupted, at start-up rather than at the next run.
+
+    Takes the Reflection lock without waiting: if a run in another process holds it, that run
+    recovers the journal itself. Returns how many interrupted merges were settled.
+    """
+    from filelock import FileLock, Timeout
+
+    from everos_reflect.engine.engine import lock_path
+    from everos_reflect.index.sync import Indexer
+    from everos_reflect.strategies import journal
+
+    path = lock_path(runtime.root, "reflect_episodes")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path), thread_local=False)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        return 0
+    try:
+        return len(journal.recover(runtime, Indexer(runtime)))
+    finally:
+        lock.release()
+
+
 def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None) -> None:
     """Run the daemon in the foreground until SIGTERM/SIGINT."""
     from everos_reflect.api.app import create_app
@@ -84,6 +109,7 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
                           f"{other['host']}:{other['port']}")
 
     engine = Engine(runtime)  # marks runs of a crashed daemon abandoned
+    recover_interrupted_merges(runtime)
     watcher = Watcher(runtime)
     scheduler = Scheduler(engine)
     server = _Server(uvicorn.Config(
