@@ -74,15 +74,14 @@ def choose_cluster(
 
     Ties go to the smaller cluster id, so the answer never depends on candidate order.
     """
+    cands = list(candidates)
+    if not cands:
+        return Decision(None, 0.0, NEW)
     v = np.asarray(vector, dtype=np.float64)
+    sims = np.stack([np.asarray(c.centroid, dtype=np.float64) for c in cands]) @ v
     best_join: tuple[float, str] | None = None
     best_rejoin: tuple[float, str] | None = None
-    best_any = 0.0
-    seen = False
-    for cand in candidates:
-        sim = float(np.dot(np.asarray(cand.centroid, dtype=np.float64), v))
-        best_any = sim if not seen else max(best_any, sim)
-        seen = True
+    for cand, sim in zip(cands, sims.tolist(), strict=True):
         near = in_window(ts, cand.first_ts, cand.last_ts, window_seconds)
         if near and sim >= threshold and _better(sim, cand.cluster_id, best_join):
             best_join = (sim, cand.cluster_id)
@@ -94,7 +93,7 @@ def choose_cluster(
         return Decision(best_join[1], best_join[0], JOIN)
     if best_rejoin is not None:
         return Decision(best_rejoin[1], best_rejoin[0], REJOIN)
-    return Decision(None, best_any, NEW)
+    return Decision(None, float(sims.max()), NEW)
 
 
 def _better(sim: float, cluster_id: str, best: tuple[float, str] | None) -> bool:
