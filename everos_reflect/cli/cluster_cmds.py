@@ -68,7 +68,8 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
 
     table = Table(show_lines=False)
     for name in ("cluster", "user", "size", "span", "consolidated", "new", "preview"):
-        table.add_column(name, justify="right" if name in ("size", "new") else "left")
+        table.add_column(name, justify="right" if name in ("size", "new") else "left",
+                         no_wrap=name != "preview")
     for c in infos:
         span = _day(c.first_ts) if _day(c.first_ts) == _day(c.last_ts) else \
             f"{_day(c.first_ts)} → {_day(c.last_ts)}"
