@@ -13,6 +13,8 @@ import hashlib
 import json
 import logging
 import os
+import re
+import stat
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
 
 log = logging.getLogger(__name__)
+
+_LOG_NAME = {kind: re.compile(rf"{kind.value}-\d{{4}}-\d{{2}}-\d{{2}}\.md") for kind in Kind}
 
 Progress = Callable[[int], None]
 
@@ -274,7 +278,7 @@ class Indexer:
             stored = self._stored_files()
             changed, deleted = plan_scan(stored, {rel: st for rel, (st, _) in disk.items()})
             stale = self._paths_embedded_by_other_models() & disk.keys()
-            todo = [disk[rel][1] for rel in sorted(set(changed) | stale)]
+            todo = [Path(disk[rel][1]) for rel in sorted(set(changed) | stale)]
             todo += [self.rt.root / rel for rel in deleted]
             report = ScanReport(files_seen=len(disk))
             for result in self._sync(todo, progress):
@@ -297,7 +301,7 @@ class Indexer:
             report = ScanReport(files_seen=len(disk))
             notify, self.notify_clusters = self.notify_clusters, False
             try:
-                for result in self._sync([full for _, full in disk.values()], progress):
+                for result in self._sync([Path(full) for _, full in disk.values()], progress):
                     report.add(result)
             finally:
                 self.notify_clusters = notify
@@ -315,14 +319,31 @@ class Indexer:
 
     # ------------------------------------------------------------------ reading
 
-    def _disk_files(self) -> dict[str, tuple[tuple[int, int], Path]]:
-        out: dict[str, tuple[tuple[int, int], Path]] = {}
-        for path in self.rt.store.iter_files():
-            try:
-                st = path.stat()
-            except FileNotFoundError:  # deleted while listing: the next scan sees it gone
-                continue
-            out[self.rt.store.rel(path)] = ((st.st_mtime_ns, st.st_size), path)
+    def _disk_files(self) -> dict[str, tuple[tuple[int, int], str]]:
+        """rel path → ((mtime_ns, size), path) of every daily log: the same files as
+        ``store.iter_files()``, listed with ``scandir`` and plain strings because this runs on
+        every reconcile scan and dominates the cost of an unchanged one."""
+        out: dict[str, tuple[tuple[int, int], str]] = {}
+        for ref in self.rt.store.iter_users():
+            user_dir = self.rt.store.user_dir(ref)
+            user_rel = self.rt.store.rel(user_dir)
+            for kind in Kind:
+                pattern, folder = _LOG_NAME[kind], kind.folder
+                try:
+                    listing = list(os.scandir(user_dir / folder))
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                for item in listing:
+                    if not pattern.fullmatch(item.name):
+                        continue
+                    try:
+                        st = item.stat()
+                    except FileNotFoundError:  # deleted while listing: the next scan sees it
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        out[f"{user_rel}/{folder}/{item.name}"] = (
+                            (st.st_mtime_ns, st.st_size), item.path
+                        )
         return out
 
     def _stored_files(self) -> dict[str, StoredFile]:
@@ -366,25 +387,25 @@ class Indexer:
         except FileNotFoundError:
             plan = SyncPlan(deletes=sorted(stored))
             return _Job(rel, ref, kind, plan, stat=None)
-        stat = (st.st_mtime_ns, st.st_size, hashlib.sha256(data).hexdigest())
+        stats = (st.st_mtime_ns, st.st_size, hashlib.sha256(data).hexdigest())
 
         row = self.rt.db().execute("SELECT sha256 FROM files WHERE path = ?", (rel,)).fetchone()
         model = self.rt.embedder.name
         if (
             row is not None
-            and row["sha256"] == stat[2]
+            and row["sha256"] == stats[2]
             and all(s.embed_model == model for s in stored.values())
         ):
-            return _Job(rel, ref, kind, SyncPlan(), stat, only_stat=True)
+            return _Job(rel, ref, kind, SyncPlan(), stats, only_stat=True)
 
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             bad = Diagnostic(rel, 0, f"not UTF-8 text ({exc.reason} at byte {exc.start})",
                              severity="fatal")
-            return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True), stat)
+            return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True), stats)
         parsed = replace(parse_log(text, rel), kind=kind, day=day)
-        return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stat)
+        return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats)
 
     # ------------------------------------------------------------------ writing
 
