@@ -397,3 +397,14 @@ def test_reindex_rebuilds_from_markdown_alone(rt: Runtime) -> None:
     assert report.entries_upserted == 2
     expected = {a.id: (a.content_hash, b.id), b.id: (b.content_hash, None)}
     assert _sql(rt) == _lance(rt) == expected
+
+
+def test_entry_with_only_a_subject_is_indexed(rt: Runtime) -> None:
+    entry = rt.store.append(
+        REF, Kind.EPISODE,
+        {"timestamp": "2026-10-12T10:00:00+00:00", "parent_type": "memcell"},
+        {"Subject": "Just a title"}, day=DAY,
+    )
+    result = Indexer(rt).sync_path(_path(rt))
+    assert result.upserted == 1
+    assert set(_sql(rt)) == set(_lance(rt)) == {entry.id}

@@ -600,7 +600,8 @@ def vector_row(
         "ts": ts,
         "timestamp": stamp,
         "subject": entry.subject,
-        "text": entry.content,
+        # VectorIndex requires a non-empty text; a hand-written entry may have only a Subject
+        "text": entry.content or entry.search_text,
         "parent_type": entry.parent_type,
         "parent_id": entry.parent_id,
         "session_id": entry.session_id,
