@@ -59,7 +59,7 @@ META_COLUMNS: tuple[str, ...] = (
 )
 # Full-text (BM25) search looks at both; a word in the Subject counts like one in the body.
 FTS_COLUMNS: tuple[str, ...] = ("subject", "text")
-_REQUIRED = ("id", "app_id", "project_id", "user_id", "text", "embed_model")
+_REQUIRED = ("id", "app_id", "project_id", "user_id", "embed_model")
 
 # Below this many rows an exact (flat) scan is fast enough and perfectly accurate; above it
 # ``optimize`` builds an IVF_PQ index (a flat scan of 100k x 384 took ~140 ms on 2 cores; IVF_PQ
