@@ -141,8 +141,8 @@ def test_cron_and_manual_trigger_at_the_same_moment_make_one_run(
     fake.gate.set()
     cron.join(5)
     assert len(fake.calls) == 1
-    assert manual.status == "timeout"
-    assert outcomes["cron"].status == "ok"
+    assert manual.status == "timeout" and manual.joined
+    assert outcomes["cron"].status == "ok" and not outcomes["cron"].joined
     assert outcomes["cron"].run_id == manual.run_id
     assert runtime.db().execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 1
 

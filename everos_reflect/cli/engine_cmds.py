@@ -58,6 +58,8 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float, as_jso
         counts = ", ".join(f"{k}={v}" for k, v in outcome.counts.items())
         click.echo(f"{outcome.name}: {outcome.status}"
                    + (f" (run {outcome.run_id})" if outcome.run_id else "")
+                   + (" — it was already running; waited for that run" if outcome.joined
+                      else "")
                    + (f" {counts}" if counts else "") + f" [{via}]")
         if outcome.error:
             click.echo(f"  {outcome.error}", err=True)

@@ -15,7 +15,7 @@ import logging
 import os
 import threading
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +52,9 @@ class RunOutcome:
     run_id: str | None = None
     counts: dict[str, int] = field(default_factory=dict)
     error: str | None = None
+    #: True when this trigger found the strategy already running and waited for that run
+    #: instead of starting another (the answer says so rather than pretending it started one).
+    joined: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -171,6 +174,7 @@ class Engine:
             return RunOutcome(BUSY, name, error="the engine is shutting down")
         with self._mutex:
             active = self._active.get(name)
+            joined = active is not None
             if active is None:
                 active = self._start(strategy, settings, trigger=trigger, force=force)
                 if active is None:
@@ -180,9 +184,9 @@ class Engine:
             else:
                 log.info("%s: %s trigger joins run %s", name, trigger, active.run_id)
         if not active.done.wait(timeout):
-            return RunOutcome(TIMEOUT, name, active.run_id)
+            return RunOutcome(TIMEOUT, name, active.run_id, joined=joined)
         assert active.outcome is not None
-        return active.outcome
+        return replace(active.outcome, joined=joined)
 
     def _start(
         self, strategy: Strategy, settings: dict[str, Any], *, trigger: str, force: bool
