@@ -545,3 +545,24 @@ def test_status_document_survives_a_corrupt_index(root: Path) -> None:
     assert doc["counts_from"] == "markdown"
     assert [u["user_id"] for u in doc["users"]] == ["u1"]
     assert doc["users"][0]["episode"] == {"live": 1, "deprecated": 0}
+
+
+def test_lint_fails_on_a_warning_too(tmp_path: Path) -> None:
+    from everos_reflect.markdown.store import MarkdownStore
+    from everos_reflect.model import Kind, UserRef
+
+    store = MarkdownStore(tmp_path)
+    ref = UserRef.of("u_lint")
+    entry = store.append(ref, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00",
+                                             "parent_type": "memcell"},
+                         {"Subject": "s", "Content": "c"})
+    path = store.path_for_id(ref, entry.id)
+    # a naive timestamp is indexed (as UTC) but reported
+    path.write_text(path.read_text().replace("2026-10-12T09:00:00+00:00", "2026-10-12T09:00:00"))
+
+    result = CliRunner().invoke(cli, ["lint", "--root", str(tmp_path), "--json"])
+
+    assert result.exit_code == 1
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False
+    assert [p["severity"] for p in doc["problems"]] == ["warning"]

@@ -368,7 +368,11 @@ def _plural(n: int, word: str) -> str:
 @json_option
 @handle_errors
 def lint_cmd(root: str | None, as_json: bool) -> None:
-    """Check every daily log and the config files; exit 1 on any error."""
+    """Check every daily log and the config files; exit 1 on any problem (warnings too).
+
+    Warnings are entries the daemon still indexes (e.g. a timestamp without an offset), but a
+    linter that passes them would hide exactly the hand edits a user wants to hear about.
+    """
     from everos_reflect.markdown.store import MarkdownStore
 
     path = _existing_root(root)
@@ -379,7 +383,7 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
     if as_json:
         emit_json({
             "root": str(path),
-            "ok": not errors,
+            "ok": not problems,
             "files_checked": checked,
             "problems": [p.as_dict() for p in problems],
         })
@@ -389,7 +393,7 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
         warnings = len(problems) - len(errors)
         summary = f"{_plural(checked, 'file')} checked, {_plural(len(errors), 'error')}"
         click.echo(summary + (f", {_plural(warnings, 'warning')}" if warnings else ""), err=True)
-    if errors:
+    if problems:
         raise SystemExit(1)
 
 
