@@ -15,6 +15,14 @@ class InvalidId(EverosError, ValueError):
     """An app, project, user or entry id that is not allowed (e.g. a path trick)."""
 
 
+class InvalidEpisode(EverosError, ValueError):
+    """A new Episode's field is unusable; ``field`` names it so each edge can say it its way."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        self.field, self.reason = field, reason
+        super().__init__(f"{field}: {reason}")
+
+
 class ConfigError(EverosError):
     """Invalid configuration; ``problems`` lists every (file, key, reason) found at once."""
 

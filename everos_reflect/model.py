@@ -9,12 +9,13 @@ from __future__ import annotations
 import hashlib
 import re
 import unicodedata
+import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import StrEnum
 from typing import Any
 
-from everos_reflect.errors import InvalidId
+from everos_reflect.errors import InvalidEpisode, InvalidId
 
 DEFAULT_APP = "default_app"
 DEFAULT_PROJECT = "default_project"
@@ -254,3 +255,59 @@ class DailyLog:
     def ok(self) -> bool:
         """False when the file as a whole could not be understood (it is then left alone)."""
         return not any(d.severity == "fatal" for d in self.diagnostics)
+
+
+@dataclass(frozen=True)
+class NewEpisode:
+    """A validated Episode ready to append: the day file it goes to, its metadata, sections."""
+
+    day: date
+    meta: dict[str, Any]
+    sections: dict[str, str]
+
+
+def new_episode(
+    ref: UserRef,
+    *,
+    subject: str,
+    content: str,
+    timestamp: str | datetime | None = None,
+    session_id: str | None = None,
+    importance: int | None = None,
+    now: datetime | None = None,
+) -> NewEpisode:
+    """Validate and shape an ordinary (``memcell``) Episode, as the CLI and the API add them.
+
+    One place decides what a new Episode looks like, so ``everos-reflect add`` and
+    ``POST /api/v1/memory/episodes`` cannot drift apart. Raises :class:`InvalidEpisode`.
+    """
+    subject, content = subject.strip(), content.strip()
+    if not subject:
+        raise InvalidEpisode("subject", "must not be empty")
+    if "\n" in subject:
+        raise InvalidEpisode("subject", "must be one line")
+    if not content:
+        raise InvalidEpisode("content", "must not be empty")
+    if timestamp is None:
+        ts = now or datetime.now(UTC)
+    else:
+        parsed = parse_timestamp(timestamp)
+        if parsed is None:
+            raise InvalidEpisode(
+                "timestamp", f"{timestamp!r} is not ISO 8601 (e.g. 2026-10-12T09:30:00+02:00)"
+            )
+        ts = parsed
+    if session_id is not None:
+        validate_name(session_id, "session_id")
+    if importance is not None and (
+        isinstance(importance, bool) or not isinstance(importance, int) or not 1 <= importance <= 10
+    ):
+        raise InvalidEpisode("importance", f"must be a whole number 1-10, got {importance!r}")
+    meta: dict[str, Any] = {"owner_id": ref.user_id, "timestamp": format_timestamp(ts)}
+    if session_id is not None:
+        meta["session_id"] = session_id
+    meta["parent_type"] = "memcell"
+    meta["parent_id"] = session_id or f"mc_{uuid.uuid4().hex[:12]}"
+    if importance is not None:
+        meta["importance"] = importance
+    return NewEpisode(ts.astimezone(UTC).date(), meta, {"Subject": subject, "Content": content})

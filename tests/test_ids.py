@@ -102,3 +102,28 @@ def test_bad_entry_ids_are_rejected_before_a_path_is_built(bad: str, root: Path)
         parse_entry_id(bad)
     with pytest.raises(InvalidId):
         MarkdownStore(root).path_for_id(UserRef.of("u1"), bad)
+
+
+def test_new_episode_is_shaped_once_for_every_edge() -> None:
+    from datetime import UTC, datetime
+
+    from everos_reflect.errors import InvalidEpisode
+    from everos_reflect.model import UserRef, new_episode
+
+    ref = UserRef.of("u_1")
+    ep = new_episode(ref, subject=" Dog ", content="Adopted Toby.",
+                     timestamp="2026-10-12T01:30:00+02:00", session_id="s_1", importance=7)
+    assert ep.day.isoformat() == "2026-10-11"  # the file day is the UTC date
+    assert ep.meta == {"owner_id": "u_1", "timestamp": "2026-10-12T01:30:00+02:00",
+                       "session_id": "s_1", "parent_type": "memcell", "parent_id": "s_1",
+                       "importance": 7}
+    assert ep.sections == {"Subject": "Dog", "Content": "Adopted Toby."}
+    now = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    assert new_episode(ref, subject="s", content="c", now=now).meta["parent_id"].startswith("mc_")
+    for kwargs, field in [({"subject": "a\nb"}, "subject"), ({"content": "  "}, "content"),
+                          ({"timestamp": "yesterday"}, "timestamp"),
+                          ({"importance": 11}, "importance"), ({"importance": True}, "importance")]:
+        args = {"subject": "s", "content": "c", **kwargs}
+        with pytest.raises(InvalidEpisode) as info:
+            new_episode(ref, **args)
+        assert info.value.field == field

@@ -10,9 +10,7 @@ from __future__ import annotations
 import contextlib
 import hmac
 import json
-import uuid
 from dataclasses import asdict, is_dataclass
-from datetime import UTC, datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from everos_reflect import errors
 from everos_reflect.engine.engine import Engine, list_runs, strategies_status
-from everos_reflect.model import Kind, UserRef, format_timestamp, parse_timestamp, validate_name
+from everos_reflect.model import Kind, UserRef, new_episode, validate_name
 
 if TYPE_CHECKING:
     from everos_reflect.engine.scheduler import Scheduler
@@ -223,36 +221,15 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
     def add_episode(body: EpisodeRequest) -> dict[str, Any]:
         """Append an Episode to the user's daily log; the watcher indexes it shortly after."""
         ref = UserRef.of(body.user_id, body.app_id, body.project_id)
-        entry_day, meta, sections = _episode(ref, body)
-        entry = runtime.store.append(ref, Kind.EPISODE, meta, sections, day=entry_day)
+        try:
+            episode = new_episode(ref, subject=body.subject, content=body.content,
+                                  timestamp=body.timestamp, session_id=body.session_id,
+                                  importance=body.importance)
+        except errors.InvalidEpisode as exc:
+            raise ApiError(422, "invalid_request", str(exc)) from exc
+        entry = runtime.store.append(ref, Kind.EPISODE, episode.meta, episode.sections,
+                                     day=episode.day)
         return {"data": {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
-                         "project_id": ref.project, "timestamp": meta["timestamp"]}}
+                         "project_id": ref.project, "timestamp": episode.meta["timestamp"]}}
 
     return app
-
-
-def _episode(ref: UserRef, body: EpisodeRequest) -> tuple[Any, dict[str, Any], dict[str, str]]:
-    """The day file, metadata and sections of a new Episode (as ``everos-reflect add``)."""
-    subject, content = body.subject.strip(), body.content.strip()
-    if not subject or "\n" in subject:
-        raise ApiError(422, "invalid_request", "subject: must be one non-empty line")
-    if not content:
-        raise ApiError(422, "invalid_request", "content: must not be empty")
-    if body.timestamp is None:
-        ts = datetime.now(UTC)
-    else:
-        parsed = parse_timestamp(body.timestamp)
-        if parsed is None:
-            raise ApiError(422, "invalid_request", f"timestamp: {body.timestamp!r} is not "
-                           "ISO 8601 (e.g. 2026-10-12T09:30:00+02:00)")
-        ts = parsed
-    if body.session_id is not None:
-        validate_name(body.session_id, "session_id")
-    meta: dict[str, Any] = {"owner_id": ref.user_id, "timestamp": format_timestamp(ts)}
-    if body.session_id is not None:
-        meta["session_id"] = body.session_id
-    meta["parent_type"] = "memcell"
-    meta["parent_id"] = body.session_id or f"mc_{uuid.uuid4().hex[:12]}"
-    if body.importance is not None:
-        meta["importance"] = body.importance
-    return ts.astimezone(UTC).date(), meta, {"Subject": subject, "Content": content}

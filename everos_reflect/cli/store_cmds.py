@@ -12,11 +12,9 @@ import os
 import sqlite3
 import stat
 import tempfile
-import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,15 +29,9 @@ from everos_reflect.cli.common import (
     progress,
     root_option,
 )
-from everos_reflect.errors import ConfigError, EverosError
+from everos_reflect.errors import ConfigError, EverosError, InvalidEpisode
 from everos_reflect.markdown.parser import UNDONE
-from everos_reflect.model import (
-    Kind,
-    UserRef,
-    format_timestamp,
-    parse_timestamp,
-    validate_name,
-)
+from everos_reflect.model import Kind, UserRef, new_episode
 from everos_reflect.settings import (
     OME_FILE_NAME,
     USER_FILE_NAME,
@@ -128,17 +120,6 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
 # --- add --------------------------------------------------------------------------------------
 
 
-def _check_text(option: str, text: str, *, single_line: bool) -> str:
-    """Non-empty, and one line where a heading is expected. (Lines that look like headings or
-    entry markers are fine: the writer escapes them.)"""
-    text = text.strip()
-    if not text:
-        fail(f"{option} must not be empty")
-    if single_line and "\n" in text:
-        fail(f"{option} must be one line")
-    return text
-
-
 @click.command("add")
 @root_option
 @click.option("--user", "user_id", required=True, help="User id.")
@@ -167,30 +148,14 @@ def add_cmd(
     from everos_reflect.markdown.store import MarkdownStore
 
     ref = UserRef.of(user_id, app, project)
-    subject = _check_text("--subject", subject, single_line=True)
-    content = _check_text("--content", content, single_line=False)
-    if timestamp is None:
-        ts = datetime.now(UTC)
-    else:
-        parsed = parse_timestamp(timestamp)
-        if parsed is None:
-            fail(f"--timestamp {timestamp!r} is not ISO 8601 (e.g. 2026-10-12T09:30:00+02:00)")
-        ts = parsed
-    if session_id is not None:
-        validate_name(session_id, "session id")
-
-    meta: dict[str, Any] = {"owner_id": ref.user_id, "timestamp": format_timestamp(ts)}
-    if session_id is not None:
-        meta["session_id"] = session_id
-    meta["parent_type"] = "memcell"
-    meta["parent_id"] = session_id or f"mc_{uuid.uuid4().hex[:12]}"
-    if importance is not None:
-        meta["importance"] = importance
-
+    try:
+        episode = new_episode(ref, subject=subject, content=content, timestamp=timestamp,
+                              session_id=session_id, importance=importance)
+    except InvalidEpisode as exc:
+        fail(f"--{exc.field} {exc.reason}")
+    meta, day = episode.meta, episode.day
     store = MarkdownStore(_resolve(root))
-    day = ts.astimezone(UTC).date()
-    entry = store.append(ref, Kind.EPISODE, meta, {"Subject": subject, "Content": content},
-                         day=day)
+    entry = store.append(ref, Kind.EPISODE, meta, episode.sections, day=day)
     if as_json:
         emit_json({
             "id": entry.id,
