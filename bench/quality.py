@@ -374,7 +374,7 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "## Clustering threshold sweep",
         "",
-        "| threshold | clusters ≥2 before merge | merged | rejected | live Episodes | "
+        "| threshold | merge attempts | merged | rejected | live Episodes | "
         "compaction | recall@5 | recall@10 | coverage | reflect s |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         f"| (before) | | | | {b['live_episodes']} | 1.00 | "
