@@ -71,9 +71,9 @@ class Runtime:
 
     @cached_property
     def embedder(self) -> Embedder:
-        from everos_reflect.embedding import make_embedder
+        from everos_reflect.embedding import CachingEmbedder, make_embedder
 
-        return make_embedder(self.settings.embedding)
+        return CachingEmbedder(make_embedder(self.settings.embedding))
 
     @cached_property
     def vectors(self) -> VectorIndex:

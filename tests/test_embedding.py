@@ -268,3 +268,32 @@ def test_openai_embedder_reports_unreachable_server() -> None:
 
 def test_openai_embedder_name_records_model_and_size(fake_server: FakeEmbeddings) -> None:
     assert remote(fake_server).name == "openai:text-embedding-3-small:8"
+
+
+class _Counting:
+    name, dim = "counting", 8
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.inner = HashEmbedder(8)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.seen.extend(texts)
+        return self.inner.embed(texts)
+
+
+def test_caching_embedder_embeds_each_text_once_and_forgets_the_oldest() -> None:
+    from everos_reflect.embedding import CachingEmbedder
+
+    inner = _Counting()
+    cached = CachingEmbedder(inner, max_entries=2)
+    first = cached.embed(["a dog", "a cat", "a dog"])
+    assert inner.seen == ["a dog", "a cat"]  # duplicates in one call are embedded once
+    np.testing.assert_array_equal(first, inner.inner.embed(["a dog", "a cat", "a dog"]))
+    again = cached.embed(["a cat"])
+    assert inner.seen == ["a dog", "a cat"] and cached.hits == 1
+    np.testing.assert_array_equal(again[0], first[1])
+    cached.embed(["a bird"])  # evicts "a dog", the least recently used
+    cached.embed(["a dog"])
+    assert inner.seen == ["a dog", "a cat", "a bird", "a dog"]
+    assert cached.name == "counting" and cached.dim == 8

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from everos_reflect.embedding.base import Embedder, HashEmbedder, l2_normalize
+from everos_reflect.embedding.base import CachingEmbedder, Embedder, HashEmbedder, l2_normalize
 from everos_reflect.errors import ProviderUnavailable
 
 if TYPE_CHECKING:
     from everos_reflect.settings import EmbeddingSettings
 
-__all__ = ["Embedder", "HashEmbedder", "l2_normalize", "make_embedder"]
+__all__ = ["CachingEmbedder", "Embedder", "HashEmbedder", "l2_normalize", "make_embedder"]
 
 
 def make_embedder(settings: EmbeddingSettings) -> Embedder:

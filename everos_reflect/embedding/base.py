@@ -10,6 +10,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import re
+import threading
+from collections import OrderedDict
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -73,3 +75,46 @@ class HashEmbedder:
         if zero.any():  # features cancelled out exactly: fall back to a fixed direction
             out[zero, 0] = 1.0
         return l2_normalize(out)
+
+
+class CachingEmbedder:
+    """Remembers the vectors of recently embedded texts (bounded, least recently used first out).
+
+    A Reflection merge embeds the same new facts twice — once for the coverage guard, once when
+    the indexer stores them — and the watcher may re-read text it has just embedded; the model is
+    by far the most expensive step, so a small cache pays. ``name`` and ``dim`` are the wrapped
+    embedder's: cached vectors are exactly what it returned, so spaces never mix.
+    """
+
+    def __init__(self, inner: Embedder, max_entries: int = 4096) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self.max_entries = max_entries
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._lock = threading.Lock()
+        self.hits = self.misses = 0
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        missing: dict[str, list[int]] = {}
+        with self._lock:
+            for i, text in enumerate(texts):
+                vector = self._cache.get(text)
+                if vector is None:
+                    missing.setdefault(text, []).append(i)
+                else:
+                    self._cache.move_to_end(text)
+                    out[i] = vector
+            self.hits += len(texts) - sum(len(v) for v in missing.values())
+            self.misses += len(missing)
+        if missing:
+            fresh = self.inner.embed(list(missing))
+            with self._lock:
+                for (text, rows), vector in zip(missing.items(), fresh, strict=True):
+                    out[rows] = vector
+                    self._cache[text] = vector.copy()
+                    self._cache.move_to_end(text)
+                while len(self._cache) > self.max_entries:
+                    self._cache.popitem(last=False)
+        return out
