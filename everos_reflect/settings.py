@@ -61,9 +61,9 @@ class EmbeddingSettings:
 
 @dataclass(frozen=True)
 class ClusteringSettings:
-    threshold: float = 0.65
+    threshold: float = 0.55
     time_window_days: float = 7.0
-    rejoin_threshold: float = 0.75
+    rejoin_threshold: float = 0.80
 
 
 @dataclass(frozen=True)
