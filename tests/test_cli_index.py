@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import date
 from pathlib import Path
 
@@ -138,3 +139,28 @@ def test_search_rejects_empty_query_and_bad_user(filled: Path) -> None:
     bad = run("search", "dog", "--root", str(filled), "--user", "../etc")
     assert bad.exit_code == 1
     assert bad.stderr.count("\n") == 1 and "user_id" in bad.stderr
+
+
+def test_status_shows_index_lag_until_a_scan_catches_up(tmp_path: Path) -> None:
+    from everos_reflect.cli.main import cli as main_cli
+    from everos_reflect.index.sync import Indexer
+
+    rt = Runtime(tmp_path, Settings(), embedder=HashEmbedder())
+    ref = UserRef.of("u_lag")
+    rt.store.append(ref, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00",
+                                        "parent_type": "memcell"},
+                    {"Subject": "Dog", "Content": "Adopted Toby."})
+    indexer = Indexer(rt)
+    indexer.scan()
+    assert indexer.pending()["files_changed"] == 0
+    rt.store.append(ref, Kind.EPISODE, {"timestamp": "2026-10-13T09:00:00+00:00",
+                                        "parent_type": "memcell"},
+                    {"Subject": "Dog", "Content": "Adopted Buddy."})
+    lag = indexer.pending(now=time.time() + 5)
+    assert lag["files_changed"] == 1 and lag["files_deleted"] == 0 and lag["lag_seconds"] >= 5
+
+    result = CliRunner().invoke(main_cli, ["status", "--root", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["index"]["files_changed"] == 1
+    indexer.scan()
+    assert indexer.pending()["files_changed"] == 0

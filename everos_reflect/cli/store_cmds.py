@@ -440,8 +440,19 @@ def status_document(runtime: Runtime) -> dict[str, Any]:
         "totals": totals,
         "files_with_problems": bad_files,
         "config": {"ok": not config, "problems": [p.as_dict() for p in config]},
+        "index": _index_lag(runtime) if source == "index" else None,
         "strategies": _strategies(runtime),
     }
+
+
+def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
+    """How far the derived index is behind the Markdown (None if it cannot be read)."""
+    from everos_reflect.index.sync import Indexer
+
+    try:
+        return Indexer(runtime).pending()
+    except (EverosError, sqlite3.Error, OSError) as exc:
+        return {"error": str(exc)}
 
 
 def _strategies(runtime: Runtime) -> list[dict[str, Any]]:
@@ -482,6 +493,17 @@ def _render_status(doc: dict[str, Any]) -> None:
         console.print("[red]config problems[/red]")
         for problem in doc["config"]["problems"]:
             console.print(f"  {Problem(**problem)}", markup=False)
+    lag = doc["index"]
+    if lag is None:
+        console.print("index: not built yet (run `everos-reflect reindex` or `serve`)")
+    elif "error" in lag:
+        console.print(f"[red]index: {lag['error']}[/red]", markup=True)
+    elif lag["files_changed"] or lag["files_deleted"]:
+        console.print(f"index: behind by {lag['files_changed']} changed and "
+                      f"{lag['files_deleted']} deleted logs (oldest change "
+                      f"{lag['lag_seconds']:.0f} s ago)")
+    else:
+        console.print("index: up to date with the Markdown")
     if doc["strategies"]:
         table = Table("strategy", "enabled", "cron", "next run", "last run", "problem")
         for row in doc["strategies"]:
@@ -494,7 +516,7 @@ def _render_status(doc: dict[str, Any]) -> None:
             )
         console.print(table)
     known = {"root", "counts_from", "users", "totals", "files_with_problems", "config",
-             "strategies"}
+             "index", "strategies"}
     for key, value in doc.items():
         if key not in known:
             console.print(f"[bold]{key}[/bold]")

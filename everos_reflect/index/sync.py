@@ -310,6 +310,24 @@ class Indexer:
         report.seconds = time.perf_counter() - started
         return report
 
+    def pending(self, now: float | None = None) -> dict[str, Any]:
+        """Index lag, without syncing: logs changed or deleted since their last sync, and how
+        long the oldest change has waited (seconds, from its mtime). Stat-only, like ``scan``."""
+        disk = self._disk_files()
+        changed, deleted = plan_scan(self._stored_files(),
+                                     {rel: st for rel, (st, _) in disk.items()})
+        stored = self._stored_files()
+        # racy files are re-checked by the next scan but are not known to be behind
+        behind = [rel for rel in changed if rel not in stored
+                  or (stored[rel].mtime_ns, stored[rel].size) != disk[rel][0]]
+        now = time.time() if now is None else now
+        oldest = min((disk[rel][0][0] for rel in behind), default=None)
+        return {
+            "files_changed": len(behind),
+            "files_deleted": len(deleted),
+            "lag_seconds": None if oldest is None else max(0.0, now - oldest / 1e9),
+        }
+
     def problems(self) -> dict[str, list[dict[str, Any]]]:
         """Every file's recorded problems (path → diagnostics), for ``status``, ``lint``, API."""
         rows = self.rt.db().execute(
