@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -266,6 +266,14 @@ class Indexer:
         with self._lock:
             results = self._sync([full])
         return results[0] if results else FileSyncResult(self.rt.store.rel(full), unchanged=True)
+
+    def sync_paths(self, paths: Iterable[str | os.PathLike[str]]) -> list[FileSyncResult]:
+        """Sync several files in one batch: one embedding call and one index write per kind,
+        instead of one per file (a merge touches the narrative's, the facts' and every source's
+        log)."""
+        full = [Path(p) if Path(p).is_absolute() else self.rt.root / p for p in paths]
+        with self._lock:
+            return self._sync(list(dict.fromkeys(full)))
 
     def scan(self, progress: Progress | None = None) -> ScanReport:
         """Reconcile the whole root: new, changed and deleted files, edits made while offline.

@@ -404,8 +404,7 @@ def _touched_files(runtime: Runtime, plan: Plan) -> list[Path]:
 
 
 def _sync(indexer: Indexer, runtime: Runtime, paths: Iterable[Path]) -> None:
-    for path in paths:
-        indexer.sync_path(path)
+    indexer.sync_paths(paths)
 
 
 def _mark_consolidated(runtime: Runtime, plan: Plan) -> None:
