@@ -408,3 +408,17 @@ def test_entry_with_only_a_subject_is_indexed(rt: Runtime) -> None:
     result = Indexer(rt).sync_path(_path(rt))
     assert result.upserted == 1
     assert set(_sql(rt)) == set(_lance(rt)) == {entry.id}
+
+
+def test_sync_paths_indexes_several_logs_with_one_embedding_call(rt: Runtime) -> None:
+    other = date(2026, 10, 13)
+    first = _append(rt, "Dog", "Andrew adopted Toby.")
+    second = _append(rt, "Dog", "Andrew adopted Buddy.", other)
+    embedder = rt.embedder
+    assert isinstance(embedder, CountingEmbedder)
+
+    results = Indexer(rt).sync_paths([_path(rt), _path(rt, other), _path(rt)])
+
+    assert [r.upserted for r in results] == [1, 1]  # the repeated path is synced once
+    assert embedder.calls == [2]
+    assert set(_sql(rt)) == set(_lance(rt)) == {first.id, second.id}
