@@ -148,6 +148,11 @@ def normalize_text(text: str) -> str:
     return unicodedata.normalize("NFC", " ".join(text.split()))
 
 
+def text_hash(text: str) -> str:
+    """Identifies the text an embedding was made from (whitespace and NFC-insensitive)."""
+    return hashlib.sha256(normalize_text(text).encode()).hexdigest()[:32]
+
+
 @dataclass
 class Entry:
     """One parsed entry of a daily log.
@@ -218,7 +223,7 @@ class Entry:
     @property
     def text_hash(self) -> str:
         """Changes only when the embedded text changes: decides whether to re-embed."""
-        return hashlib.sha256(normalize_text(self.search_text).encode()).hexdigest()[:32]
+        return text_hash(self.search_text)
 
 
 @dataclass

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from everos_reflect.embedding import HashEmbedder
@@ -132,3 +133,36 @@ def test_invalid_guard_and_limit_settings_name_the_key(key: str, value: object,
         validate_strategy_settings("reflect_episodes", {key: value}, "ome.toml")
     assert f"strategies.reflect_episodes.{key}" in str(info.value)
     assert reason in str(info.value)
+
+
+class _Recording:
+    """An embedder that remembers every text it was asked to embed."""
+
+    name, dim = "recording", 64
+
+    def __init__(self) -> None:
+        self.inner = HashEmbedder(64)
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return self.inner.embed(texts)
+
+
+def test_the_guard_reuses_the_indexed_vectors_of_source_facts(tmp_path: Path) -> None:
+    from everos_reflect.embedding import CachingEmbedder
+    from everos_reflect.index.sync import Indexer
+
+    recording = _Recording()
+    rt = make_runtime(tmp_path, ExtractiveLLM(), embedder=CachingEmbedder(recording))
+    sources = seed_pets(rt)
+    fact = "Toby is a three-year-old lab mix from the Denver shelter."
+    add_fact(rt, ANDREW, sources[1], fact)
+    Indexer(rt).scan()
+    assert recording.texts.count(fact) == 1  # embedded once, by the indexer
+    rt.embedder.__dict__["_cache"].clear()  # a later run in a fresh process: nothing cached
+
+    run_reflection(rt)
+
+    assert recording.texts.count(fact) == 1  # the guard took the stored vector
+    assert [r["status"] for r in reports(rt)] == ["ok"]

@@ -12,6 +12,7 @@ import itertools
 import re
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -94,6 +95,16 @@ class CachingEmbedder:
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+
+    def remember(self, texts: Sequence[str], vectors: np.ndarray) -> None:
+        """Seed the cache with vectors this embedder (same ``name``) made earlier, e.g. the ones
+        stored in the index, so texts already embedded once are not embedded again."""
+        with self._lock:
+            for text, vector in zip(texts, vectors, strict=True):
+                self._cache[text] = np.asarray(vector, dtype=np.float32).copy()
+                self._cache.move_to_end(text)
+            while len(self._cache) > self.max_entries:
+                self._cache.popitem(last=False)
 
     def embed(self, texts: list[str]) -> np.ndarray:
         out = np.empty((len(texts), self.dim), dtype=np.float32)

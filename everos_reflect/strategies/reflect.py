@@ -15,6 +15,8 @@ from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
 from everos_reflect.errors import ConfigError, EverosError, ProviderUnavailable
@@ -22,7 +24,7 @@ from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import LLM
 from everos_reflect.llm.prompts import Prompts
-from everos_reflect.model import UserRef
+from everos_reflect.model import Kind, UserRef, text_hash
 from everos_reflect.strategies import journal
 from everos_reflect.strategies.consolidate import (
     Draft,
@@ -182,6 +184,7 @@ class ReflectionRun:
     def _commit(self, indexer: Indexer, result: Draft) -> None:
         sel = result.selection
         facts = live_facts(self.rt, sel.ref, [e.id for e in sel.replaced])
+        self._reuse_stored_vectors(sel.ref, facts)
         wanted = source_facts(sel, {p: [t for _, t in fs] for p, fs in facts.items()})
         result.coverage = measure_coverage(self.rt.embedder, wanted, result,
                                            match_threshold=self.match)
@@ -213,6 +216,27 @@ class ReflectionRun:
             self.log.info("cluster %s of %s: %s merged %d episode(s) into %s (coverage %.2f)",
                           sel.cluster_id, sel.ref, sel.mode, len(plan.replaced),
                           outcome.merged_id, result.coverage.score)
+
+    def _reuse_stored_vectors(self, ref: UserRef,
+                              facts: dict[str, list[tuple[str, str]]]) -> None:
+        """Hand the coverage guard the source facts' vectors from the index instead of
+        embedding them again: the run's scan just made the index current, so a fact whose
+        embedded text is exactly its Fact text has its vector there already."""
+        remember = getattr(self.rt.embedder, "remember", None)
+        pairs = [pair for fs in facts.values() for pair in fs]
+        if remember is None or not pairs:
+            return
+        ids = [fid for fid, _ in pairs]
+        marks = ",".join("?" * len(ids))
+        exact = {row["id"] for row in self.rt.db().execute(
+            f"SELECT id, text, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
+            f"user_id=? AND kind='atomic_fact' AND embed_model=? AND id IN ({marks})",
+            (ref.app, ref.project, ref.user_id, self.rt.embedder.name, *ids))
+            if row["text_hash"] == text_hash(row["text"])}
+        stored = self.rt.vectors.get_vectors(Kind.ATOMIC_FACT, ref, sorted(exact))
+        texts = [" ".join(text.split()) for fid, text in pairs if fid in stored]
+        if texts:
+            remember(texts, np.stack([stored[fid] for fid, _ in pairs if fid in stored]))
 
     def _report_unwritten(self, plan: journal.Plan, status: str, error: str | None) -> None:
         self.log.warning("cluster %s of %s %s: %s", plan.cluster_id, plan.ref, status, error)
