@@ -125,6 +125,17 @@ def test_get_vectors_returns_stored_vectors_by_id(index: VectorIndex) -> None:
     assert index.get_vectors("episode", ANDREW, []) == {}
 
 
+def test_get_vectors_many_fetches_several_users_in_chunks(index: VectorIndex) -> None:
+    rows = [row(ANDREW, "ep_1", "dog"), row(BETTY, "ep_1", "tax"), row(OTHER_APP, "ep_1", "cat")]
+    index.upsert("episode", rows)
+    wanted = {ANDREW: ["ep_1"], BETTY: ["ep_1", "ep_404"], OTHER_APP: ["ep_1"]}
+    found = index.get_vectors_many("episode", wanted, chunk=2)
+    assert {ref: sorted(v) for ref, v in found.items()} == {
+        ANDREW: ["ep_1"], BETTY: ["ep_1"], OTHER_APP: ["ep_1"]}
+    for ref, expected in zip((ANDREW, BETTY, OTHER_APP), rows, strict=True):
+        np.testing.assert_allclose(found[ref]["ep_1"], expected["vector"], rtol=1e-6)
+
+
 def test_search_vector_orders_by_cosine_and_filters(index: VectorIndex) -> None:
     index.upsert(
         "episode",

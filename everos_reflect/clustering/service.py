@@ -388,21 +388,30 @@ class ClusterService:
                 params + params)
         })
         totals = {"users": 0, "clusters": 0, "members": 0, "skipped": 0}
+        rows = {user: self._episode_rows(user) for user in refs}
+        vectors = self.runtime.vectors.get_vectors_many(Kind.EPISODE, {
+            user: [r["id"] for r in user_rows if r["deprecated_by"] is None]
+            for user, user_rows in rows.items()
+        }) if len(refs) > 1 else {}
         for user in refs:
-            counts = self._recluster_user(user)
+            counts = self._recluster_user(user, rows[user], vectors.get(user))
             totals["users"] += 1
             for key in ("clusters", "members", "skipped"):
                 totals[key] += counts[key]
         return totals
 
-    def _recluster_user(self, ref: UserRef) -> dict[str, int]:
-        rows = self._db.execute(
+    def _episode_rows(self, ref: UserRef) -> list[sqlite3.Row]:
+        return self._db.execute(
             "SELECT id, ts, parent_type, parent_id, deprecated_by, text_hash FROM entries "
             "WHERE kind='episode' AND app_id=? AND project_id=? AND user_id=?",
             (ref.app, ref.project, ref.user_id)).fetchall()
+
+    def _recluster_user(self, ref: UserRef, rows: list[sqlite3.Row],
+                        vectors: dict[str, np.ndarray] | None = None) -> dict[str, int]:
         live = sorted((r for r in rows if r["deprecated_by"] is None),
                       key=lambda r: (entry_epoch(r["id"], r["ts"]), r["id"]))
-        vectors = self._vectors(ref, [r["id"] for r in live])
+        if vectors is None:
+            vectors = self._vectors(ref, [r["id"] for r in live])
         plan = _Rebuild(ref, self.threshold, self.window_seconds, self.rejoin_threshold)
         skipped = 0
         narratives = [r for r in live if r["parent_type"] == "cluster"]

@@ -331,6 +331,33 @@ class VectorIndex:
         ).reshape(-1, self.dim)
         return {eid: matrix[n] for n, eid in enumerate(result.column("id").to_pylist())}
 
+    def get_vectors_many(
+        self, kind: Kind | str, wanted: Mapping[UserRef, Sequence[str]], *, chunk: int = 4000
+    ) -> dict[UserRef, dict[str, np.ndarray]]:
+        """Stored vectors of many users at once, a few thousand keys per query.
+
+        A whole-root rebuild would otherwise ask once per user, and each query may scan the
+        rows written since the key index was last built: one scan per user, quadratic overall.
+        """
+        by_key = {row_key(ref.app, ref.project, ref.user_id, eid): (ref, eid)
+                  for ref, ids in wanted.items() for eid in ids}
+        out: dict[UserRef, dict[str, np.ndarray]] = {ref: {} for ref in wanted}
+        keys = list(by_key)
+        for start in range(0, len(keys), chunk):
+            part = keys[start:start + chunk]
+            result = (
+                self._table(kind).search()
+                .where(f"key IN ({', '.join(sql_str(k) for k in part)})")
+                .select(["key", "vector"]).limit(len(part))
+            ).to_arrow()
+            matrix = np.asarray(
+                result.column("vector").combine_chunks().flatten(), dtype=np.float32
+            ).reshape(-1, self.dim)
+            for n, key in enumerate(result.column("key").to_pylist()):
+                ref, eid = by_key[key]
+                out[ref][eid] = matrix[n]
+        return out
+
     def rows(
         self, kind: Kind | str, where: str | None = None, *, columns: Sequence[str] = META_COLUMNS
     ) -> list[dict[str, Any]]:
