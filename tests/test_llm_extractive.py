@@ -254,3 +254,20 @@ def test_scripted_llm_builds_replies_from_the_request_or_falls_back():
 def test_merge_request_rejects_an_impossible_merge(kwargs, message):
     with pytest.raises(ValueError, match=message):
         MergeRequest(**kwargs)
+
+
+def test_pronouns_are_resolved_only_when_unambiguous() -> None:
+    result = LLM.merge(MergeRequest("init", [
+        member("2026-07-27", "Andrew has a final interview with Northwind on Thursday. "
+               "He practised a system-design answer.", "Interview"),
+        member("2026-07-30", "Northwind offered Andrew the Staff SRE role. "
+               "He is leaning towards yes.", "Offer"),
+        member("2026-08-15", "Andrew and Jess arrived in Portland. "
+               "They are staying in a rental.", "Arrived"),
+    ]))
+    text = result.content
+    assert "Andrew practised a system-design answer." in text  # previous subject: Andrew
+    assert "He is leaning towards yes." in text  # previous subject: Northwind — left alone
+    assert "Northwind is leaning" not in text
+    assert "They are staying in a rental." in text  # plural: never resolved
+    assert result.title.startswith("Andrew")  # most mentioned, not merely first seen

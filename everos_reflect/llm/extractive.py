@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date
 
@@ -68,7 +69,7 @@ NUMBER_WORDS = _wordset(
     "half both single"
 )
 FILLER = _wordset("ok okay thanks thank yes yeah sure great hi hello bye cool fine")
-PRONOUNS = {"he", "she", "they"}
+SINGULAR_PRONOUNS = {"he", "she"}
 # Common function words of other Latin-script languages: input with more of these than of
 # English STOPWORDS gets no English label.
 OTHER_LANGUAGE_MARKERS = _wordset(
@@ -151,13 +152,14 @@ class ExtractiveLLM:
 
     def merge(self, req: MergeRequest) -> MergeResult:
         members = req.chronological()
+        main_entity = _main_entity(f"{m.subject}. {m.content}"
+                                   for m in [*members, *([req.existing] if req.existing else [])])
         sentences: list[_Sentence] = []
         if req.mode == "update" and req.existing is not None:
-            sentences.extend(_narrative_sentences(req.existing))
+            sentences.extend(_narrative_sentences(req.existing, main_entity))
         for member in members:
-            sentences.extend(_member_sentences(member, start=len(sentences)))
+            sentences.extend(_member_sentences(member, len(sentences), main_entity))
         english = _looks_english(" ".join(s.text for s in sentences))
-        main_entity = _main_entity([*members, *([req.existing] if req.existing else [])])
         for s in sentences:
             s.key = _state_key(s.text, main_entity)
         kept = _drop_restatements(sentences)
@@ -168,10 +170,12 @@ class ExtractiveLLM:
     def extract_facts(self, req: FactsRequest) -> FactsResult:
         facts: list[_Sentence] = []
         entity: str | None = None
-        for paragraph in _paragraphs(req.text):
+        paragraphs = _paragraphs(req.text)
+        person = _main_entity(paragraphs)
+        for paragraph in paragraphs:
             body = _STATE_LABEL_RE.sub("", _PARAGRAPH_DATE_RE.sub("", paragraph))
             for text in split_sentences(body):
-                text, entity = _resolve_pronoun(text, entity)
+                text, entity = _resolve_pronoun(text, entity, person)
                 if _is_filler(text):
                     continue
                 facts.append(_Sentence(text, date.min, len(facts)))
@@ -222,17 +226,17 @@ def _paragraphs(text: str) -> list[str]:
     return [p.strip() for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
 
 
-def _member_sentences(member: MergeMember, start: int) -> list[_Sentence]:
+def _member_sentences(member: MergeMember, start: int, person: str | None) -> list[_Sentence]:
     day = member.timestamp.date()
     entity: str | None = None
     out: list[_Sentence] = []
     for text in split_sentences(member.content):
-        text, entity = _resolve_pronoun(text, entity)
+        text, entity = _resolve_pronoun(text, entity, person)
         out.append(_Sentence(text, day, start + len(out)))
     return out
 
 
-def _narrative_sentences(existing: MergeMember) -> list[_Sentence]:
+def _narrative_sentences(existing: MergeMember, person: str | None) -> list[_Sentence]:
     """Sentences of an earlier narrative with their dates; its current-state recap is dropped
     (it is recomputed). Undated prose (an LLM's narrative) takes the narrative's date."""
     day = existing.timestamp.date()
@@ -246,7 +250,7 @@ def _narrative_sentences(existing: MergeMember) -> list[_Sentence]:
             paragraph = paragraph[dated.end() :]
         entity: str | None = None
         for text in split_sentences(paragraph):
-            text, entity = _resolve_pronoun(text, entity)
+            text, entity = _resolve_pronoun(text, entity, person)
             out.append(_Sentence(text, day, len(out)))
     return out
 
@@ -256,26 +260,40 @@ def _names(text: str) -> list[str]:
     return [n for n in _NAME_RE.findall(text) if n.lower() not in NOT_NAMES]
 
 
-def _resolve_pronoun(text: str, entity: str | None) -> tuple[str, str | None]:
-    """Replace a leading He/She/They by the last named subject; return the new last subject."""
+def _resolve_pronoun(
+    text: str, entity: str | None, person: str | None
+) -> tuple[str, str | None]:
+    """Replace a leading He/She by ``person`` (the cluster's main entity) when the previous
+    sentence was about that person; return the new last subject.
+
+    Sentences are reordered and restatements dropped, so a leading pronoun can lose its
+    antecedent; but a wrong guess would change a fact ("Northwind is leaning towards yes"), so
+    only the unambiguous case is resolved: singular pronoun, previous subject = the person.
+    "They" is never resolved (it is usually a group).
+    """
     first = text.split(" ", 1)
-    if entity and first[0].lower() in PRONOUNS and len(first) == 2:
-        return f"{entity} {first[1]}", entity
+    if (person and entity == person and first[0].lower() in SINGULAR_PRONOUNS
+            and len(first) == 2):
+        return f"{person} {first[1]}", person
     names = _names(text)
     if names and text.startswith(names[0]):
         entity = names[0]
     return text, entity
 
 
-def _main_entity(members: list[MergeMember]) -> str | None:
-    """The name most members mention (the cluster is usually about one person)."""
-    counts: Counter[str] = Counter()
-    for m in members:
-        counts.update(set(_names(f"{m.subject}. {m.content}")))
-    if not counts:
+def _main_entity(texts: Iterable[str]) -> str | None:
+    """The name most texts (members, paragraphs) mention: a cluster is usually about one
+    person."""
+    members_naming: Counter[str] = Counter()
+    mentions: Counter[str] = Counter()
+    for text in texts:
+        names = _names(text)
+        members_naming.update(set(names))
+        mentions.update(names)
+    if not members_naming:
         return None
-    best = max(counts.values())
-    return next(n for n, c in counts.items() if c == best)
+    # most members first, then most mentions ("Andrew and Jess …; Andrew …" is about Andrew)
+    return max(members_naming, key=lambda n: (members_naming[n], mentions[n]))
 
 
 def _state_key(text: str, main_entity: str | None) -> tuple[str, ...] | None:
