@@ -271,3 +271,19 @@ def test_pronouns_are_resolved_only_when_unambiguous() -> None:
     assert "Northwind is leaning" not in text
     assert "They are staying in a rental." in text  # plural: never resolved
     assert result.title.startswith("Andrew")  # most mentioned, not merely first seen
+
+
+def test_no_pronoun_is_rewritten_without_a_clear_main_person() -> None:
+    result = LLM.merge(MergeRequest("init", [
+        member("2026-07-27", "Andrew has an interview with Northwind Robotics. Northwind "
+               "Robotics builds warehouse robots.", "Interview at Northwind"),
+        member("2026-07-30", "Northwind Robotics offered Andrew the role. He is leaning "
+               "towards yes.", "Offer from Northwind"),
+        member("2026-08-01", "Andrew accepted the offer from Northwind Robotics. He starts "
+               "on August 24.", "Accepted"),
+    ]))
+    # Andrew and Northwind each start two sentences: no clear main person, so no pronoun is
+    # rewritten (a guess could turn "He is leaning towards yes" into a false statement).
+    assert "He is leaning towards yes." in result.content
+    assert "He starts on August 24." in result.content
+    assert "Northwind is leaning" not in result.content

@@ -77,7 +77,7 @@ OTHER_LANGUAGE_MARKERS = _wordset(
     "el los las y es una que del con por il di che è sono het een en van niet ook og ikke er"
 )
 # Capitalised words that start sentences without naming anybody.
-NOT_NAMES = STOPWORDS | {"after", "before", "on", "in", "first", "last", "moving", "today"}
+NOT_NAMES = STOPWORDS | FILLER | {"after", "before", "on", "in", "first", "last", "moving", "today"}
 ABBREVIATIONS = ("Dr", "Mr", "Mrs", "Ms", "Prof", "St", "Jr", "Sr", "vs", "etc", "e.g", "i.e")
 
 PET_WORDS = "dogs?|cats?|pets?|pupp(?:y|ies)|kittens?|rabbits?|parrots?|hamsters?"
@@ -282,18 +282,27 @@ def _resolve_pronoun(
 
 
 def _main_entity(texts: Iterable[str]) -> str | None:
-    """The name most texts (members, paragraphs) mention: a cluster is usually about one
-    person."""
-    members_naming: Counter[str] = Counter()
+    """Who the texts (members, paragraphs) are about: the name that most often starts a
+    sentence — the grammatical subject — if one clearly does; else nobody.
+
+    A company that every fragment names ("Northwind offered Andrew …") is rarely the one the
+    memory is about, and a wrong guess here would rewrite "He accepted" into a false fact, so a
+    tie means no main person (pronouns then stay as written)."""
+    leading: Counter[str] = Counter()
+    texts_naming: Counter[str] = Counter()
     mentions: Counter[str] = Counter()
     for text in texts:
         names = _names(text)
-        members_naming.update(set(names))
+        texts_naming.update(set(names))
         mentions.update(names)
-    if not members_naming:
+        for sentence in split_sentences(text):
+            first = _names(sentence)
+            if first and sentence.startswith(first[0]):
+                leading[first[0]] += 1
+    ranked = leading.most_common(2)
+    if not ranked or (len(ranked) == 2 and ranked[0][1] == ranked[1][1]):
         return None
-    # most members first, then most mentions ("Andrew and Jess …; Andrew …" is about Andrew)
-    return max(members_naming, key=lambda n: (members_naming[n], mentions[n]))
+    return ranked[0][0]
 
 
 def _state_key(text: str, main_entity: str | None) -> tuple[str, ...] | None:
