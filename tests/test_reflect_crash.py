@@ -54,6 +54,19 @@ def restart(root: Path) -> Runtime:
     return make_runtime(root, ExtractiveLLM())
 
 
+def crash_run_at(monkeypatch: pytest.MonkeyPatch, rt: Runtime, step: str) -> None:
+    """Run Reflection and let the process "die" right after ``step`` of the merge."""
+
+    def crash_at(reached: str) -> None:
+        if reached == step:
+            raise Crash(reached)
+
+    monkeypatch.setattr(journal, "checkpoint", crash_at)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+
+
 def assert_merged_once(rt: Runtime, original: set[str]) -> None:
     entries = check_invariants(rt)
     assert original <= set(entries), "an entry was lost"
@@ -74,14 +87,7 @@ def test_crash_after_each_step_is_completed_by_the_next_run(
 ) -> None:
     rt, original = seeded(root)
 
-    def crash_at(reached: str) -> None:
-        if reached == step:
-            raise Crash(reached)
-
-    monkeypatch.setattr(journal, "checkpoint", crash_at)
-    with pytest.raises(Crash):
-        run_reflection(rt)
-    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+    crash_run_at(monkeypatch, rt, step)
     assert all_entries(rt).keys() >= original  # parseable and complete even mid-merge
 
     counts = run_reflection(restart(root))
@@ -124,14 +130,7 @@ def test_crash_inside_any_file_write_leaves_parseable_files_and_recovers(
 def test_recovery_twice_is_a_no_op(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     rt, original = seeded(root)
 
-    def crash_at(reached: str) -> None:
-        if reached == journal.FACTS:
-            raise Crash(reached)
-
-    monkeypatch.setattr(journal, "checkpoint", crash_at)
-    with pytest.raises(Crash):
-        run_reflection(rt)
-    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+    crash_run_at(monkeypatch, rt, journal.FACTS)
     fresh = restart(root)
     first = journal.recover(fresh, Indexer(fresh))
     snapshot = {p: p.read_bytes() for p in fresh.store.iter_files()}
@@ -151,14 +150,7 @@ def test_source_edited_while_crashed_abandons_the_merge_cleanly(
     rt, original = seeded(root)
     sources = sorted(i for i in original if i.startswith("ep_"))
 
-    def crash_at(reached: str) -> None:
-        if reached == journal.FACTS:
-            raise Crash(reached)
-
-    monkeypatch.setattr(journal, "checkpoint", crash_at)
-    with pytest.raises(Crash):
-        run_reflection(rt)
-    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+    crash_run_at(monkeypatch, rt, journal.FACTS)
     path = rt.store.path_for_id(ANDREW, sources[0])
     path.write_text(path.read_text("utf-8").replace("Denver", "Boulder"), "utf-8")
     fresh = restart(root)
@@ -220,14 +212,7 @@ def test_daemon_start_settles_a_merge_interrupted_by_a_crash(
 
     rt, original = seeded(root)
 
-    def crash_at(reached: str) -> None:
-        if reached == journal.FACTS:
-            raise Crash(reached)
-
-    monkeypatch.setattr(journal, "checkpoint", crash_at)
-    with pytest.raises(Crash):
-        run_reflection(rt)
-    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+    crash_run_at(monkeypatch, rt, journal.FACTS)
 
     fresh = restart(root)
     assert recover_interrupted_merges(fresh) == 1
