@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from everos_reflect.cli import index_cmds
+from everos_reflect.cli.common import existing_root
 from everos_reflect.embedding import HashEmbedder
-from everos_reflect.errors import EverosError
 from everos_reflect.model import Kind, UserRef
-from everos_reflect.runtime import Runtime, resolve_root
+from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 
 ANDREW = UserRef.of("u_andrew")
@@ -36,10 +36,7 @@ def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
     """Commands open their root through `open_runtime`: give them the deterministic fake."""
 
     def fake_open(root: str | None) -> Runtime:
-        path = resolve_root(root)
-        if not path.is_dir():
-            raise EverosError(f"no memory root at {path}")
-        return Runtime(path, Settings(), embedder=HashEmbedder(32))
+        return Runtime(existing_root(root), Settings(), embedder=HashEmbedder(32))
 
     monkeypatch.setattr(index_cmds, "open_runtime", fake_open)
 
@@ -89,7 +86,9 @@ def test_reindex_prints_a_summary_and_problems(filled: Path) -> None:
 def test_reindex_of_a_missing_root_is_one_line_error(tmp_path: Path) -> None:
     result = run("reindex", "--root", str(tmp_path / "nope"))
     assert result.exit_code == 1
-    assert result.stderr.strip().splitlines() == [f"error: no memory root at {tmp_path / 'nope'}"]
+    assert result.stderr.strip().splitlines() == [
+        f"error: no memory root at {tmp_path / 'nope'}: create one with "
+        f"`everos-reflect init {tmp_path / 'nope'}`"]
 
 
 def test_search_json_has_the_spec_fields_and_hides_deprecated(filled: Path) -> None:
@@ -164,3 +163,16 @@ def test_status_shows_index_lag_until_a_scan_catches_up(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["index"]["files_changed"] == 1
     indexer.scan()
     assert indexer.pending()["files_changed"] == 0
+
+
+@pytest.mark.parametrize("args", [["trigger", "reflect_episodes"], ["runs"], ["strategies"],
+                                  ["clusters"], ["reports"], ["reindex"], ["status"]])
+def test_commands_never_create_a_root_by_accident(tmp_path: Path, args: list[str]) -> None:
+    from everos_reflect.cli.main import cli as main_cli
+
+    missing = tmp_path / "nope"
+    result = CliRunner().invoke(main_cli, [*args, "--root", str(missing)])
+    assert result.exit_code == 1
+    assert result.stderr.strip().splitlines() == [
+        f"error: no memory root at {missing}: create one with `everos-reflect init {missing}`"]
+    assert not missing.exists()

@@ -3,32 +3,27 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from everos_reflect.cli.common import emit_json, fail, handle_errors, json_option, root_option
+from everos_reflect.cli.common import (
+    emit_json,
+    handle_errors,
+    json_option,
+    open_runtime,
+    root_option,
+)
 from everos_reflect.model import UserRef, validate_name
 
 if TYPE_CHECKING:
-    from everos_reflect.runtime import Runtime
+    pass
 
 _user = click.option("--user", "user_id", default=None, help="Only this user.")
 _app = click.option("--app", default=None, help="App id (default: every app, or default_app "
                     "with --user).")
 _project = click.option("--project", default=None, help="Project id (default: every project, "
                         "or default_project with --user).")
-
-
-def _open(root: str | None) -> Runtime:
-    """The runtime of an existing root (imported lazily: ``--help`` stays fast)."""
-    from everos_reflect.runtime import Runtime, resolve_root
-
-    path: Path = resolve_root(root)
-    if not path.is_dir():
-        fail(f"no memory root at {path} (create one with: everos-reflect init {path})")
-    return Runtime(path)
 
 
 def _day(ts: float) -> str:
@@ -47,7 +42,7 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
     """List clusters: size, span, preview, consolidated or not, new members since."""
     from everos_reflect.clustering.service import ClusterService
 
-    runtime = _open(root)
+    runtime = open_runtime(root)
     ref = UserRef.of(user_id, app, project) if user_id else None
     if app is not None:
         validate_name(app, "app_id")
@@ -92,7 +87,7 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
     """Rebuild clusters from the index (e.g. after changing the clustering settings)."""
     from everos_reflect.clustering.service import ClusterService
 
-    runtime = _open(root)
+    runtime = open_runtime(root)
     ref = UserRef.of(user_id, app, project) if user_id else None
     counts = ClusterService(runtime).recluster(ref)
     if as_json:

@@ -7,11 +7,15 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import wraps
-from typing import Any, NoReturn, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from everos_reflect.errors import EverosError
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -23,6 +27,24 @@ root_option = click.option(
     help="Memory root (default: $EVEROS_ROOT, else ~/.everos).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+
+
+def existing_root(root: str | None) -> Path:
+    """The memory root a command works on; it must exist (commands never create one by
+    accident — only ``init`` does)."""
+    from everos_reflect.runtime import resolve_root  # lazy: `--help` stays fast
+
+    path = resolve_root(root)
+    if not path.is_dir():
+        raise EverosError(f"no memory root at {path}: create one with `everos-reflect init {path}`")
+    return path
+
+
+def open_runtime(root: str | None) -> Runtime:
+    """The runtime of an existing memory root (see :func:`existing_root`)."""
+    from everos_reflect.runtime import Runtime
+
+    return Runtime(existing_root(root))
 
 
 def emit_json(document: Any) -> None:

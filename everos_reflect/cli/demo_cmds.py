@@ -21,8 +21,14 @@ from typing import Any
 
 import click
 
-from everos_reflect.cli.common import emit_json, handle_errors, json_option, progress, root_option
-from everos_reflect.cli.index_cmds import open_runtime
+from everos_reflect.cli.common import (
+    emit_json,
+    handle_errors,
+    json_option,
+    open_runtime,
+    progress,
+    root_option,
+)
 from everos_reflect.errors import EverosError
 from everos_reflect.model import UserRef
 from everos_reflect.runtime import Runtime

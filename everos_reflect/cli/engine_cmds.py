@@ -7,13 +7,14 @@ import sys
 
 import click
 
-from everos_reflect.cli.common import emit_json, fail, handle_errors, json_option, root_option
-
-
-def _runtime(root: str | None):
-    from everos_reflect.runtime import Runtime
-
-    return Runtime.open(root)
+from everos_reflect.cli.common import (
+    emit_json,
+    fail,
+    handle_errors,
+    json_option,
+    open_runtime,
+    root_option,
+)
 
 
 @click.command("serve")
@@ -28,7 +29,7 @@ def serve_cmd(root: str | None, host: str | None, port: int | None) -> None:
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    serve(_runtime(root), host=host, port=port)
+    serve(open_runtime(root), host=host, port=port)
 
 
 @click.command("trigger")
@@ -44,7 +45,7 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float, as_jso
     from everos_reflect.engine.daemon import trigger_via_daemon
     from everos_reflect.engine.engine import Engine
 
-    runtime = _runtime(root)
+    runtime = open_runtime(root)
     outcome = trigger_via_daemon(runtime, name, force=force, timeout=timeout)
     via = "daemon"
     engine = None
@@ -84,7 +85,7 @@ def runs_cmd(root: str | None, limit: int, as_json: bool) -> None:
     """Recent strategy runs, newest first."""
     from everos_reflect.engine.engine import list_runs
 
-    rows = list_runs(_runtime(root), limit=limit)
+    rows = list_runs(open_runtime(root), limit=limit)
     if as_json:
         emit_json(rows)
         return
@@ -109,7 +110,7 @@ def strategies_cmd(root: str | None, as_json: bool) -> None:
     """Each strategy: enabled, schedule, next run, last run."""
     from everos_reflect.engine.engine import strategies_status
 
-    rows = strategies_status(_runtime(root))
+    rows = strategies_status(open_runtime(root))
     if as_json:
         emit_json(rows)
         return

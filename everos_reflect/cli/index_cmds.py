@@ -8,18 +8,16 @@ from typing import Any
 
 import click
 
-from everos_reflect.cli.common import emit_json, handle_errors, json_option, progress, root_option
+from everos_reflect.cli.common import (
+    emit_json,
+    handle_errors,
+    json_option,
+    open_runtime,
+    progress,
+    root_option,
+)
 from everos_reflect.errors import EverosError
 from everos_reflect.index.sync import Indexer, ScanReport
-from everos_reflect.runtime import Runtime, resolve_root
-
-
-def open_runtime(root: str | None) -> Runtime:
-    """The runtime of an existing memory root (never creates one by accident)."""
-    path = resolve_root(root)
-    if not path.is_dir():
-        raise EverosError(f"no memory root at {path}: create one with `everos-reflect init {path}`")
-    return Runtime(path)
 
 
 def _print_problems(report: ScanReport) -> None:

@@ -11,9 +11,14 @@ from typing import Any
 
 import click
 
-from everos_reflect.cli.common import emit_json, handle_errors, json_option, root_option
-from everos_reflect.errors import EverosError
-from everos_reflect.runtime import Runtime, resolve_root
+from everos_reflect.cli.common import (
+    emit_json,
+    handle_errors,
+    json_option,
+    open_runtime,
+    root_option,
+)
+from everos_reflect.runtime import Runtime
 
 #: Columns of ``reports``, in the order printed (SPEC §6 first, then provenance and cost).
 REPORT_COLUMNS = (
@@ -38,13 +43,6 @@ def list_reports(runtime: Runtime, limit: int = 20) -> list[dict[str, Any]]:
             item["source_members"] = []
         out.append(item)
     return out
-
-
-def _open(root: str | None) -> Runtime:
-    path = resolve_root(root)
-    if not path.is_dir():
-        raise EverosError(f"no memory root at {path}: create one with `everos-reflect init {path}`")
-    return Runtime(path)
 
 
 def _render(reports: list[dict[str, Any]]) -> None:
@@ -78,7 +76,7 @@ def _render(reports: list[dict[str, Any]]) -> None:
 @handle_errors
 def reports_cmd(root: str | None, limit: int, as_json: bool) -> None:
     """Reflection's audit: one row per merge attempt, newest first."""
-    rt = _open(root)
+    rt = open_runtime(root)
     try:
         reports = list_reports(rt, limit)
     finally:

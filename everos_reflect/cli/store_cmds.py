@@ -23,6 +23,7 @@ import tomlkit
 
 from everos_reflect.cli.common import (
     emit_json,
+    existing_root,
     fail,
     handle_errors,
     json_option,
@@ -55,13 +56,6 @@ def _resolve(root: str | None) -> Path:
     from everos_reflect.runtime import resolve_root
 
     return resolve_root(root)
-
-
-def _existing_root(root: str | None) -> Path:
-    path = _resolve(root)
-    if not path.is_dir():
-        fail(f"no memory root at {path} (create one with: everos-reflect init {path})")
-    return path
 
 
 def _write_atomic(path: Path, text: str) -> None:
@@ -340,7 +334,7 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
     """
     from everos_reflect.markdown.store import MarkdownStore
 
-    path = _existing_root(root)
+    path = existing_root(root)
     scan = _scan_with_progress(MarkdownStore(path), "Checking daily logs")
     checked = scan.files
     problems = config_problems(path) + scan.problems
@@ -532,7 +526,7 @@ def status_cmd(root: str | None, as_json: bool) -> None:
     from everos_reflect.runtime import Runtime
     from everos_reflect.settings import Settings
 
-    path = _existing_root(root)
+    path = existing_root(root)
     # Status reports a broken config instead of failing on it, so it opens with defaults.
     try:
         settings = load_settings(path)
@@ -585,7 +579,7 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     known = known_strategy_names()
     if name not in known:
         fail(f"unknown strategy {name!r} (known: {', '.join(sorted(known))})")
-    path = _existing_root(root) / OME_FILE_NAME
+    path = existing_root(root) / OME_FILE_NAME
     before = path.read_text("utf-8") if path.exists() else packaged_text("ome.toml")
     after = set_enabled(before, name, enabled, str(path))
     changed = after != before or not path.exists()
