@@ -86,7 +86,8 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
             else:
                 out["errors"].append(None)
         # still serving after all of that
-        out["after"] = _data(await client.call_tool("search", {"query": "Miso", "user_id": "u_ann"}))
+        out["after"] = _data(await client.call_tool("search", {"query": "Miso",
+                                                               "user_id": "u_ann"}))
         return out
 
     out = _run(root, script)
