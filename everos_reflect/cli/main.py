@@ -8,6 +8,7 @@ from everos_reflect.cli import (
     cluster_cmds,
     demo_cmds,
     engine_cmds,
+    fleet_cmds,
     index_cmds,
     reflect_cmds,
     store_cmds,
@@ -27,6 +28,7 @@ for _module in (
     reflect_cmds,
     demo_cmds,
     engine_cmds,
+    fleet_cmds,
 ):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
