@@ -10,6 +10,7 @@ from everos_reflect.cli import (
     engine_cmds,
     fleet_cmds,
     index_cmds,
+    memory_cmds,
     reflect_cmds,
     store_cmds,
 )
@@ -29,6 +30,7 @@ for _module in (
     demo_cmds,
     engine_cmds,
     fleet_cmds,
+    memory_cmds,
 ):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
