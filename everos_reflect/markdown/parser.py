@@ -96,11 +96,84 @@ def frontmatter_bounds(lines: list[str]) -> tuple[int, int] | None:
 # libyaml's scanner is ~7x faster; construction (types, timestamps) is the same safe one.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+#: Bounds on every YAML block the daemon reads (file frontmatter and entry metadata). A hand
+#: edit can hold anything: ten nested aliases in 791 bytes expand to 10^10 values, which once
+#: stringified (a content hash does that) take the machine down. So a block is refused, never
+#: expanded, when it is larger than ``MAX_YAML_BYTES`` (UTF-8), nests more than
+#: ``MAX_YAML_DEPTH`` collections (the top mapping counts as one), holds more than
+#: ``MAX_YAML_NODES`` values, or uses any alias (``*name``; an anchor alone is harmless).
+#: Without aliases a value is never bigger than its text, so the size cap bounds everything
+#: built from it. Entry metadata is a few keys; the frontmatter grows by one
+#: ``deprecated_entries`` line per archived entry, hence its larger cap.
+MAX_YAML_BYTES = {"frontmatter": 1 << 20, "metadata": 64 << 10}
+MAX_YAML_DEPTH = 16
+MAX_YAML_NODES = 50_000
 
-def load_yaml(text: str, first_line: int) -> tuple[Any, tuple[int, str] | None]:
-    """Safe YAML loading that reports (file line, reason) instead of raising."""
+
+class YamlBoundError(Exception):
+    """A YAML block beyond the bounds above (line offset inside the block, reason)."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(reason)
+        self.line, self.reason = line, reason
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _check_node(root: yaml.Node) -> None:
+    """Walk a composed node graph (iteratively: no recursion limit to hit) and refuse aliases,
+    depth and size beyond the bounds. libyaml gives an alias the very node object its anchor
+    named, so a node met twice is an alias (and a cycle is one too)."""
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen:
+            raise YamlBoundError(node.start_mark.line, "aliases (*name) are not accepted here")
+        seen.add(id(node))
+        if len(seen) > MAX_YAML_NODES:
+            raise YamlBoundError(node.start_mark.line, f"more than {MAX_YAML_NODES} values")
+        if isinstance(node, yaml.SequenceNode):
+            children: list[yaml.Node] = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            continue
+        if depth > MAX_YAML_DEPTH:
+            raise YamlBoundError(
+                node.start_mark.line, f"nested deeper than {MAX_YAML_DEPTH} levels"
+            )
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _bounded_load(text: str) -> Any:
+    loader = _Loader(text)
     try:
-        return yaml.load(text, Loader=_Loader), None
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_node(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def load_yaml(
+    text: str, first_line: int, block: str = "metadata"
+) -> tuple[Any, tuple[int, str] | None]:
+    """Safe, bounded YAML loading that reports (file line, reason) instead of raising.
+
+    ``block`` ("metadata" or "frontmatter") picks the size cap; see ``MAX_YAML_BYTES``.
+    """
+    limit = MAX_YAML_BYTES[block]
+    if len(text) > limit or (len(text) * 4 > limit and _utf8_size(text) > limit):
+        return None, (first_line, f"YAML block is over {limit // 1024} KiB; not read")
+    try:
+        return _bounded_load(text), None
+    except YamlBoundError as exc:
+        return None, (first_line + exc.line, f"YAML refused: {exc.reason}")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         last = max(text.count("\n") - (1 if text.endswith("\n") else 0), 0)
@@ -186,7 +259,9 @@ class _Parser:
                 self.report(1, "missing file frontmatter (the file must start with '---')", "fatal")
             return 0
         start, end = bounds
-        data, problem = load_yaml("".join(self.lines[start + 1 : end]), start + 2)
+        data, problem = load_yaml(
+            "".join(self.lines[start + 1 : end]), start + 2, "frontmatter"
+        )
         if problem:
             self.report(problem[0], f"file frontmatter: {problem[1]}", "fatal")
             return end + 1
