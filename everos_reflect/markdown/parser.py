@@ -29,7 +29,16 @@ from typing import Any
 import yaml
 
 from everos_reflect.errors import InvalidId
-from everos_reflect.model import DailyLog, Diagnostic, Entry, EntryId, Kind, parse_timestamp
+from everos_reflect.model import (
+    ID_MENTION_RE,
+    LOG_FILENAME_RE,
+    DailyLog,
+    Diagnostic,
+    Entry,
+    EntryId,
+    Kind,
+    parse_timestamp,
+)
 
 SCHEMA_VERSION = 1
 
@@ -37,17 +46,12 @@ OPEN_RE = re.compile(r"^<!--[ \t]*entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*$")
 CLOSE_RE = re.compile(r"^<!--[ \t]*/entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*$")
 HEADING_RE = re.compile(r"^##[ \t]+(\S(?:.*\S)?)[ \t]*$")
 _ESCAPABLE_RE = re.compile(r"^\\*(?:##|<!--)")
-_FILENAME_RE = re.compile(r"^(episode|atomic_fact|insight)-(\d{4}-\d{2}-\d{2})\.md$")
-_ID_MENTION_RE = re.compile(r"\b(?:ep|af|in)_[0-9]{8}_[0-9]{4,}\b", re.ASCII)
+_FILENAME_RE = LOG_FILENAME_RE
+_ID_MENTION_RE = ID_MENTION_RE
 #: ``deprecated_entries`` value of an entry archived by an explicit undo (no replacement).
 UNDONE = "undone"
 
 REQUIRED_META = ("owner_id", "timestamp")
-_MAIN_SECTION = {Kind.EPISODE: "Content", Kind.ATOMIC_FACT: "Fact"}
-_PARENT_TYPES = {
-    Kind.EPISODE: {"memcell", "cluster"},
-    Kind.ATOMIC_FACT: {"episode"},
-}
 
 
 _LINE_RE = re.compile(r"[^\n]*\n|[^\n]+$")
@@ -291,11 +295,11 @@ class _Parser:
     def _file_identity(self, log: DailyLog, data: dict[Any, Any]) -> None:
         """Kind and day from the frontmatter, cross-checked with the file name (which wins:
         ids are located through it)."""
-        fm_kind = next((k for k in Kind if k.file_type == data.get("type")), None)
+        fm_kind = Kind.from_file_type(data.get("type"))
         fm_day = _as_day(data.get("date"))
         name = re.split(r"[\\/]", self.path)[-1]
         m = _FILENAME_RE.fullmatch(name)
-        name_kind = Kind(m.group(1)) if m else None
+        name_kind = Kind.from_stem(m.group(1)) if m else None
         name_day = _as_day(m.group(2)) if m else None
 
         version = data.get("schema_version")
@@ -467,7 +471,7 @@ class _Parser:
                 f"entry {eid}: owner_id {meta['owner_id']!r} is not the file's user {user!r}",
                 "warning",
             )
-        allowed = _PARENT_TYPES.get(eid.kind)
+        allowed = eid.kind.info.parent_types
         if allowed and meta.get("parent_type") not in allowed:
             self.report(
                 line,
@@ -479,8 +483,8 @@ class _Parser:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
                 self.report(line, f"entry {eid}: importance {value!r} is not 1-10", "warning")
-        main = _MAIN_SECTION.get(eid.kind)
-        if main and not sections.get(main):
+        main = eid.kind.main_section
+        if not sections.get(main):
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")
 
 

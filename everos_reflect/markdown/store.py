@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -32,6 +31,7 @@ from everos_reflect.markdown.parser import (
     parse_log,
 )
 from everos_reflect.model import (
+    LOG_FILENAME_RE,
     DailyLog,
     Diagnostic,
     Entry,
@@ -42,7 +42,7 @@ from everos_reflect.model import (
     validate_name,
 )
 
-_FILENAME_RE = re.compile(r"^(episode|atomic_fact|insight)-(\d{4}-\d{2}-\d{2})\.md$")
+_FILENAME_RE = LOG_FILENAME_RE
 _EDIT_ATTEMPTS = 5
 
 
@@ -95,8 +95,8 @@ class MarkdownStore:
         m = _FILENAME_RE.fullmatch(name)
         if m is None:
             return None
-        kind = Kind(m.group(1))
-        if folder != kind.folder:
+        kind = Kind.from_stem(m.group(1))
+        if kind is None or folder != kind.folder:
             return None
         try:
             ref = UserRef(app, project, user_id)
@@ -131,7 +131,7 @@ class MarkdownStore:
                 folder = self.user_dir(user) / kind.folder
                 if not folder.is_dir():
                     continue
-                for path in sorted(folder.glob(f"{kind.value}-*.md")):
+                for path in sorted(folder.glob(f"{kind.stem}-*.md")):
                     if path.is_file() and _FILENAME_RE.fullmatch(path.name):
                         yield path
 
