@@ -6,7 +6,8 @@ line, reason) and the rest of the file still parses. Severities:
 - ``fatal``: the file frontmatter is missing, unreadable or of an unknown kind/version. No entry
   is returned and the store refuses to write the file (it would risk the person's text).
 - ``error``: one entry cannot be trusted (bad YAML, unclosed or mismatched markers, duplicate or
-  misplaced id, missing ``owner_id``/``timestamp``, unreadable timestamp). It is skipped; its
+  misplaced id (of a duplicate only the first block is read, and writers never archive into the
+  file), missing ``owner_id``/``timestamp``, unreadable timestamp). It is skipped; its
   text stays in the file and its id still counts when the next id is allocated.
 - ``warning``: indexed anyway (naive timestamp, owner differing from the file's user, missing
   ``Content``/``Fact`` section, unexpected ``parent_type``, text before the first section).
@@ -188,6 +189,29 @@ def load_yaml(
         return None, (first_line, f"invalid YAML: {exc}")
 
 
+_OPEN_ANYWHERE_RE = re.compile(r"^<!--[ \t]*entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*\r?$", re.M)
+
+
+def duplicate_message(entry_id: str, first_line: int) -> str:
+    return (f"duplicate entry id {entry_id} (first at line {first_line}; only that block is "
+            "read, and nothing in this file is archived until one of them is renamed or removed)")
+
+
+def duplicate_ids(text: str) -> dict[str, list[int]]:
+    """Ids opened by more than one entry marker in ``text`` -> the 1-based lines of each.
+
+    Writers that archive (``deprecated_entries`` keys name ids, not blocks) refuse such a file:
+    the key would silently archive a block nobody indexed or merged.
+    """
+    lines: dict[str, list[int]] = {}
+    line, pos = 1, 0
+    for m in _OPEN_ANYWHERE_RE.finditer(text):
+        line += text.count("\n", pos, m.start())
+        pos = m.start()
+        lines.setdefault(m.group(1), []).append(line)
+    return {i: at for i, at in lines.items() if len(at) > 1}
+
+
 def parse_entry_id(text: str) -> EntryId:
     """``EntryId.parse`` that also insists on the canonical spelling (ASCII digits, no extra
     leading zeros), so one entry can never be named two ways."""
@@ -328,7 +352,7 @@ class _Parser:
 
     # -- entries ------------------------------------------------------------------------------
     def _entries(self, log: DailyLog, start: int) -> None:
-        seen: set[str] = set()
+        first_at: dict[str, int] = {}  # every opened id, parseable or not -> its first line
         deprecated = log.deprecated_entries
         i, n = start, len(self.lines)
         while i < n:
@@ -344,6 +368,10 @@ class _Parser:
                 i += 1
                 continue
             entry_id = opened.group(1)
+            if entry_id in first_at:
+                # A frontmatter key names an id, not a block: archiving one would archive both.
+                self.report(i + 1, duplicate_message(entry_id, first_at[entry_id]))
+            first_at.setdefault(entry_id, i + 1)
             j = i + 1
             while j < n and not OPEN_RE.match(self.bare[j]) and not CLOSE_RE.match(self.bare[j]):
                 j += 1
@@ -361,14 +389,10 @@ class _Parser:
                 )
                 i = j + 1
                 continue
-            entry = self._entry(log, entry_id, i, j)
+            entry = self._entry(log, entry_id, i, j) if first_at[entry_id] == i + 1 else None
             if entry is not None:
-                if entry.id in seen:
-                    self.report(i + 1, f"duplicate entry id {entry.id} (first one kept)")
-                else:
-                    seen.add(entry.id)
-                    entry.deprecated_by = deprecated.get(entry.id)
-                    log.entries.append(entry)
+                entry.deprecated_by = deprecated.get(entry.id)
+                log.entries.append(entry)
             i = j + 1
 
     def _entry(self, log: DailyLog, entry_id: str, first: int, last: int) -> Entry | None:
