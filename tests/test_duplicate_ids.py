@@ -84,7 +84,7 @@ def test_deprecate_refuses_a_file_with_duplicate_ids_and_changes_nothing(
 def test_undo_refuses_a_file_with_duplicate_ids_and_changes_nothing(
     doubled: tuple[Runtime, list[Entry], Path],
 ) -> None:
-    rt, (first, second), path = doubled
+    rt, (_first, second), path = doubled
     text = path.read_text("utf-8").replace(
         "---\n<!--", f"deprecated_entries:\n  {second.id}: {UNDONE}\n---\n<!--", 1)
     path.write_text(text, "utf-8")
@@ -107,7 +107,7 @@ def test_lint_reports_the_duplicate_as_an_error(
 def test_reflection_skips_a_cluster_whose_file_has_duplicate_ids_and_says_why(
     doubled: tuple[Runtime, list[Entry], Path],
 ) -> None:
-    rt, (first, second), path = doubled
+    rt, (first, _second), path = doubled
     before = path.read_bytes()
     counts = run_reflection(rt)
     assert counts.get("merged", 0) == 0 and counts["skipped"] == 1
