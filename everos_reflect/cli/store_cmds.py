@@ -149,7 +149,7 @@ def add_cmd(
     except InvalidEpisode as exc:
         fail(f"--{exc.field} {exc.reason}")
     meta, day = episode.meta, episode.day
-    store = MarkdownStore(_resolve(root))
+    store = MarkdownStore(existing_root(root))
     settle_interrupted(store.root)
     entry = store.append(ref, Kind.EPISODE, meta, episode.sections, day=day)
     if as_json:
