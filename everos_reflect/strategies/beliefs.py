@@ -22,6 +22,7 @@ them is tested with literals:
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -33,6 +34,8 @@ DEFAULT_KEYS: tuple[str, ...] = ("identity", "strategy", "commitments", "risks",
 #: Slots that hold promises: the prompt tells the model they stay in force until the evidence
 #: says they were fulfilled or cancelled (a strategy shift is no such evidence).
 BINDING_KEYS: frozenset[str] = frozenset({"commitments"})
+#: What a conviction key may look like (it is written as metadata and shown in prompts).
+KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 
 SELF_CONTRADICTION = "self_contradiction"
 RECONCILIATION = "reconciliation"
@@ -321,6 +324,7 @@ __all__ = [
     "ACTIVE",
     "BINDING_KEYS",
     "DEFAULT_KEYS",
+    "KEY_RE",
     "RECONCILIATION",
     "RESOLVED",
     "SELF_CONTRADICTION",
