@@ -9,6 +9,7 @@ from everos_reflect.cli import (
     cluster_cmds,
     demo_cmds,
     engine_cmds,
+    fleet_cmds,
     index_cmds,
     memory_cmds,
     reflect_cmds,
@@ -29,6 +30,7 @@ for _module in (
     reflect_cmds,
     demo_cmds,
     engine_cmds,
+    fleet_cmds,
     memory_cmds,
     belief_cmds,
 ):
