@@ -26,6 +26,7 @@ from everos_reflect.engine.registry import (
     RunContext,
     Strategy,
     get_strategy,
+    judge_counts,
     known_strategies,
     validate_ome,
 )
@@ -40,7 +41,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Outcome statuses a trigger answers with.
-OK, TIMEOUT, BUSY, DISABLED, FAILED = "ok", "timeout", "busy", "disabled", "failed"
+OK, TIMEOUT, BUSY, DISABLED, FAILED, PARTIAL = (
+    "ok", "timeout", "busy", "disabled", "failed", "partial")
 
 
 @dataclass
@@ -259,9 +261,11 @@ class Engine:
                 attempt += 1
                 self._update_attempt(run_id, attempt, error)
                 continue
-            self._finish(run_id, OK, None, counts, attempt)
-            log.info("%s: run %s ok %s", name, run_id, counts)
-            return RunOutcome(OK, name, run_id, counts)
+            status, why = judge_counts(strategy, counts)
+            self._finish(run_id, status, why, counts, attempt)
+            (log.info if status == OK else log.warning)(
+                "%s: run %s %s %s%s", name, run_id, status, counts, f" ({why})" if why else "")
+            return RunOutcome(status, name, run_id, counts, error=why)
 
     def _update_attempt(self, run_id: str, attempt: int, error: str) -> None:
         conn = self.runtime.db()
