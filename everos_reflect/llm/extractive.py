@@ -43,6 +43,7 @@ from everos_reflect.llm.base import (
     MergeResult,
     Usage,
 )
+from everos_reflect.llm.tasks import TaskRequest, TaskResult, offline_task
 
 # --- lexicon (English; other languages simply match nothing here) ---------------------------
 
@@ -166,6 +167,11 @@ class ExtractiveLLM:
         content = _render(kept, english=english)
         title = _title(members, req.existing, main_entity)
         return MergeResult(title, content, Usage(), self.provider, self.model)
+
+    def run_task(self, name: str, req: TaskRequest) -> TaskResult:
+        """Merge and facts as above; other tasks only where an honest offline method exists
+        (importance: ``llm/importance.py``), else :class:`~everos_reflect.llm.tasks.NeedsLLM`."""
+        return offline_task(self, name, req)
 
     def extract_facts(self, req: FactsRequest) -> FactsResult:
         facts: list[_Sentence] = []
