@@ -9,6 +9,7 @@ from everos_reflect.cli import (
     demo_cmds,
     engine_cmds,
     index_cmds,
+    memory_cmds,
     reflect_cmds,
     store_cmds,
 )
@@ -27,6 +28,7 @@ for _module in (
     reflect_cmds,
     demo_cmds,
     engine_cmds,
+    memory_cmds,
 ):
     for _command in _module.COMMANDS:
         cli.add_command(_command)
