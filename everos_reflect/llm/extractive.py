@@ -219,6 +219,16 @@ def split_sentences(text: str) -> list[str]:
     return [s for s in out if s]
 
 
+def plain_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` without a narrative's paragraph dates and "Current state" label:
+    what the sentence says, as its source said it."""
+    out = []
+    for paragraph in _paragraphs(text):
+        body = _STATE_LABEL_RE.sub("", _PARAGRAPH_DATE_RE.sub("", paragraph))
+        out.extend(split_sentences(body))
+    return out
+
+
 def _split_chunk(chunk: str) -> list[str]:
     pieces = _SENTENCE_END_RE.split(chunk.strip())
     merged: list[str] = []
@@ -401,16 +411,29 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
 
 def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
                       version: float) -> list[_Sentence]:
-    """The latest version of every fact that changed: sentences that supersede an earlier
-    statement and are not themselves superseded."""
-    superseded: set[int] = set()
-    newer: set[int] = set()
+    """The latest version of every fact that changed.
+
+    Versions link pairs of sentences; a fact is a connected group of them (A → B → back to A
+    links B and the return through A), and its latest member — by date, then input order — is
+    the current state. Every other member is history."""
+    parent = list(range(len(kept)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
     for i, old in enumerate(kept):
         for j, new in enumerate(kept):
             if i != j and _versions(old, new, sims, version):
-                superseded.add(i)
-                newer.add(j)
-    return [s for i, s in enumerate(kept) if i in newer and i not in superseded]
+                parent[root(j)] = root(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(kept)):
+        groups.setdefault(root(i), []).append(i)
+    latest = [max(g, key=lambda i: (kept[i].day, kept[i].order))
+              for g in groups.values() if len(g) > 1]
+    return [kept[i] for i in sorted(latest)]
 
 
 # --- rendering --------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from everos_reflect.llm.base import (
     MergeResult,
     Usage,
 )
-from everos_reflect.llm.extractive import split_sentences
+from everos_reflect.llm.extractive import plain_sentences, split_sentences
 from everos_reflect.llm.prompts import Prompts
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import Entry, UserRef
@@ -240,7 +240,9 @@ def source_facts(selection: Selection, live_facts: dict[str, list[str]]) -> list
 
 def best_matches(embedder: Embedder, wanted: Sequence[str], draft_: Draft) -> np.ndarray:
     """For each wanted fact, its best cosine to a new fact or a sentence of the narrative."""
-    stated = _unique([*draft_.facts, *split_sentences(draft_.content)])
+    # without paragraph dates and labels: a kept sentence is then its source's very text, whose
+    # vector the run has already computed
+    stated = _unique([*draft_.facts, *plain_sentences(draft_.content)])
     if not wanted or not stated:
         return np.zeros(len(wanted), dtype=np.float32)
     vectors = np.asarray(embedder.embed([*wanted, *stated]))
