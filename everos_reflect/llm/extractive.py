@@ -149,6 +149,10 @@ class ExtractiveLLM:
 
     provider = "extractive"
     model = "extractive-v2"
+    # class defaults too, so a subclass that skips __init__ still works
+    embedder: Embedder | None = None
+    paraphrase: float = PARAPHRASE_COSINE
+    version: float = VERSION_COSINE
 
     def __init__(self, embedder: Embedder | None = None, *,
                  paraphrase: float = PARAPHRASE_COSINE, version: float = VERSION_COSINE) -> None:
