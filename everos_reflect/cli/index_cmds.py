@@ -15,6 +15,7 @@ from everos_reflect.cli.common import (
     open_runtime,
     progress,
     root_option,
+    settle_journal,
 )
 from everos_reflect.errors import EverosError
 from everos_reflect.index.sync import Indexer, ScanReport
@@ -35,6 +36,7 @@ def _print_problems(report: ScanReport) -> None:
 def reindex_cmd(root: str | None, as_json: bool) -> None:
     """Rebuild every derived index (SQLite entries, vectors, clusters) from the Markdown."""
     rt = open_runtime(root)
+    settle_journal(rt)
     indexer = Indexer(rt)
     total = sum(1 for _ in rt.store.iter_files())
     with progress("Reindexing", total) as advance:

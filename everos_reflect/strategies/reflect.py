@@ -130,9 +130,10 @@ class ReflectionRun:
 
     def run(self) -> dict[str, int]:
         indexer = Indexer(self.rt)
-        indexer.scan()
+        # Interrupted merges first, before the scan lets anything see their half-written state.
         for outcome in journal.recover(self.rt, indexer):
             self.counts[f"recovered_{outcome.status}"] += 1
+        indexer.scan()
         clusters = ClusterService(self.rt)
         llm = self.rt.llm
         for ref in users_with_clusters(self.rt):
