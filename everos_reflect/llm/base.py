@@ -30,12 +30,18 @@ CITED_ID_RE = ID_MENTION_RE
 
 @dataclass(frozen=True)
 class MergeMember:
-    """One Episode handed to a merge: its id, when it happened, and its text."""
+    """One Episode handed to a merge: its id, when it happened, and its text.
+
+    ``provenance`` (optional) names, per sentence of ``content`` (as ``split_sentences`` cuts
+    it), the original Episodes that sentence stands for — set for an earlier narrative, so a
+    sentence carried over keeps crediting its first sources. None: every sentence is ``id``'s.
+    """
 
     id: str
     timestamp: datetime
     subject: str
     content: str
+    provenance: tuple[tuple[str, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,9 @@ class MergeResult:
     usage: Usage = field(default_factory=Usage)
     provider: str = ""
     model: str = ""
+    #: Per sentence of ``content``, the source Episode ids it carries (None: not known; the
+    #: strategy then attributes sentences to sources by embedding similarity).
+    provenance: tuple[tuple[str, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
