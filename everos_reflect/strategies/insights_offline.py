@@ -51,7 +51,8 @@ def recurring_topics(episodes: Sequence[Entry], *, limit: int = 3, min_weeks: in
         return []
     texts = [f"{e.subject}. {e.content}" for e in dated]
     vectorizer = TfidfVectorizer(stop_words=sorted(ENGLISH_STOP_WORDS | _GENERIC),
-                                 ngram_range=(1, 2), min_df=2, max_df=0.5, token_pattern=r"(?u)\b[A-Za-z][A-Za-z0-9_-]{2,}\b")
+                                 ngram_range=(1, 2), min_df=2, max_df=0.5,
+                                 token_pattern=r"(?u)\b[A-Za-z][A-Za-z0-9_-]{2,}\b")
     try:
         matrix = vectorizer.fit_transform(texts)
     except ValueError:  # nothing survives the filters
