@@ -423,5 +423,6 @@ def strategies_status(
                                      "error", "counts")
             },
             "config_error": engine.config_error,
+            "unavailable": strategy.unavailable(runtime),
         })
     return rows

@@ -291,10 +291,22 @@ class BeliefTier(Strategy):
             return 0.0
         return float(sum(1 for _ in self.due_owners(runtime, settings)))
 
+    def unavailable(self, runtime: Runtime) -> str | None:
+        return self.needs_llm(runtime)
+
     @staticmethod
     def needs_llm(runtime: Runtime) -> str | None:
-        """Why this tier cannot run with the configured provider (``None``: it can)."""
-        provider = runtime.settings.llm.provider
+        """Why this tier cannot run with the configured provider (``None``: it can).
+
+        The provider in use decides — an ``openai`` setting without a server falls back to
+        the extractive one — read without building a client when none was built yet."""
+        llm = runtime.__dict__.get("llm")
+        if llm is not None:
+            provider = getattr(llm, "provider", "")
+        else:
+            cfg = runtime.settings.llm
+            usable = cfg.provider == "openai" and (cfg.base_url or cfg.api_key)
+            provider = "openai" if usable else "extractive"
         if provider == "extractive":
             return (f"{NEEDS_LLM}: convictions, contradictions and reconciliations are written "
                     "by a language model; the extractive provider writes none (set [llm] "
