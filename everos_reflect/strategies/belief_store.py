@@ -198,6 +198,7 @@ class Derived:
     model: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    refused: int = 0  # proposals the tier's rules turned down (logged with the reason)
 
 
 @dataclass
@@ -353,7 +354,10 @@ class BeliefTier(Strategy):
             counts["failed"] += 1
         else:
             counts["owners"] += 1
-            counts["written"] += 0 if already else len(derived.outputs)
+            if derived.outputs and not already:
+                counts["written"] += len(derived.outputs)
+            if derived.refused:
+                counts["refused"] += derived.refused
         self._record(ctx, work, status, derived, error, started)
 
     def _record(self, ctx: RunContext, work: Work, status: str, derived: Derived,

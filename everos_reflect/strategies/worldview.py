@@ -76,6 +76,7 @@ class UpdateWorldview(BeliefTier):
         plan = beliefs.plan_versions(view.current, proposals, keys)
         for reason in plan.refused:
             ctx.log.warning("%s: %s: %s", self.name, ref, reason)
+        derived.refused = len(plan.refused)
         if not plan.new:
             return derived
         depths = {e.id: beliefs.depth_of(e) for e in shown}
