@@ -165,7 +165,7 @@ def test_detector_fires_on_a_worldview_write_and_writes_one_edge(rt: Runtime,
     assert set(edge["between"]) == {ids["strategy"], ids["commitments"]}
     assert (edge["relation_type"], edge["status"], edge["depth"]) == (
         "self_contradiction", "active", 3)
-    name, req = llm.task_requests[-1]
+    _, req = llm.task_requests[-1]
     assert {r.kind for r in req.records} == {"strategy conviction, just changed",
                                              "commitments conviction, just changed"}
     assert observe(rt, "detect_contradictions") == 0  # its own edge is not new input
