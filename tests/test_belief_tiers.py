@@ -310,3 +310,36 @@ def test_a_rebuild_reproduces_every_tier(rt: Runtime, llm: ScriptedLLM) -> None:
     Indexer(rt).reindex()
     assert snapshot() == before
     assert observe(rt, "update_worldview") == 0  # the cursor is coordination state: kept
+
+
+def test_a_run_stops_between_owners_at_its_llm_call_limit(root: Path, llm: ScriptedLLM) -> None:
+    ome(root, update_worldview="max_llm_calls = 1")
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)
+    try:
+        add_insights(rt, "One.", "Two.", "Three.")
+        bob = UserRef.of("bob")
+        rt.store.append_many(bob, Kind.INSIGHT, [(
+            {"evidence": [], "depth": 1, "status": "active"}, {"Insight": t})
+            for t in ("Four.", "Five.", "Six.")])
+        llm.queue_task("worldview", {"convictions": []}, {"convictions": []})
+        assert run(rt, "update_worldview") == {"owners": 1, "limit_reached": 1}
+        assert observe(rt, "update_worldview") == 1  # the other owner waits
+        assert run(rt, "update_worldview") == {"owners": 1}
+        assert observe(rt, "update_worldview") == 0
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize(("key", "value", "reason"), [
+    ("keys", ["strategy", "strategy"], "twice"),
+    ("keys", ["two words"], "list of keys"),
+    ("keys", [], "list of keys"),
+    ("threshold", 0, ">= 1"),
+    ("max_depth", 1, ">= 2"),
+])
+def test_tier_settings_are_checked(key: str, value: Any, reason: str) -> None:
+    from everos_reflect.engine.registry import validate_strategy_settings
+    from everos_reflect.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=reason):
+        validate_strategy_settings("update_worldview", {key: value}, "ome.toml")
