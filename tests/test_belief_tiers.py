@@ -28,8 +28,10 @@ TIERS = ("update_worldview", "detect_contradictions", "reconcile")
 def ome(root: Path, **extra: str) -> None:
     lines = []
     for name in TIERS:
-        lines += [f"[strategies.{name}]", "enabled = true", "cooldown_seconds = 0",
-                  extra.get(name, "")]
+        own = extra.get(name, "")
+        lines += [f"[strategies.{name}]", "enabled = true", own]
+        if "cooldown_seconds" not in own:
+            lines.append("cooldown_seconds = 0")
     (root / "ome.toml").write_text("\n".join(lines) + "\n")
 
 
@@ -343,3 +345,27 @@ def test_tier_settings_are_checked(key: str, value: Any, reason: str) -> None:
 
     with pytest.raises(ConfigError, match=reason):
         validate_strategy_settings("update_worldview", {key: value}, "ome.toml")
+
+
+def test_the_scheduler_data_poll_fires_a_due_tier_once_its_cooldown_is_over(
+        root: Path, llm: ScriptedLLM) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from everos_reflect.engine.scheduler import Scheduler
+
+    ome(root, update_worldview="cooldown_seconds = 120")
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)
+    try:
+        add_insights(rt, "One.", "Two.", "Three.")
+        llm.queue_task("worldview", worldview_reply(("risks", "Reviews get skipped.", ["One"])))
+        scheduler = Scheduler(Engine(rt))
+        scheduler._poll_data()
+        assert len(rt.store.entries(ADA, Kind.CONVICTION)) == 1
+        assert Engine(rt).last_run("update_worldview")["trigger"] == "data"
+        add_insights(rt, "Four.", "Five.", "Six.")
+        tier = get_strategy("update_worldview")
+        just_now = datetime.now(UTC) - timedelta(seconds=5)
+        assert tier.observe(rt, just_now) == 0          # cooling down
+        assert tier.observe(rt, just_now - timedelta(seconds=120)) == 1
+    finally:
+        rt.close()

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
+from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index import cursors
 from everos_reflect.index.db import transaction
@@ -220,6 +221,9 @@ class BeliefTier(Strategy):
 
     output_kind: Kind = Kind.CONVICTION
     task: str = ""
+    #: The scheduler's data poll fires the tier once one owner is due (:meth:`observe` applies
+    #: the tier's own threshold and cooldown per owner).
+    data_trigger = CountTrigger(n=1)
 
     # -- what a subclass says ---------------------------------------------------------------
 
