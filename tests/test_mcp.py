@@ -69,6 +69,10 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
             "timestamp": "2026-10-12T09:30:00+00:00"}))
         out["found"] = _data(await client.call_tool("search", {
             "query": "which cat did Ann adopt", "user_id": "u_ann"}))
+        out["task"] = _data(await client.call_tool("record_task", {
+            "user_id": "u_ann", "task_type": "deploy", "goal": "Deploy web v2",
+            "steps": ["check logs", "deploy"], "outcome": "success",
+            "timestamp": "2026-10-13T09:00:00+00:00"}))
         out["errors"] = []
         for name, args in [
             ("add_episode", {"user_id": "../etc", "subject": "s", "content": "c"}),
@@ -78,6 +82,8 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
             ("search", {"query": "x", "top_k": 0}),
             ("search", {"query": "x", "colour": "red"}),
             ("no_such_tool", {}),
+            ("record_task", {"user_id": "u_ann", "task_type": "deploy", "goal": "g",
+                             "steps": ["s"], "outcome": "won"}),
         ]:
             try:
                 await client.call_tool(name, args)
@@ -100,7 +106,7 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     assert [h["id"] for h in hits] == [added["id"]]  # indexed on write, no daemon running
     assert hits[0]["episode"] == "Ann adopted a grey cat called Miso."
     codes = [e[0] if e else None for e in out["errors"]]
-    assert codes == [-32602] * 6
+    assert codes == [-32602] * 7
     messages = [e[1] for e in out["errors"]]
     assert "invalid user_id" in messages[0]
     assert "content" in messages[1]
@@ -108,4 +114,6 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     assert "top_k" in messages[3]
     assert "colour" in messages[4]
     assert "no_such_tool" in messages[5]
+    assert "outcome" in messages[6]
+    assert out["task"]["id"] == "tk_20261013_0001" and out["task"]["outcome"] == "success"
     assert [h["id"] for h in out["after"]["episodes"]] == [added["id"]]

@@ -60,6 +60,9 @@ def tools() -> list[Tool]:
         Tool("search", "Search a user's memory; answers the matching live entries with their "
              "id, text and score. Same body as POST /api/v1/memory/search.",
              models.SearchRequest, ops.search),
+        Tool("record_task", "Record a finished task (type, goal, steps, outcome, errors) so "
+             "lessons are learned per task type. Same body as POST /api/v1/tasks.",
+             models.TaskRecordRequest, ops.record_task, writes=True),
     ]
 
 

@@ -13,7 +13,7 @@ from everos_reflect import errors
 from everos_reflect.model import Kind, UserRef, new_episode, validate_name
 
 if TYPE_CHECKING:
-    from everos_reflect.api.models import EpisodeRequest, SearchRequest
+    from everos_reflect.api.models import EpisodeRequest, SearchRequest, TaskRecordRequest
     from everos_reflect.runtime import Runtime
 
 #: Domain error → (HTTP status, machine-readable code). Checked in order: subclasses first.
@@ -67,3 +67,18 @@ def add_episode(runtime: Runtime, body: EpisodeRequest) -> dict[str, Any]:
                                  day=episode.day)
     return {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
             "project_id": ref.project, "timestamp": episode.meta["timestamp"]}
+
+
+def record_task(runtime: Runtime, body: TaskRecordRequest) -> dict[str, Any]:
+    """``POST /api/v1/tasks``: append a task record; answers its id (``learn_lessons`` picks it
+    up once indexed)."""
+    from everos_reflect.procedural.tasks import new_task
+
+    ref = _ref(body.user_id, body.app_id, body.project_id)
+    task = new_task(ref, task_type=body.task_type, goal=body.goal, steps=body.steps,
+                    outcome=body.outcome, errors=body.errors, outcome_note=body.outcome_note,
+                    timestamp=body.timestamp)
+    entry = runtime.store.append(ref, Kind.TASK, task.meta, task.sections, day=task.day)
+    return {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
+            "project_id": ref.project, "timestamp": task.meta["timestamp"],
+            "task_type": body.task_type, "outcome": body.outcome}

@@ -1,11 +1,71 @@
-"""Commands an agent's memory is read and fed through: ``mcp`` (and, as they land, task
-records, lessons and the briefing)."""
+"""Commands an agent's memory is fed and read through: ``task add``, ``mcp``."""
 
 from __future__ import annotations
 
 import click
 
-from everos_reflect.cli.common import handle_errors, open_runtime, root_option
+from everos_reflect.cli.common import (
+    emit_json,
+    existing_root,
+    fail,
+    handle_errors,
+    json_option,
+    open_runtime,
+    root_option,
+)
+from everos_reflect.errors import InvalidEpisode
+from everos_reflect.model import Kind, UserRef
+
+user_option = click.option("--user", "user_id", required=True, help="User id.")
+app_option = click.option("--app", default=None, help="App id (default: default_app).")
+project_option = click.option("--project", default=None,
+                              help="Project id (default: default_project).")
+
+
+@click.group("task")
+def task_group() -> None:
+    """Task records: what the agent did, step by step, and how it went."""
+
+
+@task_group.command("add")
+@root_option
+@user_option
+@app_option
+@project_option
+@click.option("--type", "task_type", required=True, help="Task type, e.g. deploy.")
+@click.option("--goal", required=True, help="What the task was for.")
+@click.option("--step", "steps", multiple=True, required=True,
+              help="One step, in order; repeat for each step.")
+@click.option("--outcome", required=True, type=click.Choice(["success", "failure", "partial"]))
+@click.option("--error", "errors", multiple=True, help="An error met; repeat for each.")
+@click.option("--note", default=None, help="What happened (the Outcome section's text).")
+@click.option("--timestamp", default=None, help="ISO 8601 (default: now, UTC).")
+@json_option
+@handle_errors
+def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str | None,
+                 task_type: str, goal: str, steps: tuple[str, ...], outcome: str,
+                 errors: tuple[str, ...], note: str | None, timestamp: str | None,
+                 as_json: bool) -> None:
+    """Append a task record to a user's tasks/ log and print its id."""
+    from everos_reflect.markdown.store import MarkdownStore
+    from everos_reflect.procedural.tasks import new_task
+
+    ref = UserRef.of(user_id, app, project)
+    try:
+        task = new_task(ref, task_type=task_type, goal=goal, steps=list(steps),
+                        outcome=outcome, errors=list(errors), outcome_note=note,
+                        timestamp=timestamp)
+    except InvalidEpisode as exc:
+        fail(f"--{exc.field.replace('_', '-')} {exc.reason}".replace("--task-type", "--type"))
+    store = MarkdownStore(existing_root(root))
+    entry = store.append(ref, Kind.TASK, task.meta, task.sections, day=task.day)
+    if as_json:
+        emit_json({"id": entry.id, "app_id": ref.app, "project_id": ref.project,
+                   "user_id": ref.user_id, "timestamp": task.meta["timestamp"],
+                   "task_type": task_type, "outcome": outcome,
+                   "path": store.rel(store.log_path(ref, Kind.TASK, task.day))})
+    else:
+        click.echo(entry.id)
 
 
 @click.command("mcp")
@@ -24,4 +84,4 @@ def mcp_cmd(root: str | None) -> None:
         runtime.close()
 
 
-COMMANDS = [mcp_cmd]
+COMMANDS = [task_group, mcp_cmd]

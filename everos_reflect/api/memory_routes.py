@@ -1,0 +1,30 @@
+"""HTTP routes of the procedural tier and the briefing (``/api/v1/tasks``, ``/api/v1/lessons``,
+``/api/v1/memory/briefing``), kept apart from ``app.py`` and included by it.
+
+Each route is one call into :mod:`everos_reflect.api.ops` with the model the MCP tool uses too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter
+
+from everos_reflect.api import ops
+from everos_reflect.api.models import TaskRecordRequest
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+
+def memory_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -> APIRouter:
+    """The routes for one opened root; ``dependencies`` carry the API's bearer-token check."""
+    router = APIRouter(prefix=prefix, dependencies=list(dependencies))
+
+    @router.post("/tasks", status_code=201)
+    def record_task(body: TaskRecordRequest) -> dict[str, Any]:
+        """Append a task record to the user's ``tasks/`` log."""
+        return {"data": ops.record_task(runtime, body)}
+
+    return router
