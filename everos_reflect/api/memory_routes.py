@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter
 
 from everos_reflect.api import ops
-from everos_reflect.api.models import TaskRecordRequest
+from everos_reflect.api.models import BriefingRequest, TaskRecordRequest
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -26,5 +26,12 @@ def memory_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) ->
     def record_task(body: TaskRecordRequest) -> dict[str, Any]:
         """Append a task record to the user's ``tasks/`` log."""
         return {"data": ops.record_task(runtime, body)}
+
+    @router.post("/memory/briefing")
+    def briefing(body: BriefingRequest) -> dict[str, Any]:
+        """One block of memory for ``query`` that fits ``max_tokens``: convictions, lessons of
+        the task type, insights and the records that answer it, each with id, kind, date and
+        citations; says what it left out."""
+        return {"data": ops.briefing(runtime, body)}
 
     return router

@@ -50,3 +50,16 @@ class TaskRecordRequest(Strict):
     outcome_note: str | None = Field(None, max_length=4000,
                                      description="What happened; default: the outcome word.")
     timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).")
+
+
+class BriefingRequest(Strict):
+    """``POST /api/v1/memory/briefing``: one bounded block of memory for a query."""
+
+    user_id: str
+    app_id: str | None = None
+    project_id: str | None = None
+    query: str = Field(min_length=1, max_length=2000)
+    task_type: str | None = Field(None, description="Adds the lessons of this task type.")
+    max_tokens: int = Field(1000, ge=1, le=32000,
+                            description="Budget of the whole block, in the bundled tokenizer's "
+                                        "tokens.")

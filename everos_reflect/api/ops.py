@@ -13,7 +13,12 @@ from everos_reflect import errors
 from everos_reflect.model import Kind, UserRef, new_episode, validate_name
 
 if TYPE_CHECKING:
-    from everos_reflect.api.models import EpisodeRequest, SearchRequest, TaskRecordRequest
+    from everos_reflect.api.models import (
+        BriefingRequest,
+        EpisodeRequest,
+        SearchRequest,
+        TaskRecordRequest,
+    )
     from everos_reflect.runtime import Runtime
 
 #: Domain error → (HTTP status, machine-readable code). Checked in order: subclasses first.
@@ -82,3 +87,15 @@ def record_task(runtime: Runtime, body: TaskRecordRequest) -> dict[str, Any]:
     return {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
             "project_id": ref.project, "timestamp": task.meta["timestamp"],
             "task_type": body.task_type, "outcome": body.outcome}
+
+
+def briefing(runtime: Runtime, body: BriefingRequest) -> dict[str, Any]:
+    """``POST /api/v1/memory/briefing``: the block, its items (id, kind, timestamp, text,
+    evidence), the tokens it uses and what was left out for budget."""
+    from everos_reflect.briefing.build import build_briefing
+
+    ref = _ref(body.user_id, body.app_id, body.project_id)
+    if body.task_type is not None:
+        validate_name(body.task_type, "task_type")
+    return build_briefing(runtime, ref, body.query, task_type=body.task_type,
+                          max_tokens=body.max_tokens).to_dict()

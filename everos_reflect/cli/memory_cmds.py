@@ -68,6 +68,42 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
         click.echo(entry.id)
 
 
+@click.command("briefing")
+@click.argument("query")
+@root_option
+@user_option
+@app_option
+@project_option
+@click.option("--task-type", default=None, help="Add the lessons of this task type.")
+@click.option("--max-tokens", type=click.IntRange(1, 32000), default=1000, show_default=True,
+              help="Budget of the whole block (bundled tokenizer).")
+@json_option
+@handle_errors
+def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
+                 project: str | None, task_type: str | None, max_tokens: int,
+                 as_json: bool) -> None:
+    """Print one bounded block of memory for QUERY (what an agent reads before a task)."""
+    from pydantic import ValidationError
+
+    from everos_reflect.api import ops
+    from everos_reflect.api.models import BriefingRequest
+
+    try:
+        body = BriefingRequest(user_id=user_id, app_id=app, project_id=project, query=query,
+                               task_type=task_type, max_tokens=max_tokens)
+    except ValidationError as exc:
+        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+    runtime = open_runtime(root)
+    try:
+        data = ops.briefing(runtime, body)
+    finally:
+        runtime.close()
+    if as_json:
+        emit_json(data)
+    else:
+        click.echo(data["text"] or f"(nothing fits in {max_tokens} tokens)")
+
+
 @click.command("mcp")
 @root_option
 @handle_errors
@@ -84,4 +120,4 @@ def mcp_cmd(root: str | None) -> None:
         runtime.close()
 
 
-COMMANDS = [task_group, mcp_cmd]
+COMMANDS = [task_group, briefing_cmd, mcp_cmd]
