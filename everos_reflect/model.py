@@ -300,7 +300,12 @@ class Entry:
 
     @property
     def content_hash(self) -> str:
-        """Changes whenever anything that is indexed changes (text or metadata)."""
+        """Changes whenever anything that is indexed changes (text or metadata).
+
+        Stringifying ``meta`` is safe only because the parser bounds it: no aliases, a capped
+        block size and depth (``parser.MAX_YAML_*``), so its text form is never much bigger than
+        the bytes it was read from.
+        """
         h = hashlib.sha256()
         h.update(repr(sorted((str(k), str(v)) for k, v in self.meta.items())).encode())
         h.update(repr(list(self.sections.items())).encode())

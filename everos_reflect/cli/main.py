@@ -8,6 +8,7 @@ from everos_reflect.cli import (
     cluster_cmds,
     demo_cmds,
     engine_cmds,
+    fleet_cmds,
     index_cmds,
     memory_cmds,
     reflect_cmds,
@@ -28,6 +29,7 @@ for _module in (
     reflect_cmds,
     demo_cmds,
     engine_cmds,
+    fleet_cmds,
     memory_cmds,
 ):
     for _command in _module.COMMANDS:

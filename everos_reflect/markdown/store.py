@@ -25,6 +25,7 @@ from everos_reflect.errors import InvalidId, MarkdownError, UnknownEntry
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
     UNDONE,
+    duplicate_ids,
     header_text,
     next_seq,
     parse_entry_id,
@@ -260,6 +261,7 @@ class MarkdownStore:
                 if text is None:
                     raise UnknownEntry(f"no entry {', '.join(sorted(pairs))} for user {ref}")
                 log = self._writable(parse_log(text, label, entries=False))
+                _refuse_duplicates(text, label, "archiving into")
                 recorded = log.deprecated_entries
                 for old, new in pairs.items():
                     if old in recorded and recorded[old] != new:
@@ -284,6 +286,7 @@ class MarkdownStore:
                 if text is None:
                     return None  # deleted meanwhile: nothing left to restore
                 log = self._writable(parse_log(text, label, entries=False))
+                _refuse_duplicates(text, label, "restoring entries of")
                 removed.update(
                     {o: log.deprecated_entries[o] for o in olds if o in log.deprecated_entries}
                 )
@@ -291,6 +294,22 @@ class MarkdownStore:
 
             self._edit(path, edit)
         return removed
+
+    def archive_blockers(self, ref: UserRef, ids: Iterable[str]) -> list[str]:
+        """Why the files holding ``ids`` cannot be archived into (one reason per file; empty when
+        they all can): Reflection checks this before it merges, so a cluster is skipped with the
+        reason instead of failing half-way through its commit."""
+        reasons = []
+        for path in sorted({self.path_for_id(ref, i) for i in ids}):
+            data = _read_or_none(path)
+            if data is None:
+                continue
+            dups = duplicate_ids(data.decode("utf-8", "replace"))
+            if dups:
+                reasons.append(f"{self.rel(path)}: " + "; ".join(
+                    f"duplicate entry id {i} (lines {', '.join(map(str, at))})"
+                    for i, at in sorted(dups.items())))
+        return reasons
 
     def _parse_back(self, log: DailyLog, prefix: str, block: str, entry_id: str) -> Entry:
         """Parse a just-rendered block as the file will hold it; strict with our own writes:
@@ -329,6 +348,18 @@ class MarkdownStore:
                 _atomic_write(path, new_text.encode("utf-8"))
                 return
         raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
+
+
+def _refuse_duplicates(text: str, label: str, what: str) -> None:
+    """Archive writers never touch a file whose ids are not unique: a ``deprecated_entries`` key
+    names an id, so it would also archive the second block, which nobody indexed or merged."""
+    dups = duplicate_ids(text)
+    if dups:
+        entry_id, at = min(dups.items(), key=lambda item: item[1][0])
+        raise MarkdownError(
+            label, at[1],
+            f"not {what} this file: duplicate entry id {entry_id} (lines "
+            f"{', '.join(map(str, at))}); rename or remove one of them (see `lint`)")
 
 
 def _read_or_none(path: Path) -> bytes | None:

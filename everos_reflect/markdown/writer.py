@@ -137,7 +137,7 @@ def _frontmatter(text: str) -> tuple[list[str], int, int, dict[str, Any]]:
     if bounds is None:
         raise MarkdownError("<text>", 1, "no file frontmatter to patch")
     start, end = bounds
-    data, problem = load_yaml("".join(lines[start + 1 : end]), start + 2)
+    data, problem = load_yaml("".join(lines[start + 1 : end]), start + 2, "frontmatter")
     if problem:
         raise MarkdownError("<text>", problem[0], f"file frontmatter: {problem[1]}")
     data = data or {}
