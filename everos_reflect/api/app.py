@@ -180,4 +180,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         return {"data": ops.add_episode(runtime, body)}
 
     app.include_router(memory_router(runtime, guarded, API))
+    from everos_reflect.api.belief_routes import belief_router
+
+    app.include_router(belief_router(runtime, guarded, API))
     return app

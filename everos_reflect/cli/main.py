@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from everos_reflect.cli import (
+    belief_cmds,
     cluster_cmds,
     demo_cmds,
     engine_cmds,
@@ -31,6 +32,7 @@ for _module in (
     engine_cmds,
     fleet_cmds,
     memory_cmds,
+    belief_cmds,
 ):
     for _command in _module.COMMANDS:
         cli.add_command(_command)

@@ -167,6 +167,51 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE consolidated_entry_id IS NOT NULL;
         """,
     ),
+    (
+        "0007_derivation_report",
+        """
+        -- One audit row per derivation of any strategy (SPEC §10); reflection_report stays.
+        CREATE TABLE derivation_report (
+            id                TEXT PRIMARY KEY,
+            run_id            TEXT,
+            strategy          TEXT NOT NULL,
+            app_id            TEXT NOT NULL,
+            project_id        TEXT NOT NULL,
+            owner_id          TEXT NOT NULL,
+            inputs            TEXT NOT NULL DEFAULT '[]',   -- JSON list of entry ids
+            outputs           TEXT NOT NULL DEFAULT '[]',   -- JSON list of entry ids
+            status            TEXT NOT NULL,  -- ok | skipped | failed | limit | stale | ...
+            provider          TEXT,
+            model             TEXT,
+            prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            duration_ms       INTEGER,
+            error             TEXT,
+            created_at        TEXT NOT NULL   -- ISO 8601 UTC, microseconds: sortable
+        );
+        CREATE INDEX derivation_report_by_time ON derivation_report(created_at);
+        CREATE INDEX derivation_report_by_strategy ON derivation_report(strategy, created_at);
+        """,
+    ),
+    (
+        "0008_change_cursors",
+        """
+        -- What each strategy has consumed of its "changes" sources, per owner: an entry id with
+        -- the hash of the text the strategy saw (an edited text is new again). Coordination
+        -- state like runs: reindex keeps it.
+        CREATE TABLE change_cursor (
+            strategy    TEXT NOT NULL,
+            app_id      TEXT NOT NULL,
+            project_id  TEXT NOT NULL,
+            user_id     TEXT NOT NULL,
+            entry_id    TEXT NOT NULL,
+            text_hash   TEXT NOT NULL,
+            run_id      TEXT,
+            consumed_at TEXT NOT NULL,
+            PRIMARY KEY (strategy, app_id, project_id, user_id, entry_id, text_hash)
+        );
+        """,
+    ),
 ]
 
 
