@@ -75,6 +75,7 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
             "user_id": "u_ann", "task_type": "deploy", "goal": "Deploy web v2",
             "steps": ["check logs", "deploy"], "outcome": "success",
             "timestamp": "2026-10-13T09:00:00+00:00"}))
+        out["lessons"] = _data(await client.call_tool("lessons", {"task_type": "deploy"}))
         out["errors"] = []
         for name, args in [
             ("add_episode", {"user_id": "../etc", "subject": "s", "content": "c"}),
@@ -87,6 +88,7 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
             ("record_task", {"user_id": "u_ann", "task_type": "deploy", "goal": "g",
                              "steps": ["s"], "outcome": "won"}),
             ("briefing", {"user_id": "u_ann", "query": "cat", "max_tokens": 0}),
+            ("lessons", {"task_type": "de ploy"}),
         ]:
             try:
                 await client.call_tool(name, args)
@@ -109,7 +111,7 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     assert [h["id"] for h in hits] == [added["id"]]  # indexed on write, no daemon running
     assert hits[0]["episode"] == "Ann adopted a grey cat called Miso."
     codes = [e[0] if e else None for e in out["errors"]]
-    assert codes == [-32602] * 8
+    assert codes == [-32602] * 9
     messages = [e[1] for e in out["errors"]]
     assert "invalid user_id" in messages[0]
     assert "content" in messages[1]
@@ -119,6 +121,8 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     assert "no_such_tool" in messages[5]
     assert "outcome" in messages[6]
     assert "max_tokens" in messages[7]
+    assert "task_type" in messages[8]
+    assert out["lessons"] == {"lessons": []}  # a task was recorded, nothing learned yet
     briefing = out["briefing"]
     assert [i["id"] for i in briefing["items"]] == [added["id"]]
     assert briefing["tokens"] <= 200 and added["id"] in briefing["text"]

@@ -64,6 +64,9 @@ def tools() -> list[Tool]:
              "convictions, lessons of the task type, insights and the Episodes that answer it, "
              "each with id, kind, date and citations. Same body as POST /api/v1/memory/briefing.",
              models.BriefingRequest, ops.briefing),
+        Tool("lessons", "The lessons learned for a task type, most confirmed first, each with "
+             "the task records it rests on. Same as GET /api/v1/lessons.",
+             models.LessonsQuery, ops.lessons),
         Tool("record_task", "Record a finished task (type, goal, steps, outcome, errors) so "
              "lessons are learned per task type. Same body as POST /api/v1/tasks.",
              models.TaskRecordRequest, ops.record_task, writes=True),

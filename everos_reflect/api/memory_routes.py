@@ -7,12 +7,12 @@ Each route is one call into :mod:`everos_reflect.api.ops` with the model the MCP
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Query
 
 from everos_reflect.api import ops
-from everos_reflect.api.models import BriefingRequest, TaskRecordRequest
+from everos_reflect.api.models import BriefingRequest, LessonsQuery, TaskRecordRequest
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -26,6 +26,12 @@ def memory_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) ->
     def record_task(body: TaskRecordRequest) -> dict[str, Any]:
         """Append a task record to the user's ``tasks/`` log."""
         return {"data": ops.record_task(runtime, body)}
+
+    @router.get("/lessons")
+    def lessons(query: Annotated[LessonsQuery, Query()]) -> dict[str, Any]:
+        """The live lessons of a task type (of one user, or every user), most confirmed
+        first; contested ones are included and marked."""
+        return {"data": ops.lessons(runtime, query)}
 
     @router.post("/memory/briefing")
     def briefing(body: BriefingRequest) -> dict[str, Any]:

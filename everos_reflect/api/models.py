@@ -63,3 +63,12 @@ class BriefingRequest(Strict):
     max_tokens: int = Field(1000, ge=1, le=32000,
                             description="Budget of the whole block, in the bundled tokenizer's "
                                         "tokens.")
+
+
+class LessonsQuery(Strict):
+    """``GET /api/v1/lessons``: the live lessons of a task type, most confirmed first."""
+
+    task_type: str = Field(min_length=1, max_length=128)
+    user_id: str | None = Field(None, description="One user; default: every user.")
+    app_id: str | None = None
+    project_id: str | None = None

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from everos_reflect.api.models import (
         BriefingRequest,
         EpisodeRequest,
+        LessonsQuery,
         SearchRequest,
         TaskRecordRequest,
     )
@@ -100,3 +101,31 @@ def briefing(runtime: Runtime, body: BriefingRequest) -> dict[str, Any]:
         validate_name(body.task_type, "task_type")
     return build_briefing(runtime, ref, body.query, task_type=body.task_type,
                           max_tokens=body.max_tokens).to_dict()
+
+
+def lessons(runtime: Runtime, body: LessonsQuery) -> dict[str, Any]:
+    """``GET /api/v1/lessons``: live lessons of ``task_type`` (active, or contested and marked
+    so), most confirmed first, of one user or of every user."""
+    from everos_reflect.procedural.lessons import ranked, read_lesson
+
+    validate_name(body.task_type, "task_type")
+    if body.user_id is not None:
+        refs = [_ref(body.user_id, body.app_id, body.project_id)]
+    else:
+        for value, what in ((body.app_id, "app_id"), (body.project_id, "project_id")):
+            if value is not None:
+                validate_name(value, what)
+        refs = [r for r in runtime.store.iter_users()
+                if body.app_id in (None, r.app) and body.project_id in (None, r.project)]
+    out = []
+    for ref in refs:
+        found = [read_lesson(e) for e in runtime.store.entries(ref, Kind.LESSON)]
+        for x in ranked(found, body.task_type):
+            out.append({"id": x.id, "kind": "lesson", "user_id": ref.user_id,
+                        "app_id": ref.app, "project_id": ref.project,
+                        "task_type": x.task_type, "lesson_type": x.lesson_type,
+                        "text": x.text, "confirmations": x.confirmations,
+                        "evidence": list(x.evidence), "status": x.status,
+                        "contested_with": list(x.contested_with), "timestamp": x.stamp})
+    out.sort(key=lambda d: (-d["confirmations"], d["user_id"], d["id"]))
+    return {"lessons": out}

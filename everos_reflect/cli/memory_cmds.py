@@ -1,4 +1,5 @@
-"""Commands an agent's memory is fed and read through: ``task add``, ``mcp``."""
+"""Commands an agent's memory is fed and read through: ``task add``, ``lessons``,
+``briefing``, ``mcp``."""
 
 from __future__ import annotations
 
@@ -104,6 +105,39 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
         click.echo(data["text"] or f"(nothing fits in {max_tokens} tokens)")
 
 
+@click.command("lessons")
+@root_option
+@click.option("--task-type", required=True, help="Task type, e.g. deploy.")
+@click.option("--user", "user_id", default=None, help="User id (default: every user).")
+@app_option
+@project_option
+@json_option
+@handle_errors
+def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str | None,
+                project: str | None, as_json: bool) -> None:
+    """List the lessons learned for a task type, most confirmed first."""
+    from everos_reflect.api import ops
+    from everos_reflect.api.models import LessonsQuery
+
+    runtime = open_runtime(root)
+    try:
+        data = ops.lessons(runtime, LessonsQuery(task_type=task_type, user_id=user_id,
+                                                 app_id=app, project_id=project))
+    finally:
+        runtime.close()
+    if as_json:
+        emit_json(data)
+        return
+    if not data["lessons"]:
+        click.echo(f"no lessons for task type {task_type!r} yet")
+    for x in data["lessons"]:
+        mark = " [contested]" if x["status"] == "contested" else ""
+        who = f"{x['user_id']} " if user_id is None else ""
+        click.echo(f"{x['id']} {who}{x['lesson_type']:5} x{x['confirmations']}{mark}  "
+                   f"{x['text']}")
+        click.echo(f"    evidence: {', '.join(x['evidence'])}")
+
+
 @click.command("mcp")
 @root_option
 @handle_errors
@@ -120,4 +154,4 @@ def mcp_cmd(root: str | None) -> None:
         runtime.close()
 
 
-COMMANDS = [task_group, briefing_cmd, mcp_cmd]
+COMMANDS = [task_group, lessons_cmd, briefing_cmd, mcp_cmd]

@@ -22,7 +22,10 @@ if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
 
 #: ``"module:Class"`` of every shipped strategy. One line per strategy.
-STRATEGIES: tuple[str, ...] = ("everos_reflect.strategies.reflect:ReflectEpisodes",)
+STRATEGIES: tuple[str, ...] = (
+    "everos_reflect.strategies.reflect:ReflectEpisodes",
+    "everos_reflect.strategies.lessons:LearnLessons",
+)
 
 
 @dataclass(frozen=True)
