@@ -233,7 +233,7 @@ def lessons_part(rt: Runtime, rng: random.Random, per_type: int) -> dict[str, An
     found, false = set(), []
     for x in live:
         key = (x.task_type, x.lesson_type)
-        if key in planted and planted[key] in x.text.lower():
+        if key in planted and planted[key].lower() in x.text.lower():
             found.add(key)
         else:
             false.append(x.text)
