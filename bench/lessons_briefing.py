@@ -369,16 +369,25 @@ def latency_part(root: Path, rng: random.Random, records: int, queries: int,
         started = time.perf_counter()
         build_briefing(rt, REF, q, task_type=task_type, max_tokens=1000)
         times.append((time.perf_counter() - started) * 1000)
+    plain = []  # the same run's plain search (hybrid top-5, query embedding included)
+    for i in range(queries):
+        query = QUERIES[i % len(QUERIES)][0]
+        started = time.perf_counter()
+        search(rt, f"{query} [{WORDS[i % len(WORDS)]} {i}]", top_k=5, user_id=REF.user_id)
+        plain.append((time.perf_counter() - started) * 1000)
     started = time.perf_counter()
     for i in range(queries):
         real.embed([f"embedding only {i} {WORDS[i % len(WORDS)]}"])
     embed_ms = (time.perf_counter() - started) * 1000 / queries
     rt.close()
     times.sort()
+    plain.sort()
     return {"records": total, "queries": queries,
             "p50_ms": round(statistics.median(times), 1),
             "p95_ms": round(times[int(0.95 * (len(times) - 1))], 1),
-            "max_ms": round(times[-1], 1), "query_embedding_mean_ms": round(embed_ms, 1)}
+            "max_ms": round(times[-1], 1), "query_embedding_mean_ms": round(embed_ms, 1),
+            "plain_search_p50_ms": round(statistics.median(plain), 1),
+            "plain_search_p95_ms": round(plain[int(0.95 * (len(plain) - 1))], 1)}
 
 
 def main() -> None:
@@ -459,10 +468,13 @@ def render(r: dict[str, Any]) -> str:
         "",
         f"## Briefing latency at {lat['records']:,} records of one user",
         "",
-        "| queries | p50 | p95 | max | query embedding alone (mean) | target |",
-        "| ---: | ---: | ---: | ---: | ---: | --- |",
-        f"| {lat['queries']} | {lat['p50_ms']} ms | {lat['p95_ms']} ms | {lat['max_ms']} ms | "
-        f"{lat['query_embedding_mean_ms']} ms | p95 ≤ 100 ms |",
+        "| what | p50 | p95 | target |",
+        "| --- | ---: | ---: | --- |",
+        f"| briefing, 1,000 tokens, {lat['queries']} distinct queries | {lat['p50_ms']} ms | "
+        f"{lat['p95_ms']} ms | p95 ≤ 100 ms |",
+        f"| plain hybrid search top-5, same run, same queries | "
+        f"{lat['plain_search_p50_ms']} ms | {lat['plain_search_p95_ms']} ms | |",
+        f"| query embedding alone (mean) | {lat['query_embedding_mean_ms']} ms | | |",
         "",
     ]
     return "\n".join(lines)

@@ -253,9 +253,11 @@ def test_offline_lessons_on_a_fixture(offline: Runtime) -> None:
     found = {x.lesson_type: x for x in lessons(rt)}
     assert set(found) == {"do", "avoid"}
     assert found["avoid"].text == ('Avoid what led to the recurring error "ImagePullBackOff: '
-                                   'registry timeout after 30s" (in 2 of 4 deploy tasks).')
+                                   'registry timeout after 30s" (in 2 of 4 deploy tasks when '
+                                   'learned).')
     assert found["avoid"].evidence == (f1, f2) and found["avoid"].confirmations == 2
-    assert found["do"].text.startswith('Do "check logs": every successful deploy task did')
+    assert found["do"].text == ('Do "check logs": when learned, all 2 successful deploy tasks '
+                                'did it and none of the 2 failed ones.')
     assert found["do"].evidence == (s1, s2, f1, f2) and found["do"].confirmations == 2
     rows = rt.db().execute("SELECT provider FROM derivation_report").fetchall()
     assert [r["provider"] for r in rows] == ["extractive"]
@@ -267,6 +269,7 @@ def test_offline_lessons_on_a_fixture(offline: Runtime) -> None:
     assert again["avoid"].id == found["avoid"].id
     assert again["avoid"].evidence == (f1, f2, f3) and again["avoid"].confirmations == 3
     assert len(lessons(rt)) == 2
+    assert {x.status for x in lessons(rt)} == {"active"}  # offline counts never contest
 
 
 # -- edges -------------------------------------------------------------------------------------

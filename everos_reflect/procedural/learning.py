@@ -176,7 +176,7 @@ def offline_candidates(
         if len(seen.tasks) >= min_recurrence:
             quote = max(seen.forms.items(), key=lambda kv: (kv[1], -len(kv[0])))[0]
             text = (f'Avoid what led to the recurring error "{quote}" '
-                    f"(in {len(seen.tasks)} of {len(tasks)} {task_type} tasks).")
+                    f"(in {len(seen.tasks)} of {len(tasks)} {task_type} tasks when learned).")
             out.append(Candidate(text, "avoid", tuple(seen.tasks), f"error:{sig}",
                                  len(seen.tasks)))
 
@@ -193,9 +193,8 @@ def offline_candidates(
         for sig, seen in sorted(in_success.items()):
             if len(seen.tasks) == len(succeeded) and sig not in failed_sigs:
                 step = max(seen.forms.items(), key=lambda kv: (kv[1], -len(kv[0])))[0]
-                text = (f'Do "{step}": every successful {task_type} task did '
-                        f"({len(succeeded)} of {len(succeeded)}) and none of the "
-                        f"{len(failed)} failed ones did.")
+                text = (f'Do "{step}": when learned, all {len(succeeded)} successful '
+                        f"{task_type} tasks did it and none of the {len(failed)} failed ones.")
                 cited = tuple(seen.tasks) + tuple(t.id for t in failed)
                 out.append(Candidate(text, "do", cited, f"step:{sig}", len(succeeded)))
     return out

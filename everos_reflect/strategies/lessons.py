@@ -211,9 +211,10 @@ class LearnLessons(BeliefTier):
         pool: list[tuple[Lesson, np.ndarray]] = [
             (x, vectors[len(candidates) + n]) for n, x in enumerate(existing)]
         for n, cand in enumerate(candidates):
-            target = by_signature.get(cand.signature) if cand.signature else None
-            if target is not None:
-                decision = learning.Decision("restate", cand, target, 1.0)
+            if cand.signature:  # offline lessons state counts: matched by what they count only
+                target = by_signature.get(cand.signature)
+                decision = (learning.Decision("restate", cand, target, 1.0) if target
+                            else learning.Decision("new", cand))
             else:
                 decision = learning.classify(
                     cand, vectors[n], pool, restate=float(settings["restate_similarity"]),
