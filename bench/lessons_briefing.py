@@ -446,7 +446,8 @@ def render(r: dict[str, Any]) -> str:
         "## Lessons (offline provider)",
         "",
         f"{les['tasks']} task records over {les['task_types']} types, `learn_lessons` after every "
-        f"25 ({les['learn_runs']} runs, {les['seconds']} s in all).",
+        f"25 ({les['learn_runs']} runs, {les['seconds']} s in all). No LLM here: these are the "
+        "offline lessons (the LLM path is tested against the fake OpenAI server, not measured).",
         "",
         "| planted lessons | recovered | missed | false lessons | live lessons |",
         "| ---: | ---: | --- | ---: | ---: |",
@@ -475,6 +476,11 @@ def render(r: dict[str, Any]) -> str:
         f"| plain hybrid search top-5, same run, same queries | "
         f"{lat['plain_search_p50_ms']} ms | {lat['plain_search_p95_ms']} ms | |",
         f"| query embedding alone (mean) | {lat['query_embedding_mean_ms']} ms | | |",
+        "",
+        "The briefing runs four vector searches (Episodes, facts, tasks, insights) on one query "
+        "vector, reads lessons and convictions from their Markdown (cached by size and mtime) "
+        "and packs the block. On a loaded machine absolute figures say little: compare the "
+        "briefing with the plain search of the same run.",
         "",
     ]
     return "\n".join(lines)
