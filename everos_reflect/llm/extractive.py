@@ -52,6 +52,7 @@ from everos_reflect.llm.base import (
     MergeResult,
     Usage,
 )
+from everos_reflect.llm.tasks import TaskRequest, TaskResult, offline_task
 
 if TYPE_CHECKING:
     from everos_reflect.embedding.base import Embedder
@@ -186,6 +187,11 @@ class ExtractiveLLM:
             return None
         vectors = np.asarray(self.embedder.embed([s.text for s in sentences]), dtype=np.float32)
         return vectors @ vectors.T
+
+    def run_task(self, name: str, req: TaskRequest) -> TaskResult:
+        """Merge and facts as above; other tasks only where an honest offline method exists
+        (importance: ``llm/importance.py``), else :class:`~everos_reflect.llm.tasks.NeedsLLM`."""
+        return offline_task(self, name, req)
 
     def extract_facts(self, req: FactsRequest) -> FactsResult:
         facts: list[_Sentence] = []

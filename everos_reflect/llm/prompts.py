@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from string import Template
 from typing import Any
 
@@ -135,6 +135,12 @@ class Prompts:
     merge_update: str = MERGE_UPDATE
     extract_facts: str = EXTRACT_FACTS
     language: str = AUTO
+    #: Overrides of other tasks' templates (``llm/task_catalog.py``), by task name.
+    tasks: Mapping[str, str] = field(default_factory=dict)
+
+    def task_template(self, name: str, default: str) -> str:
+        """The template of task ``name``: this strategy's override, else the task's default."""
+        return self.tasks.get(name, default)
 
     @classmethod
     def from_settings(
@@ -163,13 +169,23 @@ class Prompts:
         if not isinstance(overrides, Mapping):
             problems.append((file, f"{section}.prompts", "must be a table of templates"))
             overrides = {}
+        from everos_reflect.llm.tasks import known_tasks, task_template_problem
+
+        tasks = {n: t for n, t in known_tasks().items() if t.messages is None}
+        task_overrides: dict[str, str] = {}
         for key, text in overrides.items():
             where = f"{section}.prompts.{key}"
-            if key not in _REQUIRED:
-                known = ", ".join(sorted(_REQUIRED))
+            if key not in _REQUIRED and key not in tasks:
+                known = ", ".join(sorted({*_REQUIRED, *tasks}))
                 problems.append((file, where, f"unknown prompt (known: {known})"))
             elif not isinstance(text, str) or not text.strip():
                 problems.append((file, where, "must be a non-empty string"))
+            elif key in tasks:
+                reason = task_template_problem(tasks[key], text)
+                if reason:
+                    problems.append((file, where, reason))
+                else:
+                    task_overrides[key] = text
             else:
                 reason = None if key == "system" else _template_problem(key, text)
                 if reason:
@@ -178,7 +194,7 @@ class Prompts:
                     values[key] = text
         if problems:
             raise ConfigError(problems)
-        return replace(cls(), **values)
+        return replace(cls(), **values, tasks=task_overrides)
 
     def language_rule(self, override: str | None = None) -> str:
         language = (override or self.language or AUTO).strip()
