@@ -78,9 +78,9 @@ def worldview_reply(*convictions: tuple[str, str, list[str]]) -> Callable[[TaskR
     return reply
 
 
-def run(rt: Runtime, name: str, **kwargs: Any) -> dict[str, int]:
+def run(rt: Runtime, name: str, status: str = "ok", **kwargs: Any) -> dict[str, int]:
     outcome = Engine(rt).trigger(name, timeout=60, **kwargs)
-    assert outcome.status == "ok", outcome
+    assert outcome.status == status, outcome
     return outcome.counts
 
 
@@ -272,7 +272,7 @@ def test_a_failed_call_leaves_the_window_for_the_next_run(rt: Runtime, llm: Scri
 
     add_insights(rt, "One.", "Two.", "Three.")
     llm.queue_task("worldview", ProviderUnavailable("server down"))
-    assert run(rt, "update_worldview") == {"failed": 1}
+    assert run(rt, "update_worldview", "failed") == {"failed": 1}
     assert observe(rt, "update_worldview") == 1
     row = rt.db().execute("SELECT status, error FROM derivation_report").fetchone()
     assert row["status"] == "failed" and "server down" in row["error"]

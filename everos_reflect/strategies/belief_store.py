@@ -224,6 +224,8 @@ class BeliefTier(Strategy):
     #: The scheduler's data poll fires the tier once one owner is due (:meth:`observe` applies
     #: the tier's own threshold and cooldown per owner).
     data_trigger = CountTrigger(n=1)
+    #: A unit is one owner's window: a run whose every owner failed is ``failed``.
+    unit_counts = ("owners", "failed")
 
     # -- what a subclass says ---------------------------------------------------------------
 
