@@ -53,8 +53,12 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         c for c in ClusterService(runtime).clusters(ref)
         if (app is None or c.ref.app == app) and (project is None or c.ref.project == project)
     ]
+    from everos_reflect.strategies.holdback import held_back
+
+    held = {h.cluster_id for h in held_back(runtime.db(), ref)}
     if as_json:
-        emit_json({"clusters": [c.to_json() for c in infos]})
+        emit_json({"clusters": [{**c.to_json(), "held_back": c.cluster_id in held}
+                                for c in infos]})
         return
     if not infos:
         click.echo("no clusters")
@@ -70,7 +74,8 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         span = _day(c.first_ts) if _day(c.first_ts) == _day(c.last_ts) else \
             f"{_day(c.first_ts)} → {_day(c.last_ts)}"
         table.add_row(c.cluster_id, str(c.ref), str(c.size), span,
-                      c.consolidated_entry_id or "no",
+                      (c.consolidated_entry_id or "no")
+                      + (" (held back: undone)" if c.cluster_id in held else ""),
                       str(c.new_since_consolidation) if c.consolidated else "-",
                       (c.preview[:60] + "…") if len(c.preview) > 60 else c.preview)
     Console().print(table)

@@ -560,6 +560,11 @@ def _render_status(doc: dict[str, Any]) -> None:
     if merges.get("interrupted"):
         console.print(f"[red]{merges['interrupted']} interrupted merge(s) await recovery[/red] "
                       "(any command that writes, `serve` or the next run settles them)")
+    for item in merges.get("held_back") or []:
+        console.print(f"{item['app_id']}/{item['project_id']}/{item['user_id']}: cluster "
+                      f"{item['cluster_id']} held back after an undo ({len(item['members'])} "
+                      "episodes wait for a new member; remerge_undone = true merges them)",
+                      markup=False)
     for item in merges.get("live_beside_sources") or []:
         console.print(f"[red]{item['app_id']}/{item['project_id']}/{item['user_id']}: "
                       f"narrative {item['narrative']} is live beside its live source(s) "

@@ -62,7 +62,10 @@ def index_report(conn: sqlite3.Connection) -> dict[str, object]:
             beside.append({"app_id": row["app_id"], "project_id": row["project_id"],
                            "user_id": row["user_id"], "narrative": item.narrative,
                            "live_sources": list(item.live_sources)})
-    return {"interrupted": pending, "live_beside_sources": beside}
+    from everos_reflect.strategies.holdback import held_back
+
+    held = [h.to_json() for h in held_back(conn)]
+    return {"interrupted": pending, "live_beside_sources": beside, "held_back": held}
 
 
 __all__ = ["LiveBeside", "index_report", "live_beside_sources"]
