@@ -167,6 +167,9 @@ def test_detector_fires_on_a_worldview_write_and_writes_one_edge(rt: Runtime,
     assert set(edge["between"]) == {ids["strategy"], ids["commitments"]}
     assert (edge["relation_type"], edge["status"], edge["depth"]) == (
         "self_contradiction", "active", 3)
+    # what each side's text was when the edge was drawn (provenance invalidation reads it)
+    stored = rt.store.get(ADA, edge["id"]).meta["evidence_hash"]
+    assert stored == {i: rt.store.get(ADA, i).text_hash for i in edge["between"]}
     _, req = llm.task_requests[-1]
     assert {r.kind for r in req.records} == {"strategy conviction, just changed",
                                              "commitments conviction, just changed"}
