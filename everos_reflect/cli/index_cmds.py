@@ -138,6 +138,9 @@ def search_cmd(
     for hit in hits:
         subject = escape(_one_line(hit.get("subject"), 60))
         body = escape(_one_line(hit.get("episode"), 160))
+        if hit.get("snippet") and hit.get("snippet") != hit.get("episode"):
+            when = f"{hit.get('snippet_date')}: " if hit.get("snippet_date") else ""
+            body = f"[italic]{escape(when + _one_line(hit.get('snippet'), 200))}[/italic]\n{body}"
         by = hit.get("deprecated_by")
         archived = f" [dim](archived → {escape(str(by))})[/dim]" if by else ""
         table.add_row(

@@ -30,11 +30,17 @@ from everos_reflect.settings import OME_FILE_NAME
 log = logging.getLogger(__name__)
 
 
+#: watchdog event types that can mean new content (Linux also reports opens and reads).
+_WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
+
+
 class _OmeChanged(FileSystemEventHandler):
     def __init__(self, poke: Any) -> None:
         self._poke = poke
 
     def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type not in _WRITE_EVENTS:  # opened, closed_no_write: a mere read
+            return
         paths = (event.src_path, getattr(event, "dest_path", "") or "")
         if any(Path(str(p)).name == OME_FILE_NAME for p in paths if p):
             self._poke()
@@ -119,6 +125,9 @@ class Scheduler:
 
     def _reload_logged(self) -> None:
         try:
+            if not self.engine.ome_changed():  # touched or read, same bytes: nothing to do
+                self._ome_stat = self._stat()
+                return
             if self.reload():
                 log.info("ome.toml reloaded: %s", self._describe())
         except Exception:  # a reload must never kill the watcher thread

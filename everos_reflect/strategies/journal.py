@@ -53,6 +53,7 @@ from everos_reflect.clustering.service import ClusterService, UnknownCluster
 from everos_reflect.errors import EverosError, UnknownEntry
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.model import Entry, Kind, UserRef, format_timestamp
+from everos_reflect.provenance import PROVENANCE_KEY, provenance_meta
 
 if TYPE_CHECKING:
     import sqlite3
@@ -162,6 +163,8 @@ def new_plan(
         completion_tokens=draft.usage.completion_tokens,
         llm_ms=round(draft.seconds * 1000),
         coverage=draft.coverage.score if draft.coverage is not None else None,
+        extra=({"provenance": [list(r) for r in draft.provenance]}
+               if draft.provenance is not None else {}),
     )
 
 
@@ -319,7 +322,19 @@ def _narrative_meta(plan: Plan) -> dict[str, Any]:
         "parent_id": plan.cluster_id,
         "sources": plan.replaced,
         REFLECTION_KEY: plan.id,
+        **_provenance_meta(plan),
     }
+
+
+def _provenance_meta(plan: Plan) -> dict[str, Any]:
+    """The narrative's sentence-level provenance (see everos_reflect.provenance), if known."""
+    rows = plan.extra.get("provenance")
+    if not rows:
+        return {}
+    try:
+        return {PROVENANCE_KEY: provenance_meta(plan.content, rows)}
+    except ValueError:  # rows that no longer line up with the text: keep entry-level sources
+        return {}
 
 
 def _fact_meta(plan: Plan) -> dict[str, Any]:
