@@ -149,6 +149,8 @@ def strategies_cmd(root: str | None, as_json: bool) -> None:
         state = "enabled" if r["enabled"] else "disabled"
         click.echo(f"{r['name']}: {state}, cron {r['cron'] or '-'} ({r['timezone']}), "
                    f"next run {r['next_run'] or '-'}")
+        if r.get("unavailable"):
+            click.echo(f"  {r['unavailable']}")
         last = r["last_run"]
         if last:
             click.echo(f"  last run {last['id']}: {last['status']} ({last['trigger']}, "

@@ -508,7 +508,8 @@ def _render_status(doc: dict[str, Any]) -> None:
             table.add_row(
                 str(row.get("name", "?")), str(row.get("enabled", "")), str(row.get("cron", "")),
                 str(row.get("next_run") or "-"), last_text or "never",
-                str(row.get("config_error") or row.get("error") or ""),
+                str(row.get("config_error") or row.get("unavailable") or row.get("error")
+                    or ""),
             )
         console.print(table)
     known = {"root", "counts_from", "users", "totals", "files_with_problems", "config",

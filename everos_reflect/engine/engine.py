@@ -459,5 +459,6 @@ def strategies_status(
                                      "error", "counts")
             },
             "config_error": engine.config_error,
+            "unavailable": strategy.unavailable(runtime),
         })
     return rows

@@ -22,7 +22,12 @@ if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
 
 #: ``"module:Class"`` of every shipped strategy. One line per strategy.
-STRATEGIES: tuple[str, ...] = ("everos_reflect.strategies.reflect:ReflectEpisodes",)
+STRATEGIES: tuple[str, ...] = (
+    "everos_reflect.strategies.reflect:ReflectEpisodes",
+    "everos_reflect.strategies.worldview:UpdateWorldview",
+    "everos_reflect.strategies.contradictions:DetectContradictions",
+    "everos_reflect.strategies.reconcile:Reconcile",
+)
 
 
 @dataclass(frozen=True)
@@ -113,6 +118,11 @@ class Strategy:
     def run(self, ctx: RunContext) -> dict[str, int]:
         """Do one run; return counts for the run record (e.g. ``{"merged": 3}``)."""
         raise NotImplementedError
+
+    def unavailable(self, runtime: Runtime) -> str | None:
+        """Why this strategy cannot do its work in this installation (e.g. it needs an LLM and
+        none is configured), shown by ``status``; ``None`` when it can."""
+        return None
 
     def observe(self, runtime: Runtime, since: datetime | None) -> float:
         """The quantity ``data_trigger`` measures since ``since`` (only with a data trigger)."""
