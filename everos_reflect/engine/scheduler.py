@@ -69,6 +69,9 @@ class Scheduler:
         )
         self._scheduled: dict[str, str] = {}  # strategy -> cron expression of its job
         self._apply_lock = threading.Lock()
+        # Held across "read the config, re-plan the jobs" so status() never pairs a new cron
+        # with the previous job's next run.
+        self._reload_lock = threading.RLock()
         self._timer: threading.Timer | None = None
         self._observer: Any = None
         self._ome_stat: tuple[int, int] | None = None
@@ -109,9 +112,10 @@ class Scheduler:
     def reload(self) -> bool:
         """Re-read ``ome.toml`` and re-plan the jobs; False when the file was invalid (the last
         good configuration then stays in force and ``status()`` says why)."""
-        self._ome_stat = self._stat()
-        ok = self.engine.reload_config()
-        self._apply()
+        with self._reload_lock:
+            self._ome_stat = self._stat()
+            ok = self.engine.reload_config()
+            self._apply()
         return ok
 
     def _poke(self) -> None:
@@ -263,4 +267,5 @@ class Scheduler:
 
     def status(self) -> list[dict[str, Any]]:
         """Per strategy: name, enabled, cron, next_run, last_run, running, config_error."""
-        return strategies_status(self.runtime, self.engine, next_runs=self.next_runs())
+        with self._reload_lock:
+            return strategies_status(self.runtime, self.engine, next_runs=self.next_runs())
