@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 #: ``"module:Class"`` of every shipped strategy. One line per strategy.
 STRATEGIES: tuple[str, ...] = (
     "everos_reflect.strategies.reflect:ReflectEpisodes",
+    "everos_reflect.strategies.insights:ReflectInsights",
     "everos_reflect.strategies.worldview:UpdateWorldview",
     "everos_reflect.strategies.contradictions:DetectContradictions",
     "everos_reflect.strategies.reconcile:Reconcile",
