@@ -463,8 +463,7 @@ class Indexer:
         self._write_vectors(jobs)
         self._write_sqlite(jobs)
         if self.notify_clusters:
-            for job in jobs:
-                self._tell_clusters(job)
+            self._tell_clusters(jobs)
         return [_result(job) for job in jobs]
 
     def _attach_vectors(self, jobs: list[_Job]) -> None:
@@ -538,24 +537,38 @@ class Indexer:
                         (job.rel, *key, job.kind.value, *job.stat, problems, now),
                     )
 
-    def _tell_clusters(self, job: _Job) -> None:
+    def _tell_clusters(self, jobs: list[_Job]) -> None:
         """Hand the episode changes to the clustering service (after SQLite is written: it
-        reads the ``entries`` rows). Clusters are derived too, so a failure there is logged and
-        never blocks indexing; ``reindex`` rebuilds them whole."""
-        if job.kind is not Kind.EPISODE or job.plan.empty:
-            return
-        service = _cluster_service(self.rt)
+        reads the ``entries`` rows), the whole flush in one transaction. Clusters are derived
+        too, so a failure there is logged and never blocks indexing (the batch is retried file
+        by file, so one bad file costs only its own update); ``reindex`` rebuilds them whole."""
+        todo = [job for job in jobs if job.kind is Kind.EPISODE and not job.plan.empty]
+        service = _cluster_service(self.rt) if todo else None
         if service is None:
             return
         try:
-            if job.plan.deletes:
-                service.on_entries_removed(job.ref, list(job.plan.deletes))
-            if job.plan.upserts:
-                service.on_entries_indexed(job.ref, job.plan.upserts, job.vectors)
-            if job.plan.deprecations:
-                service.on_entries_deprecated(job.ref, dict(job.plan.deprecations))
+            with service.batch():
+                for job in todo:
+                    _cluster_update(service, job)
         except Exception:
-            log.exception("clustering update failed for %s", job.rel)
+            if len(todo) == 1:
+                log.exception("clustering update failed for %s", todo[0].rel)
+                return
+            log.warning("clustering update of %d files failed; retrying file by file", len(todo))
+            for job in todo:
+                try:
+                    _cluster_update(service, job)
+                except Exception:
+                    log.exception("clustering update failed for %s", job.rel)
+
+
+def _cluster_update(service: Any, job: _Job) -> None:
+    if job.plan.deletes:
+        service.on_entries_removed(job.ref, list(job.plan.deletes))
+    if job.plan.upserts:
+        service.on_entries_indexed(job.ref, job.plan.upserts, job.vectors)
+    if job.plan.deprecations:
+        service.on_entries_deprecated(job.ref, dict(job.plan.deprecations))
 
 
 def _epoch_ns(iso: str) -> int:
