@@ -21,7 +21,6 @@ DEFAULT_APP = "default_app"
 DEFAULT_PROJECT = "default_project"
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-ENTRY_ID_RE = re.compile(r"^(ep|af|in)_([0-9]{8})_([0-9]{4,})$")
 
 
 def validate_name(value: object, what: str = "user_id") -> str:
@@ -41,37 +40,127 @@ def validate_name(value: object, what: str = "user_id") -> str:
     return value
 
 
+@dataclass(frozen=True)
+class KindInfo:
+    """Everything the layers need to know about one kind of record, in one row.
+
+    ``stem`` names the files (``<stem>-YYYY-MM-DD.md``), ``folder`` holds them under the user's
+    folder, ``file_type`` is the frontmatter ``type``, ``main`` the section that carries the
+    record's text, ``table`` its LanceDB table, ``parent_types`` the allowed ``parent_type``
+    values (empty: not checked), ``derived`` whether the daemon derives it (SPEC §10 metadata).
+    """
+
+    prefix: str
+    folder: str
+    stem: str
+    file_type: str
+    main: str
+    table: str
+    parent_types: frozenset[str] = frozenset()
+    derived: bool = False
+
+
 class Kind(StrEnum):
-    """The kinds of daily log, with their on-disk names."""
+    """The kinds of daily log (SPEC §2, §3, §10). Their on-disk names live in :data:`KINDS`."""
 
     EPISODE = "episode"
     ATOMIC_FACT = "atomic_fact"
     INSIGHT = "insight"
+    CONVICTION = "conviction"
+    RELATION = "relation"
+    TASK = "task"
+    LESSON = "lesson"
+
+    @property
+    def info(self) -> KindInfo:
+        return KINDS[self]
 
     @property
     def prefix(self) -> str:
-        return {"episode": "ep", "atomic_fact": "af", "insight": "in"}[self.value]
+        return KINDS[self].prefix
 
     @property
     def folder(self) -> str:
-        return {"episode": "episodes", "atomic_fact": ".atomic_facts", "insight": ".insights"}[
-            self.value
-        ]
+        return KINDS[self].folder
+
+    @property
+    def stem(self) -> str:
+        """The file-name stem: ``worldview`` for convictions, the kind's value otherwise."""
+        return KINDS[self].stem
 
     @property
     def file_type(self) -> str:
         """The ``type`` written in a daily log's frontmatter."""
-        return f"{self.value}_daily"
+        return KINDS[self].file_type
+
+    @property
+    def main_section(self) -> str:
+        """The ``##`` section holding the record's text (what ``Entry.content`` returns)."""
+        return KINDS[self].main
+
+    @property
+    def table(self) -> str:
+        """The LanceDB table holding this kind's vectors."""
+        return KINDS[self].table
+
+    @property
+    def derived(self) -> bool:
+        return KINDS[self].derived
 
     def filename(self, day: date) -> str:
-        return f"{self.value}-{day.isoformat()}.md"
+        return f"{self.stem}-{day.isoformat()}.md"
 
     @classmethod
     def from_prefix(cls, prefix: str) -> Kind:
-        for kind in cls:
-            if kind.prefix == prefix:
-                return kind
-        raise InvalidId(f"unknown entry id prefix {prefix!r}")
+        kind = _BY_PREFIX.get(prefix)
+        if kind is None:
+            raise InvalidId(f"unknown entry id prefix {prefix!r}")
+        return kind
+
+    @classmethod
+    def from_stem(cls, stem: str) -> Kind | None:
+        return _BY_STEM.get(stem)
+
+    @classmethod
+    def from_file_type(cls, file_type: object) -> Kind | None:
+        return next((k for k in cls if KINDS[k].file_type == file_type), None)
+
+
+#: The one registry of kinds: a new tier adds a row here and a member to :class:`Kind`.
+KINDS: dict[Kind, KindInfo] = {
+    Kind.EPISODE: KindInfo(
+        "ep", "episodes", "episode", "episode_daily", "Content", "episodes",
+        frozenset({"memcell", "cluster"}),
+    ),
+    Kind.ATOMIC_FACT: KindInfo(
+        "af", ".atomic_facts", "atomic_fact", "atomic_fact_daily", "Fact", "atomic_facts",
+        frozenset({"episode"}),
+    ),
+    Kind.INSIGHT: KindInfo(
+        "in", ".insights", "insight", "insight_daily", "Insight", "insights", derived=True
+    ),
+    Kind.CONVICTION: KindInfo(
+        "wv", ".worldview", "worldview", "conviction_daily", "Conviction", "convictions",
+        derived=True,
+    ),
+    Kind.RELATION: KindInfo(
+        "rel", ".relations", "relation", "relation_daily", "Relation", "relations", derived=True
+    ),
+    Kind.TASK: KindInfo("tk", "tasks", "task", "task_daily", "Goal", "tasks"),
+    Kind.LESSON: KindInfo(
+        "ls", ".lessons", "lesson", "lesson_daily", "Lesson", "lessons", derived=True
+    ),
+}
+_BY_PREFIX = {info.prefix: kind for kind, info in KINDS.items()}
+_BY_STEM = {info.stem: kind for kind, info in KINDS.items()}
+_PREFIXES = "|".join(sorted((i.prefix for i in KINDS.values()), key=len, reverse=True))
+_STEMS = "|".join(sorted((i.stem for i in KINDS.values()), key=len, reverse=True))
+
+ENTRY_ID_RE = re.compile(rf"^({_PREFIXES})_([0-9]{{8}})_([0-9]{{4,}})$")
+#: Any entry id written inside a text (frontmatter, markers, an LLM reply).
+ID_MENTION_RE = re.compile(rf"\b(?:{_PREFIXES})_[0-9]{{8}}_[0-9]{{4,}}\b", re.ASCII)
+#: A daily-log file name: group 1 the stem, group 2 the date.
+LOG_FILENAME_RE = re.compile(rf"^({_STEMS})-(\d{{4}}-\d{{2}}-\d{{2}})\.md$")
 
 
 @dataclass(frozen=True, order=True)
@@ -180,11 +269,8 @@ class Entry:
 
     @property
     def content(self) -> str:
-        """The entry's main text: Content for episodes, Fact for facts, Insight for insights."""
-        for name in ("Content", "Fact", "Insight"):
-            if name in self.sections:
-                return self.sections[name]
-        return ""
+        """The entry's main text: the section its kind names (Content, Fact, Insight, ...)."""
+        return self.sections.get(self.kind.main_section, "")
 
     @property
     def parent_type(self) -> str | None:
@@ -214,7 +300,12 @@ class Entry:
 
     @property
     def content_hash(self) -> str:
-        """Changes whenever anything that is indexed changes (text or metadata)."""
+        """Changes whenever anything that is indexed changes (text or metadata).
+
+        Stringifying ``meta`` is safe only because the parser bounds it: no aliases, a capped
+        block size and depth (``parser.MAX_YAML_*``), so its text form is never much bigger than
+        the bytes it was read from.
+        """
         h = hashlib.sha256()
         h.update(repr(sorted((str(k), str(v)) for k, v in self.meta.items())).encode())
         h.update(repr(list(self.sections.items())).encode())

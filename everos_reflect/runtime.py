@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from everos_reflect.index import db as dbmod
 from everos_reflect.markdown.store import MarkdownStore
-from everos_reflect.settings import Settings, load_settings
+from everos_reflect.model import validate_name
+from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME, Settings, load_settings
 
 if TYPE_CHECKING:
     from everos_reflect.embedding.base import Embedder
@@ -31,6 +32,50 @@ def resolve_root(root: str | os.PathLike[str] | None) -> Path:
     if env:
         return Path(env).expanduser().resolve()
     return (Path.home() / ".everos").resolve()
+
+
+#: What ``init`` (or any earlier use) leaves in a memory root; one of them makes a folder a root.
+ROOT_MARKERS = (USER_FILE_NAME, OME_FILE_NAME, ".index")
+
+
+def is_memory_root(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a memory root: a folder holding ``everos.toml``, ``ome.toml`` or
+    ``.index/``, or the SPEC §2 layout ``<app>/<project>/users/`` (a root written by hand or by
+    another tool, never opened yet).
+
+    The one definition every command uses, so none of them turns an arbitrary folder (a home
+    directory, a typo'd path) into a root by creating ``.index/`` or a log inside it.
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        return False
+    if any((folder / marker).exists() for marker in ROOT_MARKERS):
+        return True
+    try:
+        apps = [e for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return False
+    for app in apps:
+        try:
+            validate_name(app.name, "app_id")
+            projects = [e for e in os.scandir(app.path) if e.is_dir(follow_symlinks=False)]
+        except (OSError, ValueError):
+            continue
+        if any(os.path.isdir(os.path.join(p.path, "users")) for p in projects):
+            return True
+    return False
+
+
+def not_a_root_reason(path: Path) -> str | None:
+    """Why ``path`` cannot be opened as a memory root (None when it can)."""
+    if not path.exists():
+        return f"no memory root at {path}: create one with `everos-reflect init {path}`"
+    if not path.is_dir():
+        return f"{path} is not a folder, so not a memory root"
+    if not is_memory_root(path):
+        return (f"{path} is not a memory root (it has no everos.toml, ome.toml, .index/ or "
+                f"<app>/<project>/users/ folder): create one with `everos-reflect init {path}`")
+    return None
 
 
 class Runtime:

@@ -9,11 +9,12 @@ import pytest
 
 @pytest.fixture
 def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty memory root; HOME and EVEROS_ROOT point into tmp so nothing leaks out."""
+    """An empty memory root (it holds ``.index/``, as any root does once opened, so every
+    command accepts it); HOME and EVEROS_ROOT point into tmp so nothing leaks out."""
     home = tmp_path / "home"
     home.mkdir()
     memory = tmp_path / "root"
-    memory.mkdir()
+    (memory / ".index").mkdir(parents=True)
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("EVEROS_ROOT", str(memory))
     return memory

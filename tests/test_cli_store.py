@@ -505,7 +505,8 @@ def test_status_prefers_the_index_when_present(root: Path) -> None:
         "app_id": "a", "project_id": "p", "user_id": "u9",
         "episode": {"live": 1, "deprecated": 1},
         "atomic_fact": {"live": 1, "deprecated": 0},
-        "insight": {"live": 0, "deprecated": 0},
+        **{k: {"live": 0, "deprecated": 0}
+           for k in ("insight", "conviction", "relation", "task", "lesson")},
     }]
     assert doc["files_with_problems"] == [
         {"file": "a/p/users/u9/episodes/episode-2026-10-12.md", "problems": ["3: bad yaml"]}

@@ -50,7 +50,7 @@ def wait_for(predicate: Callable[[], Any], timeout: float, what: str) -> Any:
 @pytest.mark.slow
 def test_serve_end_to_end(tmp_path: Path) -> None:
     root = tmp_path / "root"
-    root.mkdir()
+    (root / ".index").mkdir(parents=True)  # a memory root, as `init` or any earlier use leaves
     port = free_port()
     env = {**os.environ, "HOME": str(tmp_path), "EVEROS_ROOT": str(root),
            "EVEROS_EMBEDDING__PROVIDER": "local", "EVEROS_LLM__PROVIDER": "extractive"}

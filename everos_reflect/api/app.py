@@ -21,28 +21,16 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from everos_reflect import errors
+from everos_reflect.api import ops
+from everos_reflect.api.models import EpisodeRequest, SearchRequest
 from everos_reflect.engine.engine import Engine, list_runs, strategies_status
-from everos_reflect.model import Kind, UserRef, new_episode, validate_name
+from everos_reflect.model import UserRef
 
 if TYPE_CHECKING:
     from everos_reflect.engine.scheduler import Scheduler
     from everos_reflect.runtime import Runtime
 
 API = "/api/v1"
-
-#: Domain error → (HTTP status, machine-readable code). Checked in order: subclasses first.
-_ERROR_STATUS: tuple[tuple[type[Exception], int, str], ...] = (
-    (errors.UnknownStrategy, 404, "unknown_strategy"),
-    (errors.UnknownEntry, 404, "unknown_entry"),
-    (errors.InvalidId, 422, "invalid_id"),
-    (errors.ConfigError, 400, "invalid_config"),
-    (errors.StrategyBusy, 409, "busy"),
-    (errors.UndoRefused, 409, "undo_refused"),
-    (errors.MarkdownError, 409, "unparseable_file"),
-    (errors.ProviderUnavailable, 503, "provider_unavailable"),
-    (errors.EverosError, 400, "bad_request"),
-)
-
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
@@ -52,27 +40,6 @@ class TriggerRequest(_Strict):
     name: str = Field(min_length=1, description="Strategy name, e.g. reflect_episodes.")
     timeout: float = Field(120.0, ge=0, le=86400, description="Seconds to wait for the run.")
     force: bool = Field(False, description="Run even when the strategy is disabled.")
-
-
-class SearchRequest(_Strict):
-    query: str = Field(min_length=1)
-    top_k: int = Field(5, ge=1, le=100)
-    user_id: str | None = None
-    app_id: str | None = None
-    project_id: str | None = None
-    mode: str | None = Field(None, description="hybrid | vector | keyword (default: settings).")
-    include_deprecated: bool = False
-
-
-class EpisodeRequest(_Strict):
-    user_id: str
-    app_id: str | None = None
-    project_id: str | None = None
-    subject: str = Field(min_length=1)
-    content: str = Field(min_length=1)
-    timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).")
-    session_id: str | None = None
-    importance: int | None = Field(None, ge=1, le=10)
 
 
 class UndoRequest(_Strict):
@@ -144,10 +111,8 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
 
     @app.exception_handler(errors.EverosError)
     async def _on_domain(request: Request, exc: errors.EverosError) -> JSONResponse:
-        for kind, status, code in _ERROR_STATUS:
-            if isinstance(exc, kind):
-                return _error(status, code, str(exc))
-        return _error(400, "bad_request", str(exc))  # pragma: no cover - EverosError is last
+        status, code = ops.error_code(exc)
+        return _error(status, code, str(exc))
 
     def authorize(request: Request) -> None:
         if not token:
@@ -206,30 +171,14 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
 
     @app.post(f"{API}/memory/search", dependencies=guarded)
     def memory_search(body: SearchRequest) -> dict[str, Any]:
-        from everos_reflect.index.search import search
-
-        for value, what in ((body.user_id, "user_id"), (body.app_id, "app_id"),
-                            (body.project_id, "project_id")):
-            if value is not None:
-                validate_name(value, what)
-        hits = search(runtime, body.query, top_k=body.top_k, user_id=body.user_id,
-                      app_id=body.app_id, project_id=body.project_id, mode=body.mode,
-                      include_deprecated=body.include_deprecated)
-        return {"data": {"episodes": [h.to_dict() for h in hits]}}
+        return {"data": ops.search(runtime, body)}
 
     @app.post(f"{API}/memory/episodes", dependencies=guarded, status_code=201)
     def add_episode(body: EpisodeRequest) -> dict[str, Any]:
         """Append an Episode to the user's daily log; the watcher indexes it shortly after."""
-        ref = UserRef.of(body.user_id, body.app_id, body.project_id)
-        try:
-            episode = new_episode(ref, subject=body.subject, content=body.content,
-                                  timestamp=body.timestamp, session_id=body.session_id,
-                                  importance=body.importance)
-        except errors.InvalidEpisode as exc:
-            raise ApiError(422, "invalid_request", str(exc)) from exc
-        entry = runtime.store.append(ref, Kind.EPISODE, episode.meta, episode.sections,
-                                     day=episode.day)
-        return {"data": {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
-                         "project_id": ref.project, "timestamp": episode.meta["timestamp"]}}
+        return {"data": ops.add_episode(runtime, body)}
 
+    from everos_reflect.api.belief_routes import belief_router
+
+    app.include_router(belief_router(runtime, guarded, API))
     return app

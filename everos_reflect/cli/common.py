@@ -30,13 +30,15 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print one JS
 
 
 def existing_root(root: str | None) -> Path:
-    """The memory root a command works on; it must exist (commands never create one by
-    accident — only ``init`` does)."""
-    from everos_reflect.runtime import resolve_root  # lazy: `--help` stays fast
+    """The memory root a command works on; it must already be one (see
+    :func:`~everos_reflect.runtime.is_memory_root`): commands never create a root, or write
+    inside a folder that is not one, by accident — only ``init`` does."""
+    from everos_reflect.runtime import not_a_root_reason, resolve_root  # lazy: fast `--help`
 
     path = resolve_root(root)
-    if not path.is_dir():
-        raise EverosError(f"no memory root at {path}: create one with `everos-reflect init {path}`")
+    reason = not_a_root_reason(path)
+    if reason:
+        raise EverosError(reason)
     return path
 
 

@@ -148,7 +148,7 @@ def add_cmd(
     except InvalidEpisode as exc:
         fail(f"--{exc.field} {exc.reason}")
     meta, day = episode.meta, episode.day
-    store = MarkdownStore(_resolve(root))
+    store = MarkdownStore(existing_root(root))
     entry = store.append(ref, Kind.EPISODE, meta, episode.sections, day=day)
     if as_json:
         emit_json({

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_LOG_NAME = {kind: re.compile(rf"{kind.value}-\d{{4}}-\d{{2}}-\d{{2}}\.md") for kind in Kind}
+_LOG_NAME = {kind: re.compile(rf"{kind.stem}-\d{{4}}-\d{{2}}-\d{{2}}\.md") for kind in Kind}
 
 Progress = Callable[[int], None]
 

@@ -31,11 +31,7 @@ from lancedb.query import MultiMatchQuery
 from everos_reflect.errors import EverosError
 from everos_reflect.model import Kind, UserRef, validate_name
 
-TABLES: dict[Kind, str] = {
-    Kind.EPISODE: "episodes",
-    Kind.ATOMIC_FACT: "atomic_facts",
-    Kind.INSIGHT: "insights",
-}
+TABLES: dict[Kind, str] = {kind: kind.table for kind in Kind}
 
 # Columns every caller may read back (all but the vector and the internal key).
 META_COLUMNS: tuple[str, ...] = (

@@ -8,7 +8,6 @@ skip a cluster and go on.
 
 from __future__ import annotations
 
-import re
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -16,13 +15,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
+from everos_reflect.model import ID_MENTION_RE
+
 if TYPE_CHECKING:
     from everos_reflect.llm.prompts import Prompts
 
 MergeMode = Literal["init", "update"]
 
 # Entry ids as SPEC §3 writes them; used to catch a reply citing entries it was never shown.
-CITED_ID_RE = re.compile(r"\b(?:ep|af|in)_\d{8}_\d{4,}\b")
+CITED_ID_RE = ID_MENTION_RE
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,8 @@ line, reason) and the rest of the file still parses. Severities:
 - ``fatal``: the file frontmatter is missing, unreadable or of an unknown kind/version. No entry
   is returned and the store refuses to write the file (it would risk the person's text).
 - ``error``: one entry cannot be trusted (bad YAML, unclosed or mismatched markers, duplicate or
-  misplaced id, missing ``owner_id``/``timestamp``, unreadable timestamp). It is skipped; its
+  misplaced id (of a duplicate only the first block is read, and writers never archive into the
+  file), missing ``owner_id``/``timestamp``, unreadable timestamp). It is skipped; its
   text stays in the file and its id still counts when the next id is allocated.
 - ``warning``: indexed anyway (naive timestamp, owner differing from the file's user, missing
   ``Content``/``Fact`` section, unexpected ``parent_type``, text before the first section).
@@ -29,7 +30,16 @@ from typing import Any
 import yaml
 
 from everos_reflect.errors import InvalidId
-from everos_reflect.model import DailyLog, Diagnostic, Entry, EntryId, Kind, parse_timestamp
+from everos_reflect.model import (
+    ID_MENTION_RE,
+    LOG_FILENAME_RE,
+    DailyLog,
+    Diagnostic,
+    Entry,
+    EntryId,
+    Kind,
+    parse_timestamp,
+)
 
 SCHEMA_VERSION = 1
 
@@ -37,17 +47,12 @@ OPEN_RE = re.compile(r"^<!--[ \t]*entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*$")
 CLOSE_RE = re.compile(r"^<!--[ \t]*/entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*$")
 HEADING_RE = re.compile(r"^##[ \t]+(\S(?:.*\S)?)[ \t]*$")
 _ESCAPABLE_RE = re.compile(r"^\\*(?:##|<!--)")
-_FILENAME_RE = re.compile(r"^(episode|atomic_fact|insight)-(\d{4}-\d{2}-\d{2})\.md$")
-_ID_MENTION_RE = re.compile(r"\b(?:ep|af|in)_[0-9]{8}_[0-9]{4,}\b", re.ASCII)
+_FILENAME_RE = LOG_FILENAME_RE
+_ID_MENTION_RE = ID_MENTION_RE
 #: ``deprecated_entries`` value of an entry archived by an explicit undo (no replacement).
 UNDONE = "undone"
 
 REQUIRED_META = ("owner_id", "timestamp")
-_MAIN_SECTION = {Kind.EPISODE: "Content", Kind.ATOMIC_FACT: "Fact"}
-_PARENT_TYPES = {
-    Kind.EPISODE: {"memcell", "cluster"},
-    Kind.ATOMIC_FACT: {"episode"},
-}
 
 
 _LINE_RE = re.compile(r"[^\n]*\n|[^\n]+$")
@@ -96,11 +101,84 @@ def frontmatter_bounds(lines: list[str]) -> tuple[int, int] | None:
 # libyaml's scanner is ~7x faster; construction (types, timestamps) is the same safe one.
 _Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
+#: Bounds on every YAML block the daemon reads (file frontmatter and entry metadata). A hand
+#: edit can hold anything: ten nested aliases in 791 bytes expand to 10^10 values, which once
+#: stringified (a content hash does that) take the machine down. So a block is refused, never
+#: expanded, when it is larger than ``MAX_YAML_BYTES`` (UTF-8), nests more than
+#: ``MAX_YAML_DEPTH`` collections (the top mapping counts as one), holds more than
+#: ``MAX_YAML_NODES`` values, or uses any alias (``*name``; an anchor alone is harmless).
+#: Without aliases a value is never bigger than its text, so the size cap bounds everything
+#: built from it. Entry metadata is a few keys; the frontmatter grows by one
+#: ``deprecated_entries`` line per archived entry, hence its larger cap.
+MAX_YAML_BYTES = {"frontmatter": 1 << 20, "metadata": 64 << 10}
+MAX_YAML_DEPTH = 16
+MAX_YAML_NODES = 50_000
 
-def load_yaml(text: str, first_line: int) -> tuple[Any, tuple[int, str] | None]:
-    """Safe YAML loading that reports (file line, reason) instead of raising."""
+
+class YamlBoundError(Exception):
+    """A YAML block beyond the bounds above (line offset inside the block, reason)."""
+
+    def __init__(self, line: int, reason: str) -> None:
+        super().__init__(reason)
+        self.line, self.reason = line, reason
+
+
+def _utf8_size(text: str) -> int:
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+
+
+def _check_node(root: yaml.Node) -> None:
+    """Walk a composed node graph (iteratively: no recursion limit to hit) and refuse aliases,
+    depth and size beyond the bounds. libyaml gives an alias the very node object its anchor
+    named, so a node met twice is an alias (and a cycle is one too)."""
+    seen: set[int] = set()
+    stack: list[tuple[yaml.Node, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if id(node) in seen:
+            raise YamlBoundError(node.start_mark.line, "aliases (*name) are not accepted here")
+        seen.add(id(node))
+        if len(seen) > MAX_YAML_NODES:
+            raise YamlBoundError(node.start_mark.line, f"more than {MAX_YAML_NODES} values")
+        if isinstance(node, yaml.SequenceNode):
+            children: list[yaml.Node] = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        else:
+            continue
+        if depth > MAX_YAML_DEPTH:
+            raise YamlBoundError(
+                node.start_mark.line, f"nested deeper than {MAX_YAML_DEPTH} levels"
+            )
+        stack.extend((child, depth + 1) for child in children)
+
+
+def _bounded_load(text: str) -> Any:
+    loader = _Loader(text)
     try:
-        return yaml.load(text, Loader=_Loader), None
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_node(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def load_yaml(
+    text: str, first_line: int, block: str = "metadata"
+) -> tuple[Any, tuple[int, str] | None]:
+    """Safe, bounded YAML loading that reports (file line, reason) instead of raising.
+
+    ``block`` ("metadata" or "frontmatter") picks the size cap; see ``MAX_YAML_BYTES``.
+    """
+    limit = MAX_YAML_BYTES[block]
+    if len(text) > limit or (len(text) * 4 > limit and _utf8_size(text) > limit):
+        return None, (first_line, f"YAML block is over {limit // 1024} KiB; not read")
+    try:
+        return _bounded_load(text), None
+    except YamlBoundError as exc:
+        return None, (first_line + exc.line, f"YAML refused: {exc.reason}")
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         last = max(text.count("\n") - (1 if text.endswith("\n") else 0), 0)
@@ -109,6 +187,29 @@ def load_yaml(text: str, first_line: int) -> tuple[Any, tuple[int, str] | None]:
         return None, (line, f"invalid YAML: {problem}")
     except Exception as exc:  # lenient: yaml can raise odd errors on odd input
         return None, (first_line, f"invalid YAML: {exc}")
+
+
+_OPEN_ANYWHERE_RE = re.compile(r"^<!--[ \t]*entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*\r?$", re.M)
+
+
+def duplicate_message(entry_id: str, first_line: int) -> str:
+    return (f"duplicate entry id {entry_id} (first at line {first_line}; only that block is "
+            "read, and nothing in this file is archived until one of them is renamed or removed)")
+
+
+def duplicate_ids(text: str) -> dict[str, list[int]]:
+    """Ids opened by more than one entry marker in ``text`` -> the 1-based lines of each.
+
+    Writers that archive (``deprecated_entries`` keys name ids, not blocks) refuse such a file:
+    the key would silently archive a block nobody indexed or merged.
+    """
+    lines: dict[str, list[int]] = {}
+    line, pos = 1, 0
+    for m in _OPEN_ANYWHERE_RE.finditer(text):
+        line += text.count("\n", pos, m.start())
+        pos = m.start()
+        lines.setdefault(m.group(1), []).append(line)
+    return {i: at for i, at in lines.items() if len(at) > 1}
 
 
 def parse_entry_id(text: str) -> EntryId:
@@ -186,7 +287,9 @@ class _Parser:
                 self.report(1, "missing file frontmatter (the file must start with '---')", "fatal")
             return 0
         start, end = bounds
-        data, problem = load_yaml("".join(self.lines[start + 1 : end]), start + 2)
+        data, problem = load_yaml(
+            "".join(self.lines[start + 1 : end]), start + 2, "frontmatter"
+        )
         if problem:
             self.report(problem[0], f"file frontmatter: {problem[1]}", "fatal")
             return end + 1
@@ -216,11 +319,11 @@ class _Parser:
     def _file_identity(self, log: DailyLog, data: dict[Any, Any]) -> None:
         """Kind and day from the frontmatter, cross-checked with the file name (which wins:
         ids are located through it)."""
-        fm_kind = next((k for k in Kind if k.file_type == data.get("type")), None)
+        fm_kind = Kind.from_file_type(data.get("type"))
         fm_day = _as_day(data.get("date"))
         name = re.split(r"[\\/]", self.path)[-1]
         m = _FILENAME_RE.fullmatch(name)
-        name_kind = Kind(m.group(1)) if m else None
+        name_kind = Kind.from_stem(m.group(1)) if m else None
         name_day = _as_day(m.group(2)) if m else None
 
         version = data.get("schema_version")
@@ -249,7 +352,7 @@ class _Parser:
 
     # -- entries ------------------------------------------------------------------------------
     def _entries(self, log: DailyLog, start: int) -> None:
-        seen: set[str] = set()
+        first_at: dict[str, int] = {}  # every opened id, parseable or not -> its first line
         deprecated = log.deprecated_entries
         i, n = start, len(self.lines)
         while i < n:
@@ -265,6 +368,10 @@ class _Parser:
                 i += 1
                 continue
             entry_id = opened.group(1)
+            if entry_id in first_at:
+                # A frontmatter key names an id, not a block: archiving one would archive both.
+                self.report(i + 1, duplicate_message(entry_id, first_at[entry_id]))
+            first_at.setdefault(entry_id, i + 1)
             j = i + 1
             while j < n and not OPEN_RE.match(self.bare[j]) and not CLOSE_RE.match(self.bare[j]):
                 j += 1
@@ -282,14 +389,10 @@ class _Parser:
                 )
                 i = j + 1
                 continue
-            entry = self._entry(log, entry_id, i, j)
+            entry = self._entry(log, entry_id, i, j) if first_at[entry_id] == i + 1 else None
             if entry is not None:
-                if entry.id in seen:
-                    self.report(i + 1, f"duplicate entry id {entry.id} (first one kept)")
-                else:
-                    seen.add(entry.id)
-                    entry.deprecated_by = deprecated.get(entry.id)
-                    log.entries.append(entry)
+                entry.deprecated_by = deprecated.get(entry.id)
+                log.entries.append(entry)
             i = j + 1
 
     def _entry(self, log: DailyLog, entry_id: str, first: int, last: int) -> Entry | None:
@@ -392,7 +495,7 @@ class _Parser:
                 f"entry {eid}: owner_id {meta['owner_id']!r} is not the file's user {user!r}",
                 "warning",
             )
-        allowed = _PARENT_TYPES.get(eid.kind)
+        allowed = eid.kind.info.parent_types
         if allowed and meta.get("parent_type") not in allowed:
             self.report(
                 line,
@@ -404,8 +507,8 @@ class _Parser:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
                 self.report(line, f"entry {eid}: importance {value!r} is not 1-10", "warning")
-        main = _MAIN_SECTION.get(eid.kind)
-        if main and not sections.get(main):
+        main = eid.kind.main_section
+        if not sections.get(main):
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import secrets
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -26,12 +25,14 @@ from everos_reflect.errors import InvalidId, MarkdownError, UnknownEntry
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
     UNDONE,
+    duplicate_ids,
     header_text,
     next_seq,
     parse_entry_id,
     parse_log,
 )
 from everos_reflect.model import (
+    LOG_FILENAME_RE,
     DailyLog,
     Diagnostic,
     Entry,
@@ -42,7 +43,7 @@ from everos_reflect.model import (
     validate_name,
 )
 
-_FILENAME_RE = re.compile(r"^(episode|atomic_fact|insight)-(\d{4}-\d{2}-\d{2})\.md$")
+_FILENAME_RE = LOG_FILENAME_RE
 _EDIT_ATTEMPTS = 5
 
 
@@ -95,8 +96,8 @@ class MarkdownStore:
         m = _FILENAME_RE.fullmatch(name)
         if m is None:
             return None
-        kind = Kind(m.group(1))
-        if folder != kind.folder:
+        kind = Kind.from_stem(m.group(1))
+        if kind is None or folder != kind.folder:
             return None
         try:
             ref = UserRef(app, project, user_id)
@@ -131,7 +132,7 @@ class MarkdownStore:
                 folder = self.user_dir(user) / kind.folder
                 if not folder.is_dir():
                     continue
-                for path in sorted(folder.glob(f"{kind.value}-*.md")):
+                for path in sorted(folder.glob(f"{kind.stem}-*.md")):
                     if path.is_file() and _FILENAME_RE.fullmatch(path.name):
                         yield path
 
@@ -234,6 +235,71 @@ class MarkdownStore:
         self._edit(path, edit)
         return created[0]
 
+    def append_many(
+        self,
+        ref: UserRef,
+        kind: Kind,
+        items: Iterable[tuple[Mapping[str, Any], Mapping[str, str]]],
+        *,
+        day: date | None = None,
+    ) -> list[Entry]:
+        """Append several entries to one daily log in one atomic write: all or none of them.
+
+        A derivation that writes several records (a worldview run's convictions, a detector's
+        edges) can then never leave half of them behind after a crash.
+        """
+        day = day or datetime.now(UTC).date()
+        path = self.log_path(ref, kind, day)
+        label = self._label(path)
+        rows = []
+        for meta, sections in items:
+            owner = meta.get("owner_id", ref.user_id)
+            if owner != ref.user_id:
+                raise InvalidId(f"owner_id {owner!r} does not match user {ref.user_id!r}")
+            stamp = meta.get("timestamp")
+            when = datetime.now(UTC) if stamp is None else parse_timestamp(stamp)
+            if when is None:
+                raise MarkdownError(label, 0, f"unreadable timestamp {stamp!r}")
+            rows.append(({**meta, "owner_id": owner, "timestamp": when}, sections))
+        created: list[Entry] = []
+        if not rows:
+            return created
+
+        def edit(text: str | None) -> str:
+            created.clear()
+            if text is None or not text.strip():
+                text = writer.new_log_text(kind, ref.user_id, day)
+            log = self._writable(parse_log(text, label, entries=False))
+            seq = next_seq(log)
+            new_text = text
+            for offset, (meta, sections) in enumerate(rows):
+                entry_id = str(EntryId(kind, day, seq + offset))
+                prefix = writer.append_entry(new_text, "")
+                new_text = writer.append_entry(
+                    new_text, writer.render_entry(entry_id, meta, sections))
+                created.append(self._parse_back(log, prefix, new_text[len(prefix):], entry_id))
+            return new_text
+
+        self._edit(path, edit)
+        return list(created)
+
+    def update_meta(self, ref: UserRef, entry_id: str, updates: Mapping[str, Any]) -> Entry:
+        """Set (``None``: remove) metadata keys of one entry the daemon created; returns the
+        entry as written. Raises :class:`UnknownEntry` when it is not there."""
+        path = self.path_for_id(ref, entry_id)
+        label = self._label(path)
+
+        def edit(text: str | None) -> str:
+            if text is None:
+                raise UnknownEntry(f"no entry {entry_id} for user {ref}")
+            log = self._writable(parse_log(text, label))
+            if all(e.id != entry_id for e in log.entries):
+                raise UnknownEntry(f"no entry {entry_id} for user {ref}")
+            return writer.set_entry_meta(text, entry_id, updates)
+
+        self._edit(path, edit)
+        return self.get(ref, entry_id)
+
     def deprecate(self, ref: UserRef, mapping: Mapping[str, str]) -> dict[str, str]:
         """Record ``old -> new`` in the frontmatter of each old entry's file.
 
@@ -260,6 +326,7 @@ class MarkdownStore:
                 if text is None:
                     raise UnknownEntry(f"no entry {', '.join(sorted(pairs))} for user {ref}")
                 log = self._writable(parse_log(text, label, entries=False))
+                _refuse_duplicates(text, label, "archiving into")
                 recorded = log.deprecated_entries
                 for old, new in pairs.items():
                     if old in recorded and recorded[old] != new:
@@ -284,6 +351,7 @@ class MarkdownStore:
                 if text is None:
                     return None  # deleted meanwhile: nothing left to restore
                 log = self._writable(parse_log(text, label, entries=False))
+                _refuse_duplicates(text, label, "restoring entries of")
                 removed.update(
                     {o: log.deprecated_entries[o] for o in olds if o in log.deprecated_entries}
                 )
@@ -291,6 +359,22 @@ class MarkdownStore:
 
             self._edit(path, edit)
         return removed
+
+    def archive_blockers(self, ref: UserRef, ids: Iterable[str]) -> list[str]:
+        """Why the files holding ``ids`` cannot be archived into (one reason per file; empty when
+        they all can): Reflection checks this before it merges, so a cluster is skipped with the
+        reason instead of failing half-way through its commit."""
+        reasons = []
+        for path in sorted({self.path_for_id(ref, i) for i in ids}):
+            data = _read_or_none(path)
+            if data is None:
+                continue
+            dups = duplicate_ids(data.decode("utf-8", "replace"))
+            if dups:
+                reasons.append(f"{self.rel(path)}: " + "; ".join(
+                    f"duplicate entry id {i} (lines {', '.join(map(str, at))})"
+                    for i, at in sorted(dups.items())))
+        return reasons
 
     def _parse_back(self, log: DailyLog, prefix: str, block: str, entry_id: str) -> Entry:
         """Parse a just-rendered block as the file will hold it; strict with our own writes:
@@ -329,6 +413,18 @@ class MarkdownStore:
                 _atomic_write(path, new_text.encode("utf-8"))
                 return
         raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
+
+
+def _refuse_duplicates(text: str, label: str, what: str) -> None:
+    """Archive writers never touch a file whose ids are not unique: a ``deprecated_entries`` key
+    names an id, so it would also archive the second block, which nobody indexed or merged."""
+    dups = duplicate_ids(text)
+    if dups:
+        entry_id, at = min(dups.items(), key=lambda item: item[1][0])
+        raise MarkdownError(
+            label, at[1],
+            f"not {what} this file: duplicate entry id {entry_id} (lines "
+            f"{', '.join(map(str, at))}); rename or remove one of them (see `lint`)")
 
 
 def _read_or_none(path: Path) -> bytes | None:

@@ -191,7 +191,11 @@ class ReflectionRun:
         plan = journal.new_plan(result, run_id=self.ctx.run_id,
                                 fact_ids=[i for fs in facts.values() for i, _ in fs])
         status, error = "ok", None
-        if result.coverage.score < self.floor:
+        blockers = self.rt.store.archive_blockers(sel.ref, [*plan.replaced, *plan.fact_ids])
+        if blockers:
+            status, error = "skipped", ("not archived into a file with duplicate ids: "
+                                        + "; ".join(blockers) + " (fix it; see `lint`)")
+        elif result.coverage.score < self.floor:
             status, error = "rejected", result.coverage.explain(self.floor)
         else:
             try:

@@ -1,0 +1,148 @@
+"""The MCP edge: memory tools for agents over stdio (``everos-reflect mcp``).
+
+Each tool is one operation of :mod:`everos_reflect.api.ops` with the request model the HTTP API
+uses, so a tool accepts exactly what the matching endpoint accepts and answers the same
+``data`` document. Arguments the model refuses, and domain errors (a bad user id, an unknown
+entry), come back as MCP errors naming the problem; anything unexpected becomes an internal
+error for that call only — the server keeps serving.
+
+Writes are indexed at once: an agent that adds an Episode and then searches should find it even
+when no ``serve`` daemon is watching the root.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
+
+import anyio
+from mcp import types
+from mcp.server.lowlevel.server import Server
+from mcp.server.stdio import stdio_server
+from mcp.shared.exceptions import MCPError
+from pydantic import BaseModel, ValidationError
+
+from everos_reflect import errors
+from everos_reflect.api import models, ops
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+log = logging.getLogger("everos_reflect.mcp")
+
+SERVER_NAME = "everos-reflect"
+
+
+@dataclass(frozen=True)
+class Tool:
+    """One MCP tool: its request model, the operation, and whether it writes an entry."""
+
+    name: str
+    description: str
+    model: type[BaseModel]
+    op: Callable[[Runtime, Any], dict[str, Any]]
+    writes: bool = False
+
+    def schema(self) -> dict[str, Any]:
+        return self.model.model_json_schema()
+
+
+def tools() -> list[Tool]:
+    """Every tool this build offers, in the order ``tools/list`` shows them."""
+    return [
+        Tool("add_episode", "Append an Episode (a summary of a conversation segment) to a "
+             "user's memory; answers its id. Same body as POST /api/v1/memory/episodes.",
+             models.EpisodeRequest, ops.add_episode, writes=True),
+        Tool("search", "Search a user's memory; answers the matching live entries with their "
+             "id, text and score. Same body as POST /api/v1/memory/search.",
+             models.SearchRequest, ops.search),
+    ]
+
+
+def _validation_message(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        parts.append(f"{where}: {err.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid arguments"
+
+
+def _index_written(runtime: Runtime, data: dict[str, Any]) -> None:
+    """Index the log a tool just appended to, so the next search sees the new entry."""
+    from everos_reflect.index.sync import Indexer
+    from everos_reflect.model import UserRef
+
+    ref = UserRef.of(data["user_id"], data.get("app_id"), data.get("project_id"))
+    Indexer(runtime).sync_path(runtime.store.path_for_id(ref, data["id"]))
+
+
+def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict[str, Any]:
+    """Validate ``arguments`` with the tool's model and run it (blocking; runs in a thread).
+
+    Raises :class:`MCPError`: ``INVALID_PARAMS`` for anything the caller sent wrong, with the
+    same message the HTTP API gives; ``INTERNAL_ERROR`` for provider failures.
+    """
+    try:
+        body = tool.model.model_validate(arguments or {})
+    except ValidationError as exc:
+        raise MCPError(types.INVALID_PARAMS, _validation_message(exc),
+                       {"code": "invalid_request"}) from None
+    try:
+        data = tool.op(runtime, body)
+        if tool.writes:
+            _index_written(runtime, data)
+    except errors.EverosError as exc:
+        status, code = ops.error_code(exc)
+        rpc = types.INTERNAL_ERROR if status >= 500 else types.INVALID_PARAMS
+        raise MCPError(rpc, str(exc), {"code": code, "status": status}) from None
+    return data
+
+
+def _version() -> str:
+    try:
+        return version("everos-reflect")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_server(runtime: Runtime) -> Server[Any]:
+    """An MCP server whose tools work on ``runtime``'s memory root."""
+    by_name = {t.name: t for t in tools()}
+
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None
+                         ) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[
+            types.Tool(name=t.name, description=t.description, input_schema=t.schema())
+            for t in by_name.values()
+        ])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        tool = by_name.get(params.name)
+        if tool is None:
+            raise MCPError(types.INVALID_PARAMS,
+                           f"unknown tool {params.name!r} (known: {', '.join(by_name)})")
+        try:
+            data = await anyio.to_thread.run_sync(call, runtime, tool, params.arguments)
+        except MCPError:
+            raise
+        except Exception as exc:  # a bug or an I/O failure: fail this call, keep serving
+            log.exception("tool %s failed", tool.name)
+            raise MCPError(types.INTERNAL_ERROR, f"{tool.name} failed: {exc}") from None
+        text = json.dumps(data, ensure_ascii=False, default=str)
+        return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                    structured_content=json.loads(text))
+
+    return Server(SERVER_NAME, version=_version(),
+                  instructions="Long-term memory of an agent: add Episodes, search them.",
+                  on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+async def serve_stdio(runtime: Runtime) -> None:
+    """Serve MCP on this process's stdin/stdout until the client closes the stream."""
+    server = build_server(runtime)
+    async with stdio_server() as (read_stream, write_stream):
+        await server.run(read_stream, write_stream, server.create_initialization_options())

@@ -1,0 +1,70 @@
+"""The memory operations every edge exposes: a validated request in, a JSON-ready answer out.
+
+The HTTP API and the MCP server both call these, so the two can never drift apart in what they
+accept or in the shape they answer with. Domain errors propagate; each edge turns them into its
+own kind of error with :func:`error_code`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect import errors
+from everos_reflect.model import Kind, UserRef, new_episode, validate_name
+
+if TYPE_CHECKING:
+    from everos_reflect.api.models import EpisodeRequest, SearchRequest
+    from everos_reflect.runtime import Runtime
+
+#: Domain error → (HTTP status, machine-readable code). Checked in order: subclasses first.
+ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
+    (errors.UnknownStrategy, 404, "unknown_strategy"),
+    (errors.UnknownEntry, 404, "unknown_entry"),
+    (errors.InvalidId, 422, "invalid_id"),
+    (errors.InvalidEpisode, 422, "invalid_request"),
+    (errors.ConfigError, 400, "invalid_config"),
+    (errors.StrategyBusy, 409, "busy"),
+    (errors.UndoRefused, 409, "undo_refused"),
+    (errors.ResolveRefused, 409, "resolve_refused"),
+    (errors.MarkdownError, 409, "unparseable_file"),
+    (errors.ProviderUnavailable, 503, "provider_unavailable"),
+    (errors.EverosError, 400, "bad_request"),
+)
+
+
+def error_code(exc: BaseException) -> tuple[int, str]:
+    """The HTTP status and code of a domain error (``(400, "bad_request")`` by default)."""
+    for kind, status, code in ERROR_CODES:
+        if isinstance(exc, kind):
+            return status, code
+    return 400, "bad_request"
+
+
+def _ref(user_id: str, app_id: str | None, project_id: str | None) -> UserRef:
+    return UserRef.of(user_id, app_id, project_id)
+
+
+def search(runtime: Runtime, body: SearchRequest) -> dict[str, Any]:
+    """``POST /api/v1/memory/search``: ``{"episodes": [hit, ...]}``."""
+    from everos_reflect.index.search import search as run_search
+
+    for value, what in ((body.user_id, "user_id"), (body.app_id, "app_id"),
+                        (body.project_id, "project_id")):
+        if value is not None:
+            validate_name(value, what)
+    hits = run_search(runtime, body.query, top_k=body.top_k, user_id=body.user_id,
+                      app_id=body.app_id, project_id=body.project_id, mode=body.mode,
+                      include_deprecated=body.include_deprecated)
+    return {"episodes": [h.to_dict() for h in hits]}
+
+
+def add_episode(runtime: Runtime, body: EpisodeRequest) -> dict[str, Any]:
+    """``POST /api/v1/memory/episodes``: append an Episode; answers its id and timestamp."""
+    ref = _ref(body.user_id, body.app_id, body.project_id)
+    episode = new_episode(ref, subject=body.subject, content=body.content,
+                          timestamp=body.timestamp, session_id=body.session_id,
+                          importance=body.importance)
+    entry = runtime.store.append(ref, Kind.EPISODE, episode.meta, episode.sections,
+                                 day=episode.day)
+    return {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
+            "project_id": ref.project, "timestamp": episode.meta["timestamp"]}

@@ -1,0 +1,111 @@
+"""The MCP server over real stdio: spawned as ``everos-reflect mcp``, driven by the official client.
+
+One server process serves the whole module (spawning it loads the ONNX embedder once), and
+every tool is called through it: good calls answer what the HTTP API answers, bad input gets
+an MCP error naming the problem, and the server stays up after each error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.shared.exceptions import MCPError
+
+from everos_reflect.api.mcp_server import tools
+
+pytestmark = pytest.mark.slow
+
+
+def _params(root: Path) -> StdioServerParameters:
+    env = {"EVEROS_ROOT": str(root), "HOME": str(root.parent)}
+    return StdioServerParameters(
+        command=sys.executable, args=["-m", "everos_reflect.cli.main", "mcp", "--root", str(root)],
+        env=env, cwd=os.getcwd(),
+    )
+
+
+def _run(root: Path, script: Any) -> Any:
+    """Run ``script(client)`` against a freshly spawned server; returns its result."""
+
+    async def main() -> Any:
+        async with Client(_params(root), mode="legacy", read_timeout_seconds=60) as client:
+            return await script(client)
+
+    return anyio.run(main)
+
+
+def _data(result: Any) -> dict[str, Any]:
+    assert not result.is_error
+    text = json.loads(result.content[0].text)
+    assert text == result.structured_content  # one answer, two renderings
+    return text
+
+
+def test_lists_every_tool_with_the_http_request_schema(root: Path) -> None:
+    async def script(client: Client) -> Any:
+        return (await client.list_tools()).tools
+
+    listed = {t.name: t for t in _run(root, script)}
+    expected = {t.name: t for t in tools()}
+    assert set(listed) == set(expected) >= {"add_episode", "search"}
+    for name, tool in listed.items():
+        assert tool.input_schema["properties"] == expected[name].schema()["properties"]
+    assert "user_id" in listed["add_episode"].input_schema["required"]
+
+
+def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
+    async def script(client: Client) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        out["added"] = _data(await client.call_tool("add_episode", {
+            "user_id": "u_ann", "subject": "Pets",
+            "content": "Ann adopted a grey cat called Miso.",
+            "timestamp": "2026-10-12T09:30:00+00:00"}))
+        out["found"] = _data(await client.call_tool("search", {
+            "query": "which cat did Ann adopt", "user_id": "u_ann"}))
+        out["errors"] = []
+        for name, args in [
+            ("add_episode", {"user_id": "../etc", "subject": "s", "content": "c"}),
+            ("add_episode", {"user_id": "u_ann", "subject": "s"}),
+            ("add_episode", {"user_id": "u_ann", "subject": "s", "content": "c",
+                             "timestamp": "yesterday"}),
+            ("search", {"query": "x", "top_k": 0}),
+            ("search", {"query": "x", "colour": "red"}),
+            ("no_such_tool", {}),
+        ]:
+            try:
+                await client.call_tool(name, args)
+            except MCPError as exc:
+                out["errors"].append((exc.code, exc.message))
+            else:
+                out["errors"].append(None)
+        # still serving after all of that
+        out["after"] = _data(await client.call_tool("search", {"query": "Miso",
+                                                               "user_id": "u_ann"}))
+        return out
+
+    out = _run(root, script)
+    added = out["added"]
+    assert added["id"].startswith("ep_20261012_")
+    assert added["user_id"] == "u_ann" and added["timestamp"] == "2026-10-12T09:30:00+00:00"
+    log = root / "default_app/default_project/users/u_ann/episodes/episode-2026-10-12.md"
+    assert "Ann adopted a grey cat called Miso." in log.read_text()
+    hits = out["found"]["episodes"]
+    assert [h["id"] for h in hits] == [added["id"]]  # indexed on write, no daemon running
+    assert hits[0]["episode"] == "Ann adopted a grey cat called Miso."
+    codes = [e[0] if e else None for e in out["errors"]]
+    assert codes == [-32602] * 6
+    messages = [e[1] for e in out["errors"]]
+    assert "invalid user_id" in messages[0]
+    assert "content" in messages[1]
+    assert "timestamp" in messages[2]
+    assert "top_k" in messages[3]
+    assert "colour" in messages[4]
+    assert "no_such_tool" in messages[5]
+    assert [h["id"] for h in out["after"]["episodes"]] == [added["id"]]

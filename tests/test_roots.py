@@ -1,0 +1,81 @@
+"""What a memory root is (one definition), and commands that refuse anything else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from everos_reflect.cli.main import cli
+from everos_reflect.runtime import is_memory_root
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+@pytest.mark.parametrize("marker", ["everos.toml", "ome.toml", ".index"])
+def test_a_folder_with_a_root_marker_is_a_root(tmp_path: Path, marker: str) -> None:
+    if marker == ".index":
+        (tmp_path / marker).mkdir()
+    else:
+        (tmp_path / marker).write_text("")
+    assert is_memory_root(tmp_path)
+
+
+def test_a_folder_with_the_spec_layout_is_a_root(tmp_path: Path) -> None:
+    (tmp_path / "acme" / "bot" / "users").mkdir(parents=True)
+    assert is_memory_root(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "layout", ["", "notes/readme.md", "acme/bot/people", ".hidden/bot/users", "a b/bot/users"]
+)
+def test_other_folders_are_not_roots(tmp_path: Path, layout: str) -> None:
+    if layout:
+        target = tmp_path / layout
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.mkdir() if "." not in target.name else target.write_text("x")
+    assert not is_memory_root(tmp_path)
+
+
+def test_a_file_or_a_missing_path_is_not_a_root(tmp_path: Path) -> None:
+    (tmp_path / "f").write_text("")
+    assert not is_memory_root(tmp_path / "f")
+    assert not is_memory_root(tmp_path / "missing")
+
+
+ADD = ["--user", "u1", "--subject", "s", "--content", "c"]
+
+
+def test_add_to_a_missing_root_refuses_and_creates_nothing(tmp_path: Path) -> None:
+    missing = tmp_path / "missing"
+    result = run("add", "--root", str(missing), *ADD)
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"error: no memory root at {missing}")
+    assert "everos-reflect init" in result.stderr
+    assert not missing.exists()
+
+
+def test_add_to_a_folder_that_is_not_a_root_refuses_and_writes_nothing(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    result = run("add", "--root", str(tmp_path), *ADD)
+    assert result.exit_code == 1
+    assert "is not a memory root" in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+
+
+def test_search_in_a_folder_that_is_not_a_root_creates_no_index(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("mine")
+    result = run("search", "anything", "--root", str(tmp_path))
+    assert result.exit_code == 1
+    assert "is not a memory root" in result.stderr
+    assert not (tmp_path / ".index").exists()
+
+
+def test_add_after_init_works(tmp_path: Path) -> None:
+    assert run("init", str(tmp_path / "r")).exit_code == 0
+    result = run("add", "--root", str(tmp_path / "r"), *ADD)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip().startswith("ep_")
