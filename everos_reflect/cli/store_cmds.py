@@ -29,6 +29,7 @@ from everos_reflect.cli.common import (
     json_option,
     progress,
     root_option,
+    settle_interrupted,
 )
 from everos_reflect.errors import ConfigError, EverosError, InvalidEpisode
 from everos_reflect.markdown.parser import UNDONE
@@ -149,6 +150,7 @@ def add_cmd(
         fail(f"--{exc.field} {exc.reason}")
     meta, day = episode.meta, episode.day
     store = MarkdownStore(existing_root(root))
+    settle_interrupted(store.root)
     entry = store.append(ref, Kind.EPISODE, meta, episode.sections, day=day)
     if as_json:
         emit_json({
