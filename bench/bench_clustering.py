@@ -5,7 +5,8 @@ Streams (vectors from the bundled MiniLM, the same vectors for both sides):
 - **LoCoMo**: the 544 Episodes of ``locomo_episodes.py`` (one per session and speaker; each
   speaker is one owner), in time order.
 - **one owner ×N**: the anchor's heavy-user stream (``../shared/anchors``): the LoCoMo stream
-  repeated N times under one owner, each repeat 400 days later, vectors jittered (σ 0.02).
+  repeated N times under one owner, each repeat 400 days later, vectors jittered (σ 0.02),
+  delivered in time order (LoCoMo spans more than 400 days, so repeats interleave).
 
 Our side runs ``ClusterService`` on a real ``system.db`` (state persisted): once with one
 transaction per Episode (``assign``, a watcher syncing one file) and once as an index flush
@@ -97,8 +98,10 @@ def one_owner_stream(base: list[Item], scale: int, seed: int = 0) -> list[Item]:
     vecs = np.stack([b.vector for b in base])[idx]
     vecs = vecs + rng.normal(0, 0.02, vecs.shape).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-    return [Item("one", f"ep_{i:07d}", base[i % len(base)].ts + (i // len(base)) * 400 * DAY,
-                 vecs[i]) for i in range(n)]
+    when = [base[i % len(base)].ts + (i // len(base)) * 400 * DAY for i in range(n)]
+    # LoCoMo spans more than 400 days, so repeats overlap: deliver in time order (ids follow)
+    order = sorted(range(n), key=lambda i: (when[i], i))
+    return [Item("one", f"ep_{k:07d}", when[i], vecs[i]) for k, i in enumerate(order)]
 
 
 # --------------------------------------------------------------------------- EverAlgo

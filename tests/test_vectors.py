@@ -238,3 +238,19 @@ def test_optimize_runs_safely_alongside_writers(index: VectorIndex) -> None:
     assert errors == []
     assert index.count("episode") == 24
     assert index.optimize()["episodes"] == 24
+
+
+def test_append_adds_new_rows_and_refuses_a_repeated_key(index: VectorIndex) -> None:
+    index.append("episode", [row(ANDREW, "ep_1", "dog"), row(BETTY, "ep_1", "tax")])
+    assert index.count("episode") == 2
+    assert sorted(index.get_vectors("episode", BETTY, ["ep_1"])) == ["ep_1"]
+    with pytest.raises(EverosError):
+        index.append("episode", [row(ANDREW, "ep_2", "a"), row(ANDREW, "ep_2", "b")])
+    assert index.count("episode") == 2
+
+
+def test_get_vectors_many_ignores_same_named_users_of_other_tenants(index: VectorIndex) -> None:
+    index.upsert("episode", [row(ANDREW, "ep_1", "dog"), row(OTHER_APP, "ep_1", "cat"),
+                             row(OTHER_APP, "ep_2", "owl")])
+    found = index.get_vectors_many("episode", {ANDREW: ["ep_1", "ep_2"]})
+    assert {ref: sorted(v) for ref, v in found.items()} == {ANDREW: ["ep_1"]}

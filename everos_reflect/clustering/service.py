@@ -53,6 +53,8 @@ log = logging.getLogger(__name__)
 
 CLUSTER_ID_RE = re.compile(r"^cl_[0-9a-f]{12}$")
 DAY = 86400.0
+#: Episodes per group of users rebuilt together by ``recluster`` (bounds its memory)
+REBUILD_GROUP = 20_000
 
 
 class UnknownCluster(EverosError, KeyError):
@@ -553,16 +555,30 @@ class ClusterService:
                 params + params)
         })
         totals = {"users": 0, "clusters": 0, "members": 0, "skipped": 0}
-        rows = {user: self._episode_rows(user) for user in refs}
-        vectors = self.runtime.vectors.get_vectors_many(Kind.EPISODE, {
-            user: [r["id"] for r in user_rows if r["deprecated_by"] is None]
-            for user, user_rows in rows.items()
-        }) if len(refs) > 1 else {}
-        for user in refs:
-            counts = self._recluster_user(user, rows[user], vectors.get(user))
-            totals["users"] += 1
-            for key in ("clusters", "members", "skipped"):
-                totals[key] += counts[key]
+        many = getattr(self.runtime.vectors, "get_vectors_many", None)
+        # Users in groups of about REBUILD_GROUP Episodes: one vector scan per group, and
+        # only one group's rows and vectors in memory at a time.
+        sizes = {UserRef(r[0], r[1], r[2]): r[3] for r in self._db.execute(
+            "SELECT app_id, project_id, user_id, COUNT(*) FROM entries WHERE kind='episode' "
+            "GROUP BY app_id, project_id, user_id")}
+        group: list[UserRef] = []
+        size = 0
+        for n, user in enumerate(refs):
+            group.append(user)
+            size += sizes.get(user, 0)
+            if size < REBUILD_GROUP and n + 1 < len(refs):
+                continue
+            rows = {u: self._episode_rows(u) for u in group}
+            vectors = many(Kind.EPISODE, {
+                u: [r["id"] for r in user_rows if r["deprecated_by"] is None]
+                for u, user_rows in rows.items()
+            }) if many is not None else {}
+            for u in group:
+                counts = self._recluster_user(u, rows[u], vectors.get(u))
+                totals["users"] += 1
+                for key in ("clusters", "members", "skipped"):
+                    totals[key] += counts[key]
+            group, size = [], 0
         return totals
 
     def _episode_rows(self, ref: UserRef) -> list[sqlite3.Row]:

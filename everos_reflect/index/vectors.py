@@ -253,6 +253,22 @@ class VectorIndex:
                 .execute(data)
             )
 
+    def append(self, kind: Kind | str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Add rows known to be new (a reindex into freshly reset tables): a plain append.
+
+        ``upsert`` matches every key against the table, and rows written since the key index
+        was last built are scanned for that, so a long series of upserts into a growing table
+        is quadratic; a rebuild from Markdown knows its keys are new and unique."""
+        if not rows:
+            return
+        kind = _as_kind(kind)
+        data = self._to_arrow(kind, rows)
+        if len(set(data.column("key").to_pylist())) != len(rows):
+            raise EverosError("append got the same entry id twice in one batch")
+        table = self._table(kind)
+        with self._writing():
+            table.add(data)
+
     def delete(self, kind: Kind | str, ref: UserRef, ids: Iterable[str]) -> None:
         where = self._keys_where(ref, ids)
         if where is None:
@@ -328,30 +344,41 @@ class VectorIndex:
         return {eid: matrix[n] for n, eid in enumerate(result.column("id").to_pylist())}
 
     def get_vectors_many(
-        self, kind: Kind | str, wanted: Mapping[UserRef, Sequence[str]], *, chunk: int = 4000
+        self, kind: Kind | str, wanted: Mapping[UserRef, Sequence[str]], *, chunk: int = 20_000
     ) -> dict[UserRef, dict[str, np.ndarray]]:
-        """Stored vectors of many users at once, a few thousand keys per query.
+        """Stored vectors of many users at once: one filtered scan per group of users holding
+        up to ``chunk`` wanted keys, instead of one per user.
 
-        A whole-root rebuild would otherwise ask once per user, and each query may scan the
-        rows written since the key index was last built: one scan per user, quadratic overall.
+        Filtering on ``user_id`` (rather than on a list of thousands of keys) lets the scan read
+        vectors only for the users' rows, also in the tail written since the last index build.
         """
         by_key = {row_key(ref.app, ref.project, ref.user_id, eid): (ref, eid)
                   for ref, ids in wanted.items() for eid in ids}
         out: dict[UserRef, dict[str, np.ndarray]] = {ref: {} for ref in wanted}
-        keys = list(by_key)
-        for start in range(0, len(keys), chunk):
-            part = keys[start:start + chunk]
+        groups: list[list[UserRef]] = [[]]
+        size = 0
+        for ref, ids in wanted.items():
+            if groups[-1] and size + len(ids) > chunk:
+                groups.append([])
+                size = 0
+            groups[-1].append(ref)
+            size += len(ids)
+        for group in groups:
+            if not group:
+                continue
+            users = ", ".join(sql_str(u) for u in sorted({r.user_id for r in group}))
+            table = self._table(kind)
             result = (
-                self._table(kind).search()
-                .where(f"key IN ({', '.join(sql_str(k) for k in part)})")
-                .select(["key", "vector"]).limit(len(part))
+                table.search().where(f"user_id IN ({users})").select(["key", "vector"])
+                .limit(max(1, table.count_rows(f"user_id IN ({users})")))
             ).to_arrow()
             matrix = np.asarray(
                 result.column("vector").combine_chunks().flatten(), dtype=np.float32
             ).reshape(-1, self.dim)
             for n, key in enumerate(result.column("key").to_pylist()):
-                ref, eid = by_key[key]
-                out[ref][eid] = matrix[n]
+                hit = by_key.get(key)
+                if hit is not None:
+                    out[hit[0]][hit[1]] = matrix[n]
         return out
 
     def rows(
