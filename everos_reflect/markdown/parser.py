@@ -176,10 +176,10 @@ _FLAT_LINE_RE = re.compile(
     rf"^({_PLAIN}):[ ]+(?:({_QUOTED})|(\[(?:[ ]*{_PLAIN}[ ]*(?:,[ ]*{_PLAIN}[ ]*)*)?\])"
     rf"|({_PLAIN}))[ ]*$"
 )
-_NOT_STR = frozenset(
-    "y Y yes Yes YES n N no No NO true True TRUE false False FALSE on On ON off Off OFF "
-    "null Null NULL".split()
-)
+_NOT_STR = frozenset((
+    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE",
+    "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL",
+))
 
 
 def _flat_mapping(text: str) -> dict[str, Any] | None:
