@@ -6,8 +6,9 @@ forces a re-embed instead of mixing vector spaces. Everything here is rebuildabl
 
 Concurrency: LanceDB handles concurrent appends, but compaction conflicts with a concurrent
 writer. Every mutation therefore takes a thread lock (this process) and a file lock (other
-processes on the same root); ``optimize`` takes the same pair, so it never overlaps a write or
-itself.
+processes on the same root); ``optimize`` takes the same pair for compaction, so that never
+overlaps a write or itself. The ANN index build, the slow part, runs outside that pair (under
+a build lock of its own) so writes proceed while it trains.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ _REQUIRED = ("id", "app_id", "project_id", "user_id", "embed_model")
 # ``optimize`` builds an IVF_PQ index (a flat scan of 100k x 384 took ~140 ms on 2 cores; IVF_PQ
 # ~15 ms, and builds ~2.5x faster than IVF_HNSW_SQ). Candidates are re-ranked exactly.
 ANN_MIN_ROWS = 50_000
+#: LanceDB cache caps per process (index pages; table manifests and file metadata)
+INDEX_CACHE_BYTES = 128 << 20
+METADATA_CACHE_BYTES = 32 << 20
 REFINE_FACTOR = 4
 
 
@@ -149,10 +153,18 @@ class VectorIndex:
         self.ann_min_rows = ann_min_rows
         self.path.mkdir(parents=True, exist_ok=True)
         # Always read the latest committed version: another process (CLI, daemon) may write.
-        self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
+        self._db = lancedb.connect(
+            str(self.path), read_consistency_interval=timedelta(0),
+            # LanceDB's defaults let its caches grow to gigabytes; a daemon gets a budget
+            # (docs/memory.md). Beyond it, index pages are re-read from the local disk.
+            session=lancedb.Session(index_cache_size_bytes=INDEX_CACHE_BYTES,
+                                    metadata_cache_size_bytes=METADATA_CACHE_BYTES),
+        )
         self._tables: dict[Kind, Any] = {}
         self._thread_lock = threading.RLock()
         self._file_lock = FileLock(str(self.path.parent / f".{self.path.name}.write.lock"))
+        self._build_thread_lock = threading.Lock()
+        self._build_file_lock = FileLock(str(self.path.parent / f".{self.path.name}.build.lock"))
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -301,25 +313,29 @@ class VectorIndex:
 
     def optimize(self) -> dict[str, Any]:
         """Compact files, fold new rows into the indexes, drop old versions; build the ANN
-        index once a table is large. Serialized against writers and against itself."""
+        index once a table is large.
+
+        Compaction rewrites data files and conflicts with a concurrent writer in LanceDB 0.40,
+        so it runs under the write lock. Building the ANN index (tens of seconds past 50k rows)
+        does not rewrite data: it runs outside the write lock, so writes go on meanwhile, and
+        its commit lands on top of theirs (rows written during the build are searched exactly
+        until the next build). Builds are serialized among themselves by a lock of their own.
+        """
         report: dict[str, Any] = {}
-        with self._writing():
-            for kind, name in TABLES.items():
-                table = self._table(kind)
+        for kind, name in TABLES.items():
+            table = self._table(kind)
+            with self._writing():
                 table.optimize(cleanup_older_than=self.cleanup_older_than)
                 rows = table.count_rows()
-                names = {ix.name for ix in table.list_indices()}
-                if (
-                    self.ann_min_rows is not None
-                    and rows >= self.ann_min_rows
-                    and ("vector_idx" not in names)
-                ):
-                    table.create_index(
-                        "vector",
-                        config=IvfPq(distance_type="cosine"),
-                        name="vector_idx",
-                    )
-                report[name] = rows
+            report[name] = rows
+            if self.ann_min_rows is not None and rows >= self.ann_min_rows:
+                with self._build_thread_lock, self._build_file_lock:
+                    if "vector_idx" not in {ix.name for ix in table.list_indices()}:
+                        table.create_index(
+                            "vector",
+                            config=IvfPq(distance_type="cosine"),
+                            name="vector_idx",
+                        )
         return report
 
     # -- reads ------------------------------------------------------------------------------
