@@ -134,3 +134,18 @@ def test_a_failed_transaction_leaves_memory_as_sqlite_has_it(tmp_path: Path, mon
     again = svc.assign(REF, "ep_b", v, 1000.0 + DAY)
     assert again.cluster_id == first.cluster_id
     assert svc.clusters(REF)[0].size == 2
+
+
+def test_the_cache_drops_least_recently_used_users_beyond_its_cap(tmp_path: Path, monkeypatch):
+    monkeypatch.setattr("everos_reflect.clustering.service.MAX_CACHED_CLUSTERS", 2)
+    rt = _Runtime(tmp_path)
+    svc = ClusterService(rt)
+    users = [UserRef.of(f"u_{n}") for n in range(3)]
+    v = np.zeros(8, dtype=np.float32)
+    v[0] = 1.0
+    first = {u: svc.assign(u, f"ep_{u.user_id}_a", v, 1000.0).cluster_id for u in users}
+    cached = svc._cache.users
+    assert len(cached) == 2 and users[0] not in cached  # the oldest went first
+    for u in users:  # an evicted user is reloaded from SQLite and keeps clustering the same
+        assert svc.assign(u, f"ep_{u.user_id}_b", v, 1000.0 + DAY).cluster_id == first[u]
+    assert [c.size for u in users for c in svc.clusters(u)] == [2, 2, 2]

@@ -146,7 +146,6 @@ class UserClusters:
         self._dim = dim
         self._cap = 0
         self._c32 = np.empty((0, 0), dtype=np.float32)
-        self._c64 = np.empty((0, 0), dtype=np.float64)
         self._norm = np.empty(0, dtype=np.float64)
         self._count = np.empty(0, dtype=np.int64)
         self._first = np.empty(0, dtype=np.float64)
@@ -159,6 +158,12 @@ class UserClusters:
 
     def __len__(self) -> int:
         return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held (arrays at capacity, ids, pivots)."""
+        arrays = self._c32.nbytes + 8 * 4 * self._cap + self._cap
+        return arrays + 120 * len(self.ids) + 8 * len(self._groups.pivots) * (self._dim or 0)
 
     def __contains__(self, cluster_id: object) -> bool:
         return cluster_id in self.pos
@@ -184,7 +189,6 @@ class UserClusters:
             self.narrative.append(None)
             self.pos[row.cluster_id] = p
         self._c32[p] = row.centroid
-        self._c64[p] = row.centroid
         self._norm[p] = row.norm
         self._count[p] = row.count
         self._first[p] = row.first_ts
@@ -199,7 +203,7 @@ class UserClusters:
                 self._heap = [(float(self._last[self.pos[c]]), c) for c in self.recent]
                 heapq.heapify(self._heap)
         if consolidated:
-            self._groups.put(row.cluster_id, self._c64[p])
+            self._groups.put(row.cluster_id, self._c32[p])
         else:
             self._groups.discard(row.cluster_id)
 
@@ -210,7 +214,7 @@ class UserClusters:
         last = len(self.ids) - 1
         if p != last:  # move the last row into the hole
             moved = self.ids[last]
-            for arr in (self._c32, self._c64, self._norm, self._count, self._first, self._last,
+            for arr in (self._c32, self._norm, self._count, self._first, self._last,
                         self._consolidated):
                 arr[p] = arr[last]
             self.ids[p] = moved
@@ -236,7 +240,6 @@ class UserClusters:
             return out
 
         self._c32 = grown(self._c32, (cap, self._dim))
-        self._c64 = grown(self._c64, (cap, self._dim))
         for name in ("_norm", "_count", "_first", "_last", "_consolidated"):
             setattr(self, name, grown(getattr(self, name), (cap,)))
         self._cap = cap
@@ -276,7 +279,7 @@ class UserClusters:
         if rows.size == 0:
             return Decision(None, 0.0, NEW)
         ids = [self.ids[p] for p in rows]
-        sims = similarities(self._c64[rows], vector)
+        sims = similarities(self._c32[rows], vector)  # float64 math on the float32 rows
         return choose_scored(ids, sims, self._first[rows], self._last[rows],
                              self._consolidated[rows], ts, threshold=threshold,
                              window_seconds=window_seconds, rejoin_threshold=rejoin_threshold)

@@ -26,6 +26,7 @@ import re
 import sqlite3
 import threading
 import weakref
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ CLUSTER_ID_RE = re.compile(r"^cl_[0-9a-f]{12}$")
 DAY = 86400.0
 #: Episodes per group of users rebuilt together by ``recluster`` (bounds its memory)
 REBUILD_GROUP = 20_000
+#: clusters kept in memory across users (~1.6 KB each at 384 dims: ~80 MB at the cap)
+MAX_CACHED_CLUSTERS = 50_000
 
 
 class UnknownCluster(EverosError, KeyError):
@@ -140,11 +143,28 @@ def _where_ref(ref: UserRef | None, alias: str = "") -> tuple[str, tuple[str, ..
 
 class _Cache:
     """The in-memory cluster state of one runtime, shared by every ``ClusterService`` made on
-    it (the indexer, Reflection and the CLI each construct their own)."""
+    it (the indexer, Reflection and the CLI each construct their own). Bounded: past
+    ``MAX_CACHED_CLUSTERS`` clusters, the users used least recently are dropped (and reloaded
+    from SQLite when next needed), so a daemon serving many users stays within its budget."""
 
     def __init__(self) -> None:
         self.lock = threading.RLock()
-        self.users: dict[UserRef, UserClusters] = {}
+        self.users: OrderedDict[UserRef, UserClusters] = OrderedDict()
+
+    def use(self, ref: UserRef, st: UserClusters, keep: Iterable[UserRef]) -> None:
+        self.users[ref] = st
+        self.users.move_to_end(ref)
+        self.trim({ref, *keep})
+
+    def trim(self, keep: Iterable[UserRef] = ()) -> None:
+        """Drop least recently used users (never those in ``keep``) beyond the cap."""
+        keep = set(keep)
+        total = sum(len(s) for s in self.users.values())
+        for old in list(self.users):
+            if total <= MAX_CACHED_CLUSTERS:
+                break
+            if old not in keep:
+                total -= len(self.users.pop(old))
 
 
 _CACHES: weakref.WeakKeyDictionary[Any, _Cache] = weakref.WeakKeyDictionary()
@@ -200,7 +220,7 @@ class _Write:
         if st is None or st.version != version:
             st = self._load(ref)
             st.version = version
-            self.cache.users[ref] = st
+        self.cache.use(ref, st, self.touched)
         self.touched[ref] = st
         return st
 
@@ -215,7 +235,7 @@ class _Write:
     def replace_state(self, ref: UserRef, st: UserClusters) -> None:
         """``recluster``: the rebuilt clusters become the user's state once committed."""
         self.touched[ref] = st
-        self.cache.users[ref] = st
+        self.cache.use(ref, st, self.touched)
 
     def refresh(self, ref: UserRef, cluster_id: str) -> None:
         """Re-read one cluster after SQL changed it (or removed it)."""
@@ -288,6 +308,7 @@ class _Write:
         self.flush()
         for ref, st in self.touched.items():
             st.version = _version(self.conn, ref)
+        self.cache.trim(keep=list(self.touched)[-1:])
 
 
 def _version(conn: sqlite3.Connection, ref: UserRef) -> int | None:

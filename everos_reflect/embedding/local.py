@@ -22,6 +22,8 @@ from everos_reflect.errors import ProviderUnavailable
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained on; longer text is truncated
+#: cap on batch × width² per model call: 32 texts up to 128 tokens, 8 texts of 256
+MAX_BATCH_CELLS = 32 * 128 * 128
 DIM = 384
 
 
@@ -126,6 +128,24 @@ class LocalEmbedder:
             self._tokenizer = tokenizer
             self._session = session
 
+    def _batches(self, order: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
+        """Consecutive runs of ``order`` (ascending length): at most ``batch_size`` texts, and
+        fewer when long, so that batch × width² (the size of each attention matrix) stays
+        under ``MAX_BATCH_CELLS``; a batch of 32 texts of 256 tokens would otherwise hold
+        attention buffers of hundreds of MB at once."""
+        out: list[np.ndarray] = []
+        start = 0
+        while start < len(order):
+            end = start + 1
+            while end < len(order) and end - start < self.batch_size:
+                width = int(lengths[order[end]])
+                if (end - start + 1) * width * width > MAX_BATCH_CELLS:
+                    break
+                end += 1
+            out.append(order[start:end])
+            start = end
+        return out
+
     def embed(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -135,8 +155,7 @@ class LocalEmbedder:
         # Similar lengths batched together: far less padding to compute through.
         order = np.argsort(lengths, kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            batch = order[start : start + self.batch_size]
+        for batch in self._batches(order, lengths):
             width = int(lengths[batch].max())
             input_ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)
