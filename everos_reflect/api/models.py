@@ -23,6 +23,10 @@ class SearchRequest(Strict):
     project_id: str | None = None
     mode: str | None = Field(None, description="hybrid | vector | keyword (default: settings).")
     include_deprecated: bool = False
+    kinds: list[str] | None = Field(
+        None, max_length=7,
+        description="Entry kinds to search (episode, atomic_fact, insight, ...); default episode.")
+    include_stale: bool = False
 
 
 class EpisodeRequest(Strict):
@@ -70,5 +74,23 @@ class LessonsQuery(Strict):
 
     task_type: str = Field(min_length=1, max_length=128)
     user_id: str | None = Field(None, description="One user; default: every user.")
+    app_id: str | None = None
+    project_id: str | None = None
+
+
+class InsightsQuery(Strict):
+    """The query of ``GET /api/v1/memory/insights``."""
+
+    user_id: str
+    app_id: str | None = None
+    project_id: str | None = None
+    include_stale: bool = False
+
+
+class ExplainQuery(Strict):
+    """``GET /api/v1/memory/explain/{entry_id}``: the path's id and the query's user."""
+
+    entry_id: str = Field(min_length=1, max_length=64)
+    user_id: str
     app_id: str | None = None
     project_id: str | None = None
