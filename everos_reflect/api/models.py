@@ -6,6 +6,8 @@ the same message: a misspelt field is an error (``extra="forbid"``), sizes are b
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 
@@ -32,3 +34,41 @@ class EpisodeRequest(Strict):
     timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).")
     session_id: str | None = None
     importance: int | None = Field(None, ge=1, le=10)
+
+
+class TaskRecordRequest(Strict):
+    """``POST /api/v1/tasks``: a task record (bounds are checked again by ``new_task``)."""
+
+    user_id: str
+    app_id: str | None = None
+    project_id: str | None = None
+    task_type: str = Field(min_length=1, max_length=128, description="e.g. deploy")
+    goal: str = Field(min_length=1, max_length=4000)
+    steps: list[str] = Field(min_length=1, max_length=100, description="One entry per step.")
+    outcome: Literal["success", "failure", "partial"]
+    errors: list[str] = Field(default_factory=list, max_length=50)
+    outcome_note: str | None = Field(None, max_length=4000,
+                                     description="What happened; default: the outcome word.")
+    timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).")
+
+
+class BriefingRequest(Strict):
+    """``POST /api/v1/memory/briefing``: one bounded block of memory for a query."""
+
+    user_id: str
+    app_id: str | None = None
+    project_id: str | None = None
+    query: str = Field(min_length=1, max_length=2000)
+    task_type: str | None = Field(None, description="Adds the lessons of this task type.")
+    max_tokens: int = Field(1000, ge=1, le=32000,
+                            description="Budget of the whole block, in the bundled tokenizer's "
+                                        "tokens.")
+
+
+class LessonsQuery(Strict):
+    """``GET /api/v1/lessons``: the live lessons of a task type, most confirmed first."""
+
+    task_type: str = Field(min_length=1, max_length=128)
+    user_id: str | None = Field(None, description="One user; default: every user.")
+    app_id: str | None = None
+    project_id: str | None = None
