@@ -23,6 +23,10 @@ class SearchRequest(Strict):
     project_id: str | None = None
     mode: str | None = Field(None, description="hybrid | vector | keyword (default: settings).")
     include_deprecated: bool = False
+    kinds: list[str] | None = Field(
+        None, max_length=7,
+        description="Entry kinds to search (episode, atomic_fact, insight, ...); default episode.")
+    include_stale: bool = False
 
 
 class EpisodeRequest(Strict):
