@@ -76,3 +76,21 @@ class LessonsQuery(Strict):
     user_id: str | None = Field(None, description="One user; default: every user.")
     app_id: str | None = None
     project_id: str | None = None
+
+
+class InsightsQuery(Strict):
+    """The query of ``GET /api/v1/memory/insights``."""
+
+    user_id: str
+    app_id: str | None = None
+    project_id: str | None = None
+    include_stale: bool = False
+
+
+class ExplainQuery(Strict):
+    """``GET /api/v1/memory/explain/{entry_id}``: the path's id and the query's user."""
+
+    entry_id: str = Field(min_length=1, max_length=64)
+    user_id: str
+    app_id: str | None = None
+    project_id: str | None = None
