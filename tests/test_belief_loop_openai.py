@@ -11,11 +11,13 @@ from typing import Any
 
 from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.engine.engine import Engine
+from everos_reflect.index.search import search
 from everos_reflect.llm.openai_llm import OpenAILLM
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 from everos_reflect.strategies import belief_views
+from everos_reflect.strategies.insight_views import explain
 
 pytest_plugins = ["tests.fake_openai"]
 
@@ -192,5 +194,18 @@ def test_the_self_auditing_loop_of_seed_004(root: Path, fake_openai: Any) -> Non
             level = below(level)
             texts |= {rt.store.get(ADA, i).content for i in level if i.startswith("ep_")}
         assert OBSERVATION in texts
+        # ... and `explain` shows that same descent, tier by tier
+        def walk(node: dict[str, Any]) -> list[dict[str, Any]]:
+            return [node] + [n for child in node["evidence"] for n in walk(child)]
+
+        nodes = walk(explain(rt, ADA, rec.id))
+        assert {n["kind"] for n in nodes} == {"insight", "relation", "conviction", "episode"}
+        assert any(n["kind"] == "episode" and n["text"] == OBSERVATION for n in nodes)
+
+        # 7. search returns convictions and relations, each hit tagged with its kind
+        hits = search(rt, "enterprise", top_k=10, user_id=ADA.user_id,
+                      kinds=["conviction", "relation"], mode="keyword")
+        assert {h.kind for h in hits} == {"conviction", "relation"}
+        assert any(PIVOT in h.episode for h in hits) and any(EDGE_1 in h.episode for h in hits)
     finally:
         rt.close()
