@@ -20,7 +20,9 @@ from everos_reflect.errors import InvalidEpisode, InvalidId
 DEFAULT_APP = "default_app"
 DEFAULT_PROJECT = "default_project"
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+#: app, project, user (and session) ids; also published in the OpenAPI schema.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+_NAME_RE = re.compile(NAME_PATTERN)
 
 
 def validate_name(value: object, what: str = "user_id") -> str:

@@ -7,6 +7,7 @@ own kind of error with :func:`error_code`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect import errors
@@ -22,6 +23,7 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
     (errors.UnknownEntry, 404, "unknown_entry"),
     (errors.InvalidId, 422, "invalid_id"),
     (errors.InvalidEpisode, 422, "invalid_request"),
+    (errors.TooLarge, 422, "too_large"),
     (errors.ConfigError, 400, "invalid_config"),
     (errors.StrategyBusy, 409, "busy"),
     (errors.UndoRefused, 409, "undo_refused"),
@@ -37,6 +39,18 @@ def error_code(exc: BaseException) -> tuple[int, str]:
         if isinstance(exc, kind):
             return status, code
     return 400, "bad_request"
+
+
+def validation_message(problems: Sequence[Any]) -> str:
+    """One line from pydantic's errors, the same for every edge: ``field: reason; ...``. A
+    domain error raised by a validator (an invalid id) keeps its own message."""
+    parts = []
+    for err in problems:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        cause = (err.get("ctx") or {}).get("error")
+        message = str(cause) if isinstance(cause, errors.EverosError) else err.get("msg")
+        parts.append(f"{where}: {message or 'invalid'}")
+    return "; ".join(parts) or "invalid request"
 
 
 def _ref(user_id: str, app_id: str | None, project_id: str | None) -> UserRef:

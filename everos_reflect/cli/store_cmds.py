@@ -148,7 +148,8 @@ def add_cmd(
     except InvalidEpisode as exc:
         fail(f"--{exc.field} {exc.reason}")
     meta, day = episode.meta, episode.day
-    store = MarkdownStore(existing_root(root))
+    path = existing_root(root)
+    store = MarkdownStore(path, limits=load_settings(path).limits)
     entry = store.append(ref, Kind.EPISODE, meta, episode.sections, day=day)
     if as_json:
         emit_json({
@@ -335,7 +336,11 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
     from everos_reflect.markdown.store import MarkdownStore
 
     path = existing_root(root)
-    scan = _scan_with_progress(MarkdownStore(path), "Checking daily logs")
+    try:
+        limits = load_settings(path).limits
+    except ConfigError:
+        limits = None  # reported below with the other config problems; checked with defaults
+    scan = _scan_with_progress(MarkdownStore(path, limits=limits), "Checking daily logs")
     checked = scan.files
     problems = config_problems(path) + scan.problems
     errors = [p for p in problems if p.severity != "warning"]

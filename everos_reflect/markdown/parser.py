@@ -257,10 +257,15 @@ def header_text(text: str) -> str:
     return text[: end.end()] if end else text
 
 
+#: Default ``max_entry_bytes`` (the shipped ``limits.max_entry_bytes``; callers pass theirs).
+MAX_ENTRY_BYTES = 256 << 10
+
+
 class _Parser:
-    def __init__(self, text: str, path: str) -> None:
+    def __init__(self, text: str, path: str, max_entry_bytes: int = MAX_ENTRY_BYTES) -> None:
         self.text = text
         self.path = path
+        self.max_entry_bytes = max_entry_bytes
         self.lines = split_lines(text)
         self.bare = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
         del self.bare[len(self.lines) :]  # the empty piece after a final newline
@@ -405,6 +410,11 @@ class _Parser:
         if eid.kind != log.kind or eid.day != log.day:
             self.report(line_no, f"entry id {entry_id} does not belong in this file (kind or date)")
             return None
+        size = sum(_utf8_size(line) for line in self.lines[first : last + 1])
+        if size > self.max_entry_bytes:
+            self.report(line_no, f"entry {entry_id} is {size:,} bytes, over limits."
+                        f"max_entry_bytes ({self.max_entry_bytes:,}); not read")
+            return None
 
         k = first + 1
         while k < last and not self.bare[k].strip():
@@ -512,15 +522,22 @@ class _Parser:
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")
 
 
-def parse_log(text: str, path: str = "<text>", *, entries: bool = True) -> DailyLog:
+def parse_log(
+    text: str,
+    path: str = "<text>",
+    *,
+    entries: bool = True,
+    max_entry_bytes: int = MAX_ENTRY_BYTES,
+) -> DailyLog:
     """Parse one daily-log file. Never raises; problems are in ``DailyLog.diagnostics``.
 
     ``entries=False`` reads only the file frontmatter (kind, day, ``deprecated_entries``,
-    fatal problems): all a writer needs, at a fraction of the cost for a long file.
+    fatal problems): all a writer needs, at a fraction of the cost for a long file. An entry
+    over ``max_entry_bytes`` (UTF-8, marker to marker) is an error and is not read.
     """
     try:
         if entries:
-            return _Parser(text, path).parse()
+            return _Parser(text, path, max_entry_bytes).parse()
         log = _Parser(header_text(text), path).parse(entries=False)
         log.text = text
         return log

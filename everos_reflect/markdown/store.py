@@ -21,7 +21,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from everos_reflect.errors import InvalidId, MarkdownError, UnknownEntry
+from everos_reflect.errors import InvalidId, MarkdownError, TooLarge, UnknownEntry
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
     UNDONE,
@@ -42,6 +42,7 @@ from everos_reflect.model import (
     parse_timestamp,
     validate_name,
 )
+from everos_reflect.settings import LimitsSettings
 
 _FILENAME_RE = LOG_FILENAME_RE
 _EDIT_ATTEMPTS = 5
@@ -50,10 +51,17 @@ _EDIT_ATTEMPTS = 5
 class MarkdownStore:
     """Daily logs of every user under ``root`` (layout in SPEC §2)."""
 
-    def __init__(self, root: str | os.PathLike[str], *, lock_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        lock_timeout: float = 60.0,
+        limits: LimitsSettings | None = None,
+    ) -> None:
         self.root = Path(root)
         self._abs_root = Path(os.path.abspath(self.root))
         self.lock_timeout = lock_timeout
+        self.limits = limits or LimitsSettings()
         self._locks: dict[str, FileLock] = {}
         self._locks_guard = threading.Lock()
 
@@ -137,8 +145,28 @@ class MarkdownStore:
                         yield path
 
     def read(self, path: str | os.PathLike[str]) -> DailyLog:
-        """Parse one file (raises ``FileNotFoundError`` when it does not exist)."""
-        return self._parse(Path(path).read_bytes(), Path(path))
+        """Parse one file (raises ``FileNotFoundError`` when it does not exist). A file over
+        ``limits.max_file_bytes`` is not read: the log has one fatal diagnostic saying so."""
+        path = Path(path)
+        try:
+            data = self._load(path)
+        except TooLarge as exc:
+            label = self._label(path)
+            log = DailyLog(label, None, None, {})
+            log.diagnostics.append(Diagnostic(label, 0, f"{exc}; not read", "fatal"))
+            return log
+        return self._parse(data, path)
+
+    def _load(self, path: Path) -> bytes:
+        """The file's bytes, never more than ``limits.max_file_bytes`` in memory (raises
+        :class:`TooLarge` beyond, ``FileNotFoundError`` when absent)."""
+        limit = self.limits.max_file_bytes
+        with open(path, "rb") as fh:
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read(limit + 1) if size <= limit else b""
+        if size > limit or len(data) > limit:
+            raise TooLarge("the log", max(size, len(data)), "limits.max_file_bytes", limit)
+        return data
 
     def get(self, ref: UserRef, entry_id: str) -> Entry:
         path = self.path_for_id(ref, entry_id)
@@ -161,7 +189,8 @@ class MarkdownStore:
             log = DailyLog(label, None, None, {})
             log.diagnostics.append(Diagnostic(label, line, "file is not valid UTF-8", "fatal"))
             return log
-        return parse_log(text, label, entries=entries)
+        return parse_log(text, label, entries=entries,
+                         max_entry_bytes=self.limits.max_entry_bytes)
 
     def _label(self, path: Path) -> str:
         try:
@@ -227,7 +256,16 @@ class MarkdownStore:
             log = self._writable(parse_log(text, label, entries=False))
             entry_id = str(EntryId(kind, day, next_seq(log)))
             prefix = writer.append_entry(text, "")
-            new_text = writer.append_entry(text, writer.render_entry(entry_id, values, sections))
+            block = writer.render_entry(entry_id, values, sections)
+            size = len(block.encode("utf-8"))
+            if size > self.limits.max_entry_bytes:
+                raise TooLarge("the entry", size, "limits.max_entry_bytes",
+                               self.limits.max_entry_bytes)
+            new_text = writer.append_entry(text, block)
+            grown = len(new_text.encode("utf-8"))
+            if grown > self.limits.max_file_bytes:
+                raise TooLarge(f"{label} with this entry", grown, "limits.max_file_bytes",
+                               self.limits.max_file_bytes)
             entry = self._parse_back(log, prefix, new_text[len(prefix) :], entry_id)
             created.append(entry)
             return new_text
@@ -296,13 +334,17 @@ class MarkdownStore:
         return removed
 
     def archive_blockers(self, ref: UserRef, ids: Iterable[str]) -> list[str]:
-        """Why the files holding ``ids`` cannot be archived into (one reason per file; empty when
-        they all can): Reflection checks this before it merges, so a cluster is skipped with the
-        reason instead of failing half-way through its commit."""
+        """Why the files holding ``ids`` cannot be archived into (duplicate ids, over the size
+        limit), one reason per file; empty when they all can. Reflection checks this before it
+        commits, so a cluster is skipped with the reason instead of failing half-way."""
         reasons = []
         for path in sorted({self.path_for_id(ref, i) for i in ids}):
-            data = _read_or_none(path)
-            if data is None:
+            try:
+                data = self._load(path)
+            except FileNotFoundError:
+                continue
+            except TooLarge as exc:
+                reasons.append(f"{self.rel(path)}: {exc}")
                 continue
             dups = duplicate_ids(data.decode("utf-8", "replace"))
             if dups:
@@ -315,7 +357,8 @@ class MarkdownStore:
         """Parse a just-rendered block as the file will hold it; strict with our own writes:
         never write an entry that would not read back."""
         header = header_text(prefix)
-        check = parse_log(header + block, log.path)
+        check = parse_log(header + block, log.path,
+                          max_entry_bytes=self.limits.max_entry_bytes)
         entry = next((e for e in check.entries if e.id == entry_id), None)
         if entry is None:
             reason = "; ".join(d.message for d in check.diagnostics) or "it does not parse back"
@@ -334,7 +377,7 @@ class MarkdownStore:
         alone) under the file lock."""
         with self.lock(path):
             for _ in range(_EDIT_ATTEMPTS):
-                before = _read_or_none(path)
+                before = self._load_or_none(path)
                 text = None
                 if before is not None:
                     log = self._parse(before, path, entries=False)
@@ -343,11 +386,19 @@ class MarkdownStore:
                 new_text = edit(text)
                 if new_text is None or new_text == text:
                     return
-                if _read_or_none(path) != before:
+                if self._load_or_none(path) != before:
                     continue  # edited by hand meanwhile: redo the edit on the new text
                 _atomic_write(path, new_text.encode("utf-8"))
                 return
         raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
+
+    def _load_or_none(self, path: Path) -> bytes | None:
+        try:
+            return self._load(path)
+        except FileNotFoundError:
+            return None
+        except TooLarge as exc:
+            raise MarkdownError(self._label(path), 0, f"not writing this file: {exc}") from exc
 
 
 def _refuse_duplicates(text: str, label: str, what: str) -> None:
@@ -361,12 +412,6 @@ def _refuse_duplicates(text: str, label: str, what: str) -> None:
             f"not {what} this file: duplicate entry id {entry_id} (lines "
             f"{', '.join(map(str, at))}); rename or remove one of them (see `lint`)")
 
-
-def _read_or_none(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
