@@ -407,6 +407,16 @@ class Indexer:
         rel = self.rt.store.rel(path)
         stored = self._stored_entries(rel)
         limits = self.rt.settings.limits
+        if self.rt.store.leaves_root(path):
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
+            away = Diagnostic(rel, 0, "not read: it is a symlink leading outside the memory root",
+                              severity="fatal")
+            # Nothing of it is indexed: what an earlier version of the link held goes too.
+            return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored), problems=[away],
+                                                 fatal=True), (st.st_mtime_ns, st.st_size, ""))
         try:
             with open(path, "rb") as fh:
                 st = os.fstat(fh.fileno())  # stats first: a later write shows up as a change

@@ -60,6 +60,7 @@ class MarkdownStore:
     ) -> None:
         self.root = Path(root)
         self._abs_root = Path(os.path.abspath(self.root))
+        self._real_root = os.path.realpath(self.root)
         self.lock_timeout = lock_timeout
         self.limits = limits or LimitsSettings()
         self._locks: dict[str, FileLock] = {}
@@ -115,39 +116,79 @@ class MarkdownStore:
         return ref, kind, day
 
     # -- reading --------------------------------------------------------------------------------
-    def iter_users(self) -> Iterator[UserRef]:
-        """Every user with a folder under the root, sorted; folders with unsafe names skipped."""
+    def leaves_root(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` resolves (through symlinks) to a place outside the root. Such a path
+        is never read or written: a link to ``/etc/passwd`` named like a log must not leak it."""
+        real = os.path.realpath(path)
+        return not (real == self._real_root or real.startswith(self._real_root + os.sep))
+
+    def iter_users(self, outside: list[str] | None = None) -> Iterator[UserRef]:
+        """Every user with a folder under the root, sorted; folders with unsafe names skipped,
+        and so are symlinked folders that lead outside the root (their paths are appended to
+        ``outside`` when given, for ``lint`` to report)."""
         if not self.root.is_dir():
             return
         found = []
-        for users in self.root.glob("*/*/users"):
-            for user in users.iterdir():
-                if not user.is_dir():
+        for app in self._subdirs(self.root, outside):
+            for project in self._subdirs(app, outside):
+                users = Path(project.path) / "users"
+                if not users.is_dir() or self._escapes(users, outside):
                     continue
-                try:
-                    found.append(UserRef(users.parent.parent.name, users.parent.name, user.name))
-                except InvalidId:
-                    continue
+                for user in self._subdirs(users, outside):
+                    try:
+                        found.append(UserRef(app.name, project.name, user.name))
+                    except InvalidId:
+                        continue
         yield from sorted(found)
 
     def iter_files(
-        self, ref: UserRef | None = None, kinds: Iterable[Kind] | None = None
+        self,
+        ref: UserRef | None = None,
+        kinds: Iterable[Kind] | None = None,
+        outside: list[str] | None = None,
     ) -> Iterator[Path]:
-        """Daily-log files (sorted by user, kind, day) of one user or all users."""
+        """Daily-log files (sorted by user, kind, day) of one user or all users. Files and
+        folders that are symlinks leading outside the root are skipped (and appended to
+        ``outside`` when given)."""
         wanted = list(kinds) if kinds is not None else list(Kind)
-        for user in [ref] if ref is not None else self.iter_users():
+        for user in [ref] if ref is not None else self.iter_users(outside):
+            user_dir = self.user_dir(user)
+            if ref is not None and user_dir.is_dir() and self.leaves_root(user_dir):
+                if outside is not None:
+                    outside.append(self._label(user_dir))
+                continue
             for kind in wanted:
-                folder = self.user_dir(user) / kind.folder
-                if not folder.is_dir():
+                folder = user_dir / kind.folder
+                if not folder.is_dir() or self._escapes(folder, outside):
                     continue
                 for path in sorted(folder.glob(f"{kind.stem}-*.md")):
-                    if path.is_file() and _FILENAME_RE.fullmatch(path.name):
+                    if (path.is_file() and _FILENAME_RE.fullmatch(path.name)
+                            and not self._escapes(path, outside)):
                         yield path
+
+    def _subdirs(self, folder: str | os.PathLike[str],
+                 outside: list[str] | None) -> list[os.DirEntry[str]]:
+        """Sub-folders (not hidden) of ``folder`` that stay inside the root."""
+        try:
+            found = [e for e in os.scandir(folder) if not e.name.startswith(".") and e.is_dir()]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [e for e in found if not (e.is_symlink() and self._escapes(e.path, outside))]
+
+    def _escapes(self, path: str | os.PathLike[str], outside: list[str] | None) -> bool:
+        """A symlink (or a path through one) leading outside the root; noted in ``outside``."""
+        if not os.path.islink(path) or not self.leaves_root(path):
+            return False
+        if outside is not None:
+            outside.append(self._label(Path(path)))
+        return True
 
     def read(self, path: str | os.PathLike[str]) -> DailyLog:
         """Parse one file (raises ``FileNotFoundError`` when it does not exist). A file over
         ``limits.max_file_bytes`` is not read: the log has one fatal diagnostic saying so."""
         path = Path(path)
+        if self.leaves_root(path):
+            return self._refused(path, "it is a symlink leading outside the memory root")
         try:
             data = self._load(path)
         except TooLarge as exc:
@@ -156,6 +197,12 @@ class MarkdownStore:
             log.diagnostics.append(Diagnostic(label, 0, f"{exc}; not read", "fatal"))
             return log
         return self._parse(data, path)
+
+    def _refused(self, path: Path, reason: str) -> DailyLog:
+        label = self._label(path)
+        log = DailyLog(label, None, None, {})
+        log.diagnostics.append(Diagnostic(label, 0, f"not read: {reason}", "fatal"))
+        return log
 
     def _load(self, path: Path) -> bytes:
         """The file's bytes, never more than ``limits.max_file_bytes`` in memory (raises
@@ -393,6 +440,9 @@ class MarkdownStore:
         raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
 
     def _load_or_none(self, path: Path) -> bytes | None:
+        if self.leaves_root(path):
+            raise MarkdownError(self._label(path), 0, "not writing this file: it is a symlink "
+                                "leading outside the memory root")
         try:
             return self._load(path)
         except FileNotFoundError:
