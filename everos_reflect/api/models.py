@@ -12,6 +12,7 @@ from typing import Annotated
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
 
+from everos_reflect.index.search import MAX_TOP_K
 from everos_reflect.model import ENTRY_ID_RE, NAME_PATTERN, EntryId, validate_name
 
 
@@ -39,7 +40,7 @@ EntryIdText = Annotated[str, AfterValidator(_entry_id), Field(
 
 class SearchRequest(Strict):
     query: str = Field(min_length=1)
-    top_k: int = Field(5, ge=1, le=100)
+    top_k: int = Field(5, ge=1, le=MAX_TOP_K)
     user_id: Name | None = None
     app_id: Name | None = None
     project_id: Name | None = None
