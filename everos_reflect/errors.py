@@ -72,3 +72,7 @@ class StrategyBusy(EverosError):
 
 class UndoRefused(EverosError):
     """An undo that would orphan later work unless told to cascade."""
+
+
+class ResolveRefused(EverosError):
+    """A relation cannot be resolved as asked (already resolved, not a relation, empty note)."""

@@ -182,4 +182,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         """Append an Episode to the user's daily log; the watcher indexes it shortly after."""
         return {"data": ops.add_episode(runtime, body)}
 
+    from everos_reflect.api.belief_routes import belief_router
+
+    app.include_router(belief_router(runtime, guarded, API))
     return app

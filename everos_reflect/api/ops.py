@@ -27,6 +27,7 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
     (errors.ConfigError, 400, "invalid_config"),
     (errors.StrategyBusy, 409, "busy"),
     (errors.UndoRefused, 409, "undo_refused"),
+    (errors.ResolveRefused, 409, "resolve_refused"),
     (errors.MarkdownError, 409, "unparseable_file"),
     (errors.ProviderUnavailable, 503, "provider_unavailable"),
     (errors.EverosError, 400, "bad_request"),

@@ -5,9 +5,11 @@ from __future__ import annotations
 import click
 
 from everos_reflect.cli import (
+    belief_cmds,
     cluster_cmds,
     demo_cmds,
     engine_cmds,
+    fleet_cmds,
     index_cmds,
     memory_cmds,
     reflect_cmds,
@@ -28,7 +30,9 @@ for _module in (
     reflect_cmds,
     demo_cmds,
     engine_cmds,
+    fleet_cmds,
     memory_cmds,
+    belief_cmds,
 ):
     for _command in _module.COMMANDS:
         cli.add_command(_command)

@@ -167,6 +167,25 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE consolidated_entry_id IS NOT NULL;
         """,
     ),
+    (
+        "0008_change_cursors",
+        """
+        -- What each strategy has consumed of its "changes" sources, per owner: an entry id with
+        -- the hash of the text the strategy saw (an edited text is new again). Coordination
+        -- state like runs: reindex keeps it.
+        CREATE TABLE change_cursor (
+            strategy    TEXT NOT NULL,
+            app_id      TEXT NOT NULL,
+            project_id  TEXT NOT NULL,
+            user_id     TEXT NOT NULL,
+            entry_id    TEXT NOT NULL,
+            text_hash   TEXT NOT NULL,
+            run_id      TEXT,
+            consumed_at TEXT NOT NULL,
+            PRIMARY KEY (strategy, app_id, project_id, user_id, entry_id, text_hash)
+        );
+        """,
+    ),
 ]
 
 

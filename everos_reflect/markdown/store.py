@@ -320,6 +320,71 @@ class MarkdownStore:
         self._edit(path, edit)
         return created[0]
 
+    def append_many(
+        self,
+        ref: UserRef,
+        kind: Kind,
+        items: Iterable[tuple[Mapping[str, Any], Mapping[str, str]]],
+        *,
+        day: date | None = None,
+    ) -> list[Entry]:
+        """Append several entries to one daily log in one atomic write: all or none of them.
+
+        A derivation that writes several records (a worldview run's convictions, a detector's
+        edges) can then never leave half of them behind after a crash.
+        """
+        day = day or datetime.now(UTC).date()
+        path = self.log_path(ref, kind, day)
+        label = self._label(path)
+        rows = []
+        for meta, sections in items:
+            owner = meta.get("owner_id", ref.user_id)
+            if owner != ref.user_id:
+                raise InvalidId(f"owner_id {owner!r} does not match user {ref.user_id!r}")
+            stamp = meta.get("timestamp")
+            when = datetime.now(UTC) if stamp is None else parse_timestamp(stamp)
+            if when is None:
+                raise MarkdownError(label, 0, f"unreadable timestamp {stamp!r}")
+            rows.append(({**meta, "owner_id": owner, "timestamp": when}, sections))
+        created: list[Entry] = []
+        if not rows:
+            return created
+
+        def edit(text: str | None) -> str:
+            created.clear()
+            if text is None or not text.strip():
+                text = writer.new_log_text(kind, ref.user_id, day)
+            log = self._writable(parse_log(text, label, entries=False))
+            seq = next_seq(log)
+            new_text = text
+            for offset, (meta, sections) in enumerate(rows):
+                entry_id = str(EntryId(kind, day, seq + offset))
+                prefix = writer.append_entry(new_text, "")
+                new_text = writer.append_entry(
+                    new_text, writer.render_entry(entry_id, meta, sections))
+                created.append(self._parse_back(log, prefix, new_text[len(prefix):], entry_id))
+            return new_text
+
+        self._edit(path, edit)
+        return list(created)
+
+    def update_meta(self, ref: UserRef, entry_id: str, updates: Mapping[str, Any]) -> Entry:
+        """Set (``None``: remove) metadata keys of one entry the daemon created; returns the
+        entry as written. Raises :class:`UnknownEntry` when it is not there."""
+        path = self.path_for_id(ref, entry_id)
+        label = self._label(path)
+
+        def edit(text: str | None) -> str:
+            if text is None:
+                raise UnknownEntry(f"no entry {entry_id} for user {ref}")
+            log = self._writable(parse_log(text, label))
+            if all(e.id != entry_id for e in log.entries):
+                raise UnknownEntry(f"no entry {entry_id} for user {ref}")
+            return writer.set_entry_meta(text, entry_id, updates)
+
+        self._edit(path, edit)
+        return self.get(ref, entry_id)
+
     def deprecate(self, ref: UserRef, mapping: Mapping[str, str]) -> dict[str, str]:
         """Record ``old -> new`` in the frontmatter of each old entry's file.
 

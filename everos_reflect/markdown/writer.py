@@ -28,6 +28,7 @@ from everos_reflect.markdown.parser import (
     load_yaml,
     newline_of,
     parse_entry_id,
+    parse_log,
     split_lines,
 )
 from everos_reflect.model import Kind, format_timestamp
@@ -251,3 +252,40 @@ def remove_deprecations(text: str, ids: Iterable[str]) -> str:
     else:
         new_lines = lines[: span[0]] + _block(remaining, newline_of(text)) + lines[span[1] :]
     return _verified("".join(new_lines), data, remaining)
+
+
+def set_entry_meta(text: str, entry_id: str, updates: Mapping[str, Any]) -> str:
+    """``text`` with the metadata block of ``entry_id`` updated: keys of ``updates`` set (a
+    ``None`` value removes the key), every other key kept in its place.
+
+    Only for entries the daemon created (SPEC §10: it may rewrite their metadata, never a
+    person's): the block is re-dumped, the rest of the file is left byte for byte. The result
+    is verified by parsing it back; anything else changing raises :class:`MarkdownError`.
+    """
+    before = parse_log(text)
+    entry = next((e for e in before.entries if e.id == entry_id), None)
+    if entry is None:
+        raise MarkdownError("<text>", 0, f"no entry {entry_id} to update")
+    lines = split_lines(text)
+    first = entry.line - 1
+    start = next(i for i in range(first + 1, len(lines)) if bare(lines[i]).strip())
+    end = next(i for i in range(start + 1, len(lines)) if bare(lines[i]).rstrip() == "---")
+    meta = dict(entry.meta)
+    for key, value in updates.items():
+        if not isinstance(key, str) or not key.strip() or key != key.strip():
+            raise MarkdownError(f"entry {entry_id}", 0, f"invalid metadata key {key!r}")
+        if value is None:
+            meta.pop(key, None)
+        else:
+            meta[key] = value
+    nl = newline_of(text)
+    block = _dump(meta).replace("\n", nl) if meta else ""
+    new_text = "".join(lines[: start + 1]) + block + "".join(lines[end:])
+    after = parse_log(new_text)
+    old = {e.id: (e.meta, e.sections) for e in before.entries if e.id != entry_id}
+    new = {e.id: (e.meta, e.sections) for e in after.entries if e.id != entry_id}
+    changed = next((e for e in after.entries if e.id == entry_id), None)
+    if (old != new or after.frontmatter != before.frontmatter or changed is None
+            or changed.sections != entry.sections):
+        raise MarkdownError("<text>", entry.line, f"could not update {entry_id} safely")
+    return new_text

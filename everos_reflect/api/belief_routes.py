@@ -1,0 +1,56 @@
+"""HTTP routes of the belief tiers (SPEC §10): ``GET /api/v1/memory/worldview``,
+``GET /api/v1/memory/relations``, ``POST /api/v1/memory/relations/{id}/resolve``.
+
+Kept apart from ``app.py`` and included by it; each route is one call into
+:mod:`everos_reflect.strategies.belief_views`, the same functions the CLI uses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Query
+from pydantic import Field
+
+from everos_reflect.api.models import Strict
+from everos_reflect.model import UserRef
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+
+class ResolveRequest(Strict):
+    user_id: str
+    app_id: str | None = None
+    project_id: str | None = None
+    note: str = Field(min_length=1, max_length=2000)
+
+
+def belief_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -> APIRouter:
+    """The routes for one opened root; ``dependencies`` carry the API's bearer-token check."""
+    from everos_reflect.strategies import belief_views
+
+    router = APIRouter(prefix=prefix, dependencies=list(dependencies))
+
+    @router.get("/memory/worldview")
+    def worldview(user_id: str, app_id: str | None = None, project_id: str | None = None,
+                  history: bool = False) -> dict[str, Any]:
+        """The user's current convictions, one per key (every version with ``history``)."""
+        ref = UserRef.of(user_id, app_id, project_id)
+        return {"data": {"convictions": belief_views.worldview(runtime, ref, history=history)}}
+
+    @router.get("/memory/relations")
+    def relations(user_id: str, app_id: str | None = None, project_id: str | None = None,
+                  status: str | None = Query(None, max_length=32)) -> dict[str, Any]:
+        """The user's self-contradiction edges, newest first (``status`` filters)."""
+        ref = UserRef.of(user_id, app_id, project_id)
+        return {"data": {"relations": belief_views.relations(runtime, ref, status=status)}}
+
+    @router.post("/memory/relations/{rel_id}/resolve")
+    def resolve(rel_id: str, body: ResolveRequest) -> dict[str, Any]:
+        """Mark an active edge resolved with a note; the convictions are not touched."""
+        ref = UserRef.of(body.user_id, body.app_id, body.project_id)
+        return {"data": belief_views.resolve_relation(runtime, ref, rel_id, body.note)}
+
+    return router

@@ -1,0 +1,125 @@
+"""The belief tiers at the command line: ``worldview``, ``relations``, ``resolve``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from everos_reflect.cli.common import (
+    emit_json,
+    handle_errors,
+    json_option,
+    open_runtime,
+    root_option,
+)
+from everos_reflect.errors import EverosError
+
+if TYPE_CHECKING:
+    from everos_reflect.model import UserRef
+    from everos_reflect.runtime import Runtime
+
+
+def _user_options(fn: Any) -> Any:
+    fn = click.option("--project", default=None, help="Project id (default_project).")(fn)
+    fn = click.option("--app", default=None, help="App id (default_app).")(fn)
+    return click.option("--user", "user_id", default=None,
+                        help="User id (default: every user).")(fn)
+
+
+def _refs(runtime: Runtime, user_id: str | None, app: str | None,
+          project: str | None) -> list[UserRef]:
+    from everos_reflect.model import UserRef
+
+    if user_id is not None:
+        return [UserRef.of(user_id, app, project)]
+    return [r for r in runtime.store.iter_users()
+            if (app is None or r.app == app) and (project is None or r.project == project)]
+
+
+def _who(ref: UserRef) -> dict[str, str]:
+    return {"user_id": ref.user_id, "app_id": ref.app, "project_id": ref.project}
+
+
+@click.command("worldview")
+@root_option
+@_user_options
+@click.option("--history", is_flag=True, help="Every version of every key, newest first.")
+@json_option
+@handle_errors
+def worldview_cmd(root: str | None, user_id: str | None, app: str | None, project: str | None,
+                  history: bool, as_json: bool) -> None:
+    """The convictions an agent holds now: one per key (identity, strategy, commitments, ...)."""
+    from everos_reflect.strategies.belief_views import worldview
+
+    runtime = open_runtime(root)
+    rows = [{**_who(ref), **row} for ref in _refs(runtime, user_id, app, project)
+            for row in worldview(runtime, ref, history=history)]
+    if as_json:
+        emit_json({"convictions": rows})
+        return
+    if not rows:
+        click.echo("no convictions yet (update_worldview writes them from insights)")
+        return
+    for row in rows:
+        state = "" if row["live"] else f"  [archived by {row['deprecated_by']}]" \
+            if row["deprecated_by"] else f"  [{row['status']}]"
+        click.echo(f"{row['user_id']}  {row['id']}  {row['key']}: {row['text']}{state}")
+        click.echo(f"    evidence: {', '.join(row['evidence']) or '-'}  ({row['timestamp']})")
+
+
+@click.command("relations")
+@root_option
+@_user_options
+@click.option("--status", default=None, help="Only relations of this status (e.g. active).")
+@json_option
+@handle_errors
+def relations_cmd(root: str | None, user_id: str | None, app: str | None, project: str | None,
+                  status: str | None, as_json: bool) -> None:
+    """Self-contradiction edges between convictions, newest first."""
+    from everos_reflect.strategies.belief_views import relations
+
+    runtime = open_runtime(root)
+    rows = [{**_who(ref), **row} for ref in _refs(runtime, user_id, app, project)
+            for row in relations(runtime, ref, status=status)]
+    if as_json:
+        emit_json({"relations": rows})
+        return
+    if not rows:
+        click.echo("no relations" + (f" with status {status}" if status else ""))
+        return
+    for row in rows:
+        click.echo(f"{row['user_id']}  {row['id']}  [{row['status']}]  "
+                   f"{' x '.join(row['between'])}")
+        click.echo(f"    {row['text']}")
+        if row["resolution"]:
+            click.echo(f"    resolution: {row['resolution']}")
+
+
+@click.command("resolve")
+@root_option
+@click.argument("rel_id")
+@click.option("--note", required=True, help="Why the contradiction no longer stands.")
+@_user_options
+@json_option
+@handle_errors
+def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, app: str | None,
+                project: str | None, as_json: bool) -> None:
+    """Mark a self-contradiction edge resolved, with a note; the convictions stay as they are."""
+    from everos_reflect.strategies.belief_views import owners_of, resolve_relation
+
+    runtime = open_runtime(root)
+    refs = owners_of(runtime, rel_id, _refs(runtime, user_id, app, project))
+    if not refs:
+        raise EverosError(f"no relation {rel_id}" + (f" for user {user_id}" if user_id else ""))
+    if len(refs) > 1:
+        raise EverosError(f"{rel_id} exists for several users "
+                          f"({', '.join(str(r) for r in refs)}): name one with --user")
+    row = {**_who(refs[0]), **resolve_relation(runtime, refs[0], rel_id, note)}
+    if as_json:
+        emit_json(row)
+    else:
+        click.echo(f"{row['id']} resolved: {row['resolution']}")
+
+
+COMMANDS = [worldview_cmd, relations_cmd, resolve_cmd]

@@ -1,0 +1,152 @@
+"""``everos-reflect fleet run|serve|status``: many memory roots, one Ray cluster."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from everos_reflect.cli.common import emit_json, fail, handle_errors, json_option
+
+if TYPE_CHECKING:
+    from everos_reflect.fleet.work import RootResult
+
+fleet_option = click.option(
+    "--fleet", "fleet_file", required=True, type=click.Path(dir_okay=False, path_type=str),
+    help="The fleet.toml listing the roots and the Ray address.")
+
+
+@click.group("fleet")
+def fleet_group() -> None:
+    """Many memory roots run on a Ray cluster (needs: pip install 'everos-reflect[ray]')."""
+
+
+def _status_line(result: RootResult, done: int, total: int) -> str:
+    tail = f" merged={result.merges}" if result.status == "ok" else ""
+    tail += f" ({result.seconds:.1f} s)" if result.seconds else ""
+    tail += f": {result.error}" if result.error and result.status != "idle" else ""
+    return f"[{done}/{total}] {result.root}: {result.status}{tail}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Plain aligned columns; the last one is left unpadded (errors can be long). Paths stay
+    whole on one line, so the table reads the same in a terminal, a pipe or a log."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    return ["  ".join([c.ljust(w) for c, w in zip(r, widths, strict=False)] + [r[-1]]).rstrip()
+            for r in [header, *rows]]
+
+
+def _render_report(doc: dict[str, Any]) -> None:
+    rows = [[r["root"], r["status"], str(r["merges"]),
+             f"{r['seconds']:.1f}" if r["seconds"] else "-", r["error"] or ""]
+            for r in doc["results"]]
+    for line in _table(["root", "status", "merges", "duration s", "error"], rows):
+        click.echo(line)
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(doc["counts"].items()))
+    click.echo(f"{doc['strategy']}: {doc['roots']} roots, {doc['tasks']} Ray tasks, "
+               f"{doc['merges']} merges in {doc['seconds']:.1f} s ({counts})")
+
+
+@fleet_group.command("run")
+@click.argument("strategy")
+@fleet_option
+@click.option("--force", is_flag=True, help="Run even where the strategy is disabled.")
+@json_option
+@handle_errors
+def fleet_run_cmd(strategy: str, fleet_file: str, force: bool, as_json: bool) -> None:
+    """Run STRATEGY once on every root of the fleet that has work, one Ray task per root.
+
+    Exit status 1 when any root failed or was already running elsewhere.
+    """
+    from everos_reflect.fleet.config import read_fleet
+    from everos_reflect.fleet.ray_backend import require_ray, run_fleet
+
+    require_ray()
+    config, roots = read_fleet(fleet_file)
+    tty = sys.stderr.isatty()
+
+    def progress(result: RootResult, done: int, total: int) -> None:
+        if tty:  # progress on a terminal only; the table says it all otherwise
+            click.echo(_status_line(result, done, total), err=True)
+
+    report = run_fleet(config, roots, strategy, force=force, on_result=progress)
+    doc = report.as_dict()
+    if as_json:
+        emit_json(doc)
+    else:
+        _render_report(doc)
+    if not report.ok:
+        sys.exit(1)
+
+
+@fleet_group.command("serve")
+@fleet_option
+@handle_errors
+def fleet_serve_cmd(fleet_file: str) -> None:
+    """One scheduler for the whole fleet: submit each root's due runs to Ray, until
+    SIGTERM/Ctrl-C. Each root's schedule is its ome.toml over the fleet's [strategies]."""
+    from everos_reflect.fleet.config import read_fleet
+    from everos_reflect.fleet.ray_backend import require_ray
+    from everos_reflect.fleet.schedule import serve_fleet
+
+    require_ray()
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config, roots = read_fleet(fleet_file)
+    serve_fleet(config, roots)
+
+
+@fleet_group.command("status")
+@fleet_option
+@json_option
+@handle_errors
+def fleet_status_cmd(fleet_file: str, as_json: bool) -> None:
+    """Every root: each strategy's last and next run, and how far its index lags."""
+    from everos_reflect.fleet.config import read_fleet
+    from everos_reflect.fleet.work import root_status
+
+    config, roots = read_fleet(fleet_file)
+    docs = [root_status(str(r), config.strategies) for r in roots]
+    if as_json:
+        emit_json({"fleet": config.file, "roots": docs})
+        return
+    _render_status(docs)
+    if any("error" in d for d in docs):
+        fail("some roots could not be read (see above)")
+
+
+def _lag_text(index: dict[str, Any] | None) -> str:
+    if index is None:
+        return "not indexed"
+    if "error" in index:
+        return f"error: {index['error']}"
+    behind = index["files_changed"] + index["files_deleted"]
+    if not behind:
+        return "up to date"
+    return f"{behind} log(s), {index['lag_seconds'] or 0:.0f} s"
+
+
+def _render_status(docs: list[dict[str, Any]]) -> None:
+    rows = []
+    for doc in docs:
+        if "error" in doc and not doc["strategies"]:
+            rows.append([doc["root"], "-", "-", "-", "-", f"error: {doc['error']}"])
+            continue
+        for i, row in enumerate(doc["strategies"]):
+            last = row.get("last_run") or {}
+            last_text = (f"{last.get('status')} {(last.get('started_at') or '')[:19]}"
+                         if last else "never")
+            rows.append([doc["root"] if i == 0 else "", row["name"],
+                         "enabled" if row["enabled"] else "disabled", last_text,
+                         str(row["next_run"] or "-")[:19],
+                         _lag_text(doc["index"]) if i == 0 else ""])
+            if row.get("config_error") and i == 0:
+                rows.append(["", "", "", "", "", f"ome.toml: {row['config_error']}"])
+    for line in _table(["root", "strategy", "state", "last run", "next run", "index lag"],
+                       rows):
+        click.echo(line)
+
+
+COMMANDS: list[click.Command] = [fleet_group]

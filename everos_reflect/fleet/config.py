@@ -1,0 +1,239 @@
+"""``fleet.toml``: which memory roots make up a fleet, and where their Ray cluster is.
+
+Parsing is pure (text in, :class:`FleetConfig` out, every problem reported at once naming the
+file, the key and the reason); expanding the root patterns into folders is the only I/O and
+lives in :func:`resolve_roots`. Example::
+
+    roots = ["/data/shard-*", "/data/extra"]   # paths or globs; relative to this file
+    ray_address = "auto"                       # "auto" | "ray://host:port" | "" = local Ray
+
+    [strategies.reflect_episodes]              # defaults for every root; a root's own
+    enabled = true                             # ome.toml wins, key by key
+    cron = "0 2 * * 1"
+"""
+
+from __future__ import annotations
+
+import difflib
+import glob
+import math
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from everos_reflect.errors import ConfigError, EverosError
+from everos_reflect.settings import toml_syntax_problem
+
+Problem = tuple[str, str, str]
+
+#: Bounds on what a fleet file may hold: it is read by a long-lived scheduler.
+MAX_FILE_BYTES = 1 << 20
+MAX_PATTERNS = 10_000
+
+_RAY_URL = re.compile(r"^ray://[A-Za-z0-9._\-\[\]:]+:\d{1,5}$")
+_GLOB_CHARS = set("*?[")
+
+
+@dataclass(frozen=True)
+class FleetConfig:
+    """A validated ``fleet.toml`` (root patterns not yet expanded)."""
+
+    file: str
+    roots: tuple[str, ...]
+    ray_address: str = ""
+    #: CPUs of a local Ray (``ray_address = ""``); ``None``: every CPU of this machine.
+    num_cpus: int | None = None
+    #: CPUs Ray reserves for one root's task: 1 = one root per core; less overlaps roots
+    #: whose runs mostly wait on the LLM.
+    task_cpus: float = 1.0
+    #: How often Ray re-runs a root's task whose worker process died (the journal makes the
+    #: re-run finish or cleanly abandon the interrupted merge).
+    max_retries: int = 3
+    #: Skip roots with nothing to do instead of sending them a task.
+    probe_work: bool = True
+    #: ``fleet serve``: how often every root's ``ome.toml`` is re-read (hot reload).
+    poll_seconds: float = 2.0
+    #: Strategy defaults for every root, raw ``[strategies.<name>]`` tables.
+    strategies: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    @property
+    def base_dir(self) -> Path:
+        return Path(self.file).expanduser().resolve().parent
+
+
+_KEYS: dict[str, str] = {
+    "roots": "a list of paths or globs",
+    "ray_address": 'a string: "auto", "ray://host:port" or "" (a local Ray)',
+    "num_cpus": "an integer",
+    "task_cpus": "a number",
+    "max_retries": "an integer",
+    "probe_work": "true or false",
+    "poll_seconds": "a number",
+    "strategies": "a table of [strategies.<name>] tables",
+}
+
+
+def _did_you_mean(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and \
+        math.isfinite(value)
+
+
+def _integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_roots(value: Any, file: str, problems: list[Problem]) -> tuple[str, ...]:
+    if not isinstance(value, list) or not value:
+        problems.append((file, "roots", "must be a non-empty list of paths or globs"))
+        return ()
+    if len(value) > MAX_PATTERNS:
+        problems.append((file, "roots", f"at most {MAX_PATTERNS} entries, got {len(value)}"))
+        return ()
+    out = []
+    for i, item in enumerate(value):
+        if not isinstance(item, str) or not item.strip():
+            problems.append((file, f"roots[{i}]", f"must be a non-empty path, got {item!r}"))
+        elif "\x00" in item:
+            problems.append((file, f"roots[{i}]", "must not contain a NUL character"))
+        else:
+            out.append(item.strip())
+    return tuple(out)
+
+
+def _check_strategies(value: Any, file: str, problems: list[Problem]) -> dict[str, Any]:
+    from everos_reflect.engine.registry import validate_strategy_settings
+    from everos_reflect.errors import UnknownStrategy
+
+    if not isinstance(value, dict):
+        problems.append((file, "strategies", "must be a table of [strategies.<name>] tables"))
+        return {}
+    out: dict[str, Any] = {}
+    for name, table in value.items():
+        if not isinstance(table, dict):
+            problems.append((file, f"strategies.{name}", "must be a table [strategies.<name>]"))
+            continue
+        try:
+            validate_strategy_settings(name, table, file)
+        except UnknownStrategy as exc:
+            problems.append((file, f"strategies.{name}", str(exc)))
+            continue
+        except ConfigError as exc:
+            problems.extend(exc.problems)
+            continue
+        out[name] = dict(table)
+    return out
+
+
+def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
+    """Validate a ``fleet.toml`` text. Raises :class:`ConfigError` listing every problem."""
+    problems: list[Problem] = []
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
+        raise ConfigError([(file, "(file)", f"larger than {MAX_FILE_BYTES // 1024} KiB")])
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([toml_syntax_problem(file, exc)]) from None
+    for key in data:
+        if key not in _KEYS:
+            problems.append((file, key, f"unknown key{_did_you_mean(key, list(_KEYS))}"))
+    if "roots" not in data:
+        problems.append((file, "roots", "missing: list the memory roots (paths or globs)"))
+    roots = _check_roots(data["roots"], file, problems) if "roots" in data else ()
+
+    values: dict[str, Any] = {}
+    address = data.get("ray_address", "")
+    if not isinstance(address, str):
+        problems.append((file, "ray_address", f"must be {_KEYS['ray_address']}"))
+    elif address not in {"", "auto"} and not _RAY_URL.match(address):
+        problems.append((file, "ray_address",
+                         f'must be "auto", "ray://host:port" or "" (a local Ray), got '
+                         f"{address!r}"))
+    else:
+        values["ray_address"] = address
+
+    def number(key: str, *, integer: bool, low: float, strict: bool = False) -> None:
+        if key not in data:
+            return
+        value = data[key]
+        if not (_integer(value) if integer else _number(value)):
+            problems.append((file, key, f"must be {_KEYS[key]}, got {value!r}"))
+        elif value < low or (strict and value == low):
+            bound = "greater than" if strict else "at least"
+            problems.append((file, key, f"must be {bound} {low:g}, got {value!r}"))
+        else:
+            values[key] = float(value) if not integer else value
+
+    number("num_cpus", integer=True, low=1)
+    number("task_cpus", integer=False, low=0, strict=True)
+    number("max_retries", integer=True, low=0)
+    number("poll_seconds", integer=False, low=0, strict=True)
+    if "probe_work" in data:
+        if isinstance(data["probe_work"], bool):
+            values["probe_work"] = data["probe_work"]
+        else:
+            problems.append((file, "probe_work", f"must be true or false, got "
+                                                 f"{data['probe_work']!r}"))
+    if "num_cpus" in values and values.get("ray_address", "") != "":
+        problems.append((file, "num_cpus", "only applies to a local Ray (ray_address = \"\"); "
+                                           "a cluster's CPUs are its own"))
+    if "strategies" in data:
+        values["strategies"] = _check_strategies(data["strategies"], file, problems)
+    if problems:
+        raise ConfigError(problems)
+    return FleetConfig(file=file, roots=roots, **values)
+
+
+def _is_glob(pattern: str) -> bool:
+    return any(c in _GLOB_CHARS for c in pattern)
+
+
+def resolve_roots(config: FleetConfig) -> list[Path]:
+    """Expand ``roots`` into existing folders, in order, each once.
+
+    A relative pattern is relative to the ``fleet.toml``'s folder. A pattern that matches no
+    folder is a problem (a typo would otherwise silently drop shards); all are reported at once.
+    """
+    problems: list[Problem] = []
+    found: dict[Path, None] = {}
+    for i, pattern in enumerate(config.roots):
+        where = f"roots[{i}]"
+        expanded = Path(pattern).expanduser()
+        if not expanded.is_absolute():
+            expanded = config.base_dir / expanded
+        if _is_glob(pattern):
+            matches = [Path(p) for p in sorted(glob.glob(str(expanded))) if Path(p).is_dir()]
+            if not matches:
+                problems.append((config.file, where, f"{pattern!r} matches no folder"))
+            for match in matches:
+                found.setdefault(match.resolve(), None)
+        elif expanded.is_dir():
+            found.setdefault(expanded.resolve(), None)
+        else:
+            reason = "is not a folder" if expanded.exists() else "does not exist"
+            problems.append((config.file, where, f"{pattern!r} {reason}"))
+    if problems:
+        raise ConfigError(problems)
+    return list(found)
+
+
+def read_fleet(path: str | Path) -> tuple[FleetConfig, list[Path]]:
+    """Read, validate and expand a ``fleet.toml`` file."""
+    file = Path(path).expanduser()
+    try:
+        text = file.read_text("utf-8")
+    except FileNotFoundError:
+        raise EverosError(f"no fleet file at {file}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError([(str(file), "(file)", f"not UTF-8 text: {exc.reason}")]) from None
+    except OSError as exc:
+        raise ConfigError([(str(file), "(file)", exc.strerror or str(exc))]) from None
+    config = parse_fleet(text, str(file.resolve()))
+    return config, resolve_roots(config)

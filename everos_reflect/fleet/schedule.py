@@ -1,0 +1,308 @@
+"""``fleet serve``: one scheduler for every root of a fleet, submitting due runs to Ray.
+
+Per root it keeps the same semantics as the single-root daemon's scheduler: each enabled
+strategy fires on its cron in the root's ``[scheduler] timezone``; a fire time missed while
+the scheduler was down (at most ``misfire_grace_hours`` old, after the last run) runs once at
+start-up; a changed ``ome.toml`` is picked up within ``poll_seconds``; ``enabled = false``
+stops the next run while one in progress finishes; data-triggered strategies run when their
+``observe`` says so. A root's configuration is the fleet's ``[strategies]`` overlaid by the
+root's own ``ome.toml`` (the root wins). Runs of one strategy on one root never overlap: a
+fire time that comes while the previous run is still in flight is skipped (as the daemon's
+``max_instances = 1``), and the root's own lock guards against any other process.
+
+The planning is pure (:func:`plan_due`, :func:`due_slots`); :class:`FleetScheduler` is the thin
+loop around it, talking to a *submitter* (``submit``/``finished``/``in_flight``) — Ray's
+:class:`~.ray_backend.RayFleet` in production, an in-process fake in tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, Protocol
+
+from everos_reflect.engine.registry import get_strategy, known_strategies
+from everos_reflect.engine.triggers import CronTrigger
+from everos_reflect.errors import ConfigError, EverosError
+from everos_reflect.fleet.config import FleetConfig, resolve_roots
+from everos_reflect.fleet.work import BUSY, FAILED, FleetEngine, Opener, RootResult, open_root
+from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (root, strategy)
+
+
+class Submitter(Protocol):
+    def submit(self, key: Any, root: str, name: str, *, force: bool = False,
+               trigger: str = "fleet") -> None: ...
+
+    def finished(self, timeout: float | None = None) -> list[tuple[Any, RootResult]]: ...
+
+    @property
+    def in_flight(self) -> int: ...
+
+
+@dataclass
+class Slot:
+    """One strategy of one root, as scheduled."""
+
+    root: str
+    name: str
+    cron: str | None
+    tz: str
+    due: datetime | None
+    trigger: str = "cron"
+    data: bool = False  # the strategy has a data trigger (observed every data poll)
+
+
+def plan_due(cron: str | None, tz: str, *, now: datetime, last_started: datetime | None,
+             grace: timedelta, catch_up: bool) -> tuple[datetime | None, str]:
+    """When a strategy is next due and as what trigger: ``(now, "startup-catchup")`` for a
+    fire time missed while down, else the next cron fire time; ``(None, "")`` unscheduled."""
+    if not cron:
+        return None, ""
+    trigger = CronTrigger(cron, tz)
+    if catch_up and trigger.missed_run(last_started, now, grace) is not None:
+        return now, "startup-catchup"
+    return trigger.next_fire(now), "cron"
+
+
+def due_slots(slots: Iterable[Slot], now: datetime, in_flight: set[Key]) -> tuple[list[Slot],
+                                                                                  list[Slot]]:
+    """``(to run, to skip)``: slots due at ``now``; a due slot whose previous run is still in
+    flight is skipped, not queued (runs never pile up)."""
+    run, skip = [], []
+    for slot in slots:
+        if slot.due is None or slot.due > now:
+            continue
+        (skip if (slot.root, slot.name) in in_flight else run).append(slot)
+    return run, skip
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size
+
+
+class FleetScheduler:
+    """The fleet's schedule and the loop that feeds due runs to a submitter."""
+
+    def __init__(self, config: FleetConfig, roots: Sequence[Path | str], submitter: Submitter,
+                 *, opener: Opener = open_root, data_poll_seconds: float = 30.0,
+                 rescan_seconds: float = 60.0) -> None:
+        self.config = config
+        self.roots = [str(r) for r in roots]
+        self.submitter = submitter
+        self.opener = opener
+        self.data_poll_seconds = data_poll_seconds
+        self.rescan_seconds = rescan_seconds
+        self.slots: dict[Key, Slot] = {}
+        self.in_flight: set[Key] = set()
+        self.results: list[RootResult] = []  # the latest ones, bounded
+        self._stats: dict[str, tuple[Any, Any]] = {}
+        self._last_data_poll: datetime | None = None
+        self._last_rescan: datetime | None = None
+
+    # --- the schedule ---------------------------------------------------------------------
+
+    def start(self, now: datetime | None = None) -> None:
+        now = now or datetime.now(UTC)
+        for root in self.roots:
+            self.load_root(root, now=now, catch_up=True)
+        self._last_rescan = self._last_data_poll = now
+
+    def _root_stat(self, root: str) -> tuple[Any, Any]:
+        return _stat(Path(root) / OME_FILE_NAME), _stat(Path(root) / USER_FILE_NAME)
+
+    def load_root(self, root: str, *, now: datetime, catch_up: bool) -> bool:
+        """(Re)plan every strategy of one root from its configuration; False (and the last good
+        plan kept) when the root cannot be opened or its ``ome.toml`` is invalid."""
+        self._stats[root] = self._root_stat(root)
+        try:
+            runtime = self.opener(root)
+        except EverosError as exc:
+            log.error("%s: cannot open (%s); its schedule is unchanged", root, exc)
+            return False
+        try:
+            engine = FleetEngine(runtime, self.config.strategies, recover=False)
+            if not engine.reload_config():
+                log.error("%s: %s; its schedule is unchanged", root, engine.config_error)
+                return False
+            config = engine.config()
+            tz = runtime.settings.scheduler.timezone
+            for name in known_strategies():
+                settings = config.get(name) or {}
+                enabled = bool(settings.get("enabled"))
+                cron = settings.get("cron") if enabled else None
+                key = (root, name)
+                old = self.slots.get(key)
+                data = enabled and get_strategy(name).data_trigger is not None
+                if old is not None and old.cron == cron and old.tz == tz:
+                    old.data = data
+                    continue
+                last = engine.last_run(name) if catch_up and cron else None
+                started = datetime.fromisoformat(last["started_at"]) if last else None
+                grace = timedelta(hours=float(settings.get("misfire_grace_hours", 0.0)))
+                due, trigger = plan_due(cron, tz, now=now, last_started=started, grace=grace,
+                                        catch_up=catch_up)
+                self.slots[key] = Slot(root, name, cron, tz, due, trigger or "cron", data)
+                if cron:
+                    log.info("%s: %s scheduled %r (%s), next run %s%s", root, name, cron, tz,
+                             due.isoformat() if due else "-",
+                             " (catching up a missed run)" if trigger == "startup-catchup"
+                             else "")
+            return True
+        except (EverosError, ValueError) as exc:
+            log.error("%s: cannot plan its schedule (%s)", root, exc)
+            return False
+        finally:
+            runtime.close()
+
+    def _rescan(self, now: datetime) -> None:
+        """New shards matching the fleet's globs join; vanished ones leave."""
+        try:
+            roots = [str(r) for r in resolve_roots(self.config)]
+        except ConfigError as exc:
+            log.error("fleet roots: %s; keeping the %d known roots", exc, len(self.roots))
+            return
+        gone = set(self.roots) - set(roots)
+        for key in [k for k in self.slots if k[0] in gone]:
+            del self.slots[key]
+        for root in roots:
+            if root not in self.roots:
+                log.info("%s: joined the fleet", root)
+                self.load_root(root, now=now, catch_up=False)
+        self.roots = roots
+
+    # --- the loop ---------------------------------------------------------------------------
+
+    def tick(self, now: datetime | None = None) -> list[Key]:
+        """Reload changed configurations, submit what is due, collect what finished. Returns
+        the (root, strategy) pairs submitted."""
+        now = now or datetime.now(UTC)
+        self.collect(timeout=0)
+        if self._last_rescan and (now - self._last_rescan).total_seconds() >= \
+                self.rescan_seconds:
+            self._last_rescan = now
+            self._rescan(now)
+        for root in self.roots:
+            changed = self._root_stat(root) != self._stats.get(root)
+            if changed and self.load_root(root, now=now, catch_up=False):
+                log.info("%s: configuration reloaded", root)
+        run, skip = due_slots(list(self.slots.values()), now, self.in_flight)
+        submitted = []
+        for slot in skip:
+            log.warning("%s: %s due at %s while its previous run is still going; skipped",
+                        slot.root, slot.name, slot.due)
+            self._advance(slot, now)
+        for slot in run:
+            self._submit(slot.root, slot.name, slot.trigger)
+            submitted.append((slot.root, slot.name))
+            self._advance(slot, now)
+        if self._last_data_poll is None or (now - self._last_data_poll).total_seconds() >= \
+                self.data_poll_seconds:
+            self._last_data_poll = now
+            submitted += self._poll_data(now)
+        return submitted
+
+    def _advance(self, slot: Slot, now: datetime) -> None:
+        slot.trigger = "cron"
+        slot.due = CronTrigger(slot.cron, slot.tz).next_fire(now) if slot.cron else None
+
+    def _submit(self, root: str, name: str, trigger: str) -> None:
+        log.info("%s: %s %s run submitted", root, name, trigger)
+        self.submitter.submit((root, name), root, name, trigger=trigger)
+        self.in_flight.add((root, name))
+
+    def _poll_data(self, now: datetime) -> list[Key]:
+        """Strategies with a data trigger: observed here, run through Ray when due."""
+        out = []
+        for slot in list(self.slots.values()):
+            key = (slot.root, slot.name)
+            if not slot.data or key in self.in_flight:
+                continue
+            strategy = get_strategy(slot.name)
+            trigger = strategy.data_trigger
+            if trigger is None:
+                continue
+            try:
+                runtime = self.opener(slot.root)
+                try:
+                    last = FleetEngine(runtime, self.config.strategies,
+                                       recover=False).last_run(slot.name)
+                    since = datetime.fromisoformat(last["started_at"]) if last else None
+                    value = strategy.observe(runtime, since)
+                finally:
+                    runtime.close()
+            except Exception:  # one root's observation must not stop the fleet's loop
+                log.exception("%s: observing %s's data trigger failed", slot.root, slot.name)
+                continue
+            if trigger.is_due(value, since, now):
+                self._submit(slot.root, slot.name, "data")
+                out.append(key)
+        return out
+
+    def collect(self, timeout: float | None = 0) -> list[RootResult]:
+        """Results of runs that finished, logged; their slots may run again."""
+        out = []
+        for key, result in self.submitter.finished(timeout):
+            self.in_flight.discard(key)
+            out.append(result)
+            level = logging.WARNING if result.status in {FAILED, BUSY} else logging.INFO
+            log.log(level, "%s: %s %s%s (%.1f s)%s", result.root, key[1], result.status,
+                    f" merged={result.merges}" if result.merges else "", result.seconds,
+                    f": {result.error}" if result.error else "")
+        self.results = (self.results + out)[-1000:]
+        return out
+
+    def run(self, stop: threading.Event, *, grace: float = 30.0) -> None:
+        """Tick every ``poll_seconds`` until ``stop`` is set, then give runs in flight
+        ``grace`` seconds to finish (a run cut off later is recovered by its journal)."""
+        self.start()
+        while not stop.is_set():
+            try:
+                self.tick()
+            except Exception:  # the loop outlives any one bad tick
+                log.exception("fleet scheduler tick failed")
+            stop.wait(self.config.poll_seconds)
+        deadline = datetime.now(UTC) + timedelta(seconds=grace)
+        while self.in_flight and datetime.now(UTC) < deadline:
+            self.collect(timeout=max(0.0, (deadline - datetime.now(UTC)).total_seconds()))
+        if self.in_flight:
+            log.warning("%d run(s) still going at shutdown; their journals make that safe",
+                        len(self.in_flight))
+
+
+def serve_fleet(config: FleetConfig, roots: Sequence[Path | str], *,
+                opener: Opener = open_root) -> None:
+    """``fleet serve`` in the foreground until SIGTERM/SIGINT."""
+    from everos_reflect.fleet.ray_backend import RayFleet, ray_session
+
+    logging.getLogger("apscheduler").setLevel(logging.WARNING)
+    stop = threading.Event()
+
+    def on_signal(sig: int, frame: object) -> None:
+        log.info("received %s: stopping", signal.Signals(sig).name)
+        stop.set()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with ray_session(config) as ray:
+            scheduler = FleetScheduler(config, roots, RayFleet(ray, config, opener=opener),
+                                       opener=opener)
+            log.info("fleet scheduler for %d root(s) on %s", len(roots),
+                     config.ray_address or "a local Ray")
+            scheduler.run(stop)
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        log.info("stopped")

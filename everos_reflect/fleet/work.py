@@ -1,0 +1,270 @@
+"""One root's share of a fleet run, without Ray: open it, decide whether it has work, run it.
+
+Everything here runs in whichever process Ray picks (or in the fleet driver, for the cheap
+decisions), so it only takes plain, picklable arguments and returns a :class:`RootResult`.
+A run goes through the root's own :class:`Engine`, exactly as ``everos-reflect trigger`` does
+in-process: the same cross-process strategy lock (a root already running elsewhere answers
+``busy`` and is not run twice), the same ``runs`` record, the same journal recovery.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.engine.engine import Engine, strategies_status
+from everos_reflect.engine.registry import get_strategy, validate_ome
+from everos_reflect.errors import ConfigError, EverosError
+from everos_reflect.settings import load_settings, parse_ome
+
+if TYPE_CHECKING:
+    from everos_reflect.embedding.base import Embedder
+    from everos_reflect.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+#: Statuses of one root in a fleet run. ``ok``/``failed``/``busy``/``disabled`` are the
+#: engine's; ``idle`` means the driver found nothing to do and sent no task.
+OK, FAILED, BUSY, DISABLED, IDLE = "ok", "failed", "busy", "disabled", "idle"
+
+#: Opens a root in the process that works on it; tests and benchmarks pass their own.
+Opener = Callable[[str], "Runtime"]
+
+
+@dataclass
+class RootResult:
+    """What happened to one root. Per-root detail stays in the root's ``runs`` and
+    ``reflection_report``; this is the summary the fleet gathers."""
+
+    root: str
+    status: str
+    merges: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    run_id: str | None = None
+    counts: dict[str, int] = field(default_factory=dict)
+    #: Runs of this root left ``running`` by a dead process, marked ``abandoned`` before this
+    #: run (a Ray retry after a worker died shows its predecessor here).
+    recovered_runs: list[str] = field(default_factory=list)
+    host: str | None = None
+    pid: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+# --- configuration: fleet defaults under the root's own ome.toml -------------------------------
+
+
+def overlay(defaults: Mapping[str, Mapping[str, Any]],
+            own: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The fleet's ``[strategies.*]`` defaults with the root's own tables laid over them, key by
+    key: a root's ``ome.toml`` always wins."""
+    names = list(defaults) + [n for n in own if n not in defaults]
+    return {n: {**defaults.get(n, {}), **own.get(n, {})} for n in names}
+
+
+class FleetEngine(Engine):
+    """The root's :class:`Engine`, reading its strategies as the fleet default overlaid by the
+    root's ``ome.toml``. Locks, runs and recovery are the engine's own."""
+
+    def __init__(self, runtime: Runtime, defaults: Mapping[str, Mapping[str, Any]] | None = None,
+                 *, recover: bool = True) -> None:
+        self.defaults: dict[str, dict[str, Any]] = {k: dict(v) for k, v in
+                                                     (defaults or {}).items()}
+        super().__init__(runtime, recover=recover)
+
+    def reload_config(self) -> bool:
+        if not self.defaults:
+            return super().reload_config()
+        path = self.ome_path
+        try:
+            try:
+                text = path.read_text("utf-8")
+            except FileNotFoundError:
+                text = ""
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError([(str(path), "(file)", str(exc))]) from exc
+            tables = overlay(self.defaults, parse_ome(text, str(path)))
+            config = validate_ome(tables, str(path))
+        except ConfigError as exc:
+            with self._mutex:
+                self.config_error, self._config_problems = str(exc), exc
+            log.error("%s (keeping the last good strategy configuration)", exc)
+            return False
+        with self._mutex:
+            self._config, self.config_error, self._config_problems = config, None, None
+        return True
+
+
+# --- opening a root -----------------------------------------------------------------------------
+
+_embedders: dict[Any, Embedder] = {}
+_embedders_lock = threading.Lock()
+
+
+def _shared_embedder(settings: Any) -> Embedder:
+    """One embedder per configuration per process: a Ray worker serving many roots loads the
+    model once, not once per root."""
+    from everos_reflect.embedding import make_embedder
+
+    with _embedders_lock:
+        found = _embedders.get(settings)
+        if found is None:
+            found = _embedders[settings] = make_embedder(settings)
+        return found
+
+
+def open_root(root: str) -> Runtime:
+    """The default opener: the root's own settings, the embedder shared within the process."""
+    from everos_reflect.embedding import CachingEmbedder
+    from everos_reflect.runtime import Runtime
+
+    path = Path(root)
+    if not path.is_dir():
+        raise EverosError(f"no memory root at {path} on {socket.gethostname()}")
+    settings = load_settings(path)
+    return Runtime(path, settings, embedder=CachingEmbedder(_shared_embedder(settings.embedding)))
+
+
+# --- deciding, on the driver -------------------------------------------------------------------
+
+
+def pending_work(runtime: Runtime, name: str) -> str | None:
+    """Why ``name`` has something to do in this root, or ``None`` when it has nothing.
+
+    Only Reflection can be judged from outside (index lag, interrupted merges, eligible
+    clusters); any other strategy is assumed to have work and decides for itself.
+    """
+    from everos_reflect.index.db import db_path
+    from everos_reflect.strategies.reflect import NAME
+
+    if name != NAME:
+        return f"{name} decides for itself"
+    if not db_path(runtime.root).exists():
+        return "never indexed"
+    from everos_reflect.clustering.service import ClusterService
+    from everos_reflect.index.sync import Indexer
+    from everos_reflect.strategies import journal
+    from everos_reflect.strategies.reflect import users_with_clusters
+
+    lag = Indexer(runtime).pending()
+    if lag["files_changed"] or lag["files_deleted"]:
+        return f"index behind by {lag['files_changed'] + lag['files_deleted']} log(s)"
+    interrupted = journal.pending(runtime.db())
+    if interrupted:
+        return f"{len(interrupted)} interrupted merge(s) to recover"
+    clusters = ClusterService(runtime)
+    for ref in users_with_clusters(runtime):
+        if clusters.eligible_for_reflection(ref, 1):
+            return f"eligible clusters ({ref})"
+    return None
+
+
+def triage(root: str, name: str, *, force: bool, defaults: Mapping[str, Mapping[str, Any]],
+           probe: bool, opener: Opener = open_root) -> RootResult | None:
+    """Decide on the driver whether ``root`` needs a task: a result when it does not
+    (``disabled`` or ``idle``), ``None`` when it does. Anything that cannot be judged here
+    (an unreadable index, a broken config) sends a task, which then reports it properly."""
+    try:
+        runtime = opener(root)
+    except (EverosError, OSError) as exc:
+        return RootResult(root, FAILED, error=str(exc))
+    try:
+        engine = FleetEngine(runtime, defaults, recover=False)
+        try:
+            enabled = engine.settings_for(name)["enabled"]
+        except ConfigError:
+            return None
+        if not enabled and not force:
+            return RootResult(root, DISABLED, error=f"{name} is disabled in this root "
+                                                    "(set enabled = true, or use --force)")
+        if not probe:
+            return None
+        try:
+            reason = pending_work(runtime, name)
+        except (EverosError, sqlite3.Error, OSError) as exc:
+            log.info("%s: cannot tell whether %s has work (%s); sending it a task", root, name,
+                     exc)
+            return None
+        if reason is None:
+            return RootResult(root, IDLE)
+        log.debug("%s: %s has work: %s", root, name, reason)
+        return None
+    finally:
+        runtime.close()
+
+
+# --- running, on a worker ----------------------------------------------------------------------
+
+
+def run_root(root: str, name: str, *, force: bool = False,
+             defaults: Mapping[str, Mapping[str, Any]] | None = None,
+             opener: Opener = open_root, trigger: str = "fleet") -> RootResult:
+    """Run strategy ``name`` on one root to completion, in this process, and summarise it.
+
+    Never raises for a problem of the root: every failure is a ``failed`` result naming it.
+    """
+    started = time.perf_counter()
+    result = RootResult(root, FAILED, host=socket.gethostname(), pid=os.getpid())
+    runtime = None
+    try:
+        get_strategy(name)
+        runtime = opener(root)
+        engine = FleetEngine(runtime, defaults, recover=False)
+        result.recovered_runs = engine.recover()
+        outcome = engine.trigger(name, force=force, timeout=None, trigger=trigger)
+        result.status, result.error, result.run_id = outcome.status, outcome.error, \
+            outcome.run_id
+        result.counts = dict(outcome.counts)
+        result.merges = int(outcome.counts.get("merged", 0))
+    except (EverosError, sqlite3.Error, OSError) as exc:
+        result.error = f"{type(exc).__name__}: {exc}"
+    except Exception as exc:  # a bug must still come back as this root's failure
+        log.exception("%s: %s failed unexpectedly", root, name)
+        result.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if runtime is not None:
+            runtime.close()
+        result.seconds = round(time.perf_counter() - started, 3)
+    return result
+
+
+# --- status --------------------------------------------------------------------------------------
+
+
+def root_status(root: str, defaults: Mapping[str, Mapping[str, Any]] | None = None,
+                opener: Opener = open_root) -> dict[str, Any]:
+    """One root's schedule (every strategy's last and next run) and index lag, from the same
+    functions ``everos-reflect status`` uses; a root that cannot be read says why."""
+    from everos_reflect.index.db import db_path
+    from everos_reflect.index.sync import Indexer
+
+    doc: dict[str, Any] = {"root": root}
+    try:
+        runtime = opener(root)
+    except (EverosError, OSError) as exc:
+        return {**doc, "error": str(exc), "strategies": [], "index": None}
+    try:
+        try:
+            doc["strategies"] = strategies_status(runtime, FleetEngine(runtime, defaults,
+                                                                       recover=False))
+        except (EverosError, sqlite3.Error) as exc:
+            doc["strategies"], doc["error"] = [], str(exc)
+        try:
+            # None: never indexed (status never creates an index as a side effect)
+            doc["index"] = Indexer(runtime).pending() if db_path(runtime.root).exists() \
+                else None
+        except (EverosError, sqlite3.Error, OSError) as exc:
+            doc["index"] = {"error": str(exc)}
+    finally:
+        runtime.close()
+    return doc

@@ -1,0 +1,48 @@
+"""Changes cursors: what each strategy has already consumed of its sources, per owner.
+
+A tier reads "what changed since my last committed run" (seed 004's ``kind: changes``). The
+cursor is the set of ``(entry id, text hash)`` pairs the strategy consumed; the window of a run
+is every candidate not in it (:func:`everos_reflect.strategies.beliefs.window`). The cursor is
+advanced by exactly the run's window, inside the transaction that records the run's outcome, so
+a crash before that point re-reads the same window, and entries written while the run was busy
+wait for the next one.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Mapping
+
+from everos_reflect.index.db import utcnow_iso
+from everos_reflect.model import UserRef
+
+
+def consumed(conn: sqlite3.Connection, strategy: str, ref: UserRef) -> set[tuple[str, str]]:
+    """Every ``(entry id, text hash)`` ``strategy`` consumed for ``ref``."""
+    rows = conn.execute(
+        "SELECT entry_id, text_hash FROM change_cursor WHERE strategy = ? AND app_id = ? "
+        "AND project_id = ? AND user_id = ?", (strategy, ref.app, ref.project, ref.user_id))
+    return {(r["entry_id"], r["text_hash"]) for r in rows}
+
+
+def advance(conn: sqlite3.Connection, strategy: str, ref: UserRef,
+            items: Mapping[str, str], run_id: str | None) -> None:
+    """Mark ``items`` (id → text hash) consumed; inside the caller's transaction."""
+    now = utcnow_iso()
+    conn.executemany(
+        "INSERT OR IGNORE INTO change_cursor (strategy, app_id, project_id, user_id, entry_id, "
+        "text_hash, run_id, consumed_at) VALUES (?,?,?,?,?,?,?,?)",
+        [(strategy, ref.app, ref.project, ref.user_id, i, h, run_id, now)
+         for i, h in items.items()])
+
+
+def reset(conn: sqlite3.Connection, strategy: str, ref: UserRef | None = None) -> int:
+    """Forget what ``strategy`` consumed (for one owner, or all); returns rows removed."""
+    sql, params = "DELETE FROM change_cursor WHERE strategy = ?", [strategy]
+    if ref is not None:
+        sql += " AND app_id = ? AND project_id = ? AND user_id = ?"
+        params += [ref.app, ref.project, ref.user_id]
+    return conn.execute(sql, params).rowcount
+
+
+__all__ = ["advance", "consumed", "reset"]

@@ -1,0 +1,362 @@
+"""What the three belief tiers share around their pure rules: reading a user's beliefs from the
+Markdown, the per-owner run loop with its changes cursor, and the idempotent write.
+
+A tier run, per owner: read the state → compute the window (:func:`beliefs.window`) → is it
+due? → have these outputs already been written for this exact window (a crash after the write,
+before the cursor moved)? → else one LLM task → write all outputs in one atomic append, tagged
+with the window's key (``derivation``) → sync the index → in one transaction, advance the cursor
+by the window and record the derivation. Nothing before the last step is visible to the cursor,
+so a crash anywhere re-reads the same window, finds its outputs by their key and writes nothing
+twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
+from everos_reflect.errors import EverosError, ProviderUnavailable
+from everos_reflect.index import cursors
+from everos_reflect.index.db import transaction
+from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.strategies import beliefs
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+#: The metadata key naming the input window a derived record was written from.
+DERIVATION_KEY = "derivation"
+#: How deep the belief loop may climb (SPEC §10 ``max_depth``, per strategy). Episodes are 0,
+#: insights 1, convictions 2, edges 3, reconciliations 4, the convictions that read them 5 …
+#: the cap is what ends the loop.
+DEFAULT_MAX_DEPTH = 8
+NEEDS_LLM = "needs an LLM"
+
+
+def _at_least(low: int) -> Any:
+    def check(value: int) -> str | None:
+        return None if value >= low else f"must be >= {low}"
+    return check
+
+
+def _non_negative(value: float) -> str | None:
+    return None if value >= 0 else "must be >= 0"
+
+
+def tier_settings(*, cooldown: float) -> tuple[SettingSpec, ...]:
+    """Keys every belief tier takes (SPEC §10): cooldown, run limits and the depth cap."""
+    return (
+        SettingSpec("cooldown_seconds", float, cooldown,
+                    "Least time between two data-triggered runs.", _non_negative),
+        SettingSpec("max_llm_calls", int, 20,
+                    "LLM calls per run (one per owner); owners past it wait for the next run.",
+                    _at_least(1)),
+        SettingSpec("max_tokens", int, 200_000,
+                    "Prompt + completion tokens per run; the run stops once past it.",
+                    _at_least(1)),
+        SettingSpec("max_wall_seconds", float, 600.0,
+                    "Wall time per run; the run stops between owners once past it.",
+                    lambda v: None if v > 0 else "must be > 0"),
+        SettingSpec("max_records", int, 50,
+                    "Records shown to the model per call, oldest first; the rest wait.",
+                    _at_least(2)),
+        SettingSpec("max_depth", int, DEFAULT_MAX_DEPTH,
+                    "Deepest record this tier may write (1 + the deepest record it cites).",
+                    _at_least(2)),
+        SettingSpec("prompts", dict, {}, "Prompt overrides by task name."),
+    )
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+@dataclass
+class BeliefState:
+    """One owner's insights, convictions and self-contradiction edges, as Markdown has them."""
+
+    insights: list[Entry]
+    convictions: list[Entry]
+    relations: list[Entry]
+
+    @classmethod
+    def load(cls, runtime: Runtime, ref: UserRef) -> BeliefState:
+        store = runtime.store
+        return cls(store.entries(ref, Kind.INSIGHT), store.entries(ref, Kind.CONVICTION),
+                   store.entries(ref, Kind.RELATION))
+
+    def by_id(self) -> dict[str, Entry]:
+        return {e.id: e for e in (*self.insights, *self.convictions, *self.relations)}
+
+    def worldview(self) -> beliefs.Worldview:
+        return beliefs.current_worldview(beliefs.Conviction.of(e) for e in self.convictions)
+
+    def edges(self) -> list[beliefs.Edge]:
+        return [beliefs.Edge.of(e) for e in self.relations
+                if e.meta.get("relation_type") == beliefs.SELF_CONTRADICTION]
+
+    def successors(self) -> dict[str, str]:
+        return {e.id: e.deprecated_by for e in self.convictions if e.deprecated_by}
+
+    def written_by(self, key: str, kind: Kind) -> list[Entry]:
+        """Records of ``kind`` already written for the window ``key`` (after a crash)."""
+        pool = {Kind.INSIGHT: self.insights, Kind.CONVICTION: self.convictions,
+                Kind.RELATION: self.relations}[kind]
+        return [e for e in pool if e.meta.get(DERIVATION_KEY) == key]
+
+
+def owners(runtime: Runtime) -> Iterator[UserRef]:
+    """Every user with a folder under the root."""
+    yield from runtime.store.iter_users()
+
+
+# -- writing ---------------------------------------------------------------------------------
+
+
+def derived_meta(*, evidence: Sequence[str], depth: int, key: str,
+                 extra: Mapping[str, Any] | None = None,
+                 now: datetime | None = None) -> dict[str, Any]:
+    """SPEC §10 metadata every derived record carries, plus the window key."""
+    meta: dict[str, Any] = {"timestamp": now or datetime.now(UTC)}
+    meta.update(extra or {})
+    meta.update({"evidence": list(evidence), "depth": depth, "status": beliefs.ACTIVE,
+                 DERIVATION_KEY: key})
+    return meta
+
+
+def repair(runtime: Runtime, ref: UserRef, state: BeliefState) -> set[Path]:
+    """Restore the worldview's invariants a crash or a hand edit may have broken: one live
+    conviction per key (older live versions are archived by the newest) and no standing edge
+    citing a conviction that is no longer live (resolved, with the reason). Idempotent."""
+    store, touched = runtime.store, set()
+    view = state.worldview()
+    if view.repairs:
+        store.deprecate(ref, view.repairs)
+        touched |= {store.path_for_id(ref, old) for old in view.repairs}
+    live = {c.id for c in view.current.values()}
+    successors = {**state.successors(), **view.repairs}
+    for edge_id, reason in beliefs.superseded_edges(state.edges(), live, successors).items():
+        store.update_meta(ref, edge_id, {
+            "status": beliefs.RESOLVED, "resolved_at": datetime.now(UTC),
+            "resolution": f"automatic: {reason}"})
+        touched.add(store.path_for_id(ref, edge_id))
+    return touched
+
+
+def sync(runtime: Runtime, paths: Iterable[Path]) -> None:
+    """Bring the index up to date with the files a tier wrote (search and the next tier)."""
+    from everos_reflect.index.sync import Indexer
+
+    paths = sorted(set(paths))
+    if paths:
+        Indexer(runtime, notify_clusters=False).sync_paths(paths)
+
+
+# -- the run loop ----------------------------------------------------------------------------
+
+
+@dataclass
+class Budget:
+    """The run limits (SPEC §10), counted as the run goes; ``exceeded`` names the one hit."""
+
+    max_llm_calls: int
+    max_tokens: int
+    max_wall_seconds: float
+    started: float = field(default_factory=time.monotonic)
+    llm_calls: int = 0
+    tokens: int = 0
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> Budget:
+        return cls(int(settings.get("max_llm_calls", 20)), int(settings.get("max_tokens",
+                   200_000)), float(settings.get("max_wall_seconds", 600.0)))
+
+    def exceeded(self) -> str | None:
+        if self.llm_calls >= self.max_llm_calls:
+            return f"max_llm_calls ({self.max_llm_calls}) reached"
+        if self.tokens >= self.max_tokens:
+            return f"max_tokens ({self.max_tokens}) reached"
+        if time.monotonic() - self.started >= self.max_wall_seconds:
+            return f"max_wall_seconds ({self.max_wall_seconds:g}) reached"
+        return None
+
+
+@dataclass
+class Derived:
+    """What :meth:`BeliefTier.derive` did: the ids written and who wrote them at what cost."""
+
+    outputs: list[str] = field(default_factory=list)
+    provider: str | None = None
+    model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+@dataclass
+class Work:
+    """One owner's due unit of work: its window (id → text hash) and its key."""
+
+    ref: UserRef
+    state: BeliefState
+    items: dict[str, str]
+    key: str
+
+
+class BeliefTier(Strategy):
+    """A belief tier: per owner, window → due? → one LLM task → idempotent write → cursor.
+
+    Subclasses give the window's candidates, the due rule, and how one window becomes records
+    (:meth:`derive`, which calls the LLM and writes, returning the ids it wrote).
+    """
+
+    output_kind: Kind = Kind.CONVICTION
+    task: str = ""
+
+    # -- what a subclass says ---------------------------------------------------------------
+
+    def candidates(self, state: BeliefState, settings: Mapping[str, Any]) -> dict[str, str]:
+        """The records this tier reads as changes: id → text hash."""
+        raise NotImplementedError
+
+    def due(self, state: BeliefState, window: list[str], settings: Mapping[str, Any]) -> bool:
+        raise NotImplementedError
+
+    def derive(self, ctx: RunContext, work: Work, budget: Budget) -> Derived:
+        """Call the LLM for ``work`` and write its records."""
+        raise NotImplementedError
+
+    def call(self, ctx: RunContext, budget: Budget, records: Sequence[Any],
+             values: Mapping[str, str], derived: Derived) -> Any:
+        """One task call through the configured provider, counted against the budget."""
+        from everos_reflect.llm.prompts import Prompts
+        from everos_reflect.llm.tasks import TaskRequest
+
+        prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
+        budget.llm_calls += 1
+        result = ctx.runtime.llm.run_task(self.task, TaskRequest(
+            records=tuple(records), values=dict(values), prompts=prompts))
+        budget.tokens += result.usage.total_tokens
+        derived.provider, derived.model = result.provider, result.model
+        derived.prompt_tokens += result.usage.prompt_tokens
+        derived.completion_tokens += result.usage.completion_tokens
+        return result.value
+
+    # -- shared ------------------------------------------------------------------------------
+
+    def pending(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any],
+                state: BeliefState | None = None) -> tuple[BeliefState, dict[str, str]]:
+        """The owner's state and its window (id → text hash), at most ``max_records``."""
+        state = state or BeliefState.load(runtime, ref)
+        candidates = self.candidates(state, settings)
+        done = cursors.consumed(runtime.db(), self.name, ref)
+        ids = beliefs.window(candidates, done)[: int(settings.get("max_records", 50))]
+        return state, {i: candidates[i] for i in ids}
+
+    def due_owners(self, runtime: Runtime, settings: Mapping[str, Any], *,
+                   force: bool = False, fix: bool = False) -> Iterator[Work]:
+        """Owners whose window is due (any non-empty window with ``force``). With ``fix`` the
+        worldview's invariants are repaired first (:func:`repair`), so the window is read
+        from a consistent state; ``observe`` reads without writing."""
+        for ref in owners(runtime):
+            state = BeliefState.load(runtime, ref)
+            if fix:
+                touched = repair(runtime, ref, state)
+                if touched:
+                    sync(runtime, touched)
+                    state = BeliefState.load(runtime, ref)
+            state, items = self.pending(runtime, ref, settings, state)
+            if not items:
+                continue
+            if force or self.due(state, list(items), settings):
+                yield Work(ref, state, items, beliefs.window_key(self.name, str(ref), items))
+
+    def observe(self, runtime: Runtime, since: datetime | None) -> float:
+        """The number of owners due now (the scheduler's data trigger fires at 1), 0 while the
+        cooldown since the last run lasts."""
+        from everos_reflect.engine.engine import Engine
+
+        settings = Engine(runtime, recover=False).settings_for(self.name)
+        cooldown = timedelta(seconds=float(settings.get("cooldown_seconds", 0.0)))
+        if not beliefs.cooldown_over(since, datetime.now(UTC), cooldown):
+            return 0.0
+        if self.needs_llm(runtime):
+            return 0.0
+        return float(sum(1 for _ in self.due_owners(runtime, settings)))
+
+    @staticmethod
+    def needs_llm(runtime: Runtime) -> str | None:
+        """Why this tier cannot run with the configured provider (``None``: it can)."""
+        provider = runtime.settings.llm.provider
+        if provider == "extractive":
+            return (f"{NEEDS_LLM}: convictions, contradictions and reconciliations are written "
+                    "by a language model; the extractive provider writes none (set [llm] "
+                    "provider = \"openai\" with a base_url/api_key)")
+        return None
+
+    def run(self, ctx: RunContext) -> dict[str, int]:
+        rt, counts = ctx.runtime, Counter[str]()
+        reason = self.needs_llm(rt)
+        if reason:
+            ctx.log.warning("%s: %s", self.name, reason)
+            counts["needs_llm"] += 1
+            return dict(counts)
+        budget = Budget.of(ctx.settings)
+        for work in self.due_owners(rt, ctx.settings, force=ctx.force, fix=True):
+            if ctx.should_stop():
+                break
+            hit = budget.exceeded()
+            if hit:
+                ctx.log.info("%s: stopping early: %s", self.name, hit)
+                counts["limit_reached"] += 1
+                break
+            self._one(ctx, work, budget, counts)
+        return dict(counts)
+
+    def _one(self, ctx: RunContext, work: Work, budget: Budget, counts: Counter[str]) -> None:
+        started = time.monotonic()
+        already = work.state.written_by(work.key, self.output_kind)
+        derived, status, error = Derived([e.id for e in already]), "ok", None
+        try:
+            if already:  # written before a crash: finish the bookkeeping only
+                counts["recovered"] += 1
+            else:
+                derived = self.derive(ctx, work, budget)
+        except ProviderUnavailable as exc:
+            status, error = "failed", str(exc)
+        except EverosError as exc:
+            if type(exc).__name__ == "NeedsLLM":
+                counts["needs_llm"] += 1
+                return
+            status, error = "failed", str(exc)
+        if status != "ok":
+            ctx.log.warning("%s: %s skipped: %s", self.name, work.ref, error)
+            counts["failed"] += 1
+        else:
+            counts["owners"] += 1
+            counts["written"] += 0 if already else len(derived.outputs)
+        self._record(ctx, work, status, derived, error, started)
+
+    def _record(self, ctx: RunContext, work: Work, status: str, derived: Derived,
+                error: str | None, started: float) -> None:
+        """One transaction: the cursor moves by the window (on success only: a failed call
+        leaves the window pending for the next run) and the derivation is recorded."""
+        from everos_reflect.index.audit import Derivation, insert_derivation
+
+        conn = ctx.runtime.db()
+        with transaction(conn):
+            if status == "ok":
+                cursors.advance(conn, self.name, work.ref, work.items, ctx.run_id)
+            insert_derivation(conn, Derivation(
+                strategy=self.name, ref=work.ref, status=status, run_id=ctx.run_id,
+                inputs=list(work.items), outputs=derived.outputs, provider=derived.provider,
+                model=derived.model, prompt_tokens=derived.prompt_tokens,
+                completion_tokens=derived.completion_tokens,
+                duration_ms=int((time.monotonic() - started) * 1000), error=error))

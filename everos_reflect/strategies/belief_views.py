@@ -1,0 +1,122 @@
+"""Reading the belief tiers for people and agents, and resolving an edge by hand.
+
+The CLI (``worldview``, ``relations``, ``resolve``) and the HTTP API (``GET
+/api/v1/memory/worldview``, ``GET /api/v1/memory/relations``, ``POST
+/api/v1/memory/relations/{id}/resolve``) both call these, so they answer the same shapes. They
+read the Markdown directly: the answer is what the files say now, not what the index last saw.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.errors import EverosError, ResolveRefused, UnknownEntry
+from everos_reflect.model import Entry, EntryId, Kind, UserRef, format_timestamp
+from everos_reflect.strategies import beliefs
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+#: Longest note a person may attach when resolving an edge.
+MAX_NOTE = 2000
+RELATION_STATUSES = (beliefs.ACTIVE, beliefs.RESOLVED, beliefs.STALE, beliefs.RETIRED)
+
+
+def _stamp(entry: Entry) -> str | None:
+    ts = entry.timestamp
+    return format_timestamp(ts) if ts else None
+
+
+def conviction_dict(entry: Entry) -> dict[str, Any]:
+    return {
+        "id": entry.id, "kind": Kind.CONVICTION.value, "key": entry.meta.get("key"),
+        "text": entry.content, "timestamp": _stamp(entry),
+        "evidence": beliefs.id_list(entry.meta.get("evidence")),
+        "depth": beliefs.depth_of(entry), "status": beliefs.status_of(entry),
+        "supersedes": entry.meta.get("supersedes"), "deprecated_by": entry.deprecated_by,
+        "live": beliefs.is_live(entry),
+    }
+
+
+def relation_dict(entry: Entry) -> dict[str, Any]:
+    return {
+        "id": entry.id, "kind": Kind.RELATION.value,
+        "relation_type": entry.meta.get("relation_type"),
+        "between": beliefs.id_list(entry.meta.get("between")), "text": entry.content,
+        "status": beliefs.status_of(entry), "timestamp": _stamp(entry),
+        "depth": beliefs.depth_of(entry),
+        "evidence": beliefs.id_list(entry.meta.get("evidence")),
+        "resolution": entry.meta.get("resolution"),
+        "resolved_at": (format_timestamp(ts) if isinstance(ts := entry.meta.get("resolved_at"),
+                                                            datetime) else ts),
+    }
+
+
+def worldview(runtime: Runtime, ref: UserRef, *, history: bool = False) -> list[dict[str, Any]]:
+    """The current convictions (one per key, sorted by key); with ``history`` every version,
+    newest first within each key."""
+    entries = runtime.store.entries(ref, Kind.CONVICTION)
+    if not history:
+        view = beliefs.current_worldview(beliefs.Conviction.of(e) for e in entries)
+        by_id = {e.id: e for e in entries}
+        return [conviction_dict(by_id[c.id]) for _, c in sorted(view.current.items())]
+    rows = [conviction_dict(e) for e in entries]
+    rows.sort(key=lambda r: (str(r["key"] or ""), str(r["timestamp"] or ""), r["id"]))
+    out: list[dict[str, Any]] = []
+    for key in dict.fromkeys(r["key"] for r in rows):
+        out += reversed([r for r in rows if r["key"] == key])
+    return out
+
+
+def relations(runtime: Runtime, ref: UserRef, *, status: str | None = None
+              ) -> list[dict[str, Any]]:
+    """Every relation of the owner (newest first), optionally only those of ``status``."""
+    if status is not None and status not in RELATION_STATUSES:
+        raise EverosError(f"unknown status {status!r} (use one of "
+                             f"{', '.join(RELATION_STATUSES)})")
+    rows = [relation_dict(e) for e in runtime.store.entries(ref, Kind.RELATION)
+            if e.deprecated_by is None]
+    if status is not None:
+        rows = [r for r in rows if r["status"] == status]
+    rows.sort(key=lambda r: (str(r["timestamp"] or ""), r["id"]), reverse=True)
+    return rows
+
+
+def resolve_relation(runtime: Runtime, ref: UserRef, rel_id: str, note: str) -> dict[str, Any]:
+    """Mark an active edge ``resolved`` with a person's note (its own metadata; the
+    convictions it joins are not touched). Raises :class:`UnknownEntry` or
+    :class:`ResolveRefused`."""
+    if EntryId.parse(rel_id).kind is not Kind.RELATION:
+        raise ResolveRefused(f"{rel_id} is not a relation id (they start with "
+                             f"{Kind.RELATION.prefix}_)")
+    note = " ".join(str(note).split())
+    if not note:
+        raise ResolveRefused("a resolution needs a non-empty note")
+    if len(note) > MAX_NOTE:
+        raise ResolveRefused(f"the note is {len(note)} characters; at most {MAX_NOTE}")
+    entry = runtime.store.get(ref, rel_id)
+    status = beliefs.status_of(entry)
+    if status != beliefs.ACTIVE:
+        raise ResolveRefused(f"{rel_id} is {status}, not active: nothing to resolve")
+    updated = runtime.store.update_meta(ref, rel_id, {
+        "status": beliefs.RESOLVED, "resolved_at": datetime.now(UTC), "resolution": note})
+    from everos_reflect.strategies.belief_store import sync
+
+    sync(runtime, [runtime.store.path_for_id(ref, rel_id)])
+    return relation_dict(updated)
+
+
+def owners_of(runtime: Runtime, rel_id: str, refs: list[UserRef]) -> list[UserRef]:
+    """The users among ``refs`` holding an entry ``rel_id`` (ids are unique per user only)."""
+    found = []
+    for ref in refs:
+        try:
+            runtime.store.get(ref, rel_id)
+        except UnknownEntry:
+            continue
+        found.append(ref)
+    return found
+
+
+__all__ = ["ResolveRefused", "owners_of", "relations", "resolve_relation", "worldview"]

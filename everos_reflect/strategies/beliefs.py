@@ -1,0 +1,352 @@
+"""The belief tiers' rules (seed 004), as pure functions over plain values.
+
+Three strategies stand on these rules — ``update_worldview``, ``detect_contradictions`` and
+``reconcile`` — and none of the rules reads a file, a database or the clock, so every one of
+them is tested with literals:
+
+- **Trigger arithmetic**: a count trigger (3 new insights), an on-write trigger (any changed
+  conviction) and a census trigger (≥ 2 standing self-contradictions *when a new one lands*),
+  each behind the tier's cooldown.
+- **Changes cursor**: a tier's input window is what changed since the last *committed* run
+  (an entry id with the text hash it had); the window is fixed when the run starts and the
+  cursor moves by exactly that window after the run commits, so a crash re-reads it and
+  entries written meanwhile wait for the next run.
+- **Slot versioning**: one live conviction per key; only a key whose text genuinely shifted
+  gets a new version, which archives the previous one of that key — never another key's, so a
+  new strategy cannot quietly overwrite a commitment.
+- **Edge validity**: an edge cites exactly two convictions, both live now, at least one of them
+  just changed, and the pair has no standing edge yet; an edge whose conviction is superseded
+  is resolved, with the reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from everos_reflect.model import Entry, Kind, normalize_text
+
+#: The conviction slots of seed 004 (``keys`` setting of ``update_worldview``).
+DEFAULT_KEYS: tuple[str, ...] = ("identity", "strategy", "commitments", "risks", "principles")
+#: Slots that hold promises: the prompt tells the model they stay in force until the evidence
+#: says they were fulfilled or cancelled (a strategy shift is no such evidence).
+BINDING_KEYS: frozenset[str] = frozenset({"commitments"})
+#: What a conviction key may look like (it is written as metadata and shown in prompts).
+KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
+
+SELF_CONTRADICTION = "self_contradiction"
+RECONCILIATION = "reconciliation"
+ACTIVE, RESOLVED, STALE, RETIRED = "active", "resolved", "stale", "retired"
+
+
+# -- reading entries as beliefs ----------------------------------------------------------------
+
+
+def status_of(entry: Entry) -> str:
+    """A derived record's ``status`` (``active`` when absent: a hand-written record counts)."""
+    value = entry.meta.get("status")
+    return str(value).strip() if value is not None else ACTIVE
+
+
+def is_live(entry: Entry) -> bool:
+    """Not archived and still ``active``: the only records a tier may build on."""
+    return entry.deprecated_by is None and status_of(entry) == ACTIVE
+
+
+def id_list(value: object) -> list[str]:
+    """A metadata id list (``evidence``, ``between``), tolerant of a hand-written scalar."""
+    if value is None:
+        return []
+    items = value if isinstance(value, list) else [value]
+    return [str(v).strip() for v in items if str(v).strip()]
+
+
+def depth_of(entry: Entry) -> int:
+    """``depth`` as written; Episodes, facts and tasks are 0, a derived record without one 1."""
+    value = entry.meta.get("depth")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    return 1 if entry.kind.derived else 0
+
+
+def derived_depth(cited: Iterable[int]) -> int:
+    """SPEC §10: a record is 1 + the deepest record it cites."""
+    return 1 + max(cited, default=0)
+
+
+@dataclass(frozen=True)
+class Conviction:
+    """One version of one slot of the worldview."""
+
+    id: str
+    key: str
+    text: str
+    evidence: tuple[str, ...] = ()
+    depth: int = 2
+    timestamp: datetime | None = None
+    live: bool = True
+
+    @classmethod
+    def of(cls, entry: Entry) -> Conviction:
+        return cls(entry.id, str(entry.meta.get("key") or "").strip(), entry.content.strip(),
+                   tuple(id_list(entry.meta.get("evidence"))), depth_of(entry),
+                   entry.timestamp, is_live(entry))
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One ``self_contradiction`` relation between two convictions."""
+
+    id: str
+    between: tuple[str, ...]
+    status: str
+    text: str = ""
+    archived: bool = False
+
+    @classmethod
+    def of(cls, entry: Entry) -> Edge:
+        return cls(entry.id, tuple(id_list(entry.meta.get("between"))), status_of(entry),
+                   entry.content.strip(), entry.deprecated_by is not None)
+
+    @property
+    def standing(self) -> bool:
+        """Counted by the census: active and not archived."""
+        return self.status == ACTIVE and not self.archived
+
+    @property
+    def pair(self) -> frozenset[str]:
+        return frozenset(self.between)
+
+
+# -- trigger arithmetic ------------------------------------------------------------------------
+
+
+def cooldown_over(last_run: datetime | None, now: datetime, cooldown: timedelta) -> bool:
+    """True when no run happened yet or ``cooldown`` has passed since the last one."""
+    return last_run is None or now >= last_run + cooldown
+
+
+def count_due(new_items: int, threshold: int) -> bool:
+    """``update_worldview``: at least ``threshold`` new active insights since the last run."""
+    return new_items >= threshold
+
+
+def on_write_due(changed: int) -> bool:
+    """``detect_contradictions``: any conviction written or changed since the last run."""
+    return changed > 0
+
+
+def census_due(new_edges: int, standing: int, threshold: int) -> bool:
+    """``reconcile``: a new edge landed *and* at least ``threshold`` stand now.
+
+    A census is a standing count, not a delta; but it only fires on news, so two old edges do
+    not fire again every poll.
+    """
+    return new_edges > 0 and standing >= threshold
+
+
+# -- the changes cursor ------------------------------------------------------------------------
+
+#: An input as the cursor knows it: the entry id and the hash of the text the tier saw.
+Seen = tuple[str, str]
+
+
+def window(candidates: Mapping[str, str], consumed: Iterable[Seen]) -> list[str]:
+    """The ids of ``candidates`` (id → text hash) not yet consumed in that exact text, sorted.
+
+    An entry whose text changed since it was consumed (a hand edit) is new again.
+    """
+    done = set(consumed)
+    return sorted(i for i, h in candidates.items() if (i, h) not in done)
+
+
+def window_key(strategy: str, owner: str, items: Mapping[str, str]) -> str:
+    """A stable id for one run's input window: the same window always gives the same key, so a
+    run re-done after a crash finds the records it already wrote instead of writing twice."""
+    h = hashlib.sha256(f"{strategy}\n{owner}\n".encode())
+    for entry_id in sorted(items):
+        h.update(f"{entry_id}:{items[entry_id]}\n".encode())
+    return f"dw_{h.hexdigest()[:16]}"
+
+
+# -- slot versioning ---------------------------------------------------------------------------
+
+
+@dataclass
+class Worldview:
+    """The current worldview: one live conviction per key, plus the repairs that make it so.
+
+    ``repairs`` maps an older live conviction to the newer live one of the same key (a crash
+    between writing a version and archiving its predecessor, or a hand-added version): applying
+    them restores "one live conviction per key".
+    """
+
+    current: dict[str, Conviction] = field(default_factory=dict)
+    repairs: dict[str, str] = field(default_factory=dict)
+
+
+def _order(c: Conviction) -> tuple[str, str]:
+    stamp = c.timestamp.isoformat() if c.timestamp is not None else ""
+    return (stamp, c.id)
+
+
+def current_worldview(convictions: Iterable[Conviction]) -> Worldview:
+    """The newest live conviction of each key; the other live ones of that key are repairs."""
+    by_key: dict[str, list[Conviction]] = {}
+    for c in convictions:
+        if c.live and c.key:
+            by_key.setdefault(c.key, []).append(c)
+    view = Worldview()
+    for key, versions in by_key.items():
+        versions.sort(key=_order)
+        newest = versions[-1]
+        view.current[key] = newest
+        view.repairs.update({old.id: newest.id for old in versions[:-1]})
+    return view
+
+
+def same_text(a: str, b: str) -> bool:
+    """Whitespace, case and trailing-full-stop differences are not a shift."""
+    def norm(t: str) -> str:
+        return normalize_text(t).casefold().rstrip(". ")
+    return norm(a) == norm(b)
+
+
+@dataclass(frozen=True)
+class NewVersion:
+    """A conviction to write: its slot, text, cited ids, and the version it archives."""
+
+    key: str
+    text: str
+    evidence: tuple[str, ...]
+    supersedes: str | None
+
+
+@dataclass
+class VersionPlan:
+    new: list[NewVersion] = field(default_factory=list)
+    unchanged: list[str] = field(default_factory=list)  # keys proposed with the same text
+    refused: list[str] = field(default_factory=list)    # why a proposal was not taken
+
+
+def plan_versions(
+    current: Mapping[str, Conviction],
+    proposals: Sequence[Mapping[str, object]],
+    keys: Sequence[str],
+) -> VersionPlan:
+    """Which proposals (``{"key", "text", "evidence"}``) become new versions.
+
+    Only configured keys; a key proposed twice keeps its first proposal; a proposal whose text
+    equals the current version of its key is no shift and writes nothing. Each new version
+    archives exactly the current version of its own key, nothing else.
+    """
+    plan = VersionPlan()
+    allowed, seen = set(keys), set()
+    for item in proposals:
+        key = str(item.get("key", "")).strip()
+        text = str(item.get("text", "")).strip()
+        evidence = tuple(id_list(item.get("evidence")))
+        if key not in allowed:
+            plan.refused.append(f"key {key!r} is not one of {', '.join(keys)}")
+            continue
+        if key in seen:
+            plan.refused.append(f"key {key!r} proposed twice; the first proposal is kept")
+            continue
+        seen.add(key)
+        if not text or not evidence:
+            plan.refused.append(f"key {key!r}: a conviction needs text and evidence")
+            continue
+        before = current.get(key)
+        if before is not None and same_text(before.text, text):
+            plan.unchanged.append(key)
+            continue
+        plan.new.append(NewVersion(key, text, evidence, before.id if before else None))
+    return plan
+
+
+# -- edges -------------------------------------------------------------------------------------
+
+
+def edge_problem(
+    between: Sequence[str],
+    *,
+    live: Iterable[str],
+    changed: Iterable[str],
+    standing_pairs: Iterable[frozenset[str]] = (),
+) -> str | None:
+    """Why an edge over ``between`` may not be written (``None``: it may).
+
+    It must name exactly two different convictions, both live now (current versions of their
+    keys), at least one of them changed in this run's window, and no standing edge may join
+    the same pair already.
+    """
+    ids = list(dict.fromkeys(between))
+    if len(between) != 2 or len(ids) != 2:
+        return f"an edge joins exactly two different convictions, got {list(between)}"
+    not_conviction = [i for i in ids if not i.startswith(f"{Kind.CONVICTION.prefix}_")]
+    if not_conviction:
+        return f"{', '.join(not_conviction)} is not a conviction"
+    live_set = set(live)
+    gone = [i for i in ids if i not in live_set]
+    if gone:
+        return f"{', '.join(gone)} is not a live conviction"
+    if not set(ids) & set(changed):
+        return f"neither {ids[0]} nor {ids[1]} changed in this run"
+    if frozenset(ids) in set(standing_pairs):
+        return f"{ids[0]} and {ids[1]} already have a standing edge"
+    return None
+
+
+def superseded_edges(
+    edges: Iterable[Edge], live: Iterable[str], successor: Mapping[str, str]
+) -> dict[str, str]:
+    """``{edge id: reason}`` for every standing edge citing a conviction no longer live.
+
+    ``successor`` maps an archived conviction to what archived it, so the reason names it.
+    """
+    live_set = set(live)
+    out: dict[str, str] = {}
+    for edge in edges:
+        if not edge.standing:
+            continue
+        gone = [c for c in edge.between if c not in live_set]
+        if gone:
+            out[edge.id] = "; ".join(
+                f"{c} was superseded by {successor[c]}" if successor.get(c)
+                else f"{c} is no longer a live conviction" for c in gone)
+    return out
+
+
+__all__ = [
+    "ACTIVE",
+    "BINDING_KEYS",
+    "DEFAULT_KEYS",
+    "KEY_RE",
+    "RECONCILIATION",
+    "RESOLVED",
+    "SELF_CONTRADICTION",
+    "Conviction",
+    "Edge",
+    "NewVersion",
+    "VersionPlan",
+    "Worldview",
+    "census_due",
+    "cooldown_over",
+    "count_due",
+    "current_worldview",
+    "depth_of",
+    "derived_depth",
+    "edge_problem",
+    "id_list",
+    "is_live",
+    "on_write_due",
+    "plan_versions",
+    "same_text",
+    "status_of",
+    "superseded_edges",
+    "window",
+    "window_key",
+]

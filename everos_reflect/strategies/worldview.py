@@ -1,0 +1,105 @@
+"""``update_worldview`` (seed 004, SPEC §10): insights → convictions, one live version per key.
+
+Trigger: 3 new active insights of an owner since the last committed run (a count data
+trigger). The model sees the new insights (numbered) and the current conviction of every key,
+and answers only the keys that shifted (SPEC §9 ``worldview``). A key whose text did not change
+gets no new version; a new version archives the previous one *of its own key* through
+``deprecated_entries`` — so a new strategy can never overwrite a commitment — and any standing
+self-contradiction that cited the archived version is resolved with the reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from everos_reflect.engine.registry import RunContext, SettingSpec
+from everos_reflect.model import Kind
+from everos_reflect.strategies import beliefs
+from everos_reflect.strategies.belief_store import (
+    BeliefState,
+    BeliefTier,
+    Budget,
+    Derived,
+    Work,
+    derived_meta,
+    repair,
+    sync,
+    tier_settings,
+)
+
+NAME = "update_worldview"
+
+
+def _keys_problem(value: list[Any]) -> str | None:
+    if not value or not all(isinstance(k, str) and beliefs.KEY_RE.fullmatch(k) for k in value):
+        return "must be a non-empty list of keys (letters, digits, _ and -)"
+    if len(set(value)) != len(value):
+        return "must not name a key twice"
+    return None
+
+
+class UpdateWorldview(BeliefTier):
+    name = NAME
+    description = "Promote new insights into convictions, one live version per key (seed 004)."
+    output_kind = Kind.CONVICTION
+    task = "worldview"
+    settings = (
+        SettingSpec("threshold", int, 3, "New active insights that trigger a run.",
+                    lambda v: None if v >= 1 else "must be >= 1"),
+        SettingSpec("keys", list, list(beliefs.DEFAULT_KEYS),
+                    "The conviction slots, each replaced in place.", _keys_problem),
+        *tier_settings(cooldown=120.0),
+    )
+
+    def candidates(self, state: BeliefState, settings: Mapping[str, Any]) -> dict[str, str]:
+        cap = int(settings.get("max_depth", 8))
+        return {e.id: e.text_hash for e in state.insights
+                if beliefs.is_live(e) and beliefs.depth_of(e) < cap}
+
+    def due(self, state: BeliefState, window: list[str], settings: Mapping[str, Any]) -> bool:
+        return beliefs.count_due(len(window), int(settings.get("threshold", 3)))
+
+    def derive(self, ctx: RunContext, work: Work, budget: Budget) -> Derived:
+        from everos_reflect.llm.tasks import Record
+
+        rt, ref, state = ctx.runtime, work.ref, work.state
+        keys = [str(k) for k in ctx.settings.get("keys") or beliefs.DEFAULT_KEYS]
+        entries = state.by_id()
+        shown = [entries[i] for i in work.items]
+        view = state.worldview()
+        current = "\n".join(f"- {k}: {c.text}" for k, c in sorted(view.current.items()))
+        derived = Derived()
+        proposals = self.call(ctx, budget, [
+            Record(e.id, _insight_label(e), e.content, e.timestamp) for e in shown
+        ], {"current": current or "(none yet)", "keys": ", ".join(keys)}, derived)
+        plan = beliefs.plan_versions(view.current, proposals, keys)
+        for reason in plan.refused:
+            ctx.log.warning("%s: %s: %s", self.name, ref, reason)
+        if not plan.new:
+            return derived
+        depths = {e.id: beliefs.depth_of(e) for e in shown}
+        written = rt.store.append_many(ref, Kind.CONVICTION, [
+            (derived_meta(evidence=v.evidence, key=work.key,
+                          depth=beliefs.derived_depth(depths.get(i, 1) for i in v.evidence),
+                          extra={"key": v.key, "supersedes": v.supersedes}),
+             {"Conviction": v.text})
+            for v in plan.new])
+        touched = {rt.store.path_for_id(ref, e.id) for e in written}
+        archive = {v.supersedes: e.id for v, e in zip(plan.new, written, strict=True)
+                   if v.supersedes}
+        if archive:
+            rt.store.deprecate(ref, archive)
+            touched |= {rt.store.path_for_id(ref, old) for old in archive}
+        touched |= repair(rt, ref, BeliefState.load(rt, ref))
+        sync(rt, touched)
+        derived.outputs = [e.id for e in written]
+        return derived
+
+
+def _insight_label(entry: Any) -> str:
+    kind = entry.meta.get("insight_type")
+    return "reconciliation insight" if kind == beliefs.RECONCILIATION else "insight"
+
+
+__all__ = ["NAME", "UpdateWorldview"]

@@ -1,0 +1,155 @@
+"""Reading the belief tiers (CLI ``worldview``/``relations``/``resolve`` and the HTTP routes)
+over convictions and edges written straight into the Markdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner, Result
+
+from everos_reflect.api.app import create_app
+from everos_reflect.cli import belief_cmds
+from everos_reflect.cli.common import existing_root
+from everos_reflect.cli.main import cli
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.engine.engine import Engine
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+
+ADA = UserRef.of("ada")
+TS = "2026-10-12T09:00:00+00:00"
+
+
+@pytest.fixture(autouse=True)
+def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Commands open their root through `open_runtime`: give them the deterministic fake."""
+
+    def fake_open(root: str | None) -> Runtime:
+        return Runtime(existing_root(root), Settings(), embedder=HashEmbedder(32))
+
+    monkeypatch.setattr(belief_cmds, "open_runtime", fake_open)
+
+
+@pytest.fixture
+def beliefs_root(root: Path) -> dict[str, str]:
+    """Two versions of ``strategy``, one ``commitments``, one active edge, one resolved."""
+    rt = Runtime(root, embedder=HashEmbedder(32))
+    store = rt.store
+    old, commit = store.append_many(ADA, Kind.CONVICTION, [
+        ({"timestamp": TS, "key": "strategy", "evidence": ["in_20261012_0001"], "depth": 2,
+          "status": "active"}, {"Conviction": "Enterprise first."}),
+        ({"timestamp": TS, "key": "commitments", "evidence": ["in_20261012_0002"], "depth": 2,
+          "status": "active"},
+         {"Conviction": "Deliver the contracted SSO and audit-log roadmap by quarter end."}),
+    ])
+    (new,) = store.append_many(ADA, Kind.CONVICTION, [
+        ({"timestamp": "2026-10-13T09:00:00+00:00", "key": "strategy",
+          "evidence": ["in_20261012_0003"], "depth": 2, "status": "active",
+          "supersedes": old.id},
+         {"Conviction": "Redirect engineering to the self-serve SMB flywheel."}),
+    ])
+    store.deprecate(ADA, {old.id: new.id})
+    edge, done = store.append_many(ADA, Kind.RELATION, [
+        ({"timestamp": TS, "relation_type": "self_contradiction", "between": [new.id, commit.id],
+          "evidence": [new.id, commit.id], "depth": 3, "status": "active"},
+         {"Relation": "Stopping enterprise engineering breaks the enterprise commitments."}),
+        ({"timestamp": TS, "relation_type": "self_contradiction", "between": [old.id, commit.id],
+          "evidence": [old.id, commit.id], "depth": 3, "status": "resolved"},
+         {"Relation": "An older tension."}),
+    ])
+    rt.close()
+    return {"old": old.id, "new": new.id, "commit": commit.id, "edge": edge.id, "done": done.id}
+
+
+def run(root: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, [*args, "--root", str(root)])
+
+
+def test_worldview_shows_one_live_conviction_per_key(root: Path,
+                                                     beliefs_root: dict[str, str]) -> None:
+    result = run(root, "worldview", "--user", "ada", "--json")
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.stdout)["convictions"]
+    assert [(r["key"], r["id"]) for r in rows] == [
+        ("commitments", beliefs_root["commit"]), ("strategy", beliefs_root["new"])]
+    assert rows[1]["supersedes"] == beliefs_root["old"] and rows[1]["kind"] == "conviction"
+
+
+def test_worldview_history_lists_every_version_newest_first(
+        root: Path, beliefs_root: dict[str, str]) -> None:
+    rows = json.loads(run(root, "worldview", "--user", "ada", "--history", "--json").stdout)[
+        "convictions"]
+    strategy = [(r["id"], r["live"], r["deprecated_by"]) for r in rows if r["key"] == "strategy"]
+    assert strategy == [(beliefs_root["new"], True, None),
+                        (beliefs_root["old"], False, beliefs_root["new"])]
+    text = run(root, "worldview", "--history").stdout
+    assert f"archived by {beliefs_root['new']}" in text
+
+
+def test_relations_filter_by_status(root: Path, beliefs_root: dict[str, str]) -> None:
+    rows = json.loads(run(root, "relations", "--status", "active", "--json").stdout)[
+        "relations"]
+    assert [r["id"] for r in rows] == [beliefs_root["edge"]]
+    assert rows[0]["between"] == [beliefs_root["new"], beliefs_root["commit"]]
+    assert len(json.loads(run(root, "relations", "--json").stdout)["relations"]) == 2
+    bad = run(root, "relations", "--status", "bogus")
+    assert bad.exit_code == 1 and "unknown status 'bogus'" in bad.stderr
+
+
+def test_resolve_marks_the_edge_and_leaves_the_convictions(
+        root: Path, beliefs_root: dict[str, str]) -> None:
+    conv_file = (root / "default_app/default_project/users/ada/.worldview")
+    before = {p.name: p.read_bytes() for p in conv_file.iterdir()}
+    result = run(root, "resolve", beliefs_root["edge"], "--note", "Enterprise work ends in Q1.",
+                 "--json")
+    assert result.exit_code == 0, result.output
+    row = json.loads(result.stdout)
+    assert (row["status"], row["resolution"]) == ("resolved", "Enterprise work ends in Q1.")
+    assert {p.name: p.read_bytes() for p in conv_file.iterdir()} == before
+    again = run(root, "resolve", beliefs_root["edge"], "--note", "x")
+    assert again.exit_code == 1 and "is resolved, not active" in again.stderr
+    missing = run(root, "resolve", "rel_20261012_0099", "--note", "x")
+    assert missing.exit_code == 1 and "no relation rel_20261012_0099" in missing.stderr
+    not_edge = run(root, "resolve", beliefs_root["new"], "--note", "x", "--user", "ada")
+    assert not_edge.exit_code == 1 and "not a relation id" in not_edge.stderr
+
+
+def call(root: Path, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    rt = Runtime(root, embedder=HashEmbedder(32))
+    app = create_app(rt, Engine(rt))
+
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            return await c.request(method, url, **kwargs)
+
+    try:
+        return asyncio.run(go())
+    finally:
+        rt.close()
+
+
+def test_api_worldview_relations_and_resolve(root: Path, beliefs_root: dict[str, str]) -> None:
+    view = call(root, "GET", "/api/v1/memory/worldview", params={"user_id": "ada"}).json()
+    assert [c["key"] for c in view["data"]["convictions"]] == ["commitments", "strategy"]
+    rels = call(root, "GET", "/api/v1/memory/relations",
+                params={"user_id": "ada", "status": "active"}).json()["data"]["relations"]
+    assert [r["id"] for r in rels] == [beliefs_root["edge"]]
+    url = f"/api/v1/memory/relations/{beliefs_root['edge']}/resolve"
+    resp = call(root, "POST", url, json={"user_id": "ada", "note": "Dropped the pivot."})
+    assert resp.status_code == 200 and resp.json()["data"]["status"] == "resolved"
+    again = call(root, "POST", url, json={"user_id": "ada", "note": "again"})
+    assert again.status_code == 409 and again.json()["error"]["code"] == "resolve_refused"
+    empty = call(root, "POST", url, json={"user_id": "ada", "note": ""})
+    assert empty.status_code == 422
+    unknown = call(root, "POST", "/api/v1/memory/relations/rel_20261012_0077/resolve",
+                   json={"user_id": "ada", "note": "x"})
+    assert unknown.status_code == 404
+    bad_user = call(root, "GET", "/api/v1/memory/worldview", params={"user_id": "../x"})
+    assert bad_user.status_code == 422

@@ -1,0 +1,93 @@
+"""fleet.toml: parsing is pure and reports every problem at once; root patterns expand."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from everos_reflect.errors import ConfigError, EverosError
+from everos_reflect.fleet.config import parse_fleet, read_fleet, resolve_roots
+
+
+def test_a_full_fleet_file_parses_into_its_values() -> None:
+    config = parse_fleet(
+        'roots = ["/data/shard-*", "extra"]\nray_address = "ray://head.local:10001"\n'
+        "task_cpus = 0.5\nmax_retries = 5\nprobe_work = false\npoll_seconds = 1\n"
+        "[strategies.reflect_episodes]\nenabled = true\ncron = \"0 3 * * 0\"\n",
+        "/etc/fleet.toml")
+    assert config.roots == ("/data/shard-*", "extra")
+    assert config.ray_address == "ray://head.local:10001"
+    assert (config.task_cpus, config.max_retries, config.probe_work) == (0.5, 5, False)
+    assert config.poll_seconds == 1.0
+    assert config.strategies == {"reflect_episodes": {"enabled": True, "cron": "0 3 * * 0"}}
+    assert config.base_dir == Path("/etc")
+
+
+def test_defaults_are_a_local_ray_one_cpu_per_root_and_three_retries() -> None:
+    config = parse_fleet('roots = ["a"]')
+    assert (config.ray_address, config.num_cpus, config.task_cpus, config.max_retries) == \
+        ("", None, 1.0, 3)
+    assert config.probe_work is True and config.strategies == {}
+
+
+def test_every_problem_is_reported_at_once_with_file_key_and_reason() -> None:
+    text = ('roots = ["ok", ""]\nray_address = "http://x:1"\nnum_cpus = 0\ntask_cpus = -1\n'
+            "max_retry = 2\nprobe_work = 1\n"
+            "[strategies.reflect_episodes]\ncron = \"61 * * * *\"\nmax_clusters_per_run = 0\n"
+            "[strategies.nope]\nenabled = true\n")
+    with pytest.raises(ConfigError) as info:
+        parse_fleet(text, "f.toml")
+    where = {key: reason for file, key, reason in info.value.problems if file == "f.toml"}
+    assert set(where) == {"roots[1]", "ray_address", "num_cpus", "task_cpus", "max_retry",
+                          "probe_work", "strategies.reflect_episodes.cron",
+                          "strategies.reflect_episodes.max_clusters_per_run", "strategies.nope"}
+    assert "did you mean 'max_retries'" in where["max_retry"]
+    assert "ray://host:port" in where["ray_address"]
+    assert "unknown strategy" in where["strategies.nope"]
+
+
+def test_missing_roots_and_a_syntax_error_name_the_place() -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_fleet('ray_address = "auto"', "f.toml")
+    assert info.value.problems == [("f.toml", "roots", "missing: list the memory roots "
+                                                       "(paths or globs)")]
+    with pytest.raises(ConfigError) as info:
+        parse_fleet('roots = ["a"]\nx = = 1\n', "f.toml")
+    assert info.value.problems[0][:2] == ("f.toml", "line 2")
+
+
+def test_num_cpus_only_makes_sense_for_a_local_ray() -> None:
+    with pytest.raises(ConfigError, match="only applies to a local Ray"):
+        parse_fleet('roots = ["a"]\nray_address = "auto"\nnum_cpus = 4')
+    assert parse_fleet('roots = ["a"]\nnum_cpus = 4').num_cpus == 4
+
+
+def test_an_oversized_file_is_refused_before_parsing() -> None:
+    with pytest.raises(ConfigError, match="larger than"):
+        parse_fleet("# " + "x" * (1 << 20))
+
+
+def test_globs_expand_relative_to_the_fleet_file_once_each_in_order(tmp_path: Path) -> None:
+    for name in ("shard-2", "shard-1", "extra"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "shard-file").write_text("not a folder")
+    fleet = tmp_path / "fleet.toml"
+    fleet.write_text(f'roots = ["shard-*", "extra", "{tmp_path}/shard-1"]\n')
+    _, roots = read_fleet(fleet)
+    assert roots == [tmp_path / "shard-1", tmp_path / "shard-2", tmp_path / "extra"]
+
+
+def test_patterns_that_match_nothing_are_all_reported(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("x")
+    config = parse_fleet('roots = ["missing", "gone-*", "file"]', str(tmp_path / "f.toml"))
+    with pytest.raises(ConfigError) as info:
+        resolve_roots(config)
+    assert [(k, r.split("' ")[-1]) for _, k, r in info.value.problems] == [
+        ("roots[0]", "does not exist"), ("roots[1]", "matches no folder"),
+        ("roots[2]", "is not a folder")]
+
+
+def test_a_missing_fleet_file_is_one_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(EverosError, match="no fleet file at"):
+        read_fleet(tmp_path / "nope.toml")

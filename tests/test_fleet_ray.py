@@ -1,0 +1,219 @@
+"""The fleet on a real local Ray (2 worker CPUs), started once for this whole module.
+
+Ray start-up costs seconds on a loaded machine, so every test that needs Ray lives here and
+shares the one session.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import signal
+import sqlite3
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from filelock import FileLock
+
+from everos_reflect.cli.main import cli
+from everos_reflect.clustering.service import ClusterService
+from everos_reflect.engine.engine import lock_path
+from everos_reflect.fleet.config import parse_fleet, read_fleet
+from everos_reflect.fleet.ray_backend import RayFleet, run_fleet
+from everos_reflect.fleet.schedule import FleetScheduler
+from everos_reflect.markdown.parser import parse_log
+from everos_reflect.strategies.reflect import users_with_clusters
+from tests.fleet_support import build_root, open_test_root
+from tests.reflect_fixtures import check_invariants
+
+ray = pytest.importorskip("ray")  # declared in the test extra: CI always has it
+
+pytestmark = pytest.mark.slow
+
+STRATEGY = "reflect_episodes"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_session() -> Any:
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level="WARNING")
+    yield
+    ray.shutdown()
+
+
+def _fleet_file(folder: Path, extra: str = "") -> Path:
+    path = folder / "fleet.toml"
+    path.write_text('roots = ["shard-*"]\n[strategies.reflect_episodes]\nenabled = true\n'
+                    + extra, "utf-8")
+    return path
+
+
+def _expected_merges(root: Path) -> int:
+    rt = open_test_root(str(root))
+    clusters = ClusterService(rt)
+    n = sum(len(clusters.eligible_for_reflection(ref, 100)) for ref in users_with_clusters(rt))
+    rt.close()
+    return n
+
+
+def _ok_reports(root: Path) -> list[dict[str, Any]]:
+    rt = open_test_root(str(root))
+    rows = [dict(r) for r in rt.db().execute(
+        "SELECT app_id, project_id, owner_id, merged_entry_id, source_members "
+        "FROM reflection_report WHERE status='ok'")]
+    rt.close()
+    return rows
+
+
+def _assert_consistent(root: Path, episode_ids: list[str]) -> None:
+    """The chaos invariants: every file parses; no live narrative beside a live source; no
+    journal row left; no Episode lost; no merge done twice."""
+    rt = open_test_root(str(root))
+    check_invariants(rt)  # parses every file of every user, narratives vs their sources
+    found: dict[tuple[str, str], Any] = {}  # entry ids are unique per user
+    for ref in rt.store.iter_users():
+        for path in rt.store.iter_files(ref):
+            for entry in parse_log(path.read_text("utf-8"), str(path)).entries:
+                found[(ref.user_id, entry.id)] = entry
+    assert not set(episode_ids) - set(found), "Episodes lost"
+    reports = _ok_reports(root)
+    merged = [(r["owner_id"], r["merged_entry_id"]) for r in reports]
+    sources = [(r["owner_id"], s) for r in reports for s in json.loads(r["source_members"])]
+    assert len(merged) == len(set(merged)) and len(sources) == len(set(sources)), \
+        "a merge was done twice"
+    live_narratives = {key for key, e in found.items()
+                       if e.parent_type == "cluster" and e.deprecated_by is None}
+    assert live_narratives == set(merged)
+    rt.close()
+
+
+def test_twenty_roots_all_merged_and_a_locked_root_reported_busy(tmp_path: Path) -> None:
+    ids = {}
+    for i in range(20):
+        ids[i] = build_root(tmp_path / f"shard-{i:02d}")
+    expected = {i: _expected_merges(tmp_path / f"shard-{i:02d}") for i in range(20)}
+    assert all(n >= 2 for n in expected.values())
+    config, roots = read_fleet(_fleet_file(tmp_path))
+    assert len(roots) == 20
+
+    locked = lock_path(roots[3], STRATEGY)
+    locked.parent.mkdir(parents=True, exist_ok=True)
+    seen: list[tuple[str, int, int]] = []
+    with FileLock(str(locked)):  # a run of root 3 going on elsewhere
+        report = run_fleet(config, roots, STRATEGY, opener=open_test_root,
+                           on_result=lambda r, done, total: seen.append((r.root, done, total)))
+    by_root = {Path(r.root): r for r in report.results}
+    assert [r.root for r in report.results] == [str(r) for r in roots]
+    assert [(d, t) for _, d, t in seen] == [(n, 20) for n in range(1, 21)]
+    assert by_root[roots[3]].status == "busy" and not report.ok
+    assert report.submitted == 20 and report.counts == {"ok": 19, "busy": 1}
+    for i, root in enumerate(roots):
+        if i == 3:
+            assert _ok_reports(root) == []
+            continue
+        assert by_root[root].merges == expected[i] == len(_ok_reports(root))
+        _assert_consistent(root, ids[i])
+
+    again = run_fleet(config, roots, STRATEGY, opener=open_test_root)
+    assert again.ok and again.submitted == 1 and again.counts == {"idle": 19, "ok": 1}
+    assert len(_ok_reports(roots[3])) == expected[3]
+    _assert_consistent(roots[3], ids[3])
+
+
+def _running_pid(root: Path, min_merges: int) -> int | None:
+    db = root / ".index" / "sqlite" / "system.db"
+    if not db.exists():
+        return None
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5)
+    try:
+        row = conn.execute("SELECT pid FROM runs WHERE status='running'").fetchone()
+        done = conn.execute("SELECT COUNT(*) FROM reflection_report").fetchone()[0]
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    return row[0] if row and done >= min_merges else None
+
+
+def test_a_worker_killed_mid_run_is_retried_and_every_root_stays_consistent(
+        tmp_path: Path) -> None:
+    victim = tmp_path / "shard-0"
+    ids = {victim: build_root(victim, users=4)}
+    for i in range(1, 4):
+        ids[tmp_path / f"shard-{i}"] = build_root(tmp_path / f"shard-{i}")
+    expected = {root: _expected_merges(root) for root in ids}
+    config, roots = read_fleet(_fleet_file(tmp_path))
+    slow = functools.partial(open_test_root, merge_delay=0.5)
+    out: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: out.setdefault(
+        "report", run_fleet(config, roots, STRATEGY, opener=slow)))
+    runner.start()
+    deadline = time.monotonic() + 120
+    pid = None
+    while pid is None and time.monotonic() < deadline and runner.is_alive():
+        pid = _running_pid(victim, min_merges=2)
+        time.sleep(0.05)
+    assert pid is not None, "the victim's run was never seen mid-way"
+    os.kill(pid, signal.SIGKILL)
+    runner.join(180)
+    report = out["report"]
+    assert report.ok, [r.as_dict() for r in report.results if r.status != "ok"]
+    result = next(r for r in report.results if Path(r.root) == victim)
+    assert result.pid != pid and len(result.recovered_runs) == 1  # a new worker, retried
+    rt = open_test_root(str(victim))
+    runs = {r["id"]: dict(r) for r in rt.db().execute("SELECT * FROM runs")}
+    rt.close()
+    assert runs[result.recovered_runs[0]]["status"] == "abandoned"
+    assert runs[result.run_id]["status"] == "ok"
+    for root, episode_ids in ids.items():
+        assert len(_ok_reports(root)) == expected[root], root
+        _assert_consistent(root, episode_ids)
+
+
+def test_fleet_serve_submits_a_due_run_to_ray(tmp_path: Path) -> None:
+    build_root(tmp_path / "shard-0")
+    config, roots = read_fleet(_fleet_file(tmp_path, 'cron = "0 2 * * *"\n'))
+    sched = FleetScheduler(config, roots, RayFleet(ray, config, opener=open_test_root),
+                           opener=open_test_root)
+    start = datetime(2026, 12, 7, 1, 0, tzinfo=UTC)
+    sched.start(now=start)
+    assert sched.tick(now=start + timedelta(hours=1)) == [(str(roots[0]), STRATEGY)]
+    results = []
+    deadline = time.monotonic() + 120
+    while not results and time.monotonic() < deadline:
+        results = sched.collect(timeout=5)
+    assert [(r.status, r.merges >= 2) for r in results] == [("ok", True)]
+    assert not sched.in_flight
+
+
+def test_cli_fleet_run_prints_one_json_document_and_fails_on_a_busy_root(
+        tmp_path: Path) -> None:
+    # The real opener: each root's own everos.toml (here: no index yet, nothing to merge).
+    for i in range(2):
+        (tmp_path / f"shard-{i}").mkdir()
+        (tmp_path / f"shard-{i}" / "everos.toml").write_text('[llm]\nprovider = "extractive"\n')
+    fleet = _fleet_file(tmp_path)
+    result = CliRunner().invoke(cli, ["fleet", "run", STRATEGY, "--fleet", str(fleet), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is True and doc["tasks"] == 2 and doc["counts"] == {"ok": 2}
+    assert {r["status"] for r in doc["results"]} == {"ok"}
+
+    # new Markdown gives shard-1 work again (shard-0 has none: idle, no task)
+    added = CliRunner().invoke(cli, ["add", "--root", str(tmp_path / "shard-1"), "--user", "u1",
+                                     "--subject", "Pets", "--content", "u1 adopted a dog."])
+    assert added.exit_code == 0, added.output
+    locked = lock_path(tmp_path / "shard-1", STRATEGY)
+    with FileLock(str(locked)):
+        result = CliRunner().invoke(cli, ["fleet", "run", STRATEGY, "--fleet", str(fleet),
+                                          "--force"])
+    assert result.exit_code == 1
+    assert "busy" in result.stdout and "already running in another process" in result.stdout
+    assert "idle" in result.stdout and "1 Ray tasks" in result.stdout
+    assert parse_fleet(fleet.read_text()).strategies  # the file itself was fine

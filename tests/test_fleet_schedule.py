@@ -1,0 +1,125 @@
+"""The fleet scheduler: per-root cron with the daemon's semantics, against an in-process
+submitter (the Ray submitter is exercised in test_fleet_ray.py)."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from everos_reflect.fleet.config import parse_fleet
+from everos_reflect.fleet.schedule import FleetScheduler, Slot, due_slots, plan_due
+from everos_reflect.fleet.work import RootResult, run_root
+from tests.fleet_support import build_root, open_test_root
+
+MONDAY_2AM = datetime(2026, 12, 7, 2, 0, tzinfo=UTC)  # a Monday
+
+
+class InlineSubmitter:
+    """Runs each submitted root at once, in this process; ``finished`` hands the results on."""
+
+    def __init__(self, defaults: dict[str, Any]) -> None:
+        self.defaults = defaults
+        self.calls: list[tuple[str, str, str]] = []
+        self._done: list[tuple[Any, RootResult]] = []
+
+    def submit(self, key: Any, root: str, name: str, *, force: bool = False,
+               trigger: str = "fleet") -> None:
+        self.calls.append((root, name, trigger))
+        self._done.append((key, run_root(root, name, force=force, defaults=self.defaults,
+                                         opener=open_test_root, trigger=trigger)))
+
+    def finished(self, timeout: float | None = None) -> list[tuple[Any, RootResult]]:
+        out, self._done = self._done, []
+        return out
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._done)
+
+
+def _fleet(tmp_path: Path, text: str = "") -> tuple[Any, list[Path]]:
+    roots = [tmp_path / "a", tmp_path / "b"]
+    build_root(roots[0])
+    build_root(roots[1], ome="[strategies.reflect_episodes]\nenabled = false\n")
+    config = parse_fleet('roots = ["a", "b"]\n[strategies.reflect_episodes]\nenabled = true\n'
+                         + text, str(tmp_path / "fleet.toml"))
+    return config, roots
+
+
+def test_plan_due_catches_up_a_missed_run_once_within_the_grace() -> None:
+    last = MONDAY_2AM - timedelta(days=7, minutes=-5)  # ran a week ago, just after 02:00
+    now = MONDAY_2AM + timedelta(hours=1)
+    assert plan_due("0 2 * * 1", "UTC", now=now, last_started=last, grace=timedelta(hours=6),
+                    catch_up=True) == (now, "startup-catchup")
+    assert plan_due("0 2 * * 1", "UTC", now=now, last_started=last, grace=timedelta(minutes=30),
+                    catch_up=True) == (MONDAY_2AM + timedelta(days=7), "cron")
+    assert plan_due(None, "UTC", now=now, last_started=None, grace=timedelta(hours=6),
+                    catch_up=True) == (None, "")
+
+
+def test_a_due_slot_whose_previous_run_is_in_flight_is_skipped_not_queued() -> None:
+    slots = [Slot("a", "s", "* * * * *", "UTC", MONDAY_2AM), Slot("b", "s", "* * * * *", "UTC",
+             MONDAY_2AM), Slot("c", "s", "* * * * *", "UTC", MONDAY_2AM + timedelta(hours=1))]
+    run, skip = due_slots(slots, MONDAY_2AM, {("b", "s")})
+    assert [s.root for s in run] == ["a"] and [s.root for s in skip] == ["b"]
+
+
+def test_the_root_ome_toml_wins_so_only_enabled_roots_are_scheduled(tmp_path: Path) -> None:
+    config, roots = _fleet(tmp_path)
+    sched = FleetScheduler(config, roots, InlineSubmitter(config.strategies),
+                           opener=open_test_root)
+    sched.start(now=MONDAY_2AM - timedelta(hours=1))
+    a, b = (sched.slots[(str(r), "reflect_episodes")] for r in roots)
+    assert (a.cron, a.due) == ("0 2 * * 1", MONDAY_2AM)
+    assert (b.cron, b.due) == (None, None)
+
+
+def test_a_due_run_is_submitted_once_and_the_next_one_planned(tmp_path: Path) -> None:
+    config, roots = _fleet(tmp_path)
+    submitter = InlineSubmitter(config.strategies)
+    sched = FleetScheduler(config, roots, submitter, opener=open_test_root)
+    sched.start(now=MONDAY_2AM - timedelta(hours=1))
+    assert sched.tick(now=MONDAY_2AM - timedelta(minutes=1)) == []
+    assert sched.tick(now=MONDAY_2AM) == [(str(roots[0]), "reflect_episodes")]
+    assert submitter.calls == [(str(roots[0]), "reflect_episodes", "cron")]
+    results = sched.collect()
+    assert [r.status for r in results] == ["ok"] and results[0].merges >= 2
+    assert sched.slots[(str(roots[0]), "reflect_episodes")].due == \
+        MONDAY_2AM + timedelta(days=7)
+    assert sched.tick(now=MONDAY_2AM + timedelta(minutes=1)) == []
+
+
+def test_an_edited_ome_toml_is_picked_up_at_the_next_tick(tmp_path: Path) -> None:
+    config, roots = _fleet(tmp_path)
+    sched = FleetScheduler(config, roots, InlineSubmitter(config.strategies),
+                           opener=open_test_root)
+    sched.start(now=MONDAY_2AM - timedelta(hours=1))
+    ome = roots[1] / "ome.toml"
+    ome.write_text('[strategies.reflect_episodes]\nenabled = true\ncron = "30 2 * * *"\n')
+    os.utime(ome, ns=(1, 1))  # a different mtime even on a coarse-grained file system
+    sched.tick(now=MONDAY_2AM - timedelta(minutes=30))
+    assert sched.slots[(str(roots[1]), "reflect_episodes")].due == \
+        MONDAY_2AM + timedelta(minutes=30)
+    ome.write_text("[strategies.reflect_episodes]\nenabled = = true\n")  # invalid: kept
+    os.utime(ome, ns=(2, 2))
+    sched.tick(now=MONDAY_2AM - timedelta(minutes=29))
+    assert sched.slots[(str(roots[1]), "reflect_episodes")].cron == "30 2 * * *"
+
+
+def test_a_missed_run_is_caught_up_at_start(tmp_path: Path) -> None:
+    config, roots = _fleet(tmp_path)
+    submitter = InlineSubmitter(config.strategies)
+    # a run a week before the missed fire time, recorded in the root's own history
+    run_root(str(roots[0]), "reflect_episodes", defaults=config.strategies,
+             opener=open_test_root)
+    rt = open_test_root(str(roots[0]))
+    with rt.db():
+        rt.db().execute("UPDATE runs SET started_at = ?",
+                        ((MONDAY_2AM - timedelta(days=6)).isoformat(),))
+    sched = FleetScheduler(config, roots, submitter, opener=open_test_root)
+    now = MONDAY_2AM + timedelta(hours=2)
+    sched.start(now=now)
+    assert sched.tick(now=now) == [(str(roots[0]), "reflect_episodes")]
+    assert submitter.calls[0][2] == "startup-catchup"

@@ -1,0 +1,100 @@
+"""One root's share of a fleet run, without Ray: triage on the driver, the run, the lock."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from filelock import FileLock
+
+from everos_reflect.engine.engine import lock_path
+from everos_reflect.fleet.work import overlay, root_status, run_root, triage
+from tests.fleet_support import build_root, open_test_root
+
+ON = {"reflect_episodes": {"enabled": True}}
+
+
+def test_a_root_own_ome_toml_wins_over_the_fleet_defaults_key_by_key() -> None:
+    merged = overlay({"reflect_episodes": {"enabled": True, "cron": "0 1 * * *"}},
+                     {"reflect_episodes": {"cron": "0 5 * * *"}, "other": {"enabled": True}})
+    assert merged == {"reflect_episodes": {"enabled": True, "cron": "0 5 * * *"},
+                      "other": {"enabled": True}}
+
+
+def test_run_root_merges_and_records_the_run_as_a_fleet_trigger(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    build_root(root)
+    result = run_root(str(root), "reflect_episodes", defaults=ON, opener=open_test_root)
+    assert result.status == "ok" and result.merges >= 2, result
+    rt = open_test_root(str(root))
+    row = rt.db().execute("SELECT trigger, status, counts FROM runs").fetchone()
+    assert (row["trigger"], row["status"]) == ("fleet", "ok")
+    assert json.loads(row["counts"])["merged"] == result.merges
+    reports = rt.db().execute("SELECT COUNT(*) FROM reflection_report WHERE status='ok'")
+    assert reports.fetchone()[0] == result.merges
+
+
+def test_a_root_locked_by_another_process_is_busy_and_not_run(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    build_root(root)
+    path = lock_path(root, "reflect_episodes")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path)):  # as a daemon's run elsewhere holds it
+        result = run_root(str(root), "reflect_episodes", defaults=ON, opener=open_test_root)
+    assert result.status == "busy" and "already running" in (result.error or "")
+    rt = open_test_root(str(root))
+    assert rt.db().execute("SELECT COUNT(*) FROM runs").fetchone()[0] == 0
+    assert rt.db().execute("SELECT COUNT(*) FROM reflection_report").fetchone()[0] == 0
+
+
+def test_triage_sends_no_task_to_a_disabled_or_idle_root(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    build_root(root, ome="[strategies.reflect_episodes]\nenabled = false\n")
+    disabled = triage(str(root), "reflect_episodes", force=False, defaults=ON, probe=True,
+                      opener=open_test_root)
+    assert disabled is not None and disabled.status == "disabled"
+    # --force overrides the root's own "enabled = false"; there is work, so a task is needed
+    assert triage(str(root), "reflect_episodes", force=True, defaults=ON, probe=True,
+                  opener=open_test_root) is None
+    run_root(str(root), "reflect_episodes", force=True, opener=open_test_root)
+    idle = triage(str(root), "reflect_episodes", force=True, defaults=ON, probe=True,
+                  opener=open_test_root)
+    assert idle is not None and idle.status == "idle"
+    # without probing, every enabled root gets a task
+    assert triage(str(root), "reflect_episodes", force=True, defaults=ON, probe=False,
+                  opener=open_test_root) is None
+
+
+def test_triage_finds_work_in_new_markdown_the_index_has_not_seen(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    build_root(root)
+    run_root(str(root), "reflect_episodes", defaults=ON, opener=open_test_root)
+    assert triage(str(root), "reflect_episodes", force=False, defaults=ON, probe=True,
+                  opener=open_test_root).status == "idle"
+    from tests.fleet_support import user_ref
+    from tests.reflect_fixtures import add_episode
+
+    rt = open_test_root(str(root))
+    add_episode(rt, user_ref(0), "2026-09-20T10:00:00+00:00", "u_00 adopted a cat",
+                "u_00 adopted a cat named Tom.")
+    assert triage(str(root), "reflect_episodes", force=False, defaults=ON, probe=True,
+                  opener=open_test_root) is None
+
+
+def test_a_missing_root_fails_alone_with_a_clear_error(tmp_path: Path) -> None:
+    result = run_root(str(tmp_path / "gone"), "reflect_episodes")
+    assert result.status == "failed" and "no memory root at" in (result.error or "")
+
+
+def test_root_status_shows_last_and_next_run_and_index_lag(tmp_path: Path) -> None:
+    root = tmp_path / "r"
+    build_root(root)
+    run_root(str(root), "reflect_episodes", defaults=ON, opener=open_test_root)
+    doc = root_status(str(root), {"reflect_episodes": {"enabled": True,
+                                                       "cron": "0 4 * * *"}}, open_test_root)
+    row = next(r for r in doc["strategies"] if r["name"] == "reflect_episodes")
+    assert row["enabled"] is True and row["cron"] == "0 4 * * *"
+    assert row["next_run"].endswith("04:00:00+00:00")
+    assert row["last_run"]["status"] == "ok" and row["last_run"]["trigger"] == "fleet"
+    assert doc["index"] == {"files_changed": 0, "files_deleted": 0, "lag_seconds": None}
+    assert root_status(str(tmp_path / "gone"))["error"].startswith("no memory root")
