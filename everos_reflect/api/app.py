@@ -95,9 +95,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
     @app.exception_handler(RequestValidationError)
     async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = exc.errors()
-        ids = any(isinstance((err.get("ctx") or {}).get("error"), errors.InvalidId)
-                  for err in problems)
-        code = "invalid_id" if ids else "invalid_request"
+        code = "invalid_id" if ops.is_id_problem(problems) else "invalid_request"
         return _error(422, code, ops.validation_message(problems))
 
     @app.exception_handler(StarletteHTTPException)
@@ -169,7 +167,8 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         except ModuleNotFoundError as exc:
             raise ApiError(501, "not_available", "undo is not available in this build") from exc
         ref = UserRef.of(body.user_id, body.app_id, body.project_id)
-        result = undo_merge(runtime, ref, body.entry_id, cascade=body.cascade)
+        entry_id = ops.existing_form(body.entry_id, ref)
+        result = undo_merge(runtime, ref, entry_id, cascade=body.cascade)
         return {"data": _jsonable(result)}
 
     @app.post(f"{API}/memory/search", dependencies=guarded, responses=_WRITE_ERRORS)

@@ -8,12 +8,14 @@ schema), sizes are bounded here.
 
 from __future__ import annotations
 
-from typing import Annotated
+import re
+from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationInfo
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 
+from everos_reflect.errors import InvalidId
 from everos_reflect.index.search import MAX_TOP_K
-from everos_reflect.model import ENTRY_ID_RE, NAME_PATTERN, EntryId, validate_name
+from everos_reflect.model import NAME_PATTERN, validate_name
 
 
 class Strict(BaseModel):
@@ -26,25 +28,42 @@ def _name(value: str, info: ValidationInfo) -> str:
     return validate_name(value, info.field_name or "id")  # InvalidId says what is allowed
 
 
-def _entry_id(value: str) -> str:
-    EntryId.parse(value)
+#: A merged narrative is an episode: ``ep_<YYYYMMDD>_<NNNN>``.
+EPISODE_ID_PATTERN = r"^ep_[0-9]{8}_[0-9]{4,}$"
+
+
+def _episode_id(value: str) -> str:
+    if not re.fullmatch(EPISODE_ID_PATTERN, value):  # the form; an impossible day is a 404
+        raise InvalidId(f"invalid episode id {value!r}: expected e.g. ep_20261012_0001")
     return value
 
+
+def _whole(value: object) -> object:
+    """JSON Schema's integer: ``5`` and ``5.0`` (a number with no fraction), never ``"5"`` or
+    ``true``. Strict mode alone would refuse ``5.0``, which the schema allows."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: An integer field: strict (no strings, no booleans) but accepting a whole float.
+Whole = Annotated[int, BeforeValidator(_whole)]
 
 # The pattern is published in the schema; the validators give the message a person can act on.
 Name = Annotated[str, AfterValidator(_name), Field(
     json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ . -")]
-EntryIdText = Annotated[str, AfterValidator(_entry_id), Field(
-    json_schema_extra={"pattern": ENTRY_ID_RE.pattern}, description="e.g. ep_20261012_0001")]
+EpisodeIdText = Annotated[str, AfterValidator(_episode_id), Field(
+    json_schema_extra={"pattern": EPISODE_ID_PATTERN}, description="e.g. ep_20261012_0001")]
 
 
 class SearchRequest(Strict):
     query: str = Field(min_length=1)
-    top_k: int = Field(5, ge=1, le=MAX_TOP_K)
+    top_k: Whole = Field(5, ge=1, le=MAX_TOP_K)
     user_id: Name | None = None
     app_id: Name | None = None
     project_id: Name | None = None
-    mode: str | None = Field(None, description="hybrid | vector | keyword (default: settings).")
+    mode: Literal["hybrid", "vector", "keyword"] | None = Field(
+        None, description="Ranking (default: settings).")
     include_deprecated: bool = False
 
 
@@ -52,11 +71,14 @@ class EpisodeRequest(Strict):
     user_id: Name
     app_id: Name | None = None
     project_id: Name | None = None
-    subject: str = Field(min_length=1)
-    content: str = Field(min_length=1)
-    timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).")
+    subject: str = Field(min_length=1, description="One line, not blank.",
+                         json_schema_extra={"pattern": r"^[^\n]*\S[^\n]*$"})
+    content: str = Field(min_length=1, description="Not blank.",
+                         json_schema_extra={"pattern": r"\S"})
+    timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
+                                  json_schema_extra={"format": "date-time"})
     session_id: Name | None = None
-    importance: int | None = Field(None, ge=1, le=10)
+    importance: Annotated[int, Field(ge=1, le=10), BeforeValidator(_whole)] | None = None
 
 
 class TriggerRequest(Strict):
@@ -67,7 +89,7 @@ class TriggerRequest(Strict):
 
 
 class UndoRequest(Strict):
-    entry_id: EntryIdText
+    entry_id: EpisodeIdText
     user_id: Name
     app_id: Name | None = None
     project_id: Name | None = None

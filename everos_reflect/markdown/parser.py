@@ -38,6 +38,7 @@ from everos_reflect.model import (
     Entry,
     EntryId,
     Kind,
+    day_stamp,
     parse_timestamp,
 )
 
@@ -231,7 +232,7 @@ def next_seq(log: DailyLog) -> int:
     appears anywhere in it, so an id is never reused, not even one of a broken entry."""
     if log.kind is None or log.day is None:
         return 1
-    stem = f"{log.kind.prefix}_{log.day.strftime('%Y%m%d')}_"
+    stem = f"{log.kind.prefix}_{day_stamp(log.day)}_"
     seqs = [int(i[len(stem) :]) for i in mentioned_ids(log.text) if i.startswith(stem)]
     seqs += [int(k[len(stem) :]) for k in log.deprecated_entries if k.startswith(stem)]
     return max(seqs, default=0) + 1
