@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import budget
 import locomo_episodes as lm
 import locomo_root
 
@@ -50,19 +51,23 @@ from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding import make_embedder
 from everos_reflect.engine.engine import Engine
 from everos_reflect.index.search import search
+from everos_reflect.index.snippet import SNIPPET_WORDS, dated_sentences, make_snippet
 from everos_reflect.index.sync import Indexer
-from everos_reflect.llm.extractive import split_sentences
+from everos_reflect.llm.base import FactsRequest, FactsResult, MergeRequest, MergeResult, Usage
+from everos_reflect.llm.extractive import ExtractiveLLM, split_sentences
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.provenance import provenance
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings, load_settings
 
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 KS = (5, 10)
-FETCH = 20  # hits fetched per question, before dropping any the Markdown says are archived
+FETCH = 30  # hits fetched per question, before dropping any the Markdown says are archived
 OME = """[strategies.reflect_episodes]
 enabled = false
 max_clusters_per_run = 1000   # the whole backlog in one run (= several weekly runs)
+max_sources_per_merge = 1000  # the sanity row merges a user's whole history at once
 """
 
 
@@ -89,7 +94,7 @@ class CachingEmbedder:
 # --------------------------------------------------------------------------- measures
 
 
-def provenance(entries: dict[str, Entry]) -> dict[str, frozenset[str]]:
+def provenance_map(entries: dict[str, Entry]) -> dict[str, frozenset[str]]:
     """Entry id -> every dia_id it stands for: its own, and its sources', recursively."""
     memo: dict[str, frozenset[str]] = {}
 
@@ -112,55 +117,133 @@ def _users(store: MarkdownStore) -> list[UserRef]:
     return sorted(store.iter_users())
 
 
+def _leaves(entry_id: str, episodes: dict[str, Entry], seen: set[str] | None = None) -> set[str]:
+    """The original (non-narrative) Episodes an entry stands for."""
+    seen = seen if seen is not None else set()
+    entry = episodes.get(entry_id)
+    if entry is None or entry_id in seen:
+        return set()
+    seen.add(entry_id)
+    if entry.parent_type != "cluster":
+        return {entry_id}
+    out: set[str] = set()
+    for src in entry.sources:
+        out |= _leaves(src, episodes, seen)
+    return out
+
+
 def memory_state(root: Path) -> dict[str, Any]:
-    """Per user, from Markdown (the truth): every Episode, the live ones, live facts."""
+    """Per user, from Markdown (the truth): every Episode, the live ones, live facts, and each
+    live Episode's sentences with the evidence (dia_ids) each one stands for."""
     store = MarkdownStore(root)
     state: dict[str, Any] = {}
     for ref in _users(store):
         episodes = {e.id: e for e in store.entries(ref, Kind.EPISODE)}
         facts = [f for f in store.entries(ref, Kind.ATOMIC_FACT) if f.deprecated_by is None]
+        prov = provenance_map(episodes)
+        live = {i for i, e in episodes.items() if e.deprecated_by is None}
+        sentences: dict[str, list[budget.Sentence]] = {}
+        recorded = 0
+        for i in live:
+            p = provenance(episodes[i])
+            recorded += p.recorded
+            sentences[i] = [
+                budget.Sentence(s.text, frozenset().union(*(prov.get(x, frozenset())
+                                                            for x in s.sources)))
+                for s in p.sentences]
+        narratives = [i for i in live if episodes[i].parent_type == "cluster"]
         state[ref.user_id] = {
             "ref": ref,
             "episodes": episodes,
-            "live": {i for i, e in episodes.items() if e.deprecated_by is None},
+            "live": live,
             "facts": [f.content for f in facts],
-            "prov": provenance(episodes),
+            "prov": prov,
+            "sentences": sentences,
+            "narratives": narratives,
+            "recorded": recorded,
+            "narrative_words": sum(_words(episodes[i].content) for i in narratives),
+            "narrative_source_words": sum(
+                _words(episodes[leaf].content) for i in narratives
+                for leaf in _leaves(i, episodes)),
+            "live_words": sum(_words(episodes[i].content) for i in live),
         }
     return state
 
 
-def evidence_recall(rt: Runtime, state: dict[str, Any],
-                    questions: Sequence[lm.LocomoQuestion]) -> dict[str, Any]:
-    """recall@k and hit@k per category and overall (see the module docstring)."""
-    prov_by_project: dict[str, dict[str, frozenset[str]]] = defaultdict(dict)
-    live_by_project: dict[str, set[str]] = defaultdict(set)
+def _words(text: str) -> int:
+    return len(text.split())
+
+
+def split_of(sample_index: int) -> str:
+    return "0-4" if sample_index < 5 else "5-9"
+
+
+def _snippet_item(entry: Entry, sentences: list[budget.Sentence],
+                  query: str) -> list[budget.Sentence]:
+    """The hit as a snippet reader sees it: the date, then the chosen sentences, each with the
+    evidence of the full-text sentence it comes from."""
+    snip = make_snippet(entry.content, query,
+                        date=entry.timestamp.date().isoformat() if entry.timestamp else None)
+    texts = dated_sentences(entry.content, snip.date)
+    item = [budget.Sentence(snip.date or "", frozenset())] if snip.date else []
+    item += [budget.Sentence(texts[i][0], sentences[i].evidence) for i in snip.sentences
+             if i < len(sentences)]
+    return item
+
+
+def evidence_recall(rt: Runtime, state: dict[str, Any], questions: Sequence[lm.LocomoQuestion],
+                    observations: dict[str, dict[str, frozenset[str]]],
+                    sample_split: dict[str, str]) -> dict[str, Any]:
+    """Budgeted recall (full text and snippet items), observation-level variant, and the
+    unbudgeted recall@k, per split and category; plus words per returned item."""
+    by_project: dict[str, dict[tuple[str, str], Any]] = defaultdict(dict)
     for user in state.values():
         project = user["ref"].project
-        prov_by_project[project].update(
-            {(user["ref"].user_id, i): p for i, p in user["prov"].items()})
-        live_by_project[project] |= {(user["ref"].user_id, i) for i in user["live"]}
-    sums: dict[str, Counter[str]] = defaultdict(Counter)
+        for i in user["live"]:
+            by_project[project][(user["ref"].user_id, i)] = (
+                user["episodes"][i], user["sentences"][i], user["prov"][i])
+    sums: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    item_words: dict[str, dict[str, list[int]]] = defaultdict(lambda: defaultdict(list))
     stale = 0
     for q in questions:
         evidence = set(locomo_root.dia_ids_in(list(q.evidence)))
         hits = search(rt, q.question, top_k=FETCH, app_id=locomo_root.APP,
                       project_id=q.sample_id)
-        keys = [(h.user_id, h.id) for h in hits]
-        fresh = [k for k in keys if k in live_by_project[q.sample_id]]
-        stale += len(keys) - len(fresh)
-        for bucket in (CATEGORIES[q.category], "overall"):
-            sums[bucket]["n"] += 1
-            for k in KS:
-                found: set[str] = set()
-                for key in fresh[:k]:
-                    found |= prov_by_project[q.sample_id].get(key, frozenset())
-                got = evidence & found
-                sums[bucket][f"recall@{k}"] += len(got) / len(evidence)
-                sums[bucket][f"hit@{k}"] += bool(got)
-    out: dict[str, Any] = {}
-    for bucket, s in sums.items():
-        out[bucket] = {"n": s["n"], **{m: round(s[m] / s["n"], 4) for m in s if m != "n"}}
-    out["stale_hits"] = stale
+        live = by_project[q.sample_id]
+        fresh = [live[(h.user_id, h.id)] for h in hits if (h.user_id, h.id) in live]
+        stale += len(hits) - len(fresh)
+        split = sample_split[q.sample_id]
+        full_items = [sentences for _, sentences, _ in fresh]
+        snip_items = [_snippet_item(entry, sentences, q.question)
+                      for entry, sentences, _ in fresh]
+        item_words[split]["full"] += [sum(s.words for s in it) for it in full_items[:10]]
+        item_words[split]["snippet"] += [sum(s.words for s in it) for it in snip_items[:10]]
+        row: dict[str, float] = {}
+        for k in KS:
+            found: set[str] = set()
+            for _, _, prov in fresh[:k]:
+                found |= prov
+            row[f"recall@{k}"] = budget.recall(evidence, found)
+        obs = observations.get(q.sample_id, {})
+        for mode, items in (("full", full_items), ("snippet", snip_items)):
+            for b in budget.BUDGETS:
+                read = budget.within_budget(items, b)
+                row[f"{mode}@{b}"] = budget.recall(evidence, budget.evidence_in(read))
+                row[f"{mode}_obs@{b}"] = budget.recall(
+                    evidence, budget.observation_evidence(read, obs))
+        for key in ((split, CATEGORIES[q.category]), (split, "overall"),
+                    ("all", CATEGORIES[q.category]), ("all", "overall")):
+            sums[key]["n"] += 1
+            for metric, value in row.items():
+                sums[key][metric] += value
+    out: dict[str, Any] = {"stale_hits": stale}
+    for (split, bucket), s in sums.items():
+        out.setdefault(split, {})[bucket] = {
+            "n": s["n"], **{m: round(s[m] / s["n"], 4) for m in s if m != "n"}}
+    out["item_words"] = {
+        split: {mode: {"mean": round(sum(v) / len(v), 1) if v else 0.0,
+                       "p90": budget.percentile(v, 0.9)} for mode, v in modes.items()}
+        for split, modes in item_words.items()}
     return out
 
 
@@ -168,7 +251,6 @@ def observation_coverage(embedder: CachingEmbedder, state: dict[str, Any],
                          obs_by_user: dict[str, list[str]], threshold: float) -> dict[str, Any]:
     """Share of observations restated (cosine >= threshold) by a live sentence or fact."""
     covered = total = 0
-    best_sum = 0.0
     for user_id, observations in obs_by_user.items():
         user = state.get(user_id)
         if user is None or not observations:
@@ -181,10 +263,8 @@ def observation_coverage(embedder: CachingEmbedder, state: dict[str, Any],
             continue
         best = (embedder.embed(observations) @ embedder.embed(statements).T).max(axis=1)
         covered += int((best >= threshold).sum())
-        best_sum += float(best.sum())
     return {"threshold": threshold, "observations": total,
-            "covered": round(covered / total, 4) if total else None,
-            "mean_best_cosine": round(best_sum / total, 4) if total else None}
+            "covered": round(covered / total, 4) if total else None}
 
 
 def rejected_merges(rt: Runtime) -> dict[str, Any]:
@@ -202,57 +282,97 @@ def rejected_merges(rt: Runtime) -> dict[str, Any]:
     }
 
 
+def word_figures(state: dict[str, Any], user_split: dict[str, str]) -> dict[str, Any]:
+    out: dict[str, Counter[str]] = defaultdict(Counter)
+    for user_id, user in state.items():
+        for split in (user_split[user_id], "all"):
+            c = out[split]
+            c["live_episodes"] += len(user["live"])
+            c["live_words"] += user["live_words"]
+            c["narratives"] += len(user["narratives"])
+            c["narratives_with_sentence_provenance"] += user["recorded"]
+            c["narrative_words"] += user["narrative_words"]
+            c["narrative_source_words"] += user["narrative_source_words"]
+    return {split: dict(c) for split, c in out.items()}
+
+
 def measure(rt: Runtime, embedder: CachingEmbedder, questions: Sequence[lm.LocomoQuestion],
-            obs_by_user: dict[str, list[str]], coverage_threshold: float) -> dict[str, Any]:
+            ctx: dict[str, Any], coverage_threshold: float) -> dict[str, Any]:
     state = memory_state(rt.root)
-    live = sum(len(u["live"]) for u in state.values())
     started = time.perf_counter()
-    recall = evidence_recall(rt, state, questions)
+    recall = evidence_recall(rt, state, questions, ctx["observations"], ctx["sample_split"])
     return {
-        "live_episodes": live,
-        "live_facts": sum(len(u["facts"]) for u in state.values()),
+        "words": word_figures(state, ctx["user_split"]),
         "index_live_episodes": rt.db().execute(
             "SELECT COUNT(*) FROM entries WHERE kind='episode' AND deprecated_by IS NULL"
         ).fetchone()[0],
         "recall": recall,
-        "coverage": observation_coverage(embedder, state, obs_by_user, coverage_threshold),
+        "coverage": observation_coverage(embedder, state, ctx["obs_by_user"],
+                                         coverage_threshold),
         "search_seconds": round(time.perf_counter() - started, 1),
     }
+
+
+class WholeHistoryLLM:
+    """The sanity row's 'merge': every member's text, in order, as one entry per user (with
+    exact sentence provenance) — what maximises unbudgeted recall@k."""
+
+    provider = "whole-history"
+    model = "concat"
+
+    def merge(self, req: MergeRequest) -> MergeResult:
+        members = req.chronological()
+        content = "\n\n".join(m.content.strip() for m in members)
+        rows = tuple((m.id,) for m in members for _ in split_sentences(m.content))
+        return MergeResult("Everything", content, Usage(), self.provider, self.model,
+                           provenance=rows)
+
+    def extract_facts(self, req: FactsRequest) -> FactsResult:
+        return FactsResult(split_sentences(req.text), Usage())
 
 
 # --------------------------------------------------------------------------- pipeline
 
 
-def with_threshold(settings: Settings, threshold: float) -> Settings:
-    return replace(settings, clustering=replace(settings.clustering, threshold=threshold))
+def with_threshold(settings: Settings, threshold: float, window: float | None = None) -> Settings:
+    clustering = replace(settings.clustering, threshold=threshold)
+    if window is not None:
+        clustering = replace(clustering, time_window_days=window, rejoin_threshold=threshold)
+    return replace(settings, clustering=clustering)
 
 
-def reflect_at(base: Path, work: Path, threshold: float, settings: Settings,
-               embedder: CachingEmbedder) -> tuple[Runtime, dict[str, Any]]:
-    """Copy the indexed root, recluster at ``threshold``, run Reflection; return the runtime."""
-    root = work / f"t{threshold:.2f}"
+def reflect_at(base: Path, work: Path, name: str, settings: Settings, embedder: CachingEmbedder,
+               llm: Any) -> tuple[Runtime, dict[str, Any]]:
+    """Copy the indexed root, recluster with ``settings``, run Reflection with ``llm``."""
+    root = work / name
     if root.exists():
         shutil.rmtree(root)
     shutil.copytree(base, root)
-    rt = Runtime(root, with_threshold(settings, threshold), embedder=embedder)
+    rt = Runtime(root, settings, embedder=embedder, llm=llm)
     t0 = time.perf_counter()
     clusters = ClusterService(rt).recluster()
     t1 = time.perf_counter()
     outcome = Engine(rt).trigger("reflect_episodes", force=True, timeout=None)
     t2 = time.perf_counter()
-    eligible = rt.db().execute("SELECT COUNT(*) FROM clusters WHERE member_count >= 2"
-                               ).fetchone()[0]
     return rt, {"recluster": clusters, "recluster_seconds": round(t1 - t0, 1),
                 "reflect_status": outcome.status, "reflect_error": outcome.error,
-                "reflect_counts": outcome.counts, "reflect_seconds": round(t2 - t1, 1),
-                "clusters_2plus_after": eligible}
+                "reflect_counts": outcome.counts, "reflect_seconds": round(t2 - t1, 1)}
 
 
-def run(data_path: Path, work: Path, thresholds: Sequence[float], coverage_threshold: float,
-        *, bulk: bool, samples: int | None) -> dict[str, Any]:
+def score(point: dict[str, Any], split: str) -> float:
+    """What calibration maximises: mean recall within 200 and 400 words, both item kinds."""
+    if split not in point["recall"]:
+        return 0.0
+    o = point["recall"][split]["overall"]
+    return sum(o[f"{m}@{b}"] for m in ("full", "snippet") for b in (200, 400)) / 4
+
+
+def run(data_path: Path, work: Path, paraphrases: Sequence[float], coverage_threshold: float,
+        *, bulk: bool, samples: int | None, sanity: bool) -> dict[str, Any]:
     data = lm.load(data_path)
     if samples:
         data = data[:samples]
+    sample_split = {d["sample_id"]: split_of(i) for i, d in enumerate(data)}
     base = work / "base"
     if base.exists():
         shutil.rmtree(base)
@@ -274,40 +394,75 @@ def run(data_path: Path, work: Path, thresholds: Sequence[float], coverage_thres
                  if q.category in CATEGORIES and locomo_root.dia_ids_in(list(q.evidence))]
     skipped = sum(1 for q in lm.questions(data) if q.category in CATEGORIES) - len(questions)
     obs_by_user: dict[str, list[str]] = defaultdict(list)
+    observations: dict[str, dict[str, frozenset[str]]] = defaultdict(dict)
     for (sample_id, _, speaker), facts in locomo_root.observations(data).items():
         obs_by_user[lm.user_id_for(sample_id, speaker)] += [f for f, _ in facts]
-    obs_by_user = {u: list(dict.fromkeys(v)) for u, v in obs_by_user.items()}
+        for fact, ids in facts:
+            key = budget.normalise(fact)
+            observations[sample_id][key] = observations[sample_id].get(key, frozenset()) | \
+                frozenset(locomo_root.dia_ids_in(list(ids)))
+    ctx = {
+        "obs_by_user": {u: list(dict.fromkeys(v)) for u, v in obs_by_user.items()},
+        "observations": observations,
+        "sample_split": sample_split,
+        "user_split": {u: sample_split[u.rsplit("-", 1)[0]] for u in obs_by_user},
+    }
+    for ep in lm.episodes(data):
+        ctx["user_split"].setdefault(lm.user_id_for(ep.sample_id, ep.speaker),
+                                     sample_split[ep.sample_id])
 
-    before = measure(rt, embedder, questions, obs_by_user, coverage_threshold)
+    before = measure(rt, embedder, questions, ctx, coverage_threshold)
     rt.close()
-    print(f"before: {before['live_episodes']} live episodes, "
-          f"recall@5 {before['recall']['overall']['recall@5']}", flush=True)
-    sweep = []
-    for threshold in thresholds:
-        rt_t, info = reflect_at(base, work, threshold, settings, embedder)
-        after = measure(rt_t, embedder, questions, obs_by_user, coverage_threshold)
-        after["rejections"] = rejected_merges(rt_t)
-        rt_t.close()
-        after.update(info, threshold=threshold,
-                     compaction=round(after["live_episodes"] / before["live_episodes"], 4))
-        sweep.append(after)
-        print(f"threshold {threshold}: {after['live_episodes']} live episodes "
-              f"(x{after['compaction']}), recall@5 {after['recall']['overall']['recall@5']}, "
-              f"reflect {info['reflect_seconds']} s", flush=True)
+    print(f"before: {before['words']['all']['live_episodes']} live episodes, "
+          f"{before['search_seconds']} s of search", flush=True)
+    shipped = with_threshold(settings, settings.clustering.threshold)
+    points = []
+    if settings.llm.provider != "extractive":  # a configured LLM: one point, no calibration
+        paraphrases = paraphrases[:1]
+    for value in paraphrases:
+        llm = (ExtractiveLLM(embedder, paraphrase=value)
+               if settings.llm.provider == "extractive" else None)
+        rt_p, info = reflect_at(base, work, f"p{value:.2f}", shipped, embedder, llm)
+        after = measure(rt_p, embedder, questions, ctx, coverage_threshold)
+        after["rejections"] = rejected_merges(rt_p)
+        rt_p.close()
+        after.update(info, paraphrase=value)
+        points.append(after)
+        print(f"paraphrase {value}: {after['words']['all']['live_episodes']} live episodes, "
+              f"reflect {info['reflect_seconds']} s, score 0-4 {score(after, '0-4'):.4f} "
+              f"5-9 {score(after, '5-9'):.4f}", flush=True)
+    sanity_point = None
+    if sanity:
+        one = with_threshold(settings, -1.0, window=1e5)
+        rt_s, info = reflect_at(base, work, "whole-history", one, embedder, WholeHistoryLLM())
+        sanity_point = measure(rt_s, embedder, questions, ctx, coverage_threshold)
+        sanity_point.update(info)
+        rt_s.close()
+        print(f"sanity: {sanity_point['words']['all']['live_episodes']} live entries", flush=True)
+    chosen = {}
+    for calibrate, report in (("0-4", "5-9"), ("5-9", "0-4")):
+        best = max(points, key=lambda p: (score(p, calibrate), -p["paraphrase"]))
+        chosen[report] = {"calibrated_on": calibrate, "paraphrase": best["paraphrase"],
+                          "calibration_score": round(score(best, calibrate), 4)}
     return {
         "data": {"samples": len(data), "episodes": built.episodes, "facts": built.facts,
                  "users": len(built.users), "episode_text": built.sources,
-                 "questions": len(questions), "questions_without_evidence": skipped},
-        "settings": {"default_threshold": settings.clustering.threshold,
+                 "questions": len(questions), "questions_without_evidence": skipped,
+                 "questions_per_split": dict(Counter(sample_split[q.sample_id]
+                                                     for q in questions))},
+        "settings": {"threshold": settings.clustering.threshold,
                      "time_window_days": settings.clustering.time_window_days,
                      "llm": f"{settings.llm.provider}:{settings.llm.model}"
                             if settings.llm.provider != "extractive" else "extractive",
                      "embedder": embedder.name, "search_mode": settings.index.search_mode,
-                     "coverage_threshold": coverage_threshold},
+                     "coverage_threshold": coverage_threshold,
+                     "snippet_words": SNIPPET_WORDS},
         "seconds": {"build": round(t1 - t0, 1), "index": round(t2 - t1, 1),
                     "total": round(time.perf_counter() - t0, 1)},
         "before": before,
-        "sweep": sweep,
+        "points": points,
+        "chosen": chosen,
+        "sanity": sanity_point,
     }
 
 
@@ -322,116 +477,129 @@ def _delta(after: float, before: float) -> str:
     return f"{100 * (after - before):+.1f}"
 
 
-def headline(result: dict[str, Any]) -> dict[str, Any]:
-    """The sweep point at the shipped default threshold (else the first)."""
-    default = result["settings"]["default_threshold"]
-    return next((s for s in result["sweep"] if abs(s["threshold"] - default) < 1e-9),
-                result["sweep"][0])
+def point_for(result: dict[str, Any], split: str) -> dict[str, Any]:
+    value = result["chosen"][split]["paraphrase"]
+    return next(p for p in result["points"] if p["paraphrase"] == value)
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"×{a / b:.2f}" if b else "–"
+
+
+def split_table(result: dict[str, Any], split: str) -> list[str]:
+    b, a, z = result["before"], point_for(result, split), result.get("sanity")
+    wb, wa = b["words"][split], a["words"][split]
+    wz = z["words"][split] if z else None
+    rb, ra = b["recall"][split]["overall"], a["recall"][split]["overall"]
+    rz = z["recall"][split]["overall"] if z else None
+    chosen = result["chosen"][split]
+    lines = [
+        f"### Conversations {split} (held out; paraphrase threshold {chosen['paraphrase']} "
+        f"chosen on conversations {chosen['calibrated_on']})",
+        "",
+        "| | before | after | change | whole history as one entry (sanity) |",
+        "|---|---:|---:|---:|---:|",
+        f"| live Episodes | {wb['live_episodes']} | {wa['live_episodes']} | "
+        f"{_ratio(wa['live_episodes'], wb['live_episodes'])} | "
+        f"{wz['live_episodes'] if wz else ''} |",
+        f"| words of live text | {wb['live_words']} | {wa['live_words']} | "
+        f"{_ratio(wa['live_words'], wb['live_words'])} | {wz['live_words'] if wz else ''} |",
+        f"| narrative words ÷ their sources' words | | "
+        f"{wa['narrative_words']} / {wa['narrative_source_words']} | "
+        f"{_ratio(wa['narrative_words'], wa['narrative_source_words'])} | |",
+    ]
+    for mode, label in (("full", "full text"), ("snippet", "snippet")):
+        ib = b["recall"]["item_words"][split][mode]
+        ia = a["recall"]["item_words"][split][mode]
+        iz = z["recall"]["item_words"][split][mode] if z else None
+        sanity = f"{iz['mean']} / {iz['p90']:.0f}" if iz else ""
+        lines.append(f"| words per returned item, top 10, {label}: mean / p90 | "
+                     f"{ib['mean']} / {ib['p90']:.0f} | {ia['mean']} / {ia['p90']:.0f} | | "
+                     f"{sanity} |")
+    for mode, label in (("full", "full text"), ("snippet", "snippets"),
+                        ("full_obs", "full text, observation-level"),
+                        ("snippet_obs", "snippets, observation-level")):
+        for bud in budget.BUDGETS:
+            key = f"{mode}@{bud}"
+            lines.append(f"| recall within {bud} words, {label} (%) | {_pct(rb[key])} | "
+                         f"{_pct(ra[key])} | {_delta(ra[key], rb[key])} | "
+                         f"{_pct(rz[key]) if rz else ''} |")
+    for k in KS:
+        key = f"recall@{k}"
+        lines.append(f"| recall@{k}, unbudgeted (%) | {_pct(rb[key])} | {_pct(ra[key])} | "
+                     f"{_delta(ra[key], rb[key])} | {_pct(rz[key]) if rz else ''} |")
+    rej = a["rejections"]
+    lines += [f"| merges ok / rejected | | {rej['statuses'].get('ok', 0)} / {rej['rejected']} "
+              f"| | |", ""]
+    return lines
+
+
+def category_table(result: dict[str, Any], split: str) -> list[str]:
+    b, a = result["before"]["recall"][split], point_for(result, split)["recall"][split]
+    lines = [
+        f"#### Per category, conversations {split} (recall %, before → after)",
+        "",
+        "| category | n | full ≤200 | full ≤400 | snippets ≤200 | snippets ≤400 |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name in [*CATEGORIES.values(), "overall"]:
+        if name not in b:
+            continue
+        cells = [f"{_pct(b[name][k])} → {_pct(a[name][k])}"
+                 for k in ("full@200", "full@400", "snippet@200", "snippet@400")]
+        lines.append(f"| {name} | {b[name]['n']} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
 
 
 def markdown(result: dict[str, Any]) -> str:
-    b, d = result["before"], result["data"]
-    h = headline(result)
+    d, st = result["data"], result["settings"]
     lines = [
         "# Consolidation quality on LoCoMo",
         "",
         f"Generated by `python bench/quality.py locomo10.json`. {d['samples']} conversations, "
         f"{d['users']} users, {d['episodes']} Episodes, {d['facts']} atomic facts, "
-        f"{d['questions']} questions (categories 1-4 with evidence). LLM: "
-        f"{result['settings']['llm']}; embedder: {result['settings']['embedder']}; search: "
-        f"{result['settings']['search_mode']}. Method: docs/evaluation.md.",
+        f"{d['questions']} questions (categories 1-4 with evidence; per split "
+        f"{d['questions_per_split']}). LLM: {st['llm']}; embedder: {st['embedder']}; search: "
+        f"{st['search_mode']}; clustering threshold {st['threshold']}; snippets ≤ "
+        f"{st['snippet_words']} words. Method: docs/evaluation.md.",
         "",
-        f"## Before vs after Reflection (clustering threshold {h['threshold']})",
+        "Each split's *after* column uses the paraphrase threshold chosen on the *other* split;"
+        " nothing reported was tuned on the conversations it is reported for.",
         "",
-        "| | before | after | change |",
-        "|---|---:|---:|---:|",
-        f"| live Episodes | {b['live_episodes']} | {h['live_episodes']} | "
-        f"×{h['compaction']:.2f} |",
+        "## Before vs after Reflection, at a fixed word budget",
+        "",
     ]
-    for k in KS:
-        for metric in (f"recall@{k}", f"hit@{k}"):
-            x, y = b["recall"]["overall"][metric], h["recall"]["overall"][metric]
-            lines.append(f"| evidence {metric} (%) | {_pct(x)} | {_pct(y)} | {_delta(y, x)} |")
-    cb, ca = b["coverage"]["covered"], h["coverage"]["covered"]
+    for split in ("5-9", "0-4"):
+        if split in result["chosen"] and split in result["before"]["recall"]:
+            lines += split_table(result, split) + category_table(result, split)
     lines += [
-        f"| observation coverage, cos ≥ {b['coverage']['threshold']} (%) | {_pct(cb)} | "
-        f"{_pct(ca)} | {_delta(ca, cb)} |",
-        f"| merges ok / rejected by the coverage guard | | "
-        f"{h['rejections']['statuses'].get('ok', 0)} / {h['rejections']['rejected']} | |",
+        "## Calibration of the paraphrase threshold",
         "",
-        "## Evidence recall per category (%)",
+        "Score = mean recall within 200 and 400 words, full text and snippets.",
         "",
-        "| category | n | recall@5 before | after | recall@10 before | after |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| paraphrase cosine | score 0-4 | score 5-9 | live words | narrative ÷ sources | "
+        "merged | rejected | reflect s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for name in [*CATEGORIES.values(), "overall"]:
-        rb, ra = b["recall"].get(name), h["recall"].get(name)
-        if not rb or not ra:
-            continue
-        lines.append(f"| {name} | {rb['n']} | {_pct(rb['recall@5'])} | {_pct(ra['recall@5'])} "
-                     f"| {_pct(rb['recall@10'])} | {_pct(ra['recall@10'])} |")
-    lines += [
-        "",
-        "## Clustering threshold sweep",
-        "",
-        "| threshold | merge attempts | merged | rejected | live Episodes | "
-        "compaction | recall@5 | recall@10 | coverage | reflect s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-        f"| (before) | | | | {b['live_episodes']} | 1.00 | "
-        f"{_pct(b['recall']['overall']['recall@5'])} | "
-        f"{_pct(b['recall']['overall']['recall@10'])} | {_pct(b['coverage']['covered'])} | |",
-    ]
-    for s in result["sweep"]:
-        c = s["reflect_counts"]
+    for p in result["points"]:
+        w = p["words"]["all"]
+        c = p["reflect_counts"]
         lines.append(
-            f"| {s['threshold']:.2f} | {c.get('merged', 0) + s['rejections']['rejected'] + c.get('failed', 0)} | "  # noqa: E501
-            f"{c.get('merged', 0)} | {s['rejections']['rejected']} | {s['live_episodes']} | "
-            f"{s['compaction']:.2f} | {_pct(s['recall']['overall']['recall@5'])} | "
-            f"{_pct(s['recall']['overall']['recall@10'])} | {_pct(s['coverage']['covered'])} | "
-            f"{s['reflect_seconds']} |")
-    lines += ["", "![recall and compaction vs threshold](quality_sweep.png)", ""]
-    rej = h["rejections"]
-    lines += [f"## Merges rejected by the coverage guard (threshold {h['threshold']})", ""]
-    if not rej["rejected"]:
-        lines.append("None.")
-    for ex in rej["examples"]:
-        lines.append(f"- {ex['user']} {ex['cluster']} ({ex['sources']} sources): {ex['reason']}")
-    stale = [s["recall"]["stale_hits"] for s in result["sweep"]]
+            f"| {p['paraphrase']} | {_pct(score(p, '0-4'))} | {_pct(score(p, '5-9'))} | "
+            f"{w['live_words']} | {_ratio(w['narrative_words'], w['narrative_source_words'])} "
+            f"| {c.get('merged', 0)} | {p['rejections']['rejected']} | "
+            f"{p['reflect_seconds']} |")
+    lines += [""]
+    for p in result["points"]:
+        for ex in p["rejections"]["examples"]:
+            lines.append(f"- rejected at {p['paraphrase']}: {ex['user']} {ex['cluster']} "
+                         f"({ex['sources']} sources): {ex['reason']}")
+    stale = [p["recall"]["stale_hits"] for p in result["points"]]
     if any(stale):
-        lines += ["", f"Note: the index returned {stale} hits (per sweep point) that the Markdown "
+        lines += ["", f"Note: the index returned {stale} hits (per point) that the Markdown "
                   "shows archived; they were dropped before scoring."]
     lines.append("")
     return "\n".join(lines)
-
-
-def plot(result: dict[str, Any], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    xs = [s["threshold"] for s in result["sweep"]]
-    b = result["before"]["recall"]["overall"]
-    fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    for k, style in zip(KS, ("o-", "s-"), strict=True):
-        ax.plot(xs, [100 * s["recall"]["overall"][f"recall@{k}"] for s in result["sweep"]],
-                style, label=f"recall@{k} after")
-        ax.axhline(100 * b[f"recall@{k}"], ls=":", color=ax.lines[-1].get_color(),
-                   label=f"recall@{k} before")
-    ax.set_xlabel("clustering threshold (cosine)")
-    ax.set_ylabel("evidence recall (%)")
-    ax2 = ax.twinx()
-    ax2.plot(xs, [s["compaction"] for s in result["sweep"]], "^--", color="tab:red",
-             label="compaction (live after / before)")
-    ax2.set_ylabel("compaction ratio")
-    ax2.set_ylim(0, 1.05)
-    handles = ax.get_legend_handles_labels()
-    handles2 = ax2.get_legend_handles_labels()
-    ax.legend(handles[0] + handles2[0], handles[1] + handles2[1], fontsize=8, loc="lower left")
-    ax.set_title("LoCoMo: recall and compaction vs clustering threshold")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
 
 
 def _floats(text: str) -> list[float]:
@@ -444,13 +612,15 @@ def main(argv: Iterable[str] | None = None) -> int:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("data_path", type=Path, help="path to locomo10.json")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
-    parser.add_argument("--thresholds", type=_floats, default=[0.45, 0.55, 0.65, 0.75],
-                        help="clustering thresholds to sweep, e.g. '0.55 0.65'")
+    parser.add_argument("--paraphrase", type=_floats, default=[0.8, 0.85, 0.9],
+                        help="paraphrase cosines to calibrate, e.g. '0.8 0.85 0.9'")
     parser.add_argument("--coverage-threshold", type=float, default=0.75,
                         help="cosine at which an observation counts as still stated "
                              "(default: the coverage guard's fact_match_threshold)")
     parser.add_argument("--work", type=Path, help="keep the roots here (default: a temp dir)")
     parser.add_argument("--samples", type=int, help="only the first N conversations (quick run)")
+    parser.add_argument("--no-sanity", action="store_true",
+                        help="skip the whole-history-as-one-entry sanity row")
     parser.add_argument("--bulk", action="store_true",
                         help="build the root with single file writes instead of one "
                              "MarkdownStore.append per entry (same bytes, faster)")
@@ -460,13 +630,12 @@ def main(argv: Iterable[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     with tempfile.TemporaryDirectory(prefix="everos-quality-") as tmp:
         work = args.work or Path(tmp)
-        result = run(args.data_path, work, args.thresholds, args.coverage_threshold,
-                     bulk=args.bulk, samples=args.samples)
+        result = run(args.data_path, work, args.paraphrase, args.coverage_threshold,
+                     bulk=args.bulk, samples=args.samples, sanity=not args.no_sanity)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "quality.json").write_text(json.dumps(result, indent=2, default=str) + "\n",
                                            encoding="utf-8")
     (args.out / "quality.md").write_text(markdown(result), encoding="utf-8")
-    plot(result, args.out / "quality_sweep.png")
     print(markdown(result))
     return 0
 

@@ -130,7 +130,7 @@ class Runtime:
     def llm(self) -> LLM:
         from everos_reflect.llm import make_llm
 
-        return make_llm(self.settings.llm)
+        return make_llm(self.settings.llm, self.embedder)
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

@@ -155,6 +155,8 @@ def test_add_episode_then_search_finds_it(call: Client, runtime: Runtime) -> Non
     assert episodes[0]["episode"] == "Andrew adopted a dog named Toby."
     assert episodes[0]["session_id"] == "s1"
     assert {"subject", "timestamp", "parent_type", "score"} <= set(episodes[0])
+    assert episodes[0]["snippet"] == "Andrew adopted a dog named Toby."
+    assert episodes[0]["snippet_date"] == episodes[0]["timestamp"][:10]
 
 
 @pytest.mark.parametrize(

@@ -6,6 +6,7 @@ import itertools
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from everos_reflect.errors import ProviderUnavailable
@@ -18,6 +19,7 @@ from everos_reflect.llm.base import (
     ScriptExhausted,
     Usage,
 )
+from everos_reflect.llm.extractive import split_sentences
 from everos_reflect.markdown.parser import parse_log
 
 EXAMPLE_ROOT = Path(__file__).resolve().parents[1] / "memory_root_example"
@@ -44,34 +46,37 @@ def paragraphs(text: str) -> list[str]:
     return text.split("\n\n")
 
 
-def test_andrew_walkthrough_keeps_the_timeline_and_ends_with_the_current_state():
+def test_andrew_walkthrough_keeps_the_timeline_and_states_the_current_state_once():
     result = LLM.merge(MergeRequest("init", list(reversed(ANDREW))))
 
     assert paragraphs(result.content) == [
-        "2026-08-10 — Andrew has no pets yet.",
-        "2026-09-10 — Andrew adopted a dog named Toby.",
-        "2026-10-10 — Andrew also adopted another dog named Buddy. Andrew now has two dogs.",
-        "Current state (as of 2026-10-10): Andrew also adopted another dog named Buddy. "
-        "Andrew now has two dogs.",
+        "2026-08-10: Andrew has no pets yet.",
+        "2026-09-10: Andrew adopted a dog named Toby.",
+        "2026-10-10: Andrew now has two dogs.",
+        "Current state: Andrew also adopted another dog named Buddy.",
     ]
     assert "Andrew" in result.title
-    assert (result.provider, result.model, result.usage) == ("extractive", "extractive-v1", Usage())
+    assert (result.provider, result.model, result.usage) == ("extractive", "extractive-v2", Usage())
+    # every sentence once: no recap repeating the timeline
+    sentences = split_sentences(result.content)
+    assert len(sentences) == 4
+    # sentence-level provenance lines up with the sentences
+    assert result.provenance == (
+        (ANDREW[0].id,), (ANDREW[1].id,), (ANDREW[2].id,), (ANDREW[2].id,))
 
 
-def test_restatements_are_dropped_keeping_the_later_wording():
-    result = LLM.merge(
-        MergeRequest(
-            "init",
-            [
-                member("2026-07-06", "Mei wants the assistant to always use metric units."),
-                member("2026-07-08", "Mei plays cello in a community orchestra."),
-                member("2026-08-05", "Mei wants the assistant to always use metric units!"),
-            ],
-        )
-    )
-    assert result.content.count("metric units") == 2  # once in the timeline, once as current
-    assert "2026-07-06" not in result.content
-    assert "2026-08-05 — Mei wants the assistant to always use metric units!" in result.content
+def test_restatements_are_folded_into_one_sentence_crediting_both_sources():
+    members = [
+        member("2026-07-06", "Mei wants the assistant to always use metric units.", n=1),
+        member("2026-07-08", "Mei plays cello in a community orchestra.", n=2),
+        member("2026-08-05", "Mei wants the assistant to always use metric units!", n=3),
+    ]
+    result = LLM.merge(MergeRequest("init", members))
+    assert result.content.count("metric units") == 1
+    assert "2026-08-05: Mei wants the assistant to always use metric units!" in result.content
+    rows = dict(zip(split_sentences(result.content), result.provenance, strict=True))
+    assert rows["2026-08-05: Mei wants the assistant to always use metric units!"] == (
+        members[0].id, members[2].id)
 
 
 def test_a_short_recap_of_a_longer_sentence_is_dropped():
@@ -88,6 +93,42 @@ def test_a_short_recap_of_a_longer_sentence_is_dropped():
     )
     assert "Andrew adopted Buddy from the shelter." not in result.content
     assert "shy senior beagle mix" in result.content
+    assert result.content.startswith("2026-09-08: ")  # dated when it was last said
+
+
+class Toy:
+    """A toy embedder: a text containing one of the keys gets that key's vector; every other
+    text gets its own axis (orthogonal to everything)."""
+
+    name, dim = "toy", 16
+
+    def __init__(self, vectors: dict[str, list[float]]) -> None:
+        self.vectors = vectors
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            key = next((k for k in self.vectors if k in text), None)
+            if key is None:
+                out[row, 8 + row % 8] = 1.0
+            else:
+                v = np.asarray(self.vectors[key], dtype=np.float32)
+                out[row, : len(v)] = v / np.linalg.norm(v)
+        return out
+
+
+def test_paraphrases_with_different_words_are_merged_by_the_embedder():
+    members = [
+        member("2026-07-01", "Jon is training for the Berlin marathon in September.", n=1),
+        member("2026-07-09", "Jon keeps preparing to run a marathon.", n=2),
+    ]
+    words_only = LLM.merge(MergeRequest("init", members)).content
+    assert "Berlin" in words_only and "keeps preparing" in words_only  # no shared words
+
+    result = ExtractiveLLM(Toy({"marathon": [1.0]})).merge(MergeRequest("init", members))
+    # one sentence stays: the one with the detail the other lacks, dated when last said
+    assert result.content == "2026-07-09: Jon is training for the Berlin marathon in September."
+    assert result.provenance == ((members[0].id, members[1].id),)
 
 
 def test_sentences_differing_in_number_or_negation_are_never_merged():
@@ -103,32 +144,36 @@ def test_sentences_differing_in_number_or_negation_are_never_merged():
         )
     )
     for sentence in ("one dog", "two dogs", "does not have a cat", "does have a cat"):
-        assert sentence in result.content
+        assert result.content.count(sentence) == 1
 
 
-def test_a_changed_fact_keeps_its_history_but_only_the_latest_state_is_current():
-    result = LLM.merge(
-        MergeRequest(
-            "init",
-            [
-                member("2026-07-01", "Andrew lives in Denver.", "Home"),
-                member("2026-07-20", "Andrew works at Lumen Analytics.", "Job"),
-                member("2026-08-18", "Andrew moved to Portland.", "Move"),
-                member("2026-09-01", "Andrew likes sourdough bread.", "Baking"),
-            ],
-        )
-    )
+def test_the_latest_version_wins_even_when_something_unrelated_follows():
+    # "lives in" and "moved to" are close (cosine 0.7): versions, not paraphrases
+    toy = Toy({"lives in": [1.0, 0.0], "moved to": [0.7, 0.714]})
+    result = ExtractiveLLM(toy).merge(MergeRequest("init", [
+        member("2026-07-01", "Andrew lives in Denver.", "Home", 1),
+        member("2026-07-20", "Andrew works at Lumen Analytics.", "Job", 2),
+        member("2026-08-18", "Andrew moved to Portland.", "Move", 3),
+        member("2026-09-01", "Andrew likes sourdough bread.", "Baking", 4),
+    ]))
     *timeline, current = paragraphs(result.content)
-    assert [p.split(" — ")[1] for p in timeline] == [
-        "Andrew lives in Denver.",
-        "Andrew works at Lumen Analytics.",
-        "Andrew moved to Portland.",
-        "Andrew likes sourdough bread.",
+    assert timeline == [
+        "2026-07-01: Andrew lives in Denver.",
+        "2026-07-20: Andrew works at Lumen Analytics.",
+        "2026-09-01: Andrew likes sourdough bread.",
     ]
-    assert current == (
-        "Current state (as of 2026-09-01): Andrew works at Lumen Analytics. "
-        "Andrew moved to Portland. Andrew likes sourdough bread."
-    )
+    assert current == "Current state: Andrew moved to Portland."
+
+
+def test_without_an_embedder_versions_are_found_by_structure():
+    result = LLM.merge(MergeRequest("init", [
+        member("2026-08-01", "Priya runs 5 km in the park every week.", n=1),
+        member("2026-09-01", "Priya runs 12 km in the park every week.", n=2),
+        member("2026-09-05", "Priya bought new shoes for the winter.", n=3),
+    ]))
+    assert paragraphs(result.content)[-1] == (
+        "Current state: Priya runs 12 km in the park every week.")
+    assert "2026-08-01: Priya runs 5 km in the park every week." in result.content
 
 
 def test_merge_is_deterministic_whatever_the_input_order():
@@ -140,48 +185,57 @@ def test_merge_is_deterministic_whatever_the_input_order():
 
 def test_non_english_input_stays_in_its_language():
     members = [
-        member("2026-08-10", "Andreas hat noch keine Haustiere.", "Haustiere"),
+        member("2026-08-10", "Andreas wohnt in Berlin und hat keine Haustiere.", "Wohnung"),
         member("2026-09-10", "Andreas hat einen Hund namens Toby adoptiert.", "Toby"),
-        member("2026-10-10", "Andreas hat jetzt zwei Hunde, Toby und Buddy.", "Buddy"),
+        member("2026-10-10", "Andreas wohnt in Hamburg und hat keine Haustiere.", "Umzug"),
     ]
     content = LLM.merge(MergeRequest("init", members)).content
 
     assert "Current state" not in content
-    assert paragraphs(content)[-1] == "→ (2026-10-10) Andreas hat jetzt zwei Hunde, Toby und Buddy."
+    assert paragraphs(content)[-1] == "→ Andreas wohnt in Hamburg und hat keine Haustiere."
     # Everything else is the input's own sentences behind ISO dates.
-    assert paragraphs(content)[0] == "2026-08-10 — Andreas hat noch keine Haustiere."
+    assert paragraphs(content)[0] == "2026-08-10: Andreas wohnt in Berlin und hat keine Haustiere."
 
 
-def test_update_folds_new_members_into_the_existing_narrative():
+def test_update_folds_new_members_into_the_existing_narrative_keeping_provenance():
     first = LLM.merge(MergeRequest("init", ANDREW[:2]))
-    existing = MergeMember("ep_20260911_0001", ANDREW[1].timestamp, first.title, first.content)
+    existing = MergeMember("ep_20260911_0001", ANDREW[1].timestamp, first.title, first.content,
+                           first.provenance)
     updated = LLM.merge(MergeRequest("update", [ANDREW[2]], existing=existing))
 
     parts = paragraphs(updated.content)
-    assert parts[:3] == [
-        "2026-08-10 — Andrew has no pets yet.",
-        "2026-09-10 — Andrew adopted a dog named Toby.",
-        "2026-10-10 — Andrew also adopted another dog named Buddy. Andrew now has two dogs.",
-    ]
-    assert sum(p.startswith("Current state") for p in parts) == 1
-    assert parts[-1].endswith("Andrew now has two dogs.")
+    assert parts[:2] == ["2026-08-10: Andrew has no pets yet.",
+                         "2026-09-10: Andrew adopted a dog named Toby."]
+    assert sum(p.startswith("Current state") for p in parts) <= 1
+    assert "Andrew now has two dogs." in updated.content
+    # carried-over sentences still credit the original Episodes, not the old narrative
+    assert updated.provenance[0] == (ANDREW[0].id,)
+    assert existing.id not in {i for row in updated.provenance for i in row}
+
+
+def test_update_keeps_the_current_state_of_an_earlier_narrative():
+    existing = member("2026-09-10", "2026-08-10: Andrew has no pets yet.\n\n"
+                      "Current state: Andrew adopted a dog named Toby.", "Andrew's pets", 9)
+    updated = LLM.merge(MergeRequest("update", [member("2026-10-01", "Andrew likes jazz.")],
+                                     existing=existing))
+    assert "Andrew adopted a dog named Toby." in updated.content
 
 
 def test_update_keeps_an_undated_llm_narrative_as_its_first_paragraph():
     existing = member("2026-09-10", "Andrew had no pets, then adopted Toby.", "Andrew's pets", 9)
     updated = LLM.merge(MergeRequest("update", [ANDREW[2]], existing=existing))
-    assert paragraphs(updated.content)[0] == "2026-09-10 — Andrew had no pets, then adopted Toby."
+    assert paragraphs(updated.content)[0] == "2026-09-10: Andrew had no pets, then adopted Toby."
 
 
 def test_extract_facts_reads_a_narrative_without_dates_labels_or_repeats():
     narrative = LLM.merge(MergeRequest("init", ANDREW)).content
     facts = LLM.extract_facts(FactsRequest(narrative)).facts
-    assert facts == [
+    assert sorted(facts) == sorted([
         "Andrew has no pets yet.",
         "Andrew adopted a dog named Toby.",
         "Andrew also adopted another dog named Buddy.",
         "Andrew now has two dogs.",
-    ]
+    ])
 
 
 def test_extract_facts_drops_filler_and_dates_and_names_pronoun_subjects():
@@ -201,17 +255,17 @@ def _example_members(user: str, words: tuple[str, ...]) -> list[MergeMember]:
     return out
 
 
-def test_example_root_pet_episodes_become_one_useful_narrative():
+def test_example_root_pet_episodes_become_one_compact_narrative():
     members = _example_members("u_andrew", ("pet", "dog"))
     assert len(members) >= 4
     result = LLM.merge(MergeRequest("init", members))
 
     content = result.content
     assert content.index("never had a pet") < content.index("Toby") < content.index("Buddy")
-    current = paragraphs(content)[-1]
-    assert current.startswith("Current state")
-    assert "two dogs" in current
-    assert "never had a pet" not in current
+    # never longer than the sources, beyond what the guard allows: a date per source + label
+    assert len(content.split()) <= sum(len(m.content.split()) + 1 for m in members) + 2
+    said = split_sentences(content)
+    assert len(said) == len(set(said))  # no sentence twice: no recap of the timeline
     facts = LLM.extract_facts(FactsRequest(content)).facts
     assert any("Buddy" in f for f in facts)
     assert len(facts) == len(set(facts))

@@ -80,7 +80,9 @@ def test_from_settings_reports_every_problem_at_once():
             "invalid template: a '$' must start a placeholder (write '$$' for a dollar sign)"
         ),
         f"{section}.prompts.summary": (
-            "unknown prompt (known: extract_facts, merge_init, merge_update, system)"
+            "unknown prompt (known: contradictions, extract_facts, importance, insights, "
+            "lessons, merge_init, merge_update, questions, reconciliation, revalidation, "
+            "system, worldview)"
         ),
     }
     assert all(file == "/r/ome.toml" for file, _key, _reason in err.value.problems)

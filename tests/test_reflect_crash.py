@@ -9,6 +9,7 @@ journal's ``checkpoint`` seam or from ``os.replace`` inside the store's atomic w
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -37,7 +38,8 @@ class Crash(BaseException):
     """The process dies here."""
 
 
-STEPS = [journal.PLANNED, journal.NARRATIVE, journal.FACTS, journal.DEPRECATED, journal.SYNCED]
+STEPS = [journal.PLANNED, journal.NARRATIVE, journal.FACTS, journal.ARCHIVING, journal.DEPRECATED,
+         journal.SYNCED]
 # One merge of the seed with one source fact: narrative, 4 facts, 3 source files, 1 fact file.
 WRITES = 9
 
@@ -218,3 +220,108 @@ def test_daemon_start_settles_a_merge_interrupted_by_a_crash(
     assert recover_interrupted_merges(fresh) == 1
     assert_merged_once(fresh, original)
     assert recover_interrupted_merges(restart(root)) == 0  # nothing left in the journal
+
+
+@pytest.fixture(autouse=True)
+def _abandon_never_removes_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SPEC §3: only ``undo`` removes ``deprecated_entries`` keys; no crash path may."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a crash path removed deprecated_entries keys")
+
+    monkeypatch.setattr(store_module.MarkdownStore, "undeprecate", refuse)
+
+
+FIRST_ARCHIVE_WRITE = 6  # narrative (1) + 4 facts, then the first file of the archive step
+
+
+def test_crash_mid_archive_then_hand_edit_rolls_forward_and_leaves_the_edit_live(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt, original = seeded(root)
+    sources = sorted(i for i in original if i.startswith("ep_"))
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def dying_replace(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        calls["n"] += 1
+        real_replace(src, dst)
+        if calls["n"] == FIRST_ARCHIVE_WRITE:
+            raise Crash("after the first archive write")
+
+    monkeypatch.setattr(store_module.os, "replace", dying_replace)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(store_module.os, "replace", real_replace)
+    partial = all_entries(rt)
+    archived = [s for s in sources if partial[s].deprecated_by]
+    live = [s for s in sources if not partial[s].deprecated_by]
+    assert len(archived) == 1 and len(live) == 2  # really half-archived
+    path = rt.store.path_for_id(ANDREW, live[0])
+    path.write_text(path.read_text("utf-8").replace("Content\n", "Content\nEdited: "), "utf-8")
+    assert all_entries(rt)[live[0]].content.startswith("Edited: ")
+
+    fresh = restart(root)
+    outcomes = journal.recover(fresh, Indexer(fresh))
+
+    # committed: rolled forward, never withdrawn (that would need keys removed)
+    assert [o.status for o in outcomes] == ["ok"]
+    entries = all_entries(fresh)
+    narrative = outcomes[0].merged_id
+    assert entries[narrative].deprecated_by is None
+    assert entries[live[0]].deprecated_by is None  # the edit is newer than the merge: kept live
+    assert entries[live[1]].deprecated_by == narrative
+    assert entries[archived[0]].deprecated_by == narrative
+    [report] = reports(fresh)
+    assert report["status"] == "ok" and f"{live[0]} was edited" in report["error"]
+    assert original <= set(entries)
+
+
+@pytest.mark.parametrize("first", [journal.NARRATIVE, journal.FACTS, journal.ARCHIVING])
+@pytest.mark.parametrize("second", [journal.NARRATIVE, journal.FACTS, journal.ARCHIVING,
+                                    journal.DEPRECATED, journal.SYNCED])
+def test_crash_during_recovery_is_recovered_by_the_next_start(
+    root: Path, monkeypatch: pytest.MonkeyPatch, first: str, second: str
+) -> None:
+    rt, original = seeded(root)
+    crash_run_at(monkeypatch, rt, first)
+
+    def crash_at(reached: str) -> None:
+        if reached == second:
+            raise Crash(reached)
+
+    monkeypatch.setattr(journal, "checkpoint", crash_at)
+    fresh = restart(root)
+    with contextlib.suppress(Crash):
+        journal.recover(fresh, Indexer(fresh))
+    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+
+    again = restart(root)
+    journal.recover(again, Indexer(again))
+
+    assert_merged_once(restart(root), original)
+
+
+def test_cli_commands_that_write_settle_an_interrupted_merge_first(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from click.testing import CliRunner
+
+    from everos_reflect.cli.main import cli
+
+    rt, original = seeded(root)
+    crash_run_at(monkeypatch, rt, journal.FACTS)
+    assert journal.has_pending(root)
+    monkeypatch.setattr("everos_reflect.runtime.Runtime", _hash_runtime)
+
+    result = CliRunner().invoke(cli, ["add", "--root", str(root), "--user", "u_andrew",
+                                      "--subject", "later", "--content", "A later episode."])
+
+    assert result.exit_code == 0, result.output
+    assert not journal.has_pending(root)
+    assert_merged_once(restart(root), original)
+
+
+def _hash_runtime(root: Path, *args: object, **kwargs: object) -> Runtime:
+    """The CLI's runtime with the test embedder (the real one is an ONNX model)."""
+    return make_runtime(Path(root), ExtractiveLLM())

@@ -138,3 +138,48 @@ def test_a_prompt_injection_member_does_not_change_what_the_run_does(
     assert archived == {*[s.id for s in sources], injected.id}
     assert entries[bystander.id].deprecated_by is None
     assert len(rt.store.entries(ANDREW, Kind.EPISODE)) == len(all_entries(rt)) - 3
+
+
+def test_merge_prompt_asks_for_a_word_budget_and_a_longer_narrative_is_rejected(
+    root: Path, fake_openai: Any
+) -> None:
+    rt = runtime(root, fake_openai)
+    sources = seed_pets(rt)
+    words = sum(len(s.content.split()) for s in sources)
+    padded = {"title": "Pets", "content": " ".join([MERGE["content"]] * 2)}
+    fake_openai.script(padded, FACTS)
+
+    counts = run_reflection(rt)
+
+    [merge_body, _] = fake_openai.chat_bodies()
+    text = user_text(merge_body)
+    assert f"Write at most {max(30, round(0.7 * words))} words" in text
+    assert f"the episodes have {words}" in text
+    assert counts.get("merged", 0) == 0 and counts["rejected"] == 1
+    [report] = reports(rt)
+    assert report["status"] == "rejected"
+    assert f"more than 1 × its sources' {words} words" in report["error"]
+    assert all(e.deprecated_by is None for e in all_entries(rt).values())
+    check_invariants(rt)
+
+
+def test_an_llm_narrative_gets_sentence_provenance_by_similarity(
+    root: Path, fake_openai: Any
+) -> None:
+    from everos_reflect.provenance import provenance
+
+    rt = runtime(root, fake_openai)
+    sources = seed_pets(rt)
+    fake_openai.script({"title": "Pets", "content": PETS_COMPACT}, FACTS)
+
+    assert run_reflection(rt)["merged"] == 1
+
+    [narrative] = [e for e in all_entries(rt).values() if e.parent_type == "cluster"]
+    p = provenance(narrative)
+    assert p.recorded and len(p.sentences) == 2
+    assert all(set(s.sources) <= {e.id for e in sources} for s in p.sentences)
+    assert sources[2].id in p.sentences[1].sources  # "two dogs" comes from the third episode
+
+
+PETS_COMPACT = ("Andrew has a pet now: he adopted a dog named Toby, a three-year-old lab mix. "
+                "Andrew now has two dogs, Toby and Buddy.")

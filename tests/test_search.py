@@ -151,6 +151,8 @@ def test_hit_to_dict_has_the_api_fields(rt: Runtime) -> None:
         "project_id": "default_project",
         "deprecated_by": None,
         "sources": [],
+        "snippet": "Andrew filed his tax return late",
+        "snippet_date": "2025-10-09",
     }
 
 

@@ -14,6 +14,7 @@ from everos_reflect.cli.common import (
     json_option,
     open_runtime,
     root_option,
+    settle_journal,
 )
 from everos_reflect.model import UserRef, validate_name
 
@@ -121,6 +122,7 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
     from everos_reflect.clustering.service import ClusterService
 
     runtime = open_runtime(root)
+    settle_journal(runtime)
     ref = UserRef.of(user_id, app, project) if user_id else None
     counts = ClusterService(runtime).recluster(ref)
     if as_json:

@@ -49,6 +49,32 @@ def open_runtime(root: str | None) -> Runtime:
     return Runtime(existing_root(root))
 
 
+def settle_interrupted(root: Path) -> int:
+    """Finish or abandon merges a crash interrupted, before a command writes to ``root``.
+
+    Costs one read-only query when the journal is empty (the usual case); only a root with
+    interrupted merges opens a full runtime. Returns how many merges were settled.
+    """
+    from everos_reflect.strategies import journal
+
+    if not journal.has_pending(root):
+        return 0
+    from everos_reflect.runtime import Runtime
+
+    runtime = Runtime(root)
+    try:
+        return journal.settle(runtime)
+    finally:
+        runtime.close()
+
+
+def settle_journal(runtime: Runtime) -> int:
+    """:func:`settle_interrupted` for a command that has its runtime open already."""
+    from everos_reflect.strategies import journal
+
+    return journal.settle(runtime)
+
+
 def emit_json(document: Any) -> None:
     """Write exactly one JSON document to stdout."""
     click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))

@@ -15,6 +15,7 @@ from everos_reflect.cli.common import (
     open_runtime,
     progress,
     root_option,
+    settle_journal,
 )
 from everos_reflect.errors import EverosError
 from everos_reflect.index.search import MAX_TOP_K
@@ -36,6 +37,7 @@ def _print_problems(report: ScanReport) -> None:
 def reindex_cmd(root: str | None, as_json: bool) -> None:
     """Rebuild every derived index (SQLite entries, vectors, clusters) from the Markdown."""
     rt = open_runtime(root)
+    settle_journal(rt)
     indexer = Indexer(rt)
     total = sum(1 for _ in rt.store.iter_files())
     with progress("Reindexing", total) as advance:
@@ -138,6 +140,9 @@ def search_cmd(
     for hit in hits:
         subject = escape(_one_line(hit.get("subject"), 60))
         body = escape(_one_line(hit.get("episode"), 160))
+        if hit.get("snippet") and hit.get("snippet") != hit.get("episode"):
+            when = f"{hit.get('snippet_date')}: " if hit.get("snippet_date") else ""
+            body = f"[italic]{escape(when + _one_line(hit.get('snippet'), 200))}[/italic]\n{body}"
         by = hit.get("deprecated_by")
         archived = f" [dim](archived → {escape(str(by))})[/dim]" if by else ""
         table.add_row(

@@ -29,6 +29,7 @@ from everos_reflect.cli.common import (
     json_option,
     progress,
     root_option,
+    settle_interrupted,
 )
 from everos_reflect.errors import ConfigError, EverosError, InvalidEpisode
 from everos_reflect.markdown.parser import UNDONE
@@ -150,6 +151,7 @@ def add_cmd(
     meta, day = episode.meta, episode.day
     path = existing_root(root)
     store = MarkdownStore(path, limits=load_settings(path).limits)
+    settle_interrupted(store.root)
     entry = store.append(ref, Kind.EPISODE, meta, episode.sections, day=day)
     if as_json:
         emit_json({

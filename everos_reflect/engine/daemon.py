@@ -72,23 +72,9 @@ def recover_interrupted_merges(runtime: Runtime) -> int:
     Takes the Reflection lock without waiting: if a run in another process holds it, that run
     recovers the journal itself. Returns how many interrupted merges were settled.
     """
-    from filelock import FileLock, Timeout
-
-    from everos_reflect.engine.engine import lock_path
-    from everos_reflect.index.sync import Indexer
     from everos_reflect.strategies import journal
 
-    path = lock_path(runtime.root, "reflect_episodes")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path), thread_local=False)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        return 0
-    try:
-        return len(journal.recover(runtime, Indexer(runtime)))
-    finally:
-        lock.release()
+    return journal.settle(runtime, wait=0)
 
 
 def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None) -> None:

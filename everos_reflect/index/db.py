@@ -168,6 +168,32 @@ MIGRATIONS: list[tuple[str, str]] = [
         """,
     ),
     (
+        "0007_derivation_report",
+        """
+        -- One audit row per derivation of any strategy (SPEC §10); reflection_report stays.
+        CREATE TABLE derivation_report (
+            id                TEXT PRIMARY KEY,
+            run_id            TEXT,
+            strategy          TEXT NOT NULL,
+            app_id            TEXT NOT NULL,
+            project_id        TEXT NOT NULL,
+            owner_id          TEXT NOT NULL,
+            inputs            TEXT NOT NULL DEFAULT '[]',   -- JSON list of entry ids
+            outputs           TEXT NOT NULL DEFAULT '[]',   -- JSON list of entry ids
+            status            TEXT NOT NULL,  -- ok | skipped | failed | limit | stale | ...
+            provider          TEXT,
+            model             TEXT,
+            prompt_tokens     INTEGER NOT NULL DEFAULT 0,
+            completion_tokens INTEGER NOT NULL DEFAULT 0,
+            duration_ms       INTEGER,
+            error             TEXT,
+            created_at        TEXT NOT NULL   -- ISO 8601 UTC, microseconds: sortable
+        );
+        CREATE INDEX derivation_report_by_time ON derivation_report(created_at);
+        CREATE INDEX derivation_report_by_strategy ON derivation_report(strategy, created_at);
+        """,
+    ),
+    (
         "0008_change_cursors",
         """
         -- What each strategy has consumed of its "changes" sources, per owner: an entry id with

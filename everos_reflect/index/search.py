@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
+from everos_reflect.index.snippet import make_snippet
 from everos_reflect.index.vectors import where_clause
 from everos_reflect.model import Kind
 
@@ -44,9 +45,20 @@ class SearchHit:
     project_id: str
     deprecated_by: str | None = None
     sources: list[str] = field(default_factory=list)
+    #: The passage of ``episode`` that answers the query, and the day it was said.
+    snippet: str = ""
+    snippet_date: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def _with_snippets(hits: list[SearchHit], query: str) -> list[SearchHit]:
+    for hit in hits:
+        found = make_snippet(hit.episode or hit.subject, query,
+                             date=(hit.timestamp or "")[:10] or None)
+        hit.snippet, hit.snippet_date = found.text, found.date
+    return hits
 
 
 def _hit(row: dict[str, Any], score: float) -> SearchHit:
@@ -126,6 +138,9 @@ def search(
 ) -> list[SearchHit]:
     """Search one kind of entry; filters left as ``None`` match every tenant or user.
 
+    Every hit carries its full text (``episode``) and a ``snippet``: the passage that answers
+    the query, with its date (see :mod:`everos_reflect.index.snippet`).
+
     Deprecated (merged-away) entries are left out unless ``include_deprecated``. Scores lie in
     0..1, higher is better: cosine similarity (vector), squashed BM25 (keyword), normalised RRF
     (hybrid).
@@ -151,16 +166,17 @@ def search(
 
     if mode == "keyword":
         rows = index.search_text(kind, query, k=top_k, where=where)
-        return [_hit(r, bm25_score(r["_score"])) for r in rows]
+        return _with_snippets([_hit(r, bm25_score(r["_score"])) for r in rows], query)
 
     vector = runtime.embedder.embed([query])[0]
     if mode == "vector":
         rows = index.search_vector(kind, vector, k=top_k, where=where)
-        return [_hit(r, cosine_score(r["_distance"])) for r in rows]
+        return _with_snippets([_hit(r, cosine_score(r["_distance"])) for r in rows], query)
 
     depth = max(top_k * CANDIDATES_PER_HIT, 20)
     # both searches at once: LanceDB releases the GIL, so on 2+ cores they overlap
     text_future = _pool().submit(index.search_text, kind, query, k=depth, where=where)
     by_vector = index.search_vector(kind, vector, k=depth, where=where)
     by_text = text_future.result()
-    return [_hit(row, score) for row, score in rrf_fuse([by_vector, by_text], top_k=top_k)]
+    fused = rrf_fuse([by_vector, by_text], top_k=top_k)
+    return _with_snippets([_hit(row, score) for row, score in fused], query)

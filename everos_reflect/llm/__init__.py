@@ -8,7 +8,7 @@ server) or ``extractive`` (deterministic, offline, the default). Tests use
 from __future__ import annotations
 
 import logging
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from everos_reflect.llm.base import (
     LLM,
@@ -22,6 +22,9 @@ from everos_reflect.llm.base import (
 )
 from everos_reflect.llm.extractive import ExtractiveLLM
 from everos_reflect.llm.prompts import DEFAULT_PROMPTS, Prompts
+
+if TYPE_CHECKING:
+    from everos_reflect.embedding.base import Embedder
 
 __all__ = [
     "DEFAULT_PROMPTS",
@@ -51,20 +54,23 @@ class _LLMSettings(Protocol):
     max_concurrency: int
 
 
-def make_llm(settings: _LLMSettings) -> LLM:
+def make_llm(settings: _LLMSettings, embedder: Embedder | None = None) -> LLM:
     """The provider ``settings`` (an ``[llm]`` section) asks for.
+
+    ``embedder`` lets the offline ``extractive`` provider recognise paraphrases and versions of
+    a fact by meaning (without it, by shared words only).
 
     ``openai`` with neither a ``base_url`` nor an ``api_key`` cannot reach any server, so it
     falls back to ``extractive`` with a warning; every merge's audit row names the provider
     that actually wrote it.
     """
     if settings.provider == "extractive":
-        return ExtractiveLLM()
+        return ExtractiveLLM(embedder)
     if settings.provider != "openai":
         raise ValueError(f"unknown LLM provider {settings.provider!r} (openai | extractive)")
     if not settings.base_url and not settings.api_key:
         log.warning("llm.provider = openai but no base_url or api_key: using extractive")
-        return ExtractiveLLM()
+        return ExtractiveLLM(embedder)
     from everos_reflect.llm.openai_llm import OpenAILLM  # the SDK is slow to import
 
     return OpenAILLM(

@@ -1,9 +1,10 @@
-"""The LLM interface Reflection talks to, its request/result values, and an in-memory fake.
+"""The LLM interface strategies talk to, its request/result values, and an in-memory fake.
 
-Two calls only: *merge* a cluster's Episodes into one narrative, and *extract* atomic facts from
-a text. Every provider raises :class:`~everos_reflect.errors.ProviderUnavailable` for any
-failure (network, refusal, an unusable reply), so a strategy needs exactly one ``except`` to
-skip a cluster and go on.
+One generic call, ``run_task(name, request)`` (the structured tasks of ``llm/tasks.py``), plus
+Reflection's two typed shortcuts: *merge* a cluster's Episodes into one narrative, and *extract*
+atomic facts from a text (both are tasks too). Every provider raises
+:class:`~everos_reflect.errors.ProviderUnavailable` for any failure (network, refusal, an
+unusable reply), so a strategy needs exactly one ``except`` to skip a unit of work and go on.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from everos_reflect.model import ID_MENTION_RE
 
 if TYPE_CHECKING:
     from everos_reflect.llm.prompts import Prompts
+    from everos_reflect.llm.tasks import TaskRequest, TaskResult
 
 MergeMode = Literal["init", "update"]
 
@@ -28,12 +30,18 @@ CITED_ID_RE = ID_MENTION_RE
 
 @dataclass(frozen=True)
 class MergeMember:
-    """One Episode handed to a merge: its id, when it happened, and its text."""
+    """One Episode handed to a merge: its id, when it happened, and its text.
+
+    ``provenance`` (optional) names, per sentence of ``content`` (as ``split_sentences`` cuts
+    it), the original Episodes that sentence stands for — set for an earlier narrative, so a
+    sentence carried over keeps crediting its first sources. None: every sentence is ``id``'s.
+    """
 
     id: str
     timestamp: datetime
     subject: str
     content: str
+    provenance: tuple[tuple[str, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -101,6 +109,9 @@ class MergeResult:
     usage: Usage = field(default_factory=Usage)
     provider: str = ""
     model: str = ""
+    #: Per sentence of ``content``, the source Episode ids it carries (None: not known; the
+    #: strategy then attributes sentences to sources by embedding similarity).
+    provenance: tuple[tuple[str, ...], ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -133,6 +144,11 @@ class LLM(Protocol):
         """Raise ProviderUnavailable on any failure."""
         ...
 
+    def run_task(self, name: str, req: TaskRequest) -> TaskResult:
+        """Any registered task. Raise ProviderUnavailable on any failure, NeedsLLM when an
+        offline provider has no honest way to do it."""
+        ...
+
 
 class ScriptExhausted(AssertionError):
     """A ScriptedLLM was called more often than its script allows (a test bug, not an outage).
@@ -142,6 +158,7 @@ class ScriptExhausted(AssertionError):
     """
 
 
+TaskScript = dict | object  # a reply object, a TaskResult, an exception or a callable
 MergeScript = MergeResult | tuple[str, str] | BaseException | type[BaseException] | Callable
 FactsScript = FactsResult | list[str] | BaseException | type[BaseException] | Callable
 
@@ -154,6 +171,11 @@ class ScriptedLLM:
     what was asked, or to block on an event). ``facts`` likewise, with a ``list[str]`` shortcut.
     With ``fallback`` set, an empty queue delegates to it (e.g. an ExtractiveLLM); otherwise an
     empty queue raises :class:`ScriptExhausted`.
+
+    ``tasks`` queues replies of other tasks by name: a ``dict`` is a raw reply object and goes
+    through the task's own validator (so citations to unseen numbers fail exactly as they do
+    against a server), a ``TaskResult`` is returned as is; exceptions and callables as above.
+    Every task call is recorded in ``task_requests`` as ``(name, request)``.
     """
 
     def __init__(
@@ -164,6 +186,7 @@ class ScriptedLLM:
         fallback: LLM | None = None,
         provider: str = "scripted",
         model: str = "scripted-v1",
+        tasks: dict[str, Iterable[TaskScript]] | None = None,
     ) -> None:
         self.provider = provider
         self.model = model
@@ -172,7 +195,43 @@ class ScriptedLLM:
         self._facts: deque[FactsScript] = deque(facts)
         self.merge_requests: list[MergeRequest] = []
         self.facts_requests: list[FactsRequest] = []
+        self._tasks: dict[str, deque[TaskScript]] = {
+            name: deque(items) for name, items in (tasks or {}).items()}
+        self.task_requests: list[tuple[str, TaskRequest]] = []
         self._lock = threading.Lock()
+
+    def queue_task(self, name: str, *items: TaskScript) -> None:
+        with self._lock:
+            self._tasks.setdefault(name, deque()).extend(items)
+
+    def run_task(self, name: str, req: TaskRequest) -> TaskResult:
+        from everos_reflect.errors import ProviderUnavailable
+        from everos_reflect.llm.tasks import InvalidReply, TaskResult, get_task, parse_reply
+
+        if name in ("merge", "facts") and not self._tasks.get(name):
+            if name == "merge":
+                merged = self.merge(req.payload)
+                return TaskResult((merged.title, merged.content), merged.usage,
+                                  merged.provider or self.provider, merged.model or self.model)
+            facts = self.extract_facts(req.payload)
+            return TaskResult(facts.facts, facts.usage, self.provider, self.model)
+        spec = get_task(name)
+        with self._lock:
+            self.task_requests.append((name, req))
+            queue = self._tasks.get(name)
+            item = queue.popleft() if queue else None
+        if item is None:
+            if self.fallback is None:
+                raise ScriptExhausted(f"unexpected {name!r} task call")
+            return self.fallback.run_task(name, req)
+        item = _raise_or_call(item, req)
+        if isinstance(item, TaskResult):
+            return item
+        try:
+            value = parse_reply(spec, item, req)
+        except InvalidReply as exc:
+            raise ProviderUnavailable(f"scripted {name!r} reply rejected: {exc}") from exc
+        return TaskResult(value, Usage(), self.provider, self.model)
 
     def queue_merge(self, *items: MergeScript) -> None:
         with self._lock:
@@ -215,6 +274,6 @@ def _raise_or_call(item: object, req: object) -> object:
         raise item
     if isinstance(item, type) and issubclass(item, BaseException):
         raise item("scripted failure")
-    if callable(item) and not isinstance(item, (MergeResult, FactsResult)):
+    if callable(item) and not isinstance(item, (MergeResult, FactsResult, dict)):
         return item(req)
     return item

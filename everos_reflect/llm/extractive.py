@@ -1,39 +1,48 @@
-"""The ``extractive`` provider: deterministic, offline merging with no model at all.
+"""The ``extractive`` provider: deterministic, offline merging with no generative model.
 
 It rearranges what the members say, never invents: it orders the members by time, splits them
-into sentences, drops restatements, works out which statements are the latest state, and writes
-a dated narrative that ends with the current state. Nothing is paraphrased, so facts survive
-word for word; the price is prose that reads like an annotated timeline.
+into sentences, folds restatements into one sentence, recognises which statements are versions
+of one changing fact, and writes a dated timeline followed by the current state. Nothing is
+paraphrased, so facts survive word for word.
 
 Output format (language-neutral where it can be: ISO dates, no connective phrases)::
 
-    2026-08-02 — Andrew mentioned that his Denver apartment doesn't allow dogs, ...
-    2026-09-04 — Andrew adopted a dog! Toby is a three-year-old brindle lab/boxer mix ...
+    2026-08-02: Andrew mentioned that his Denver apartment doesn't allow dogs, ...
+    2026-09-04: Andrew adopted a dog! Toby is a three-year-old brindle lab/boxer mix ...
 
-    Current state (as of 2026-09-07): Andrew now has two dogs, Toby and Buddy.
+    Current state: Andrew now has two dogs, Toby and Buddy.
 
-The only English words it adds are the "Current state (as of …):" label, and only when the input
-reads as English; other input gets "→ (2026-09-07)" instead.
+Every kept sentence appears exactly once: the final paragraph holds only the latest version of
+each fact that changed (its older versions stay in the timeline, as history); a fact that never
+changed stays where it was said. The only English words it adds are the "Current state:" label, and
+only when the input reads as English; other input gets "→".
 
-Known limits, by design:
-- Restatements are found by word overlap (Jaccard ≥ 0.8 on content words, or a short sentence
-  wholly contained in a later one). Paraphrases with different words are kept twice. Sentences
-  whose numbers or negations differ are never merged ("one dog" vs "two dogs").
-- "Latest state" is recognised only for a few English predicate families (where someone lives,
-  works, what they own/adopted by kind, their diet, relationship status), keyed by
-  (subject, family[, object kind]). A change it cannot recognise stays in the timeline and the
-  current state falls back to the latest date's statements.
-- Pronouns are resolved only for a sentence-initial English "He/She/They" (to the last named
-  subject of the same member); other languages keep their text untouched.
+How, without a word list:
+- **Restatements**: same words (Jaccard ≥ 0.8 on content words, or a short sentence contained in
+  another), or — with an embedder — cosine ≥ ``paraphrase`` (0.85 by default). Numbers and
+  negations must match. One sentence stays: the one with more detail the other lacks (ties: the
+  later wording), dated when it was last said and crediting every source it stands for.
+- **Versions of one fact**: two sentences about the same subject (the sentence's leading name,
+  else the cluster's main person), said on different days, that are not restatements but are
+  close — cosine ≥ ``version`` (0.65), or the same content words apart from numbers, negations
+  and one changed word. The later one supersedes the earlier one, wherever else it was said.
+- Pronouns are resolved only for a sentence-initial English "He/She" (to the cluster's main
+  person when the previous sentence was about them); other languages keep their text untouched.
+
+Each merge also returns its sentence-level provenance (``MergeResult.provenance``): per sentence
+of the narrative, the source Episodes it stands for (see :mod:`everos_reflect.provenance`).
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import date
+from typing import TYPE_CHECKING
+
+import numpy as np
 
 from everos_reflect.llm.base import (
     FactsRequest,
@@ -43,6 +52,10 @@ from everos_reflect.llm.base import (
     MergeResult,
     Usage,
 )
+from everos_reflect.llm.tasks import TaskRequest, TaskResult, offline_task
+
+if TYPE_CHECKING:
+    from everos_reflect.embedding.base import Embedder
 
 # --- lexicon (English; other languages simply match nothing here) ---------------------------
 
@@ -80,51 +93,27 @@ OTHER_LANGUAGE_MARKERS = _wordset(
 NOT_NAMES = STOPWORDS | FILLER | {"after", "before", "on", "in", "first", "last", "moving", "today"}
 ABBREVIATIONS = ("Dr", "Mr", "Mrs", "Ms", "Prof", "St", "Jr", "Sr", "vs", "etc", "e.g", "i.e")
 
-PET_WORDS = "dogs?|cats?|pets?|pupp(?:y|ies)|kittens?|rabbits?|parrots?|hamsters?"
-# (family, pattern). A match keys the sentence as a statement of that family's current state.
-STATE_RULES: list[tuple[str, re.Pattern[str]]] = [
-    (
-        "pets",
-        re.compile(
-            rf"\b(?:has|have|had|owns?|owned|adopt\w*|got|gets|rescued|no)\b[^.;]*?"
-            rf"\b(?:{PET_WORDS})\b",
-            re.IGNORECASE,
-        ),
-    ),
-    (
-        "residence",
-        re.compile(
-            r"\b(?:lives?|living|lived|moved?|moving|relocat\w*|resides?)\s+"
-            r"(?:back\s+|now\s+)?(?:in|to|from|at)\b",
-            re.IGNORECASE,
-        ),
-    ),
-    (
-        "work",
-        re.compile(
-            r"\b(?:works?|working|worked)\s+(?:at|for|as)\b|\bemployed\b|\bjob\s+(?:at|with)\b"
-            r"|\b(?:starts?|started)\s+at\b|\bleft\s+[A-Z]|\bjoin(?:s|ed)?\s+[A-Z]",
-        ),
-    ),
-    (
-        "diet",
-        re.compile(r"\b(?:vegetarian|vegan|pescatarian|eats?\s+(?:meat|fish))\b", re.IGNORECASE),
-    ),
-    (
-        "relationship",
-        re.compile(r"\b(?:married|engaged|divorced|single|dating|broke up)\b", re.IGNORECASE),
-    ),
-]
-
 _WORD_RE = re.compile(r"\w+(?:'\w+)?", re.UNICODE)
 _NAME_RE = re.compile(r"\b([A-Z][\w-]*)(?:'s)?\b")
 _DATE_TOKEN_RE = re.compile(r"^\d{1,4}$")
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])")
-_PARAGRAPH_DATE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})\s+—\s+")
-_STATE_LABEL_RE = re.compile(r"^(?:Current state \(as of [^)]*\):|→ \([^)]*\))\s*")
+# "2026-08-02: ..." (written now) or "2026-08-02 — ..." (narratives of extractive-v1)
+_PARAGRAPH_DATE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\s+—|:)\s+")
+# "Current state:" / "→" (written now), or extractive-v1's labels with their "as of" date
+_STATE_LABEL_RE = re.compile(
+    r"^(?:Current state(?: \(as of [^)]*\))?:|→(?: \([^)]*\))?)\s+")
 
 JACCARD_DUPLICATE = 0.8
 CONTAINED_DUPLICATE = 0.9
+#: Cosine (bundled MiniLM) at which two sentences with equal numbers/negations say the same
+#: thing. Chosen on LoCoMo conversations 0-4 only (``bench/quality.py --calibrate``); at or
+#: above the coverage guard's fact_match_threshold (0.75), so a dropped wording stays covered.
+PARAPHRASE_COSINE = 0.85
+#: Cosine at which two same-subject sentences of different days are versions of one fact.
+#: Chosen on the calibration half of ``bench/state_stories.json`` (``bench/state_stories.py``).
+VERSION_COSINE = 0.65
+#: Without vectors: share of content words (numbers/negations aside) two versions must share.
+VERSION_OVERLAP = 0.5
 
 
 @dataclass
@@ -132,9 +121,11 @@ class _Sentence:
     text: str
     day: date
     order: int  # position in the input, for stable ordering
+    sources: tuple[str, ...] = ()
+    subject: str | None = None
+    vector: int = -1  # row of this wording in the merge's similarity matrix
     tokens: frozenset[str] = field(init=False)
     markers: frozenset[str] = field(init=False)  # numbers and negations: must match to merge
-    key: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         words = [w.lower().replace("'", "") for w in _WORD_RE.findall(self.text)]
@@ -143,12 +134,32 @@ class _Sentence:
             w for w in words if w in NEGATIONS or w in NUMBER_WORDS or w.isdigit()
         )
 
+    @property
+    def stems(self) -> frozenset[str]:
+        """Content words without numbers/negations, plural -s folded: what a fact is about."""
+        return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") else w
+                         for w in self.tokens - self.markers)
+
 
 class ExtractiveLLM:
-    """The default, offline provider. Thread-safe (no state); zero token usage."""
+    """The default, offline provider. Thread-safe (no state of its own); zero token usage.
+
+    ``embedder`` (optional) lets it recognise paraphrases and versions by meaning; without one
+    it compares words only.
+    """
 
     provider = "extractive"
-    model = "extractive-v1"
+    model = "extractive-v2"
+    # class defaults too, so a subclass that skips __init__ still works
+    embedder: Embedder | None = None
+    paraphrase: float = PARAPHRASE_COSINE
+    version: float = VERSION_COSINE
+
+    def __init__(self, embedder: Embedder | None = None, *,
+                 paraphrase: float = PARAPHRASE_COSINE, version: float = VERSION_COSINE) -> None:
+        self.embedder = embedder
+        self.paraphrase = paraphrase
+        self.version = version
 
     def merge(self, req: MergeRequest) -> MergeResult:
         members = req.chronological()
@@ -160,12 +171,27 @@ class ExtractiveLLM:
         for member in members:
             sentences.extend(_member_sentences(member, len(sentences), main_entity))
         english = _looks_english(" ".join(s.text for s in sentences))
-        for s in sentences:
-            s.key = _state_key(s.text, main_entity)
-        kept = _drop_restatements(sentences)
-        content = _render(kept, english=english)
+        for i, s in enumerate(sentences):
+            s.subject = _subject(s.text, main_entity)
+            s.vector = i
+        sims = self._similarities(sentences)
+        kept = _fold_restatements(sentences, sims, self.paraphrase)
+        current = _current_versions(kept, sims, self.version)
+        content, provenance = _render(kept, current, english=english)
         title = _title(members, req.existing, main_entity)
-        return MergeResult(title, content, Usage(), self.provider, self.model)
+        return MergeResult(title, content, Usage(), self.provider, self.model,
+                           provenance=provenance)
+
+    def _similarities(self, sentences: Sequence[_Sentence]) -> np.ndarray | None:
+        if self.embedder is None or len(sentences) < 2:
+            return None
+        vectors = np.asarray(self.embedder.embed([s.text for s in sentences]), dtype=np.float32)
+        return vectors @ vectors.T
+
+    def run_task(self, name: str, req: TaskRequest) -> TaskResult:
+        """Merge and facts as above; other tasks only where an honest offline method exists
+        (importance: ``llm/importance.py``), else :class:`~everos_reflect.llm.tasks.NeedsLLM`."""
+        return offline_task(self, name, req)
 
     def extract_facts(self, req: FactsRequest) -> FactsResult:
         facts: list[_Sentence] = []
@@ -179,7 +205,6 @@ class ExtractiveLLM:
                 if _is_filler(text):
                     continue
                 facts.append(_Sentence(text, date.min, len(facts)))
-        # Keep the first wording: in a narrative the current-state recap repeats earlier lines.
         kept: list[_Sentence] = []
         for s in facts:
             if not any(_restates(s, k) for k in kept):
@@ -202,6 +227,16 @@ def split_sentences(text: str) -> list[str]:
         for chunk in chunks:
             out.extend(_split_chunk(chunk))
     return [s for s in out if s]
+
+
+def plain_sentences(text: str) -> list[str]:
+    """Sentences of ``text`` without a narrative's paragraph dates and "Current state" label:
+    what the sentence says, as its source said it."""
+    out = []
+    for paragraph in _paragraphs(text):
+        body = _STATE_LABEL_RE.sub("", _PARAGRAPH_DATE_RE.sub("", paragraph))
+        out.extend(split_sentences(body))
+    return out
 
 
 def _split_chunk(chunk: str) -> list[str]:
@@ -228,30 +263,45 @@ def _paragraphs(text: str) -> list[str]:
 
 def _member_sentences(member: MergeMember, start: int, person: str | None) -> list[_Sentence]:
     day = member.timestamp.date()
+    rows = _provenance_rows(member)
     entity: str | None = None
     out: list[_Sentence] = []
-    for text in split_sentences(member.content):
+    for i, text in enumerate(split_sentences(member.content)):
         text, entity = _resolve_pronoun(text, entity, person)
-        out.append(_Sentence(text, day, start + len(out)))
+        out.append(_Sentence(text, day, start + len(out), rows[i]))
     return out
 
 
+def _provenance_rows(member: MergeMember) -> list[tuple[str, ...]]:
+    """Per sentence of the member, the Episodes it stands for (its own id when unrecorded)."""
+    n = len(split_sentences(member.content))
+    rows = member.provenance
+    if rows is not None and len(rows) == n and all(rows):
+        return [tuple(r) for r in rows]
+    return [(member.id,)] * n
+
+
 def _narrative_sentences(existing: MergeMember, person: str | None) -> list[_Sentence]:
-    """Sentences of an earlier narrative with their dates; its current-state recap is dropped
-    (it is recomputed). Undated prose (an LLM's narrative) takes the narrative's date."""
+    """Sentences of an earlier narrative with their dates and sources. Its current-state
+    paragraph is kept (it holds the latest versions, said nowhere else) and dated at the
+    narrative's own date; undated prose (an LLM's narrative) takes that date too."""
     day = existing.timestamp.date()
+    rows = _provenance_rows(existing)
     out: list[_Sentence] = []
     for paragraph in _paragraphs(existing.content):
-        if _STATE_LABEL_RE.match(paragraph):
-            continue
+        label = _STATE_LABEL_RE.match(paragraph)
         dated = _PARAGRAPH_DATE_RE.match(paragraph)
-        if dated:
+        if label:
+            day = existing.timestamp.date()
+            paragraph = paragraph[label.end():]
+        elif dated:
             day = date.fromisoformat(dated.group(1))
-            paragraph = paragraph[dated.end() :]
+            paragraph = paragraph[dated.end():]
         entity: str | None = None
         for text in split_sentences(paragraph):
             text, entity = _resolve_pronoun(text, entity, person)
-            out.append(_Sentence(text, day, len(out)))
+            source = rows[len(out)] if len(out) < len(rows) else (existing.id,)
+            out.append(_Sentence(text, day, len(out), source))
     return out
 
 
@@ -305,13 +355,11 @@ def _main_entity(texts: Iterable[str]) -> str | None:
     return ranked[0][0]
 
 
-def _state_key(text: str, main_entity: str | None) -> tuple[str, ...] | None:
-    for family, pattern in STATE_RULES:
-        if pattern.search(text):
-            names = _names(text)
-            subject = names[0] if names and text.startswith(names[0]) else main_entity
-            return ((subject or "").lower(), family)
-    return None
+def _subject(text: str, main_entity: str | None) -> str | None:
+    """Who a sentence is about: its leading name, else the cluster's main person."""
+    names = _names(text)
+    subject = names[0] if names and text.startswith(names[0]) else main_entity
+    return subject.lower() if subject else None
 
 
 # --- restatements -----------------------------------------------------------------------
@@ -328,51 +376,111 @@ def _restates(a: _Sentence, b: _Sentence) -> bool:
     return smaller >= 3 and overlap / smaller >= CONTAINED_DUPLICATE
 
 
-def _drop_restatements(sentences: list[_Sentence]) -> list[_Sentence]:
-    """One sentence per restated fact: the later wording, unless the later one is shorter (a
-    short recap of what an earlier sentence said in more detail)."""
+def _similar(a: _Sentence, b: _Sentence, sims: np.ndarray | None) -> float:
+    return float(sims[a.vector, b.vector]) if sims is not None else 0.0
+
+
+def _detail(a: _Sentence, b: _Sentence) -> tuple[int, int]:
+    """What ``a`` says that ``b`` does not: names and numbers first, then other content words."""
+    specific = {w.lower() for w in _names(a.text)} | {w for w in a.tokens if w.isdigit()}
+    extra = a.tokens - b.tokens
+    return (len(extra & specific), len(extra))
+
+
+def _fold_restatements(sentences: list[_Sentence], sims: np.ndarray | None,
+                       paraphrase: float) -> list[_Sentence]:
+    """One sentence per restated fact, crediting every source that said it.
+
+    The wording kept is the one with more detail the other lacks (ties: the later); it is dated
+    when the fact was last said, so a restated old state never looks newer than its change.
+    """
     kept: list[_Sentence] = []
-    for s in sentences:
-        match = next((i for i, k in enumerate(kept) if _restates(s, k)), None)
+    for s in sorted(sentences, key=lambda s: (s.day, s.order)):
+        match = next((i for i, k in enumerate(kept)
+                      if _restates(s, k) or (s.markers == k.markers
+                                             and _similar(s, k, sims) >= paraphrase)), None)
         if match is None:
             kept.append(s)
-        elif len(s.tokens) >= len(kept[match].tokens):
-            del kept[match]
-            kept.append(s)
+            continue
+        old = kept[match]
+        wording = old if _detail(old, s) > _detail(s, old) else s
+        kept[match] = replace(wording, day=s.day, order=s.order,
+                              sources=tuple(dict.fromkeys(old.sources + s.sources)))
     return kept
+
+
+def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: float) -> bool:
+    """Is ``new`` a later version of the fact ``old`` states (same subject, close meaning)?"""
+    if new.day <= old.day or old.subject != new.subject:
+        return False
+    if sims is not None and _similar(old, new, sims) >= version:
+        return True
+    a, b = old.stems, new.stems
+    return bool(a and b) and len(a & b) / len(a | b) >= VERSION_OVERLAP
+
+
+def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
+                      version: float) -> list[_Sentence]:
+    """The latest version of every fact that changed.
+
+    Versions link pairs of sentences; a fact is a connected group of them (A → B → back to A
+    links B and the return through A), and its latest member — by date, then input order — is
+    the current state. Every other member is history."""
+    parent = list(range(len(kept)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, old in enumerate(kept):
+        for j, new in enumerate(kept):
+            if i != j and _versions(old, new, sims, version):
+                parent[root(j)] = root(i)
+    groups: dict[int, list[int]] = {}
+    for i in range(len(kept)):
+        groups.setdefault(root(i), []).append(i)
+    latest = [max(g, key=lambda i: (kept[i].day, kept[i].order))
+              for g in groups.values() if len(g) > 1]
+    return [kept[i] for i in sorted(latest)]
 
 
 # --- rendering --------------------------------------------------------------------------
 
 
-def _render(sentences: list[_Sentence], *, english: bool) -> str:
-    by_day: dict[date, list[str]] = {}
-    for s in sorted(sentences, key=lambda s: (s.day, s.order)):
-        by_day.setdefault(s.day, []).append(s.text)
-    paragraphs = [f"{day.isoformat()} — {' '.join(texts)}" for day, texts in by_day.items()]
-    current = _current_state(sentences)
+def _render(kept: list[_Sentence], current: list[_Sentence], *,
+            english: bool) -> tuple[str, tuple[tuple[str, ...], ...]]:
+    """The narrative and, per sentence of it, the sources it stands for."""
+    chosen = {id(s) for s in current}
+    by_day: dict[date, list[_Sentence]] = {}
+    for s in sorted(kept, key=lambda s: (s.day, s.order)):
+        if id(s) not in chosen:
+            by_day.setdefault(s.day, []).append(s)
+    paragraphs = [(f"{day.isoformat()}: ", group) for day, group in by_day.items()]
     if current:
-        last_day = max(s.day for s in sentences).isoformat()
-        label = f"Current state (as of {last_day}):" if english else f"→ ({last_day})"
-        paragraphs.append(f"{label} {' '.join(s.text for s in current)}")
-    return "\n\n".join(paragraphs)
+        label = "Current state: " if english else "→ "
+        paragraphs.append((label, sorted(current, key=lambda s: (s.day, s.order))))
+    content = "\n\n".join(prefix + " ".join(s.text for s in group)
+                           for prefix, group in paragraphs)
+    emitted = [s for _, group in paragraphs for s in group]
+    return content, _align(content, emitted)
 
 
-def _current_state(sentences: list[_Sentence]) -> list[_Sentence]:
-    """The latest statement of each recognised state, plus everything said on the last day."""
-    if not sentences:
-        return []
-    last_day = max(s.day for s in sentences)
-    latest: dict[tuple[str, ...], _Sentence] = {}
-    for s in sorted(sentences, key=lambda s: (s.day, s.order)):
-        if s.key is not None:
-            latest[s.key] = s
-    chosen = {id(s) for s in latest.values()}
-    chosen |= {id(s) for s in sentences if s.day == last_day}
-    ordered = sorted(sentences, key=lambda s: (s.day, s.order))
-    if len(chosen) == len(ordered) and len({s.day for s in ordered}) == 1:
-        return []  # a single day: the recap would repeat the whole narrative
-    return [s for s in ordered if id(s) in chosen]
+def _align(content: str, emitted: list[_Sentence]) -> tuple[tuple[str, ...], ...]:
+    """Sources per sentence of ``content`` as ``split_sentences`` cuts it: usually one emitted
+    sentence each; a piece that re-splitting glued together credits all of them."""
+    rows: list[tuple[str, ...]] = []
+    pending = iter(emitted)
+    nxt = next(pending, None)
+    for piece in split_sentences(content):
+        ids: list[str] = []
+        while nxt is not None and nxt.text in piece:
+            ids.extend(nxt.sources)
+            piece = piece.split(nxt.text, 1)[1]
+            nxt = next(pending, None)
+        rows.append(tuple(dict.fromkeys(ids)) or (rows[-1] if rows else ()))
+    return tuple(rows)
 
 
 def _title(members: list[MergeMember], existing: MergeMember | None, entity: str | None) -> str:

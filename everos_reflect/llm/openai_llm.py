@@ -27,7 +27,6 @@ from openai import OpenAI
 
 from everos_reflect.errors import ProviderUnavailable
 from everos_reflect.llm.base import (
-    CITED_ID_RE,
     FactsRequest,
     FactsResult,
     MergeRequest,
@@ -35,21 +34,17 @@ from everos_reflect.llm.base import (
     Usage,
 )
 from everos_reflect.llm.prompts import DEFAULT_PROMPTS, Message
+from everos_reflect.llm.task_catalog import facts_request, merge_request
+from everos_reflect.llm.tasks import (
+    InvalidReply,
+    TaskRequest,
+    TaskResult,
+    get_task,
+    parse_reply,
+    render_messages,
+)
 
 log = logging.getLogger(__name__)
-
-MERGE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"title": {"type": "string"}, "content": {"type": "string"}},
-    "required": ["title", "content"],
-    "additionalProperties": False,
-}
-FACTS_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"facts": {"type": "array", "items": {"type": "string"}}},
-    "required": ["facts"],
-    "additionalProperties": False,
-}
 
 # The SDK's error types that mean "try again later" rather than "this request is wrong".
 _TRANSIENT = (
@@ -58,10 +53,6 @@ _TRANSIENT = (
     openai.APITimeoutError,
     openai.APIConnectionError,
 )
-
-
-class InvalidReply(Exception):
-    """A reply arrived but is unusable; retried like a transient failure."""
 
 
 class OpenAILLM:
@@ -112,30 +103,25 @@ class OpenAILLM:
         """False once the server has rejected JSON-schema output; plain JSON mode from then on."""
         return self._schema_supported
 
-    # --- the two calls ------------------------------------------------------------------------
+    # --- tasks -------------------------------------------------------------------------------
+
+    def run_task(self, name: str, req: TaskRequest) -> TaskResult:
+        """Any registered task (SPEC §9): its schema as ``response_format``, its validator on
+        the reply, retries per ``max_retries``; ProviderUnavailable when nothing valid came."""
+        spec = get_task(name)
+        prompts = req.prompts or DEFAULT_PROMPTS
+        value, usage = self._call(render_messages(spec, req, prompts), spec.schema_name,
+                                  spec.schema, lambda obj: parse_reply(spec, obj, req))
+        return TaskResult(value, usage, self.provider, self.model)
 
     def merge(self, req: MergeRequest) -> MergeResult:
-        prompts = req.prompts or DEFAULT_PROMPTS
-        shown = req.shown_ids()
-
-        def parse(obj: dict[str, Any]) -> tuple[str, str]:
-            title, content = _text_field(obj, "title"), _text_field(obj, "content")
-            unknown = sorted(set(CITED_ID_RE.findall(f"{title}\n{content}")) - shown)
-            if unknown:
-                raise InvalidReply(f"reply cites entries it was not shown: {', '.join(unknown)}")
-            return title, content
-
-        (title, content), usage = self._call(
-            prompts.merge_messages(req), "merged_narrative", MERGE_SCHEMA, parse
-        )
-        return MergeResult(title, content, usage, self.provider, self.model)
+        result = self.run_task("merge", merge_request(req))
+        title, content = result.value
+        return MergeResult(title, content, result.usage, self.provider, self.model)
 
     def extract_facts(self, req: FactsRequest) -> FactsResult:
-        prompts = req.prompts or DEFAULT_PROMPTS
-        facts, usage = self._call(
-            prompts.facts_messages(req), "atomic_facts", FACTS_SCHEMA, _parse_facts
-        )
-        return FactsResult(facts, usage)
+        result = self.run_task("facts", facts_request(req))
+        return FactsResult(result.value, result.usage)
 
     # --- transport, retries, validation -------------------------------------------------------
 
@@ -270,25 +256,3 @@ def _reply_object(completion: Any) -> dict[str, Any]:
     if not isinstance(obj, dict):
         raise InvalidReply(f"expected a JSON object, got {type(obj).__name__}")
     return obj
-
-
-def _text_field(obj: dict[str, Any], key: str) -> str:
-    value = obj.get(key)
-    if not isinstance(value, str):
-        raise InvalidReply(f"{key!r} must be a string, got {type(value).__name__}")
-    if not value.strip():
-        raise InvalidReply(f"{key!r} is empty")
-    return value.strip()
-
-
-def _parse_facts(obj: dict[str, Any]) -> list[str]:
-    facts = obj.get("facts")
-    if not isinstance(facts, list) or not all(isinstance(f, str) for f in facts):
-        raise InvalidReply("'facts' must be a list of strings")
-    seen: set[str] = set()
-    kept: list[str] = []
-    for fact in (f.strip() for f in facts):
-        if fact and fact not in seen:
-            seen.add(fact)
-            kept.append(fact)
-    return kept

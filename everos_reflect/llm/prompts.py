@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from string import Template
 from typing import Any
 
@@ -40,13 +40,19 @@ not mention entry ids in your reply.
 - Reply with a single JSON object and nothing else."""
 
 MERGE_INIT = """\
-Merge the episodes below (in chronological order) into one narrative.
+Merge the episodes below (in chronological order) into one compact narrative.
 
-- Keep every fact. Dropping a detail is worse than a long narrative.
+- Write at most $word_budget words; the episodes have $source_words. Compress by saying each \
+thing once, not by dropping facts.
+- Keep every fact: every name, number, date and event must survive.
+- Drop duplicates: merge sentences that say the same thing in other words into one, keeping \
+the latest wording and any detail only one of them has.
 - Restore the timeline: tell what happened in order, with dates where they help.
-- When facts contradict, the later episode wins: say what changed and keep the latest state.
-- Drop duplicates: say each thing once.
-- End with the current state: a final sentence or short paragraph saying how things stand now.
+- Statements about the same thing (a number, a yes/no, one thing replaced by another) are \
+versions of one fact: the later episode wins, even if something unrelated was said after it.
+- End with the current state: if a fact changed, one short paragraph starting "Current \
+state:" that states the latest version of each changed fact, once. Do not repeat the timeline \
+there.
 - $language_rule
 
 Reply as JSON: {"title": "<short subject of the narrative>", "content": "<the narrative>"}
@@ -57,11 +63,17 @@ MERGE_UPDATE = """\
 Update the existing narrative with the new episodes below (in chronological order; all are \
 later than the narrative's start).
 
+- Write at most $word_budget words; the narrative and episodes have $source_words. Compress \
+by saying each thing once, not by dropping facts.
 - Keep every fact of the existing narrative unless a new episode changes it; keep every new fact.
+- Drop duplicates: merge sentences that say the same thing in other words into one, keeping \
+the latest wording and any detail only one of them has.
 - Fold the new episodes into the timeline in order, with dates where they help.
-- When facts contradict, the later one wins: say what changed and keep the latest state.
-- Drop duplicates: say each thing once.
-- End with the current state: a final sentence or short paragraph saying how things stand now.
+- Statements about the same thing (a number, a yes/no, one thing replaced by another) are \
+versions of one fact: the later one wins, even if something unrelated was said after it.
+- End with the current state: if a fact changed, one short paragraph starting "Current \
+state:" that states the latest version of each changed fact, once. Do not repeat the timeline \
+there.
 - $language_rule
 
 Reply as JSON: {"title": "<short subject of the narrative>", "content": "<the updated narrative>"}
@@ -84,6 +96,11 @@ Reply as JSON: {"facts": ["<fact>", ...]}
 $text"""
 
 AUTO = "auto"
+#: The narrative's word budget asked of the model, as a share of its sources' words. The
+#: strategy's guard rejects only narratives longer than the sources (max_narrative_ratio).
+NARRATIVE_WORD_RATIO = 0.7
+#: No budget below this many words, so a two-sentence merge is not squeezed into nonsense.
+MIN_WORD_BUDGET = 30
 
 _LANGUAGE_AUTO = "Write in the same language as the data (do not translate)."
 _LANGUAGE_FIXED = "Write in $language."
@@ -95,10 +112,11 @@ _REQUIRED = {
     "merge_update": {"episodes", "narrative"},
     "extract_facts": {"text"},
 }
+_BUDGET = {"word_budget", "source_words"}
 _ALLOWED = {
     "system": set(),
-    "merge_init": {"episodes", "language_rule"},
-    "merge_update": {"episodes", "narrative", "language_rule"},
+    "merge_init": {"episodes", "language_rule", *_BUDGET},
+    "merge_update": {"episodes", "narrative", "language_rule", *_BUDGET},
     "extract_facts": {"text", "language_rule"},
 }
 
@@ -117,6 +135,12 @@ class Prompts:
     merge_update: str = MERGE_UPDATE
     extract_facts: str = EXTRACT_FACTS
     language: str = AUTO
+    #: Overrides of other tasks' templates (``llm/task_catalog.py``), by task name.
+    tasks: Mapping[str, str] = field(default_factory=dict)
+
+    def task_template(self, name: str, default: str) -> str:
+        """The template of task ``name``: this strategy's override, else the task's default."""
+        return self.tasks.get(name, default)
 
     @classmethod
     def from_settings(
@@ -145,13 +169,23 @@ class Prompts:
         if not isinstance(overrides, Mapping):
             problems.append((file, f"{section}.prompts", "must be a table of templates"))
             overrides = {}
+        from everos_reflect.llm.tasks import known_tasks, task_template_problem
+
+        tasks = {n: t for n, t in known_tasks().items() if t.messages is None}
+        task_overrides: dict[str, str] = {}
         for key, text in overrides.items():
             where = f"{section}.prompts.{key}"
-            if key not in _REQUIRED:
-                known = ", ".join(sorted(_REQUIRED))
+            if key not in _REQUIRED and key not in tasks:
+                known = ", ".join(sorted({*_REQUIRED, *tasks}))
                 problems.append((file, where, f"unknown prompt (known: {known})"))
             elif not isinstance(text, str) or not text.strip():
                 problems.append((file, where, "must be a non-empty string"))
+            elif key in tasks:
+                reason = task_template_problem(tasks[key], text)
+                if reason:
+                    problems.append((file, where, reason))
+                else:
+                    task_overrides[key] = text
             else:
                 reason = None if key == "system" else _template_problem(key, text)
                 if reason:
@@ -160,7 +194,7 @@ class Prompts:
                     values[key] = text
         if problems:
             raise ConfigError(problems)
-        return replace(cls(), **values)
+        return replace(cls(), **values, tasks=task_overrides)
 
     def language_rule(self, override: str | None = None) -> str:
         language = (override or self.language or AUTO).strip()
@@ -171,7 +205,10 @@ class Prompts:
     def merge_messages(self, req: MergeRequest) -> list[Message]:
         """The chat messages for one merge: system rules, then the task with its data blocks."""
         episodes = "\n".join(episode_block(m) for m in req.chronological())
-        values = {"episodes": episodes, "language_rule": self.language_rule(req.language)}
+        words = source_words(req)
+        values = {"episodes": episodes, "language_rule": self.language_rule(req.language),
+                  "source_words": str(words),
+                  "word_budget": str(max(MIN_WORD_BUDGET, round(NARRATIVE_WORD_RATIO * words)))}
         if req.mode == "update":
             assert req.existing is not None  # MergeRequest guarantees it
             values["narrative"] = data_block("narrative", req.existing)
@@ -189,6 +226,14 @@ class Prompts:
 
 
 DEFAULT_PROMPTS = Prompts()
+
+
+def source_words(req: MergeRequest) -> int:
+    """Words of what a merge is given: the members' text and, in update mode, the narrative."""
+    texts = [m.content for m in req.members]
+    if req.existing is not None:
+        texts.append(req.existing.content)
+    return sum(len(t.split()) for t in texts)
 
 
 def neutralise(text: str) -> str:

@@ -28,10 +28,11 @@ from everos_reflect.llm.base import (
     MergeResult,
     Usage,
 )
-from everos_reflect.llm.extractive import split_sentences
+from everos_reflect.llm.extractive import plain_sentences, split_sentences
 from everos_reflect.llm.prompts import Prompts
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import Entry, UserRef
+from everos_reflect.provenance import PROVENANCE_KEY, provenance
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,12 @@ class Draft:
     usage: Usage
     seconds: float
     coverage: Coverage | None = None
+    #: Per sentence of ``content`` (``split_sentences``), the source Episodes it stands for.
+    provenance: tuple[tuple[str, ...], ...] | None = None
+
+    @property
+    def words(self) -> int:
+        return len(self.content.split())
 
 
 def _when(entry: Entry) -> datetime:
@@ -157,7 +164,12 @@ def select(
 
 
 def member_of(entry: Entry) -> MergeMember:
-    return MergeMember(entry.id, _when(entry), entry.subject, entry.content)
+    """The merge input for ``entry``; a narrative brings its sentence-level provenance, so the
+    sentences an update carries over keep crediting their original Episodes."""
+    rows = None
+    if entry.sources or PROVENANCE_KEY in entry.meta:
+        rows = tuple(s.sources for s in provenance(entry).sentences)
+    return MergeMember(entry.id, _when(entry), entry.subject, entry.content, rows)
 
 
 def draft(selection: Selection, llm: LLM, prompts: Prompts) -> Draft:
@@ -186,7 +198,16 @@ def draft(selection: Selection, llm: LLM, prompts: Prompts) -> Draft:
         model=merged.model or llm.model,
         usage=merged.usage + facts.usage,
         seconds=time.perf_counter() - started,
+        provenance=_checked_rows(merged.provenance, merged.content.strip()),
     )
+
+
+def _checked_rows(rows: tuple[tuple[str, ...], ...] | None,
+                  content: str) -> tuple[tuple[str, ...], ...] | None:
+    """A provider's provenance if it lines up with the narrative's sentences, else None."""
+    if rows is None or len(rows) != len(split_sentences(content)) or not all(rows):
+        return None
+    return rows
 
 
 def _fallback_title(selection: Selection) -> str:
@@ -219,7 +240,9 @@ def source_facts(selection: Selection, live_facts: dict[str, list[str]]) -> list
 
 def best_matches(embedder: Embedder, wanted: Sequence[str], draft_: Draft) -> np.ndarray:
     """For each wanted fact, its best cosine to a new fact or a sentence of the narrative."""
-    stated = _unique([*draft_.facts, *split_sentences(draft_.content)])
+    # without paragraph dates and labels: a kept sentence is then its source's very text, whose
+    # vector the run has already computed
+    stated = _unique([*draft_.facts, *plain_sentences(draft_.content)])
     if not wanted or not stated:
         return np.zeros(len(wanted), dtype=np.float32)
     vectors = np.asarray(embedder.embed([*wanted, *stated]))
@@ -244,14 +267,64 @@ def measure_coverage(
     return Coverage(1.0 - len(missing) / len(wanted), len(wanted), missing)
 
 
+def source_words(selection: Selection) -> int:
+    """Words of everything the narrative replaces (the old narrative too, in update mode)."""
+    return sum(len(e.content.split()) for e in selection.replaced)
+
+
+def longer_than_sources(draft_: Draft, max_ratio: float) -> str | None:
+    """Why the narrative saves too few words (None when it is short enough): a merge longer
+    than ``max_ratio`` × its sources defeats consolidation and is rejected.
+
+    Allowed on top: one word per new source — its date, which its metadata carried and a
+    narrative spanning several days writes out — and a two-word "Current state:" label."""
+    sel = draft_.selection
+    words, budget = draft_.words, source_words(sel)
+    slack = len(sel.sources) + 2
+    if words > max_ratio * budget + slack:
+        return (f"narrative has {words} words, more than {max_ratio:g} × its sources' "
+                f"{budget} words (+{slack} for dates and a label)")
+    return None
+
+
+def attribute(embedder: Embedder, draft_: Draft, *,
+              threshold: float) -> tuple[tuple[str, ...], ...]:
+    """Sentence-level provenance for a narrative whose provider gave none (an LLM's prose):
+    each narrative sentence stands for the sources with a sentence at cosine ≥ ``threshold``
+    to it, or — when none is that close — for the source of its single best match."""
+    sentences = split_sentences(draft_.content)
+    pairs: list[tuple[str, str]] = []
+    for entry in draft_.selection.replaced:
+        rows = member_of(entry).provenance
+        for i, text in enumerate(split_sentences(entry.content)):
+            ids = rows[i] if rows is not None and i < len(rows) else (entry.id,)
+            pairs.extend((text, sid) for sid in ids)
+    if not sentences or not pairs:
+        fallback = tuple(e.id for e in draft_.selection.replaced)
+        return tuple(fallback for _ in sentences)
+    texts = list(dict.fromkeys(t for t, _ in pairs))
+    vectors = np.asarray(embedder.embed([*sentences, *texts]))
+    sims = vectors[: len(sentences)] @ vectors[len(sentences):].T
+    column = {t: i for i, t in enumerate(texts)}
+    out = []
+    for row in sims:
+        best = float(row.max())
+        ids = [sid for t, sid in pairs if row[column[t]] >= min(threshold, best)]
+        out.append(tuple(dict.fromkeys(ids)))
+    return tuple(out)
+
+
 __all__ = [
     "Coverage",
     "Draft",
     "Selection",
+    "attribute",
     "best_matches",
     "draft",
+    "longer_than_sources",
     "measure_coverage",
     "member_of",
     "select",
     "source_facts",
+    "source_words",
 ]

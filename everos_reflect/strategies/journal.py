@@ -2,7 +2,7 @@
 
 A merge touches several files (the narrative's episode log, the atomic-fact log, every source's
 log) and SQLite; no single write covers them all. So every merge is first written down as a
-*plan* (one ``merge_journal`` row holding everything needed to finish or undo it), and each
+*plan* (one ``merge_journal`` row holding everything needed to finish or withdraw it), and each
 step is idempotent and recorded:
 
 ====================  ==========================================================================
@@ -12,20 +12,27 @@ step (after it)       what is done
 ``narrative``         the narrative is appended to the plan day's episode log, carrying
                       ``reflection: <journal id>`` so it can be found again
 ``facts``             its facts are appended to the atomic-fact log (same ``reflection`` key)
+``archiving``         the sources were checked unchanged: **the point of no return**. Set just
+                      before the first ``deprecated_entries`` key toward the narrative is written
 ``deprecated``        sources, their facts and (update) the old narrative and its facts are
                       archived toward the narrative in their files' ``deprecated_entries``
 (row deleted)         files synced into the index, cluster marked consolidated, audit row
                       written and the journal row deleted in one transaction
-``abandoning``        set before withdrawing a merge that cannot complete
+``abandoning``        set before withdrawing a merge that cannot complete (only ever before
+                      ``archiving``)
 ====================  ==========================================================================
 
-:func:`recover` runs at the start of every Reflection run (under the strategy lock): a row
-whose sources are intact is rolled forward; otherwise the merge is abandoned — everything
-archived toward the narrative is restored, and the narrative and its facts are *withdrawn*:
-archived toward the narrative itself (``ep_X: ep_X``, "replaced by nothing"), because
-``deprecated_entries`` values must be entry ids. Withdrawal happens before restoring, so at no
-point is a live narrative shown next to its live sources, and no source ever points at a
-narrative that does not exist. Both paths are idempotent: recovering twice changes nothing.
+Why this order: ``deprecated_entries`` keys are only ever *added* (SPEC §3: only ``undo``
+removes keys). Nothing is archived toward the narrative until every source has been checked,
+under the sources' file locks, so a merge is withdrawn only while no source points at it yet:
+withdrawing is then one more added key per new entry (``ep_X: ep_X``, "replaced by nothing"),
+never a removed one. Once the first source points at the narrative, the merge is committed
+and recovery only ever rolls it forward (a source a person edited in the crash window is left
+live and unarchived, and reported).
+
+:func:`recover` runs before anything else touches a root that has journal rows: at the start of
+every Reflection run, at ``serve``, and before every CLI command that writes (:func:`settle`).
+Every path is idempotent, so a crash *during* recovery is recovered the same way.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from everos_reflect.clustering.service import ClusterService, UnknownCluster
 from everos_reflect.errors import EverosError, UnknownEntry
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.model import Entry, Kind, UserRef, format_timestamp
+from everos_reflect.provenance import PROVENANCE_KEY, provenance_meta
 
 if TYPE_CHECKING:
     import sqlite3
@@ -59,8 +67,10 @@ log = logging.getLogger(__name__)
 #: Metadata key naming the journal row that wrote an entry (narrative and facts).
 REFLECTION_KEY = "reflection"
 
-PLANNED, NARRATIVE, FACTS, DEPRECATED, ABANDONING = (
-    "planned", "narrative", "facts", "deprecated", "abandoning")
+PLANNED, NARRATIVE, FACTS, ARCHIVING, DEPRECATED, ABANDONING = (
+    "planned", "narrative", "facts", "archiving", "deprecated", "abandoning")
+#: Steps after which a merge is committed: recovery rolls it forward, never withdraws it.
+COMMITTED_STEPS = frozenset({ARCHIVING, DEPRECATED})
 #: Not a journal step: the checkpoint between the index sync and the final transaction.
 SYNCED = "synced"
 
@@ -153,6 +163,8 @@ def new_plan(
         completion_tokens=draft.usage.completion_tokens,
         llm_ms=round(draft.seconds * 1000),
         coverage=draft.coverage.score if draft.coverage is not None else None,
+        extra=({"provenance": [list(r) for r in draft.provenance]}
+               if draft.provenance is not None else {}),
     )
 
 
@@ -252,12 +264,15 @@ def commit(runtime: Runtime, indexer: Indexer, plan: Plan) -> Outcome:
     started = time.perf_counter()
     _insert(runtime.db(), plan)
     checkpoint(PLANNED)
-    return _complete(runtime, indexer, plan, started, stale_status="stale")
+    return _complete(runtime, indexer, plan, started, stale_status="stale", committed=False)
 
 
 def _complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
-              stale_status: str) -> Outcome:
-    """Steps from ``narrative`` on; each one checks what is already done and skips it."""
+              stale_status: str, committed: bool) -> Outcome:
+    """Steps from ``narrative`` on; each one checks what is already done and skips it.
+
+    ``committed``: the merge is past the point of no return (some source may already point at
+    the narrative), so it is rolled forward whatever changed meanwhile."""
     store, ref, conn = runtime.store, plan.ref, runtime.db()
     narrative = find_narrative(runtime, plan)
     if narrative is None:
@@ -279,10 +294,13 @@ def _complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     checkpoint(FACTS)
 
     try:
-        _archive_sources(runtime, plan)
+        left_live = _archive_sources(runtime, plan, committed=committed)
     except StaleSources as exc:
         plan.error = str(exc)
         return _abandon(runtime, indexer, plan, started, status=stale_status)
+    if left_live:
+        plan.error = ("committed before a crash; left live because " + "; ".join(left_live))
+        log.warning("merge %s of cluster %s: %s", plan.id, plan.cluster_id, plan.error)
     _set_step(conn, plan, DEPRECATED)
     checkpoint(DEPRECATED)
 
@@ -290,7 +308,7 @@ def _complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     _mark_consolidated(runtime, plan)
     checkpoint(SYNCED)
     with transaction(conn):
-        _plan_report(conn, plan, "ok", merged=plan.merged_id, error=None,
+        _plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
                      duration_ms=plan.llm_ms + _ms_since(started))
         conn.execute("DELETE FROM merge_journal WHERE id=?", (plan.id,))
     return Outcome("ok", plan, plan.merged_id)
@@ -304,7 +322,19 @@ def _narrative_meta(plan: Plan) -> dict[str, Any]:
         "parent_id": plan.cluster_id,
         "sources": plan.replaced,
         REFLECTION_KEY: plan.id,
+        **_provenance_meta(plan),
     }
+
+
+def _provenance_meta(plan: Plan) -> dict[str, Any]:
+    """The narrative's sentence-level provenance (see everos_reflect.provenance), if known."""
+    rows = plan.extra.get("provenance")
+    if not rows:
+        return {}
+    try:
+        return {PROVENANCE_KEY: provenance_meta(plan.content, rows)}
+    except ValueError:  # rows that no longer line up with the text: keep entry-level sources
+        return {}
 
 
 def _fact_meta(plan: Plan) -> dict[str, Any]:
@@ -349,38 +379,65 @@ def _locked(runtime: Runtime, paths: Iterable[Path]) -> Iterator[None]:
 def check_sources(runtime: Runtime, plan: Plan) -> None:
     """Raise :class:`StaleSources` unless every episode to archive still has the text the merge
     saw (or is already archived toward this merge's narrative)."""
-    changed = []
+    changed = changed_sources(runtime, plan)
+    if changed:
+        raise StaleSources("sources changed after Select: " + "; ".join(changed.values()))
+
+
+def changed_sources(runtime: Runtime, plan: Plan) -> dict[str, str]:
+    """``{episode id: why}`` of the episodes to archive that no longer have the text the merge
+    saw (edited, deleted, or archived toward anything but this merge's narrative)."""
+    changed: dict[str, str] = {}
     for entry_id, planned in plan.hashes.items():
         try:
             entry = runtime.store.get(plan.ref, entry_id)
         except UnknownEntry:
-            changed.append(f"{entry_id} was deleted")
+            changed[entry_id] = f"{entry_id} was deleted"
             continue
         if plan.merged_id is not None and entry.deprecated_by == plan.merged_id:
             continue
         if entry.deprecated_by is not None:
-            changed.append(f"{entry_id} was archived toward {entry.deprecated_by}")
+            changed[entry_id] = f"{entry_id} was archived toward {entry.deprecated_by}"
         elif entry.content_hash != planned:
-            changed.append(f"{entry_id} was edited")
-    if changed:
-        raise StaleSources("sources changed after Select: " + "; ".join(changed))
+            changed[entry_id] = f"{entry_id} was edited"
+    return changed
 
 
-def _archive_sources(runtime: Runtime, plan: Plan) -> None:
+def archived_toward(runtime: Runtime, plan: Plan) -> bool:
+    """True when some episode or fact of the plan already points at its narrative: the merge
+    passed its point of no return (whatever step the journal row recorded)."""
+    if plan.merged_id is None:
+        return False
+    ids = [*plan.replaced, *plan.fact_ids]
+    return any(e.deprecated_by == plan.merged_id for e in _existing(runtime, plan.ref, ids))
+
+
+def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool) -> list[str]:
     """The stale check and the archiving, under the sources' file locks, so a cooperating
-    writer (API, another process) cannot slip an edit in between."""
+    writer (API, another process) cannot slip an edit in between.
+
+    Not yet committed: any changed source raises :class:`StaleSources` before anything is
+    archived. Committed (recovery after the point of no return): the unchanged entries are
+    archived and the changed ones left live; returns why each was left."""
     assert plan.merged_id is not None
     store, ref = runtime.store, plan.ref
     with _locked(runtime, [store.path_for_id(ref, i) for i in plan.hashes]):
-        check_sources(runtime, plan)
-        mapping = {i: plan.merged_id for i in plan.replaced}
-        mapping.update({f: plan.merged_id for f in _existing(runtime, ref, plan.fact_ids)})
+        changed = changed_sources(runtime, plan)
+        if changed and not committed:
+            raise StaleSources("sources changed after Select: " + "; ".join(changed.values()))
+        if not committed:
+            _set_step(runtime.db(), plan, ARCHIVING)
+            checkpoint(ARCHIVING)
+        facts = [f for f in _existing(runtime, ref, plan.fact_ids) if f.parent_id not in changed]
+        mapping = {i: plan.merged_id for i in plan.replaced if i not in changed}
+        mapping.update({f.id: plan.merged_id for f in facts})
         conflicts = store.deprecate(ref, mapping)
     for old, new in sorted(conflicts.items()):
         log.warning("%s: %s was already archived toward %s; left as it is", ref, old, new)
+    return list(changed.values())
 
 
-def _existing(runtime: Runtime, ref: UserRef, ids: Iterable[str]) -> list[str]:
+def _existing(runtime: Runtime, ref: UserRef, ids: Iterable[str]) -> list[Entry]:
     """Those of ``ids`` still present in Markdown (a fact deleted by hand is simply skipped)."""
     by_path: dict[Path, list[str]] = {}
     for entry_id in ids:
@@ -388,8 +445,8 @@ def _existing(runtime: Runtime, ref: UserRef, ids: Iterable[str]) -> list[str]:
     found = []
     for path, wanted in by_path.items():
         if path.is_file():
-            present = {e.id for e in runtime.store.read(path).entries}
-            found += [i for i in wanted if i in present]
+            present = {e.id: e for e in runtime.store.read(path).entries}
+            found += [present[i] for i in wanted if i in present]
     return found
 
 
@@ -433,7 +490,9 @@ def _ms_since(started: float) -> int:
 
 def _abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
              status: str) -> Outcome:
-    """Withdraw the narrative and its facts, then restore what was archived toward it."""
+    """Withdraw the narrative and its facts. Only ever called before the point of no return,
+    so nothing points at the narrative yet and nothing needs restoring: the withdrawal adds
+    ``deprecated_entries`` keys and removes none."""
     conn, store, ref = runtime.db(), runtime.store, plan.ref
     _set_step(conn, plan, ABANDONING)
     narrative = find_narrative(runtime, plan)
@@ -445,10 +504,6 @@ def _abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
         mapping.update({f.id: withdrawn for f in find_facts(runtime, plan)})
         store.deprecate(ref, mapping)
         checkpoint(ABANDONING)
-        restore = [i for i in _existing(runtime, ref, [*plan.replaced, *plan.fact_ids])
-                   if store.get(ref, i).deprecated_by == withdrawn]
-        if restore:
-            store.undeprecate(ref, restore)
     _sync(indexer, runtime, _touched_files(runtime, plan))
     reason = plan.error or "interrupted"
     if withdrawn:
@@ -466,7 +521,8 @@ def _abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
 
 def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     """Finish or abandon every merge a crash interrupted. Call it under the strategy lock
-    (a Reflection run does, before anything else). Safe to call any number of times."""
+    (a Reflection run does, before anything else). Safe to call any number of times, and to
+    be killed at any point: the next call picks up from what reached the disk."""
     outcomes = []
     for plan, step in pending(runtime.db()):
         started = time.perf_counter()
@@ -477,14 +533,15 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
                 if plan.merged_id is None:
                     found = find_narrative(runtime, plan)
                     plan.merged_id = found.id if found is not None else None
-                try:
-                    check_sources(runtime, plan)
-                except StaleSources as exc:
-                    plan.error = f"interrupted, then {exc}"
+                committed = step in COMMITTED_STEPS or archived_toward(runtime, plan)
+                changed = {} if committed else changed_sources(runtime, plan)
+                if changed:
+                    plan.error = ("interrupted, then sources changed after Select: "
+                                  + "; ".join(changed.values()))
                     outcome = _abandon(runtime, indexer, plan, started, status="abandoned")
                 else:
                     outcome = _complete(runtime, indexer, plan, started,
-                                        stale_status="abandoned")
+                                        stale_status="abandoned", committed=committed)
         except EverosError as exc:  # e.g. a log made unparseable by hand: retried next run
             log.error("cannot recover merge %s of cluster %s yet: %s", plan.id,
                       plan.cluster_id, exc)
@@ -495,18 +552,77 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     return outcomes
 
 
+def has_pending(root: Path) -> bool:
+    """Whether ``root``'s journal holds interrupted merges, read without creating or migrating
+    anything (cheap enough to ask before every command)."""
+    import sqlite3
+
+    from everos_reflect.index.db import db_path
+
+    path = db_path(root)
+    if not path.exists():
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error:
+        return False
+    try:
+        return conn.execute("SELECT 1 FROM merge_journal LIMIT 1").fetchone() is not None
+    except sqlite3.Error:  # no journal table yet (a root never migrated that far)
+        return False
+    finally:
+        conn.close()
+
+
+def settle(runtime: Runtime, *, wait: float = 10.0) -> int:
+    """Finish or abandon interrupted merges before a command writes anything to ``runtime``.
+
+    Takes the Reflection lock (waiting up to ``wait`` seconds): whoever holds it is a run or an
+    undo, and a run recovers the journal itself before anything else. Returns how many merges
+    were settled here. A root without journal rows costs one read-only SQLite query.
+    """
+    from filelock import FileLock, Timeout
+
+    from everos_reflect.engine.engine import lock_path
+    from everos_reflect.index.sync import Indexer
+
+    if not has_pending(runtime.root):
+        return 0
+    path = lock_path(runtime.root, REFLECT_STRATEGY)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path), thread_local=False)
+    try:
+        lock.acquire(timeout=wait)
+    except Timeout:
+        log.info("a Reflection run holds the lock; it settles the interrupted merges itself")
+        return 0
+    try:
+        return len(recover(runtime, Indexer(runtime)))
+    finally:
+        lock.release()
+
+
+#: The strategy whose lock guards the merge journal.
+REFLECT_STRATEGY = "reflect_episodes"
+
+
 __all__ = [
+    "COMMITTED_STEPS",
     "REFLECTION_KEY",
     "Outcome",
     "Plan",
     "StaleSources",
+    "archived_toward",
+    "changed_sources",
     "check_sources",
     "checkpoint",
     "commit",
     "find_facts",
     "find_narrative",
+    "has_pending",
     "insert_report",
     "new_plan",
     "pending",
     "recover",
+    "settle",
 ]

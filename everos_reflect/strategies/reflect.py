@@ -29,7 +29,9 @@ from everos_reflect.strategies import journal
 from everos_reflect.strategies.consolidate import (
     Draft,
     Selection,
+    attribute,
     draft,
+    longer_than_sources,
     measure_coverage,
     select,
     source_facts,
@@ -46,6 +48,12 @@ NAME = "reflect_episodes"
 #: ``bench/coverage_floor.py`` (method and figures in docs/reflection.md).
 DEFAULT_FACT_MATCH_THRESHOLD = 0.75
 DEFAULT_MIN_FACT_COVERAGE = 0.6
+#: A narrative longer than this share of its sources' words saves nothing and is rejected.
+DEFAULT_MAX_NARRATIVE_RATIO = 1.0
+
+
+def _positive(value: float) -> str | None:
+    return None if value > 0 else "must be > 0"
 
 
 def _at_least(low: int) -> Any:
@@ -89,6 +97,9 @@ class ReflectEpisodes(Strategy):
                     "facts.", _unit_interval),
         SettingSpec("fact_match_threshold", float, DEFAULT_FACT_MATCH_THRESHOLD,
                     "Cosine at which a source fact counts as still stated.", _unit_interval),
+        SettingSpec("max_narrative_ratio", float, DEFAULT_MAX_NARRATIVE_RATIO,
+                    "Reject a merge whose narrative has more than this share of its sources' "
+                    "words (1.0: never longer than the sources).", _positive),
         SettingSpec("language", str, "auto",
                     "Narrative language: auto (the input's) or a language name.", _not_blank),
         SettingSpec("prompts", dict, {},
@@ -111,6 +122,7 @@ class ReflectionRun:
         self.max_sources = int(s.get("max_sources_per_merge", 50))
         self.floor = float(s.get("min_fact_coverage", DEFAULT_MIN_FACT_COVERAGE))
         self.match = float(s.get("fact_match_threshold", DEFAULT_FACT_MATCH_THRESHOLD))
+        self.max_ratio = float(s.get("max_narrative_ratio", DEFAULT_MAX_NARRATIVE_RATIO))
         self.prompts = Prompts.from_settings(
             {"language": s.get("language", "auto"), "prompts": s.get("prompts") or {}})
         self.counts: Counter[str] = Counter()
@@ -118,9 +130,10 @@ class ReflectionRun:
 
     def run(self) -> dict[str, int]:
         indexer = Indexer(self.rt)
-        indexer.scan()
+        # Interrupted merges first, before the scan lets anything see their half-written state.
         for outcome in journal.recover(self.rt, indexer):
             self.counts[f"recovered_{outcome.status}"] += 1
+        indexer.scan()
         clusters = ClusterService(self.rt)
         llm = self.rt.llm
         for ref in users_with_clusters(self.rt):
@@ -188,6 +201,9 @@ class ReflectionRun:
         wanted = source_facts(sel, {p: [t for _, t in fs] for p, fs in facts.items()})
         result.coverage = measure_coverage(self.rt.embedder, wanted, result,
                                            match_threshold=self.match)
+        too_long = longer_than_sources(result, self.max_ratio)
+        if result.provenance is None and too_long is None:
+            result.provenance = attribute(self.rt.embedder, result, threshold=self.match)
         plan = journal.new_plan(result, run_id=self.ctx.run_id,
                                 fact_ids=[i for fs in facts.values() for i, _ in fs])
         status, error = "ok", None
@@ -197,6 +213,8 @@ class ReflectionRun:
                                         + " (fix the file; see `lint`)")
         elif result.coverage.score < self.floor:
             status, error = "rejected", result.coverage.explain(self.floor)
+        elif too_long is not None:
+            status, error = "rejected", too_long
         else:
             try:
                 journal.check_sources(self.rt, plan)

@@ -39,6 +39,7 @@ from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import Entry, EntryId, Kind, UserRef
+from everos_reflect.strategies import journal
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -102,6 +103,9 @@ def undo_merge(runtime: Runtime, ref: UserRef, merged_id: str, *,
         raise InvalidId(f"{merged_id} is not an episode id: a merged narrative is an episode "
                         "(ep_...)")
     with _reflect_lock(runtime):
+        # An interrupted merge is settled first (under the same lock), so an undo never races
+        # its recovery nor undoes half of it.
+        journal.recover(runtime, Indexer(runtime))
         return _undo(runtime, ref, str(eid), cascade=cascade, chain=())
 
 

@@ -1,0 +1,234 @@
+"""Latest-state benchmark: does a merged narrative end with the *current* value of a changed fact?
+
+Data: ``bench/state_stories.json`` — short stories, each a few Episodes about one person and one
+changing fact (a replacement, a number, a negation, or a reversal A → B → A) across 26 domains
+(cars, phones, gyms, salaries, medication doses, ...). In half of them something unrelated is
+said *after* the change, so "the last thing said" is not the answer.
+
+Pipeline: four stories of different domains per user, interleaved in time (the clustering has
+to keep them apart) → index with the configured embedder → recluster → ``reflect_episodes``
+(the shipped extractive provider, or ``EVEROS_LLM__*``) → score each story:
+
+- **merged**: one live narrative stands for every state-carrying Episode of the story;
+- **right**: that narrative's final paragraph contains every ``current`` phrase and no ``old``
+  phrase (case-insensitive).
+
+The version threshold (``VERSION_COSINE``) is swept; the value chosen on the *calibration*
+stories (even-numbered domains) is reported on the *report* stories (odd-numbered domains).
+
+    python bench/state_stories.py [--versions 0.55,0.6,0.65,0.7,0.75] [--out bench/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from everos_reflect.clustering.service import ClusterService
+from everos_reflect.embedding import make_embedder
+from everos_reflect.engine.engine import Engine
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm.extractive import ExtractiveLLM
+from everos_reflect.markdown.store import MarkdownStore
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.provenance import provenance
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import load_settings
+
+DATA = Path(__file__).resolve().parent / "state_stories.json"
+STORIES_PER_USER = 4
+START = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
+OME = """[strategies.reflect_episodes]
+enabled = false
+max_clusters_per_run = 1000
+"""
+
+
+def load(path: Path = DATA) -> list[dict[str, Any]]:
+    """The stories, checked: every phrase must be where the story says it is."""
+    stories = json.loads(path.read_text(encoding="utf-8"))["stories"]
+    for s in stories:
+        states = [e["text"].lower() for e in s["episodes"] if e["state"]]
+        if not all(c.lower() in states[-1] for c in s["current"]):
+            raise ValueError(f"{s['id']}: current phrase not in its last state")
+        if not all(any(o.lower() in t for t in states[:-1]) for o in s["old"]):
+            raise ValueError(f"{s['id']}: old phrase not in an earlier state")
+        if any(o.lower() in states[-1] for o in s["old"]):
+            raise ValueError(f"{s['id']}: old phrase repeated by the new state")
+    return stories
+
+
+def users_of(stories: Sequence[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Four stories of different domains per user (story i with i + n/4, i + n/2, ...)."""
+    stride = -(-len(stories) // STORIES_PER_USER)
+    out: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for i, story in enumerate(stories):
+        out[f"u_story{i % stride:02d}"].append(story)
+    return out
+
+
+def build(root: Path, stories: Sequence[dict[str, Any]]) -> dict[str, list[str]]:
+    """Write the Episodes; return story id -> ids of its state-carrying Episodes."""
+    store = MarkdownStore(root)
+    state_ids: dict[str, list[str]] = {}
+    for user, mine in users_of(stories).items():
+        ref = UserRef.of(user)
+        for slot, story in enumerate(mine):
+            state_ids[story["id"]] = []
+            for step, ep in enumerate(story["episodes"]):
+                when = START + timedelta(days=4 * step + slot, hours=slot)
+                entry = store.append(
+                    ref, Kind.EPISODE,
+                    {"timestamp": when.isoformat(), "parent_type": "memcell",
+                     "parent_id": f"mc_{story['id']}_{step}", "session_id": f"s_{when:%m%d}"},
+                    {"Subject": ep["text"].split(" ", 1)[1][:60], "Content": ep["text"]},
+                    day=when.date())
+                if ep["state"]:
+                    state_ids[story["id"]].append(entry.id)
+    return state_ids
+
+
+def score(root: Path, stories: Sequence[dict[str, Any]],
+          state_ids: dict[str, list[str]]) -> dict[str, Any]:
+    store = MarkdownStore(root)
+    narratives: dict[str, list[tuple[set[str], str]]] = defaultdict(list)
+    for ref in store.iter_users():
+        for e in store.entries(ref, Kind.EPISODE):
+            if e.deprecated_by is None and e.parent_type == "cluster":
+                covered = {x for s in provenance(e).sentences for x in s.sources}
+                narratives[ref.user_id].append((covered | set(e.sources), e.content))
+    user_of = {s["id"]: u for u, mine in users_of(stories).items() for s in mine}
+    rows = []
+    for s in stories:
+        wanted = set(state_ids[s["id"]])
+        found = [text for covered, text in narratives[user_of[s["id"]]] if wanted <= covered]
+        final = found[0].split("\n\n")[-1].lower() if found else ""
+        right = bool(found) and all(c.lower() in final for c in s["current"]) and not any(
+            o.lower() in final for o in s["old"])
+        rows.append({"id": s["id"], "split": s["split"], "kind": s["kind"],
+                     "new_state_last": s["new_state_last"], "merged": bool(found),
+                     "right": right, "final": final if found else None})
+    return {"rows": rows, "summary": summarise(rows)}
+
+
+def summarise(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    groups: dict[str, Counter[str]] = defaultdict(Counter)
+    for r in rows:
+        keys = ["all", r["split"], f"kind:{r['kind']}",
+                "new state last" if r["new_state_last"] else "something said after"]
+        for key in keys:
+            groups[key]["n"] += 1
+            groups[key]["merged"] += r["merged"]
+            groups[key]["right"] += r["right"]
+    return {k: {"n": c["n"], "merged": c["merged"], "right": c["right"],
+                "merged_share": round(c["merged"] / c["n"], 4),
+                "right_among_merged": round(c["right"] / c["merged"], 4) if c["merged"] else None}
+            for k, c in groups.items()}
+
+
+def run(work: Path, versions: Sequence[float]) -> dict[str, Any]:
+    stories = load()
+    base = work / "base"
+    base.mkdir(parents=True)
+    (base / "ome.toml").write_text(OME, encoding="utf-8")
+    state_ids = build(base, stories)
+    settings = load_settings(base)
+    embedder = make_embedder(settings.embedding)
+    rt = Runtime(base, settings, embedder=embedder)
+    Indexer(rt).scan()
+    rt.close()
+    extractive = settings.llm.provider == "extractive"
+    points = []
+    for value in versions if extractive else versions[:1]:
+        root = work / f"v{value:.2f}"
+        shutil.copytree(base, root)
+        llm = ExtractiveLLM(embedder, version=value) if extractive else None
+        rt = Runtime(root, settings, embedder=embedder, llm=llm)
+        ClusterService(rt).recluster()
+        started = time.perf_counter()
+        outcome = Engine(rt).trigger("reflect_episodes", force=True, timeout=None)
+        seconds = time.perf_counter() - started
+        rt.close()
+        result = score(root, stories, state_ids)
+        result.update(version=value, reflect_seconds=round(seconds, 1),
+                      counts=outcome.counts, status=outcome.status)
+        points.append(result)
+        cal, rep = result["summary"]["calibration"], result["summary"]["report"]
+        print(f"version {value}: calibration merged {cal['merged']}/{cal['n']} right "
+              f"{cal['right']}; report merged {rep['merged']}/{rep['n']} right {rep['right']}",
+              flush=True)
+    best = max(points, key=lambda p: (p["summary"]["calibration"]["right"], -p["version"]))
+    return {"stories": len(stories), "domains": len({s["domain"] for s in stories}),
+            "llm": "extractive" if extractive else f"{settings.llm.provider}:{settings.llm.model}",
+            "embedder": embedder.name, "points": points, "chosen": best["version"]}
+
+
+def _pct(x: float | None) -> str:
+    return "–" if x is None else f"{100 * x:.1f}"
+
+
+def markdown(result: dict[str, Any]) -> str:
+    chosen = next(p for p in result["points"] if p["version"] == result["chosen"])
+    s = chosen["summary"]
+    lines = [
+        "# Latest-state stories",
+        "",
+        f"Generated by `python bench/state_stories.py`. {result['stories']} stories, "
+        f"{result['domains']} domains, LLM: {result['llm']}, embedder: {result['embedder']}. "
+        f"Version threshold {result['chosen']} chosen on the calibration stories; the *report* "
+        "row is held out.",
+        "",
+        "| stories | n | merged | merged % | right among merged % |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for key in ("report", "calibration", "all", "kind:replacement", "kind:number",
+                "kind:negation", "kind:reversal", "new state last", "something said after"):
+        if key in s:
+            g = s[key]
+            lines.append(f"| {key} | {g['n']} | {g['merged']} | {_pct(g['merged_share'])} | "
+                         f"{_pct(g['right_among_merged'])} |")
+    lines += ["", "Sweep of the version threshold (calibration / report: right among merged):",
+              "", "| version cosine | calibration | report | reflect s |", "|---:|---:|---:|---:|"]
+    for p in result["points"]:
+        c, r = p["summary"]["calibration"], p["summary"]["report"]
+        lines.append(f"| {p['version']} | {c['right']}/{c['merged']} | {r['right']}/{r['merged']}"
+                     f" | {p['reflect_seconds']} |")
+    wrong = [r for r in chosen["rows"] if r["merged"] and not r["right"]][:8]
+    if wrong:
+        lines += ["", "Wrong final paragraphs (first 8):", ""]
+        lines += [f"- {r['id']}: {r['final']!r}" for r in wrong]
+    return "\n".join(lines) + "\n"
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.replace(",", " ").split()]
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--versions", type=_floats, default=[0.55, 0.6, 0.65, 0.7, 0.75])
+    parser.add_argument("--out", type=Path, default=Path("bench/results"))
+    args = parser.parse_args(list(argv) if argv is not None else None)
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    with tempfile.TemporaryDirectory(prefix="everos-stories-") as tmp:
+        result = run(Path(tmp), args.versions)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "state_stories.json").write_text(json.dumps(result, indent=1) + "\n",
+                                                 encoding="utf-8")
+    (args.out / "state_stories.md").write_text(markdown(result), encoding="utf-8")
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

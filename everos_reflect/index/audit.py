@@ -1,0 +1,82 @@
+"""The ``derivation_report`` audit table (SPEC §10): one row per derivation of any strategy.
+
+Readable with plain ``sqlite3``::
+
+    sqlite3 <root>/.index/sqlite/system.db "SELECT strategy, status, outputs, provider
+      FROM derivation_report ORDER BY created_at DESC LIMIT 10;"
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.model import UserRef
+
+
+@dataclass
+class Derivation:
+    """What one derivation did: its inputs and outputs (entry ids), outcome and cost."""
+
+    strategy: str
+    ref: UserRef
+    status: str
+    run_id: str | None = None
+    inputs: Sequence[str] = ()
+    outputs: Sequence[str] = ()
+    provider: str | None = None
+    model: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    duration_ms: int | None = None
+    error: str | None = None
+    id: str = field(default_factory=lambda: f"dr_{uuid.uuid4().hex[:16]}")
+
+
+def record_derivation(conn: sqlite3.Connection, d: Derivation) -> str:
+    """Insert one row in its own transaction; returns its id."""
+    with transaction(conn):
+        insert_derivation(conn, d)
+    return d.id
+
+
+def insert_derivation(conn: sqlite3.Connection, d: Derivation) -> None:
+    """Insert one row inside the caller's transaction."""
+    conn.execute(
+        "INSERT INTO derivation_report (id, run_id, strategy, app_id, project_id, owner_id, "
+        "inputs, outputs, status, provider, model, prompt_tokens, completion_tokens, "
+        "duration_ms, error, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+        (d.id, d.run_id, d.strategy, d.ref.app, d.ref.project, d.ref.user_id,
+         json.dumps(list(d.inputs)), json.dumps(list(d.outputs)), d.status, d.provider,
+         d.model, int(d.prompt_tokens), int(d.completion_tokens), d.duration_ms, d.error,
+         utcnow_iso()),
+    )
+
+
+def list_derivations(conn: sqlite3.Connection, *, strategy: str | None = None,
+                     ref: UserRef | None = None, limit: int = 20) -> list[dict[str, Any]]:
+    """Newest first; ``inputs``/``outputs`` decoded to lists."""
+    sql, params = "SELECT * FROM derivation_report WHERE 1=1", []
+    if strategy:
+        sql += " AND strategy = ?"
+        params.append(strategy)
+    if ref is not None:
+        sql += " AND app_id = ? AND project_id = ? AND owner_id = ?"
+        params += [ref.app, ref.project, ref.user_id]
+    sql += " ORDER BY created_at DESC, id DESC LIMIT ?"
+    params.append(max(0, int(limit)))
+    rows = []
+    for row in conn.execute(sql, params):
+        item = dict(row)
+        for key in ("inputs", "outputs"):
+            try:
+                item[key] = json.loads(item[key] or "[]")
+            except ValueError:
+                item[key] = []
+        rows.append(item)
+    return rows

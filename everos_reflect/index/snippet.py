@@ -1,0 +1,111 @@
+"""The passage of an entry that answers a query: what a caller with a word budget should read.
+
+A narrative can run to hundreds of words while the question needs one sentence of it. Each
+search hit therefore carries a ``snippet``: the sentences of the entry that share the most
+query terms, in their original order, within ``max_words``, with the date they were said (the
+paragraph's ``YYYY-MM-DD:`` prefix of a narrative, else the entry's own date).
+
+Scoring is lexical (query terms with light suffix folding, weighted by how rare they are in the
+entry), deterministic and cheap: no model call per hit. The best sentence always comes; others
+join while they score at least half as well and fit in ``max_words``. Ties go to the later
+sentence, so a question about a changing fact gets its latest version (a narrative's current
+state is last).
+Pure functions only.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from everos_reflect.llm.extractive import STOPWORDS, split_sentences
+
+#: Words a snippet may hold (plus at most one sentence that starts within the budget).
+SNIPPET_WORDS = 60
+#: A sentence joins the best one only if it scores at least this share of the best score.
+RELEVANT_SHARE = 0.5
+
+_TERM_RE = re.compile(r"\w+", re.UNICODE)
+_DATE_PREFIX_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\s+—|:)\s+")
+_LABEL_RE = re.compile(r"^(?:Current state(?: \(as of [^)]*\))?:|→(?: \([^)]*\))?)\s+")
+
+
+@dataclass(frozen=True)
+class Snippet:
+    """``text`` (sentences without their date prefixes), ``date`` (ISO day or None) and the
+    indices of the sentences used, in ``split_sentences(content)`` order."""
+
+    text: str
+    date: str | None
+    sentences: tuple[int, ...]
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            return word[: -len(suffix)]
+    return word
+
+
+def terms(text: str) -> set[str]:
+    """Content terms of ``text``: lower-cased, stop words out, light suffix folding."""
+    return {_stem(w) for w in (m.lower() for m in _TERM_RE.findall(text))
+            if w not in STOPWORDS and len(w) > 1}
+
+
+def dated_sentences(content: str, default_date: str | None) -> list[tuple[str, str | None]]:
+    """Each sentence of ``content`` without its date prefix or label, with its date.
+
+    A narrative's dated paragraph dates all its sentences; its "Current state" paragraph and
+    undated text take ``default_date`` (the entry's own date)."""
+    out: list[tuple[str, str | None]] = []
+    paragraphs = [p for p in re.split(r"\n\s*\n", content.strip()) if p.strip()]
+    for paragraph in paragraphs:
+        day = default_date
+        dated = _DATE_PREFIX_RE.match(paragraph.strip())
+        if dated:
+            day = dated.group(1)
+        for i, sentence in enumerate(split_sentences(paragraph)):
+            if i == 0:
+                sentence = _LABEL_RE.sub("", _DATE_PREFIX_RE.sub("", sentence))
+            out.append((sentence, day))
+    return out
+
+
+def make_snippet(content: str, query: str, *, date: str | None = None,
+                 max_words: int = SNIPPET_WORDS) -> Snippet:
+    """The best passage of ``content`` for ``query`` (see the module docstring)."""
+    sentences = dated_sentences(content, date)
+    if not sentences:
+        return Snippet("", date, ())
+    wanted = terms(query)
+    bags = [terms(text) for text, _ in sentences]
+    n = len(sentences)
+    scores = []
+    for i, bag in enumerate(bags):
+        hits = wanted & bag
+        # rarer terms weigh more; the tiny position term breaks ties towards later sentences
+        weight = sum(math.log(1 + n / sum(term in b for b in bags)) for term in hits)
+        scores.append((weight, i))
+    ranked = sorted(scores, key=lambda s: (-s[0], -s[1]))
+    if ranked[0][0] <= 0:  # nothing matches: the entry's opening
+        ranked = [(0.0, i) for i in range(n)]
+    floor = RELEVANT_SHARE * ranked[0][0]
+    chosen: list[int] = []
+    words = 0
+    for weight, i in ranked:
+        size = len(sentences[i][0].split())
+        if chosen and (words + size > max_words or (floor > 0 and weight < floor)):
+            continue
+        chosen.append(i)
+        words += size
+        if words >= max_words:
+            break
+    chosen.sort()
+    best = max(chosen, key=lambda i: scores[i])
+    text = " ".join(sentences[i][0] for i in chosen)
+    return Snippet(text, sentences[best][1], tuple(chosen))
+
+
+__all__ = ["SNIPPET_WORDS", "Snippet", "dated_sentences", "make_snippet", "terms"]

@@ -1,0 +1,59 @@
+"""The offline importance scorer: a transparent 1–10 estimate for an Episode without an LLM.
+
+Generative Agents asks a model "how poignant is this memory, 1 to 10". Offline we cannot judge
+poignancy, so this scorer counts observable signs that a memory will matter later, and says
+nothing more than that:
+
+- start at 3 (an ordinary exchange);
+- +2 if it records a decision, commitment or change of state ("decided", "switched to",
+  "from now on", "promised", "moved", "quit", "agreed" ...);
+- +2 if it records a failure or incident ("failed", "outage", "revert", "rollback", "bug",
+  "broke", "incident", "crash" ...);
+- +1 if it states a lasting preference or rule ("always", "never", "prefer", "hates",
+  "allergic", "wants" ...);
+- +1 if it names a date, a deadline or a number (something checkable later);
+- +1 if it is long (≥ 60 words): more happened;
+- −1 if it is short small talk (< 12 words and none of the signs above).
+
+Capped to 1..10. Deterministic, language-naive (English cue words), and documented as a
+heuristic in docs/insights.md; an LLM score replaces it whenever one is configured.
+"""
+
+from __future__ import annotations
+
+import re
+
+_DECISION = re.compile(
+    r"\b(decid\w*|chose|choos\w*|switch\w*|migrat\w*|from now on|promis\w*|commit\w*|agree\w*|"
+    r"moved|moving|quit|resign\w*|hired|fired|adopt\w*|married|divorc\w*|signed|launch\w*|"
+    r"starts? (?:a|the|his|her|their)|stopped|plan(?:s|ned)? to)\b", re.IGNORECASE)
+_FAILURE = re.compile(
+    r"\b(fail\w*|outage|revert\w*|roll ?back\w*|bug\w*|broke\w*|broken|incident\w*|crash\w*|"
+    r"error\w*|regress\w*|lost|injur\w*|sick|hospital\w*|accident\w*|emergenc\w*)\b",
+    re.IGNORECASE)
+_PREFERENCE = re.compile(
+    r"\b(always|never|prefer\w*|hates?|loves?|dislikes?|allergic|wants?|insists?|must|"
+    r"favou?rite|can't stand)\b", re.IGNORECASE)
+_CHECKABLE = re.compile(
+    r"\b(\d{1,4}([.,:/-]\d+)*|deadline|monday|tuesday|wednesday|thursday|friday|saturday|"
+    r"sunday|january|february|march|april|may|june|july|august|september|october|november|"
+    r"december|tomorrow|next week)\b", re.IGNORECASE)
+_WORD = re.compile(r"\w+")
+
+
+def score_importance(text: str) -> int:
+    """1–10 from the cues listed in the module docstring."""
+    words = len(_WORD.findall(text))
+    score = 3
+    signs = 0
+    for pattern, weight in ((_DECISION, 2), (_FAILURE, 2), (_PREFERENCE, 1)):
+        if pattern.search(text):
+            score += weight
+            signs += 1
+    if _CHECKABLE.search(text):
+        score += 1
+    if words >= 60:
+        score += 1
+    if words < 12 and not signs:
+        score -= 1
+    return max(1, min(10, score))

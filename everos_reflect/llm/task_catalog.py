@@ -1,0 +1,321 @@
+"""The SPEC §9 tasks: every structured call a strategy makes, with its schema and validator.
+
+The schemas' top-level properties are exactly the keys SPEC §9 names. Validators enforce what a
+schema cannot (non-empty text, ranges, citations to shown numbers, the citation floor) and ignore
+extra keys. Templates are the defaults; a strategy overrides one with its ``prompts`` table.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from everos_reflect.llm.base import CITED_ID_RE, FactsRequest, MergeRequest
+from everos_reflect.llm.importance import score_importance
+from everos_reflect.llm.tasks import (
+    NUMBERS,
+    STRING,
+    InvalidReply,
+    TaskRequest,
+    TaskSpec,
+    list_field,
+    object_schema,
+    register_task,
+    strings,
+    text_field,
+)
+
+#: The fewest records an insight (and a reconciliation) must cite (seed 000's citation floor).
+MIN_CITATIONS = 2
+
+# -- Reflection: merge and facts (their prompts stay in prompts.py) --------------------------
+
+
+def _parse_merge(obj: dict[str, Any], req: TaskRequest) -> tuple[str, str]:
+    title, content = text_field(obj, "title", limit=500), text_field(obj, "content",
+                                                                     limit=200_000)
+    payload: MergeRequest = req.payload
+    unknown = sorted(set(CITED_ID_RE.findall(f"{title}\n{content}")) - payload.shown_ids())
+    if unknown:
+        raise InvalidReply(f"reply cites entries it was not shown: {', '.join(unknown)}")
+    return title, content
+
+
+def _parse_facts(obj: dict[str, Any], req: TaskRequest) -> list[str]:
+    return strings(obj, "facts", limit=5_000)
+
+
+MERGE = register_task(TaskSpec(
+    "merge", "merged_narrative",
+    object_schema({"title": STRING, "content": STRING}),
+    _parse_merge,
+    messages=lambda req, prompts: prompts.merge_messages(req.payload),
+))
+FACTS = register_task(TaskSpec(
+    "facts", "atomic_facts",
+    object_schema({"facts": {"type": "array", "items": STRING}}),
+    _parse_facts,
+    messages=lambda req, prompts: prompts.facts_messages(req.payload),
+))
+
+
+def merge_request(req: MergeRequest) -> TaskRequest:
+    return TaskRequest(payload=req, prompts=req.prompts, language=req.language)
+
+
+def facts_request(req: FactsRequest) -> TaskRequest:
+    return TaskRequest(payload=req, prompts=req.prompts, language=req.language)
+
+
+# -- importance -------------------------------------------------------------------------------
+
+IMPORTANCE_PROMPT = """\
+On a scale of 1 to 10, where 1 is purely mundane (brushing teeth, small talk) and 10 is \
+extremely poignant or consequential (a breakup, a production outage, a decision that changes \
+how the user works), rate the likely importance of the memory below.
+
+Reply as JSON: {"importance": <integer 1-10>}
+
+$records"""
+
+
+def _parse_importance(obj: dict[str, Any], req: TaskRequest) -> int:
+    value = obj.get("importance")
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10:
+        raise InvalidReply(f"'importance' must be a whole number 1-10, got {value!r}")
+    return value
+
+
+IMPORTANCE = register_task(TaskSpec(
+    "importance", "importance",
+    object_schema({"importance": {"type": "integer"}}),
+    _parse_importance, IMPORTANCE_PROMPT,
+    offline=lambda req: score_importance(" ".join(r.text for r in req.records)),
+))
+
+# -- salient questions ------------------------------------------------------------------------
+
+QUESTIONS_PROMPT = """\
+Given only the records below, what are the $count most salient high-level questions we can \
+answer about the subjects in the statements? Ask about patterns across records (habits, \
+preferences, recurring problems, changes of mind), not about one single event.
+- $language_rule
+
+Reply as JSON: {"questions": ["<question>", ...]}
+
+$records"""
+
+
+def _parse_questions(obj: dict[str, Any], req: TaskRequest) -> list[str]:
+    questions = strings(obj, "questions", limit=500)
+    if not questions:
+        raise InvalidReply("'questions' is empty")
+    limit = int(req.values.get("count", "3"))
+    return questions[:limit]
+
+
+QUESTIONS = register_task(TaskSpec(
+    "questions", "salient_questions",
+    object_schema({"questions": {"type": "array", "items": STRING}}),
+    _parse_questions, QUESTIONS_PROMPT, frozenset({"records", "count"}),
+))
+
+# -- insights ---------------------------------------------------------------------------------
+
+INSIGHTS_PROMPT = """\
+Question: $question
+
+What at most $count high-level insights can you infer from the numbered records below that \
+answer the question? Each insight generalises across records (it says something no single \
+record says) and cites the numbers of the records it rests on, at least two of them. Cite only \
+numbers shown below. If you cannot ground an insight in at least two records, leave it out; \
+an empty list is a fine answer.
+- $language_rule
+
+Reply as JSON: {"insights": [{"insight": "<one sentence>", "evidence": [<record number>, ...]}]}
+
+$records"""
+
+
+def _parse_cited_items(obj: dict[str, Any], req: TaskRequest, key: str,
+                       text_key: str) -> list[tuple[str, list[str]]]:
+    """``[(text, [ids])]``; every citation checked, items under the floor dropped."""
+    numbering = req.numbering
+    out: list[tuple[str, list[str]]] = []
+    for item in list_field(obj, key):
+        if not isinstance(item, dict):
+            raise InvalidReply(f"each item of {key!r} must be an object")
+        text = text_field(item, text_key, limit=2_000)
+        ids = numbering.resolve(item.get("evidence"))
+        if len(ids) >= MIN_CITATIONS:
+            out.append((text, ids))
+    return out
+
+
+def _parse_insights(obj: dict[str, Any], req: TaskRequest) -> list[tuple[str, list[str]]]:
+    limit = int(req.values.get("count", "5"))
+    return _parse_cited_items(obj, req, "insights", "insight")[:limit]
+
+
+INSIGHTS = register_task(TaskSpec(
+    "insights", "insights",
+    object_schema({"insights": {"type": "array", "items": object_schema(
+        {"insight": STRING, "evidence": NUMBERS})}}),
+    _parse_insights, INSIGHTS_PROMPT, frozenset({"records", "question", "count"}),
+))
+
+# -- revalidation -----------------------------------------------------------------------------
+
+REVALIDATE_PROMPT = """\
+An earlier insight rested on records that have since changed (merged, edited or deleted). \
+Here is the insight and the current versions of its evidence.
+
+Insight: $insight
+
+Does the insight still hold on the records below? Answer "holds" (cite the records that \
+support it now), "revise" (write the corrected insight and cite its records, at least two) or \
+"retire" (the records no longer support it; leave insight empty and evidence []).
+- $language_rule
+
+Reply as JSON: {"verdict": "holds" | "revise" | "retire", "insight": "<text>", \
+"evidence": [<record number>, ...]}
+
+$records"""
+
+
+def _parse_revalidation(obj: dict[str, Any], req: TaskRequest) -> dict[str, Any]:
+    verdict = obj.get("verdict")
+    if verdict not in ("holds", "revise", "retire"):
+        raise InvalidReply(f"'verdict' must be holds, revise or retire, got {verdict!r}")
+    evidence = req.numbering.resolve(obj.get("evidence", []))
+    text = obj.get("insight") or ""
+    if verdict != "retire":
+        if len(evidence) < MIN_CITATIONS:
+            raise InvalidReply(f"a {verdict!r} verdict must cite at least {MIN_CITATIONS} "
+                               "records")
+        if verdict == "revise":
+            text = text_field(obj, "insight", limit=2_000)
+    return {"verdict": verdict, "insight": str(text).strip(), "evidence": evidence}
+
+
+REVALIDATION = register_task(TaskSpec(
+    "revalidation", "revalidation",
+    object_schema({"verdict": {"type": "string", "enum": ["holds", "revise", "retire"]},
+                   "insight": STRING, "evidence": NUMBERS}),
+    _parse_revalidation, REVALIDATE_PROMPT, frozenset({"records", "insight"}),
+))
+
+# -- belief tiers and lessons (seeds 004 and 002): schema and validation ----------------------
+
+WORLDVIEW_PROMPT = """\
+Current convictions, by key: $current
+
+Which convictions (keys: $keys) have shifted given the numbered records below? Return only \
+shifted keys, each with the new conviction text and the records it rests on.
+- $language_rule
+
+Reply as JSON: {"convictions": [{"key": "<key>", "text": "<conviction>", \
+"evidence": [<record number>, ...]}]}
+
+$records"""
+
+
+def _parse_worldview(obj: dict[str, Any], req: TaskRequest) -> list[dict[str, Any]]:
+    keys = {k.strip() for k in req.values.get("keys", "").split(",") if k.strip()}
+    out = []
+    for item in list_field(obj, "convictions"):
+        if not isinstance(item, dict):
+            raise InvalidReply("each item of 'convictions' must be an object")
+        key = text_field(item, "key", limit=100)
+        if keys and key not in keys:
+            raise InvalidReply(f"conviction key {key!r} is not one of {sorted(keys)}")
+        evidence = req.numbering.resolve(item.get("evidence"))
+        if not evidence:
+            raise InvalidReply(f"conviction {key!r} cites no records")
+        out.append({"key": key, "text": text_field(item, "text", limit=2_000),
+                    "evidence": evidence})
+    return out
+
+
+WORLDVIEW = register_task(TaskSpec(
+    "worldview", "worldview",
+    object_schema({"convictions": {"type": "array", "items": object_schema(
+        {"key": STRING, "text": STRING, "evidence": NUMBERS})}}),
+    _parse_worldview, WORLDVIEW_PROMPT, frozenset({"records", "current", "keys"}),
+))
+
+CONTRADICTIONS_PROMPT = """\
+Which pairs of the numbered convictions below contradict each other? Name each pair by its two \
+numbers and say in one sentence what the contradiction is. An empty list is a fine answer.
+- $language_rule
+
+Reply as JSON: {"contradictions": [{"between": [<n>, <n>], "text": "<what contradicts>"}]}
+
+$records"""
+
+
+def _parse_contradictions(obj: dict[str, Any], req: TaskRequest) -> list[dict[str, Any]]:
+    out = []
+    for item in list_field(obj, "contradictions"):
+        if not isinstance(item, dict):
+            raise InvalidReply("each item of 'contradictions' must be an object")
+        between = req.numbering.resolve(item.get("between"), what="between")
+        if len(between) != 2:
+            raise InvalidReply("'between' must name two different records")
+        out.append({"between": between, "text": text_field(item, "text", limit=2_000)})
+    return out
+
+
+CONTRADICTIONS = register_task(TaskSpec(
+    "contradictions", "contradictions",
+    object_schema({"contradictions": {"type": "array", "items": object_schema(
+        {"between": NUMBERS, "text": STRING})}}),
+    _parse_contradictions, CONTRADICTIONS_PROMPT,
+))
+
+RECONCILIATION_PROMPT = """\
+The numbered records below contradict each other. Write one insight that reconciles them \
+(what is true now, and why the records differ), citing at least two of them.
+- $language_rule
+
+Reply as JSON: {"insight": "<text>", "evidence": [<record number>, ...]}
+
+$records"""
+
+
+def _parse_reconciliation(obj: dict[str, Any], req: TaskRequest) -> dict[str, Any]:
+    evidence = req.numbering.resolve(obj.get("evidence"))
+    if len(evidence) < MIN_CITATIONS:
+        raise InvalidReply(f"a reconciliation must cite at least {MIN_CITATIONS} records")
+    return {"insight": text_field(obj, "insight", limit=2_000), "evidence": evidence}
+
+
+RECONCILIATION = register_task(TaskSpec(
+    "reconciliation", "reconciliation",
+    object_schema({"insight": STRING, "evidence": NUMBERS}),
+    _parse_reconciliation, RECONCILIATION_PROMPT,
+))
+
+LESSONS_PROMPT = """\
+Task type: $task_type
+
+From the numbered task records below, what should an agent do next time ("lessons") and what \
+should it avoid ("avoid")? One short imperative sentence each, only what the records show.
+- $language_rule
+
+Reply as JSON: {"lessons": ["<do this>", ...], "avoid": ["<avoid this>", ...]}
+
+$records"""
+
+
+def _parse_lessons(obj: dict[str, Any], req: TaskRequest) -> dict[str, list[str]]:
+    return {"lessons": strings(obj, "lessons"), "avoid": strings(obj, "avoid")}
+
+
+LESSONS = register_task(TaskSpec(
+    "lessons", "lessons",
+    object_schema({"lessons": {"type": "array", "items": STRING},
+                   "avoid": {"type": "array", "items": STRING}}),
+    _parse_lessons, LESSONS_PROMPT, frozenset({"records", "task_type"}),
+))

@@ -1,0 +1,314 @@
+"""Structured LLM tasks: one named task = a prompt template, a JSON schema and a validator.
+
+Every call any strategy makes goes through here (SPEC §9): the prompt comes from the task's
+template (overridable per strategy through :class:`~everos_reflect.llm.prompts.Prompts`), the
+request carries ``response_format`` with the task's JSON schema, and the reply is validated by
+the task's parser before anyone sees it. A provider implements one generic method,
+``run_task(name, request)``; Reflection's merge and fact extraction are two such tasks.
+
+Records shown to the model are numbered ``[1] … [N]`` (:class:`Numbering`); a reply cites those
+numbers and :meth:`Numbering.resolve` remaps them to real ids, rejecting any number the model
+was not shown (seed 000's renumber-then-remap). A rejected reply is an :class:`InvalidReply`,
+which providers retry like a transient failure and finally turn into ``ProviderUnavailable``.
+
+A new tier adds its task with :func:`register_task` from its own module.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from string import Template
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.errors import EverosError
+from everos_reflect.llm.base import Usage
+
+if TYPE_CHECKING:
+    from everos_reflect.llm.prompts import Message, Prompts
+
+
+class InvalidReply(Exception):
+    """A reply arrived but is unusable (wrong shape, empty, citing unseen records)."""
+
+
+class NeedsLLM(EverosError):
+    """The configured provider has no honest offline way to do this task."""
+
+
+# -- numbered records ------------------------------------------------------------------------
+
+_LINE_BREAKS_RE = re.compile(r"\s+")
+# A record line must not be able to pass for another record's number or close the data block.
+_FAKE_NUMBER_RE = re.compile(r"\[(\s*\d+\s*)\]")
+_BLOCK_TAG_RE = re.compile(r"<(\s*/?\s*records\b)", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One record shown to the model: its real id, kind, date and text."""
+
+    id: str
+    kind: str
+    text: str
+    timestamp: datetime | None = None
+
+
+def record_line(n: int, record: Record) -> str:
+    """``[n] 2026-10-12 episode: text`` on one line; the text cannot fake a number or a tag."""
+    text = _LINE_BREAKS_RE.sub(" ", record.text).strip()
+    text = _BLOCK_TAG_RE.sub(r"‹\1", _FAKE_NUMBER_RE.sub(r"(\1)", text))
+    day = record.timestamp.date().isoformat() if record.timestamp else "undated"
+    return f"[{n}] {day} {record.kind}: {text}"
+
+
+class Numbering:
+    """Records numbered 1..N for one prompt, and the way back from numbers to ids."""
+
+    def __init__(self, records: Sequence[Record]) -> None:
+        self.records = list(records)
+
+    def __len__(self) -> int:
+        return len(self.records)
+
+    def block(self) -> str:
+        """The records as the prompt shows them: one ``[n] …`` line each, inside a data tag."""
+        lines = [record_line(n, r) for n, r in enumerate(self.records, start=1)]
+        return "<records>\n" + "\n".join(lines) + "\n</records>"
+
+    def resolve(self, numbers: object, *, what: str = "evidence") -> list[str]:
+        """Real ids of the cited numbers (order kept, repeats dropped).
+
+        Raises :class:`InvalidReply` for anything but a list of integers 1..N: a reply citing a
+        record it was not shown fails the whole call, it is not quietly trimmed.
+        """
+        if not isinstance(numbers, list):
+            raise InvalidReply(f"{what!r} must be a list of record numbers")
+        ids: list[str] = []
+        for value in numbers:
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise InvalidReply(f"{what!r} holds {value!r}, not a record number")
+            if not 1 <= value <= len(self.records):
+                raise InvalidReply(
+                    f"{what!r} cites [{value}] but only [1]..[{len(self.records)}] were shown"
+                )
+            rid = self.records[value - 1].id
+            if rid not in ids:
+                ids.append(rid)
+        return ids
+
+
+# -- tasks -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskRequest:
+    """The input of one task call.
+
+    ``records`` are shown numbered (``$records`` in the template); ``values`` fill the other
+    placeholders (already rendered text, e.g. ``question``); ``payload`` carries a typed request
+    for tasks that build their own messages (merge, facts).
+    """
+
+    records: tuple[Record, ...] = ()
+    values: Mapping[str, str] = field(default_factory=dict)
+    payload: Any = None
+    prompts: Prompts | None = None
+    language: str | None = None
+
+    @property
+    def numbering(self) -> Numbering:
+        return Numbering(self.records)
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A validated reply, its token usage, and who wrote it (recorded in audits)."""
+
+    value: Any
+    usage: Usage = field(default_factory=Usage)
+    provider: str = ""
+    model: str = ""
+
+
+Parser = Callable[[dict[str, Any], TaskRequest], Any]
+Builder = Callable[[TaskRequest, "Prompts"], list["Message"]]
+Offline = Callable[[TaskRequest], Any]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One named task. ``schema`` is sent as ``response_format``; ``parse`` validates a reply
+    (raising :class:`InvalidReply`) and returns the value callers get. ``template`` is the
+    default prompt (placeholders ``$records``, ``$language_rule`` and ``values``' keys);
+    ``messages`` replaces template rendering for tasks with their own prompt code. ``offline``
+    is the honest offline implementation, when there is one."""
+
+    name: str
+    schema_name: str
+    schema: dict[str, Any]
+    parse: Parser
+    template: str = ""
+    placeholders: frozenset[str] = frozenset({"records"})
+    messages: Builder | None = None
+    offline: Offline | None = None
+
+
+_TASKS: dict[str, TaskSpec] = {}
+_lock = threading.Lock()
+
+
+def register_task(spec: TaskSpec) -> TaskSpec:
+    """Make ``spec`` available to every provider (registering a name again replaces it)."""
+    with _lock:
+        _TASKS[spec.name] = spec
+    return spec
+
+
+def get_task(name: str) -> TaskSpec:
+    _load_builtin()
+    try:
+        return _TASKS[name]
+    except KeyError:
+        raise EverosError(f"unknown LLM task {name!r} (known: {', '.join(sorted(_TASKS))})") \
+            from None
+
+
+def known_tasks() -> dict[str, TaskSpec]:
+    _load_builtin()
+    return dict(_TASKS)
+
+
+def _load_builtin() -> None:
+    # The SPEC §9 tasks live in task_catalog; imported lazily to keep this module's imports flat.
+    from everos_reflect.llm import task_catalog  # noqa: F401
+
+
+def render_messages(spec: TaskSpec, req: TaskRequest, prompts: Prompts) -> list[Message]:
+    """System rules, then the task's template with its records and values filled in."""
+    if spec.messages is not None:
+        return spec.messages(req, prompts)
+    values = {k: str(v) for k, v in req.values.items()}
+    values["records"] = req.numbering.block()
+    values["language_rule"] = prompts.language_rule(req.language)
+    text = Template(prompts.task_template(spec.name, spec.template)).safe_substitute(values)
+    return [{"role": "system", "content": prompts.system}, {"role": "user", "content": text}]
+
+
+def task_template_problem(spec: TaskSpec, text: str) -> str | None:
+    """Why ``text`` cannot replace ``spec``'s template (None: it can)."""
+    template = Template(text)
+    if not template.is_valid():
+        return "invalid template: a '$' must start a placeholder (write '$$' for a dollar sign)"
+    used = set(template.get_identifiers())
+    allowed = set(spec.placeholders) | {"language_rule"}
+    missing = {"records"} & set(spec.placeholders) - used
+    unknown = used - allowed
+    if missing:
+        return "missing placeholder(s) " + ", ".join(f"${n}" for n in sorted(missing))
+    if unknown:
+        return ("unknown placeholder(s) " + ", ".join(f"${n}" for n in sorted(unknown))
+                + " (allowed: " + ", ".join(f"${n}" for n in sorted(allowed)) + ")")
+    return None
+
+
+def parse_reply(spec: TaskSpec, obj: object, req: TaskRequest) -> Any:
+    """Validate one reply object with the task's parser (extra keys are ignored)."""
+    if not isinstance(obj, dict):
+        raise InvalidReply(f"expected a JSON object, got {type(obj).__name__}")
+    return spec.parse(obj, req)
+
+
+def run_offline(spec: TaskSpec, req: TaskRequest, provider: str) -> Any:
+    """The task's offline value, or :class:`NeedsLLM` when no honest one exists."""
+    if spec.offline is None:
+        raise NeedsLLM(f"the {spec.name!r} task needs an LLM: the {provider} provider cannot "
+                       "do it honestly (set [llm] provider = \"openai\" with a base_url/api_key)")
+    return spec.offline(req)
+
+
+def offline_task(provider: Any, name: str, req: TaskRequest) -> TaskResult:
+    """``run_task`` for an offline provider: merge and facts through its own methods, every
+    other task through the task's offline implementation, or :class:`NeedsLLM`."""
+    if name == "merge":
+        merged = provider.merge(req.payload)
+        return TaskResult((merged.title, merged.content), merged.usage, provider.provider,
+                          provider.model)
+    if name == "facts":
+        facts = provider.extract_facts(req.payload)
+        return TaskResult(facts.facts, facts.usage, provider.provider, provider.model)
+    value = run_offline(get_task(name), req, provider.provider)
+    return TaskResult(value, Usage(), provider.provider, provider.model)
+
+
+# -- small validators shared by the task catalog ---------------------------------------------
+
+
+def text_field(obj: Mapping[str, Any], key: str, *, limit: int = 20_000) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        raise InvalidReply(f"{key!r} must be a string, got {type(value).__name__}")
+    value = value.strip()
+    if not value:
+        raise InvalidReply(f"{key!r} is empty")
+    if len(value) > limit:
+        raise InvalidReply(f"{key!r} is longer than {limit} characters")
+    return value
+
+
+def list_field(obj: Mapping[str, Any], key: str) -> list[Any]:
+    value = obj.get(key)
+    if not isinstance(value, list):
+        raise InvalidReply(f"{key!r} must be a list, got {type(value).__name__}")
+    return value
+
+
+def strings(obj: Mapping[str, Any], key: str, *, limit: int = 2_000) -> list[str]:
+    """A list of non-empty strings, stripped, duplicates dropped (order kept)."""
+    items = obj.get(key)
+    if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
+        raise InvalidReply(f"{key!r} must be a list of strings")
+    kept: list[str] = []
+    for item in (i.strip() for i in items):
+        if len(item) > limit:
+            raise InvalidReply(f"an item of {key!r} is longer than {limit} characters")
+        if item and item not in kept:
+            kept.append(item)
+    return kept
+
+
+def object_schema(properties: dict[str, Any]) -> dict[str, Any]:
+    """A strict object schema: exactly these properties, all required, nothing else."""
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties),
+        "additionalProperties": False,
+    }
+
+
+STRING: dict[str, Any] = {"type": "string"}
+NUMBERS: dict[str, Any] = {"type": "array", "items": {"type": "integer"}}
+
+
+__all__ = [
+    "InvalidReply",
+    "NeedsLLM",
+    "Numbering",
+    "Record",
+    "TaskRequest",
+    "TaskResult",
+    "TaskSpec",
+    "get_task",
+    "known_tasks",
+    "offline_task",
+    "parse_reply",
+    "record_line",
+    "register_task",
+    "render_messages",
+    "run_offline",
+    "task_template_problem",
+]

@@ -1,0 +1,127 @@
+"""Sentence-level provenance (stored with a narrative, read back from Markdown) and the search
+snippet that serves a caller's word budget."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from everos_reflect.index.search import search
+from everos_reflect.index.snippet import dated_sentences, make_snippet
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm import ExtractiveLLM, ScriptedLLM
+from everos_reflect.llm.extractive import split_sentences
+from everos_reflect.model import Kind
+from everos_reflect.provenance import PROVENANCE_KEY, provenance, provenance_meta
+from tests.reflect_fixtures import ANDREW, add_episode, make_runtime, run_reflection
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import budget
+
+NARRATIVE = ("2026-08-10: Andrew has no pets yet. Andrew moved to Portland.\n\n"
+             "2026-09-10: Andrew adopted a dog named Toby.\n\n"
+             "Current state: Andrew now has two dogs.")
+
+
+def seed(rt) -> list:
+    return [
+        add_episode(rt, ANDREW, "2026-08-10T10:00:00+00:00", "Pets",
+                    "Andrew has no pets yet. Andrew wants a dog."),
+        add_episode(rt, ANDREW, "2026-08-12T10:00:00+00:00", "Pets",
+                    "Andrew wants a dog. Andrew has no pets yet!"),
+        add_episode(rt, ANDREW, "2026-08-20T10:00:00+00:00", "Pets",
+                    "Andrew adopted a dog named Toby, a lab mix."),
+    ]
+
+
+def test_reflection_stores_sentence_provenance_that_reads_back_from_markdown(root: Path) -> None:
+    rt = make_runtime(root, ScriptedLLM(fallback=ExtractiveLLM()))
+    sources = seed(rt)
+
+    assert run_reflection(rt)["merged"] == 1
+
+    [narrative] = [e for e in rt.store.entries(ANDREW, Kind.EPISODE)
+                   if e.parent_type == "cluster"]
+    assert PROVENANCE_KEY in narrative.meta
+    p = provenance(narrative)
+    assert p.recorded
+    assert [s.text for s in p.sentences] == split_sentences(narrative.content)
+    by_text = {s.text.split(": ", 1)[-1]: set(s.sources) for s in p.sentences}
+    # the restated sentences stand for both Episodes that said them
+    assert by_text["Andrew has no pets yet!"] == {sources[0].id, sources[1].id}
+    assert by_text["Andrew adopted a dog named Toby, a lab mix."] == {sources[2].id}
+    # shorter than its sources: the repeats are gone
+    assert len(narrative.content.split()) < sum(len(s.content.split()) for s in sources)
+    # a rebuild of the index from Markdown keeps it (the Markdown is the truth)
+    Indexer(rt).reindex()
+    again = rt.store.get(ANDREW, narrative.id)
+    assert provenance(again) == p
+    assert p.to_dict()["sentences"][0]["sources"]
+
+
+def test_a_hand_edited_narrative_falls_back_to_entry_level_sources() -> None:
+    from everos_reflect.model import Entry
+
+    rows = [["ep_20260810_0001"], ["ep_20260810_0002"], ["ep_20260910_0001"],
+            ["ep_20261010_0001"]]
+    meta = {"sources": ["ep_20260810_0001", "ep_20260810_0002", "ep_20260910_0001",
+                        "ep_20261010_0001"],
+            PROVENANCE_KEY: provenance_meta(NARRATIVE, rows)}
+    entry = Entry("ep_20261011_0001", Kind.EPISODE, meta, {"Content": NARRATIVE})
+    assert provenance(entry).recorded
+    assert provenance(entry).sentences[3].sources == ("ep_20261010_0001",)
+
+    edited = Entry("ep_20261011_0001", Kind.EPISODE, meta,
+                   {"Content": NARRATIVE.replace("two dogs", "three dogs")})
+    p = provenance(edited)
+    assert not p.recorded
+    assert all(s.sources == tuple(meta["sources"]) for s in p.sentences)
+    # a malformed (hostile) record is ignored the same way
+    bad = Entry("ep_20261011_0001", Kind.EPISODE,
+                {**meta, PROVENANCE_KEY: {"content": "x", "sentences": 7}},
+                {"Content": NARRATIVE})
+    assert not provenance(bad).recorded
+
+
+def test_snippet_is_the_answering_passage_with_its_date() -> None:
+    snip = make_snippet(NARRATIVE, "when did Andrew adopt Toby", date="2026-10-10")
+    assert snip.text.startswith("Andrew adopted a dog named Toby.")
+    assert snip.date == "2026-09-10"
+    short = make_snippet(NARRATIVE, "when did Andrew adopt Toby", max_words=8)
+    assert short.text == "Andrew adopted a dog named Toby."
+    # a state question prefers the latest version (the current state comes last)
+    state = make_snippet(NARRATIVE, "does Andrew have dogs", date="2026-10-10", max_words=6)
+    assert state.text == "Andrew now has two dogs." and state.date == "2026-10-10"
+    assert next(t for t, _ in dated_sentences(NARRATIVE, None)) == "Andrew has no pets yet."
+
+
+def test_search_hits_carry_a_snippet_next_to_the_full_text(root: Path) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    add_episode(rt, ANDREW, "2026-08-20T10:00:00+00:00", "Week",
+                "Andrew painted the fence. Andrew adopted a dog named Toby. "
+                "Andrew cooked a risotto for Jess.")
+    Indexer(rt).scan()
+    [hit] = search(rt, "dog named Toby", user_id=ANDREW.user_id)
+    assert hit.episode.startswith("Andrew painted the fence.")
+    assert "Andrew adopted a dog named Toby." in hit.snippet
+    assert hit.snippet_date == "2026-08-20"
+    assert {"snippet", "snippet_date"} <= set(hit.to_dict())
+
+
+def test_budgeted_recall_cuts_the_crossing_item_at_whole_sentences() -> None:
+    s = budget.Sentence
+    first = [s("one two three", frozenset({"D1:1"}))]
+    second = [s("four five", frozenset({"D2:1"})), s("six seven eight", frozenset({"D3:1"}))]
+    third = [s("nine", frozenset({"D4:1"}))]
+    assert budget.evidence_in(budget.within_budget([first, second, third], 5)) == {"D1:1",
+                                                                                   "D2:1"}
+    assert budget.evidence_in(budget.within_budget([first, second, third], 4)) == {"D1:1"}
+    assert budget.evidence_in(budget.within_budget([first, second, third], 9)) == {
+        "D1:1", "D2:1", "D3:1", "D4:1"}
+    # one giant item: only what fits is credited
+    giant = [first[0], *second, *third]
+    assert budget.evidence_in(budget.within_budget([giant], 5)) == {"D1:1", "D2:1"}
+    assert budget.recall({"D1:1", "D9:9"}, {"D1:1"}) == 0.5
+    obs = {budget.normalise("Andrew adopted Toby."): frozenset({"D5:2"})}
+    read = [s("2026-09-10: Andrew adopted Toby.", frozenset())]
+    assert budget.observation_evidence(read, obs) == {"D5:2"}
