@@ -28,6 +28,7 @@ from filelock import FileLock
 from everos_reflect.errors import InvalidId
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown.parser import parse_log
+from everos_reflect.markdown.store import open_regular
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,
@@ -418,7 +419,7 @@ class Indexer:
             return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored), problems=[away],
                                                  fatal=True), (st.st_mtime_ns, st.st_size, ""))
         try:
-            with open(path, "rb") as fh:
+            with open_regular(path) as fh:  # a FIFO named like a log: OSError, never a hang
                 st = os.fstat(fh.fileno())  # stats first: a later write shows up as a change
                 # Over the limit: reported, never read, so memory stays bounded by the limit.
                 data = fh.read(limits.max_file_bytes + 1) if st.st_size <= limits.max_file_bytes \

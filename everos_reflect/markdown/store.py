@@ -9,15 +9,17 @@ frontmatter cannot be parsed is never written (:class:`MarkdownError`).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import secrets
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
@@ -208,7 +210,7 @@ class MarkdownStore:
         """The file's bytes, never more than ``limits.max_file_bytes`` in memory (raises
         :class:`TooLarge` beyond, ``FileNotFoundError`` when absent)."""
         limit = self.limits.max_file_bytes
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             size = os.fstat(fh.fileno()).st_size
             data = fh.read(limit + 1) if size <= limit else b""
         if size > limit or len(data) > limit:
@@ -514,6 +516,20 @@ class MarkdownStore:
             return None
         except TooLarge as exc:
             raise MarkdownError(self._label(path), 0, f"not writing this file: {exc}") from exc
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open a file for reading, refusing anything but a regular file (``OSError``) without ever
+    blocking: a FIFO named like a log would hang a plain ``open()`` — and the watcher — forever."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _refuse_duplicates(text: str, label: str, what: str) -> None:
