@@ -189,7 +189,7 @@ def test_enable_changes_only_the_enabled_line(root: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "reflect_episodes enabled" in result.stdout
     after = (root / "ome.toml").read_text()
-    assert after == before.replace("enabled = false", "enabled = true")
+    assert after == before.replace("enabled = false", "enabled = true", 1)
 
 
 def test_disable_keeps_user_comments_and_layout_byte_for_byte(root: Path) -> None:
@@ -243,7 +243,7 @@ def test_enable_creates_a_missing_table_and_a_missing_file(root: Path) -> None:
 
     (root / "ome.toml").unlink()
     assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0
-    expected = packaged_text("ome.toml").replace("enabled = false", "enabled = true")
+    expected = packaged_text("ome.toml").replace("enabled = false", "enabled = true", 1)
     assert (root / "ome.toml").read_text() == expected
 
 

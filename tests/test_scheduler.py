@@ -180,3 +180,58 @@ def test_no_catch_up_outside_the_grace_period(
     sched.start(now=now, watch=False)
     assert sched._aps.get_job("_catchup_sched_test") is None
     assert strategy.runs == []
+
+
+def _counting_reloads(sched: Scheduler, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    seen: list[bool] = []
+    real = sched.reload
+
+    def counted() -> bool:
+        ok = real()
+        seen.append(ok)
+        return ok
+
+    monkeypatch.setattr(sched, "reload", counted)
+    return seen
+
+
+def test_reading_ome_toml_never_reloads_it(
+    runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\n")
+    sched = make_scheduler(poll_seconds=0.2)
+    sched.start()
+    reloads = _counting_reloads(sched, monkeypatch)
+    path = runtime.root / "ome.toml"
+
+    for _ in range(10):  # what `cat`, an editor opening it, or a backup tool does
+        path.read_bytes()
+        time.sleep(0.05)
+    path.touch()  # a new mtime, the same bytes
+    time.sleep(1.0)  # several debounce periods and polls
+
+    assert reloads == []
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\nlimit = 5\n")
+    wait_for(lambda: sched.engine.settings_for("sched_test")["limit"] == 5)
+    time.sleep(0.6)
+    assert reloads == [True]  # one real change, one reload (its own read does not loop)
+
+
+def test_an_invalid_ome_toml_logs_its_error_once(
+    runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler],
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    sched = make_scheduler(poll_seconds=0.2, data_poll_seconds=0.2)
+    sched.start()
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = 'maybe'\n")
+    wait_for(lambda: row(sched)["config_error"] is not None)
+    path = runtime.root / "ome.toml"
+    for _ in range(10):
+        path.read_bytes()
+        row(sched)  # status reads the config too
+        time.sleep(0.1)
+
+    errors = [r for r in caplog.records
+              if r.levelname == "ERROR" and "strategies.sched_test.enabled" in r.getMessage()]
+    assert len(errors) == 1, [r.getMessage() for r in errors]

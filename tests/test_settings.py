@@ -63,7 +63,10 @@ def test_everos_toml_template_is_all_comments_and_names_every_key() -> None:
 
 def test_ome_template_has_reflection_disabled_and_optional_keys_commented() -> None:
     template = packaged_text("ome.toml")
-    assert parse_ome(template) == {"reflect_episodes": {"enabled": False}}
+    tables = parse_ome(template)
+    assert tables["reflect_episodes"] == {"enabled": False}
+    # every strategy in the template ships disabled, with only `enabled` set
+    assert all(table == {"enabled": False} for table in tables.values())
     for line in ('# cron = "0 2 * * 1"', "# max_clusters_per_run = 10", "max_sources_per_merge"):
         assert line in template
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect import errors
+from everos_reflect.llm.importance import importance_on_write
 from everos_reflect.model import Kind, UserRef, new_episode, validate_name
 
 if TYPE_CHECKING:
@@ -108,9 +109,12 @@ def search(runtime: Runtime, body: SearchRequest) -> dict[str, Any]:
 def add_episode(runtime: Runtime, body: EpisodeRequest) -> dict[str, Any]:
     """``POST /api/v1/memory/episodes``: append an Episode; answers its id and timestamp."""
     ref = _ref(body.user_id, body.app_id, body.project_id)
+    importance = body.importance
+    if importance is None and body.subject.strip() and body.content.strip():
+        importance, _ = importance_on_write(runtime.llm, body.subject, body.content)
     episode = new_episode(ref, subject=body.subject, content=body.content,
                           timestamp=body.timestamp, session_id=body.session_id,
-                          importance=body.importance)
+                          importance=importance)
     entry = runtime.store.append(ref, Kind.EPISODE, episode.meta, episode.sections,
                                  day=episode.day)
     return {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,

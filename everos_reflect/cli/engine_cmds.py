@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -15,6 +17,10 @@ from everos_reflect.cli.common import (
     open_runtime,
     root_option,
 )
+
+if TYPE_CHECKING:
+    from everos_reflect.engine.engine import RunOutcome
+    from everos_reflect.runtime import Runtime
 
 
 @click.command("serve")
@@ -32,6 +38,10 @@ def serve_cmd(root: str | None, host: str | None, port: int | None) -> None:
     serve(open_runtime(root), host=host, port=port)
 
 
+#: ``trigger``'s exit code per outcome (documented in the README).
+TRIGGER_EXIT_CODES = {"ok": 0, "failed": 1, "busy": 1, "partial": 3, "disabled": 4, "timeout": 5}
+
+
 @click.command("trigger")
 @click.argument("name")
 @root_option
@@ -41,7 +51,11 @@ def serve_cmd(root: str | None, host: str | None, port: int | None) -> None:
 @json_option
 @handle_errors
 def trigger_cmd(root: str | None, name: str, force: bool, timeout: float, as_json: bool) -> None:
-    """Run strategy NAME now: through the daemon serving the root, else in this process."""
+    """Run strategy NAME now: through the daemon serving the root, else in this process.
+
+    Exit codes: 0 ok; 1 failed (every unit failed, the run raised) or busy; 3 partial (some
+    units failed); 4 disabled (use --force); 5 timed out waiting (the daemon's run goes on).
+    """
     from everos_reflect.engine.daemon import trigger_via_daemon
     from everos_reflect.engine.engine import Engine
 
@@ -53,6 +67,15 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float, as_jso
         via = "in-process"
         engine = Engine(runtime)
         outcome = engine.trigger(name, force=force, timeout=timeout, trigger="manual")
+    if engine is not None and outcome.status == "timeout":
+        # In-process, leaving now would kill the run half-way: let it finish, then report it.
+        click.echo("the run goes on in this process; waiting for it to finish", err=True)
+        try:
+            engine.wait_idle()
+        except KeyboardInterrupt:
+            engine.shutdown(timeout=30)
+            fail("interrupted; the run was asked to stop", 130)
+        outcome = _finished(runtime, outcome)
     if as_json:
         emit_json({**outcome.to_dict(), "via": via})
     else:
@@ -64,16 +87,24 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float, as_jso
                    + (f" {counts}" if counts else "") + f" [{via}]")
         if outcome.error:
             click.echo(f"  {outcome.error}", err=True)
-    if engine is not None and outcome.status == "timeout":
-        # In-process, leaving now would kill the run half-way: let it finish.
-        click.echo("the run goes on in this process; waiting for it to finish", err=True)
-        try:
-            engine.wait_idle()
-        except KeyboardInterrupt:
-            engine.shutdown(timeout=30)
-            fail("interrupted; the run was asked to stop", 130)
-    if outcome.status in {"failed", "busy"}:
-        sys.exit(1)
+    code = TRIGGER_EXIT_CODES.get(outcome.status, 1)
+    if code:
+        sys.exit(code)
+
+
+def _finished(runtime: Runtime, outcome: RunOutcome) -> RunOutcome:
+    """The outcome of a run that outlived the trigger's wait, from its run record."""
+    from dataclasses import replace
+
+    row = runtime.db().execute("SELECT status, error, counts FROM runs WHERE id = ?",
+                               (outcome.run_id,)).fetchone()
+    if row is None:
+        return outcome
+    try:
+        counts = json.loads(row["counts"] or "{}")
+    except ValueError:
+        counts = {}
+    return replace(outcome, status=row["status"], error=row["error"], counts=counts)
 
 
 @click.command("runs")
@@ -118,6 +149,8 @@ def strategies_cmd(root: str | None, as_json: bool) -> None:
         state = "enabled" if r["enabled"] else "disabled"
         click.echo(f"{r['name']}: {state}, cron {r['cron'] or '-'} ({r['timezone']}), "
                    f"next run {r['next_run'] or '-'}")
+        if r.get("unavailable"):
+            click.echo(f"  {r['unavailable']}")
         last = r["last_run"]
         if last:
             click.echo(f"  last run {last['id']}: {last['status']} ({last['trigger']}, "

@@ -150,6 +150,8 @@ def add_cmd(
         fail(f"--{exc.field} {exc.reason}")
     meta, day = episode.meta, episode.day
     path = existing_root(root)
+    if importance is None:
+        meta["importance"] = _score_importance(path, subject, content)
     store = MarkdownStore(path, limits=load_settings(path).limits)
     settle_interrupted(store.root)
     entry = store.append(ref, Kind.EPISODE, meta, episode.sections, day=day)
@@ -490,6 +492,20 @@ def _strategies(runtime: Runtime) -> list[dict[str, Any]]:
         return [{"error": str(exc)}]
 
 
+def _score_importance(root: Path, subject: str, content: str) -> int:
+    """SPEC §3/seed 000: an Episode added without importance is scored on write (the LLM
+    when one is configured, else the offline scorer of ``llm/importance.py``)."""
+    from everos_reflect.llm import make_llm
+    from everos_reflect.llm.importance import importance_on_write, score_importance
+    from everos_reflect.settings import load_settings
+
+    try:
+        llm = make_llm(load_settings(root).llm)
+    except EverosError:
+        return score_importance(f"{subject}: {content}")
+    return importance_on_write(llm, subject.strip(), content.strip())[0]
+
+
 def _render_status(doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -540,7 +556,8 @@ def _render_status(doc: dict[str, Any]) -> None:
             table.add_row(
                 str(row.get("name", "?")), str(row.get("enabled", "")), str(row.get("cron", "")),
                 str(row.get("next_run") or "-"), last_text or "never",
-                str(row.get("config_error") or row.get("error") or ""),
+                str(row.get("config_error") or row.get("unavailable") or row.get("error")
+                    or ""),
             )
         console.print(table)
     known = {"root", "counts_from", "users", "totals", "files_with_problems", "config",

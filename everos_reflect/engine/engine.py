@@ -10,6 +10,7 @@ start.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -26,6 +27,7 @@ from everos_reflect.engine.registry import (
     RunContext,
     Strategy,
     get_strategy,
+    judge_counts,
     known_strategies,
     validate_ome,
 )
@@ -40,7 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 #: Outcome statuses a trigger answers with.
-OK, TIMEOUT, BUSY, DISABLED, FAILED = "ok", "timeout", "busy", "disabled", "failed"
+OK, TIMEOUT, BUSY, DISABLED, FAILED, PARTIAL = (
+    "ok", "timeout", "busy", "disabled", "failed", "partial")
 
 
 @dataclass
@@ -94,6 +97,7 @@ class Engine:
         self._config: dict[str, dict[str, Any]] | None = None
         self.config_error: str | None = None
         self._config_problems: ConfigError | None = None
+        self._ome_digest: str | None = None  # sha256 of the ome.toml bytes last parsed
         if recover:
             self.recover()
 
@@ -103,16 +107,42 @@ class Engine:
     def ome_path(self) -> Path:
         return self.runtime.root / OME_FILE_NAME
 
-    def reload_config(self) -> bool:
-        """Re-read ``ome.toml``. On an invalid file keep the last good config, remember why and
-        return False; a missing file means every strategy at its defaults."""
+    def _ome_bytes(self) -> bytes | None:
+        """The bytes of ``ome.toml`` (``None``: no file)."""
+        try:
+            return self.ome_path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def ome_changed(self) -> bool:
+        """Whether ``ome.toml``'s bytes differ from those last loaded (or last found invalid).
+
+        Content, not events or mtimes, decides: reading the file (an editor, ``cat``, our own
+        reload) must never cause a reload, or a reload's own read would trigger the next one."""
+        try:
+            data = self._ome_bytes()
+        except OSError:
+            return True  # let reload_config report it
+        return self._ome_digest is None or _digest(data) != self._ome_digest
+
+    def reload_config(self, *, force: bool = False) -> bool:
+        """Re-read ``ome.toml`` if its content changed (always with ``force``). On an invalid
+        file keep the last good config, remember why and return False — logging the problem
+        once per distinct content, not at every look; a missing file means every strategy at
+        its defaults."""
         path = self.ome_path
         try:
             try:
-                text = path.read_text("utf-8")
-            except FileNotFoundError:
-                text = ""
-            except (OSError, UnicodeDecodeError) as exc:
+                data = self._ome_bytes()
+            except OSError as exc:
+                raise ConfigError([(str(path), "(file)", str(exc))]) from exc
+            digest = _digest(data)
+            if not force and digest == self._ome_digest:
+                return self.config_error is None
+            self._ome_digest = digest
+            try:
+                text = "" if data is None else data.decode("utf-8")
+            except UnicodeDecodeError as exc:
                 raise ConfigError([(str(path), "(file)", str(exc))]) from exc
             config = validate_ome(parse_ome(text, str(path)), str(path))
         except ConfigError as exc:
@@ -140,7 +170,7 @@ class Engine:
         get_strategy(name)  # UnknownStrategy before anything else
         config = self.config()
         if name not in config:  # registered after the config was loaded
-            self.reload_config()
+            self.reload_config(force=True)
             config = self.config()
         return config[name]
 
@@ -259,9 +289,11 @@ class Engine:
                 attempt += 1
                 self._update_attempt(run_id, attempt, error)
                 continue
-            self._finish(run_id, OK, None, counts, attempt)
-            log.info("%s: run %s ok %s", name, run_id, counts)
-            return RunOutcome(OK, name, run_id, counts)
+            status, why = judge_counts(strategy, counts)
+            self._finish(run_id, status, why, counts, attempt)
+            (log.info if status == OK else log.warning)(
+                "%s: run %s %s %s%s", name, run_id, status, counts, f" ({why})" if why else "")
+            return RunOutcome(status, name, run_id, counts, error=why)
 
     def _update_attempt(self, run_id: str, attempt: int, error: str) -> None:
         conn = self.runtime.db()
@@ -349,6 +381,10 @@ class Engine:
         return found[0] if found else None
 
 
+def _digest(data: bytes | None) -> str:
+    return "missing" if data is None else hashlib.sha256(data).hexdigest()
+
+
 def _clean_counts(counts: object) -> dict[str, int]:
     if not counts:
         return {}
@@ -423,5 +459,6 @@ def strategies_status(
                                      "error", "counts")
             },
             "config_error": engine.config_error,
+            "unavailable": strategy.unavailable(runtime),
         })
     return rows

@@ -22,7 +22,13 @@ if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
 
 #: ``"module:Class"`` of every shipped strategy. One line per strategy.
-STRATEGIES: tuple[str, ...] = ("everos_reflect.strategies.reflect:ReflectEpisodes",)
+STRATEGIES: tuple[str, ...] = (
+    "everos_reflect.strategies.reflect:ReflectEpisodes",
+    "everos_reflect.strategies.insights:ReflectInsights",
+    "everos_reflect.strategies.worldview:UpdateWorldview",
+    "everos_reflect.strategies.contradictions:DetectContradictions",
+    "everos_reflect.strategies.reconcile:Reconcile",
+)
 
 
 @dataclass(frozen=True)
@@ -103,10 +109,21 @@ class Strategy:
     default_cron: ClassVar[str | None] = None
     settings: ClassVar[tuple[SettingSpec, ...] | list[SettingSpec]] = ()
     data_trigger: ClassVar[DataTrigger | None] = None
+    #: Counts (keys of what :meth:`run` returns) of units that failed, and of every unit the
+    #: run attempted. The engine records a run whose every unit failed as ``failed`` and one
+    #: where some failed as ``partial`` (see :func:`judge_counts`). No ``unit_counts``: any
+    #: failure makes the run ``partial`` (the engine cannot tell that every unit failed).
+    failure_counts: ClassVar[tuple[str, ...]] = ("failed",)
+    unit_counts: ClassVar[tuple[str, ...]] = ()
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         """Do one run; return counts for the run record (e.g. ``{"merged": 3}``)."""
         raise NotImplementedError
+
+    def unavailable(self, runtime: Runtime) -> str | None:
+        """Why this strategy cannot do its work in this installation (e.g. it needs an LLM and
+        none is configured), shown by ``status``; ``None`` when it can."""
+        return None
 
     def observe(self, runtime: Runtime, since: datetime | None) -> float:
         """The quantity ``data_trigger`` measures since ``since`` (only with a data trigger)."""
@@ -120,6 +137,22 @@ class Strategy:
         )
         specs.update({s.name: s for s in self.settings})
         return specs
+
+
+def judge_counts(strategy: Strategy, counts: dict[str, int]) -> tuple[str, str | None]:
+    """``("ok" | "partial" | "failed", why)`` of a run that returned ``counts``.
+
+    Failure must look like failure: a run whose every unit failed (every cluster's LLM call
+    answered 500, say) is ``failed``, not ``ok`` with a count nobody reads."""
+    failed = sum(int(counts.get(k, 0)) for k in strategy.failure_counts)
+    if failed <= 0:
+        return "ok", None
+    units = sum(int(counts.get(k, 0)) for k in strategy.unit_counts)
+    detail = ", ".join(f"{k}={counts[k]}" for k in strategy.failure_counts if counts.get(k))
+    if strategy.unit_counts and failed >= units:
+        return "failed", f"every unit failed ({detail})"
+    of = f" of {units}" if strategy.unit_counts else ""
+    return "partial", f"{failed}{of} units failed ({detail})"
 
 
 _lock = threading.Lock()

@@ -30,11 +30,17 @@ from everos_reflect.settings import OME_FILE_NAME
 log = logging.getLogger(__name__)
 
 
+#: watchdog event types that can mean new content (Linux also reports opens and reads).
+_WRITE_EVENTS = frozenset({"created", "modified", "moved", "deleted", "closed"})
+
+
 class _OmeChanged(FileSystemEventHandler):
     def __init__(self, poke: Any) -> None:
         self._poke = poke
 
     def on_any_event(self, event: FileSystemEvent) -> None:
+        if event.event_type not in _WRITE_EVENTS:  # opened, closed_no_write: a mere read
+            return
         paths = (event.src_path, getattr(event, "dest_path", "") or "")
         if any(Path(str(p)).name == OME_FILE_NAME for p in paths if p):
             self._poke()
@@ -63,6 +69,9 @@ class Scheduler:
         )
         self._scheduled: dict[str, str] = {}  # strategy -> cron expression of its job
         self._apply_lock = threading.Lock()
+        # Held across "read the config, re-plan the jobs" so status() never pairs a new cron
+        # with the previous job's next run.
+        self._reload_lock = threading.RLock()
         self._timer: threading.Timer | None = None
         self._observer: Any = None
         self._ome_stat: tuple[int, int] | None = None
@@ -103,9 +112,10 @@ class Scheduler:
     def reload(self) -> bool:
         """Re-read ``ome.toml`` and re-plan the jobs; False when the file was invalid (the last
         good configuration then stays in force and ``status()`` says why)."""
-        self._ome_stat = self._stat()
-        ok = self.engine.reload_config()
-        self._apply()
+        with self._reload_lock:
+            self._ome_stat = self._stat()
+            ok = self.engine.reload_config()
+            self._apply()
         return ok
 
     def _poke(self) -> None:
@@ -119,6 +129,9 @@ class Scheduler:
 
     def _reload_logged(self) -> None:
         try:
+            if not self.engine.ome_changed():  # touched or read, same bytes: nothing to do
+                self._ome_stat = self._stat()
+                return
             if self.reload():
                 log.info("ome.toml reloaded: %s", self._describe())
         except Exception:  # a reload must never kill the watcher thread
@@ -254,4 +267,5 @@ class Scheduler:
 
     def status(self) -> list[dict[str, Any]]:
         """Per strategy: name, enabled, cron, next_run, last_run, running, config_error."""
-        return strategies_status(self.runtime, self.engine, next_runs=self.next_runs())
+        with self._reload_lock:
+            return strategies_status(self.runtime, self.engine, next_runs=self.next_runs())

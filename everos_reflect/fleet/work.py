@@ -82,9 +82,9 @@ class FleetEngine(Engine):
                                                      (defaults or {}).items()}
         super().__init__(runtime, recover=recover)
 
-    def reload_config(self) -> bool:
+    def reload_config(self, *, force: bool = False) -> bool:
         if not self.defaults:
-            return super().reload_config()
+            return super().reload_config(force=force)
         path = self.ome_path
         try:
             try:

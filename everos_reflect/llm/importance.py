@@ -57,3 +57,24 @@ def score_importance(text: str) -> int:
     if words < 12 and not signs:
         score -= 1
     return max(1, min(10, score))
+
+
+def importance_on_write(llm: object, subject: str, content: str) -> tuple[int, str]:
+    """The importance of a new Episode whose writer gave none, and who scored it.
+
+    By the configured LLM (the ``importance`` task) when it is not the offline provider; by
+    :func:`score_importance` offline, or when the LLM call fails (an ``add`` never fails
+    because a model is down).
+    """
+    from everos_reflect.errors import ProviderUnavailable
+    from everos_reflect.llm.tasks import NeedsLLM, Record, TaskRequest
+
+    text = f"{subject}: {content}"
+    if getattr(llm, "provider", "extractive") != "extractive":
+        try:
+            result = llm.run_task(  # type: ignore[attr-defined]
+                "importance", TaskRequest(records=(Record("new", "episode", text),)))
+            return int(result.value), str(result.provider)
+        except (ProviderUnavailable, NeedsLLM):
+            pass
+    return score_importance(text), "offline"

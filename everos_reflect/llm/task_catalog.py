@@ -209,10 +209,13 @@ REVALIDATION = register_task(TaskSpec(
 # -- belief tiers and lessons (seeds 004 and 002): schema and validation ----------------------
 
 WORLDVIEW_PROMPT = """\
-Current convictions, by key: $current
+Current convictions, by key:
+$current
 
 Which convictions (keys: $keys) have shifted given the numbered records below? Return only \
-shifted keys, each with the new conviction text and the records it rests on.
+shifted keys, each with the new conviction text and the records it rests on; leave out a key \
+the records do not change. Commitments (promises made to others) stay in force until the \
+records say they were fulfilled or cancelled: a new plan or strategy does not change them.
 - $language_rule
 
 Reply as JSON: {"convictions": [{"key": "<key>", "text": "<conviction>", \
@@ -247,7 +250,8 @@ WORLDVIEW = register_task(TaskSpec(
 
 CONTRADICTIONS_PROMPT = """\
 Which pairs of the numbered convictions below contradict each other? Name each pair by its two \
-numbers and say in one sentence what the contradiction is. An empty list is a fine answer.
+numbers and say in one sentence what the contradiction is. Only pairs that include a \
+conviction marked "just changed" count. An empty list is a fine answer.
 - $language_rule
 
 Reply as JSON: {"contradictions": [{"between": [<n>, <n>], "text": "<what contradicts>"}]}

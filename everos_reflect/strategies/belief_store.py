@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
+from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index import cursors
 from everos_reflect.index.db import transaction
@@ -198,6 +199,7 @@ class Derived:
     model: str | None = None
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    refused: int = 0  # proposals the tier's rules turned down (logged with the reason)
 
 
 @dataclass
@@ -219,6 +221,11 @@ class BeliefTier(Strategy):
 
     output_kind: Kind = Kind.CONVICTION
     task: str = ""
+    #: The scheduler's data poll fires the tier once one owner is due (:meth:`observe` applies
+    #: the tier's own threshold and cooldown per owner).
+    data_trigger = CountTrigger(n=1)
+    #: A unit is one owner's window: a run whose every owner failed is ``failed``.
+    unit_counts = ("owners", "failed")
 
     # -- what a subclass says ---------------------------------------------------------------
 
@@ -291,10 +298,22 @@ class BeliefTier(Strategy):
             return 0.0
         return float(sum(1 for _ in self.due_owners(runtime, settings)))
 
+    def unavailable(self, runtime: Runtime) -> str | None:
+        return self.needs_llm(runtime)
+
     @staticmethod
     def needs_llm(runtime: Runtime) -> str | None:
-        """Why this tier cannot run with the configured provider (``None``: it can)."""
-        provider = runtime.settings.llm.provider
+        """Why this tier cannot run with the configured provider (``None``: it can).
+
+        The provider in use decides — an ``openai`` setting without a server falls back to
+        the extractive one — read without building a client when none was built yet."""
+        llm = runtime.__dict__.get("llm")
+        if llm is not None:
+            provider = getattr(llm, "provider", "")
+        else:
+            cfg = runtime.settings.llm
+            usable = cfg.provider == "openai" and (cfg.base_url or cfg.api_key)
+            provider = "openai" if usable else "extractive"
         if provider == "extractive":
             return (f"{NEEDS_LLM}: convictions, contradictions and reconciliations are written "
                     "by a language model; the extractive provider writes none (set [llm] "
@@ -341,7 +360,10 @@ class BeliefTier(Strategy):
             counts["failed"] += 1
         else:
             counts["owners"] += 1
-            counts["written"] += 0 if already else len(derived.outputs)
+            if derived.outputs and not already:
+                counts["written"] += len(derived.outputs)
+            if derived.refused:
+                counts["refused"] += derived.refused
         self._record(ctx, work, status, derived, error, started)
 
     def _record(self, ctx: RunContext, work: Work, status: str, derived: Derived,

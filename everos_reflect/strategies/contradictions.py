@@ -72,6 +72,7 @@ class DetectContradictions(BeliefTier):
                                            standing_pairs=pairs)
             if problem:
                 ctx.log.info("%s: %s: edge refused: %s", self.name, ref, problem)
+                derived.refused += 1
                 continue
             pairs.add(frozenset(between))
             rows.append((derived_meta(

@@ -86,6 +86,10 @@ class ReflectEpisodes(Strategy):
     name = NAME
     description = "Merge each cluster of similar Episodes into one narrative (Reflection)."
     default_cron = "0 2 * * 1"
+    # A cluster whose LLM call failed, or whose commit was interrupted, failed; a rejected or
+    # stale one was handled as designed (nothing written, retried next run).
+    failure_counts = ("failed", "interrupted")
+    unit_counts = ("merged", "failed", "interrupted", "rejected", "stale")
     settings = (
         SettingSpec("max_clusters_per_run", int, 10,
                     "Clusters merged per user per run, largest first.", _at_least(1)),

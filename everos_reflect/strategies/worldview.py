@@ -68,7 +68,7 @@ class UpdateWorldview(BeliefTier):
         entries = state.by_id()
         shown = [entries[i] for i in work.items]
         view = state.worldview()
-        current = "\n".join(f"- {k}: {c.text}" for k, c in sorted(view.current.items()))
+        current = "\n".join(f"- {k}: {_one_line(c.text)}" for k, c in sorted(view.current.items()))
         derived = Derived()
         proposals = self.call(ctx, budget, [
             Record(e.id, _insight_label(e), e.content, e.timestamp) for e in shown
@@ -76,6 +76,7 @@ class UpdateWorldview(BeliefTier):
         plan = beliefs.plan_versions(view.current, proposals, keys)
         for reason in plan.refused:
             ctx.log.warning("%s: %s: %s", self.name, ref, reason)
+        derived.refused = len(plan.refused)
         if not plan.new:
             return derived
         depths = {e.id: beliefs.depth_of(e) for e in shown}
@@ -95,6 +96,11 @@ class UpdateWorldview(BeliefTier):
         sync(rt, touched)
         derived.outputs = [e.id for e in written]
         return derived
+
+
+def _one_line(text: str) -> str:
+    """A conviction as the prompt shows it: one line, no ``[n]`` that could pass for a record."""
+    return " ".join(text.split()).replace("[", "(").replace("]", ")")
 
 
 def _insight_label(entry: Any) -> str:

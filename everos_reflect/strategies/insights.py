@@ -1,0 +1,325 @@
+"""``reflect_insights`` (seed 000, SPEC §10): experiences → insights that cite their evidence.
+
+Per owner, on the shared tier loop of :mod:`belief_store` (changes cursor, idempotent write,
+one ``derivation_report`` row):
+
+1. **Trigger** — the window is every live Episode not yet consumed; due when the sum of their
+   ``importance`` reaches ``threshold`` (150) and the owner has ``min_episodes`` (20) live
+   Episodes, after ``cooldown_seconds``. Insights never add to the sum. The cursor moves by the
+   whole window after every run — one that wrote nothing or failed too — so the accumulator
+   resets and a failing owner cannot spin (seed 000's circuit breaker).
+2. **Questions** — the 100 most recent live records → the 3 most salient questions.
+3. **Evidence** — per question, hybrid search over the owner's Episodes, facts and insights,
+   reranked by recency × importance × similarity; the top 8.
+4. **Insights** — at most 5 per question, each citing ≥ 2 numbered records (remapped to ids).
+5. **Persist** — ``.insights/insight-YYYY-MM-DD.md`` with ``evidence``, ``depth``,
+   ``importance``, ``question``, ``status: active`` and ``evidence_hash`` (the text hash of
+   each cited record as the insight saw it, so an edit is detectable later).
+
+Offline (extractive provider) the LLM steps are replaced by :mod:`insights_offline`: recurring
+topics across weeks found with TF-IDF, stated with counts and dates (``provider: extractive``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.engine.registry import RunContext, SettingSpec
+from everos_reflect.engine.triggers import AccumulatorTrigger
+from everos_reflect.errors import EverosError
+from everos_reflect.llm.importance import score_importance
+from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.strategies import beliefs
+from everos_reflect.strategies.belief_store import (
+    BeliefState,
+    BeliefTier,
+    Budget,
+    Derived,
+    Work,
+    derived_meta,
+    sync,
+    tier_settings,
+)
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+NAME = "reflect_insights"
+MAX_DEPTH_CAP = 3
+RECENT_WINDOW = 100
+EVIDENCE_PER_QUESTION = 8
+#: Recency decays by this factor per day (Park et al. decay per hour, over a day's memories;
+#: a memory store spans months, so the day is the unit here).
+RECENCY_DECAY_PER_DAY = 0.99
+
+
+class LimitReached(EverosError):
+    """A run limit (``max_llm_calls``, ``max_tokens``, ``max_wall_seconds``) was hit."""
+
+
+def importance_of(entry: Entry) -> int:
+    """An entry's ``importance`` as written, else the offline score (never written back to a
+    hand-written entry: the daemon does not rewrite what it did not create)."""
+    value = entry.meta.get("importance")
+    if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 10:
+        return value
+    return score_importance(f"{entry.subject}. {entry.content}")
+
+
+def accumulator_due(new_importance: Sequence[int], live_episodes: int, *, threshold: float,
+                    min_episodes: int) -> bool:
+    """Seed 000's trigger: the importance of Episodes new since the last run sums to at least
+    ``threshold``, and the owner has at least ``min_episodes`` live Episodes (the floor)."""
+    return live_episodes >= min_episodes and sum(new_importance) >= threshold
+
+
+def rerank_score(similarity: float, importance: int, age_days: float) -> float:
+    """recency × importance × similarity, each in 0..1."""
+    recency = RECENCY_DECAY_PER_DAY ** max(0.0, age_days)
+    return recency * (importance / 10.0) * max(0.0, similarity)
+
+
+def _depth_problem(value: int) -> str | None:
+    return None if 1 <= value <= MAX_DEPTH_CAP else f"must be between 1 and {MAX_DEPTH_CAP}"
+
+
+def _settings() -> tuple[SettingSpec, ...]:
+    mine = (
+        SettingSpec("threshold", float, 150.0,
+                    "Summed importance of new Episodes that triggers a run.",
+                    lambda v: None if v > 0 else "must be > 0"),
+        SettingSpec("min_episodes", int, 20,
+                    "No run for an owner with fewer live Episodes.",
+                    lambda v: None if v >= 1 else "must be >= 1"),
+        SettingSpec("questions", int, 3, "Salient questions per run.",
+                    lambda v: None if 1 <= v <= 10 else "must be 1-10"),
+        SettingSpec("insights_per_question", int, 5, "Insights kept per question.",
+                    lambda v: None if 1 <= v <= 10 else "must be 1-10"),
+        SettingSpec("max_depth", int, 2,
+                    "Deepest insight (an insight citing an insight is depth 2; at most 3).",
+                    _depth_problem),
+    )
+    names = {s.name for s in mine}
+    common = tuple(s for s in tier_settings(cooldown=120.0) if s.name not in names)
+    return mine + common
+
+
+class ReflectInsights(BeliefTier):
+    name = NAME
+    description = "Turn accumulated Episodes into insights that cite their evidence (seed 000)."
+    output_kind = Kind.INSIGHT
+    task = "insights"
+    settings = _settings()
+    data_trigger = AccumulatorTrigger(field="importance", threshold=1.0)  # observe: owners due
+
+    def run(self, ctx: RunContext) -> dict[str, int]:
+        """Bring the index up to date (evidence comes from search), then the tier loop."""
+        from everos_reflect.index.sync import Indexer
+
+        Indexer(ctx.runtime).scan()
+        return super().run(ctx)
+
+    # -- the window and the trigger --------------------------------------------------------
+
+    def candidates(self, state: BeliefState, settings: Mapping[str, Any]) -> dict[str, str]:
+        return {e.id: e.text_hash for e in self._episodes(state)}
+
+    def pending(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any],
+                state: BeliefState | None = None) -> tuple[BeliefState, dict[str, str]]:
+        """Every new Episode (the accumulator is not capped by ``max_records``)."""
+        from everos_reflect.index import cursors
+
+        state = state or InsightState.load(runtime, ref)
+        candidates = self.candidates(state, settings)
+        done = cursors.consumed(runtime.db(), self.name, ref)
+        return state, {i: candidates[i] for i in beliefs.window(candidates, done)}
+
+    def due(self, state: BeliefState, window: list[str], settings: Mapping[str, Any]) -> bool:
+        episodes = {e.id: e for e in self._episodes(state)}
+        return accumulator_due(
+            [importance_of(episodes[i]) for i in window if i in episodes], len(episodes),
+            threshold=float(settings.get("threshold", 150.0)),
+            min_episodes=int(settings.get("min_episodes", 20)))
+
+    @staticmethod
+    def _episodes(state: BeliefState) -> list[Entry]:
+        return [e for e in getattr(state, "episodes", []) if e.deprecated_by is None]
+
+    def needs_llm(self, runtime: Runtime) -> str | None:
+        return None  # offline, the extractive method of insights_offline runs instead
+
+    def due_owners(self, runtime: Runtime, settings: Mapping[str, Any], *,
+                   force: bool = False, fix: bool = False) -> Any:
+        for ref in runtime.store.iter_users():
+            state, items = self.pending(runtime, ref, settings, InsightState.load(runtime, ref))
+            if not items and not force:
+                continue
+            if force or self.due(state, list(items), settings):
+                yield Work(ref, state, items, beliefs.window_key(self.name, str(ref), items))
+
+    def _record(self, ctx: RunContext, work: Work, status: str, derived: Derived,
+                error: str | None, started: float) -> None:
+        """As the tier loop, but the window is consumed after a failed run too: the
+        accumulator resets after every run (seed 000)."""
+        from everos_reflect.index import cursors
+        from everos_reflect.index.db import transaction
+
+        super()._record(ctx, work, status, derived, error, started)
+        if status != "ok":
+            conn = ctx.runtime.db()
+            with transaction(conn):
+                cursors.advance(conn, self.name, work.ref, work.items, ctx.run_id)
+
+    # -- one owner -------------------------------------------------------------------------
+
+    def derive(self, ctx: RunContext, work: Work, budget: Budget) -> Derived:
+        state: InsightState = work.state  # type: ignore[assignment]
+        if ctx.runtime.llm.provider == "extractive":
+            from everos_reflect.strategies.insights_offline import recurring_topics
+
+            found = recurring_topics(self._episodes(state),
+                                     limit=int(ctx.settings.get("questions", 3)))
+            derived = Derived(provider="extractive", model="tfidf-recurring-topics")
+            return self._write(ctx, work, state, [
+                (t.question, t.text, t.evidence) for t in found], derived)
+        derived = Derived()
+        questions = self._questions(ctx, state, budget, derived)
+        proposals: list[tuple[str, str, list[str]]] = []
+        for question in questions:
+            evidence = self.evidence(ctx.runtime, work.ref, state, question)
+            if len(evidence) < 2:
+                continue
+            found = self.ask(ctx, budget, "insights", [_record(e) for e in evidence], {
+                "question": question,
+                "count": str(ctx.settings.get("insights_per_question", 5))}, derived)
+            proposals += [(question, text, ids) for text, ids in found]
+        return self._write(ctx, work, state, proposals, derived)
+
+    def _questions(self, ctx: RunContext, state: InsightState, budget: Budget,
+                   derived: Derived) -> list[str]:
+        recent = sorted(state.live_records(), key=_ts, reverse=True)[:RECENT_WINDOW]
+        return self.ask(ctx, budget, "questions", [_record(e) for e in reversed(recent)],
+                        {"count": str(ctx.settings.get("questions", 3))}, derived)
+
+    def ask(self, ctx: RunContext, budget: Budget, task: str, records: Sequence[Any],
+            values: Mapping[str, str], derived: Derived) -> Any:
+        """One task call, refused with :class:`LimitReached` once a run limit is hit."""
+        from everos_reflect.llm.prompts import Prompts
+        from everos_reflect.llm.tasks import TaskRequest
+
+        hit = budget.exceeded()
+        if hit:
+            raise LimitReached(hit)
+        prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
+        budget.llm_calls += 1
+        result = ctx.runtime.llm.run_task(task, TaskRequest(
+            records=tuple(records), values=dict(values), prompts=prompts))
+        budget.tokens += result.usage.total_tokens
+        derived.provider, derived.model = result.provider, result.model
+        derived.prompt_tokens += result.usage.prompt_tokens
+        derived.completion_tokens += result.usage.completion_tokens
+        return result.value
+
+    def evidence(self, runtime: Runtime, ref: UserRef, state: InsightState,
+                 question: str, *, top: int = EVIDENCE_PER_QUESTION) -> list[Entry]:
+        """Hybrid search over the owner's live Episodes, facts and insights, reranked by
+        recency × importance × similarity."""
+        from everos_reflect.index.search import search
+
+        live = {e.id: e for e in state.live_records()}
+        now = datetime.now(UTC)
+        scored: list[tuple[float, Entry]] = []
+        for kind in (Kind.EPISODE, Kind.ATOMIC_FACT, Kind.INSIGHT):
+            try:
+                hits = search(runtime, question, top_k=top * 3, user_id=ref.user_id,
+                              app_id=ref.app, project_id=ref.project, kind=kind)
+            except EverosError:
+                continue
+            for hit in hits:
+                entry = live.get(hit.id)
+                if entry is None:
+                    continue
+                ts = entry.timestamp or now
+                age = (now - ts).total_seconds() / 86400.0
+                scored.append((rerank_score(hit.score, importance_of(entry), age), entry))
+        scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+        seen: set[str] = set()
+        out = []
+        for _, entry in scored:
+            if entry.id not in seen:
+                seen.add(entry.id)
+                out.append(entry)
+        return out[:top]
+
+    def _write(self, ctx: RunContext, work: Work, state: InsightState,
+               proposals: list[tuple[str, str, list[str]]], derived: Derived) -> Derived:
+        rt, ref = ctx.runtime, work.ref
+        cap = int(ctx.settings.get("max_depth", 2))
+        records = state.by_id_all()
+        rows = []
+        for question, text, ids in proposals:
+            cited = [records[i] for i in ids if i in records]
+            if len(cited) < 2:
+                continue
+            depth = beliefs.derived_depth(beliefs.depth_of(e) if e.kind.derived else 0
+                                          for e in cited)
+            if depth > cap:
+                ctx.log.info("%s: %s: insight refused: depth %d > max_depth %d", self.name,
+                             ref, depth, cap)
+                continue
+            meta = derived_meta(evidence=[e.id for e in cited], depth=depth, key=work.key,
+                                extra={"importance": max(importance_of(e) for e in cited),
+                                       "question": question,
+                                       "insight_type": "reflection",
+                                       "provider": derived.provider or rt.llm.provider})
+            meta["evidence_hash"] = {e.id: e.text_hash for e in cited}
+            rows.append((meta, {"Insight": text}))
+        if not rows:
+            return derived
+        written = rt.store.append_many(ref, Kind.INSIGHT, rows)
+        sync(rt, {rt.store.path_for_id(ref, e.id) for e in written})
+        derived.outputs = [e.id for e in written]
+        return derived
+
+
+class InsightState(BeliefState):
+    """The tier state plus the owner's Episodes and atomic facts (the insights' evidence)."""
+
+    episodes: list[Entry]
+    facts: list[Entry]
+
+    @classmethod
+    def load(cls, runtime: Runtime, ref: UserRef) -> InsightState:
+        store = runtime.store
+        state = cls(store.entries(ref, Kind.INSIGHT), store.entries(ref, Kind.CONVICTION),
+                    store.entries(ref, Kind.RELATION))
+        state.episodes = store.entries(ref, Kind.EPISODE)
+        state.facts = store.entries(ref, Kind.ATOMIC_FACT)
+        return state
+
+    def live_records(self) -> list[Entry]:
+        return [e for e in (*self.episodes, *self.facts, *self.insights)
+                if e.deprecated_by is None and beliefs.status_of(e) == beliefs.ACTIVE]
+
+    def by_id_all(self) -> dict[str, Entry]:
+        return {e.id: e for e in (*self.episodes, *self.facts, *self.insights)}
+
+
+def _ts(entry: Entry) -> float:
+    ts = entry.timestamp
+    return ts.timestamp() if ts else -math.inf
+
+
+def _record(entry: Entry) -> Any:
+    from everos_reflect.llm.tasks import Record
+
+    label = {Kind.EPISODE: "episode", Kind.ATOMIC_FACT: "fact"}.get(entry.kind, "insight")
+    text = f"{entry.subject}: {entry.content}" if entry.subject else entry.content
+    return Record(entry.id, label, text, entry.timestamp)
+
+
+__all__ = ["NAME", "InsightState", "ReflectInsights", "accumulator_due", "importance_of",
+           "rerank_score"]

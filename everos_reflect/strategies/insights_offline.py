@@ -1,0 +1,80 @@
+"""Offline insights: topics that recur across weeks, found with TF-IDF and stated with counts.
+
+Without a language model nothing may be invented, so the offline method only states what it
+can count: a term (word or two-word phrase) that is salient in the owner's live Episodes by
+TF-IDF and appears in Episodes of at least ``min_weeks`` different ISO weeks becomes the insight
+"'<term>' comes up in N episodes across W weeks (first D1, last D2)", citing those Episodes.
+The wording is a template, the numbers and dates are counted, the citations are real.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from everos_reflect.model import Entry
+
+QUESTION = "Which topics keep coming back across weeks?"
+#: Words every agent-memory episode uses; a topic made of them says nothing.
+_GENERIC = frozenset({"user", "users", "assistant", "agent", "asked", "said", "told"})
+
+
+@dataclass(frozen=True)
+class Topic:
+    term: str
+    evidence: list[str]
+    count: int
+    weeks: int
+    first: str
+    last: str
+
+    @property
+    def question(self) -> str:
+        return QUESTION
+
+    @property
+    def text(self) -> str:
+        return (f"'{self.term}' comes up in {self.count} episodes across {self.weeks} "
+                f"weeks (first {self.first}, last {self.last}).")
+
+
+def recurring_topics(episodes: Sequence[Entry], *, limit: int = 3, min_weeks: int = 3,
+                     max_evidence: int = 8) -> list[Topic]:
+    """Up to ``limit`` recurring topics, most salient first; fewer (or none) when the history
+    shows none. Each cites at most ``max_evidence`` Episodes, the most recent ones."""
+    from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS, TfidfVectorizer
+
+    dated = [e for e in episodes if e.timestamp is not None and e.content.strip()]
+    if len(dated) < 2:
+        return []
+    texts = [f"{e.subject}. {e.content}" for e in dated]
+    vectorizer = TfidfVectorizer(stop_words=sorted(ENGLISH_STOP_WORDS | _GENERIC),
+                                 ngram_range=(1, 2), min_df=2, max_df=0.5,
+                                 token_pattern=r"(?u)\b[A-Za-z][A-Za-z0-9_-]{2,}\b")
+    try:
+        matrix = vectorizer.fit_transform(texts)
+    except ValueError:  # nothing survives the filters
+        return []
+    terms = vectorizer.get_feature_names_out()
+    weight = np.asarray(matrix.sum(axis=0)).ravel()
+    topics: list[Topic] = []
+    covered: list[set[str]] = []
+    for col in np.argsort(-weight, kind="stable"):
+        rows = matrix[:, col].nonzero()[0]
+        hits = sorted((dated[r] for r in rows), key=lambda e: e.timestamp)  # type: ignore[arg-type, return-value]
+        weeks = {e.timestamp.isocalendar()[:2] for e in hits}  # type: ignore[union-attr]
+        if len(weeks) < min_weeks:
+            continue
+        ids = {e.id for e in hits}
+        if any(len(ids & seen) >= 0.8 * len(ids) for seen in covered):
+            continue  # the same episodes as a stronger topic ("auth" vs "auth refactor")
+        covered.append(ids)
+        cited = hits[-max_evidence:]
+        topics.append(Topic(str(terms[col]), [e.id for e in cited], len(hits), len(weeks),
+                            hits[0].timestamp.date().isoformat(),  # type: ignore[union-attr]
+                            hits[-1].timestamp.date().isoformat()))  # type: ignore[union-attr]
+        if len(topics) >= limit:
+            break
+    return topics

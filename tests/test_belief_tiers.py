@@ -1,0 +1,371 @@
+"""The three belief tiers run by the engine against a scripted LLM: triggers, slot versions,
+edge validity, the census, cursor semantics after a crash, and the offline refusal."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.engine.engine import Engine, strategies_status
+from everos_reflect.engine.registry import get_strategy
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm import ExtractiveLLM, ScriptedLLM
+from everos_reflect.llm.tasks import TaskRequest
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+from everos_reflect.strategies import belief_store, belief_views
+
+ADA = UserRef.of("ada")
+TIERS = ("update_worldview", "detect_contradictions", "reconcile")
+
+
+def ome(root: Path, **extra: str) -> None:
+    lines = []
+    for name in TIERS:
+        own = extra.get(name, "")
+        lines += [f"[strategies.{name}]", "enabled = true", own]
+        if "cooldown_seconds" not in own:
+            lines.append("cooldown_seconds = 0")
+    (root / "ome.toml").write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def llm() -> ScriptedLLM:
+    return ScriptedLLM()
+
+
+@pytest.fixture
+def rt(root: Path, llm: ScriptedLLM) -> Iterator[Runtime]:
+    ome(root)
+    runtime = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)
+    yield runtime
+    runtime.close()
+
+
+def add_insights(rt: Runtime, *texts: str, kind: str = "reflection") -> list[str]:
+    (ep,) = rt.store.append_many(ADA, Kind.EPISODE, [(
+        {"timestamp": "2026-10-12T09:00:00+00:00", "parent_type": "memcell",
+         "parent_id": "mc_1"},
+        {"Subject": "Payments", "Content": "Merged the payments fix without waiting for the "
+                                           "review."})])
+    made = rt.store.append_many(ADA, Kind.INSIGHT, [(
+        {"evidence": [ep.id, ep.id], "depth": 1, "status": "active", "insight_type": kind},
+        {"Insight": t}) for t in texts])
+    return [e.id for e in made]
+
+
+def cite(req: TaskRequest, *ids: str) -> list[int]:
+    numbers = {r.id: n for n, r in enumerate(req.records, start=1)}
+    return [numbers[i] for i in ids]
+
+
+def by_text(req: TaskRequest, needle: str) -> str:
+    return next(r.id for r in req.records if needle in r.text)
+
+
+def worldview_reply(*convictions: tuple[str, str, list[str]]) -> Callable[[TaskRequest], Any]:
+    """A worldview reply citing insights by a piece of their text."""
+    def reply(req: TaskRequest) -> dict[str, Any]:
+        return {"convictions": [
+            {"key": key, "text": text, "evidence": cite(req, *(by_text(req, n) for n in needles))}
+            for key, text, needles in convictions]}
+    return reply
+
+
+def run(rt: Runtime, name: str, status: str = "ok", **kwargs: Any) -> dict[str, int]:
+    outcome = Engine(rt).trigger(name, timeout=60, **kwargs)
+    assert outcome.status == status, outcome
+    return outcome.counts
+
+
+def observe(rt: Runtime, name: str) -> float:
+    return get_strategy(name).observe(rt, None)
+
+
+COMMIT = "Deliver the contracted SSO and audit-log roadmap to Meridian, Halcyon and Corva."
+PIVOT = "Redirect engineering to the self-serve SMB flywheel; stop bespoke enterprise work."
+
+
+def seed_worldview(rt: Runtime, llm: ScriptedLLM) -> dict[str, str]:
+    """Three insights → a commitments and a strategy conviction."""
+    add_insights(rt, "Enterprise promises remain binding.", "SSO roadmap promised to Meridian.",
+                 "Self-serve signups outgrow enterprise deals.")
+    llm.queue_task("worldview", worldview_reply(
+        ("commitments", COMMIT, ["binding", "SSO"]),
+        ("strategy", PIVOT, ["Self-serve", "binding"])))
+    run(rt, "update_worldview")
+    return {r["key"]: r["id"] for r in belief_views.worldview(rt, ADA)}
+
+
+# -- update_worldview ---------------------------------------------------------------------------
+
+
+def test_worldview_fires_at_three_new_insights_and_not_before(rt: Runtime,
+                                                              llm: ScriptedLLM) -> None:
+    add_insights(rt, "One.", "Two.")
+    assert observe(rt, "update_worldview") == 0
+    assert run(rt, "update_worldview") == {}  # not due: no LLM call (the script is empty)
+    add_insights(rt, "Three.")
+    assert observe(rt, "update_worldview") == 1
+    llm.queue_task("worldview", worldview_reply(("risks", "Shipping past review.", ["One"])))
+    counts = run(rt, "update_worldview")
+    assert counts == {"owners": 1, "written": 1}
+    (row,) = belief_views.worldview(rt, ADA)
+    assert (row["key"], row["depth"], row["status"]) == ("risks", 2, "active")
+    # the window moved: the same three insights never trigger again
+    assert observe(rt, "update_worldview") == 0
+    (name, req), = llm.task_requests
+    assert name == "worldview" and len(req.records) == 3
+    assert req.values["keys"] == "identity, strategy, commitments, risks, principles"
+
+
+def test_an_unshifted_slot_gets_no_new_version_and_a_strategy_never_archives_a_commitment(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    first = seed_worldview(rt, llm)
+    add_insights(rt, "Four.", "Five.", "Six.")
+    llm.queue_task("worldview", worldview_reply(
+        ("commitments", COMMIT.upper(), ["Four"]),                 # same text: no shift
+        ("strategy", "Self-serve only, enterprise frozen.", ["Five"])))
+    assert run(rt, "update_worldview")["written"] == 1
+    now = {r["key"]: r for r in belief_views.worldview(rt, ADA)}
+    assert now["commitments"]["id"] == first["commitments"]     # still the live commitment
+    assert now["strategy"]["supersedes"] == first["strategy"]
+    history = belief_views.worldview(rt, ADA, history=True)
+    assert [r["id"] for r in history if r["key"] == "commitments"] == [first["commitments"]]
+    old = next(r for r in history if r["id"] == first["strategy"])
+    assert old["deprecated_by"] == now["strategy"]["id"] and not old["live"]
+    # the model saw the current conviction of each key
+    assert COMMIT in llm.task_requests[-1][1].values["current"]
+
+
+# -- detect_contradictions ------------------------------------------------------------------------
+
+
+def contradiction(*pairs: tuple[str, str]) -> Callable[[TaskRequest], Any]:
+    def reply(req: TaskRequest) -> dict[str, Any]:
+        return {"contradictions": [
+            {"between": cite(req, by_text(req, a), by_text(req, b)),
+             "text": "Stopping enterprise engineering breaks the enterprise commitments."}
+            for a, b in pairs]}
+    return reply
+
+
+def test_detector_fires_on_a_worldview_write_and_writes_one_edge(rt: Runtime,
+                                                                  llm: ScriptedLLM) -> None:
+    assert observe(rt, "detect_contradictions") == 0
+    ids = seed_worldview(rt, llm)
+    assert observe(rt, "detect_contradictions") == 1
+    llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
+    assert run(rt, "detect_contradictions") == {"owners": 1, "written": 1}
+    (edge,) = belief_views.relations(rt, ADA)
+    assert set(edge["between"]) == {ids["strategy"], ids["commitments"]}
+    assert (edge["relation_type"], edge["status"], edge["depth"]) == (
+        "self_contradiction", "active", 3)
+    _, req = llm.task_requests[-1]
+    assert {r.kind for r in req.records} == {"strategy conviction, just changed",
+                                             "commitments conviction, just changed"}
+    assert observe(rt, "detect_contradictions") == 0  # its own edge is not new input
+
+
+def test_an_edge_is_refused_unless_one_side_just_changed(rt: Runtime, llm: ScriptedLLM) -> None:
+    seed_worldview(rt, llm)
+    llm.queue_task("contradictions", {"contradictions": []})
+    run(rt, "detect_contradictions")
+    add_insights(rt, "Seven.", "Eight.", "Nine.")
+    llm.queue_task("worldview", worldview_reply(("risks", "Reviews get skipped.", ["Seven"])))
+    run(rt, "update_worldview")
+    # the model names the old pair again: neither strategy nor commitments changed
+    llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
+    assert run(rt, "detect_contradictions") == {"owners": 1, "refused": 1}
+    assert belief_views.relations(rt, ADA) == []
+
+
+def test_a_superseded_conviction_resolves_its_edge_with_the_reason(rt: Runtime,
+                                                                    llm: ScriptedLLM) -> None:
+    ids = seed_worldview(rt, llm)
+    llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
+    run(rt, "detect_contradictions")
+    add_insights(rt, "Ten.", "Eleven.", "Twelve.")
+    llm.queue_task("worldview", worldview_reply(
+        ("strategy", "Keep enterprise delivery, grow self-serve after.", ["Ten"])))
+    run(rt, "update_worldview")
+    (edge,) = belief_views.relations(rt, ADA)
+    new = belief_views.worldview(rt, ADA)
+    new_strategy = next(r["id"] for r in new if r["key"] == "strategy")
+    assert edge["status"] == "resolved"
+    assert edge["resolution"] == (
+        f"automatic: {ids['strategy']} was superseded by {new_strategy}")
+
+
+# -- reconcile ------------------------------------------------------------------------------------
+
+
+def test_reconcile_waits_for_a_census_of_two(rt: Runtime, llm: ScriptedLLM) -> None:
+    seed_worldview(rt, llm)
+    llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
+    run(rt, "detect_contradictions")
+    assert observe(rt, "reconcile") == 0
+    assert run(rt, "reconcile") == {}
+    add_insights(rt, "Reliability before velocity, always.", "Hotfixes shipped past review.",
+                 "Launch dates beat reviews.")
+    llm.queue_task("worldview", worldview_reply(
+        ("principles", "Reliability before velocity, always.", ["Reliability"]),
+        ("risks", "Shipping fast past review.", ["Hotfixes", "Launch"])))
+    run(rt, "update_worldview")
+    llm.queue_task("contradictions", contradiction(("Reliability", "Shipping fast")))
+    run(rt, "detect_contradictions")
+    assert observe(rt, "reconcile") == 1
+
+    def reconciliation(req: TaskRequest) -> dict[str, Any]:
+        edges = [r.id for r in req.records if r.kind == "self-contradiction"]
+        return {"insight": "I keep committing to ship fast while claiming reliability is the "
+                           "priority.", "evidence": cite(req, *edges)}
+
+    llm.queue_task("reconciliation", reconciliation)
+    assert run(rt, "reconcile") == {"owners": 1, "written": 1}
+    (rec,) = [e for e in rt.store.entries(ADA, Kind.INSIGHT)
+              if e.meta.get("insight_type") == "reconciliation"]
+    assert rec.meta["depth"] == 4 and len(rec.meta["evidence"]) == 2
+    # both edges and the convictions they join were shown
+    req = llm.task_requests[-1][1]
+    assert [r.kind for r in req.records].count("self-contradiction") == 2
+    assert observe(rt, "reconcile") == 0
+    # ... and the reconciliation is new input for the next worldview run
+    _, items = get_strategy("update_worldview").pending(rt, ADA, {"max_records": 50})
+    assert rec.id in items
+
+
+# -- cursor semantics, offline, audit ---------------------------------------------------------
+
+
+def test_a_crash_before_the_cursor_moves_reruns_without_duplicates(
+        rt: Runtime, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    add_insights(rt, "One.", "Two.", "Three.")
+    llm.queue_task("worldview", worldview_reply(("risks", "Reviews get skipped.", ["One"])))
+    real = belief_store.BeliefTier._record
+
+    def crash(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("power cut after the Markdown write")
+
+    monkeypatch.setattr(belief_store.BeliefTier, "_record", crash)
+    assert Engine(rt).trigger("update_worldview", timeout=60).status == "failed"
+    assert len(rt.store.entries(ADA, Kind.CONVICTION)) == 1
+    monkeypatch.setattr(belief_store.BeliefTier, "_record", real)
+    # same window again: the written conviction is found by its window key, no LLM call
+    assert run(rt, "update_worldview") == {"owners": 1, "recovered": 1}
+    assert len(rt.store.entries(ADA, Kind.CONVICTION)) == 1
+    assert len(llm.task_requests) == 1
+    assert observe(rt, "update_worldview") == 0
+    rows = rt.db().execute("SELECT status, outputs FROM derivation_report "
+                           "WHERE strategy = 'update_worldview'").fetchall()
+    assert [(r["status"], len(json.loads(r["outputs"]))) for r in rows] == [("ok", 1)]
+
+
+def test_a_failed_call_leaves_the_window_for_the_next_run(rt: Runtime, llm: ScriptedLLM) -> None:
+    from everos_reflect.errors import ProviderUnavailable
+
+    add_insights(rt, "One.", "Two.", "Three.")
+    llm.queue_task("worldview", ProviderUnavailable("server down"))
+    assert run(rt, "update_worldview", "failed") == {"failed": 1}
+    assert observe(rt, "update_worldview") == 1
+    row = rt.db().execute("SELECT status, error FROM derivation_report").fetchone()
+    assert row["status"] == "failed" and "server down" in row["error"]
+
+
+def test_offline_the_tiers_say_they_need_an_llm_and_write_nothing(root: Path) -> None:
+    ome(root)
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=ExtractiveLLM())
+    try:
+        add_insights(rt, "One.", "Two.", "Three.")
+        for name in TIERS:
+            assert run(rt, name) == {"needs_llm": 1}
+            assert observe(rt, name) == 0
+        rows = {r["name"]: r for r in strategies_status(rt)}
+        for name in TIERS:
+            assert "needs an LLM" in rows[name]["unavailable"]
+        assert rows["reflect_episodes"]["unavailable"] is None
+        assert rt.store.entries(ADA, Kind.CONVICTION) == []
+        assert rt.store.entries(ADA, Kind.RELATION) == []
+    finally:
+        rt.close()
+
+
+def test_a_rebuild_reproduces_every_tier(rt: Runtime, llm: ScriptedLLM) -> None:
+    seed_worldview(rt, llm)
+    llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
+    run(rt, "detect_contradictions")
+
+    def snapshot() -> list[tuple[Any, ...]]:
+        return [tuple(r) for r in rt.db().execute(
+            "SELECT kind, id, text, deprecated_by, content_hash FROM entries "
+            "WHERE kind IN ('insight', 'conviction', 'relation') ORDER BY id")]
+
+    Indexer(rt).scan()
+    before = snapshot()
+    assert {r[0] for r in before} == {"insight", "conviction", "relation"}
+    Indexer(rt).reindex()
+    assert snapshot() == before
+    assert observe(rt, "update_worldview") == 0  # the cursor is coordination state: kept
+
+
+def test_a_run_stops_between_owners_at_its_llm_call_limit(root: Path, llm: ScriptedLLM) -> None:
+    ome(root, update_worldview="max_llm_calls = 1")
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)
+    try:
+        add_insights(rt, "One.", "Two.", "Three.")
+        bob = UserRef.of("bob")
+        rt.store.append_many(bob, Kind.INSIGHT, [(
+            {"evidence": [], "depth": 1, "status": "active"}, {"Insight": t})
+            for t in ("Four.", "Five.", "Six.")])
+        llm.queue_task("worldview", {"convictions": []}, {"convictions": []})
+        assert run(rt, "update_worldview") == {"owners": 1, "limit_reached": 1}
+        assert observe(rt, "update_worldview") == 1  # the other owner waits
+        assert run(rt, "update_worldview") == {"owners": 1}
+        assert observe(rt, "update_worldview") == 0
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize(("key", "value", "reason"), [
+    ("keys", ["strategy", "strategy"], "twice"),
+    ("keys", ["two words"], "list of keys"),
+    ("keys", [], "list of keys"),
+    ("threshold", 0, ">= 1"),
+    ("max_depth", 1, ">= 2"),
+])
+def test_tier_settings_are_checked(key: str, value: Any, reason: str) -> None:
+    from everos_reflect.engine.registry import validate_strategy_settings
+    from everos_reflect.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=reason):
+        validate_strategy_settings("update_worldview", {key: value}, "ome.toml")
+
+
+def test_the_scheduler_data_poll_fires_a_due_tier_once_its_cooldown_is_over(
+        root: Path, llm: ScriptedLLM) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from everos_reflect.engine.scheduler import Scheduler
+
+    ome(root, update_worldview="cooldown_seconds = 120")
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)
+    try:
+        add_insights(rt, "One.", "Two.", "Three.")
+        llm.queue_task("worldview", worldview_reply(("risks", "Reviews get skipped.", ["One"])))
+        scheduler = Scheduler(Engine(rt))
+        scheduler._poll_data()
+        assert len(rt.store.entries(ADA, Kind.CONVICTION)) == 1
+        assert Engine(rt).last_run("update_worldview")["trigger"] == "data"
+        add_insights(rt, "Four.", "Five.", "Six.")
+        tier = get_strategy("update_worldview")
+        just_now = datetime.now(UTC) - timedelta(seconds=5)
+        assert tier.observe(rt, just_now) == 0          # cooling down
+        assert tier.observe(rt, just_now - timedelta(seconds=120)) == 1
+    finally:
+        rt.close()

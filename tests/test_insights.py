@@ -1,0 +1,186 @@
+"""reflect_insights (seed 000, SPEC §10) through the real openai client on the loopback fake."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from everos_reflect.engine.registry import RunContext, validate_strategy_settings
+from everos_reflect.index.audit import list_derivations
+from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.llm.openai_llm import OpenAILLM
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.strategies.insights import NAME, ReflectInsights, accumulator_due
+from tests.reflect_fixtures import add_episode, make_runtime
+
+pytest_plugins = ["tests.fake_openai"]
+
+DEV = UserRef.of("u_dev")
+REVERTS = [
+    ("2026-09-02T10:00:00+00:00", "Reverted PR 41", "The user reverted PR 41: the auth token "
+     "refresh broke logins."),
+    ("2026-09-16T10:00:00+00:00", "Reverted PR 44", "The user reverted PR 44, another change "
+     "to the auth middleware."),
+    ("2026-09-30T10:00:00+00:00", "Reverted PR 47", "The user reverted PR 47 touching auth "
+     "session cookies."),
+]
+
+
+def fill(rt: Runtime, n: int = 20, importance: int = 7) -> None:
+    """``n`` ordinary Episodes of the given importance (plus the three reverts at 9)."""
+    for i in range(n):
+        add_episode(rt, DEV, f"2026-08-{1 + i % 28:02d}T09:00:00+00:00", f"Standup {i}",
+                    f"Daily standup number {i} about the billing dashboard.",
+                    importance=importance)
+    for ts, subject, content in REVERTS:
+        add_episode(rt, DEV, ts, subject, content, importance=9)
+
+
+def openai_runtime(root: Path, fake: Any) -> Runtime:
+    llm = OpenAILLM(model="fake-model", base_url=fake.base_url, api_key="k", max_retries=0,
+                    sleep=lambda s: None)
+    return make_runtime(root, llm)
+
+
+def run(rt: Runtime, *, force: bool = False, **settings: Any) -> dict[str, int]:
+    values = validate_strategy_settings(NAME, {"enabled": True, **settings}, "ome.toml")
+    return ReflectInsights().run(RunContext(rt, values, "run_t", "manual", force=force))
+
+
+def numbers_of(body: dict[str, Any], needle: str) -> list[int]:
+    text = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    return [int(n) for n, line in re.findall(r"^\[(\d+)\] (.*)$", text, re.M) if needle in line]
+
+
+def cite_reverts(body: dict[str, Any]) -> str:
+    return json.dumps({"insights": [{"insight": "All three reverts touched auth: the user "
+                                     "has stopped trusting the auth refactor.",
+                                     "evidence": numbers_of(body, "reverted PR")}]})
+
+
+def insights(rt: Runtime) -> list[Any]:
+    return rt.store.entries(DEV, Kind.INSIGHT)
+
+
+def test_three_auth_reverts_become_one_insight_citing_all_three(root: Path, fake_openai):
+    rt = openai_runtime(root, fake_openai)
+    fill(rt)
+    fake_openai.script({"questions": ["What does the user's revert history show?"]},
+                       cite_reverts)
+    counts = run(rt, questions=1)
+    assert counts.get("written") == 1
+    (insight,) = insights(rt)
+    revert_ids = [e.id for e in rt.store.entries(DEV, Kind.EPISODE)
+                  if e.subject.startswith("Reverted")]
+    assert sorted(insight.meta["evidence"]) == sorted(revert_ids)
+    assert insight.meta["depth"] == 1 and insight.meta["status"] == "active"
+    assert insight.meta["importance"] == 9
+    assert insight.meta["question"] == "What does the user's revert history show?"
+    assert set(insight.meta["evidence_hash"]) == set(revert_ids)
+    assert "auth" in insight.content
+    questions_body, insights_body = fake_openai.chat_bodies()
+    assert list(questions_body["response_format"]["json_schema"]["schema"]["properties"]) == [
+        "questions"]
+    assert list(insights_body["response_format"]["json_schema"]["schema"]["properties"]) == [
+        "insights"]
+    assert len(numbers_of(insights_body, "")) <= 8  # top 8 evidence per question
+    (row,) = list_derivations(rt.db(), strategy=NAME)
+    assert row["status"] == "ok" and row["outputs"] == [insight.id]
+    assert row["prompt_tokens"] == 22 and row["provider"] == "openai"
+
+
+def test_an_insight_citing_one_record_is_dropped_and_unseen_numbers_fail(root, fake_openai):
+    rt = openai_runtime(root, fake_openai)
+    fill(rt)
+    fake_openai.script({"questions": ["q1?", "q2?"]},
+                       {"insights": [{"insight": "Only one source.", "evidence": [1]}]},
+                       {"insights": [{"insight": "Cites a ghost.", "evidence": [1, 99]}]})
+    counts = run(rt, questions=2)
+    assert insights(rt) == []
+    assert counts.get("failed") == 1  # the unseen [99] failed that call, and so the run
+    (row,) = list_derivations(rt.db(), strategy=NAME)
+    assert row["status"] == "failed" and "[99]" in row["error"]
+
+
+def test_accumulator_arithmetic_floor_and_reset(root: Path, fake_openai) -> None:
+    assert not accumulator_due([7] * 21, 21, threshold=150, min_episodes=20)  # 147
+    assert accumulator_due([7] * 21 + [3], 22, threshold=150, min_episodes=20)  # 150
+    assert not accumulator_due([10] * 19, 19, threshold=150, min_episodes=20)  # the floor
+    rt = openai_runtime(root, fake_openai)
+    for i in range(19):
+        add_episode(rt, DEV, f"2026-08-{i + 1:02d}T09:00:00+00:00", f"Big {i}", "An outage.",
+                    importance=10)
+    strategy = ReflectInsights()
+    settings = validate_strategy_settings(NAME, {}, "ome.toml")
+    assert list(strategy.due_owners(rt, settings)) == []  # 190 but only 19 episodes
+    add_episode(rt, DEV, "2026-08-25T09:00:00+00:00", "Twenty", "One more.", importance=1)
+    (work,) = strategy.due_owners(rt, settings)
+    assert len(work.items) == 20
+    fake_openai.script({"questions": ["q?"]}, {"insights": []})
+    run(rt, questions=1)
+    assert list(strategy.due_owners(rt, settings)) == []  # reset, though nothing was written
+    for i in range(14):
+        add_episode(rt, DEV, f"2026-09-{i + 1:02d}T09:00:00+00:00", f"New {i}", "x",
+                    importance=10)
+    assert list(strategy.due_owners(rt, settings)) == []  # 140 since the last run
+    add_episode(rt, DEV, "2026-09-20T09:00:00+00:00", "New 15", "y", importance=10)
+    (work,) = strategy.due_owners(rt, settings)
+    assert len(work.items) == 15  # insights never add to the sum; only new Episodes count
+
+
+def test_depth_two_and_the_depth_cap(root: Path, fake_openai) -> None:
+    rt = openai_runtime(root, fake_openai)
+    fill(rt)
+    fake_openai.script({"questions": ["q?"]}, cite_reverts)
+    run(rt, questions=1)
+    (first,) = insights(rt)
+
+    def cite_insight_and_revert(body: dict[str, Any]) -> str:
+        ids = numbers_of(body, "insight:")[:1] + numbers_of(body, "reverted PR")[:1]
+        return json.dumps({"insights": [{"insight": "Deeper.", "evidence": ids}]})
+
+    fake_openai.script({"questions": ["q2?"]}, cite_insight_and_revert)
+    run(rt, force=True, questions=1)
+    deeper = [e for e in insights(rt) if e.id != first.id]
+    assert [e.meta["depth"] for e in deeper] == [2]
+    assert first.id in deeper[0].meta["evidence"]
+    fake_openai.script({"questions": ["q3?"]}, cite_insight_and_revert)
+    run(rt, force=True, questions=1, max_depth=1)
+    assert len(insights(rt)) == 2  # depth 2 > max_depth 1: refused
+    with pytest.raises(Exception, match="max_depth: must be between 1 and 3"):
+        validate_strategy_settings(NAME, {"max_depth": 4}, "ome.toml")
+
+
+def test_a_run_that_hits_max_llm_calls_stops_and_says_which(root: Path, fake_openai) -> None:
+    rt = openai_runtime(root, fake_openai)
+    fill(rt)
+    fake_openai.script({"questions": ["q?"]})
+    counts = run(rt, questions=1, max_llm_calls=1)
+    assert counts.get("failed") == 1 and insights(rt) == []
+    assert len(fake_openai.chat_bodies()) == 1
+    (row,) = list_derivations(rt.db(), strategy=NAME)
+    assert "max_llm_calls (1) reached" in row["error"]
+
+
+def test_offline_insights_state_recurring_topics_with_counts_and_dates(root: Path) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    fill(rt)
+    for week in range(4):
+        add_episode(rt, DEV, f"2026-10-{1 + 7 * week:02d}T09:00:00+00:00", "Deploy retry",
+                    "Before retrying the deploy the user asked to see the kubernetes logs.",
+                    importance=8)
+    run(rt)
+    found = insights(rt)
+    assert found, "expected at least one recurring topic"
+    texts = [e.content for e in found]
+    assert "'deploy' comes up in 4 episodes across 4 weeks (first 2026-10-01, last 2026-10-22)." \
+        in texts
+    assert "'reverted' comes up in 3 episodes across 3 weeks (first 2026-09-02, last " \
+        "2026-09-30)." in texts
+    for entry in found:
+        assert entry.meta["provider"] == "extractive" and len(entry.meta["evidence"]) >= 2
