@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from everos_reflect.clustering.service import ClusterService
-from everos_reflect.embedding import make_embedder
+from everos_reflect.embedding import CachingEmbedder, make_embedder
 from everos_reflect.engine.engine import Engine
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.extractive import ExtractiveLLM
@@ -143,7 +143,7 @@ def run(work: Path, versions: Sequence[float]) -> dict[str, Any]:
     (base / "ome.toml").write_text(OME, encoding="utf-8")
     state_ids = build(base, stories)
     settings = load_settings(base)
-    embedder = make_embedder(settings.embedding)
+    embedder = CachingEmbedder(make_embedder(settings.embedding))
     rt = Runtime(base, settings, embedder=embedder)
     Indexer(rt).scan()
     rt.close()

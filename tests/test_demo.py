@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from everos_reflect.cli import demo_cmds
 from everos_reflect.cli.main import cli
+from everos_reflect.llm.extractive import split_sentences
 
 
 @pytest.mark.slow
@@ -47,6 +48,11 @@ def test_demo_json_runs_end_to_end_with_consistent_figures(root: Path) -> None:
     hits = after["search"]["hits"]
     narrative = after["narrative"]
     assert narrative["id"] in [h["id"] for h in hits[:2]] and narrative["content"]
+    # compact: no longer than its sources (plus a date per source and the label), each
+    # sentence with the sources it stands for
+    assert narrative["words"] <= narrative["source_words"] + len(narrative["sources"]) + 2
+    assert len(narrative["provenance"]) == len(split_sentences(narrative["content"]))
+    assert all(set(s["sources"]) <= set(narrative["sources"]) for s in narrative["provenance"])
     shown = next(h for h in hits if h["id"] == narrative["id"])
     assert shown["parent_type"] == "cluster" and shown["session_id"] is None
     archived = set(narrative["sources"])

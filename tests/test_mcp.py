@@ -69,6 +69,13 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
             "timestamp": "2026-10-12T09:30:00+00:00"}))
         out["found"] = _data(await client.call_tool("search", {
             "query": "which cat did Ann adopt", "user_id": "u_ann"}))
+        out["briefing"] = _data(await client.call_tool("briefing", {
+            "user_id": "u_ann", "query": "which cat did Ann adopt", "max_tokens": 200}))
+        out["task"] = _data(await client.call_tool("record_task", {
+            "user_id": "u_ann", "task_type": "deploy", "goal": "Deploy web v2",
+            "steps": ["check logs", "deploy"], "outcome": "success",
+            "timestamp": "2026-10-13T09:00:00+00:00"}))
+        out["lessons"] = _data(await client.call_tool("lessons", {"task_type": "deploy"}))
         out["errors"] = []
         for name, args in [
             ("add_episode", {"user_id": "../etc", "subject": "s", "content": "c"}),
@@ -78,6 +85,10 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
             ("search", {"query": "x", "top_k": 0}),
             ("search", {"query": "x", "colour": "red"}),
             ("no_such_tool", {}),
+            ("record_task", {"user_id": "u_ann", "task_type": "deploy", "goal": "g",
+                             "steps": ["s"], "outcome": "won"}),
+            ("briefing", {"user_id": "u_ann", "query": "cat", "max_tokens": 0}),
+            ("lessons", {"task_type": "de ploy"}),
         ]:
             try:
                 await client.call_tool(name, args)
@@ -100,7 +111,7 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     assert [h["id"] for h in hits] == [added["id"]]  # indexed on write, no daemon running
     assert hits[0]["episode"] == "Ann adopted a grey cat called Miso."
     codes = [e[0] if e else None for e in out["errors"]]
-    assert codes == [-32602] * 6
+    assert codes == [-32602] * 9
     messages = [e[1] for e in out["errors"]]
     assert "invalid user_id" in messages[0]
     assert "content" in messages[1]
@@ -108,4 +119,12 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     assert "top_k" in messages[3]
     assert "colour" in messages[4]
     assert "no_such_tool" in messages[5]
+    assert "outcome" in messages[6]
+    assert "max_tokens" in messages[7]
+    assert "task_type" in messages[8]
+    assert out["lessons"] == {"lessons": []}  # a task was recorded, nothing learned yet
+    briefing = out["briefing"]
+    assert [i["id"] for i in briefing["items"]] == [added["id"]]
+    assert briefing["tokens"] <= 200 and added["id"] in briefing["text"]
+    assert out["task"]["id"] == "tk_20261013_0001" and out["task"]["outcome"] == "success"
     assert [h["id"] for h in out["after"]["episodes"]] == [added["id"]]

@@ -125,3 +125,28 @@ def test_budgeted_recall_cuts_the_crossing_item_at_whole_sentences() -> None:
     obs = {budget.normalise("Andrew adopted Toby."): frozenset({"D5:2"})}
     read = [s("2026-09-10: Andrew adopted Toby.", frozenset())]
     assert budget.observation_evidence(read, obs) == {"D5:2"}
+
+
+def test_provenance_command_shows_each_sentence_with_its_sources(root: Path) -> None:
+    from click.testing import CliRunner
+
+    from everos_reflect.cli.main import cli
+
+    rt = make_runtime(root, ScriptedLLM(fallback=ExtractiveLLM()))
+    sources = seed(rt)
+    assert run_reflection(rt)["merged"] == 1
+    [narrative] = [e for e in rt.store.entries(ANDREW, Kind.EPISODE)
+                   if e.parent_type == "cluster"]
+    runner = CliRunner()
+    out = runner.invoke(cli, ["provenance", narrative.id, "--user", ANDREW.user_id,
+                              "--root", str(root), "--json"])
+    assert out.exit_code == 0, out.output
+    data = __import__("json").loads(out.output)["data"]
+    assert data["recorded"] and data["id"] == narrative.id
+    assert {i for s in data["sentences"] for i in s["sources"]} == {e.id for e in sources}
+    text = runner.invoke(cli, ["provenance", narrative.id, "--user", ANDREW.user_id,
+                               "--root", str(root)])
+    assert text.exit_code == 0 and "recorded per sentence" in text.output
+    missing = runner.invoke(cli, ["provenance", "ep_20200101_0001", "--user", ANDREW.user_id,
+                                  "--root", str(root)])
+    assert missing.exit_code != 0 and "Traceback" not in missing.output

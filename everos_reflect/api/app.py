@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from everos_reflect import errors
 from everos_reflect.api import ops
 from everos_reflect.api.body_limit import BodyLimit
+from everos_reflect.api.memory_routes import memory_router
 from everos_reflect.api.models import (
     EpisodeRequest,
     ErrorBody,
@@ -181,6 +182,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         """Append an Episode to the user's daily log; the watcher indexes it shortly after."""
         return {"data": ops.add_episode(runtime, body)}
 
+    app.include_router(memory_router(runtime, guarded, API))
     from everos_reflect.api.belief_routes import belief_router
 
     app.include_router(belief_router(runtime, guarded, API))

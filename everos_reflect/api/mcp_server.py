@@ -60,6 +60,16 @@ def tools() -> list[Tool]:
         Tool("search", "Search a user's memory; answers the matching live entries with their "
              "id, text and score. Same body as POST /api/v1/memory/search.",
              models.SearchRequest, ops.search),
+        Tool("briefing", "One bounded block of memory for a query, within max_tokens: "
+             "convictions, lessons of the task type, insights and the Episodes that answer it, "
+             "each with id, kind, date and citations. Same body as POST /api/v1/memory/briefing.",
+             models.BriefingRequest, ops.briefing),
+        Tool("lessons", "The lessons learned for a task type, most confirmed first, each with "
+             "the task records it rests on. Same as GET /api/v1/lessons.",
+             models.LessonsQuery, ops.lessons),
+        Tool("record_task", "Record a finished task (type, goal, steps, outcome, errors) so "
+             "lessons are learned per task type. Same body as POST /api/v1/tasks.",
+             models.TaskRecordRequest, ops.record_task, writes=True),
     ]
 
 
@@ -129,7 +139,8 @@ def build_server(runtime: Runtime) -> Server[Any]:
                                     structured_content=json.loads(text))
 
     return Server(SERVER_NAME, version=_version(),
-                  instructions="Long-term memory of an agent: add Episodes, search them.",
+                  instructions="Long-term memory of an agent: add Episodes and task records, "
+                               "search them, get a bounded briefing before a task.",
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 

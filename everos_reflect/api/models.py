@@ -96,6 +96,45 @@ class UndoRequest(Strict):
     cascade: bool = False
 
 
+class TaskRecordRequest(Strict):
+    """``POST /api/v1/tasks``: a task record (bounds are checked again by ``new_task``)."""
+
+    user_id: Name
+    app_id: Name | None = None
+    project_id: Name | None = None
+    task_type: str = Field(min_length=1, max_length=128, description="e.g. deploy")
+    goal: str = Field(min_length=1, max_length=4000)
+    steps: list[str] = Field(min_length=1, max_length=100, description="One entry per step.")
+    outcome: Literal["success", "failure", "partial"]
+    errors: list[str] = Field(default_factory=list, max_length=50)
+    outcome_note: str | None = Field(None, max_length=4000,
+                                     description="What happened; default: the outcome word.")
+    timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
+                                  json_schema_extra={"format": "date-time"})
+
+
+class BriefingRequest(Strict):
+    """``POST /api/v1/memory/briefing``: one bounded block of memory for a query."""
+
+    user_id: Name
+    app_id: Name | None = None
+    project_id: Name | None = None
+    query: str = Field(min_length=1, max_length=2000)
+    task_type: str | None = Field(None, description="Adds the lessons of this task type.")
+    max_tokens: Whole = Field(1000, ge=1, le=32000,
+                            description="Budget of the whole block, in the bundled tokenizer's "
+                                        "tokens.")
+
+
+class LessonsQuery(Strict):
+    """``GET /api/v1/lessons``: the live lessons of a task type, most confirmed first."""
+
+    task_type: str = Field(min_length=1, max_length=128)
+    user_id: Name | None = Field(None, description="One user; default: every user.")
+    app_id: Name | None = None
+    project_id: Name | None = None
+
+
 class ErrorDetail(BaseModel):
     code: str = Field(description="Machine-readable, e.g. invalid_request, too_large.")
     message: str = Field(description="What was wrong, naming the field or limit.")

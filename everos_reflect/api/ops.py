@@ -15,7 +15,13 @@ from everos_reflect.llm.importance import importance_on_write
 from everos_reflect.model import Kind, UserRef, new_episode, validate_name
 
 if TYPE_CHECKING:
-    from everos_reflect.api.models import EpisodeRequest, SearchRequest
+    from everos_reflect.api.models import (
+        BriefingRequest,
+        EpisodeRequest,
+        LessonsQuery,
+        SearchRequest,
+        TaskRecordRequest,
+    )
     from everos_reflect.runtime import Runtime
 
 #: Domain error → (HTTP status, machine-readable code). Checked in order: subclasses first.
@@ -119,3 +125,58 @@ def add_episode(runtime: Runtime, body: EpisodeRequest) -> dict[str, Any]:
                                  day=episode.day)
     return {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
             "project_id": ref.project, "timestamp": episode.meta["timestamp"]}
+
+
+def record_task(runtime: Runtime, body: TaskRecordRequest) -> dict[str, Any]:
+    """``POST /api/v1/tasks``: append a task record; answers its id (``learn_lessons`` picks it
+    up once indexed)."""
+    from everos_reflect.procedural.tasks import new_task
+
+    ref = _ref(body.user_id, body.app_id, body.project_id)
+    task = new_task(ref, task_type=body.task_type, goal=body.goal, steps=body.steps,
+                    outcome=body.outcome, errors=body.errors, outcome_note=body.outcome_note,
+                    timestamp=body.timestamp)
+    entry = runtime.store.append(ref, Kind.TASK, task.meta, task.sections, day=task.day)
+    return {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
+            "project_id": ref.project, "timestamp": task.meta["timestamp"],
+            "task_type": body.task_type, "outcome": body.outcome}
+
+
+def briefing(runtime: Runtime, body: BriefingRequest) -> dict[str, Any]:
+    """``POST /api/v1/memory/briefing``: the block, its items (id, kind, timestamp, text,
+    evidence), the tokens it uses and what was left out for budget."""
+    from everos_reflect.briefing.build import build_briefing
+
+    ref = _ref(body.user_id, body.app_id, body.project_id)
+    if body.task_type is not None:
+        validate_name(body.task_type, "task_type")
+    return build_briefing(runtime, ref, body.query, task_type=body.task_type,
+                          max_tokens=body.max_tokens).to_dict()
+
+
+def lessons(runtime: Runtime, body: LessonsQuery) -> dict[str, Any]:
+    """``GET /api/v1/lessons``: live lessons of ``task_type`` (active, or contested and marked
+    so), most confirmed first, of one user or of every user."""
+    from everos_reflect.procedural.lessons import ranked, read_lesson
+
+    validate_name(body.task_type, "task_type")
+    if body.user_id is not None:
+        refs = [_ref(body.user_id, body.app_id, body.project_id)]
+    else:
+        for value, what in ((body.app_id, "app_id"), (body.project_id, "project_id")):
+            if value is not None:
+                validate_name(value, what)
+        refs = [r for r in runtime.store.iter_users()
+                if body.app_id in (None, r.app) and body.project_id in (None, r.project)]
+    out = []
+    for ref in refs:
+        found = [read_lesson(e) for e in runtime.store.entries(ref, Kind.LESSON)]
+        for x in ranked(found, body.task_type):
+            out.append({"id": x.id, "kind": "lesson", "user_id": ref.user_id,
+                        "app_id": ref.app, "project_id": ref.project,
+                        "task_type": x.task_type, "lesson_type": x.lesson_type,
+                        "text": x.text, "confirmations": x.confirmations,
+                        "evidence": list(x.evidence), "status": x.status,
+                        "contested_with": list(x.contested_with), "timestamp": x.stamp})
+    out.sort(key=lambda d: (-d["confirmations"], d["user_id"], d["id"]))
+    return {"lessons": out}

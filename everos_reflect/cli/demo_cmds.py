@@ -245,7 +245,8 @@ def _search(rt: Runtime) -> dict[str, Any]:
                   app_id=DEMO_USER.app, project_id=DEMO_USER.project)
     return {"query": DEMO_QUERY, "user_id": DEMO_USER.user_id,
             "hits": [{k: h.to_dict()[k] for k in ("id", "subject", "episode", "session_id",
-                                                   "timestamp", "parent_type", "score")}
+                                                   "timestamp", "parent_type", "score",
+                                                   "snippet", "snippet_date")}
                      for h in hits]}
 
 
@@ -263,10 +264,15 @@ def _narrative(rt: Runtime, merged: list[dict[str, Any]],
         ref = next(u for u in rt.store.iter_users() if u.user_id == row["owner_id"])
     if chosen is None:
         return None
+    from everos_reflect.provenance import provenance
+
     entry = rt.store.get(ref, chosen)
     return {"id": entry.id, "user_id": ref.user_id, "subject": entry.subject,
             "content": entry.content, "timestamp": entry.meta.get("timestamp"),
             "parent_id": entry.parent_id, "sources": entry.sources,
+            "words": len(entry.content.split()),
+            "source_words": sum(len(rt.store.get(ref, s).content.split()) for s in entry.sources),
+            "provenance": provenance(entry).to_dict()["sentences"],
             "file": rt.store.rel(rt.store.path_for_id(ref, entry.id))}
 
 
@@ -350,7 +356,9 @@ class _Show:
                     f"{narrative['parent_id']}\nsources: {', '.join(narrative['sources'])}"
                     f"[/dim]\n\n[bold]{escape(narrative['subject'])}[/bold]\n"
                     f"{escape(narrative['content'])}")
-            c.print(Panel(body, title=f"narrative {narrative['id']} ({narrative['user_id']})",
+            c.print(Panel(body, title=f"narrative {narrative['id']} ({narrative['user_id']}): "
+                          f"{narrative['words']} words from {narrative['source_words']} words "
+                          f"of {len(narrative['sources'])} sources",
                           title_align="left", expand=False))
         c.print(f"\n[bold]Audit[/bold]: sqlite3 <root>/.index/sqlite/system.db "
                 f"\"{escape(AUDIT_SQL)}\"")
@@ -370,7 +378,7 @@ class _Show:
         table.add_column("session", no_wrap=True)
         table.add_column("episode", overflow="ellipsis", no_wrap=True, ratio=1)
         for rank, hit in enumerate(result["hits"], 1):
-            text = " ".join(f"{hit['subject']}: {hit['episode']}".split())
+            text = " ".join(f"{hit['subject']}: {hit['snippet'] or hit['episode']}".split())
             table.add_row(str(rank), hit["id"], str(hit["session_id"]) if hit["session_id"]
                           else "[bold]null[/bold]", escape(text))
         self.console.print(table)

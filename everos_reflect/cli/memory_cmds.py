@@ -1,11 +1,141 @@
-"""Commands an agent's memory is read and fed through: ``mcp`` (and, as they land, task
-records, lessons and the briefing)."""
+"""Commands an agent's memory is fed and read through: ``task add``, ``lessons``,
+``briefing``, ``mcp``."""
 
 from __future__ import annotations
 
 import click
 
-from everos_reflect.cli.common import handle_errors, open_runtime, root_option
+from everos_reflect.cli.common import (
+    emit_json,
+    existing_root,
+    fail,
+    handle_errors,
+    json_option,
+    open_runtime,
+    root_option,
+)
+from everos_reflect.errors import InvalidEpisode
+from everos_reflect.model import Kind, UserRef
+
+user_option = click.option("--user", "user_id", required=True, help="User id.")
+app_option = click.option("--app", default=None, help="App id (default: default_app).")
+project_option = click.option("--project", default=None,
+                              help="Project id (default: default_project).")
+
+
+@click.group("task")
+def task_group() -> None:
+    """Task records: what the agent did, step by step, and how it went."""
+
+
+@task_group.command("add")
+@root_option
+@user_option
+@app_option
+@project_option
+@click.option("--type", "task_type", required=True, help="Task type, e.g. deploy.")
+@click.option("--goal", required=True, help="What the task was for.")
+@click.option("--step", "steps", multiple=True, required=True,
+              help="One step, in order; repeat for each step.")
+@click.option("--outcome", required=True, type=click.Choice(["success", "failure", "partial"]))
+@click.option("--error", "errors", multiple=True, help="An error met; repeat for each.")
+@click.option("--note", default=None, help="What happened (the Outcome section's text).")
+@click.option("--timestamp", default=None, help="ISO 8601 (default: now, UTC).")
+@json_option
+@handle_errors
+def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str | None,
+                 task_type: str, goal: str, steps: tuple[str, ...], outcome: str,
+                 errors: tuple[str, ...], note: str | None, timestamp: str | None,
+                 as_json: bool) -> None:
+    """Append a task record to a user's tasks/ log and print its id."""
+    from everos_reflect.markdown.store import MarkdownStore
+    from everos_reflect.procedural.tasks import new_task
+
+    ref = UserRef.of(user_id, app, project)
+    try:
+        task = new_task(ref, task_type=task_type, goal=goal, steps=list(steps),
+                        outcome=outcome, errors=list(errors), outcome_note=note,
+                        timestamp=timestamp)
+    except InvalidEpisode as exc:
+        fail(f"--{exc.field.replace('_', '-')} {exc.reason}".replace("--task-type", "--type"))
+    store = MarkdownStore(existing_root(root))
+    entry = store.append(ref, Kind.TASK, task.meta, task.sections, day=task.day)
+    if as_json:
+        emit_json({"id": entry.id, "app_id": ref.app, "project_id": ref.project,
+                   "user_id": ref.user_id, "timestamp": task.meta["timestamp"],
+                   "task_type": task_type, "outcome": outcome,
+                   "path": store.rel(store.log_path(ref, Kind.TASK, task.day))})
+    else:
+        click.echo(entry.id)
+
+
+@click.command("briefing")
+@click.argument("query")
+@root_option
+@user_option
+@app_option
+@project_option
+@click.option("--task-type", default=None, help="Add the lessons of this task type.")
+@click.option("--max-tokens", type=click.IntRange(1, 32000), default=1000, show_default=True,
+              help="Budget of the whole block (bundled tokenizer).")
+@json_option
+@handle_errors
+def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
+                 project: str | None, task_type: str | None, max_tokens: int,
+                 as_json: bool) -> None:
+    """Print one bounded block of memory for QUERY (what an agent reads before a task)."""
+    from pydantic import ValidationError
+
+    from everos_reflect.api import ops
+    from everos_reflect.api.models import BriefingRequest
+
+    try:
+        body = BriefingRequest(user_id=user_id, app_id=app, project_id=project, query=query,
+                               task_type=task_type, max_tokens=max_tokens)
+    except ValidationError as exc:
+        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+    runtime = open_runtime(root)
+    try:
+        data = ops.briefing(runtime, body)
+    finally:
+        runtime.close()
+    if as_json:
+        emit_json(data)
+    else:
+        click.echo(data["text"] or f"(nothing fits in {max_tokens} tokens)")
+
+
+@click.command("lessons")
+@root_option
+@click.option("--task-type", required=True, help="Task type, e.g. deploy.")
+@click.option("--user", "user_id", default=None, help="User id (default: every user).")
+@app_option
+@project_option
+@json_option
+@handle_errors
+def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str | None,
+                project: str | None, as_json: bool) -> None:
+    """List the lessons learned for a task type, most confirmed first."""
+    from everos_reflect.api import ops
+    from everos_reflect.api.models import LessonsQuery
+
+    runtime = open_runtime(root)
+    try:
+        data = ops.lessons(runtime, LessonsQuery(task_type=task_type, user_id=user_id,
+                                                 app_id=app, project_id=project))
+    finally:
+        runtime.close()
+    if as_json:
+        emit_json(data)
+        return
+    if not data["lessons"]:
+        click.echo(f"no lessons for task type {task_type!r} yet")
+    for x in data["lessons"]:
+        mark = " [contested]" if x["status"] == "contested" else ""
+        who = f"{x['user_id']} " if user_id is None else ""
+        click.echo(f"{x['id']} {who}{x['lesson_type']:5} x{x['confirmations']}{mark}  "
+                   f"{x['text']}")
+        click.echo(f"    evidence: {', '.join(x['evidence'])}")
 
 
 @click.command("mcp")
@@ -24,4 +154,4 @@ def mcp_cmd(root: str | None) -> None:
         runtime.close()
 
 
-COMMANDS = [mcp_cmd]
+COMMANDS = [task_group, lessons_cmd, briefing_cmd, mcp_cmd]

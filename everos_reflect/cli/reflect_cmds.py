@@ -1,4 +1,5 @@
-"""Reflection's commands: ``reports`` (the audit of every merge attempt).
+"""Reflection's commands: ``reports`` (the audit of every merge attempt) and ``provenance``
+(which sources each sentence of a narrative stands for).
 
 ``undo`` and ``demo`` belong to this group too; each adds its command to :data:`COMMANDS`.
 """
@@ -13,6 +14,7 @@ import click
 
 from everos_reflect.cli.common import (
     emit_json,
+    existing_root,
     handle_errors,
     json_option,
     open_runtime,
@@ -90,4 +92,32 @@ def reports_cmd(root: str | None, limit: int, as_json: bool) -> None:
     _render(reports)
 
 
-COMMANDS: list[click.Command] = [reports_cmd]
+@click.command("provenance")
+@click.argument("entry_id")
+@click.option("--user", "user_id", required=True, help="User id.")
+@click.option("--app", default=None, help="App id (default: default_app).")
+@click.option("--project", default=None, help="Project id (default: default_project).")
+@root_option
+@json_option
+@handle_errors
+def provenance_cmd(entry_id: str, user_id: str, app: str | None, project: str | None,
+                   root: str | None, as_json: bool) -> None:
+    """Show which source Episodes each sentence of an entry (a narrative) stands for."""
+    from everos_reflect.markdown.store import MarkdownStore
+    from everos_reflect.model import UserRef
+    from everos_reflect.provenance import provenance
+
+    ref = UserRef.of(user_id, app, project)
+    entry = MarkdownStore(existing_root(root)).get(ref, entry_id)
+    found = provenance(entry)
+    if as_json:
+        emit_json({"data": found.to_dict()})
+        return
+    how = ("recorded per sentence" if found.recorded
+           else "no valid per-sentence record: every sentence credited to all sources")
+    click.echo(f"{entry.id} ({len(found.sentences)} sentences, {how})")
+    for i, s in enumerate(found.sentences, 1):
+        click.echo(f"{i:>3}. {s.text}\n     <- {', '.join(s.sources)}")
+
+
+COMMANDS: list[click.Command] = [reports_cmd, provenance_cmd]

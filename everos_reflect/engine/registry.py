@@ -28,6 +28,7 @@ STRATEGIES: tuple[str, ...] = (
     "everos_reflect.strategies.worldview:UpdateWorldview",
     "everos_reflect.strategies.contradictions:DetectContradictions",
     "everos_reflect.strategies.reconcile:Reconcile",
+    "everos_reflect.strategies.lessons:LearnLessons",
 )
 
 

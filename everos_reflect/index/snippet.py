@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from dataclasses import dataclass
 
 from everos_reflect.llm.extractive import STOPWORDS, split_sentences
@@ -82,12 +83,10 @@ def make_snippet(content: str, query: str, *, date: str | None = None,
     wanted = terms(query)
     bags = [terms(text) for text, _ in sentences]
     n = len(sentences)
-    scores = []
-    for i, bag in enumerate(bags):
-        hits = wanted & bag
-        # rarer terms weigh more; the tiny position term breaks ties towards later sentences
-        weight = sum(math.log(1 + n / sum(term in b for b in bags)) for term in hits)
-        scores.append((weight, i))
+    df = Counter(term for bag in bags for term in bag & wanted)
+    # rarer terms weigh more; ties are broken towards later sentences below
+    scores = [(sum(math.log(1 + n / df[term]) for term in wanted & bag), i)
+              for i, bag in enumerate(bags)]
     ranked = sorted(scores, key=lambda s: (-s[0], -s[1]))
     if ranked[0][0] <= 0:  # nothing matches: the entry's opening
         ranked = [(0.0, i) for i in range(n)]

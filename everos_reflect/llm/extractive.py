@@ -24,7 +24,7 @@ How, without a word list:
   later wording), dated when it was last said and crediting every source it stands for.
 - **Versions of one fact**: two sentences about the same subject (the sentence's leading name,
   else the cluster's main person), said on different days, that are not restatements but are
-  close — cosine ≥ ``version`` (0.65), or the same content words apart from numbers, negations
+  close — cosine ≥ ``version`` (0.75), or the same content words apart from numbers, negations
   and one changed word. The later one supersedes the earlier one, wherever else it was said.
 - Pronouns are resolved only for a sentence-initial English "He/She" (to the cluster's main
   person when the previous sentence was about them); other languages keep their text untouched.
@@ -111,7 +111,7 @@ CONTAINED_DUPLICATE = 0.9
 PARAPHRASE_COSINE = 0.85
 #: Cosine at which two same-subject sentences of different days are versions of one fact.
 #: Chosen on the calibration half of ``bench/state_stories.json`` (``bench/state_stories.py``).
-VERSION_COSINE = 0.65
+VERSION_COSINE = 0.75
 #: Without vectors: share of content words (numbers/negations aside) two versions must share.
 VERSION_OVERLAP = 0.5
 

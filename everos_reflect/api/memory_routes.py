@@ -1,0 +1,43 @@
+"""HTTP routes of the procedural tier and the briefing (``/api/v1/tasks``, ``/api/v1/lessons``,
+``/api/v1/memory/briefing``), kept apart from ``app.py`` and included by it.
+
+Each route is one call into :mod:`everos_reflect.api.ops` with the model the MCP tool uses too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import APIRouter, Query
+
+from everos_reflect.api import ops
+from everos_reflect.api.models import BriefingRequest, LessonsQuery, TaskRecordRequest
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+
+def memory_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -> APIRouter:
+    """The routes for one opened root; ``dependencies`` carry the API's bearer-token check."""
+    router = APIRouter(prefix=prefix, dependencies=list(dependencies))
+
+    @router.post("/tasks", status_code=201)
+    def record_task(body: TaskRecordRequest) -> dict[str, Any]:
+        """Append a task record to the user's ``tasks/`` log."""
+        return {"data": ops.record_task(runtime, body)}
+
+    @router.get("/lessons")
+    def lessons(query: Annotated[LessonsQuery, Query()]) -> dict[str, Any]:
+        """The live lessons of a task type (of one user, or every user), most confirmed
+        first; contested ones are included and marked."""
+        return {"data": ops.lessons(runtime, query)}
+
+    @router.post("/memory/briefing")
+    def briefing(body: BriefingRequest) -> dict[str, Any]:
+        """One block of memory for ``query`` that fits ``max_tokens``: convictions, lessons of
+        the task type, insights and the records that answer it, each with id, kind, date and
+        citations; says what it left out."""
+        return {"data": ops.briefing(runtime, body)}
+
+    return router

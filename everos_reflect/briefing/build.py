@@ -1,0 +1,202 @@
+"""Gather a briefing's candidates from every tier and pack them (the I/O half of the briefing).
+
+Priority (SPEC §10): current convictions, then the lessons of the task type ranked by
+confirmations, then — in the order the question's route asks for — the insights relevant to the
+query and the Episodes, facts and task records that answer it. Nothing archived
+(``deprecated_by``) or stale/retired is offered. Relevance is the cosine similarity between the
+query and each record's vector; records below ``min_similarity`` are not offered at all, so a
+large budget is not filled with noise.
+
+Derived records (convictions, lessons, insights) are read from their Markdown, the truth, for
+their status and evidence; parsed files are cached by (size, mtime) so a briefing re-reads only
+what changed.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.briefing.pack import Briefing, Item, Section, pack
+from everos_reflect.briefing.routing import route as route_of
+from everos_reflect.briefing.tokens import TokenCounter, default_counter
+from everos_reflect.errors import EverosError
+from everos_reflect.index.vectors import where_clause
+from everos_reflect.model import DailyLog, Entry, Kind, UserRef
+from everos_reflect.procedural.lessons import ranked, read_lesson
+from everos_reflect.procedural.tasks import read_task
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from everos_reflect.runtime import Runtime
+
+MAX_BRIEFING_TOKENS = 32_000
+MIN_SIMILARITY = 0.30  # MiniLM cosine below which a record rarely answers the query
+EVIDENCE_K = 12  # candidates fetched per instance kind
+INSIGHT_K = 8
+LIVE = ("active", "contested")
+
+
+class _LogCache:
+    """Parsed daily logs keyed by path, re-read when the file's size or mtime changes."""
+
+    def __init__(self, size: int = 512) -> None:
+        self._size = size
+        self._logs: OrderedDict[Path, tuple[tuple[int, int], DailyLog]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def read(self, runtime: Runtime, path: Path) -> DailyLog | None:
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return None
+        key = (st.st_size, st.st_mtime_ns)
+        with self._lock:
+            hit = self._logs.get(path)
+            if hit and hit[0] == key:
+                self._logs.move_to_end(path)
+                return hit[1]
+        log = runtime.store.read(path)
+        with self._lock:
+            self._logs[path] = (key, log)
+            while len(self._logs) > self._size:
+                self._logs.popitem(last=False)
+        return log
+
+    def entries(self, runtime: Runtime, ref: UserRef, kind: Kind) -> list[Entry]:
+        out: list[Entry] = []
+        for path in runtime.store.iter_files(ref, [kind]):
+            log = self.read(runtime, path)
+            if log is not None:
+                out.extend(log.entries)
+        return out
+
+    def entry(self, runtime: Runtime, ref: UserRef, entry_id: str) -> Entry | None:
+        try:
+            log = self.read(runtime, runtime.store.path_for_id(ref, entry_id))
+        except EverosError:
+            return None
+        return next((e for e in log.entries if e.id == entry_id), None) if log else None
+
+
+_CACHE = _LogCache()
+_POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="everos-briefing")
+
+
+def _status(entry: Entry) -> str:
+    return str(entry.meta.get("status") or "active").strip().lower()
+
+
+def _ids(value: Any) -> list[str]:
+    if isinstance(value, list):
+        return [str(v) for v in value if v is not None]
+    return [str(value)] if value else []
+
+
+def convictions(runtime: Runtime, ref: UserRef) -> list[Item]:
+    """The current worldview: every live, active conviction, by key."""
+    items = []
+    for e in _CACHE.entries(runtime, ref, Kind.CONVICTION):
+        if e.deprecated_by is None and _status(e) == "active":
+            key = str(e.meta.get("key") or "")
+            items.append(Item(e.id, "conviction", e.content, _stamp(e),
+                              _ids(e.meta.get("evidence")), note=key))
+    return sorted(items, key=lambda i: (i.note, i.id))
+
+
+def lessons(runtime: Runtime, ref: UserRef, task_type: str) -> list[Item]:
+    """The live lessons of ``task_type``, most confirmed first."""
+    found = [read_lesson(e) for e in _CACHE.entries(runtime, ref, Kind.LESSON)]
+    items = []
+    for x in ranked(found, task_type):
+        note = f"{x.lesson_type}, confirmed {x.confirmations}x"
+        if x.status == "contested":
+            note += ", contested"
+        items.append(Item(x.id, "lesson", x.text, x.stamp, list(x.evidence),
+                          float(x.confirmations), note))
+    return items
+
+
+def _stamp(entry: Entry) -> str | None:
+    value = entry.meta.get("timestamp")
+    return str(value) if value is not None else None
+
+
+def _search(runtime: Runtime, kind: Kind, vector: np.ndarray, ref: UserRef, k: int,
+            min_similarity: float) -> list[dict[str, Any]]:
+    where = where_clause(app_id=ref.app, project_id=ref.project, user_id=ref.user_id,
+                         include_deprecated=False)
+    rows = runtime.vectors.search_vector(kind, vector, k=k, where=where)
+    for row in rows:
+        row["_similarity"] = 1.0 - float(row["_distance"])
+    return [r for r in rows if r["_similarity"] >= min_similarity]
+
+
+def _row_item(runtime: Runtime, ref: UserRef, row: dict[str, Any]) -> Item | None:
+    kind = str(row.get("kind") or "episode")
+    text = str(row.get("text") or "")
+    evidence: list[str] = list(row.get("sources") or [])
+    if kind == "atomic_fact" and row.get("parent_id"):
+        evidence = [str(row["parent_id"])]
+    elif kind == Kind.TASK.value:
+        entry = _CACHE.entry(runtime, ref, row["id"])
+        if entry is None:
+            return None
+        text = read_task(entry).text()
+    elif Kind(kind).derived:
+        entry = _CACHE.entry(runtime, ref, row["id"])
+        if entry is None or entry.deprecated_by or _status(entry) not in LIVE:
+            return None  # stale or retired in its Markdown, whatever the index says
+        evidence = _ids(entry.meta.get("evidence"))
+    subject = str(row.get("subject") or "")
+    if subject and kind == "episode":
+        text = f"{subject}: {text}"
+    return Item(row["id"], kind, text, row.get("timestamp"), evidence,
+                round(float(row["_similarity"]), 4))
+
+
+def build_briefing(
+    runtime: Runtime,
+    ref: UserRef,
+    query: str,
+    *,
+    task_type: str | None = None,
+    max_tokens: int = 1000,
+    min_similarity: float = MIN_SIMILARITY,
+    counter: TokenCounter | None = None,
+) -> Briefing:
+    """One bounded briefing for ``query`` over ``ref``'s memory (see the module docstring)."""
+    if not isinstance(query, str) or not query.strip():
+        raise EverosError("query must not be empty")
+    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not (
+        1 <= max_tokens <= MAX_BRIEFING_TOKENS
+    ):
+        raise EverosError(f"max_tokens must be 1 to {MAX_BRIEFING_TOKENS}, got {max_tokens!r}")
+    counter = counter or default_counter()
+    route = route_of(query)
+    vector = runtime.embedder.embed([query])[0]
+    instance_kinds = (Kind.EPISODE, Kind.ATOMIC_FACT, Kind.TASK)
+    futures = {
+        kind: _POOL.submit(_search, runtime, kind, vector, ref,
+                           INSIGHT_K if kind is Kind.INSIGHT else EVIDENCE_K, min_similarity)
+        for kind in (*instance_kinds, Kind.INSIGHT)
+    }
+    rows = {kind: f.result() for kind, f in futures.items()}
+    evidence_rows = sorted((r for k in instance_kinds for r in rows[k]),
+                           key=lambda r: -r["_similarity"])
+    insight_items = [i for r in rows[Kind.INSIGHT] if (i := _row_item(runtime, ref, r))]
+    evidence_items = [i for r in evidence_rows if (i := _row_item(runtime, ref, r))]
+
+    sections = [Section("Current convictions", convictions(runtime, ref))]
+    if task_type:
+        sections.append(Section(f"Lessons for {task_type}", lessons(runtime, ref, task_type)))
+    insights = Section("Insights", insight_items)
+    records = Section("Episodes, facts and tasks", evidence_items)
+    sections += [insights, records] if route == "pattern" else [records, insights]
+    header = f"Memory briefing ({route} question" + (
+        f", task type {task_type})" if task_type else ")")
+    return pack(sections, max_tokens, counter, header=header, route=route)

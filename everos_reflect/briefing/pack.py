@@ -1,0 +1,162 @@
+"""Fit ranked memory items into a token budget (pure: items and a counter in, a briefing out).
+
+The block is a header line, then one ``## <section>`` heading per section that kept an item,
+then one line per item — ``- [id · kind · date · cites a, b] text`` — and, when anything did
+not fit, a last line saying what was left out. Sections come in priority order and items in
+rank order; an item that does not fit is skipped (counted as left out) and smaller ones after it
+may still fit. Long texts are cut at a token boundary to a share of the budget, so one long
+narrative cannot crowd out everything else.
+
+The budget covers the whole block: the space the "left out" line may need is reserved before
+packing, and the rendered block is counted again at the end.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
+
+
+class Counts(Protocol):
+    def count(self, text: str) -> int: ...
+    def count_many(self, texts: list[str]) -> list[int]: ...
+    def truncate(self, text: str, limit: int, marker: str = " …") -> str: ...
+
+
+MIN_ITEM_TOKENS = 24  # an item cut shorter than this says too little to be worth its line
+MAX_CITED_SHOWN = 5  # ids of an item's evidence written out; the rest are counted
+
+
+@dataclass
+class Item:
+    """One memory record offered to the briefing."""
+
+    id: str
+    kind: str
+    text: str
+    timestamp: str | None = None
+    evidence: list[str] = field(default_factory=list)
+    score: float | None = None
+    note: str = ""  # e.g. "confirmed 3x", "contested"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Section:
+    title: str
+    items: list[Item]
+
+
+@dataclass
+class Briefing:
+    """The packed block and what went into it (and what did not)."""
+
+    text: str
+    items: list[Item]
+    tokens: int
+    max_tokens: int
+    route: str
+    omitted: dict[str, int] = field(default_factory=dict)  # kind -> items left out
+    omitted_ids: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "text": self.text,
+            "items": [i.to_dict() for i in self.items],
+            "tokens": self.tokens,
+            "max_tokens": self.max_tokens,
+            "route": self.route,
+            "omitted": dict(self.omitted),
+            "omitted_ids": list(self.omitted_ids),
+        }
+
+
+def item_line(item: Item) -> str:
+    day = (item.timestamp or "")[:10] or "undated"
+    tags = [item.id, item.kind, day]
+    if item.evidence:
+        shown = ", ".join(item.evidence[:MAX_CITED_SHOWN])
+        more = len(item.evidence) - MAX_CITED_SHOWN
+        tags.append("cites " + shown + (f" +{more} more" if more > 0 else ""))
+    text = " ".join(item.text.split())
+    note = f" ({item.note})" if item.note else ""
+    return f"- [{' · '.join(tags)}] {text}{note}"
+
+
+def _plural(kind: str, n: int) -> str:
+    word = kind.replace("_", " ")
+    return f"{n} {word}" + ("" if n == 1 else "s")
+
+
+def omitted_line(omitted: dict[str, int]) -> str:
+    parts = [_plural(kind, n) for kind, n in sorted(omitted.items()) if n]
+    return "Left out for budget: " + ", ".join(parts) + "."
+
+
+def pack(
+    sections: Sequence[Section],
+    max_tokens: int,
+    counter: Counts,
+    *,
+    header: str,
+    route: str = "instance",
+) -> Briefing:
+    """The best block of at most ``max_tokens`` tokens from ``sections`` (priority order)."""
+    every = [item for s in sections for item in s.items]
+    kinds = sorted({i.kind for i in every})
+    # room for the worst "left out" line: every kind, four-digit counts
+    reserve = counter.count(omitted_line({k: 9999 for k in kinds})) if kinds else 0
+    head_cost = counter.count(header)
+    if head_cost + reserve > max_tokens:
+        omitted = dict(Counter(i.kind for i in every))
+        return Briefing("", [], 0, max_tokens, route, omitted, [i.id for i in every])
+
+    room = max_tokens - reserve
+    used = head_cost
+    cap = max(MIN_ITEM_TOKENS, (max_tokens - head_cost) // 3)
+    lines = [header]
+    kept: list[Item] = []
+    left: list[Item] = []
+    for section in sections:
+        if not section.items:
+            continue
+        heading = f"## {section.title}"
+        heading_cost = counter.count(heading)
+        shown = [_capped(item, cap, counter) for item in section.items]
+        costs = counter.count_many([item_line(i) for i in shown])
+        opened = False
+        for item, cost in zip(shown, costs, strict=True):
+            extra = cost + (0 if opened else heading_cost)
+            if used + extra > room:
+                left.append(item)
+                continue
+            if not opened:
+                lines.append(heading)
+                opened = True
+            lines.append(item_line(item))
+            used += extra
+            kept.append(item)
+    omitted = dict(Counter(i.kind for i in left))
+    if left:
+        lines.append(omitted_line(omitted))
+    text = "\n".join(lines)
+    tokens = counter.count(text)
+    while tokens > max_tokens and kept:  # counts add up over lines; checked all the same
+        left.append(kept.pop())
+        omitted = dict(Counter(i.kind for i in left))
+        lines = [ln for ln in lines if not ln.startswith("Left out")][:-1]
+        text = "\n".join([*lines, omitted_line(omitted)])
+        tokens = counter.count(text)
+    return Briefing(text, kept, tokens, max_tokens, route, omitted, [i.id for i in left])
+
+
+def _capped(item: Item, cap: int, counter: Counts) -> Item:
+    text = counter.truncate(item.text, cap)
+    if text == item.text:
+        return item
+    return Item(item.id, item.kind, text, item.timestamp, list(item.evidence), item.score,
+                item.note)

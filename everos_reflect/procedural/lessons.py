@@ -1,0 +1,81 @@
+"""Lessons: how a lesson entry is read, and what a new one looks like.
+
+A lesson is an entry of ``.lessons/lesson-YYYY-MM-DD.md`` (``type: lesson_daily``, prefix
+``ls``) with metadata ``task_type``, ``lesson_type`` (``do`` | ``avoid``), ``evidence`` (the
+task ids it rests on), ``confirmations``, ``status`` (``active`` | ``contested`` | ``stale`` |
+``retired``) and section ``## Lesson``. Lessons ``learn_lessons`` writes carry
+``created_by: learn_lessons``: only those may have their metadata rewritten by the daemon
+(SPEC §10); a person's lesson is read, never changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from everos_reflect.model import Entry, format_timestamp
+
+LESSON_TYPES = ("do", "avoid")
+LIVE_STATUSES = ("active", "contested")
+CREATED_BY = "learn_lessons"
+
+
+@dataclass(frozen=True)
+class Lesson:
+    id: str
+    task_type: str
+    lesson_type: str
+    text: str
+    evidence: tuple[str, ...] = ()
+    confirmations: int = 1
+    status: str = "active"
+    timestamp: datetime | None = None
+    deprecated_by: str | None = None
+    contested_with: tuple[str, ...] = ()
+    ours: bool = False  # written by learn_lessons: its metadata may be updated
+
+    @property
+    def live(self) -> bool:
+        """Shown to agents: not archived, and active or contested."""
+        return self.deprecated_by is None and self.status in LIVE_STATUSES
+
+    @property
+    def stamp(self) -> str | None:
+        return format_timestamp(self.timestamp) if self.timestamp else None
+
+
+def _ids(value: Any) -> tuple[str, ...]:
+    if isinstance(value, list):
+        return tuple(str(v) for v in value if v is not None)
+    return (str(value),) if value else ()
+
+
+def read_lesson(entry: Entry) -> Lesson:
+    """Read a lesson entry leniently (a person may have written it)."""
+    meta = entry.meta
+    lesson_type = str(meta.get("lesson_type") or "do").strip().lower()
+    confirmations = meta.get("confirmations")
+    if isinstance(confirmations, bool) or not isinstance(confirmations, int):
+        confirmations = max(1, len(_ids(meta.get("evidence"))))
+    status = str(meta.get("status") or "active").strip().lower()
+    return Lesson(
+        id=entry.id,
+        task_type=str(meta.get("task_type") or "").strip(),
+        lesson_type=lesson_type if lesson_type in LESSON_TYPES else "do",
+        text=entry.sections.get("Lesson", "").strip(),
+        evidence=_ids(meta.get("evidence")),
+        confirmations=max(0, confirmations),
+        status=status,
+        timestamp=entry.timestamp,
+        deprecated_by=entry.deprecated_by,
+        contested_with=_ids(meta.get("contested_with")),
+        ours=meta.get("created_by") == CREATED_BY,
+    )
+
+
+def ranked(lessons: list[Lesson], task_type: str) -> list[Lesson]:
+    """The live lessons of ``task_type``, most confirmed first, then newest."""
+    live = [x for x in lessons if x.live and x.task_type == task_type]
+    return sorted(live, key=lambda x: (-x.confirmations, -(x.timestamp.timestamp()
+                                                           if x.timestamp else 0.0), x.id))

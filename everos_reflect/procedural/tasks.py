@@ -1,0 +1,176 @@
+"""Task records: what a new one looks like, and how any one (hand-written too) is read.
+
+A task record is an entry of ``tasks/task-YYYY-MM-DD.md`` (``type: task_daily``, prefix ``tk``)
+with metadata ``task_type`` and ``outcome`` and the sections ``## Goal``, ``## Steps`` (one step
+per line), ``## Outcome`` and ``## Errors`` (one error per line). One function shapes new
+records for every edge (CLI, HTTP, MCP); :func:`read_task` reads whatever a person wrote,
+leniently, so a hand-written record takes part in lessons like any other.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
+from typing import Any
+
+from everos_reflect.errors import InvalidEpisode
+from everos_reflect.model import (
+    Entry,
+    UserRef,
+    format_timestamp,
+    parse_timestamp,
+    validate_name,
+)
+
+OUTCOMES = ("success", "failure", "partial")
+MAX_GOAL_CHARS = 4_000
+MAX_STEPS = 100
+MAX_ERRORS = 50
+MAX_LINE_CHARS = 2_000
+
+# "1. x", "1) x", "- x", "* x", "+ x": list markers a person may put before a step or error
+_BULLET_RE = re.compile(r"^\s*(?:[-*+]|\d{1,3}[.)])\s+")
+
+
+class InvalidTask(InvalidEpisode):
+    """A new task record's field is unusable; ``field`` names it (like :class:`InvalidEpisode`,
+    so every edge reports it the same way)."""
+
+
+@dataclass(frozen=True)
+class NewTask:
+    """A validated task record ready to append: its day file, metadata and sections."""
+
+    day: date
+    meta: dict[str, Any]
+    sections: dict[str, str]
+
+
+def _one_line(value: object, what: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidTask(what, f"must be text, got {type(value).__name__}")
+    text = " ".join(value.split())  # a pasted multi-line error stays one line, text kept
+    if not text:
+        raise InvalidTask(what, "must not be empty")
+    if len(text) > MAX_LINE_CHARS:
+        raise InvalidTask(what, f"is {len(text)} characters; at most {MAX_LINE_CHARS}")
+    return text
+
+
+def new_task(
+    ref: UserRef,
+    *,
+    task_type: str,
+    goal: str,
+    steps: list[str],
+    outcome: str,
+    errors: list[str] | None = None,
+    outcome_note: str | None = None,
+    timestamp: str | datetime | None = None,
+    now: datetime | None = None,
+) -> NewTask:
+    """Validate and shape a task record, as ``task add``, ``POST /api/v1/tasks`` and the MCP
+    ``record_task`` tool add them. Raises :class:`InvalidTask` naming the field."""
+    try:
+        validate_name(task_type, "task_type")
+    except ValueError as exc:
+        raise InvalidTask("task_type", str(exc)) from None
+    if not isinstance(goal, str) or not goal.strip():
+        raise InvalidTask("goal", "must not be empty")
+    goal = goal.strip()
+    if len(goal) > MAX_GOAL_CHARS:
+        raise InvalidTask("goal", f"is {len(goal)} characters; at most {MAX_GOAL_CHARS}")
+    if outcome not in OUTCOMES:
+        raise InvalidTask("outcome", f"must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+    steps = list(steps or [])
+    if not steps:
+        raise InvalidTask("step", "at least one step is needed")
+    if len(steps) > MAX_STEPS:
+        raise InvalidTask("step", f"{len(steps)} steps; at most {MAX_STEPS}")
+    step_lines = [_one_line(s, "step") for s in steps]
+    errors = list(errors or [])
+    if len(errors) > MAX_ERRORS:
+        raise InvalidTask("error", f"{len(errors)} errors; at most {MAX_ERRORS}")
+    error_lines = [_one_line(e, "error") for e in errors]
+    note = outcome_note.strip() if isinstance(outcome_note, str) else ""
+    if len(note) > MAX_GOAL_CHARS:
+        raise InvalidTask("outcome_note", f"is {len(note)} characters; at most {MAX_GOAL_CHARS}")
+    if timestamp is None:
+        ts = now or datetime.now(UTC)
+    else:
+        parsed = parse_timestamp(timestamp)
+        if parsed is None:
+            raise InvalidTask(
+                "timestamp", f"{timestamp!r} is not ISO 8601 (e.g. 2026-10-12T09:30:00+02:00)"
+            )
+        ts = parsed
+    meta: dict[str, Any] = {"owner_id": ref.user_id, "timestamp": format_timestamp(ts),
+                            "task_type": task_type, "outcome": outcome}
+    sections = {
+        "Goal": goal,
+        "Steps": "\n".join(f"{n}. {s}" for n, s in enumerate(step_lines, start=1)),
+        "Outcome": note or outcome,
+    }
+    if error_lines:
+        sections["Errors"] = "\n".join(f"- {e}" for e in error_lines)
+    return NewTask(ts.astimezone(UTC).date(), meta, sections)
+
+
+def section_lines(body: str) -> list[str]:
+    """The items of a one-per-line section, list markers removed, blank lines skipped."""
+    items = []
+    for line in body.splitlines():
+        text = _BULLET_RE.sub("", line).strip()
+        if text and text.lower() not in {"none", "(none)", "n/a"}:
+            items.append(text)
+    return items
+
+
+@dataclass(frozen=True)
+class TaskRecord:
+    """A task record as the lesson logic sees it (from any entry, hand-written or not)."""
+
+    id: str
+    task_type: str
+    outcome: str  # one of OUTCOMES, or "" when the entry does not say a valid one
+    goal: str
+    steps: tuple[str, ...] = ()
+    errors: tuple[str, ...] = ()
+    outcome_text: str = ""
+    timestamp: datetime | None = None
+    deprecated_by: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def succeeded(self) -> bool:
+        return self.outcome == "success"
+
+    @property
+    def failed(self) -> bool:
+        return self.outcome == "failure"
+
+    def text(self) -> str:
+        """One line for prompts and briefings: goal, outcome, steps, errors."""
+        parts = [f"{self.goal} (outcome: {self.outcome or 'unknown'})"]
+        if self.steps:
+            parts.append("steps: " + "; ".join(self.steps))
+        if self.errors:
+            parts.append("errors: " + "; ".join(self.errors))
+        return " — ".join(parts)
+
+
+def read_task(entry: Entry) -> TaskRecord:
+    """Read a task entry leniently: missing sections are empty, an unknown outcome is ``""``."""
+    outcome = str(entry.meta.get("outcome") or "").strip().lower()
+    return TaskRecord(
+        id=entry.id,
+        task_type=str(entry.meta.get("task_type") or "").strip(),
+        outcome=outcome if outcome in OUTCOMES else "",
+        goal=entry.sections.get("Goal", "").strip(),
+        steps=tuple(section_lines(entry.sections.get("Steps", ""))),
+        errors=tuple(section_lines(entry.sections.get("Errors", ""))),
+        outcome_text=entry.sections.get("Outcome", "").strip(),
+        timestamp=entry.timestamp,
+        deprecated_by=entry.deprecated_by,
+    )

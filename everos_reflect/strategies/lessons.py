@@ -1,0 +1,339 @@
+"""``learn_lessons`` (seed 002, SPEC §10): task records → procedural lessons per task type.
+
+Trigger: a task record written (on write, behind ``cooldown_seconds``); the window is every live
+task not yet consumed (the changes cursor), so tasks written during a cooldown are learned from
+together, in one batch. Per owner and task type:
+
+1. **Candidates.** With an LLM: one ``lessons`` call over the window's tasks of that type
+   (SPEC §9 ``{"lessons": [...], "avoid": [...]}``); each candidate cites the tasks shown.
+   Offline (the ``extractive`` provider): the deterministic lessons of
+   :func:`~everos_reflect.procedural.learning.offline_candidates` over all live tasks of the
+   type — recurring errors and the steps that separate successes from failures — nothing else.
+2. **Match** each candidate with the live lessons of the type
+   (:func:`~everos_reflect.procedural.learning.classify`; offline lessons by their
+   ``signature``): a restatement adds the new tasks to the lesson's ``evidence`` and bumps
+   ``confirmations``; a refinement writes the new lesson and archives the old one through
+   ``deprecated_entries``; a contradiction writes the new lesson and marks both ``contested``;
+   the rest are new lessons.
+3. **Decide** contested pairs once more tasks have spoken: a side ahead by
+   ``contest_margin`` confirmations becomes ``active`` again, the other ``retired``.
+
+Writes are one atomic append per owner and type, tagged with the window's key, and the run loop
+of :class:`~everos_reflect.strategies.belief_store.BeliefTier` moves the cursor and records the
+``derivation_report`` row only after them, so a crash re-reads the window and writes nothing
+twice. Only lessons this strategy wrote (``created_by: learn_lessons``) have their metadata
+changed; a person's lesson is confirmed in the report but never rewritten.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.engine.registry import RunContext, SettingSpec
+from everos_reflect.engine.triggers import OnWriteTrigger
+from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.procedural import learning
+from everos_reflect.procedural.lessons import CREATED_BY, Lesson, read_lesson
+from everos_reflect.procedural.tasks import TaskRecord, read_task
+from everos_reflect.strategies.belief_store import (
+    DERIVATION_KEY,
+    BeliefTier,
+    Budget,
+    Derived,
+    Work,
+    derived_meta,
+    owners,
+    sync,
+    tier_settings,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    import numpy as np
+
+    from everos_reflect.runtime import Runtime
+
+NAME = "learn_lessons"
+CONTESTED, ACTIVE, RETIRED = "contested", "active", "retired"
+
+
+def _fraction(value: float) -> str | None:
+    return None if 0 < value <= 1 else "must be in (0, 1]"
+
+
+def _at_least_one(value: int) -> str | None:
+    return None if value >= 1 else "must be >= 1"
+
+
+@dataclass
+class LessonState:
+    """One owner's task records and lessons, as Markdown has them."""
+
+    tasks: list[Entry]
+    lessons: list[Entry]
+
+    @classmethod
+    def load(cls, runtime: Runtime, ref: UserRef) -> LessonState:
+        return cls(runtime.store.entries(ref, Kind.TASK), runtime.store.entries(ref, Kind.LESSON))
+
+    def written_by(self, key: str, kind: Kind) -> list[Entry]:
+        """Lessons already written for the window ``key`` (after a crash)."""
+        return [e for e in self.lessons if e.meta.get(DERIVATION_KEY) == key]
+
+    def live_tasks(self) -> list[TaskRecord]:
+        return [t for t in map(read_task, self.tasks) if t.deprecated_by is None and t.task_type]
+
+    def live_lessons(self, task_type: str) -> list[Lesson]:
+        return [x for x in map(read_lesson, self.lessons) if x.live and x.task_type == task_type]
+
+
+@dataclass
+class _Plan:
+    """What one task type's candidates do to its lessons."""
+
+    confirm: dict[str, tuple[tuple[str, ...], int]]  # lesson id → (new evidence, new count)
+    new: list[tuple[learning.Candidate, str, Lesson | None]]  # candidate, status, old lesson
+    handwritten: int = 0
+
+
+class LearnLessons(BeliefTier):
+    name = NAME
+    description = "Learn procedural lessons per task type from task records (seed 002)."
+    output_kind = Kind.LESSON
+    task = "lessons"
+    data_trigger = OnWriteTrigger()  # the cooldown is applied by observe()
+    settings = (
+        SettingSpec("restate_similarity", float, learning.RESTATE_SIMILARITY,
+                    "Cosine similarity at which a candidate restates a lesson.", _fraction),
+        SettingSpec("related_similarity", float, learning.RELATED_SIMILARITY,
+                    "Cosine similarity at which a candidate is about the same lesson "
+                    "(refines or contradicts it).", _fraction),
+        SettingSpec("min_recurrence", int, learning.MIN_RECURRENCE,
+                    "Offline: tasks an error must recur in to become an avoid lesson.",
+                    _at_least_one),
+        SettingSpec("contest_margin", int, 2,
+                    "Confirmations one side of a contested pair must lead by to win.",
+                    _at_least_one),
+        *tier_settings(cooldown=60.0),
+    )
+
+    # -- the window ---------------------------------------------------------------------------
+
+    def candidates(self, state: Any, settings: Mapping[str, Any]) -> dict[str, str]:
+        return {e.id: e.content_hash for e in state.tasks
+                if e.deprecated_by is None and e.meta.get("task_type")}
+
+    def due(self, state: Any, window: list[str], settings: Mapping[str, Any]) -> bool:
+        return bool(window)
+
+    def needs_llm(self, runtime: Runtime) -> str | None:
+        return None  # the offline path is honest (see the module docstring)
+
+    def due_owners(self, runtime: Runtime, settings: Mapping[str, Any], *,
+                   force: bool = False, fix: bool = False) -> Iterator[Work]:
+        from everos_reflect.strategies import beliefs
+
+        for ref in owners(runtime):
+            state = LessonState.load(runtime, ref)
+            if not state.tasks:
+                continue
+            if fix:
+                touched = repair_lessons(runtime, ref, state)
+                if touched:
+                    sync(runtime, touched)
+                    state = LessonState.load(runtime, ref)
+            state, items = self.pending(runtime, ref, settings, state)  # type: ignore[arg-type]
+            if items and (force or self.due(state, list(items), settings)):
+                yield Work(ref, state, items,  # type: ignore[arg-type]
+                           beliefs.window_key(self.name, str(ref), items))
+
+    # -- one window ---------------------------------------------------------------------------
+
+    def derive(self, ctx: RunContext, work: Work, budget: Budget) -> Derived:
+        from everos_reflect.llm.tasks import NeedsLLM
+
+        rt, ref, state = ctx.runtime, work.ref, work.state
+        assert isinstance(state, LessonState)
+        derived = Derived()
+        tasks = state.live_tasks()
+        window = set(work.items)
+        by_type: dict[str, list[TaskRecord]] = defaultdict(list)
+        for task in tasks:
+            by_type[task.task_type].append(task)
+        touched: set[Path] = set()
+        for task_type in sorted({t.task_type for t in tasks if t.id in window}):
+            shown = [t for t in by_type[task_type] if t.id in window]
+            try:
+                candidates = self._llm_candidates(ctx, budget, task_type, shown, derived)
+            except NeedsLLM:
+                candidates = learning.offline_candidates(
+                    by_type[task_type], min_recurrence=int(ctx.settings["min_recurrence"]))
+                derived.provider, derived.model = "extractive", None
+            plan = self._plan(rt, state, task_type, candidates, ctx.settings)
+            if plan.handwritten:
+                ctx.log.info("%s: %s: %d candidate(s) restate a hand-written %s lesson, left "
+                             "unchanged", self.name, ref, plan.handwritten, task_type)
+            written, paths = self._apply(rt, ref, work.key, task_type, plan)
+            derived.outputs += written
+            touched |= paths
+            touched |= decide_contests(rt, ref, LessonState.load(rt, ref), task_type,
+                                       int(ctx.settings["contest_margin"]))
+        sync(rt, touched)
+        return derived
+
+    def _llm_candidates(self, ctx: RunContext, budget: Budget, task_type: str,
+                        shown: Sequence[TaskRecord], derived: Derived
+                        ) -> list[learning.Candidate]:
+        from everos_reflect.llm.tasks import Record
+
+        records = [Record(t.id, "task", t.text(), t.timestamp) for t in shown]
+        reply = self.call(ctx, budget, records, {"task_type": task_type}, derived)
+        cited = tuple(t.id for t in shown)
+        return [learning.Candidate(text, kind, cited)
+                for key, kind in (("lessons", "do"), ("avoid", "avoid"))
+                for text in dict.fromkeys(s.strip() for s in reply[key]) if text]
+
+    def _plan(self, rt: Runtime, state: LessonState, task_type: str,
+              candidates: Sequence[learning.Candidate], settings: Mapping[str, Any]) -> _Plan:
+        plan = _Plan({}, [])
+        existing = state.live_lessons(task_type)
+        by_signature = {e.meta.get("signature"): read_lesson(e) for e in state.lessons
+                        if e.meta.get("signature") and read_lesson(e).live
+                        and read_lesson(e).task_type == task_type}
+        texts = [c.text for c in candidates] + [x.text for x in existing]
+        vectors = rt.embedder.embed(texts) if texts else []
+        pool: list[tuple[Lesson, np.ndarray]] = [
+            (x, vectors[len(candidates) + n]) for n, x in enumerate(existing)]
+        for n, cand in enumerate(candidates):
+            if cand.signature:  # offline lessons state counts: matched by what they count only
+                target = by_signature.get(cand.signature)
+                decision = (learning.Decision("restate", cand, target, 1.0) if target
+                            else learning.Decision("new", cand))
+            else:
+                decision = learning.classify(
+                    cand, vectors[n], pool, restate=float(settings["restate_similarity"]),
+                    related=float(settings["related_similarity"]))
+            if decision.action == "restate" and decision.target is not None:
+                old = decision.target
+                if old.id.startswith("?"):  # restates a lesson of this same batch
+                    i = int(old.id[1:])
+                    c, status, prev = plan.new[i]
+                    merged = tuple(dict.fromkeys(c.evidence + cand.evidence))
+                    plan.new[i] = (learning.Candidate(c.text, c.lesson_type, merged,
+                                                      c.signature, c.count), status, prev)
+                    continue
+                before, count = plan.confirm.get(old.id, (old.evidence, old.confirmations))
+                fresh = tuple(t for t in cand.evidence if t not in before)
+                if cand.signature:  # an offline count is the count, not an increment
+                    count = max(count, cand.count)
+                else:
+                    count += len(fresh)
+                if not old.ours:
+                    plan.handwritten += 1
+                elif fresh or count != old.confirmations:
+                    plan.confirm[old.id] = (before + fresh, count)
+                continue
+            status = CONTESTED if decision.action == "contradict" else ACTIVE
+            target = decision.target if decision.action in ("refine", "contradict") else None
+            placeholder = Lesson(f"?{len(plan.new)}", task_type, cand.lesson_type, cand.text,
+                                 cand.evidence)
+            plan.new.append((cand, status, target))
+            pool.append((placeholder, vectors[n]))
+        return plan
+
+    def _apply(self, rt: Runtime, ref: UserRef, key: str, task_type: str,
+               plan: _Plan) -> tuple[list[str], set[Path]]:
+        store, touched = rt.store, set()
+        for lesson_id, (evidence, count) in plan.confirm.items():
+            store.update_meta(ref, lesson_id, {"evidence": list(dict.fromkeys(evidence)),
+                                               "confirmations": count})
+            touched.add(store.path_for_id(ref, lesson_id))
+        if not plan.new:
+            return [], touched
+        rows = []
+        for cand, status, old in plan.new:
+            evidence = cand.evidence
+            confirmations = cand.count or len(cand.evidence)
+            if old is not None and status == ACTIVE:  # a refinement inherits what it refines
+                evidence = tuple(dict.fromkeys(old.evidence + cand.evidence))
+                confirmations = old.confirmations + len(set(cand.evidence) - set(old.evidence))
+            meta = derived_meta(evidence=evidence, depth=1, key=key, extra={
+                "task_type": task_type, "lesson_type": cand.lesson_type,
+                "confirmations": max(1, confirmations), "created_by": CREATED_BY,
+                "signature": cand.signature,
+                "supersedes": old.id if old is not None and status == ACTIVE else None,
+                "contested_with": [old.id] if old is not None and status == CONTESTED else None,
+            })
+            meta["status"] = status
+            rows.append(({k: v for k, v in meta.items() if v is not None},
+                         {"Lesson": cand.text}))
+        written = store.append_many(ref, Kind.LESSON, rows)
+        touched |= {store.path_for_id(ref, e.id) for e in written}
+        touched |= repair_lessons(rt, ref, LessonState.load(rt, ref))
+        return [e.id for e in written], touched
+
+
+def repair_lessons(runtime: Runtime, ref: UserRef, state: LessonState) -> set[Path]:
+    """Finish what a crash may have left half done after the append (idempotent): a live
+    refinement archives the lesson it ``supersedes``; the other side of a new contested lesson
+    is marked ``contested`` too (when this strategy wrote it)."""
+    store, touched = runtime.store, set()
+    lessons = {e.id: e for e in state.lessons}
+    archive = {}
+    for entry in state.lessons:
+        lesson = read_lesson(entry)
+        if not (lesson.ours and lesson.live):
+            continue
+        old_id = entry.meta.get("supersedes")
+        old = lessons.get(str(old_id)) if old_id else None
+        if old is not None and old.deprecated_by is None:
+            archive[old.id] = entry.id
+        for other_id in lesson.contested_with if lesson.status == CONTESTED else ():
+            other = lessons.get(other_id)
+            if other is None:
+                continue
+            theirs = read_lesson(other)
+            if theirs.ours and theirs.live and lesson.id not in theirs.contested_with:
+                store.update_meta(ref, other_id, {
+                    "status": CONTESTED,
+                    "contested_with": [*theirs.contested_with, lesson.id]})
+                touched.add(store.path_for_id(ref, other_id))
+    if archive:
+        store.deprecate(ref, archive)
+        touched |= {store.path_for_id(ref, old) for old in archive}
+    return touched
+
+
+def decide_contests(runtime: Runtime, ref: UserRef, state: LessonState, task_type: str,
+                    margin: int) -> set[Path]:
+    """Settle contested pairs the tasks have decided: the side ahead by ``margin``
+    confirmations becomes active again, the other is retired with the reason."""
+    store, touched = runtime.store, set()
+    live = {x.id: x for x in state.live_lessons(task_type)}
+    for lesson in list(live.values()):
+        if lesson.status != CONTESTED or not lesson.ours:
+            continue
+        rivals = [live[i] for i in lesson.contested_with if i in live]
+        if not rivals:
+            continue
+        top = max(r.confirmations for r in rivals)
+        if lesson.confirmations >= top + margin:
+            for rival in rivals:
+                if rival.ours:
+                    store.update_meta(ref, rival.id, {
+                        "status": RETIRED, "retired_at": datetime.now(UTC),
+                        "stale_reason": f"contradicted by {lesson.id}, confirmed "
+                                        f"{lesson.confirmations}x against {rival.confirmations}x"})
+                    touched.add(store.path_for_id(ref, rival.id))
+            store.update_meta(ref, lesson.id, {"status": ACTIVE, "contested_with": None})
+            touched.add(store.path_for_id(ref, lesson.id))
+    return touched
+
+
+__all__ = ["NAME", "LearnLessons", "LessonState", "decide_contests", "repair_lessons"]

@@ -1,0 +1,27 @@
+"""A synchronous client for the HTTP API in-process (httpx ASGI transport), for feature tests."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import httpx
+
+from everos_reflect.api.app import create_app
+from everos_reflect.engine.engine import Engine
+from everos_reflect.runtime import Runtime
+
+
+class ApiClient:
+    """``client("POST", "/api/v1/tasks", json=...)`` → the response; one event loop per call."""
+
+    def __init__(self, runtime: Runtime) -> None:
+        self.app = create_app(runtime, Engine(runtime))
+
+    def __call__(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        async def go() -> httpx.Response:
+            transport = httpx.ASGITransport(app=self.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+                return await c.request(method, url, **kwargs)
+
+        return asyncio.run(go())

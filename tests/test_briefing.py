@@ -1,0 +1,162 @@
+"""The bounded briefing: the budget is never exceeded (property), the priority order, typed
+routing, nothing archived or stale, and the HTTP edge."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from everos_reflect.briefing.build import build_briefing
+from everos_reflect.briefing.pack import Item, Section, item_line, pack
+from everos_reflect.briefing.tokens import default_counter
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.index.sync import Indexer
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+from tests.api_client import ApiClient
+
+REF = UserRef.of("u_ops")
+COUNTER = default_counter()
+
+_text = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=400)
+_items = st.lists(
+    st.builds(Item, id=st.just("?"),
+              kind=st.sampled_from(["episode", "atomic_fact", "insight", "lesson", "task"]),
+              text=_text, timestamp=st.none() | st.just("2026-10-12T09:00:00+00:00"),
+              evidence=st.lists(st.integers(1, 9999).map(lambda n: f"tk_20261012_{n:04d}"),
+                                max_size=12)),
+    max_size=25,
+)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sections=st.lists(_items, min_size=1, max_size=4),
+       max_tokens=st.integers(min_value=1, max_value=3000))
+def test_budget_is_never_exceeded(sections: list[list[Item]], max_tokens: int) -> None:
+    secs = [Section(f"S{n}", items) for n, items in enumerate(sections)]
+    for n, item in enumerate(i for sec in secs for i in sec.items):
+        item.id = f"ep_20261012_{n:04d}"  # unique, so kept + left out can be checked by id
+    briefing = pack(secs, max_tokens, COUNTER, header="Memory briefing (instance question)")
+    assert COUNTER.count(briefing.text) == briefing.tokens <= max_tokens
+    every = [i.id for s in secs for i in s.items]
+    kept = [i.id for i in briefing.items]
+    assert sorted(kept + briefing.omitted_ids) == sorted(every)  # each item kept or reported
+    assert sum(briefing.omitted.values()) == len(briefing.omitted_ids)
+    if briefing.text:  # else not even the header fits; the answer's `omitted` still says it
+        assert ("Left out for budget" in briefing.text) == bool(briefing.omitted_ids)
+    lines = briefing.text.splitlines()
+    positions = [next(n for n, ln in enumerate(lines) if ln.startswith(f"- [{i.id} "))
+                 for i in briefing.items]
+    assert positions == sorted(positions)  # priority order kept
+
+
+def test_a_long_item_is_cut_not_allowed_to_crowd_out_the_rest() -> None:
+    long = Item("ep_20261012_0001", "episode", "word " * 2000, "2026-10-12T09:00:00+00:00")
+    short = Item("ep_20261012_0002", "episode", "short one", "2026-10-12T09:00:00+00:00")
+    b = pack([Section("Episodes", [long, short])], 300, COUNTER, header="h")
+    assert [i.id for i in b.items] == [long.id, short.id]
+    assert b.items[0].text.endswith("…") and b.tokens <= 300
+    assert item_line(b.items[1]) in b.text
+
+
+@pytest.fixture
+def runtime(root: Path) -> Iterator[Runtime]:
+    rt = Runtime(root, embedder=HashEmbedder())
+    yield rt
+    rt.close()
+
+
+def _lesson(rt: Runtime, text: str, confirmations: int, status: str = "active",
+            task_type: str = "deploy") -> str:
+    meta = {"timestamp": "2026-10-20T09:00:00+00:00", "task_type": task_type,
+            "lesson_type": "do", "evidence": ["tk_20261012_0001"],
+            "confirmations": confirmations, "depth": 1, "status": status}
+    return rt.store.append(REF, Kind.LESSON, meta, {"Lesson": text}).id
+
+
+def _seed(rt: Runtime) -> dict[str, str]:
+    ids = {}
+    for n, (subject, content) in enumerate([
+        ("Deploy failed", "The web deploy failed with ImagePullBackOff on Monday."),
+        ("Deploy retried", "After reading the logs the deploy was retried and passed."),
+        ("Lunch", "Dana had ramen for lunch."),
+    ]):
+        e = rt.store.append(REF, Kind.EPISODE, {"timestamp": f"2026-10-1{n}T09:00:00+00:00",
+                                                "parent_type": "memcell", "parent_id": "mc_1"},
+                            {"Subject": subject, "Content": content})
+        ids[subject] = e.id
+    archived = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-13T09:00:00+00:00",
+                                                   "parent_type": "memcell", "parent_id": "mc_2"},
+                               {"Subject": "Old", "Content": "An archived deploy note."})
+    rt.store.deprecate(REF, {archived.id: ids["Deploy retried"]})
+    ids["archived"] = archived.id
+    ids["ls_top"] = _lesson(rt, "Check the logs before retrying a deploy.", 3)
+    ids["ls_low"] = _lesson(rt, "Pin image tags.", 1)
+    ids["ls_contested"] = _lesson(rt, "Always retry at once.", 2, status="contested")
+    ids["ls_stale"] = _lesson(rt, "A stale lesson.", 9, status="stale")
+    ids["ls_other"] = _lesson(rt, "Back up first.", 5, task_type="migrate")
+    for status in ("active", "stale"):
+        meta = {"timestamp": "2026-10-21T09:00:00+00:00", "evidence": [ids["Deploy failed"],
+                                                                       ids["Deploy retried"]],
+                "depth": 1, "status": status}
+        ids[f"in_{status}"] = rt.store.append(
+            REF, Kind.INSIGHT, meta, {"Insight": f"Deploys usually fail first ({status})."}).id
+    Indexer(rt).scan()
+    return ids
+
+
+def test_briefing_order_routing_and_exclusions(runtime: Runtime) -> None:
+    ids = _seed(runtime)
+    b = build_briefing(runtime, REF, "What usually breaks our deploys?", task_type="deploy",
+                       max_tokens=2000, min_similarity=-1.0)
+    kinds = [i.kind for i in b.items]
+    got = [i.id for i in b.items]
+    assert b.route == "pattern" and not b.omitted
+    # lessons of the type by confirmations (the contested one kept and marked), then insights
+    assert got[:3] == [ids["ls_top"], ids["ls_contested"], ids["ls_low"]]
+    assert "contested" in b.items[1].note
+    assert kinds.index("insight") < kinds.index("episode")
+    for gone in ("archived", "ls_stale", "ls_other", "in_stale"):
+        assert ids[gone] not in got
+    insight = next(i for i in b.items if i.kind == "insight")
+    assert insight.evidence == [ids["Deploy failed"], ids["Deploy retried"]]
+    assert insight.timestamp and insight.timestamp.startswith("2026-10-21")
+
+    b = build_briefing(runtime, REF, "When did the web deploy fail?", task_type="deploy",
+                       max_tokens=2000, min_similarity=-1.0)
+    kinds = [i.kind for i in b.items]
+    assert b.route == "instance"
+    assert kinds.index("episode") < kinds.index("insight")
+
+
+def test_briefing_leaves_out_for_budget_and_says_so(runtime: Runtime) -> None:
+    _seed(runtime)
+    b = build_briefing(runtime, REF, "deploy", task_type="deploy", max_tokens=60,
+                       min_similarity=-1.0)
+    assert b.tokens <= 60 and b.omitted_ids
+    assert b.text.endswith(".") and "Left out for budget:" in b.text
+
+
+def test_briefing_api_shape_and_errors(runtime: Runtime) -> None:
+    ids = _seed(runtime)
+    call = ApiClient(runtime)
+    resp = call("POST", "/api/v1/memory/briefing",
+                json={"user_id": "u_ops", "query": "deploy logs", "task_type": "deploy",
+                      "max_tokens": 400})
+    assert resp.status_code == 200, resp.text
+    data = resp.json()["data"]
+    assert data["tokens"] <= 400 and data["max_tokens"] == 400
+    first = data["items"][0]
+    assert first["id"] == ids["ls_top"]
+    assert {"id", "kind", "timestamp", "text", "evidence"} <= set(first)
+    for bad, fragment in [({"max_tokens": 0}, "max_tokens"), ({"query": ""}, "query"),
+                          ({"user_id": "../x"}, "user_id"), ({"task_type": "a b"}, "task_type"),
+                          ({"budget": 5}, "budget")]:
+        body = {"user_id": "u_ops", "query": "q", "max_tokens": 100, **bad}
+        resp = call("POST", "/api/v1/memory/briefing", json=body)
+        assert resp.status_code == 422, (bad, resp.text)
+        assert fragment in resp.json()["error"]["message"]

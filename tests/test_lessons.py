@@ -1,0 +1,300 @@
+"""``learn_lessons``: the seed's deploy flow through the real OpenAI client, restatement /
+refinement / contradiction, the offline lessons, hand-written lessons, and the edges."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from everos_reflect.briefing.build import build_briefing
+from everos_reflect.cli.main import cli
+from everos_reflect.embedding import make_embedder
+from everos_reflect.engine.registry import RunContext, validate_strategy_settings
+from everos_reflect.llm.base import ScriptedLLM
+from everos_reflect.llm.openai_llm import OpenAILLM
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.procedural.lessons import read_lesson
+from everos_reflect.procedural.tasks import new_task
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+from everos_reflect.strategies.lessons import NAME, LearnLessons
+from tests.api_client import ApiClient
+
+pytest_plugins = ["tests.fake_openai"]
+pytestmark = pytest.mark.slow  # the bundled MiniLM embedder decides what restates what
+
+REF = UserRef.of("u_ops")
+LESSON_DIR = "default_app/default_project/users/u_ops/.lessons"
+
+
+@cache
+def embedder() -> Any:
+    return make_embedder(Settings().embedding)
+
+
+def make_runtime(root: Path, llm: Any) -> Runtime:
+    return Runtime(root, embedder=embedder(), llm=llm)
+
+
+@pytest.fixture
+def scripted(root: Path) -> Iterator[tuple[Runtime, ScriptedLLM]]:
+    llm = ScriptedLLM()
+    rt = make_runtime(root, llm)
+    yield rt, llm
+    rt.close()
+
+
+def task(rt: Runtime, day: int, outcome: str, steps: list[str], errors: tuple[str, ...] = (),
+         task_type: str = "deploy", goal: str = "Deploy the web service") -> str:
+    t = new_task(REF, task_type=task_type, goal=goal, steps=steps, outcome=outcome,
+                 errors=list(errors), timestamp=f"2026-10-{day:02d}T10:00:00+00:00")
+    return rt.store.append(REF, Kind.TASK, t.meta, t.sections, day=t.day).id
+
+
+_runs = iter(range(10_000))
+
+
+def learn(rt: Runtime, **settings: Any) -> dict[str, int]:
+    values = validate_strategy_settings(NAME, settings, "ome.toml")
+    ctx = RunContext(rt, values, run_id=f"run_test_{next(_runs)}", trigger="test")
+    return {k: v for k, v in LearnLessons().run(ctx).items() if v}  # zero counts say nothing
+
+
+def lessons(rt: Runtime, *, live_only: bool = True) -> list[Any]:
+    found = [read_lesson(e) for e in rt.store.entries(REF, Kind.LESSON)]
+    return [x for x in found if x.live or not live_only]
+
+
+def reply(lessons: list[str] | None = None, avoid: list[str] | None = None) -> dict[str, Any]:
+    return {"lessons": lessons or [], "avoid": avoid or []}
+
+
+# -- the seed's flow through the real client ---------------------------------------------------
+
+
+def test_seed_flow_check_logs_before_retrying_confirmed_by_the_third_task(
+    root: Path, fake_openai: Any
+) -> None:
+    llm = OpenAILLM(model="fake-model", base_url=fake_openai.base_url, api_key="k",
+                    max_retries=0, timeout_seconds=10, sleep=lambda s: None)
+    rt = make_runtime(root, llm)
+    fake_openai.script(
+        reply(avoid=["Deploying while the image registry is in its maintenance window."]),
+        reply(lessons=["Check the logs before retrying a failed deploy."]),
+        reply(lessons=["Read the deploy logs before you retry."]),
+    )
+    t1 = task(rt, 1, "failure", ["build image", "deploy"],
+              ("ImagePullBackOff: registry timeout",))
+    assert learn(rt) == {"owners": 1, "written": 1}
+    t2 = task(rt, 2, "success", ["check logs", "fix registry credentials", "deploy"])
+    assert learn(rt) == {"owners": 1, "written": 1}
+    t3 = task(rt, 3, "success", ["check logs", "deploy"])
+    assert learn(rt) == {"owners": 1}  # a restatement writes no new lesson
+
+    by_text = {x.text: x for x in lessons(rt)}
+    check = by_text["Check the logs before retrying a failed deploy."]
+    assert (check.lesson_type, check.evidence, check.confirmations) == ("do", (t2, t3), 2)
+    avoid = by_text["Deploying while the image registry is in its maintenance window."]
+    assert (avoid.lesson_type, avoid.evidence, avoid.confirmations) == ("avoid", (t1,), 1)
+    assert len(by_text) == 2
+
+    bodies = fake_openai.chat_bodies()
+    assert len(bodies) == 3
+    for body in bodies:
+        schema = body["response_format"]["json_schema"]["schema"]
+        assert set(schema["properties"]) == {"lessons", "avoid"}
+    third = next(m["content"] for m in bodies[2]["messages"] if m["role"] == "user")
+    assert "Task type: deploy" in third
+    assert "[1] 2026-10-03 task: Deploy the web service (outcome: success)" in third
+    assert "[2]" not in third  # only the new task: earlier ones were already learned from
+    rows = rt.db().execute("SELECT strategy, inputs, outputs, status, provider, model "
+                           "FROM derivation_report ORDER BY created_at").fetchall()
+    assert [(r["strategy"], json.loads(r["inputs"]), r["status"], r["model"]) for r in rows] == [
+        (NAME, [t1], "ok", "fake-model"), (NAME, [t2], "ok", "fake-model"),
+        (NAME, [t3], "ok", "fake-model")]
+
+    briefing = build_briefing(rt, REF, "deploy the web service", task_type="deploy",
+                              max_tokens=300)
+    assert briefing.items[0].id == check.id and "confirmed 2x" in briefing.items[0].note
+    assert learn(rt) == {}  # nothing new: no call, nothing written
+    assert len(fake_openai.chat_bodies()) == 3
+    rt.close()
+
+
+# -- restatement, refinement, contradiction ----------------------------------------------------
+
+
+def test_refinement_archives_the_older_lesson(scripted: tuple[Runtime, ScriptedLLM]) -> None:
+    rt, llm = scripted
+    llm.queue_task("lessons", reply(lessons=["Check the logs before retrying a failed deploy."]),
+                   reply(lessons=["Check the logs and the registry credentials before "
+                                  "retrying a failed deploy."]))
+    t1 = task(rt, 1, "success", ["check logs", "deploy"])
+    learn(rt)
+    old = lessons(rt)[0]
+    t2 = task(rt, 2, "success", ["check logs", "check registry credentials", "deploy"])
+    learn(rt)
+    [new] = lessons(rt)
+    assert new.text.startswith("Check the logs and the registry credentials")
+    assert new.evidence == (t1, t2) and new.confirmations == 2
+    archived = next(x for x in lessons(rt, live_only=False) if x.id == old.id)
+    assert archived.deprecated_by == new.id
+    text = next((rt.root / LESSON_DIR).glob("lesson-*.md")).read_text()
+    assert f"deprecated_entries:\n  {old.id}: {new.id}" in text
+    assert rt.store.get(REF, new.id).meta["supersedes"] == old.id
+
+
+def test_contradiction_keeps_both_contested_until_tasks_decide(
+    scripted: tuple[Runtime, ScriptedLLM]
+) -> None:
+    rt, llm = scripted
+    llm.queue_task("lessons", reply(lessons=["Retry a failed deploy at once."]),
+                   reply(lessons=["Do not retry a failed deploy at once."]))
+    task(rt, 1, "success", ["retry", "deploy"])
+    learn(rt)
+    task(rt, 2, "failure", ["retry", "deploy"], ("timeout",))
+    learn(rt)
+    both = {x.text: x for x in lessons(rt)}
+    retry, wait = both["Retry a failed deploy at once."], both[
+        "Do not retry a failed deploy at once."]
+    assert retry.status == wait.status == "contested"
+    assert retry.contested_with == (wait.id,) and wait.contested_with == (retry.id,)
+    brief = build_briefing(rt, REF, "deploy", task_type="deploy", max_tokens=500)
+    assert {i.id for i in brief.items if "contested" in i.note} == {retry.id, wait.id}
+
+    # two more tasks restate "do not retry": ahead by 2 confirmations, it wins
+    llm.queue_task("lessons", reply(lessons=["Don't retry a failed deploy at once."]),
+                   reply(lessons=["Do not retry a failed deploy immediately."]))
+    task(rt, 3, "success", ["wait", "deploy"])
+    learn(rt)
+    assert {x.status for x in lessons(rt)} == {"contested"}
+    task(rt, 4, "success", ["wait", "deploy"])
+    learn(rt)
+    [winner] = lessons(rt)
+    assert winner.id == wait.id and winner.status == "active" and winner.confirmations == 3
+    loser = read_lesson(rt.store.get(REF, retry.id))
+    assert loser.status == "retired"
+    assert "contradicted by" in rt.store.get(REF, retry.id).meta["stale_reason"]
+
+
+def test_two_candidates_of_one_reply_that_restate_each_other_make_one_lesson(
+    scripted: tuple[Runtime, ScriptedLLM]
+) -> None:
+    rt, llm = scripted
+    llm.queue_task("lessons", reply(lessons=["Check the logs before retrying a failed deploy.",
+                                             "Read the deploy logs before you retry."]))
+    t1 = task(rt, 1, "success", ["check logs", "deploy"])
+    learn(rt)
+    [one] = lessons(rt)
+    assert one.evidence == (t1,) and one.confirmations == 1
+
+
+def test_hand_written_lesson_is_confirmed_but_never_rewritten(
+    scripted: tuple[Runtime, ScriptedLLM], root: Path
+) -> None:
+    rt, llm = scripted
+    mine = rt.store.append(REF, Kind.LESSON, {
+        "timestamp": "2026-09-01T09:00:00+00:00", "task_type": "deploy", "lesson_type": "do",
+        "evidence": [], "confirmations": 5, "status": "active"},
+        {"Lesson": "Check the logs before retrying a failed deploy."})
+    path = rt.store.path_for_id(REF, mine.id)
+    before = path.read_bytes()
+    llm.queue_task("lessons", reply(lessons=["Read the deploy logs before you retry."]))
+    task(rt, 1, "success", ["check logs", "deploy"])
+    assert learn(rt) == {"owners": 1}
+    assert path.read_bytes() == before
+    assert [x.id for x in lessons(rt)] == [mine.id]
+
+
+def test_a_failed_llm_call_leaves_the_window_for_the_next_run(
+    scripted: tuple[Runtime, ScriptedLLM]
+) -> None:
+    from everos_reflect.errors import ProviderUnavailable
+
+    rt, llm = scripted
+    llm.queue_task("lessons", ProviderUnavailable("server down"),
+                   reply(lessons=["Check the logs before retrying a failed deploy."]))
+    t1 = task(rt, 1, "success", ["check logs", "deploy"])
+    assert learn(rt) == {"failed": 1}
+    assert lessons(rt) == []
+    assert learn(rt) == {"owners": 1, "written": 1}
+    assert lessons(rt)[0].evidence == (t1,)
+
+
+# -- offline -----------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def offline(root: Path) -> Iterator[Runtime]:
+    from everos_reflect.llm.extractive import ExtractiveLLM
+
+    rt = make_runtime(root, ExtractiveLLM())
+    yield rt
+    rt.close()
+
+
+def test_offline_lessons_on_a_fixture(offline: Runtime) -> None:
+    rt = offline
+    f1 = task(rt, 1, "failure", ["build image", "deploy"],
+              ("ImagePullBackOff: registry timeout after 30s",))
+    s1 = task(rt, 2, "success", ["check logs", "fix registry credentials", "deploy"])
+    s2 = task(rt, 3, "success", ["Check logs", "deploy"])
+    f2 = task(rt, 4, "failure", ["build image", "deploy"],
+              ("ImagePullBackOff: registry timeout after 45s",))
+    # another type with one success only: nothing to learn, nothing invented
+    task(rt, 5, "success", ["back up", "migrate"], task_type="migrate")
+    assert learn(rt) == {"owners": 1, "written": 2}
+    found = {x.lesson_type: x for x in lessons(rt)}
+    assert set(found) == {"do", "avoid"}
+    assert found["avoid"].text == ('Avoid what led to the recurring error "ImagePullBackOff: '
+                                   'registry timeout after 30s" (in 2 of 4 deploy tasks when '
+                                   'learned).')
+    assert found["avoid"].evidence == (f1, f2) and found["avoid"].confirmations == 2
+    assert found["do"].text == ('Do "check logs": when learned, all 2 successful deploy tasks '
+                                'did it and none of the 2 failed ones.')
+    assert found["do"].evidence == (s1, s2, f1, f2) and found["do"].confirmations == 2
+    rows = rt.db().execute("SELECT provider FROM derivation_report").fetchall()
+    assert [r["provider"] for r in rows] == ["extractive"]
+
+    # the error recurs once more: the same lesson, confirmed, not a new one
+    f3 = task(rt, 6, "failure", ["deploy"], ("ImagePullBackOff: registry timeout after 60s",))
+    assert learn(rt) == {"owners": 1}
+    again = {x.lesson_type: x for x in lessons(rt)}
+    assert again["avoid"].id == found["avoid"].id
+    assert again["avoid"].evidence == (f1, f2, f3) and again["avoid"].confirmations == 3
+    assert len(lessons(rt)) == 2
+    assert {x.status for x in lessons(rt)} == {"active"}  # offline counts never contest
+
+
+# -- edges -------------------------------------------------------------------------------------
+
+
+def test_lessons_cli_and_api(scripted: tuple[Runtime, ScriptedLLM], root: Path) -> None:
+    rt, llm = scripted
+    llm.queue_task("lessons", reply(lessons=["Check the logs before retrying a failed deploy."],
+                                    avoid=["Deploying on Fridays."]))
+    t1 = task(rt, 1, "success", ["check logs", "deploy"])
+    learn(rt)
+    result = CliRunner().invoke(cli, ["lessons", "--task-type", "deploy", "--user", "u_ops",
+                                      "--json"])
+    assert result.exit_code == 0, result.output
+    listed = json.loads(result.output)["lessons"]
+    assert {x["text"] for x in listed} == {"Check the logs before retrying a failed deploy.",
+                                           "Deploying on Fridays."}
+    assert all(x["evidence"] == [t1] and x["kind"] == "lesson" for x in listed)
+    call = ApiClient(rt)
+    resp = call("GET", "/api/v1/lessons", params={"task_type": "deploy"})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["data"]["lessons"] == listed  # every user, same shape as the CLI
+    resp = call("GET", "/api/v1/lessons", params={"task_type": "a b"})
+    assert resp.status_code == 422 and "task_type" in resp.json()["error"]["message"]
+    resp = call("GET", "/api/v1/lessons", params={"task_type": "deploy", "colour": "red"})
+    assert resp.status_code == 422
+    result = CliRunner().invoke(cli, ["lessons", "--task-type", "migrate"])
+    assert result.exit_code == 0 and "no lessons" in result.output

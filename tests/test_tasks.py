@@ -1,0 +1,141 @@
+"""Task records: CLI ``task add``, ``POST /api/v1/tasks``, hand-written entries, indexing."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from everos_reflect.cli.main import cli
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.index.search import search
+from everos_reflect.index.sync import Indexer
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.procedural.tasks import InvalidTask, new_task, read_task
+from everos_reflect.runtime import Runtime
+from tests.api_client import ApiClient
+
+REF = UserRef.of("u_ops")
+TASK_DIR = "default_app/default_project/users/u_ops/tasks"
+
+
+@pytest.fixture
+def runtime(root: Path) -> Iterator[Runtime]:
+    rt = Runtime(root, embedder=HashEmbedder())
+    yield rt
+    rt.close()
+
+
+def test_task_add_writes_the_spec_layout(root: Path) -> None:
+    result = CliRunner().invoke(cli, [
+        "task", "add", "--user", "u_ops", "--type", "deploy", "--goal", "Deploy web v2",
+        "--step", "build image", "--step", "push image", "--outcome", "failure",
+        "--error", "ImagePullBackOff: registry timeout\n  (pasted over two lines)",
+        "--timestamp", "2026-10-12T09:30:00+00:00", "--json"])
+    assert result.exit_code == 0, result.output
+    out = json.loads(result.output)
+    assert out["id"] == "tk_20261012_0001" and out["task_type"] == "deploy"
+    text = (root / TASK_DIR / "task-2026-10-12.md").read_text()
+    assert "type: task_daily" in text
+    assert "task_type: deploy\noutcome: failure\n" in text
+    assert "## Steps\n1. build image\n2. push image\n" in text
+    assert "## Errors\n- ImagePullBackOff: registry timeout (pasted over two lines)\n" in text
+
+
+@pytest.mark.parametrize(("args", "fragment"), [
+    (["--type", "bad type"], "--type"),
+    (["--type", "deploy", "--goal", "  "], "--goal"),
+    (["--type", "deploy", "--step", " "], "--step"),
+    (["--type", "deploy", "--timestamp", "yesterday"], "--timestamp"),
+])
+def test_task_add_refuses_bad_fields_naming_them(root: Path, args: list[str],
+                                                 fragment: str) -> None:
+    base = {"--goal": "g", "--step": "s", "--outcome": "success"}
+    for i in range(0, len(args), 2):
+        base[args[i]] = args[i + 1]
+    argv = ["task", "add", "--user", "u_ops"] + [x for kv in base.items() for x in kv]
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 1
+    assert result.output.startswith(f"error: {fragment}")
+    assert not (root / TASK_DIR).exists()  # nothing written
+
+
+def test_new_task_bounds() -> None:
+    with pytest.raises(InvalidTask, match="outcome"):
+        new_task(REF, task_type="deploy", goal="g", steps=["s"], outcome="won")
+    with pytest.raises(InvalidTask, match="at most 100"):
+        new_task(REF, task_type="deploy", goal="g", steps=["s"] * 101, outcome="success")
+    with pytest.raises(InvalidTask, match="at most 2000"):
+        new_task(REF, task_type="deploy", goal="g", steps=["x" * 2001], outcome="success")
+
+
+def test_api_records_a_task_and_refuses_bad_bodies(runtime: Runtime, root: Path) -> None:
+    call = ApiClient(runtime)
+    body = {"user_id": "u_ops", "task_type": "deploy", "goal": "Deploy web v2",
+            "steps": ["check logs", "deploy"], "outcome": "success",
+            "timestamp": "2026-10-13T10:00:00+00:00"}
+    resp = call("POST", "/api/v1/tasks", json=body)
+    assert resp.status_code == 201, resp.text
+    assert resp.json()["data"]["id"] == "tk_20261013_0001"
+    for bad, fragment in [({"outcome": "won"}, "outcome"), ({"steps": []}, "steps"),
+                          ({"user_id": "../x"}, "user_id"), ({"colour": 1}, "colour"),
+                          ({"task_type": "a b"}, "task_type")]:
+        resp = call("POST", "/api/v1/tasks", json={**body, **bad})
+        assert resp.status_code == 422, (bad, resp.text)
+        assert fragment in resp.json()["error"]["message"]
+    entries = runtime.store.entries(REF, Kind.TASK)
+    assert [e.id for e in entries] == ["tk_20261013_0001"]
+
+
+HAND_WRITTEN = """\
+---
+type: task_daily
+schema_version: 1
+user_id: u_ops
+date: '2026-10-14'
+---
+<!-- entry:tk_20261014_0001 -->
+---
+owner_id: u_ops
+timestamp: 2026-10-14T08:00:00+00:00
+task_type: deploy
+outcome: Success
+reviewer: dana
+---
+## Goal
+Deploy the billing service
+
+## Steps
+- check logs of the last run
+* run the migration
+3) deploy
+
+## Outcome
+Went fine after the migration.
+
+## Errors
+none
+
+## Notes
+kept as written
+<!-- /entry:tk_20261014_0001 -->
+"""
+
+
+def test_hand_written_task_parses_and_is_indexed(runtime: Runtime, root: Path) -> None:
+    path = root / TASK_DIR / "task-2026-10-14.md"
+    path.parent.mkdir(parents=True)
+    path.write_text(HAND_WRITTEN)
+    entry = runtime.store.get(REF, "tk_20261014_0001")
+    task = read_task(entry)
+    assert (task.task_type, task.outcome) == ("deploy", "success")
+    assert task.steps == ("check logs of the last run", "run the migration", "deploy")
+    assert task.errors == ()
+    assert entry.meta["reviewer"] == "dana" and entry.sections["Notes"] == "kept as written"
+    Indexer(runtime).scan()
+    hits = search(runtime, "billing service deploy", user_id="u_ops", kind=Kind.TASK)
+    assert [h.id for h in hits] == ["tk_20261014_0001"]
+    assert path.read_text() == HAND_WRITTEN  # indexing never rewrites it
