@@ -49,6 +49,17 @@ def _whole(value: object) -> object:
 #: An integer field: strict (no strings, no booleans) but accepting a whole float.
 Whole = Annotated[int, BeforeValidator(_whole)]
 
+#: "Has a character that is not white space", as Python's ``str.strip``/``split`` and every
+#: regex engine agree on it: Python counts U+001C-U+001F as white space, Unicode does not.
+NOT_BLANK = r"[^\s\x1c-\x1f]"
+
+
+def _one_line(value: str) -> str:
+    if "\n" in value:
+        raise ValueError("must be one line")
+    return value
+
+
 # The pattern is published in the schema; the validators give the message a person can act on.
 Name = Annotated[str, AfterValidator(_name), Field(
     json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ . -")]
@@ -71,10 +82,11 @@ class EpisodeRequest(Strict):
     user_id: Name
     app_id: Name | None = None
     project_id: Name | None = None
-    subject: str = Field(min_length=1, description="One line, not blank.",
-                         json_schema_extra={"pattern": r"^[^\n]*\S[^\n]*$"})
+    subject: Annotated[str, AfterValidator(_one_line)] = Field(
+        min_length=1, description="One line, not blank.",
+        json_schema_extra={"pattern": rf"^[^\n]*{NOT_BLANK}[^\n]*$"})
     content: str = Field(min_length=1, description="Not blank.",
-                         json_schema_extra={"pattern": r"\S"})
+                         json_schema_extra={"pattern": NOT_BLANK})
     timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
                                   json_schema_extra={"format": "date-time"})
     session_id: Name | None = None
@@ -96,17 +108,22 @@ class UndoRequest(Strict):
     cascade: bool = False
 
 
+#: One line of a task record (a step, an error): not blank, at most 2,000 characters.
+Line = Annotated[str, Field(min_length=1, max_length=2000,
+                            json_schema_extra={"pattern": NOT_BLANK})]
+
+
 class TaskRecordRequest(Strict):
     """``POST /api/v1/tasks``: a task record (bounds are checked again by ``new_task``)."""
 
     user_id: Name
     app_id: Name | None = None
     project_id: Name | None = None
-    task_type: str = Field(min_length=1, max_length=128, description="e.g. deploy")
-    goal: str = Field(min_length=1, max_length=4000)
-    steps: list[str] = Field(min_length=1, max_length=100, description="One entry per step.")
+    task_type: Name = Field(description="e.g. deploy")
+    goal: str = Field(min_length=1, max_length=4000, json_schema_extra={"pattern": NOT_BLANK})
+    steps: list[Line] = Field(min_length=1, max_length=100, description="One entry per step.")
     outcome: Literal["success", "failure", "partial"]
-    errors: list[str] = Field(default_factory=list, max_length=50)
+    errors: list[Line] = Field(default_factory=list, max_length=50)
     outcome_note: str | None = Field(None, max_length=4000,
                                      description="What happened; default: the outcome word.")
     timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
@@ -120,7 +137,7 @@ class BriefingRequest(Strict):
     app_id: Name | None = None
     project_id: Name | None = None
     query: str = Field(min_length=1, max_length=2000)
-    task_type: str | None = Field(None, description="Adds the lessons of this task type.")
+    task_type: Name | None = Field(None, description="Adds the lessons of this task type.")
     max_tokens: Whole = Field(1000, ge=1, le=32000,
                             description="Budget of the whole block, in the bundled tokenizer's "
                                         "tokens.")
@@ -129,7 +146,7 @@ class BriefingRequest(Strict):
 class LessonsQuery(Strict):
     """``GET /api/v1/lessons``: the live lessons of a task type, most confirmed first."""
 
-    task_type: str = Field(min_length=1, max_length=128)
+    task_type: Name
     user_id: Name | None = Field(None, description="One user; default: every user.")
     app_id: Name | None = None
     project_id: Name | None = None
