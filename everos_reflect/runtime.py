@@ -89,6 +89,9 @@ class Runtime:
         embedder: Embedder | None = None,
         llm: LLM | None = None,
     ) -> None:
+        from everos_reflect import wiring
+
+        wiring.install()  # change-event subscribers (clustering, provenance): once per process
         self.root = Path(root)
         self.settings = settings if settings is not None else load_settings(self.root)
         self.store = MarkdownStore(self.root, limits=self.settings.limits)

@@ -167,6 +167,9 @@ def test_detector_fires_on_a_worldview_write_and_writes_one_edge(rt: Runtime,
     assert set(edge["between"]) == {ids["strategy"], ids["commitments"]}
     assert (edge["relation_type"], edge["status"], edge["depth"]) == (
         "self_contradiction", "active", 3)
+    # what each side's text was when the edge was drawn (provenance invalidation reads it)
+    stored = rt.store.get(ADA, edge["id"]).meta["evidence_hash"]
+    assert stored == {i: rt.store.get(ADA, i).text_hash for i in edge["between"]}
     _, req = llm.task_requests[-1]
     assert {r.kind for r in req.records} == {"strategy conviction, just changed",
                                              "commitments conviction, just changed"}
@@ -369,3 +372,18 @@ def test_the_scheduler_data_poll_fires_a_due_tier_once_its_cooldown_is_over(
         assert tier.observe(rt, just_now - timedelta(seconds=120)) == 1
     finally:
         rt.close()
+
+
+def test_two_live_versions_of_a_key_are_repaired_before_the_detector_reads(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    """A crash between writing a version and archiving its predecessor (or a hand-added
+    version) leaves two live convictions of one key: the next tier run archives the older."""
+    ids = seed_worldview(rt, llm)
+    (extra,) = rt.store.append_many(ADA, Kind.CONVICTION, [(
+        {"key": "strategy", "evidence": [], "depth": 2, "status": "active"},
+        {"Conviction": "Enterprise first after all."})])
+    llm.queue_task("contradictions", {"contradictions": []})
+    run(rt, "detect_contradictions")
+    assert rt.store.get(ADA, ids["strategy"]).deprecated_by == extra.id
+    shown = {r.id for r in llm.task_requests[-1][1].records}
+    assert shown == {ids["commitments"], extra.id}

@@ -8,6 +8,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from everos_reflect.engine.registry import RunContext, Strategy, register, unregister
+from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.fleet.config import parse_fleet
 from everos_reflect.fleet.schedule import FleetScheduler, Slot, due_slots, plan_due
 from everos_reflect.fleet.work import RootResult, run_root
@@ -123,3 +125,37 @@ def test_a_missed_run_is_caught_up_at_start(tmp_path: Path) -> None:
     sched.start(now=now)
     assert sched.tick(now=now) == [(str(roots[0]), "reflect_episodes")]
     assert submitter.calls[0][2] == "startup-catchup"
+
+
+class _Counting(Strategy):
+    """A data-triggered strategy: due when ``new.txt`` in the root holds a positive number."""
+
+    name = "fleet_test_counting"
+    data_trigger = CountTrigger(n=1)
+
+    def observe(self, runtime: Any, since: datetime | None) -> float:
+        path = runtime.root / "new.txt"
+        return float(path.read_text()) if path.exists() else 0.0
+
+    def run(self, ctx: RunContext) -> dict[str, int]:
+        (ctx.runtime.root / "new.txt").write_text("0")
+        return {"seen": 1}
+
+
+def test_a_data_triggered_strategy_runs_when_its_observation_is_due(tmp_path: Path) -> None:
+    register(_Counting)
+    try:
+        config, roots = _fleet(tmp_path, "[strategies.fleet_test_counting]\nenabled = true\n")
+        submitter = InlineSubmitter(config.strategies)
+        sched = FleetScheduler(config, roots, submitter, opener=open_test_root,
+                               data_poll_seconds=10)
+        now = MONDAY_2AM - timedelta(hours=1)
+        sched.start(now=now)
+        (roots[1] / "new.txt").write_text("3")
+        assert sched.tick(now=now + timedelta(seconds=5)) == []  # not polled yet
+        assert sched.tick(now=now + timedelta(seconds=10)) == \
+            [(str(roots[1]), "fleet_test_counting")]
+        assert [(r.status, r.counts) for r in sched.collect()] == [("ok", {"seen": 1})]
+        assert sched.tick(now=now + timedelta(seconds=20)) == []  # observed 0 now
+    finally:
+        unregister(_Counting.name)

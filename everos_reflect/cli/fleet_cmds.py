@@ -24,7 +24,7 @@ def fleet_group() -> None:
 
 
 def _status_line(result: RootResult, done: int, total: int) -> str:
-    tail = f" merged={result.merges}" if result.status == "ok" else ""
+    tail = f" merged={result.merges}" if result.merges else ""
     tail += f" ({result.seconds:.1f} s)" if result.seconds else ""
     tail += f": {result.error}" if result.error and result.status != "idle" else ""
     return f"[{done}/{total}] {result.root}: {result.status}{tail}"
@@ -58,7 +58,8 @@ def _render_report(doc: dict[str, Any]) -> None:
 def fleet_run_cmd(strategy: str, fleet_file: str, force: bool, as_json: bool) -> None:
     """Run STRATEGY once on every root of the fleet that has work, one Ray task per root.
 
-    Exit status 1 when any root failed or was already running elsewhere.
+    Exit status 1 when any root failed, ended partial (some of its work failed) or was
+    already running elsewhere.
     """
     from everos_reflect.fleet.config import read_fleet
     from everos_reflect.fleet.ray_backend import require_ray, run_fleet

@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 import uuid
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -82,6 +83,14 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+def overlay_ome(defaults: Mapping[str, Mapping[str, Any]],
+                own: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Strategy tables ``defaults`` with a root's own ``ome.toml`` tables laid over them, key by
+    key: the root's file always wins."""
+    names = list(defaults) + [n for n in own if n not in defaults]
+    return {n: {**defaults.get(n, {}), **own.get(n, {})} for n in names}
+
+
 def lock_path(root: Path, name: str) -> Path:
     return Path(root) / ".index" / "locks" / f"strategy-{name}.lock"
 
@@ -89,8 +98,11 @@ def lock_path(root: Path, name: str) -> Path:
 class Engine:
     """Runs strategies for one memory root. Thread-safe; cheap to construct."""
 
-    def __init__(self, runtime: Runtime, *, recover: bool = True) -> None:
+    def __init__(self, runtime: Runtime, *, recover: bool = True,
+                 ome_defaults: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.runtime = runtime
+        #: Strategy tables the root's own ``ome.toml`` is laid over (a fleet's defaults).
+        self.ome_defaults = {k: dict(v) for k, v in (ome_defaults or {}).items()}
         self._mutex = threading.Lock()
         self._active: dict[str, _ActiveRun] = {}
         self._stop = threading.Event()
@@ -144,7 +156,8 @@ class Engine:
                 text = "" if data is None else data.decode("utf-8")
             except UnicodeDecodeError as exc:
                 raise ConfigError([(str(path), "(file)", str(exc))]) from exc
-            config = validate_ome(parse_ome(text, str(path)), str(path))
+            tables = overlay_ome(self.ome_defaults, parse_ome(text, str(path)))
+            config = validate_ome(tables, str(path))
         except ConfigError as exc:
             with self._mutex:
                 self.config_error, self._config_problems = str(exc), exc

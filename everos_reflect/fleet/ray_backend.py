@@ -23,8 +23,8 @@ from everos_reflect.engine.registry import get_strategy
 from everos_reflect.errors import EverosError
 from everos_reflect.fleet.config import FleetConfig
 from everos_reflect.fleet.work import (
-    BUSY,
     FAILED,
+    NOT_DONE,
     Opener,
     RootResult,
     open_root,
@@ -92,8 +92,8 @@ class FleetReport:
 
     @property
     def ok(self) -> bool:
-        """False when any root failed or was busy (its work was not done)."""
-        return not any(r.status in {FAILED, BUSY} for r in self.results)
+        """False when any root failed, was busy or ended partial (its work was not all done)."""
+        return not any(r.status in NOT_DONE for r in self.results)
 
     def as_dict(self) -> dict[str, Any]:
         return {"strategy": self.strategy, "ok": self.ok, "seconds": round(self.seconds, 3),

@@ -30,7 +30,7 @@ from everos_reflect.engine.registry import get_strategy, known_strategies
 from everos_reflect.engine.triggers import CronTrigger
 from everos_reflect.errors import ConfigError, EverosError
 from everos_reflect.fleet.config import FleetConfig, resolve_roots
-from everos_reflect.fleet.work import BUSY, FAILED, FleetEngine, Opener, RootResult, open_root
+from everos_reflect.fleet.work import NOT_DONE, Opener, RootResult, fleet_engine, open_root
 from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME
 
 log = logging.getLogger(__name__)
@@ -133,7 +133,7 @@ class FleetScheduler:
             log.error("%s: cannot open (%s); its schedule is unchanged", root, exc)
             return False
         try:
-            engine = FleetEngine(runtime, self.config.strategies, recover=False)
+            engine = fleet_engine(runtime, self.config.strategies, recover=False)
             if not engine.reload_config():
                 log.error("%s: %s; its schedule is unchanged", root, engine.config_error)
                 return False
@@ -237,7 +237,7 @@ class FleetScheduler:
             try:
                 runtime = self.opener(slot.root)
                 try:
-                    last = FleetEngine(runtime, self.config.strategies,
+                    last = fleet_engine(runtime, self.config.strategies,
                                        recover=False).last_run(slot.name)
                     since = datetime.fromisoformat(last["started_at"]) if last else None
                     value = strategy.observe(runtime, since)
@@ -257,7 +257,7 @@ class FleetScheduler:
         for key, result in self.submitter.finished(timeout):
             self.in_flight.discard(key)
             out.append(result)
-            level = logging.WARNING if result.status in {FAILED, BUSY} else logging.INFO
+            level = logging.WARNING if result.status in NOT_DONE else logging.INFO
             log.log(level, "%s: %s %s%s (%.1f s)%s", result.root, key[1], result.status,
                     f" merged={result.merges}" if result.merges else "", result.seconds,
                     f": {result.error}" if result.error else "")

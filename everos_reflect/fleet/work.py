@@ -20,10 +20,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.engine.engine import Engine, strategies_status
-from everos_reflect.engine.registry import get_strategy, validate_ome
+from everos_reflect.engine.engine import Engine, overlay_ome, strategies_status
+from everos_reflect.engine.registry import get_strategy
 from everos_reflect.errors import ConfigError, EverosError
-from everos_reflect.settings import load_settings, parse_ome
+from everos_reflect.settings import load_settings
 
 if TYPE_CHECKING:
     from everos_reflect.embedding.base import Embedder
@@ -31,9 +31,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Statuses of one root in a fleet run. ``ok``/``failed``/``busy``/``disabled`` are the
-#: engine's; ``idle`` means the driver found nothing to do and sent no task.
-OK, FAILED, BUSY, DISABLED, IDLE = "ok", "failed", "busy", "disabled", "idle"
+#: Statuses of one root in a fleet run. ``ok``/``partial``/``failed``/``busy``/``disabled`` are
+#: the engine's; ``idle`` means the driver found nothing to do and sent no task.
+OK, PARTIAL, FAILED, BUSY, DISABLED, IDLE = "ok", "partial", "failed", "busy", "disabled", "idle"
+#: Statuses that mean the root's work was not (all) done: a fleet run with any exits non-zero.
+NOT_DONE = frozenset({PARTIAL, FAILED, BUSY})
 
 #: Opens a root in the process that works on it; tests and benchmarks pass their own.
 Opener = Callable[[str], "Runtime"]
@@ -63,46 +65,15 @@ class RootResult:
 
 # --- configuration: fleet defaults under the root's own ome.toml -------------------------------
 
-
-def overlay(defaults: Mapping[str, Mapping[str, Any]],
-            own: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """The fleet's ``[strategies.*]`` defaults with the root's own tables laid over them, key by
-    key: a root's ``ome.toml`` always wins."""
-    names = list(defaults) + [n for n in own if n not in defaults]
-    return {n: {**defaults.get(n, {}), **own.get(n, {})} for n in names}
+#: Kept under this name for the fleet: the root's ``ome.toml`` laid over the fleet's defaults.
+overlay = overlay_ome
 
 
-class FleetEngine(Engine):
-    """The root's :class:`Engine`, reading its strategies as the fleet default overlaid by the
-    root's ``ome.toml``. Locks, runs and recovery are the engine's own."""
-
-    def __init__(self, runtime: Runtime, defaults: Mapping[str, Mapping[str, Any]] | None = None,
-                 *, recover: bool = True) -> None:
-        self.defaults: dict[str, dict[str, Any]] = {k: dict(v) for k, v in
-                                                     (defaults or {}).items()}
-        super().__init__(runtime, recover=recover)
-
-    def reload_config(self, *, force: bool = False) -> bool:
-        if not self.defaults:
-            return super().reload_config(force=force)
-        path = self.ome_path
-        try:
-            try:
-                text = path.read_text("utf-8")
-            except FileNotFoundError:
-                text = ""
-            except (OSError, UnicodeDecodeError) as exc:
-                raise ConfigError([(str(path), "(file)", str(exc))]) from exc
-            tables = overlay(self.defaults, parse_ome(text, str(path)))
-            config = validate_ome(tables, str(path))
-        except ConfigError as exc:
-            with self._mutex:
-                self.config_error, self._config_problems = str(exc), exc
-            log.error("%s (keeping the last good strategy configuration)", exc)
-            return False
-        with self._mutex:
-            self._config, self.config_error, self._config_problems = config, None, None
-        return True
+def fleet_engine(runtime: Runtime, defaults: Mapping[str, Mapping[str, Any]] | None = None,
+                 *, recover: bool = True) -> Engine:
+    """The root's own :class:`Engine`, reading its strategies as the fleet's defaults overlaid
+    by the root's ``ome.toml``. Locks, runs and recovery are the engine's own."""
+    return Engine(runtime, recover=recover, ome_defaults=defaults)
 
 
 # --- opening a root -----------------------------------------------------------------------------
@@ -179,7 +150,7 @@ def triage(root: str, name: str, *, force: bool, defaults: Mapping[str, Mapping[
     except (EverosError, OSError) as exc:
         return RootResult(root, FAILED, error=str(exc))
     try:
-        engine = FleetEngine(runtime, defaults, recover=False)
+        engine = fleet_engine(runtime, defaults, recover=False)
         try:
             enabled = engine.settings_for(name)["enabled"]
         except ConfigError:
@@ -219,7 +190,7 @@ def run_root(root: str, name: str, *, force: bool = False,
     try:
         get_strategy(name)
         runtime = opener(root)
-        engine = FleetEngine(runtime, defaults, recover=False)
+        engine = fleet_engine(runtime, defaults, recover=False)
         result.recovered_runs = engine.recover()
         outcome = engine.trigger(name, force=force, timeout=None, trigger=trigger)
         result.status, result.error, result.run_id = outcome.status, outcome.error, \
@@ -255,7 +226,7 @@ def root_status(root: str, defaults: Mapping[str, Mapping[str, Any]] | None = No
         return {**doc, "error": str(exc), "strategies": [], "index": None}
     try:
         try:
-            doc["strategies"] = strategies_status(runtime, FleetEngine(runtime, defaults,
+            doc["strategies"] = strategies_status(runtime, fleet_engine(runtime, defaults,
                                                                        recover=False))
         except (EverosError, sqlite3.Error) as exc:
             doc["strategies"], doc["error"] = [], str(exc)

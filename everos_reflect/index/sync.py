@@ -26,6 +26,7 @@ import numpy as np
 from filelock import FileLock
 
 from everos_reflect.errors import InvalidId
+from everos_reflect.index import events
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown.parser import parse_log
 from everos_reflect.markdown.store import open_regular
@@ -255,6 +256,8 @@ class Indexer:
     def __init__(self, runtime: Runtime, *, notify_clusters: bool = True) -> None:
         self.rt = runtime
         self.notify_clusters = notify_clusters
+        self._quiet = False  # True during reindex: a rebuild publishes no change events
+        self._written: set[Path] = set()
         lock_dir = runtime.index_dir / "locks"
         lock_dir.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(str(lock_dir / "indexer.lock"))
@@ -308,14 +311,18 @@ class Indexer:
             self.rt.vectors.reset()
             disk = self._disk_files()
             report = ScanReport(files_seen=len(disk))
-            notify, self.notify_clusters = self.notify_clusters, False
+            notify, self.notify_clusters, self._quiet = self.notify_clusters, False, True
             try:
                 for result in self._sync([Path(full) for _, full in disk.values()], progress):
                     report.add(result)
             finally:
-                self.notify_clusters = notify
+                self.notify_clusters, self._quiet = notify, False
             if notify:
-                _recluster(self.rt)
+                for name, rebuild in events.rebuilders().items():
+                    try:
+                        rebuild(self.rt)
+                    except Exception:
+                        log.exception("rebuilding %s after reindex failed", name)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -477,16 +484,39 @@ class Indexer:
                 progress(1)
         if batch:
             results += self._flush(batch)
+        # Files the change subscribers wrote (an insight marked stale) are synced now, in this
+        # pass; their own changes may cascade, a few rounds at most.
+        for _ in range(4):
+            written, self._written = sorted(self._written), set()
+            if not written:
+                break
+            results += self._sync_written(written)
         return results
+
+    def _sync_written(self, paths: list[Path]) -> list[FileSyncResult]:
+        jobs = [job for job in (self._prepare(p) for p in paths) if job is not None]
+        return self._flush(jobs) if jobs else []
 
     def _flush(self, jobs: list[_Job]) -> list[FileSyncResult]:
         self._attach_vectors(jobs)
         self._write_vectors(jobs)
         self._write_sqlite(jobs)
-        if self.notify_clusters:
-            for job in jobs:
-                self._tell_clusters(job)
+        for job in jobs:
+            self._publish(job)
         return [_result(job) for job in jobs]
+
+    def _publish(self, job: _Job) -> None:
+        """Tell the change subscribers (after SQLite is written: they may read it). Paths they
+        write are synced after this pass (:meth:`_sync`). ``notify_clusters=False`` (reindex,
+        tiers syncing their own writes) publishes to nobody but the non-clustering
+        subscribers, and reindex to nobody at all."""
+        if job.plan.empty or self._quiet:
+            return
+        change = events.ChangeSet(job.ref, job.kind, job.rel, list(job.plan.upserts),
+                                  dict(job.plan.deprecations), list(job.plan.deletes),
+                                  job.vectors)
+        skip = () if self.notify_clusters else ("clustering",)
+        self._written |= events.publish(self.rt, change, skip=skip)
 
     def _attach_vectors(self, jobs: list[_Job]) -> None:
         """Embed new texts in one call; reuse stored vectors for metadata-only changes."""
@@ -558,25 +588,6 @@ class Indexer:
                         _UPSERT_FILE,
                         (job.rel, *key, job.kind.value, *job.stat, problems, now),
                     )
-
-    def _tell_clusters(self, job: _Job) -> None:
-        """Hand the episode changes to the clustering service (after SQLite is written: it
-        reads the ``entries`` rows). Clusters are derived too, so a failure there is logged and
-        never blocks indexing; ``reindex`` rebuilds them whole."""
-        if job.kind is not Kind.EPISODE or job.plan.empty:
-            return
-        service = _cluster_service(self.rt)
-        if service is None:
-            return
-        try:
-            if job.plan.deletes:
-                service.on_entries_removed(job.ref, list(job.plan.deletes))
-            if job.plan.upserts:
-                service.on_entries_indexed(job.ref, job.plan.upserts, job.vectors)
-            if job.plan.deprecations:
-                service.on_entries_deprecated(job.ref, dict(job.plan.deprecations))
-        except Exception:
-            log.exception("clustering update failed for %s", job.rel)
 
 
 def _epoch_ns(iso: str) -> int:
@@ -659,25 +670,3 @@ def vector_row(
         "embed_model": model,
         "vector": vector,
     }
-
-
-# One seam each to the clustering service, so its API can move without touching the indexer.
-
-
-def _cluster_service(runtime: Runtime) -> Any | None:
-    """The clustering service, or None while that module is not installed."""
-    try:
-        from everos_reflect.clustering.service import ClusterService
-    except ImportError:
-        return None
-    return ClusterService(runtime)
-
-
-def _recluster(runtime: Runtime) -> None:
-    service = _cluster_service(runtime)
-    if service is None:
-        return
-    try:
-        service.recluster()
-    except Exception:
-        log.exception("reclustering after reindex failed")

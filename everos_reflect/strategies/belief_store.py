@@ -124,12 +124,19 @@ def owners(runtime: Runtime) -> Iterator[UserRef]:
 
 def derived_meta(*, evidence: Sequence[str], depth: int, key: str,
                  extra: Mapping[str, Any] | None = None,
-                 now: datetime | None = None) -> dict[str, Any]:
-    """SPEC §10 metadata every derived record carries, plus the window key."""
+                 now: datetime | None = None,
+                 seen: Mapping[str, Entry] | None = None) -> dict[str, Any]:
+    """SPEC §10 metadata every derived record carries, plus the window key.
+
+    With ``seen`` (id → the entry as the model was shown it) the record also keeps
+    ``evidence_hash``, the text hash of each cited record then: provenance invalidation compares
+    it with the current text to tell an edited citation from an unchanged one."""
     meta: dict[str, Any] = {"timestamp": now or datetime.now(UTC)}
     meta.update(extra or {})
     meta.update({"evidence": list(evidence), "depth": depth, "status": beliefs.ACTIVE,
                  DERIVATION_KEY: key})
+    if seen is not None:
+        meta["evidence_hash"] = {i: seen[i].text_hash for i in evidence if i in seen}
     return meta
 
 

@@ -52,6 +52,7 @@ class DetectContradictions(BeliefTier):
         from everos_reflect.llm.tasks import Record
 
         rt, ref, state = ctx.runtime, work.ref, work.state
+        entries = state.by_id()
         current = sorted(self._current(state, ctx.settings), key=lambda c: c.id)
         current = current[: int(ctx.settings.get("max_records", 50))]
         changed = set(work.items)
@@ -76,7 +77,7 @@ class DetectContradictions(BeliefTier):
                 continue
             pairs.add(frozenset(between))
             rows.append((derived_meta(
-                evidence=between, key=work.key,
+                evidence=between, key=work.key, seen=entries,
                 depth=beliefs.derived_depth(depth[i] for i in between),
                 extra={"relation_type": beliefs.SELF_CONTRADICTION, "between": between}),
                 {"Relation": item["text"]}))

@@ -74,7 +74,7 @@ class Reconcile(BeliefTier):
                             self.name, ref, depth, cap)
             return derived
         (written,) = rt.store.append_many(ref, Kind.INSIGHT, [(
-            derived_meta(evidence=reply["evidence"], depth=depth, key=work.key,
+            derived_meta(evidence=reply["evidence"], depth=depth, key=work.key, seen=entries,
                          extra={"insight_type": beliefs.RECONCILIATION}),
             {"Insight": reply["insight"]})])
         sync(rt, [rt.store.path_for_id(ref, written.id)])

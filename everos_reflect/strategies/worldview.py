@@ -81,7 +81,7 @@ class UpdateWorldview(BeliefTier):
             return derived
         depths = {e.id: beliefs.depth_of(e) for e in shown}
         written = rt.store.append_many(ref, Kind.CONVICTION, [
-            (derived_meta(evidence=v.evidence, key=work.key,
+            (derived_meta(evidence=v.evidence, key=work.key, seen=entries,
                           depth=beliefs.derived_depth(depths.get(i, 1) for i in v.evidence),
                           extra={"key": v.key, "supersedes": v.supersedes}),
              {"Conviction": v.text})

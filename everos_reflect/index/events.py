@@ -1,0 +1,109 @@
+"""Change events: what the indexer just changed, for whoever needs to react.
+
+The indexer publishes one :class:`ChangeSet` per synced file after the index is written;
+subscribers (clustering, provenance invalidation, any later tier) register themselves with
+:func:`subscribe` from the composition root (:mod:`everos_reflect.wiring`), so ``index/``
+imports none of them. A subscriber may write Markdown (e.g. mark an insight stale) and return
+the paths it wrote; the indexer then syncs those in the same pass, under its own lock.
+
+A subscriber that raises is logged and skipped: derived state must never block indexing.
+``reindex`` publishes nothing (a rebuild changes no Markdown, so nobody has to react).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.model import Entry, Kind, UserRef
+
+if TYPE_CHECKING:
+    import numpy as np
+
+    from everos_reflect.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class ChangeSet:
+    """One file's index changes: entries ``upserted`` (added or changed, with their vectors),
+    ``archived`` (id → the entry that replaced it, None when restored) and ``deleted`` ids."""
+
+    ref: UserRef
+    kind: Kind
+    path: str
+    upserted: list[Entry] = field(default_factory=list)
+    archived: Mapping[str, str | None] = field(default_factory=dict)
+    deleted: list[str] = field(default_factory=list)
+    vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.upserted or self.archived or self.deleted)
+
+
+#: ``subscriber(runtime, change) -> paths written (or None)``
+Subscriber = Callable[["Runtime", ChangeSet], Iterable[Path] | None]
+
+_subscribers: dict[str, Subscriber] = {}
+#: ``rebuild(runtime)``: derived state a subscriber keeps, rebuilt whole after ``reindex``.
+_rebuilders: dict[str, Callable[[Runtime], None]] = {}
+_lock = threading.Lock()
+
+
+def on_reindex(name: str, rebuild: Callable[[Runtime], None]) -> None:
+    """Register what to rebuild after a ``reindex`` (clustering's recluster)."""
+    with _lock:
+        _rebuilders[name] = rebuild
+
+
+def rebuilders() -> dict[str, Callable[[Runtime], None]]:
+    with _lock:
+        return dict(_rebuilders)
+
+
+def subscribe(name: str, subscriber: Subscriber) -> None:
+    """Register (or replace) the subscriber called ``name``."""
+    with _lock:
+        _subscribers[name] = subscriber
+
+
+def unsubscribe(name: str) -> None:
+    with _lock:
+        _subscribers.pop(name, None)
+
+
+def subscribers() -> dict[str, Subscriber]:
+    with _lock:
+        return dict(_subscribers)
+
+
+def publish(runtime: Runtime, change: ChangeSet, *, skip: Iterable[str] = ()) -> set[Path]:
+    """Hand ``change`` to every subscriber except ``skip``; the paths they wrote."""
+    if change.empty:
+        return set()
+    written: set[Path] = set()
+    skipped = set(skip)
+    for name, subscriber in subscribers().items():
+        if name in skipped:
+            continue
+        try:
+            written.update(Path(p) for p in subscriber(runtime, change) or ())
+        except Exception:
+            log.exception("change subscriber %s failed for %s", name, change.path)
+    return written
+
+
+def summary(changes: Iterable[ChangeSet]) -> dict[str, Any]:
+    """Counts for logs and tests."""
+    out = {"upserted": 0, "archived": 0, "deleted": 0}
+    for c in changes:
+        out["upserted"] += len(c.upserted)
+        out["archived"] += len(c.archived)
+        out["deleted"] += len(c.deleted)
+    return out

@@ -1,0 +1,133 @@
+"""Provenance invalidation (seed 000's "view invalidation", SPEC §10): a derived record whose
+evidence was archived, edited or deleted becomes ``status: stale`` with a ``stale_reason``.
+
+The rule is pure (:func:`find_stale`): records in, ``{id: reason}`` out. It walks derived
+records shallowest first, so a record citing a record that just went stale is stale too, to any
+depth the records have (``max_depth`` bounds how deep they are written). The state lives in each
+record's own Markdown metadata, so a rebuild from Markdown reproduces the same active and stale
+sets without re-running anything.
+
+:func:`invalidate` applies the rule to one owner and writes the metadata; the change-event
+subscriber :func:`on_change` calls it whenever the indexer changes something of an owner who has
+derived records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.errors import EverosError
+from everos_reflect.model import Entry, Kind, UserRef
+
+if TYPE_CHECKING:
+    from everos_reflect.index.events import ChangeSet
+    from everos_reflect.runtime import Runtime
+
+ACTIVE, STALE, RETIRED = "active", "stale", "retired"
+#: The metadata key every record the daemon derives carries (``belief_store.DERIVATION_KEY``).
+DERIVATION_KEY = "derivation"
+#: Derived kinds whose ``evidence`` is checked (relations cite through ``between``, which the
+#: belief tiers resolve themselves).
+CHECKED = (Kind.INSIGHT, Kind.CONVICTION, Kind.LESSON)
+#: Every kind a derived record may cite.
+EVIDENCE_KINDS = (Kind.EPISODE, Kind.ATOMIC_FACT, Kind.TASK, Kind.RELATION, *CHECKED)
+
+
+def status_of(entry: Entry) -> str:
+    value = entry.meta.get("status")
+    return str(value).strip() if value is not None else ACTIVE
+
+
+def evidence_of(entry: Entry) -> list[str]:
+    value = entry.meta.get("evidence")
+    items = value if isinstance(value, list) else ([] if value is None else [value])
+    return [str(v).strip() for v in items if str(v).strip()]
+
+
+def evidence_hashes(entry: Entry) -> dict[str, str]:
+    value = entry.meta.get("evidence_hash")
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def _depth(entry: Entry) -> int:
+    value = entry.meta.get("depth")
+    return value if isinstance(value, int) and not isinstance(value, bool) else 1
+
+
+def evidence_problem(entry: Entry, records: Mapping[str, Entry],
+                     stale: Mapping[str, str]) -> str | None:
+    """Why ``entry``'s evidence no longer stands (None: it does)."""
+    seen = evidence_hashes(entry)
+    for eid in evidence_of(entry):
+        cited = records.get(eid)
+        if cited is None:
+            return f"evidence {eid} was deleted"
+        if cited.deprecated_by:
+            return f"evidence {eid} was archived (replaced by {cited.deprecated_by})"
+        if eid in stale or status_of(cited) in (STALE, RETIRED):
+            return f"evidence {eid} is {status_of(cited) if eid not in stale else STALE}"
+        if eid in seen and seen[eid] != cited.text_hash:
+            return f"evidence {eid} was edited"
+    return None
+
+
+def find_stale(records: Mapping[str, Entry]) -> dict[str, str]:
+    """``{id: stale_reason}`` of every active, daemon-derived record whose evidence no longer
+    stands, transitively (a record citing a newly stale record is stale too)."""
+    derived = sorted((e for e in records.values() if e.kind in CHECKED
+                      and DERIVATION_KEY in e.meta  # written by the daemon, never a person's
+                      and e.deprecated_by is None and status_of(e) == ACTIVE
+                      and evidence_of(e)), key=lambda e: (_depth(e), e.id))
+    stale: dict[str, str] = {}
+    changed = True
+    while changed:  # depth order settles it in one pass; the loop guards odd hand-written depths
+        changed = False
+        for entry in derived:
+            if entry.id in stale:
+                continue
+            reason = evidence_problem(entry, records, stale)
+            if reason:
+                stale[entry.id] = reason
+                changed = True
+    return stale
+
+
+def load_records(runtime: Runtime, ref: UserRef) -> dict[str, Entry]:
+    """Every entry of ``ref`` a derived record may cite, from the Markdown (the truth)."""
+    return {e.id: e for kind in EVIDENCE_KINDS for e in runtime.store.entries(ref, kind)}
+
+
+def has_derived(runtime: Runtime, ref: UserRef) -> bool:
+    user = runtime.store.user_dir(ref)
+    return any((user / kind.folder).is_dir() for kind in CHECKED)
+
+
+def invalidate(runtime: Runtime, ref: UserRef) -> list[Path]:
+    """Mark stale every record of ``ref`` :func:`find_stale` names; the files written."""
+    if not has_derived(runtime, ref):
+        return []
+    written: list[Path] = []
+    for entry_id, reason in find_stale(load_records(runtime, ref)).items():
+        try:
+            runtime.store.update_meta(ref, entry_id, {"status": STALE, "stale_reason": reason})
+        except EverosError:
+            continue  # its file is unparseable or it vanished: reported by lint, left alone
+        written.append(runtime.store.path_for_id(ref, entry_id))
+    return written
+
+
+def on_change(runtime: Runtime, change: ChangeSet) -> Iterable[Path]:
+    """Change-event subscriber: re-check the owner whenever a record it may cite changed."""
+    if change.kind not in EVIDENCE_KINDS:
+        return []
+    return invalidate(runtime, change.ref)
+
+
+def stale_summary(records: Iterable[Entry]) -> dict[str, Any]:
+    """Counts by status, for ``status`` and tests."""
+    out: dict[str, int] = {}
+    for e in records:
+        out[status_of(e)] = out.get(status_of(e), 0) + 1
+    return out

@@ -1,0 +1,133 @@
+"""Provenance invalidation (SPEC §10, seed 000): evidence archived, edited or deleted makes the
+citing insight stale, transitively; the state lives in Markdown and survives a rebuild."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.strategies.provenance import find_stale
+from tests.reflect_fixtures import add_episode, make_runtime
+
+DEV = UserRef.of("u_dev")
+
+
+def insight(rt: Runtime, text: str, cited: list[Entry], depth: int = 1) -> Entry:
+    meta = {"timestamp": "2026-10-20T09:00:00+00:00", "evidence": [e.id for e in cited],
+            "depth": depth, "importance": 8, "question": "q?", "status": "active",
+            "insight_type": "reflection", "derivation": "dw_test",
+            "evidence_hash": {e.id: e.text_hash for e in cited}}
+    return rt.store.append(DEV, Kind.INSIGHT, meta, {"Insight": text})
+
+
+def setup(root: Path) -> tuple[Runtime, list[Entry], Entry, Entry]:
+    rt = make_runtime(root, ExtractiveLLM())
+    eps = [add_episode(rt, DEV, f"2026-09-{d:02d}T10:00:00+00:00", f"Revert {d}",
+                       f"The user reverted an auth change on day {d}.") for d in (2, 16, 30)]
+    first = insight(rt, "All three reverts touched auth.", eps)
+    second = insight(rt, "The user distrusts the auth refactor.",
+                     [rt.store.get(DEV, first.id), eps[0]], depth=2)
+    Indexer(rt).scan()
+    return rt, eps, first, second
+
+
+def status(rt: Runtime, entry_id: str) -> tuple[str, str | None]:
+    e = rt.store.get(DEV, entry_id)
+    return e.meta.get("status"), e.meta.get("stale_reason")
+
+
+def edit_file(path: Path, old: str, new: str) -> None:
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new))
+
+
+def test_an_edited_evidence_makes_the_insight_and_its_dependent_stale(root: Path) -> None:
+    rt, eps, first, second = setup(root)
+    assert status(rt, first.id) == ("active", None)
+    edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("stale", f"evidence {eps[1].id} was edited")
+    assert status(rt, second.id) == ("stale", f"evidence {first.id} is stale")
+
+
+def test_a_deleted_evidence_makes_the_insight_stale(root: Path) -> None:
+    rt, eps, first, second = setup(root)
+    path = rt.store.path_for_id(DEV, eps[2].id)
+    text = path.read_text()
+    start = text.index(f"<!-- entry:{eps[2].id} -->")
+    end = text.index(f"<!-- /entry:{eps[2].id} -->") + len(f"<!-- /entry:{eps[2].id} -->\n")
+    path.write_text(text[:start] + text[end:])
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("stale", f"evidence {eps[2].id} was deleted")
+    assert status(rt, second.id)[0] == "stale"
+
+
+def test_an_archived_evidence_makes_the_insight_stale(root: Path) -> None:
+    rt, eps, first, second = setup(root)
+    narrative = add_episode(rt, DEV, "2026-10-01T10:00:00+00:00", "Reverts", "Merged story.",
+                            parent_type="cluster")
+    rt.store.deprecate(DEV, {eps[0].id: narrative.id})
+    Indexer(rt).scan()
+    assert status(rt, first.id) == (
+        "stale", f"evidence {eps[0].id} was archived (replaced by {narrative.id})")
+    # the depth-2 insight cites both the stale insight and the archived episode
+    assert status(rt, second.id)[0] == "stale"
+
+
+def test_an_unrelated_change_leaves_insights_active(root: Path) -> None:
+    rt, eps, first, second = setup(root)
+    add_episode(rt, DEV, "2026-10-05T10:00:00+00:00", "Lunch", "Tacos.")
+    edit_file(rt.store.path_for_id(DEV, eps[0].id), "<!-- /entry", "\n<!-- /entry")  # blank
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("active", None)
+    assert status(rt, second.id) == ("active", None)
+
+
+def test_a_rebuild_from_markdown_keeps_the_same_active_and_stale_sets(root: Path) -> None:
+    rt, eps, first, second = setup(root)
+    third = insight(rt, "Unrelated but grounded.", eps[1:])
+    edit_file(rt.store.path_for_id(DEV, eps[0].id), "on day 2", "on day 3")
+    Indexer(rt).scan()
+    before = {e.id: e.meta.get("status") for e in rt.store.entries(DEV, Kind.INSIGHT)}
+    assert before == {first.id: "stale", second.id: "stale", third.id: "active"}
+    Indexer(rt).reindex()
+    after = {e.id: e.meta.get("status") for e in rt.store.entries(DEV, Kind.INSIGHT)}
+    assert after == before
+
+
+def test_a_hand_written_insight_is_never_rewritten(root: Path) -> None:
+    rt, eps, _first, _second = setup(root)
+    mine = rt.store.append(DEV, Kind.INSIGHT, {"evidence": [eps[0].id], "status": "active"},
+                           {"Insight": "My own note."})
+    rt.store.deprecate(DEV, {eps[0].id: eps[1].id})
+    Indexer(rt).scan()
+    assert status(rt, mine.id) == ("active", None)
+
+
+def test_find_stale_is_pure_and_transitive() -> None:
+    from everos_reflect.markdown.parser import parse_log
+
+    text = (
+        "---\ntype: insight_daily\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n---\n"
+        "<!-- entry:in_20261020_0002 -->\n---\nowner_id: u\ntimestamp: 2026-10-20T00:00:00Z\n"
+        "evidence: [in_20261020_0001, ep_20261001_0001]\ndepth: 2\nderivation: d\n---\n"
+        "## Insight\nb\n<!-- /entry:in_20261020_0002 -->\n"
+        "<!-- entry:in_20261020_0001 -->\n---\nowner_id: u\ntimestamp: 2026-10-20T00:00:00Z\n"
+        "evidence: [ep_20261001_0009, ep_20261001_0001]\ndepth: 1\nderivation: d\n---\n"
+        "## Insight\na\n<!-- /entry:in_20261020_0001 -->\n"
+    )
+    log = parse_log(text, "x/.insights/insight-2026-10-20.md")
+    ep = parse_log(
+        "---\ntype: episode_daily\nschema_version: 1\nuser_id: u\ndate: '2026-10-01'\n---\n"
+        "<!-- entry:ep_20261001_0001 -->\n---\nowner_id: u\ntimestamp: 2026-10-01T00:00:00Z\n"
+        "parent_type: memcell\n---\n## Content\nx\n<!-- /entry:ep_20261001_0001 -->\n",
+        "x/episodes/episode-2026-10-01.md")
+    records = {e.id: e for e in [*log.entries, *ep.entries]}
+    assert find_stale(records) == {
+        "in_20261020_0001": "evidence ep_20261001_0009 was deleted",
+        "in_20261020_0002": "evidence in_20261020_0001 is stale",
+    }
