@@ -1,6 +1,7 @@
 """Peak memory of `reindex` on one large daily log, under and over `limits.max_file_bytes`.
 
     python bench/bench_limits.py [--sizes 1,4,15,20] [--entry-kb 2] [--out FILE]
+    python bench/bench_limits.py --embed-probe 64,256,600   # the embedder alone, in-process
 
 For each size (MiB) a fresh root holds one user's log of that size made of ordinary Episodes of
 about ``--entry-kb`` KiB each, next to one small log. `everos-reflect reindex` runs in its own
@@ -67,12 +68,40 @@ def measure(root: Path) -> tuple[float, float, str]:
     return (int(rss.group(1)) / 1024 if rss else float("nan")), seconds, summary
 
 
+def embed_probe(counts: list[int], entry_bytes: int) -> None:
+    """Peak RSS of the bundled embedder alone after embedding that many ~entry-sized texts, in
+    batches of 256 (as the indexer flushes): does it grow with the number of texts?"""
+    import resource
+    import time
+
+    from everos_reflect.embedding.local import LocalEmbedder
+
+    embedder = LocalEmbedder()
+    embedder.load()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"| texts | peak RSS | wall |\n|---|---|---|\n| 0 (model loaded) | {peak:.0f} MiB | |")
+    started, done = time.perf_counter(), 0
+    for count in sorted(counts):
+        texts = [entry(n, entry_bytes).split("## Content\n")[1] for n in range(done, count)]
+        for start in range(0, len(texts), 256):
+            embedder.embed(texts[start : start + 256])
+        done = count
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        print(f"| {count} | {peak:.0f} MiB | {time.perf_counter() - started:.1f} s |",
+              flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,4,15,20", help="log sizes in MiB")
     parser.add_argument("--entry-kb", type=float, default=2.0)
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
+    parser.add_argument("--embed-probe", default=None,
+                        help="text counts: measure the embedder alone instead")
     args = parser.parse_args()
+    if args.embed_probe:
+        embed_probe([int(x) for x in args.embed_probe.split(",")], int(args.entry_kb * 1024))
+        return
     rows = ["| log size | entries | peak RSS | wall | reindex said |", "|---|---|---|---|---|"]
     print(rows[0], rows[1], sep="\n", flush=True)
     for mib in [float(x) for x in args.sizes.split(",")]:
