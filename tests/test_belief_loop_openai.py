@@ -78,17 +78,49 @@ def trigger(rt: Runtime, name: str) -> dict[str, int]:
     return outcome.counts
 
 
+OBSERVATIONS = [
+    ("2026-10-05T09:00:00+00:00", "Meridian call", "Confirmed the SSO and audit-log roadmap "
+     "delivery to Meridian for quarter end."),
+    ("2026-10-06T09:00:00+00:00", "Halcyon contract", "Signed the Halcyon renewal: SSO and audit "
+     "logs are contracted for this quarter."),
+    ("2026-10-07T09:00:00+00:00", "Planning", "Proposed moving all engineering to self-serve "
+     "signups, which grew 40% this month."),
+    ("2026-10-08T09:00:00+00:00", "Payments fix", OBSERVATION),
+]
+
+
+def observe_and_reflect(rt: Runtime, fake_openai: Any) -> list[str]:
+    """Observations → reflect_insights (seed 000) → three cited insights."""
+    for ts, subject, content in OBSERVATIONS:
+        rt.store.append(ADA, Kind.EPISODE, {"timestamp": ts, "parent_type": "memcell",
+                                            "parent_id": "mc_obs", "importance": 9},
+                        {"Subject": subject, "Content": content})
+    fake_openai.script(
+        {"questions": ["What has the agent promised, and what does it now plan?"]},
+        reply(lambda b: {"insights": [
+            {"insight": "Enterprise delivery promises remain binding even when priorities "
+                        "change.", "evidence": [n_of(b, "Meridian"), n_of(b, "Halcyon")]},
+            {"insight": "The SSO and audit-log roadmap was promised to enterprise customers.",
+             "evidence": [n_of(b, "Meridian"), n_of(b, "Halcyon")]},
+            {"insight": "Self-serve signups grow faster than enterprise deals, and reviews are "
+                        "skipped to ship.",
+             "evidence": [n_of(b, "self-serve"), n_of(b, "payments fix")]},
+        ]}))
+    assert trigger(rt, "reflect_insights")["written"] == 3
+    return [e.id for e in rt.store.entries(ADA, Kind.INSIGHT)]
+
+
 def test_the_self_auditing_loop_of_seed_004(root: Path, fake_openai: Any) -> None:
     (root / "ome.toml").write_text("".join(
         f"[strategies.{n}]\nenabled = true\ncooldown_seconds = 0\n"
-        for n in ("update_worldview", "detect_contradictions", "reconcile")))
+        for n in ("update_worldview", "detect_contradictions", "reconcile"))
+        + "[strategies.reflect_insights]\nenabled = true\ncooldown_seconds = 0\n"
+          "threshold = 30\nmin_episodes = 4\nquestions = 1\n")
     llm = OpenAILLM(model="fake-model", base_url=fake_openai.base_url, api_key="k",
                     max_retries=0, timeout_seconds=10, sleep=lambda s: None)
     rt = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)
     try:
-        seed(rt, "Enterprise delivery promises remain binding even when priorities change.",
-             "The SSO and audit-log roadmap was promised to three enterprise customers.",
-             "Self-serve signups grow faster than enterprise deals.")
+        assert len(observe_and_reflect(rt, fake_openai)) == 3
         # 1. three insights → commitments + strategy
         fake_openai.script(reply(lambda b: {"convictions": [
             {"key": "commitments", "text": COMMIT,
@@ -150,5 +182,15 @@ def test_the_self_auditing_loop_of_seed_004(root: Path, fake_openai: Any) -> Non
         assert identity["evidence"] == [rec.id] and identity["depth"] == 5
         # every record stands: nothing was edited or deleted by the loop
         assert len(belief_views.relations(rt, ADA, status="active")) == 2
+
+        # 6. every tier is cited: the reconciliation descends to what the agent saw
+        def below(ids: list[str]) -> list[str]:
+            return [c for i in ids for c in rt.store.get(ADA, i).meta.get("evidence", [])]
+
+        level, texts = [rec.id], set()
+        while level:
+            level = below(level)
+            texts |= {rt.store.get(ADA, i).content for i in level if i.startswith("ep_")}
+        assert OBSERVATION in texts
     finally:
         rt.close()

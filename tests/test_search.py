@@ -153,6 +153,8 @@ def test_hit_to_dict_has_the_api_fields(rt: Runtime) -> None:
         "sources": [],
         "snippet": "Andrew filed his tax return late",
         "snippet_date": "2025-10-09",
+        "kind": "episode",
+        "status": None,
     }
 
 

@@ -186,4 +186,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
     from everos_reflect.api.belief_routes import belief_router
 
     app.include_router(belief_router(runtime, guarded, API))
+    from everos_reflect.api.insight_routes import insight_router
+
+    app.include_router(insight_router(runtime, guarded, API))
     return app

@@ -76,6 +76,10 @@ class SearchRequest(Strict):
     mode: Literal["hybrid", "vector", "keyword"] | None = Field(
         None, description="Ranking (default: settings).")
     include_deprecated: bool = False
+    kinds: list[str] | None = Field(
+        None, max_length=7,
+        description="Entry kinds to search (episode, atomic_fact, insight, ...); default episode.")
+    include_stale: bool = False
 
 
 class EpisodeRequest(Strict):

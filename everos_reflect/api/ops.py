@@ -108,7 +108,8 @@ def search(runtime: Runtime, body: SearchRequest) -> dict[str, Any]:
             validate_name(value, what)
     hits = run_search(runtime, body.query, top_k=body.top_k, user_id=body.user_id,
                       app_id=body.app_id, project_id=body.project_id, mode=body.mode,
-                      include_deprecated=body.include_deprecated)
+                      include_deprecated=body.include_deprecated, kinds=body.kinds,
+                      include_stale=body.include_stale)
     return {"episodes": [h.to_dict() for h in hits]}
 
 

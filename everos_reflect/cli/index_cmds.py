@@ -85,6 +85,11 @@ def _one_line(text: object, width: int) -> str:
     help="Ranking: vector + BM25 fused, vector only, or keyword only (default: config).",
 )
 @click.option("--include-deprecated", is_flag=True, help="Also return archived entries.")
+@click.option("--kind", "kinds", multiple=True,
+              type=click.Choice(["episode", "atomic_fact", "insight", "conviction", "relation",
+                                 "task", "lesson"]),
+              help="Kinds to search (repeatable); default episode.")
+@click.option("--include-stale", is_flag=True, help="Also return stale/retired derived records.")
 @root_option
 @json_option
 @handle_errors
@@ -96,10 +101,13 @@ def search_cmd(
     top_k: int,
     mode: str | None,
     include_deprecated: bool,
+    kinds: tuple[str, ...],
+    include_stale: bool,
     root: str | None,
     as_json: bool,
 ) -> None:
-    """Search Episodes; the index is first brought up to date with the Markdown."""
+    """Search Episodes (or other kinds with --kind); the index is first brought up to date
+    with the Markdown."""
     from everos_reflect.index.search import search
 
     if not query.strip():
@@ -118,6 +126,8 @@ def search_cmd(
             project_id=project_id,
             mode=mode or rt.settings.index.search_mode,
             include_deprecated=include_deprecated,
+            kinds=list(kinds) or None,
+            include_stale=include_stale,
         )
     ]
     if as_json:

@@ -11,6 +11,7 @@ from everos_reflect.cli import (
     engine_cmds,
     fleet_cmds,
     index_cmds,
+    insight_cmds,
     memory_cmds,
     reflect_cmds,
     store_cmds,
@@ -33,6 +34,7 @@ for _module in (
     fleet_cmds,
     memory_cmds,
     belief_cmds,
+    insight_cmds,
 ):
     for _command in _module.COMMANDS:
         cli.add_command(_command)

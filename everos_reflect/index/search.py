@@ -48,6 +48,10 @@ class SearchHit:
     #: The passage of ``episode`` that answers the query, and the day it was said.
     snippet: str = ""
     snippet_date: str | None = None
+    #: The entry's kind (``episode``, ``atomic_fact``, ``insight`` ...), SPEC §10.
+    kind: str = "episode"
+    #: A derived record's ``status`` (``active``, ``stale`` ...); None for Episodes and facts.
+    status: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,6 +80,7 @@ def _hit(row: dict[str, Any], score: float) -> SearchHit:
         project_id=row["project_id"],
         deprecated_by=row.get("deprecated_by"),
         sources=list(row.get("sources") or []),
+        kind=str(row.get("kind") or "episode"),
     )
 
 
@@ -125,6 +130,70 @@ def _pool() -> ThreadPoolExecutor:
 
 
 def search(
+    runtime: Runtime,
+    query: str,
+    *,
+    top_k: int = 5,
+    user_id: str | None = None,
+    app_id: str | None = None,
+    project_id: str | None = None,
+    mode: str | None = None,
+    include_deprecated: bool = False,
+    kind: Kind | str = Kind.EPISODE,
+    kinds: Sequence[Kind | str] | None = None,
+    include_stale: bool = False,
+) -> list[SearchHit]:
+    """Search one kind (``kind``) or several (``kinds``, merged by score; SPEC §10).
+
+    Derived records (insights, convictions, ...) carry their ``status``; stale and retired ones
+    are left out unless ``include_stale``, as deprecated entries are unless
+    ``include_deprecated``. The status is read from the record's Markdown, the truth.
+    """
+    wanted = _kinds(kinds if kinds else [kind])
+    hits: list[SearchHit] = []
+    for k in wanted:
+        fetch = top_k if not k.derived or include_stale else min(MAX_TOP_K, top_k * 3)
+        found = _search_kind(runtime, query, top_k=fetch, user_id=user_id, app_id=app_id,
+                             project_id=project_id, mode=mode,
+                             include_deprecated=include_deprecated, kind=k)
+        if k.derived:
+            found = _with_status(runtime, found, include_stale)
+        hits += found
+    if len(wanted) > 1:
+        hits.sort(key=lambda h: (-h.score, h.kind, h.id))
+    return hits[:top_k]
+
+
+def _kinds(values: Sequence[Kind | str]) -> list[Kind]:
+    out: list[Kind] = []
+    for value in values:
+        try:
+            k = Kind(value)
+        except ValueError as exc:
+            known = ", ".join(k.value for k in Kind)
+            raise EverosError(f"unknown entry kind {value!r} (known: {known})") from exc
+        if k not in out:
+            out.append(k)
+    return out
+
+
+def _with_status(runtime: Runtime, hits: list[SearchHit], include_stale: bool) -> list[SearchHit]:
+    """Each derived hit's ``status`` from its Markdown; inactive ones dropped unless asked."""
+    from everos_reflect.model import UserRef
+
+    kept = []
+    for hit in hits:
+        try:
+            entry = runtime.store.get(UserRef(hit.app_id, hit.project_id, hit.user_id), hit.id)
+        except (EverosError, OSError):
+            continue  # gone since it was indexed
+        hit.status = str(entry.meta.get("status") or "active")
+        if include_stale or hit.status == "active":
+            kept.append(hit)
+    return kept
+
+
+def _search_kind(
     runtime: Runtime,
     query: str,
     *,

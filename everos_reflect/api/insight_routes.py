@@ -1,0 +1,38 @@
+"""HTTP routes for insights (SPEC §10): ``GET /api/v1/memory/insights`` and
+``GET /api/v1/memory/explain/{id}``; the same functions as the CLI
+(:mod:`everos_reflect.strategies.insight_views`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter
+
+from everos_reflect.model import UserRef
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+
+def insight_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -> APIRouter:
+    from everos_reflect.strategies import insight_views
+
+    router = APIRouter(prefix=prefix, dependencies=list(dependencies))
+
+    @router.get("/memory/insights")
+    def insights(user_id: str, app_id: str | None = None, project_id: str | None = None,
+                 include_stale: bool = False) -> dict[str, Any]:
+        """The user's insights, newest first (stale and retired ones with ``include_stale``)."""
+        ref = UserRef.of(user_id, app_id, project_id)
+        return {"data": {"insights": insight_views.list_insights(
+            runtime, ref, include_stale=include_stale)}}
+
+    @router.get("/memory/explain/{entry_id}")
+    def explain(entry_id: str, user_id: str, app_id: str | None = None,
+                project_id: str | None = None) -> dict[str, Any]:
+        """The citation tree of an insight (or any record) down to the Episodes."""
+        ref = UserRef.of(user_id, app_id, project_id)
+        return {"data": insight_views.explain(runtime, ref, entry_id)}
+
+    return router

@@ -1,0 +1,83 @@
+"""Insights at the command line: ``insights`` (the list) and ``explain ID`` (the citation tree)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from everos_reflect.cli.common import (
+    emit_json,
+    handle_errors,
+    json_option,
+    open_runtime,
+    root_option,
+)
+from everos_reflect.model import UserRef
+
+
+def _user_options(fn: Any) -> Any:
+    fn = click.option("--project", default=None, help="Project id (default_project).")(fn)
+    return click.option("--app", default=None, help="App id (default_app).")(fn)
+
+
+@click.command("insights")
+@root_option
+@click.option("--user", "user_id", default=None, help="User id (default: every user).")
+@_user_options
+@click.option("--include-stale", is_flag=True, help="Also list stale and retired insights.")
+@json_option
+@handle_errors
+def insights_cmd(root: str | None, user_id: str | None, app: str | None, project: str | None,
+                 include_stale: bool, as_json: bool) -> None:
+    """List insights (seed 000) with their question, evidence and status."""
+    from everos_reflect.strategies.insight_views import list_insights
+
+    rt = open_runtime(root)
+    refs = ([UserRef.of(user_id, app, project)] if user_id is not None else
+            [r for r in rt.store.iter_users()
+             if (app is None or r.app == app) and (project is None or r.project == project)])
+    users = [{"user_id": r.user_id, "app_id": r.app, "project_id": r.project,
+              "insights": list_insights(rt, r, include_stale=include_stale)} for r in refs]
+    if as_json:
+        emit_json({"data": {"users": users}})
+        return
+    shown = 0
+    for user in users:
+        for item in user["insights"]:
+            shown += 1
+            mark = "" if item["status"] == "active" else f"  [{item['status']}: " \
+                f"{item.get('stale_reason') or ''}]"
+            click.echo(f"{item['id']}  {user['user_id']}  depth {item['depth']}  "
+                       f"{(item['timestamp'] or '')[:10]}{mark}")
+            click.echo(f"  {item['text']}")
+            if item.get("question"):
+                click.echo(f"  question: {item['question']}")
+            click.echo(f"  evidence: {', '.join(item['evidence'])}")
+    if not shown:
+        click.echo("No insights yet. reflect_insights writes them once enough important "
+                   "Episodes accumulate (`everos-reflect trigger reflect_insights --force`).")
+
+
+@click.command("explain")
+@click.argument("entry_id")
+@root_option
+@click.option("--user", "user_id", required=True, help="User id.")
+@_user_options
+@json_option
+@handle_errors
+def explain_cmd(entry_id: str, root: str | None, user_id: str, app: str | None,
+                project: str | None, as_json: bool) -> None:
+    """Show what ENTRY_ID rests on: its citation tree down to the Episodes, with dates."""
+    from everos_reflect.strategies.insight_views import explain, render_tree
+
+    rt = open_runtime(root)
+    tree = explain(rt, UserRef.of(user_id, app, project), entry_id)
+    if as_json:
+        emit_json({"data": tree})
+        return
+    for line in render_tree(tree):
+        click.echo(line)
+
+
+COMMANDS = [insights_cmd, explain_cmd]

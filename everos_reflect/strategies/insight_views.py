@@ -1,0 +1,111 @@
+"""Reading insights for people (SPEC §10): the list behind ``insights`` and the citation tree
+behind ``explain`` — the same functions for the CLI, the HTTP API and MCP."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.errors import UnknownEntry
+from everos_reflect.model import EntryId, Kind, UserRef
+from everos_reflect.strategies.provenance import evidence_of, status_of
+
+if TYPE_CHECKING:
+    from everos_reflect.model import Entry
+    from everos_reflect.runtime import Runtime
+
+#: Deeper than any record may be (max_depth is at most 3 for insights, 8 for belief tiers):
+#: bounds a hand-edited citation cycle.
+MAX_TREE_DEPTH = 10
+
+
+def insight_dict(entry: Entry) -> dict[str, Any]:
+    meta = entry.meta
+    return {
+        "id": entry.id,
+        "kind": entry.kind.value,
+        "timestamp": entry.timestamp.isoformat() if entry.timestamp else None,
+        "text": entry.content,
+        "question": meta.get("question"),
+        "evidence": evidence_of(entry),
+        "depth": meta.get("depth"),
+        "importance": meta.get("importance"),
+        "status": status_of(entry),
+        "stale_reason": meta.get("stale_reason"),
+        "insight_type": meta.get("insight_type"),
+        "provider": meta.get("provider"),
+        "deprecated_by": entry.deprecated_by,
+    }
+
+
+def list_insights(runtime: Runtime, ref: UserRef, *, include_stale: bool = False,
+                  include_archived: bool = False) -> list[dict[str, Any]]:
+    """The user's insights, newest first; active only unless ``include_stale``."""
+    out = []
+    for entry in runtime.store.entries(ref, Kind.INSIGHT):
+        if entry.deprecated_by and not include_archived:
+            continue
+        if status_of(entry) != "active" and not include_stale:
+            continue
+        out.append(insight_dict(entry))
+    out.sort(key=lambda d: (d["timestamp"] or "", d["id"]), reverse=True)
+    return out
+
+
+def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
+    """The citation tree of ``entry_id`` down to the Episodes, with dates.
+
+    Each node: ``id``, ``kind``, ``date``, ``text``, ``status``, ``deprecated_by`` and
+    ``evidence`` (child nodes). A cited record that no longer exists is a node with
+    ``missing: true``. Raises :class:`UnknownEntry` for an unknown root id.
+    """
+    EntryId.parse(entry_id)
+    cache: dict[str, Entry | None] = {}
+
+    def get(eid: str) -> Entry | None:
+        if eid not in cache:
+            try:
+                cache[eid] = runtime.store.get(ref, eid)
+            except (UnknownEntry, FileNotFoundError, ValueError):
+                cache[eid] = None
+        return cache[eid]
+
+    def node(eid: str, depth: int, path: frozenset[str]) -> dict[str, Any]:
+        entry = get(eid)
+        if entry is None:
+            return {"id": eid, "missing": True, "evidence": []}
+        out: dict[str, Any] = {
+            "id": entry.id, "kind": entry.kind.value,
+            "date": entry.timestamp.date().isoformat() if entry.timestamp else None,
+            "text": entry.content or entry.subject,
+            "status": status_of(entry) if entry.kind.derived else None,
+            "deprecated_by": entry.deprecated_by, "evidence": []}
+        if entry.kind is Kind.ATOMIC_FACT and entry.parent_id:
+            out["parent_id"] = entry.parent_id
+        if depth < MAX_TREE_DEPTH:
+            out["evidence"] = [node(c, depth + 1, path | {c}) for c in evidence_of(entry)
+                               if c not in path]
+        return out
+
+    if get(entry_id) is None:
+        raise UnknownEntry(f"no entry {entry_id} for user {ref}")
+    return node(entry_id, 0, frozenset({entry_id}))
+
+
+def render_tree(tree: dict[str, Any], indent: str = "") -> list[str]:
+    """The tree as indented text lines (for the terminal)."""
+    if tree.get("missing"):
+        line = f"{indent}{tree['id']}  (deleted)"
+    else:
+        marks = [m for m in (tree.get("status") if tree.get("status") not in (None, "active")
+                             else None,
+                             f"archived -> {tree['deprecated_by']}" if tree.get("deprecated_by")
+                             else None) if m]
+        extra = f"  [{', '.join(marks)}]" if marks else ""
+        text = " ".join(str(tree.get("text") or "").split())
+        if len(text) > 100:
+            text = text[:99] + "…"
+        line = f"{indent}{tree['id']}  {tree.get('date') or 'undated'}  {text}{extra}"
+    lines = [line]
+    for child in tree.get("evidence", []):
+        lines += render_tree(child, indent + "  ")
+    return lines

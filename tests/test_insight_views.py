@@ -1,0 +1,107 @@
+"""Insights at the edges (SPEC §10): CLI ``insights``/``explain``, the HTTP routes, and search
+over several kinds with stale insights left out unless asked."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import httpx
+from click.testing import CliRunner, Result
+
+from everos_reflect.api.app import create_app
+from everos_reflect.cli.main import cli
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.engine.engine import Engine
+from everos_reflect.index.search import search
+from everos_reflect.index.sync import Indexer
+from everos_reflect.runtime import Runtime
+from tests.test_provenance import DEV, edit_file, setup
+
+
+def run(root: Path, *args: str) -> Result:
+    return CliRunner().invoke(cli, [*args, "--root", str(root)])
+
+
+def call(root: Path, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    rt = Runtime(root, embedder=HashEmbedder(64))
+    app = create_app(rt, Engine(rt))
+
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+            return await c.request(method, url, **kwargs)
+
+    try:
+        return asyncio.run(go())
+    finally:
+        rt.close()
+
+
+def test_explain_walks_the_citation_tree_down_to_dated_episodes(root: Path) -> None:
+    rt, eps, first, second = setup(root)
+    rt.close()
+    result = run(root, "explain", second.id, "--user", DEV.user_id, "--json")
+    assert result.exit_code == 0, result.output
+    tree = json.loads(result.stdout)["data"]
+    assert tree["id"] == second.id and tree["kind"] == "insight"
+    (child_insight, child_episode) = tree["evidence"]
+    assert child_insight["id"] == first.id
+    assert [(n["id"], n["date"]) for n in child_insight["evidence"]] == [
+        (eps[0].id, "2026-09-02"), (eps[1].id, "2026-09-16"), (eps[2].id, "2026-09-30")]
+    assert child_episode["id"] == eps[0].id and child_episode["evidence"] == []
+    text = run(root, "explain", second.id, "--user", DEV.user_id)
+    assert text.exit_code == 0 and f"    {eps[2].id}  2026-09-30" in text.output
+    missing = run(root, "explain", "in_20261020_0099", "--user", DEV.user_id)
+    assert missing.exit_code != 0 and "no entry in_20261020_0099" in missing.stderr
+
+
+def test_insights_lists_active_ones_and_stale_ones_on_request(root: Path) -> None:
+    rt, eps, first, second = setup(root)
+    edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 15")
+    Indexer(rt).scan()
+    rt.close()
+    active = json.loads(run(root, "insights", "--user", DEV.user_id, "--json").stdout)
+    assert active["data"]["users"][0]["insights"] == []
+    every = json.loads(run(root, "insights", "--user", DEV.user_id, "--include-stale",
+                           "--json").stdout)
+    rows = {r["id"]: r for r in every["data"]["users"][0]["insights"]}
+    assert rows[first.id]["status"] == "stale"
+    assert rows[first.id]["stale_reason"] == f"evidence {eps[1].id} was edited"
+    assert rows[second.id]["depth"] == 2
+
+
+def test_api_insights_and_explain(root: Path) -> None:
+    rt, eps, first, second = setup(root)
+    rt.close()
+    listed = call(root, "GET", "/api/v1/memory/insights", params={"user_id": DEV.user_id})
+    assert listed.status_code == 200
+    assert {r["id"] for r in listed.json()["data"]["insights"]} == {first.id, second.id}
+    tree = call(root, "GET", f"/api/v1/memory/explain/{first.id}",
+                params={"user_id": DEV.user_id})
+    assert tree.status_code == 200
+    assert [n["id"] for n in tree.json()["data"]["evidence"]] == [e.id for e in eps]
+    bad = call(root, "GET", "/api/v1/memory/explain/nonsense", params={"user_id": DEV.user_id})
+    assert 400 <= bad.status_code < 500
+
+
+def test_search_over_kinds_tags_each_hit_and_leaves_stale_insights_out(root: Path) -> None:
+    rt, eps, first, second = setup(root)
+    hits = search(rt, "auth reverts", top_k=10, user_id=DEV.user_id,
+                  kinds=["episode", "insight"], mode="keyword")
+    assert {h.kind for h in hits} == {"episode", "insight"}
+    assert {h.id for h in hits if h.kind == "insight"} == {first.id, second.id}
+    edit_file(rt.store.path_for_id(DEV, eps[0].id), "on day 2", "on day 1")
+    Indexer(rt).scan()
+    hits = search(rt, "auth reverts", top_k=10, user_id=DEV.user_id,
+                  kinds=["episode", "insight"], mode="keyword")
+    assert [h for h in hits if h.kind == "insight"] == []
+    stale = search(rt, "auth reverts", top_k=10, user_id=DEV.user_id, kinds=["insight"],
+                   mode="keyword", include_stale=True)
+    assert {(h.id, h.status) for h in stale} == {(first.id, "stale"), (second.id, "stale")}
+    rt.close()
+    api = call(root, "POST", "/api/v1/memory/search",
+               json={"query": "auth", "user_id": DEV.user_id, "kinds": ["nope"]})
+    assert api.status_code == 400 and "unknown entry kind 'nope'" in api.text
