@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import APIRouter, Query
-from fastapi import Path as PathParam
+from fastapi import APIRouter
 from pydantic import Field
 
 from everos_reflect.api import ops
 from everos_reflect.api.models import Name, Strict
-from everos_reflect.model import NAME_PATTERN, UserRef
+from everos_reflect.api.params import NAME_QUERY, OPTIONAL_NAME_QUERY, RELATION_ID_PATH
+from everos_reflect.model import UserRef
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -29,11 +29,6 @@ class ResolveRequest(Strict):
     note: str = Field(min_length=1, max_length=2000)
 
 
-# Query ids carry their pattern in the OpenAPI schema (and are checked against it).
-_NAME = Query(pattern=NAME_PATTERN)
-_OPTIONAL_NAME = Query(None, pattern=NAME_PATTERN)
-
-
 def belief_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -> APIRouter:
     """The routes for one opened root; ``dependencies`` carry the API's bearer-token check."""
     from everos_reflect.strategies import belief_views
@@ -41,16 +36,16 @@ def belief_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) ->
     router = APIRouter(prefix=prefix, dependencies=list(dependencies))
 
     @router.get("/memory/worldview")
-    def worldview(user_id: str = _NAME, app_id: str | None = _OPTIONAL_NAME,
-                  project_id: str | None = _OPTIONAL_NAME,
+    def worldview(user_id: str = NAME_QUERY, app_id: str | None = OPTIONAL_NAME_QUERY,
+                  project_id: str | None = OPTIONAL_NAME_QUERY,
                   history: bool = False) -> dict[str, Any]:
         """The user's current convictions, one per key (every version with ``history``)."""
         ref = UserRef.of(user_id, app_id, project_id)
         return {"data": {"convictions": belief_views.worldview(runtime, ref, history=history)}}
 
     @router.get("/memory/relations")
-    def relations(user_id: str = _NAME, app_id: str | None = _OPTIONAL_NAME,
-                  project_id: str | None = _OPTIONAL_NAME,
+    def relations(user_id: str = NAME_QUERY, app_id: str | None = OPTIONAL_NAME_QUERY,
+                  project_id: str | None = OPTIONAL_NAME_QUERY,
                   status: Literal["active", "resolved", "stale", "retired"] | None = None,
                   ) -> dict[str, Any]:
         """The user's self-contradiction edges, newest first (``status`` filters)."""
@@ -59,7 +54,7 @@ def belief_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) ->
 
     @router.post("/memory/relations/{rel_id}/resolve")
     def resolve(body: ResolveRequest,
-                rel_id: str = PathParam(pattern=r"^rel_[0-9]{8}_[0-9]{4,}$")) -> dict[str, Any]:
+                rel_id: str = RELATION_ID_PATH) -> dict[str, Any]:
         """Mark an active edge resolved with a note; the convictions are not touched."""
         ref = UserRef.of(body.user_id, body.app_id, body.project_id)
         rel_id = ops.existing_form(rel_id, ref)

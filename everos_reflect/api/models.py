@@ -49,9 +49,10 @@ def _whole(value: object) -> object:
 #: An integer field: strict (no strings, no booleans) but accepting a whole float.
 Whole = Annotated[int, BeforeValidator(_whole)]
 
-#: "Has a character that is not white space", as Python's ``str.strip``/``split`` and every
-#: regex engine agree on it: Python counts U+001C-U+001F as white space, Unicode does not.
-NOT_BLANK = r"[^\s\x1c-\x1f]"
+#: "Has a character that is not white space" in Python's sense (``str.strip``/``split``, which
+#: the validators use), spelled out char by char: regex engines disagree on ``\s`` (Python counts
+#: U+001C-U+001F as white space, Unicode does not).
+NOT_BLANK = "[^" + "".join(f"\\u{c:04x}" for c in range(0x3001) if chr(c).isspace()) + "]"
 
 
 def _one_line(value: str) -> str:
@@ -68,7 +69,7 @@ EpisodeIdText = Annotated[str, AfterValidator(_episode_id), Field(
 
 
 class SearchRequest(Strict):
-    query: str = Field(min_length=1)
+    query: str = Field(min_length=1, json_schema_extra={"pattern": NOT_BLANK})
     top_k: Whole = Field(5, ge=1, le=MAX_TOP_K)
     user_id: Name | None = None
     app_id: Name | None = None
@@ -76,7 +77,8 @@ class SearchRequest(Strict):
     mode: Literal["hybrid", "vector", "keyword"] | None = Field(
         None, description="Ranking (default: settings).")
     include_deprecated: bool = False
-    kinds: list[str] | None = Field(
+    kinds: list[Literal["episode", "atomic_fact", "insight", "conviction", "relation", "task",
+                        "lesson"]] | None = Field(
         None, max_length=7,
         description="Entry kinds to search (episode, atomic_fact, insight, ...); default episode.")
     include_stale: bool = False
@@ -140,7 +142,7 @@ class BriefingRequest(Strict):
     user_id: Name
     app_id: Name | None = None
     project_id: Name | None = None
-    query: str = Field(min_length=1, max_length=2000)
+    query: str = Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK})
     task_type: Name | None = Field(None, description="Adds the lessons of this task type.")
     max_tokens: Whole = Field(1000, ge=1, le=32000,
                             description="Budget of the whole block, in the bundled tokenizer's "
