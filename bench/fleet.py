@@ -101,7 +101,7 @@ def run_sequential(roots: list[Path]) -> dict[str, Any]:
     from everos_reflect.engine.engine import Engine
     from everos_reflect.fleet.work import open_root
 
-    merges, statuses = 0, defaultdict(int)
+    merges, statuses, clusters = 0, defaultdict(int), defaultdict(int)
     started = time.perf_counter()
     for root in roots:
         runtime = open_root(str(root))
@@ -109,8 +109,10 @@ def run_sequential(roots: list[Path]) -> dict[str, Any]:
         runtime.close()
         statuses[outcome.status] += 1
         merges += outcome.counts.get("merged", 0)
+        for key, n in outcome.counts.items():
+            clusters[key] += n
     return {"seconds": round(time.perf_counter() - started, 2), "merges": merges,
-            "statuses": dict(statuses)}
+            "statuses": dict(statuses), "clusters": dict(clusters)}
 
 
 def run_ray(roots: list[Path], workers: int) -> dict[str, Any]:
@@ -130,9 +132,18 @@ def run_ray(roots: list[Path], workers: int) -> dict[str, Any]:
         ray.shutdown()
     return {"seconds": round(report.seconds, 2), "ray_init_seconds": round(init_seconds, 2),
             "merges": sum(r.merges for r in report.results), "statuses": report.counts,
+            "clusters": _sum_counts(r.counts for r in report.results),
             "tasks": report.submitted,
             "task_seconds": round(sum(r.seconds for r in report.results), 2),
             "errors": [r.error for r in report.results if r.error][:3]}
+
+
+def _sum_counts(counts: Any) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for one in counts:
+        for key, n in one.items():
+            out[key] += n
+    return dict(out)
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -149,14 +160,14 @@ def markdown(result: dict[str, Any]) -> str:
         "and clustered beforehand; each mode runs Reflection (`force`) on fresh copies. LLM: "
         f"fake OpenAI-compatible server, {result['llm_latency'] * 1000:.0f} ms per call.",
         "",
-        "| mode | wall s | merges | statuses | Ray start-up s (apart) |",
-        "|---|---:|---:|---|---:|",
-        f"| sequential `trigger` | {seq['seconds']} | {seq['merges']} | "
+        "| mode | wall s | merges | cluster outcomes | root statuses | Ray start-up s (apart) |",
+        "|---|---:|---:|---|---|---:|",
+        f"| sequential `trigger` | {seq['seconds']} | {seq['merges']} | {seq['clusters']} | "
         f"{seq['statuses']} | - |",
-        f"| Ray, 1 worker | {r1['seconds']} | {r1['merges']} | {r1['statuses']} | "
-        f"{r1['ray_init_seconds']} |",
-        f"| Ray, 2 workers | {r2['seconds']} | {r2['merges']} | {r2['statuses']} | "
-        f"{r2['ray_init_seconds']} |",
+        f"| Ray, 1 worker | {r1['seconds']} | {r1['merges']} | {r1['clusters']} | "
+        f"{r1['statuses']} | {r1['ray_init_seconds']} |",
+        f"| Ray, 2 workers | {r2['seconds']} | {r2['merges']} | {r2['clusters']} | "
+        f"{r2['statuses']} | {r2['ray_init_seconds']} |",
         "",
         f"- speed-up with 2 workers (sequential ÷ Ray-2): **{result['speedup_2']:.2f}×** "
         "(target ≥ 1.8×)",
