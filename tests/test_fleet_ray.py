@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import ray  # in the test extra: these tests run everywhere the suite runs, never skipped
 from click.testing import CliRunner
 from filelock import FileLock
 
@@ -31,8 +32,6 @@ from everos_reflect.markdown.parser import parse_log
 from everos_reflect.strategies.reflect import users_with_clusters
 from tests.fleet_support import build_root, open_test_root
 from tests.reflect_fixtures import check_invariants
-
-ray = pytest.importorskip("ray")  # declared in the test extra: CI always has it
 
 pytestmark = pytest.mark.slow
 

@@ -298,3 +298,22 @@ def test_lessons_cli_and_api(scripted: tuple[Runtime, ScriptedLLM], root: Path) 
     assert resp.status_code == 422
     result = CliRunner().invoke(cli, ["lessons", "--task-type", "migrate"])
     assert result.exit_code == 0 and "no lessons" in result.output
+
+
+def test_data_trigger_sees_a_new_task_and_waits_out_the_cooldown(
+    scripted: tuple[Runtime, ScriptedLLM]
+) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    rt, llm = scripted
+    strategy = LearnLessons()
+    assert strategy.data_trigger is not None
+    assert strategy.observe(rt, None) == 0  # no task yet
+    task(rt, 1, "success", ["check logs", "deploy"])
+    assert strategy.observe(rt, None) == 1
+    just_now = datetime.now(UTC) - timedelta(seconds=5)
+    assert strategy.observe(rt, just_now) == 0  # inside the 60 s cooldown
+    assert strategy.data_trigger.is_due(strategy.observe(rt, None), None, datetime.now(UTC))
+    llm.queue_task("lessons", reply(lessons=["Check the logs before retrying a failed deploy."]))
+    learn(rt)
+    assert strategy.observe(rt, None) == 0  # consumed

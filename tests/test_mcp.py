@@ -76,6 +76,9 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
             "steps": ["check logs", "deploy"], "outcome": "success",
             "timestamp": "2026-10-13T09:00:00+00:00"}))
         out["lessons"] = _data(await client.call_tool("lessons", {"task_type": "deploy"}))
+        out["insights"] = _data(await client.call_tool("insights", {"user_id": "u_ann"}))
+        out["explain"] = _data(await client.call_tool("explain", {
+            "user_id": "u_ann", "entry_id": out["added"]["id"]}))
         out["errors"] = []
         for name, args in [
             ("add_episode", {"user_id": "../etc", "subject": "s", "content": "c"}),
@@ -89,6 +92,8 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
                              "steps": ["s"], "outcome": "won"}),
             ("briefing", {"user_id": "u_ann", "query": "cat", "max_tokens": 0}),
             ("lessons", {"task_type": "de ploy"}),
+            ("explain", {"user_id": "u_ann", "entry_id": "in_20261012_0009"}),
+            ("insights", {"user_id": "u/ann"}),
         ]:
             try:
                 await client.call_tool(name, args)
@@ -111,7 +116,7 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     assert [h["id"] for h in hits] == [added["id"]]  # indexed on write, no daemon running
     assert hits[0]["episode"] == "Ann adopted a grey cat called Miso."
     codes = [e[0] if e else None for e in out["errors"]]
-    assert codes == [-32602] * 9
+    assert codes == [-32602] * 11
     messages = [e[1] for e in out["errors"]]
     assert "invalid user_id" in messages[0]
     assert "content" in messages[1]
@@ -122,6 +127,10 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     assert "outcome" in messages[6]
     assert "max_tokens" in messages[7]
     assert "task_type" in messages[8]
+    assert "in_20261012_0009" in messages[9]
+    assert "user_id" in messages[10]
+    assert out["insights"] == {"insights": []}
+    assert out["explain"]["id"] == added["id"]
     assert out["lessons"] == {"lessons": []}  # a task was recorded, nothing learned yet
     briefing = out["briefing"]
     assert [i["id"] for i in briefing["items"]] == [added["id"]]

@@ -67,6 +67,12 @@ def tools() -> list[Tool]:
         Tool("lessons", "The lessons learned for a task type, most confirmed first, each with "
              "the task records it rests on. Same as GET /api/v1/lessons.",
              models.LessonsQuery, ops.lessons),
+        Tool("insights", "A user's insights (patterns across their records), newest first, each "
+             "with its evidence. Same as GET /api/v1/memory/insights.",
+             models.InsightsQuery, ops.insights),
+        Tool("explain", "The citation tree of an insight, lesson or any record down to the "
+             "Episodes, with dates. Same as GET /api/v1/memory/explain/{id}.",
+             models.ExplainQuery, ops.explain),
         Tool("record_task", "Record a finished task (type, goal, steps, outcome, errors) so "
              "lessons are learned per task type. Same body as POST /api/v1/tasks.",
              models.TaskRecordRequest, ops.record_task, writes=True),

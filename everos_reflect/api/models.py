@@ -167,3 +167,21 @@ class ErrorBody(BaseModel):
     """Every error answer: ``{"error": {"code", "message"}}``."""
 
     error: ErrorDetail
+
+
+class InsightsQuery(Strict):
+    """The query of ``GET /api/v1/memory/insights``."""
+
+    user_id: Name
+    app_id: Name | None = None
+    project_id: Name | None = None
+    include_stale: bool = False
+
+
+class ExplainQuery(Strict):
+    """``GET /api/v1/memory/explain/{entry_id}``: the path's id and the query's user."""
+
+    entry_id: str = Field(min_length=1, max_length=64)
+    user_id: Name
+    app_id: Name | None = None
+    project_id: Name | None = None

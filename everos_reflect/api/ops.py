@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from everos_reflect.api.models import (
         BriefingRequest,
         EpisodeRequest,
+        ExplainQuery,
+        InsightsQuery,
         LessonsQuery,
         SearchRequest,
         TaskRecordRequest,
@@ -181,3 +183,20 @@ def lessons(runtime: Runtime, body: LessonsQuery) -> dict[str, Any]:
                         "contested_with": list(x.contested_with), "timestamp": x.stamp})
     out.sort(key=lambda d: (-d["confirmations"], d["user_id"], d["id"]))
     return {"lessons": out}
+
+
+def insights(runtime: Runtime, body: InsightsQuery) -> dict[str, Any]:
+    """``GET /api/v1/memory/insights``: the user's insights, newest first."""
+    from everos_reflect.strategies import insight_views
+
+    ref = _ref(body.user_id, body.app_id, body.project_id)
+    return {"insights": insight_views.list_insights(runtime, ref,
+                                                    include_stale=body.include_stale)}
+
+
+def explain(runtime: Runtime, body: ExplainQuery) -> dict[str, Any]:
+    """``GET /api/v1/memory/explain/{id}``: a record's citation tree down to the Episodes."""
+    from everos_reflect.strategies import insight_views
+
+    ref = _ref(body.user_id, body.app_id, body.project_id)
+    return insight_views.explain(runtime, ref, body.entry_id)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 STRATEGIES: tuple[str, ...] = (
     "everos_reflect.strategies.reflect:ReflectEpisodes",
     "everos_reflect.strategies.insights:ReflectInsights",
+    "everos_reflect.strategies.revalidate:RevalidateInsights",
     "everos_reflect.strategies.worldview:UpdateWorldview",
     "everos_reflect.strategies.contradictions:DetectContradictions",
     "everos_reflect.strategies.reconcile:Reconcile",

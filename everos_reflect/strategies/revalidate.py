@@ -1,0 +1,178 @@
+"""``revalidate_insights`` (seed 000, SPEC §10): re-check each stale insight against its evidence
+as it is now, and keep, revise or retire it.
+
+Per stale, daemon-written insight: every cited record is followed to its current form — an
+archived one through ``deprecated_by`` to the narrative that replaced it, an edited one as it
+reads now, a deleted one dropped. With fewer than two records left the insight is retired (no
+model needed: the citation floor no longer holds). Otherwise the model answers the
+``revalidation`` task: **holds** → ``status: active`` again with the evidence re-pointed;
+**revise** → a new insight archives the old one through ``deprecated_entries``; **retire** →
+``status: retired``. The extractive provider cannot judge a text, so offline the insight stays
+stale and the run reports ``needs_llm``. One ``derivation_report`` row per insight.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.engine.registry import RunContext, Strategy
+from everos_reflect.engine.triggers import CountTrigger
+from everos_reflect.errors import EverosError, ProviderUnavailable
+from everos_reflect.index.audit import Derivation, record_derivation
+from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.strategies import provenance
+from everos_reflect.strategies.belief_store import Budget, sync, tier_settings
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+NAME = "revalidate_insights"
+MAX_HOPS = 20  # a deprecated_by chain longer than this is a hand-made loop
+
+
+def current_form(eid: str, records: dict[str, Entry]) -> Entry | None:
+    """The live record ``eid`` stands for now: itself, or where its archive chain ends."""
+    seen = set()
+    entry = records.get(eid)
+    while entry is not None and entry.deprecated_by and len(seen) < MAX_HOPS:
+        seen.add(entry.id)
+        entry = records.get(entry.deprecated_by)
+        if entry is not None and entry.id in seen:
+            return None
+    return entry
+
+
+def current_evidence(insight: Entry, records: dict[str, Entry]) -> list[Entry]:
+    """The insight's evidence re-pointed to its current forms, usable ones only, in order."""
+    out: list[Entry] = []
+    for eid in provenance.evidence_of(insight):
+        entry = current_form(eid, records)
+        if entry is None or entry.deprecated_by:
+            continue
+        if entry.kind.derived and provenance.status_of(entry) != provenance.ACTIVE:
+            continue
+        if entry.id not in {e.id for e in out}:
+            out.append(entry)
+    return out
+
+
+def stale_insights(records: dict[str, Entry]) -> list[Entry]:
+    return sorted((e for e in records.values() if e.kind is Kind.INSIGHT
+                   and provenance.DERIVATION_KEY in e.meta and e.deprecated_by is None
+                   and provenance.status_of(e) == provenance.STALE),
+                  key=lambda e: (e.meta.get("depth") or 1, e.id))
+
+
+class RevalidateInsights(Strategy):
+    name = NAME
+    description = "Keep, revise or retire insights whose evidence changed (seed 000)."
+    default_cron = "15 * * * *"
+    data_trigger = CountTrigger(n=1)
+    settings = tuple(s for s in tier_settings(cooldown=120.0) if s.name != "max_depth")
+
+    def observe(self, runtime: Runtime, since: datetime | None) -> float:
+        """Stale insights waiting (the data trigger fires at one)."""
+        return float(sum(len(stale_insights(provenance.load_records(runtime, ref)))
+                         for ref in runtime.store.iter_users()
+                         if provenance.has_derived(runtime, ref)))
+
+    def run(self, ctx: RunContext) -> dict[str, int]:
+        rt, counts = ctx.runtime, Counter[str]()
+        budget = Budget.of(ctx.settings)
+        for ref in rt.store.iter_users():
+            if ctx.should_stop() or not provenance.has_derived(rt, ref):
+                continue
+            done: set[str] = set()
+            while True:  # shallowest first, re-reading after each: a kept insight counts
+                records = provenance.load_records(rt, ref)  # as evidence for the next one
+                todo = [e for e in stale_insights(records) if e.id not in done]
+                if not todo:
+                    break
+                hit = budget.exceeded()
+                if hit:
+                    counts["limit_reached"] += 1
+                    ctx.log.info("%s: stopping early: %s", NAME, hit)
+                    return dict(counts)
+                done.add(todo[0].id)
+                self._one(ctx, ref, todo[0], records, budget, counts)
+        return dict(counts)
+
+    def _one(self, ctx: RunContext, ref: UserRef, insight: Entry, records: dict[str, Entry],
+             budget: Budget, counts: Counter[str]) -> None:
+        rt, started = ctx.runtime, time.monotonic()
+        evidence = current_evidence(insight, records)
+        row = Derivation(NAME, ref, "ok", run_id=ctx.run_id, inputs=[insight.id])
+        verdict: dict[str, Any]
+        if len(evidence) < 2:
+            verdict = {"verdict": "retire", "insight": "", "evidence": []}
+            reason = "fewer than 2 cited records remain"
+        elif rt.llm.provider == "extractive":
+            counts["needs_llm"] += 1
+            return
+        else:
+            try:
+                verdict = self._ask(ctx, insight, evidence, budget, row)
+            except (ProviderUnavailable, EverosError) as exc:
+                row.status, row.error = "failed", str(exc)
+                counts["failed"] += 1
+                row.duration_ms = int((time.monotonic() - started) * 1000)
+                record_derivation(rt.db(), row)
+                return
+            reason = "the model judged it unsupported"
+        by_id = {e.id: e for e in evidence}
+        cited = [by_id[i] for i in verdict["evidence"] if i in by_id]
+        touched = {rt.store.path_for_id(ref, insight.id)}
+        if verdict["verdict"] == "holds":
+            rt.store.update_meta(ref, insight.id, {
+                "status": provenance.ACTIVE, "stale_reason": None,
+                "evidence": [e.id for e in cited],
+                "evidence_hash": {e.id: e.text_hash for e in cited},
+                "revalidated_at": datetime.now(UTC)})
+            row.outputs = [insight.id]
+        elif verdict["verdict"] == "revise":
+            meta = {k: v for k, v in insight.meta.items()
+                    if k not in ("owner_id", "timestamp", "stale_reason")}
+            meta.update({"timestamp": datetime.now(UTC), "status": provenance.ACTIVE,
+                         "evidence": [e.id for e in cited],
+                         "evidence_hash": {e.id: e.text_hash for e in cited},
+                         "depth": 1 + max(int(e.meta.get("depth") or 1) if e.kind.derived
+                                          else 0 for e in cited),
+                         "derivation": f"rv_{insight.id}", "revises": insight.id})
+            new = rt.store.append(ref, Kind.INSIGHT, meta, {"Insight": verdict["insight"]})
+            rt.store.deprecate(ref, {insight.id: new.id})
+            touched.add(rt.store.path_for_id(ref, new.id))
+            row.outputs = [new.id]
+        else:
+            rt.store.update_meta(ref, insight.id, {
+                "status": provenance.RETIRED,
+                "stale_reason": f"{insight.meta.get('stale_reason') or 'stale'}; retired: "
+                                f"{reason}"})
+            row.outputs = [insight.id]
+        counts[{"holds": "kept", "revise": "revised", "retire": "retired"}[verdict["verdict"]]] += 1
+        sync(rt, touched)
+        row.duration_ms = int((time.monotonic() - started) * 1000)
+        record_derivation(rt.db(), row)
+
+    def _ask(self, ctx: RunContext, insight: Entry, evidence: list[Entry], budget: Budget,
+             row: Derivation) -> dict[str, Any]:
+        from everos_reflect.llm.prompts import Prompts
+        from everos_reflect.llm.tasks import Record, TaskRequest
+
+        prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
+        budget.llm_calls += 1
+        records = tuple(Record(e.id, e.kind.value.replace("atomic_fact", "fact"),
+                               f"{e.subject}: {e.content}" if e.subject else e.content,
+                               e.timestamp) for e in evidence)
+        result = ctx.runtime.llm.run_task("revalidation", TaskRequest(
+            records=records, values={"insight": insight.content}, prompts=prompts))
+        budget.tokens += result.usage.total_tokens
+        row.provider, row.model = result.provider, result.model
+        row.prompt_tokens += result.usage.prompt_tokens
+        row.completion_tokens += result.usage.completion_tokens
+        return result.value
+
+
+__all__ = ["NAME", "RevalidateInsights", "current_evidence", "current_form"]

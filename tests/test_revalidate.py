@@ -1,0 +1,106 @@
+"""revalidate_insights (seed 000, SPEC §10): keep (evidence re-pointed), revise, retire."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from everos_reflect.engine.registry import RunContext, validate_strategy_settings
+from everos_reflect.index.audit import list_derivations
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm.openai_llm import OpenAILLM
+from everos_reflect.model import Kind
+from everos_reflect.runtime import Runtime
+from everos_reflect.strategies.revalidate import NAME, RevalidateInsights
+from tests.reflect_fixtures import add_episode
+from tests.test_provenance import DEV, edit_file, setup
+
+pytest_plugins = ["tests.fake_openai"]
+
+
+def with_openai(rt: Runtime, fake: Any) -> Runtime:
+    rt.__dict__["llm"] = OpenAILLM(model="fake-model", base_url=fake.base_url, api_key="k",
+                                   max_retries=0, sleep=lambda s: None)
+    return rt
+
+
+def run(rt: Runtime) -> dict[str, int]:
+    values = validate_strategy_settings(NAME, {"enabled": True}, "ome.toml")
+    return RevalidateInsights().run(RunContext(rt, values, "run_r", "manual", force=True))
+
+
+def merged(rt: Runtime, eps: list[Any]) -> Any:
+    narrative = add_episode(rt, DEV, "2026-10-01T10:00:00+00:00", "Auth reverts",
+                            "The user reverted three auth changes in September.",
+                            parent_type="cluster")
+    rt.store.deprecate(DEV, {eps[0].id: narrative.id})
+    Indexer(rt).scan()
+    return narrative
+
+
+def numbers(body: dict[str, Any]) -> dict[str, int]:
+    text = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    return {line: int(n) for n, line in re.findall(r"^\[(\d+)\] (.*)$", text, re.M)}
+
+
+def test_holds_reactivates_the_insight_with_its_evidence_re_pointed(root: Path, fake_openai):
+    rt, eps, first, _second = setup(root)
+    narrative = merged(rt, eps)
+    assert rt.store.get(DEV, first.id).meta["status"] == "stale"
+    fake_openai.script(*[lambda body: json.dumps(
+        {"verdict": "holds", "insight": "", "evidence": sorted(numbers(body).values())})] * 2)
+    counts = run(with_openai(rt, fake_openai))
+    assert counts["kept"] == 2  # the depth-2 insight is re-checked after its evidence holds
+    assert rt.store.get(DEV, _second.id).meta["status"] == "active"
+    kept = rt.store.get(DEV, first.id)
+    assert kept.meta["status"] == "active" and "stale_reason" not in kept.meta
+    assert kept.meta["evidence"][0] == narrative.id and eps[0].id not in kept.meta["evidence"]
+    body = fake_openai.chat_bodies()[0]
+    assert list(body["response_format"]["json_schema"]["schema"]["properties"]) == [
+        "verdict", "insight", "evidence"]
+    assert "All three reverts touched auth." in body["messages"][1]["content"]
+    rows = list_derivations(rt.db(), strategy=NAME)
+    assert rows and rows[-1]["status"] == "ok"
+
+
+def test_revise_archives_the_old_insight_with_a_new_version(root: Path, fake_openai) -> None:
+    rt, eps, first, _second = setup(root)
+    merged(rt, eps)
+    fake_openai.script(*[lambda body: json.dumps(
+        {"verdict": "revise", "insight": "The user reverted auth changes three times.",
+         "evidence": sorted(numbers(body).values())})] * 2)
+    counts = run(with_openai(rt, fake_openai))
+    assert counts["revised"] >= 1
+    old = rt.store.get(DEV, first.id)
+    assert old.deprecated_by is not None
+    new = rt.store.get(DEV, old.deprecated_by)
+    assert new.content == "The user reverted auth changes three times."
+    assert new.meta["status"] == "active" and new.meta["revises"] == first.id
+
+
+def test_retire_when_the_model_says_so_or_the_floor_no_longer_holds(root: Path, fake_openai):
+    rt, eps, first, second = setup(root)
+    edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
+    for ep in eps[1:]:  # two of three cited episodes deleted: the floor is gone
+        path = rt.store.path_for_id(DEV, ep.id)
+        text = path.read_text()
+        start = text.index(f"<!-- entry:{ep.id} -->")
+        end = text.index(f"<!-- /entry:{ep.id} -->") + len(f"<!-- /entry:{ep.id} -->\n")
+        path.write_text(text[:start] + text[end:])
+    Indexer(rt).scan()
+    counts = run(with_openai(rt, fake_openai))  # no LLM call needed for either
+    assert counts["retired"] == 2 and fake_openai.chat_bodies() == []
+    assert rt.store.get(DEV, first.id).meta["status"] == "retired"
+    assert "retired: fewer than 2 cited records remain" in rt.store.get(
+        DEV, second.id).meta["stale_reason"]
+    assert all(e.meta["status"] == "retired" for e in rt.store.entries(DEV, Kind.INSIGHT))
+
+
+def test_offline_a_stale_insight_stays_stale_and_the_run_says_it_needs_an_llm(root: Path):
+    rt, eps, first, _second = setup(root)
+    merged(rt, eps)
+    counts = run(rt)
+    assert counts["needs_llm"] >= 1
+    assert rt.store.get(DEV, first.id).meta["status"] == "stale"
