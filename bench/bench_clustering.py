@@ -1,51 +1,179 @@
-"""Assignment cost of online clustering at 10k and 100k Episodes (synthetic, real SQLite).
+"""Online clustering cost, side by side with EverAlgo's ``cluster_by_geometry`` in one process.
 
-Synthetic users write ~7 Episodes a day for two years about a few hundred recurring topics
-(vector = topic centre + noise, 384 dims); every Monday each eligible cluster is consolidated
-(``mark_consolidated`` with the centroid as narrative vector), so the set of consolidated
-clusters grows as it would in production. Each Episode goes through ``ClusterService.assign``
-(candidates: clusters in the time window + the user's consolidated ones). In the same run, every
-``--naive-every``-th assignment also times the naive alternative — load *every* cluster of the
-user and score them all — on the same database state.
+Streams (vectors from the bundled MiniLM, the same vectors for both sides):
 
-    python bench/bench_clustering.py [--sizes 10000 100000] [--per-user 5000]
+- **LoCoMo**: the 544 Episodes of ``locomo_episodes.py`` (one per session and speaker; each
+  speaker is one owner), in time order.
+- **one owner ×N**: the anchor's heavy-user stream (``../shared/anchors``): the LoCoMo stream
+  repeated N times under one owner, each repeat 400 days later, vectors jittered (σ 0.02),
+  delivered in time order (LoCoMo spans more than 400 days, so repeats interleave).
+
+Our side runs ``ClusterService`` on a real ``system.db`` (state persisted): once with one
+transaction per Episode (``assign``, a watcher syncing one file) and once as an index flush
+does it, ``on_entries_indexed`` per owner inside one ``ClusterService.batch()`` of 256
+Episodes. Times are CPU time of this process (``time.process_time``), both sides, so that a
+machine shared with other work still gives comparable figures. EverAlgo runs
+``cluster_by_geometry`` on in-memory pydantic clusters with the same threshold and window; it
+has no consolidation, so ours never rejoins here either. Both clusterings are compared with the
+adjusted Rand index (scikit-learn). ``--consolidate`` adds a run where every eligible cluster
+is consolidated every 30 days of stream time, to show that the consolidated candidates stay
+bounded.
+
+EverAlgo is loaded from its unpacked wheel, never installed:
+
+    pip download --no-deps --python-version 3.12 --only-binary=:all: -d ea \
+        everalgo-clustering==0.2.1
+    python -m zipfile -e ea/everalgo_clustering-0.2.1-py3-none-any.whl ea/site
+    python bench/bench_clustering.py LOCOMO_JSON --everalgo ea/site [--scales 20 100 184]
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sqlite3
 import statistics
 import sys
 import tempfile
 import time
-from datetime import UTC, datetime, timedelta
+import types
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import numpy as np
+from sklearn.metrics import adjusted_rand_score
 
-from everos_reflect.clustering.online import Candidate, choose_cluster
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import locomo_episodes as lm
+
+from everos_reflect.clustering.matrix import ClusterRow, UserClusters
+from everos_reflect.clustering.online import normalize
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.index import db as dbmod
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import Entry, Kind, UserRef, format_timestamp
 from everos_reflect.settings import Settings
 
-DIM = 384
-START = datetime(2025, 1, 6, 8, 0, tzinfo=UTC)  # a Monday
+DAY = 86400.0
+BATCH = 256
+
+
+@dataclass(frozen=True)
+class Item:
+    owner: str
+    eid: str
+    ts: float  # epoch seconds
+    vector: np.ndarray
+
+
+# --------------------------------------------------------------------------- streams
+
+
+def locomo_stream(path: str, cache: Path | None = None) -> tuple[list[Item], np.ndarray]:
+    """LoCoMo Episodes in time order with their MiniLM vectors (read from ``cache`` when it
+    exists, written there otherwise: embedding is the slow part on a loaded machine)."""
+    from everos_reflect.embedding import make_embedder
+
+    eps = lm.episodes(lm.load(path))
+    eps.sort(key=lambda e: (e.timestamp, e.user_id, e.session))
+    if cache is not None and cache.exists():
+        vectors = np.load(cache)
+    else:
+        embedder = make_embedder(Settings().embedding)
+        vectors = np.asarray(embedder.embed([e.text for e in eps]), dtype=np.float32)
+        if cache is not None:
+            np.save(cache, vectors)
+    if len(vectors) != len(eps):
+        raise SystemExit(f"{cache} holds {len(vectors)} vectors for {len(eps)} Episodes")
+    items = [Item(e.user_id, f"ep_{n:07d}", e.timestamp.timestamp(), vectors[n])
+             for n, e in enumerate(eps)]
+    return items, vectors
+
+
+def one_owner_stream(base: list[Item], scale: int, seed: int = 0) -> list[Item]:
+    """The anchor's heavy user: ``base`` repeated ``scale`` times, 400 days apart, jittered."""
+    rng = np.random.default_rng(seed)
+    n = len(base) * scale
+    idx = np.arange(n) % len(base)
+    vecs = np.stack([b.vector for b in base])[idx]
+    vecs = vecs + rng.normal(0, 0.02, vecs.shape).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    when = [base[i % len(base)].ts + (i // len(base)) * 400 * DAY for i in range(n)]
+    # LoCoMo spans more than 400 days, so repeats overlap: deliver in time order (ids follow)
+    order = sorted(range(n), key=lambda i: (when[i], i))
+    return [Item("one", f"ep_{k:07d}", when[i], vecs[i]) for k, i in enumerate(order)]
+
+
+# --------------------------------------------------------------------------- EverAlgo
+
+
+def load_everalgo(site: Path) -> tuple[Any, Callable[..., Any]]:
+    """``Cluster`` and ``cluster_by_geometry`` from the unpacked wheel; the LLM helpers it
+    imports (Python ≥ 3.12 only) are stubbed, as ``../shared/anchors`` does."""
+    sys.path.insert(0, str(site))
+    for name in ["everalgo.llm", "everalgo.llm.types", "everalgo.llm.protocols",
+                 "everalgo.prompts"]:
+        sys.modules[name] = types.ModuleType(name)
+    sys.modules["everalgo.llm.types"].ChatMessage = object  # type: ignore[attr-defined]
+    sys.modules["everalgo.prompts"].render_prompt = lambda *a, **k: ""  # type: ignore[attr-defined]
+    base = site / "everalgo" / "clustering"
+
+    def load(name: str, file: str) -> Any:
+        spec = importlib.util.spec_from_file_location(name, base / file)
+        module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        return module
+
+    state = load("ea_state", "state.py")
+    sys.modules["everalgo.clustering.state"] = state
+    sys.modules["everalgo.clustering.prompts.en.cluster"] = types.SimpleNamespace(
+        CLUSTER_LLM_ASSIGN_PROMPT="")
+    alg = load("ea_alg", "algorithm.py")
+    state.Cluster.model_rebuild(_types_namespace={"np": np})
+    return state.Cluster, alg.cluster_by_geometry
+
+
+def run_everalgo(ea: tuple[Any, Callable[..., Any]], items: Sequence[Item], threshold: float,
+                 window_days: float) -> tuple[float, list[str]]:
+    """CPU seconds for the whole stream and the cluster label of each item."""
+    cluster_cls, by_geometry = ea
+    per_owner: dict[str, list[Any]] = {}
+    labels: list[str] = []
+    t0 = time.process_time()
+    for it in items:
+        owned = per_owner.setdefault(it.owner, [])
+        new = cluster_cls(centroid=it.vector, last_ts=int(it.ts * 1000), members=[it.eid])
+        merged = by_geometry(new, owned, threshold=threshold, time_window_days=window_days)
+        if merged is None:
+            cid = f"{it.owner}/c{len(owned)}"
+            owned.append(new.model_copy(update={"id": cid}))
+        else:
+            k = next(i for i, c in enumerate(owned) if c.id == merged.id)
+            owned[k] = merged
+            cid = merged.id
+        labels.append(cid)
+    return time.process_time() - t0, labels
+
+
+# --------------------------------------------------------------------------- ours
 
 
 class _Vectors:
     def __init__(self) -> None:
         self.data: dict[tuple[UserRef, str], np.ndarray] = {}
 
-    def get_vectors(self, kind: Kind, ref: UserRef, ids: list[str]) -> dict[str, np.ndarray]:
+    def get_vectors(self, kind: Kind, ref: UserRef, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return {i: self.data[(ref, i)] for i in ids if (ref, i) in self.data}
 
 
 class _Runtime:
-    def __init__(self, root: Path) -> None:
+    """What ClusterService needs: settings, ``db()`` on a real system.db, stored vectors."""
+
+    def __init__(self, root: Path, settings: Settings) -> None:
         self.root = root
-        self.settings = Settings()
+        self.settings = settings
         self.vectors = _Vectors()
         self._conn: sqlite3.Connection | None = None
 
@@ -55,120 +183,181 @@ class _Runtime:
         return self._conn
 
 
-def _stream(n: int, per_user: int, seed: int):
-    """(ref, entry_id, vector, ts) in time order across users."""
-    rng = np.random.default_rng(seed)
-    users = max(1, n // per_user)
-    span = 730 * 86400.0
-    rows = []
-    for u in range(users):
-        ref = UserRef.of(f"user{u:03d}")
-        centres = rng.normal(size=(300, DIM)).astype(np.float32)
-        count = per_user if u < users - 1 else n - per_user * (users - 1)
-        ts = np.sort(rng.uniform(0, span, size=count))
-        # topics come in bursts: a topic is likely to repeat within days
-        topic = 0
-        for k, t in enumerate(ts):
-            if rng.random() < 0.35:
-                topic = int(rng.zipf(1.3) % 300)
-            v = centres[topic] + rng.normal(scale=0.6, size=DIM).astype(np.float32)
-            v /= np.linalg.norm(v)
-            rows.append((START.timestamp() + float(t), ref, f"ep_x_{u:03d}_{k:06d}", v))
-    rows.sort(key=lambda r: r[0])
-    return rows
+def _entries(items: Sequence[Item]) -> dict[str, Entry]:
+    """The Entry objects the indexer would hand over (built before any timing)."""
+    out = {}
+    for it in items:
+        when = datetime.fromtimestamp(it.ts, UTC)
+        out[it.eid] = Entry(it.eid, Kind.EPISODE,
+                            {"owner_id": it.owner, "timestamp": format_timestamp(when),
+                             "parent_type": "memcell"},
+                            {"Subject": it.eid, "Content": f"episode {it.eid}"})
+    return out
 
 
-def _naive(conn: sqlite3.Connection, svc: ClusterService, ref: UserRef, vec: np.ndarray,
-           ts: float) -> int:
-    rows = conn.execute("SELECT * FROM clusters WHERE app_id=? AND project_id=? AND user_id=?",
-                        (ref.app, ref.project, ref.user_id)).fetchall()
-    cands = [Candidate(r["cluster_id"], np.frombuffer(r["centroid"], dtype="<f4"),
-                       r["first_ts"], r["last_ts"], r["consolidated_entry_id"] is not None)
-             for r in rows]
-    choose_cluster(vec, ts, cands, threshold=svc.threshold, window_seconds=svc.window_seconds,
-                   rejoin_threshold=svc.rejoin_threshold)
-    return len(cands)
+def run_ours(items: Sequence[Item], settings: Settings, batch: int,
+             consolidate_days: float = 0.0) -> dict[str, Any]:
+    """CPU seconds per assignment (a batch's time spread over its items), labels, counts.
+
+    ``batch`` 1: ``assign`` in its own transaction (a watcher syncing one file). Larger: what
+    an index flush does, ``on_entries_indexed`` per owner inside one ``batch()``."""
+    entries = _entries(items) if batch > 1 else {}
+    with tempfile.TemporaryDirectory() as tmp:
+        rt = _Runtime(Path(tmp), settings)
+        svc = ClusterService(rt)  # type: ignore[arg-type]
+        refs = {o: UserRef.of(o) for o in {it.owner for it in items}}
+        per_item: list[float] = []
+        consolidations = 0
+        next_consolidation = items[0].ts + consolidate_days * DAY if items else 0.0
+        seq = 0
+        for start in range(0, len(items), batch):
+            chunk = items[start:start + batch]
+            if consolidate_days and chunk[0].ts >= next_consolidation:
+                consolidations += _consolidate_all(svc, rt, refs.values(), seq)
+                seq += 1
+                next_consolidation = chunk[0].ts + consolidate_days * DAY
+            by_owner: dict[str, list[Item]] = {}
+            for it in chunk:
+                rt.vectors.data[(refs[it.owner], it.eid)] = it.vector
+                by_owner.setdefault(it.owner, []).append(it)
+            t0 = time.process_time()
+            if batch == 1:
+                it = chunk[0]
+                svc.assign(refs[it.owner], it.eid, it.vector, it.ts)
+            else:
+                with svc.batch():
+                    for owner, owned in by_owner.items():
+                        svc.on_entries_indexed(refs[owner], [entries[i.eid] for i in owned],
+                                               {i.eid: i.vector for i in owned})
+            per_item += [(time.process_time() - t0) / len(chunk)] * len(chunk)
+        conn = rt.db()
+        final = {r[0]: r[1] for r in conn.execute(
+            "SELECT entry_id, cluster_id FROM cluster_members")}
+        clusters = conn.execute("SELECT COUNT(*) FROM clusters").fetchone()[0]
+        consolidated = conn.execute(
+            "SELECT COUNT(*) FROM clusters WHERE consolidated_entry_id IS NOT NULL").fetchone()[0]
+        return {"per_item": per_item, "labels": [final.get(it.eid, "") for it in items],
+                "clusters": clusters, "consolidated": consolidated,
+                "consolidations": consolidations}
 
 
-def _consolidate(svc: ClusterService, rt: _Runtime, seq: list[int]) -> int:
+def run_memory_only(items: Sequence[Item], settings: Settings) -> tuple[float, list[str]]:
+    """The same rule on :class:`UserClusters` alone (nothing persisted): CPU seconds, labels.
+    The like-for-like figure against EverAlgo, which keeps its clusters in memory too."""
+    cfg = settings.clustering
+    window = cfg.time_window_days * DAY
+    states: dict[str, UserClusters] = {}
+    labels: list[str] = []
+    t0 = time.process_time()
+    for it in items:
+        st = states.setdefault(it.owner, UserClusters())
+        vec = normalize(it.vector)
+        d = st.choose(vec, it.ts, threshold=cfg.threshold, window_seconds=window,
+                      rejoin_threshold=cfg.rejoin_threshold)
+        if d.cluster_id is None:
+            row = ClusterRow.new(f"{it.owner}/{it.eid}", vec, it.ts)
+        else:
+            row = st.get(d.cluster_id)
+            row.add(vec, it.ts)
+        st.put(row)
+        labels.append(row.cluster_id)
+    return time.process_time() - t0, labels
+
+
+def _consolidate_all(svc: ClusterService, rt: _Runtime, refs: Any, seq: int) -> int:
+    """Mark every eligible cluster consolidated by a synthetic narrative (its centroid)."""
     done = 0
-    users = sorted({c.ref for c in svc.clusters()})
-    for info in (c for ref in users for c in svc.eligible_for_reflection(ref, 10**9)):
-        live = [m.entry_id for m in svc.members(info.cluster_id)]
-        seq[0] += 1
-        narrative = f"ep_n_{seq[0]:07d}"
-        vecs = rt.vectors.get_vectors(Kind.EPISODE, info.ref, live)
-        centre = np.mean(np.asarray(list(vecs.values())), axis=0)
-        centre /= np.linalg.norm(centre)
-        rt.vectors.data[(info.ref, narrative)] = centre.astype(np.float32)
-        svc.mark_consolidated(info.cluster_id, narrative, centre, live)
-        done += 1
+    for ref in refs:
+        for info in svc.eligible_for_reflection(ref, 10**9):
+            live = [m.entry_id for m in svc.members(info.cluster_id)]
+            vecs = rt.vectors.get_vectors(Kind.EPISODE, ref, live)
+            centre = np.mean(np.asarray(list(vecs.values())), axis=0)
+            centre = (centre / np.linalg.norm(centre)).astype(np.float32)
+            narrative = f"ep_n{seq:04d}_{done:06d}"
+            rt.vectors.data[(ref, narrative)] = centre
+            svc.mark_consolidated(info.cluster_id, narrative, centre, live)
+            done += 1
     return done
 
 
-def _pct(values: list[float], q: float) -> float:
-    return float(np.percentile(values, q)) * 1000 if values else float("nan")
+# --------------------------------------------------------------------------- report
 
 
-def run(n: int, per_user: int, naive_every: int, seed: int) -> None:
-    with tempfile.TemporaryDirectory() as tmp:
-        rt = _Runtime(Path(tmp))
-        svc = ClusterService(rt)  # type: ignore[arg-type]
-        conn = rt.db()
-        stream = _stream(n, per_user, seed)
-        next_monday = START + timedelta(days=7, hours=-6)
-        fast: list[float] = []
-        naive: list[float] = []
-        fast_same: list[float] = []
-        naive_sizes: list[int] = []
-        window_sizes: list[int] = []
-        consolidated = 0
-        seq = [0]
-        started = time.perf_counter()
-        for i, (ts, ref, eid, vec) in enumerate(stream):
-            while ts >= next_monday.timestamp():
-                consolidated += _consolidate(svc, rt, seq)
-                next_monday += timedelta(days=7)
-            rt.vectors.data[(ref, eid)] = vec
-            if naive_every and i % naive_every == 0:
-                t0 = time.perf_counter()
-                window_sizes.append(len(svc._candidates(conn, ref, ts)))
-                fast_same.append(time.perf_counter() - t0)
-                t0 = time.perf_counter()
-                naive_sizes.append(_naive(conn, svc, ref, vec, ts))
-                naive.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            svc.assign(ref, eid, vec, ts)
-            fast.append(time.perf_counter() - t0)
-        total = time.perf_counter() - started
-        clusters = conn.execute("SELECT COUNT(*) FROM clusters").fetchone()[0]
-        users = len({r[1] for r in stream})
-        print(f"\n{n} episodes, {users} user(s), {clusters} clusters, {consolidated} "
-              f"consolidations; wall {total:.1f}s incl. weekly consolidation")
-        print(f"  assign (window + consolidated): mean {statistics.mean(fast) * 1000:.2f} ms, "
-              f"p50 {_pct(fast, 50):.2f} ms, p95 {_pct(fast, 95):.2f} ms, "
-              f"p99 {_pct(fast, 99):.2f} ms")
-        if naive:
-            print(f"  candidate lookup + rule, sampled 1/{naive_every} "
-                  f"({len(naive)} samples, same states):")
-            print(f"    window + consolidated: mean {statistics.mean(fast_same) * 1000:.2f} ms, "
-                  f"p95 {_pct(fast_same, 95):.2f} ms, candidates mean "
-                  f"{statistics.mean(window_sizes):.0f}, max {max(window_sizes)}")
-            print(f"    naive, every cluster:  mean {statistics.mean(naive) * 1000:.2f} ms, "
-                  f"p95 {_pct(naive, 95):.2f} ms, candidates mean "
-                  f"{statistics.mean(naive_sizes):.0f}, max {max(naive_sizes)}")
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:8.1f} CPU-µs"
+
+
+def _deciles(per_item: Sequence[float]) -> str:
+    n = len(per_item)
+    parts = []
+    for d in (0, 4, 9):
+        lo, hi = n * d // 10, n * (d + 1) // 10
+        parts.append(f"{d * 10}-{(d + 1) * 10}%: {statistics.mean(per_item[lo:hi]) * 1e6:.1f}")
+    return "mean CPU-µs by position in stream " + ", ".join(parts)
+
+
+def report(name: str, items: list[Item], settings: Settings, ea: Any | None,
+           consolidate_days: float) -> None:
+    cfg = settings.clustering
+    print(f"\n== {name}: {len(items):,} Episodes, {len({i.owner for i in items})} owner(s); "
+          f"threshold {cfg.threshold}, window {cfg.time_window_days} d")
+    batched = run_ours(items, settings, BATCH)
+    mean_b = statistics.mean(batched["per_item"])
+    print(f"  ours, {BATCH} per transaction  {_us(mean_b)} per assignment   "
+          f"{batched['clusters']:,} clusters   {_deciles(batched['per_item'])}")
+    if len(items) <= 20_000:
+        single = run_ours(items, settings, 1)
+        print(f"  ours, 1 per transaction    {_us(statistics.mean(single['per_item']))} per "
+              f"assignment   {single['clusters']:,} clusters   "
+              f"p95 {np.percentile(single['per_item'], 95) * 1e6:.1f} µs")
+        assert single["labels"] == batched["labels"], "batching changed the clustering"
+    mem_seconds, mem_labels = run_memory_only(items, settings)
+    print(f"  ours, rule in memory only   {_us(mem_seconds / len(items))} per assignment   "
+          f"{len(set(mem_labels)):,} clusters   (UserClusters, nothing persisted; ARI vs "
+          f"persisted {adjusted_rand_score(mem_labels, batched['labels']):.4f})")
+    if ea is not None:
+        seconds, labels = run_everalgo(ea, items, cfg.threshold, cfg.time_window_days)
+        ea_mean = seconds / len(items)
+        print(f"  EverAlgo cluster_by_geometry {_us(ea_mean)} per assignment   "
+              f"{len(set(labels)):,} clusters   (in memory, nothing persisted)")
+        print(f"  ratio EverAlgo / ours: persisted batched {ea_mean / mean_b:.2f}x, in memory "
+              f"{ea_mean / (mem_seconds / len(items)):.2f}x;   "
+              f"adjusted Rand index ours vs EverAlgo = "
+              f"{adjusted_rand_score(labels, batched['labels']):.4f}")
+    if consolidate_days:
+        cons = run_ours(items, settings, BATCH, consolidate_days)
+        print(f"  ours with consolidation every {consolidate_days:g} d: "
+              f"{_us(statistics.mean(cons['per_item']))} per assignment, "
+              f"{cons['consolidations']:,} consolidations, {cons['consolidated']:,} consolidated "
+              f"clusters at the end   {_deciles(cons['per_item'])}")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--per-user", type=int, default=5_000,
-                        help="Episodes per synthetic user (over two years)")
-    parser.add_argument("--naive-every", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("locomo", help="path to locomo10.json")
+    parser.add_argument("--everalgo", type=Path,
+                        help="unpacked everalgo-clustering wheel (see the docstring)")
+    parser.add_argument("--scales", type=int, nargs="*", default=[20, 100, 184],
+                        help="one-owner stream sizes, in LoCoMo streams (184 ≈ 100k)")
+    parser.add_argument("--everalgo-max", type=int, default=11_000,
+                        help="skip EverAlgo on streams longer than this (it scans every "
+                             "cluster of the owner: ~7 ms per Episode at 54k)")
+    parser.add_argument("--vectors-cache", type=Path,
+                        help="a .npy of the LoCoMo vectors: read if present, else written")
+    parser.add_argument("--consolidate-days", type=float, default=30.0,
+                        help="consolidation period of the extra run (0: no such run)")
     args = parser.parse_args(argv)
-    for n in args.sizes:
-        run(n, args.per_user, args.naive_every, args.seed)
+    settings = Settings()
+    ea = load_everalgo(args.everalgo) if args.everalgo else None
+    t0 = time.perf_counter()
+    base, _ = locomo_stream(args.locomo, args.vectors_cache)
+    print(f"{len(base)} LoCoMo Episodes with bundled-MiniLM vectors in "
+          f"{time.perf_counter() - t0:.1f} s (cache: {args.vectors_cache})")
+    report("LoCoMo", base, settings, ea, args.consolidate_days)
+    for scale in args.scales:
+        items = one_owner_stream(base, scale)
+        report(f"one owner x{scale}", items, settings,
+               ea if len(items) <= args.everalgo_max else None, args.consolidate_days)
     return 0
 
 

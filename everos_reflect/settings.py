@@ -57,6 +57,7 @@ class EmbeddingSettings:
     dimensions: int = 384
     batch_size: int = 32
     threads: int = 0  # 0: let onnxruntime decide
+    low_memory: bool = True  # local model: int8 weights kept packed, no memory arena
 
 
 @dataclass(frozen=True)

@@ -297,3 +297,18 @@ def test_caching_embedder_embeds_each_text_once_and_forgets_the_oldest() -> None
     cached.embed(["a dog"])
     assert inner.seen == ["a dog", "a cat", "a bird", "a dog"]
     assert cached.name == "counting" and cached.dim == 8
+
+
+def test_local_batches_shrink_for_long_texts_and_cover_every_text() -> None:
+    from everos_reflect.embedding.local import MAX_BATCH_CELLS, LocalEmbedder
+
+    emb = LocalEmbedder(batch_size=32)
+    lengths = np.array([3, 256, 40, 130, 256, 7, 90, 200] * 20)
+    order = np.argsort(lengths, kind="stable")
+    batches = emb._batches(order, lengths)
+    assert sorted(np.concatenate(batches).tolist()) == list(range(len(lengths)))
+    for batch in batches:
+        width = int(lengths[batch].max())
+        assert len(batch) <= 32
+        assert len(batch) == 1 or len(batch) * width * width <= MAX_BATCH_CELLS
+    assert max(len(b) for b in batches) == 32 and min(len(b) for b in batches) < 10

@@ -7,6 +7,10 @@ and ``files`` rows and the LanceDB rows (vectors included) must equal those of a
 of a copy of the same Markdown. The one documented difference: a file whose frontmatter is
 broken keeps its previously indexed entries (a rebuild has none), so those are compared only
 once the file is fixed.
+
+Insights citing the Episodes ride along (``derive_insight``): change events mark them stale as
+their evidence is edited, archived or deleted, and at every check the rebuilt copy must agree —
+the same active/stale sets, and nothing in it that should be stale still active.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from everos_reflect.markdown.parser import parse_log
 from everos_reflect.model import Entry, EntryId, Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
+from everos_reflect.strategies.provenance import find_stale, load_records
 
 REF = UserRef.of("u_sam")
 DAYS = [date(2026, 10, 12), date(2026, 10, 13)]
@@ -192,6 +197,19 @@ class SyncMachine(RuleBasedStateMachine):
             self.originals.pop(self.path(day), None)
             self.dirty.add(self.path(day))
 
+    @rule(n=picks, m=picks)
+    def derive_insight(self, n: int, m: int) -> None:
+        """An insight the daemon derived from two live Episodes (SPEC §10 metadata)."""
+        a, b = self.pick(n), self.pick(m)
+        if a is None or b is None or a.id == b.id or a.deprecated_by or b.deprecated_by:
+            return
+        meta = {"timestamp": "2026-10-14T09:00:00+00:00", "evidence": [a.id, b.id],
+                "depth": 1, "status": "active", "derivation": "dw_machine",
+                "evidence_hash": {a.id: a.text_hash, b.id: b.text_hash}}
+        self.rt.store.append(REF, Kind.INSIGHT, meta, {"Insight": f"{a.content} / {b.content}"},
+                             day=DAYS[0])
+        self.dirty.add(self.rt.store.log_path(REF, Kind.INSIGHT, DAYS[0]))
+
     # ------------------------------------------------------------------ syncing and checking
 
     @rule()
@@ -221,6 +239,12 @@ class SyncMachine(RuleBasedStateMachine):
                 if not parse_log(p.read_text()).ok
             }
             assert fingerprint(self.rt, broken) == fingerprint(fresh, broken)
+            statuses = {e.id: e.meta.get("status")
+                        for e in fresh.store.entries(REF, Kind.INSIGHT)}
+            assert statuses == {e.id: e.meta.get("status")
+                                for e in self.rt.store.entries(REF, Kind.INSIGHT)}
+            if not broken:  # a broken file hides its entries from the check, not from sync
+                assert find_stale(load_records(fresh, REF)) == {}
         finally:
             fresh.close()
 

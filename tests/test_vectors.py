@@ -238,3 +238,66 @@ def test_optimize_runs_safely_alongside_writers(index: VectorIndex) -> None:
     assert errors == []
     assert index.count("episode") == 24
     assert index.optimize()["episodes"] == 24
+
+
+def test_append_adds_new_rows_and_refuses_a_repeated_key(index: VectorIndex) -> None:
+    index.append("episode", [row(ANDREW, "ep_1", "dog"), row(BETTY, "ep_1", "tax")])
+    assert index.count("episode") == 2
+    assert sorted(index.get_vectors("episode", BETTY, ["ep_1"])) == ["ep_1"]
+    with pytest.raises(EverosError):
+        index.append("episode", [row(ANDREW, "ep_2", "a"), row(ANDREW, "ep_2", "b")])
+    assert index.count("episode") == 2
+
+
+def test_get_vectors_many_ignores_same_named_users_of_other_tenants(index: VectorIndex) -> None:
+    index.upsert("episode", [row(ANDREW, "ep_1", "dog"), row(OTHER_APP, "ep_1", "cat"),
+                             row(OTHER_APP, "ep_2", "owl")])
+    found = index.get_vectors_many("episode", {ANDREW: ["ep_1", "ep_2"]})
+    assert {ref: sorted(v) for ref, v in found.items()} == {ANDREW: ["ep_1"]}
+
+
+def test_ann_build_runs_outside_the_write_lock_and_writers_go_on(tmp_path: Path) -> None:
+    """Upserts from other threads while ``optimize`` trains the IVF_PQ index: none fails,
+    some land during the build (it does not hold the write lock), and the index is built."""
+    index = VectorIndex(tmp_path / "lancedb", EMB.dim, ann_min_rows=300)
+    index.upsert("episode", [row(ANDREW, f"ep_{n}", f"note {n} about {n % 7}") for n in range(400)])
+    building = threading.Event()
+    done = threading.Event()
+    during: list[int] = []
+    errors: list[BaseException] = []
+    real = index._build_file_lock
+
+    class _Spy:
+        def __enter__(self):
+            real.__enter__()
+            building.set()
+            return self
+
+        def __exit__(self, *exc):
+            done.set()
+            return real.__exit__(*exc)
+
+    index._build_file_lock = _Spy()  # type: ignore[assignment]
+
+    def write() -> None:
+        try:
+            building.wait(60)
+            n = 0
+            while not done.is_set() and n < 200:
+                index.upsert("episode", [row(BETTY, f"ep_{n}", f"betty {n}")])
+                during.append(n)
+                n += 1
+        except BaseException as exc:  # collected for the assertion below
+            errors.append(exc)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    index.optimize()
+    writer.join()
+    assert errors == []
+    assert during, "no write completed while the index was being built"
+    names = {ix.name for ix in index._table("episode").list_indices()}
+    assert "vector_idx" in names
+    assert index.count("episode") == 400 + len(during)
+    assert sorted(index.get_vectors("episode", BETTY, [f"ep_{n}" for n in during])) == sorted(
+        f"ep_{n}" for n in during)

@@ -16,7 +16,8 @@ checked against the other side of the span the same way.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,23 +78,63 @@ def choose_cluster(
     cands = list(candidates)
     if not cands:
         return Decision(None, 0.0, NEW)
-    v = np.asarray(vector, dtype=np.float64)
-    sims = np.stack([np.asarray(c.centroid, dtype=np.float64) for c in cands]) @ v
+    sims = similarities(np.stack([np.asarray(c.centroid) for c in cands]), vector)
+    return choose_scored(
+        [c.cluster_id for c in cands], sims,
+        np.array([c.first_ts for c in cands], dtype=np.float64),
+        np.array([c.last_ts for c in cands], dtype=np.float64),
+        np.array([c.consolidated for c in cands], dtype=bool), ts,
+        threshold=threshold, window_seconds=window_seconds, rejoin_threshold=rejoin_threshold)
+
+
+def similarities(centroids: np.ndarray, vector: np.ndarray) -> np.ndarray:
+    """Cosines of ``vector`` with each row of ``centroids`` (unit vectors), in float64.
+
+    ``einsum`` rather than a BLAS product on purpose: BLAS kernels round a row's dot product
+    differently depending on where the row sits in the matrix, while the online path and a
+    rebuild score the same cluster inside different candidate sets and must agree bit for bit.
+    """
+    return np.einsum("ij,j->i", np.asarray(centroids, dtype=np.float64),
+                     np.asarray(vector, dtype=np.float64))
+
+
+def choose_scored(
+    ids: Sequence[str],
+    sims: np.ndarray,
+    first_ts: Sequence[float] | np.ndarray,
+    last_ts: Sequence[float] | np.ndarray,
+    consolidated: Sequence[bool] | np.ndarray,
+    ts: float,
+    *,
+    threshold: float,
+    window_seconds: float,
+    rejoin_threshold: float,
+) -> Decision:
+    """:func:`choose_cluster` on candidates given as aligned arrays with their cosines already
+    computed (by :func:`similarities`): the form the in-memory centroid matrix scores in.
+
+    A plain loop: candidate sets are small (the time window plus the consolidated clusters
+    within reach), where per-call numpy overhead would cost more than the work.
+    """
+    if len(ids) == 0:
+        return Decision(None, 0.0, NEW)
+    sim_list = sims.tolist()
+    firsts = first_ts.tolist() if isinstance(first_ts, np.ndarray) else list(first_ts)
+    lasts = last_ts.tolist() if isinstance(last_ts, np.ndarray) else list(last_ts)
+    flags = consolidated.tolist() if isinstance(consolidated, np.ndarray) else list(consolidated)
     best_join: tuple[float, str] | None = None
     best_rejoin: tuple[float, str] | None = None
-    for cand, sim in zip(cands, sims.tolist(), strict=True):
-        near = in_window(ts, cand.first_ts, cand.last_ts, window_seconds)
-        if near and sim >= threshold and _better(sim, cand.cluster_id, best_join):
-            best_join = (sim, cand.cluster_id)
-        if cand.consolidated and sim >= rejoin_threshold and _better(
-            sim, cand.cluster_id, best_rejoin
-        ):
-            best_rejoin = (sim, cand.cluster_id)
+    for cid, sim, first, last, cons in zip(ids, sim_list, firsts, lasts, flags, strict=True):
+        if sim >= threshold and in_window(ts, first, last, window_seconds) \
+                and _better(sim, cid, best_join):
+            best_join = (sim, cid)
+        if cons and sim >= rejoin_threshold and _better(sim, cid, best_rejoin):
+            best_rejoin = (sim, cid)
     if best_join is not None:
         return Decision(best_join[1], best_join[0], JOIN)
     if best_rejoin is not None:
         return Decision(best_rejoin[1], best_rejoin[0], REJOIN)
-    return Decision(None, float(sims.max()), NEW)
+    return Decision(None, max(sim_list), NEW)
 
 
 def _better(sim: float, cluster_id: str, best: tuple[float, str] | None) -> bool:
@@ -104,7 +145,7 @@ def _better(sim: float, cluster_id: str, best: tuple[float, str] | None) -> bool
 def normalize(vector: np.ndarray) -> np.ndarray:
     """float32 unit vector; a vector already unit length (within 1e-6) is kept bit for bit."""
     v = np.asarray(vector, dtype=np.float32).reshape(-1)
-    norm = float(np.linalg.norm(v.astype(np.float64)))
+    norm = _length(v.astype(np.float64))
     if norm == 0.0 or not np.isfinite(norm):
         raise ValueError("cannot cluster a zero or non-finite vector")
     return v if abs(norm - 1.0) <= 1e-6 else (v / norm).astype(np.float32)
@@ -124,10 +165,16 @@ def fold(
         mean = v
     else:
         mean = (np.asarray(centroid, dtype=np.float64) * norm * count + v) / (count + 1)
-    length = float(np.linalg.norm(mean))
+    length = _length(mean)
     if length < 1e-12:  # members cancel out exactly: keep the newest direction
-        return np.asarray(v / np.linalg.norm(v), dtype=np.float32), 0.0
+        return np.asarray(v / _length(v), dtype=np.float32), 0.0
     return np.asarray(mean / length, dtype=np.float32), length
+
+
+def _length(v: np.ndarray) -> float:
+    """Euclidean length of a 1-D float64 vector: ``sqrt(v·v)``, the same operations (and
+    bits) as ``np.linalg.norm`` without its generic-dispatch overhead."""
+    return math.sqrt(float(np.dot(v, v)))
 
 
 def mean_of(vectors: Iterable[np.ndarray]) -> tuple[np.ndarray | None, float, int]:

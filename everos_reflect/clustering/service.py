@@ -24,21 +24,22 @@ from __future__ import annotations
 import logging
 import re
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+import threading
+import weakref
+from collections import OrderedDict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from everos_reflect.clustering.matrix import ClusterRow, UserClusters
 from everos_reflect.clustering.online import (
     NEW,
-    Candidate,
     Decision,
-    choose_cluster,
     cluster_id_for,
-    fold,
-    in_window,
     mean_of,
     normalize,
 )
@@ -53,6 +54,10 @@ log = logging.getLogger(__name__)
 
 CLUSTER_ID_RE = re.compile(r"^cl_[0-9a-f]{12}$")
 DAY = 86400.0
+#: Episodes per group of users rebuilt together by ``recluster`` (bounds its memory)
+REBUILD_GROUP = 20_000
+#: clusters kept in memory across users (~1.6 KB each at 384 dims: ~80 MB at the cap)
+MAX_CACHED_CLUSTERS = 50_000
 
 
 class UnknownCluster(EverosError, KeyError):
@@ -110,35 +115,7 @@ class Member:
         return self.deprecated_by is None
 
 
-@dataclass
-class _Cluster:
-    """Mutable working copy of one ``clusters`` row."""
-
-    cluster_id: str
-    centroid: np.ndarray
-    norm: float
-    count: int
-    first_ts: float
-    last_ts: float
-    consolidated_entry_id: str | None = None
-
-    @classmethod
-    def new(cls, cluster_id: str, vector: np.ndarray, ts: float,
-            narrative: str | None = None) -> _Cluster:
-        """A one-member cluster; built with :func:`fold` like every later update, so a
-        rebuild reproduces the stored centroid bit for bit."""
-        centroid, norm = fold(None, 0.0, 0, vector)
-        return cls(cluster_id, centroid, norm, 1, ts, ts, narrative)
-
-    def candidate(self) -> Candidate:
-        return Candidate(self.cluster_id, self.centroid, self.first_ts, self.last_ts,
-                         self.consolidated_entry_id is not None)
-
-    def add(self, vector: np.ndarray, ts: float) -> None:
-        self.centroid, self.norm = fold(self.centroid, self.norm, self.count, vector)
-        self.count += 1
-        self.first_ts = min(self.first_ts, ts)
-        self.last_ts = max(self.last_ts, ts)
+_Cluster = ClusterRow
 
 
 def _iso(ts: float) -> str:
@@ -164,6 +141,182 @@ def _where_ref(ref: UserRef | None, alias: str = "") -> tuple[str, tuple[str, ..
             (ref.app, ref.project, ref.user_id))
 
 
+class _Cache:
+    """The in-memory cluster state of one runtime, shared by every ``ClusterService`` made on
+    it (the indexer, Reflection and the CLI each construct their own). Bounded: past
+    ``MAX_CACHED_CLUSTERS`` clusters, the users used least recently are dropped (and reloaded
+    from SQLite when next needed), so a daemon serving many users stays within its budget."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.users: OrderedDict[UserRef, UserClusters] = OrderedDict()
+
+    def use(self, ref: UserRef, st: UserClusters, keep: Iterable[UserRef]) -> None:
+        self.users[ref] = st
+        self.users.move_to_end(ref)
+        self.trim({ref, *keep})
+
+    def trim(self, keep: Iterable[UserRef] = ()) -> None:
+        """Drop least recently used users (never those in ``keep``) beyond the cap."""
+        keep = set(keep)
+        total = sum(len(s) for s in self.users.values())
+        for old in list(self.users):
+            if total <= MAX_CACHED_CLUSTERS:
+                break
+            if old not in keep:
+                total -= len(self.users.pop(old))
+
+
+_CACHES: weakref.WeakKeyDictionary[Any, _Cache] = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def _cache_for(runtime: Any) -> _Cache:
+    with _CACHES_LOCK:
+        cache = _CACHES.get(runtime)
+        if cache is None:
+            cache = _CACHES[runtime] = _Cache()
+        return cache
+
+
+_CLUSTER_COLUMNS = ("cluster_id, centroid, centroid_norm, member_count, first_ts, last_ts, "
+                    "consolidated_entry_id")
+
+
+class _Write:
+    """One write transaction of the service, seen through the in-memory state.
+
+    ``state(ref)`` is the user's :class:`UserClusters`, reloaded from SQLite when its
+    ``cluster_versions`` row (bumped by triggers on every change to ``clusters``, whoever makes
+    it) says another connection changed it. The assignment hot path changes memory and queues
+    its rows; they are written in bulk before any other statement runs (``execute`` flushes
+    first) and before COMMIT, so SQL always sees what memory holds.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, cache: _Cache) -> None:
+        self.conn = conn
+        self.cache = cache
+        self.touched: dict[UserRef, UserClusters] = {}
+        self._new: dict[str, UserRef] = {}
+        self._dirty: dict[str, UserRef] = {}
+        self._members: list[tuple[Any, ...]] = []
+        self._member_keys: set[tuple[UserRef, str]] = set()
+
+    # sqlite3.Connection look-alike for the code that works in SQL
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
+        self.flush()
+        return self.conn.execute(sql, params)
+
+    def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> sqlite3.Cursor:
+        self.flush()
+        return self.conn.executemany(sql, rows)
+
+    def state(self, ref: UserRef) -> UserClusters:
+        st = self.touched.get(ref)
+        if st is not None:
+            return st
+        version = _version(self.conn, ref)
+        st = self.cache.users.get(ref)
+        if st is None or st.version != version:
+            st = self._load(ref)
+            st.version = version
+        self.cache.use(ref, st, self.touched)
+        self.touched[ref] = st
+        return st
+
+    def _load(self, ref: UserRef) -> UserClusters:
+        st = UserClusters()
+        for r in self.conn.execute(
+                f"SELECT {_CLUSTER_COLUMNS} FROM clusters WHERE app_id=? AND project_id=? "
+                "AND user_id=? ORDER BY cluster_id", (ref.app, ref.project, ref.user_id)):
+            st.put(_row_cluster(r))
+        return st
+
+    def replace_state(self, ref: UserRef, st: UserClusters) -> None:
+        """``recluster``: the rebuilt clusters become the user's state once committed."""
+        self.touched[ref] = st
+        self.cache.use(ref, st, self.touched)
+
+    def refresh(self, ref: UserRef, cluster_id: str) -> None:
+        """Re-read one cluster after SQL changed it (or removed it)."""
+        st = self.state(ref)
+        r = self.execute(f"SELECT {_CLUSTER_COLUMNS} FROM clusters WHERE cluster_id=?",
+                         (cluster_id,)).fetchone()
+        if r is None:
+            st.remove(cluster_id)
+        else:
+            st.put(_row_cluster(r))
+
+    # queued writes
+    def insert_cluster(self, ref: UserRef, c: ClusterRow) -> None:
+        self.state(ref).put(c)
+        self._new[c.cluster_id] = ref
+        self._dirty.pop(c.cluster_id, None)
+
+    def save_cluster(self, ref: UserRef, c: ClusterRow) -> None:
+        self.state(ref).put(c)
+        if c.cluster_id not in self._new:
+            self._dirty[c.cluster_id] = ref
+
+    def delete_cluster(self, ref: UserRef, cluster_id: str) -> None:
+        self.execute("DELETE FROM clusters WHERE cluster_id=?", (cluster_id,))
+        self.state(ref).remove(cluster_id)
+
+    def insert_member(self, ref: UserRef, entry_id: str, cluster_id: str, ts: float,
+                      similarity: float | None, text_hash: str | None) -> None:
+        self._members.append((ref.app, ref.project, ref.user_id, entry_id, cluster_id, ts,
+                              similarity, text_hash))
+        self._member_keys.add((ref, entry_id))
+
+    def flush_members_of(self, ref: UserRef, ids: Iterable[str]) -> None:
+        """Write the queue if it holds a membership of one of ``ids`` (before reading them:
+        a lookup of other entries need not wait for the batch)."""
+        if self._member_keys and any((ref, i) in self._member_keys for i in ids):
+            self.flush()
+
+    def flush(self) -> None:
+        if not (self._new or self._dirty or self._members):
+            return
+        now = utcnow_iso()
+        new, dirty, members = self._new, self._dirty, self._members
+        self._new, self._dirty, self._members = {}, {}, []
+        self._member_keys = set()
+        conn = self.conn
+        if new:
+            conn.executemany(
+            "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
+            "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, created_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+            [(c.cluster_id, ref.app, ref.project, ref.user_id, _blob(c.centroid), c.norm,
+              c.count, c.first_ts, c.last_ts, c.consolidated_entry_id, now)
+             for cid, ref in new.items() for c in [self.touched[ref].get(cid)]])
+        if dirty:
+            conn.executemany(
+                "UPDATE clusters SET centroid=?, centroid_norm=?, member_count=?, first_ts=?, "
+                "last_ts=? WHERE cluster_id=?",
+                [(_blob(c.centroid), c.norm, c.count, c.first_ts, c.last_ts, c.cluster_id)
+                 for cid, ref in dirty.items() if cid in self.touched[ref]
+                 for c in [self.touched[ref].get(cid)]])
+        if members:
+            conn.executemany(
+                "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id,"
+                " ts, similarity, text_hash, joined_at) VALUES (?,?,?,?,?,?,?,?,?)",
+                [(*m, now) for m in members])
+
+    def finish(self) -> None:
+        """Before COMMIT: write what is queued and note the versions memory now matches."""
+        self.flush()
+        for ref, st in self.touched.items():
+            st.version = _version(self.conn, ref)
+        self.cache.trim(keep=list(self.touched)[-1:])
+
+
+def _version(conn: sqlite3.Connection, ref: UserRef) -> int | None:
+    row = conn.execute("SELECT version FROM cluster_versions WHERE app_id=? AND project_id=? "
+                       "AND user_id=?", (ref.app, ref.project, ref.user_id)).fetchone()
+    return None if row is None else int(row[0])
+
+
 class ClusterService:
     """Clusters of one memory root. Every mutation runs in one ``BEGIN IMMEDIATE`` transaction,
     so the daemon, a CLI command and a Reflection run never interleave their updates."""
@@ -174,10 +327,42 @@ class ClusterService:
         self.threshold = float(cfg.threshold)
         self.rejoin_threshold = float(cfg.rejoin_threshold)
         self.window_seconds = float(cfg.time_window_days) * DAY
+        self._cache = _cache_for(runtime)
+        self._session: _Write | None = None
 
     @property
     def _db(self) -> sqlite3.Connection:
         return self.runtime.db()
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """Run every update made inside in one transaction: the indexer's flush writes all
+        its assignments at once instead of one commit per file."""
+        with self._writing():
+            yield
+
+    @contextmanager
+    def _writing(self) -> Iterator[_Write]:
+        """One ``BEGIN IMMEDIATE`` transaction with the in-memory state (or the open
+        :meth:`batch`); if it fails, the users it touched are dropped from memory (reloaded
+        from SQLite next time)."""
+        if self._session is not None:
+            yield self._session
+            return
+        with self._cache.lock:
+            session: _Write | None = None
+            try:
+                with transaction(self._db) as conn:
+                    session = self._session = _Write(conn, self._cache)
+                    yield session
+                    session.finish()
+            except BaseException:
+                if session is not None:
+                    for ref in session.touched:
+                        self._cache.users.pop(ref, None)
+                raise
+            finally:
+                self._session = None
 
     # ------------------------------------------------------------------ online path
 
@@ -191,7 +376,7 @@ class ClusterService:
         text_hash: str | None = None,
     ) -> Decision:
         """Place one live Episode (taking it out of its current cluster first, if any)."""
-        with transaction(self._db) as conn:
+        with self._writing() as conn:
             return self._assign(conn, ref, entry_id, normalize(vector),
                                 entry_epoch(entry_id, ts), text_hash)
 
@@ -213,17 +398,18 @@ class ClusterService:
             if matrix.ndim != 2 or len(matrix) != len(entries):
                 raise ValueError(f"expected {len(entries)} vectors, got shape {matrix.shape}")
             vectors = {e.id: matrix[n] for n, e in enumerate(entries)}
-        episodes = [e for e in entries if e.kind is Kind.EPISODE]
-        episodes.sort(key=lambda e: (entry_epoch(e.id, e.timestamp), e.id))
+        # Entry properties parse or hash on every access: read each once
+        episodes = sorted(((entry_epoch(e.id, e.timestamp), e.id, e) for e in entries
+                           if e.kind is Kind.EPISODE), key=lambda t: (t[0], t[1]))
         outcome: dict[str, str] = {}
         if not episodes:
             return outcome
-        with transaction(self._db) as conn:
-            members = self._member_rows(conn, ref, [e.id for e in episodes])
-            missing = [e.id for e in episodes if e.id not in vectors and e.deprecated_by is None]
+        with self._writing() as conn:
+            members = self._member_rows(conn, ref, [eid for _, eid, _ in episodes])
+            missing = [eid for _, eid, e in episodes
+                       if eid not in vectors and e.deprecated_by is None]
             stored = self._vectors(ref, missing) if missing else {}
-            for e in episodes:
-                ts = entry_epoch(e.id, e.timestamp)
+            for ts, _, e in episodes:
                 row = members.get(e.id)
                 if e.deprecated_by is not None:
                     outcome[e.id] = self._retire(conn, ref, e.id, e.deprecated_by)
@@ -235,22 +421,24 @@ class ClusterService:
                     outcome[e.id] = "no-vector"
                     continue
                 vec = normalize(vec)
+                text_hash = e.text_hash
                 if e.parent_type == "cluster":
                     outcome[e.id] = self._attach_narrative(conn, ref, e.id, e.parent_id, vec, ts,
-                                                           e.text_hash)
+                                                           text_hash)
                 elif row is not None and row["deprecated_by"] is not None:
-                    outcome[e.id] = self._revive(conn, ref, e.id, vec, ts, e.text_hash)
-                elif row is not None and row["text_hash"] == e.text_hash and row["ts"] == ts:
+                    outcome[e.id] = self._revive(conn, ref, e.id, vec, ts, text_hash)
+                elif row is not None and row["text_hash"] == text_hash and row["ts"] == ts:
                     outcome[e.id] = "unchanged"
                 else:
-                    decision = self._assign(conn, ref, e.id, vec, ts, e.text_hash)
+                    decision = self._assign(conn, ref, e.id, vec, ts, text_hash,
+                                            member=row is not None)
                     outcome[e.id] = decision.reason
         return outcome
 
     def on_entries_deprecated(self, ref: UserRef, mapping: Mapping[str, str | None]) -> None:
         """``{entry_id: deprecated_by}``: a non-None value retires the member (kept as history);
         None lifts the deprecation (undo) and the member returns to its cluster."""
-        with transaction(self._db) as conn:
+        with self._writing() as conn:
             lifted = [eid for eid, by in mapping.items() if by is None]
             stored = self._vectors(ref, lifted) if lifted else {}
             for eid, by in sorted(mapping.items()):
@@ -270,7 +458,7 @@ class ClusterService:
         ids = list(ids)
         if not ids:
             return
-        with transaction(self._db) as conn:
+        with self._writing() as conn:
             touched: set[str] = set()
             for eid in ids:
                 row = conn.execute(
@@ -302,7 +490,7 @@ class ClusterService:
         members and stay listed as history. Members that joined meanwhile stay live (they are the
         "new since consolidation" of the next run). Idempotent."""
         sources = sorted(set(member_ids) - {narrative_id})
-        with transaction(self._db) as conn:
+        with self._writing() as conn:
             row = conn.execute("SELECT * FROM clusters WHERE cluster_id=?",
                                (cluster_id,)).fetchone()
             if row is None:
@@ -326,7 +514,7 @@ class ClusterService:
                 if existing is not None:
                     self._detach(conn, ref, narrative_id)
                 ts = ts_row["ts"] if ts_row and ts_row["ts"] is not None else row["last_ts"]
-                self._insert_member(conn, ref, narrative_id, cluster_id, ts, None, None)
+                conn.insert_member(ref, narrative_id, cluster_id, ts, None, None)
             conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at=? "
                          "WHERE cluster_id=?", (narrative_id, utcnow_iso(), cluster_id))
             known = {narrative_id: normalize(narrative_vector)}
@@ -388,16 +576,30 @@ class ClusterService:
                 params + params)
         })
         totals = {"users": 0, "clusters": 0, "members": 0, "skipped": 0}
-        rows = {user: self._episode_rows(user) for user in refs}
-        vectors = self.runtime.vectors.get_vectors_many(Kind.EPISODE, {
-            user: [r["id"] for r in user_rows if r["deprecated_by"] is None]
-            for user, user_rows in rows.items()
-        }) if len(refs) > 1 else {}
-        for user in refs:
-            counts = self._recluster_user(user, rows[user], vectors.get(user))
-            totals["users"] += 1
-            for key in ("clusters", "members", "skipped"):
-                totals[key] += counts[key]
+        many = getattr(self.runtime.vectors, "get_vectors_many", None)
+        # Users in groups of about REBUILD_GROUP Episodes: one vector scan per group, and
+        # only one group's rows and vectors in memory at a time.
+        sizes = {UserRef(r[0], r[1], r[2]): r[3] for r in self._db.execute(
+            "SELECT app_id, project_id, user_id, COUNT(*) FROM entries WHERE kind='episode' "
+            "GROUP BY app_id, project_id, user_id")}
+        group: list[UserRef] = []
+        size = 0
+        for n, user in enumerate(refs):
+            group.append(user)
+            size += sizes.get(user, 0)
+            if size < REBUILD_GROUP and n + 1 < len(refs):
+                continue
+            rows = {u: self._episode_rows(u) for u in group}
+            vectors = many(Kind.EPISODE, {
+                u: [r["id"] for r in user_rows if r["deprecated_by"] is None]
+                for u, user_rows in rows.items()
+            }) if many is not None else {}
+            for u in group:
+                counts = self._recluster_user(u, rows[u], vectors.get(u))
+                totals["users"] += 1
+                for key in ("clusters", "members", "skipped"):
+                    totals[key] += counts[key]
+            group, size = [], 0
         return totals
 
     def _episode_rows(self, ref: UserRef) -> list[sqlite3.Row]:
@@ -435,17 +637,21 @@ class ClusterService:
             else:
                 plan.assign(r, vec)
         plan.history([r for r in rows if r["deprecated_by"] is not None])
-        with transaction(self._db) as conn:
+        with self._writing() as conn:
             conn.execute("DELETE FROM clusters WHERE app_id=? AND project_id=? AND user_id=?",
                          (ref.app, ref.project, ref.user_id))
             conn.execute("DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND "
                          "user_id=?", (ref.app, ref.project, ref.user_id))
             now = utcnow_iso()
-            for c in plan.clusters.values():
-                self._insert_cluster(conn, ref, c, now)
-                if c.consolidated_entry_id is not None:
-                    conn.execute("UPDATE clusters SET consolidated_at=? WHERE cluster_id=?",
-                                 (now, c.cluster_id))
+            conn.executemany(
+                "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
+                "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, "
+                "created_at, consolidated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                [(c.cluster_id, ref.app, ref.project, ref.user_id, _blob(c.centroid), c.norm,
+                  c.count, c.first_ts, c.last_ts, c.consolidated_entry_id, now,
+                  now if c.consolidated_entry_id is not None else None)
+                 for c in plan.clusters.values()])
+            conn.replace_state(ref, plan.state)
             conn.executemany(
                 "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id,"
                 " ts, similarity, joined_at, deprecated_by, text_hash) VALUES "
@@ -461,39 +667,28 @@ class ClusterService:
             return {}
         return self.runtime.vectors.get_vectors(Kind.EPISODE, ref, ids)
 
-    def _candidates(self, conn: sqlite3.Connection, ref: UserRef, ts: float) -> list[_Cluster]:
-        """Clusters in the time window of ``ts`` plus the user's consolidated ones — never the
-        user's whole history (``clusters_by_user_time`` and ``clusters_consolidated``)."""
-        base = (ref.app, ref.project, ref.user_id)
-        rows = conn.execute(
-            "SELECT * FROM clusters WHERE app_id=? AND project_id=? AND user_id=? "
-            "AND last_ts >= ? AND first_ts <= ? "
-            "UNION SELECT * FROM clusters WHERE app_id=? AND project_id=? AND user_id=? "
-            "AND consolidated_entry_id IS NOT NULL",
-            (*base, ts - self.window_seconds, ts + self.window_seconds, *base)).fetchall()
-        return [_row_cluster(r) for r in rows]
-
-    def _assign(self, conn: sqlite3.Connection, ref: UserRef, entry_id: str,
-                vec: np.ndarray, ts: float, text_hash: str | None) -> Decision:
-        self._detach(conn, ref, entry_id)
-        candidates = self._candidates(conn, ref, ts)
-        decision = choose_cluster(
-            vec, ts, [c.candidate() for c in candidates], threshold=self.threshold,
-            window_seconds=self.window_seconds, rejoin_threshold=self.rejoin_threshold)
+    def _assign(self, conn: _Write, ref: UserRef, entry_id: str, vec: np.ndarray, ts: float,
+                text_hash: str | None, *, member: bool = True) -> Decision:
+        """Hot path: decide in memory, queue the writes. ``member=False`` when the caller knows
+        the Episode is in no cluster yet (saves a lookup)."""
+        if member:
+            self._detach(conn, ref, entry_id)
+        st = conn.state(ref)
+        decision = st.choose(vec, ts, threshold=self.threshold,
+                             window_seconds=self.window_seconds,
+                             rejoin_threshold=self.rejoin_threshold)
         if decision.cluster_id is None:
             cid = self._free_cluster_id(conn, ref, entry_id)
-            cluster = _Cluster.new(cid, vec, ts)
-            self._insert_cluster(conn, ref, cluster, utcnow_iso())
-            self._insert_member(conn, ref, entry_id, cid, ts, None, text_hash)
+            conn.insert_cluster(ref, _Cluster.new(cid, vec, ts))
+            conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
             return Decision(cid, decision.similarity, NEW)
-        cluster = next(c for c in candidates if c.cluster_id == decision.cluster_id)
+        cluster = st.get(decision.cluster_id)
         cluster.add(vec, ts)
-        self._save_cluster(conn, cluster)
-        self._insert_member(conn, ref, entry_id, cluster.cluster_id, ts, decision.similarity,
-                            text_hash)
+        conn.save_cluster(ref, cluster)
+        conn.insert_member(ref, entry_id, cluster.cluster_id, ts, decision.similarity, text_hash)
         return decision
 
-    def _attach_narrative(self, conn: sqlite3.Connection, ref: UserRef, entry_id: str,
+    def _attach_narrative(self, conn: _Write, ref: UserRef, entry_id: str,
                           parent_id: str | None, vec: np.ndarray, ts: float,
                           text_hash: str | None) -> str:
         cid = parent_id if parent_id and CLUSTER_ID_RE.fullmatch(parent_id) else \
@@ -509,14 +704,13 @@ class ClusterService:
                         entry_id, cid)
             return "foreign-cluster"
         if cluster is None:
-            self._insert_cluster(conn, ref, _Cluster.new(cid, vec, ts, entry_id),
-                                 utcnow_iso())
+            conn.insert_cluster(ref, _Cluster.new(cid, vec, ts, entry_id))
             conn.execute("UPDATE clusters SET consolidated_at=? WHERE cluster_id=?",
                          (utcnow_iso(), cid))
-            self._insert_member(conn, ref, entry_id, cid, ts, None, text_hash)
+            conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
             return "narrative-new-cluster"
         if row is None:
-            self._insert_member(conn, ref, entry_id, cid, ts, None, text_hash)
+            conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
         else:
             conn.execute("UPDATE cluster_members SET ts=?, text_hash=?, deprecated_by=NULL "
                          "WHERE cluster_id=? AND entry_id=?", (ts, text_hash, cid, entry_id))
@@ -530,7 +724,7 @@ class ClusterService:
         self._recompute(conn, ref, cid, known={entry_id: vec})
         return "narrative"
 
-    def _newer_than(self, conn: sqlite3.Connection, cid: str, a: str, b: str) -> bool:
+    def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
         """True if member ``a`` sorts after member ``b`` by (ts, id), or ``b`` is not live."""
         rows = {r["entry_id"]: r for r in conn.execute(
             "SELECT entry_id, ts, deprecated_by FROM cluster_members WHERE cluster_id=? AND "
@@ -539,7 +733,7 @@ class ClusterService:
             return True
         return (rows[a]["ts"], a) > (rows[b]["ts"], b)
 
-    def _retire(self, conn: sqlite3.Connection, ref: UserRef, entry_id: str, by: str) -> str:
+    def _retire(self, conn: _Write, ref: UserRef, entry_id: str, by: str) -> str:
         row = self._member_rows(conn, ref, [entry_id]).get(entry_id)
         if row is None or row["deprecated_by"] == by:
             return "not-member" if row is None else "unchanged"
@@ -557,7 +751,7 @@ class ClusterService:
         self._recompute(conn, ref, cid)
         return "retired"
 
-    def _revive(self, conn: sqlite3.Connection, ref: UserRef, entry_id: str, vec: np.ndarray,
+    def _revive(self, conn: _Write, ref: UserRef, entry_id: str, vec: np.ndarray,
                 ts: float, text_hash: str | None) -> str:
         row = self._member_rows(conn, ref, [entry_id]).get(entry_id)
         if row is None:
@@ -570,7 +764,7 @@ class ClusterService:
         self._recompute(conn, ref, row["cluster_id"], known={entry_id: vec})
         return "revived"
 
-    def _detach(self, conn: sqlite3.Connection, ref: UserRef, entry_id: str) -> None:
+    def _detach(self, conn: _Write, ref: UserRef, entry_id: str) -> None:
         row = self._member_rows(conn, ref, [entry_id]).get(entry_id)
         if row is None:
             return
@@ -579,19 +773,20 @@ class ClusterService:
         if row["deprecated_by"] is None:
             self._recompute(conn, ref, row["cluster_id"])
 
-    def _recompute(self, conn: sqlite3.Connection, ref: UserRef, cluster_id: str,
+    def _recompute(self, conn: _Write, ref: UserRef, cluster_id: str,
                    known: Mapping[str, np.ndarray] | None = None) -> None:
         """Rebuild a cluster's centroid, count and span from its live members; delete it when
         none is left (its history rows go with it)."""
         row = conn.execute("SELECT consolidated_entry_id FROM clusters WHERE cluster_id=?",
                            (cluster_id,)).fetchone()
         if row is None:
+            conn.state(ref).remove(cluster_id)
             return
         members = conn.execute(
             "SELECT entry_id, ts FROM cluster_members WHERE cluster_id=? AND deprecated_by IS "
             "NULL", (cluster_id,)).fetchall()
         if not members:
-            conn.execute("DELETE FROM clusters WHERE cluster_id=?", (cluster_id,))
+            conn.delete_cluster(ref, cluster_id)
             return
         narrative = row["consolidated_entry_id"]
         order = sorted(members, key=lambda m: (m["entry_id"] != narrative, m["ts"],
@@ -604,57 +799,38 @@ class ClusterService:
             log.warning("cluster %s: %d member vector(s) missing; centroid from the rest",
                         cluster_id, len(order) - len(vecs))
         centroid, norm, _ = mean_of(vecs)
-        if centroid is None:
+        if centroid is None:  # no vector at all: the row stays, memory re-reads it
+            conn.refresh(ref, cluster_id)
             return
         cluster = _Cluster(cluster_id, centroid, norm, len(order),
                            min(m["ts"] for m in order), max(m["ts"] for m in order), narrative)
-        self._save_cluster(conn, cluster)
+        conn.save_cluster(ref, cluster)
 
-    def _free_cluster_id(self, conn: sqlite3.Connection, ref: UserRef, first: str) -> str:
+    def _free_cluster_id(self, conn: _Write, ref: UserRef, first: str) -> str:
+        """The first id for ``first`` not used by this user (its in-memory state holds every
+        cluster it has, queued ones included), the same test ``recluster`` makes. Ids hash the
+        user in, so another user's cluster cannot hold it short of a sha256 collision."""
+        st = conn.state(ref)
         attempt = 0
         while True:
             cid = cluster_id_for(ref.app, ref.project, ref.user_id, first, attempt)
-            if conn.execute("SELECT 1 FROM clusters WHERE cluster_id=?", (cid,)).fetchone() is None:
+            if cid not in st:
                 return cid
             attempt += 1
 
     @staticmethod
-    def _member_rows(conn: sqlite3.Connection, ref: UserRef,
+    def _member_rows(conn: _Write, ref: UserRef,
                      ids: Sequence[str]) -> dict[str, sqlite3.Row]:
+        conn.flush_members_of(ref, ids)
         out: dict[str, sqlite3.Row] = {}
         for start in range(0, len(ids), 500):
             chunk = list(ids[start:start + 500])
             marks = ",".join("?" * len(chunk))
-            for r in conn.execute(
+            for r in conn.conn.execute(
                 f"SELECT * FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
                 f"AND entry_id IN ({marks})", (ref.app, ref.project, ref.user_id, *chunk)):
                 out[r["entry_id"]] = r
         return out
-
-    @staticmethod
-    def _insert_cluster(conn: sqlite3.Connection, ref: UserRef, c: _Cluster, now: str) -> None:
-        conn.execute(
-            "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
-            "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (c.cluster_id, ref.app, ref.project, ref.user_id, _blob(c.centroid), c.norm,
-             c.count, c.first_ts, c.last_ts, c.consolidated_entry_id, now))
-
-    @staticmethod
-    def _save_cluster(conn: sqlite3.Connection, c: _Cluster) -> None:
-        conn.execute(
-            "UPDATE clusters SET centroid=?, centroid_norm=?, member_count=?, first_ts=?, "
-            "last_ts=? WHERE cluster_id=?",
-            (_blob(c.centroid), c.norm, c.count, c.first_ts, c.last_ts, c.cluster_id))
-
-    @staticmethod
-    def _insert_member(conn: sqlite3.Connection, ref: UserRef, entry_id: str, cluster_id: str,
-                       ts: float, similarity: float | None, text_hash: str | None) -> None:
-        conn.execute(
-            "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id, ts,"
-            " similarity, joined_at, text_hash) VALUES (?,?,?,?,?,?,?,?,?)",
-            (ref.app, ref.project, ref.user_id, entry_id, cluster_id, ts, similarity,
-             utcnow_iso(), text_hash))
 
     def _clusters_where(self, where: str, params: tuple[Any, ...],
                         order: str = "") -> list[ClusterInfo]:
@@ -708,13 +884,13 @@ def _row_cluster(r: sqlite3.Row) -> _Cluster:
 
 
 class _Rebuild:
-    """In-memory replay of the online rule for one user (``recluster``)."""
+    """In-memory replay of the online rule for one user (``recluster``), on the same
+    :class:`UserClusters` the online path uses."""
 
     def __init__(self, ref: UserRef, threshold: float, window: float, rejoin: float) -> None:
         self.ref, self.threshold, self.window, self.rejoin = ref, threshold, window, rejoin
+        self.state = UserClusters()
         self.clusters: dict[str, _Cluster] = {}
-        self.recent: dict[str, _Cluster] = {}  # may still be in the window of later Episodes
-        self.consolidated: dict[str, _Cluster] = {}
         # (entry_id, cluster_id, ts, similarity, deprecated_by, text_hash)
         self.members: list[tuple[str, str, float, float | None, str | None, str | None]] = []
         self.member_of: dict[str, str] = {}
@@ -726,8 +902,7 @@ class _Rebuild:
 
     def seed(self, cid: str, r: Any, vec: np.ndarray) -> None:
         ts = entry_epoch(r["id"], r["ts"])
-        c = _Cluster.new(cid, vec, ts, r["id"])
-        self.clusters[cid] = self.consolidated[cid] = c
+        self._put(_Cluster.new(cid, vec, ts, r["id"]))
         self._member(r, cid, ts, None)
 
     def attach(self, cid: str, r: Any, vec: np.ndarray) -> None:
@@ -737,19 +912,13 @@ class _Rebuild:
             self.seed(cid, r, vec)
             return
         c.add(vec, ts)
+        self._put(c)
         self._member(r, cid, ts, None)
 
     def assign(self, r: Any, vec: np.ndarray) -> None:
         ts = entry_epoch(r["id"], r["ts"])
-        horizon = ts - self.window
-        for cid in [cid for cid, c in self.recent.items() if c.last_ts < horizon]:
-            del self.recent[cid]  # timestamps only grow from here: it can never be in window
-        pool = {c.cluster_id: c for c in self.recent.values()
-                if in_window(ts, c.first_ts, c.last_ts, self.window)}
-        pool.update(self.consolidated)
-        decision = choose_cluster(vec, ts, [c.candidate() for c in pool.values()],
-                                  threshold=self.threshold, window_seconds=self.window,
-                                  rejoin_threshold=self.rejoin)
+        decision = self.state.choose(vec, ts, threshold=self.threshold,
+                                     window_seconds=self.window, rejoin_threshold=self.rejoin)
         if decision.cluster_id is None:
             attempt = 0
             while True:
@@ -758,14 +927,17 @@ class _Rebuild:
                 if cid not in self.clusters:
                     break
                 attempt += 1
-            c = _Cluster.new(cid, vec, ts)
-            self.clusters[cid] = self.recent[cid] = c
+            self._put(_Cluster.new(cid, vec, ts))
             self._member(r, cid, ts, None)
             return
-        c = pool[decision.cluster_id]
+        c = self.clusters[decision.cluster_id]
         c.add(vec, ts)
-        self.recent[c.cluster_id] = c
+        self._put(c)
         self._member(r, c.cluster_id, ts, decision.similarity)
+
+    def _put(self, c: _Cluster) -> None:
+        self.clusters[c.cluster_id] = c
+        self.state.put(c)
 
     def history(self, deprecated: Sequence[Any]) -> None:
         """Record replaced Episodes as non-live members of the cluster their replacement (or

@@ -24,7 +24,8 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
     if provider == "local":
         from everos_reflect.embedding.local import LocalEmbedder
 
-        return LocalEmbedder(batch_size=settings.batch_size, threads=settings.threads)
+        return LocalEmbedder(batch_size=settings.batch_size, threads=settings.threads,
+                             low_memory=settings.low_memory)
     if provider == "openai":
         from everos_reflect.embedding.openai_embed import OpenAIEmbedder
 

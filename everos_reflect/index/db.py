@@ -212,6 +212,35 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0009_cluster_versions",
+        """
+        -- Bumped by every change to a user's clusters, whoever makes it: the clustering
+        -- service keeps each user's centroids in memory and reloads them when this moved.
+        CREATE TABLE cluster_versions (
+            app_id      TEXT NOT NULL,
+            project_id  TEXT NOT NULL,
+            user_id     TEXT NOT NULL,
+            version     INTEGER NOT NULL,
+            PRIMARY KEY (app_id, project_id, user_id)
+        );
+        CREATE TRIGGER clusters_version_insert AFTER INSERT ON clusters BEGIN
+            INSERT INTO cluster_versions (app_id, project_id, user_id, version)
+            VALUES (NEW.app_id, NEW.project_id, NEW.user_id, 1)
+            ON CONFLICT (app_id, project_id, user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER clusters_version_update AFTER UPDATE ON clusters BEGIN
+            INSERT INTO cluster_versions (app_id, project_id, user_id, version)
+            VALUES (NEW.app_id, NEW.project_id, NEW.user_id, 1)
+            ON CONFLICT (app_id, project_id, user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER clusters_version_delete AFTER DELETE ON clusters BEGIN
+            INSERT INTO cluster_versions (app_id, project_id, user_id, version)
+            VALUES (OLD.app_id, OLD.project_id, OLD.user_id, 1)
+            ON CONFLICT (app_id, project_id, user_id) DO UPDATE SET version = version + 1;
+        END;
+        """,
+    ),
 ]
 
 
@@ -295,5 +324,17 @@ class transaction:
 
 
 def _split_sql(sql: str) -> list[str]:
+    """Statements of a migration script; a ``CREATE TRIGGER … BEGIN …; END;`` stays whole
+    (pieces are joined until SQLite says the statement is complete)."""
     lines = [line.split("--", 1)[0] for line in sql.splitlines()]
-    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+    out: list[str] = []
+    pending = ""
+    for piece in "\n".join(lines).split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n;"):
+                out.append(pending.strip().removesuffix(";").strip())
+            pending = ""
+    if pending.strip(" \n;"):
+        out.append(pending.strip().removesuffix(";").strip())
+    return out

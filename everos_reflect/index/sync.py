@@ -252,10 +252,13 @@ class Indexer:
 
     #: entries embedded per flush; files are grouped until their new texts reach this many
     flush_entries = 256
+    #: the same during ``reindex``: larger batches, fewer (and larger) LanceDB fragments
+    reindex_flush_entries = 2048
 
     def __init__(self, runtime: Runtime, *, notify_clusters: bool = True) -> None:
         self.rt = runtime
         self.notify_clusters = notify_clusters
+        self._fresh = False  # tables were just reset: every row written is new (reindex)
         self._quiet = False  # True during reindex: a rebuild publishes no change events
         self._written: set[Path] = set()
         lock_dir = runtime.index_dir / "locks"
@@ -312,11 +315,15 @@ class Indexer:
             disk = self._disk_files()
             report = ScanReport(files_seen=len(disk))
             notify, self.notify_clusters, self._quiet = self.notify_clusters, False, True
+            flush, self.flush_entries = self.flush_entries, self.reindex_flush_entries
+            self._fresh = True
             try:
                 for result in self._sync([Path(full) for _, full in disk.values()], progress):
                     report.add(result)
             finally:
                 self.notify_clusters, self._quiet = notify, False
+                self.flush_entries = flush
+                self._fresh = False
             if notify:
                 for name, rebuild in events.rebuilders().items():
                     try:
@@ -543,8 +550,9 @@ class Indexer:
                 rows.setdefault(job.kind, []).append(
                     vector_row(job.ref, entry, job.rel, job.vectors[entry.id], model)
                 )
+        write = self.rt.vectors.append if self._fresh else self.rt.vectors.upsert
         for kind, kind_rows in rows.items():
-            self.rt.vectors.upsert(kind, kind_rows)
+            write(kind, kind_rows)
         for job in jobs:
             if job.plan.deletes:
                 self.rt.vectors.delete(job.kind, job.ref, job.plan.deletes)

@@ -6,8 +6,9 @@ forces a re-embed instead of mixing vector spaces. Everything here is rebuildabl
 
 Concurrency: LanceDB handles concurrent appends, but compaction conflicts with a concurrent
 writer. Every mutation therefore takes a thread lock (this process) and a file lock (other
-processes on the same root); ``optimize`` takes the same pair, so it never overlaps a write or
-itself.
+processes on the same root); ``optimize`` takes the same pair for compaction, so that never
+overlaps a write or itself. The ANN index build, the slow part, runs outside that pair (under
+a build lock of its own) so writes proceed while it trains.
 """
 
 from __future__ import annotations
@@ -61,6 +62,9 @@ _REQUIRED = ("id", "app_id", "project_id", "user_id", "embed_model")
 # ``optimize`` builds an IVF_PQ index (a flat scan of 100k x 384 took ~140 ms on 2 cores; IVF_PQ
 # ~15 ms, and builds ~2.5x faster than IVF_HNSW_SQ). Candidates are re-ranked exactly.
 ANN_MIN_ROWS = 50_000
+#: LanceDB cache caps per process (index pages; table manifests and file metadata)
+INDEX_CACHE_BYTES = 128 << 20
+METADATA_CACHE_BYTES = 32 << 20
 REFINE_FACTOR = 4
 
 
@@ -149,10 +153,18 @@ class VectorIndex:
         self.ann_min_rows = ann_min_rows
         self.path.mkdir(parents=True, exist_ok=True)
         # Always read the latest committed version: another process (CLI, daemon) may write.
-        self._db = lancedb.connect(str(self.path), read_consistency_interval=timedelta(0))
+        self._db = lancedb.connect(
+            str(self.path), read_consistency_interval=timedelta(0),
+            # LanceDB's defaults let its caches grow to gigabytes; a daemon gets a budget
+            # (docs/memory.md). Beyond it, index pages are re-read from the local disk.
+            session=lancedb.Session(index_cache_size_bytes=INDEX_CACHE_BYTES,
+                                    metadata_cache_size_bytes=METADATA_CACHE_BYTES),
+        )
         self._tables: dict[Kind, Any] = {}
         self._thread_lock = threading.RLock()
         self._file_lock = FileLock(str(self.path.parent / f".{self.path.name}.write.lock"))
+        self._build_thread_lock = threading.Lock()
+        self._build_file_lock = FileLock(str(self.path.parent / f".{self.path.name}.build.lock"))
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -253,6 +265,22 @@ class VectorIndex:
                 .execute(data)
             )
 
+    def append(self, kind: Kind | str, rows: Sequence[Mapping[str, Any]]) -> None:
+        """Add rows known to be new (a reindex into freshly reset tables): a plain append.
+
+        ``upsert`` matches every key against the table, and rows written since the key index
+        was last built are scanned for that, so a long series of upserts into a growing table
+        is quadratic; a rebuild from Markdown knows its keys are new and unique."""
+        if not rows:
+            return
+        kind = _as_kind(kind)
+        data = self._to_arrow(kind, rows)
+        if len(set(data.column("key").to_pylist())) != len(rows):
+            raise EverosError("append got the same entry id twice in one batch")
+        table = self._table(kind)
+        with self._writing():
+            table.add(data)
+
     def delete(self, kind: Kind | str, ref: UserRef, ids: Iterable[str]) -> None:
         where = self._keys_where(ref, ids)
         if where is None:
@@ -285,25 +313,29 @@ class VectorIndex:
 
     def optimize(self) -> dict[str, Any]:
         """Compact files, fold new rows into the indexes, drop old versions; build the ANN
-        index once a table is large. Serialized against writers and against itself."""
+        index once a table is large.
+
+        Compaction rewrites data files and conflicts with a concurrent writer in LanceDB 0.40,
+        so it runs under the write lock. Building the ANN index (tens of seconds past 50k rows)
+        does not rewrite data: it runs outside the write lock, so writes go on meanwhile, and
+        its commit lands on top of theirs (rows written during the build are searched exactly
+        until the next build). Builds are serialized among themselves by a lock of their own.
+        """
         report: dict[str, Any] = {}
-        with self._writing():
-            for kind, name in TABLES.items():
-                table = self._table(kind)
+        for kind, name in TABLES.items():
+            table = self._table(kind)
+            with self._writing():
                 table.optimize(cleanup_older_than=self.cleanup_older_than)
                 rows = table.count_rows()
-                names = {ix.name for ix in table.list_indices()}
-                if (
-                    self.ann_min_rows is not None
-                    and rows >= self.ann_min_rows
-                    and ("vector_idx" not in names)
-                ):
-                    table.create_index(
-                        "vector",
-                        config=IvfPq(distance_type="cosine"),
-                        name="vector_idx",
-                    )
-                report[name] = rows
+            report[name] = rows
+            if self.ann_min_rows is not None and rows >= self.ann_min_rows:
+                with self._build_thread_lock, self._build_file_lock:
+                    if "vector_idx" not in {ix.name for ix in table.list_indices()}:
+                        table.create_index(
+                            "vector",
+                            config=IvfPq(distance_type="cosine"),
+                            name="vector_idx",
+                        )
         return report
 
     # -- reads ------------------------------------------------------------------------------
@@ -328,30 +360,41 @@ class VectorIndex:
         return {eid: matrix[n] for n, eid in enumerate(result.column("id").to_pylist())}
 
     def get_vectors_many(
-        self, kind: Kind | str, wanted: Mapping[UserRef, Sequence[str]], *, chunk: int = 4000
+        self, kind: Kind | str, wanted: Mapping[UserRef, Sequence[str]], *, chunk: int = 20_000
     ) -> dict[UserRef, dict[str, np.ndarray]]:
-        """Stored vectors of many users at once, a few thousand keys per query.
+        """Stored vectors of many users at once: one filtered scan per group of users holding
+        up to ``chunk`` wanted keys, instead of one per user.
 
-        A whole-root rebuild would otherwise ask once per user, and each query may scan the
-        rows written since the key index was last built: one scan per user, quadratic overall.
+        Filtering on ``user_id`` (rather than on a list of thousands of keys) lets the scan read
+        vectors only for the users' rows, also in the tail written since the last index build.
         """
         by_key = {row_key(ref.app, ref.project, ref.user_id, eid): (ref, eid)
                   for ref, ids in wanted.items() for eid in ids}
         out: dict[UserRef, dict[str, np.ndarray]] = {ref: {} for ref in wanted}
-        keys = list(by_key)
-        for start in range(0, len(keys), chunk):
-            part = keys[start:start + chunk]
+        groups: list[list[UserRef]] = [[]]
+        size = 0
+        for ref, ids in wanted.items():
+            if groups[-1] and size + len(ids) > chunk:
+                groups.append([])
+                size = 0
+            groups[-1].append(ref)
+            size += len(ids)
+        for group in groups:
+            if not group:
+                continue
+            users = ", ".join(sql_str(u) for u in sorted({r.user_id for r in group}))
+            table = self._table(kind)
             result = (
-                self._table(kind).search()
-                .where(f"key IN ({', '.join(sql_str(k) for k in part)})")
-                .select(["key", "vector"]).limit(len(part))
+                table.search().where(f"user_id IN ({users})").select(["key", "vector"])
+                .limit(max(1, table.count_rows(f"user_id IN ({users})")))
             ).to_arrow()
             matrix = np.asarray(
                 result.column("vector").combine_chunks().flatten(), dtype=np.float32
             ).reshape(-1, self.dim)
             for n, key in enumerate(result.column("key").to_pylist()):
-                ref, eid = by_key[key]
-                out[ref][eid] = matrix[n]
+                hit = by_key.get(key)
+                if hit is not None:
+                    out[hit[0]][hit[1]] = matrix[n]
         return out
 
     def rows(

@@ -166,6 +166,47 @@ def _bounded_load(text: str) -> Any:
         loader.dispose()
 
 
+# Entry metadata as the writer emits it is a flat mapping of simple scalars: read that shape
+# without building YAML node objects (the constructor is most of a reindex's parse time). A
+# plain scalar here starts with a letter or "_" and holds no character YAML treats specially,
+# so it can only be a string unless it is one of the bool/null words; single-quoted strings
+# and flow lists of such scalars are read too. Anything else goes through PyYAML.
+_PLAIN = r"[A-Za-z_][A-Za-z0-9_./@+-]*"
+_QUOTED = r"'(?:[\t\x20-\x26\x28-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|'')*'"
+_FLAT_LINE_RE = re.compile(
+    rf"^({_PLAIN}):[ ]+(?:({_QUOTED})|(\[(?:[ ]*{_PLAIN}[ ]*(?:,[ ]*{_PLAIN}[ ]*)*)?\])"
+    rf"|({_PLAIN}))[ ]*$"
+)
+_NOT_STR = frozenset((
+    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE",
+    "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL",
+))
+
+
+def _flat_mapping(text: str) -> dict[str, Any] | None:
+    """``text`` read as the flat ``key: scalar`` mapping the writer emits, or None when it is
+    anything else (then PyYAML decides). Gives exactly what ``yaml.safe_load`` gives."""
+    out: dict[str, Any] = {}
+    for line in text.split("\n"):
+        m = _FLAT_LINE_RE.match(line)
+        if m is None or m.group(1) in _NOT_STR:
+            return None
+        quoted, flow, plain = m.group(2), m.group(3), m.group(4)
+        if quoted is not None:
+            value: Any = quoted[1:-1].replace("''", "'")
+        elif flow is not None:
+            items = [i.strip() for i in flow[1:-1].split(",")] if flow[1:-1].strip() else []
+            if any(i in _NOT_STR for i in items):
+                return None
+            value = items
+        else:
+            if plain in _NOT_STR:
+                return None
+            value = plain
+        out[m.group(1)] = value
+    return out
+
+
 def load_yaml(
     text: str, first_line: int, block: str = "metadata"
 ) -> tuple[Any, tuple[int, str] | None]:
@@ -176,6 +217,10 @@ def load_yaml(
     limit = MAX_YAML_BYTES[block]
     if len(text) > limit or (len(text) * 4 > limit and _utf8_size(text) > limit):
         return None, (first_line, f"YAML block is over {limit // 1024} KiB; not read")
+    if block == "metadata" and text:
+        flat = _flat_mapping(text)
+        if flat is not None:
+            return flat, None
     try:
         return _bounded_load(text), None
     except YamlBoundError as exc:

@@ -1,0 +1,124 @@
+"""Resident memory of ``reindex`` and of a ``serve`` process over a scripted search run.
+
+Builds (or reuses) a LoCoMo memory root, runs ``everos-reflect reindex`` in a child process and
+reports its peak RSS (the kernel's high-water mark), then starts ``everos-reflect serve`` on
+loopback and samples its RSS (``/proc/<pid>/status``) at start, after the first search and
+every ``--every`` searches up to ``--searches`` (LoCoMo questions, alternating a whole-root
+search with a one-user search, hybrid mode). Targets (issue 15): reindex peak ≤ 400 MB, serve
+≤ 250 MB and flat over 1,000 searches.
+
+    python bench/bench_memory.py /path/to/locomo10.json [--root DIR] [--searches 1000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import locomo_episodes as lm
+import locomo_root
+
+CLI = [sys.executable, "-m", "everos_reflect.cli.main"]
+
+
+def rss_mb(pid: int) -> tuple[float, float]:
+    """(current RSS, peak RSS) of ``pid`` in MB, from /proc."""
+    values = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0]) / 1024
+    return values["VmRSS"], values["VmHWM"]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("locomo", help="path to locomo10.json")
+    parser.add_argument("--root", type=Path, help="memory root to build/reuse (default: temp)")
+    parser.add_argument("--searches", type=int, default=1000)
+    parser.add_argument("--every", type=int, default=100)
+    args = parser.parse_args(argv)
+
+    tmp = tempfile.TemporaryDirectory(prefix="everos-bench-memory-")
+    root = args.root or Path(tmp.name) / "root"
+    if not any(root.rglob("*.md")) if root.exists() else True:
+        report = locomo_root.build(args.locomo, root)
+        print(f"built LoCoMo root: {report.as_dict()}")
+    env = {**os.environ, "EVEROS_ROOT": str(root), "EVEROS_EMBEDDING__PROVIDER": "local",
+           "EVEROS_LLM__PROVIDER": "extractive"}
+
+    t0 = time.perf_counter()
+    done = subprocess.run([*CLI, "reindex", "--root", str(root)], env=env,
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        print(done.stdout, done.stderr)
+        return 1
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    print(f"reindex: {time.perf_counter() - t0:.1f} s wall, peak RSS {peak:.0f} MB "
+          f"(target <= 400 MB)")
+
+    questions = [q.question for q in lm.questions(lm.load(args.locomo)) if q.question]
+    users = sorted({(e.user_id, e.sample_id) for e in lm.episodes(lm.load(args.locomo))})
+    port = free_port()
+    log = open(Path(tmp.name) / "serve.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([*CLI, "serve", "--root", str(root), "--port", str(port)],
+                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1", timeout=60) as client:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    if client.get("/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise SystemExit("serve did not come up; see its log")
+                time.sleep(0.2)
+            time.sleep(2.0)  # let the start-up reconcile scan settle
+            rss, _ = rss_mb(proc.pid)
+            print(f"serve: RSS {rss:.0f} MB before the first search")
+            samples = []
+            started = time.perf_counter()
+            for n in range(1, args.searches + 1):
+                body = {"query": questions[n % len(questions)], "top_k": 10}
+                if n % 2 == 0:
+                    user_id, sample_id = users[n % len(users)]
+                    body.update(user_id=user_id, app_id="locomo", project_id=sample_id)
+                resp = client.post("/memory/search", json=body)
+                if resp.status_code != 200:
+                    raise SystemExit(f"search {n} failed: {resp.status_code} {resp.text[:200]}")
+                if n == 1 or n % args.every == 0:
+                    rss, hwm = rss_mb(proc.pid)
+                    samples.append(rss)
+                    print(f"  after {n:5d} searches: RSS {rss:6.0f} MB (peak so far {hwm:.0f})")
+            seconds = time.perf_counter() - started
+            print(f"serve: {args.searches} searches in {seconds:.1f} s; RSS after first "
+                  f"{samples[0]:.0f} MB, last {samples[-1]:.0f} MB, max {max(samples):.0f} MB "
+                  f"(target <= 250 MB, flat)")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
+        tmp.cleanup()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,298 @@
+"""One user's clusters in memory: the centroid matrix the online rule scores against.
+
+The service used to load its candidates from SQLite for every Episode (a query, a blob decode
+and a Python loop per candidate); here they live in numpy arrays, loaded once per user and kept
+in step with ``system.db`` by the service (:mod:`service`). Two structures keep the work per
+Episode independent of how long the user's history is:
+
+- **Time window.** ``recent`` holds every cluster whose ``last_ts`` is at or after
+  ``horizon``; the horizon follows the newest Episode minus the window, and a lazy heap of
+  ``(last_ts, id)`` drops clusters that fell behind it. An Episode older than the horizon (a
+  late arrival) is checked against every row instead — exact, just slower, and rare.
+- **Consolidated clusters** can be rejoined at any age, so they cannot be bounded by time. They
+  are grouped around pivots (a consolidated centroid within ``GROUP_COS`` of a pivot joins its
+  group); a group whose pivot is further from the Episode than the group's radius plus the
+  rejoin angle cannot hold a cluster the Episode may rejoin (triangle inequality on angles), so
+  it is skipped. Only the surviving groups' members are scored: exact, never approximate.
+
+Candidates are then scored with :func:`online.similarities` and decided by
+:func:`online.choose_scored`, exactly as the pure rule decides.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from everos_reflect.clustering.online import (
+    NEW,
+    Candidate,
+    Decision,
+    choose_scored,
+    fold,
+    similarities,
+)
+
+#: a consolidated centroid at least this close (cosine) to a pivot joins that pivot's group
+GROUP_COS = 0.9
+#: slack (radians) for rounding in the angle bound, so pruning never drops a true candidate
+_ANGLE_SLACK = 1e-6
+
+
+@dataclass
+class ClusterRow:
+    """Working copy of one ``clusters`` row."""
+
+    cluster_id: str
+    centroid: np.ndarray  # float32, unit length
+    norm: float
+    count: int
+    first_ts: float
+    last_ts: float
+    consolidated_entry_id: str | None = None
+
+    @classmethod
+    def new(cls, cluster_id: str, vector: np.ndarray, ts: float,
+            narrative: str | None = None) -> ClusterRow:
+        """A one-member cluster; built with :func:`fold` like every later update, so a
+        rebuild reproduces the stored centroid bit for bit."""
+        centroid, norm = fold(None, 0.0, 0, vector)
+        return cls(cluster_id, centroid, norm, 1, ts, ts, narrative)
+
+    def candidate(self) -> Candidate:
+        return Candidate(self.cluster_id, self.centroid, self.first_ts, self.last_ts,
+                         self.consolidated_entry_id is not None)
+
+    def add(self, vector: np.ndarray, ts: float) -> None:
+        self.centroid, self.norm = fold(self.centroid, self.norm, self.count, vector)
+        self.count += 1
+        self.first_ts = min(self.first_ts, ts)
+        self.last_ts = max(self.last_ts, ts)
+
+
+class _PivotGroups:
+    """Consolidated clusters grouped around pivot centroids, to skip whole groups that cannot
+    reach the rejoin threshold."""
+
+    def __init__(self) -> None:
+        self.pivots: list[np.ndarray] = []  # float64 unit vectors
+        self.matrix: np.ndarray | None = None  # stacked pivots, rebuilt when pivots change
+        self.radius: list[float] = []  # max angle (radians) of a member to its pivot
+        self.members: list[set[str]] = []
+        self.group_of: dict[str, int] = {}
+
+    def put(self, cluster_id: str, centroid: np.ndarray) -> None:
+        c = np.asarray(centroid, dtype=np.float64)
+        g = self.group_of.get(cluster_id)
+        if g is not None:
+            cos = float(similarities(self.pivots[g][None, :], c)[0])
+            if cos >= GROUP_COS:
+                self.radius[g] = max(self.radius[g], _angle(cos))
+                return
+            self.discard(cluster_id)
+        if self.pivots:
+            sims = similarities(self._matrix(), c)
+            g = int(np.argmax(sims))
+            if sims[g] >= GROUP_COS:
+                self.members[g].add(cluster_id)
+                self.group_of[cluster_id] = g
+                self.radius[g] = max(self.radius[g], _angle(float(sims[g])))
+                return
+        self.pivots.append(c)
+        self.matrix = None
+        self.radius.append(0.0)
+        self.members.append({cluster_id})
+        self.group_of[cluster_id] = len(self.pivots) - 1
+
+    def discard(self, cluster_id: str) -> None:
+        g = self.group_of.pop(cluster_id, None)
+        if g is not None:
+            self.members[g].discard(cluster_id)  # the radius stays: an upper bound is enough
+
+    def near(self, vector: np.ndarray, rejoin_threshold: float) -> list[str]:
+        """Members of every group that may hold a cluster within ``rejoin_threshold``."""
+        if not self.pivots:
+            return []
+        reach = _angle(rejoin_threshold) + _ANGLE_SLACK
+        angles = np.arccos(np.clip(similarities(self._matrix(), vector), -1.0, 1.0))
+        out: list[str] = []
+        for g in np.flatnonzero(angles <= np.asarray(self.radius) + reach):
+            out.extend(self.members[g])
+        return out
+
+    def _matrix(self) -> np.ndarray:
+        if self.matrix is None:
+            self.matrix = np.stack(self.pivots)
+        return self.matrix
+
+
+def _angle(cos: float) -> float:
+    return math.acos(max(-1.0, min(1.0, cos)))
+
+
+class UserClusters:
+    """Every cluster of one user as aligned arrays; ``version`` is the ``cluster_versions`` row
+    it was last in step with (the service compares it before trusting the arrays)."""
+
+    def __init__(self, dim: int | None = None) -> None:
+        self.version: int | None = None
+        self.ids: list[str] = []
+        self.pos: dict[str, int] = {}
+        self.narrative: list[str | None] = []
+        self._dim = dim
+        self._cap = 0
+        self._c32 = np.empty((0, 0), dtype=np.float32)
+        self._norm = np.empty(0, dtype=np.float64)
+        self._count = np.empty(0, dtype=np.int64)
+        self._first = np.empty(0, dtype=np.float64)
+        self._last = np.empty(0, dtype=np.float64)
+        self._consolidated = np.empty(0, dtype=bool)
+        self.horizon = -math.inf
+        self.recent: set[str] = set()
+        self._heap: list[tuple[float, str]] = []
+        self._groups = _PivotGroups()
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held (arrays at capacity, ids, pivots)."""
+        arrays = self._c32.nbytes + 8 * 4 * self._cap + self._cap
+        return arrays + 120 * len(self.ids) + 8 * len(self._groups.pivots) * (self._dim or 0)
+
+    def __contains__(self, cluster_id: object) -> bool:
+        return cluster_id in self.pos
+
+    # ------------------------------------------------------------------ rows
+
+    def get(self, cluster_id: str) -> ClusterRow:
+        p = self.pos[cluster_id]
+        return ClusterRow(cluster_id, self._c32[p].copy(), float(self._norm[p]),
+                          int(self._count[p]), float(self._first[p]), float(self._last[p]),
+                          self.narrative[p])
+
+    def rows(self) -> Iterable[ClusterRow]:
+        return (self.get(cid) for cid in list(self.ids))
+
+    def put(self, row: ClusterRow) -> None:
+        """Insert or replace one cluster."""
+        p = self.pos.get(row.cluster_id)
+        if p is None:
+            p = len(self.ids)
+            self._grow(p + 1, len(row.centroid))
+            self.ids.append(row.cluster_id)
+            self.narrative.append(None)
+            self.pos[row.cluster_id] = p
+        self._c32[p] = row.centroid
+        self._norm[p] = row.norm
+        self._count[p] = row.count
+        self._first[p] = row.first_ts
+        self._last[p] = row.last_ts
+        consolidated = row.consolidated_entry_id is not None
+        self._consolidated[p] = consolidated
+        self.narrative[p] = row.consolidated_entry_id
+        if row.last_ts >= self.horizon:
+            self.recent.add(row.cluster_id)
+            heapq.heappush(self._heap, (row.last_ts, row.cluster_id))
+            if len(self._heap) > 4 * len(self.recent) + 64:  # stale entries: compact
+                self._heap = [(float(self._last[self.pos[c]]), c) for c in self.recent]
+                heapq.heapify(self._heap)
+        if consolidated:
+            self._groups.put(row.cluster_id, self._c32[p])
+        else:
+            self._groups.discard(row.cluster_id)
+
+    def remove(self, cluster_id: str) -> None:
+        p = self.pos.pop(cluster_id, None)
+        if p is None:
+            return
+        last = len(self.ids) - 1
+        if p != last:  # move the last row into the hole
+            moved = self.ids[last]
+            for arr in (self._c32, self._norm, self._count, self._first, self._last,
+                        self._consolidated):
+                arr[p] = arr[last]
+            self.ids[p] = moved
+            self.narrative[p] = self.narrative[last]
+            self.pos[moved] = p
+        self.ids.pop()
+        self.narrative.pop()
+        self.recent.discard(cluster_id)
+        self._groups.discard(cluster_id)
+
+    def _grow(self, need: int, dim: int) -> None:
+        if self._dim is None:
+            self._dim = dim
+        if need <= self._cap:
+            return
+        cap = max(16, need, self._cap * 2)
+        n = len(self.ids)
+
+        def grown(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+            out = np.zeros(shape, dtype=arr.dtype)
+            if n:
+                out[:n] = arr[:n]
+            return out
+
+        self._c32 = grown(self._c32, (cap, self._dim))
+        for name in ("_norm", "_count", "_first", "_last", "_consolidated"):
+            setattr(self, name, grown(getattr(self, name), (cap,)))
+        self._cap = cap
+
+    # ------------------------------------------------------------------ the rule
+
+    def candidate_positions(self, ts: float, window: float, vector: np.ndarray,
+                            rejoin_threshold: float) -> np.ndarray:
+        """Rows to score for an Episode at ``ts``: clusters in its time window, plus the
+        consolidated ones its vector may rejoin. Never the whole history (but for late
+        arrivals older than the horizon)."""
+        n = len(self.ids)
+        if n == 0:
+            return np.empty(0, dtype=np.int64)
+        lo = ts - window
+        if lo >= self.horizon:
+            self._advance(lo)
+            rows = np.fromiter((self.pos[c] for c in self.recent), dtype=np.int64,
+                               count=len(self.recent))
+        else:
+            rows = np.arange(n, dtype=np.int64)
+        if rows.size:
+            gap = np.maximum(np.maximum(self._first[rows] - ts, ts - self._last[rows]), 0.0)
+            rows = rows[gap <= window]
+        near = self._groups.near(vector, rejoin_threshold)
+        if near:
+            extra = np.fromiter((self.pos[c] for c in near), dtype=np.int64, count=len(near))
+            rows = np.union1d(rows, extra)
+        return rows
+
+    def choose(self, vector: np.ndarray, ts: float, *, threshold: float,
+               window_seconds: float, rejoin_threshold: float) -> Decision:
+        """The online rule over this user's clusters (same answer as :func:`choose_cluster`
+        given every cluster as a candidate; ``similarity`` of a new cluster is the best among
+        the rows scored)."""
+        rows = self.candidate_positions(ts, window_seconds, vector, rejoin_threshold)
+        if rows.size == 0:
+            return Decision(None, 0.0, NEW)
+        ids = [self.ids[p] for p in rows]
+        sims = similarities(self._c32[rows], vector)  # float64 math on the float32 rows
+        return choose_scored(ids, sims, self._first[rows], self._last[rows],
+                             self._consolidated[rows], ts, threshold=threshold,
+                             window_seconds=window_seconds, rejoin_threshold=rejoin_threshold)
+
+    def _advance(self, horizon: float) -> None:
+        """Raise the horizon, dropping clusters whose last activity fell behind it."""
+        self.horizon = horizon
+        heap = self._heap
+        while heap and heap[0][0] < horizon:
+            _, cid = heapq.heappop(heap)
+            p = self.pos.get(cid)
+            if p is None or self._last[p] < horizon:
+                self.recent.discard(cid)
+
+
+__all__ = ["GROUP_COS", "ClusterRow", "UserClusters"]
