@@ -387,3 +387,21 @@ def test_two_live_versions_of_a_key_are_repaired_before_the_detector_reads(
     assert rt.store.get(ADA, ids["strategy"]).deprecated_by == extra.id
     shown = {r.id for r in llm.task_requests[-1][1].records}
     assert shown == {ids["commitments"], extra.id}
+
+
+def test_a_hand_edit_of_a_conviction_invalidates_what_cites_it(rt: Runtime,
+                                                                llm: ScriptedLLM) -> None:
+    ids = seed_worldview(rt, llm)
+    llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
+    run(rt, "detect_contradictions")
+    (edge,) = belief_views.relations(rt, ADA)
+    path = rt.store.path_for_id(ADA, ids["commitments"])
+    path.write_text(path.read_text().replace(COMMIT, COMMIT.replace("Corva.", "Corva in Q3.")))
+    Indexer(rt).scan()
+    (after,) = belief_views.relations(rt, ADA)
+    assert after["status"] == "stale"
+    assert rt.store.get(ADA, edge["id"]).meta["stale_reason"] == (
+        f"evidence {ids['commitments']} was edited")
+    # the edited conviction itself is still the live commitment, and new input for the detector
+    assert rt.store.get(ADA, ids["commitments"]).meta["status"] == "active"
+    assert observe(rt, "detect_contradictions") == 1

@@ -28,9 +28,10 @@ if TYPE_CHECKING:
 ACTIVE, STALE, RETIRED = "active", "stale", "retired"
 #: The metadata key every record the daemon derives carries (``belief_store.DERIVATION_KEY``).
 DERIVATION_KEY = "derivation"
-#: Derived kinds whose ``evidence`` is checked (relations cite through ``between``, which the
-#: belief tiers resolve themselves).
-CHECKED = (Kind.INSIGHT, Kind.CONVICTION, Kind.LESSON)
+#: Derived kinds whose ``evidence`` is checked. A relation's ``evidence`` is the two
+#: convictions it joins: an edited side makes it stale; a side superseded by a new version is
+#: resolved by the belief tiers first (with the reason), so it is no longer active here.
+CHECKED = (Kind.INSIGHT, Kind.CONVICTION, Kind.RELATION, Kind.LESSON)
 #: Every kind a derived record may cite.
 EVIDENCE_KINDS = (Kind.EPISODE, Kind.ATOMIC_FACT, Kind.TASK, Kind.RELATION, *CHECKED)
 
