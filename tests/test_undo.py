@@ -428,5 +428,6 @@ def test_undo_reverts_merges_written_by_the_reflection_pipeline(root: Path) -> N
     assert service.cluster(cluster_id).consolidated_entry_id is None
     hits = search(rt, "how many pets does Andrew have", user_id="u_andrew", top_k=10)
     assert {h.id for h in hits}.isdisjoint({n1.id, n2.id})
-    # The cluster is eligible again: a later run merges it afresh, from the live fragments.
-    assert run_reflection(rt, run_id="run_3").get("merged") == 1
+    # Undo sticks: the same fragments are held back, until the user asks for a re-merge.
+    assert run_reflection(rt, run_id="run_3") == {"held_back": 1}
+    assert run_reflection(rt, run_id="run_4", remerge_undone=True).get("merged") == 1

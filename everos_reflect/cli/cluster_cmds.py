@@ -55,9 +55,13 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         c for c in service.clusters(ref)
         if (app is None or c.ref.app == app) and (project is None or c.ref.project == project)
     ]
+    from everos_reflect.strategies.holdback import held_back
+
+    held = {h.cluster_id for h in held_back(runtime.db(), ref)}
     if as_json:
         emit_json({"clusters": [
-            {**c.to_json(), "members": [_member_json(m) for m in service.members(c.cluster_id)]}
+            {**c.to_json(), "held_back": c.cluster_id in held,
+             "members": [_member_json(m) for m in service.members(c.cluster_id)]}
             for c in infos]})
         return
     if not infos:
@@ -68,7 +72,7 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         click.echo(str(ref))
         for c in infos:
             if c.ref == ref:
-                click.echo(_lines(c, width))
+                click.echo(_lines(c, width, held=c.cluster_id in held))
 
 
 def _member_json(member: Member) -> dict[str, Any]:
@@ -88,7 +92,7 @@ def _span(first: float, last: float) -> str:
     return f"{a} → {b[5:]}" if a[:4] == b[:4] else f"{a} → {b}"
 
 
-def _lines(c: ClusterInfo, width: int) -> str:
+def _lines(c: ClusterInfo, width: int, *, held: bool = False) -> str:
     """Two lines per cluster: id, size, span and state (fixed-width fields, never cut), then
     the preview, clipped to the terminal — readable at 80 columns, where a seven-column table
     squeezed the preview to nothing."""
@@ -97,6 +101,8 @@ def _lines(c: ClusterInfo, width: int) -> str:
         state = f"→ {c.consolidated_entry_id}"  # merged into that narrative
         if c.new_since_consolidation:
             state += f" +{c.new_since_consolidation} new"
+    if held:
+        state += " (held back: undone)"
     head = f"  {c.cluster_id}  {_plural(c.size, 'member')}  {_span(c.first_ts, c.last_ts)}  {state}"
     preview = " ".join(c.preview.split())
     room = max(width - 6, 20)

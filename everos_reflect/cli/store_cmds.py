@@ -43,6 +43,7 @@ from everos_reflect.settings import (
     packaged_text,
     parse_ome,
 )
+from everos_reflect.strategies.consistency import live_beside_sources
 
 if TYPE_CHECKING:
     from everos_reflect.markdown.store import MarkdownStore
@@ -271,6 +272,8 @@ def scan_store(
     kinds_of: dict[UserRef, dict[str, Kind]] = defaultdict(dict)
     deprecations: list[tuple[str, UserRef, set[str], list[tuple[str, str, int]]]] = []
     fact_parents: list[tuple[str, UserRef, str, int, str | None]] = []
+    live_ids: dict[UserRef, set[str]] = defaultdict(set)
+    narratives: list[tuple[str, UserRef, str, int, list[str]]] = []
     for path in store.iter_files() if files is None else files:
         if advance is not None:
             advance(1)
@@ -297,6 +300,10 @@ def scan_store(
             scan.counts[ref][f"{kind.value}:{state}"] += 1
             if kind == Kind.ATOMIC_FACT and entry.parent_type == "episode":
                 fact_parents.append((rel, ref, entry.id, entry.line, entry.parent_id))
+            if not entry.deprecated_by:
+                live_ids[ref].add(entry.id)
+                if kind == Kind.EPISODE and entry.parent_type == "cluster" and entry.sources:
+                    narratives.append((rel, ref, entry.id, entry.line, entry.sources))
         if log.deprecated_entries:
             marks = [(old, new, _frontmatter_line(log.text, old))
                      for old, new in log.deprecated_entries.items()]
@@ -314,7 +321,21 @@ def scan_store(
         if parent is None or kinds_of[ref].get(parent) != Kind.EPISODE:
             scan.problems.append(Problem(
                 rel, line, f"atomic fact {fact_id}: parent episode {parent} not found"))
+    for rel, ref, narrative, line, sources in narratives:
+        for item in live_beside_sources({narrative: sources}, live_ids[ref]):
+            scan.problems.append(Problem(rel, line, item.message()))
     return scan
+
+
+def journal_problems(root: Path) -> list[Problem]:
+    """Interrupted merges still in the journal (lint reads, it never settles them)."""
+    from everos_reflect.strategies.journal import has_pending
+
+    if not has_pending(root):
+        return []
+    return [Problem(".index/sqlite/system.db", 0,
+                    "merges interrupted by a crash await recovery (any command that writes, "
+                    "`serve` or the next run settles them)")]
 
 
 #: How ``lint``/``status`` word a symlink the store refused to follow.
@@ -353,7 +374,7 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
         limits = None  # reported below with the other config problems; checked with defaults
     scan = _scan_with_progress(MarkdownStore(path, limits=limits), "Checking daily logs")
     checked = scan.files
-    problems = config_problems(path) + scan.problems
+    problems = config_problems(path) + scan.problems + journal_problems(path)
     errors = [p for p in problems if p.severity != "warning"]
     if as_json:
         emit_json({
@@ -468,6 +489,7 @@ def status_document(runtime: Runtime) -> dict[str, Any]:
         "files_with_problems": bad_files,
         "config": {"ok": not config, "problems": [p.as_dict() for p in config]},
         "index": _index_lag(runtime) if source == "index" else None,
+        "merges": _merge_consistency(root) if source == "index" else None,
         "strategies": _strategies(runtime),
     }
 
@@ -480,6 +502,23 @@ def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
         return Indexer(runtime).pending()
     except (EverosError, sqlite3.Error, OSError) as exc:
         return {"error": str(exc)}
+
+
+def _merge_consistency(root: Path) -> dict[str, Any] | None:
+    """Interrupted merges and live narratives beside live sources, from the index."""
+    from everos_reflect.index import db as dbmod
+    from everos_reflect.strategies.consistency import index_report
+
+    try:
+        conn = dbmod.connect(root, readonly=True)
+    except sqlite3.Error:
+        return None
+    try:
+        return index_report(conn)
+    except sqlite3.Error as exc:
+        return {"error": str(exc)}
+    finally:
+        conn.close()
 
 
 def _strategies(runtime: Runtime) -> list[dict[str, Any]]:
@@ -548,6 +587,19 @@ def _render_status(doc: dict[str, Any]) -> None:
                       f"{lag['lag_seconds']:.0f} s ago)")
     else:
         console.print("index: up to date with the Markdown")
+    merges = doc.get("merges") or {}
+    if merges.get("interrupted"):
+        console.print(f"[red]{merges['interrupted']} interrupted merge(s) await recovery[/red] "
+                      "(any command that writes, `serve` or the next run settles them)")
+    for item in merges.get("held_back") or []:
+        console.print(f"{item['app_id']}/{item['project_id']}/{item['user_id']}: cluster "
+                      f"{item['cluster_id']} held back after an undo ({len(item['members'])} "
+                      "episodes wait for a new member; remerge_undone = true merges them)",
+                      markup=False)
+    for item in merges.get("live_beside_sources") or []:
+        console.print(f"[red]{item['app_id']}/{item['project_id']}/{item['user_id']}: "
+                      f"narrative {item['narrative']} is live beside its live source(s) "
+                      f"{', '.join(item['live_sources'])}[/red]", markup=True)
     if doc["strategies"]:
         table = Table("strategy", "enabled", "cron", "next run", "last run", "problem")
         for row in doc["strategies"]:
@@ -561,7 +613,7 @@ def _render_status(doc: dict[str, Any]) -> None:
             )
         console.print(table)
     known = {"root", "counts_from", "users", "totals", "files_with_problems", "config",
-             "index", "strategies"}
+             "index", "strategies", "merges"}
     for key, value in doc.items():
         if key not in known:
             console.print(f"[bold]{key}[/bold]")

@@ -225,6 +225,23 @@ class MarkdownStore:
                     return entry
         raise UnknownEntry(f"no entry {entry_id} for user {ref}")
 
+    def get_many(self, ref: UserRef, entry_ids: Iterable[str]) -> dict[str, Entry]:
+        """The entries of ``entry_ids`` that exist, parsing each file once: many ids in one
+        large log must not cost one full parse of that log per id."""
+        by_path: dict[Path, set[str]] = {}
+        for entry_id in entry_ids:
+            by_path.setdefault(self.path_for_id(ref, entry_id), set()).add(entry_id)
+        found: dict[str, Entry] = {}
+        for path, wanted in by_path.items():
+            try:
+                log = self.read(path)
+            except FileNotFoundError:
+                continue
+            for entry in log.entries:
+                if entry.id in wanted and entry.id not in found:
+                    found[entry.id] = entry
+        return found
+
     def entries(self, ref: UserRef, kind: Kind) -> list[Entry]:
         """All parseable entries of one user and kind, in day and file order."""
         return [e for path in self.iter_files(ref, [kind]) for e in self.read(path).entries]

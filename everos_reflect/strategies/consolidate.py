@@ -18,7 +18,7 @@ import numpy as np
 
 from everos_reflect.clustering.service import ClusterInfo, ClusterService, entry_epoch
 from everos_reflect.embedding.base import Embedder
-from everos_reflect.errors import ProviderUnavailable, UnknownEntry
+from everos_reflect.errors import ProviderUnavailable
 from everos_reflect.llm.base import (
     LLM,
     FactsRequest,
@@ -141,10 +141,11 @@ def select(
     """
     ref = info.ref
     live: list[Entry] = []
-    for member in clusters.members(info.cluster_id):
-        try:
-            entry = store.get(ref, member.entry_id)
-        except UnknownEntry:
+    members = clusters.members(info.cluster_id)
+    found = store.get_many(ref, [m.entry_id for m in members])  # each log parsed once
+    for member in members:
+        entry = found.get(member.entry_id)
+        if entry is None:
             log.info("cluster %s: member %s is gone from Markdown", info.cluster_id,
                      member.entry_id)
             continue

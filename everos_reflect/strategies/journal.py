@@ -50,7 +50,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.clustering.service import ClusterService, UnknownCluster
-from everos_reflect.errors import EverosError, UnknownEntry
+from everos_reflect.errors import EverosError
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.model import Entry, Kind, UserRef, format_timestamp
 from everos_reflect.provenance import PROVENANCE_KEY, provenance_meta
@@ -388,10 +388,10 @@ def changed_sources(runtime: Runtime, plan: Plan) -> dict[str, str]:
     """``{episode id: why}`` of the episodes to archive that no longer have the text the merge
     saw (edited, deleted, or archived toward anything but this merge's narrative)."""
     changed: dict[str, str] = {}
+    found = runtime.store.get_many(plan.ref, plan.hashes)
     for entry_id, planned in plan.hashes.items():
-        try:
-            entry = runtime.store.get(plan.ref, entry_id)
-        except UnknownEntry:
+        entry = found.get(entry_id)
+        if entry is None:
             changed[entry_id] = f"{entry_id} was deleted"
             continue
         if plan.merged_id is not None and entry.deprecated_by == plan.merged_id:

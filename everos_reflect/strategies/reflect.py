@@ -25,7 +25,7 @@ from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import LLM
 from everos_reflect.llm.prompts import Prompts
 from everos_reflect.model import Kind, UserRef, text_hash
-from everos_reflect.strategies import journal
+from everos_reflect.strategies import holdback, journal
 from everos_reflect.strategies.consolidate import (
     Draft,
     Selection,
@@ -109,6 +109,9 @@ class ReflectEpisodes(Strategy):
         SettingSpec("prompts", dict, {},
                     "Prompt overrides: system, merge_init, merge_update, extract_facts.",
                     _prompts_problem),
+        SettingSpec("remerge_undone", bool, False,
+                    "Merge the sources of an undone merge again even when no new member has "
+                    "joined them (normally they are held back until one does)."),
     )
 
     def run(self, ctx: RunContext) -> dict[str, int]:
@@ -123,6 +126,7 @@ class ReflectionRun:
         self.rt: Runtime = ctx.runtime
         s = ctx.settings
         self.max_clusters = int(s.get("max_clusters_per_run", 10))
+        self.remerge_undone = bool(s.get("remerge_undone", False))
         self.max_sources = int(s.get("max_sources_per_merge", 50))
         self.floor = float(s.get("min_fact_coverage", DEFAULT_MIN_FACT_COVERAGE))
         self.match = float(s.get("fact_match_threshold", DEFAULT_FACT_MATCH_THRESHOLD))
@@ -144,9 +148,17 @@ class ReflectionRun:
             if self.ctx.should_stop():
                 break
             waiting = {p.cluster_id for p, _ in journal.pending(self.rt.db())}
+            undone = set() if self.remerge_undone else holdback.undone_sources(self.rt.db(), ref)
             chosen = []
-            for info in clusters.eligible_for_reflection(ref, self.max_clusters):
+            # every eligible cluster is looked at, so held-back ones never starve the others
+            for info in clusters.eligible_for_reflection(ref, 1 << 30):
+                if len(chosen) >= self.max_clusters:
+                    break
                 if info.cluster_id in waiting:  # a merge of it still awaits recovery
+                    continue
+                if undone and holdback.is_held(holdback.candidates(
+                        self.rt.db(), info.cluster_id, info.consolidated_entry_id), undone):
+                    self.counts["held_back"] += 1  # undone; waits for a new member
                     continue
                 picked = select(self.rt.store, clusters, info, max_sources=self.max_sources)
                 if picked is not None:

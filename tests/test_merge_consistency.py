@@ -1,0 +1,90 @@
+"""``lint`` and ``status`` report what a crash (or a hand edit) can leave of a merge: a live
+narrative beside its live sources, interrupted merges awaiting recovery, and an archive link to
+a missing entry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from everos_reflect.cli.main import cli
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.strategies import journal
+from everos_reflect.strategies.consistency import live_beside_sources
+from tests.reflect_fixtures import ANDREW, make_runtime, run_reflection, seed_pets
+
+
+class Crash(BaseException):
+    pass
+
+
+def test_live_beside_sources_names_only_the_live_ones() -> None:
+    found = live_beside_sources({"ep_1": ["ep_a", "ep_b"], "ep_2": ["ep_c"]}, {"ep_b", "ep_1"})
+    assert [(f.narrative, f.live_sources) for f in found] == [("ep_1", ("ep_b",))]
+
+
+def _crashed_after_facts(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    seed_pets(rt)
+
+    def crash_at(step: str) -> None:
+        if step == journal.FACTS:
+            raise Crash(step)
+
+    monkeypatch.setattr(journal, "checkpoint", crash_at)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda step: None)
+    Indexer(rt).scan()  # the index now shows the half-written merge too
+    rt.close()
+
+
+def test_lint_and_status_report_an_unrecovered_merge(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _crashed_after_facts(tmp_path, monkeypatch)
+    runner = CliRunner()
+
+    lint = runner.invoke(cli, ["lint", "--root", str(tmp_path), "--json"])
+    assert lint.exit_code == 1
+    messages = [p["message"] for p in json.loads(lint.stdout)["problems"]]
+    assert any("is live beside its live source(s)" in m for m in messages), messages
+    assert any("await recovery" in m for m in messages), messages
+
+    status = runner.invoke(cli, ["status", "--root", str(tmp_path), "--json"])
+    assert status.exit_code == 0, status.output
+    merges = json.loads(status.stdout)["merges"]
+    assert merges["interrupted"] == 1
+    [item] = merges["live_beside_sources"]
+    assert item["user_id"] == ANDREW.user_id and len(item["live_sources"]) == 3
+    text = runner.invoke(cli, ["status", "--root", str(tmp_path)]).stdout
+    assert "1 interrupted merge(s) await recovery" in text
+    assert "is live beside its live source(s)" in text
+
+
+def test_lint_reports_an_archive_link_to_a_missing_entry(tmp_path: Path) -> None:
+    rt = make_runtime(tmp_path, ExtractiveLLM())
+    sources = seed_pets(rt)
+    rt.store.deprecate(ANDREW, {sources[0].id: "ep_20260101_0009"})
+    rt.close()
+
+    lint = CliRunner().invoke(cli, ["lint", "--root", str(tmp_path)])
+
+    assert lint.exit_code == 1
+    assert f"{sources[0].id} points at unknown id ep_20260101_0009" in lint.output
+
+
+def test_after_a_complete_merge_lint_finds_nothing_about_merges(tmp_path: Path) -> None:
+    rt = make_runtime(tmp_path, ExtractiveLLM())
+    seed_pets(rt)
+    assert run_reflection(rt)["merged"] == 1
+    rt.close()
+
+    lint = CliRunner().invoke(cli, ["lint", "--root", str(tmp_path), "--json"])
+
+    messages = [p["message"] for p in json.loads(lint.stdout)["problems"]]
+    assert not [m for m in messages if "live beside" in m or "recovery" in m], messages

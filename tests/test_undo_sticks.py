@@ -1,0 +1,95 @@
+"""``undo`` sticks (issue 11 item 10): the sources of an undone merge are not merged together
+again unless a new member joins them or the user sets ``remerge_undone``; ``status`` and
+``clusters`` show the cluster as held back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from everos_reflect.cli import cluster_cmds
+from everos_reflect.cli.main import cli
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.strategies.holdback import held_back, is_held
+from everos_reflect.strategies.undo import undo_merge
+from tests.reflect_fixtures import (
+    ANDREW,
+    add_episode,
+    all_entries,
+    make_runtime,
+    run_reflection,
+    seed_pets,
+)
+
+
+def test_is_held_needs_something_to_merge_and_all_of_it_undone() -> None:
+    assert is_held(["a", "b"], {"a", "b", "c"})
+    assert not is_held(["a", "d"], {"a", "b"})  # a new member
+    assert not is_held([], {"a"})
+
+
+def _merged_then_undone(root: Path):  # type: ignore[no-untyped-def]
+    rt = make_runtime(root, ExtractiveLLM())
+    seed_pets(rt)
+    assert run_reflection(rt)["merged"] == 1
+    [narrative] = [e for e in all_entries(rt).values()
+                   if e.parent_type == "cluster" and e.deprecated_by is None]
+    undo_merge(rt, ANDREW, narrative.id)
+    return rt, narrative
+
+
+def test_an_undone_merge_is_not_merged_again_by_the_next_run(root: Path) -> None:
+    rt, narrative = _merged_then_undone(root)
+
+    counts = run_reflection(rt)
+
+    assert counts.get("merged", 0) == 0 and counts["held_back"] == 1
+    live = [e for e in all_entries(rt).values()
+            if e.parent_type == "cluster" and e.deprecated_by is None]
+    assert live == []
+    [held] = held_back(rt.db(), ANDREW)
+    assert set(held.members) == set(narrative.sources)
+
+
+def test_the_hold_survives_a_reindex(root: Path) -> None:
+    rt, _ = _merged_then_undone(root)
+    Indexer(rt).reindex()
+
+    assert run_reflection(rt).get("merged", 0) == 0
+
+
+def test_a_new_member_releases_the_hold(root: Path) -> None:
+    rt, narrative = _merged_then_undone(root)
+    add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
+                "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
+
+    counts = run_reflection(rt)
+
+    assert counts["merged"] == 1 and not counts.get("held_back")
+    [live] = [e for e in all_entries(rt).values()
+              if e.parent_type == "cluster" and e.deprecated_by is None]
+    assert set(narrative.sources) < set(live.sources)
+
+
+def test_remerge_undone_forces_the_merge(root: Path) -> None:
+    rt, _ = _merged_then_undone(root)
+
+    assert run_reflection(rt, remerge_undone=True)["merged"] == 1
+
+
+def test_status_and_clusters_show_the_hold(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt, _ = _merged_then_undone(root)
+    runner = CliRunner()
+
+    status = runner.invoke(cli, ["status", "--root", str(root), "--json"])
+    [held] = json.loads(status.stdout)["merges"]["held_back"]
+    assert held["user_id"] == ANDREW.user_id and len(held["members"]) == 3
+    assert "held back after an undo" in runner.invoke(cli, ["status", "--root", str(root)]).stdout
+
+    monkeypatch.setattr(cluster_cmds, "open_runtime", lambda r: rt)
+    listed = runner.invoke(cli, ["clusters", "--root", str(root), "--json"])
+    assert [c["held_back"] for c in json.loads(listed.stdout)["clusters"]] == [True]
