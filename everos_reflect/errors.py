@@ -40,6 +40,14 @@ class MarkdownError(EverosError):
         super().__init__(f"{path}:{line}: {reason}")
 
 
+class TooLarge(EverosError):
+    """Input over a configured size limit; ``limit`` names the setting (``limits.<key>``)."""
+
+    def __init__(self, what: str, size: int, limit: str, allowed: int) -> None:
+        self.what, self.size, self.limit, self.allowed = what, size, limit, allowed
+        super().__init__(f"{what} is {size:,} bytes, over {limit} ({allowed:,})")
+
+
 class UnknownEntry(EverosError, KeyError):
     """No entry with that id exists for that user."""
 

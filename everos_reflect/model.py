@@ -20,7 +20,9 @@ from everos_reflect.errors import InvalidEpisode, InvalidId
 DEFAULT_APP = "default_app"
 DEFAULT_PROJECT = "default_project"
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+#: app, project, user (and session) ids; also published in the OpenAPI schema.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
+_NAME_RE = re.compile(NAME_PATTERN)
 
 
 def validate_name(value: object, what: str = "user_id") -> str:
@@ -184,6 +186,12 @@ class UserRef:
         return f"{self.app}/{self.project}/{self.user_id}"
 
 
+def day_stamp(day: date) -> str:
+    """``YYYYMMDD`` always 8 digits (``strftime('%Y')`` drops the zeros of years before 1000 on
+    glibc, which wrote ids the parser then refused)."""
+    return f"{day.year:04d}{day.month:02d}{day.day:02d}"
+
+
 @dataclass(frozen=True)
 class EntryId:
     """A parsed ``<prefix>_<YYYYMMDD>_<NNNN>`` id: the date names the file that holds it."""
@@ -204,7 +212,7 @@ class EntryId:
         return cls(Kind.from_prefix(m.group(1)), day, int(m.group(3)))
 
     def __str__(self) -> str:
-        return f"{self.kind.prefix}_{self.day.strftime('%Y%m%d')}_{self.seq:04d}"
+        return f"{self.kind.prefix}_{day_stamp(self.day)}_{self.seq:04d}"
 
 
 def parse_timestamp(value: object) -> datetime | None:

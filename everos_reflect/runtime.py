@@ -94,7 +94,7 @@ class Runtime:
         wiring.install()  # change-event subscribers (clustering, provenance): once per process
         self.root = Path(root)
         self.settings = settings if settings is not None else load_settings(self.root)
-        self.store = MarkdownStore(self.root)
+        self.store = MarkdownStore(self.root, limits=self.settings.limits)
         self._local = threading.local()
         if embedder is not None:
             self.__dict__["embedder"] = embedder

@@ -93,6 +93,15 @@ class IndexSettings:
 
 
 @dataclass(frozen=True)
+class LimitsSettings:
+    """Sizes beyond which input is refused, not processed (docs/limits.md)."""
+
+    max_request_bytes: int = 1 << 20
+    max_entry_bytes: int = 256 << 10
+    max_file_bytes: int = 16 << 20
+
+
+@dataclass(frozen=True)
 class Settings:
     llm: LLMSettings = LLMSettings()
     embedding: EmbeddingSettings = EmbeddingSettings()
@@ -100,6 +109,7 @@ class Settings:
     server: ServerSettings = ServerSettings()
     scheduler: SchedulerSettings = SchedulerSettings()
     index: IndexSettings = IndexSettings()
+    limits: LimitsSettings = LimitsSettings()
 
 
 SECTIONS: dict[str, type] = get_type_hints(Settings)
@@ -183,6 +193,9 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("index", "reconcile_interval_seconds"): _positive,
     ("index", "optimize_interval_seconds"): _positive,
     ("index", "search_mode"): _one_of("hybrid", "vector", "keyword"),
+    ("limits", "max_request_bytes"): _at_least(1024),
+    ("limits", "max_entry_bytes"): _at_least(1024),
+    ("limits", "max_file_bytes"): _at_least(1024),
 }
 
 

@@ -386,11 +386,13 @@ def test_lint_reports_cross_file_problems_with_file_and_line(root: Path) -> None
     assert result.exit_code == 1
     ep = "default_app/default_project/users/u1/episodes/episode-2026-10-12.md"
     af = "default_app/default_project/users/u1/.atomic_facts/atomic_fact-2026-10-12.md"
-    assert sorted(result.stdout.splitlines()) == [
+    *problems, summary = result.stdout.splitlines()
+    assert sorted(problems) == [
         f"{af}:17: atomic fact af_20261012_0002: parent episode ep_20261012_0077 not found",
         f"{ep}:8: deprecated_entries: ep_20261012_0009 is not an entry of this file",
     ]
-    assert "2 files checked, 2 errors" in result.stderr
+    assert summary == "2 files checked, 2 errors"  # on stdout, after the problems
+    assert result.stderr == ""
 
 
 def test_lint_reports_deprecation_pointing_at_unknown_id(root: Path) -> None:
@@ -425,6 +427,7 @@ def test_lint_reports_config_problems(root: Path) -> None:
     assert result.stdout.splitlines() == [
         f"{root / 'everos.toml'}: server.port: must be a port number 1-65535, got 0",
         f"{root / 'ome.toml'}:2: TOML syntax error: Invalid value",
+        "0 files checked, 2 errors",
     ]
 
 

@@ -17,13 +17,19 @@ from typing import TYPE_CHECKING, Any
 from fastapi import Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from everos_reflect import errors
 from everos_reflect.api import ops
+from everos_reflect.api.body_limit import BodyLimit
 from everos_reflect.api.memory_routes import memory_router
-from everos_reflect.api.models import EpisodeRequest, SearchRequest
+from everos_reflect.api.models import (
+    EpisodeRequest,
+    ErrorBody,
+    SearchRequest,
+    TriggerRequest,
+    UndoRequest,
+)
 from everos_reflect.engine.engine import Engine, list_runs, strategies_status
 from everos_reflect.model import UserRef
 
@@ -33,23 +39,19 @@ if TYPE_CHECKING:
 
 API = "/api/v1"
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
-
-
-class TriggerRequest(_Strict):
-    name: str = Field(min_length=1, description="Strategy name, e.g. reflect_episodes.")
-    timeout: float = Field(120.0, ge=0, le=86400, description="Seconds to wait for the run.")
-    force: bool = Field(False, description="Run even when the strategy is disabled.")
-
-
-class UndoRequest(_Strict):
-    entry_id: str
-    user_id: str
-    app_id: str | None = None
-    project_id: str | None = None
-    cascade: bool = False
-
+#: The error answers every route may give, published in the OpenAPI schema.
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ErrorBody, "description": "Bad request (e.g. invalid configuration)."},
+    401: {"model": ErrorBody, "description": "Missing or wrong bearer token."},
+    404: {"model": ErrorBody, "description": "No such strategy or entry."},
+    413: {"model": ErrorBody, "description": "Request body over limits.max_request_bytes."},
+    422: {"model": ErrorBody, "description": "Invalid request: a field, an id or a size."},
+}
+_WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
+    **_ERRORS,
+    409: {"model": ErrorBody, "description": "Busy, refused, or a file that cannot be written."},
+    503: {"model": ErrorBody, "description": "The LLM or embedding provider is unavailable."},
+}
 
 class ApiError(Exception):
     """An error this edge raises itself (auth, a body value pydantic cannot judge)."""
@@ -62,14 +64,6 @@ class ApiError(Exception):
 def _error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
     return JSONResponse({"error": {"code": code, "message": message}}, status_code=status,
                         headers=headers or None)
-
-
-def _validation_message(exc: RequestValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
-    return "; ".join(parts) or "invalid request"
 
 
 def _jsonable(value: Any) -> Any:
@@ -89,21 +83,28 @@ def _package_version() -> str:
 
 def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = None) -> FastAPI:
     """The API for one opened root. ``scheduler`` (when serving) supplies next-run times."""
+    limits = runtime.settings.limits
     app = FastAPI(
         title="everos-reflect",
         version=_package_version(),
         description="Admin API of the offline memory-consolidation daemon.",
+        responses=_ERRORS,
     )
+    app.add_middleware(BodyLimit, max_bytes=limits.max_request_bytes)
     token = runtime.settings.server.token
 
     @app.exception_handler(RequestValidationError)
     async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return _error(422, "invalid_request", _validation_message(exc))
+        problems = exc.errors()
+        code = "invalid_id" if ops.is_id_problem(problems) else "invalid_request"
+        return _error(422, code, ops.validation_message(problems))
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return _error(exc.status_code, code, str(exc.detail))
+        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(
+            exc.status_code, "http_error")
+        message = str(exc.detail)
+        return _error(exc.status_code, code, message, **(exc.headers or {}))  # e.g. Allow
 
     @app.exception_handler(ApiError)
     async def _on_api(request: Request, exc: ApiError) -> JSONResponse:
@@ -131,7 +132,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         """Liveness; open without a token so probes work (it reveals nothing)."""
         return {"status": "ok", "version": app.version}
 
-    @app.post(f"{API}/ome/trigger", dependencies=guarded)
+    @app.post(f"{API}/ome/trigger", dependencies=guarded, responses=_WRITE_ERRORS)
     def trigger(body: TriggerRequest) -> dict[str, Any]:
         """Run a strategy now; waits up to ``timeout`` for that run only."""
         outcome = engine.trigger(body.name, force=body.force, timeout=body.timeout,
@@ -160,21 +161,23 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
             out.append(item)
         return {"data": {"reports": out}}
 
-    @app.post(f"{API}/ome/undo", dependencies=guarded)
+    @app.post(f"{API}/ome/undo", dependencies=guarded, responses=_WRITE_ERRORS)
     def undo(body: UndoRequest) -> dict[str, Any]:
         try:
             from everos_reflect.strategies.undo import undo_merge
         except ModuleNotFoundError as exc:
             raise ApiError(501, "not_available", "undo is not available in this build") from exc
         ref = UserRef.of(body.user_id, body.app_id, body.project_id)
-        result = undo_merge(runtime, ref, body.entry_id, cascade=body.cascade)
+        entry_id = ops.existing_form(body.entry_id, ref)
+        result = undo_merge(runtime, ref, entry_id, cascade=body.cascade)
         return {"data": _jsonable(result)}
 
-    @app.post(f"{API}/memory/search", dependencies=guarded)
+    @app.post(f"{API}/memory/search", dependencies=guarded, responses=_WRITE_ERRORS)
     def memory_search(body: SearchRequest) -> dict[str, Any]:
         return {"data": ops.search(runtime, body)}
 
-    @app.post(f"{API}/memory/episodes", dependencies=guarded, status_code=201)
+    @app.post(f"{API}/memory/episodes", dependencies=guarded, status_code=201,
+              responses=_WRITE_ERRORS)
     def add_episode(body: EpisodeRequest) -> dict[str, Any]:
         """Append an Episode to the user's daily log; the watcher indexes it shortly after."""
         return {"data": ops.add_episode(runtime, body)}

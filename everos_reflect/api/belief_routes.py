@@ -8,12 +8,14 @@ Kept apart from ``app.py`` and included by it; each route is one call into
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter
 from pydantic import Field
 
-from everos_reflect.api.models import Strict
+from everos_reflect.api import ops
+from everos_reflect.api.models import Name, Strict
+from everos_reflect.api.params import NAME_QUERY, OPTIONAL_NAME_QUERY, RELATION_ID_PATH
 from everos_reflect.model import UserRef
 
 if TYPE_CHECKING:
@@ -21,9 +23,9 @@ if TYPE_CHECKING:
 
 
 class ResolveRequest(Strict):
-    user_id: str
-    app_id: str | None = None
-    project_id: str | None = None
+    user_id: Name
+    app_id: Name | None = None
+    project_id: Name | None = None
     note: str = Field(min_length=1, max_length=2000)
 
 
@@ -34,23 +36,28 @@ def belief_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) ->
     router = APIRouter(prefix=prefix, dependencies=list(dependencies))
 
     @router.get("/memory/worldview")
-    def worldview(user_id: str, app_id: str | None = None, project_id: str | None = None,
+    def worldview(user_id: str = NAME_QUERY, app_id: str | None = OPTIONAL_NAME_QUERY,
+                  project_id: str | None = OPTIONAL_NAME_QUERY,
                   history: bool = False) -> dict[str, Any]:
         """The user's current convictions, one per key (every version with ``history``)."""
         ref = UserRef.of(user_id, app_id, project_id)
         return {"data": {"convictions": belief_views.worldview(runtime, ref, history=history)}}
 
     @router.get("/memory/relations")
-    def relations(user_id: str, app_id: str | None = None, project_id: str | None = None,
-                  status: str | None = Query(None, max_length=32)) -> dict[str, Any]:
+    def relations(user_id: str = NAME_QUERY, app_id: str | None = OPTIONAL_NAME_QUERY,
+                  project_id: str | None = OPTIONAL_NAME_QUERY,
+                  status: Literal["active", "resolved", "stale", "retired"] | None = None,
+                  ) -> dict[str, Any]:
         """The user's self-contradiction edges, newest first (``status`` filters)."""
         ref = UserRef.of(user_id, app_id, project_id)
         return {"data": {"relations": belief_views.relations(runtime, ref, status=status)}}
 
     @router.post("/memory/relations/{rel_id}/resolve")
-    def resolve(rel_id: str, body: ResolveRequest) -> dict[str, Any]:
+    def resolve(body: ResolveRequest,
+                rel_id: str = RELATION_ID_PATH) -> dict[str, Any]:
         """Mark an active edge resolved with a note; the convictions are not touched."""
         ref = UserRef.of(body.user_id, body.app_id, body.project_id)
+        rel_id = ops.existing_form(rel_id, ref)
         return {"data": belief_views.resolve_relation(runtime, ref, rel_id, body.note)}
 
     return router

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
 
+from everos_reflect.api import ops
+from everos_reflect.api.params import ENTRY_ID_PATH, NAME_QUERY, OPTIONAL_NAME_QUERY
 from everos_reflect.model import UserRef
 
 if TYPE_CHECKING:
@@ -21,7 +23,8 @@ def insight_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -
     router = APIRouter(prefix=prefix, dependencies=list(dependencies))
 
     @router.get("/memory/insights")
-    def insights(user_id: str, app_id: str | None = None, project_id: str | None = None,
+    def insights(user_id: str = NAME_QUERY, app_id: str | None = OPTIONAL_NAME_QUERY,
+                 project_id: str | None = OPTIONAL_NAME_QUERY,
                  include_stale: bool = False) -> dict[str, Any]:
         """The user's insights, newest first (stale and retired ones with ``include_stale``)."""
         ref = UserRef.of(user_id, app_id, project_id)
@@ -29,10 +32,12 @@ def insight_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -
             runtime, ref, include_stale=include_stale)}}
 
     @router.get("/memory/explain/{entry_id}")
-    def explain(entry_id: str, user_id: str, app_id: str | None = None,
-                project_id: str | None = None) -> dict[str, Any]:
+    def explain(entry_id: str = ENTRY_ID_PATH, user_id: str = NAME_QUERY,
+                app_id: str | None = OPTIONAL_NAME_QUERY,
+                project_id: str | None = OPTIONAL_NAME_QUERY) -> dict[str, Any]:
         """The citation tree of an insight (or any record) down to the Episodes."""
         ref = UserRef.of(user_id, app_id, project_id)
+        entry_id = ops.existing_form(entry_id, ref)
         return {"data": insight_views.explain(runtime, ref, entry_id)}
 
     return router

@@ -79,14 +79,6 @@ def tools() -> list[Tool]:
     ]
 
 
-def _validation_message(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors():
-        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
-        parts.append(f"{where}: {err.get('msg', 'invalid')}")
-    return "; ".join(parts) or "invalid arguments"
-
-
 def _index_written(runtime: Runtime, data: dict[str, Any]) -> None:
     """Index the log a tool just appended to, so the next search sees the new entry."""
     from everos_reflect.index.sync import Indexer
@@ -105,7 +97,7 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
     try:
         body = tool.model.model_validate(arguments or {})
     except ValidationError as exc:
-        raise MCPError(types.INVALID_PARAMS, _validation_message(exc),
+        raise MCPError(types.INVALID_PARAMS, ops.validation_message(exc.errors()),
                        {"code": "invalid_request"}) from None
     try:
         data = tool.op(runtime, body)

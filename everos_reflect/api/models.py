@@ -1,70 +1,150 @@
 """Request models shared by every edge that takes memory requests (HTTP API, MCP server).
 
 One pydantic model per operation, so an input the HTTP API refuses is refused by MCP too, with
-the same message: a misspelt field is an error (``extra="forbid"``), sizes are bounded here.
+the same message: a misspelt field is an error (``extra="forbid"``), types are strict (``"yes"``
+is not a boolean, ``"5"`` not a number), ids carry their pattern (published in the OpenAPI
+schema), sizes are bounded here.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
+
+from everos_reflect.errors import InvalidId
+from everos_reflect.index.search import MAX_TOP_K
+from everos_reflect.model import NAME_PATTERN, validate_name
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")  # a misspelt field is an error, not ignored
+    # extra: a misspelt field is an error, not ignored; strict: {"force": "yes"} is refused
+    # rather than read as true (it once ran a real merge).
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+def _name(value: str, info: ValidationInfo) -> str:
+    return validate_name(value, info.field_name or "id")  # InvalidId says what is allowed
+
+
+#: A merged narrative is an episode: ``ep_<YYYYMMDD>_<NNNN>``.
+EPISODE_ID_PATTERN = r"^ep_[0-9]{8}_[0-9]{4,}$"
+
+
+def _episode_id(value: str) -> str:
+    if not re.fullmatch(EPISODE_ID_PATTERN, value):  # the form; an impossible day is a 404
+        raise InvalidId(f"invalid episode id {value!r}: expected e.g. ep_20261012_0001")
+    return value
+
+
+def _whole(value: object) -> object:
+    """JSON Schema's integer: ``5`` and ``5.0`` (a number with no fraction), never ``"5"`` or
+    ``true``. Strict mode alone would refuse ``5.0``, which the schema allows."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+#: An integer field: strict (no strings, no booleans) but accepting a whole float.
+Whole = Annotated[int, BeforeValidator(_whole)]
+
+#: "Has a character that is not white space" in Python's sense (``str.strip``/``split``, which
+#: the validators use), spelled out char by char: regex engines disagree on ``\s`` (Python counts
+#: U+001C-U+001F as white space, Unicode does not).
+NOT_BLANK = "[^" + "".join(f"\\u{c:04x}" for c in range(0x3001) if chr(c).isspace()) + "]"
+
+
+def _one_line(value: str) -> str:
+    if "\n" in value:
+        raise ValueError("must be one line")
+    return value
+
+
+# The pattern is published in the schema; the validators give the message a person can act on.
+Name = Annotated[str, AfterValidator(_name), Field(
+    json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ . -")]
+EpisodeIdText = Annotated[str, AfterValidator(_episode_id), Field(
+    json_schema_extra={"pattern": EPISODE_ID_PATTERN}, description="e.g. ep_20261012_0001")]
 
 
 class SearchRequest(Strict):
-    query: str = Field(min_length=1)
-    top_k: int = Field(5, ge=1, le=100)
-    user_id: str | None = None
-    app_id: str | None = None
-    project_id: str | None = None
-    mode: str | None = Field(None, description="hybrid | vector | keyword (default: settings).")
+    query: str = Field(min_length=1, json_schema_extra={"pattern": NOT_BLANK})
+    top_k: Whole = Field(5, ge=1, le=MAX_TOP_K)
+    user_id: Name | None = None
+    app_id: Name | None = None
+    project_id: Name | None = None
+    mode: Literal["hybrid", "vector", "keyword"] | None = Field(
+        None, description="Ranking (default: settings).")
     include_deprecated: bool = False
-    kinds: list[str] | None = Field(
+    kinds: list[Literal["episode", "atomic_fact", "insight", "conviction", "relation", "task",
+                        "lesson"]] | None = Field(
         None, max_length=7,
         description="Entry kinds to search (episode, atomic_fact, insight, ...); default episode.")
     include_stale: bool = False
 
 
 class EpisodeRequest(Strict):
-    user_id: str
-    app_id: str | None = None
-    project_id: str | None = None
-    subject: str = Field(min_length=1)
-    content: str = Field(min_length=1)
-    timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).")
-    session_id: str | None = None
-    importance: int | None = Field(None, ge=1, le=10)
+    user_id: Name
+    app_id: Name | None = None
+    project_id: Name | None = None
+    subject: Annotated[str, AfterValidator(_one_line)] = Field(
+        min_length=1, description="One line, not blank.",
+        json_schema_extra={"pattern": rf"^[^\n]*{NOT_BLANK}[^\n]*$"})
+    content: str = Field(min_length=1, description="Not blank.",
+                         json_schema_extra={"pattern": NOT_BLANK})
+    timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
+                                  json_schema_extra={"format": "date-time"})
+    session_id: Name | None = None
+    importance: Annotated[int, Field(ge=1, le=10), BeforeValidator(_whole)] | None = None
+
+
+class TriggerRequest(Strict):
+    name: str = Field(min_length=1, max_length=200,
+                      description="Strategy name, e.g. reflect_episodes.")
+    timeout: float = Field(120.0, ge=0, le=86400, description="Seconds to wait for the run.")
+    force: bool = Field(False, description="Run even when the strategy is disabled.")
+
+
+class UndoRequest(Strict):
+    entry_id: EpisodeIdText
+    user_id: Name
+    app_id: Name | None = None
+    project_id: Name | None = None
+    cascade: bool = False
+
+
+#: One line of a task record (a step, an error): not blank, at most 2,000 characters.
+Line = Annotated[str, Field(min_length=1, max_length=2000,
+                            json_schema_extra={"pattern": NOT_BLANK})]
 
 
 class TaskRecordRequest(Strict):
     """``POST /api/v1/tasks``: a task record (bounds are checked again by ``new_task``)."""
 
-    user_id: str
-    app_id: str | None = None
-    project_id: str | None = None
-    task_type: str = Field(min_length=1, max_length=128, description="e.g. deploy")
-    goal: str = Field(min_length=1, max_length=4000)
-    steps: list[str] = Field(min_length=1, max_length=100, description="One entry per step.")
+    user_id: Name
+    app_id: Name | None = None
+    project_id: Name | None = None
+    task_type: Name = Field(description="e.g. deploy")
+    goal: str = Field(min_length=1, max_length=4000, json_schema_extra={"pattern": NOT_BLANK})
+    steps: list[Line] = Field(min_length=1, max_length=100, description="One entry per step.")
     outcome: Literal["success", "failure", "partial"]
-    errors: list[str] = Field(default_factory=list, max_length=50)
+    errors: list[Line] = Field(default_factory=list, max_length=50)
     outcome_note: str | None = Field(None, max_length=4000,
                                      description="What happened; default: the outcome word.")
-    timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).")
+    timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
+                                  json_schema_extra={"format": "date-time"})
 
 
 class BriefingRequest(Strict):
     """``POST /api/v1/memory/briefing``: one bounded block of memory for a query."""
 
-    user_id: str
-    app_id: str | None = None
-    project_id: str | None = None
-    query: str = Field(min_length=1, max_length=2000)
-    task_type: str | None = Field(None, description="Adds the lessons of this task type.")
-    max_tokens: int = Field(1000, ge=1, le=32000,
+    user_id: Name
+    app_id: Name | None = None
+    project_id: Name | None = None
+    query: str = Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK})
+    task_type: Name | None = Field(None, description="Adds the lessons of this task type.")
+    max_tokens: Whole = Field(1000, ge=1, le=32000,
                             description="Budget of the whole block, in the bundled tokenizer's "
                                         "tokens.")
 
@@ -72,18 +152,29 @@ class BriefingRequest(Strict):
 class LessonsQuery(Strict):
     """``GET /api/v1/lessons``: the live lessons of a task type, most confirmed first."""
 
-    task_type: str = Field(min_length=1, max_length=128)
-    user_id: str | None = Field(None, description="One user; default: every user.")
-    app_id: str | None = None
-    project_id: str | None = None
+    task_type: Name
+    user_id: Name | None = Field(None, description="One user; default: every user.")
+    app_id: Name | None = None
+    project_id: Name | None = None
+
+
+class ErrorDetail(BaseModel):
+    code: str = Field(description="Machine-readable, e.g. invalid_request, too_large.")
+    message: str = Field(description="What was wrong, naming the field or limit.")
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: ``{"error": {"code", "message"}}``."""
+
+    error: ErrorDetail
 
 
 class InsightsQuery(Strict):
     """The query of ``GET /api/v1/memory/insights``."""
 
-    user_id: str
-    app_id: str | None = None
-    project_id: str | None = None
+    user_id: Name
+    app_id: Name | None = None
+    project_id: Name | None = None
     include_stale: bool = False
 
 
@@ -91,6 +182,6 @@ class ExplainQuery(Strict):
     """``GET /api/v1/memory/explain/{entry_id}``: the path's id and the query's user."""
 
     entry_id: str = Field(min_length=1, max_length=64)
-    user_id: str
-    app_id: str | None = None
-    project_id: str | None = None
+    user_id: Name
+    app_id: Name | None = None
+    project_id: Name | None = None

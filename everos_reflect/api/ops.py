@@ -7,6 +7,7 @@ own kind of error with :func:`error_code`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect import errors
@@ -31,6 +32,7 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
     (errors.UnknownEntry, 404, "unknown_entry"),
     (errors.InvalidId, 422, "invalid_id"),
     (errors.InvalidEpisode, 422, "invalid_request"),
+    (errors.TooLarge, 422, "too_large"),
     (errors.ConfigError, 400, "invalid_config"),
     (errors.StrategyBusy, 409, "busy"),
     (errors.UndoRefused, 409, "undo_refused"),
@@ -47,6 +49,51 @@ def error_code(exc: BaseException) -> tuple[int, str]:
         if isinstance(exc, kind):
             return status, code
     return 400, "bad_request"
+
+
+def _id_problem(value: Any, what: str) -> errors.InvalidId | None:
+    """The message :func:`validate_name` gives for a bad id (for pattern-checked parameters)."""
+    try:
+        validate_name(value, what)
+    except errors.InvalidId as exc:
+        return exc
+    return None
+
+
+def is_id_problem(problems: Sequence[Any]) -> bool:
+    """Whether pydantic's errors are about an id (answered with code ``invalid_id``)."""
+    return any(isinstance((err.get("ctx") or {}).get("error"), errors.InvalidId)
+               or (err.get("type") == "string_pattern_mismatch"
+                   and str(err.get("loc", ("",))[-1]).endswith("_id"))
+               for err in problems)
+
+
+def validation_message(problems: Sequence[Any]) -> str:
+    """One line from pydantic's errors, the same for every edge: ``field: reason; ...``. A
+    domain error raised by a validator (an invalid id) keeps its own message."""
+    parts = []
+    for err in problems:
+        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+        cause = (err.get("ctx") or {}).get("error")
+        if err.get("type") == "string_pattern_mismatch" and str(where).endswith("_id"):
+            cause = _id_problem(err.get("input"), str(where).rsplit(".", 1)[-1]) or cause
+        message = str(cause) if isinstance(cause, errors.EverosError) else err.get("msg")
+        if err.get("type") == "literal_error":
+            message = f"{message}, got {err.get('input')!r}"
+        parts.append(f"{where}: {message or 'invalid'}")
+    return "; ".join(parts) or "invalid request"
+
+
+def existing_form(entry_id: str, ref: UserRef) -> str:
+    """``entry_id`` when it can name an entry; a well-formed id (the schema's pattern) with an
+    impossible day names nothing: :class:`UnknownEntry` (404), not a 422."""
+    from everos_reflect.markdown.parser import parse_entry_id
+
+    try:
+        parse_entry_id(entry_id)
+    except errors.InvalidId as exc:
+        raise errors.UnknownEntry(f"no entry {entry_id} for user {ref}: {exc}") from None
+    return entry_id
 
 
 def _ref(user_id: str, app_id: str | None, project_id: str | None) -> UserRef:

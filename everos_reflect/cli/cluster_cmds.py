@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -18,7 +19,7 @@ from everos_reflect.cli.common import (
 from everos_reflect.model import UserRef, validate_name
 
 if TYPE_CHECKING:
-    pass
+    from everos_reflect.clustering.service import ClusterInfo, Member
 
 _user = click.option("--user", "user_id", default=None, help="Only this user.")
 _app = click.option("--app", default=None, help="App id (default: every app, or default_app "
@@ -49,36 +50,69 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         validate_name(app, "app_id")
     if project is not None:
         validate_name(project, "project_id")
+    service = ClusterService(runtime)
     infos = [
-        c for c in ClusterService(runtime).clusters(ref)
+        c for c in service.clusters(ref)
         if (app is None or c.ref.app == app) and (project is None or c.ref.project == project)
     ]
     from everos_reflect.strategies.holdback import held_back
 
     held = {h.cluster_id for h in held_back(runtime.db(), ref)}
     if as_json:
-        emit_json({"clusters": [{**c.to_json(), "held_back": c.cluster_id in held}
-                                for c in infos]})
+        emit_json({"clusters": [
+            {**c.to_json(), "held_back": c.cluster_id in held,
+             "members": [_member_json(m) for m in service.members(c.cluster_id)]}
+            for c in infos]})
         return
     if not infos:
         click.echo("no clusters")
         return
-    from rich.console import Console
-    from rich.table import Table
+    width = shutil.get_terminal_size((80, 24)).columns
+    for ref in sorted({c.ref for c in infos}):
+        click.echo(str(ref))
+        for c in infos:
+            if c.ref == ref:
+                click.echo(_lines(c, width, held=c.cluster_id in held))
 
-    table = Table(show_lines=False)
-    for name in ("cluster", "user", "size", "span", "consolidated", "new", "preview"):
-        table.add_column(name, justify="right" if name in ("size", "new") else "left",
-                         no_wrap=name != "preview")
-    for c in infos:
-        span = _day(c.first_ts) if _day(c.first_ts) == _day(c.last_ts) else \
-            f"{_day(c.first_ts)} → {_day(c.last_ts)}"
-        table.add_row(c.cluster_id, str(c.ref), str(c.size), span,
-                      (c.consolidated_entry_id or "no")
-                      + (" (held back: undone)" if c.cluster_id in held else ""),
-                      str(c.new_since_consolidation) if c.consolidated else "-",
-                      (c.preview[:60] + "…") if len(c.preview) > 60 else c.preview)
-    Console().print(table)
+
+def _member_json(member: Member) -> dict[str, Any]:
+    return {"id": member.entry_id, "timestamp": _iso(member.ts),
+            "similarity": member.similarity}
+
+
+def _iso(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
+
+
+def _span(first: float, last: float) -> str:
+    """``2026-08-02 → 09-07``: the year once when it does not change."""
+    a, b = _day(first), _day(last)
+    if a == b:
+        return a
+    return f"{a} → {b[5:]}" if a[:4] == b[:4] else f"{a} → {b}"
+
+
+def _lines(c: ClusterInfo, width: int, *, held: bool = False) -> str:
+    """Two lines per cluster: id, size, span and state (fixed-width fields, never cut), then
+    the preview, clipped to the terminal — readable at 80 columns, where a seven-column table
+    squeezed the preview to nothing."""
+    state = "not merged"
+    if c.consolidated:
+        state = f"→ {c.consolidated_entry_id}"  # merged into that narrative
+        if c.new_since_consolidation:
+            state += f" +{c.new_since_consolidation} new"
+    if held:
+        state += " (held back: undone)"
+    head = f"  {c.cluster_id}  {_plural(c.size, 'member')}  {_span(c.first_ts, c.last_ts)}  {state}"
+    preview = " ".join(c.preview.split())
+    room = max(width - 6, 20)
+    if len(preview) > room:
+        preview = preview[: room - 1] + "…"
+    return f"{head}\n      {preview}"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:>3} {word}" + (" " if n == 1 else "s")
 
 
 @click.command("recluster")

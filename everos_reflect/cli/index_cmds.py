@@ -18,6 +18,7 @@ from everos_reflect.cli.common import (
     settle_journal,
 )
 from everos_reflect.errors import EverosError
+from everos_reflect.index.search import MAX_TOP_K
 from everos_reflect.index.sync import Indexer, ScanReport
 
 
@@ -75,7 +76,8 @@ def _one_line(text: object, width: int) -> str:
 @click.option("--user", "user_id", default=None, help="Only this user's memory.")
 @click.option("--app", "app_id", default=None, help="Only this app (tenant).")
 @click.option("--project", "project_id", default=None, help="Only this project (tenant).")
-@click.option("--top-k", "top_k", type=click.IntRange(1, 1000), default=5, show_default=True)
+@click.option("--top-k", "top_k", type=click.IntRange(1, MAX_TOP_K), default=5,
+              show_default=True, help=f"Hits to return (1-{MAX_TOP_K}, as in the API).")
 @click.option(
     "--mode",
     type=click.Choice(["hybrid", "vector", "keyword"]),

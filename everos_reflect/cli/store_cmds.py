@@ -150,10 +150,10 @@ def add_cmd(
     except InvalidEpisode as exc:
         fail(f"--{exc.field} {exc.reason}")
     meta, day = episode.meta, episode.day
-    root = existing_root(root)
+    path = existing_root(root)
     if importance is None:
-        meta["importance"] = _score_importance(root, subject, content)
-    store = MarkdownStore(root)
+        meta["importance"] = _score_importance(path, subject, content)
+    store = MarkdownStore(path, limits=load_settings(path).limits)
     settle_interrupted(store.root)
     entry = store.append(ref, Kind.EPISODE, meta, episode.sections, day=day)
     if as_json:
@@ -338,10 +338,17 @@ def journal_problems(root: Path) -> list[Problem]:
                     "`serve` or the next run settles them)")]
 
 
+#: How ``lint``/``status`` word a symlink the store refused to follow.
+OUTSIDE_ROOT = "symlink leading outside the memory root: not read (nothing outside the root is)"
+
+
 def _scan_with_progress(store: MarkdownStore, description: str) -> StoreScan:
-    files = list(store.iter_files())
+    outside: list[str] = []
+    files = list(store.iter_files(outside=outside))
     with progress(description, len(files)) as advance:
-        return scan_store(store, files, advance)
+        scan = scan_store(store, files, advance)
+    scan.problems[:0] = [Problem(rel, 0, OUTSIDE_ROOT) for rel in sorted(set(outside))]
+    return scan
 
 
 def _plural(n: int, word: str) -> str:
@@ -361,7 +368,11 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
     from everos_reflect.markdown.store import MarkdownStore
 
     path = existing_root(root)
-    scan = _scan_with_progress(MarkdownStore(path), "Checking daily logs")
+    try:
+        limits = load_settings(path).limits
+    except ConfigError:
+        limits = None  # reported below with the other config problems; checked with defaults
+    scan = _scan_with_progress(MarkdownStore(path, limits=limits), "Checking daily logs")
     checked = scan.files
     problems = config_problems(path) + scan.problems + journal_problems(path)
     errors = [p for p in problems if p.severity != "warning"]
@@ -377,7 +388,7 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
             click.echo(str(problem))
         warnings = len(problems) - len(errors)
         summary = f"{_plural(checked, 'file')} checked, {_plural(len(errors), 'error')}"
-        click.echo(summary + (f", {_plural(warnings, 'warning')}" if warnings else ""), err=True)
+        click.echo(summary + (f", {_plural(warnings, 'warning')}" if warnings else ""))
     if problems:
         raise SystemExit(1)
 
@@ -401,10 +412,22 @@ def _counts_from_index(root: Path) -> tuple[dict[UserRef, Counter[str]], list[di
         bad = []
         for row in conn.execute("SELECT path, problems FROM files WHERE problems != '[]' "
                                 "ORDER BY path"):
-            bad.append({"file": row["path"], "problems": json.loads(row["problems"])})
+            lines = [_problem_line(p) for p in json.loads(row["problems"])]
+            if any(lines):
+                bad.append({"file": row["path"], "problems": [x for x in lines if x]})
         return counts, bad
     finally:
         conn.close()
+
+
+def _problem_line(problem: Any) -> str | None:
+    """``"line: message"``, the one form ``status`` shows a file's problem in, from a
+    diagnostic the index recorded (warnings are left to ``lint``)."""
+    if isinstance(problem, dict):
+        if problem.get("severity") == "warning":
+            return None
+        return f"{problem.get('line', 0)}: {problem.get('message', '')}"
+    return str(problem)
 
 
 def _counts_from_markdown(
@@ -439,7 +462,12 @@ def status_document(runtime: Runtime) -> dict[str, Any]:
     if counts is None:
         counts, bad_files = _counts_from_markdown(runtime.store)
 
-    users = set(counts) | set(runtime.store.iter_users())
+    outside: list[str] = []
+    users = set(counts) | set(runtime.store.iter_users(outside))
+    if source == "index":  # the Markdown scan reported these already
+        bad_files = sorted(bad_files + [{"file": rel, "problems": [f"0: {OUTSIDE_ROOT}"]}
+                                        for rel in sorted(set(outside))],
+                           key=lambda item: item["file"])
     kinds = [k.value for k in Kind]
     user_docs = []
     totals = {k: {"live": 0, "deprecated": 0} for k in kinds}
@@ -536,7 +564,10 @@ def _render_status(doc: dict[str, Any]) -> None:
         for item in doc["files_with_problems"]:
             console.print(f"  {item['file']}", markup=False)
             for problem in item["problems"]:
-                console.print(f"    {problem}", markup=False)
+                line, _, message = str(problem).partition(": ")
+                shown = (f"line {line}: {message}" if line.isdigit() and line != "0"
+                         else message if line == "0" else str(problem))
+                console.print(f"    {shown}", markup=False)
     else:
         console.print("no files with problems")
     if doc["config"]["ok"]:

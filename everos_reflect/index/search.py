@@ -22,7 +22,8 @@ if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
 
 MODES = ("hybrid", "vector", "keyword")
-MAX_TOP_K = 1000
+#: The most hits one search returns, everywhere: CLI `--top-k`, API and MCP `top_k`.
+MAX_TOP_K = 100
 RRF_K = 60  # the usual RRF constant: damps the weight of the very first ranks
 CANDIDATES_PER_HIT = 4  # each side of a hybrid search fetches this many candidates per hit
 

@@ -29,6 +29,7 @@ from everos_reflect.errors import InvalidId
 from everos_reflect.index import events
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown.parser import parse_log
+from everos_reflect.markdown.store import open_regular
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,
@@ -420,13 +421,32 @@ class Indexer:
         ref, kind, day = located
         rel = self.rt.store.rel(path)
         stored = self._stored_entries(rel)
+        limits = self.rt.settings.limits
+        if self.rt.store.leaves_root(path):
+            try:
+                st = os.lstat(path)
+            except FileNotFoundError:
+                return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
+            away = Diagnostic(rel, 0, "not read: it is a symlink leading outside the memory root",
+                              severity="fatal")
+            # Nothing of it is indexed: what an earlier version of the link held goes too.
+            return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored), problems=[away],
+                                                 fatal=True), (st.st_mtime_ns, st.st_size, ""))
         try:
-            with open(path, "rb") as fh:
+            with open_regular(path) as fh:  # a FIFO named like a log: OSError, never a hang
                 st = os.fstat(fh.fileno())  # stats first: a later write shows up as a change
-                data = fh.read()
+                # Over the limit: reported, never read, so memory stays bounded by the limit.
+                data = fh.read(limits.max_file_bytes + 1) if st.st_size <= limits.max_file_bytes \
+                    else None
         except FileNotFoundError:
             plan = SyncPlan(deletes=sorted(stored))
             return _Job(rel, ref, kind, plan, stat=None)
+        if data is None or len(data) > limits.max_file_bytes:
+            size = max(st.st_size, len(data or b""))
+            big = Diagnostic(rel, 0, f"file is {size:,} bytes, over limits.max_file_bytes "
+                             f"({limits.max_file_bytes:,}); not read", severity="fatal")
+            return _Job(rel, ref, kind, SyncPlan(problems=[big], fatal=True),
+                        (st.st_mtime_ns, st.st_size, ""))
         stats = (st.st_mtime_ns, st.st_size, hashlib.sha256(data).hexdigest())
 
         row = self.rt.db().execute("SELECT sha256 FROM files WHERE path = ?", (rel,)).fetchone()
@@ -444,7 +464,8 @@ class Indexer:
             bad = Diagnostic(rel, 0, f"not UTF-8 text ({exc.reason} at byte {exc.start})",
                              severity="fatal")
             return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True), stats)
-        parsed = replace(parse_log(text, rel), kind=kind, day=day)
+        parsed = replace(parse_log(text, rel, max_entry_bytes=limits.max_entry_bytes),
+                         kind=kind, day=day)
         return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats)
 
     # ------------------------------------------------------------------ writing

@@ -1,17 +1,22 @@
 """Keep the index live: file events (debounced) plus a periodic reconcile scan and compaction.
 
-A thin loop around pure decisions. :func:`plan_events` turns raw filesystem events into the set
-of daily-log files to sync, ignoring the index itself, the store's temp files and anything that
-is not Markdown. The :class:`Watcher` thread does the rest: it waits for events to settle, syncs
-the planned files one by one (a broken file is logged, never fatal), runs a full
-:meth:`Indexer.scan` every ``reconcile_interval`` to catch whatever events were missed (or made
-while nothing ran), and ``VectorIndex.optimize()`` every ``optimize_interval``. All of that runs
-on the one worker thread, so a scan or a compaction never overlaps itself.
+A thin loop around pure decisions. Only the folders that can hold logs are watched
+(:func:`watched_folders`: every top-level folder but ``.index/``, plus the root itself without
+recursion to see new ones), so the index's own constant writes never reach Python at all.
+:func:`plan_events` turns raw filesystem events into the set of daily-log files to sync,
+ignoring the store's temp files and anything that is not Markdown. The :class:`Watcher` thread
+does the rest: it waits for events to settle, syncs the planned files one by one (a broken file
+is logged, never fatal), runs a full :meth:`Indexer.scan` every ``reconcile_interval`` to catch
+whatever events were missed (or made while nothing ran), and ``VectorIndex.optimize()`` every
+``optimize_interval``. All of that runs on the one worker thread, so a scan or a compaction
+never overlaps itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -66,6 +71,42 @@ def is_log_candidate(path: Path, root: Path) -> bool:
     if not rel.parts or rel.parts[0] == INDEX_DIR:
         return False
     return path.suffix == ".md" and not path.name.startswith(".")
+
+
+def watched_folders(root: Path) -> list[Path]:
+    """The folders to watch recursively: every top-level folder of the root that may hold
+    ``<app>/...`` logs. Not ``.index/`` (SQLite and LanceDB write there all the time: watching
+    it queued thousands of events under search load and delayed edits by seconds), no hidden
+    folder (app ids never start with a dot) and no symlink (it may lead out of the root)."""
+    try:
+        entries = list(os.scandir(root))
+    except OSError:
+        return []
+    return sorted(Path(e.path) for e in entries
+                  if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+
+
+def top_folder_changes(events: Iterable[FsEvent], root: Path) -> tuple[set[Path], set[Path]]:
+    """(folders that appeared, folders that went away) directly under the root: a new one
+    needs a watch of its own (and a rescan for what was written before it was watched)."""
+    root = Path(root)
+    added: set[Path] = set()
+    gone: set[Path] = set()
+    for event in events:
+        if not event.is_directory:
+            continue
+        if event.type == "created":
+            candidates = [(event.path, added)]
+        elif event.type == "moved":
+            candidates = [(event.path, gone), (event.dest, added)]
+        elif event.type == "deleted":
+            candidates = [(event.path, gone)]
+        else:
+            continue
+        for raw, bucket in candidates:
+            if raw and Path(raw).parent == root and not Path(raw).name.startswith("."):
+                bucket.add(Path(raw))
+    return added - gone, gone - added
 
 
 def plan_events(events: Iterable[FsEvent], root: Path) -> set[Path]:
@@ -140,6 +181,7 @@ class Watcher:
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
         self._observer: Observer | None = None  # type: ignore[valid-type]
+        self._watches: dict[Path, object] = {}  # top-level folder -> its recursive watch
         #: incremented after every pass of the worker loop; lets callers wait for progress
         self.passes = 0
 
@@ -150,13 +192,34 @@ class Watcher:
             return
         self.rt.root.mkdir(parents=True, exist_ok=True)
         observer = Observer()
-        observer.schedule(_Collector(self._on_event), str(self.rt.root), recursive=True)
+        self._collector = _Collector(self._on_event)
+        observer.schedule(self._collector, str(self.rt.root), recursive=False)
         observer.daemon = True
         observer.start()
         self._observer = observer
+        for folder in watched_folders(self.rt.root):
+            self._watch(folder)
         self._stopping.clear()
         self._thread = threading.Thread(target=self._run, name="everos-watcher", daemon=True)
         self._thread.start()
+
+    def _watch(self, folder: Path) -> None:
+        if folder in self._watches or self._observer is None or not folder.is_dir() \
+                or folder.is_symlink():
+            return
+        self._watches[folder] = self._observer.schedule(self._collector, str(folder),
+                                                        recursive=True)
+
+    def _unwatch(self, folder: Path) -> None:
+        watch = self._watches.pop(folder, None)
+        if watch is not None and self._observer is not None:
+            with contextlib.suppress(KeyError, OSError):  # already gone with its folder
+                self._observer.unschedule(watch)
+
+    @property
+    def watched(self) -> list[Path]:
+        """The folders watched recursively right now (the root itself is watched alone)."""
+        return sorted(self._watches)
 
     def stop(self, timeout: float = 30.0) -> None:
         """Stop watching; a sync or scan in progress finishes first."""
@@ -166,6 +229,7 @@ class Watcher:
             self._observer.stop()
             self._observer.join(timeout)
             self._observer = None
+            self._watches.clear()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -228,7 +292,12 @@ class Watcher:
             self._wake.clear()
 
     def _sync_events(self, events: list[FsEvent]) -> None:
-        if wants_rescan(events, self.rt.root):
+        added, gone = top_folder_changes(events, self.rt.root)
+        for folder in gone:
+            self._unwatch(folder)
+        for folder in added:
+            self._guarded(f"watching {folder}", lambda f=folder: self._watch(f))
+        if added or wants_rescan(events, self.rt.root):
             self._guarded("rescan after a folder change", self.indexer.scan)
             return
         for path in sorted(plan_events(events, self.rt.root)):

@@ -38,6 +38,7 @@ from everos_reflect.model import (
     Entry,
     EntryId,
     Kind,
+    day_stamp,
     parse_timestamp,
 )
 
@@ -276,7 +277,7 @@ def next_seq(log: DailyLog) -> int:
     appears anywhere in it, so an id is never reused, not even one of a broken entry."""
     if log.kind is None or log.day is None:
         return 1
-    stem = f"{log.kind.prefix}_{log.day.strftime('%Y%m%d')}_"
+    stem = f"{log.kind.prefix}_{day_stamp(log.day)}_"
     seqs = [int(i[len(stem) :]) for i in mentioned_ids(log.text) if i.startswith(stem)]
     seqs += [int(k[len(stem) :]) for k in log.deprecated_entries if k.startswith(stem)]
     return max(seqs, default=0) + 1
@@ -302,10 +303,15 @@ def header_text(text: str) -> str:
     return text[: end.end()] if end else text
 
 
+#: Default ``max_entry_bytes`` (the shipped ``limits.max_entry_bytes``; callers pass theirs).
+MAX_ENTRY_BYTES = 256 << 10
+
+
 class _Parser:
-    def __init__(self, text: str, path: str) -> None:
+    def __init__(self, text: str, path: str, max_entry_bytes: int = MAX_ENTRY_BYTES) -> None:
         self.text = text
         self.path = path
+        self.max_entry_bytes = max_entry_bytes
         self.lines = split_lines(text)
         self.bare = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
         del self.bare[len(self.lines) :]  # the empty piece after a final newline
@@ -450,6 +456,11 @@ class _Parser:
         if eid.kind != log.kind or eid.day != log.day:
             self.report(line_no, f"entry id {entry_id} does not belong in this file (kind or date)")
             return None
+        size = sum(_utf8_size(line) for line in self.lines[first : last + 1])
+        if size > self.max_entry_bytes:
+            self.report(line_no, f"entry {entry_id} is {size:,} bytes, over limits."
+                        f"max_entry_bytes ({self.max_entry_bytes:,}); not read")
+            return None
 
         k = first + 1
         while k < last and not self.bare[k].strip():
@@ -557,15 +568,22 @@ class _Parser:
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")
 
 
-def parse_log(text: str, path: str = "<text>", *, entries: bool = True) -> DailyLog:
+def parse_log(
+    text: str,
+    path: str = "<text>",
+    *,
+    entries: bool = True,
+    max_entry_bytes: int = MAX_ENTRY_BYTES,
+) -> DailyLog:
     """Parse one daily-log file. Never raises; problems are in ``DailyLog.diagnostics``.
 
     ``entries=False`` reads only the file frontmatter (kind, day, ``deprecated_entries``,
-    fatal problems): all a writer needs, at a fraction of the cost for a long file.
+    fatal problems): all a writer needs, at a fraction of the cost for a long file. An entry
+    over ``max_entry_bytes`` (UTF-8, marker to marker) is an error and is not read.
     """
     try:
         if entries:
-            return _Parser(text, path).parse()
+            return _Parser(text, path, max_entry_bytes).parse()
         log = _Parser(header_text(text), path).parse(entries=False)
         log.text = text
         return log

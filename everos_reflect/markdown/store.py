@@ -9,19 +9,21 @@ frontmatter cannot be parsed is never written (:class:`MarkdownError`).
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import secrets
+import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
-from everos_reflect.errors import InvalidId, MarkdownError, UnknownEntry
+from everos_reflect.errors import InvalidId, MarkdownError, TooLarge, UnknownEntry
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
     UNDONE,
@@ -42,6 +44,7 @@ from everos_reflect.model import (
     parse_timestamp,
     validate_name,
 )
+from everos_reflect.settings import LimitsSettings
 
 _FILENAME_RE = LOG_FILENAME_RE
 _EDIT_ATTEMPTS = 5
@@ -50,10 +53,18 @@ _EDIT_ATTEMPTS = 5
 class MarkdownStore:
     """Daily logs of every user under ``root`` (layout in SPEC §2)."""
 
-    def __init__(self, root: str | os.PathLike[str], *, lock_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        *,
+        lock_timeout: float = 60.0,
+        limits: LimitsSettings | None = None,
+    ) -> None:
         self.root = Path(root)
         self._abs_root = Path(os.path.abspath(self.root))
+        self._real_root = os.path.realpath(self.root)
         self.lock_timeout = lock_timeout
+        self.limits = limits or LimitsSettings()
         self._locks: dict[str, FileLock] = {}
         self._locks_guard = threading.Lock()
 
@@ -107,38 +118,104 @@ class MarkdownStore:
         return ref, kind, day
 
     # -- reading --------------------------------------------------------------------------------
-    def iter_users(self) -> Iterator[UserRef]:
-        """Every user with a folder under the root, sorted; folders with unsafe names skipped."""
+    def leaves_root(self, path: str | os.PathLike[str]) -> bool:
+        """Whether ``path`` resolves (through symlinks) to a place outside the root. Such a path
+        is never read or written: a link to ``/etc/passwd`` named like a log must not leak it."""
+        real = os.path.realpath(path)
+        return not (real == self._real_root or real.startswith(self._real_root + os.sep))
+
+    def iter_users(self, outside: list[str] | None = None) -> Iterator[UserRef]:
+        """Every user with a folder under the root, sorted; folders with unsafe names skipped,
+        and so are symlinked folders that lead outside the root (their paths are appended to
+        ``outside`` when given, for ``lint`` to report)."""
         if not self.root.is_dir():
             return
         found = []
-        for users in self.root.glob("*/*/users"):
-            for user in users.iterdir():
-                if not user.is_dir():
+        for app in self._subdirs(self.root, outside):
+            for project in self._subdirs(app, outside):
+                users = Path(project.path) / "users"
+                if not users.is_dir() or self._escapes(users, outside):
                     continue
-                try:
-                    found.append(UserRef(users.parent.parent.name, users.parent.name, user.name))
-                except InvalidId:
-                    continue
+                for user in self._subdirs(users, outside):
+                    try:
+                        found.append(UserRef(app.name, project.name, user.name))
+                    except InvalidId:
+                        continue
         yield from sorted(found)
 
     def iter_files(
-        self, ref: UserRef | None = None, kinds: Iterable[Kind] | None = None
+        self,
+        ref: UserRef | None = None,
+        kinds: Iterable[Kind] | None = None,
+        outside: list[str] | None = None,
     ) -> Iterator[Path]:
-        """Daily-log files (sorted by user, kind, day) of one user or all users."""
+        """Daily-log files (sorted by user, kind, day) of one user or all users. Files and
+        folders that are symlinks leading outside the root are skipped (and appended to
+        ``outside`` when given)."""
         wanted = list(kinds) if kinds is not None else list(Kind)
-        for user in [ref] if ref is not None else self.iter_users():
+        for user in [ref] if ref is not None else self.iter_users(outside):
+            user_dir = self.user_dir(user)
+            if ref is not None and user_dir.is_dir() and self.leaves_root(user_dir):
+                if outside is not None:
+                    outside.append(self._label(user_dir))
+                continue
             for kind in wanted:
-                folder = self.user_dir(user) / kind.folder
-                if not folder.is_dir():
+                folder = user_dir / kind.folder
+                if not folder.is_dir() or self._escapes(folder, outside):
                     continue
                 for path in sorted(folder.glob(f"{kind.stem}-*.md")):
-                    if path.is_file() and _FILENAME_RE.fullmatch(path.name):
+                    if (path.is_file() and _FILENAME_RE.fullmatch(path.name)
+                            and not self._escapes(path, outside)):
                         yield path
 
+    def _subdirs(self, folder: str | os.PathLike[str],
+                 outside: list[str] | None) -> list[os.DirEntry[str]]:
+        """Sub-folders (not hidden) of ``folder`` that stay inside the root."""
+        try:
+            found = [e for e in os.scandir(folder) if not e.name.startswith(".") and e.is_dir()]
+        except (FileNotFoundError, NotADirectoryError):
+            return []
+        return [e for e in found if not (e.is_symlink() and self._escapes(e.path, outside))]
+
+    def _escapes(self, path: str | os.PathLike[str], outside: list[str] | None) -> bool:
+        """A symlink (or a path through one) leading outside the root; noted in ``outside``."""
+        if not os.path.islink(path) or not self.leaves_root(path):
+            return False
+        if outside is not None:
+            outside.append(self._label(Path(path)))
+        return True
+
     def read(self, path: str | os.PathLike[str]) -> DailyLog:
-        """Parse one file (raises ``FileNotFoundError`` when it does not exist)."""
-        return self._parse(Path(path).read_bytes(), Path(path))
+        """Parse one file (raises ``FileNotFoundError`` when it does not exist). A file over
+        ``limits.max_file_bytes`` is not read: the log has one fatal diagnostic saying so."""
+        path = Path(path)
+        if self.leaves_root(path):
+            return self._refused(path, "it is a symlink leading outside the memory root")
+        try:
+            data = self._load(path)
+        except TooLarge as exc:
+            label = self._label(path)
+            log = DailyLog(label, None, None, {})
+            log.diagnostics.append(Diagnostic(label, 0, f"{exc}; not read", "fatal"))
+            return log
+        return self._parse(data, path)
+
+    def _refused(self, path: Path, reason: str) -> DailyLog:
+        label = self._label(path)
+        log = DailyLog(label, None, None, {})
+        log.diagnostics.append(Diagnostic(label, 0, f"not read: {reason}", "fatal"))
+        return log
+
+    def _load(self, path: Path) -> bytes:
+        """The file's bytes, never more than ``limits.max_file_bytes`` in memory (raises
+        :class:`TooLarge` beyond, ``FileNotFoundError`` when absent)."""
+        limit = self.limits.max_file_bytes
+        with open_regular(path) as fh:
+            size = os.fstat(fh.fileno()).st_size
+            data = fh.read(limit + 1) if size <= limit else b""
+        if size > limit or len(data) > limit:
+            raise TooLarge("the log", max(size, len(data)), "limits.max_file_bytes", limit)
+        return data
 
     def get(self, ref: UserRef, entry_id: str) -> Entry:
         path = self.path_for_id(ref, entry_id)
@@ -178,7 +255,8 @@ class MarkdownStore:
             log = DailyLog(label, None, None, {})
             log.diagnostics.append(Diagnostic(label, line, "file is not valid UTF-8", "fatal"))
             return log
-        return parse_log(text, label, entries=entries)
+        return parse_log(text, label, entries=entries,
+                         max_entry_bytes=self.limits.max_entry_bytes)
 
     def _label(self, path: Path) -> str:
         try:
@@ -244,7 +322,16 @@ class MarkdownStore:
             log = self._writable(parse_log(text, label, entries=False))
             entry_id = str(EntryId(kind, day, next_seq(log)))
             prefix = writer.append_entry(text, "")
-            new_text = writer.append_entry(text, writer.render_entry(entry_id, values, sections))
+            block = writer.render_entry(entry_id, values, sections)
+            size = len(block.encode("utf-8"))
+            if size > self.limits.max_entry_bytes:
+                raise TooLarge("the entry", size, "limits.max_entry_bytes",
+                               self.limits.max_entry_bytes)
+            new_text = writer.append_entry(text, block)
+            grown = len(new_text.encode("utf-8"))
+            if grown > self.limits.max_file_bytes:
+                raise TooLarge(f"{label} with this entry", grown, "limits.max_file_bytes",
+                               self.limits.max_file_bytes)
             entry = self._parse_back(log, prefix, new_text[len(prefix) :], entry_id)
             created.append(entry)
             return new_text
@@ -378,13 +465,17 @@ class MarkdownStore:
         return removed
 
     def archive_blockers(self, ref: UserRef, ids: Iterable[str]) -> list[str]:
-        """Why the files holding ``ids`` cannot be archived into (one reason per file; empty when
-        they all can): Reflection checks this before it merges, so a cluster is skipped with the
-        reason instead of failing half-way through its commit."""
+        """Why the files holding ``ids`` cannot be archived into (duplicate ids, over the size
+        limit), one reason per file; empty when they all can. Reflection checks this before it
+        commits, so a cluster is skipped with the reason instead of failing half-way."""
         reasons = []
         for path in sorted({self.path_for_id(ref, i) for i in ids}):
-            data = _read_or_none(path)
-            if data is None:
+            try:
+                data = self._load(path)
+            except FileNotFoundError:
+                continue
+            except TooLarge as exc:
+                reasons.append(f"{self.rel(path)}: {exc}")
                 continue
             dups = duplicate_ids(data.decode("utf-8", "replace"))
             if dups:
@@ -397,7 +488,8 @@ class MarkdownStore:
         """Parse a just-rendered block as the file will hold it; strict with our own writes:
         never write an entry that would not read back."""
         header = header_text(prefix)
-        check = parse_log(header + block, log.path)
+        check = parse_log(header + block, log.path,
+                          max_entry_bytes=self.limits.max_entry_bytes)
         entry = next((e for e in check.entries if e.id == entry_id), None)
         if entry is None:
             reason = "; ".join(d.message for d in check.diagnostics) or "it does not parse back"
@@ -416,7 +508,7 @@ class MarkdownStore:
         alone) under the file lock."""
         with self.lock(path):
             for _ in range(_EDIT_ATTEMPTS):
-                before = _read_or_none(path)
+                before = self._load_or_none(path)
                 text = None
                 if before is not None:
                     log = self._parse(before, path, entries=False)
@@ -425,11 +517,36 @@ class MarkdownStore:
                 new_text = edit(text)
                 if new_text is None or new_text == text:
                     return
-                if _read_or_none(path) != before:
+                if self._load_or_none(path) != before:
                     continue  # edited by hand meanwhile: redo the edit on the new text
                 _atomic_write(path, new_text.encode("utf-8"))
                 return
         raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
+
+    def _load_or_none(self, path: Path) -> bytes | None:
+        if self.leaves_root(path):
+            raise MarkdownError(self._label(path), 0, "not writing this file: it is a symlink "
+                                "leading outside the memory root")
+        try:
+            return self._load(path)
+        except FileNotFoundError:
+            return None
+        except TooLarge as exc:
+            raise MarkdownError(self._label(path), 0, f"not writing this file: {exc}") from exc
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open a file for reading, refusing anything but a regular file (``OSError``) without ever
+    blocking: a FIFO named like a log would hang a plain ``open()`` — and the watcher — forever."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def _refuse_duplicates(text: str, label: str, what: str) -> None:
@@ -443,12 +560,6 @@ def _refuse_duplicates(text: str, label: str, what: str) -> None:
             f"not {what} this file: duplicate entry id {entry_id} (lines "
             f"{', '.join(map(str, at))}); rename or remove one of them (see `lint`)")
 
-
-def _read_or_none(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -225,8 +225,8 @@ class ReflectionRun:
         status, error = "ok", None
         blockers = self.rt.store.archive_blockers(sel.ref, [*plan.replaced, *plan.fact_ids])
         if blockers:
-            status, error = "skipped", ("not archived into a file with duplicate ids: "
-                                        + "; ".join(blockers) + " (fix it; see `lint`)")
+            status, error = "skipped", ("cannot archive into " + "; ".join(blockers)
+                                        + " (fix the file; see `lint`)")
         elif result.coverage.score < self.floor:
             status, error = "rejected", result.coverage.explain(self.floor)
         elif too_long is not None:

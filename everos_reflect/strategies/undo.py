@@ -16,6 +16,7 @@ finishes the job. Undo holds the ``reflect_episodes`` strategy lock, so it never
 from __future__ import annotations
 
 import logging
+import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -26,7 +27,14 @@ from filelock import FileLock, Timeout
 
 from everos_reflect.clustering.service import ClusterService, UnknownCluster
 from everos_reflect.engine.engine import lock_path
-from everos_reflect.errors import EverosError, InvalidId, MarkdownError, StrategyBusy, UndoRefused
+from everos_reflect.errors import (
+    EverosError,
+    InvalidId,
+    MarkdownError,
+    StrategyBusy,
+    UndoRefused,
+    UnknownEntry,
+)
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown.parser import UNDONE
@@ -116,6 +124,26 @@ def _reflect_lock(runtime: Runtime) -> Iterator[None]:
         lock.release()
 
 
+def _merge_owners(runtime: Runtime, ref: UserRef, merged_id: str) -> list[str]:
+    """Other users of the root whose merged narrative has this id (from the index)."""
+    try:
+        rows = runtime.db().execute(
+            "SELECT app_id, project_id, user_id FROM entries WHERE id=? AND "
+            "parent_type='cluster' AND NOT (app_id=? AND project_id=? AND user_id=?) "
+            "ORDER BY 1, 2, 3", (merged_id, ref.app, ref.project, ref.user_id)).fetchall()
+    except sqlite3.Error:
+        return []
+    return [str(UserRef(r["app_id"], r["project_id"], r["user_id"])) for r in rows]
+
+
+def _not_this_users(runtime: Runtime, ref: UserRef, merged_id: str) -> str:
+    """"no such entry for this user", and whose merge the id is when another user has it (ids
+    are unique per user only, so a wrong ``--user`` is the usual cause)."""
+    owners = _merge_owners(runtime, ref, merged_id)
+    hint = f" (it is a merge of {', '.join(owners)}: check --user)" if owners else ""
+    return f"no such entry for this user: no entry {merged_id} for user {ref}{hint}"
+
+
 @dataclass
 class _Found:
     """Everything in the user's Markdown that points at one narrative."""
@@ -127,8 +155,13 @@ class _Found:
 def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
           chain: tuple[str, ...]) -> UndoResult:
     store = runtime.store
-    narrative = store.get(ref, merged_id)
+    try:
+        narrative = store.get(ref, merged_id)
+    except UnknownEntry:
+        raise UnknownEntry(_not_this_users(runtime, ref, merged_id)) from None
     if narrative.parent_type != "cluster":
+        if _merge_owners(runtime, ref, merged_id):  # ids are per user: the wrong --user
+            raise UnknownEntry(_not_this_users(runtime, ref, merged_id))
         raise EverosError(
             f"{merged_id} is not a merged narrative (parent_type: "
             f"{narrative.parent_type or 'none'}); only a Reflection merge can be undone")

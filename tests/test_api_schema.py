@@ -1,0 +1,126 @@
+"""The served OpenAPI schema tells the truth: id patterns, error answers, `Allow` on 405, and
+schemathesis (every default check, positive and negative cases) finds no conformance failure and
+no 5xx."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+
+from everos_reflect.api.app import create_app
+from everos_reflect.api.models import EPISODE_ID_PATTERN
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.engine.engine import Engine
+from everos_reflect.index.search import MAX_TOP_K
+from everos_reflect.model import NAME_PATTERN, Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+
+
+@pytest.fixture
+def runtime(root: Path) -> Iterator[Runtime]:
+    rt = Runtime(root, Settings(), embedder=HashEmbedder())
+    rt.store.append(UserRef.of("u_ann"), Kind.EPISODE,
+                    {"timestamp": "2026-10-12T09:00:00+00:00", "parent_type": "memcell"},
+                    {"Subject": "Cats", "Content": "Ann adopted a cat."})
+    yield rt
+    rt.close()
+
+
+@pytest.fixture
+def app(runtime: Runtime) -> Any:
+    return create_app(runtime, Engine(runtime))
+
+
+@pytest.fixture
+def openapi(app: Any) -> dict[str, Any]:
+    return app.openapi()
+
+
+def _body_schema(openapi: dict[str, Any], path: str) -> dict[str, Any]:
+    ref = openapi["paths"][path]["post"]["requestBody"]["content"]["application/json"][
+        "schema"]["$ref"]
+    return openapi["components"]["schemas"][ref.rsplit("/", 1)[1]]
+
+
+def _patterns(prop: dict[str, Any]) -> set[str]:
+    options = prop.get("anyOf", [prop])
+    return {o["pattern"] for o in options if "pattern" in o}
+
+
+def test_id_fields_carry_their_pattern(openapi: dict[str, Any]) -> None:
+    episode = _body_schema(openapi, "/api/v1/memory/episodes")["properties"]
+    for name in ("user_id", "app_id", "project_id", "session_id"):
+        assert _patterns(episode[name]) == {NAME_PATTERN}, name
+    undo = _body_schema(openapi, "/api/v1/ome/undo")["properties"]
+    assert _patterns(undo["entry_id"]) == {EPISODE_ID_PATTERN}
+
+
+def test_every_operation_documents_its_error_answers(openapi: dict[str, Any]) -> None:
+    for path, item in openapi["paths"].items():
+        for method, operation in item.items():
+            assert {"400", "404", "413", "422"} <= set(operation["responses"]), (method, path)
+            error = operation["responses"]["422"]["content"]["application/json"]["schema"]
+            assert error == {"$ref": "#/components/schemas/ErrorBody"}
+
+
+def test_top_k_maximum_is_the_one_the_cli_allows(openapi: dict[str, Any]) -> None:
+    top_k = _body_schema(openapi, "/api/v1/memory/search")["properties"]["top_k"]
+    assert top_k["maximum"] == MAX_TOP_K == 100
+
+
+def test_a_wrong_method_answers_405_with_allow(app: Any) -> None:
+    async def go() -> httpx.Response:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+            return await client.delete("/api/v1/memory/search")
+
+    resp = asyncio.run(go())
+    assert resp.status_code == 405
+    assert resp.headers["allow"] == "POST"
+    assert resp.json()["error"]["code"] == "method_not_allowed"
+
+
+def test_schemathesis_finds_no_conformance_failure_and_no_5xx(app: Any) -> None:
+    """Every operation, valid and invalid inputs, every default check (status codes, content
+    types, response schemas and headers, negative data rejected, no server error)."""
+    api = schemathesis.openapi.from_asgi("/openapi.json", app)
+    failures: list[str] = []
+    operations = [result.ok() for result in api.get_all_operations()]
+    assert len(operations) >= 8
+    for operation in operations:
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+
+            @given(case=operation.as_strategy(generation_mode=mode))
+            @settings(max_examples=20, deadline=None, database=None,
+                      suppress_health_check=list(HealthCheck))
+            def check(case: Any) -> None:
+                case.call_and_validate()
+
+            try:
+                check()
+            except Unsatisfiable:
+                continue  # no input to make invalid (an operation without parameters)
+            except Exception as exc:  # collect them all, then report every one
+                failures.append(f"{operation.label} ({mode.value}): {exc}")
+    assert failures == [], "\n\n".join(failures)
+
+
+def test_the_cli_refuses_a_top_k_the_api_refuses(root: Path) -> None:
+    from click.testing import CliRunner
+
+    from everos_reflect.cli.main import cli
+
+    result = CliRunner().invoke(cli, ["search", "cats", "--root", str(root), "--top-k",
+                                      str(MAX_TOP_K + 1)])
+    assert result.exit_code == 2
+    assert f"{MAX_TOP_K + 1} is not in the range 1<=x<={MAX_TOP_K}" in result.stderr

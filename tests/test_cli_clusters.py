@@ -1,0 +1,66 @@
+"""`clusters`: readable at 80 columns, and `--json` lists each cluster's members."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from everos_reflect.cli import cluster_cmds
+from everos_reflect.cli.common import existing_root
+from everos_reflect.cli.main import cli
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.model import Entry
+from everos_reflect.runtime import Runtime
+from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
+
+LONG = ("Andrew talked about adopting a rescue dog from the Denver shelter and the apartment "
+        "rules that stood in the way for months")
+
+
+@pytest.fixture
+def clustered(root: Path, monkeypatch: pytest.MonkeyPatch) -> list[Entry]:
+    rt = make_runtime(root, ExtractiveLLM())
+    entries = [add_episode(rt, ANDREW, f"2026-08-0{d}T10:00:00+00:00",
+                           LONG if d == 2 else f"Dog plans {d}", f"{LONG}, note {d}.")
+               for d in (2, 3, 5)]
+    Indexer(rt).scan()
+    rt.close()
+
+    def fake_open(root_arg: str | None) -> Runtime:
+        return make_runtime(existing_root(root_arg), ExtractiveLLM(), embedder=HashEmbedder(64))
+
+    monkeypatch.setattr(cluster_cmds, "open_runtime", fake_open)
+    return entries
+
+
+def run(*args: str) -> Result:
+    return CliRunner(env={"COLUMNS": "80"}).invoke(cli, list(args))
+
+
+def test_clusters_json_lists_the_members_in_time_order(root: Path,
+                                                       clustered: list[Entry]) -> None:
+    result = run("clusters", "--root", str(root), "--json")
+    assert result.exit_code == 0, result.output
+    (cluster,) = json.loads(result.stdout)["clusters"]
+    assert [m["id"] for m in cluster["members"]] == [e.id for e in clustered]
+    assert cluster["members"][0]["timestamp"] == "2026-08-02T10:00:00+00:00"
+    assert cluster["size"] == len(cluster["members"]) == 3
+
+
+def test_clusters_table_fits_80_columns_with_ids_and_a_readable_preview(
+    root: Path, clustered: list[Entry]
+) -> None:
+    result = run("clusters", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0] == str(ANDREW)
+    cluster_id = json.loads(run("clusters", "--root", str(root), "--json").stdout)[
+        "clusters"][0]["cluster_id"]
+    assert lines[1] == f"  {cluster_id}    3 members  2026-08-02 → 08-05  not merged"
+    assert lines[2] == "      " + LONG[:73] + "…"  # the preview is clipped, never squeezed

@@ -1,0 +1,231 @@
+"""Size limits ([limits] in everos.toml) and strict request types: refused, never processed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from click.testing import CliRunner
+
+from everos_reflect.api.app import create_app
+from everos_reflect.cli.main import cli
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.engine.engine import Engine
+from everos_reflect.errors import ConfigError, TooLarge
+from everos_reflect.index.sync import Indexer
+from everos_reflect.markdown.parser import parse_log
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import LimitsSettings, Settings, load_settings, parse_settings
+
+ANN = UserRef.of("u_ann")
+DAY = date(2026, 10, 12)
+SMALL = LimitsSettings(max_request_bytes=8192, max_entry_bytes=2048, max_file_bytes=6000)
+META = {"timestamp": "2026-10-12T09:00:00+00:00", "parent_type": "memcell"}
+
+
+def small_runtime(root: Path) -> Runtime:
+    return Runtime(root, replace(Settings(), limits=SMALL), embedder=HashEmbedder())
+
+
+# --- settings ---------------------------------------------------------------------------------
+
+
+def test_limits_have_documented_defaults() -> None:
+    limits = load_settings("/nonexistent", env={}).limits
+    assert (limits.max_request_bytes, limits.max_entry_bytes, limits.max_file_bytes) == (
+        1 << 20, 256 << 10, 16 << 20)
+
+
+def test_a_limit_below_one_kib_is_a_config_error_naming_the_key() -> None:
+    with pytest.raises(ConfigError, match=r"limits.max_entry_bytes: must be at least 1024"):
+        parse_settings("", "[limits]\nmax_entry_bytes = 10\n", {}, "everos.toml")
+
+
+# --- the store and the parser -----------------------------------------------------------------
+
+
+def test_appending_an_entry_over_the_limit_is_refused_and_writes_nothing(root: Path) -> None:
+    rt = small_runtime(root)
+    with pytest.raises(TooLarge, match=r"the entry is [\d,]+ bytes, over limits.max_entry_bytes"):
+        rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "x" * 3000},
+                        day=DAY)
+    assert not rt.store.log_path(ANN, Kind.EPISODE, DAY).exists()
+
+
+def test_an_append_that_would_push_the_log_over_the_file_limit_is_refused(root: Path) -> None:
+    rt = small_runtime(root)
+    for _ in range(3):
+        rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "x" * 1500},
+                        day=DAY)
+    path = rt.store.log_path(ANN, Kind.EPISODE, DAY)
+    before = path.read_bytes()
+    with pytest.raises(TooLarge, match=r"over limits\.max_file_bytes"):
+        rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "x" * 1500},
+                        day=DAY)
+    assert path.read_bytes() == before
+
+
+def test_a_hand_written_entry_over_the_limit_is_an_error_and_skipped() -> None:
+    head = "---\ntype: episode_daily\nschema_version: 1\nuser_id: u\ndate: '2026-10-12'\n---\n"
+
+    def block(n: int, content: str) -> str:
+        eid = f"ep_20261012_{n:04d}"
+        return (f"<!-- entry:{eid} -->\n---\nowner_id: u\ntimestamp: 2026-10-12T09:00:00Z\n"
+                f"---\n## Content\n{content}\n<!-- /entry:{eid} -->\n")
+
+    log = parse_log(head + block(1, "é" * 1100) + block(2, "ok"), "episode-2026-10-12.md",
+                    max_entry_bytes=2048)
+    assert [e.id for e in log.entries] == ["ep_20261012_0002"]
+    (problem,) = [d for d in log.diagnostics if d.severity != "warning"]
+    assert problem.line == 7 and problem.severity == "error"
+    assert "over limits.max_entry_bytes (2,048); not read" in problem.message
+
+
+@pytest.fixture
+def oversized(root: Path) -> tuple[Runtime, Path, Path]:
+    """One log over the file limit (grown by hand) and one ordinary log of another day."""
+    rt = small_runtime(root)
+    good = rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "Cats", "Content": "Miso."},
+                           day=DAY)
+    big_day = date(2026, 10, 13)
+    rt.store.append(ANN, Kind.EPISODE, META | {"timestamp": "2026-10-13T09:00:00Z"},
+                    {"Subject": "s", "Content": "first"}, day=big_day)
+    big = rt.store.log_path(ANN, Kind.EPISODE, big_day)
+    with big.open("a") as fh:
+        fh.write("filler line\n" * 1000)
+    return rt, rt.store.path_for_id(ANN, good.id), big
+
+
+def test_a_log_over_the_file_limit_is_fatal_and_not_read(
+    oversized: tuple[Runtime, Path, Path],
+) -> None:
+    rt, _, big = oversized
+    log = rt.store.read(big)
+    assert not log.ok and log.entries == []
+    assert "over limits.max_file_bytes (6,000); not read" in log.diagnostics[0].message
+
+
+def test_indexing_skips_a_log_over_the_limit_and_indexes_its_neighbours(
+    oversized: tuple[Runtime, Path, Path],
+) -> None:
+    rt, good, big = oversized
+    report = Indexer(rt).reindex()
+    assert report.entries_upserted == 1
+    (problem,) = report.problems[rt.store.rel(big)]
+    assert "over limits.max_file_bytes" in problem
+    assert rt.db().execute("SELECT path FROM entries").fetchone()["path"] == rt.store.rel(good)
+
+
+def test_writers_refuse_a_log_over_the_limit(oversized: tuple[Runtime, Path, Path]) -> None:
+    rt, _, big = oversized
+    before = big.read_bytes()
+    with pytest.raises(Exception, match=r"not writing this file: the log is"):
+        rt.store.append(ANN, Kind.EPISODE, META | {"timestamp": "2026-10-13T10:00:00Z"},
+                        {"Subject": "s", "Content": "c"}, day=date(2026, 10, 13))
+    assert big.read_bytes() == before
+
+
+def test_lint_reports_a_log_over_the_limit(root: Path) -> None:
+    (root / "everos.toml").write_text("[limits]\nmax_file_bytes = 2000\n")
+    path = root / "default_app/default_project/users/u_ann/episodes/episode-2026-10-12.md"
+    path.parent.mkdir(parents=True)
+    path.write_text("---\ntype: episode_daily\nschema_version: 1\nuser_id: u_ann\n"
+                    "date: '2026-10-12'\n---\n" + "x\n" * 2000)
+    result = CliRunner().invoke(cli, ["lint", "--root", str(root), "--json"])
+    assert result.exit_code == 1
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert "over limits.max_file_bytes (2,000)" in problem["message"]
+
+
+# --- the HTTP API -----------------------------------------------------------------------------
+
+
+class Client:
+    def __init__(self, runtime: Runtime) -> None:
+        self.app = create_app(runtime, Engine(runtime))
+
+    def __call__(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
+        async def go() -> httpx.Response:
+            transport = httpx.ASGITransport(app=self.app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+                return await c.request(method, url, **kwargs)
+
+        return asyncio.run(go())
+
+
+@pytest.fixture
+def call(root: Path) -> Iterator[Client]:
+    rt = small_runtime(root)
+    yield Client(rt)
+    rt.close()
+
+
+def written(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.md"))
+
+
+def test_a_body_over_the_request_limit_answers_413_naming_the_limit(
+    call: Client, root: Path
+) -> None:
+    body = {"user_id": "u_ann", "subject": "s", "content": "x" * 10_000}
+    resp = call("POST", "/api/v1/memory/episodes", json=body)
+    assert resp.status_code == 413
+    assert resp.json()["error"] == {
+        "code": "too_large",
+        "message": "request body is over limits.max_request_bytes (8,192 bytes)"}
+    assert written(root) == []
+
+
+def test_a_streamed_body_without_length_is_cut_off_at_the_limit_too(
+    call: Client, root: Path
+) -> None:
+    async def chunks() -> AsyncIterator[bytes]:
+        yield b'{"user_id": "u_ann", "subject": "s", "content": "'
+        for _ in range(100):
+            yield b"x" * 1000
+        yield b'"}'
+
+    resp = call("POST", "/api/v1/memory/episodes", content=chunks(),
+                headers={"content-type": "application/json"})
+    assert resp.status_code == 413 and resp.json()["error"]["code"] == "too_large"
+    assert written(root) == []
+
+
+def test_an_entry_over_the_entry_limit_answers_422_naming_the_limit(
+    call: Client, root: Path
+) -> None:
+    body = {"user_id": "u_ann", "subject": "s", "content": "x" * 3000}
+    resp = call("POST", "/api/v1/memory/episodes", json=body)
+    assert resp.status_code == 422
+    error = resp.json()["error"]
+    assert error["code"] == "too_large"
+    assert "over limits.max_entry_bytes (2,048)" in error["message"]
+    assert written(root) == []
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "field"),
+    [
+        ("/api/v1/ome/trigger", {"name": "reflect_episodes", "force": "yes"}, "force"),
+        ("/api/v1/ome/trigger", {"name": "reflect_episodes", "force": 1}, "force"),
+        ("/api/v1/memory/search", {"query": "q", "include_deprecated": "true"},
+         "include_deprecated"),
+        ("/api/v1/memory/search", {"query": "q", "top_k": "5"}, "top_k"),
+        ("/api/v1/ome/undo", {"entry_id": "ep_20261012_0001", "user_id": "u", "cascade": "no"},
+         "cascade"),
+    ],
+)
+def test_request_types_are_strict(call: Client, path: str, body: dict[str, Any],
+                                  field: str) -> None:
+    resp = call("POST", path, json=body)
+    assert resp.status_code == 422
+    error = resp.json()["error"]
+    assert error["code"] == "invalid_request" and error["message"].startswith(f"{field}: ")

@@ -1,0 +1,154 @@
+"""Nothing reads outside the root: symlinks that leave it are reported, never followed."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from everos_reflect.cli import index_cmds
+from everos_reflect.cli.common import existing_root
+from everos_reflect.cli.main import cli
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.errors import MarkdownError
+from everos_reflect.index.sync import Indexer
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+
+ANN = UserRef.of("u_ann")
+USERS = "default_app/default_project/users"
+SECRET_LOG = """\
+---
+type: episode_daily
+schema_version: 1
+user_id: u_ann
+date: '2026-10-12'
+---
+<!-- entry:ep_20261012_0001 -->
+---
+owner_id: u_ann
+timestamp: 2026-10-12T09:00:00+00:00
+parent_type: memcell
+---
+## Subject
+SECRET subject
+
+## Content
+SECRET-TOKEN-4711 from outside the root
+<!-- /entry:ep_20261012_0001 -->
+"""
+
+
+@pytest.fixture(autouse=True)
+def hash_embedder(monkeypatch: pytest.MonkeyPatch) -> None:
+    def fake_open(root: str | None) -> Runtime:
+        return Runtime(existing_root(root), Settings(), embedder=HashEmbedder(32))
+
+    monkeypatch.setattr(index_cmds, "open_runtime", fake_open)
+
+
+@pytest.fixture
+def outside(tmp_path: Path) -> Path:
+    folder = tmp_path / "elsewhere"
+    (folder / "episodes").mkdir(parents=True)
+    (folder / "episodes" / "episode-2026-10-12.md").write_text(SECRET_LOG)
+    return folder
+
+
+def runtime(root: Path) -> Runtime:
+    return Runtime(root, Settings(), embedder=HashEmbedder(32))
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def linked_file(root: Path, outside: Path) -> Path:
+    """A log that is a symlink to a log outside the root (a good neighbour beside it)."""
+    rt = runtime(root)
+    rt.store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-11T09:00:00+00:00",
+                                          "parent_type": "memcell"},
+                    {"Subject": "Cats", "Content": "Ann has a cat."},
+                    day=date(2026, 10, 11))
+    link = root / USERS / "u_ann/episodes/episode-2026-10-12.md"
+    link.symlink_to(outside / "episodes" / "episode-2026-10-12.md")
+    return link
+
+
+def test_lint_reports_a_file_symlink_out_of_the_root_and_never_reads_it(
+    root: Path, outside: Path
+) -> None:
+    link = linked_file(root, outside)
+    result = run("lint", "--root", str(root), "--json")
+    assert result.exit_code == 1
+    assert "SECRET" not in result.output
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert problem["file"] == f"{USERS}/u_ann/episodes/{link.name}"
+    assert problem["message"].startswith("symlink leading outside the memory root")
+
+
+def test_lint_reports_a_symlinked_user_folder_out_of_the_root(
+    root: Path, outside: Path
+) -> None:
+    (root / USERS).mkdir(parents=True)
+    (root / USERS / "u_evil").symlink_to(outside, target_is_directory=True)
+    result = run("lint", "--root", str(root), "--json")
+    assert result.exit_code == 1 and "SECRET" not in result.output
+    (problem,) = json.loads(result.stdout)["problems"]
+    assert problem["file"] == f"{USERS}/u_evil"
+    assert list(runtime(root).store.iter_users()) == []
+
+
+def test_a_symlinked_app_folder_out_of_the_root_is_skipped(root: Path, tmp_path: Path,
+                                                           outside: Path) -> None:
+    app = tmp_path / "app_out" / "default_project" / "users" / "u_ann"
+    app.mkdir(parents=True)
+    (app / "episodes").symlink_to(outside / "episodes", target_is_directory=True)
+    (root / "evil_app").symlink_to(tmp_path / "app_out", target_is_directory=True)
+    found: list[str] = []
+    store = runtime(root).store
+    assert list(store.iter_files(outside=found)) == []
+    assert found == ["evil_app"]
+
+
+def test_reading_or_writing_through_a_link_out_of_the_root_is_refused(
+    root: Path, outside: Path
+) -> None:
+    link = linked_file(root, outside)
+    store = runtime(root).store
+    log = store.read(link)
+    assert not log.ok and log.entries == []
+    assert "symlink leading outside the memory root" in log.diagnostics[0].message
+    with pytest.raises(MarkdownError, match="symlink leading outside the memory root"):
+        store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00",
+                                          "parent_type": "memcell"},
+                     {"Subject": "s", "Content": "c"}, day=date(2026, 10, 12))
+    assert (outside / "episodes" / "episode-2026-10-12.md").read_text() == SECRET_LOG
+
+
+def test_indexing_records_the_link_as_a_problem_and_search_never_finds_its_text(
+    root: Path, outside: Path
+) -> None:
+    link = linked_file(root, outside)
+    rt = runtime(root)
+    report = Indexer(rt).reindex()
+    assert report.entries_upserted == 1
+    (problem,) = report.problems[rt.store.rel(link)]
+    assert "symlink leading outside the memory root" in problem
+    result = run("search", "SECRET-TOKEN-4711", "--root", str(root), "--json",
+                 "--mode", "keyword")
+    assert result.exit_code == 0, result.output
+    assert "SECRET" not in result.stdout
+
+
+def test_status_shows_the_link_as_a_readable_problem(root: Path, outside: Path) -> None:
+    linked_file(root, outside)
+    Indexer(runtime(root)).reindex()
+    result = run("status", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    assert "not read: it is a symlink leading outside the memory root" in result.stdout
+    assert "{" not in result.stdout.split("files with problems")[1].split("config")[0]
