@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sys
 import types
@@ -14,10 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from everos_reflect.api.app import create_app
 from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.engine import registry
-from everos_reflect.engine.engine import Engine
 from everos_reflect.engine.registry import RunContext, Strategy
 from everos_reflect.errors import UnknownEntry
 from everos_reflect.index.db import utcnow_iso
@@ -25,6 +22,7 @@ from everos_reflect.index.sync import Indexer
 from everos_reflect.model import UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import ServerSettings, Settings
+from tests.api_client import ApiClient
 
 
 class Quick(Strategy):
@@ -54,19 +52,7 @@ def runtime(root: Path) -> Iterator[Runtime]:
     rt.close()
 
 
-class Client:
-    """Synchronous calls into the ASGI app, one event loop per call."""
-
-    def __init__(self, runtime: Runtime) -> None:
-        self.app = create_app(runtime, Engine(runtime))
-
-    def __call__(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        async def go() -> httpx.Response:
-            transport = httpx.ASGITransport(app=self.app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-                return await c.request(method, url, **kwargs)
-
-        return asyncio.run(go())
+Client = ApiClient
 
 
 @pytest.fixture

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
@@ -10,20 +9,18 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from click.testing import CliRunner
 
-from everos_reflect.api.app import create_app
 from everos_reflect.cli.main import cli
 from everos_reflect.embedding.base import HashEmbedder
-from everos_reflect.engine.engine import Engine
 from everos_reflect.errors import ConfigError, TooLarge
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown.parser import parse_log
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import LimitsSettings, Settings, load_settings, parse_settings
+from tests.api_client import ApiClient
 
 ANN = UserRef.of("u_ann")
 DAY = date(2026, 10, 12)
@@ -148,17 +145,7 @@ def test_lint_reports_a_log_over_the_limit(root: Path) -> None:
 # --- the HTTP API -----------------------------------------------------------------------------
 
 
-class Client:
-    def __init__(self, runtime: Runtime) -> None:
-        self.app = create_app(runtime, Engine(runtime))
-
-    def __call__(self, method: str, url: str, **kwargs: Any) -> httpx.Response:
-        async def go() -> httpx.Response:
-            transport = httpx.ASGITransport(app=self.app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-                return await c.request(method, url, **kwargs)
-
-        return asyncio.run(go())
+Client = ApiClient
 
 
 @pytest.fixture
