@@ -14,9 +14,11 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
+from everos_reflect.index.recency import latest_first, owner
 from everos_reflect.index.snippet import make_snippet
 from everos_reflect.index.vectors import where_clause
-from everos_reflect.model import Kind
+from everos_reflect.llm.extractive import VERSION_COSINE
+from everos_reflect.model import Kind, UserRef
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -161,7 +163,25 @@ def search(
         hits += found
     if len(wanted) > 1:
         hits.sort(key=lambda h: (-h.score, h.kind, h.id))
+    hits = latest_first(hits, _version_vectors(runtime, hits), threshold=VERSION_COSINE)
     return hits[:top_k]
+
+
+def _version_vectors(runtime: Runtime,
+                     hits: Sequence[SearchHit]) -> dict[tuple[str, str, str, str, str], Any]:
+    """Stored vectors of the hits that may be versions of one another (Episodes and facts:
+    derived records carry their own status), read only for users with two or more hits."""
+    groups: dict[tuple[str, str, str, str], list[str]] = {}
+    for hit in hits:
+        if hit.kind in (Kind.EPISODE.value, Kind.ATOMIC_FACT.value) and hit.timestamp:
+            groups.setdefault(owner(hit), []).append(hit.id)
+    out: dict[tuple[str, str, str, str, str], Any] = {}
+    for (app, project, user, kind), ids in groups.items():
+        if len(ids) < 2:
+            continue
+        found = runtime.vectors.get_vectors(kind, UserRef(app, project, user), ids)
+        out.update({(app, project, user, kind, i): v for i, v in found.items()})
+    return out
 
 
 def _kinds(values: Sequence[Kind | str]) -> list[Kind]:

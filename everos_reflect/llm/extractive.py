@@ -115,6 +115,9 @@ PARAPHRASE_COSINE = 0.8
 VERSION_COSINE = 0.75
 #: Without vectors: share of content words (numbers/negations aside) two versions must share.
 VERSION_OVERLAP = 0.5
+#: A swapped value is a few words for a few ("bus" → "bicycle", "food bank" → "animal
+#: shelter"); a rewording ("daily" → "every single day") changes more.
+SWAP_WORDS = 2
 
 
 @dataclass
@@ -177,7 +180,7 @@ class ExtractiveLLM:
             s.vector = i
         sims = self._similarities(sentences)
         kept = _fold_restatements(sentences, sims, self.paraphrase)
-        current = _current_versions(kept, sims, self.version)
+        current = _current_versions(kept, sims, self.version, self.paraphrase)
         content, provenance = _render(kept, current, english=english)
         title = _title(members, req.existing, main_entity)
         return MergeResult(title, content, Usage(), self.provider, self.model,
@@ -399,7 +402,8 @@ def _fold_restatements(sentences: list[_Sentence], sims: np.ndarray | None,
     for s in sorted(sentences, key=lambda s: (s.day, s.order)):
         match = next((i for i, k in enumerate(kept)
                       if _restates(s, k) or (s.markers == k.markers
-                                             and _similar(s, k, sims) >= paraphrase)), None)
+                                             and _similar(s, k, sims) >= paraphrase
+                                             and not _swaps_value(k, s))), None)
         if match is None:
             kept.append(s)
             continue
@@ -410,18 +414,49 @@ def _fold_restatements(sentences: list[_Sentence], sims: np.ndarray | None,
     return kept
 
 
-def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: float) -> bool:
-    """Is ``new`` a later version of the fact ``old`` states (same subject, close meaning)?"""
+def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
+    """Does ``new`` keep ``old``'s frame but swap its value ("uses Gmail" → "uses Proton
+    Mail", "commutes by bus" → "by bicycle")? Same subject, a later day, most content words
+    shared and each side with a word the other lacks.
+
+    Meaning alone cannot tell such a replacement from a restatement: both sit at a high cosine,
+    often higher than a loose paraphrase. This test lets the paraphrase threshold sit below
+    the version threshold (more repeats folded) without folding a replaced fact into its
+    successor; such a pair is left to :func:`_versions`, so the old value stays as history and
+    the new one becomes the current state."""
+    if new.day == old.day or old.subject != new.subject:
+        return False
+    x, y = _specifics(old), _specifics(new)
+    if x - y and y - x:  # a name or number replaced by another
+        return True
+    a, b = old.stems, new.stems
+    return (0 < len(a - b) <= SWAP_WORDS and 0 < len(b - a) <= SWAP_WORDS
+            and len(a & b) / len(a | b) >= VERSION_OVERLAP)
+
+
+def _specifics(s: _Sentence) -> frozenset[str]:
+    """Names and digits of a sentence, its subject aside: the values a replacement swaps."""
+    names = {w.lower() for w in _names(s.text)} - {s.subject or ""}
+    return frozenset(names | {w for w in s.tokens if w.isdigit()})
+
+
+def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: float,
+              paraphrase: float = 1.0) -> bool:
+    """Is ``new`` a later version of the fact ``old`` states (same subject, close meaning)?
+
+    Also when the pair is close enough to be a restatement (cosine ≥ ``paraphrase``) but
+    swaps a value (:func:`_swaps_value`): what the fold refused is a version."""
     if new.day <= old.day or old.subject != new.subject:
         return False
-    if sims is not None and _similar(old, new, sims) >= version:
+    cos = _similar(old, new, sims) if sims is not None else None
+    if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
         return True
     a, b = old.stems, new.stems
     return bool(a and b) and len(a & b) / len(a | b) >= VERSION_OVERLAP
 
 
 def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
-                      version: float) -> list[_Sentence]:
+                      version: float, paraphrase: float = 1.0) -> list[_Sentence]:
     """The latest version of every fact that changed.
 
     Versions link pairs of sentences; a fact is a connected group of them (A → B → back to A
@@ -437,7 +472,7 @@ def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
 
     for i, old in enumerate(kept):
         for j, new in enumerate(kept):
-            if i != j and _versions(old, new, sims, version):
+            if i != j and _versions(old, new, sims, version, paraphrase):
                 parent[root(j)] = root(i)
     groups: dict[int, list[int]] = {}
     for i in range(len(kept)):
