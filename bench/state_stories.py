@@ -13,6 +13,9 @@ to keep them apart) → index with the configured embedder → recluster → ``r
 - **right**: that narrative's final paragraph contains every ``current`` phrase and no ``old``
   phrase (case-insensitive).
 
+Before any merge it also checks ranking: searching "<name> <domain>", does the latest state
+Episode rank above the earlier ones (shipped search vs its plain fused order)?
+
 The version threshold (``VERSION_COSINE``) and the paraphrase threshold
 (``PARAPHRASE_COSINE``) are swept together: a paraphrase threshold below the version threshold
 folds more repeats, and the stories check it does not fold a replaced fact away. The pair chosen
@@ -43,6 +46,7 @@ from typing import Any
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding import CachingEmbedder, make_embedder
 from everos_reflect.engine.engine import Engine
+from everos_reflect.index.search import _search_kind, search
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.extractive import PARAPHRASE_COSINE, ExtractiveLLM
 from everos_reflect.markdown.store import MarkdownStore
@@ -142,6 +146,29 @@ def summarise(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
             for k, c in groups.items()}
 
 
+def ranking(rt: Runtime, stories: Sequence[dict[str, Any]],
+            state_ids: dict[str, list[str]]) -> dict[str, Any]:
+    """Before any merge: asked about a story's state ("<name> <domain>", e.g. "Sam car"), does
+    the latest state Episode rank above every earlier state Episode of the story? Shipped
+    search (latest version first, index/recency.py) against its plain fused order, in the same
+    run."""
+    user_of = {s["id"]: u for u, mine in users_of(stories).items() for s in mine}
+    counts: Counter[str] = Counter()
+    for s in stories:
+        ids = state_ids[s["id"]]
+        query = f"{s['name']} {s['domain']}"
+        plain = _search_kind(rt, query, top_k=10, user_id=user_of[s["id"]])
+        shipped = search(rt, query, top_k=10, user_id=user_of[s["id"]])
+        for name, hits in (("plain", plain), ("shipped", shipped)):
+            order = [h.id for h in hits]
+            if ids[-1] in order:
+                counts[f"{name}_found"] += 1
+                if all(order.index(ids[-1]) < order.index(i) for i in ids[:-1] if i in order):
+                    counts[f"{name}_latest_first"] += 1
+    counts["n"] = len(stories)
+    return dict(counts)
+
+
 def run(work: Path, versions: Sequence[float], paraphrases: Sequence[float] = (PARAPHRASE_COSINE,),
         member: float | None = None) -> dict[str, Any]:
     stories = load()
@@ -156,6 +183,7 @@ def run(work: Path, versions: Sequence[float], paraphrases: Sequence[float] = (P
     embedder = CachingEmbedder(make_embedder(settings.embedding))
     rt = Runtime(base, settings, embedder=embedder)
     Indexer(rt).scan()
+    ranked = ranking(rt, stories, state_ids)
     rt.close()
     extractive = settings.llm.provider == "extractive"
     points = []
@@ -187,7 +215,8 @@ def run(work: Path, versions: Sequence[float], paraphrases: Sequence[float] = (P
     return {"stories": len(stories), "domains": len({s["domain"] for s in stories}),
             "llm": "extractive" if extractive else f"{settings.llm.provider}:{settings.llm.model}",
             "embedder": embedder.name, "member_threshold": settings.clustering.member_threshold,
-            "points": points, "chosen": [best["paraphrase"], best["version"]]}
+            "points": points, "chosen": [best["paraphrase"], best["version"]],
+            "ranking": ranked}
 
 
 def _pct(x: float | None) -> str:
@@ -226,6 +255,14 @@ def markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {p['paraphrase']} | {p['version']} | {c['right']}/{c['merged']} | "
                      f"{r['right']}/{r['merged']} | {c['merged']} / {r['merged']} | "
                      f"{p['reflect_seconds']} |")
+    r = result.get("ranking")
+    if r:
+        lines += ["", "Ranking before any merge, asked \"<name> <domain>\" (top 10): the latest "
+                  "state Episode ranks above the story's earlier states in "
+                  f"{r.get('shipped_latest_first', 0)} of {r.get('shipped_found', 0)} stories "
+                  f"where it is found with the shipped search, against "
+                  f"{r.get('plain_latest_first', 0)} of {r.get('plain_found', 0)} in its plain "
+                  "fused order (same run)."]
     wrong = [r for r in chosen["rows"] if r["merged"] and not r["right"]][:8]
     if wrong:
         lines += ["", "Wrong final paragraphs (first 8):", ""]

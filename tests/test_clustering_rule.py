@@ -150,7 +150,7 @@ def test_member_fit_is_the_mean_cosine_to_the_members() -> None:
 def test_a_loose_cluster_no_longer_attracts_what_only_its_centroid_is_close_to() -> None:
     # two members about different things: their mean is short and points between them
     road_trip, video_game = unit(1.0), unit(0.0, 1.0)
-    centroid, norm, count = mean_of([road_trip, video_game])
+    centroid, norm, _ = mean_of([road_trip, video_game])
     loose = Candidate("cl_loose", centroid, 0.0, DAY, False, norm)
     between = unit(1.0, 1.0, 0.2)  # close to the centroid (0.98), ~0.69 to each member
     assert choose(between, 2 * DAY, [loose]).cluster_id == "cl_loose"  # centroid rule only
