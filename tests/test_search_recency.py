@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from everos_reflect.index.recency import latest_first
+from everos_reflect.index.recency import RECENCY_COSINE, latest_first
 from everos_reflect.index.search import search
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
@@ -63,12 +63,29 @@ def test_an_earlier_version_never_moves_above_a_later_one() -> None:
     old = Hit("ep_old", "2026-03-01T10:00:00+00:00", 0.8)
     hits = [new, old]
     ranked = latest_first(hits, keyed(hits, {"ep_new": vec(1, 0), "ep_old": vec(1, 0)}),
-                          threshold=0.75)
+                          threshold=RECENCY_COSINE)
     assert [h.id for h in ranked] == ["ep_new", "ep_old"]
 
 
+class Toy:
+    """Texts naming a car are close (the two statements at cosine 0.95); the rest orthogonal."""
+
+    name, dim = "toy-cars", 8
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            if "Honda" in text:
+                out[row, :2] = (1.0, 0.0)
+            elif "Tesla" in text:
+                out[row, :2] = (0.95, 0.312)
+            else:
+                out[row, 2 + row % 6] = 1.0
+        return out
+
+
 def test_search_ranks_the_replacement_above_the_statement_it_superseded(root: Path) -> None:
-    rt = make_runtime(root, ExtractiveLLM())
+    rt = make_runtime(root, ExtractiveLLM(), embedder=Toy())
     old = add_episode(rt, ANDREW, "2026-03-01T10:00:00+00:00", "Car",
                       "Sam drives a blue Honda Civic to work every day.")
     new = add_episode(rt, ANDREW, "2026-06-01T10:00:00+00:00", "Car",

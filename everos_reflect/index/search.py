@@ -16,10 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from everos_reflect.errors import EverosError
-from everos_reflect.index.recency import key, latest_first
+from everos_reflect.index.recency import RECENCY_COSINE, key, latest_first
 from everos_reflect.index.snippet import make_snippet
 from everos_reflect.index.vectors import where_clause
-from everos_reflect.llm.extractive import VERSION_COSINE
 from everos_reflect.model import Kind
 
 if TYPE_CHECKING:
@@ -168,7 +167,7 @@ def search(
     if len(wanted) > 1:
         hits.sort(key=lambda h: (-h.score, h.kind, h.id))
     # a later version of a hit ranks above it (index/recency.py); vectors came with the rows
-    hits = latest_first(hits, vectors, threshold=VERSION_COSINE)
+    hits = latest_first(hits, vectors, threshold=RECENCY_COSINE)
     return hits[:top_k]
 
 
