@@ -66,7 +66,7 @@ class ClusteringSettings:
     time_window_days: float = 7.0
     rejoin_threshold: float = 0.80
     #: mean cosine to a cluster's members an Episode needs to join it (0 = centroid only)
-    member_threshold: float = 0.0
+    member_threshold: float = 0.6
 
 
 @dataclass(frozen=True)
