@@ -328,8 +328,9 @@ class WholeHistoryLLM:
 
 def with_threshold(settings: Settings, threshold: float, window: float | None = None) -> Settings:
     clustering = replace(settings.clustering, threshold=threshold)
-    if window is not None:
-        clustering = replace(clustering, time_window_days=window, rejoin_threshold=threshold)
+    if window is not None:  # the sanity row: one cluster per user, whatever the member fit
+        clustering = replace(clustering, time_window_days=window, rejoin_threshold=threshold,
+                             member_threshold=0.0)
     return replace(settings, clustering=clustering)
 
 
