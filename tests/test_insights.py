@@ -184,3 +184,46 @@ def test_offline_insights_state_recurring_topics_with_counts_and_dates(root: Pat
         "2026-09-30)." in texts
     for entry in found:
         assert entry.meta["provider"] == "extractive" and len(entry.meta["evidence"]) >= 2
+
+
+# -- offline, without a pattern to state --------------------------------------------------------
+
+
+def status_row(rt: Runtime) -> dict[str, Any]:
+    from everos_reflect.engine.engine import strategies_status
+
+    return next(r for r in strategies_status(rt) if r["name"] == NAME)
+
+
+def test_offline_a_history_of_one_week_needs_an_llm_and_writes_nothing(root: Path) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    for i in range(25):  # 2026-08-03 is a Monday: every Episode falls in one ISO week
+        add_episode(rt, DEV, f"2026-08-0{3 + i % 5}T{8 + i % 10:02d}:00:00+00:00",
+                    f"Deploy {i}", "The user retried the deploy after reading the logs.",
+                    importance=9)
+    assert run(rt) == {"needs_llm": 1}
+    assert insights(rt) == []
+    row = status_row(rt)
+    assert row["unavailable"] and "needs an LLM" in row["unavailable"]
+    assert "3+ weeks" in row["unavailable"]
+    assert ReflectInsights().observe(rt, None) == 0  # nothing to do, so no data trigger
+
+
+def test_offline_an_owner_without_a_recurring_topic_is_skipped_and_recorded(root: Path) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    words = ["violin", "harbour", "quartz", "tulip", "glacier", "saffron", "compass", "ember",
+             "lantern", "orchid", "pebble", "meadow", "falcon", "velvet", "cobalt", "thistle",
+             "walnut", "marble", "canyon", "juniper", "lagoon", "mosaic"]
+    for i, word in enumerate(words):  # spread over 11 weeks, no word twice
+        add_episode(rt, DEV, f"2026-{6 + i // 8:02d}-{1 + (i % 8) * 3:02d}T09:00:00+00:00",
+                    f"Note {i}", f"A note about {word}.", importance=8)
+    counts = run(rt)
+    assert counts == {"needs_llm": 1}
+    assert insights(rt) == []
+    assert status_row(rt)["unavailable"] is None  # the history spans weeks: offline may apply
+    (row,) = list_derivations(rt.db(), strategy=NAME)
+    assert row["status"] == "skipped" and row["outputs"] == []
+    assert "this owner's Episodes show none" in row["error"]
+    strategy = ReflectInsights()
+    settings = validate_strategy_settings(NAME, {}, "ome.toml")
+    assert list(strategy.due_owners(rt, settings)) == []  # the accumulator reset all the same

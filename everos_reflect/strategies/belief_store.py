@@ -207,6 +207,9 @@ class Derived:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     refused: int = 0  # proposals the tier's rules turned down (logged with the reason)
+    #: Set when the tier had nothing honest to write without an LLM (the reason): the window
+    #: is recorded ``skipped`` and the run counts it as ``needs_llm``.
+    needs_llm: str | None = None
 
 
 @dataclass
@@ -362,7 +365,11 @@ class BeliefTier(Strategy):
                 counts["needs_llm"] += 1
                 return
             status, error = "failed", str(exc)
-        if status != "ok":
+        if status == "ok" and derived.needs_llm:
+            status, error = "skipped", derived.needs_llm
+            ctx.log.info("%s: %s: %s", self.name, work.ref, error)
+            counts["needs_llm"] += 1
+        elif status != "ok":
             ctx.log.warning("%s: %s skipped: %s", self.name, work.ref, error)
             counts["failed"] += 1
         else:
