@@ -227,3 +227,58 @@ def test_offline_an_owner_without_a_recurring_topic_is_skipped_and_recorded(root
     strategy = ReflectInsights()
     settings = validate_strategy_settings(NAME, {}, "ome.toml")
     assert list(strategy.due_owners(rt, settings)) == []  # the accumulator reset all the same
+
+
+# -- a crash in the middle of an insight commit -------------------------------------------------
+
+
+class PowerCut(RuntimeError):
+    """Stands for the process dying at that point."""
+
+
+def recurring_history(rt: Runtime) -> None:
+    fill(rt)
+    for week in range(4):
+        add_episode(rt, DEV, f"2026-10-{1 + 7 * week:02d}T09:00:00+00:00", "Deploy retry",
+                    "Before retrying the deploy the user asked to see the kubernetes logs.",
+                    importance=8)
+
+
+def indexed_insights(rt: Runtime) -> list[str]:
+    return [r[0] for r in rt.db().execute(
+        "SELECT id FROM entries WHERE kind = 'insight' ORDER BY id")]
+
+
+@pytest.mark.parametrize("where", ["after the Markdown write", "after the index sync",
+                                   "inside the cursor transaction"])
+def test_a_crash_mid_commit_reruns_with_no_duplicate_and_no_half_state(
+        root: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    from everos_reflect.index import audit
+    from everos_reflect.strategies import belief_store
+    from everos_reflect.strategies import insights as insights_mod
+
+    rt = make_runtime(root, ExtractiveLLM())
+    recurring_history(rt)
+
+    def cut(*args: Any, **kwargs: Any) -> None:
+        raise PowerCut(where)
+
+    target = {"after the Markdown write": (insights_mod, "sync"),
+              "after the index sync": (belief_store.BeliefTier, "_record"),
+              "inside the cursor transaction": (audit, "insert_derivation")}[where]
+    with monkeypatch.context() as patch:
+        patch.setattr(*target, cut)
+        with pytest.raises(PowerCut):
+            run(rt)
+    written = insights(rt)
+    assert written, "the crash came after the Markdown write"
+    assert list_derivations(rt.db(), strategy=NAME) == []  # the bookkeeping never committed
+    counts = run(rt)  # the next run finds the outputs by their window key
+    assert counts == {"owners": 1, "recovered": 1}
+    assert [e.id for e in insights(rt)] == [e.id for e in written]  # no duplicate
+    assert indexed_insights(rt) == sorted(e.id for e in written)  # and the index has them
+    (row,) = list_derivations(rt.db(), strategy=NAME)
+    assert row["status"] == "ok" and sorted(row["outputs"]) == sorted(e.id for e in written)
+    strategy = ReflectInsights()
+    settings = validate_strategy_settings(NAME, {}, "ome.toml")
+    assert list(strategy.due_owners(rt, settings)) == []  # the window is consumed
