@@ -260,8 +260,9 @@ def test_a_crash_before_the_cursor_moves_reruns_without_duplicates(
     assert Engine(rt).trigger("update_worldview", timeout=60).status == "failed"
     assert len(rt.store.entries(ADA, Kind.CONVICTION)) == 1
     monkeypatch.setattr(belief_store.BeliefTier, "_record", real)
-    # same window again: the written conviction is found by its window key, no LLM call
-    assert run(rt, "update_worldview") == {"owners": 1, "recovered": 1}
+    # the engine's recovery hook settles the commit intent before the next run: the written
+    # conviction is found by its window key, no LLM call, nothing left to run
+    assert run(rt, "update_worldview") == {"recovered": 1}
     assert len(rt.store.entries(ADA, Kind.CONVICTION)) == 1
     assert len(llm.task_requests) == 1
     assert observe(rt, "update_worldview") == 0

@@ -291,7 +291,11 @@ class Engine:
             ctx = RunContext(self.runtime, dict(settings), run_id, trigger, force,
                              self._stop.is_set, strategy_log)
             try:
+                # what a crash interrupted first, under this run's lock (every strategy's hook)
+                recovered = _clean_counts(strategy.recover(self.runtime))
                 counts = _clean_counts(strategy.run(ctx))
+                for key, value in recovered.items():
+                    counts[key] = counts.get(key, 0) + value
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 log.exception("%s: run %s attempt %d failed", name, run_id, attempt)

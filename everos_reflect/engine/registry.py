@@ -13,6 +13,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from everos_reflect.errors import ConfigError, UnknownStrategy
@@ -121,6 +122,19 @@ class Strategy:
     def run(self, ctx: RunContext) -> dict[str, int]:
         """Do one run; return counts for the run record (e.g. ``{"merged": 3}``)."""
         raise NotImplementedError
+
+    def recover(self, runtime: Runtime) -> dict[str, int]:
+        """Finish or withdraw whatever of this strategy a crash interrupted; returns counts for
+        the run record (e.g. ``{"recovered": 1}``). The engine calls it with the strategy's
+        lock held: before every run, at ``serve`` start-up, and before a CLI command writes
+        when :meth:`has_interrupted` says so. Must be idempotent and safe to interrupt: a
+        crash during recovery is recovered the same way. Default: nothing to recover."""
+        return {}
+
+    def has_interrupted(self, root: Path) -> bool:
+        """Cheap, read-only: whether :meth:`recover` has work a writing command must not run
+        ahead of (asked before every CLI command that writes, without opening a runtime)."""
+        return False
 
     def unavailable(self, runtime: Runtime) -> str | None:
         """Why this strategy cannot do its work in this installation (e.g. it needs an LLM and

@@ -311,6 +311,35 @@ class BeliefTier(Strategy):
     def unavailable(self, runtime: Runtime) -> str | None:
         return self.needs_llm(runtime)
 
+    def load_state(self, runtime: Runtime, ref: UserRef) -> Any:
+        """The owner's state as this tier reads it (its ``written_by`` finds outputs by key)."""
+        return BeliefState.load(runtime, ref)
+
+    def recover(self, runtime: Runtime) -> dict[str, int]:
+        """Settle every commit of this tier a crash interrupted (the engine calls this under
+        the tier's lock). The intent row names the exact window: outputs tagged with its key
+        were written → index them, move the cursor by that window and record the derivation;
+        none were → the window stays pending for the next run. Idempotent."""
+        from everos_reflect.index.audit import Derivation, insert_derivation
+
+        conn, counts = runtime.db(), Counter[str]()
+        for ref, key, items in cursors.intents(conn, self.name):
+            written = self.load_state(runtime, ref).written_by(key, self.output_kind)
+            if written:
+                sync(runtime, {runtime.store.path_for_id(ref, e.id) for e in written})
+            with transaction(conn):
+                if written:
+                    cursors.advance(conn, self.name, ref, items, None)
+                    insert_derivation(conn, Derivation(
+                        strategy=self.name, ref=ref, status="ok", inputs=list(items),
+                        outputs=[e.id for e in written],
+                        error="recovered: the commit was interrupted after its write"))
+                cursors.end_intent(conn, self.name, ref, key)
+            counts["recovered" if written else "withdrawn"] += 1
+            log.info("%s: %s: interrupted commit %s %s", self.name, ref, key,
+                     "recovered" if written else "withdrawn (nothing was written)")
+        return dict(counts)
+
     @staticmethod
     def needs_llm(runtime: Runtime) -> str | None:
         """Why this tier cannot run with the configured provider (``None``: it can).
@@ -353,16 +382,22 @@ class BeliefTier(Strategy):
         started = time.monotonic()
         already = work.state.written_by(work.key, self.output_kind)
         derived, status, error = Derived([e.id for e in already]), "ok", None
+        conn = ctx.runtime.db()
         try:
             if already:  # written before a crash: finish the bookkeeping only
                 counts["recovered"] += 1
             else:
+                # noted before any Markdown write, so recovery knows this exact window
+                cursors.begin_intent(conn, self.name, work.ref, work.key, work.items,
+                                     ctx.run_id)
                 derived = self.derive(ctx, work, budget)
         except ProviderUnavailable as exc:
             status, error = "failed", str(exc)
         except EverosError as exc:
             if type(exc).__name__ == "NeedsLLM":
                 counts["needs_llm"] += 1
+                with transaction(conn):
+                    cursors.end_intent(conn, self.name, work.ref, work.key)
                 return
             status, error = "failed", str(exc)
         if status == "ok" and derived.needs_llm:
@@ -390,6 +425,7 @@ class BeliefTier(Strategy):
         with transaction(conn):
             if status == "ok":
                 cursors.advance(conn, self.name, work.ref, work.items, ctx.run_id)
+            cursors.end_intent(conn, self.name, work.ref, work.key)
             insert_derivation(conn, Derivation(
                 strategy=self.name, ref=work.ref, status=status, run_id=ctx.run_id,
                 inputs=list(work.items), outputs=derived.outputs, provider=derived.provider,

@@ -13,6 +13,7 @@ import logging
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -116,6 +117,16 @@ class ReflectEpisodes(Strategy):
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         return ReflectionRun(ctx).run()
+
+    def recover(self, runtime: Runtime) -> dict[str, int]:
+        """Finish or abandon the merges a crash interrupted (:func:`journal.recover`)."""
+        counts: Counter[str] = Counter()
+        for outcome in journal.recover(runtime, Indexer(runtime)):
+            counts[f"recovered_{outcome.status}"] += 1
+        return dict(counts)
+
+    def has_interrupted(self, root: Path) -> bool:
+        return journal.has_pending(root)
 
 
 class ReflectionRun:
