@@ -328,7 +328,9 @@ def test_a_run_stops_between_owners_at_its_llm_call_limit(root: Path, llm: Scrip
             {"evidence": [], "depth": 1, "status": "active"}, {"Insight": t})
             for t in ("Four.", "Five.", "Six.")])
         llm.queue_task("worldview", {"convictions": []}, {"convictions": []})
-        assert run(rt, "update_worldview") == {"owners": 1, "limit_reached": 1}
+        assert run(rt, "update_worldview", "partial") == {"owners": 1, "limit_reached": 1}
+        last = Engine(rt).last_run("update_worldview")
+        assert last["error"] == "stopped early: max_llm_calls (1) reached"
         assert observe(rt, "update_worldview") == 1  # the other owner waits
         assert run(rt, "update_worldview") == {"owners": 1}
         assert observe(rt, "update_worldview") == 0

@@ -157,14 +157,46 @@ def test_depth_two_and_the_depth_cap(root: Path, fake_openai) -> None:
 
 
 def test_a_run_that_hits_max_llm_calls_stops_and_says_which(root: Path, fake_openai) -> None:
+    from everos_reflect.engine.engine import Engine
+
     rt = openai_runtime(root, fake_openai)
     fill(rt)
-    fake_openai.script({"questions": ["q?"]})
-    counts = run(rt, questions=1, max_llm_calls=1)
-    assert counts.get("failed") == 1 and insights(rt) == []
-    assert len(fake_openai.chat_bodies()) == 1
-    (row,) = list_derivations(rt.db(), strategy=NAME)
-    assert "max_llm_calls (1) reached" in row["error"]
+    (root / "ome.toml").write_text(f"[strategies.{NAME}]\nquestions = 1\nmax_llm_calls = 1\n")
+    outcome = Engine(rt).trigger(NAME, force=True, timeout=60)
+    # an owner needs 2 calls (questions + insights): it is not started with room for 1
+    assert outcome.status == "partial"
+    assert outcome.error == "stopped early: max_llm_calls (1) reached"
+    assert outcome.counts == {"limit_reached": 1}
+    assert fake_openai.chat_bodies() == [] and insights(rt) == []
+    assert list_derivations(rt.db(), strategy=NAME) == []
+    strategy = ReflectInsights()
+    settings = validate_strategy_settings(NAME, {}, "ome.toml")
+    assert len(list(strategy.due_owners(rt, settings))) == 1  # the window waits, unconsumed
+    (root / "ome.toml").write_text(f"[strategies.{NAME}]\nquestions = 1\nmax_llm_calls = 2\n")
+    fake_openai.script({"questions": ["q?"]}, cite_reverts)
+    outcome = Engine(rt).trigger(NAME, force=True, timeout=60)
+    assert outcome.status == "ok" and outcome.counts.get("written") == 1
+    assert len(fake_openai.chat_bodies()) == 2
+
+
+def test_a_run_past_max_tokens_stops_before_the_next_owner(root: Path, fake_openai) -> None:
+    from everos_reflect.engine.engine import Engine
+
+    rt = openai_runtime(root, fake_openai)
+    fill(rt)
+    other = UserRef.of("u_other")
+    for i in range(22):
+        add_episode(rt, other, f"2026-08-{1 + i:02d}T09:00:00+00:00", f"Note {i}",
+                    f"Another user's note {i}.", importance=8)
+    (root / "ome.toml").write_text(f"[strategies.{NAME}]\nquestions = 1\nmax_tokens = 5\n")
+    fake_openai.script({"questions": ["q?"]}, {"insights": []})
+    outcome = Engine(rt).trigger(NAME, force=True, timeout=60)
+    assert outcome.status == "partial"
+    assert outcome.error == "stopped early: max_tokens (5) reached"
+    assert outcome.counts == {"owners": 1, "limit_reached": 1}  # the first owner finished
+    assert len(fake_openai.chat_bodies()) == 2
+    rows = list_derivations(rt.db(), strategy=NAME)
+    assert [r["status"] for r in rows] == ["ok"] and rows[0]["prompt_tokens"] > 5
 
 
 def test_offline_insights_state_recurring_topics_with_counts_and_dates(root: Path) -> None:

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from everos_reflect.engine.limits import Budget
 from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
 from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
@@ -68,7 +69,8 @@ def tier_settings(*, cooldown: float) -> tuple[SettingSpec, ...]:
                     "Wall time per run; the run stops between owners once past it.",
                     lambda v: None if v > 0 else "must be > 0"),
         SettingSpec("max_records", int, 50,
-                    "Records shown to the model per call, oldest first; the rest wait.",
+                    "Records one window holds (shown to the model per call, oldest first) and "
+                    "a run consumes; the rest wait for the next run.",
                     _at_least(2)),
         SettingSpec("max_depth", int, DEFAULT_MAX_DEPTH,
                     "Deepest record this tier may write (1 + the deepest record it cites).",
@@ -172,32 +174,6 @@ def sync(runtime: Runtime, paths: Iterable[Path]) -> None:
 
 
 @dataclass
-class Budget:
-    """The run limits (SPEC §10), counted as the run goes; ``exceeded`` names the one hit."""
-
-    max_llm_calls: int
-    max_tokens: int
-    max_wall_seconds: float
-    started: float = field(default_factory=time.monotonic)
-    llm_calls: int = 0
-    tokens: int = 0
-
-    @classmethod
-    def of(cls, settings: Mapping[str, Any]) -> Budget:
-        return cls(int(settings.get("max_llm_calls", 20)), int(settings.get("max_tokens",
-                   200_000)), float(settings.get("max_wall_seconds", 600.0)))
-
-    def exceeded(self) -> str | None:
-        if self.llm_calls >= self.max_llm_calls:
-            return f"max_llm_calls ({self.max_llm_calls}) reached"
-        if self.tokens >= self.max_tokens:
-            return f"max_tokens ({self.max_tokens}) reached"
-        if time.monotonic() - self.started >= self.max_wall_seconds:
-            return f"max_wall_seconds ({self.max_wall_seconds:g}) reached"
-        return None
-
-
-@dataclass
 class Derived:
     """What :meth:`BeliefTier.derive` did: the ids written and who wrote them at what cost."""
 
@@ -250,6 +226,10 @@ class BeliefTier(Strategy):
         """Call the LLM for ``work`` and write its records."""
         raise NotImplementedError
 
+    def calls_per_unit(self, settings: Mapping[str, Any]) -> int:
+        """The most LLM calls one owner's window makes (the run reserves them up front)."""
+        return 1
+
     def call(self, ctx: RunContext, budget: Budget, records: Sequence[Any],
              values: Mapping[str, str], derived: Derived) -> Any:
         """One task call through the configured provider, counted against the budget."""
@@ -257,10 +237,8 @@ class BeliefTier(Strategy):
         from everos_reflect.llm.tasks import TaskRequest
 
         prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
-        budget.llm_calls += 1
-        result = ctx.runtime.llm.run_task(self.task, TaskRequest(
+        result = ctx.llm.run_task(self.task, TaskRequest(  # charged to the run's budget
             records=tuple(records), values=dict(values), prompts=prompts))
-        budget.tokens += result.usage.total_tokens
         derived.provider, derived.model = result.provider, result.model
         derived.prompt_tokens += result.usage.prompt_tokens
         derived.completion_tokens += result.usage.completion_tokens
@@ -366,16 +344,19 @@ class BeliefTier(Strategy):
             ctx.log.warning("%s: %s", self.name, reason)
             counts["needs_llm"] += 1
             return dict(counts)
-        budget = Budget.of(ctx.settings)
+        budget = ctx.budget  # the engine's run limits (engine/limits.py)
         for work in self.due_owners(rt, ctx.settings, force=ctx.force, fix=True):
             if ctx.should_stop():
                 break
-            hit = budget.exceeded()
+            # an owner is started only if max_llm_calls leaves room for all of its calls
+            ahead = self.calls_per_unit(ctx.settings) if ctx.llm.metered else 0
+            hit = ctx.limit_reached(calls_ahead=ahead)
             if hit:
                 ctx.log.info("%s: stopping early: %s", self.name, hit)
                 counts["limit_reached"] += 1
                 break
             self._one(ctx, work, budget, counts)
+            budget.charge_records(len(work.items))
         return dict(counts)
 
     def _one(self, ctx: RunContext, work: Work, budget: Budget, counts: Counter[str]) -> None:

@@ -183,6 +183,10 @@ class ReflectInsights(BeliefTier):
             with transaction(conn):
                 cursors.advance(conn, self.name, work.ref, work.items, ctx.run_id)
 
+    def calls_per_unit(self, settings: Mapping[str, Any]) -> int:
+        """One questions call, then one insights call per question."""
+        return 1 + int(settings.get("questions", 3))
+
     # -- one owner -------------------------------------------------------------------------
 
     def derive(self, ctx: RunContext, work: Work, budget: Budget) -> Derived:
@@ -223,14 +227,11 @@ class ReflectInsights(BeliefTier):
         from everos_reflect.llm.prompts import Prompts
         from everos_reflect.llm.tasks import TaskRequest
 
-        hit = budget.exceeded()
-        if hit:
-            raise LimitReached(hit)
+        if budget.llm_calls >= budget.max_llm_calls:  # reserved up front; never passed
+            raise LimitReached(f"max_llm_calls ({budget.max_llm_calls}) reached")
         prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
-        budget.llm_calls += 1
-        result = ctx.runtime.llm.run_task(task, TaskRequest(
+        result = ctx.llm.run_task(task, TaskRequest(  # charged to the run's budget
             records=tuple(records), values=dict(values), prompts=prompts))
-        budget.tokens += result.usage.total_tokens
         derived.provider, derived.model = result.provider, result.model
         derived.prompt_tokens += result.usage.prompt_tokens
         derived.completion_tokens += result.usage.completion_tokens
