@@ -12,9 +12,11 @@ import json
 import sqlite3
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
-from everos_reflect.model import UserRef
+from everos_reflect.index.db import db_path
+from everos_reflect.model import UserRef, text_hash
 
 #: Seconds in a week, and the shift that makes epoch weeks start on Monday (1970-01-01 was a
 #: Thursday), so an epoch-week number is the ISO week.
@@ -28,6 +30,15 @@ def _ref(row: sqlite3.Row | Sequence[Any]) -> UserRef:
 
 def _marks(values: Sequence[Any]) -> str:
     return ",".join("?" * len(values))
+
+
+def _id_list(text: str | None) -> list[str]:
+    """A JSON list column as ids; an unreadable one (a damaged index) as none."""
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
 
 
 # -- entries ------------------------------------------------------------------------------------
@@ -67,7 +78,7 @@ def live_narrative_sources(conn: sqlite3.Connection) -> list[tuple[UserRef, str,
         "SELECT app_id, project_id, user_id, id, sources FROM entries "
         "WHERE kind = 'episode' AND parent_type = 'cluster' AND deprecated_by IS NULL "
         "AND sources != '[]'").fetchall()
-    return [(_ref(r), r[3], list(json.loads(r[4]))) for r in rows]
+    return [(_ref(r), r[3], _id_list(r[4])) for r in rows]
 
 
 def sources_of_narratives_archived_as(conn: sqlite3.Connection, ref: UserRef,
@@ -78,7 +89,7 @@ def sources_of_narratives_archived_as(conn: sqlite3.Connection, ref: UserRef,
         "SELECT sources FROM entries WHERE app_id=? AND project_id=? AND user_id=? AND "
         "kind='episode' AND parent_type='cluster' AND deprecated_by=?",
         (ref.app, ref.project, ref.user_id, marker)).fetchall()
-    return [list(json.loads(r[0] or "[]")) for r in rows]
+    return [_id_list(r[0]) for r in rows]
 
 
 def owners_with_narratives_archived_as(conn: sqlite3.Connection, marker: str) -> list[UserRef]:
@@ -99,15 +110,17 @@ def narrative_owners_other_than(conn: sqlite3.Connection, entry_id: str,
     return [_ref(r) for r in rows]
 
 
-def facts_embedded_with(conn: sqlite3.Connection, ref: UserRef, ids: Sequence[str],
-                        embed_model: str) -> set[str]:
-    """Those of the atomic facts ``ids`` whose stored vector came from ``embed_model``."""
+def facts_embedded_as_stated(conn: sqlite3.Connection, ref: UserRef, ids: Sequence[str],
+                             embed_model: str) -> set[str]:
+    """Those of the atomic facts ``ids`` whose stored vector came from ``embed_model`` and
+    embedded exactly their stated text (so the vector can stand for that text)."""
     if not ids:
         return set()
-    return {r[0] for r in conn.execute(
-        f"SELECT id FROM entries WHERE app_id=? AND project_id=? AND user_id=? AND "
-        f"kind='atomic_fact' AND embed_model=? AND id IN ({_marks(ids)})",
-        (ref.app, ref.project, ref.user_id, embed_model, *ids))}
+    rows = conn.execute(
+        f"SELECT id, text, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
+        f"user_id=? AND kind='atomic_fact' AND embed_model=? AND id IN ({_marks(ids)})",
+        (ref.app, ref.project, ref.user_id, embed_model, *ids))
+    return {r[0] for r in rows if r[2] == text_hash(r[1])}
 
 
 def live_facts_of(conn: sqlite3.Connection, ref: UserRef,
@@ -136,6 +149,27 @@ def indexed_owners(conn: sqlite3.Connection) -> int:
     """How many owners have at least one indexed entry."""
     return int(conn.execute("SELECT COUNT(*) FROM (SELECT DISTINCT app_id, project_id, "
                             "user_id FROM entries)").fetchone()[0])
+
+
+def archived_toward_missing(conn: sqlite3.Connection, *,
+                            exempt: str) -> list[tuple[UserRef, str, str]]:
+    """``(owner, entry id, deprecated_by)`` of entries archived toward an id their owner has
+    no entry for; ``exempt`` (the undo marker) and self-links are not such ids."""
+    rows = conn.execute(
+        "SELECT e.app_id, e.project_id, e.user_id, e.id, e.deprecated_by FROM entries e "
+        "WHERE e.deprecated_by IS NOT NULL AND e.deprecated_by NOT IN (?, e.id) "
+        "AND NOT EXISTS (SELECT 1 FROM entries n WHERE n.app_id = e.app_id AND "
+        "n.project_id = e.project_id AND n.user_id = e.user_id AND n.id = e.deprecated_by) "
+        "ORDER BY e.app_id, e.project_id, e.user_id, e.id", (exempt,)).fetchall()
+    return [(_ref(r), r[3], r[4]) for r in rows]
+
+
+def interrupted_merges(conn: sqlite3.Connection) -> int:
+    """How many merges the journal holds (a crash interrupted them; recovery finishes them)."""
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0])
+    except sqlite3.Error:  # a root never migrated that far
+        return 0
 
 
 # -- files --------------------------------------------------------------------------------------
@@ -194,14 +228,11 @@ def reflection_reports(conn: sqlite3.Connection, *, limit: int | None = None,
     return [dict(r) for r in conn.execute(sql, params)]
 
 
-def run_row(conn: sqlite3.Connection, run_id: str) -> dict[str, Any] | None:
-    """One ``runs`` row (``counts`` still JSON text), or ``None``."""
-    row = conn.execute("SELECT * FROM runs WHERE id = ?", (run_id,)).fetchone()
-    return None if row is None else dict(row)
-
-
-def strategy_state(conn: sqlite3.Connection, name: str) -> dict[str, Any]:
-    """The scheduler's saved state for ``name`` (``{}`` when none)."""
-    row = conn.execute("SELECT state FROM strategy_state WHERE strategy = ?",
-                       (name,)).fetchone()
-    return json.loads(row[0]) if row else {}
+def readonly_query(root: Path, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of one query a person could type into ``sqlite3`` (the demo shows the audit that
+    way), on a read-only connection to ``root``'s ``system.db``."""
+    conn = sqlite3.connect(f"file:{db_path(root)}?mode=ro", uri=True)
+    try:
+        return [tuple(r) for r in conn.execute(sql)]
+    finally:
+        conn.close()

@@ -21,11 +21,12 @@ import numpy as np
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
 from everos_reflect.errors import ConfigError, EverosError, ProviderUnavailable
+from everos_reflect.index import reads
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import LLM
 from everos_reflect.llm.prompts import Prompts
-from everos_reflect.model import Kind, UserRef, text_hash
+from everos_reflect.model import Kind, UserRef
 from everos_reflect.strategies import holdback, journal
 from everos_reflect.strategies.consolidate import (
     Draft,
@@ -289,13 +290,8 @@ class ReflectionRun:
         pairs = [pair for fs in facts.values() for pair in fs]
         if remember is None or not pairs:
             return
-        ids = [fid for fid, _ in pairs]
-        marks = ",".join("?" * len(ids))
-        exact = {row["id"] for row in self.rt.db().execute(
-            f"SELECT id, text, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
-            f"user_id=? AND kind='atomic_fact' AND embed_model=? AND id IN ({marks})",
-            (ref.app, ref.project, ref.user_id, self.rt.embedder.name, *ids))
-            if row["text_hash"] == text_hash(row["text"])}
+        exact = reads.facts_embedded_as_stated(self.rt.db(), ref, [fid for fid, _ in pairs],
+                                               self.rt.embedder.name)
         stored = self.rt.vectors.get_vectors(Kind.ATOMIC_FACT, ref, sorted(exact))
         texts = [" ".join(text.split()) for fid, text in pairs if fid in stored]
         if texts:
@@ -316,11 +312,7 @@ class ReflectionRun:
 
 def users_with_clusters(runtime: Runtime) -> Iterator[UserRef]:
     """Every user of every app/project tenant that has clusters, in a stable order."""
-    rows = runtime.db().execute(
-        "SELECT DISTINCT app_id, project_id, user_id FROM clusters "
-        "ORDER BY app_id, project_id, user_id").fetchall()
-    for row in rows:
-        yield UserRef(row["app_id"], row["project_id"], row["user_id"])
+    yield from reads.cluster_owners(runtime.db())
 
 
 def live_facts(runtime: Runtime, ref: UserRef,
@@ -328,15 +320,8 @@ def live_facts(runtime: Runtime, ref: UserRef,
     """``{episode id: [(fact id, fact text), ...]}`` of the live atomic facts of ``parents``,
     from the index (just reconciled with the Markdown by the run's scan)."""
     out: dict[str, list[tuple[str, str]]] = {}
-    if not parents:
-        return out
-    marks = ",".join("?" * len(parents))
-    rows = runtime.db().execute(
-        f"SELECT id, parent_id, text FROM entries WHERE app_id=? AND project_id=? AND "
-        f"user_id=? AND kind='atomic_fact' AND deprecated_by IS NULL AND parent_id IN ({marks}) "
-        f"ORDER BY ts, id", (ref.app, ref.project, ref.user_id, *parents)).fetchall()
-    for row in rows:
-        out.setdefault(row["parent_id"], []).append((row["id"], row["text"]))
+    for fact_id, parent, text in reads.live_facts_of(runtime.db(), ref, parents):
+        out.setdefault(parent, []).append((fact_id, text))
     return out
 
 
