@@ -101,6 +101,10 @@ def _settings() -> tuple[SettingSpec, ...]:
         SettingSpec("max_depth", int, 2,
                     "Deepest insight (an insight citing an insight is depth 2; at most 3).",
                     _depth_problem),
+        SettingSpec("max_records", int, 1000,
+                    "New Episodes a run consumes; an owner's window is never cut (the "
+                    "accumulator), the run stops between owners once past it.",
+                    lambda v: None if v >= 1 else "must be >= 1"),
     )
     names = {s.name for s in mine}
     common = tuple(s for s in tier_settings(cooldown=120.0) if s.name not in names)
