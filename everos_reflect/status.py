@@ -66,8 +66,8 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
 
     Counts come from ``system.db`` when the index exists (cheap), else from parsing the
     Markdown. ``strategies``: the strategy rows when the caller has better ones (the daemon's
-    scheduler knows the next fire times); else they are computed. New sections (e.g. "strategies") are added as new top-level keys; the text
-    renderer shows keys it does not know generically.
+    scheduler knows the next fire times); else they are computed. New sections are added as
+    new top-level keys; the CLI's text renderer shows keys it does not know generically.
     """
     from everos_reflect.index import db as dbmod
 
