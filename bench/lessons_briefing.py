@@ -1,7 +1,8 @@
 """Procedural lessons and the bounded briefing on a synthetic agent history.
 
     python bench/lessons_briefing.py [--tasks-per-type 45] [--seed 7] [--latency-records 10000]
-                                     [--queries 100] [--out bench/results/lessons_briefing]
+                                     [--queries 100] [--parts lessons,precision,latency]
+                                     [--load-note TEXT] [--out bench/results/lessons_briefing]
 
 1. **Lessons.** Five task types, each with a planted recurring error (in most failed tasks,
    with volatile numbers/hosts) and a planted fix (a step every successful task takes and no
@@ -15,10 +16,12 @@
    (episode hits as ``- subject: text`` lines until the budget is full). Episodes, tasks and
    lessons are embedded with the bundled MiniLM.
 3. **Briefing latency** at ``--latency-records`` records for one user (episodes, facts, tasks,
-   lessons, insights): wall time of ``build_briefing`` per distinct query, the query embedding
-   with the bundled ONNX model included. The records' vectors are MiniLM vectors of ~600
-   template sentences (embedding 10k texts on 2 shared cores adds minutes and changes no query
-   cost); queries are embedded for real, each one new to the embedder's cache.
+   lessons, insights), loaded through the bulk path (whole daily logs, then one ``reindex``):
+   wall time of ``build_briefing`` per distinct query, the query embedding with the bundled
+   ONNX model included, for both ``[embedding] low_memory`` settings (timed query by query in
+   turn). The records' vectors are MiniLM vectors of their template sentences (embedding 10k
+   texts on 2 shared cores adds minutes and changes no query cost); queries are embedded for
+   real, each one new to the embedder's cache.
 
 Prints the figures and writes ``<out>.json`` / ``<out>.md``. Asserts nothing.
 """
@@ -439,6 +442,8 @@ def main() -> None:
                     help="comma-separated subset of lessons,precision,latency (precision needs "
                          "lessons)")
     ap.add_argument("--out", default="bench/results/lessons_briefing")
+    ap.add_argument("--load-note", default="",
+                    help="how the machine was held, e.g. 'run under /work/notes/bin/idle'")
     args = ap.parse_args()
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     if not parts or set(parts) - set(PARTS) or ("precision" in parts and "lessons" not in parts):
@@ -472,6 +477,7 @@ def main() -> None:
         shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()
     result |= {"command": "python bench/lessons_briefing.py " + " ".join(sys.argv[1:]),
+               "load_note": args.load_note,
                "load_average_before": [round(x, 2) for x in load],
                "load_average_after": [round(x, 2) for x in load_after],
                "cpus": os.cpu_count(), "when": datetime.now(UTC).isoformat(timespec="seconds")}
@@ -489,8 +495,9 @@ def render(r: dict[str, Any]) -> str:
              f"{r['load_average_after'][0]} on {r['cpus']} cores)" if loaded
              else f"idle machine (1-min load average {r['load_average_before'][0]} → "
                   f"{r['load_average_after'][0]}, {r['cpus']} cores)")
+    note = f" {r['load_note']}." if r.get("load_note") else ""
     lines = ["# Lessons and briefing on a synthetic agent history", "",
-             f"`{r['command']}` — {r['when']}, {label}.", ""]
+             f"`{r['command']}` — {r['when']}, {label}.{note}", ""]
     if "lessons" in r:
         les = r["lessons"]
         lines += [
