@@ -66,15 +66,16 @@ def check_bind(host: str, token: str | None) -> None:
                             "token (or EVEROS_SERVER__TOKEN), or bind 127.0.0.1")])
 
 
-def recover_interrupted_merges(runtime: Runtime) -> int:
-    """Finish or abandon merges a crash interrupted, at start-up rather than at the next run.
+def recover_interrupted(runtime: Runtime) -> int:
+    """Ask every strategy to settle what a crash interrupted, at start-up rather than at its
+    next run (:func:`recovery.recover_all`).
 
-    Takes the Reflection lock without waiting: if a run in another process holds it, that run
-    recovers the journal itself. Returns how many interrupted merges were settled.
+    Takes each strategy's lock without waiting: if a run in another process holds it, that run
+    recovers itself. Returns how many interrupted units were settled.
     """
-    from everos_reflect.strategies import journal
+    from everos_reflect.engine.recovery import recover_all
 
-    return journal.settle(runtime, wait=0)
+    return sum(sum(c.values()) for c in recover_all(runtime, wait=0).values())
 
 
 def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None) -> None:
@@ -95,7 +96,7 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
                           f"{other['host']}:{other['port']}")
 
     engine = Engine(runtime)  # marks runs of a crashed daemon abandoned
-    recover_interrupted_merges(runtime)
+    recover_interrupted(runtime)
     watcher = Watcher(runtime)
     scheduler = Scheduler(engine)
     server = _Server(uvicorn.Config(

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
+from everos_reflect.engine.limits import Budget
 from everos_reflect.engine.registry import (
     RunContext,
     Strategy,
@@ -289,9 +290,13 @@ class Engine:
         attempt = 1
         while True:
             ctx = RunContext(self.runtime, dict(settings), run_id, trigger, force,
-                             self._stop.is_set, strategy_log)
+                             self._stop.is_set, strategy_log, Budget.of(settings))
             try:
+                # what a crash interrupted first, under this run's lock (every strategy's hook)
+                recovered = _clean_counts(strategy.recover(self.runtime))
                 counts = _clean_counts(strategy.run(ctx))
+                for key, value in recovered.items():
+                    counts[key] = counts.get(key, 0) + value
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 log.exception("%s: run %s attempt %d failed", name, run_id, attempt)
@@ -303,6 +308,10 @@ class Engine:
                 self._update_attempt(run_id, attempt, error)
                 continue
             status, why = judge_counts(strategy, counts)
+            if ctx.budget.hit:  # stopped between units by a run limit: say which
+                counts.setdefault("limit_reached", 1)
+                status = PARTIAL if status == OK else status
+                why = f"stopped early: {ctx.budget.hit}" + (f"; {why}" if why else "")
             self._finish(run_id, status, why, counts, attempt)
             (log.info if status == OK else log.warning)(
                 "%s: run %s %s %s%s", name, run_id, status, counts, f" ({why})" if why else "")

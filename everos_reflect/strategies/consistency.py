@@ -12,6 +12,8 @@ import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from everos_reflect.markdown.parser import UNDONE
+
 
 @dataclass(frozen=True)
 class LiveBeside:
@@ -38,8 +40,9 @@ def live_beside_sources(narratives: Mapping[str, Iterable[str]],
 
 
 def index_report(conn: sqlite3.Connection) -> dict[str, object]:
-    """For ``status``: interrupted merges awaiting recovery, and live narratives beside live
-    sources, from ``system.db`` (per user: ids are unique per user only)."""
+    """For ``status``: interrupted merges awaiting recovery, live narratives beside live
+    sources, and entries archived toward an id no log of their user holds, from ``system.db``
+    (per user: ids are unique per user only)."""
     try:
         pending = conn.execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0]
     except sqlite3.Error:
@@ -65,7 +68,22 @@ def index_report(conn: sqlite3.Connection) -> dict[str, object]:
     from everos_reflect.strategies.holdback import held_back
 
     held = [h.to_json() for h in held_back(conn)]
-    return {"interrupted": pending, "live_beside_sources": beside, "held_back": held}
+    return {"interrupted": pending, "live_beside_sources": beside, "held_back": held,
+            "archived_toward_missing": archived_toward_missing(conn)}
 
 
-__all__ = ["LiveBeside", "index_report", "live_beside_sources"]
+def archived_toward_missing(conn: sqlite3.Connection) -> list[dict[str, str]]:
+    """Entries whose ``deprecated_by`` names an entry their user does not have (a narrative
+    deleted by hand, a typo): hidden from search with nothing replacing them. ``undone`` and
+    self-links (withdrawn by an abandoned merge) replace nothing on purpose."""
+    rows = conn.execute(
+        "SELECT e.app_id, e.project_id, e.user_id, e.id, e.deprecated_by FROM entries e "
+        "WHERE e.deprecated_by IS NOT NULL AND e.deprecated_by NOT IN (?, e.id) "
+        "AND NOT EXISTS (SELECT 1 FROM entries n WHERE n.app_id = e.app_id AND "
+        "n.project_id = e.project_id AND n.user_id = e.user_id AND n.id = e.deprecated_by) "
+        "ORDER BY e.app_id, e.project_id, e.user_id, e.id", (UNDONE,)).fetchall()
+    return [{"app_id": r[0], "project_id": r[1], "user_id": r[2], "entry": r[3],
+             "archived_toward": r[4]} for r in rows]
+
+
+__all__ = ["LiveBeside", "archived_toward_missing", "index_report", "live_beside_sources"]

@@ -31,7 +31,8 @@ and recovery only ever rolls it forward (a source a person edited in the crash w
 live and unarchived, and reported).
 
 :func:`recover` runs before anything else touches a root that has journal rows: at the start of
-every Reflection run, at ``serve``, and before every CLI command that writes (:func:`settle`).
+every Reflection run, at ``serve``, and before every CLI command that writes — the engine
+reaches it through ``ReflectEpisodes.recover`` (:mod:`everos_reflect.engine.recovery`).
 Every path is idempotent, so a crash *during* recovery is recovered the same way.
 """
 
@@ -574,38 +575,6 @@ def has_pending(root: Path) -> bool:
         conn.close()
 
 
-def settle(runtime: Runtime, *, wait: float = 10.0) -> int:
-    """Finish or abandon interrupted merges before a command writes anything to ``runtime``.
-
-    Takes the Reflection lock (waiting up to ``wait`` seconds): whoever holds it is a run or an
-    undo, and a run recovers the journal itself before anything else. Returns how many merges
-    were settled here. A root without journal rows costs one read-only SQLite query.
-    """
-    from filelock import FileLock, Timeout
-
-    from everos_reflect.engine.engine import lock_path
-    from everos_reflect.index.sync import Indexer
-
-    if not has_pending(runtime.root):
-        return 0
-    path = lock_path(runtime.root, REFLECT_STRATEGY)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path), thread_local=False)
-    try:
-        lock.acquire(timeout=wait)
-    except Timeout:
-        log.info("a Reflection run holds the lock; it settles the interrupted merges itself")
-        return 0
-    try:
-        return len(recover(runtime, Indexer(runtime)))
-    finally:
-        lock.release()
-
-
-#: The strategy whose lock guards the merge journal.
-REFLECT_STRATEGY = "reflect_episodes"
-
-
 __all__ = [
     "COMMITTED_STEPS",
     "REFLECTION_KEY",
@@ -624,5 +593,4 @@ __all__ = [
     "new_plan",
     "pending",
     "recover",
-    "settle",
 ]

@@ -13,6 +13,7 @@ import logging
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,6 +51,9 @@ DEFAULT_FACT_MATCH_THRESHOLD = 0.75
 DEFAULT_MIN_FACT_COVERAGE = 0.6
 #: A narrative longer than this share of its sources' words saves nothing and is rejected.
 DEFAULT_MAX_NARRATIVE_RATIO = 1.0
+#: LLM calls one cluster's merge makes (merge + facts): the run starts a cluster only while
+#: ``max_llm_calls`` leaves room for all of them.
+CALLS_PER_MERGE = 2
 
 
 def _positive(value: float) -> str | None:
@@ -117,6 +121,16 @@ class ReflectEpisodes(Strategy):
     def run(self, ctx: RunContext) -> dict[str, int]:
         return ReflectionRun(ctx).run()
 
+    def recover(self, runtime: Runtime) -> dict[str, int]:
+        """Finish or abandon the merges a crash interrupted (:func:`journal.recover`)."""
+        counts: Counter[str] = Counter()
+        for outcome in journal.recover(runtime, Indexer(runtime)):
+            counts[f"recovered_{outcome.status}"] += 1
+        return dict(counts)
+
+    def has_interrupted(self, root: Path) -> bool:
+        return journal.has_pending(root)
+
 
 class ReflectionRun:
     """One run's state: the runtime, its settings, the counts it reports."""
@@ -143,9 +157,9 @@ class ReflectionRun:
             self.counts[f"recovered_{outcome.status}"] += 1
         indexer.scan()
         clusters = ClusterService(self.rt)
-        llm = self.rt.llm
+        llm = self.ctx.llm  # every call charged to the run's limits (engine/limits.py)
         for ref in users_with_clusters(self.rt):
-            if self.ctx.should_stop():
+            if self.ctx.should_stop() or self.ctx.budget.hit:
                 break
             waiting = {p.cluster_id for p, _ in journal.pending(self.rt.db())}
             undone = set() if self.remerge_undone else holdback.undone_sources(self.rt.db(), ref)
@@ -174,21 +188,30 @@ class ReflectionRun:
             return
         workers = max(1, int(self.rt.settings.llm.max_concurrency))
         todo = iter(chosen)
+        calls = CALLS_PER_MERGE if getattr(llm, "metered", True) else 0
         with ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool:
-            flight: deque[tuple[Selection, Future[Draft]]] = deque()
+            flight: deque[tuple[Selection, Any, Future[Draft]]] = deque()
 
             def refill() -> None:
                 while len(flight) < workers and not self.ctx.should_stop():
                     sel = next(todo, None)
                     if sel is None:
                         return
-                    flight.append((sel, pool.submit(draft, sel, llm, self.prompts)))
+                    # a run limit stops the run between clusters, never one halfway: its
+                    # calls are promised before it starts
+                    unit = self.ctx.reserve_unit(calls)
+                    if unit is None:
+                        self.log.info("stopping early: %s", self.ctx.budget.hit)
+                        return
+                    self.ctx.budget.charge_records(len(sel.source_ids))
+                    flight.append((sel, unit, pool.submit(draft, sel, unit, self.prompts)))
 
             refill()
             while flight:
-                sel, future = flight.popleft()
+                sel, unit, future = flight.popleft()
                 if self.ctx.should_stop():
                     future.cancel()
+                    unit.close()
                     continue
                 try:
                     result = future.result()
@@ -196,6 +219,8 @@ class ReflectionRun:
                     self._failed(sel, llm, str(exc))
                 else:
                     self._commit(indexer, result)
+                finally:
+                    unit.close()
                 refill()
 
     # -- one cluster ----------------------------------------------------------------------------
