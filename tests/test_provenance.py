@@ -10,7 +10,7 @@ from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.strategies.provenance import find_stale
-from tests.reflect_fixtures import add_episode, make_runtime
+from tests.reflect_fixtures import add_episode, make_runtime, run_reflection
 
 DEV = UserRef.of("u_dev")
 
@@ -76,6 +76,30 @@ def test_an_archived_evidence_makes_the_insight_stale(root: Path) -> None:
         "stale", f"evidence {eps[0].id} was archived (replaced by {narrative.id})")
     # the depth-2 insight cites both the stale insight and the archived episode
     assert status(rt, second.id)[0] == "stale"
+
+
+def test_a_reflection_merge_of_the_evidence_makes_the_insights_stale(root: Path) -> None:
+    rt, eps, first, second = setup(root)
+    counts = run_reflection(rt)
+    assert counts.get("merged") == 1, counts
+    archived = {e.id: e.deprecated_by for e in rt.store.entries(DEV, Kind.EPISODE)
+                if e.deprecated_by}
+    assert set(archived) == {e.id for e in eps}  # the merge archived all three sources
+    (narrative_id,) = set(archived.values())
+    assert rt.store.get(DEV, narrative_id).meta["parent_type"] == "cluster"
+    state, reason = status(rt, first.id)
+    assert state == "stale"
+    assert reason is not None and reason.endswith(f"was archived (replaced by {narrative_id})")
+    assert status(rt, second.id)[0] == "stale"
+    # the stale state is in the insights' own Markdown and search leaves them out
+    text = rt.store.path_for_id(DEV, first.id).read_text()
+    assert "status: stale" in text and "stale_reason:" in text
+    from everos_reflect.index.search import search
+
+    hits = search(rt, "auth reverts", top_k=10, kind=Kind.INSIGHT)
+    assert hits == []
+    hits = search(rt, "auth reverts", top_k=10, kind=Kind.INSIGHT, include_stale=True)
+    assert {h.id for h in hits} == {first.id, second.id}
 
 
 def test_an_unrelated_change_leaves_insights_active(root: Path) -> None:

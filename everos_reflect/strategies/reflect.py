@@ -21,6 +21,7 @@ from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,11 +29,12 @@ import numpy as np
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
 from everos_reflect.errors import ConfigError, EverosError, ProviderUnavailable
+from everos_reflect.index import reads
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import LLM
 from everos_reflect.llm.prompts import Prompts
-from everos_reflect.model import Kind, UserRef, text_hash
+from everos_reflect.model import Kind, UserRef
 from everos_reflect.strategies import holdback, journal
 from everos_reflect.strategies.consolidate import (
     Draft,
@@ -61,6 +63,9 @@ DEFAULT_MAX_NARRATIVE_RATIO = 1.0
 #: Clusters drafted ahead of the one committing. Each waiting draft is a few KB; enough that
 #: the LLM never waits for a slow commit at the default ``llm.max_concurrency`` (4).
 DEFAULT_MAX_DRAFTS_AHEAD = 16
+#: LLM calls one cluster's merge makes (merge + facts): the run starts a cluster only while
+#: ``max_llm_calls`` leaves room for all of them.
+CALLS_PER_MERGE = 2
 
 
 def _positive(value: float) -> str | None:
@@ -132,6 +137,16 @@ class ReflectEpisodes(Strategy):
     def run(self, ctx: RunContext) -> dict[str, int]:
         return ReflectionRun(ctx).run()
 
+    def recover(self, runtime: Runtime) -> dict[str, int]:
+        """Finish or abandon the merges a crash interrupted (:func:`journal.recover`)."""
+        counts: Counter[str] = Counter()
+        for outcome in journal.recover(runtime, Indexer(runtime)):
+            counts[f"recovered_{outcome.status}"] += 1
+        return dict(counts)
+
+    def has_interrupted(self, root: Path) -> bool:
+        return journal.has_pending(root)
+
 
 _Facts = dict[str, list[tuple[str, str]]]
 
@@ -172,14 +187,15 @@ class ReflectionRun:
         for outcome in journal.recover(self.rt, indexer):
             self.counts[f"recovered_{outcome.status}"] += 1
         indexer.scan()
-        self._merge_all(indexer, self.rt.llm, self._selections(ClusterService(self.rt)))
+        self._merge_all(indexer, self.ctx.llm,  # every call charged to the run's limits
+                        self._selections(ClusterService(self.rt)))
         return dict(self.counts)
 
     def _selections(self, clusters: ClusterService) -> Iterator[Selection]:
         """Every user's chosen clusters, largest first, made lazily on the run's thread: a
         user's clusters are selected only when the pipeline has room for them."""
         for ref in users_with_clusters(self.rt):
-            if self.ctx.should_stop():
+            if self.ctx.should_stop() or self.ctx.budget.hit:
                 return
             waiting = {p.cluster_id for p, _ in journal.pending(self.rt.db())}
             undone = set() if self.remerge_undone else holdback.undone_sources(self.rt.db(), ref)
@@ -207,25 +223,34 @@ class ReflectionRun:
         between clusters."""
         workers = max(1, int(self.rt.settings.llm.max_concurrency))
         ahead = max(workers, self.max_ahead)
+        calls = CALLS_PER_MERGE if getattr(llm, "metered", True) else 0
         guard_lock = threading.Lock()  # one worker at a time embeds (memory, 2 cores)
         with ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool:
-            flight: deque[tuple[Selection, Future[_Prepared | None]]] = deque()
+            flight: deque[tuple[Selection, Any, Future[_Prepared | None]]] = deque()
 
             def refill() -> None:
                 while len(flight) < ahead and not self.ctx.should_stop():
                     sel = next(chosen, None)
                     if sel is None:
                         return
+                    # a run limit stops the run between clusters, never one halfway: its
+                    # calls are promised before it starts
+                    unit = self.ctx.reserve_unit(calls)
+                    if unit is None:
+                        self.log.info("stopping early: %s", self.ctx.budget.hit)
+                        return
+                    self.ctx.budget.charge_records(len(sel.source_ids))
                     # read here: SQLite connections belong to their thread
                     facts = live_facts(self.rt, sel.ref, [e.id for e in sel.replaced])
-                    flight.append((sel, pool.submit(self._prepare, sel, facts, llm,
-                                                    guard_lock)))
+                    flight.append((sel, unit, pool.submit(self._prepare, sel, facts, unit,
+                                                          guard_lock)))
 
             refill()
             while flight:
-                sel, future = flight.popleft()
+                sel, unit, future = flight.popleft()
                 if self.ctx.should_stop():
                     future.cancel()
+                    unit.close()
                     continue
                 refill()
                 try:
@@ -235,14 +260,17 @@ class ReflectionRun:
                 else:
                     if prepared is not None:
                         self._commit(indexer, prepared)
+                finally:
+                    unit.close()
 
     # -- one cluster ----------------------------------------------------------------------------
 
     def _prepare(self, sel: Selection, facts: _Facts, llm: LLM,
                  guard_lock: threading.Lock) -> _Prepared | None:
         """Worker thread: the LLM draft, then the guard's measurements (embeddings, no
-        writes). Raises ProviderUnavailable; None when the run was asked to stop first."""
-        if self.ctx.should_stop():
+        writes). Raises ProviderUnavailable; None when the run was asked to stop, or the
+        tokens or time of the clusters before it reached a run limit, before it started."""
+        if self.ctx.should_stop() or self.ctx.budget.spent() is not None:
             return None
         result = draft(sel, llm, self.prompts)
         given = result.provenance
@@ -330,13 +358,8 @@ class ReflectionRun:
         pairs = [pair for fs in facts.values() for pair in fs]
         if remember is None or not pairs:
             return
-        ids = [fid for fid, _ in pairs]
-        marks = ",".join("?" * len(ids))
-        exact = {row["id"] for row in self.rt.db().execute(
-            f"SELECT id, text, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
-            f"user_id=? AND kind='atomic_fact' AND embed_model=? AND id IN ({marks})",
-            (ref.app, ref.project, ref.user_id, self.rt.embedder.name, *ids))
-            if row["text_hash"] == text_hash(row["text"])}
+        exact = reads.facts_embedded_as_stated(self.rt.db(), ref, [fid for fid, _ in pairs],
+                                               self.rt.embedder.name)
         stored = self.rt.vectors.get_vectors(Kind.ATOMIC_FACT, ref, sorted(exact))
         texts = [" ".join(text.split()) for fid, text in pairs if fid in stored]
         if texts:
@@ -357,11 +380,7 @@ class ReflectionRun:
 
 def users_with_clusters(runtime: Runtime) -> Iterator[UserRef]:
     """Every user of every app/project tenant that has clusters, in a stable order."""
-    rows = runtime.db().execute(
-        "SELECT DISTINCT app_id, project_id, user_id FROM clusters "
-        "ORDER BY app_id, project_id, user_id").fetchall()
-    for row in rows:
-        yield UserRef(row["app_id"], row["project_id"], row["user_id"])
+    yield from reads.cluster_owners(runtime.db())
 
 
 def live_facts(runtime: Runtime, ref: UserRef,
@@ -369,15 +388,8 @@ def live_facts(runtime: Runtime, ref: UserRef,
     """``{episode id: [(fact id, fact text), ...]}`` of the live atomic facts of ``parents``,
     from the index (just reconciled with the Markdown by the run's scan)."""
     out: dict[str, list[tuple[str, str]]] = {}
-    if not parents:
-        return out
-    marks = ",".join("?" * len(parents))
-    rows = runtime.db().execute(
-        f"SELECT id, parent_id, text FROM entries WHERE app_id=? AND project_id=? AND "
-        f"user_id=? AND kind='atomic_fact' AND deprecated_by IS NULL AND parent_id IN ({marks}) "
-        f"ORDER BY ts, id", (ref.app, ref.project, ref.user_id, *parents)).fetchall()
-    for row in rows:
-        out.setdefault(row["parent_id"], []).append((row["id"], row["text"]))
+    for fact_id, parent, text in reads.live_facts_of(runtime.db(), ref, parents):
+        out.setdefault(parent, []).append((fact_id, text))
     return out
 
 
