@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shutil
 import socket
 import sqlite3
@@ -34,14 +33,15 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import chaos_corpus
+import chaos_kills
 import chaos_reader
+from chaos_kills import REFLECT, seed_root
 from chaos_servers import (
     EXE,
     REPO,
@@ -49,18 +49,8 @@ from chaos_servers import (
     child_env,
     peak_rss_mb,
     run,
-    run_killed,
     wait_until,
 )
-
-USERS = ["u_ana", "u_ben", "u_cy"]
-TOPICS = [
-    "Ana trains for the city marathon with long runs on Sunday mornings",
-    "Ben plans a trip to Lisbon and books flights hotels and a tram tour",
-    "Cy adopts a rescue dog named Pepper and walks her in the park",
-    "The team migrates the billing service database to Postgres",
-]
-REFLECT = "reflect_episodes"
 
 
 @dataclass
@@ -78,6 +68,8 @@ class Row:
 class Report:
     rows: list[Row] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: ((operation, where the kill landed), kills), read back from the root after each kill.
+    landed: list[tuple[tuple[str, str], int]] = field(default_factory=list)
 
     def add(self, *args: Any, **kwargs: Any) -> None:
         row = Row(*args, **kwargs)
@@ -92,7 +84,12 @@ class Report:
         lines = ["| section | case | runs | violations | detail |", "|---|---|---:|---:|---|"]
         lines += [f"| {r.section} | {r.case} | {r.runs} | {r.violations} | {r.detail} |"
                   for r in self.rows]
-        return "\n".join(lines + [""] + [f"- {n}" for n in self.notes])
+        lines += [""] + [f"- {n}" for n in self.notes]
+        if self.landed:
+            lines += ["", "Where the kills landed (read back from the root after each kill):", "",
+                      "| operation | landed | kills |", "|---|---|---:|"]
+            lines += [f"| {op} | {where} | {count} |" for (op, where), count in self.landed]
+        return "\n".join(lines)
 
 
 def free_port() -> int:
@@ -101,174 +98,56 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def user_rel(user: str) -> str:
-    return f"{chaos_corpus.APP}/{chaos_corpus.PROJECT}/users/{user}"
-
-
-def seed_root(root: Path, env: dict[str, str], per_topic: int = 3) -> None:
-    """A fresh root with every user writing a few episodes on a few topics (written as a person
-    would, straight into the daily logs), then indexed."""
-    done = run(["init", str(root)], env)
-    assert done.returncode == 0, done.stderr
-    day0 = date(2026, 6, 1)
-    for u, user in enumerate(USERS):
-        for t in range(per_topic):
-            day = day0 + timedelta(days=t)
-            texts = [f"{TOPICS[(u + k) % len(TOPICS)]} (note {t}.{k})." for k in range(2)]
-            folder = root / user_rel(user) / "episodes"
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / f"episode-{day.isoformat()}.md").write_text(
-                chaos_corpus.valid_log(user, day, texts))
-    done = run(["reindex", "--root", str(root)], env)
-    assert done.returncode == 0, done.stderr
-
-
-def settle(root: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    """The next start: a Reflection run recovers the journal, syncs the index, merges."""
-    return run(["trigger", REFLECT, "--force", "--root", str(root), "--timeout", "600"], env)
-
-
-def base_args(root: Path, user: str) -> list[str]:
-    return ["--root", str(root), "--user", user, "--app", chaos_corpus.APP,
-            "--project", chaos_corpus.PROJECT]
-
-
 # --------------------------------------------------------------------------- kills
 
-OPS = ["reflect", "recovery", "add", "undo", "watcher", "reindex"]
 
-
-def measure(root: Path, env: dict[str, str]) -> dict[str, float]:
-    """How long each killed command takes un-killed here, so kill times fall inside it."""
-    out = {}
-    for name, args in [("reindex", ["reindex", "--root", str(root)]),
-                       ("reflect", ["trigger", REFLECT, "--force", "--root", str(root)])]:
-        started = time.perf_counter()
-        run(args, env)
-        out[name] = time.perf_counter() - started
-    started = time.perf_counter()
-    run(["add", *base_args(root, USERS[0]), "--subject", "timing", "--content",
-         f"{TOPICS[0]} (timing)."], env)
-    out["add"] = time.perf_counter() - started
-    return out
-
-
-def kill_once(op: str, i: int, root: Path, env: dict[str, str], rng: random.Random,
-              times: dict[str, float], expected: dict[tuple[str, str], str]) -> str:
-    """One kill during ``op``. Returns what was done (for the log)."""
-    user = rng.choice(USERS)
-    content = f"{rng.choice(TOPICS)} (kill {i})."
-    if op == "add":
-        args = ["add", *base_args(root, user), "--subject", f"kill {i}", "--content", content,
-                "--json"]
-        proc = subprocess.Popen([*EXE, *args], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, text=True, cwd=REPO)
-        try:
-            out, _ = proc.communicate(timeout=rng.uniform(0.1, times["add"] * 1.2))
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            return "add killed"
-        if proc.returncode == 0:  # acknowledged: this text must never be lost
-            expected[(user_rel(user), json.loads(out)["id"])] = content
-        return f"add finished first (exit {proc.returncode})"
-    if op == "watcher":
-        port = free_port()
-        proc = subprocess.Popen([*EXE, "serve", "--root", str(root), "--port", str(port)],
-                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                cwd=REPO)
-        daemon = root / ".index" / "daemon.json"
-        wait_until(daemon.exists, 60)
-        done = run(["add", *base_args(root, user), "--subject", f"watched {i}", "--content",
-                    content, "--json"], env)
-        if done.returncode == 0:
-            expected[(user_rel(user), json.loads(done.stdout)["id"])] = content
-        time.sleep(rng.uniform(0.0, 2.5))  # the watcher's debounce and sync happen in here
-        proc.kill()
-        proc.wait()
-        return "serve killed during watcher sync"
-    if op == "reindex":
-        killed, _ = run_killed(["reindex", "--root", str(root)], env,
-                               rng.uniform(0.2, times["reindex"]))
-        return f"reindex {'killed' if killed else 'finished first'}"
-    if op == "reflect":
-        killed, _ = run_killed(["trigger", REFLECT, "--force", "--root", str(root)], env,
-                               rng.uniform(0.5, times["reflect"]))
-        return f"reflect {'killed' if killed else 'finished first'}"
-    if op == "undo":
-        merged = chaos_reader.live_narratives(root)
-        if not merged:
-            return "undo: nothing merged yet"
-        owner, narrative = rng.choice(merged)
-        killed, _ = run_killed(["undo", narrative, *base_args(root, owner)[2:], "--root",
-                                str(root)], env, rng.uniform(0.2, times["add"] * 2))
-        return f"undo {narrative} {'killed' if killed else 'finished first'}"
-    # recovery: leave an interrupted merge, then kill the command that recovers it
-    for _ in range(6):
-        run_killed(["trigger", REFLECT, "--force", "--root", str(root)], env,
-                   rng.uniform(times["reflect"] * 0.3, times["reflect"]))
-        if chaos_reader.journal_rows(root):
-            break
-    pending = chaos_reader.journal_rows(root)
-    recoverer = rng.choice([["reindex", "--root", str(root)],
-                            ["trigger", REFLECT, "--force", "--root", str(root)],
-                            ["add", *base_args(root, user), "--subject", "r", "--content",
-                             content]])
-    killed, _ = run_killed(recoverer, env, rng.uniform(0.3, times["add"] * 1.5))
-    return (f"recovery of {pending} journal row(s) by {recoverer[0]} "
-            f"{'killed' if killed else 'finished first'}")
-
-
-#: Kill windows when they are not measured (the CI's short run): seconds.
-DEFAULT_WINDOWS = {"reindex": 6.0, "reflect": 10.0, "add": 2.5}
-
-
-def section_kills(report: Report, n: int, seed: int, work: Path, env: dict[str, str], *,
-                  measure_windows: bool = True) -> None:
-    root = work / "kills"
-    seed_root(root, env)
-    times = measure(root, env) if measure_windows else dict(DEFAULT_WINDOWS)
-    report.notes.append("kill windows (un-killed durations here): " + ", ".join(
-        f"{k} {v:.1f} s" for k, v in times.items()))
-    expected = chaos_reader.snapshot(root)
-    rng = random.Random(seed)
-    per_op: dict[str, list[int]] = {op: [0, 0] for op in OPS}
+def section_kills(report: Report, n: int, seed: int, work: Path, env: dict[str, str],
+                  template: Path, *, measure_windows: bool = True,
+                  budget_s: float = 3600.0) -> None:
+    per_op: dict[str, list[int]] = {op: [0, 0] for op in chaos_kills.OPS}
     totals = chaos_reader.Violations()
     examples: list[str] = []
-    for i in range(n):
-        op = OPS[i % len(OPS)] if i < len(OPS) else rng.choice(OPS)
-        what = kill_once(op, i, root, env, rng, times, expected)
-        done = settle(root, env)
-        found = chaos_reader.check_root(root, expected)
-        if chaos_reader.journal_rows(root):
-            found.unparseable.append("journal rows left after the next start")
-        if done.returncode not in (0, 3):
-            found.unparseable.append(f"settling run exited {done.returncode}: "
-                                     f"{done.stderr.strip()[-200:]}")
+
+    def on_kill(i: int, op: str, where: str, found: chaos_reader.Violations,
+                settled: str) -> None:
         per_op[op][0] += 1
         per_op[op][1] += found.total()
         for key, items in found.__dict__.items():
             getattr(totals, key).extend(items)
         if found.total():
             first = [m for items in found.__dict__.values() for m in items][:2]
-            examples.append(f"#{i} {what}: {found.count()} {first}")
-        print(f"    kill {i:3d} {op:<9} {what:<50} violations {found.total()}", flush=True)
-        expected.update(chaos_reader.snapshot(root))  # everything seen must stay
+            examples.append(f"#{i} {op} {where}: {found.count()} {first}")
+        print(f"    kill {i:3d} {op:<9} {where:<70} violations {found.total()}", flush=True)
+
+    started = time.perf_counter()
+    kills, done = chaos_kills.run_section(work / "kills", env, template, n=n, seed=seed,
+                                          measure_windows=measure_windows, budget_s=budget_s,
+                                          on_kill=on_kill)
+    seconds = time.perf_counter() - started
     for op, (runs, bad) in per_op.items():
         report.add("kills", f"SIGKILL during {op}", runs, bad)
     for key, count in totals.count().items():
-        report.add("kills", f"invariant: {key}", n, count)
+        report.add("kills", f"invariant: {key}", done, count)
+    report.notes.append(f"kills: {done} of {n} run in {seconds / 60:.1f} min"
+                        + ("" if done == n else f" (stopped at the {budget_s / 60:.0f} min "
+                           "budget)"))
+    report.notes.append("kill windows (un-killed durations here): " + ", ".join(
+        f"{k} {v:.1f} s" for k, v in kills.times.items()))
+    report.landed = sorted(kills.landed.items())
+    report.notes.append("commands killed while recovering: " + ", ".join(
+        f"{k} {v}" for k, v in sorted(kills.recoverers.items())))
     report.notes += [f"kill violation {e}" for e in examples[:10]]
 
 
 # --------------------------------------------------------------------------- malformed
 
 
-def section_malformed(report: Report, n: int, work: Path, env: dict[str, str]) -> None:
+def section_malformed(report: Report, n: int, work: Path, env: dict[str, str], *,
+                      huge_scale: float = 1.0) -> None:
     root = work / "malformed"
     done = run(["init", str(root)], env)
     assert done.returncode == 0, done.stderr
-    counts, paths, valid = chaos_corpus.make_corpus(root, n)
+    counts, paths, valid = chaos_corpus.make_corpus(root, n, huge_scale=huge_scale)
     broken = [p for p, case in paths.items() if case not in chaos_corpus.VALID_CASES]
     before = chaos_corpus.fingerprint(broken)
     port = free_port()
@@ -286,7 +165,7 @@ def section_malformed(report: Report, n: int, work: Path, env: dict[str, str]) -
 
     started = time.perf_counter()
     up = wait_until(healthy, 300)
-    indexed = wait_until(lambda: _indexed(root, valid), 600, step=1.0)
+    indexed = wait_until(lambda: _indexed(root, valid), 600, step=0.2)
     index_s = time.perf_counter() - started
     started = time.perf_counter()
     reflect = run(["trigger", REFLECT, "--force", "--root", str(root), "--timeout", "600",
@@ -337,8 +216,9 @@ def _indexed(root: Path, texts: list[str]) -> bool:
 # --------------------------------------------------------------------------- llm faults
 
 
-def faults(fake: ChaosOpenAI) -> dict[str, list[Any]]:
-    """The matrix: each fault answers every chat call of a run."""
+def faults(fake: ChaosOpenAI, llm_timeout: float = 1.5) -> dict[str, list[Any]]:
+    """The matrix: each fault answers every chat call of a run (the timeout fault answers
+    well after the client's ``llm_timeout``)."""
     def injection(body: dict[str, Any]) -> str:
         """A well-formed reply that obeys an injected instruction instead of merging."""
         schema = (body.get("response_format") or {}).get("json_schema") or {}
@@ -351,7 +231,8 @@ def faults(fake: ChaosOpenAI) -> dict[str, list[Any]]:
     return {
         "HTTP 500": [fake.Status(500)],
         "429 with Retry-After": [fake.Status(429, headers={"Retry-After": "1"})],
-        "timeout": [fake.Reply(json.dumps({"title": "t", "content": "c"}), delay=4.0)],
+        "timeout": [fake.Reply(json.dumps({"title": "t", "content": "c"}),
+                               delay=llm_timeout * 2.5)],
         "garbage": ["I am not JSON at all <html>"],
         "truncated JSON": ['{"title": "Ana", "content": "Ana trains for'],
         "cut-off body": [fake.Drop()],
@@ -360,15 +241,14 @@ def faults(fake: ChaosOpenAI) -> dict[str, list[Any]]:
     }
 
 
-def section_llm(report: Report, work: Path, base_env: dict[str, str], fake: ChaosOpenAI) -> None:
-    template = work / "llm-template"
-    seed_root(template, base_env, per_topic=2)
-    for name, items in faults(fake).items():
+def section_llm(report: Report, work: Path, base_env: dict[str, str], fake: ChaosOpenAI,
+                template: Path, llm_timeout: float = 1.5) -> None:
+    for name, items in faults(fake, llm_timeout).items():
         root = work / f"llm-{name.replace(' ', '_')}"
         shutil.copytree(template, root, symlinks=True)
         env = dict(base_env, EVEROS_LLM__PROVIDER="openai", EVEROS_LLM__BASE_URL=fake.base_url,
                    EVEROS_LLM__API_KEY="chaos", EVEROS_LLM__MODEL="chaos-llm",
-                   EVEROS_LLM__TIMEOUT_SECONDS="1.5", EVEROS_LLM__MAX_RETRIES="1")
+                   EVEROS_LLM__TIMEOUT_SECONDS=str(llm_timeout), EVEROS_LLM__MAX_RETRIES="1")
         before = {p: p.read_bytes() for p in root.rglob("*.md") if ".index" not in p.parts}
         with fake._lock:
             fake._chat.clear()
@@ -394,55 +274,92 @@ def section_llm(report: Report, work: Path, base_env: dict[str, str], fake: Chao
 # --------------------------------------------------------------------------- api fuzz
 
 
-def section_fuzz(report: Report, work: Path, env: dict[str, str], max_examples: int) -> None:
-    try:
-        import schemathesis  # noqa: F401
-    except ImportError:
-        report.add("api", "schemathesis fuzz", 0, 0, "NOT RUN: schemathesis not installed")
-        return
+def section_fuzz(report: Report, work: Path, env: dict[str, str], max_examples: int,
+                 seed: int, template: Path) -> None:
+    """schemathesis (every default check: status codes, content types, response schemas and
+    headers, negative data rejected, no server error) against a real ``serve`` over HTTP."""
     root = work / "fuzz"
-    seed_root(root, env, per_topic=1)
+    shutil.copytree(template, root, symlinks=True)
     port = free_port()
     serve = subprocess.Popen([*EXE, "serve", "--root", str(root), "--port", str(port)], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=REPO)
+    out = work / "schemathesis"
     try:
-        wait_until((root / ".index" / "daemon.json").exists, 120)
-        time.sleep(1.0)
+        up = wait_until(lambda: chaos_kills._healthy(port), 120)
+        started = time.perf_counter()
         done = subprocess.run(
             [sys.executable, "-m", "schemathesis.cli", "run",
-             f"http://127.0.0.1:{port}/openapi.json", "--checks", "not_a_server_error",
-             "--max-examples", str(max_examples), "--exclude-path-regex", "/ome/trigger"],
+             f"http://127.0.0.1:{port}/openapi.json", "--max-examples", str(max_examples),
+             "--seed", str(seed), "--suppress-health-check", "all", "--no-color",
+             "--report", "json", "--report-dir", str(out)],
             capture_output=True, text=True, timeout=1800, env=env, cwd=work)
+        seconds = time.perf_counter() - started
+        alive = serve.poll() is None and chaos_kills._healthy(port)
     finally:
         serve.terminate()
-        serve.wait(60)
-    tail = done.stdout.strip().splitlines()[-1:] if done.stdout.strip() else [done.stderr[-200:]]
-    report.add("api", "schemathesis: no 5xx", max_examples, 0 if done.returncode == 0 else 1,
-               " ".join(tail))
+        try:
+            serve.wait(60)
+        except subprocess.TimeoutExpired:
+            serve.kill()
+    reports = sorted(out.glob("json-*.json")) if out.exists() else []
+    if not up or not reports:
+        report.add("api", "schemathesis ran", 0, 1,
+                   f"serve up={up}; no report; exit {done.returncode if up else '-'}: "
+                   f"{(done.stdout + done.stderr).strip()[-300:] if up else ''}")
+        return
+    result = json.loads(reports[-1].read_text())
+    cases = result["test_cases"]
+    failures = result.get("failures") or []
+    server = [f for f in failures if "server_error" in json.dumps(f)]
+    ops = result["operations"]
+    report.add("api", "schemathesis: no 5xx", cases["generated"], len(server),
+               f"{ops['tested']}/{ops['total']} operations, {seconds:.0f} s, "
+               f"exit {done.returncode}")
+    report.add("api", "schemathesis: no conformance failure", cases["generated"],
+               len(failures) - len(server) + len(result.get("errors") or [])
+               + (done.returncode != 0 and not failures),
+               f"cases with failures {cases['with_failures']}, errored {cases['errored']}")
+    report.add("api", "daemon up after the fuzz", 1, 0 if alive else 1, f"health 200={alive}")
+    missing = (result.get("warnings") or {}).get("missing_test_data") or []
+    if missing:
+        report.notes.append("schemathesis: operations that mostly answered 404 (no existing id "
+                            f"to reach their core logic): {', '.join(missing)}")
 
 
 # --------------------------------------------------------------------------- main
 
 
 def run_all(*, kills: int, malformed: int, seed: int, fuzz: bool, fuzz_examples: int,
-            work: Path | None = None, measure_windows: bool = True) -> Report:
+            work: Path | None = None, measure_windows: bool = True,
+            kill_budget_s: float = 3600.0, huge_scale: float = 1.0,
+            llm_timeout: float = 1.5) -> Report:
     report = Report()
     owned = work is None
     work = Path(tempfile.mkdtemp(prefix="everos-chaos-")) if work is None else work
     fake = ChaosOpenAI().start()
+    timings: list[str] = []
+
+    def timed(name: str, section: Any, *args: Any, **kwargs: Any) -> None:
+        print(name, flush=True)
+        started = time.perf_counter()
+        section(*args, **kwargs)
+        timings.append(f"{name} {time.perf_counter() - started:.0f} s")
+
     try:
         env = child_env(fake.base_url)
+        template = work / "seeded"  # one seeded root, copied by every section that needs one
+        timed("seed", seed_root, template, env)
         if kills:
-            print(f"kills: {kills}", flush=True)
-            section_kills(report, kills, seed, work, env, measure_windows=measure_windows)
+            timed(f"kills ({kills})", section_kills, report, kills, seed, work, env, template,
+                  measure_windows=measure_windows, budget_s=kill_budget_s)
         if malformed:
-            print(f"malformed: {malformed} files", flush=True)
-            section_malformed(report, malformed, work, env)
-        print("llm fault matrix", flush=True)
-        section_llm(report, work, env, fake)
+            timed(f"malformed ({malformed} files)", section_malformed, report, malformed,
+                  work, env, huge_scale=huge_scale)
+        timed("llm fault matrix", section_llm, report, work, env, fake, template,
+              llm_timeout)
         if fuzz:
-            print("api fuzz", flush=True)
-            section_fuzz(report, work, env, fuzz_examples)
+            timed("api fuzz", section_fuzz, report, work, env, fuzz_examples, seed, template)
+        report.notes.append("section wall times (under load): " + ", ".join(timings))
     finally:
         fake.stop()
         if owned:
@@ -457,11 +374,18 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--no-fuzz", dest="fuzz", action="store_false")
     parser.add_argument("--fuzz-examples", type=int, default=50)
+    parser.add_argument("--kill-budget-min", type=float, default=60.0,
+                        help="stop starting kills after this many minutes (the bound)")
+    parser.add_argument("--work", type=Path, default=None,
+                        help="scratch folder to keep (default: a temporary one, removed)")
     parser.add_argument("--out", type=Path, default=None, help="write the table (Markdown)")
     args = parser.parse_args()
     started = time.perf_counter()
+    if args.work is not None:
+        args.work.mkdir(parents=True, exist_ok=True)
     report = run_all(kills=args.kills, malformed=args.malformed, seed=args.seed,
-                     fuzz=args.fuzz, fuzz_examples=args.fuzz_examples)
+                     fuzz=args.fuzz, fuzz_examples=args.fuzz_examples, work=args.work,
+                     kill_budget_s=args.kill_budget_min * 60)
     minutes = (time.perf_counter() - started) / 60
     table = report.markdown()
     print("\n" + table)
@@ -469,8 +393,9 @@ def main() -> int:
     if args.out:
         args.out.write_text(
             f"# Chaos run\n\n`python bench/chaos.py --kills {args.kills} --malformed "
-            f"{args.malformed} --seed {args.seed}` — {minutes:.0f} min on a shared 2-core "
-            f"machine (times measured under load).\n\n{table}\n\n"
+            f"{args.malformed} --seed {args.seed} --fuzz-examples {args.fuzz_examples} "
+            f"--kill-budget-min {args.kill_budget_min:g}` — {minutes:.0f} min wall time on a "
+            f"shared 2-core machine (times measured under load).\n\n{table}\n\n"
             f"**Total violations: {report.total()}**\n")
     return 1 if report.total() else 0
 

@@ -81,14 +81,19 @@ def _crlf(user: str, day: date, rng: random.Random) -> bytes:
         "\n", "\r\n").encode()
 
 
+#: Size factor of the huge cases (1.0 in the full run; the CI's short run shrinks them).
+SCALE = {"huge": 1.0}
+
+
 def _huge_line(user: str, day: date, rng: random.Random) -> bytes:
-    line = " ".join(f"word{rng.randint(0, 99999)}" for _ in range(rng.randint(20000, 60000)))
+    words = int(rng.randint(20000, 60000) * SCALE["huge"])
+    line = " ".join(f"word{rng.randint(0, 99999)}" for _ in range(max(words, 1)))
     return valid_log(user, day, [line]).encode()
 
 
 def _huge_file(user: str, day: date, rng: random.Random) -> bytes:
     texts = [f"Entry {i} about a long diary of hiking trips number {i}." * 20
-             for i in range(rng.randint(800, 1500))]
+             for i in range(max(int(rng.randint(800, 1500) * SCALE["huge"]), 2))]
     return valid_log(user, day, texts).encode()
 
 
@@ -117,15 +122,17 @@ PLACES = ("symlink out of the root", "wrong place")
 VALID_CASES = frozenset({"huge line", "huge file"})
 
 
-def make_corpus(root: Path, n: int, *, seed: int = 11, huge_every: int = 40
-                ) -> tuple[dict[str, int], dict[Path, str], list[str]]:
+def make_corpus(root: Path, n: int, *, seed: int = 11, huge_every: int = 40,
+                huge_scale: float = 1.0) -> tuple[dict[str, int], dict[Path, str], list[str]]:
     """Write ``n`` malformed files (cycling through the cases; huge files only every
-    ``huge_every``-th turn to bound disk use) and valid neighbours.
+    ``huge_every``-th turn to bound disk use, ``huge_scale`` times their full size) and valid
+    neighbours.
 
     Returns (files per case, every malformed path with its case, the valid neighbours'
     contents that must be indexed).
     """
     rng = random.Random(seed)
+    SCALE["huge"] = huge_scale
     counts: dict[str, int] = {}
     paths: dict[Path, str] = {}
     outside = root.parent / f"{root.name}-outside"

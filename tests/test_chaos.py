@@ -1,5 +1,6 @@
 """The chaos harness, short: a few SIGKILLs (during Reflection, recovery, add), one
-malformed file of each kind, each LLM fault once — every row must show 0 violations.
+malformed file of each kind (the huge ones at 5 % size), each LLM fault once against a 0.5 s
+client timeout — every row must show 0 violations.
 
 The full run (100 kills, 306 files, schemathesis) is ``python bench/chaos.py``; its table is in
 bench/results/chaos.md.
@@ -19,10 +20,17 @@ import chaos
 @pytest.mark.slow
 def test_short_chaos_run_has_no_violations(tmp_path: Path) -> None:
     report = chaos.run_all(kills=3, malformed=13, seed=3, fuzz=False, fuzz_examples=0,
-                           work=tmp_path, measure_windows=False)
+                           work=tmp_path, measure_windows=False, huge_scale=0.05,
+                           llm_timeout=0.5)
 
     cases = {(r.section, r.case) for r in report.rows}
     assert ("kills", "SIGKILL during recovery") in cases
+    # the recovery kill really had an interrupted merge to recover
+    assert not any(op == "recovery" and "no journal row" in where
+                   for (op, where), _ in report.landed), report.landed
+    assert {c for s, c in cases if s == "malformed"}
+    corpus = next(n for n in report.notes if n.startswith("malformed corpus"))
+    assert all(case in corpus for case in chaos.chaos_corpus.CASES)
     assert {c for s, c in cases if s == "llm"} == set(chaos.faults(chaos.ChaosOpenAI()))
     bad = [r for r in report.rows if r.violations]
     assert not bad, report.markdown()

@@ -78,6 +78,24 @@ def test_lint_reports_an_archive_link_to_a_missing_entry(tmp_path: Path) -> None
     assert f"{sources[0].id} points at unknown id ep_20260101_0009" in lint.output
 
 
+def test_status_reports_an_archive_link_to_a_missing_entry(tmp_path: Path) -> None:
+    rt = make_runtime(tmp_path, ExtractiveLLM())
+    sources = seed_pets(rt)
+    rt.store.deprecate(ANDREW, {sources[0].id: "ep_20260101_0009",
+                                sources[1].id: "undone", sources[2].id: sources[2].id})
+    Indexer(rt).scan()
+    rt.close()
+    runner = CliRunner()
+
+    status = runner.invoke(cli, ["status", "--root", str(tmp_path), "--json"])
+
+    assert status.exit_code == 0, status.output
+    [item] = json.loads(status.stdout)["merges"]["archived_toward_missing"]
+    assert (item["entry"], item["archived_toward"]) == (sources[0].id, "ep_20260101_0009")
+    text = runner.invoke(cli, ["status", "--root", str(tmp_path)]).stdout
+    assert f"{sources[0].id} is archived toward ep_20260101_0009, which no log holds" in text
+
+
 def test_after_a_complete_merge_lint_finds_nothing_about_merges(tmp_path: Path) -> None:
     rt = make_runtime(tmp_path, ExtractiveLLM())
     seed_pets(rt)
