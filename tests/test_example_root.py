@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from everos_reflect.cli.store_cmds import scan_store
+from everos_reflect.lint import scan_store
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import parse_log
 from everos_reflect.markdown.store import MarkdownStore

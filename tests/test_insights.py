@@ -157,14 +157,46 @@ def test_depth_two_and_the_depth_cap(root: Path, fake_openai) -> None:
 
 
 def test_a_run_that_hits_max_llm_calls_stops_and_says_which(root: Path, fake_openai) -> None:
+    from everos_reflect.engine.engine import Engine
+
     rt = openai_runtime(root, fake_openai)
     fill(rt)
-    fake_openai.script({"questions": ["q?"]})
-    counts = run(rt, questions=1, max_llm_calls=1)
-    assert counts.get("failed") == 1 and insights(rt) == []
-    assert len(fake_openai.chat_bodies()) == 1
-    (row,) = list_derivations(rt.db(), strategy=NAME)
-    assert "max_llm_calls (1) reached" in row["error"]
+    (root / "ome.toml").write_text(f"[strategies.{NAME}]\nquestions = 1\nmax_llm_calls = 1\n")
+    outcome = Engine(rt).trigger(NAME, force=True, timeout=60)
+    # an owner needs 2 calls (questions + insights): it is not started with room for 1
+    assert outcome.status == "partial"
+    assert outcome.error == "stopped early: max_llm_calls (1) reached"
+    assert outcome.counts == {"limit_reached": 1}
+    assert fake_openai.chat_bodies() == [] and insights(rt) == []
+    assert list_derivations(rt.db(), strategy=NAME) == []
+    strategy = ReflectInsights()
+    settings = validate_strategy_settings(NAME, {}, "ome.toml")
+    assert len(list(strategy.due_owners(rt, settings))) == 1  # the window waits, unconsumed
+    (root / "ome.toml").write_text(f"[strategies.{NAME}]\nquestions = 1\nmax_llm_calls = 2\n")
+    fake_openai.script({"questions": ["q?"]}, cite_reverts)
+    outcome = Engine(rt).trigger(NAME, force=True, timeout=60)
+    assert outcome.status == "ok" and outcome.counts.get("written") == 1
+    assert len(fake_openai.chat_bodies()) == 2
+
+
+def test_a_run_past_max_tokens_stops_before_the_next_owner(root: Path, fake_openai) -> None:
+    from everos_reflect.engine.engine import Engine
+
+    rt = openai_runtime(root, fake_openai)
+    fill(rt)
+    other = UserRef.of("u_other")
+    for i in range(22):
+        add_episode(rt, other, f"2026-08-{1 + i:02d}T09:00:00+00:00", f"Note {i}",
+                    f"Another user's note {i}.", importance=8)
+    (root / "ome.toml").write_text(f"[strategies.{NAME}]\nquestions = 1\nmax_tokens = 5\n")
+    fake_openai.script({"questions": ["q?"]}, {"insights": []})
+    outcome = Engine(rt).trigger(NAME, force=True, timeout=60)
+    assert outcome.status == "partial"
+    assert outcome.error == "stopped early: max_tokens (5) reached"
+    assert outcome.counts == {"owners": 1, "limit_reached": 1}  # the first owner finished
+    assert len(fake_openai.chat_bodies()) == 2
+    rows = list_derivations(rt.db(), strategy=NAME)
+    assert [r["status"] for r in rows] == ["ok"] and rows[0]["prompt_tokens"] > 5
 
 
 def test_offline_insights_state_recurring_topics_with_counts_and_dates(root: Path) -> None:
@@ -184,3 +216,101 @@ def test_offline_insights_state_recurring_topics_with_counts_and_dates(root: Pat
         "2026-09-30)." in texts
     for entry in found:
         assert entry.meta["provider"] == "extractive" and len(entry.meta["evidence"]) >= 2
+
+
+# -- offline, without a pattern to state --------------------------------------------------------
+
+
+def status_row(rt: Runtime) -> dict[str, Any]:
+    from everos_reflect.engine.engine import strategies_status
+
+    return next(r for r in strategies_status(rt) if r["name"] == NAME)
+
+
+def test_offline_a_history_of_one_week_needs_an_llm_and_writes_nothing(root: Path) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    for i in range(25):  # 2026-08-03 is a Monday: every Episode falls in one ISO week
+        add_episode(rt, DEV, f"2026-08-0{3 + i % 5}T{8 + i % 10:02d}:00:00+00:00",
+                    f"Deploy {i}", "The user retried the deploy after reading the logs.",
+                    importance=9)
+    assert run(rt) == {"needs_llm": 1}
+    assert insights(rt) == []
+    row = status_row(rt)
+    assert row["unavailable"] and "needs an LLM" in row["unavailable"]
+    assert "3+ weeks" in row["unavailable"]
+    assert ReflectInsights().observe(rt, None) == 0  # nothing to do, so no data trigger
+
+
+def test_offline_an_owner_without_a_recurring_topic_is_skipped_and_recorded(root: Path) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    words = ["violin", "harbour", "quartz", "tulip", "glacier", "saffron", "compass", "ember",
+             "lantern", "orchid", "pebble", "meadow", "falcon", "velvet", "cobalt", "thistle",
+             "walnut", "marble", "canyon", "juniper", "lagoon", "mosaic"]
+    for i, word in enumerate(words):  # spread over 11 weeks, no word twice
+        add_episode(rt, DEV, f"2026-{6 + i // 8:02d}-{1 + (i % 8) * 3:02d}T09:00:00+00:00",
+                    f"Note {i}", f"A note about {word}.", importance=8)
+    counts = run(rt)
+    assert counts == {"needs_llm": 1}
+    assert insights(rt) == []
+    assert status_row(rt)["unavailable"] is None  # the history spans weeks: offline may apply
+    (row,) = list_derivations(rt.db(), strategy=NAME)
+    assert row["status"] == "skipped" and row["outputs"] == []
+    assert "this owner's Episodes show none" in row["error"]
+    strategy = ReflectInsights()
+    settings = validate_strategy_settings(NAME, {}, "ome.toml")
+    assert list(strategy.due_owners(rt, settings)) == []  # the accumulator reset all the same
+
+
+# -- a crash in the middle of an insight commit -------------------------------------------------
+
+
+class PowerCut(RuntimeError):
+    """Stands for the process dying at that point."""
+
+
+def recurring_history(rt: Runtime) -> None:
+    fill(rt)
+    for week in range(4):
+        add_episode(rt, DEV, f"2026-10-{1 + 7 * week:02d}T09:00:00+00:00", "Deploy retry",
+                    "Before retrying the deploy the user asked to see the kubernetes logs.",
+                    importance=8)
+
+
+def indexed_insights(rt: Runtime) -> list[str]:
+    return [r[0] for r in rt.db().execute(
+        "SELECT id FROM entries WHERE kind = 'insight' ORDER BY id")]
+
+
+@pytest.mark.parametrize("where", ["after the Markdown write", "after the index sync",
+                                   "inside the cursor transaction"])
+def test_a_crash_mid_commit_reruns_with_no_duplicate_and_no_half_state(
+        root: Path, monkeypatch: pytest.MonkeyPatch, where: str) -> None:
+    from everos_reflect.index import audit
+    from everos_reflect.strategies import belief_store
+    from everos_reflect.strategies import insights as insights_mod
+
+    rt = make_runtime(root, ExtractiveLLM())
+    recurring_history(rt)
+
+    def cut(*args: Any, **kwargs: Any) -> None:
+        raise PowerCut(where)
+
+    target = {"after the Markdown write": (insights_mod, "sync"),
+              "after the index sync": (belief_store.BeliefTier, "_record"),
+              "inside the cursor transaction": (audit, "insert_derivation")}[where]
+    with monkeypatch.context() as patch:
+        patch.setattr(*target, cut)
+        with pytest.raises(PowerCut):
+            run(rt)
+    written = insights(rt)
+    assert written, "the crash came after the Markdown write"
+    assert list_derivations(rt.db(), strategy=NAME) == []  # the bookkeeping never committed
+    counts = run(rt)  # the next run finds the outputs by their window key
+    assert counts == {"owners": 1, "recovered": 1}
+    assert [e.id for e in insights(rt)] == [e.id for e in written]  # no duplicate
+    assert indexed_insights(rt) == sorted(e.id for e in written)  # and the index has them
+    (row,) = list_derivations(rt.db(), strategy=NAME)
+    assert row["status"] == "ok" and sorted(row["outputs"]) == sorted(e.id for e in written)
+    strategy = ReflectInsights()
+    settings = validate_strategy_settings(NAME, {}, "ome.toml")
+    assert list(strategy.due_owners(rt, settings)) == []  # the window is consumed

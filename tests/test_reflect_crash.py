@@ -210,16 +210,16 @@ def test_crash_while_abandoning_is_finished_by_recovery(
 def test_daemon_start_settles_a_merge_interrupted_by_a_crash(
     root: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from everos_reflect.engine.daemon import recover_interrupted_merges
+    from everos_reflect.engine.daemon import recover_interrupted
 
     rt, original = seeded(root)
 
     crash_run_at(monkeypatch, rt, journal.FACTS)
 
     fresh = restart(root)
-    assert recover_interrupted_merges(fresh) == 1
+    assert recover_interrupted(fresh) == 1
     assert_merged_once(fresh, original)
-    assert recover_interrupted_merges(restart(root)) == 0  # nothing left in the journal
+    assert recover_interrupted(restart(root)) == 0  # nothing left in the journal
 
 
 @pytest.fixture(autouse=True)

@@ -420,8 +420,8 @@ def test_extractive_run_on_the_example_root_merges_and_a_rebuild_agrees(tmp_path
     """End to end with the shipped defaults: bundled MiniLM embedder, extractive provider."""
     import shutil
 
-    from everos_reflect.cli.store_cmds import scan_store
     from everos_reflect.index.sync import Indexer
+    from everos_reflect.lint import scan_store
 
     root = tmp_path / "root"
     example = Path(__file__).resolve().parent.parent / "memory_root_example"

@@ -144,18 +144,33 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         rows = scheduler.status() if scheduler else strategies_status(runtime, engine)
         return {"data": {"strategies": rows}}
 
+    @app.get(f"{API}/status", dependencies=guarded)
+    def status() -> dict[str, Any]:
+        """What ``everos-reflect status --json`` prints (the same function): users and
+        counts, files the parser cannot read, config problems, index lag, strategies."""
+        from everos_reflect.status import status_document
+
+        rows = scheduler.status() if scheduler else strategies_status(runtime, engine)
+        return {"data": status_document(runtime, strategies=rows)}
+
+    @app.get(f"{API}/lint", dependencies=guarded)
+    def lint() -> dict[str, Any]:
+        """What ``everos-reflect lint --json`` prints (the same function); ``ok`` is False on
+        any problem. Reads every daily log: meant for an operator, not for polling."""
+        from everos_reflect.lint import lint_report
+
+        return {"data": lint_report(runtime.root)}
+
     @app.get(f"{API}/ome/runs", dependencies=guarded)
     def runs(limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:
         return {"data": {"runs": list_runs(runtime, limit=limit)}}
 
     @app.get(f"{API}/ome/reports", dependencies=guarded)
     def reports(limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:
-        rows = runtime.db().execute(
-            "SELECT * FROM reflection_report ORDER BY created_at DESC LIMIT ?", (limit,)
-        ).fetchall()
+        from everos_reflect.index.reads import reflection_reports
+
         out = []
-        for row in rows:
-            item = dict(row)
+        for item in reflection_reports(runtime.db(), limit=limit):
             with contextlib.suppress(ValueError):  # else shown as stored
                 item["source_members"] = json.loads(item["source_members"] or "[]")
             out.append(item)

@@ -50,29 +50,30 @@ def open_runtime(root: str | None) -> Runtime:
 
 
 def settle_interrupted(root: Path) -> int:
-    """Finish or abandon merges a crash interrupted, before a command writes to ``root``.
+    """Settle what a crash interrupted (every strategy's ``recover`` hook that says a writer
+    must wait for it, e.g. Reflection's merge journal) before a command writes to ``root``.
 
-    Costs one read-only query when the journal is empty (the usual case); only a root with
-    interrupted merges opens a full runtime. Returns how many merges were settled.
+    Costs one read-only query per such strategy when nothing is pending (the usual case); only
+    a root with interrupted work opens a full runtime. Returns how many units were settled.
     """
-    from everos_reflect.strategies import journal
+    from everos_reflect.engine.recovery import has_interrupted, settle
 
-    if not journal.has_pending(root):
+    if not has_interrupted(root):
         return 0
     from everos_reflect.runtime import Runtime
 
     runtime = Runtime(root)
     try:
-        return journal.settle(runtime)
+        return settle(runtime)
     finally:
         runtime.close()
 
 
 def settle_journal(runtime: Runtime) -> int:
     """:func:`settle_interrupted` for a command that has its runtime open already."""
-    from everos_reflect.strategies import journal
+    from everos_reflect.engine.recovery import settle
 
-    return journal.settle(runtime)
+    return settle(runtime)
 
 
 def emit_json(document: Any) -> None:

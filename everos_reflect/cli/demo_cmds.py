@@ -30,6 +30,7 @@ from everos_reflect.cli.common import (
     root_option,
 )
 from everos_reflect.errors import EverosError
+from everos_reflect.index import reads
 from everos_reflect.model import UserRef
 from everos_reflect.runtime import Runtime
 
@@ -185,9 +186,9 @@ def _demo(rt: Runtime, show: _Show | None) -> dict[str, Any]:
     if outcome.status != OK:
         raise EverosError(f"reflect_episodes {outcome.status}: {outcome.error or 'no detail'}")
 
-    reports = [dict(r) for r in rt.db().execute(
-        "SELECT cluster_id, owner_id, mode, status, source_count, merged_entry_id, provider "
-        "FROM reflection_report WHERE run_id=? ORDER BY created_at", (outcome.run_id,))]
+    reports = reads.reflection_reports(rt.db(), run_id=outcome.run_id, columns=(
+        "cluster_id", "owner_id", "mode", "status", "source_count", "merged_entry_id",
+        "provider"))
     merged = [r for r in reports if r["status"] == "ok"]
     search_after = _search(rt)
     after = {
@@ -217,15 +218,10 @@ def _demo(rt: Runtime, show: _Show | None) -> dict[str, Any]:
 
 
 def _counts(rt: Runtime) -> dict[str, Any]:
-    live: dict[str, int] = {"episode": 0, "atomic_fact": 0}
-    archived: dict[str, int] = {"episode": 0, "atomic_fact": 0}
-    for row in rt.db().execute(
-            "SELECT kind, deprecated_by IS NULL AS live, COUNT(*) AS n FROM entries "
-            "GROUP BY kind, live"):
-        (live if row["live"] else archived)[row["kind"]] = row["n"]
-    users = rt.db().execute("SELECT COUNT(DISTINCT app_id || '/' || project_id || '/' || "
-                            "user_id) FROM entries").fetchone()[0]
-    return {"users": users, "live": live, "archived": archived}
+    live_n, archived_n = reads.kind_totals(rt.db())
+    live = {"episode": 0, "atomic_fact": 0, **live_n}
+    archived = {"episode": 0, "atomic_fact": 0, **archived_n}
+    return {"users": reads.indexed_owners(rt.db()), "live": live, "archived": archived}
 
 
 def _clusters(rt: Runtime) -> list[dict[str, Any]]:
@@ -286,13 +282,7 @@ def audit_text(root: Path) -> str:
                               timeout=30, check=False)
         if done.returncode == 0:
             return done.stdout
-    import sqlite3
-
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        rows = conn.execute(AUDIT_SQL).fetchall()
-    finally:
-        conn.close()
+    rows = reads.readonly_query(root, AUDIT_SQL)
     return "".join("|".join("" if v is None else str(v) for v in row) + "\n" for row in rows)
 
 

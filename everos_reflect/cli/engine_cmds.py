@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sys
 from typing import TYPE_CHECKING
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
 @handle_errors
 def serve_cmd(root: str | None, host: str | None, port: int | None) -> None:
     """Run the daemon: index watcher, strategy scheduler and HTTP API, until SIGTERM/Ctrl-C."""
-    from everos_reflect.engine.daemon import serve
+    from everos_reflect.serve import serve
 
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -96,15 +95,12 @@ def _finished(runtime: Runtime, outcome: RunOutcome) -> RunOutcome:
     """The outcome of a run that outlived the trigger's wait, from its run record."""
     from dataclasses import replace
 
-    row = runtime.db().execute("SELECT status, error, counts FROM runs WHERE id = ?",
-                               (outcome.run_id,)).fetchone()
+    from everos_reflect.index import runs
+
+    row = runs.get(runtime.db(), outcome.run_id) if outcome.run_id else None
     if row is None:
         return outcome
-    try:
-        counts = json.loads(row["counts"] or "{}")
-    except ValueError:
-        counts = {}
-    return replace(outcome, status=row["status"], error=row["error"], counts=counts)
+    return replace(outcome, status=row["status"], error=row["error"], counts=row["counts"])
 
 
 @click.command("runs")

@@ -33,12 +33,10 @@ REPORT_COLUMNS = (
 
 def list_reports(runtime: Runtime, limit: int = 20) -> list[dict[str, Any]]:
     """The newest ``reflection_report`` rows first; ``source_members`` decoded to a list."""
-    rows = runtime.db().execute(
-        f"SELECT {', '.join(REPORT_COLUMNS)} FROM reflection_report "
-        "ORDER BY created_at DESC, id DESC LIMIT ?", (max(0, limit),)).fetchall()
+    from everos_reflect.index.reads import reflection_reports
+
     out = []
-    for row in rows:
-        item = dict(row)
+    for item in reflection_reports(runtime.db(), limit=limit, columns=REPORT_COLUMNS):
         try:
             item["source_members"] = json.loads(item["source_members"] or "[]")
         except ValueError:

@@ -11,7 +11,6 @@ start.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 import threading
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
+from everos_reflect.engine.limits import Budget
 from everos_reflect.engine.registry import (
     RunContext,
     Strategy,
@@ -34,7 +34,7 @@ from everos_reflect.engine.registry import (
 )
 from everos_reflect.engine.triggers import CronTrigger
 from everos_reflect.errors import ConfigError
-from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.index import runs
 from everos_reflect.settings import OME_FILE_NAME, parse_ome
 
 if TYPE_CHECKING:
@@ -243,13 +243,7 @@ class Engine:
             return None
         try:
             run_id = f"run_{datetime.now().strftime('%Y%m%d%H%M%S')}_{uuid.uuid4().hex[:6]}"
-            conn = self.runtime.db()
-            with transaction(conn):
-                conn.execute(
-                    "INSERT INTO runs(id, strategy, trigger, started_at, status, attempt, pid) "
-                    "VALUES (?, ?, ?, ?, 'running', 1, ?)",
-                    (run_id, strategy.name, trigger, utcnow_iso(), os.getpid()),
-                )
+            runs.start(self.runtime.db(), run_id, strategy.name, trigger)
         except BaseException:
             lock.release()
             raise
@@ -289,9 +283,13 @@ class Engine:
         attempt = 1
         while True:
             ctx = RunContext(self.runtime, dict(settings), run_id, trigger, force,
-                             self._stop.is_set, strategy_log)
+                             self._stop.is_set, strategy_log, Budget.of(settings))
             try:
+                # what a crash interrupted first, under this run's lock (every strategy's hook)
+                recovered = _clean_counts(strategy.recover(self.runtime))
                 counts = _clean_counts(strategy.run(ctx))
+                for key, value in recovered.items():
+                    counts[key] = counts.get(key, 0) + value
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 log.exception("%s: run %s attempt %d failed", name, run_id, attempt)
@@ -303,26 +301,21 @@ class Engine:
                 self._update_attempt(run_id, attempt, error)
                 continue
             status, why = judge_counts(strategy, counts)
+            if ctx.budget.hit:  # stopped between units by a run limit: say which
+                counts.setdefault("limit_reached", 1)
+                status = PARTIAL if status == OK else status
+                why = f"stopped early: {ctx.budget.hit}" + (f"; {why}" if why else "")
             self._finish(run_id, status, why, counts, attempt)
             (log.info if status == OK else log.warning)(
                 "%s: run %s %s %s%s", name, run_id, status, counts, f" ({why})" if why else "")
             return RunOutcome(status, name, run_id, counts, error=why)
 
     def _update_attempt(self, run_id: str, attempt: int, error: str) -> None:
-        conn = self.runtime.db()
-        with transaction(conn):
-            conn.execute("UPDATE runs SET attempt = ?, error = ? WHERE id = ?",
-                         (attempt, error, run_id))
+        runs.set_attempt(self.runtime.db(), run_id, attempt, error)
 
     def _finish(self, run_id: str, status: str, error: str | None, counts: dict[str, int],
                 attempt: int) -> None:
-        conn = self.runtime.db()
-        with transaction(conn):
-            conn.execute(
-                "UPDATE runs SET status = ?, error = ?, counts = ?, attempt = ?, finished_at = ? "
-                "WHERE id = ? AND status = 'running'",
-                (status, error, json.dumps(counts), attempt, utcnow_iso(), run_id),
-            )
+        runs.finish(self.runtime.db(), run_id, status, error, counts, attempt)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -359,30 +352,22 @@ class Engine:
 
     def recover(self) -> list[str]:
         """Mark ``abandoned`` every ``running`` row whose process is gone; returns their ids."""
-        conn = self.runtime.db()
-        rows = conn.execute("SELECT id, pid FROM runs WHERE status = 'running'").fetchall()
+        rows = runs.running(self.runtime.db())
         with self._mutex:
             mine = {a.run_id for a in self._active.values()}
         stale = []
-        for row in rows:
-            pid = row["pid"]
-            dead = pid is None or not _pid_alive(pid) or (pid == os.getpid() and row["id"] not in
+        for run_id, pid in rows:
+            dead = pid is None or not _pid_alive(pid) or (pid == os.getpid() and run_id not in
                                                          mine)
             if dead:
-                self._abandon(row["id"], f"process {pid} ended before the run finished")
-                stale.append(row["id"])
+                self._abandon(run_id, f"process {pid} ended before the run finished")
+                stale.append(run_id)
         if stale:
             log.warning("marked %d interrupted run(s) abandoned: %s", len(stale), ", ".join(stale))
         return stale
 
     def _abandon(self, run_id: str, reason: str) -> None:
-        conn = self.runtime.db()
-        with transaction(conn):
-            conn.execute(
-                "UPDATE runs SET status = 'abandoned', error = ?, finished_at = ? "
-                "WHERE id = ? AND status = 'running'",
-                (reason, utcnow_iso(), run_id),
-            )
+        runs.abandon(self.runtime.db(), run_id, reason)
 
     # --- reading the record -------------------------------------------------------------------
 
@@ -406,27 +391,11 @@ def _clean_counts(counts: object) -> dict[str, int]:
     return {str(k): int(v) for k, v in counts.items()}
 
 
-def _row(row: Any) -> dict[str, Any]:
-    out = dict(row)
-    try:
-        out["counts"] = json.loads(out.get("counts") or "{}")
-    except ValueError:
-        out["counts"] = {}
-    return out
-
-
 def list_runs(
     runtime: Runtime, *, limit: int = 20, strategy: str | None = None
 ) -> list[dict[str, Any]]:
     """The newest runs first (every attempt's final state)."""
-    sql = "SELECT * FROM runs"
-    params: list[Any] = []
-    if strategy:
-        sql += " WHERE strategy = ?"
-        params.append(strategy)
-    sql += " ORDER BY started_at DESC, id DESC LIMIT ?"
-    params.append(max(0, int(limit)))
-    return [_row(r) for r in runtime.db().execute(sql, params)]
+    return runs.newest(runtime.db(), limit=limit, strategy=strategy)
 
 
 def strategies_status(

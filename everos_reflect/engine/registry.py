@@ -13,8 +13,10 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from everos_reflect.engine.limits import DEFAULT_LIMITS, Budget, MeteredLLM
 from everos_reflect.errors import ConfigError, UnknownStrategy
 
 if TYPE_CHECKING:
@@ -76,6 +78,17 @@ COMMON_SETTINGS: tuple[SettingSpec, ...] = (
         "retry_backoff_seconds", float, 60.0,
         "Wait before the first retry; doubles for each further one.", _non_negative,
     ),
+    SettingSpec("max_llm_calls", int, int(DEFAULT_LIMITS["max_llm_calls"]),
+                "LLM calls per run; the run stops between units before passing it.",
+                lambda v: None if v >= 1 else "must be >= 1"),
+    SettingSpec("max_tokens", int, int(DEFAULT_LIMITS["max_tokens"]),
+                "Prompt + completion tokens per run; the run stops between units once past it.",
+                lambda v: None if v >= 1 else "must be >= 1"),
+    SettingSpec("max_wall_seconds", float, DEFAULT_LIMITS["max_wall_seconds"],
+                "Wall time per run; the run stops between units once past it.", _positive),
+    SettingSpec("max_records", int, int(DEFAULT_LIMITS["max_records"]),
+                "Input records a run consumes; it stops between units once past it.",
+                lambda v: None if v >= 1 else "must be >= 1"),
     SettingSpec(
         "misfire_grace_hours", float, 6.0,
         "A scheduled run missed while the daemon was down runs once at start-up if it is at "
@@ -87,7 +100,10 @@ COMMON_SETTINGS: tuple[SettingSpec, ...] = (
 @dataclass
 class RunContext:
     """Everything a strategy's ``run`` may use. ``should_stop()`` turns True on shutdown:
-    a strategy checks it between units of work (e.g. clusters) and returns early."""
+    a strategy checks it between units of work (e.g. clusters) and returns early.
+
+    ``budget`` holds the run limits (:mod:`engine.limits`); a strategy makes every LLM call
+    through :attr:`llm`, which charges it, and checks :meth:`limit_reached` between units."""
 
     runtime: Runtime
     settings: dict[str, Any]
@@ -96,6 +112,29 @@ class RunContext:
     force: bool = False
     should_stop: Callable[[], bool] = field(default=lambda: False)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("everos_reflect"))
+    budget: Budget = field(default=None)  # type: ignore[assignment]  # set in __post_init__
+
+    def __post_init__(self) -> None:
+        if self.budget is None:
+            self.budget = Budget.of(self.settings)
+
+    @property
+    def llm(self) -> MeteredLLM:
+        """The runtime's LLM, charging this run's budget."""
+        return MeteredLLM(self.runtime.llm, self.budget)
+
+    def reserve_unit(self, calls: int) -> MeteredLLM | None:
+        """For units run side by side (a pool): the LLM for one more unit that will make at
+        most ``calls`` calls, promised up front so the units in flight together never pass
+        ``max_llm_calls``; ``None`` when a limit forbids starting it. ``close()`` it when the
+        unit is done."""
+        if self.budget.reserve(calls) is not None:
+            return None
+        return MeteredLLM(self.runtime.llm, self.budget, reserved=calls)
+
+    def limit_reached(self, *, calls_ahead: int = 0) -> str | None:
+        """The run limit that forbids starting another unit of work (``None``: go on)."""
+        return self.budget.exceeded(calls_ahead=calls_ahead)
 
 
 class Strategy:
@@ -121,6 +160,19 @@ class Strategy:
     def run(self, ctx: RunContext) -> dict[str, int]:
         """Do one run; return counts for the run record (e.g. ``{"merged": 3}``)."""
         raise NotImplementedError
+
+    def recover(self, runtime: Runtime) -> dict[str, int]:
+        """Finish or withdraw whatever of this strategy a crash interrupted; returns counts for
+        the run record (e.g. ``{"recovered": 1}``). The engine calls it with the strategy's
+        lock held: before every run, at ``serve`` start-up, and before a CLI command writes
+        when :meth:`has_interrupted` says so. Must be idempotent and safe to interrupt: a
+        crash during recovery is recovered the same way. Default: nothing to recover."""
+        return {}
+
+    def has_interrupted(self, root: Path) -> bool:
+        """Cheap, read-only: whether :meth:`recover` has work a writing command must not run
+        ahead of (asked before every CLI command that writes, without opening a runtime)."""
+        return False
 
     def unavailable(self, runtime: Runtime) -> str | None:
         """Why this strategy cannot do its work in this installation (e.g. it needs an LLM and

@@ -8,7 +8,6 @@ while a run in progress finishes.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from datetime import UTC, datetime, timedelta
@@ -24,7 +23,8 @@ from everos_reflect.engine.engine import Engine, strategies_status
 from everos_reflect.engine.registry import get_strategy, known_strategies
 from everos_reflect.engine.triggers import CronTrigger
 from everos_reflect.errors import ConfigError
-from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.index import runs
+from everos_reflect.index.db import utcnow_iso
 from everos_reflect.settings import OME_FILE_NAME
 
 log = logging.getLogger(__name__)
@@ -234,9 +234,7 @@ class Scheduler:
     # --- persisted per-strategy state ---------------------------------------------------------
 
     def _state(self, name: str) -> dict[str, Any]:
-        row = self.runtime.db().execute(
-            "SELECT state FROM strategy_state WHERE strategy = ?", (name,)).fetchone()
-        return json.loads(row["state"]) if row else {}
+        return runs.load_state(self.runtime.db(), name)
 
     def _arm(self, name: str, *, reset: bool) -> None:
         """Remember when the schedule became active, the reference for catch-up before any run.
@@ -248,13 +246,7 @@ class Scheduler:
         if state.get("armed_at") and not reset:
             return
         state["armed_at"] = utcnow_iso()
-        conn = self.runtime.db()
-        with transaction(conn):
-            conn.execute(
-                "INSERT INTO strategy_state(strategy, state) VALUES (?, ?) "
-                "ON CONFLICT(strategy) DO UPDATE SET state = excluded.state",
-                (name, json.dumps(state)),
-            )
+        runs.save_state(self.runtime.db(), name, state)
 
     # --- status -------------------------------------------------------------------------------
 

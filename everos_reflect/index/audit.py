@@ -80,3 +80,34 @@ def list_derivations(conn: sqlite3.Connection, *, strategy: str | None = None,
                 item[key] = []
         rows.append(item)
     return rows
+
+
+# -- reflection_report (SPEC §6) -----------------------------------------------------------------
+
+#: Columns of one ``reflection_report`` row, in the order :func:`insert_reflection_report` takes.
+REFLECTION_REPORT_COLUMNS = (
+    "id", "run_id", "app_id", "project_id", "owner_id", "cluster_id", "mode", "source_count",
+    "source_members", "merged_entry_id", "deprecated_fact_count", "new_fact_count",
+    "fact_coverage", "provider", "model", "prompt_tokens", "completion_tokens", "duration_ms",
+    "status", "error", "created_at")
+
+
+def insert_reflection_report(conn: sqlite3.Connection, values: Sequence[Any]) -> None:
+    """One ``reflection_report`` row (values in :data:`REFLECTION_REPORT_COLUMNS` order);
+    inside the caller's transaction."""
+    conn.execute(
+        f"INSERT INTO reflection_report ({', '.join(REFLECTION_REPORT_COLUMNS)}) "
+        f"VALUES ({','.join('?' * len(REFLECTION_REPORT_COLUMNS))})", tuple(values))
+
+
+def mark_reflection_undone(conn: sqlite3.Connection, ref: UserRef,
+                           merged_id: str) -> tuple[list[str], str | None]:
+    """Set the audit rows of the merge that wrote ``merged_id`` to ``undone``; returns their
+    ids and the merge's (last) mode. Inside the caller's transaction."""
+    rows = conn.execute(
+        "SELECT id, mode FROM reflection_report WHERE app_id=? AND project_id=? AND "
+        "owner_id=? AND merged_entry_id=? AND status != 'undone' ORDER BY created_at",
+        (ref.app, ref.project, ref.user_id, merged_id)).fetchall()
+    conn.executemany("UPDATE reflection_report SET status='undone' WHERE id=?",
+                     [(r[0],) for r in rows])
+    return [r[0] for r in rows], (rows[-1][1] if rows else None)

@@ -10,10 +10,11 @@ wait for the next one.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Mapping
 
-from everos_reflect.index.db import utcnow_iso
+from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.model import UserRef
 
 
@@ -45,4 +46,40 @@ def reset(conn: sqlite3.Connection, strategy: str, ref: UserRef | None = None) -
     return conn.execute(sql, params).rowcount
 
 
-__all__ = ["advance", "consumed", "reset"]
+# -- commit intents: a tier's commit in flight -----------------------------------------------
+
+
+def begin_intent(conn: sqlite3.Connection, strategy: str, ref: UserRef, key: str,
+                 items: Mapping[str, str], run_id: str | None) -> None:
+    """Note, in its own transaction and before any Markdown write, that ``strategy`` is about
+    to commit the window ``items`` (outputs tagged with ``key``) for ``ref``."""
+    with transaction(conn):
+        conn.execute(
+            "INSERT OR REPLACE INTO commit_intent (strategy, app_id, project_id, user_id, key, "
+            "items, run_id, created_at) VALUES (?,?,?,?,?,?,?,?)",
+            (strategy, ref.app, ref.project, ref.user_id, key, json.dumps(dict(items)),
+             run_id, utcnow_iso()))
+
+
+def end_intent(conn: sqlite3.Connection, strategy: str, ref: UserRef, key: str) -> None:
+    """Forget the intent; inside the caller's transaction (the one that moves the cursor)."""
+    conn.execute("DELETE FROM commit_intent WHERE strategy=? AND app_id=? AND project_id=? "
+                 "AND user_id=? AND key=?", (strategy, ref.app, ref.project, ref.user_id, key))
+
+
+def intents(conn: sqlite3.Connection, strategy: str) -> list[tuple[UserRef, str, dict[str, str]]]:
+    """``(owner, key, window)`` of every commit of ``strategy`` a crash interrupted (or one in
+    flight: call it under the strategy's lock), oldest first."""
+    rows = conn.execute(
+        "SELECT app_id, project_id, user_id, key, items FROM commit_intent WHERE strategy = ? "
+        "ORDER BY created_at", (strategy,)).fetchall()
+    return [(UserRef(r[0], r[1], r[2]), r[3], dict(json.loads(r[4]))) for r in rows]
+
+
+def has_intents(conn: sqlite3.Connection) -> bool:
+    """Whether any strategy has an interrupted commit."""
+    return conn.execute("SELECT 1 FROM commit_intent LIMIT 1").fetchone() is not None
+
+
+__all__ = ["advance", "begin_intent", "consumed", "end_intent", "has_intents", "intents",
+           "reset"]

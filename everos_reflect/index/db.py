@@ -241,6 +241,26 @@ MIGRATIONS: list[tuple[str, str]] = [
         END;
         """,
     ),
+    (
+        "0010_commit_intents",
+        """
+        -- A derived tier's commit in flight: written before its Markdown write, deleted in the
+        -- transaction that moves the cursor, so recovery knows the exact window a crashed
+        -- commit consumed even when new records arrived since. Coordination state: reindex
+        -- keeps it.
+        CREATE TABLE commit_intent (
+            strategy    TEXT NOT NULL,
+            app_id      TEXT NOT NULL,
+            project_id  TEXT NOT NULL,
+            user_id     TEXT NOT NULL,
+            key         TEXT NOT NULL,      -- the window key its outputs carry (derivation)
+            items       TEXT NOT NULL,      -- JSON {entry id: text hash}: the window
+            run_id      TEXT,
+            created_at  TEXT NOT NULL,
+            PRIMARY KEY (strategy, app_id, project_id, user_id, key)
+        );
+        """,
+    ),
 ]
 
 

@@ -21,6 +21,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from everos_reflect.engine.limits import Budget
 from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
 from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
@@ -68,7 +69,8 @@ def tier_settings(*, cooldown: float) -> tuple[SettingSpec, ...]:
                     "Wall time per run; the run stops between owners once past it.",
                     lambda v: None if v > 0 else "must be > 0"),
         SettingSpec("max_records", int, 50,
-                    "Records shown to the model per call, oldest first; the rest wait.",
+                    "Records one window holds (shown to the model per call, oldest first) and "
+                    "a run consumes; the rest wait for the next run.",
                     _at_least(2)),
         SettingSpec("max_depth", int, DEFAULT_MAX_DEPTH,
                     "Deepest record this tier may write (1 + the deepest record it cites).",
@@ -172,32 +174,6 @@ def sync(runtime: Runtime, paths: Iterable[Path]) -> None:
 
 
 @dataclass
-class Budget:
-    """The run limits (SPEC §10), counted as the run goes; ``exceeded`` names the one hit."""
-
-    max_llm_calls: int
-    max_tokens: int
-    max_wall_seconds: float
-    started: float = field(default_factory=time.monotonic)
-    llm_calls: int = 0
-    tokens: int = 0
-
-    @classmethod
-    def of(cls, settings: Mapping[str, Any]) -> Budget:
-        return cls(int(settings.get("max_llm_calls", 20)), int(settings.get("max_tokens",
-                   200_000)), float(settings.get("max_wall_seconds", 600.0)))
-
-    def exceeded(self) -> str | None:
-        if self.llm_calls >= self.max_llm_calls:
-            return f"max_llm_calls ({self.max_llm_calls}) reached"
-        if self.tokens >= self.max_tokens:
-            return f"max_tokens ({self.max_tokens}) reached"
-        if time.monotonic() - self.started >= self.max_wall_seconds:
-            return f"max_wall_seconds ({self.max_wall_seconds:g}) reached"
-        return None
-
-
-@dataclass
 class Derived:
     """What :meth:`BeliefTier.derive` did: the ids written and who wrote them at what cost."""
 
@@ -207,6 +183,9 @@ class Derived:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     refused: int = 0  # proposals the tier's rules turned down (logged with the reason)
+    #: Set when the tier had nothing honest to write without an LLM (the reason): the window
+    #: is recorded ``skipped`` and the run counts it as ``needs_llm``.
+    needs_llm: str | None = None
 
 
 @dataclass
@@ -247,6 +226,10 @@ class BeliefTier(Strategy):
         """Call the LLM for ``work`` and write its records."""
         raise NotImplementedError
 
+    def calls_per_unit(self, settings: Mapping[str, Any]) -> int:
+        """The most LLM calls one owner's window makes (the run reserves them up front)."""
+        return 1
+
     def call(self, ctx: RunContext, budget: Budget, records: Sequence[Any],
              values: Mapping[str, str], derived: Derived) -> Any:
         """One task call through the configured provider, counted against the budget."""
@@ -254,10 +237,8 @@ class BeliefTier(Strategy):
         from everos_reflect.llm.tasks import TaskRequest
 
         prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
-        budget.llm_calls += 1
-        result = ctx.runtime.llm.run_task(self.task, TaskRequest(
+        result = ctx.llm.run_task(self.task, TaskRequest(  # charged to the run's budget
             records=tuple(records), values=dict(values), prompts=prompts))
-        budget.tokens += result.usage.total_tokens
         derived.provider, derived.model = result.provider, result.model
         derived.prompt_tokens += result.usage.prompt_tokens
         derived.completion_tokens += result.usage.completion_tokens
@@ -308,6 +289,35 @@ class BeliefTier(Strategy):
     def unavailable(self, runtime: Runtime) -> str | None:
         return self.needs_llm(runtime)
 
+    def load_state(self, runtime: Runtime, ref: UserRef) -> Any:
+        """The owner's state as this tier reads it (its ``written_by`` finds outputs by key)."""
+        return BeliefState.load(runtime, ref)
+
+    def recover(self, runtime: Runtime) -> dict[str, int]:
+        """Settle every commit of this tier a crash interrupted (the engine calls this under
+        the tier's lock). The intent row names the exact window: outputs tagged with its key
+        were written → index them, move the cursor by that window and record the derivation;
+        none were → the window stays pending for the next run. Idempotent."""
+        from everos_reflect.index.audit import Derivation, insert_derivation
+
+        conn, counts = runtime.db(), Counter[str]()
+        for ref, key, items in cursors.intents(conn, self.name):
+            written = self.load_state(runtime, ref).written_by(key, self.output_kind)
+            if written:
+                sync(runtime, {runtime.store.path_for_id(ref, e.id) for e in written})
+            with transaction(conn):
+                if written:
+                    cursors.advance(conn, self.name, ref, items, None)
+                    insert_derivation(conn, Derivation(
+                        strategy=self.name, ref=ref, status="ok", inputs=list(items),
+                        outputs=[e.id for e in written],
+                        error="recovered: the commit was interrupted after its write"))
+                cursors.end_intent(conn, self.name, ref, key)
+            counts["recovered" if written else "withdrawn"] += 1
+            log.info("%s: %s: interrupted commit %s %s", self.name, ref, key,
+                     "recovered" if written else "withdrawn (nothing was written)")
+        return dict(counts)
+
     @staticmethod
     def needs_llm(runtime: Runtime) -> str | None:
         """Why this tier cannot run with the configured provider (``None``: it can).
@@ -334,35 +344,48 @@ class BeliefTier(Strategy):
             ctx.log.warning("%s: %s", self.name, reason)
             counts["needs_llm"] += 1
             return dict(counts)
-        budget = Budget.of(ctx.settings)
+        budget = ctx.budget  # the engine's run limits (engine/limits.py)
         for work in self.due_owners(rt, ctx.settings, force=ctx.force, fix=True):
             if ctx.should_stop():
                 break
-            hit = budget.exceeded()
+            # an owner is started only if max_llm_calls leaves room for all of its calls
+            ahead = self.calls_per_unit(ctx.settings) if ctx.llm.metered else 0
+            hit = ctx.limit_reached(calls_ahead=ahead)
             if hit:
                 ctx.log.info("%s: stopping early: %s", self.name, hit)
                 counts["limit_reached"] += 1
                 break
             self._one(ctx, work, budget, counts)
+            budget.charge_records(len(work.items))
         return dict(counts)
 
     def _one(self, ctx: RunContext, work: Work, budget: Budget, counts: Counter[str]) -> None:
         started = time.monotonic()
         already = work.state.written_by(work.key, self.output_kind)
         derived, status, error = Derived([e.id for e in already]), "ok", None
+        conn = ctx.runtime.db()
         try:
             if already:  # written before a crash: finish the bookkeeping only
                 counts["recovered"] += 1
             else:
+                # noted before any Markdown write, so recovery knows this exact window
+                cursors.begin_intent(conn, self.name, work.ref, work.key, work.items,
+                                     ctx.run_id)
                 derived = self.derive(ctx, work, budget)
         except ProviderUnavailable as exc:
             status, error = "failed", str(exc)
         except EverosError as exc:
             if type(exc).__name__ == "NeedsLLM":
                 counts["needs_llm"] += 1
+                with transaction(conn):
+                    cursors.end_intent(conn, self.name, work.ref, work.key)
                 return
             status, error = "failed", str(exc)
-        if status != "ok":
+        if status == "ok" and derived.needs_llm:
+            status, error = "skipped", derived.needs_llm
+            ctx.log.info("%s: %s: %s", self.name, work.ref, error)
+            counts["needs_llm"] += 1
+        elif status != "ok":
             ctx.log.warning("%s: %s skipped: %s", self.name, work.ref, error)
             counts["failed"] += 1
         else:
@@ -383,6 +406,7 @@ class BeliefTier(Strategy):
         with transaction(conn):
             if status == "ok":
                 cursors.advance(conn, self.name, work.ref, work.items, ctx.run_id)
+            cursors.end_intent(conn, self.name, work.ref, work.key)
             insert_derivation(conn, Derivation(
                 strategy=self.name, ref=work.ref, status=status, run_id=ctx.run_id,
                 inputs=list(work.items), outputs=derived.outputs, provider=derived.provider,

@@ -7,33 +7,26 @@ new decision) or until the user sets ``remerge_undone = true`` for ``reflect_epi
 
 Derived from the Markdown, like everything else: an undone narrative is archived with
 ``deprecated_entries: {<narrative>: undone}`` and keeps its ``sources`` metadata, and the
-index copies both, so a ``reindex`` keeps the hold. Pure SQL over ``system.db``: ``status``
-and ``clusters`` read it with a read-only connection.
+index copies both, so a ``reindex`` keeps the hold. Read from ``system.db`` through
+:mod:`everos_reflect.index.reads`: ``status`` and ``clusters`` use a read-only connection.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from everos_reflect.index import reads
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import UserRef
 
 
 def undone_sources(conn: sqlite3.Connection, ref: UserRef) -> set[str]:
     """Every episode that was a source of one of ``ref``'s undone merges."""
-    rows = conn.execute(
-        "SELECT sources FROM entries WHERE app_id=? AND project_id=? AND user_id=? AND "
-        "kind='episode' AND parent_type='cluster' AND deprecated_by=?",
-        (ref.app, ref.project, ref.user_id, UNDONE)).fetchall()
     out: set[str] = set()
-    for row in rows:
-        try:
-            out.update(str(s) for s in json.loads(row[0] or "[]"))
-        except ValueError:
-            continue
+    for sources in reads.sources_of_narratives_archived_as(conn, ref, UNDONE):
+        out.update(sources)
     return out
 
 
@@ -46,10 +39,8 @@ def is_held(candidates: Iterable[str], undone: set[str]) -> bool:
 def candidates(conn: sqlite3.Connection, cluster_id: str,
                consolidated_entry_id: str | None) -> list[str]:
     """The live members a merge of the cluster would take (its narrative excluded)."""
-    rows = conn.execute(
-        "SELECT entry_id FROM cluster_members WHERE cluster_id=? AND deprecated_by IS NULL "
-        "ORDER BY ts, entry_id", (cluster_id,)).fetchall()
-    return [r[0] for r in rows if r[0] != consolidated_entry_id]
+    return [m for m in reads.live_cluster_members(conn, cluster_id)
+            if m != consolidated_entry_id]
 
 
 @dataclass(frozen=True)
@@ -69,19 +60,12 @@ class Held:
 def held_back(conn: sqlite3.Connection, ref: UserRef | None = None) -> list[Held]:
     """Every cluster (of ``ref``, else of the root) that Reflection would merge but holds back
     because all its would-be sources come from undone merges."""
-    users = conn.execute(
-        "SELECT DISTINCT app_id, project_id, user_id FROM entries WHERE kind='episode' AND "
-        "parent_type='cluster' AND deprecated_by=?", (UNDONE,)).fetchall()
     out = []
-    for app, project, user in users:
-        owner = UserRef(app, project, user)
+    for owner in reads.owners_with_narratives_archived_as(conn, UNDONE):
         if ref is not None and owner != ref:
             continue
         undone = undone_sources(conn, owner)
-        rows = conn.execute(
-            "SELECT cluster_id, consolidated_entry_id FROM clusters WHERE app_id=? AND "
-            "project_id=? AND user_id=? ORDER BY cluster_id", (app, project, user)).fetchall()
-        for cluster_id, narrative in rows:
+        for cluster_id, narrative in reads.clusters_of(conn, owner):
             members = candidates(conn, cluster_id, narrative)
             needed = 1 if narrative else 2
             if len(members) >= needed and is_held(members, undone):

@@ -101,6 +101,10 @@ def _settings() -> tuple[SettingSpec, ...]:
         SettingSpec("max_depth", int, 2,
                     "Deepest insight (an insight citing an insight is depth 2; at most 3).",
                     _depth_problem),
+        SettingSpec("max_records", int, 1000,
+                    "New Episodes a run consumes; an owner's window is never cut (the "
+                    "accumulator), the run stops between owners once past it.",
+                    lambda v: None if v >= 1 else "must be >= 1"),
     )
     names = {s.name for s in mine}
     common = tuple(s for s in tier_settings(cooldown=120.0) if s.name not in names)
@@ -149,7 +153,17 @@ class ReflectInsights(BeliefTier):
         return [e for e in getattr(state, "episodes", []) if e.deprecated_by is None]
 
     def needs_llm(self, runtime: Runtime) -> str | None:
-        return None  # offline, the extractive method of insights_offline runs instead
+        """Offline, the extractive method of :mod:`insights_offline` runs instead of an LLM —
+        but it can only state topics recurring across ``MIN_WEEKS`` weeks, so when no owner's
+        live Episodes span that many weeks the tier needs an LLM to write anything."""
+        if super().needs_llm(runtime) is None:
+            return None
+        from everos_reflect.index.reads import live_episode_weeks
+        from everos_reflect.strategies.insights_offline import MIN_WEEKS
+
+        if max(live_episode_weeks(runtime.db()).values(), default=0) >= MIN_WEEKS:
+            return None
+        return offline_reason()
 
     def due_owners(self, runtime: Runtime, settings: Mapping[str, Any], *,
                    force: bool = False, fix: bool = False) -> Any:
@@ -173,6 +187,10 @@ class ReflectInsights(BeliefTier):
             with transaction(conn):
                 cursors.advance(conn, self.name, work.ref, work.items, ctx.run_id)
 
+    def calls_per_unit(self, settings: Mapping[str, Any]) -> int:
+        """One questions call, then one insights call per question."""
+        return 1 + int(settings.get("questions", 3))
+
     # -- one owner -------------------------------------------------------------------------
 
     def derive(self, ctx: RunContext, work: Work, budget: Budget) -> Derived:
@@ -183,6 +201,9 @@ class ReflectInsights(BeliefTier):
             found = recurring_topics(self._episodes(state),
                                      limit=int(ctx.settings.get("questions", 3)))
             derived = Derived(provider="extractive", model="tfidf-recurring-topics")
+            if not found:  # nothing honest to say offline: write nothing, say why
+                derived.needs_llm = offline_reason(owner=True)
+                return derived
             return self._write(ctx, work, state, [
                 (t.question, t.text, t.evidence) for t in found], derived)
         derived = Derived()
@@ -210,14 +231,11 @@ class ReflectInsights(BeliefTier):
         from everos_reflect.llm.prompts import Prompts
         from everos_reflect.llm.tasks import TaskRequest
 
-        hit = budget.exceeded()
-        if hit:
-            raise LimitReached(hit)
+        if budget.llm_calls >= budget.max_llm_calls:  # reserved up front; never passed
+            raise LimitReached(f"max_llm_calls ({budget.max_llm_calls}) reached")
         prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
-        budget.llm_calls += 1
-        result = ctx.runtime.llm.run_task(task, TaskRequest(
+        result = ctx.llm.run_task(task, TaskRequest(  # charged to the run's budget
             records=tuple(records), values=dict(values), prompts=prompts))
-        budget.tokens += result.usage.total_tokens
         derived.provider, derived.model = result.provider, result.model
         derived.prompt_tokens += result.usage.prompt_tokens
         derived.completion_tokens += result.usage.completion_tokens
@@ -306,6 +324,18 @@ class InsightState(BeliefState):
 
     def by_id_all(self) -> dict[str, Entry]:
         return {e.id: e for e in (*self.episodes, *self.facts, *self.insights)}
+
+
+def offline_reason(*, owner: bool = False) -> str:
+    """Why the insights tier writes nothing without an LLM (for ``status`` and the audit)."""
+    from everos_reflect.strategies.belief_store import NEEDS_LLM
+    from everos_reflect.strategies.insights_offline import MIN_WEEKS
+
+    why = ("this owner's Episodes show none" if owner else
+           f"no owner's live Episodes span {MIN_WEEKS}+ weeks")
+    return (f"{NEEDS_LLM}: offline, insights are only stated for topics recurring across "
+            f"{MIN_WEEKS}+ weeks (TF-IDF), and {why}; set [llm] "
+            "provider = \"openai\" with a base_url/api_key for LLM insights")
 
 
 def _ts(entry: Entry) -> float:

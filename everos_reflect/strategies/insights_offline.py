@@ -18,6 +18,8 @@ from everos_reflect.model import Entry
 
 QUESTION = "Which topics keep coming back across weeks?"
 #: Words every agent-memory episode uses; a topic made of them says nothing.
+#: Different ISO weeks a topic must appear in before it is stated.
+MIN_WEEKS = 3
 _GENERIC = frozenset({"user", "users", "assistant", "agent", "asked", "said", "told"})
 
 
@@ -40,7 +42,7 @@ class Topic:
                 f"weeks (first {self.first}, last {self.last}).")
 
 
-def recurring_topics(episodes: Sequence[Entry], *, limit: int = 3, min_weeks: int = 3,
+def recurring_topics(episodes: Sequence[Entry], *, limit: int = 3, min_weeks: int = MIN_WEEKS,
                      max_evidence: int = 8) -> list[Topic]:
     """Up to ``limit`` recurring topics, most salient first; fewer (or none) when the history
     shows none. Each cites at most ``max_evidence`` Episodes, the most recent ones."""

@@ -31,7 +31,8 @@ and recovery only ever rolls it forward (a source a person edited in the crash w
 live and unarchived, and reported).
 
 :func:`recover` runs before anything else touches a root that has journal rows: at the start of
-every Reflection run, at ``serve``, and before every CLI command that writes (:func:`settle`).
+every Reflection run, at ``serve``, and before every CLI command that writes — the engine
+reaches it through ``ReflectEpisodes.recover`` (:mod:`everos_reflect.engine.recovery`).
 Every path is idempotent, so a crash *during* recovery is recovered the same way.
 """
 
@@ -51,6 +52,8 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.clustering.service import ClusterService, UnknownCluster
 from everos_reflect.errors import EverosError
+from everos_reflect.index import merge_journal
+from everos_reflect.index.audit import insert_reflection_report
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.model import Entry, Kind, UserRef, format_timestamp
 from everos_reflect.provenance import PROVENANCE_KEY, provenance_meta
@@ -193,17 +196,11 @@ def insert_report(
 ) -> str:
     """One ``reflection_report`` row (SPEC §6); the caller owns the transaction."""
     report_id = f"rr_{uuid.uuid4().hex[:16]}"
-    conn.execute(
-        "INSERT INTO reflection_report (id, run_id, app_id, project_id, owner_id, cluster_id, "
-        "mode, source_count, source_members, merged_entry_id, deprecated_fact_count, "
-        "new_fact_count, fact_coverage, provider, model, prompt_tokens, completion_tokens, "
-        "duration_ms, status, error, created_at) "
-        f"VALUES ({','.join('?' * 21)})",
-        (report_id, run_id, ref.app, ref.project, ref.user_id, cluster_id, mode, len(sources),
-         json.dumps(sources), merged_entry_id, deprecated_fact_count, new_fact_count,
-         None if fact_coverage is None else round(fact_coverage, 4), provider, model,
-         prompt_tokens, completion_tokens, duration_ms, status, error, utcnow_iso()),
-    )
+    insert_reflection_report(conn, (
+        report_id, run_id, ref.app, ref.project, ref.user_id, cluster_id, mode, len(sources),
+        json.dumps(sources), merged_entry_id, deprecated_fact_count, new_fact_count,
+        None if fact_coverage is None else round(fact_coverage, 4), provider, model,
+        prompt_tokens, completion_tokens, duration_ms, status, error, utcnow_iso()))
     return report_id
 
 
@@ -224,25 +221,16 @@ def _plan_report(conn: sqlite3.Connection, plan: Plan, status: str, *, merged: s
 
 
 def _insert(conn: sqlite3.Connection, plan: Plan) -> None:
-    with transaction(conn):
-        conn.execute(
-            "INSERT INTO merge_journal (id, app_id, project_id, user_id, cluster_id, plan, step, "
-            "created_at) VALUES (?,?,?,?,?,?,?,?)",
-            (plan.id, plan.app, plan.project, plan.user_id, plan.cluster_id, plan.to_json(),
-             PLANNED, utcnow_iso()),
-        )
+    merge_journal.insert(conn, plan.id, plan.ref, plan.cluster_id, plan.to_json(), PLANNED)
 
 
 def _set_step(conn: sqlite3.Connection, plan: Plan, step: str) -> None:
-    with transaction(conn):
-        conn.execute("UPDATE merge_journal SET plan=?, step=? WHERE id=?",
-                     (plan.to_json(), step, plan.id))
+    merge_journal.set_step(conn, plan.id, plan.to_json(), step)
 
 
 def pending(conn: sqlite3.Connection) -> list[tuple[Plan, str]]:
     """Journal rows left by interrupted merges, oldest first, with the step each reached."""
-    rows = conn.execute("SELECT plan, step FROM merge_journal ORDER BY created_at, id").fetchall()
-    return [(Plan.from_json(r["plan"]), r["step"]) for r in rows]
+    return [(Plan.from_json(plan), step) for plan, step in merge_journal.rows(conn)]
 
 
 # --------------------------------------------------------------------------- commit
@@ -310,7 +298,7 @@ def _complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     with transaction(conn):
         _plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
                      duration_ms=plan.llm_ms + _ms_since(started))
-        conn.execute("DELETE FROM merge_journal WHERE id=?", (plan.id,))
+        merge_journal.delete(conn, plan.id)
     return Outcome("ok", plan, plan.merged_id)
 
 
@@ -511,7 +499,7 @@ def _abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     with transaction(conn):
         _plan_report(conn, plan, status, merged=None, error=reason,
                      duration_ms=plan.llm_ms + _ms_since(started))
-        conn.execute("DELETE FROM merge_journal WHERE id=?", (plan.id,))
+        merge_journal.delete(conn, plan.id)
     log.warning("cluster %s: merge %s %s: %s", plan.cluster_id, plan.id, status, reason)
     return Outcome(status, plan, None, reason)
 
@@ -555,55 +543,7 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
 def has_pending(root: Path) -> bool:
     """Whether ``root``'s journal holds interrupted merges, read without creating or migrating
     anything (cheap enough to ask before every command)."""
-    import sqlite3
-
-    from everos_reflect.index.db import db_path
-
-    path = db_path(root)
-    if not path.exists():
-        return False
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
-    except sqlite3.Error:
-        return False
-    try:
-        return conn.execute("SELECT 1 FROM merge_journal LIMIT 1").fetchone() is not None
-    except sqlite3.Error:  # no journal table yet (a root never migrated that far)
-        return False
-    finally:
-        conn.close()
-
-
-def settle(runtime: Runtime, *, wait: float = 10.0) -> int:
-    """Finish or abandon interrupted merges before a command writes anything to ``runtime``.
-
-    Takes the Reflection lock (waiting up to ``wait`` seconds): whoever holds it is a run or an
-    undo, and a run recovers the journal itself before anything else. Returns how many merges
-    were settled here. A root without journal rows costs one read-only SQLite query.
-    """
-    from filelock import FileLock, Timeout
-
-    from everos_reflect.engine.engine import lock_path
-    from everos_reflect.index.sync import Indexer
-
-    if not has_pending(runtime.root):
-        return 0
-    path = lock_path(runtime.root, REFLECT_STRATEGY)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path), thread_local=False)
-    try:
-        lock.acquire(timeout=wait)
-    except Timeout:
-        log.info("a Reflection run holds the lock; it settles the interrupted merges itself")
-        return 0
-    try:
-        return len(recover(runtime, Indexer(runtime)))
-    finally:
-        lock.release()
-
-
-#: The strategy whose lock guards the merge journal.
-REFLECT_STRATEGY = "reflect_episodes"
+    return merge_journal.has_rows(root)
 
 
 __all__ = [
@@ -624,5 +564,4 @@ __all__ = [
     "new_plan",
     "pending",
     "recover",
-    "settle",
 ]

@@ -135,6 +135,9 @@ class LearnLessons(BeliefTier):
     def needs_llm(self, runtime: Runtime) -> str | None:
         return None  # the offline path is honest (see the module docstring)
 
+    def load_state(self, runtime: Runtime, ref: UserRef) -> LessonState:
+        return LessonState.load(runtime, ref)
+
     def due_owners(self, runtime: Runtime, settings: Mapping[str, Any], *,
                    force: bool = False, fix: bool = False) -> Iterator[Work]:
         from everos_reflect.strategies import beliefs

@@ -13,6 +13,7 @@ import logging
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -20,11 +21,12 @@ import numpy as np
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
 from everos_reflect.errors import ConfigError, EverosError, ProviderUnavailable
+from everos_reflect.index import reads
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import LLM
 from everos_reflect.llm.prompts import Prompts
-from everos_reflect.model import Kind, UserRef, text_hash
+from everos_reflect.model import Kind, UserRef
 from everos_reflect.strategies import holdback, journal
 from everos_reflect.strategies.consolidate import (
     Draft,
@@ -50,6 +52,9 @@ DEFAULT_FACT_MATCH_THRESHOLD = 0.75
 DEFAULT_MIN_FACT_COVERAGE = 0.6
 #: A narrative longer than this share of its sources' words saves nothing and is rejected.
 DEFAULT_MAX_NARRATIVE_RATIO = 1.0
+#: LLM calls one cluster's merge makes (merge + facts): the run starts a cluster only while
+#: ``max_llm_calls`` leaves room for all of them.
+CALLS_PER_MERGE = 2
 
 
 def _positive(value: float) -> str | None:
@@ -117,6 +122,16 @@ class ReflectEpisodes(Strategy):
     def run(self, ctx: RunContext) -> dict[str, int]:
         return ReflectionRun(ctx).run()
 
+    def recover(self, runtime: Runtime) -> dict[str, int]:
+        """Finish or abandon the merges a crash interrupted (:func:`journal.recover`)."""
+        counts: Counter[str] = Counter()
+        for outcome in journal.recover(runtime, Indexer(runtime)):
+            counts[f"recovered_{outcome.status}"] += 1
+        return dict(counts)
+
+    def has_interrupted(self, root: Path) -> bool:
+        return journal.has_pending(root)
+
 
 class ReflectionRun:
     """One run's state: the runtime, its settings, the counts it reports."""
@@ -143,9 +158,9 @@ class ReflectionRun:
             self.counts[f"recovered_{outcome.status}"] += 1
         indexer.scan()
         clusters = ClusterService(self.rt)
-        llm = self.rt.llm
+        llm = self.ctx.llm  # every call charged to the run's limits (engine/limits.py)
         for ref in users_with_clusters(self.rt):
-            if self.ctx.should_stop():
+            if self.ctx.should_stop() or self.ctx.budget.hit:
                 break
             waiting = {p.cluster_id for p, _ in journal.pending(self.rt.db())}
             undone = set() if self.remerge_undone else holdback.undone_sources(self.rt.db(), ref)
@@ -174,21 +189,30 @@ class ReflectionRun:
             return
         workers = max(1, int(self.rt.settings.llm.max_concurrency))
         todo = iter(chosen)
+        calls = CALLS_PER_MERGE if getattr(llm, "metered", True) else 0
         with ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool:
-            flight: deque[tuple[Selection, Future[Draft]]] = deque()
+            flight: deque[tuple[Selection, Any, Future[Draft]]] = deque()
 
             def refill() -> None:
                 while len(flight) < workers and not self.ctx.should_stop():
                     sel = next(todo, None)
                     if sel is None:
                         return
-                    flight.append((sel, pool.submit(draft, sel, llm, self.prompts)))
+                    # a run limit stops the run between clusters, never one halfway: its
+                    # calls are promised before it starts
+                    unit = self.ctx.reserve_unit(calls)
+                    if unit is None:
+                        self.log.info("stopping early: %s", self.ctx.budget.hit)
+                        return
+                    self.ctx.budget.charge_records(len(sel.source_ids))
+                    flight.append((sel, unit, pool.submit(draft, sel, unit, self.prompts)))
 
             refill()
             while flight:
-                sel, future = flight.popleft()
+                sel, unit, future = flight.popleft()
                 if self.ctx.should_stop():
                     future.cancel()
+                    unit.close()
                     continue
                 try:
                     result = future.result()
@@ -196,6 +220,8 @@ class ReflectionRun:
                     self._failed(sel, llm, str(exc))
                 else:
                     self._commit(indexer, result)
+                finally:
+                    unit.close()
                 refill()
 
     # -- one cluster ----------------------------------------------------------------------------
@@ -264,13 +290,8 @@ class ReflectionRun:
         pairs = [pair for fs in facts.values() for pair in fs]
         if remember is None or not pairs:
             return
-        ids = [fid for fid, _ in pairs]
-        marks = ",".join("?" * len(ids))
-        exact = {row["id"] for row in self.rt.db().execute(
-            f"SELECT id, text, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
-            f"user_id=? AND kind='atomic_fact' AND embed_model=? AND id IN ({marks})",
-            (ref.app, ref.project, ref.user_id, self.rt.embedder.name, *ids))
-            if row["text_hash"] == text_hash(row["text"])}
+        exact = reads.facts_embedded_as_stated(self.rt.db(), ref, [fid for fid, _ in pairs],
+                                               self.rt.embedder.name)
         stored = self.rt.vectors.get_vectors(Kind.ATOMIC_FACT, ref, sorted(exact))
         texts = [" ".join(text.split()) for fid, text in pairs if fid in stored]
         if texts:
@@ -291,11 +312,7 @@ class ReflectionRun:
 
 def users_with_clusters(runtime: Runtime) -> Iterator[UserRef]:
     """Every user of every app/project tenant that has clusters, in a stable order."""
-    rows = runtime.db().execute(
-        "SELECT DISTINCT app_id, project_id, user_id FROM clusters "
-        "ORDER BY app_id, project_id, user_id").fetchall()
-    for row in rows:
-        yield UserRef(row["app_id"], row["project_id"], row["user_id"])
+    yield from reads.cluster_owners(runtime.db())
 
 
 def live_facts(runtime: Runtime, ref: UserRef,
@@ -303,15 +320,8 @@ def live_facts(runtime: Runtime, ref: UserRef,
     """``{episode id: [(fact id, fact text), ...]}`` of the live atomic facts of ``parents``,
     from the index (just reconciled with the Markdown by the run's scan)."""
     out: dict[str, list[tuple[str, str]]] = {}
-    if not parents:
-        return out
-    marks = ",".join("?" * len(parents))
-    rows = runtime.db().execute(
-        f"SELECT id, parent_id, text FROM entries WHERE app_id=? AND project_id=? AND "
-        f"user_id=? AND kind='atomic_fact' AND deprecated_by IS NULL AND parent_id IN ({marks}) "
-        f"ORDER BY ts, id", (ref.app, ref.project, ref.user_id, *parents)).fetchall()
-    for row in rows:
-        out.setdefault(row["parent_id"], []).append((row["id"], row["text"]))
+    for fact_id, parent, text in reads.live_facts_of(runtime.db(), ref, parents):
+        out.setdefault(parent, []).append((fact_id, text))
     return out
 
 

@@ -18,13 +18,14 @@ from collections import Counter
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from everos_reflect.engine.limits import Budget
 from everos_reflect.engine.registry import RunContext, Strategy
 from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index.audit import Derivation, record_derivation
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import provenance
-from everos_reflect.strategies.belief_store import Budget, sync, tier_settings
+from everos_reflect.strategies.belief_store import sync, tier_settings
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -81,7 +82,7 @@ class RevalidateInsights(Strategy):
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         rt, counts = ctx.runtime, Counter[str]()
-        budget = Budget.of(ctx.settings)
+        budget = ctx.budget  # the engine's run limits (engine/limits.py)
         for ref in rt.store.iter_users():
             if ctx.should_stop() or not provenance.has_derived(rt, ref):
                 continue
@@ -91,13 +92,14 @@ class RevalidateInsights(Strategy):
                 todo = [e for e in stale_insights(records) if e.id not in done]
                 if not todo:
                     break
-                hit = budget.exceeded()
+                hit = ctx.limit_reached()
                 if hit:
                     counts["limit_reached"] += 1
                     ctx.log.info("%s: stopping early: %s", NAME, hit)
                     return dict(counts)
                 done.add(todo[0].id)
                 self._one(ctx, ref, todo[0], records, budget, counts)
+                budget.charge_records(1)
         return dict(counts)
 
     def _one(self, ctx: RunContext, ref: UserRef, insight: Entry, records: dict[str, Entry],
@@ -162,13 +164,11 @@ class RevalidateInsights(Strategy):
         from everos_reflect.llm.tasks import Record, TaskRequest
 
         prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
-        budget.llm_calls += 1
         records = tuple(Record(e.id, e.kind.value.replace("atomic_fact", "fact"),
                                f"{e.subject}: {e.content}" if e.subject else e.content,
                                e.timestamp) for e in evidence)
-        result = ctx.runtime.llm.run_task("revalidation", TaskRequest(
+        result = ctx.llm.run_task("revalidation", TaskRequest(  # charged to the run's budget
             records=records, values={"insight": insight.content}, prompts=prompts))
-        budget.tokens += result.usage.total_tokens
         row.provider, row.model = result.provider, result.model
         row.prompt_tokens += result.usage.prompt_tokens
         row.completion_tokens += result.usage.completion_tokens

@@ -35,6 +35,8 @@ from everos_reflect.errors import (
     UndoRefused,
     UnknownEntry,
 )
+from everos_reflect.index import merge_journal, reads
+from everos_reflect.index.audit import mark_reflection_undone
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown.parser import UNDONE
@@ -127,13 +129,9 @@ def _reflect_lock(runtime: Runtime) -> Iterator[None]:
 def _merge_owners(runtime: Runtime, ref: UserRef, merged_id: str) -> list[str]:
     """Other users of the root whose merged narrative has this id (from the index)."""
     try:
-        rows = runtime.db().execute(
-            "SELECT app_id, project_id, user_id FROM entries WHERE id=? AND "
-            "parent_type='cluster' AND NOT (app_id=? AND project_id=? AND user_id=?) "
-            "ORDER BY 1, 2, 3", (merged_id, ref.app, ref.project, ref.user_id)).fetchall()
+        return [str(o) for o in reads.narrative_owners_other_than(runtime.db(), merged_id, ref)]
     except sqlite3.Error:
         return []
-    return [str(UserRef(r["app_id"], r["project_id"], r["user_id"])) for r in rows]
 
 
 def _not_this_users(runtime: Runtime, ref: UserRef, merged_id: str) -> str:
@@ -268,12 +266,10 @@ def _previous_narrative(found: _Found, cluster_id: str | None) -> Entry | None:
 def _refuse_if_journaled(runtime: Runtime, ref: UserRef, merged_id: str) -> None:
     """A merge interrupted mid-commit may still be rolled forward; undoing under it would race
     that recovery, so wait for it."""
-    row = runtime.db().execute(
-        "SELECT id FROM merge_journal WHERE app_id=? AND project_id=? AND user_id=? "
-        "AND plan LIKE ?", (ref.app, ref.project, ref.user_id, f"%{merged_id}%")).fetchone()
-    if row is not None:
+    row_id = merge_journal.row_mentioning(runtime.db(), ref, merged_id)
+    if row_id is not None:
         raise EverosError(f"an interrupted merge involving {merged_id} awaits recovery "
-                          f"(journal {row['id']}); run {REFLECT} once, then undo")
+                          f"(journal {row_id}); run {REFLECT} once, then undo")
 
 
 def _mark_reports_undone(runtime: Runtime, ref: UserRef,
@@ -281,13 +277,7 @@ def _mark_reports_undone(runtime: Runtime, ref: UserRef,
     """Set the merge's audit rows to ``undone``; returns their ids and the merge's mode."""
     conn = runtime.db()
     with transaction(conn):
-        rows = conn.execute(
-            "SELECT id, mode FROM reflection_report WHERE app_id=? AND project_id=? AND "
-            "owner_id=? AND merged_entry_id=? AND status != 'undone' ORDER BY created_at",
-            (ref.app, ref.project, ref.user_id, merged_id)).fetchall()
-        conn.executemany("UPDATE reflection_report SET status='undone' WHERE id=?",
-                         [(r["id"],) for r in rows])
-    return [r["id"] for r in rows], (rows[-1]["mode"] if rows else None)
+        return mark_reflection_undone(conn, ref, merged_id)
 
 
 def _resync(runtime: Runtime, ref: UserRef, *, first: Iterable[str],

@@ -1,0 +1,186 @@
+"""Per-run limits, one mechanism for every strategy: ``max_llm_calls``, ``max_tokens``,
+``max_wall_seconds``, ``max_records``.
+
+The engine makes one :class:`Budget` per run attempt from the strategy's settings and hands it
+to the run (``ctx.budget``). Every LLM call of the run goes through ``ctx.llm``, a
+:class:`MeteredLLM` that charges the call and its tokens to the budget (calls answered by the
+offline extractive provider ask no model and are free), whoever makes it (the
+Reflection pool's threads included); a strategy charges the input records it consumes
+(:meth:`Budget.charge_records`). Between units of work — clusters, owners, insights — the
+strategy asks :meth:`Budget.exceeded`; once it names a limit the run stops there, and the engine
+records the run ``partial`` with that limit as its reason. A limit is never hit halfway through
+a unit: units already started finish.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from everos_reflect.llm.base import (
+        LLM,
+        FactsRequest,
+        FactsResult,
+        MergeRequest,
+        MergeResult,
+        Usage,
+    )
+    from everos_reflect.llm.tasks import TaskRequest, TaskResult
+
+#: Defaults for a strategy that declares no limits of its own: generous, so they only stop a
+#: run that has gone wrong (a derived tier declares tighter ones, SPEC §10).
+DEFAULT_LIMITS: dict[str, float] = {
+    "max_llm_calls": 10_000,
+    "max_tokens": 50_000_000,
+    "max_wall_seconds": 6 * 3600.0,
+    "max_records": 1_000_000,
+}
+LIMIT_KEYS = tuple(DEFAULT_LIMITS)
+#: The provider that answers without a model (``llm/extractive.py``): its calls cost nothing and
+#: are not charged.
+OFFLINE_PROVIDER = "extractive"
+
+
+@dataclass
+class Budget:
+    """The run limits, counted as the run goes; :attr:`hit` names the one that stopped it."""
+
+    max_llm_calls: int = int(DEFAULT_LIMITS["max_llm_calls"])
+    max_tokens: int = int(DEFAULT_LIMITS["max_tokens"])
+    max_wall_seconds: float = DEFAULT_LIMITS["max_wall_seconds"]
+    max_records: int = int(DEFAULT_LIMITS["max_records"])
+    started: float = field(default_factory=time.monotonic)
+    llm_calls: int = 0
+    tokens: int = 0
+    records: int = 0
+    #: Calls promised to units in flight and not made yet (:meth:`reserve`).
+    reserved: int = 0
+    hit: str | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, settings: Mapping[str, Any]) -> Budget:
+        """The limits a strategy's (validated) settings give, defaults for those it lacks."""
+        get = lambda key: settings.get(key, DEFAULT_LIMITS[key])  # noqa: E731
+        return cls(int(get("max_llm_calls")), int(get("max_tokens")),
+                   float(get("max_wall_seconds")), int(get("max_records")))
+
+    def charge_call(self, usage: Usage | None, *, reserved: bool = False) -> None:
+        """One LLM call made (failed ones too: the provider was asked), with its tokens;
+        ``reserved``: the call was promised by :meth:`reserve` and no longer is."""
+        with self._lock:
+            self.llm_calls += 1
+            if reserved:
+                self.reserved = max(0, self.reserved - 1)
+            if usage is not None:
+                self.tokens += usage.total_tokens
+
+    def reserve(self, calls: int) -> str | None:
+        """Promise ``calls`` LLM calls to a unit about to start alongside others (a pool):
+        ``None`` when every limit allows it, else the limit that forbids it."""
+        reason = self.exceeded(calls_ahead=calls)
+        if reason is None:
+            with self._lock:
+                self.reserved += max(0, calls)
+        return reason
+
+    def release(self, calls: int) -> None:
+        """Give back promised calls a finished unit did not make."""
+        with self._lock:
+            self.reserved = max(0, self.reserved - max(0, calls))
+
+    def charge_records(self, n: int) -> None:
+        """``n`` input records consumed by a unit of work."""
+        with self._lock:
+            self.records += max(0, int(n))
+
+    def exceeded(self, *, calls_ahead: int = 0) -> str | None:
+        """The limit that forbids starting another unit, or ``None``. ``calls_ahead``: LLM
+        calls the next unit (and units still in flight) will make, so a run never starts a
+        unit that would carry it past ``max_llm_calls``. Remembered in :attr:`hit`."""
+        with self._lock:
+            reason = None
+            if self.llm_calls + self.reserved + max(1, calls_ahead) > self.max_llm_calls:
+                reason = f"max_llm_calls ({self.max_llm_calls}) reached"
+            elif self.tokens >= self.max_tokens:
+                reason = f"max_tokens ({self.max_tokens}) reached"
+            elif self.records >= self.max_records:
+                reason = f"max_records ({self.max_records}) reached"
+            elif time.monotonic() - self.started >= self.max_wall_seconds:
+                reason = f"max_wall_seconds ({self.max_wall_seconds:g}) reached"
+            if reason and self.hit is None:
+                self.hit = reason
+            return reason
+
+    def summary(self) -> dict[str, int]:
+        """What the run used, for logs."""
+        return {"llm_calls": self.llm_calls, "tokens": self.tokens, "records": self.records}
+
+
+class MeteredLLM:
+    """The runtime's LLM, charging every call of one run to that run's :class:`Budget`.
+
+    Everything else (``provider``, ``model``, provider-specific attributes) passes through.
+    """
+
+    def __init__(self, llm: LLM, budget: Budget, *, reserved: int = 0) -> None:
+        self._llm = llm
+        self._budget = budget
+        self._left = reserved  # calls this unit was promised and has not made yet
+        self._mutex = threading.Lock()
+
+    def close(self) -> None:
+        """The unit is done: give back the promised calls it did not make."""
+        with self._mutex:
+            left, self._left = self._left, 0
+        self._budget.release(left)
+
+    @property
+    def provider(self) -> str:
+        return self._llm.provider
+
+    @property
+    def model(self) -> str:
+        return self._llm.model
+
+    @property
+    def inner(self) -> LLM:
+        return self._llm
+
+    @property
+    def metered(self) -> bool:
+        """Whether calls are charged (the offline provider's are free)."""
+        return self._llm.provider != OFFLINE_PROVIDER
+
+    def merge(self, req: MergeRequest) -> MergeResult:
+        return self._charged(lambda: self._llm.merge(req))
+
+    def extract_facts(self, req: FactsRequest) -> FactsResult:
+        return self._charged(lambda: self._llm.extract_facts(req))
+
+    def run_task(self, name: str, req: TaskRequest) -> TaskResult:
+        return self._charged(lambda: self._llm.run_task(name, req))
+
+    def _charged(self, call: Any) -> Any:
+        if not self.metered:  # no model is asked: nothing to limit
+            return call()
+        usage = None
+        try:
+            result = call()
+            usage = getattr(result, "usage", None)
+            return result
+        finally:
+            with self._mutex:
+                promised = self._left > 0
+                self._left -= 1 if promised else 0
+            self._budget.charge_call(usage, reserved=promised)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._llm, name)
+
+
+__all__ = ["DEFAULT_LIMITS", "LIMIT_KEYS", "Budget", "MeteredLLM"]

@@ -1,0 +1,72 @@
+"""The ``merge_journal`` table: Reflection's merges in flight (see ``strategies/journal.py``).
+
+Storage only — one row per merge, holding the plan as JSON and the step it reached; the commit
+protocol and recovery that read and write it live with Reflection. Kept here so that SQL stays
+inside :mod:`everos_reflect.index`.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from everos_reflect.index.db import db_path, transaction, utcnow_iso
+from everos_reflect.model import UserRef
+
+
+def insert(conn: sqlite3.Connection, row_id: str, ref: UserRef, cluster_id: str,
+           plan_json: str, step: str) -> None:
+    """A new row, in its own transaction (before the merge's first Markdown write)."""
+    with transaction(conn):
+        conn.execute(
+            "INSERT INTO merge_journal (id, app_id, project_id, user_id, cluster_id, plan, step, "
+            "created_at) VALUES (?,?,?,?,?,?,?,?)",
+            (row_id, ref.app, ref.project, ref.user_id, cluster_id, plan_json, step,
+             utcnow_iso()))
+
+
+def set_step(conn: sqlite3.Connection, row_id: str, plan_json: str, step: str) -> None:
+    """Record the step a merge reached (with its plan as of now), in its own transaction."""
+    with transaction(conn):
+        conn.execute("UPDATE merge_journal SET plan=?, step=? WHERE id=?",
+                     (plan_json, step, row_id))
+
+
+def delete(conn: sqlite3.Connection, row_id: str) -> None:
+    """Remove a finished merge's row; inside the caller's transaction."""
+    conn.execute("DELETE FROM merge_journal WHERE id=?", (row_id,))
+
+
+def rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
+    """``(plan JSON, step)`` of every row, oldest first."""
+    return [(r[0], r[1]) for r in conn.execute(
+        "SELECT plan, step FROM merge_journal ORDER BY created_at, id")]
+
+
+def row_mentioning(conn: sqlite3.Connection, ref: UserRef, text: str) -> str | None:
+    """The id of a row of ``ref`` whose plan mentions ``text`` (an entry id), if any."""
+    row = conn.execute(
+        "SELECT id FROM merge_journal WHERE app_id=? AND project_id=? AND user_id=? "
+        "AND plan LIKE ?", (ref.app, ref.project, ref.user_id, f"%{text}%")).fetchone()
+    return None if row is None else str(row[0])
+
+
+def has_rows(root: Path) -> bool:
+    """Whether ``root``'s journal holds rows, read without creating or migrating anything
+    (cheap enough to ask before every command)."""
+    path = db_path(root)
+    if not path.exists():
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5.0)
+    except sqlite3.Error:
+        return False
+    try:
+        return conn.execute("SELECT 1 FROM merge_journal LIMIT 1").fetchone() is not None
+    except sqlite3.Error:  # no journal table yet (a root never migrated that far)
+        return False
+    finally:
+        conn.close()
+
+
+__all__ = ["delete", "has_rows", "insert", "row_mentioning", "rows", "set_step"]

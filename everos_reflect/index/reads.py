@@ -1,0 +1,238 @@
+"""The index's read interface: every question strategies, the engine and the edges ask SQLite.
+
+The tables under ``.index/`` are derived state whose layout belongs to :mod:`index`; code above
+it (strategies, CLI, API) asks through these functions instead of writing SQL, so a change of
+schema is a change in one package. Each function takes the connection (``runtime.db()``) and
+returns plain values; none writes.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from everos_reflect.index.db import db_path
+from everos_reflect.model import UserRef, text_hash
+
+#: Seconds in a week, and the shift that makes epoch weeks start on Monday (1970-01-01 was a
+#: Thursday), so an epoch-week number is the ISO week.
+_WEEK = 7 * 86400
+_MONDAY_SHIFT = 3 * 86400
+
+
+def _ref(row: sqlite3.Row | Sequence[Any]) -> UserRef:
+    return UserRef(row[0], row[1], row[2])
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ",".join("?" * len(values))
+
+
+def _id_list(text: str | None) -> list[str]:
+    """A JSON list column as ids; an unreadable one (a damaged index) as none."""
+    try:
+        value = json.loads(text or "[]")
+    except ValueError:
+        return []
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+# -- entries ------------------------------------------------------------------------------------
+
+
+def live_episode_weeks(conn: sqlite3.Connection) -> dict[UserRef, int]:
+    """Per owner, in how many different (UTC, Monday-based) weeks their live Episodes fall."""
+    rows = conn.execute(
+        "SELECT app_id, project_id, user_id, "
+        "COUNT(DISTINCT CAST((ts + ?) / ? AS INTEGER)) FROM entries "
+        "WHERE kind = 'episode' AND deprecated_by IS NULL AND ts IS NOT NULL "
+        "GROUP BY app_id, project_id, user_id", (_MONDAY_SHIFT, _WEEK))
+    return {_ref(r): int(r[3]) for r in rows}
+
+
+def entry_counts(conn: sqlite3.Connection) -> dict[tuple[UserRef, str, bool], int]:
+    """``(owner, kind, archived) → number of entries`` over the whole index."""
+    rows = conn.execute(
+        "SELECT app_id, project_id, user_id, kind, deprecated_by IS NOT NULL, COUNT(*) "
+        "FROM entries GROUP BY 1, 2, 3, 4, 5")
+    return {(_ref(r), r[3], bool(r[4])): int(r[5]) for r in rows}
+
+
+def live_entry_ids(conn: sqlite3.Connection, ref: UserRef, ids: Sequence[str]) -> set[str]:
+    """Those of ``ids`` that are live (not archived) entries of ``ref``."""
+    if not ids:
+        return set()
+    return {r[0] for r in conn.execute(
+        f"SELECT id FROM entries WHERE app_id=? AND project_id=? AND user_id=? AND "
+        f"deprecated_by IS NULL AND id IN ({_marks(ids)})",
+        (ref.app, ref.project, ref.user_id, *ids))}
+
+
+def live_narrative_sources(conn: sqlite3.Connection) -> list[tuple[UserRef, str, list[str]]]:
+    """Every live Reflection narrative (``parent_type: cluster``) with the ids it replaces."""
+    rows = conn.execute(
+        "SELECT app_id, project_id, user_id, id, sources FROM entries "
+        "WHERE kind = 'episode' AND parent_type = 'cluster' AND deprecated_by IS NULL "
+        "AND sources != '[]'").fetchall()
+    return [(_ref(r), r[3], _id_list(r[4])) for r in rows]
+
+
+def sources_of_narratives_archived_as(conn: sqlite3.Connection, ref: UserRef,
+                                      marker: str) -> list[list[str]]:
+    """The ``sources`` of every narrative of ``ref`` archived with ``deprecated_by = marker``
+    (undo archives a narrative toward itself)."""
+    rows = conn.execute(
+        "SELECT sources FROM entries WHERE app_id=? AND project_id=? AND user_id=? AND "
+        "kind='episode' AND parent_type='cluster' AND deprecated_by=?",
+        (ref.app, ref.project, ref.user_id, marker)).fetchall()
+    return [_id_list(r[0]) for r in rows]
+
+
+def owners_with_narratives_archived_as(conn: sqlite3.Connection, marker: str) -> list[UserRef]:
+    """Owners with at least one narrative archived with ``deprecated_by = marker``."""
+    rows = conn.execute(
+        "SELECT DISTINCT app_id, project_id, user_id FROM entries WHERE kind='episode' AND "
+        "parent_type='cluster' AND deprecated_by=? ORDER BY 1, 2, 3", (marker,)).fetchall()
+    return [_ref(r) for r in rows]
+
+
+def narrative_owners_other_than(conn: sqlite3.Connection, entry_id: str,
+                                ref: UserRef) -> list[UserRef]:
+    """Other owners that hold a narrative with id ``entry_id`` (ids are per owner)."""
+    rows = conn.execute(
+        "SELECT app_id, project_id, user_id FROM entries WHERE id=? AND "
+        "parent_type='cluster' AND NOT (app_id=? AND project_id=? AND user_id=?) "
+        "ORDER BY 1, 2, 3", (entry_id, ref.app, ref.project, ref.user_id)).fetchall()
+    return [_ref(r) for r in rows]
+
+
+def facts_embedded_as_stated(conn: sqlite3.Connection, ref: UserRef, ids: Sequence[str],
+                             embed_model: str) -> set[str]:
+    """Those of the atomic facts ``ids`` whose stored vector came from ``embed_model`` and
+    embedded exactly their stated text (so the vector can stand for that text)."""
+    if not ids:
+        return set()
+    rows = conn.execute(
+        f"SELECT id, text, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
+        f"user_id=? AND kind='atomic_fact' AND embed_model=? AND id IN ({_marks(ids)})",
+        (ref.app, ref.project, ref.user_id, embed_model, *ids))
+    return {r[0] for r in rows if r[2] == text_hash(r[1])}
+
+
+def live_facts_of(conn: sqlite3.Connection, ref: UserRef,
+                  parents: Sequence[str]) -> list[tuple[str, str, str]]:
+    """``(fact id, parent episode id, text)`` of the live atomic facts of ``parents``, oldest
+    first."""
+    if not parents:
+        return []
+    rows = conn.execute(
+        f"SELECT id, parent_id, text FROM entries WHERE app_id=? AND project_id=? AND "
+        f"user_id=? AND kind='atomic_fact' AND deprecated_by IS NULL AND parent_id IN "
+        f"({_marks(parents)}) ORDER BY ts, id", (ref.app, ref.project, ref.user_id, *parents))
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def kind_totals(conn: sqlite3.Connection) -> tuple[Counter[str], Counter[str]]:
+    """``(live, archived)`` entry counts by kind over the whole index."""
+    live: Counter[str] = Counter()
+    archived: Counter[str] = Counter()
+    for (_, kind, dep), n in entry_counts(conn).items():
+        (archived if dep else live)[kind] += n
+    return live, archived
+
+
+def indexed_owners(conn: sqlite3.Connection) -> int:
+    """How many owners have at least one indexed entry."""
+    return int(conn.execute("SELECT COUNT(*) FROM (SELECT DISTINCT app_id, project_id, "
+                            "user_id FROM entries)").fetchone()[0])
+
+
+def archived_toward_missing(conn: sqlite3.Connection, *,
+                            exempt: str) -> list[tuple[UserRef, str, str]]:
+    """``(owner, entry id, deprecated_by)`` of entries archived toward an id their owner has
+    no entry for; ``exempt`` (the undo marker) and self-links are not such ids."""
+    rows = conn.execute(
+        "SELECT e.app_id, e.project_id, e.user_id, e.id, e.deprecated_by FROM entries e "
+        "WHERE e.deprecated_by IS NOT NULL AND e.deprecated_by NOT IN (?, e.id) "
+        "AND NOT EXISTS (SELECT 1 FROM entries n WHERE n.app_id = e.app_id AND "
+        "n.project_id = e.project_id AND n.user_id = e.user_id AND n.id = e.deprecated_by) "
+        "ORDER BY e.app_id, e.project_id, e.user_id, e.id", (exempt,)).fetchall()
+    return [(_ref(r), r[3], r[4]) for r in rows]
+
+
+def interrupted_merges(conn: sqlite3.Connection) -> int:
+    """How many merges the journal holds (a crash interrupted them; recovery finishes them)."""
+    try:
+        return int(conn.execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0])
+    except sqlite3.Error:  # a root never migrated that far
+        return 0
+
+
+# -- files --------------------------------------------------------------------------------------
+
+
+def file_problems(conn: sqlite3.Connection) -> list[tuple[str, list[dict[str, Any]]]]:
+    """``(path, diagnostics)`` of every indexed file the parser reported problems for."""
+    rows = conn.execute("SELECT path, problems FROM files WHERE problems != '[]' "
+                        "ORDER BY path")
+    return [(r[0], list(json.loads(r[1]))) for r in rows]
+
+
+# -- clusters -----------------------------------------------------------------------------------
+
+
+def cluster_owners(conn: sqlite3.Connection) -> list[UserRef]:
+    """Every owner with at least one cluster, sorted."""
+    rows = conn.execute("SELECT DISTINCT app_id, project_id, user_id FROM clusters "
+                        "ORDER BY app_id, project_id, user_id").fetchall()
+    return [_ref(r) for r in rows]
+
+
+def clusters_of(conn: sqlite3.Connection, ref: UserRef) -> list[tuple[str, str | None]]:
+    """``(cluster id, consolidated narrative id or None)`` of ``ref``'s clusters."""
+    rows = conn.execute(
+        "SELECT cluster_id, consolidated_entry_id FROM clusters WHERE app_id=? AND "
+        "project_id=? AND user_id=? ORDER BY cluster_id",
+        (ref.app, ref.project, ref.user_id)).fetchall()
+    return [(r[0], r[1]) for r in rows]
+
+
+def live_cluster_members(conn: sqlite3.Connection, cluster_id: str) -> list[str]:
+    """Live member ids of a cluster, oldest first."""
+    rows = conn.execute(
+        "SELECT entry_id FROM cluster_members WHERE cluster_id=? AND deprecated_by IS NULL "
+        "ORDER BY ts, entry_id", (cluster_id,)).fetchall()
+    return [r[0] for r in rows]
+
+
+# -- audit and runs -----------------------------------------------------------------------------
+
+
+def reflection_reports(conn: sqlite3.Connection, *, limit: int | None = None,
+                       run_id: str | None = None,
+                       columns: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """Rows of ``reflection_report`` as dicts: a run's oldest first, else the newest first."""
+    cols = ", ".join(columns) if columns else "*"
+    if run_id is not None:
+        sql, params = (f"SELECT {cols} FROM reflection_report WHERE run_id=? "
+                       "ORDER BY created_at, id", [run_id])
+    else:
+        sql, params = f"SELECT {cols} FROM reflection_report ORDER BY created_at DESC, id DESC", []
+    if limit is not None:
+        sql += " LIMIT ?"
+        params.append(max(0, int(limit)))
+    return [dict(r) for r in conn.execute(sql, params)]
+
+
+def readonly_query(root: Path, sql: str) -> list[tuple[Any, ...]]:
+    """Rows of one query a person could type into ``sqlite3`` (the demo shows the audit that
+    way), on a read-only connection to ``root``'s ``system.db``."""
+    conn = sqlite3.connect(f"file:{db_path(root)}?mode=ro", uri=True)
+    try:
+        return [tuple(r) for r in conn.execute(sql)]
+    finally:
+        conn.close()

@@ -1,0 +1,234 @@
+"""Checking a memory root: every daily log and the config files (``lint``), with the problems
+``status`` reports too. Library code: the CLI and the HTTP API call the same functions and
+only render differently.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.errors import ConfigError
+from everos_reflect.markdown.parser import UNDONE
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.settings import OME_FILE_NAME, load_ome, load_settings
+from everos_reflect.strategies.consistency import live_beside_sources
+
+if TYPE_CHECKING:
+    from everos_reflect.markdown.store import MarkdownStore
+
+#: Strategies shipped with the package. Used only when the engine's registry cannot be imported
+#: (e.g. a partial install), so a typo in ``ome.toml`` is still caught.
+BUILTIN_STRATEGIES = frozenset({"reflect_episodes"})
+
+#: ``progress(description, total)`` → a context giving ``advance(n)``: how a caller (the CLI's
+#: progress bar) watches a long scan. ``None``: nobody watches.
+Progress = Callable[[str, int], AbstractContextManager[Callable[[int], None]]]
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing ``lint`` or ``status`` found wrong: where, and why."""
+
+    file: str
+    line: int
+    message: str
+    severity: str = "error"
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line else self.file
+        suffix = " (warning)" if self.severity == "warning" else ""
+        return f"{where}: {self.message}{suffix}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "message": self.message,
+                "severity": self.severity}
+
+
+def _strategy_problems(tables: dict[str, dict[str, Any]], file: str) -> list[tuple[str, str, str]]:
+    """Unknown strategy names, and each registered strategy's own checks of its table."""
+    try:
+        from everos_reflect.engine import registry
+    except ImportError:
+        registry = None  # type: ignore[assignment]
+    registered = set(registry.known_strategies()) if registry is not None else set()
+    known = registered | BUILTIN_STRATEGIES
+    found: list[tuple[str, str, str]] = []
+    for name, table in tables.items():
+        if name not in known:
+            found.append((file, f"strategies.{name}",
+                          f"unknown strategy (known: {', '.join(sorted(known))})"))
+        elif registry is not None and name in registered:
+            try:
+                registry.validate_strategy_settings(name, table, file)
+            except ConfigError as exc:
+                found.extend(exc.problems)
+    return found
+
+
+def config_problems(root: Path) -> list[Problem]:
+    """Problems of ``everos.toml`` and ``ome.toml`` (shape, and each strategy's values when the
+    engine's registry is available)."""
+    found: list[tuple[str, str, str]] = []
+    try:
+        load_settings(root)
+    except ConfigError as exc:
+        found.extend(exc.problems)
+    try:
+        tables = load_ome(root)
+    except ConfigError as exc:
+        found.extend(exc.problems)
+    else:
+        found.extend(_strategy_problems(tables, str(root / OME_FILE_NAME)))
+    problems = []
+    for file, key, reason in found:
+        line = int(key[5:]) if key.startswith("line ") and key[5:].isdigit() else 0
+        message = reason if line else f"{key}: {reason}"
+        problems.append(Problem(file, line, message))
+    return problems
+
+
+def _frontmatter_line(text: str, key: str) -> int:
+    """Line of ``key:`` inside a file's leading frontmatter, else 1 (the file's start)."""
+    lines = text.splitlines()
+    for number, line in enumerate(lines[1:], 2):
+        if line.strip() == "---":
+            break
+        if line.lstrip().startswith((f"{key}:", f"'{key}':", f'"{key}":')):
+            return number
+    return 1
+
+
+@dataclass
+class StoreScan:
+    """One pass over every daily log: what ``lint`` reports and what ``status`` counts."""
+
+    files: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    #: per user, "<kind>:live" / "<kind>:deprecated" -> number of entries
+    counts: dict[UserRef, Counter[str]] = field(default_factory=lambda: defaultdict(Counter))
+
+
+def scan_store(
+    store: MarkdownStore,
+    files: Iterable[Path] | None = None,
+    advance: Callable[[int], None] | None = None,
+) -> StoreScan:
+    """Parse every daily log once; collect problems (file order) and live/deprecated counts.
+
+    The parser already reports ids whose kind or date does not match their file and ids
+    repeated in a file; since an id's kind and date name the one file that may hold it, that
+    covers every duplicate per user. Added here, across a user's files:
+    ``deprecated_entries`` naming unknown ids, and atomic facts whose episode is gone.
+    Only ids and references are kept between the two passes, not the files' text.
+    """
+    scan = StoreScan()
+    kinds_of: dict[UserRef, dict[str, Kind]] = defaultdict(dict)
+    deprecations: list[tuple[str, UserRef, set[str], list[tuple[str, str, int]]]] = []
+    fact_parents: list[tuple[str, UserRef, str, int, str | None]] = []
+    live_ids: dict[UserRef, set[str]] = defaultdict(set)
+    narratives: list[tuple[str, UserRef, str, int, list[str]]] = []
+    for path in store.iter_files() if files is None else files:
+        if advance is not None:
+            advance(1)
+        rel = store.rel(path)
+        try:
+            log = store.read(path)
+        except FileNotFoundError:
+            continue  # removed since it was listed
+        except OSError as exc:
+            scan.problems.append(Problem(rel, 0, f"cannot read: {exc.strerror or exc}"))
+            continue
+        scan.files += 1
+        for d in log.diagnostics:
+            severity = "warning" if d.severity == "warning" else "error"
+            scan.problems.append(Problem(rel, d.line, d.message, severity))
+        located = store.ref_for_path(path)
+        if located is None:
+            scan.problems.append(Problem(rel, 0, "not a daily log of any user"))
+            continue
+        ref, kind, _ = located
+        for entry in log.entries:
+            kinds_of[ref][entry.id] = kind
+            state = "deprecated" if entry.deprecated_by else "live"
+            scan.counts[ref][f"{kind.value}:{state}"] += 1
+            if kind == Kind.ATOMIC_FACT and entry.parent_type == "episode":
+                fact_parents.append((rel, ref, entry.id, entry.line, entry.parent_id))
+            if not entry.deprecated_by:
+                live_ids[ref].add(entry.id)
+                if kind == Kind.EPISODE and entry.parent_type == "cluster" and entry.sources:
+                    narratives.append((rel, ref, entry.id, entry.line, entry.sources))
+        if log.deprecated_entries:
+            marks = [(old, new, _frontmatter_line(log.text, old))
+                     for old, new in log.deprecated_entries.items()]
+            deprecations.append((rel, ref, {e.id for e in log.entries}, marks))
+
+    for rel, ref, own, marks in deprecations:
+        for old, new, line in marks:
+            if old not in own:
+                scan.problems.append(Problem(
+                    rel, line, f"deprecated_entries: {old} is not an entry of this file"))
+            if new != UNDONE and new not in kinds_of[ref]:
+                scan.problems.append(Problem(
+                    rel, line, f"deprecated_entries: {old} points at unknown id {new}"))
+    for rel, ref, fact_id, line, parent in fact_parents:
+        if parent is None or kinds_of[ref].get(parent) != Kind.EPISODE:
+            scan.problems.append(Problem(
+                rel, line, f"atomic fact {fact_id}: parent episode {parent} not found"))
+    for rel, ref, narrative, line, sources in narratives:
+        for item in live_beside_sources({narrative: sources}, live_ids[ref]):
+            scan.problems.append(Problem(rel, line, item.message()))
+    return scan
+
+
+def journal_problems(root: Path) -> list[Problem]:
+    """Interrupted merges still in the journal (lint reads, it never settles them)."""
+    from everos_reflect.strategies.journal import has_pending
+
+    if not has_pending(root):
+        return []
+    return [Problem(".index/sqlite/system.db", 0,
+                    "merges interrupted by a crash await recovery (any command that writes, "
+                    "`serve` or the next run settles them)")]
+
+
+#: How ``lint``/``status`` word a symlink the store refused to follow.
+OUTSIDE_ROOT = "symlink leading outside the memory root: not read (nothing outside the root is)"
+
+
+def scan_with_outside(store: MarkdownStore, description: str = "Checking daily logs",
+                      progress: Progress | None = None) -> StoreScan:
+    """:func:`scan_store` over every file, plus a problem per symlink the store refused to
+    follow out of the root."""
+    outside: list[str] = []
+    files = list(store.iter_files(outside=outside))
+    watch = progress(description, len(files)) if progress else nullcontext(None)
+    with watch as advance:
+        scan = scan_store(store, files, advance)
+    scan.problems[:0] = [Problem(rel, 0, OUTSIDE_ROOT) for rel in sorted(set(outside))]
+    return scan
+
+
+def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
+    """Everything ``lint`` finds: config problems, every daily log's problems and interrupted
+    merges, as one JSON-ready document (``ok`` is False on any problem, warnings included)."""
+    from everos_reflect.markdown.store import MarkdownStore
+
+    try:
+        limits = load_settings(root).limits
+    except ConfigError:
+        limits = None  # reported with the other config problems; checked with defaults
+    scan = scan_with_outside(MarkdownStore(root, limits=limits), "Checking daily logs",
+                             progress)
+    problems = config_problems(root) + scan.problems + journal_problems(root)
+    return {"root": str(root), "ok": not problems, "files_checked": scan.files,
+            "problems": [p.as_dict() for p in problems]}
+
+
+__all__ = ["BUILTIN_STRATEGIES", "OUTSIDE_ROOT", "Problem", "Progress", "StoreScan",
+           "config_problems", "journal_problems", "lint_report", "scan_store",
+           "scan_with_outside"]

@@ -1,0 +1,155 @@
+"""What ``status`` reports about a memory root: users and counts, files with problems, config
+problems, index lag, merge consistency and each strategy's schedule. Library code: the CLI
+(``status``) and the HTTP API (``GET /api/v1/status``) call :func:`status_document` and only
+render it differently.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections import Counter, defaultdict
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from everos_reflect.errors import EverosError
+from everos_reflect.lint import OUTSIDE_ROOT, Progress, config_problems, scan_with_outside
+from everos_reflect.model import Kind, UserRef
+
+if TYPE_CHECKING:
+    from everos_reflect.markdown.store import MarkdownStore
+    from everos_reflect.runtime import Runtime
+
+
+def _counts_from_index(root: Path) -> tuple[dict[UserRef, Counter[str]], list[dict[str, Any]]]:
+    from everos_reflect.index import db as dbmod
+    from everos_reflect.index import reads
+
+    conn = dbmod.connect(root, readonly=True)
+    try:
+        counts: dict[UserRef, Counter[str]] = defaultdict(Counter)
+        for (ref, kind, archived), n in reads.entry_counts(conn).items():
+            counts[ref][f"{kind}:{'deprecated' if archived else 'live'}"] += n
+        bad = []
+        for path, problems in reads.file_problems(conn):
+            lines = [problem_line(p) for p in problems]
+            if any(lines):
+                bad.append({"file": path, "problems": [x for x in lines if x]})
+        return counts, bad
+    finally:
+        conn.close()
+
+
+def problem_line(problem: Any) -> str | None:
+    """``"line: message"``, the one form ``status`` shows a file's problem in, from a
+    diagnostic the index recorded (warnings are left to ``lint``)."""
+    if isinstance(problem, dict):
+        if problem.get("severity") == "warning":
+            return None
+        return f"{problem.get('line', 0)}: {problem.get('message', '')}"
+    return str(problem)
+
+
+def _counts_from_markdown(
+    store: MarkdownStore, progress: Progress | None,
+) -> tuple[dict[UserRef, Counter[str]], list[dict[str, Any]]]:
+    scan = scan_with_outside(store, "Reading daily logs", progress)
+    by_file: dict[str, list[str]] = defaultdict(list)
+    for problem in scan.problems:
+        if problem.severity != "warning":
+            by_file[problem.file].append(f"{problem.line}: {problem.message}")
+    return scan.counts, [{"file": f, "problems": msgs} for f, msgs in sorted(by_file.items())]
+
+
+def status_document(runtime: Runtime, progress: Progress | None = None, *,
+                    strategies: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """Everything ``status`` reports, as one JSON-ready document.
+
+    Counts come from ``system.db`` when the index exists (cheap), else from parsing the
+    Markdown. ``strategies``: the strategy rows when the caller has better ones (the daemon's
+    scheduler knows the next fire times); else they are computed. New sections are added as
+    new top-level keys; the CLI's text renderer shows keys it does not know generically.
+    """
+    from everos_reflect.index import db as dbmod
+
+    root = runtime.root
+    source = "markdown"
+    counts = None
+    if dbmod.db_path(root).exists():
+        try:
+            counts, bad_files = _counts_from_index(root)
+            source = "index"
+        except sqlite3.Error:
+            counts = None
+    if counts is None:
+        counts, bad_files = _counts_from_markdown(runtime.store, progress)
+
+    outside: list[str] = []
+    users = set(counts) | set(runtime.store.iter_users(outside))
+    if source == "index":  # the Markdown scan reported these already
+        bad_files = sorted(bad_files + [{"file": rel, "problems": [f"0: {OUTSIDE_ROOT}"]}
+                                        for rel in sorted(set(outside))],
+                           key=lambda item: item["file"])
+    kinds = [k.value for k in Kind]
+    user_docs = []
+    totals = {k: {"live": 0, "deprecated": 0} for k in kinds}
+    for ref in sorted(users):
+        doc: dict[str, Any] = {"app_id": ref.app, "project_id": ref.project,
+                               "user_id": ref.user_id}
+        for kind in kinds:
+            live, dep = counts[ref][f"{kind}:live"], counts[ref][f"{kind}:deprecated"]
+            doc[kind] = {"live": live, "deprecated": dep}
+            totals[kind]["live"] += live
+            totals[kind]["deprecated"] += dep
+        user_docs.append(doc)
+    config = config_problems(root)
+    return {
+        "root": str(root),
+        "counts_from": source,
+        "users": user_docs,
+        "totals": totals,
+        "files_with_problems": bad_files,
+        "config": {"ok": not config, "problems": [p.as_dict() for p in config]},
+        "index": _index_lag(runtime) if source == "index" else None,
+        "merges": _merge_consistency(root) if source == "index" else None,
+        "strategies": _strategies(runtime) if strategies is None else strategies,
+    }
+
+
+def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
+    """How far the derived index is behind the Markdown (None if it cannot be read)."""
+    from everos_reflect.index.sync import Indexer
+
+    try:
+        return Indexer(runtime).pending()
+    except (EverosError, sqlite3.Error, OSError) as exc:
+        return {"error": str(exc)}
+
+
+def _merge_consistency(root: Path) -> dict[str, Any] | None:
+    """Interrupted merges and live narratives beside live sources, from the index."""
+    from everos_reflect.index import db as dbmod
+    from everos_reflect.strategies.consistency import index_report
+
+    try:
+        conn = dbmod.connect(root, readonly=True)
+    except sqlite3.Error:
+        return None
+    try:
+        return index_report(conn)
+    except sqlite3.Error as exc:
+        return {"error": str(exc)}
+    finally:
+        conn.close()
+
+
+def _strategies(runtime: Runtime) -> list[dict[str, Any]]:
+    """Schedule and last result of each strategy; never fails the whole status."""
+    from everos_reflect.engine.engine import strategies_status
+
+    try:
+        return strategies_status(runtime)
+    except (EverosError, sqlite3.Error) as exc:
+        return [{"error": str(exc)}]
+
+
+__all__ = ["problem_line", "status_document"]

@@ -1,0 +1,81 @@
+"""``status`` and ``lint`` are library functions (everos_reflect/status.py, lint.py): the CLI and
+the HTTP API report the same document, unparseable files included (SPEC §3)."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from everos_reflect.cli.main import cli
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+from tests.api_client import ApiClient
+
+BROKEN = "default_app/default_project/users/u_ann/episodes/episode-2026-10-13.md"
+
+
+@pytest.fixture
+def rt(root: Path) -> Runtime:
+    runtime = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=ExtractiveLLM())
+    runtime.store.append(UserRef.of("u_ann"), Kind.EPISODE,
+                         {"timestamp": "2026-10-12T09:00:00+00:00", "parent_type": "memcell",
+                          "parent_id": "mc_1", "session_id": "s1"},
+                         {"Subject": "Deploy", "Content": "The deploy went out."},
+                         day=date(2026, 10, 12))
+    path = root / BROKEN
+    path.write_text("---\ntype: [unclosed\n---\n<!-- entry:ep_20261013_0001 -->\n", "utf-8")
+    Indexer(runtime).scan()
+    yield runtime
+    runtime.close()
+
+
+def cli_json(*args: str) -> dict:
+    result = CliRunner().invoke(cli, list(args))
+    return json.loads(result.stdout)
+
+
+def test_the_api_status_is_the_cli_status_unparseable_files_included(rt: Runtime,
+                                                                     root: Path) -> None:
+    resp = ApiClient(rt)("GET", "/api/v1/status")
+    assert resp.status_code == 200
+    api = resp.json()["data"]
+    assert [f["file"] for f in api["files_with_problems"]] == [BROKEN]
+    assert api["counts_from"] == "index"
+    assert api["totals"]["episode"] == {"live": 1, "deprecated": 0}
+    cli_doc = cli_json("status", "--root", str(root), "--json")
+    for key in ("root", "counts_from", "users", "totals", "files_with_problems", "config",
+                "merges"):
+        assert api[key] == cli_doc[key], key
+    assert [r["name"] for r in api["strategies"]] == [r["name"] for r in cli_doc["strategies"]]
+
+
+def test_the_api_lint_is_the_cli_lint(rt: Runtime, root: Path) -> None:
+    resp = ApiClient(rt)("GET", "/api/v1/lint")
+    assert resp.status_code == 200
+    api = resp.json()["data"]
+    assert api["ok"] is False and api["files_checked"] == 2
+    assert [p["file"] for p in api["problems"]] == [BROKEN]
+    assert api == cli_json("lint", "--root", str(root), "--json")
+
+
+def test_status_and_lint_need_the_token_when_one_is_set(root: Path) -> None:
+    from everos_reflect.settings import ServerSettings
+
+    runtime = Runtime(root, Settings(server=ServerSettings(token="s3cret")),
+                      embedder=HashEmbedder(32), llm=ExtractiveLLM())
+    try:
+        client = ApiClient(runtime)
+        for url in ("/api/v1/status", "/api/v1/lint"):
+            assert client("GET", url).status_code == 401
+            ok = client("GET", url, headers={"Authorization": "Bearer s3cret"})
+            assert ok.status_code == 200
+    finally:
+        runtime.close()
