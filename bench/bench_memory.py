@@ -33,12 +33,20 @@ CLI = [sys.executable, "-m", "everos_reflect.cli.main"]
 
 def rss_mb(pid: int) -> tuple[float, float]:
     """(current RSS, peak RSS) of ``pid`` in MB, from /proc."""
+    values = status_mb(pid)
+    return values["VmRSS"], values["VmHWM"]
+
+
+def status_mb(pid: int) -> dict[str, float]:
+    """RSS figures of ``pid`` in MB: ``VmRSS`` splits into ``RssAnon`` (the process's own
+    memory) and ``RssFile`` (pages of mapped files — mostly the code of LanceDB's and
+    onnxruntime's shared libraries, shared with other processes and reclaimable)."""
     values = {}
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         key, _, rest = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
+        if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
             values[key] = int(rest.split()[0]) / 1024
-    return values["VmRSS"], values["VmHWM"]
+    return values
 
 
 def free_port() -> int:
@@ -105,9 +113,11 @@ def main(argv: list[str] | None = None) -> int:
                 if resp.status_code != 200:
                     raise SystemExit(f"search {n} failed: {resp.status_code} {resp.text[:200]}")
                 if n == 1 or n % args.every == 0:
-                    rss, hwm = rss_mb(proc.pid)
-                    samples.append(rss)
-                    print(f"  after {n:5d} searches: RSS {rss:6.0f} MB (peak so far {hwm:.0f})")
+                    mb = status_mb(proc.pid)
+                    samples.append(mb["VmRSS"])
+                    print(f"  after {n:5d} searches: RSS {mb['VmRSS']:6.0f} MB = anonymous "
+                          f"{mb['RssAnon']:.0f} + file-backed {mb['RssFile']:.0f} (peak so far "
+                          f"{mb['VmHWM']:.0f})")
             seconds = time.perf_counter() - started
             print(f"serve: {args.searches} searches in {seconds:.1f} s; RSS after first "
                   f"{samples[0]:.0f} MB, last {samples[-1]:.0f} MB, max {max(samples):.0f} MB "

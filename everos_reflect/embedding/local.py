@@ -22,8 +22,10 @@ from everos_reflect.errors import ProviderUnavailable
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained on; longer text is truncated
-#: cap on batch × width² per model call: 32 texts up to 128 tokens, 8 texts of 256
-MAX_BATCH_CELLS = 32 * 128 * 128
+#: cap on batch × width² per model call: 16 texts up to 128 tokens, 4 texts of 256. The live
+#: tensors of a call grow with it (~170 MB at 8 × 256, ~75 MB at 4 × 256, measured by
+#: ``bench/embed_memory.py``) while throughput no longer does.
+MAX_BATCH_CELLS = 16 * 128 * 128
 DIM = 384
 
 
@@ -86,6 +88,7 @@ class LocalEmbedder:
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
+        self._run_options: Any = None
 
     def load(self) -> None:
         """Verify and load the model and tokenizer (idempotent, thread-safe)."""
@@ -112,12 +115,19 @@ class LocalEmbedder:
             if self.threads:
                 options.intra_op_num_threads = self.threads
             extra: dict[str, Any] = {}
+            run_options = ort.RunOptions()
             if self.low_memory:
                 # Constant folding turns the int8 weights into float32 copies (~115 MB more
-                # resident, ~1.5x faster); the arena keeps the largest batch's buffers for
-                # good. Both are traded for memory here (docs/memory.md).
+                # resident, ~1.5x faster): traded for memory here (docs/memory.md).
                 extra["disabled_optimizers"] = ["ConstantFolding"]
-                options.enable_cpu_mem_arena = False
+                # Keep onnxruntime's arena, but hand its chunks back after every call. Without
+                # the arena each of a call's ~350 tensors is a separate malloc, and glibc's
+                # heap (its mmap threshold rises to the largest freed block, ~25 MB here)
+                # fragments: the first call of 8 texts x 256 tokens peaked at ~680 MB resident
+                # for ~170 MB of live tensors. With the arena kept for good it peaks lower but
+                # never shrinks back.
+                run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage",
+                                                 "cpu:0")
             try:
                 session = ort.InferenceSession(
                     str(model_path), sess_options=options, providers=["CPUExecutionProvider"],
@@ -126,6 +136,7 @@ class LocalEmbedder:
             except Exception as exc:  # onnxruntime raises its own untyped errors
                 raise ProviderUnavailable(f"cannot load the embedding model: {exc}") from exc
             self._tokenizer = tokenizer
+            self._run_options = run_options
             self._session = session
 
     def _batches(self, order: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
@@ -170,6 +181,7 @@ class LocalEmbedder:
                     "attention_mask": mask,
                     "token_type_ids": np.zeros_like(input_ids),
                 },
+                self._run_options,
             )
             weights = mask[:, :, None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)

@@ -116,6 +116,20 @@ class Budget:
                 self.hit = reason
             return reason
 
+    def spent(self) -> str | None:
+        """The limit that what the run has already used (tokens, time) has reached, or
+        ``None``: checked by a unit promised earlier just before it starts, since tokens are
+        only known once the units before it are done. Remembered in :attr:`hit`."""
+        with self._lock:
+            reason = None
+            if self.tokens >= self.max_tokens:
+                reason = f"max_tokens ({self.max_tokens}) reached"
+            elif time.monotonic() - self.started >= self.max_wall_seconds:
+                reason = f"max_wall_seconds ({self.max_wall_seconds:g}) reached"
+            if reason and self.hit is None:
+                self.hit = reason
+            return reason
+
     def summary(self) -> dict[str, int]:
         """What the run used, for logs."""
         return {"llm_calls": self.llm_calls, "tokens": self.tokens, "records": self.records}

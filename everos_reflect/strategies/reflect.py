@@ -2,17 +2,25 @@
 
 One run: bring the index up to date with the Markdown, finish or abandon merges a crash
 interrupted, then for every user with clusters, largest eligible cluster first:
-**Select → Merge → Re-extract → coverage guard → Deprecate**. The LLM calls of several clusters
-run in a thread pool (``llm.max_concurrency``); everything that reads or writes the memory root
-happens on the run's own thread, one cluster at a time.
+**Select → Merge → Re-extract → coverage guard → Deprecate**.
+
+Pipelined: the LLM calls of later clusters (of any user) are in flight, at most
+``llm.max_concurrency`` at once, while earlier clusters commit. A worker drafts one cluster (merge
+and re-extract) and then runs its guard's embeddings (coverage, sentence attribution) — one
+worker at a time, so at most two embedding calls (that one and a commit's re-index) hold memory.
+Up to ``max_drafts_ahead`` clusters are drafted ahead of the commit. Everything that writes the
+memory root happens on the run's own thread, one cluster at a time and in selection order, so
+the crash-safe journal sequence of each merge is exactly the serial one.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -52,6 +60,9 @@ DEFAULT_FACT_MATCH_THRESHOLD = 0.75
 DEFAULT_MIN_FACT_COVERAGE = 0.6
 #: A narrative longer than this share of its sources' words saves nothing and is rejected.
 DEFAULT_MAX_NARRATIVE_RATIO = 1.0
+#: Clusters drafted ahead of the one committing. Each waiting draft is a few KB; enough that
+#: the LLM never waits for a slow commit at the default ``llm.max_concurrency`` (4).
+DEFAULT_MAX_DRAFTS_AHEAD = 16
 #: LLM calls one cluster's merge makes (merge + facts): the run starts a cluster only while
 #: ``max_llm_calls`` leaves room for all of them.
 CALLS_PER_MERGE = 2
@@ -114,6 +125,10 @@ class ReflectEpisodes(Strategy):
         SettingSpec("prompts", dict, {},
                     "Prompt overrides: system, merge_init, merge_update, extract_facts.",
                     _prompts_problem),
+        SettingSpec("max_drafts_ahead", int, DEFAULT_MAX_DRAFTS_AHEAD,
+                    "Clusters drafted by the LLM ahead of the one being written (at most "
+                    "llm.max_concurrency calls in flight; never fewer than that).",
+                    _at_least(1)),
         SettingSpec("remerge_undone", bool, False,
                     "Merge the sources of an undone merge again even when no new member has "
                     "joined them (normally they are held back until one does)."),
@@ -133,6 +148,20 @@ class ReflectEpisodes(Strategy):
         return journal.has_pending(root)
 
 
+_Facts = dict[str, list[tuple[str, str]]]
+
+
+@dataclass
+class _Prepared:
+    """A draft measured by its worker: the facts it was measured against and the verdicts."""
+
+    draft: Draft
+    facts: _Facts
+    too_long: str | None
+    #: the provider's own provenance (None for prose), kept in case the draft is re-measured
+    provenance_given: tuple[tuple[str, ...], ...] | None = None
+
+
 class ReflectionRun:
     """One run's state: the runtime, its settings, the counts it reports."""
 
@@ -146,6 +175,7 @@ class ReflectionRun:
         self.floor = float(s.get("min_fact_coverage", DEFAULT_MIN_FACT_COVERAGE))
         self.match = float(s.get("fact_match_threshold", DEFAULT_FACT_MATCH_THRESHOLD))
         self.max_ratio = float(s.get("max_narrative_ratio", DEFAULT_MAX_NARRATIVE_RATIO))
+        self.max_ahead = int(s.get("max_drafts_ahead", DEFAULT_MAX_DRAFTS_AHEAD))
         self.prompts = Prompts.from_settings(
             {"language": s.get("language", "auto"), "prompts": s.get("prompts") or {}})
         self.counts: Counter[str] = Counter()
@@ -157,17 +187,22 @@ class ReflectionRun:
         for outcome in journal.recover(self.rt, indexer):
             self.counts[f"recovered_{outcome.status}"] += 1
         indexer.scan()
-        clusters = ClusterService(self.rt)
-        llm = self.ctx.llm  # every call charged to the run's limits (engine/limits.py)
+        self._merge_all(indexer, self.ctx.llm,  # every call charged to the run's limits
+                        self._selections(ClusterService(self.rt)))
+        return dict(self.counts)
+
+    def _selections(self, clusters: ClusterService) -> Iterator[Selection]:
+        """Every user's chosen clusters, largest first, made lazily on the run's thread: a
+        user's clusters are selected only when the pipeline has room for them."""
         for ref in users_with_clusters(self.rt):
             if self.ctx.should_stop() or self.ctx.budget.hit:
-                break
+                return
             waiting = {p.cluster_id for p, _ in journal.pending(self.rt.db())}
             undone = set() if self.remerge_undone else holdback.undone_sources(self.rt.db(), ref)
-            chosen = []
+            chosen = 0
             # every eligible cluster is looked at, so held-back ones never starve the others
             for info in clusters.eligible_for_reflection(ref, 1 << 30):
-                if len(chosen) >= self.max_clusters:
+                if chosen >= self.max_clusters:
                     break
                 if info.cluster_id in waiting:  # a merge of it still awaits recovery
                     continue
@@ -177,25 +212,25 @@ class ReflectionRun:
                     continue
                 picked = select(self.rt.store, clusters, info, max_sources=self.max_sources)
                 if picked is not None:
-                    chosen.append(picked)
+                    chosen += 1
                     self.counts["deferred_sources"] += picked.deferred
-            self._merge_all(indexer, llm, chosen)
-        return dict(self.counts)
+                    yield picked
 
-    def _merge_all(self, indexer: Indexer, llm: LLM, chosen: list[Selection]) -> None:
-        """LLM work in a pool, bounded to ``llm.max_concurrency`` in flight; commits in order
-        on this thread. ``should_stop`` is checked between clusters."""
-        if not chosen:
-            return
+    def _merge_all(self, indexer: Indexer, llm: LLM, chosen: Iterator[Selection]) -> None:
+        """Drafts in a pool (``llm.max_concurrency`` workers, up to ``max_drafts_ahead``
+        queued), commits in selection order on this thread. The next drafts are queued before
+        a commit starts, so the LLM keeps working while it runs. ``should_stop`` is checked
+        between clusters."""
         workers = max(1, int(self.rt.settings.llm.max_concurrency))
-        todo = iter(chosen)
+        ahead = max(workers, self.max_ahead)
         calls = CALLS_PER_MERGE if getattr(llm, "metered", True) else 0
+        guard_lock = threading.Lock()  # one worker at a time embeds (memory, 2 cores)
         with ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool:
-            flight: deque[tuple[Selection, Any, Future[Draft]]] = deque()
+            flight: deque[tuple[Selection, Any, Future[_Prepared | None]]] = deque()
 
             def refill() -> None:
-                while len(flight) < workers and not self.ctx.should_stop():
-                    sel = next(todo, None)
+                while len(flight) < ahead and not self.ctx.should_stop():
+                    sel = next(chosen, None)
                     if sel is None:
                         return
                     # a run limit stops the run between clusters, never one halfway: its
@@ -205,7 +240,10 @@ class ReflectionRun:
                         self.log.info("stopping early: %s", self.ctx.budget.hit)
                         return
                     self.ctx.budget.charge_records(len(sel.source_ids))
-                    flight.append((sel, unit, pool.submit(draft, sel, unit, self.prompts)))
+                    # read here: SQLite connections belong to their thread
+                    facts = live_facts(self.rt, sel.ref, [e.id for e in sel.replaced])
+                    flight.append((sel, unit, pool.submit(self._prepare, sel, facts, unit,
+                                                          guard_lock)))
 
             refill()
             while flight:
@@ -214,17 +252,47 @@ class ReflectionRun:
                     future.cancel()
                     unit.close()
                     continue
+                refill()
                 try:
-                    result = future.result()
+                    prepared = future.result()
                 except ProviderUnavailable as exc:
                     self._failed(sel, llm, str(exc))
                 else:
-                    self._commit(indexer, result)
+                    if prepared is not None:
+                        self._commit(indexer, prepared)
                 finally:
                     unit.close()
-                refill()
 
     # -- one cluster ----------------------------------------------------------------------------
+
+    def _prepare(self, sel: Selection, facts: _Facts, llm: LLM,
+                 guard_lock: threading.Lock) -> _Prepared | None:
+        """Worker thread: the LLM draft, then the guard's measurements (embeddings, no
+        writes). Raises ProviderUnavailable; None when the run was asked to stop, or the
+        tokens or time of the clusters before it reached a run limit, before it started."""
+        if self.ctx.should_stop() or self.ctx.budget.spent() is not None:
+            return None
+        result = draft(sel, llm, self.prompts)
+        given = result.provenance
+        with guard_lock:
+            self._reuse_stored_vectors(sel.ref, facts)
+            too_long = self._measure(result, facts)
+            # the narrative's own vector, for the commit's re-index (a cache hit if the text
+            # it indexes is this one)
+            self.rt.embedder.embed([f"{result.title}\n{result.content}"])
+        return _Prepared(result, facts, too_long, given)
+
+    def _measure(self, result: Draft, facts: _Facts) -> str | None:
+        """Coverage (set on ``result``), the length verdict and, for prose with no provenance,
+        the sentence attribution."""
+        sel = result.selection
+        wanted = source_facts(sel, {p: [t for _, t in fs] for p, fs in facts.items()})
+        result.coverage = measure_coverage(self.rt.embedder, wanted, result,
+                                           match_threshold=self.match)
+        too_long = longer_than_sources(result, self.max_ratio)
+        if result.provenance is None and too_long is None:
+            result.provenance = attribute(self.rt.embedder, result, threshold=self.match)
+        return too_long
 
     def _failed(self, sel: Selection, llm: LLM, error: str) -> None:
         self.log.warning("cluster %s of %s skipped: %s", sel.cluster_id, sel.ref, error)
@@ -236,16 +304,16 @@ class ReflectionRun:
                                   sources=sel.source_ids, status="failed",
                                   provider=llm.provider, model=llm.model, error=error)
 
-    def _commit(self, indexer: Indexer, result: Draft) -> None:
+    def _commit(self, indexer: Indexer, prepared: _Prepared) -> None:
+        result, too_long = prepared.draft, prepared.too_long
         sel = result.selection
         facts = live_facts(self.rt, sel.ref, [e.id for e in sel.replaced])
-        self._reuse_stored_vectors(sel.ref, facts)
-        wanted = source_facts(sel, {p: [t for _, t in fs] for p, fs in facts.items()})
-        result.coverage = measure_coverage(self.rt.embedder, wanted, result,
-                                           match_threshold=self.match)
-        too_long = longer_than_sources(result, self.max_ratio)
-        if result.provenance is None and too_long is None:
-            result.provenance = attribute(self.rt.embedder, result, threshold=self.match)
+        if facts != prepared.facts:  # changed since the worker measured: measure again
+            result.coverage = None
+            result.provenance = prepared.provenance_given
+            self._reuse_stored_vectors(sel.ref, facts)
+            too_long = self._measure(result, facts)
+        assert result.coverage is not None
         plan = journal.new_plan(result, run_id=self.ctx.run_id,
                                 fact_ids=[i for fs in facts.values() for i, _ in fs])
         status, error = "ok", None
