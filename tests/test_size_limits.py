@@ -216,3 +216,17 @@ def test_request_types_are_strict(call: Client, path: str, body: dict[str, Any],
     assert resp.status_code == 422
     error = resp.json()["error"]
     assert error["code"] == "invalid_request" and error["message"].startswith(f"{field}: ")
+
+
+def test_append_many_keeps_the_same_limits_and_writes_none_of_the_batch(root: Path) -> None:
+    rt = small_runtime(root)
+    path = rt.store.log_path(ANN, Kind.ATOMIC_FACT, DAY)
+    fact = {"timestamp": META["timestamp"], "parent_type": "episode", "parent_id": "ep_x"}
+    with pytest.raises(TooLarge, match=r"over limits\.max_entry_bytes"):
+        rt.store.append_many(ANN, Kind.ATOMIC_FACT, [(fact, {"Fact": "short"}),
+                                                     (fact, {"Fact": "x" * 3000})], day=DAY)
+    assert not path.exists()  # all or none: the short one is not written either
+    with pytest.raises(TooLarge, match=r"over limits\.max_file_bytes"):
+        rt.store.append_many(ANN, Kind.ATOMIC_FACT,
+                             [(fact, {"Fact": "x" * 1500}) for _ in range(5)], day=DAY)
+    assert not path.exists()

@@ -32,7 +32,7 @@ from everos_reflect.strategies.undo import undo_merge
 
 REF = UserRef.of("u_andrew")
 SETTINGS = Settings(clustering=ClusteringSettings(threshold=0.3, time_window_days=7.0,
-                                                  rejoin_threshold=0.3))
+                                                  rejoin_threshold=0.3, member_threshold=0.0))
 PETS = [
     (date(2026, 8, 10), "Andrew pets", "Andrew has no pets; his apartment does not allow a dog."),
     (date(2026, 8, 12), "Andrew pets dog", "Andrew adopted a dog named Toby; Andrew pets: a dog."),

@@ -431,9 +431,12 @@ class VectorIndex:
         return ", ".join(sorted(names)) or None
 
     def search_vector(
-        self, kind: Kind | str, vector: np.ndarray, *, k: int = 10, where: str | None = None
+        self, kind: Kind | str, vector: np.ndarray, *, k: int = 10, where: str | None = None,
+        with_vectors: bool = False,
     ) -> list[dict[str, Any]]:
-        """Nearest rows by cosine distance (``_distance`` = 1 - cosine similarity)."""
+        """Nearest rows by cosine distance (``_distance`` = 1 - cosine similarity); with
+        ``with_vectors`` each row also carries its stored ``vector`` (search's latest-version
+        ranking compares hits with it, at no extra query)."""
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
         if vector.shape != (self.dim,):
             raise EverosError(f"query vector must have {self.dim} values, got {vector.shape[0]}")
@@ -442,7 +445,7 @@ class VectorIndex:
             .search(vector, vector_column_name="vector")
             .distance_type("cosine")
             .refine_factor(REFINE_FACTOR)  # exact re-rank; a no-op without an ANN index
-            .select([*META_COLUMNS, "_distance"])
+            .select([*META_COLUMNS, *(("vector",) if with_vectors else ()), "_distance"])
             .limit(k)
         )
         if where:

@@ -379,9 +379,17 @@ class MarkdownStore:
             for offset, (meta, sections) in enumerate(rows):
                 entry_id = str(EntryId(kind, day, seq + offset))
                 prefix = writer.append_entry(new_text, "")
-                new_text = writer.append_entry(
-                    new_text, writer.render_entry(entry_id, meta, sections))
+                block = writer.render_entry(entry_id, meta, sections)
+                size = len(block.encode("utf-8"))
+                if size > self.limits.max_entry_bytes:  # the limits append() enforces
+                    raise TooLarge("the entry", size, "limits.max_entry_bytes",
+                                   self.limits.max_entry_bytes)
+                new_text = writer.append_entry(new_text, block)
                 created.append(self._parse_back(log, prefix, new_text[len(prefix):], entry_id))
+            grown = len(new_text.encode("utf-8"))
+            if grown > self.limits.max_file_bytes:
+                raise TooLarge(f"{label} with these entries", grown, "limits.max_file_bytes",
+                               self.limits.max_file_bytes)
             return new_text
 
         self._edit(path, edit)
