@@ -1,24 +1,30 @@
 """Chaos harness: SIGKILLs, malformed files, a faulty LLM and API fuzz against the real CLI.
 
-    python bench/chaos.py                       # the full run: 100 kills, 300 malformed files
-    python bench/chaos.py --kills 5 --malformed 24 --no-fuzz     # a quick look
-    python bench/chaos.py --out bench/results/chaos.md           # write the table
+    python bench/chaos.py --out bench/results/chaos.md   # the full run: 100 kills, 306 files
+    python bench/chaos.py --kills 6 --malformed 13 --no-fuzz    # a quick look
 
 Every section runs ``everos-reflect`` in child processes on a scratch root and checks the
 result with an independent reader (bench/chaos_reader.py, which never imports the product):
 
-- **kills**: N random SIGKILLs during ``add``, the daemon's watcher sync, ``reindex``,
-  Reflection, ``undo`` and recovery itself; after each, the next command settles the root and the
-  invariants are checked: no entry text lost, every file parses, no narrative live beside a
-  live source, no archive link to a missing entry, index == what a rebuild from Markdown gives;
+- **kills** (bench/chaos_kills.py): N SIGKILLs during ``add``, the daemon's watcher sync,
+  ``reindex``, Reflection, ``undo`` and recovery itself, each aimed inside its operation (at a
+  ``merge_journal`` step, at the first Markdown change, or at a random point of the measured
+  duration) and tabulated by where it landed; after each, the next start settles the root and
+  the invariants are checked: no entry text lost, every file parses, no narrative live beside
+  a live source, no archive link to a missing entry, index == what a rebuild from Markdown
+  gives, no journal row left;
 - **malformed**: a corpus of broken files (bench/chaos_corpus.py) → the daemon stays up, valid
   neighbours are indexed, no byte of the broken files changes; peak RSS and Reflection time;
 - **llm faults**: each fault of the matrix against the project's fake OpenAI server → nothing
-  written, the run recorded ``failed`` and ``trigger`` exiting non-zero;
-- **api fuzz**: schemathesis against the served OpenAPI schema → no 5xx.
+  written, the run recorded ``failed`` and ``trigger`` exiting non-zero (prompt injection: the
+  coverage guard rejects every merge);
+- **api fuzz**: the schemathesis CLI (every default check) against a served daemon's
+  ``/openapi.json`` → no 5xx, no conformance failure.
 
-Children embed through the fake server (bag-of-words vectors) so each starts in about a second;
-the machine may be shared, so times are labelled as measured, not as benchmarks.
+Bounded in time: kills stop being started after ``--kill-budget-min`` (default 60; the table
+then says how many ran), every child has a timeout. Children embed through the fake server
+(bag-of-words vectors) so each starts in about a second; the machine may be shared, so times are
+labelled as measured, not as benchmarks.
 """
 
 from __future__ import annotations

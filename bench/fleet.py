@@ -4,12 +4,15 @@
 Roots: replica ``r`` (0..3) of each of the 10 LoCoMo conversations, as ``bench/cost.py``
 builds them (new users, dates shifted, sentences rotated), one conversation per root, with its
 observations as atomic facts. Every root is indexed and clustered once into a template; each
-mode then works on fresh copies, so all three do exactly the same merges.
+side then works on fresh copies, so all three do exactly the same merges.
 
 The LLM is the fake OpenAI-compatible server of ``tests/fake_openai.py`` answering every call
-after a fixed latency (``--llm-latency``, default 0.3 s); each root's ``everos.toml`` points at
-it, so the fleet opens roots with the production opener (``fleet.work.open_root``: the root's
-own settings, one embedder per worker process). Modes:
+after a fixed latency (``--llm-latency``, default 0.3 s) with ``bench/cost.py``'s fake reply (a
+merge gets a short narrative built from its sources, short enough for the narrative length
+guard, so merges really commit). The server runs in its own process, so it takes the GIL from
+no side. Each root's ``everos.toml`` points at it, so the fleet opens roots with the production
+opener (``fleet.work.open_root``: the root's own settings, one embedder per worker process).
+Sides:
 
 - **sequential**: in this process, per root ``Engine(runtime).trigger("reflect_episodes",
   force=True)`` — what ``everos-reflect trigger`` does in-process — one root after another;
@@ -17,22 +20,34 @@ own settings, one embedder per worker process). Modes:
   task per CPU). Ray's start-up (``ray.init``) is reported apart; worker processes starting
   and importing the package count in the run's wall time.
 
+After each side, every root's Markdown is read back: narratives written (live Episodes with
+``parent_type: cluster``) and sources archived, per root, against the merges the run reported.
+A side whose Markdown disagrees with its report, or that committed no merge, is flagged.
+
 Speed-up = sequential ÷ ray-2; overhead at one worker = ray-1 ÷ sequential − 1, and per task =
 (ray-1 − sequential) ÷ tasks. On a shared machine, label the figures as measured under load.
 
+Sides can run in separate invocations (``--sides``, same ``--work``): each writes its figures
+to ``WORK/side-<name>.json`` with a fingerprint of the code and of the template roots, and the
+report is assembled only from sides with the same fingerprints.
+
     python bench/fleet.py /path/to/locomo10.json [--roots 40] [--llm-latency 0.3]
+                          [--work DIR] [--sides sequential,ray-1,ray-2] [--load-note TEXT]
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
 from collections import defaultdict
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -97,22 +112,104 @@ def fresh_copies(templates: list[Path], dest: Path, llm_url: str) -> list[Path]:
     return out
 
 
+# --- the fake LLM, in a process of its own -------------------------------------------------------
+
+
+def _serve_fake(latency: float, conn: Any) -> None:
+    """Child process: the fake OpenAI server until told to stop; then how many chat calls."""
+    from tests.fake_openai import FakeOpenAI
+
+    fake = FakeOpenAI(latency=latency).start()
+    fake.script(*[cost._fake_reply] * 1_000_000)
+    conn.send(fake.base_url)
+    conn.recv()
+    conn.send({"calls": len(fake.chat_bodies()), "max_in_flight": fake.max_in_flight})
+    fake.stop()
+
+
+class FakeLLMProcess:
+    """``tests.fake_openai.FakeOpenAI`` with ``cost._fake_reply`` in a spawned process."""
+
+    def __init__(self, latency: float) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        self._proc = ctx.Process(target=_serve_fake, args=(latency, child), daemon=True)
+
+    def __enter__(self) -> FakeLLMProcess:
+        self._proc.start()
+        self.base_url: str = self._conn.recv()
+        return self
+
+    def stats(self) -> dict[str, int]:
+        self._conn.send("stop")
+        return self._conn.recv()
+
+    def __exit__(self, *exc: object) -> None:
+        self._proc.join(timeout=10)
+        if self._proc.is_alive():
+            self._proc.kill()
+
+
+# --- what the Markdown says --------------------------------------------------------------------
+
+
+def markdown_merges(root: Path) -> dict[str, int]:
+    """Read the root's Episode logs back: live narratives (``parent_type: cluster``) and
+    archived Episodes — what a merge commits, whatever the run reported."""
+    from everos_reflect.markdown.store import MarkdownStore
+
+    store = MarkdownStore(root)
+    narratives = archived = 0
+    for path in sorted(root.glob("**/episodes/*.md")):
+        for entry in store.read(path).entries:
+            if entry.deprecated_by:
+                archived += 1
+            elif entry.meta.get("parent_type") == "cluster":
+                narratives += 1
+    return {"narratives": narratives, "archived": archived}
+
+
+def verify(roots: list[Path], reported: dict[str, int]) -> dict[str, Any]:
+    """Per root: merges reported vs narratives and archived Episodes found in its Markdown."""
+    per_root = {}
+    for root in roots:
+        found = markdown_merges(root)
+        per_root[root.name] = {"reported": reported.get(str(root), 0), **found}
+    mismatched = sorted(name for name, r in per_root.items() if r["reported"] != r["narratives"])
+    return {"per_root": per_root, "mismatched_roots": mismatched,
+            "narratives": sum(r["narratives"] for r in per_root.values()),
+            "archived": sum(r["archived"] for r in per_root.values()),
+            "roots_with_merges": sum(1 for r in per_root.values() if r["narratives"])}
+
+
+# --- the three sides ---------------------------------------------------------------------------
+
+
 def run_sequential(roots: list[Path]) -> dict[str, Any]:
     from everos_reflect.engine.engine import Engine
     from everos_reflect.fleet.work import open_root
 
-    merges, statuses, clusters = 0, defaultdict(int), defaultdict(int)
+    statuses: dict[str, int] = defaultdict(int)
+    clusters: dict[str, int] = defaultdict(int)
+    reported: dict[str, int] = {}
     started = time.perf_counter()
+    root_seconds: dict[str, float] = {}
     for root in roots:
+        t = time.perf_counter()
         runtime = open_root(str(root))
         outcome = Engine(runtime).trigger(STRATEGY, force=True, timeout=None, trigger="manual")
         runtime.close()
+        root_seconds[root.name] = round(time.perf_counter() - t, 2)
         statuses[outcome.status] += 1
-        merges += outcome.counts.get("merged", 0)
+        reported[str(root)] = outcome.counts.get("merged", 0)
         for key, n in outcome.counts.items():
             clusters[key] += n
-    return {"seconds": round(time.perf_counter() - started, 2), "merges": merges,
-            "statuses": dict(statuses), "clusters": dict(clusters)}
+    return {"seconds": round(time.perf_counter() - started, 2),
+            "merges": sum(reported.values()), "reported": reported,
+            "statuses": dict(statuses), "clusters": dict(clusters), "tasks": len(roots),
+            "task_seconds": round(sum(root_seconds.values()), 2), "root_seconds": root_seconds}
 
 
 def run_ray(roots: list[Path], workers: int) -> dict[str, Any]:
@@ -131,10 +228,14 @@ def run_ray(roots: list[Path], workers: int) -> dict[str, Any]:
     finally:
         ray.shutdown()
     return {"seconds": round(report.seconds, 2), "ray_init_seconds": round(init_seconds, 2),
-            "merges": sum(r.merges for r in report.results), "statuses": report.counts,
+            "merges": sum(r.merges for r in report.results),
+            "reported": {r.root: r.merges for r in report.results},
+            "statuses": report.counts,
             "clusters": _sum_counts(r.counts for r in report.results),
             "tasks": report.submitted,
             "task_seconds": round(sum(r.seconds for r in report.results), 2),
+            "root_seconds": {Path(r.root).name: round(r.seconds, 2) for r in report.results},
+            "worker_pids": len({r.pid for r in report.results if r.pid}),
             "errors": [r.error for r in report.results if r.error][:3]}
 
 
@@ -146,38 +247,153 @@ def _sum_counts(counts: Any) -> dict[str, int]:
     return dict(out)
 
 
+# --- one code snapshot, one set of templates -----------------------------------------------------
+
+
+def code_fingerprint() -> dict[str, str]:
+    """The commit and a hash of every source file the sides run (package, bench, fake server):
+    a side run from other code — a merge landing mid-run — cannot pass as the same snapshot."""
+    repo = Path(__file__).resolve().parents[1]
+    digest = hashlib.sha256()
+    files = sorted([*(repo / "everos_reflect").rglob("*.py"), *(repo / "bench").glob("*.py"),
+                    repo / "tests" / "fake_openai.py"])
+    for path in files:
+        digest.update(path.relative_to(repo).as_posix().encode())
+        digest.update(path.read_bytes())
+    head = subprocess.run(["git", "-C", str(repo), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip()
+    return {"commit": head or "unknown", "sources_sha256": digest.hexdigest()[:16]}
+
+
+def templates_fingerprint(templates: list[Path]) -> str:
+    digest = hashlib.sha256()
+    for template in templates:
+        for path in sorted(template.glob("**/*.md")):
+            digest.update(path.relative_to(template.parent).as_posix().encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def run_side(side: str, templates: list[Path], work: Path, latency: float) -> dict[str, Any]:
+    before = code_fingerprint()
+    load_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    with FakeLLMProcess(latency) as fake:
+        roots = fresh_copies(templates, work / side, fake.base_url)
+        if side == "sequential":
+            out = run_sequential(roots)
+        else:
+            out = run_ray(roots, int(side.rsplit("-", 1)[1]))
+        out["llm"] = fake.stats()
+    out["markdown"] = verify(roots, out.pop("reported"))
+    after = code_fingerprint()
+    out |= {"side": side, "code": before, "code_changed_during_run": before != after,
+            "templates": templates_fingerprint(templates), "roots": len(roots),
+            "llm_latency": latency, "loadavg_start": load_start,
+            "loadavg_end": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+            "when": datetime.now(UTC).isoformat(timespec="seconds")}
+    return out
+
+
+# --- report --------------------------------------------------------------------------------------
+
+
+def problems(result: dict[str, Any]) -> list[str]:
+    """Why these figures must not be quoted as the measurement, if they must not."""
+    sides = [result[s] for s in SIDES]
+    out = []
+    if len({(s["code"]["sources_sha256"], s["templates"]) for s in sides}) != 1:
+        out.append("the sides ran different code or different template roots")
+    if any(s["code_changed_during_run"] for s in sides):
+        out.append("the code changed while a side ran")
+    if len({s["markdown"]["narratives"] for s in sides}) != 1:
+        out.append("the sides committed different numbers of merges")
+    for s in sides:
+        if s["markdown"]["narratives"] == 0:
+            out.append(f"{s['side']} committed no merge")
+        if s["markdown"]["mismatched_roots"]:
+            out.append(f"{s['side']}: Markdown disagrees with the reported merges in "
+                       f"{', '.join(s['markdown']['mismatched_roots'])}")
+        if set(s["statuses"]) != {"ok"}:
+            out.append(f"{s['side']}: root statuses {s['statuses']}")
+    return out
+
+
+def summarise(result: dict[str, Any]) -> None:
+    seq, r1, r2 = (result[m]["seconds"] for m in SIDES)
+    result["speedup_2"] = seq / r2
+    result["overhead_1_pct"] = (r1 / seq - 1) * 100
+    result["overhead_per_task_s"] = (r1 - seq) / max(1, result["ray-1"]["tasks"])
+    result["per_root_s"] = seq / result["roots"]
+    # Ray's own share at one worker: its wall time beyond the tasks' own time (scheduling,
+    # worker start-up and imports before the first task, result transfer)
+    r1_side = result["ray-1"]
+    result["dispatch_1_per_task_s"] = (r1 - r1_side["task_seconds"]) / max(1, r1_side["tasks"])
+    result["problems"] = problems(result)
+
+
 def markdown(result: dict[str, Any]) -> str:
-    seq, r1, r2 = result["sequential"], result["ray-1"], result["ray-2"]
+    seq, r1, r2 = (result[m] for m in SIDES)
+    names = {"sequential": "sequential `trigger`", "ray-1": "Ray, 1 worker",
+             "ray-2": "Ray, 2 workers"}
     lines = [
         "# Fleet: many roots on Ray vs one after another",
         "",
         f"Generated by `python bench/fleet.py locomo10.json --roots {result['roots']} "
-        f"--llm-latency {result['llm_latency']}` on {result['cpus']} CPU(s), "
-        f"bundled local embedder. **{result['load_note']}** "
-        f"(load average at start {result['loadavg_start']}, at end {result['loadavg_end']}).",
+        f"--llm-latency {result['llm_latency']}` on {result['cpus']} CPU(s), bundled local "
+        f"embedder, code {seq['code']['commit']} (sources {seq['code']['sources_sha256']}), "
+        f"**{result['load_note']}**.",
         "",
         f"{result['roots']} roots, one LoCoMo conversation each (replicas of the 10), indexed "
-        "and clustered beforehand; each mode runs Reflection (`force`) on fresh copies. LLM: "
-        f"fake OpenAI-compatible server, {result['llm_latency'] * 1000:.0f} ms per call.",
+        "and clustered beforehand; each side runs Reflection (`force`) on fresh copies of the "
+        f"same templates ({seq['templates']}). LLM: fake OpenAI-compatible server in its own "
+        f"process, {result['llm_latency'] * 1000:.0f} ms per call, replying with a short "
+        "narrative built from the sources (`bench/cost.py`).",
         "",
-        "| mode | wall s | merges | cluster outcomes | root statuses | Ray start-up s (apart) |",
-        "|---|---:|---:|---|---|---:|",
-        f"| sequential `trigger` | {seq['seconds']} | {seq['merges']} | {seq['clusters']} | "
-        f"{seq['statuses']} | - |",
-        f"| Ray, 1 worker | {r1['seconds']} | {r1['merges']} | {r1['clusters']} | "
-        f"{r1['statuses']} | {r1['ray_init_seconds']} |",
-        f"| Ray, 2 workers | {r2['seconds']} | {r2['merges']} | {r2['clusters']} | "
-        f"{r2['statuses']} | {r2['ray_init_seconds']} |",
+        "| side | wall s | merges reported | narratives in Markdown | Episodes archived | "
+        "roots with merges | LLM calls | root statuses | Ray start-up s (apart) | load "
+        "average start → end | when |",
+        "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|",
+    ]
+    for side, r in zip(SIDES, (seq, r1, r2), strict=True):
+        md = r["markdown"]
+        lines.append(
+            f"| {names[side]} | {r['seconds']} | {r['merges']} | {md['narratives']} | "
+            f"{md['archived']} | {md['roots_with_merges']}/{r['roots']} | {r['llm']['calls']} | "
+            f"{r['statuses']} | {r.get('ray_init_seconds', '-')} | "
+            f"{r['loadavg_start']} → {r['loadavg_end']} | {r['when']} |")
+    lines += [
         "",
         f"- speed-up with 2 workers (sequential ÷ Ray-2): **{result['speedup_2']:.2f}×** "
-        "(target ≥ 1.8×)",
+        f"(target ≥ 1.8×: {'met' if result['speedup_2'] >= 1.8 else 'missed'})",
         f"- Ray overhead at 1 worker (Ray-1 ÷ sequential − 1): "
-        f"**{result['overhead_1_pct']:+.1f} %** (target ≤ 5 %), "
-        f"{result['overhead_per_task_s']:+.3f} s per task",
-        f"- per root: {result['per_root_s']:.2f} s of Reflection (sequential wall ÷ roots)",
+        f"**{result['overhead_1_pct']:+.1f} %** (target ≤ 5 %: "
+        f"{'met' if result['overhead_1_pct'] <= 5 else 'missed'}), "
+        f"{result['overhead_per_task_s']:+.3f} s per task; Ray-1's wall time beyond its tasks' "
+        f"own time: {result['dispatch_1_per_task_s']:.3f} s per task",
+        f"- per root: {result['per_root_s']:.2f} s of Reflection (sequential wall ÷ roots); "
+        f"Ray tasks' own time summed: {r1['task_seconds']} s (1 worker), "
+        f"{r2['task_seconds']} s (2 workers)",
+        f"- cluster outcomes (all sides): {seq['clusters']}",
         "",
     ]
+    if result["problems"]:
+        lines += ["**Not a valid measurement:** " + "; ".join(result["problems"]) + ".", ""]
+    lines += ["## Merges per root (narratives found in Markdown; reported by the run in "
+              "brackets when different)", "",
+              "| root | " + " | ".join(names[s] for s in SIDES) + " |",
+              "|---|" + "---:|" * len(SIDES)]
+    for name in seq["markdown"]["per_root"]:
+        cells = []
+        for r in (seq, r1, r2):
+            one = r["markdown"]["per_root"][name]
+            cells.append(str(one["narratives"]) + (
+                f" ({one['reported']})" if one["reported"] != one["narratives"] else ""))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines.append("")
     return "\n".join(lines)
+
+
+SIDES = ("sequential", "ray-1", "ray-2")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,45 +404,62 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--roots", type=int, default=40)
     parser.add_argument("--llm-latency", type=float, default=0.3)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
-    parser.add_argument("--work", type=Path, help="keep roots here (templates are reused)")
+    parser.add_argument("--work", type=Path,
+                        help="keep templates and per-side figures here (reused across runs)")
+    parser.add_argument("--sides", default=",".join(SIDES),
+                        help="comma-separated subset of sequential,ray-1,ray-2 to run now")
+    parser.add_argument("--templates-only", action="store_true",
+                        help="build the template roots into --work and stop")
     parser.add_argument("--load-note", default="measured under load (shared 2-core machine)")
     args = parser.parse_args(argv)
     if not args.data_path.is_file():
         parser.error(f"no such file: {args.data_path}")
-    from tests.fake_openai import FakeOpenAI
+    sides = [x.strip() for x in args.sides.split(",") if x.strip()]
+    if not sides or set(sides) - set(SIDES):
+        parser.error(f"--sides must be a subset of {','.join(SIDES)}")
+    if args.roots < 1 or args.llm_latency < 0:
+        parser.error("--roots must be at least 1 and --llm-latency not negative")
+    if (args.templates_only or set(sides) != set(SIDES)) and args.work is None:
+        parser.error("--templates-only and a subset of --sides need --work")
 
-    fake = FakeOpenAI(latency=args.llm_latency).start()
-    fake.script(*[cost._fake_reply] * 1_000_000)
-    result: dict[str, Any] = {"roots": args.roots, "llm_latency": args.llm_latency,
-                              "cpus": os.cpu_count(),
-                              "load_note": args.load_note,
-                              "loadavg_start": " ".join(f"{x:.1f}" for x in os.getloadavg())}
     with tempfile.TemporaryDirectory(prefix="everos-fleet-") as tmp:
         work = args.work or Path(tmp)
         t = time.perf_counter()
         templates = build_templates(args.data_path, work, args.roots)
         print(f"templates ready in {time.perf_counter() - t:.0f} s", flush=True)
-        for mode in ("sequential", "ray-1", "ray-2"):
-            roots = fresh_copies(templates, work / mode, fake.base_url)
-            if mode == "sequential":
-                result[mode] = run_sequential(roots)
-            else:
-                result[mode] = run_ray(roots, int(mode[-1]))
-            print(f"  {mode}: {result[mode]}", flush=True)
-    fake.stop()
-    seq, r1, r2 = (result[m]["seconds"] for m in ("sequential", "ray-1", "ray-2"))
-    result["speedup_2"] = seq / r2
-    result["overhead_1_pct"] = (r1 / seq - 1) * 100
-    result["overhead_per_task_s"] = (r1 - seq) / max(1, result["ray-1"]["tasks"])
-    result["per_root_s"] = seq / args.roots
-    result["loadavg_end"] = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    if len({result[m]["merges"] for m in ("sequential", "ray-1", "ray-2")}) != 1:
-        print("WARNING: the modes did not make the same number of merges", flush=True)
+        if args.templates_only:
+            return 0
+        figures: dict[str, Any] = {}
+        for side in sides:
+            figures[side] = run_side(side, templates, work, args.llm_latency)
+            shutil.rmtree(work / side, ignore_errors=True)
+            brief = {k: v for k, v in figures[side].items() if k != "markdown"}
+            print(f"  {side}: {json.dumps(brief)}", flush=True)
+            print(f"    Markdown: {figures[side]['markdown']['narratives']} narratives, "
+                  f"{figures[side]['markdown']['archived']} Episodes archived, mismatched roots: "
+                  f"{figures[side]['markdown']['mismatched_roots'] or 'none'}", flush=True)
+            if args.work is not None:
+                (work / f"side-{side}.json").write_text(json.dumps(figures[side], indent=2))
+        for side in SIDES:
+            saved = work / f"side-{side}.json"
+            if side not in figures and saved.is_file():
+                figures[side] = json.loads(saved.read_text())
+    missing = [s for s in SIDES if s not in figures]
+    if missing:
+        print(f"sides still to run: {', '.join(missing)} (nothing written to {args.out})")
+        return 0
+    result: dict[str, Any] = {"roots": args.roots, "llm_latency": args.llm_latency,
+                              "cpus": os.cpu_count(), "load_note": args.load_note, **figures}
+    if {figures[s]["roots"] for s in SIDES} != {args.roots} or {
+            figures[s]["llm_latency"] for s in SIDES} != {args.llm_latency}:
+        print("the saved sides were run with other --roots or --llm-latency; rerun them")
+        return 1
+    summarise(result)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "fleet.json").write_text(json.dumps(result, indent=2) + "\n", "utf-8")
     (args.out / "fleet.md").write_text(markdown(result), "utf-8")
     print(markdown(result))
-    return 0
+    return 1 if result["problems"] else 0
 
 
 if __name__ == "__main__":

@@ -13,10 +13,18 @@ to keep them apart) → index with the configured embedder → recluster → ``r
 - **right**: that narrative's final paragraph contains every ``current`` phrase and no ``old``
   phrase (case-insensitive).
 
-The version threshold (``VERSION_COSINE``) is swept; the value chosen on the *calibration*
-stories (even-numbered domains) is reported on the *report* stories (odd-numbered domains).
+Before any merge it also checks ranking: searching "<name> <domain>", does the latest state
+Episode rank above the earlier ones (shipped search vs its plain fused order)?
 
-    python bench/state_stories.py [--versions 0.55,0.6,0.65,0.7,0.75] [--out bench/results]
+The version threshold (``VERSION_COSINE``) and the paraphrase threshold
+(``PARAPHRASE_COSINE``) are swept together: a paraphrase threshold below the version threshold
+folds more repeats, and the stories check it does not fold a replaced fact away. The pair chosen
+on the *calibration* stories (even-numbered domains) is reported on the *report* stories
+(odd-numbered domains). ``--member`` sets the clustering's member-fit threshold
+(``clustering.member_threshold``; default: the shipped setting).
+
+    python bench/state_stories.py [--versions 0.65,0.7,0.75] [--paraphrase 0.65,0.8]
+                                  [--member 0.4] [--out bench/results]
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import tempfile
 import time
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -37,8 +46,9 @@ from typing import Any
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding import CachingEmbedder, make_embedder
 from everos_reflect.engine.engine import Engine
+from everos_reflect.index.search import _search_kind, search
 from everos_reflect.index.sync import Indexer
-from everos_reflect.llm.extractive import ExtractiveLLM
+from everos_reflect.llm.extractive import PARAPHRASE_COSINE, ExtractiveLLM
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.provenance import provenance
@@ -136,23 +146,54 @@ def summarise(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
             for k, c in groups.items()}
 
 
-def run(work: Path, versions: Sequence[float]) -> dict[str, Any]:
+def ranking(rt: Runtime, stories: Sequence[dict[str, Any]],
+            state_ids: dict[str, list[str]]) -> dict[str, Any]:
+    """Before any merge: asked about a story's state ("<name> <domain>", e.g. "Sam car"), does
+    the latest state Episode rank above every earlier state Episode of the story? Shipped
+    search (latest version first, index/recency.py) against its plain fused order, in the same
+    run."""
+    user_of = {s["id"]: u for u, mine in users_of(stories).items() for s in mine}
+    counts: Counter[str] = Counter()
+    for s in stories:
+        ids = state_ids[s["id"]]
+        query = f"{s['name']} {s['domain']}"
+        plain = _search_kind(rt, query, top_k=10, user_id=user_of[s["id"]])
+        shipped = search(rt, query, top_k=10, user_id=user_of[s["id"]])
+        for name, hits in (("plain", plain), ("shipped", shipped)):
+            order = [h.id for h in hits]
+            if ids[-1] in order:
+                counts[f"{name}_found"] += 1
+                if all(order.index(ids[-1]) < order.index(i) for i in ids[:-1] if i in order):
+                    counts[f"{name}_latest_first"] += 1
+    counts["n"] = len(stories)
+    return dict(counts)
+
+
+def run(work: Path, versions: Sequence[float], paraphrases: Sequence[float] = (PARAPHRASE_COSINE,),
+        member: float | None = None) -> dict[str, Any]:
     stories = load()
     base = work / "base"
     base.mkdir(parents=True)
     (base / "ome.toml").write_text(OME, encoding="utf-8")
     state_ids = build(base, stories)
     settings = load_settings(base)
+    if member is not None:
+        settings = replace(settings, clustering=replace(settings.clustering,
+                                                        member_threshold=member))
     embedder = CachingEmbedder(make_embedder(settings.embedding))
     rt = Runtime(base, settings, embedder=embedder)
     Indexer(rt).scan()
+    ranked = ranking(rt, stories, state_ids)
     rt.close()
     extractive = settings.llm.provider == "extractive"
     points = []
-    for value in versions if extractive else versions[:1]:
-        root = work / f"v{value:.2f}"
+    grid = [(p, v) for p in paraphrases for v in versions] if extractive else \
+        [(paraphrases[0], versions[0])]
+    for paraphrase, value in grid:
+        root = work / f"p{paraphrase:.2f}v{value:.2f}"
         shutil.copytree(base, root)
-        llm = ExtractiveLLM(embedder, version=value) if extractive else None
+        llm = ExtractiveLLM(embedder, version=value, paraphrase=paraphrase) \
+            if extractive else None
         rt = Runtime(root, settings, embedder=embedder, llm=llm)
         ClusterService(rt).recluster()
         started = time.perf_counter()
@@ -160,17 +201,22 @@ def run(work: Path, versions: Sequence[float]) -> dict[str, Any]:
         seconds = time.perf_counter() - started
         rt.close()
         result = score(root, stories, state_ids)
-        result.update(version=value, reflect_seconds=round(seconds, 1),
+        result.update(version=value, paraphrase=paraphrase, reflect_seconds=round(seconds, 1),
                       counts=outcome.counts, status=outcome.status)
         points.append(result)
         cal, rep = result["summary"]["calibration"], result["summary"]["report"]
-        print(f"version {value}: calibration merged {cal['merged']}/{cal['n']} right "
+        print(f"paraphrase {paraphrase} version {value}: calibration merged "
+              f"{cal['merged']}/{cal['n']} right "
               f"{cal['right']}; report merged {rep['merged']}/{rep['n']} right {rep['right']}",
               flush=True)
-    best = max(points, key=lambda p: (p["summary"]["calibration"]["right"], -p["version"]))
+    best = max(points, key=lambda p: (p["summary"]["calibration"]["right"],
+                                      p["summary"]["calibration"]["merged"],
+                                      -p["paraphrase"], -p["version"]))
     return {"stories": len(stories), "domains": len({s["domain"] for s in stories}),
             "llm": "extractive" if extractive else f"{settings.llm.provider}:{settings.llm.model}",
-            "embedder": embedder.name, "points": points, "chosen": best["version"]}
+            "embedder": embedder.name, "member_threshold": settings.clustering.member_threshold,
+            "points": points, "chosen": [best["paraphrase"], best["version"]],
+            "ranking": ranked}
 
 
 def _pct(x: float | None) -> str:
@@ -178,15 +224,18 @@ def _pct(x: float | None) -> str:
 
 
 def markdown(result: dict[str, Any]) -> str:
-    chosen = next(p for p in result["points"] if p["version"] == result["chosen"])
+    para, version = result["chosen"]
+    chosen = next(p for p in result["points"]
+                  if (p["paraphrase"], p["version"]) == (para, version))
     s = chosen["summary"]
     lines = [
         "# Latest-state stories",
         "",
         f"Generated by `python bench/state_stories.py`. {result['stories']} stories, "
-        f"{result['domains']} domains, LLM: {result['llm']}, embedder: {result['embedder']}. "
-        f"Version threshold {result['chosen']} chosen on the calibration stories; the *report* "
-        "row is held out.",
+        f"{result['domains']} domains, LLM: {result['llm']}, embedder: {result['embedder']}, "
+        f"clustering member threshold {result['member_threshold']}. Paraphrase threshold "
+        f"{para} and version threshold {version} chosen on the calibration stories; the "
+        "*report* row is held out.",
         "",
         "| stories | n | merged | merged % | right among merged % |",
         "|---|---:|---:|---:|---:|",
@@ -197,12 +246,23 @@ def markdown(result: dict[str, Any]) -> str:
             g = s[key]
             lines.append(f"| {key} | {g['n']} | {g['merged']} | {_pct(g['merged_share'])} | "
                          f"{_pct(g['right_among_merged'])} |")
-    lines += ["", "Sweep of the version threshold (calibration / report: right among merged):",
-              "", "| version cosine | calibration | report | reflect s |", "|---:|---:|---:|---:|"]
+    lines += ["", "Sweep of the paraphrase and version thresholds (calibration / report: right "
+              "among merged, merged of 52):", "",
+              "| paraphrase cosine | version cosine | calibration | report | merged cal / rep "
+              "| reflect s |", "|---:|---:|---:|---:|---:|---:|"]
     for p in result["points"]:
         c, r = p["summary"]["calibration"], p["summary"]["report"]
-        lines.append(f"| {p['version']} | {c['right']}/{c['merged']} | {r['right']}/{r['merged']}"
-                     f" | {p['reflect_seconds']} |")
+        lines.append(f"| {p['paraphrase']} | {p['version']} | {c['right']}/{c['merged']} | "
+                     f"{r['right']}/{r['merged']} | {c['merged']} / {r['merged']} | "
+                     f"{p['reflect_seconds']} |")
+    r = result.get("ranking")
+    if r:
+        lines += ["", "Ranking before any merge, asked \"<name> <domain>\" (top 10): the latest "
+                  "state Episode ranks above the story's earlier states in "
+                  f"{r.get('shipped_latest_first', 0)} of {r.get('shipped_found', 0)} stories "
+                  f"where it is found with the shipped search, against "
+                  f"{r.get('plain_latest_first', 0)} of {r.get('plain_found', 0)} in its plain "
+                  "fused order (same run)."]
     wrong = [r for r in chosen["rows"] if r["merged"] and not r["right"]][:8]
     if wrong:
         lines += ["", "Wrong final paragraphs (first 8):", ""]
@@ -216,12 +276,15 @@ def _floats(text: str) -> list[float]:
 
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--versions", type=_floats, default=[0.55, 0.6, 0.65, 0.7, 0.75])
+    parser.add_argument("--versions", type=_floats, default=[0.65, 0.7, 0.75])
+    parser.add_argument("--paraphrase", type=_floats, default=[0.65, 0.7, 0.8])
+    parser.add_argument("--member", type=float,
+                        help="clustering.member_threshold (default: the shipped setting)")
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     args = parser.parse_args(list(argv) if argv is not None else None)
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     with tempfile.TemporaryDirectory(prefix="everos-stories-") as tmp:
-        result = run(Path(tmp), args.versions)
+        result = run(Path(tmp), args.versions, args.paraphrase, args.member)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "state_stories.json").write_text(json.dumps(result, indent=1) + "\n",
                                                  encoding="utf-8")

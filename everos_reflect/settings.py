@@ -65,6 +65,8 @@ class ClusteringSettings:
     threshold: float = 0.55
     time_window_days: float = 7.0
     rejoin_threshold: float = 0.80
+    #: mean cosine to a cluster's members an Episode needs to join it (0 = centroid only)
+    member_threshold: float = 0.6
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,10 @@ def _positive(value: Any) -> str | None:
     return None if value > 0 else f"must be greater than 0, got {value!r}"
 
 
+def _fraction(value: Any) -> str | None:
+    return None if 0 <= value <= 1 else f"must be in [0, 1], got {value!r}"
+
+
 def _unit_interval(value: Any) -> str | None:
     return None if 0 < value <= 1 else f"must be in (0, 1], got {value!r}"
 
@@ -186,6 +192,7 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("clustering", "threshold"): _unit_interval,
     ("clustering", "time_window_days"): _positive,
     ("clustering", "rejoin_threshold"): _unit_interval,
+    ("clustering", "member_threshold"): _fraction,
     ("server", "host"): _not_blank,
     ("server", "port"): _port,
     ("scheduler", "timezone"): _timezone,

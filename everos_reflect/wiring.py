@@ -49,10 +49,10 @@ def _recluster(runtime: Runtime) -> None:
     ClusterService(runtime).recluster()
 
 
-def _provenance(runtime: Runtime, change: events.ChangeSet) -> Iterable[Path]:
-    from everos_reflect.strategies.provenance import on_change
+def _provenance(runtime: Runtime, changes: list[events.ChangeSet]) -> Iterable[Path]:
+    from everos_reflect.strategies.provenance import on_changes
 
-    return on_change(runtime, change)
+    return on_changes(runtime, changes)
 
 
 def install() -> None:
@@ -63,5 +63,5 @@ def install() -> None:
             return
         events.subscribe("clustering", _clustering)
         events.on_reindex("clustering", _recluster)
-        events.subscribe("provenance", _provenance)
+        events.subscribe_batch("provenance", _provenance)
         _installed = True

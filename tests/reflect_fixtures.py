@@ -43,8 +43,9 @@ def make_runtime(
 ) -> Runtime:
     """A runtime whose clustering groups texts that share a few words (HashEmbedder)."""
     settings = Settings(
+        # member_threshold 0: the hash embedder's loose similarities are the grouping wanted
         clustering=ClusteringSettings(threshold=threshold, time_window_days=window_days,
-                                      rejoin_threshold=threshold),
+                                      rejoin_threshold=threshold, member_threshold=0.0),
         llm=LLMSettings(max_concurrency=max_concurrency),
     )
     return Runtime(root, settings, embedder=embedder or HashEmbedder(64), llm=llm)

@@ -33,10 +33,14 @@ BEFORE = Path(__file__).resolve().parent / "data" / "example_root_clusters_befor
 @pytest.fixture
 def rt(tmp_path: Path) -> Runtime:
     root = tmp_path / "root"
-    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".index"))
+    # the golden dump was made before u_nadia joined the example root: the three users it holds
+    shutil.copytree(EXAMPLE, root, ignore=shutil.ignore_patterns(".index", "u_nadia"))
     settings = load_settings(root)
+    # member_threshold 0: the centroid-only rule the digest was made with (the member-fit
+    # rule, on by default since, is checked for online/rebuild agreement below)
     settings = replace(settings, clustering=replace(settings.clustering, threshold=0.3,
-                                                    time_window_days=30.0))
+                                                    time_window_days=30.0,
+                                                    member_threshold=0.0))
     return Runtime(root, settings, embedder=HashEmbedder(64))
 
 
@@ -54,3 +58,19 @@ def test_online_assignment_and_recluster_agree_byte_for_byte(rt: Runtime) -> Non
     assert len(online["clusters"]) > 5
     ClusterService(rt).recluster()
     assert cluster_dump(rt.db()) == online
+
+
+def test_member_fit_changes_clusters_and_online_still_agrees_with_recluster(rt: Runtime) -> None:
+    Indexer(rt).scan()
+    centroid_only = cluster_dump(rt.db())
+    fit = Runtime(rt.root, replace(rt.settings, clustering=replace(
+        rt.settings.clustering, member_threshold=0.3)), embedder=HashEmbedder(64))
+    ClusterService(fit).recluster()
+    rebuilt = cluster_dump(fit.db())
+    assert len(rebuilt["clusters"]) > len(centroid_only["clusters"])  # looser clusters split
+    fit.close()
+    rt.close()
+    shutil.rmtree(rt.root / ".index")
+    again = Runtime(rt.root, fit.settings, embedder=HashEmbedder(64))
+    Indexer(again).scan()  # the online path, file by file
+    assert cluster_dump(again.db()) == rebuilt

@@ -85,7 +85,8 @@ class _Runtime:
         self.root = root
         self.settings = Settings(clustering=ClusteringSettings(threshold=0.5,
                                                                time_window_days=7.0,
-                                                               rejoin_threshold=0.7))
+                                                               rejoin_threshold=0.7,
+                                                               member_threshold=0.0))
         self.vectors = _Vectors()
         self._conn: sqlite3.Connection | None = None
 

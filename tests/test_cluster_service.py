@@ -47,7 +47,7 @@ class FakeRuntime:
 @pytest.fixture
 def rt(tmp_path: Path) -> FakeRuntime:
     return FakeRuntime(tmp_path, ClusteringSettings(threshold=0.5, time_window_days=7.0,
-                                                    rejoin_threshold=0.7))
+                                                    rejoin_threshold=0.7, member_threshold=0.0))
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from everos_reflect.clustering.online import (
     fold,
     gap_seconds,
     mean_of,
+    member_fit,
     normalize,
 )
 
@@ -135,3 +136,40 @@ def test_cluster_ids_are_stable_per_user_and_first_member():
     assert a.startswith("cl_") and len(a) == 15 and int(a[3:], 16) >= 0
     assert a != cluster_id_for("app", "proj", "u2", "ep_20260101_0001")
     assert a != cluster_id_for("app", "proj", "u1", "ep_20260101_0001", attempt=1)
+
+
+def test_member_fit_is_the_mean_cosine_to_the_members() -> None:
+    members = [unit(1.0), unit(0.0, 1.0), unit(1.0, 1.0)]
+    centroid, norm, _ = mean_of(members)
+    v = unit(0.3, 0.8, 0.2)
+    sim = float(np.dot(centroid.astype(np.float64), v.astype(np.float64)))
+    mean_cos = float(np.mean([np.dot(m, v) for m in members]))
+    assert member_fit(sim, norm) == pytest.approx(mean_cos, abs=1e-6)
+
+
+def test_a_loose_cluster_no_longer_attracts_what_only_its_centroid_is_close_to() -> None:
+    # two members about different things: their mean is short and points between them
+    road_trip, video_game = unit(1.0), unit(0.0, 1.0)
+    centroid, norm, _ = mean_of([road_trip, video_game])
+    loose = Candidate("cl_loose", centroid, 0.0, DAY, False, norm)
+    between = unit(1.0, 1.0, 0.2)  # close to the centroid (0.98), ~0.69 to each member
+    assert choose(between, 2 * DAY, [loose]).cluster_id == "cl_loose"  # centroid rule only
+    fit = choose_cluster(between, 2 * DAY, [loose], threshold=0.6, window_seconds=WINDOW,
+                         rejoin_threshold=0.8, member_threshold=0.75)
+    assert fit.cluster_id is None and fit.reason == NEW
+    # a tight cluster (one topic) still takes it
+    tight_c, tight_n, _ = mean_of([unit(1.0, 1.0), unit(1.0, 0.9)])
+    tight = Candidate("cl_tight", tight_c, 0.0, DAY, False, tight_n)
+    ok = choose_cluster(between, 2 * DAY, [loose, tight], threshold=0.6, window_seconds=WINDOW,
+                        rejoin_threshold=0.8, member_threshold=0.75)
+    assert ok.cluster_id == "cl_tight" and ok.reason == JOIN
+
+
+def test_member_fit_also_guards_a_rejoin() -> None:
+    centroid, norm, _ = mean_of([unit(1.0), unit(0.0, 1.0)])
+    done = Candidate("cl_done", centroid, 0.0, DAY, True, norm)
+    far_later = 100 * DAY
+    v = unit(1.0, 1.0)
+    assert choose(v, far_later, [done]).reason == REJOIN
+    assert choose_cluster(v, far_later, [done], threshold=0.6, window_seconds=WINDOW,
+                          rejoin_threshold=0.8, member_threshold=0.75).reason == NEW

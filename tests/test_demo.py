@@ -15,6 +15,8 @@ from everos_reflect.cli import demo_cmds
 from everos_reflect.cli.main import cli
 from everos_reflect.llm.extractive import split_sentences
 
+EPISODES = 98  # memory_root_example: u_andrew 32, u_mei 21, u_nadia 24, u_sam 21
+
 
 @pytest.mark.slow
 def test_demo_json_runs_end_to_end_with_consistent_figures(root: Path) -> None:
@@ -25,7 +27,7 @@ def test_demo_json_runs_end_to_end_with_consistent_figures(root: Path) -> None:
     kept = Path(doc["root"])
     assert kept.is_dir() and kept.name == "root"
 
-    assert before["live"]["episode"] == 74 and before["users"] == 3
+    assert before["live"]["episode"] == EPISODES and before["users"] == 4
     assert before["archived"] == {"episode": 0, "atomic_fact": 0}
     assert len(before["clusters"]) >= 10
     assert all(c["size"] >= 2 for c in before["clusters"])
@@ -40,7 +42,7 @@ def test_demo_json_runs_end_to_end_with_consistent_figures(root: Path) -> None:
     assert [r[0] for r in db_rows] == [r[0] for r in rows]
     merged_sources = sum(int(r[2]) for r in _all_reports(kept) if r[3])
     assert after["archived_episodes"] == merged_sources
-    assert after["live"]["episode"] == 74 - merged_sources + after["merges"]
+    assert after["live"]["episode"] == EPISODES - merged_sources + after["merges"]
     assert after["archived_facts"] <= before["live"]["atomic_fact"]
 
     # The answer now comes from the narrative; the fragments it replaced are gone from search.
@@ -60,6 +62,16 @@ def test_demo_json_runs_end_to_end_with_consistent_figures(root: Path) -> None:
     assert not archived & {h["id"] for h in hits}
     assert (kept / narrative["file"]).read_text().count(narrative["id"]) >= 1
     assert doc["seconds"]["total"] > 0
+
+    # One insight of the user with patterns across weeks, offline, with its dated evidence.
+    found = doc["insight"]
+    assert found["status"] == "ok" and found["written"] >= 1
+    insight = found["insight"]
+    assert insight["user_id"] == "u_nadia" and insight["provider"] == "extractive"
+    assert len(insight["evidence"]) >= 2 and all(e["date"] for e in insight["evidence"])
+    stored = (kept / "default_app/default_project/users/u_nadia/.insights").glob("*.md")
+    assert any(insight["id"] in p.read_text() for p in stored)
+    assert "provider = \"openai\"" in found["how"]
 
 
 def _audit_rows(root: Path) -> list[tuple]:

@@ -27,6 +27,7 @@ USERS = "default_app/default_project/users"
 
 ANDREW = UserRef.of("u_andrew")
 MEI = UserRef.of("u_mei")
+NADIA = UserRef.of("u_nadia")
 SAM = UserRef("acme_app", "support_bot", "u_sam")
 
 
@@ -51,7 +52,7 @@ def store(tmp_path: Path) -> MarkdownStore:
 
 
 def test_every_file_parses_without_diagnostics(logs: dict[str, DailyLog]) -> None:
-    assert len(logs) == 75
+    assert len(logs) == 99
     problems = [str(d) for log in logs.values() for d in log.diagnostics]
     assert problems == []
     assert all(log.entries for log in logs.values())
@@ -59,7 +60,7 @@ def test_every_file_parses_without_diagnostics(logs: dict[str, DailyLog]) -> Non
 
 def test_lint_finds_nothing_in_the_markdown() -> None:
     scan = scan_store(MarkdownStore(EXAMPLE))
-    assert scan.files == 75
+    assert scan.files == 99
     assert [str(p) for p in scan.problems] == []
 
 
@@ -71,8 +72,8 @@ def test_frontmatter_is_exactly_what_the_daemon_writes(logs: dict[str, DailyLog]
         assert log.frontmatter["user_id"] == rel.split("/")[3]
 
 
-def test_three_users_one_in_another_tenant(store: MarkdownStore) -> None:
-    assert list(store.iter_users()) == sorted([ANDREW, MEI, SAM])
+def test_four_users_one_in_another_tenant(store: MarkdownStore) -> None:
+    assert list(store.iter_users()) == sorted([ANDREW, MEI, NADIA, SAM])
     assert (SAM.app, SAM.project) != (DEFAULT_APP, DEFAULT_PROJECT)
 
 
@@ -81,6 +82,7 @@ def test_enough_episodes_over_enough_time(store: MarkdownStore) -> None:
     assert {ref.user_id: len(eps) for ref, eps in episodes.items()} == {
         "u_andrew": 32,
         "u_mei": 21,
+        "u_nadia": 24,
         "u_sam": 21,
     }
     stamps = [e.timestamp for eps in episodes.values() for e in eps]
@@ -199,3 +201,21 @@ def test_the_documented_hand_edit_quirks_are_present(logs: dict[str, DailyLog]) 
 def test_ome_toml_turns_reflection_on() -> None:
     ome = tomllib.loads((EXAMPLE / "ome.toml").read_text(encoding="utf-8"))
     assert ome == {"strategies": {"reflect_episodes": {"enabled": True}}}
+
+
+def test_nadias_history_holds_three_patterns_the_offline_method_finds(
+        store: MarkdownStore) -> None:
+    """README.md: Nadia's auth reverts, flaky checkout test and Friday migrations recur across
+    weeks; the offline insight method (TF-IDF over the Episodes) states all three."""
+    from everos_reflect.strategies.insights_offline import recurring_topics
+
+    episodes = store.entries(NADIA, Kind.EPISODE)
+    topics = recurring_topics(episodes, limit=3)
+    subjects = {e.id: e.subject for e in episodes}
+    cited = [sorted(subjects[i] for i in t.evidence) for t in topics]
+    assert len(topics) == 3
+    assert any(all("reverted" in s and "auth" in s for s in c) and len(c) == 3 for c in cited)
+    assert any(all(("checkout" in s.lower()) for s in c) and len(c) == 4 for c in cited)
+    assert any(all("migration" in s.lower() for s in c) and len(c) == 3 for c in cited)
+    assert sum(int(e.meta["importance"]) for e in episodes) >= 150  # the accumulator fires
+

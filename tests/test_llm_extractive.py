@@ -341,3 +341,25 @@ def test_no_pronoun_is_rewritten_without_a_clear_main_person() -> None:
     assert "He is leaning towards yes." in result.content
     assert "He starts on August 24." in result.content
     assert "Northwind is leaning" not in result.content
+
+
+def test_a_swapped_value_is_a_version_even_above_the_paraphrase_threshold():
+    # both versions sit at cosine 1.0: above any paraphrase threshold
+    toy = Toy({"for personal email": [1.0], "every morning": [0.0, 1.0], "daily": [0.0, 0.0, 1.0],
+               "each and every day": [0.0, 0.0, 0.95, 0.31]})
+    llm = ExtractiveLLM(toy, paraphrase=0.65, version=0.9)
+    result = llm.merge(MergeRequest("init", [
+        member("2026-03-01", "Mia uses Gmail for personal email.", "Email", 1),
+        member("2026-03-05", "Mia uses Proton Mail for personal email now.", "Email", 2),
+        member("2026-03-09", "Mia reads her personal email every morning.", "Email", 3),
+    ]))
+    *timeline, current = paragraphs(result.content)
+    # the replaced value stays as history, the new one is the current state ...
+    assert "2026-03-01: Mia uses Gmail for personal email." in timeline
+    assert current == "Current state: Mia uses Proton Mail for personal email now."
+    # ... while a restatement with no swapped value is still folded
+    repeat = llm.merge(MergeRequest("init", [
+        member("2026-03-01", "Mia checks her personal email daily.", "Email", 1),
+        member("2026-03-05", "Mia checks her personal email each and every day.", "Email", 2),
+    ]))
+    assert len(split_sentences(repeat.content)) == 1

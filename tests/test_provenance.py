@@ -155,3 +155,35 @@ def test_find_stale_is_pure_and_transitive() -> None:
         "in_20261020_0001": "evidence ep_20261001_0009 was deleted",
         "in_20261020_0002": "evidence in_20261020_0001 is stale",
     }
+
+
+def test_a_bulk_scan_reads_only_the_logs_derived_records_cite(root: Path) -> None:
+    """Invalidation runs after every synced file: it must not re-read every log of the owner
+    each time (a year of day files made a bulk scan quadratic)."""
+    rt, _eps, first, _second = setup(root)
+    for d in range(1, 21):  # twenty new, uncited day files
+        add_episode(rt, DEV, f"2026-11-{d:02d}T10:00:00+00:00", "Lunch", f"Tacos on day {d}.")
+    reads: list[str] = []
+    real_read = rt.store.read
+
+    def counting(path):  # type: ignore[no-untyped-def]
+        reads.append(Path(path).name)
+        return real_read(path)
+
+    rt.store.read = counting  # type: ignore[method-assign]
+    Indexer(rt).scan()
+    episode_reads = [n for n in reads if n.startswith("episode-")]
+    assert len(episode_reads) <= 2 * 20  # the indexer's own reads, no per-file re-scan of all
+    # the owner's derived logs are checked once per indexer flush, not once per synced file
+    assert sum(n.startswith("insight-") for n in reads) <= 3
+    assert status(rt, first.id) == ("active", None)
+
+
+def test_a_malformed_or_foreign_evidence_id_counts_as_deleted(root: Path) -> None:
+    rt, eps, _first, _second = setup(root)
+    bad = rt.store.append(DEV, Kind.INSIGHT, {
+        "timestamp": "2026-10-21T09:00:00+00:00", "evidence": [eps[0].id, "not-an-id"],
+        "depth": 1, "status": "active", "derivation": "dw_test",
+        "evidence_hash": {eps[0].id: eps[0].text_hash}}, {"Insight": "Cites junk."})
+    Indexer(rt).scan()
+    assert status(rt, bad.id) == ("stale", "evidence not-an-id was deleted")

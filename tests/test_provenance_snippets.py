@@ -150,3 +150,28 @@ def test_provenance_command_shows_each_sentence_with_its_sources(root: Path) -> 
     missing = runner.invoke(cli, ["provenance", "ep_20200101_0001", "--user", ANDREW.user_id,
                                   "--root", str(root)])
     assert missing.exit_code != 0 and "Traceback" not in missing.output
+
+
+def test_explain_shows_which_sources_each_narrative_sentence_came_from(root: Path) -> None:
+    from click.testing import CliRunner
+
+    from everos_reflect.cli.main import cli
+    from everos_reflect.strategies.insight_views import explain
+
+    rt = make_runtime(root, ScriptedLLM(fallback=ExtractiveLLM()))
+    sources = seed(rt)
+    assert run_reflection(rt)["merged"] == 1
+    [narrative] = [e for e in rt.store.entries(ANDREW, Kind.EPISODE)
+                   if e.parent_type == "cluster"]
+    tree = explain(rt, ANDREW, narrative.id)
+    assert tree["recorded"] is True
+    assert tree["sentences"] == provenance(narrative).to_dict()["sentences"]
+    by_text = {s["text"].split(": ", 1)[-1]: set(s["sources"]) for s in tree["sentences"]}
+    assert by_text["Andrew adopted a dog named Toby, a lab mix."] == {sources[2].id}
+    # the tree descends into the sources the sentences cite
+    assert {c["id"] for c in tree["evidence"]} == {e.id for e in sources}
+    text = CliRunner().invoke(cli, ["explain", narrative.id, "--user", ANDREW.user_id,
+                                    "--root", str(root)])
+    assert text.exit_code == 0, text.output
+    line = next(ln for ln in text.output.splitlines() if "lab mix" in ln and "<-" in ln)
+    assert line.rstrip().endswith(sources[2].id)

@@ -163,3 +163,41 @@ def test_an_intent_with_nothing_written_is_withdrawn_and_the_window_stays(
     assert window(rt) == before
     outcome = Engine(rt).trigger(NAME, force=True, timeout=60)  # the next run does the work
     assert outcome.status == "ok" and outcome.counts.get("written", 0) >= 1
+
+
+KILLED_RUN = """
+import os, sys
+from pathlib import Path
+from everos_reflect.engine.engine import Engine
+from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.strategies import insights
+from tests.reflect_fixtures import make_runtime
+
+def die(*args, **kwargs):
+    os._exit(9)  # the process dies here: no exception, no finally, no clean-up
+
+insights.sync = die  # right after the insights' Markdown write
+rt = make_runtime(Path(sys.argv[1]), ExtractiveLLM())
+Engine(rt).trigger("reflect_insights", force=True, timeout=120)
+"""
+
+
+def test_a_process_killed_mid_commit_leaves_an_intent_the_next_start_finishes(
+        rt: Runtime) -> None:
+    import subprocess
+    import sys
+
+    history(rt)
+    before = window(rt)
+    done = subprocess.run([sys.executable, "-c", KILLED_RUN, str(rt.root)],
+                          cwd=Path(__file__).resolve().parents[1], timeout=300,
+                          capture_output=True, text=True)
+    assert done.returncode == 9, done.stderr[-2000:]
+    written = rt.store.entries(DEV, Kind.INSIGHT)
+    assert written, "the kill came after the Markdown write"
+    assert len(cursors.intents(rt.db(), NAME)) == 1 and list_derivations(rt.db()) == []
+    Engine(rt).recover()  # the dead process's run row → abandoned
+    assert Engine(rt).last_run(NAME)["status"] == "abandoned"
+    assert recover_all(rt)[NAME] == {"recovered": 1}
+    assert rt.store.entries(DEV, Kind.INSIGHT) == written
+    assert window(rt) == {} and sorted(list_derivations(rt.db())[0]["inputs"]) == sorted(before)

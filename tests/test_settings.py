@@ -181,6 +181,8 @@ def test_config_error_message_names_file_key_and_reason() -> None:
         ("EVEROS_CLUSTERING__THRESHOLD", "high", "must be a number, got 'high'"),
         ("EVEROS_SERVER__PORT", "0", "must be a port number 1-65535, got 0"),
         ("EVEROS_LLM__MAX_CONCURRENCY", "0", "must be at least 1, got 0"),
+        ("EVEROS_CLUSTERING__MEMBER_THRESHOLD", "1.5", "must be in [0, 1], got 1.5"),
+        ("EVEROS_CLUSTERING__MEMBER_THRESHOLD", "-0.1", "must be in [0, 1], got -0.1"),
         ("EVEROS_LLM__APIKEY", "x", "unknown key llm.apikey (did you mean 'api_key'?)"),
         ("EVEROS_LMM__MODEL", "x", "unknown section 'lmm' (did you mean 'llm'?)"),
     ],

@@ -32,7 +32,7 @@ from everos_reflect.strategies.undo import undo_merge
 
 REF = UserRef.of("u_andrew")
 SETTINGS = Settings(clustering=ClusteringSettings(threshold=0.3, time_window_days=7.0,
-                                                  rejoin_threshold=0.3))
+                                                  rejoin_threshold=0.3, member_threshold=0.0))
 PETS = [
     (date(2026, 8, 10), "Andrew pets", "Andrew has no pets; his apartment does not allow a dog."),
     (date(2026, 8, 12), "Andrew pets dog", "Andrew adopted a dog named Toby; Andrew pets: a dog."),
@@ -319,9 +319,41 @@ def test_a_crash_after_restoring_is_finished_by_running_undo_again(
     assert all(marked[e.id] is None for e in sources) and marked[narrative.id] is None
     monkeypatch.setattr(rt.store, "deprecate", real)
     result = undo_merge(rt, REF, narrative.id)
-    assert result.restored == [] and result.archived == [narrative.id]
+    assert result.restored == sorted(e.id for e in sources)
+    assert result.archived == [narrative.id]
     assert deprecated_in_markdown(rt)[narrative.id] == "undone"
     assert report_status(rt, narrative.id) == "undone"
+    assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+
+
+def test_a_crash_after_restoring_is_finished_by_the_next_start(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The chaos run found it: an undo killed between its patches left the narrative live
+    beside its restored sources, and nothing but undoing again finished it."""
+    from everos_reflect.index.sync import Indexer
+    from everos_reflect.strategies import journal
+
+    sources = pets(rt, 2)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
+                      day=date(2026, 8, 20))
+    real = rt.store.deprecate
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise OSError("killed")
+
+    monkeypatch.setattr(rt.store, "deprecate", crash)
+    with pytest.raises(OSError):
+        undo_merge(rt, REF, narrative.id)
+    monkeypatch.setattr(rt.store, "deprecate", real)
+    assert journal.has_pending(rt.root)
+
+    journal.recover(rt, Indexer(rt))  # what every start, run and writing command does first
+
+    marked = deprecated_in_markdown(rt)
+    assert marked[narrative.id] == "undone"
+    assert all(marked[e.id] is None for e in sources)
+    assert report_status(rt, narrative.id) == "undone"
+    assert not journal.has_pending(rt.root)
 
 
 # --------------------------------------------------------------------------- the command

@@ -199,6 +199,43 @@ def test_reset_drops_everything(index: VectorIndex) -> None:
     assert ids(index.search_text("episode", "rebuilt")) == ["ep_1"]
 
 
+class Killed(BaseException):
+    """A SIGKILL in the middle of a deletion (nothing after it runs)."""
+
+
+def test_a_reset_killed_while_deleting_leaves_tables_the_next_run_can_use(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bench/chaos.py found it: a reindex killed inside ``drop_table`` left a table whose
+    manifest named deleted data files, and every later read failed until the next reindex."""
+    from everos_reflect.index import vectors
+
+    index = VectorIndex(tmp_path / "lancedb", EMB.dim)
+    index.upsert("episode", [row(ANDREW, f"ep_{i}", f"text {i}") for i in range(3)])
+    index.upsert("episode", [row(ANDREW, "ep_9", "a second data file")])
+
+    def half_delete(folder: Path) -> None:
+        for data in sorted(Path(folder).rglob("data/*.lance"))[:1]:
+            data.unlink()
+        raise Killed(str(folder))
+
+    def drop_table(name: str, **_: Any) -> None:
+        half_delete(tmp_path / "lancedb" / f"{name}.lance")
+
+    monkeypatch.setattr(index._db, "drop_table", drop_table)
+    monkeypatch.setattr(vectors.shutil, "rmtree", lambda p, **_: half_delete(p))
+    with pytest.raises(Killed):
+        index.reset()
+    monkeypatch.undo()
+
+    after = VectorIndex(tmp_path / "lancedb", EMB.dim)  # the next process
+    after.upsert("episode", [row(ANDREW, "ep_1", "rebuilt after the crash")])
+    assert after.count("episode") == 1
+    assert ids(after.search_text("episode", "rebuilt")) == ["ep_1"]
+    after.reset()
+    assert not list((tmp_path / "lancedb").glob(".dropped-*"))
+
+
 def test_a_second_handle_sees_writes_of_the_first(tmp_path: Path) -> None:
     writer = VectorIndex(tmp_path / "lancedb", EMB.dim)
     reader = VectorIndex(tmp_path / "lancedb", EMB.dim)

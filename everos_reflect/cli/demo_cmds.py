@@ -3,8 +3,9 @@
 ``demo`` is the README's first command: it needs no API key and no network. It copies
 ``memory_root_example`` to a temporary root, indexes it with the bundled embedder, clusters it,
 runs Reflection with the offline ``extractive`` provider, and shows what changed: merges made,
-entries archived, one narrative in full, the audit rows exactly as ``sqlite3`` prints them, and a
-search whose answer turns from scattered fragments into the narrative.
+entries archived, one narrative in full, the audit rows exactly as ``sqlite3`` prints them, a
+search whose answer turns from scattered fragments into the narrative, and one insight with its
+evidence (the offline method's, or how to get a model's).
 """
 
 from __future__ import annotations
@@ -88,6 +89,14 @@ DEMO_QUERY = "how many pets does Andrew have"
 AUDIT_SQL = ("SELECT cluster_id, mode, source_count, merged_entry_id FROM reflection_report "
              "ORDER BY created_at DESC LIMIT 10;")
 SEARCH_TOP_K = 5
+#: The example root's user whose history holds patterns across weeks (README of the root).
+INSIGHT_USER = UserRef.of("u_nadia")
+INSIGHTS = "reflect_insights"
+INSIGHT_HOW = ("Offline, insights only state topics that recur across 3+ weeks. For insights "
+               "written by a language model, set [llm] provider = \"openai\" (with base_url "
+               "or api_key) in <root>/everos.toml and run `everos-reflect trigger "
+               "reflect_insights --force --root <root>`; `everos-reflect insights --user U` "
+               "lists them, `explain ID --user U` shows their evidence.")
 
 
 def example_root() -> Path:
@@ -204,17 +213,65 @@ def _demo(rt: Runtime, show: _Show | None) -> dict[str, Any]:
     }
     after["archived_episodes"] = after["archived"]["episode"]
     after["archived_facts"] = after["archived"]["atomic_fact"]
+
+    mark = time.perf_counter()
+    if show:
+        with show.status("reflect_insights: looking for patterns across weeks…"):
+            insight = _insight(rt, engine)
+    else:
+        insight = _insight(rt, engine)
+    timings["insights"] = time.perf_counter() - mark
     timings["total"] = time.perf_counter() - started
     document = {
         "source": str(example_root()),
         "run": {"status": outcome.status, "run_id": outcome.run_id, "counts": outcome.counts},
         "before": before,
         "after": after,
+        "insight": insight,
         "seconds": {k: round(v, 2) for k, v in timings.items()},
     }
     if show:
         show.after(document)
     return document
+
+
+def _insight(rt: Runtime, engine: Any) -> dict[str, Any]:
+    """Run ``reflect_insights`` once (forced: the demo does not wait for the accumulator) and
+    pick one insight of :data:`INSIGHT_USER` with its evidence; without one, say why and how
+    to get one. Offline the insight is the extractive method's (a topic recurring across
+    weeks, counted); with an LLM configured in the root it would be the model's."""
+    from everos_reflect.model import Kind
+
+    outcome = engine.trigger(INSIGHTS, force=True, timeout=None)
+    found = [e for e in rt.store.entries(INSIGHT_USER, Kind.INSIGHT)
+             if e.deprecated_by is None and e.meta.get("status") == "active"]
+    if not found:
+        reason = outcome.error or next(
+            (r.get("unavailable") for r in _strategy_rows(rt, engine) if r["name"] == INSIGHTS),
+            None) or "no pattern was found"
+        return {"status": outcome.status, "insight": None, "why": reason,
+                "how": INSIGHT_HOW}
+    entry = max(found, key=lambda e: (len(e.meta.get("evidence") or []), e.id))
+    evidence = []
+    for cited in entry.meta.get("evidence") or []:
+        try:
+            source = rt.store.get(INSIGHT_USER, cited)
+        except EverosError:
+            continue  # a cited record gone since: explain shows it as missing
+        stamp = source.timestamp
+        evidence.append({"id": source.id, "date": stamp.date().isoformat() if stamp else None,
+                         "subject": source.subject or source.content[:60]})
+    return {"status": outcome.status, "written": outcome.counts.get("written", 0),
+            "insight": {"id": entry.id, "user_id": INSIGHT_USER.user_id,
+                        "text": entry.content, "question": entry.meta.get("question"),
+                        "provider": entry.meta.get("provider"), "evidence": evidence},
+            "how": INSIGHT_HOW}
+
+
+def _strategy_rows(rt: Runtime, engine: Any) -> list[dict[str, Any]]:
+    from everos_reflect.engine.engine import strategies_status
+
+    return strategies_status(rt, engine)
 
 
 def _counts(rt: Runtime) -> dict[str, Any]:
@@ -354,7 +411,30 @@ class _Show:
                 f"\"{escape(AUDIT_SQL)}\"")
         c.print(escape(after["audit"].rstrip("\n")) or "[dim](no rows)[/dim]")
         self._search("Search after", after["search"])
+        self._insight(document["insight"], document["seconds"].get("insights", 0.0))
         c.print(f"\n[dim]Done in {document['seconds']['total']:.1f} s.[/dim]")
+
+    def _insight(self, result: dict[str, Any], seconds: float) -> None:
+        from rich.markup import escape
+        from rich.panel import Panel
+
+        c = self.console
+        insight = result["insight"]
+        if insight is None:
+            c.print(f"\n[bold]Insights[/bold] (reflect_insights, {seconds:.1f} s): none — "
+                    f"{escape(result['why'])}")
+            c.print(f"[dim]{escape(result['how'])}[/dim]")
+            return
+        lines = "\n".join(f"  {e['id']}  {e['date'] or '?'}  {escape(e['subject'])}"
+                          for e in insight["evidence"])
+        body = (f"[bold]{escape(insight['text'])}[/bold]\n[dim]question: "
+                f"{escape(str(insight['question']))}[/dim]\n\nevidence:\n{lines}")
+        c.print(f"\n[bold]Insights[/bold] (reflect_insights, {insight['provider']} provider, "
+                f"{seconds:.1f} s): {result['written']} written; one of {insight['user_id']}'s:")
+        c.print(Panel(body, title=f"insight {insight['id']} ({insight['user_id']})",
+                      title_align="left", expand=False))
+        if insight["provider"] == "extractive":
+            c.print(f"[dim]{escape(result['how'])}[/dim]")
 
     def _search(self, title: str, result: dict[str, Any]) -> None:
         from rich.markup import escape

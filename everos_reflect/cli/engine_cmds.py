@@ -53,7 +53,8 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float, as_jso
     """Run strategy NAME now: through the daemon serving the root, else in this process.
 
     Exit codes: 0 ok; 1 failed (every unit failed, the run raised) or busy; 3 partial (some
-    units failed); 4 disabled (use --force); 5 timed out waiting (the daemon's run goes on).
+    units failed, or a run limit stopped it between units); 4 disabled (use --force); 5 timed
+    out waiting (the daemon's run goes on).
     """
     from everos_reflect.engine.daemon import trigger_via_daemon
     from everos_reflect.engine.engine import Engine

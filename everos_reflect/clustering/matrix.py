@@ -65,7 +65,7 @@ class ClusterRow:
 
     def candidate(self) -> Candidate:
         return Candidate(self.cluster_id, self.centroid, self.first_ts, self.last_ts,
-                         self.consolidated_entry_id is not None)
+                         self.consolidated_entry_id is not None, self.norm)
 
     def add(self, vector: np.ndarray, ts: float) -> None:
         self.centroid, self.norm = fold(self.centroid, self.norm, self.count, vector)
@@ -271,7 +271,8 @@ class UserClusters:
         return rows
 
     def choose(self, vector: np.ndarray, ts: float, *, threshold: float,
-               window_seconds: float, rejoin_threshold: float) -> Decision:
+               window_seconds: float, rejoin_threshold: float,
+               member_threshold: float = 0.0) -> Decision:
         """The online rule over this user's clusters (same answer as :func:`choose_cluster`
         given every cluster as a candidate; ``similarity`` of a new cluster is the best among
         the rows scored)."""
@@ -282,7 +283,8 @@ class UserClusters:
         sims = similarities(self._c32[rows], vector)  # float64 math on the float32 rows
         return choose_scored(ids, sims, self._first[rows], self._last[rows],
                              self._consolidated[rows], ts, threshold=threshold,
-                             window_seconds=window_seconds, rejoin_threshold=rejoin_threshold)
+                             window_seconds=window_seconds, rejoin_threshold=rejoin_threshold,
+                             norms=self._norm[rows], member_threshold=member_threshold)
 
     def _advance(self, horizon: float) -> None:
         """Raise the horizon, dropping clusters whose last activity fell behind it."""

@@ -36,6 +36,7 @@ class Candidate:
     first_ts: float
     last_ts: float
     consolidated: bool  # holds a live Reflection narrative
+    norm: float = 1.0  # length of the members' mean vector (1.0 for a single member)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ def choose_cluster(
     threshold: float,
     window_seconds: float,
     rejoin_threshold: float,
+    member_threshold: float = 0.0,
 ) -> Decision:
     """Pick the cluster for an Episode with L2-normalised ``vector`` at epoch ``ts``.
 
@@ -73,7 +75,8 @@ def choose_cluster(
        cosine >= rejoin_threshold (stricter, so only a clearly recurring topic comes back).
     3. Else a new cluster.
 
-    Ties go to the smaller cluster id, so the answer never depends on candidate order.
+    Either way the Episode must also *fit the members*: see :func:`member_fit`. Ties go to the
+    smaller cluster id, so the answer never depends on candidate order.
     """
     cands = list(candidates)
     if not cands:
@@ -84,7 +87,22 @@ def choose_cluster(
         np.array([c.first_ts for c in cands], dtype=np.float64),
         np.array([c.last_ts for c in cands], dtype=np.float64),
         np.array([c.consolidated for c in cands], dtype=bool), ts,
-        threshold=threshold, window_seconds=window_seconds, rejoin_threshold=rejoin_threshold)
+        threshold=threshold, window_seconds=window_seconds, rejoin_threshold=rejoin_threshold,
+        norms=np.array([c.norm for c in cands], dtype=np.float64),
+        member_threshold=member_threshold)
+
+
+def member_fit(similarity: float, norm: float) -> float:
+    """Mean cosine of an Episode to a cluster's members, from its cosine to the centroid.
+
+    The stored centroid is the members' mean direction and ``norm`` the mean's length, so
+    ``mean_i(v · m_i) = v · mean = similarity × norm`` exactly, with no member vector read.
+    The centroid alone is a loose test: a cluster whose members disagree has a short mean,
+    and its normalised centroid sits between their topics, close to anything in between (a
+    road trip and a video game both look like "hobbies" there). Requiring the mean cosine to
+    the members as well keeps a cluster about one topic; a single member has norm 1, so the
+    two tests agree until the cluster holds two or more."""
+    return similarity * norm
 
 
 def similarities(centroids: np.ndarray, vector: np.ndarray) -> np.ndarray:
@@ -109,9 +127,13 @@ def choose_scored(
     threshold: float,
     window_seconds: float,
     rejoin_threshold: float,
+    norms: Sequence[float] | np.ndarray | None = None,
+    member_threshold: float = 0.0,
 ) -> Decision:
     """:func:`choose_cluster` on candidates given as aligned arrays with their cosines already
     computed (by :func:`similarities`): the form the in-memory centroid matrix scores in.
+    ``norms`` are the clusters' mean lengths for :func:`member_fit` (None: every cluster is
+    taken as tight, which with ``member_threshold`` 0 is the centroid-only rule).
 
     A plain loop: candidate sets are small (the time window plus the consolidated clusters
     within reach), where per-call numpy overhead would cost more than the work.
@@ -122,9 +144,16 @@ def choose_scored(
     firsts = first_ts.tolist() if isinstance(first_ts, np.ndarray) else list(first_ts)
     lasts = last_ts.tolist() if isinstance(last_ts, np.ndarray) else list(last_ts)
     flags = consolidated.tolist() if isinstance(consolidated, np.ndarray) else list(consolidated)
+    if norms is None:
+        lengths = [1.0] * len(sim_list)
+    else:
+        lengths = norms.tolist() if isinstance(norms, np.ndarray) else list(norms)
     best_join: tuple[float, str] | None = None
     best_rejoin: tuple[float, str] | None = None
-    for cid, sim, first, last, cons in zip(ids, sim_list, firsts, lasts, flags, strict=True):
+    for cid, sim, first, last, cons, norm in zip(ids, sim_list, firsts, lasts, flags, lengths,
+                                                 strict=True):
+        if member_fit(sim, norm) < member_threshold:
+            continue
         if sim >= threshold and in_window(ts, first, last, window_seconds) \
                 and _better(sim, cid, best_join):
             best_join = (sim, cid)

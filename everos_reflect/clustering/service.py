@@ -326,6 +326,7 @@ class ClusterService:
         cfg = runtime.settings.clustering
         self.threshold = float(cfg.threshold)
         self.rejoin_threshold = float(cfg.rejoin_threshold)
+        self.member_threshold = float(cfg.member_threshold)
         self.window_seconds = float(cfg.time_window_days) * DAY
         self._cache = _cache_for(runtime)
         self._session: _Write | None = None
@@ -614,7 +615,8 @@ class ClusterService:
                       key=lambda r: (entry_epoch(r["id"], r["ts"]), r["id"]))
         if vectors is None:
             vectors = self._vectors(ref, [r["id"] for r in live])
-        plan = _Rebuild(ref, self.threshold, self.window_seconds, self.rejoin_threshold)
+        plan = _Rebuild(ref, self.threshold, self.window_seconds, self.rejoin_threshold,
+                        self.member_threshold)
         skipped = 0
         narratives = [r for r in live if r["parent_type"] == "cluster"]
         # The newest live narrative of each cluster seeds it (it is the consolidated one).
@@ -676,7 +678,8 @@ class ClusterService:
         st = conn.state(ref)
         decision = st.choose(vec, ts, threshold=self.threshold,
                              window_seconds=self.window_seconds,
-                             rejoin_threshold=self.rejoin_threshold)
+                             rejoin_threshold=self.rejoin_threshold,
+                             member_threshold=self.member_threshold)
         if decision.cluster_id is None:
             cid = self._free_cluster_id(conn, ref, entry_id)
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts))
@@ -887,8 +890,10 @@ class _Rebuild:
     """In-memory replay of the online rule for one user (``recluster``), on the same
     :class:`UserClusters` the online path uses."""
 
-    def __init__(self, ref: UserRef, threshold: float, window: float, rejoin: float) -> None:
+    def __init__(self, ref: UserRef, threshold: float, window: float, rejoin: float,
+                 member: float = 0.0) -> None:
         self.ref, self.threshold, self.window, self.rejoin = ref, threshold, window, rejoin
+        self.member = member
         self.state = UserClusters()
         self.clusters: dict[str, _Cluster] = {}
         # (entry_id, cluster_id, ts, similarity, deprecated_by, text_hash)
@@ -918,7 +923,8 @@ class _Rebuild:
     def assign(self, r: Any, vec: np.ndarray) -> None:
         ts = entry_epoch(r["id"], r["ts"])
         decision = self.state.choose(vec, ts, threshold=self.threshold,
-                                     window_seconds=self.window, rejoin_threshold=self.rejoin)
+                                     window_seconds=self.window, rejoin_threshold=self.rejoin,
+                                     member_threshold=self.member)
         if decision.cluster_id is None:
             attempt = 0
             while True:

@@ -6,6 +6,10 @@ subscribers (clustering, provenance invalidation, any later tier) register thems
 imports none of them. A subscriber may write Markdown (e.g. mark an insight stale) and return
 the paths it wrote; the indexer then syncs those in the same pass, under its own lock.
 
+A *batch* subscriber (:func:`subscribe_batch`) gets every file's change of one indexer flush in
+one call instead: provenance invalidation checks a whole owner at a time, and once per file of
+a bulk scan it re-read the owner's logs hundreds of times.
+
 A subscriber that raises is logged and skipped: derived state must never block indexing.
 ``reindex`` publishes nothing (a rebuild changes no Markdown, so nobody has to react).
 """
@@ -50,7 +54,11 @@ class ChangeSet:
 #: ``subscriber(runtime, change) -> paths written (or None)``
 Subscriber = Callable[["Runtime", ChangeSet], Iterable[Path] | None]
 
+#: ``batch_subscriber(runtime, changes) -> paths written (or None)``
+BatchSubscriber = Callable[["Runtime", list[ChangeSet]], Iterable[Path] | None]
+
 _subscribers: dict[str, Subscriber] = {}
+_batch_subscribers: dict[str, BatchSubscriber] = {}
 #: ``rebuild(runtime)``: derived state a subscriber keeps, rebuilt whole after ``reindex``.
 _rebuilders: dict[str, Callable[[Runtime], None]] = {}
 _lock = threading.Lock()
@@ -73,9 +81,16 @@ def subscribe(name: str, subscriber: Subscriber) -> None:
         _subscribers[name] = subscriber
 
 
+def subscribe_batch(name: str, subscriber: BatchSubscriber) -> None:
+    """Register (or replace) the batch subscriber called ``name`` (see the module docstring)."""
+    with _lock:
+        _batch_subscribers[name] = subscriber
+
+
 def unsubscribe(name: str) -> None:
     with _lock:
         _subscribers.pop(name, None)
+        _batch_subscribers.pop(name, None)
 
 
 def subscribers() -> dict[str, Subscriber]:
@@ -96,6 +111,29 @@ def publish(runtime: Runtime, change: ChangeSet, *, skip: Iterable[str] = ()) ->
             written.update(Path(p) for p in subscriber(runtime, change) or ())
         except Exception:
             log.exception("change subscriber %s failed for %s", name, change.path)
+    return written
+
+
+def publish_many(runtime: Runtime, changes: Iterable[ChangeSet], *,
+                 skip: Iterable[str] = ()) -> set[Path]:
+    """Hand each change to the per-file subscribers, then all of them at once to the batch
+    subscribers (except ``skip``); the paths they wrote."""
+    changes = [c for c in changes if not c.empty]
+    if not changes:
+        return set()
+    skipped = set(skip)
+    written: set[Path] = set()
+    for change in changes:
+        written |= publish(runtime, change, skip=skipped)
+    with _lock:
+        batch = dict(_batch_subscribers)
+    for name, subscriber in batch.items():
+        if name in skipped:
+            continue
+        try:
+            written.update(Path(p) for p in subscriber(runtime, changes) or ())
+        except Exception:
+            log.exception("change subscriber %s failed for %d changes", name, len(changes))
     return written
 
 

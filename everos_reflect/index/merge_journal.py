@@ -43,11 +43,20 @@ def rows(conn: sqlite3.Connection) -> list[tuple[str, str]]:
         "SELECT plan, step FROM merge_journal ORDER BY created_at, id")]
 
 
-def row_mentioning(conn: sqlite3.Connection, ref: UserRef, text: str) -> str | None:
-    """The id of a row of ``ref`` whose plan mentions ``text`` (an entry id), if any."""
+def rows_at(conn: sqlite3.Connection, step: str) -> list[tuple[str, str]]:
+    """``(row id, plan JSON)`` of every row at ``step``, oldest first."""
+    return [(r[0], r[1]) for r in conn.execute(
+        "SELECT id, plan FROM merge_journal WHERE step = ? ORDER BY created_at, id", (step,))]
+
+
+def row_mentioning(conn: sqlite3.Connection, ref: UserRef, text: str, *,
+                   except_step: str | None = None) -> str | None:
+    """The id of a row of ``ref`` whose plan mentions ``text`` (an entry id), if any (rows at
+    ``except_step`` left out)."""
     row = conn.execute(
         "SELECT id FROM merge_journal WHERE app_id=? AND project_id=? AND user_id=? "
-        "AND plan LIKE ?", (ref.app, ref.project, ref.user_id, f"%{text}%")).fetchone()
+        "AND plan LIKE ? AND step IS NOT ?",
+        (ref.app, ref.project, ref.user_id, f"%{text}%", except_step)).fetchone()
     return None if row is None else str(row[0])
 
 
@@ -69,4 +78,4 @@ def has_rows(root: Path) -> bool:
         conn.close()
 
 
-__all__ = ["delete", "has_rows", "insert", "row_mentioning", "rows", "set_step"]
+__all__ = ["delete", "has_rows", "insert", "row_mentioning", "rows", "rows_at", "set_step"]

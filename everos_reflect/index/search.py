@@ -13,7 +13,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from everos_reflect.errors import EverosError
+from everos_reflect.index.recency import RECENCY_COSINE, key, latest_first
 from everos_reflect.index.snippet import make_snippet
 from everos_reflect.index.vectors import where_clause
 from everos_reflect.model import Kind
@@ -151,16 +154,20 @@ def search(
     """
     wanted = _kinds(kinds if kinds else [kind])
     hits: list[SearchHit] = []
+    vectors: dict[tuple[str, str, str, str, str], Any] = {}
     for k in wanted:
         fetch = top_k if not k.derived or include_stale else min(MAX_TOP_K, top_k * 3)
         found = _search_kind(runtime, query, top_k=fetch, user_id=user_id, app_id=app_id,
                              project_id=project_id, mode=mode,
-                             include_deprecated=include_deprecated, kind=k)
+                             include_deprecated=include_deprecated, kind=k,
+                             vectors=None if k.derived else vectors)
         if k.derived:
             found = _with_status(runtime, found, include_stale)
         hits += found
     if len(wanted) > 1:
         hits.sort(key=lambda h: (-h.score, h.kind, h.id))
+    # a later version of a hit ranks above it (index/recency.py); vectors came with the rows
+    hits = latest_first(hits, vectors, threshold=RECENCY_COSINE)
     return hits[:top_k]
 
 
@@ -204,8 +211,12 @@ def _search_kind(
     mode: str | None = None,
     include_deprecated: bool = False,
     kind: Kind | str = Kind.EPISODE,
+    vectors: dict[tuple[str, str, str, str, str], Any] | None = None,
 ) -> list[SearchHit]:
     """Search one kind of entry; filters left as ``None`` match every tenant or user.
+
+    ``vectors``, when given, receives the stored vector of every hit the vector side found,
+    keyed by :func:`everos_reflect.index.recency.key` (keyword mode finds none).
 
     Every hit carries its full text (``episode``) and a ``snippet``: the passage that answers
     the query, with its date (see :mod:`everos_reflect.index.snippet`).
@@ -238,14 +249,36 @@ def _search_kind(
         return _with_snippets([_hit(r, bm25_score(r["_score"])) for r in rows], query)
 
     vector = runtime.embedder.embed([query])[0]
+    with_vectors = vectors is not None
     if mode == "vector":
-        rows = index.search_vector(kind, vector, k=top_k, where=where)
-        return _with_snippets([_hit(r, cosine_score(r["_distance"])) for r in rows], query)
+        rows = index.search_vector(kind, vector, k=top_k, where=where, with_vectors=with_vectors)
+        hits = [_hit(r, cosine_score(r["_distance"])) for r in rows]
+        _keep_vectors(rows, hits, vectors)
+        return _with_snippets(hits, query)
 
     depth = max(top_k * CANDIDATES_PER_HIT, 20)
     # both searches at once: LanceDB releases the GIL, so on 2+ cores they overlap
     text_future = _pool().submit(index.search_text, kind, query, k=depth, where=where)
-    by_vector = index.search_vector(kind, vector, k=depth, where=where)
+    by_vector = index.search_vector(kind, vector, k=depth, where=where,
+                                    with_vectors=with_vectors)
     by_text = text_future.result()
     fused = rrf_fuse([by_vector, by_text], top_k=top_k)
-    return _with_snippets([_hit(row, score) for row, score in fused], query)
+    hits = [_hit(row, score) for row, score in fused]
+    _keep_vectors(by_vector, hits, vectors)
+    return _with_snippets(hits, query)
+
+
+def _keep_vectors(rows: Sequence[dict[str, Any]], hits: Sequence[SearchHit],
+                  out: dict[tuple[str, str, str, str, str], Any] | None) -> None:
+    """Put the vectors of the rows that became hits into ``out``."""
+    if out is None:
+        return
+    wanted = {key(h) for h in hits}
+    for row in rows:
+        k = (row["app_id"], row["project_id"], row["user_id"],
+             str(row.get("kind") or "episode"), row["id"])
+        if k in wanted and row.get("vector") is not None:
+            v = np.asarray(row["vector"], dtype=np.float32)
+            norm = float(np.linalg.norm(v))
+            if norm > 0:
+                out[k] = v / norm

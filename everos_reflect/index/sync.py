@@ -508,22 +508,21 @@ class Indexer:
         self._attach_vectors(jobs)
         self._write_vectors(jobs)
         self._write_sqlite(jobs)
-        for job in jobs:
-            self._publish(job)
+        self._publish(jobs)
         return [_result(job) for job in jobs]
 
-    def _publish(self, job: _Job) -> None:
-        """Tell the change subscribers (after SQLite is written: they may read it). Paths they
-        write are synced after this pass (:meth:`_sync`). ``notify_clusters=False`` (reindex,
-        tiers syncing their own writes) publishes to nobody but the non-clustering
-        subscribers, and reindex to nobody at all."""
-        if job.plan.empty or self._quiet:
+    def _publish(self, jobs: list[_Job]) -> None:
+        """Tell the change subscribers (after SQLite is written: they may read it), the whole
+        flush at once. Paths they write are synced after this pass (:meth:`_sync`).
+        ``notify_clusters=False`` (reindex, tiers syncing their own writes) publishes to
+        nobody but the non-clustering subscribers, and reindex to nobody at all."""
+        if self._quiet:
             return
-        change = events.ChangeSet(job.ref, job.kind, job.rel, list(job.plan.upserts),
-                                  dict(job.plan.deprecations), list(job.plan.deletes),
-                                  job.vectors)
+        changes = [events.ChangeSet(job.ref, job.kind, job.rel, list(job.plan.upserts),
+                                    dict(job.plan.deprecations), list(job.plan.deletes),
+                                    job.vectors) for job in jobs if not job.plan.empty]
         skip = () if self.notify_clusters else ("clustering",)
-        self._written |= events.publish(self.rt, change, skip=skip)
+        self._written |= events.publish_many(self.rt, changes, skip=skip)
 
     def _attach_vectors(self, jobs: list[_Job]) -> None:
         """Embed new texts in one call; reuse stored vectors for metadata-only changes."""

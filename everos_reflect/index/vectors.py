@@ -14,8 +14,10 @@ a build lock of its own) so writes proceed while it trains.
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import threading
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
@@ -33,6 +35,9 @@ from everos_reflect.errors import EverosError
 from everos_reflect.model import Kind, UserRef, validate_name
 
 TABLES: dict[Kind, str] = {kind: kind.table for kind in Kind}
+#: Name prefix of a table folder renamed away by ``reset`` before it is deleted (no ``.lance``
+#: suffix, so LanceDB never lists it as a table).
+DROPPED_PREFIX = ".dropped-"
 
 # Columns every caller may read back (all but the vector and the internal key).
 META_COLUMNS: tuple[str, ...] = (
@@ -301,15 +306,27 @@ class VectorIndex:
             table.update(where=where, values={"deprecated_by": by})
 
     def reset(self) -> None:
-        """Drop every table (a full reindex follows); they are recreated empty on next use."""
+        """Drop every table (a full reindex follows); they are recreated empty on next use.
+
+        Crash-safe: each table's folder is first *renamed* out of the way (one atomic step),
+        then deleted. Deleting it in place (``drop_table``) and being killed half-way left a
+        table whose manifest names data files already gone: every later read failed with
+        "Not found" until the next full reindex (found by bench/chaos.py)."""
         with self._writing():
             self._tables.clear()
+            self._remove_dropped()
             for name in TABLES.values():
-                try:
-                    self._db.drop_table(name)
-                except (FileNotFoundError, ValueError):
-                    # never created; or a half-written table LanceDB cannot open
-                    shutil.rmtree(self.path / f"{name}.lance", ignore_errors=True)
+                folder = self.path / f"{name}.lance"
+                if not folder.exists():
+                    continue
+                trash = self.path / f"{DROPPED_PREFIX}{name}-{uuid.uuid4().hex[:8]}"
+                os.replace(folder, trash)
+            self._remove_dropped()
+
+    def _remove_dropped(self) -> None:
+        """Delete the folders of tables renamed away by :meth:`reset` (a kill may leave some)."""
+        for trash in self.path.glob(f"{DROPPED_PREFIX}*"):
+            shutil.rmtree(trash, ignore_errors=True)
 
     def optimize(self) -> dict[str, Any]:
         """Compact files, fold new rows into the indexes, drop old versions; build the ANN
@@ -414,9 +431,12 @@ class VectorIndex:
         return ", ".join(sorted(names)) or None
 
     def search_vector(
-        self, kind: Kind | str, vector: np.ndarray, *, k: int = 10, where: str | None = None
+        self, kind: Kind | str, vector: np.ndarray, *, k: int = 10, where: str | None = None,
+        with_vectors: bool = False,
     ) -> list[dict[str, Any]]:
-        """Nearest rows by cosine distance (``_distance`` = 1 - cosine similarity)."""
+        """Nearest rows by cosine distance (``_distance`` = 1 - cosine similarity); with
+        ``with_vectors`` each row also carries its stored ``vector`` (search's latest-version
+        ranking compares hits with it, at no extra query)."""
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
         if vector.shape != (self.dim,):
             raise EverosError(f"query vector must have {self.dim} values, got {vector.shape[0]}")
@@ -425,7 +445,7 @@ class VectorIndex:
             .search(vector, vector_column_name="vector")
             .distance_type("cosine")
             .refine_factor(REFINE_FACTOR)  # exact re-rank; a no-op without an ANN index
-            .select([*META_COLUMNS, "_distance"])
+            .select([*META_COLUMNS, *(("vector",) if with_vectors else ()), "_distance"])
             .limit(k)
         )
         if where:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import UnknownEntry
 from everos_reflect.model import EntryId, Kind, UserRef
+from everos_reflect.provenance import provenance
 from everos_reflect.strategies.provenance import evidence_of, status_of
 
 if TYPE_CHECKING:
@@ -55,8 +56,12 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
     """The citation tree of ``entry_id`` down to the Episodes, with dates.
 
     Each node: ``id``, ``kind``, ``date``, ``text``, ``status``, ``deprecated_by`` and
-    ``evidence`` (child nodes). A cited record that no longer exists is a node with
-    ``missing: true``. Raises :class:`UnknownEntry` for an unknown root id.
+    ``evidence`` (child nodes). A merged narrative (an Episode written by Reflection) also
+    carries ``sentences`` — each sentence with the source Episodes it stands for, from its
+    sentence-level provenance (``recorded`` false when only the entry-level ``sources`` were
+    left to go by, e.g. after a hand edit) — and its evidence is those sources, so the tree
+    descends from a sentence's claim to what was said. A cited record that no longer exists
+    is a node with ``missing: true``. Raises :class:`UnknownEntry` for an unknown root id.
     """
     EntryId.parse(entry_id)
     cache: dict[str, Entry | None] = {}
@@ -81,8 +86,14 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
             "deprecated_by": entry.deprecated_by, "evidence": []}
         if entry.kind is Kind.ATOMIC_FACT and entry.parent_id:
             out["parent_id"] = entry.parent_id
+        children = evidence_of(entry)
+        if _is_narrative(entry):
+            found = provenance(entry)
+            out["recorded"] = found.recorded
+            out["sentences"] = found.to_dict()["sentences"]
+            children = list(dict.fromkeys([*children, *entry.sources]))
         if depth < MAX_TREE_DEPTH:
-            out["evidence"] = [node(c, depth + 1, path | {c}) for c in evidence_of(entry)
+            out["evidence"] = [node(c, depth + 1, path | {c}) for c in children
                                if c not in path]
         return out
 
@@ -91,8 +102,19 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
     return node(entry_id, 0, frozenset({entry_id}))
 
 
+def _is_narrative(entry: Entry) -> bool:
+    """A Reflection narrative: an Episode that replaced others (its parent is a cluster)."""
+    return entry.kind is Kind.EPISODE and entry.parent_type == "cluster" and bool(entry.sources)
+
+
+def _clip(text: str, limit: int) -> str:
+    text = " ".join(str(text or "").split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def render_tree(tree: dict[str, Any], indent: str = "") -> list[str]:
-    """The tree as indented text lines (for the terminal)."""
+    """The tree as indented text lines (for the terminal); a narrative's sentences follow its
+    line, each with the sources it came from."""
     if tree.get("missing"):
         line = f"{indent}{tree['id']}  (deleted)"
     else:
@@ -101,11 +123,12 @@ def render_tree(tree: dict[str, Any], indent: str = "") -> list[str]:
                              f"archived -> {tree['deprecated_by']}" if tree.get("deprecated_by")
                              else None) if m]
         extra = f"  [{', '.join(marks)}]" if marks else ""
-        text = " ".join(str(tree.get("text") or "").split())
-        if len(text) > 100:
-            text = text[:99] + "…"
+        text = _clip(tree.get("text") or "", 100)
         line = f"{indent}{tree['id']}  {tree.get('date') or 'undated'}  {text}{extra}"
     lines = [line]
+    for sentence in tree.get("sentences") or []:
+        sources = ", ".join(sentence["sources"]) or "no source recorded"
+        lines.append(f'{indent}  | "{_clip(sentence["text"], 70)}" <- {sources}')
     for child in tree.get("evidence", []):
         lines += render_tree(child, indent + "  ")
     return lines

@@ -72,6 +72,9 @@ REFLECTION_KEY = "reflection"
 
 PLANNED, NARRATIVE, FACTS, ARCHIVING, DEPRECATED, ABANDONING = (
     "planned", "narrative", "facts", "archiving", "deprecated", "abandoning")
+#: The step of a row ``undo`` writes before its first patch (not a merge; see undo.py):
+#: recovery finishes that undo.
+UNDOING = "undoing"
 #: Steps after which a merge is committed: recovery rolls it forward, never withdraws it.
 COMMITTED_STEPS = frozenset({ARCHIVING, DEPRECATED})
 #: Not a journal step: the checkpoint between the index sync and the final transaction.
@@ -229,8 +232,10 @@ def _set_step(conn: sqlite3.Connection, plan: Plan, step: str) -> None:
 
 
 def pending(conn: sqlite3.Connection) -> list[tuple[Plan, str]]:
-    """Journal rows left by interrupted merges, oldest first, with the step each reached."""
-    return [(Plan.from_json(plan), step) for plan, step in merge_journal.rows(conn)]
+    """Journal rows left by interrupted merges, oldest first, with the step each reached
+    (interrupted undos, at :data:`UNDOING`, are not merges and are left out)."""
+    return [(Plan.from_json(plan), step) for plan, step in merge_journal.rows(conn)
+            if step != UNDOING]
 
 
 # --------------------------------------------------------------------------- commit
@@ -510,9 +515,10 @@ def _abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
 
 
 def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
-    """Finish or abandon every merge a crash interrupted. Call it under the strategy lock
-    (a Reflection run does, before anything else). Safe to call any number of times, and to
-    be killed at any point: the next call picks up from what reached the disk."""
+    """Finish or abandon every merge a crash interrupted, then finish every interrupted undo.
+    Call it under the strategy lock (a Reflection run does, before anything else). Safe to
+    call any number of times, and to be killed at any point: the next call picks up from what
+    reached the disk."""
     outcomes = []
     for plan, step in pending(runtime.db()):
         started = time.perf_counter()
@@ -539,6 +545,9 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
         log.info("recovered merge %s of cluster %s: %s", plan.id, plan.cluster_id,
                  outcome.status)
         outcomes.append(outcome)
+    from everos_reflect.strategies.undo import finish_interrupted  # undo imports this module
+
+    finish_interrupted(runtime)
     return outcomes
 
 

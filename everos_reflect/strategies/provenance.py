@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
+from everos_reflect.markdown.parser import parse_entry_id
 from everos_reflect.model import Entry, Kind, UserRef
 
 if TYPE_CHECKING:
@@ -74,13 +75,17 @@ def evidence_problem(entry: Entry, records: Mapping[str, Entry],
     return None
 
 
+def _checked(records: Iterable[Entry]) -> list[Entry]:
+    """The records whose evidence is checked: active, daemon-derived, citing something."""
+    return [e for e in records if e.kind in CHECKED
+            and DERIVATION_KEY in e.meta  # written by the daemon, never a person's
+            and e.deprecated_by is None and status_of(e) == ACTIVE and evidence_of(e)]
+
+
 def find_stale(records: Mapping[str, Entry]) -> dict[str, str]:
     """``{id: stale_reason}`` of every active, daemon-derived record whose evidence no longer
     stands, transitively (a record citing a newly stale record is stale too)."""
-    derived = sorted((e for e in records.values() if e.kind in CHECKED
-                      and DERIVATION_KEY in e.meta  # written by the daemon, never a person's
-                      and e.deprecated_by is None and status_of(e) == ACTIVE
-                      and evidence_of(e)), key=lambda e: (_depth(e), e.id))
+    derived = sorted(_checked(records.values()), key=lambda e: (_depth(e), e.id))
     stale: dict[str, str] = {}
     changed = True
     while changed:  # depth order settles it in one pass; the loop guards odd hand-written depths
@@ -100,17 +105,47 @@ def load_records(runtime: Runtime, ref: UserRef) -> dict[str, Entry]:
     return {e.id: e for kind in EVIDENCE_KINDS for e in runtime.store.entries(ref, kind)}
 
 
+def cited_records(runtime: Runtime, ref: UserRef, derived: Mapping[str, Entry]) -> dict[str, Entry]:
+    """``derived`` plus the entries its checked records cite — all :func:`find_stale` looks at.
+
+    Reads the derived logs' citations only (each cited file parsed once), not every log of the
+    owner: invalidation runs after each synced file, and re-reading a year of Episodes per file
+    made a bulk scan quadratic. An id that is malformed, of a kind that cannot be evidence, or
+    absent from its file is left out, so :func:`find_stale` reports it deleted, as before.
+    """
+    wanted: set[str] = set()
+    for entry in _checked(derived.values()):
+        for eid in evidence_of(entry):
+            if eid in derived:
+                continue
+            try:
+                if parse_entry_id(eid).kind in EVIDENCE_KINDS:
+                    wanted.add(eid)
+            except EverosError:
+                continue
+    return {**runtime.store.get_many(ref, wanted), **derived}
+
+
 def has_derived(runtime: Runtime, ref: UserRef) -> bool:
     user = runtime.store.user_dir(ref)
     return any((user / kind.folder).is_dir() for kind in CHECKED)
 
 
-def invalidate(runtime: Runtime, ref: UserRef) -> list[Path]:
-    """Mark stale every record of ``ref`` :func:`find_stale` names; the files written."""
+def invalidate(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> list[Path]:
+    """Mark stale every record of ``ref`` :func:`find_stale` names; the files written.
+
+    With ``touched`` (the ids the indexer just changed), nothing is read beyond the derived
+    logs unless a derived record cites one of them: only those can make a record stale.
+    """
     if not has_derived(runtime, ref):
         return []
+    derived = {e.id: e for kind in CHECKED for e in runtime.store.entries(ref, kind)}
+    if touched is not None:
+        cited = {eid for e in _checked(derived.values()) for eid in evidence_of(e)}
+        if touched.isdisjoint(cited):
+            return []
     written: list[Path] = []
-    for entry_id, reason in find_stale(load_records(runtime, ref)).items():
+    for entry_id, reason in find_stale(cited_records(runtime, ref, derived)).items():
         try:
             runtime.store.update_meta(ref, entry_id, {"status": STALE, "stale_reason": reason})
         except EverosError:
@@ -119,11 +154,29 @@ def invalidate(runtime: Runtime, ref: UserRef) -> list[Path]:
     return written
 
 
+def on_changes(runtime: Runtime, changes: Iterable[ChangeSet]) -> list[Path]:
+    """Change-event batch subscriber: re-check each owner once per indexer flush, when a
+    record a derived record may cite changed (all of the owner's derived records when one of
+    them changed itself)."""
+    touched: dict[UserRef, set[str] | None] = {}
+    for change in changes:
+        if change.kind not in EVIDENCE_KINDS:
+            continue
+        if change.kind in CHECKED:
+            touched[change.ref] = None  # a derived record changed: check them all
+            continue
+        ids = touched.setdefault(change.ref, set())
+        if ids is not None:
+            ids |= {e.id for e in change.upserted} | set(change.archived) | set(change.deleted)
+    written: list[Path] = []
+    for ref, ids in touched.items():
+        written += invalidate(runtime, ref, ids)
+    return written
+
+
 def on_change(runtime: Runtime, change: ChangeSet) -> Iterable[Path]:
-    """Change-event subscriber: re-check the owner whenever a record it may cite changed."""
-    if change.kind not in EVIDENCE_KINDS:
-        return []
-    return invalidate(runtime, change.ref)
+    """:func:`on_changes` for one change."""
+    return on_changes(runtime, [change])
 
 
 def stale_summary(records: Iterable[Entry]) -> dict[str, Any]:

@@ -15,11 +15,13 @@ finishes the job. Undo holds the ``reflect_episodes`` strategy lock, so it never
 
 from __future__ import annotations
 
+import json
 import logging
 import sqlite3
+import uuid
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -105,9 +107,14 @@ def undo_merge(runtime: Runtime, ref: UserRef, merged_id: str, *,
         raise InvalidId(f"{merged_id} is not an episode id: a merged narrative is an episode "
                         "(ep_...)")
     with _reflect_lock(runtime):
-        # An interrupted merge is settled first (under the same lock), so an undo never races
-        # its recovery nor undoes half of it.
+        # An interrupted merge or undo is settled first (under the same lock), so an undo never
+        # races its recovery nor undoes half of it. Undoing again after a crash mid-undo: the
+        # finished undo is the answer.
+        finished = finish_interrupted(runtime)
         journal.recover(runtime, Indexer(runtime))
+        for result in finished:
+            if result.ref == ref and result.merged_entry_id == str(eid):
+                return result
         return _undo(runtime, ref, str(eid), cascade=cascade, chain=())
 
 
@@ -189,10 +196,48 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
 
     found = _scan(runtime, ref, merged_id)
     restore_ids = sorted(found.restore)
+    previous = _previous_narrative(found, narrative.parent_id)
+    intent = _Intent(app=ref.app, project=ref.project, user_id=ref.user_id, undo=merged_id,
+                     cluster_id=narrative.parent_id, restore=restore_ids,
+                     archived_facts=sorted(e.id for e in found.facts),
+                     previous=previous.id if previous is not None else None)
+    # Written before the first patch: a kill from here on is finished by the next start.
+    row_id = f"ru_{uuid.uuid4().hex[:16]}"
+    merge_journal.insert(runtime.db(), row_id, ref, narrative.parent_id or "",
+                         json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
+    result = _apply(runtime, intent)
+    with transaction(runtime.db()):
+        merge_journal.delete(runtime.db(), row_id)
+    result.cascaded = cascaded
+    return result
+
+
+@dataclass
+class _Intent:
+    """Everything an undo writes, decided before its first write (stored in its journal row,
+    so recovery can finish it after a crash)."""
+
+    app: str
+    project: str
+    user_id: str
+    undo: str  # the narrative
+    cluster_id: str | None
+    restore: list[str]  # ids whose key toward the narrative is removed
+    archived_facts: list[str]  # its live facts, archived as undone
+    previous: str | None  # the narrative an update merge had replaced
+
+    @property
+    def ref(self) -> UserRef:
+        return UserRef(self.app, self.project, self.user_id)
+
+
+def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
+    """The undo's writes. Idempotent: run again after a crash at any point, it finishes them."""
+    store, ref, merged_id = runtime.store, intent.ref, intent.undo
+    restore_ids = intent.restore
     episodes = [i for i in restore_ids if EntryId.parse(i).kind is Kind.EPISODE]
     facts = [i for i in restore_ids if EntryId.parse(i).kind is not Kind.EPISODE]
-    previous = _previous_narrative(found, narrative.parent_id)
-    archived_facts = sorted(e.id for e in found.facts)
+    archived_facts = intent.archived_facts
 
     # Markdown first (restore, then archive), then the audit, then the derived indexes.
     if restore_ids:
@@ -202,19 +247,44 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
             store.deprecate(ref, foreign)
     store.deprecate(ref, {merged_id: UNDONE, **dict.fromkeys(archived_facts, UNDONE)})
     reports, mode = _mark_reports_undone(runtime, ref, merged_id)
-    mode = mode or ("update" if previous is not None else "init")
+    mode = mode or ("update" if intent.previous is not None else "init")
 
     _resync(runtime, ref, first=restore_ids, then=[merged_id, *archived_facts])
-    cluster_id = narrative.parent_id
-    cluster_narrative = _restore_cluster(runtime, ref, cluster_id, episodes, previous)
+    previous = None
+    if intent.previous is not None:
+        try:
+            previous = store.get(ref, intent.previous)
+        except UnknownEntry:
+            previous = None
+    cluster_narrative = _restore_cluster(runtime, ref, intent.cluster_id, episodes, previous)
     result = UndoResult(
-        ref=ref, merged_entry_id=merged_id, cluster_id=cluster_id, mode=mode,
+        ref=ref, merged_entry_id=merged_id, cluster_id=intent.cluster_id, mode=mode,
         restored=episodes, restored_facts=facts, archived=[merged_id],
-        archived_facts=archived_facts, previous_narrative=previous.id if previous else None,
-        cluster_narrative=cluster_narrative, reports=reports, cascaded=cascaded)
+        archived_facts=archived_facts, previous_narrative=intent.previous,
+        cluster_narrative=cluster_narrative, reports=reports)
     log.info("undid merge %s of %s: %d episodes and %d facts restored, %d facts archived",
              merged_id, ref, len(episodes), len(facts), len(archived_facts))
     return result
+
+
+def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
+    """Finish every undo a crash interrupted (its journal row is still there): an interrupted
+    undo leaves sources live beside a still-live narrative. Called by journal recovery, under
+    the Reflection lock. Returns what each finished undo did (all of it, not only the rest)."""
+    conn = runtime.db()
+    done: list[UndoResult] = []
+    for row_id, plan in merge_journal.rows_at(conn, journal.UNDOING):
+        try:
+            intent = _Intent(**json.loads(plan))
+            result = _apply(runtime, intent)
+        except (EverosError, TypeError, ValueError) as exc:  # e.g. a log broken by hand
+            log.error("cannot finish the interrupted undo %s yet: %s", row_id, exc)
+            continue
+        with transaction(conn):
+            merge_journal.delete(conn, row_id)
+        log.info("finished the interrupted undo of %s (%s)", intent.undo, intent.ref)
+        done.append(result)
+    return done
 
 
 def _flat(result: UndoResult) -> UndoResult:
@@ -266,7 +336,8 @@ def _previous_narrative(found: _Found, cluster_id: str | None) -> Entry | None:
 def _refuse_if_journaled(runtime: Runtime, ref: UserRef, merged_id: str) -> None:
     """A merge interrupted mid-commit may still be rolled forward; undoing under it would race
     that recovery, so wait for it."""
-    row_id = merge_journal.row_mentioning(runtime.db(), ref, merged_id)
+    row_id = merge_journal.row_mentioning(runtime.db(), ref, merged_id,
+                                          except_step=journal.UNDOING)
     if row_id is not None:
         raise EverosError(f"an interrupted merge involving {merged_id} awaits recovery "
                           f"(journal {row_id}); run {REFLECT} once, then undo")
