@@ -32,6 +32,7 @@ import argparse
 import json
 import os
 import random
+import shlex
 import shutil
 import statistics
 import sys
@@ -443,7 +444,7 @@ def main() -> None:
                          "lessons)")
     ap.add_argument("--out", default="bench/results/lessons_briefing")
     ap.add_argument("--load-note", default="",
-                    help="how the machine was held, e.g. 'run under /work/notes/bin/idle'")
+                    help="how the machine was held, e.g. 'run alone under /work/notes/bin/idle'")
     args = ap.parse_args()
     parts = [x.strip() for x in args.parts.split(",") if x.strip()]
     if not parts or set(parts) - set(PARTS) or ("precision" in parts and "lessons" not in parts):
@@ -476,7 +477,7 @@ def main() -> None:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     load_after = os.getloadavg()
-    result |= {"command": "python bench/lessons_briefing.py " + " ".join(sys.argv[1:]),
+    result |= {"command": "python bench/lessons_briefing.py " + shlex.join(sys.argv[1:]),
                "load_note": args.load_note,
                "load_average_before": [round(x, 2) for x in load],
                "load_average_after": [round(x, 2) for x in load_after],
@@ -490,14 +491,16 @@ def main() -> None:
 
 
 def render(r: dict[str, Any]) -> str:
-    loaded = max(r["load_average_before"][0], r["load_average_after"][0]) > (r["cpus"] or 2)
-    label = (f"**measured under load** (1-min load average {r['load_average_before'][0]} → "
-             f"{r['load_average_after'][0]} on {r['cpus']} cores)" if loaded
-             else f"idle machine (1-min load average {r['load_average_before'][0]} → "
-                  f"{r['load_average_after'][0]}, {r['cpus']} cores)")
-    note = f" {r['load_note']}." if r.get("load_note") else ""
+    loads = (f"1-min load average {r['load_average_before'][0]} → "
+             f"{r['load_average_after'][0]} on {r['cpus']} cores, this benchmark's own threads "
+             "included")
+    if r.get("load_note"):
+        label = f"{r['load_note']} ({loads})"
+    else:
+        loaded = max(r["load_average_before"][0], r["load_average_after"][0]) > (r["cpus"] or 2)
+        label = f"**measured under load** ({loads})" if loaded else f"quiet machine ({loads})"
     lines = ["# Lessons and briefing on a synthetic agent history", "",
-             f"`{r['command']}` — {r['when']}, {label}.{note}", ""]
+             f"`{r['command']}` — {r['when']}, {label}.", ""]
     if "lessons" in r:
         les = r["lessons"]
         lines += [
@@ -559,7 +562,7 @@ def render(r: dict[str, Any]) -> str:
             "",
             "The briefing embeds the query once, runs its vector searches (Episodes, facts, "
             "tasks, insights) on that vector, reads lessons and convictions from their Markdown "
-            "(cached by size and mtime) and packs the block. Most of its time is the query "
+            "(cached by size and mtime) and packs the block. About half of its time is the query "
             "embedding: with `low_memory = true` the int8 weights are cast to float on every "
             "model call, a fixed cost that batching hides when indexing but that a single query "
             "pays in full; `low_memory = false` folds them once (~115 MB more resident, "
