@@ -9,6 +9,7 @@ The wording is a template, the numbers and dates are counted, the citations are 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -17,9 +18,9 @@ import numpy as np
 from everos_reflect.model import Entry
 
 QUESTION = "Which topics keep coming back across weeks?"
-#: Words every agent-memory episode uses; a topic made of them says nothing.
 #: Different ISO weeks a topic must appear in before it is stated.
 MIN_WEEKS = 3
+#: Words every agent-memory episode uses; a topic made of them says nothing.
 _GENERIC = frozenset({"user", "users", "assistant", "agent", "asked", "said", "told"})
 
 
@@ -74,9 +75,34 @@ def recurring_topics(episodes: Sequence[Entry], *, limit: int = 3, min_weeks: in
             continue  # the same episodes as a stronger topic ("auth" vs "auth refactor")
         covered.append(ids)
         cited = hits[-max_evidence:]
-        topics.append(Topic(str(terms[col]), [e.id for e in cited], len(hits), len(weeks),
+        term = _most_specific(str(terms[col]), set(rows), terms, matrix, weight, texts)
+        topics.append(Topic(term, [e.id for e in cited], len(hits), len(weeks),
                             hits[0].timestamp.date().isoformat(),  # type: ignore[union-attr]
                             hits[-1].timestamp.date().isoformat()))  # type: ignore[union-attr]
         if len(topics) >= limit:
             break
     return topics
+
+
+def _most_specific(term: str, rows: set[int], terms: Sequence[str], matrix: object,
+                   weight: np.ndarray, texts: Sequence[str]) -> str:
+    """The two-word phrase holding ``term`` that names exactly the same Episodes, if any.
+
+    A single word usually outweighs its phrases by TF-IDF ("test" over "checkout test"), yet the
+    phrase says what the Episodes are about; with the same evidence the count stays true. The
+    vectorizer pairs words across the stop words it drops ("deploy the kubernetes" gives
+    "deploy kubernetes"), so a phrase is taken only where every one of those Episodes says it.
+    """
+    if " " in term:
+        return term
+    best, best_weight = term, -1.0
+    for col, phrase in enumerate(terms):
+        words = phrase.split(" ")
+        if len(words) != 2 or words[0] == words[1] or term not in words:
+            continue
+        if weight[col] <= best_weight or set(matrix[:, col].nonzero()[0]) != rows:  # type: ignore[index]
+            continue
+        said = re.compile(rf"\b{re.escape(words[0])}\W+{re.escape(words[1])}\b", re.IGNORECASE)
+        if all(said.search(texts[r]) for r in rows):
+            best, best_weight = str(phrase), float(weight[col])
+    return best
