@@ -38,7 +38,7 @@ import tempfile
 import time
 import types
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -346,8 +346,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="a .npy of the LoCoMo vectors: read if present, else written")
     parser.add_argument("--consolidate-days", type=float, default=30.0,
                         help="consolidation period of the extra run (0: no such run)")
+    parser.add_argument("--member-threshold", type=float, default=0.0,
+                        help="clustering.member_threshold for our side (default 0: the "
+                             "centroid rule alone, which is EverAlgo's rule; the shipped "
+                             "default adds a member-fit check, so ARI vs EverAlgo drops)")
     args = parser.parse_args(argv)
     settings = Settings()
+    settings = replace(settings, clustering=replace(settings.clustering,
+                                                    member_threshold=args.member_threshold))
+    print(f"our clustering.member_threshold = {args.member_threshold:g}")
     ea = load_everalgo(args.everalgo) if args.everalgo else None
     t0 = time.perf_counter()
     base, _ = locomo_stream(args.locomo, args.vectors_cache)
