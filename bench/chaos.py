@@ -16,8 +16,8 @@ result with an independent reader (bench/chaos_reader.py, which never imports th
 - **malformed**: a corpus of broken files (bench/chaos_corpus.py) → the daemon stays up, valid
   neighbours are indexed, no byte of the broken files changes; peak RSS and Reflection time;
 - **llm faults**: each fault of the matrix against the project's fake OpenAI server → nothing
-  written, the run recorded ``failed`` and ``trigger`` exiting non-zero (prompt injection: the
-  coverage guard rejects every merge);
+  written, the run recorded ``failed`` and ``trigger`` exiting 1 (prompt injection: the
+  coverage guard rejects every merge, so no merge succeeded and the run failed too);
 - **api fuzz**: the schemathesis CLI (every default check) against a served daemon's
   ``/openapi.json`` → no 5xx, no conformance failure.
 
@@ -267,9 +267,8 @@ def section_llm(report: Report, work: Path, base_env: dict[str, str], fake: Chao
         last = chaos_reader.last_run(root) or {}
         counts = last.get("counts", {})
         bad = writes + bool(counts.get("merged"))
-        if name != "prompt injection":
-            bad += (last.get("status") != "failed") + (done.returncode != 1)
-        else:  # well-formed but lossy: the coverage guard must reject it, nothing written
+        bad += (last.get("status") != "failed") + (done.returncode != 1)
+        if name == "prompt injection":  # well-formed but lossy: the coverage guard rejects it
             bad += not counts.get("rejected")
         report.add("llm", name, 1, bad,
                    f"files written {writes}, run {last.get('status')} "

@@ -82,6 +82,31 @@ def test_without_declared_units_any_failure_is_partial() -> None:
     assert judge_counts(Plain(), {"merged": 2})[0] == "ok"
 
 
+def test_a_run_where_every_answer_was_rejected_is_failed_a_single_rejection_is_not() -> None:
+    judge = ReflectEpisodes()
+
+    status, why = judge_counts(judge, {"rejected": 6})
+    assert status == "failed" and why is not None and "rejected=6" in why
+    assert judge_counts(judge, {"rejected": 2, "failed": 1})[0] == "failed"
+    assert judge_counts(judge, {"merged": 3, "rejected": 1}) == ("ok", None)
+    assert judge_counts(judge, {"stale": 1, "rejected": 1}) == ("ok", None)  # stale: not failed
+    assert judge_counts(judge, {"merged": 1, "rejected": 1, "failed": 1})[0] == "partial"
+
+
+def test_reflection_whose_every_merge_was_rejected_is_recorded_failed(tmp_path: Path) -> None:
+    lossy = ("Andrew's dogs", "Andrew has a dog.")  # drops every other fact: the guard refuses
+    rt = make_runtime(tmp_path, ScriptedLLM([lossy] * 10, [["Andrew has a dog."]] * 10))
+    seed_pets(rt)
+    before = {p: p.read_bytes() for p in rt.store.iter_files()}
+
+    outcome = Engine(rt).trigger(ReflectEpisodes.name, force=True, timeout=60)
+
+    assert outcome.status == "failed", outcome
+    assert outcome.counts.get("rejected") and not outcome.counts.get("merged")
+    assert "rejected" in (outcome.error or "")
+    assert {p: p.read_bytes() for p in rt.store.iter_files()} == before
+
+
 def _failing_reflection_root(root: Path) -> Runtime:
     llm = ScriptedLLM([ProviderUnavailable("HTTP 500 from the provider")] * 10)
     rt = make_runtime(root, llm)

@@ -156,6 +156,11 @@ class Strategy:
     #: failure makes the run ``partial`` (the engine cannot tell that every unit failed).
     failure_counts: ClassVar[tuple[str, ...]] = ("failed",)
     unit_counts: ClassVar[tuple[str, ...]] = ()
+    #: Counts of units whose output a guard refused (a merge that lost facts, say). One such
+    #: unit is handled as designed and retried later; a run where *no* unit succeeded because
+    #: every answer was refused is ``failed``: the LLM is lying or broken, and the user must see
+    #: it in the run record and the exit code, not a green run that did nothing.
+    rejection_counts: ClassVar[tuple[str, ...]] = ()
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         """Do one run; return counts for the run record (e.g. ``{"merged": 3}``)."""
@@ -199,9 +204,14 @@ def judge_counts(strategy: Strategy, counts: dict[str, int]) -> tuple[str, str |
     Failure must look like failure: a run whose every unit failed (every cluster's LLM call
     answered 500, say) is ``failed``, not ``ok`` with a count nobody reads."""
     failed = sum(int(counts.get(k, 0)) for k in strategy.failure_counts)
+    refused = sum(int(counts.get(k, 0)) for k in strategy.rejection_counts)
+    units = sum(int(counts.get(k, 0)) for k in strategy.unit_counts)
+    if refused > 0 and strategy.unit_counts and failed + refused >= units:
+        detail = ", ".join(f"{k}={counts[k]}" for k in
+                           (*strategy.failure_counts, *strategy.rejection_counts) if counts.get(k))
+        return "failed", f"no unit succeeded: every one failed or was rejected ({detail})"
     if failed <= 0:
         return "ok", None
-    units = sum(int(counts.get(k, 0)) for k in strategy.unit_counts)
     detail = ", ".join(f"{k}={counts[k]}" for k in strategy.failure_counts if counts.get(k))
     if strategy.unit_counts and failed >= units:
         return "failed", f"every unit failed ({detail})"

@@ -103,8 +103,10 @@ class ReflectEpisodes(Strategy):
     description = "Merge each cluster of similar Episodes into one narrative (Reflection)."
     default_cron = "0 2 * * 1"
     # A cluster whose LLM call failed, or whose commit was interrupted, failed; a rejected or
-    # stale one was handled as designed (nothing written, retried next run).
+    # stale one was handled as designed (nothing written, retried next run) -- unless every
+    # cluster was rejected or failed, which says the LLM's answers are unusable (run failed).
     failure_counts = ("failed", "interrupted")
+    rejection_counts = ("rejected",)
     unit_counts = ("merged", "failed", "interrupted", "rejected", "stale")
     settings = (
         SettingSpec("max_clusters_per_run", int, 10,
