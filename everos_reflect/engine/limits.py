@@ -103,32 +103,31 @@ class Budget:
         calls the next unit (and units still in flight) will make, so a run never starts a
         unit that would carry it past ``max_llm_calls``. Remembered in :attr:`hit`."""
         with self._lock:
-            reason = None
             if self.llm_calls + self.reserved + max(1, calls_ahead) > self.max_llm_calls:
-                reason = f"max_llm_calls ({self.max_llm_calls}) reached"
-            elif self.tokens >= self.max_tokens:
-                reason = f"max_tokens ({self.max_tokens}) reached"
-            elif self.records >= self.max_records:
-                reason = f"max_records ({self.max_records}) reached"
-            elif time.monotonic() - self.started >= self.max_wall_seconds:
-                reason = f"max_wall_seconds ({self.max_wall_seconds:g}) reached"
-            if reason and self.hit is None:
-                self.hit = reason
-            return reason
+                return self._remember(f"max_llm_calls ({self.max_llm_calls}) reached")
+            return self._remember(self._used_up(records=True))
 
     def spent(self) -> str | None:
         """The limit that what the run has already used (tokens, time) has reached, or
         ``None``: checked by a unit promised earlier just before it starts, since tokens are
         only known once the units before it are done. Remembered in :attr:`hit`."""
         with self._lock:
-            reason = None
-            if self.tokens >= self.max_tokens:
-                reason = f"max_tokens ({self.max_tokens}) reached"
-            elif time.monotonic() - self.started >= self.max_wall_seconds:
-                reason = f"max_wall_seconds ({self.max_wall_seconds:g}) reached"
-            if reason and self.hit is None:
-                self.hit = reason
-            return reason
+            return self._remember(self._used_up(records=False))
+
+    def _used_up(self, *, records: bool) -> str | None:
+        """The first of tokens, records (when asked) and wall time that has run out."""
+        if self.tokens >= self.max_tokens:
+            return f"max_tokens ({self.max_tokens}) reached"
+        if records and self.records >= self.max_records:
+            return f"max_records ({self.max_records}) reached"
+        if time.monotonic() - self.started >= self.max_wall_seconds:
+            return f"max_wall_seconds ({self.max_wall_seconds:g}) reached"
+        return None
+
+    def _remember(self, reason: str | None) -> str | None:
+        if reason and self.hit is None:
+            self.hit = reason
+        return reason
 
     def summary(self) -> dict[str, int]:
         """What the run used, for logs."""
