@@ -216,3 +216,31 @@ def test_cli_fleet_run_prints_one_json_document_and_fails_on_a_busy_root(
     assert "busy" in result.stdout and "already running in another process" in result.stdout
     assert "idle" in result.stdout and "1 Ray tasks" in result.stdout
     assert parse_fleet(fleet.read_text()).strategies  # the file itself was fine
+
+
+def _threads_seen(root: str) -> tuple[int | None, int]:
+    from everos_reflect.embedding import CachingEmbedder
+    from everos_reflect.fleet import work
+
+    rt = work.open_root(root)
+    embedder = rt.embedder
+    inner = embedder.inner if isinstance(embedder, CachingEmbedder) else embedder
+    seen = (work.task_cpus(), inner.threads)
+    rt.close()
+    return seen
+
+
+def test_a_task_embeds_with_the_cpus_ray_gave_it_not_every_core(tmp_path: Path) -> None:
+    """onnxruntime's automatic thread count is every core; a one-CPU task must use one."""
+    from everos_reflect.fleet import work
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "everos.toml").write_text('[embedding]\nprovider = "local"\n', "utf-8")
+    assert work.task_cpus() is None  # the driver: no allotment
+
+    remote = ray.remote(_threads_seen)
+    assert ray.get(remote.options(num_cpus=1).remote(str(root))) == (1, 1)
+    assert ray.get(remote.options(num_cpus=2).remote(str(root))) == (2, 2)
+    (root / "everos.toml").write_text('[embedding]\nprovider = "local"\nthreads = 3\n', "utf-8")
+    assert ray.get(remote.options(num_cpus=1).remote(str(root))) == (1, 3)  # set by hand: kept

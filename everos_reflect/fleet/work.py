@@ -13,10 +13,11 @@ import logging
 import os
 import socket
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -103,7 +104,30 @@ def open_root(root: str) -> Runtime:
     if not path.is_dir():
         raise EverosError(f"no memory root at {path} on {socket.gethostname()}")
     settings = load_settings(path)
-    return Runtime(path, settings, embedder=CachingEmbedder(_shared_embedder(settings.embedding)))
+    embedding = settings.embedding
+    if embedding.threads == 0:  # automatic: within a Ray task, the CPUs Ray gave it
+        cpus = task_cpus()
+        if cpus:
+            embedding = replace(embedding, threads=cpus)
+    return Runtime(path, settings, embedder=CachingEmbedder(_shared_embedder(embedding)))
+
+
+def task_cpus() -> int | None:
+    """Whole CPUs Ray assigned to the task running this code, or ``None`` outside one.
+
+    onnxruntime's automatic thread count is every core of the machine; two tasks on a 2-core
+    node then run four busy threads and each root takes ~40 % longer (bench/fleet.py: 12 roots,
+    2 workers, 23.9 s → 18.5 s with one thread per one-CPU task). Ray sets OMP_NUM_THREADS for
+    numpy but onnxruntime does not read it, so the embedder is told directly.
+    """
+    ray = sys.modules.get("ray")  # never imported here: only a Ray worker has it loaded
+    if ray is None or not ray.is_initialized():
+        return None
+    try:
+        cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+    except Exception:  # the driver, or a Ray without the call: no allotment to honour
+        return None
+    return max(1, int(cpus)) if cpus else None
 
 
 # --- deciding, on the driver -------------------------------------------------------------------
