@@ -175,15 +175,10 @@ def check_root(root: Path, expected: dict[tuple[str, str], str], *,
 def compare_index(root: Path, users: dict[str, User]) -> list[str]:
     """The index must hold exactly what a rebuild from the Markdown would: every entry, with
     its archive state, and nothing else."""
-    db = root / ".index" / "sqlite" / "system.db"
-    if not db.exists():
+    rows = _query(root, "SELECT app_id, project_id, user_id, id, deprecated_by "
+                        "FROM entries WHERE kind IN ('episode', 'atomic_fact')")
+    if rows is None:
         return ["no index"]
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-    try:
-        rows = conn.execute("SELECT app_id, project_id, user_id, id, deprecated_by "
-                            "FROM entries WHERE kind IN ('episode', 'atomic_fact')").fetchall()
-    finally:
-        conn.close()
     indexed: dict[str, dict[str, str | None]] = {}
     for app, project, user, entry_id, dep in rows:
         indexed.setdefault(f"{app}/{project}/users/{user}", {})[entry_id] = dep
@@ -223,27 +218,32 @@ def live_narratives(root: Path) -> list[tuple[str, str]]:
     return out
 
 
-def journal_rows(root: Path) -> int:
+def _query(root: Path, sql: str, *, tolerate_missing_table: bool = False) -> list[Any] | None:
+    """Rows of ``sql`` on the root's index, opened read-only; ``None`` when there is no index
+    (or, when tolerated, a query that fails: no such table yet)."""
     db = root / ".index" / "sqlite" / "system.db"
     if not db.exists():
-        return 0
+        return None
     conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
     try:
-        return conn.execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0]
+        return conn.execute(sql).fetchall()
     except sqlite3.Error:
-        return 0
+        if tolerate_missing_table:
+            return None
+        raise
     finally:
         conn.close()
+
+
+def journal_rows(root: Path) -> int:
+    rows = _query(root, "SELECT COUNT(*) FROM merge_journal", tolerate_missing_table=True)
+    return rows[0][0] if rows else 0
 
 
 def last_run(root: Path) -> dict[str, Any] | None:
-    db = root / ".index" / "sqlite" / "system.db"
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=30)
-    try:
-        row = conn.execute("SELECT status, error, counts FROM runs ORDER BY started_at DESC, "
-                           "id DESC LIMIT 1").fetchone()
-    finally:
-        conn.close()
-    if row is None:
+    rows = _query(root, "SELECT status, error, counts FROM runs ORDER BY started_at DESC, "
+                        "id DESC LIMIT 1")
+    if not rows:
         return None
-    return {"status": row[0], "error": row[1], "counts": json.loads(row[2] or "{}")}
+    status, error, counts = rows[0]
+    return {"status": status, "error": error, "counts": json.loads(counts or "{}")}
