@@ -17,15 +17,21 @@ from typing import Any
 import numpy as np
 
 from everos_reflect.embedding.base import l2_normalize
+from everos_reflect.embedding.graph import gather_before_dequantize
+from everos_reflect.embedding.heap import fix_mmap_threshold
 from everos_reflect.errors import ProviderUnavailable
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained on; longer text is truncated
-#: cap on batch × width² per model call: 16 texts up to 128 tokens, 4 texts of 256. The live
-#: tensors of a call grow with it (~170 MB at 8 × 256, ~75 MB at 4 × 256, measured by
-#: ``bench/embed_memory.py``) while throughput no longer does.
-MAX_BATCH_CELLS = 16 * 128 * 128
+#: cap on batch × width² per model call: 2 texts of 256 tokens, 8 of 128, 32 of 64. A call's
+#: peak memory grows with it (+48 MB at 2 × 256, +95 MB at 4 × 256, +117 MB at 16 × 128 above
+#: the loaded model, sampled around single calls) while CPU per token hardly changes (it
+#: depends on the width: attention is quadratic in it).
+MAX_BATCH_CELLS = 8 * 128 * 128
+#: texts tokenized at a time: the tokenizer's Encoding objects (offsets, tokens, masks) take
+#: ~8 KB per text; only the ids of each text are kept.
+TOKENIZE_CHUNK = 256
 DIM = 384
 
 
@@ -45,16 +51,20 @@ def default_tokenizer_path() -> Path:
     return Path(str(ref))
 
 
-def _check_sha256(path: Path, expected: str, what: str) -> None:
+def _read_checked(path: Path, expected: str, what: str) -> bytes:
+    """The bytes of ``path``, verified against its pinned sha256 (the same bytes are then
+    loaded, so the file cannot change between the check and the load)."""
     try:
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        data = path.read_bytes()
     except OSError as exc:
         raise ProviderUnavailable(f"cannot read the {what} {path}: {exc}") from exc
+    digest = hashlib.sha256(data).hexdigest()
     if digest != expected:
         raise ProviderUnavailable(
             f"the {what} {path} has sha256 {digest}, expected {expected}: the file is corrupt "
             "or not the one shipped; reinstall everos-reflect"
         )
+    return data
 
 
 class LocalEmbedder:
@@ -88,7 +98,6 @@ class LocalEmbedder:
         self._lock = threading.Lock()
         self._session: Any = None
         self._tokenizer: Any = None
-        self._run_options: Any = None
 
     def load(self) -> None:
         """Verify and load the model and tokenizer (idempotent, thread-safe)."""
@@ -102,10 +111,16 @@ class LocalEmbedder:
 
             model_path = self._model_path or default_model_path()
             tokenizer_path = self._tokenizer_path or default_tokenizer_path()
-            _check_sha256(model_path, MODEL_SHA256, "embedding model")
-            _check_sha256(tokenizer_path, TOKENIZER_SHA256, "embedding tokenizer")
+            if self.low_memory:
+                # No arena (below): each tensor is freed when done, and with glibc's mmap
+                # threshold fixed the large ones go straight back to the kernel. Set before
+                # the model's bytes are read, so they are mapped and returned the same way.
+                fix_mmap_threshold()
+            model_bytes = _read_checked(model_path, MODEL_SHA256, "embedding model")
+            tokenizer_json = _read_checked(tokenizer_path, TOKENIZER_SHA256,
+                                           "embedding tokenizer")
 
-            tokenizer = Tokenizer.from_file(str(tokenizer_path))
+            tokenizer = Tokenizer.from_str(tokenizer_json.decode("utf-8"))
             tokenizer.enable_truncation(max_length=MAX_TOKENS)
             tokenizer.no_padding()  # padded per length-sorted batch below, not to a fixed 128
 
@@ -115,28 +130,26 @@ class LocalEmbedder:
             if self.threads:
                 options.intra_op_num_threads = self.threads
             extra: dict[str, Any] = {}
-            run_options = ort.RunOptions()
+            model: bytes = model_bytes
             if self.low_memory:
                 # Constant folding turns the int8 weights into float32 copies (~115 MB more
                 # resident, ~1.5x faster): traded for memory here (docs/memory.md).
                 extra["disabled_optimizers"] = ["ConstantFolding"]
-                # Keep onnxruntime's arena, but hand its chunks back after every call. Without
-                # the arena each of a call's ~350 tensors is a separate malloc, and glibc's
-                # heap (its mmap threshold rises to the largest freed block, ~25 MB here)
-                # fragments: the first call of 8 texts x 256 tokens peaked at ~680 MB resident
-                # for ~170 MB of live tensors. With the arena kept for good it peaks lower but
-                # never shrinks back.
-                run_options.add_run_config_entry("memory.enable_memory_arena_shrinkage",
-                                                 "cpu:0")
+                # Dequantize only the embedding rows a call reads, not the whole 30,522-row
+                # token table (94 MB of temporaries per call); bit-identical vectors.
+                model, _ = gather_before_dequantize(model_bytes)
+                # An arena (even one shrunk after each call) grows in powers of two and left
+                # ~90 MB more resident after a call; without the fixed mmap threshold glibc's
+                # heap fragments instead (8 texts x 256 tokens once peaked at ~680 MB for
+                # ~170 MB of live tensors).
+                options.enable_cpu_mem_arena = False
             try:
                 session = ort.InferenceSession(
-                    str(model_path), sess_options=options, providers=["CPUExecutionProvider"],
-                    **extra,
+                    model, sess_options=options, providers=["CPUExecutionProvider"], **extra,
                 )
             except Exception as exc:  # onnxruntime raises its own untyped errors
                 raise ProviderUnavailable(f"cannot load the embedding model: {exc}") from exc
             self._tokenizer = tokenizer
-            self._run_options = run_options
             self._session = session
 
     def _batches(self, order: np.ndarray, lengths: np.ndarray) -> list[np.ndarray]:
@@ -161,8 +174,12 @@ class LocalEmbedder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         self.load()
-        encodings = self._tokenizer.encode_batch([str(t) for t in texts])
-        lengths = np.array([len(e.ids) for e in encodings])
+        ids_of: list[np.ndarray] = []
+        for start in range(0, len(texts), TOKENIZE_CHUNK):
+            chunk = [str(t) for t in texts[start:start + TOKENIZE_CHUNK]]
+            ids_of.extend(np.asarray(e.ids, dtype=np.int64)
+                          for e in self._tokenizer.encode_batch(chunk))
+        lengths = np.array([len(ids) for ids in ids_of])
         # Similar lengths batched together: far less padding to compute through.
         order = np.argsort(lengths, kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
@@ -171,7 +188,7 @@ class LocalEmbedder:
             input_ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)
             for row, index in enumerate(batch):
-                ids = encodings[index].ids
+                ids = ids_of[index]
                 input_ids[row, : len(ids)] = ids
                 mask[row, : len(ids)] = 1
             (hidden,) = self._session.run(
@@ -181,7 +198,6 @@ class LocalEmbedder:
                     "attention_mask": mask,
                     "token_type_ids": np.zeros_like(input_ids),
                 },
-                self._run_options,
             )
             weights = mask[:, :, None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)

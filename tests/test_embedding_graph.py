@@ -1,0 +1,140 @@
+"""The embedder's memory measures: the gather-before-dequantize rewrite and the fixed mmap
+threshold. Both must leave the vectors exactly as they were and do what they claim."""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from everos_reflect.embedding.graph import gather_before_dequantize
+from everos_reflect.embedding.heap import fix_mmap_threshold
+from everos_reflect.embedding.local import LocalEmbedder, default_model_path
+
+TEXTS = [
+    "Caroline went to an LGBTQ support group",
+    "x",
+    "a much longer sentence about a weekend at the beach with the whole family " * 12,
+    "",
+]
+
+
+def _session(model: bytes | str) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.inter_op_num_threads = options.intra_op_num_threads = 1
+    return ort.InferenceSession(model, sess_options=options,
+                                providers=["CPUExecutionProvider"],
+                                disabled_optimizers=["ConstantFolding"])
+
+
+def _lookup_model(scale_dims: list[int]) -> bytes:
+    """A tiny int8 table with the quantized-lookup pattern: Gather(Mul(Cast(q), scale), ids)."""
+    rng = np.random.default_rng(7)
+    table = rng.integers(-128, 128, size=(10, 4), dtype=np.int8)
+    scale = rng.random(scale_dims, dtype=np.float32) + 0.01
+    nodes = [
+        helper.make_node("Cast", ["q"], ["f"], to=TensorProto.FLOAT),
+        helper.make_node("Mul", ["f", "scale"], ["w"]),
+        helper.make_node("Gather", ["w", "ids"], ["out"], axis=0),
+    ]
+    graph = helper.make_graph(
+        nodes, "lookup",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, [None, None])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, None)],
+        initializer=[numpy_helper.from_array(table, "q"), numpy_helper.from_array(scale, "scale")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model.SerializeToString()
+
+
+def test_rewrite_of_a_per_row_lookup_is_exact_including_negative_ids() -> None:
+    original = _lookup_model([10, 1])
+    rewritten, count = gather_before_dequantize(original)
+    assert count == 1
+    ops = [n.op_type for n in onnx.load_from_string(rewritten).graph.node]
+    assert ops.index("Gather") < ops.index("Cast")  # rows looked up before dequantizing
+    ids = np.array([[0, 3, 9, -1], [5, 5, -10, 2]], dtype=np.int64)
+    (before,) = _session(original).run(None, {"ids": ids})
+    (after,) = _session(rewritten).run(None, {"ids": ids})
+    np.testing.assert_array_equal(after, before)
+
+
+def test_rewrite_leaves_a_per_column_scale_alone() -> None:
+    """Gathering a per-column scale by row ids would be wrong: that graph must stay as it is."""
+    original = _lookup_model([1, 4])
+    assert gather_before_dequantize(original) == (original, 0)
+
+
+def test_bundled_model_rewrite_gives_bit_identical_hidden_states() -> None:
+    original = default_model_path().read_bytes()
+    rewritten, count = gather_before_dequantize(original)
+    assert count == 2  # token and position embedding tables
+    embedder = LocalEmbedder(threads=1)
+    embedder.load()
+    for text in TEXTS:
+        ids = np.array([embedder._tokenizer.encode(text).ids], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                "token_type_ids": np.zeros_like(ids)}
+        (before,) = _session(original).run(["last_hidden_state"], feed)
+        (after,) = _session(rewritten).run(["last_hidden_state"], feed)
+        np.testing.assert_array_equal(after, before)
+
+
+def test_low_memory_embedder_vectors_equal_the_original_graph_s(tmp_path: Path) -> None:
+    """The default (rewritten graph, no arena) against a session of the file as shipped."""
+    embedder = LocalEmbedder(threads=1, low_memory=True)
+    vectors = embedder.embed(TEXTS)
+    plain = _session(str(default_model_path()))
+    for text, vector in zip(TEXTS, vectors, strict=True):
+        ids = np.array([embedder._tokenizer.encode(text).ids], dtype=np.int64)
+        (hidden,) = plain.run(["last_hidden_state"], {
+            "input_ids": ids, "attention_mask": np.ones_like(ids),
+            "token_type_ids": np.zeros_like(ids)})
+        pooled = hidden[0].mean(axis=0)
+        np.testing.assert_allclose(vector, pooled / np.linalg.norm(pooled), atol=1e-6)
+
+
+def _rss_anon_mb() -> float:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1]) / 1024
+    raise AssertionError("no RssAnon in /proc/self/status")
+
+
+def test_fixed_mmap_threshold_returns_freed_large_blocks_to_the_kernel() -> None:
+    """Large blocks freed between live ones (the pattern of a model call): with glibc's
+    default, a threshold that rises to the largest mapped block freed, they would come from
+    the heap and stay resident after ``free``; with the threshold fixed they leave at once."""
+    assert fix_mmap_threshold()
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    mb = 2**20
+    warm = libc.malloc(4 * mb)  # freeing a 4 MB mapped block would raise a floating
+    ctypes.memset(warm, 1, 4 * mb)  # threshold past the 1 MB blocks below
+    libc.free(warm)
+    blocks = []
+    for _ in range(96):
+        block = libc.malloc(mb)
+        ctypes.memset(block, 1, mb)  # touched, so resident
+        blocks.append(block)
+    grown = _rss_anon_mb()
+    for block in blocks[::2]:  # every other one: the live ones pin the heap between them
+        libc.free(block)
+    after = _rss_anon_mb()
+    for block in blocks[1::2]:
+        libc.free(block)
+    assert grown - after > 40, (grown, after)
+
+
+def test_fixed_mmap_threshold_rejects_a_tiny_threshold() -> None:
+    with pytest.raises(ValueError, match="at least 4096"):
+        fix_mmap_threshold(100)
