@@ -9,6 +9,8 @@ different vector space. Nothing here ever touches the network.
 from __future__ import annotations
 
 import hashlib
+import logging
+import subprocess
 import threading
 from importlib import resources
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from everos_reflect.embedding.base import l2_normalize
-from everos_reflect.embedding.graph import gather_before_dequantize
+from everos_reflect.embedding.graph import rewritten_in_child
 from everos_reflect.embedding.heap import fix_mmap_threshold
 from everos_reflect.errors import ProviderUnavailable
 
@@ -33,6 +35,8 @@ MAX_BATCH_CELLS = 8 * 128 * 128
 #: ~8 KB per text; only the ids of each text are kept.
 TOKENIZE_CHUNK = 256
 DIM = 384
+
+log = logging.getLogger(__name__)
 
 
 def default_model_path() -> Path:
@@ -137,7 +141,11 @@ class LocalEmbedder:
                 extra["disabled_optimizers"] = ["ConstantFolding"]
                 # Dequantize only the embedding rows a call reads, not the whole 30,522-row
                 # token table (94 MB of temporaries per call); bit-identical vectors.
-                model, _ = gather_before_dequantize(model_bytes)
+                try:
+                    model, _ = rewritten_in_child(model_bytes)
+                except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+                    log.warning("embedding model loaded without its memory rewrite "
+                                "(same vectors, ~94 MB more per call): %s", exc)
                 # An arena (even one shrunk after each call) grows in powers of two and left
                 # ~90 MB more resident after a call; without the fixed mmap threshold glibc's
                 # heap fragments instead (8 texts x 256 tokens once peaked at ~680 MB for
