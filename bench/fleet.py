@@ -20,19 +20,31 @@ Sides:
   task per CPU). Ray's start-up (``ray.init``) is reported apart; worker processes starting
   and importing the package count in the run's wall time.
 
+Two more sides explain the 2-worker figure (optional, not part of the issue's comparison):
+
+- **procs-2**: the control without Ray — the same ``run_root`` per root on a pool of 2 plain
+  processes (``multiprocessing``), each root's embedder on one thread as a one-CPU Ray task's
+  is. If it is no faster than ray-2, Ray is not what stands between ray-2 and 2×;
+- **ray-2-4roots**: ``run_fleet`` on the same 2-CPU Ray with ``task_cpus = 0.5``: 4 roots in
+  flight on 2 cores, so one root's waits for the LLM are filled by another's work.
+
+During each side's timed part, ``fleet_cpu.CpuSampler`` records the CPU time of every process
+the bench started (driver, fake LLM, Ray's daemons, workers) and the cores' idle time.
+
 After each side, every root's Markdown is read back: narratives written (live Episodes with
 ``parent_type: cluster``) and sources archived, per root, against the merges the run reported.
 A side whose Markdown disagrees with its report, or that committed no merge, is flagged.
 
-Speed-up = sequential ÷ ray-2; overhead at one worker = ray-1 ÷ sequential − 1, and per task =
-(ray-1 − sequential) ÷ tasks. On a shared machine, label the figures as measured under load.
+Speed-up = sequential ÷ ray-2 (and ÷ each extra side); overhead at one worker = ray-1 ÷
+sequential − 1, and per task = (ray-1 − sequential) ÷ tasks. On a shared machine, label the
+figures as measured under load.
 
 Sides can run in separate invocations (``--sides``, same ``--work``): each writes its figures
 to ``WORK/side-<name>.json`` with a fingerprint of the code and of the template roots, and the
 report is assembled only from sides with the same fingerprints.
 
-    python bench/fleet.py /path/to/locomo10.json [--roots 40] [--llm-latency 0.3]
-                          [--work DIR] [--sides sequential,ray-1,ray-2] [--load-note TEXT]
+    python bench/fleet.py /path/to/locomo10.json [--roots 40] [--llm-latency 0.3] [--work DIR]
+                          [--sides sequential,ray-1,ray-2,procs-2,ray-2-4roots] [--load-note TEXT]
 """
 
 from __future__ import annotations
@@ -56,6 +68,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fake_opena
 import cost
 import locomo_episodes as lm
 import locomo_root
+from fleet_cpu import CpuSampler
 
 STRATEGY = "reflect_episodes"
 
@@ -98,16 +111,18 @@ def build_templates(data_path: Path, work: Path, n_roots: int) -> list[Path]:
     return roots
 
 
-def fresh_copies(templates: list[Path], dest: Path, llm_url: str) -> list[Path]:
+def fresh_copies(templates: list[Path], dest: Path, llm_url: str,
+                 embedding_threads: int | None = None) -> list[Path]:
     if dest.exists():
         shutil.rmtree(dest)
+    threads = f"[embedding]\nthreads = {embedding_threads}\n" if embedding_threads else ""
     out = []
     for template in templates:
         root = dest / template.name
         shutil.copytree(template, root)
         (root / "everos.toml").write_text(
             f'[llm]\nprovider = "openai"\nbase_url = "{llm_url}"\napi_key = "x"\n'
-            'model = "fake"\n', "utf-8")
+            f'model = "fake"\n{threads}', "utf-8")
         out.append(root)
     return out
 
@@ -140,6 +155,7 @@ class FakeLLMProcess:
     def __enter__(self) -> FakeLLMProcess:
         self._proc.start()
         self.base_url: str = self._conn.recv()
+        self.pid: int | None = self._proc.pid
         return self
 
     def stats(self) -> dict[str, int]:
@@ -187,13 +203,14 @@ def verify(roots: list[Path], reported: dict[str, int]) -> dict[str, Any]:
 # --- the three sides ---------------------------------------------------------------------------
 
 
-def run_sequential(roots: list[Path]) -> dict[str, Any]:
+def run_sequential(roots: list[Path], sampler: CpuSampler) -> dict[str, Any]:
     from everos_reflect.engine.engine import Engine
     from everos_reflect.fleet.work import open_root
 
     statuses: dict[str, int] = defaultdict(int)
     clusters: dict[str, int] = defaultdict(int)
     reported: dict[str, int] = {}
+    sampler.start()
     started = time.perf_counter()
     root_seconds: dict[str, float] = {}
     for root in roots:
@@ -206,28 +223,34 @@ def run_sequential(roots: list[Path]) -> dict[str, Any]:
         reported[str(root)] = outcome.counts.get("merged", 0)
         for key, n in outcome.counts.items():
             clusters[key] += n
-    return {"seconds": round(time.perf_counter() - started, 2),
+    seconds = time.perf_counter() - started
+    return {"seconds": round(seconds, 2), "cpu": sampler.stop(),
             "merges": sum(reported.values()), "reported": reported,
             "statuses": dict(statuses), "clusters": dict(clusters), "tasks": len(roots),
             "task_seconds": round(sum(root_seconds.values()), 2), "root_seconds": root_seconds}
 
 
-def run_ray(roots: list[Path], workers: int) -> dict[str, Any]:
+def run_ray(roots: list[Path], cpus: int, sampler: CpuSampler,
+            task_cpus: float = 1.0) -> dict[str, Any]:
     import ray
 
     from everos_reflect.fleet.config import FleetConfig
     from everos_reflect.fleet.ray_backend import run_fleet
 
     t = time.perf_counter()
-    ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False,
+    ray.init(num_cpus=cpus, include_dashboard=False, log_to_driver=False,
              logging_level="WARNING")
     init_seconds = time.perf_counter() - t
     try:
-        config = FleetConfig(file="bench", roots=tuple(str(r) for r in roots), num_cpus=workers)
+        config = FleetConfig(file="bench", roots=tuple(str(r) for r in roots), num_cpus=cpus,
+                             task_cpus=task_cpus)
+        sampler.start()
         report = run_fleet(config, roots, STRATEGY, force=True)
+        cpu = sampler.stop()
     finally:
         ray.shutdown()
     return {"seconds": round(report.seconds, 2), "ray_init_seconds": round(init_seconds, 2),
+            "cpu": cpu, "task_cpus": task_cpus,
             "merges": sum(r.merges for r in report.results),
             "reported": {r.root: r.merges for r in report.results},
             "statuses": report.counts,
@@ -237,6 +260,43 @@ def run_ray(roots: list[Path], workers: int) -> dict[str, Any]:
             "root_seconds": {Path(r.root).name: round(r.seconds, 2) for r in report.results},
             "worker_pids": len({r.pid for r in report.results if r.pid}),
             "errors": [r.error for r in report.results if r.error][:3]}
+
+
+def run_procs(roots: list[Path], processes: int, sampler: CpuSampler) -> dict[str, Any]:
+    """The control without Ray: ``run_root`` per root on a pool of plain processes, handed out
+    one root at a time as a process frees up (as Ray does). The processes are started before
+    the clock (as Ray's are at ``ray.init``); importing the package counts, as in a worker."""
+    import multiprocessing
+    from functools import partial
+
+    from everos_reflect.fleet.work import run_root
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Pool(processes) as pool:
+        pool.map(abs, range(processes))  # every process up before the clock starts
+        sampler.start()
+        started = time.perf_counter()
+        results = list(pool.imap_unordered(partial(run_root, name=STRATEGY, force=True),
+                                           [str(r) for r in roots]))
+        seconds = time.perf_counter() - started
+        cpu = sampler.stop()
+    return {"seconds": round(seconds, 2), "cpu": cpu,
+            "merges": sum(r.merges for r in results),
+            "reported": {r.root: r.merges for r in results},
+            "statuses": dict(_count(r.status for r in results)),
+            "clusters": _sum_counts(r.counts for r in results),
+            "tasks": len(results),
+            "task_seconds": round(sum(r.seconds for r in results), 2),
+            "root_seconds": {Path(r.root).name: round(r.seconds, 2) for r in results},
+            "worker_pids": len({r.pid for r in results if r.pid}),
+            "errors": [r.error for r in results if r.error][:3]}
+
+
+def _count(items: Any) -> dict[str, int]:
+    out: dict[str, int] = defaultdict(int)
+    for item in items:
+        out[item] += 1
+    return out
 
 
 def _sum_counts(counts: Any) -> dict[str, int]:
@@ -278,11 +338,18 @@ def run_side(side: str, templates: list[Path], work: Path, latency: float) -> di
     before = code_fingerprint()
     load_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
     with FakeLLMProcess(latency) as fake:
-        roots = fresh_copies(templates, work / side, fake.base_url)
+        sampler = CpuSampler(fake_llm_pid=fake.pid)
+        # procs-2: one embedding thread per root, as a one-CPU Ray task gets automatically
+        roots = fresh_copies(templates, work / side, fake.base_url,
+                             embedding_threads=1 if side == "procs-2" else None)
         if side == "sequential":
-            out = run_sequential(roots)
+            out = run_sequential(roots, sampler)
+        elif side == "procs-2":
+            out = run_procs(roots, 2, sampler)
+        elif side == "ray-2-4roots":
+            out = run_ray(roots, 2, sampler, task_cpus=0.5)
         else:
-            out = run_ray(roots, int(side.rsplit("-", 1)[1]))
+            out = run_ray(roots, int(side.rsplit("-", 1)[1]), sampler)
         out["llm"] = fake.stats()
     out["markdown"] = verify(roots, out.pop("reported"))
     after = code_fingerprint()
@@ -297,9 +364,22 @@ def run_side(side: str, templates: list[Path], work: Path, latency: float) -> di
 # --- report --------------------------------------------------------------------------------------
 
 
+#: The issue's comparison; every report needs these three.
+SIDES = ("sequential", "ray-1", "ray-2")
+#: Sides that explain the 2-worker figure, reported when they were run on the same code.
+EXTRA_SIDES = ("procs-2", "ray-2-4roots")
+NAMES = {"sequential": "sequential `trigger`", "ray-1": "Ray, 1 worker",
+         "ray-2": "Ray, 2 workers", "procs-2": "2 plain processes, no Ray (control)",
+         "ray-2-4roots": "Ray, 2 CPUs, 4 roots at once (`task_cpus = 0.5`)"}
+
+
+def present(result: dict[str, Any]) -> list[str]:
+    return [s for s in (*SIDES, *EXTRA_SIDES) if s in result]
+
+
 def problems(result: dict[str, Any]) -> list[str]:
     """Why these figures must not be quoted as the measurement, if they must not."""
-    sides = [result[s] for s in SIDES]
+    sides = [result[s] for s in present(result)]
     out = []
     if len({(s["code"]["sources_sha256"], s["templates"]) for s in sides}) != 1:
         out.append("the sides ran different code or different template roots")
@@ -321,6 +401,7 @@ def problems(result: dict[str, Any]) -> list[str]:
 def summarise(result: dict[str, Any]) -> None:
     seq, r1, r2 = (result[m]["seconds"] for m in SIDES)
     result["speedup_2"] = seq / r2
+    result["speedups"] = {s: round(seq / result[s]["seconds"], 3) for s in present(result)}
     result["overhead_1_pct"] = (r1 / seq - 1) * 100
     result["overhead_per_task_s"] = (r1 - seq) / max(1, result["ray-1"]["tasks"])
     result["per_root_s"] = seq / result["roots"]
@@ -331,10 +412,46 @@ def summarise(result: dict[str, Any]) -> None:
     result["problems"] = problems(result)
 
 
+def cpu_table(result: dict[str, Any]) -> list[str]:
+    """CPU-seconds by process role per side, and what was left idle of the cores."""
+    sides = [s for s in present(result) if "cpu" in result[s]]
+    if not sides:
+        return []
+    roles: list[str] = []
+    for s in sides:
+        roles += [r for r in result[s]["cpu"]["cpu_seconds"] if r not in roles]
+    lines = ["## Where the cores went (CPU-seconds during each side's timed part)", "",
+             "| process | " + " | ".join(NAMES[s] for s in sides) + " |",
+             "|---|" + "---:|" * len(sides)]
+    for name in roles:
+        cells = []
+        for s in sides:
+            cpu = result[s]["cpu"]
+            value = cpu["cpu_seconds"].get(name)
+            count = cpu["processes"].get(name, 0)
+            cells.append("-" if value is None else
+                         f"{value:.2f}" + (f" ({count} procs)" if count > 1 else ""))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for label, key in (("**all processes**", "cpu_total"),
+                       ("core-seconds left unused (idle)", "idle_core_seconds"),
+                       ("cores busy on average", "cores_busy")):
+        lines.append(f"| {label} | " + " | ".join(
+            str(result[s]["cpu"][key]) for s in sides) + " |")
+    lines.append("| cores × wall | " + " | ".join(
+        f"{result[s]['cpu']['cores']} × {result[s]['cpu']['wall_seconds']}" for s in sides)
+        + " |")
+    lines.append("| peak memory of the processes, MB (each one's largest RSS, summed) | "
+                 + " | ".join(str(sum(result[s]["cpu"]["peak_rss_mb"].values()))
+                              for s in sides) + " |")
+    lines += ["", "The sampler polls every 0.25 s from a thread of the bench driver; its own "
+              "CPU time (" + ", ".join(f"{result[s]['cpu']['sampler_cpu_seconds']} s"
+                                       for s in sides) + ") is inside the driver's row.", ""]
+    return lines
+
+
 def markdown(result: dict[str, Any]) -> str:
     seq, r1, r2 = (result[m] for m in SIDES)
-    names = {"sequential": "sequential `trigger`", "ray-1": "Ray, 1 worker",
-             "ray-2": "Ray, 2 workers"}
+    sides = present(result)
     lines = [
         "# Fleet: many roots on Ray vs one after another",
         "",
@@ -349,15 +466,17 @@ def markdown(result: dict[str, Any]) -> str:
         f"process, {result['llm_latency'] * 1000:.0f} ms per call, replying with a short "
         "narrative built from the sources (`bench/cost.py`).",
         "",
-        "| side | wall s | merges reported | narratives in Markdown | Episodes archived | "
-        "roots with merges | LLM calls | root statuses | Ray start-up s (apart) | load "
-        "average start → end | when |",
-        "|---|---:|---:|---:|---:|---:|---:|---|---:|---|---|",
+        "| side | wall s | speed-up vs sequential | tasks' own time s | merges reported | "
+        "narratives in Markdown | Episodes archived | roots with merges | LLM calls | "
+        "root statuses | Ray start-up s (apart) | load average start → end | when |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---|---|",
     ]
-    for side, r in zip(SIDES, (seq, r1, r2), strict=True):
+    for side in sides:
+        r = result[side]
         md = r["markdown"]
         lines.append(
-            f"| {names[side]} | {r['seconds']} | {r['merges']} | {md['narratives']} | "
+            f"| {NAMES[side]} | {r['seconds']} | {result['speedups'][side]:.2f}× | "
+            f"{r['task_seconds']} | {r['merges']} | {md['narratives']} | "
             f"{md['archived']} | {md['roots_with_merges']}/{r['roots']} | {r['llm']['calls']} | "
             f"{r['statuses']} | {r.get('ray_init_seconds', '-')} | "
             f"{r['loadavg_start']} → {r['loadavg_end']} | {r['when']} |")
@@ -378,22 +497,20 @@ def markdown(result: dict[str, Any]) -> str:
     ]
     if result["problems"]:
         lines += ["**Not a valid measurement:** " + "; ".join(result["problems"]) + ".", ""]
+    lines += cpu_table(result)
     lines += ["## Merges per root (narratives found in Markdown; reported by the run in "
               "brackets when different)", "",
-              "| root | " + " | ".join(names[s] for s in SIDES) + " |",
-              "|---|" + "---:|" * len(SIDES)]
+              "| root | " + " | ".join(NAMES[s] for s in sides) + " |",
+              "|---|" + "---:|" * len(sides)]
     for name in seq["markdown"]["per_root"]:
         cells = []
-        for r in (seq, r1, r2):
-            one = r["markdown"]["per_root"][name]
+        for side in sides:
+            one = result[side]["markdown"]["per_root"][name]
             cells.append(str(one["narratives"]) + (
                 f" ({one['reported']})" if one["reported"] != one["narratives"] else ""))
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines.append("")
     return "\n".join(lines)
-
-
-SIDES = ("sequential", "ray-1", "ray-2")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -406,8 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--work", type=Path,
                         help="keep templates and per-side figures here (reused across runs)")
+    every = (*SIDES, *EXTRA_SIDES)
     parser.add_argument("--sides", default=",".join(SIDES),
-                        help="comma-separated subset of sequential,ray-1,ray-2 to run now")
+                        help=f"comma-separated subset of {','.join(every)} to run now")
     parser.add_argument("--templates-only", action="store_true",
                         help="build the template roots into --work and stop")
     parser.add_argument("--load-note", default="measured under load (shared 2-core machine)")
@@ -415,8 +533,8 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data_path.is_file():
         parser.error(f"no such file: {args.data_path}")
     sides = [x.strip() for x in args.sides.split(",") if x.strip()]
-    if not sides or set(sides) - set(SIDES):
-        parser.error(f"--sides must be a subset of {','.join(SIDES)}")
+    if not sides or set(sides) - set(every):
+        parser.error(f"--sides must be a subset of {','.join(every)}")
     if args.roots < 1 or args.llm_latency < 0:
         parser.error("--roots must be at least 1 and --llm-latency not negative")
     if (args.templates_only or set(sides) != set(SIDES)) and args.work is None:
@@ -440,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{figures[side]['markdown']['mismatched_roots'] or 'none'}", flush=True)
             if args.work is not None:
                 (work / f"side-{side}.json").write_text(json.dumps(figures[side], indent=2))
-        for side in SIDES:
+        for side in every:
             saved = work / f"side-{side}.json"
             if side not in figures and saved.is_file():
                 figures[side] = json.loads(saved.read_text())
@@ -450,8 +568,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     result: dict[str, Any] = {"roots": args.roots, "llm_latency": args.llm_latency,
                               "cpus": os.cpu_count(), "load_note": args.load_note, **figures}
-    if {figures[s]["roots"] for s in SIDES} != {args.roots} or {
-            figures[s]["llm_latency"] for s in SIDES} != {args.llm_latency}:
+    if {figures[s]["roots"] for s in figures} != {args.roots} or {
+            figures[s]["llm_latency"] for s in figures} != {args.llm_latency}:
         print("the saved sides were run with other --roots or --llm-latency; rerun them")
         return 1
     summarise(result)

@@ -3,10 +3,11 @@
 Pipeline, on a fresh root built by ``bench/locomo_root.py`` (Episodes = per-speaker session
 observations, atomic facts = LoCoMo observations, ``dia_ids`` kept): index (bundled MiniLM) →
 cluster (shipped threshold) → **before** figures → per (clustering member-fit threshold,
-extractive paraphrase threshold) point: copy the indexed root, recluster with that member
-threshold, run ``reflect_episodes`` → **after** figures → the **sanity row** (each
-user's whole history merged into one entry). With ``EVEROS_LLM__PROVIDER=openai`` and
-``EVEROS_LLM__*`` set, the configured LLM merges instead (one point).
+extractive paraphrase threshold, extractive topic threshold) point: copy the indexed root,
+recluster with that member threshold, run ``reflect_episodes`` → **after** figures → the
+**sanity row** (each user's whole history merged into one entry). With
+``EVEROS_LLM__PROVIDER=openai`` and ``EVEROS_LLM__*`` set, the configured LLM merges instead
+(one point).
 
 Figures (definitions in docs/evaluation.md): recall within B words (100/200/400/800; full text
 and snippet items; provenance- and observation-level) per split and category, unbudgeted
@@ -14,7 +15,7 @@ recall@k, live words, words per returned item, narrative ÷ source words, reject
 point reported for conversations 5-9 is chosen on 0-4 and vice versa (:func:`choose`).
 
     python bench/quality.py /path/to/locomo10.json [--out bench/results] [--paraphrase ...]
-                            [--member ...] [--version V] [--samples N] [--no-sanity]
+                            [--topic ...] [--member ...] [--version V] [--samples N] [--no-sanity]
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from everos_reflect.index.snippet import SNIPPET_WORDS, dated_sentences, make_sn
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import FactsRequest, FactsResult, MergeRequest, MergeResult, Usage
 from everos_reflect.llm.extractive import VERSION_COSINE, ExtractiveLLM, split_sentences
+from everos_reflect.llm.topics import TOPIC_COSINE
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.provenance import provenance
@@ -362,7 +364,8 @@ def score(point: dict[str, Any], split: str) -> float:
 
 def run(data_path: Path, work: Path, paraphrases: Sequence[float], coverage_threshold: float,
         *, bulk: bool, samples: int | None, sanity: bool, members: Sequence[float] | None = None,
-        version: float = VERSION_COSINE) -> dict[str, Any]:
+        version: float = VERSION_COSINE,
+        topics: Sequence[float] = (TOPIC_COSINE,)) -> dict[str, Any]:
     data = lm.load(data_path)
     if samples:
         data = data[:samples]
@@ -417,8 +420,9 @@ def run(data_path: Path, work: Path, paraphrases: Sequence[float], coverage_thre
         shipped = replace(settings, clustering=replace(settings.clustering,
                                                        member_threshold=member))
         for value in paraphrases:
-            points.append(_point(base, work, shipped, embedder, questions, ctx,
-                                 coverage_threshold, member, value, version))
+            for topic in topics:
+                points.append(_point(base, work, shipped, embedder, questions, ctx,
+                                     coverage_threshold, member, value, version, topic))
     sanity_point = None
     if sanity:
         one = with_threshold(settings, -1.0, window=1e5)
@@ -451,29 +455,32 @@ def run(data_path: Path, work: Path, paraphrases: Sequence[float], coverage_thre
 
 def _point(base: Path, work: Path, settings: Settings, embedder: CachingEmbedder,
            questions: Sequence[lm.LocomoQuestion], ctx: dict[str, Any], coverage_threshold: float,
-           member: float, paraphrase: float, version: float) -> dict[str, Any]:
-    """One calibration point: recluster at ``member``, reflect at ``paraphrase``, measure."""
-    llm = (ExtractiveLLM(embedder, paraphrase=paraphrase, version=version)
+           member: float, paraphrase: float, version: float,
+           topic: float = TOPIC_COSINE) -> dict[str, Any]:
+    """One calibration point: recluster at ``member``, reflect at ``paraphrase`` and
+    ``topic`` (the extractive merge's topic-paragraph cosine), measure."""
+    llm = (ExtractiveLLM(embedder, paraphrase=paraphrase, version=version, topic=topic)
            if settings.llm.provider == "extractive" else None)
-    rt_p, info = reflect_at(base, work, f"m{member:.2f}p{paraphrase:.2f}", settings, embedder,
+    rt_p, info = reflect_at(base, work, f"m{member:.2f}p{paraphrase:.2f}t{topic:.2f}", settings,
+                            embedder,
                             llm)
     after = measure(rt_p, embedder, questions, ctx, coverage_threshold)
     after["rejections"] = rejected_merges(rt_p)
     rt_p.close()
-    after.update(info, paraphrase=paraphrase, member=member, version=version)
-    print(f"member {member} paraphrase {paraphrase}: "
+    after.update(info, paraphrase=paraphrase, member=member, version=version, topic=topic)
+    print(f"member {member} paraphrase {paraphrase} topic {topic}: "
           f"{after['words']['all']['live_episodes']} live episodes, "
           f"reflect {info['reflect_seconds']} s, score 0-4 {score(after, '0-4'):.4f} "
           f"5-9 {score(after, '5-9'):.4f}", flush=True)
     return after
 
 
-def _key(p: dict[str, Any]) -> tuple[float, float]:
-    return (p.get("member", 0.0), p["paraphrase"])
+def _key(p: dict[str, Any]) -> tuple[float, float, float]:
+    return (p.get("member", 0.0), p["paraphrase"], p.get("topic", 0.0))
 
 
 def choose(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Per reported split, the (member-fit, paraphrase) point with the best score on the
+    """Per reported split, the (member-fit, paraphrase, topic) point with the best score on the
     *other* split (ties: the stricter, i.e. higher, thresholds). A paraphrase threshold below
     the version threshold is allowed: the extractive merge refuses to fold a pair that swaps a
     value (it is a version), which bench/state_stories.py checks."""
@@ -481,7 +488,7 @@ def choose(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
     for calibrate, report in (("0-4", "5-9"), ("5-9", "0-4")):
         best = max(points, key=lambda p: (score(p, calibrate), _key(p)))
         chosen[report] = {"calibrated_on": calibrate, "paraphrase": best["paraphrase"],
-                          "member": best.get("member", 0.0),
+                          "member": best.get("member", 0.0), "topic": best.get("topic", 0.0),
                           "calibration_score": round(score(best, calibrate), 4)}
     return chosen
 
@@ -500,7 +507,7 @@ def _delta(after: float, before: float) -> str:
 def point_for(result: dict[str, Any], split: str) -> dict[str, Any]:
     c = result["chosen"][split]
     return next(p for p in result["points"] if _key(p) == (c.get("member", 0.0),
-                                                           c["paraphrase"]))
+                                                           c["paraphrase"], c.get("topic", 0.0)))
 
 
 def _ratio(a: float, b: float) -> str:
@@ -517,11 +524,13 @@ def split_table(result: dict[str, Any], split: str) -> list[str]:
     if len(result["points"]) == 1:  # the shipped defaults, calibrated beforehand on 0-4
         role = "held out" if split == "5-9" else "the calibration split"
         title = (f"### Conversations {split} ({role}; member threshold "
-                 f"{chosen.get('member', 0.0)}, paraphrase threshold {chosen['paraphrase']}: "
+                 f"{chosen.get('member', 0.0)}, paraphrase threshold {chosen['paraphrase']}, "
+                 f"topic threshold {chosen.get('topic', 0.0)}: "
                  f"the shipped defaults, chosen on conversations 0-4)")
     else:
         title = (f"### Conversations {split} (held out; member threshold "
-                 f"{chosen.get('member', 0.0)}, paraphrase threshold {chosen['paraphrase']} "
+                 f"{chosen.get('member', 0.0)}, paraphrase threshold {chosen['paraphrase']}, "
+                 f"topic threshold {chosen.get('topic', 0.0)} "
                  f"chosen on conversations {chosen['calibrated_on']})")
     lines = [
         title,
@@ -606,19 +615,20 @@ def markdown(result: dict[str, Any]) -> str:
         if split in result["chosen"] and split in result["before"]["recall"]:
             lines += split_table(result, split) + category_table(result, split)
     lines += [
-        "## Calibration of the member-fit and paraphrase thresholds",
+        "## Calibration of the member-fit, paraphrase and topic thresholds",
         "",
         "Score = mean recall within 200 and 400 words, full text and snippets.",
         "",
-        "| member fit | paraphrase cosine | score 0-4 | score 5-9 | live words | "
+        "| member fit | paraphrase cosine | topic cosine | score 0-4 | score 5-9 | live words | "
         "narrative ÷ sources | merged | rejected | reflect s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p in result["points"]:
         w = p["words"]["all"]
         c = p["reflect_counts"]
         lines.append(
-            f"| {p.get('member', 0.0)} | {p['paraphrase']} | {_pct(score(p, '0-4'))} | "
+            f"| {p.get('member', 0.0)} | {p['paraphrase']} | {p.get('topic', '–')} | "
+            f"{_pct(score(p, '0-4'))} | "
             f"{_pct(score(p, '5-9'))} | "
             f"{w['live_words']} | {_ratio(w['narrative_words'], w['narrative_source_words'])} "
             f"| {c.get('merged', 0)} | {p['rejections']['rejected']} | "
@@ -651,6 +661,8 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--member", type=_floats,
                         help="clustering member-fit thresholds to calibrate, e.g. '0 0.4' "
                              "(default: the shipped clustering.member_threshold)")
+    parser.add_argument("--topic", type=_floats, default=[TOPIC_COSINE],
+                        help="extractive topic-paragraph cosines to calibrate, e.g. '0.45 0.55'")
     parser.add_argument("--version", type=float, default=VERSION_COSINE,
                         help="extractive version cosine (calibrated by bench/state_stories.py)")
     parser.add_argument("--coverage-threshold", type=float, default=0.75,
@@ -682,7 +694,7 @@ def main(argv: Iterable[str] | None = None) -> int:
         work = args.work or Path(tmp)
         result = run(args.data_path, work, args.paraphrase, args.coverage_threshold,
                      bulk=args.bulk, samples=args.samples, sanity=not args.no_sanity,
-                     members=args.member, version=args.version)
+                     members=args.member, version=args.version, topics=args.topic)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "quality.json").write_text(json.dumps(result, indent=2, default=str) + "\n",
                                            encoding="utf-8")

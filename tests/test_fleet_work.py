@@ -98,3 +98,41 @@ def test_root_status_shows_last_and_next_run_and_index_lag(tmp_path: Path) -> No
     assert row["last_run"]["status"] == "ok" and row["last_run"]["trigger"] == "fleet"
     assert doc["index"] == {"files_changed": 0, "files_deleted": 0, "lag_seconds": None}
     assert root_status(str(tmp_path / "gone"))["error"].startswith("no memory root")
+
+
+def test_a_worker_keeps_one_embedder_per_configuration_and_only_a_few(
+        tmp_path: Path, monkeypatch) -> None:
+    """Roots with the same [embedding] share one loaded model in a worker; a worker that meets
+    many configurations (fleet serve, for days) keeps only the most recently used few."""
+    from collections import OrderedDict
+
+    from everos_reflect.fleet import work
+
+    monkeypatch.setattr(work, "_embedders", OrderedDict())
+
+    def root_with(name: str, batch: int) -> str:  # the model loads lazily: nothing loads here
+        root = tmp_path / name
+        root.mkdir()
+        (root / "everos.toml").write_text(
+            f'[embedding]\nprovider = "local"\nbatch_size = {batch}\n', "utf-8")
+        return str(root)
+
+    def model_of(root: str):
+        rt = work.open_root(root)
+        try:
+            return rt.embedder.inner
+        finally:
+            rt.close()
+
+    a1, a2, b, c = (root_with("a1", 64), root_with("a2", 64), root_with("b", 32),
+                    root_with("c", 16))
+    first = model_of(a1)
+    assert model_of(a2) is first and first.batch_size == 64  # same configuration: one model
+    old_b = model_of(b)
+    assert old_b is not first
+    assert model_of(a1) is first  # used again: now the most recent
+    model_of(c)  # a third configuration: the least recently used (b's) is let go
+    assert len(work._embedders) == work.MAX_EMBEDDERS == 2
+    assert model_of(a1) is first
+    assert {e.batch_size for e in work._embedders.values()} == {64, 16}
+    assert model_of(b) is not old_b  # evicted: built afresh when b's configuration returns

@@ -56,7 +56,7 @@ def test_andrew_walkthrough_keeps_the_timeline_and_states_the_current_state_once
         "Current state: Andrew also adopted another dog named Buddy.",
     ]
     assert "Andrew" in result.title
-    assert (result.provider, result.model, result.usage) == ("extractive", "extractive-v2", Usage())
+    assert (result.provider, result.model, result.usage) == ("extractive", "extractive-v3", Usage())
     # every sentence once: no recap repeating the timeline
     sentences = split_sentences(result.content)
     assert len(sentences) == 4

@@ -356,6 +356,24 @@ def test_a_crash_after_restoring_is_finished_by_the_next_start(
     assert not journal.has_pending(rt.root)
 
 
+def test_status_counts_an_interrupted_undo_as_an_undo_not_a_merge(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    from everos_reflect.strategies.consistency import index_report
+
+    sources = pets(rt, 2)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
+                      day=date(2026, 8, 20))
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise OSError("killed")
+
+    monkeypatch.setattr(rt.store, "deprecate", crash)
+    with pytest.raises(OSError):
+        undo_merge(rt, REF, narrative.id)
+    report = index_report(rt.db())
+    assert (report["interrupted"], report["interrupted_undos"]) == (0, 1)
+
+
 # --------------------------------------------------------------------------- the command
 
 

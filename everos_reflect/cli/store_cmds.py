@@ -259,6 +259,9 @@ def _render_status(doc: dict[str, Any]) -> None:
     if merges.get("interrupted"):
         console.print(f"[red]{merges['interrupted']} interrupted merge(s) await recovery[/red] "
                       "(any command that writes, `serve` or the next run settles them)")
+    if merges.get("interrupted_undos"):
+        console.print(f"[red]{merges['interrupted_undos']} interrupted undo(s) await recovery"
+                      "[/red] (any command that writes, `serve` or the next run finishes them)")
     for item in merges.get("held_back") or []:
         console.print(f"{item['app_id']}/{item['project_id']}/{item['user_id']}: cluster "
                       f"{item['cluster_id']} held back after an undo ({len(item['members'])} "

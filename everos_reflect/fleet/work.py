@@ -16,6 +16,7 @@ import sqlite3
 import sys
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -79,19 +80,30 @@ def fleet_engine(runtime: Runtime, defaults: Mapping[str, Mapping[str, Any]] | N
 
 # --- opening a root -----------------------------------------------------------------------------
 
-_embedders: dict[Any, Embedder] = {}
+#: Loaded embedders a worker process keeps, one per ``[embedding]`` configuration. A Ray
+#: worker is reused for many tasks (``fleet serve`` keeps it for days), so roots that configure
+#: different models must not pile up models in it: the least recently used one is let go.
+MAX_EMBEDDERS = 2
+
+_embedders: OrderedDict[Any, Embedder] = OrderedDict()
 _embedders_lock = threading.Lock()
 
 
 def _shared_embedder(settings: Any) -> Embedder:
     """One embedder per configuration per process: a Ray worker serving many roots loads the
-    model once, not once per root."""
+    model once, not once per root (importing and loading it costs ~0.2 s of CPU per root).
+    At most :data:`MAX_EMBEDDERS` are kept; a root already holding an evicted one keeps
+    using it until it closes."""
     from everos_reflect.embedding import make_embedder
 
     with _embedders_lock:
         found = _embedders.get(settings)
         if found is None:
             found = _embedders[settings] = make_embedder(settings)
+            while len(_embedders) > MAX_EMBEDDERS:
+                _embedders.popitem(last=False)
+        else:
+            _embedders.move_to_end(settings)
         return found
 
 

@@ -164,12 +164,14 @@ def archived_toward_missing(conn: sqlite3.Connection, *,
     return [(_ref(r), r[3], r[4]) for r in rows]
 
 
-def interrupted_merges(conn: sqlite3.Connection) -> int:
-    """How many merges the journal holds (a crash interrupted them; recovery finishes them)."""
+def journal_steps(conn: sqlite3.Connection) -> dict[str, int]:
+    """How many journal rows stand at each step (a crash interrupted them; recovery finishes
+    them). Merges and undos share the journal; the caller tells them apart by step."""
     try:
-        return int(conn.execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0])
+        rows = conn.execute("SELECT step, COUNT(*) FROM merge_journal GROUP BY step")
+        return {str(step): int(n) for step, n in rows}
     except sqlite3.Error:  # a root never migrated that far
-        return 0
+        return {}
 
 
 # -- files --------------------------------------------------------------------------------------

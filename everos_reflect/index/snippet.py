@@ -9,7 +9,8 @@ Scoring is lexical (query terms with light suffix folding, weighted by how rare 
 entry), deterministic and cheap: no model call per hit. The best sentence always comes; others
 join while they score at least half as well and fit in ``max_words``. Ties go to the later
 sentence, so a question about a changing fact gets its latest version (a narrative's current
-state is last).
+state is last). A narrative's topic paragraphs date each line (``YYYY-MM-DD: ...``); every
+sentence takes the date of its line.
 Pure functions only.
 """
 
@@ -20,7 +21,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from everos_reflect.llm.extractive import STOPWORDS, split_sentences
+from everos_reflect.llm.extractive import STOPWORDS, narrative_sentences
 
 #: Words a snippet may hold (plus at most one sentence that starts within the budget).
 SNIPPET_WORDS = 60
@@ -28,8 +29,6 @@ SNIPPET_WORDS = 60
 RELEVANT_SHARE = 0.5
 
 _TERM_RE = re.compile(r"\w+", re.UNICODE)
-_DATE_PREFIX_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\s+—|:)\s+")
-_LABEL_RE = re.compile(r"^(?:Current state(?: \(as of [^)]*\))?:|→(?: \([^)]*\))?)\s+")
 
 
 @dataclass(frozen=True)
@@ -58,20 +57,10 @@ def terms(text: str) -> set[str]:
 def dated_sentences(content: str, default_date: str | None) -> list[tuple[str, str | None]]:
     """Each sentence of ``content`` without its date prefix or label, with its date.
 
-    A narrative's dated paragraph dates all its sentences; its "Current state" paragraph and
+    A narrative's ``YYYY-MM-DD:`` line dates its sentences; its "Current state" paragraph and
     undated text take ``default_date`` (the entry's own date)."""
-    out: list[tuple[str, str | None]] = []
-    paragraphs = [p for p in re.split(r"\n\s*\n", content.strip()) if p.strip()]
-    for paragraph in paragraphs:
-        day = default_date
-        dated = _DATE_PREFIX_RE.match(paragraph.strip())
-        if dated:
-            day = dated.group(1)
-        for i, sentence in enumerate(split_sentences(paragraph)):
-            if i == 0:
-                sentence = _LABEL_RE.sub("", _DATE_PREFIX_RE.sub("", sentence))
-            out.append((sentence, day))
-    return out
+    return [(s.text, s.day if s.day is not None and not s.state else default_date)
+            for s in narrative_sentences(content)]
 
 
 def make_snippet(content: str, query: str, *, date: str | None = None,

@@ -5,12 +5,24 @@ into sentences, folds restatements into one sentence, recognises which statement
 of one changing fact, and writes a dated timeline followed by the current state. Nothing is
 paraphrased, so facts survive word for word.
 
-Output format (language-neutral where it can be: ISO dates, no connective phrases)::
+Output format (language-neutral where it can be: ISO dates, no connective phrases). Without an
+embedder, one paragraph per day; with one (``extractive-v3``), what was said before the latest
+day is grouped into one paragraph per topic (:mod:`everos_reflect.llm.topics`), each in time
+order with a dated line per day, then comes the latest day, then the current state::
 
     2026-08-02: Andrew mentioned that his Denver apartment doesn't allow dogs, ...
     2026-09-04: Andrew adopted a dog! Toby is a three-year-old brindle lab/boxer mix ...
 
+    2026-08-20: Andrew started a pottery class on Tuesdays.
+
+    2026-10-10: Andrew's sister Jess visited for the weekend.
+
     Current state: Andrew now has two dogs, Toby and Buddy.
+
+A multi-topic cluster (LoCoMo-style Episodes each summarise a whole conversation) thus reads
+topic by topic, and a reader or a snippet that needs one topic finds it in one paragraph. The
+topic layout is used only while it stays within the sources' words plus a date per new source
+(a day's date repeats in each topic it touched); otherwise the day layout is written.
 
 Every kept sentence appears exactly once: the final paragraph holds only the latest version of
 each fact that changed (its older versions stay in the timeline, as history); a fact that never
@@ -54,6 +66,7 @@ from everos_reflect.llm.base import (
     Usage,
 )
 from everos_reflect.llm.tasks import TaskRequest, TaskResult, offline_task
+from everos_reflect.llm.topics import TOPIC_COSINE, topic_labels
 
 if TYPE_CHECKING:
     from everos_reflect.embedding.base import Embedder
@@ -155,17 +168,20 @@ class ExtractiveLLM:
     """
 
     provider = "extractive"
-    model = "extractive-v2"
+    model = "extractive-v3"
     # class defaults too, so a subclass that skips __init__ still works
     embedder: Embedder | None = None
     paraphrase: float = PARAPHRASE_COSINE
     version: float = VERSION_COSINE
+    topic: float = TOPIC_COSINE
 
     def __init__(self, embedder: Embedder | None = None, *,
-                 paraphrase: float = PARAPHRASE_COSINE, version: float = VERSION_COSINE) -> None:
+                 paraphrase: float = PARAPHRASE_COSINE, version: float = VERSION_COSINE,
+                 topic: float = TOPIC_COSINE) -> None:
         self.embedder = embedder
         self.paraphrase = paraphrase
         self.version = version
+        self.topic = topic
 
     def merge(self, req: MergeRequest) -> MergeResult:
         members = req.chronological()
@@ -184,6 +200,15 @@ class ExtractiveLLM:
         kept = _fold_restatements(sentences, sims, self.paraphrase)
         current = _current_versions(kept, sims, self.version, self.paraphrase)
         content, provenance = _render(kept, current, english=english)
+        if sims is not None:
+            # topic paragraphs repeat a day's date in each topic it touched: worth it only
+            # while the narrative stays within its sources' words and a date per new source
+            # (what the coverage guard allows), or within the day layout's words
+            by_topic = _render(kept, current, english=english, sims=sims, topic=self.topic)
+            said = sum(len(m.content.split()) + 1 for m in members) + (
+                len(req.existing.content.split()) if req.existing else 0)
+            if len(by_topic[0].split()) <= max(said, len(content.split())):
+                content, provenance = by_topic
         title = _title(members, req.existing, main_entity)
         return MergeResult(title, content, Usage(), self.provider, self.model,
                            provenance=provenance)
@@ -202,15 +227,12 @@ class ExtractiveLLM:
     def extract_facts(self, req: FactsRequest) -> FactsResult:
         facts: list[_Sentence] = []
         entity: str | None = None
-        paragraphs = _paragraphs(req.text)
-        person = _main_entity(paragraphs)
-        for paragraph in paragraphs:
-            body = _STATE_LABEL_RE.sub("", _PARAGRAPH_DATE_RE.sub("", paragraph))
-            for text in split_sentences(body):
-                text, entity = _resolve_pronoun(text, entity, person)
-                if _is_filler(text):
-                    continue
-                facts.append(_Sentence(text, date.min, len(facts)))
+        person = _main_entity(_paragraphs(req.text))
+        for sentence in narrative_sentences(req.text):
+            text, entity = _resolve_pronoun(sentence.text, entity, person)
+            if _is_filler(text):
+                continue
+            facts.append(_Sentence(text, date.min, len(facts)))
         kept: list[_Sentence] = []
         for s in facts:
             if not any(_restates(s, k) for k in kept):
@@ -222,27 +244,74 @@ class ExtractiveLLM:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text``: line wraps joined, bullets and blank lines are boundaries."""
+    """Sentences of ``text``: line wraps joined, bullets, blank lines and a line opening with a
+    ``YYYY-MM-DD:`` date (a narrative's dated line) are boundaries."""
     out: list[str] = []
     for paragraph in _paragraphs(text):
         lines = [re.sub(r"^\s*(?:[-*•]|\d+[.)])\s+", "", ln) for ln in paragraph.splitlines()]
         bullets = len(lines) > 1 and all(
             re.match(r"^\s*(?:[-*•]|\d+[.)])\s+", ln) for ln in paragraph.splitlines()
         )
-        chunks = lines if bullets else [" ".join(ln.strip() for ln in lines)]
+        chunks = lines if bullets else _dated_chunks(lines)
         for chunk in chunks:
             out.extend(_split_chunk(chunk))
     return [s for s in out if s]
 
 
+def _dated_chunks(lines: list[str]) -> list[str]:
+    """Wrapped lines joined, a new chunk at each line that opens with a date, so a sentence
+    without a final stop never runs into the next day's line."""
+    chunks: list[list[str]] = []
+    for line in (ln.strip() for ln in lines):
+        if not chunks or _PARAGRAPH_DATE_RE.match(line):
+            chunks.append([])
+        chunks[-1].append(line)
+    return [" ".join(c) for c in chunks]
+
+
 def plain_sentences(text: str) -> list[str]:
-    """Sentences of ``text`` without a narrative's paragraph dates and "Current state" label:
-    what the sentence says, as its source said it."""
-    out = []
-    for paragraph in _paragraphs(text):
-        body = _STATE_LABEL_RE.sub("", _PARAGRAPH_DATE_RE.sub("", paragraph))
-        out.extend(split_sentences(body))
+    """Sentences of ``text`` without a narrative's dates and "Current state" label: what the
+    sentence says, as its source said it."""
+    return [s.text for s in narrative_sentences(text)]
+
+
+@dataclass(frozen=True)
+class DatedSentence:
+    """One sentence of a narrative as :func:`split_sentences` cuts it, without its date prefix
+    or label; ``day`` is the ISO date its line gives (None: undated), ``state`` says whether it
+    is in the current-state paragraph."""
+
+    text: str
+    day: str | None
+    state: bool
+    paragraph: int = 0
+
+
+def narrative_sentences(text: str) -> list[DatedSentence]:
+    """Sentences of a narrative, aligned one to one with :func:`split_sentences`, with the day
+    each was said. A ``YYYY-MM-DD:`` prefix dates its sentence and the ones after it in the
+    same paragraph (a topic paragraph has one such line per day; extractive-v2 one per
+    paragraph); a paragraph opening with the "Current state:" label is the current state."""
+    out: list[DatedSentence] = []
+    for number, paragraph in enumerate(_paragraphs(text)):
+        label = _STATE_LABEL_RE.match(paragraph)
+        day: str | None = None
+        for i, sentence in enumerate(split_sentences(paragraph)):
+            if i == 0 and label:
+                sentence = _STATE_LABEL_RE.sub("", sentence)
+            dated = _PARAGRAPH_DATE_RE.match(sentence)
+            if dated and _valid_day(dated.group(1)):
+                day, sentence = dated.group(1), sentence[dated.end():]
+            out.append(DatedSentence(sentence, day, bool(label), number))
     return out
+
+
+def _valid_day(text: str) -> bool:
+    try:
+        date.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _split_chunk(chunk: str) -> list[str]:
@@ -290,24 +359,24 @@ def _provenance_rows(member: MergeMember) -> list[tuple[str, ...]]:
 def _narrative_sentences(existing: MergeMember, person: str | None) -> list[_Sentence]:
     """Sentences of an earlier narrative with their dates and sources. Its current-state
     paragraph is kept (it holds the latest versions, said nowhere else) and dated at the
-    narrative's own date; undated prose (an LLM's narrative) takes that date too."""
-    day = existing.timestamp.date()
+    narrative's own date; undated prose (an LLM's narrative) takes the date said before it,
+    else the narrative's own."""
+    own = existing.timestamp.date()
+    day = own
     rows = _provenance_rows(existing)
     out: list[_Sentence] = []
-    for paragraph in _paragraphs(existing.content):
-        label = _STATE_LABEL_RE.match(paragraph)
-        dated = _PARAGRAPH_DATE_RE.match(paragraph)
-        if label:
-            day = existing.timestamp.date()
-            paragraph = paragraph[label.end():]
-        elif dated:
-            day = date.fromisoformat(dated.group(1))
-            paragraph = paragraph[dated.end():]
-        entity: str | None = None
-        for text in split_sentences(paragraph):
-            text, entity = _resolve_pronoun(text, entity, person)
-            source = rows[len(out)] if len(out) < len(rows) else (existing.id,)
-            out.append(_Sentence(text, day, len(out), source))
+    entity: str | None = None
+    paragraph = -1
+    for sentence in narrative_sentences(existing.content):
+        if sentence.paragraph != paragraph:  # a pronoun never reaches into another paragraph
+            entity, paragraph = None, sentence.paragraph
+        if sentence.state:
+            day = own
+        elif sentence.day is not None:
+            day = date.fromisoformat(sentence.day)
+        text, entity = _resolve_pronoun(sentence.text, entity, person)
+        source = rows[len(out)] if len(out) < len(rows) else (existing.id,)
+        out.append(_Sentence(text, day, len(out), source))
     return out
 
 
@@ -487,22 +556,47 @@ def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
 # --- rendering --------------------------------------------------------------------------
 
 
-def _render(kept: list[_Sentence], current: list[_Sentence], *,
-            english: bool) -> tuple[str, tuple[tuple[str, ...], ...]]:
-    """The narrative and, per sentence of it, the sources it stands for."""
+def _render(kept: list[_Sentence], current: list[_Sentence], *, english: bool,
+            sims: np.ndarray | None = None,
+            topic: float = TOPIC_COSINE) -> tuple[str, tuple[tuple[str, ...], ...]]:
+    """The narrative and, per sentence of it, the sources it stands for.
+
+    Without sentence vectors: one paragraph per day, then the current state. With them: what
+    was said before the latest day goes into one paragraph per topic
+    (:mod:`everos_reflect.llm.topics`), topics in the order they first came up, each in time
+    order with one line per day (``YYYY-MM-DD: ...``); then the latest day's paragraph, then
+    the current state — so the narrative still ends with the newest news, as the day layout
+    does, and a change the version test missed is not buried in the middle of a topic."""
     chosen = {id(s) for s in current}
-    by_day: dict[date, list[_Sentence]] = {}
-    for s in sorted(kept, key=lambda s: (s.day, s.order)):
-        if id(s) not in chosen:
-            by_day.setdefault(s.day, []).append(s)
-    paragraphs = [(f"{day.isoformat()}: ", group) for day, group in by_day.items()]
+    history = sorted((s for s in kept if id(s) not in chosen), key=lambda s: (s.day, s.order))
+    paragraphs: list[list[tuple[str, list[_Sentence]]]] = []
+    if sims is not None and history:
+        last = history[-1].day
+        earlier = [s for s in history if s.day != last]
+        rows = [s.vector for s in earlier]
+        by_topic: dict[int, list[_Sentence]] = {}
+        for label, s in zip(topic_labels(sims[np.ix_(rows, rows)], topic), earlier,
+                            strict=True):
+            by_topic.setdefault(label, []).append(s)
+        paragraphs = [_day_lines(group) for group in by_topic.values()]
+        paragraphs.append(_day_lines([s for s in history if s.day == last]))
+    else:  # a paragraph per day, as extractive-v2 wrote
+        paragraphs = [[line] for line in _day_lines(history)]
     if current:
         label = "Current state: " if english else "→ "
-        paragraphs.append((label, sorted(current, key=lambda s: (s.day, s.order))))
-    content = "\n\n".join(prefix + " ".join(s.text for s in group)
-                           for prefix, group in paragraphs)
-    emitted = [s for _, group in paragraphs for s in group]
+        paragraphs.append([(label, sorted(current, key=lambda s: (s.day, s.order)))])
+    content = "\n\n".join("\n".join(prefix + " ".join(s.text for s in group)
+                                     for prefix, group in lines) for lines in paragraphs)
+    emitted = [s for lines in paragraphs for _, group in lines for s in group]
     return content, _align(content, emitted)
+
+
+def _day_lines(sentences: list[_Sentence]) -> list[tuple[str, list[_Sentence]]]:
+    """``(date prefix, sentences of that day)`` per day, in time order."""
+    by_day: dict[date, list[_Sentence]] = {}
+    for s in sentences:
+        by_day.setdefault(s.day, []).append(s)
+    return [(f"{day.isoformat()}: ", group) for day, group in by_day.items()]
 
 
 def _align(content: str, emitted: list[_Sentence]) -> tuple[tuple[str, ...], ...]:

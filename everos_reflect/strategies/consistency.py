@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from everos_reflect.index import reads
 from everos_reflect.markdown.parser import UNDONE
+from everos_reflect.strategies.journal import UNDOING
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,11 @@ def live_beside_sources(narratives: Mapping[str, Iterable[str]],
 
 
 def index_report(conn: sqlite3.Connection) -> dict[str, object]:
-    """For ``status``: interrupted merges awaiting recovery, live narratives beside live
+    """For ``status``: interrupted merges and undos awaiting recovery, live narratives beside live
     sources, and entries archived toward an id no log of their user holds, from ``system.db``
     (per user: ids are unique per user only)."""
-    pending = reads.interrupted_merges(conn)
+    steps = reads.journal_steps(conn)
+    undos = steps.pop(UNDOING, 0)
     beside = []
     for ref, narrative, sources in reads.live_narrative_sources(conn):
         if not sources:
@@ -56,7 +58,8 @@ def index_report(conn: sqlite3.Connection) -> dict[str, object]:
     from everos_reflect.strategies.holdback import held_back
 
     held = [h.to_json() for h in held_back(conn)]
-    return {"interrupted": pending, "live_beside_sources": beside, "held_back": held,
+    return {"interrupted": sum(steps.values()), "interrupted_undos": undos,
+            "live_beside_sources": beside, "held_back": held,
             "archived_toward_missing": archived_toward_missing(conn)}
 
 
