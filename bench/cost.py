@@ -17,9 +17,10 @@ reports ``getrusage(RUSAGE_SELF).ru_maxrss`` at exit):
 
 ``--embedder hash`` (default for scales above 1) swaps the bundled MiniLM model for the
 deterministic hash embedder so embedding does not dominate the large scales; the table says
-which embedder each row used. ``--llm-latency`` runs Reflection at 1× against the fake
-OpenAI-compatible server (tests/fake_openai.py) answering every call after a fixed delay, and
-compares the run's LLM phase with the ideal: total LLM time ÷ ``llm.max_concurrency``.
+which embedder each row used. ``--llm-latency`` runs Reflection at each of ``--llm-scales``
+(default 1×) against the fake OpenAI-compatible server (tests/fake_openai.py, in a process of
+its own) answering every call after a fixed delay, and compares the run with the ideal: total
+LLM time ÷ ``llm.max_concurrency``, both from the same run.
 
     python bench/cost.py /path/to/locomo10.json [--scales 1,10,100] [--out bench/results]
 """
@@ -156,17 +157,47 @@ def _fake_reply(body: dict[str, Any]) -> dict[str, Any]:
     return {"title": "Merged narrative", "content": fake_narrative(text)}
 
 
+class FakeServer:
+    """tests/fake_openai.py answering every chat call with :func:`_fake_reply` after
+    ``latency``, in a process of its own: a real LLM server runs elsewhere, so its work (HTTP,
+    JSON, writing the fake narrative) must not hold the measured process's interpreter lock.
+    Its CPU still counts against the same machine."""
+
+    def __init__(self, latency: float) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--serve-fake", str(latency)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        self.base_url = self.proc.stdout.readline().strip()
+        if not self.base_url.startswith("http"):
+            raise SystemExit(f"fake LLM server did not start: {self.base_url!r}")
+
+    def stop(self) -> tuple[int, int]:
+        """Stop it; the chat calls it answered and the most it had in flight at once."""
+        out, _ = self.proc.communicate("", timeout=60)
+        stats = json.loads(out.strip().splitlines()[-1])
+        return int(stats["calls"]), int(stats["max_in_flight"])
+
+
+def serve_fake(latency: float) -> None:
+    """The fake server's process: prints its URL, serves until stdin closes, prints counts."""
+    from tests.fake_openai import FakeOpenAI
+
+    fake = FakeOpenAI(latency=latency).start()
+    fake.script(*[_fake_reply] * 100_000)
+    print(fake.base_url, flush=True)
+    sys.stdin.read()
+    fake.stop()
+    print(json.dumps({"calls": len(fake.chat_bodies()), "max_in_flight": fake.max_in_flight}),
+          flush=True)
+
+
 def child(stage: str, root: Path, embedder: str, llm_latency: float | None) -> dict[str, Any]:
     from everos_reflect.clustering.service import ClusterService
     from everos_reflect.engine.engine import Engine
     from everos_reflect.index.sync import Indexer
 
-    fake = None
-    if llm_latency is not None:
-        from tests.fake_openai import FakeOpenAI
-
-        fake = FakeOpenAI(latency=llm_latency).start()
-        fake.script(*[_fake_reply] * 100_000)
+    fake = FakeServer(llm_latency) if llm_latency is not None else None
     rt = _runtime(root, embedder, fake.base_url if fake else None)
     started = time.perf_counter()
     if stage == "index":
@@ -182,14 +213,13 @@ def child(stage: str, root: Path, embedder: str, llm_latency: float | None) -> d
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
            "counts": counts}
     if fake is not None:
-        calls = len(fake.chat_bodies())
+        calls, max_in_flight = fake.stop()
         out["llm"] = {"calls": calls, "latency_s": llm_latency,
                       "max_concurrency": rt.settings.llm.max_concurrency,
-                      "max_in_flight": fake.max_in_flight,
+                      "max_in_flight": max_in_flight,
                       "llm_seconds_total": round(calls * llm_latency, 2),
                       "ideal_seconds": round(calls * llm_latency
                                              / rt.settings.llm.max_concurrency, 2)}
-        fake.stop()
     rt.close()
     return out
 
@@ -211,7 +241,8 @@ def run_stage(stage: str, root: Path, embedder: str,
 
 
 def measure_scale(data_path: Path, work: Path, scale: int, embedder: str,
-                  keep_indexed: Path | None = None) -> dict[str, Any]:
+                  keep_indexed: Path | None = None,
+                  stages: tuple[str, ...] = STAGES) -> dict[str, Any]:
     """Build, then run each stage in a child; ``keep_indexed`` gets a copy of the root as it
     is before Reflection (for the LLM run)."""
     root = work / f"x{scale}-{embedder}"
@@ -222,11 +253,15 @@ def measure_scale(data_path: Path, work: Path, scale: int, embedder: str,
     row: dict[str, Any] = {"scale": scale, "embedder": embedder, "episodes": built["episodes"],
                            "facts": built["facts"], "users": built["users"],
                            "build_seconds": round(time.perf_counter() - t, 1)}
-    for stage in STAGES:
-        if stage == "reflect" and keep_indexed is not None:
+    if keep_indexed is not None and "reflect" not in stages:
+        stages = (*stages, "copy")
+    for stage in stages:
+        if stage in ("reflect", "copy") and keep_indexed is not None:
             if keep_indexed.exists():
                 shutil.rmtree(keep_indexed)
             shutil.copytree(root, keep_indexed)
+        if stage == "copy":
+            continue
         row[stage] = run_stage(stage, root, embedder)
         print(f"  x{scale} {embedder} {stage}: {row[stage]['seconds']} s, "
               f"{row[stage]['peak_rss_mb']} MB", flush=True)
@@ -235,10 +270,11 @@ def measure_scale(data_path: Path, work: Path, scale: int, embedder: str,
     return row
 
 
-def measure_llm(root: Path, latency: float, embedder: str) -> dict[str, Any]:
+def measure_llm(root: Path, latency: float, embedder: str, scale: int = 1) -> dict[str, Any]:
     """Reflection on an indexed, clustered root, every LLM call answered after ``latency``."""
     result = run_stage("reflect", root, embedder, llm_latency=latency)
     result["embedder"] = embedder
+    result["scale"] = scale
     print(f"  llm run: {result['seconds']} s, {result['llm']}", flush=True)
     return result
 
@@ -257,32 +293,40 @@ def markdown(result: dict[str, Any]) -> str:
         "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in result["scales"]:
+        r = {"reflect": {"seconds": "—", "peak_rss_mb": "—", "counts": {"merged": "—"}}, **r}
         lines.append(
             f"| {r['scale']}× | {r['embedder']} | {r['episodes']} | {r['facts']} | "
             f"{r['index']['seconds']} | {r['index']['peak_rss_mb']} | {r['cluster']['seconds']} "
             f"| {r['cluster']['peak_rss_mb']} | {r['reflect']['seconds']} | "
             f"{r['reflect']['peak_rss_mb']} | {r['reflect']['counts'].get('merged', 0)} | "
             f"{r['disk_mb']} |")
-    llm = result.get("llm")
-    if llm:
-        info = llm["llm"]
+    runs = result.get("llm_runs") or ([result["llm"]] if result.get("llm") else [])
+    if runs:
+        latency = runs[0]["llm"]["latency_s"]
         lines += [
             "",
-            f"## Reflection against a fake OpenAI server at {info['latency_s'] * 1000:.0f} ms "
-            "per call (1×)",
+            f"## Reflection against a fake OpenAI server at {latency * 1000:.0f} ms per call",
             "",
-            "| LLM calls | total LLM time s | max_concurrency | ideal s (total ÷ concurrency) "
-            "| reflect run s | run ÷ ideal | max calls in flight | merges |",
-            "|---:|---:|---:|---:|---:|---:|---:|---:|",
-            f"| {info['calls']} | {info['llm_seconds_total']} | {info['max_concurrency']} | "
-            f"{info['ideal_seconds']} | {llm['seconds']} | "
-            f"{llm['seconds'] / max(info['ideal_seconds'], 1e-9):.2f}× | "
-            f"{info['max_in_flight']} | {llm['counts'].get('merged', 0)} |",
+            "| scale | embedder | LLM calls | total LLM time s | max_concurrency | ideal s "
+            "(total ÷ concurrency) | reflect run s | run ÷ ideal | max calls in flight "
+            "| merges |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
+        for llm in runs:
+            info = llm["llm"]
+            lines.append(
+                f"| {llm.get('scale', 1)}× | {llm['embedder']} | {info['calls']} | "
+                f"{info['llm_seconds_total']} | {info['max_concurrency']} | "
+                f"{info['ideal_seconds']} | {llm['seconds']} | "
+                f"{llm['seconds'] / max(info['ideal_seconds'], 1e-9):.2f}× | "
+                f"{info['max_in_flight']} | {llm['counts'].get('merged', 0)} |")
+        lines += [
             "",
-            "The run's time above the ideal is local work: the coverage guard's embeddings "
-            f"(with the {llm['embedder']} embedder) run in the LLM workers, one at a time, "
-            "while the run's thread writes the Markdown and re-indexes each narrative in turn; "
-            "on a machine with few cores that local work, not the LLM, sets the pace.",
+            "The fake server runs in a process of its own (a real one runs elsewhere), on the "
+            "same CPUs. The run's time above the ideal is local work: the coverage guard's "
+            "embeddings (one call for all the drafts waiting) on the guard's thread, and the "
+            "batched commits on the run's thread, sharing the machine's cores with the LLM "
+            "client.",
         ]
     lines += ["", "![cost vs memory size](cost_scale.png)", ""]
     return "\n".join(lines)
@@ -298,7 +342,7 @@ def plot(result: dict[str, Any], path: Path) -> None:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10, 4))
     for stage, marker in zip(STAGES, "os^", strict=True):
         for emb, ls in (("local", "-"), ("hash", "--")):
-            pts = [r for r in rows if r["embedder"] == emb]
+            pts = [r for r in rows if r["embedder"] == emb and stage in r]
             if not pts:
                 continue
             xs = [r["episodes"] + r["facts"] for r in pts]
@@ -335,12 +379,20 @@ def main(argv: list[str] | None = None) -> int:
                         help="also measure 1x with the local model when --embedder hash")
     parser.add_argument("--llm-latency", type=float, default=0.3,
                         help="fake server latency in seconds; 0 skips the LLM run")
+    parser.add_argument("--llm-scales", type=_ints, default=[1],
+                        help="scales at which to run Reflection against the fake LLM too")
+    parser.add_argument("--skip-reflect", action="store_true",
+                        help="no extractive Reflection stage (the LLM run still happens)")
+    parser.add_argument("--serve-fake", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--work", type=Path, help="keep the roots here (default: a temp dir)")
     parser.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
+    if args.serve_fake is not None:
+        serve_fake(args.serve_fake)
+        return 0
     if args.child:
         latency = args.llm_latency if "--llm-latency" in (argv or sys.argv) else None
         print(json.dumps(child(args.child, args.root, args.embedder or "local", latency)))
@@ -361,13 +413,18 @@ def main(argv: list[str] | None = None) -> int:
         plan = [(s, args.embedder or ("local" if s == 1 else "hash")) for s in args.scales]
         if args.local_at_1 and args.embedder == "hash":
             plan.insert(0, (1, "local"))
-        llm_embedder = "local" if (1, "local") in plan else "hash"
+        # one LLM run per scale asked, on its first embedder (local at 1× when measured)
+        llm_plan = {s: e for s, e in reversed(plan) if s in args.llm_scales}
+        result["llm_runs"] = []
         for scale, embedder in plan:
-            keep = (work / "llm") if (scale, embedder) == (1, llm_embedder) else None
-            result["scales"].append(measure_scale(args.data_path, work, scale, embedder, keep))
+            llm_here = args.llm_latency > 0 and llm_plan.get(scale) == embedder
+            keep = (work / f"llm-x{scale}") if llm_here else None
+            stages = tuple(st for st in STAGES if st != "reflect" or not args.skip_reflect)
+            result["scales"].append(measure_scale(args.data_path, work, scale, embedder, keep,
+                                                  stages))
             save()
-            if keep is not None and args.llm_latency > 0:
-                result["llm"] = measure_llm(keep, args.llm_latency, llm_embedder)
+            if keep is not None:
+                result["llm_runs"].append(measure_llm(keep, args.llm_latency, embedder, scale))
                 save()
     print(markdown(result))
     return 0

@@ -158,3 +158,23 @@ def test_calibration_chooses_the_topic_threshold_on_the_other_split() -> None:
     assert chosen["0-4"]["topic"] == 0.45
     result = {"points": points, "chosen": chosen}
     assert quality.point_for(result, "5-9") is points[1]
+
+
+def test_a_sentence_without_a_final_stop_never_runs_into_the_next_dated_line() -> None:
+    bare = [member("2026-03-02", "Nadia signed up for a spring marathon", 1),
+            member("2026-03-09", "Nadia ran 18 km on Sunday in preparation for the marathon race",
+                   2),
+            member("2026-03-16", "Nadia adopted a grey cat called Pixel", 3)]
+    llm = ExtractiveLLM(TopicToy([("marathon",), ("kitchen",)]))
+    content = llm.merge(MergeRequest("init", bare)).content
+    assert "Nadia signed up for a spring marathon\n2026-03-09: Nadia ran" in content
+    assert plain_sentences(content)[:2] == [
+        "Nadia signed up for a spring marathon",
+        "Nadia ran 18 km on Sunday in preparation for the marathon race",
+    ]
+    assert [s.day for s in narrative_sentences(content)][:2] == ["2026-03-02", "2026-03-09"]
+    facts = llm.extract_facts(FactsRequest(content)).facts
+    assert not any("2026-" in f for f in facts)
+    # an ordinary wrapped line still joins its sentence
+    assert split_sentences("Nadia lives\nin Porto. She runs.") == ["Nadia lives in Porto.",
+                                                                   "She runs."]

@@ -114,6 +114,28 @@ def test_delete_and_deprecate_touch_only_named_ids(index: VectorIndex) -> None:
     assert index.count("episode", "deprecated_by IS NULL") == 2
 
 
+def test_set_deprecated_many_gives_each_row_its_own_value_and_keeps_the_rest(
+    index: VectorIndex,
+) -> None:
+    index.upsert("episode", [row(ANDREW, f"ep_{i}", f"text {i}") for i in range(4)]
+                 + [row(BETTY, "ep_0", "betty's")])
+    index.set_deprecated("episode", ANDREW, ["ep_3"], "ep_8")
+    before = index.get_vectors("episode", ANDREW, ["ep_0"])["ep_0"]
+
+    index.set_deprecated_many("episode", [(ANDREW, "ep_0", "ep_9"), (ANDREW, "ep_1", "ep_7"),
+                                          (ANDREW, "ep_3", None), (ANDREW, "ep_missing", "ep_9")])
+
+    state = {(r["user_id"], r["id"]): r["deprecated_by"] for r in index.rows("episode")}
+    assert state == {("u_andrew", "ep_0"): "ep_9", ("u_andrew", "ep_1"): "ep_7",
+                     ("u_andrew", "ep_2"): None, ("u_andrew", "ep_3"): None,
+                     ("u_betty", "ep_0"): None}
+    assert index.count("episode") == 5  # nothing inserted for the unknown id
+    [kept] = index.rows("episode", "id = 'ep_0' AND user_id = 'u_andrew'")
+    assert kept["text"] == "text 0" and kept["subject"] == "subject of ep_0"
+    np.testing.assert_array_equal(index.get_vectors("episode", ANDREW, ["ep_0"])["ep_0"], before)
+    assert [h["id"] for h in index.search_text("episode", "text 1", k=1)] == ["ep_1"]
+
+
 def test_get_vectors_returns_stored_vectors_by_id(index: VectorIndex) -> None:
     first, second = row(ANDREW, "ep_1", "dog"), row(ANDREW, "ep_2", "cat")
     index.upsert("episode", [first, second, row(BETTY, "ep_1", "tax")])

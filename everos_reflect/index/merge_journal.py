@@ -8,6 +8,7 @@ inside :mod:`everos_reflect.index`.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 from everos_reflect.index.db import db_path, transaction, utcnow_iso
@@ -30,6 +31,26 @@ def set_step(conn: sqlite3.Connection, row_id: str, plan_json: str, step: str) -
     with transaction(conn):
         conn.execute("UPDATE merge_journal SET plan=?, step=? WHERE id=?",
                      (plan_json, step, row_id))
+
+
+def insert_many(conn: sqlite3.Connection,
+                rows: Sequence[tuple[str, UserRef, str, str, str]]) -> None:
+    """New rows ``(id, ref, cluster_id, plan JSON, step)``, all in one transaction (a batch of
+    merges journalled before its first Markdown write)."""
+    now = utcnow_iso()
+    with transaction(conn):
+        conn.executemany(
+            "INSERT INTO merge_journal (id, app_id, project_id, user_id, cluster_id, plan, step, "
+            "created_at) VALUES (?,?,?,?,?,?,?,?)",
+            [(row_id, ref.app, ref.project, ref.user_id, cluster_id, plan_json, step, now)
+             for row_id, ref, cluster_id, plan_json, step in rows])
+
+
+def set_steps(conn: sqlite3.Connection, rows: Sequence[tuple[str, str]], step: str) -> None:
+    """Record that every row ``(id, plan JSON)`` reached ``step``, in one transaction."""
+    with transaction(conn):
+        conn.executemany("UPDATE merge_journal SET plan=?, step=? WHERE id=?",
+                         [(plan_json, step, row_id) for row_id, plan_json in rows])
 
 
 def delete(conn: sqlite3.Connection, row_id: str) -> None:
@@ -78,4 +99,5 @@ def has_rows(root: Path) -> bool:
         conn.close()
 
 
-__all__ = ["delete", "has_rows", "insert", "row_mentioning", "rows", "rows_at", "set_step"]
+__all__ = ["delete", "has_rows", "insert", "insert_many", "row_mentioning", "rows", "rows_at",
+           "set_step", "set_steps"]

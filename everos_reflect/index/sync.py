@@ -552,14 +552,16 @@ class Indexer:
         write = self.rt.vectors.append if self._fresh else self.rt.vectors.upsert
         for kind, kind_rows in rows.items():
             write(kind, kind_rows)
+        marks: dict[Kind, list[tuple[UserRef, str, str | None]]] = {}
         for job in jobs:
             if job.plan.deletes:
                 self.rt.vectors.delete(job.kind, job.ref, job.plan.deletes)
-            by_target: dict[str | None, list[str]] = {}
-            for entry_id, target in job.plan.deprecations.items():
-                by_target.setdefault(target, []).append(entry_id)
-            for target, ids in by_target.items():
-                self.rt.vectors.set_deprecated(job.kind, job.ref, ids, target)
+            marks.setdefault(job.kind, []).extend(
+                (job.ref, entry_id, target) for entry_id, target in job.plan.deprecations.items())
+        # one write per table for the whole flush (a batch of merges archives toward many
+        # narratives in many files)
+        for kind, kind_marks in marks.items():
+            self.rt.vectors.set_deprecated_many(kind, kind_marks)
 
     def _write_sqlite(self, jobs: list[_Job]) -> None:
         conn = self.rt.db()

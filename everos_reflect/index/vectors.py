@@ -305,6 +305,23 @@ class VectorIndex:
         with self._writing():
             table.update(where=where, values={"deprecated_by": by})
 
+    def set_deprecated_many(
+        self, kind: Kind | str, marks: Sequence[tuple[UserRef, str, str | None]]
+    ) -> None:
+        """``deprecated_by`` of many rows, each ``(ref, id, by)`` with its own value, in one
+        table write (a partial merge on ``key``; ids not in the table are skipped). One
+        ``set_deprecated`` per replacing entry is one LanceDB version each, and a batch of
+        merges archives toward dozens of narratives at once."""
+        if not marks:
+            return
+        kind = _as_kind(kind)
+        by_key = {row_key(ref.app, ref.project, ref.user_id, i): by for ref, i, by in marks}
+        data = pa.table({"key": pa.array(list(by_key), pa.string()),
+                         "deprecated_by": pa.array(list(by_key.values()), pa.string())})
+        table = self._table(kind)
+        with self._writing():
+            table.merge_insert("key").when_matched_update_all().execute(data)
+
     def reset(self) -> None:
         """Drop every table (a full reindex follows); they are recreated empty on next use.
 

@@ -244,17 +244,29 @@ class ExtractiveLLM:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of ``text``: line wraps joined, bullets and blank lines are boundaries."""
+    """Sentences of ``text``: line wraps joined, bullets, blank lines and a line opening with a
+    ``YYYY-MM-DD:`` date (a narrative's dated line) are boundaries."""
     out: list[str] = []
     for paragraph in _paragraphs(text):
         lines = [re.sub(r"^\s*(?:[-*•]|\d+[.)])\s+", "", ln) for ln in paragraph.splitlines()]
         bullets = len(lines) > 1 and all(
             re.match(r"^\s*(?:[-*•]|\d+[.)])\s+", ln) for ln in paragraph.splitlines()
         )
-        chunks = lines if bullets else [" ".join(ln.strip() for ln in lines)]
+        chunks = lines if bullets else _dated_chunks(lines)
         for chunk in chunks:
             out.extend(_split_chunk(chunk))
     return [s for s in out if s]
+
+
+def _dated_chunks(lines: list[str]) -> list[str]:
+    """Wrapped lines joined, a new chunk at each line that opens with a date, so a sentence
+    without a final stop never runs into the next day's line."""
+    chunks: list[list[str]] = []
+    for line in (ln.strip() for ln in lines):
+        if not chunks or _PARAGRAPH_DATE_RE.match(line):
+            chunks.append([])
+        chunks[-1].append(line)
+    return [" ".join(c) for c in chunks]
 
 
 def plain_sentences(text: str) -> list[str]:

@@ -34,6 +34,9 @@ live and unarchived, and reported).
 every Reflection run, at ``serve``, and before every CLI command that writes — the engine
 reaches it through ``ReflectEpisodes.recover`` (:mod:`everos_reflect.engine.recovery`).
 Every path is idempotent, so a crash *during* recovery is recovered the same way.
+
+A Reflection run commits its merges in batches (:mod:`journal_batch`): each merge of a batch
+has its own row and passes through these steps exactly as above; the batch shares the writes.
 """
 
 from __future__ import annotations
@@ -60,6 +63,8 @@ from everos_reflect.provenance import PROVENANCE_KEY, provenance_meta
 
 if TYPE_CHECKING:
     import sqlite3
+
+    import numpy as np
 
     from everos_reflect.index.sync import Indexer
     from everos_reflect.runtime import Runtime
@@ -207,7 +212,7 @@ def insert_report(
     return report_id
 
 
-def _plan_report(conn: sqlite3.Connection, plan: Plan, status: str, *, merged: str | None,
+def plan_report(conn: sqlite3.Connection, plan: Plan, status: str, *, merged: str | None,
                  error: str | None, duration_ms: int) -> None:
     insert_report(
         conn, run_id=plan.run_id, ref=plan.ref, cluster_id=plan.cluster_id, mode=plan.mode,
@@ -251,25 +256,17 @@ class Outcome:
     error: str | None = None
 
 
-def commit(runtime: Runtime, indexer: Indexer, plan: Plan) -> Outcome:
-    """Write a planned merge. Returns ``ok``, or ``stale`` when a source changed meanwhile (the
-    narrative is then withdrawn and nothing else stays archived)."""
-    started = time.perf_counter()
-    _insert(runtime.db(), plan)
-    checkpoint(PLANNED)
-    return _complete(runtime, indexer, plan, started, stale_status="stale", committed=False)
-
-
-def _complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
+def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
               stale_status: str, committed: bool) -> Outcome:
-    """Steps from ``narrative`` on; each one checks what is already done and skips it.
+    """Steps from ``narrative`` on, for one merge whose row exists (recovery; a batch step that
+    failed); each one checks what is already done and skips it.
 
     ``committed``: the merge is past the point of no return (some source may already point at
     the narrative), so it is rolled forward whatever changed meanwhile."""
     store, ref, conn = runtime.store, plan.ref, runtime.db()
     narrative = find_narrative(runtime, plan)
     if narrative is None:
-        narrative = store.append(ref, Kind.EPISODE, _narrative_meta(plan),
+        narrative = store.append(ref, Kind.EPISODE, narrative_meta(plan),
                                  {"Subject": plan.title, "Content": plan.content},
                                  day=plan.day_date)
     plan.merged_id = narrative.id
@@ -282,7 +279,7 @@ def _complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
         if written[fact] > 0:
             written[fact] -= 1
             continue
-        missing.append((_fact_meta(plan), {"Fact": fact}))
+        missing.append((fact_meta(plan), {"Fact": fact}))
     # one atomic write for all of them (not one rewrite and two fsyncs per fact)
     store.append_many(ref, Kind.ATOMIC_FACT, missing, day=plan.day_date)
     _set_step(conn, plan, FACTS)
@@ -292,24 +289,24 @@ def _complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
         left_live = _archive_sources(runtime, plan, committed=committed)
     except StaleSources as exc:
         plan.error = str(exc)
-        return _abandon(runtime, indexer, plan, started, status=stale_status)
+        return abandon(runtime, indexer, plan, started, status=stale_status)
     if left_live:
         plan.error = ("committed before a crash; left live because " + "; ".join(left_live))
         log.warning("merge %s of cluster %s: %s", plan.id, plan.cluster_id, plan.error)
     _set_step(conn, plan, DEPRECATED)
     checkpoint(DEPRECATED)
 
-    _sync(indexer, runtime, _touched_files(runtime, plan))
-    _mark_consolidated(runtime, plan)
+    _sync(indexer, runtime, touched_files(runtime, plan))
+    mark_consolidated(runtime, plan)
     checkpoint(SYNCED)
     with transaction(conn):
-        _plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
-                     duration_ms=plan.llm_ms + _ms_since(started))
+        plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
+                    duration_ms=plan.llm_ms + ms_since(started))
         merge_journal.delete(conn, plan.id)
     return Outcome("ok", plan, plan.merged_id)
 
 
-def _narrative_meta(plan: Plan) -> dict[str, Any]:
+def narrative_meta(plan: Plan) -> dict[str, Any]:
     return {
         "owner_id": plan.user_id,
         "timestamp": plan.timestamp,
@@ -332,7 +329,7 @@ def _provenance_meta(plan: Plan) -> dict[str, Any]:
         return {}
 
 
-def _fact_meta(plan: Plan) -> dict[str, Any]:
+def fact_meta(plan: Plan) -> dict[str, Any]:
     return {
         "owner_id": plan.user_id,
         "timestamp": plan.timestamp,
@@ -363,7 +360,7 @@ def find_facts(runtime: Runtime, plan: Plan) -> list[Entry]:
 
 
 @contextmanager
-def _locked(runtime: Runtime, paths: Iterable[Path]) -> Iterator[None]:
+def locked(runtime: Runtime, paths: Iterable[Path]) -> Iterator[None]:
     """Hold the write locks of ``paths`` (sorted, so two holders never deadlock)."""
     with ExitStack() as stack:
         for path in sorted(set(paths)):
@@ -404,7 +401,8 @@ def archived_toward(runtime: Runtime, plan: Plan) -> bool:
     if plan.merged_id is None:
         return False
     ids = [*plan.replaced, *plan.fact_ids]
-    return any(e.deprecated_by == plan.merged_id for e in _existing(runtime, plan.ref, ids))
+    return any(e.deprecated_by == plan.merged_id
+               for e in existing_entries(runtime, plan.ref, ids))
 
 
 def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool) -> list[str]:
@@ -416,14 +414,15 @@ def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool) -> list[s
     archived and the changed ones left live; returns why each was left."""
     assert plan.merged_id is not None
     store, ref = runtime.store, plan.ref
-    with _locked(runtime, [store.path_for_id(ref, i) for i in plan.hashes]):
+    with locked(runtime, [store.path_for_id(ref, i) for i in plan.hashes]):
         changed = changed_sources(runtime, plan)
         if changed and not committed:
             raise StaleSources("sources changed after Select: " + "; ".join(changed.values()))
         if not committed:
             _set_step(runtime.db(), plan, ARCHIVING)
             checkpoint(ARCHIVING)
-        facts = [f for f in _existing(runtime, ref, plan.fact_ids) if f.parent_id not in changed]
+        facts = [f for f in existing_entries(runtime, ref, plan.fact_ids)
+                 if f.parent_id not in changed]
         mapping = {i: plan.merged_id for i in plan.replaced if i not in changed}
         mapping.update({f.id: plan.merged_id for f in facts})
         conflicts = store.deprecate(ref, mapping)
@@ -432,7 +431,7 @@ def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool) -> list[s
     return list(changed.values())
 
 
-def _existing(runtime: Runtime, ref: UserRef, ids: Iterable[str]) -> list[Entry]:
+def existing_entries(runtime: Runtime, ref: UserRef, ids: Iterable[str]) -> list[Entry]:
     """Those of ``ids`` still present in Markdown (a fact deleted by hand is simply skipped)."""
     by_path: dict[Path, list[str]] = {}
     for entry_id in ids:
@@ -445,7 +444,7 @@ def _existing(runtime: Runtime, ref: UserRef, ids: Iterable[str]) -> list[Entry]
     return found
 
 
-def _touched_files(runtime: Runtime, plan: Plan) -> list[Path]:
+def touched_files(runtime: Runtime, plan: Plan) -> list[Path]:
     """Files a commit or abandon changed: the narrative's logs first (so the index knows the
     narrative before its sources point at it), then the archived entries' logs."""
     store, ref = runtime.store, plan.ref
@@ -459,12 +458,14 @@ def _sync(indexer: Indexer, runtime: Runtime, paths: Iterable[Path]) -> None:
     indexer.sync_paths(paths)
 
 
-def _mark_consolidated(runtime: Runtime, plan: Plan) -> None:
+def mark_consolidated(runtime: Runtime, plan: Plan, vector: np.ndarray | None = None) -> None:
     """The cluster now holds the narrative. Clusters are derived: a cluster gone meanwhile is
-    logged, not fatal (the indexer already attached the narrative by its ``parent_id``)."""
+    logged, not fatal (the indexer already attached the narrative by its ``parent_id``).
+    ``vector``: the narrative's, when the caller has already read it from the index."""
     assert plan.merged_id is not None
-    vectors = runtime.vectors.get_vectors(Kind.EPISODE, plan.ref, [plan.merged_id])
-    vector = vectors.get(plan.merged_id)
+    if vector is None:
+        vectors = runtime.vectors.get_vectors(Kind.EPISODE, plan.ref, [plan.merged_id])
+        vector = vectors.get(plan.merged_id)
     if vector is None:
         log.warning("no vector for narrative %s; cluster %s left to the indexer",
                     plan.merged_id, plan.cluster_id)
@@ -476,14 +477,14 @@ def _mark_consolidated(runtime: Runtime, plan: Plan) -> None:
         log.warning("cluster %s is gone; narrative %s kept", plan.cluster_id, plan.merged_id)
 
 
-def _ms_since(started: float) -> int:
+def ms_since(started: float) -> int:
     return round((time.perf_counter() - started) * 1000)
 
 
 # --------------------------------------------------------------------------- abandon
 
 
-def _abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
+def abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
              status: str) -> Outcome:
     """Withdraw the narrative and its facts. Only ever called before the point of no return,
     so nothing points at the narrative yet and nothing needs restoring: the withdrawal adds
@@ -499,13 +500,13 @@ def _abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
         mapping.update({f.id: withdrawn for f in find_facts(runtime, plan)})
         store.deprecate(ref, mapping)
         checkpoint(ABANDONING)
-    _sync(indexer, runtime, _touched_files(runtime, plan))
+    _sync(indexer, runtime, touched_files(runtime, plan))
     reason = plan.error or "interrupted"
     if withdrawn:
         reason += f" (narrative {withdrawn} withdrawn)"
     with transaction(conn):
-        _plan_report(conn, plan, status, merged=None, error=reason,
-                     duration_ms=plan.llm_ms + _ms_since(started))
+        plan_report(conn, plan, status, merged=None, error=reason,
+                    duration_ms=plan.llm_ms + ms_since(started))
         merge_journal.delete(conn, plan.id)
     log.warning("cluster %s: merge %s %s: %s", plan.cluster_id, plan.id, status, reason)
     return Outcome(status, plan, None, reason)
@@ -524,7 +525,7 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
         started = time.perf_counter()
         try:
             if step == ABANDONING:
-                outcome = _abandon(runtime, indexer, plan, started, status="abandoned")
+                outcome = abandon(runtime, indexer, plan, started, status="abandoned")
             else:
                 if plan.merged_id is None:
                     found = find_narrative(runtime, plan)
@@ -534,10 +535,10 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
                 if changed:
                     plan.error = ("interrupted, then sources changed after Select: "
                                   + "; ".join(changed.values()))
-                    outcome = _abandon(runtime, indexer, plan, started, status="abandoned")
+                    outcome = abandon(runtime, indexer, plan, started, status="abandoned")
                 else:
-                    outcome = _complete(runtime, indexer, plan, started,
-                                        stale_status="abandoned", committed=committed)
+                    outcome = complete(runtime, indexer, plan, started,
+                                       stale_status="abandoned", committed=committed)
         except EverosError as exc:  # e.g. a log made unparseable by hand: retried next run
             log.error("cannot recover merge %s of cluster %s yet: %s", plan.id,
                       plan.cluster_id, exc)
@@ -563,16 +564,25 @@ __all__ = [
     "Outcome",
     "Plan",
     "StaleSources",
+    "abandon",
     "archived_toward",
     "changed_sources",
     "check_sources",
     "checkpoint",
-    "commit",
+    "complete",
+    "existing_entries",
+    "fact_meta",
     "find_facts",
     "find_narrative",
     "has_pending",
     "insert_report",
+    "locked",
+    "mark_consolidated",
+    "ms_since",
+    "narrative_meta",
     "new_plan",
     "pending",
+    "plan_report",
     "recover",
+    "touched_files",
 ]

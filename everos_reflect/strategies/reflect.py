@@ -6,46 +6,40 @@ interrupted, then for every user with clusters, largest eligible cluster first:
 
 Pipelined: the LLM calls of later clusters (of any user) are in flight, at most
 ``llm.max_concurrency`` at once, while earlier clusters commit. A worker drafts one cluster (merge
-and re-extract) and then runs its guard's embeddings (coverage, sentence attribution) — one
-worker at a time, so at most two embedding calls (that one and a commit's re-index) hold memory.
-Up to ``max_drafts_ahead`` clusters are drafted ahead of the commit. Everything that writes the
-memory root happens on the run's own thread, one cluster at a time and in selection order, so
-the crash-safe journal sequence of each merge is exactly the serial one.
+and re-extract) and hands the draft to the guard's thread (:mod:`reflect_guard`), which embeds
+for every draft waiting at once and measures them (coverage, sentence attribution); the worker
+goes on to its next LLM call. Up to ``max_drafts_ahead`` clusters are drafted ahead of the
+commit. Everything that writes the memory root happens on the run's own thread, in selection
+order: the drafts ready together (up to ``max_commit_batch``, waiting at most
+``commit_wait_seconds`` for the ones behind the first) are committed as one batch
+(:mod:`journal_batch`), each merge with its own journal row passing through the same crash-safe
+steps as a merge committed alone.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
+import time
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
-from everos_reflect.errors import ConfigError, EverosError, ProviderUnavailable
+from everos_reflect.errors import ConfigError, ProviderUnavailable
 from everos_reflect.index import reads
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import LLM
 from everos_reflect.llm.prompts import Prompts
-from everos_reflect.model import Kind, UserRef
-from everos_reflect.strategies import holdback, journal
-from everos_reflect.strategies.consolidate import (
-    Draft,
-    Selection,
-    attribute,
-    draft,
-    longer_than_sources,
-    measure_coverage,
-    select,
-    source_facts,
-)
+from everos_reflect.model import UserRef
+from everos_reflect.strategies import holdback, journal, journal_batch
+from everos_reflect.strategies.consolidate import Draft, Selection, draft, select
+from everos_reflect.strategies.reflect_guard import Facts as _Facts
+from everos_reflect.strategies.reflect_guard import Guard
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -63,6 +57,13 @@ DEFAULT_MAX_NARRATIVE_RATIO = 1.0
 #: Clusters drafted ahead of the one committing. Each waiting draft is a few KB; enough that
 #: the LLM never waits for a slow commit at the default ``llm.max_concurrency`` (4).
 DEFAULT_MAX_DRAFTS_AHEAD = 16
+#: Ready drafts committed together at most (the merges of one batch share each file's write,
+#: the index update and the transactions; more would only delay the first of them).
+DEFAULT_MAX_COMMIT_BATCH = 16
+#: How long a ready draft waits for the ones behind it: a batch's writes cost little more than
+#: one merge's, and the LLM keeps drafting meanwhile (16 drafts ahead), so only the commit of
+#: each merge is later, never the run.
+DEFAULT_COMMIT_WAIT_SECONDS = 1.0
 #: LLM calls one cluster's merge makes (merge + facts): the run starts a cluster only while
 #: ``max_llm_calls`` leaves room for all of them.
 CALLS_PER_MERGE = 2
@@ -77,6 +78,10 @@ def _at_least(low: int) -> Any:
         return None if value >= low else f"must be >= {low}"
 
     return check
+
+
+def _non_negative(value: float) -> str | None:
+    return None if value >= 0 else "must be >= 0"
 
 
 def _unit_interval(value: float) -> str | None:
@@ -131,6 +136,14 @@ class ReflectEpisodes(Strategy):
                     "Clusters drafted by the LLM ahead of the one being written (at most "
                     "llm.max_concurrency calls in flight; never fewer than that).",
                     _at_least(1)),
+        SettingSpec("max_commit_batch", int, DEFAULT_MAX_COMMIT_BATCH,
+                    "Drafts ready at the same time that are written together: one Markdown "
+                    "write per file, one index update, one transaction (each merge keeps its "
+                    "own journal row).", _at_least(1)),
+        SettingSpec("commit_wait_seconds", float, DEFAULT_COMMIT_WAIT_SECONDS,
+                    "How long a ready draft waits for the drafts right behind it to be ready "
+                    "too, so they commit together (0: commit whatever is ready).",
+                    _non_negative),
         SettingSpec("remerge_undone", bool, False,
                     "Merge the sources of an undone merge again even when no new member has "
                     "joined them (normally they are held back until one does)."),
@@ -148,9 +161,6 @@ class ReflectEpisodes(Strategy):
 
     def has_interrupted(self, root: Path) -> bool:
         return journal.has_pending(root)
-
-
-_Facts = dict[str, list[tuple[str, str]]]
 
 
 @dataclass
@@ -178,10 +188,13 @@ class ReflectionRun:
         self.match = float(s.get("fact_match_threshold", DEFAULT_FACT_MATCH_THRESHOLD))
         self.max_ratio = float(s.get("max_narrative_ratio", DEFAULT_MAX_NARRATIVE_RATIO))
         self.max_ahead = int(s.get("max_drafts_ahead", DEFAULT_MAX_DRAFTS_AHEAD))
+        self.max_batch = int(s.get("max_commit_batch", DEFAULT_MAX_COMMIT_BATCH))
+        self.commit_wait = float(s.get("commit_wait_seconds", DEFAULT_COMMIT_WAIT_SECONDS))
         self.prompts = Prompts.from_settings(
             {"language": s.get("language", "auto"), "prompts": s.get("prompts") or {}})
         self.counts: Counter[str] = Counter()
         self.log = ctx.log
+        self.guard = Guard(self.rt, match_threshold=self.match, max_ratio=self.max_ratio)
 
     def run(self) -> dict[str, int]:
         indexer = Indexer(self.rt)
@@ -220,14 +233,13 @@ class ReflectionRun:
 
     def _merge_all(self, indexer: Indexer, llm: LLM, chosen: Iterator[Selection]) -> None:
         """Drafts in a pool (``llm.max_concurrency`` workers, up to ``max_drafts_ahead``
-        queued), commits in selection order on this thread. The next drafts are queued before
-        a commit starts, so the LLM keeps working while it runs. ``should_stop`` is checked
-        between clusters."""
+        queued), measured by the guard's own thread, committed in selection order on this
+        thread, several at a time. The next drafts are queued before a commit starts, so the
+        LLM keeps working while it runs. ``should_stop`` is checked between clusters."""
         workers = max(1, int(self.rt.settings.llm.max_concurrency))
         ahead = max(workers, self.max_ahead)
         calls = CALLS_PER_MERGE if getattr(llm, "metered", True) else 0
-        guard_lock = threading.Lock()  # one worker at a time embeds (memory, 2 cores)
-        with ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool:
+        with self.guard, ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool:
             flight: deque[tuple[Selection, Any, Future[_Prepared | None]]] = deque()
 
             def refill() -> None:
@@ -244,57 +256,82 @@ class ReflectionRun:
                     self.ctx.budget.charge_records(len(sel.source_ids))
                     # read here: SQLite connections belong to their thread
                     facts = live_facts(self.rt, sel.ref, [e.id for e in sel.replaced])
-                    flight.append((sel, unit, pool.submit(self._prepare, sel, facts, unit,
-                                                          guard_lock)))
+                    prepared: Future[_Prepared | None] = Future()
+                    pool.submit(self._prepare, sel, facts, unit, prepared)
+                    flight.append((sel, unit, prepared))
 
             refill()
             while flight:
-                sel, unit, future = flight.popleft()
+                ready = [flight.popleft()]
+                refill()
+                if not self.ctx.should_stop():
+                    wait([ready[0][2]])
+                # the drafts right behind it join its commit, if they are ready within
+                # commit_wait_seconds of it
+                deadline = time.monotonic() + self.commit_wait
+                while flight and len(ready) < self.max_batch and not self.ctx.should_stop():
+                    left = deadline - time.monotonic()
+                    if not flight[0][2].done() and (
+                            left <= 0 or not wait([flight[0][2]], timeout=left).done):
+                        break
+                    ready.append(flight.popleft())
+                    refill()
+                self._commit_ready(indexer, llm, ready)
+
+    def _commit_ready(self, indexer: Indexer, llm: LLM,
+                      ready: list[tuple[Selection, Any, Future[_Prepared | None]]]) -> None:
+        """Wait for the drafts of ``ready`` (in selection order), check each, and commit those
+        that pass in one batch (:func:`journal_batch.commit_many`)."""
+        plans: list[tuple[journal.Plan, _Prepared]] = []
+        try:
+            for sel, _, future in ready:
                 if self.ctx.should_stop():
                     future.cancel()
-                    unit.close()
                     continue
-                refill()
                 try:
                     prepared = future.result()
                 except ProviderUnavailable as exc:
                     self._failed(sel, llm, str(exc))
-                else:
-                    if prepared is not None:
-                        self._commit(indexer, prepared)
-                finally:
-                    unit.close()
+                    continue
+                if prepared is not None:
+                    plan = self._plan(prepared)
+                    if plan is not None:
+                        plans.append((plan, prepared))
+            if plans:
+                self._commit(indexer, plans)
+        finally:
+            for _, unit, _ in ready:
+                unit.close()
 
     # -- one cluster ----------------------------------------------------------------------------
 
     def _prepare(self, sel: Selection, facts: _Facts, llm: LLM,
-                 guard_lock: threading.Lock) -> _Prepared | None:
-        """Worker thread: the LLM draft, then the guard's measurements (embeddings, no
-        writes). Raises ProviderUnavailable; None when the run was asked to stop, or the
-        tokens or time of the clusters before it reached a run limit, before it started."""
-        if self.ctx.should_stop() or self.ctx.budget.spent() is not None:
-            return None
-        result = draft(sel, llm, self.prompts)
+                 prepared: Future[_Prepared | None]) -> None:
+        """Worker thread: the LLM draft, then hand it to the guard's thread, which measures it
+        (embeddings, batched with the drafts finished meanwhile) and completes ``prepared``.
+        The worker is free for the next LLM call at once. ``prepared`` fails with
+        ProviderUnavailable, or gets None when the run was asked to stop, or the tokens or time
+        of the clusters before it reached a run limit, before it started."""
+        if not prepared.set_running_or_notify_cancel():
+            return
+        try:
+            if self.ctx.should_stop() or self.ctx.budget.spent() is not None:
+                prepared.set_result(None)
+                return
+            result = draft(sel, llm, self.prompts)
+        except BaseException as exc:  # handed to the run's thread, like a pool future's
+            prepared.set_exception(exc)
+            return
         given = result.provenance
-        with guard_lock:
-            self._reuse_stored_vectors(sel.ref, facts)
-            too_long = self._measure(result, facts)
-            # the narrative's own vector, for the commit's re-index (a cache hit if the text
-            # it indexes is this one)
-            self.rt.embedder.embed([f"{result.title}\n{result.content}"])
-        return _Prepared(result, facts, too_long, given)
 
-    def _measure(self, result: Draft, facts: _Facts) -> str | None:
-        """Coverage (set on ``result``), the length verdict and, for prose with no provenance,
-        the sentence attribution."""
-        sel = result.selection
-        wanted = source_facts(sel, {p: [t for _, t in fs] for p, fs in facts.items()})
-        result.coverage = measure_coverage(self.rt.embedder, wanted, result,
-                                           match_threshold=self.match)
-        too_long = longer_than_sources(result, self.max_ratio)
-        if result.provenance is None and too_long is None:
-            result.provenance = attribute(self.rt.embedder, result, threshold=self.match)
-        return too_long
+        def measured(verdict: Future[str | None]) -> None:
+            error = verdict.exception()
+            if error is not None:
+                prepared.set_exception(error)
+            else:
+                prepared.set_result(_Prepared(result, facts, verdict.result(), given))
+
+        self.guard.submit(result, facts).add_done_callback(measured)
 
     def _failed(self, sel: Selection, llm: LLM, error: str) -> None:
         self.log.warning("cluster %s of %s skipped: %s", sel.cluster_id, sel.ref, error)
@@ -306,15 +343,16 @@ class ReflectionRun:
                                   sources=sel.source_ids, status="failed",
                                   provider=llm.provider, model=llm.model, error=error)
 
-    def _commit(self, indexer: Indexer, prepared: _Prepared) -> None:
+    def _plan(self, prepared: _Prepared) -> journal.Plan | None:
+        """The journal plan of a draft that passes every check (the guard's verdicts, archive
+        blockers, unchanged sources); None, with its report written, for one that does not."""
         result, too_long = prepared.draft, prepared.too_long
         sel = result.selection
         facts = live_facts(self.rt, sel.ref, [e.id for e in sel.replaced])
         if facts != prepared.facts:  # changed since the worker measured: measure again
             result.coverage = None
             result.provenance = prepared.provenance_given
-            self._reuse_stored_vectors(sel.ref, facts)
-            too_long = self._measure(result, facts)
+            too_long = self.guard.remeasure(result, facts)
         assert result.coverage is not None
         plan = journal.new_plan(result, run_id=self.ctx.run_id,
                                 fact_ids=[i for fs in facts.values() for i, _ in fs])
@@ -334,38 +372,24 @@ class ReflectionRun:
                 status, error = "stale", f"{exc}; retried next run"
         if status != "ok":
             self._report_unwritten(plan, status, error)
-            return
-        try:
-            outcome = journal.commit(self.rt, indexer, plan)
-        except EverosError as exc:
-            # Nothing half-done is lost: the journal row stays and the next run recovers it.
-            self.log.error("cluster %s of %s: commit interrupted: %s", sel.cluster_id, sel.ref,
-                           exc)
-            self.counts["interrupted"] += 1
-            return
-        self.counts["merged" if outcome.status == "ok" else outcome.status] += 1
-        if outcome.status == "ok":
+            return None
+        return plan
+
+    def _commit(self, indexer: Indexer, plans: list[tuple[journal.Plan, _Prepared]]) -> None:
+        """Commit checked plans together; a merge interrupted half-way keeps its journal row
+        (nothing half-done is lost: the next run recovers it)."""
+        outcomes = journal_batch.commit_many(self.rt, indexer, [p for p, _ in plans])
+        for outcome, (plan, prepared) in zip(outcomes, plans, strict=True):
+            status = outcome.status
+            self.counts["merged" if status == "ok" else status] += 1
+            if status != "ok":
+                continue
             self.counts["archived_episodes"] += len(plan.replaced)
             self.counts["archived_facts"] += len(plan.fact_ids)
+            coverage = prepared.draft.coverage
             self.log.info("cluster %s of %s: %s merged %d episode(s) into %s (coverage %.2f)",
-                          sel.cluster_id, sel.ref, sel.mode, len(plan.replaced),
-                          outcome.merged_id, result.coverage.score)
-
-    def _reuse_stored_vectors(self, ref: UserRef,
-                              facts: dict[str, list[tuple[str, str]]]) -> None:
-        """Hand the coverage guard the source facts' vectors from the index instead of
-        embedding them again: the run's scan just made the index current, so a fact whose
-        embedded text is exactly its Fact text has its vector there already."""
-        remember = getattr(self.rt.embedder, "remember", None)
-        pairs = [pair for fs in facts.values() for pair in fs]
-        if remember is None or not pairs:
-            return
-        exact = reads.facts_embedded_as_stated(self.rt.db(), ref, [fid for fid, _ in pairs],
-                                               self.rt.embedder.name)
-        stored = self.rt.vectors.get_vectors(Kind.ATOMIC_FACT, ref, sorted(exact))
-        texts = [" ".join(text.split()) for fid, text in pairs if fid in stored]
-        if texts:
-            remember(texts, np.stack([stored[fid] for fid, _ in pairs if fid in stored]))
+                          plan.cluster_id, plan.ref, plan.mode, len(plan.replaced),
+                          outcome.merged_id, coverage.score if coverage else 0.0)
 
     def _report_unwritten(self, plan: journal.Plan, status: str, error: str | None) -> None:
         self.log.warning("cluster %s of %s %s: %s", plan.cluster_id, plan.ref, status, error)

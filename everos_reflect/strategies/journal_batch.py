@@ -1,0 +1,249 @@
+"""Committing several planned merges together: :mod:`journal`'s protocol, run a step at a time
+for a whole batch.
+
+Every merge keeps its own ``merge_journal`` row, and each row passes through the same steps, in
+the same order and with the same Markdown written before each, as a merge committed alone
+(the table in :mod:`journal`). A crash anywhere in a batch therefore leaves every row in a
+state :func:`journal.recover` already finishes or withdraws, one row at a time, exactly as
+before. What the merges of a batch share is the work:
+
+- the rows are inserted, and each step recorded for all of them, in one SQLite transaction;
+- each daily log is written once per step: the narratives of one user and day in one atomic
+  write, their facts in another, and each source log archived into once, whichever merges
+  archive entries of it;
+- the sources of every merge are locked together (sorted), and each merge's stale-source check
+  runs under those locks before anything of it is archived: a merge whose sources changed is
+  withdrawn alone, the rest of the batch commits;
+- the index is synced once for all the files (one embedding call, one LanceDB write per table,
+  one SQLite transaction), and the audit rows and journal deletions go in one transaction.
+
+If a step fails (a file made unwritable meanwhile, the index unreachable), each merge of the
+batch is then finished on its own by :func:`journal.complete`, which picks up from what reached
+the disk: one bad file interrupts only the merges that touch it, as in a serial run.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from datetime import date
+from typing import TYPE_CHECKING
+
+from everos_reflect.clustering.service import UnknownCluster
+from everos_reflect.errors import EverosError
+from everos_reflect.index import merge_journal
+from everos_reflect.index.db import transaction
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.strategies import journal
+from everos_reflect.strategies.journal import Outcome, Plan
+
+if TYPE_CHECKING:
+    import sqlite3
+
+    from everos_reflect.index.sync import Indexer
+    from everos_reflect.runtime import Runtime
+
+log = logging.getLogger(__name__)
+
+#: Status of a merge whose commit failed and whose journal row stays for recovery.
+INTERRUPTED = "interrupted"
+
+
+def commit_many(runtime: Runtime, indexer: Indexer, plans: Iterable[Plan]) -> list[Outcome]:
+    """Commit planned merges (each past the guard and the pre-check), one :class:`Outcome` per
+    plan, in order: ``ok``, ``stale`` (a source changed; the narrative is withdrawn) or
+    ``interrupted`` (the row stays in the journal; the next run recovers it).
+
+    Plans that share an entry (never two clusters of one run) are committed in separate
+    batches, so no batch archives one entry toward two narratives."""
+    outcomes: dict[str, Outcome] = {}
+    plans = list(plans)
+    for batch in disjoint_batches(plans):
+        for outcome in _commit_batch(runtime, indexer, batch):
+            outcomes[outcome.plan.id] = outcome
+    return [outcomes[p.id] for p in plans]
+
+
+def disjoint_batches(plans: list[Plan]) -> list[list[Plan]]:
+    """``plans`` in order, cut into runs whose merges touch no entry in common."""
+    batches: list[list[Plan]] = []
+    taken: set[tuple[UserRef, str]] = set()
+    for plan in plans:  # entry ids are per user
+        ids = {(plan.ref, i) for i in (*plan.replaced, *plan.fact_ids, plan.cluster_id)}
+        if not batches or ids & taken:
+            batches.append([])
+            taken = set()
+        batches[-1].append(plan)
+        taken |= ids
+    return batches
+
+
+def _commit_batch(runtime: Runtime, indexer: Indexer, plans: list[Plan]) -> list[Outcome]:
+    started = time.perf_counter()
+    merge_journal.insert_many(runtime.db(), [
+        (p.id, p.ref, p.cluster_id, p.to_json(), journal.PLANNED) for p in plans])
+    steps = {p.id: journal.PLANNED for p in plans}
+    outcomes: dict[str, Outcome] = {}
+    journal.checkpoint(journal.PLANNED)
+    try:
+        _steps(runtime, indexer, plans, steps, outcomes, started)
+    except EverosError as exc:
+        log.warning("committing %d merges together failed (%s); finishing each on its own",
+                    len(plans), exc)
+        for plan in plans:
+            if plan.id not in outcomes:
+                outcomes[plan.id] = _finish_alone(runtime, indexer, plan, steps[plan.id],
+                                                  started)
+    return [outcomes[p.id] for p in plans]
+
+
+def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[str, str],
+           outcomes: dict[str, Outcome], started: float) -> None:
+    """The journal's steps for the whole batch; ``steps`` and ``outcomes`` say how far each
+    merge got, should one of them fail."""
+    conn = runtime.db()
+    _write_narratives(runtime, plans)
+    _record(conn, plans, journal.NARRATIVE, steps)
+    journal.checkpoint(journal.NARRATIVE)
+
+    _write_facts(runtime, plans)
+    _record(conn, plans, journal.FACTS, steps)
+    journal.checkpoint(journal.FACTS)
+
+    live, stale = _archive(runtime, plans, steps)
+    _record(conn, live, journal.DEPRECATED, steps)
+    journal.checkpoint(journal.DEPRECATED)
+
+    if live:
+        touched = [journal.touched_files(runtime, p) for p in live]
+        # every narrative's and facts' log first, as for one merge: the index knows each
+        # narrative before the sources pointing at it
+        indexer.sync_paths([*(path for t in touched for path in t[:2]),
+                            *(path for t in touched for path in t[2:])])
+        _mark_consolidated(runtime, live)
+        journal.checkpoint(journal.SYNCED)
+        with transaction(conn):
+            for plan in live:
+                journal.plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
+                                    duration_ms=plan.llm_ms + journal.ms_since(started))
+                merge_journal.delete(conn, plan.id)
+        outcomes.update({p.id: Outcome("ok", p, p.merged_id) for p in live})
+    for plan, why in stale:
+        plan.error = why
+        outcomes[plan.id] = journal.abandon(runtime, indexer, plan, started, status="stale")
+
+
+def _record(conn: sqlite3.Connection, plans: list[Plan], step: str, steps: dict[str, str]) -> None:
+    if plans:
+        merge_journal.set_steps(conn, [(p.id, p.to_json()) for p in plans], step)
+    steps.update({p.id: step for p in plans})
+
+
+def _by_log(plans: list[Plan]) -> dict[tuple[UserRef, date], list[Plan]]:
+    """Plans grouped by the daily logs that receive their narrative and facts."""
+    groups: dict[tuple[UserRef, date], list[Plan]] = {}
+    for plan in plans:
+        groups.setdefault((plan.ref, plan.day_date), []).append(plan)
+    return groups
+
+
+def _write_narratives(runtime: Runtime, plans: list[Plan]) -> None:
+    """Every narrative of one user and day in one atomic write (each with its own
+    ``reflection`` key, so recovery finds each one alone)."""
+    for (ref, day), group in _by_log(plans).items():
+        written = runtime.store.append_many(
+            ref, Kind.EPISODE,
+            [(journal.narrative_meta(p), {"Subject": p.title, "Content": p.content})
+             for p in group], day=day)
+        for plan, entry in zip(group, written, strict=True):
+            plan.merged_id = entry.id
+
+
+def _write_facts(runtime: Runtime, plans: list[Plan]) -> None:
+    """Every fact of the merges of one user and day in one atomic write: all of a merge's
+    facts or none, as when it commits alone."""
+    for (ref, day), group in _by_log(plans).items():
+        runtime.store.append_many(
+            ref, Kind.ATOMIC_FACT,
+            [(journal.fact_meta(p), {"Fact": fact}) for p in group for fact in p.facts],
+            day=day)
+
+
+def _archive(runtime: Runtime, plans: list[Plan],
+             steps: dict[str, str]) -> tuple[list[Plan], list[tuple[Plan, str]]]:
+    """The point of no return, for the whole batch at once: under the locks of every source's
+    log, each merge's sources are checked (a changed one makes that merge stale), the others
+    reach ``archiving`` in one transaction, then each source log gets one write archiving
+    the entries of every merge toward their narratives. Returns (committed, stale with why)."""
+    store = runtime.store
+    paths = {store.path_for_id(p.ref, i) for p in plans for i in p.hashes}
+    live: list[Plan] = []
+    stale: list[tuple[Plan, str]] = []
+    with journal.locked(runtime, paths):
+        for plan in plans:
+            changed = journal.changed_sources(runtime, plan)
+            if changed:
+                stale.append((plan, "sources changed after Select: "
+                              + "; ".join(changed.values())))
+            else:
+                live.append(plan)
+        if not live:
+            return live, stale
+        _record(runtime.db(), live, journal.ARCHIVING, steps)
+        journal.checkpoint(journal.ARCHIVING)
+        mappings: dict[UserRef, dict[str, str]] = {}
+        for plan in live:
+            assert plan.merged_id is not None
+            mapping = mappings.setdefault(plan.ref, {})
+            mapping.update({i: plan.merged_id for i in plan.replaced})
+            facts = journal.existing_entries(runtime, plan.ref, plan.fact_ids)
+            mapping.update({f.id: plan.merged_id for f in facts})
+        conflicts: dict[str, str] = {}
+        for ref, mapping in mappings.items():
+            found = store.deprecate(ref, mapping)
+            conflicts.update({f"{ref}: {old}": new for old, new in found.items()})
+    for old, new in sorted(conflicts.items()):
+        log.warning("%s was already archived toward %s; left as it is", old, new)
+    return live, stale
+
+
+def _mark_consolidated(runtime: Runtime, plans: list[Plan]) -> None:
+    """Each cluster now holds its narrative: the narratives' vectors read in one query per
+    user, then one cluster update each."""
+    by_ref: dict[UserRef, list[Plan]] = {}
+    for plan in plans:
+        by_ref.setdefault(plan.ref, []).append(plan)
+    for ref, group in by_ref.items():
+        vectors = runtime.vectors.get_vectors(Kind.EPISODE, ref,
+                                              [p.merged_id for p in group if p.merged_id])
+        for plan in group:
+            vector = vectors.get(plan.merged_id or "")
+            if vector is None:
+                log.warning("no vector for narrative %s; cluster %s left to the indexer",
+                            plan.merged_id, plan.cluster_id)
+                continue
+            try:
+                journal.mark_consolidated(runtime, plan, vector)
+            except UnknownCluster:
+                log.warning("cluster %s is gone; narrative %s kept", plan.cluster_id,
+                            plan.merged_id)
+
+
+def _finish_alone(runtime: Runtime, indexer: Indexer, plan: Plan, step: str,
+                  started: float) -> Outcome:
+    """After a failed batch step: finish (or withdraw) one merge from what reached the disk,
+    as recovery would, but reporting a changed source as ``stale``."""
+    try:
+        if plan.merged_id is None:
+            found = journal.find_narrative(runtime, plan)
+            plan.merged_id = found.id if found is not None else None
+        committed = step in journal.COMMITTED_STEPS or journal.archived_toward(runtime, plan)
+        return journal.complete(runtime, indexer, plan, started, stale_status="stale",
+                                committed=committed)
+    except EverosError as exc:
+        log.error("cluster %s of %s: commit interrupted: %s", plan.cluster_id, plan.ref, exc)
+        return Outcome(INTERRUPTED, plan, None, str(exc))
+
+
+__all__ = ["INTERRUPTED", "commit_many", "disjoint_batches"]

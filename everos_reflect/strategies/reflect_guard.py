@@ -1,0 +1,177 @@
+"""The coverage guard's measurements for Reflection's drafts, with their embeddings batched.
+
+An embedding call has a large fixed cost next to its per-text cost (the bundled model in its
+low-memory mode spends tens of milliseconds per call before the first text), and one draft
+needs only a few dozen short texts: its source facts, its new facts and sentences, the sources'
+sentences (attribution) and the narrative itself (the commit re-indexes it).
+
+The LLM workers hand their drafts to the guard's own thread and go on to their next call; that
+thread measures every draft queued since its last pass with one embedding call for all their
+texts (drafts finished while it embeds queue up for the next). The vectors land in the
+runtime's embedding cache; each draft is then measured exactly as alone, every lookup a cache
+hit. One embedding call at a time (memory, and a 2-core machine).
+
+Which texts a draft needs is found by measuring it once against :class:`TextProbe`, which
+records the texts it is asked for and answers zeros: the texts the guard embeds never depend
+on the vectors, so the list is exact whatever the guard's code asks for.
+"""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from everos_reflect.embedding.base import Embedder
+from everos_reflect.index import reads
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.strategies.consolidate import (
+    Draft,
+    attribute,
+    longer_than_sources,
+    measure_coverage,
+    source_facts,
+)
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+#: ``{episode id: [(fact id, fact text), ...]}``: the live facts a draft is measured against.
+Facts = dict[str, list[tuple[str, str]]]
+
+
+class TextProbe:
+    """An embedder that embeds nothing: it records the texts asked for and answers zeros."""
+
+    name = "probe"
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        self.texts.extend(texts)
+        return np.zeros((len(texts), self.dim), dtype=np.float32)
+
+
+@dataclass
+class _Job:
+    draft: Draft
+    facts: Facts
+    verdict: Future[str | None] = field(default_factory=Future)
+
+
+class Guard:
+    """Measures drafts (coverage, length verdict, attribution) on a thread of its own,
+    batching their embeddings. Use as a context manager around the drafting: leaving it waits
+    for the measurements queued."""
+
+    def __init__(self, runtime: Runtime, *, match_threshold: float, max_ratio: float) -> None:
+        self.rt = runtime
+        self.match = match_threshold
+        self.max_ratio = max_ratio
+        self._embedding = threading.Lock()  # one embedding call at a time
+        self._queue_lock = threading.Lock()
+        self._queue: list[_Job] = []
+        self._thread: ThreadPoolExecutor | None = None
+        #: embedding calls made for batches, and drafts they covered (for tests and logs)
+        self.batches = self.batched = 0
+
+    def __enter__(self) -> Guard:
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="reflect-guard")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        assert self._thread is not None
+        self._thread.shutdown(wait=True)
+        self._thread = None
+
+    def submit(self, result: Draft, facts: Facts) -> Future[str | None]:
+        """Queue ``result`` for measuring (any thread). The future sets ``result.coverage``
+        (and its provenance, for prose without one) and holds why it is too long (None when
+        it is not), or fails with what measuring its batch raised."""
+        assert self._thread is not None, "Guard used outside its with-block"
+        job = _Job(result, facts)
+        with self._queue_lock:
+            self._queue.append(job)
+        self._thread.submit(self._drain)
+        return job.verdict
+
+    def _drain(self) -> None:
+        """Guard thread: measure every draft queued so far (none when an earlier call took
+        them all)."""
+        with self._embedding:  # drafts queued while another call embedded come along
+            with self._queue_lock:
+                jobs, self._queue = self._queue, []
+            try:
+                self._measure_many(jobs)
+            except BaseException as exc:
+                for job in jobs:
+                    if not job.verdict.done():
+                        job.verdict.set_exception(exc)
+
+    def remeasure(self, result: Draft, facts: Facts) -> str | None:
+        """The run's thread, when a draft's facts changed after its worker measured it: the
+        same measurement, alone."""
+        with self._embedding:
+            self.reuse_stored_vectors(result.selection.ref, facts)
+            return self._measure(result, facts, self.rt.embedder)
+
+    def _measure_many(self, jobs: list[_Job]) -> None:
+        if not jobs:  # an earlier pass took them all
+            return
+        for job in jobs:
+            self.reuse_stored_vectors(job.draft.selection.ref, job.facts)
+        if getattr(self.rt.embedder, "remember", None) is not None:  # a cache keeps them
+            texts: list[str] = []
+            for job in jobs:
+                texts += self.texts_of(job.draft, job.facts)
+            self.rt.embedder.embed(list(dict.fromkeys(texts)))
+            self.batches += 1
+            self.batched += len(jobs)
+        for job in jobs:
+            too_long = self._measure(job.draft, job.facts, self.rt.embedder)
+            # the narrative's own vector, for the commit's re-index
+            self.rt.embedder.embed([narrative_text(job.draft)])
+            job.verdict.set_result(too_long)
+
+    def texts_of(self, result: Draft, facts: Facts) -> list[str]:
+        """Every text measuring ``result`` embeds, and the narrative's indexed text."""
+        probe = TextProbe(self.rt.embedder.dim)
+        self._measure(replace(result), facts, probe)  # a copy: the probe's verdicts are void
+        return [*probe.texts, narrative_text(result)]
+
+    def _measure(self, result: Draft, facts: Facts, embedder: Embedder) -> str | None:
+        sel = result.selection
+        wanted = source_facts(sel, {p: [t for _, t in fs] for p, fs in facts.items()})
+        result.coverage = measure_coverage(embedder, wanted, result, match_threshold=self.match)
+        too_long = longer_than_sources(result, self.max_ratio)
+        if result.provenance is None and too_long is None:
+            result.provenance = attribute(embedder, result, threshold=self.match)
+        return too_long
+
+    def reuse_stored_vectors(self, ref: UserRef, facts: Facts) -> None:
+        """Hand the guard the source facts' vectors from the index instead of embedding them
+        again: the run's scan just made the index current, so a fact whose embedded text is
+        exactly its Fact text has its vector there already."""
+        remember = getattr(self.rt.embedder, "remember", None)
+        pairs = [pair for fs in facts.values() for pair in fs]
+        if remember is None or not pairs:
+            return
+        exact = reads.facts_embedded_as_stated(self.rt.db(), ref, [fid for fid, _ in pairs],
+                                               self.rt.embedder.name)
+        stored = self.rt.vectors.get_vectors(Kind.ATOMIC_FACT, ref, sorted(exact))
+        texts = [" ".join(text.split()) for fid, text in pairs if fid in stored]
+        if texts:
+            remember(texts, np.stack([stored[fid] for fid, _ in pairs if fid in stored]))
+
+
+def narrative_text(result: Draft) -> str:
+    """The text the index embeds for the narrative (its Subject, then its Content)."""
+    return f"{result.title}\n{result.content}"
+
+
+__all__ = ["Facts", "Guard", "TextProbe", "narrative_text"]
