@@ -200,13 +200,15 @@ def _demo(rt: Runtime, show: _Show | None) -> dict[str, Any]:
         "provider"))
     merged = [r for r in reports if r["status"] == "ok"]
     search_after = _search(rt)
+    docs = _narrative_docs(rt, merged)
     after = {
         **_counts(rt),
         "merges": len(merged),
         "not_merged": {s: sum(1 for r in reports if r["status"] == s)
                        for s in sorted({r["status"] for r in reports} - {"ok"})},
         "provider": merged[0]["provider"] if merged else rt.llm.provider,
-        "narrative": _narrative(rt, merged, search_after),
+        "narrative": _narrative(docs, search_after),
+        "words": _word_totals(docs),
         "audit_sql": AUDIT_SQL,
         "audit": audit_text(rt.root),
         "search": search_after,
@@ -303,23 +305,24 @@ def _search(rt: Runtime) -> dict[str, Any]:
                      for h in hits]}
 
 
-def _narrative(rt: Runtime, merged: list[dict[str, Any]],
+def _narrative(shown: list[dict[str, Any]],
                search_after: dict[str, Any]) -> dict[str, Any] | None:
-    """The narrative to show in full: the search's answer when it is one (Andrew's pets),
-    else the first merge of the demo user, else the first merge."""
-    ids = [h["id"] for h in search_after["hits"] if h["parent_type"] == "cluster"]
-    mine = [r["merged_entry_id"] for r in merged if r["owner_id"] == DEMO_USER.user_id]
-    chosen = (ids or mine or [None])[0]
-    ref = DEMO_USER
-    if chosen is None and merged:
-        row = merged[0]
-        chosen = row["merged_entry_id"]
-        ref = next(u for u in rt.store.iter_users() if u.user_id == row["owner_id"])
-    if chosen is None:
-        return None
+    """The narrative to show in full: the search's answer (Andrew's pets) when it saved words,
+    else the merge that saved the most (the demo user's first on a tie) — the demo shows what
+    consolidation does, and a merge of fragments that repeat nothing saves nothing offline."""
+    answers = {h["id"] for h in search_after["hits"] if h["parent_type"] == "cluster"}
+    answer = next((n for n in shown if n["user_id"] == DEMO_USER.user_id
+                   and n["id"] in answers), None)
+    if answer is not None and answer["words"] < answer["source_words"]:
+        return answer
+    return max(shown, key=lambda n: (n["source_words"] - n["words"],
+                                     n["user_id"] == DEMO_USER.user_id), default=None)
+
+
+def _narrative_doc(rt: Runtime, ref: UserRef, narrative_id: str) -> dict[str, Any]:
     from everos_reflect.provenance import provenance
 
-    entry = rt.store.get(ref, chosen)
+    entry = rt.store.get(ref, narrative_id)
     return {"id": entry.id, "user_id": ref.user_id, "subject": entry.subject,
             "content": entry.content, "timestamp": entry.meta.get("timestamp"),
             "parent_id": entry.parent_id, "sources": entry.sources,
@@ -327,6 +330,18 @@ def _narrative(rt: Runtime, merged: list[dict[str, Any]],
             "source_words": sum(len(rt.store.get(ref, s).content.split()) for s in entry.sources),
             "provenance": provenance(entry).to_dict()["sentences"],
             "file": rt.store.rel(rt.store.path_for_id(ref, entry.id))}
+
+
+def _narrative_docs(rt: Runtime, merged: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    refs = {u.user_id: u for u in rt.store.iter_users()}
+    return [_narrative_doc(rt, refs[r["owner_id"]], r["merged_entry_id"]) for r in merged]
+
+
+def _word_totals(docs: list[dict[str, Any]]) -> dict[str, int]:
+    """Words of every narrative this run wrote against the words of the sources it replaced."""
+    return {"narratives": sum(d["words"] for d in docs),
+            "sources": sum(d["source_words"] for d in docs),
+            "shorter": sum(1 for d in docs if d["words"] < d["source_words"])}
 
 
 def audit_text(root: Path) -> str:
@@ -397,6 +412,14 @@ class _Show:
         if after["not_merged"]:
             skipped = ", ".join(f"{n} {s}" for s, n in after["not_merged"].items())
             c.print(f"[dim]Not merged this run: {skipped} (see `everos-reflect reports`).[/dim]")
+        words = after["words"]
+        if words["sources"]:
+            c.print(f"Narratives: {words['narratives']:,} words from {words['sources']:,} words "
+                    f"of their sources (×{words['narratives'] / words['sources']:.2f}); "
+                    f"{words['shorter']} of {after['merges']} shorter than their sources. "
+                    "[dim]Offline, a merge folds repeated and superseded sentences and adds "
+                    "each day's date; a language model (provider = \"openai\") rewrites."
+                    "[/dim]")
         narrative = after["narrative"]
         if narrative:
             body = (f"[dim]{escape(narrative['file'])}\nparent_type: cluster   parent_id: "
