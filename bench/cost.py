@@ -172,6 +172,13 @@ class FakeServer:
         if not self.base_url.startswith("http"):
             raise SystemExit(f"fake LLM server did not start: {self.base_url!r}")
 
+    def calls(self) -> int:
+        """Chat calls answered so far."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write("count\n")
+        self.proc.stdin.flush()
+        return int(self.proc.stdout.readline())
+
     def stop(self) -> tuple[int, int]:
         """Stop it; the chat calls it answered and the most it had in flight at once."""
         out, _ = self.proc.communicate("", timeout=60)
@@ -186,10 +193,29 @@ def serve_fake(latency: float) -> None:
     fake = FakeOpenAI(latency=latency).start()
     fake.script(*[_fake_reply] * 100_000)
     print(fake.base_url, flush=True)
-    sys.stdin.read()
+    for line in sys.stdin:  # "count": the chat calls so far; end of input: stop
+        if line.strip() == "count":
+            print(len(fake.chat_bodies()), flush=True)
     fake.stop()
     print(json.dumps({"calls": len(fake.chat_bodies()), "max_in_flight": fake.max_in_flight}),
           flush=True)
+
+
+def llm_floor(rt: Any, calls: int) -> dict[str, Any]:
+    """The same number of calls by the same client (the runtime's LLM) at the same
+    concurrency with no local work at all: what the run would take if Reflection's own work
+    were free. The ideal (calls × latency ÷ concurrency) leaves out the client's and the
+    server's own time per call; this does not."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from everos_reflect.llm.base import FactsRequest
+
+    text = "Caroline went to a support group. It made her feel accepted. She plans to go again."
+    workers = max(1, int(rt.settings.llm.max_concurrency))
+    started = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(lambda _: rt.llm.extract_facts(FactsRequest(text=text)), range(calls)))
+    return {"calls": calls, "seconds": round(time.perf_counter() - started, 2)}
 
 
 def child(stage: str, root: Path, embedder: str, llm_latency: float | None) -> dict[str, Any]:
@@ -213,8 +239,12 @@ def child(stage: str, root: Path, embedder: str, llm_latency: float | None) -> d
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
            "counts": counts}
     if fake is not None:
+        run_calls = fake.calls()
+        floor = llm_floor(rt, run_calls)
         calls, max_in_flight = fake.stop()
+        calls -= floor["calls"]
         out["llm"] = {"calls": calls, "latency_s": llm_latency,
+                      "floor_seconds": floor["seconds"],
                       "max_concurrency": rt.settings.llm.max_concurrency,
                       "max_in_flight": max_in_flight,
                       "llm_seconds_total": round(calls * llm_latency, 2),
@@ -308,9 +338,9 @@ def markdown(result: dict[str, Any]) -> str:
             f"## Reflection against a fake OpenAI server at {latency * 1000:.0f} ms per call",
             "",
             "| scale | embedder | LLM calls | total LLM time s | max_concurrency | ideal s "
-            "(total ÷ concurrency) | reflect run s | run ÷ ideal | max calls in flight "
-            "| merges |",
-            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "(total ÷ concurrency) | reflect run s | run ÷ ideal | LLM floor s | run ÷ floor "
+            "| max calls in flight | merges |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for llm in runs:
             info = llm["llm"]
@@ -319,11 +349,18 @@ def markdown(result: dict[str, Any]) -> str:
                 f"{info['llm_seconds_total']} | {info['max_concurrency']} | "
                 f"{info['ideal_seconds']} | {llm['seconds']} | "
                 f"{llm['seconds'] / max(info['ideal_seconds'], 1e-9):.2f}× | "
-                f"{info['max_in_flight']} | {llm['counts'].get('merged', 0)} |")
+                f"{info.get('floor_seconds', '—')} | "
+                + (f"{llm['seconds'] / max(info['floor_seconds'], 1e-9):.2f}× | "
+                   if info.get("floor_seconds") else "— | ")
+                + f"{info['max_in_flight']} | {llm['counts'].get('merged', 0)} |")
         lines += [
             "",
             "The fake server runs in a process of its own (a real one runs elsewhere), on the "
-            "same CPUs. The run's time above the ideal is local work: the coverage guard's "
+            "same CPUs. The LLM floor is as many (short, fact-extraction) calls, made right "
+            "after the run by the same client at the same concurrency, with nothing else to "
+            "do: the ideal leaves out the client's and the server's own time per call, the "
+            "floor does not. "
+            "The run's time above the floor is local work: the coverage guard's "
             "embeddings (one call for all the drafts waiting) on the guard's thread, and the "
             "batched commits on the run's thread, sharing the machine's cores with the LLM "
             "client.",
