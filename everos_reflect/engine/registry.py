@@ -50,12 +50,22 @@ class SettingSpec:
     check: Callable[[Any], str | None] | None = None
 
 
-def _positive(value: float) -> str | None:
+# Checks for SettingSpec, shared by every strategy's keys.
+
+
+def positive(value: float) -> str | None:
     return None if value > 0 else "must be > 0"
 
 
-def _non_negative(value: float) -> str | None:
+def non_negative(value: float) -> str | None:
     return None if value >= 0 else "must be >= 0"
+
+
+def at_least(low: int) -> Callable[[int], str | None]:
+    def check(value: int) -> str | None:
+        return None if value >= low else f"must be >= {low}"
+
+    return check
 
 
 def _cron_expr(value: str) -> str | None:
@@ -73,10 +83,10 @@ def _cron_expr(value: str) -> str | None:
 COMMON_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("enabled", bool, False, "Run this strategy on its schedule."),
     SettingSpec("cron", str, None, "Standard 5-field crontab expression.", _cron_expr),
-    SettingSpec("max_retries", int, 0, "Extra attempts after a failed run.", _non_negative),
+    SettingSpec("max_retries", int, 0, "Extra attempts after a failed run.", non_negative),
     SettingSpec(
         "retry_backoff_seconds", float, 60.0,
-        "Wait before the first retry; doubles for each further one.", _non_negative,
+        "Wait before the first retry; doubles for each further one.", non_negative,
     ),
     SettingSpec("max_llm_calls", int, int(DEFAULT_LIMITS["max_llm_calls"]),
                 "LLM calls per run; the run stops between units before passing it.",
@@ -85,14 +95,14 @@ COMMON_SETTINGS: tuple[SettingSpec, ...] = (
                 "Prompt + completion tokens per run; the run stops between units once past it.",
                 lambda v: None if v >= 1 else "must be >= 1"),
     SettingSpec("max_wall_seconds", float, DEFAULT_LIMITS["max_wall_seconds"],
-                "Wall time per run; the run stops between units once past it.", _positive),
+                "Wall time per run; the run stops between units once past it.", positive),
     SettingSpec("max_records", int, int(DEFAULT_LIMITS["max_records"]),
                 "Input records a run consumes; it stops between units once past it.",
                 lambda v: None if v >= 1 else "must be >= 1"),
     SettingSpec(
         "misfire_grace_hours", float, 6.0,
         "A scheduled run missed while the daemon was down runs once at start-up if it is at "
-        "most this old.", _non_negative,
+        "most this old.", non_negative,
     ),
 )
 

@@ -22,7 +22,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.limits import Budget
-from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
+from everos_reflect.engine.registry import (
+    RunContext,
+    SettingSpec,
+    Strategy,
+    at_least,
+    non_negative,
+    positive,
+)
 from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index import cursors
@@ -44,37 +51,27 @@ DEFAULT_MAX_DEPTH = 8
 NEEDS_LLM = "needs an LLM"
 
 
-def _at_least(low: int) -> Any:
-    def check(value: int) -> str | None:
-        return None if value >= low else f"must be >= {low}"
-    return check
-
-
-def _non_negative(value: float) -> str | None:
-    return None if value >= 0 else "must be >= 0"
-
-
 def tier_settings(*, cooldown: float) -> tuple[SettingSpec, ...]:
     """Keys every belief tier takes (SPEC §10): cooldown, run limits and the depth cap."""
     return (
         SettingSpec("cooldown_seconds", float, cooldown,
-                    "Least time between two data-triggered runs.", _non_negative),
+                    "Least time between two data-triggered runs.", non_negative),
         SettingSpec("max_llm_calls", int, 20,
                     "LLM calls per run (one per owner); owners past it wait for the next run.",
-                    _at_least(1)),
+                    at_least(1)),
         SettingSpec("max_tokens", int, 200_000,
                     "Prompt + completion tokens per run; the run stops once past it.",
-                    _at_least(1)),
+                    at_least(1)),
         SettingSpec("max_wall_seconds", float, 600.0,
                     "Wall time per run; the run stops between owners once past it.",
-                    lambda v: None if v > 0 else "must be > 0"),
+                    positive),
         SettingSpec("max_records", int, 50,
                     "Records one window holds (shown to the model per call, oldest first) and "
                     "a run consumes; the rest wait for the next run.",
-                    _at_least(2)),
+                    at_least(2)),
         SettingSpec("max_depth", int, DEFAULT_MAX_DEPTH,
                     "Deepest record this tier may write (1 + the deepest record it cites).",
-                    _at_least(2)),
+                    at_least(2)),
         SettingSpec("prompts", dict, {}, "Prompt overrides by task name."),
     )
 

@@ -27,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.engine.registry import RunContext, SettingSpec
+from everos_reflect.engine.registry import RunContext, SettingSpec, at_least, positive
 from everos_reflect.engine.triggers import AccumulatorTrigger
 from everos_reflect.errors import EverosError
 from everos_reflect.llm.importance import score_importance
@@ -90,10 +90,10 @@ def _settings() -> tuple[SettingSpec, ...]:
     mine = (
         SettingSpec("threshold", float, 150.0,
                     "Summed importance of new Episodes that triggers a run.",
-                    lambda v: None if v > 0 else "must be > 0"),
+                    positive),
         SettingSpec("min_episodes", int, 20,
                     "No run for an owner with fewer live Episodes.",
-                    lambda v: None if v >= 1 else "must be >= 1"),
+                    at_least(1)),
         SettingSpec("questions", int, 3, "Salient questions per run.",
                     lambda v: None if 1 <= v <= 10 else "must be 1-10"),
         SettingSpec("insights_per_question", int, 5, "Insights kept per question.",
@@ -104,7 +104,7 @@ def _settings() -> tuple[SettingSpec, ...]:
         SettingSpec("max_records", int, 1000,
                     "New Episodes a run consumes; an owner's window is never cut (the "
                     "accumulator), the run stops between owners once past it.",
-                    lambda v: None if v >= 1 else "must be >= 1"),
+                    at_least(1)),
     )
     names = {s.name for s in mine}
     common = tuple(s for s in tier_settings(cooldown=120.0) if s.name not in names)

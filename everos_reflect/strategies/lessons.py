@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.engine.registry import RunContext, SettingSpec
+from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
 from everos_reflect.engine.triggers import OnWriteTrigger
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.procedural import learning
@@ -65,10 +65,6 @@ CONTESTED, ACTIVE, RETIRED = "contested", "active", "retired"
 
 def _fraction(value: float) -> str | None:
     return None if 0 < value <= 1 else "must be in (0, 1]"
-
-
-def _at_least_one(value: int) -> str | None:
-    return None if value >= 1 else "must be >= 1"
 
 
 @dataclass
@@ -116,10 +112,10 @@ class LearnLessons(BeliefTier):
                     "(refines or contradicts it).", _fraction),
         SettingSpec("min_recurrence", int, learning.MIN_RECURRENCE,
                     "Offline: tasks an error must recur in to become an avoid lesson.",
-                    _at_least_one),
+                    at_least(1)),
         SettingSpec("contest_margin", int, 2,
                     "Confirmations one side of a contested pair must lead by to win.",
-                    _at_least_one),
+                    at_least(1)),
         *tier_settings(cooldown=60.0),
     )
 

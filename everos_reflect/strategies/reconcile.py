@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from everos_reflect.engine.registry import RunContext, SettingSpec
+from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
 from everos_reflect.model import Kind
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
@@ -36,7 +36,7 @@ class Reconcile(BeliefTier):
     task = "reconciliation"
     settings = (
         SettingSpec("threshold", int, 2, "Standing self-contradictions that trigger a run.",
-                    lambda v: None if v >= 1 else "must be >= 1"),
+                    at_least(1)),
         *tier_settings(cooldown=120.0),
     )
 

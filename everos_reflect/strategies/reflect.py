@@ -28,7 +28,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.clustering.service import ClusterService
-from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
+from everos_reflect.engine.registry import (
+    RunContext,
+    SettingSpec,
+    Strategy,
+    at_least,
+    non_negative,
+    positive,
+)
 from everos_reflect.errors import ConfigError, ProviderUnavailable
 from everos_reflect.index import reads
 from everos_reflect.index.db import transaction
@@ -69,21 +76,6 @@ DEFAULT_COMMIT_WAIT_SECONDS = 1.0
 CALLS_PER_MERGE = 2
 
 
-def _positive(value: float) -> str | None:
-    return None if value > 0 else "must be > 0"
-
-
-def _at_least(low: int) -> Any:
-    def check(value: int) -> str | None:
-        return None if value >= low else f"must be >= {low}"
-
-    return check
-
-
-def _non_negative(value: float) -> str | None:
-    return None if value >= 0 else "must be >= 0"
-
-
 def _unit_interval(value: float) -> str | None:
     return None if 0.0 <= value <= 1.0 else "must be between 0 and 1"
 
@@ -115,10 +107,10 @@ class ReflectEpisodes(Strategy):
     unit_counts = ("merged", "failed", "interrupted", "rejected", "stale")
     settings = (
         SettingSpec("max_clusters_per_run", int, 10,
-                    "Clusters merged per user per run, largest first.", _at_least(1)),
+                    "Clusters merged per user per run, largest first.", at_least(1)),
         SettingSpec("max_sources_per_merge", int, 50,
                     "Episodes folded into one merge, oldest first; the rest wait for a later "
-                    "run.", _at_least(1)),
+                    "run.", at_least(1)),
         SettingSpec("min_fact_coverage", float, DEFAULT_MIN_FACT_COVERAGE,
                     "Reject a merge whose facts state less than this share of the sources' "
                     "facts.", _unit_interval),
@@ -126,7 +118,7 @@ class ReflectEpisodes(Strategy):
                     "Cosine at which a source fact counts as still stated.", _unit_interval),
         SettingSpec("max_narrative_ratio", float, DEFAULT_MAX_NARRATIVE_RATIO,
                     "Reject a merge whose narrative has more than this share of its sources' "
-                    "words (1.0: never longer than the sources).", _positive),
+                    "words (1.0: never longer than the sources).", positive),
         SettingSpec("language", str, "auto",
                     "Narrative language: auto (the input's) or a language name.", _not_blank),
         SettingSpec("prompts", dict, {},
@@ -135,15 +127,15 @@ class ReflectEpisodes(Strategy):
         SettingSpec("max_drafts_ahead", int, DEFAULT_MAX_DRAFTS_AHEAD,
                     "Clusters drafted by the LLM ahead of the one being written (at most "
                     "llm.max_concurrency calls in flight; never fewer than that).",
-                    _at_least(1)),
+                    at_least(1)),
         SettingSpec("max_commit_batch", int, DEFAULT_MAX_COMMIT_BATCH,
                     "Drafts ready at the same time that are written together: one Markdown "
                     "write per file, one index update, one transaction (each merge keeps its "
-                    "own journal row).", _at_least(1)),
+                    "own journal row).", at_least(1)),
         SettingSpec("commit_wait_seconds", float, DEFAULT_COMMIT_WAIT_SECONDS,
                     "How long a ready draft waits for the drafts right behind it to be ready "
                     "too, so they commit together (0: commit whatever is ready).",
-                    _non_negative),
+                    non_negative),
         SettingSpec("remerge_undone", bool, False,
                     "Merge the sources of an undone merge again even when no new member has "
                     "joined them (normally they are held back until one does)."),

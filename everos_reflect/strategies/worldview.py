@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from everos_reflect.engine.registry import RunContext, SettingSpec
+from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
 from everos_reflect.model import Kind
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
@@ -46,7 +46,7 @@ class UpdateWorldview(BeliefTier):
     task = "worldview"
     settings = (
         SettingSpec("threshold", int, 3, "New active insights that trigger a run.",
-                    lambda v: None if v >= 1 else "must be >= 1"),
+                    at_least(1)),
         SettingSpec("keys", list, list(beliefs.DEFAULT_KEYS),
                     "The conviction slots, each replaced in place.", _keys_problem),
         *tier_settings(cooldown=120.0),
