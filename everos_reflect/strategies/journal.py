@@ -515,6 +515,16 @@ def abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
 # --------------------------------------------------------------------------- recovery
 
 
+def resume(runtime: Runtime, plan: Plan, step: str) -> bool:
+    """Where an interrupted merge picks up: its narrative found again from what reached the
+    disk (``plan.merged_id``), and whether it is past the point of no return (some source may
+    point at the narrative), so it must be rolled forward whatever changed meanwhile."""
+    if plan.merged_id is None:
+        found = find_narrative(runtime, plan)
+        plan.merged_id = found.id if found is not None else None
+    return step in COMMITTED_STEPS or archived_toward(runtime, plan)
+
+
 def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     """Finish or abandon every merge a crash interrupted, then finish every interrupted undo.
     Call it under the strategy lock (a Reflection run does, before anything else). Safe to
@@ -527,10 +537,7 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
             if step == ABANDONING:
                 outcome = abandon(runtime, indexer, plan, started, status="abandoned")
             else:
-                if plan.merged_id is None:
-                    found = find_narrative(runtime, plan)
-                    plan.merged_id = found.id if found is not None else None
-                committed = step in COMMITTED_STEPS or archived_toward(runtime, plan)
+                committed = resume(runtime, plan, step)
                 changed = {} if committed else changed_sources(runtime, plan)
                 if changed:
                     plan.error = ("interrupted, then sources changed after Select: "
@@ -584,5 +591,6 @@ __all__ = [
     "pending",
     "plan_report",
     "recover",
+    "resume",
     "touched_files",
 ]

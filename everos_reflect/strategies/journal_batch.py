@@ -30,7 +30,6 @@ from collections.abc import Iterable
 from datetime import date
 from typing import TYPE_CHECKING
 
-from everos_reflect.clustering.service import UnknownCluster
 from everos_reflect.errors import EverosError
 from everos_reflect.index import merge_journal
 from everos_reflect.index.db import transaction
@@ -218,16 +217,7 @@ def _mark_consolidated(runtime: Runtime, plans: list[Plan]) -> None:
         vectors = runtime.vectors.get_vectors(Kind.EPISODE, ref,
                                               [p.merged_id for p in group if p.merged_id])
         for plan in group:
-            vector = vectors.get(plan.merged_id or "")
-            if vector is None:
-                log.warning("no vector for narrative %s; cluster %s left to the indexer",
-                            plan.merged_id, plan.cluster_id)
-                continue
-            try:
-                journal.mark_consolidated(runtime, plan, vector)
-            except UnknownCluster:
-                log.warning("cluster %s is gone; narrative %s kept", plan.cluster_id,
-                            plan.merged_id)
+            journal.mark_consolidated(runtime, plan, vectors.get(plan.merged_id or ""))
 
 
 def _finish_alone(runtime: Runtime, indexer: Indexer, plan: Plan, step: str,
@@ -235,10 +225,7 @@ def _finish_alone(runtime: Runtime, indexer: Indexer, plan: Plan, step: str,
     """After a failed batch step: finish (or withdraw) one merge from what reached the disk,
     as recovery would, but reporting a changed source as ``stale``."""
     try:
-        if plan.merged_id is None:
-            found = journal.find_narrative(runtime, plan)
-            plan.merged_id = found.id if found is not None else None
-        committed = step in journal.COMMITTED_STEPS or journal.archived_toward(runtime, plan)
+        committed = journal.resume(runtime, plan, step)
         return journal.complete(runtime, indexer, plan, started, stale_status="stale",
                                 committed=committed)
     except EverosError as exc:
