@@ -192,6 +192,12 @@ def day_stamp(day: date) -> str:
     return f"{day.year:04d}{day.month:02d}{day.day:02d}"
 
 
+def indexed_text(subject: str | None, summary: str | None, content: str | None) -> str:
+    """The text an entry is embedded and full-text indexed by: its non-empty Subject, Summary
+    and Content, one per line. Also what a caller embeds ahead of the index (the Reflection
+    guard warms the cache with a narrative before it is written), so both hit one cache key."""
+    return "\n".join(p for p in (subject, summary, content) if p)
+
 @dataclass(frozen=True)
 class EntryId:
     """A parsed ``<prefix>_<YYYYMMDD>_<NNNN>`` id: the date names the file that holds it."""
@@ -303,8 +309,7 @@ class Entry:
     @property
     def search_text(self) -> str:
         """What gets embedded and full-text indexed."""
-        parts = [self.subject, self.sections.get("Summary", ""), self.content]
-        return "\n".join(p for p in parts if p)
+        return indexed_text(self.subject, self.sections.get("Summary", ""), self.content)
 
     @property
     def content_hash(self) -> str:

@@ -27,7 +27,7 @@ import numpy as np
 
 from everos_reflect.embedding.base import Embedder
 from everos_reflect.index import reads
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import Kind, UserRef, indexed_text
 from everos_reflect.strategies.consolidate import (
     Draft,
     attribute,
@@ -126,6 +126,8 @@ class Guard:
         for job in jobs:
             self.reuse_stored_vectors(job.draft.selection.ref, job.facts)
         if getattr(self.rt.embedder, "remember", None) is not None:  # a cache keeps them
+            # every text measuring needs, and each narrative as the commit's re-index will
+            # embed it: then every lookup below, and the re-index, is a cache hit
             texts: list[str] = []
             for job in jobs:
                 texts += self.texts_of(job.draft, job.facts)
@@ -133,10 +135,7 @@ class Guard:
             self.batches += 1
             self.batched += len(jobs)
         for job in jobs:
-            too_long = self._measure(job.draft, job.facts, self.rt.embedder)
-            # the narrative's own vector, for the commit's re-index
-            self.rt.embedder.embed([narrative_text(job.draft)])
-            job.verdict.set_result(too_long)
+            job.verdict.set_result(self._measure(job.draft, job.facts, self.rt.embedder))
 
     def texts_of(self, result: Draft, facts: Facts) -> list[str]:
         """Every text measuring ``result`` embeds, and the narrative's indexed text."""
@@ -170,8 +169,8 @@ class Guard:
 
 
 def narrative_text(result: Draft) -> str:
-    """The text the index embeds for the narrative (its Subject, then its Content)."""
-    return f"{result.title}\n{result.content}"
+    """The text the index will embed for the narrative, by the index's own rule."""
+    return indexed_text(result.title, None, result.content)
 
 
 __all__ = ["Facts", "Guard", "TextProbe", "narrative_text"]
