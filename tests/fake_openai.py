@@ -31,6 +31,7 @@ import math
 import socket
 import struct
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -76,6 +77,8 @@ class Recorded:
     path: str
     body: dict[str, Any]
     headers: dict[str, str]
+    #: TCP_NODELAY on the server's socket (see ``_Handler.disable_nagle_algorithm``)
+    nodelay: bool = False
 
 
 class FakeOpenAI:
@@ -91,6 +94,7 @@ class FakeOpenAI:
     Drop = Drop
 
     def __init__(self, *, latency: float = 0.0, embedding_dim: int = 8) -> None:
+        #: seconds from a request's arrival to its answer, the reply's own making included
         self.latency = latency
         self.embedding_dim = embedding_dim
         self.requests: list[Recorded] = []
@@ -153,9 +157,10 @@ class FakeOpenAI:
         with self._lock:
             return queue.popleft() if queue else None
 
-    def _enter(self, path: str, body: dict[str, Any], headers: dict[str, str]) -> None:
+    def _enter(self, path: str, body: dict[str, Any], headers: dict[str, str],
+               nodelay: bool) -> None:
         with self._lock:
-            self.requests.append(Recorded(path, body, headers))
+            self.requests.append(Recorded(path, body, headers, nodelay))
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
 
@@ -171,11 +176,17 @@ class FakeOpenAI:
 class _Handler(BaseHTTPRequestHandler):
     fake: FakeOpenAI
     protocol_version = "HTTP/1.1"
+    # A reply goes out as two writes (headers, then body). With Nagle's algorithm on, the body
+    # waits for the client to ACK the headers, which Linux delays by up to 40 ms: every call
+    # took ~40 ms longer than ``latency``, more than the client's own overhead. Real servers
+    # set TCP_NODELAY; so does this one.
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: Any) -> None:  # keep pytest output clean
         pass
 
     def do_POST(self) -> None:
+        arrived = time.monotonic()
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length)
         try:
@@ -183,14 +194,19 @@ class _Handler(BaseHTTPRequestHandler):
         except json.JSONDecodeError:
             body = {"_unparsed": raw.decode("utf-8", "replace")}
         fake = self.fake
-        fake._enter(self.path, body, {k.lower(): v for k, v in self.headers.items()})
+        nodelay = bool(self.connection.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        fake._enter(self.path, body, {k.lower(): v for k, v in self.headers.items()}, nodelay)
         try:
-            fake._wait(fake.latency)
             if self.path.endswith("/chat/completions"):
-                self._answer(fake._next(fake._chat), body, chat=True)
+                item = _built(fake._next(fake._chat), body)
+                fake._wait(fake.latency - (time.monotonic() - arrived))
+                self._answer(item, body, chat=True)
             elif self.path.endswith("/embeddings"):
-                self._answer(fake._next(fake._embed), body, chat=False)
+                item = _built(fake._next(fake._embed), body)
+                fake._wait(fake.latency - (time.monotonic() - arrived))
+                self._answer(item, body, chat=False)
             else:
+                fake._wait(fake.latency)
                 self._json(404, _error(404, f"no route {self.path}"))
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout); nothing to answer
@@ -198,8 +214,6 @@ class _Handler(BaseHTTPRequestHandler):
             fake._leave()
 
     def _answer(self, item: Item | None, body: dict[str, Any], *, chat: bool) -> None:
-        if callable(item) and not isinstance(item, (Reply, Status, Drop)):
-            item = item(body)
         if item is None:
             if chat:
                 self._json(418, _error(418, "fake_openai: no scripted reply left"))
@@ -231,6 +245,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(data)
+
+
+def _built(item: Item | None, body: dict[str, Any]) -> Item | None:
+    """A callable script item turned into the reply it builds for ``body`` (within the
+    latency, as a real server's latency includes making its answer); others as they are."""
+    if callable(item) and not isinstance(item, (Reply, Status, Drop)):
+        return item(body)
+    return item
 
 
 def _error(code: int, message: str) -> dict[str, Any]:

@@ -46,8 +46,16 @@ def rt(tmp_path: Path) -> Runtime:
 
 def test_recluster_of_the_example_root_matches_the_code_before_the_matrix(rt: Runtime) -> None:
     Indexer(rt).reindex()
-    result = compare(json.loads(BEFORE.read_text()), cluster_dump(rt.db()))
-    assert result["clusters_identical"]
+    before, now = json.loads(BEFORE.read_text()), cluster_dump(rt.db())
+    result = compare(before, now)
+    # centroid_norm is sqrt(v·v) by BLAS, whose summation order (so the last bit) depends on
+    # the CPU's vector kernel (AVX2 vs AVX-512); the digest was made on another CPU. Every
+    # other column, the centroid's bytes included, must be identical.
+    norm = 5
+    assert [c[:norm] + c[norm + 1:] for c in before["clusters"]] == \
+        [c[:norm] + c[norm + 1:] for c in now["clusters"]]
+    assert max(abs(float(a[norm]) - float(b[norm]))
+               for a, b in zip(before["clusters"], now["clusters"], strict=True)) < 1e-12
     assert result["members_identical_but_similarity"]
     assert result["max_similarity_delta"] < 1e-12
 

@@ -259,6 +259,14 @@ def test_concurrent_calls_never_exceed_max_concurrency(fake_openai):
     assert fake_openai.max_in_flight == 2
 
 
+def test_fake_server_answers_without_nagle_delay(fake_openai):
+    # headers and body go out as two writes: with Nagle on, the body would wait up to 40 ms
+    # for the client's delayed ACK, which benches would then measure as LLM time
+    fake_openai.script(GOOD)
+    Client(fake_openai).llm.merge(init_request())
+    assert [r.nodelay for r in fake_openai.requests] == [True]
+
+
 def test_extract_facts_sends_facts_schema_and_cleans_the_list(fake_openai):
     fake_openai.script({"facts": ["Andrew has two dogs.", " ", "Andrew has two dogs.", "Toby"]})
     result = Client(fake_openai).llm.extract_facts(FactsRequest("Andrew has two dogs, Toby."))
