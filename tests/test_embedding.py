@@ -104,6 +104,15 @@ def test_local_embedder_batching_and_length_sorting_do_not_change_vectors(
     np.testing.assert_array_equal(local.embed(texts), together)
 
 
+def test_local_embedder_keeps_no_copy_of_the_serialized_model(local: LocalEmbedder) -> None:
+    # onnxruntime's Python session keeps the bytes it was built from (22 MB) unless told not
+    # to; the native session has its own weights, so embedding works without them
+    session = local._session
+    big = [k for k, v in vars(session).items() if isinstance(v, bytes) and len(v) > 1 << 20]
+    assert big == []
+    assert local.embed(["still works"]).shape == (1, 384)
+
+
 def test_local_embedder_truncates_long_text(local: LocalEmbedder) -> None:
     long_text = "memory " * 2000
     assert local.embed([long_text]).shape == (1, 384)

@@ -178,6 +178,31 @@ def test_a_worker_killed_mid_run_is_retried_and_every_root_stays_consistent(
         _assert_consistent(root, episode_ids)
 
 
+def test_roots_go_out_largest_first_after_one_per_worker(tmp_path: Path,
+                                                         monkeypatch) -> None:
+    """The first root per worker slot goes out as soon as it is judged (no worker waits for
+    the driver); the rest largest first, so the run does not end on one long root."""
+    users = [1, 1, 2, 4, 1, 3]  # fleet order (shard-0..5); work grows with the users
+    for i, n in enumerate(users):
+        build_root(tmp_path / f"shard-{i}", users=n)
+    expected = {f"shard-{i}": _expected_merges(tmp_path / f"shard-{i}")
+                for i in range(len(users))}
+    config, roots = read_fleet(_fleet_file(tmp_path))
+    sent: list[str] = []
+    submit = RayFleet.submit
+
+    def recording(self: RayFleet, key: Any, root: str, *args: Any, **kwargs: Any) -> None:
+        sent.append(Path(root).name)
+        submit(self, key, root, *args, **kwargs)
+
+    monkeypatch.setattr(RayFleet, "submit", recording)
+    report = run_fleet(config, roots, STRATEGY, opener=open_test_root)
+    assert report.ok and report.submitted == 6
+    # 2 CPUs, 1 per task: shard-0 and shard-1 at once, then 4, 3, 2 users, then 1 user
+    assert sent == ["shard-0", "shard-1", "shard-3", "shard-5", "shard-2", "shard-4"]
+    assert {Path(r.root).name: r.merges for r in report.results} == expected
+
+
 def test_fleet_serve_submits_a_due_run_to_ray(tmp_path: Path) -> None:
     build_root(tmp_path / "shard-0")
     config, roots = read_fleet(_fleet_file(tmp_path, 'cron = "0 2 * * *"\n'))

@@ -136,3 +136,51 @@ def test_a_worker_keeps_one_embedder_per_configuration_and_only_a_few(
     assert model_of(a1) is first
     assert {e.batch_size for e in work._embedders.values()} == {64, 16}
     assert model_of(b) is not old_b  # evicted: built afresh when b's configuration returns
+
+
+def _backlog(root: Path, max_clusters: int = 100, max_sources: int = 100) -> int:
+    """Clusters plus Episodes eligible for a merge, the slow way: user by user."""
+    from everos_reflect.clustering.service import ClusterService
+    from everos_reflect.strategies.reflect import users_with_clusters
+
+    rt = open_test_root(str(root))
+    try:
+        clusters = ClusterService(rt)
+        chosen = [c for ref in users_with_clusters(rt)
+                  for c in clusters.eligible_for_reflection(ref, max_clusters)]
+        return len(chosen) + sum(min(c.size, max_sources) for c in chosen)
+    finally:
+        rt.close()
+
+
+def test_assess_estimates_the_clusters_and_episodes_a_run_would_merge(tmp_path: Path) -> None:
+    from everos_reflect.fleet.work import assess
+
+    small, large = tmp_path / "small", tmp_path / "large"
+    build_root(small, users=1)
+    build_root(large, users=3)  # three topics of three Episodes per user
+    verdicts = {root: assess(str(root), "reflect_episodes", force=False, defaults=ON,
+                             probe=True, opener=open_test_root) for root in (small, large)}
+    assert verdicts[small].result is None and verdicts[large].result is None
+    assert verdicts[small].work == _backlog(small) >= 1 + 2
+    assert verdicts[large].work == _backlog(large) > verdicts[small].work
+    # the run's own limits bound it: one cluster per user, two Episodes per merge
+    capped = {"reflect_episodes": {"enabled": True, "max_clusters_per_run": 1,
+                                   "max_sources_per_merge": 2}}
+    assert assess(str(large), "reflect_episodes", force=False, defaults=capped, probe=True,
+                  opener=open_test_root).work == _backlog(large, 1, 2) == 3 * (1 + 2)
+    # without probing the driver does not look inside the root: work unknown
+    assert assess(str(large), "reflect_episodes", force=False, defaults=ON, probe=False,
+                  opener=open_test_root).work is None
+    run_root(str(large), "reflect_episodes", defaults=ON, opener=open_test_root)
+    done = assess(str(large), "reflect_episodes", force=False, defaults=ON, probe=True,
+                  opener=open_test_root)
+    assert done.result is not None and done.result.status == "idle"
+
+
+def test_largest_first_puts_unknown_work_first_then_the_largest_keeping_ties_in_order() -> None:
+    from everos_reflect.fleet.work import largest_first
+
+    assessed = [("a", 5), ("b", 40), ("c", None), ("d", 5), ("e", 12), ("f", None)]
+    assert largest_first(assessed) == ["c", "f", "b", "e", "a", "d"]
+    assert largest_first([]) == []

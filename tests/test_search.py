@@ -10,6 +10,7 @@ import pytest
 
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.errors import EverosError, InvalidId
+from everos_reflect.index import search as search_module
 from everos_reflect.index.search import SearchHit, rrf_fuse, search
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
@@ -201,3 +202,42 @@ def test_rrf_fuse_breaks_ties_by_first_appearance_and_cuts_at_top_k() -> None:
     fused = rrf_fuse([[_row("a")], [_row("b")]], top_k=1)
     assert [r["id"] for r, _ in fused] == ["a"]
     assert fused[0][1] == pytest.approx(0.5)
+
+
+LONG = ("Andrew spent the spring repainting the kitchen and fixing the garden fence. "
+        "His sister visited twice and they cooked a large family dinner together. "
+        "Work was busy with the quarterly audit and two new hires on the team. "
+        "In May he finally went sailing on the Tagus with an old school friend.")
+
+
+def _narrative_with_facts(rt: Runtime, *, deprecated: str | None = None) -> None:
+    put(rt, ANDREW, "ep_20250601_0001", "Spring", LONG, deprecated_by=deprecated)
+    for n, fact in enumerate(["Andrew repainted the kitchen", "Andrew's sister visited twice",
+                              "Andrew went sailing on the Tagus in May"], start=1):
+        put(rt, ANDREW, f"af_20250601_000{n}", "", fact, parent_type="episode",
+            parent_id="ep_20250601_0001", deprecated_by=deprecated)
+
+
+def test_hybrid_ranks_a_long_entry_by_its_best_matching_fact(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    _narrative_with_facts(rt)
+    put(rt, ANDREW, "ep_20250501_0001", "Boats", "Andrew went to the boat show in May")
+    put(rt, ANDREW, "ep_20250502_0001", "Lisbon", "Andrew went to Lisbon in May on the train")
+    query = "Andrew went sailing in May"
+    hybrid = ids(search(rt, query, mode="hybrid", user_id="u_andrew", top_k=4))
+    with monkeypatch.context() as patch:  # the same search without the facts' ranking
+        patch.setattr(search_module, "_by_passage", lambda *a, **k: [])
+        two_lists = ids(search(rt, query, mode="hybrid", user_id="u_andrew", top_k=4))
+    # the whole text's single vector dilutes the one paragraph that answers; its fact does not
+    assert two_lists.index("ep_20250601_0001") > 0
+    assert hybrid[0] == "ep_20250601_0001"
+    assert not any(i.startswith("af_") for i in hybrid)  # facts point at Episodes, never listed
+
+
+def test_facts_never_bring_back_an_archived_entry(rt: Runtime) -> None:
+    _narrative_with_facts(rt, deprecated="ep_20250701_0001")
+    hits = search(rt, "sailing on the Tagus in May", mode="hybrid", user_id="u_andrew")
+    assert "ep_20250601_0001" not in ids(hits)
+    shown = search(rt, "sailing on the Tagus in May", mode="hybrid", user_id="u_andrew",
+                   include_deprecated=True)
+    assert "ep_20250601_0001" in ids(shown)

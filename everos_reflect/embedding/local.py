@@ -71,6 +71,19 @@ def _read_checked(path: Path, expected: str, what: str) -> bytes:
     return data
 
 
+def _drop_model_bytes(session: Any) -> None:
+    """Let go of the serialized model the Python session object keeps.
+
+    onnxruntime's ``InferenceSession`` built from bytes holds on to them for as long as the
+    session lives (only to rebuild itself if its execution providers are changed, which this
+    embedder never does), while the native session already has its own copy of every weight:
+    22 MB resident for nothing in every process that embeds. Without the reference the bytes
+    are freed as soon as ``load`` returns.
+    """
+    if isinstance(getattr(session, "_model_bytes", None), bytes):
+        session._model_bytes = None
+
+
 class LocalEmbedder:
     """all-MiniLM-L6-v2 int8: 384-dimensional, mean-pooled, unit-normalised sentence vectors.
 
@@ -157,6 +170,7 @@ class LocalEmbedder:
                 )
             except Exception as exc:  # onnxruntime raises its own untyped errors
                 raise ProviderUnavailable(f"cannot load the embedding model: {exc}") from exc
+            _drop_model_bytes(session)
             self._tokenizer = tokenizer
             self._session = session
 

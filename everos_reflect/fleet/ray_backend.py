@@ -27,9 +27,10 @@ from everos_reflect.fleet.work import (
     NOT_DONE,
     Opener,
     RootResult,
+    assess,
+    largest_first,
     open_root,
     run_root,
-    triage,
 )
 
 log = logging.getLogger(__name__)
@@ -123,6 +124,11 @@ class RayFleet:
     def in_flight(self) -> int:
         return len(self._pending)
 
+    def slots(self) -> int:
+        """Root tasks the cluster can run at once (its CPUs ÷ ``task_cpus``; at least 1)."""
+        cpus = float(self.ray.cluster_resources().get("CPU", 0))
+        return max(1, int(cpus / self.config.task_cpus + 1e-9))
+
     def finished(self, timeout: float | None = None) -> list[tuple[Any, RootResult]]:
         """Results of the tasks that finished within ``timeout`` seconds (``None``: wait for at
         least one). A task Ray gave up on (its worker died more often than ``max_retries``)
@@ -155,7 +161,9 @@ def run_fleet(
     opener: Opener = open_root,
     on_result: Callable[[RootResult, int, int], None] | None = None,
 ) -> FleetReport:
-    """Run strategy ``name`` on every root: one Ray task per root that has work.
+    """Run strategy ``name`` on every root: one Ray task per root that has work. After the
+    first one per slot, the largest roots go first (:func:`~.work.largest_first`, from the
+    driver's estimates), so the run does not end with one long root and idle workers.
 
     ``on_result(result, done, total)`` is called as each root is settled (progress). Raises
     :class:`UnknownStrategy` before anything runs, :class:`RayMissing`/:class:`RayUnavailable`
@@ -174,13 +182,21 @@ def run_fleet(
 
     with ray_session(config) as ray:
         fleet = RayFleet(ray, config, opener=opener)
+        # The first roots with work go out as soon as they are judged, one per slot, so no
+        # worker waits for the driver to judge every root; the rest go out largest first.
+        slots = fleet.slots()
+        waiting: list[tuple[str, int | None]] = []
         for root in paths:
-            early = triage(root, name, force=force, defaults=config.strategies,
-                           probe=config.probe_work, opener=opener)
-            if early is not None:
-                settle(early)
-            else:
+            verdict = assess(root, name, force=force, defaults=config.strategies,
+                             probe=config.probe_work, opener=opener)
+            if verdict.result is not None:
+                settle(verdict.result)
+            elif fleet.in_flight < slots:
                 fleet.submit(root, root, name, force=force)
+            else:
+                waiting.append((root, verdict.work))
+        for root in largest_first(waiting):
+            fleet.submit(root, root, name, force=force)
         submitted = fleet.in_flight
         while fleet.in_flight:
             for _, result in fleet.finished():

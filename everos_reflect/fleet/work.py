@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -176,38 +176,86 @@ def pending_work(runtime: Runtime, name: str) -> str | None:
     return None
 
 
-def triage(root: str, name: str, *, force: bool, defaults: Mapping[str, Mapping[str, Any]],
-           probe: bool, opener: Opener = open_root) -> RootResult | None:
-    """Decide on the driver whether ``root`` needs a task: a result when it does not
-    (``disabled`` or ``idle``), ``None`` when it does. Anything that cannot be judged here
-    (an unreadable index, a broken config) sends a task, which then reports it properly."""
+@dataclass(frozen=True)
+class Assessment:
+    """The driver's verdict on one root: settled without a task (``result``: ``disabled``,
+    ``idle``, or ``failed`` to open), or a task to send, with an estimate of its ``work``."""
+
+    result: RootResult | None
+    #: Clusters plus Episodes the run would merge (:func:`work_estimate`); ``None`` when the
+    #: driver cannot tell (no probing, another strategy, no index yet, unreadable index).
+    work: int | None = None
+
+
+def work_estimate(runtime: Runtime, name: str, settings: Mapping[str, Any]) -> int | None:
+    """How much a run of ``name`` has to do in this root, in no unit but comparable between
+    roots: eligible clusters (two LLM calls and a commit each) plus the Episodes they fold
+    (embedded, archived), within the run's ``max_clusters_per_run``/``max_sources_per_merge``.
+    A fleet hands out its largest roots first so that no long root starts last and leaves the
+    other workers idle at the end. ``None`` for strategies it cannot be told for."""
+    from everos_reflect.index import reads
+    from everos_reflect.index.db import db_path
+    from everos_reflect.strategies.reflect import NAME
+
+    if name != NAME or not db_path(runtime.root).exists():
+        return None
+    clusters, episodes = reads.reflection_backlog(
+        runtime.db(), max_clusters=int(settings.get("max_clusters_per_run", 10)),
+        max_sources=int(settings.get("max_sources_per_merge", 50)))
+    return clusters + episodes
+
+
+def assess(root: str, name: str, *, force: bool, defaults: Mapping[str, Mapping[str, Any]],
+           probe: bool, opener: Opener = open_root) -> Assessment:
+    """Decide on the driver whether ``root`` needs a task and, when probing, how much work it
+    holds. Anything that cannot be judged here (an unreadable index, a broken config) sends a
+    task, which then reports it properly."""
     try:
         runtime = opener(root)
     except (EverosError, OSError) as exc:
-        return RootResult(root, FAILED, error=str(exc))
+        return Assessment(RootResult(root, FAILED, error=str(exc)))
     try:
         engine = fleet_engine(runtime, defaults, recover=False)
         try:
-            enabled = engine.settings_for(name)["enabled"]
+            settings = engine.settings_for(name)
         except ConfigError:
-            return None
-        if not enabled and not force:
-            return RootResult(root, DISABLED, error=f"{name} is disabled in this root "
-                                                    "(set enabled = true, or use --force)")
+            return Assessment(None)
+        if not settings["enabled"] and not force:
+            return Assessment(RootResult(root, DISABLED, error=f"{name} is disabled in this "
+                                         "root (set enabled = true, or use --force)"))
         if not probe:
-            return None
+            return Assessment(None)
         try:
             reason = pending_work(runtime, name)
+            if reason is None:
+                return Assessment(RootResult(root, IDLE))
+            work = work_estimate(runtime, name, settings)
         except (EverosError, sqlite3.Error, OSError) as exc:
             log.info("%s: cannot tell whether %s has work (%s); sending it a task", root, name,
                      exc)
-            return None
-        if reason is None:
-            return RootResult(root, IDLE)
-        log.debug("%s: %s has work: %s", root, name, reason)
-        return None
+            return Assessment(None)
+        log.debug("%s: %s has work: %s (estimate %s)", root, name, reason, work)
+        return Assessment(None, work)
     finally:
         runtime.close()
+
+
+def triage(root: str, name: str, *, force: bool, defaults: Mapping[str, Mapping[str, Any]],
+           probe: bool, opener: Opener = open_root) -> RootResult | None:
+    """Decide on the driver whether ``root`` needs a task: a result when it does not
+    (``disabled`` or ``idle``), ``None`` when it does (:func:`assess` without the estimate)."""
+    return assess(root, name, force=force, defaults=defaults, probe=probe,
+                  opener=opener).result
+
+
+def largest_first(assessed: Sequence[tuple[str, int | None]]) -> list[str]:
+    """Roots in the order to hand them out: unknown work first (it may be the largest: a root
+    never indexed indexes everything), then the largest estimate first; the fleet's own order
+    among equals. Longest-first keeps the end of a run short: the last roots to start are the
+    small ones, so no worker waits long for the one still finishing a big root."""
+    ranked = sorted(enumerate(assessed),
+                    key=lambda item: (item[1][1] is not None, -(item[1][1] or 0), item[0]))
+    return [root for _, (root, _) in ranked]
 
 
 # --- running, on a worker ----------------------------------------------------------------------

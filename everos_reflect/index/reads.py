@@ -194,6 +194,27 @@ def cluster_owners(conn: sqlite3.Connection) -> list[UserRef]:
     return [_ref(r) for r in rows]
 
 
+def reflection_backlog(conn: sqlite3.Connection, *, max_clusters: int,
+                       max_sources: int) -> tuple[int, int]:
+    """``(clusters, Episodes)`` a Reflection run would take on: per owner the ``max_clusters``
+    largest clusters eligible for a merge (never-merged with two or more members, or merged and
+    joined since), each counted at most ``max_sources`` Episodes. One query for the whole root,
+    so a fleet driver can size hundreds of roots before handing them out."""
+    row = conn.execute(
+        """SELECT COUNT(*), COALESCE(SUM(MIN(size, ?)), 0) FROM (
+             SELECT c.member_count AS size, ROW_NUMBER() OVER (
+                      PARTITION BY c.app_id, c.project_id, c.user_id
+                      ORDER BY c.member_count DESC, c.cluster_id) AS rank
+             FROM clusters c
+             WHERE (c.consolidated_entry_id IS NULL AND c.member_count >= 2)
+                OR (c.consolidated_entry_id IS NOT NULL AND EXISTS (
+                      SELECT 1 FROM cluster_members m WHERE m.cluster_id = c.cluster_id
+                        AND m.deprecated_by IS NULL
+                        AND m.entry_id IS NOT c.consolidated_entry_id)))
+           WHERE rank <= ?""", (max(1, max_sources), max(0, max_clusters))).fetchone()
+    return int(row[0]), int(row[1])
+
+
 def clusters_of(conn: sqlite3.Connection, ref: UserRef) -> list[tuple[str, str | None]]:
     """``(cluster id, consolidated narrative id or None)`` of ``ref``'s clusters."""
     rows = conn.execute(

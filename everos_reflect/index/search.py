@@ -29,6 +29,7 @@ MODES = ("hybrid", "vector", "keyword")
 MAX_TOP_K = 100
 RRF_K = 60  # the usual RRF constant: damps the weight of the very first ranks
 CANDIDATES_PER_HIT = 4  # each side of a hybrid search fetches this many candidates per hit
+FACTS_PER_HIT = 3  # facts fetched per Episode candidate when ranking Episodes by passage
 
 
 @dataclass
@@ -259,13 +260,48 @@ def _search_kind(
     depth = max(top_k * CANDIDATES_PER_HIT, 20)
     # both searches at once: LanceDB releases the GIL, so on 2+ cores they overlap
     text_future = _pool().submit(index.search_text, kind, query, k=depth, where=where)
+    facts_future = (_pool().submit(index.search_vector, Kind.ATOMIC_FACT, vector,
+                                   k=depth * FACTS_PER_HIT, where=where)
+                    if kind is Kind.EPISODE else None)
     by_vector = index.search_vector(kind, vector, k=depth, where=where,
                                     with_vectors=with_vectors)
-    by_text = text_future.result()
-    fused = rrf_fuse([by_vector, by_text], top_k=top_k)
+    rankings = [by_vector, text_future.result()]
+    if facts_future is not None:
+        rankings.append(_by_passage(index, facts_future.result(), rankings, depth=depth,
+                                    include_deprecated=include_deprecated,
+                                    with_vectors=with_vectors))
+    fused = rrf_fuse(rankings, top_k=top_k)
     hits = [_hit(row, score) for row, score in fused]
-    _keep_vectors(by_vector, hits, vectors)
+    _keep_vectors(by_vector + rankings[-1], hits, vectors)
     return _with_snippets(hits, query)
+
+
+def _by_passage(index: Any, facts: Sequence[dict[str, Any]],
+                rankings: Sequence[Sequence[dict[str, Any]]], *, depth: int,
+                include_deprecated: bool, with_vectors: bool) -> list[dict[str, Any]]:
+    """Episodes ranked by their best-matching atomic fact (``facts``: the fact hits, nearest
+    first).
+
+    One vector per Episode dilutes a long narrative: a question about one of its paragraphs
+    matches the whole text weakly. Its facts are sentence-sized, so the nearest facts point
+    at the passage that answers, and each fact's parent Episode takes the rank of its best
+    fact. Fused as a third list, this lifts an entry that holds the answer somewhere inside
+    without letting length alone win (a long entry still gets one rank, not one per fact).
+    """
+    ranked: dict[tuple[str, str, str, str], None] = {}  # parents in order of their best fact
+    for fact in facts:
+        if fact.get("parent_type") == "episode" and fact.get("parent_id"):
+            ranked.setdefault((fact["app_id"], fact["project_id"], fact["user_id"],
+                               fact["parent_id"]))
+            if len(ranked) >= depth:
+                break
+    order = list(ranked)
+    known = {_row_key(row): row for ranking in rankings for row in ranking}
+    missing = [k for k in order if k not in known or (with_vectors and "vector" not in known[k])]
+    for row in index.rows_by_keys(Kind.EPISODE, missing, with_vectors=with_vectors):
+        known[_row_key(row)] = row
+    return [known[k] for k in order
+            if k in known and (include_deprecated or known[k].get("deprecated_by") is None)]
 
 
 def _keep_vectors(rows: Sequence[dict[str, Any]], hits: Sequence[SearchHit],

@@ -441,6 +441,21 @@ class VectorIndex:
             query = query.where(where)
         return query.to_list()
 
+    def rows_by_keys(
+        self, kind: Kind | str, keys: Sequence[tuple[str, str, str, str]], *,
+        with_vectors: bool = False,
+    ) -> list[dict[str, Any]]:
+        """The rows of the given ``(app, project, user, id)`` keys, in no particular order;
+        keys not in the index are simply absent."""
+        wanted = [sql_str(row_key(*k)) for k in dict.fromkeys(keys)]
+        if not wanted:
+            return []
+        columns = [*META_COLUMNS, *(("vector",) if with_vectors else ())]
+        return (
+            self._table(kind).search().where(f"key IN ({', '.join(wanted)})")
+            .select(columns).limit(len(wanted))
+        ).to_list()
+
     def embed_model(self, kind: Kind | str) -> str | None:
         """The model that made the stored vectors: ``None`` when empty, several names joined
         by ``", "`` when mixed — either way, compare with the embedder's ``name``."""

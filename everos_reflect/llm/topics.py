@@ -14,7 +14,6 @@ a similarity matrix in, one label per sentence out.
 from __future__ import annotations
 
 import numpy as np
-from sklearn.cluster import AgglomerativeClustering
 
 #: Mean cosine (bundled MiniLM) at which sentences share a topic. Chosen on LoCoMo
 #: conversations 0-4 (``bench/quality.py --samples 5``); never on what is reported.
@@ -33,6 +32,11 @@ def topic_labels(sims: np.ndarray, threshold: float = TOPIC_COSINE) -> list[int]
     distance = np.clip(1.0 - np.asarray(sims, dtype=np.float64), 0.0, 2.0)
     distance = (distance + distance.T) / 2  # exact symmetry; float32 products may differ
     np.fill_diagonal(distance, 0.0)
+    # Imported here, not at module level: scikit-learn pulls in SciPy (~90 MB resident, most of
+    # a second to import), and ``serve`` reaches this module through search snippets without
+    # ever merging. Only a merge with several sentences pays for it.
+    from sklearn.cluster import AgglomerativeClustering
+
     raw = AgglomerativeClustering(n_clusters=None, metric="precomputed", linkage="average",
                                   distance_threshold=1.0 - threshold).fit_predict(distance)
     renumber: dict[int, int] = {}

@@ -310,7 +310,9 @@ class ReflectionRun:
             if self.ctx.should_stop() or self.ctx.budget.spent() is not None:
                 prepared.set_result(None)
                 return
-            result = draft(sel, llm, self.prompts)
+            # the guard embeds what it can while the facts call is in flight
+            result = draft(sel, llm, self.prompts,
+                           on_merged=lambda narrative: self.guard.prefetch(narrative, facts))
         except BaseException as exc:  # handed to the run's thread, like a pool future's
             prepared.set_exception(exc)
             return
