@@ -267,7 +267,7 @@ class UserClusters:
             self._dim = dim
         if need <= self._cap:
             return
-        cap = max(16, need, self._cap + self._cap // 4)
+        cap = max(64, need, self._cap + self._cap // 4)
         if self._c32.shape[1] != self._dim:  # the empty initial array has no width yet
             self._c32 = np.zeros((0, self._dim), dtype=np.float32)
         self._c32.resize((cap, self._dim), refcheck=False)
