@@ -23,6 +23,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import LLM
 from everos_reflect.llm.prompts import Prompts
+from everos_reflect.llm.switching import prompt_replies
 from everos_reflect.model import UserRef
 from everos_reflect.strategies import holdback, journal, journal_batch
 from everos_reflect.strategies.consolidate import Draft, Selection, draft, select
@@ -231,7 +233,10 @@ class ReflectionRun:
         workers = max(1, int(self.rt.settings.llm.max_concurrency))
         ahead = max(workers, self.max_ahead)
         calls = CALLS_PER_MERGE if getattr(llm, "metered", True) else 0
-        with self.guard, ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool:
+        # a model over the network: its replies must not wait for the run's Python work
+        replies = prompt_replies() if calls else nullcontext()
+        with (replies, self.guard,
+              ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool):
             flight: deque[tuple[Selection, Any, Future[_Prepared | None]]] = deque()
 
             def refill() -> None:
