@@ -39,6 +39,7 @@ import tempfile
 import time
 from dataclasses import replace
 from datetime import timedelta
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -179,11 +180,11 @@ class FakeServer:
         self.proc.stdin.flush()
         return int(self.proc.stdout.readline())
 
-    def stop(self) -> tuple[int, int]:
-        """Stop it; the chat calls it answered and the most it had in flight at once."""
+    def stop(self) -> dict[str, Any]:
+        """Stop it; the chat calls it answered (``calls``), the most it had in flight at once
+        (``max_in_flight``) and ``in_flight_log`` (see ``FakeOpenAI.in_flight_log``)."""
         out, _ = self.proc.communicate("", timeout=60)
-        stats = json.loads(out.strip().splitlines()[-1])
-        return int(stats["calls"]), int(stats["max_in_flight"])
+        return json.loads(out.strip().splitlines()[-1])
 
 
 def serve_fake(latency: float) -> None:
@@ -197,8 +198,27 @@ def serve_fake(latency: float) -> None:
         if line.strip() == "count":
             print(len(fake.chat_bodies()), flush=True)
     fake.stop()
-    print(json.dumps({"calls": len(fake.chat_bodies()), "max_in_flight": fake.max_in_flight}),
-          flush=True)
+    print(json.dumps({"calls": len(fake.chat_bodies()), "max_in_flight": fake.max_in_flight,
+                      "in_flight_log": fake.in_flight_log}), flush=True)
+
+
+def window(log: list[tuple[float, int]], start: float, end: float,
+           width: int) -> dict[str, float]:
+    """How the run used the server, from its ``in_flight_log`` (``time.monotonic()``, the same
+    clock in every process): seconds from the run's start to its first call, from its last
+    answer to the run's end, and in between with fewer than ``width`` calls in flight (the
+    window not full: waiting for local work, or fewer than ``width`` calls left)."""
+    events = [(t, n) for t, n in log if start <= t <= end]
+    if not events:
+        return {"to_first_call_s": round(end - start, 2), "after_last_reply_s": 0.0,
+                "window_not_full_s": 0.0}
+    not_full = 0.0
+    for (t, n), (t_next, _) in pairwise(events):
+        if n < width:
+            not_full += t_next - t
+    return {"to_first_call_s": round(events[0][0] - start, 2),
+            "after_last_reply_s": round(end - events[-1][0], 2),
+            "window_not_full_s": round(not_full, 2)}
 
 
 def llm_floor(rt: Any, calls: int) -> dict[str, Any]:
@@ -225,7 +245,15 @@ def child(stage: str, root: Path, embedder: str, llm_latency: float | None) -> d
 
     fake = FakeServer(llm_latency) if llm_latency is not None else None
     rt = _runtime(root, embedder, fake.base_url if fake else None)
+    client_seconds = 0.0
+    if fake is not None:
+        # the LLM client is built before the clock starts, as the runtime itself is: a daemon
+        # builds it once (importing ``openai`` takes ~1 s of CPU), not once per run
+        t = time.perf_counter()
+        assert rt.llm is not None
+        client_seconds = time.perf_counter() - t
     started = time.perf_counter()
+    started_mono = time.monotonic()
     if stage == "index":
         counts: Any = Indexer(rt).scan().as_dict()
         counts.pop("problems", None)
@@ -235,18 +263,22 @@ def child(stage: str, root: Path, embedder: str, llm_latency: float | None) -> d
         outcome = Engine(rt).trigger("reflect_episodes", force=True, timeout=None)
         counts = {"status": outcome.status, **outcome.counts}
     seconds = time.perf_counter() - started
+    ended_mono = time.monotonic()
     out = {"stage": stage, "seconds": round(seconds, 2),
            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
            "counts": counts}
     if fake is not None:
         run_calls = fake.calls()
         floor = llm_floor(rt, run_calls)
-        calls, max_in_flight = fake.stop()
-        calls -= floor["calls"]
+        stats = fake.stop()
+        calls = int(stats["calls"]) - floor["calls"]
+        width = int(rt.settings.llm.max_concurrency)
         out["llm"] = {"calls": calls, "latency_s": llm_latency,
                       "floor_seconds": floor["seconds"],
+                      "client_build_seconds": round(client_seconds, 2),
+                      **window(stats["in_flight_log"], started_mono, ended_mono, width),
                       "max_concurrency": rt.settings.llm.max_concurrency,
-                      "max_in_flight": max_in_flight,
+                      "max_in_flight": int(stats["max_in_flight"]),
                       "llm_seconds_total": round(calls * llm_latency, 2),
                       "ideal_seconds": round(calls * llm_latency
                                              / rt.settings.llm.max_concurrency, 2)}
@@ -309,19 +341,41 @@ def measure_llm(root: Path, latency: float, embedder: str, scale: int = 1) -> di
     return result
 
 
+def llm_only(roots: list[tuple[int, Path]], latency: float, embedder: str, out: Path) -> int:
+    """The LLM run alone on copies of prebuilt roots; results to ``cost_llm.json`` / ``.md``."""
+    out.mkdir(parents=True, exist_ok=True)
+    result: dict[str, Any] = {"cpus": os.cpu_count(), "scales": [], "llm_runs": []}
+    with tempfile.TemporaryDirectory(prefix="everos-cost-") as tmp:
+        for scale, root in roots:
+            copy = Path(tmp) / f"llm-x{scale}"
+            shutil.copytree(root, copy)
+            result["llm_runs"].append(measure_llm(copy, latency, embedder, scale))
+            shutil.rmtree(copy)
+            (out / "cost_llm.json").write_text(json.dumps(result, indent=2) + "\n",
+                                               encoding="utf-8")
+            (out / "cost_llm.md").write_text(markdown(result), encoding="utf-8")
+    print(markdown(result))
+    return 0
+
+
 def markdown(result: dict[str, Any]) -> str:
-    lines = [
-        "# Cost of consolidation vs memory size",
-        "",
-        f"Generated by `python bench/cost.py locomo10.json --scales "
-        f"{','.join(str(r['scale']) for r in result['scales'])}` on {os.cpu_count()} CPU(s). "
-        "Each stage runs in its own process; peak RSS is that process's maximum resident set. "
-        "Method: docs/evaluation.md.",
-        "",
-        "| scale | embedder | Episodes | facts | index s | index MB | cluster s | cluster MB "
-        "| reflect s | reflect MB | merges | disk MB |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
-    ]
+    if not result["scales"]:  # --llm-roots: the LLM run alone
+        lines = ["# Reflection against the fake LLM", "",
+                 f"Generated by `python bench/cost.py --llm-roots ...` on {os.cpu_count()} "
+                 "CPU(s), on copies of roots built, indexed and clustered beforehand."]
+    else:
+        lines = [
+            "# Cost of consolidation vs memory size",
+            "",
+            f"Generated by `python bench/cost.py locomo10.json --scales "
+            f"{','.join(str(r['scale']) for r in result['scales'])}` on {os.cpu_count()} CPU(s). "
+            "Each stage runs in its own process; peak RSS is that process's maximum resident set. "
+            "Method: docs/evaluation.md.",
+            "",
+            "| scale | embedder | Episodes | facts | index s | index MB | cluster s | cluster MB "
+            "| reflect s | reflect MB | merges | disk MB |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        ]
     for r in result["scales"]:
         r = {"reflect": {"seconds": "—", "peak_rss_mb": "—", "counts": {"merged": "—"}}, **r}
         lines.append(
@@ -339,8 +393,9 @@ def markdown(result: dict[str, Any]) -> str:
             "",
             "| scale | embedder | LLM calls | total LLM time s | max_concurrency | ideal s "
             "(total ÷ concurrency) | reflect run s | run ÷ ideal | LLM floor s | run ÷ floor "
-            "| max calls in flight | merges |",
-            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| max calls in flight | to first call s | window not full s | after last reply s "
+            "| merges |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for llm in runs:
             info = llm["llm"]
@@ -352,20 +407,30 @@ def markdown(result: dict[str, Any]) -> str:
                 f"{info.get('floor_seconds', '—')} | "
                 + (f"{llm['seconds'] / max(info['floor_seconds'], 1e-9):.2f}× | "
                    if info.get("floor_seconds") else "— | ")
-                + f"{info['max_in_flight']} | {llm['counts'].get('merged', 0)} |")
+                + f"{info['max_in_flight']} | {info.get('to_first_call_s', '—')} | "
+                f"{info.get('window_not_full_s', '—')} | {info.get('after_last_reply_s', '—')} | "
+                f"{llm['counts'].get('merged', 0)} |")
         lines += [
             "",
             "The fake server runs in a process of its own (a real one runs elsewhere), on the "
             "same CPUs. The LLM floor is as many (short, fact-extraction) calls, made right "
             "after the run by the same client at the same concurrency, with nothing else to "
             "do: the ideal leaves out the client's and the server's own time per call, the "
-            "floor does not. "
+            "floor does not. The LLM client is built before the run's clock starts, as the "
+            "runtime is (a daemon builds both once); building it took "
+            + ", ".join(f"{r['llm'].get('client_build_seconds', '—')} s" for r in runs)
+            + ". From the server's own log of calls in flight: the time from the run's start "
+            "to its first call, the time between its first call and its last answer with fewer "
+            "than max_concurrency calls in flight, and the time from its last answer to the "
+            "run's end. "
             "The run's time above the floor is local work: the coverage guard's "
             "embeddings (one call for all the drafts waiting) on the guard's thread, and the "
             "batched commits on the run's thread, sharing the machine's cores with the LLM "
             "client.",
         ]
-    lines += ["", "![cost vs memory size](cost_scale.png)", ""]
+    if result["scales"]:
+        lines += ["", "![cost vs memory size](cost_scale.png)"]
+    lines.append("")
     return "\n".join(lines)
 
 
@@ -400,6 +465,11 @@ def plot(result: dict[str, Any], path: Path) -> None:
     plt.close(fig)
 
 
+def _scaled_roots(text: str) -> list[tuple[int, Path]]:
+    pairs = [item.split("=", 1) for item in text.split(",") if item.strip()]
+    return [(int(scale), Path(path)) for scale, path in pairs]
+
+
 def _ints(text: str) -> list[int]:
     return [int(x) for x in text.replace(",", " ").split()]
 
@@ -423,6 +493,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve-fake", type=float, help=argparse.SUPPRESS)
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
     parser.add_argument("--work", type=Path, help="keep the roots here (default: a temp dir)")
+    parser.add_argument("--llm-roots", type=_scaled_roots, default=None,
+                        help="only the LLM run, on a copy of each root already built, indexed "
+                             "and clustered by an earlier run with --work (e.g. "
+                             "1=work/x1-local,10=work/x10-local); nothing else is measured")
     parser.add_argument("--child", choices=STAGES, help=argparse.SUPPRESS)
     parser.add_argument("--root", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
@@ -434,6 +508,8 @@ def main(argv: list[str] | None = None) -> int:
         latency = args.llm_latency if "--llm-latency" in (argv or sys.argv) else None
         print(json.dumps(child(args.child, args.root, args.embedder or "local", latency)))
         return 0
+    if args.llm_roots:
+        return llm_only(args.llm_roots, args.llm_latency, args.embedder or "local", args.out)
     if args.data_path is None or not args.data_path.is_file():
         parser.error(f"no such file: {args.data_path}")
     args.out.mkdir(parents=True, exist_ok=True)

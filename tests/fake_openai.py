@@ -100,6 +100,9 @@ class FakeOpenAI:
         self.requests: list[Recorded] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        #: ``(time.monotonic(), requests in flight)`` after every arrival and answer: how full
+        #: the client kept its concurrency window, and when
+        self.in_flight_log: list[tuple[float, int]] = []
         self._chat: deque[Item] = deque()
         self._embed: deque[Item] = deque()
         self._lock = threading.Lock()
@@ -163,10 +166,12 @@ class FakeOpenAI:
             self.requests.append(Recorded(path, body, headers, nodelay))
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.in_flight_log.append((time.monotonic(), self.in_flight))
 
     def _leave(self) -> None:
         with self._lock:
             self.in_flight -= 1
+            self.in_flight_log.append((time.monotonic(), self.in_flight))
 
     def _wait(self, seconds: float) -> None:
         if seconds > 0:

@@ -82,6 +82,12 @@ def test_local_embedder_shape_norm_and_name(local: LocalEmbedder) -> None:
     assert local.embed([]).shape == (0, 384)
 
 
+def test_local_embedder_threads_sleep_instead_of_spinning(local: LocalEmbedder) -> None:
+    local.load()
+    options = local._session.get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
 def test_local_embedder_is_semantically_sane(local: LocalEmbedder) -> None:
     dog, puppy, tax = local.embed(["I adopted a dog", "my new puppy", "tax return"])
     assert cos(dog, puppy) > cos(dog, tax) + 0.3

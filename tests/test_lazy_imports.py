@@ -19,12 +19,13 @@ import textwrap
 from pathlib import Path
 
 #: Packages the serve/search path must not import: each is only needed by a merge, a bench,
-#: a test tool or another provider, and each costs tens of MB resident once imported.
+#: a test tool, another provider or a client command, and each costs MBs resident once
+#: imported (scikit-learn + SciPy ~90 MB; rich + pygments, via httpx, ~3 MB).
 NOT_ON_SERVE_PATH = ("sklearn", "scipy", "pandas", "matplotlib", "onnx", "openai",
-                     "schemathesis", "ray", "mcp", "polars", "torch")
+                     "schemathesis", "ray", "mcp", "polars", "torch", "rich", "pygments")
 
 SCRIPT = textwrap.dedent("""
-    import json, sys
+    import asyncio, json, sys
     from pathlib import Path
 
     import everos_reflect.cli.main  # noqa: F401 - what `everos-reflect serve` loads
@@ -35,20 +36,43 @@ SCRIPT = textwrap.dedent("""
     from everos_reflect.index.sync import Indexer
     from everos_reflect.runtime import Runtime
     from everos_reflect.settings import Settings
-    from tests.api_client import ApiClient
+    from everos_reflect.api.app import create_app
+    from everos_reflect.engine.engine import Engine
 
     runtime = Runtime(Path(sys.argv[1]), Settings(), embedder=HashEmbedder())
-    call = ApiClient(runtime)
-    resp = call("POST", "/api/v1/memory/episodes", json={
+    app = create_app(runtime, Engine(runtime))
+
+    def call(path, body):
+        # a bare ASGI request, as uvicorn makes it (an HTTP client library would itself
+        # import what this test looks for)
+        sent = []
+
+        async def receive():
+            return {"type": "http.request", "body": json.dumps(body).encode(),
+                    "more_body": False}
+
+        async def send(message):
+            sent.append(message)
+
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1",
+                 "method": "POST", "scheme": "http", "path": path, "raw_path": path.encode(),
+                 "root_path": "", "query_string": b"", "server": ("127.0.0.1", 8000),
+                 "client": ("127.0.0.1", 5000),
+                 "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")]}
+        asyncio.run(app(scope, receive, send))
+        status = sent[0]["status"]
+        return status, json.loads(b"".join(m.get("body", b"") for m in sent[1:]))
+
+    status, reply = call("/api/v1/memory/episodes", {
         "user_id": "u_andrew", "subject": "Adopted a dog",
         "content": "Andrew adopted a dog named Toby. He walks Toby every morning.",
         "timestamp": "2026-09-10T10:00:00+00:00"})
-    assert resp.status_code == 201, resp.text
+    assert status == 201, reply
     Indexer(runtime).scan()
-    resp = call("POST", "/api/v1/memory/search",
-                json={"query": "dog named Toby", "user_id": "u_andrew"})
-    assert resp.status_code == 200, resp.text
-    hits = resp.json()["data"]["episodes"]
+    status, reply = call("/api/v1/memory/search",
+                         {"query": "dog named Toby", "user_id": "u_andrew"})
+    assert status == 200, reply
+    hits = reply["data"]["episodes"]
     if sys.argv[2] == "merge":
         from everos_reflect.llm.topics import topic_labels
         topic_labels([[1.0, 0.2], [0.2, 1.0]])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import sys
 import threading
 from datetime import UTC, datetime
 
@@ -15,6 +16,7 @@ from everos_reflect.errors import ProviderUnavailable
 from everos_reflect.llm import DEFAULT_PROMPTS, ExtractiveLLM, make_llm
 from everos_reflect.llm.base import FactsRequest, MergeMember, MergeRequest, Usage
 from everos_reflect.llm.openai_llm import OpenAILLM
+from everos_reflect.llm.switching import prompt_replies
 from everos_reflect.settings import LLMSettings
 
 # Registers the `fake_openai` fixture; script item types come from it (fake_openai.Reply ...).
@@ -301,3 +303,13 @@ def test_fake_server_serves_deterministic_embeddings(fake_openai):
     assert len(first.data) == 2 and len(first.data[0].embedding) == 6
     assert again.data[0].embedding == pytest.approx(first.data[0].embedding, abs=1e-6)
     assert first.data[0].embedding != pytest.approx(first.data[1].embedding, abs=1e-6)
+
+
+def test_the_switch_interval_is_short_while_any_user_needs_it_then_restored() -> None:
+    before = sys.getswitchinterval()
+    with prompt_replies(0.002):
+        assert sys.getswitchinterval() == min(0.002, before)
+        with prompt_replies(0.002):  # a second run, nested or concurrent
+            pass
+        assert sys.getswitchinterval() == min(0.002, before)  # still one user in
+    assert sys.getswitchinterval() == before

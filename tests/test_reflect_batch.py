@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -313,3 +314,54 @@ def test_the_guard_measures_drafts_waiting_together_with_one_embedding_call(
         assert alone.remeasure(fresh, facts) == too_long
         assert fresh.coverage == measured.coverage and fresh.provenance == measured.provenance
         assert measured.coverage is not None and measured.coverage.score > 0.5
+
+
+def test_a_narrative_prefetched_during_its_facts_call_leaves_only_new_facts_to_embed(
+    root: Path,
+) -> None:
+    counting = CountingHash()
+    rt, _ = seeded(root, embedder=CachingEmbedder(counting))
+    Indexer(rt).scan()
+    clusters = ClusterService(rt)
+    info = next(iter(clusters.eligible_for_reflection(ANDREW, 10)))
+    sel = select(rt.store, clusters, info, max_sources=50)
+    assert sel is not None
+    facts = live_facts(rt, ANDREW, [e.id for e in sel.replaced])
+    narratives: list[Any] = []
+    finished = draft(sel, ExtractiveLLM(), Prompts.from_settings({}),
+                     on_merged=narratives.append)
+    assert [n.content for n in narratives] == [finished.content] and narratives[0].facts == []
+    guard = Guard(rt, match_threshold=0.75, max_ratio=1.0)
+    counting.calls.clear()
+
+    with guard:
+        guard.prefetch(narratives[0], facts)
+        assert guard._thread is not None
+        guard._thread.submit(lambda: None).result(timeout=30)  # the prefetch is done
+        prefetched = [t for call in counting.calls for t in call]
+        counting.calls.clear()
+        too_long = guard.submit(finished, facts).result(timeout=30)
+
+    assert prefetched and guard.prefetched == 1
+    assert {t for call in counting.calls for t in call} <= set(finished.facts)
+    # measured exactly as without the prefetch
+    alone = Guard(make_runtime(root / "alone", ExtractiveLLM(), embedder=HashEmbedder(64)),
+                  match_threshold=0.75, max_ratio=1.0)
+    fresh = draft(sel, ExtractiveLLM(), Prompts.from_settings({}))
+    assert alone.remeasure(fresh, facts) == too_long
+    assert fresh.coverage == finished.coverage and fresh.provenance == finished.provenance
+
+
+def test_the_guard_loads_the_model_on_its_own_thread_when_the_run_starts(root: Path) -> None:
+    class Loading(HashEmbedder):
+        loaded_on: str | None = None
+
+        def load(self) -> None:
+            self.loaded_on = threading.current_thread().name
+
+    inner = Loading(64)
+    rt = make_runtime(root, ExtractiveLLM(), embedder=CachingEmbedder(inner))
+    with Guard(rt, match_threshold=0.75, max_ratio=1.0):
+        pass  # no draft at all
+
+    assert inner.loaded_on is not None and inner.loaded_on.startswith("reflect-guard")

@@ -4,10 +4,12 @@ request bodies, retries, timeouts, malformed replies and a prompt-injection memb
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
 from everos_reflect.llm.openai_llm import OpenAILLM
+from everos_reflect.llm.switching import LLM_SWITCH_INTERVAL
 from everos_reflect.model import Kind
 from everos_reflect.runtime import Runtime
 from tests.reflect_fixtures import (
@@ -183,3 +185,24 @@ def test_an_llm_narrative_gets_sentence_provenance_by_similarity(
 
 PETS_COMPACT = ("Andrew has a pet now: he adopted a dog named Toby, a three-year-old lab mix. "
                 "Andrew now has two dogs, Toby and Buddy.")
+
+
+def test_replies_get_the_interpreter_promptly_while_the_run_has_calls_in_flight(
+    root: Path, fake_openai: Any
+) -> None:
+    seen: list[float] = []
+
+    def answer(reply: dict[str, Any]) -> Any:
+        def build(body: dict[str, Any]) -> dict[str, Any]:
+            seen.append(sys.getswitchinterval())  # the fake runs in this process
+            return reply
+        return build
+
+    fake_openai.script(answer(MERGE), answer(FACTS))
+    before = sys.getswitchinterval()
+    rt = runtime(root, fake_openai)
+    seed_pets(rt)
+
+    assert run_reflection(rt)["merged"] == 1
+    assert seen == [min(LLM_SWITCH_INTERVAL, before)] * 2
+    assert sys.getswitchinterval() == before

@@ -6,10 +6,12 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.llm.base import MergeRequest, MergeResult
 from everos_reflect.model import UserRef
+from everos_reflect.strategies import journal_batch
 from tests.reflect_fixtures import add_episode, make_runtime, reports, run_reflection, seed_pets
 
 USERS = [UserRef.of(f"u_{name}") for name in ("ann", "bob", "cy", "dee", "eve", "fay")]
@@ -75,3 +77,42 @@ def test_commits_follow_the_selection_order_whatever_order_drafts_finish(root: P
     assert counts["merged"] == len(USERS) and llm.max_in_flight == 4
     written = [r["owner_id"] for r in sorted(reports(rt), key=lambda r: r["created_at"])]
     assert written == [ref.user_id for ref in USERS]  # users_with_clusters' order
+
+
+def test_llm_calls_go_on_while_a_commit_runs(root: Path, monkeypatch: Any) -> None:
+    # no barrier between the LLM and the commits: with the first commit held until every
+    # cluster's calls are made, the calls all get made (a pipeline waiting for that commit
+    # would leave them waiting, and the commit would give up below)
+    llm = SlowLLM(0.02)
+    rt = make_runtime(root, llm, max_concurrency=2)
+    for ref in USERS:
+        seed_pets(rt, ref)
+    every_call_made = threading.Event()
+    calls = {"merge": 0, "facts": 0}
+    lock = threading.Lock()
+    real_facts = llm.extract_facts
+
+    def counting_facts(req: Any) -> Any:
+        result = real_facts(req)
+        with lock:
+            calls["facts"] += 1
+            if calls["facts"] == len(USERS):
+                every_call_made.set()
+        return result
+
+    monkeypatch.setattr(llm, "extract_facts", counting_facts)
+    real_commit = journal_batch.commit_many
+    held: list[bool] = []
+
+    def held_commit(runtime: Any, indexer: Any, plans: Any) -> Any:
+        if not held:
+            held.append(every_call_made.wait(timeout=30))
+        return real_commit(runtime, indexer, plans)
+
+    monkeypatch.setattr(journal_batch, "commit_many", held_commit)
+
+    counts = run_reflection(rt, max_commit_batch=1, commit_wait_seconds=0.0,
+                            max_drafts_ahead=len(USERS))
+
+    assert held == [True] and counts["merged"] == len(USERS)
+    assert llm.max_in_flight == 2

@@ -21,10 +21,12 @@ Candidates are then scored with :func:`online.similarities` and decided by
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from itertools import pairwise
 
 import numpy as np
 
@@ -41,6 +43,15 @@ from everos_reflect.clustering.online import (
 GROUP_COS = 0.9
 #: slack (radians) for rounding in the angle bound, so pruning never drops a true candidate
 _ANGLE_SLACK = 1e-6
+
+
+def _filter_slack(dim: int) -> float:
+    """How far below a threshold a float32 product may score a pair that reaches it exactly.
+
+    A float32 dot product of two unit vectors is off by at most about ``dim * 2**-24`` (each
+    of ``dim`` roundings, relative to a sum bounded by 1); ten times that, and never less than
+    1e-3, is far beyond any rounding, so the filter never drops a pair that counts."""
+    return max(1e-3, 10.0 * dim * 2.0**-24)
 
 
 @dataclass
@@ -124,6 +135,19 @@ class _PivotGroups:
             out.extend(self.members[g])
         return out
 
+    def near_any(self, vectors: np.ndarray, rejoin_threshold: float) -> list[str]:
+        """:meth:`near` for several vectors at once: members of every group that may hold a
+        cluster within ``rejoin_threshold`` of at least one of them."""
+        if not self.pivots or len(vectors) == 0:
+            return []
+        reach = _angle(rejoin_threshold) + _ANGLE_SLACK
+        cos = np.einsum("ij,kj->ik", self._matrix(), np.asarray(vectors, dtype=np.float64))
+        angles = np.arccos(np.clip(cos, -1.0, 1.0)).min(axis=1)
+        out: list[str] = []
+        for g in np.flatnonzero(angles <= np.asarray(self.radius) + reach):
+            out.extend(self.members[g])
+        return out
+
     def _matrix(self) -> np.ndarray:
         if self.matrix is None:
             self.matrix = np.stack(self.pivots)
@@ -176,6 +200,15 @@ class UserClusters:
                           int(self._count[p]), float(self._first[p]), float(self._last[p]),
                           self.narrative[p])
 
+    def stored(self, cluster_id: str) -> tuple[bytes, float, int, float, float, str | None]:
+        """The ``clusters`` columns of one cluster (centroid as little-endian float32 bytes,
+        norm, count, first_ts, last_ts, narrative) straight from the arrays: what a write
+        needs, without the copy :meth:`get` makes."""
+        p = self.pos[cluster_id]
+        return (self._c32[p].astype("<f4", copy=False).tobytes(), float(self._norm[p]),
+                int(self._count[p]), float(self._first[p]), float(self._last[p]),
+                self.narrative[p])
+
     def rows(self) -> Iterable[ClusterRow]:
         return (self.get(cid) for cid in list(self.ids))
 
@@ -226,22 +259,20 @@ class UserClusters:
         self._groups.discard(cluster_id)
 
     def _grow(self, need: int, dim: int) -> None:
+        """Make room for ``need`` rows, in place (``resize`` reallocates the buffer: a large
+        one is remapped, not copied), by a quarter at a time, so a long history never pays a
+        full copy of its centroid matrix at once, nor holds twice the rows it has. The arrays
+        never leave this object (:meth:`get` copies), so no view outlives a resize."""
         if self._dim is None:
             self._dim = dim
         if need <= self._cap:
             return
-        cap = max(16, need, self._cap * 2)
-        n = len(self.ids)
-
-        def grown(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-            out = np.zeros(shape, dtype=arr.dtype)
-            if n:
-                out[:n] = arr[:n]
-            return out
-
-        self._c32 = grown(self._c32, (cap, self._dim))
+        cap = max(64, need, self._cap + self._cap // 4)
+        if self._c32.shape[1] != self._dim:  # the empty initial array has no width yet
+            self._c32 = np.zeros((0, self._dim), dtype=np.float32)
+        self._c32.resize((cap, self._dim), refcheck=False)
         for name in ("_norm", "_count", "_first", "_last", "_consolidated"):
-            setattr(self, name, grown(getattr(self, name), (cap,)))
+            getattr(self, name).resize(cap, refcheck=False)
         self._cap = cap
 
     # ------------------------------------------------------------------ the rule
@@ -285,6 +316,135 @@ class UserClusters:
                              self._consolidated[rows], ts, threshold=threshold,
                              window_seconds=window_seconds, rejoin_threshold=rejoin_threshold,
                              norms=self._norm[rows], member_threshold=member_threshold)
+
+    def assign_run(
+        self,
+        vectors: np.ndarray,
+        ts: Sequence[float],
+        new_id: Callable[[int], str],
+        *,
+        threshold: float,
+        window_seconds: float,
+        rejoin_threshold: float,
+        member_threshold: float = 0.0,
+    ) -> list[tuple[str, float | None, str]]:
+        """Place a run of Episodes one after the other, exactly as :meth:`choose` followed by
+        the update would, item by item, and apply each placement to these arrays.
+
+        ``vectors`` are unit rows (:func:`online.normalize_rows`), ``ts`` their epochs, in
+        the order to place them; ``new_id(i)`` names the cluster item ``i`` founds (called
+        after the earlier items are in, so it sees their clusters). Returns per item
+        ``(cluster_id, similarity, reason)``; ``similarity`` is None for a new cluster.
+
+        Why it is faster and still exact: a cosine below ``min(threshold, rejoin_threshold)``
+        can never decide, so only the pairs at or above it need their exact value.
+
+        - The clusters as they stand before the run are scored against every item in one
+          float32 product, used only as a filter with a margin far above its rounding
+          error; the surviving pairs get the exact cosine :meth:`choose` computes (float64
+          ``einsum``, the same bits).
+        - A cluster an item creates or changes is scored right away against the later items
+          that could still join it (in its time window; every later item if it is
+          consolidated), exactly; its earlier scores are dropped by a version count.
+
+        Each item then decides with :func:`online.choose_scored` over its surviving pairs —
+        the same answer as over every cluster, since the others cannot reach a threshold.
+        """
+        count = len(ts)
+        if count == 0:
+            return []
+        v32 = np.ascontiguousarray(vectors, dtype=np.float32)
+        v64 = v32.astype(np.float64)
+        times = [float(t) for t in ts]
+        ordered = all(a <= b for a, b in pairwise(times))
+        ts_arr = np.asarray(times, dtype=np.float64)
+        window = window_seconds
+        floor = min(threshold, rejoin_threshold)
+        # (row position, version of the row it was scored against, exact cosine)
+        hits: list[list[tuple[int, int, float]]] = [[] for _ in range(count)]
+        rows = self._run_rows(ts_arr, window, v64, rejoin_threshold)
+        if rows.size:
+            # a filter only (see _filter_slack); einsum, not BLAS, whose worker threads would
+            # spin on a shared machine for a product this small
+            approx = np.einsum("ij,kj->ik", self._c32[rows], v32)
+            rr, kk = np.nonzero(approx >= floor - _filter_slack(v32.shape[1]))
+            if rr.size:
+                pos = rows[rr]
+                exact = np.einsum("ij,ij->i", self._c32[pos].astype(np.float64), v64[kk])
+                keep = exact >= floor
+                for p, q, sim in zip(pos[keep].tolist(), kk[keep].tolist(),
+                                     exact[keep].tolist(), strict=True):
+                    hits[q].append((p, 0, sim))
+        version: dict[int, int] = {}
+        out: list[tuple[str, float | None, str]] = []
+        ids = self.ids
+        for q in range(count):
+            t = times[q]
+            live = [(p, sim) for p, ver, sim in hits[q] if version.get(p, 0) == ver]
+            decision = None
+            if live:
+                at = [p for p, _ in live]
+                decision = choose_scored(
+                    [ids[p] for p in at], [sim for _, sim in live],
+                    self._first[at], self._last[at], self._consolidated[at], t,
+                    threshold=threshold, window_seconds=window,
+                    rejoin_threshold=rejoin_threshold, norms=self._norm[at],
+                    member_threshold=member_threshold)
+            if decision is None or decision.cluster_id is None:
+                row = ClusterRow.new(new_id(q), v32[q], t)
+                out.append((row.cluster_id, None, NEW))
+            else:
+                row = self.get(decision.cluster_id)
+                row.add(v32[q], t)
+                out.append((row.cluster_id, decision.similarity, decision.reason))
+            self.put(row)
+            if q + 1 == count:
+                break
+            p = self.pos[row.cluster_id]
+            ver = version[p] = version.get(p, 0) + 1
+            later = self._later(q, row, times, ts_arr, ordered, window)
+            if later is None:
+                continue
+            sims = np.einsum("ij,j->i", v64[later], self._c32[p].astype(np.float64))
+            for j in np.flatnonzero(sims >= floor).tolist():
+                item = later.start + j if isinstance(later, slice) else int(later[j])
+                hits[item].append((p, ver, float(sims[j])))
+        return out
+
+    def _run_rows(self, ts: np.ndarray, window: float, v64: np.ndarray,
+                  rejoin_threshold: float) -> np.ndarray:
+        """Rows a run must score: clusters whose span is in the window of some item of the
+        run, plus the consolidated ones some item may rejoin."""
+        n = len(self.ids)
+        if n == 0:
+            return np.empty(0, dtype=np.int64)
+        lo, hi = float(ts.min()) - window, float(ts.max()) + window
+        if lo >= self.horizon:
+            self._advance(lo)
+            rows = np.fromiter((self.pos[c] for c in self.recent), dtype=np.int64,
+                               count=len(self.recent))
+        else:
+            rows = np.arange(n, dtype=np.int64)
+        if rows.size:
+            rows = rows[(self._first[rows] <= hi) & (self._last[rows] >= lo)]
+        near = self._groups.near_any(v64, rejoin_threshold)
+        if near:
+            extra = np.fromiter((self.pos[c] for c in near), dtype=np.int64, count=len(near))
+            rows = np.union1d(rows, extra)
+        return rows
+
+    def _later(self, q: int, row: ClusterRow, times: list[float], ts: np.ndarray,
+               ordered: bool, window: float) -> slice | np.ndarray | None:
+        """The items after ``q`` that may still pick ``row`` as it now stands (a slice of the
+        run, or indices), None for none."""
+        if row.consolidated_entry_id is not None:  # may be rejoined at any distance in time
+            return slice(q + 1, len(times))
+        if ordered:  # later items are no older, so only the span's end can rule them out
+            end = bisect.bisect_right(times, row.last_ts + window, q + 1)
+            return slice(q + 1, end) if end > q + 1 else None
+        rest = ts[q + 1:]
+        idx = np.flatnonzero((rest >= row.first_ts - window) & (rest <= row.last_ts + window))
+        return idx + (q + 1) if idx.size else None
 
     def _advance(self, horizon: float) -> None:
         """Raise the horizon, dropping clusters whose last activity fell behind it."""

@@ -118,7 +118,7 @@ def similarities(centroids: np.ndarray, vector: np.ndarray) -> np.ndarray:
 
 def choose_scored(
     ids: Sequence[str],
-    sims: np.ndarray,
+    sims: Sequence[float] | np.ndarray,
     first_ts: Sequence[float] | np.ndarray,
     last_ts: Sequence[float] | np.ndarray,
     consolidated: Sequence[bool] | np.ndarray,
@@ -140,7 +140,7 @@ def choose_scored(
     """
     if len(ids) == 0:
         return Decision(None, 0.0, NEW)
-    sim_list = sims.tolist()
+    sim_list = sims.tolist() if isinstance(sims, np.ndarray) else list(sims)
     firsts = first_ts.tolist() if isinstance(first_ts, np.ndarray) else list(first_ts)
     lasts = last_ts.tolist() if isinstance(last_ts, np.ndarray) else list(last_ts)
     flags = consolidated.tolist() if isinstance(consolidated, np.ndarray) else list(consolidated)
@@ -178,6 +178,28 @@ def normalize(vector: np.ndarray) -> np.ndarray:
     if norm == 0.0 or not np.isfinite(norm):
         raise ValueError("cannot cluster a zero or non-finite vector")
     return v if abs(norm - 1.0) <= 1e-6 else (v / norm).astype(np.float32)
+
+
+def normalize_rows(matrix: np.ndarray) -> np.ndarray:
+    """:func:`normalize` applied to every row of a 2-D array, with the same bits, for a batch.
+
+    A vectorised length rounds differently from :func:`normalize`'s (by ~1e-16), so it only
+    settles the rows that are unit length with room to spare (within 1e-6 by more than 1e-9):
+    those are kept as they are, exactly as :func:`normalize` keeps them; every other row goes
+    through :func:`normalize` itself (and a zero or non-finite one raises, as there).
+    """
+    m = np.asarray(matrix, dtype=np.float32)
+    if m.ndim != 2:
+        raise ValueError(f"expected a 2-D array of vectors, got shape {m.shape}")
+    m64 = m.astype(np.float64)
+    lengths = np.sqrt(np.einsum("ij,ij->i", m64, m64))
+    sure = np.abs(lengths - 1.0) <= 1e-6 - 1e-9
+    if sure.all():
+        return m
+    out = m.copy()
+    for i in np.flatnonzero(~sure):
+        out[i] = normalize(m[i])
+    return out
 
 
 def fold(

@@ -42,6 +42,7 @@ from everos_reflect.clustering.online import (
     cluster_id_for,
     mean_of,
     normalize,
+    normalize_rows,
 )
 from everos_reflect.errors import EverosError
 from everos_reflect.index.db import transaction, utcnow_iso
@@ -258,6 +259,15 @@ class _Write:
         if c.cluster_id not in self._new:
             self._dirty[c.cluster_id] = ref
 
+    def placed(self, ref: UserRef, cluster_id: str, *, created: bool) -> None:
+        """Queue the row of a cluster the state already holds (:meth:`UserClusters.assign_run`
+        put it there): an insert if ``created``, else an update."""
+        if created:
+            self._new[cluster_id] = ref
+            self._dirty.pop(cluster_id, None)
+        elif cluster_id not in self._new:
+            self._dirty[cluster_id] = ref
+
     def delete_cluster(self, ref: UserRef, cluster_id: str) -> None:
         self.execute("DELETE FROM clusters WHERE cluster_id=?", (cluster_id,))
         self.state(ref).remove(cluster_id)
@@ -284,19 +294,17 @@ class _Write:
         conn = self.conn
         if new:
             conn.executemany(
-            "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
-            "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            [(c.cluster_id, ref.app, ref.project, ref.user_id, _blob(c.centroid), c.norm,
-              c.count, c.first_ts, c.last_ts, c.consolidated_entry_id, now)
-             for cid, ref in new.items() for c in [self.touched[ref].get(cid)]])
+                "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
+                "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, "
+                "created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                [(cid, ref.app, ref.project, ref.user_id, *self.touched[ref].stored(cid), now)
+                 for cid, ref in new.items()])
         if dirty:
             conn.executemany(
                 "UPDATE clusters SET centroid=?, centroid_norm=?, member_count=?, first_ts=?, "
                 "last_ts=? WHERE cluster_id=?",
-                [(_blob(c.centroid), c.norm, c.count, c.first_ts, c.last_ts, c.cluster_id)
-                 for cid, ref in dirty.items() if cid in self.touched[ref]
-                 for c in [self.touched[ref].get(cid)]])
+                [(*self.touched[ref].stored(cid)[:5], cid)
+                 for cid, ref in dirty.items() if cid in self.touched[ref]])
         if members:
             conn.executemany(
                 "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id,"
@@ -306,9 +314,27 @@ class _Write:
     def finish(self) -> None:
         """Before COMMIT: write what is queued and note the versions memory now matches."""
         self.flush()
+        versions = _versions(self.conn, list(self.touched))
         for ref, st in self.touched.items():
-            st.version = _version(self.conn, ref)
+            st.version = versions.get(ref)
         self.cache.trim(keep=list(self.touched)[-1:])
+
+
+def _versions(conn: sqlite3.Connection, refs: Sequence[UserRef]) -> dict[UserRef, int]:
+    """``cluster_versions`` of several users in one query per 200 (an index batch touches
+    many users; one look-up each would cost more than the batch's own writes)."""
+    if len(refs) == 1:
+        version = _version(conn, refs[0])
+        return {} if version is None else {refs[0]: version}
+    out: dict[UserRef, int] = {}
+    for start in range(0, len(refs), 200):
+        chunk = refs[start:start + 200]
+        cond = " OR ".join(["(app_id=? AND project_id=? AND user_id=?)"] * len(chunk))
+        for r in conn.execute(
+                f"SELECT app_id, project_id, user_id, version FROM cluster_versions WHERE {cond}",
+                [v for ref in chunk for v in (ref.app, ref.project, ref.user_id)]):
+            out[UserRef(r[0], r[1], r[2])] = int(r[3])
+    return out
 
 
 def _version(conn: sqlite3.Connection, ref: UserRef) -> int | None:
@@ -410,9 +436,13 @@ class ClusterService:
             missing = [eid for _, eid, e in episodes
                        if eid not in vectors and e.deprecated_by is None]
             stored = self._vectors(ref, missing) if missing else {}
+            # Consecutive Episodes that are simply new are placed as one run (same result as
+            # one by one, see UserClusters.assign_run); anything else goes alone, in order.
+            run: list[tuple[str, float, np.ndarray, str]] = []
             for ts, _, e in episodes:
                 row = members.get(e.id)
                 if e.deprecated_by is not None:
+                    self._assign_run(conn, ref, run, outcome)
                     outcome[e.id] = self._retire(conn, ref, e.id, e.deprecated_by)
                     continue
                 vec = vectors.get(e.id)
@@ -421,8 +451,12 @@ class ClusterService:
                     log.warning("no vector for %s %s: not clustered", ref, e.id)
                     outcome[e.id] = "no-vector"
                     continue
-                vec = normalize(vec)
                 text_hash = e.text_hash
+                if row is None and e.parent_type != "cluster":
+                    run.append((e.id, ts, vec, text_hash))
+                    continue
+                self._assign_run(conn, ref, run, outcome)
+                vec = normalize(vec)
                 if e.parent_type == "cluster":
                     outcome[e.id] = self._attach_narrative(conn, ref, e.id, e.parent_id, vec, ts,
                                                            text_hash)
@@ -431,10 +465,30 @@ class ClusterService:
                 elif row is not None and row["text_hash"] == text_hash and row["ts"] == ts:
                     outcome[e.id] = "unchanged"
                 else:
-                    decision = self._assign(conn, ref, e.id, vec, ts, text_hash,
-                                            member=row is not None)
-                    outcome[e.id] = decision.reason
+                    outcome[e.id] = self._assign(conn, ref, e.id, vec, ts, text_hash).reason
+            self._assign_run(conn, ref, run, outcome)
         return outcome
+
+    def _assign_run(self, conn: _Write, ref: UserRef,
+                    run: list[tuple[str, float, np.ndarray, str]],
+                    outcome: dict[str, str]) -> None:
+        """Place ``run`` (new Episodes in no cluster yet: ``(id, epoch, vector, text_hash)``
+        in (timestamp, id) order) as :meth:`_assign` would one by one, and empty it."""
+        if not run:
+            return
+        vectors = normalize_rows(np.stack([vec for _, _, vec, _ in run]))
+        ids = [eid for eid, _, _, _ in run]
+        st = conn.state(ref)
+        placed = st.assign_run(
+            vectors, [ts for _, ts, _, _ in run],
+            lambda i: self._free_cluster_id(conn, ref, ids[i]),
+            threshold=self.threshold, window_seconds=self.window_seconds,
+            rejoin_threshold=self.rejoin_threshold, member_threshold=self.member_threshold)
+        for (eid, ts, _, text_hash), (cid, similarity, reason) in zip(run, placed, strict=True):
+            conn.placed(ref, cid, created=reason == NEW)
+            conn.insert_member(ref, eid, cid, ts, similarity, text_hash)
+            outcome[eid] = reason
+        run.clear()
 
     def on_entries_deprecated(self, ref: UserRef, mapping: Mapping[str, str | None]) -> None:
         """``{entry_id: deprecated_by}``: a non-None value retires the member (kept as history);

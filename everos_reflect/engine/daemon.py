@@ -16,8 +16,6 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import httpx
-
 from everos_reflect.engine.engine import RunOutcome, _pid_alive
 from everos_reflect.errors import ConfigError, EverosError, UnknownStrategy
 
@@ -81,6 +79,10 @@ def trigger_via_daemon(
         host = "127.0.0.1"
     if ":" in host:
         host = f"[{host}]"
+    # httpx (with the rich/pygments console it pulls in, ~3 MB resident) only for the client
+    # side: the daemon itself imports this module and never calls out.
+    import httpx
+
     headers = {}
     if runtime.settings.server.token:
         headers["Authorization"] = f"Bearer {runtime.settings.server.token}"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 import numpy as np
@@ -173,10 +173,14 @@ def member_of(entry: Entry) -> MergeMember:
     return MergeMember(entry.id, _when(entry), entry.subject, entry.content, rows)
 
 
-def draft(selection: Selection, llm: LLM, prompts: Prompts) -> Draft:
+def draft(selection: Selection, llm: LLM, prompts: Prompts,
+          on_merged: Callable[[Draft], None] | None = None) -> Draft:
     """Merge, then re-extract facts from the narrative. Raises ProviderUnavailable.
 
-    Runs in a worker thread: it touches only the LLM, never SQLite or Markdown.
+    ``on_merged`` gets the narrative as a draft without facts between the two calls, so work
+    that needs only the narrative (the guard's embeddings of its sentences) can run while
+    the facts call is in flight. Runs in a worker thread: it touches only the LLM, never
+    SQLite or Markdown.
     """
     started = time.perf_counter()
     request = MergeRequest(
@@ -188,19 +192,22 @@ def draft(selection: Selection, llm: LLM, prompts: Prompts) -> Draft:
     merged: MergeResult = llm.merge(request)
     if not merged.content.strip():
         raise ProviderUnavailable(f"{llm.provider} returned an empty narrative")
-    facts = llm.extract_facts(FactsRequest(text=merged.content, prompts=prompts))
-    cleaned = _unique(" ".join(f.split()) for f in facts.facts)
-    return Draft(
+    narrative = Draft(
         selection=selection,
         title=" ".join(merged.title.split()) or _fallback_title(selection),
         content=merged.content.strip(),
-        facts=cleaned,
+        facts=[],
         provider=merged.provider or llm.provider,
         model=merged.model or llm.model,
-        usage=merged.usage + facts.usage,
+        usage=merged.usage,
         seconds=time.perf_counter() - started,
         provenance=_checked_rows(merged.provenance, merged.content.strip()),
     )
+    if on_merged is not None:
+        on_merged(replace(narrative))
+    facts = llm.extract_facts(FactsRequest(text=merged.content, prompts=prompts))
+    return replace(narrative, facts=_unique(" ".join(f.split()) for f in facts.facts),
+                   usage=merged.usage + facts.usage, seconds=time.perf_counter() - started)
 
 
 def _checked_rows(rows: tuple[tuple[str, ...], ...] | None,

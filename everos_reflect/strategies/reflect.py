@@ -23,6 +23,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import LLM
 from everos_reflect.llm.prompts import Prompts
+from everos_reflect.llm.switching import prompt_replies
 from everos_reflect.model import UserRef
 from everos_reflect.strategies import holdback, journal, journal_batch
 from everos_reflect.strategies.consolidate import Draft, Selection, draft, select
@@ -62,13 +64,15 @@ DEFAULT_MIN_FACT_COVERAGE = 0.6
 #: A narrative longer than this share of its sources' words saves nothing and is rejected.
 DEFAULT_MAX_NARRATIVE_RATIO = 1.0
 #: Clusters drafted ahead of the one committing. Each waiting draft is a few KB; enough that
-#: the LLM never waits for a slow commit at the default ``llm.max_concurrency`` (4).
-DEFAULT_MAX_DRAFTS_AHEAD = 16
+#: the LLM never waits for a slow commit, nor for the guard catching up on a burst of drafts,
+#: at the default ``llm.max_concurrency`` (4): 32 clusters are 64 calls, ~5 s at 300 ms each
+#: (16 left the LLM waiting for the local work on a loaded 2-core machine).
+DEFAULT_MAX_DRAFTS_AHEAD = 32
 #: Ready drafts committed together at most (the merges of one batch share each file's write,
 #: the index update and the transactions; more would only delay the first of them).
 DEFAULT_MAX_COMMIT_BATCH = 16
 #: How long a ready draft waits for the ones behind it: a batch's writes cost little more than
-#: one merge's, and the LLM keeps drafting meanwhile (16 drafts ahead), so only the commit of
+#: one merge's, and the LLM keeps drafting meanwhile (32 drafts ahead), so only the commit of
 #: each merge is later, never the run.
 DEFAULT_COMMIT_WAIT_SECONDS = 1.0
 #: LLM calls one cluster's merge makes (merge + facts): the run starts a cluster only while
@@ -231,7 +235,10 @@ class ReflectionRun:
         workers = max(1, int(self.rt.settings.llm.max_concurrency))
         ahead = max(workers, self.max_ahead)
         calls = CALLS_PER_MERGE if getattr(llm, "metered", True) else 0
-        with self.guard, ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool:
+        # a model over the network: its replies must not wait for the run's Python work
+        replies = prompt_replies() if calls else nullcontext()
+        with (replies, self.guard,
+              ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool):
             flight: deque[tuple[Selection, Any, Future[_Prepared | None]]] = deque()
 
             def refill() -> None:
@@ -310,7 +317,9 @@ class ReflectionRun:
             if self.ctx.should_stop() or self.ctx.budget.spent() is not None:
                 prepared.set_result(None)
                 return
-            result = draft(sel, llm, self.prompts)
+            # the guard embeds what it can while the facts call is in flight
+            result = draft(sel, llm, self.prompts,
+                           on_merged=lambda narrative: self.guard.prefetch(narrative, facts))
         except BaseException as exc:  # handed to the run's thread, like a pool future's
             prepared.set_exception(exc)
             return

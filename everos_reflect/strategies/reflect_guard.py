@@ -14,10 +14,18 @@ hit. One embedding call at a time (memory, and a 2-core machine).
 Which texts a draft needs is found by measuring it once against :class:`TextProbe`, which
 records the texts it is asked for and answers zeros: the texts the guard embeds never depend
 on the vectors, so the list is exact whatever the guard's code asks for.
+
+Most of those texts are known before the draft is: the sources' sentences and facts, and the
+narrative's sentences, once the merge call has answered. :meth:`Guard.prefetch` embeds them
+while the draft's facts call is in flight, so measuring the finished draft embeds little more
+than its new facts, and the last drafts of a run wait for the guard only that long. The model
+is loaded on the guard's thread when the run starts (:meth:`Guard.__enter__`), while the
+first LLM calls are in flight, not when the first draft needs it.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -38,6 +46,8 @@ from everos_reflect.strategies.consolidate import (
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 #: ``{episode id: [(fact id, fact text), ...]}``: the live facts a draft is measured against.
 Facts = dict[str, list[tuple[str, str]]]
@@ -61,7 +71,7 @@ class TextProbe:
 class _Job:
     draft: Draft
     facts: Facts
-    verdict: Future[str | None] = field(default_factory=Future)
+    verdict: Future[str | None] | None = field(default_factory=Future)  # None: prefetch only
 
 
 class Guard:
@@ -77,12 +87,27 @@ class Guard:
         self._queue_lock = threading.Lock()
         self._queue: list[_Job] = []
         self._thread: ThreadPoolExecutor | None = None
-        #: embedding calls made for batches, and drafts they covered (for tests and logs)
-        self.batches = self.batched = 0
+        #: embedding calls made for batches, drafts they measured and narratives they
+        #: prefetched for (for tests and logs)
+        self.batches = self.batched = self.prefetched = 0
+        self._reused: set[tuple[UserRef, str]] = set()  # clusters prefetched, guard thread only
 
     def __enter__(self) -> Guard:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="reflect-guard")
+        self._thread.submit(self._warm_up)
         return self
+
+    def _warm_up(self) -> None:
+        """Guard thread: load the embedding model now, while the first LLM calls are in
+        flight, rather than when the first draft needs it. A model that fails to load fails
+        that draft's measurement as before."""
+        inner = getattr(self.rt.embedder, "inner", self.rt.embedder)
+        load = getattr(inner, "load", None)
+        if load is not None:
+            try:
+                load()
+            except Exception:  # the first embedding call raises it again
+                log.debug("embedder warm-up failed", exc_info=True)
 
     def __exit__(self, *exc: object) -> None:
         assert self._thread is not None
@@ -98,7 +123,19 @@ class Guard:
         with self._queue_lock:
             self._queue.append(job)
         self._thread.submit(self._drain)
+        assert job.verdict is not None
         return job.verdict
+
+    def prefetch(self, narrative: Draft, facts: Facts) -> None:
+        """Queue the embeddings measuring ``narrative`` (a draft whose facts are not known yet)
+        needs: its sentences, its sources' sentences and facts, its indexed text. They land in
+        the embedding cache, where measuring the finished draft finds them. Nothing is decided
+        from them; without a cache this does nothing."""
+        if self._thread is None or getattr(self.rt.embedder, "remember", None) is None:
+            return
+        with self._queue_lock:
+            self._queue.append(_Job(narrative, facts, None))
+        self._thread.submit(self._drain)
 
     def _drain(self) -> None:
         """Guard thread: measure every draft queued so far (none when an earlier call took
@@ -110,7 +147,7 @@ class Guard:
                 self._measure_many(jobs)
             except BaseException as exc:
                 for job in jobs:
-                    if not job.verdict.done():
+                    if job.verdict is not None and not job.verdict.done():
                         job.verdict.set_exception(exc)
 
     def remeasure(self, result: Draft, facts: Facts) -> str | None:
@@ -124,7 +161,13 @@ class Guard:
         if not jobs:  # an earlier pass took them all
             return
         for job in jobs:
-            self.reuse_stored_vectors(job.draft.selection.ref, job.facts)
+            sel = job.draft.selection
+            if (sel.ref, sel.cluster_id) in self._reused:  # its prefetch did it
+                self._reused.discard((sel.ref, sel.cluster_id))
+            else:
+                self.reuse_stored_vectors(sel.ref, job.facts)
+            if job.verdict is None:
+                self._reused.add((sel.ref, sel.cluster_id))
         if getattr(self.rt.embedder, "remember", None) is not None:  # a cache keeps them
             # every text measuring needs, and each narrative as the commit's re-index will
             # embed it: then every lookup below, and the re-index, is a cache hit
@@ -133,9 +176,11 @@ class Guard:
                 texts += self.texts_of(job.draft, job.facts)
             self.rt.embedder.embed(list(dict.fromkeys(texts)))
             self.batches += 1
-            self.batched += len(jobs)
+            self.batched += sum(job.verdict is not None for job in jobs)
+            self.prefetched += sum(job.verdict is None for job in jobs)
         for job in jobs:
-            job.verdict.set_result(self._measure(job.draft, job.facts, self.rt.embedder))
+            if job.verdict is not None:
+                job.verdict.set_result(self._measure(job.draft, job.facts, self.rt.embedder))
 
     def texts_of(self, result: Draft, facts: Facts) -> list[str]:
         """Every text measuring ``result`` embeds, and the narrative's indexed text."""
