@@ -8,6 +8,10 @@ search with a one-user search, hybrid mode). Targets (issue 15): reindex peak â‰
 â‰¤ 250 MB and flat over 1,000 searches.
 
     python bench/bench_memory.py /path/to/locomo10.json [--root DIR] [--searches 1000]
+        [--every 100] [--no-reindex]
+
+``--no-reindex`` measures ``serve`` alone on a ``--root`` that is already indexed (to compare
+two checkouts' ``serve`` on one root: run each with ``PYTHONPATH=/path/to/checkout``).
 """
 
 from __future__ import annotations
@@ -61,7 +65,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--root", type=Path, help="memory root to build/reuse (default: temp)")
     parser.add_argument("--searches", type=int, default=1000)
     parser.add_argument("--every", type=int, default=100)
+    parser.add_argument("--no-reindex", action="store_true",
+                        help="skip reindex: serve only, on a --root indexed earlier")
     args = parser.parse_args(argv)
+    if args.no_reindex and args.root is None:
+        parser.error("--no-reindex needs --root (a root indexed earlier)")
 
     tmp = tempfile.TemporaryDirectory(prefix="everos-bench-memory-")
     root = args.root or Path(tmp.name) / "root"
@@ -72,14 +80,15 @@ def main(argv: list[str] | None = None) -> int:
            "EVEROS_LLM__PROVIDER": "extractive"}
 
     t0 = time.perf_counter()
-    done = subprocess.run([*CLI, "reindex", "--root", str(root)], env=env,
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        print(done.stdout, done.stderr)
-        return 1
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-    print(f"reindex: {time.perf_counter() - t0:.1f} s wall, peak RSS {peak:.0f} MB "
-          f"(target <= 400 MB)")
+    done = None if args.no_reindex else subprocess.run(
+        [*CLI, "reindex", "--root", str(root)], env=env, capture_output=True, text=True)
+    if done is not None:
+        if done.returncode != 0:
+            print(done.stdout, done.stderr)
+            return 1
+        peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+        print(f"reindex: {time.perf_counter() - t0:.1f} s wall, peak RSS {peak:.0f} MB "
+              f"(target <= 400 MB)")
 
     questions = [q.question for q in lm.questions(lm.load(args.locomo)) if q.question]
     users = sorted({(e.user_id, e.sample_id) for e in lm.episodes(lm.load(args.locomo))})

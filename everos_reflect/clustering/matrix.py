@@ -200,6 +200,15 @@ class UserClusters:
                           int(self._count[p]), float(self._first[p]), float(self._last[p]),
                           self.narrative[p])
 
+    def stored(self, cluster_id: str) -> tuple[bytes, float, int, float, float, str | None]:
+        """The ``clusters`` columns of one cluster (centroid as little-endian float32 bytes,
+        norm, count, first_ts, last_ts, narrative) straight from the arrays: what a write
+        needs, without the copy :meth:`get` makes."""
+        p = self.pos[cluster_id]
+        return (self._c32[p].astype("<f4", copy=False).tobytes(), float(self._norm[p]),
+                int(self._count[p]), float(self._first[p]), float(self._last[p]),
+                self.narrative[p])
+
     def rows(self) -> Iterable[ClusterRow]:
         return (self.get(cid) for cid in list(self.ids))
 
@@ -250,22 +259,20 @@ class UserClusters:
         self._groups.discard(cluster_id)
 
     def _grow(self, need: int, dim: int) -> None:
+        """Make room for ``need`` rows, in place (``resize`` reallocates the buffer: a large
+        one is remapped, not copied), by a quarter at a time, so a long history never pays a
+        full copy of its centroid matrix at once, nor holds twice the rows it has. The arrays
+        never leave this object (:meth:`get` copies), so no view outlives a resize."""
         if self._dim is None:
             self._dim = dim
         if need <= self._cap:
             return
-        cap = max(16, need, self._cap * 2)
-        n = len(self.ids)
-
-        def grown(arr: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-            out = np.zeros(shape, dtype=arr.dtype)
-            if n:
-                out[:n] = arr[:n]
-            return out
-
-        self._c32 = grown(self._c32, (cap, self._dim))
+        cap = max(64, need, self._cap + self._cap // 4)
+        if self._c32.shape[1] != self._dim:  # the empty initial array has no width yet
+            self._c32 = np.zeros((0, self._dim), dtype=np.float32)
+        self._c32.resize((cap, self._dim), refcheck=False)
         for name in ("_norm", "_count", "_first", "_last", "_consolidated"):
-            setattr(self, name, grown(getattr(self, name), (cap,)))
+            getattr(self, name).resize(cap, refcheck=False)
         self._cap = cap
 
     # ------------------------------------------------------------------ the rule

@@ -294,19 +294,17 @@ class _Write:
         conn = self.conn
         if new:
             conn.executemany(
-            "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
-            "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            [(c.cluster_id, ref.app, ref.project, ref.user_id, _blob(c.centroid), c.norm,
-              c.count, c.first_ts, c.last_ts, c.consolidated_entry_id, now)
-             for cid, ref in new.items() for c in [self.touched[ref].get(cid)]])
+                "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
+                "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, "
+                "created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                [(cid, ref.app, ref.project, ref.user_id, *self.touched[ref].stored(cid), now)
+                 for cid, ref in new.items()])
         if dirty:
             conn.executemany(
                 "UPDATE clusters SET centroid=?, centroid_norm=?, member_count=?, first_ts=?, "
                 "last_ts=? WHERE cluster_id=?",
-                [(_blob(c.centroid), c.norm, c.count, c.first_ts, c.last_ts, c.cluster_id)
-                 for cid, ref in dirty.items() if cid in self.touched[ref]
-                 for c in [self.touched[ref].get(cid)]])
+                [(*self.touched[ref].stored(cid)[:5], cid)
+                 for cid, ref in dirty.items() if cid in self.touched[ref]])
         if members:
             conn.executemany(
                 "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id,"
@@ -316,9 +314,27 @@ class _Write:
     def finish(self) -> None:
         """Before COMMIT: write what is queued and note the versions memory now matches."""
         self.flush()
+        versions = _versions(self.conn, list(self.touched))
         for ref, st in self.touched.items():
-            st.version = _version(self.conn, ref)
+            st.version = versions.get(ref)
         self.cache.trim(keep=list(self.touched)[-1:])
+
+
+def _versions(conn: sqlite3.Connection, refs: Sequence[UserRef]) -> dict[UserRef, int]:
+    """``cluster_versions`` of several users in one query per 200 (an index batch touches
+    many users; one look-up each would cost more than the batch's own writes)."""
+    if len(refs) == 1:
+        version = _version(conn, refs[0])
+        return {} if version is None else {refs[0]: version}
+    out: dict[UserRef, int] = {}
+    for start in range(0, len(refs), 200):
+        chunk = refs[start:start + 200]
+        cond = " OR ".join(["(app_id=? AND project_id=? AND user_id=?)"] * len(chunk))
+        for r in conn.execute(
+                f"SELECT app_id, project_id, user_id, version FROM cluster_versions WHERE {cond}",
+                [v for ref in chunk for v in (ref.app, ref.project, ref.user_id)]):
+            out[UserRef(r[0], r[1], r[2])] = int(r[3])
+    return out
 
 
 def _version(conn: sqlite3.Connection, ref: UserRef) -> int | None:
