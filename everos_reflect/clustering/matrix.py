@@ -277,21 +277,23 @@ class UserClusters:
 
     # ------------------------------------------------------------------ the rule
 
+    def _rows_since(self, lo: float) -> np.ndarray:
+        """Rows whose span may reach back to ``lo``: the recent set once ``lo`` is past the
+        horizon (which then advances to it), every row for a late arrival before it."""
+        if lo >= self.horizon:
+            self._advance(lo)
+            return np.fromiter((self.pos[c] for c in self.recent), dtype=np.int64,
+                               count=len(self.recent))
+        return np.arange(len(self.ids), dtype=np.int64)
+
     def candidate_positions(self, ts: float, window: float, vector: np.ndarray,
                             rejoin_threshold: float) -> np.ndarray:
         """Rows to score for an Episode at ``ts``: clusters in its time window, plus the
         consolidated ones its vector may rejoin. Never the whole history (but for late
         arrivals older than the horizon)."""
-        n = len(self.ids)
-        if n == 0:
+        if not self.ids:
             return np.empty(0, dtype=np.int64)
-        lo = ts - window
-        if lo >= self.horizon:
-            self._advance(lo)
-            rows = np.fromiter((self.pos[c] for c in self.recent), dtype=np.int64,
-                               count=len(self.recent))
-        else:
-            rows = np.arange(n, dtype=np.int64)
+        rows = self._rows_since(ts - window)
         if rows.size:
             gap = np.maximum(np.maximum(self._first[rows] - ts, ts - self._last[rows]), 0.0)
             rows = rows[gap <= window]
@@ -415,16 +417,10 @@ class UserClusters:
                   rejoin_threshold: float) -> np.ndarray:
         """Rows a run must score: clusters whose span is in the window of some item of the
         run, plus the consolidated ones some item may rejoin."""
-        n = len(self.ids)
-        if n == 0:
+        if not self.ids:
             return np.empty(0, dtype=np.int64)
         lo, hi = float(ts.min()) - window, float(ts.max()) + window
-        if lo >= self.horizon:
-            self._advance(lo)
-            rows = np.fromiter((self.pos[c] for c in self.recent), dtype=np.int64,
-                               count=len(self.recent))
-        else:
-            rows = np.arange(n, dtype=np.int64)
+        rows = self._rows_since(lo)
         if rows.size:
             rows = rows[(self._first[rows] <= hi) & (self._last[rows] >= lo)]
         near = self._groups.near_any(v64, rejoin_threshold)
