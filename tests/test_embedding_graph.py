@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import hashlib
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +14,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from everos_reflect.embedding import local as local_module
 from everos_reflect.embedding.graph import gather_before_dequantize, rewritten_in_child
 from everos_reflect.embedding.heap import fix_mmap_threshold
-from everos_reflect.embedding.local import LocalEmbedder, default_model_path
+from everos_reflect.embedding.local import REWRITTEN_SHA256, LocalEmbedder, default_model_path
 
 TEXTS = [
     "Caroline went to an LGBTQ support group",
@@ -146,3 +148,62 @@ def test_child_process_rewrite_gives_the_same_graph_as_in_process() -> None:
     assert rewritten_in_child(original) == gather_before_dequantize(original)
     with pytest.raises(RuntimeError, match="graph rewrite failed"):
         rewritten_in_child(b"not an onnx model")
+
+
+# -- the rewritten model's cache ------------------------------------------------------------
+
+
+def _cached_files(cache: Path) -> list[Path]:
+    return sorted((cache / "everos-reflect").glob("*.onnx"))
+
+
+def test_bundled_model_rewrite_has_the_pinned_sha256() -> None:
+    """The cache trusts a file only if it hashes to REWRITTEN_SHA256: the rewrite of the
+    shipped model must produce exactly those bytes (else nothing would ever be cached)."""
+    rewritten, _ = gather_before_dequantize(default_model_path().read_bytes())
+    assert hashlib.sha256(rewritten).hexdigest() == REWRITTEN_SHA256
+
+
+def test_rewritten_model_is_cached_and_later_loads_skip_the_child(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = LocalEmbedder(threads=1).embed(TEXTS)
+    [cached] = _cached_files(tmp_path)
+    assert hashlib.sha256(cached.read_bytes()).hexdigest() == REWRITTEN_SHA256
+
+    def no_child(_: bytes) -> tuple[bytes, int]:
+        raise AssertionError("the rewrite ran again although it was cached")
+
+    monkeypatch.setattr(local_module, "rewritten_in_child", no_child)
+    np.testing.assert_array_equal(LocalEmbedder(threads=1).embed(TEXTS), first)
+
+
+def test_a_corrupt_cached_model_is_rewritten_again_and_replaced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    expected = LocalEmbedder(threads=1).embed(TEXTS)
+    [cached] = _cached_files(tmp_path)
+    data = bytearray(cached.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # a flipped weight byte: still a loadable model
+    cached.write_bytes(bytes(data))
+    np.testing.assert_array_equal(LocalEmbedder(threads=1).embed(TEXTS), expected)
+    assert hashlib.sha256(cached.read_bytes()).hexdigest() == REWRITTEN_SHA256
+    assert _cached_files(tmp_path) == [cached]  # no temp file left behind
+
+
+def test_an_unwritable_cache_only_costs_the_rewrite(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-dir"
+    blocker.write_text("a file where the cache folder would go")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
+    rewrites: list[int] = []
+    real = local_module.rewritten_in_child
+
+    def counted(model: bytes) -> tuple[bytes, int]:
+        rewrites.append(1)
+        return real(model)
+
+    monkeypatch.setattr(local_module, "rewritten_in_child", counted)
+    first = LocalEmbedder(threads=1).embed(TEXTS)
+    np.testing.assert_array_equal(LocalEmbedder(threads=1).embed(TEXTS), first)
+    assert len(rewrites) == 2

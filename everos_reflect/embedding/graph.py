@@ -9,9 +9,11 @@ vectors are bit-for-bit the same (``tests/test_embedding_graph.py`` checks it ag
 original graph).
 
 The rewrite runs when the model loads, in a short-lived child process (:func:`rewritten_in_child`,
-~0.5 s) so that the ``onnx`` package and its native library never occupy the long-running
-process's memory (~20 MB resident if imported there). Nothing is written or downloaded: the
-verified bytes of the shipped file go in through a pipe and the rewritten graph comes back.
+~0.5 s idle, most of it importing ``onnx``) so that the ``onnx`` package and its native
+library never occupy the long-running process's memory (~20 MB resident if imported there).
+Nothing is downloaded: the verified bytes of the shipped file go in through a pipe and the
+rewritten graph comes back; :func:`everos_reflect.embedding.local.rewritten_model` keeps it in
+a user cache, hash-checked, so later processes skip the child.
 Only the exact pattern is rewritten — an int8 initializer, Cast to float32, Mul by a per-row
 scale initializer of shape ``(rows, 1)``, Gather on axis 0, intermediates used by nothing else;
 anything else is left as it is.

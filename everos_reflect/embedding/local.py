@@ -8,9 +8,12 @@ different vector space. Nothing here ever touches the network.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import logging
+import os
 import subprocess
+import tempfile
 import threading
 from importlib import resources
 from pathlib import Path
@@ -24,6 +27,9 @@ from everos_reflect.embedding.heap import fix_mmap_threshold
 from everos_reflect.errors import ProviderUnavailable
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+#: sha256 of the bundled model after its load-time rewrite (embedding/graph.py). The rewrite is
+#: deterministic, so a cached copy is used only when its bytes hash to exactly this.
+REWRITTEN_SHA256 = "a6d7e69e491846bb296890d4c81640d339df26b2c1f78a18a90b7b06e3b0c08c"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained on; longer text is truncated
 #: cap on batch × width² per model call: 2 texts of 256 tokens, 8 of 128, 32 of 64. A call's
@@ -69,6 +75,52 @@ def _read_checked(path: Path, expected: str, what: str) -> bytes:
             "or not the one shipped; reinstall everos-reflect"
         )
     return data
+
+
+def cache_dir() -> Path:
+    """Where the rewritten model is kept between processes: ``$XDG_CACHE_HOME/everos-reflect``
+    (``~/.cache/everos-reflect`` without it). Only derived bytes live there, each checked
+    against a pinned sha256 before use, so deleting the folder is always safe."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "everos-reflect"
+
+
+def rewritten_model(model_bytes: bytes) -> bytes:
+    """The verified bundled model with its lookups rewritten (:mod:`graph`).
+
+    The rewrite's child process spends ~1.5 s importing ``onnx`` (~4 s of a Reflection run's
+    start on a loaded 2-core machine, while drafts queue for the guard), so its output is
+    cached in :func:`cache_dir` the first time and read back (~0.1 s) afterwards. A cached
+    file is used only if it hashes to :data:`REWRITTEN_SHA256`; a missing, corrupt or
+    unreadable one is rewritten again, and a cache that cannot be written is skipped.
+    Raises what :func:`rewritten_in_child` raises."""
+    path = cache_dir() / f"minilm-int8-gather-{REWRITTEN_SHA256[:16]}.onnx"
+    try:
+        cached = path.read_bytes()
+    except OSError:
+        cached = b""
+    if cached and hashlib.sha256(cached).hexdigest() == REWRITTEN_SHA256:
+        return cached
+    model, _ = rewritten_in_child(model_bytes)
+    if hashlib.sha256(model).hexdigest() != REWRITTEN_SHA256:
+        # another onnx release may serialize differently: fine to use, not to cache
+        log.info("embedding model rewrite not cached: its sha256 is not the pinned one")
+        return model
+    tmp: str | None = None
+    try:  # atomic: a reader sees the old file or the whole new one
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(model)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        log.debug("embedding model rewrite not cached in %s: %s", path.parent, exc)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    return model
 
 
 def _drop_model_bytes(session: Any) -> None:
@@ -160,7 +212,7 @@ class LocalEmbedder:
                 # Dequantize only the embedding rows a call reads, not the whole 30,522-row
                 # token table (94 MB of temporaries per call); bit-identical vectors.
                 try:
-                    model, _ = rewritten_in_child(model_bytes)
+                    model = rewritten_model(model_bytes)
                 except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
                     log.warning("embedding model loaded without its memory rewrite "
                                 "(same vectors, ~94 MB more per call): %s", exc)
