@@ -160,14 +160,16 @@ class Guard:
     def _measure_many(self, jobs: list[_Job]) -> None:
         if not jobs:  # an earlier pass took them all
             return
+        todo: list[tuple[UserRef, Facts]] = []
         for job in jobs:
             sel = job.draft.selection
             if (sel.ref, sel.cluster_id) in self._reused:  # its prefetch did it
                 self._reused.discard((sel.ref, sel.cluster_id))
             else:
-                self.reuse_stored_vectors(sel.ref, job.facts)
+                todo.append((sel.ref, job.facts))
             if job.verdict is None:
                 self._reused.add((sel.ref, sel.cluster_id))
+        self.reuse_stored_vectors_many(todo)
         if getattr(self.rt.embedder, "remember", None) is not None:  # a cache keeps them
             # every text measuring needs, and each narrative as the commit's re-index will
             # embed it: then every lookup below, and the re-index, is a cache hit
@@ -201,16 +203,36 @@ class Guard:
         """Hand the guard the source facts' vectors from the index instead of embedding them
         again: the run's scan just made the index current, so a fact whose embedded text is
         exactly its Fact text has its vector there already."""
+        self.reuse_stored_vectors_many([(ref, facts)])
+
+    def reuse_stored_vectors_many(self, items: list[tuple[UserRef, Facts]]) -> None:
+        """:meth:`reuse_stored_vectors` for the drafts of one pass at once: one vector-table
+        scan for all their users (a scan costs ~25 ms of CPU however few rows it returns,
+        and the guard's thread is a Reflection run's bottleneck on a small machine)."""
         remember = getattr(self.rt.embedder, "remember", None)
-        pairs = [pair for fs in facts.values() for pair in fs]
-        if remember is None or not pairs:
+        if remember is None:
             return
-        exact = reads.facts_embedded_as_stated(self.rt.db(), ref, [fid for fid, _ in pairs],
-                                               self.rt.embedder.name)
-        stored = self.rt.vectors.get_vectors(Kind.ATOMIC_FACT, ref, sorted(exact))
-        texts = [" ".join(text.split()) for fid, text in pairs if fid in stored]
+        wanted: dict[UserRef, dict[str, str]] = {}  # fact id -> text, per user
+        for ref, facts in items:
+            for fs in facts.values():
+                wanted.setdefault(ref, {}).update(fs)
+        exact = {ref: reads.facts_embedded_as_stated(self.rt.db(), ref, list(pairs),
+                                                     self.rt.embedder.name)
+                 for ref, pairs in wanted.items() if pairs}
+        exact = {ref: sorted(ids) for ref, ids in exact.items() if ids}
+        if not exact:
+            return
+        stored = self.rt.vectors.get_vectors_many(Kind.ATOMIC_FACT, exact)
+        texts: list[str] = []
+        vectors: list[np.ndarray] = []
+        for ref, pairs in wanted.items():
+            found = stored.get(ref, {})
+            for fid, text in pairs.items():
+                if fid in found:
+                    texts.append(" ".join(text.split()))
+                    vectors.append(found[fid])
         if texts:
-            remember(texts, np.stack([stored[fid] for fid, _ in pairs if fid in stored]))
+            remember(texts, np.stack(vectors))
 
 
 def narrative_text(result: Draft) -> str:
