@@ -87,6 +87,7 @@ class Guard:
         self._queue_lock = threading.Lock()
         self._queue: list[_Job] = []
         self._thread: ThreadPoolExecutor | None = None
+        self._warming: threading.Thread | None = None
         #: embedding calls made for batches, drafts they measured and narratives they
         #: prefetched for (for tests and logs)
         self.batches = self.batched = self.prefetched = 0
@@ -95,7 +96,20 @@ class Guard:
     def __enter__(self) -> Guard:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="reflect-guard")
         self._thread.submit(self._warm_up)
+        # the vector index too (its first use imports lancedb: ~1.2 CPU-s, ~1 s idle, ~3 s
+        # loaded), beside the model rather than after it on the guard's thread
+        self._warming = threading.Thread(target=self._open_vectors, daemon=True,
+                                         name="reflect-guard-vectors")
+        self._warming.start()
         return self
+
+    def _open_vectors(self) -> None:
+        """Open the runtime's vector index, which the guard's first pass reads. One that
+        fails to open fails that pass as before."""
+        try:
+            self.rt.vectors  # noqa: B018 - a cached property: opening it is the point
+        except Exception:
+            log.debug("vector index warm-up failed", exc_info=True)
 
     def _warm_up(self) -> None:
         """Guard thread: load the embedding model now, while the first LLM calls are in
@@ -113,6 +127,9 @@ class Guard:
         assert self._thread is not None
         self._thread.shutdown(wait=True)
         self._thread = None
+        if self._warming is not None:
+            self._warming.join()
+            self._warming = None
 
     def submit(self, result: Draft, facts: Facts) -> Future[str | None]:
         """Queue ``result`` for measuring (any thread). The future sets ``result.coverage``
