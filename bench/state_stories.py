@@ -46,7 +46,7 @@ from typing import Any
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding import CachingEmbedder, make_embedder
 from everos_reflect.engine.engine import Engine
-from everos_reflect.index.search import _search_kind, search
+from everos_reflect.index.search import search
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.extractive import PARAPHRASE_COSINE, ExtractiveLLM
 from everos_reflect.markdown.store import MarkdownStore
@@ -157,7 +157,7 @@ def ranking(rt: Runtime, stories: Sequence[dict[str, Any]],
     for s in stories:
         ids = state_ids[s["id"]]
         query = f"{s['name']} {s['domain']}"
-        plain = _search_kind(rt, query, top_k=10, user_id=user_of[s["id"]])
+        plain = search(rt, query, top_k=10, user_id=user_of[s["id"]], latest_first_order=False)
         shipped = search(rt, query, top_k=10, user_id=user_of[s["id"]])
         for name, hits in (("plain", plain), ("shipped", shipped)):
             order = [h.id for h in hits]

@@ -6,6 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from everos_reflect.embedding import HashEmbedder
@@ -164,6 +165,49 @@ def test_kind_selects_the_table(rt: Runtime) -> None:
     facts = search(rt, "Toby", kind=Kind.ATOMIC_FACT, mode="keyword")
     assert ids(facts) == ["af_20250101_0001"]
     assert "af_20250101_0001" not in ids(search(rt, "Toby", mode="keyword", top_k=10))
+
+
+def test_searching_several_kinds_embeds_the_query_once(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    put(rt, ANDREW, "af_20250101_0001", "", "Andrew owns a dog named Toby")
+    calls: list[list[str]] = []
+    embed = rt.embedder.embed
+
+    def counting(texts: list[str]) -> Any:
+        calls.append(list(texts))
+        return embed(texts)
+
+    monkeypatch.setattr(rt.embedder, "embed", counting)
+    hits = search(rt, "Toby", kinds=[Kind.EPISODE, Kind.ATOMIC_FACT], mode="hybrid", top_k=10)
+    assert {h.kind for h in hits} == {"episode", "atomic_fact"}
+    assert calls == [["Toby"]]
+
+
+def test_keyword_mode_does_not_embed_the_query(
+    rt: Runtime, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(texts: list[str]) -> Any:
+        raise AssertionError(f"embedded {texts!r}")
+
+    monkeypatch.setattr(rt.embedder, "embed", refuse)
+    assert set(ids(search(rt, "Toby", mode="keyword"))) == {"ep_20250101_0001",
+                                                            "ep_20250103_0001"}
+
+
+def test_plain_order_can_be_asked_for_instead_of_latest_first(rt: Runtime) -> None:
+    # two versions of one state (cosine ~0.95): the older one is exactly the query's vector
+    older = rt.embedder.embed(["Andrew red car"])[0]
+    nudge = np.random.default_rng(0).normal(size=older.shape).astype(np.float32)
+    newer = older + 0.3 * nudge / np.linalg.norm(nudge)
+    newer /= np.linalg.norm(newer)
+    put(rt, ANDREW, "ep_20250105_0001", "Car", "Andrew drives a red car", vector=older)
+    put(rt, ANDREW, "ep_20250205_0001", "Car", "Andrew now drives a blue car", vector=newer,
+        ts=1_762_000_000.0, timestamp="2025-11-01T08:53:20+00:00")
+    plain = search(rt, "Andrew red car", mode="vector", top_k=2, latest_first_order=False)
+    shipped = search(rt, "Andrew red car", mode="vector", top_k=2)
+    assert ids(plain) == ["ep_20250105_0001", "ep_20250205_0001"]
+    assert ids(shipped) == ["ep_20250205_0001", "ep_20250105_0001"]
 
 
 @pytest.mark.parametrize(

@@ -146,29 +146,48 @@ def search(
     kind: Kind | str = Kind.EPISODE,
     kinds: Sequence[Kind | str] | None = None,
     include_stale: bool = False,
+    latest_first_order: bool = True,
 ) -> list[SearchHit]:
-    """Search one kind (``kind``) or several (``kinds``, merged by score; SPEC §10).
+    """Search one kind (``kind``) or several (``kinds``, merged by score; SPEC §10); filters
+    left as ``None`` match every tenant or user.
 
-    Derived records (insights, convictions, ...) carry their ``status``; stale and retired ones
-    are left out unless ``include_stale``, as deprecated entries are unless
-    ``include_deprecated``. The status is read from the record's Markdown, the truth.
+    Every hit carries its full text (``episode``) and a ``snippet``: the passage that answers
+    the query, with its date (see :mod:`everos_reflect.index.snippet`). Scores lie in 0..1,
+    higher is better: cosine similarity (vector), squashed BM25 (keyword), normalised RRF
+    (hybrid). A later version of a hit ranks above it (:mod:`everos_reflect.index.recency`)
+    unless ``latest_first_order`` is off, which gives the plain ranked order.
+
+    Deprecated (merged-away) entries are left out unless ``include_deprecated``. Derived
+    records (insights, convictions, ...) carry their ``status``; stale and retired ones are
+    left out unless ``include_stale``. The status is read from the record's Markdown, the
+    truth.
     """
+    if not isinstance(query, str) or not query.strip():
+        raise EverosError("query must not be empty")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise EverosError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+    mode = (mode or runtime.settings.index.search_mode).lower()
+    if mode not in MODES:
+        raise EverosError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
     wanted = _kinds(kinds if kinds else [kind])
+    where = where_clause(app_id=app_id, project_id=project_id, user_id=user_id,
+                         include_deprecated=include_deprecated)
+    # one query vector for every kind searched (the local model takes ~40 ms per query)
+    vector = None if mode == "keyword" else runtime.embedder.embed([query])[0]
     hits: list[SearchHit] = []
     vectors: dict[tuple[str, str, str, str, str], Any] = {}
     for k in wanted:
         fetch = top_k if not k.derived or include_stale else min(MAX_TOP_K, top_k * 3)
-        found = _search_kind(runtime, query, top_k=fetch, user_id=user_id, app_id=app_id,
-                             project_id=project_id, mode=mode,
-                             include_deprecated=include_deprecated, kind=k,
+        found = _search_kind(runtime, k, query, vector, mode=mode, top_k=fetch, where=where,
+                             include_deprecated=include_deprecated,
                              vectors=None if k.derived else vectors)
         if k.derived:
             found = _with_status(runtime, found, include_stale)
         hits += found
     if len(wanted) > 1:
         hits.sort(key=lambda h: (-h.score, h.kind, h.id))
-    # a later version of a hit ranks above it (index/recency.py); vectors came with the rows
-    hits = latest_first(hits, vectors, threshold=RECENCY_COSINE)
+    if latest_first_order:  # vectors came with the rows
+        hits = latest_first(hits, vectors, threshold=RECENCY_COSINE)
     return hits[:top_k]
 
 
@@ -203,53 +222,30 @@ def _with_status(runtime: Runtime, hits: list[SearchHit], include_stale: bool) -
 
 def _search_kind(
     runtime: Runtime,
+    kind: Kind,
     query: str,
+    vector: np.ndarray | None,
     *,
-    top_k: int = 5,
-    user_id: str | None = None,
-    app_id: str | None = None,
-    project_id: str | None = None,
-    mode: str | None = None,
-    include_deprecated: bool = False,
-    kind: Kind | str = Kind.EPISODE,
-    vectors: dict[tuple[str, str, str, str, str], Any] | None = None,
+    mode: str,
+    top_k: int,
+    where: str | None,
+    include_deprecated: bool,
+    vectors: dict[tuple[str, str, str, str, str], Any] | None,
 ) -> list[SearchHit]:
-    """Search one kind of entry; filters left as ``None`` match every tenant or user.
+    """One kind of entry, arguments checked by :func:`search` (``vector`` embeds ``query``;
+    None in keyword mode).
 
     ``vectors``, when given, receives the stored vector of every hit the vector side found,
     keyed by :func:`everos_reflect.index.recency.key` (keyword mode finds none).
-
-    Every hit carries its full text (``episode``) and a ``snippet``: the passage that answers
-    the query, with its date (see :mod:`everos_reflect.index.snippet`).
-
-    Deprecated (merged-away) entries are left out unless ``include_deprecated``. Scores lie in
-    0..1, higher is better: cosine similarity (vector), squashed BM25 (keyword), normalised RRF
-    (hybrid).
     """
-    if not isinstance(query, str) or not query.strip():
-        raise EverosError("query must not be empty")
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise EverosError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
-    mode = (mode or runtime.settings.index.search_mode).lower()
-    if mode not in MODES:
-        raise EverosError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
-    try:
-        kind = Kind(kind)
-    except ValueError as exc:
-        raise EverosError(f"unknown entry kind {kind!r}") from exc
-    where = where_clause(
-        app_id=app_id,
-        project_id=project_id,
-        user_id=user_id,
-        include_deprecated=include_deprecated,
-    )
     index = runtime.vectors
 
     if mode == "keyword":
         rows = index.search_text(kind, query, k=top_k, where=where)
         return _with_snippets([_hit(r, bm25_score(r["_score"])) for r in rows], query)
 
-    vector = runtime.embedder.embed([query])[0]
+    if vector is None:
+        raise ValueError(f"{mode} search needs the query's vector")
     with_vectors = vectors is not None
     if mode == "vector":
         rows = index.search_vector(kind, vector, k=top_k, where=where, with_vectors=with_vectors)
