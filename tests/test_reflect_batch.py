@@ -317,7 +317,7 @@ def test_the_guard_measures_drafts_waiting_together_with_one_embedding_call(
         assert measured.coverage is not None and measured.coverage.score > 0.5
 
 
-def test_the_guard_reads_the_stored_fact_vectors_of_a_whole_pass_with_one_scan(
+def test_the_guard_reads_the_stored_fact_vectors_of_a_pass_with_one_query_per_user(
     root: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     counting = CountingHash()
@@ -336,14 +336,14 @@ def test_the_guard_reads_the_stored_fact_vectors_of_a_whole_pass_with_one_scan(
             facts = live_facts(rt, ref, [e.id for e in sel.replaced])
             drafts.append((draft(sel, ExtractiveLLM(), Prompts.from_settings({})), facts))
     assert len(drafts) == 3 and all(facts for _, facts in drafts)
-    scans: list[set[UserRef]] = []
-    real = rt.vectors.get_vectors_many
+    queries: list[UserRef] = []
+    real = rt.vectors.get_vectors
 
-    def scanning(kind: Any, wanted: Any) -> Any:
-        scans.append(set(wanted))
-        return real(kind, wanted)
+    def querying(kind: Any, ref: UserRef, ids: Any) -> Any:
+        queries.append(ref)
+        return real(kind, ref, ids)
 
-    monkeypatch.setattr(rt.vectors, "get_vectors_many", scanning)
+    monkeypatch.setattr(rt.vectors, "get_vectors", querying)
     guard = Guard(rt, match_threshold=0.75, max_ratio=1.0)
     counting.calls.clear()
 
@@ -353,7 +353,7 @@ def test_the_guard_reads_the_stored_fact_vectors_of_a_whole_pass_with_one_scan(
         for verdict in verdicts:
             verdict.result(timeout=30)
 
-    assert scans == [{ANDREW, BETTY}]
+    assert sorted(queries) == sorted([ANDREW, BETTY])  # Andrew's two drafts: one query
     stored = {" ".join(t.split()) for _, f in drafts for fs in f.values() for _, t in fs}
     embedded = {t for call in counting.calls for t in call}
     assert stored and not stored & embedded  # every source fact's vector came from the index

@@ -224,8 +224,10 @@ class Guard:
 
     def reuse_stored_vectors_many(self, items: list[tuple[UserRef, Facts]]) -> None:
         """:meth:`reuse_stored_vectors` for the drafts of one pass at once: one vector-table
-        scan for all their users (a scan costs ~25 ms of CPU however few rows it returns,
-        and the guard's thread is a Reflection run's bottleneck on a small machine)."""
+        query per user, not per draft (a query costs ~25 ms of CPU however few rows it
+        returns, and the guard's thread is a Reflection run's bottleneck on a small machine).
+        Each query asks for its facts by key, so it reads no more rows than it needs however
+        many facts the user has."""
         remember = getattr(self.rt.embedder, "remember", None)
         if remember is None:
             return
@@ -236,10 +238,8 @@ class Guard:
         exact = {ref: reads.facts_embedded_as_stated(self.rt.db(), ref, list(pairs),
                                                      self.rt.embedder.name)
                  for ref, pairs in wanted.items() if pairs}
-        exact = {ref: sorted(ids) for ref, ids in exact.items() if ids}
-        if not exact:
-            return
-        stored = self.rt.vectors.get_vectors_many(Kind.ATOMIC_FACT, exact)
+        stored = {ref: self.rt.vectors.get_vectors(Kind.ATOMIC_FACT, ref, sorted(ids))
+                  for ref, ids in exact.items() if ids}
         texts: list[str] = []
         vectors: list[np.ndarray] = []
         for ref, pairs in wanted.items():
