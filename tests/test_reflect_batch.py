@@ -28,9 +28,9 @@ from everos_reflect.markdown import store as store_module
 from everos_reflect.model import Entry, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.strategies import journal, journal_batch
-from everos_reflect.strategies.consolidate import draft, select
+from everos_reflect.strategies.consolidate import Draft, draft, select
 from everos_reflect.strategies.reflect import live_facts
-from everos_reflect.strategies.reflect_guard import Guard
+from everos_reflect.strategies.reflect_guard import Facts, Guard
 from tests.reflect_fixtures import (
     ANDREW,
     add_episode,
@@ -283,12 +283,8 @@ class CountingHash(HashEmbedder):
         return super().embed(texts)
 
 
-def test_the_guard_measures_drafts_waiting_together_with_one_embedding_call(
-    root: Path,
-) -> None:
-    counting = CountingHash()
-    rt, _ = seeded(root, embedder=CachingEmbedder(counting))
-    Indexer(rt).scan()
+def _extractive_drafts(rt: Runtime) -> list[tuple[Draft, Facts]]:
+    """An extractive draft of every cluster eligible now, with its sources' live facts."""
     clusters = ClusterService(rt)
     drafts = []
     for ref in (ANDREW, BETTY):
@@ -297,6 +293,16 @@ def test_the_guard_measures_drafts_waiting_together_with_one_embedding_call(
             assert sel is not None
             facts = live_facts(rt, ref, [e.id for e in sel.replaced])
             drafts.append((draft(sel, ExtractiveLLM(), Prompts.from_settings({})), facts))
+    return drafts
+
+
+def test_the_guard_measures_drafts_waiting_together_with_one_embedding_call(
+    root: Path,
+) -> None:
+    counting = CountingHash()
+    rt, _ = seeded(root, embedder=CachingEmbedder(counting))
+    Indexer(rt).scan()
+    drafts = _extractive_drafts(rt)
     assert len(drafts) == 3
     guard = Guard(rt, match_threshold=0.75, max_ratio=1.0)
     counting.calls.clear()
@@ -327,14 +333,7 @@ def test_the_guard_reads_the_stored_fact_vectors_of_a_pass_with_one_query_per_us
         for n, eid in enumerate(sources[word]):
             add_fact(rt, ref, entries[eid], f"{ref.user_id} keeps the {word} note {n}.")
     Indexer(rt).scan()
-    clusters = ClusterService(rt)
-    drafts = []
-    for ref in (ANDREW, BETTY):
-        for info in clusters.eligible_for_reflection(ref, 10):
-            sel = select(rt.store, clusters, info, max_sources=50)
-            assert sel is not None
-            facts = live_facts(rt, ref, [e.id for e in sel.replaced])
-            drafts.append((draft(sel, ExtractiveLLM(), Prompts.from_settings({})), facts))
+    drafts = _extractive_drafts(rt)
     assert len(drafts) == 3 and all(facts for _, facts in drafts)
     queries: list[UserRef] = []
     real = rt.vectors.get_vectors
