@@ -173,11 +173,13 @@ def split_of(sample_index: int) -> str:
 
 
 def _snippet_item(entry: Entry, sentences: list[budget.Sentence],
-                  query: str) -> list[budget.Sentence]:
+                  query: str, passages: Sequence[str]) -> list[budget.Sentence]:
     """The hit as a snippet reader sees it: the date, then the chosen sentences, each with the
-    evidence of the full-text sentence it comes from."""
+    evidence of the full-text sentence it comes from. The snippet is made as search makes it
+    (same anchors: the hit's ``passages``), from the Markdown text the evidence is mapped on."""
     snip = make_snippet(entry.content, query,
-                        date=entry.timestamp.date().isoformat() if entry.timestamp else None)
+                        date=entry.timestamp.date().isoformat() if entry.timestamp else None,
+                        anchors=passages)
     texts = dated_sentences(entry.content, snip.date)
     item = [budget.Sentence(snip.date or "", frozenset())] if snip.date else []
     item += [budget.Sentence(texts[i][0], sentences[i].evidence) for i in snip.sentences
@@ -204,12 +206,13 @@ def evidence_recall(rt: Runtime, state: dict[str, Any], questions: Sequence[lm.L
         hits = search(rt, q.question, top_k=FETCH, app_id=locomo_root.APP,
                       project_id=q.sample_id)
         live = by_project[q.sample_id]
-        fresh = [live[(h.user_id, h.id)] for h in hits if (h.user_id, h.id) in live]
+        kept = [h for h in hits if (h.user_id, h.id) in live]
+        fresh = [live[(h.user_id, h.id)] for h in kept]
         stale += len(hits) - len(fresh)
         split = sample_split[q.sample_id]
         full_items = [sentences for _, sentences, _ in fresh]
-        snip_items = [_snippet_item(entry, sentences, q.question)
-                      for entry, sentences, _ in fresh]
+        snip_items = [_snippet_item(entry, sentences, q.question, h.passages)
+                      for h, (entry, sentences, _) in zip(kept, fresh, strict=True)]
         item_words[split]["full"] += [sum(s.words for s in it) for it in full_items[:10]]
         item_words[split]["snippet"] += [sum(s.words for s in it) for it in snip_items[:10]]
         row: dict[str, float] = {}

@@ -138,6 +138,51 @@ def test_a_worker_keeps_one_embedder_per_configuration_and_only_a_few(
     assert model_of(b) is not old_b  # evicted: built afresh when b's configuration returns
 
 
+def test_a_worker_shares_one_llm_client_per_configuration_and_only_a_few(
+        tmp_path: Path, monkeypatch) -> None:
+    """Roots with the same OpenAI-compatible [llm] share one client in a worker (no client
+    built per root); only the most recently used few are kept; a root that is only opened
+    (the driver judging it) builds none; the offline extractive LLM is never shared."""
+    from collections import OrderedDict
+
+    from everos_reflect.fleet import work
+    from everos_reflect.llm.extractive import ExtractiveLLM
+    from everos_reflect.llm.openai_llm import OpenAILLM
+
+    monkeypatch.setattr(work, "_llms", OrderedDict())
+
+    def root_with(name: str, llm: str) -> str:  # nothing connects: clients are only built
+        root = tmp_path / name
+        root.mkdir()
+        (root / "everos.toml").write_text(f"[llm]\n{llm}\n", "utf-8")
+        return str(root)
+
+    def llm_of(root: str):
+        rt = work.open_root(root)
+        try:
+            return rt.llm
+        finally:
+            rt.close()
+
+    server = 'provider = "openai"\nbase_url = "http://127.0.0.1:9/v1"\napi_key = "k"\n'
+    a1, a2 = root_with("a1", server + 'model = "m1"'), root_with("a2", server + 'model = "m1"')
+    b, c = root_with("b", server + 'model = "m2"'), root_with("c", server + 'model = "m3"')
+    local = root_with("local", 'provider = "extractive"')
+    work.open_root(a1).close()
+    assert not work._llms  # opened, never asked for its LLM: no client built
+    first = llm_of(a1)
+    assert isinstance(first, OpenAILLM) and llm_of(a2) is first
+    old_b = llm_of(b)
+    assert old_b is not first and old_b.model == "m2"
+    assert llm_of(a1) is first  # used again: now the most recent
+    llm_of(c)  # a third configuration: the least recently used (b's) is let go
+    assert len(work._llms) == work.MAX_LLMS == 2
+    assert llm_of(a1) is first and llm_of(b) is not old_b
+    one, two = llm_of(local), llm_of(local)
+    assert isinstance(one, ExtractiveLLM) and one is not two
+    assert all(isinstance(llm, OpenAILLM) for llm in work._llms.values())
+
+
 def _backlog(root: Path, max_clusters: int = 100, max_sources: int = 100) -> int:
     """Clusters plus Episodes eligible for a merge, the slow way: user by user."""
     from everos_reflect.clustering.service import ClusterService

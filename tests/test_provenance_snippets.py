@@ -95,6 +95,25 @@ def test_snippet_is_the_answering_passage_with_its_date() -> None:
     assert next(t for t, _ in dated_sentences(NARRATIVE, None)) == "Andrew has no pets yet."
 
 
+def test_an_anchor_fact_picks_the_sentence_a_question_words_differently() -> None:
+    text = ("2026-08-10: Andrew moved to Portland. Andrew took up sailing on weekends.\n\n"
+            "2026-09-10: Andrew bought a new boat for the lake.")
+    # "where does Andrew live" shares only "Andrew" with any sentence: lexically the latest wins
+    plain = make_snippet(text, "where does Andrew live", max_words=5)
+    assert plain.text == "Andrew bought a new boat for the lake."
+    # the nearest fact (found by meaning) points at the answer
+    anchored = make_snippet(text, "where does Andrew live", max_words=5,
+                            anchors=["Andrew moved to Portland."])
+    assert anchored.text == "Andrew moved to Portland."
+    assert anchored.date == "2026-08-10"
+    # a better-ranked anchor outranks a later one; an anchor matching nothing changes nothing
+    both = make_snippet(text, "Andrew", max_words=5,
+                        anchors=["Andrew took up sailing on weekends", "Andrew moved to Portland"])
+    assert both.text == "Andrew took up sailing on weekends."
+    assert make_snippet(text, "where does Andrew live", max_words=5,
+                        anchors=["Jess plays the cello"]) == plain
+
+
 def test_search_hits_carry_a_snippet_next_to_the_full_text(root: Path) -> None:
     rt = make_runtime(root, ExtractiveLLM())
     add_episode(rt, ANDREW, "2026-08-20T10:00:00+00:00", "Week",
@@ -105,7 +124,7 @@ def test_search_hits_carry_a_snippet_next_to_the_full_text(root: Path) -> None:
     assert hit.episode.startswith("Andrew painted the fence.")
     assert "Andrew adopted a dog named Toby." in hit.snippet
     assert hit.snippet_date == "2026-08-20"
-    assert {"snippet", "snippet_date"} <= set(hit.to_dict())
+    assert {"snippet", "snippet_date", "passages"} <= set(hit.to_dict())
 
 
 def test_budgeted_recall_cuts_the_crossing_item_at_whole_sentences() -> None:

@@ -34,6 +34,7 @@ from everos_reflect.strategies.reflect_guard import Guard
 from tests.reflect_fixtures import (
     ANDREW,
     add_episode,
+    add_fact,
     all_entries,
     check_invariants,
     make_runtime,
@@ -314,6 +315,48 @@ def test_the_guard_measures_drafts_waiting_together_with_one_embedding_call(
         assert alone.remeasure(fresh, facts) == too_long
         assert fresh.coverage == measured.coverage and fresh.provenance == measured.provenance
         assert measured.coverage is not None and measured.coverage.score > 0.5
+
+
+def test_the_guard_reads_the_stored_fact_vectors_of_a_pass_with_one_query_per_user(
+    root: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counting = CountingHash()
+    rt, sources = seeded(root, embedder=CachingEmbedder(counting))
+    for ref, _, word in TOPICS:  # a stated fact of every source
+        entries = all_entries(rt, ref)
+        for n, eid in enumerate(sources[word]):
+            add_fact(rt, ref, entries[eid], f"{ref.user_id} keeps the {word} note {n}.")
+    Indexer(rt).scan()
+    clusters = ClusterService(rt)
+    drafts = []
+    for ref in (ANDREW, BETTY):
+        for info in clusters.eligible_for_reflection(ref, 10):
+            sel = select(rt.store, clusters, info, max_sources=50)
+            assert sel is not None
+            facts = live_facts(rt, ref, [e.id for e in sel.replaced])
+            drafts.append((draft(sel, ExtractiveLLM(), Prompts.from_settings({})), facts))
+    assert len(drafts) == 3 and all(facts for _, facts in drafts)
+    queries: list[UserRef] = []
+    real = rt.vectors.get_vectors
+
+    def querying(kind: Any, ref: UserRef, ids: Any) -> Any:
+        queries.append(ref)
+        return real(kind, ref, ids)
+
+    monkeypatch.setattr(rt.vectors, "get_vectors", querying)
+    guard = Guard(rt, match_threshold=0.75, max_ratio=1.0)
+    counting.calls.clear()
+
+    with guard:
+        with guard._embedding:  # an embedding call is running: the three queue up
+            verdicts = [guard.submit(d, f) for d, f in drafts]
+        for verdict in verdicts:
+            verdict.result(timeout=30)
+
+    assert sorted(queries) == sorted([ANDREW, BETTY])  # Andrew's two drafts: one query
+    stored = {" ".join(t.split()) for _, f in drafts for fs in f.values() for _, t in fs}
+    embedded = {t for call in counting.calls for t in call}
+    assert stored and not stored & embedded  # every source fact's vector came from the index
 
 
 def test_a_narrative_prefetched_during_its_facts_call_leaves_only_new_facts_to_embed(

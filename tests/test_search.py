@@ -157,6 +157,7 @@ def test_hit_to_dict_has_the_api_fields(rt: Runtime) -> None:
         "snippet_date": "2025-10-09",
         "kind": "episode",
         "status": None,
+        "passages": [],
     }
 
 
@@ -276,6 +277,18 @@ def test_hybrid_ranks_a_long_entry_by_its_best_matching_fact(
     assert two_lists.index("ep_20250601_0001") > 0
     assert hybrid[0] == "ep_20250601_0001"
     assert not any(i.startswith("af_") for i in hybrid)  # facts point at Episodes, never listed
+
+
+def test_hybrid_hits_report_their_nearest_facts_and_snip_from_them(rt: Runtime) -> None:
+    _narrative_with_facts(rt)
+    [hit] = search(rt, "Andrew went sailing in May", mode="hybrid", user_id="u_andrew",
+                   top_k=1)
+    assert hit.id == "ep_20250601_0001"
+    assert hit.passages[0] == "Andrew went sailing on the Tagus in May"
+    assert len(hit.passages) <= search_module.PASSAGES_PER_HIT
+    assert "sailing on the Tagus" in hit.snippet
+    # vector and keyword searches run no fact query: no passages
+    assert all(h.passages == [] for h in search(rt, "sailing", mode="vector", top_k=3))
 
 
 def test_facts_never_bring_back_an_archived_entry(rt: Runtime) -> None:

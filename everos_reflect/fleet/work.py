@@ -19,17 +19,20 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.engine import Engine, overlay_ome, strategies_status
 from everos_reflect.engine.registry import get_strategy
 from everos_reflect.errors import ConfigError, EverosError
+from everos_reflect.runtime import Runtime
 from everos_reflect.settings import load_settings
 
 if TYPE_CHECKING:
     from everos_reflect.embedding.base import Embedder
-    from everos_reflect.runtime import Runtime
+    from everos_reflect.llm.base import LLM
+    from everos_reflect.settings import LLMSettings
 
 log = logging.getLogger(__name__)
 
@@ -107,10 +110,53 @@ def _shared_embedder(settings: Any) -> Embedder:
         return found
 
 
+#: OpenAI-compatible clients a worker process keeps, one per ``[llm]`` configuration, for the
+#: same reason: building one (its HTTP connection pool and TLS context) took ~20 ms of CPU per
+#: root, and a client kept from one root to the next also keeps its connections to the
+#: provider open. At most :data:`MAX_LLMS`, least recently used let go first.
+MAX_LLMS = 2
+
+_llms: OrderedDict[Any, LLM] = OrderedDict()
+_llms_lock = threading.Lock()
+
+
+def _shared_llm(settings: LLMSettings) -> LLM | None:
+    """One OpenAI-compatible client per ``[llm]`` configuration per process, or ``None`` (the
+    root builds its own) for any other provider: the offline ``extractive`` one reads the
+    root's own caching embedder, so it is never shared. A client holds no per-root state: each
+    run meters its calls through its own wrapper (``RunContext.llm``)."""
+    if settings.provider != "openai" or not (settings.base_url or settings.api_key):
+        return None  # make_llm's fallback to extractive: the root's own, as above
+    from everos_reflect.llm import make_llm
+
+    with _llms_lock:
+        found = _llms.get(settings)
+        if found is None:
+            found = _llms[settings] = make_llm(settings)
+            while len(_llms) > MAX_LLMS:
+                _llms.popitem(last=False)
+        else:
+            _llms.move_to_end(settings)
+        return found
+
+
+class FleetRuntime(Runtime):
+    """A root opened by :func:`open_root`: its LLM, when the root first asks for it, is the
+    process's shared client for that configuration (a root the driver only judges never
+    builds one, nor imports the SDK)."""
+
+    @cached_property
+    def llm(self) -> LLM:
+        from everos_reflect.llm import make_llm
+
+        shared = _shared_llm(self.settings.llm)
+        return shared if shared is not None else make_llm(self.settings.llm, self.embedder)
+
+
 def open_root(root: str) -> Runtime:
-    """The default opener: the root's own settings, the embedder shared within the process."""
+    """The default opener: the root's own settings; the embedder and, for an OpenAI-compatible
+    provider, the LLM client shared within the process."""
     from everos_reflect.embedding import CachingEmbedder
-    from everos_reflect.runtime import Runtime
 
     path = Path(root)
     if not path.is_dir():
@@ -121,7 +167,7 @@ def open_root(root: str) -> Runtime:
         cpus = task_cpus()
         if cpus:
             embedding = replace(embedding, threads=cpus)
-    return Runtime(path, settings, embedder=CachingEmbedder(_shared_embedder(embedding)))
+    return FleetRuntime(path, settings, embedder=CachingEmbedder(_shared_embedder(embedding)))
 
 
 def task_cpus() -> int | None:

@@ -8,7 +8,7 @@ and an entry found by both rises above one found by either alone.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -30,6 +30,7 @@ MAX_TOP_K = 100
 RRF_K = 60  # the usual RRF constant: damps the weight of the very first ranks
 CANDIDATES_PER_HIT = 4  # each side of a hybrid search fetches this many candidates per hit
 FACTS_PER_HIT = 3  # facts fetched per Episode candidate when ranking Episodes by passage
+PASSAGES_PER_HIT = 3  # nearest facts a hit reports (and its snippet starts from)
 
 
 @dataclass
@@ -56,15 +57,22 @@ class SearchHit:
     kind: str = "episode"
     #: A derived record's ``status`` (``active``, ``stale`` ...); None for Episodes and facts.
     status: str | None = None
+    #: The entry's atomic facts nearest the query, best first (hybrid search of Episodes):
+    #: why it matched, and the sentences its ``snippet`` starts from.
+    passages: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-def _with_snippets(hits: list[SearchHit], query: str) -> list[SearchHit]:
+def _with_snippets(hits: list[SearchHit], query: str,
+                   passages: Mapping[tuple[str, str, str, str], list[str]] | None = None,
+                   ) -> list[SearchHit]:
     for hit in hits:
+        hit.passages = list((passages or {}).get(
+            (hit.app_id, hit.project_id, hit.user_id, hit.id), ()))
         found = make_snippet(hit.episode or hit.subject, query,
-                             date=(hit.timestamp or "")[:10] or None)
+                             date=(hit.timestamp or "")[:10] or None, anchors=hit.passages)
         hit.snippet, hit.snippet_date = found.text, found.date
     return hits
 
@@ -262,14 +270,17 @@ def _search_kind(
     by_vector = index.search_vector(kind, vector, k=depth, where=where,
                                     with_vectors=with_vectors)
     rankings = [by_vector, text_future.result()]
+    passages: dict[tuple[str, str, str, str], list[str]] = {}
     if facts_future is not None:
-        rankings.append(_by_passage(index, facts_future.result(), rankings, depth=depth,
+        facts = facts_future.result()
+        rankings.append(_by_passage(index, facts, rankings, depth=depth,
                                     include_deprecated=include_deprecated,
                                     with_vectors=with_vectors))
+        passages = _passages(facts)
     fused = rrf_fuse(rankings, top_k=top_k)
     hits = [_hit(row, score) for row, score in fused]
     _keep_vectors(by_vector + rankings[-1], hits, vectors)
-    return _with_snippets(hits, query)
+    return _with_snippets(hits, query, passages)
 
 
 def _by_passage(index: Any, facts: Sequence[dict[str, Any]],
@@ -298,6 +309,19 @@ def _by_passage(index: Any, facts: Sequence[dict[str, Any]],
         known[_row_key(row)] = row
     return [known[k] for k in order
             if k in known and (include_deprecated or known[k].get("deprecated_by") is None)]
+
+
+def _passages(facts: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str, str], list[str]]:
+    """Each parent Episode's nearest facts' texts (``facts`` nearest first), at most
+    :data:`PASSAGES_PER_HIT` each."""
+    out: dict[tuple[str, str, str, str], list[str]] = {}
+    for fact in facts:
+        if fact.get("parent_type") == "episode" and fact.get("parent_id") and fact.get("text"):
+            mine = out.setdefault((fact["app_id"], fact["project_id"], fact["user_id"],
+                                   fact["parent_id"]), [])
+            if len(mine) < PASSAGES_PER_HIT:
+                mine.append(fact["text"])
+    return out
 
 
 def _keep_vectors(rows: Sequence[dict[str, Any]], hits: Sequence[SearchHit],

@@ -6,7 +6,10 @@ query terms, in their original order, within ``max_words``, with the date they w
 paragraph's ``YYYY-MM-DD:`` prefix of a narrative, else the entry's own date).
 
 Scoring is lexical (query terms with light suffix folding, weighted by how rare they are in the
-entry), deterministic and cheap: no model call per hit. The best sentence always comes; others
+entry), deterministic and cheap: no model call per hit. A hybrid search also hands over the
+entry's atomic facts nearest the query (``anchors``, best first): found by meaning, they catch
+the answer a question words differently, so the sentences they stand for score as well as the
+best lexical match, the nearest fact's most. The best sentence always comes; others
 join while they score at least half as well and fit in ``max_words``. Ties go to the later
 sentence, so a question about a changing fact gets its latest version (a narrative's current
 state is last). A narrative's topic paragraphs date each line (``YYYY-MM-DD: ...``); every
@@ -19,6 +22,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from everos_reflect.llm.extractive import STOPWORDS, narrative_sentences
@@ -27,6 +31,10 @@ from everos_reflect.llm.extractive import STOPWORDS, narrative_sentences
 SNIPPET_WORDS = 60
 #: A sentence joins the best one only if it scores at least this share of the best score.
 RELEVANT_SHARE = 0.5
+#: What the nearest anchor adds to its sentence, as a share of the best lexical score.
+ANCHOR_WEIGHT = 1.0
+#: A sentence stands for an anchor when this share of the shorter one's terms is shared.
+ANCHOR_OVERLAP = 0.6
 
 _TERM_RE = re.compile(r"\w+", re.UNICODE)
 
@@ -63,8 +71,21 @@ def dated_sentences(content: str, default_date: str | None) -> list[tuple[str, s
             for s in narrative_sentences(content)]
 
 
+def _anchor_values(bags: list[set[str]], anchors: Sequence[str]) -> list[float]:
+    """Per sentence: 1 / (1 + rank) of the best-ranked anchor it stands for, else 0."""
+    values = [0.0] * len(bags)
+    for rank, anchor in enumerate(anchors):
+        wanted = terms(anchor)
+        for i, bag in enumerate(bags):
+            shared = len(bag & wanted)
+            if values[i] == 0.0 and shared and shared >= ANCHOR_OVERLAP * min(len(bag),
+                                                                             len(wanted)):
+                values[i] = 1.0 / (1 + rank)
+    return values
+
+
 def make_snippet(content: str, query: str, *, date: str | None = None,
-                 max_words: int = SNIPPET_WORDS) -> Snippet:
+                 max_words: int = SNIPPET_WORDS, anchors: Sequence[str] = ()) -> Snippet:
     """The best passage of ``content`` for ``query`` (see the module docstring)."""
     sentences = dated_sentences(content, date)
     if not sentences:
@@ -76,6 +97,11 @@ def make_snippet(content: str, query: str, *, date: str | None = None,
     # rarer terms weigh more; ties are broken towards later sentences below
     scores = [(sum(math.log(1 + n / df[term]) for term in wanted & bag), i)
               for i, bag in enumerate(bags)]
+    if anchors and ANCHOR_WEIGHT > 0:
+        scale = ANCHOR_WEIGHT * (max(score for score, _ in scores) or 1.0)
+        scores = [(score + scale * value, i)
+                  for (score, i), value in zip(scores, _anchor_values(bags, anchors),
+                                               strict=True)]
     ranked = sorted(scores, key=lambda s: (-s[0], -s[1]))
     if ranked[0][0] <= 0:  # nothing matches: the entry's opening
         ranked = [(0.0, i) for i in range(n)]

@@ -87,6 +87,7 @@ class Guard:
         self._queue_lock = threading.Lock()
         self._queue: list[_Job] = []
         self._thread: ThreadPoolExecutor | None = None
+        self._warming: threading.Thread | None = None
         #: embedding calls made for batches, drafts they measured and narratives they
         #: prefetched for (for tests and logs)
         self.batches = self.batched = self.prefetched = 0
@@ -95,7 +96,20 @@ class Guard:
     def __enter__(self) -> Guard:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="reflect-guard")
         self._thread.submit(self._warm_up)
+        # the vector index too (its first use imports lancedb: ~1.2 CPU-s, ~1 s idle, ~3 s
+        # loaded), beside the model rather than after it on the guard's thread
+        self._warming = threading.Thread(target=self._open_vectors, daemon=True,
+                                         name="reflect-guard-vectors")
+        self._warming.start()
         return self
+
+    def _open_vectors(self) -> None:
+        """Open the runtime's vector index, which the guard's first pass reads. One that
+        fails to open fails that pass as before."""
+        try:
+            self.rt.vectors  # noqa: B018 - a cached property: opening it is the point
+        except Exception:
+            log.debug("vector index warm-up failed", exc_info=True)
 
     def _warm_up(self) -> None:
         """Guard thread: load the embedding model now, while the first LLM calls are in
@@ -113,6 +127,9 @@ class Guard:
         assert self._thread is not None
         self._thread.shutdown(wait=True)
         self._thread = None
+        if self._warming is not None:
+            self._warming.join()
+            self._warming = None
 
     def submit(self, result: Draft, facts: Facts) -> Future[str | None]:
         """Queue ``result`` for measuring (any thread). The future sets ``result.coverage``
@@ -160,14 +177,16 @@ class Guard:
     def _measure_many(self, jobs: list[_Job]) -> None:
         if not jobs:  # an earlier pass took them all
             return
+        todo: list[tuple[UserRef, Facts]] = []
         for job in jobs:
             sel = job.draft.selection
             if (sel.ref, sel.cluster_id) in self._reused:  # its prefetch did it
                 self._reused.discard((sel.ref, sel.cluster_id))
             else:
-                self.reuse_stored_vectors(sel.ref, job.facts)
+                todo.append((sel.ref, job.facts))
             if job.verdict is None:
                 self._reused.add((sel.ref, sel.cluster_id))
+        self.reuse_stored_vectors_many(todo)
         if getattr(self.rt.embedder, "remember", None) is not None:  # a cache keeps them
             # every text measuring needs, and each narrative as the commit's re-index will
             # embed it: then every lookup below, and the re-index, is a cache hit
@@ -201,16 +220,36 @@ class Guard:
         """Hand the guard the source facts' vectors from the index instead of embedding them
         again: the run's scan just made the index current, so a fact whose embedded text is
         exactly its Fact text has its vector there already."""
+        self.reuse_stored_vectors_many([(ref, facts)])
+
+    def reuse_stored_vectors_many(self, items: list[tuple[UserRef, Facts]]) -> None:
+        """:meth:`reuse_stored_vectors` for the drafts of one pass at once: one vector-table
+        query per user, not per draft (a query costs ~25 ms of CPU however few rows it
+        returns, and the guard's thread is a Reflection run's bottleneck on a small machine).
+        Each query asks for its facts by key, so it reads no more rows than it needs however
+        many facts the user has."""
         remember = getattr(self.rt.embedder, "remember", None)
-        pairs = [pair for fs in facts.values() for pair in fs]
-        if remember is None or not pairs:
+        if remember is None:
             return
-        exact = reads.facts_embedded_as_stated(self.rt.db(), ref, [fid for fid, _ in pairs],
-                                               self.rt.embedder.name)
-        stored = self.rt.vectors.get_vectors(Kind.ATOMIC_FACT, ref, sorted(exact))
-        texts = [" ".join(text.split()) for fid, text in pairs if fid in stored]
+        wanted: dict[UserRef, dict[str, str]] = {}  # fact id -> text, per user
+        for ref, facts in items:
+            for fs in facts.values():
+                wanted.setdefault(ref, {}).update(fs)
+        exact = {ref: reads.facts_embedded_as_stated(self.rt.db(), ref, list(pairs),
+                                                     self.rt.embedder.name)
+                 for ref, pairs in wanted.items() if pairs}
+        stored = {ref: self.rt.vectors.get_vectors(Kind.ATOMIC_FACT, ref, sorted(ids))
+                  for ref, ids in exact.items() if ids}
+        texts: list[str] = []
+        vectors: list[np.ndarray] = []
+        for ref, pairs in wanted.items():
+            found = stored.get(ref, {})
+            for fid, text in pairs.items():
+                if fid in found:
+                    texts.append(" ".join(text.split()))
+                    vectors.append(found[fid])
         if texts:
-            remember(texts, np.stack([stored[fid] for fid, _ in pairs if fid in stored]))
+            remember(texts, np.stack(vectors))
 
 
 def narrative_text(result: Draft) -> str:
