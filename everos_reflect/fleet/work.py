@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from everos_reflect.engine.engine import Engine, overlay_ome, strategies_status
 from everos_reflect.engine.registry import get_strategy
@@ -83,6 +83,24 @@ def fleet_engine(runtime: Runtime, defaults: Mapping[str, Mapping[str, Any]] | N
 
 # --- opening a root -----------------------------------------------------------------------------
 
+T = TypeVar("T")
+
+
+def _kept(cache: OrderedDict[Any, T], lock: threading.Lock, key: Any,
+          make: Callable[[Any], T], limit: int) -> T:
+    """``cache[key]``, made by ``make(key)`` when absent; at most ``limit`` kept, the least
+    recently used let go first (a worker process outlives many roots)."""
+    with lock:
+        found = cache.get(key)
+        if found is None:
+            found = cache[key] = make(key)
+            while len(cache) > limit:
+                cache.popitem(last=False)
+        else:
+            cache.move_to_end(key)
+        return found
+
+
 #: Loaded embedders a worker process keeps, one per ``[embedding]`` configuration. A Ray
 #: worker is reused for many tasks (``fleet serve`` keeps it for days), so roots that configure
 #: different models must not pile up models in it: the least recently used one is let go.
@@ -99,15 +117,7 @@ def _shared_embedder(settings: Any) -> Embedder:
     using it until it closes."""
     from everos_reflect.embedding import make_embedder
 
-    with _embedders_lock:
-        found = _embedders.get(settings)
-        if found is None:
-            found = _embedders[settings] = make_embedder(settings)
-            while len(_embedders) > MAX_EMBEDDERS:
-                _embedders.popitem(last=False)
-        else:
-            _embedders.move_to_end(settings)
-        return found
+    return _kept(_embedders, _embedders_lock, settings, make_embedder, MAX_EMBEDDERS)
 
 
 #: OpenAI-compatible clients a worker process keeps, one per ``[llm]`` configuration, for the
@@ -129,15 +139,7 @@ def _shared_llm(settings: LLMSettings) -> LLM | None:
         return None  # make_llm's fallback to extractive: the root's own, as above
     from everos_reflect.llm import make_llm
 
-    with _llms_lock:
-        found = _llms.get(settings)
-        if found is None:
-            found = _llms[settings] = make_llm(settings)
-            while len(_llms) > MAX_LLMS:
-                _llms.popitem(last=False)
-        else:
-            _llms.move_to_end(settings)
-        return found
+    return _kept(_llms, _llms_lock, settings, make_llm, MAX_LLMS)
 
 
 class FleetRuntime(Runtime):
