@@ -41,8 +41,12 @@ STOP_GRACE_SECONDS = 30.0
 def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None) -> None:
     """Run the daemon in the foreground until SIGTERM/SIGINT."""
     from everos_reflect.api.app import create_app
+    from everos_reflect.embedding.heap import cap_arenas
     from everos_reflect.engine.scheduler import Scheduler
     from everos_reflect.index.watcher import Watcher
+
+    # before the daemon's threads start: they share two glibc heaps instead of one each
+    cap_arenas()
 
     # APScheduler logs every job execution at INFO; the scheduler logs what matters itself.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
