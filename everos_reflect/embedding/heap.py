@@ -35,8 +35,8 @@ MMAP_THRESHOLD_BYTES = 256 * 1024
 SERVE_ARENAS = 2
 
 _lock = threading.Lock()
-_applied: int | None = None
-_arenas: int | None = None
+#: mallopt settings this process has made: {parameter: value}
+_applied: dict[int, int] = {}
 
 
 def _glibc() -> ctypes.CDLL | None:
@@ -54,19 +54,9 @@ def _glibc() -> ctypes.CDLL | None:
 def fix_mmap_threshold(threshold: int = MMAP_THRESHOLD_BYTES) -> bool:
     """Give every heap block of ``threshold`` bytes or more its own mapping, process-wide, so
     freed large blocks go back to the kernel at once. True if glibc accepted it."""
-    global _applied
     if threshold < 4096:
         raise ValueError(f"mmap threshold must be at least 4096 bytes, got {threshold}")
-    with _lock:
-        if _applied == threshold:
-            return True
-        libc = _glibc()
-        if libc is None:
-            return False
-        ok = bool(libc.mallopt(M_MMAP_THRESHOLD, ctypes.c_int(threshold)))
-        if ok:
-            _applied = threshold
-        return ok
+    return _mallopt_once(M_MMAP_THRESHOLD, threshold)
 
 
 def cap_arenas(count: int = SERVE_ARENAS) -> bool:
@@ -74,16 +64,21 @@ def cap_arenas(count: int = SERVE_ARENAS) -> bool:
     them, and memory one thread frees is reused by the others instead of staying resident in
     that thread's own arena. Applies to arenas created from now on, so call it before the
     process starts its threads. True if glibc accepted it."""
-    global _arenas
     if count < 1:
         raise ValueError(f"arena count must be at least 1, got {count}")
+    return _mallopt_once(M_ARENA_MAX, count)
+
+
+def _mallopt_once(param: int, value: int) -> bool:
+    """``mallopt(param, value)`` unless this process already set it so; True if glibc
+    accepted it (False off glibc)."""
     with _lock:
-        if _arenas == count:
+        if _applied.get(param) == value:
             return True
         libc = _glibc()
         if libc is None:
             return False
-        ok = bool(libc.mallopt(M_ARENA_MAX, ctypes.c_int(count)))
+        ok = bool(libc.mallopt(param, ctypes.c_int(value)))
         if ok:
-            _arenas = count
+            _applied[param] = value
         return ok
