@@ -272,22 +272,21 @@ def _search_kind(
     rankings = [by_vector, text_future.result()]
     passages: dict[tuple[str, str, str, str], list[str]] = {}
     if facts_future is not None:
-        facts = facts_future.result()
-        rankings.append(_by_passage(index, facts, rankings, depth=depth,
+        passages = _passages(facts_future.result())
+        rankings.append(_by_passage(index, passages, rankings, depth=depth,
                                     include_deprecated=include_deprecated,
                                     with_vectors=with_vectors))
-        passages = _passages(facts)
     fused = rrf_fuse(rankings, top_k=top_k)
     hits = [_hit(row, score) for row, score in fused]
     _keep_vectors(by_vector + rankings[-1], hits, vectors)
     return _with_snippets(hits, query, passages)
 
 
-def _by_passage(index: Any, facts: Sequence[dict[str, Any]],
+def _by_passage(index: Any, passages: Mapping[tuple[str, str, str, str], list[str]],
                 rankings: Sequence[Sequence[dict[str, Any]]], *, depth: int,
                 include_deprecated: bool, with_vectors: bool) -> list[dict[str, Any]]:
-    """Episodes ranked by their best-matching atomic fact (``facts``: the fact hits, nearest
-    first).
+    """Episodes ranked by their best-matching atomic fact (``passages``: parent Episode →
+    its nearest facts, parents in the order of their best fact; see :func:`_passages`).
 
     One vector per Episode dilutes a long narrative: a question about one of its paragraphs
     matches the whole text weakly. Its facts are sentence-sized, so the nearest facts point
@@ -295,14 +294,7 @@ def _by_passage(index: Any, facts: Sequence[dict[str, Any]],
     fact. Fused as a third list, this lifts an entry that holds the answer somewhere inside
     without letting length alone win (a long entry still gets one rank, not one per fact).
     """
-    ranked: dict[tuple[str, str, str, str], None] = {}  # parents in order of their best fact
-    for fact in facts:
-        if fact.get("parent_type") == "episode" and fact.get("parent_id"):
-            ranked.setdefault((fact["app_id"], fact["project_id"], fact["user_id"],
-                               fact["parent_id"]))
-            if len(ranked) >= depth:
-                break
-    order = list(ranked)
+    order = list(passages)[:depth]
     known = {_row_key(row): row for ranking in rankings for row in ranking}
     missing = [k for k in order if k not in known or (with_vectors and "vector" not in known[k])]
     for row in index.rows_by_keys(Kind.EPISODE, missing, with_vectors=with_vectors):
@@ -312,14 +304,14 @@ def _by_passage(index: Any, facts: Sequence[dict[str, Any]],
 
 
 def _passages(facts: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str, str], list[str]]:
-    """Each parent Episode's nearest facts' texts (``facts`` nearest first), at most
-    :data:`PASSAGES_PER_HIT` each."""
+    """Each parent Episode of ``facts`` (nearest first), in the order of its best fact, with
+    the texts of its nearest facts, at most :data:`PASSAGES_PER_HIT`."""
     out: dict[tuple[str, str, str, str], list[str]] = {}
     for fact in facts:
-        if fact.get("parent_type") == "episode" and fact.get("parent_id") and fact.get("text"):
+        if fact.get("parent_type") == "episode" and fact.get("parent_id"):
             mine = out.setdefault((fact["app_id"], fact["project_id"], fact["user_id"],
                                    fact["parent_id"]), [])
-            if len(mine) < PASSAGES_PER_HIT:
+            if fact.get("text") and len(mine) < PASSAGES_PER_HIT:
                 mine.append(fact["text"])
     return out
 
