@@ -186,6 +186,22 @@ def _cache_for(runtime: Any) -> _Cache:
         return cache
 
 
+#: members of one cluster by its id, through the member index (on the key, migration 0011)
+_OF_CLUSTER = "cluster_key=(SELECT cluster_key FROM clusters WHERE cluster_id=?)"
+#: a member row; its ``cluster_key`` is read from the cluster it names (inserted first)
+_INSERT_MEMBER = (
+    "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id, cluster_key,"
+    " ts, similarity, text_hash, joined_at) VALUES "
+    "(?1,?2,?3,?4,?5,(SELECT cluster_key FROM clusters WHERE cluster_id=?5),?6,?7,?8,?9)")
+
+
+def _next_cluster_key(conn: sqlite3.Connection) -> int:
+    """The key the next new cluster gets: keys follow creation order, so the member index
+    (by key) takes a batch's rows at its end instead of on random pages (migration 0011)."""
+    return int(conn.execute("SELECT COALESCE(MAX(cluster_key), 0) + 1 FROM clusters")
+               .fetchone()[0])
+
+
 _CLUSTER_COLUMNS = ("cluster_id, centroid, centroid_norm, member_count, first_ts, last_ts, "
                     "consolidated_entry_id")
 
@@ -299,12 +315,13 @@ class _Write:
         self._member_keys = set()
         conn = self.conn
         if new:
+            key = _next_cluster_key(conn)
             conn.executemany(
                 "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
                 "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, "
-                "created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                [(cid, ref.app, ref.project, ref.user_id, *self.touched[ref].stored(cid), now)
-                 for cid, ref in new.items()])
+                "created_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                [(cid, ref.app, ref.project, ref.user_id, *self.touched[ref].stored(cid), now,
+                  key + n) for n, (cid, ref) in enumerate(new.items())])
         if dirty:
             conn.executemany(
                 "UPDATE clusters SET centroid=?, centroid_norm=?, member_count=?, first_ts=?, "
@@ -312,10 +329,7 @@ class _Write:
                 [(*self.touched[ref].stored(cid)[:5], cid)
                  for cid, ref in dirty.items() if cid in self.touched[ref]])
         if members:
-            conn.executemany(
-                "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id,"
-                " ts, similarity, text_hash, joined_at) VALUES (?,?,?,?,?,?,?,?,?)",
-                [(*m, now) for m in members])
+            conn.executemany(_INSERT_MEMBER, [(*m, now) for m in members])
 
     def finish(self) -> None:
         """Before COMMIT: write what is queued and note the versions memory now matches."""
@@ -560,11 +574,11 @@ class ClusterService:
             if sources:
                 marks = ",".join("?" * len(sources))
                 ts_row = conn.execute(
-                    f"SELECT MAX(ts) AS ts FROM cluster_members WHERE cluster_id=? "
+                    f"SELECT MAX(ts) AS ts FROM cluster_members WHERE {_OF_CLUSTER} "
                     f"AND entry_id IN ({marks})", (cluster_id, *sources)).fetchone()
                 conn.execute(
                     f"UPDATE cluster_members SET deprecated_by=?, similarity=NULL "
-                    f"WHERE cluster_id=? "
+                    f"WHERE {_OF_CLUSTER} "
                     f"AND entry_id IN ({marks})", (narrative_id, cluster_id, *sources))
             else:
                 ts_row = None
@@ -610,7 +624,8 @@ class ClusterService:
         live = " AND deprecated_by IS NULL" if live_only else ""
         rows = self._db.execute(
             "SELECT entry_id, cluster_id, ts, similarity, deprecated_by FROM cluster_members "
-            f"WHERE cluster_id=?{live} ORDER BY ts, entry_id", (cluster_id,)).fetchall()
+            f"WHERE {_OF_CLUSTER}{live} "
+            "ORDER BY ts, entry_id", (cluster_id,)).fetchall()
         return [Member(r["entry_id"], r["cluster_id"], r["ts"], r["similarity"],
                        r["deprecated_by"]) for r in rows]
 
@@ -705,19 +720,21 @@ class ClusterService:
             conn.execute("DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND "
                          "user_id=?", (ref.app, ref.project, ref.user_id))
             now = utcnow_iso()
+            key = _next_cluster_key(conn.conn)
             conn.executemany(
                 "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
                 "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, "
-                "created_at, consolidated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                "created_at, consolidated_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 [(c.cluster_id, ref.app, ref.project, ref.user_id, _blob(c.centroid), c.norm,
                   c.count, c.first_ts, c.last_ts, c.consolidated_entry_id, now,
-                  now if c.consolidated_entry_id is not None else None)
-                 for c in plan.clusters.values()])
+                  now if c.consolidated_entry_id is not None else None, key + n)
+                 for n, c in enumerate(plan.clusters.values())])
             conn.replace_state(ref, plan.state)
             conn.executemany(
                 "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id,"
-                " ts, similarity, joined_at, deprecated_by, text_hash) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?)",
+                " cluster_key, ts, similarity, joined_at, deprecated_by, text_hash) VALUES "
+                "(?1,?2,?3,?4,?5,(SELECT cluster_key FROM clusters WHERE cluster_id=?5),?6,?7,?8,"
+                "?9,?10)",
                 [(ref.app, ref.project, ref.user_id, m[0], m[1], m[2], m[3], now, m[4], m[5])
                  for m in plan.members])
         return {"clusters": len(plan.clusters), "members": len(plan.members), "skipped": skipped}
@@ -776,7 +793,7 @@ class ClusterService:
             conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
         else:
             conn.execute("UPDATE cluster_members SET ts=?, text_hash=?, deprecated_by=NULL "
-                         "WHERE cluster_id=? AND entry_id=?", (ts, text_hash, cid, entry_id))
+                         f"WHERE {_OF_CLUSTER} AND entry_id=?", (ts, text_hash, cid, entry_id))
         current = cluster["consolidated_entry_id"]
         newer = current is None or current == entry_id or self._newer_than(conn, cid, entry_id,
                                                                            current)
@@ -790,8 +807,8 @@ class ClusterService:
     def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
         """True if member ``a`` sorts after member ``b`` by (ts, id), or ``b`` is not live."""
         rows = {r["entry_id"]: r for r in conn.execute(
-            "SELECT entry_id, ts, deprecated_by FROM cluster_members WHERE cluster_id=? AND "
-            "entry_id IN (?, ?)", (cid, a, b))}
+            f"SELECT entry_id, ts, deprecated_by FROM cluster_members WHERE {_OF_CLUSTER} "
+            "AND entry_id IN (?, ?)", (cid, a, b))}
         if b not in rows or rows[b]["deprecated_by"] is not None:
             return True
         return (rows[a]["ts"], a) > (rows[b]["ts"], b)
@@ -802,11 +819,11 @@ class ClusterService:
             return "not-member" if row is None else "unchanged"
         cid = row["cluster_id"]
         conn.execute("UPDATE cluster_members SET deprecated_by=?, similarity=NULL "
-                     "WHERE cluster_id=? AND entry_id=?", (by, cid, entry_id))
+                     f"WHERE {_OF_CLUSTER} AND entry_id=?", (by, cid, entry_id))
         # A superseded narrative hands over to its successor when that is already attached.
         successor = conn.execute(
-            "SELECT 1 FROM cluster_members WHERE cluster_id=? AND entry_id=? AND "
-            "deprecated_by IS NULL", (cid, by)).fetchone()
+            f"SELECT 1 FROM cluster_members WHERE {_OF_CLUSTER} AND entry_id=? "
+            "AND deprecated_by IS NULL", (cid, by)).fetchone()
         conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at="
                      "CASE WHEN ? IS NULL THEN NULL ELSE consolidated_at END "
                      "WHERE cluster_id=? AND consolidated_entry_id=?",
@@ -822,8 +839,8 @@ class ClusterService:
         if row["deprecated_by"] is None:
             return "unchanged"
         conn.execute("UPDATE cluster_members SET deprecated_by=NULL, ts=?, text_hash=? "
-                     "WHERE cluster_id=? AND entry_id=?", (ts, text_hash, row["cluster_id"],
-                                                          entry_id))
+                     f"WHERE {_OF_CLUSTER} AND entry_id=?",
+                     (ts, text_hash, row["cluster_id"], entry_id))
         self._recompute(conn, ref, row["cluster_id"], known={entry_id: vec})
         return "revived"
 
@@ -846,8 +863,8 @@ class ClusterService:
             conn.state(ref).remove(cluster_id)
             return
         members = conn.execute(
-            "SELECT entry_id, ts FROM cluster_members WHERE cluster_id=? AND deprecated_by IS "
-            "NULL", (cluster_id,)).fetchall()
+            f"SELECT entry_id, ts FROM cluster_members WHERE {_OF_CLUSTER} "
+            "AND deprecated_by IS NULL", (cluster_id,)).fetchall()
         if not members:
             conn.delete_cluster(ref, cluster_id)
             return
@@ -891,11 +908,11 @@ class ClusterService:
                         order: str = "") -> list[ClusterInfo]:
         rows = self._db.execute(
             f"""SELECT c.*,
-                   (SELECT COUNT(*) FROM cluster_members m WHERE m.cluster_id=c.cluster_id
+                   (SELECT COUNT(*) FROM cluster_members m WHERE m.cluster_key=c.cluster_key
                       AND m.deprecated_by IS NULL
                       AND m.entry_id IS NOT c.consolidated_entry_id) AS new_since,
                    COALESCE(c.consolidated_entry_id,
-                     (SELECT m.entry_id FROM cluster_members m WHERE m.cluster_id=c.cluster_id
+                     (SELECT m.entry_id FROM cluster_members m WHERE m.cluster_key=c.cluster_key
                         AND m.deprecated_by IS NULL ORDER BY m.ts, m.entry_id LIMIT 1))
                      AS preview_id
                 FROM clusters c WHERE {where} {order}""", params).fetchall()

@@ -261,6 +261,40 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0011_cluster_keys",
+        """
+        -- Cluster ids are hashes, so an index on them takes each new row on a random page: a
+        -- commit of one index batch dirtied more pages the longer the history grew. Clusters
+        -- now also get an integer key in creation order, and members are indexed (and
+        -- cascade-deleted) by it: a batch's member rows land at the index's end, among the
+        -- recent clusters they join. cluster_id stays the public id (and members keep it).
+        ALTER TABLE clusters ADD COLUMN cluster_key INTEGER;
+        UPDATE clusters SET cluster_key = rowid;
+        CREATE UNIQUE INDEX clusters_by_key ON clusters(cluster_key);
+        CREATE TABLE cluster_members_keyed (
+            app_id        TEXT NOT NULL,
+            project_id    TEXT NOT NULL,
+            user_id       TEXT NOT NULL,
+            entry_id      TEXT NOT NULL,
+            cluster_id    TEXT NOT NULL,
+            cluster_key   INTEGER NOT NULL REFERENCES clusters(cluster_key) ON DELETE CASCADE,
+            ts            REAL NOT NULL,
+            similarity    REAL,
+            joined_at     TEXT NOT NULL,
+            deprecated_by TEXT,
+            text_hash     TEXT,
+            PRIMARY KEY (app_id, project_id, user_id, entry_id)
+        );
+        INSERT INTO cluster_members_keyed
+            SELECT m.app_id, m.project_id, m.user_id, m.entry_id, m.cluster_id, c.cluster_key,
+                   m.ts, m.similarity, m.joined_at, m.deprecated_by, m.text_hash
+            FROM cluster_members m JOIN clusters c ON c.cluster_id = m.cluster_id;
+        DROP TABLE cluster_members;
+        ALTER TABLE cluster_members_keyed RENAME TO cluster_members;
+        CREATE INDEX cluster_members_by_cluster ON cluster_members(cluster_key, ts);
+        """,
+    ),
 ]
 
 

@@ -208,7 +208,7 @@ def reflection_backlog(conn: sqlite3.Connection, *, max_clusters: int,
              FROM clusters c
              WHERE (c.consolidated_entry_id IS NULL AND c.member_count >= 2)
                 OR (c.consolidated_entry_id IS NOT NULL AND EXISTS (
-                      SELECT 1 FROM cluster_members m WHERE m.cluster_id = c.cluster_id
+                      SELECT 1 FROM cluster_members m WHERE m.cluster_key = c.cluster_key
                         AND m.deprecated_by IS NULL
                         AND m.entry_id IS NOT c.consolidated_entry_id)))
            WHERE rank <= ?""", (max(1, max_sources), max(0, max_clusters))).fetchone()
@@ -227,8 +227,9 @@ def clusters_of(conn: sqlite3.Connection, ref: UserRef) -> list[tuple[str, str |
 def live_cluster_members(conn: sqlite3.Connection, cluster_id: str) -> list[str]:
     """Live member ids of a cluster, oldest first."""
     rows = conn.execute(
-        "SELECT entry_id FROM cluster_members WHERE cluster_id=? AND deprecated_by IS NULL "
-        "ORDER BY ts, entry_id", (cluster_id,)).fetchall()
+        "SELECT entry_id FROM cluster_members WHERE "
+        "cluster_key=(SELECT cluster_key FROM clusters WHERE cluster_id=?) "
+        "AND deprecated_by IS NULL ORDER BY ts, entry_id", (cluster_id,)).fetchall()
     return [r[0] for r in rows]
 
 
