@@ -207,22 +207,24 @@ class PhaseClock:
         self.current = {}
 
 
-def phase_opener(out_dir: str, root: str) -> Any:
+def phase_opener(out_dir: str, root: str, inner: Any = None) -> Any:
     """An opener (``fleet.work.Opener``, bound to ``out_dir`` with ``functools.partial``) that
     times the root's phases in the process that runs it and, when the root is closed, writes
     them to ``out_dir/<root name>.json`` with this process's pid, its CPU time when the clock
     was installed (interpreter start, Ray's worker start-up, the imports so far) and the root's
-    wall and process-CPU seconds from open to close."""
+    wall and process-CPU seconds from open to close. ``inner`` opens the root (default: the
+    production ``fleet.work.open_root``, timed as a phase; tests pass their own)."""
     import json
     from pathlib import Path
 
     first = PhaseClock._installed is None
     clock = PhaseClock.installed()
-    from everos_reflect.fleet.work import open_root  # after installing: the timed one
+    if inner is None:
+        from everos_reflect.fleet.work import open_root as inner  # after installing: timed
 
     clock.begin()
     wall, cpu = time.perf_counter(), time.process_time()
-    runtime = open_root(root)
+    runtime = inner(root)
     close = runtime.close
 
     def close_and_record() -> None:
