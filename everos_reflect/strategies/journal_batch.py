@@ -116,11 +116,15 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
 
     if live:
         touched = [journal.touched_files(runtime, p) for p in live]
+        first = list(dict.fromkeys(path for t in touched for path in t[:2]))
         # every narrative's and facts' log first, as for one merge: the index knows each
-        # narrative before the sources pointing at it
-        indexer.sync_paths([*(path for t in touched for path in t[:2]),
-                            *(path for t in touched for path in t[2:])])
+        # narrative before the sources pointing at it. Each cluster is marked consolidated
+        # before its sources' logs are synced: the index then finds those members already
+        # retired toward the narrative, instead of retiring them one by one and rebuilding
+        # the cluster's centroid from stored vectors after each (the state is the same).
+        indexer.sync_paths(first)
         _mark_consolidated(runtime, live)
+        indexer.sync_paths([path for t in touched for path in t[2:] if path not in first])
         journal.checkpoint(journal.SYNCED)
         with transaction(conn):
             for plan in live:
