@@ -8,6 +8,7 @@ path (journal.complete, the order of a merge committed alone) leaves.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from everos_reflect.markdown import store as store_module
 from everos_reflect.markdown import writer
 from everos_reflect.runtime import Runtime
 from everos_reflect.strategies import journal, journal_batch
@@ -151,3 +153,57 @@ def test_facts_with_the_same_metadata_dump_their_yaml_once(
                         {**meta, "timestamp": datetime.fromisoformat("2026-08-03T12:00:00+02:00")},
                         {"Fact": "x"})
     assert len(dumps) == 4
+
+
+def test_a_batch_fsyncs_each_file_once_and_each_folder_once_per_step(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rt, sources = seeded(root)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    real_commit = journal_batch.commit_many
+
+    def commit(runtime: Runtime, indexer: Any, plans: Any) -> Any:
+        monkeypatch.setattr(store_module.os, "fsync", recording)
+        try:
+            return real_commit(runtime, indexer, plans)
+        finally:
+            monkeypatch.setattr(store_module.os, "fsync", real_fsync)
+
+    monkeypatch.setattr(journal_batch, "commit_many", commit)
+    assert run_reflection(rt, **ONE_BATCH)["merged"] == len(TOPICS)
+
+    folders = [p for p in synced if Path(p).is_dir()]
+    files = [p for p in synced if not Path(p).is_dir()]
+    # 13 files written (2 narrative logs, 2 fact logs, 9 source logs), each fsynced once
+    assert len(files) == 13
+    # per step, each folder once: narratives (2 users), facts (2 users), archive (each user's
+    # episode folder; the sources had no facts)
+    assert len(folders) == 2 + 2 + 2 < len(files)
+    assert_each_topic_merged_once(rt, sources)
+
+
+def test_a_durable_group_fsyncs_its_folders_even_when_it_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(store_module.os, "fsync", lambda fd: (
+        synced.append(os.readlink(f"/proc/self/fd/{fd}")), real_fsync(fd)))
+    with pytest.raises(Crash), store_module.durable_group():
+        store_module._atomic_write(tmp_path / "a" / "one.md", b"1")
+        store_module._atomic_write(tmp_path / "a" / "two.md", b"2")
+        with store_module.durable_group():  # joins the outer group
+            store_module._atomic_write(tmp_path / "b" / "three.md", b"3")
+        assert synced and not any(Path(p).is_dir() for p in synced)  # files only, so far
+        raise Crash("after the writes")
+    assert [p for p in synced if Path(p).is_dir()] == [str(tmp_path / "a"), str(tmp_path / "b")]
+    # outside a group, each write fsyncs its folder at once
+    synced.clear()
+    store_module._atomic_write(tmp_path / "a" / "four.md", b"4")
+    assert synced[-1] == str(tmp_path / "a") and len(synced) == 2
