@@ -194,3 +194,21 @@ def test_explain_shows_which_sources_each_narrative_sentence_came_from(root: Pat
     assert text.exit_code == 0, text.output
     line = next(ln for ln in text.output.splitlines() if "lab mix" in ln and "<-" in ln)
     assert line.rstrip().endswith(sources[2].id)
+
+
+def test_a_snippet_is_one_passage_not_a_collage_of_far_matches() -> None:
+    filler = " ".join(f"Andrew mentioned unrelated topic number {k} that day." for k in range(12))
+    text = (f"Andrew adopted a beagle dog named Toby. Toby is a beagle. {filler} "
+            "Andrew taught Toby tricks.")
+    query = "Toby dog beagle tricks"
+    snip = make_snippet(text, query, max_words=30)
+    # the far match scores second best, yet does not join the best across the filler;
+    # the near one, third best, does
+    assert snip.text == "Andrew adopted a beagle dog named Toby. Toby is a beagle."
+    assert snip.sentences == (0, 1)
+    # with room for everything between, the passage is everything between
+    wide = make_snippet(text, query, max_words=200)
+    assert wide.sentences == tuple(range(len(dated_sentences(text, None))))
+    # nothing matches: the entry's opening, as much of it as fits
+    opening = make_snippet(text, "cello recital", max_words=12)
+    assert opening.text == "Andrew adopted a beagle dog named Toby. Toby is a beagle."

@@ -1,16 +1,22 @@
 """The passage of an entry that answers a query: what a caller with a word budget should read.
 
 A narrative can run to hundreds of words while the question needs one sentence of it. Each
-search hit therefore carries a ``snippet``: the sentences of the entry that share the most
-query terms, in their original order, within ``max_words``, with the date they were said (the
-paragraph's ``YYYY-MM-DD:`` prefix of a narrative, else the entry's own date).
+search hit therefore carries a ``snippet``: one passage of the entry, consecutive sentences
+around the one that best matches the query, within ``max_words``, with the date it was said
+(the paragraph's ``YYYY-MM-DD:`` prefix of a narrative, else the entry's own date).
+
+A passage, not a collage: the snippet never skips text to stitch together matches from far
+apart in the entry. A collage would turn one long entry into a retriever over everything in
+it, so that merging a user's whole history into one entry would read like the best memory at
+a small budget; with one passage per hit, an entry is worth what one place in it says.
 
 Scoring is lexical (query terms with light suffix folding, weighted by how rare they are in the
 entry), deterministic and cheap: no model call per hit. A hybrid search also hands over the
 entry's atomic facts nearest the query (``anchors``, best first): found by meaning, they catch
 the answer a question words differently, so the sentences they stand for score as well as the
-best lexical match, the nearest fact's most. The best sentence always comes; others
-join while they score at least half as well and fit in ``max_words``. Ties go to the later
+best lexical match, the nearest fact's most. The best sentence always comes; the passage
+widens to take in each next-best sentence that scores at least half as well, with the sentences
+between them, while it fits in ``max_words``. Ties go to the later
 sentence, so a question about a changing fact gets its latest version (a narrative's current
 state is last). A narrative's topic paragraphs date each line (``YYYY-MM-DD: ...``); every
 sentence takes the date of its line.
@@ -24,6 +30,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 from everos_reflect.llm.extractive import STOPWORDS, narrative_sentences
 
@@ -84,6 +91,27 @@ def _anchor_values(bags: list[set[str]], anchors: Sequence[str]) -> list[float]:
     return values
 
 
+def _passage(ranked: list[tuple[float, int]], sizes: list[int], max_words: int,
+             floor: float) -> tuple[int, int]:
+    """First and last sentence of the passage: it opens on the best sentence and widens to
+    each next-best relevant one (score ≥ ``floor``) whose span, with every sentence between,
+    still fits ``max_words``. With nothing relevant (``floor`` 0) it is the entry's opening."""
+    upto = [0, *accumulate(sizes)]  # upto[j]: words of the sentences before j
+    if floor <= 0:
+        last = 0
+        while last + 1 < len(sizes) and upto[last + 2] <= max_words:
+            last += 1
+        return 0, last
+    first = last = ranked[0][1]
+    for weight, i in ranked[1:]:
+        if weight < floor:
+            break
+        lo, hi = min(first, i), max(last, i)
+        if upto[hi + 1] - upto[lo] <= max_words:
+            first, last = lo, hi
+    return first, last
+
+
 def make_snippet(content: str, query: str, *, date: str | None = None,
                  max_words: int = SNIPPET_WORDS, anchors: Sequence[str] = ()) -> Snippet:
     """The best passage of ``content`` for ``query`` (see the module docstring)."""
@@ -103,20 +131,9 @@ def make_snippet(content: str, query: str, *, date: str | None = None,
                   for (score, i), value in zip(scores, _anchor_values(bags, anchors),
                                                strict=True)]
     ranked = sorted(scores, key=lambda s: (-s[0], -s[1]))
-    if ranked[0][0] <= 0:  # nothing matches: the entry's opening
-        ranked = [(0.0, i) for i in range(n)]
-    floor = RELEVANT_SHARE * ranked[0][0]
-    chosen: list[int] = []
-    words = 0
-    for weight, i in ranked:
-        size = len(sentences[i][0].split())
-        if chosen and (words + size > max_words or (floor > 0 and weight < floor)):
-            continue
-        chosen.append(i)
-        words += size
-        if words >= max_words:
-            break
-    chosen.sort()
+    sizes = [len(text.split()) for text, _ in sentences]
+    first, last = _passage(ranked, sizes, max_words, RELEVANT_SHARE * max(ranked[0][0], 0.0))
+    chosen = list(range(first, last + 1))
     best = max(chosen, key=lambda i: scores[i])
     text = " ".join(sentences[i][0] for i in chosen)
     return Snippet(text, sentences[best][1], tuple(chosen))
