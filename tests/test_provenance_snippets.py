@@ -212,3 +212,12 @@ def test_a_snippet_is_one_passage_not_a_collage_of_far_matches() -> None:
     # nothing matches: the entry's opening, as much of it as fits
     opening = make_snippet(text, "cello recital", max_words=12)
     assert opening.text == "Andrew adopted a beagle dog named Toby. Toby is a beagle."
+
+
+def test_an_over_long_sentence_is_cut_to_the_snippet_budget() -> None:
+    # unpunctuated text is one sentence: a caller's budget still gets max_words of it
+    text = " ".join(["Andrew sailed"] + [f"past island {k}" for k in range(2000)])
+    snip = make_snippet(text, "where did Andrew sail", max_words=20)
+    assert snip.text.endswith(" …")
+    assert len(snip.text.split()) == 21 and snip.text.startswith("Andrew sailed past island 0")
+    assert snip.sentences == (0,)
