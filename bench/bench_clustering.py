@@ -205,6 +205,7 @@ def run_ours(items: Sequence[Item], settings: Settings, batch: int,
     with tempfile.TemporaryDirectory() as tmp:
         rt = _Runtime(Path(tmp), settings)
         svc = ClusterService(rt)  # type: ignore[arg-type]
+        rt.db()  # open and migrate system.db before timing: a daemon holds it open
         refs = {o: UserRef.of(o) for o in {it.owner for it in items}}
         per_item: list[float] = []
         consolidations = 0

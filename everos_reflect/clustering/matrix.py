@@ -214,31 +214,40 @@ class UserClusters:
 
     def put(self, row: ClusterRow) -> None:
         """Insert or replace one cluster."""
-        p = self.pos.get(row.cluster_id)
+        self._store(row.cluster_id, row.centroid, row.norm, row.count, row.first_ts,
+                    row.last_ts, row.consolidated_entry_id)
+
+    def _store(self, cluster_id: str, centroid: np.ndarray, norm: float, count: int,
+               first_ts: float, last_ts: float, narrative: str | None) -> int:
+        """:meth:`put` from the columns, returning the row's position: what the run path
+        writes without building a :class:`ClusterRow` per Episode."""
+        p = self.pos.get(cluster_id)
         if p is None:
             p = len(self.ids)
-            self._grow(p + 1, len(row.centroid))
-            self.ids.append(row.cluster_id)
+            if p >= self._cap:
+                self._grow(p + 1, len(centroid))
+            self.ids.append(cluster_id)
             self.narrative.append(None)
-            self.pos[row.cluster_id] = p
-        self._c32[p] = row.centroid
-        self._norm[p] = row.norm
-        self._count[p] = row.count
-        self._first[p] = row.first_ts
-        self._last[p] = row.last_ts
-        consolidated = row.consolidated_entry_id is not None
+            self.pos[cluster_id] = p
+        self._c32[p] = centroid
+        self._norm[p] = norm
+        self._count[p] = count
+        self._first[p] = first_ts
+        self._last[p] = last_ts
+        consolidated = narrative is not None
         self._consolidated[p] = consolidated
-        self.narrative[p] = row.consolidated_entry_id
-        if row.last_ts >= self.horizon:
-            self.recent.add(row.cluster_id)
-            heapq.heappush(self._heap, (row.last_ts, row.cluster_id))
+        self.narrative[p] = narrative
+        if last_ts >= self.horizon:
+            self.recent.add(cluster_id)
+            heapq.heappush(self._heap, (last_ts, cluster_id))
             if len(self._heap) > 4 * len(self.recent) + 64:  # stale entries: compact
                 self._heap = [(float(self._last[self.pos[c]]), c) for c in self.recent]
                 heapq.heapify(self._heap)
         if consolidated:
-            self._groups.put(row.cluster_id, self._c32[p])
-        else:
-            self._groups.discard(row.cluster_id)
+            self._groups.put(cluster_id, self._c32[p])
+        elif self._groups.group_of:
+            self._groups.discard(cluster_id)
+        return p
 
     def remove(self, cluster_id: str) -> None:
         p = self.pos.pop(cluster_id, None)
@@ -382,35 +391,53 @@ class UserClusters:
         ids = self.ids
         for q in range(count):
             t = times[q]
-            live = [(p, sim) for p, ver, sim in hits[q] if version.get(p, 0) == ver]
             decision = None
-            if live:
-                at = [p for p, _ in live]
-                decision = choose_scored(
-                    [ids[p] for p in at], [sim for _, sim in live],
-                    self._first[at], self._last[at], self._consolidated[at], t,
-                    threshold=threshold, window_seconds=window,
-                    rejoin_threshold=rejoin_threshold, norms=self._norm[at],
-                    member_threshold=member_threshold)
+            if hits[q]:
+                live = [(p, sim) for p, ver, sim in hits[q] if version.get(p, 0) == ver]
+                if live:
+                    # candidate sets are a handful: Python scalars beat fancy indexing here
+                    at = [p for p, _ in live]
+                    first, last, norm = self._first, self._last, self._norm
+                    cons = self._consolidated
+                    decision = choose_scored(
+                        [ids[p] for p in at], [sim for _, sim in live],
+                        [first.item(p) for p in at], [last.item(p) for p in at],
+                        [cons.item(p) for p in at], t,
+                        threshold=threshold, window_seconds=window,
+                        rejoin_threshold=rejoin_threshold, norms=[norm.item(p) for p in at],
+                        member_threshold=member_threshold)
             if decision is None or decision.cluster_id is None:
-                row = ClusterRow.new(new_id(q), v32[q], t)
-                out.append((row.cluster_id, None, NEW))
+                # what ClusterRow.new and put do, without the row object
+                cid = new_id(q)
+                centroid, norm_q = fold(None, 0.0, 0, v32[q])
+                p = self._store(cid, centroid, norm_q, 1, t, t, None)
+                out.append((cid, None, NEW))
+                narrative, first_q, last_q = None, t, t
             else:
-                row = self.get(decision.cluster_id)
-                row.add(v32[q], t)
-                out.append((row.cluster_id, decision.similarity, decision.reason))
-            self.put(row)
+                # what get, ClusterRow.add and put do
+                cid = decision.cluster_id
+                p = self.pos[cid]
+                members = self._count.item(p)
+                centroid, norm_q = fold(self._c32[p], self._norm.item(p), members, v32[q])
+                first_q, last_q = min(self._first.item(p), t), max(self._last.item(p), t)
+                narrative = self.narrative[p]
+                self._store(cid, centroid, norm_q, members + 1, first_q, last_q, narrative)
+                out.append((cid, decision.similarity, decision.reason))
             if q + 1 == count:
                 break
-            p = self.pos[row.cluster_id]
             ver = version[p] = version.get(p, 0) + 1
-            later = self._later(q, row, times, ts_arr, ordered, window)
+            later = self._later(q, narrative is not None, first_q, last_q, times, ts_arr,
+                                ordered, window)
             if later is None:
                 continue
-            sims = np.einsum("ij,j->i", v64[later], self._c32[p].astype(np.float64))
-            for j in np.flatnonzero(sims >= floor).tolist():
-                item = later.start + j if isinstance(later, slice) else int(later[j])
-                hits[item].append((p, ver, float(sims[j])))
+            # the stored row, in float64: what choose and the filter above score against
+            sims = np.einsum("ij,j->i", v64[later], centroid.astype(np.float64))
+            close = (sims >= floor).nonzero()[0]
+            if close.size:
+                start = later.start if isinstance(later, slice) else None
+                for j, sim in zip(close.tolist(), sims[close].tolist(), strict=True):
+                    item = start + j if start is not None else int(later[j])
+                    hits[item].append((p, ver, sim))
         return out
 
     def _run_rows(self, ts: np.ndarray, window: float, v64: np.ndarray,
@@ -429,17 +456,18 @@ class UserClusters:
             rows = np.union1d(rows, extra)
         return rows
 
-    def _later(self, q: int, row: ClusterRow, times: list[float], ts: np.ndarray,
-               ordered: bool, window: float) -> slice | np.ndarray | None:
-        """The items after ``q`` that may still pick ``row`` as it now stands (a slice of the
-        run, or indices), None for none."""
-        if row.consolidated_entry_id is not None:  # may be rejoined at any distance in time
+    def _later(self, q: int, consolidated: bool, first_ts: float, last_ts: float,
+               times: list[float], ts: np.ndarray, ordered: bool,
+               window: float) -> slice | np.ndarray | None:
+        """The items after ``q`` that may still pick a cluster spanning ``[first_ts,
+        last_ts]`` as it now stands (a slice of the run, or indices), None for none."""
+        if consolidated:  # may be rejoined at any distance in time
             return slice(q + 1, len(times))
         if ordered:  # later items are no older, so only the span's end can rule them out
-            end = bisect.bisect_right(times, row.last_ts + window, q + 1)
+            end = bisect.bisect_right(times, last_ts + window, q + 1)
             return slice(q + 1, end) if end > q + 1 else None
         rest = ts[q + 1:]
-        idx = np.flatnonzero((rest >= row.first_ts - window) & (rest <= row.last_ts + window))
+        idx = np.flatnonzero((rest >= first_ts - window) & (rest <= last_ts + window))
         return idx + (q + 1) if idx.size else None
 
     def _advance(self, horizon: float) -> None:

@@ -21,6 +21,7 @@ and keeps ``clusters`` / ``cluster_members`` consistent. The rules it applies to
 
 from __future__ import annotations
 
+import json
 import logging
 import re
 import sqlite3
@@ -153,9 +154,14 @@ class _Cache:
         self.users: OrderedDict[UserRef, UserClusters] = OrderedDict()
 
     def use(self, ref: UserRef, st: UserClusters, keep: Iterable[UserRef]) -> None:
+        """Mark ``ref`` most recently used; a state new to the cache may push others out
+        (one already held grows only by what a transaction adds: ``finish`` trims then,
+        so a batch over many users does not sum every user's size once per user)."""
+        known = self.users.get(ref) is st
         self.users[ref] = st
         self.users.move_to_end(ref)
-        self.trim({ref, *keep})
+        if not known:
+            self.trim({ref, *keep})
 
     def trim(self, keep: Iterable[UserRef] = ()) -> None:
         """Drop least recently used users (never those in ``keep``) beyond the cap."""
@@ -481,7 +487,7 @@ class ClusterService:
         st = conn.state(ref)
         placed = st.assign_run(
             vectors, [ts for _, ts, _, _ in run],
-            lambda i: self._free_cluster_id(conn, ref, ids[i]),
+            lambda i: _free_id(st, ref, ids[i]),
             threshold=self.threshold, window_seconds=self.window_seconds,
             rejoin_threshold=self.rejoin_threshold, member_threshold=self.member_threshold)
         for (eid, ts, _, text_hash), (cid, similarity, reason) in zip(run, placed, strict=True):
@@ -867,27 +873,19 @@ class ClusterService:
         """The first id for ``first`` not used by this user (its in-memory state holds every
         cluster it has, queued ones included), the same test ``recluster`` makes. Ids hash the
         user in, so another user's cluster cannot hold it short of a sha256 collision."""
-        st = conn.state(ref)
-        attempt = 0
-        while True:
-            cid = cluster_id_for(ref.app, ref.project, ref.user_id, first, attempt)
-            if cid not in st:
-                return cid
-            attempt += 1
+        return _free_id(conn.state(ref), ref, first)
 
     @staticmethod
     def _member_rows(conn: _Write, ref: UserRef,
                      ids: Sequence[str]) -> dict[str, sqlite3.Row]:
         conn.flush_members_of(ref, ids)
-        out: dict[str, sqlite3.Row] = {}
-        for start in range(0, len(ids), 500):
-            chunk = list(ids[start:start + 500])
-            marks = ",".join("?" * len(chunk))
-            for r in conn.conn.execute(
-                f"SELECT * FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
-                f"AND entry_id IN ({marks})", (ref.app, ref.project, ref.user_id, *chunk)):
-                out[r["entry_id"]] = r
-        return out
+        if not ids:
+            return {}
+        # one statement text whatever the number of ids, so SQLite compiles it once
+        return {r["entry_id"]: r for r in conn.conn.execute(
+            "SELECT * FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
+            "AND entry_id IN (SELECT value FROM json_each(?))",
+            (ref.app, ref.project, ref.user_id, json.dumps(list(ids))))}
 
     def _clusters_where(self, where: str, params: tuple[Any, ...],
                         order: str = "") -> list[ClusterInfo]:
@@ -928,6 +926,16 @@ class ClusterService:
             last_ts=r["last_ts"], preview=preview, consolidated_entry_id=consolidated,
             consolidated_at=r["consolidated_at"],
             new_since_consolidation=r["new_since"] if consolidated else 0)
+
+
+def _free_id(st: UserClusters, ref: UserRef, first: str) -> str:
+    """The first id for ``first`` that ``st`` (every cluster of ``ref``) does not hold."""
+    attempt = 0
+    while True:
+        cid = cluster_id_for(ref.app, ref.project, ref.user_id, first, attempt)
+        if cid not in st:
+            return cid
+        attempt += 1
 
 
 def _blob(vector: np.ndarray) -> bytes:

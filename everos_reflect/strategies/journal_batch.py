@@ -10,7 +10,8 @@ before. What the merges of a batch share is the work:
 - the rows are inserted, and each step recorded for all of them, in one SQLite transaction;
 - each daily log is written once per step: the narratives of one user and day in one atomic
   write, their facts in another, and each source log archived into once, whichever merges
-  archive entries of it;
+  archive entries of it; each file is fsynced before its rename, as always, and each folder
+  once per step (not once per file), before the step is recorded;
 - the sources of every merge are locked together (sorted), and each merge's stale-source check
   runs under those locks before anything of it is archived: a merge whose sources changed is
   withdrawn alone, the rest of the batch commits;
@@ -33,6 +34,7 @@ from typing import TYPE_CHECKING
 from everos_reflect.errors import EverosError
 from everos_reflect.index import merge_journal
 from everos_reflect.index.db import transaction
+from everos_reflect.markdown.store import durable_group
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.strategies import journal
 from everos_reflect.strategies.journal import Outcome, Plan
@@ -102,11 +104,13 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
     """The journal's steps for the whole batch; ``steps`` and ``outcomes`` say how far each
     merge got, should one of them fail."""
     conn = runtime.db()
-    _write_narratives(runtime, plans)
+    with durable_group():  # each step's logs durable before the step is recorded
+        _write_narratives(runtime, plans)
     _record(conn, plans, journal.NARRATIVE, steps)
     journal.checkpoint(journal.NARRATIVE)
 
-    _write_facts(runtime, plans)
+    with durable_group():
+        _write_facts(runtime, plans)
     _record(conn, plans, journal.FACTS, steps)
     journal.checkpoint(journal.FACTS)
 
@@ -116,11 +120,15 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
 
     if live:
         touched = [journal.touched_files(runtime, p) for p in live]
+        first = list(dict.fromkeys(path for t in touched for path in t[:2]))
         # every narrative's and facts' log first, as for one merge: the index knows each
-        # narrative before the sources pointing at it
-        indexer.sync_paths([*(path for t in touched for path in t[:2]),
-                            *(path for t in touched for path in t[2:])])
+        # narrative before the sources pointing at it. Each cluster is marked consolidated
+        # before its sources' logs are synced: the index then finds those members already
+        # retired toward the narrative, instead of retiring them one by one and rebuilding
+        # the cluster's centroid from stored vectors after each (the state is the same).
+        indexer.sync_paths(first)
         _mark_consolidated(runtime, live)
+        indexer.sync_paths([path for t in touched for path in t[2:] if path not in first])
         journal.checkpoint(journal.SYNCED)
         with transaction(conn):
             for plan in live:
@@ -199,9 +207,10 @@ def _archive(runtime: Runtime, plans: list[Plan],
             facts = journal.existing_entries(runtime, plan.ref, plan.fact_ids)
             mapping.update({f.id: plan.merged_id for f in facts})
         conflicts: dict[str, str] = {}
-        for ref, mapping in mappings.items():
-            found = store.deprecate(ref, mapping)
-            conflicts.update({f"{ref}: {old}": new for old, new in found.items()})
+        with durable_group():
+            for ref, mapping in mappings.items():
+                found = store.deprecate(ref, mapping)
+                conflicts.update({f"{ref}: {old}": new for old, new in found.items()})
     for old, new in sorted(conflicts.items()):
         log.warning("%s was already archived toward %s; left as it is", old, new)
     return live, stale
