@@ -67,6 +67,7 @@ class MarkdownStore:
         self.limits = limits or LimitsSettings()
         self._locks: dict[str, FileLock] = {}
         self._locks_guard = threading.Lock()
+        self._reuse = threading.local()  # see reusing_parses
 
     # -- layout ---------------------------------------------------------------------------------
     def user_dir(self, ref: UserRef) -> Path:
@@ -198,7 +199,31 @@ class MarkdownStore:
             log = DailyLog(label, None, None, {})
             log.diagnostics.append(Diagnostic(label, 0, f"{exc}; not read", "fatal"))
             return log
-        return self._parse(data, path)
+        parsed: dict[Path, tuple[bytes, DailyLog]] | None = getattr(self._reuse, "logs", None)
+        if parsed is None:
+            return self._parse(data, path)
+        seen = parsed.get(path)
+        if seen is not None and seen[0] == data:  # the very bytes parsed before: same log
+            return seen[1]
+        log = self._parse(data, path)
+        parsed[path] = (data, log)
+        return log
+
+    @contextmanager
+    def reusing_parses(self) -> Iterator[None]:
+        """Inside the block, :meth:`read` on this thread still reads every file's bytes, but
+        parses them only when they differ from the bytes it last parsed for that path (the
+        same bytes always parse to the same log, so nothing read can be older than the file).
+        For a caller that reads one log several times in a row (a commit checks its sources,
+        finds their facts, then archives into them) and never changes what it is given."""
+        if getattr(self._reuse, "logs", None) is not None:
+            yield
+            return
+        self._reuse.logs = {}
+        try:
+            yield
+        finally:
+            self._reuse.logs = None
 
     def _refused(self, path: Path, reason: str) -> DailyLog:
         label = self._label(path)

@@ -35,7 +35,7 @@ from everos_reflect.errors import EverosError
 from everos_reflect.index import merge_journal
 from everos_reflect.index.db import transaction
 from everos_reflect.markdown.store import durable_group
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import journal
 from everos_reflect.strategies.journal import Outcome, Plan
 
@@ -105,7 +105,7 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
     merge got, should one of them fail."""
     conn = runtime.db()
     with durable_group():  # each step's logs durable before the step is recorded
-        _write_narratives(runtime, plans)
+        narratives = _write_narratives(runtime, plans)
     _record(conn, plans, journal.NARRATIVE, steps)
     journal.checkpoint(journal.NARRATIVE)
 
@@ -120,15 +120,17 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
 
     if live:
         touched = [journal.touched_files(runtime, p) for p in live]
-        first = list(dict.fromkeys(path for t in touched for path in t[:2]))
+        # Each cluster is marked consolidated before the index sync, with the vector the sync
+        # is about to store for its narrative (the guard embedded that text: a cache hit). The
+        # sync then finds each narrative already its cluster's and each source already retired
+        # toward it: no centroid rebuilt from stored vectors per source, no stored vector read
+        # for the narrative or its cluster's old members (the same clusters as in the order
+        # of a merge finished alone, which recovery keeps).
+        _mark_consolidated(runtime, live, narratives)
         # every narrative's and facts' log first, as for one merge: the index knows each
-        # narrative before the sources pointing at it. Each cluster is marked consolidated
-        # before its sources' logs are synced: the index then finds those members already
-        # retired toward the narrative, instead of retiring them one by one and rebuilding
-        # the cluster's centroid from stored vectors after each (the state is the same).
-        indexer.sync_paths(first)
-        _mark_consolidated(runtime, live)
-        indexer.sync_paths([path for t in touched for path in t[2:] if path not in first])
+        # narrative before the sources pointing at it
+        indexer.sync_paths([*(path for t in touched for path in t[:2]),
+                            *(path for t in touched for path in t[2:])])
         journal.checkpoint(journal.SYNCED)
         with transaction(conn):
             for plan in live:
@@ -155,16 +157,19 @@ def _by_log(plans: list[Plan]) -> dict[tuple[UserRef, date], list[Plan]]:
     return groups
 
 
-def _write_narratives(runtime: Runtime, plans: list[Plan]) -> None:
+def _write_narratives(runtime: Runtime, plans: list[Plan]) -> dict[str, Entry]:
     """Every narrative of one user and day in one atomic write (each with its own
-    ``reflection`` key, so recovery finds each one alone)."""
+    ``reflection`` key, so recovery finds each one alone); ``{plan id: narrative}``."""
+    written: dict[str, Entry] = {}
     for (ref, day), group in _by_log(plans).items():
-        written = runtime.store.append_many(
+        entries = runtime.store.append_many(
             ref, Kind.EPISODE,
             [(journal.narrative_meta(p), {"Subject": p.title, "Content": p.content})
              for p in group], day=day)
-        for plan, entry in zip(group, written, strict=True):
+        for plan, entry in zip(group, entries, strict=True):
             plan.merged_id = entry.id
+            written[plan.id] = entry
+    return written
 
 
 def _write_facts(runtime: Runtime, plans: list[Plan]) -> None:
@@ -187,7 +192,9 @@ def _archive(runtime: Runtime, plans: list[Plan],
     paths = {store.path_for_id(p.ref, i) for p in plans for i in p.hashes}
     live: list[Plan] = []
     stale: list[tuple[Plan, str]] = []
-    with journal.locked(runtime, paths):
+    # each source log is parsed once for all the reads below (whatever the bytes, a read sees
+    # the file as it is now); the archiving writes change them, so those parse anew
+    with journal.locked(runtime, paths), store.reusing_parses():
         for plan in plans:
             changed = journal.changed_sources(runtime, plan)
             if changed:
@@ -216,17 +223,14 @@ def _archive(runtime: Runtime, plans: list[Plan],
     return live, stale
 
 
-def _mark_consolidated(runtime: Runtime, plans: list[Plan]) -> None:
-    """Each cluster now holds its narrative: the narratives' vectors read in one query per
-    user, then one cluster update each."""
-    by_ref: dict[UserRef, list[Plan]] = {}
-    for plan in plans:
-        by_ref.setdefault(plan.ref, []).append(plan)
-    for ref, group in by_ref.items():
-        vectors = runtime.vectors.get_vectors(Kind.EPISODE, ref,
-                                              [p.merged_id for p in group if p.merged_id])
-        for plan in group:
-            journal.mark_consolidated(runtime, plan, vectors.get(plan.merged_id or ""))
+def _mark_consolidated(runtime: Runtime, plans: list[Plan],
+                       narratives: dict[str, Entry]) -> None:
+    """Each cluster now holds its narrative: the narratives' vectors embedded in one call (the
+    text the index embeds for each, already in the embedding cache), then one cluster update
+    each."""
+    vectors = runtime.embedder.embed([narratives[p.id].search_text for p in plans])
+    for plan, vector in zip(plans, vectors, strict=True):
+        journal.mark_consolidated(runtime, plan, vector)
 
 
 def _finish_alone(runtime: Runtime, indexer: Indexer, plan: Plan, step: str,
