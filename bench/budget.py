@@ -11,8 +11,10 @@ returns one giant entry therefore gets credit only for what a caller could actua
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 BUDGETS = (100, 200, 400, 800)
 
@@ -79,6 +81,56 @@ def observation_evidence(sentences: Iterable[Sentence],
     return found
 
 
+class StatedEvidence:
+    """Statement-level variant: a sentence read credits the LoCoMo observations it *states* —
+    those of the source Episodes its provenance names whose cosine to the sentence is at least
+    ``threshold`` (an exact restatement always counts) — and only their own dia_ids.
+
+    Entry-level credit (``evidence_in``) gives a sentence the evidence of its whole source
+    Episode, so any one short sentence of an Episode earns the Episode's whole session, and a
+    shorter snippet earns more per word whatever it says. Here a sentence earns what it says;
+    a narrative sentence that folded three restatements still earns all three, since each is
+    stated by it. ``vector`` maps a normalised sentence to its unit vector.
+    """
+
+    def __init__(self, observations: Sequence[tuple[str, frozenset[str]]],
+                 matrix: np.ndarray, vector: Callable[[str], np.ndarray],
+                 threshold: float) -> None:
+        self.texts = [normalise(text) for text, _ in observations]
+        self.ids = [ids for _, ids in observations]
+        self.matrix = matrix
+        self.vector = vector
+        self.threshold = threshold
+        self._memo: dict[tuple[str, frozenset[str]], frozenset[str]] = {}
+
+    def of(self, sentence: Sentence) -> frozenset[str]:
+        key = (normalise(sentence.text), sentence.evidence)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._stated(*key)
+            self._memo[key] = found
+        return found
+
+    def _stated(self, text: str, evidence: frozenset[str]) -> frozenset[str]:
+        if not evidence or not text:
+            return frozenset()
+        rows = [j for j, ids in enumerate(self.ids) if ids & evidence]
+        if not rows:
+            return frozenset()
+        cosines = self.matrix[rows] @ self.vector(text)
+        found: set[str] = set()
+        for j, cosine in zip(rows, cosines, strict=True):
+            if cosine >= self.threshold or self.texts[j] == text:
+                found |= self.ids[j]
+        return frozenset(found)
+
+    def evidence(self, sentences: Iterable[Sentence]) -> set[str]:
+        found: set[str] = set()
+        for s in sentences:
+            found |= self.of(s)
+        return found
+
+
 def percentile(values: Sequence[float], q: float) -> float:
     if not values:
         return 0.0
@@ -91,6 +143,7 @@ __all__ = [
     "BUDGETS",
     "Item",
     "Sentence",
+    "StatedEvidence",
     "evidence_in",
     "normalise",
     "observation_evidence",

@@ -30,7 +30,9 @@ Two more sides explain the 2-worker figure (optional, not part of the issue's co
   flight on 2 cores, so one root's waits for the LLM are filled by another's work.
 
 During each side's timed part, ``fleet_cpu.CpuSampler`` records the CPU time of every process
-the bench started (driver, fake LLM, Ray's daemons, workers) and the cores' idle time.
+the bench started (driver, fake LLM, Ray's daemons, workers) and the cores' idle time, and
+every side opens its roots through ``fleet_cpu.phase_opener`` (the production opener under
+per-phase clocks, in whichever process runs the root): where a root's time goes, per side.
 
 After each side, every root's Markdown is read back: narratives written (live Episodes with
 ``parent_type: cluster``) and sources archived, per root, against the merges the run reported.
@@ -46,6 +48,7 @@ report is assembled only from sides with the same fingerprints.
 
     python bench/fleet.py /path/to/locomo10.json [--roots 40] [--llm-latency 0.3] [--work DIR]
                           [--sides sequential,ray-1,ray-2,procs-2,ray-2-4roots] [--load-note TEXT]
+                          [--low-memory true|false]
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ import tempfile
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.fake_opena
 import cost
 import locomo_episodes as lm
 import locomo_root
-from fleet_cpu import CpuSampler
+from fleet_cpu import CpuSampler, phase_opener, phase_summary
 
 STRATEGY = "reflect_episodes"
 
@@ -113,10 +117,15 @@ def build_templates(data_path: Path, work: Path, n_roots: int) -> list[Path]:
 
 
 def fresh_copies(templates: list[Path], dest: Path, llm_url: str,
-                 embedding_threads: int | None = None) -> list[Path]:
+                 embedding_threads: int | None = None,
+                 low_memory: bool | None = None) -> list[Path]:
+    """Copies of the templates whose ``everos.toml`` points at the fake LLM; ``[embedding]``
+    ``threads`` / ``low_memory`` only when given (otherwise the defaults)."""
     if dest.exists():
         shutil.rmtree(dest)
-    threads = f"[embedding]\nthreads = {embedding_threads}\n" if embedding_threads else ""
+    embedding = ([f"threads = {embedding_threads}"] if embedding_threads else []) + (
+        [f"low_memory = {str(low_memory).lower()}"] if low_memory is not None else [])
+    threads = "[embedding]\n" + "".join(f"{line}\n" for line in embedding) if embedding else ""
     out = []
     for template in templates:
         root = dest / template.name
@@ -204,9 +213,8 @@ def verify(roots: list[Path], reported: dict[str, int]) -> dict[str, Any]:
 # --- the three sides ---------------------------------------------------------------------------
 
 
-def run_sequential(roots: list[Path], sampler: CpuSampler) -> dict[str, Any]:
+def run_sequential(roots: list[Path], sampler: CpuSampler, opener: Any) -> dict[str, Any]:
     from everos_reflect.engine.engine import Engine
-    from everos_reflect.fleet.work import open_root
 
     statuses: dict[str, int] = defaultdict(int)
     clusters: dict[str, int] = defaultdict(int)
@@ -216,7 +224,7 @@ def run_sequential(roots: list[Path], sampler: CpuSampler) -> dict[str, Any]:
     root_seconds: dict[str, float] = {}
     for root in roots:
         t = time.perf_counter()
-        runtime = open_root(str(root))
+        runtime = opener(str(root))
         outcome = Engine(runtime).trigger(STRATEGY, force=True, timeout=None, trigger="manual")
         runtime.close()
         root_seconds[root.name] = round(time.perf_counter() - t, 2)
@@ -231,7 +239,7 @@ def run_sequential(roots: list[Path], sampler: CpuSampler) -> dict[str, Any]:
             "task_seconds": round(sum(root_seconds.values()), 2), "root_seconds": root_seconds}
 
 
-def run_ray(roots: list[Path], cpus: int, sampler: CpuSampler,
+def run_ray(roots: list[Path], cpus: int, sampler: CpuSampler, opener: Any,
             task_cpus: float = 1.0) -> dict[str, Any]:
     import ray
 
@@ -249,7 +257,7 @@ def run_ray(roots: list[Path], cpus: int, sampler: CpuSampler,
         # timed around the call, not by run_fleet's own clock: the driver's first
         # get_strategy (importing the strategies, ~1 s) counts, as it does in sequential
         started = time.perf_counter()
-        report = run_fleet(config, roots, STRATEGY, force=True)
+        report = run_fleet(config, roots, STRATEGY, force=True, opener=opener)
         seconds = time.perf_counter() - started
         cpu = sampler.stop()
     finally:
@@ -267,14 +275,14 @@ def run_ray(roots: list[Path], cpus: int, sampler: CpuSampler,
             "errors": [r.error for r in report.results if r.error][:3]}
 
 
-def run_procs(roots: list[Path], processes: int, sampler: CpuSampler) -> dict[str, Any]:
+def run_procs(roots: list[Path], processes: int, sampler: CpuSampler,
+              opener: Any) -> dict[str, Any]:
     """The control without Ray: ``run_root`` per root on a pool of plain processes, handed out
     one root at a time as a process frees up (as Ray does). The processes are started before
     the clock (as Ray's are at ``ray.init``); importing the package counts, as in a worker.
     Like a one-CPU Ray task they run with ``OMP_NUM_THREADS=1`` (numpy's BLAS on one thread)
     and, through the roots' ``everos.toml``, embed on one thread."""
     import multiprocessing
-    from functools import partial
 
     from everos_reflect.fleet.work import run_root
 
@@ -292,7 +300,8 @@ def run_procs(roots: list[Path], processes: int, sampler: CpuSampler) -> dict[st
         pool.map(abs, range(processes))  # every process up before the clock starts
         sampler.start()
         started = time.perf_counter()
-        results = list(pool.imap_unordered(partial(run_root, name=STRATEGY, force=True),
+        results = list(pool.imap_unordered(partial(run_root, name=STRATEGY, force=True,
+                                                   opener=opener),
                                            [str(r) for r in roots]))
         seconds = time.perf_counter() - started
         cpu = sampler.stop()
@@ -350,27 +359,37 @@ def templates_fingerprint(templates: list[Path]) -> str:
     return digest.hexdigest()[:16]
 
 
-def run_side(side: str, templates: list[Path], work: Path, latency: float) -> dict[str, Any]:
+def run_side(side: str, templates: list[Path], work: Path, latency: float,
+             low_memory: bool | None = None) -> dict[str, Any]:
     before = code_fingerprint()
     load_start = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    phases = work / f"phases-{side}"
+    shutil.rmtree(phases, ignore_errors=True)
+    phases.mkdir(parents=True)
+    # every side opens its roots with the production opener under the same phase clocks
+    # (bench/fleet_cpu.py), in whichever process runs the root
+    opener = partial(phase_opener, str(phases))
     with FakeLLMProcess(latency) as fake:
         sampler = CpuSampler(fake_llm_pid=fake.pid)
         # procs-2: one embedding thread per root, as a one-CPU Ray task gets automatically
         roots = fresh_copies(templates, work / side, fake.base_url,
-                             embedding_threads=1 if side == "procs-2" else None)
+                             embedding_threads=1 if side == "procs-2" else None,
+                             low_memory=low_memory)
         if side == "sequential":
-            out = run_sequential(roots, sampler)
+            out = run_sequential(roots, sampler, opener)
         elif side == "procs-2":
-            out = run_procs(roots, 2, sampler)
+            out = run_procs(roots, 2, sampler, opener)
         elif side == "ray-2-4roots":
-            out = run_ray(roots, 2, sampler, task_cpus=0.5)
+            out = run_ray(roots, 2, sampler, opener, task_cpus=0.5)
         else:
-            out = run_ray(roots, int(side.rsplit("-", 1)[1]), sampler)
+            out = run_ray(roots, int(side.rsplit("-", 1)[1]), sampler, opener)
         out["llm"] = fake.stats()
+    out["phases"] = phase_summary(phases)
     out["markdown"] = verify(roots, out.pop("reported"))
     after = code_fingerprint()
     out |= {"side": side, "code": before, "code_changed_during_run": before != after,
             "templates": templates_fingerprint(templates), "roots": len(roots),
+            "embedding_low_memory": low_memory,
             "llm_latency": latency, "loadavg_start": load_start,
             "loadavg_end": " ".join(f"{x:.1f}" for x in os.getloadavg()),
             "when": datetime.now(UTC).isoformat(timespec="seconds")}
@@ -399,6 +418,8 @@ def problems(result: dict[str, Any]) -> list[str]:
     out = []
     if len({(s["code"]["sources_sha256"], s["templates"]) for s in sides}) != 1:
         out.append("the sides ran different code or different template roots")
+    if len({s.get("embedding_low_memory") for s in sides}) != 1:
+        out.append("the sides ran with different [embedding] low_memory settings")
     if any(s["code_changed_during_run"] for s in sides):
         out.append("the code changed while a side ran")
     if len({s["markdown"]["narratives"] for s in sides}) != 1:
@@ -465,6 +486,59 @@ def cpu_table(result: dict[str, Any]) -> list[str]:
     return lines
 
 
+def phase_table(result: dict[str, Any]) -> list[str]:
+    """Where a root's time goes, per side: each phase's wall and thread-CPU seconds summed
+    over the roots that were not the first in their process (the first ones apart: they load
+    the model and import LanceDB)."""
+    sides = [s for s in present(result) if result[s].get("phases", {}).get("roots")]
+    if not sides:
+        return []
+    order: list[str] = []
+    for s in sides:
+        ph = result[s]["phases"]
+        order += [p for p in ph["order"] if p not in order and (p in ph["rest"]
+                                                                or p in ph["first"])]
+    lines = ["## Where a root's time goes (phase clocks, `bench/fleet_cpu.py`)", "",
+             "Wall / CPU seconds of the calling thread, summed over the roots that were not "
+             "the first in their process. Phases nest (the run thread's whole run holds its "
+             "scan, selection, waits and commits; the guard's measuring holds the embedder's "
+             "calls), the LLM threads' drafting overlaps everything, and the embedder's "
+             "intra-op threads are not the calling thread: the CPU column does not add up to "
+             "the process's CPU.", "",
+             "| phase | " + " | ".join(NAMES[s] for s in sides) + " |",
+             "|---|" + "---:|" * len(sides)]
+    for phase in order:
+        cells = []
+        for s in sides:
+            one = result[s]["phases"]["rest"].get(phase)
+            cells.append("-" if one is None else f"{one[0]:.2f} / {one[1]:.2f}")
+        lines.append(f"| {phase} | " + " | ".join(cells) + " |")
+    rows = (
+        ("roots timed here", lambda ph: str(ph["rest_roots"])),
+        ("their wall, open to close, s", lambda ph: f"{ph['rest_wall']:.2f}"),
+        ("their process CPU (every thread), s", lambda ph: f"{ph['rest_process_cpu']:.2f}"),
+        ("first root of each process: count, wall s, process CPU s",
+         lambda ph: f"{ph['first_roots']}, {ph['first_wall']:.2f}, "
+                    f"{ph['first_process_cpu']:.2f}"),
+        ("process CPU before its first root (start-up, imports; the sequential side's is "
+         "the bench driver's whole past)",
+         lambda ph: ", ".join(f"{x:.2f}" for x in ph["process_cpu_before_first_root"])),
+    )
+    for label, cell in rows:
+        lines.append(f"| {label} | " + " | ".join(cell(result[s]["phases"]) for s in sides)
+                     + " |")
+    missing = sorted({m for s in sides for m in result[s]["phases"]["missing"]})
+    if missing:
+        lines += ["", "Not timed (renamed since the clocks were written): "
+                  + ", ".join(missing)]
+    return [*lines, ""]
+
+
+def low_memory_flag(side: dict[str, Any]) -> str:
+    value = side.get("embedding_low_memory")
+    return "" if value is None else f" --low-memory {str(value).lower()}"
+
+
 def markdown(result: dict[str, Any]) -> str:
     seq, r1, r2 = (result[m] for m in SIDES)
     sides = present(result)
@@ -472,8 +546,9 @@ def markdown(result: dict[str, Any]) -> str:
         "# Fleet: many roots on Ray vs one after another",
         "",
         f"Generated by `python bench/fleet.py locomo10.json --roots {result['roots']} "
-        f"--llm-latency {result['llm_latency']}` on {result['cpus']} CPU(s), bundled local "
-        f"embedder, code {seq['code']['commit']} (sources {seq['code']['sources_sha256']}), "
+        f"--llm-latency {result['llm_latency']}{low_memory_flag(seq)}` on {result['cpus']} "
+        f"CPU(s), bundled local embedder, code {seq['code']['commit']} "
+        f"(sources {seq['code']['sources_sha256']}), "
         f"**{result['load_note']}**.",
         "",
         f"{result['roots']} roots, one LoCoMo conversation each (replicas of the 10), indexed "
@@ -514,6 +589,7 @@ def markdown(result: dict[str, Any]) -> str:
     if result["problems"]:
         lines += ["**Not a valid measurement:** " + "; ".join(result["problems"]) + ".", ""]
     lines += cpu_table(result)
+    lines += phase_table(result)
     lines += ["## Merges per root (narratives found in Markdown; reported by the run in "
               "brackets when different)", "",
               "| root | " + " | ".join(NAMES[s] for s in sides) + " |",
@@ -545,6 +621,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--templates-only", action="store_true",
                         help="build the template roots into --work and stop")
     parser.add_argument("--load-note", default="measured under load (shared 2-core machine)")
+    parser.add_argument("--low-memory", choices=("true", "false"),
+                        help="write [embedding] low_memory into every root of every side "
+                             "(default: the roots' default, true)")
     args = parser.parse_args(argv)
     if not args.data_path.is_file():
         parser.error(f"no such file: {args.data_path}")
@@ -565,9 +644,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         figures: dict[str, Any] = {}
         for side in sides:
-            figures[side] = run_side(side, templates, work, args.llm_latency)
+            low_memory = None if args.low_memory is None else args.low_memory == "true"
+            figures[side] = run_side(side, templates, work, args.llm_latency, low_memory)
             shutil.rmtree(work / side, ignore_errors=True)
-            brief = {k: v for k, v in figures[side].items() if k != "markdown"}
+            brief = {k: v for k, v in figures[side].items() if k not in ("markdown", "phases")}
             print(f"  {side}: {json.dumps(brief)}", flush=True)
             print(f"    Markdown: {figures[side]['markdown']['narratives']} narratives, "
                   f"{figures[side]['markdown']['archived']} Episodes archived, mismatched roots: "

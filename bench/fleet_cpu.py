@@ -8,6 +8,12 @@ seen for each process (a process that exits between two polls loses at most one 
 subtracts what each had used before the run began (Ray's daemons and prestarted workers exist
 before a run; their start-up is not the run's).
 
+:func:`phase_opener` answers the other question, where one root's time goes inside whichever
+process runs it: it opens the root with the production opener under per-phase clocks (opening,
+recovery, scan, selection, the run thread's waits for drafts, commits, the LLM calls, the
+guard's model load, LanceDB open and embedding calls, closing) and writes each root's figures
+to a file when the root is closed; :func:`phase_summary` sums one side's files.
+
 Needs ``psutil`` (``pip install 'everos-reflect[bench]'``).
 """
 
@@ -120,3 +126,150 @@ class CpuSampler:
                 "idle_core_seconds": round(max(0.0, cores * wall - used), 2),
                 "cores_busy": round(used / wall, 2) if wall else 0.0,
                 "sampler_cpu_seconds": round(self._own_cpu, 2)}
+
+
+# --- where one root's time goes: per-phase clocks, in whichever process runs the root ---------
+
+#: ``(module, attribute path, phase)``: the calls timed, in the order a run meets them. Wall
+#: time and the calling thread's CPU time are summed per phase and root; phases nest (``run``
+#: holds the rest of the run thread's phases), so columns do not add up. A name another change
+#: renamed is skipped and listed in ``missing``, never an error.
+PHASES = (
+    ("everos_reflect.fleet.work", "open_root", "open the root (settings, runtime)"),
+    ("everos_reflect.engine.engine", "Engine.recover", "engine: journal recovery (task start)"),
+    ("everos_reflect.engine.engine", "Engine._attempts", "run thread: the whole run"),
+    ("everos_reflect.index.sync", "Indexer.scan", "run thread: index scan"),
+    ("everos_reflect.clustering.service", "ClusterService.eligible_for_reflection",
+     "run thread: eligible clusters"),
+    ("everos_reflect.strategies.reflect", "select", "run thread: select sources"),
+    ("everos_reflect.strategies.reflect", "wait", "run thread: waiting for drafts"),
+    ("everos_reflect.strategies.reflect", "ReflectionRun._commit",
+     "run thread: commits (Markdown, journal, index)"),
+    ("everos_reflect.strategies.reflect", "draft", "LLM threads: drafting (calls in flight)"),
+    ("everos_reflect.strategies.reflect_guard", "Guard._warm_up", "guard: model load"),
+    ("everos_reflect.strategies.reflect_guard", "Guard._open_vectors",
+     "guard: open LanceDB (first: import)"),
+    ("everos_reflect.strategies.reflect_guard", "Guard._measure_many", "guard: measuring drafts"),
+    ("everos_reflect.strategies.reflect_guard", "Guard.reuse_stored_vectors_many",
+     "guard: stored fact vectors (LanceDB)"),
+    ("everos_reflect.embedding.local", "LocalEmbedder.embed", "embedder: model calls"),
+    ("everos_reflect.runtime", "Runtime.close", "close the root"),
+)
+
+
+class PhaseClock:
+    """Wraps :data:`PHASES` in this process (once) and sums each one's wall and thread-CPU
+    seconds per root: the root is whichever :meth:`begin` named last (one root at a time per
+    process, as a one-CPU task and the one-after-another side run them)."""
+
+    _installed: PhaseClock | None = None
+
+    def __init__(self) -> None:
+        import importlib
+
+        self.current: dict[str, list[float]] = {}
+        self.missing: list[str] = []
+        self.process_cpu_at_install = time.process_time()  # imports and start-up so far
+        for module_name, path, phase in PHASES:
+            try:
+                owner: Any = importlib.import_module(module_name)
+                *parents, attr = path.split(".")
+                for part in parents:
+                    owner = getattr(owner, part)
+                original = getattr(owner, attr)
+            except (ImportError, AttributeError):
+                self.missing.append(f"{module_name}.{path}")
+                continue
+            setattr(owner, attr, self._timed(original, phase))
+
+    @classmethod
+    def installed(cls) -> PhaseClock:
+        if cls._installed is None:
+            cls._installed = cls()
+        return cls._installed
+
+    def _timed(self, original: Any, phase: str) -> Any:
+        import functools
+
+        @functools.wraps(original)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            wall, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                slot = self.current.setdefault(phase, [0.0, 0.0, 0])
+                slot[0] += time.perf_counter() - wall
+                slot[1] += time.thread_time() - cpu
+                slot[2] += 1
+        return timed
+
+    def begin(self) -> None:
+        self.current = {}
+
+
+def phase_opener(out_dir: str, root: str, inner: Any = None) -> Any:
+    """An opener (``fleet.work.Opener``, bound to ``out_dir`` with ``functools.partial``) that
+    times the root's phases in the process that runs it and, when the root is closed, writes
+    them to ``out_dir/<root name>.json`` with this process's pid, its CPU time when the clock
+    was installed (interpreter start, Ray's worker start-up, the imports so far) and the root's
+    wall and process-CPU seconds from open to close. ``inner`` opens the root (default: the
+    production ``fleet.work.open_root``, timed as a phase; tests pass their own)."""
+    import json
+    from pathlib import Path
+
+    first = PhaseClock._installed is None
+    clock = PhaseClock.installed()
+    if inner is None:
+        from everos_reflect.fleet.work import open_root as inner  # after installing: timed
+
+    clock.begin()
+    wall, cpu = time.perf_counter(), time.process_time()
+    runtime = inner(root)
+    close = runtime.close
+
+    def close_and_record() -> None:
+        close()
+        doc = {"root": Path(root).name, "pid": os.getpid(), "first_in_process": first,
+               "process_cpu_before_first_root": round(clock.process_cpu_at_install, 3),
+               "wall": round(time.perf_counter() - wall, 3),
+               "process_cpu": round(time.process_time() - cpu, 3),
+               "phases": {k: [round(v[0], 4), round(v[1], 4), int(v[2])]
+                          for k, v in clock.current.items()},
+               "missing": clock.missing}
+        Path(out_dir, f"{Path(root).name}.json").write_text(json.dumps(doc), "utf-8")
+
+    runtime.close = close_and_record  # type: ignore[method-assign]
+    return runtime
+
+
+def phase_summary(out_dir: Any) -> dict[str, Any]:
+    """Sum the per-root phase files of one side: per phase wall / thread-CPU seconds / calls
+    over every root, the first root of each process apart (it loads the model and imports
+    LanceDB), and the processes' CPU before their first root."""
+    import json
+    from pathlib import Path
+
+    docs = [json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("*.json"))]
+    total: dict[str, list[float]] = {}
+    first: dict[str, list[float]] = {}
+    for doc in docs:
+        into = first if doc["first_in_process"] else total
+        for phase, (w, c, n) in doc["phases"].items():
+            slot = into.setdefault(phase, [0.0, 0.0, 0])
+            slot[0] += w
+            slot[1] += c
+            slot[2] += n
+    rest = [d for d in docs if not d["first_in_process"]]
+    firsts = [d for d in docs if d["first_in_process"]]
+    return {
+        "roots": len(docs), "processes": len({d["pid"] for d in docs}),
+        "order": [p for _, _, p in PHASES],
+        "rest": {k: [round(w, 2), round(c, 2), n] for k, (w, c, n) in total.items()},
+        "first": {k: [round(w, 2), round(c, 2), n] for k, (w, c, n) in first.items()},
+        "rest_roots": len(rest), "rest_wall": round(sum(d["wall"] for d in rest), 2),
+        "rest_process_cpu": round(sum(d["process_cpu"] for d in rest), 2),
+        "first_roots": len(firsts), "first_wall": round(sum(d["wall"] for d in firsts), 2),
+        "first_process_cpu": round(sum(d["process_cpu"] for d in firsts), 2),
+        "process_cpu_before_first_root": [d["process_cpu_before_first_root"] for d in firsts],
+        "missing": sorted({m for d in docs for m in d["missing"]}),
+    }

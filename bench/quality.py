@@ -187,11 +187,34 @@ def _snippet_item(entry: Entry, sentences: list[budget.Sentence],
     return item
 
 
+def stated_evidence(embedder: CachingEmbedder, state: dict[str, Any],
+                    observations: dict[str, dict[str, frozenset[str]]],
+                    threshold: float) -> dict[str, budget.StatedEvidence]:
+    """Per conversation, the statement-level credit (``budget.StatedEvidence``); every live
+    sentence is embedded up front in one batch (normalised, as observations are)."""
+    texts = [budget.normalise(t) for user in state.values() for i in user["live"]
+             for t in [s.text for s in user["sentences"][i]]
+             + [t for t, _ in dated_sentences(user["episodes"][i].content, None)]]
+    embedder.embed(list(dict.fromkeys(t for t in texts if t)))
+
+    def vector(text: str) -> np.ndarray:
+        return embedder.embed([text])[0]
+
+    out = {}
+    for sample_id, by_text in observations.items():
+        items = list(by_text.items())
+        matrix = embedder.embed([text for text, _ in items])
+        out[sample_id] = budget.StatedEvidence(items, matrix, vector, threshold)
+    return out
+
+
 def evidence_recall(rt: Runtime, state: dict[str, Any], questions: Sequence[lm.LocomoQuestion],
                     observations: dict[str, dict[str, frozenset[str]]],
-                    sample_split: dict[str, str]) -> dict[str, Any]:
-    """Budgeted recall (full text and snippet items), observation-level variant, and the
-    unbudgeted recall@k, per split and category; plus words per returned item."""
+                    sample_split: dict[str, str],
+                    stated: dict[str, budget.StatedEvidence]) -> dict[str, Any]:
+    """Budgeted recall (full text and snippet items), the observation- and statement-level
+    variants, and the unbudgeted recall@k, per split and category; plus words per returned
+    item."""
     by_project: dict[str, dict[tuple[str, str], Any]] = defaultdict(dict)
     for user in state.values():
         project = user["ref"].project
@@ -228,6 +251,8 @@ def evidence_recall(rt: Runtime, state: dict[str, Any], questions: Sequence[lm.L
                 row[f"{mode}@{b}"] = budget.recall(evidence, budget.evidence_in(read))
                 row[f"{mode}_obs@{b}"] = budget.recall(
                     evidence, budget.observation_evidence(read, obs))
+                row[f"{mode}_stmt@{b}"] = budget.recall(
+                    evidence, stated[q.sample_id].evidence(read))
         for key in ((split, CATEGORIES[q.category]), (split, "overall"),
                     ("all", CATEGORIES[q.category]), ("all", "overall")):
             sums[key]["n"] += 1
@@ -297,7 +322,9 @@ def measure(rt: Runtime, embedder: CachingEmbedder, questions: Sequence[lm.Locom
             ctx: dict[str, Any], coverage_threshold: float) -> dict[str, Any]:
     state = memory_state(rt.root)
     started = time.perf_counter()
-    recall = evidence_recall(rt, state, questions, ctx["observations"], ctx["sample_split"])
+    stated = stated_evidence(embedder, state, ctx["observations"], coverage_threshold)
+    recall = evidence_recall(rt, state, questions, ctx["observations"], ctx["sample_split"],
+                             stated)
     return {
         "words": word_figures(state, ctx["user_split"]),
         "index_live_episodes": rt.db().execute(
@@ -559,9 +586,13 @@ def split_table(result: dict[str, Any], split: str) -> list[str]:
                      f"{sanity} |")
     for mode, label in (("full", "full text"), ("snippet", "snippets"),
                         ("full_obs", "full text, observation-level"),
-                        ("snippet_obs", "snippets, observation-level")):
+                        ("snippet_obs", "snippets, observation-level"),
+                        ("full_stmt", "full text, statement-level"),
+                        ("snippet_stmt", "snippets, statement-level")):
         for bud in budget.BUDGETS:
             key = f"{mode}@{bud}"
+            if key not in rb:  # a result saved before the statement-level variant
+                continue
             lines.append(f"| recall within {bud} words, {label} (%) | {_pct(rb[key])} | "
                          f"{_pct(ra[key])} | {_delta(ra[key], rb[key])} | "
                          f"{_pct(rz[key]) if rz else ''} |")
@@ -580,14 +611,17 @@ def category_table(result: dict[str, Any], split: str) -> list[str]:
     lines = [
         f"#### Per category, conversations {split} (recall %, before → after)",
         "",
-        "| category | n | full ≤200 | full ≤400 | snippets ≤200 | snippets ≤400 |",
-        "|---|---:|---:|---:|---:|---:|",
+        "| category | n | full ≤200 | full ≤400 | snippets ≤200 | snippets ≤400 "
+        "| snippets, statement-level ≤200 | ≤400 |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    keys = ("full@200", "full@400", "snippet@200", "snippet@400", "snippet_stmt@200",
+            "snippet_stmt@400")
     for name in [*CATEGORIES.values(), "overall"]:
         if name not in b:
             continue
-        cells = [f"{_pct(b[name][k])} → {_pct(a[name][k])}"
-                 for k in ("full@200", "full@400", "snippet@200", "snippet@400")]
+        cells = [f"{_pct(b[name][k])} → {_pct(a[name][k])}" if k in b[name] else ""
+                 for k in keys]
         lines.append(f"| {name} | {b[name]['n']} | " + " | ".join(cells) + " |")
     return [*lines, ""]
 

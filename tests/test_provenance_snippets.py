@@ -146,6 +146,34 @@ def test_budgeted_recall_cuts_the_crossing_item_at_whole_sentences() -> None:
     assert budget.observation_evidence(read, obs) == {"D5:2"}
 
 
+def test_statement_level_credit_is_what_a_sentence_states_within_its_sources() -> None:
+    import numpy as np
+
+    s = budget.Sentence
+    # three observations of one session (D1) and one of another (D2); unit vectors by hand
+    observations = [("Andrew adopted Toby.", frozenset({"D1:1"})),
+                    ("Andrew got a dog named Toby.", frozenset({"D1:2"})),
+                    ("Andrew likes jazz.", frozenset({"D1:3"})),
+                    ("Andrew adopted a cat.", frozenset({"D2:1"}))]
+    dog, jazz, cat = np.eye(3, dtype=np.float32)
+    vectors = {"andrew adopted toby": dog, "andrew got a dog named toby": dog,
+               "andrew likes jazz": jazz, "andrew adopted a cat": cat,
+               "toby is andrew's dog": dog, "hello": (dog + jazz) / np.sqrt(2)}
+    matrix = np.stack([vectors[budget.normalise(t)] for t, _ in observations])
+    stated = budget.StatedEvidence(observations, matrix, vectors.__getitem__, 0.75)
+    session = frozenset({"D1:1", "D1:2", "D1:3"})
+    # entry-level credit gives a short sentence the whole session; this gives what it states:
+    # both restatements of the adoption (one folded into the other), not the jazz
+    read = [s("2026-09-10: Toby is Andrew's dog.", session)]
+    assert budget.evidence_in(read) == set(session)
+    assert stated.evidence(read) == {"D1:1", "D1:2"}
+    # a vague sentence states nothing, however short; outside its sources nothing is credited
+    assert stated.evidence([s("Hello.", session)]) == set()
+    assert stated.evidence([s("Toby is Andrew's dog.", frozenset({"D2:1"}))]) == set()
+    # a date line carries no evidence
+    assert stated.evidence([s("2026-09-10", frozenset())]) == set()
+
+
 def test_provenance_command_shows_each_sentence_with_its_sources(root: Path) -> None:
     from click.testing import CliRunner
 
@@ -212,3 +240,12 @@ def test_a_snippet_is_one_passage_not_a_collage_of_far_matches() -> None:
     # nothing matches: the entry's opening, as much of it as fits
     opening = make_snippet(text, "cello recital", max_words=12)
     assert opening.text == "Andrew adopted a beagle dog named Toby. Toby is a beagle."
+
+
+def test_an_over_long_sentence_is_cut_to_the_snippet_budget() -> None:
+    # unpunctuated text is one sentence: a caller's budget still gets max_words of it
+    text = " ".join(["Andrew sailed"] + [f"past island {k}" for k in range(2000)])
+    snip = make_snippet(text, "where did Andrew sail", max_words=20)
+    assert snip.text.endswith(" …")
+    assert len(snip.text.split()) == 21 and snip.text.startswith("Andrew sailed past island 0")
+    assert snip.sentences == (0,)

@@ -34,7 +34,8 @@ from itertools import accumulate
 
 from everos_reflect.llm.extractive import STOPWORDS, narrative_sentences
 
-#: Words a snippet may hold (plus at most one sentence that starts within the budget).
+#: Words a snippet may hold. Its best sentence comes whole even if longer, unless it runs past
+#: twice this (unpunctuated text): then its opening is cut to this many words, ending in "…".
 SNIPPET_WORDS = 60
 #: A sentence joins the best one only if it scores at least this share of the best score.
 RELEVANT_SHARE = 0.5
@@ -136,6 +137,8 @@ def make_snippet(content: str, query: str, *, date: str | None = None,
     chosen = list(range(first, last + 1))
     best = max(chosen, key=lambda i: scores[i])
     text = " ".join(sentences[i][0] for i in chosen)
+    if sizes[first] > 2 * max_words:  # a runaway sentence (unpunctuated text): its opening
+        text = " ".join(text.split()[:max_words]) + " …"
     return Snippet(text, sentences[best][1], tuple(chosen))
 
 

@@ -24,7 +24,7 @@ removes exactly one backslash from any line of the form ``\\`` + (``\\``)* + (``
 from __future__ import annotations
 
 import re
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
 
 import yaml
@@ -169,40 +169,90 @@ def _bounded_load(text: str) -> Any:
 # Entry metadata as the writer emits it is a flat mapping of simple scalars: read that shape
 # without building YAML node objects (the constructor is most of a reindex's parse time). A
 # plain scalar here starts with a letter or "_" and holds no character YAML treats specially,
-# so it can only be a string unless it is one of the bool/null words; single-quoted strings
-# and flow lists of such scalars are read too. Anything else goes through PyYAML.
+# so it can only be a string unless it is one of the bool/null words; single-quoted strings,
+# flow lists of such scalars, the timestamps the writer emits (seconds, an optional fraction,
+# an explicit offset) and plain decimal integers are read too. Anything else goes through
+# PyYAML.
 _PLAIN = r"[A-Za-z_][A-Za-z0-9_./@+-]*"
 _QUOTED = r"'(?:[\t\x20-\x26\x28-\x7e\xa0-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]|'')*'"
+_ITEM = rf"(?:{_PLAIN}|{_QUOTED})"
+_STAMP = (r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})"
+          r"(?:\.([0-9]{1,6}))?(?:(Z)|([-+])([0-9]{2}):([0-9]{2}))")
 _FLAT_LINE_RE = re.compile(
-    rf"^({_PLAIN}):[ ]+(?:({_QUOTED})|(\[(?:[ ]*{_PLAIN}[ ]*(?:,[ ]*{_PLAIN}[ ]*)*)?\])"
-    rf"|({_PLAIN}))[ ]*$"
+    rf"^({_PLAIN}):[ ]+(?:({_QUOTED})|(\[(?:[ ]*{_ITEM}[ ]*(?:,[ ]*{_ITEM}[ ]*)*)?\])"
+    rf"|({_PLAIN})|{_STAMP}|(0|[1-9][0-9]{{0,17}}))[ ]*$"
 )
+_ITEM_RE = re.compile(rf"[ ]*(?:({_QUOTED})|({_PLAIN}))[ ]*[,\]]")
 _NOT_STR = frozenset((
     "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "true", "True", "TRUE",
     "false", "False", "FALSE", "on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL",
 ))
 
 
+def _flow_items(flow: str) -> list[str] | None:
+    """The items of a flow list already matched by ``_FLAT_LINE_RE``; None when one is a
+    bool/null word."""
+    items: list[str] = []
+    pos, end = 1, len(flow)
+    if not flow[1:-1].strip():
+        return items
+    while pos < end:
+        m = _ITEM_RE.match(flow, pos)
+        assert m is not None  # the line's pattern already matched this list
+        quoted, plain = m.group(1), m.group(2)
+        if quoted is not None:
+            items.append(quoted[1:-1].replace("''", "'"))
+        elif plain in _NOT_STR:
+            return None
+        else:
+            items.append(plain)
+        pos = m.end()
+    return items
+
+
+def _stamp(groups: tuple[str | None, ...]) -> datetime | None:
+    """What PyYAML's timestamp constructor gives for the matched parts; None when it would
+    raise (a month 13, an offset of a day or more): PyYAML then reports it."""
+    year, month, day, hour, minute, second, fraction, zulu, sign, tz_h, tz_m = groups
+    try:
+        tzinfo = UTC
+        if not zulu:
+            delta = timedelta(hours=int(tz_h or 0), minutes=int(tz_m or 0))
+            tzinfo = timezone(-delta if sign == "-" else delta)
+        return datetime(int(year or 0), int(month or 0), int(day or 0), int(hour or 0),
+                        int(minute or 0), int(second or 0),
+                        int((fraction or "").ljust(6, "0")), tzinfo=tzinfo)
+    except ValueError:
+        return None
+
+
 def _flat_mapping(text: str) -> dict[str, Any] | None:
     """``text`` read as the flat ``key: scalar`` mapping the writer emits, or None when it is
     anything else (then PyYAML decides). Gives exactly what ``yaml.safe_load`` gives."""
     out: dict[str, Any] = {}
+    if text.endswith("\n"):  # a file frontmatter's block ends with its last line's newline
+        text = text[:-1]
     for line in text.split("\n"):
         m = _FLAT_LINE_RE.match(line)
         if m is None or m.group(1) in _NOT_STR:
             return None
-        quoted, flow, plain = m.group(2), m.group(3), m.group(4)
+        quoted, flow, plain, number = m.group(2), m.group(3), m.group(4), m.group(16)
         if quoted is not None:
             value: Any = quoted[1:-1].replace("''", "'")
         elif flow is not None:
-            items = [i.strip() for i in flow[1:-1].split(",")] if flow[1:-1].strip() else []
-            if any(i in _NOT_STR for i in items):
+            value = _flow_items(flow)
+            if value is None:
                 return None
-            value = items
-        else:
+        elif plain is not None:
             if plain in _NOT_STR:
                 return None
             value = plain
+        elif number is not None:
+            value = int(number)
+        else:
+            value = _stamp(m.groups()[4:15])
+            if value is None:
+                return None
         out[m.group(1)] = value
     return out
 
@@ -217,7 +267,7 @@ def load_yaml(
     limit = MAX_YAML_BYTES[block]
     if len(text) > limit or (len(text) * 4 > limit and _utf8_size(text) > limit):
         return None, (first_line, f"YAML block is over {limit // 1024} KiB; not read")
-    if block == "metadata" and text:
+    if text:
         flat = _flat_mapping(text)
         if flat is not None:
             return flat, None

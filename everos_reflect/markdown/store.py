@@ -67,6 +67,7 @@ class MarkdownStore:
         self.limits = limits or LimitsSettings()
         self._locks: dict[str, FileLock] = {}
         self._locks_guard = threading.Lock()
+        self._reuse = threading.local()  # see reusing_parses
 
     # -- layout ---------------------------------------------------------------------------------
     def user_dir(self, ref: UserRef) -> Path:
@@ -198,7 +199,31 @@ class MarkdownStore:
             log = DailyLog(label, None, None, {})
             log.diagnostics.append(Diagnostic(label, 0, f"{exc}; not read", "fatal"))
             return log
-        return self._parse(data, path)
+        parsed: dict[Path, tuple[bytes, DailyLog]] | None = getattr(self._reuse, "logs", None)
+        if parsed is None:
+            return self._parse(data, path)
+        seen = parsed.get(path)
+        if seen is not None and seen[0] == data:  # the very bytes parsed before: same log
+            return seen[1]
+        log = self._parse(data, path)
+        parsed[path] = (data, log)
+        return log
+
+    @contextmanager
+    def reusing_parses(self) -> Iterator[None]:
+        """Inside the block, :meth:`read` on this thread still reads every file's bytes, but
+        parses them only when they differ from the bytes it last parsed for that path (the
+        same bytes always parse to the same log, so nothing read can be older than the file).
+        For a caller that reads one log several times in a row (a commit checks its sources,
+        finds their facts, then archives into them) and never changes what it is given."""
+        if getattr(self._reuse, "logs", None) is not None:
+            yield
+            return
+        self._reuse.logs = {}
+        try:
+            yield
+        finally:
+            self._reuse.logs = None
 
     def _refused(self, path: Path, reason: str) -> DailyLog:
         label = self._label(path)
@@ -570,8 +595,41 @@ def _refuse_duplicates(text: str, label: str, what: str) -> None:
 
 
 
+#: Per thread: the folders whose renames still await their fsync, inside :func:`durable_group`.
+_group = threading.local()
+
+
+@contextmanager
+def durable_group() -> Iterator[None]:
+    """Writes of this thread inside the block fsync their file as always, but each folder they
+    renamed into is fsynced once, when the block ends (also when it ends by an exception), not
+    once per file: a step of a Reflection batch archives into dozens of logs in two folders per
+    user. Everything written in the block is durable when it returns, which is when the
+    caller records the step as done. Nested blocks join the outermost one."""
+    if getattr(_group, "folders", None) is not None:
+        yield
+        return
+    folders: dict[Path, None] = {}
+    _group.folders = folders
+    try:
+        yield
+    finally:
+        _group.folders = None
+        for folder in folders:
+            _fsync_dir(folder)
+
+
+def _fsync_dir(folder: Path) -> None:
+    dir_fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)
+    finally:
+        os.close(dir_fd)
+
+
 def _atomic_write(path: Path, data: bytes) -> None:
-    """Temp file ``.<name>.<random>.tmp`` in the same folder, fsync, rename, fsync the folder."""
+    """Temp file ``.<name>.<random>.tmp`` in the same folder, fsync, rename, fsync the folder
+    (inside :func:`durable_group`: once per folder, when the group ends)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     # 0o666 lets the kernel apply the umask to a new file; an existing file keeps its mode.
@@ -587,8 +645,8 @@ def _atomic_write(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)
-    finally:
-        os.close(dir_fd)
+    folders = getattr(_group, "folders", None)
+    if folders is not None:
+        folders[path.parent] = None  # an ordered set: fsynced in the order first written
+    else:
+        _fsync_dir(path.parent)

@@ -78,6 +78,31 @@ def _dump(mapping: Mapping[str, Any]) -> str:
     )
 
 
+def _dump_meta(values: Mapping[str, Any]) -> str:
+    """:func:`_dump` of entry metadata, remembered for flat metadata of strings and datetimes:
+    the facts of one merge carry the same metadata, and dumping YAML is most of rendering."""
+    key = []
+    for name, value in values.items():
+        if type(value) is str:
+            key.append((name, "s", value))
+        elif type(value) is datetime:  # by its text: equal instants may carry other offsets
+            key.append((name, "d", value.isoformat()))
+        else:
+            return _dump(values)
+    frozen = tuple(key)
+    text = _DUMPED.get(frozen)
+    if text is None:
+        if len(_DUMPED) >= _DUMPED_MAX:
+            _DUMPED.clear()
+        text = _DUMPED[frozen] = _dump(values)
+    return text
+
+
+#: Recent dumps of flat metadata (a few KB; cleared whole when full).
+_DUMPED: dict[tuple[tuple[str, str, str], ...], str] = {}
+_DUMPED_MAX = 256
+
+
 def new_log_text(kind: Kind, user_id: str, day: date) -> str:
     """The frontmatter of a new, empty daily log (SPEC §3)."""
     return (
@@ -104,7 +129,7 @@ def render_entry(entry_id: str, meta: Mapping[str, Any], sections: Mapping[str, 
             raise MarkdownError(f"entry {entry_id}", 0, f"invalid metadata key {key!r}")
         if value is not None:
             values[key] = value
-    parts = [f"<!-- entry:{entry_id} -->\n---\n", _dump(values) if values else "", "---\n"]
+    parts = [f"<!-- entry:{entry_id} -->\n---\n", _dump_meta(values) if values else "", "---\n"]
     blocks = []
     for name, body in sections.items():
         heading = HEADING_RE.match(f"## {name}") if isinstance(name, str) else None

@@ -48,7 +48,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -139,7 +139,10 @@ class Plan:
         return date.fromisoformat(self.day)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), ensure_ascii=False, sort_keys=True)
+        # the same JSON as asdict() gives, without its deep copy of every list (a batch
+        # writes each plan's row at every step)
+        return json.dumps({f.name: getattr(self, f.name) for f in fields(self)},
+                          ensure_ascii=False, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> Plan:

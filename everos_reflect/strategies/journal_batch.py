@@ -10,7 +10,8 @@ before. What the merges of a batch share is the work:
 - the rows are inserted, and each step recorded for all of them, in one SQLite transaction;
 - each daily log is written once per step: the narratives of one user and day in one atomic
   write, their facts in another, and each source log archived into once, whichever merges
-  archive entries of it;
+  archive entries of it; each file is fsynced before its rename, as always, and each folder
+  once per step (not once per file), before the step is recorded;
 - the sources of every merge are locked together (sorted), and each merge's stale-source check
   runs under those locks before anything of it is archived: a merge whose sources changed is
   withdrawn alone, the rest of the batch commits;
@@ -33,7 +34,8 @@ from typing import TYPE_CHECKING
 from everos_reflect.errors import EverosError
 from everos_reflect.index import merge_journal
 from everos_reflect.index.db import transaction
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.markdown.store import durable_group
+from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import journal
 from everos_reflect.strategies.journal import Outcome, Plan
 
@@ -102,11 +104,13 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
     """The journal's steps for the whole batch; ``steps`` and ``outcomes`` say how far each
     merge got, should one of them fail."""
     conn = runtime.db()
-    _write_narratives(runtime, plans)
+    with durable_group():  # each step's logs durable before the step is recorded
+        narratives = _write_narratives(runtime, plans)
     _record(conn, plans, journal.NARRATIVE, steps)
     journal.checkpoint(journal.NARRATIVE)
 
-    _write_facts(runtime, plans)
+    with durable_group():
+        _write_facts(runtime, plans)
     _record(conn, plans, journal.FACTS, steps)
     journal.checkpoint(journal.FACTS)
 
@@ -116,11 +120,17 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
 
     if live:
         touched = [journal.touched_files(runtime, p) for p in live]
+        # Each cluster is marked consolidated before the index sync, with the vector the sync
+        # is about to store for its narrative (the guard embedded that text: a cache hit). The
+        # sync then finds each narrative already its cluster's and each source already retired
+        # toward it: no centroid rebuilt from stored vectors per source, no stored vector read
+        # for the narrative or its cluster's old members (the same clusters as in the order
+        # of a merge finished alone, which recovery keeps).
+        _mark_consolidated(runtime, live, narratives)
         # every narrative's and facts' log first, as for one merge: the index knows each
         # narrative before the sources pointing at it
         indexer.sync_paths([*(path for t in touched for path in t[:2]),
                             *(path for t in touched for path in t[2:])])
-        _mark_consolidated(runtime, live)
         journal.checkpoint(journal.SYNCED)
         with transaction(conn):
             for plan in live:
@@ -147,16 +157,19 @@ def _by_log(plans: list[Plan]) -> dict[tuple[UserRef, date], list[Plan]]:
     return groups
 
 
-def _write_narratives(runtime: Runtime, plans: list[Plan]) -> None:
+def _write_narratives(runtime: Runtime, plans: list[Plan]) -> dict[str, Entry]:
     """Every narrative of one user and day in one atomic write (each with its own
-    ``reflection`` key, so recovery finds each one alone)."""
+    ``reflection`` key, so recovery finds each one alone); ``{plan id: narrative}``."""
+    written: dict[str, Entry] = {}
     for (ref, day), group in _by_log(plans).items():
-        written = runtime.store.append_many(
+        entries = runtime.store.append_many(
             ref, Kind.EPISODE,
             [(journal.narrative_meta(p), {"Subject": p.title, "Content": p.content})
              for p in group], day=day)
-        for plan, entry in zip(group, written, strict=True):
+        for plan, entry in zip(group, entries, strict=True):
             plan.merged_id = entry.id
+            written[plan.id] = entry
+    return written
 
 
 def _write_facts(runtime: Runtime, plans: list[Plan]) -> None:
@@ -179,7 +192,9 @@ def _archive(runtime: Runtime, plans: list[Plan],
     paths = {store.path_for_id(p.ref, i) for p in plans for i in p.hashes}
     live: list[Plan] = []
     stale: list[tuple[Plan, str]] = []
-    with journal.locked(runtime, paths):
+    # each source log is parsed once for all the reads below (whatever the bytes, a read sees
+    # the file as it is now); the archiving writes change them, so those parse anew
+    with journal.locked(runtime, paths), store.reusing_parses():
         for plan in plans:
             changed = journal.changed_sources(runtime, plan)
             if changed:
@@ -199,25 +214,23 @@ def _archive(runtime: Runtime, plans: list[Plan],
             facts = journal.existing_entries(runtime, plan.ref, plan.fact_ids)
             mapping.update({f.id: plan.merged_id for f in facts})
         conflicts: dict[str, str] = {}
-        for ref, mapping in mappings.items():
-            found = store.deprecate(ref, mapping)
-            conflicts.update({f"{ref}: {old}": new for old, new in found.items()})
+        with durable_group():
+            for ref, mapping in mappings.items():
+                found = store.deprecate(ref, mapping)
+                conflicts.update({f"{ref}: {old}": new for old, new in found.items()})
     for old, new in sorted(conflicts.items()):
         log.warning("%s was already archived toward %s; left as it is", old, new)
     return live, stale
 
 
-def _mark_consolidated(runtime: Runtime, plans: list[Plan]) -> None:
-    """Each cluster now holds its narrative: the narratives' vectors read in one query per
-    user, then one cluster update each."""
-    by_ref: dict[UserRef, list[Plan]] = {}
-    for plan in plans:
-        by_ref.setdefault(plan.ref, []).append(plan)
-    for ref, group in by_ref.items():
-        vectors = runtime.vectors.get_vectors(Kind.EPISODE, ref,
-                                              [p.merged_id for p in group if p.merged_id])
-        for plan in group:
-            journal.mark_consolidated(runtime, plan, vectors.get(plan.merged_id or ""))
+def _mark_consolidated(runtime: Runtime, plans: list[Plan],
+                       narratives: dict[str, Entry]) -> None:
+    """Each cluster now holds its narrative: the narratives' vectors embedded in one call (the
+    text the index embeds for each, already in the embedding cache), then one cluster update
+    each."""
+    vectors = runtime.embedder.embed([narratives[p.id].search_text for p in plans])
+    for plan, vector in zip(plans, vectors, strict=True):
+        journal.mark_consolidated(runtime, plan, vector)
 
 
 def _finish_alone(runtime: Runtime, indexer: Indexer, plan: Plan, step: str,
