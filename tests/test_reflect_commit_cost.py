@@ -50,6 +50,25 @@ def cluster_state(rt: Runtime) -> tuple[list[tuple[Any, ...]], list[tuple[Any, .
     return clusters, members
 
 
+def patched_during_commit(monkeypatch: pytest.MonkeyPatch, owner_of: Any, name: str,
+                          make: Any) -> None:
+    """Replace ``owner_of(runtime).name`` with ``make(real)`` only while a batch commits, so
+    the counts below are the commit path's own and not the drafting's or the guard's (the
+    owner is looked up then: a run opens its stores itself)."""
+    real_commit = journal_batch.commit_many
+
+    def commit(runtime: Runtime, indexer: Any, plans: Any) -> Any:
+        owner = owner_of(runtime)
+        real = getattr(owner, name)
+        monkeypatch.setattr(owner, name, make(real))
+        try:
+            return real_commit(runtime, indexer, plans)
+        finally:
+            monkeypatch.setattr(owner, name, real)
+
+    monkeypatch.setattr(journal_batch, "commit_many", commit)
+
+
 def test_a_batch_leaves_the_clusters_that_merges_finished_one_by_one_leave(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -98,22 +117,14 @@ def test_a_batch_reads_no_stored_vectors_per_archived_source(
 ) -> None:
     rt, sources = seeded(root)
     reads: list[int] = []
-    real_commit = journal_batch.commit_many
 
-    def counting_commit(runtime: Runtime, indexer: Any, plans: Any) -> Any:
-        real_get = runtime.vectors.get_vectors
-
+    def counting(real_get: Any) -> Any:
         def get_vectors(*args: Any, **kwargs: Any) -> Any:
             reads.append(1)
             return real_get(*args, **kwargs)
+        return get_vectors
 
-        monkeypatch.setattr(runtime.vectors, "get_vectors", get_vectors)
-        try:
-            return real_commit(runtime, indexer, plans)
-        finally:
-            monkeypatch.setattr(runtime.vectors, "get_vectors", real_get)
-
-    monkeypatch.setattr(journal_batch, "commit_many", counting_commit)
+    patched_during_commit(monkeypatch, lambda runtime: runtime.vectors, "get_vectors", counting)
     counts = run_reflection(rt, **ONE_BATCH)
 
     assert counts["merged"] == len(TOPICS)
@@ -162,22 +173,13 @@ def test_a_batch_fsyncs_each_file_once_and_each_folder_once_per_step(
 ) -> None:
     rt, sources = seeded(root)
     synced: list[str] = []
-    real_fsync = os.fsync
+    def recording(real_fsync: Any) -> Any:
+        def fsync(fd: int) -> None:
+            synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+            real_fsync(fd)
+        return fsync
 
-    def recording(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        real_fsync(fd)
-
-    real_commit = journal_batch.commit_many
-
-    def commit(runtime: Runtime, indexer: Any, plans: Any) -> Any:
-        monkeypatch.setattr(store_module.os, "fsync", recording)
-        try:
-            return real_commit(runtime, indexer, plans)
-        finally:
-            monkeypatch.setattr(store_module.os, "fsync", real_fsync)
-
-    monkeypatch.setattr(journal_batch, "commit_many", commit)
+    patched_during_commit(monkeypatch, lambda _: store_module.os, "fsync", recording)
     assert run_reflection(rt, **ONE_BATCH)["merged"] == len(TOPICS)
 
     folders = [p for p in synced if Path(p).is_dir()]
@@ -216,22 +218,15 @@ def test_a_batch_parses_each_source_log_once_before_archiving_into_it(
 ) -> None:
     rt, sources = seeded(root)
     parsed: list[Path] = []
-    real_parse = rt.store._parse
-    real_commit = journal_batch.commit_many
 
-    def parse(data: bytes, path: Path, *, entries: bool = True) -> Any:
-        if entries:
-            parsed.append(path)
-        return real_parse(data, path, entries=entries)
+    def recording(real_parse: Any) -> Any:
+        def parse(data: bytes, path: Path, *, entries: bool = True) -> Any:
+            if entries:
+                parsed.append(path)
+            return real_parse(data, path, entries=entries)
+        return parse
 
-    def commit(runtime: Runtime, indexer: Any, plans: Any) -> Any:
-        monkeypatch.setattr(runtime.store, "_parse", parse)
-        try:
-            return real_commit(runtime, indexer, plans)
-        finally:
-            monkeypatch.setattr(runtime.store, "_parse", real_parse)
-
-    monkeypatch.setattr(journal_batch, "commit_many", commit)
+    patched_during_commit(monkeypatch, lambda runtime: runtime.store, "_parse", recording)
     assert run_reflection(rt, **ONE_BATCH)["merged"] == len(TOPICS)
 
     # the stale check, the facts lookup and the archive's id check share one parse per log
