@@ -167,6 +167,9 @@ class UserClusters:
         self.ids: list[str] = []
         self.pos: dict[str, int] = {}
         self.narrative: list[str | None] = []
+        #: ``clusters.cluster_key`` of the rows already in SQLite (the service fills it), so
+        #: a member row is written with its key instead of looking it up by the hash id
+        self.keys: dict[str, int] = {}
         self._dim = dim
         self._cap = 0
         self._c32 = np.empty((0, 0), dtype=np.float32)
@@ -264,6 +267,7 @@ class UserClusters:
             self.pos[moved] = p
         self.ids.pop()
         self.narrative.pop()
+        self.keys.pop(cluster_id, None)
         self.recent.discard(cluster_id)
         self._groups.discard(cluster_id)
 

@@ -193,6 +193,10 @@ _INSERT_MEMBER = (
     "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id, cluster_key,"
     " ts, similarity, text_hash, joined_at) VALUES "
     "(?1,?2,?3,?4,?5,(SELECT cluster_key FROM clusters WHERE cluster_id=?5),?6,?7,?8,?9)")
+#: the same with the key known in memory (:attr:`UserClusters.keys`): no look-up by hash id
+_INSERT_MEMBER_KEYED = (
+    "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id, ts, "
+    "similarity, text_hash, joined_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?)")
 
 
 def _next_cluster_key(conn: sqlite3.Connection) -> int:
@@ -203,7 +207,7 @@ def _next_cluster_key(conn: sqlite3.Connection) -> int:
 
 
 _CLUSTER_COLUMNS = ("cluster_id, centroid, centroid_norm, member_count, first_ts, last_ts, "
-                    "consolidated_entry_id")
+                    "consolidated_entry_id, cluster_key")
 
 
 class _Write:
@@ -253,6 +257,7 @@ class _Write:
                 f"SELECT {_CLUSTER_COLUMNS} FROM clusters WHERE app_id=? AND project_id=? "
                 "AND user_id=? ORDER BY cluster_id", (ref.app, ref.project, ref.user_id)):
             st.put(_row_cluster(r))
+            st.keys[r["cluster_id"]] = r["cluster_key"]
         return st
 
     def replace_state(self, ref: UserRef, st: UserClusters) -> None:
@@ -269,6 +274,7 @@ class _Write:
             st.remove(cluster_id)
         else:
             st.put(_row_cluster(r))
+            st.keys[cluster_id] = r["cluster_key"]
 
     # queued writes
     def insert_cluster(self, ref: UserRef, c: ClusterRow) -> None:
@@ -296,8 +302,7 @@ class _Write:
 
     def insert_member(self, ref: UserRef, entry_id: str, cluster_id: str, ts: float,
                       similarity: float | None, text_hash: str | None) -> None:
-        self._members.append((ref.app, ref.project, ref.user_id, entry_id, cluster_id, ts,
-                              similarity, text_hash))
+        self._members.append((ref, entry_id, cluster_id, ts, similarity, text_hash))
         self._member_keys.add((ref, entry_id))
 
     def flush_members_of(self, ref: UserRef, ids: Iterable[str]) -> None:
@@ -322,6 +327,8 @@ class _Write:
                 "created_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 [(cid, ref.app, ref.project, ref.user_id, *self.touched[ref].stored(cid), now,
                   key + n) for n, (cid, ref) in enumerate(new.items())])
+            for n, (cid, ref) in enumerate(new.items()):
+                self.touched[ref].keys[cid] = key + n
         if dirty:
             conn.executemany(
                 "UPDATE clusters SET centroid=?, centroid_norm=?, member_count=?, first_ts=?, "
@@ -329,7 +336,18 @@ class _Write:
                 [(*self.touched[ref].stored(cid)[:5], cid)
                  for cid, ref in dirty.items() if cid in self.touched[ref]])
         if members:
-            conn.executemany(_INSERT_MEMBER, [(*m, now) for m in members])
+            keyed, looked_up = [], []
+            for m in members:
+                st = self.touched.get(m[0])
+                k = st.keys.get(m[2]) if st is not None else None
+                if k is None:
+                    looked_up.append((m[0].app, m[0].project, m[0].user_id, *m[1:], now))
+                else:
+                    keyed.append((m[0].app, m[0].project, m[0].user_id, *m[1:], now, k))
+            if keyed:
+                conn.executemany(_INSERT_MEMBER_KEYED, keyed)
+            if looked_up:
+                conn.executemany(_INSERT_MEMBER, looked_up)
 
     def finish(self) -> None:
         """Before COMMIT: write what is queued and note the versions memory now matches."""
@@ -729,6 +747,7 @@ class ClusterService:
                   c.count, c.first_ts, c.last_ts, c.consolidated_entry_id, now,
                   now if c.consolidated_entry_id is not None else None, key + n)
                  for n, c in enumerate(plan.clusters.values())])
+            plan.state.keys.update((c, key + n) for n, c in enumerate(plan.clusters))
             conn.replace_state(ref, plan.state)
             conn.executemany(
                 "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id,"
