@@ -46,8 +46,16 @@ def _clustering(runtime: Runtime, changes: list[events.ChangeSet]) -> Iterable[P
     service = ClusterService(runtime)
     try:
         with service.batch():
+            # runs of files that only add or change Episodes go in together (one call per
+            # user when their order allows it); a file that deletes or archives goes alone
+            pending: list[events.ChangeSet] = []
             for change in episodes:
+                if change.upserted and not (change.deleted or change.archived):
+                    pending.append(change)
+                    continue
+                _cluster_upserts(service, pending)
                 _cluster_change(service, change)
+            _cluster_upserts(service, pending)
     except Exception:
         log.exception("clustering a flush of %d file(s) failed; applying them one by one",
                       len(episodes))
@@ -57,6 +65,12 @@ def _clustering(runtime: Runtime, changes: list[events.ChangeSet]) -> Iterable[P
             except Exception:
                 log.exception("clustering failed for %s", change.path)
     return ()
+
+
+def _cluster_upserts(service: ClusterService, changes: list[events.ChangeSet]) -> None:
+    if changes:
+        service.on_entries_indexed_many([(c.ref, c.upserted, c.vectors) for c in changes])
+        changes.clear()
 
 
 def _cluster_change(service: ClusterService, change: events.ChangeSet) -> None:

@@ -9,6 +9,7 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from everos_reflect import wiring
@@ -17,6 +18,7 @@ from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.index import events
 from everos_reflect.index.sync import Indexer
+from everos_reflect.model import UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import load_settings
 
@@ -114,3 +116,53 @@ def test_a_failing_file_rolls_back_alone(tmp_path: Path, monkeypatch: pytest.Mon
     assert got <= expected
     assert len(opened) > 2  # the batch, then one per file
     assert "one by one" in caplog.text
+
+
+def test_files_handed_over_together_give_the_clusters_of_one_call_each(tmp_path: Path) -> None:
+    """``on_entries_indexed_many`` merges consecutive files of a user only when that keeps the
+    order: files in date order, files out of order, a file repeating an id of the one before
+    (an edit) and files of two users interleaved all give what one call per file gives."""
+    from .test_cluster_batch import DAY, _dump, _episode, _Runtime, _unit
+
+    rng = np.random.default_rng(11)
+    topics = [_unit(rng, 32) for _ in range(3)]
+    users = [UserRef.of("u_a"), UserRef.of("u_b")]
+    vec: dict[str, np.ndarray] = {}
+    files: list[tuple[UserRef, list, dict]] = []
+    n = 0
+    for day in [0, 1, 2, 5, 3, 4, 4, 9, 8, 12]:  # two files out of order, day 4 twice
+        for user in users if day % 3 else users[:1]:
+            entries = []
+            for _ in range(int(rng.integers(1, 4))):
+                eid = f"ep_{n:05d}"
+                n += 1
+                vec[eid] = _unit(rng, 32, topics[int(rng.integers(3))] * 2.5, 0.5)
+                entries.append(_episode(eid, user.user_id,
+                                        (day + float(rng.uniform(0, 1))) * DAY, f"t {eid}"))
+            files.append((user, entries, {e.id: vec[e.id] for e in entries}))
+    edited = files[3][1][0]  # the same id again in the next file, with another text
+    vec[edited.id] = _unit(rng, 32, topics[0] * 2.5, 0.5)
+    again = _episode(edited.id, files[3][0].user_id, edited.timestamp.timestamp() + 60,
+                     "edited")
+    files.insert(4, (files[3][0], [again], {again.id: vec[again.id]}))
+
+    one_by_one, together = _Runtime(tmp_path / "a", 0.0), _Runtime(tmp_path / "b", 0.0)
+    sa, sb = ClusterService(one_by_one), ClusterService(together)
+    with sa.batch():
+        for user, entries, vectors in files:
+            sa.on_entries_indexed(user, entries, vectors)
+    calls: list[int] = []
+    real = ClusterService.on_entries_indexed
+
+    def counted(self, ref, entries, vectors):
+        calls.append(len(entries))
+        return real(self, ref, entries, vectors)
+
+    ClusterService.on_entries_indexed = counted  # type: ignore[method-assign]
+    try:
+        sb.on_entries_indexed_many(files)
+    finally:
+        ClusterService.on_entries_indexed = real  # type: ignore[method-assign]
+    assert _dump(together) == _dump(one_by_one)
+    assert len(files) > len(calls) > 2  # some merged, not all
+    assert sum(calls) == sum(len(e) for _, e, _ in files)

@@ -516,6 +516,39 @@ class ClusterService:
             self._assign_run(conn, ref, run, outcome)
         return outcome
 
+    def on_entries_indexed_many(
+        self,
+        batches: Sequence[tuple[UserRef, Sequence[Entry], Mapping[str, np.ndarray]]],
+    ) -> None:
+        """:meth:`on_entries_indexed` for each ``(ref, entries, vectors)`` in turn (one per
+        indexed file), in one transaction. Consecutive batches of one user are handed over as
+        one when that places the same Episodes in the same order: when each batch's Episodes
+        all sort (by timestamp, then id) after the previous batch's and no id is in both — a
+        scan's daily logs of one user, in file order. One call per user instead of one per
+        file: a call's fixed cost (the membership look-up, the run's set-up) was most of the
+        cost of a file holding one Episode."""
+        merged: list[tuple[UserRef, list[Entry], dict[str, np.ndarray]]] = []
+        last: tuple[float, str] | None = None
+        ids: set[str] = set()
+        for ref, entries, vectors in batches:
+            keys = sorted((entry_epoch(e.id, e.timestamp), e.id) for e in entries
+                          if e.kind is Kind.EPISODE)
+            if not keys:
+                continue
+            fresh = {k[1] for k in keys}
+            if (merged and merged[-1][0] == ref and last is not None and last < keys[0]
+                    and not ids & fresh):
+                merged[-1][1].extend(entries)
+                merged[-1][2].update(vectors)
+                ids |= fresh
+            else:
+                merged.append((ref, list(entries), dict(vectors)))
+                ids = fresh
+            last = keys[-1]
+        with self._writing():
+            for ref, entries, vectors in merged:
+                self.on_entries_indexed(ref, entries, vectors)
+
     def _assign_run(self, conn: _Write, ref: UserRef,
                     run: list[tuple[str, float, np.ndarray, str]],
                     outcome: dict[str, str]) -> None:
