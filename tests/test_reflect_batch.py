@@ -407,3 +407,28 @@ def test_the_guard_loads_the_model_on_its_own_thread_when_the_run_starts(root: P
         pass  # no draft at all
 
     assert inner.loaded_on is not None and inner.loaded_on.startswith("reflect-guard")
+
+
+def test_the_guard_starts_loading_only_once_its_hold_returns(root: Path) -> None:
+    released = threading.Event()
+    held: list[str] = []
+
+    class Loading(HashEmbedder):
+        loaded_released: bool | None = None
+
+        def load(self) -> None:
+            self.loaded_released = released.is_set()
+
+    def hold() -> None:
+        held.append(threading.current_thread().name)
+        released.wait(30)
+
+    inner = Loading(64)
+    rt = make_runtime(root, ExtractiveLLM(), embedder=inner)
+    with Guard(rt, match_threshold=0.75, max_ratio=1.0, hold=hold):
+        released.set()
+
+    assert inner.loaded_released is True
+    # both start-up threads (the model's, the vector index's) waited for it
+    assert sorted(name.split("_")[0] for name in held) == ["reflect-guard",
+                                                           "reflect-guard-vectors"]
