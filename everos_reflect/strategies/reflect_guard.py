@@ -203,20 +203,37 @@ class Guard:
                 todo.append((sel.ref, job.facts))
             if job.verdict is None:
                 self._reused.add((sel.ref, sel.cluster_id))
-        self.reuse_stored_vectors_many(todo)
-        if getattr(self.rt.embedder, "remember", None) is not None:  # a cache keeps them
+        if getattr(self.rt.embedder, "remember", None) is None:
+            self.reuse_stored_vectors_many(todo)
+        else:  # a cache keeps them
             # every text measuring needs, and each narrative as the commit's re-index will
             # embed it: then every lookup below, and the re-index, is a cache hit
             texts: list[str] = []
             for job in jobs:
                 texts += self.texts_of(job.draft, job.facts)
-            self.rt.embedder.embed(list(dict.fromkeys(texts)))
+            texts = list(dict.fromkeys(texts))
+            if self._warming is not None and self._warming.is_alive():
+                self._embed_before_the_index_opens(texts, todo)
+            self.reuse_stored_vectors_many(todo)
+            self.rt.embedder.embed(texts)
             self.batches += 1
             self.batched += sum(job.verdict is not None for job in jobs)
             self.prefetched += sum(job.verdict is None for job in jobs)
         for job in jobs:
             if job.verdict is not None:
                 job.verdict.set_result(self._measure(job.draft, job.facts, self.rt.embedder))
+
+    def _embed_before_the_index_opens(self, texts: list[str],
+                                      todo: list[tuple[UserRef, Facts]]) -> None:
+        """The run's first passes, while the vector index is still opening (its import takes
+        ~1 s, and the stored vectors of the source facts come from it): embed the texts that
+        cannot be there (the drafts' own sentences and facts, the sources' sentences) now,
+        rather than waiting idle; the source facts wait for their stored vectors."""
+        stored = {" ".join(text.split())
+                  for _, facts in todo for fs in facts.values() for _, text in fs}
+        fresh = [text for text in texts if " ".join(text.split()) not in stored]
+        if fresh:
+            self.rt.embedder.embed(fresh)
 
     def texts_of(self, result: Draft, facts: Facts) -> list[str]:
         """Every text measuring ``result`` embeds, and the narrative's indexed text."""
