@@ -363,3 +363,27 @@ def test_a_swapped_value_is_a_version_even_above_the_paraphrase_threshold():
         member("2026-03-05", "Mia checks her personal email each and every day.", "Email", 2),
     ]))
     assert len(split_sentences(repeat.content)) == 1
+
+
+def test_a_fold_never_drifts_away_from_a_sentence_it_absorbed():
+    # workshop ~ fair (0.8) and fair ~ concert (0.8), but workshop and concert are different
+    # events (0.28): folding the concert into the fair's wording would drop the workshop while
+    # still crediting its source
+    toy = Toy({"pottery workshop": [1.0, 0.0], "ceramics fair": [0.8, 0.6],
+               "jazz concert": [0.28, 0.96]})
+    llm = ExtractiveLLM(toy, paraphrase=0.75, version=0.9)
+    members = [
+        member("2026-05-01", "Ana attended a pottery workshop.", "Outings", 1),
+        member("2026-05-08", "Ana attended a weekend ceramics fair with friends from Lisbon.",
+               "Outings", 2),
+        member("2026-05-15", "Ana went to a jazz concert.", "Outings", 3),
+    ]
+    result = llm.merge(MergeRequest("init", members))
+    sentences = split_sentences(result.content)
+    # the fair (more detail) stands for the workshop it restates; the concert stays its own
+    assert any("ceramics fair" in s for s in sentences)
+    assert any("jazz concert" in s for s in sentences)
+    credit = dict(zip([("fair" if "fair" in s else "concert") for s in sentences],
+                      result.provenance, strict=True))
+    assert set(credit["fair"]) == {members[0].id, members[1].id}
+    assert set(credit["concert"]) == {members[2].id}

@@ -468,21 +468,37 @@ def _fold_restatements(sentences: list[_Sentence], sims: np.ndarray | None,
 
     The wording kept is the one with more detail the other lacks (ties: the later); it is dated
     when the fact was last said, so a restated old state never looks newer than its change.
+
+    A sentence joins a fold only if it restates *every* sentence already in it, not just the
+    wording kept so far. Matching the kept wording alone lets a fold drift: A ≈ B keeps B's
+    wording, B ≈ C keeps C's, and A — a different event that C no longer states — is gone
+    while its source is still credited (a counselling workshop ending up as "attended a pride
+    parade"). With every pair close, whichever wording stays states each sentence it replaced.
     """
     kept: list[_Sentence] = []
+    groups: list[list[_Sentence]] = []
     for s in sorted(sentences, key=lambda s: (s.day, s.order)):
-        match = next((i for i, k in enumerate(kept)
-                      if _restates(s, k) or (s.markers == k.markers
-                                             and _similar(s, k, sims) >= paraphrase
-                                             and not _swaps_value(k, s))), None)
+        match = next((i for i, group in enumerate(groups)
+                      if all(_same_fact(k, s, sims, paraphrase) for k in group)), None)
         if match is None:
             kept.append(s)
+            groups.append([s])
             continue
         old = kept[match]
         wording = old if _detail(old, s) > _detail(s, old) else s
         kept[match] = replace(wording, day=s.day, order=s.order,
                               sources=tuple(dict.fromkeys(old.sources + s.sources)))
+        groups[match].append(s)
     return kept
+
+
+def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
+               paraphrase: float) -> bool:
+    """Does ``new`` restate ``old``: the same words, or the same meaning (cosine ≥
+    ``paraphrase``) with equal numbers and negations and no value swapped?"""
+    return _restates(new, old) or (new.markers == old.markers
+                                   and _similar(new, old, sims) >= paraphrase
+                                   and not _swaps_value(old, new))
 
 
 def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
