@@ -178,6 +178,38 @@ def test_a_worker_killed_mid_run_is_retried_and_every_root_stays_consistent(
         _assert_consistent(root, episode_ids)
 
 
+def test_a_worker_killed_while_running_two_roots_reruns_both_and_each_stays_consistent(
+        tmp_path: Path) -> None:
+    """One worker (task_cpus = 2 of the 2) running two roots at once dies: Ray restarts it and
+    re-runs both roots; each recovers its own interrupted run, no merge is done twice."""
+    ome = "[strategies.reflect_episodes]\nenabled = true\nmax_commit_batch = 2\n"
+    ids = {tmp_path / f"shard-{i}": build_root(tmp_path / f"shard-{i}", users=4, ome=ome)
+           for i in range(2)}
+    expected = {root: _expected_merges(root) for root in ids}
+    config, roots = read_fleet(_fleet_file(tmp_path, top="task_cpus = 2\n"))
+    slow = functools.partial(open_test_root, merge_delay=0.5)
+    out: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: out.setdefault(
+        "report", run_fleet(config, roots, STRATEGY, opener=slow)))
+    runner.start()
+    deadline = time.monotonic() + 120
+    pids: list[int | None] = [None, None]
+    while None in pids and time.monotonic() < deadline and runner.is_alive():
+        pids = [_running_pid(root, min_merges=1) for root in roots]
+        time.sleep(0.05)
+    assert None not in pids, "the two runs were never seen going at once"
+    assert pids[0] == pids[1]  # one worker process holds both
+    os.kill(pids[0], signal.SIGKILL)
+    runner.join(180)
+    report = out["report"]
+    assert report.ok, [r.as_dict() for r in report.results if r.status != "ok"]
+    for result in report.results:
+        assert result.pid != pids[0] and len(result.recovered_runs) == 1, result
+    for root, episode_ids in ids.items():
+        assert len(_ok_reports(root)) == expected[root], root
+        _assert_consistent(root, episode_ids)
+
+
 def test_roots_go_out_largest_first_after_one_per_worker(tmp_path: Path,
                                                          monkeypatch) -> None:
     """The first root per worker slot goes out as soon as it is judged (no worker waits for

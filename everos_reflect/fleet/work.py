@@ -131,6 +131,8 @@ class GatedEmbedder:
             return self.inner.embed(texts)
 
     def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
         return getattr(self.inner, name)
 
 
