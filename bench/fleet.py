@@ -16,18 +16,21 @@ Sides:
 
 - **sequential**: in this process, per root ``Engine(runtime).trigger("reflect_episodes",
   force=True)`` — what ``everos-reflect trigger`` does in-process — one root after another;
-- **ray-1** / **ray-2**: ``run_fleet`` on a fresh local Ray with ``num_cpus`` 1 / 2 (one root
-  task per CPU). Ray's start-up (``ray.init``) is reported apart; worker processes starting
-  and importing the package count in the run's wall time.
+- **ray-1** / **ray-2**: ``run_fleet`` on a fresh local Ray with ``num_cpus`` 1 / 2: one
+  worker process per CPU, each running up to ``roots_per_worker`` roots at once (the fleet's
+  default, 2: one root's LLM waits filled by the other's work; the worker's model calls take
+  turns, on the one thread of its CPU). Ray's start-up (``ray.init``) is reported apart;
+  worker processes starting and importing the package count in the run's wall time.
 
-Two more sides explain the 2-worker figure (optional, not part of the issue's comparison):
+More sides explain the figures (optional, not part of the issue's comparison):
 
+- **ray-1-serial** / **ray-2-serial**: the same with ``roots_per_worker = 1``, one root at a
+  time per worker (the fleet before roots shared a worker);
 - **procs-2**: the control without Ray — the same ``run_root`` per root on a pool of 2 plain
-  processes (``multiprocessing``), each root's embedder on one thread and ``OMP_NUM_THREADS=1``
-  as in a one-CPU Ray task. If it is no faster than ray-2, Ray is not what stands between
-  ray-2 and 2×;
-- **ray-2-4roots**: ``run_fleet`` on the same 2-CPU Ray with ``task_cpus = 0.5``: 4 roots in
-  flight on 2 cores, so one root's waits for the LLM are filled by another's work.
+  processes (``multiprocessing``), one root at a time each, its embedder on one thread and
+  ``OMP_NUM_THREADS=1`` as in a one-CPU Ray task;
+- **ray-2-4roots**: ``run_fleet`` on the same 2-CPU Ray with ``task_cpus = 0.5`` and
+  ``roots_per_worker = 1``: 4 worker processes of one root each on 2 cores (4 models loaded).
 
 During each side's timed part, ``fleet_cpu.CpuSampler`` records the CPU time of every process
 the bench started (driver, fake LLM, Ray's daemons, workers) and the cores' idle time, and
@@ -47,8 +50,8 @@ to ``WORK/side-<name>.json`` with a fingerprint of the code and of the template 
 report is assembled only from sides with the same fingerprints.
 
     python bench/fleet.py /path/to/locomo10.json [--roots 40] [--llm-latency 0.3] [--work DIR]
-                          [--sides sequential,ray-1,ray-2,procs-2,ray-2-4roots] [--load-note TEXT]
-                          [--low-memory true|false]
+                          [--sides sequential,ray-1,ray-2,ray-1-serial,ray-2-serial,...]
+                          [--load-note TEXT] [--low-memory true|false]
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from dataclasses import replace
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -240,7 +244,7 @@ def run_sequential(roots: list[Path], sampler: CpuSampler, opener: Any) -> dict[
 
 
 def run_ray(roots: list[Path], cpus: int, sampler: CpuSampler, opener: Any,
-            task_cpus: float = 1.0) -> dict[str, Any]:
+            task_cpus: float = 1.0, roots_per_worker: int | None = None) -> dict[str, Any]:
     import ray
 
     from everos_reflect.fleet.config import FleetConfig
@@ -253,6 +257,8 @@ def run_ray(roots: list[Path], cpus: int, sampler: CpuSampler, opener: Any,
     try:
         config = FleetConfig(file="bench", roots=tuple(str(r) for r in roots), num_cpus=cpus,
                              task_cpus=task_cpus)
+        if roots_per_worker is not None:  # else the fleet's default
+            config = replace(config, roots_per_worker=roots_per_worker)
         sampler.start()
         # timed around the call, not by run_fleet's own clock: the driver's first
         # get_strategy (importing the strategies, ~1 s) counts, as it does in sequential
@@ -263,7 +269,7 @@ def run_ray(roots: list[Path], cpus: int, sampler: CpuSampler, opener: Any,
     finally:
         ray.shutdown()
     return {"seconds": round(seconds, 2), "ray_init_seconds": round(init_seconds, 2),
-            "cpu": cpu, "task_cpus": task_cpus,
+            "cpu": cpu, "task_cpus": task_cpus, "roots_per_worker": config.roots_per_worker,
             "merges": sum(r.merges for r in report.results),
             "reported": {r.root: r.merges for r in report.results},
             "statuses": report.counts,
@@ -380,7 +386,9 @@ def run_side(side: str, templates: list[Path], work: Path, latency: float,
         elif side == "procs-2":
             out = run_procs(roots, 2, sampler, opener)
         elif side == "ray-2-4roots":
-            out = run_ray(roots, 2, sampler, opener, task_cpus=0.5)
+            out = run_ray(roots, 2, sampler, opener, task_cpus=0.5, roots_per_worker=1)
+        elif side.endswith("-serial"):
+            out = run_ray(roots, int(side.split("-")[1]), sampler, opener, roots_per_worker=1)
         else:
             out = run_ray(roots, int(side.rsplit("-", 1)[1]), sampler, opener)
         out["llm"] = fake.stats()
@@ -402,10 +410,14 @@ def run_side(side: str, templates: list[Path], work: Path, latency: float,
 #: The issue's comparison; every report needs these three.
 SIDES = ("sequential", "ray-1", "ray-2")
 #: Sides that explain the 2-worker figure, reported when they were run on the same code.
-EXTRA_SIDES = ("procs-2", "ray-2-4roots")
+EXTRA_SIDES = ("ray-1-serial", "ray-2-serial", "procs-2", "ray-2-4roots")
 NAMES = {"sequential": "sequential `trigger`", "ray-1": "Ray, 1 worker",
-         "ray-2": "Ray, 2 workers", "procs-2": "2 plain processes, no Ray (control)",
-         "ray-2-4roots": "Ray, 2 CPUs, 4 roots at once (`task_cpus = 0.5`)"}
+         "ray-2": "Ray, 2 workers",
+         "ray-1-serial": "Ray, 1 worker, one root at a time (`roots_per_worker = 1`)",
+         "ray-2-serial": "Ray, 2 workers, one root at a time each (`roots_per_worker = 1`)",
+         "procs-2": "2 plain processes, no Ray (control)",
+         "ray-2-4roots": "Ray, 2 CPUs, 4 worker processes of one root "
+                         "(`task_cpus = 0.5`, `roots_per_worker = 1`)"}
 
 
 def present(result: dict[str, Any]) -> list[str]:
@@ -443,9 +455,14 @@ def summarise(result: dict[str, Any]) -> None:
     result["overhead_per_task_s"] = (r1 - seq) / max(1, result["ray-1"]["tasks"])
     result["per_root_s"] = seq / result["roots"]
     # Ray's own share at one worker: its wall time beyond the tasks' own time (scheduling,
-    # worker start-up and imports before the first task, result transfer)
-    r1_side = result["ray-1"]
-    result["dispatch_1_per_task_s"] = (r1 - r1_side["task_seconds"]) / max(1, r1_side["tasks"])
+    # worker start-up and imports before the first task, result transfer). Only where the
+    # worker ran one root at a time: roots running at once overlap their own times.
+    serial = next((s for s in ("ray-1", "ray-1-serial") if s in result
+                   and result[s].get("roots_per_worker", 1) == 1), None)
+    result["dispatch_1_side"] = serial
+    result["dispatch_1_per_task_s"] = None if serial is None else (
+        result[serial]["seconds"] - result[serial]["task_seconds"]) / max(
+        1, result[serial]["tasks"])
     result["problems"] = problems(result)
 
 
@@ -487,39 +504,37 @@ def cpu_table(result: dict[str, Any]) -> list[str]:
 
 
 def phase_table(result: dict[str, Any]) -> list[str]:
-    """Where a root's time goes, per side: each phase's wall and thread-CPU seconds summed
-    over the roots that were not the first in their process (the first ones apart: they load
-    the model and import LanceDB)."""
-    sides = [s for s in present(result) if result[s].get("phases", {}).get("roots")]
+    """Where the roots' time goes, per side: each phase's wall and thread-CPU seconds summed
+    over every root of the side (a worker runs several at once, so calls are summed per
+    process, not per root)."""
+    sides = [s for s in present(result) if result[s].get("phases", {}).get("all")]
     if not sides:
         return []
     order: list[str] = []
     for s in sides:
         ph = result[s]["phases"]
-        order += [p for p in ph["order"] if p not in order and (p in ph["rest"]
-                                                                or p in ph["first"])]
-    lines = ["## Where a root's time goes (phase clocks, `bench/fleet_cpu.py`)", "",
-             "Wall / CPU seconds of the calling thread, summed over the roots that were not "
-             "the first in their process. Phases nest (the run thread's whole run holds its "
-             "scan, selection, waits and commits; the guard's measuring holds the embedder's "
-             "calls), the LLM threads' drafting overlaps everything, and the embedder's "
-             "intra-op threads are not the calling thread: the CPU column does not add up to "
-             "the process's CPU.", "",
+        order += [p for p in ph["order"] if p not in order and p in ph["all"]]
+    lines = ["## Where the roots' time goes (phase clocks, `bench/fleet_cpu.py`)", "",
+             "Wall / CPU seconds of the calling thread, summed over every root of the side, "
+             "first roots of each process included (they load the model and import LanceDB). "
+             "Phases nest (the run thread's whole run holds its scan, selection, waits and "
+             "commits; the guard's measuring holds the embedder's calls), the LLM threads' "
+             "drafting overlaps everything, and the embedder's intra-op threads are not the "
+             "calling thread: the CPU column does not add up to the process's CPU. Roots "
+             "running at once in one worker overlap in wall time.", "",
              "| phase | " + " | ".join(NAMES[s] for s in sides) + " |",
              "|---|" + "---:|" * len(sides)]
     for phase in order:
         cells = []
         for s in sides:
-            one = result[s]["phases"]["rest"].get(phase)
+            one = result[s]["phases"]["all"].get(phase)
             cells.append("-" if one is None else f"{one[0]:.2f} / {one[1]:.2f}")
         lines.append(f"| {phase} | " + " | ".join(cells) + " |")
     rows = (
-        ("roots timed here", lambda ph: str(ph["rest_roots"])),
-        ("their wall, open to close, s", lambda ph: f"{ph['rest_wall']:.2f}"),
-        ("their process CPU (every thread), s", lambda ph: f"{ph['rest_process_cpu']:.2f}"),
-        ("first root of each process: count, wall s, process CPU s",
-         lambda ph: f"{ph['first_roots']}, {ph['first_wall']:.2f}, "
-                    f"{ph['first_process_cpu']:.2f}"),
+        ("roots timed, in processes", lambda ph: f"{ph['roots']}, {ph['processes']}"),
+        ("their wall, open to close, summed, s", lambda ph: f"{ph['wall']:.2f}"),
+        ("first root of each process: count, wall s",
+         lambda ph: f"{ph['first_roots']}, {ph['first_wall']:.2f}"),
         ("process CPU before its first root (start-up, imports; the sequential side's is "
          "the bench driver's whole past)",
          lambda ph: ", ".join(f"{x:.2f}" for x in ph["process_cpu_before_first_root"])),
@@ -578,11 +593,15 @@ def markdown(result: dict[str, Any]) -> str:
         f"- Ray overhead at 1 worker (Ray-1 ÷ sequential − 1): "
         f"**{result['overhead_1_pct']:+.1f} %** (target ≤ 5 %: "
         f"{'met' if result['overhead_1_pct'] <= 5 else 'missed'}), "
-        f"{result['overhead_per_task_s']:+.3f} s per task; Ray-1's wall time beyond its tasks' "
-        f"own time: {result['dispatch_1_per_task_s']:.3f} s per task",
+        f"{result['overhead_per_task_s']:+.3f} s per task" + (
+            "" if result["dispatch_1_per_task_s"] is None else
+            f"; {NAMES[result['dispatch_1_side']]}: wall time beyond its tasks' own time "
+            f"{result['dispatch_1_per_task_s']:.3f} s per task"),
         f"- per root: {result['per_root_s']:.2f} s of Reflection (sequential wall ÷ roots); "
         f"Ray tasks' own time summed: {r1['task_seconds']} s (1 worker), "
-        f"{r2['task_seconds']} s (2 workers)",
+        f"{r2['task_seconds']} s (2 workers), roots running at once in a worker counted "
+        f"each (roots per worker: {r1.get('roots_per_worker', 1)} / "
+        f"{r2.get('roots_per_worker', 1)})",
         f"- cluster outcomes (all sides): {seq['clusters']}",
         "",
     ]

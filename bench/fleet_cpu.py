@@ -159,15 +159,20 @@ PHASES = (
 
 class PhaseClock:
     """Wraps :data:`PHASES` in this process (once) and sums each one's wall and thread-CPU
-    seconds per root: the root is whichever :meth:`begin` named last (one root at a time per
-    process, as a one-CPU task and the one-after-another side run them)."""
+    seconds over every call in the process since it was installed. A fleet worker runs
+    several roots at once on its threads, so a call cannot be told apart by root: the
+    figures are the process's, and each root closed writes a snapshot of them (the last
+    snapshot of each process holds all of its roots)."""
 
     _installed: PhaseClock | None = None
 
     def __init__(self) -> None:
         import importlib
 
-        self.current: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+        self.totals: dict[str, list[float]] = {}
+        self.baselines: dict[str, dict[str, list[float]]] = {}  # per output folder
+        self.closed = 0  # roots closed in this process (orders the snapshots)
         self.missing: list[str] = []
         self.process_cpu_at_install = time.process_time()  # imports and start-up so far
         for module_name, path, phase in PHASES:
@@ -197,23 +202,42 @@ class PhaseClock:
             try:
                 return original(*args, **kwargs)
             finally:
-                slot = self.current.setdefault(phase, [0.0, 0.0, 0])
-                slot[0] += time.perf_counter() - wall
-                slot[1] += time.thread_time() - cpu
-                slot[2] += 1
+                spent_wall, spent_cpu = time.perf_counter() - wall, time.thread_time() - cpu
+                with self._lock:
+                    slot = self.totals.setdefault(phase, [0.0, 0.0, 0])
+                    slot[0] += spent_wall
+                    slot[1] += spent_cpu
+                    slot[2] += 1
         return timed
 
-    def begin(self) -> None:
-        self.current = {}
+    def begin(self, out_dir: str) -> None:
+        """A root of the side writing to ``out_dir`` opens: that side's figures start from
+        the totals at its first root in this process (a process may serve several sides)."""
+        with self._lock:
+            if out_dir not in self.baselines:
+                self.baselines[out_dir] = {k: list(v) for k, v in self.totals.items()}
+
+    def snapshot(self, out_dir: str) -> tuple[int, dict[str, list[float]]]:
+        """This process's figures for the side writing to ``out_dir``, and their order."""
+        with self._lock:
+            self.closed += 1
+            base = self.baselines.get(out_dir, {})
+            out = {}
+            for phase, (w, c, n) in self.totals.items():
+                bw, bc, bn = base.get(phase, (0.0, 0.0, 0))
+                if n - bn:
+                    out[phase] = [round(w - bw, 4), round(c - bc, 4), int(n - bn)]
+            return self.closed, out
 
 
 def phase_opener(out_dir: str, root: str, inner: Any = None) -> Any:
     """An opener (``fleet.work.Opener``, bound to ``out_dir`` with ``functools.partial``) that
-    times the root's phases in the process that runs it and, when the root is closed, writes
-    them to ``out_dir/<root name>.json`` with this process's pid, its CPU time when the clock
-    was installed (interpreter start, Ray's worker start-up, the imports so far) and the root's
-    wall and process-CPU seconds from open to close. ``inner`` opens the root (default: the
-    production ``fleet.work.open_root``, timed as a phase; tests pass their own)."""
+    times the phases of the process running the root and, when the root is closed, writes to
+    ``out_dir/<root name>.json`` this process's pid, its phase figures so far (every root it
+    ran for this side), its CPU time when the clock was installed (interpreter start, Ray's
+    worker start-up, the imports so far) and the root's wall seconds from open to close.
+    ``inner`` opens the root (default: the production ``fleet.work.open_root``, timed as a
+    phase; tests pass their own)."""
     import json
     from pathlib import Path
 
@@ -222,20 +246,18 @@ def phase_opener(out_dir: str, root: str, inner: Any = None) -> Any:
     if inner is None:
         from everos_reflect.fleet.work import open_root as inner  # after installing: timed
 
-    clock.begin()
-    wall, cpu = time.perf_counter(), time.process_time()
+    clock.begin(out_dir)
+    wall = time.perf_counter()
     runtime = inner(root)
     close = runtime.close
 
     def close_and_record() -> None:
         close()
+        seq, phases = clock.snapshot(out_dir)
         doc = {"root": Path(root).name, "pid": os.getpid(), "first_in_process": first,
                "process_cpu_before_first_root": round(clock.process_cpu_at_install, 3),
-               "wall": round(time.perf_counter() - wall, 3),
-               "process_cpu": round(time.process_time() - cpu, 3),
-               "phases": {k: [round(v[0], 4), round(v[1], 4), int(v[2])]
-                          for k, v in clock.current.items()},
-               "missing": clock.missing}
+               "wall": round(time.perf_counter() - wall, 3), "seq": seq,
+               "process_phases": phases, "missing": clock.missing}
         Path(out_dir, f"{Path(root).name}.json").write_text(json.dumps(doc), "utf-8")
 
     runtime.close = close_and_record  # type: ignore[method-assign]
@@ -243,33 +265,32 @@ def phase_opener(out_dir: str, root: str, inner: Any = None) -> Any:
 
 
 def phase_summary(out_dir: Any) -> dict[str, Any]:
-    """Sum the per-root phase files of one side: per phase wall / thread-CPU seconds / calls
-    over every root, the first root of each process apart (it loads the model and imports
+    """Sum the phase figures of one side: per phase wall / thread-CPU seconds / calls over
+    every process that ran its roots (each process's last snapshot), the roots' wall seconds
+    (open to close), the first root of each process apart (it loads the model and imports
     LanceDB), and the processes' CPU before their first root."""
     import json
     from pathlib import Path
 
     docs = [json.loads(p.read_text()) for p in sorted(Path(out_dir).glob("*.json"))]
-    total: dict[str, list[float]] = {}
-    first: dict[str, list[float]] = {}
+    last: dict[int, dict[str, Any]] = {}
     for doc in docs:
-        into = first if doc["first_in_process"] else total
-        for phase, (w, c, n) in doc["phases"].items():
-            slot = into.setdefault(phase, [0.0, 0.0, 0])
+        if doc["pid"] not in last or doc["seq"] > last[doc["pid"]]["seq"]:
+            last[doc["pid"]] = doc
+    total: dict[str, list[float]] = {}
+    for doc in last.values():
+        for phase, (w, c, n) in doc["process_phases"].items():
+            slot = total.setdefault(phase, [0.0, 0.0, 0])
             slot[0] += w
             slot[1] += c
             slot[2] += n
-    rest = [d for d in docs if not d["first_in_process"]]
     firsts = [d for d in docs if d["first_in_process"]]
     return {
-        "roots": len(docs), "processes": len({d["pid"] for d in docs}),
+        "roots": len(docs), "processes": len(last),
         "order": [p for _, _, p in PHASES],
-        "rest": {k: [round(w, 2), round(c, 2), n] for k, (w, c, n) in total.items()},
-        "first": {k: [round(w, 2), round(c, 2), n] for k, (w, c, n) in first.items()},
-        "rest_roots": len(rest), "rest_wall": round(sum(d["wall"] for d in rest), 2),
-        "rest_process_cpu": round(sum(d["process_cpu"] for d in rest), 2),
+        "all": {k: [round(w, 2), round(c, 2), n] for k, (w, c, n) in total.items()},
+        "wall": round(sum(d["wall"] for d in docs), 2),
         "first_roots": len(firsts), "first_wall": round(sum(d["wall"] for d in firsts), 2),
-        "first_process_cpu": round(sum(d["process_cpu"] for d in firsts), 2),
         "process_cpu_before_first_root": [d["process_cpu_before_first_root"] for d in firsts],
         "missing": sorted({m for d in docs for m in d["missing"]}),
     }

@@ -275,7 +275,16 @@ class Entry:
 
     @property
     def timestamp(self) -> datetime | None:
-        return parse_timestamp(self.meta.get("timestamp"))
+        # Parsed once per value: the indexer, the clustering service and the planners each
+        # read it. The memo (outside the dataclass fields: not compared, copied or dumped)
+        # holds the raw value it was parsed from, so a changed ``meta`` is parsed again.
+        raw = self.meta.get("timestamp")
+        memo = self.__dict__.get("_timestamp_memo")
+        if memo is not None and memo[0] is raw:
+            return memo[1]
+        value = parse_timestamp(raw)
+        self.__dict__["_timestamp_memo"] = (raw, value)
+        return value
 
     @property
     def subject(self) -> str:
@@ -326,8 +335,22 @@ class Entry:
 
     @property
     def text_hash(self) -> str:
-        """Changes only when the embedded text changes: decides whether to re-embed."""
-        return text_hash(self.search_text)
+        """Changes only when the embedded text changes: decides whether to re-embed.
+
+        Hashed once per text (NFC and a sha256 of a whole Episode cost more than clustering
+        it): the memo keeps the section strings it was computed from and is used only while
+        the entry still holds those very objects (strings are immutable; holding references
+        costs no copy of the text)."""
+        sections, kind = self.sections, self.kind
+        subject, summary = sections.get("Subject"), sections.get("Summary")
+        content = sections.get(kind.main_section)
+        memo = self.__dict__.get("_text_hash_memo")
+        if (memo is not None and memo[0] is kind and memo[1] is subject
+                and memo[2] is summary and memo[3] is content):
+            return memo[4]
+        value = text_hash(self.search_text)
+        self.__dict__["_text_hash_memo"] = (kind, subject, summary, content, value)
+        return value
 
 
 @dataclass

@@ -84,3 +84,51 @@ def test_lookups_by_cluster_go_through_the_member_index(tmp_path: Path) -> None:
         "cluster_key=(SELECT cluster_key FROM clusters WHERE cluster_id=?) "
         "AND deprecated_by IS NULL ORDER BY ts, entry_id", ("cl_x",)))
     assert "SEARCH cluster_members USING INDEX cluster_members_by_cluster (cluster_key=?)" in plan
+
+
+def test_member_rows_carry_the_key_of_the_cluster_they_name(tmp_path: Path) -> None:
+    """Keys come from memory now (no look-up by hash id per member row): whatever placed a
+    member — a new cluster, a join of a cluster loaded from SQLite, a key freed by a deleted
+    cluster and given again, another connection's change, a rebuild — its row names the key
+    of its own cluster."""
+    a, b = _Runtime(tmp_path), _Runtime(tmp_path)
+    sa, sb = ClusterService(a), ClusterService(b)
+
+    def axis(i: int) -> np.ndarray:
+        v = np.zeros(8, dtype=np.float32)
+        v[i] = 1.0
+        a.vectors.data[(REF, f"ep_{i}")] = v
+        return v
+
+    sa.assign(REF, "ep_a0", axis(0), 1000.0)
+    last = sa.assign(REF, "ep_a1", axis(1), 1000.0)  # the newest cluster: the highest key
+    sa.on_entries_removed(REF, ["ep_a1"])  # its cluster goes, its key is free again
+    sa.assign(REF, "ep_a2", axis(2), 1000.0 + DAY)  # takes that key
+    sb.assign(REF, "ep_b0", axis(0), 1000.0 + DAY)  # another connection joins the first
+    sa.assign(REF, "ep_a3", axis(0), 1000.0 + 2 * DAY)  # a reloads, joins under the key
+    fresh = ClusterService(_Runtime(tmp_path))  # a new process: state loaded from SQLite
+    fresh.assign(REF, "ep_c0", axis(2), 1000.0 + 2 * DAY)
+    fresh.assign(REF, "ep_c1", axis(3), 1000.0 + 2 * DAY)
+    conn = a.db()
+    assert last.cluster_id not in {c.cluster_id for c in sa.clusters(REF)}
+
+    def mismatched() -> list[tuple]:
+        return [tuple(r) for r in conn.execute(
+            "SELECT m.entry_id, m.cluster_id, c.cluster_id FROM cluster_members m "
+            "LEFT JOIN clusters c ON c.cluster_key = m.cluster_key "
+            "WHERE c.cluster_id IS NOT m.cluster_id")]
+
+    assert conn.execute("SELECT COUNT(*) FROM cluster_members").fetchone()[0] == 6
+    assert mismatched() == []
+    with dbmod.transaction(conn):  # entries rows for a rebuild
+        for eid, i, ts in [("ep_a0", 0, 1000.0), ("ep_a2", 2, 1000.0 + DAY),
+                           ("ep_c1", 3, 1000.0 + 2 * DAY)]:
+            a.vectors.data[(REF, eid)] = axis(i)
+            conn.execute("INSERT INTO entries (app_id, project_id, user_id, id, kind, path, ts,"
+                         " content_hash, text_hash) VALUES (?,?,?,?,?,?,?,?,?)",
+                         (REF.app, REF.project, REF.user_id, eid, "episode", "x.md", ts, "c",
+                          "t"))
+    sa.recluster(REF)
+    sa.assign(REF, "ep_a4", axis(3), 1000.0 + 3 * DAY)  # joins a rebuilt cluster
+    assert conn.execute("SELECT COUNT(*) FROM cluster_members").fetchone()[0] == 4
+    assert mismatched() == []

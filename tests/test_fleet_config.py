@@ -14,12 +14,13 @@ def test_a_full_fleet_file_parses_into_its_values() -> None:
     config = parse_fleet(
         'roots = ["/data/shard-*", "extra"]\nray_address = "ray://head.local:10001"\n'
         "task_cpus = 0.5\nmax_retries = 5\nprobe_work = false\npoll_seconds = 1\n"
+        "roots_per_worker = 3\n"
         "[strategies.reflect_episodes]\nenabled = true\ncron = \"0 3 * * 0\"\n",
         "/etc/fleet.toml")
     assert config.roots == ("/data/shard-*", "extra")
     assert config.ray_address == "ray://head.local:10001"
     assert (config.task_cpus, config.max_retries, config.probe_work) == (0.5, 5, False)
-    assert config.poll_seconds == 1.0
+    assert config.poll_seconds == 1.0 and config.roots_per_worker == 3
     assert config.strategies == {"reflect_episodes": {"enabled": True, "cron": "0 3 * * 0"}}
     assert config.base_dir == Path("/etc")
 
@@ -29,21 +30,24 @@ def test_defaults_are_a_local_ray_one_cpu_per_root_and_three_retries() -> None:
     assert (config.ray_address, config.num_cpus, config.task_cpus, config.max_retries) == \
         ("", None, 1.0, 3)
     assert config.probe_work is True and config.strategies == {}
+    assert config.roots_per_worker == 2  # a root's LLM waits are filled by another's work
 
 
 def test_every_problem_is_reported_at_once_with_file_key_and_reason() -> None:
     text = ('roots = ["ok", ""]\nray_address = "http://x:1"\nnum_cpus = 0\ntask_cpus = -1\n'
-            "max_retry = 2\nprobe_work = 1\n"
+            "max_retry = 2\nprobe_work = 1\nroots_per_worker = 17\n"
             "[strategies.reflect_episodes]\ncron = \"61 * * * *\"\nmax_clusters_per_run = 0\n"
             "[strategies.nope]\nenabled = true\n")
     with pytest.raises(ConfigError) as info:
         parse_fleet(text, "f.toml")
     where = {key: reason for file, key, reason in info.value.problems if file == "f.toml"}
     assert set(where) == {"roots[1]", "ray_address", "num_cpus", "task_cpus", "max_retry",
-                          "probe_work", "strategies.reflect_episodes.cron",
+                          "probe_work", "roots_per_worker",
+                          "strategies.reflect_episodes.cron",
                           "strategies.reflect_episodes.max_clusters_per_run", "strategies.nope"}
     assert "did you mean 'max_retries'" in where["max_retry"]
     assert "ray://host:port" in where["ray_address"]
+    assert where["roots_per_worker"] == "must be at most 16, got 17"
     assert "unknown strategy" in where["strategies.nope"]
 
 

@@ -46,10 +46,10 @@ def ray_session() -> Any:
     ray.shutdown()
 
 
-def _fleet_file(folder: Path, extra: str = "") -> Path:
+def _fleet_file(folder: Path, extra: str = "", top: str = "") -> Path:
     path = folder / "fleet.toml"
-    path.write_text('roots = ["shard-*"]\n[strategies.reflect_episodes]\nenabled = true\n'
-                    + extra, "utf-8")
+    path.write_text('roots = ["shard-*"]\n' + top + '[strategies.reflect_episodes]\n'
+                    'enabled = true\n' + extra, "utf-8")
     return path
 
 
@@ -178,6 +178,38 @@ def test_a_worker_killed_mid_run_is_retried_and_every_root_stays_consistent(
         _assert_consistent(root, episode_ids)
 
 
+def test_a_worker_killed_while_running_two_roots_reruns_both_and_each_stays_consistent(
+        tmp_path: Path) -> None:
+    """One worker (task_cpus = 2 of the 2) running two roots at once dies: Ray restarts it and
+    re-runs both roots; each recovers its own interrupted run, no merge is done twice."""
+    ome = "[strategies.reflect_episodes]\nenabled = true\nmax_commit_batch = 2\n"
+    ids = {tmp_path / f"shard-{i}": build_root(tmp_path / f"shard-{i}", users=4, ome=ome)
+           for i in range(2)}
+    expected = {root: _expected_merges(root) for root in ids}
+    config, roots = read_fleet(_fleet_file(tmp_path, top="task_cpus = 2\n"))
+    slow = functools.partial(open_test_root, merge_delay=0.5)
+    out: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: out.setdefault(
+        "report", run_fleet(config, roots, STRATEGY, opener=slow)))
+    runner.start()
+    deadline = time.monotonic() + 120
+    pids: list[int | None] = [None, None]
+    while None in pids and time.monotonic() < deadline and runner.is_alive():
+        pids = [_running_pid(root, min_merges=1) for root in roots]
+        time.sleep(0.05)
+    assert None not in pids, "the two runs were never seen going at once"
+    assert pids[0] == pids[1]  # one worker process holds both
+    os.kill(pids[0], signal.SIGKILL)
+    runner.join(180)
+    report = out["report"]
+    assert report.ok, [r.as_dict() for r in report.results if r.status != "ok"]
+    for result in report.results:
+        assert result.pid != pids[0] and len(result.recovered_runs) == 1, result
+    for root, episode_ids in ids.items():
+        assert len(_ok_reports(root)) == expected[root], root
+        _assert_consistent(root, episode_ids)
+
+
 def test_roots_go_out_largest_first_after_one_per_worker(tmp_path: Path,
                                                          monkeypatch) -> None:
     """The first root per worker slot goes out as soon as it is judged (no worker waits for
@@ -187,7 +219,7 @@ def test_roots_go_out_largest_first_after_one_per_worker(tmp_path: Path,
         build_root(tmp_path / f"shard-{i}", users=n)
     expected = {f"shard-{i}": _expected_merges(tmp_path / f"shard-{i}")
                 for i in range(len(users))}
-    config, roots = read_fleet(_fleet_file(tmp_path))
+    config, roots = read_fleet(_fleet_file(tmp_path, top="roots_per_worker = 1\n"))
     sent: list[str] = []
     submit = RayFleet.submit
 
@@ -201,6 +233,46 @@ def test_roots_go_out_largest_first_after_one_per_worker(tmp_path: Path,
     # 2 CPUs, 1 per task: shard-0 and shard-1 at once, then 4, 3, 2 users, then 1 user
     assert sent == ["shard-0", "shard-1", "shard-3", "shard-5", "shard-2", "shard-4"]
     assert {Path(r.root).name: r.merges for r in report.results} == expected
+
+
+def _run_span(root: Path) -> tuple[datetime, datetime, int]:
+    rt = open_test_root(str(root))
+    row = rt.db().execute("SELECT started_at, finished_at, pid FROM runs "
+                          "WHERE status='ok'").fetchone()
+    rt.close()
+    return (datetime.fromisoformat(row["started_at"]), datetime.fromisoformat(row["finished_at"]),
+            row["pid"])
+
+
+def test_a_worker_runs_two_roots_at_once_and_never_more(tmp_path: Path) -> None:
+    """roots_per_worker = 2 on one worker (task_cpus = 2 of the 2): one process, its runs
+    overlapping two at a time (one root's LLM waits filled by the other's work), every root
+    merged."""
+    ids = {tmp_path / f"shard-{i}": build_root(tmp_path / f"shard-{i}") for i in range(5)}
+    expected = {root: _expected_merges(root) for root in ids}
+    config, roots = read_fleet(_fleet_file(tmp_path, top="task_cpus = 2\n"))
+    assert config.roots_per_worker == 2
+    report = run_fleet(config, roots, STRATEGY,
+                       opener=functools.partial(open_test_root, merge_delay=0.2))
+    assert report.ok and report.submitted == 5
+    assert len({r.pid for r in report.results}) == 1  # one worker process ran them all
+    spans = [_run_span(root) for root in roots]
+    assert {pid for _, _, pid in spans} == {report.results[0].pid}
+    edges = sorted([(start, 1) for start, _, _ in spans] + [(end, -1) for _, end, _ in spans],
+                   key=lambda e: (e[0], e[1]))  # an end before a start at the same instant
+    running = most = 0
+    for _, step in edges:
+        running += step
+        most = max(most, running)
+    assert most == 2
+    for root, episode_ids in ids.items():
+        assert len(_ok_reports(root)) == expected[root], root
+        _assert_consistent(root, episode_ids)
+    # the worker was stopped: its CPUs are the cluster's again
+    deadline = time.monotonic() + 30
+    while ray.available_resources().get("CPU", 0) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert ray.available_resources().get("CPU", 0) == 2
 
 
 def test_fleet_serve_submits_a_due_run_to_ray(tmp_path: Path) -> None:

@@ -138,11 +138,13 @@ def test_a_worker_keeps_one_embedder_per_configuration_and_only_a_few(
     assert model_of(b) is not old_b  # evicted: built afresh when b's configuration returns
 
 
-def test_a_worker_shares_one_llm_client_per_configuration_and_only_a_few(
+def test_a_worker_lends_llm_clients_per_configuration_one_root_at_a_time(
         tmp_path: Path, monkeypatch) -> None:
-    """Roots with the same OpenAI-compatible [llm] share one client in a worker (no client
-    built per root); only the most recently used few are kept; a root that is only opened
-    (the driver judging it) builds none; the offline extractive LLM is never shared."""
+    """Roots with the same OpenAI-compatible [llm] reuse a worker's client one after another
+    (no client built per root), but two roots open at once each get their own (each keeps
+    its own max_concurrency, as under trigger); only the most recently used few
+    configurations are kept; a root that is only opened (the driver judging it) borrows
+    none; the offline extractive LLM is never shared."""
     from collections import OrderedDict
 
     from everos_reflect.fleet import work
@@ -172,15 +174,58 @@ def test_a_worker_shares_one_llm_client_per_configuration_and_only_a_few(
     assert not work._llms  # opened, never asked for its LLM: no client built
     first = llm_of(a1)
     assert isinstance(first, OpenAILLM) and llm_of(a2) is first
+    # two roots of one configuration open at once: two clients, both kept afterwards
+    one, two = work.open_root(a1), work.open_root(a2)
+    assert one.llm is first and two.llm is not first and isinstance(two.llm, OpenAILLM)
+    second = two.llm
+    one.close()
+    two.close()
+    assert {id(x) for x in work._llms[next(iter(work._llms))]} == {id(first), id(second)}
     old_b = llm_of(b)
-    assert old_b is not first and old_b.model == "m2"
-    assert llm_of(a1) is first  # used again: now the most recent
+    assert old_b not in (first, second) and old_b.model == "m2"
+    assert llm_of(a1) in (first, second)  # used again: now the most recent
     llm_of(c)  # a third configuration: the least recently used (b's) is let go
     assert len(work._llms) == work.MAX_LLMS == 2
-    assert llm_of(a1) is first and llm_of(b) is not old_b
-    one, two = llm_of(local), llm_of(local)
-    assert isinstance(one, ExtractiveLLM) and one is not two
-    assert all(isinstance(llm, OpenAILLM) for llm in work._llms.values())
+    assert llm_of(a1) in (first, second) and llm_of(b) is not old_b
+    off1, off2 = llm_of(local), llm_of(local)
+    assert isinstance(off1, ExtractiveLLM) and off1 is not off2
+    assert all(isinstance(llm, OpenAILLM) for idle in work._llms.values() for llm in idle)
+
+
+def test_a_worker_roots_take_turns_for_the_shared_model() -> None:
+    """Roots running at once in one worker never call the model side by side: a worker's
+    model calls use only the threads of the CPUs Ray gave it."""
+    import threading
+    import time
+
+    import numpy as np
+
+    from everos_reflect.fleet.work import GatedEmbedder
+
+    class Slow:
+        name, dim, threads = "slow", 2, 1
+        inside = most = 0
+        lock = threading.Lock()
+
+        def embed(self, texts: list[str]) -> np.ndarray:
+            with self.lock:
+                self.inside += 1
+                self.most = max(self.most, self.inside)
+            time.sleep(0.02)
+            with self.lock:
+                self.inside -= 1
+            return np.zeros((len(texts), self.dim), dtype=np.float32)
+
+    inner = Slow()
+    gated = GatedEmbedder(inner)
+    callers = [threading.Thread(target=gated.embed, args=(["x"],)) for _ in range(4)]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert inner.most == 1
+    assert (gated.name, gated.dim, gated.threads) == ("slow", 2, 1)  # the rest is the model's
+    assert gated.embed(["a", "b"]).shape == (2, 2)
 
 
 def _backlog(root: Path, max_clusters: int = 100, max_sources: int = 100) -> int:

@@ -313,3 +313,22 @@ def test_the_switch_interval_is_short_while_any_user_needs_it_then_restored() ->
             pass
         assert sys.getswitchinterval() == min(0.002, before)  # still one user in
     assert sys.getswitchinterval() == before
+
+
+def test_requests_sent_counts_each_request_as_it_goes_out_retries_included(fake_openai):
+    slow = fake_openai.Reply(GOOD, delay=2.0)
+    fake_openai.script(500, GOOD, slow)
+    llm = Client(fake_openai).llm
+    assert llm.requests_sent == 0
+    assert not llm.wait_requests_sent(1, timeout=0.01)
+
+    llm.merge(init_request())
+    assert llm.requests_sent == 2  # the 500 and its retry
+
+    # counted when it goes out, not when it is answered: the wait ends while the reply waits
+    call = threading.Thread(target=llm.merge, args=(init_request(),))
+    call.start()
+    assert llm.wait_requests_sent(3, timeout=30)
+    assert call.is_alive()
+    call.join()
+    assert llm.requests_sent == 3

@@ -407,3 +407,74 @@ def test_the_guard_loads_the_model_on_its_own_thread_when_the_run_starts(root: P
         pass  # no draft at all
 
     assert inner.loaded_on is not None and inner.loaded_on.startswith("reflect-guard")
+
+
+def test_the_guard_starts_loading_only_once_its_hold_returns(root: Path) -> None:
+    released = threading.Event()
+    held: list[str] = []
+
+    class Loading(HashEmbedder):
+        loaded_released: bool | None = None
+
+        def load(self) -> None:
+            self.loaded_released = released.is_set()
+
+    def hold() -> None:
+        held.append(threading.current_thread().name)
+        released.wait(30)
+
+    inner = Loading(64)
+    rt = make_runtime(root, ExtractiveLLM(), embedder=inner)
+    with Guard(rt, match_threshold=0.75, max_ratio=1.0, hold=hold):
+        released.set()
+
+    assert inner.loaded_released is True
+    # both start-up threads (the model's, the vector index's) waited for it
+    assert sorted(name.split("_")[0] for name in held) == ["reflect-guard",
+                                                           "reflect-guard-vectors"]
+
+
+def test_while_the_vector_index_opens_the_guard_embeds_the_drafts_own_texts_first(
+    root: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counting = CountingHash()
+    rt, sources = seeded(root, embedder=CachingEmbedder(counting))
+    for ref, _, word in TOPICS:  # a stated fact of every source
+        entries = all_entries(rt, ref)
+        for n, eid in enumerate(sources[word]):
+            add_fact(rt, ref, entries[eid], f"{ref.user_id} keeps the {word} note {n}.")
+    Indexer(rt).scan()
+    drafts = _extractive_drafts(rt)
+    embedded_before_reading: list[set[str]] = []
+    real = rt.vectors.get_vectors
+
+    def reading(kind: Any, ref: UserRef, ids: Any) -> Any:
+        embedded_before_reading.append({t for call in counting.calls for t in call})
+        return real(kind, ref, ids)
+
+    monkeypatch.setattr(rt.vectors, "get_vectors", reading)
+    opened = threading.Event()
+
+    def index_still_opening() -> None:  # the index's start-up thread waits; the model's not
+        if threading.current_thread().name == "reflect-guard-vectors":
+            opened.wait(30)
+
+    guard = Guard(rt, match_threshold=0.75, max_ratio=1.0, hold=index_still_opening)
+    counting.calls.clear()
+    with guard:
+        with guard._embedding:  # an embedding call is running: the three queue up
+            verdicts = [guard.submit(d, f) for d, f in drafts]
+        results = [v.result(timeout=30) for v in verdicts]
+        opened.set()
+
+    stored = {" ".join(t.split()) for _, f in drafts for fs in f.values() for _, t in fs}
+    embedded = {t for call in counting.calls for t in call}
+    assert stored and not stored & embedded  # the source facts' vectors still come from it
+    # the drafts' own texts were embedded before the stored vectors were read
+    assert embedded_before_reading and embedded_before_reading[0] == embedded
+    alone = Guard(make_runtime(root / "alone", ExtractiveLLM(), embedder=HashEmbedder(64)),
+                  match_threshold=0.75, max_ratio=1.0)
+    for (measured, facts), too_long in zip(drafts, results, strict=True):
+        fresh = draft(measured.selection, ExtractiveLLM(), Prompts.from_settings({}))
+        assert alone.remeasure(fresh, facts) == too_long
+        assert fresh.coverage == measured.coverage and fresh.provenance == measured.provenance

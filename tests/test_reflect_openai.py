@@ -8,10 +8,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.llm.openai_llm import OpenAILLM
 from everos_reflect.llm.switching import LLM_SWITCH_INTERVAL
 from everos_reflect.model import Kind
 from everos_reflect.runtime import Runtime
+from everos_reflect.strategies import reflect
+from everos_reflect.strategies.reflect import FirstRequests
 from tests.reflect_fixtures import (
     ANDREW,
     add_episode,
@@ -206,3 +212,44 @@ def test_replies_get_the_interpreter_promptly_while_the_run_has_calls_in_flight(
     assert run_reflection(rt)["merged"] == 1
     assert seen == [min(LLM_SWITCH_INTERVAL, before)] * 2
     assert sys.getswitchinterval() == before
+
+
+def test_the_guard_loads_the_model_once_the_first_request_is_out(
+    root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reflect, "FIRST_REQUESTS_WAIT_SECONDS", 60.0)  # a slow machine too
+    fake_openai.script(MERGE, FACTS)
+    llm = OpenAILLM(model="fake-model", base_url=fake_openai.base_url, api_key="k")
+    sent_at_load: list[int] = []
+
+    class Loading(HashEmbedder):
+        def load(self) -> None:
+            sent_at_load.append(llm.requests_sent)
+
+    rt = make_runtime(root, llm, embedder=Loading(64))
+    seed_pets(rt)
+
+    assert run_reflection(rt)["merged"] == 1
+    assert sent_at_load and sent_at_load[0] >= 1  # the run's one cluster's merge call
+
+
+def test_first_requests_waits_for_the_calls_started_at_once_only_with_an_llm_that_counts(
+) -> None:
+    class Counting:
+        requests_sent = 5
+
+        def __init__(self) -> None:
+            self.asked: list[int] = []
+
+        def wait_requests_sent(self, count: int, timeout: float) -> bool:
+            self.asked.append(count)
+            return count <= self.requests_sent
+
+    counting = Counting()
+    first = FirstRequests(counting, timeout=30)  # type: ignore[arg-type]
+    first.expect(3)
+    assert first.wait() is False and counting.asked == [8]  # 3 more than when the run began
+
+    assert FirstRequests(ExtractiveLLM(), timeout=30).wait() is True  # nothing to wait for
+    never_told = FirstRequests(counting, timeout=0.0)  # type: ignore[arg-type]
+    assert never_told.wait() is False and counting.asked == [8]

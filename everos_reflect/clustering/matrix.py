@@ -31,7 +31,9 @@ from itertools import pairwise
 import numpy as np
 
 from everos_reflect.clustering.online import (
+    JOIN,
     NEW,
+    REJOIN,
     Candidate,
     Decision,
     choose_scored,
@@ -154,6 +156,37 @@ class _PivotGroups:
         return self.matrix
 
 
+def _choose_live(hits: list[tuple[int, int, float]], version: dict[int, int], ids: list[str],
+                 first: np.ndarray, last: np.ndarray, norm: np.ndarray,
+                 consolidated: np.ndarray, ts: float, threshold: float, window: float,
+                 rejoin_threshold: float,
+                 member_threshold: float) -> tuple[str, float, str] | None:
+    """:func:`online.choose_scored` over the pairs of ``hits`` still current (scored against
+    the version of the row they name), for :meth:`UserClusters.assign_run`: the same tests in
+    the same float operations (``member_fit``, ``in_window``, ties to the smaller id), in one
+    loop over Python scalars instead of five lists per Episode. None: a new cluster."""
+    best_join: tuple[float, str] | None = None
+    best_rejoin: tuple[float, str] | None = None
+    for p, ver, sim in hits:
+        if version.get(p, 0) != ver or sim * norm.item(p) < member_threshold:
+            continue
+        if sim >= threshold:
+            gap = max(0.0, first.item(p) - ts, ts - last.item(p))
+            if gap <= window:
+                cid = ids[p]
+                if best_join is None or (-sim, cid) < (-best_join[0], best_join[1]):
+                    best_join = (sim, cid)
+        if sim >= rejoin_threshold and consolidated.item(p):
+            cid = ids[p]
+            if best_rejoin is None or (-sim, cid) < (-best_rejoin[0], best_rejoin[1]):
+                best_rejoin = (sim, cid)
+    if best_join is not None:
+        return best_join[1], best_join[0], JOIN
+    if best_rejoin is not None:
+        return best_rejoin[1], best_rejoin[0], REJOIN
+    return None
+
+
 def _angle(cos: float) -> float:
     return math.acos(max(-1.0, min(1.0, cos)))
 
@@ -167,6 +200,9 @@ class UserClusters:
         self.ids: list[str] = []
         self.pos: dict[str, int] = {}
         self.narrative: list[str | None] = []
+        #: ``clusters.cluster_key`` of the rows already in SQLite (the service fills it), so
+        #: a member row is written with its key instead of looking it up by the hash id
+        self.keys: dict[str, int] = {}
         self._dim = dim
         self._cap = 0
         self._c32 = np.empty((0, 0), dtype=np.float32)
@@ -264,6 +300,7 @@ class UserClusters:
             self.pos[moved] = p
         self.ids.pop()
         self.narrative.pop()
+        self.keys.pop(cluster_id, None)
         self.recent.discard(cluster_id)
         self._groups.discard(cluster_id)
 
@@ -391,22 +428,10 @@ class UserClusters:
         ids = self.ids
         for q in range(count):
             t = times[q]
-            decision = None
-            if hits[q]:
-                live = [(p, sim) for p, ver, sim in hits[q] if version.get(p, 0) == ver]
-                if live:
-                    # candidate sets are a handful: Python scalars beat fancy indexing here
-                    at = [p for p, _ in live]
-                    first, last, norm = self._first, self._last, self._norm
-                    cons = self._consolidated
-                    decision = choose_scored(
-                        [ids[p] for p in at], [sim for _, sim in live],
-                        [first.item(p) for p in at], [last.item(p) for p in at],
-                        [cons.item(p) for p in at], t,
-                        threshold=threshold, window_seconds=window,
-                        rejoin_threshold=rejoin_threshold, norms=[norm.item(p) for p in at],
-                        member_threshold=member_threshold)
-            if decision is None or decision.cluster_id is None:
+            decision = _choose_live(hits[q], version, ids, self._first, self._last,
+                                    self._norm, self._consolidated, t, threshold, window,
+                                    rejoin_threshold, member_threshold) if hits[q] else None
+            if decision is None:
                 # what ClusterRow.new and put do, without the row object
                 cid = new_id(q)
                 centroid, norm_q = fold(None, 0.0, 0, v32[q])
@@ -415,14 +440,14 @@ class UserClusters:
                 narrative, first_q, last_q = None, t, t
             else:
                 # what get, ClusterRow.add and put do
-                cid = decision.cluster_id
+                cid, similarity, reason = decision
                 p = self.pos[cid]
                 members = self._count.item(p)
                 centroid, norm_q = fold(self._c32[p], self._norm.item(p), members, v32[q])
                 first_q, last_q = min(self._first.item(p), t), max(self._last.item(p), t)
                 narrative = self.narrative[p]
                 self._store(cid, centroid, norm_q, members + 1, first_q, last_q, narrative)
-                out.append((cid, decision.similarity, decision.reason))
+                out.append((cid, similarity, reason))
             if q + 1 == count:
                 break
             ver = version[p] = version.get(p, 0) + 1

@@ -193,6 +193,10 @@ _INSERT_MEMBER = (
     "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id, cluster_key,"
     " ts, similarity, text_hash, joined_at) VALUES "
     "(?1,?2,?3,?4,?5,(SELECT cluster_key FROM clusters WHERE cluster_id=?5),?6,?7,?8,?9)")
+#: the same with the key known in memory (:attr:`UserClusters.keys`): no look-up by hash id
+_INSERT_MEMBER_KEYED = (
+    "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id, ts, "
+    "similarity, text_hash, joined_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?)")
 
 
 def _next_cluster_key(conn: sqlite3.Connection) -> int:
@@ -203,7 +207,7 @@ def _next_cluster_key(conn: sqlite3.Connection) -> int:
 
 
 _CLUSTER_COLUMNS = ("cluster_id, centroid, centroid_norm, member_count, first_ts, last_ts, "
-                    "consolidated_entry_id")
+                    "consolidated_entry_id, cluster_key")
 
 
 class _Write:
@@ -253,6 +257,7 @@ class _Write:
                 f"SELECT {_CLUSTER_COLUMNS} FROM clusters WHERE app_id=? AND project_id=? "
                 "AND user_id=? ORDER BY cluster_id", (ref.app, ref.project, ref.user_id)):
             st.put(_row_cluster(r))
+            st.keys[r["cluster_id"]] = r["cluster_key"]
         return st
 
     def replace_state(self, ref: UserRef, st: UserClusters) -> None:
@@ -269,6 +274,7 @@ class _Write:
             st.remove(cluster_id)
         else:
             st.put(_row_cluster(r))
+            st.keys[cluster_id] = r["cluster_key"]
 
     # queued writes
     def insert_cluster(self, ref: UserRef, c: ClusterRow) -> None:
@@ -281,14 +287,23 @@ class _Write:
         if c.cluster_id not in self._new:
             self._dirty[c.cluster_id] = ref
 
-    def placed(self, ref: UserRef, cluster_id: str, *, created: bool) -> None:
-        """Queue the row of a cluster the state already holds (:meth:`UserClusters.assign_run`
-        put it there): an insert if ``created``, else an update."""
-        if created:
-            self._new[cluster_id] = ref
-            self._dirty.pop(cluster_id, None)
-        elif cluster_id not in self._new:
-            self._dirty[cluster_id] = ref
+    def placed_run(self, ref: UserRef, items: Sequence[tuple[str, float, str | None]],
+                   placed: Sequence[tuple[str, float | None, str]]) -> None:
+        """Queue the rows of a run placed in the state (:meth:`UserClusters.assign_run` put
+        its clusters there): an insert for a cluster it created, else an update, and a member
+        row per Episode. ``items`` are ``(entry_id, ts, text_hash)``, ``placed`` what
+        ``assign_run`` answered for each (in one loop: two method calls per Episode were a
+        tenth of the batch path)."""
+        new, dirty, members = self._new, self._dirty, self._members
+        for (entry_id, ts, text_hash), (cid, similarity, reason) in zip(items, placed,
+                                                                         strict=True):
+            if reason == NEW:
+                new[cid] = ref
+                dirty.pop(cid, None)
+            elif cid not in new:
+                dirty[cid] = ref
+            members.append((ref, entry_id, cid, ts, similarity, text_hash))
+        self._member_keys.update((ref, entry_id) for entry_id, _, _ in items)
 
     def delete_cluster(self, ref: UserRef, cluster_id: str) -> None:
         self.execute("DELETE FROM clusters WHERE cluster_id=?", (cluster_id,))
@@ -296,8 +311,7 @@ class _Write:
 
     def insert_member(self, ref: UserRef, entry_id: str, cluster_id: str, ts: float,
                       similarity: float | None, text_hash: str | None) -> None:
-        self._members.append((ref.app, ref.project, ref.user_id, entry_id, cluster_id, ts,
-                              similarity, text_hash))
+        self._members.append((ref, entry_id, cluster_id, ts, similarity, text_hash))
         self._member_keys.add((ref, entry_id))
 
     def flush_members_of(self, ref: UserRef, ids: Iterable[str]) -> None:
@@ -322,6 +336,8 @@ class _Write:
                 "created_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                 [(cid, ref.app, ref.project, ref.user_id, *self.touched[ref].stored(cid), now,
                   key + n) for n, (cid, ref) in enumerate(new.items())])
+            for n, (cid, ref) in enumerate(new.items()):
+                self.touched[ref].keys[cid] = key + n
         if dirty:
             conn.executemany(
                 "UPDATE clusters SET centroid=?, centroid_norm=?, member_count=?, first_ts=?, "
@@ -329,7 +345,18 @@ class _Write:
                 [(*self.touched[ref].stored(cid)[:5], cid)
                  for cid, ref in dirty.items() if cid in self.touched[ref]])
         if members:
-            conn.executemany(_INSERT_MEMBER, [(*m, now) for m in members])
+            keyed, looked_up = [], []
+            for m in members:
+                st = self.touched.get(m[0])
+                k = st.keys.get(m[2]) if st is not None else None
+                if k is None:
+                    looked_up.append((m[0].app, m[0].project, m[0].user_id, *m[1:], now))
+                else:
+                    keyed.append((m[0].app, m[0].project, m[0].user_id, *m[1:], now, k))
+            if keyed:
+                conn.executemany(_INSERT_MEMBER_KEYED, keyed)
+            if looked_up:
+                conn.executemany(_INSERT_MEMBER, looked_up)
 
     def finish(self) -> None:
         """Before COMMIT: write what is queued and note the versions memory now matches."""
@@ -489,6 +516,39 @@ class ClusterService:
             self._assign_run(conn, ref, run, outcome)
         return outcome
 
+    def on_entries_indexed_many(
+        self,
+        batches: Sequence[tuple[UserRef, Sequence[Entry], Mapping[str, np.ndarray]]],
+    ) -> None:
+        """:meth:`on_entries_indexed` for each ``(ref, entries, vectors)`` in turn (one per
+        indexed file), in one transaction. Consecutive batches of one user are handed over as
+        one when that places the same Episodes in the same order: when each batch's Episodes
+        all sort (by timestamp, then id) after the previous batch's and no id is in both — a
+        scan's daily logs of one user, in file order. One call per user instead of one per
+        file: a call's fixed cost (the membership look-up, the run's set-up) was most of the
+        cost of a file holding one Episode."""
+        merged: list[tuple[UserRef, list[Entry], dict[str, np.ndarray]]] = []
+        last: tuple[float, str] | None = None
+        ids: set[str] = set()
+        for ref, entries, vectors in batches:
+            keys = sorted((entry_epoch(e.id, e.timestamp), e.id) for e in entries
+                          if e.kind is Kind.EPISODE)
+            if not keys:
+                continue
+            fresh = {k[1] for k in keys}
+            if (merged and merged[-1][0] == ref and last is not None and last < keys[0]
+                    and not ids & fresh):
+                merged[-1][1].extend(entries)
+                merged[-1][2].update(vectors)
+                ids |= fresh
+            else:
+                merged.append((ref, list(entries), dict(vectors)))
+                ids = fresh
+            last = keys[-1]
+        with self._writing():
+            for ref, entries, vectors in merged:
+                self.on_entries_indexed(ref, entries, vectors)
+
     def _assign_run(self, conn: _Write, ref: UserRef,
                     run: list[tuple[str, float, np.ndarray, str]],
                     outcome: dict[str, str]) -> None:
@@ -504,9 +564,8 @@ class ClusterService:
             lambda i: _free_id(st, ref, ids[i]),
             threshold=self.threshold, window_seconds=self.window_seconds,
             rejoin_threshold=self.rejoin_threshold, member_threshold=self.member_threshold)
-        for (eid, ts, _, text_hash), (cid, similarity, reason) in zip(run, placed, strict=True):
-            conn.placed(ref, cid, created=reason == NEW)
-            conn.insert_member(ref, eid, cid, ts, similarity, text_hash)
+        conn.placed_run(ref, [(eid, ts, text_hash) for eid, ts, _, text_hash in run], placed)
+        for (eid, _, _, _), (_, _, reason) in zip(run, placed, strict=True):
             outcome[eid] = reason
         run.clear()
 
@@ -729,6 +788,7 @@ class ClusterService:
                   c.count, c.first_ts, c.last_ts, c.consolidated_entry_id, now,
                   now if c.consolidated_entry_id is not None else None, key + n)
                  for n, c in enumerate(plan.clusters.values())])
+            plan.state.keys.update((c, key + n) for n, c in enumerate(plan.clusters))
             conn.replace_state(ref, plan.state)
             conn.executemany(
                 "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id,"

@@ -32,6 +32,9 @@ Problem = tuple[str, str, str]
 #: Bounds on what a fleet file may hold: it is read by a long-lived scheduler.
 MAX_FILE_BYTES = 1 << 20
 MAX_PATTERNS = 10_000
+#: Roots one worker may run at once: each holds its own LLM threads, connections and run
+#: state, and past a few the waits they fill are already filled.
+MAX_ROOTS_PER_WORKER = 16
 
 _RAY_URL = re.compile(r"^ray://[A-Za-z0-9._\-\[\]:]+:\d{1,5}$")
 _GLOB_CHARS = set("*?[")
@@ -49,6 +52,11 @@ class FleetConfig:
     #: CPUs Ray reserves for one root's task: 1 = one root per core; less overlaps roots
     #: whose runs mostly wait on the LLM.
     task_cpus: float = 1.0
+    #: Roots one worker process runs at once, each on threads of its own. While one root
+    #: waits for its LLM, another's local work (embedding, commits) uses the worker's CPU;
+    #: the worker's model calls still take turns (``fleet.work.GatedEmbedder``), so a
+    #: worker never embeds on more threads than its ``task_cpus``. 1: one root per worker.
+    roots_per_worker: int = 2
     #: How often Ray re-runs a root's task whose worker process died (the journal makes the
     #: re-run finish or cleanly abandon the interrupted merge).
     max_retries: int = 3
@@ -69,6 +77,7 @@ _KEYS: dict[str, str] = {
     "ray_address": 'a string: "auto", "ray://host:port" or "" (a local Ray)',
     "num_cpus": "an integer",
     "task_cpus": "a number",
+    "roots_per_worker": "an integer",
     "max_retries": "an integer",
     "probe_work": "true or false",
     "poll_seconds": "a number",
@@ -174,6 +183,10 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
     number("num_cpus", integer=True, low=1)
     number("task_cpus", integer=False, low=0, strict=True)
     number("max_retries", integer=True, low=0)
+    number("roots_per_worker", integer=True, low=1)
+    if values.get("roots_per_worker", 1) > MAX_ROOTS_PER_WORKER:
+        problems.append((file, "roots_per_worker", f"must be at most {MAX_ROOTS_PER_WORKER}, "
+                                                   f"got {values.pop('roots_per_worker')}"))
     number("poll_seconds", integer=False, low=0, strict=True)
     if "probe_work" in data:
         if isinstance(data["probe_work"], bool):

@@ -1,17 +1,21 @@
 """The fleet on Ray: connect, send one task per root that has work, gather the results.
 
 Ray is an optional extra (``pip install 'everos-reflect[ray]'``) and is imported only here,
-lazily, so nothing else in the package needs it. A task is :func:`~.work.run_root` in a Ray
-worker process; Ray re-runs it when that process dies (``max_retries``), and the root's own
-journal makes the re-run finish or cleanly abandon the merge that was interrupted. Exceptions
-raised *by* the task are never retried: ``run_root`` turns every failure of a root into a
-``failed`` result instead, so a bad root costs one attempt.
+lazily, so nothing else in the package needs it. A root's task is :func:`~.work.run_root`,
+called on a worker: a Ray actor (one worker process per ``task_cpus`` of the cluster) that
+runs up to ``roots_per_worker`` roots at once on threads, so that one root's waits for its
+LLM are filled by another root's local work. Ray restarts a worker whose process died and
+re-runs the tasks it held (``max_retries`` each), and each root's own journal makes the
+re-run finish or cleanly abandon the merge that was interrupted. Exceptions raised *by* a
+task are never retried: ``run_root`` turns every failure of a root into a ``failed`` result
+instead, so a bad root costs one attempt.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -103,36 +107,95 @@ class FleetReport:
                 "results": [r.as_dict() for r in self.results]}
 
 
+class RootWorker:
+    """A fleet worker: one Ray actor (one worker process holding ``task_cpus``) that runs the
+    roots handed to it, up to ``roots_per_worker`` at once on Ray's threads. Stateless: a
+    restarted worker (its process died) simply takes the re-run tasks."""
+
+    def run(self, root: str, name: str, force: bool, defaults: Any, opener: Opener,
+            trigger: str) -> RootResult:
+        return run_root(root, name, force=force, defaults=defaults, opener=opener,
+                        trigger=trigger)
+
+
 class RayFleet:
-    """Submits root runs to a connected Ray and hands back finished results as they come."""
+    """Hands roots to fleet workers on a connected Ray and gives back finished results as they
+    come.
+
+    The workers (:class:`RootWorker` actors) are started when the first root is submitted,
+    one per ``task_cpus`` of the cluster, and stopped by :meth:`close` or as soon as nothing
+    is left to run (``fleet serve`` holds no CPUs between its runs). Roots wait here, in the
+    order submitted, until a worker has room for one more; an idle worker gets one before any
+    worker gets a second, so ``k`` roots on ``k`` workers run one per worker.
+    """
 
     def __init__(self, ray: ModuleType, config: FleetConfig, *, opener: Opener = open_root) -> None:
         self.ray = ray
         self.config = config
         self.opener = opener
-        self._remote = ray.remote(run_root).options(
-            num_cpus=config.task_cpus, max_retries=config.max_retries, retry_exceptions=False)
-        self._pending: dict[Any, tuple[Any, str]] = {}  # object ref -> (key, root)
+        self.per_worker = max(1, int(config.roots_per_worker))
+        self._worker_class = ray.remote(RootWorker).options(
+            num_cpus=config.task_cpus, max_concurrency=self.per_worker,
+            # a worker process that died comes back, with the tasks it held: each of them
+            # re-run at most max_retries times (a root that kills its worker every time
+            # ends failed; the others go on)
+            max_restarts=-1, max_task_retries=config.max_retries)
+        self._workers: list[Any] = []
+        self._load: list[int] = []  # roots running on each worker
+        self._queue: deque[tuple[Any, str, str, bool, str]] = deque()
+        self._pending: dict[Any, tuple[Any, str, int]] = {}  # object ref -> (key, root, worker)
 
     def submit(self, key: Any, root: str, name: str, *, force: bool = False,
                trigger: str = "fleet") -> None:
-        ref = self._remote.remote(root, name, force=force, defaults=self.config.strategies,
-                                  opener=self.opener, trigger=trigger)
-        self._pending[ref] = (key, root)
+        self._queue.append((key, root, name, force, trigger))
+        self._dispatch()
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        """Roots submitted and not finished yet (running, or waiting for room on a worker)."""
+        return len(self._pending) + len(self._queue)
 
-    def slots(self) -> int:
-        """Root tasks the cluster can run at once (its CPUs ÷ ``task_cpus``; at least 1)."""
+    def workers(self) -> int:
+        """Worker processes the cluster can hold at once (its CPUs ÷ ``task_cpus``; at
+        least 1)."""
         cpus = float(self.ray.cluster_resources().get("CPU", 0))
         return max(1, int(cpus / self.config.task_cpus + 1e-9))
 
+    def slots(self) -> int:
+        """Roots the cluster runs at once: workers × ``roots_per_worker``."""
+        return self.workers() * self.per_worker
+
+    def _room(self) -> int | None:
+        """The worker to give the next root: an idle one, else a new one while the cluster
+        holds more, else the least loaded one with room; ``None`` when all are full."""
+        idle = [i for i, n in enumerate(self._load) if n == 0]
+        if idle:
+            return idle[0]
+        if len(self._workers) < self.workers():
+            self._workers.append(self._worker_class.remote())
+            self._load.append(0)
+            return len(self._workers) - 1
+        fewest = min(range(len(self._load)), key=self._load.__getitem__, default=None)
+        if fewest is None or self._load[fewest] >= self.per_worker:
+            return None
+        return fewest
+
+    def _dispatch(self) -> None:
+        while self._queue:
+            worker = self._room()
+            if worker is None:
+                return
+            key, root, name, force, trigger = self._queue.popleft()
+            ref = self._workers[worker].run.remote(root, name, force, self.config.strategies,
+                                                   self.opener, trigger)
+            self._load[worker] += 1
+            self._pending[ref] = (key, root, worker)
+
     def finished(self, timeout: float | None = None) -> list[tuple[Any, RootResult]]:
-        """Results of the tasks that finished within ``timeout`` seconds (``None``: wait for at
-        least one). A task Ray gave up on (its worker died more often than ``max_retries``)
-        comes back as a ``failed`` result naming Ray's error."""
+        """Results of the roots that finished within ``timeout`` seconds (``None``: wait for
+        at least one). A root Ray gave up on (its worker died more often than
+        ``max_retries`` while running it) comes back as a ``failed`` result naming Ray's
+        error."""
         if not self._pending:
             return []
         done, _ = self.ray.wait(list(self._pending), num_returns=1, timeout=timeout)
@@ -142,14 +205,31 @@ class RayFleet:
             done = list(done) + list(more)
         out = []
         for ref in done:
-            key, root = self._pending.pop(ref)
+            key, root, worker = self._pending.pop(ref)
+            self._load[worker] -= 1
             try:
                 result = self.ray.get(ref)
             except self.ray.exceptions.RayError as exc:
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 result = RootResult(root, FAILED, error=f"Ray: {type(exc).__name__}: {first}")
             out.append((key, result))
+        self._dispatch()
+        if not self.in_flight:
+            self.close()
         return out
+
+    def close(self) -> None:
+        """Stop the workers (their CPUs go back to the cluster) and forget every root not
+        finished. A root still running is cut off, as by a lost node: its journal makes its
+        next run finish or abandon the interrupted merge."""
+        for worker in self._workers:
+            try:
+                self.ray.kill(worker)
+            except Exception:  # already gone
+                log.debug("fleet worker already gone", exc_info=True)
+        self._workers, self._load = [], []
+        self._pending.clear()
+        self._queue.clear()
 
 
 def run_fleet(
@@ -182,27 +262,39 @@ def run_fleet(
 
     with ray_session(config) as ray:
         fleet = RayFleet(ray, config, opener=opener)
-        # The first roots with work go out as soon as they are judged, one per slot, so no
-        # worker waits for the driver to judge every root; the rest go out largest first.
-        slots = fleet.slots()
-        waiting: list[tuple[str, int | None]] = []
-        for root in paths:
-            verdict = assess(root, name, force=force, defaults=config.strategies,
-                             probe=config.probe_work, opener=opener)
-            if verdict.result is not None:
-                settle(verdict.result)
-            elif fleet.in_flight < slots:
-                fleet.submit(root, root, name, force=force)
-            else:
-                waiting.append((root, verdict.work))
-        for root in largest_first(waiting):
-            fleet.submit(root, root, name, force=force)
-        submitted = fleet.in_flight
-        while fleet.in_flight:
-            for _, result in fleet.finished():
-                settle(result)
+        try:
+            submitted = _run_all(fleet, paths, name, force=force, opener=opener,
+                                 settle=settle)
+        finally:
+            fleet.close()
     return FleetReport(name, [results[p] for p in paths], time.perf_counter() - started,
                        submitted, status_counts(results.values()))
+
+
+def _run_all(fleet: RayFleet, paths: Sequence[str], name: str, *, force: bool, opener: Opener,
+             settle: Callable[[RootResult], None]) -> int:
+    """Judge every root, submit those with work, settle every result; the tasks sent."""
+    config = fleet.config
+    # The first roots with work go out as soon as they are judged, one per slot, so no
+    # worker waits for the driver to judge every root; the rest go out largest first.
+    slots = fleet.slots()
+    waiting: list[tuple[str, int | None]] = []
+    for root in paths:
+        verdict = assess(root, name, force=force, defaults=config.strategies,
+                         probe=config.probe_work, opener=opener)
+        if verdict.result is not None:
+            settle(verdict.result)
+        elif fleet.in_flight < slots:
+            fleet.submit(root, root, name, force=force)
+        else:
+            waiting.append((root, verdict.work))
+    for root in largest_first(waiting):
+        fleet.submit(root, root, name, force=force)
+    submitted = fleet.in_flight
+    while fleet.in_flight:
+        for _, result in fleet.finished():
+            settle(result)
+    return submitted
 
 
 def status_counts(results: Iterable[RootResult]) -> dict[str, int]:

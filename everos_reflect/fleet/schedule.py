@@ -297,11 +297,14 @@ def serve_fleet(config: FleetConfig, roots: Sequence[Path | str], *,
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         with ray_session(config) as ray:
-            scheduler = FleetScheduler(config, roots, RayFleet(ray, config, opener=opener),
-                                       opener=opener)
+            fleet = RayFleet(ray, config, opener=opener)
+            scheduler = FleetScheduler(config, roots, fleet, opener=opener)
             log.info("fleet scheduler for %d root(s) on %s", len(roots),
                      config.ray_address or "a local Ray")
-            scheduler.run(stop)
+            try:
+                scheduler.run(stop)
+            finally:
+                fleet.close()  # a cluster's CPUs go back to it
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

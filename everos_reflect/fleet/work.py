@@ -110,49 +110,107 @@ _embedders: OrderedDict[Any, Embedder] = OrderedDict()
 _embedders_lock = threading.Lock()
 
 
-def _shared_embedder(settings: Any) -> Embedder:
-    """One embedder per configuration per process: a Ray worker serving many roots loads the
-    model once, not once per root (importing and loading it costs ~0.2 s of CPU per root).
-    At most :data:`MAX_EMBEDDERS` are kept; a root already holding an evicted one keeps
-    using it until it closes."""
+class GatedEmbedder:
+    """A process's shared embedder, letting one model call run at a time.
+
+    A fleet worker runs several roots at once (``roots_per_worker``) so that one root's local
+    work fills another's waits for the LLM; their embedding calls, the bulk of a root's CPU,
+    would otherwise run side by side, each on the task's threads, and a one-CPU worker would
+    take two cores from the node. Queued here, a worker's model calls never use more threads
+    than the CPUs Ray gave it, and the other roots' Python work (commits, selection) runs
+    meanwhile. Everything but ``embed`` is the wrapped embedder's (``load``, ``threads``)."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.dim = inner.dim
+        self._gate = threading.Lock()
+
+    def embed(self, texts: list[str]) -> Any:
+        with self._gate:
+            return self.inner.embed(texts)
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "inner":  # not set yet (a copy being built): no recursion
+            raise AttributeError(name)
+        return getattr(self.inner, name)
+
+
+def _gated(settings: Any) -> Embedder:
     from everos_reflect.embedding import make_embedder
 
-    return _kept(_embedders, _embedders_lock, settings, make_embedder, MAX_EMBEDDERS)
+    return GatedEmbedder(make_embedder(settings))  # type: ignore[return-value]
 
 
-#: OpenAI-compatible clients a worker process keeps, one per ``[llm]`` configuration, for the
-#: same reason: building one (its HTTP connection pool and TLS context) took ~20 ms of CPU per
+def _shared_embedder(settings: Any) -> Embedder:
+    """One embedder per configuration per process: a Ray worker serving many roots loads the
+    model once, not once per root (importing and loading it costs ~0.2 s of CPU per root),
+    and its roots take turns for the model (:class:`GatedEmbedder`). At most
+    :data:`MAX_EMBEDDERS` are kept; a root already holding an evicted one keeps using it
+    until it closes."""
+    return _kept(_embedders, _embedders_lock, settings, _gated, MAX_EMBEDDERS)
+
+
+#: OpenAI-compatible clients a worker process keeps, per ``[llm]`` configuration, for the same
+#: reason: building one (its HTTP connection pool and TLS context) took ~20 ms of CPU per
 #: root, and a client kept from one root to the next also keeps its connections to the
-#: provider open. At most :data:`MAX_LLMS`, least recently used let go first.
+#: provider open. A client is lent to one root at a time: its ``max_concurrency`` is that
+#: root's, as under ``trigger``, also when a worker runs several roots at once. At most
+#: :data:`MAX_LLMS` configurations, least recently used let go first, and as many idle
+#: clients of each as roots ran at once.
 MAX_LLMS = 2
 
-_llms: OrderedDict[Any, LLM] = OrderedDict()
+_llms: OrderedDict[Any, list[LLM]] = OrderedDict()
 _llms_lock = threading.Lock()
 
 
-def _shared_llm(settings: LLMSettings) -> LLM | None:
-    """One OpenAI-compatible client per ``[llm]`` configuration per process, or ``None`` (the
-    root builds its own) for any other provider: the offline ``extractive`` one reads the
-    root's own caching embedder, so it is never shared. A client holds no per-root state: each
-    run meters its calls through its own wrapper (``RunContext.llm``)."""
+def _borrow_llm(settings: LLMSettings) -> LLM | None:
+    """An OpenAI-compatible client for ``settings`` lent to the calling root until
+    :func:`_give_back_llm`, or ``None`` (the root builds its own) for any other provider:
+    the offline ``extractive`` one reads the root's own caching embedder, so it is never
+    shared. A client holds no per-root state: each run meters its calls through its own
+    wrapper (``RunContext.llm``)."""
     if settings.provider != "openai" or not (settings.base_url or settings.api_key):
         return None  # make_llm's fallback to extractive: the root's own, as above
     from everos_reflect.llm import make_llm
 
-    return _kept(_llms, _llms_lock, settings, make_llm, MAX_LLMS)
+    idle = _kept(_llms, _llms_lock, settings, lambda _: [], MAX_LLMS)
+    with _llms_lock:
+        if idle:
+            return idle.pop()
+    return make_llm(settings)
+
+
+def _give_back_llm(settings: LLMSettings, client: LLM) -> None:
+    """Keep ``client`` for the next root of the same configuration (unless that configuration
+    was let go meanwhile)."""
+    with _llms_lock:
+        idle = _llms.get(settings)
+        if idle is not None:
+            idle.append(client)
 
 
 class FleetRuntime(Runtime):
-    """A root opened by :func:`open_root`: its LLM, when the root first asks for it, is the
-    process's shared client for that configuration (a root the driver only judges never
-    builds one, nor imports the SDK)."""
+    """A root opened by :func:`open_root`: its LLM, when the root first asks for it, is a
+    client the process lends it for that configuration, given back when the root closes (a
+    root the driver only judges never borrows one, nor imports the SDK)."""
+
+    _borrowed: LLM | None = None
 
     @cached_property
     def llm(self) -> LLM:
         from everos_reflect.llm import make_llm
 
-        shared = _shared_llm(self.settings.llm)
-        return shared if shared is not None else make_llm(self.settings.llm, self.embedder)
+        self._borrowed = _borrow_llm(self.settings.llm)
+        return self._borrowed if self._borrowed is not None else \
+            make_llm(self.settings.llm, self.embedder)
+
+    def close(self) -> None:
+        super().close()
+        borrowed, self._borrowed = self._borrowed, None
+        if borrowed is not None:
+            self.__dict__.pop("llm", None)
+            _give_back_llm(self.settings.llm, borrowed)
 
 
 def open_root(root: str) -> Runtime:

@@ -87,16 +87,42 @@ class OpenAILLM:
         self.backoff_max = backoff_max
         self._sleep = sleep
         self._rng = rng or random.Random()
+        self._sent = 0
+        self._sent_changed = threading.Condition()
         # Local servers (llama.cpp, Ollama, vLLM) need no key, but the SDK insists on one.
         self._client = OpenAI(
             base_url=self.base_url,
             api_key=api_key or "unused",
             timeout=timeout_seconds,
             max_retries=0,
+            # counts each request as it is handed to the connection (see requests_sent)
+            http_client=openai.DefaultHttpxClient(event_hooks={"request": [self._on_request]}),
         )
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._schema_supported = True
         self._state_lock = threading.Lock()
+
+    # --- requests out ------------------------------------------------------------------------
+
+    @property
+    def requests_sent(self) -> int:
+        """HTTP requests this client has handed to its connections so far (retries included)."""
+        with self._sent_changed:
+            return self._sent
+
+    def wait_requests_sent(self, count: int, timeout: float) -> bool:
+        """Block until ``requests_sent`` reaches ``count`` or ``timeout`` seconds pass; whether
+        it did. A caller with heavy start-up work of its own (a Reflection run's model load
+        and index import) waits for its first requests to be out before starting it: that
+        work holds the interpreter lock for long stretches, and a request waiting for the lock
+        is a request the server starts on later."""
+        with self._sent_changed:
+            return self._sent_changed.wait_for(lambda: self._sent >= count, timeout)
+
+    def _on_request(self, request: object) -> None:
+        with self._sent_changed:
+            self._sent += 1
+            self._sent_changed.notify_all()
 
     @property
     def uses_json_schema(self) -> bool:

@@ -19,6 +19,7 @@ steps as a merge committed alone.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
@@ -78,6 +79,9 @@ DEFAULT_COMMIT_WAIT_SECONDS = 1.0
 #: LLM calls one cluster's merge makes (merge + facts): the run starts a cluster only while
 #: ``max_llm_calls`` leaves room for all of them.
 CALLS_PER_MERGE = 2
+#: The longest the guard's start-up work (model load, index import) waits for the run's first
+#: LLM requests to be out (they normally are ~0.1 s after the run starts).
+FIRST_REQUESTS_WAIT_SECONDS = 1.0
 
 
 def _unit_interval(value: float) -> str | None:
@@ -190,7 +194,14 @@ class ReflectionRun:
             {"language": s.get("language", "auto"), "prompts": s.get("prompts") or {}})
         self.counts: Counter[str] = Counter()
         self.log = ctx.log
-        self.guard = Guard(self.rt, match_threshold=self.match, max_ratio=self.max_ratio)
+        self._first: FirstRequests | None = None  # set while a run has LLM calls to make
+        self.guard = Guard(self.rt, match_threshold=self.match, max_ratio=self.max_ratio,
+                           hold=self._first_requests_out)
+
+    def _first_requests_out(self) -> None:
+        """The guard's start-up threads: wait until the run's first LLM requests are out."""
+        if self._first is not None:
+            self._first.wait()
 
     def run(self) -> dict[str, int]:
         indexer = Indexer(self.rt)
@@ -237,6 +248,9 @@ class ReflectionRun:
         calls = CALLS_PER_MERGE if getattr(llm, "metered", True) else 0
         # a model over the network: its replies must not wait for the run's Python work
         replies = prompt_replies() if calls else nullcontext()
+        # the guard's model load and index import wait for the first requests (not for the
+        # offline provider's calls: they are local work that needs the model too)
+        self._first = FirstRequests(llm, FIRST_REQUESTS_WAIT_SECONDS) if calls else None
         with (replies, self.guard,
               ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool):
             flight: deque[tuple[Selection, Any, Future[_Prepared | None]]] = deque()
@@ -259,7 +273,11 @@ class ReflectionRun:
                     pool.submit(self._prepare, sel, facts, unit, prepared)
                     flight.append((sel, unit, prepared))
 
-            refill()
+            try:
+                refill()
+            finally:  # the clusters whose first calls start now, one per worker
+                if self._first is not None:
+                    self._first.expect(min(workers, len(flight)))
             while flight:
                 ready = [flight.popleft()]
                 refill()
@@ -405,6 +423,35 @@ class ReflectionRun:
                 duration_ms=plan.llm_ms, error=error)
 
 
+class FirstRequests:
+    """Whether a run's first LLM requests are out, for work that should not compete with them
+    for the interpreter lock. Only an LLM that counts its requests (``requests_sent`` and
+    ``wait_requests_sent``, as the ``openai`` provider does) can say; with any other, nothing
+    waits."""
+
+    def __init__(self, llm: LLM, timeout: float) -> None:
+        self._wait = getattr(llm, "wait_requests_sent", None)
+        self._before = int(getattr(llm, "requests_sent", 0)) if self._wait is not None else 0
+        self._deadline = time.monotonic() + timeout
+        self._count = 0
+        self._known = threading.Event()
+
+    def expect(self, count: int) -> None:
+        """The run has started ``count`` calls at once (one per worker), now or never."""
+        self._count = count
+        self._known.set()
+
+    def wait(self) -> bool:
+        """Block until the expected requests are out, at most until the deadline; whether
+        they are."""
+        if self._wait is None:
+            return True
+        if not self._known.wait(max(0.0, self._deadline - time.monotonic())):
+            return False
+        return bool(self._wait(self._before + self._count,
+                               max(0.0, self._deadline - time.monotonic())))
+
+
 def users_with_clusters(runtime: Runtime) -> Iterator[UserRef]:
     """Every user of every app/project tenant that has clusters, in a stable order."""
     yield from reads.cluster_owners(runtime.db())
@@ -420,4 +467,5 @@ def live_facts(runtime: Runtime, ref: UserRef,
     return out
 
 
-__all__ = ["NAME", "ReflectEpisodes", "ReflectionRun", "live_facts", "users_with_clusters"]
+__all__ = ["NAME", "FirstRequests", "ReflectEpisodes", "ReflectionRun", "live_facts",
+           "users_with_clusters"]
