@@ -249,3 +249,20 @@ def test_an_over_long_sentence_is_cut_to_the_snippet_budget() -> None:
     assert snip.text.endswith(" …")
     assert len(snip.text.split()) == 21 and snip.text.startswith("Andrew sailed past island 0")
     assert snip.sentences == (0,)
+
+
+def test_a_snippet_never_crosses_from_one_date_to_another() -> None:
+    # a topic paragraph: one line per day. The dog questions match both days' lines, but the
+    # snippet carries one date, so it takes only the best line's day
+    text = ("2026-07-01: Andrew adopted a dog named Toby. Toby is a beagle.\n"
+            "2026-07-20: Andrew taught his dog Toby to fetch.\n\n"
+            "Current state: Andrew walks Toby daily.")
+    snip = make_snippet(text, "what did Andrew teach his dog Toby", date="2026-08-01",
+                        max_words=60)
+    assert snip.text == "Andrew taught his dog Toby to fetch." and snip.date == "2026-07-20"
+    first = make_snippet(text, "which beagle did Andrew adopt", max_words=60)
+    assert first.text == "Andrew adopted a dog named Toby. Toby is a beagle."
+    assert first.date == "2026-07-01"
+    # with nothing matching, the opening stops at the first date change too
+    opening = make_snippet(text, "cello recital", max_words=60)
+    assert opening.sentences == (0, 1) and opening.date == "2026-07-01"

@@ -19,7 +19,8 @@ widens to take in each next-best sentence that scores at least half as well, wit
 between them, while it fits in ``max_words``. Ties go to the later
 sentence, so a question about a changing fact gets its latest version (a narrative's current
 state is last). A narrative's topic paragraphs date each line (``YYYY-MM-DD: ...``); every
-sentence takes the date of its line.
+sentence takes the date of its line, and a passage never crosses from one date to another: the
+snippet's date is the day all of it was said.
 Pure functions only.
 """
 
@@ -93,14 +94,17 @@ def _anchor_values(bags: list[set[str]], anchors: Sequence[str]) -> list[float]:
 
 
 def _passage(ranked: list[tuple[float, int]], sizes: list[int], max_words: int,
-             floor: float) -> tuple[int, int]:
+             floor: float, dates: Sequence[str | None]) -> tuple[int, int]:
     """First and last sentence of the passage: it opens on the best sentence and widens to
     each next-best relevant one (score ≥ ``floor``) whose span, with every sentence between,
-    still fits ``max_words``. With nothing relevant (``floor`` 0) it is the entry's opening."""
+    still fits ``max_words`` and was said on the best sentence's day (``dates``), so the one
+    date a snippet carries is true of all of it. With nothing relevant (``floor`` 0) it is
+    the entry's opening."""
     upto = [0, *accumulate(sizes)]  # upto[j]: words of the sentences before j
     if floor <= 0:
         last = 0
-        while last + 1 < len(sizes) and upto[last + 2] <= max_words:
+        while (last + 1 < len(sizes) and upto[last + 2] <= max_words
+               and dates[last + 1] == dates[0]):
             last += 1
         return 0, last
     first = last = ranked[0][1]
@@ -108,7 +112,8 @@ def _passage(ranked: list[tuple[float, int]], sizes: list[int], max_words: int,
         if weight < floor:
             break
         lo, hi = min(first, i), max(last, i)
-        if upto[hi + 1] - upto[lo] <= max_words:
+        if upto[hi + 1] - upto[lo] <= max_words and all(
+                dates[j] == dates[first] for j in range(lo, hi + 1)):
             first, last = lo, hi
     return first, last
 
@@ -133,7 +138,8 @@ def make_snippet(content: str, query: str, *, date: str | None = None,
                                                strict=True)]
     ranked = sorted(scores, key=lambda s: (-s[0], -s[1]))
     sizes = [len(text.split()) for text, _ in sentences]
-    first, last = _passage(ranked, sizes, max_words, RELEVANT_SHARE * max(ranked[0][0], 0.0))
+    first, last = _passage(ranked, sizes, max_words, RELEVANT_SHARE * max(ranked[0][0], 0.0),
+                           [day for _, day in sentences])
     chosen = list(range(first, last + 1))
     best = max(chosen, key=lambda i: scores[i])
     text = " ".join(sentences[i][0] for i in chosen)
