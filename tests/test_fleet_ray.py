@@ -347,3 +347,36 @@ def test_a_task_embeds_with_the_cpus_ray_gave_it_not_every_core(tmp_path: Path) 
     assert ray.get(remote.options(num_cpus=2).remote(str(root))) == (2, 2)
     (root / "everos.toml").write_text('[embedding]\nprovider = "local"\nthreads = 3\n', "utf-8")
     assert ray.get(remote.options(num_cpus=1).remote(str(root))) == (1, 3)  # set by hand: kept
+
+
+def _poisoned_opener(root: str, *, poison: str, driver: int, delay: float) -> Any:
+    """Opens roots as the tests do, except that ``poison`` kills the worker process opening it
+    (never the driver, which opens every root to judge it): a root that crashes its worker
+    every time."""
+    if Path(root).name == poison and os.getpid() != driver:
+        time.sleep(0.5)  # its worker companion is mid-run by now
+        os._exit(1)
+    return open_test_root(root, merge_delay=delay)
+
+
+def test_a_root_that_kills_its_worker_every_time_fails_alone_not_its_worker_companion(
+        tmp_path: Path) -> None:
+    """Two roots on one worker (task_cpus = 2 of the 2); one kills the worker process every
+    time it runs. Ray re-runs the tasks a dead worker held, on the same restarted worker, so
+    the companion died with it as often and ran out of retries too: a healthy root ended
+    ``failed`` because of its neighbour. The fleet gives a root whose worker died under it a
+    run of its own: the poisoned root fails, the other merges everything."""
+    ome = "[strategies.reflect_episodes]\nenabled = true\nmax_commit_batch = 2\n"
+    ids = {tmp_path / f"shard-{i}": build_root(tmp_path / f"shard-{i}", users=3, ome=ome)
+           for i in range(2)}
+    healthy = tmp_path / "shard-1"
+    expected = _expected_merges(healthy)
+    config, roots = read_fleet(_fleet_file(tmp_path, top="task_cpus = 2\nmax_retries = 1\n"))
+    opener = functools.partial(_poisoned_opener, poison="shard-0", driver=os.getpid(),
+                               delay=1.0)
+    report = run_fleet(config, roots, STRATEGY, opener=opener)
+    status = {Path(r.root).name: r.status for r in report.results}
+    assert status == {"shard-0": "failed", "shard-1": "ok"}, \
+        [r.as_dict() for r in report.results]
+    assert len(_ok_reports(healthy)) == expected
+    _assert_consistent(healthy, ids[healthy])

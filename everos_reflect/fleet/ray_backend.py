@@ -127,6 +127,10 @@ class RayFleet:
     is left to run (``fleet serve`` holds no CPUs between its runs). Roots wait here, in the
     order submitted, until a worker has room for one more; an idle worker gets one before any
     worker gets a second, so ``k`` roots on ``k`` workers run one per worker.
+
+    A root whose worker died under it while sharing it gets one more run on a worker of its
+    own: Ray re-runs the tasks a dead worker held on that same worker, restarted, so a root
+    that kills its worker every time would take its companions' retries with its own.
     """
 
     def __init__(self, ray: ModuleType, config: FleetConfig, *, opener: Opener = open_root) -> None:
@@ -142,12 +146,15 @@ class RayFleet:
             max_restarts=-1, max_task_retries=config.max_retries)
         self._workers: list[Any] = []
         self._load: list[int] = []  # roots running on each worker
-        self._queue: deque[tuple[Any, str, str, bool, str]] = deque()
-        self._pending: dict[Any, tuple[Any, str, int]] = {}  # object ref -> (key, root, worker)
+        self._alone: list[bool] = []  # whether each worker runs one root on its own
+        # (key, root, name, force, trigger, alone): alone = a worker of its own
+        self._queue: deque[tuple[Any, str, str, bool, str, bool]] = deque()
+        # object ref -> the queued tuple and the worker running it
+        self._pending: dict[Any, tuple[tuple[Any, str, str, bool, str, bool], int]] = {}
 
     def submit(self, key: Any, root: str, name: str, *, force: bool = False,
                trigger: str = "fleet") -> None:
-        self._queue.append((key, root, name, force, trigger))
+        self._queue.append((key, root, name, force, trigger, self.per_worker == 1))
         self._dispatch()
 
     @property
@@ -165,37 +172,45 @@ class RayFleet:
         """Roots the cluster runs at once: workers × ``roots_per_worker``."""
         return self.workers() * self.per_worker
 
-    def _room(self) -> int | None:
+    def _room(self, alone: bool = False) -> int | None:
         """The worker to give the next root: an idle one, else a new one while the cluster
-        holds more, else the least loaded one with room; ``None`` when all are full."""
+        holds more, else (unless the root must run ``alone``) the least loaded one with room
+        that runs no root on its own; ``None`` when all are full."""
         idle = [i for i, n in enumerate(self._load) if n == 0]
         if idle:
             return idle[0]
         if len(self._workers) < self.workers():
             self._workers.append(self._worker_class.remote())
             self._load.append(0)
+            self._alone.append(False)
             return len(self._workers) - 1
-        fewest = min(range(len(self._load)), key=self._load.__getitem__, default=None)
+        if alone:
+            return None
+        shared = [i for i in range(len(self._load)) if not self._alone[i]]
+        fewest = min(shared, key=self._load.__getitem__, default=None)
         if fewest is None or self._load[fewest] >= self.per_worker:
             return None
         return fewest
 
     def _dispatch(self) -> None:
         while self._queue:
-            worker = self._room()
+            worker = self._room(self._queue[0][5])
             if worker is None:
                 return
-            key, root, name, force, trigger = self._queue.popleft()
+            task = self._queue.popleft()
+            _, root, name, force, trigger, alone = task
             ref = self._workers[worker].run.remote(root, name, force, self.config.strategies,
                                                    self.opener, trigger)
             self._load[worker] += 1
-            self._pending[ref] = (key, root, worker)
+            self._alone[worker] = alone
+            self._pending[ref] = (task, worker)
 
     def finished(self, timeout: float | None = None) -> list[tuple[Any, RootResult]]:
         """Results of the roots that finished within ``timeout`` seconds (``None``: wait for
         at least one). A root Ray gave up on (its worker died more often than
-        ``max_retries`` while running it) comes back as a ``failed`` result naming Ray's
-        error."""
+        ``max_retries`` while running it, and once more on a worker of its own) comes back
+        as a ``failed`` result naming Ray's error; one that was re-queued to run alone is
+        not among them."""
         if not self._pending:
             return []
         done, _ = self.ray.wait(list(self._pending), num_returns=1, timeout=timeout)
@@ -205,11 +220,18 @@ class RayFleet:
             done = list(done) + list(more)
         out = []
         for ref in done:
-            key, root, worker = self._pending.pop(ref)
+            task, worker = self._pending.pop(ref)
+            key, root, alone = task[0], task[1], task[5]
             self._load[worker] -= 1
             try:
                 result = self.ray.get(ref)
             except self.ray.exceptions.RayError as exc:
+                if isinstance(exc, self.ray.exceptions.RayActorError) and not alone:
+                    # its worker died under it, maybe killed by a companion: once more, on a
+                    # worker of its own
+                    log.info("%s: its worker died; running it once more on its own", root)
+                    self._queue.appendleft((*task[:5], True))
+                    continue
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 result = RootResult(root, FAILED, error=f"Ray: {type(exc).__name__}: {first}")
             out.append((key, result))
@@ -227,7 +249,7 @@ class RayFleet:
                 self.ray.kill(worker)
             except Exception:  # already gone
                 log.debug("fleet worker already gone", exc_info=True)
-        self._workers, self._load = [], []
+        self._workers, self._load, self._alone = [], [], []
         self._pending.clear()
         self._queue.clear()
 
