@@ -140,6 +140,17 @@ def _running_pid(root: Path, min_merges: int) -> int | None:
     return row[0] if row and done >= min_merges else None
 
 
+def _slow_fleet_run(config: Any, roots: Any) -> tuple[threading.Thread, dict[str, Any]]:
+    """``run_fleet`` started on a thread with merges slowed to 0.5 s each, so a test can find
+    a worker mid-run and kill it; ``out["report"]`` holds the report once the thread ends."""
+    slow = functools.partial(open_test_root, merge_delay=0.5)
+    out: dict[str, Any] = {}
+    runner = threading.Thread(target=lambda: out.setdefault(
+        "report", run_fleet(config, roots, STRATEGY, opener=slow)))
+    runner.start()
+    return runner, out
+
+
 def test_a_worker_killed_mid_run_is_retried_and_every_root_stays_consistent(
         tmp_path: Path) -> None:
     victim = tmp_path / "shard-0"
@@ -151,11 +162,7 @@ def test_a_worker_killed_mid_run_is_retried_and_every_root_stays_consistent(
         ids[tmp_path / f"shard-{i}"] = build_root(tmp_path / f"shard-{i}")
     expected = {root: _expected_merges(root) for root in ids}
     config, roots = read_fleet(_fleet_file(tmp_path))
-    slow = functools.partial(open_test_root, merge_delay=0.5)
-    out: dict[str, Any] = {}
-    runner = threading.Thread(target=lambda: out.setdefault(
-        "report", run_fleet(config, roots, STRATEGY, opener=slow)))
-    runner.start()
+    runner, out = _slow_fleet_run(config, roots)
     deadline = time.monotonic() + 120
     pid = None
     while pid is None and time.monotonic() < deadline and runner.is_alive():
@@ -187,11 +194,7 @@ def test_a_worker_killed_while_running_two_roots_reruns_both_and_each_stays_cons
            for i in range(2)}
     expected = {root: _expected_merges(root) for root in ids}
     config, roots = read_fleet(_fleet_file(tmp_path, top="task_cpus = 2\n"))
-    slow = functools.partial(open_test_root, merge_delay=0.5)
-    out: dict[str, Any] = {}
-    runner = threading.Thread(target=lambda: out.setdefault(
-        "report", run_fleet(config, roots, STRATEGY, opener=slow)))
-    runner.start()
+    runner, out = _slow_fleet_run(config, roots)
     deadline = time.monotonic() + 120
     pids: list[int | None] = [None, None]
     while None in pids and time.monotonic() < deadline and runner.is_alive():

@@ -323,17 +323,24 @@ def test_the_guard_measures_drafts_waiting_together_with_one_embedding_call(
         assert measured.coverage is not None and measured.coverage.score > 0.5
 
 
-def test_the_guard_reads_the_stored_fact_vectors_of_a_pass_with_one_query_per_user(
-    root: Path, monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    counting = CountingHash()
+def _drafts_with_stated_facts(root: Path, counting: CountingHash,
+                              ) -> tuple[Runtime, list[tuple[Draft, Facts]]]:
+    """A seeded root whose every source has a stated atomic fact (so the guard has stored
+    fact vectors to read), indexed, embedding through ``counting``; and its drafts."""
     rt, sources = seeded(root, embedder=CachingEmbedder(counting))
-    for ref, _, word in TOPICS:  # a stated fact of every source
+    for ref, _, word in TOPICS:
         entries = all_entries(rt, ref)
         for n, eid in enumerate(sources[word]):
             add_fact(rt, ref, entries[eid], f"{ref.user_id} keeps the {word} note {n}.")
     Indexer(rt).scan()
-    drafts = _extractive_drafts(rt)
+    return rt, _extractive_drafts(rt)
+
+
+def test_the_guard_reads_the_stored_fact_vectors_of_a_pass_with_one_query_per_user(
+    root: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    counting = CountingHash()
+    rt, drafts = _drafts_with_stated_facts(root, counting)
     assert len(drafts) == 3 and all(facts for _, facts in drafts)
     queries: list[UserRef] = []
     real = rt.vectors.get_vectors
@@ -438,13 +445,7 @@ def test_while_the_vector_index_opens_the_guard_embeds_the_drafts_own_texts_firs
     root: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     counting = CountingHash()
-    rt, sources = seeded(root, embedder=CachingEmbedder(counting))
-    for ref, _, word in TOPICS:  # a stated fact of every source
-        entries = all_entries(rt, ref)
-        for n, eid in enumerate(sources[word]):
-            add_fact(rt, ref, entries[eid], f"{ref.user_id} keeps the {word} note {n}.")
-    Indexer(rt).scan()
-    drafts = _extractive_drafts(rt)
+    rt, drafts = _drafts_with_stated_facts(root, counting)
     embedded_before_reading: list[set[str]] = []
     real = rt.vectors.get_vectors
 
