@@ -314,13 +314,20 @@ def test_the_guard_measures_drafts_waiting_together_with_one_embedding_call(
 
     assert len(counting.calls) == 1 and guard.batches == 1 and guard.batched == 3
     # ... and each is measured as alone, with the plain embedder
+    _assert_measured_as_alone(root, drafts, results)
+    assert all(m.coverage is not None and m.coverage.score > 0.5 for m, _ in drafts)
+
+
+def _assert_measured_as_alone(root: Path, drafts: list[tuple[Draft, Facts]],
+                              results: list[Any]) -> None:
+    """Each draft's verdict, coverage and provenance are what a guard of its own, with the
+    plain embedder, finds for it: batching changed nothing but the number of calls."""
     alone = Guard(make_runtime(root / "alone", ExtractiveLLM(), embedder=HashEmbedder(64)),
                   match_threshold=0.75, max_ratio=1.0)
     for (measured, facts), too_long in zip(drafts, results, strict=True):
         fresh = draft(measured.selection, ExtractiveLLM(), Prompts.from_settings({}))
         assert alone.remeasure(fresh, facts) == too_long
         assert fresh.coverage == measured.coverage and fresh.provenance == measured.provenance
-        assert measured.coverage is not None and measured.coverage.score > 0.5
 
 
 def _drafts_with_stated_facts(root: Path, counting: CountingHash,
@@ -473,9 +480,4 @@ def test_while_the_vector_index_opens_the_guard_embeds_the_drafts_own_texts_firs
     assert stored and not stored & embedded  # the source facts' vectors still come from it
     # the drafts' own texts were embedded before the stored vectors were read
     assert embedded_before_reading and embedded_before_reading[0] == embedded
-    alone = Guard(make_runtime(root / "alone", ExtractiveLLM(), embedder=HashEmbedder(64)),
-                  match_threshold=0.75, max_ratio=1.0)
-    for (measured, facts), too_long in zip(drafts, results, strict=True):
-        fresh = draft(measured.selection, ExtractiveLLM(), Prompts.from_settings({}))
-        assert alone.remeasure(fresh, facts) == too_long
-        assert fresh.coverage == measured.coverage and fresh.provenance == measured.provenance
+    _assert_measured_as_alone(root, drafts, results)
