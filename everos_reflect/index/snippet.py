@@ -108,12 +108,17 @@ def _passage(ranked: list[tuple[float, int]], sizes: list[int], max_words: int,
             last += 1
         return 0, last
     first = last = ranked[0][1]
+    # the run of sentences said on the best one's day: the passage never leaves it
+    day_start, day_end = first, last
+    while day_start > 0 and dates[day_start - 1] == dates[first]:
+        day_start -= 1
+    while day_end + 1 < len(dates) and dates[day_end + 1] == dates[first]:
+        day_end += 1
     for weight, i in ranked[1:]:
         if weight < floor:
             break
         lo, hi = min(first, i), max(last, i)
-        if upto[hi + 1] - upto[lo] <= max_words and all(
-                dates[j] == dates[first] for j in range(lo, hi + 1)):
+        if day_start <= lo and hi <= day_end and upto[hi + 1] - upto[lo] <= max_words:
             first, last = lo, hi
     return first, last
 
