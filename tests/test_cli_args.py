@@ -1,0 +1,28 @@
+"""Hostile command-line values: every one is refused with one line on stderr and a non-zero
+exit, never a traceback (SPEC §8)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from everos_reflect.cli.main import cli
+
+
+def run(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def assert_refused(result: Result, fragment: str) -> None:
+    """A usage error (2) or a domain error (1) naming ``fragment``, without a traceback."""
+    assert result.exit_code in (1, 2), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.exception
+    assert fragment in result.stderr
+
+
+def test_reports_limit_too_large_for_sqlite_is_a_usage_error(root: Path) -> None:
+    # Was accepted (no upper bound), then SQLite raised OverflowError binding it: a traceback.
+    assert_refused(run("reports", "--root", str(root), "--limit", "99999999999999999999"),
+                   "--limit")
+    assert run("reports", "--root", str(root), "--limit", "1000000").exit_code == 0
