@@ -26,3 +26,11 @@ def test_reports_limit_too_large_for_sqlite_is_a_usage_error(root: Path) -> None
     assert_refused(run("reports", "--root", str(root), "--limit", "99999999999999999999"),
                    "--limit")
     assert run("reports", "--root", str(root), "--limit", "1000000").exit_code == 0
+
+
+def test_trigger_timeout_must_be_finite_and_within_the_api_bound(root: Path) -> None:
+    # inf was an OverflowError traceback from the thread wait; nan (which FloatRange lets
+    # through) "timed out" at once; the API refuses more than 86400 s, so the CLI does too.
+    for value in ("inf", "nan", "86401"):
+        assert_refused(run("trigger", "reflect_episodes", "--root", str(root), "--timeout",
+                           value), "--timeout")
