@@ -375,3 +375,17 @@ def test_requests_sent_counts_each_request_as_it_goes_out_retries_included(fake_
     assert call.is_alive()
     call.join()
     assert llm.requests_sent == 3
+
+
+def test_more_facts_than_the_narrative_has_words_fails_the_call(fake_openai):
+    # A runaway or lying model could answer thousands of facts for a three-sentence narrative;
+    # they were all written as atomic facts (and embedded). Each fact restates some of the
+    # narrative's words, so a text of N words holds at most N distinct facts.
+    text = "Andrew has two dogs, Toby and Buddy."
+    flood = {"facts": [f"Andrew has a dog named Rex{i}." for i in range(3000)]}
+    fake_openai.script(flood)
+    with pytest.raises(ProviderUnavailable, match="3000 facts from a text of 7 words"):
+        Client(fake_openai, max_retries=0).llm.extract_facts(FactsRequest(text))
+    most = {"facts": [f"Fact {i}." for i in range(7)]}
+    fake_openai.script(most)
+    assert len(Client(fake_openai).llm.extract_facts(FactsRequest(text)).facts) == 7
