@@ -2,11 +2,14 @@
 
 scikit-learn with SciPy alone added ~90 MB to ``serve``'s resident size (issue 15: budget
 ≤ 250 MB) because a search-snippet helper imported the merge's topic clustering at module
-level. This runs, in a fresh interpreter, what a daemon runs — the CLI, the composition root,
-the API, the scheduler and the watcher modules — then adds an Episode over the API, indexes it
-and searches it (snippet included), and checks which heavy packages ended up in
-``sys.modules``. The second test proves the check can fail: the merge's topic clustering still
-loads scikit-learn, on demand.
+level; LanceDB's REST namespace client (~14 MB: its API classes, ``ApiClient`` and urllib3)
+because ``import lancedb`` runs that package's ``__init__``. This runs, in a fresh
+interpreter, what a daemon runs — the CLI, the composition root, the API, the scheduler and
+the watcher modules — then adds an Episode over the API, indexes it and searches it (snippet
+included), and checks which heavy packages ended up in ``sys.modules``. The other tests
+prove each check can fail: the merge's topic clustering still loads scikit-learn on demand,
+and the deferred REST client still works when asked for — its names, its HTTP calls and
+LanceDB's namespace connections.
 """
 
 from __future__ import annotations
@@ -20,9 +23,13 @@ from pathlib import Path
 
 #: Packages the serve/search path must not import: each is only needed by a merge, a bench,
 #: a test tool, another provider or a client command, and each costs MBs resident once
-#: imported (scikit-learn + SciPy ~90 MB; rich + pygments, via httpx, ~3 MB).
+#: imported (scikit-learn + SciPy ~90 MB; rich + pygments, via httpx, ~3 MB; urllib3 comes only
+#: with LanceDB's REST namespace client).
 NOT_ON_SERVE_PATH = ("sklearn", "scipy", "pandas", "matplotlib", "onnx", "openai",
-                     "schemathesis", "ray", "mcp", "polars", "torch", "rich", "pygments")
+                     "schemathesis", "ray", "mcp", "polars", "torch", "rich", "pygments",
+                     "urllib3")
+#: the REST namespace client's package: imported (its models are), its __init__ not run
+REST_CLIENT = "lance_namespace_urllib3_client"
 
 SCRIPT = textwrap.dedent("""
     import asyncio, json, sys
@@ -77,19 +84,30 @@ SCRIPT = textwrap.dedent("""
         from everos_reflect.llm.topics import topic_labels
         topic_labels([[1.0, 0.2], [0.2, 1.0]])
     runtime.close()
+    from everos_reflect.index.deferred import is_deferred
     print(json.dumps({"hits": len(hits), "snippet": hits[0]["snippet"] if hits else None,
-                      "modules": sorted({m.split(".")[0] for m in sys.modules})}))
+                      "modules": sorted({m.split(".")[0] for m in sys.modules}),
+                      "rest_client_deferred": is_deferred("lance_namespace_urllib3_client"),
+                      "rest_client_modules": sorted(
+                          m for m in sys.modules
+                          if m.startswith("lance_namespace_urllib3_client.")
+                          and not m.startswith("lance_namespace_urllib3_client.models"))}))
 """)
 
 
-def loaded_after_search(root: Path, then: str = "") -> dict:
-    """Run SCRIPT in a fresh interpreter; its report (hits, snippet, top-level modules)."""
-    env = {**os.environ, "EVEROS_ROOT": str(root)}
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(root), then], env=env,
+def run_fresh(script: str, *args: str, root: Path | None = None) -> dict:
+    """Run ``script`` in a fresh interpreter; the JSON it prints last."""
+    env = {**os.environ, **({"EVEROS_ROOT": str(root)} if root else {})}
+    done = subprocess.run([sys.executable, "-c", script, *args], env=env,
                           capture_output=True, text=True, timeout=300,
                           cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def loaded_after_search(root: Path, then: str = "") -> dict:
+    """Run SCRIPT in a fresh interpreter; its report (hits, snippet, top-level modules)."""
+    return run_fresh(SCRIPT, str(root), then, root=root)
 
 
 def test_serve_and_search_do_not_import_heavy_libraries(root: Path) -> None:
@@ -100,8 +118,90 @@ def test_serve_and_search_do_not_import_heavy_libraries(root: Path) -> None:
     assert heavy == [], f"the serve/search path imported {heavy}"
     # the libraries search does need are really there (the check looks at the right list)
     assert {"lancedb", "fastapi", "numpy"} <= set(report["modules"])
+    # LanceDB ran, with the REST client's models, without the client's own __init__
+    assert REST_CLIENT in report["modules"]
+    assert report["rest_client_deferred"] is True
+    assert report["rest_client_modules"] == []
 
 
 def test_a_merge_still_loads_scikit_learn_on_demand(root: Path) -> None:
     report = loaded_after_search(root, then="merge")
     assert {"sklearn", "scipy"} <= set(report["modules"])
+
+
+#: The REST client, in a process where LanceDB is loaded the way serve loads it: every public
+#: name of the package, a real HTTP call through ``NamespaceApi`` to a local fake server, and
+#: LanceDB's own (directory) namespace connection.
+REST_CLIENT_SCRIPT = textwrap.dedent("""
+    import json, sys, tempfile, threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    import everos_reflect.index.vectors  # noqa: F401 - imports lancedb as serve does
+    import lancedb
+    import pyarrow as pa
+    from everos_reflect.index.deferred import is_deferred
+
+    report = {"deferred_at_start": is_deferred("lance_namespace_urllib3_client"),
+              "urllib3_at_start": "urllib3" in sys.modules}
+    with tempfile.TemporaryDirectory() as folder:
+        db = lancedb.connect_namespace("dir", {"root": folder})
+        db.create_table("notes", pa.table({"n": [1, 2, 3]}))
+        report["namespace_tables"] = list(db.list_tables().tables)
+        report["namespace_rows"] = db.open_table("notes").count_rows()
+    report["deferred_after_namespace"] = is_deferred("lance_namespace_urllib3_client")
+
+    seen = []
+
+    class Fake(BaseHTTPRequestHandler):
+        def do_GET(self):
+            seen.append(self.path)
+            body = json.dumps({"namespaces": ["team_a", "team_b"]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Fake)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    import lance_namespace_urllib3_client as client
+    from lance_namespace_urllib3_client import ApiClient, Configuration, NamespaceApi
+    config = Configuration(host=f"http://127.0.0.1:{server.server_port}")
+    with ApiClient(config) as api_client:
+        listed = NamespaceApi(api_client).list_namespaces("root")
+    server.shutdown()
+    report.update(
+        listed=list(listed.namespaces), paths=seen,
+        deferred_after_use=is_deferred("lance_namespace_urllib3_client"),
+        same_class=ApiClient is sys.modules["lance_namespace_urllib3_client.api_client"].ApiClient,
+        names=sorted(n for n in dir(client) if not n.startswith("_")))
+    print(json.dumps(report))
+""")
+
+EAGER_NAMES_SCRIPT = textwrap.dedent("""
+    import json
+    import lance_namespace_urllib3_client as client  # without everos_reflect: an eager import
+    print(json.dumps({"names": sorted(n for n in dir(client) if not n.startswith("_"))}))
+""")
+
+
+def test_the_deferred_rest_client_loads_and_works_when_asked_for() -> None:
+    report = run_fresh(REST_CLIENT_SCRIPT)
+    assert report["deferred_at_start"] is True
+    assert report["urllib3_at_start"] is False
+    # LanceDB's namespace connections work on the models alone
+    assert report["namespace_tables"] == ["notes"]
+    assert report["namespace_rows"] == 3
+    assert report["deferred_after_namespace"] is True
+    # first use of the client runs its __init__: a real call through it answers
+    assert report["listed"] == ["team_a", "team_b"]
+    assert report["paths"] and report["paths"][0].startswith("/v1/namespace/root/list")
+    assert report["deferred_after_use"] is False
+    assert report["same_class"] is True
+    # ... and the package then has every public name an eager import gives it
+    eager = run_fresh(EAGER_NAMES_SCRIPT)["names"]
+    assert len(eager) > 100
+    assert report["names"] == eager

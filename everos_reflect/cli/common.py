@@ -15,9 +15,12 @@ import click
 from everos_reflect.errors import EverosError
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from everos_reflect.runtime import Runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
+M = TypeVar("M", bound="BaseModel")
 
 root_option = click.option(
     "--root",
@@ -85,6 +88,20 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """One clear line on stderr and a non-zero exit, never a traceback."""
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+def validated(model: type[M], **fields: Any) -> M:
+    """``model(**fields)``, or one line naming each bad field and exit 1.
+
+    The commands that share an API request model validate through it, so a bad option is
+    refused exactly as the API refuses it, without pydantic's multi-line report or a traceback.
+    """
+    from pydantic import ValidationError
+
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
 
 
 def handle_errors(fn: F) -> F:

@@ -41,7 +41,15 @@ def _parse_merge(obj: dict[str, Any], req: TaskRequest) -> tuple[str, str]:
 
 
 def _parse_facts(obj: dict[str, Any], req: TaskRequest) -> list[str]:
-    return strings(obj, "facts", limit=5_000)
+    facts = strings(obj, "facts", limit=5_000)
+    # Every fact restates words of the text, so N words hold at most N distinct facts; more is
+    # a runaway or lying reply, refused before thousands of facts are embedded and written.
+    payload: FactsRequest = req.payload
+    words = len(payload.text.split())
+    if len(facts) > words:
+        raise InvalidReply(f"{len(facts)} facts from a text of {words} words: more facts "
+                           "than words")
+    return facts
 
 
 MERGE = register_task(TaskSpec(
