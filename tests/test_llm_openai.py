@@ -159,6 +159,15 @@ def test_timeout_is_retried_then_reported(fake_openai):
         client.llm.merge(init_request())
 
 
+def test_a_body_trickling_past_the_timeout_is_a_timeout(fake_openai):
+    # Each byte arrives well within the timeout, so no single read timed out and the call
+    # lasted as long as the server kept trickling (the whole body here: ~15 s for 0.5 s).
+    fake_openai.script(fake_openai.Reply(GOOD, trickle=0.05))
+    client = Client(fake_openai, timeout_seconds=0.5, max_retries=0)
+    with pytest.raises(ProviderUnavailable, match="timed out"):
+        client.llm.merge(init_request())
+
+
 def test_dropped_connection_is_retried(fake_openai):
     fake_openai.script(fake_openai.Drop(), GOOD)
     assert Client(fake_openai).llm.merge(init_request()).title == "Andrew's pets"
