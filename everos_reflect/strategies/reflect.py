@@ -35,7 +35,7 @@ from everos_reflect.engine.registry import (
     SettingSpec,
     Strategy,
     at_least,
-    non_negative,
+    duration_up_to,
     positive,
 )
 from everos_reflect.errors import ConfigError, ProviderUnavailable
@@ -143,7 +143,7 @@ class ReflectEpisodes(Strategy):
         SettingSpec("commit_wait_seconds", float, DEFAULT_COMMIT_WAIT_SECONDS,
                     "How long a ready draft waits for the drafts right behind it to be ready "
                     "too, so they commit together (0: commit whatever is ready).",
-                    non_negative),
+                    duration_up_to(3_600, "an hour")),
         SettingSpec("remerge_undone", bool, False,
                     "Merge the sources of an undone merge again even when no new member has "
                     "joined them (normally they are held back until one does)."),
