@@ -384,6 +384,8 @@ class ReflectionRun:
             status, error = "rejected", result.coverage.explain(self.floor)
         elif too_long is not None:
             status, error = "rejected", too_long
+        elif (too_big := journal.oversized(self.rt, plan)) is not None:
+            status, error = "rejected", too_big
         else:
             try:
                 journal.check_sources(self.rt, plan)
