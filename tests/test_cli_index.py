@@ -176,3 +176,19 @@ def test_commands_never_create_a_root_by_accident(tmp_path: Path, args: list[str
     assert result.stderr.strip().splitlines() == [
         f"error: no memory root at {missing}: create one with `everos-reflect init {missing}`"]
     assert not missing.exists()
+
+
+def test_an_unreadable_index_database_is_one_line_naming_it(filled: Path) -> None:
+    # system.db overwritten with junk: search and reindex died in sqlite3 with a traceback.
+    run("reindex", "--root", str(filled))
+    db = filled / ".index" / "sqlite" / "system.db"
+    for stale in db.parent.iterdir():  # a new file: no connection of this process touches it
+        stale.unlink()
+    db.write_bytes(b"\x00junk, not SQLite\n" * 300)
+    for args in (["search", "dog"], ["reindex"]):
+        result = run(*args, "--root", str(filled))
+        assert result.exit_code == 1, result.output
+        [line] = result.stderr.splitlines()
+        assert line.startswith(f"error: {db} is not a readable SQLite database")
+        assert "reindex" in line
+    assert db.read_bytes().startswith(b"\x00junk")  # never replaced behind the user's back
