@@ -183,8 +183,8 @@ def test_the_briefing_command_sees_an_episode_just_added_without_a_daemon(
                                 "--content", "Andrew adopted a dog named Toby."])
     assert added.exit_code == 0, added.output
 
-    result = runner.invoke(cli, ["briefing", "Andrew adopted a dog named Toby.", "--root", str(root), "--user", "u1",
-                                 "--json"])
+    result = runner.invoke(cli, ["briefing", "Andrew adopted a dog named Toby.", "--root",
+                                 str(root), "--user", "u1", "--json"])
 
     assert result.exit_code == 0, result.output
     assert [i["id"] for i in json.loads(result.stdout)["items"]] == [added.stdout.strip()]
