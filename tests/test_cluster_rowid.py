@@ -77,7 +77,7 @@ def test_an_existing_root_keeps_every_cluster_and_member(tmp_path: Path) -> None
     assert [tuple(r) for r in conn.execute("SELECT rowid, cluster_key FROM clusters")] == [
         (1, 1), (4097, 4097), (9000, 9000)]
     indexes = {r[1] for r in conn.execute("PRAGMA index_list(clusters)")}
-    assert indexes == {"clusters_by_id", "clusters_by_user_time", "clusters_consolidated"}
+    assert indexes == {"clusters_by_id", "clusters_by_user", "clusters_consolidated"}
     # a state cached by another process before the migration is reloaded
     assert conn.execute("SELECT version FROM cluster_versions").fetchone()[0] > version
     svc = ClusterService(rt)

@@ -373,6 +373,17 @@ MIGRATIONS: list[tuple[str, str]] = [
         UPDATE cluster_versions SET version = version + 1;
         """,
     ),
+    (
+        "0013_clusters_by_user",
+        """
+        -- Clusters of a user by the user alone (then rowid, i.e. creation order), no longer by
+        -- last activity: a new cluster's entry lands at its user's end of the index, and
+        -- updating a cluster's centroid and span (every join) no longer moves an index entry.
+        -- Nothing ranged over last_ts; the listing by last activity sorts one user's rows.
+        DROP INDEX clusters_by_user_time;
+        CREATE INDEX clusters_by_user ON clusters(app_id, project_id, user_id);
+        """,
+    ),
 ]
 
 def cluster_key_of_id(param: str = "?") -> str:
