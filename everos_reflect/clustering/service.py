@@ -247,6 +247,15 @@ class _Write:
         if st is not None:
             return st
         version = _version(self.conn, ref)
+        if version is None:
+            # No row yet: create it, so the triggers (a plain UPDATE, migration 0014) count
+            # every change from now on. A cached state is reloaded: changes made while there
+            # was no row were counted nowhere.
+            self.conn.execute("INSERT OR IGNORE INTO cluster_versions (app_id, project_id, "
+                              "user_id, version) VALUES (?,?,?,0)",
+                              (ref.app, ref.project, ref.user_id))
+            version = 0
+            self.cache.users.pop(ref, None)
         st = self.cache.users.get(ref)
         if st is None or st.version != version:
             st = self._load(ref)
