@@ -46,7 +46,7 @@ from everos_reflect.clustering.online import (
     normalize_rows,
 )
 from everos_reflect.errors import EverosError
-from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.index.db import CLUSTER_KEY_OF_ID, cluster_key_of_id, transaction, utcnow_iso
 from everos_reflect.model import Entry, EntryId, Kind, UserRef
 
 if TYPE_CHECKING:
@@ -187,12 +187,14 @@ def _cache_for(runtime: Any) -> _Cache:
 
 
 #: members of one cluster by its id, through the member index (on the key, migration 0011)
-_OF_CLUSTER = "cluster_key=(SELECT cluster_key FROM clusters WHERE cluster_id=?)"
+_OF_CLUSTER = f"cluster_key={CLUSTER_KEY_OF_ID}"
+#: one cluster row by its id (its key is the rowid, migration 0012)
+_BY_ID = f"cluster_key={CLUSTER_KEY_OF_ID}"
 #: a member row; its ``cluster_key`` is read from the cluster it names (inserted first)
 _INSERT_MEMBER = (
     "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id, cluster_key,"
     " ts, similarity, text_hash, joined_at) VALUES "
-    "(?1,?2,?3,?4,?5,(SELECT cluster_key FROM clusters WHERE cluster_id=?5),?6,?7,?8,?9)")
+    f"(?1,?2,?3,?4,?5,{cluster_key_of_id('?5')},?6,?7,?8,?9)")
 #: the same with the key known in memory (:attr:`UserClusters.keys`): no look-up by hash id
 _INSERT_MEMBER_KEYED = (
     "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id, ts, "
@@ -268,7 +270,7 @@ class _Write:
     def refresh(self, ref: UserRef, cluster_id: str) -> None:
         """Re-read one cluster after SQL changed it (or removed it)."""
         st = self.state(ref)
-        r = self.execute(f"SELECT {_CLUSTER_COLUMNS} FROM clusters WHERE cluster_id=?",
+        r = self.execute(f"SELECT {_CLUSTER_COLUMNS} FROM clusters WHERE {_BY_ID}",
                          (cluster_id,)).fetchone()
         if r is None:
             st.remove(cluster_id)
@@ -306,7 +308,7 @@ class _Write:
         self._member_keys.update((ref, entry_id) for entry_id, _, _ in items)
 
     def delete_cluster(self, ref: UserRef, cluster_id: str) -> None:
-        self.execute("DELETE FROM clusters WHERE cluster_id=?", (cluster_id,))
+        self.execute(f"DELETE FROM clusters WHERE {_BY_ID}", (cluster_id,))
         self.state(ref).remove(cluster_id)
 
     def insert_member(self, ref: UserRef, entry_id: str, cluster_id: str, ts: float,
@@ -339,11 +341,23 @@ class _Write:
             for n, (cid, ref) in enumerate(new.items()):
                 self.touched[ref].keys[cid] = key + n
         if dirty:
-            conn.executemany(
-                "UPDATE clusters SET centroid=?, centroid_norm=?, member_count=?, first_ts=?, "
-                "last_ts=? WHERE cluster_id=?",
-                [(*self.touched[ref].stored(cid)[:5], cid)
-                 for cid, ref in dirty.items() if cid in self.touched[ref]])
+            # by key (the rowid, known in memory for every cluster already in SQLite); the id
+            # look-up probes every bucket of clusters_by_id, the key one page
+            keyed_rows, by_id = [], []
+            for cid, ref in dirty.items():
+                st = self.touched[ref]
+                if cid in st:
+                    k = st.keys.get(cid)
+                    (by_id if k is None else keyed_rows).append(
+                        (*st.stored(cid)[:5], cid if k is None else k))
+            if keyed_rows:
+                conn.executemany(
+                    "UPDATE clusters SET centroid=?, centroid_norm=?, member_count=?, "
+                    "first_ts=?, last_ts=? WHERE cluster_key=?", keyed_rows)
+            if by_id:
+                conn.executemany(
+                    "UPDATE clusters SET centroid=?, centroid_norm=?, member_count=?, "
+                    f"first_ts=?, last_ts=? WHERE {_BY_ID}", by_id)
         if members:
             keyed, looked_up = [], []
             for m in members:
@@ -605,7 +619,7 @@ class ClusterService:
                     "DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
                     "AND entry_id=?", (ref.app, ref.project, ref.user_id, eid))
                 conn.execute("UPDATE clusters SET consolidated_entry_id=NULL, "
-                             "consolidated_at=NULL WHERE cluster_id=? AND consolidated_entry_id=?",
+                             f"consolidated_at=NULL WHERE {_BY_ID} AND consolidated_entry_id=?",
                              (row["cluster_id"], eid))
                 touched.add(row["cluster_id"])
             for cluster_id in sorted(touched):
@@ -625,7 +639,7 @@ class ClusterService:
         "new since consolidation" of the next run). Idempotent."""
         sources = sorted(set(member_ids) - {narrative_id})
         with self._writing() as conn:
-            row = conn.execute("SELECT * FROM clusters WHERE cluster_id=?",
+            row = conn.execute(f"SELECT * FROM clusters WHERE {_BY_ID}",
                                (cluster_id,)).fetchone()
             if row is None:
                 raise UnknownCluster(f"unknown cluster {cluster_id!r}")
@@ -650,7 +664,7 @@ class ClusterService:
                 ts = ts_row["ts"] if ts_row and ts_row["ts"] is not None else row["last_ts"]
                 conn.insert_member(ref, narrative_id, cluster_id, ts, None, None)
             conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at=? "
-                         "WHERE cluster_id=?", (narrative_id, utcnow_iso(), cluster_id))
+                         f"WHERE {_BY_ID}", (narrative_id, utcnow_iso(), cluster_id))
             known = {narrative_id: normalize(narrative_vector)}
             self._recompute(conn, ref, cluster_id, known=known)
         return self.cluster(cluster_id)
@@ -674,7 +688,7 @@ class ClusterService:
         return self._clusters_where(where, params, "ORDER BY c.last_ts DESC, c.cluster_id")
 
     def cluster(self, cluster_id: str) -> ClusterInfo:
-        for info in self._clusters_where("c.cluster_id=?", (cluster_id,)):
+        for info in self._clusters_where(f"c.{_BY_ID}", (cluster_id,)):
             return info
         raise UnknownCluster(f"unknown cluster {cluster_id!r}")
 
@@ -790,13 +804,15 @@ class ClusterService:
                  for n, c in enumerate(plan.clusters.values())])
             plan.state.keys.update((c, key + n) for n, c in enumerate(plan.clusters))
             conn.replace_state(ref, plan.state)
+            # every member's cluster was inserted just above, its key known in memory: no
+            # look-up by id per row (that probes each key bucket, migration 0012)
+            keys = plan.state.keys
             conn.executemany(
                 "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id,"
                 " cluster_key, ts, similarity, joined_at, deprecated_by, text_hash) VALUES "
-                "(?1,?2,?3,?4,?5,(SELECT cluster_key FROM clusters WHERE cluster_id=?5),?6,?7,?8,"
-                "?9,?10)",
-                [(ref.app, ref.project, ref.user_id, m[0], m[1], m[2], m[3], now, m[4], m[5])
-                 for m in plan.members])
+                "(?,?,?,?,?,?,?,?,?,?,?)",
+                [(ref.app, ref.project, ref.user_id, m[0], m[1], keys[m[1]], m[2], m[3], now,
+                  m[4], m[5]) for m in plan.members])
         return {"clusters": len(plan.clusters), "members": len(plan.members), "skipped": skipped}
 
     # ------------------------------------------------------------------ internals
@@ -837,7 +853,7 @@ class ClusterService:
         if row is not None and row["cluster_id"] != cid:
             self._detach(conn, ref, entry_id)
             row = None
-        cluster = conn.execute("SELECT * FROM clusters WHERE cluster_id=?", (cid,)).fetchone()
+        cluster = conn.execute(f"SELECT * FROM clusters WHERE {_BY_ID}", (cid,)).fetchone()
         if cluster is not None and (cluster["app_id"], cluster["project_id"],
                                     cluster["user_id"]) != (ref.app, ref.project, ref.user_id):
             log.warning("narrative %s names cluster %s of another user; not attached",
@@ -845,7 +861,7 @@ class ClusterService:
             return "foreign-cluster"
         if cluster is None:
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts, entry_id))
-            conn.execute("UPDATE clusters SET consolidated_at=? WHERE cluster_id=?",
+            conn.execute(f"UPDATE clusters SET consolidated_at=? WHERE {_BY_ID}",
                          (utcnow_iso(), cid))
             conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
             return "narrative-new-cluster"
@@ -860,7 +876,7 @@ class ClusterService:
         if newer:
             conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at="
                          "COALESCE(CASE WHEN consolidated_entry_id=? THEN consolidated_at END, ?)"
-                         " WHERE cluster_id=?", (entry_id, entry_id, utcnow_iso(), cid))
+                         f" WHERE {_BY_ID}", (entry_id, entry_id, utcnow_iso(), cid))
         self._recompute(conn, ref, cid, known={entry_id: vec})
         return "narrative"
 
@@ -886,7 +902,7 @@ class ClusterService:
             "AND deprecated_by IS NULL", (cid, by)).fetchone()
         conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at="
                      "CASE WHEN ? IS NULL THEN NULL ELSE consolidated_at END "
-                     "WHERE cluster_id=? AND consolidated_entry_id=?",
+                     f"WHERE {_BY_ID} AND consolidated_entry_id=?",
                      (by if successor else None, by if successor else None, cid, entry_id))
         self._recompute(conn, ref, cid)
         return "retired"
@@ -917,7 +933,7 @@ class ClusterService:
                    known: Mapping[str, np.ndarray] | None = None) -> None:
         """Rebuild a cluster's centroid, count and span from its live members; delete it when
         none is left (its history rows go with it)."""
-        row = conn.execute("SELECT consolidated_entry_id FROM clusters WHERE cluster_id=?",
+        row = conn.execute(f"SELECT consolidated_entry_id FROM clusters WHERE {_BY_ID}",
                            (cluster_id,)).fetchone()
         if row is None:
             conn.state(ref).remove(cluster_id)

@@ -295,7 +295,102 @@ MIGRATIONS: list[tuple[str, str]] = [
         CREATE INDEX cluster_members_by_cluster ON cluster_members(cluster_key, ts);
         """,
     ),
+    (
+        "0012_clusters_by_key",
+        """
+        -- The clusters table itself was keyed by the hash id (a unique index beside the rowid
+        -- table), so every new cluster took an entry on a random page of that index: a commit
+        -- of one index batch dirtied ~one page per new cluster once the history was large,
+        -- and its cost grew with the history. Now the integer key in creation order is the
+        -- rowid (no separate key index), and the hash id is indexed behind its key's bucket
+        -- of 4096 (cluster_key >> 12): new ids land among the newest bucket's few pages. A
+        -- look-up by id probes each bucket (CLUSTER_KEY_OF_ID: ~25 probes at 100k clusters).
+        -- Ids stay unique by construction (the service gives the first id a user does not
+        -- hold); members are copied first so dropping the old table cascades to nothing.
+        CREATE TABLE clusters_new (
+            cluster_key           INTEGER PRIMARY KEY,
+            cluster_id            TEXT NOT NULL,
+            app_id                TEXT NOT NULL,
+            project_id            TEXT NOT NULL,
+            user_id               TEXT NOT NULL,
+            centroid              BLOB NOT NULL,
+            centroid_norm         REAL NOT NULL DEFAULT 1.0,
+            member_count          INTEGER NOT NULL,
+            first_ts              REAL NOT NULL,
+            last_ts               REAL NOT NULL,
+            consolidated_entry_id TEXT,
+            consolidated_at       TEXT,
+            created_at            TEXT NOT NULL
+        );
+        INSERT INTO clusters_new (cluster_key, cluster_id, app_id, project_id, user_id,
+                                  centroid, centroid_norm, member_count, first_ts, last_ts,
+                                  consolidated_entry_id, consolidated_at, created_at)
+            SELECT cluster_key, cluster_id, app_id, project_id, user_id, centroid,
+                   centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id,
+                   consolidated_at, created_at
+            FROM clusters ORDER BY cluster_key;
+        CREATE TABLE cluster_members_new (
+            app_id        TEXT NOT NULL,
+            project_id    TEXT NOT NULL,
+            user_id       TEXT NOT NULL,
+            entry_id      TEXT NOT NULL,
+            cluster_id    TEXT NOT NULL,
+            cluster_key   INTEGER NOT NULL
+                          REFERENCES clusters_new(cluster_key) ON DELETE CASCADE,
+            ts            REAL NOT NULL,
+            similarity    REAL,
+            joined_at     TEXT NOT NULL,
+            deprecated_by TEXT,
+            text_hash     TEXT,
+            PRIMARY KEY (app_id, project_id, user_id, entry_id)
+        );
+        INSERT INTO cluster_members_new SELECT * FROM cluster_members;
+        DROP TABLE cluster_members;
+        DROP TABLE clusters;
+        ALTER TABLE clusters_new RENAME TO clusters;
+        ALTER TABLE cluster_members_new RENAME TO cluster_members;
+        CREATE INDEX cluster_members_by_cluster ON cluster_members(cluster_key, ts);
+        CREATE INDEX clusters_by_id ON clusters(cluster_key >> 12, cluster_id);
+        CREATE INDEX clusters_by_user_time ON clusters(app_id, project_id, user_id, last_ts);
+        CREATE INDEX clusters_consolidated ON clusters(app_id, project_id, user_id)
+            WHERE consolidated_entry_id IS NOT NULL;
+        CREATE TRIGGER clusters_version_insert AFTER INSERT ON clusters BEGIN
+            INSERT INTO cluster_versions (app_id, project_id, user_id, version)
+            VALUES (NEW.app_id, NEW.project_id, NEW.user_id, 1)
+            ON CONFLICT (app_id, project_id, user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER clusters_version_update AFTER UPDATE ON clusters BEGIN
+            INSERT INTO cluster_versions (app_id, project_id, user_id, version)
+            VALUES (NEW.app_id, NEW.project_id, NEW.user_id, 1)
+            ON CONFLICT (app_id, project_id, user_id) DO UPDATE SET version = version + 1;
+        END;
+        CREATE TRIGGER clusters_version_delete AFTER DELETE ON clusters BEGIN
+            INSERT INTO cluster_versions (app_id, project_id, user_id, version)
+            VALUES (OLD.app_id, OLD.project_id, OLD.user_id, 1)
+            ON CONFLICT (app_id, project_id, user_id) DO UPDATE SET version = version + 1;
+        END;
+        -- every cached cluster state is stale
+        UPDATE cluster_versions SET version = version + 1;
+        """,
+    ),
 ]
+
+def cluster_key_of_id(param: str = "?") -> str:
+    """SQL for the ``clusters.cluster_key`` of the cluster whose id is ``param`` (NULL if
+    none), through ``clusters_by_id``: one probe per bucket of 4096 keys (migration 0012).
+
+    Every look-up of a cluster by its public id goes through this (``WHERE cluster_key =
+    ...``): a bare ``WHERE cluster_id = ?`` would scan the whole index. ``param`` is the
+    placeholder to use (``?5`` inside a statement with numbered ones)."""
+    return ("(SELECT k.cluster_key FROM clusters k WHERE (k.cluster_key >> 12) IN ("
+            "WITH RECURSIVE bucket(b) AS (SELECT MIN(cluster_key) >> 12 FROM clusters "
+            "UNION ALL SELECT b + 1 FROM bucket "
+            "WHERE b < (SELECT MAX(cluster_key) >> 12 FROM clusters)) "
+            f"SELECT b FROM bucket) AND k.cluster_id = {param})")
+
+
+#: the common form, for a statement with plain ``?`` placeholders
+CLUSTER_KEY_OF_ID = cluster_key_of_id()
 
 
 def utcnow_iso() -> str:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from everos_reflect.index.db import db_path
+from everos_reflect.index.db import CLUSTER_KEY_OF_ID, db_path
 from everos_reflect.model import UserRef, text_hash
 
 #: Seconds in a week, and the shift that makes epoch weeks start on Monday (1970-01-01 was a
@@ -228,7 +228,7 @@ def live_cluster_members(conn: sqlite3.Connection, cluster_id: str) -> list[str]
     """Live member ids of a cluster, oldest first."""
     rows = conn.execute(
         "SELECT entry_id FROM cluster_members WHERE "
-        "cluster_key=(SELECT cluster_key FROM clusters WHERE cluster_id=?) "
+        f"cluster_key={CLUSTER_KEY_OF_ID} "
         "AND deprecated_by IS NULL ORDER BY ts, entry_id", (cluster_id,)).fetchall()
     return [r[0] for r in rows]
 
