@@ -211,8 +211,9 @@ class EntryId:
         m = ENTRY_ID_RE.fullmatch(text) if isinstance(text, str) else None
         if not m:
             raise InvalidId(f"invalid entry id {text!r}: expected e.g. ep_20261012_0001")
-        try:
-            day = datetime.strptime(m.group(2), "%Y%m%d").date()
+        digits = m.group(2)
+        try:  # the same dates strptime("%Y%m%d") reads from 8 digits, at a tenth of its cost
+            day = date(int(digits[:4]), int(digits[4:6]), int(digits[6:]))
         except ValueError as exc:
             raise InvalidId(f"invalid entry id {text!r}: bad date") from exc
         return cls(Kind.from_prefix(m.group(1)), day, int(m.group(3)))
@@ -238,6 +239,22 @@ def parse_timestamp(value: object) -> datetime | None:
     else:
         return None
     return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
+
+
+#: Why :func:`utc_day` refused a timestamp, for the writers' error messages.
+OUT_OF_RANGE = "is outside years 1-9999 once converted to UTC"
+
+
+def utc_day(ts: datetime) -> date | None:
+    """The UTC calendar day of ``ts``, the day file a new record goes to.
+
+    ``None`` when that day falls outside years 1-9999 (``0001-01-01T00:00+14:00`` is still year 0
+    in UTC), so a writer can refuse the timestamp with a clear error instead of overflowing.
+    """
+    try:
+        return ts.astimezone(UTC).date()
+    except OverflowError:
+        return None
 
 
 def format_timestamp(ts: datetime) -> str:
@@ -429,6 +446,9 @@ def new_episode(
                 "timestamp", f"{timestamp!r} is not ISO 8601 (e.g. 2026-10-12T09:30:00+02:00)"
             )
         ts = parsed
+    day = utc_day(ts)
+    if day is None:
+        raise InvalidEpisode("timestamp", f"{timestamp!r} {OUT_OF_RANGE}")
     if session_id is not None:
         validate_name(session_id, "session_id")
     if importance is not None and (
@@ -442,4 +462,4 @@ def new_episode(
     meta["parent_id"] = session_id or f"mc_{uuid.uuid4().hex[:12]}"
     if importance is not None:
         meta["importance"] = importance
-    return NewEpisode(ts.astimezone(UTC).date(), meta, {"Subject": subject, "Content": content})
+    return NewEpisode(day, meta, {"Subject": subject, "Content": content})

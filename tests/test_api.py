@@ -153,6 +153,11 @@ def test_add_episode_then_search_finds_it(call: Client, runtime: Runtime) -> Non
          "app_id"),
         ({"user_id": "u1", "subject": "s", "content": "c", "timestamp": "yesterday"},
          "invalid_request", "timestamp"),
+        # Valid ISO 8601 whose UTC day is year 0 / year 10000: was an OverflowError, a 500.
+        ({"user_id": "u1", "subject": "s", "content": "c",
+          "timestamp": "0001-01-01T00:00:00+14:00"}, "invalid_request", "years 1-9999"),
+        ({"user_id": "u1", "subject": "s", "content": "c",
+          "timestamp": "9999-12-31T23:59:59-05:00"}, "invalid_request", "years 1-9999"),
         ({"user_id": "u1", "subject": "s", "content": "c", "importance": 11},
          "invalid_request", "importance"),
         ({"user_id": "u1", "subject": "two\nlines", "content": "c"}, "invalid_request",

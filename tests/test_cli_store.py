@@ -338,6 +338,8 @@ def test_add_json_and_generated_memcell_parent(root: Path) -> None:
         (["--user", "u1", "--app", "a/b"], "invalid app_id"),
         (["--user", "u1", "--session", "s 1"], "invalid session_id"),
         (["--user", "u1", "--timestamp", "yesterday"], "--timestamp 'yesterday' is not ISO 8601"),
+        (["--user", "u1", "--timestamp", "9999-12-31T23:00:00-05:00"],
+         "--timestamp '9999-12-31T23:00:00-05:00' is outside years 1-9999 once converted to UTC"),
         (["--user", "u1", "--subject", "   "], "--subject must not be empty"),
         (["--user", "u1", "--subject", "a\nb"], "--subject must be one line"),
     ],

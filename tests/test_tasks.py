@@ -50,6 +50,7 @@ def test_task_add_writes_the_spec_layout(root: Path) -> None:
     (["--type", "deploy", "--goal", "  "], "--goal"),
     (["--type", "deploy", "--step", " "], "--step"),
     (["--type", "deploy", "--timestamp", "yesterday"], "--timestamp"),
+    (["--type", "deploy", "--timestamp", "0001-01-01T00:00:00+14:00"], "--timestamp"),
 ])
 def test_task_add_refuses_bad_fields_naming_them(root: Path, args: list[str],
                                                  fragment: str) -> None:

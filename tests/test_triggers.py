@@ -100,12 +100,24 @@ def test_next_fire_is_strictly_after() -> None:
         ("0 2 * * 8", "day-of-week '8'"),
         ("0 2 * * mon-sun-x", "day-of-week"),
         ("0 2 * * 5-1", "range"),
+        # Valid field by field, but no date matches: was accepted, then `strategies`, `status`
+        # and the scheduler raised "never fires" (a traceback) when asking for the next run.
+        ("0 2 30 2 *", "never fires"),
+        ("0 0 31 4,6,9,11 *", "never fires"),
     ],
 )
 def test_invalid_cron_names_the_problem(expr: str, fragment: str) -> None:
     with pytest.raises(ValueError, match="cron") as info:
         CronTrigger(expr)
     assert fragment in str(info.value)
+
+
+def test_rare_but_real_dates_are_accepted() -> None:
+    assert CronTrigger("0 2 29 2 *").next_fire(datetime(2026, 3, 1, tzinfo=UTC)) == datetime(
+        2028, 2, 29, 2, tzinfo=UTC)
+    # With a weekday too, crontab fires on either: "30 February or a Monday of February".
+    assert CronTrigger("0 2 30 2 1").next_fire(datetime(2026, 10, 12, 3, tzinfo=UTC)) == datetime(
+        2027, 2, 1, 2, tzinfo=UTC)
 
 
 def test_unknown_timezone_is_rejected() -> None:

@@ -11,6 +11,7 @@ import pytest
 
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.errors import EverosError, InvalidId
+from everos_reflect.index import vectors
 from everos_reflect.index.vectors import VectorIndex, sql_str, where_clause
 from everos_reflect.model import Kind, UserRef
 
@@ -360,3 +361,86 @@ def test_ann_build_runs_outside_the_write_lock_and_writers_go_on(tmp_path: Path)
     assert index.count("episode") == 400 + len(during)
     assert sorted(index.get_vectors("episode", BETTY, [f"ep_{n}" for n in during])) == sorted(
         f"ep_{n}" for n in during)
+
+
+def _lock_is_free(index: VectorIndex) -> bool:
+    """Whether another thread could take the write lock right now."""
+    free: list[bool] = []
+
+    def probe() -> None:
+        got = index._thread_lock.acquire(timeout=0)
+        if got:
+            index._thread_lock.release()
+        free.append(got)
+
+    thread = threading.Thread(target=probe)
+    thread.start()
+    thread.join()
+    return free[0]
+
+
+def test_compaction_runs_outside_the_write_lock_and_a_write_lands_during_it(
+    index: VectorIndex
+) -> None:
+    """Writers never wait for a compaction: one writes (rows updated, deprecated, deleted)
+    while it runs, and everything it wrote is there afterwards."""
+    for n in range(6):  # six small fragments: something to compact
+        index.upsert("episode", [row(ANDREW, f"ep_{n}", f"note {n}")])
+    table = index._table("episode")
+    real = table.optimize
+    during: list[str] = []
+
+    def optimize_while_writing(**kwargs: Any) -> Any:
+        def write() -> None:
+            index.upsert("episode", [row(ANDREW, "ep_0", "note 0, rewritten"),
+                                     row(BETTY, "ep_9", "betty's")])
+            index.set_deprecated_many("episode", [(ANDREW, "ep_1", "ep_0")])
+            index.delete("episode", ANDREW, ["ep_2"])
+            during.append("written")
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        writer.join(60)  # with the write lock held here, this would time out
+        assert during == ["written"]
+        return real(**kwargs)
+
+    table.optimize = optimize_while_writing  # type: ignore[method-assign]
+    index.optimize()
+    del table.optimize
+
+    assert during == ["written"]
+    stored = {(r["user_id"], r["id"]): r for r in index.rows("episode")}
+    assert len(stored) == 6
+    assert stored[("u_andrew", "ep_0")]["text"] == "note 0, rewritten"
+    assert stored[("u_andrew", "ep_1")]["deprecated_by"] == "ep_0"
+    assert ("u_andrew", "ep_2") not in stored and ("u_betty", "ep_9") in stored
+
+
+def test_a_compaction_refused_by_concurrent_writes_is_retried_then_run_under_the_lock(
+    index: VectorIndex
+) -> None:
+    index.upsert("episode", [row(ANDREW, "ep_1", "note")])
+    table = index._table("episode")
+    real = table.optimize
+    calls: list[bool] = []  # per call: whether the write lock was free
+
+    def refused(**kwargs: Any) -> Any:
+        calls.append(_lock_is_free(index))
+        if len(calls) <= vectors.COMPACTION_ATTEMPTS:
+            raise RuntimeError("lance error: Retryable commit conflict for version 7: This "
+                               "Rewrite transaction was preempted by concurrent transaction")
+        return real(**kwargs)
+
+    table.optimize = refused  # type: ignore[method-assign]
+    index.optimize()
+
+    assert calls == [True] * vectors.COMPACTION_ATTEMPTS + [False]
+    assert index.compaction_conflicts == vectors.COMPACTION_ATTEMPTS
+
+    def broken(**kwargs: Any) -> Any:
+        raise RuntimeError("lance error: IO error")
+
+    table.optimize = broken  # type: ignore[method-assign]
+    with pytest.raises(RuntimeError, match="IO error"):
+        index.optimize()
+    del table.optimize

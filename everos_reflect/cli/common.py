@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -15,9 +16,12 @@ import click
 from everos_reflect.errors import EverosError
 
 if TYPE_CHECKING:
+    from pydantic import BaseModel
+
     from everos_reflect.runtime import Runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
+M = TypeVar("M", bound="BaseModel")
 
 root_option = click.option(
     "--root",
@@ -76,6 +80,33 @@ def settle_journal(runtime: Runtime) -> int:
     return settle(runtime)
 
 
+class _OneLineStderr(logging.Handler):
+    """Log records as one line each on the current ``sys.stderr``: the message, and for a
+    record carrying an exception its type and text instead of the traceback."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            exc = record.exc_info[1] if record.exc_info else None
+            if exc is not None:
+                text += f": {type(exc).__name__}: {exc}"
+            sys.stderr.write(text + "\n")
+        except Exception:
+            self.handleError(record)
+
+
+def one_line_log_records() -> None:
+    """Show a command's warnings and errors without tracebacks (SPEC §8: one clear line).
+
+    With no logging configured, Python's handler of last resort prints each WARNING+ record,
+    and ``log.exception`` (a strategy run that raised, in an in-process ``trigger``) with its
+    whole traceback. This replaces only that last resort: ``serve`` and ``fleet`` configure
+    logging of their own, with tracebacks, for the daemon's log.
+    """
+    handler = _OneLineStderr(logging.WARNING)
+    logging.lastResort = handler
+
+
 def emit_json(document: Any) -> None:
     """Write exactly one JSON document to stdout."""
     click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
@@ -85,6 +116,20 @@ def fail(message: str, code: int = 1) -> NoReturn:
     """One clear line on stderr and a non-zero exit, never a traceback."""
     click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+def validated(model: type[M], **fields: Any) -> M:
+    """``model(**fields)``, or one line naming each bad field and exit 1.
+
+    The commands that share an API request model validate through it, so a bad option is
+    refused exactly as the API refuses it, without pydantic's multi-line report or a traceback.
+    """
+    from pydantic import ValidationError
+
+    try:
+        return model(**fields)
+    except ValidationError as exc:
+        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
 
 
 def handle_errors(fn: F) -> F:

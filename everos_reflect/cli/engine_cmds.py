@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import math
 import sys
 from typing import TYPE_CHECKING
 
@@ -41,11 +42,20 @@ def serve_cmd(root: str | None, host: str | None, port: int | None) -> None:
 TRIGGER_EXIT_CODES = {"ok": 0, "failed": 1, "busy": 1, "partial": 3, "disabled": 4, "timeout": 5}
 
 
+def _not_nan(value: float) -> float:
+    """``FloatRange`` lets ``nan`` through (it compares false with both bounds); a NaN wait
+    would end at once, and ``inf`` (past the API's 86400) overflowed the thread wait."""
+    if math.isnan(value):
+        raise click.BadParameter("must be a number of seconds, got nan", param_hint="'--timeout'")
+    return value
+
+
 @click.command("trigger")
 @click.argument("name")
 @root_option
 @click.option("--force", is_flag=True, help="Run even if the strategy is disabled.")
-@click.option("--timeout", type=click.FloatRange(min=0), default=120.0, show_default=True,
+@click.option("--timeout", type=click.FloatRange(0, 86400), default=120.0, show_default=True,
+              callback=lambda _ctx, _param, value: _not_nan(value),
               help="Seconds to wait for the run.")
 @json_option
 @handle_errors

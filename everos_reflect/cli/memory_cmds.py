@@ -13,6 +13,7 @@ from everos_reflect.cli.common import (
     json_option,
     open_runtime,
     root_option,
+    validated,
 )
 from everos_reflect.errors import InvalidEpisode
 from everos_reflect.model import Kind, UserRef
@@ -84,16 +85,11 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
                  project: str | None, task_type: str | None, max_tokens: int,
                  as_json: bool) -> None:
     """Print one bounded block of memory for QUERY (what an agent reads before a task)."""
-    from pydantic import ValidationError
-
     from everos_reflect.api import ops
     from everos_reflect.api.models import BriefingRequest
 
-    try:
-        body = BriefingRequest(user_id=user_id, app_id=app, project_id=project, query=query,
-                               task_type=task_type, max_tokens=max_tokens)
-    except ValidationError as exc:
-        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+    body = validated(BriefingRequest, user_id=user_id, app_id=app, project_id=project,
+                     query=query, task_type=task_type, max_tokens=max_tokens)
     runtime = open_runtime(root)
     try:
         data = ops.briefing(runtime, body)
@@ -119,10 +115,11 @@ def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str 
     from everos_reflect.api import ops
     from everos_reflect.api.models import LessonsQuery
 
+    query = validated(LessonsQuery, task_type=task_type, user_id=user_id, app_id=app,
+                      project_id=project)
     runtime = open_runtime(root)
     try:
-        data = ops.lessons(runtime, LessonsQuery(task_type=task_type, user_id=user_id,
-                                                 app_id=app, project_id=project))
+        data = ops.lessons(runtime, query)
     finally:
         runtime.close()
     if as_json:

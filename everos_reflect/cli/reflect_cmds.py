@@ -70,7 +70,7 @@ def _render(reports: list[dict[str, Any]]) -> None:
 
 @click.command("reports")
 @root_option
-@click.option("--limit", type=click.IntRange(min=1), default=20, show_default=True,
+@click.option("--limit", type=click.IntRange(1, 1_000_000), default=20, show_default=True,
               help="How many reports to show.")
 @json_option
 @handle_errors

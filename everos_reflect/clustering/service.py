@@ -826,12 +826,15 @@ class ClusterService:
                  for n, c in enumerate(plan.clusters.values())])
             plan.state.keys.update((c, key + n) for n, c in enumerate(plan.clusters))
             conn.replace_state(ref, plan.state)
+            # every member's cluster was inserted just above, its key known in memory: no
+            # look-up by id per row (that probes each key bucket, migration 0012)
+            keys = plan.state.keys
             conn.executemany(
                 "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id,"
                 " cluster_key, ts, similarity, joined_at, deprecated_by, text_hash) VALUES "
-                f"(?1,?2,?3,?4,?5,{cluster_key_of_id('?5')},?6,?7,?8,?9,?10)",
-                [(ref.app, ref.project, ref.user_id, m[0], m[1], m[2], m[3], now, m[4], m[5])
-                 for m in plan.members])
+                "(?,?,?,?,?,?,?,?,?,?,?)",
+                [(ref.app, ref.project, ref.user_id, m[0], m[1], keys[m[1]], m[2], m[3], now,
+                  m[4], m[5]) for m in plan.members])
         return {"clusters": len(plan.clusters), "members": len(plan.members), "skipped": skipped}
 
     # ------------------------------------------------------------------ internals

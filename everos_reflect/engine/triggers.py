@@ -107,6 +107,15 @@ class CronTrigger:
                 ap = _APCron(**kwargs, timezone=zone)
         except ValueError as exc:
             raise ValueError(f"invalid cron {self.expr!r}: {exc}") from None
+        # A date that never occurs ("0 2 30 2 *") is valid field by field; refuse it here, with
+        # the config, rather than when the scheduler, `status` or `strategies` asks for its next
+        # fire. Any cron that fires at all fires within the 28-year calendar cycle after this
+        # fixed reference (a constant, so construction still never reads the clock).
+        if ap.get_next_fire_time(None, datetime(2000, 1, 1, tzinfo=zone)) is None:
+            raise ValueError(
+                f"invalid cron {self.expr!r}: it never fires (no calendar date matches its "
+                "day and month fields)"
+            )
         object.__setattr__(self, "_ap", ap)
 
     def to_apscheduler(self) -> BaseTrigger:

@@ -4,11 +4,11 @@ One table per kind. Rows are keyed by ``app/project/user/id`` so tenants never c
 every row records which embedding model made its vector, so a model change is detected and
 forces a re-embed instead of mixing vector spaces. Everything here is rebuildable from Markdown.
 
-Concurrency: LanceDB handles concurrent appends, but compaction conflicts with a concurrent
-writer. Every mutation therefore takes a thread lock (this process) and a file lock (other
-processes on the same root); ``optimize`` takes the same pair for compaction, so that never
-overlaps a write or itself. The ANN index build, the slow part, runs outside that pair (under
-a build lock of its own) so writes proceed while it trains.
+Concurrency: every mutation takes a thread lock (this process) and a file lock (other
+processes on the same root), so writes never race each other. ``optimize`` (compaction, the ANN
+index build) runs outside that pair, under a lock of its own, so writes proceed while it works:
+a compaction that loses to a concurrent write is refused by LanceDB and tried again (see
+:meth:`VectorIndex.optimize`).
 """
 
 from __future__ import annotations
@@ -71,6 +71,10 @@ ANN_MIN_ROWS = 50_000
 INDEX_CACHE_BYTES = 128 << 20
 METADATA_CACHE_BYTES = 32 << 20
 REFINE_FACTOR = 4
+#: Compactions refused by a concurrent write before one runs under the write lock.
+COMPACTION_ATTEMPTS = 3
+#: How LanceDB says a commit lost to a concurrent one and may simply be tried again.
+COMMIT_CONFLICT = "Retryable commit conflict"
 
 
 def _schema(dim: int) -> pa.Schema:
@@ -170,6 +174,11 @@ class VectorIndex:
         self._file_lock = FileLock(str(self.path.parent / f".{self.path.name}.write.lock"))
         self._build_thread_lock = threading.Lock()
         self._build_file_lock = FileLock(str(self.path.parent / f".{self.path.name}.build.lock"))
+        self._compact_thread_lock = threading.Lock()
+        self._compact_file_lock = FileLock(
+            str(self.path.parent / f".{self.path.name}.compact.lock"))
+        #: compactions this object saw refused by a concurrent write (then tried again)
+        self.compaction_conflicts = 0
 
     # -- plumbing ---------------------------------------------------------------------------
 
@@ -349,18 +358,23 @@ class VectorIndex:
         """Compact files, fold new rows into the indexes, drop old versions; build the ANN
         index once a table is large.
 
-        Compaction rewrites data files and conflicts with a concurrent writer in LanceDB 0.40,
-        so it runs under the write lock. Building the ANN index (tens of seconds past 50k rows)
-        does not rewrite data: it runs outside the write lock, so writes go on meanwhile, and
-        its commit lands on top of theirs (rows written during the build are searched exactly
-        until the next build). Builds are serialized among themselves by a lock of their own.
+        Neither step holds the write lock, so writes go on meanwhile. Compaction rewrites data
+        files; a write committed during it that touched those files (an update, a delete, a
+        merge onto existing rows) wins, and the compaction's commit is refused with a
+        retryable conflict (LanceDB 0.40: the writer never fails, the rewrite is dropped). So
+        a compaction is tried ``COMPACTION_ATTEMPTS`` times, and only after that many refusals
+        in a row -- a stream of writes onto the very rows being rewritten -- once more under
+        the write lock, as it always ran before. Building the ANN index (tens of seconds past
+        50k rows) does not rewrite data: its commit lands on top of the writes (rows written
+        during the build are searched exactly until the next build). Compactions, and builds,
+        are serialized among themselves by a lock of their own.
         """
         report: dict[str, Any] = {}
         for kind, name in TABLES.items():
             table = self._table(kind)
-            with self._writing():
-                table.optimize(cleanup_older_than=self.cleanup_older_than)
-                rows = table.count_rows()
+            with self._compact_thread_lock, self._compact_file_lock:
+                self._compact(table)
+            rows = table.count_rows()
             report[name] = rows
             if self.ann_min_rows is not None and rows >= self.ann_min_rows:
                 with self._build_thread_lock, self._build_file_lock:
@@ -371,6 +385,20 @@ class VectorIndex:
                             name="vector_idx",
                         )
         return report
+
+    def _compact(self, table: Any) -> None:
+        """LanceDB's ``optimize`` of one table (compaction, old versions dropped, new rows
+        folded into the scalar and full-text indexes), beside the writers while it can be."""
+        for _ in range(COMPACTION_ATTEMPTS):
+            try:
+                table.optimize(cleanup_older_than=self.cleanup_older_than)
+                return
+            except RuntimeError as exc:  # the lance error type is not exported
+                if COMMIT_CONFLICT not in str(exc):
+                    raise
+                self.compaction_conflicts += 1
+        with self._writing():
+            table.optimize(cleanup_older_than=self.cleanup_older_than)
 
     # -- reads ------------------------------------------------------------------------------
 

@@ -26,6 +26,7 @@ import openai
 from openai import OpenAI
 
 from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.http_deadline import deadline_http_client
 from everos_reflect.llm.base import (
     FactsRequest,
     FactsResult,
@@ -96,7 +97,8 @@ class OpenAILLM:
             timeout=timeout_seconds,
             max_retries=0,
             # counts each request as it is handed to the connection (see requests_sent)
-            http_client=openai.DefaultHttpxClient(event_hooks={"request": [self._on_request]}),
+            http_client=deadline_http_client(timeout_seconds,
+                                             event_hooks={"request": [self._on_request]}),
         )
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._schema_supported = True
@@ -179,6 +181,10 @@ class OpenAILLM:
                 raise ProviderUnavailable(self._failure(_describe(exc))) from exc
             except openai.OpenAIError as exc:  # misconfiguration and the like
                 raise ProviderUnavailable(self._failure(str(exc))) from exc
+            except json.JSONDecodeError as exc:  # a 200 whose body is not JSON at all
+                last_problem = f"unusable reply: the response body is not JSON ({exc.msg})"
+                log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, last_problem)
+                continue
             retry_after = None
             usage = usage + _usage(completion)
             try:
@@ -254,25 +260,40 @@ def _retry_after_seconds(exc: Exception) -> float | None:
         return None
 
 
+def _tokens(value: object) -> int:
+    """A token count as the server reported it; anything but a count of 0 or more is 0."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
 def _usage(completion: Any) -> Usage:
+    # The SDK does not validate a response's types, so a broken server's fields arrive as sent.
     usage = getattr(completion, "usage", None)
-    if usage is None:
-        return Usage()
-    return Usage(int(usage.prompt_tokens or 0), int(usage.completion_tokens or 0))
+    return Usage(_tokens(getattr(usage, "prompt_tokens", 0)),
+                 _tokens(getattr(usage, "completion_tokens", 0)))
 
 
 def _reply_object(completion: Any) -> dict[str, Any]:
-    """The reply's JSON object, or InvalidReply saying precisely what is wrong with it."""
-    choices = getattr(completion, "choices", None) or []
-    if not choices:
+    """The reply's JSON object, or InvalidReply saying precisely what is wrong with it.
+
+    The SDK builds the completion without checking types, so every field is checked here: a
+    server answering 200 with the wrong shape is an unusable reply, never an AttributeError
+    that would end the whole run instead of the one call.
+    """
+    choices = getattr(completion, "choices", None)
+    if not isinstance(choices, list) or not choices:
         raise InvalidReply("no choices in the reply")
     choice = choices[0]
-    if choice.finish_reason == "length":
+    if getattr(choice, "finish_reason", None) == "length":
         raise InvalidReply("reply truncated (finish_reason=length)")
-    message = choice.message
+    message = getattr(choice, "message", None)
+    if message is None:
+        raise InvalidReply("no message in the reply's first choice")
     if getattr(message, "refusal", None):
         raise InvalidReply(f"model refused: {message.refusal}")
-    text = (message.content or "").strip()
+    content = getattr(message, "content", None)
+    if content is not None and not isinstance(content, str):
+        raise InvalidReply(f"message content is {type(content).__name__}, not text")
+    text = (content or "").strip()
     if not text:
         raise InvalidReply("empty reply")
     try:

@@ -16,7 +16,8 @@ import secrets
 import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -377,8 +378,44 @@ class MarkdownStore:
         A derivation that writes several records (a worldview run's convictions, a detector's
         edges) can then never leave half of them behind after a crash.
         """
-        day = day or datetime.now(UTC).date()
-        path = self.log_path(ref, kind, day)
+        return self.append_to_logs([(ref, kind, day, items)])[0]
+
+    def append_to_logs(
+        self,
+        batches: Iterable[tuple[UserRef, Kind, date | None,
+                                Iterable[tuple[Mapping[str, Any], Mapping[str, str]]]]],
+    ) -> list[list[Entry]]:
+        """:meth:`append_many` for several logs at once, one ``(ref, kind, day, items)`` per log
+        (each log at most once): each log gets its own atomic write, all or none of its
+        entries, exactly as alone, but the files' fsyncs overlap (:meth:`_edit_many`): a
+        Reflection batch appends to the logs of many users at once. The created entries, per
+        log, in order."""
+        edits: dict[Path, Callable[[str | None], str | None]] = {}
+        created: list[list[Entry]] = []
+        for ref, kind, day, items in batches:
+            day = day or datetime.now(UTC).date()
+            path = self.log_path(ref, kind, day)
+            if path in edits:
+                raise ValueError(f"{self._label(path)} given twice")
+            made: list[Entry] = []
+            created.append(made)
+            edit = self._appending(ref, kind, day, path, items, made)
+            if edit is not None:
+                edits[path] = edit
+        self._edit_many(edits)
+        return [list(made) for made in created]
+
+    def _appending(
+        self,
+        ref: UserRef,
+        kind: Kind,
+        day: date,
+        path: Path,
+        items: Iterable[tuple[Mapping[str, Any], Mapping[str, str]]],
+        created: list[Entry],
+    ) -> Callable[[str | None], str | None] | None:
+        """The text edit appending ``items`` to ``path`` (None when there is nothing to
+        append); each run of it leaves the entries it made in ``created``."""
         label = self._label(path)
         rows = []
         for meta, sections in items:
@@ -390,9 +427,8 @@ class MarkdownStore:
             if when is None:
                 raise MarkdownError(label, 0, f"unreadable timestamp {stamp!r}")
             rows.append(({**meta, "owner_id": owner, "timestamp": when}, sections))
-        created: list[Entry] = []
         if not rows:
-            return created
+            return None
 
         def edit(text: str | None) -> str:
             created.clear()
@@ -417,8 +453,7 @@ class MarkdownStore:
                                self.limits.max_file_bytes)
             return new_text
 
-        self._edit(path, edit)
-        return list(created)
+        return edit
 
     def update_meta(self, ref: UserRef, entry_id: str, updates: Mapping[str, Any]) -> Entry:
         """Set (``None``: remove) metadata keys of one entry the daemon created; returns the
@@ -456,21 +491,26 @@ class MarkdownStore:
             if missing:
                 raise UnknownEntry(f"no entry {', '.join(missing)} for user {ref}")
         conflicts: dict[str, str] = {}
+        found: dict[Path, dict[str, str]] = {}  # per file: the last run of its edit counts
+        edits: dict[Path, Callable[[str | None], str | None]] = {}
         for path, pairs in by_file.items():
             label = self._label(path)
 
-            def edit(text: str | None, pairs: dict[str, str] = pairs, label: str = label) -> str:
+            def edit(text: str | None, pairs: dict[str, str] = pairs, label: str = label,
+                     path: Path = path) -> str:
                 if text is None:
                     raise UnknownEntry(f"no entry {', '.join(sorted(pairs))} for user {ref}")
                 log = self._writable(parse_log(text, label, entries=False))
                 _refuse_duplicates(text, label, "archiving into")
                 recorded = log.deprecated_entries
-                for old, new in pairs.items():
-                    if old in recorded and recorded[old] != new:
-                        conflicts[old] = recorded[old]
+                found[path] = {old: recorded[old] for old, new in pairs.items()
+                               if old in recorded and recorded[old] != new}
                 return writer.add_deprecations(text, pairs)
 
-            self._edit(path, edit)
+            edits[path] = edit
+        self._edit_many(edits)
+        for pairs in found.values():
+            conflicts.update(pairs)
         return conflicts
 
     def undeprecate(self, ref: UserRef, ids: Iterable[str]) -> dict[str, str]:
@@ -552,9 +592,45 @@ class MarkdownStore:
                     return
                 if self._load_or_none(path) != before:
                     continue  # edited by hand meanwhile: redo the edit on the new text
-                _atomic_write(path, new_text.encode("utf-8"))
+                # A link that stays inside the root (checked above) is written through: the
+                # rename replaces its target, never the link itself.
+                target = Path(os.path.realpath(path)) if path.is_symlink() else path
+                _atomic_write(target, new_text.encode("utf-8"))
                 return
         raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
+
+    def _edit_many(self, edits: Mapping[Path, Callable[[str | None], str | None]]) -> None:
+        """:meth:`_edit` for several files: each file's edit, check and atomic write exactly as
+        alone, in the order given, but with the files' temp copies written and fsynced
+        together beforehand (:func:`staged_writes`), so their fsyncs overlap instead of
+        queueing one behind the other. The locks of all the files are held throughout (taken
+        in sorted order, so two such writers never deadlock). An edit that raises leaves
+        every file as it was; a file changed underneath meanwhile takes :meth:`_edit`'s own
+        retry path."""
+        if len(edits) < 2:
+            for path, edit in edits.items():
+                self._edit(path, edit)
+            return
+        with ExitStack() as stack:
+            for path in sorted(edits):
+                stack.enter_context(self.lock(path))
+            planned: dict[Path, tuple[bytes | None, bytes]] = {}
+            for path, edit in edits.items():
+                before = self._load_or_none(path)
+                text = None
+                if before is not None:
+                    log = self._parse(before, path, entries=False)
+                    self._writable(log)
+                    text = log.text
+                new_text = edit(text)
+                if new_text is not None and new_text != text:
+                    planned[path] = (before, new_text.encode("utf-8"))
+            with staged_writes({path: data for path, (_, data) in planned.items()}):
+                for path, (before, data) in planned.items():
+                    if self._load_or_none(path) != before:
+                        self._edit(path, edits[path])  # edited by hand meanwhile: redo it
+                    else:
+                        _atomic_write(path, data)
 
     def _load_or_none(self, path: Path) -> bytes | None:
         if self.leaves_root(path):
@@ -627,9 +703,58 @@ def _fsync_dir(folder: Path) -> None:
         os.close(dir_fd)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Temp file ``.<name>.<random>.tmp`` in the same folder, fsync, rename, fsync the folder
-    (inside :func:`durable_group`: once per folder, when the group ends)."""
+#: Per thread: temp files already written and fsynced, by destination (:func:`staged_writes`).
+_staging = threading.local()
+#: Threads that write and fsync staged temp files (they wait on the disk, not the CPU).
+_STAGING_THREADS = 8
+_stager: ThreadPoolExecutor | None = None
+_stager_guard = threading.Lock()
+
+
+@contextmanager
+def staged_writes(writes: Mapping[Path, bytes]) -> Iterator[None]:
+    """Write and fsync a temp file for each of ``writes`` now, all at once on a few threads
+    (a disk acknowledges fsyncs that overlap together: ~5x faster than one after the other
+    for 30 small files); inside the block, :func:`_atomic_write` of one of those paths with
+    those very bytes renames its temp file instead of writing and fsyncing one. Nothing is
+    renamed here, so which files change, in which order, and what a crash at any point
+    leaves are the writer's as before; a temp file not used by the end of the block is
+    deleted. A temp file that cannot be written is simply not staged (the write itself
+    then meets the error where it always did)."""
+    if len(writes) < 2 or getattr(_staging, "temps", None) is not None:
+        yield
+        return
+    items = list(writes.items())
+    temps: dict[Path, tuple[bytes, Path]] = {}
+    for (path, data), tmp in zip(items, _stage_pool().map(_staged_temp, items), strict=True):
+        if tmp is not None:
+            temps[path] = (data, tmp)
+    _staging.temps = temps
+    try:
+        yield
+    finally:
+        _staging.temps = None
+        for _, tmp in temps.values():
+            tmp.unlink(missing_ok=True)
+
+
+def _stage_pool() -> ThreadPoolExecutor:
+    global _stager
+    with _stager_guard:
+        if _stager is None:
+            _stager = ThreadPoolExecutor(_STAGING_THREADS, thread_name_prefix="md-fsync")
+        return _stager
+
+
+def _staged_temp(item: tuple[Path, bytes]) -> Path | None:
+    try:
+        return _write_temp(*item)
+    except OSError:
+        return None
+
+
+def _write_temp(path: Path, data: bytes) -> Path:
+    """``.<name>.<random>.tmp`` beside ``path`` holding ``data``, fsynced."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     # 0o666 lets the kernel apply the umask to a new file; an existing file keeps its mode.
@@ -639,6 +764,25 @@ def _atomic_write(path: Path, data: bytes) -> None:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Temp file ``.<name>.<random>.tmp`` in the same folder, fsync, rename, fsync the folder
+    (inside :func:`durable_group`: once per folder, when the group ends). Inside
+    :func:`staged_writes`, the temp file staged for these bytes is renamed instead."""
+    temps: dict[Path, tuple[bytes, Path]] | None = getattr(_staging, "temps", None)
+    staged = temps.pop(path, None) if temps else None
+    if staged is not None and staged[0] == data:
+        tmp = staged[1]
+    else:
+        if staged is not None:
+            staged[1].unlink(missing_ok=True)
+        tmp = _write_temp(path, data)
+    try:
         with suppress(FileNotFoundError):
             os.chmod(tmp, path.stat().st_mode & 0o7777)
         os.replace(tmp, path)

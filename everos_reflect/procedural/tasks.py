@@ -16,10 +16,12 @@ from typing import Any
 
 from everos_reflect.errors import InvalidEpisode
 from everos_reflect.model import (
+    OUT_OF_RANGE,
     Entry,
     UserRef,
     format_timestamp,
     parse_timestamp,
+    utc_day,
     validate_name,
 )
 
@@ -105,6 +107,9 @@ def new_task(
                 "timestamp", f"{timestamp!r} is not ISO 8601 (e.g. 2026-10-12T09:30:00+02:00)"
             )
         ts = parsed
+    day = utc_day(ts)
+    if day is None:
+        raise InvalidTask("timestamp", f"{timestamp!r} {OUT_OF_RANGE}")
     meta: dict[str, Any] = {"owner_id": ref.user_id, "timestamp": format_timestamp(ts),
                             "task_type": task_type, "outcome": outcome}
     sections = {
@@ -114,7 +119,7 @@ def new_task(
     }
     if error_lines:
         sections["Errors"] = "\n".join(f"- {e}" for e in error_lines)
-    return NewTask(ts.astimezone(UTC).date(), meta, sections)
+    return NewTask(day, meta, sections)
 
 
 def section_lines(body: str) -> list[str]:

@@ -10,8 +10,9 @@ before. What the merges of a batch share is the work:
 - the rows are inserted, and each step recorded for all of them, in one SQLite transaction;
 - each daily log is written once per step: the narratives of one user and day in one atomic
   write, their facts in another, and each source log archived into once, whichever merges
-  archive entries of it; each file is fsynced before its rename, as always, and each folder
-  once per step (not once per file), before the step is recorded;
+  archive entries of it; each file is fsynced before its rename, as always (the temp files of
+  one step are written and fsynced together, then renamed one by one in the usual order), and
+  each folder once per step (not once per file), before the step is recorded;
 - the sources of every merge are locked together (sorted), and each merge's stale-source check
   runs under those locks before anything of it is archived: a merge whose sources changed is
   withdrawn alone, the rest of the batch commits;
@@ -161,11 +162,13 @@ def _write_narratives(runtime: Runtime, plans: list[Plan]) -> dict[str, Entry]:
     """Every narrative of one user and day in one atomic write (each with its own
     ``reflection`` key, so recovery finds each one alone); ``{plan id: narrative}``."""
     written: dict[str, Entry] = {}
-    for (ref, day), group in _by_log(plans).items():
-        entries = runtime.store.append_many(
-            ref, Kind.EPISODE,
-            [(journal.narrative_meta(p), {"Subject": p.title, "Content": p.content})
-             for p in group], day=day)
+    groups = _by_log(plans)
+    made = runtime.store.append_to_logs(
+        (ref, Kind.EPISODE, day,
+         [(journal.narrative_meta(p), {"Subject": p.title, "Content": p.content})
+          for p in group])
+        for (ref, day), group in groups.items())
+    for group, entries in zip(groups.values(), made, strict=True):
         for plan, entry in zip(group, entries, strict=True):
             plan.merged_id = entry.id
             written[plan.id] = entry
@@ -175,11 +178,10 @@ def _write_narratives(runtime: Runtime, plans: list[Plan]) -> dict[str, Entry]:
 def _write_facts(runtime: Runtime, plans: list[Plan]) -> None:
     """Every fact of the merges of one user and day in one atomic write: all of a merge's
     facts or none, as when it commits alone."""
-    for (ref, day), group in _by_log(plans).items():
-        runtime.store.append_many(
-            ref, Kind.ATOMIC_FACT,
-            [(journal.fact_meta(p), {"Fact": fact}) for p in group for fact in p.facts],
-            day=day)
+    runtime.store.append_to_logs(
+        (ref, Kind.ATOMIC_FACT, day,
+         [(journal.fact_meta(p), {"Fact": fact}) for p in group for fact in p.facts])
+        for (ref, day), group in _by_log(plans).items())
 
 
 def _archive(runtime: Runtime, plans: list[Plan],
