@@ -8,10 +8,18 @@ search with a one-user search, hybrid mode). Targets (issue 15): reindex peak â‰
 â‰¤ 250 MB and flat over 1,000 searches.
 
     python bench/bench_memory.py /path/to/locomo10.json [--root DIR] [--searches 1000]
-        [--every 100] [--no-reindex]
+        [--every 100] [--no-reindex] [--cold-libraries]
 
 ``--no-reindex`` measures ``serve`` alone on a ``--root`` that is already indexed (to compare
 two checkouts' ``serve`` on one root: run each with ``PYTHONPATH=/path/to/checkout``).
+
+The file-backed part of the RSS depends on how the libraries' pages came into the page cache:
+a freshly installed environment (``pip`` wrote the files, so the kernel holds them in large
+folios that a fault maps whole) showed ~60 MB more for the same process than one whose
+libraries were read in by page faults (docs/memory.md). ``--cold-libraries`` asks the kernel
+to drop this environment's shared libraries (``*.so*`` under ``sys.prefix``, which belong to
+this environment only) from the page cache before ``serve`` starts, so runs start from the
+same state; it changes nothing in the process measured.
 """
 
 from __future__ import annotations
@@ -20,6 +28,7 @@ import argparse
 import os
 import resource
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -53,6 +62,25 @@ def status_mb(pid: int) -> dict[str, float]:
     return values
 
 
+def drop_library_pages(prefix: Path) -> int:
+    """Ask the kernel to drop the shared libraries under ``prefix`` from the page cache (clean
+    pages only; nothing is written). Returns how many files were advised."""
+    count = 0
+    for path in prefix.rglob("*.so*"):
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            count += 1
+        finally:
+            os.close(fd)
+    return count
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -67,6 +95,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=100)
     parser.add_argument("--no-reindex", action="store_true",
                         help="skip reindex: serve only, on a --root indexed earlier")
+    parser.add_argument("--cold-libraries", action="store_true",
+                        help="drop this environment's shared libraries from the page cache "
+                             "before serve starts (same start state for every run)")
     args = parser.parse_args(argv)
     if args.no_reindex and args.root is None:
         parser.error("--no-reindex needs --root (a root indexed earlier)")
@@ -93,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     questions = [q.question for q in lm.questions(lm.load(args.locomo)) if q.question]
     users = sorted({(e.user_id, e.sample_id) for e in lm.episodes(lm.load(args.locomo))})
     port = free_port()
+    if args.cold_libraries:
+        advised = drop_library_pages(Path(sys.prefix))
+        print(f"page cache: dropped {advised} shared libraries under {sys.prefix}")
     log = open(Path(tmp.name) / "serve.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([*CLI, "serve", "--root", str(root), "--port", str(port)],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -112,13 +146,16 @@ def main(argv: list[str] | None = None) -> int:
             rss, _ = rss_mb(proc.pid)
             print(f"serve: RSS {rss:.0f} MB before the first search")
             samples = []
+            latencies = []
             started = time.perf_counter()
             for n in range(1, args.searches + 1):
                 body = {"query": questions[n % len(questions)], "top_k": 10}
                 if n % 2 == 0:
                     user_id, sample_id = users[n % len(users)]
                     body.update(user_id=user_id, app_id="locomo", project_id=sample_id)
+                sent = time.perf_counter()
                 resp = client.post("/memory/search", json=body)
+                latencies.append(time.perf_counter() - sent)
                 if resp.status_code != 200:
                     raise SystemExit(f"search {n} failed: {resp.status_code} {resp.text[:200]}")
                 if n == 1 or n % args.every == 0:
@@ -131,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
             print(f"serve: {args.searches} searches in {seconds:.1f} s; RSS after first "
                   f"{samples[0]:.0f} MB, last {samples[-1]:.0f} MB, max {max(samples):.0f} MB "
                   f"(target <= 250 MB, flat)")
+            later = sorted(latencies[1:]) or latencies
+            print(f"search latency over HTTP (query embedding included): first "
+                  f"{latencies[0] * 1000:.0f} ms, then p50 {statistics.median(later) * 1000:.1f} "
+                  f"ms, p95 {later[int(0.95 * (len(later) - 1))] * 1000:.1f} ms")
     finally:
         proc.terminate()
         proc.wait(timeout=30)

@@ -50,6 +50,8 @@ class Reply:
     prompt_tokens: int = 11
     completion_tokens: int = 7
     delay: float = 0.0
+    #: seconds between the body's bytes, sent one at a time (a server that trickles)
+    trickle: float = 0.0
 
 
 @dataclass
@@ -239,9 +241,10 @@ class _Handler(BaseHTTPRequestHandler):
             payload = item.body if item.body is not None else _error(item.code, "scripted")
             self._json(item.code, payload, item.headers)
         else:
-            self._json(200, _completion(body, item))
+            self._json(200, _completion(body, item), trickle=item.trickle)
 
-    def _json(self, code: int, payload: Any, headers: dict[str, str] | None = None) -> None:
+    def _json(self, code: int, payload: Any, headers: dict[str, str] | None = None,
+              trickle: float = 0.0) -> None:
         data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("content-type", "application/json")
@@ -249,7 +252,16 @@ class _Handler(BaseHTTPRequestHandler):
         for key, value in (headers or {}).items():
             self.send_header(key, value)
         self.end_headers()
-        self.wfile.write(data)
+        if not trickle:
+            self.wfile.write(data)
+            return
+        for i in range(len(data)):
+            try:
+                self.wfile.write(data[i : i + 1])
+                self.wfile.flush()
+            except OSError:  # the client gave up
+                return
+            time.sleep(trickle)
 
 
 def _built(item: Item | None, body: dict[str, Any]) -> Item | None:

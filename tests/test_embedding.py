@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -170,6 +171,7 @@ class FakeEmbeddings:
         self.auth: list[str | None] = []
         self.dim = 8
         self.malformed = False
+        self.trickle = 0.0  # seconds between the reply's bytes, sent one at a time
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -200,7 +202,16 @@ class FakeEmbeddings:
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(raw)))
                 self.end_headers()
-                self.wfile.write(raw)
+                if not fake.trickle:
+                    self.wfile.write(raw)
+                    return
+                for i in range(len(raw)):
+                    try:
+                        self.wfile.write(raw[i : i + 1])
+                        self.wfile.flush()
+                    except OSError:  # the client gave up
+                        return
+                    time.sleep(fake.trickle)
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -271,6 +282,16 @@ def test_openai_embedder_rejects_malformed_reply(fake_server: FakeEmbeddings) ->
     fake_server.malformed = True
     with pytest.raises(ProviderUnavailable, match=r"embedding request to .* failed"):
         remote(fake_server).embed(["hello"])
+
+
+def test_openai_embedder_times_out_on_a_trickling_reply(fake_server: FakeEmbeddings) -> None:
+    # Every byte came within the per-read timeout, so the call lasted as long as the server
+    # kept trickling (here ~10 s for a 0.5 s timeout; unbounded in general).
+    fake_server.trickle = 0.05
+    embedder = OpenAIEmbedder(model="m", dimensions=8, base_url=fake_server.url,
+                              timeout=0.5, retries=0)
+    with pytest.raises(ProviderUnavailable, match="timed out"):
+        embedder.embed(["hello"])
 
 
 def test_openai_embedder_reports_unreachable_server() -> None:

@@ -159,6 +159,15 @@ def test_timeout_is_retried_then_reported(fake_openai):
         client.llm.merge(init_request())
 
 
+def test_a_body_trickling_past_the_timeout_is_a_timeout(fake_openai):
+    # Each byte arrives well within the timeout, so no single read timed out and the call
+    # lasted as long as the server kept trickling (the whole body here: ~15 s for 0.5 s).
+    fake_openai.script(fake_openai.Reply(GOOD, trickle=0.05))
+    client = Client(fake_openai, timeout_seconds=0.5, max_retries=0)
+    with pytest.raises(ProviderUnavailable, match="timed out"):
+        client.llm.merge(init_request())
+
+
 def test_dropped_connection_is_retried(fake_openai):
     fake_openai.script(fake_openai.Drop(), GOOD)
     assert Client(fake_openai).llm.merge(init_request()).title == "Andrew's pets"
@@ -377,15 +386,24 @@ def test_requests_sent_counts_each_request_as_it_goes_out_retries_included(fake_
     assert llm.requests_sent == 3
 
 
-def test_more_facts_than_the_narrative_has_words_fails_the_call(fake_openai):
+def test_more_facts_than_the_narrative_can_hold_fails_the_call(fake_openai):
     # A runaway or lying model could answer thousands of facts for a three-sentence narrative;
-    # they were all written as atomic facts (and embedded). Each fact restates some of the
-    # narrative's words, so a text of N words holds at most N distinct facts.
-    text = "Andrew has two dogs, Toby and Buddy."
+    # they were all written as atomic facts (and embedded). Each fact restates part of the
+    # text, so the text's length bounds how many distinct facts it holds.
+    text = "Andrew has two dogs, Toby and Buddy."  # 30 characters besides spaces
     flood = {"facts": [f"Andrew has a dog named Rex{i}." for i in range(3000)]}
     fake_openai.script(flood)
-    with pytest.raises(ProviderUnavailable, match="3000 facts from a text of 7 words"):
+    with pytest.raises(ProviderUnavailable, match="3000 facts from a text of 30 characters"):
         Client(fake_openai, max_retries=0).llm.extract_facts(FactsRequest(text))
     most = {"facts": [f"Fact {i}." for i in range(7)]}
     fake_openai.script(most)
     assert len(Client(fake_openai).llm.extract_facts(FactsRequest(text)).facts) == 7
+
+
+def test_a_text_without_spaces_still_yields_its_facts(fake_openai):
+    # Counted in words, a Chinese narrative (no spaces) would be "one word" and any second
+    # fact refused; characters count the same for every script.
+    text = "安德鲁有两只狗，托比和巴迪。他住在丹佛。"
+    facts = {"facts": ["安德鲁有两只狗。", "安德鲁的狗叫托比和巴迪。", "安德鲁住在丹佛。"]}
+    fake_openai.script(facts)
+    assert Client(fake_openai).llm.extract_facts(FactsRequest(text)).facts == facts["facts"]

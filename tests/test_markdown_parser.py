@@ -120,6 +120,24 @@ def test_crlf_and_missing_trailing_newline_parse_like_lf() -> None:
     assert b.entries[1].raw == a.entries[1].raw.replace("\n", "\r\n")
 
 
+def test_appending_after_a_last_line_cut_between_cr_and_lf_keeps_that_entry_closed() -> None:
+    # A CRLF file whose last line ends in a lone CR (cut mid line ending by a sync tool or an
+    # editor). Appending a whole CRLF there made the close marker end in CR CR LF, so the
+    # entry that parsed before the append was "not closed" after it.
+    lf = HEAD + entry(1)
+    for cut in (lf.replace("\n", "\r\n").removesuffix("\n"), lf.removesuffix("\n") + "\r"):
+        assert parse_log(cut, PATH).diagnostics == []
+        block = writer.render_entry("ep_20261012_0002", {"owner_id": "u_andrew",
+                                    "timestamp": "2026-10-12T10:00:00+00:00",
+                                    "parent_type": "memcell", "parent_id": "mc_1"},
+                                    {"Subject": "s", "Content": "c"})
+        appended = writer.append_entry(cut, block)
+        assert appended.startswith(cut)
+        after = parse_log(appended, PATH)
+        assert after.diagnostics == []
+        assert [e.id for e in after.entries] == ["ep_20261012_0001", "ep_20261012_0002"]
+
+
 def test_broken_entry_in_the_middle_is_reported_and_the_rest_parses() -> None:
     broken = "<!-- entry:ep_20261012_0002 -->\n---\nowner_id: [unclosed\n---\n"
     broken += "<!-- /entry:ep_20261012_0002 -->\n"

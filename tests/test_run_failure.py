@@ -167,3 +167,29 @@ def test_trigger_of_a_disabled_strategy_without_force_exits_4(
     assert result.exit_code == 4, result.output
     assert "counted_test is disabled" in result.stderr and "force" in result.stderr
     assert list_runs(runtime) == []  # nothing ran
+
+
+def test_an_in_process_run_that_raised_is_reported_without_a_traceback(tmp_path: Path) -> None:
+    # A real process (pytest's own log capture would hide the difference): with no logging
+    # configured, the engine's log.exception went to Python's last-resort handler, which
+    # printed the whole traceback above the one-line error (SPEC §8: no traceback).
+    import os
+    import subprocess
+    import sys
+
+    root = tmp_path / "root"
+    env = {**os.environ, "EVEROS_ROOT": str(root), "HOME": str(tmp_path),
+           "EVEROS_EMBEDDING__PROVIDER": "openai", "EVEROS_EMBEDDING__MODEL": "m",
+           "EVEROS_EMBEDDING__BASE_URL": "http://127.0.0.1:9/v1"}  # nothing listens there
+    cli_main = [sys.executable, "-m", "everos_reflect.cli.main"]
+    subprocess.run([*cli_main, "init", str(root)], env=env, check=True, capture_output=True)
+    subprocess.run([*cli_main, "add", "--user", "u1", "--subject", "S", "--content", "C"],
+                   env=env, check=True, capture_output=True)
+
+    done = subprocess.run([*cli_main, "trigger", ReflectEpisodes.name, "--force"], env=env,
+                          capture_output=True, text=True, timeout=120)
+
+    assert done.returncode == 1, done.stderr
+    assert "reflect_episodes: failed" in done.stdout
+    assert "Traceback" not in done.stderr
+    assert "attempt 1 failed: ProviderUnavailable: embedding request to" in done.stderr

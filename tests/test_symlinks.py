@@ -152,3 +152,26 @@ def test_status_shows_the_link_as_a_readable_problem(root: Path, outside: Path) 
     assert result.exit_code == 0, result.output
     assert "not read: it is a symlink leading outside the memory root" in result.stdout
     assert "{" not in result.stdout.split("files with problems")[1].split("config")[0]
+
+
+def test_writing_through_a_link_inside_the_root_writes_its_target_and_keeps_the_link(
+    root: Path
+) -> None:
+    # The atomic rename replaced the link itself with a regular file: the shared target no
+    # longer got new entries and the person's link was silently gone.
+    store = runtime(root).store
+    store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00",
+                                      "parent_type": "memcell"},
+                 {"Subject": "Cats", "Content": "Ann has a cat."}, day=date(2026, 10, 12))
+    log = root / USERS / "u_ann/episodes/episode-2026-10-12.md"
+    shared = root / "shared" / "ann-2026-10-12.md"
+    shared.parent.mkdir()
+    log.rename(shared)
+    log.symlink_to(Path("../../../../../shared/ann-2026-10-12.md"))
+
+    store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00",
+                                      "parent_type": "memcell"},
+                 {"Subject": "Dogs", "Content": "Ann has a dog."}, day=date(2026, 10, 12))
+
+    assert log.is_symlink()
+    assert "Ann has a cat." in shared.read_text() and "Ann has a dog." in shared.read_text()

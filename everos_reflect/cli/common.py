@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -77,6 +78,33 @@ def settle_journal(runtime: Runtime) -> int:
     from everos_reflect.engine.recovery import settle
 
     return settle(runtime)
+
+
+class _OneLineStderr(logging.Handler):
+    """Log records as one line each on the current ``sys.stderr``: the message, and for a
+    record carrying an exception its type and text instead of the traceback."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+            exc = record.exc_info[1] if record.exc_info else None
+            if exc is not None:
+                text += f": {type(exc).__name__}: {exc}"
+            sys.stderr.write(text + "\n")
+        except Exception:
+            self.handleError(record)
+
+
+def one_line_log_records() -> None:
+    """Show a command's warnings and errors without tracebacks (SPEC §8: one clear line).
+
+    With no logging configured, Python's handler of last resort prints each WARNING+ record,
+    and ``log.exception`` (a strategy run that raised, in an in-process ``trigger``) with its
+    whole traceback. This replaces only that last resort: ``serve`` and ``fleet`` configure
+    logging of their own, with tracebacks, for the daemon's log.
+    """
+    handler = _OneLineStderr(logging.WARNING)
+    logging.lastResort = handler
 
 
 def emit_json(document: Any) -> None:

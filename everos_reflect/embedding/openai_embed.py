@@ -57,11 +57,15 @@ class OpenAIEmbedder:
             if self._client is None:
                 import openai
 
+                from everos_reflect.http_deadline import deadline_http_client
+
                 self._client = openai.OpenAI(
                     api_key=self._api_key,
                     base_url=self.base_url,
                     timeout=self.timeout,
                     max_retries=self.retries,
+                    # bounds each whole reply: a trickling server would hold indexing
+                    http_client=deadline_http_client(self.timeout),
                 )
             return self._client
 

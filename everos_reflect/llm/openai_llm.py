@@ -26,6 +26,7 @@ import openai
 from openai import OpenAI
 
 from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.http_deadline import deadline_http_client
 from everos_reflect.llm.base import (
     FactsRequest,
     FactsResult,
@@ -96,7 +97,8 @@ class OpenAILLM:
             timeout=timeout_seconds,
             max_retries=0,
             # counts each request as it is handed to the connection (see requests_sent)
-            http_client=openai.DefaultHttpxClient(event_hooks={"request": [self._on_request]}),
+            http_client=deadline_http_client(timeout_seconds,
+                                             event_hooks={"request": [self._on_request]}),
         )
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._schema_supported = True

@@ -40,15 +40,20 @@ def _parse_merge(obj: dict[str, Any], req: TaskRequest) -> tuple[str, str]:
     return title, content
 
 
+#: The fewest characters (whitespace aside) of the text one extracted fact may account for.
+CHARS_PER_FACT = 4
+
+
 def _parse_facts(obj: dict[str, Any], req: TaskRequest) -> list[str]:
     facts = strings(obj, "facts", limit=5_000)
-    # Every fact restates words of the text, so N words hold at most N distinct facts; more is
-    # a runaway or lying reply, refused before thousands of facts are embedded and written.
+    # Every fact restates part of the text, so it holds at most one distinct fact per few
+    # characters; more is a runaway or lying reply, refused before thousands of facts are
+    # embedded and written. Characters, not words: Chinese or Japanese has no spaces to count.
     payload: FactsRequest = req.payload
-    words = len(payload.text.split())
-    if len(facts) > words:
-        raise InvalidReply(f"{len(facts)} facts from a text of {words} words: more facts "
-                           "than words")
+    chars = sum(1 for c in payload.text if not c.isspace())
+    if len(facts) > max(1, chars // CHARS_PER_FACT):
+        raise InvalidReply(f"{len(facts)} facts from a text of {chars} characters: more than "
+                           f"one per {CHARS_PER_FACT} characters")
     return facts
 
 

@@ -592,7 +592,10 @@ class MarkdownStore:
                     return
                 if self._load_or_none(path) != before:
                     continue  # edited by hand meanwhile: redo the edit on the new text
-                _atomic_write(path, new_text.encode("utf-8"))
+                # A link that stays inside the root (checked above) is written through: the
+                # rename replaces its target, never the link itself.
+                target = Path(os.path.realpath(path)) if path.is_symlink() else path
+                _atomic_write(target, new_text.encode("utf-8"))
                 return
         raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
 

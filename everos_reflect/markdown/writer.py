@@ -147,13 +147,15 @@ def append_entry(text: str, block: str) -> str:
     """``text`` with ``block`` added at the end, in the file's line-ending style.
 
     A file without a trailing newline gets one (in its own style) before the block: the only
-    byte of the existing text that may be added to.
+    byte of the existing text that may be added to. A last line cut between CR and LF gets
+    just the LF: a whole CRLF after its CR would end that line in CR CR LF, and the parser
+    (which drops one CR) would no longer see the close marker on it.
     """
     nl = newline_of(text)
     if nl != "\n":
         block = block.replace("\n", nl)
     if text and not text.endswith("\n"):
-        text += nl
+        text += "\n" if text.endswith("\r") else nl
     return text + block
 
 
