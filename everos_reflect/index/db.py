@@ -11,6 +11,8 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+from everos_reflect.errors import IndexUnreadable
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_sync_state",
@@ -455,12 +457,22 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA busy_timeout = 30000")
-    conn.execute("PRAGMA foreign_keys = ON")
-    if not readonly:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        migrate(conn)
+    try:
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if not readonly:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(conn)
+        else:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        # Only the base class means "not a database" / "malformed"; a locked or busy database
+        # (OperationalError) and the like keep their own handling.
+        if type(exc) is not sqlite3.DatabaseError:
+            raise
+        raise IndexUnreadable(path, exc) from None
     return conn
 
 
