@@ -6,6 +6,8 @@ status codes. Each carries a message a user can act on.
 
 from __future__ import annotations
 
+import sqlite3
+
 
 class EverosError(Exception):
     """Base class: every error the product reports to a user."""
@@ -76,3 +78,21 @@ class UndoRefused(EverosError):
 
 class ResolveRefused(EverosError):
     """A relation cannot be resolved as asked (already resolved, not a relation, empty note)."""
+
+
+class IndexUnreadable(EverosError, sqlite3.DatabaseError):
+    """``system.db`` is not a readable SQLite database (overwritten, truncated, corrupted).
+
+    Still a ``sqlite3.DatabaseError``, so readers that degrade on a database error (``status``
+    counting from Markdown instead) keep doing so; commands that need the index fail with it.
+
+    Never replaced automatically: besides the derived index it holds the audit, the run
+    history and the merge journal, which Markdown cannot give back.
+    """
+
+    def __init__(self, path: object, reason: object) -> None:
+        super().__init__(
+            f"{path} is not a readable SQLite database ({reason}); it also holds the audit and "
+            "run history, so it is not replaced automatically: move it aside, then "
+            "`everos-reflect reindex` rebuilds the index from Markdown"
+        )

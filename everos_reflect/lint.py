@@ -167,6 +167,10 @@ def scan_store(
                      for old, new in log.deprecated_entries.items()]
             deprecations.append((rel, ref, {e.id for e in log.entries}, marks))
 
+    archived_toward: dict[UserRef, dict[str, str]] = defaultdict(dict)
+    for _rel, ref, _own, marks in deprecations:
+        for old, new, _line in marks:
+            archived_toward[ref][old] = new
     for rel, ref, own, marks in deprecations:
         for old, new, line in marks:
             if old not in own:
@@ -175,6 +179,14 @@ def scan_store(
             if new != UNDONE and new not in kinds_of[ref]:
                 scan.problems.append(Problem(
                     rel, line, f"deprecated_entries: {old} points at unknown id {new}"))
+    for rel, ref, _own, marks in deprecations:
+        for old, _new, line in marks:
+            cycle = _archive_cycle(old, archived_toward[ref]) if old in kinds_of[ref] else []
+            if cycle:
+                scan.problems.append(Problem(rel, line, (
+                    f"deprecated_entries: {old} is archived toward itself" if len(cycle) == 2
+                    else f"deprecated_entries: {old} is archived in a cycle "
+                         f"({' -> '.join(cycle)}): none of it is live")))
     for rel, ref, fact_id, line, parent in fact_parents:
         if parent is None or kinds_of[ref].get(parent) != Kind.EPISODE:
             scan.problems.append(Problem(
@@ -183,6 +195,17 @@ def scan_store(
         for item in live_beside_sources({narrative: sources}, live_ids[ref]):
             scan.problems.append(Problem(rel, line, item.message()))
     return scan
+
+
+def _archive_cycle(start: str, toward: dict[str, str]) -> list[str]:
+    """The ids from ``start`` back to ``start`` along ``old -> new`` archive marks, or ``[]``
+    when the chain ends (at a live entry, ``undone`` or an unknown id)."""
+    chain = [start]
+    current = toward.get(start)
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = toward.get(current)
+    return [*chain, start] if current == start else []
 
 
 def journal_problems(root: Path) -> list[Problem]:

@@ -146,6 +146,14 @@ def _positive(value: Any) -> str | None:
     return None if value > 0 else f"must be greater than 0, got {value!r}"
 
 
+def _timeout(value: Any) -> str | None:
+    """A positive number of seconds, at most a day: larger finite values (1e308) overflow the
+    socket layer's timeouts, and no single request should be waited on longer."""
+    if value <= 0:
+        return f"must be greater than 0, got {value!r}"
+    return None if value <= 86400 else f"must be at most 86400 (a day), got {value!r}"
+
+
 def _fraction(value: Any) -> str | None:
     return None if 0 <= value <= 1 else f"must be in [0, 1], got {value!r}"
 
@@ -180,7 +188,7 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("llm", "provider"): _one_of("extractive", "openai"),
     ("llm", "model"): _not_blank,
     ("llm", "base_url"): _url,
-    ("llm", "timeout_seconds"): _positive,
+    ("llm", "timeout_seconds"): _timeout,
     ("llm", "max_retries"): _at_least(0),
     ("llm", "max_concurrency"): _at_least(1),
     ("embedding", "provider"): _one_of("local", "openai"),

@@ -160,3 +160,31 @@ def test_briefing_api_shape_and_errors(runtime: Runtime) -> None:
         resp = call("POST", "/api/v1/memory/briefing", json=body)
         assert resp.status_code == 422, (bad, resp.text)
         assert fragment in resp.json()["error"]["message"]
+
+
+def test_the_briefing_command_sees_an_episode_just_added_without_a_daemon(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # `add` writes Markdown only; `search` brings the index up to date before it reads, but
+    # `briefing` read the stale index and answered an empty block until something else synced.
+    import json
+
+    from click.testing import CliRunner
+
+    from everos_reflect.cli import memory_cmds
+    from everos_reflect.cli.common import existing_root
+    from everos_reflect.cli.main import cli
+    from everos_reflect.settings import Settings
+
+    monkeypatch.setattr(memory_cmds, "open_runtime", lambda r: Runtime(
+        existing_root(r), Settings(), embedder=HashEmbedder(32)))
+    runner = CliRunner()
+    added = runner.invoke(cli, ["add", "--root", str(root), "--user", "u1", "--subject", "Pets",
+                                "--content", "Andrew adopted a dog named Toby."])
+    assert added.exit_code == 0, added.output
+
+    result = runner.invoke(cli, ["briefing", "Andrew adopted a dog named Toby.", "--root",
+                                 str(root), "--user", "u1", "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert [i["id"] for i in json.loads(result.stdout)["items"]] == [added.stdout.strip()]

@@ -176,3 +176,34 @@ def test_commands_never_create_a_root_by_accident(tmp_path: Path, args: list[str
     assert result.stderr.strip().splitlines() == [
         f"error: no memory root at {missing}: create one with `everos-reflect init {missing}`"]
     assert not missing.exists()
+
+
+def test_an_unreadable_index_database_is_one_line_naming_it(filled: Path) -> None:
+    # system.db overwritten with junk: search and reindex died in sqlite3 with a traceback.
+    run("reindex", "--root", str(filled))
+    db = filled / ".index" / "sqlite" / "system.db"
+    for stale in db.parent.iterdir():  # a new file: no connection of this process touches it
+        stale.unlink()
+    db.write_bytes(b"\x00junk, not SQLite\n" * 300)
+    for args in (["search", "dog"], ["reindex"]):
+        result = run(*args, "--root", str(filled))
+        assert result.exit_code == 1, result.output
+        [line] = result.stderr.splitlines()
+        assert line.startswith(f"error: {db} is not a readable SQLite database")
+        assert "reindex" in line
+    assert db.read_bytes().startswith(b"\x00junk")  # never replaced behind the user's back
+
+
+def test_a_damaged_vector_index_is_one_line_and_reindex_repairs_it(filled: Path) -> None:
+    # LanceDB's files overwritten: search died in lancedb with a RuntimeError traceback.
+    run("reindex", "--root", str(filled))
+    table = filled / ".index" / "lancedb" / "episodes.lance"
+    for path in [p for p in table.rglob("*") if p.is_file()]:
+        path.write_bytes(b"junk")
+    result = run("search", "dog", "--root", str(filled))
+    assert result.exit_code == 1, result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: the episodes vector index is unreadable (")
+    assert line.endswith("run `everos-reflect reindex` to rebuild it")
+    assert run("reindex", "--root", str(filled)).exit_code == 0
+    assert run("search", "dog", "--root", str(filled)).exit_code == 0

@@ -412,6 +412,23 @@ def test_lint_reports_deprecation_pointing_at_unknown_id(root: Path) -> None:
     ]
 
 
+def test_lint_reports_an_entry_archived_toward_itself_or_in_a_cycle(root: Path) -> None:
+    # Each id names a real entry, so nothing was reported, yet no entry of the cycle is live:
+    # a hand edit hid them all from search without a word.
+    marks = "  ep_20261012_0001: ep_20261012_0002\n  ep_20261012_0009: ep_20261012_0002\n"
+    for edited, expected in (
+        ("  ep_20261012_0001: ep_20261012_0001\n",
+         "deprecated_entries: ep_20261012_0001 is archived toward itself"),
+        ("  ep_20261012_0001: ep_20261012_0002\n  ep_20261012_0002: ep_20261012_0001\n",
+         "deprecated_entries: ep_20261012_0001 is archived in a cycle "
+         "(ep_20261012_0001 -> ep_20261012_0002 -> ep_20261012_0001): none of it is live"),
+    ):
+        write_log(root, "u1/episodes/episode-2026-10-12.md", EPISODES.replace(marks, edited))
+        result = run("lint", "--root", str(root), "--json")
+        assert result.exit_code == 1
+        assert expected in [p["message"] for p in one_json(result)["problems"]], result.output
+
+
 def test_lint_includes_parser_diagnostics_for_misplaced_ids(root: Path) -> None:
     misplaced = EPISODES.replace("entry:ep_20261012_0002", "entry:ep_20261011_0002")
     write_log(root, "u1/episodes/episode-2026-10-12.md", misplaced)

@@ -77,7 +77,7 @@ def test_an_existing_root_keeps_every_cluster_and_member(tmp_path: Path) -> None
     assert [tuple(r) for r in conn.execute("SELECT rowid, cluster_key FROM clusters")] == [
         (1, 1), (4097, 4097), (9000, 9000)]
     indexes = {r[1] for r in conn.execute("PRAGMA index_list(clusters)")}
-    assert indexes == {"clusters_by_id", "clusters_by_user_time", "clusters_consolidated"}
+    assert indexes == {"clusters_by_id", "clusters_by_user", "clusters_consolidated"}
     # a state cached by another process before the migration is reloaded
     assert conn.execute("SELECT version FROM cluster_versions").fetchone()[0] > version
     svc = ClusterService(rt)
@@ -120,3 +120,29 @@ def test_a_look_up_by_id_probes_the_id_index_in_every_bucket(tmp_path: Path) -> 
         f"{dbmod.CLUSTER_KEY_OF_ID}", ("cl_x",)))
     assert "USING COVERING INDEX clusters_by_id (<expr>=? AND cluster_id=?)" in plan
     assert "SCAN" not in plan.replace("SCAN CONSTANT ROW", "").replace("SCAN bucket", "")
+
+
+def test_a_user_without_a_version_row_is_reloaded_and_then_counted(tmp_path: Path) -> None:
+    """Migration 0014: the triggers only bump an existing ``cluster_versions`` row. A state
+    cached while the user had none (a rebuild of a new user) is not trusted: a raw SQL change
+    made meanwhile, which bumped nothing, is seen; from then on the row exists and counts."""
+    a, b = _Runtime(tmp_path), _Runtime(tmp_path)
+    sa = ClusterService(a)
+    v = np.zeros(8, dtype=np.float32)
+    v[0] = 1.0
+    a.vectors.data[(REF, "ep_a")] = v
+    conn = a.db()
+    with dbmod.transaction(conn):
+        conn.execute("INSERT INTO entries (app_id, project_id, user_id, id, kind, path, ts, "
+                     "content_hash, text_hash) VALUES (?,?,?,?,?,?,?,?,?)",
+                     (*_USER, "ep_a", "episode", "x.md", 1000.0, "c", "t"))
+    sa.recluster(REF)  # writes clusters without ever reading a version: no row yet
+    assert conn.execute("SELECT COUNT(*) FROM cluster_versions").fetchone()[0] == 0
+    with dbmod.transaction(b.db()) as other:  # another tool, behind the cache's back
+        other.execute("DELETE FROM clusters")
+    assert sa.assign(REF, "ep_b", v, 1000.0 + DAY).reason == "new"
+    assert conn.execute("SELECT version FROM cluster_versions").fetchone()[0] >= 1
+    with dbmod.transaction(b.db()) as other:  # now the row exists: the trigger counts it
+        other.execute("DELETE FROM clusters")
+    assert sa.assign(REF, "ep_c", v, 1000.0 + 2 * DAY).reason == "new"
+    assert conn.execute("SELECT COUNT(*) FROM cluster_members").fetchone()[0] == 1

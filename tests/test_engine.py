@@ -248,3 +248,24 @@ def test_runs_lists_newest_first(runtime: Runtime, fake: Fake) -> None:
     second = engine.trigger("fake_test", force=True)
     assert [r["id"] for r in engine.runs(limit=5)] == [second.run_id, first.run_id]
     assert engine.runs(limit=1)[0]["counts"] == {"merged": 2, "batch": 10}
+
+
+@pytest.mark.parametrize(("table", "line", "key"), [
+    ("fake_test", "misfire_grace_hours = 1e300", "misfire_grace_hours"),
+    ("fake_test", "retry_backoff_seconds = inf", "retry_backoff_seconds"),
+    ("update_worldview", "cooldown_seconds = 1e300", "cooldown_seconds"),
+    ("reflect_episodes", "commit_wait_seconds = 1e300", "commit_wait_seconds"),
+])
+def test_a_wait_too_long_for_the_clock_is_an_invalid_ome(runtime: Runtime, fake: Fake,
+                                                          table: str, line: str,
+                                                          key: str) -> None:
+    # Accepted by ">= 0" before; then timedelta(hours=1e300) killed `serve` at start-up
+    # (OverflowError in the misfire catch-up) and the others overflowed where they waited.
+    enable(runtime.root)
+    engine = Engine(runtime)
+    body = f"[strategies.{table}]\n{line}\n"
+    if table != "fake_test":
+        body = f"[strategies.fake_test]\nenabled = true\n{body}"
+    write_ome(runtime.root, body)
+    assert engine.reload_config() is False
+    assert f"strategies.{table}.{key}: must be between 0 and" in engine.config_error

@@ -200,6 +200,15 @@ def test_non_finite_numbers_are_rejected() -> None:
     ]
 
 
+def test_an_llm_timeout_past_a_day_is_rejected() -> None:
+    # 1e308 is finite and was accepted; every LLM call then died in the socket layer with
+    # "OverflowError: timestamp out of range for platform time_t" instead of a config error.
+    assert problems_of("[llm]\ntimeout_seconds = 1e308\n") == [
+        ("root/everos.toml", "llm.timeout_seconds", "must be at most 86400 (a day), got 1e+308")]
+    ok = parse_settings(DEFAULTS, "[llm]\ntimeout_seconds = 86400\n", {}, "root/everos.toml")
+    assert ok.llm.timeout_seconds == 86400
+
+
 def test_a_bad_env_value_does_not_hide_a_bad_file_value() -> None:
     problems = problems_of("[server]\nport = -1\n", {"EVEROS_SERVER__PORT": "x"})
     assert ("root/everos.toml", "server.port", "must be a port number 1-65535, got -1") in problems

@@ -230,3 +230,37 @@ def test_append_many_keeps_the_same_limits_and_writes_none_of_the_batch(root: Pa
         rt.store.append_many(ANN, Kind.ATOMIC_FACT,
                              [(fact, {"Fact": "x" * 1500}) for _ in range(5)], day=DAY)
     assert not path.exists()
+
+
+def test_a_narrative_too_large_to_write_is_rejected_not_left_interrupted(root: Path) -> None:
+    # Each Episode fits max_entry_bytes, their merge did not: the commit stopped half-way, the
+    # journal row stayed, every later run failed to "recover" it and `lint` reported an
+    # interrupted merge for good. Now the draft is rejected before anything is written.
+    from everos_reflect.embedding import HashEmbedder
+    from everos_reflect.llm import ExtractiveLLM
+    from everos_reflect.runtime import Runtime
+    from everos_reflect.settings import LimitsSettings
+    from tests.reflect_fixtures import ANDREW, add_episode, make_runtime, reports, run_reflection
+
+    base = make_runtime(root, ExtractiveLLM())
+    rt = Runtime(root, replace(base.settings, limits=LimitsSettings(max_entry_bytes=1024)),
+                 embedder=HashEmbedder(64), llm=ExtractiveLLM())
+    base.close()
+    dogs = ("Toby", "Buddy", "Rex")
+    for n, dog in enumerate(dogs):
+        others = " ".join(f"Andrew walks {d} in the park and feeds {d} every day in October."
+                          for d in dogs if d != dog)
+        add_episode(rt, ANDREW, f"2026-10-1{n}T10:00:00+00:00", f"Dog {dog}",
+                    f"Andrew adopted a dog named {dog} from the Denver shelter this week. "
+                    f"{dog} sleeps in a basket by the window and barks at the mail carrier. "
+                    f"{others} Andrew bought {dog} a red collar with a silver name tag.")
+    before = {p: p.read_bytes() for p in rt.store.iter_files()}
+
+    counts = run_reflection(rt)
+
+    assert counts.get("rejected") == 1 and not counts.get("interrupted"), counts
+    [report] = reports(rt)
+    assert report["status"] == "rejected" and "limits.max_entry_bytes (1,024)" in report["error"]
+    assert {p: p.read_bytes() for p in rt.store.iter_files()} == before
+    assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+    rt.close()

@@ -90,8 +90,11 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
 
     body = validated(BriefingRequest, user_id=user_id, app_id=app, project_id=project,
                      query=query, task_type=task_type, max_tokens=max_tokens)
+    from everos_reflect.index.sync import Indexer
+
     runtime = open_runtime(root)
     try:
+        Indexer(runtime).scan()  # like `search`: Episodes added or edited since the last sync
         data = ops.briefing(runtime, body)
     finally:
         runtime.close()

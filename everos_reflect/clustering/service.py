@@ -228,8 +228,10 @@ class _Write:
         self.touched: dict[UserRef, UserClusters] = {}
         self._new: dict[str, UserRef] = {}
         self._dirty: dict[str, UserRef] = {}
-        self._members: list[tuple[Any, ...]] = []
-        self._member_keys: set[tuple[UserRef, str]] = set()
+        #: queued member rows per user, ``(entry_id, cluster_id, ts, similarity, text_hash)``;
+        #: per user so that neither the queue nor its look-ups hash a UserRef per Episode
+        self._members: dict[UserRef, list[tuple[Any, ...]]] = {}
+        self._member_ids: dict[UserRef, set[str]] = {}
 
     # sqlite3.Connection look-alike for the code that works in SQL
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
@@ -245,6 +247,15 @@ class _Write:
         if st is not None:
             return st
         version = _version(self.conn, ref)
+        if version is None:
+            # No row yet: create it, so the triggers (a plain UPDATE, migration 0014) count
+            # every change from now on. A cached state is reloaded: changes made while there
+            # was no row were counted nowhere.
+            self.conn.execute("INSERT OR IGNORE INTO cluster_versions (app_id, project_id, "
+                              "user_id, version) VALUES (?,?,?,0)",
+                              (ref.app, ref.project, ref.user_id))
+            version = 0
+            self.cache.users.pop(ref, None)
         st = self.cache.users.get(ref)
         if st is None or st.version != version:
             st = self._load(ref)
@@ -296,7 +307,8 @@ class _Write:
         row per Episode. ``items`` are ``(entry_id, ts, text_hash)``, ``placed`` what
         ``assign_run`` answered for each (in one loop: two method calls per Episode were a
         tenth of the batch path)."""
-        new, dirty, members = self._new, self._dirty, self._members
+        new, dirty = self._new, self._dirty
+        members = self._members.setdefault(ref, [])
         for (entry_id, ts, text_hash), (cid, similarity, reason) in zip(items, placed,
                                                                          strict=True):
             if reason == NEW:
@@ -304,8 +316,8 @@ class _Write:
                 dirty.pop(cid, None)
             elif cid not in new:
                 dirty[cid] = ref
-            members.append((ref, entry_id, cid, ts, similarity, text_hash))
-        self._member_keys.update((ref, entry_id) for entry_id, _, _ in items)
+            members.append((entry_id, cid, ts, similarity, text_hash))
+        self._member_ids.setdefault(ref, set()).update([item[0] for item in items])
 
     def delete_cluster(self, ref: UserRef, cluster_id: str) -> None:
         self.execute(f"DELETE FROM clusters WHERE {_BY_ID}", (cluster_id,))
@@ -313,13 +325,15 @@ class _Write:
 
     def insert_member(self, ref: UserRef, entry_id: str, cluster_id: str, ts: float,
                       similarity: float | None, text_hash: str | None) -> None:
-        self._members.append((ref, entry_id, cluster_id, ts, similarity, text_hash))
-        self._member_keys.add((ref, entry_id))
+        self._members.setdefault(ref, []).append((entry_id, cluster_id, ts, similarity,
+                                                   text_hash))
+        self._member_ids.setdefault(ref, set()).add(entry_id)
 
     def flush_members_of(self, ref: UserRef, ids: Iterable[str]) -> None:
         """Write the queue if it holds a membership of one of ``ids`` (before reading them:
         a lookup of other entries need not wait for the batch)."""
-        if self._member_keys and any((ref, i) in self._member_keys for i in ids):
+        queued = self._member_ids.get(ref)
+        if queued and not queued.isdisjoint(ids):
             self.flush()
 
     def flush(self) -> None:
@@ -327,8 +341,8 @@ class _Write:
             return
         now = utcnow_iso()
         new, dirty, members = self._new, self._dirty, self._members
-        self._new, self._dirty, self._members = {}, {}, []
-        self._member_keys = set()
+        self._new, self._dirty, self._members = {}, {}, {}
+        self._member_ids = {}
         conn = self.conn
         if new:
             key = _next_cluster_key(conn)
@@ -360,13 +374,18 @@ class _Write:
                     f"first_ts=?, last_ts=? WHERE {_BY_ID}", by_id)
         if members:
             keyed, looked_up = [], []
-            for m in members:
-                st = self.touched.get(m[0])
-                k = st.keys.get(m[2]) if st is not None else None
-                if k is None:
-                    looked_up.append((m[0].app, m[0].project, m[0].user_id, *m[1:], now))
-                else:
-                    keyed.append((m[0].app, m[0].project, m[0].user_id, *m[1:], now, k))
+            for ref, rows in members.items():
+                st = self.touched.get(ref)
+                keys = st.keys if st is not None else {}
+                app, project, user = ref.app, ref.project, ref.user_id
+                for entry_id, cid, ts, similarity, text_hash in rows:
+                    k = keys.get(cid)
+                    if k is None:
+                        looked_up.append((app, project, user, entry_id, cid, ts, similarity,
+                                          text_hash, now))
+                    else:
+                        keyed.append((app, project, user, entry_id, cid, ts, similarity,
+                                      text_hash, now, k))
             if keyed:
                 conn.executemany(_INSERT_MEMBER_KEYED, keyed)
             if looked_up:
@@ -382,19 +401,22 @@ class _Write:
 
 
 def _versions(conn: sqlite3.Connection, refs: Sequence[UserRef]) -> dict[UserRef, int]:
-    """``cluster_versions`` of several users in one query per 200 (an index batch touches
-    many users; one look-up each would cost more than the batch's own writes)."""
+    """``cluster_versions`` of several users in one statement (an index batch touches many
+    users; one look-up each would cost more than the batch's own writes). The users go in as
+    one JSON array, so the statement text, and its compiled plan, is the same for any number
+    of them: a primary-key probe each (an ``OR`` of 20 conditions cost ~9 µs per user)."""
     if len(refs) == 1:
         version = _version(conn, refs[0])
         return {} if version is None else {refs[0]: version}
     out: dict[UserRef, int] = {}
-    for start in range(0, len(refs), 200):
-        chunk = refs[start:start + 200]
-        cond = " OR ".join(["(app_id=? AND project_id=? AND user_id=?)"] * len(chunk))
-        for r in conn.execute(
-                f"SELECT app_id, project_id, user_id, version FROM cluster_versions WHERE {cond}",
-                [v for ref in chunk for v in (ref.app, ref.project, ref.user_id)]):
-            out[UserRef(r[0], r[1], r[2])] = int(r[3])
+    by_key = {(r.app, r.project, r.user_id): r for r in refs}
+    for r in conn.execute(
+            "SELECT v.app_id, v.project_id, v.user_id, v.version FROM json_each(?) j "
+            "JOIN cluster_versions v ON v.app_id = json_extract(j.value, '$[0]') "
+            "AND v.project_id = json_extract(j.value, '$[1]') "
+            "AND v.user_id = json_extract(j.value, '$[2]')",
+            (json.dumps(list(by_key)),)):
+        out[by_key[(r[0], r[1], r[2])]] = int(r[3])
     return out
 
 

@@ -61,6 +61,17 @@ def non_negative(value: float) -> str | None:
     return None if value >= 0 else "must be >= 0"
 
 
+def duration_up_to(limit: int, words: str) -> Callable[[float], str | None]:
+    """A wait or window from 0 to ``limit``. Larger values (``1e300``, ``inf``) are finite
+    TOML or pass a ``>= 0`` check, then overflow ``timedelta``/datetime arithmetic or a
+    thread wait where they are used: ``serve`` died at start-up on ``misfire_grace_hours``."""
+
+    def check(value: float) -> str | None:
+        return None if 0 <= value <= limit else f"must be between 0 and {limit:,} ({words})"
+
+    return check
+
+
 def at_least(low: int) -> Callable[[int], str | None]:
     def check(value: int) -> str | None:
         return None if value >= low else f"must be >= {low}"
@@ -86,7 +97,8 @@ COMMON_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("max_retries", int, 0, "Extra attempts after a failed run.", non_negative),
     SettingSpec(
         "retry_backoff_seconds", float, 60.0,
-        "Wait before the first retry; doubles for each further one.", non_negative,
+        "Wait before the first retry; doubles for each further one.",
+        duration_up_to(86_400, "a day"),
     ),
     SettingSpec("max_llm_calls", int, int(DEFAULT_LIMITS["max_llm_calls"]),
                 "LLM calls per run; the run stops between units before passing it.",
@@ -102,7 +114,7 @@ COMMON_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec(
         "misfire_grace_hours", float, 6.0,
         "A scheduled run missed while the daemon was down runs once at start-up if it is at "
-        "most this old.", non_negative,
+        "most this old.", duration_up_to(8_760, "a year"),
     ),
 )
 

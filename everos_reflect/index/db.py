@@ -11,6 +11,8 @@ import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
+from everos_reflect.errors import IndexUnreadable
+
 MIGRATIONS: list[tuple[str, str]] = [
     (
         "0001_sync_state",
@@ -373,6 +375,45 @@ MIGRATIONS: list[tuple[str, str]] = [
         UPDATE cluster_versions SET version = version + 1;
         """,
     ),
+    (
+        "0013_clusters_by_user",
+        """
+        -- Clusters of a user by the user alone (then rowid, i.e. creation order), no longer by
+        -- last activity: a new cluster's entry lands at its user's end of the index, and
+        -- updating a cluster's centroid and span (every join) no longer moves an index entry.
+        -- Nothing ranged over last_ts; the listing by last activity sorts one user's rows.
+        DROP INDEX clusters_by_user_time;
+        CREATE INDEX clusters_by_user ON clusters(app_id, project_id, user_id);
+        """,
+    ),
+    (
+        "0014_cluster_version_bumps",
+        """
+        -- A change to a user's clusters bumps the user's version with a plain UPDATE of its
+        -- row: the upsert it replaces cost about a third of each cluster row written. The
+        -- clustering service creates the row (version 0) the first time it holds the write
+        -- lock for a user without one, and reloads a user whose row is missing, so a change
+        -- made before the row exists (by any writer) is never mistaken for "unchanged".
+        DROP TRIGGER clusters_version_insert;
+        DROP TRIGGER clusters_version_update;
+        DROP TRIGGER clusters_version_delete;
+        CREATE TRIGGER clusters_version_insert AFTER INSERT ON clusters BEGIN
+            UPDATE cluster_versions SET version = version + 1
+            WHERE app_id = NEW.app_id AND project_id = NEW.project_id
+              AND user_id = NEW.user_id;
+        END;
+        CREATE TRIGGER clusters_version_update AFTER UPDATE ON clusters BEGIN
+            UPDATE cluster_versions SET version = version + 1
+            WHERE app_id = NEW.app_id AND project_id = NEW.project_id
+              AND user_id = NEW.user_id;
+        END;
+        CREATE TRIGGER clusters_version_delete AFTER DELETE ON clusters BEGIN
+            UPDATE cluster_versions SET version = version + 1
+            WHERE app_id = OLD.app_id AND project_id = OLD.project_id
+              AND user_id = OLD.user_id;
+        END;
+        """,
+    ),
 ]
 
 def cluster_key_of_id(param: str = "?") -> str:
@@ -416,12 +457,22 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
     conn.row_factory = sqlite3.Row
-    conn.execute("PRAGMA busy_timeout = 30000")
-    conn.execute("PRAGMA foreign_keys = ON")
-    if not readonly:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = NORMAL")
-        migrate(conn)
+    try:
+        conn.execute("PRAGMA busy_timeout = 30000")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if not readonly:
+            conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute("PRAGMA synchronous = NORMAL")
+            migrate(conn)
+        else:
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+    except sqlite3.DatabaseError as exc:
+        conn.close()
+        # Only the base class means "not a database" / "malformed"; a locked or busy database
+        # (OperationalError) and the like keep their own handling.
+        if type(exc) is not sqlite3.DatabaseError:
+            raise
+        raise IndexUnreadable(path, exc) from None
     return conn
 
 

@@ -205,6 +205,12 @@ class VectorIndex:
             table = self._db.open_table(name)
         except ValueError:  # "not found"
             table = self._db.create_table(name, schema=_schema(self.dim), exist_ok=True)
+        except (RuntimeError, OSError) as exc:  # LanceDB's "lance error: ..." on damaged files
+            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+            raise EverosError(
+                f"the {name} vector index is unreadable ({reason}): it is derived from "
+                "Markdown, run `everos-reflect reindex` to rebuild it"
+            ) from None
         stored = table.schema.field("vector").type.list_size
         if stored != self.dim:
             raise EverosError(

@@ -27,7 +27,7 @@ from everos_reflect.engine.registry import (
     SettingSpec,
     Strategy,
     at_least,
-    non_negative,
+    duration_up_to,
     positive,
 )
 from everos_reflect.engine.triggers import CountTrigger
@@ -55,7 +55,8 @@ def tier_settings(*, cooldown: float) -> tuple[SettingSpec, ...]:
     """Keys every belief tier takes (SPEC §10): cooldown, run limits and the depth cap."""
     return (
         SettingSpec("cooldown_seconds", float, cooldown,
-                    "Least time between two data-triggered runs.", non_negative),
+                    "Least time between two data-triggered runs.",
+                    duration_up_to(31_536_000, "a year")),
         SettingSpec("max_llm_calls", int, 20,
                     "LLM calls per run (one per owner); owners past it wait for the next run.",
                     at_least(1)),

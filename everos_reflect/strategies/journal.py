@@ -48,7 +48,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -330,6 +330,32 @@ def _provenance_meta(plan: Plan) -> dict[str, Any]:
         return {PROVENANCE_KEY: provenance_meta(plan.content, rows)}
     except ValueError:  # rows that no longer line up with the text: keep entry-level sources
         return {}
+
+
+def oversized(runtime: Runtime, plan: Plan) -> str | None:
+    """Why the narrative or one of its facts could never be written, else ``None``.
+
+    An entry over ``limits.max_entry_bytes`` is refused by the store, so such a merge must be
+    turned down before its journal row exists: committed, it stopped half-way and recovery,
+    retrying the same write each run, could never finish it (the merge stayed "interrupted").
+    Measured as the store renders it, with a five-digit id (the real one is rarely longer).
+    """
+    from everos_reflect.markdown.writer import render_entry
+    from everos_reflect.model import EntryId
+
+    limit = runtime.store.limits.max_entry_bytes
+    placeholder = str(EntryId(Kind.EPISODE, plan.day_date, 99_999))
+    sized = replace(plan, merged_id=placeholder)
+    blocks = [render_entry(placeholder, narrative_meta(sized),
+                           {"Subject": plan.title, "Content": plan.content})]
+    fact_id = str(EntryId(Kind.ATOMIC_FACT, plan.day_date, 99_999))
+    blocks += [render_entry(fact_id, fact_meta(sized), {"Fact": fact}) for fact in plan.facts]
+    size = max(len(block.encode("utf-8")) for block in blocks)
+    if size <= limit:
+        return None
+    what = "narrative" if len(blocks[0].encode("utf-8")) == size else "a fact of the narrative"
+    return (f"the {what} would be a {size:,}-byte entry, over limits.max_entry_bytes "
+            f"({limit:,}); not written")
 
 
 def fact_meta(plan: Plan) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from everos_reflect.engine.registry import (
     SettingSpec,
     Strategy,
     at_least,
-    non_negative,
+    duration_up_to,
     positive,
 )
 from everos_reflect.errors import ConfigError, ProviderUnavailable
@@ -143,7 +143,7 @@ class ReflectEpisodes(Strategy):
         SettingSpec("commit_wait_seconds", float, DEFAULT_COMMIT_WAIT_SECONDS,
                     "How long a ready draft waits for the drafts right behind it to be ready "
                     "too, so they commit together (0: commit whatever is ready).",
-                    non_negative),
+                    duration_up_to(3_600, "an hour")),
         SettingSpec("remerge_undone", bool, False,
                     "Merge the sources of an undone merge again even when no new member has "
                     "joined them (normally they are held back until one does)."),
@@ -384,6 +384,8 @@ class ReflectionRun:
             status, error = "rejected", result.coverage.explain(self.floor)
         elif too_long is not None:
             status, error = "rejected", too_long
+        elif (too_big := journal.oversized(self.rt, plan)) is not None:
+            status, error = "rejected", too_big
         else:
             try:
                 journal.check_sources(self.rt, plan)
