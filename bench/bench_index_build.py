@@ -3,7 +3,9 @@
 Fills an episode table with ``--rows`` random unit vectors (384 dims, 50 users), then runs
 ``VectorIndex.optimize()`` — compaction, then the first ANN build — while a writer thread
 upserts one row at a time, as the watcher does. Prints the build time and the writer's latency
-(max, p99, median) during the optimize, and how many writes completed meanwhile.
+(max, p99, median) during the optimize, and how many writes completed meanwhile; then the
+episode table's compaction (LanceDB's ``optimize`` call, timed from outside, so any version of
+``VectorIndex`` can be measured) and the slowest upsert overlapping it.
 
     python bench/bench_index_build.py [--rows 60000]
 """
@@ -48,7 +50,20 @@ def main(argv: list[str] | None = None) -> int:
             index.append("episode", [_row(users[(start + i) % 50], f"ep_{start + i:07d}", v)
                                      for i, v in enumerate(vecs)])
         waits: list[float] = []
+        spans: list[tuple[float, float]] = []  # (start, end) of each upsert
+        compaction: list[tuple[float, float]] = []
         stop = threading.Event()
+        table = index._table("episode")
+        compact = table.optimize  # LanceDB's optimize: the compaction step, in any version
+
+        def timed_compaction(**kwargs: object) -> object:
+            t0 = time.perf_counter()
+            try:
+                return compact(**kwargs)
+            finally:
+                compaction.append((t0, time.perf_counter()))
+
+        table.optimize = timed_compaction
 
         def writer() -> None:
             n = 0
@@ -57,7 +72,9 @@ def main(argv: list[str] | None = None) -> int:
                 v /= np.linalg.norm(v)
                 t0 = time.perf_counter()
                 index.upsert("episode", [_row(users[n % 50], f"ep_w{n:06d}", v)])
-                waits.append(time.perf_counter() - t0)
+                t1 = time.perf_counter()
+                waits.append(t1 - t0)
+                spans.append((t0, t1))
                 n += 1
                 time.sleep(0.05)
 
@@ -76,6 +93,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"writer during optimize: {len(waits)} upserts, median {q[0] * 1000:.0f} ms, "
                   f"p99 {q[1] * 1000:.0f} ms, max {max(waits) * 1000:.0f} ms "
                   f"(target: no write waits > 1 s); mean {statistics.mean(waits) * 1000:.0f} ms")
+            # the upserts that started or ended while the episode table was being compacted
+            for c0, c1 in compaction:
+                during = [(t1 - t0) for t0, t1 in spans if t0 < c1 and t1 > c0]
+                print(f"compaction of the episode table: {(c1 - c0) * 1000:.0f} ms "
+                      f"(attempts: {len(compaction)}), {len(during)} upserts overlapping it, "
+                      f"max {max(during, default=0) * 1000:.0f} ms")
     return 0
 
 

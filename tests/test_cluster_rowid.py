@@ -1,8 +1,10 @@
-"""Migration 0012: clusters keyed by their integer key, the hash id indexed behind its bucket.
+"""Migrations 0012-0014: clusters keyed by their integer key, the hash id indexed behind its
+bucket, clusters indexed by user, versions bumped by a plain UPDATE of an existing row.
 
-A root clustered before it keeps every cluster column and membership; a look-up by the public
-id goes through ``clusters_by_id`` (never a scan), whichever bucket the key is in; deleting a
-cluster still takes its members; no index on the bare hash id is left to take random inserts."""
+A root clustered before them keeps every cluster column and membership; a look-up by the
+public id goes through ``clusters_by_id`` (never a scan), whichever bucket the key is in;
+deleting a cluster still takes its members; no index on the bare hash id is left to take
+random inserts; a user without a version row is never trusted from memory."""
 
 from __future__ import annotations
 
