@@ -262,3 +262,38 @@ def test_a_blank_database_migrates_with_cluster_state_columns(tmp_path):
     cols = {r[1] for r in conn.execute("PRAGMA table_info(cluster_members)")}
     assert {"deprecated_by", "text_hash"} <= cols
     assert "centroid_norm" in {r[1] for r in conn.execute("PRAGMA table_info(clusters)")}
+
+
+def test_recluster_does_not_give_a_user_a_copy_of_another_users_cluster_id(rt, svc):
+    """A narrative hand-edited to name another user's cluster is attached nowhere, online or
+    by recluster (migration 0012: the id is no longer UNIQUE in SQLite, so a copy under the
+    second user made every look-up by that id answer for either user)."""
+    other = UserRef.of("u_beth")
+    index(rt, svc, episode("ep_20260803_0001", DOG, T0),
+          episode("ep_20260804_0001", DOG2, T0 + timedelta(days=1)))
+    (dog,) = svc.clusters(REF)
+    # the same narrative filed (by hand) under another user, naming REF's cluster
+    narrative = episode("ep_20260805_0001", WORK, T0 + timedelta(days=2),
+                        parent_type="cluster", parent_id=dog.cluster_id)
+    conn = rt.db()
+    v = EMB.embed([narrative.search_text])[0]
+    rt.vectors.data[(other, narrative.id)] = v
+    with dbmod.transaction(conn):
+        conn.execute(
+            "INSERT INTO entries (app_id, project_id, user_id, id, kind, path, ts, timestamp,"
+            " subject, text, parent_type, parent_id, deprecated_by, content_hash, text_hash)"
+            " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            (other.app, other.project, other.user_id, narrative.id, "episode", "y.md",
+             narrative.timestamp.timestamp(), narrative.meta["timestamp"], narrative.subject,
+             narrative.content, "cluster", dog.cluster_id, None, narrative.content_hash,
+             narrative.text_hash))
+    # online, the narrative is refused as naming another user's cluster
+    assert svc.on_entries_indexed(other, [narrative], [v]) == {
+        narrative.id: "foreign-cluster"}
+    svc.recluster()
+    owners = conn.execute("SELECT user_id FROM clusters WHERE cluster_id=?",
+                          (dog.cluster_id,)).fetchall()
+    assert [r[0] for r in owners] == [REF.user_id]
+    assert svc.cluster(dog.cluster_id).ref == REF
+    assert [m.entry_id for m in svc.members(dog.cluster_id)] == [
+        "ep_20260803_0001", "ep_20260804_0001"]

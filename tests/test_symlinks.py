@@ -175,3 +175,28 @@ def test_writing_through_a_link_inside_the_root_writes_its_target_and_keeps_the_
 
     assert log.is_symlink()
     assert "Ann has a cat." in shared.read_text() and "Ann has a dog." in shared.read_text()
+
+
+def test_a_write_spanning_several_logs_writes_through_a_link_inside_the_root(
+    root: Path
+) -> None:
+    # The several-file path (archiving a Reflection's sources from two days at once) renamed
+    # over the link itself, as the one-file path did before it wrote through links.
+    store = runtime(root).store
+    made = [store.append(ANN, Kind.EPISODE, {"timestamp": f"2026-10-{d}T09:00:00+00:00",
+                                             "parent_type": "memcell"},
+                         {"Subject": "Cats", "Content": f"Ann has a cat ({d})."},
+                         day=date(2026, 10, d)) for d in (12, 13)]
+    log = root / USERS / "u_ann/episodes/episode-2026-10-12.md"
+    shared = root / "shared" / "ann-2026-10-12.md"
+    shared.parent.mkdir()
+    log.rename(shared)
+    log.symlink_to(Path("../../../../../shared/ann-2026-10-12.md"))
+
+    assert store.deprecate(ANN, {e.id: "ep_20261014_0001" for e in made}) == {}
+
+    assert log.is_symlink()
+    assert f"{made[0].id}: ep_20261014_0001" in shared.read_text()
+    other = root / USERS / "u_ann/episodes/episode-2026-10-13.md"
+    assert f"{made[1].id}: ep_20261014_0001" in other.read_text()
+    assert not list(root.rglob(".*.tmp"))

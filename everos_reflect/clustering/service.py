@@ -789,6 +789,17 @@ class ClusterService:
                         self.member_threshold)
         skipped = 0
         narratives = [r for r in live if r["parent_type"] == "cluster"]
+        # A narrative naming another user's cluster is attached nowhere, as online: copying
+        # that id here would give two users one id (not UNIQUE in SQLite since migration
+        # 0012), and every look-up by it would answer for either.
+        foreign = self._foreign_cluster_ids(
+            ref, {plan.narrative_cluster_id(r["id"], r["parent_id"]) for r in narratives})
+        if foreign:
+            log.warning("%s: %d narrative cluster id(s) held by another user; not attached",
+                        ref, len(foreign))
+            live = [r for r in live if r["parent_type"] != "cluster"
+                    or plan.narrative_cluster_id(r["id"], r["parent_id"]) not in foreign]
+            narratives = [r for r in live if r["parent_type"] == "cluster"]
         # The newest live narrative of each cluster seeds it (it is the consolidated one).
         seeds: dict[str, Any] = {}
         for r in narratives:
@@ -838,6 +849,13 @@ class ClusterService:
         return {"clusters": len(plan.clusters), "members": len(plan.members), "skipped": skipped}
 
     # ------------------------------------------------------------------ internals
+
+    def _foreign_cluster_ids(self, ref: UserRef, ids: Iterable[str]) -> set[str]:
+        """Those of ``ids`` that a cluster of another user holds (one bucket probe each)."""
+        return {cid for cid in sorted(ids) if self._db.execute(
+            f"SELECT 1 FROM clusters WHERE cluster_key IN {CLUSTER_KEY_OF_ID} AND NOT "
+            "(app_id=? AND project_id=? AND user_id=?) LIMIT 1",
+            (cid, ref.app, ref.project, ref.user_id)).fetchone()}
 
     def _vectors(self, ref: UserRef, ids: Sequence[str]) -> dict[str, np.ndarray]:
         if not ids:

@@ -592,10 +592,7 @@ class MarkdownStore:
                     return
                 if self._load_or_none(path) != before:
                     continue  # edited by hand meanwhile: redo the edit on the new text
-                # A link that stays inside the root (checked above) is written through: the
-                # rename replaces its target, never the link itself.
-                target = Path(os.path.realpath(path)) if path.is_symlink() else path
-                _atomic_write(target, new_text.encode("utf-8"))
+                _atomic_write(_write_target(path), new_text.encode("utf-8"))
                 return
         raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
 
@@ -625,12 +622,13 @@ class MarkdownStore:
                 new_text = edit(text)
                 if new_text is not None and new_text != text:
                     planned[path] = (before, new_text.encode("utf-8"))
-            with staged_writes({path: data for path, (_, data) in planned.items()}):
+            targets = {path: _write_target(path) for path in planned}
+            with staged_writes({targets[path]: data for path, (_, data) in planned.items()}):
                 for path, (before, data) in planned.items():
                     if self._load_or_none(path) != before:
                         self._edit(path, edits[path])  # edited by hand meanwhile: redo it
                     else:
-                        _atomic_write(path, data)
+                        _atomic_write(targets[path], data)
 
     def _load_or_none(self, path: Path) -> bytes | None:
         if self.leaves_root(path):
@@ -701,6 +699,13 @@ def _fsync_dir(folder: Path) -> None:
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def _write_target(path: Path) -> Path:
+    """The file an atomic write of ``path`` replaces: a link that stays inside the root (the
+    callers checked that) is written through, so the rename replaces its target, never the
+    link itself."""
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
 
 
 #: Per thread: temp files already written and fsynced, by destination (:func:`staged_writes`).
