@@ -5,7 +5,6 @@ the member index serves the look-ups by cluster; deleting a cluster still takes 
 
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -13,17 +12,13 @@ import numpy as np
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.index import db as dbmod
 
+from .db_support import system_db_at
 from .test_cluster_matrix import DAY, REF, _Runtime
 
 
 def _old_root(root: Path) -> None:
     """A system.db at migration 0010 holding two clusters of ``REF`` and three members."""
-    path = dbmod.db_path(root)
-    path.parent.mkdir(parents=True)
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA foreign_keys = ON")
-    assert dbmod.MIGRATIONS[9][0] == "0010_commit_intents"
-    dbmod.migrate(conn, dbmod.MIGRATIONS[:10])
+    conn = system_db_at(root, "0010_commit_intents")
     user = (REF.app, REF.project, REF.user_id)
     for n, cid in enumerate(["cl_bbbbbbbbbbbb", "cl_aaaaaaaaaaaa"]):
         centroid = np.zeros(8, dtype="<f4")

@@ -17,6 +17,7 @@ from everos_reflect.clustering.service import ClusterService
 from everos_reflect.index import db as dbmod
 from everos_reflect.index.reads import live_cluster_members
 
+from .db_support import system_db_at
 from .test_cluster_matrix import DAY, REF, _Runtime
 
 _USER = (REF.app, REF.project, REF.user_id)
@@ -25,12 +26,7 @@ _USER = (REF.app, REF.project, REF.user_id)
 def _root_at_0011(root: Path) -> sqlite3.Connection:
     """A system.db at migration 0011 holding three clusters of ``REF`` (keys in three buckets,
     one consolidated) and their members, one of them history."""
-    path = dbmod.db_path(root)
-    path.parent.mkdir(parents=True)
-    conn = sqlite3.connect(path)
-    conn.execute("PRAGMA foreign_keys = ON")
-    assert dbmod.MIGRATIONS[10][0] == "0011_cluster_keys"
-    dbmod.migrate(conn, dbmod.MIGRATIONS[:11])
+    conn = system_db_at(root, "0011_cluster_keys")
     for n, (cid, key, narrative) in enumerate([("cl_cccccccccccc", 1, None),
                                                ("cl_aaaaaaaaaaaa", 4097, "ep_n"),
                                                ("cl_bbbbbbbbbbbb", 9000, None)]):

@@ -576,17 +576,22 @@ class MarkdownStore:
             raise MarkdownError(fatal.path, fatal.line, f"not writing this file: {fatal.message}")
         return log
 
+    def _editable(self, path: Path) -> tuple[bytes | None, str | None]:
+        """The file's bytes as read (None if absent), to detect a hand edit before the write,
+        and its text once checked writable (a log with a fatal problem is never rewritten)."""
+        before = self._load_or_none(path)
+        if before is None:
+            return None, None
+        log = self._parse(before, path, entries=False)
+        self._writable(log)
+        return before, log.text
+
     def _edit(self, path: Path, edit: Callable[[str | None], str | None]) -> None:
         """Apply ``edit`` (current text or None if absent -> new text, or None to leave the file
         alone) under the file lock."""
         with self.lock(path):
             for _ in range(_EDIT_ATTEMPTS):
-                before = self._load_or_none(path)
-                text = None
-                if before is not None:
-                    log = self._parse(before, path, entries=False)
-                    self._writable(log)
-                    text = log.text
+                before, text = self._editable(path)
                 new_text = edit(text)
                 if new_text is None or new_text == text:
                     return
@@ -613,12 +618,7 @@ class MarkdownStore:
                 stack.enter_context(self.lock(path))
             planned: dict[Path, tuple[bytes | None, bytes]] = {}
             for path, edit in edits.items():
-                before = self._load_or_none(path)
-                text = None
-                if before is not None:
-                    log = self._parse(before, path, entries=False)
-                    self._writable(log)
-                    text = log.text
+                before, text = self._editable(path)
                 new_text = edit(text)
                 if new_text is not None and new_text != text:
                     planned[path] = (before, new_text.encode("utf-8"))
