@@ -19,6 +19,7 @@ from everos_reflect.llm.tasks import (
     Record,
     TaskRequest,
     known_tasks,
+    strings,
 )
 
 pytest_plugins = ["tests.fake_openai"]
@@ -196,3 +197,25 @@ def test_scripted_task_replies_go_through_the_same_validation() -> None:
         scripted.run_task("insights", req)
     assert scripted.run_task("insights", req).value[0][1] == [r.id for r in RECORDS]
     assert [name for name, _ in scripted.task_requests] == ["insights", "insights"]
+
+
+def test_a_lessons_reply_with_more_items_than_records_is_refused(fake_openai) -> None:
+    """A model flooding the lessons (each would be written and served) fails the call, and a
+    retry with a sane reply succeeds; repeats are dropped before the count."""
+    flood = {"lessons": [f"Run the tests before merge {n}." for n in range(5_000)],
+             "avoid": []}
+    fake_openai.script(json.dumps(flood))
+    refused = r"5000 .lessons. items for 3 records: at most 10"
+    with pytest.raises(ProviderUnavailable, match=refused):
+        llm(fake_openai).run_task("lessons", TaskRequest(records=RECORDS, values=VALUES))
+    sane = {"lessons": ["Run the tests."] * 50 + ["Pin the version."], "avoid": ["Force-push."]}
+    fake_openai.script(json.dumps(flood), json.dumps(sane))
+    result = llm(fake_openai, max_retries=1).run_task(
+        "lessons", TaskRequest(records=RECORDS, values=VALUES))
+    assert result.value == {"lessons": ["Run the tests.", "Pin the version."],
+                            "avoid": ["Force-push."]}
+
+
+def test_strings_drops_repeats_in_order_over_a_large_reply() -> None:
+    items = [f"item {n % 1000}" for n in range(200_000)]
+    assert strings({"k": items}, "k") == [f"item {n}" for n in range(1000)]

@@ -327,7 +327,23 @@ $records"""
 
 
 def _parse_lessons(obj: dict[str, Any], req: TaskRequest) -> dict[str, list[str]]:
-    return {"lessons": strings(obj, "lessons"), "avoid": strings(obj, "avoid")}
+    """A reply with more than :data:`LESSONS_PER_RECORD` lessons (or things to avoid) per
+    record shown, and more than :data:`LESSONS_FLOOR` in all, is refused: the prompt asks only
+    for what the records show, and each lesson is written and served, so a model that floods
+    the reply must not flood the memory."""
+    out = {"lessons": strings(obj, "lessons"), "avoid": strings(obj, "avoid")}
+    limit = max(LESSONS_FLOOR, LESSONS_PER_RECORD * len(req.numbering))
+    for key, items in out.items():
+        if len(items) > limit:
+            raise InvalidReply(f"{len(items)} {key!r} items for {len(req.numbering)} records: "
+                               f"at most {limit}")
+    return out
+
+
+#: a record may teach a few things; a reply past this many per record shown is a flood
+LESSONS_PER_RECORD = 3
+#: ... unless the whole reply stays this small
+LESSONS_FLOOR = 10
 
 
 LESSONS = register_task(TaskSpec(

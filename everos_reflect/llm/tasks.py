@@ -271,13 +271,14 @@ def strings(obj: Mapping[str, Any], key: str, *, limit: int = 2_000) -> list[str
     items = obj.get(key)
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
         raise InvalidReply(f"{key!r} must be a list of strings")
-    kept: list[str] = []
+    kept: dict[str, None] = {}  # a dict keeps order and finds a repeat in O(1): a reply may
+    # hold many thousands of items, and a list look-up per item would be quadratic
     for item in (i.strip() for i in items):
         if len(item) > limit:
             raise InvalidReply(f"an item of {key!r} is longer than {limit} characters")
-        if item and item not in kept:
-            kept.append(item)
-    return kept
+        if item:
+            kept.setdefault(item)
+    return list(kept)
 
 
 def object_schema(properties: dict[str, Any]) -> dict[str, Any]:
