@@ -338,22 +338,26 @@ def oversized(runtime: Runtime, plan: Plan) -> str | None:
     An entry over ``limits.max_entry_bytes`` is refused by the store, so such a merge must be
     turned down before its journal row exists: committed, it stopped half-way and recovery,
     retrying the same write each run, could never finish it (the merge stayed "interrupted").
-    Measured as the store renders it, with a five-digit id (the real one is rarely longer).
+    Measured as the store renders it, with a seven-digit sequence in the ids: wider than any
+    real one (a day file at the 16 MiB default holds far fewer entries), so the measure only
+    errs by a few bytes on the safe side.
     """
     from everos_reflect.markdown.writer import render_entry
     from everos_reflect.model import EntryId
 
     limit = runtime.store.limits.max_entry_bytes
-    placeholder = str(EntryId(Kind.EPISODE, plan.day_date, 99_999))
+    widest = 9_999_999
+    placeholder = str(EntryId(Kind.EPISODE, plan.day_date, widest))
     sized = replace(plan, merged_id=placeholder)
-    blocks = [render_entry(placeholder, narrative_meta(sized),
-                           {"Subject": plan.title, "Content": plan.content})]
-    fact_id = str(EntryId(Kind.ATOMIC_FACT, plan.day_date, 99_999))
-    blocks += [render_entry(fact_id, fact_meta(sized), {"Fact": fact}) for fact in plan.facts]
-    size = max(len(block.encode("utf-8")) for block in blocks)
+    narrative = len(render_entry(placeholder, narrative_meta(sized),
+                                 {"Subject": plan.title, "Content": plan.content}).encode("utf-8"))
+    fact_id = str(EntryId(Kind.ATOMIC_FACT, plan.day_date, widest))
+    fact = max((len(render_entry(fact_id, fact_meta(sized), {"Fact": f}).encode("utf-8"))
+                for f in plan.facts), default=0)
+    size = max(narrative, fact)
     if size <= limit:
         return None
-    what = "narrative" if len(blocks[0].encode("utf-8")) == size else "a fact of the narrative"
+    what = "narrative" if narrative == size else "a fact of the narrative"
     return (f"the {what} would be a {size:,}-byte entry, over limits.max_entry_bytes "
             f"({limit:,}); not written")
 
