@@ -27,6 +27,7 @@ from everos_reflect.cli.common import (
     settle_interrupted,
 )
 from everos_reflect.errors import ConfigError, EverosError, InvalidEpisode
+from everos_reflect.fileio import read_config_bytes
 from everos_reflect.lint import (
     BUILTIN_STRATEGIES,
     Problem,
@@ -358,7 +359,11 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     if name not in known:
         fail(f"unknown strategy {name!r} (known: {', '.join(sorted(known))})")
     path = existing_root(root) / OME_FILE_NAME
-    before = path.read_text("utf-8") if path.exists() else packaged_text("ome.toml")
+    try:
+        data = read_config_bytes(path)
+        before = packaged_text("ome.toml") if data is None else data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"{path}: {getattr(exc, 'strerror', None) or exc}")
     after = set_enabled(before, name, enabled, str(path))
     changed = after != before or not path.exists()
     if changed:
