@@ -24,7 +24,7 @@ from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
-from everos_reflect.errors import InvalidId, MarkdownError, TooLarge, UnknownEntry
+from everos_reflect.errors import EverosError, InvalidId, MarkdownError, TooLarge, UnknownEntry
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
     UNDONE,
@@ -629,6 +629,22 @@ class MarkdownStore:
                         self._edit(path, edits[path])  # edited by hand meanwhile: redo it
                     else:
                         _atomic_write(targets[path], data)
+
+    def size_after(self, path: Path, change: Callable[[str | None], str | None]) -> int | None:
+        """The bytes ``path`` would hold after ``change`` (the text edit a write would make:
+        current text or None if absent -> new text, None for unchanged), measured without
+        writing or locking. None when the file cannot be edited as it is (over the limit
+        already, a fatal problem, a symlink out of the root): the write reports that itself.
+        For callers that must know a write fits ``limits.max_file_bytes`` before they commit
+        to it, as a merge must before its journal row exists."""
+        try:
+            _, text = self._editable(path)
+            new_text = change(text)
+        except (EverosError, ValueError):
+            return None
+        if new_text is None:
+            new_text = text or ""
+        return len(new_text.encode("utf-8"))
 
     def _load_or_none(self, path: Path) -> bytes | None:
         if self.leaves_root(path):
