@@ -346,24 +346,34 @@ class _Write:
         conn = self.conn
         if new:
             key = _next_cluster_key(conn)
+            # keys in the order the clusters were created; columns read per user in bulk
+            order = list(new.items())
+            rows: list[tuple[Any, ...]] = [()] * len(order)
+            for ref, ns in _positions_by_user(order).items():
+                cids = [order[n][0] for n in ns]
+                app, project, user = ref.app, ref.project, ref.user_id
+                for n, cid, cols in zip(ns, cids, self.touched[ref].stored_many(cids),
+                                        strict=True):
+                    rows[n] = (cid, app, project, user, *cols, now, key + n)
             conn.executemany(
                 "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
                 "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, "
-                "created_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(cid, ref.app, ref.project, ref.user_id, *self.touched[ref].stored(cid), now,
-                  key + n) for n, (cid, ref) in enumerate(new.items())])
-            for n, (cid, ref) in enumerate(new.items()):
+                "created_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            for n, (cid, ref) in enumerate(order):
                 self.touched[ref].keys[cid] = key + n
         if dirty:
             # by key (the rowid, known in memory for every cluster already in SQLite); the id
             # look-up probes every bucket of clusters_by_id, the key one page
             keyed_rows, by_id = [], []
-            for cid, ref in dirty.items():
+            changed = list(dirty.items())
+            for ref, ns in _positions_by_user(changed).items():
                 st = self.touched[ref]
-                if cid in st:
-                    k = st.keys.get(cid)
+                cids = [cid for cid in (changed[n][0] for n in ns) if cid in st]
+                keys = st.keys
+                for cid, cols in zip(cids, st.stored_many(cids), strict=True):
+                    k = keys.get(cid)
                     (by_id if k is None else keyed_rows).append(
-                        (*st.stored(cid)[:5], cid if k is None else k))
+                        (*cols[:5], cid if k is None else k))
             if keyed_rows:
                 conn.executemany(
                     "UPDATE clusters SET centroid=?, centroid_norm=?, member_count=?, "
@@ -398,6 +408,19 @@ class _Write:
         for ref, st in self.touched.items():
             st.version = versions.get(ref)
         self.cache.trim(keep=list(self.touched)[-1:])
+
+
+def _positions_by_user(order: Sequence[tuple[str, UserRef]]) -> dict[UserRef, list[int]]:
+    """Positions in ``order`` (``(cluster_id, user)`` pairs) grouped by user, in order."""
+    out: dict[UserRef, list[int]] = {}
+    last: UserRef | None = None
+    group: list[int] = []
+    for n, (_, ref) in enumerate(order):
+        if ref is not last:  # a run's clusters are consecutive: one dict probe per run
+            group = out.setdefault(ref, [])
+            last = ref
+        group.append(n)
+    return out
 
 
 def _versions(conn: sqlite3.Connection, refs: Sequence[UserRef]) -> dict[UserRef, int]:

@@ -386,6 +386,8 @@ class ReflectionRun:
             status, error = "rejected", too_long
         elif (too_big := journal.oversized(self.rt, plan)) is not None:
             status, error = "rejected", too_big
+        elif (too_full := journal.overfull(self.rt, plan)) is not None:
+            status, error = "rejected", too_full
         else:
             try:
                 journal.check_sources(self.rt, plan)
