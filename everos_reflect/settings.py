@@ -24,6 +24,7 @@ from typing import Any, get_type_hints
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from everos_reflect.errors import ConfigError
+from everos_reflect.fileio import read_config_bytes
 
 DEFAULT_FILE = "config/default.toml"
 ENV_FILE = "environment"
@@ -438,9 +439,8 @@ def packaged_text(name: str) -> str:
 
 def _read_user_file(path: Path) -> str | None:
     try:
-        return path.read_text("utf-8")
-    except FileNotFoundError:
-        return None
+        data = read_config_bytes(path)
+        return None if data is None else data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError([(str(path), "(file)", f"not UTF-8 text: {exc.reason}")]) from exc
     except OSError as exc:
