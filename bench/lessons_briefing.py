@@ -297,7 +297,7 @@ def _lines(b: Any) -> list[tuple[str, str]]:
 
 def _baseline(rt: Runtime, counter: Any, query: str, budget: int, topic: dict[str, str],
               want: str) -> float:
-    hits = search(rt, query, top_k=100, user_id=REF.user_id)
+    hits = search(rt, query, top_k=100, user_id=REF.user_id, passages_per_entry=1)  # whole texts
     used = relevant = 0
     for h in hits:
         line = f"- {h.subject}: {h.episode}"

@@ -43,7 +43,7 @@ import locomo_root
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding import make_embedder
 from everos_reflect.engine.engine import Engine
-from everos_reflect.index.search import search
+from everos_reflect.index.search import PASSAGES_PER_ENTRY, SearchHit, search
 from everos_reflect.index.snippet import SNIPPET_WORDS, dated_sentences, make_snippet
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import FactsRequest, FactsResult, MergeRequest, MergeResult, Usage
@@ -173,18 +173,29 @@ def split_of(sample_index: int) -> str:
 
 
 def _snippet_item(entry: Entry, sentences: list[budget.Sentence],
-                  query: str, passages: Sequence[str]) -> list[budget.Sentence]:
-    """The hit as a snippet reader sees it: the date, then the chosen sentences, each with the
-    evidence of the full-text sentence it comes from. The snippet is made as search makes it
-    (same anchors: the hit's ``passages``), from the Markdown text the evidence is mapped on."""
-    snip = make_snippet(entry.content, query,
-                        date=entry.timestamp.date().isoformat() if entry.timestamp else None,
-                        anchors=passages)
-    texts = dated_sentences(entry.content, snip.date)
-    item = [budget.Sentence(snip.date or "", frozenset())] if snip.date else []
-    item += [budget.Sentence(texts[i][0], sentences[i].evidence) for i in snip.sentences
+                  query: str, hit: SearchHit) -> list[budget.Sentence]:
+    """The hit as a snippet reader sees it: the date, then the snippet's sentences, each with
+    the evidence of the full-text sentence it comes from. The sentences are the ones search
+    chose (``snippet_sentences``), mapped on the Markdown text the evidence comes from; should
+    the index's text differ from the Markdown, the snippet is remade from the Markdown with
+    the hit's anchors (``passages``)."""
+    if hit.episode == entry.content and hit.snippet_sentences:
+        chosen, day = hit.snippet_sentences, hit.snippet_date
+    else:
+        snip = make_snippet(entry.content, query,
+                            date=entry.timestamp.date().isoformat() if entry.timestamp else None,
+                            anchors=hit.passages)
+        chosen, day = snip.sentences, snip.date
+    texts = dated_sentences(entry.content, day)
+    item = [budget.Sentence(day or "", frozenset())] if day else []
+    item += [budget.Sentence(texts[i][0], sentences[i].evidence) for i in chosen
              if i < len(sentences)]
     return item
+
+
+def serve_mode(per_entry: int) -> str:
+    """The metric name of snippet items served with ``per_entry`` passages per entry."""
+    return "snippet" if per_entry == 1 else f"snippet{per_entry}"
 
 
 def stated_evidence(embedder: CachingEmbedder, state: dict[str, Any],
@@ -211,10 +222,12 @@ def stated_evidence(embedder: CachingEmbedder, state: dict[str, Any],
 def evidence_recall(rt: Runtime, state: dict[str, Any], questions: Sequence[lm.LocomoQuestion],
                     observations: dict[str, dict[str, frozenset[str]]],
                     sample_split: dict[str, str],
-                    stated: dict[str, budget.StatedEvidence]) -> dict[str, Any]:
+                    stated: dict[str, budget.StatedEvidence],
+                    serve: Sequence[int] = (1,)) -> dict[str, Any]:
     """Budgeted recall (full text and snippet items), the observation- and statement-level
     variants, and the unbudgeted recall@k, per split and category; plus words per returned
-    item."""
+    item. Snippet items are measured for each ``serve`` value (passages per entry, one search
+    each); full text and recall@k come from the one-passage search (one item per entry)."""
     by_project: dict[str, dict[tuple[str, str], Any]] = defaultdict(dict)
     for user in state.values():
         project = user["ref"].project
@@ -226,18 +239,24 @@ def evidence_recall(rt: Runtime, state: dict[str, Any], questions: Sequence[lm.L
     stale = 0
     for q in questions:
         evidence = set(locomo_root.dia_ids_in(list(q.evidence)))
-        hits = search(rt, q.question, top_k=FETCH, app_id=locomo_root.APP,
-                      project_id=q.sample_id)
         live = by_project[q.sample_id]
-        kept = [h for h in hits if (h.user_id, h.id) in live]
-        fresh = [live[(h.user_id, h.id)] for h in kept]
-        stale += len(hits) - len(fresh)
         split = sample_split[q.sample_id]
-        full_items = [sentences for _, sentences, _ in fresh]
-        snip_items = [_snippet_item(entry, sentences, q.question, h.passages)
-                      for h, (entry, sentences, _) in zip(kept, fresh, strict=True)]
-        item_words[split]["full"] += [sum(s.words for s in it) for it in full_items[:10]]
-        item_words[split]["snippet"] += [sum(s.words for s in it) for it in snip_items[:10]]
+        items: dict[str, list[list[budget.Sentence]]] = {}
+        fresh: list[Any] = []
+        for per_entry in sorted(set(serve) | {1}):
+            hits = search(rt, q.question, top_k=FETCH, app_id=locomo_root.APP,
+                          project_id=q.sample_id, passages_per_entry=per_entry)
+            kept = [h for h in hits if (h.user_id, h.id) in live]
+            found = [live[(h.user_id, h.id)] for h in kept]
+            stale += len(hits) - len(found)
+            items[serve_mode(per_entry)] = [
+                _snippet_item(entry, sentences, q.question, h)
+                for h, (entry, sentences, _) in zip(kept, found, strict=True)]
+            if per_entry == 1:
+                fresh = found
+                items["full"] = [sentences for _, sentences, _ in found]
+        for mode, mode_items in items.items():
+            item_words[split][mode] += [sum(s.words for s in it) for it in mode_items[:10]]
         row: dict[str, float] = {}
         for k in KS:
             found: set[str] = set()
@@ -245,9 +264,9 @@ def evidence_recall(rt: Runtime, state: dict[str, Any], questions: Sequence[lm.L
                 found |= prov
             row[f"recall@{k}"] = budget.recall(evidence, found)
         obs = observations.get(q.sample_id, {})
-        for mode, items in (("full", full_items), ("snippet", snip_items)):
+        for mode, mode_items in items.items():
             for b in budget.BUDGETS:
-                read = budget.within_budget(items, b)
+                read = budget.within_budget(mode_items, b)
                 row[f"{mode}@{b}"] = budget.recall(evidence, budget.evidence_in(read))
                 row[f"{mode}_obs@{b}"] = budget.recall(
                     evidence, budget.observation_evidence(read, obs))
@@ -324,7 +343,7 @@ def measure(rt: Runtime, embedder: CachingEmbedder, questions: Sequence[lm.Locom
     started = time.perf_counter()
     stated = stated_evidence(embedder, state, ctx["observations"], coverage_threshold)
     recall = evidence_recall(rt, state, questions, ctx["observations"], ctx["sample_split"],
-                             stated)
+                             stated, ctx.get("serve", (1,)))
     return {
         "words": word_figures(state, ctx["user_split"]),
         "index_live_episodes": rt.db().execute(
@@ -394,8 +413,10 @@ def score(point: dict[str, Any], split: str) -> float:
 
 def run(data_path: Path, work: Path, paraphrases: Sequence[float], coverage_threshold: float,
         *, bulk: bool, samples: int | None, sanity: bool, members: Sequence[float] | None = None,
+        windows: Sequence[float] | None = None,
         version: float = VERSION_COSINE,
-        topics: Sequence[float] = (TOPIC_COSINE,)) -> dict[str, Any]:
+        topics: Sequence[float] = (TOPIC_COSINE,),
+        serve: Sequence[int] = (1,)) -> dict[str, Any]:
     data = lm.load(data_path)
     if samples:
         data = data[:samples]
@@ -433,6 +454,7 @@ def run(data_path: Path, work: Path, paraphrases: Sequence[float], coverage_thre
         "observations": observations,
         "sample_split": sample_split,
         "user_split": {u: sample_split[u.rsplit("-", 1)[0]] for u in obs_by_user},
+        "serve": tuple(serve),
     }
     for ep in lm.episodes(data):
         ctx["user_split"].setdefault(lm.user_id_for(ep.sample_id, ep.speaker),
@@ -443,16 +465,18 @@ def run(data_path: Path, work: Path, paraphrases: Sequence[float], coverage_thre
     print(f"before: {before['words']['all']['live_episodes']} live episodes, "
           f"{before['search_seconds']} s of search", flush=True)
     members = list(members) if members else [settings.clustering.member_threshold]
+    windows = list(windows) if windows else [settings.clustering.time_window_days]
     points = []
     if settings.llm.provider != "extractive":  # a configured LLM: one point, no calibration
         paraphrases = paraphrases[:1]
     for member in members:
-        shipped = replace(settings, clustering=replace(settings.clustering,
-                                                       member_threshold=member))
-        for value in paraphrases:
-            for topic in topics:
-                points.append(_point(base, work, shipped, embedder, questions, ctx,
-                                     coverage_threshold, member, value, version, topic))
+        for window in windows:
+            shipped = replace(settings, clustering=replace(
+                settings.clustering, member_threshold=member, time_window_days=window))
+            for value in paraphrases:
+                for topic in topics:
+                    points.append(_point(base, work, shipped, embedder, questions, ctx,
+                                         coverage_threshold, member, value, version, topic))
     sanity_point = None
     if sanity:
         one = with_threshold(settings, -1.0, window=1e5)
@@ -473,7 +497,7 @@ def run(data_path: Path, work: Path, paraphrases: Sequence[float], coverage_thre
                             if settings.llm.provider != "extractive" else "extractive",
                      "embedder": embedder.name, "search_mode": settings.index.search_mode,
                      "coverage_threshold": coverage_threshold,
-                     "snippet_words": SNIPPET_WORDS},
+                     "snippet_words": SNIPPET_WORDS, "serve": list(serve)},
         "seconds": {"build": round(t1 - t0, 1), "index": round(t2 - t1, 1),
                     "total": round(time.perf_counter() - t0, 1)},
         "before": before,
@@ -491,22 +515,27 @@ def _point(base: Path, work: Path, settings: Settings, embedder: CachingEmbedder
     ``topic`` (the extractive merge's topic-paragraph cosine), measure."""
     llm = (ExtractiveLLM(embedder, paraphrase=paraphrase, version=version, topic=topic)
            if settings.llm.provider == "extractive" else None)
-    rt_p, info = reflect_at(base, work, f"m{member:.2f}p{paraphrase:.2f}t{topic:.2f}", settings,
+    window = settings.clustering.time_window_days
+    rt_p, info = reflect_at(base, work,
+                            f"m{member:.2f}w{window:g}p{paraphrase:.2f}t{topic:.2f}", settings,
                             embedder,
                             llm)
     after = measure(rt_p, embedder, questions, ctx, coverage_threshold)
     after["rejections"] = rejected_merges(rt_p)
     rt_p.close()
-    after.update(info, paraphrase=paraphrase, member=member, version=version, topic=topic)
-    print(f"member {member} paraphrase {paraphrase} topic {topic}: "
+    after.update(info, paraphrase=paraphrase, member=member, version=version, topic=topic,
+                 window=window)
+    print(f"member {member} window {window:g} paraphrase {paraphrase} topic {topic}: "
           f"{after['words']['all']['live_episodes']} live episodes, "
           f"reflect {info['reflect_seconds']} s, score 0-4 {score(after, '0-4'):.4f} "
           f"5-9 {score(after, '5-9'):.4f}", flush=True)
     return after
 
 
-def _key(p: dict[str, Any]) -> tuple[float, float, float]:
-    return (p.get("member", 0.0), p["paraphrase"], p.get("topic", 0.0))
+def _key(p: dict[str, Any]) -> tuple[float, float, float, float]:
+    """A point's calibrated values; ``window`` (the clustering time window, days) defaults to
+    the 7 days every run before session 11 used."""
+    return (p.get("member", 0.0), p.get("window", 7.0), p["paraphrase"], p.get("topic", 0.0))
 
 
 def choose(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -519,6 +548,7 @@ def choose(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
         best = max(points, key=lambda p: (score(p, calibrate), _key(p)))
         chosen[report] = {"calibrated_on": calibrate, "paraphrase": best["paraphrase"],
                           "member": best.get("member", 0.0), "topic": best.get("topic", 0.0),
+                          "window": best.get("window", 7.0),
                           "calibration_score": round(score(best, calibrate), 4)}
     return chosen
 
@@ -536,8 +566,7 @@ def _delta(after: float, before: float) -> str:
 
 def point_for(result: dict[str, Any], split: str) -> dict[str, Any]:
     c = result["chosen"][split]
-    return next(p for p in result["points"] if _key(p) == (c.get("member", 0.0),
-                                                           c["paraphrase"], c.get("topic", 0.0)))
+    return next(p for p in result["points"] if _key(p) == _key(c))
 
 
 def _ratio(a: float, b: float) -> str:
@@ -554,12 +583,14 @@ def split_table(result: dict[str, Any], split: str) -> list[str]:
     if len(result["points"]) == 1:  # the shipped defaults, calibrated beforehand on 0-4
         role = "held out" if split == "5-9" else "the calibration split"
         title = (f"### Conversations {split} ({role}; member threshold "
-                 f"{chosen.get('member', 0.0)}, paraphrase threshold {chosen['paraphrase']}, "
+                 f"{chosen.get('member', 0.0)}, window {chosen.get('window', 7.0):g} days, "
+                 f"paraphrase threshold {chosen['paraphrase']}, "
                  f"topic threshold {chosen.get('topic', 0.0)}: "
                  f"the shipped defaults, chosen on conversations 0-4)")
     else:
         title = (f"### Conversations {split} (held out; member threshold "
-                 f"{chosen.get('member', 0.0)}, paraphrase threshold {chosen['paraphrase']}, "
+                 f"{chosen.get('member', 0.0)}, window {chosen.get('window', 7.0):g} days, "
+                 f"paraphrase threshold {chosen['paraphrase']}, "
                  f"topic threshold {chosen.get('topic', 0.0)} "
                  f"chosen on conversations {chosen['calibrated_on']})")
     lines = [
@@ -576,7 +607,10 @@ def split_table(result: dict[str, Any], split: str) -> list[str]:
         f"{wa['narrative_words']} / {wa['narrative_source_words']} | "
         f"{_ratio(wa['narrative_words'], wa['narrative_source_words'])} | |",
     ]
-    for mode, label in (("full", "full text"), ("snippet", "snippet")):
+    served = [n for n in result["settings"].get("serve", [1]) if n > 1]
+    item_modes = [("full", "full text"), ("snippet", "snippet")] + [
+        (serve_mode(n), f"snippet, ≤ {n} passages per entry") for n in served]
+    for mode, label in item_modes:
         ib = b["recall"]["item_words"][split][mode]
         ia = a["recall"]["item_words"][split][mode]
         iz = z["recall"]["item_words"][split][mode] if z else None
@@ -584,11 +618,16 @@ def split_table(result: dict[str, Any], split: str) -> list[str]:
         lines.append(f"| words per returned item, top 10, {label}: mean / p90 | "
                      f"{ib['mean']} / {ib['p90']:.0f} | {ia['mean']} / {ia['p90']:.0f} | | "
                      f"{sanity} |")
-    for mode, label in (("full", "full text"), ("snippet", "snippets"),
-                        ("full_obs", "full text, observation-level"),
-                        ("snippet_obs", "snippets, observation-level"),
-                        ("full_stmt", "full text, statement-level"),
-                        ("snippet_stmt", "snippets, statement-level")):
+    rows = [("full", "full text"), ("snippet", "snippets"),
+            ("full_obs", "full text, observation-level"),
+            ("snippet_obs", "snippets, observation-level"),
+            ("full_stmt", "full text, statement-level"),
+            ("snippet_stmt", "snippets, statement-level")]
+    for n in served:
+        rows += [(serve_mode(n), f"snippets ≤ {n} per entry"),
+                 (f"{serve_mode(n)}_obs", f"snippets ≤ {n} per entry, observation-level"),
+                 (f"{serve_mode(n)}_stmt", f"snippets ≤ {n} per entry, statement-level")]
+    for mode, label in rows:
         for bud in budget.BUDGETS:
             key = f"{mode}@{bud}"
             if key not in rb:  # a result saved before the statement-level variant
@@ -608,15 +647,18 @@ def split_table(result: dict[str, Any], split: str) -> list[str]:
 
 def category_table(result: dict[str, Any], split: str) -> list[str]:
     b, a = result["before"]["recall"][split], point_for(result, split)["recall"][split]
+    served = [n for n in result["settings"].get("serve", [1]) if n > 1]
     lines = [
         f"#### Per category, conversations {split} (recall %, before → after)",
         "",
         "| category | n | full ≤200 | full ≤400 | snippets ≤200 | snippets ≤400 "
-        "| snippets, statement-level ≤200 | ≤400 |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| snippets, statement-level ≤200 | ≤400 |" + "".join(
+            f" ≤ {n} passages per entry, statement-level ≤200 | ≤400 |" for n in served),
+        "|---|---:|---:|---:|---:|---:|---:|---:|" + "---:|---:|" * len(served),
     ]
     keys = ("full@200", "full@400", "snippet@200", "snippet@400", "snippet_stmt@200",
-            "snippet_stmt@400")
+            "snippet_stmt@400", *(f"{serve_mode(n)}_stmt@{bud}" for n in served
+                                  for bud in (200, 400)))
     for name in [*CATEGORIES.values(), "overall"]:
         if name not in b:
             continue
@@ -636,7 +678,9 @@ def markdown(result: dict[str, Any]) -> str:
         f"{d['questions']} questions (categories 1-4 with evidence; per split "
         f"{d['questions_per_split']}). LLM: {st['llm']}; embedder: {st['embedder']}; search: "
         f"{st['search_mode']}; clustering threshold {st['threshold']}; snippets ≤ "
-        f"{st['snippet_words']} words. Method: docs/evaluation.md.",
+        f"{st['snippet_words']} words; snippet items served with "
+        f"{' and '.join(str(n) for n in st.get('serve', [1]))} passage(s) per entry at most. "
+        f"Method: docs/evaluation.md.",
         "",
         ("One point, the shipped defaults, which an earlier calibration run chose on "
          "conversations 0-4 (docs/evaluation.md): 5-9 are held out, 0-4 are not;"
@@ -656,15 +700,16 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "Score = mean recall within 200 and 400 words, full text and snippets.",
         "",
-        "| member fit | paraphrase cosine | topic cosine | score 0-4 | score 5-9 | live words | "
-        "narrative ÷ sources | merged | rejected | reflect s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| member fit | window days | paraphrase cosine | topic cosine | score 0-4 | score 5-9 "
+        "| live words | narrative ÷ sources | merged | rejected | reflect s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p in result["points"]:
         w = p["words"]["all"]
         c = p["reflect_counts"]
         lines.append(
-            f"| {p.get('member', 0.0)} | {p['paraphrase']} | {p.get('topic', '–')} | "
+            f"| {p.get('member', 0.0)} | {p.get('window', 7.0):g} | {p['paraphrase']} | "
+            f"{p.get('topic', '–')} | "
             f"{_pct(score(p, '0-4'))} | "
             f"{_pct(score(p, '5-9'))} | "
             f"{w['live_words']} | {_ratio(w['narrative_words'], w['narrative_source_words'])} "
@@ -687,6 +732,10 @@ def _floats(text: str) -> list[float]:
     return [float(x) for x in text.replace(",", " ").split()]
 
 
+def _ints(text: str) -> list[int]:
+    return sorted({int(x) for x in text.replace(",", " ").split()})
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0], epilog=__doc__.split("\n\n", 1)[1],
@@ -698,8 +747,14 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--member", type=_floats,
                         help="clustering member-fit thresholds to calibrate, e.g. '0 0.4' "
                              "(default: the shipped clustering.member_threshold)")
+    parser.add_argument("--window", type=_floats,
+                        help="clustering time windows (days) to calibrate, e.g. '7 30 1e5' "
+                             "(default: the shipped clustering.time_window_days)")
     parser.add_argument("--topic", type=_floats, default=[TOPIC_COSINE],
                         help="extractive topic-paragraph cosines to calibrate, e.g. '0.45 0.55'")
+    parser.add_argument("--serve", type=_ints, default=[1, PASSAGES_PER_ENTRY],
+                        help="passages per entry to measure snippet items with, e.g. '1 2 3' "
+                             "(one search each; default: 1 and the shipped value)")
     parser.add_argument("--version", type=float, default=VERSION_COSINE,
                         help="extractive version cosine (calibrated by bench/state_stories.py)")
     parser.add_argument("--coverage-threshold", type=float, default=0.75,
@@ -731,7 +786,9 @@ def main(argv: Iterable[str] | None = None) -> int:
         work = args.work or Path(tmp)
         result = run(args.data_path, work, args.paraphrase, args.coverage_threshold,
                      bulk=args.bulk, samples=args.samples, sanity=not args.no_sanity,
-                     members=args.member, version=args.version, topics=args.topic)
+                     members=args.member, windows=args.window, version=args.version,
+                     topics=args.topic,
+                     serve=args.serve)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "quality.json").write_text(json.dumps(result, indent=2, default=str) + "\n",
                                            encoding="utf-8")

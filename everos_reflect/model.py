@@ -158,9 +158,16 @@ _BY_STEM = {info.stem: kind for kind, info in KINDS.items()}
 _PREFIXES = "|".join(sorted((i.prefix for i in KINDS.values()), key=len, reverse=True))
 _STEMS = "|".join(sorted((i.stem for i in KINDS.values()), key=len, reverse=True))
 
-ENTRY_ID_RE = re.compile(rf"^({_PREFIXES})_([0-9]{{8}})_([0-9]{{4,}})$")
+#: Most digits of an id's sequence number: far beyond any real log (a 16 MiB day file holds
+#: well under a million entries) and within a signed 64-bit integer. Unbounded, a hand-written
+#: id of 5,000 digits passed the pattern and then broke ``int()`` (Python refuses more than
+#: 4,300 digits): the whole file was "internal parser error", appends to it and API look-ups of
+#: such an id raised ValueError (HTTP 500).
+SEQ_MAX_DIGITS = 18
+ENTRY_ID_RE = re.compile(rf"^({_PREFIXES})_([0-9]{{8}})_([0-9]{{4,{SEQ_MAX_DIGITS}}})$")
 #: Any entry id written inside a text (frontmatter, markers, an LLM reply).
-ID_MENTION_RE = re.compile(rf"\b(?:{_PREFIXES})_[0-9]{{8}}_[0-9]{{4,}}\b", re.ASCII)
+ID_MENTION_RE = re.compile(rf"\b(?:{_PREFIXES})_[0-9]{{8}}_[0-9]{{4,{SEQ_MAX_DIGITS}}}\b",
+                           re.ASCII)
 #: A daily-log file name: group 1 the stem, group 2 the date.
 LOG_FILENAME_RE = re.compile(rf"^({_STEMS})-(\d{{4}}-\d{{2}}-\d{{2}})\.md$")
 

@@ -24,6 +24,7 @@ from typing import Any, get_type_hints
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from everos_reflect.errors import ConfigError
+from everos_reflect.fileio import read_config_bytes
 
 DEFAULT_FILE = "config/default.toml"
 ENV_FILE = "environment"
@@ -170,6 +171,18 @@ def _not_blank(value: Any) -> str | None:
     return None if value.strip() else "must not be empty"
 
 
+def _token(value: Any) -> str | None:
+    """A bearer token a client can send: visible ASCII, no spaces. A blank one passed the
+    "non-loopback needs a token" check and then matched no request (header values are trimmed),
+    and a non-ASCII one never matched either (headers arrive as Latin-1): either way the API
+    answered 401 to everyone with nothing saying why."""
+    if value is None:
+        return None
+    if not value or not all("!" <= c <= "~" for c in value):
+        return "must be visible ASCII characters without spaces (what a client can send)"
+    return None
+
+
 def _url(value: Any) -> str | None:
     if value is None or re.match(r"^https?://[^\s/]+", value):
         return None
@@ -203,6 +216,7 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("clustering", "member_threshold"): _fraction,
     ("server", "host"): _not_blank,
     ("server", "port"): _port,
+    ("server", "token"): _token,
     ("scheduler", "timezone"): _timezone,
     ("index", "watch_debounce_seconds"): _at_least(0),
     ("index", "reconcile_interval_seconds"): _positive,
@@ -438,9 +452,8 @@ def packaged_text(name: str) -> str:
 
 def _read_user_file(path: Path) -> str | None:
     try:
-        return path.read_text("utf-8")
-    except FileNotFoundError:
-        return None
+        data = read_config_bytes(path)
+        return None if data is None else data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError([(str(path), "(file)", f"not UTF-8 text: {exc.reason}")]) from exc
     except OSError as exc:

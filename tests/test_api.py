@@ -274,3 +274,20 @@ def test_token_is_required_when_configured(root: Path) -> None:
                 headers={"Authorization": "Bearer s3cret"})
     assert resp.json()["status"] == "ok"
     rt.close()
+
+
+@pytest.mark.parametrize(("method", "url", "body"), [
+    ("GET", "/api/v1/memory/explain/ep_20261012_{seq}?user_id=u1", None),
+    ("POST", "/api/v1/ome/undo", {"entry_id": "ep_20261012_{seq}", "user_id": "u1"}),
+    ("POST", "/api/v1/memory/relations/rel_20261012_{seq}/resolve",
+     {"user_id": "u1", "note": "n"}),
+])
+def test_an_id_with_thousands_of_digits_is_422_not_a_server_error(
+        call: Client, method: str, url: str, body: dict[str, str] | None) -> None:
+    # The patterns accepted any number of digits; int() then raised ValueError past 4,300
+    # of them and the request ended in a 500.
+    seq = "9" * 5000
+    kwargs = {} if body is None else {"json": {k: v.format(seq=seq) for k, v in body.items()}}
+    resp = call(method, url.format(seq=seq), **kwargs)
+    assert resp.status_code == 422, resp.text
+    assert error_of(resp)["code"] == "invalid_id"

@@ -238,3 +238,17 @@ def test_an_index_batch_stores_what_one_assign_per_episode_stores(tmp_path: Path
     clusters, members = _dump(batched)
     assert (clusters, members) == _dump(single)
     assert any(c[7] is not None for c in clusters)
+
+
+def test_stored_many_reads_what_stored_reads_for_each_cluster():
+    """The batch writer's bulk read gives each cluster's columns exactly as the one-cluster
+    read does (centroid bytes, norm, count, span, narrative), in the order asked."""
+    rng = np.random.default_rng(7)
+    rows = [ClusterRow(f"cl_{i:012x}", _unit(rng, DIM), float(rng.uniform(0.5, 1.0)),
+                       int(rng.integers(1, 9)), float(i) * DAY, float(i + 2) * DAY,
+                       f"ep_n{i}" if i % 3 == 0 else None) for i in range(12)]
+    state = _state(rows)
+    state.remove(rows[4].cluster_id)  # a hole filled by the last row: positions move
+    ids = [r.cluster_id for r in reversed(rows) if r.cluster_id in state]
+    assert state.stored_many(ids) == [state.stored(cid) for cid in ids]
+    assert state.stored_many([]) == []

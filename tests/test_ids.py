@@ -127,3 +127,48 @@ def test_new_episode_is_shaped_once_for_every_edge() -> None:
         with pytest.raises(InvalidEpisode) as info:
             new_episode(ref, **args)
         assert info.value.field == field
+
+
+# --- sequence numbers: bounded ---------------------------------------------------------------
+
+HUGE = "ep_20261012_" + "9" * 5000  # past the 4,300 digits int() accepts
+
+
+def test_an_id_with_thousands_of_sequence_digits_is_an_invalid_id() -> None:
+    # It passed the id pattern, then int() raised a bare ValueError ("Exceeds the limit (4300
+    # digits)") wherever the id was parsed.
+    with pytest.raises(InvalidId, match="invalid entry id"):
+        EntryId.parse(HUGE)
+    assert EntryId.parse("ep_20261012_" + "9" * 18).seq == 10**18 - 1
+    with pytest.raises(InvalidId):
+        EntryId.parse("ep_20261012_" + "9" * 19)
+
+
+def test_a_hand_written_huge_id_breaks_only_its_entry_and_appends_still_work(
+        tmp_path: Path) -> None:
+    # The whole file was "internal parser error" (every entry of it unread) and an append to it
+    # raised ValueError.
+    from everos_reflect.markdown.parser import parse_log
+    from everos_reflect.markdown.writer import new_log_text, render_entry
+
+    ann = UserRef.of("u_ann")
+    day = date(2026, 10, 12)
+    meta = {"owner_id": "u_ann", "timestamp": "2026-10-12T09:00:00+00:00",
+            "parent_type": "memcell"}
+    good = render_entry("ep_20261012_0001", meta, {"Subject": "ok", "Content": "kept"})
+    bad = render_entry("ep_20261012_0002", meta, {"Subject": "x", "Content": "y"}).replace(
+        "ep_20261012_0002", HUGE)
+    store = MarkdownStore(tmp_path)
+    path = store.log_path(ann, Kind.EPISODE, day)
+    path.parent.mkdir(parents=True)
+    text = new_log_text(Kind.EPISODE, "u_ann", day) + good + bad
+    path.write_text(text, encoding="utf-8")
+
+    log = parse_log(text, "episode-2026-10-12.md")
+    assert [e.id for e in log.entries] == ["ep_20261012_0001"]
+    assert not [d for d in log.diagnostics if d.severity == "fatal"]
+    assert any("invalid entry id" in d.message for d in log.diagnostics)
+
+    made = store.append(ann, Kind.EPISODE, meta, {"Subject": "new", "Content": "more"}, day=day)
+    assert made.id == "ep_20261012_0002"
+    assert path.read_text(encoding="utf-8").startswith(text)

@@ -158,6 +158,7 @@ def test_hit_to_dict_has_the_api_fields(rt: Runtime) -> None:
         "kind": "episode",
         "status": None,
         "passages": [],
+        "passage": 0,
     }
 
 

@@ -264,3 +264,105 @@ def test_a_narrative_too_large_to_write_is_rejected_not_left_interrupted(root: P
     assert {p: p.read_bytes() for p in rt.store.iter_files()} == before
     assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
     rt.close()
+
+
+def _filled_root(root: Path, kind: Kind, day: date, filler: int) -> tuple[Runtime, Path]:
+    """The pets seed under max_file_bytes=4096, with one unrelated old entry of ``filler``
+    bytes in ``kind``'s log of ``day``: that log is left just under the limit."""
+    from everos_reflect.llm import ExtractiveLLM
+    from tests.reflect_fixtures import ANDREW, make_runtime, seed_pets
+
+    base = make_runtime(root, ExtractiveLLM())
+    rt = Runtime(root, replace(base.settings, limits=LimitsSettings(max_file_bytes=4096)),
+                 embedder=HashEmbedder(64), llm=ExtractiveLLM())
+    base.close()
+    seed_pets(rt)
+    stamp = "2020-01-01T00:00:00+00:00"
+    if kind is Kind.EPISODE:
+        meta, sections = {"timestamp": stamp, "parent_type": "memcell"}, {
+            "Subject": "Zzz", "Content": "q" * filler}
+    else:
+        meta, sections = {"timestamp": stamp, "parent_type": "episode",
+                          "parent_id": "ep_20200101_0001"}, {"Fact": "q" * filler}
+    filled = rt.store.append(ANDREW, kind, meta, sections, day=day)
+    return rt, rt.store.path_for_id(ANDREW, filled.id)
+
+
+@pytest.mark.parametrize("kind", [Kind.EPISODE, Kind.ATOMIC_FACT])
+def test_a_merge_that_would_outgrow_the_file_limit_is_rejected_not_left_interrupted(
+        root: Path, kind: Kind) -> None:
+    # The narrative goes to today's episode log, its facts to today's fact log: with either
+    # log near max_file_bytes the commit stopped at that write, and every later run failed to
+    # recover it ("interrupted" for good). Now the draft is rejected before anything is written.
+    from datetime import UTC, datetime
+
+    from tests.reflect_fixtures import reports, run_reflection
+
+    rt, full = _filled_root(root, kind, datetime.now(UTC).date(), 3300)
+    before = {p: p.read_bytes() for p in rt.store.iter_files()}
+
+    counts = run_reflection(rt)
+
+    assert counts.get("rejected") == 1 and not counts.get("interrupted"), counts
+    [report] = reports(rt)
+    assert report["status"] == "rejected", report
+    assert f"{rt.store.rel(full)} would grow to" in report["error"]
+    assert "over limits.max_file_bytes (4,096)" in report["error"]
+    assert {p: p.read_bytes() for p in rt.store.iter_files()} == before
+    assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+    rt.close()
+
+
+def test_archiving_that_would_push_a_source_log_over_the_limit_is_rejected(root: Path) -> None:
+    # The first source's log held another, unrelated Episode: the deprecated_entries keys
+    # the merge added pushed it past max_file_bytes, and from then on that log was "not read"
+    # (the unrelated Episode vanished from the index and every read).
+    from tests.reflect_fixtures import reports, run_reflection
+
+    rt, full = _filled_root(root, Kind.EPISODE, date(2026, 8, 2), 3500)
+    before = {p: p.read_bytes() for p in rt.store.iter_files()}
+
+    counts = run_reflection(rt)
+
+    assert counts.get("rejected") == 1 and not counts.get("merged"), counts
+    [report] = reports(rt)
+    assert f"{rt.store.rel(full)} would grow to" in report["error"]
+    assert {p: p.read_bytes() for p in rt.store.iter_files()} == before
+    assert not rt.store.read(full).diagnostics
+    rt.close()
+
+
+def test_a_journaled_merge_refused_by_the_file_limit_is_withdrawn_by_recovery(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The log filled up after the merge was journaled (another writer appended meanwhile, or
+    # the merges of one batch together): recovery retried the refused write every run.
+    from datetime import UTC, datetime
+
+    from everos_reflect.strategies import journal
+    from tests.reflect_fixtures import ANDREW, reports, run_reflection
+
+    rt, _ = _filled_root(root, Kind.ATOMIC_FACT, date(2020, 1, 1), 10)
+
+    class Crash(BaseException):
+        pass
+
+    def crash(step: str) -> None:
+        if step == journal.PLANNED:
+            raise Crash(step)
+
+    monkeypatch.setattr(journal, "checkpoint", crash)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda step: None)
+    rt.store.append(ANDREW, Kind.EPISODE, {"timestamp": "2020-01-01T00:00:00+00:00",
+                                           "parent_type": "memcell"},
+                    {"Subject": "Zzz", "Content": "q" * 3700}, day=datetime.now(UTC).date())
+
+    counts = run_reflection(rt, run_id="run_2")
+
+    assert counts.get("recovered_rejected") == 1, counts
+    assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+    statuses = sorted(r["status"] for r in reports(rt))
+    assert statuses == ["rejected", "rejected"], statuses  # recovery's, then the new draft's
+    assert all("limits.max_file_bytes (4,096)" in r["error"] for r in reports(rt))
+    rt.close()

@@ -51,3 +51,71 @@ def test_syncing_a_fifo_named_like_a_log_skips_it_at_once(fifo: tuple[Runtime, P
     (outcome,) = _within(10, lambda: Indexer(rt).sync_path(path))
     assert not isinstance(outcome, Exception)
     assert rt.db().execute("SELECT COUNT(*) FROM files").fetchone()[0] == 0
+
+
+# --- configuration files: a FIFO, a device or a huge file is a config problem, never a hang ---
+
+
+def _plant(path: Path, what: str) -> None:
+    if what == "fifo":
+        os.mkfifo(path)
+    elif what == "device":
+        path.symlink_to("/dev/zero")  # never ends: read whole, it filled the memory
+    else:  # a regular file far past any real configuration
+        path.write_text("# padding\n" * 200_000, encoding="utf-8")
+
+
+HOSTILE = ["fifo", "device", "huge"]
+REASONS = {"fifo": "not a regular file", "device": "not a regular file",
+           "huge": "larger than 1,048,576 bytes"}
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+def test_an_everos_toml_that_is_not_a_small_regular_file_is_a_config_error(
+        root: Path, what: str) -> None:
+    from everos_reflect.errors import ConfigError
+    from everos_reflect.settings import load_settings
+
+    _plant(root / "everos.toml", what)
+    (outcome,) = _within(10, lambda: load_settings(root, env={}))
+    assert isinstance(outcome, ConfigError), outcome
+    assert f"{root / 'everos.toml'}: (file): {REASONS[what]}" in str(outcome)
+
+
+@pytest.mark.parametrize("what", HOSTILE)
+def test_an_ome_toml_that_is_not_a_small_regular_file_keeps_the_last_good_config(
+        root: Path, what: str) -> None:
+    # The daemon's hot reload read it with read_bytes(): a FIFO hung the reload (and every CLI
+    # command reading the strategies) for ever.
+    from everos_reflect.engine.engine import Engine
+
+    engine = Engine(Runtime(root, Settings(), embedder=HashEmbedder(16)))
+    assert engine.reload_config(force=True)
+    good = engine.config()
+    _plant(root / "ome.toml", what)
+    (outcome,) = _within(10, lambda: engine.reload_config(force=True))
+    assert outcome is False
+    assert engine.config_error is not None and REASONS[what] in engine.config_error
+    assert engine.config() == good
+
+
+def test_toggling_a_strategy_in_a_fifo_ome_toml_is_one_error_line(root: Path) -> None:
+    from click.testing import CliRunner
+
+    from everos_reflect.cli.main import cli
+
+    _plant(root / "ome.toml", "fifo")
+    (result,) = _within(10, lambda: CliRunner().invoke(
+        cli, ["enable", "reflect_episodes", "--root", str(root)]))
+    assert result.exit_code == 1, result.output  # type: ignore[attr-defined]
+    assert "ome.toml: not a regular file" in result.output  # type: ignore[attr-defined]
+
+
+def test_a_fifo_planted_as_daemon_json_is_no_daemon(root: Path) -> None:
+    # Every command asks whether a daemon serves the root; a FIFO there hung all of them.
+    from everos_reflect.engine.daemon import daemon_file, read_daemon
+
+    daemon_file(root).parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(daemon_file(root))
+    (outcome,) = _within(10, lambda: read_daemon(root))
+    assert outcome is None

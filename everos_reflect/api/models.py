@@ -29,7 +29,7 @@ def _name(value: str, info: ValidationInfo) -> str:
 
 
 #: A merged narrative is an episode: ``ep_<YYYYMMDD>_<NNNN>``.
-EPISODE_ID_PATTERN = r"^ep_[0-9]{8}_[0-9]{4,}$"
+EPISODE_ID_PATTERN = r"^ep_[0-9]{8}_[0-9]{4,18}$"
 
 
 def _episode_id(value: str) -> str:

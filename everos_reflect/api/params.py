@@ -10,4 +10,4 @@ from everos_reflect.model import ENTRY_ID_RE, NAME_PATTERN
 NAME_QUERY = Query(pattern=NAME_PATTERN)
 OPTIONAL_NAME_QUERY = Query(None, pattern=NAME_PATTERN)
 ENTRY_ID_PATH = Path(pattern=ENTRY_ID_RE.pattern, description="e.g. in_20261012_0001")
-RELATION_ID_PATH = Path(pattern=r"^rel_[0-9]{8}_[0-9]{4,}$", description="e.g. rel_20261012_0001")
+RELATION_ID_PATH = Path(pattern=r"^rel_[0-9]{8}_[0-9]{4,18}$", description="e.g. rel_20261012_0001")

@@ -150,8 +150,11 @@ def search_cmd(
     for hit in hits:
         subject = escape(_one_line(hit.get("subject"), 60))
         body = escape(_one_line(hit.get("episode"), 160))
-        if hit.get("snippet") and hit.get("snippet") != hit.get("episode"):
-            when = f"{hit.get('snippet_date')}: " if hit.get("snippet_date") else ""
+        when = f"{hit.get('snippet_date')}: " if hit.get("snippet_date") else ""
+        if hit.get("passage"):  # a further passage of an entry listed above: its text only
+            body = (f"[italic]{escape(when + _one_line(hit.get('snippet'), 200))}[/italic]\n"
+                    f"[dim](passage {int(hit['passage']) + 1} of this entry)[/dim]")
+        elif hit.get("snippet") and hit.get("snippet") != hit.get("episode"):
             body = f"[italic]{escape(when + _one_line(hit.get('snippet'), 200))}[/italic]\n{body}"
         by = hit.get("deprecated_by")
         archived = f" [dim](archived → {escape(str(by))})[/dim]" if by else ""

@@ -48,6 +48,7 @@ def list_reports(runtime: Runtime, limit: int = 20) -> list[dict[str, Any]]:
 def _render(reports: list[dict[str, Any]]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     table = Table("when (UTC)", "user", "cluster", "mode", "status", "sources", "merged into",
                   "facts -/+", "coverage", "by", "note",
@@ -61,8 +62,10 @@ def _render(reports: list[dict[str, Any]]) -> None:
             "default_project" else f"{r['app_id']}/{r['project_id']}/{r['owner_id']}",
             r["cluster_id"], r["mode"], r["status"], str(r["source_count"]),
             r["merged_entry_id"] or "-",
-            f"{r['deprecated_fact_count']}/{r['new_fact_count']}", coverage, by,
-            r["error"] or "",
+            f"{r['deprecated_fact_count']}/{r['new_fact_count']}", coverage, Text(by),
+            # plain text: an error quoting a provider ("[/response_format]") or naming a
+            # setting ("[llm]") is not rich markup (it raised MarkupError, or was eaten)
+            Text(r["error"] or ""),
         )
     # Piped output keeps whole rows instead of wrapping at 80 columns.
     Console(width=None if sys.stdout.isatty() else 200).print(table)

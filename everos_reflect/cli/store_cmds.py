@@ -27,6 +27,7 @@ from everos_reflect.cli.common import (
     settle_interrupted,
 )
 from everos_reflect.errors import ConfigError, EverosError, InvalidEpisode
+from everos_reflect.fileio import read_config_bytes
 from everos_reflect.lint import (
     BUILTIN_STRATEGIES,
     Problem,
@@ -216,6 +217,7 @@ def _score_importance(root: Path, subject: str, content: str) -> int:
 def _render_status(doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     console = Console(soft_wrap=True)  # long paths stay on one line when piped
     console.print(f"root {doc['root']}  (counts from {doc['counts_from']})", markup=False)
@@ -248,7 +250,7 @@ def _render_status(doc: dict[str, Any]) -> None:
     if lag is None:
         console.print("index: not built yet (run `everos-reflect reindex` or `serve`)")
     elif "error" in lag:
-        console.print(f"[red]index: {lag['error']}[/red]", markup=True)
+        console.print(f"index: {lag['error']}", markup=False, style="red")
     elif lag["files_changed"] or lag["files_deleted"]:
         console.print(f"index: behind by {lag['files_changed']} changed and "
                       f"{lag['files_deleted']} deleted logs (oldest change "
@@ -283,8 +285,10 @@ def _render_status(doc: dict[str, Any]) -> None:
             table.add_row(
                 str(row.get("name", "?")), str(row.get("enabled", "")), str(row.get("cron", "")),
                 str(row.get("next_run") or "-"), last_text or "never",
-                str(row.get("config_error") or row.get("unavailable") or row.get("error")
-                    or ""),
+                # plain text, not markup: "set [llm] provider" lost its "[llm]", and a run
+                # error quoting "[/x]" raised MarkupError
+                Text(str(row.get("config_error") or row.get("unavailable") or row.get("error")
+                         or "")),
             )
         console.print(table)
     known = {"root", "counts_from", "users", "totals", "files_with_problems", "config",
@@ -358,7 +362,11 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     if name not in known:
         fail(f"unknown strategy {name!r} (known: {', '.join(sorted(known))})")
     path = existing_root(root) / OME_FILE_NAME
-    before = path.read_text("utf-8") if path.exists() else packaged_text("ome.toml")
+    try:
+        data = read_config_bytes(path)
+        before = packaged_text("ome.toml") if data is None else data.decode("utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        fail(f"{path}: {getattr(exc, 'strerror', None) or exc}")
     after = set_enabled(before, name, enabled, str(path))
     changed = after != before or not path.exists()
     if changed:

@@ -245,6 +245,23 @@ class UserClusters:
                 int(self._count[p]), float(self._first[p]), float(self._last[p]),
                 self.narrative[p])
 
+    def stored_many(self, cluster_ids: Sequence[str]
+                    ) -> list[tuple[bytes, float, int, float, float, str | None]]:
+        """:meth:`stored` for several clusters, with one array operation per column instead
+        of six scalar reads per cluster (a batch writes a few hundred rows); the same
+        bytes and values."""
+        if not cluster_ids:
+            return []
+        pos = self.pos
+        ps = np.fromiter((pos[c] for c in cluster_ids), dtype=np.int64, count=len(cluster_ids))
+        blob = self._c32[ps].astype("<f4", copy=False).tobytes()
+        width = len(blob) // len(ps)
+        narratives = self.narrative
+        return [(blob[i * width:(i + 1) * width], norm, count, first, last, narratives[p])
+                for i, (p, norm, count, first, last) in enumerate(zip(
+                    ps.tolist(), self._norm[ps].tolist(), self._count[ps].tolist(),
+                    self._first[ps].tolist(), self._last[ps].tolist(), strict=True))]
+
     def rows(self) -> Iterable[ClusterRow]:
         return (self.get(cid) for cid in list(self.ids))
 
@@ -425,44 +442,102 @@ class UserClusters:
                     hits[q].append((p, 0, sim))
         version: dict[int, int] = {}
         out: list[tuple[str, float | None, str]] = []
-        ids = self.ids
+        # Room for every cluster the run may create, up front: the arrays are then bound to
+        # locals once (a resize replaces the buffer, never these objects) and each item
+        # writes its row inline instead of through _store. What the loop does per item is
+        # what ClusterRow.new / get + add + put did, in the same float operations.
+        if self._cap < len(self.ids) + count:
+            self._grow(len(self.ids) + count, v32.shape[1])
+        ids, pos, narratives, recent, heap = self.ids, self.pos, self.narrative, \
+            self.recent, self._heap
+        c32, norms, counts = self._c32, self._norm, self._count
+        firsts, lasts, consolidated = self._first, self._last, self._consolidated
+        groups = self._groups
+        dot, sqrt, einsum = np.dot, math.sqrt, np.einsum
+        scratch = np.empty(v64.shape[1], dtype=np.float64)
         for q in range(count):
             t = times[q]
-            decision = _choose_live(hits[q], version, ids, self._first, self._last,
-                                    self._norm, self._consolidated, t, threshold, window,
-                                    rejoin_threshold, member_threshold) if hits[q] else None
+            h = hits[q]
+            decision = _choose_live(h, version, ids, firsts, lasts, norms, consolidated, t,
+                                    threshold, window, rejoin_threshold,
+                                    member_threshold) if h else None
+            v = v64[q]
             if decision is None:
-                # what ClusterRow.new and put do, without the row object
                 cid = new_id(q)
-                centroid, norm_q = fold(None, 0.0, 0, v32[q])
-                p = self._store(cid, centroid, norm_q, 1, t, t, None)
+                p = len(ids)
+                ids.append(cid)
+                narratives.append(None)
+                pos[cid] = p
+                # fold(None, 0.0, 0, v32[q]) inline: the row takes v / |v| cast to float32
+                length = sqrt(float(dot(v, v)))
+                if length < 1e-12:
+                    c32[p], length = fold(None, 0.0, 0, v32[q])
+                else:
+                    np.divide(v, length, out=scratch)
+                    c32[p] = scratch
+                norms[p] = length
+                counts[p] = 1
+                firsts[p] = lasts[p] = t
+                consolidated[p] = False
+                if groups.group_of:
+                    groups.discard(cid)
                 out.append((cid, None, NEW))
                 narrative, first_q, last_q = None, t, t
             else:
-                # what get, ClusterRow.add and put do
                 cid, similarity, reason = decision
-                p = self.pos[cid]
-                members = self._count.item(p)
-                centroid, norm_q = fold(self._c32[p], self._norm.item(p), members, v32[q])
-                first_q, last_q = min(self._first.item(p), t), max(self._last.item(p), t)
-                narrative = self.narrative[p]
-                self._store(cid, centroid, norm_q, members + 1, first_q, last_q, narrative)
+                p = pos[cid]
+                members = counts.item(p)
+                norm_p = norms.item(p)
+                # fold(c32[p], norm_p, members, v32[q]) inline, in place: the same float
+                # operations in the same order, without a temporary array per step
+                mean = c32[p].astype(np.float64)
+                mean *= norm_p
+                mean *= members
+                mean += v
+                mean /= members + 1
+                length = sqrt(float(dot(mean, mean)))
+                if length < 1e-12:
+                    c32[p], length = fold(c32[p], norm_p, members, v32[q])
+                else:
+                    mean /= length
+                    c32[p] = mean  # cast to float32 as fold's astype does
+                first_q, last_q = min(firsts.item(p), t), max(lasts.item(p), t)
+                narrative = narratives[p]
+                norms[p] = length
+                counts[p] = members + 1
+                firsts[p] = first_q
+                lasts[p] = last_q
+                if narrative is not None:
+                    groups.put(cid, c32[p])
+                elif groups.group_of:
+                    groups.discard(cid)
                 out.append((cid, similarity, reason))
+            if last_q >= self.horizon:
+                recent.add(cid)
+                heapq.heappush(heap, (last_q, cid))
             if q + 1 == count:
                 break
             ver = version[p] = version.get(p, 0) + 1
-            later = self._later(q, narrative is not None, first_q, last_q, times, ts_arr,
-                                ordered, window)
+            if narrative is not None:  # may be rejoined at any distance in time
+                later: slice | np.ndarray | None = slice(q + 1, count)
+            elif ordered:  # later items are no older: only the span's end rules them out
+                end = bisect.bisect_right(times, last_q + window, q + 1)
+                later = slice(q + 1, end) if end > q + 1 else None
+            else:
+                later = self._later(q, False, first_q, last_q, times, ts_arr, ordered, window)
             if later is None:
                 continue
             # the stored row, in float64: what choose and the filter above score against
-            sims = np.einsum("ij,j->i", v64[later], centroid.astype(np.float64))
+            sims = einsum("ij,j->i", v64[later], c32[p].astype(np.float64))
             close = (sims >= floor).nonzero()[0]
             if close.size:
                 start = later.start if isinstance(later, slice) else None
                 for j, sim in zip(close.tolist(), sims[close].tolist(), strict=True):
                     item = start + j if start is not None else int(later[j])
                     hits[item].append((p, ver, sim))
+        if len(heap) > 4 * len(recent) + 64:  # stale entries: compact (as _store does)
+            self._heap = [(float(lasts[pos[c]]), c) for c in recent]
+            heapq.heapify(self._heap)
         return out
 
     def _run_rows(self, ts: np.ndarray, window: float, v64: np.ndarray,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.engine import RunOutcome, _pid_alive
 from everos_reflect.errors import ConfigError, EverosError, UnknownStrategy
+from everos_reflect.fileio import read_config_bytes
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -31,7 +32,10 @@ def daemon_file(root: Path) -> Path:
 def read_daemon(root: Path) -> dict[str, Any] | None:
     """The running daemon serving ``root`` (its ``daemon.json``), or ``None``."""
     try:
-        info = json.loads(daemon_file(root).read_text("utf-8"))
+        data = read_config_bytes(daemon_file(root))  # a FIFO planted there: never a hang
+        if data is None:
+            return None
+        info = json.loads(data.decode("utf-8"))
         pid = int(info["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None

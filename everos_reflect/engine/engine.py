@@ -34,6 +34,7 @@ from everos_reflect.engine.registry import (
 )
 from everos_reflect.engine.triggers import CronTrigger
 from everos_reflect.errors import ConfigError
+from everos_reflect.fileio import read_config_bytes
 from everos_reflect.index import runs
 from everos_reflect.settings import OME_FILE_NAME, parse_ome
 
@@ -121,10 +122,7 @@ class Engine:
 
     def _ome_bytes(self) -> bytes | None:
         """The bytes of ``ome.toml`` (``None``: no file)."""
-        try:
-            return self.ome_path.read_bytes()
-        except FileNotFoundError:
-            return None
+        return read_config_bytes(self.ome_path)
 
     def ome_changed(self) -> bool:
         """Whether ``ome.toml``'s bytes differ from those last loaded (or last found invalid).
@@ -147,7 +145,7 @@ class Engine:
             try:
                 data = self._ome_bytes()
             except OSError as exc:
-                raise ConfigError([(str(path), "(file)", str(exc))]) from exc
+                raise ConfigError([(str(path), "(file)", exc.strerror or str(exc))]) from exc
             digest = _digest(data)
             if not force and digest == self._ome_digest:
                 return self.config_error is None

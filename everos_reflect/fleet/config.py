@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from everos_reflect.errors import ConfigError, EverosError
+from everos_reflect.fileio import read_config_bytes
 from everos_reflect.settings import toml_syntax_problem
 
 Problem = tuple[str, str, str]
@@ -241,9 +242,10 @@ def read_fleet(path: str | Path) -> tuple[FleetConfig, list[Path]]:
     """Read, validate and expand a ``fleet.toml`` file."""
     file = Path(path).expanduser()
     try:
-        text = file.read_text("utf-8")
-    except FileNotFoundError:
-        raise EverosError(f"no fleet file at {file}") from None
+        data = read_config_bytes(file)
+        if data is None:
+            raise EverosError(f"no fleet file at {file}")
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ConfigError([(str(file), "(file)", f"not UTF-8 text: {exc.reason}")]) from None
     except OSError as exc:

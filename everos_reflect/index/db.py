@@ -7,11 +7,14 @@ built the same way. Never edit a shipped migration: add a new one.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 
 from everos_reflect.errors import IndexUnreadable
+
+_log = logging.getLogger(__name__)
 
 MIGRATIONS: list[tuple[str, str]] = [
     (
@@ -507,7 +510,15 @@ def migrate(conn: sqlite3.Connection, migrations: list[tuple[str, str]] | None =
 
 
 class transaction:
-    """``BEGIN IMMEDIATE`` … ``COMMIT`` / ``ROLLBACK``: one writer at a time, across processes."""
+    """``BEGIN IMMEDIATE`` … ``COMMIT`` / ``ROLLBACK``: one writer at a time, across processes.
+
+    Whatever happens, the connection leaves the block outside any transaction: a ``COMMIT``
+    that fails (disk full, a deferred constraint, an I/O error) is rolled back before its error
+    is raised. Left open, every later ``BEGIN`` on that long-lived connection failed ("cannot
+    start a transaction within a transaction") until a restart, and the half-done writes could
+    have been committed by whichever block came next. An error after which SQLite already
+    rolled the transaction back itself (``SQLITE_FULL`` may) is raised as it is, not masked by
+    a ``ROLLBACK`` failing for want of a transaction."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -518,9 +529,23 @@ class transaction:
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
         if exc_type is None:
-            self.conn.execute("COMMIT")
+            try:
+                self.conn.execute("COMMIT")
+            except BaseException:
+                self._rollback()
+                raise
         else:
+            self._rollback()
+
+    def _rollback(self) -> None:
+        """Roll back if a transaction is still open; a failing rollback is logged, never raised
+        over the error that led here."""
+        if not self.conn.in_transaction:
+            return
+        try:
             self.conn.execute("ROLLBACK")
+        except sqlite3.Error as exc:
+            _log.error("ROLLBACK failed: %s", exc)
 
 
 def _split_sql(sql: str) -> list[str]:

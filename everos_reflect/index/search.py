@@ -3,6 +3,16 @@
 Hybrid runs both searches and fuses them with reciprocal-rank fusion (RRF): ranks, not raw
 scores, are combined, so the cosine and BM25 scales never need calibrating against each other,
 and an entry found by both rises above one found by either alone.
+
+A result is a *passage*, not only an entry. Each hit carries the passage of its entry that
+answers (``snippet``); a hybrid search of Episodes may also return further passages of the
+same entry as items of their own (``passage`` 1, 2 ...), each opened on another of the entry's
+facts near the query and ranked by that fact: the entry's score scaled by how far below the
+entry's best fact it ranks (``(RRF_K + best) / (RRF_K + its rank)``, the RRF weight of the two
+ranks). A narrative that merged three sessions then answers with the passages a question needs,
+as the sessions did before the merge, instead of one passage and its other sessions' facts
+out of reach of a caller who reads snippets. At most ``passages_per_entry`` items per entry, so
+no single entry (a whole history in one) can fill the result.
 """
 
 from __future__ import annotations
@@ -10,14 +20,15 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from everos_reflect.embedding.base import embed_query
 from everos_reflect.errors import EverosError
 from everos_reflect.index.recency import RECENCY_COSINE, key, latest_first
-from everos_reflect.index.snippet import make_snippet
+from everos_reflect.index.snippet import make_passages
 from everos_reflect.index.vectors import where_clause
 from everos_reflect.model import Kind
 
@@ -31,6 +42,10 @@ RRF_K = 60  # the usual RRF constant: damps the weight of the very first ranks
 CANDIDATES_PER_HIT = 4  # each side of a hybrid search fetches this many candidates per hit
 FACTS_PER_HIT = 3  # facts fetched per Episode candidate when ranking Episodes by passage
 PASSAGES_PER_HIT = 3  # nearest facts a hit reports (and its snippet starts from)
+#: Nearest facts kept per entry to open its further passages on (best first).
+ANCHORS_PER_HIT = 8
+#: Items one entry may fill in a result: its best passage and up to this minus one more.
+PASSAGES_PER_ENTRY = 3
 
 
 @dataclass
@@ -60,21 +75,63 @@ class SearchHit:
     #: The entry's atomic facts nearest the query, best first (hybrid search of Episodes):
     #: why it matched, and the sentences its ``snippet`` starts from.
     passages: list[str] = field(default_factory=list)
+    #: Which passage of the entry this item is: 0 its best, 1.. further ones (same ``id``).
+    passage: int = 0
+    #: Indices of the snippet's sentences in the entry's text (``dated_sentences`` order).
+    snippet_sentences: tuple[int, ...] = field(default=(), repr=False)
+    #: Further passages not yet placed: (snippet, sentence indices, share of the score).
+    more: list[tuple[str, str | None, tuple[int, ...], str, float]] = field(
+        default_factory=list, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The hit as the API and ``--json`` show it (SPEC §7 fields and ours, no internals)."""
+        data = asdict(self)
+        for internal in ("snippet_sentences", "more"):
+            data.pop(internal)
+        return data
 
 
 def _with_snippets(hits: list[SearchHit], query: str,
-                   passages: Mapping[tuple[str, str, str, str], list[str]] | None = None,
-                   ) -> list[SearchHit]:
+                   passages: Mapping[tuple[str, str, str, str],
+                                     list[tuple[str, int]]] | None = None,
+                   per_entry: int = 1) -> list[SearchHit]:
+    """Each hit's snippet from its nearest facts (``passages``: entry → (fact text, rank in the
+    fact search), best first), and up to ``per_entry - 1`` further passages with their share
+    of its score."""
     for hit in hits:
-        hit.passages = list((passages or {}).get(
-            (hit.app_id, hit.project_id, hit.user_id, hit.id), ()))
-        found = make_snippet(hit.episode or hit.subject, query,
-                             date=(hit.timestamp or "")[:10] or None, anchors=hit.passages)
+        anchors = list((passages or {}).get((hit.app_id, hit.project_id, hit.user_id, hit.id),
+                                            ()))
+        hit.passages = [text for text, _ in anchors[:PASSAGES_PER_HIT]]
+        found, more = make_passages(hit.episode or hit.subject, query,
+                                    date=(hit.timestamp or "")[:10] or None,
+                                    anchors=[text for text, _ in anchors],
+                                    snippet_anchors=PASSAGES_PER_HIT,
+                                    limit=per_entry)
         hit.snippet, hit.snippet_date = found.text, found.date
+        hit.snippet_sentences = found.sentences
+        best = anchors[0][1] if anchors else 0
+        hit.more = [(p.snippet.text, p.snippet.date, p.snippet.sentences, anchors[p.anchor][0],
+                     (RRF_K + best) / (RRF_K + anchors[p.anchor][1])) for p in more]
     return hits
+
+
+def with_passages(hits: Sequence[SearchHit], per_entry: int) -> list[SearchHit]:
+    """``hits`` (best first) with up to ``per_entry - 1`` further passages of each entry as
+    items of their own, placed by score (an entry's score × its passage's share, always below
+    the entry's own item); ties keep the entries first. ``per_entry`` 1: the hits as they are.
+    """
+    items = list(hits)
+    if per_entry > 1:
+        for hit in hits:
+            for n, (text, day, sentences, anchor, share) in enumerate(
+                    hit.more[:per_entry - 1], start=1):
+                items.append(replace(hit, score=round(hit.score * share, 6), snippet=text,
+                                     snippet_date=day, snippet_sentences=sentences,
+                                     passages=[anchor], passage=n, more=[]))
+        items.sort(key=lambda h: -h.score)  # stable: entries keep their order on ties
+    for item in items:
+        item.more = []
+    return items
 
 
 def _hit(row: dict[str, Any], score: float) -> SearchHit:
@@ -155,6 +212,7 @@ def search(
     kinds: Sequence[Kind | str] | None = None,
     include_stale: bool = False,
     latest_first_order: bool = True,
+    passages_per_entry: int = PASSAGES_PER_ENTRY,
 ) -> list[SearchHit]:
     """Search one kind (``kind``) or several (``kinds``, merged by score; SPEC §10); filters
     left as ``None`` match every tenant or user.
@@ -163,7 +221,9 @@ def search(
     the query, with its date (see :mod:`everos_reflect.index.snippet`). Scores lie in 0..1,
     higher is better: cosine similarity (vector), squashed BM25 (keyword), normalised RRF
     (hybrid). A later version of a hit ranks above it (:mod:`everos_reflect.index.recency`)
-    unless ``latest_first_order`` is off, which gives the plain ranked order.
+    unless ``latest_first_order`` is off, which gives the plain ranked order. A hybrid search
+    of Episodes may return up to ``passages_per_entry`` passages of one entry as separate items
+    (same ``id``, ``passage`` 0, 1 ...; see the module docstring); ``top_k`` counts items.
 
     Deprecated (merged-away) entries are left out unless ``include_deprecated``. Derived
     records (insights, convictions, ...) carry their ``status``; stale and retired ones are
@@ -174,6 +234,10 @@ def search(
         raise EverosError("query must not be empty")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise EverosError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+    if isinstance(passages_per_entry, bool) or not isinstance(passages_per_entry, int) \
+            or passages_per_entry < 1:
+        raise EverosError(f"passages_per_entry must be a positive integer, "
+                          f"got {passages_per_entry!r}")
     mode = (mode or runtime.settings.index.search_mode).lower()
     if mode not in MODES:
         raise EverosError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
@@ -181,14 +245,15 @@ def search(
     where = where_clause(app_id=app_id, project_id=project_id, user_id=user_id,
                          include_deprecated=include_deprecated)
     # one query vector for every kind searched (the local model takes ~40 ms per query)
-    vector = None if mode == "keyword" else runtime.embedder.embed([query])[0]
+    vector = None if mode == "keyword" else embed_query(runtime.embedder, query)
     hits: list[SearchHit] = []
     vectors: dict[tuple[str, str, str, str, str], Any] = {}
     for k in wanted:
         fetch = top_k if not k.derived or include_stale else min(MAX_TOP_K, top_k * 3)
         found = _search_kind(runtime, k, query, vector, mode=mode, top_k=fetch, where=where,
                              include_deprecated=include_deprecated,
-                             vectors=None if k.derived else vectors)
+                             vectors=None if k.derived else vectors,
+                             per_entry=passages_per_entry)
         if k.derived:
             found = _with_status(runtime, found, include_stale)
         hits += found
@@ -196,7 +261,7 @@ def search(
         hits.sort(key=lambda h: (-h.score, h.kind, h.id))
     if latest_first_order:  # vectors came with the rows
         hits = latest_first(hits, vectors, threshold=RECENCY_COSINE)
-    return hits[:top_k]
+    return with_passages(hits, passages_per_entry)[:top_k]
 
 
 def _kinds(values: Sequence[Kind | str]) -> list[Kind]:
@@ -239,9 +304,10 @@ def _search_kind(
     where: str | None,
     include_deprecated: bool,
     vectors: dict[tuple[str, str, str, str, str], Any] | None,
+    per_entry: int = 1,
 ) -> list[SearchHit]:
     """One kind of entry, arguments checked by :func:`search` (``vector`` embeds ``query``;
-    None in keyword mode).
+    None in keyword mode); hybrid Episode hits get up to ``per_entry`` passages.
 
     ``vectors``, when given, receives the stored vector of every hit the vector side found,
     keyed by :func:`everos_reflect.index.recency.key` (keyword mode finds none).
@@ -270,7 +336,7 @@ def _search_kind(
     by_vector = index.search_vector(kind, vector, k=depth, where=where,
                                     with_vectors=with_vectors)
     rankings = [by_vector, text_future.result()]
-    passages: dict[tuple[str, str, str, str], list[str]] = {}
+    passages: dict[tuple[str, str, str, str], list[tuple[str, int]]] = {}
     if facts_future is not None:
         passages = _passages(facts_future.result())
         rankings.append(_by_passage(index, passages, rankings, depth=depth,
@@ -279,10 +345,11 @@ def _search_kind(
     fused = rrf_fuse(rankings, top_k=top_k)
     hits = [_hit(row, score) for row, score in fused]
     _keep_vectors(by_vector + rankings[-1], hits, vectors)
-    return _with_snippets(hits, query, passages)
+    return _with_snippets(hits, query, passages, per_entry)
 
 
-def _by_passage(index: Any, passages: Mapping[tuple[str, str, str, str], list[str]],
+def _by_passage(index: Any,
+                passages: Mapping[tuple[str, str, str, str], list[tuple[str, int]]],
                 rankings: Sequence[Sequence[dict[str, Any]]], *, depth: int,
                 include_deprecated: bool, with_vectors: bool) -> list[dict[str, Any]]:
     """Episodes ranked by their best-matching atomic fact (``passages``: parent Episode →
@@ -303,16 +370,17 @@ def _by_passage(index: Any, passages: Mapping[tuple[str, str, str, str], list[st
             if k in known and (include_deprecated or known[k].get("deprecated_by") is None)]
 
 
-def _passages(facts: Sequence[dict[str, Any]]) -> dict[tuple[str, str, str, str], list[str]]:
+def _passages(facts: Sequence[dict[str, Any]],
+              ) -> dict[tuple[str, str, str, str], list[tuple[str, int]]]:
     """Each parent Episode of ``facts`` (nearest first), in the order of its best fact, with
-    the texts of its nearest facts, at most :data:`PASSAGES_PER_HIT`."""
-    out: dict[tuple[str, str, str, str], list[str]] = {}
-    for fact in facts:
+    its nearest facts' texts and ranks (1 = nearest of all), at most :data:`ANCHORS_PER_HIT`."""
+    out: dict[tuple[str, str, str, str], list[tuple[str, int]]] = {}
+    for rank, fact in enumerate(facts, start=1):
         if fact.get("parent_type") == "episode" and fact.get("parent_id"):
             mine = out.setdefault((fact["app_id"], fact["project_id"], fact["user_id"],
                                    fact["parent_id"]), [])
-            if fact.get("text") and len(mine) < PASSAGES_PER_HIT:
-                mine.append(fact["text"])
+            if fact.get("text") and len(mine) < ANCHORS_PER_HIT:
+                mine.append((fact["text"], rank))
     return out
 
 

@@ -26,10 +26,10 @@ import numpy as np
 from filelock import FileLock
 
 from everos_reflect.errors import InvalidId
+from everos_reflect.fileio import open_regular
 from everos_reflect.index import events
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown.parser import parse_log
-from everos_reflect.markdown.store import open_regular
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,

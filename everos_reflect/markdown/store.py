@@ -9,22 +9,21 @@ frontmatter cannot be parsed is never written (:class:`MarkdownError`).
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import os
 import secrets
-import stat
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from filelock import FileLock, Timeout
 
-from everos_reflect.errors import InvalidId, MarkdownError, TooLarge, UnknownEntry
+from everos_reflect.errors import EverosError, InvalidId, MarkdownError, TooLarge, UnknownEntry
+from everos_reflect.fileio import open_regular
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
     UNDONE,
@@ -630,6 +629,22 @@ class MarkdownStore:
                     else:
                         _atomic_write(targets[path], data)
 
+    def size_after(self, path: Path, change: Callable[[str | None], str | None]) -> int | None:
+        """The bytes ``path`` would hold after ``change`` (the text edit a write would make:
+        current text or None if absent -> new text, None for unchanged), measured without
+        writing or locking. None when the file cannot be edited as it is (over the limit
+        already, a fatal problem, a symlink out of the root): the write reports that itself.
+        For callers that must know a write fits ``limits.max_file_bytes`` before they commit
+        to it, as a merge must before its journal row exists."""
+        try:
+            _, text = self._editable(path)
+            new_text = change(text)
+        except (EverosError, ValueError):
+            return None
+        if new_text is None:
+            new_text = text or ""
+        return len(new_text.encode("utf-8"))
+
     def _load_or_none(self, path: Path) -> bytes | None:
         if self.leaves_root(path):
             raise MarkdownError(self._label(path), 0, "not writing this file: it is a symlink "
@@ -640,20 +655,6 @@ class MarkdownStore:
             return None
         except TooLarge as exc:
             raise MarkdownError(self._label(path), 0, f"not writing this file: {exc}") from exc
-
-
-def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
-    """Open a file for reading, refusing anything but a regular file (``OSError``) without ever
-    blocking: a FIFO named like a log would hang a plain ``open()`` — and the watcher — forever."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
 
 
 def _refuse_duplicates(text: str, label: str, what: str) -> None:

@@ -252,8 +252,10 @@ class ReflectInsights(BeliefTier):
         scored: list[tuple[float, Entry]] = []
         for kind in (Kind.EPISODE, Kind.ATOMIC_FACT, Kind.INSIGHT):
             try:
+                # whole entries are the evidence: one item per entry, not its passages
                 hits = search(runtime, question, top_k=top * 3, user_id=ref.user_id,
-                              app_id=ref.app, project_id=ref.project, kind=kind)
+                              app_id=ref.app, project_id=ref.project, kind=kind,
+                              passages_per_entry=1)
             except EverosError:
                 continue
             for hit in hits:

@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.clustering.service import ClusterService, UnknownCluster
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, TooLarge
 from everos_reflect.index import merge_journal
 from everos_reflect.index.audit import insert_reflection_report
 from everos_reflect.index.db import transaction, utcnow_iso
@@ -269,9 +269,12 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     store, ref, conn = runtime.store, plan.ref, runtime.db()
     narrative = find_narrative(runtime, plan)
     if narrative is None:
-        narrative = store.append(ref, Kind.EPISODE, narrative_meta(plan),
-                                 {"Subject": plan.title, "Content": plan.content},
-                                 day=plan.day_date)
+        try:
+            narrative = store.append(ref, Kind.EPISODE, narrative_meta(plan),
+                                     {"Subject": plan.title, "Content": plan.content},
+                                     day=plan.day_date)
+        except TooLarge as exc:
+            return _refused(runtime, indexer, plan, started, exc, committed=committed)
     plan.merged_id = narrative.id
     _set_step(conn, plan, NARRATIVE)
     checkpoint(NARRATIVE)
@@ -284,7 +287,10 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
             continue
         missing.append((fact_meta(plan), {"Fact": fact}))
     # one atomic write for all of them (not one rewrite and two fsyncs per fact)
-    store.append_many(ref, Kind.ATOMIC_FACT, missing, day=plan.day_date)
+    try:
+        store.append_many(ref, Kind.ATOMIC_FACT, missing, day=plan.day_date)
+    except TooLarge as exc:
+        return _refused(runtime, indexer, plan, started, exc, committed=committed)
     _set_step(conn, plan, FACTS)
     checkpoint(FACTS)
 
@@ -307,6 +313,19 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
                     duration_ms=plan.llm_ms + ms_since(started))
         merge_journal.delete(conn, plan.id)
     return Outcome("ok", plan, plan.merged_id)
+
+
+def _refused(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, exc: TooLarge, *,
+             committed: bool) -> Outcome:
+    """A size limit refused the narrative or its facts: such a write fails the same way every
+    time, so a merge not yet committed is withdrawn (``rejected``) instead of staying
+    interrupted and failing each run (a log outgrown by the merges of one batch together,
+    or by appends since :func:`overfull` measured it). Past the point of no return it cannot
+    be withdrawn: raised, the row stays for a person to make room."""
+    if committed:
+        raise exc
+    plan.error = f"{exc}; not written"
+    return abandon(runtime, indexer, plan, started, status="rejected")
 
 
 def narrative_meta(plan: Plan) -> dict[str, Any]:
@@ -360,6 +379,62 @@ def oversized(runtime: Runtime, plan: Plan) -> str | None:
     what = "narrative" if narrative == size else "a fact of the narrative"
     return (f"the {what} would be a {size:,}-byte entry, over limits.max_entry_bytes "
             f"({limit:,}); not written")
+
+
+def overfull(runtime: Runtime, plan: Plan) -> str | None:
+    """Why a log the merge writes would outgrow ``limits.max_file_bytes``, else ``None``.
+
+    A commit appends the narrative and its facts to the plan day's logs and adds
+    ``deprecated_entries`` keys to every source's log; a write past the file limit is refused,
+    so, like :func:`oversized`, this must be known before the journal row exists (committed,
+    the merge stopped at that write and recovery retried it every run, for ever). Each log
+    is measured as the commit would change it now, with seven-digit ids (never shorter than
+    the real ones, so only ever a few bytes on the safe side); the sizes of merges of the same
+    batch are not added up: :func:`complete` turns such a late refusal down as well.
+    """
+    from everos_reflect.markdown import writer
+    from everos_reflect.model import EntryId
+
+    store = runtime.store
+    limit = store.limits.max_file_bytes
+    widest = 9_999_999
+    narrative_id = str(EntryId(Kind.EPISODE, plan.day_date, widest))
+    sized = replace(plan, merged_id=narrative_id)
+    fact_id = str(EntryId(Kind.ATOMIC_FACT, plan.day_date, widest))
+    changes: dict[Path, list[Any]] = {}
+
+    def appending(kind: Kind, blocks: list[str]) -> None:
+        def change(text: str | None) -> str:
+            text = text or writer.new_log_text(kind, plan.user_id, plan.day_date)
+            for block in blocks:
+                text = writer.append_entry(text, block)
+            return text
+        changes.setdefault(store.log_path(plan.ref, kind, plan.day_date), []).append(change)
+
+    appending(Kind.EPISODE, [writer.render_entry(
+        narrative_id, narrative_meta(sized), {"Subject": plan.title, "Content": plan.content})])
+    if plan.facts:
+        meta = fact_meta(sized)
+        appending(Kind.ATOMIC_FACT, [writer.render_entry(fact_id, meta, {"Fact": f})
+                                     for f in plan.facts])
+    by_path: dict[Path, dict[str, str]] = {}
+    for old in [*plan.replaced, *plan.fact_ids]:
+        by_path.setdefault(store.path_for_id(plan.ref, old), {})[old] = narrative_id
+    for path, pairs in by_path.items():
+        changes.setdefault(path, []).append(
+            lambda text, pairs=pairs: None if text is None
+            else writer.add_deprecations(text, pairs))
+
+    for path, steps in sorted(changes.items()):
+        def all_steps(text: str | None, steps: list[Any] = steps) -> str | None:
+            for step in steps:
+                text = step(text)
+            return text
+        size = store.size_after(path, all_steps)
+        if size is not None and size > limit:
+            return (f"{store.rel(path)} would grow to {size:,} bytes, over "
+                    f"limits.max_file_bytes ({limit:,}); not written")
+    return None
 
 
 def fact_meta(plan: Plan) -> dict[str, Any]:

@@ -48,7 +48,13 @@ from everos_reflect.llm.prompts import Prompts
 from everos_reflect.llm.switching import prompt_replies
 from everos_reflect.model import UserRef
 from everos_reflect.strategies import holdback, journal, journal_batch
-from everos_reflect.strategies.consolidate import Draft, Selection, draft, select
+from everos_reflect.strategies.consolidate import (
+    Draft,
+    Selection,
+    draft,
+    select,
+    unsupported_numbers,
+)
 from everos_reflect.strategies.reflect_guard import Facts as _Facts
 from everos_reflect.strategies.reflect_guard import Guard
 
@@ -132,6 +138,9 @@ class ReflectEpisodes(Strategy):
         SettingSpec("max_narrative_ratio", float, DEFAULT_MAX_NARRATIVE_RATIO,
                     "Reject a merge whose narrative has more than this share of its sources' "
                     "words (1.0: never longer than the sources).", positive),
+        SettingSpec("reject_invented_numbers", bool, True,
+                    "Reject a merge whose narrative or facts state a number (a year, an age, "
+                    "an amount) that none of its sources states."),
         SettingSpec("language", str, "auto",
                     "Narrative language: auto (the input's) or a language name.", _not_blank),
         SettingSpec("prompts", dict, {},
@@ -192,6 +201,7 @@ class ReflectionRun:
         self.floor = float(s.get("min_fact_coverage", DEFAULT_MIN_FACT_COVERAGE))
         self.match = float(s.get("fact_match_threshold", DEFAULT_FACT_MATCH_THRESHOLD))
         self.max_ratio = float(s.get("max_narrative_ratio", DEFAULT_MAX_NARRATIVE_RATIO))
+        self.check_numbers = bool(s.get("reject_invented_numbers", True))
         self.max_ahead = int(s.get("max_drafts_ahead", DEFAULT_MAX_DRAFTS_AHEAD))
         self.max_batch = int(s.get("max_commit_batch", DEFAULT_MAX_COMMIT_BATCH))
         self.commit_wait = float(s.get("commit_wait_seconds", DEFAULT_COMMIT_WAIT_SECONDS))
@@ -417,8 +427,12 @@ class ReflectionRun:
             status, error = "rejected", result.coverage.explain(self.floor)
         elif too_long is not None:
             status, error = "rejected", too_long
+        elif self.check_numbers and (invented := unsupported_numbers(result)) is not None:
+            status, error = "rejected", invented
         elif (too_big := journal.oversized(self.rt, plan)) is not None:
             status, error = "rejected", too_big
+        elif (too_full := journal.overfull(self.rt, plan)) is not None:
+            status, error = "rejected", too_full
         else:
             try:
                 journal.check_sources(self.rt, plan)

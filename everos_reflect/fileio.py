@@ -1,0 +1,47 @@
+"""Opening files a person (or another program) may have replaced with something that is not a
+regular file: a FIFO blocks ``open()`` for ever, ``/dev/zero`` never ends, a device may do
+anything. Every file the product reads from a memory root goes through here."""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+from typing import BinaryIO
+
+#: Largest configuration file read (``everos.toml``, ``ome.toml``, ``fleet.toml``,
+#: ``daemon.json``): a hundred times the longest real one, so reading it whole is harmless.
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+    """Open a file for reading, refusing anything but a regular file (``OSError``) without ever
+    blocking: a FIFO named like a log would hang a plain ``open()`` — and the watcher — forever."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def read_config_bytes(path: str | os.PathLike[str]) -> bytes | None:
+    """A configuration file's bytes, ``None`` when there is no such file.
+
+    Raises ``OSError`` (with a ``strerror`` a person can act on) for anything but a regular
+    file, or one over :data:`MAX_CONFIG_BYTES`: read with a plain ``read_text()``, an
+    ``ome.toml`` made a FIFO hung every command and the daemon's reload for ever, and one
+    linked to ``/dev/zero`` filled the memory."""
+    try:
+        fh = open_regular(path)
+    except FileNotFoundError:
+        return None
+    with fh:
+        data = fh.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise OSError(errno.EFBIG, f"larger than {MAX_CONFIG_BYTES:,} bytes", str(Path(path)))
+    return data
