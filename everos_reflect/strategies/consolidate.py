@@ -339,18 +339,27 @@ def unsupported_numbers(draft_: Draft) -> str | None:
     return None
 
 
+def source_sentences(selection: Selection) -> list[tuple[str, str]]:
+    """``(sentence, source id)`` for each sentence of the entries ``selection`` replaces (a
+    narrative's sentences stand for the sources its own provenance names): what
+    :func:`attribute` matches a narrative's sentences against. They depend on the selection
+    alone, so their vectors can be made before the LLM answers."""
+    pairs: list[tuple[str, str]] = []
+    for entry in selection.replaced:
+        rows = member_of(entry).provenance
+        for i, text in enumerate(split_sentences(entry.content)):
+            ids = rows[i] if rows is not None and i < len(rows) else (entry.id,)
+            pairs.extend((text, sid) for sid in ids)
+    return pairs
+
+
 def attribute(embedder: Embedder, draft_: Draft, *,
               threshold: float) -> tuple[tuple[str, ...], ...]:
     """Sentence-level provenance for a narrative whose provider gave none (an LLM's prose):
     each narrative sentence stands for the sources with a sentence at cosine ≥ ``threshold``
     to it, or — when none is that close — for the source of its single best match."""
     sentences = split_sentences(draft_.content)
-    pairs: list[tuple[str, str]] = []
-    for entry in draft_.selection.replaced:
-        rows = member_of(entry).provenance
-        for i, text in enumerate(split_sentences(entry.content)):
-            ids = rows[i] if rows is not None and i < len(rows) else (entry.id,)
-            pairs.extend((text, sid) for sid in ids)
+    pairs = source_sentences(draft_.selection)
     if not sentences or not pairs:
         fallback = tuple(e.id for e in draft_.selection.replaced)
         return tuple(fallback for _ in sentences)
@@ -378,6 +387,7 @@ __all__ = [
     "member_of",
     "select",
     "source_facts",
+    "source_sentences",
     "source_words",
     "unsupported_numbers",
 ]

@@ -11,9 +11,10 @@ for every draft waiting at once and measures them (coverage, sentence attributio
 goes on to its next LLM call. Up to ``max_drafts_ahead`` clusters are drafted ahead of the
 commit. Everything that writes the memory root happens on the run's own thread, in selection
 order: the drafts ready together (up to ``max_commit_batch``, waiting at most
-``commit_wait_seconds`` for the ones behind the first) are committed as one batch
-(:mod:`journal_batch`), each merge with its own journal row passing through the same crash-safe
-steps as a merge committed alone.
+``commit_wait_seconds`` for the ones behind the first; not in the last rounds of a run against
+a model over the network, so that only the last drafts commit after the last reply) are
+committed as one batch (:mod:`journal_batch`), each merge with its own journal row passing
+through the same crash-safe steps as a merge committed alone.
 """
 
 from __future__ import annotations
@@ -85,6 +86,10 @@ DEFAULT_COMMIT_WAIT_SECONDS = 1.0
 #: LLM calls one cluster's merge makes (merge + facts): the run starts a cluster only while
 #: ``max_llm_calls`` leaves room for all of them.
 CALLS_PER_MERGE = 2
+#: Rounds of the workers (one cluster each) left at which a run against a model over the
+#: network commits its ready drafts at once rather than wait ``commit_wait_seconds`` for the
+#: ones behind them.
+ENDGAME_ROUNDS = 3
 #: The longest the guard's start-up work (model load, index import) waits for the run's first
 #: LLM requests to be out (they normally are ~0.1 s after the run starts).
 FIRST_REQUESTS_WAIT_SECONDS = 1.0
@@ -205,6 +210,7 @@ class ReflectionRun:
         self.counts: Counter[str] = Counter()
         self.log = ctx.log
         self._first: FirstRequests | None = None  # set while a run has LLM calls to make
+        self._prefetch_sources = False
         self.guard = Guard(self.rt, match_threshold=self.match, max_ratio=self.max_ratio,
                            hold=self._first_requests_out)
 
@@ -261,14 +267,22 @@ class ReflectionRun:
         # the guard's model load and index import wait for the first requests (not for the
         # offline provider's calls: they are local work that needs the model too)
         self._first = FirstRequests(llm, FIRST_REQUESTS_WAIT_SECONDS) if calls else None
+        # a client that says when its requests are out talks to a model over the network
+        network = bool(calls) and getattr(llm, "wait_requests_sent", None) is not None
+        # the texts of a cluster's sources are embedded while its merge call is in flight
+        # (the offline provider gives its own provenance: no sentences to attribute)
+        self._prefetch_sources = bool(calls)
         with (replies, self.guard,
               ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool):
             flight: deque[tuple[Selection, Any, Future[_Prepared | None]]] = deque()
+            selected_all = False
 
-            def refill() -> None:
-                while len(flight) < ahead and not self.ctx.should_stop():
+            def refill(limit: int = ahead) -> None:
+                nonlocal selected_all
+                while len(flight) < limit and not self.ctx.should_stop():
                     sel = next(chosen, None)
                     if sel is None:
+                        selected_all = True
                         return
                     # a run limit stops the run between clusters, never one halfway: its
                     # calls are promised before it starts
@@ -284,20 +298,31 @@ class ReflectionRun:
                     flight.append((sel, unit, prepared))
 
             try:
-                refill()
+                # one cluster per worker first: selecting holds the interpreter lock (a few
+                # ms a cluster), and the first requests would wait for the clusters queued
+                # behind them to be selected
+                refill(workers)
             finally:  # the clusters whose first calls start now, one per worker
                 if self._first is not None:
-                    self._first.expect(min(workers, len(flight)))
+                    self._first.expect(len(flight))
+            if self._first is not None:
+                self._first.wait()
+            refill()
             while flight:
                 ready = [flight.popleft()]
                 refill()
                 if not self.ctx.should_stop():
                     wait([ready[0][2]])
                 # the drafts right behind it join its commit, if they are ready within
-                # commit_wait_seconds of it
+                # commit_wait_seconds of it; but not at the end of a run against a model over
+                # the network (fewer clusters left than ENDGAME_ROUNDS rounds of the
+                # workers): the drafts ready commit while the last ones are at the LLM, and
+                # only those commit after the last reply
                 deadline = time.monotonic() + self.commit_wait
                 while flight and len(ready) < self.max_batch and not self.ctx.should_stop():
-                    left = deadline - time.monotonic()
+                    endgame = (network and selected_all
+                               and len(flight) < ENDGAME_ROUNDS * workers)
+                    left = 0.0 if endgame else deadline - time.monotonic()
                     if not flight[0][2].done() and (
                             left <= 0 or not wait([flight[0][2]], timeout=left).done):
                         break
@@ -345,9 +370,11 @@ class ReflectionRun:
             if self.ctx.should_stop() or self.ctx.budget.spent() is not None:
                 prepared.set_result(None)
                 return
+            if self._prefetch_sources:  # the guard embeds them while the merge call is out
+                self.guard.prefetch_sources(sel, facts)
             # the guard embeds what it can while the facts call is in flight
             result = draft(sel, llm, self.prompts,
-                           on_merged=lambda narrative: self.guard.prefetch(narrative, facts))
+                           on_merged=lambda narrative: self._merged(narrative, facts))
         except BaseException as exc:  # handed to the run's thread, like a pool future's
             prepared.set_exception(exc)
             return
@@ -361,6 +388,12 @@ class ReflectionRun:
                 prepared.set_result(_Prepared(result, facts, verdict.result(), given))
 
         self.guard.submit(result, facts).add_done_callback(measured)
+
+    def _merged(self, narrative: Draft, facts: _Facts) -> None:
+        """Worker thread, a cluster's merge call answered: the guard embeds what measuring it
+        needs while the facts call is in flight, and its indexed text whenever it is idle."""
+        self.guard.prefetch(narrative, facts)
+        self.guard.prefetch_indexed(narrative)
 
     def _failed(self, sel: Selection, llm: LLM, error: str) -> None:
         self.log.warning("cluster %s of %s skipped: %s", sel.cluster_id, sel.ref, error)
