@@ -8,18 +8,26 @@ search with a one-user search, hybrid mode). Targets (issue 15): reindex peak �
 ≤ 250 MB and flat over 1,000 searches.
 
     python bench/bench_memory.py /path/to/locomo10.json [--root DIR] [--searches 1000]
-        [--every 100] [--no-reindex] [--cold-libraries]
+        [--every 100] [--no-reindex] [--page-cache {as-is,cold,pip}]
 
 ``--no-reindex`` measures ``serve`` alone on a ``--root`` that is already indexed (to compare
 two checkouts' ``serve`` on one root: run each with ``PYTHONPATH=/path/to/checkout``).
 
-The file-backed part of the RSS depends on how the libraries' pages came into the page cache:
-a freshly installed environment (``pip`` wrote the files, so the kernel holds them in large
-folios that a fault maps whole) showed ~60 MB more for the same process than one whose
-libraries were read in by page faults (docs/memory.md). ``--cold-libraries`` asks the kernel
-to drop this environment's shared libraries (``*.so*`` under ``sys.prefix``, which belong to
-this environment only) from the page cache before ``serve`` starts, so runs start from the
-same state; it changes nothing in the process measured.
+The file-backed part of the RSS depends on how the libraries' pages came into the page cache
+(docs/memory.md): the kernel maps a whole page-cache folio on a fault, and a file written in
+1 MiB pieces (as ``pip`` installs a wheel) sits in 1 MiB folios, while one read in by page faults
+sits in small ones. ``--page-cache`` sets that state for this environment's shared libraries
+(``*.so*`` under ``sys.prefix``, which belong to this environment only) before ``reindex`` and
+again before ``serve`` start; it changes nothing in the processes measured:
+
+- ``cold``: drop them from the page cache (``POSIX_FADV_DONTNEED``), so they are read back by
+  the processes' page faults (``--cold-libraries`` is the same);
+- ``pip``: rewrite each as ``pip`` does (same bytes, a new file written in 1 MiB pieces, renamed
+  over the old one): the state straight after ``pip install``;
+- ``as-is`` (default): leave the page cache alone.
+
+Every sample also gives PSS (each shared page divided among the processes mapping it) and USS
+(pages no other process maps), from ``/proc/<pid>/smaps_rollup``.
 """
 
 from __future__ import annotations
@@ -44,12 +52,6 @@ import locomo_root
 CLI = [sys.executable, "-m", "everos_reflect.cli.main"]
 
 
-def rss_mb(pid: int) -> tuple[float, float]:
-    """(current RSS, peak RSS) of ``pid`` in MB, from /proc."""
-    values = status_mb(pid)
-    return values["VmRSS"], values["VmHWM"]
-
-
 def status_mb(pid: int) -> dict[str, float]:
     """RSS figures of ``pid`` in MB: ``VmRSS`` splits into ``RssAnon`` (the process's own
     memory) and ``RssFile`` (pages of mapped files — mostly the code of LanceDB's and
@@ -62,13 +64,27 @@ def status_mb(pid: int) -> dict[str, float]:
     return values
 
 
+def rollup_mb(pid: int) -> dict[str, float]:
+    """PSS and USS of ``pid`` in MB, from ``/proc/<pid>/smaps_rollup``: PSS shares each page
+    among the processes that map it; USS counts the pages only this process maps."""
+    values = {}
+    for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("Pss", "Private_Clean", "Private_Dirty"):
+            values[key] = int(rest.split()[0]) / 1024
+    return {"PSS": values["Pss"], "USS": values["Private_Clean"] + values["Private_Dirty"]}
+
+
+def libraries(prefix: Path) -> list[Path]:
+    """The shared libraries of the environment at ``prefix`` (regular files, no symlinks)."""
+    return [p for p in prefix.rglob("*.so*") if p.is_file() and not p.is_symlink()]
+
+
 def drop_library_pages(prefix: Path) -> int:
     """Ask the kernel to drop the shared libraries under ``prefix`` from the page cache (clean
     pages only; nothing is written). Returns how many files were advised."""
     count = 0
-    for path in prefix.rglob("*.so*"):
-        if not path.is_file() or path.is_symlink():
-            continue
+    for path in libraries(prefix):
         try:
             fd = os.open(path, os.O_RDONLY)
         except OSError:
@@ -79,6 +95,39 @@ def drop_library_pages(prefix: Path) -> int:
         finally:
             os.close(fd)
     return count
+
+
+PIP_CHUNK = 1024 * 1024  # pip 26 copies each wheel member in pieces of up to 1 MiB
+
+
+def rewrite_libraries_as_pip(prefix: Path) -> int:
+    """Put the shared libraries under ``prefix`` in the page-cache state ``pip install`` leaves:
+    each is written anew (same bytes and mode) in ``PIP_CHUNK`` pieces to a temporary file in
+    its folder, which then replaces it (a running process keeps the file it mapped). Returns
+    how many files were rewritten."""
+    count = 0
+    for path in libraries(prefix):
+        data = path.read_bytes()
+        tmp = path.with_name(f".{path.name}.bench-rewrite")
+        with open(tmp, "wb") as out:
+            for start in range(0, len(data), PIP_CHUNK):
+                out.write(data[start:start + PIP_CHUNK])
+            out.flush()
+            os.fsync(out.fileno())
+        os.chmod(tmp, path.stat().st_mode & 0o7777)
+        os.replace(tmp, path)
+        count += 1
+    return count
+
+
+def set_page_cache(state: str) -> None:
+    """Bring this environment's libraries into page-cache ``state`` (see the module doc)."""
+    if state == "cold":
+        print(f"page cache: dropped {drop_library_pages(Path(sys.prefix))} shared libraries "
+              f"under {sys.prefix}")
+    elif state == "pip":
+        print(f"page cache: rewrote {rewrite_libraries_as_pip(Path(sys.prefix))} shared "
+              f"libraries under {sys.prefix} as pip installs them (1 MiB writes)")
 
 
 def free_port() -> int:
@@ -95,9 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=100)
     parser.add_argument("--no-reindex", action="store_true",
                         help="skip reindex: serve only, on a --root indexed earlier")
-    parser.add_argument("--cold-libraries", action="store_true",
-                        help="drop this environment's shared libraries from the page cache "
-                             "before serve starts (same start state for every run)")
+    parser.add_argument("--page-cache", choices=("as-is", "cold", "pip"), default="as-is",
+                        help="page-cache state of this environment's shared libraries before "
+                             "each measured process starts (see the module doc)")
+    parser.add_argument("--cold-libraries", action="store_const", const="cold",
+                        dest="page_cache", help="the same as --page-cache cold")
     args = parser.parse_args(argv)
     if args.no_reindex and args.root is None:
         parser.error("--no-reindex needs --root (a root indexed earlier)")
@@ -110,6 +161,8 @@ def main(argv: list[str] | None = None) -> int:
     env = {**os.environ, "EVEROS_ROOT": str(root), "EVEROS_EMBEDDING__PROVIDER": "local",
            "EVEROS_LLM__PROVIDER": "extractive"}
 
+    if not args.no_reindex:
+        set_page_cache(args.page_cache)
     t0 = time.perf_counter()
     done = None if args.no_reindex else subprocess.run(
         [*CLI, "reindex", "--root", str(root)], env=env, capture_output=True, text=True)
@@ -124,9 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     questions = [q.question for q in lm.questions(lm.load(args.locomo)) if q.question]
     users = sorted({(e.user_id, e.sample_id) for e in lm.episodes(lm.load(args.locomo))})
     port = free_port()
-    if args.cold_libraries:
-        advised = drop_library_pages(Path(sys.prefix))
-        print(f"page cache: dropped {advised} shared libraries under {sys.prefix}")
+    set_page_cache(args.page_cache)
     log = open(Path(tmp.name) / "serve.log", "w")  # noqa: SIM115 - closed below
     proc = subprocess.Popen([*CLI, "serve", "--root", str(root), "--port", str(port)],
                             env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -143,8 +194,10 @@ def main(argv: list[str] | None = None) -> int:
                     raise SystemExit("serve did not come up; see its log")
                 time.sleep(0.2)
             time.sleep(2.0)  # let the start-up reconcile scan settle
-            rss, _ = rss_mb(proc.pid)
-            print(f"serve: RSS {rss:.0f} MB before the first search")
+            mb = {**status_mb(proc.pid), **rollup_mb(proc.pid)}
+            print(f"serve: RSS {mb['VmRSS']:.0f} MB before the first search = anonymous "
+                  f"{mb['RssAnon']:.0f} + file-backed {mb['RssFile']:.0f}; PSS {mb['PSS']:.0f}, "
+                  f"USS {mb['USS']:.0f}")
             samples = []
             latencies = []
             started = time.perf_counter()
@@ -159,11 +212,11 @@ def main(argv: list[str] | None = None) -> int:
                 if resp.status_code != 200:
                     raise SystemExit(f"search {n} failed: {resp.status_code} {resp.text[:200]}")
                 if n == 1 or n % args.every == 0:
-                    mb = status_mb(proc.pid)
+                    mb = {**status_mb(proc.pid), **rollup_mb(proc.pid)}
                     samples.append(mb["VmRSS"])
                     print(f"  after {n:5d} searches: RSS {mb['VmRSS']:6.0f} MB = anonymous "
                           f"{mb['RssAnon']:.0f} + file-backed {mb['RssFile']:.0f} (peak so far "
-                          f"{mb['VmHWM']:.0f})")
+                          f"{mb['VmHWM']:.0f}); PSS {mb['PSS']:.0f}, USS {mb['USS']:.0f}")
             seconds = time.perf_counter() - started
             print(f"serve: {args.searches} searches in {seconds:.1f} s; RSS after first "
                   f"{samples[0]:.0f} MB, last {samples[-1]:.0f} MB, max {max(samples):.0f} MB "

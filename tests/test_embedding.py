@@ -335,6 +335,33 @@ def test_caching_embedder_embeds_each_text_once_and_forgets_the_oldest() -> None
     assert cached.name == "counting" and cached.dim == 8
 
 
+def test_search_queries_get_a_cache_of_their_own_and_keep_documents_cached() -> None:
+    from everos_reflect.embedding import CachingEmbedder
+    from everos_reflect.embedding.base import embed_query
+
+    inner = _Counting()
+    cached = CachingEmbedder(inner, max_entries=2, query_entries=2)
+    cached.embed(["a fact", "another fact"])
+    np.testing.assert_array_equal(embed_query(cached, "a fact"), inner.inner.embed(["a fact"])[0])
+    for query in ("q1", "q2", "q3", "q2"):  # q1 falls out of the query cache; q2 is a hit
+        np.testing.assert_array_equal(embed_query(cached, query), inner.inner.embed([query])[0])
+    assert inner.seen == ["a fact", "another fact", "q1", "q2", "q3"]
+    cached.embed(["a fact", "another fact"])  # the queries pushed no document out
+    embed_query(cached, "q1")
+    assert inner.seen[5:] == ["q1"] and len(cached._cache) == 2 and len(cached._queries) == 2
+    # a returned vector is the caller's to change
+    embed_query(cached, "q1")[:] = 0
+    assert embed_query(cached, "q1").any()
+
+
+def test_embed_query_on_a_plain_embedder_is_one_call() -> None:
+    from everos_reflect.embedding.base import embed_query
+
+    inner = _Counting()
+    np.testing.assert_array_equal(embed_query(inner, "q"), inner.inner.embed(["q"])[0])
+    assert inner.seen == ["q"]
+
+
 def test_local_batches_shrink_for_long_texts_and_cover_every_text() -> None:
     from everos_reflect.embedding.local import MAX_BATCH_CELLS, LocalEmbedder
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from everos_reflect.briefing.pack import Briefing, Item, Section, pack
 from everos_reflect.briefing.routing import route as route_of
 from everos_reflect.briefing.tokens import TokenCounter, default_counter
+from everos_reflect.embedding.base import embed_query
 from everos_reflect.errors import EverosError
 from everos_reflect.index.vectors import where_clause
 from everos_reflect.model import DailyLog, Entry, Kind, UserRef
@@ -178,7 +179,7 @@ def build_briefing(
         raise EverosError(f"max_tokens must be 1 to {MAX_BRIEFING_TOKENS}, got {max_tokens!r}")
     counter = counter or default_counter()
     route = route_of(query)
-    vector = runtime.embedder.embed([query])[0]
+    vector = embed_query(runtime.embedder, query)
     instance_kinds = (Kind.EPISODE, Kind.ATOMIC_FACT, Kind.TASK)
     futures = {
         kind: _POOL.submit(_search, runtime, kind, vector, ref,

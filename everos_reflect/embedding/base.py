@@ -32,6 +32,14 @@ class Embedder(Protocol):
         ...
 
 
+def embed_query(embedder: Embedder, text: str) -> np.ndarray:
+    """One search query's vector: through :meth:`CachingEmbedder.embed_query` when the
+    embedder caches (queries kept apart from documents), else a plain one-text call."""
+    if isinstance(embedder, CachingEmbedder):
+        return embedder.embed_query(text)
+    return embedder.embed([text])[0]
+
+
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:
     """Row-wise unit vectors as float32; an all-zero row stays zero instead of becoming NaN."""
     vectors = np.asarray(vectors, dtype=np.float32)
@@ -87,14 +95,41 @@ class CachingEmbedder:
     embedder's: cached vectors are exactly what it returned, so spaces never mix.
     """
 
-    def __init__(self, inner: Embedder, max_entries: int = 4096) -> None:
+    def __init__(self, inner: Embedder, max_entries: int = 4096,
+                 query_entries: int = 256) -> None:
         self.inner = inner
         self.name = inner.name
         self.dim = inner.dim
         self.max_entries = max_entries
+        self.query_entries = query_entries
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        # search queries apart: a stream of distinct queries (each ~2 KB here) would otherwise
+        # push a merge's facts out and grow ``serve`` by up to ~8 MB (docs/memory.md)
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._lock = threading.Lock()
         self.hits = self.misses = 0
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """The vector of one search query. A text embedded as a document is reused from the
+        main cache; queries are remembered in a small cache of their own, so searching never
+        evicts the texts a merge or the indexer will ask for again."""
+        with self._lock:
+            vector = self._cache.get(text)
+            if vector is None:
+                vector = self._queries.get(text)
+                if vector is not None:
+                    self._queries.move_to_end(text)
+            if vector is not None:
+                self.hits += 1
+                return vector.copy()
+            self.misses += 1
+        vector = np.asarray(self.inner.embed([text])[0], dtype=np.float32).copy()
+        with self._lock:
+            self._queries[text] = vector
+            self._queries.move_to_end(text)
+            while len(self._queries) > self.query_entries:
+                self._queries.popitem(last=False)
+        return vector.copy()
 
     def remember(self, texts: Sequence[str], vectors: np.ndarray) -> None:
         """Seed the cache with vectors this embedder (same ``name``) made earlier, e.g. the ones

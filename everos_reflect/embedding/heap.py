@@ -15,12 +15,16 @@ The same goes for :func:`cap_arenas`: glibc gives each new thread that allocates
 ("arena"), up to 8 per core, and memory freed in one arena serves only the threads bound to
 it. A daemon has dozens of threads (LanceDB's, uvicorn's, the search pool's), so each arena
 keeps its own free space and high-water mark.
+
+:func:`prefer_system_arrow_pool` is the same idea for pyarrow: its default pool is an allocator
+it bundles (mimalloc in pyarrow 26), with heaps and retained pages of its own beside glibc's.
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 import threading
 
 M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter numbers (malloc.h)
@@ -33,6 +37,9 @@ MMAP_THRESHOLD_BYTES = 256 * 1024
 #: here) ``serve`` held ~6 MB more after 300 searches for the same search latency; 1 arena
 #: saved no more (docs/memory.md).
 SERVE_ARENAS = 2
+
+#: Arrow reads this variable once, when its default memory pool is first asked for.
+ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 
 _lock = threading.Lock()
 #: mallopt settings this process has made: {parameter: value}
@@ -67,6 +74,21 @@ def cap_arenas(count: int = SERVE_ARENAS) -> bool:
     if count < 1:
         raise ValueError(f"arena count must be at least 1, got {count}")
     return _mallopt_once(M_ARENA_MAX, count)
+
+
+def prefer_system_arrow_pool() -> bool:
+    """Make pyarrow allocate with the C library's ``malloc`` unless the user chose a pool.
+
+    pyarrow's default pool is an allocator it bundles (mimalloc in pyarrow 26). This project
+    hands Arrow little: the rows a search or a reindex batch reads and writes, a few MB at a
+    time. That allocator's separate heaps kept ~4 MB more resident in ``serve`` (after its
+    first search and after 1,000) than the system pool (docs/memory.md, session 11). Has an effect
+    only if called before Arrow's default pool is first used — in practice, before ``pyarrow``
+    is imported. True if this call set the variable (False: the user's setting stands)."""
+    if ARROW_POOL_VARIABLE in os.environ:
+        return False
+    os.environ[ARROW_POOL_VARIABLE] = "system"
+    return True
 
 
 def _mallopt_once(param: int, value: int) -> bool:

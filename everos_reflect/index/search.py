@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from everos_reflect.embedding.base import embed_query
 from everos_reflect.errors import EverosError
 from everos_reflect.index.recency import RECENCY_COSINE, key, latest_first
 from everos_reflect.index.snippet import make_passages
@@ -244,7 +245,7 @@ def search(
     where = where_clause(app_id=app_id, project_id=project_id, user_id=user_id,
                          include_deprecated=include_deprecated)
     # one query vector for every kind searched (the local model takes ~40 ms per query)
-    vector = None if mode == "keyword" else runtime.embedder.embed([query])[0]
+    vector = None if mode == "keyword" else embed_query(runtime.embedder, query)
     hits: list[SearchHit] = []
     vectors: dict[tuple[str, str, str, str, str], Any] = {}
     for k in wanted:
