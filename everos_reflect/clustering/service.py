@@ -32,6 +32,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -120,6 +122,10 @@ class Member:
 _Cluster = ClusterRow
 
 
+#: sort key of ``(epoch, entry_id, ...)`` tuples: (timestamp, id) order
+_BY_TS_ID = itemgetter(0, 1)
+
+
 def _iso(ts: float) -> str:
     return datetime.fromtimestamp(ts, UTC).isoformat(timespec="seconds")
 
@@ -199,6 +205,15 @@ _INSERT_MEMBER = (
 _INSERT_MEMBER_KEYED = (
     "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id, ts, "
     "similarity, text_hash, joined_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?)")
+
+
+#: membership look-ups of up to this many ids use an IN list (padded to a power of two)
+_MEMBERS_IN_MAX = 64
+_MEMBERS_IN = {
+    size: "SELECT * FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
+          f"AND entry_id IN ({','.join('?' * size)})"
+    for size in (1 << b for b in range(7))
+}
 
 
 def _next_cluster_key(conn: sqlite3.Connection) -> int:
@@ -300,24 +315,25 @@ class _Write:
         if c.cluster_id not in self._new:
             self._dirty[c.cluster_id] = ref
 
-    def placed_run(self, ref: UserRef, items: Sequence[tuple[str, float, str | None]],
+    def placed_run(self, ref: UserRef, entry_ids: Sequence[str], times: Sequence[float],
+                   text_hashes: Sequence[str | None],
                    placed: Sequence[tuple[str, float | None, str]]) -> None:
         """Queue the rows of a run placed in the state (:meth:`UserClusters.assign_run` put
         its clusters there): an insert for a cluster it created, else an update, and a member
-        row per Episode. ``items`` are ``(entry_id, ts, text_hash)``, ``placed`` what
-        ``assign_run`` answered for each (in one loop: two method calls per Episode were a
-        tenth of the batch path)."""
+        row per Episode. The run's Episodes come as aligned columns (ids, epochs, text
+        hashes), ``placed`` is what ``assign_run`` answered for each; the member rows are
+        zipped from the columns without a Python loop per Episode."""
         new, dirty = self._new, self._dirty
-        members = self._members.setdefault(ref, [])
-        for (entry_id, ts, text_hash), (cid, similarity, reason) in zip(items, placed,
-                                                                         strict=True):
+        for cid, _, reason in placed:
             if reason == NEW:
                 new[cid] = ref
                 dirty.pop(cid, None)
             elif cid not in new:
                 dirty[cid] = ref
-            members.append((entry_id, cid, ts, similarity, text_hash))
-        self._member_ids.setdefault(ref, set()).update([item[0] for item in items])
+        cids, sims, _ = zip(*placed, strict=True)
+        self._members.setdefault(ref, []).extend(
+            zip(entry_ids, cids, times, sims, text_hashes, strict=True))
+        self._member_ids.setdefault(ref, set()).update(entry_ids)
 
     def delete_cluster(self, ref: UserRef, cluster_id: str) -> None:
         self.execute(f"DELETE FROM clusters WHERE {_BY_ID}", (cluster_id,))
@@ -383,13 +399,21 @@ class _Write:
                     "UPDATE clusters SET centroid=?, centroid_norm=?, member_count=?, "
                     f"first_ts=?, last_ts=? WHERE {_BY_ID}", by_id)
         if members:
-            keyed, looked_up = [], []
+            keyed: list[tuple[Any, ...]] = []
+            looked_up: list[tuple[Any, ...]] = []
             for ref, rows in members.items():
                 st = self.touched.get(ref)
                 keys = st.keys if st is not None else {}
                 app, project, user = ref.app, ref.project, ref.user_id
-                for entry_id, cid, ts, similarity, text_hash in rows:
-                    k = keys.get(cid)
+                found = [keys.get(row[1]) for row in rows]
+                if None not in found:  # the usual case: every cluster's key is in memory
+                    # (repeat() never ends: the rows and their keys bound the zip)
+                    keyed.extend(zip(repeat(app), repeat(project), repeat(user),
+                                     *zip(*rows, strict=True), repeat(now), found,
+                                     strict=False))
+                    continue
+                for (entry_id, cid, ts, similarity, text_hash), k in zip(rows, found,
+                                                                          strict=True):
                     if k is None:
                         looked_up.append((app, project, user, entry_id, cid, ts, similarity,
                                           text_hash, now))
@@ -533,7 +557,7 @@ class ClusterService:
             vectors = {e.id: matrix[n] for n, e in enumerate(entries)}
         # Entry properties parse or hash on every access: read each once
         episodes = sorted(((entry_epoch(e.id, e.timestamp), e.id, e) for e in entries
-                           if e.kind is Kind.EPISODE), key=lambda t: (t[0], t[1]))
+                           if e.kind is Kind.EPISODE), key=_BY_TS_ID)
         outcome: dict[str, str] = {}
         if not episodes:
             return outcome
@@ -615,17 +639,14 @@ class ClusterService:
         in (timestamp, id) order) as :meth:`_assign` would one by one, and empty it."""
         if not run:
             return
-        vectors = normalize_rows(np.stack([vec for _, _, vec, _ in run]))
-        ids = [eid for eid, _, _, _ in run]
+        ids, times, vecs, hashes = zip(*run, strict=True)
         st = conn.state(ref)
         placed = st.assign_run(
-            vectors, [ts for _, ts, _, _ in run],
-            lambda i: _free_id(st, ref, ids[i]),
+            normalize_rows(np.stack(vecs)), times, lambda i: _free_id(st, ref, ids[i]),
             threshold=self.threshold, window_seconds=self.window_seconds,
             rejoin_threshold=self.rejoin_threshold, member_threshold=self.member_threshold)
-        conn.placed_run(ref, [(eid, ts, text_hash) for eid, ts, _, text_hash in run], placed)
-        for (eid, _, _, _), (_, _, reason) in zip(run, placed, strict=True):
-            outcome[eid] = reason
+        conn.placed_run(ref, ids, times, hashes, placed)
+        outcome.update(zip(ids, [reason for _, _, reason in placed], strict=True))
         run.clear()
 
     def on_entries_deprecated(self, ref: UserRef, mapping: Mapping[str, str | None]) -> None:
@@ -1037,11 +1058,19 @@ class ClusterService:
         conn.flush_members_of(ref, ids)
         if not ids:
             return {}
-        # one statement text whatever the number of ids, so SQLite compiles it once
-        return {r["entry_id"]: r for r in conn.conn.execute(
-            "SELECT * FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
-            "AND entry_id IN (SELECT value FROM json_each(?))",
-            (ref.app, ref.project, ref.user_id, json.dumps(list(ids))))}
+        if len(ids) <= _MEMBERS_IN_MAX:
+            # an IN list padded to a power of two (repeats change nothing): seven statement
+            # texts in all, each compiled once, and no JSON to build and parse per call
+            size = 1 << (len(ids) - 1).bit_length()
+            params = (ref.app, ref.project, ref.user_id, *ids, *[ids[-1]] * (size - len(ids)))
+            rows = conn.conn.execute(_MEMBERS_IN[size], params)
+        else:
+            # one statement text whatever the number of ids, so SQLite compiles it once
+            rows = conn.conn.execute(
+                "SELECT * FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
+                "AND entry_id IN (SELECT value FROM json_each(?))",
+                (ref.app, ref.project, ref.user_id, json.dumps(list(ids))))
+        return {r["entry_id"]: r for r in rows}
 
     def _clusters_where(self, where: str, params: tuple[Any, ...],
                         order: str = "") -> list[ClusterInfo]:
