@@ -15,8 +15,6 @@ is recorded as abandoned — each strategy's ``recover`` hook makes that safe.
 
 from __future__ import annotations
 
-import contextlib
-import json
 import logging
 import os
 import signal
@@ -26,7 +24,13 @@ from typing import TYPE_CHECKING, Any
 
 import uvicorn
 
-from everos_reflect.engine.daemon import check_bind, daemon_file, read_daemon, recover_interrupted
+from everos_reflect.engine.daemon import (
+    check_bind,
+    clear_daemon,
+    read_daemon,
+    recover_interrupted,
+    write_daemon,
+)
 from everos_reflect.engine.engine import Engine
 from everos_reflect.errors import EverosError
 
@@ -71,16 +75,14 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
     # uvicorn re-raises the stop signal after its shutdown; these handlers absorb it so the
     # clean-up below runs (a second signal while cleaning up is also absorbed).
     previous = {sig: signal.signal(sig, _note_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
-    info_path = daemon_file(runtime.root)
     try:
         watcher.start()
         scheduler.start()
-        info_path.parent.mkdir(parents=True, exist_ok=True)
-        info_path.write_text(json.dumps({
+        write_daemon(runtime.root, {
             "pid": os.getpid(), "host": host, "port": port,
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "root": str(runtime.root),
-        }), "utf-8")
+        })
         log.info("serving %s on http://%s:%s", runtime.root, host, port)
         server.run()
     finally:
@@ -88,10 +90,7 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
         scheduler.shutdown()
         engine.shutdown(timeout=STOP_GRACE_SECONDS)
         watcher.stop()
-        with contextlib.suppress(FileNotFoundError):
-            info = json.loads(info_path.read_text("utf-8"))
-            if info.get("pid") == os.getpid():
-                info_path.unlink()
+        clear_daemon(runtime.root)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         log.info("stopped")

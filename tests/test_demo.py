@@ -50,6 +50,8 @@ def test_demo_json_runs_end_to_end_with_consistent_figures(root: Path) -> None:
     hits = after["search"]["hits"]
     answer = hits[0]
     assert answer["parent_type"] == "cluster" and answer["session_id"] is None
+    # An entry may answer with several passages: each item says which, so none is ambiguous.
+    assert len({(h["id"], h["passage"]) for h in hits}) == len(hits)
     # The narrative shown in full is a compact one: shorter than its sources, each sentence
     # with the sources it stands for; the word totals cover every merge of the run.
     narrative = after["narrative"]

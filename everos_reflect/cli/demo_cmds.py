@@ -301,7 +301,7 @@ def _search(rt: Runtime) -> dict[str, Any]:
     return {"query": DEMO_QUERY, "user_id": DEMO_USER.user_id,
             "hits": [{k: h.to_dict()[k] for k in ("id", "subject", "episode", "session_id",
                                                    "timestamp", "parent_type", "score",
-                                                   "snippet", "snippet_date")}
+                                                   "snippet", "snippet_date", "passage")}
                      for h in hits]}
 
 

@@ -13,6 +13,7 @@ import ipaddress
 import json
 import logging
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +28,30 @@ log = logging.getLogger(__name__)
 
 def daemon_file(root: Path) -> Path:
     return Path(root) / ".index" / "daemon.json"
+
+
+def write_daemon(root: Path, info: Mapping[str, Any]) -> None:
+    """Advertise this daemon in ``daemon.json``: written to a temp file and renamed over it, so
+    a reader never sees half a file and a FIFO planted there is replaced, not opened (a plain
+    write blocked ``serve`` for ever opening it)."""
+    path = daemon_file(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(dict(info)), "utf-8")
+    os.replace(tmp, path)
+
+
+def clear_daemon(root: Path) -> None:
+    """Remove ``daemon.json`` at shutdown if it still names this process. Anything unreadable
+    there (not JSON, not a regular file) is left alone rather than raised: this runs in the
+    shutdown's ``finally`` and must not skip the clean-up after it."""
+    path = daemon_file(root)
+    try:
+        data = read_config_bytes(path)
+        if data is not None and json.loads(data.decode("utf-8")).get("pid") == os.getpid():
+            path.unlink()
+    except (OSError, ValueError, AttributeError) as exc:
+        log.warning("left %s as it is: %s", path, exc)
 
 
 def read_daemon(root: Path) -> dict[str, Any] | None:

@@ -1,0 +1,63 @@
+"""``daemon.json`` is written by rename and cleared without raising: a FIFO planted there made
+``serve`` hang for ever opening it for writing, and an unreadable file raised out of the
+shutdown's ``finally`` before the signal handlers were restored."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+
+from everos_reflect.engine.daemon import clear_daemon, daemon_file, write_daemon
+
+
+def _within(seconds: float, fn, *args) -> None:  # type: ignore[no-untyped-def]
+    """Run ``fn`` in a thread and fail (instead of freezing the suite) if it blocks."""
+    errors: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn(*args)
+        except BaseException as exc:  # re-raised in the test thread
+            errors.append(exc)
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"{fn.__name__} blocked for more than {seconds} s"
+    if errors:
+        raise errors[0]
+
+
+def test_a_fifo_planted_at_daemon_json_is_replaced_not_opened(tmp_path: Path) -> None:
+    path = daemon_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    os.mkfifo(path)
+    _within(10, write_daemon, tmp_path, {"pid": os.getpid(), "port": 8000})
+    assert path.is_file()
+    assert json.loads(path.read_text("utf-8")) == {"pid": os.getpid(), "port": 8000}
+    assert [p.name for p in path.parent.iterdir()] == ["daemon.json"]  # no temp file left
+
+
+def test_clear_removes_only_this_processes_file(tmp_path: Path) -> None:
+    write_daemon(tmp_path, {"pid": os.getpid() + 1})
+    clear_daemon(tmp_path)
+    assert daemon_file(tmp_path).exists()  # another daemon's advertisement stays
+    write_daemon(tmp_path, {"pid": os.getpid()})
+    clear_daemon(tmp_path)
+    assert not daemon_file(tmp_path).exists()
+    clear_daemon(tmp_path)  # nothing there: nothing to do
+
+
+def test_clear_leaves_an_unreadable_file_without_raising(tmp_path: Path) -> None:
+    path = daemon_file(tmp_path)
+    path.parent.mkdir(parents=True)
+    for content in (b"{not json", b"[1, 2]", b"\xff\xfe"):
+        path.write_bytes(content)
+        clear_daemon(tmp_path)
+        assert path.read_bytes() == content
+    path.unlink()
+    os.mkfifo(path)
+    _within(10, clear_daemon, tmp_path)
+    assert path.exists()
