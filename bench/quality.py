@@ -413,6 +413,7 @@ def score(point: dict[str, Any], split: str) -> float:
 
 def run(data_path: Path, work: Path, paraphrases: Sequence[float], coverage_threshold: float,
         *, bulk: bool, samples: int | None, sanity: bool, members: Sequence[float] | None = None,
+        windows: Sequence[float] | None = None,
         version: float = VERSION_COSINE,
         topics: Sequence[float] = (TOPIC_COSINE,),
         serve: Sequence[int] = (1,)) -> dict[str, Any]:
@@ -464,16 +465,18 @@ def run(data_path: Path, work: Path, paraphrases: Sequence[float], coverage_thre
     print(f"before: {before['words']['all']['live_episodes']} live episodes, "
           f"{before['search_seconds']} s of search", flush=True)
     members = list(members) if members else [settings.clustering.member_threshold]
+    windows = list(windows) if windows else [settings.clustering.time_window_days]
     points = []
     if settings.llm.provider != "extractive":  # a configured LLM: one point, no calibration
         paraphrases = paraphrases[:1]
     for member in members:
-        shipped = replace(settings, clustering=replace(settings.clustering,
-                                                       member_threshold=member))
-        for value in paraphrases:
-            for topic in topics:
-                points.append(_point(base, work, shipped, embedder, questions, ctx,
-                                     coverage_threshold, member, value, version, topic))
+        for window in windows:
+            shipped = replace(settings, clustering=replace(
+                settings.clustering, member_threshold=member, time_window_days=window))
+            for value in paraphrases:
+                for topic in topics:
+                    points.append(_point(base, work, shipped, embedder, questions, ctx,
+                                         coverage_threshold, member, value, version, topic))
     sanity_point = None
     if sanity:
         one = with_threshold(settings, -1.0, window=1e5)
@@ -512,22 +515,27 @@ def _point(base: Path, work: Path, settings: Settings, embedder: CachingEmbedder
     ``topic`` (the extractive merge's topic-paragraph cosine), measure."""
     llm = (ExtractiveLLM(embedder, paraphrase=paraphrase, version=version, topic=topic)
            if settings.llm.provider == "extractive" else None)
-    rt_p, info = reflect_at(base, work, f"m{member:.2f}p{paraphrase:.2f}t{topic:.2f}", settings,
+    window = settings.clustering.time_window_days
+    rt_p, info = reflect_at(base, work,
+                            f"m{member:.2f}w{window:g}p{paraphrase:.2f}t{topic:.2f}", settings,
                             embedder,
                             llm)
     after = measure(rt_p, embedder, questions, ctx, coverage_threshold)
     after["rejections"] = rejected_merges(rt_p)
     rt_p.close()
-    after.update(info, paraphrase=paraphrase, member=member, version=version, topic=topic)
-    print(f"member {member} paraphrase {paraphrase} topic {topic}: "
+    after.update(info, paraphrase=paraphrase, member=member, version=version, topic=topic,
+                 window=window)
+    print(f"member {member} window {window:g} paraphrase {paraphrase} topic {topic}: "
           f"{after['words']['all']['live_episodes']} live episodes, "
           f"reflect {info['reflect_seconds']} s, score 0-4 {score(after, '0-4'):.4f} "
           f"5-9 {score(after, '5-9'):.4f}", flush=True)
     return after
 
 
-def _key(p: dict[str, Any]) -> tuple[float, float, float]:
-    return (p.get("member", 0.0), p["paraphrase"], p.get("topic", 0.0))
+def _key(p: dict[str, Any]) -> tuple[float, float, float, float]:
+    """A point's calibrated values; ``window`` (the clustering time window, days) defaults to
+    the 7 days every run before session 11 used."""
+    return (p.get("member", 0.0), p.get("window", 7.0), p["paraphrase"], p.get("topic", 0.0))
 
 
 def choose(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -540,6 +548,7 @@ def choose(points: Sequence[dict[str, Any]]) -> dict[str, Any]:
         best = max(points, key=lambda p: (score(p, calibrate), _key(p)))
         chosen[report] = {"calibrated_on": calibrate, "paraphrase": best["paraphrase"],
                           "member": best.get("member", 0.0), "topic": best.get("topic", 0.0),
+                          "window": best.get("window", 7.0),
                           "calibration_score": round(score(best, calibrate), 4)}
     return chosen
 
@@ -557,8 +566,7 @@ def _delta(after: float, before: float) -> str:
 
 def point_for(result: dict[str, Any], split: str) -> dict[str, Any]:
     c = result["chosen"][split]
-    return next(p for p in result["points"] if _key(p) == (c.get("member", 0.0),
-                                                           c["paraphrase"], c.get("topic", 0.0)))
+    return next(p for p in result["points"] if _key(p) == _key(c))
 
 
 def _ratio(a: float, b: float) -> str:
@@ -575,12 +583,14 @@ def split_table(result: dict[str, Any], split: str) -> list[str]:
     if len(result["points"]) == 1:  # the shipped defaults, calibrated beforehand on 0-4
         role = "held out" if split == "5-9" else "the calibration split"
         title = (f"### Conversations {split} ({role}; member threshold "
-                 f"{chosen.get('member', 0.0)}, paraphrase threshold {chosen['paraphrase']}, "
+                 f"{chosen.get('member', 0.0)}, window {chosen.get('window', 7.0):g} days, "
+                 f"paraphrase threshold {chosen['paraphrase']}, "
                  f"topic threshold {chosen.get('topic', 0.0)}: "
                  f"the shipped defaults, chosen on conversations 0-4)")
     else:
         title = (f"### Conversations {split} (held out; member threshold "
-                 f"{chosen.get('member', 0.0)}, paraphrase threshold {chosen['paraphrase']}, "
+                 f"{chosen.get('member', 0.0)}, window {chosen.get('window', 7.0):g} days, "
+                 f"paraphrase threshold {chosen['paraphrase']}, "
                  f"topic threshold {chosen.get('topic', 0.0)} "
                  f"chosen on conversations {chosen['calibrated_on']})")
     lines = [
@@ -690,15 +700,16 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "Score = mean recall within 200 and 400 words, full text and snippets.",
         "",
-        "| member fit | paraphrase cosine | topic cosine | score 0-4 | score 5-9 | live words | "
-        "narrative ÷ sources | merged | rejected | reflect s |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| member fit | window days | paraphrase cosine | topic cosine | score 0-4 | score 5-9 "
+        "| live words | narrative ÷ sources | merged | rejected | reflect s |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for p in result["points"]:
         w = p["words"]["all"]
         c = p["reflect_counts"]
         lines.append(
-            f"| {p.get('member', 0.0)} | {p['paraphrase']} | {p.get('topic', '–')} | "
+            f"| {p.get('member', 0.0)} | {p.get('window', 7.0):g} | {p['paraphrase']} | "
+            f"{p.get('topic', '–')} | "
             f"{_pct(score(p, '0-4'))} | "
             f"{_pct(score(p, '5-9'))} | "
             f"{w['live_words']} | {_ratio(w['narrative_words'], w['narrative_source_words'])} "
@@ -736,6 +747,9 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--member", type=_floats,
                         help="clustering member-fit thresholds to calibrate, e.g. '0 0.4' "
                              "(default: the shipped clustering.member_threshold)")
+    parser.add_argument("--window", type=_floats,
+                        help="clustering time windows (days) to calibrate, e.g. '7 30 1e5' "
+                             "(default: the shipped clustering.time_window_days)")
     parser.add_argument("--topic", type=_floats, default=[TOPIC_COSINE],
                         help="extractive topic-paragraph cosines to calibrate, e.g. '0.45 0.55'")
     parser.add_argument("--serve", type=_ints, default=[1, PASSAGES_PER_ENTRY],
@@ -772,7 +786,8 @@ def main(argv: Iterable[str] | None = None) -> int:
         work = args.work or Path(tmp)
         result = run(args.data_path, work, args.paraphrase, args.coverage_threshold,
                      bulk=args.bulk, samples=args.samples, sanity=not args.no_sanity,
-                     members=args.member, version=args.version, topics=args.topic,
+                     members=args.member, windows=args.window, version=args.version,
+                     topics=args.topic,
                      serve=args.serve)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "quality.json").write_text(json.dumps(result, indent=2, default=str) + "\n",

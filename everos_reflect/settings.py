@@ -171,6 +171,18 @@ def _not_blank(value: Any) -> str | None:
     return None if value.strip() else "must not be empty"
 
 
+def _token(value: Any) -> str | None:
+    """A bearer token a client can send: visible ASCII, no spaces. A blank one passed the
+    "non-loopback needs a token" check and then matched no request (header values are trimmed),
+    and a non-ASCII one never matched either (headers arrive as Latin-1): either way the API
+    answered 401 to everyone with nothing saying why."""
+    if value is None:
+        return None
+    if not value or not all("!" <= c <= "~" for c in value):
+        return "must be visible ASCII characters without spaces (what a client can send)"
+    return None
+
+
 def _url(value: Any) -> str | None:
     if value is None or re.match(r"^https?://[^\s/]+", value):
         return None
@@ -204,6 +216,7 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("clustering", "member_threshold"): _fraction,
     ("server", "host"): _not_blank,
     ("server", "port"): _port,
+    ("server", "token"): _token,
     ("scheduler", "timezone"): _timezone,
     ("index", "watch_debounce_seconds"): _at_least(0),
     ("index", "reconcile_interval_seconds"): _positive,

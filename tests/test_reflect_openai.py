@@ -253,3 +253,61 @@ def test_first_requests_waits_for_the_calls_started_at_once_only_with_an_llm_tha
     assert FirstRequests(ExtractiveLLM(), timeout=30).wait() is True  # nothing to wait for
     never_told = FirstRequests(counting, timeout=0.0)  # type: ignore[arg-type]
     assert never_told.wait() is False and counting.asked == [8]
+
+
+INVENTED = {"title": MERGE["title"],
+            "content": MERGE["content"].replace("Andrew adopted another dog named Buddy.",
+                                                "In 1987 Andrew adopted another dog named Buddy.")}
+
+
+@pytest.mark.parametrize(("merge", "facts", "token", "what"), [
+    (INVENTED, FACTS, "1987", "the narrative"),
+    (MERGE, {"facts": [*FACTS["facts"], "Andrew paid 450 dollars for Buddy."]}, "450",
+     "a fact"),
+])
+def test_a_merge_inventing_a_number_is_rejected_and_writes_nothing(
+    root: Path, fake_openai: Any, merge: dict[str, str], facts: dict[str, list[str]],
+    token: str, what: str,
+) -> None:
+    # The prompt forbids inventing names, dates and numbers, but only coverage and length
+    # were checked: a year no source states became a "consolidated" fact and the sources
+    # it replaced were archived from default search.
+    fake_openai.script(merge, facts)
+    rt = runtime(root, fake_openai)
+    seed_pets(rt)
+    before = {p: p.read_bytes() for p in rt.store.iter_files()}
+
+    counts = run_reflection(rt)
+
+    assert counts.get("rejected") == 1 and not counts.get("merged"), counts
+    [report] = reports(rt)
+    assert report["status"] == "rejected"
+    assert f"{what} states '{token}', which none of its sources does" in report["error"]
+    assert {p: p.read_bytes() for p in rt.store.iter_files()} == before
+
+
+def test_numbers_from_the_sources_text_and_dates_are_not_invented(
+    root: Path, fake_openai: Any
+) -> None:
+    # "three-year-old" is in a source as a word; "2026", "9" and "4th" come from the dates the
+    # prompt shows; "04" and "4" are one number.
+    dated = {"title": MERGE["title"],
+             "content": MERGE["content"].replace(
+                 "Andrew has a pet now: he adopted", "On 2026-09-04 (September 4th) he adopted")}
+    fake_openai.script(dated, FACTS)
+    rt = runtime(root, fake_openai)
+    seed_pets(rt)
+
+    counts = run_reflection(rt)
+
+    assert counts.get("merged") == 1, (counts, reports(rt))
+
+
+def test_the_number_check_can_be_turned_off(root: Path, fake_openai: Any) -> None:
+    fake_openai.script(INVENTED, FACTS)
+    rt = runtime(root, fake_openai)
+    seed_pets(rt)
+
+    counts = run_reflection(rt, reject_invented_numbers=False)
+
+    assert counts.get("merged") == 1, (counts, reports(rt))

@@ -332,3 +332,14 @@ def test_load_ome_missing_file_is_empty(tmp_path: Path) -> None:
     assert load_ome(tmp_path) == {}
     (tmp_path / "ome.toml").write_text("[strategies.reflect_episodes]\nenabled = true\n")
     assert load_ome(tmp_path) == {"reflect_episodes": {"enabled": True}}
+
+
+@pytest.mark.parametrize("token", ["   ", " abc", "abc ", "s\u00e9cret", "tab\there"])
+def test_a_token_no_client_can_send_is_refused_naming_the_key(token: str) -> None:
+    # A blank token satisfied "a non-loopback host needs a token", then matched no request
+    # (header values are trimmed; non-ASCII arrives as Latin-1): every call answered 401.
+    with pytest.raises(ConfigError, match=r"/r/everos\.toml: server\.token: must be visible "
+                                          r"ASCII characters without spaces"):
+        parse_settings(DEFAULTS, f'[server]\ntoken = "{token}"\n', {}, "/r/everos.toml")
+    assert parse_settings(DEFAULTS, '[server]\ntoken = "Ab.9-_~+/="\n', {},
+                          "/r/everos.toml").server.token == "Ab.9-_~+/="

@@ -366,3 +366,38 @@ def test_a_journaled_merge_refused_by_the_file_limit_is_withdrawn_by_recovery(
     assert statuses == ["rejected", "rejected"], statuses  # recovery's, then the new draft's
     assert all("limits.max_file_bytes (4,096)" in r["error"] for r in reports(rt))
     rt.close()
+
+
+@pytest.mark.parametrize("several", [False, True])
+def test_archiving_or_updating_never_writes_a_log_past_the_file_limit(
+        root: Path, several: bool) -> None:
+    # Only appends were checked: deprecated_entries keys (or a metadata update) pushed a log
+    # just under max_file_bytes past it, and from then on the log was "not read" -- every
+    # entry of it gone from the index.
+    rt = small_runtime(root)
+    first = rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "x" * 1800},
+                            day=DAY)
+    second = rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "y" * 1800},
+                             day=DAY)
+    path = rt.store.log_path(ANN, Kind.EPISODE, DAY)
+    size = len(path.read_bytes())
+    rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "z"}, day=DAY)
+    overhead = len(path.read_bytes()) - size - 1  # an entry's bytes besides its content
+    room = 6000 - len(path.read_bytes()) - 20  # leave 20 bytes: less than one archive key
+    rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "z" * (room - overhead)},
+                    day=DAY)
+    before = path.read_bytes()
+    assert 5975 <= len(before) <= 5985
+    mapping = {first.id: second.id}
+    if several:  # the several-file write (a Reflection batch archiving into many logs)
+        other = rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "w"},
+                                day=date(2026, 10, 13))
+        mapping[other.id] = second.id
+    with pytest.raises(TooLarge, match=r"after this change is [\d,]+ bytes, over "
+                                       r"limits\.max_file_bytes \(6,000\)"):
+        rt.store.deprecate(ANN, mapping)
+    assert path.read_bytes() == before
+    with pytest.raises(TooLarge, match=r"over limits\.max_file_bytes"):
+        rt.store.update_meta(ANN, first.id, {"note": "q" * 200})
+    assert path.read_bytes() == before
+    assert not rt.store.read(path).diagnostics

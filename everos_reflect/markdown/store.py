@@ -594,11 +594,23 @@ class MarkdownStore:
                 new_text = edit(text)
                 if new_text is None or new_text == text:
                     return
+                data = self._fits(path, new_text)
                 if self._load_or_none(path) != before:
                     continue  # edited by hand meanwhile: redo the edit on the new text
-                _atomic_write(_write_target(path), new_text.encode("utf-8"))
+                _atomic_write(_write_target(path), data)
                 return
         raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
+
+    def _fits(self, path: Path, text: str) -> bytes:
+        """``text`` encoded, or :class:`TooLarge` when it is over ``limits.max_file_bytes``: the
+        store never writes a log it would then refuse to read. Appends checked this; archiving
+        (``deprecated_entries`` keys) and metadata updates did not, and a log they pushed past
+        the limit was "not read" from then on, every entry of it gone from the index."""
+        data = text.encode("utf-8")
+        if len(data) > self.limits.max_file_bytes:
+            raise TooLarge(f"{self._label(path)} after this change", len(data),
+                           "limits.max_file_bytes", self.limits.max_file_bytes)
+        return data
 
     def _edit_many(self, edits: Mapping[Path, Callable[[str | None], str | None]]) -> None:
         """:meth:`_edit` for several files: each file's edit, check and atomic write exactly as
@@ -620,7 +632,7 @@ class MarkdownStore:
                 before, text = self._editable(path)
                 new_text = edit(text)
                 if new_text is not None and new_text != text:
-                    planned[path] = (before, new_text.encode("utf-8"))
+                    planned[path] = (before, self._fits(path, new_text))
             targets = {path: _write_target(path) for path in planned}
             with staged_writes({targets[path]: data for path, (_, data) in planned.items()}):
                 for path, (before, data) in planned.items():

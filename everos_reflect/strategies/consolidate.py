@@ -9,6 +9,7 @@ result, a :class:`Draft`, is what :mod:`journal` commits.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -295,18 +296,70 @@ def longer_than_sources(draft_: Draft, max_ratio: float) -> str | None:
     return None
 
 
+#: A number as written in prose: digits, with the separators of "1,200", "3.5" or "10:30".
+_NUMBER_RE = re.compile(r"[0-9]+(?:[.,:][0-9]+)*")
+
+
+def _numbers(text: str) -> set[str]:
+    """Each number of ``text`` with leading zeros dropped ("04" and "4" are one day), whole
+    and split at its separators (a source's "2026-09-04T10:30" or "3.5" vouches for "4",
+    "10", "3" and "5"); "1,200" counts as "1200" too."""
+    found: set[str] = set()
+    for match in _NUMBER_RE.finditer(text):
+        token = match.group()
+        parts = re.split(r"[.,:]", token)
+        found.update(p.lstrip("0") or "0" for p in parts)
+        found.add(token.replace(",", "").lstrip("0") or "0")
+        found.add(token.lstrip("0") or "0")
+    return found
+
+
+def unsupported_numbers(draft_: Draft) -> str | None:
+    """Why the narrative or a fact states a number no source states (None when every one is
+    in a source's subject, content or date, as the merge call showed them).
+
+    The merge prompt says "do not invent names, dates, numbers": a model that does anyway
+    writes a fact nobody said (a year, an age, an amount), and the sources it replaces are
+    archived from default search. Numbers are the one kind of invented fact that can be
+    checked honestly without a model (names are not: any capitalised word would do), so only
+    they are; words for numbers ("two") and non-ASCII digits are not read."""
+    allowed: set[str] = set()
+    for entry in draft_.selection.replaced:
+        member = member_of(entry)
+        allowed |= _numbers(f"{member.timestamp.isoformat()} {member.subject} {member.content}")
+    for what, text in [("the narrative", f"{draft_.title} {draft_.content}"),
+                       *(("a fact", fact) for fact in draft_.facts)]:
+        for match in _NUMBER_RE.finditer(text):
+            token = match.group()
+            whole = {token.lstrip("0") or "0", token.replace(",", "").lstrip("0") or "0"}
+            if whole & allowed:
+                continue
+            return (f"{what} states {token!r}, which none of its sources does (a merge may not "
+                    "invent numbers or dates)")
+    return None
+
+
+def source_sentences(selection: Selection) -> list[tuple[str, str]]:
+    """``(sentence, source id)`` for each sentence of the entries ``selection`` replaces (a
+    narrative's sentences stand for the sources its own provenance names): what
+    :func:`attribute` matches a narrative's sentences against. They depend on the selection
+    alone, so their vectors can be made before the LLM answers."""
+    pairs: list[tuple[str, str]] = []
+    for entry in selection.replaced:
+        rows = member_of(entry).provenance
+        for i, text in enumerate(split_sentences(entry.content)):
+            ids = rows[i] if rows is not None and i < len(rows) else (entry.id,)
+            pairs.extend((text, sid) for sid in ids)
+    return pairs
+
+
 def attribute(embedder: Embedder, draft_: Draft, *,
               threshold: float) -> tuple[tuple[str, ...], ...]:
     """Sentence-level provenance for a narrative whose provider gave none (an LLM's prose):
     each narrative sentence stands for the sources with a sentence at cosine ≥ ``threshold``
     to it, or — when none is that close — for the source of its single best match."""
     sentences = split_sentences(draft_.content)
-    pairs: list[tuple[str, str]] = []
-    for entry in draft_.selection.replaced:
-        rows = member_of(entry).provenance
-        for i, text in enumerate(split_sentences(entry.content)):
-            ids = rows[i] if rows is not None and i < len(rows) else (entry.id,)
-            pairs.extend((text, sid) for sid in ids)
+    pairs = source_sentences(draft_.selection)
     if not sentences or not pairs:
         fallback = tuple(e.id for e in draft_.selection.replaced)
         return tuple(fallback for _ in sentences)
@@ -334,5 +387,7 @@ __all__ = [
     "member_of",
     "select",
     "source_facts",
+    "source_sentences",
     "source_words",
+    "unsupported_numbers",
 ]

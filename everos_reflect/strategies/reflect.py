@@ -11,9 +11,10 @@ for every draft waiting at once and measures them (coverage, sentence attributio
 goes on to its next LLM call. Up to ``max_drafts_ahead`` clusters are drafted ahead of the
 commit. Everything that writes the memory root happens on the run's own thread, in selection
 order: the drafts ready together (up to ``max_commit_batch``, waiting at most
-``commit_wait_seconds`` for the ones behind the first) are committed as one batch
-(:mod:`journal_batch`), each merge with its own journal row passing through the same crash-safe
-steps as a merge committed alone.
+``commit_wait_seconds`` for the ones behind the first; not in the last rounds of a run against
+a model over the network, so that only the last drafts commit after the last reply) are
+committed as one batch (:mod:`journal_batch`), each merge with its own journal row passing
+through the same crash-safe steps as a merge committed alone.
 """
 
 from __future__ import annotations
@@ -47,7 +48,13 @@ from everos_reflect.llm.prompts import Prompts
 from everos_reflect.llm.switching import prompt_replies
 from everos_reflect.model import UserRef
 from everos_reflect.strategies import holdback, journal, journal_batch
-from everos_reflect.strategies.consolidate import Draft, Selection, draft, select
+from everos_reflect.strategies.consolidate import (
+    Draft,
+    Selection,
+    draft,
+    select,
+    unsupported_numbers,
+)
 from everos_reflect.strategies.reflect_guard import Facts as _Facts
 from everos_reflect.strategies.reflect_guard import Guard
 
@@ -79,6 +86,10 @@ DEFAULT_COMMIT_WAIT_SECONDS = 1.0
 #: LLM calls one cluster's merge makes (merge + facts): the run starts a cluster only while
 #: ``max_llm_calls`` leaves room for all of them.
 CALLS_PER_MERGE = 2
+#: Rounds of the workers (one cluster each) left at which a run against a model over the
+#: network commits its ready drafts at once rather than wait ``commit_wait_seconds`` for the
+#: ones behind them.
+ENDGAME_ROUNDS = 3
 #: The longest the guard's start-up work (model load, index import) waits for the run's first
 #: LLM requests to be out (they normally are ~0.1 s after the run starts).
 FIRST_REQUESTS_WAIT_SECONDS = 1.0
@@ -127,6 +138,9 @@ class ReflectEpisodes(Strategy):
         SettingSpec("max_narrative_ratio", float, DEFAULT_MAX_NARRATIVE_RATIO,
                     "Reject a merge whose narrative has more than this share of its sources' "
                     "words (1.0: never longer than the sources).", positive),
+        SettingSpec("reject_invented_numbers", bool, True,
+                    "Reject a merge whose narrative or facts state a number (a year, an age, "
+                    "an amount) that none of its sources states."),
         SettingSpec("language", str, "auto",
                     "Narrative language: auto (the input's) or a language name.", _not_blank),
         SettingSpec("prompts", dict, {},
@@ -187,6 +201,7 @@ class ReflectionRun:
         self.floor = float(s.get("min_fact_coverage", DEFAULT_MIN_FACT_COVERAGE))
         self.match = float(s.get("fact_match_threshold", DEFAULT_FACT_MATCH_THRESHOLD))
         self.max_ratio = float(s.get("max_narrative_ratio", DEFAULT_MAX_NARRATIVE_RATIO))
+        self.check_numbers = bool(s.get("reject_invented_numbers", True))
         self.max_ahead = int(s.get("max_drafts_ahead", DEFAULT_MAX_DRAFTS_AHEAD))
         self.max_batch = int(s.get("max_commit_batch", DEFAULT_MAX_COMMIT_BATCH))
         self.commit_wait = float(s.get("commit_wait_seconds", DEFAULT_COMMIT_WAIT_SECONDS))
@@ -195,6 +210,7 @@ class ReflectionRun:
         self.counts: Counter[str] = Counter()
         self.log = ctx.log
         self._first: FirstRequests | None = None  # set while a run has LLM calls to make
+        self._prefetch_sources = False
         self.guard = Guard(self.rt, match_threshold=self.match, max_ratio=self.max_ratio,
                            hold=self._first_requests_out)
 
@@ -251,14 +267,22 @@ class ReflectionRun:
         # the guard's model load and index import wait for the first requests (not for the
         # offline provider's calls: they are local work that needs the model too)
         self._first = FirstRequests(llm, FIRST_REQUESTS_WAIT_SECONDS) if calls else None
+        # a client that says when its requests are out talks to a model over the network
+        network = bool(calls) and getattr(llm, "wait_requests_sent", None) is not None
+        # the texts of a cluster's sources are embedded while its merge call is in flight
+        # (the offline provider gives its own provenance: no sentences to attribute)
+        self._prefetch_sources = bool(calls)
         with (replies, self.guard,
               ThreadPoolExecutor(workers, thread_name_prefix="reflect-llm") as pool):
             flight: deque[tuple[Selection, Any, Future[_Prepared | None]]] = deque()
+            selected_all = False
 
-            def refill() -> None:
-                while len(flight) < ahead and not self.ctx.should_stop():
+            def refill(limit: int = ahead) -> None:
+                nonlocal selected_all
+                while len(flight) < limit and not self.ctx.should_stop():
                     sel = next(chosen, None)
                     if sel is None:
+                        selected_all = True
                         return
                     # a run limit stops the run between clusters, never one halfway: its
                     # calls are promised before it starts
@@ -274,20 +298,31 @@ class ReflectionRun:
                     flight.append((sel, unit, prepared))
 
             try:
-                refill()
+                # one cluster per worker first: selecting holds the interpreter lock (a few
+                # ms a cluster), and the first requests would wait for the clusters queued
+                # behind them to be selected
+                refill(workers)
             finally:  # the clusters whose first calls start now, one per worker
                 if self._first is not None:
-                    self._first.expect(min(workers, len(flight)))
+                    self._first.expect(len(flight))
+            if self._first is not None:
+                self._first.wait()
+            refill()
             while flight:
                 ready = [flight.popleft()]
                 refill()
                 if not self.ctx.should_stop():
                     wait([ready[0][2]])
                 # the drafts right behind it join its commit, if they are ready within
-                # commit_wait_seconds of it
+                # commit_wait_seconds of it; but not at the end of a run against a model over
+                # the network (fewer clusters left than ENDGAME_ROUNDS rounds of the
+                # workers): the drafts ready commit while the last ones are at the LLM, and
+                # only those commit after the last reply
                 deadline = time.monotonic() + self.commit_wait
                 while flight and len(ready) < self.max_batch and not self.ctx.should_stop():
-                    left = deadline - time.monotonic()
+                    endgame = (network and selected_all
+                               and len(flight) < ENDGAME_ROUNDS * workers)
+                    left = 0.0 if endgame else deadline - time.monotonic()
                     if not flight[0][2].done() and (
                             left <= 0 or not wait([flight[0][2]], timeout=left).done):
                         break
@@ -335,9 +370,11 @@ class ReflectionRun:
             if self.ctx.should_stop() or self.ctx.budget.spent() is not None:
                 prepared.set_result(None)
                 return
+            if self._prefetch_sources:  # the guard embeds them while the merge call is out
+                self.guard.prefetch_sources(sel, facts)
             # the guard embeds what it can while the facts call is in flight
             result = draft(sel, llm, self.prompts,
-                           on_merged=lambda narrative: self.guard.prefetch(narrative, facts))
+                           on_merged=lambda narrative: self._merged(narrative, facts))
         except BaseException as exc:  # handed to the run's thread, like a pool future's
             prepared.set_exception(exc)
             return
@@ -351,6 +388,12 @@ class ReflectionRun:
                 prepared.set_result(_Prepared(result, facts, verdict.result(), given))
 
         self.guard.submit(result, facts).add_done_callback(measured)
+
+    def _merged(self, narrative: Draft, facts: _Facts) -> None:
+        """Worker thread, a cluster's merge call answered: the guard embeds what measuring it
+        needs while the facts call is in flight, and its indexed text whenever it is idle."""
+        self.guard.prefetch(narrative, facts)
+        self.guard.prefetch_indexed(narrative)
 
     def _failed(self, sel: Selection, llm: LLM, error: str) -> None:
         self.log.warning("cluster %s of %s skipped: %s", sel.cluster_id, sel.ref, error)
@@ -384,6 +427,8 @@ class ReflectionRun:
             status, error = "rejected", result.coverage.explain(self.floor)
         elif too_long is not None:
             status, error = "rejected", too_long
+        elif self.check_numbers and (invented := unsupported_numbers(result)) is not None:
+            status, error = "rejected", invented
         elif (too_big := journal.oversized(self.rt, plan)) is not None:
             status, error = "rejected", too_big
         elif (too_full := journal.overfull(self.rt, plan)) is not None:

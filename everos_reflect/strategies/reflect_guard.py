@@ -15,10 +15,13 @@ Which texts a draft needs is found by measuring it once against :class:`TextProb
 records the texts it is asked for and answers zeros: the texts the guard embeds never depend
 on the vectors, so the list is exact whatever the guard's code asks for.
 
-Most of those texts are known before the draft is: the sources' sentences and facts, and the
-narrative's sentences, once the merge call has answered. :meth:`Guard.prefetch` embeds them
-while the draft's facts call is in flight, so measuring the finished draft embeds little more
-than its new facts, and the last drafts of a run wait for the guard only that long. The model
+Most of those texts are known before the draft is: the sources' sentences and facts when the
+merge call goes out (:meth:`Guard.prefetch_sources` embeds them while it is in flight), the
+narrative's sentences once it has answered (:meth:`Guard.prefetch`, while the facts call is in
+flight), so measuring the finished draft embeds little more than its new facts, and the last
+drafts of a run wait for the guard only that long. The narrative's indexed text, which only
+the commit needs, waits until the guard has nothing else to do
+(:meth:`Guard.prefetch_indexed`). The model
 is loaded on the guard's thread when the run starts (:meth:`Guard.__enter__`), while the
 first LLM calls are in flight, not when the first draft needs it; a run talking to a model
 over the network holds that start-up work (``hold``) until its first requests are out, since
@@ -42,16 +45,19 @@ from everos_reflect.index import reads
 from everos_reflect.model import Kind, UserRef, indexed_text
 from everos_reflect.strategies.consolidate import (
     Draft,
+    Selection,
     attribute,
     longer_than_sources,
     measure_coverage,
     source_facts,
+    source_sentences,
 )
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
 
 log = logging.getLogger(__name__)
+
 
 #: ``{episode id: [(fact id, fact text), ...]}``: the live facts a draft is measured against.
 Facts = dict[str, list[tuple[str, str]]]
@@ -73,8 +79,9 @@ class TextProbe:
 
 @dataclass
 class _Job:
-    draft: Draft
+    selection: Selection
     facts: Facts
+    draft: Draft | None = None  # None: the selection's own texts only (prefetch)
     verdict: Future[str | None] | None = field(default_factory=Future)  # None: prefetch only
 
 
@@ -96,10 +103,13 @@ class Guard:
         self._queue: list[_Job] = []
         self._thread: ThreadPoolExecutor | None = None
         self._warming: threading.Thread | None = None
-        #: embedding calls made for batches, drafts they measured and narratives they
-        #: prefetched for (for tests and logs)
-        self.batches = self.batched = self.prefetched = 0
-        self._reused: set[tuple[UserRef, str]] = set()  # clusters prefetched, guard thread only
+        #: embedding calls made for batches, drafts they measured, narratives and selections
+        #: they prefetched for (for tests and logs)
+        self.batches = self.batched = self.prefetched = self.prefetched_sources = 0
+        #: clusters whose stored source-fact vectors an earlier job brought (guard thread only)
+        self._reused: set[tuple[UserRef, str]] = set()
+        #: narratives' indexed texts waiting for the guard to be idle (:meth:`prefetch_indexed`)
+        self._indexed: dict[str, None] = {}
 
     def __enter__(self) -> Guard:
         self._thread = ThreadPoolExecutor(1, thread_name_prefix="reflect-guard")
@@ -153,7 +163,7 @@ class Guard:
         (and its provenance, for prose without one) and holds why it is too long (None when
         it is not), or fails with what measuring its batch raised."""
         assert self._thread is not None, "Guard used outside its with-block"
-        job = _Job(result, facts)
+        job = _Job(result.selection, facts, result)
         with self._queue_lock:
             self._queue.append(job)
         self._thread.submit(self._drain)
@@ -162,13 +172,26 @@ class Guard:
 
     def prefetch(self, narrative: Draft, facts: Facts) -> None:
         """Queue the embeddings measuring ``narrative`` (a draft whose facts are not known yet)
-        needs: its sentences, its sources' sentences and facts, its indexed text. They land in
+        needs: its sentences, its sources' sentences and facts. They land in
         the embedding cache, where measuring the finished draft finds them. Nothing is decided
         from them; without a cache this does nothing."""
+        self._enqueue(_Job(narrative.selection, facts, narrative, None))
+
+    def prefetch_sources(self, selection: Selection, facts: Facts) -> None:
+        """Queue the embeddings measuring any draft of ``selection`` needs whatever the LLM
+        answers: its source facts (their stored vectors, read from the index) and its
+        sources' sentences (which a prose narrative's sentences are attributed to). Called as
+        the merge call goes out, they are made while it is in flight, so the narrative's own
+        prefetch, once it answers, embeds only the narrative's sentences: at the end of a run
+        the last drafts wait for the guard that much less. Nothing is decided from them;
+        without a cache this does nothing."""
+        self._enqueue(_Job(selection, facts, None, None))
+
+    def _enqueue(self, job: _Job) -> None:
         if self._thread is None or getattr(self.rt.embedder, "remember", None) is None:
             return
         with self._queue_lock:
-            self._queue.append(_Job(narrative, facts, None))
+            self._queue.append(job)
         self._thread.submit(self._drain)
 
     def _drain(self) -> None:
@@ -183,6 +206,29 @@ class Guard:
                 for job in jobs:
                     if job.verdict is not None and not job.verdict.done():
                         job.verdict.set_exception(exc)
+            with self._queue_lock:
+                idle, indexed = not self._queue, list(self._indexed)
+                if idle:
+                    self._indexed = {}
+            if idle and indexed:
+                self._embed_indexed(indexed)
+
+    def prefetch_indexed(self, narrative: Draft) -> None:
+        """Queue the narrative's indexed text (the text the commit's re-index embeds for it),
+        to be embedded when the guard has nothing else to do: it is a long text, about half
+        of what a draft asks of the model, and only the commit needs it, so it never delays
+        a verdict. The commit embeds any it does not find in the cache."""
+        if self._thread is None or getattr(self.rt.embedder, "remember", None) is None:
+            return
+        with self._queue_lock:
+            self._indexed[narrative_text(narrative)] = None
+        self._thread.submit(self._drain)
+
+    def _embed_indexed(self, texts: list[str]) -> None:
+        try:
+            self.rt.embedder.embed(texts)
+        except Exception:  # only the commit needed them: it embeds them itself
+            log.debug("embedding the narratives' indexed texts failed", exc_info=True)
 
     def remeasure(self, result: Draft, facts: Facts) -> str | None:
         """The run's thread, when a draft's facts changed after its worker measured it: the
@@ -196,21 +242,22 @@ class Guard:
             return
         todo: list[tuple[UserRef, Facts]] = []
         for job in jobs:
-            sel = job.draft.selection
-            if (sel.ref, sel.cluster_id) in self._reused:  # its prefetch did it
-                self._reused.discard((sel.ref, sel.cluster_id))
-            else:
-                todo.append((sel.ref, job.facts))
-            if job.verdict is None:
-                self._reused.add((sel.ref, sel.cluster_id))
+            key = (job.selection.ref, job.selection.cluster_id)
+            if key not in self._reused:
+                todo.append((job.selection.ref, job.facts))
+                self._reused.add(key)
+            if job.verdict is not None:  # a cluster's last job: its prefetches did the rest
+                self._reused.discard(key)
         if getattr(self.rt.embedder, "remember", None) is None:
             self.reuse_stored_vectors_many(todo)
         else:  # a cache keeps them
-            # every text measuring needs, and each narrative as the commit's re-index will
-            # embed it: then every lookup below, and the re-index, is a cache hit
+            # every text measuring needs: then every lookup below is a cache hit. Not the
+            # narrative as the commit's re-index embeds it (see prefetch_indexed): at the end
+            # of a run, the guard's last passes are what the last drafts wait for
             texts: list[str] = []
             for job in jobs:
-                texts += self.texts_of(job.draft, job.facts)
+                texts += (self.source_texts(job.selection, job.facts) if job.draft is None
+                          else self.measuring_texts(job.draft, job.facts))
             texts = list(dict.fromkeys(texts))
             if self._warming is not None and self._warming.is_alive():
                 self._embed_before_the_index_opens(texts, todo)
@@ -218,9 +265,12 @@ class Guard:
             self.rt.embedder.embed(texts)
             self.batches += 1
             self.batched += sum(job.verdict is not None for job in jobs)
-            self.prefetched += sum(job.verdict is None for job in jobs)
+            self.prefetched += sum(job.verdict is None and job.draft is not None
+                                   for job in jobs)
+            self.prefetched_sources += sum(job.draft is None for job in jobs)
         for job in jobs:
             if job.verdict is not None:
+                assert job.draft is not None
                 job.verdict.set_result(self._measure(job.draft, job.facts, self.rt.embedder))
 
     def _embed_before_the_index_opens(self, texts: list[str],
@@ -235,11 +285,21 @@ class Guard:
         if fresh:
             self.rt.embedder.embed(fresh)
 
-    def texts_of(self, result: Draft, facts: Facts) -> list[str]:
-        """Every text measuring ``result`` embeds, and the narrative's indexed text."""
+    @staticmethod
+    def source_texts(selection: Selection, facts: Facts) -> list[str]:
+        """The texts measuring any draft of ``selection`` embeds whatever its narrative: the
+        source facts (:func:`measure_coverage`) and the sources' sentences
+        (:func:`attribute`)."""
+        wanted = source_facts(selection, {p: [t for _, t in fs] for p, fs in facts.items()})
+        return [*wanted, *dict.fromkeys(text for text, _ in source_sentences(selection))]
+
+    def measuring_texts(self, result: Draft, facts: Facts) -> list[str]:
+        """Every text measuring ``result`` embeds."""
         probe = TextProbe(self.rt.embedder.dim)
         self._measure(replace(result), facts, probe)  # a copy: the probe's verdicts are void
-        return [*probe.texts, narrative_text(result)]
+        return probe.texts
+
+
 
     def _measure(self, result: Draft, facts: Facts, embedder: Embedder) -> str | None:
         sel = result.selection
