@@ -368,6 +368,41 @@ def test_a_journaled_merge_refused_by_the_file_limit_is_withdrawn_by_recovery(
     rt.close()
 
 
+def test_merges_whose_archiving_together_would_outgrow_a_shared_source_log_are_refused(
+        root: Path) -> None:
+    # Two clusters each have a source in one nearly full log. overfull() measures each merge
+    # alone, and each fits; the batch then wrote both merges' deprecated_entries keys into
+    # that log in one go, pushing it past max_file_bytes: from then on it was "not read" and
+    # its unrelated entry vanished. Now the second merge is refused (rejected, withdrawn).
+    from everos_reflect.llm import ExtractiveLLM
+    from tests.reflect_fixtures import ANDREW, add_episode, make_runtime, reports, run_reflection
+
+    base = make_runtime(root, ExtractiveLLM(), threshold=0.9)
+    rt = Runtime(root, replace(base.settings, limits=LimitsSettings(max_file_bytes=4096)),
+                 embedder=HashEmbedder(64), llm=ExtractiveLLM())
+    base.close()
+    for day in ("2026-08-02T09:00:00-07:00", "2026-08-10T09:00:00-07:00"):
+        add_episode(rt, ANDREW, day, "Andrew walks his dog Toby",
+                    "Andrew walks his dog Toby in the park every morning.")
+    for day in ("2026-08-02T20:00:00-07:00", "2026-08-20T20:00:00-07:00"):
+        add_episode(rt, ANDREW, day, "Andrew baked sourdough bread",
+                    "Andrew baked sourdough bread with rye flour and a starter called Bubbles.")
+    shared = rt.store.log_path(ANDREW, Kind.EPISODE, date(2026, 8, 2))
+    rt.store.append(ANDREW, Kind.EPISODE, {"timestamp": "2026-08-02T23:00:00-07:00",
+                                           "parent_type": "memcell"},
+                    {"Subject": "Zzz", "Content": "q" * 3155}, day=date(2026, 8, 2))
+    assert 4096 - 100 < shared.stat().st_size <= 4096 - 60  # room for one merge's keys only
+
+    counts = run_reflection(rt)
+
+    assert counts.get("merged") == 1 and counts.get("rejected") == 1, counts
+    assert shared.stat().st_size <= 4096
+    assert not [d for d in rt.store.read(shared).diagnostics if d.severity == "fatal"]
+    [refused] = [r for r in reports(rt) if r["status"] == "rejected"]
+    assert f"{rt.store.rel(shared)} would grow to" in refused["error"]
+    assert "withdrawn" in refused["error"]
+    assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+    rt.close()
 @pytest.mark.parametrize("several", [False, True])
 def test_archiving_or_updating_never_writes_a_log_past_the_file_limit(
         root: Path, several: bool) -> None:

@@ -32,11 +32,12 @@ MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6
 REWRITTEN_SHA256 = "a6d7e69e491846bb296890d4c81640d339df26b2c1f78a18a90b7b06e3b0c08c"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 256  # the length all-MiniLM-L6-v2 was trained on; longer text is truncated
-#: cap on batch × width² per model call: 2 texts of 256 tokens, 8 of 128, 32 of 64. A call's
+#: cap on batch × width² per model call: 1 text of 256 tokens, 4 of 128, 16 of 64. A call's
 #: peak memory grows with it (+48 MB at 2 × 256, +95 MB at 4 × 256, +117 MB at 16 × 128 above
 #: the loaded model, sampled around single calls) while CPU per token hardly changes (it
-#: depends on the width: attention is quadratic in it).
-MAX_BATCH_CELLS = 8 * 128 * 128
+#: depends on the width: attention is quadratic in it). Halved in session 11 (was 8 × 128²):
+#: LoCoMo ``reindex`` peaked 31–42 MB lower at the same embedding rate (docs/memory.md).
+MAX_BATCH_CELLS = 4 * 128 * 128
 #: texts tokenized at a time: the tokenizer's Encoding objects (offsets, tokens, masks) take
 #: ~8 KB per text; only the ids of each text are kept.
 TOKENIZE_CHUNK = 256

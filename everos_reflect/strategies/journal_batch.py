@@ -30,11 +30,13 @@ import logging
 import time
 from collections.abc import Iterable
 from datetime import date
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from everos_reflect.errors import EverosError
 from everos_reflect.index import merge_journal
 from everos_reflect.index.db import transaction
+from everos_reflect.markdown import writer
 from everos_reflect.markdown.store import durable_group
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import journal
@@ -54,7 +56,8 @@ INTERRUPTED = "interrupted"
 
 def commit_many(runtime: Runtime, indexer: Indexer, plans: Iterable[Plan]) -> list[Outcome]:
     """Commit planned merges (each past the guard and the pre-check), one :class:`Outcome` per
-    plan, in order: ``ok``, ``stale`` (a source changed; the narrative is withdrawn) or
+    plan, in order: ``ok``, ``stale`` (a source changed; the narrative is withdrawn),
+    ``rejected`` (its archiving would push a source log past the file limit; withdrawn) or
     ``interrupted`` (the row stays in the journal; the next run recovers it).
 
     Plans that share an entry (never two clusters of one run) are committed in separate
@@ -139,9 +142,9 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
                                     duration_ms=plan.llm_ms + journal.ms_since(started))
                 merge_journal.delete(conn, plan.id)
         outcomes.update({p.id: Outcome("ok", p, p.merged_id) for p in live})
-    for plan, why in stale:
+    for plan, why, status in stale:
         plan.error = why
-        outcomes[plan.id] = journal.abandon(runtime, indexer, plan, started, status="stale")
+        outcomes[plan.id] = journal.abandon(runtime, indexer, plan, started, status=status)
 
 
 def _record(conn: sqlite3.Connection, plans: list[Plan], step: str, steps: dict[str, str]) -> None:
@@ -185,15 +188,16 @@ def _write_facts(runtime: Runtime, plans: list[Plan]) -> None:
 
 
 def _archive(runtime: Runtime, plans: list[Plan],
-             steps: dict[str, str]) -> tuple[list[Plan], list[tuple[Plan, str]]]:
+             steps: dict[str, str]) -> tuple[list[Plan], list[tuple[Plan, str, str]]]:
     """The point of no return, for the whole batch at once: under the locks of every source's
     log, each merge's sources are checked (a changed one makes that merge stale), the others
     reach ``archiving`` in one transaction, then each source log gets one write archiving
-    the entries of every merge toward their narratives. Returns (committed, stale with why)."""
+    the entries of every merge toward their narratives. Returns (committed, withdrawn with
+    why and status: ``stale``, or ``rejected`` when the archiving would outgrow a log)."""
     store = runtime.store
     paths = {store.path_for_id(p.ref, i) for p in plans for i in p.hashes}
     live: list[Plan] = []
-    stale: list[tuple[Plan, str]] = []
+    stale: list[tuple[Plan, str, str]] = []  # withdrawn: why, and as what
     # each source log is parsed once for all the reads below (whatever the bytes, a read sees
     # the file as it is now); the archiving writes change them, so those parse anew
     with journal.locked(runtime, paths), store.reusing_parses():
@@ -201,20 +205,18 @@ def _archive(runtime: Runtime, plans: list[Plan],
             changed = journal.changed_sources(runtime, plan)
             if changed:
                 stale.append((plan, "sources changed after Select: "
-                              + "; ".join(changed.values())))
+                              + "; ".join(changed.values()), "stale"))
             else:
                 live.append(plan)
+        live, refused = _within_file_limit(runtime, live)
+        stale += refused
         if not live:
             return live, stale
         _record(runtime.db(), live, journal.ARCHIVING, steps)
         journal.checkpoint(journal.ARCHIVING)
         mappings: dict[UserRef, dict[str, str]] = {}
         for plan in live:
-            assert plan.merged_id is not None
-            mapping = mappings.setdefault(plan.ref, {})
-            mapping.update({i: plan.merged_id for i in plan.replaced})
-            facts = journal.existing_entries(runtime, plan.ref, plan.fact_ids)
-            mapping.update({f.id: plan.merged_id for f in facts})
+            mappings.setdefault(plan.ref, {}).update(_archive_pairs(runtime, plan))
         conflicts: dict[str, str] = {}
         with durable_group():
             for ref, mapping in mappings.items():
@@ -223,6 +225,53 @@ def _archive(runtime: Runtime, plans: list[Plan],
     for old, new in sorted(conflicts.items()):
         log.warning("%s was already archived toward %s; left as it is", old, new)
     return live, stale
+
+
+def _archive_pairs(runtime: Runtime, plan: Plan) -> dict[str, str]:
+    """``old id -> narrative`` for every entry ``plan`` archives (its facts still present)."""
+    assert plan.merged_id is not None
+    pairs = {i: plan.merged_id for i in plan.replaced}
+    facts = journal.existing_entries(runtime, plan.ref, plan.fact_ids)
+    pairs.update({f.id: plan.merged_id for f in facts})
+    return pairs
+
+
+def _within_file_limit(runtime: Runtime, plans: list[Plan],
+                       ) -> tuple[list[Plan], list[tuple[Plan, str, str]]]:
+    """``plans`` split into those whose archiving keeps every source log within
+    ``limits.max_file_bytes`` and those refused (``rejected``, with why), measured together
+    in order: the archiving writes every kept merge's ``deprecated_entries`` keys into a
+    shared log at once. :func:`journal.overfull` measures each merge alone when it is
+    planned, so two merges whose sources share one log nearly full each passed, and their
+    keys together pushed it past the limit: from then on it was "not read" (its other
+    entries vanished from every read and search). Called under the sources' locks, before
+    ``archiving`` (nothing pointing at a refused merge's narrative yet, so it is withdrawn)."""
+    store = runtime.store
+    limit = store.limits.max_file_bytes
+    added: dict[Path, dict[str, str]] = {}  # what the merges kept so far add to each log
+    kept: list[Plan] = []
+    refused: list[tuple[Plan, str, str]] = []
+    for plan in plans:
+        by_path: dict[Path, dict[str, str]] = {}
+        for old, new in _archive_pairs(runtime, plan).items():
+            by_path.setdefault(store.path_for_id(plan.ref, old), {})[old] = new
+        why = None
+        for path, pairs in sorted(by_path.items()):
+            together = {**added.get(path, {}), **pairs}
+            size = store.size_after(path, lambda text, together=together: None if text is None
+                                    else writer.add_deprecations(text, together))
+            if size is not None and size > limit:
+                why = (f"{store.rel(path)} would grow to {size:,} bytes, over "
+                       f"limits.max_file_bytes ({limit:,}), with the merges committed "
+                       f"alongside; not written")
+                break
+        if why is not None:
+            refused.append((plan, why, "rejected"))
+            continue
+        for path, pairs in by_path.items():
+            added.setdefault(path, {}).update(pairs)
+        kept.append(plan)
+    return kept, refused
 
 
 def _mark_consolidated(runtime: Runtime, plans: list[Plan],
