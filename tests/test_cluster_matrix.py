@@ -150,3 +150,43 @@ def test_the_cache_drops_least_recently_used_users_beyond_its_cap(tmp_path: Path
     for u in users:  # an evicted user is reloaded from SQLite and keeps clustering the same
         assert svc.assign(u, f"ep_{u.user_id}_b", v, 1000.0 + DAY).cluster_id == first[u]
     assert [c.size for u in users for c in svc.clusters(u)] == [2, 2, 2]
+
+
+def test_a_quiet_database_skips_the_version_look_up_and_a_write_does_not(tmp_path: Path,
+                                                                            monkeypatch):
+    """Once this connection has committed and nobody else has since (``PRAGMA
+    data_version`` unchanged), a cached user is trusted without reading its version row;
+    another connection's commit, or SQL this transaction ran first, sends it back to the
+    look-up (and the reload it may bring)."""
+    from everos_reflect.clustering import service as svc_mod
+
+    rt, other = _Runtime(tmp_path), _Runtime(tmp_path)
+    svc = ClusterService(rt)
+    v = np.zeros(8, dtype=np.float32)
+    v[0] = 1.0
+    first = svc.assign(REF, "ep_a", v, 1000.0)
+    looked: list[UserRef] = []
+    real = svc_mod._version
+
+    def counting(conn, ref):
+        looked.append(ref)
+        return real(conn, ref)
+
+    monkeypatch.setattr(svc_mod, "_version", counting)
+    assert svc.assign(REF, "ep_b", v, 1000.0 + DAY).cluster_id == first.cluster_id
+    assert looked == [REF]  # quiet: only finish read the version, the state was trusted
+    # another connection commits: looked up again, and its change is seen
+    with dbmod.transaction(other.db()) as conn:
+        conn.execute("UPDATE clusters SET last_ts = last_ts - 30 * 86400, "
+                     "first_ts = first_ts - 30 * 86400")
+    assert svc.assign(REF, "ep_c", v, 1000.0 + 2 * DAY).reason == "new"  # out of window now
+    assert looked == [REF, REF, REF]  # state and finish
+    # SQL run in this transaction before the state is read: looked up and reloaded too
+    looked.clear()
+    with svc.batch():
+        session = svc._session
+        assert session is not None
+        session.execute("UPDATE clusters SET member_count = 40 WHERE cluster_id = ?",
+                        (first.cluster_id,))
+        assert session.state(REF).get(first.cluster_id).count == 40
+    assert looked == [REF, REF]  # state and finish

@@ -158,6 +158,9 @@ class _Cache:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.users: OrderedDict[UserRef, UserClusters] = OrderedDict()
+        #: (connection, its ``PRAGMA data_version``) when it last committed through the
+        #: cache: while both still hold, every cached state is current (``_Write._unchanged``)
+        self.seen: tuple[sqlite3.Connection, int] | None = None
 
     def use(self, ref: UserRef, st: UserClusters, keep: Iterable[UserRef]) -> None:
         """Mark ``ref`` most recently used; a state new to the cache may push others out
@@ -247,6 +250,22 @@ class _Write:
         #: per user so that neither the queue nor its look-ups hash a UserRef per Episode
         self._members: dict[UserRef, list[tuple[Any, ...]]] = {}
         self._member_ids: dict[UserRef, set[str]] = {}
+        self._changes = conn.total_changes
+        self._quiet: bool | None = None
+
+    def _unchanged(self) -> bool:
+        """True when nothing can have changed SQLite behind the cache since this connection
+        last wrote and checked it (:meth:`finish`): no other connection has committed since
+        (``PRAGMA data_version`` is as it was then) and this transaction has changed no row
+        yet. Every cached state then matches its ``cluster_versions`` row, so its look-up
+        (one per user per transaction: most of a small batch's fixed cost) is skipped."""
+        if self.conn.total_changes != self._changes:
+            return False  # our own SQL may have changed a user the cache holds
+        if self._quiet is None:
+            seen = self.cache.seen
+            self._quiet = (seen is not None and seen[0] is self.conn
+                           and seen[1] == _data_version(self.conn))
+        return self._quiet
 
     # sqlite3.Connection look-alike for the code that works in SQL
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
@@ -260,6 +279,11 @@ class _Write:
     def state(self, ref: UserRef) -> UserClusters:
         st = self.touched.get(ref)
         if st is not None:
+            return st
+        st = self.cache.users.get(ref)
+        if st is not None and st.version is not None and self._unchanged():
+            self.cache.use(ref, st, self.touched)
+            self.touched[ref] = st
             return st
         version = _version(self.conn, ref)
         if version is None:
@@ -432,6 +456,8 @@ class _Write:
         for ref, st in self.touched.items():
             st.version = versions.get(ref)
         self.cache.trim(keep=list(self.touched)[-1:])
+        # we hold the write lock until COMMIT: nobody else can commit in between
+        self.cache.seen = (self.conn, _data_version(self.conn))
 
 
 def _positions_by_user(order: Sequence[tuple[str, UserRef]]) -> dict[UserRef, list[int]]:
@@ -465,6 +491,11 @@ def _versions(conn: sqlite3.Connection, refs: Sequence[UserRef]) -> dict[UserRef
             (json.dumps(list(by_key)),)):
         out[by_key[(r[0], r[1], r[2])]] = int(r[3])
     return out
+
+
+def _data_version(conn: sqlite3.Connection) -> int:
+    """``PRAGMA data_version``: changes when another connection commits, never for our own."""
+    return int(conn.execute("PRAGMA data_version").fetchone()[0])
 
 
 def _version(conn: sqlite3.Connection, ref: UserRef) -> int | None:
