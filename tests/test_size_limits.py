@@ -403,6 +403,8 @@ def test_merges_whose_archiving_together_would_outgrow_a_shared_source_log_are_r
     assert "withdrawn" in refused["error"]
     assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
     rt.close()
+
+
 @pytest.mark.parametrize("several", [False, True])
 def test_archiving_or_updating_never_writes_a_log_past_the_file_limit(
         root: Path, several: bool) -> None:
