@@ -46,7 +46,7 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, date, datetime
@@ -396,7 +396,6 @@ def overfull(runtime: Runtime, plan: Plan) -> str | None:
     from everos_reflect.model import EntryId
 
     store = runtime.store
-    limit = store.limits.max_file_bytes
     widest = 9_999_999
     narrative_id = str(EntryId(Kind.EPISODE, plan.day_date, widest))
     sized = replace(plan, merged_id=narrative_id)
@@ -417,10 +416,8 @@ def overfull(runtime: Runtime, plan: Plan) -> str | None:
         meta = fact_meta(sized)
         appending(Kind.ATOMIC_FACT, [writer.render_entry(fact_id, meta, {"Fact": f})
                                      for f in plan.facts])
-    by_path: dict[Path, dict[str, str]] = {}
-    for old in [*plan.replaced, *plan.fact_ids]:
-        by_path.setdefault(store.path_for_id(plan.ref, old), {})[old] = narrative_id
-    for path, pairs in by_path.items():
+    archived = dict.fromkeys([*plan.replaced, *plan.fact_ids], narrative_id)
+    for path, pairs in archive_by_log(runtime, plan.ref, archived).items():
         changes.setdefault(path, []).append(
             lambda text, pairs=pairs: None if text is None
             else writer.add_deprecations(text, pairs))
@@ -430,11 +427,29 @@ def overfull(runtime: Runtime, plan: Plan) -> str | None:
             for step in steps:
                 text = step(text)
             return text
-        size = store.size_after(path, all_steps)
-        if size is not None and size > limit:
-            return (f"{store.rel(path)} would grow to {size:,} bytes, over "
-                    f"limits.max_file_bytes ({limit:,}); not written")
+        if (why := over_file_limit(runtime, path, store.size_after(path, all_steps))):
+            return why
     return None
+
+
+def archive_by_log(runtime: Runtime, ref: UserRef,
+                   pairs: Mapping[str, str]) -> dict[Path, dict[str, str]]:
+    """``old id -> narrative`` pairs grouped by the daily log that holds each old id: the
+    ``deprecated_entries`` keys each log would get, as the file-limit checks measure them."""
+    by_log: dict[Path, dict[str, str]] = {}
+    for old, new in pairs.items():
+        by_log.setdefault(runtime.store.path_for_id(ref, old), {})[old] = new
+    return by_log
+
+
+def over_file_limit(runtime: Runtime, path: Path, size: int | None, why: str = "") -> str | None:
+    """The refusal to record when a log would hold ``size`` bytes, over
+    ``limits.max_file_bytes`` (``why`` says what else is counted), else ``None``."""
+    limit = runtime.store.limits.max_file_bytes
+    if size is None or size <= limit:
+        return None
+    return (f"{runtime.store.rel(path)} would grow to {size:,} bytes, over "
+            f"limits.max_file_bytes ({limit:,}){why}; not written")
 
 
 def fact_meta(plan: Plan) -> dict[str, Any]:

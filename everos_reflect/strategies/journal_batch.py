@@ -247,23 +247,19 @@ def _within_file_limit(runtime: Runtime, plans: list[Plan],
     entries vanished from every read and search). Called under the sources' locks, before
     ``archiving`` (nothing pointing at a refused merge's narrative yet, so it is withdrawn)."""
     store = runtime.store
-    limit = store.limits.max_file_bytes
     added: dict[Path, dict[str, str]] = {}  # what the merges kept so far add to each log
     kept: list[Plan] = []
     refused: list[tuple[Plan, str, str]] = []
     for plan in plans:
-        by_path: dict[Path, dict[str, str]] = {}
-        for old, new in _archive_pairs(runtime, plan).items():
-            by_path.setdefault(store.path_for_id(plan.ref, old), {})[old] = new
+        by_path = journal.archive_by_log(runtime, plan.ref, _archive_pairs(runtime, plan))
         why = None
         for path, pairs in sorted(by_path.items()):
             together = {**added.get(path, {}), **pairs}
             size = store.size_after(path, lambda text, together=together: None if text is None
                                     else writer.add_deprecations(text, together))
-            if size is not None and size > limit:
-                why = (f"{store.rel(path)} would grow to {size:,} bytes, over "
-                       f"limits.max_file_bytes ({limit:,}), with the merges committed "
-                       f"alongside; not written")
+            why = journal.over_file_limit(runtime, path, size,
+                                          ", with the merges committed alongside")
+            if why is not None:
                 break
         if why is not None:
             refused.append((plan, why, "rejected"))
