@@ -307,11 +307,14 @@ def _numbers(text: str) -> set[str]:
     found: set[str] = set()
     for match in _NUMBER_RE.finditer(text):
         token = match.group()
-        parts = re.split(r"[.,:]", token)
-        found.update(p.lstrip("0") or "0" for p in parts)
-        found.add(token.replace(",", "").lstrip("0") or "0")
-        found.add(token.lstrip("0") or "0")
+        found.update(p.lstrip("0") or "0" for p in re.split(r"[.,:]", token))
+        found |= _whole(token)
     return found
+
+
+def _whole(token: str) -> set[str]:
+    """A number token as a whole, leading zeros dropped, with and without thousands commas."""
+    return {token.lstrip("0") or "0", token.replace(",", "").lstrip("0") or "0"}
 
 
 def unsupported_numbers(draft_: Draft) -> str | None:
@@ -331,8 +334,7 @@ def unsupported_numbers(draft_: Draft) -> str | None:
                        *(("a fact", fact) for fact in draft_.facts)]:
         for match in _NUMBER_RE.finditer(text):
             token = match.group()
-            whole = {token.lstrip("0") or "0", token.replace(",", "").lstrip("0") or "0"}
-            if whole & allowed:
+            if _whole(token) & allowed:
                 continue
             return (f"{what} states {token!r}, which none of its sources does (a merge may not "
                     "invent numbers or dates)")
