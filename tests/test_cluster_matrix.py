@@ -190,3 +190,32 @@ def test_a_quiet_database_skips_the_version_look_up_and_a_write_does_not(tmp_pat
                         (first.cluster_id,))
         assert session.state(REF).get(first.cluster_id).count == 40
     assert looked == [REF, REF]  # state and finish
+
+
+def test_the_same_connections_own_writes_between_transactions_send_it_to_the_look_up(
+        tmp_path: Path, monkeypatch):
+    """``PRAGMA data_version`` counts other connections only: rows this connection changes
+    outside the service (``reindex`` empties the cluster tables so) must still reload the
+    cached state, or the next assignment joins a cluster that no longer exists."""
+    from everos_reflect.clustering import service as svc_mod
+
+    rt = _Runtime(tmp_path)
+    svc = ClusterService(rt)
+    v = np.zeros(8, dtype=np.float32)
+    v[0] = 1.0
+    first = svc.assign(REF, "ep_a", v, 1000.0)
+    looked: list[UserRef] = []
+    real = svc_mod._version
+
+    def counting(conn, ref):
+        looked.append(ref)
+        return real(conn, ref)
+
+    monkeypatch.setattr(svc_mod, "_version", counting)
+    with dbmod.transaction(rt.db()) as conn:  # the same connection, outside the service
+        conn.execute("DELETE FROM cluster_members")
+        conn.execute("DELETE FROM clusters")
+    second = svc.assign(REF, "ep_b", v, 1000.0 + DAY)
+    assert looked[0] == REF  # not trusted: looked up (and reloaded)
+    assert second.reason == "new" and second.cluster_id != first.cluster_id
+    assert [c.size for c in svc.clusters(REF)] == [1]

@@ -158,9 +158,10 @@ class _Cache:
     def __init__(self) -> None:
         self.lock = threading.RLock()
         self.users: OrderedDict[UserRef, UserClusters] = OrderedDict()
-        #: (connection, its ``PRAGMA data_version``) when it last committed through the
-        #: cache: while both still hold, every cached state is current (``_Write._unchanged``)
-        self.seen: tuple[sqlite3.Connection, int] | None = None
+        #: (connection, its ``PRAGMA data_version``, its ``total_changes``) when it last
+        #: committed through the cache: while all three still hold, every cached state is
+        #: current (``_Write._unchanged``)
+        self.seen: tuple[sqlite3.Connection, int, int] | None = None
 
     def use(self, ref: UserRef, st: UserClusters, keep: Iterable[UserRef]) -> None:
         """Mark ``ref`` most recently used; a state new to the cache may push others out
@@ -256,14 +257,17 @@ class _Write:
     def _unchanged(self) -> bool:
         """True when nothing can have changed SQLite behind the cache since this connection
         last wrote and checked it (:meth:`finish`): no other connection has committed since
-        (``PRAGMA data_version`` is as it was then) and this transaction has changed no row
-        yet. Every cached state then matches its ``cluster_versions`` row, so its look-up
-        (one per user per transaction: most of a small batch's fixed cost) is skipped."""
+        (``PRAGMA data_version`` is as it was then) and this connection has changed no row
+        since, in this transaction or between (``total_changes``: ``reindex`` empties the
+        cluster tables on the same connection, which ``data_version`` does not count).
+        Every cached state then matches its ``cluster_versions`` row, so its look-up (one per
+        user per transaction: most of a small batch's fixed cost) is skipped."""
         if self.conn.total_changes != self._changes:
             return False  # our own SQL may have changed a user the cache holds
         if self._quiet is None:
             seen = self.cache.seen
             self._quiet = (seen is not None and seen[0] is self.conn
+                           and seen[2] == self._changes
                            and seen[1] == _data_version(self.conn))
         return self._quiet
 
@@ -457,7 +461,7 @@ class _Write:
             st.version = versions.get(ref)
         self.cache.trim(keep=list(self.touched)[-1:])
         # we hold the write lock until COMMIT: nobody else can commit in between
-        self.cache.seen = (self.conn, _data_version(self.conn))
+        self.cache.seen = (self.conn, _data_version(self.conn), self.conn.total_changes)
 
 
 def _positions_by_user(order: Sequence[tuple[str, UserRef]]) -> dict[UserRef, list[int]]:
