@@ -152,19 +152,10 @@ def test_the_cache_drops_least_recently_used_users_beyond_its_cap(tmp_path: Path
     assert [c.size for u in users for c in svc.clusters(u)] == [2, 2, 2]
 
 
-def test_a_quiet_database_skips_the_version_look_up_and_a_write_does_not(tmp_path: Path,
-                                                                            monkeypatch):
-    """Once this connection has committed and nobody else has since (``PRAGMA
-    data_version`` unchanged), a cached user is trusted without reading its version row;
-    another connection's commit, or SQL this transaction ran first, sends it back to the
-    look-up (and the reload it may bring)."""
+def _count_version_look_ups(monkeypatch) -> list[UserRef]:
+    """The users whose ``cluster_versions`` row the service reads from now on, in order."""
     from everos_reflect.clustering import service as svc_mod
 
-    rt, other = _Runtime(tmp_path), _Runtime(tmp_path)
-    svc = ClusterService(rt)
-    v = np.zeros(8, dtype=np.float32)
-    v[0] = 1.0
-    first = svc.assign(REF, "ep_a", v, 1000.0)
     looked: list[UserRef] = []
     real = svc_mod._version
 
@@ -173,6 +164,21 @@ def test_a_quiet_database_skips_the_version_look_up_and_a_write_does_not(tmp_pat
         return real(conn, ref)
 
     monkeypatch.setattr(svc_mod, "_version", counting)
+    return looked
+
+
+def test_a_quiet_database_skips_the_version_look_up_and_a_write_does_not(tmp_path: Path,
+                                                                            monkeypatch):
+    """Once this connection has committed and nobody else has since (``PRAGMA
+    data_version`` unchanged), a cached user is trusted without reading its version row;
+    another connection's commit, or SQL this transaction ran first, sends it back to the
+    look-up (and the reload it may bring)."""
+    rt, other = _Runtime(tmp_path), _Runtime(tmp_path)
+    svc = ClusterService(rt)
+    v = np.zeros(8, dtype=np.float32)
+    v[0] = 1.0
+    first = svc.assign(REF, "ep_a", v, 1000.0)
+    looked = _count_version_look_ups(monkeypatch)
     assert svc.assign(REF, "ep_b", v, 1000.0 + DAY).cluster_id == first.cluster_id
     assert looked == [REF]  # quiet: only finish read the version, the state was trusted
     # another connection commits: looked up again, and its change is seen
@@ -197,21 +203,12 @@ def test_the_same_connections_own_writes_between_transactions_send_it_to_the_loo
     """``PRAGMA data_version`` counts other connections only: rows this connection changes
     outside the service (``reindex`` empties the cluster tables so) must still reload the
     cached state, or the next assignment joins a cluster that no longer exists."""
-    from everos_reflect.clustering import service as svc_mod
-
     rt = _Runtime(tmp_path)
     svc = ClusterService(rt)
     v = np.zeros(8, dtype=np.float32)
     v[0] = 1.0
     first = svc.assign(REF, "ep_a", v, 1000.0)
-    looked: list[UserRef] = []
-    real = svc_mod._version
-
-    def counting(conn, ref):
-        looked.append(ref)
-        return real(conn, ref)
-
-    monkeypatch.setattr(svc_mod, "_version", counting)
+    looked = _count_version_look_ups(monkeypatch)
     with dbmod.transaction(rt.db()) as conn:  # the same connection, outside the service
         conn.execute("DELETE FROM cluster_members")
         conn.execute("DELETE FROM clusters")
