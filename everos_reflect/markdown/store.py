@@ -127,10 +127,12 @@ class MarkdownStore:
         real = os.path.realpath(path)
         return not (real == self._real_root or real.startswith(self._real_root + os.sep))
 
-    def iter_users(self, outside: list[str] | None = None) -> Iterator[UserRef]:
-        """Every user with a folder under the root, sorted; folders with unsafe names skipped,
-        and so are symlinked folders that lead outside the root (their paths are appended to
-        ``outside`` when given, for ``lint`` to report)."""
+    def iter_users(self, outside: list[str] | None = None,
+                   invalid: list[tuple[str, str]] | None = None) -> Iterator[UserRef]:
+        """Every user with a folder under the root, sorted; folders with unsafe names skipped
+        (``(folder, why)`` appended to ``invalid`` when given: such a user's logs are never
+        read, which ``lint`` must say), and so are symlinked folders that lead outside the root
+        (their paths are appended to ``outside`` when given, for ``lint`` to report)."""
         if not self.root.is_dir():
             return
         found = []
@@ -142,8 +144,11 @@ class MarkdownStore:
                 for user in self._subdirs(users, outside):
                     try:
                         found.append(UserRef(app.name, project.name, user.name))
-                    except InvalidId:
-                        continue
+                    except InvalidId as exc:
+                        if invalid is not None:
+                            label = self._label(Path(user.path))
+                            invalid.append((label.encode("unicode_escape").decode("ascii"),
+                                            str(exc)))
         yield from sorted(found)
 
     def iter_files(
@@ -151,12 +156,14 @@ class MarkdownStore:
         ref: UserRef | None = None,
         kinds: Iterable[Kind] | None = None,
         outside: list[str] | None = None,
+        invalid: list[tuple[str, str]] | None = None,
     ) -> Iterator[Path]:
         """Daily-log files (sorted by user, kind, day) of one user or all users. Files and
         folders that are symlinks leading outside the root are skipped (and appended to
-        ``outside`` when given)."""
+        ``outside`` when given); so are user folders with unsafe names (see :meth:`iter_users`
+        for ``invalid``)."""
         wanted = list(kinds) if kinds is not None else list(Kind)
-        for user in [ref] if ref is not None else self.iter_users(outside):
+        for user in [ref] if ref is not None else self.iter_users(outside, invalid):
             user_dir = self.user_dir(user)
             if ref is not None and user_dir.is_dir() and self.leaves_root(user_dir):
                 if outside is not None:
