@@ -438,3 +438,45 @@ def test_archiving_or_updating_never_writes_a_log_past_the_file_limit(
         rt.store.update_meta(ANN, first.id, {"note": "q" * 200})
     assert path.read_bytes() == before
     assert not rt.store.read(path).diagnostics
+
+
+def test_an_interrupted_merge_whose_archiving_no_longer_fits_a_source_log_is_withdrawn(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Interrupted after its facts were written; then an append left the first source's log
+    # too full for the merge's deprecated_entries keys. Recovery (which commits one merge
+    # alone) recorded "archiving" and only then met the refused write: the merge counted as
+    # committed, could be neither finished nor withdrawn, and recovery failed every run.
+    from everos_reflect.strategies import journal
+    from tests.reflect_fixtures import ANDREW, check_invariants, reports, run_reflection
+
+    rt, source_log = _filled_root(root, Kind.EPISODE, date(2026, 8, 2), 10)
+
+    class Crash(BaseException):
+        pass
+
+    def crash(step: str) -> None:
+        if step == journal.FACTS:
+            raise Crash(step)
+
+    monkeypatch.setattr(journal, "checkpoint", crash)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda step: None)
+    rt.store.append(ANDREW, Kind.EPISODE, {"timestamp": "2026-08-02T23:00:00-07:00",
+                                           "parent_type": "memcell"},
+                    {"Subject": "Zzz", "Content": "q" * 3320}, day=date(2026, 8, 2))
+    assert 4096 - 57 < source_log.stat().st_size <= 4096  # no room for one key line
+
+    counts = run_reflection(rt, run_id="run_2")
+
+    assert counts.get("recovered_rejected") == 1, counts
+    assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+    [report] = [r for r in reports(rt) if r["run_id"] == "run_test"]
+    assert report["status"] == "rejected"
+    assert f"{rt.store.rel(source_log)} would grow to" in report["error"]
+    assert "withdrawn" in report["error"]
+    assert source_log.stat().st_size <= 4096
+    assert not rt.store.read(source_log).diagnostics
+    entries = check_invariants(rt)
+    assert not [e for e in entries.values() if e.parent_type == "cluster" and not e.deprecated_by]
+    rt.close()
