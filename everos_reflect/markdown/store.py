@@ -342,11 +342,14 @@ class MarkdownStore:
         sections: Mapping[str, str],
         *,
         day: date | None = None,
+        withdrawable: bool = False,
     ) -> Entry:
         """Append a new entry to ``ref``'s ``kind`` log of ``day`` (today, UTC, by default).
 
         ``owner_id`` defaults to the user and ``timestamp`` to now; the id is the file's next
-        free one, allocated under the file lock.
+        free one, allocated under the file lock. ``withdrawable``: the log must also keep room
+        for the ``deprecated_entries`` key that would withdraw the entry (see
+        :func:`_withdrawn_size`), else :class:`TooLarge`.
         """
         day = day or datetime.now(UTC).date()
         owner = meta.get("owner_id", ref.user_id)
@@ -377,7 +380,8 @@ class MarkdownStore:
                 raise TooLarge("the entry", size, "limits.max_entry_bytes",
                                self.limits.max_entry_bytes)
             new_text = writer.append_entry(text, block)
-            grown = len(new_text.encode("utf-8"))
+            grown = (_withdrawn_size(new_text, [entry_id], day) if withdrawable
+                     else len(new_text.encode("utf-8")))
             if grown > self.limits.max_file_bytes:
                 raise TooLarge(f"{label} with this entry", grown, "limits.max_file_bytes",
                                self.limits.max_file_bytes)
@@ -395,24 +399,28 @@ class MarkdownStore:
         items: Iterable[tuple[Mapping[str, Any], Mapping[str, str]]],
         *,
         day: date | None = None,
+        withdrawable: bool = False,
     ) -> list[Entry]:
         """Append several entries to one daily log in one atomic write: all or none of them.
 
         A derivation that writes several records (a worldview run's convictions, a detector's
-        edges) can then never leave half of them behind after a crash.
+        edges) can then never leave half of them behind after a crash. ``withdrawable`` as
+        for :meth:`append`.
         """
-        return self.append_to_logs([(ref, kind, day, items)])[0]
+        return self.append_to_logs([(ref, kind, day, items)], withdrawable=withdrawable)[0]
 
     def append_to_logs(
         self,
         batches: Iterable[tuple[UserRef, Kind, date | None,
                                 Iterable[tuple[Mapping[str, Any], Mapping[str, str]]]]],
+        *,
+        withdrawable: bool = False,
     ) -> list[list[Entry]]:
         """:meth:`append_many` for several logs at once, one ``(ref, kind, day, items)`` per log
         (each log at most once): each log gets its own atomic write, all or none of its
         entries, exactly as alone, but the files' fsyncs overlap (:meth:`_edit_many`): a
         Reflection batch appends to the logs of many users at once. The created entries, per
-        log, in order."""
+        log, in order. ``withdrawable`` as for :meth:`append`, for every entry."""
         edits: dict[Path, Callable[[str | None], str | None]] = {}
         created: list[list[Entry]] = []
         for ref, kind, day, items in batches:
@@ -422,7 +430,7 @@ class MarkdownStore:
                 raise ValueError(f"{self._label(path)} given twice")
             made: list[Entry] = []
             created.append(made)
-            edit = self._appending(ref, kind, day, path, items, made)
+            edit = self._appending(ref, kind, day, path, items, made, withdrawable)
             if edit is not None:
                 edits[path] = edit
         self._edit_many(edits)
@@ -436,6 +444,7 @@ class MarkdownStore:
         path: Path,
         items: Iterable[tuple[Mapping[str, Any], Mapping[str, str]]],
         created: list[Entry],
+        withdrawable: bool = False,
     ) -> Callable[[str | None], str | None] | None:
         """The text edit appending ``items`` to ``path`` (None when there is nothing to
         append); each run of it leaves the entries it made in ``created``."""
@@ -470,7 +479,8 @@ class MarkdownStore:
                                    self.limits.max_entry_bytes)
                 new_text = writer.append_entry(new_text, block)
                 created.append(self._parse_back(log, prefix, new_text[len(prefix):], entry_id))
-            grown = len(new_text.encode("utf-8"))
+            grown = (_withdrawn_size(new_text, [e.id for e in created], day) if withdrawable
+                     else len(new_text.encode("utf-8")))
             if grown > self.limits.max_file_bytes:
                 raise TooLarge(f"{label} with these entries", grown, "limits.max_file_bytes",
                                self.limits.max_file_bytes)
@@ -691,6 +701,16 @@ class MarkdownStore:
             return None
         except TooLarge as exc:
             raise MarkdownError(self._label(path), 0, f"not writing this file: {exc}") from exc
+
+
+def _withdrawn_size(text: str, ids: list[str], day: date) -> int:
+    """The bytes of ``text`` once ``deprecated_entries`` withdraws ``ids`` toward an episode of
+    ``day`` (seven-digit sequence: never shorter than a real id). Reflection appends its
+    narrative and facts with this room kept: withdrawing a merge that cannot complete adds
+    exactly such keys, and a log the appends had filled to the limit refused them, so the
+    merge could be neither finished nor withdrawn (its narrative live beside its sources)."""
+    toward = str(EntryId(Kind.EPISODE, day, 9_999_999))
+    return len(writer.add_deprecations(text, dict.fromkeys(ids, toward)).encode("utf-8"))
 
 
 def _refuse_duplicates(text: str, label: str, what: str) -> None:

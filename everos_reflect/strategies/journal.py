@@ -278,7 +278,7 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
         try:
             narrative = store.append(ref, Kind.EPISODE, narrative_meta(plan),
                                      {"Subject": plan.title, "Content": plan.content},
-                                     day=plan.day_date)
+                                     day=plan.day_date, withdrawable=True)
         except TooLarge as exc:
             return _refused(runtime, indexer, plan, started, exc, committed=committed)
     plan.merged_id = narrative.id
@@ -294,7 +294,7 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
         missing.append((fact_meta(plan), {"Fact": fact}))
     # one atomic write for all of them (not one rewrite and two fsyncs per fact)
     try:
-        store.append_many(ref, Kind.ATOMIC_FACT, missing, day=plan.day_date)
+        store.append_many(ref, Kind.ATOMIC_FACT, missing, day=plan.day_date, withdrawable=True)
     except TooLarge as exc:
         return _refused(runtime, indexer, plan, started, exc, committed=committed)
     _set_step(conn, plan, FACTS)
@@ -398,7 +398,8 @@ def overfull(runtime: Runtime, plan: Plan) -> str | None:
     so, like :func:`oversized`, this must be known before the journal row exists (committed,
     the merge stopped at that write and recovery retried it every run, for ever). Each log
     is measured as the commit would change it now, with seven-digit ids (never shorter than
-    the real ones, so only ever a few bytes on the safe side); the sizes of merges of the same
+    the real ones, so only ever a few bytes on the safe side), the narrative's and facts' logs
+    with the room their appends keep for withdrawing them; the sizes of merges of the same
     batch are not added up: :func:`complete` turns such a late refusal down as well.
     """
     from everos_reflect.model import EntryId
@@ -407,23 +408,27 @@ def overfull(runtime: Runtime, plan: Plan) -> str | None:
     widest = 9_999_999
     narrative_id = str(EntryId(Kind.EPISODE, plan.day_date, widest))
     sized = replace(plan, merged_id=narrative_id)
-    fact_id = str(EntryId(Kind.ATOMIC_FACT, plan.day_date, widest))
+    fact_ids = [str(EntryId(Kind.ATOMIC_FACT, plan.day_date, widest - n))
+                for n in range(len(plan.facts))]
     changes: dict[Path, list[Any]] = {}
 
-    def appending(kind: Kind, blocks: list[str]) -> None:
+    def appending(kind: Kind, blocks: list[str], ids: list[str]) -> None:
         def change(text: str | None) -> str:
             text = text or writer.new_log_text(kind, plan.user_id, plan.day_date)
             for block in blocks:
                 text = writer.append_entry(text, block)
-            return text
+            # the room the append keeps for the keys withdrawing them (withdrawable=True)
+            return writer.add_deprecations(text, dict.fromkeys(ids, narrative_id))
         changes.setdefault(store.log_path(plan.ref, kind, plan.day_date), []).append(change)
 
     appending(Kind.EPISODE, [writer.render_entry(
-        narrative_id, narrative_meta(sized), {"Subject": plan.title, "Content": plan.content})])
+        narrative_id, narrative_meta(sized), {"Subject": plan.title, "Content": plan.content})],
+        [narrative_id])
     if plan.facts:
         meta = fact_meta(sized)
-        appending(Kind.ATOMIC_FACT, [writer.render_entry(fact_id, meta, {"Fact": f})
-                                     for f in plan.facts])
+        appending(Kind.ATOMIC_FACT, [writer.render_entry(i, meta, {"Fact": f})
+                                     for i, f in zip(fact_ids, plan.facts, strict=True)],
+                  fact_ids)
     archived = dict.fromkeys([*plan.replaced, *plan.fact_ids], narrative_id)
     for path, pairs in archive_by_log(runtime, plan.ref, archived).items():
         changes.setdefault(path, []).append(
