@@ -48,6 +48,8 @@ from everos_reflect.settings import LimitsSettings
 
 _FILENAME_RE = LOG_FILENAME_RE
 _EDIT_ATTEMPTS = 5
+#: Bytes read at a time by :meth:`MarkdownStore.mentions`.
+_SCAN_CHUNK = 1 << 20
 
 
 class MarkdownStore:
@@ -241,6 +243,21 @@ class MarkdownStore:
         if size > limit or len(data) > limit:
             raise TooLarge("the log", max(size, len(data)), "limits.max_file_bytes", limit)
         return data
+
+    def mentions(self, path: str | os.PathLike[str], needle: bytes) -> bool:
+        """Whether the file's bytes contain ``needle``, read in pieces of at most
+        :data:`_SCAN_CHUNK` bytes: a cheap pre-filter before a parse that never holds a huge
+        (or endless) file whole. Raises ``FileNotFoundError`` when it is absent and ``OSError``
+        for anything but a regular file (a FIFO would block a plain read for ever)."""
+        keep = max(len(needle) - 1, 0)
+        tail = b""
+        with open_regular(path) as fh:
+            while chunk := fh.read(_SCAN_CHUNK):
+                window = tail + chunk
+                if needle in window:
+                    return True
+                tail = window[-keep:] if keep else b""
+        return False
 
     def get(self, ref: UserRef, entry_id: str) -> Entry:
         path = self.path_for_id(ref, entry_id)
