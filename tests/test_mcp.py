@@ -94,6 +94,7 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
             ("lessons", {"task_type": "de ploy"}),
             ("explain", {"user_id": "u_ann", "entry_id": "in_20261012_0009"}),
             ("insights", {"user_id": "u/ann"}),
+            ("search", {"query": "x", "passages_per_entry": 0}),
         ]:
             try:
                 await client.call_tool(name, args)
@@ -116,7 +117,7 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     assert [h["id"] for h in hits] == [added["id"]]  # indexed on write, no daemon running
     assert hits[0]["episode"] == "Ann adopted a grey cat called Miso."
     codes = [e[0] if e else None for e in out["errors"]]
-    assert codes == [-32602] * 11
+    assert codes == [-32602] * 12
     messages = [e[1] for e in out["errors"]]
     assert "invalid user_id" in messages[0]
     assert "content" in messages[1]
@@ -129,6 +130,7 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     assert "task_type" in messages[8]
     assert "in_20261012_0009" in messages[9]
     assert "user_id" in messages[10]
+    assert messages[11].startswith("passages_per_entry: ")
     assert out["insights"] == {"insights": []}
     assert out["explain"]["id"] == added["id"]
     assert out["lessons"] == {"lessons": []}  # a task was recorded, nothing learned yet

@@ -481,3 +481,42 @@ def test_undo_reverts_merges_written_by_the_reflection_pipeline(root: Path) -> N
     # Undo sticks: the same fragments are held back, until the user asks for a re-merge.
     assert run_reflection(rt, run_id="run_3") == {"held_back": 1}
     assert run_reflection(rt, run_id="run_4", remerge_undone=True).get("merged") == 1
+
+
+def test_undo_scans_a_huge_log_in_pieces_and_refuses_one_that_mentions_the_merge(
+        root: Path) -> None:
+    """A log far over ``limits.max_file_bytes`` (grown by hand or hostile) was read whole to
+    look for the narrative's id: the undo held it all in memory. It is now searched piece by
+    piece: one that does not mention the merge is passed over, one that does stops the undo
+    (its keys could not be restored) with the reason, before anything is written."""
+    import tracemalloc
+    from dataclasses import replace
+
+    from everos_reflect.settings import LimitsSettings
+
+    settings = replace(SETTINGS, limits=LimitsSettings(max_file_bytes=1 << 20))
+    rt = Runtime(root, settings, embedder=HashEmbedder(64))
+    try:
+        narrative = merge(rt, pets(rt, 2), "Andrew had no pets. He adopted Toby.",
+                          day=date(2026, 8, 20))
+        huge = rt.store.log_path(REF, Kind.EPISODE, date(2026, 7, 1))
+        huge.write_bytes(b"x" * (24 << 20))
+        tracemalloc.start()
+        try:
+            result = undo_merge(rt, REF, narrative.id)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert result.archived == [narrative.id]
+        assert peak < 8 << 20, f"undo peaked at {peak:,} bytes"
+
+        second = merge(rt, [rt.store.get(REF, i) for i in result.restored],
+                       "Andrew had no pets. Then Toby.", day=date(2026, 8, 21))
+        with huge.open("ab") as fh:
+            fh.write(f"\n  {result.restored[0]}: {second.id}\n".encode())
+        before = snapshot(rt)
+        with pytest.raises(EverosError, match=r"limits\.max_file_bytes"):
+            undo_merge(rt, REF, second.id)
+        assert snapshot(rt) == before
+    finally:
+        rt.close()

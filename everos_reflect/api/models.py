@@ -14,7 +14,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 
 from everos_reflect.errors import InvalidId
-from everos_reflect.index.search import MAX_TOP_K
+from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
 from everos_reflect.model import NAME_PATTERN, validate_name
 
 
@@ -82,6 +82,11 @@ class SearchRequest(Strict):
         None, max_length=7,
         description="Entry kinds to search (episode, atomic_fact, insight, ...); default episode.")
     include_stale: bool = False
+    passages_per_entry: Whole = Field(
+        PASSAGES_PER_ENTRY, ge=1, le=MAX_PASSAGES_PER_ENTRY,
+        description="Items one entry may fill (its best passage and further ones, same id); "
+                    "1 = one item per entry. Hybrid search of Episodes only; top_k counts "
+                    "items.")
 
 
 class EpisodeRequest(Strict):

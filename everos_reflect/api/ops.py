@@ -111,7 +111,8 @@ def search(runtime: Runtime, body: SearchRequest) -> dict[str, Any]:
     hits = run_search(runtime, body.query, top_k=body.top_k, user_id=body.user_id,
                       app_id=body.app_id, project_id=body.project_id, mode=body.mode,
                       include_deprecated=body.include_deprecated, kinds=body.kinds,
-                      include_stale=body.include_stale)
+                      include_stale=body.include_stale,
+                      passages_per_entry=body.passages_per_entry)
     return {"episodes": [h.to_dict() for h in hits]}
 
 

@@ -18,7 +18,7 @@ from everos_reflect.cli.common import (
     settle_journal,
 )
 from everos_reflect.errors import EverosError
-from everos_reflect.index.search import MAX_TOP_K
+from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
 from everos_reflect.index.sync import Indexer, ScanReport
 
 
@@ -90,6 +90,11 @@ def _one_line(text: object, width: int) -> str:
                                  "task", "lesson"]),
               help="Kinds to search (repeatable); default episode.")
 @click.option("--include-stale", is_flag=True, help="Also return stale/retired derived records.")
+@click.option("--passages-per-entry", "passages_per_entry",
+              type=click.IntRange(1, MAX_PASSAGES_PER_ENTRY), default=PASSAGES_PER_ENTRY,
+              show_default=True,
+              help="Items one entry may fill (further passages share its id); 1 = one hit "
+                   "per entry. As in the API.")
 @root_option
 @json_option
 @handle_errors
@@ -103,6 +108,7 @@ def search_cmd(
     include_deprecated: bool,
     kinds: tuple[str, ...],
     include_stale: bool,
+    passages_per_entry: int,
     root: str | None,
     as_json: bool,
 ) -> None:
@@ -128,6 +134,7 @@ def search_cmd(
             include_deprecated=include_deprecated,
             kinds=list(kinds) or None,
             include_stale=include_stale,
+            passages_per_entry=passages_per_entry,
         )
     ]
     if as_json:

@@ -46,6 +46,10 @@ PASSAGES_PER_HIT = 3  # nearest facts a hit reports (and its snippet starts from
 ANCHORS_PER_HIT = 8
 #: Items one entry may fill in a result: its best passage and up to this minus one more.
 PASSAGES_PER_ENTRY = 3
+#: The most a caller of the API, MCP or CLI may ask for (``passages_per_entry`` 1..this): the
+#: default is already the most an entry serves, so more would only let one entry crowd a
+#: small ``top_k``; 1 is one item per entry (no repeated ids).
+MAX_PASSAGES_PER_ENTRY = PASSAGES_PER_ENTRY
 
 
 @dataclass

@@ -294,19 +294,24 @@ def _flat(result: UndoResult) -> UndoResult:
 def _scan(runtime: Runtime, ref: UserRef, merged_id: str) -> _Found:
     """Find the keys mapping to ``merged_id`` and its live facts, before anything is written.
 
-    Only files whose bytes mention the id are parsed. A file among them that cannot be parsed
-    stops the undo here, while nothing has changed yet.
+    Only files whose bytes mention the id are parsed; the bytes are searched piece by piece
+    (read whole, one huge or endless log held the undo's whole memory). A file among them that
+    cannot be parsed, or is over ``limits.max_file_bytes``, stops the undo here, while nothing
+    has changed yet.
     """
     store = runtime.store
     needle = merged_id.encode()
     found = _Found()
     for path in store.iter_files(ref, [Kind.EPISODE, Kind.ATOMIC_FACT]):
         try:
-            if needle not in path.read_bytes():
+            if not store.mentions(path, needle):
                 continue
             daily = store.read(path)
         except FileNotFoundError:
             continue
+        except OSError as exc:  # replaced by a FIFO or a device meanwhile
+            raise MarkdownError(store.rel(path), 0, f"cannot undo {merged_id}: "
+                                f"{exc.strerror or exc}") from None
         fatal = next((d for d in daily.diagnostics if d.severity == "fatal"), None)
         if fatal is not None:
             raise MarkdownError(fatal.path, fatal.line,
