@@ -670,11 +670,16 @@ def resume(runtime: Runtime, plan: Plan, step: str) -> bool:
     return step in COMMITTED_STEPS or archived_toward(runtime, plan)
 
 
+#: The status of an interrupted merge :func:`recover` could not settle yet (its row stays).
+UNRECOVERED = "unrecovered"
+
+
 def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     """Finish or abandon every merge a crash interrupted, then finish every interrupted undo.
     Call it under the strategy lock (a Reflection run does, before anything else). Safe to
     call any number of times, and to be killed at any point: the next call picks up from what
-    reached the disk."""
+    reached the disk. A merge that cannot be settled yet (e.g. a log broken by hand) keeps its
+    row and is returned as :data:`UNRECOVERED` with the reason, so the run can say so."""
     outcomes = []
     for plan, step in pending(runtime.db()):
         started = time.perf_counter()
@@ -694,6 +699,7 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
         except EverosError as exc:  # e.g. a log made unparseable by hand: retried next run
             log.error("cannot recover merge %s of cluster %s yet: %s", plan.id,
                       plan.cluster_id, exc)
+            outcomes.append(Outcome(UNRECOVERED, plan, None, str(exc)))
             continue
         log.info("recovered merge %s of cluster %s: %s", plan.id, plan.cluster_id,
                  outcome.status)
@@ -713,6 +719,7 @@ def has_pending(root: Path) -> bool:
 __all__ = [
     "COMMITTED_STEPS",
     "REFLECTION_KEY",
+    "UNRECOVERED",
     "Outcome",
     "Plan",
     "StaleSources",
