@@ -422,6 +422,25 @@ class NewEpisode:
     sections: dict[str, str]
 
 
+#: Control characters no user text written to a daily log may hold: everything below U+0020 but
+#: tab, line feed and carriage return, plus DEL. A NUL sent through the API was written into the
+#: Markdown as it was, which then became a "binary file" to grep and git; an ESC drove the
+#: terminal of whoever printed it. (The LLM reply path refuses the same set, ``llm.tasks``.)
+CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+#: :data:`CONTROL_CHARS` as the inside of a JSON Schema (ECMA 262) character class.
+CONTROL_CLASS = "\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f"
+
+
+def control_problem(value: str) -> str | None:
+    """``"holds the control character U+0000"`` for the first control character of ``value``
+    (see :data:`CONTROL_CHARS`), ``None`` when it has none. Every edge words it the same way."""
+    found = CONTROL_CHARS.search(value)
+    if found is None:
+        return None
+    return f"holds the control character U+{ord(found.group()):04X}"
+
+
 def new_episode(
     ref: UserRef,
     *,
@@ -437,6 +456,10 @@ def new_episode(
     One place decides what a new Episode looks like, so ``everos-reflect add`` and
     ``POST /api/v1/memory/episodes`` cannot drift apart. Raises :class:`InvalidEpisode`.
     """
+    for name, text in (("subject", subject), ("content", content)):
+        problem = control_problem(text) if isinstance(text, str) else None
+        if problem is not None:
+            raise InvalidEpisode(name, problem)
     subject, content = subject.strip(), content.strip()
     if not subject:
         raise InvalidEpisode("subject", "must not be empty")

@@ -163,6 +163,13 @@ def test_add_episode_then_search_finds_it(call: Client, runtime: Runtime) -> Non
         ({"user_id": "u1", "subject": "two\nlines", "content": "c"}, "invalid_request",
          "subject"),
         ({"user_id": "u1", "subject": "s"}, "invalid_request", "content"),
+        # A NUL was written into the daily log, which became a "binary file" to grep and git.
+        ({"user_id": "u1", "subject": "s", "content": "To\x00by"}, "invalid_request",
+         "content: holds the control character U+0000"),
+        ({"user_id": "u1", "subject": "Pets \x1b]0;x\x07", "content": "c"}, "invalid_request",
+         "subject: holds the control character U+001B"),
+        ({"user_id": "u1", "subject": "s", "content": "a\x7f"}, "invalid_request",
+         "content: holds the control character U+007F"),
     ],
 )
 def test_bad_episodes_are_rejected_and_nothing_is_written(
@@ -174,6 +181,59 @@ def test_bad_episodes_are_rejected_and_nothing_is_written(
     assert err["code"] == code
     assert fragment in err["message"]
     assert not list(root.rglob("episode-*.md"))
+
+
+TASK = {"user_id": "u1", "task_type": "deploy", "goal": "Deploy web v2",
+        "steps": ["check logs", "deploy"], "outcome": "failure"}
+
+
+@pytest.mark.parametrize(
+    ("change", "fragment"),
+    [
+        ({"goal": "Deploy\x00"}, "goal: holds the control character U+0000"),
+        ({"steps": ["ok", "roll\x1bback"]}, "steps.1: holds the control character U+001B"),
+        ({"errors": ["disk\x1cfull"]}, "errors.0: holds the control character U+001C"),
+        ({"outcome_note": "half\x00done"}, "outcome_note: holds the control character U+0000"),
+    ],
+)
+def test_task_records_with_control_characters_are_422_and_nothing_is_written(
+    call: Client, root: Path, change: dict[str, Any], fragment: str
+) -> None:
+    resp = call("POST", "/api/v1/tasks", json={**TASK, **change})
+    assert resp.status_code == 422, resp.text
+    assert error_of(resp) == {"code": "invalid_request", "message": fragment}
+    assert not [p for p in root.rglob("*.md") if "users" in p.parts]
+
+
+def test_tab_and_line_breaks_are_still_accepted_and_written(call: Client, root: Path) -> None:
+    body = {"user_id": "u1", "subject": "s\tt", "content": "line one\r\n\tline two"}
+    assert call("POST", "/api/v1/memory/episodes", json=body).status_code == 201
+    resp = call("POST", "/api/v1/tasks", json={**TASK, "outcome_note": "a\tb"})
+    assert resp.status_code == 201, resp.text
+    [log] = root.rglob("episode-*.md")
+    assert "\tline two" in log.read_text()
+
+
+def test_a_resolve_note_with_a_control_character_is_422(call: Client) -> None:
+    resp = call("POST", "/api/v1/memory/relations/rel_20261012_0001/resolve",
+                json={"user_id": "u1", "note": "fixed\x00"})
+    assert resp.status_code == 422, resp.text
+    assert error_of(resp)["message"] == "note: holds the control character U+0000"
+
+
+def test_the_schema_publishes_the_control_character_rule(call: Client) -> None:
+    import re
+
+    spec = call("GET", "/openapi.json").json()["components"]["schemas"]
+    props = {**spec["EpisodeRequest"]["properties"], **spec["TaskRecordRequest"]["properties"]}
+    for name in ("subject", "content", "goal"):
+        pattern = re.compile(props[name]["pattern"])
+        assert pattern.search("Toby the dog\tand a cat"), name
+        assert not pattern.search("To\x00by"), name
+        assert not pattern.search("\x1b[2J"), name
+    assert re.search(props["content"]["pattern"], "line one\r\n\tline two")
+    assert not re.search(props["steps"]["items"]["pattern"], "a\x00")
+    assert not re.search(props["outcome_note"]["pattern"], "a\x00")
 
 
 @pytest.mark.parametrize(

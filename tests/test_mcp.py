@@ -139,3 +139,30 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     assert briefing["tokens"] <= 200 and added["id"] in briefing["text"]
     assert out["task"]["id"] == "tk_20261013_0001" and out["task"]["outcome"] == "success"
     assert [h["id"] for h in out["after"]["episodes"]] == [added["id"]]
+
+
+@pytest.mark.parametrize(("tool", "args", "message"), [
+    ("add_episode", {"user_id": "u_ann", "subject": "Pets", "content": "Mi\x00so"},
+     "content: holds the control character U+0000"),
+    ("record_task", {"user_id": "u_ann", "task_type": "deploy", "goal": "g",
+                     "steps": ["s\x1b[2J"], "outcome": "success"},
+     "steps.0: holds the control character U+001B"),
+])
+def test_a_control_character_is_invalid_params_and_nothing_is_written(
+    root: Path, tool: str, args: dict[str, Any], message: str
+) -> None:
+    # A NUL written into a daily log made the Markdown a "binary file" to grep and git.
+    from everos_reflect.api import mcp_server
+    from everos_reflect.embedding.base import HashEmbedder
+    from everos_reflect.runtime import Runtime
+    from everos_reflect.settings import Settings
+
+    runtime = Runtime(root, Settings(), embedder=HashEmbedder())
+    try:
+        [spec] = [t for t in mcp_server.tools() if t.name == tool]
+        with pytest.raises(MCPError) as caught:
+            mcp_server.call(runtime, spec, args)
+    finally:
+        runtime.close()
+    assert (caught.value.code, caught.value.message) == (-32602, message)
+    assert not [p for p in root.rglob("*.md") if "users" in p.parts]

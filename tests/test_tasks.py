@@ -51,6 +51,11 @@ def test_task_add_writes_the_spec_layout(root: Path) -> None:
     (["--type", "deploy", "--step", " "], "--step"),
     (["--type", "deploy", "--timestamp", "yesterday"], "--timestamp"),
     (["--type", "deploy", "--timestamp", "0001-01-01T00:00:00+14:00"], "--timestamp"),
+    # a NUL in the tasks/ log made it a "binary file" to grep and git
+    (["--type", "deploy", "--goal", "ship\x00"], "--goal holds the control character U+0000"),
+    (["--type", "deploy", "--step", "a\x1cb"], "--step holds the control character U+001C"),
+    (["--type", "deploy", "--note", "x\x1b[2J"],
+     "--note holds the control character U+001B"),
 ])
 def test_task_add_refuses_bad_fields_naming_them(root: Path, args: list[str],
                                                  fragment: str) -> None:

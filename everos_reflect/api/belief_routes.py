@@ -14,7 +14,7 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from everos_reflect.api import ops
-from everos_reflect.api.models import Name, Strict
+from everos_reflect.api.models import NO_CONTROL, LogText, Name, Strict
 from everos_reflect.api.params import NAME_QUERY, OPTIONAL_NAME_QUERY, RELATION_ID_PATH
 from everos_reflect.model import UserRef
 
@@ -26,7 +26,8 @@ class ResolveRequest(Strict):
     user_id: Name
     app_id: Name | None = None
     project_id: Name | None = None
-    note: str = Field(min_length=1, max_length=2000)
+    note: LogText = Field(min_length=1, max_length=2000,
+                          json_schema_extra={"pattern": NO_CONTROL})
 
 
 def belief_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -> APIRouter:

@@ -12,10 +12,11 @@ import re
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
+from pydantic_core import PydanticCustomError
 
 from everos_reflect.errors import InvalidId
 from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
-from everos_reflect.model import NAME_PATTERN, validate_name
+from everos_reflect.model import CONTROL_CLASS, NAME_PATTERN, control_problem, validate_name
 
 
 class Strict(BaseModel):
@@ -53,6 +54,28 @@ Whole = Annotated[int, BeforeValidator(_whole)]
 #: the validators use), spelled out char by char: regex engines disagree on ``\s`` (Python counts
 #: U+001C-U+001F as white space, Unicode does not).
 NOT_BLANK = "[^" + "".join(f"\\u{c:04x}" for c in range(0x3001) if chr(c).isspace()) + "]"
+
+
+#: Text with no control character but tab and line breaks (what :func:`_no_control` checks).
+NO_CONTROL = f"^[^{CONTROL_CLASS}]*$"
+
+#: Not blank (:data:`NOT_BLANK`) and no control character: the pattern of user text that ends in
+#: a daily log. A class of "not white space and not control" between runs of "not control".
+TEXT = f"^[^{CONTROL_CLASS}]*{NOT_BLANK[:-1]}{CONTROL_CLASS}][^{CONTROL_CLASS}]*$"
+
+
+def _no_control(value: str) -> str:
+    """Refuse a NUL, ESC, ... (not tab, LF, CR) in text that is written into a daily log: a NUL
+    made the Markdown a "binary file" to grep and git. The published ``pattern`` says the same;
+    this gives the message, naming the character (the field is named by the edge)."""
+    problem = control_problem(value)
+    if problem is not None:
+        raise PydanticCustomError("control_character", problem)
+    return value
+
+
+#: User text that is written into a daily log.
+LogText = Annotated[str, AfterValidator(_no_control)]
 
 
 def _one_line(value: str) -> str:
@@ -93,11 +116,13 @@ class EpisodeRequest(Strict):
     user_id: Name
     app_id: Name | None = None
     project_id: Name | None = None
-    subject: Annotated[str, AfterValidator(_one_line)] = Field(
-        min_length=1, description="One line, not blank.",
-        json_schema_extra={"pattern": rf"^[^\n]*{NOT_BLANK}[^\n]*$"})
-    content: str = Field(min_length=1, description="Not blank.",
-                         json_schema_extra={"pattern": NOT_BLANK})
+    subject: Annotated[str, AfterValidator(_one_line), AfterValidator(_no_control)] = Field(
+        min_length=1, description="One line, not blank, no control character.",
+        json_schema_extra={"pattern": rf"^[^\n{CONTROL_CLASS}]*{NOT_BLANK[:-1]}{CONTROL_CLASS}]"
+                                      rf"[^\n{CONTROL_CLASS}]*$"})
+    content: LogText = Field(min_length=1,
+                             description="Not blank; no control character but tab, CR, LF.",
+                             json_schema_extra={"pattern": TEXT})
     timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
                                   json_schema_extra={"format": "date-time"})
     session_id: Name | None = None
@@ -120,8 +145,8 @@ class UndoRequest(Strict):
 
 
 #: One line of a task record (a step, an error): not blank, at most 2,000 characters.
-Line = Annotated[str, Field(min_length=1, max_length=2000,
-                            json_schema_extra={"pattern": NOT_BLANK})]
+Line = Annotated[LogText, Field(min_length=1, max_length=2000,
+                                json_schema_extra={"pattern": TEXT})]
 
 
 class TaskRecordRequest(Strict):
@@ -131,12 +156,13 @@ class TaskRecordRequest(Strict):
     app_id: Name | None = None
     project_id: Name | None = None
     task_type: Name = Field(description="e.g. deploy")
-    goal: str = Field(min_length=1, max_length=4000, json_schema_extra={"pattern": NOT_BLANK})
+    goal: LogText = Field(min_length=1, max_length=4000, json_schema_extra={"pattern": TEXT})
     steps: list[Line] = Field(min_length=1, max_length=100, description="One entry per step.")
     outcome: Literal["success", "failure", "partial"]
     errors: list[Line] = Field(default_factory=list, max_length=50)
-    outcome_note: str | None = Field(None, max_length=4000,
-                                     description="What happened; default: the outcome word.")
+    outcome_note: LogText | None = Field(None, max_length=4000,
+                                         description="What happened; default: the outcome word.",
+                                         json_schema_extra={"pattern": NO_CONTROL})
     timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
                                   json_schema_extra={"format": "date-time"})
 

@@ -59,7 +59,8 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
                         outcome=outcome, errors=list(errors), outcome_note=note,
                         timestamp=timestamp)
     except InvalidEpisode as exc:
-        fail(f"--{exc.field.replace('_', '-')} {exc.reason}".replace("--task-type", "--type"))
+        flag = {"task_type": "type", "outcome_note": "note"}.get(exc.field, exc.field)
+        fail(f"--{flag} {exc.reason}")
     store = MarkdownStore(existing_root(root))
     entry = store.append(ref, Kind.TASK, task.meta, task.sections, day=task.day)
     if as_json:

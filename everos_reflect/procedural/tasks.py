@@ -19,6 +19,7 @@ from everos_reflect.model import (
     OUT_OF_RANGE,
     Entry,
     UserRef,
+    control_problem,
     format_timestamp,
     parse_timestamp,
     utc_day,
@@ -52,6 +53,9 @@ class NewTask:
 def _one_line(value: object, what: str) -> str:
     if not isinstance(value, str):
         raise InvalidTask(what, f"must be text, got {type(value).__name__}")
+    problem = control_problem(value)
+    if problem is not None:  # before split(): it would quietly drop U+001C-U+001F
+        raise InvalidTask(what, problem)
     text = " ".join(value.split())  # a pasted multi-line error stays one line, text kept
     if not text:
         raise InvalidTask(what, "must not be empty")
@@ -80,6 +84,10 @@ def new_task(
         raise InvalidTask("task_type", str(exc)) from None
     if not isinstance(goal, str) or not goal.strip():
         raise InvalidTask("goal", "must not be empty")
+    for name, text in (("goal", goal), ("outcome_note", outcome_note)):
+        problem = control_problem(text) if isinstance(text, str) else None
+        if problem is not None:
+            raise InvalidTask(name, problem)
     goal = goal.strip()
     if len(goal) > MAX_GOAL_CHARS:
         raise InvalidTask("goal", f"is {len(goal)} characters; at most {MAX_GOAL_CHARS}")

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError, ResolveRefused, UnknownEntry
-from everos_reflect.model import Entry, EntryId, Kind, UserRef, format_timestamp
+from everos_reflect.model import Entry, EntryId, Kind, UserRef, control_problem, format_timestamp
 from everos_reflect.strategies import beliefs
 
 if TYPE_CHECKING:
@@ -90,6 +90,9 @@ def resolve_relation(runtime: Runtime, ref: UserRef, rel_id: str, note: str) -> 
     if EntryId.parse(rel_id).kind is not Kind.RELATION:
         raise ResolveRefused(f"{rel_id} is not a relation id (they start with "
                              f"{Kind.RELATION.prefix}_)")
+    problem = control_problem(str(note))  # before split(), which drops U+001C-U+001F
+    if problem is not None:
+        raise ResolveRefused(f"the note {problem}")
     note = " ".join(str(note).split())
     if not note:
         raise ResolveRefused("a resolution needs a non-empty note")
