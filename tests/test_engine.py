@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,6 +19,9 @@ from everos_reflect.engine.engine import Engine, lock_path
 from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
 from everos_reflect.errors import ConfigError, UnknownStrategy
 from everos_reflect.index.db import utcnow_iso
+from everos_reflect.index.rebuild import REBUILDING
+from everos_reflect.index.sync import Indexer
+from everos_reflect.model import Kind, UserRef, new_episode
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 
@@ -269,3 +273,79 @@ def test_a_wait_too_long_for_the_clock_is_an_invalid_ome(runtime: Runtime, fake:
     write_ome(runtime.root, body)
     assert engine.reload_config() is False
     assert f"strategies.{table}.{key}: must be between 0 and" in engine.config_error
+
+
+def seed_episodes(runtime: Runtime, n: int = 4) -> None:
+    ref = UserRef.of("u1")
+    for i in range(n):
+        episode = new_episode(ref, subject=f"day {i}", content=f"What happened on day {i}.",
+                              timestamp=f"2026-10-1{i}T09:00:00+00:00")
+        runtime.store.append(ref, Kind.EPISODE, episode.meta, episode.sections, day=episode.day)
+
+
+def entry_count(runtime: Runtime) -> int:
+    return int(runtime.db().execute("SELECT count(*) FROM entries").fetchone()[0])
+
+
+def test_a_run_that_meets_a_reindex_is_skipped_as_busy_not_ok(
+    runtime: Runtime, fake: Fake
+) -> None:
+    # A Reflection run that started while reindex was refilling the index saw part of the
+    # clusters (merged 1 of 6) and answered ok. It is now skipped and recorded busy, saying why.
+    enable(runtime.root)
+    seed_episodes(runtime)
+    held, release = threading.Event(), threading.Event()
+
+    def hold(_files: int) -> None:  # the rebuild stops after its first file, rows dropped
+        if not held.is_set():
+            held.set()
+            release.wait(10)
+
+    rebuilding = threading.Thread(target=lambda: Indexer(runtime).reindex(progress=hold))
+    rebuilding.start()
+    try:
+        assert held.wait(10)
+        out = Engine(runtime).trigger("fake_test")
+        half_built = entry_count(runtime)
+    finally:
+        release.set()
+        rebuilding.join(10)
+    assert half_built < 4  # the state the run would have worked on
+    assert (out.status, out.error) == ("busy", REBUILDING)
+    assert fake.calls == []
+    row = run_row(runtime, out.run_id)
+    assert (row["status"], row["error"]) == ("busy", REBUILDING)
+    assert row["finished_at"] is not None
+    assert entry_count(runtime) == 4
+    assert Engine(runtime).trigger("fake_test").status == "ok"  # once rebuilt, runs run
+
+
+def test_a_reindex_waits_for_the_runs_in_flight(runtime: Runtime, fake: Fake) -> None:
+    enable(runtime.root)
+    seed_episodes(runtime)
+    Indexer(runtime).scan()
+    fake.gate.clear()
+    engine = Engine(runtime)
+    answers: list[Any] = []
+    run = threading.Thread(target=lambda: answers.append(engine.trigger("fake_test")))
+    run.start()
+    assert fake.started.wait(10)
+    waiting, done = threading.Event(), threading.Event()
+
+    def reindex() -> None:
+        Indexer(runtime).reindex(on_wait=waiting.set)
+        done.set()
+
+    rebuilding = threading.Thread(target=reindex)
+    rebuilding.start()
+    try:
+        assert waiting.wait(10)
+        assert not done.is_set()
+        assert entry_count(runtime) == 4  # nothing dropped under the run
+    finally:
+        fake.gate.set()
+        run.join(10)
+        rebuilding.join(10)
+    assert done.is_set()
+    assert [a.status for a in answers] == ["ok"]
+    assert entry_count(runtime) == 4

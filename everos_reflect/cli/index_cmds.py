@@ -43,7 +43,9 @@ def reindex_cmd(root: str | None, as_json: bool) -> None:
     indexer = Indexer(rt)
     total = sum(1 for _ in rt.store.iter_files())
     with progress("Reindexing", total) as advance:
-        report = indexer.reindex(progress=advance)
+        report = indexer.reindex(progress=advance, on_wait=lambda: say(
+            "Waiting for the strategy runs in flight to finish before rebuilding ...",
+            err=True))
     if as_json:
         emit_json({"data": report.as_dict()})
         return

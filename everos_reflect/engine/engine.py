@@ -35,7 +35,7 @@ from everos_reflect.engine.registry import (
 from everos_reflect.engine.triggers import CronTrigger
 from everos_reflect.errors import ConfigError
 from everos_reflect.fileio import read_config_bytes
-from everos_reflect.index import runs
+from everos_reflect.index import rebuild, runs
 from everos_reflect.settings import OME_FILE_NAME, parse_ome
 
 if TYPE_CHECKING:
@@ -260,12 +260,22 @@ class Engine:
               trigger: str, force: bool) -> None:
         name = strategy.name
         outcome = RunOutcome(FAILED, name, active.run_id, error="run did not complete")
+        guard: int | None = None
         try:
-            outcome = self._attempts(active.run_id, strategy, settings, trigger, force)
+            # shared with other runs, exclusive to reindex: no run over a half-built index
+            guard = rebuild.try_shared(self.runtime.index_dir)
+            if guard is None:
+                log.warning("%s: run %s skipped: %s", name, active.run_id, rebuild.REBUILDING)
+                self._finish(active.run_id, BUSY, rebuild.REBUILDING, {}, 1)
+                outcome = RunOutcome(BUSY, name, active.run_id, error=rebuild.REBUILDING)
+            else:
+                outcome = self._attempts(active.run_id, strategy, settings, trigger, force)
         except BaseException as exc:  # bookkeeping itself failed: still release everything
             log.exception("%s: run %s bookkeeping failed", name, active.run_id)
             outcome = RunOutcome(FAILED, name, active.run_id, error=str(exc))
         finally:
+            if guard is not None:
+                rebuild.release(guard)
             with self._mutex:
                 self._active.pop(name, None)
                 active.outcome = outcome

@@ -27,7 +27,7 @@ from filelock import FileLock
 
 from everos_reflect.errors import InvalidId
 from everos_reflect.fileio import open_regular
-from everos_reflect.index import events
+from everos_reflect.index import events, rebuild
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown.parser import parse_log
 from everos_reflect.model import (
@@ -301,10 +301,15 @@ class Indexer:
         report.seconds = time.perf_counter() - started
         return report
 
-    def reindex(self, progress: Progress | None = None) -> ScanReport:
-        """Drop every derived row and vector, rebuild them from Markdown, then the clusters."""
+    def reindex(self, progress: Progress | None = None,
+                on_wait: Callable[[], None] | None = None) -> ScanReport:
+        """Drop every derived row and vector, rebuild them from Markdown, then the clusters.
+
+        Holds the rebuild lock (:mod:`everos_reflect.index.rebuild`) throughout: it first waits
+        for the strategy runs in flight (``on_wait`` is told), and a run that starts meanwhile
+        is skipped as ``busy`` instead of working on a half-built index."""
         started = time.perf_counter()
-        with self._lock:
+        with rebuild.rebuilding(self.rt.index_dir, on_wait), self._lock:
             conn = self.rt.db()
             with transaction(conn):
                 conn.execute("DELETE FROM entries")
@@ -325,9 +330,9 @@ class Indexer:
                 self.flush_entries = flush
                 self._fresh = False
             if notify:
-                for name, rebuild in events.rebuilders().items():
+                for name, rebuilder in events.rebuilders().items():
                     try:
-                        rebuild(self.rt)
+                        rebuilder(self.rt)
                     except Exception:
                         log.exception("rebuilding %s after reindex failed", name)
         report.seconds = time.perf_counter() - started
