@@ -226,13 +226,17 @@ OUTSIDE_ROOT = "symlink leading outside the memory root: not read (nothing outsi
 def scan_with_outside(store: MarkdownStore, description: str = "Checking daily logs",
                       progress: Progress | None = None) -> StoreScan:
     """:func:`scan_store` over every file, plus a problem per symlink the store refused to
-    follow out of the root."""
+    follow out of the root and per user folder whose name is not a valid id (app, project or
+    user): the store skips those, so without this their logs were ignored without a word."""
     outside: list[str] = []
-    files = list(store.iter_files(outside=outside))
+    invalid: list[tuple[str, str]] = []
+    files = list(store.iter_files(outside=outside, invalid=invalid))
     watch = progress(description, len(files)) if progress else nullcontext(None)
     with watch as advance:
         scan = scan_store(store, files, advance)
-    scan.problems[:0] = [Problem(rel, 0, OUTSIDE_ROOT) for rel in sorted(set(outside))]
+    scan.problems[:0] = [Problem(rel, 0, OUTSIDE_ROOT) for rel in sorted(set(outside))] + [
+        Problem(folder, 0, f"{why}; this folder's logs are not read")
+        for folder, why in sorted(set(invalid))]
     return scan
 
 

@@ -72,9 +72,15 @@ def seed_pets(rt: Runtime, ref: UserRef = ANDREW) -> list[Entry]:
 
 
 def run_reflection(rt: Runtime, run_id: str = "run_test", **settings: Any) -> dict[str, int]:
-    """One Reflection run, in-process, with ``settings`` validated as ome.toml would be."""
+    """One Reflection run, in-process, with ``settings`` validated as ome.toml would be:
+    recovery first, then the run, their counts added up (as the engine does)."""
     values = validate_strategy_settings(NAME, settings, "ome.toml")
-    return ReflectEpisodes().run(RunContext(rt, values, run_id, "manual", force=True))
+    strategy = ReflectEpisodes()
+    recovered = strategy.recover(rt)
+    counts = strategy.run(RunContext(rt, values, run_id, "manual", force=True))
+    for key, value in recovered.items():
+        counts[key] = counts.get(key, 0) + value
+    return counts
 
 
 def reports(rt: Runtime) -> list[dict[str, Any]]:

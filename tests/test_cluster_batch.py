@@ -13,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from everos_reflect.clustering.matrix import ClusterRow, UserClusters
-from everos_reflect.clustering.online import NEW, normalize, normalize_rows, similarities
+from everos_reflect.clustering.online import (
+    NEW,
+    fold,
+    normalize,
+    normalize_rows,
+    similarities,
+)
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.index import db as dbmod
 from everos_reflect.model import Entry, Kind, UserRef, format_timestamp
@@ -104,9 +110,9 @@ def test_a_run_places_every_item_as_one_by_one_placement_would(seed, existing, r
     assert _snapshot(b) == _snapshot(a)
 
 
-def test_the_float32_filter_keeps_a_pair_exactly_at_the_threshold():
-    """The run scores with a float32 product first; a pair whose exact cosine equals the
-    threshold must still join, as it does one by one."""
+def test_the_run_product_keeps_a_pair_exactly_at_the_threshold():
+    """The run scores every pair in one product; a pair whose exact cosine (as one-by-one
+    placement computes it) equals the threshold must still join, one ulp more must not."""
     rng = np.random.default_rng(7)
     for trial in range(200):
         c = _unit(rng, 384)
@@ -119,6 +125,70 @@ def test_the_float32_filter_keeps_a_pair_exactly_at_the_threshold():
         above = _state([ClusterRow("cl_000000000001", c, 1.0, 1, 0.0, 0.0)])
         kw["threshold"] = float(np.nextafter(exact, 2.0))
         assert above.assign_run(v[None, :], [DAY], lambda i: "cl_new", **kw)[0][2] == NEW
+
+
+@pytest.mark.parametrize("dim", [384, 383, 7])
+def test_the_run_product_and_founding_rows_have_the_per_episode_bits(dim):
+    """What the run computes for all its Episodes at once is what placing them one at a time
+    computes, bit for bit, at the embedder's width and at odd widths (SIMD tails): the
+    float64 einsum of the candidates against the run equals :func:`similarities` per
+    Episode, and the lengths of the stacked matmul equal ``np.dot(v, v)`` per row (what
+    ``fold`` stores as a new cluster's norm). A BLAS matrix product would not do."""
+    rng = np.random.default_rng(dim)
+    for _ in range(40):
+        k, m = int(rng.integers(1, 40)), int(rng.integers(1, 40))
+        centroids = np.stack([_unit(rng, dim) for _ in range(m)])
+        vectors = normalize_rows(np.stack([_unit(rng, dim) for _ in range(k)]))
+        v64 = vectors.astype(np.float64)
+        together = np.einsum("ij,kj->ik", centroids.astype(np.float64), v64)
+        for q in range(k):
+            assert together[:, q].tobytes() == similarities(centroids, vectors[q]).tobytes()
+        lengths = np.sqrt(np.matmul(v64[:, None, :], v64[:, :, None]).reshape(k))
+        assert lengths.tolist() == [fold(None, 0.0, 0, v)[1] for v in vectors]
+        assert (v64 / lengths[:, None]).astype(np.float32).tobytes() == b"".join(
+            fold(None, 0.0, 0, v)[0].tobytes() for v in vectors)
+
+
+@pytest.mark.parametrize("member", [0.0, 0.45])
+def test_a_run_at_full_width_with_ties_at_the_threshold_places_as_one_by_one(member):
+    """At 384 dimensions, a threshold set to the exact cosine of some (cluster, Episode) pair
+    or of two Episodes of the run (a tie at the threshold, decided by ``>=``), identical
+    centroids (ties between clusters, to the smaller id), late arrivals and consolidated
+    clusters: the run gives the one-by-one decisions, similarities and arrays."""
+    rng = np.random.default_rng(12 + int(member * 100))
+    dim = 384
+    for trial in range(60):
+        topics = [_unit(rng, dim) for _ in range(3)]
+        rows = []
+        for i in range(int(rng.integers(0, 30))):
+            t = float(rng.uniform(0, 60)) * DAY
+            centroid = (rows[-1].centroid.copy() if rows and rng.random() < 0.15
+                        else _unit(rng, dim, topics[i % 3] * 2, 1.0 / dim ** 0.5))
+            rows.append(ClusterRow(f"cl_{i:012x}", centroid, float(rng.uniform(0.6, 1.0)),
+                                   int(rng.integers(1, 5)), t,
+                                   t + float(rng.uniform(0, 4)) * DAY,
+                                   f"ep_n{i}" if rng.random() < 0.3 else None))
+        run = int(rng.integers(1, 40))
+        ts = sorted(float(t) * DAY for t in rng.uniform(40, 120, size=run))
+        if rng.random() < 0.3:
+            rng.shuffle(ts)
+        vectors = normalize_rows(np.stack([
+            _unit(rng, dim, topics[int(rng.integers(3))] * 2, 1.0 / dim ** 0.5)
+            for _ in range(run)]))
+        if rows and rng.random() < 0.5:
+            threshold = float(similarities(rows[int(rng.integers(len(rows)))].centroid[None, :],
+                                           vectors[int(rng.integers(run))])[0])
+        elif run > 1:
+            threshold = float(similarities(vectors[:1], vectors[int(rng.integers(1, run))])[0])
+        else:
+            threshold = 0.6
+        kw = {"threshold": threshold, "window_seconds": 7 * DAY,
+              "rejoin_threshold": max(threshold, 0.8), "member_threshold": member}
+        a, b = _state(rows), _state(rows)
+        want = _one_by_one(a, vectors, ts, **kw)
+        got = b.assign_run(vectors, ts, lambda i: f"cl_run_{i:08d}", **kw)
+        assert got == want, trial
+        assert _snapshot(b) == _snapshot(a), trial
 
 
 def test_normalize_rows_gives_normalize_bits_and_refuses_a_zero_vector():

@@ -326,3 +326,33 @@ def test_cli_commands_that_write_settle_an_interrupted_merge_first(
 def _hash_runtime(root: Path, *args: object, **kwargs: object) -> Runtime:
     """The CLI's runtime with the test embedder (the real one is an ONNX model)."""
     return make_runtime(Path(root), ExtractiveLLM())
+
+
+def test_a_merge_recovery_cannot_settle_is_tried_once_per_run_and_the_run_says_so(
+        root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    # The engine recovers before every run, and the run then recovered again: a merge that
+    # cannot be settled (its narrative's log broken by hand) was retried and logged twice per
+    # trigger, and the run was recorded "ok" all the same: only the log said a merge was stuck.
+    import logging
+
+    from everos_reflect.engine.engine import Engine
+
+    rt, original = seeded(root)
+    crash_run_at(monkeypatch, rt, journal.FACTS)
+    [(plan, _)] = journal.pending(rt.db())
+    broken = rt.store.log_path(plan.ref, Kind.EPISODE, plan.day_date)
+    broken.write_bytes(broken.read_bytes() + b"\xff\xfe not UTF-8\n")
+    fresh = restart(root)
+    (root / "ome.toml").write_text("[strategies.reflect_episodes]\nenabled = true\n")
+
+    with caplog.at_level(logging.ERROR, logger="everos_reflect.strategies.journal"):
+        outcome = Engine(fresh).trigger("reflect_episodes", timeout=60)
+
+    tries = [r for r in caplog.records if "cannot recover merge" in r.getMessage()]
+    assert len(tries) == 1, [r.getMessage() for r in tries]
+    assert outcome.status == "failed", outcome
+    assert outcome.counts.get("recovered_unrecovered") == 1
+    assert "recovered_unrecovered=1" in (outcome.error or "")
+    assert journal.pending(fresh.db())  # the row stays for the next run
+    # nothing lost: every original entry lives in a log other than the broken one
+    assert original <= {e.id for p in fresh.store.iter_files() for e in fresh.store.read(p).entries}

@@ -438,3 +438,110 @@ def test_archiving_or_updating_never_writes_a_log_past_the_file_limit(
         rt.store.update_meta(ANN, first.id, {"note": "q" * 200})
     assert path.read_bytes() == before
     assert not rt.store.read(path).diagnostics
+
+
+def test_an_interrupted_merge_whose_archiving_no_longer_fits_a_source_log_is_withdrawn(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Interrupted after its facts were written; then an append left the first source's log
+    # too full for the merge's deprecated_entries keys. Recovery (which commits one merge
+    # alone) recorded "archiving" and only then met the refused write: the merge counted as
+    # committed, could be neither finished nor withdrawn, and recovery failed every run.
+    from everos_reflect.strategies import journal
+    from tests.reflect_fixtures import ANDREW, check_invariants, reports, run_reflection
+
+    rt, source_log = _filled_root(root, Kind.EPISODE, date(2026, 8, 2), 10)
+
+    class Crash(BaseException):
+        pass
+
+    def crash(step: str) -> None:
+        if step == journal.FACTS:
+            raise Crash(step)
+
+    monkeypatch.setattr(journal, "checkpoint", crash)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda step: None)
+    rt.store.append(ANDREW, Kind.EPISODE, {"timestamp": "2026-08-02T23:00:00-07:00",
+                                           "parent_type": "memcell"},
+                    {"Subject": "Zzz", "Content": "q" * 3320}, day=date(2026, 8, 2))
+    assert 4096 - 57 < source_log.stat().st_size <= 4096  # no room for one key line
+
+    counts = run_reflection(rt, run_id="run_2")
+
+    assert counts.get("recovered_rejected") == 1, counts
+    assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+    [report] = [r for r in reports(rt) if r["run_id"] == "run_test"]
+    assert report["status"] == "rejected"
+    assert f"{rt.store.rel(source_log)} would grow to" in report["error"]
+    assert "withdrawn" in report["error"]
+    assert source_log.stat().st_size <= 4096
+    assert not rt.store.read(source_log).diagnostics
+    entries = check_invariants(rt)
+    assert not [e for e in entries.values() if e.parent_type == "cluster" and not e.deprecated_by]
+    rt.close()
+
+
+def test_a_merge_refused_at_its_facts_is_withdrawn_even_when_its_narrative_filled_the_log(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The narrative's append fitted today's episode log with fewer bytes to spare than the
+    # key withdrawing it; the facts were then refused (their log full), and the withdrawal's
+    # key was refused too: the merge stayed "abandoning" for good, its narrative live beside
+    # its sources. The narrative's append now keeps that room (or is refused itself).
+    from datetime import UTC, datetime
+
+    from everos_reflect.markdown import writer
+    from everos_reflect.model import parse_timestamp
+    from everos_reflect.strategies import journal
+    from tests.reflect_fixtures import ANDREW, check_invariants, reports, run_reflection
+
+    today = datetime.now(UTC).date()
+    rt, _ = _filled_root(root, Kind.ATOMIC_FACT, date(2020, 1, 1), 10)
+
+    class Crash(BaseException):
+        pass
+
+    def crash(step: str) -> None:
+        if step == journal.PLANNED:
+            raise Crash(step)
+
+    monkeypatch.setattr(journal, "checkpoint", crash)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda step: None)
+    [(plan, _)] = journal.pending(rt.db())
+    rt.store.append(ANDREW, Kind.ATOMIC_FACT,  # then the facts' log fills up
+                    {"timestamp": "2020-01-01T00:00:00+00:00", "parent_type": "episode",
+                     "parent_id": "ep_20200101_0001"}, {"Fact": "q" * 3700}, day=today)
+    # a filler entry sized so that the narrative (id _0002) then leaves 20 bytes spare
+    filler = {"timestamp": "2020-01-01T00:00:00+00:00", "parent_type": "memcell"}
+    stamped = {"owner_id": ANDREW.user_id, **filler,
+               "timestamp": parse_timestamp(filler["timestamp"])}
+    narrative = {**journal.narrative_meta(plan),
+                 "timestamp": parse_timestamp(plan.timestamp)}
+
+    def size_with(n: int) -> int:
+        text = writer.new_log_text(Kind.EPISODE, ANDREW.user_id, today)
+        text = writer.append_entry(text, writer.render_entry(
+            f"ep_{today:%Y%m%d}_0001", stamped, {"Subject": "Zzz", "Content": "q" * n}))
+        text = writer.append_entry(text, writer.render_entry(
+            f"ep_{today:%Y%m%d}_0002", narrative,
+            {"Subject": plan.title, "Content": plan.content}))
+        return len(text.encode("utf-8"))
+
+    rt.store.append(ANDREW, Kind.EPISODE, filler,
+                    {"Subject": "Zzz", "Content": "q" * (4096 - 20 - size_with(0))}, day=today)
+    episode_log = rt.store.log_path(ANDREW, Kind.EPISODE, today)
+    before = episode_log.read_bytes()
+
+    counts = run_reflection(rt, run_id="run_2")
+
+    assert counts.get("recovered_rejected") == 1, counts
+    assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+    [report] = [r for r in reports(rt) if r["run_id"] == "run_test"]
+    assert report["status"] == "rejected"
+    assert "limits.max_file_bytes (4,096)" in report["error"]
+    assert episode_log.read_bytes() == before  # refused whole: nothing to withdraw
+    entries = check_invariants(rt)
+    assert not [e for e in entries.values() if e.parent_type == "cluster" and not e.deprecated_by]
+    rt.close()

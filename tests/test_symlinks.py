@@ -200,3 +200,28 @@ def test_a_write_spanning_several_logs_writes_through_a_link_inside_the_root(
     other = root / USERS / "u_ann/episodes/episode-2026-10-13.md"
     assert f"{made[1].id}: ep_20261014_0001" in other.read_text()
     assert not list(root.rglob(".*.tmp"))
+
+
+def test_lint_reports_user_folders_whose_names_are_not_valid_ids(root: Path) -> None:
+    """The store skips a folder whose app, project or user name is not a valid id (its logs
+    are never read or indexed); lint said nothing, so a user saved as ``bob smith`` vanished
+    without a word. Each such folder is now a problem naming the folder and the rule."""
+    rt = runtime(root)
+    rt.store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-11T09:00:00+00:00",
+                                          "parent_type": "memcell"},
+                    {"Subject": "Cats", "Content": "Ann has a cat."}, day=date(2026, 10, 11))
+    good = root / USERS / "u_ann/episodes/episode-2026-10-11.md"
+    for folder in (f"{USERS}/bob smith", "my app/bot/users/u_ann", f"{USERS}/-dash"):
+        (root / folder / "episodes").mkdir(parents=True)
+        (root / folder / "episodes" / good.name).write_bytes(good.read_bytes())
+    (root / "notes" / "drafts").mkdir(parents=True)  # not a data folder: not reported
+
+    result = run("lint", "--root", str(root), "--json")
+
+    assert result.exit_code == 1
+    problems = json.loads(result.stdout)["problems"]
+    assert [p["file"] for p in problems] == [
+        f"{USERS}/-dash", f"{USERS}/bob smith", "my app/bot/users/u_ann"]
+    assert "invalid user_id 'bob smith'" in problems[1]["message"]
+    assert "invalid app_id 'my app'" in problems[2]["message"]
+    assert all(p["message"].endswith("this folder's logs are not read") for p in problems)

@@ -47,15 +47,6 @@ GROUP_COS = 0.9
 _ANGLE_SLACK = 1e-6
 
 
-def _filter_slack(dim: int) -> float:
-    """How far below a threshold a float32 product may score a pair that reaches it exactly.
-
-    A float32 dot product of two unit vectors is off by at most about ``dim * 2**-24`` (each
-    of ``dim`` roundings, relative to a sum bounded by 1); ten times that, and never less than
-    1e-3, is far beyond any rounding, so the filter never drops a pair that counts."""
-    return max(1e-3, 10.0 * dim * 2.0**-24)
-
-
 @dataclass
 class ClusterRow:
     """Working copy of one ``clusters`` row."""
@@ -429,16 +420,16 @@ class UserClusters:
         hits: list[list[tuple[int, int, float]]] = [[] for _ in range(count)]
         rows = self._run_rows(ts_arr, window, v64, rejoin_threshold)
         if rows.size:
-            # a filter only (see _filter_slack); einsum, not BLAS, whose worker threads would
-            # spin on a shared machine for a product this small
-            approx = np.einsum("ij,kj->ik", self._c32[rows], v32)
-            rr, kk = np.nonzero(approx >= floor - _filter_slack(v32.shape[1]))
+            # Every pair's exact cosine in one float64 einsum: its contraction runs the same
+            # per-pair dot kernel as similarities() (the reduction axis is the contiguous
+            # inner one in both), so each entry has the bits choose() computes for that pair
+            # (checked in tests/test_cluster_batch.py). A BLAS product would not: gemm blocks
+            # and rounds a row differently from a per-vector product.
+            exact = np.einsum("ij,kj->ik", self._c32[rows].astype(np.float64), v64)
+            rr, kk = (exact >= floor).nonzero()
             if rr.size:
-                pos = rows[rr]
-                exact = np.einsum("ij,ij->i", self._c32[pos].astype(np.float64), v64[kk])
-                keep = exact >= floor
-                for p, q, sim in zip(pos[keep].tolist(), kk[keep].tolist(),
-                                     exact[keep].tolist(), strict=True):
+                for p, q, sim in zip(rows[rr].tolist(), kk.tolist(), exact[rr, kk].tolist(),
+                                     strict=True):
                     hits[q].append((p, 0, sim))
         version: dict[int, int] = {}
         out: list[tuple[str, float | None, str]] = []
@@ -453,28 +444,38 @@ class UserClusters:
         c32, norms, counts = self._c32, self._norm, self._count
         firsts, lasts, consolidated = self._first, self._last, self._consolidated
         groups = self._groups
-        dot, sqrt, einsum = np.dot, math.sqrt, np.einsum
-        scratch = np.empty(v64.shape[1], dtype=np.float64)
+        dot, sqrt, einsum, multiply = np.dot, math.sqrt, np.einsum, np.multiply
+        # What fold(None, 0.0, 0, v) gives each item if it founds a cluster, for the whole
+        # run at once: |v| by a stacked matmul of each row with itself (numpy runs one BLAS
+        # ddot per row, the very call np.dot(v, v) makes: the same bits), then v / |v| and
+        # the cast to float32, elementwise, as fold does them.
+        lengths_arr = np.sqrt(np.matmul(v64[:, None, :], v64[:, :, None]).reshape(count))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            units64 = v64 / lengths_arr[:, None]
+        units = units64.astype(np.float32)
+        units64 = units.astype(np.float64)  # the stored rows, as the rescoring reads them
+        lengths = lengths_arr.tolist()
+        mean = np.empty(v64.shape[1], dtype=np.float64)
         for q in range(count):
             t = times[q]
             h = hits[q]
             decision = _choose_live(h, version, ids, firsts, lasts, norms, consolidated, t,
                                     threshold, window, rejoin_threshold,
                                     member_threshold) if h else None
-            v = v64[q]
             if decision is None:
                 cid = new_id(q)
                 p = len(ids)
                 ids.append(cid)
                 narratives.append(None)
                 pos[cid] = p
-                # fold(None, 0.0, 0, v32[q]) inline: the row takes v / |v| cast to float32
-                length = sqrt(float(dot(v, v)))
+                # fold(None, 0.0, 0, v32[q]), computed above for the whole run
+                length = lengths[q]
                 if length < 1e-12:
                     c32[p], length = fold(None, 0.0, 0, v32[q])
+                    row64 = c32[p].astype(np.float64)
                 else:
-                    np.divide(v, length, out=scratch)
-                    c32[p] = scratch
+                    c32[p] = units[q]
+                    row64 = units64[q]
                 norms[p] = length
                 counts[p] = 1
                 firsts[p] = lasts[p] = t
@@ -489,11 +490,11 @@ class UserClusters:
                 members = counts.item(p)
                 norm_p = norms.item(p)
                 # fold(c32[p], norm_p, members, v32[q]) inline, in place: the same float
-                # operations in the same order, without a temporary array per step
-                mean = c32[p].astype(np.float64)
-                mean *= norm_p
+                # operations in the same order (the row widened to float64, then times
+                # norm_p), without a temporary array per step
+                multiply(c32[p], norm_p, out=mean, dtype=np.float64)
                 mean *= members
-                mean += v
+                mean += v64[q]
                 mean /= members + 1
                 length = sqrt(float(dot(mean, mean)))
                 if length < 1e-12:
@@ -501,6 +502,7 @@ class UserClusters:
                 else:
                     mean /= length
                     c32[p] = mean  # cast to float32 as fold's astype does
+                row64 = None
                 first_q, last_q = min(firsts.item(p), t), max(lasts.item(p), t)
                 narrative = narratives[p]
                 norms[p] = length
@@ -527,14 +529,22 @@ class UserClusters:
                 later = self._later(q, False, first_q, last_q, times, ts_arr, ordered, window)
             if later is None:
                 continue
-            # the stored row, in float64: what choose and the filter above score against
-            sims = einsum("ij,j->i", v64[later], c32[p].astype(np.float64))
-            close = (sims >= floor).nonzero()[0]
-            if close.size:
-                start = later.start if isinstance(later, slice) else None
-                for j, sim in zip(close.tolist(), sims[close].tolist(), strict=True):
-                    item = start + j if start is not None else int(later[j])
-                    hits[item].append((p, ver, sim))
+            # the stored row, in float64: what choose and the product above score against
+            sims = einsum("ij,j->i", v64[later],
+                          c32[p].astype(np.float64) if row64 is None else row64)
+            # a few scores (a time window's worth) are read as Python floats at once;
+            # a long tail (a consolidated cluster against the rest of the run) is thinned
+            # by numpy first
+            if sims.size > 16:
+                close = (sims >= floor).nonzero()[0]
+                idx, scores = close.tolist(), sims[close].tolist()
+            else:
+                idx, scores = range(sims.size), sims.tolist()
+            start = later.start if isinstance(later, slice) else None
+            for j, sim in zip(idx, scores, strict=True):
+                if sim >= floor:
+                    hits[start + j if start is not None else int(later[j])].append(
+                        (p, ver, sim))
         if len(heap) > 4 * len(recent) + 64:  # stale entries: compact (as _store does)
             self._heap = [(float(lasts[pos[c]]), c) for c in recent]
             heapq.heapify(self._heap)

@@ -127,10 +127,12 @@ class MarkdownStore:
         real = os.path.realpath(path)
         return not (real == self._real_root or real.startswith(self._real_root + os.sep))
 
-    def iter_users(self, outside: list[str] | None = None) -> Iterator[UserRef]:
-        """Every user with a folder under the root, sorted; folders with unsafe names skipped,
-        and so are symlinked folders that lead outside the root (their paths are appended to
-        ``outside`` when given, for ``lint`` to report)."""
+    def iter_users(self, outside: list[str] | None = None,
+                   invalid: list[tuple[str, str]] | None = None) -> Iterator[UserRef]:
+        """Every user with a folder under the root, sorted; folders with unsafe names skipped
+        (``(folder, why)`` appended to ``invalid`` when given: such a user's logs are never
+        read, which ``lint`` must say), and so are symlinked folders that lead outside the root
+        (their paths are appended to ``outside`` when given, for ``lint`` to report)."""
         if not self.root.is_dir():
             return
         found = []
@@ -142,8 +144,11 @@ class MarkdownStore:
                 for user in self._subdirs(users, outside):
                     try:
                         found.append(UserRef(app.name, project.name, user.name))
-                    except InvalidId:
-                        continue
+                    except InvalidId as exc:
+                        if invalid is not None:
+                            label = self._label(Path(user.path))
+                            invalid.append((label.encode("unicode_escape").decode("ascii"),
+                                            str(exc)))
         yield from sorted(found)
 
     def iter_files(
@@ -151,12 +156,14 @@ class MarkdownStore:
         ref: UserRef | None = None,
         kinds: Iterable[Kind] | None = None,
         outside: list[str] | None = None,
+        invalid: list[tuple[str, str]] | None = None,
     ) -> Iterator[Path]:
         """Daily-log files (sorted by user, kind, day) of one user or all users. Files and
         folders that are symlinks leading outside the root are skipped (and appended to
-        ``outside`` when given)."""
+        ``outside`` when given); so are user folders with unsafe names (see :meth:`iter_users`
+        for ``invalid``)."""
         wanted = list(kinds) if kinds is not None else list(Kind)
-        for user in [ref] if ref is not None else self.iter_users(outside):
+        for user in [ref] if ref is not None else self.iter_users(outside, invalid):
             user_dir = self.user_dir(user)
             if ref is not None and user_dir.is_dir() and self.leaves_root(user_dir):
                 if outside is not None:
@@ -335,11 +342,14 @@ class MarkdownStore:
         sections: Mapping[str, str],
         *,
         day: date | None = None,
+        withdrawable: bool = False,
     ) -> Entry:
         """Append a new entry to ``ref``'s ``kind`` log of ``day`` (today, UTC, by default).
 
         ``owner_id`` defaults to the user and ``timestamp`` to now; the id is the file's next
-        free one, allocated under the file lock.
+        free one, allocated under the file lock. ``withdrawable``: the log must also keep room
+        for the ``deprecated_entries`` key that would withdraw the entry (see
+        :func:`_withdrawn_size`), else :class:`TooLarge`.
         """
         day = day or datetime.now(UTC).date()
         owner = meta.get("owner_id", ref.user_id)
@@ -370,7 +380,8 @@ class MarkdownStore:
                 raise TooLarge("the entry", size, "limits.max_entry_bytes",
                                self.limits.max_entry_bytes)
             new_text = writer.append_entry(text, block)
-            grown = len(new_text.encode("utf-8"))
+            grown = (_withdrawn_size(new_text, [entry_id], day) if withdrawable
+                     else len(new_text.encode("utf-8")))
             if grown > self.limits.max_file_bytes:
                 raise TooLarge(f"{label} with this entry", grown, "limits.max_file_bytes",
                                self.limits.max_file_bytes)
@@ -388,24 +399,28 @@ class MarkdownStore:
         items: Iterable[tuple[Mapping[str, Any], Mapping[str, str]]],
         *,
         day: date | None = None,
+        withdrawable: bool = False,
     ) -> list[Entry]:
         """Append several entries to one daily log in one atomic write: all or none of them.
 
         A derivation that writes several records (a worldview run's convictions, a detector's
-        edges) can then never leave half of them behind after a crash.
+        edges) can then never leave half of them behind after a crash. ``withdrawable`` as
+        for :meth:`append`.
         """
-        return self.append_to_logs([(ref, kind, day, items)])[0]
+        return self.append_to_logs([(ref, kind, day, items)], withdrawable=withdrawable)[0]
 
     def append_to_logs(
         self,
         batches: Iterable[tuple[UserRef, Kind, date | None,
                                 Iterable[tuple[Mapping[str, Any], Mapping[str, str]]]]],
+        *,
+        withdrawable: bool = False,
     ) -> list[list[Entry]]:
         """:meth:`append_many` for several logs at once, one ``(ref, kind, day, items)`` per log
         (each log at most once): each log gets its own atomic write, all or none of its
         entries, exactly as alone, but the files' fsyncs overlap (:meth:`_edit_many`): a
         Reflection batch appends to the logs of many users at once. The created entries, per
-        log, in order."""
+        log, in order. ``withdrawable`` as for :meth:`append`, for every entry."""
         edits: dict[Path, Callable[[str | None], str | None]] = {}
         created: list[list[Entry]] = []
         for ref, kind, day, items in batches:
@@ -415,7 +430,7 @@ class MarkdownStore:
                 raise ValueError(f"{self._label(path)} given twice")
             made: list[Entry] = []
             created.append(made)
-            edit = self._appending(ref, kind, day, path, items, made)
+            edit = self._appending(ref, kind, day, path, items, made, withdrawable)
             if edit is not None:
                 edits[path] = edit
         self._edit_many(edits)
@@ -429,6 +444,7 @@ class MarkdownStore:
         path: Path,
         items: Iterable[tuple[Mapping[str, Any], Mapping[str, str]]],
         created: list[Entry],
+        withdrawable: bool = False,
     ) -> Callable[[str | None], str | None] | None:
         """The text edit appending ``items`` to ``path`` (None when there is nothing to
         append); each run of it leaves the entries it made in ``created``."""
@@ -463,7 +479,8 @@ class MarkdownStore:
                                    self.limits.max_entry_bytes)
                 new_text = writer.append_entry(new_text, block)
                 created.append(self._parse_back(log, prefix, new_text[len(prefix):], entry_id))
-            grown = len(new_text.encode("utf-8"))
+            grown = (_withdrawn_size(new_text, [e.id for e in created], day) if withdrawable
+                     else len(new_text.encode("utf-8")))
             if grown > self.limits.max_file_bytes:
                 raise TooLarge(f"{label} with these entries", grown, "limits.max_file_bytes",
                                self.limits.max_file_bytes)
@@ -684,6 +701,16 @@ class MarkdownStore:
             return None
         except TooLarge as exc:
             raise MarkdownError(self._label(path), 0, f"not writing this file: {exc}") from exc
+
+
+def _withdrawn_size(text: str, ids: list[str], day: date) -> int:
+    """The bytes of ``text`` once ``deprecated_entries`` withdraws ``ids`` toward an episode of
+    ``day`` (seven-digit sequence: never shorter than a real id). Reflection appends its
+    narrative and facts with this room kept: withdrawing a merge that cannot complete adds
+    exactly such keys, and a log the appends had filled to the limit refused them, so the
+    merge could be neither finished nor withdrawn (its narrative live beside its sources)."""
+    toward = str(EntryId(Kind.EPISODE, day, 9_999_999))
+    return len(writer.add_deprecations(text, dict.fromkeys(ids, toward)).encode("utf-8"))
 
 
 def _refuse_duplicates(text: str, label: str, what: str) -> None:

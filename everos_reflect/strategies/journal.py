@@ -58,6 +58,7 @@ from everos_reflect.errors import EverosError, TooLarge
 from everos_reflect.index import merge_journal
 from everos_reflect.index.audit import insert_reflection_report
 from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.markdown import writer
 from everos_reflect.model import Entry, Kind, UserRef, format_timestamp
 from everos_reflect.provenance import PROVENANCE_KEY, provenance_meta
 
@@ -93,6 +94,11 @@ def checkpoint(step: str) -> None:
 
 class StaleSources(EverosError):
     """A source changed (or was archived) after Select: the merge must not archive it."""
+
+
+class ArchiveTooLarge(EverosError):
+    """The ``deprecated_entries`` keys of a merge would push a source's log past
+    ``limits.max_file_bytes``: known before the point of no return, so it is withdrawn."""
 
 
 @dataclass
@@ -272,7 +278,7 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
         try:
             narrative = store.append(ref, Kind.EPISODE, narrative_meta(plan),
                                      {"Subject": plan.title, "Content": plan.content},
-                                     day=plan.day_date)
+                                     day=plan.day_date, withdrawable=True)
         except TooLarge as exc:
             return _refused(runtime, indexer, plan, started, exc, committed=committed)
     plan.merged_id = narrative.id
@@ -288,7 +294,7 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
         missing.append((fact_meta(plan), {"Fact": fact}))
     # one atomic write for all of them (not one rewrite and two fsyncs per fact)
     try:
-        store.append_many(ref, Kind.ATOMIC_FACT, missing, day=plan.day_date)
+        store.append_many(ref, Kind.ATOMIC_FACT, missing, day=plan.day_date, withdrawable=True)
     except TooLarge as exc:
         return _refused(runtime, indexer, plan, started, exc, committed=committed)
     _set_step(conn, plan, FACTS)
@@ -299,6 +305,9 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     except StaleSources as exc:
         plan.error = str(exc)
         return abandon(runtime, indexer, plan, started, status=stale_status)
+    except ArchiveTooLarge as exc:
+        plan.error = str(exc)
+        return abandon(runtime, indexer, plan, started, status="rejected")
     if left_live:
         plan.error = ("committed before a crash; left live because " + "; ".join(left_live))
         log.warning("merge %s of cluster %s: %s", plan.id, plan.cluster_id, plan.error)
@@ -389,33 +398,37 @@ def overfull(runtime: Runtime, plan: Plan) -> str | None:
     so, like :func:`oversized`, this must be known before the journal row exists (committed,
     the merge stopped at that write and recovery retried it every run, for ever). Each log
     is measured as the commit would change it now, with seven-digit ids (never shorter than
-    the real ones, so only ever a few bytes on the safe side); the sizes of merges of the same
+    the real ones, so only ever a few bytes on the safe side), the narrative's and facts' logs
+    with the room their appends keep for withdrawing them; the sizes of merges of the same
     batch are not added up: :func:`complete` turns such a late refusal down as well.
     """
-    from everos_reflect.markdown import writer
     from everos_reflect.model import EntryId
 
     store = runtime.store
     widest = 9_999_999
     narrative_id = str(EntryId(Kind.EPISODE, plan.day_date, widest))
     sized = replace(plan, merged_id=narrative_id)
-    fact_id = str(EntryId(Kind.ATOMIC_FACT, plan.day_date, widest))
+    fact_ids = [str(EntryId(Kind.ATOMIC_FACT, plan.day_date, widest - n))
+                for n in range(len(plan.facts))]
     changes: dict[Path, list[Any]] = {}
 
-    def appending(kind: Kind, blocks: list[str]) -> None:
+    def appending(kind: Kind, blocks: list[str], ids: list[str]) -> None:
         def change(text: str | None) -> str:
             text = text or writer.new_log_text(kind, plan.user_id, plan.day_date)
             for block in blocks:
                 text = writer.append_entry(text, block)
-            return text
+            # the room the append keeps for the keys withdrawing them (withdrawable=True)
+            return writer.add_deprecations(text, dict.fromkeys(ids, narrative_id))
         changes.setdefault(store.log_path(plan.ref, kind, plan.day_date), []).append(change)
 
     appending(Kind.EPISODE, [writer.render_entry(
-        narrative_id, narrative_meta(sized), {"Subject": plan.title, "Content": plan.content})])
+        narrative_id, narrative_meta(sized), {"Subject": plan.title, "Content": plan.content})],
+        [narrative_id])
     if plan.facts:
         meta = fact_meta(sized)
-        appending(Kind.ATOMIC_FACT, [writer.render_entry(fact_id, meta, {"Fact": f})
-                                     for f in plan.facts])
+        appending(Kind.ATOMIC_FACT, [writer.render_entry(i, meta, {"Fact": f})
+                                     for i, f in zip(fact_ids, plan.facts, strict=True)],
+                  fact_ids)
     archived = dict.fromkeys([*plan.replaced, *plan.fact_ids], narrative_id)
     for path, pairs in archive_by_log(runtime, plan.ref, archived).items():
         changes.setdefault(path, []).append(
@@ -532,22 +545,31 @@ def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool) -> list[s
     """The stale check and the archiving, under the sources' file locks, so a cooperating
     writer (API, another process) cannot slip an edit in between.
 
-    Not yet committed: any changed source raises :class:`StaleSources` before anything is
-    archived. Committed (recovery after the point of no return): the unchanged entries are
-    archived and the changed ones left live; returns why each was left."""
+    Not yet committed: any changed source raises :class:`StaleSources`, and keys that would
+    push a log past ``limits.max_file_bytes`` raise :class:`ArchiveTooLarge`, before anything
+    is archived (the batch path measured that; this one, which recovery takes, did not: the
+    refused write came after ``archiving`` was recorded, so the merge counted as committed and
+    recovery retried it every run, for ever). Committed (recovery after the point of no
+    return): the unchanged entries are archived and the changed ones left live; returns why
+    each was left."""
     assert plan.merged_id is not None
     store, ref = runtime.store, plan.ref
     with locked(runtime, [store.path_for_id(ref, i) for i in plan.hashes]):
         changed = changed_sources(runtime, plan)
         if changed and not committed:
             raise StaleSources("sources changed after Select: " + "; ".join(changed.values()))
-        if not committed:
-            _set_step(runtime.db(), plan, ARCHIVING)
-            checkpoint(ARCHIVING)
         facts = [f for f in existing_entries(runtime, ref, plan.fact_ids)
                  if f.parent_id not in changed]
         mapping = {i: plan.merged_id for i in plan.replaced if i not in changed}
         mapping.update({f.id: plan.merged_id for f in facts})
+        if not committed:
+            for path, pairs in sorted(archive_by_log(runtime, ref, mapping).items()):
+                size = store.size_after(path, lambda text, pairs=pairs: None if text is None
+                                        else writer.add_deprecations(text, pairs))
+                if (why := over_file_limit(runtime, path, size)):
+                    raise ArchiveTooLarge(why)
+            _set_step(runtime.db(), plan, ARCHIVING)
+            checkpoint(ARCHIVING)
         conflicts = store.deprecate(ref, mapping)
     for old, new in sorted(conflicts.items()):
         log.warning("%s: %s was already archived toward %s; left as it is", ref, old, new)
@@ -648,11 +670,16 @@ def resume(runtime: Runtime, plan: Plan, step: str) -> bool:
     return step in COMMITTED_STEPS or archived_toward(runtime, plan)
 
 
+#: The status of an interrupted merge :func:`recover` could not settle yet (its row stays).
+UNRECOVERED = "unrecovered"
+
+
 def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     """Finish or abandon every merge a crash interrupted, then finish every interrupted undo.
     Call it under the strategy lock (a Reflection run does, before anything else). Safe to
     call any number of times, and to be killed at any point: the next call picks up from what
-    reached the disk."""
+    reached the disk. A merge that cannot be settled yet (e.g. a log broken by hand) keeps its
+    row and is returned as :data:`UNRECOVERED` with the reason, so the run can say so."""
     outcomes = []
     for plan, step in pending(runtime.db()):
         started = time.perf_counter()
@@ -672,6 +699,7 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
         except EverosError as exc:  # e.g. a log made unparseable by hand: retried next run
             log.error("cannot recover merge %s of cluster %s yet: %s", plan.id,
                       plan.cluster_id, exc)
+            outcomes.append(Outcome(UNRECOVERED, plan, None, str(exc)))
             continue
         log.info("recovered merge %s of cluster %s: %s", plan.id, plan.cluster_id,
                  outcome.status)
@@ -691,6 +719,7 @@ def has_pending(root: Path) -> bool:
 __all__ = [
     "COMMITTED_STEPS",
     "REFLECTION_KEY",
+    "UNRECOVERED",
     "Outcome",
     "Plan",
     "StaleSources",

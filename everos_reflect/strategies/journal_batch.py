@@ -166,11 +166,12 @@ def _write_narratives(runtime: Runtime, plans: list[Plan]) -> dict[str, Entry]:
     ``reflection`` key, so recovery finds each one alone); ``{plan id: narrative}``."""
     written: dict[str, Entry] = {}
     groups = _by_log(plans)
+    # each log keeps room for the keys that would withdraw them (journal.abandon)
     made = runtime.store.append_to_logs(
-        (ref, Kind.EPISODE, day,
-         [(journal.narrative_meta(p), {"Subject": p.title, "Content": p.content})
-          for p in group])
-        for (ref, day), group in groups.items())
+        [(ref, Kind.EPISODE, day,
+          [(journal.narrative_meta(p), {"Subject": p.title, "Content": p.content})
+           for p in group])
+         for (ref, day), group in groups.items()], withdrawable=True)
     for group, entries in zip(groups.values(), made, strict=True):
         for plan, entry in zip(group, entries, strict=True):
             plan.merged_id = entry.id
@@ -182,9 +183,9 @@ def _write_facts(runtime: Runtime, plans: list[Plan]) -> None:
     """Every fact of the merges of one user and day in one atomic write: all of a merge's
     facts or none, as when it commits alone."""
     runtime.store.append_to_logs(
-        (ref, Kind.ATOMIC_FACT, day,
-         [(journal.fact_meta(p), {"Fact": fact}) for p in group for fact in p.facts])
-        for (ref, day), group in _by_log(plans).items())
+        [(ref, Kind.ATOMIC_FACT, day,
+          [(journal.fact_meta(p), {"Fact": fact}) for p in group for fact in p.facts])
+         for (ref, day), group in _by_log(plans).items()], withdrawable=True)
 
 
 def _archive(runtime: Runtime, plans: list[Plan],

@@ -122,9 +122,12 @@ class ReflectEpisodes(Strategy):
     # A cluster whose LLM call failed, or whose commit was interrupted, failed; a rejected or
     # stale one was handled as designed (nothing written, retried next run) -- unless every
     # cluster was rejected or failed, which says the LLM's answers are unusable (run failed).
-    failure_counts = ("failed", "interrupted")
+    # An interrupted merge that recovery could not settle yet (its row stays) is a failure too:
+    # the run record, not only the log, must say a merge is stuck.
+    failure_counts = ("failed", "interrupted", "recovered_unrecovered")
     rejection_counts = ("rejected",)
-    unit_counts = ("merged", "failed", "interrupted", "rejected", "stale")
+    unit_counts = ("merged", "failed", "interrupted", "rejected", "stale",
+                   "recovered_unrecovered")
     settings = (
         SettingSpec("max_clusters_per_run", int, 10,
                     "Clusters merged per user per run, largest first.", at_least(1)),
@@ -226,10 +229,10 @@ class ReflectionRun:
             self._first.wait()
 
     def run(self) -> dict[str, int]:
+        # Interrupted merges were settled just before, under this run's lock: the engine calls
+        # ReflectEpisodes.recover before every run (recovering here again redid the work, and
+        # retried and logged every merge that cannot be settled twice per run).
         indexer = Indexer(self.rt)
-        # Interrupted merges first, before the scan lets anything see their half-written state.
-        for outcome in journal.recover(self.rt, indexer):
-            self.counts[f"recovered_{outcome.status}"] += 1
         indexer.scan()
         self._merge_all(indexer, self.ctx.llm,  # every call charged to the run's limits
                         self._selections(ClusterService(self.rt)))
