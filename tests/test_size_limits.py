@@ -545,3 +545,28 @@ def test_a_merge_refused_at_its_facts_is_withdrawn_even_when_its_narrative_fille
     entries = check_invariants(rt)
     assert not [e for e in entries.values() if e.parent_type == "cluster" and not e.deprecated_by]
     rt.close()
+
+
+def test_a_withdrawable_append_to_a_log_whose_frontmatter_is_full_of_keys_still_writes(
+        root: Path) -> None:
+    # Measuring the room for a withdrawal key re-parses the frontmatter with that key added;
+    # a log already at the YAML value bound then raised (MarkdownError) instead of measuring,
+    # so Reflection could not append its narrative there at all. It is estimated instead.
+    from everos_reflect.markdown.parser import MAX_YAML_NODES
+
+    rt = Runtime(root, Settings(), embedder=HashEmbedder())
+    pairs = (MAX_YAML_NODES - 12) // 2  # the file's other values: 12 (+ 2 per pair)
+    log = rt.store.log_path(ANN, Kind.EPISODE, DAY)
+    log.parent.mkdir(parents=True)
+    log.write_text(
+        "---\ntype: episode_daily\nschema_version: 1\nuser_id: u_ann\ndate: '2026-10-12'\n"
+        "deprecated_entries:\n"
+        + "".join(f"  ep_20261011_{i:05d}: ep_20261011_{i + 1:05d}\n" for i in range(pairs))
+        + "---\n")
+    assert not rt.store.read(log).diagnostics
+
+    entry = rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "c"},
+                            day=DAY, withdrawable=True)
+
+    assert [e.id for e in rt.store.read(log).entries] == [entry.id]
+    rt.close()

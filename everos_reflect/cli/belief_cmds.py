@@ -12,6 +12,7 @@ from everos_reflect.cli.common import (
     json_option,
     open_runtime,
     root_option,
+    say,
 )
 from everos_reflect.errors import EverosError
 
@@ -59,13 +60,13 @@ def worldview_cmd(root: str | None, user_id: str | None, app: str | None, projec
         emit_json({"convictions": rows})
         return
     if not rows:
-        click.echo("no convictions yet (update_worldview writes them from insights)")
+        say("no convictions yet (update_worldview writes them from insights)")
         return
     for row in rows:
         state = "" if row["live"] else f"  [archived by {row['deprecated_by']}]" \
             if row["deprecated_by"] else f"  [{row['status']}]"
-        click.echo(f"{row['user_id']}  {row['id']}  {row['key']}: {row['text']}{state}")
-        click.echo(f"    evidence: {', '.join(row['evidence']) or '-'}  ({row['timestamp']})")
+        say(f"{row['user_id']}  {row['id']}  {row['key']}: {row['text']}{state}")
+        say(f"    evidence: {', '.join(row['evidence']) or '-'}  ({row['timestamp']})")
 
 
 @click.command("relations")
@@ -86,14 +87,14 @@ def relations_cmd(root: str | None, user_id: str | None, app: str | None, projec
         emit_json({"relations": rows})
         return
     if not rows:
-        click.echo("no relations" + (f" with status {status}" if status else ""))
+        say("no relations" + (f" with status {status}" if status else ""))
         return
     for row in rows:
-        click.echo(f"{row['user_id']}  {row['id']}  [{row['status']}]  "
+        say(f"{row['user_id']}  {row['id']}  [{row['status']}]  "
                    f"{' x '.join(row['between'])}")
-        click.echo(f"    {row['text']}")
+        say(f"    {row['text']}")
         if row["resolution"]:
-            click.echo(f"    resolution: {row['resolution']}")
+            say(f"    resolution: {row['resolution']}")
 
 
 @click.command("resolve")
@@ -119,7 +120,7 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
     if as_json:
         emit_json(row)
     else:
-        click.echo(f"{row['id']} resolved: {row['resolution']}")
+        say(f"{row['id']} resolved: {row['resolution']}")
 
 
 COMMANDS = [worldview_cmd, relations_cmd, resolve_cmd]

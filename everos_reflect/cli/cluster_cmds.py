@@ -14,6 +14,7 @@ from everos_reflect.cli.common import (
     json_option,
     open_runtime,
     root_option,
+    say,
     settle_journal,
 )
 from everos_reflect.model import UserRef, validate_name
@@ -65,14 +66,14 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
             for c in infos]})
         return
     if not infos:
-        click.echo("no clusters")
+        say("no clusters")
         return
     width = shutil.get_terminal_size((80, 24)).columns
     for ref in sorted({c.ref for c in infos}):
-        click.echo(str(ref))
+        say(str(ref))
         for c in infos:
             if c.ref == ref:
-                click.echo(_lines(c, width, held=c.cluster_id in held))
+                say(_lines(c, width, held=c.cluster_id in held))
 
 
 def _member_json(member: Member) -> dict[str, Any]:
@@ -134,7 +135,7 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
     if as_json:
         emit_json(counts)
         return
-    click.echo(f"reclustered {counts['users']} user(s): {counts['clusters']} cluster(s), "
+    say(f"reclustered {counts['users']} user(s): {counts['clusters']} cluster(s), "
                f"{counts['members']} member(s)"
                + (f", {counts['skipped']} without a vector" if counts["skipped"] else ""))
 

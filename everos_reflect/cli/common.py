@@ -80,6 +80,28 @@ def settle_journal(runtime: Runtime) -> int:
     return settle(runtime)
 
 
+#: Characters a terminal acts on rather than shows: C0 and C1 controls (ESC starts colour,
+#: cursor, title and clipboard sequences), DEL, and the bidirectional overrides that reorder
+#: what is displayed. Line feeds and tabs are layout and pass.
+_UNSHOWABLE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0))
+               if chr(c) not in "\n\t"}
+_UNSHOWABLE.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x202F),
+                                               *range(0x2066, 0x206A))})
+
+
+def shown(text: object) -> str:
+    """``text`` safe to print on a terminal: every character a terminal would act on is
+    written as its escape (``\\x1b``). Memory text comes from conversations, LLM replies and
+    hand edits: printed as it was, an ``ESC ]0;...`` in an Episode retitled the person's
+    terminal and ``ESC [2J`` cleared it. JSON output needs none of this (``json`` escapes)."""
+    return str(text).translate(_UNSHOWABLE)
+
+
+def say(message: object = "", *, err: bool = False) -> None:
+    """``click.echo`` of :func:`shown` text: how the commands print what they read."""
+    click.echo(shown(message), err=err)
+
+
 class _OneLineStderr(logging.Handler):
     """Log records as one line each on the current ``sys.stderr``: the message, and for a
     record carrying an exception its type and text instead of the traceback."""
@@ -90,7 +112,7 @@ class _OneLineStderr(logging.Handler):
             exc = record.exc_info[1] if record.exc_info else None
             if exc is not None:
                 text += f": {type(exc).__name__}: {exc}"
-            sys.stderr.write(text + "\n")
+            sys.stderr.write(shown(text) + "\n")
         except Exception:
             self.handleError(record)
 
@@ -114,7 +136,7 @@ def emit_json(document: Any) -> None:
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """One clear line on stderr and a non-zero exit, never a traceback."""
-    click.echo(f"error: {message}", err=True)
+    click.echo(f"error: {shown(message)}", err=True)
     sys.exit(code)
 
 

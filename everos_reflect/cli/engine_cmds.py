@@ -16,6 +16,7 @@ from everos_reflect.cli.common import (
     json_option,
     open_runtime,
     root_option,
+    say,
 )
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float, as_jso
         outcome = engine.trigger(name, force=force, timeout=timeout, trigger="manual")
     if engine is not None and outcome.status == "timeout":
         # In-process, leaving now would kill the run half-way: let it finish, then report it.
-        click.echo("the run goes on in this process; waiting for it to finish", err=True)
+        say("the run goes on in this process; waiting for it to finish", err=True)
         try:
             engine.wait_idle()
         except KeyboardInterrupt:
@@ -90,13 +91,13 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float, as_jso
         emit_json({**outcome.to_dict(), "via": via})
     else:
         counts = ", ".join(f"{k}={v}" for k, v in outcome.counts.items())
-        click.echo(f"{outcome.name}: {outcome.status}"
+        say(f"{outcome.name}: {outcome.status}"
                    + (f" (run {outcome.run_id})" if outcome.run_id else "")
                    + (" — it was already running; waited for that run" if outcome.joined
                       else "")
                    + (f" {counts}" if counts else "") + f" [{via}]")
         if outcome.error:
-            click.echo(f"  {outcome.error}", err=True)
+            say(f"  {outcome.error}", err=True)
     code = TRIGGER_EXIT_CODES.get(outcome.status, 1)
     if code:
         sys.exit(code)
@@ -128,16 +129,16 @@ def runs_cmd(root: str | None, limit: int, as_json: bool) -> None:
         emit_json(rows)
         return
     if not rows:
-        click.echo("no runs yet")
+        say("no runs yet")
     for r in rows:
         counts = ", ".join(f"{k}={v}" for k, v in (r["counts"] or {}).items())
         line = (f"{r['started_at'][:19]}  {r['strategy']:<20} {r['trigger']:<15} "
                 f"{r['status']:<9} {r['id']}")
         if r["attempt"] > 1:
             line += f" attempt {r['attempt']}"
-        click.echo(line + (f"  {counts}" if counts else ""))
+        say(line + (f"  {counts}" if counts else ""))
         if r["error"]:
-            click.echo(f"    {r['error']}")
+            say(f"    {r['error']}")
 
 
 @click.command("strategies")
@@ -154,16 +155,16 @@ def strategies_cmd(root: str | None, as_json: bool) -> None:
         return
     for r in rows:
         state = "enabled" if r["enabled"] else "disabled"
-        click.echo(f"{r['name']}: {state}, cron {r['cron'] or '-'} ({r['timezone']}), "
+        say(f"{r['name']}: {state}, cron {r['cron'] or '-'} ({r['timezone']}), "
                    f"next run {r['next_run'] or '-'}")
         if r.get("unavailable"):
-            click.echo(f"  {r['unavailable']}")
+            say(f"  {r['unavailable']}")
         last = r["last_run"]
         if last:
-            click.echo(f"  last run {last['id']}: {last['status']} ({last['trigger']}, "
+            say(f"  last run {last['id']}: {last['status']} ({last['trigger']}, "
                        f"{last['started_at'][:19]})")
     if rows and rows[0]["config_error"]:
-        click.echo(f"ome.toml problem (last good config in force): {rows[0]['config_error']}",
+        say(f"ome.toml problem (last good config in force): {rows[0]['config_error']}",
                    err=True)
 
 

@@ -15,7 +15,9 @@ from everos_reflect.cli.common import (
     open_runtime,
     progress,
     root_option,
+    say,
     settle_journal,
+    shown,
 )
 from everos_reflect.errors import EverosError
 from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
@@ -25,9 +27,9 @@ from everos_reflect.index.sync import Indexer, ScanReport
 def _print_problems(report: ScanReport) -> None:
     for path, problems in sorted(report.problems.items()):
         for problem in problems:
-            click.echo(f"  {problem}", err=True)
+            say(f"  {problem}", err=True)
         if not problems:
-            click.echo(f"  {path}", err=True)
+            say(f"  {path}", err=True)
 
 
 @click.command("reindex")
@@ -45,14 +47,14 @@ def reindex_cmd(root: str | None, as_json: bool) -> None:
     if as_json:
         emit_json({"data": report.as_dict()})
         return
-    click.echo(
+    say(
         f"Reindexed {report.entries_upserted} entries from {report.files_synced} files "
         f"in {report.seconds:.1f} s ({report.entries_embedded} embedded"
         + (f" at {report.entries_embedded / report.seconds:.0f}/s" if report.seconds > 0 else "")
         + ")."
     )
     if report.problems:
-        click.echo(f"{len(report.problems)} file(s) have problems:", err=True)
+        say(f"{len(report.problems)} file(s) have problems:", err=True)
         _print_problems(report)
 
 
@@ -67,7 +69,7 @@ def _hit_dict(hit: Any) -> dict[str, Any]:
 
 
 def _one_line(text: object, width: int) -> str:
-    flat = " ".join(str(text or "").split())
+    flat = " ".join(shown(text or "").split())
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
@@ -141,7 +143,7 @@ def search_cmd(
         emit_json({"data": {"episodes": hits}})
         return
     if not hits:
-        click.echo("No matching episodes.")
+        say("No matching episodes.")
         return
     from rich.console import Console
     from rich.markup import escape

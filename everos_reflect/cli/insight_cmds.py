@@ -12,6 +12,7 @@ from everos_reflect.cli.common import (
     json_option,
     open_runtime,
     root_option,
+    say,
 )
 from everos_reflect.model import UserRef
 
@@ -48,14 +49,14 @@ def insights_cmd(root: str | None, user_id: str | None, app: str | None, project
             shown += 1
             mark = "" if item["status"] == "active" else f"  [{item['status']}: " \
                 f"{item.get('stale_reason') or ''}]"
-            click.echo(f"{item['id']}  {user['user_id']}  depth {item['depth']}  "
+            say(f"{item['id']}  {user['user_id']}  depth {item['depth']}  "
                        f"{(item['timestamp'] or '')[:10]}{mark}")
-            click.echo(f"  {item['text']}")
+            say(f"  {item['text']}")
             if item.get("question"):
-                click.echo(f"  question: {item['question']}")
-            click.echo(f"  evidence: {', '.join(item['evidence'])}")
+                say(f"  question: {item['question']}")
+            say(f"  evidence: {', '.join(item['evidence'])}")
     if not shown:
-        click.echo("No insights yet. reflect_insights writes them once enough important "
+        say("No insights yet. reflect_insights writes them once enough important "
                    "Episodes accumulate (`everos-reflect trigger reflect_insights --force`).")
 
 
@@ -77,7 +78,7 @@ def explain_cmd(entry_id: str, root: str | None, user_id: str, app: str | None,
         emit_json({"data": tree})
         return
     for line in render_tree(tree):
-        click.echo(line)
+        say(line)
 
 
 COMMANDS = [insights_cmd, explain_cmd]

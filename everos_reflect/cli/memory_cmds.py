@@ -13,6 +13,7 @@ from everos_reflect.cli.common import (
     json_option,
     open_runtime,
     root_option,
+    say,
     validated,
 )
 from everos_reflect.errors import InvalidEpisode
@@ -67,7 +68,7 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
                    "task_type": task_type, "outcome": outcome,
                    "path": store.rel(store.log_path(ref, Kind.TASK, task.day))})
     else:
-        click.echo(entry.id)
+        say(entry.id)
 
 
 @click.command("briefing")
@@ -101,7 +102,7 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
     if as_json:
         emit_json(data)
     else:
-        click.echo(data["text"] or f"(nothing fits in {max_tokens} tokens)")
+        say(data["text"] or f"(nothing fits in {max_tokens} tokens)")
 
 
 @click.command("lessons")
@@ -129,13 +130,13 @@ def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str 
         emit_json(data)
         return
     if not data["lessons"]:
-        click.echo(f"no lessons for task type {task_type!r} yet")
+        say(f"no lessons for task type {task_type!r} yet")
     for x in data["lessons"]:
         mark = " [contested]" if x["status"] == "contested" else ""
         who = f"{x['user_id']} " if user_id is None else ""
-        click.echo(f"{x['id']} {who}{x['lesson_type']:5} x{x['confirmations']}{mark}  "
+        say(f"{x['id']} {who}{x['lesson_type']:5} x{x['confirmations']}{mark}  "
                    f"{x['text']}")
-        click.echo(f"    evidence: {', '.join(x['evidence'])}")
+        say(f"    evidence: {', '.join(x['evidence'])}")
 
 
 @click.command("mcp")

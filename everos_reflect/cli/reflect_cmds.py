@@ -19,6 +19,8 @@ from everos_reflect.cli.common import (
     json_option,
     open_runtime,
     root_option,
+    say,
+    shown,
 )
 from everos_reflect.runtime import Runtime
 
@@ -62,10 +64,11 @@ def _render(reports: list[dict[str, Any]]) -> None:
             "default_project" else f"{r['app_id']}/{r['project_id']}/{r['owner_id']}",
             r["cluster_id"], r["mode"], r["status"], str(r["source_count"]),
             r["merged_entry_id"] or "-",
-            f"{r['deprecated_fact_count']}/{r['new_fact_count']}", coverage, Text(by),
+            f"{r['deprecated_fact_count']}/{r['new_fact_count']}", coverage, Text(shown(by)),
             # plain text: an error quoting a provider ("[/response_format]") or naming a
-            # setting ("[llm]") is not rich markup (it raised MarkupError, or was eaten)
-            Text(r["error"] or ""),
+            # setting ("[llm]") is not rich markup (it raised MarkupError, or was eaten);
+            # nor may a provider's reply quoted there drive the terminal
+            Text(shown(r["error"] or "")),
         )
     # Piped output keeps whole rows instead of wrapping at 80 columns.
     Console(width=None if sys.stdout.isatty() else 200).print(table)
@@ -88,7 +91,7 @@ def reports_cmd(root: str | None, limit: int, as_json: bool) -> None:
         emit_json(reports)
         return
     if not reports:
-        click.echo("No Reflection reports yet: nothing has been merged in this root.")
+        say("No Reflection reports yet: nothing has been merged in this root.")
         return
     _render(reports)
 
@@ -116,9 +119,9 @@ def provenance_cmd(entry_id: str, user_id: str, app: str | None, project: str | 
         return
     how = ("recorded per sentence" if found.recorded
            else "no valid per-sentence record: every sentence credited to all sources")
-    click.echo(f"{entry.id} ({len(found.sentences)} sentences, {how})")
+    say(f"{entry.id} ({len(found.sentences)} sentences, {how})")
     for i, s in enumerate(found.sentences, 1):
-        click.echo(f"{i:>3}. {s.text}\n     <- {', '.join(s.sources)}")
+        say(f"{i:>3}. {s.text}\n     <- {', '.join(s.sources)}")
 
 
 COMMANDS: list[click.Command] = [reports_cmd, provenance_cmd]

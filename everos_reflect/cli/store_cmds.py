@@ -24,7 +24,9 @@ from everos_reflect.cli.common import (
     json_option,
     progress,
     root_option,
+    say,
     settle_interrupted,
+    shown,
 )
 from everos_reflect.errors import ConfigError, EverosError, InvalidEpisode
 from everos_reflect.fileio import read_config_bytes
@@ -102,9 +104,9 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
     if as_json:
         emit_json({"root": str(path), "written": [str(p) for p in files]})
         return
-    click.echo(f"Initialized memory root {path}")
-    click.echo(f"  settings:   {path / USER_FILE_NAME} (all keys commented out = defaults)")
-    click.echo(f"  strategies: {path / OME_FILE_NAME} (enable with: everos-reflect enable "
+    say(f"Initialized memory root {path}")
+    say(f"  settings:   {path / USER_FILE_NAME} (all keys commented out = defaults)")
+    say(f"  strategies: {path / OME_FILE_NAME} (enable with: everos-reflect enable "
                f"reflect_episodes --root {path})")
 
 
@@ -161,7 +163,7 @@ def add_cmd(
             "path": store.rel(store.log_path(ref, Kind.EPISODE, day)),
         })
     else:
-        click.echo(entry.id)
+        say(entry.id)
 
 
 # --- lint -------------------------------------------------------------------------------------
@@ -188,11 +190,11 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
         emit_json(report)
     else:
         for problem in problems:
-            click.echo(str(problem))
+            say(str(problem))
         warnings = len(problems) - len(errors)
         summary = f"{_plural(report['files_checked'], 'file')} checked, " \
             f"{_plural(len(errors), 'error')}"
-        click.echo(summary + (f", {_plural(warnings, 'warning')}" if warnings else ""))
+        say(summary + (f", {_plural(warnings, 'warning')}" if warnings else ""))
     if problems:
         raise SystemExit(1)
 
@@ -232,12 +234,12 @@ def _render_status(doc: dict[str, Any]) -> None:
     if doc["files_with_problems"]:
         console.print(f"[red]{len(doc['files_with_problems'])} files with problems[/red]")
         for item in doc["files_with_problems"]:
-            console.print(f"  {item['file']}", markup=False)
+            console.print(f"  {shown(item['file'])}", markup=False)
             for problem in item["problems"]:
                 line, _, message = str(problem).partition(": ")
-                shown = (f"line {line}: {message}" if line.isdigit() and line != "0"
-                         else message if line == "0" else str(problem))
-                console.print(f"    {shown}", markup=False)
+                text = (f"line {line}: {message}" if line.isdigit() and line != "0"
+                        else message if line == "0" else str(problem))
+                console.print(f"    {shown(text)}", markup=False)
     else:
         console.print("no files with problems")
     if doc["config"]["ok"]:
@@ -245,12 +247,12 @@ def _render_status(doc: dict[str, Any]) -> None:
     else:
         console.print("[red]config problems[/red]")
         for problem in doc["config"]["problems"]:
-            console.print(f"  {Problem(**problem)}", markup=False)
+            console.print(f"  {shown(Problem(**problem))}", markup=False)
     lag = doc["index"]
     if lag is None:
         console.print("index: not built yet (run `everos-reflect reindex` or `serve`)")
     elif "error" in lag:
-        console.print(f"index: {lag['error']}", markup=False, style="red")
+        console.print(f"index: {shown(lag['error'])}", markup=False, style="red")
     elif lag["files_changed"] or lag["files_deleted"]:
         console.print(f"index: behind by {lag['files_changed']} changed and "
                       f"{lag['files_deleted']} deleted logs (oldest change "
@@ -287,8 +289,8 @@ def _render_status(doc: dict[str, Any]) -> None:
                 str(row.get("next_run") or "-"), last_text or "never",
                 # plain text, not markup: "set [llm] provider" lost its "[llm]", and a run
                 # error quoting "[/x]" raised MarkupError
-                Text(str(row.get("config_error") or row.get("unavailable") or row.get("error")
-                         or "")),
+                Text(shown(row.get("config_error") or row.get("unavailable")
+                           or row.get("error") or "")),
             )
         console.print(table)
     known = {"root", "counts_from", "users", "totals", "files_with_problems", "config",
@@ -375,7 +377,7 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     if as_json:
         emit_json({"name": name, "enabled": enabled, "file": str(path), "changed": changed})
     else:
-        click.echo(f"{name} {state} in {path}" if changed else f"{name} already {state}")
+        say(f"{name} {state} in {path}" if changed else f"{name} already {state}")
 
 
 @click.command("enable")

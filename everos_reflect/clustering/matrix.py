@@ -241,17 +241,25 @@ class UserClusters:
         """:meth:`stored` for several clusters, with one array operation per column instead
         of six scalar reads per cluster (a batch writes a few hundred rows); the same
         bytes and values."""
+        return list(zip(*self.stored_columns(cluster_ids), strict=True))
+
+    def stored_columns(self, cluster_ids: Sequence[str]
+                       ) -> tuple[list[bytes], list[float], list[int], list[float],
+                                  list[float], list[str | None]]:
+        """:meth:`stored_many` as six columns (centroids, norms, counts, first_ts, last_ts,
+        narratives), for a writer that zips them into its rows with other columns: no
+        tuple per cluster built and taken apart again."""
         if not cluster_ids:
-            return []
+            return [], [], [], [], [], []
         pos = self.pos
         ps = np.fromiter((pos[c] for c in cluster_ids), dtype=np.int64, count=len(cluster_ids))
         blob = self._c32[ps].astype("<f4", copy=False).tobytes()
         width = len(blob) // len(ps)
         narratives = self.narrative
-        return [(blob[i * width:(i + 1) * width], norm, count, first, last, narratives[p])
-                for i, (p, norm, count, first, last) in enumerate(zip(
-                    ps.tolist(), self._norm[ps].tolist(), self._count[ps].tolist(),
-                    self._first[ps].tolist(), self._last[ps].tolist(), strict=True))]
+        at = ps.tolist()
+        return ([blob[i:i + width] for i in range(0, len(blob), width)],
+                self._norm[ps].tolist(), self._count[ps].tolist(), self._first[ps].tolist(),
+                self._last[ps].tolist(), [narratives[p] for p in at])
 
     def rows(self) -> Iterable[ClusterRow]:
         return (self.get(cid) for cid in list(self.ids))
@@ -449,10 +457,10 @@ class UserClusters:
         # run at once: |v| by a stacked matmul of each row with itself (numpy runs one BLAS
         # ddot per row, the very call np.dot(v, v) makes: the same bits), then v / |v| and
         # the cast to float32, elementwise, as fold does them.
+        # (a row too short to divide by takes fold itself below; the floor only keeps the
+        # division quiet, without the cost of an errstate block per run)
         lengths_arr = np.sqrt(np.matmul(v64[:, None, :], v64[:, :, None]).reshape(count))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            units64 = v64 / lengths_arr[:, None]
-        units = units64.astype(np.float32)
+        units = (v64 / np.maximum(lengths_arr, 1e-300)[:, None]).astype(np.float32)
         units64 = units.astype(np.float64)  # the stored rows, as the rescoring reads them
         lengths = lengths_arr.tolist()
         mean = np.empty(v64.shape[1], dtype=np.float64)

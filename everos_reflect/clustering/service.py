@@ -394,17 +394,19 @@ class _Write:
             order = list(new.items())
             rows: list[tuple[Any, ...]] = [()] * len(order)
             for ref, ns in _positions_by_user(order).items():
+                st = self.touched[ref]
                 cids = [order[n][0] for n in ns]
-                app, project, user = ref.app, ref.project, ref.user_id
-                for n, cid, cols in zip(ns, cids, self.touched[ref].stored_many(cids),
-                                        strict=True):
-                    rows[n] = (cid, app, project, user, *cols, now, key + n)
+                keys = [key + n for n in ns]
+                # (repeat() never ends: the columns bound the zip)
+                for n, row in zip(ns, zip(cids, repeat(ref.app), repeat(ref.project),
+                                          repeat(ref.user_id), *st.stored_columns(cids),
+                                          repeat(now), keys, strict=False), strict=True):
+                    rows[n] = row
+                st.keys.update(zip(cids, keys, strict=True))
             conn.executemany(
                 "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
                 "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, "
                 "created_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-            for n, (cid, ref) in enumerate(order):
-                self.touched[ref].keys[cid] = key + n
         if dirty:
             # by key (the rowid, known in memory for every cluster already in SQLite); the id
             # look-up probes every bucket of clusters_by_id, the key one page

@@ -710,7 +710,12 @@ def _withdrawn_size(text: str, ids: list[str], day: date) -> int:
     exactly such keys, and a log the appends had filled to the limit refused them, so the
     merge could be neither finished nor withdrawn (its narrative live beside its sources)."""
     toward = str(EntryId(Kind.EPISODE, day, 9_999_999))
-    return len(writer.add_deprecations(text, dict.fromkeys(ids, toward)).encode("utf-8"))
+    try:
+        return len(writer.add_deprecations(text, dict.fromkeys(ids, toward)).encode("utf-8"))
+    except EverosError:  # keys the frontmatter could not take: a withdrawal reports it itself
+        # the size the block style would add: "deprecated_entries:" and one line per key
+        added = 20 + sum(len(f"  {i}: {toward}\n") for i in ids)
+        return len(text.encode("utf-8")) + added
 
 
 def _refuse_duplicates(text: str, label: str, what: str) -> None:
