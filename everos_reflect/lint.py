@@ -234,10 +234,17 @@ def scan_with_outside(store: MarkdownStore, description: str = "Checking daily l
     watch = progress(description, len(files)) if progress else nullcontext(None)
     with watch as advance:
         scan = scan_store(store, files, advance)
-    scan.problems[:0] = [Problem(rel, 0, OUTSIDE_ROOT) for rel in sorted(set(outside))] + [
+    scan.problems[:0] = skipped_problems(outside, invalid)
+    return scan
+
+
+def skipped_problems(outside: list[str], invalid: list[tuple[str, str]]) -> list[Problem]:
+    """One problem per path the store skipped: a symlink it refused to follow out of the root
+    (``outside``) or a user folder whose name is not a valid id (``invalid``, as
+    :meth:`MarkdownStore.iter_users` fills it). ``lint`` and ``status`` word them alike."""
+    return [Problem(rel, 0, OUTSIDE_ROOT) for rel in sorted(set(outside))] + [
         Problem(folder, 0, f"{why}; this folder's logs are not read")
         for folder, why in sorted(set(invalid))]
-    return scan
 
 
 def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
@@ -258,4 +265,4 @@ def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
 
 __all__ = ["BUILTIN_STRATEGIES", "OUTSIDE_ROOT", "Problem", "Progress", "StoreScan",
            "config_problems", "journal_problems", "lint_report", "scan_store",
-           "scan_with_outside"]
+           "scan_with_outside", "skipped_problems"]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
-from everos_reflect.lint import OUTSIDE_ROOT, Progress, config_problems, scan_with_outside
+from everos_reflect.lint import Progress, config_problems, scan_with_outside, skipped_problems
 from everos_reflect.model import Kind, UserRef
 
 if TYPE_CHECKING:
@@ -84,10 +84,11 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         counts, bad_files = _counts_from_markdown(runtime.store, progress)
 
     outside: list[str] = []
-    users = set(counts) | set(runtime.store.iter_users(outside))
+    invalid: list[tuple[str, str]] = []
+    users = set(counts) | set(runtime.store.iter_users(outside, invalid))
     if source == "index":  # the Markdown scan reported these already
-        bad_files = sorted(bad_files + [{"file": rel, "problems": [f"0: {OUTSIDE_ROOT}"]}
-                                        for rel in sorted(set(outside))],
+        bad_files = sorted(bad_files + [{"file": p.file, "problems": [f"0: {p.message}"]}
+                                        for p in skipped_problems(outside, invalid)],
                            key=lambda item: item["file"])
     kinds = [k.value for k in Kind]
     user_docs = []

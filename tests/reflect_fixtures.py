@@ -10,6 +10,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.embedding.base import Embedder
 from everos_reflect.engine.registry import RunContext, validate_strategy_settings
@@ -18,6 +20,7 @@ from everos_reflect.markdown.parser import parse_log
 from everos_reflect.model import Entry, EntryId, Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import ClusteringSettings, LLMSettings, Settings
+from everos_reflect.strategies import journal
 from everos_reflect.strategies.reflect import NAME, ReflectEpisodes
 
 ANDREW = UserRef.of("u_andrew")
@@ -135,3 +138,21 @@ def index_deprecations(rt: Runtime, ref: UserRef = ANDREW) -> dict[str, str]:
         "SELECT id, deprecated_by FROM entries WHERE deprecated_by IS NOT NULL AND app_id=? "
         "AND project_id=? AND user_id=?", (ref.app, ref.project, ref.user_id)).fetchall()
     return {r["id"]: r["deprecated_by"] for r in rows}
+
+
+class Crash(BaseException):
+    """The process dies here (not caught by a run's ``except Exception``)."""
+
+
+def crash_run_at(monkeypatch: pytest.MonkeyPatch, rt: Runtime, step: str) -> None:
+    """Run Reflection and let the process "die" right after ``step`` of the merge (the
+    journal's ``checkpoint`` seam); the seam is a no-op again afterwards."""
+
+    def crash_at(reached: str) -> None:
+        if reached == step:
+            raise Crash(reached)
+
+    monkeypatch.setattr(journal, "checkpoint", crash_at)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)

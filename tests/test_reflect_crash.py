@@ -23,20 +23,17 @@ from everos_reflect.runtime import Runtime
 from everos_reflect.strategies import journal
 from tests.reflect_fixtures import (
     ANDREW,
+    Crash,
     add_fact,
     all_entries,
     check_invariants,
+    crash_run_at,
     index_deprecations,
     make_runtime,
     reports,
     run_reflection,
     seed_pets,
 )
-
-
-class Crash(BaseException):
-    """The process dies here."""
-
 
 STEPS = [journal.PLANNED, journal.NARRATIVE, journal.FACTS, journal.ARCHIVING, journal.DEPRECATED,
          journal.SYNCED]
@@ -55,19 +52,6 @@ def seeded(root: Path) -> tuple[Runtime, set[str]]:
 def restart(root: Path) -> Runtime:
     """A fresh process on the same root."""
     return make_runtime(root, ExtractiveLLM())
-
-
-def crash_run_at(monkeypatch: pytest.MonkeyPatch, rt: Runtime, step: str) -> None:
-    """Run Reflection and let the process "die" right after ``step`` of the merge."""
-
-    def crash_at(reached: str) -> None:
-        if reached == step:
-            raise Crash(reached)
-
-    monkeypatch.setattr(journal, "checkpoint", crash_at)
-    with pytest.raises(Crash):
-        run_reflection(rt)
-    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
 
 
 def assert_merged_once(rt: Runtime, original: set[str]) -> None:

@@ -122,6 +122,31 @@ def test_malformed_json_skips_the_cluster_and_writes_nothing(
     assert reports(rt)[0]["status"] == "failed"
 
 
+@pytest.mark.parametrize(("merge", "facts", "char"), [
+    ({**MERGE, "content": MERGE["content"].replace("Toby", "To\x00by")}, FACTS, "U+0000"),
+    ({**MERGE, "title": "Pets \x1b]0;pwned\x07"}, FACTS, "U+001B"),
+    (MERGE, {"facts": ["Andrew adopted a dog named Toby.\x1b[2J"]}, "U+001B"),
+])
+def test_a_reply_holding_control_characters_is_unusable_and_writes_nothing(
+    root: Path, fake_openai: Any, merge: dict[str, str], facts: dict[str, list[str]], char: str
+) -> None:
+    # A NUL or an ESC in a model's title, content or facts went into the daily log as it was:
+    # the Markdown became a "binary file" to grep, git and editors, and an ESC sequence drove
+    # the terminal of whoever printed it. Such a reply is now unusable (retried, then skipped).
+    fake_openai.script(merge, facts)
+    rt = runtime(root, fake_openai, retries=0)
+    seed_pets(rt)
+    before = {p: p.read_bytes() for p in rt.store.iter_files()}
+
+    counts = run_reflection(rt)
+
+    assert counts.get("failed") == 1 and not counts.get("merged"), counts
+    assert {p: p.read_bytes() for p in rt.store.iter_files()} == before
+    [report] = reports(rt)
+    assert report["status"] == "failed"
+    assert f"control character {char}" in report["error"]
+
+
 def test_a_prompt_injection_member_does_not_change_what_the_run_does(
     root: Path, fake_openai: Any
 ) -> None:

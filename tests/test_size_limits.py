@@ -339,21 +339,10 @@ def test_a_journaled_merge_refused_by_the_file_limit_is_withdrawn_by_recovery(
     from datetime import UTC, datetime
 
     from everos_reflect.strategies import journal
-    from tests.reflect_fixtures import ANDREW, reports, run_reflection
+    from tests.reflect_fixtures import ANDREW, crash_run_at, reports, run_reflection
 
     rt, _ = _filled_root(root, Kind.ATOMIC_FACT, date(2020, 1, 1), 10)
-
-    class Crash(BaseException):
-        pass
-
-    def crash(step: str) -> None:
-        if step == journal.PLANNED:
-            raise Crash(step)
-
-    monkeypatch.setattr(journal, "checkpoint", crash)
-    with pytest.raises(Crash):
-        run_reflection(rt)
-    monkeypatch.setattr(journal, "checkpoint", lambda step: None)
+    crash_run_at(monkeypatch, rt, journal.PLANNED)
     rt.store.append(ANDREW, Kind.EPISODE, {"timestamp": "2020-01-01T00:00:00+00:00",
                                            "parent_type": "memcell"},
                     {"Subject": "Zzz", "Content": "q" * 3700}, day=datetime.now(UTC).date())
@@ -447,21 +436,16 @@ def test_an_interrupted_merge_whose_archiving_no_longer_fits_a_source_log_is_wit
     # alone) recorded "archiving" and only then met the refused write: the merge counted as
     # committed, could be neither finished nor withdrawn, and recovery failed every run.
     from everos_reflect.strategies import journal
-    from tests.reflect_fixtures import ANDREW, check_invariants, reports, run_reflection
+    from tests.reflect_fixtures import (
+        ANDREW,
+        check_invariants,
+        crash_run_at,
+        reports,
+        run_reflection,
+    )
 
     rt, source_log = _filled_root(root, Kind.EPISODE, date(2026, 8, 2), 10)
-
-    class Crash(BaseException):
-        pass
-
-    def crash(step: str) -> None:
-        if step == journal.FACTS:
-            raise Crash(step)
-
-    monkeypatch.setattr(journal, "checkpoint", crash)
-    with pytest.raises(Crash):
-        run_reflection(rt)
-    monkeypatch.setattr(journal, "checkpoint", lambda step: None)
+    crash_run_at(monkeypatch, rt, journal.FACTS)
     rt.store.append(ANDREW, Kind.EPISODE, {"timestamp": "2026-08-02T23:00:00-07:00",
                                            "parent_type": "memcell"},
                     {"Subject": "Zzz", "Content": "q" * 3320}, day=date(2026, 8, 2))
@@ -493,22 +477,17 @@ def test_a_merge_refused_at_its_facts_is_withdrawn_even_when_its_narrative_fille
     from everos_reflect.markdown import writer
     from everos_reflect.model import parse_timestamp
     from everos_reflect.strategies import journal
-    from tests.reflect_fixtures import ANDREW, check_invariants, reports, run_reflection
+    from tests.reflect_fixtures import (
+        ANDREW,
+        check_invariants,
+        crash_run_at,
+        reports,
+        run_reflection,
+    )
 
     today = datetime.now(UTC).date()
     rt, _ = _filled_root(root, Kind.ATOMIC_FACT, date(2020, 1, 1), 10)
-
-    class Crash(BaseException):
-        pass
-
-    def crash(step: str) -> None:
-        if step == journal.PLANNED:
-            raise Crash(step)
-
-    monkeypatch.setattr(journal, "checkpoint", crash)
-    with pytest.raises(Crash):
-        run_reflection(rt)
-    monkeypatch.setattr(journal, "checkpoint", lambda step: None)
+    crash_run_at(monkeypatch, rt, journal.PLANNED)
     [(plan, _)] = journal.pending(rt.db())
     rt.store.append(ANDREW, Kind.ATOMIC_FACT,  # then the facts' log fills up
                     {"timestamp": "2020-01-01T00:00:00+00:00", "parent_type": "episode",

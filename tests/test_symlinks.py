@@ -225,3 +225,27 @@ def test_lint_reports_user_folders_whose_names_are_not_valid_ids(root: Path) -> 
     assert "invalid user_id 'bob smith'" in problems[1]["message"]
     assert "invalid app_id 'my app'" in problems[2]["message"]
     assert all(p["message"].endswith("this folder's logs are not read") for p in problems)
+
+
+def test_status_with_an_index_reports_user_folders_whose_names_are_not_valid_ids(
+        root: Path) -> None:
+    """``status`` reads its counts from the index when there is one; it added the symlinks
+    the store refused but not the folders it skipped for their names, so ``users/bob smith``
+    went unreported as soon as the root had been indexed."""
+    rt = runtime(root)
+    rt.store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-11T09:00:00+00:00",
+                                          "parent_type": "memcell"},
+                    {"Subject": "Cats", "Content": "Ann has a cat."}, day=date(2026, 10, 11))
+    (root / USERS / "bob smith" / "episodes").mkdir(parents=True)
+    Indexer(rt).reindex()
+
+    result = run("status", "--root", str(root), "--json")
+
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)
+    assert document["counts_from"] == "index"
+    (bad,) = document["files_with_problems"]
+    assert bad["file"] == f"{USERS}/bob smith"
+    (problem,) = bad["problems"]
+    assert problem.startswith("0: invalid user_id 'bob smith'")
+    assert problem.endswith("; this folder's logs are not read")

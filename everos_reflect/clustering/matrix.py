@@ -404,9 +404,9 @@ class UserClusters:
         can never decide, so only the pairs at or above it need their exact value.
 
         - The clusters as they stand before the run are scored against every item in one
-          float64 ``einsum``, whose every entry has the bits :meth:`choose` computes for
-          that pair (the same dot kernel; a BLAS product would round differently); pairs
-          below the floor are dropped.
+          float64 ``einsum``, whose contraction runs the per-pair dot kernel of
+          :func:`online.similarities`: each score has the bits :meth:`choose` computes
+          (a BLAS product would not); pairs below the floor are dropped.
         - A cluster an item creates or changes is scored right away against the later items
           that could still join it (in its time window; every later item if it is
           consolidated), exactly; its earlier scores are dropped by a version count.

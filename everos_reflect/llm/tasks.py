@@ -247,6 +247,19 @@ def offline_task(provider: Any, name: str, req: TaskRequest) -> TaskResult:
 # -- small validators shared by the task catalog ---------------------------------------------
 
 
+#: Control characters no text a model writes may hold: everything below U+0020 but tab, line
+#: feed and carriage return, plus DEL. Written into a daily log, a NUL made the Markdown a
+#: "binary file" to grep, git and editors, and an ESC drove the terminal of whoever read it.
+_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+def _no_control(value: str, what: str) -> str:
+    found = _CONTROL.search(value)
+    if found is not None:
+        raise InvalidReply(f"{what} holds the control character U+{ord(found.group()):04X}")
+    return value
+
+
 def text_field(obj: Mapping[str, Any], key: str, *, limit: int = 20_000) -> str:
     value = obj.get(key)
     if not isinstance(value, str):
@@ -256,7 +269,7 @@ def text_field(obj: Mapping[str, Any], key: str, *, limit: int = 20_000) -> str:
         raise InvalidReply(f"{key!r} is empty")
     if len(value) > limit:
         raise InvalidReply(f"{key!r} is longer than {limit} characters")
-    return value
+    return _no_control(value, repr(key))
 
 
 def list_field(obj: Mapping[str, Any], key: str) -> list[Any]:
@@ -276,6 +289,7 @@ def strings(obj: Mapping[str, Any], key: str, *, limit: int = 2_000) -> list[str
     for item in (i.strip() for i in items):
         if len(item) > limit:
             raise InvalidReply(f"an item of {key!r} is longer than {limit} characters")
+        _no_control(item, f"an item of {key!r}")
         if item:
             kept.setdefault(item)
     return list(kept)
