@@ -55,6 +55,7 @@ from everos_reflect.strategies.consolidate import (
     select,
     unsupported_numbers,
 )
+from everos_reflect.strategies.invented import unsupported_names
 from everos_reflect.strategies.reflect_guard import Facts as _Facts
 from everos_reflect.strategies.reflect_guard import Guard
 
@@ -144,6 +145,10 @@ class ReflectEpisodes(Strategy):
         SettingSpec("reject_invented_numbers", bool, True,
                     "Reject a merge whose narrative or facts state a number (a year, an age, "
                     "an amount) that none of its sources states."),
+        SettingSpec("reject_invented_names", bool, True,
+                    "Reject a merge whose narrative or facts name a person, place or thing, "
+                    "or write a month, weekday or day in words, that none of its sources "
+                    "states (capitalised words; English sources only for names)."),
         SettingSpec("language", str, "auto",
                     "Narrative language: auto (the input's) or a language name.", _not_blank),
         SettingSpec("prompts", dict, {},
@@ -205,6 +210,7 @@ class ReflectionRun:
         self.match = float(s.get("fact_match_threshold", DEFAULT_FACT_MATCH_THRESHOLD))
         self.max_ratio = float(s.get("max_narrative_ratio", DEFAULT_MAX_NARRATIVE_RATIO))
         self.check_numbers = bool(s.get("reject_invented_numbers", True))
+        self.check_names = bool(s.get("reject_invented_names", True))
         self.max_ahead = int(s.get("max_drafts_ahead", DEFAULT_MAX_DRAFTS_AHEAD))
         self.max_batch = int(s.get("max_commit_batch", DEFAULT_MAX_COMMIT_BATCH))
         self.commit_wait = float(s.get("commit_wait_seconds", DEFAULT_COMMIT_WAIT_SECONDS))
@@ -430,7 +436,7 @@ class ReflectionRun:
             status, error = "rejected", result.coverage.explain(self.floor)
         elif too_long is not None:
             status, error = "rejected", too_long
-        elif self.check_numbers and (invented := unsupported_numbers(result)) is not None:
+        elif (invented := self._invented(result)) is not None:
             status, error = "rejected", invented
         elif (too_big := journal.oversized(self.rt, plan)) is not None:
             status, error = "rejected", too_big
@@ -445,6 +451,13 @@ class ReflectionRun:
             self._report_unwritten(plan, status, error)
             return None
         return plan
+
+    def _invented(self, result: Draft) -> str | None:
+        """Why the draft states a number, name or date in words that no source states (the
+        checks the settings leave on), or None."""
+        if self.check_numbers and (invented := unsupported_numbers(result)) is not None:
+            return invented
+        return unsupported_names(result) if self.check_names else None
 
     def _commit(self, indexer: Indexer, plans: list[tuple[journal.Plan, _Prepared]]) -> None:
         """Commit checked plans together; a merge interrupted half-way keeps its journal row
