@@ -50,6 +50,17 @@ class TooLarge(EverosError):
         super().__init__(f"{what} is {size:,} bytes, over {limit} ({allowed:,})")
 
 
+class NoRoomToWithdraw(TooLarge):
+    """A log's frontmatter cannot take the ``deprecated_entries`` keys that would withdraw the
+    entries an append makes (the YAML value bound): refused as a log with no bytes to spare
+    is, so a Reflection merge is rejected before it writes what it could not withdraw."""
+
+    def __init__(self, reason: str) -> None:
+        self.what, self.size, self.limit, self.allowed = "the log's frontmatter", 0, "", 0
+        EverosError.__init__(self, f"the log's frontmatter cannot take the keys that would "
+                                   f"withdraw these entries ({reason})")
+
+
 class UnknownEntry(EverosError, KeyError):
     """No entry with that id exists for that user."""
 

@@ -526,11 +526,14 @@ def test_a_merge_refused_at_its_facts_is_withdrawn_even_when_its_narrative_fille
     rt.close()
 
 
-def test_a_withdrawable_append_to_a_log_whose_frontmatter_is_full_of_keys_still_writes(
+def test_a_withdrawable_append_to_a_log_whose_frontmatter_is_full_of_keys_is_refused(
         root: Path) -> None:
     # Measuring the room for a withdrawal key re-parses the frontmatter with that key added;
-    # a log already at the YAML value bound then raised (MarkdownError) instead of measuring,
-    # so Reflection could not append its narrative there at all. It is estimated instead.
+    # a log already at the YAML value bound raised MarkdownError there (the merge stayed
+    # interrupted), and then the room was only estimated, so the narrative was written where
+    # it could never be withdrawn. The append is refused as too large (the merge is rejected
+    # with nothing written); one that need not stay withdrawable still writes.
+    from everos_reflect.errors import NoRoomToWithdraw
     from everos_reflect.markdown.parser import MAX_YAML_NODES
 
     rt = Runtime(root, Settings(), embedder=HashEmbedder())
@@ -543,9 +546,115 @@ def test_a_withdrawable_append_to_a_log_whose_frontmatter_is_full_of_keys_still_
         + "".join(f"  ep_20261011_{i:05d}: ep_20261011_{i + 1:05d}\n" for i in range(pairs))
         + "---\n")
     assert not rt.store.read(log).diagnostics
+    before = log.read_bytes()
 
-    entry = rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "c"},
-                            day=DAY, withdrawable=True)
+    with pytest.raises(NoRoomToWithdraw, match="cannot take the keys") as refused:
+        rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "c"},
+                        day=DAY, withdrawable=True)
 
+    assert isinstance(refused.value, TooLarge)  # what Reflection turns into 'rejected'
+    assert log.read_bytes() == before
+    entry = rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "c"}, day=DAY)
     assert [e.id for e in rt.store.read(log).entries] == [entry.id]
+    rt.close()
+
+
+def _frontmatter_full_of_keys(rt: Runtime, path: Path) -> None:
+    """Fill ``path``'s frontmatter with ``deprecated_entries`` keys (of ids not in the log) up
+    to the YAML parser's value bound: the log still reads clean, but takes no further key."""
+    from everos_reflect.errors import EverosError
+    from everos_reflect.markdown import writer
+    from everos_reflect.markdown.parser import MAX_YAML_NODES
+
+    _, head, body = path.read_text("utf-8").split("---\n", 2)
+    keys = "".join(f"  ep_20200101_{i:05d}: ep_20200102_{i:05d}\n"
+                   for i in range((MAX_YAML_NODES - 12) // 2))
+    path.write_text(f"---\n{head}deprecated_entries:\n{keys}---\n{body}", "utf-8")
+    assert not rt.store.read(path).diagnostics
+    with pytest.raises(EverosError, match="more than"):
+        writer.add_deprecations(path.read_text("utf-8"), {"ep_20200103_0001": "ep_20200103_0002"})
+
+
+@pytest.mark.parametrize("interrupted", [False, True])
+def test_a_merge_whose_source_log_cannot_take_its_keys_is_rejected_not_left_committed(
+        root: Path, monkeypatch: pytest.MonkeyPatch, interrupted: bool) -> None:
+    # A source's log whose frontmatter is at the YAML value bound refuses the merge's
+    # deprecated_entries key. The checks before "archiving" measured the keys with size_after,
+    # which answers None ("fits") for an edit that raises: the merge recorded "archiving",
+    # then met the refused write, and stayed committed for good, its narrative live beside
+    # its live sources and recovery failing at every run. It is now rejected and withdrawn,
+    # by a run (the batch commit) and by recovery (a merge finished alone).
+    from everos_reflect.llm import ExtractiveLLM
+    from everos_reflect.strategies import journal
+    from tests.reflect_fixtures import (
+        ANDREW,
+        check_invariants,
+        crash_run_at,
+        make_runtime,
+        reports,
+        run_reflection,
+        seed_pets,
+    )
+
+    rt = make_runtime(root, ExtractiveLLM())
+    sources = seed_pets(rt)
+    if interrupted:
+        crash_run_at(monkeypatch, rt, journal.FACTS)
+    _frontmatter_full_of_keys(rt, rt.store.path_for_id(ANDREW, sources[0].id))
+
+    counts = run_reflection(rt, run_id="run_2")
+
+    assert counts.get("recovered_rejected" if interrupted else "rejected") == 1, counts
+    assert counts.get("merged") is None, counts
+    assert not journal.pending(rt.db())
+    assert reports(rt) and all(r["status"] == "rejected" and "cannot take the merge's "
+                               "deprecated_entries keys" in r["error"] for r in reports(rt))
+    entries = check_invariants(rt)
+    assert all(entries[s.id].deprecated_by is None for s in sources)
+    assert not [e for e in entries.values() if e.parent_type == "cluster" and not e.deprecated_by]
+    rt.close()
+
+
+def test_a_merge_whose_narrative_log_cannot_take_its_withdrawal_key_is_rejected_unwritten(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Today's episode log (where the narrative goes) has a frontmatter at the YAML value
+    # bound. The narrative was appended all the same; a source then edited (stale) meant
+    # withdrawing it, whose key the frontmatter refused: the merge stayed 'abandoning' for
+    # good, its narrative live beside its sources, recovery failing at every run.
+    from datetime import UTC, datetime
+
+    from everos_reflect.llm import ExtractiveLLM
+    from everos_reflect.markdown import writer
+    from everos_reflect.strategies import journal
+    from tests.reflect_fixtures import (
+        ANDREW,
+        check_invariants,
+        make_runtime,
+        reports,
+        run_reflection,
+        seed_pets,
+    )
+
+    rt = make_runtime(root, ExtractiveLLM())
+    sources = seed_pets(rt)
+    today = datetime.now(UTC).date()
+    log = rt.store.log_path(ANDREW, Kind.EPISODE, today)
+    log.write_text(writer.new_log_text(Kind.EPISODE, ANDREW.user_id, today), "utf-8")
+    _frontmatter_full_of_keys(rt, log)
+    before = log.read_bytes()
+
+    def edit_a_source(reached: str) -> None:
+        if reached == journal.NARRATIVE:
+            path = rt.store.path_for_id(ANDREW, sources[2].id)
+            path.write_text(path.read_text("utf-8").replace("two dogs", "2 dogs"), "utf-8")
+
+    monkeypatch.setattr(journal, "checkpoint", edit_a_source)
+    counts = run_reflection(rt)
+
+    assert counts.get("rejected") == 1 and not counts.get("merged"), counts
+    assert not journal.pending(rt.db())
+    assert [r["status"] for r in reports(rt)] == ["rejected"]
+    assert log.read_bytes() == before
+    entries = check_invariants(rt)
+    assert not [e for e in entries.values() if e.parent_type == "cluster"]
     rt.close()

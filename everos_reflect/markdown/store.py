@@ -22,7 +22,14 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
-from everos_reflect.errors import EverosError, InvalidId, MarkdownError, TooLarge, UnknownEntry
+from everos_reflect.errors import (
+    EverosError,
+    InvalidId,
+    MarkdownError,
+    NoRoomToWithdraw,
+    TooLarge,
+    UnknownEntry,
+)
 from everos_reflect.fileio import open_regular
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
@@ -712,10 +719,10 @@ def _withdrawn_size(text: str, ids: list[str], day: date) -> int:
     toward = str(EntryId(Kind.EPISODE, day, 9_999_999))
     try:
         return len(writer.add_deprecations(text, dict.fromkeys(ids, toward)).encode("utf-8"))
-    except EverosError:  # keys the frontmatter could not take: a withdrawal reports it itself
-        # the size the block style would add: "deprecated_entries:" and one line per key
-        added = 20 + sum(len(f"  {i}: {toward}\n") for i in ids)
-        return len(text.encode("utf-8")) + added
+    except EverosError as exc:  # the frontmatter cannot take the keys (YAML value bound)
+        # refused like a log with no room: written anyway, the entry could not be withdrawn
+        # (a merge stuck 'abandoning', its narrative live beside its sources)
+        raise NoRoomToWithdraw(str(exc)) from exc
 
 
 def _refuse_duplicates(text: str, label: str, what: str) -> None:

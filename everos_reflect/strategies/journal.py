@@ -455,6 +455,32 @@ def archive_by_log(runtime: Runtime, ref: UserRef,
     return by_log
 
 
+def archive_refusal(runtime: Runtime, path: Path, pairs: Mapping[str, str],
+                    why: str = "") -> str | None:
+    """Why adding ``pairs`` to the ``deprecated_entries`` of ``path`` would be refused, else
+    ``None``: over ``limits.max_file_bytes`` (``why`` says what else is counted), or keys its
+    frontmatter cannot take (at the YAML value bound). Measured before ``archiving`` is
+    recorded; :meth:`MarkdownStore.size_after` alone answers ``None`` for an edit that raises,
+    so such a log passed, the write then failed past the point of no return and the merge
+    stayed committed, its narrative live beside its sources, failing every recovery."""
+    refused: list[EverosError] = []
+
+    def change(text: str | None) -> str | None:
+        if text is None:
+            return None
+        try:
+            return writer.add_deprecations(text, pairs)
+        except EverosError as exc:
+            refused.append(exc)
+            return None
+
+    size = runtime.store.size_after(path, change)
+    if refused:
+        return (f"{runtime.store.rel(path)} cannot take the merge's deprecated_entries keys "
+                f"({refused[0]}); not written")
+    return over_file_limit(runtime, path, size, why)
+
+
 def over_file_limit(runtime: Runtime, path: Path, size: int | None, why: str = "") -> str | None:
     """The refusal to record when a log would hold ``size`` bytes, over
     ``limits.max_file_bytes`` (``why`` says what else is counted), else ``None``."""
@@ -564,9 +590,7 @@ def _archive_sources(runtime: Runtime, plan: Plan, *, committed: bool) -> list[s
         mapping.update({f.id: plan.merged_id for f in facts})
         if not committed:
             for path, pairs in sorted(archive_by_log(runtime, ref, mapping).items()):
-                size = store.size_after(path, lambda text, pairs=pairs: None if text is None
-                                        else writer.add_deprecations(text, pairs))
-                if (why := over_file_limit(runtime, path, size)):
+                if (why := archive_refusal(runtime, path, pairs)):
                     raise ArchiveTooLarge(why)
             _set_step(runtime.db(), plan, ARCHIVING)
             checkpoint(ARCHIVING)

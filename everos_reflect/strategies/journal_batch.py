@@ -36,7 +36,6 @@ from typing import TYPE_CHECKING
 from everos_reflect.errors import EverosError
 from everos_reflect.index import merge_journal
 from everos_reflect.index.db import transaction
-from everos_reflect.markdown import writer
 from everos_reflect.markdown.store import durable_group
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import journal
@@ -247,7 +246,6 @@ def _within_file_limit(runtime: Runtime, plans: list[Plan],
     keys together pushed it past the limit: from then on it was "not read" (its other
     entries vanished from every read and search). Called under the sources' locks, before
     ``archiving`` (nothing pointing at a refused merge's narrative yet, so it is withdrawn)."""
-    store = runtime.store
     added: dict[Path, dict[str, str]] = {}  # what the merges kept so far add to each log
     kept: list[Plan] = []
     refused: list[tuple[Plan, str, str]] = []
@@ -255,10 +253,7 @@ def _within_file_limit(runtime: Runtime, plans: list[Plan],
         by_path = journal.archive_by_log(runtime, plan.ref, _archive_pairs(runtime, plan))
         why = None
         for path, pairs in sorted(by_path.items()):
-            together = {**added.get(path, {}), **pairs}
-            size = store.size_after(path, lambda text, together=together: None if text is None
-                                    else writer.add_deprecations(text, together))
-            why = journal.over_file_limit(runtime, path, size,
+            why = journal.archive_refusal(runtime, path, {**added.get(path, {}), **pairs},
                                           ", with the merges committed alongside")
             if why is not None:
                 break
