@@ -1,10 +1,12 @@
-"""Readers-writer lock between ``reindex`` (the writer) and strategy runs (the readers).
+"""Readers-writer lock between ``reindex`` or ``recluster`` (the writers) and strategy runs
+(the readers).
 
 ``reindex`` empties ``entries``, ``files`` and the clusters and fills them again, file by file.
 A Reflection run that started in the middle saw only the clusters built so far and answered
 ``ok`` (one try merged 1 of 6 clusters). So a run holds this lock *shared* for its whole life and
 ``reindex`` holds it *exclusive*: a run that meets a rebuild is skipped and recorded ``busy``
 with the reason, and a rebuild waits for the runs already in flight before it drops a row.
+``recluster`` rewrites the same clusters from the index and holds it the same way.
 
 An ``flock`` on ``<root>/.index/locks/rebuild.lock``: it works across processes (a CLI
 ``reindex`` next to a ``serve`` daemon) and, one open file per holder, between threads; the OS
@@ -20,8 +22,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 #: Why a run was skipped: what ``runs.error`` and the trigger's answer say.
-REBUILDING = ("the index is being rebuilt (reindex): the run was skipped rather than work on "
-              "a half-built index; trigger it again once the reindex is done")
+REBUILDING = ("the index is being rebuilt (reindex or recluster): the run was skipped rather "
+              "than work on a half-built index; trigger it again once the rebuild is done")
 
 
 def lock_file(index_dir: Path) -> Path:

@@ -380,7 +380,6 @@ class MarkdownStore:
                 text = writer.new_log_text(kind, ref.user_id, day)
             log = self._writable(parse_log(text, label, entries=False))
             entry_id = str(EntryId(kind, day, next_seq(log)))
-            prefix = writer.append_entry(text, "")
             block = writer.render_entry(entry_id, values, sections)
             size = len(block.encode("utf-8"))
             if size > self.limits.max_entry_bytes:
@@ -392,8 +391,7 @@ class MarkdownStore:
             if grown > self.limits.max_file_bytes:
                 raise TooLarge(f"{label} with this entry", grown, "limits.max_file_bytes",
                                self.limits.max_file_bytes)
-            entry = self._parse_back(log, prefix, new_text[len(prefix) :], entry_id)
-            created.append(entry)
+            created.extend(self._parse_back(log, text, new_text, [(entry_id, block)]))
             return new_text
 
         self._edit(path, edit)
@@ -475,17 +473,18 @@ class MarkdownStore:
                 text = writer.new_log_text(kind, ref.user_id, day)
             log = self._writable(parse_log(text, label, entries=False))
             seq = next_seq(log)
-            new_text = text
+            blocks = []
             for offset, (meta, sections) in enumerate(rows):
                 entry_id = str(EntryId(kind, day, seq + offset))
-                prefix = writer.append_entry(new_text, "")
                 block = writer.render_entry(entry_id, meta, sections)
                 size = len(block.encode("utf-8"))
                 if size > self.limits.max_entry_bytes:  # the limits append() enforces
                     raise TooLarge("the entry", size, "limits.max_entry_bytes",
                                    self.limits.max_entry_bytes)
-                new_text = writer.append_entry(new_text, block)
-                created.append(self._parse_back(log, prefix, new_text[len(prefix):], entry_id))
+                blocks.append((entry_id, block))
+            # one copy of the log for the whole batch: a copy per entry was quadratic
+            new_text = writer.append_entries(text, [block for _, block in blocks])
+            created.extend(self._parse_back(log, text, new_text, blocks))
             grown = (_withdrawn_size(new_text, [e.id for e in created], day) if withdrawable
                      else len(new_text.encode("utf-8")))
             if grown > self.limits.max_file_bytes:
@@ -597,18 +596,33 @@ class MarkdownStore:
                     for i, at in sorted(dups.items())))
         return reasons
 
-    def _parse_back(self, log: DailyLog, prefix: str, block: str, entry_id: str) -> Entry:
-        """Parse a just-rendered block as the file will hold it; strict with our own writes:
-        never write an entry that would not read back."""
-        header = header_text(prefix)
-        check = parse_log(header + block, log.path,
+    def _parse_back(self, log: DailyLog, text: str, new_text: str,
+                    blocks: list[tuple[str, str]]) -> list[Entry]:
+        """The entries of ``blocks`` (``(id, rendered block)``, appended to ``text`` to make
+        ``new_text``) parsed as the file will hold them; strict with our own writes: never
+        write an entry that would not read back. All blocks are parsed in one go (once per
+        entry, each after the file's header, cost a parse and a line count of the whole log
+        per entry); only when that fails is each block parsed alone, to name the first one
+        that does not read back and why."""
+        prefix_len = len(writer.append_entry(text, ""))  # the log with its last line ended
+        header = header_text(new_text[:prefix_len])
+        check = parse_log(header + new_text[prefix_len:], log.path,
                           max_entry_bytes=self.limits.max_entry_bytes)
-        entry = next((e for e in check.entries if e.id == entry_id), None)
-        if entry is None:
+        if [e.id for e in check.entries] != [entry_id for entry_id, _ in blocks]:
+            for entry_id, block in blocks:
+                alone = parse_log(writer.append_entry(header, block), log.path,
+                                  max_entry_bytes=self.limits.max_entry_bytes)
+                if all(e.id != entry_id for e in alone.entries):
+                    check = alone
+                    break
+            else:
+                entry_id = blocks[0][0]
             reason = "; ".join(d.message for d in check.diagnostics) or "it does not parse back"
             raise MarkdownError(log.path, 0, f"refusing to write {entry_id}: {reason}")
-        entry.line += prefix.count("\n") - header.count("\n")
-        return entry
+        shift = new_text.count("\n", 0, prefix_len) - header.count("\n")
+        for entry in check.entries:
+            entry.line += shift
+        return check.entries
 
     def _writable(self, log: DailyLog) -> DailyLog:
         fatal = next((d for d in log.diagnostics if d.severity == "fatal"), None)
