@@ -239,8 +239,20 @@ def _did_you_mean(name: str, choices: list[str]) -> str:
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 
 
-def toml_syntax_problem(file: str, exc: tomllib.TOMLDecodeError) -> Problem:
+#: What ``tomllib.loads`` raises on text it cannot read: TOMLDecodeError (a ValueError), and
+#: besides it RecursionError for arrays or inline tables nested past the interpreter's
+#: recursion limit, and ValueError for an integer of more than 4,300 digits. Those two escaped
+#: as they were: every command printed a traceback, and ``serve`` died on such an ome.toml.
+TOML_ERRORS = (ValueError, RecursionError)
+
+
+def toml_syntax_problem(file: str, exc: Exception) -> Problem:
     """Turn tomllib's message into (file, "line N", reason) so the line is easy to find."""
+    if isinstance(exc, RecursionError):
+        return file, "(syntax)", ("TOML syntax error: arrays or inline tables nested too "
+                                  "deeply to read")
+    if not isinstance(exc, tomllib.TOMLDecodeError):
+        return file, "(syntax)", f"TOML syntax error: {str(exc).split(';')[0][:200]}"
     message = str(exc)
     m = _TOML_POS.search(message)
     if m:
@@ -251,7 +263,7 @@ def toml_syntax_problem(file: str, exc: tomllib.TOMLDecodeError) -> Problem:
 def _read_toml(text: str, file: str, problems: list[Problem]) -> dict[str, Any] | None:
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except TOML_ERRORS as exc:
         problems.append(toml_syntax_problem(file, exc))
         return None
 
