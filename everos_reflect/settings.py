@@ -143,6 +143,18 @@ def _at_least(low: float) -> Check:
     return check
 
 
+def _threads(value: Any) -> str | None:
+    """onnxruntime starts every intra-op thread it is given: 100,000 kept ``search`` spinning
+    for minutes without an answer. The bundled model gains nothing past a few dozen."""
+    return None if 0 <= value <= 256 else f"must be 0 (automatic) to 256, got {value!r}"
+
+
+def _dimensions(value: Any) -> str | None:
+    """Each embedding answer fills an array of (texts, dimensions) floats: 2**63 - 1 failed
+    with a ValueError traceback. The widest embedding models have a few thousand."""
+    return None if 1 <= value <= 65536 else f"must be 1 to 65536, got {value!r}"
+
+
 def _positive(value: Any) -> str | None:
     return None if value > 0 else f"must be greater than 0, got {value!r}"
 
@@ -207,9 +219,9 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("embedding", "provider"): _one_of("local", "openai"),
     ("embedding", "model"): _not_blank,
     ("embedding", "base_url"): _url,
-    ("embedding", "dimensions"): _at_least(1),
+    ("embedding", "dimensions"): _dimensions,
     ("embedding", "batch_size"): _at_least(1),
-    ("embedding", "threads"): _at_least(0),
+    ("embedding", "threads"): _threads,
     ("clustering", "threshold"): _unit_interval,
     ("clustering", "time_window_days"): _positive,
     ("clustering", "rejoin_threshold"): _unit_interval,

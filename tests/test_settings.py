@@ -372,3 +372,19 @@ def test_an_unreadable_ome_toml_is_a_config_error_so_the_daemon_keeps_its_config
         parse_ome(text.replace("[llm]", "[strategies.reflect_episodes]"), "root/ome.toml")
     ((file, _, reason),) = info.value.problems
     assert file == "root/ome.toml" and reason.startswith("TOML syntax error: ")
+
+
+@pytest.mark.parametrize(("text", "key", "reason"), [
+    # onnxruntime started 100,000 intra-op threads: `search` spun for minutes, never answering
+    ("[embedding]\nthreads = 100000\n", "embedding.threads", "must be 0 (automatic) to 256"),
+    # every embedding answer was to fill an array of (texts, 2**63 - 1) floats: a ValueError
+    # traceback out of search, reindex and serve
+    ("[embedding]\ndimensions = 9223372036854775807\n", "embedding.dimensions",
+     "must be 1 to 65536"),
+])
+def test_embedding_sizes_past_what_can_run_are_rejected(text: str, key: str,
+                                                        reason: str) -> None:
+    ((file, shown, why),) = problems_of(text)
+    assert (file, shown) == ("root/everos.toml", key) and why.startswith(reason)
+    assert parse_settings(DEFAULTS, "[embedding]\nthreads = 256\ndimensions = 65536\n", {},
+                          "root/everos.toml").embedding.threads == 256
