@@ -414,3 +414,50 @@ def test_a_run_that_meets_a_recluster_is_skipped_as_busy(
     assert "recluster" in REBUILDING
     assert fake.calls == []
     assert Engine(runtime).trigger("fake_test").status == "ok"
+
+
+class OtherFake(Fake):
+    name = "fake_other"
+
+
+def test_a_run_triggered_while_a_reindex_waits_is_busy_and_the_reindex_then_runs(
+    runtime: Runtime, fake: Fake
+) -> None:
+    # Runs of different strategies that kept overlapping held the shared lock for good, and a
+    # reindex waiting for it never started. Once a rebuild waits, a new run is busy.
+    other = OtherFake()
+    registry.register(other)
+    try:
+        write_ome(runtime.root, "[strategies.fake_test]\nenabled = true\n"
+                                "[strategies.fake_other]\nenabled = true\n")
+        seed_episodes(runtime)
+        Indexer(runtime).scan()
+        fake.gate.clear()
+        engine = Engine(runtime)
+        answers: list[Any] = []
+        run = threading.Thread(target=lambda: answers.append(engine.trigger("fake_test")))
+        run.start()
+        assert fake.started.wait(10)
+        waiting, done = threading.Event(), threading.Event()
+
+        def reindex() -> None:
+            Indexer(runtime).reindex(on_wait=waiting.set)
+            done.set()
+
+        rebuilding = threading.Thread(target=reindex)
+        rebuilding.start()
+        try:
+            assert waiting.wait(10)
+            later = engine.trigger("fake_other")
+            still_waiting = not done.is_set()
+        finally:
+            fake.gate.set()
+            run.join(10)
+            rebuilding.join(10)
+        assert (later.status, later.error) == ("busy", REBUILDING)
+        assert other.calls == []
+        assert still_waiting and done.is_set()
+        assert [a.status for a in answers] == ["ok"]
+        assert engine.trigger("fake_other").status == "ok"
+    finally:
+        registry.unregister(other.name)

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
@@ -57,6 +57,21 @@ _FILENAME_RE = LOG_FILENAME_RE
 _EDIT_ATTEMPTS = 5
 #: Bytes read at a time by :meth:`MarkdownStore.mentions`.
 _SCAN_CHUNK = 1 << 20
+
+
+def _read_at_most(fh: BinaryIO, count: int) -> bytes:
+    """Up to ``count`` bytes of ``fh``, read in pieces of at most :data:`_SCAN_CHUNK`: a plain
+    ``read(count)`` allocates ``count`` bytes up front, so a large ``limits.max_file_bytes``
+    (2**62, 1 TiB) raised MemoryError, or OverflowError past 2**63, at every log read."""
+    parts: list[bytes] = []
+    left = count
+    while left > 0:
+        part = fh.read(min(left, _SCAN_CHUNK))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 class MarkdownStore:
@@ -253,7 +268,7 @@ class MarkdownStore:
         limit = self.limits.max_file_bytes
         with open_regular(path) as fh:
             size = os.fstat(fh.fileno()).st_size
-            data = fh.read(limit + 1) if size <= limit else b""
+            data = _read_at_most(fh, limit + 1) if size <= limit else b""
         if size > limit or len(data) > limit:
             raise TooLarge("the log", max(size, len(data)), "limits.max_file_bytes", limit)
         return data
