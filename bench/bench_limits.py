@@ -2,6 +2,7 @@
 
     python bench/bench_limits.py [--sizes 1,4,15,20] [--entry-kb 2] [--out FILE]
     python bench/bench_limits.py --embed-probe 64,256,600   # the embedder alone, in-process
+    python bench/bench_limits.py --append-many 1000,4000,16000,30000   # one batched append
 
 For each size (MiB) a fresh root holds one user's log of that size made of ordinary Episodes of
 about ``--entry-kb`` KiB each, next to one small log. `everos-reflect reindex` runs in its own
@@ -91,6 +92,36 @@ def embed_probe(counts: list[int], entry_bytes: int) -> None:
               flush=True)
 
 
+def append_many_probe(counts: list[int]) -> None:
+    """Wall time of one ``MarkdownStore.append_many`` of that many short Episodes into a new
+    daily log (in-process, the store alone: no index). Per-entry time stays flat when the
+    batch is linear; it grew with the batch while every entry re-copied the log so far."""
+    import time
+    from datetime import date
+
+    from everos_reflect.markdown.store import MarkdownStore
+    from everos_reflect.model import Kind, UserRef
+    from everos_reflect.settings import LimitsSettings
+
+    ref, day = UserRef.of("u_big"), date(2026, 10, 12)
+    limits = LimitsSettings(max_file_bytes=1 << 30)  # the bound is not what is measured
+    print("| entries | log size | append_many | per entry |\n|---|---|---|---|", flush=True)
+    for count in counts:
+        rows = [({"timestamp": "2026-10-12T09:00:00+00:00", "parent_type": "memcell"},
+                 {"Subject": f"Note {n}",
+                  "Content": " ".join(WORDS[(n * 7 + i) % len(WORDS)] for i in range(30))})
+                for n in range(count)]
+        with tempfile.TemporaryDirectory() as tmp:
+            store = MarkdownStore(tmp, limits=limits)
+            started = time.perf_counter()
+            made = store.append_many(ref, Kind.EPISODE, rows, day=day)
+            seconds = time.perf_counter() - started
+            size = store.log_path(ref, Kind.EPISODE, day).stat().st_size
+        assert len(made) == count
+        print(f"| {count} | {size / (1 << 20):.1f} MiB | {seconds:.2f} s | "
+              f"{seconds / count * 1e6:.0f} us |", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1,4,15,20", help="log sizes in MiB")
@@ -98,7 +129,12 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     parser.add_argument("--embed-probe", default=None,
                         help="text counts: measure the embedder alone instead")
+    parser.add_argument("--append-many", default=None,
+                        help="entry counts: time one batched append of that many instead")
     args = parser.parse_args()
+    if args.append_many:
+        append_many_probe([int(x) for x in args.append_many.split(",")])
+        return
     if args.embed_probe:
         embed_probe([int(x) for x in args.embed_probe.split(",")], int(args.entry_kb * 1024))
         return

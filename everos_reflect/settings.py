@@ -143,6 +143,18 @@ def _at_least(low: float) -> Check:
     return check
 
 
+def _threads(value: Any) -> str | None:
+    """onnxruntime starts every intra-op thread it is given: 100,000 kept ``search`` spinning
+    for minutes without an answer. The bundled model gains nothing past a few dozen."""
+    return None if 0 <= value <= 256 else f"must be 0 (automatic) to 256, got {value!r}"
+
+
+def _dimensions(value: Any) -> str | None:
+    """Each embedding answer fills an array of (texts, dimensions) floats: 2**63 - 1 failed
+    with a ValueError traceback. The widest embedding models have a few thousand."""
+    return None if 1 <= value <= 65536 else f"must be 1 to 65536, got {value!r}"
+
+
 def _positive(value: Any) -> str | None:
     return None if value > 0 else f"must be greater than 0, got {value!r}"
 
@@ -207,9 +219,9 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("embedding", "provider"): _one_of("local", "openai"),
     ("embedding", "model"): _not_blank,
     ("embedding", "base_url"): _url,
-    ("embedding", "dimensions"): _at_least(1),
+    ("embedding", "dimensions"): _dimensions,
     ("embedding", "batch_size"): _at_least(1),
-    ("embedding", "threads"): _at_least(0),
+    ("embedding", "threads"): _threads,
     ("clustering", "threshold"): _unit_interval,
     ("clustering", "time_window_days"): _positive,
     ("clustering", "rejoin_threshold"): _unit_interval,
@@ -239,8 +251,20 @@ def _did_you_mean(name: str, choices: list[str]) -> str:
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 
 
-def toml_syntax_problem(file: str, exc: tomllib.TOMLDecodeError) -> Problem:
+#: What ``tomllib.loads`` raises on text it cannot read: TOMLDecodeError (a ValueError), and
+#: besides it RecursionError for arrays or inline tables nested past the interpreter's
+#: recursion limit, and ValueError for an integer of more than 4,300 digits. Those two escaped
+#: as they were: every command printed a traceback, and ``serve`` died on such an ome.toml.
+TOML_ERRORS = (ValueError, RecursionError)
+
+
+def toml_syntax_problem(file: str, exc: Exception) -> Problem:
     """Turn tomllib's message into (file, "line N", reason) so the line is easy to find."""
+    if isinstance(exc, RecursionError):
+        return file, "(syntax)", ("TOML syntax error: arrays or inline tables nested too "
+                                  "deeply to read")
+    if not isinstance(exc, tomllib.TOMLDecodeError):
+        return file, "(syntax)", f"TOML syntax error: {str(exc).split(';')[0][:200]}"
     message = str(exc)
     m = _TOML_POS.search(message)
     if m:
@@ -251,7 +275,7 @@ def toml_syntax_problem(file: str, exc: tomllib.TOMLDecodeError) -> Problem:
 def _read_toml(text: str, file: str, problems: list[Problem]) -> dict[str, Any] | None:
     try:
         return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except TOML_ERRORS as exc:
         problems.append(toml_syntax_problem(file, exc))
         return None
 

@@ -408,3 +408,42 @@ def test_a_hand_edit_of_a_conviction_invalidates_what_cites_it(rt: Runtime,
     # the edited conviction itself is still the live commitment, and new input for the detector
     assert rt.store.get(ADA, ids["commitments"]).meta["status"] == "active"
     assert observe(rt, "detect_contradictions") == 1
+
+
+@pytest.mark.parametrize("name", ["reflect_insights", "revalidate_insights", "update_worldview",
+                                  "detect_contradictions", "reconcile", "learn_lessons"])
+@pytest.mark.parametrize(("prompts", "reason"), [
+    ({"questions": "Ask three questions."}, "questions: missing placeholder(s) $records"),
+    ({"bogus": "text $records"}, "bogus: unknown prompt"),
+    ({"lessons": 7}, "lessons: must be a non-empty string"),
+    ({"insights": "Cost: $5 $records"}, "insights: invalid template"),
+])
+def test_a_tier_prompt_override_is_checked_when_ome_toml_loads(
+        name: str, prompts: dict[str, Any], reason: str) -> None:
+    # Was accepted as a good configuration: every run of the tier then failed on it, naming
+    # "strategies.reflect_episodes.prompts", and reflect_insights consumed its window each time.
+    from everos_reflect.engine.registry import validate_strategy_settings
+    from everos_reflect.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        validate_strategy_settings(name, {"prompts": prompts}, "ome.toml")
+    ((file, where, why),) = caught.value.problems
+    assert (file, where) == ("ome.toml", f"strategies.{name}.prompts")
+    assert reason in why
+
+
+def test_a_bad_tier_prompt_in_ome_toml_keeps_the_last_good_config_and_says_why(
+        root: Path) -> None:
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=ExtractiveLLM())
+    try:
+        engine = Engine(rt)
+        (root / "ome.toml").write_text("[strategies.reflect_insights]\nenabled = true\n")
+        assert engine.reload_config()
+        (root / "ome.toml").write_text("[strategies.reflect_insights]\nenabled = true\n"
+                                       "[strategies.reflect_insights.prompts]\n"
+                                       "questions = \"Ask three questions.\"\n")
+        assert not engine.reload_config()
+        assert "strategies.reflect_insights.prompts" in (engine.config_error or "")
+        assert engine.settings_for("reflect_insights")["prompts"] == {}  # the last good one
+    finally:
+        rt.close()

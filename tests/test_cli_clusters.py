@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from everos_reflect.cli import cluster_cmds
 from everos_reflect.cli.common import existing_root
 from everos_reflect.cli.main import cli
 from everos_reflect.embedding import HashEmbedder
+from everos_reflect.index import rebuild
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.model import Entry
@@ -64,3 +67,22 @@ def test_clusters_table_fits_80_columns_with_ids_and_a_readable_preview(
         "clusters"][0]["cluster_id"]
     assert lines[1] == f"  {cluster_id}    3 members  2026-08-02 → 08-05  not merged"
     assert lines[2] == "      " + LONG[:73] + "…"  # the preview is clipped, never squeezed
+
+
+def test_recluster_says_it_waits_for_a_run_in_flight_then_reclusters(
+    root: Path, clustered: list[Entry]
+) -> None:
+    run_in_flight = rebuild.try_shared(root / ".index")  # what a strategy run holds
+    assert run_in_flight is not None
+    results: list[Result] = []
+    command = threading.Thread(target=lambda: results.append(
+        CliRunner().invoke(cli, ["recluster", "--root", str(root)])))
+    command.start()
+    time.sleep(0.5)
+    assert command.is_alive()  # not reclustering under the run
+    rebuild.release(run_in_flight)
+    command.join(10)
+    (result,) = results
+    assert result.exit_code == 0, result.output
+    assert "Waiting for the strategy runs in flight to finish" in result.stderr
+    assert result.stdout.startswith("reclustered 1 user(s): 1 cluster(s), 3 member(s)")

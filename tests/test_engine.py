@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.engine import registry
 from everos_reflect.engine.engine import Engine, lock_path
@@ -349,3 +350,114 @@ def test_a_reindex_waits_for_the_runs_in_flight(runtime: Runtime, fake: Fake) ->
     assert done.is_set()
     assert [a.status for a in answers] == ["ok"]
     assert entry_count(runtime) == 4
+
+
+def test_a_recluster_waits_for_the_runs_in_flight(runtime: Runtime, fake: Fake) -> None:
+    # recluster rewrites the clusters a Reflection run selects from and archives into; it ran
+    # under a run in flight, which then merged against clusters that no longer existed.
+    enable(runtime.root)
+    seed_episodes(runtime)
+    Indexer(runtime).scan()
+    fake.gate.clear()
+    engine = Engine(runtime)
+    answers: list[Any] = []
+    run = threading.Thread(target=lambda: answers.append(engine.trigger("fake_test")))
+    run.start()
+    assert fake.started.wait(10)
+    waiting, done = threading.Event(), threading.Event()
+    counts: list[dict[str, int]] = []
+
+    def recluster() -> None:
+        counts.append(ClusterService(runtime).recluster_exclusive(on_wait=waiting.set))
+        done.set()
+
+    reclustering = threading.Thread(target=recluster)
+    reclustering.start()
+    try:
+        assert waiting.wait(10)
+        time.sleep(0.2)
+        assert not done.is_set()
+    finally:
+        fake.gate.set()
+        run.join(10)
+        reclustering.join(10)
+    assert done.is_set()
+    assert [a.status for a in answers] == ["ok"]
+    assert counts[0]["users"] == 1 and counts[0]["members"] == 4
+
+
+def test_a_run_that_meets_a_recluster_is_skipped_as_busy(
+    runtime: Runtime, fake: Fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    enable(runtime.root)
+    seed_episodes(runtime)
+    Indexer(runtime).scan()
+    held, release = threading.Event(), threading.Event()
+    real = ClusterService._recluster_user
+
+    def slow(self: ClusterService, *args: Any, **kwargs: Any) -> dict[str, int]:
+        held.set()
+        release.wait(10)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ClusterService, "_recluster_user", slow)
+    reclustering = threading.Thread(
+        target=lambda: ClusterService(runtime).recluster_exclusive())
+    reclustering.start()
+    try:
+        assert held.wait(10)
+        out = Engine(runtime).trigger("fake_test")
+    finally:
+        release.set()
+        reclustering.join(10)
+    assert (out.status, out.error) == ("busy", REBUILDING)
+    assert "recluster" in REBUILDING
+    assert fake.calls == []
+    assert Engine(runtime).trigger("fake_test").status == "ok"
+
+
+class OtherFake(Fake):
+    name = "fake_other"
+
+
+def test_a_run_triggered_while_a_reindex_waits_is_busy_and_the_reindex_then_runs(
+    runtime: Runtime, fake: Fake
+) -> None:
+    # Runs of different strategies that kept overlapping held the shared lock for good, and a
+    # reindex waiting for it never started. Once a rebuild waits, a new run is busy.
+    other = OtherFake()
+    registry.register(other)
+    try:
+        write_ome(runtime.root, "[strategies.fake_test]\nenabled = true\n"
+                                "[strategies.fake_other]\nenabled = true\n")
+        seed_episodes(runtime)
+        Indexer(runtime).scan()
+        fake.gate.clear()
+        engine = Engine(runtime)
+        answers: list[Any] = []
+        run = threading.Thread(target=lambda: answers.append(engine.trigger("fake_test")))
+        run.start()
+        assert fake.started.wait(10)
+        waiting, done = threading.Event(), threading.Event()
+
+        def reindex() -> None:
+            Indexer(runtime).reindex(on_wait=waiting.set)
+            done.set()
+
+        rebuilding = threading.Thread(target=reindex)
+        rebuilding.start()
+        try:
+            assert waiting.wait(10)
+            later = engine.trigger("fake_other")
+            still_waiting = not done.is_set()
+        finally:
+            fake.gate.set()
+            run.join(10)
+            rebuilding.join(10)
+        assert (later.status, later.error) == ("busy", REBUILDING)
+        assert other.calls == []
+        assert still_waiting and done.is_set()
+        assert [a.status for a in answers] == ["ok"]
+        assert engine.trigger("fake_other").status == "ok"
+    finally:
+        registry.unregister(other.name)

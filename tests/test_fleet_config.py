@@ -95,3 +95,14 @@ def test_patterns_that_match_nothing_are_all_reported(tmp_path: Path) -> None:
 def test_a_missing_fleet_file_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(EverosError, match="no fleet file at"):
         read_fleet(tmp_path / "nope.toml")
+
+
+@pytest.mark.parametrize("text", [
+    "roots = " + "[" * 100_000 + "]" * 100_000,
+    'roots = ["a"]\nnum_cpus = 1' + "0" * 5_000,
+])
+def test_toml_too_deep_or_with_too_long_a_number_is_one_config_error(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_fleet(text, "f.toml")
+    ((file, _, reason),) = info.value.problems
+    assert file == "f.toml" and reason.startswith("TOML syntax error: ")

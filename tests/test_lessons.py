@@ -317,3 +317,34 @@ def test_data_trigger_sees_a_new_task_and_waits_out_the_cooldown(
     llm.queue_task("lessons", reply(lessons=["Check the logs before retrying a failed deploy."]))
     learn(rt)
     assert strategy.observe(rt, None) == 0  # consumed
+
+
+def test_a_failed_call_for_one_task_type_writes_no_lesson_of_the_window(root: Path) -> None:
+    # The window's task types were asked and written one after the other: "backup" got its
+    # lesson written, then the "deploy" call failed. The run was recorded failed with no
+    # outputs while a lesson stood on disk, and the next run took that lesson for a commit
+    # interrupted after its write: it moved the cursor past "deploy", which never got one.
+    from everos_reflect.embedding.base import HashEmbedder
+    from everos_reflect.errors import ProviderUnavailable
+    from everos_reflect.index.audit import list_derivations
+
+    llm = ScriptedLLM()
+    rt = Runtime(root, embedder=HashEmbedder(64), llm=llm)
+    try:
+        backup = task(rt, 1, "success", ["check the disk", "back up"], task_type="backup",
+                      goal="Back up the database")
+        deploy = task(rt, 2, "success", ["check logs", "deploy"])
+        verify = reply(lessons=["Verify the backup archive after writing it."])
+        smoke = reply(lessons=["Run the smoke test after each deploy."])
+        llm.queue_task("lessons", verify, ProviderUnavailable("server down"))
+        assert learn(rt) == {"failed": 1}
+        assert lessons(rt) == []
+        (row,) = list_derivations(rt.db(), strategy=NAME)
+        assert (row["status"], row["outputs"]) == ("failed", [])
+
+        llm.queue_task("lessons", verify, smoke)
+        assert learn(rt) == {"owners": 1, "written": 2}
+        assert {(x.task_type, x.evidence) for x in lessons(rt)} == {
+            ("backup", (backup,)), ("deploy", (deploy,))}
+    finally:
+        rt.close()

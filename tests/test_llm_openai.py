@@ -226,6 +226,39 @@ def test_a_completion_of_the_wrong_shape_fails_the_call(fake_openai, body, reaso
         Client(fake_openai, max_retries=0).llm.merge(init_request())
 
 
+#: JSON a parser refuses with something other than JSONDecodeError: nesting past Python's
+#: recursion limit (RecursionError) and an integer of more than 4,300 digits (ValueError).
+DEEP = "[" * 100_000 + "]" * 100_000
+HUGE_INT = "1" + "0" * 5_000
+
+
+@pytest.mark.parametrize("text", [
+    DEEP,
+    '{"title": "Pets", "content": ' + DEEP + "}",
+    '{"title": "Pets", "content": "Two dogs.", "n": ' + HUGE_INT + "}",
+])
+def test_a_reply_too_deep_or_too_long_a_number_to_parse_fails_the_call(fake_openai, text):
+    # Escaped as RecursionError / ValueError: the whole Reflection run (every cluster, every
+    # owner) failed on one lying reply, no retry, no audit row (SPEC §5, §9).
+    fake_openai.script(text, GOOD)
+    client = Client(fake_openai, max_retries=0)
+    with pytest.raises(ProviderUnavailable, match="not valid JSON"):
+        client.llm.merge(init_request())
+    assert client.llm.merge(init_request()).title == "Andrew's pets"
+
+
+@pytest.mark.parametrize("body", [
+    '{"choices": ' + DEEP + "}",
+    json.dumps(_completion([_choice({"role": "assistant", "content": GOOD})])).replace(
+        '"created": 1', '"created": ' + HUGE_INT),
+])
+def test_a_completion_body_too_deep_or_too_long_a_number_to_parse_fails_the_call(
+        fake_openai, body):
+    fake_openai.script(fake_openai.Status(200, body=body), GOOD)
+    client = Client(fake_openai, max_retries=1)
+    assert client.llm.merge(init_request()).title == "Andrew's pets"  # retried, then good
+
+
 @pytest.mark.parametrize(("usage", "counted"), [
     ({"prompt_tokens": "abc", "completion_tokens": 2}, Usage(0, 2)),
     (5, Usage(0, 0)),

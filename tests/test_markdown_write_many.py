@@ -4,14 +4,18 @@ their temp files overlap (``staged_writes``)."""
 
 from __future__ import annotations
 
+import inspect
 import os
+from collections.abc import Callable
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from everos_reflect.errors import MarkdownError
 from everos_reflect.markdown import store as store_module
+from everos_reflect.markdown import writer
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import Kind, UserRef
 
@@ -169,3 +173,61 @@ def test_a_staged_temp_file_is_used_only_for_the_very_bytes_it_holds(tmp_path: P
     with store_module.staged_writes({a: b"never written", b: b"nor this"}):
         pass
     assert temp_files(tmp_path) == [] and a.read_bytes() == b"staged a"
+
+
+def _text_handled_by_append_many(root: Path, count: int, monkeypatch: pytest.MonkeyPatch) -> int:
+    """Characters of text handed to the Markdown helpers (every public function of ``writer``,
+    and the parser functions the store calls) while ``append_many`` writes ``count`` entries
+    to a new log: a measure of work that does not depend on the machine's speed."""
+    handled = [0]
+
+    def counting(fn: Callable[..., Any]) -> Callable[..., Any]:
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            handled[0] += sum(len(a) for a in [*args, *kwargs.values()] if isinstance(a, str))
+            return fn(*args, **kwargs)
+        return wrapper
+
+    with monkeypatch.context() as patch:
+        for name, fn in vars(writer).items():
+            if (inspect.isfunction(fn) and not name.startswith("_")
+                    and fn.__module__ == writer.__name__):
+                patch.setattr(writer, name, counting(fn))
+        for name in ("parse_log", "header_text", "next_seq"):
+            patch.setattr(store_module, name, counting(getattr(store_module, name)))
+        store = MarkdownStore(root / str(count))
+        made = store.append_many(REF, Kind.EPISODE, [episode(f"note {n}") for n in range(count)],
+                                 day=DAYS[0])
+    assert [e.id for e in made][-1] == f"ep_20261001_{count:04d}"
+    assert [e.subject for e in store.entries(REF, Kind.EPISODE)] == [
+        f"note {n}" for n in range(count)]
+    return handled[0]
+
+
+def test_append_many_handles_text_in_proportion_to_the_entries_not_their_square(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # 30,000 entries took 89 s: each entry re-copied (and re-counted the lines of) the whole
+    # log written so far. Doubling the entries must about double the work, not quadruple it.
+    small = _text_handled_by_append_many(root, 300, monkeypatch)
+    large = _text_handled_by_append_many(root, 600, monkeypatch)
+    assert large < 2.3 * small, (small, large)
+
+
+def test_a_batch_entry_that_would_not_read_back_is_named_and_nothing_is_written(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store, _ = seeded(root)
+    path = store.log_path(REF, Kind.EPISODE, DAYS[0])
+    before = path.read_bytes()
+    real_render = writer.render_entry
+
+    def unclosed_second(entry_id: str, meta: Any, sections: Any) -> str:
+        block = real_render(entry_id, meta, sections)
+        return block.replace(f"<!-- /entry:{entry_id} -->", "") if entry_id.endswith("3") \
+            else block
+
+    monkeypatch.setattr(writer, "render_entry", unclosed_second)
+    with pytest.raises(MarkdownError, match="refusing to write ep_20261001_0003"):
+        store.append_many(REF, Kind.EPISODE, [episode("b"), episode("c"), episode("d")],
+                          day=DAYS[0])
+    assert path.read_bytes() == before

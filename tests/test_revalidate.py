@@ -7,6 +7,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from everos_reflect.engine.registry import RunContext, validate_strategy_settings
 from everos_reflect.index.audit import list_derivations
 from everos_reflect.index.sync import Indexer
@@ -104,3 +106,22 @@ def test_offline_a_stale_insight_stays_stale_and_the_run_says_it_needs_an_llm(ro
     counts = run(rt)
     assert counts["needs_llm"] >= 1
     assert rt.store.get(DEV, first.id).meta["status"] == "stale"
+
+
+@pytest.mark.parametrize("depth", ["one", "[1, 2]", "true", "-3"])
+def test_a_hand_edited_depth_that_is_not_a_count_is_read_as_one(root: Path, fake_openai,
+                                                                depth: str) -> None:
+    # A person fixing up an insight's metadata wrote "depth: one": sorting the stale insights
+    # compared it with an integer (TypeError), and the data poll and every run of the strategy
+    # failed for every user, the revised insight's depth read with int() likewise.
+    rt, eps, first, second = setup(root)
+    edit_file(rt.store.path_for_id(DEV, first.id), "depth: 1", f"depth: {depth}")
+    Indexer(rt).scan()
+    merged(rt, eps)
+    assert RevalidateInsights().observe(rt, None) == 2
+    fake_openai.script(*[lambda body: json.dumps(
+        {"verdict": "revise", "insight": "The user reverted auth changes again and again.",
+         "evidence": sorted(numbers(body).values())})] * 2)
+    assert run(with_openai(rt, fake_openai))["revised"] == 2
+    revised = rt.store.get(DEV, rt.store.get(DEV, second.id).deprecated_by)
+    assert revised.meta["depth"] == 2  # 1 + the revised first insight's depth (1)

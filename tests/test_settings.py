@@ -343,3 +343,48 @@ def test_a_token_no_client_can_send_is_refused_naming_the_key(token: str) -> Non
         parse_settings(DEFAULTS, f'[server]\ntoken = "{token}"\n', {}, "/r/everos.toml")
     assert parse_settings(DEFAULTS, '[server]\ntoken = "Ab.9-_~+/="\n', {},
                           "/r/everos.toml").server.token == "Ab.9-_~+/="
+
+
+#: TOML that tomllib refuses with something other than TOMLDecodeError: nesting past Python's
+#: recursion limit (RecursionError) and an integer of more than 4,300 digits (ValueError).
+UNREADABLE_TOML = {
+    "nested arrays": "[llm]\nmodel = " + "[" * 100_000 + "]" * 100_000 + "\n",
+    "nested tables": "[llm]\nmodel = " + "{a = " * 5_000 + "1" + "}" * 5_000 + "\n",
+    "long integer": "[server]\nport = 1" + "0" * 5_000 + "\n",
+}
+
+
+@pytest.mark.parametrize("text", UNREADABLE_TOML.values(), ids=UNREADABLE_TOML.keys())
+def test_toml_too_deep_or_with_too_long_a_number_is_one_config_error(text: str) -> None:
+    # Escaped as RecursionError / ValueError: every command printed a traceback thousands of
+    # lines long, and serve died at start-up.
+    ((file, _, reason),) = problems_of(text)
+    assert file == "root/everos.toml" and reason.startswith("TOML syntax error: ")
+    assert len(reason) < 300
+
+
+@pytest.mark.parametrize("text", UNREADABLE_TOML.values(), ids=UNREADABLE_TOML.keys())
+def test_an_unreadable_ome_toml_is_a_config_error_so_the_daemon_keeps_its_config(
+        text: str) -> None:
+    # The daemon's reload caught only ConfigError: this escaped it, status named no problem,
+    # and serve died at start-up on such a file.
+    with pytest.raises(ConfigError) as info:
+        parse_ome(text.replace("[llm]", "[strategies.reflect_episodes]"), "root/ome.toml")
+    ((file, _, reason),) = info.value.problems
+    assert file == "root/ome.toml" and reason.startswith("TOML syntax error: ")
+
+
+@pytest.mark.parametrize(("text", "key", "reason"), [
+    # onnxruntime started 100,000 intra-op threads: `search` spun for minutes, never answering
+    ("[embedding]\nthreads = 100000\n", "embedding.threads", "must be 0 (automatic) to 256"),
+    # every embedding answer was to fill an array of (texts, 2**63 - 1) floats: a ValueError
+    # traceback out of search, reindex and serve
+    ("[embedding]\ndimensions = 9223372036854775807\n", "embedding.dimensions",
+     "must be 1 to 65536"),
+])
+def test_embedding_sizes_past_what_can_run_are_rejected(text: str, key: str,
+                                                        reason: str) -> None:
+    ((file, shown, why),) = problems_of(text)
+    assert (file, shown) == ("root/everos.toml", key) and why.startswith(reason)
+    assert parse_settings(DEFAULTS, "[embedding]\nthreads = 256\ndimensions = 65536\n", {},
+                          "root/everos.toml").embedding.threads == 256

@@ -49,6 +49,20 @@ def test_a_limit_below_one_kib_is_a_config_error_naming_the_key() -> None:
 # --- the store and the parser -----------------------------------------------------------------
 
 
+@pytest.mark.parametrize("limit", [2**63 - 1, 2**62, 1 << 40])
+def test_a_huge_file_limit_reads_and_writes_logs_as_usual(root: Path, limit: int) -> None:
+    # Every log was read with read(max_file_bytes + 1), which allocates that many bytes up
+    # front: 2**63 - 1 raised OverflowError and 2**62 or 1 TiB MemoryError, out of every
+    # command that opened a log (add, search, reindex, serve), as a traceback.
+    (root / "everos.toml").write_text(f"[limits]\nmax_file_bytes = {limit}\n")
+    rt = Runtime(root, load_settings(root, env={}), embedder=HashEmbedder())
+    first = rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "one"},
+                            day=DAY)
+    second = rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "two"},
+                             day=DAY)
+    assert [e.id for e in rt.store.entries(ANN, Kind.EPISODE)] == [first.id, second.id]
+
+
 def test_appending_an_entry_over_the_limit_is_refused_and_writes_nothing(root: Path) -> None:
     rt = small_runtime(root)
     with pytest.raises(TooLarge, match=r"the entry is [\d,]+ bytes, over limits.max_entry_bytes"):

@@ -131,7 +131,8 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
     runtime = open_runtime(root)
     settle_journal(runtime)
     ref = UserRef.of(user_id, app, project) if user_id else None
-    counts = ClusterService(runtime).recluster(ref)
+    counts = ClusterService(runtime).recluster_exclusive(ref, on_wait=lambda: say(
+        "Waiting for the strategy runs in flight to finish before reclustering ...", err=True))
     if as_json:
         emit_json(counts)
         return

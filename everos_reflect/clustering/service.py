@@ -28,7 +28,7 @@ import sqlite3
 import threading
 import weakref
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -48,6 +48,7 @@ from everos_reflect.clustering.online import (
     normalize_rows,
 )
 from everos_reflect.errors import EverosError
+from everos_reflect.index import rebuild
 from everos_reflect.index.db import CLUSTER_KEY_OF_ID, cluster_key_of_id, transaction, utcnow_iso
 from everos_reflect.model import Entry, EntryId, Kind, UserRef
 
@@ -823,6 +824,16 @@ class ClusterService:
         return row["cluster_id"] if row else None
 
     # ------------------------------------------------------------------ rebuild
+
+    def recluster_exclusive(self, ref: UserRef | None = None,
+                            on_wait: Callable[[], None] | None = None) -> dict[str, int]:
+        """:meth:`recluster` holding the rebuild lock exclusive, as ``reindex`` does (the
+        ``recluster`` command): it rewrites the clusters a Reflection run selects from and
+        archives into, so it first waits for the runs in flight (``on_wait`` is told) and a
+        run that starts meanwhile is skipped as ``busy``. ``reindex`` calls :meth:`recluster`
+        itself, under the lock it already holds."""
+        with rebuild.rebuilding(self.runtime.index_dir, on_wait):
+            return self.recluster(ref)
 
     def recluster(self, ref: UserRef | None = None) -> dict[str, int]:
         """Rebuild clusters from ``entries`` + stored vectors, deterministically.

@@ -26,7 +26,7 @@ from typing import Any
 
 from everos_reflect.errors import ConfigError, EverosError
 from everos_reflect.fileio import read_config_bytes
-from everos_reflect.settings import toml_syntax_problem
+from everos_reflect.settings import TOML_ERRORS, toml_syntax_problem
 
 Problem = tuple[str, str, str]
 
@@ -149,7 +149,7 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
         raise ConfigError([(file, "(file)", f"larger than {MAX_FILE_BYTES // 1024} KiB")])
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
+    except TOML_ERRORS as exc:
         raise ConfigError([toml_syntax_problem(file, exc)]) from None
     for key in data:
         if key not in _KEYS:

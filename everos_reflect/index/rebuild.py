@@ -1,14 +1,23 @@
-"""Readers-writer lock between ``reindex`` (the writer) and strategy runs (the readers).
+"""Readers-writer lock between ``reindex`` or ``recluster`` (the writers) and strategy runs
+(the readers).
 
 ``reindex`` empties ``entries``, ``files`` and the clusters and fills them again, file by file.
 A Reflection run that started in the middle saw only the clusters built so far and answered
 ``ok`` (one try merged 1 of 6 clusters). So a run holds this lock *shared* for its whole life and
 ``reindex`` holds it *exclusive*: a run that meets a rebuild is skipped and recorded ``busy``
 with the reason, and a rebuild waits for the runs already in flight before it drops a row.
+``recluster`` rewrites the same clusters from the index and holds it the same way.
 
 An ``flock`` on ``<root>/.index/locks/rebuild.lock``: it works across processes (a CLI
 ``reindex`` next to a ``serve`` daemon) and, one open file per holder, between threads; the OS
 drops it when its holder dies, so a crashed rebuild never leaves the engine refusing runs.
+
+Writer first: ``flock`` lets a new shared holder in while an exclusive one waits, so runs that
+overlapped one another kept a ``reindex`` waiting for ever. A rebuild therefore first takes
+``rebuild-intent.lock`` exclusive, and holds it until it is done; a run takes that one shared
+only while it takes the main lock, so a run that starts once a rebuild is waiting is skipped
+as ``busy``, as during the rebuild itself, and the rebuild waits only for the runs already in
+flight.
 """
 
 from __future__ import annotations
@@ -20,26 +29,30 @@ from contextlib import contextmanager
 from pathlib import Path
 
 #: Why a run was skipped: what ``runs.error`` and the trigger's answer say.
-REBUILDING = ("the index is being rebuilt (reindex): the run was skipped rather than work on "
-              "a half-built index; trigger it again once the reindex is done")
+REBUILDING = ("the index is being rebuilt (reindex or recluster), or is about to be: the run "
+              "was skipped rather than work on a half-built index; trigger it again once the "
+              "rebuild is done")
 
 
 def lock_file(index_dir: Path) -> Path:
     return Path(index_dir) / "locks" / "rebuild.lock"
 
 
-def _open(index_dir: Path) -> int:
-    path = lock_file(index_dir)
+def intent_file(index_dir: Path) -> Path:
+    """Held exclusive by a rebuild from before it waits for the runs until it is done."""
+    return Path(index_dir) / "locks" / "rebuild-intent.lock"
+
+
+def _open(path: Path) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
     return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 
 
-def try_shared(index_dir: Path) -> int | None:
-    """Hold the lock shared (a strategy run) and answer the handle to :func:`release`;
-    ``None`` when a rebuild holds it."""
-    fd = _open(index_dir)
+def _try(path: Path, how: int) -> int | None:
+    """``path`` locked ``how`` without waiting: its handle, or ``None`` when it is held."""
+    fd = _open(path)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, how | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         return None
@@ -47,6 +60,18 @@ def try_shared(index_dir: Path) -> int | None:
         os.close(fd)
         raise
     return fd
+
+
+def try_shared(index_dir: Path) -> int | None:
+    """Hold the lock shared (a strategy run) and answer the handle to :func:`release`;
+    ``None`` when a rebuild holds it or is waiting for it."""
+    intent = _try(intent_file(index_dir), fcntl.LOCK_SH)
+    if intent is None:
+        return None
+    try:
+        return _try(lock_file(index_dir), fcntl.LOCK_SH)
+    finally:
+        os.close(intent)  # held only while joining: a rebuild may now announce itself
 
 
 def release(fd: int) -> None:
@@ -57,14 +82,26 @@ def release(fd: int) -> None:
 def rebuilding(index_dir: Path, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
     """Hold the lock exclusive for a rebuild, first waiting for the runs in flight;
     ``on_wait`` is called once when it has to wait (the CLI says why it is not starting)."""
-    fd = _open(index_dir)
-    try:
+    told = False
+
+    def take(fd: int) -> None:
+        nonlocal told
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            if on_wait is not None:
+            if on_wait is not None and not told:
+                told = True
                 on_wait()
             fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+
+    intent = _open(intent_file(index_dir))
+    try:
+        take(intent)  # held by another rebuild, or a run taking the main lock this instant
+        fd = _open(lock_file(index_dir))
+        try:
+            take(fd)  # the runs already in flight
+            yield
+        finally:
+            os.close(fd)
     finally:
-        os.close(fd)
+        os.close(intent)

@@ -181,8 +181,8 @@ class OpenAILLM:
                 raise ProviderUnavailable(self._failure(_describe(exc))) from exc
             except openai.OpenAIError as exc:  # misconfiguration and the like
                 raise ProviderUnavailable(self._failure(str(exc))) from exc
-            except json.JSONDecodeError as exc:  # a 200 whose body is not JSON at all
-                last_problem = f"unusable reply: the response body is not JSON ({exc.msg})"
+            except _UNPARSABLE as exc:  # a 200 whose body is not JSON the parser can read
+                last_problem = f"unusable reply: the response body is not JSON ({_why(exc)})"
                 log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, last_problem)
                 continue
             retry_after = None
@@ -229,6 +229,22 @@ class OpenAILLM:
     def _failure(self, reason: str) -> str:
         where = self.base_url or "api.openai.com"
         return f"LLM {self.model!r} at {where}: {reason}"
+
+
+#: What ``json.loads`` raises on text it cannot read. Besides JSONDecodeError (a ValueError):
+#: RecursionError for nesting past the interpreter's recursion limit, and ValueError for an
+#: integer of more than ``sys.get_int_max_str_digits()`` digits. Both escaped the call as they
+#: were, and one lying reply failed the whole run instead of the call (SPEC §5, §9).
+_UNPARSABLE = (ValueError, RecursionError)
+
+
+def _why(exc: Exception) -> str:
+    """What the JSON parser said, short: its message and place, or the kind of refusal."""
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at char {exc.pos}"
+    if isinstance(exc, RecursionError):
+        return "nested too deeply to read"
+    return str(exc).split(";")[0][:200]
 
 
 def _schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
@@ -298,8 +314,8 @@ def _reply_object(completion: Any) -> dict[str, Any]:
         raise InvalidReply("empty reply")
     try:
         obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidReply(f"not valid JSON ({exc.msg} at char {exc.pos})") from None
+    except _UNPARSABLE as exc:
+        raise InvalidReply(f"not valid JSON ({_why(exc)})") from None
     if not isinstance(obj, dict):
         raise InvalidReply(f"expected a JSON object, got {type(obj).__name__}")
     return obj

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from filelock import FileLock, Timeout
 
@@ -57,6 +57,21 @@ _FILENAME_RE = LOG_FILENAME_RE
 _EDIT_ATTEMPTS = 5
 #: Bytes read at a time by :meth:`MarkdownStore.mentions`.
 _SCAN_CHUNK = 1 << 20
+
+
+def _read_at_most(fh: BinaryIO, count: int) -> bytes:
+    """Up to ``count`` bytes of ``fh``, read in pieces of at most :data:`_SCAN_CHUNK`: a plain
+    ``read(count)`` allocates ``count`` bytes up front, so a large ``limits.max_file_bytes``
+    (2**62, 1 TiB) raised MemoryError, or OverflowError past 2**63, at every log read."""
+    parts: list[bytes] = []
+    left = count
+    while left > 0:
+        part = fh.read(min(left, _SCAN_CHUNK))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 class MarkdownStore:
@@ -253,7 +268,7 @@ class MarkdownStore:
         limit = self.limits.max_file_bytes
         with open_regular(path) as fh:
             size = os.fstat(fh.fileno()).st_size
-            data = fh.read(limit + 1) if size <= limit else b""
+            data = _read_at_most(fh, limit + 1) if size <= limit else b""
         if size > limit or len(data) > limit:
             raise TooLarge("the log", max(size, len(data)), "limits.max_file_bytes", limit)
         return data
@@ -380,7 +395,6 @@ class MarkdownStore:
                 text = writer.new_log_text(kind, ref.user_id, day)
             log = self._writable(parse_log(text, label, entries=False))
             entry_id = str(EntryId(kind, day, next_seq(log)))
-            prefix = writer.append_entry(text, "")
             block = writer.render_entry(entry_id, values, sections)
             size = len(block.encode("utf-8"))
             if size > self.limits.max_entry_bytes:
@@ -392,8 +406,7 @@ class MarkdownStore:
             if grown > self.limits.max_file_bytes:
                 raise TooLarge(f"{label} with this entry", grown, "limits.max_file_bytes",
                                self.limits.max_file_bytes)
-            entry = self._parse_back(log, prefix, new_text[len(prefix) :], entry_id)
-            created.append(entry)
+            created.extend(self._parse_back(log, text, new_text, [(entry_id, block)]))
             return new_text
 
         self._edit(path, edit)
@@ -475,17 +488,18 @@ class MarkdownStore:
                 text = writer.new_log_text(kind, ref.user_id, day)
             log = self._writable(parse_log(text, label, entries=False))
             seq = next_seq(log)
-            new_text = text
+            blocks = []
             for offset, (meta, sections) in enumerate(rows):
                 entry_id = str(EntryId(kind, day, seq + offset))
-                prefix = writer.append_entry(new_text, "")
                 block = writer.render_entry(entry_id, meta, sections)
                 size = len(block.encode("utf-8"))
                 if size > self.limits.max_entry_bytes:  # the limits append() enforces
                     raise TooLarge("the entry", size, "limits.max_entry_bytes",
                                    self.limits.max_entry_bytes)
-                new_text = writer.append_entry(new_text, block)
-                created.append(self._parse_back(log, prefix, new_text[len(prefix):], entry_id))
+                blocks.append((entry_id, block))
+            # one copy of the log for the whole batch: a copy per entry was quadratic
+            new_text = writer.append_entries(text, [block for _, block in blocks])
+            created.extend(self._parse_back(log, text, new_text, blocks))
             grown = (_withdrawn_size(new_text, [e.id for e in created], day) if withdrawable
                      else len(new_text.encode("utf-8")))
             if grown > self.limits.max_file_bytes:
@@ -597,18 +611,33 @@ class MarkdownStore:
                     for i, at in sorted(dups.items())))
         return reasons
 
-    def _parse_back(self, log: DailyLog, prefix: str, block: str, entry_id: str) -> Entry:
-        """Parse a just-rendered block as the file will hold it; strict with our own writes:
-        never write an entry that would not read back."""
-        header = header_text(prefix)
-        check = parse_log(header + block, log.path,
+    def _parse_back(self, log: DailyLog, text: str, new_text: str,
+                    blocks: list[tuple[str, str]]) -> list[Entry]:
+        """The entries of ``blocks`` (``(id, rendered block)``, appended to ``text`` to make
+        ``new_text``) parsed as the file will hold them; strict with our own writes: never
+        write an entry that would not read back. All blocks are parsed in one go (once per
+        entry, each after the file's header, cost a parse and a line count of the whole log
+        per entry); only when that fails is each block parsed alone, to name the first one
+        that does not read back and why."""
+        prefix_len = len(writer.append_entry(text, ""))  # the log with its last line ended
+        header = header_text(new_text[:prefix_len])
+        check = parse_log(header + new_text[prefix_len:], log.path,
                           max_entry_bytes=self.limits.max_entry_bytes)
-        entry = next((e for e in check.entries if e.id == entry_id), None)
-        if entry is None:
+        if [e.id for e in check.entries] != [entry_id for entry_id, _ in blocks]:
+            for entry_id, block in blocks:
+                alone = parse_log(writer.append_entry(header, block), log.path,
+                                  max_entry_bytes=self.limits.max_entry_bytes)
+                if all(e.id != entry_id for e in alone.entries):
+                    check = alone
+                    break
+            else:
+                entry_id = blocks[0][0]
             reason = "; ".join(d.message for d in check.diagnostics) or "it does not parse back"
             raise MarkdownError(log.path, 0, f"refusing to write {entry_id}: {reason}")
-        entry.line += prefix.count("\n") - header.count("\n")
-        return entry
+        shift = new_text.count("\n", 0, prefix_len) - header.count("\n")
+        for entry in check.entries:
+            entry.line += shift
+        return check.entries
 
     def _writable(self, log: DailyLog) -> DailyLog:
         fatal = next((d for d in log.diagnostics if d.severity == "fatal"), None)

@@ -159,6 +159,13 @@ def append_entry(text: str, block: str) -> str:
     return text + block
 
 
+def append_entries(text: str, blocks: Iterable[str]) -> str:
+    """:func:`append_entry` of every block in turn, in one copy of ``text``: appending them one
+    by one copied the whole log per block, quadratic in a batch of thousands of entries."""
+    joined = "".join(blocks)
+    return append_entry(text, joined) if joined else text
+
+
 def _frontmatter(text: str) -> tuple[list[str], int, int, dict[str, Any]]:
     lines = split_lines(text)
     bounds = frontmatter_bounds(lines)

@@ -73,8 +73,24 @@ def tier_settings(*, cooldown: float) -> tuple[SettingSpec, ...]:
         SettingSpec("max_depth", int, DEFAULT_MAX_DEPTH,
                     "Deepest record this tier may write (1 + the deepest record it cites).",
                     at_least(2)),
-        SettingSpec("prompts", dict, {}, "Prompt overrides by task name."),
+        SettingSpec("prompts", dict, {}, "Prompt overrides by task name.", prompts_problem),
     )
+
+
+def prompts_problem(value: Mapping[str, Any]) -> str | None:
+    """Why a tier's ``prompts`` table cannot be used (unknown name, not a string, a template
+    without ``$records`` ...), checked when ``ome.toml`` loads. Unchecked, a bad override was
+    taken as a good configuration: every run of the tier then failed on it (reflect_insights
+    consuming its window each time), naming another strategy's section."""
+    from everos_reflect.errors import ConfigError
+    from everos_reflect.llm.prompts import Prompts
+
+    try:
+        Prompts.from_settings({"prompts": value}, section="")
+    except ConfigError as exc:
+        return "; ".join(f"{where.rsplit('.', 1)[-1]}: {reason}"
+                         for _, where, reason in exc.problems)
+    return None
 
 
 # -- reading ---------------------------------------------------------------------------------

@@ -166,14 +166,20 @@ class LearnLessons(BeliefTier):
         for task in tasks:
             by_type[task.task_type].append(task)
         touched: set[Path] = set()
+        # Every task type is asked before anything is written: a call failing after another
+        # type's lessons were written left them on disk under a run recorded failed, and the
+        # next run took them for an interrupted commit and moved the cursor past the types
+        # that never got their lessons.
+        asked: dict[str, list[learning.Candidate]] = {}
         for task_type in sorted({t.task_type for t in tasks if t.id in window}):
             shown = [t for t in by_type[task_type] if t.id in window]
             try:
-                candidates = self._llm_candidates(ctx, budget, task_type, shown, derived)
+                asked[task_type] = self._llm_candidates(ctx, budget, task_type, shown, derived)
             except NeedsLLM:
-                candidates = learning.offline_candidates(
+                asked[task_type] = learning.offline_candidates(
                     by_type[task_type], min_recurrence=int(ctx.settings["min_recurrence"]))
                 derived.provider, derived.model = "extractive", None
+        for task_type, candidates in asked.items():
             plan = self._plan(rt, state, task_type, candidates, ctx.settings)
             if plan.handwritten:
                 ctx.log.info("%s: %s: %d candidate(s) restate a hand-written %s lesson, left "

@@ -24,7 +24,7 @@ from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index.audit import Derivation, record_derivation
 from everos_reflect.model import Entry, Kind, UserRef
-from everos_reflect.strategies import provenance
+from everos_reflect.strategies import beliefs, provenance
 from everos_reflect.strategies.belief_store import sync, tier_settings
 
 if TYPE_CHECKING:
@@ -64,7 +64,14 @@ def stale_insights(records: dict[str, Entry]) -> list[Entry]:
     return sorted((e for e in records.values() if e.kind is Kind.INSIGHT
                    and provenance.DERIVATION_KEY in e.meta and e.deprecated_by is None
                    and provenance.status_of(e) == provenance.STALE),
-                  key=lambda e: (e.meta.get("depth") or 1, e.id))
+                  key=lambda e: (_depth(e), e.id))
+
+
+def _depth(entry: Entry) -> int:
+    """A derived record's ``depth``, 1 unless written as a count of at least 1: a person may
+    have edited it into anything ("one", a list), which compared with an integer in the sort
+    above (TypeError) and failed the data poll and every run, for every user."""
+    return max(1, beliefs.depth_of(entry))
 
 
 class RevalidateInsights(Strategy):
@@ -140,8 +147,8 @@ class RevalidateInsights(Strategy):
             meta.update({"timestamp": datetime.now(UTC), "status": provenance.ACTIVE,
                          "evidence": [e.id for e in cited],
                          "evidence_hash": {e.id: e.text_hash for e in cited},
-                         "depth": 1 + max(int(e.meta.get("depth") or 1) if e.kind.derived
-                                          else 0 for e in cited),
+                         "depth": 1 + max(_depth(e) if e.kind.derived else 0
+                                          for e in cited),
                          "derivation": f"rv_{insight.id}", "revises": insight.id})
             new = rt.store.append(ref, Kind.INSIGHT, meta, {"Insight": verdict["insight"]})
             rt.store.deprecate(ref, {insight.id: new.id})
