@@ -106,3 +106,35 @@ def test_search_over_kinds_tags_each_hit_and_leaves_stale_insights_out(root: Pat
                json={"query": "auth", "user_id": DEV.user_id, "kinds": ["nope"]})
     # an unknown kind is a field the schema refuses (its choices are published): 422
     assert api.status_code == 422 and "kinds.0" in api.text and "'nope'" in api.text
+
+
+def test_explain_of_records_citing_one_another_is_bounded(root: Path) -> None:
+    # Twelve hand-written insights that each cite the other eleven: the tree expanded every
+    # path without repeats up to ten levels deep, ~11!·e nodes, and explain (CLI, API, MCP)
+    # held the process's memory for minutes. Nine already made 110,000 nodes (18 MB).
+    from datetime import date
+
+    from everos_reflect.model import Kind
+    from everos_reflect.strategies.insight_views import MAX_TREE_NODES, explain
+
+    rt = Runtime(root, embedder=HashEmbedder(64))
+    try:
+        ids = [f"in_20261012_{n:04d}" for n in range(1, 13)]
+        written = rt.store.append_many(DEV, Kind.INSIGHT, [
+            ({"timestamp": "2026-10-12T09:00:00+00:00", "evidence": [i for i in ids if i != me],
+              "depth": 1, "status": "active"}, {"Insight": f"Insight {me}."}) for me in ids],
+            day=date(2026, 10, 12))
+        assert [e.id for e in written] == ids
+        tree = explain(rt, DEV, ids[0])
+
+        def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+            return [node, *(n for child in node["evidence"] for n in nodes(child))]
+
+        every = nodes(tree)
+        assert len(every) <= MAX_TREE_NODES
+        assert [n["id"] for n in tree["evidence"]] == ids[1:]  # the first level in full
+        assert any(n.get("truncated") for n in every)
+    finally:
+        rt.close()
+    text = run(root, "explain", ids[0], "--user", DEV.user_id)
+    assert text.exit_code == 0 and "not shown" in text.output
