@@ -138,3 +138,36 @@ def test_explain_of_records_citing_one_another_is_bounded(root: Path) -> None:
         rt.close()
     text = run(root, "explain", ids[0], "--user", DEV.user_id)
     assert text.exit_code == 0 and "not shown" in text.output
+
+
+def test_metadata_hand_edited_into_odd_yaml_types_is_served_not_a_500(root: Path) -> None:
+    # YAML a person may write: a !!binary value (bytes) answered 500 from the insights and
+    # worldview routes (JSON cannot encode them), and a list as a conviction's key failed
+    # `worldview --history` (CLI traceback, API 500) where the keys were collected in a dict.
+    from everos_reflect.model import Kind
+
+    rt, _eps, first, _second = setup(root)
+    conviction = rt.store.append(DEV, Kind.CONVICTION, {
+        "timestamp": "2026-10-21T09:00:00+00:00", "key": "risks", "evidence": [first.id],
+        "depth": 2, "status": "active", "derivation": "dw_test"},
+        {"Conviction": "Auth changes are risky."})
+    relation = rt.store.append(DEV, Kind.RELATION, {
+        "timestamp": "2026-10-21T09:00:00+00:00", "relation_type": "self_contradiction",
+        "between": [conviction.id, conviction.id], "status": "resolved", "depth": 3,
+        "resolution": "by hand", "derivation": "dw_test"}, {"Relation": "A clash."})
+    edit_file(rt.store.path_for_id(DEV, first.id), "question: q?", "question: !!binary /w==")
+    edit_file(rt.store.path_for_id(DEV, conviction.id), "key: risks", "key: [risks, more]")
+    edit_file(rt.store.path_for_id(DEV, relation.id), "resolution: by hand",
+              "resolution: !!binary /w==")
+    rt.close()
+    for url, extra in (("insights", {}), ("insights", {"include_stale": "true"}),
+                       ("worldview", {}), ("worldview", {"history": "true"}),
+                       ("relations", {})):
+        answer = call(root, "GET", f"/api/v1/memory/{url}",
+                      params={"user_id": DEV.user_id, **extra})
+        assert answer.status_code == 200, (url, extra, answer.text)
+    listed = call(root, "GET", "/api/v1/memory/insights", params={"user_id": DEV.user_id})
+    (row,) = [r for r in listed.json()["data"]["insights"] if r["id"] == first.id]
+    assert row["question"] == "b'\\xff'"  # what the CLI shows too
+    history = run(root, "worldview", "--user", DEV.user_id, "--history", "--json")
+    assert history.exit_code == 0, history.output

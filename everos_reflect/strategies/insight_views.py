@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from everos_reflect.errors import UnknownEntry
 from everos_reflect.model import EntryId, Kind, UserRef
 from everos_reflect.provenance import provenance
+from everos_reflect.strategies.beliefs import plain
 from everos_reflect.strategies.provenance import evidence_of, status_of
 
 if TYPE_CHECKING:
@@ -29,14 +30,14 @@ def insight_dict(entry: Entry) -> dict[str, Any]:
         "kind": entry.kind.value,
         "timestamp": entry.timestamp.isoformat() if entry.timestamp else None,
         "text": entry.content,
-        "question": meta.get("question"),
+        "question": plain(meta.get("question")),
         "evidence": evidence_of(entry),
-        "depth": meta.get("depth"),
-        "importance": meta.get("importance"),
+        "depth": plain(meta.get("depth")),
+        "importance": plain(meta.get("importance")),
         "status": status_of(entry),
-        "stale_reason": meta.get("stale_reason"),
-        "insight_type": meta.get("insight_type"),
-        "provider": meta.get("provider"),
+        "stale_reason": plain(meta.get("stale_reason")),
+        "insight_type": plain(meta.get("insight_type")),
+        "provider": plain(meta.get("provider")),
         "deprecated_by": entry.deprecated_by,
     }
 
