@@ -259,6 +259,19 @@ def test_a_completion_body_too_deep_or_too_long_a_number_to_parse_fails_the_call
     assert client.llm.merge(init_request()).title == "Andrew's pets"  # retried, then good
 
 
+def test_a_reply_larger_than_the_reply_limit_is_cut_off_and_fails_the_call(fake_openai):
+    # A lying or broken server answered 200 MB: read whole, then parsed twice (the body, then
+    # the content), ~700 MB held for one call that the validator then refused anyway.
+    from everos_reflect.llm.openai_llm import MAX_REPLY_BYTES
+
+    content = json.dumps({"title": "Pets", "content": "x" * (MAX_REPLY_BYTES + 1)})
+    fake_openai.script(fake_openai.Reply(content), GOOD)
+    client = Client(fake_openai, max_retries=0)
+    with pytest.raises(ProviderUnavailable, match=f"larger than {MAX_REPLY_BYTES:,} bytes"):
+        client.llm.merge(init_request())
+    assert client.llm.merge(init_request()).title == "Andrew's pets"
+
+
 @pytest.mark.parametrize(("usage", "counted"), [
     ({"prompt_tokens": "abc", "completion_tokens": 2}, Usage(0, 2)),
     (5, Usage(0, 0)),

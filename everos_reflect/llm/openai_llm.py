@@ -26,7 +26,7 @@ import openai
 from openai import OpenAI
 
 from everos_reflect.errors import ProviderUnavailable
-from everos_reflect.http_deadline import deadline_http_client
+from everos_reflect.http_deadline import ResponseTooLarge, deadline_http_client
 from everos_reflect.llm.base import (
     FactsRequest,
     FactsResult,
@@ -46,6 +46,11 @@ from everos_reflect.llm.tasks import (
 )
 
 log = logging.getLogger(__name__)
+
+#: Most bytes of one completion's body. The longest reply any task accepts (a merge's 200,000
+#: characters, every one escaped as \uXXXX) is about 1.2 MB; a lying or broken server's
+#: 200 MB answer was read whole and parsed twice (~700 MB) before the validator refused it.
+MAX_REPLY_BYTES = 16 << 20
 
 # The SDK's error types that mean "try again later" rather than "this request is wrong".
 _TRANSIENT = (
@@ -97,7 +102,7 @@ class OpenAILLM:
             timeout=timeout_seconds,
             max_retries=0,
             # counts each request as it is handed to the connection (see requests_sent)
-            http_client=deadline_http_client(timeout_seconds,
+            http_client=deadline_http_client(timeout_seconds, max_bytes=MAX_REPLY_BYTES,
                                              event_hooks={"request": [self._on_request]}),
         )
         self._slots = threading.BoundedSemaphore(max_concurrency)
@@ -260,6 +265,8 @@ def _describe(exc: openai.OpenAIError) -> str:
     if isinstance(exc, openai.APITimeoutError):
         return "request timed out"
     if isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc.__cause__, ResponseTooLarge):
+            return f"unusable reply: {exc.__cause__}"
         return "connection failed"
     if isinstance(exc, openai.APIStatusError):
         return f"HTTP {exc.status_code}: {exc.message}"
