@@ -272,6 +272,27 @@ def test_a_reply_larger_than_the_reply_limit_is_cut_off_and_fails_the_call(fake_
     assert client.llm.merge(init_request()).title == "Andrew's pets"
 
 
+@pytest.mark.parametrize("answer", [
+    {"status": 500, "body": {"error": {"message": "x" * 1_000_000}}},
+    {"status": 400, "body": {"error": {"message": "x" * 1_000_000}}},
+    {"refusal": "no " * 300_000},
+])
+def test_a_huge_error_or_refusal_text_is_clipped_in_the_failure(fake_openai, answer, caplog):
+    # A server's 1 MB error text (or a model's 1 MB refusal) was carried whole into every
+    # retry's log line, the ProviderUnavailable message, and from there the run record and
+    # the audit row of each skipped cluster.
+    if "refusal" in answer:
+        message = {"role": "assistant", "content": None, "refusal": answer["refusal"]}
+        item = fake_openai.Status(200, body=_completion([_choice(message)]))
+    else:
+        item = fake_openai.Status(answer["status"], body=answer["body"])
+    fake_openai.script(item, item)
+    with pytest.raises(ProviderUnavailable) as caught:
+        Client(fake_openai, max_retries=1).llm.merge(init_request())
+    assert len(str(caught.value)) < 1_000 and "characters)" in str(caught.value)
+    assert all(len(r.getMessage()) < 1_000 for r in caplog.records)
+
+
 @pytest.mark.parametrize(("usage", "counted"), [
     ({"prompt_tokens": "abc", "completion_tokens": 2}, Usage(0, 2)),
     (5, Usage(0, 0)),

@@ -185,7 +185,7 @@ class OpenAILLM:
             except openai.APIStatusError as exc:
                 raise ProviderUnavailable(self._failure(_describe(exc))) from exc
             except openai.OpenAIError as exc:  # misconfiguration and the like
-                raise ProviderUnavailable(self._failure(str(exc))) from exc
+                raise ProviderUnavailable(self._failure(_clip(str(exc)))) from exc
             except _UNPARSABLE as exc:  # a 200 whose body is not JSON the parser can read
                 last_problem = f"unusable reply: the response body is not JSON ({_why(exc)})"
                 log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, last_problem)
@@ -195,8 +195,8 @@ class OpenAILLM:
             try:
                 return parse(_reply_object(completion)), usage
             except InvalidReply as exc:
-                last_problem = f"unusable reply: {exc}"
-                log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, exc)
+                last_problem = f"unusable reply: {_clip(str(exc))}"
+                log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, last_problem)
         attempts = self.max_retries + 1
         raise ProviderUnavailable(
             self._failure(f"{last_problem} (gave up after {attempts} attempt(s))")
@@ -269,8 +269,19 @@ def _describe(exc: openai.OpenAIError) -> str:
             return f"unusable reply: {exc.__cause__}"
         return "connection failed"
     if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {exc.message}"
-    return str(exc)
+        return f"HTTP {exc.status_code}: {_clip(exc.message)}"
+    return _clip(str(exc))
+
+
+#: The most characters of a server's or model's own text (an error body, a refusal, a
+#: rejected value) kept in a failure: a server's 1 MB error text was carried whole into every
+#: retry's log line, the run record and the audit row of each skipped cluster.
+MAX_PROBLEM_CHARS = 300
+
+
+def _clip(text: str, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """``text``, or its first ``limit`` characters saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 def _retry_after_seconds(exc: Exception) -> float | None:
