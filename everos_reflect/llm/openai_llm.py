@@ -183,9 +183,9 @@ class OpenAILLM:
                 log.warning("LLM call failed (attempt %d): %s", attempt + 1, last_problem)
                 continue
             except openai.APIStatusError as exc:
-                raise ProviderUnavailable(self._failure(_describe(exc))) from exc
+                raise _unavailable(self._failure(_describe(exc)), usage) from exc
             except openai.OpenAIError as exc:  # misconfiguration and the like
-                raise ProviderUnavailable(self._failure(_clip(str(exc)))) from exc
+                raise _unavailable(self._failure(_clip(str(exc))), usage) from exc
             except _UNPARSABLE as exc:  # a 200 whose body is not JSON the parser can read
                 last_problem = f"unusable reply: the response body is not JSON ({_why(exc)})"
                 log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, last_problem)
@@ -198,9 +198,8 @@ class OpenAILLM:
                 last_problem = f"unusable reply: {_clip(str(exc))}"
                 log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, last_problem)
         attempts = self.max_retries + 1
-        raise ProviderUnavailable(
-            self._failure(f"{last_problem} (gave up after {attempts} attempt(s))")
-        )
+        raise _unavailable(
+            self._failure(f"{last_problem} (gave up after {attempts} attempt(s))"), usage)
 
     def _create(self, messages: list[Message], schema_name: str, schema: dict[str, Any]) -> Any:
         """Send one request; on a schema refusal switch to JSON mode and resend at once."""
@@ -250,6 +249,13 @@ def _why(exc: Exception) -> str:
     if isinstance(exc, RecursionError):
         return "nested too deeply to read"
     return str(exc).split(";")[0][:200]
+
+
+def _unavailable(message: str, usage: Usage) -> ProviderUnavailable:
+    """The failure of a call, carrying the tokens of the replies it refused (paid for)."""
+    err = ProviderUnavailable(message)
+    err.usage = usage if usage.total_tokens else None
+    return err
 
 
 def _schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
