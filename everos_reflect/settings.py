@@ -143,6 +143,18 @@ def _at_least(low: float) -> Check:
     return check
 
 
+def _llm_retries(value: Any) -> str | None:
+    """Each retry waits up to 30 s: 10**9 of them retried a failing call for ever, and the run
+    never ended, holding its strategy's lock until a restart."""
+    return None if 0 <= value <= 100 else f"must be 0 to 100, got {value!r}"
+
+
+def _llm_concurrency(value: Any) -> str | None:
+    """Reflection drafts on that many threads, one connection each; the HTTP pool holds 1,000
+    connections, so more only start threads that wait for one."""
+    return None if 1 <= value <= 1000 else f"must be 1 to 1000, got {value!r}"
+
+
 def _threads(value: Any) -> str | None:
     """onnxruntime starts every intra-op thread it is given: 100,000 kept ``search`` spinning
     for minutes without an answer. The bundled model gains nothing past a few dozen."""
@@ -214,8 +226,8 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("llm", "model"): _not_blank,
     ("llm", "base_url"): _url,
     ("llm", "timeout_seconds"): _timeout,
-    ("llm", "max_retries"): _at_least(0),
-    ("llm", "max_concurrency"): _at_least(1),
+    ("llm", "max_retries"): _llm_retries,
+    ("llm", "max_concurrency"): _llm_concurrency,
     ("embedding", "provider"): _one_of("local", "openai"),
     ("embedding", "model"): _not_blank,
     ("embedding", "base_url"): _url,
