@@ -196,7 +196,10 @@ def render_messages(spec: TaskSpec, req: TaskRequest, prompts: Prompts) -> list[
     """System rules, then the task's template with its records and values filled in."""
     if spec.messages is not None:
         return spec.messages(req, prompts)
-    values = {k: str(v) for k, v in req.values.items()}
+    # the values are text a model or a person wrote (a question, a stale insight, the current
+    # convictions): their lines stay, but none may pose as a record or open or close the block
+    values = {k: _BLOCK_TAG_RE.sub(r"‹\1", _FAKE_NUMBER_RE.sub(r"(\1)", str(v)))
+              for k, v in req.values.items()}
     values["records"] = req.numbering.block()
     values["language_rule"] = prompts.language_rule(req.language)
     text = Template(prompts.task_template(spec.name, spec.template)).safe_substitute(values)
