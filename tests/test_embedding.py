@@ -160,6 +160,65 @@ def test_local_embedder_loads_once_under_concurrent_first_use() -> None:
     np.testing.assert_allclose(results[0], results[2], atol=1e-6)
 
 
+class _CountingSession:
+    """The real onnxruntime session, counting how many of its calls run at once."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.lock = threading.Lock()
+        self.running = self.most = self.calls = 0
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        with self.lock:
+            self.running += 1
+            self.calls += 1
+            self.most = max(self.most, self.running)
+        try:
+            time.sleep(0.005)  # a real call takes longer: give the others time to pile in
+            return self.session.run(*args, **kwargs)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+def _embed_from_threads(embedder: LocalEmbedder, texts: list[str],
+                        threads: int) -> list[np.ndarray]:
+    results: list[np.ndarray] = [np.empty(0)] * threads
+    start = threading.Barrier(threads)
+
+    def work(i: int) -> None:
+        start.wait()
+        results[i] = embedder.embed(texts)
+
+    pool = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
+    for t in pool:
+        t.start()
+    for t in pool:
+        t.join()
+    return results
+
+
+@pytest.mark.parametrize("calls_at_once", [1, 2])
+def test_local_embedder_runs_at_most_calls_at_once_model_calls(calls_at_once: int) -> None:
+    # six threads embedding at once, as a Reflection run with the extractive provider does
+    # (four merge workers, the guard, the commit): their calls' working memory adds up
+    embedder = LocalEmbedder(batch_size=2, threads=1, calls_at_once=calls_at_once)
+    embedder.load()
+    counting = _CountingSession(embedder._session)
+    embedder._session = counting
+    texts = [f"sentence number {i} about the weekend at the lake" for i in range(8)]
+    results = _embed_from_threads(embedder, texts, 6)
+    assert counting.calls == 6 * 4  # batches of 2: every call went through the count
+    assert counting.most == calls_at_once  # never more, and the limit is really reached
+    for got in results[1:]:
+        np.testing.assert_array_equal(got, results[0])
+
+
+def test_local_embedder_refuses_no_calls_at_once() -> None:
+    with pytest.raises(ValueError, match="calls_at_once"):
+        LocalEmbedder(calls_at_once=0)
+
+
 # -- OpenAIEmbedder against a local fake server ---------------------------------------------
 
 

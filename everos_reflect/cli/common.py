@@ -140,6 +140,49 @@ def fail(message: str, code: int = 1) -> NoReturn:
     sys.exit(code)
 
 
+class _OneLineUsageError(click.ClickException):
+    """A click error (bad option, missing argument, unknown command) shown as one ``error:``
+    line, as :func:`fail` shows every other error (SPEC §8), with click's exit code. Click's
+    own display is a usage block: ``Usage: …``, a hint, a blank line, then ``Error: …``."""
+
+    def __init__(self, cause: click.ClickException, command: str | None) -> None:
+        super().__init__(cause.format_message())
+        self.exit_code = cause.exit_code
+        ctx = getattr(cause, "ctx", None)
+        command = ctx.command_path if ctx is not None else command
+        self.hint = f" (see '{command} --help')" if command else ""
+
+    def show(self, file: Any = None) -> None:
+        message = " ".join(self.format_message().split())  # click may wrap a long message
+        if self.hint:
+            message = message.removesuffix(".")
+        click.echo(f"error: {shown(message)}{self.hint}", err=True)
+
+
+class OneLineErrors(click.Group):
+    """The top-level group: every click error of it or any command below it (they are all
+    parsed inside its ``make_context`` or ``invoke``) becomes a :class:`_OneLineUsageError`."""
+
+    def make_context(self, info_name: str | None, args: list[str], *more: Any,
+                     **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, *more, **kwargs)
+        except click.ClickException as exc:
+            raise _one_line(exc, info_name) from exc
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as exc:
+            sub = ctx.invoked_subcommand  # named before its options are parsed
+            raise _one_line(exc, f"{ctx.command_path} {sub}" if sub else ctx.command_path) \
+                from exc
+
+
+def _one_line(exc: click.ClickException, command: str | None) -> click.ClickException:
+    return exc if isinstance(exc, _OneLineUsageError) else _OneLineUsageError(exc, command)
+
+
 def validated(model: type[M], **fields: Any) -> M:
     """``model(**fields)``, or one line naming each bad field and exit 1.
 

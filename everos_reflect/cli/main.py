@@ -16,10 +16,10 @@ from everos_reflect.cli import (
     reflect_cmds,
     store_cmds,
 )
-from everos_reflect.cli.common import one_line_log_records
+from everos_reflect.cli.common import OneLineErrors, one_line_log_records
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="everos-reflect")
 def cli() -> None:
     """Offline memory consolidation for AI agents: Markdown daily logs in, narratives out."""

@@ -41,6 +41,13 @@ MAX_BATCH_CELLS = 4 * 128 * 128
 #: texts tokenized at a time: the tokenizer's Encoding objects (offsets, tokens, masks) take
 #: ~8 KB per text; only the ids of each text are kept.
 TOKENIZE_CHUNK = 256
+#: model calls one embedder runs at once; more callers wait their turn. Each call holds its
+#: working tensors (up to ~50 MB at ``MAX_BATCH_CELLS``) until it returns, so N callers at once
+#: hold N times that: a LoCoMo Reflection with the extractive provider had up to six (four
+#: merge workers, the coverage guard, the commit) and peaked ~70 MB higher than with one at a
+#: time, for no more throughput, since each call already runs on every core onnxruntime's
+#: intra-op threads have (docs/memory.md, session 13).
+CALLS_AT_ONCE = 1
 DIM = 384
 
 log = logging.getLogger(__name__)
@@ -141,7 +148,11 @@ class LocalEmbedder:
     """all-MiniLM-L6-v2 int8: 384-dimensional, mean-pooled, unit-normalised sentence vectors.
 
     The model loads on the first ``embed`` call (so commands that never embed start fast) and is
-    shared by all threads; onnxruntime sessions are safe to run concurrently.
+    shared by all threads. onnxruntime sessions are safe to run concurrently, but at most
+    ``calls_at_once`` model calls run at a time (:data:`CALLS_AT_ONCE`): a call's working
+    memory is what bounds a process's peak, and the calls of one process compete for the same
+    cores anyway. A caller waits for at most one batch (``MAX_BATCH_CELLS``), not for another
+    caller's whole ``embed``.
     """
 
     name = "local:all-MiniLM-L6-v2-int8"
@@ -155,9 +166,12 @@ class LocalEmbedder:
         low_memory: bool = True,
         model_path: str | Path | None = None,
         tokenizer_path: str | Path | None = None,
+        calls_at_once: int = CALLS_AT_ONCE,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        if calls_at_once < 1:
+            raise ValueError(f"calls_at_once must be at least 1, got {calls_at_once}")
         if threads < 0:
             raise ValueError(f"threads must be 0 (automatic) or more, got {threads}")
         self.batch_size = batch_size
@@ -166,6 +180,8 @@ class LocalEmbedder:
         self._model_path = Path(model_path) if model_path else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path else None
         self._lock = threading.Lock()
+        #: model calls running now at most ``calls_at_once`` (one per batch, not per embed)
+        self._calls = threading.BoundedSemaphore(calls_at_once)
         self._session: Any = None
         self._tokenizer: Any = None
 
@@ -271,14 +287,15 @@ class LocalEmbedder:
                 ids = ids_of[index]
                 input_ids[row, : len(ids)] = ids
                 mask[row, : len(ids)] = 1
-            (hidden,) = self._session.run(
-                ["last_hidden_state"],
-                {
-                    "input_ids": input_ids,
-                    "attention_mask": mask,
-                    "token_type_ids": np.zeros_like(input_ids),
-                },
-            )
+            with self._calls:
+                (hidden,) = self._session.run(
+                    ["last_hidden_state"],
+                    {
+                        "input_ids": input_ids,
+                        "attention_mask": mask,
+                        "token_type_ids": np.zeros_like(input_ids),
+                    },
+                )
             weights = mask[:, :, None].astype(np.float32)
             pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
             out[batch] = pooled

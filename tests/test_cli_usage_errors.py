@@ -1,0 +1,68 @@
+"""Bad options and arguments: one ``error:`` line on stderr (SPEC §8), click's exit code kept.
+
+Click printed a usage block (``Usage: …``, ``Try '… --help' for help.``, a blank line, then
+``Error: …``): four lines for one mistake, unlike every other error of the CLI."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from everos_reflect.cli.main import cli
+
+
+def invoke(args: list[str]) -> Result:
+    return CliRunner().invoke(cli, args, prog_name="everos-reflect")
+
+
+@pytest.mark.parametrize(("args", "code", "says"), [
+    (["search", "dogs", "--passages-per-entry", "9"], 2,
+     "error: Invalid value for '--passages-per-entry': 9 is not in the range 1<=x<=3"),
+    (["search"], 2, "error: Missing argument 'QUERY' (see 'everos-reflect search --help')"),
+    (["reports", "--limit", "x"], 2, "error: Invalid value for '--limit': 'x' is not a valid"),
+    (["status", "--bogus"], 2, "error: No such option '--bogus'"),
+    (["search", "dogs", "--kinds", "insight"], 2,
+     "error: No such option '--kinds'. Did you mean '--kind'?"),
+    (["undo", "ep_20261012_0001"], 2, "error: Missing option '--user'"),
+    (["insights", "--root", "ROOT", "--user"], 2,
+     "error: Option '--user' requires an argument (see 'everos-reflect insights --help')"),
+    (["trigger", "reflect_episodes", "--timeout", "-1"], 2,
+     "error: Invalid value for '--timeout': -1.0 is not in the range 0<=x<=86400"),
+    (["nosuchcommand"], 2, "error: No such command 'nosuchcommand'"),
+])
+def test_a_bad_option_is_one_error_line_naming_it_with_the_usage_exit_code(
+    root: Path, args: list[str], code: int, says: str
+) -> None:
+    if args[0] != "nosuchcommand" and "ROOT" not in args:
+        args = [*args, "--root", "ROOT"]
+    result = invoke([str(root) if a == "ROOT" else a for a in args])
+    assert result.exit_code == code, result.output
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(says), lines[0]
+    assert "help" in lines[0]  # still says where the usage is
+
+
+@pytest.mark.parametrize(("args", "option", "choices"), [
+    (["search", "dogs", "--mode", "fuzzy"], "--mode", "'hybrid', 'vector', 'keyword'"),
+    (["task", "add", "--user", "u1", "--type", "deploy", "--step", "s", "--goal", "g", "--outcome",
+      "done"], "--outcome", "'success', 'failure', 'partial'"),
+])
+def test_a_bad_choice_names_the_option_and_the_choices_on_one_line(
+    root: Path, args: list[str], option: str, choices: str
+) -> None:
+    result = invoke([*args, "--root", str(root)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"error: Invalid value for '{option}': ")
+    assert f"is not one of {choices}" in line
+
+
+def test_help_and_version_are_not_errors(root: Path) -> None:
+    helped = invoke(["search", "--help"])
+    assert helped.exit_code == 0 and helped.stdout.startswith("Usage: ")
+    versioned = invoke(["--version"])
+    assert versioned.exit_code == 0 and "version" in versioned.stdout
