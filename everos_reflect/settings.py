@@ -196,7 +196,10 @@ def _not_blank(value: Any) -> str | None:
 
 
 def _token(value: Any) -> str | None:
-    """A bearer token a client can send: visible ASCII, no spaces. A blank one passed the
+    """A bearer token a client can send: visible ASCII, no spaces. For an ``api_key`` (sent
+    as our own Authorization header) a non-ASCII key failed every call as "the response body
+    is not JSON ('ascii' codec can't encode ...)", a line break or NUL as "connection failed".
+    For the server's ``token``: a blank one passed the
     "non-loopback needs a token" check and then matched no request (header values are trimmed),
     and a non-ASCII one never matched either (headers arrive as Latin-1): either way the API
     answered 401 to everyone with nothing saying why."""
@@ -225,12 +228,14 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("llm", "provider"): _one_of("extractive", "openai"),
     ("llm", "model"): _not_blank,
     ("llm", "base_url"): _url,
+    ("llm", "api_key"): _token,
     ("llm", "timeout_seconds"): _timeout,
     ("llm", "max_retries"): _llm_retries,
     ("llm", "max_concurrency"): _llm_concurrency,
     ("embedding", "provider"): _one_of("local", "openai"),
     ("embedding", "model"): _not_blank,
     ("embedding", "base_url"): _url,
+    ("embedding", "api_key"): _token,
     ("embedding", "dimensions"): _dimensions,
     ("embedding", "batch_size"): _at_least(1),
     ("embedding", "threads"): _threads,

@@ -293,6 +293,16 @@ def test_a_huge_error_or_refusal_text_is_clipped_in_the_failure(fake_openai, ans
     assert all(len(r.getMessage()) < 1_000 for r in caplog.records)
 
 
+def test_a_request_that_cannot_be_encoded_fails_at_once_saying_so(fake_openai):
+    # A non-ASCII api_key (made outside the settings, which now refuse it) cannot be an HTTP
+    # header: the UnicodeEncodeError was taken for a reply that is not JSON, and retried.
+    client = OpenAILLM(model="m", base_url=fake_openai.base_url, api_key="ключ",
+                       max_retries=3, sleep=lambda s: None)
+    with pytest.raises(ProviderUnavailable, match="the request cannot be sent"):
+        client.merge(init_request())
+    assert fake_openai.requests == []
+
+
 @pytest.mark.parametrize(("usage", "counted"), [
     ({"prompt_tokens": "abc", "completion_tokens": 2}, Usage(0, 2)),
     (5, Usage(0, 0)),

@@ -405,3 +405,15 @@ def test_llm_retries_and_concurrency_past_what_can_run_are_rejected(text: str, k
     ok = parse_settings(DEFAULTS, "[llm]\nmax_retries = 100\nmax_concurrency = 1000\n", {},
                         "root/everos.toml")
     assert (ok.llm.max_retries, ok.llm.max_concurrency) == (100, 1000)
+
+
+@pytest.mark.parametrize("section", ["llm", "embedding"])
+@pytest.mark.parametrize("key", ["ключ", "sk-abc\\r\\nX-Evil: 1", "sk abc", "sk-\\u0000"])
+def test_an_api_key_no_http_header_can_carry_is_refused_naming_the_key(section: str,
+                                                                       key: str) -> None:
+    # Sent as the Authorization header: a non-ASCII key failed every call as "the response
+    # body is not JSON ('ascii' codec can't encode ...)", a line break or NUL as "connection
+    # failed", each retried, none naming the key.
+    ((file, shown, why),) = problems_of(f'[{section}]\napi_key = "{key}"\n')
+    assert (file, shown) == ("root/everos.toml", f"{section}.api_key")
+    assert why.startswith("must be visible ASCII characters without spaces")

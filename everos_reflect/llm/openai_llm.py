@@ -186,6 +186,10 @@ class OpenAILLM:
                 raise _unavailable(self._failure(_describe(exc)), usage) from exc
             except openai.OpenAIError as exc:  # misconfiguration and the like
                 raise _unavailable(self._failure(_clip(str(exc))), usage) from exc
+            except UnicodeEncodeError as exc:  # a header (the api_key) HTTP cannot carry
+                raise _unavailable(self._failure(
+                    f"the request cannot be sent: {exc.reason} in a header (check the "
+                    "api_key)"), usage) from exc
             except _UNPARSABLE as exc:  # a 200 whose body is not JSON the parser can read
                 last_problem = f"unusable reply: the response body is not JSON ({_why(exc)})"
                 log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, last_problem)
