@@ -210,8 +210,14 @@ def _token(value: Any) -> str | None:
     return None
 
 
+#: A whole URL: a host, then no white space or control character anywhere. Only the start
+#: was matched: "http://host/v1\n" passed, and every run then failed in httpx ("InvalidURL:
+#: Invalid non-printable ASCII character") naming no setting.
+_URL_RE = re.compile(r"https?://[^\s/\x00-\x1f\x7f]+[^\s\x00-\x1f\x7f]*")
+
+
 def _url(value: Any) -> str | None:
-    if value is None or re.match(r"^https?://[^\s/]+", value):
+    if value is None or _URL_RE.fullmatch(value):
         return None
     return f"must be an http:// or https:// URL, got {value!r}"
 

@@ -417,3 +417,15 @@ def test_an_api_key_no_http_header_can_carry_is_refused_naming_the_key(section: 
     ((file, shown, why),) = problems_of(f'[{section}]\napi_key = "{key}"\n')
     assert (file, shown) == ("root/everos.toml", f"{section}.api_key")
     assert why.startswith("must be visible ASCII characters without spaces")
+
+
+@pytest.mark.parametrize("section", ["llm", "embedding"])
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/v1\\n", "http://h/v1\\u0000",
+                                 "http://h/v 1", "http://h/v1\\t"])
+def test_a_base_url_with_white_space_or_a_control_character_is_refused(section: str,
+                                                                        url: str) -> None:
+    # Only the start was matched: "http://host/v1\n" was accepted, and every run then failed
+    # with httpx's "InvalidURL: Invalid non-printable ASCII character" naming no setting.
+    ((file, shown, why),) = problems_of(f'[{section}]\nbase_url = "{url}"\n')
+    assert (file, shown) == ("root/everos.toml", f"{section}.base_url")
+    assert why.startswith("must be an http:// or https:// URL")
