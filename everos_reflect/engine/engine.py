@@ -286,10 +286,7 @@ class Engine:
             log.exception("%s: run %s bookkeeping failed", name, active.run_id)
             outcome = RunOutcome(FAILED, name, active.run_id, error=str(exc))
             try:  # and say so in the run record, which otherwise stayed "running"
-                row = self.runtime.db().execute(
-                    "SELECT attempt FROM runs WHERE id = ?", (active.run_id,)).fetchone()
-                self._finish(active.run_id, FAILED, f"{type(exc).__name__}: {exc}", {},
-                             int(row[0]) if row and row[0] else 1)
+                runs.fail(self.runtime.db(), active.run_id, f"{type(exc).__name__}: {exc}")
             except Exception:
                 log.exception("%s: run %s could not be recorded failed", name, active.run_id)
         finally:
