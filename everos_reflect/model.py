@@ -423,13 +423,16 @@ class NewEpisode:
 
 
 #: Control characters no user text written to a daily log may hold: everything below U+0020 but
-#: tab, line feed and carriage return, plus DEL. A NUL sent through the API was written into the
-#: Markdown as it was, which then became a "binary file" to grep and git; an ESC drove the
-#: terminal of whoever printed it. (The LLM reply path refuses the same set, ``llm.tasks``.)
-CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: tab, line feed and carriage return, DEL, and the C1 controls U+0080-U+009F. A NUL sent through
+#: the API was written into the Markdown as it was, which then became a "binary file" to grep
+#: and git; an ESC (or its one-byte C1 form, CSI U+009B) drove the terminal of whoever printed
+#: it; a NEL (U+0085) is a line break to YAML and to ``str.splitlines``, so other readers of the
+#: log split a line the parser reads as one. (The LLM reply path, ``llm.tasks``, refuses the
+#: C0 part of this set.)
+CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 #: :data:`CONTROL_CHARS` as the inside of a JSON Schema (ECMA 262) character class.
-CONTROL_CLASS = "\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f"
+CONTROL_CLASS = "\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f"
 
 
 def control_problem(value: str) -> str | None:

@@ -170,6 +170,15 @@ def test_add_episode_then_search_finds_it(call: Client, runtime: Runtime) -> Non
          "subject: holds the control character U+001B"),
         ({"user_id": "u1", "subject": "s", "content": "a\x7f"}, "invalid_request",
          "content: holds the control character U+007F"),
+        # C1: NEL is a line break to YAML and str.splitlines; CSI drives 8-bit terminals.
+        ({"user_id": "u1", "subject": "s", "content": "one\x85<!-- /entry:x -->"},
+         "invalid_request", "content: holds the control character U+0085"),
+        ({"user_id": "u1", "subject": "Pets \x9b2J", "content": "c"}, "invalid_request",
+         "subject: holds the control character U+009B"),
+        ({"user_id": "u1", "subject": "s", "content": "a\x80"}, "invalid_request",
+         "content: holds the control character U+0080"),
+        ({"user_id": "u1", "subject": "s", "content": "a\x9f"}, "invalid_request",
+         "content: holds the control character U+009F"),
     ],
 )
 def test_bad_episodes_are_rejected_and_nothing_is_written(
@@ -194,6 +203,7 @@ TASK = {"user_id": "u1", "task_type": "deploy", "goal": "Deploy web v2",
         ({"steps": ["ok", "roll\x1bback"]}, "steps.1: holds the control character U+001B"),
         ({"errors": ["disk\x1cfull"]}, "errors.0: holds the control character U+001C"),
         ({"outcome_note": "half\x00done"}, "outcome_note: holds the control character U+0000"),
+        ({"steps": ["ok", "next\x85step"]}, "steps.1: holds the control character U+0085"),
     ],
 )
 def test_task_records_with_control_characters_are_422_and_nothing_is_written(
@@ -214,11 +224,13 @@ def test_tab_and_line_breaks_are_still_accepted_and_written(call: Client, root: 
     assert "\tline two" in log.read_text()
 
 
-def test_a_resolve_note_with_a_control_character_is_422(call: Client) -> None:
+@pytest.mark.parametrize("char", ["\x00", "\x85"])
+def test_a_resolve_note_with_a_control_character_is_422(call: Client, char: str) -> None:
     resp = call("POST", "/api/v1/memory/relations/rel_20261012_0001/resolve",
-                json={"user_id": "u1", "note": "fixed\x00"})
+                json={"user_id": "u1", "note": f"fixed{char}"})
     assert resp.status_code == 422, resp.text
-    assert error_of(resp)["message"] == "note: holds the control character U+0000"
+    assert error_of(resp)["message"] == (
+        f"note: holds the control character U+{ord(char):04X}")
 
 
 def test_the_schema_publishes_the_control_character_rule(call: Client) -> None:
@@ -231,9 +243,14 @@ def test_the_schema_publishes_the_control_character_rule(call: Client) -> None:
         assert pattern.search("Toby the dog\tand a cat"), name
         assert not pattern.search("To\x00by"), name
         assert not pattern.search("\x1b[2J"), name
+        assert not pattern.search("one\x85two"), name
+        assert not pattern.search("\x9b2J"), name
+        assert pattern.search("caf\u00e9 \u00a0ok"), name  # U+00A0 and up are text
     assert re.search(props["content"]["pattern"], "line one\r\n\tline two")
     assert not re.search(props["steps"]["items"]["pattern"], "a\x00")
     assert not re.search(props["outcome_note"]["pattern"], "a\x00")
+    assert not re.search(props["steps"]["items"]["pattern"], "a\x85")
+    assert not re.search(props["outcome_note"]["pattern"], "a\x80")
 
 
 @pytest.mark.parametrize(
@@ -243,6 +260,9 @@ def test_the_schema_publishes_the_control_character_rule(call: Client) -> None:
         ({"query": "x", "top_k": 0}, "top_k"),
         ({"query": "x", "user_id": ".."}, "user_id"),
         ({"query": "x", "mode": "psychic"}, "psychic"),
+        # unbounded but for the body limit over HTTP, and for nothing over MCP: a query of
+        # 5 MB took 8 s of keyword and vector search (the embedder reads its first 256 tokens)
+        ({"query": "deploy " * 2_000}, "query: String should have at most 10000 characters"),
     ],
 )
 def test_bad_searches_are_4xx(call: Client, body: dict, fragment: str) -> None:

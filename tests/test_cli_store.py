@@ -347,6 +347,9 @@ def test_add_json_and_generated_memcell_parent(root: Path) -> None:
         (["--user", "u1", "--subject", "Pets \x1b[2J"],
          "--subject holds the control character U+001B"),
         (["--user", "u1", "--content", "a\x1fb"], "--content holds the control character U+001F"),
+        (["--user", "u1", "--content", "a\x85b"], "--content holds the control character U+0085"),
+        (["--user", "u1", "--subject", "Pets \x9b2J"],
+         "--subject holds the control character U+009B"),
     ],
 )
 def test_add_rejects_bad_input_with_one_line_and_writes_nothing(

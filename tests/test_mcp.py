@@ -147,6 +147,8 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     ("record_task", {"user_id": "u_ann", "task_type": "deploy", "goal": "g",
                      "steps": ["s\x1b[2J"], "outcome": "success"},
      "steps.0: holds the control character U+001B"),
+    ("add_episode", {"user_id": "u_ann", "subject": "Pets", "content": "Mi\x85so"},
+     "content: holds the control character U+0085"),
 ])
 def test_a_control_character_is_invalid_params_and_nothing_is_written(
     root: Path, tool: str, args: dict[str, Any], message: str

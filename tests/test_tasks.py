@@ -56,6 +56,7 @@ def test_task_add_writes_the_spec_layout(root: Path) -> None:
     (["--type", "deploy", "--step", "a\x1cb"], "--step holds the control character U+001C"),
     (["--type", "deploy", "--note", "x\x1b[2J"],
      "--note holds the control character U+001B"),
+    (["--type", "deploy", "--goal", "ship\x85it"], "--goal holds the control character U+0085"),
 ])
 def test_task_add_refuses_bad_fields_naming_them(root: Path, args: list[str],
                                                  fragment: str) -> None:
