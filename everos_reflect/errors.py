@@ -7,6 +7,7 @@ status codes. Each carries a message a user can act on.
 from __future__ import annotations
 
 import sqlite3
+from typing import Any
 
 
 class EverosError(Exception):
@@ -81,7 +82,13 @@ class UnknownStrategy(EverosError, KeyError):
 
 
 class ProviderUnavailable(EverosError):
-    """An LLM or embedding provider failed or answered something unusable."""
+    """An LLM or embedding provider failed or answered something unusable.
+
+    ``usage`` holds the tokens of the replies that did arrive and were refused (they were
+    paid for), so a run's ``max_tokens`` counts them; ``None`` when none arrived.
+    """
+
+    usage: Any = None
 
 
 class StrategyBusy(EverosError):

@@ -31,38 +31,51 @@ class _DeadlineTransport(_http.BaseTransport):  # type: ignore[misc]
     raises ``ReadTimeout``, which the SDK reports as a timeout like any other.
     """
 
-    def __init__(self, inner: Any, seconds: float) -> None:
-        self._inner, self._seconds = inner, seconds
+    def __init__(self, inner: Any, seconds: float, max_bytes: int | None = None) -> None:
+        self._inner, self._seconds, self._max_bytes = inner, seconds, max_bytes
 
     def handle_request(self, request: Any) -> Any:
         deadline = time.monotonic() + self._seconds
         response = self._inner.handle_request(request)
-        response.stream = _DeadlineStream(response.stream, deadline, self._seconds, request)
+        response.stream = _DeadlineStream(response.stream, deadline, self._seconds, request,
+                                          self._max_bytes)
         return response
 
     def close(self) -> None:
         self._inner.close()
 
 
+class ResponseTooLarge(_http.ReadError):  # type: ignore[misc]
+    """A response body past the client's ``max_bytes``: cut off, never read whole."""
+
+
 class _DeadlineStream(_http.SyncByteStream):  # type: ignore[misc]
     def __init__(self, stream: Any, deadline: float, seconds: float,
-                 request: Any) -> None:
+                 request: Any, max_bytes: int | None = None) -> None:
         self._stream, self._deadline, self._seconds = stream, deadline, seconds
-        self._request = request
+        self._request, self._max_bytes = request, max_bytes
 
     def __iter__(self) -> Iterator[bytes]:
+        received = 0
         for chunk in self._stream:
             if time.monotonic() > self._deadline:
                 raise _http.ReadTimeout(
                     f"response still arriving after {self._seconds:g} s", request=self._request)
+            received += len(chunk)
+            if self._max_bytes is not None and received > self._max_bytes:
+                raise ResponseTooLarge(f"response larger than {self._max_bytes:,} bytes",
+                                       request=self._request)
             yield chunk
 
     def close(self) -> None:
         self._stream.close()
 
 
-def deadline_http_client(seconds: float, **kwargs: Any) -> Any:
+def deadline_http_client(seconds: float, *, max_bytes: int | None = None,
+                         **kwargs: Any) -> Any:
     """The SDK's default HTTP client (its pool limits, redirects, ``kwargs``) whose every
-    response must be complete within ``seconds`` of its request being sent."""
-    transport = _DeadlineTransport(_http.HTTPTransport(limits=_CONNECTION_LIMITS), seconds)
+    response must be complete within ``seconds`` of its request being sent and, with
+    ``max_bytes``, hold at most that many body bytes (:class:`ResponseTooLarge` past it)."""
+    transport = _DeadlineTransport(_http.HTTPTransport(limits=_CONNECTION_LIMITS), seconds,
+                                   max_bytes)
     return openai.DefaultHttpxClient(transport=transport, **kwargs)

@@ -143,6 +143,18 @@ def _at_least(low: float) -> Check:
     return check
 
 
+def _llm_retries(value: Any) -> str | None:
+    """Each retry waits up to 30 s: 10**9 of them retried a failing call for ever, and the run
+    never ended, holding its strategy's lock until a restart."""
+    return None if 0 <= value <= 100 else f"must be 0 to 100, got {value!r}"
+
+
+def _llm_concurrency(value: Any) -> str | None:
+    """Reflection drafts on that many threads, one connection each; the HTTP pool holds 1,000
+    connections, so more only start threads that wait for one."""
+    return None if 1 <= value <= 1000 else f"must be 1 to 1000, got {value!r}"
+
+
 def _threads(value: Any) -> str | None:
     """onnxruntime starts every intra-op thread it is given: 100,000 kept ``search`` spinning
     for minutes without an answer. The bundled model gains nothing past a few dozen."""
@@ -184,7 +196,10 @@ def _not_blank(value: Any) -> str | None:
 
 
 def _token(value: Any) -> str | None:
-    """A bearer token a client can send: visible ASCII, no spaces. A blank one passed the
+    """A bearer token a client can send: visible ASCII, no spaces. For an ``api_key`` (sent
+    as our own Authorization header) a non-ASCII key failed every call as "the response body
+    is not JSON ('ascii' codec can't encode ...)", a line break or NUL as "connection failed".
+    For the server's ``token``: a blank one passed the
     "non-loopback needs a token" check and then matched no request (header values are trimmed),
     and a non-ASCII one never matched either (headers arrive as Latin-1): either way the API
     answered 401 to everyone with nothing saying why."""
@@ -195,8 +210,14 @@ def _token(value: Any) -> str | None:
     return None
 
 
+#: A whole URL: a host, then no white space or control character anywhere. Only the start
+#: was matched: "http://host/v1\n" passed, and every run then failed in httpx ("InvalidURL:
+#: Invalid non-printable ASCII character") naming no setting.
+_URL_RE = re.compile(r"https?://[^\s/\x00-\x1f\x7f]+[^\s\x00-\x1f\x7f]*")
+
+
 def _url(value: Any) -> str | None:
-    if value is None or re.match(r"^https?://[^\s/]+", value):
+    if value is None or _URL_RE.fullmatch(value):
         return None
     return f"must be an http:// or https:// URL, got {value!r}"
 
@@ -213,12 +234,14 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("llm", "provider"): _one_of("extractive", "openai"),
     ("llm", "model"): _not_blank,
     ("llm", "base_url"): _url,
+    ("llm", "api_key"): _token,
     ("llm", "timeout_seconds"): _timeout,
-    ("llm", "max_retries"): _at_least(0),
-    ("llm", "max_concurrency"): _at_least(1),
+    ("llm", "max_retries"): _llm_retries,
+    ("llm", "max_concurrency"): _llm_concurrency,
     ("embedding", "provider"): _one_of("local", "openai"),
     ("embedding", "model"): _not_blank,
     ("embedding", "base_url"): _url,
+    ("embedding", "api_key"): _token,
     ("embedding", "dimensions"): _dimensions,
     ("embedding", "batch_size"): _at_least(1),
     ("embedding", "threads"): _threads,

@@ -197,6 +197,19 @@ def test_retries_exhausted_record_the_failure(runtime: Runtime, fake: Fake) -> N
     assert len(fake.calls) == 2
 
 
+def test_a_thousand_retries_without_backoff_end_in_a_recorded_failure(
+        runtime: Runtime, fake: Fake) -> None:
+    # The wait before retry n was backoff * 2 ** (n - 1): from the 1,025th attempt that number
+    # is past a float (OverflowError, even times 0), which escaped the retry loop: the run
+    # record stayed "running" for good, the answer said "int too large to convert to float".
+    enable(runtime.root, "max_retries = 1100\nretry_backoff_seconds = 0\n")
+    fake.failures = 2000
+    out = Engine(runtime).trigger("fake_test", timeout=120)
+    assert (out.status, out.error) == ("failed", "RuntimeError: provider down")
+    row = run_row(runtime, out.run_id)
+    assert (row["status"], row["attempt"]) == ("failed", 1101)
+
+
 def test_runs_left_running_by_a_dead_process_are_abandoned(runtime: Runtime, fake: Fake) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -106,3 +106,68 @@ def test_search_over_kinds_tags_each_hit_and_leaves_stale_insights_out(root: Pat
                json={"query": "auth", "user_id": DEV.user_id, "kinds": ["nope"]})
     # an unknown kind is a field the schema refuses (its choices are published): 422
     assert api.status_code == 422 and "kinds.0" in api.text and "'nope'" in api.text
+
+
+def test_explain_of_records_citing_one_another_is_bounded(root: Path) -> None:
+    # Twelve hand-written insights that each cite the other eleven: the tree expanded every
+    # path without repeats up to ten levels deep, ~11!·e nodes, and explain (CLI, API, MCP)
+    # held the process's memory for minutes. Nine already made 110,000 nodes (18 MB).
+    from datetime import date
+
+    from everos_reflect.model import Kind
+    from everos_reflect.strategies.insight_views import MAX_TREE_NODES, explain
+
+    rt = Runtime(root, embedder=HashEmbedder(64))
+    try:
+        ids = [f"in_20261012_{n:04d}" for n in range(1, 13)]
+        written = rt.store.append_many(DEV, Kind.INSIGHT, [
+            ({"timestamp": "2026-10-12T09:00:00+00:00", "evidence": [i for i in ids if i != me],
+              "depth": 1, "status": "active"}, {"Insight": f"Insight {me}."}) for me in ids],
+            day=date(2026, 10, 12))
+        assert [e.id for e in written] == ids
+        tree = explain(rt, DEV, ids[0])
+
+        def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+            return [node, *(n for child in node["evidence"] for n in nodes(child))]
+
+        every = nodes(tree)
+        assert len(every) <= MAX_TREE_NODES
+        assert [n["id"] for n in tree["evidence"]] == ids[1:]  # the first level in full
+        assert any(n.get("truncated") for n in every)
+    finally:
+        rt.close()
+    text = run(root, "explain", ids[0], "--user", DEV.user_id)
+    assert text.exit_code == 0 and "not shown" in text.output
+
+
+def test_metadata_hand_edited_into_odd_yaml_types_is_served_not_a_500(root: Path) -> None:
+    # YAML a person may write: a !!binary value (bytes) answered 500 from the insights and
+    # worldview routes (JSON cannot encode them), and a list as a conviction's key failed
+    # `worldview --history` (CLI traceback, API 500) where the keys were collected in a dict.
+    from everos_reflect.model import Kind
+
+    rt, _eps, first, _second = setup(root)
+    conviction = rt.store.append(DEV, Kind.CONVICTION, {
+        "timestamp": "2026-10-21T09:00:00+00:00", "key": "risks", "evidence": [first.id],
+        "depth": 2, "status": "active", "derivation": "dw_test"},
+        {"Conviction": "Auth changes are risky."})
+    relation = rt.store.append(DEV, Kind.RELATION, {
+        "timestamp": "2026-10-21T09:00:00+00:00", "relation_type": "self_contradiction",
+        "between": [conviction.id, conviction.id], "status": "resolved", "depth": 3,
+        "resolution": "by hand", "derivation": "dw_test"}, {"Relation": "A clash."})
+    edit_file(rt.store.path_for_id(DEV, first.id), "question: q?", "question: !!binary /w==")
+    edit_file(rt.store.path_for_id(DEV, conviction.id), "key: risks", "key: [risks, more]")
+    edit_file(rt.store.path_for_id(DEV, relation.id), "resolution: by hand",
+              "resolution: !!binary /w==")
+    rt.close()
+    for url, extra in (("insights", {}), ("insights", {"include_stale": "true"}),
+                       ("worldview", {}), ("worldview", {"history": "true"}),
+                       ("relations", {})):
+        answer = call(root, "GET", f"/api/v1/memory/{url}",
+                      params={"user_id": DEV.user_id, **extra})
+        assert answer.status_code == 200, (url, extra, answer.text)
+    listed = call(root, "GET", "/api/v1/memory/insights", params={"user_id": DEV.user_id})
+    (row,) = [r for r in listed.json()["data"]["insights"] if r["id"] == first.id]
+    assert row["question"] == "b'\\xff'"  # what the CLI shows too
+    history = run(root, "worldview", "--user", DEV.user_id, "--history", "--json")
+    assert history.exit_code == 0, history.output

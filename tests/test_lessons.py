@@ -348,3 +348,28 @@ def test_a_failed_call_for_one_task_type_writes_no_lesson_of_the_window(root: Pa
             ("backup", (backup,)), ("deploy", (deploy,))}
     finally:
         rt.close()
+
+
+def test_a_run_makes_no_more_lesson_calls_than_max_llm_calls(root: Path) -> None:
+    # One call per task type of the window, but the run reserved one per owner: a window of
+    # six task types made six calls under max_llm_calls = 2, and the run said "ok".
+    from everos_reflect.embedding.base import HashEmbedder
+    from everos_reflect.engine.engine import Engine
+
+    (root / "ome.toml").write_text("[strategies.learn_lessons]\nenabled = true\n"
+                                   "cooldown_seconds = 0\nmax_llm_calls = 2\n")
+    llm = ScriptedLLM()
+    rt = Runtime(root, embedder=HashEmbedder(64), llm=llm)
+    try:
+        types = [f"job{n}" for n in range(6)]
+        for day, task_type in enumerate(types, start=1):
+            task(rt, day, "success", ["check logs", "run"], task_type=task_type)
+        for n in range(6):
+            llm.queue_task("lessons", reply(lessons=[f"Check the logs before job {n}."]))
+        outcomes = [Engine(rt).trigger(NAME, timeout=60) for _ in range(3)]
+        assert [o.status for o in outcomes] == ["partial", "partial", "ok"]
+        assert [len(o.counts) and o.counts.get("written") for o in outcomes] == [2, 2, 2]
+        assert len(llm.task_requests) == 6  # two per run
+        assert sorted(x.task_type for x in lessons(rt)) == types
+    finally:
+        rt.close()

@@ -259,6 +259,50 @@ def test_a_completion_body_too_deep_or_too_long_a_number_to_parse_fails_the_call
     assert client.llm.merge(init_request()).title == "Andrew's pets"  # retried, then good
 
 
+def test_a_reply_larger_than_the_reply_limit_is_cut_off_and_fails_the_call(fake_openai):
+    # A lying or broken server answered 200 MB: read whole, then parsed twice (the body, then
+    # the content), ~700 MB held for one call that the validator then refused anyway.
+    from everos_reflect.llm.openai_llm import MAX_REPLY_BYTES
+
+    content = json.dumps({"title": "Pets", "content": "x" * (MAX_REPLY_BYTES + 1)})
+    fake_openai.script(fake_openai.Reply(content), GOOD)
+    client = Client(fake_openai, max_retries=0)
+    with pytest.raises(ProviderUnavailable, match=f"larger than {MAX_REPLY_BYTES:,} bytes"):
+        client.llm.merge(init_request())
+    assert client.llm.merge(init_request()).title == "Andrew's pets"
+
+
+@pytest.mark.parametrize("answer", [
+    {"status": 500, "body": {"error": {"message": "x" * 1_000_000}}},
+    {"status": 400, "body": {"error": {"message": "x" * 1_000_000}}},
+    {"refusal": "no " * 300_000},
+])
+def test_a_huge_error_or_refusal_text_is_clipped_in_the_failure(fake_openai, answer, caplog):
+    # A server's 1 MB error text (or a model's 1 MB refusal) was carried whole into every
+    # retry's log line, the ProviderUnavailable message, and from there the run record and
+    # the audit row of each skipped cluster.
+    if "refusal" in answer:
+        message = {"role": "assistant", "content": None, "refusal": answer["refusal"]}
+        item = fake_openai.Status(200, body=_completion([_choice(message)]))
+    else:
+        item = fake_openai.Status(answer["status"], body=answer["body"])
+    fake_openai.script(item, item)
+    with pytest.raises(ProviderUnavailable) as caught:
+        Client(fake_openai, max_retries=1).llm.merge(init_request())
+    assert len(str(caught.value)) < 1_000 and "characters)" in str(caught.value)
+    assert all(len(r.getMessage()) < 1_000 for r in caplog.records)
+
+
+def test_a_request_that_cannot_be_encoded_fails_at_once_saying_so(fake_openai):
+    # A non-ASCII api_key (made outside the settings, which now refuse it) cannot be an HTTP
+    # header: the UnicodeEncodeError was taken for a reply that is not JSON, and retried.
+    client = OpenAILLM(model="m", base_url=fake_openai.base_url, api_key="ключ",
+                       max_retries=3, sleep=lambda s: None)
+    with pytest.raises(ProviderUnavailable, match="the request cannot be sent"):
+        client.merge(init_request())
+    assert fake_openai.requests == []
+
+
 @pytest.mark.parametrize(("usage", "counted"), [
     ({"prompt_tokens": "abc", "completion_tokens": 2}, Usage(0, 2)),
     (5, Usage(0, 0)),

@@ -17,6 +17,8 @@ from everos_reflect.runtime import Runtime
 from everos_reflect.strategies.reflect import NAME
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime, reports
 
+pytest_plugins = ["tests.fake_openai"]
+
 TOPICS = (("climbing", 4, 4), ("sourdough", 7, 3), ("garden", 10, 2))  # word, month, size
 
 
@@ -98,3 +100,21 @@ def test_a_run_without_a_limit_reached_is_not_partial(root: Path) -> None:
     assert outcome.counts["merged"] == 3 and "limit_reached" not in outcome.counts
     assert len([e for e in rt.store.entries(ANDREW, Kind.EPISODE)
                 if e.parent_type == "cluster"]) == 3
+
+
+def test_tokens_of_replies_refused_as_unusable_are_charged_to_the_run(fake_openai) -> None:
+    # A call whose every reply was refused raised ProviderUnavailable and the tokens of those
+    # replies (paid for) were dropped: a model answering 10,000-token garbage never brought a
+    # run to max_tokens, which then stopped nothing however much it spent.
+    from everos_reflect.errors import ProviderUnavailable
+    from everos_reflect.llm.openai_llm import OpenAILLM
+
+    garbage = fake_openai.Reply("not JSON at all", prompt_tokens=100, completion_tokens=10_000)
+    fake_openai.script(garbage, garbage, garbage)
+    client = OpenAILLM(model="m", base_url=fake_openai.base_url, api_key="k", max_retries=2,
+                       timeout_seconds=5, sleep=lambda s: None)
+    budget = Budget(max_tokens=25_000)
+    with pytest.raises(ProviderUnavailable):
+        MeteredLLM(client, budget).extract_facts(FactsRequest(text="Ann adopted a cat."))
+    assert budget.tokens == 3 * 10_100
+    assert budget.spent() == "max_tokens (25000) reached"

@@ -180,7 +180,7 @@ def test_config_error_message_names_file_key_and_reason() -> None:
         ("EVEROS_SERVER__PORT", "eighty", "must be an integer, got 'eighty'"),
         ("EVEROS_CLUSTERING__THRESHOLD", "high", "must be a number, got 'high'"),
         ("EVEROS_SERVER__PORT", "0", "must be a port number 1-65535, got 0"),
-        ("EVEROS_LLM__MAX_CONCURRENCY", "0", "must be at least 1, got 0"),
+        ("EVEROS_LLM__MAX_CONCURRENCY", "0", "must be 1 to 1000, got 0"),
         ("EVEROS_CLUSTERING__MEMBER_THRESHOLD", "1.5", "must be in [0, 1], got 1.5"),
         ("EVEROS_CLUSTERING__MEMBER_THRESHOLD", "-0.1", "must be in [0, 1], got -0.1"),
         ("EVEROS_LLM__APIKEY", "x", "unknown key llm.apikey (did you mean 'api_key'?)"),
@@ -267,7 +267,7 @@ def test_bad_url_is_rejected() -> None:
 def test_a_broken_default_file_is_named_as_such() -> None:
     with pytest.raises(ConfigError) as info:
         parse_settings("[llm]\nmax_retries = -1\n", None, {}, "everos.toml")
-    assert info.value.problems == [(DEFAULT_FILE, "llm.max_retries", "must be at least 0, got -1")]
+    assert info.value.problems == [(DEFAULT_FILE, "llm.max_retries", "must be 0 to 100, got -1")]
 
 
 def test_load_settings_reports_a_non_utf8_file(tmp_path: Path) -> None:
@@ -388,3 +388,44 @@ def test_embedding_sizes_past_what_can_run_are_rejected(text: str, key: str,
     assert (file, shown) == ("root/everos.toml", key) and why.startswith(reason)
     assert parse_settings(DEFAULTS, "[embedding]\nthreads = 256\ndimensions = 65536\n", {},
                           "root/everos.toml").embedding.threads == 256
+
+
+@pytest.mark.parametrize(("text", "key", "reason"), [
+    # every failing call retried for ever (30 s apart at most): the run never ended and held
+    # its strategy's lock until a restart
+    ("[llm]\nmax_retries = 1000000000\n", "llm.max_retries", "must be 0 to 100"),
+    # one draft thread and connection per cluster selected, past the HTTP pool's 1,000
+    ("[llm]\nmax_concurrency = 9223372036854775807\n", "llm.max_concurrency",
+     "must be 1 to 1000"),
+])
+def test_llm_retries_and_concurrency_past_what_can_run_are_rejected(text: str, key: str,
+                                                                    reason: str) -> None:
+    ((file, shown, why),) = problems_of(text)
+    assert (file, shown) == ("root/everos.toml", key) and why.startswith(reason)
+    ok = parse_settings(DEFAULTS, "[llm]\nmax_retries = 100\nmax_concurrency = 1000\n", {},
+                        "root/everos.toml")
+    assert (ok.llm.max_retries, ok.llm.max_concurrency) == (100, 1000)
+
+
+@pytest.mark.parametrize("section", ["llm", "embedding"])
+@pytest.mark.parametrize("key", ["ключ", "sk-abc\\r\\nX-Evil: 1", "sk abc", "sk-\\u0000"])
+def test_an_api_key_no_http_header_can_carry_is_refused_naming_the_key(section: str,
+                                                                       key: str) -> None:
+    # Sent as the Authorization header: a non-ASCII key failed every call as "the response
+    # body is not JSON ('ascii' codec can't encode ...)", a line break or NUL as "connection
+    # failed", each retried, none naming the key.
+    ((file, shown, why),) = problems_of(f'[{section}]\napi_key = "{key}"\n')
+    assert (file, shown) == ("root/everos.toml", f"{section}.api_key")
+    assert why.startswith("must be visible ASCII characters without spaces")
+
+
+@pytest.mark.parametrize("section", ["llm", "embedding"])
+@pytest.mark.parametrize("url", ["http://127.0.0.1:8080/v1\\n", "http://h/v1\\u0000",
+                                 "http://h/v 1", "http://h/v1\\t"])
+def test_a_base_url_with_white_space_or_a_control_character_is_refused(section: str,
+                                                                        url: str) -> None:
+    # Only the start was matched: "http://host/v1\n" was accepted, and every run then failed
+    # with httpx's "InvalidURL: Invalid non-printable ASCII character" naming no setting.
+    ((file, shown, why),) = problems_of(f'[{section}]\nbase_url = "{url}"\n')
+    assert (file, shown) == ("root/everos.toml", f"{section}.base_url")
+    assert why.startswith("must be an http:// or https:// URL")

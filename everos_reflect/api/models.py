@@ -91,8 +91,15 @@ EpisodeIdText = Annotated[str, AfterValidator(_episode_id), Field(
     json_schema_extra={"pattern": EPISODE_ID_PATTERN}, description="e.g. ep_20261012_0001")]
 
 
+#: Longest search query: the embedder reads a query's first 256 tokens, and a keyword search
+#: over thousands of terms ranks nothing better. Unbounded, a 5 MB query (over MCP, which has
+#: no body limit) took 8 s of search.
+MAX_QUERY_CHARS = 10_000
+
+
 class SearchRequest(Strict):
-    query: str = Field(min_length=1, json_schema_extra={"pattern": NOT_BLANK})
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
+                       json_schema_extra={"pattern": NOT_BLANK})
     top_k: Whole = Field(5, ge=1, le=MAX_TOP_K)
     user_id: Name | None = None
     app_id: Name | None = None

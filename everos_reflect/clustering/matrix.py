@@ -13,7 +13,9 @@ Episode independent of how long the user's history is:
   are grouped around pivots (a consolidated centroid within ``GROUP_COS`` of a pivot joins its
   group); a group whose pivot is further from the Episode than the group's radius plus the
   rejoin angle cannot hold a cluster the Episode may rejoin (triangle inequality on angles), so
-  it is skipped. Only the surviving groups' members are scored: exact, never approximate.
+  it is skipped. Only the surviving groups' members are scored: exact, never approximate. A
+  run decides this per Episode (between them, a run's 256 Episodes reach nearly every group,
+  so a per-run union grew with history), and scores the pairs left, not a matrix.
 
 Candidates are then scored with :func:`online.similarities` and decided by
 :func:`online.choose_scored`, exactly as the pure rule decides.
@@ -45,6 +47,8 @@ from everos_reflect.clustering.online import (
 GROUP_COS = 0.9
 #: slack (radians) for rounding in the angle bound, so pruning never drops a true candidate
 _ANGLE_SLACK = 1e-6
+#: relative slack for vectors and centroids that are unit length only to within rounding
+_NORM_SLACK = 4e-6
 
 
 @dataclass
@@ -79,34 +83,53 @@ class ClusterRow:
 
 
 class _PivotGroups:
-    """Consolidated clusters grouped around pivot centroids, to skip whole groups that cannot
-    reach the rejoin threshold."""
+    """The consolidated clusters, grouped around pivot directions: the index that bounds the
+    clusters a vector may rejoin.
+
+    A consolidated cluster can be rejoined at any age, so time cannot bound them; their number
+    grows with history (one owner ×20 with monthly consolidation: ~60 early, ~400 at the end).
+    Scoring all of them for every Episode made an assignment cost grow with history. Grouped
+    around pivots, a group whose pivot is further (in angle) from the vector than the group's
+    radius plus the rejoin angle holds no cluster within reach (triangle inequality on angles
+    between directions), so it is skipped; only the members of the groups in reach are scored,
+    each pair exactly. Pruning is decided per vector, never for a whole run at once (a run's
+    256 Episodes reach most groups between them, while each one reaches a few).
+
+    Group membership is kept as sets of ids (a cluster moves, joins or leaves in O(1)); the
+    positions of the members, grouped, are laid out in one array when a query needs them and
+    membership or positions changed since (a join that keeps a cluster in its group changes
+    neither)."""
 
     def __init__(self) -> None:
-        self.pivots: list[np.ndarray] = []  # float64 unit vectors
+        self.pivots: list[np.ndarray] = []  # float64 unit directions
         self.matrix: np.ndarray | None = None  # stacked pivots, rebuilt when pivots change
-        self.radius: list[float] = []  # max angle (radians) of a member to its pivot
+        self.matrix32 = np.empty((0, 0), dtype=np.float32)  # the same in float32, for bounds
+        self.radius: list[float] = []  # max angle (radians) of a member's direction to its pivot
         self.members: list[set[str]] = []
         self.group_of: dict[str, int] = {}
+        #: members' row positions grouped by group, each group's start and size in it
+        self._layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
 
     def put(self, cluster_id: str, centroid: np.ndarray) -> None:
         c = np.asarray(centroid, dtype=np.float64)
+        length = math.sqrt(float(np.dot(c, c)))
         g = self.group_of.get(cluster_id)
         if g is not None:
-            cos = float(similarities(self.pivots[g][None, :], c)[0])
+            cos = float(np.dot(self.pivots[g], c)) / length
             if cos >= GROUP_COS:
                 self.radius[g] = max(self.radius[g], _angle(cos))
                 return
             self.discard(cluster_id)
+        self._layout = None
         if self.pivots:
-            sims = similarities(self._matrix(), c)
+            sims = self._matrix() @ c / length
             g = int(np.argmax(sims))
             if sims[g] >= GROUP_COS:
                 self.members[g].add(cluster_id)
                 self.group_of[cluster_id] = g
                 self.radius[g] = max(self.radius[g], _angle(float(sims[g])))
                 return
-        self.pivots.append(c)
+        self.pivots.append(c / length)
         self.matrix = None
         self.radius.append(0.0)
         self.members.append({cluster_id})
@@ -116,35 +139,80 @@ class _PivotGroups:
         g = self.group_of.pop(cluster_id, None)
         if g is not None:
             self.members[g].discard(cluster_id)  # the radius stays: an upper bound is enough
+            self._layout = None
 
-    def near(self, vector: np.ndarray, rejoin_threshold: float) -> list[str]:
-        """Members of every group that may hold a cluster within ``rejoin_threshold``."""
-        if not self.pivots:
-            return []
-        reach = _angle(rejoin_threshold) + _ANGLE_SLACK
-        angles = np.arccos(np.clip(similarities(self._matrix(), vector), -1.0, 1.0))
-        out: list[str] = []
-        for g in np.flatnonzero(angles <= np.asarray(self.radius) + reach):
-            out.extend(self.members[g])
-        return out
+    def moved(self) -> None:
+        """Row positions changed (a row was moved into a removed one's place)."""
+        self._layout = None
 
-    def near_any(self, vectors: np.ndarray, rejoin_threshold: float) -> list[str]:
-        """:meth:`near` for several vectors at once: members of every group that may hold a
-        cluster within ``rejoin_threshold`` of at least one of them."""
-        if not self.pivots or len(vectors) == 0:
-            return []
-        reach = _angle(rejoin_threshold) + _ANGLE_SLACK
-        cos = np.einsum("ij,kj->ik", self._matrix(), np.asarray(vectors, dtype=np.float64))
-        angles = np.arccos(np.clip(cos, -1.0, 1.0)).min(axis=1)
-        out: list[str] = []
-        for g in np.flatnonzero(angles <= np.asarray(self.radius) + reach):
-            out.extend(self.members[g])
-        return out
+    def angles(self, vectors: np.ndarray) -> np.ndarray:
+        """Lower bounds, in radians, on the angle between the direction of each of
+        ``vectors`` (rows, unit to within rounding) and each pivot: ``(vectors, pivots)``.
+
+        A bound only, so it is computed in float32 (an einsum: one thread, whatever BLAS
+        would do with its threads), and made safe by raising each cosine by the float32
+        error bound of a ``dim``-term dot product of unit vectors (``2 (dim + 2) 2^-24``,
+        twice the textbook ``dim u``) before taking its angle."""
+        pivots = self._matrix32()
+        v32 = np.asarray(vectors, dtype=np.float32).reshape(-1, pivots.shape[1])
+        v64 = v32.astype(np.float64)
+        lengths = np.sqrt(np.einsum("ij,ij->i", v64, v64))
+        cos = np.einsum("ij,kj->ik", v32, pivots) / np.maximum(lengths, 1e-300)[:, None]
+        slack = 2.0 * (pivots.shape[1] + 2) * 2.0 ** -24
+        return np.arccos(np.clip(cos + slack, -1.0, 1.0))
+
+    def pairs(self, angles: np.ndarray, reach: float,
+              pos: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, items)``: every (consolidated cluster, vector) pair whose group the vector
+        may reach, as row positions (``pos``) and indices into the vectors ``angles``
+        (:meth:`angles`) was computed for. Every pair whose product can reach the threshold
+        ``reach`` stands for (:func:`_reach`) is among them; the caller scores them exactly."""
+        empty = np.empty(0, dtype=np.int64)
+        if not self.group_of or angles.size == 0:
+            return empty, empty
+        width = angles.shape[1]
+        items, groups = (angles <= np.asarray(self.radius[:width]) + reach).nonzero()
+        flat, starts, sizes = self._positions(pos)
+        counts = sizes[groups]
+        total = int(counts.sum())
+        if total == 0:
+            return empty, empty
+        # each (item, group) pair expanded to one pair per member of the group
+        ends = np.cumsum(counts)
+        offsets = np.arange(total, dtype=np.int64) - np.repeat(ends - counts, counts)
+        rows = flat[np.repeat(starts[groups], counts) + offsets]
+        return rows, np.repeat(items, counts)
+
+    def _positions(self, pos: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._layout is None:
+            sizes = np.fromiter((len(m) for m in self.members), dtype=np.int64,
+                                count=len(self.members))
+            flat = np.fromiter((pos[c] for m in self.members for c in m), dtype=np.int64,
+                               count=int(sizes.sum()))
+            self._layout = (flat, np.cumsum(sizes) - sizes, sizes)
+        return self._layout
 
     def _matrix(self) -> np.ndarray:
         if self.matrix is None:
             self.matrix = np.stack(self.pivots)
+            self.matrix32 = self.matrix.astype(np.float32)
         return self.matrix
+
+    def _matrix32(self) -> np.ndarray:
+        self._matrix()
+        return self.matrix32
+
+
+def _reach(rejoin_threshold: float) -> float:
+    """The widest angle between the directions of a vector and a centroid whose product can
+    still reach ``rejoin_threshold``. The rule compares raw products, and its vectors are
+    unit only to within 1e-6 (:func:`online.normalize` keeps those as they are), centroids to
+    float32 rounding: a product can exceed the cosine of the directions by a factor up to
+    ~1 + 1.2e-6, so the threshold is lowered by more than that before taking its angle, and
+    ``_ANGLE_SLACK`` covers the rounding of the angles themselves."""
+    if rejoin_threshold <= 0.0:
+        return math.pi
+    return _angle(rejoin_threshold * (1.0 - _NORM_SLACK)) + _ANGLE_SLACK
 
 
 def _choose_live(hits: list[tuple[int, int, float]], version: dict[int, int], ids: list[str],
@@ -314,6 +382,7 @@ class UserClusters:
             self.ids[p] = moved
             self.narrative[p] = self.narrative[last]
             self.pos[moved] = p
+            self._groups.moved()
         self.ids.pop()
         self.narrative.pop()
         self.keys.pop(cluster_id, None)
@@ -359,9 +428,10 @@ class UserClusters:
         if rows.size:
             gap = np.maximum(np.maximum(self._first[rows] - ts, ts - self._last[rows]), 0.0)
             rows = rows[gap <= window]
-        near = self._groups.near(vector, rejoin_threshold)
-        if near:
-            extra = np.fromiter((self.pos[c] for c in near), dtype=np.int64, count=len(near))
+        groups = self._groups
+        extra = groups.pairs(groups.angles(vector), _reach(rejoin_threshold), self.pos)[0] \
+            if groups.group_of else None
+        if extra is not None and extra.size:
             rows = np.union1d(rows, extra)
         return rows
 
@@ -426,7 +496,7 @@ class UserClusters:
         floor = min(threshold, rejoin_threshold)
         # (row position, version of the row it was scored against, exact cosine)
         hits: list[list[tuple[int, int, float]]] = [[] for _ in range(count)]
-        rows = self._run_rows(ts_arr, window, v64, rejoin_threshold)
+        rows = self._run_rows(ts_arr, window)
         if rows.size:
             # Every pair's exact cosine in one float64 einsum: its contraction runs the same
             # per-pair dot kernel as similarities() (the reduction axis is the contiguous
@@ -439,6 +509,15 @@ class UserClusters:
                 for p, q, sim in zip(rows[rr].tolist(), kk.tolist(), exact[rr, kk].tolist(),
                                      strict=True):
                     hits[q].append((p, 0, sim))
+        # the consolidated clusters out of the run's window, per item: only the pairs the
+        # pivot index leaves are scored (a run's items between them reach most groups)
+        groups = self._groups
+        angles = groups.angles(v32) if groups.group_of else None
+        reach = _reach(rejoin_threshold)
+        if angles is not None:
+            for p, q, sim in zip(*(a.tolist() for a in self._rejoin_pairs(
+                    angles, v32, v64, rejoin_threshold, rows)), strict=True):
+                hits[q].append((p, 0, sim))
         version: dict[int, int] = {}
         out: list[tuple[str, float | None, str]] = []
         # Room for every cluster the run may create, up front: the arrays are then bound to
@@ -451,7 +530,6 @@ class UserClusters:
             self.recent, self._heap
         c32, norms, counts = self._c32, self._norm, self._count
         firsts, lasts, consolidated = self._first, self._last, self._consolidated
-        groups = self._groups
         dot, sqrt, einsum, multiply = np.dot, math.sqrt, np.einsum, np.multiply
         # What fold(None, 0.0, 0, v) gives each item if it founds a cluster, for the whole
         # run at once: |v| by a stacked matmul of each row with itself (numpy runs one BLAS
@@ -529,7 +607,8 @@ class UserClusters:
                 break
             ver = version[p] = version.get(p, 0) + 1
             if narrative is not None:  # may be rejoined at any distance in time
-                later: slice | np.ndarray | None = slice(q + 1, count)
+                later: slice | np.ndarray | None = self._later_rejoin(
+                    q, cid, first_q, last_q, ts_arr, window, angles, reach)
             elif ordered:  # later items are no older: only the span's end rules them out
                 end = bisect.bisect_right(times, last_q + window, q + 1)
                 later = slice(q + 1, end) if end > q + 1 else None
@@ -558,21 +637,62 @@ class UserClusters:
             heapq.heapify(self._heap)
         return out
 
-    def _run_rows(self, ts: np.ndarray, window: float, v64: np.ndarray,
-                  rejoin_threshold: float) -> np.ndarray:
-        """Rows a run must score: clusters whose span is in the window of some item of the
-        run, plus the consolidated ones some item may rejoin."""
+    def _run_rows(self, ts: np.ndarray, window: float) -> np.ndarray:
+        """Rows the whole run is scored against: every cluster whose span is in the window
+        of some item of the run (a row outside is out of every item's window)."""
         if not self.ids:
             return np.empty(0, dtype=np.int64)
         lo, hi = float(ts.min()) - window, float(ts.max()) + window
         rows = self._rows_since(lo)
         if rows.size:
             rows = rows[(self._first[rows] <= hi) & (self._last[rows] >= lo)]
-        near = self._groups.near_any(v64, rejoin_threshold)
-        if near:
-            extra = np.fromiter((self.pos[c] for c in near), dtype=np.int64, count=len(near))
-            rows = np.union1d(rows, extra)
         return rows
+
+    def _rejoin_pairs(self, angles: np.ndarray, v32: np.ndarray, v64: np.ndarray,
+                      rejoin_threshold: float,
+                      scored: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(rows, items, cosines)`` of the consolidated clusters outside ``scored`` (the
+        run's window rows) that some item may rejoin: the pairs the pivot index leaves for
+        each item (a bounded set, see :class:`_PivotGroups`), each scored exactly, those at
+        or above ``rejoin_threshold`` kept. Out of every item's window, such a cluster can
+        only be rejoined, so no pair below that threshold can decide.
+
+        The pairs are first scored in float32 (half the bytes gathered, no conversion), and
+        only those within that product's error bound of the threshold are scored exactly
+        (a few per item: most pairs the index leaves are well below it).
+        ``einsum("ij,ij->i")`` over the gathered pairs runs the per-pair dot kernel of
+        :func:`online.similarities` on the same contiguous rows: each cosine has the bits
+        :meth:`choose` computes for that pair (checked in tests/test_cluster_batch.py)."""
+        rows, items = self._groups.pairs(angles, _reach(rejoin_threshold), self.pos)
+        if rows.size and scored.size:
+            keep = ~np.isin(rows, scored)
+            rows, items = rows[keep], items[keep]
+        if not rows.size:
+            return rows, items, np.empty(0, dtype=np.float64)
+        rough = np.einsum("ij,ij->i", self._c32[rows], v32[items])
+        maybe = (rough + 2.0 * (v32.shape[1] + 2) * 2.0 ** -24 >= rejoin_threshold).nonzero()[0]
+        rows, items = rows[maybe], items[maybe]
+        sims = np.einsum("ij,ij->i", self._c32[rows].astype(np.float64), v64[items])
+        close = sims >= rejoin_threshold
+        return rows[close], items[close], sims[close]
+
+    def _later_rejoin(self, q: int, cluster_id: str, first_ts: float, last_ts: float,
+                      ts: np.ndarray, window: float, angles: np.ndarray | None,
+                      reach: float) -> slice | np.ndarray | None:
+        """The items after ``q`` that may still pick a consolidated cluster just changed: those
+        in its time window (a join), and beyond it only those the pivot bound of its group
+        leaves (a rejoin; :meth:`_PivotGroups.angles` of the run, against the group's radius
+        as it now stands). Every later item when its group is newer than the run's bounds.
+        Before, every later item was scored: a run's cost grew with the share of its items
+        that rejoin, which grows with history."""
+        g = self._groups.group_of.get(cluster_id)
+        if angles is None or g is None or g >= angles.shape[1]:
+            return slice(q + 1, len(ts))
+        rest = ts[q + 1:]
+        keep = ((rest >= first_ts - window) & (rest <= last_ts + window)) | (
+            angles[q + 1:, g] <= self._groups.radius[g] + reach)
+        idx = np.flatnonzero(keep)
+        return idx + (q + 1) if idx.size else None
 
     def _later(self, q: int, consolidated: bool, first_ts: float, last_ts: float,
                times: list[float], ts: np.ndarray, ordered: bool,

@@ -308,6 +308,15 @@ class _Write:
         self.touched[ref] = st
         return st
 
+    def hold(self, ref: UserRef) -> None:
+        """Take ``ref``'s state into this transaction before its own SQL changes the user's
+        clusters (the service then mirrors each change in memory, as it does for the ones it
+        queues). Taken after such a change, the version bump the triggers made for it would
+        read as another writer's and reload every cluster of the user from SQLite: O(history)
+        for each Reflection merge (``mark_consolidated``), and the next batch would walk the
+        reloaded state's whole time heap."""
+        self.state(ref)
+
     def _load(self, ref: UserRef) -> UserClusters:
         st = UserClusters()
         for r in self.conn.execute(
@@ -719,6 +728,7 @@ class ClusterService:
                 ).fetchone()
                 if row is None:
                     continue
+                conn.hold(ref)
                 conn.execute(
                     "DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
                     "AND entry_id=?", (ref.app, ref.project, ref.user_id, eid))
@@ -748,6 +758,7 @@ class ClusterService:
             if row is None:
                 raise UnknownCluster(f"unknown cluster {cluster_id!r}")
             ref = UserRef(row["app_id"], row["project_id"], row["user_id"])
+            conn.hold(ref)
             if sources:
                 marks = ",".join("?" * len(sources))
                 ts_row = conn.execute(
@@ -981,6 +992,7 @@ class ClusterService:
                           text_hash: str | None) -> str:
         cid = parent_id if parent_id and CLUSTER_ID_RE.fullmatch(parent_id) else \
             cluster_id_for(ref.app, ref.project, ref.user_id, entry_id)
+        conn.hold(ref)
         row = self._member_rows(conn, ref, [entry_id]).get(entry_id)
         if row is not None and row["cluster_id"] != cid:
             self._detach(conn, ref, entry_id)
@@ -1026,6 +1038,7 @@ class ClusterService:
         if row is None or row["deprecated_by"] == by:
             return "not-member" if row is None else "unchanged"
         cid = row["cluster_id"]
+        conn.hold(ref)
         conn.execute("UPDATE cluster_members SET deprecated_by=?, similarity=NULL "
                      f"WHERE {_OF_CLUSTER} AND entry_id=?", (by, cid, entry_id))
         # A superseded narrative hands over to its successor when that is already attached.
@@ -1046,6 +1059,7 @@ class ClusterService:
             return self._assign(conn, ref, entry_id, vec, ts, text_hash).reason
         if row["deprecated_by"] is None:
             return "unchanged"
+        conn.hold(ref)
         conn.execute("UPDATE cluster_members SET deprecated_by=NULL, ts=?, text_hash=? "
                      f"WHERE {_OF_CLUSTER} AND entry_id=?",
                      (ts, text_hash, row["cluster_id"], entry_id))
@@ -1056,6 +1070,7 @@ class ClusterService:
         row = self._member_rows(conn, ref, [entry_id]).get(entry_id)
         if row is None:
             return
+        conn.hold(ref)
         conn.execute("DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
                      "AND entry_id=?", (ref.app, ref.project, ref.user_id, entry_id))
         if row["deprecated_by"] is None:

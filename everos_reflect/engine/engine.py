@@ -65,6 +65,18 @@ class RunOutcome:
         return asdict(self)
 
 
+#: The longest wait before a retry (the doubling stops there).
+MAX_RETRY_WAIT_SECONDS = 86_400.0
+
+
+def retry_wait(backoff: float, attempt: int) -> float:
+    """Seconds before retrying after failed attempt ``attempt``: ``backoff`` doubled per
+    attempt, at most :data:`MAX_RETRY_WAIT_SECONDS`. Computed as ``backoff * 2 ** (attempt -
+    1)``, the 1,025th attempt overflowed a float (even times 0): the OverflowError escaped the
+    retry loop and the run record stayed "running" for good."""
+    return min(backoff * 2.0 ** min(attempt - 1, 32), MAX_RETRY_WAIT_SECONDS)
+
+
 @dataclass
 class _ActiveRun:
     run_id: str
@@ -301,7 +313,7 @@ class Engine:
             except Exception as exc:
                 error = f"{type(exc).__name__}: {exc}"
                 log.exception("%s: run %s attempt %d failed", name, run_id, attempt)
-                wait = backoff * 2 ** (attempt - 1)
+                wait = retry_wait(backoff, attempt)
                 if attempt >= max_attempts or self._stop.wait(wait):
                     self._finish(run_id, FAILED, error, {}, attempt)
                     return RunOutcome(FAILED, name, run_id, error=error)

@@ -20,6 +20,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from everos_reflect.errors import ProviderUnavailable
+
 if TYPE_CHECKING:
     from everos_reflect.llm.base import (
         LLM,
@@ -186,6 +188,9 @@ class MeteredLLM:
             result = call()
             usage = getattr(result, "usage", None)
             return result
+        except ProviderUnavailable as exc:
+            usage = exc.usage  # replies that came and were refused were paid for too
+            raise
         finally:
             with self._mutex:
                 promised = self._left > 0

@@ -97,7 +97,7 @@ COMMON_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("max_retries", int, 0, "Extra attempts after a failed run.", non_negative),
     SettingSpec(
         "retry_backoff_seconds", float, 60.0,
-        "Wait before the first retry; doubles for each further one.",
+        "Wait before the first retry; doubles for each further one, up to a day.",
         duration_up_to(86_400, "a day"),
     ),
     SettingSpec("max_llm_calls", int, int(DEFAULT_LIMITS["max_llm_calls"]),

@@ -26,7 +26,7 @@ import openai
 from openai import OpenAI
 
 from everos_reflect.errors import ProviderUnavailable
-from everos_reflect.http_deadline import deadline_http_client
+from everos_reflect.http_deadline import ResponseTooLarge, deadline_http_client
 from everos_reflect.llm.base import (
     FactsRequest,
     FactsResult,
@@ -46,6 +46,11 @@ from everos_reflect.llm.tasks import (
 )
 
 log = logging.getLogger(__name__)
+
+#: Most bytes of one completion's body. The longest reply any task accepts (a merge's 200,000
+#: characters, every one escaped as \uXXXX) is about 1.2 MB; a lying or broken server's
+#: 200 MB answer was read whole and parsed twice (~700 MB) before the validator refused it.
+MAX_REPLY_BYTES = 16 << 20
 
 # The SDK's error types that mean "try again later" rather than "this request is wrong".
 _TRANSIENT = (
@@ -97,7 +102,7 @@ class OpenAILLM:
             timeout=timeout_seconds,
             max_retries=0,
             # counts each request as it is handed to the connection (see requests_sent)
-            http_client=deadline_http_client(timeout_seconds,
+            http_client=deadline_http_client(timeout_seconds, max_bytes=MAX_REPLY_BYTES,
                                              event_hooks={"request": [self._on_request]}),
         )
         self._slots = threading.BoundedSemaphore(max_concurrency)
@@ -178,9 +183,13 @@ class OpenAILLM:
                 log.warning("LLM call failed (attempt %d): %s", attempt + 1, last_problem)
                 continue
             except openai.APIStatusError as exc:
-                raise ProviderUnavailable(self._failure(_describe(exc))) from exc
+                raise _unavailable(self._failure(_describe(exc)), usage) from exc
             except openai.OpenAIError as exc:  # misconfiguration and the like
-                raise ProviderUnavailable(self._failure(str(exc))) from exc
+                raise _unavailable(self._failure(_clip(str(exc))), usage) from exc
+            except UnicodeEncodeError as exc:  # a header (the api_key) HTTP cannot carry
+                raise _unavailable(self._failure(
+                    f"the request cannot be sent: {exc.reason} in a header (check the "
+                    "api_key)"), usage) from exc
             except _UNPARSABLE as exc:  # a 200 whose body is not JSON the parser can read
                 last_problem = f"unusable reply: the response body is not JSON ({_why(exc)})"
                 log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, last_problem)
@@ -190,12 +199,11 @@ class OpenAILLM:
             try:
                 return parse(_reply_object(completion)), usage
             except InvalidReply as exc:
-                last_problem = f"unusable reply: {exc}"
-                log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, exc)
+                last_problem = f"unusable reply: {_clip(str(exc))}"
+                log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, last_problem)
         attempts = self.max_retries + 1
-        raise ProviderUnavailable(
-            self._failure(f"{last_problem} (gave up after {attempts} attempt(s))")
-        )
+        raise _unavailable(
+            self._failure(f"{last_problem} (gave up after {attempts} attempt(s))"), usage)
 
     def _create(self, messages: list[Message], schema_name: str, schema: dict[str, Any]) -> Any:
         """Send one request; on a schema refusal switch to JSON mode and resend at once."""
@@ -247,6 +255,13 @@ def _why(exc: Exception) -> str:
     return str(exc).split(";")[0][:200]
 
 
+def _unavailable(message: str, usage: Usage) -> ProviderUnavailable:
+    """The failure of a call, carrying the tokens of the replies it refused (paid for)."""
+    err = ProviderUnavailable(message)
+    err.usage = usage if usage.total_tokens else None
+    return err
+
+
 def _schema_format(name: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": {"name": name, "strict": True, "schema": schema}}
 
@@ -260,10 +275,23 @@ def _describe(exc: openai.OpenAIError) -> str:
     if isinstance(exc, openai.APITimeoutError):
         return "request timed out"
     if isinstance(exc, openai.APIConnectionError):
+        if isinstance(exc.__cause__, ResponseTooLarge):
+            return f"unusable reply: {exc.__cause__}"
         return "connection failed"
     if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {exc.message}"
-    return str(exc)
+        return f"HTTP {exc.status_code}: {_clip(exc.message)}"
+    return _clip(str(exc))
+
+
+#: The most characters of a server's or model's own text (an error body, a refusal, a
+#: rejected value) kept in a failure: a server's 1 MB error text was carried whole into every
+#: retry's log line, the run record and the audit row of each skipped cluster.
+MAX_PROBLEM_CHARS = 300
+
+
+def _clip(text: str, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """``text``, or its first ``limit`` characters saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
 
 
 def _retry_after_seconds(exc: Exception) -> float | None:

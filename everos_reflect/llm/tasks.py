@@ -57,12 +57,17 @@ class Record:
     timestamp: datetime | None = None
 
 
+def _inert(text: str) -> str:
+    """``text`` on one line, unable to fake a record number or the data block's tags."""
+    text = _LINE_BREAKS_RE.sub(" ", text).strip()
+    return _BLOCK_TAG_RE.sub(r"‹\1", _FAKE_NUMBER_RE.sub(r"(\1)", text))
+
+
 def record_line(n: int, record: Record) -> str:
-    """``[n] 2026-10-12 episode: text`` on one line; the text cannot fake a number or a tag."""
-    text = _LINE_BREAKS_RE.sub(" ", record.text).strip()
-    text = _BLOCK_TAG_RE.sub(r"‹\1", _FAKE_NUMBER_RE.sub(r"(\1)", text))
+    """``[n] 2026-10-12 episode: text`` on one line; neither the text nor the label (built
+    from metadata a person may edit, e.g. a conviction's key) can fake a number or a tag."""
     day = record.timestamp.date().isoformat() if record.timestamp else "undated"
-    return f"[{n}] {day} {record.kind}: {text}"
+    return f"[{n}] {day} {_inert(record.kind)}: {_inert(record.text)}"
 
 
 class Numbering:
@@ -191,7 +196,10 @@ def render_messages(spec: TaskSpec, req: TaskRequest, prompts: Prompts) -> list[
     """System rules, then the task's template with its records and values filled in."""
     if spec.messages is not None:
         return spec.messages(req, prompts)
-    values = {k: str(v) for k, v in req.values.items()}
+    # the values are text a model or a person wrote (a question, a stale insight, the current
+    # convictions): their lines stay, but none may pose as a record or open or close the block
+    values = {k: _BLOCK_TAG_RE.sub(r"‹\1", _FAKE_NUMBER_RE.sub(r"(\1)", str(v)))
+              for k, v in req.values.items()}
     values["records"] = req.numbering.block()
     values["language_rule"] = prompts.language_rule(req.language)
     text = Template(prompts.task_template(spec.name, spec.template)).safe_substitute(values)

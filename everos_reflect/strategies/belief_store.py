@@ -175,6 +175,17 @@ def repair(runtime: Runtime, ref: UserRef, state: BeliefState) -> set[Path]:
     return touched
 
 
+def llm_provider(runtime: Runtime) -> str:
+    """The provider in use — an ``openai`` setting without a server falls back to the
+    extractive one — read without building a client when none was built yet."""
+    llm = runtime.__dict__.get("llm")
+    if llm is not None:
+        return str(getattr(llm, "provider", ""))
+    cfg = runtime.settings.llm
+    usable = cfg.provider == "openai" and (cfg.base_url or cfg.api_key)
+    return "openai" if usable else "extractive"
+
+
 def sync(runtime: Runtime, paths: Iterable[Path]) -> None:
     """Bring the index up to date with the files a tier wrote (search and the next tier)."""
     from everos_reflect.index.sync import Indexer
@@ -210,6 +221,9 @@ class Work:
     state: BeliefState
     items: dict[str, str]
     key: str
+    #: LLM calls this owner's pending records need beyond the window (which was cut to what
+    #: ``max_llm_calls`` allows): the run stops after it, saying the limit was reached.
+    deferred_calls: int = 0
 
 
 class BeliefTier(Strategy):
@@ -243,6 +257,10 @@ class BeliefTier(Strategy):
     def calls_per_unit(self, settings: Mapping[str, Any]) -> int:
         """The most LLM calls one owner's window makes (the run reserves them up front)."""
         return 1
+
+    def calls_for(self, work: Work, settings: Mapping[str, Any]) -> int:
+        """The LLM calls ``work`` will make (the run reserves them before starting it)."""
+        return self.calls_per_unit(settings)
 
     def call(self, ctx: RunContext, budget: Budget, records: Sequence[Any],
              values: Mapping[str, str], derived: Derived) -> Any:
@@ -338,14 +356,7 @@ class BeliefTier(Strategy):
 
         The provider in use decides — an ``openai`` setting without a server falls back to
         the extractive one — read without building a client when none was built yet."""
-        llm = runtime.__dict__.get("llm")
-        if llm is not None:
-            provider = getattr(llm, "provider", "")
-        else:
-            cfg = runtime.settings.llm
-            usable = cfg.provider == "openai" and (cfg.base_url or cfg.api_key)
-            provider = "openai" if usable else "extractive"
-        if provider == "extractive":
+        if llm_provider(runtime) == "extractive":
             return (f"{NEEDS_LLM}: convictions, contradictions and reconciliations are written "
                     "by a language model; the extractive provider writes none (set [llm] "
                     "provider = \"openai\" with a base_url/api_key)")
@@ -363,7 +374,8 @@ class BeliefTier(Strategy):
             if ctx.should_stop():
                 break
             # an owner is started only if max_llm_calls leaves room for all of its calls
-            ahead = self.calls_per_unit(ctx.settings) if ctx.llm.metered else 0
+            metered = ctx.llm.metered
+            ahead = self.calls_for(work, ctx.settings) if metered else 0
             hit = ctx.limit_reached(calls_ahead=ahead)
             if hit:
                 ctx.log.info("%s: stopping early: %s", self.name, hit)
@@ -371,6 +383,12 @@ class BeliefTier(Strategy):
                 break
             self._one(ctx, work, budget, counts)
             budget.charge_records(len(work.items))
+            if metered and work.deferred_calls:  # the rest of this owner waits for a run
+                hit = ctx.limit_reached(calls_ahead=work.deferred_calls)
+                if hit:
+                    ctx.log.info("%s: stopping early: %s", self.name, hit)
+                    counts["limit_reached"] += 1
+                    break
         return dict(counts)
 
     def _one(self, ctx: RunContext, work: Work, budget: Budget, counts: Counter[str]) -> None:

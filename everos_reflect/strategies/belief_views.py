@@ -30,11 +30,12 @@ def _stamp(entry: Entry) -> str | None:
 
 def conviction_dict(entry: Entry) -> dict[str, Any]:
     return {
-        "id": entry.id, "kind": Kind.CONVICTION.value, "key": entry.meta.get("key"),
+        "id": entry.id, "kind": Kind.CONVICTION.value, "key": beliefs.key_of(entry) or None,
         "text": entry.content, "timestamp": _stamp(entry),
         "evidence": beliefs.id_list(entry.meta.get("evidence")),
         "depth": beliefs.depth_of(entry), "status": beliefs.status_of(entry),
-        "supersedes": entry.meta.get("supersedes"), "deprecated_by": entry.deprecated_by,
+        "supersedes": beliefs.plain(entry.meta.get("supersedes")),
+        "deprecated_by": entry.deprecated_by,
         "live": beliefs.is_live(entry),
     }
 
@@ -42,14 +43,14 @@ def conviction_dict(entry: Entry) -> dict[str, Any]:
 def relation_dict(entry: Entry) -> dict[str, Any]:
     return {
         "id": entry.id, "kind": Kind.RELATION.value,
-        "relation_type": entry.meta.get("relation_type"),
+        "relation_type": beliefs.plain(entry.meta.get("relation_type")),
         "between": beliefs.id_list(entry.meta.get("between")), "text": entry.content,
         "status": beliefs.status_of(entry), "timestamp": _stamp(entry),
         "depth": beliefs.depth_of(entry),
         "evidence": beliefs.id_list(entry.meta.get("evidence")),
-        "resolution": entry.meta.get("resolution"),
+        "resolution": beliefs.plain(entry.meta.get("resolution")),
         "resolved_at": (format_timestamp(ts) if isinstance(ts := entry.meta.get("resolved_at"),
-                                                            datetime) else ts),
+                                                            datetime) else beliefs.plain(ts)),
     }
 
 

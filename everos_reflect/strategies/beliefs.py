@@ -25,7 +25,7 @@ import hashlib
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import date, datetime, timedelta
 
 from everos_reflect.model import Entry, Kind, normalize_text
 
@@ -64,6 +64,27 @@ def id_list(value: object) -> list[str]:
     return [str(v).strip() for v in items if str(v).strip()]
 
 
+def plain(value: object) -> object:
+    """A metadata value as JSON carries it: null, text, numbers, booleans, and lists and
+    mappings of them as they are; anything else YAML can build as its text (dates in ISO
+    form). A person may write ``!!binary`` (bytes, which JSON cannot encode: the insights and
+    worldview routes answered 500) or ``!!set`` into any record."""
+    if value is None or isinstance(value, str | bool | int | float):
+        return value
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)
+
+
+def key_of(entry: Entry) -> str:
+    """A conviction's ``key`` as text ("" when absent), whatever a hand edit made of it."""
+    return str(entry.meta.get("key") or "").strip()
+
+
 def depth_of(entry: Entry) -> int:
     """``depth`` as written; Episodes, facts and tasks are 0, a derived record without one 1."""
     value = entry.meta.get("depth")
@@ -91,7 +112,7 @@ class Conviction:
 
     @classmethod
     def of(cls, entry: Entry) -> Conviction:
-        return cls(entry.id, str(entry.meta.get("key") or "").strip(), entry.content.strip(),
+        return cls(entry.id, key_of(entry), entry.content.strip(),
                    tuple(id_list(entry.meta.get("evidence"))), depth_of(entry),
                    entry.timestamp, is_live(entry))
 
@@ -342,7 +363,9 @@ __all__ = [
     "edge_problem",
     "id_list",
     "is_live",
+    "key_of",
     "on_write_due",
+    "plain",
     "plan_versions",
     "same_text",
     "status_of",

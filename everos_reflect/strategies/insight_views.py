@@ -3,11 +3,13 @@ behind ``explain`` — the same functions for the CLI, the HTTP API and MCP."""
 
 from __future__ import annotations
 
+from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import UnknownEntry
 from everos_reflect.model import EntryId, Kind, UserRef
 from everos_reflect.provenance import provenance
+from everos_reflect.strategies.beliefs import plain
 from everos_reflect.strategies.provenance import evidence_of, status_of
 
 if TYPE_CHECKING:
@@ -17,6 +19,8 @@ if TYPE_CHECKING:
 #: Deeper than any record may be (max_depth is at most 3 for insights, 8 for belief tiers):
 #: bounds a hand-edited citation cycle.
 MAX_TREE_DEPTH = 10
+#: Most nodes one explain tree holds (a few MB of JSON); the rest are cut, marked ``truncated``.
+MAX_TREE_NODES = 5_000
 
 
 def insight_dict(entry: Entry) -> dict[str, Any]:
@@ -26,14 +30,14 @@ def insight_dict(entry: Entry) -> dict[str, Any]:
         "kind": entry.kind.value,
         "timestamp": entry.timestamp.isoformat() if entry.timestamp else None,
         "text": entry.content,
-        "question": meta.get("question"),
+        "question": plain(meta.get("question")),
         "evidence": evidence_of(entry),
-        "depth": meta.get("depth"),
-        "importance": meta.get("importance"),
+        "depth": plain(meta.get("depth")),
+        "importance": plain(meta.get("importance")),
         "status": status_of(entry),
-        "stale_reason": meta.get("stale_reason"),
-        "insight_type": meta.get("insight_type"),
-        "provider": meta.get("provider"),
+        "stale_reason": plain(meta.get("stale_reason")),
+        "insight_type": plain(meta.get("insight_type")),
+        "provider": plain(meta.get("provider")),
         "deprecated_by": entry.deprecated_by,
     }
 
@@ -61,7 +65,9 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
     sentence-level provenance (``recorded`` false when only the entry-level ``sources`` were
     left to go by, e.g. after a hand edit) — and its evidence is those sources, so the tree
     descends from a sentence's claim to what was said. A cited record that no longer exists
-    is a node with ``missing: true``. Raises :class:`UnknownEntry` for an unknown root id.
+    is a node with ``missing: true``; a node whose evidence was cut at
+    :data:`MAX_TREE_NODES` has ``truncated: true``. Raises :class:`UnknownEntry` for an
+    unknown root id.
     """
     EntryId.parse(entry_id)
     cache: dict[str, Entry | None] = {}
@@ -74,10 +80,11 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
                 cache[eid] = None
         return cache[eid]
 
-    def node(eid: str, depth: int, path: frozenset[str]) -> dict[str, Any]:
+    def node(eid: str) -> tuple[dict[str, Any], list[str]]:
+        """The node of ``eid`` (evidence not filled in yet) and the ids it cites."""
         entry = get(eid)
         if entry is None:
-            return {"id": eid, "missing": True, "evidence": []}
+            return {"id": eid, "missing": True, "evidence": []}, []
         out: dict[str, Any] = {
             "id": entry.id, "kind": entry.kind.value,
             "date": entry.timestamp.date().isoformat() if entry.timestamp else None,
@@ -92,14 +99,31 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
             out["recorded"] = found.recorded
             out["sentences"] = found.to_dict()["sentences"]
             children = list(dict.fromkeys([*children, *entry.sources]))
-        if depth < MAX_TREE_DEPTH:
-            out["evidence"] = [node(c, depth + 1, path | {c}) for c in children
-                               if c not in path]
-        return out
+        return out, children
 
     if get(entry_id) is None:
         raise UnknownEntry(f"no entry {entry_id} for user {ref}")
-    return node(entry_id, 0, frozenset({entry_id}))
+    # Level by level, at most MAX_TREE_NODES nodes: records citing one another make every
+    # path without repeats a branch (twelve that cite the other eleven: ~10^8 nodes), so a
+    # node whose evidence is cut off by the budget says so with ``truncated``.
+    root, cited = node(entry_id)
+    count = 1
+    queue = deque([(root, cited, 0, frozenset({entry_id}))])
+    while queue:
+        out, cited, depth, path = queue.popleft()
+        if depth >= MAX_TREE_DEPTH:
+            continue
+        for child_id in cited:
+            if child_id in path:
+                continue
+            if count >= MAX_TREE_NODES:
+                out["truncated"] = True
+                break
+            child, grand = node(child_id)
+            count += 1
+            out["evidence"].append(child)
+            queue.append((child, grand, depth + 1, path | {child_id}))
+    return root
 
 
 def _is_narrative(entry: Entry) -> bool:
@@ -131,4 +155,7 @@ def render_tree(tree: dict[str, Any], indent: str = "") -> list[str]:
         lines.append(f'{indent}  | "{_clip(sentence["text"], 70)}" <- {sources}')
     for child in tree.get("evidence", []):
         lines += render_tree(child, indent + "  ")
+    if tree.get("truncated"):
+        lines.append(f"{indent}  … more evidence not shown (the tree is cut at "
+                     f"{MAX_TREE_NODES:,} records)")
     return lines

@@ -47,6 +47,7 @@ from everos_reflect.strategies.belief_store import (
     Derived,
     Work,
     derived_meta,
+    llm_provider,
     owners,
     sync,
     tier_settings,
@@ -148,9 +149,16 @@ class LearnLessons(BeliefTier):
                     sync(runtime, touched)
                     state = LessonState.load(runtime, ref)
             state, items = self.pending(runtime, ref, settings, state)  # type: ignore[arg-type]
+            deferred = 0
+            if llm_provider(runtime) != "extractive":  # offline, no call is made
+                items, deferred = _within_calls(state, items, int(settings["max_llm_calls"]))
             if items and (force or self.due(state, list(items), settings)):
                 yield Work(ref, state, items,  # type: ignore[arg-type]
-                           beliefs.window_key(self.name, str(ref), items))
+                           beliefs.window_key(self.name, str(ref), items), deferred)
+
+    def calls_for(self, work: Work, settings: Mapping[str, Any]) -> int:
+        """One call per task type of the window."""
+        return max(1, len(_types_of(work.state, work.items)))  # type: ignore[arg-type]
 
     # -- one window ---------------------------------------------------------------------------
 
@@ -282,6 +290,25 @@ class LearnLessons(BeliefTier):
         touched |= {store.path_for_id(ref, e.id) for e in written}
         touched |= repair_lessons(rt, ref, LessonState.load(rt, ref))
         return [e.id for e in written], touched
+
+
+def _types_of(state: LessonState, items: Mapping[str, str]) -> dict[str, str]:
+    """Task id → task type, for the window's tasks that have one (the ones a call asks about)."""
+    return {e.id: t for e in state.tasks if e.id in items and (t := read_task(e).task_type)}
+
+
+def _within_calls(state: LessonState, items: dict[str, str],
+                  max_calls: int) -> tuple[dict[str, str], int]:
+    """The window cut to the tasks of its first ``max_calls`` task types (one call each), and
+    how many types wait for a later run. A window of every new task made one call per type:
+    six types made six calls under ``max_llm_calls = 2``."""
+    types = _types_of(state, items)
+    kept = sorted(set(types.values()))[:max_calls]
+    deferred = len(set(types.values())) - len(kept)
+    if not deferred:
+        return items, 0
+    allowed = set(kept)
+    return {i: h for i, h in items.items() if types.get(i) in allowed}, deferred
 
 
 def repair_lessons(runtime: Runtime, ref: UserRef, state: LessonState) -> set[Path]:

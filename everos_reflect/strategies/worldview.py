@@ -68,7 +68,8 @@ class UpdateWorldview(BeliefTier):
         entries = state.by_id()
         shown = [entries[i] for i in work.items]
         view = state.worldview()
-        current = "\n".join(f"- {k}: {_one_line(c.text)}" for k, c in sorted(view.current.items()))
+        current = "\n".join(f"- {_one_line(k)}: {_one_line(c.text)}"  # keys may be hand-written
+                            for k, c in sorted(view.current.items()))
         derived = Derived()
         proposals = self.call(ctx, budget, [
             Record(e.id, _insight_label(e), e.content, e.timestamp) for e in shown
