@@ -49,16 +49,16 @@ from everos_reflect.runtime import Runtime
 from everos_reflect.settings import load_settings
 
 rt = Runtime(root, load_settings(root))
-started = time.perf_counter()
+started, cpu = time.perf_counter(), time.process_time()
 outcome = Engine(rt).trigger("reflect_episodes", force=True, timeout=None)
-seconds = time.perf_counter() - started
+seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
 rt.close()
 status = {}
 for line in open("/proc/self/status"):
     key, _, value = line.partition(":")
     if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
         status[key] = round(int(value.split()[0]) / 1024, 1)
-print(json.dumps({"seconds": round(seconds, 2),
+print(json.dumps({"seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
                   "peak_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
                   "rss_after_mb": status["VmRSS"], "anon_after_mb": status["RssAnon"],
                   "status": outcome.status, "counts": outcome.counts,
@@ -183,18 +183,25 @@ def main(argv: list[str] | None = None) -> int:
                     shutil.rmtree(where)
             shutil.rmtree(Path(tmp) / f"t0-r{r}")
     print()
-    print("| tree | runs | peak RSS MB (each) | peak mean | wall s (each) | wall mean | RSS after, "
-          "MB | merged | scikit-learn loaded | output vs first tree |")
-    print("|---|---:|---|---:|---|---:|---:|---:|---|---|")
+    print("| tree | runs | peak RSS MB (each) | peak mean | wall s (each) | wall mean | CPU s "
+          "(each) | CPU mean | RSS after, MB | merged | loaded: scikit-learn / SciPy | output vs "
+          "first tree |")
+    print("|---|---:|---|---:|---|---:|---|---:|---:|---:|---|---|")
+
+    def each(values: list[float]) -> str:
+        return ", ".join(f"{v:.1f}" if v >= 100 else f"{v:.2f}" for v in values)
+
     for tree, got in runs.items():
         peaks = [g["peak_mb"] for g in got]
         walls = [g["seconds"] for g in got]
-        print(f"| {tree} | {len(got)} | {', '.join(f'{p:.1f}' for p in peaks)} | "
-              f"{statistics.mean(peaks):.1f} | {', '.join(f'{w:.2f}' for w in walls)} | "
-              f"{statistics.mean(walls):.2f} | "
+        cpus = [g["cpu_seconds"] for g in got]
+        print(f"| {tree} | {len(got)} | {each(peaks)} | {statistics.mean(peaks):.1f} | "
+              f"{each(walls)} | {statistics.mean(walls):.2f} | {each(cpus)} | "
+              f"{statistics.mean(cpus):.2f} | "
               f"{statistics.mean(g['rss_after_mb'] for g in got):.1f} | "
               f"{'/'.join(sorted({str(g['counts'].get('merged')) for g in got}))} | "
-              f"{'/'.join(sorted({str(g['sklearn']) for g in got}))} | "
+              f"{'/'.join(sorted({str(g['sklearn']) for g in got}))} / "
+              f"{'/'.join(sorted({str(g['scipy']) for g in got}))} | "
               f"{'; '.join(sorted({g['output_vs_first_tree'] for g in got}))} |")
     print(json.dumps(runs))
     return 0

@@ -7,8 +7,9 @@ because ``import lancedb`` runs that package's ``__init__``. This runs, in a fre
 interpreter, what a daemon runs — the CLI, the composition root, the API, the scheduler and
 the watcher modules — then adds an Episode over the API, indexes it and searches it (snippet
 included), and checks which heavy packages ended up in ``sys.modules``. The other tests
-prove each check can fail: the merge's topic clustering still loads SciPy on demand (and,
-since session 13, not scikit-learn: ~60 MB more in every Reflection run),
+prove each check can fail: the offline insights still load scikit-learn on demand (a
+merge's topic clustering, which used to, loads neither it nor SciPy since session 13: ~90 MB
+more in every process that merged, kept for good by a daemon),
 and the deferred REST client still works when asked for — its names, its HTTP calls and
 LanceDB's namespace connections.
 """
@@ -83,7 +84,10 @@ SCRIPT = textwrap.dedent("""
     hits = reply["data"]["episodes"]
     if sys.argv[2] == "merge":
         from everos_reflect.llm.topics import topic_labels
-        topic_labels([[1.0, 0.2], [0.2, 1.0]])
+        assert topic_labels([[1.0, 0.2, 0.9], [0.2, 1.0, 0.1], [0.9, 0.1, 1.0]]) == [0, 1, 0]
+    elif sys.argv[2] == "insights":
+        from everos_reflect.strategies.insights_offline import recurring_topics
+        recurring_topics([])
     runtime.close()
     from everos_reflect.index.deferred import is_deferred
     print(json.dumps({"hits": len(hits), "snippet": hits[0]["snippet"] if hits else None,
@@ -125,10 +129,15 @@ def test_serve_and_search_do_not_import_heavy_libraries(root: Path) -> None:
     assert report["rest_client_modules"] == []
 
 
-def test_a_merge_loads_scipy_on_demand_and_not_scikit_learn(root: Path) -> None:
+def test_a_merges_topic_clustering_loads_neither_scikit_learn_nor_scipy(root: Path) -> None:
     report = loaded_after_search(root, then="merge")
-    assert "scipy" in report["modules"]
-    assert "sklearn" not in report["modules"]
+    heavy = sorted(set(NOT_ON_SERVE_PATH) & set(report["modules"]))
+    assert heavy == [], f"a merge's topic clustering imported {heavy}"
+
+
+def test_the_offline_insights_still_load_scikit_learn_on_demand(root: Path) -> None:
+    report = loaded_after_search(root, then="insights")
+    assert {"sklearn", "scipy"} <= set(report["modules"])
 
 
 #: The REST client, in a process where LanceDB is loaded the way serve loads it: every public

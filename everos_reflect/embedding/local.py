@@ -44,10 +44,13 @@ TOKENIZE_CHUNK = 256
 #: model calls one embedder runs at once; more callers wait their turn. Each call holds its
 #: working tensors (up to ~50 MB at ``MAX_BATCH_CELLS``) until it returns, so N callers at once
 #: hold N times that: a LoCoMo Reflection with the extractive provider had up to six (four
-#: merge workers, the coverage guard, the commit) and peaked ~70 MB higher than with one at a
-#: time, for no more throughput, since each call already runs on every core onnxruntime's
-#: intra-op threads have (docs/memory.md, session 13).
-CALLS_AT_ONCE = 1
+#: merge workers, the coverage guard, the commit). Idle, same jobs, on this project's 2-core
+#: target: up to six 451 MB peak, two 408, one 380 (session 13's first code); with the
+#: topics built in numpy too, two: 368 MB, 12.0-14.2 s wall (before, unbounded: 12.2-15.3 s); one:
+#: 347 MB but 13.9-17.7 s. The calls of short sentences do not fill both cores alone, so
+#: one at a time cost ~12 % of wall time for 21 MB; two, one per core, cost none
+#: (docs/memory.md, session 13).
+CALLS_AT_ONCE = 2
 DIM = 384
 
 log = logging.getLogger(__name__)
@@ -151,8 +154,8 @@ class LocalEmbedder:
     shared by all threads. onnxruntime sessions are safe to run concurrently, but at most
     ``calls_at_once`` model calls run at a time (:data:`CALLS_AT_ONCE`): a call's working
     memory is what bounds a process's peak, and the calls of one process compete for the same
-    cores anyway. A caller waits for at most one batch (``MAX_BATCH_CELLS``), not for another
-    caller's whole ``embed``.
+    cores anyway. A slot is held for one batch (``MAX_BATCH_CELLS``), not for a whole
+    ``embed`` of many texts, so a search's query waits for batches, never for a reindex.
     """
 
     name = "local:all-MiniLM-L6-v2-int8"

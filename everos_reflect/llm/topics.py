@@ -10,11 +10,14 @@ distances: a sentence joins a topic only when it is close to the topic's sentenc
 not to just one of them (single linkage would chain unrelated sentences). Pure logic: a
 similarity matrix in, one label per sentence out.
 
-The tree comes from SciPy's ``linkage``, cut where scikit-learn's ``AgglomerativeClustering``
-(``metric="precomputed"``, ``distance_threshold``) cuts it: that estimator builds this very tree
-with this very call, so the topics are the same (``tests/test_topics.py`` checks it against
-scikit-learn). Importing scikit-learn only for that call cost a Reflection run ~60 MB resident
-(~1,700 modules loaded against ~980 for ``scipy.cluster.hierarchy``; docs/memory.md).
+This used to be scikit-learn's ``AgglomerativeClustering(metric="precomputed",
+linkage="average", distance_threshold=...)``, which builds the tree with SciPy's ``linkage``
+(the nearest-neighbour-chain algorithm) and undoes the merges at or above the threshold. Both
+are done here in numpy, step for step and with the same arithmetic, so the tree is SciPy's bit
+for bit and the topics are scikit-learn's (``tests/test_topics.py`` checks both on thousands of
+matrices, ties and distances at the threshold included). Importing scikit-learn cost every
+process that merged ~90 MB resident, SciPy alone ~30 MB — and a daemon keeps what it imported
+(docs/memory.md).
 """
 
 from __future__ import annotations
@@ -38,24 +41,62 @@ def topic_labels(sims: np.ndarray, threshold: float = TOPIC_COSINE) -> list[int]
     distance = np.clip(1.0 - np.asarray(sims, dtype=np.float64), 0.0, 2.0)
     distance = (distance + distance.T) / 2  # exact symmetry; float32 products may differ
     np.fill_diagonal(distance, 0.0)
-    # Imported here, not at module level: SciPy is ~30 MB resident and a fraction of a second
-    # to import, and ``serve`` reaches this module through search snippets without ever
-    # merging. Only a merge with several sentences pays for it.
-    from scipy.cluster.hierarchy import linkage
-
-    upper, right = np.triu_indices(n, k=1)
-    tree = linkage(distance[upper, right], method="average")
-    return _cut(tree, n, 1.0 - threshold)
+    return _cut(average_linkage(distance), n, 1.0 - threshold)
 
 
-def _cut(tree: np.ndarray, n: int, distance_threshold: float) -> list[int]:
-    """The flat topics of a linkage ``tree`` over ``n`` rows, cut as scikit-learn cuts it.
+def average_linkage(distance: np.ndarray) -> np.ndarray:
+    """The merges of average-linkage clustering of a symmetric distance matrix, as SciPy's
+    ``linkage(..., method="average")`` makes them, before it renumbers them: one row
+    ``(a, b, distance)`` per merge, ``a < b`` the slots of the two groups (the merged group
+    keeps slot ``b``), sorted by distance (stable).
 
-    scikit-learn counts the merges at ``distance_threshold`` or above and undoes that many,
-    the latest first. ``linkage`` lists merges by ascending distance (average linkage never
-    merges below an earlier merge), so what stays is the merges before the first one at the
-    threshold: the topics are the groups those join."""
-    kept = len(tree) - int(np.count_nonzero(tree[:, 2] >= distance_threshold))
+    SciPy's nearest-neighbour chain, step for step: the chain starts at the first live slot;
+    each step moves to the nearest live slot (the lowest-numbered of equally near ones, and
+    back to the previous slot unless one is strictly nearer); two slots nearest to each other
+    merge, and the merged group's distance to every other is
+    ``(size_a * d_a + size_b * d_b) / (size_a + size_b)``, computed as SciPy computes it."""
+    n = len(distance)
+    d = np.array(distance, dtype=np.float64)  # a copy, updated as groups merge
+    size = np.ones(n, dtype=np.int64)  # 0: the slot's group merged into another
+    nowhere = np.full(n, np.inf)
+    merges = np.empty((n - 1, 3))
+    chain: list[int] = []
+    for k in range(n - 1):
+        if not chain:
+            chain.append(int(np.flatnonzero(size)[0]))
+        while True:
+            x = chain[-1]
+            if len(chain) > 1:  # the previous slot wins ties, so the chain never cycles
+                y, nearest = chain[-2], d[x, chain[-2]]
+            else:
+                y, nearest = -1, np.inf
+            row = np.where(size > 0, d[x], nowhere)
+            row[x] = np.inf
+            i = int(np.argmin(row))  # the first of equally near slots
+            if row[i] < nearest:
+                y, nearest = i, row[i]
+            if len(chain) > 1 and y == chain[-2]:
+                break
+            chain.append(y)
+        del chain[-2:]
+        a, b = min(x, y), max(x, y)
+        size_a, size_b = size[a], size[b]
+        merges[k] = (a, b, nearest)
+        size[a], size[b] = 0, size_a + size_b
+        others = size > 0
+        others[b] = False
+        merged = (size_a * d[a, others] + size_b * d[b, others]) / (size_a + size_b)
+        d[b, others] = merged
+        d[others, b] = merged
+    return merges[np.argsort(merges[:, 2], kind="mergesort")]
+
+
+def _cut(merges: np.ndarray, n: int, distance_threshold: float) -> list[int]:
+    """The flat topics of ``merges`` (:func:`average_linkage`) over ``n`` rows, cut as
+    scikit-learn cuts the tree: it counts the merges at ``distance_threshold`` or above and
+    undoes that many, the latest first. What stays is the merges before them in distance
+    order; the topics are the groups those join."""
+    kept = len(merges) - int(np.count_nonzero(merges[:, 2] >= distance_threshold))
     parent = list(range(n))
 
     def find(i: int) -> int:
@@ -64,14 +105,10 @@ def _cut(tree: np.ndarray, n: int, distance_threshold: float) -> list[int]:
             i = parent[i]
         return i
 
-    # node n + k is the group merge k made; its first leaf stands for it
-    leaf = list(range(n)) + [0] * len(tree)
-    for k in range(kept):
-        a, b = leaf[int(tree[k, 0])], leaf[int(tree[k, 1])]
-        parent[find(b)] = find(a)
-        leaf[n + k] = a
+    for a, b, _ in merges[:kept]:
+        parent[find(int(b))] = find(int(a))
     renumber: dict[int, int] = {}
     return [renumber.setdefault(find(i), len(renumber)) for i in range(n)]
 
 
-__all__ = ["TOPIC_COSINE", "topic_labels"]
+__all__ = ["TOPIC_COSINE", "average_linkage", "topic_labels"]
