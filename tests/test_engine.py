@@ -210,6 +210,26 @@ def test_a_thousand_retries_without_backoff_end_in_a_recorded_failure(
     assert (row["status"], row["attempt"]) == ("failed", 1101)
 
 
+def test_a_run_whose_bookkeeping_fails_is_recorded_failed_not_left_running(
+        runtime: Runtime, fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An error in the engine's own bookkeeping between attempts (here noting the next attempt
+    # in a locked database) was logged and answered "failed", but the run record stayed
+    # "running" until a restart abandoned it.
+    import sqlite3
+
+    def locked(*args: object) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    enable(runtime.root, "max_retries = 1\nretry_backoff_seconds = 0\n")
+    fake.failures = 5
+    engine = Engine(runtime)
+    monkeypatch.setattr(engine, "_update_attempt", locked)
+    out = engine.trigger("fake_test")
+    assert out.status == "failed" and "database is locked" in (out.error or "")
+    row = run_row(runtime, out.run_id)
+    assert row["status"] == "failed" and "database is locked" in row["error"]
+
+
 def test_runs_left_running_by_a_dead_process_are_abandoned(runtime: Runtime, fake: Fake) -> None:
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

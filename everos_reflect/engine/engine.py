@@ -285,6 +285,10 @@ class Engine:
         except BaseException as exc:  # bookkeeping itself failed: still release everything
             log.exception("%s: run %s bookkeeping failed", name, active.run_id)
             outcome = RunOutcome(FAILED, name, active.run_id, error=str(exc))
+            try:  # and say so in the run record, which otherwise stayed "running"
+                runs.fail(self.runtime.db(), active.run_id, f"{type(exc).__name__}: {exc}")
+            except Exception:
+                log.exception("%s: run %s could not be recorded failed", name, active.run_id)
         finally:
             if guard is not None:
                 rebuild.release(guard)

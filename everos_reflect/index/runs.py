@@ -40,6 +40,15 @@ def finish(conn: sqlite3.Connection, run_id: str, status: str, error: str | None
             (status, error, json.dumps(counts), attempt, utcnow_iso(), run_id))
 
 
+def fail(conn: sqlite3.Connection, run_id: str, error: str) -> None:
+    """A run whose own bookkeeping failed: ``failed`` with ``error``, its attempt kept (only a
+    row still ``running`` changes)."""
+    with transaction(conn):
+        conn.execute(
+            "UPDATE runs SET status = 'failed', error = ?, finished_at = ? "
+            "WHERE id = ? AND status = 'running'", (error, utcnow_iso(), run_id))
+
+
 def abandon(conn: sqlite3.Connection, run_id: str, reason: str) -> None:
     """Record a run whose process went away (only a row still ``running`` changes)."""
     with transaction(conn):
