@@ -18,6 +18,11 @@ class InvalidId(EverosError, ValueError):
     """An app, project, user or entry id that is not allowed (e.g. a path trick)."""
 
 
+class InvalidSearch(EverosError, ValueError):
+    """A search parameter out of its range: a ``ValueError`` to a library caller, a domain
+    error (4xx, one CLI line) to the edges, which also check it before calling."""
+
+
 class InvalidEpisode(EverosError, ValueError):
     """A new Episode's field is unusable; ``field`` names it so each edge can say it its way."""
 

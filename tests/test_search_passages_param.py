@@ -21,7 +21,7 @@ from everos_reflect.api import mcp_server
 from everos_reflect.cli import index_cmds
 from everos_reflect.cli.common import existing_root
 from everos_reflect.embedding import HashEmbedder
-from everos_reflect.index.search import PASSAGES_PER_ENTRY
+from everos_reflect.index.search import PASSAGES_PER_ENTRY, search
 from everos_reflect.index.sync import Indexer
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
@@ -193,3 +193,19 @@ def test_cli_refuses_a_bad_passages_per_entry_naming_the_option(filled: Path, ba
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert "Invalid value for '--passages-per-entry'" in result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("bad", [0, -1, PASSAGES_PER_ENTRY + 1, 9, 1000, True, 1.5, "2", None])
+def test_the_library_search_refuses_a_bad_passages_per_entry_naming_it(
+    rt: Runtime, bad: Any
+) -> None:
+    # The HTTP, MCP and CLI edges cap it at 1..3; search() itself took 1000 (and a bool).
+    with pytest.raises(ValueError, match=r"^passages_per_entry must be an integer from 1 to "
+                                         rf"{PASSAGES_PER_ENTRY}, got {bad!r}$"):
+        search(rt, "dog", passages_per_entry=bad)
+
+
+def test_the_library_search_takes_every_allowed_passages_per_entry(rt: Runtime) -> None:
+    for allowed in range(1, PASSAGES_PER_ENTRY + 1):
+        hits = search(rt, "dog", top_k=10, passages_per_entry=allowed)
+        assert hits and max(Counter(h.id for h in hits).values()) <= allowed

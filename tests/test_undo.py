@@ -8,6 +8,8 @@ it, one ``reflection_report`` row), so these tests pin undo to that format alone
 from __future__ import annotations
 
 import json
+import os
+import threading
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -20,7 +22,14 @@ from everos_reflect.cli.main import cli
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.engine.engine import lock_path
-from everos_reflect.errors import EverosError, InvalidId, StrategyBusy, UndoRefused, UnknownEntry
+from everos_reflect.errors import (
+    EverosError,
+    InvalidId,
+    MarkdownError,
+    StrategyBusy,
+    UndoRefused,
+    UnknownEntry,
+)
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.index.search import search
 from everos_reflect.index.sync import Indexer
@@ -520,3 +529,47 @@ def test_undo_scans_a_huge_log_in_pieces_and_refuses_one_that_mentions_the_merge
         assert snapshot(rt) == before
     finally:
         rt.close()
+
+
+def _undo_within(rt: Runtime, merged_id: str, seconds: float = 10) -> object:
+    """undo_merge in a thread: its outcome (result or exception); fails if it blocks."""
+    outcome: list[object] = []
+
+    def work() -> None:
+        try:
+            outcome.append(undo_merge(rt, REF, merged_id))
+        except Exception as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), "blocked on the FIFO"
+    return outcome[0]
+
+
+@pytest.mark.parametrize("kind_folder", ["episodes", ".atomic_facts"])
+def test_undo_refuses_a_fifo_in_place_of_a_log_it_would_patch_and_writes_nothing(
+    rt: Runtime, kind_folder: str
+) -> None:
+    sources = pets(rt)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby. He now has two dogs.",
+                      day=date(2026, 8, 20))
+    # the log of the middle source (its episode and its fact): undo would restore keys there
+    folder = rt.store.user_dir(REF) / kind_folder
+    log = next(folder.glob("*-2026-08-12.md"))
+    kept = log.read_bytes()
+    log.unlink()
+    os.mkfifo(log)
+    before = snapshot(rt)
+
+    outcome = _undo_within(rt, narrative.id)
+
+    assert isinstance(outcome, MarkdownError), outcome
+    assert rt.store.rel(log) in str(outcome) and "not a regular file" in str(outcome)
+    assert snapshot(rt) == before  # nothing written
+    log.unlink()  # the person puts the log back: the undo then does all of it
+    log.write_bytes(kept)
+    result = _undo_within(rt, narrative.id)
+    assert not isinstance(result, Exception), result
+    assert sorted(result.restored) == sorted(e.id for e in sources)  # type: ignore[attr-defined]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from everos_reflect.embedding.base import embed_query
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, InvalidSearch
 from everos_reflect.index.recency import RECENCY_COSINE, key, latest_first
 from everos_reflect.index.snippet import make_passages
 from everos_reflect.index.vectors import where_clause
@@ -237,11 +237,12 @@ def search(
     if not isinstance(query, str) or not query.strip():
         raise EverosError("query must not be empty")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise EverosError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+        raise InvalidSearch(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+    # the edges cap it too; a library caller's 1000 let one entry fill every item of a result
     if isinstance(passages_per_entry, bool) or not isinstance(passages_per_entry, int) \
-            or passages_per_entry < 1:
-        raise EverosError(f"passages_per_entry must be a positive integer, "
-                          f"got {passages_per_entry!r}")
+            or not 1 <= passages_per_entry <= MAX_PASSAGES_PER_ENTRY:
+        raise InvalidSearch(f"passages_per_entry must be an integer from 1 to "
+                            f"{MAX_PASSAGES_PER_ENTRY}, got {passages_per_entry!r}")
     mode = (mode or runtime.settings.index.search_mode).lower()
     if mode not in MODES:
         raise EverosError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")

@@ -179,11 +179,14 @@ class MarkdownStore:
         kinds: Iterable[Kind] | None = None,
         outside: list[str] | None = None,
         invalid: list[tuple[str, str]] | None = None,
+        irregular: list[str] | None = None,
     ) -> Iterator[Path]:
         """Daily-log files (sorted by user, kind, day) of one user or all users. Files and
         folders that are symlinks leading outside the root are skipped (and appended to
         ``outside`` when given); so are user folders with unsafe names (see :meth:`iter_users`
-        for ``invalid``)."""
+        for ``invalid``), and anything named like a log that is not a regular file, a FIFO or
+        a folder (its path appended to ``irregular`` when given: a writer that must see every
+        log, like ``undo``, refuses to go on without it)."""
         wanted = list(kinds) if kinds is not None else list(Kind)
         for user in [ref] if ref is not None else self.iter_users(outside, invalid):
             user_dir = self.user_dir(user)
@@ -196,9 +199,12 @@ class MarkdownStore:
                 if not folder.is_dir() or self._escapes(folder, outside):
                     continue
                 for path in sorted(folder.glob(f"{kind.stem}-*.md")):
-                    if (path.is_file() and _FILENAME_RE.fullmatch(path.name)
-                            and not self._escapes(path, outside)):
+                    if not _FILENAME_RE.fullmatch(path.name) or self._escapes(path, outside):
+                        continue
+                    if path.is_file():
                         yield path
+                    elif irregular is not None and path.exists():  # not a dangling link
+                        irregular.append(self._label(path))
 
     def _subdirs(self, folder: str | os.PathLike[str],
                  outside: list[str] | None) -> list[os.DirEntry[str]]:

@@ -297,12 +297,14 @@ def _scan(runtime: Runtime, ref: UserRef, merged_id: str) -> _Found:
     Only files whose bytes mention the id are parsed; the bytes are searched piece by piece
     (read whole, one huge or endless log held the undo's whole memory). A file among them that
     cannot be parsed, or is over ``limits.max_file_bytes``, stops the undo here, while nothing
-    has changed yet.
+    has changed yet; so does a FIFO, device or folder named like a log (it was skipped, and the
+    undo reported done while the keys of that log, once back, still pointed at the narrative).
     """
     store = runtime.store
     needle = merged_id.encode()
     found = _Found()
-    for path in store.iter_files(ref, [Kind.EPISODE, Kind.ATOMIC_FACT]):
+    irregular: list[str] = []
+    for path in store.iter_files(ref, [Kind.EPISODE, Kind.ATOMIC_FACT], irregular=irregular):
         try:
             if not store.mentions(path, needle):
                 continue
@@ -325,6 +327,11 @@ def _scan(runtime: Runtime, ref: UserRef, merged_id: str) -> _Found:
         if located is not None and located[1] is Kind.ATOMIC_FACT:
             found.facts += [e for e in daily.entries
                             if e.parent_id == merged_id and e.deprecated_by is None]
+    if irregular:  # it may hold keys toward the narrative: undone without them, they stay
+        # archived toward an undone narrative, hidden for good once the log is back
+        raise MarkdownError(irregular[0], 0, f"cannot undo {merged_id}: this log is not a "
+                            "regular file (a FIFO, device or folder); move it away or put the "
+                            "log back, then undo again")
     return found
 
 
