@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -464,7 +465,7 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
         conn.execute("PRAGMA busy_timeout = 30000")
         conn.execute("PRAGMA foreign_keys = ON")
         if not readonly:
-            conn.execute("PRAGMA journal_mode = WAL")
+            _enable_wal(conn)
             conn.execute("PRAGMA synchronous = NORMAL")
             migrate(conn)
         else:
@@ -477,6 +478,29 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
             raise
         raise IndexUnreadable(path, exc) from None
     return conn
+
+
+def _enable_wal(conn: sqlite3.Connection, deadline_s: float = 30.0) -> None:
+    """Switch the database to WAL, waiting out other connections doing the same.
+
+    Changing the journal mode takes an exclusive lock and SQLite does not run the busy handler
+    for it: when several threads or processes open a brand-new ``system.db`` at once (a watcher
+    and a reader, two CLI commands), all but one get "database is locked" straight away. The
+    mode is persistent, so once any of them has switched it the others only need to see it.
+    """
+    give_up = time.monotonic() + deadline_s
+    pause = 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL").fetchall()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            if time.monotonic() >= give_up:
+                raise
+        time.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 def migrate(conn: sqlite3.Connection, migrations: list[tuple[str, str]] | None = None) -> list[str]:
