@@ -122,10 +122,16 @@ class RevalidateInsights(Strategy):
             counts["needs_llm"] += 1
             return
         else:
+            before = budget.token_counts()
             try:
                 verdict = self._ask(ctx, insight, evidence, budget, row)
             except (ProviderUnavailable, EverosError) as exc:
                 row.status, row.error = "failed", str(exc)
+                prompt, completion = budget.token_counts()  # refused replies were paid for
+                row.prompt_tokens = prompt - before[0]
+                row.completion_tokens = completion - before[1]
+                row.provider = row.provider or rt.llm.provider
+                row.model = row.model or rt.llm.model
                 counts["failed"] += 1
                 row.duration_ms = int((time.monotonic() - started) * 1000)
                 record_derivation(rt.db(), row)
