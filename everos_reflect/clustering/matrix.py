@@ -134,7 +134,9 @@ class _PivotGroups:
             self.discard(cluster_id)
         self._layout = None
         if self.pivots:
-            sims = self._matrix() @ c / length
+            # an einsum, not ``@``: OpenBLAS runs this (pivots × dim) gemv on every core,
+            # and its threads then spin, billed to the process, through whatever follows
+            sims = np.einsum("ij,j->i", self._matrix(), c) / length
             g = int(np.argmax(sims))
             if sims[g] >= GROUP_COS:
                 angle = _angle(float(sims[g]))
