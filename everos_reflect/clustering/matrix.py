@@ -714,10 +714,26 @@ class UserClusters:
             else:
                 idx, scores = range(sims.size), sims.tolist()
             start = later.start if isinstance(later, slice) else None
+            if narrative is None:
+                for j, sim in zip(idx, scores, strict=True):
+                    if sim >= floor:
+                        hits[start + j if start is not None else int(later[j])].append(
+                            (p, ver, sim))
+                continue
+            # A consolidated cluster against the rest of the run: an item out of its time
+            # window can only rejoin it, so a score below the rejoin threshold is kept only
+            # for the items in the window (the test is _choose_live's, on the span it will
+            # read while this version holds). Before, every score above the join threshold
+            # was kept, and the decision loop walked them all: one owner ×20 with monthly
+            # consolidation, ~10 stale pairs per Episode at the end.
+            at = later.tolist() if start is None else None
             for j, sim in zip(idx, scores, strict=True):
                 if sim >= floor:
-                    hits[start + j if start is not None else int(later[j])].append(
-                        (p, ver, sim))
+                    k = start + j if at is None else at[j]
+                    t = times[k]
+                    if sim >= rejoin_threshold or \
+                            max(0.0, first_q - t, t - last_q) <= window:
+                        hits[k].append((p, ver, sim))
         if len(heap) > 4 * len(recent) + 64:  # stale entries: compact (as _store does)
             self._heap = [(float(lasts[pos[c]]), c) for c in recent]
             heapq.heapify(self._heap)
