@@ -13,9 +13,10 @@ Episode independent of how long the user's history is:
   are grouped around pivots (a consolidated centroid within ``GROUP_COS`` of a pivot joins its
   group); a group whose pivot is further from the Episode than the group's radius plus the
   rejoin angle cannot hold a cluster the Episode may rejoin (triangle inequality on angles), so
-  it is skipped. Only the surviving groups' members are scored: exact, never approximate. A
-  run decides this per Episode (between them, a run's 256 Episodes reach nearly every group,
-  so a per-run union grew with history), and scores the pairs left, not a matrix.
+  it is skipped, and so is a member whose own angle to the pivot leaves it out of reach. Only
+  the pairs left are scored: exact, never approximate. A run decides this per Episode
+  (between them, a run's 256 Episodes reach nearly every group, so a per-run union grew with
+  history), and scores the pairs left, not a matrix.
 
 Candidates are then scored with :func:`online.similarities` and decided by
 :func:`online.choose_scored`, exactly as the pure rule decides.
@@ -91,14 +92,16 @@ class _PivotGroups:
     Scoring all of them for every Episode made an assignment cost grow with history. Grouped
     around pivots, a group whose pivot is further (in angle) from the vector than the group's
     radius plus the rejoin angle holds no cluster within reach (triangle inequality on angles
-    between directions), so it is skipped; only the members of the groups in reach are scored,
-    each pair exactly. Pruning is decided per vector, never for a whole run at once (a run's
+    between directions), so it is skipped; in a group in reach, a member is skipped when its own
+    angle to the pivot leaves it out of reach by the same inequality; the pairs left are scored,
+    each exactly. Pruning is decided per vector, never for a whole run at once (a run's
     256 Episodes reach most groups between them, while each one reaches a few).
 
     Group membership is kept as sets of ids (a cluster moves, joins or leaves in O(1)); the
     positions of the members, grouped, are laid out in one array when a query needs them and
     membership or positions changed since (a join that keeps a cluster in its group changes
-    neither)."""
+    neither: only its angle to the pivot is updated in place). Groups emptied by members that
+    drifted away are dropped between runs (:meth:`compact`)."""
 
     def __init__(self) -> None:
         self.pivots: list[np.ndarray] = []  # float64 unit directions
@@ -203,8 +206,8 @@ class _PivotGroups:
         bound of a ``dim``-term dot product of unit vectors (``2 (dim + 2) 2^-24``, twice the
         textbook ``dim u``). An ``einsum``, not a BLAS product, although any summation order
         obeys that bound: OpenBLAS runs a 256 × 384 × 180 product on every core it has, and
-        its threads spin on after it, so a late run of one owner ×20 cost about twice the
-        CPU time with ``@`` on a busy two-core host (about 5× less with one BLAS thread,
+        its threads spin on after it, so a late run of one owner ×20 cost more than twice
+        the CPU time with ``@`` on a busy two-core host (about 5× less with one BLAS thread,
         which numpy offers no way to ask for). The pruning tests compare these cosines
         with the cosines of their angle limits (:func:`_cos_limit`) instead of taking
         ``arccos`` of a clipped copy of the whole matrix, as the angles were compared
