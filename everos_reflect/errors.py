@@ -86,9 +86,13 @@ class ProviderUnavailable(EverosError):
 
     ``usage`` holds the tokens of the replies that did arrive and were refused (they were
     paid for), so a run's ``max_tokens`` counts them; ``None`` when none arrived.
+    ``permanent`` says the server refused the request itself (HTTP 400, 413, 422: too long,
+    malformed, content refused): sending the same input again gets the same answer, while an
+    outage, a bad key or a rate limit says nothing about the input.
     """
 
     usage: Any = None
+    permanent: bool = False
 
 
 class StrategyBusy(EverosError):

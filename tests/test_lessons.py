@@ -373,3 +373,88 @@ def test_a_run_makes_no_more_lesson_calls_than_max_llm_calls(root: Path) -> None
         assert sorted(x.task_type for x in lessons(rt)) == types
     finally:
         rt.close()
+
+
+def test_a_huge_task_is_shown_clipped_and_the_run_says_so(root: Path) -> None:
+    # The task's text went into the prompt whole: a task `task add` accepts (100 steps of
+    # 2,000 characters) is a 200 KB line, and a window of 50 such tasks a 10 MB prompt.
+    from everos_reflect.embedding.base import HashEmbedder
+    from everos_reflect.procedural.tasks import MAX_LINE_CHARS, MAX_STEPS
+    from everos_reflect.strategies.lessons import MAX_TASK_PROMPT_CHARS
+
+    llm = ScriptedLLM()
+    rt = Runtime(root, embedder=HashEmbedder(64), llm=llm)
+    try:
+        small = task(rt, 1, "success", ["check logs", "deploy"])
+        steps = [f"step {n} " + "x" * (MAX_LINE_CHARS - 10) for n in range(MAX_STEPS)]
+        huge = task(rt, 2, "failure", steps)
+        llm.queue_task("lessons", reply(lessons=["Check the logs before each deploy."]))
+        assert learn(rt) == {"owners": 1, "written": 1, "clipped": 1}
+        ((_, request),) = llm.task_requests
+        texts = {r.id: r.text for r in request.records}
+        assert texts[small] == ("Deploy the web service (outcome: success) — steps: check "
+                                "logs; deploy")
+        whole = len("Deploy the web service (outcome: failure) — steps: " + "; ".join(steps))
+        assert texts[huge] == ("Deploy the web service (outcome: failure) — steps: "
+                               + "; ".join(steps))[:MAX_TASK_PROMPT_CHARS] + (
+                                   f"… (clipped from {whole:,} characters)")
+    finally:
+        rt.close()
+
+
+def test_a_window_the_server_refuses_for_good_is_set_aside_and_the_rest_goes_on(
+    root: Path, fake_openai: Any
+) -> None:
+    # A 400 (the request itself refused: too long, rejected content) failed the owner's whole
+    # window, which stayed pending: every run sent the same tasks again and failed again, and
+    # the owner's other task types never got a lesson.
+    from everos_reflect.embedding.base import HashEmbedder
+    from everos_reflect.index.audit import list_derivations
+
+    llm = OpenAILLM(model="fake-model", base_url=fake_openai.base_url, api_key="k",
+                    max_retries=0, timeout_seconds=10, sleep=lambda s: None)
+    rt = Runtime(root, embedder=HashEmbedder(64), llm=llm)
+    try:
+        backup = task(rt, 1, "success", ["check the disk", "back up"], task_type="backup",
+                      goal="Back up the database")
+        deploy = task(rt, 2, "failure", ["deploy"], ("registry timeout",))
+        verify = reply(lessons=["Verify the backup archive after writing it."])
+        fake_openai.script(verify, fake_openai.Status(400, {"error": {
+            "message": "This model's maximum context length is 8192 tokens",
+            "type": "invalid_request_error"}}))
+        assert learn(rt) == {"failed": 1, "set_aside": 1}
+        assert lessons(rt) == []
+        (row,) = list_derivations(rt.db(), strategy=NAME)
+        assert row["status"] == "failed"
+        assert "HTTP 400" in row["error"] and "maximum context length" in row["error"]
+        assert f"set aside: {deploy}" in row["error"]
+
+        fake_openai.script(verify)
+        assert learn(rt) == {"owners": 1, "written": 1}
+        assert [(x.task_type, x.evidence) for x in lessons(rt)] == [("backup", (backup,))]
+        assert len(fake_openai.chat_bodies()) == 3
+        assert learn(rt) == {}  # the refused task is not sent again
+        assert len(fake_openai.chat_bodies()) == 3
+    finally:
+        rt.close()
+
+
+def test_a_server_outage_or_bad_key_leaves_the_window_pending(
+    root: Path, fake_openai: Any
+) -> None:
+    # only the request's own refusal sets tasks aside: a 401 or 503 says nothing about them
+    from everos_reflect.embedding.base import HashEmbedder
+
+    llm = OpenAILLM(model="fake-model", base_url=fake_openai.base_url, api_key="k",
+                    max_retries=0, timeout_seconds=10, sleep=lambda s: None)
+    rt = Runtime(root, embedder=HashEmbedder(64), llm=llm)
+    try:
+        t1 = task(rt, 1, "success", ["check logs", "deploy"])
+        fake_openai.script(401, 503)
+        assert learn(rt) == {"failed": 1}
+        assert learn(rt) == {"failed": 1}
+        fake_openai.script(reply(lessons=["Check the logs before each deploy."]))
+        assert learn(rt) == {"owners": 1, "written": 1}
+        assert lessons(rt)[0].evidence == (t1,)
+    finally:
+        rt.close()

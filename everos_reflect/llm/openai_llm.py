@@ -183,7 +183,9 @@ class OpenAILLM:
                 log.warning("LLM call failed (attempt %d): %s", attempt + 1, last_problem)
                 continue
             except openai.APIStatusError as exc:
-                raise _unavailable(self._failure(_describe(exc)), usage) from exc
+                err = _unavailable(self._failure(_describe(exc)), usage)
+                err.permanent = exc.status_code in REFUSED_REQUEST
+                raise err from exc
             except openai.OpenAIError as exc:  # misconfiguration and the like
                 raise _unavailable(self._failure(_clip(str(exc))), usage) from exc
             except UnicodeEncodeError as exc:  # a header (the api_key) HTTP cannot carry
@@ -282,6 +284,11 @@ def _describe(exc: openai.OpenAIError) -> str:
         return f"HTTP {exc.status_code}: {_clip(exc.message)}"
     return _clip(str(exc))
 
+
+#: Statuses that refuse the request itself (malformed, too long, content rejected): the same
+#: input is refused again, unlike an outage (5xx), a bad key (401, 403), a wrong model or URL
+#: (404) or a rate limit (429), which say nothing about it.
+REFUSED_REQUEST = frozenset({400, 413, 422})
 
 #: The most characters of a server's or model's own text (an error body, a refusal, a
 #: rejected value) kept in a failure: a server's 1 MB error text was carried whole into every

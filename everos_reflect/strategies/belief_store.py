@@ -208,9 +208,22 @@ class Derived:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     refused: int = 0  # proposals the tier's rules turned down (logged with the reason)
+    clipped: int = 0  # records shown to the model cut to the tier's cap (logged with ids)
     #: Set when the tier had nothing honest to write without an LLM (the reason): the window
     #: is recorded ``skipped`` and the run counts it as ``needs_llm``.
     needs_llm: str | None = None
+
+
+class SetAside(ProviderUnavailable):
+    """The server refused part of a window for good (:attr:`ProviderUnavailable.permanent`):
+    ``items`` (id → text hash) are consumed with the failure recorded, so the same records are
+    not sent again and again while the rest of the window waits behind them; an edit changes
+    a record's hash and brings it back. The rest of the window stays pending."""
+
+    def __init__(self, message: str, items: Mapping[str, str], usage: Any = None) -> None:
+        super().__init__(message)
+        self.items = dict(items)
+        self.usage = usage
 
 
 @dataclass
@@ -395,6 +408,7 @@ class BeliefTier(Strategy):
         started = time.monotonic()
         already = work.state.written_by(work.key, self.output_kind)
         derived, status, error = Derived([e.id for e in already]), "ok", None
+        set_aside: dict[str, str] = {}
         conn = ctx.runtime.db()
         try:
             if already:  # written before a crash: finish the bookkeeping only
@@ -406,6 +420,9 @@ class BeliefTier(Strategy):
                 derived = self.derive(ctx, work, budget)
         except ProviderUnavailable as exc:
             status, error = "failed", str(exc)
+            if isinstance(exc, SetAside):
+                set_aside = exc.items
+                counts["set_aside"] += len(set_aside)
         except EverosError as exc:
             if type(exc).__name__ == "NeedsLLM":
                 counts["needs_llm"] += 1
@@ -426,18 +443,24 @@ class BeliefTier(Strategy):
                 counts["written"] += len(derived.outputs)
             if derived.refused:
                 counts["refused"] += derived.refused
-        self._record(ctx, work, status, derived, error, started)
+            if derived.clipped:
+                counts["clipped"] += derived.clipped
+        self._record(ctx, work, status, derived, error, started, set_aside)
 
     def _record(self, ctx: RunContext, work: Work, status: str, derived: Derived,
-                error: str | None, started: float) -> None:
+                error: str | None, started: float,
+                set_aside: Mapping[str, str] | None = None) -> None:
         """One transaction: the cursor moves by the window (on success only: a failed call
-        leaves the window pending for the next run) and the derivation is recorded."""
+        leaves the window pending for the next run, but for the records the server refused
+        for good, ``set_aside``) and the derivation is recorded."""
         from everos_reflect.index.audit import Derivation, insert_derivation
 
         conn = ctx.runtime.db()
         with transaction(conn):
             if status == "ok":
                 cursors.advance(conn, self.name, work.ref, work.items, ctx.run_id)
+            elif set_aside:
+                cursors.advance(conn, self.name, work.ref, set_aside, ctx.run_id)
             cursors.end_intent(conn, self.name, work.ref, work.key)
             insert_derivation(conn, Derivation(
                 strategy=self.name, ref=work.ref, status=status, run_id=ctx.run_id,

@@ -175,13 +175,14 @@ class ReflectInsights(BeliefTier):
                 yield Work(ref, state, items, beliefs.window_key(self.name, str(ref), items))
 
     def _record(self, ctx: RunContext, work: Work, status: str, derived: Derived,
-                error: str | None, started: float) -> None:
+                error: str | None, started: float,
+                set_aside: Mapping[str, str] | None = None) -> None:
         """As the tier loop, but the window is consumed after a failed run too: the
         accumulator resets after every run (seed 000)."""
         from everos_reflect.index import cursors
         from everos_reflect.index.db import transaction
 
-        super()._record(ctx, work, status, derived, error, started)
+        super()._record(ctx, work, status, derived, error, started, set_aside)
         if status != "ok":
             conn = ctx.runtime.db()
             with transaction(conn):
