@@ -6,6 +6,7 @@ fakes (an in-memory embedder, a scripted LLM) and everything else stays real.
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import threading
@@ -13,6 +14,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from everos_reflect.errors import EverosError
 from everos_reflect.index import db as dbmod
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import validate_name
@@ -25,13 +27,18 @@ if TYPE_CHECKING:
 
 
 def resolve_root(root: str | os.PathLike[str] | None) -> Path:
-    """``--root``, else ``EVEROS_ROOT``, else ``~/.everos`` (SPEC §2)."""
-    if root:
-        return Path(root).expanduser().resolve()
-    env = os.environ.get("EVEROS_ROOT")
-    if env:
-        return Path(env).expanduser().resolve()
-    return (Path.home() / ".everos").resolve()
+    """``--root``, else ``EVEROS_ROOT``, else ``~/.everos`` (SPEC §2).
+
+    Raises :class:`EverosError` naming the path when it runs into a symlink loop: Python
+    3.11's ``Path.resolve`` raises a bare ``RuntimeError`` there, which every command
+    printed as a traceback."""
+    given = Path(root or os.environ.get("EVEROS_ROOT") or Path.home() / ".everos").expanduser()
+    try:
+        return given.resolve()
+    except (RuntimeError, OSError) as exc:  # RuntimeError: 3.11's "Symlink loop from ..."
+        if isinstance(exc, OSError) and exc.errno != errno.ELOOP:
+            raise
+        raise EverosError(f"{given.absolute()} is a symlink loop, not a memory root") from None
 
 
 #: What ``init`` (or any earlier use) leaves in a memory root; one of them makes a folder a root.

@@ -71,7 +71,7 @@ def test_rejoin_candidates_stay_bounded_as_consolidated_clusters_accumulate():
         assert len(state) == 3 * count
         scored[count] = max(_consolidated_scored(state, q, 400 * DAY) for q in queries)
         groups = state._groups
-        rows, items = groups.pairs(groups.angles(queries), _reach(0.8), state.pos)
+        rows, items = groups.pairs(groups.cosines(queries), _reach(0.8), state.pos)
         pairs[count] = int(np.bincount(items, minlength=len(queries)).max())
         # nothing the rule could rejoin was left out
         for i, q in enumerate(queries):
@@ -170,7 +170,7 @@ def test_the_pivot_bound_keeps_pairs_exactly_at_the_rejoin_threshold():
         target = int(rng.integers(len(rows)))
         exact = float(similarities(rows[target].centroid[None, :], v)[0])
         groups = state._groups
-        found, _ = groups.pairs(groups.angles(v[None, :]), _reach(exact), state.pos)
+        found, _ = groups.pairs(groups.cosines(v[None, :]), _reach(exact), state.pos)
         assert state.pos[rows[target].cluster_id] in found.tolist(), trial
         kw = {**RULE, "threshold": 1.5, "rejoin_threshold": exact}
         sims = similarities(state._c32[: len(state)], v)
@@ -185,8 +185,8 @@ def test_the_pivot_bound_keeps_pairs_exactly_at_the_rejoin_threshold():
                                 **kw)[0][2] == NEW, trial
 
 
-def test_angles_are_lower_bounds_of_the_true_angles():
-    """The float32 bound never exceeds the angle between the directions (float64), for
+def test_cosine_bounds_are_upper_bounds_of_the_true_cosines():
+    """The float32 bound is never below the cosine between the directions (float64), for
     random, near-identical and opposite pairs, at several widths."""
     rng = np.random.default_rng(2)
     for dim in (384, 1536, 7):
@@ -199,10 +199,10 @@ def test_angles_are_lower_bounds_of_the_true_angles():
         vectors += [p + np.float32(1e-7) * _unit(rng, dim) for p in pivots]
         vectors += [-p for p in pivots]
         v = np.stack(vectors)
-        bound = groups.angles(v)
+        bound = groups.cosines(v)
         v64 = v.astype(np.float64) / np.linalg.norm(v.astype(np.float64), axis=1)[:, None]
-        true = np.arccos(np.clip(v64 @ groups._matrix().T, -1.0, 1.0))
-        assert (bound <= true + 1e-12).all(), dim
+        true = v64 @ groups._matrix().T
+        assert (bound >= true).all(), dim
 
 
 # --------------------------------------------------------------------------- the service
@@ -308,3 +308,75 @@ def test_the_pivot_groups_forget_a_removed_row_and_follow_moved_ones():
     state.remove(rows[2].cluster_id)
     after = set(state.ids[p] for p in state.candidate_positions(900 * DAY, 7 * DAY, q, 0.8))
     assert after == before - {rows[2].cluster_id}
+
+
+def test_groups_emptied_by_drift_are_dropped_and_every_cluster_in_reach_is_still_found():
+    """Consolidated clusters that drift away from their pivots leave their groups (empty
+    ones included) behind; the next run drops the empty groups, shrinks the radii to the
+    members' own angles, and the pairs the index leaves still hold every cluster a query
+    may rejoin. The members' own angles prune more than their groups' radii do."""
+    rng = np.random.default_rng(17)
+    topics = [_unit(rng, DIM) for _ in range(40)]
+    state = UserClusters()
+    history = _history(rng, topics, 3)
+    for row in history:
+        state.put(row)
+    groups = state._groups
+    before = len(groups.pivots)
+    # every cluster of the first ten topics moves onto another topic: their groups empty
+    for row in history[:30]:
+        moved = ClusterRow(row.cluster_id, _unit(rng, DIM, topics[39] * 4, 1.0 / DIM ** 0.5),
+                           row.norm, row.count, row.first_ts, row.last_ts,
+                           row.consolidated_entry_id)
+        state.put(moved)
+    assert groups.emptied > 0
+    groups.tidy()  # what a run does first
+    assert groups.emptied == 0 and len(groups.pivots) < before
+    assert all(groups.members) and all(
+        cid in groups.members[g] for cid, g in groups.group_of.items())
+    assert all(r == max(groups.spread[c] for c in m)
+               for r, m in zip(groups.radius, groups.members, strict=True))
+    # a run rejoining and moving some of them keeps every radius an upper bound
+    queries = normalize_rows(np.stack([_unit(rng, DIM, topics[i] * 4, 1.0 / DIM ** 0.5)
+                                       for i in range(0, 40, 2)]))
+    placed = state.assign_run(queries, [900 * DAY + n for n in range(len(queries))],
+                              lambda i: f"cl_q{i:04d}", **RULE)
+    assert "rejoin" in {reason for _, _, reason in placed}
+    assert all(r >= max(groups.spread[c] for c in m)
+               for r, m in zip(groups.radius, groups.members, strict=True) if m)
+    probes = np.stack([_unit(rng, DIM, topics[i] * 4, 0.6 / DIM ** 0.5) for i in range(40)])
+    rows, items = groups.pairs(groups.cosines(probes), _reach(0.8), state.pos)
+    for i, q in enumerate(probes):
+        sims = similarities(state._c32[: len(state)], q)
+        rejoinable = set(np.flatnonzero((sims >= 0.8) & state._consolidated[: len(state)]))
+        assert rejoinable <= set(rows[items == i].tolist()), i
+
+
+def _at_angle(rng: np.random.Generator, pivot: np.ndarray, degrees: float) -> np.ndarray:
+    """A unit vector at ``degrees`` from ``pivot``, in a random direction."""
+    u = rng.normal(size=pivot.shape[0])
+    u -= u @ pivot * pivot
+    u /= np.linalg.norm(u)
+    a = np.radians(degrees)
+    return (np.cos(a) * pivot + np.sin(a) * u).astype(np.float32)
+
+
+def test_members_own_angles_prune_what_the_group_radius_keeps():
+    """A group whose radius is wide because of one member: a vector far enough from the
+    pivot still reaches the group, but not its members close to the pivot (the vector's
+    angle to the pivot less theirs exceeds the reach). The pairs left keep every cluster the
+    vector may rejoin, and fewer than the group's whole membership."""
+    rng = np.random.default_rng(23)
+    pivot = _unit(rng, DIM)
+    state = UserClusters()
+    rows = [pivot, _at_angle(rng, pivot, 24.0)] + [_at_angle(rng, pivot, 3.0) for _ in range(6)]
+    for n, c in enumerate(rows):
+        state.put(ClusterRow(f"cl_{n:012x}", c, 1.0, 2, 0.0, DAY, f"ep_n{n}"))
+    groups = state._groups
+    assert len(groups.pivots) == 1
+    probes = np.stack([_at_angle(rng, pivot.astype(np.float64), 58.0) for _ in range(20)])
+    found, items = groups.pairs(groups.cosines(probes), _reach(0.8), state.pos)
+    assert 0 < len(found) < len(rows) * len(probes)
+    for i, q in enumerate(probes):
+        sims = similarities(state._c32[: len(state)], q)
+        assert set(np.flatnonzero(sims >= 0.8)) <= set(found[items == i].tolist()), i

@@ -79,3 +79,33 @@ def test_add_after_init_works(tmp_path: Path) -> None:
     result = run("add", "--root", str(tmp_path / "r"), *ADD)
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().startswith("ep_")
+
+
+@pytest.mark.parametrize("args", [["status"], ["search", "x"], ["add", *ADD], ["reindex"],
+                                  ["mcp"], ["serve"]])
+def test_a_symlink_loop_as_root_is_one_line_naming_it(tmp_path: Path, args: list[str]) -> None:
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    result = run(*args, "--root", str(tmp_path / "a"))
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.stderr == f"error: {tmp_path / 'a'} is a symlink loop, not a memory root\n"
+
+
+def test_init_into_a_symlink_loop_is_one_line_and_creates_nothing(tmp_path: Path) -> None:
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    result = run("init", str(tmp_path / "a" / "sub"))
+    assert result.exit_code == 1
+    loop = tmp_path / "a" / "sub"
+    assert result.stderr == f"error: {loop} is a symlink loop, not a memory root\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b"]
+
+
+def test_the_env_root_being_a_symlink_loop_is_one_line(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a").symlink_to(tmp_path / "a")
+    monkeypatch.setenv("EVEROS_ROOT", str(tmp_path / "a"))
+    result = run("status")
+    assert result.exit_code == 1
+    assert result.stderr == f"error: {tmp_path / 'a'} is a symlink loop, not a memory root\n"

@@ -13,9 +13,10 @@ Episode independent of how long the user's history is:
   are grouped around pivots (a consolidated centroid within ``GROUP_COS`` of a pivot joins its
   group); a group whose pivot is further from the Episode than the group's radius plus the
   rejoin angle cannot hold a cluster the Episode may rejoin (triangle inequality on angles), so
-  it is skipped. Only the surviving groups' members are scored: exact, never approximate. A
-  run decides this per Episode (between them, a run's 256 Episodes reach nearly every group,
-  so a per-run union grew with history), and scores the pairs left, not a matrix.
+  it is skipped, and so is a member whose own angle to the pivot leaves it out of reach. Only
+  the pairs left are scored: exact, never approximate. A run decides this per Episode
+  (between them, a run's 256 Episodes reach nearly every group, so a per-run union grew with
+  history), and scores the pairs left, not a matrix.
 
 Candidates are then scored with :func:`online.similarities` and decided by
 :func:`online.choose_scored`, exactly as the pure rule decides.
@@ -91,14 +92,16 @@ class _PivotGroups:
     Scoring all of them for every Episode made an assignment cost grow with history. Grouped
     around pivots, a group whose pivot is further (in angle) from the vector than the group's
     radius plus the rejoin angle holds no cluster within reach (triangle inequality on angles
-    between directions), so it is skipped; only the members of the groups in reach are scored,
-    each pair exactly. Pruning is decided per vector, never for a whole run at once (a run's
+    between directions), so it is skipped; in a group in reach, a member is skipped when its own
+    angle to the pivot leaves it out of reach by the same inequality; the pairs left are scored,
+    each exactly. Pruning is decided per vector, never for a whole run at once (a run's
     256 Episodes reach most groups between them, while each one reaches a few).
 
     Group membership is kept as sets of ids (a cluster moves, joins or leaves in O(1)); the
     positions of the members, grouped, are laid out in one array when a query needs them and
     membership or positions changed since (a join that keeps a cluster in its group changes
-    neither)."""
+    neither: only its angle to the pivot is updated in place). Groups emptied by members that
+    drifted away are dropped between runs (:meth:`compact`)."""
 
     def __init__(self) -> None:
         self.pivots: list[np.ndarray] = []  # float64 unit directions
@@ -107,8 +110,15 @@ class _PivotGroups:
         self.radius: list[float] = []  # max angle (radians) of a member's direction to its pivot
         self.members: list[set[str]] = []
         self.group_of: dict[str, int] = {}
-        #: members' row positions grouped by group, each group's start and size in it
-        self._layout: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        #: each member's own angle (radians) to its group's pivot, as of its last put
+        self.spread: dict[str, float] = {}
+        #: members' row positions grouped by group, their spreads in the same order, each
+        #: group's start and size in them
+        self._layout: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
+        #: where each member sits in the layout (to update its spread in place)
+        self._slot: dict[str, int] = {}
+        #: groups left without members (their pivots still cost a column of the bounds)
+        self.emptied = 0
 
     def put(self, cluster_id: str, centroid: np.ndarray) -> None:
         c = np.asarray(centroid, dtype=np.float64)
@@ -117,79 +127,143 @@ class _PivotGroups:
         if g is not None:
             cos = float(np.dot(self.pivots[g], c)) / length
             if cos >= GROUP_COS:
-                self.radius[g] = max(self.radius[g], _angle(cos))
+                angle = _angle(cos)
+                if angle > self.radius[g]:
+                    self.radius[g] = angle
+                self.spread[cluster_id] = angle
+                if self._layout is not None:  # same group, same row: only its spread moved
+                    self._layout[1][self._slot[cluster_id]] = angle
                 return
             self.discard(cluster_id)
         self._layout = None
         if self.pivots:
-            sims = self._matrix() @ c / length
+            # an einsum, not ``@``: OpenBLAS runs this (pivots × dim) gemv on every core,
+            # and its threads then spin, billed to the process, through whatever follows
+            sims = np.einsum("ij,j->i", self._matrix(), c) / length
             g = int(np.argmax(sims))
             if sims[g] >= GROUP_COS:
+                angle = _angle(float(sims[g]))
+                if not self.members[g]:
+                    self.emptied -= 1
                 self.members[g].add(cluster_id)
                 self.group_of[cluster_id] = g
-                self.radius[g] = max(self.radius[g], _angle(float(sims[g])))
+                self.spread[cluster_id] = angle
+                self.radius[g] = max(self.radius[g], angle)
                 return
         self.pivots.append(c / length)
         self.matrix = None
         self.radius.append(0.0)
         self.members.append({cluster_id})
         self.group_of[cluster_id] = len(self.pivots) - 1
+        self.spread[cluster_id] = 0.0
 
     def discard(self, cluster_id: str) -> None:
         g = self.group_of.pop(cluster_id, None)
         if g is not None:
             self.members[g].discard(cluster_id)  # the radius stays: an upper bound is enough
+            self.spread.pop(cluster_id, None)
             self._layout = None
+            if not self.members[g]:
+                self.emptied += 1
 
     def moved(self) -> None:
         """Row positions changed (a row was moved into a removed one's place)."""
         self._layout = None
 
-    def angles(self, vectors: np.ndarray) -> np.ndarray:
-        """Lower bounds, in radians, on the angle between the direction of each of
-        ``vectors`` (rows, unit to within rounding) and each pivot: ``(vectors, pivots)``.
+    def compact(self) -> None:
+        """Drop the groups left empty and shrink every radius to its members' spreads.
 
-        A bound only, so it is computed in float32 (an einsum: one thread, whatever BLAS
-        would do with its threads), and made safe by raising each cosine by the float32
-        error bound of a ``dim``-term dot product of unit vectors (``2 (dim + 2) 2^-24``,
-        twice the textbook ``dim u``) before taking its angle."""
+        A member that drifts out of its group founds a new pivot (or joins another) and
+        leaves its old group behind, possibly empty, with a radius that only ever grew: one
+        owner ×20 with monthly consolidation left ~12 % of its pivots empty, and every pivot
+        costs a column of :meth:`cosines` for every Episode. Called between runs (the group
+        numbers of a run's bounds stay valid within it); the index stays exact, since every
+        member's spread is its angle to the pivot as of its last :meth:`put`."""
+        keep = [g for g, m in enumerate(self.members) if m]
+        radius = [max((self.spread[c] for c in self.members[g]), default=0.0) for g in keep]
+        if len(keep) == len(self.members) and radius == self.radius:
+            return
+        renumber = {g: n for n, g in enumerate(keep)}
+        self.pivots = [self.pivots[g] for g in keep]
+        self.members = [self.members[g] for g in keep]
+        self.radius = radius
+        self.group_of = {c: renumber[g] for c, g in self.group_of.items()}
+        self.matrix = None
+        self._layout = None
+        self.emptied = 0
+
+    def tidy(self) -> None:
+        """:meth:`compact` once more than a sixteenth of the groups are empty (so that a run
+        of a few Episodes does not restack the pivots for each emptied group)."""
+        if self.emptied and self.emptied * 16 > len(self.pivots):
+            self.compact()
+
+    def cosines(self, vectors: np.ndarray) -> np.ndarray:
+        """Upper bounds on the cosine between the direction of each of ``vectors`` (rows,
+        unit to within rounding) and each pivot: ``(vectors, pivots)``, float64.
+
+        A bound only, so it is computed in float32, made safe by adding the float32 error
+        bound of a ``dim``-term dot product of unit vectors (``2 (dim + 2) 2^-24``, twice the
+        textbook ``dim u``). An ``einsum``, not a BLAS product, although any summation order
+        obeys that bound: OpenBLAS runs a 256 × 384 × 180 product on every core it has, and
+        its threads spin on after it, so a late run of one owner ×20 cost more than twice
+        the CPU time with ``@`` on a busy two-core host (about 5× less with one BLAS thread,
+        which numpy offers no way to ask for). The pruning tests compare these cosines
+        with the cosines of their angle limits (:func:`_cos_limit`) instead of taking
+        ``arccos`` of a clipped copy of the whole matrix, as the angles were compared
+        before."""
         pivots = self._matrix32()
         v32 = np.asarray(vectors, dtype=np.float32).reshape(-1, pivots.shape[1])
         v64 = v32.astype(np.float64)
         lengths = np.sqrt(np.einsum("ij,ij->i", v64, v64))
         cos = np.einsum("ij,kj->ik", v32, pivots) / np.maximum(lengths, 1e-300)[:, None]
-        slack = 2.0 * (pivots.shape[1] + 2) * 2.0 ** -24
-        return np.arccos(np.clip(cos + slack, -1.0, 1.0))
+        cos += 2.0 * (pivots.shape[1] + 2) * 2.0 ** -24
+        return cos
 
-    def pairs(self, angles: np.ndarray, reach: float,
+    def pairs(self, cosines: np.ndarray, reach: float,
               pos: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
-        """``(rows, items)``: every (consolidated cluster, vector) pair whose group the vector
-        may reach, as row positions (``pos``) and indices into the vectors ``angles``
-        (:meth:`angles`) was computed for. Every pair whose product can reach the threshold
-        ``reach`` stands for (:func:`_reach`) is among them; the caller scores them exactly."""
+        """``(rows, items)``: every (consolidated cluster, vector) pair that may be within
+        the angle ``reach`` (:func:`_reach`), as row positions (``pos``) and indices into
+        the vectors ``cosines`` (:meth:`cosines`) was computed for. Every pair whose product
+        can reach the threshold ``reach`` stands for is among them; the caller scores them
+        exactly.
+
+        Two triangle inequalities on angles, both exact: a group whose pivot is further from
+        the vector than its radius plus ``reach`` is skipped whole; in a group that is kept,
+        a member is dropped too when the vector's angle to the pivot exceeds the member's own
+        angle to it (its spread) plus ``reach``. The second test costs a comparison per
+        pair, where scoring a pair gathers two rows of ``dim`` floats; it cut the pairs left
+        per Episode at the end of one owner ×20 from ~26 to ~18."""
         empty = np.empty(0, dtype=np.int64)
-        if not self.group_of or angles.size == 0:
+        if not self.group_of or cosines.size == 0:
             return empty, empty
-        width = angles.shape[1]
-        items, groups = (angles <= np.asarray(self.radius[:width]) + reach).nonzero()
-        flat, starts, sizes = self._positions(pos)
+        width = cosines.shape[1]
+        items, groups = (cosines >= _cos_limit(np.asarray(self.radius[:width]) + reach)
+                         ).nonzero()
+        flat, spreads, starts, sizes = self._positions(pos)
         counts = sizes[groups]
         total = int(counts.sum())
         if total == 0:
             return empty, empty
         # each (item, group) pair expanded to one pair per member of the group
         ends = np.cumsum(counts)
-        offsets = np.arange(total, dtype=np.int64) - np.repeat(ends - counts, counts)
-        rows = flat[np.repeat(starts[groups], counts) + offsets]
-        return rows, np.repeat(items, counts)
+        at = np.repeat(starts[groups] - (ends - counts), counts) + np.arange(total,
+                                                                            dtype=np.int64)
+        near = np.repeat(cosines[items, groups], counts) >= _cos_limit(spreads[at] + reach)
+        return flat[at[near]], np.repeat(items, counts)[near]
 
-    def _positions(self, pos: dict[str, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _positions(self, pos: dict[str, int]
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         if self._layout is None:
             sizes = np.fromiter((len(m) for m in self.members), dtype=np.int64,
                                 count=len(self.members))
-            flat = np.fromiter((pos[c] for m in self.members for c in m), dtype=np.int64,
-                               count=int(sizes.sum()))
-            self._layout = (flat, np.cumsum(sizes) - sizes, sizes)
+            order = [c for m in self.members for c in m]
+            flat = np.fromiter((pos[c] for c in order), dtype=np.int64, count=len(order))
+            spread = self.spread
+            spreads = np.fromiter((spread[c] for c in order), dtype=np.float64,
+                                  count=len(order))
+            self._slot = {c: n for n, c in enumerate(order)}
+            self._layout = (flat, spreads, np.cumsum(sizes) - sizes, sizes)
         return self._layout
 
     def _matrix(self) -> np.ndarray:
@@ -203,13 +277,26 @@ class _PivotGroups:
         return self.matrix32
 
 
+def _cos_limit(angles: np.ndarray) -> np.ndarray:
+    """The cosines of angle limits (radians), for comparing cosine bounds with them: a
+    direction at a cosine of at least ``cos(a)`` from a pivot is within the angle ``a`` of it
+    (cosine falls monotonically on [0, π]). A limit of π or more keeps everything (-inf)."""
+    return np.where(angles < math.pi, np.cos(np.minimum(angles, math.pi)), -np.inf)
+
+
+def _cos_at(angle: float) -> float:
+    """:func:`_cos_limit` of one angle, in Python floats."""
+    return math.cos(angle) if angle < math.pi else -math.inf
+
+
 def _reach(rejoin_threshold: float) -> float:
     """The widest angle between the directions of a vector and a centroid whose product can
     still reach ``rejoin_threshold``. The rule compares raw products, and its vectors are
     unit only to within 1e-6 (:func:`online.normalize` keeps those as they are), centroids to
     float32 rounding: a product can exceed the cosine of the directions by a factor up to
     ~1 + 1.2e-6, so the threshold is lowered by more than that before taking its angle, and
-    ``_ANGLE_SLACK`` covers the rounding of the angles themselves."""
+    ``_ANGLE_SLACK`` covers the rounding of the angles themselves and of the cosines of the
+    limits they are compared as (:func:`_cos_limit`)."""
     if rejoin_threshold <= 0.0:
         return math.pi
     return _angle(rejoin_threshold * (1.0 - _NORM_SLACK)) + _ANGLE_SLACK
@@ -429,7 +516,8 @@ class UserClusters:
             gap = np.maximum(np.maximum(self._first[rows] - ts, ts - self._last[rows]), 0.0)
             rows = rows[gap <= window]
         groups = self._groups
-        extra = groups.pairs(groups.angles(vector), _reach(rejoin_threshold), self.pos)[0] \
+        groups.tidy()
+        extra = groups.pairs(groups.cosines(vector), _reach(rejoin_threshold), self.pos)[0] \
             if groups.group_of else None
         if extra is not None and extra.size:
             rows = np.union1d(rows, extra)
@@ -512,11 +600,12 @@ class UserClusters:
         # the consolidated clusters out of the run's window, per item: only the pairs the
         # pivot index leaves are scored (a run's items between them reach most groups)
         groups = self._groups
-        angles = groups.angles(v32) if groups.group_of else None
+        groups.tidy()
+        bounds = groups.cosines(v32) if groups.group_of else None
         reach = _reach(rejoin_threshold)
-        if angles is not None:
+        if bounds is not None:
             for p, q, sim in zip(*(a.tolist() for a in self._rejoin_pairs(
-                    angles, v32, v64, rejoin_threshold, rows)), strict=True):
+                    bounds, v32, v64, rejoin_threshold, rows)), strict=True):
                 hits[q].append((p, 0, sim))
         version: dict[int, int] = {}
         out: list[tuple[str, float | None, str]] = []
@@ -608,7 +697,7 @@ class UserClusters:
             ver = version[p] = version.get(p, 0) + 1
             if narrative is not None:  # may be rejoined at any distance in time
                 later: slice | np.ndarray | None = self._later_rejoin(
-                    q, cid, first_q, last_q, ts_arr, window, angles, reach)
+                    q, cid, first_q, last_q, ts_arr, window, bounds, reach)
             elif ordered:  # later items are no older: only the span's end rules them out
                 end = bisect.bisect_right(times, last_q + window, q + 1)
                 later = slice(q + 1, end) if end > q + 1 else None
@@ -628,10 +717,26 @@ class UserClusters:
             else:
                 idx, scores = range(sims.size), sims.tolist()
             start = later.start if isinstance(later, slice) else None
+            if narrative is None:
+                for j, sim in zip(idx, scores, strict=True):
+                    if sim >= floor:
+                        hits[start + j if start is not None else int(later[j])].append(
+                            (p, ver, sim))
+                continue
+            # A consolidated cluster against the rest of the run: an item out of its time
+            # window can only rejoin it, so a score below the rejoin threshold is kept only
+            # for the items in the window (the test is _choose_live's, on the span it will
+            # read while this version holds). Before, every score above the join threshold
+            # was kept, and the decision loop walked them all: one owner ×20 with monthly
+            # consolidation, ~10 stale pairs per Episode at the end.
+            at = later.tolist() if start is None else None
             for j, sim in zip(idx, scores, strict=True):
                 if sim >= floor:
-                    hits[start + j if start is not None else int(later[j])].append(
-                        (p, ver, sim))
+                    k = start + j if at is None else at[j]
+                    t = times[k]
+                    if sim >= rejoin_threshold or \
+                            max(0.0, first_q - t, t - last_q) <= window:
+                        hits[k].append((p, ver, sim))
         if len(heap) > 4 * len(recent) + 64:  # stale entries: compact (as _store does)
             self._heap = [(float(lasts[pos[c]]), c) for c in recent]
             heapq.heapify(self._heap)
@@ -648,7 +753,7 @@ class UserClusters:
             rows = rows[(self._first[rows] <= hi) & (self._last[rows] >= lo)]
         return rows
 
-    def _rejoin_pairs(self, angles: np.ndarray, v32: np.ndarray, v64: np.ndarray,
+    def _rejoin_pairs(self, bounds: np.ndarray, v32: np.ndarray, v64: np.ndarray,
                       rejoin_threshold: float,
                       scored: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(rows, items, cosines)`` of the consolidated clusters outside ``scored`` (the
@@ -663,7 +768,7 @@ class UserClusters:
         ``einsum("ij,ij->i")`` over the gathered pairs runs the per-pair dot kernel of
         :func:`online.similarities` on the same contiguous rows: each cosine has the bits
         :meth:`choose` computes for that pair (checked in tests/test_cluster_batch.py)."""
-        rows, items = self._groups.pairs(angles, _reach(rejoin_threshold), self.pos)
+        rows, items = self._groups.pairs(bounds, _reach(rejoin_threshold), self.pos)
         if rows.size and scored.size:
             keep = ~np.isin(rows, scored)
             rows, items = rows[keep], items[keep]
@@ -677,20 +782,21 @@ class UserClusters:
         return rows[close], items[close], sims[close]
 
     def _later_rejoin(self, q: int, cluster_id: str, first_ts: float, last_ts: float,
-                      ts: np.ndarray, window: float, angles: np.ndarray | None,
+                      ts: np.ndarray, window: float, bounds: np.ndarray | None,
                       reach: float) -> slice | np.ndarray | None:
         """The items after ``q`` that may still pick a consolidated cluster just changed: those
         in its time window (a join), and beyond it only those the pivot bound of its group
-        leaves (a rejoin; :meth:`_PivotGroups.angles` of the run, against the group's radius
-        as it now stands). Every later item when its group is newer than the run's bounds.
+        leaves (a rejoin; :meth:`_PivotGroups.cosines` of the run, against the cluster's own
+        angle to its pivot as it now stands plus the reach). Every later item when its group
+        is newer than the run's bounds.
         Before, every later item was scored: a run's cost grew with the share of its items
         that rejoin, which grows with history."""
         g = self._groups.group_of.get(cluster_id)
-        if angles is None or g is None or g >= angles.shape[1]:
+        if bounds is None or g is None or g >= bounds.shape[1]:
             return slice(q + 1, len(ts))
         rest = ts[q + 1:]
         keep = ((rest >= first_ts - window) & (rest <= last_ts + window)) | (
-            angles[q + 1:, g] <= self._groups.radius[g] + reach)
+            bounds[q + 1:, g] >= _cos_at(self._groups.spread[cluster_id] + reach))
         idx = np.flatnonzero(keep)
         return idx + (q + 1) if idx.size else None
 
