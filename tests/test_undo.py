@@ -573,3 +573,52 @@ def test_undo_refuses_a_fifo_in_place_of_a_log_it_would_patch_and_writes_nothing
     result = _undo_within(rt, narrative.id)
     assert not isinstance(result, Exception), result
     assert sorted(result.restored) == sorted(e.id for e in sources)  # type: ignore[attr-defined]
+
+
+def _rebuild_could_start(rt: Runtime) -> bool:
+    """Whether a reindex or recluster could take the rebuild lock now (non-blocking)."""
+    import fcntl
+
+    from everos_reflect.index import rebuild
+
+    fd = os.open(rebuild.lock_file(rt.index_dir), os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def test_undo_rebuilds_the_users_clusters_under_the_rebuild_lock(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    # undo's fallback recluster of the user rewrote the clusters with no lock: a `reindex`
+    # in another process could empty and refill them meanwhile.
+    narrative = merge(rt, pets(rt, 2), "Andrew had no pets. He adopted Toby.",
+                      day=date(2026, 8, 20))
+    seen: list[bool] = []
+    real = ClusterService.recluster
+
+    def recluster(self: ClusterService, ref: UserRef | None = None) -> dict[str, int]:
+        seen.append(_rebuild_could_start(rt))
+        return real(self, ref)
+
+    monkeypatch.setattr(undo_mod, "_cluster_agrees", lambda *a, **k: False)
+    monkeypatch.setattr(ClusterService, "recluster", recluster)
+    assert undo_merge(rt, REF, narrative.id).archived == [narrative.id]
+    assert seen == [False]
+    assert _rebuild_could_start(rt)  # released once the undo is done
+
+
+def test_undo_during_a_rebuild_is_refused_and_changes_nothing(rt: Runtime) -> None:
+    from everos_reflect.index import rebuild
+
+    narrative = merge(rt, pets(rt, 2), "Andrew had no pets. He adopted Toby.",
+                      day=date(2026, 8, 20))
+    before = snapshot(rt)
+    with rebuild.rebuilding(rt.index_dir), pytest.raises(StrategyBusy,
+                                                         match="index is being rebuilt"):
+        undo_merge(rt, REF, narrative.id)
+    assert snapshot(rt) == before
+    assert undo_merge(rt, REF, narrative.id).archived == [narrative.id]

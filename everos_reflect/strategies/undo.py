@@ -10,7 +10,8 @@ back to the narrative it had replaced.
 
 Order makes a crash harmless: restoring comes first, so an interrupted undo leaves the sources
 *and* the narrative live (duplicates in search, nothing hidden or lost) and running it again
-finishes the job. Undo holds the ``reflect_episodes`` strategy lock, so it never races a merge.
+finishes the job. Undo holds the ``reflect_episodes`` strategy lock, so it never races a merge,
+and the rebuild lock shared, as a run does, so it never races a ``reindex`` or ``recluster``.
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ def undo_merge(runtime: Runtime, ref: UserRef, merged_id: str, *,
     if eid.kind is not Kind.EPISODE:
         raise InvalidId(f"{merged_id} is not an episode id: a merged narrative is an episode "
                         "(ep_...)")
-    with _reflect_lock(runtime):
+    with _reflect_lock(runtime), _rebuild_shared(runtime, merged_id):
         # An interrupted merge or undo is settled first (under the same lock), so an undo never
         # races its recovery nor undoes half of it. Undoing again after a crash mid-undo: the
         # finished undo is the answer.
@@ -131,6 +132,27 @@ def _reflect_lock(runtime: Runtime) -> Iterator[None]:
         yield
     finally:
         lock.release()
+
+
+@contextmanager
+def _rebuild_shared(runtime: Runtime, merged_id: str) -> Iterator[None]:
+    """Hold the rebuild lock shared, as a Reflection run does (:mod:`index.rebuild`): an undo
+    rewrites index rows and, when the online state disagrees, rebuilds the user's clusters,
+    which a ``reindex`` or ``recluster`` empties and refills meanwhile. Shared, not exclusive
+    like ``recluster``: the Reflection lock held here already keeps every reader of the
+    clusters out, and an undo a crash interrupted is also finished by the recovery at the start
+    of a Reflection run, which holds this lock shared (an exclusive take there waited on
+    itself for ever)."""
+    from everos_reflect.index import rebuild
+
+    guard = rebuild.try_shared(runtime.index_dir)
+    if guard is None:
+        raise StrategyBusy(f"cannot undo {merged_id} now: the index is being rebuilt (reindex "
+                           "or recluster), or is about to be; undo again once it is done")
+    try:
+        yield
+    finally:
+        rebuild.release(guard)
 
 
 def _merge_owners(runtime: Runtime, ref: UserRef, merged_id: str) -> list[str]:
