@@ -248,6 +248,39 @@ def parse_timestamp(value: object) -> datetime | None:
     return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
 
 
+#: A new record's timestamp as SPEC §3 writes it: ISO 8601 extended date and time (minutes at
+#: least, ``T`` or a space between) with an offset (``Z`` or ``±HH:MM``).
+_NEW_TIMESTAMP_RE = re.compile(
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,6})?)?(?P<offset>Z|[+-]\d{2}:\d{2})?",
+    re.ASCII | re.IGNORECASE)
+TIMESTAMP_EXAMPLE = "e.g. 2026-10-12T09:30:00+02:00"
+
+
+def parse_new_timestamp(value: str | datetime) -> datetime:
+    """The timestamp of a new Episode or task record (CLI, API, MCP), or ``ValueError`` with
+    the reason, quoting ``value``.
+
+    Stricter than :func:`parse_timestamp`, which reads what a person wrote in a log: SPEC §3
+    says a timestamp is ISO 8601 *with offset*. ``datetime.fromisoformat`` also reads a date
+    alone (written as midnight UTC), an ISO week date (``2026-W41-1``, its Monday) and a time
+    with no offset (taken as UTC), each a guess at a moment nobody stated. A ``datetime`` from
+    Python code is taken as it is (naive as UTC)."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo else value.replace(tzinfo=UTC)
+    if not isinstance(value, str):
+        raise ValueError(f"must be text, got {type(value).__name__}")
+    text = value.strip()
+    match = _NEW_TIMESTAMP_RE.fullmatch(text)
+    parsed = parse_timestamp(text.replace(",", ".")) if match else None
+    if match is None or parsed is None:
+        raise ValueError(f"{value!r} is not ISO 8601 with a date, a time and an offset "
+                         f"({TIMESTAMP_EXAMPLE})")
+    if match.group("offset") is None:
+        raise ValueError(f"{value!r} has no UTC offset: add Z or one like +02:00 "
+                         f"({TIMESTAMP_EXAMPLE})")
+    return parsed
+
+
 #: Why :func:`utc_day` refused a timestamp, for the writers' error messages.
 OUT_OF_RANGE = "is outside years 1-9999 once converted to UTC"
 
@@ -473,12 +506,10 @@ def new_episode(
     if timestamp is None:
         ts = now or datetime.now(UTC)
     else:
-        parsed = parse_timestamp(timestamp)
-        if parsed is None:
-            raise InvalidEpisode(
-                "timestamp", f"{timestamp!r} is not ISO 8601 (e.g. 2026-10-12T09:30:00+02:00)"
-            )
-        ts = parsed
+        try:
+            ts = parse_new_timestamp(timestamp)
+        except ValueError as exc:
+            raise InvalidEpisode("timestamp", str(exc)) from None
     day = utc_day(ts)
     if day is None:
         raise InvalidEpisode("timestamp", f"{timestamp!r} {OUT_OF_RANGE}")

@@ -158,6 +158,16 @@ def test_add_episode_then_search_finds_it(call: Client, runtime: Runtime) -> Non
           "timestamp": "0001-01-01T00:00:00+14:00"}, "invalid_request", "years 1-9999"),
         ({"user_id": "u1", "subject": "s", "content": "c",
           "timestamp": "9999-12-31T23:59:59-05:00"}, "invalid_request", "years 1-9999"),
+        # SPEC §3: a timestamp is ISO 8601 with an offset. A date alone was written as
+        # midnight UTC, an ISO week date ("2026-W41-1") as its Monday, a naive time as UTC.
+        ({"user_id": "u1", "subject": "s", "content": "c", "timestamp": "2026-10-12"},
+         "invalid_request", "timestamp: '2026-10-12' is not ISO 8601 with a date, a time and an"),
+        ({"user_id": "u1", "subject": "s", "content": "c", "timestamp": "2026-W41-1"},
+         "invalid_request", "timestamp: '2026-W41-1' is not ISO 8601 with a date, a time and an"),
+        ({"user_id": "u1", "subject": "s", "content": "c", "timestamp": "20261012T093000Z"},
+         "invalid_request", "timestamp: '20261012T093000Z' is not ISO 8601 with a date"),
+        ({"user_id": "u1", "subject": "s", "content": "c", "timestamp": "2026-10-12T09:30:00"},
+         "invalid_request", "timestamp: '2026-10-12T09:30:00' has no UTC offset"),
         ({"user_id": "u1", "subject": "s", "content": "c", "importance": 11},
          "invalid_request", "importance"),
         ({"user_id": "u1", "subject": "two\nlines", "content": "c"}, "invalid_request",
@@ -194,6 +204,25 @@ def test_bad_episodes_are_rejected_and_nothing_is_written(
 
 TASK = {"user_id": "u1", "task_type": "deploy", "goal": "Deploy web v2",
         "steps": ["check logs", "deploy"], "outcome": "failure"}
+
+
+@pytest.mark.parametrize("stamp", ["2026-10-12T09:30:00+02:00", "2026-10-12T07:30:00Z",
+                                   "2026-10-12T07:30Z", "2026-10-12T07:30:00.250+00:00"])
+def test_a_timestamp_with_an_offset_is_accepted(call: Client, root: Path, stamp: str) -> None:
+    resp = call("POST", "/api/v1/memory/episodes",
+                json={"user_id": "u1", "subject": "s", "content": "c", "timestamp": stamp})
+    assert resp.status_code == 201, resp.text
+    (log,) = root.rglob("episode-2026-10-12.md")
+    assert "timestamp: 2026-10-12T" in log.read_text()
+
+
+@pytest.mark.parametrize("stamp", ["2026-10-12", "2026-W41-1", "2026-10-12T09:30"])
+def test_a_task_timestamp_without_date_time_and_offset_is_422(call: Client, root: Path,
+                                                              stamp: str) -> None:
+    resp = call("POST", "/api/v1/tasks", json={**TASK, "timestamp": stamp})
+    assert resp.status_code == 422, resp.text
+    assert error_of(resp)["message"].startswith(f"timestamp: {stamp!r}")
+    assert not [p for p in root.rglob("*.md") if "users" in p.parts]
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from everos_reflect.model import (
     UserRef,
     control_problem,
     format_timestamp,
-    parse_timestamp,
+    parse_new_timestamp,
     utc_day,
     validate_name,
 )
@@ -109,12 +109,10 @@ def new_task(
     if timestamp is None:
         ts = now or datetime.now(UTC)
     else:
-        parsed = parse_timestamp(timestamp)
-        if parsed is None:
-            raise InvalidTask(
-                "timestamp", f"{timestamp!r} is not ISO 8601 (e.g. 2026-10-12T09:30:00+02:00)"
-            )
-        ts = parsed
+        try:
+            ts = parse_new_timestamp(timestamp)
+        except ValueError as exc:
+            raise InvalidTask("timestamp", str(exc)) from None
     day = utc_day(ts)
     if day is None:
         raise InvalidTask("timestamp", f"{timestamp!r} {OUT_OF_RANGE}")
