@@ -168,3 +168,52 @@ def test_a_control_character_is_invalid_params_and_nothing_is_written(
         runtime.close()
     assert (caught.value.code, caught.value.message) == (-32602, message)
     assert not [p for p in root.rglob("*.md") if "users" in p.parts]
+
+
+def test_a_message_over_the_request_limit_is_refused_and_the_server_goes_on(
+    root: Path,
+) -> None:
+    # The SDK's stdio transport read a line whole, however long: one endless message held
+    # all of it in memory. Now a line over limits.max_request_bytes (1 MiB by default) is
+    # read past in chunks and answered with a JSON-RPC error for its id.
+    import subprocess
+
+    from mcp import types
+
+    params = _params(root)
+    proc = subprocess.Popen([params.command, *params.args], env={**os.environ, **params.env},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(message: dict[str, Any], pad: int = 0) -> int:
+        text = json.dumps(message)
+        if pad:  # the id first, as clients write it, then a huge argument
+            text = text[:-1] + ', "pad": "' + "x" * pad + '"}'
+        proc.stdin.write(text.encode() + b"\n")
+        proc.stdin.flush()
+        return len(text) + 1
+
+    def receive() -> dict[str, Any]:
+        return json.loads(proc.stdout.readline())
+
+    try:
+        send({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": types.LATEST_PROTOCOL_VERSION, "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}})
+        assert receive()["id"] == 1
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        size = send({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": "search", "arguments": {"query": "dogs"}}}, pad=5 * 1024 * 1024)
+        refused = receive()
+        assert refused["id"] == 7
+        assert refused["error"]["code"] == types.INVALID_REQUEST
+        assert refused["error"]["message"] == (
+            f"message too large: {size:,} bytes, over limits.max_request_bytes (1,048,576)")
+        send({"jsonrpc": "2.0", "id": 8, "method": "tools/list"})
+        listed = receive()
+        assert listed["id"] == 8 and {t["name"] for t in listed["result"]["tools"]} >= {
+            "search", "add_episode"}
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0

@@ -14,16 +14,19 @@ from __future__ import annotations
 
 import json
 import logging
+import re
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 import anyio
 from mcp import types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
+from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ValidationError
 
 from everos_reflect import errors
@@ -150,8 +153,95 @@ def build_server(runtime: Runtime) -> Server[Any]:
                   on_list_tools=list_tools, on_call_tool=call_tool)
 
 
-async def serve_stdio(runtime: Runtime) -> None:
-    """Serve MCP on this process's stdin/stdout until the client closes the stream."""
+#: A line standing in for a message over the limit: a notification of a method of ours,
+#: so the transport passes it on in order and :func:`_answer_refused` can answer it.
+_REFUSED_METHOD = "everos-reflect/message-too-large"
+#: Where the id of a refused request is looked for: the start of its line (the official
+#: clients write ``jsonrpc``, ``id`` and ``method`` before ``params``).
+_ID_HEAD_BYTES = 512
+_ID_RE = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
+_SKIP_CHUNK = 1 << 16
+
+
+class BoundedLines:
+    """stdin's lines for the MCP transport, each at most ``limit`` bytes.
+
+    The SDK's transport reads a line whole, however long: one endless line held the whole
+    message in memory and an agent's 1 GB argument took the server down. A longer line is read
+    past in chunks and never held; its place is taken by a notification of
+    :data:`_REFUSED_METHOD`, answered by :func:`_answer_refused` with a JSON-RPC error for the
+    request's id, and the server goes on with the next line.
+    """
+
+    def __init__(self, raw: BinaryIO, limit: int) -> None:
+        self._raw = raw
+        self.limit = limit
+        #: refused line number → (its size in bytes, the request id found at its start)
+        self.refused: dict[int, tuple[int, int | str | None]] = {}
+        self._count = 0
+
+    def readline(self) -> str:
+        line = self._raw.readline(self.limit + 1)
+        if len(line) <= self.limit or line.endswith(b"\n"):
+            return line.decode("utf-8", errors="replace")
+        size, head = len(line), line[:_ID_HEAD_BYTES]
+        while not line.endswith(b"\n"):
+            line = self._raw.readline(_SKIP_CHUNK)
+            if not line:
+                break
+            size += len(line)
+        self._count += 1
+        self.refused[self._count] = (size, _request_id(head))
+        return json.dumps({"jsonrpc": "2.0", "method": _REFUSED_METHOD,
+                           "params": {"line": self._count}}) + "\n"
+
+
+def _request_id(head: bytes) -> int | str | None:
+    """The ``id`` a refused request names at its start, ``None`` when none is found there."""
+    match = _ID_RE.search(head)
+    if match is None:
+        return None
+    try:
+        value = json.loads(match.group(1))
+    except ValueError:
+        return None
+    return value if isinstance(value, int | str) else None
+
+
+async def _answer_refused(lines: BoundedLines, read_stream: Any, forward: Any,
+                          write_stream: Any) -> None:
+    """Pass the transport's messages on to the server, answering each stand-in for a refused
+    line with ``INVALID_REQUEST`` naming the limit (``id`` null when none was found)."""
+    async with forward:
+        async for item in read_stream:
+            message = getattr(item, "message", None)
+            if isinstance(message, types.JSONRPCNotification) and \
+                    message.method == _REFUSED_METHOD:
+                number = (message.params or {}).get("line")
+                refused = lines.refused.pop(number, None) if isinstance(number, int) else None
+                if refused is not None:
+                    size, request_id = refused
+                    log.warning("refused an MCP message of %d bytes", size)
+                    await write_stream.send(SessionMessage(types.JSONRPCError(
+                        jsonrpc="2.0", id=request_id, error=types.ErrorData(
+                            code=types.INVALID_REQUEST,
+                            message=f"message too large: {size:,} bytes, over "
+                                    f"limits.max_request_bytes ({lines.limit:,})",
+                            data={"code": "too_large"}))))
+                continue
+            await forward.send(item)
+
+
+async def serve_stdio(runtime: Runtime, stdin: BinaryIO | None = None) -> None:
+    """Serve MCP on this process's stdin/stdout until the client closes the stream. A message
+    (one line) over ``limits.max_request_bytes``, the HTTP API's body limit, is refused with
+    a JSON-RPC error and never held whole (:class:`BoundedLines`)."""
     server = build_server(runtime)
-    async with stdio_server() as (read_stream, write_stream):
-        await server.run(read_stream, write_stream, server.create_initialization_options())
+    lines = BoundedLines(stdin or sys.stdin.buffer, runtime.settings.limits.max_request_bytes)
+    forward, receive = anyio.create_memory_object_stream[Any](0)
+    async with stdio_server(stdin=anyio.wrap_file(lines)) as (read_stream, write_stream), \
+            anyio.create_task_group() as group:
+        group.start_soon(_answer_refused, lines, read_stream, forward, write_stream)
+        async with receive:
+            await server.run(receive, write_stream, server.create_initialization_options())
+        group.cancel_scope.cancel()
