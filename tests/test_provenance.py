@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.model import Entry, Kind, UserRef
@@ -187,3 +189,41 @@ def test_a_malformed_or_foreign_evidence_id_counts_as_deleted(root: Path) -> Non
         "evidence_hash": {eps[0].id: eps[0].text_hash}}, {"Insight": "Cites junk."})
     Indexer(rt).scan()
     assert status(rt, bad.id) == ("stale", "evidence not-an-id was deleted")
+
+
+def test_find_stale_checks_each_record_of_a_deep_chain_a_bounded_number_of_times(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Depths written backwards (a person's edit: each record claims to be shallower than the
+    # one it cites) made the depth-ordered walk settle one record per pass: 300 records were
+    # checked about 45,000 times. Staleness now spreads from each newly stale record to the
+    # records citing it, so each is checked at most once plus once per cited record.
+    from everos_reflect.markdown.parser import parse_log
+    from everos_reflect.strategies import provenance
+
+    n = 300
+    head = "---\ntype: insight_daily\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n---\n"
+    blocks = []
+    for i in range(1, n + 1):
+        cited = "ep_20261001_0009" if i == 1 else f"in_20261020_{i - 1:04d}"
+        blocks.append(
+            f"<!-- entry:in_20261020_{i:04d} -->\n---\nowner_id: u\n"
+            f"timestamp: 2026-10-20T00:00:00Z\nevidence: [{cited}]\ndepth: {n + 1 - i}\n"
+            f"derivation: d\n---\n## Insight\nlink {i}\n<!-- /entry:in_20261020_{i:04d} -->\n")
+    log = parse_log(head + "".join(blocks), "x/.insights/insight-2026-10-20.md")
+    records = {e.id: e for e in log.entries}
+    checks = 0
+    real = provenance.evidence_problem
+
+    def counted(*args: object) -> str | None:
+        nonlocal checks
+        checks += 1
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(provenance, "evidence_problem", counted)
+    stale = find_stale(records)
+    assert stale["in_20261020_0001"] == "evidence ep_20261001_0009 was deleted"
+    assert all(stale[f"in_20261020_{i:04d}"] == f"evidence in_20261020_{i - 1:04d} is stale"
+               for i in range(2, n + 1))
+    assert len(stale) == n
+    assert checks <= 2 * n

@@ -86,17 +86,29 @@ def find_stale(records: Mapping[str, Entry]) -> dict[str, str]:
     """``{id: stale_reason}`` of every active, daemon-derived record whose evidence no longer
     stands, transitively (a record citing a newly stale record is stale too)."""
     derived = sorted(_checked(records.values()), key=lambda e: (_depth(e), e.id))
+    citers: dict[str, list[Entry]] = {}
+    for entry in derived:
+        for eid in dict.fromkeys(evidence_of(entry)):
+            citers.setdefault(eid, []).append(entry)
     stale: dict[str, str] = {}
-    changed = True
-    while changed:  # depth order settles it in one pass; the loop guards odd hand-written depths
-        changed = False
-        for entry in derived:
-            if entry.id in stale:
-                continue
+    # Shallowest first, then from each newly stale record to the records citing it: a record
+    # is checked once, and again only when a record it cites has just gone stale. Rescanning
+    # everything until nothing changed settled one record per pass when hand-edited depths ran
+    # backwards (quadratic: 300 records, 45,000 checks).
+    spreading: list[str] = []
+    for entry in derived:
+        if entry.id not in stale:
             reason = evidence_problem(entry, records, stale)
             if reason:
                 stale[entry.id] = reason
-                changed = True
+                spreading.append(entry.id)
+        while spreading:
+            for citer in citers.get(spreading.pop(), ()):
+                if citer.id not in stale:
+                    reason = evidence_problem(citer, records, stale)
+                    if reason:
+                        stale[citer.id] = reason
+                        spreading.append(citer.id)
     return stale
 
 
