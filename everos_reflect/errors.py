@@ -123,3 +123,14 @@ class IndexUnreadable(EverosError, sqlite3.DatabaseError):
             "run history, so it is not replaced automatically: move it aside, then "
             "`everos-reflect reindex` rebuilds the index from Markdown"
         )
+
+
+class IndexUnavailable(EverosError, sqlite3.OperationalError):
+    """``system.db`` cannot be opened or written at all: a read-only mount, a full disk, a
+    folder where the file goes. Still a ``sqlite3.OperationalError``, so readers that fall
+    back on Markdown when the index fails keep doing so; everything else reports it as one
+    line (CLI) or a 503 (API, MCP) naming the file, instead of a traceback."""
+
+    def __init__(self, path: object, reason: object) -> None:
+        super().__init__(f"cannot open the index {path}: {reason} (the folder must exist, be "
+                         "writable and have room)")

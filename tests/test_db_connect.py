@@ -76,3 +76,46 @@ def test_other_errors_are_not_retried() -> None:
     with pytest.raises(sqlite3.OperationalError, match="disk I/O"):
         dbmod._enable_wal(conn, deadline_s=5.0)  # type: ignore[arg-type]
     assert conn.calls == 1
+
+
+def _blocked_index(root: Path) -> Path:
+    """A root whose ``system.db`` cannot be opened: a folder sits where the file goes (what a
+    read-only mount or a full disk also give: "unable to open database file")."""
+    (root / "ome.toml").write_text("")
+    db = dbmod.db_path(root)
+    db.mkdir(parents=True)
+    return db
+
+
+def test_an_index_that_cannot_be_opened_is_a_domain_error_naming_it(tmp_path: Path) -> None:
+    from everos_reflect.errors import EverosError, IndexUnavailable
+
+    db = _blocked_index(tmp_path)
+    with pytest.raises(IndexUnavailable) as caught:
+        dbmod.connect(tmp_path)
+    assert isinstance(caught.value, EverosError)
+    assert isinstance(caught.value, sqlite3.OperationalError)  # readers that degrade still do
+    assert str(caught.value).startswith(f"cannot open the index {db}: unable to open database")
+
+
+@pytest.mark.parametrize("args", [["reports"], ["runs"], ["strategies"], ["clusters"],
+                                  ["search", "dog"], ["trigger", "reflect_episodes"]])
+def test_cli_commands_on_an_index_that_cannot_be_opened_say_so_in_one_line(
+        tmp_path: Path, args: list[str]) -> None:
+    from click.testing import CliRunner
+
+    from everos_reflect.cli.main import cli
+
+    db = _blocked_index(tmp_path)
+    result = CliRunner().invoke(cli, [*args, "--root", str(tmp_path)])
+    assert result.exit_code == 1, result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: cannot open the index {db}: unable to open database file")
+
+
+def test_the_api_answers_503_for_an_index_that_cannot_be_opened() -> None:
+    from everos_reflect.api.ops import error_code
+    from everos_reflect.errors import IndexUnavailable
+
+    assert error_code(IndexUnavailable("/r/system.db", "disk I/O error")) == \
+        (503, "index_unavailable")

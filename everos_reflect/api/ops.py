@@ -39,6 +39,7 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
     (errors.ResolveRefused, 409, "resolve_refused"),
     (errors.MarkdownError, 409, "unparseable_file"),
     (errors.ProviderUnavailable, 503, "provider_unavailable"),
+    (errors.IndexUnavailable, 503, "index_unavailable"),
     (errors.EverosError, 400, "bad_request"),
 )
 

@@ -13,7 +13,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from everos_reflect.errors import IndexUnreadable
+from everos_reflect.errors import IndexUnavailable, IndexUnreadable
 
 _log = logging.getLogger(__name__)
 
@@ -454,12 +454,15 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
     from several processes queue instead of failing.
     """
     path = db_path(Path(root))
-    if readonly:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0,
-                               check_same_thread=False)
-    else:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
+    try:
+        if readonly:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0,
+                                   check_same_thread=False)
+        else:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
+    except sqlite3.OperationalError as exc:
+        raise IndexUnavailable(path, exc) from None
     conn.row_factory = sqlite3.Row
     try:
         conn.execute("PRAGMA busy_timeout = 30000")
@@ -472,12 +475,20 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
             conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.DatabaseError as exc:
         conn.close()
+        if isinstance(exc, sqlite3.OperationalError) and not _contended(exc):
+            raise IndexUnavailable(path, exc) from None
         # Only the base class means "not a database" / "malformed"; a locked or busy database
-        # (OperationalError) and the like keep their own handling.
+        # keeps its own handling (callers wait or retry).
         if type(exc) is not sqlite3.DatabaseError:
             raise
         raise IndexUnreadable(path, exc) from None
     return conn
+
+
+def _contended(exc: sqlite3.OperationalError) -> bool:
+    """Whether ``exc`` is another connection holding the database (worth waiting for), not a
+    database that cannot be opened or written at all."""
+    return "locked" in str(exc) or "busy" in str(exc)
 
 
 def _enable_wal(conn: sqlite3.Connection, deadline_s: float = 30.0) -> None:
@@ -495,7 +506,7 @@ def _enable_wal(conn: sqlite3.Connection, deadline_s: float = 30.0) -> None:
             conn.execute("PRAGMA journal_mode = WAL").fetchall()
             return
         except sqlite3.OperationalError as exc:
-            if "locked" not in str(exc) and "busy" not in str(exc):
+            if not _contended(exc):
                 raise
             if time.monotonic() >= give_up:
                 raise
