@@ -125,3 +125,42 @@ def test_a_hand_edited_depth_that_is_not_a_count_is_read_as_one(root: Path, fake
     assert run(with_openai(rt, fake_openai))["revised"] == 2
     revised = rt.store.get(DEV, rt.store.get(DEV, second.id).deprecated_by)
     assert revised.meta["depth"] == 2  # 1 + the revised first insight's depth (1)
+
+
+def test_a_revise_interrupted_between_its_two_writes_is_finished_by_the_next_run(
+    root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # "revise" appends the new insight, then archives the old one: two writes. A crash
+    # between them left both standing, the old one still stale, and the next run asked the
+    # model again and wrote a second revision of it.
+    from tests.reflect_fixtures import Crash
+
+    rt, eps, first, second = setup(root)
+    merged(rt, eps)
+    text = "The user reverted auth changes three times."
+    fake_openai.script(json.dumps({"verdict": "revise", "insight": text, "evidence": [1, 2]}))
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise Crash("the process dies before the old insight is archived")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(rt.store, "deprecate", crash)
+        with pytest.raises(Crash):
+            run(with_openai(rt, fake_openai))
+    (written,) = [e for e in rt.store.entries(DEV, Kind.INSIGHT)
+                  if e.meta.get("revises") == first.id]
+    assert rt.store.get(DEV, first.id).deprecated_by is None  # the crash point: both stand
+
+    fake_openai.script(*[lambda body: json.dumps(
+        {"verdict": "holds", "insight": "", "evidence": sorted(numbers(body).values())})])
+    counts = run(with_openai(rt, fake_openai))
+    assert counts["recovered"] == 1
+    assert rt.store.get(DEV, first.id).deprecated_by == written.id
+    assert [e.id for e in rt.store.entries(DEV, Kind.INSIGHT)
+            if e.meta.get("revises") == first.id] == [written.id]
+    bodies = fake_openai.chat_bodies()
+    assert len(bodies) == 2  # one ask for the revise, one for the dependent; none again
+    assert first.content not in bodies[1]["messages"][1]["content"]
+    assert rt.store.get(DEV, second.id).meta["status"] == "active"
+    rows = [r for r in list_derivations(rt.db(), strategy=NAME) if r["inputs"] == [first.id]]
+    assert [(r["status"], r["outputs"]) for r in rows] == [("ok", [written.id])]

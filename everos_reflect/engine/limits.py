@@ -58,6 +58,10 @@ class Budget:
     started: float = field(default_factory=time.monotonic)
     llm_calls: int = 0
     tokens: int = 0
+    #: :attr:`tokens` split as the provider reported them, so a unit that failed can record
+    #: what its calls cost (the difference across it) in its audit row.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
     records: int = 0
     #: Calls promised to units in flight and not made yet (:meth:`reserve`).
     reserved: int = 0
@@ -80,6 +84,8 @@ class Budget:
                 self.reserved = max(0, self.reserved - 1)
             if usage is not None:
                 self.tokens += usage.total_tokens
+                self.prompt_tokens += usage.prompt_tokens
+                self.completion_tokens += usage.completion_tokens
 
     def reserve(self, calls: int) -> str | None:
         """Promise ``calls`` LLM calls to a unit about to start alongside others (a pool):
@@ -130,6 +136,11 @@ class Budget:
         if reason and self.hit is None:
             self.hit = reason
         return reason
+
+    def token_counts(self) -> tuple[int, int]:
+        """``(prompt, completion)`` tokens charged so far."""
+        with self._lock:
+            return self.prompt_tokens, self.completion_tokens
 
     def summary(self) -> dict[str, int]:
         """What the run used, for logs."""

@@ -409,6 +409,7 @@ class BeliefTier(Strategy):
         already = work.state.written_by(work.key, self.output_kind)
         derived, status, error = Derived([e.id for e in already]), "ok", None
         set_aside: dict[str, str] = {}
+        tokens_before = budget.token_counts()  # owners run one at a time
         conn = ctx.runtime.db()
         try:
             if already:  # written before a crash: finish the bookkeeping only
@@ -437,6 +438,7 @@ class BeliefTier(Strategy):
         elif status != "ok":
             ctx.log.warning("%s: %s skipped: %s", self.name, work.ref, error)
             counts["failed"] += 1
+            derived = self._spent(ctx, budget, tokens_before, derived)
         else:
             counts["owners"] += 1
             if derived.outputs and not already:
@@ -446,6 +448,17 @@ class BeliefTier(Strategy):
             if derived.clipped:
                 counts["clipped"] += derived.clipped
         self._record(ctx, work, status, derived, error, started, set_aside)
+
+    @staticmethod
+    def _spent(ctx: RunContext, budget: Budget, before: tuple[int, int],
+               derived: Derived) -> Derived:
+        """What a failed window's calls cost, from the budget they were charged to: the
+        :class:`Derived` its ``derive`` would have returned was lost with the exception, and
+        the tokens of the calls that answered, or were refused, were paid for all the same."""
+        prompt, completion = budget.token_counts()
+        llm = ctx.runtime.llm
+        return Derived(derived.outputs, derived.provider or llm.provider,
+                       derived.model or llm.model, prompt - before[0], completion - before[1])
 
     def _record(self, ctx: RunContext, work: Work, status: str, derived: Derived,
                 error: str | None, started: float,

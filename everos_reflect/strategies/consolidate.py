@@ -192,7 +192,9 @@ def draft(selection: Selection, llm: LLM, prompts: Prompts,
     )
     merged: MergeResult = llm.merge(request)
     if not merged.content.strip():
-        raise ProviderUnavailable(f"{llm.provider} returned an empty narrative")
+        empty = ProviderUnavailable(f"{llm.provider} returned an empty narrative")
+        empty.usage = merged.usage  # paid for: the cluster's failed audit row says so
+        raise empty
     narrative = Draft(
         selection=selection,
         title=" ".join(merged.title.split()) or _fallback_title(selection),
@@ -206,7 +208,11 @@ def draft(selection: Selection, llm: LLM, prompts: Prompts,
     )
     if on_merged is not None:
         on_merged(replace(narrative))
-    facts = llm.extract_facts(FactsRequest(text=merged.content, prompts=prompts))
+    try:
+        facts = llm.extract_facts(FactsRequest(text=merged.content, prompts=prompts))
+    except ProviderUnavailable as exc:  # the failure carries the merge call's tokens too
+        exc.usage = merged.usage if exc.usage is None else merged.usage + exc.usage
+        raise
     return replace(narrative, facts=_unique(" ".join(f.split()) for f in facts.facts),
                    usage=merged.usage + facts.usage, seconds=time.perf_counter() - started)
 

@@ -43,7 +43,7 @@ from everos_reflect.errors import ConfigError, ProviderUnavailable
 from everos_reflect.index import reads
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
-from everos_reflect.llm.base import LLM
+from everos_reflect.llm.base import LLM, Usage
 from everos_reflect.llm.prompts import Prompts
 from everos_reflect.llm.switching import prompt_replies
 from everos_reflect.model import UserRef
@@ -352,7 +352,7 @@ class ReflectionRun:
                 try:
                     prepared = future.result()
                 except ProviderUnavailable as exc:
-                    self._failed(sel, llm, str(exc))
+                    self._failed(sel, llm, str(exc), exc.usage)
                     continue
                 if prepared is not None:
                     plan = self._plan(prepared)
@@ -404,7 +404,9 @@ class ReflectionRun:
         self.guard.prefetch(narrative, facts)
         self.guard.prefetch_indexed(narrative)
 
-    def _failed(self, sel: Selection, llm: LLM, error: str) -> None:
+    def _failed(self, sel: Selection, llm: LLM, error: str, usage: Usage | None) -> None:
+        """A cluster's calls failed: its audit row says so, with the tokens of the replies
+        that did arrive (``usage``: the merge's when the facts call failed, refused ones)."""
         self.log.warning("cluster %s of %s skipped: %s", sel.cluster_id, sel.ref, error)
         self.counts["failed"] += 1
         conn = self.rt.db()
@@ -412,7 +414,9 @@ class ReflectionRun:
             journal.insert_report(conn, run_id=self.ctx.run_id, ref=sel.ref,
                                   cluster_id=sel.cluster_id, mode=sel.mode,
                                   sources=sel.source_ids, status="failed",
-                                  provider=llm.provider, model=llm.model, error=error)
+                                  provider=llm.provider, model=llm.model, error=error,
+                                  prompt_tokens=usage.prompt_tokens if usage else 0,
+                                  completion_tokens=usage.completion_tokens if usage else 0)
 
     def _plan(self, prepared: _Prepared) -> journal.Plan | None:
         """The journal plan of a draft that passes every check (the guard's verdicts, archive

@@ -7,8 +7,11 @@ reads now, a deleted one dropped. With fewer than two records left the insight i
 model needed: the citation floor no longer holds). Otherwise the model answers the
 ``revalidation`` task: **holds** → ``status: active`` again with the evidence re-pointed;
 **revise** → a new insight archives the old one through ``deprecated_entries``; **retire** →
-``status: retired``. The extractive provider cannot judge a text, so offline the insight stays
-stale and the run reports ``needs_llm``. One ``derivation_report`` row per insight.
+``status: retired``. A revise writes twice (the new insight, then the old one's archive key); a
+crash between the two is finished by the next run (:func:`written_revision`), which archives
+the old one toward the revision already written, with no model call. The extractive
+provider cannot judge a text, so offline the insight stays stale and the run reports
+``needs_llm``. One ``derivation_report`` row per insight.
 """
 
 from __future__ import annotations
@@ -58,6 +61,20 @@ def current_evidence(insight: Entry, records: dict[str, Entry]) -> list[Entry]:
         if entry.id not in {e.id for e in out}:
             out.append(entry)
     return out
+
+
+def written_revision(insight: Entry, records: dict[str, Entry]) -> Entry | None:
+    """The live revision this strategy already wrote of ``insight``, if any.
+
+    "revise" makes two writes: the new insight (``derivation: rv_<old id>``, ``revises``),
+    then the old one's archive key. A crash between them leaves the new one standing and the
+    old one stale and live; finding the first write lets the next run finish the second
+    instead of asking the model again and writing a second revision."""
+    key = f"rv_{insight.id}"
+    found = [e for e in records.values() if e.kind is Kind.INSIGHT and e.deprecated_by is None
+             and e.meta.get(provenance.DERIVATION_KEY) == key
+             and e.meta.get("revises") == insight.id]
+    return min(found, key=lambda e: e.id) if found else None
 
 
 def stale_insights(records: dict[str, Entry]) -> list[Entry]:
@@ -112,8 +129,19 @@ class RevalidateInsights(Strategy):
     def _one(self, ctx: RunContext, ref: UserRef, insight: Entry, records: dict[str, Entry],
              budget: Budget, counts: Counter[str]) -> None:
         rt, started = ctx.runtime, time.monotonic()
-        evidence = current_evidence(insight, records)
         row = Derivation(NAME, ref, "ok", run_id=ctx.run_id, inputs=[insight.id])
+        revision = written_revision(insight, records)
+        if revision is not None:  # a revise interrupted between its two writes: finish it
+            rt.store.deprecate(ref, {insight.id: revision.id})
+            sync(rt, {rt.store.path_for_id(ref, insight.id)})
+            ctx.log.info("%s: %s: finished the revise of %s into %s (interrupted)", NAME,
+                         ref, insight.id, revision.id)
+            counts["recovered"] += 1
+            row.outputs = [revision.id]
+            row.duration_ms = int((time.monotonic() - started) * 1000)
+            record_derivation(rt.db(), row)
+            return
+        evidence = current_evidence(insight, records)
         verdict: dict[str, Any]
         if len(evidence) < 2:
             verdict = {"verdict": "retire", "insight": "", "evidence": []}
@@ -122,10 +150,16 @@ class RevalidateInsights(Strategy):
             counts["needs_llm"] += 1
             return
         else:
+            before = budget.token_counts()
             try:
                 verdict = self._ask(ctx, insight, evidence, budget, row)
             except (ProviderUnavailable, EverosError) as exc:
                 row.status, row.error = "failed", str(exc)
+                prompt, completion = budget.token_counts()  # refused replies were paid for
+                row.prompt_tokens = prompt - before[0]
+                row.completion_tokens = completion - before[1]
+                row.provider = row.provider or rt.llm.provider
+                row.model = row.model or rt.llm.model
                 counts["failed"] += 1
                 row.duration_ms = int((time.monotonic() - started) * 1000)
                 record_derivation(rt.db(), row)
@@ -182,4 +216,4 @@ class RevalidateInsights(Strategy):
         return result.value
 
 
-__all__ = ["NAME", "RevalidateInsights", "current_evidence", "current_form"]
+__all__ = ["NAME", "RevalidateInsights", "current_evidence", "current_form", "written_revision"]
