@@ -125,6 +125,12 @@ class IndexUnreadable(EverosError, sqlite3.DatabaseError):
         )
 
 
+class RootGone(EverosError):
+    """The memory root a runtime opened was moved or deleted while in use. Nothing is
+    written at its old path any more: an index created there would make an empty folder pass
+    for the root (the fleet then found it ``ok`` and idle on every run)."""
+
+
 class IndexUnavailable(EverosError, sqlite3.OperationalError):
     """``system.db`` cannot be opened or written at all: a read-only mount, a full disk, a
     folder where the file goes. Still a ``sqlite3.OperationalError``, so readers that fall

@@ -9,12 +9,13 @@ from __future__ import annotations
 import errno
 import os
 import sqlite3
+import stat
 import threading
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, RootGone
 from everos_reflect.index import db as dbmod
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import validate_name
@@ -100,6 +101,8 @@ class Runtime:
 
         wiring.install()  # change-event subscribers (clustering, provenance): once per process
         self.root = Path(root)
+        #: the root folder's identity when opened (None: not there yet, e.g. a new root)
+        self._root_id = _identity(self.root)
         self.settings = settings if settings is not None else load_settings(self.root)
         self.store = MarkdownStore(self.root, limits=self.settings.limits)
         self._local = threading.local()
@@ -120,6 +123,7 @@ class Runtime:
         """This thread's connection to ``system.db`` (created and migrated on first use)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
+            self._check_root()
             conn = dbmod.connect(self.root)
             self._local.conn = conn
         return conn
@@ -134,6 +138,7 @@ class Runtime:
     def vectors(self) -> VectorIndex:
         from everos_reflect.index.vectors import VectorIndex
 
+        self._check_root()
         return VectorIndex(self.index_dir / "lancedb", dim=self.embedder.dim)
 
     @cached_property
@@ -142,8 +147,31 @@ class Runtime:
 
         return make_llm(self.settings.llm, self.embedder)
 
+    def root_gone(self) -> bool:
+        """Whether the root folder this runtime opened is no longer at its path (moved,
+        deleted, or replaced by another folder). Always False for a root that did not exist
+        when opened (it is being created)."""
+        return self._root_id is not None and _identity(self.root) != self._root_id
+
+    def _check_root(self) -> None:
+        """Refuse to create an index at the root's old path once the root has gone: SQLite
+        and LanceDB create their folders, and a ghost ``.index/`` makes an empty folder pass
+        for the root."""
+        if self.root_gone():
+            raise RootGone(f"the memory root {self.root} is gone (moved or deleted while in "
+                           "use)")
+
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+def _identity(folder: Path) -> tuple[int, int] | None:
+    """(device, inode) of ``folder``, or None when it is not an existing folder."""
+    try:
+        st = os.stat(folder)
+    except (OSError, ValueError):
+        return None
+    return (st.st_dev, st.st_ino) if stat.S_ISDIR(st.st_mode) else None

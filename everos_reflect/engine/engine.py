@@ -225,6 +225,9 @@ class Engine:
             ))
         if self._stop.is_set():
             return RunOutcome(BUSY, name, error="the engine is shutting down")
+        if self.runtime.root_gone():  # no run record, lock or index at the old path
+            return RunOutcome(FAILED, name, error=(
+                f"the memory root {self.runtime.root} is gone (moved or deleted while in use)"))
         with self._mutex:
             active = self._active.get(name)
             joined = active is not None
@@ -274,6 +277,9 @@ class Engine:
         outcome = RunOutcome(FAILED, name, active.run_id, error="run did not complete")
         guard: int | None = None
         try:
+            # this thread's connection, opened now: a root moved mid-run takes it along, so
+            # the run's record still ends in the root's own database
+            self.runtime.db()
             # shared with other runs, exclusive to reindex: no run over a half-built index
             guard = rebuild.try_shared(self.runtime.index_dir)
             if guard is None:
@@ -315,6 +321,8 @@ class Engine:
                 for key, value in recovered.items():
                     counts[key] = counts.get(key, 0) + value
             except Exception as exc:
+                if self.runtime.root_gone():
+                    return self._root_gone(run_id, name, attempt)
                 error = f"{type(exc).__name__}: {exc}"
                 log.exception("%s: run %s attempt %d failed", name, run_id, attempt)
                 wait = retry_wait(backoff, attempt)
@@ -324,6 +332,8 @@ class Engine:
                 attempt += 1
                 self._update_attempt(run_id, attempt, error)
                 continue
+            if self.runtime.root_gone():  # what it found missing was never done: no success
+                return self._root_gone(run_id, name, attempt, counts)
             status, why = judge_counts(strategy, counts)
             if ctx.budget.hit:  # stopped between units by a run limit: say which
                 counts.setdefault("limit_reached", 1)
@@ -333,6 +343,17 @@ class Engine:
             (log.info if status == OK else log.warning)(
                 "%s: run %s %s %s%s", name, run_id, status, counts, f" ({why})" if why else "")
             return RunOutcome(status, name, run_id, counts, error=why)
+
+    def _root_gone(self, run_id: str, name: str, attempt: int,
+                   counts: dict[str, int] | None = None) -> RunOutcome:
+        """A run whose root was moved or deleted under it: ``failed``, not retried (a retry
+        would find nothing and pass for done), recorded in the run's own database, which
+        moved with the root when its connection was open."""
+        error = (f"the memory root {self.runtime.root} was moved or deleted during the run; "
+                 "run it again where the root is now")
+        log.warning("%s: run %s failed: %s", name, run_id, error)
+        self._finish(run_id, FAILED, error, counts or {}, attempt)
+        return RunOutcome(FAILED, name, run_id, dict(counts or {}), error=error)
 
     def _update_attempt(self, run_id: str, attempt: int, error: str) -> None:
         runs.set_attempt(self.runtime.db(), run_id, attempt, error)
