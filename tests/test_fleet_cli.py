@@ -59,3 +59,20 @@ def test_fleet_status_json_has_every_root_last_run_next_run_and_lag(tmp_path: Pa
     text = CliRunner().invoke(cli, ["fleet", "status", "--fleet", fleet])
     assert text.exit_code == 0
     assert "1 log(s)" in text.stdout and "up to date" in text.stdout
+
+
+def test_fleet_status_exits_1_when_a_root_cannot_be_read_with_or_without_json(
+        tmp_path: Path) -> None:
+    build_root(tmp_path / "shard-a")
+    (tmp_path / "shard-b").mkdir()
+    (tmp_path / "shard-b" / "everos.toml").write_text("broken = [\n", "utf-8")
+    fleet = _fleet(tmp_path)
+
+    as_json = CliRunner().invoke(cli, ["fleet", "status", "--fleet", fleet, "--json"])
+    text = CliRunner().invoke(cli, ["fleet", "status", "--fleet", fleet])
+
+    assert as_json.exit_code == text.exit_code == 1
+    doc = json.loads(as_json.stdout)  # still the whole document, and nothing else on stdout
+    assert [("error" in r) for r in doc["roots"]] == [False, True]
+    assert "shard-b/everos.toml" in doc["roots"][1]["error"]
+    assert text.stderr.strip() == "error: some roots could not be read (see above)"

@@ -106,3 +106,27 @@ def test_toml_too_deep_or_with_too_long_a_number_is_one_config_error(text: str) 
         parse_fleet(text, "f.toml")
     ((file, _, reason),) = info.value.problems
     assert file == "f.toml" and reason.startswith("TOML syntax error: ")
+
+
+def test_a_root_inside_another_root_is_refused_naming_both(tmp_path: Path) -> None:
+    (tmp_path / "shard-a" / "default_app" / "default_project").mkdir(parents=True)
+    (tmp_path / "shard-b").mkdir()
+    config = parse_fleet('roots = ["shard-*", "shard-a/default_app/*"]\n',
+                         str(tmp_path / "fleet.toml"))
+    with pytest.raises(ConfigError) as caught:
+        resolve_roots(config)
+    inner, outer = tmp_path / "shard-a/default_app/default_project", tmp_path / "shard-a"
+    assert caught.value.problems == [
+        (str(tmp_path / "fleet.toml"), "roots[1]",
+         f"{str(inner)!r} is inside the root {str(outer)!r} (roots[0]); a memory root holds "
+         "no other root")]
+    assert not (inner / ".index").exists()
+
+
+def test_roots_side_by_side_or_sharing_a_name_prefix_are_not_nested(tmp_path: Path) -> None:
+    for name in ("shard", "shard-2", "other/shard"):
+        (tmp_path / name).mkdir(parents=True)
+    config = parse_fleet('roots = ["shard", "shard-2", "other/shard", "./shard/"]\n',
+                         str(tmp_path / "fleet.toml"))
+    assert resolve_roots(config) == [tmp_path / "shard", tmp_path / "shard-2",
+                                     tmp_path / "other" / "shard"]

@@ -104,17 +104,23 @@ def fleet_serve_cmd(fleet_file: str) -> None:
 @json_option
 @handle_errors
 def fleet_status_cmd(fleet_file: str, as_json: bool) -> None:
-    """Every root: each strategy's last and next run, and how far its index lags."""
+    """Every root: each strategy's last and next run, and how far its index lags.
+
+    Exit status 1 when some root could not be read (its ``error`` says why), also with
+    ``--json``: a script checks the exit status, as with ``lint``."""
     from everos_reflect.fleet.config import read_fleet
     from everos_reflect.fleet.work import root_status
 
     config, roots = read_fleet(fleet_file)
     docs = [root_status(str(r), config.strategies) for r in roots]
+    unreadable = any("error" in d for d in docs)
     if as_json:
         emit_json({"fleet": config.file, "roots": docs})
+        if unreadable:
+            sys.exit(1)
         return
     _render_status(docs)
-    if any("error" in d for d in docs):
+    if unreadable:
         fail("some roots could not be read (see above)")
 
 

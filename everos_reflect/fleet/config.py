@@ -216,7 +216,7 @@ def resolve_roots(config: FleetConfig) -> list[Path]:
     folder is a problem (a typo would otherwise silently drop shards); all are reported at once.
     """
     problems: list[Problem] = []
-    found: dict[Path, None] = {}
+    found: dict[Path, int] = {}  # root -> the pattern that first gave it
     for i, pattern in enumerate(config.roots):
         where = f"roots[{i}]"
         expanded = Path(pattern).expanduser()
@@ -227,15 +227,31 @@ def resolve_roots(config: FleetConfig) -> list[Path]:
             if not matches:
                 problems.append((config.file, where, f"{pattern!r} matches no folder"))
             for match in matches:
-                found.setdefault(match.resolve(), None)
+                found.setdefault(match.resolve(), i)
         elif expanded.is_dir():
-            found.setdefault(expanded.resolve(), None)
+            found.setdefault(expanded.resolve(), i)
         else:
             reason = "is not a folder" if expanded.exists() else "does not exist"
             problems.append((config.file, where, f"{pattern!r} {reason}"))
+    problems += _nested(config.file, found)
     if problems:
         raise ConfigError(problems)
     return list(found)
+
+
+def _nested(file: str, found: Mapping[Path, int]) -> list[Problem]:
+    """A root inside another root of the fleet, one problem each. A root is self-contained:
+    the inner "root" is one of the outer root's app, project or user folders (a glob one
+    level too deep), and a run there would write an ``.index/`` into the outer root's tree
+    and report an empty root ``ok``."""
+    problems = []
+    for root, i in found.items():
+        outer = next((p for p in root.parents if p in found), None)
+        if outer is not None:
+            problems.append((file, f"roots[{i}]", f"{str(root)!r} is inside the root "
+                             f"{str(outer)!r} (roots[{found[outer]}]); a memory root holds no "
+                             "other root"))
+    return problems
 
 
 def read_fleet(path: str | Path) -> tuple[FleetConfig, list[Path]]:
