@@ -217,3 +217,32 @@ def test_a_message_over_the_request_limit_is_refused_and_the_server_goes_on(
     finally:
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
+
+
+def test_a_write_after_the_root_was_moved_fails_and_writes_nothing_at_the_old_path(
+        tmp_path: Path) -> None:
+    # An MCP server outlives its root being moved: add_episode wrote the Episode into a new
+    # ghost tree at the old path, then failed to index it, so the agent saw an error for a
+    # write that had landed where nothing would ever read it.
+    from mcp import types
+
+    from everos_reflect.api.mcp_server import call
+    from everos_reflect.embedding.base import HashEmbedder
+    from everos_reflect.runtime import Runtime
+    from everos_reflect.settings import Settings
+
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "ome.toml").write_text("")
+    runtime = Runtime(root, Settings(), embedder=HashEmbedder())
+    os.rename(root, tmp_path / "moved")
+    [add] = [t for t in tools() if t.name == "add_episode"]
+
+    with pytest.raises(MCPError) as caught:
+        call(runtime, add, {"user_id": "u1", "subject": "s", "content": "c"})
+
+    assert caught.value.error.code == types.INTERNAL_ERROR
+    assert caught.value.error.message == \
+        f"the memory root {root} is gone (moved or deleted while in use)"
+    assert not root.exists()
+    runtime.close()
