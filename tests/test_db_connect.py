@@ -119,3 +119,32 @@ def test_the_api_answers_503_for_an_index_that_cannot_be_opened() -> None:
 
     assert error_code(IndexUnavailable("/r/system.db", "disk I/O error")) == \
         (503, "index_unavailable")
+
+
+
+def test_the_api_answers_503_for_an_index_that_is_not_a_database(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # system.db found to be junk while serving (overwritten, truncated) is the server's fault,
+    # not the request's: it was answered 400 bad_request.
+    from everos_reflect.embedding import HashEmbedder
+    from everos_reflect.errors import IndexUnreadable
+    from everos_reflect.runtime import Runtime
+    from everos_reflect.settings import Settings
+    from tests.api_client import ApiClient
+
+    runtime = Runtime(tmp_path, Settings(), embedder=HashEmbedder(16))
+    try:
+        client = ApiClient(runtime)
+
+        def junk() -> sqlite3.Connection:
+            raise IndexUnreadable(dbmod.db_path(tmp_path), "file is not a database")
+
+        monkeypatch.setattr(runtime, "db", junk)
+        answer = client("GET", "/api/v1/ome/runs")
+    finally:
+        monkeypatch.undo()
+        runtime.close()
+    assert answer.status_code == 503, answer.text
+    body = answer.json()
+    assert body["error"]["code"] == "index_unreadable"
+    assert "is not a readable SQLite database" in body["error"]["message"]

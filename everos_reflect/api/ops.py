@@ -40,6 +40,7 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
     (errors.MarkdownError, 409, "unparseable_file"),
     (errors.ProviderUnavailable, 503, "provider_unavailable"),
     (errors.IndexUnavailable, 503, "index_unavailable"),
+    (errors.IndexUnreadable, 503, "index_unreadable"),
     (errors.RootGone, 503, "root_gone"),
     (errors.EverosError, 400, "bad_request"),
 )
