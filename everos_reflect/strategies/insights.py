@@ -229,18 +229,9 @@ class ReflectInsights(BeliefTier):
     def ask(self, ctx: RunContext, budget: Budget, task: str, records: Sequence[Any],
             values: Mapping[str, str], derived: Derived) -> Any:
         """One task call, refused with :class:`LimitReached` once a run limit is hit."""
-        from everos_reflect.llm.prompts import Prompts
-        from everos_reflect.llm.tasks import TaskRequest
-
         if budget.llm_calls >= budget.max_llm_calls:  # reserved up front; never passed
             raise LimitReached(f"max_llm_calls ({budget.max_llm_calls}) reached")
-        prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
-        result = ctx.llm.run_task(task, TaskRequest(  # charged to the run's budget
-            records=tuple(records), values=dict(values), prompts=prompts))
-        derived.provider, derived.model = result.provider, result.model
-        derived.prompt_tokens += result.usage.prompt_tokens
-        derived.completion_tokens += result.usage.completion_tokens
-        return result.value
+        return self.call(ctx, budget, records, values, derived, task)
 
     def evidence(self, runtime: Runtime, ref: UserRef, state: InsightState,
                  question: str, *, top: int = EVIDENCE_PER_QUESTION) -> list[Entry]:
