@@ -297,6 +297,28 @@ def utc_day(ts: datetime) -> date | None:
         return None
 
 
+def new_record_time(
+    timestamp: str | datetime | None, now: datetime | None,
+    error: type[InvalidEpisode] = InvalidEpisode,
+) -> tuple[datetime, date]:
+    """When a new Episode or task record happened and the UTC day file it goes to.
+
+    ``None`` means now (``now`` in tests). One place for the rules both writers follow, so an
+    Episode and a task record refuse the same timestamps with the same words; ``error`` is the
+    writer's exception class, raised naming the ``timestamp`` field."""
+    if timestamp is None:
+        ts = now or datetime.now(UTC)
+    else:
+        try:
+            ts = parse_new_timestamp(timestamp)
+        except ValueError as exc:
+            raise error("timestamp", str(exc)) from None
+    day = utc_day(ts)
+    if day is None:
+        raise error("timestamp", f"{timestamp!r} {OUT_OF_RANGE}")
+    return ts, day
+
+
 def format_timestamp(ts: datetime) -> str:
     """The one timestamp form the daemon writes: ISO 8601, seconds, explicit offset."""
     if ts.tzinfo is None:
@@ -503,16 +525,7 @@ def new_episode(
         raise InvalidEpisode("subject", "must be one line")
     if not content:
         raise InvalidEpisode("content", "must not be empty")
-    if timestamp is None:
-        ts = now or datetime.now(UTC)
-    else:
-        try:
-            ts = parse_new_timestamp(timestamp)
-        except ValueError as exc:
-            raise InvalidEpisode("timestamp", str(exc)) from None
-    day = utc_day(ts)
-    if day is None:
-        raise InvalidEpisode("timestamp", f"{timestamp!r} {OUT_OF_RANGE}")
+    ts, day = new_record_time(timestamp, now)
     if session_id is not None:
         validate_name(session_id, "session_id")
     if importance is not None and (

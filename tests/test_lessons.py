@@ -42,6 +42,15 @@ def make_runtime(root: Path, llm: Any) -> Runtime:
     return Runtime(root, embedder=embedder(), llm=llm)
 
 
+def fake_server_runtime(root: Path, fake_openai: Any) -> Runtime:
+    """A runtime whose LLM is the fake OpenAI server: no retries, no sleeping, hash vectors."""
+    from everos_reflect.embedding.base import HashEmbedder
+
+    llm = OpenAILLM(model="fake-model", base_url=fake_openai.base_url, api_key="k",
+                    max_retries=0, timeout_seconds=10, sleep=lambda s: None)
+    return Runtime(root, embedder=HashEmbedder(64), llm=llm)
+
+
 @pytest.fixture
 def scripted(root: Path) -> Iterator[tuple[Runtime, ScriptedLLM]]:
     llm = ScriptedLLM()
@@ -408,12 +417,9 @@ def test_a_window_the_server_refuses_for_good_is_set_aside_and_the_rest_goes_on(
     # A 400 (the request itself refused: too long, rejected content) failed the owner's whole
     # window, which stayed pending: every run sent the same tasks again and failed again, and
     # the owner's other task types never got a lesson.
-    from everos_reflect.embedding.base import HashEmbedder
     from everos_reflect.index.audit import list_derivations
 
-    llm = OpenAILLM(model="fake-model", base_url=fake_openai.base_url, api_key="k",
-                    max_retries=0, timeout_seconds=10, sleep=lambda s: None)
-    rt = Runtime(root, embedder=HashEmbedder(64), llm=llm)
+    rt = fake_server_runtime(root, fake_openai)
     try:
         backup = task(rt, 1, "success", ["check the disk", "back up"], task_type="backup",
                       goal="Back up the database")
@@ -443,11 +449,7 @@ def test_a_server_outage_or_bad_key_leaves_the_window_pending(
     root: Path, fake_openai: Any
 ) -> None:
     # only the request's own refusal sets tasks aside: a 401 or 503 says nothing about them
-    from everos_reflect.embedding.base import HashEmbedder
-
-    llm = OpenAILLM(model="fake-model", base_url=fake_openai.base_url, api_key="k",
-                    max_retries=0, timeout_seconds=10, sleep=lambda s: None)
-    rt = Runtime(root, embedder=HashEmbedder(64), llm=llm)
+    rt = fake_server_runtime(root, fake_openai)
     try:
         t1 = task(rt, 1, "success", ["check logs", "deploy"])
         fake_openai.script(401, 503)

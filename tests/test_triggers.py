@@ -85,6 +85,48 @@ def test_dst_fall_back_fires_a_fixed_time_once_not_twice() -> None:
     ]
 
 
+# Zones whose clocks change at midnight (Chile, the Azores, Cuba, Lebanon), at 02:00 or 03:00
+# (New York, Berlin, Sydney), by half an hour (Lord Howe) and by two hours (Troll).
+DST_ZONES = ("America/Santiago", "Atlantic/Azores", "America/Havana", "Asia/Beirut",
+             "America/New_York", "Europe/Berlin", "Australia/Sydney", "Australia/Lord_Howe",
+             "Antarctica/Troll")
+
+
+@pytest.mark.parametrize("zone", DST_ZONES)
+@pytest.mark.parametrize("expr", ["0 0 * * *", "30 2 * * *", "15 1 * * *"])
+def test_a_daily_cron_fires_once_on_every_local_day_of_the_year(zone: str, expr: str) -> None:
+    """A daily time the clock skips runs just after the jump, on that day, and one it repeats
+    runs once. Midnight lost a day: in New York or Berlin the day after the clocks went
+    forward, in Santiago or the Azores the day they did."""
+    tz = ZoneInfo(zone)
+    times = fires(CronTrigger(expr, zone), datetime(2025, 12, 31, 12, tzinfo=tz), 365)
+    days = [t.astimezone(tz).date() for t in times]
+    assert days == [datetime(2026, 1, 1).date() + timedelta(days=i) for i in range(365)]
+    assert all(b > a for a, b in itertools.pairwise(times))
+
+
+@pytest.mark.parametrize("zone", DST_ZONES)
+def test_a_weekly_cron_at_midnight_fires_every_week_of_the_year(zone: str) -> None:
+    """`0 0 * * 1` skipped the whole week after the clocks went forward in New York, Berlin,
+    London or Sydney: a week without Reflection."""
+    tz = ZoneInfo(zone)
+    for expr, first in (("0 0 * * 1", 5), ("@weekly", 4)):
+        times = fires(CronTrigger(expr, zone), datetime(2026, 1, 1, tzinfo=tz), 52)
+        days = [t.astimezone(tz).date() for t in times]
+        assert days == [datetime(2026, 1, first).date() + timedelta(weeks=i)
+                        for i in range(52)], expr
+
+
+def test_a_weekly_run_at_midnight_on_the_day_the_clock_springs_forward_runs_after_the_jump(
+) -> None:
+    # 2026-09-06 is a Sunday; Chile's clocks go from 00:00 straight to 01:00.
+    cron = CronTrigger("@weekly", "America/Santiago")
+    assert cron.next_fire(datetime(2026, 9, 1, tzinfo=UTC)).isoformat() == (
+        "2026-09-06T01:00:00-03:00")
+    assert CronTrigger("30 0 * * *", "America/Santiago").next_fire(
+        datetime(2026, 9, 5, 12, tzinfo=UTC)).isoformat() == "2026-09-06T01:30:00-03:00"
+
+
 def test_next_fire_is_strictly_after() -> None:
     cron = CronTrigger("0 2 * * 1")
     monday = datetime(2026, 10, 12, 2, 0, tzinfo=UTC)

@@ -11,6 +11,7 @@ DST arithmetic underneath, after :func:`_translate` has rewritten the expression
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -86,9 +87,23 @@ def _zone(tz: str) -> ZoneInfo:
         raise ValueError(f"unknown timezone {tz!r}") from exc
 
 
+#: The longest a DST change moves the clock (Antarctica/Troll: 2 h); a bound on how far a fire
+#: time can move when its wall-clock time is skipped or repeated.
+_LOOKAROUND = timedelta(hours=3)
+#: Fire times examined for one ``next_fire`` before giving up (a cron that fires at all needs
+#: a few; every minute over a DST change needs a few hundred).
+_MAX_STEPS = 10_000
+
+
 @dataclass(frozen=True)
 class CronTrigger:
-    """A crontab schedule in a timezone. Raises ``ValueError`` naming the problem if invalid."""
+    """A crontab schedule in a timezone. Raises ``ValueError`` naming the problem if invalid.
+
+    The fields are matched against wall-clock time with calendar arithmetic alone (APScheduler
+    on a clock without DST); each matching wall-clock time is then placed in the zone by
+    :func:`_instant`. So a time the clock skips still runs, just after the jump, and a time it
+    repeats runs once, whether the change happens at 02:00 or at midnight.
+    """
 
     expr: str
     tz: str = "UTC"
@@ -96,22 +111,22 @@ class CronTrigger:
 
     def __post_init__(self) -> None:
         kwargs, either = _translate(self.expr)
-        zone = _zone(self.tz)
+        _zone(self.tz)
         try:
             if either:
                 ap: BaseTrigger = OrTrigger([
-                    _APCron(**{**kwargs, "day_of_week": "*"}, timezone=zone),
-                    _APCron(**{**kwargs, "day": "*"}, timezone=zone),
+                    _APCron(**{**kwargs, "day_of_week": "*"}, timezone=UTC),
+                    _APCron(**{**kwargs, "day": "*"}, timezone=UTC),
                 ])
             else:
-                ap = _APCron(**kwargs, timezone=zone)
+                ap = _APCron(**kwargs, timezone=UTC)
         except ValueError as exc:
             raise ValueError(f"invalid cron {self.expr!r}: {exc}") from None
         # A date that never occurs ("0 2 30 2 *") is valid field by field; refuse it here, with
         # the config, rather than when the scheduler, `status` or `strategies` asks for its next
         # fire. Any cron that fires at all fires within the 28-year calendar cycle after this
         # fixed reference (a constant, so construction still never reads the clock).
-        if ap.get_next_fire_time(None, datetime(2000, 1, 1, tzinfo=zone)) is None:
+        if ap.get_next_fire_time(None, datetime(2000, 1, 1, tzinfo=UTC)) is None:
             raise ValueError(
                 f"invalid cron {self.expr!r}: it never fires (no calendar date matches its "
                 "day and month fields)"
@@ -122,26 +137,37 @@ class CronTrigger:
         """An APScheduler trigger that fires exactly when :meth:`next_fire` says."""
         return _APSchedulerAdapter(self)
 
+    def _walls(self, start: datetime) -> Iterator[datetime]:
+        """The matching wall-clock times (naive) from ``start`` on, in order."""
+        probe = start.replace(tzinfo=UTC)
+        while (nxt := self._ap.get_next_fire_time(None, probe)) is not None:
+            yield nxt.replace(tzinfo=None)
+            probe = nxt + timedelta(seconds=1)
+
     def next_fire(self, after: datetime) -> datetime:
         """The first fire time strictly after ``after`` (aware), in the trigger's timezone."""
-        # Compare and step in UTC: same-zone datetimes compare by wall time, ignoring DST.
         zone = _zone(self.tz)
         after = _aware(after).astimezone(UTC)
-        local_after = after.astimezone(zone).replace(tzinfo=None)
-        probe = after + timedelta(microseconds=1)
-        # Around a DST fall-back APScheduler can answer a time at or before ``after``, or the
-        # repeated wall-clock time again; crontab runs a job once per wall-clock time, so step
-        # past those (minute resolution, bounded by the length of the repeated hour).
-        for _ in range(24 * 60):
-            nxt = self._ap.get_next_fire_time(None, probe)
-            if nxt is None:
+        local = after.astimezone(zone)
+        # A wall-clock time the clock skipped in the last hours runs just after the jump, so
+        # it may still be ahead of ``after``: start that far back.
+        back = max(_offset(after, zone) - _offset(after - _LOOKAROUND, zone), timedelta(0))
+        best: datetime | None = None
+        until: datetime | None = None
+        for step, wall in enumerate(self._walls(local.replace(tzinfo=None) - back)):
+            if (until is not None and wall > until) or step >= _MAX_STEPS:
                 break
-            nxt = nxt.astimezone(UTC)
-            local = nxt.astimezone(zone)  # also normalises a time that fell into a DST gap
-            if nxt > after and local.replace(tzinfo=None) != local_after:
-                return local
-            probe = max(probe, nxt) + timedelta(minutes=1)
-        raise ValueError(f"cron {self.expr!r} never fires after {after.isoformat()}")
+            t = _instant(wall, zone)
+            if t > after and (best is None or t < best):
+                best = t
+                # Wall-clock order is time order unless the clock moved in the hours before
+                # ``best``: then a later wall-clock time may still come first.
+                moved = _offset(best, zone) != _offset(best - _LOOKAROUND, zone)
+                until = best.astimezone(zone).replace(tzinfo=None) + (
+                    _LOOKAROUND if moved else timedelta(0))
+        if best is None:
+            raise ValueError(f"cron {self.expr!r} never fires after {after.isoformat()}")
+        return best.astimezone(zone)
 
     def missed_run(
         self, last_run: datetime | None, now: datetime, grace: timedelta
@@ -182,6 +208,17 @@ class _APSchedulerAdapter(BaseTrigger):
 
 def _aware(ts: datetime) -> datetime:
     return ts if ts.tzinfo is not None else ts.replace(tzinfo=UTC)
+
+
+def _offset(ts: datetime, zone: ZoneInfo) -> timedelta:
+    return ts.astimezone(zone).utcoffset() or timedelta(0)
+
+
+def _instant(wall: datetime, zone: ZoneInfo) -> datetime:
+    """When a matching wall-clock time fires (UTC), as crontab does it: a time the clock
+    repeats (falling back) at its first occurrence only; a time it skips (springing forward)
+    as far past the jump as it was past the jump's start (02:30 → 03:30, 00:00 → 01:00)."""
+    return wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,67 @@ class Record:
     timestamp: datetime | None = None
 
 
+#: The most characters of one record a prompt shows. A record's text comes from a person (a
+#: hand-written Episode or task, an edited insight) or a model, and only the log's file-size
+#: cap bounds it: 100 insights of 256 KiB made a 25 MB prompt.
+MAX_RECORD_PROMPT_CHARS = 8_000
+#: The most characters the records of one prompt show together: with many long records each
+#: is cut to an equal share of this (never below :data:`MIN_RECORD_PROMPT_CHARS`), so a
+#: window of ``max_records`` long records is about 50k tokens, not ``max_records`` × 8,000.
+MAX_RECORDS_PROMPT_CHARS = 200_000
+#: The least a record is cut to when many share :data:`MAX_RECORDS_PROMPT_CHARS` (beyond
+#: 200 records the prompt grows by this much per record; ``max_records`` bounds their number).
+MIN_RECORD_PROMPT_CHARS = 1_000
+#: The most characters of a record's label (built from metadata a person may edit, e.g. a
+#: conviction's key) and of one filled-in value (the stale insight, the current worldview).
+MAX_LABEL_PROMPT_CHARS = 200
+MAX_VALUE_PROMPT_CHARS = 20_000
+
+
+def clip_text(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters followed by a mark saying how long it was:
+    the model is told it sees part of the record, and the record keeps its number (its id)."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}… (clipped from {len(text):,} characters)"
+
+
+def record_cap(lengths: Sequence[int], *, total: int = MAX_RECORDS_PROMPT_CHARS,
+               per_record: int = MAX_RECORD_PROMPT_CHARS,
+               floor: int = MIN_RECORD_PROMPT_CHARS) -> int:
+    """The characters each record may show so that together they fit in ``total``: short
+    records keep their whole text and the long ones share what is left equally (clamped to
+    ``floor``..``per_record``)."""
+    remaining = total
+    ordered = sorted(lengths)
+    for i, length in enumerate(ordered):
+        share = remaining // (len(ordered) - i)
+        if length > share:
+            return max(floor, min(per_record, share))
+        remaining -= length
+    return per_record
+
+
+def clip_records(records: Sequence[Record]) -> tuple[tuple[Record, ...], list[str]]:
+    """``records`` as one prompt may show them, and the ids of the ones cut.
+
+    Every prompt of every strategy goes through here (:class:`TaskRequest` clips its records
+    on creation), so no tier can put a record's whole text, however long, into a prompt: each
+    record is cut to :func:`record_cap`, marked by :func:`clip_text`, and keeps its id."""
+    cap = record_cap([len(r.text) for r in records])
+    out: list[Record] = []
+    clipped: list[str] = []
+    for record in records:
+        text = clip_text(record.text, cap)
+        kind = clip_text(record.kind, MAX_LABEL_PROMPT_CHARS)
+        if text is record.text and kind is record.kind:
+            out.append(record)
+            continue
+        clipped.append(record.id)
+        out.append(Record(record.id, kind, text, record.timestamp))
+    return tuple(out), clipped
+
+
 def _inert(text: str) -> str:
     """``text`` on one line, unable to fake a record number or the data block's tags."""
     text = _LINE_BREAKS_RE.sub(" ", text).strip()
@@ -123,6 +184,22 @@ class TaskRequest:
     payload: Any = None
     prompts: Prompts | None = None
     language: str | None = None
+    #: Ids of the records cut to fit (:func:`clip_records`) and names of the values cut to
+    #: :data:`MAX_VALUE_PROMPT_CHARS`, for the caller's log and run counts.
+    clipped: tuple[str, ...] = field(default=(), init=False)
+    clipped_values: tuple[str, ...] = field(default=(), init=False)
+
+    def __post_init__(self) -> None:
+        # Bounded here, where every task call is built, rather than by each strategy: a tier
+        # that forgot to clip put records of any length into its prompts.
+        records, clipped = clip_records(self.records)
+        long_values = tuple(k for k, v in self.values.items()
+                            if len(str(v)) > MAX_VALUE_PROMPT_CHARS)
+        values = {k: clip_text(str(v), MAX_VALUE_PROMPT_CHARS) for k, v in self.values.items()}
+        object.__setattr__(self, "records", records)
+        object.__setattr__(self, "clipped", tuple(clipped))
+        object.__setattr__(self, "values", values)
+        object.__setattr__(self, "clipped_values", long_values)
 
     @property
     def numbering(self) -> Numbering:
@@ -318,6 +395,9 @@ NUMBERS: dict[str, Any] = {"type": "array", "items": {"type": "integer"}}
 
 
 __all__ = [
+    "MAX_RECORDS_PROMPT_CHARS",
+    "MAX_RECORD_PROMPT_CHARS",
+    "MAX_VALUE_PROMPT_CHARS",
     "InvalidReply",
     "NeedsLLM",
     "Numbering",
@@ -325,6 +405,8 @@ __all__ = [
     "TaskRequest",
     "TaskResult",
     "TaskSpec",
+    "clip_records",
+    "clip_text",
     "get_task",
     "known_tasks",
     "offline_task",

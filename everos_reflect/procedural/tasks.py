@@ -11,18 +11,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from typing import Any
 
 from everos_reflect.errors import InvalidEpisode
 from everos_reflect.model import (
-    OUT_OF_RANGE,
     Entry,
     UserRef,
     control_problem,
     format_timestamp,
-    parse_new_timestamp,
-    utc_day,
+    new_record_time,
     validate_name,
 )
 
@@ -106,16 +104,7 @@ def new_task(
     note = outcome_note.strip() if isinstance(outcome_note, str) else ""
     if len(note) > MAX_GOAL_CHARS:
         raise InvalidTask("outcome_note", f"is {len(note)} characters; at most {MAX_GOAL_CHARS}")
-    if timestamp is None:
-        ts = now or datetime.now(UTC)
-    else:
-        try:
-            ts = parse_new_timestamp(timestamp)
-        except ValueError as exc:
-            raise InvalidTask("timestamp", str(exc)) from None
-    day = utc_day(ts)
-    if day is None:
-        raise InvalidTask("timestamp", f"{timestamp!r} {OUT_OF_RANGE}")
+    ts, day = new_record_time(timestamp, now, InvalidTask)
     meta: dict[str, Any] = {"owner_id": ref.user_id, "timestamp": format_timestamp(ts),
                             "task_type": task_type, "outcome": outcome}
     sections = {

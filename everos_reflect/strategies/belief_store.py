@@ -195,6 +195,20 @@ def sync(runtime: Runtime, paths: Iterable[Path]) -> None:
         Indexer(runtime, notify_clusters=False).sync_paths(paths)
 
 
+def note_clipped(ctx: RunContext, what: str, request: Any) -> None:
+    """Log the records and values of ``request`` (a ``TaskRequest``) cut to fit the prompt,
+    by id and name, so a person can find what the model saw only part of."""
+    from everos_reflect.llm.tasks import MAX_VALUE_PROMPT_CHARS
+
+    if request.clipped:
+        ctx.log.warning("%s: record(s) %s shown to the model cut to fit the prompt", what,
+                        ", ".join(request.clipped))
+    if request.clipped_values:
+        ctx.log.warning("%s: %s shown to the model cut to %d characters", what,
+                        ", ".join(f"${k}" for k in request.clipped_values),
+                        MAX_VALUE_PROMPT_CHARS)
+
+
 # -- the run loop ----------------------------------------------------------------------------
 
 
@@ -276,14 +290,17 @@ class BeliefTier(Strategy):
         return self.calls_per_unit(settings)
 
     def call(self, ctx: RunContext, budget: Budget, records: Sequence[Any],
-             values: Mapping[str, str], derived: Derived) -> Any:
-        """One task call through the configured provider, counted against the budget."""
+             values: Mapping[str, str], derived: Derived, task: str | None = None) -> Any:
+        """One task call (``task``, else the tier's) through the configured provider, counted
+        against the budget; records cut to fit the prompt are counted in ``derived``."""
         from everos_reflect.llm.prompts import Prompts
         from everos_reflect.llm.tasks import TaskRequest
 
         prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
-        result = ctx.llm.run_task(self.task, TaskRequest(  # charged to the run's budget
-            records=tuple(records), values=dict(values), prompts=prompts))
+        request = TaskRequest(records=tuple(records), values=dict(values), prompts=prompts)
+        note_clipped(ctx, f"{self.name} ({task or self.task})", request)
+        derived.clipped += len(request.clipped)
+        result = ctx.llm.run_task(task or self.task, request)  # charged to the run's budget
         derived.provider, derived.model = result.provider, result.model
         derived.prompt_tokens += result.usage.prompt_tokens
         derived.completion_tokens += result.usage.completion_tokens

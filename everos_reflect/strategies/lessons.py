@@ -18,13 +18,14 @@ together, in one batch. Per owner and task type:
 3. **Decide** contested pairs once more tasks have spoken: a side ahead by
    ``contest_margin`` confirmations becomes ``active`` again, the other ``retired``.
 
-A task is shown to the model as one line of at most :data:`MAX_TASK_PROMPT_CHARS` characters
-(a longer one, hand-written, is cut and says so: "… (clipped from N characters)"; the run
-counts it as ``clipped``). A call the server refuses for good (HTTP 400, 413, 422: the request
-itself, not an outage) fails the owner's window as any failed call does, but sets that task
-type's tasks aside: they are consumed with the failure recorded in ``derivation_report``
-(``set aside: <ids>``), so the rest of the window is learned from in the next run instead of
-failing behind them for ever; editing a task brings it back.
+A task is shown to the model as one line of at most :data:`MAX_TASK_PROMPT_CHARS` characters,
+less when many long tasks share one prompt (a longer one is cut and says so: "… (clipped from N
+characters)"; the run counts it as ``clipped``), as every task call clips its records. A call
+the server refuses for good (HTTP 400, 413, 422: the request itself, not an outage) fails the
+owner's window as any failed call does, but sets that task type's tasks aside: they are
+consumed with the failure recorded in ``derivation_report`` (``set aside: <ids>``), so the rest
+of the window is learned from in the next run instead of failing behind them for ever; editing
+a task brings it back.
 
 Writes are one atomic append per owner and type, tagged with the window's key, and the run loop
 of :class:`~everos_reflect.strategies.belief_store.BeliefTier` moves the cursor and records the
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
 from everos_reflect.engine.triggers import OnWriteTrigger
 from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.llm.tasks import MAX_RECORD_PROMPT_CHARS
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.procedural import learning
 from everos_reflect.procedural.lessons import CREATED_BY, Lesson, read_lesson
@@ -74,9 +76,9 @@ NAME = "learn_lessons"
 CONTESTED, ACTIVE, RETIRED = "contested", "active", "retired"
 #: The most characters of one task a prompt shows: a record made through ``task add``, the
 #: API or MCP may hold a 4,000-character goal and 150 lines of 2,000, a hand-written one
-#: anything the log's size allows (a 10 MB goal made a 10 MB prompt). A window holds at most
-#: ``max_records`` tasks, so a call shows at most ``max_records`` times this.
-MAX_TASK_PROMPT_CHARS = 8_000
+#: anything the log's size allows (a 10 MB goal made a 10 MB prompt). Every task call clips
+#: its records the same way (:func:`~everos_reflect.llm.tasks.clip_records`).
+MAX_TASK_PROMPT_CHARS = MAX_RECORD_PROMPT_CHARS
 
 
 def _fraction(value: float) -> str | None:
@@ -227,12 +229,7 @@ class LearnLessons(BeliefTier):
                         ) -> list[learning.Candidate]:
         from everos_reflect.llm.tasks import Record
 
-        records = [Record(t.id, "task", _clipped(t.text()), t.timestamp) for t in shown]
-        clipped = [t.id for t in shown if len(t.text()) > MAX_TASK_PROMPT_CHARS]
-        if clipped:
-            derived.clipped += len(clipped)
-            ctx.log.warning("%s: %r task(s) %s shown to the model cut to %d characters",
-                            self.name, task_type, ", ".join(clipped), MAX_TASK_PROMPT_CHARS)
+        records = [Record(t.id, "task", t.text(), t.timestamp) for t in shown]
         reply = self.call(ctx, budget, records, {"task_type": task_type}, derived)
         cited = tuple(t.id for t in shown)
         return [learning.Candidate(text, kind, cited)
@@ -317,13 +314,6 @@ class LearnLessons(BeliefTier):
         touched |= {store.path_for_id(ref, e.id) for e in written}
         touched |= repair_lessons(rt, ref, LessonState.load(rt, ref))
         return [e.id for e in written], touched
-
-
-def _clipped(text: str) -> str:
-    """``text``, or its first :data:`MAX_TASK_PROMPT_CHARS` characters saying how long it was."""
-    if len(text) <= MAX_TASK_PROMPT_CHARS:
-        return text
-    return f"{text[:MAX_TASK_PROMPT_CHARS]}… (clipped from {len(text):,} characters)"
 
 
 def _types_of(state: LessonState, items: Mapping[str, str]) -> dict[str, str]:

@@ -28,7 +28,7 @@ from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index.audit import Derivation, record_derivation
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import beliefs, provenance
-from everos_reflect.strategies.belief_store import sync, tier_settings
+from everos_reflect.strategies.belief_store import note_clipped, sync, tier_settings
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -152,7 +152,7 @@ class RevalidateInsights(Strategy):
         else:
             before = budget.token_counts()
             try:
-                verdict = self._ask(ctx, insight, evidence, budget, row)
+                verdict = self._ask(ctx, insight, evidence, budget, row, counts)
             except (ProviderUnavailable, EverosError) as exc:
                 row.status, row.error = "failed", str(exc)
                 prompt, completion = budget.token_counts()  # refused replies were paid for
@@ -200,16 +200,22 @@ class RevalidateInsights(Strategy):
         record_derivation(rt.db(), row)
 
     def _ask(self, ctx: RunContext, insight: Entry, evidence: list[Entry], budget: Budget,
-             row: Derivation) -> dict[str, Any]:
+             row: Derivation, counts: Counter[str]) -> dict[str, Any]:
         from everos_reflect.llm.prompts import Prompts
         from everos_reflect.llm.tasks import Record, TaskRequest
 
         prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
+        # a hand-edited evidence list may name any number of records: the model sees at most
+        # max_records of them (it can keep, and re-point the insight to, only those)
+        shown = evidence[: int(ctx.settings.get("max_records", 50))]
         records = tuple(Record(e.id, e.kind.value.replace("atomic_fact", "fact"),
                                f"{e.subject}: {e.content}" if e.subject else e.content,
-                               e.timestamp) for e in evidence)
-        result = ctx.llm.run_task("revalidation", TaskRequest(  # charged to the run's budget
-            records=records, values={"insight": insight.content}, prompts=prompts))
+                               e.timestamp) for e in shown)
+        request = TaskRequest(records=records, values={"insight": insight.content},
+                              prompts=prompts)
+        note_clipped(ctx, f"{NAME}: {insight.id}", request)
+        counts["clipped"] += len(request.clipped)
+        result = ctx.llm.run_task("revalidation", request)  # charged to the run's budget
         row.provider, row.model = result.provider, result.model
         row.prompt_tokens += result.usage.prompt_tokens
         row.completion_tokens += result.usage.completion_tokens

@@ -29,6 +29,10 @@ from everos_reflect.strategies.belief_store import (
 )
 
 NAME = "update_worldview"
+#: The most characters of one current conviction (and of its key) the prompt shows: the
+#: model writes at most 2,000 (the task's reply limit), a person may write any length.
+MAX_CONVICTION_CHARS = 2_000
+MAX_KEY_CHARS = 100
 
 
 def _keys_problem(value: list[Any]) -> str | None:
@@ -61,15 +65,17 @@ class UpdateWorldview(BeliefTier):
         return beliefs.count_due(len(window), int(settings.get("threshold", 3)))
 
     def derive(self, ctx: RunContext, work: Work, budget: Budget) -> Derived:
-        from everos_reflect.llm.tasks import Record
+        from everos_reflect.llm.tasks import Record, clip_text
 
         rt, ref, state = ctx.runtime, work.ref, work.state
         keys = [str(k) for k in ctx.settings.get("keys") or beliefs.DEFAULT_KEYS]
         entries = state.by_id()
         shown = [entries[i] for i in work.items]
         view = state.worldview()
-        current = "\n".join(f"- {_one_line(k)}: {_one_line(c.text)}"  # keys may be hand-written
-                            for k, c in sorted(view.current.items()))
+        current = "\n".join(  # keys and texts may be hand-written, of any length
+            f"- {clip_text(_one_line(k), MAX_KEY_CHARS)}: "
+            f"{clip_text(_one_line(c.text), MAX_CONVICTION_CHARS)}"
+            for k, c in sorted(view.current.items()))
         derived = Derived()
         proposals = self.call(ctx, budget, [
             Record(e.id, _insight_label(e), e.content, e.timestamp) for e in shown
