@@ -189,6 +189,26 @@ def test_an_edge_is_refused_unless_one_side_just_changed(rt: Runtime, llm: Scrip
     assert belief_views.relations(rt, ADA) == []
 
 
+def test_a_pair_that_is_no_pair_is_refused_alone_and_the_good_pair_is_written(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    """A conviction "contradicting" itself, or three at once, failed the whole call: the good
+    pair in the same reply was lost, the call retried, and the window failed again on every
+    run with a model that keeps saying it."""
+    ids = seed_worldview(rt, llm)
+
+    def reply(req: TaskRequest) -> dict[str, Any]:
+        one, two = cite(req, by_text(req, "Redirect"), by_text(req, "Deliver"))
+        text = "Stopping enterprise engineering breaks the enterprise commitments."
+        return {"contradictions": [{"between": [one, one], "text": text},
+                                   {"between": [one, two, one], "text": text},
+                                   {"between": [two, one], "text": text}]}
+
+    llm.queue_task("contradictions", reply)
+    assert run(rt, "detect_contradictions") == {"owners": 1, "written": 1, "refused": 2}
+    (edge,) = belief_views.relations(rt, ADA)
+    assert set(edge["between"]) == {ids["strategy"], ids["commitments"]}
+
+
 def test_a_superseded_conviction_resolves_its_edge_with_the_reason(rt: Runtime,
                                                                     llm: ScriptedLLM) -> None:
     ids = seed_worldview(rt, llm)

@@ -273,13 +273,17 @@ $records"""
 
 
 def _parse_contradictions(obj: dict[str, Any], req: TaskRequest) -> list[dict[str, Any]]:
+    """Pairs as the model named them. A number it was not shown fails the call (SPEC §9); a
+    pair that is no pair (``[2, 2]``, three numbers) is passed on as written, for the
+    detector to refuse and count that one item: failing the call for it threw away the
+    reply's good pairs, retried, and failed the owner's window on every run."""
     out = []
     for item in list_field(obj, "contradictions"):
         if not isinstance(item, dict):
             raise InvalidReply("each item of 'contradictions' must be an object")
-        between = req.numbering.resolve(item.get("between"), what="between")
-        if len(between) != 2:
-            raise InvalidReply("'between' must name two different records")
+        numbers = item.get("between")
+        req.numbering.resolve(numbers, what="between")  # raises unless all were shown
+        between = [req.numbering.records[n - 1].id for n in numbers]
         out.append({"between": between, "text": text_field(item, "text", limit=2_000)})
     return out
 
