@@ -144,6 +144,25 @@ def test_an_unshifted_slot_gets_no_new_version_and_a_strategy_never_archives_a_c
     assert COMMIT in llm.task_requests[-1][1].values["current"]
 
 
+def test_a_conviction_of_an_unknown_key_or_citing_nothing_is_refused_alone(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    """A conviction for a key not in `keys`, or citing no record, failed the whole call: the
+    reply's good conviction was lost and the window failed again on every run."""
+    add_insights(rt, "One.", "Two.", "Three.")
+
+    def reply(req: TaskRequest) -> dict[str, Any]:
+        return {"convictions": [
+            {"key": "mood", "text": "Cheerful.", "evidence": cite(req, by_text(req, "One"))},
+            {"key": "identity", "text": "A builder.", "evidence": []},
+            {"key": "risks", "text": "Reviews get skipped.",
+             "evidence": cite(req, by_text(req, "Two"))}]}
+
+    llm.queue_task("worldview", reply)
+    assert run(rt, "update_worldview") == {"owners": 1, "written": 1, "refused": 2}
+    assert [(r["key"], r["text"]) for r in belief_views.worldview(rt, ADA)] == [
+        ("risks", "Reviews get skipped.")]
+
+
 # -- detect_contradictions ------------------------------------------------------------------------
 
 
