@@ -657,6 +657,8 @@ class MarkdownStore:
         before = self._load_or_none(path)
         if before is None:
             return None, None
+        if not before.strip():  # empty (a `touch`) or blank: nothing to keep, and an append
+            return before, before.decode("ascii")  # writes the log anew; it was refused
         log = self._parse(before, path, entries=False)
         self._writable(log)
         return before, log.text
