@@ -196,7 +196,11 @@ class MarkdownStore:
                 continue
             for kind in wanted:
                 folder = user_dir / kind.folder
-                if not folder.is_dir() or self._escapes(folder, outside):
+                if not folder.is_dir():
+                    if irregular is not None and folder.exists():  # a file where it goes
+                        irregular.append(self._label(folder))
+                    continue
+                if self._escapes(folder, outside):
                     continue
                 for path in sorted(folder.glob(f"{kind.stem}-*.md")):
                     if not _FILENAME_RE.fullmatch(path.name) or self._escapes(path, outside):
