@@ -226,16 +226,39 @@ OUTSIDE_ROOT = "symlink leading outside the memory root: not read (nothing outsi
 def scan_with_outside(store: MarkdownStore, description: str = "Checking daily logs",
                       progress: Progress | None = None) -> StoreScan:
     """:func:`scan_store` over every file, plus a problem per symlink the store refused to
-    follow out of the root and per user folder whose name is not a valid id (app, project or
-    user): the store skips those, so without this their logs were ignored without a word."""
+    follow out of the root, per user folder whose name is not a valid id (app, project or
+    user) and per folder, FIFO or device named like a log: the store skips those, so without
+    this they were passed over without a word (and a folder there blocks every write to that
+    day's log)."""
     outside: list[str] = []
     invalid: list[tuple[str, str]] = []
-    files = list(store.iter_files(outside=outside, invalid=invalid))
+    irregular: list[str] = []
+    files = list(store.iter_files(outside=outside, invalid=invalid, irregular=irregular))
     watch = progress(description, len(files)) if progress else nullcontext(None)
     with watch as advance:
         scan = scan_store(store, files, advance)
-    scan.problems[:0] = skipped_problems(outside, invalid)
+    scan.problems[:0] = skipped_problems(outside, invalid) + [
+        Problem(rel, 0, f"{_file_type(store.root / rel)} where a daily log goes: not read, "
+                "and nothing is written to this log (add, Reflection, undo) until it is "
+                "moved away") for rel in sorted(set(irregular))]
     return scan
+
+
+def _file_type(path: Path) -> str:
+    """What stands at ``path`` instead of a regular file, in words."""
+    import stat
+
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return "not a regular file"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
 
 
 def skipped_problems(outside: list[str], invalid: list[tuple[str, str]]) -> list[Problem]:

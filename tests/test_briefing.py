@@ -133,6 +133,27 @@ def test_briefing_order_routing_and_exclusions(runtime: Runtime) -> None:
     assert kinds.index("episode") < kinds.index("insight")
 
 
+def test_briefing_offers_one_current_conviction_per_key_as_worldview_does(
+        runtime: Runtime) -> None:
+    """Two live versions of one key (a run stopped before archiving the older, or a person
+    added one): the briefing offered both as current; `worldview` shows the newer only."""
+    from everos_reflect.strategies.belief_views import worldview
+
+    ids = {}
+    for n, (key, text) in enumerate([("identity", "Dana is a baker."),
+                                     ("identity", "Dana is a pilot."),
+                                     ("risks", "Dana skips backups.")]):
+        meta = {"timestamp": f"2026-10-2{n}T09:00:00+00:00", "key": key, "depth": 2,
+                "status": "active", "evidence": ["in_20261012_0001"]}
+        ids[text] = runtime.store.append(REF, Kind.CONVICTION, meta, {"Conviction": text}).id
+    Indexer(runtime).scan()
+    b = build_briefing(runtime, REF, "What does Dana do?", max_tokens=2000)
+    got = [(i.note, i.text) for i in b.items if i.kind == "conviction"]
+    assert got == [("identity", "Dana is a pilot."), ("risks", "Dana skips backups.")]
+    assert [i.id for i in b.items if i.kind == "conviction"] == [
+        row["id"] for row in worldview(runtime, REF)]
+
+
 def test_briefing_leaves_out_for_budget_and_says_so(runtime: Runtime) -> None:
     _seed(runtime)
     b = build_briefing(runtime, REF, "deploy", task_type="deploy", max_tokens=60,

@@ -107,6 +107,33 @@ def test_an_insight_citing_one_record_is_dropped_and_unseen_numbers_fail(root, f
     assert row["status"] == "failed" and "[99]" in row["error"]
 
 
+def test_an_insight_repeating_a_live_one_or_another_of_the_run_is_refused(
+        root: Path, fake_openai) -> None:
+    """A model answering each question with the same sentence (and each list twice, once in
+    other case) wrote it nine times in one run, and again on every later run."""
+    rt = openai_runtime(root, fake_openai)
+    fill(rt)
+
+    def same(body: dict[str, Any]) -> str:
+        item = {"insight": "All three reverts touched auth.",
+                "evidence": numbers_of(body, "reverted PR")}
+        return json.dumps({"insights": [
+            item, item, {**item, "insight": "  all three reverts   touched AUTH"}]})
+
+    fake_openai.script({"questions": ["q1?", "q2?", "q3?"]}, same, same, same)
+    counts = run(rt, questions=3)
+    (first,) = insights(rt)
+    assert first.content == "All three reverts touched auth."
+    assert (counts["written"], counts["refused"]) == (1, 8)
+    for i in range(15):  # enough importance for another run
+        add_episode(rt, DEV, f"2026-10-{i + 1:02d}T09:00:00+00:00", f"More {i}", "x",
+                    importance=10)
+    fake_openai.script({"questions": ["q4?"]}, same)
+    counts = run(rt, questions=1)
+    assert [e.id for e in insights(rt)] == [first.id]
+    assert counts.get("written") is None and counts["refused"] == 3
+
+
 def test_accumulator_arithmetic_floor_and_reset(root: Path, fake_openai) -> None:
     assert not accumulator_due([7] * 21, 21, threshold=150, min_episodes=20)  # 147
     assert accumulator_due([7] * 21 + [3], 22, threshold=150, min_episodes=20)  # 150

@@ -209,6 +209,12 @@ WARNINGS = [
         ),
         "importance 11",
     ),
+    # A list or a mapping there made the whole file an "internal parser error": not one of its
+    # entries was indexed, and no writer would touch the file.
+    *((f"parent_type {shape}", entry(2, meta="owner_id: u_andrew\ntimestamp: "
+       f"2026-10-11T02:00:00Z\nparent_type: {value}\n"), f"parent_type {shown} is not one of")
+      for shape, value, shown in (("list", "[memcell]", "['memcell']"),
+                                  ("mapping", "{a: 1}", "{'a': 1}"))),
     ("preamble", entry(2, body="loose text\n## Content\nc\n"), "before the first ## section"),
     ("stray close", "<!-- /entry:ep_20261012_0007 -->\n", "without an opening one"),
 ]

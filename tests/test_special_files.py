@@ -53,6 +53,26 @@ def test_syncing_a_fifo_named_like_a_log_skips_it_at_once(fifo: tuple[Runtime, P
     assert rt.db().execute("SELECT COUNT(*) FROM files").fetchone()[0] == 0
 
 
+def test_lint_names_a_folder_or_fifo_standing_where_a_log_goes(
+        fifo: tuple[Runtime, Path]) -> None:
+    """`lint` said ok (exit 0) over a folder or FIFO named like a log: it skipped them without
+    a word, while every write to that log (add, a merge, undo) failed on them."""
+    from everos_reflect.lint import lint_report
+
+    rt, path = fifo
+    (path.parent / "episode-2026-10-13.md").mkdir()
+    facts = path.parent.parent / ".atomic_facts" / "atomic_fact-2026-10-12.md"
+    facts.mkdir(parents=True)
+    report = _within(10, lambda: lint_report(rt.root))[0]
+    assert isinstance(report, dict) and report["ok"] is False
+    found = {(p["file"].rsplit("/", 2)[-2:][-1], p["message"].split(" where")[0])
+             for p in report["problems"]}
+    assert found == {("episode-2026-10-12.md", "a FIFO (named pipe)"),
+                     ("episode-2026-10-13.md", "a folder"),
+                     ("atomic_fact-2026-10-12.md", "a folder")}
+    assert all("where a daily log goes: not read" in p["message"] for p in report["problems"])
+
+
 # --- configuration files: a FIFO, a device or a huge file is a config problem, never a hang ---
 
 

@@ -29,6 +29,7 @@ from everos_reflect.index.vectors import where_clause
 from everos_reflect.model import DailyLog, Entry, Kind, UserRef
 from everos_reflect.procedural.lessons import ranked, read_lesson
 from everos_reflect.procedural.tasks import read_task
+from everos_reflect.strategies import beliefs
 
 if TYPE_CHECKING:
     import numpy as np
@@ -99,14 +100,16 @@ def _ids(value: Any) -> list[str]:
 
 
 def convictions(runtime: Runtime, ref: UserRef) -> list[Item]:
-    """The current worldview: every live, active conviction, by key."""
-    items = []
-    for e in _CACHE.entries(runtime, ref, Kind.CONVICTION):
-        if e.deprecated_by is None and _status(e) == "active":
-            key = str(e.meta.get("key") or "")
-            items.append(Item(e.id, "conviction", e.content, _stamp(e),
-                              _ids(e.meta.get("evidence")), note=key))
-    return sorted(items, key=lambda i: (i.note, i.id))
+    """The current worldview as ``worldview`` shows it: the newest live conviction of each
+    key, by key. An older version still live (its archive key not yet written when a run
+    stopped, or a version added by hand) is no longer current: offered too, it put "Bob is
+    a baker" and "Bob is a pilot" side by side as what the agent holds now."""
+    entries = _CACHE.entries(runtime, ref, Kind.CONVICTION)
+    by_id = {e.id: e for e in entries}
+    view = beliefs.current_worldview(beliefs.Conviction.of(e) for e in entries)
+    return [Item(c.id, "conviction", by_id[c.id].content, _stamp(by_id[c.id]),
+                 _ids(by_id[c.id].meta.get("evidence")), note=key)
+            for key, c in sorted(view.current.items())]
 
 
 def lessons(runtime: Runtime, ref: UserRef, task_type: str) -> list[Item]:

@@ -30,6 +30,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
+from typing import Any
 
 import numpy as np
 
@@ -50,6 +51,11 @@ GROUP_COS = 0.9
 _ANGLE_SLACK = 1e-6
 #: relative slack for vectors and centroids that are unit length only to within rounding
 _NORM_SLACK = 4e-6
+#: a group of at least this many members is scored as one block (the vectors that reach it
+#: against all its members, one BLAS product); a smaller one pair by pair, gathered
+BLOCK_MEMBERS = 8
+#: pairs gathered per step when pairs are scored one by one (see :func:`_pair_dots`)
+_CHUNK = 128
 
 
 @dataclass
@@ -97,11 +103,15 @@ class _PivotGroups:
     each exactly. Pruning is decided per vector, never for a whole run at once (a run's
     256 Episodes reach most groups between them, while each one reaches a few).
 
-    Group membership is kept as sets of ids (a cluster moves, joins or leaves in O(1)); the
-    positions of the members, grouped, are laid out in one array when a query needs them and
-    membership or positions changed since (a join that keeps a cluster in its group changes
-    neither: only its angle to the pivot is updated in place). Groups emptied by members that
-    drifted away are dropped between runs (:meth:`compact`)."""
+    Group membership is kept as sets of ids (a cluster moves, joins or leaves in O(1)), and
+    each member also has a slot in three arrays (its row position, group and spread); the
+    members' positions grouped by group are laid out from those arrays by one stable sort
+    when a query needs them and membership changed since (a join that keeps a cluster in
+    its group, or a row moved into a removed one's place, updates the layout in place).
+    Building the layout from the sets and dicts in Python cost ~3 ms per run at 2,500
+    consolidated clusters, and with consolidation between every two runs it was rebuilt for
+    each. Groups emptied by members that drifted away are dropped between runs
+    (:meth:`compact`)."""
 
     def __init__(self) -> None:
         self.pivots: list[np.ndarray] = []  # float64 unit directions
@@ -115,12 +125,21 @@ class _PivotGroups:
         #: members' row positions grouped by group, their spreads in the same order, each
         #: group's start and size in them
         self._layout: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None = None
-        #: where each member sits in the layout (to update its spread in place)
+        #: each member's slot in the arrays below (kept while it stays a member)
         self._slot: dict[str, int] = {}
+        self._free: list[int] = []  # slots given up by members that left
+        self._used = 0  # slots ever handed out (the arrays' live prefix)
+        self._slot_pos = np.empty(0, dtype=np.int64)  # the member's row position
+        self._slot_group = np.empty(0, dtype=np.int64)  # its group, -1 for a free slot
+        self._slot_spread = np.empty(0, dtype=np.float64)  # its spread (as ``spread``)
+        #: slot -> index in the layout, while the layout holds
+        self._where = np.empty(0, dtype=np.int64)
         #: groups left without members (their pivots still cost a column of the bounds)
         self.emptied = 0
 
-    def put(self, cluster_id: str, centroid: np.ndarray) -> None:
+    def put(self, cluster_id: str, centroid: np.ndarray, position: int) -> None:
+        """Place (or move) a consolidated cluster whose centroid is ``centroid`` and whose
+        row position is ``position``."""
         c = np.asarray(centroid, dtype=np.float64)
         length = math.sqrt(float(np.dot(c, c)))
         g = self.group_of.get(cluster_id)
@@ -131,8 +150,13 @@ class _PivotGroups:
                 if angle > self.radius[g]:
                     self.radius[g] = angle
                 self.spread[cluster_id] = angle
-                if self._layout is not None:  # same group, same row: only its spread moved
-                    self._layout[1][self._slot[cluster_id]] = angle
+                slot = self._slot[cluster_id]
+                self._slot_spread[slot] = angle
+                self._slot_pos[slot] = position
+                if self._layout is not None:  # same group: its spread moved, in place
+                    at = self._where[slot]
+                    self._layout[1][at] = angle
+                    self._layout[0][at] = position
                 return
             self.discard(cluster_id)
         self._layout = None
@@ -149,6 +173,7 @@ class _PivotGroups:
                 self.group_of[cluster_id] = g
                 self.spread[cluster_id] = angle
                 self.radius[g] = max(self.radius[g], angle)
+                self._take_slot(cluster_id, g, angle, position)
                 return
         self.pivots.append(c / length)
         self.matrix = None
@@ -156,19 +181,43 @@ class _PivotGroups:
         self.members.append({cluster_id})
         self.group_of[cluster_id] = len(self.pivots) - 1
         self.spread[cluster_id] = 0.0
+        self._take_slot(cluster_id, len(self.pivots) - 1, 0.0, position)
+
+    def _take_slot(self, cluster_id: str, group: int, spread: float, position: int) -> None:
+        if self._free:
+            slot = self._free.pop()
+        else:
+            slot = self._used
+            self._used += 1
+            if slot >= self._slot_group.size:
+                cap = max(64, 2 * self._slot_group.size)
+                for name in ("_slot_pos", "_slot_group", "_slot_spread"):
+                    getattr(self, name).resize(cap, refcheck=False)
+        self._slot[cluster_id] = slot
+        self._slot_pos[slot] = position
+        self._slot_group[slot] = group
+        self._slot_spread[slot] = spread
 
     def discard(self, cluster_id: str) -> None:
         g = self.group_of.pop(cluster_id, None)
         if g is not None:
             self.members[g].discard(cluster_id)  # the radius stays: an upper bound is enough
             self.spread.pop(cluster_id, None)
+            slot = self._slot.pop(cluster_id)
+            self._slot_group[slot] = -1
+            self._free.append(slot)
             self._layout = None
             if not self.members[g]:
                 self.emptied += 1
 
-    def moved(self) -> None:
-        """Row positions changed (a row was moved into a removed one's place)."""
-        self._layout = None
+    def moved(self, cluster_id: str, position: int) -> None:
+        """``cluster_id``'s row now sits at ``position`` (moved into a removed one's place);
+        nothing to do unless it is a member."""
+        slot = self._slot.get(cluster_id)
+        if slot is not None:
+            self._slot_pos[slot] = position
+            if self._layout is not None:
+                self._layout[0][self._where[slot]] = position
 
     def compact(self) -> None:
         """Drop the groups left empty and shrink every radius to its members' spreads.
@@ -188,6 +237,11 @@ class _PivotGroups:
         self.members = [self.members[g] for g in keep]
         self.radius = radius
         self.group_of = {c: renumber[g] for c, g in self.group_of.items()}
+        numbers = np.full(max(renumber, default=0) + 1, -1, dtype=np.int64)
+        numbers[list(renumber)] = list(renumber.values())
+        groups = self._slot_group[:self._used]
+        live = groups >= 0
+        groups[live] = numbers[groups[live]]
         self.matrix = None
         self._layout = None
         self.emptied = 0
@@ -204,29 +258,31 @@ class _PivotGroups:
 
         A bound only, so it is computed in float32, made safe by adding the float32 error
         bound of a ``dim``-term dot product of unit vectors (``2 (dim + 2) 2^-24``, twice the
-        textbook ``dim u``). An ``einsum``, not a BLAS product, although any summation order
-        obeys that bound: OpenBLAS runs a 256 × 384 × 180 product on every core it has, and
-        its threads spin on after it, so a late run of one owner ×20 cost more than twice
-        the CPU time with ``@`` on a busy two-core host (about 5× less with one BLAS thread,
-        which numpy offers no way to ask for). The pruning tests compare these cosines
-        with the cosines of their angle limits (:func:`_cos_limit`) instead of taking
-        ``arccos`` of a clipped copy of the whole matrix, as the angles were compared
-        before."""
+        textbook ``dim u``), which any summation order obeys: so a BLAS product, on one
+        thread (:func:`_one_blas_thread`). OpenBLAS would run a 256 × 384 × 260 product on
+        every core, and its threads spin on after it (a late run of one owner ×20 cost more
+        than twice the CPU time on a busy two-core host); the ``einsum`` used before instead
+        was ~5× slower than one BLAS thread (~10 µs per Episode at 260 pivots). The pruning
+        tests compare these cosines with the cosines of their angle limits
+        (:func:`_cos_limit`) instead of taking ``arccos`` of the whole matrix."""
         pivots = self._matrix32()
         v32 = np.asarray(vectors, dtype=np.float32).reshape(-1, pivots.shape[1])
         v64 = v32.astype(np.float64)
         lengths = np.sqrt(np.einsum("ij,ij->i", v64, v64))
-        cos = np.einsum("ij,kj->ik", v32, pivots) / np.maximum(lengths, 1e-300)[:, None]
+        with _one_blas_thread():
+            product = v32 @ pivots.T
+        cos = product / np.maximum(lengths, 1e-300)[:, None]
         cos += 2.0 * (pivots.shape[1] + 2) * 2.0 ** -24
         return cos
 
     def pairs(self, cosines: np.ndarray, reach: float,
-              pos: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
+              pos: dict[str, int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """``(rows, items)``: every (consolidated cluster, vector) pair that may be within
-        the angle ``reach`` (:func:`_reach`), as row positions (``pos``) and indices into
-        the vectors ``cosines`` (:meth:`cosines`) was computed for. Every pair whose product
-        can reach the threshold ``reach`` stands for is among them; the caller scores them
-        exactly.
+        the angle ``reach`` (:func:`_reach`), as row positions and indices into the vectors
+        ``cosines`` (:meth:`cosines`) was computed for. (The positions are those given to
+        :meth:`put` and :meth:`moved`; ``pos``, the owner's map, is no longer read.) Every
+        pair whose product can reach the threshold ``reach`` stands for is among them; the
+        caller scores them exactly.
 
         Two triangle inequalities on angles, both exact: a group whose pivot is further from
         the vector than its radius plus ``reach`` is skipped whole; in a group that is kept,
@@ -237,33 +293,99 @@ class _PivotGroups:
         empty = np.empty(0, dtype=np.int64)
         if not self.group_of or cosines.size == 0:
             return empty, empty
+        items, groups = self._reached(cosines, reach)
+        flat, spreads, starts, sizes = self._positions()
+        at, items = self._members_near(cosines, items, groups, reach, spreads, starts, sizes)
+        return flat[at], items
+
+    def near(self, cosines: np.ndarray, vectors: np.ndarray, centroids: np.ndarray,
+             reach: float, floor: float) -> tuple[np.ndarray, np.ndarray]:
+        """``(rows, items)``: the pairs of :meth:`pairs` whose float32 product
+        (``vectors[item] · centroids[row]``) reaches ``floor``, which the caller sets below its
+        threshold by that product's error bound: every pair whose exact product reaches the
+        threshold is among them, and few others.
+
+        Scoring is what grows with history (one owner ×184 with monthly consolidation:
+        ~180 members of groups in reach per Episode at the end, ~8 of them at or above the
+        rejoin threshold), and gathering two 384-float rows per pair is most of its cost. So
+        a group of ``BLOCK_MEMBERS`` or more is scored as one block: its members' rows
+        against the rows of the vectors that reach it, one float32 BLAS product on one
+        thread, without the members' own angle test (every member is scored, at a fraction
+        of a gathered pair's cost). Smaller groups (most are singletons) keep that test and
+        are scored pair by pair, in steps of ``_CHUNK``. Run with BLAS on one thread
+        (:func:`_one_blas_thread`)."""
+        empty = np.empty(0, dtype=np.int64)
+        if not self.group_of or cosines.size == 0:
+            return empty, empty
+        items, groups = self._reached(cosines, reach)
+        if not items.size:
+            return empty, empty
+        flat, spreads, starts, sizes = self._positions()
+        big = sizes[groups] >= BLOCK_MEMBERS
+        found_rows: list[np.ndarray] = []
+        found_items: list[np.ndarray] = []
+        if not big.all():
+            small = ~big
+            at, its = self._members_near(cosines, items[small], groups[small], reach, spreads,
+                                         starts, sizes)
+            rows = flat[at]
+            keep = _pair_dots(centroids, rows, vectors, its) >= floor
+            found_rows.append(rows[keep])
+            found_items.append(its[keep])
+        if big.any():
+            block_items, block_groups = items[big], groups[big]
+            order = np.argsort(block_groups, kind="stable")
+            block_items, block_groups = block_items[order], block_groups[order]
+            cuts = (np.flatnonzero(block_groups[1:] != block_groups[:-1]) + 1).tolist()
+            for lo, hi in zip([0, *cuts], [*cuts, block_groups.size], strict=True):
+                g = int(block_groups[lo])
+                start = int(starts[g])
+                members = flat[start:start + int(sizes[g])]
+                its = block_items[lo:hi]
+                ii, mm = (vectors[its] @ centroids[members].T >= floor).nonzero()
+                if ii.size:
+                    found_rows.append(members[mm])
+                    found_items.append(its[ii])
+        if not found_rows:
+            return empty, empty
+        return np.concatenate(found_rows), np.concatenate(found_items)
+
+    def _reached(self, cosines: np.ndarray, reach: float) -> tuple[np.ndarray, np.ndarray]:
+        """``(items, groups)`` whose pivot bound leaves the group within ``reach``."""
         width = cosines.shape[1]
-        items, groups = (cosines >= _cos_limit(np.asarray(self.radius[:width]) + reach)
-                         ).nonzero()
-        flat, spreads, starts, sizes = self._positions(pos)
+        return (cosines >= _cos_limit(np.asarray(self.radius[:width]) + reach)).nonzero()
+
+    @staticmethod
+    def _members_near(cosines: np.ndarray, items: np.ndarray, groups: np.ndarray,
+                      reach: float, spreads: np.ndarray, starts: np.ndarray,
+                      sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Each (item, group) pair expanded to one pair per member of the group, less the
+        members whose own angle to the pivot leaves them out of ``reach``: ``(layout slots,
+        items)``."""
         counts = sizes[groups]
         total = int(counts.sum())
         if total == 0:
+            empty = np.empty(0, dtype=np.int64)
             return empty, empty
-        # each (item, group) pair expanded to one pair per member of the group
         ends = np.cumsum(counts)
         at = np.repeat(starts[groups] - (ends - counts), counts) + np.arange(total,
                                                                             dtype=np.int64)
         near = np.repeat(cosines[items, groups], counts) >= _cos_limit(spreads[at] + reach)
-        return flat[at[near]], np.repeat(items, counts)[near]
+        return at[near], np.repeat(items, counts)[near]
 
-    def _positions(self, pos: dict[str, int]
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    def _positions(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """``(positions, spreads, starts, sizes)``: the members' row positions and spreads
+        grouped by group (a stable sort of the live slots by group), each group's start and
+        size in them."""
         if self._layout is None:
-            sizes = np.fromiter((len(m) for m in self.members), dtype=np.int64,
-                                count=len(self.members))
-            order = [c for m in self.members for c in m]
-            flat = np.fromiter((pos[c] for c in order), dtype=np.int64, count=len(order))
-            spread = self.spread
-            spreads = np.fromiter((spread[c] for c in order), dtype=np.float64,
-                                  count=len(order))
-            self._slot = {c: n for n, c in enumerate(order)}
-            self._layout = (flat, spreads, np.cumsum(sizes) - sizes, sizes)
+            groups = self._slot_group[:self._used]
+            live = np.flatnonzero(groups >= 0)
+            order = live[np.argsort(groups[live], kind="stable")]
+            sizes = np.bincount(groups[order], minlength=len(self.members))
+            self._where = np.empty(self._used, dtype=np.int64)
+            self._where[order] = np.arange(order.size, dtype=np.int64)
+            self._layout = (self._slot_pos[order], self._slot_spread[order],
+                            np.cumsum(sizes) - sizes, sizes)
         return self._layout
 
     def _matrix(self) -> np.ndarray:
@@ -275,6 +397,47 @@ class _PivotGroups:
     def _matrix32(self) -> np.ndarray:
         self._matrix()
         return self.matrix32
+
+
+def _pair_dots(left: np.ndarray, rows: np.ndarray, right: np.ndarray,
+               items: np.ndarray) -> np.ndarray:
+    """``left[rows[k]] · right[items[k]]`` for every k, in the wider of the two dtypes (a
+    float32 row is widened first when ``right`` is float64), by ``einsum("ij,ij->i")``: the
+    per-pair dot kernel of :func:`online.similarities`, so a float64 result has the bits
+    :meth:`UserClusters.choose` computes for the pair.
+
+    In steps of ``_CHUNK`` pairs: gathering thousands of rows at once made temporaries of
+    several MB, which glibc maps fresh and returns on every call, and their page faults
+    cost ~7× the products (0.57 ms in steps against 4.0 ms at once for 1,900 pairs)."""
+    wide = right.dtype == np.float64
+    out = np.empty(rows.size, dtype=np.float64 if wide else np.float32)
+    for lo in range(0, rows.size, _CHUNK):
+        hi = lo + _CHUNK
+        a = left[rows[lo:hi]]
+        np.einsum("ij,ij->i", a.astype(np.float64) if wide else a, right[items[lo:hi]],
+                  out=out[lo:hi])
+    return out
+
+
+_BLAS_CONTROLLER: Any = None
+
+
+def _one_blas_thread() -> Any:
+    """A context in which BLAS runs on one thread (``threadpoolctl``), for the float32
+    products of the pivot index.
+
+    Why: OpenBLAS splits a product above ~262k multiply-adds over every core and its
+    threads spin on after it, billed to the process; on a shared two-core host that cost
+    more than the product itself. numpy has no switch for it. The controller (which scans
+    the loaded libraries once, a few ms) is made on first use; the limit is process-wide
+    while it holds, so another thread's BLAS call meanwhile runs on one thread too (slower,
+    never different: these products are bounds and filters with an error margin)."""
+    global _BLAS_CONTROLLER
+    if _BLAS_CONTROLLER is None:
+        from threadpoolctl import ThreadpoolController
+
+        _BLAS_CONTROLLER = ThreadpoolController()
+    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
 
 
 def _cos_limit(angles: np.ndarray) -> np.ndarray:
@@ -305,14 +468,17 @@ def _reach(rejoin_threshold: float) -> float:
 def _choose_live(hits: list[tuple[int, int, float]], version: dict[int, int], ids: list[str],
                  first: np.ndarray, last: np.ndarray, norm: np.ndarray,
                  consolidated: np.ndarray, ts: float, threshold: float, window: float,
-                 rejoin_threshold: float,
-                 member_threshold: float) -> tuple[str, float, str] | None:
+                 rejoin_threshold: float, member_threshold: float,
+                 far: tuple[float, str] | None = None) -> tuple[str, float, str] | None:
     """:func:`online.choose_scored` over the pairs of ``hits`` still current (scored against
     the version of the row they name), for :meth:`UserClusters.assign_run`: the same tests in
     the same float operations (``member_fit``, ``in_window``, ties to the smaller id), in one
-    loop over Python scalars instead of five lists per Episode. None: a new cluster."""
+    loop over Python scalars instead of five lists per Episode. ``far``: the best rejoin
+    among the clusters out of every window of the run and unchanged in it
+    (:func:`_best_unchanged`), which compete with the rejoins of ``hits``. None: a new
+    cluster."""
     best_join: tuple[float, str] | None = None
-    best_rejoin: tuple[float, str] | None = None
+    best_rejoin: tuple[float, str] | None = far
     for p, ver, sim in hits:
         if version.get(p, 0) != ver or sim * norm.item(p) < member_threshold:
             continue
@@ -331,6 +497,28 @@ def _choose_live(hits: list[tuple[int, int, float]], version: dict[int, int], id
     if best_rejoin is not None:
         return best_rejoin[1], best_rejoin[0], REJOIN
     return None
+
+
+def _best_unchanged(rows: list[int], sims: list[float], lo: int, hi: int,
+                    version: dict[int, int], ids: list[str], norm: np.ndarray,
+                    member_threshold: float) -> tuple[float, str] | None:
+    """``(cosine, id)`` of the best rejoin among ``rows[lo:hi]`` (one item's pairs with the
+    consolidated clusters out of every window of its run, each at or above the rejoin
+    threshold, by falling cosine) whose cluster is unchanged in the run (version 0) and
+    that the item fits (``member_fit``): the first such, and among exact ties with it the
+    smallest id, as :func:`_choose_live` would have picked among them."""
+    best: tuple[float, str] | None = None
+    for j in range(lo, hi):
+        sim = sims[j]
+        if best is not None and sim < best[0]:
+            break
+        p = rows[j]
+        if p in version or sim * norm.item(p) < member_threshold:
+            continue
+        cid = ids[p]
+        if best is None or cid < best[1]:
+            best = (sim, cid)
+    return best
 
 
 def _angle(cos: float) -> float:
@@ -451,7 +639,7 @@ class UserClusters:
                 self._heap = [(float(self._last[self.pos[c]]), c) for c in self.recent]
                 heapq.heapify(self._heap)
         if consolidated:
-            self._groups.put(cluster_id, self._c32[p])
+            self._groups.put(cluster_id, self._c32[p], p)
         elif self._groups.group_of:
             self._groups.discard(cluster_id)
         return p
@@ -469,7 +657,7 @@ class UserClusters:
             self.ids[p] = moved
             self.narrative[p] = self.narrative[last]
             self.pos[moved] = p
-            self._groups.moved()
+            self._groups.moved(moved, p)
         self.ids.pop()
         self.narrative.pop()
         self.keys.pop(cluster_id, None)
@@ -517,7 +705,7 @@ class UserClusters:
             rows = rows[gap <= window]
         groups = self._groups
         groups.tidy()
-        extra = groups.pairs(groups.cosines(vector), _reach(rejoin_threshold), self.pos)[0] \
+        extra = groups.pairs(groups.cosines(vector), _reach(rejoin_threshold))[0] \
             if groups.group_of else None
         if extra is not None and extra.size:
             rows = np.union1d(rows, extra)
@@ -603,10 +791,23 @@ class UserClusters:
         groups.tidy()
         bounds = groups.cosines(v32) if groups.group_of else None
         reach = _reach(rejoin_threshold)
+        # Those pairs are kept apart from ``hits``, per item by falling cosine: such a
+        # cluster is out of every item's window while unchanged (it is not in ``rows``), so
+        # it can only be rejoined, and only the best one still unchanged can be picked.
+        # :func:`_best_unchanged` finds it at the head of the item's list (further only past
+        # clusters changed earlier in the run, whose new scores are in ``hits``), where
+        # walking every pair made a decision's cost grow with the consolidated clusters
+        # near its topic (one owner ×184: ~10 such pairs per Episode at the end).
+        far_rows: list[int] = []
+        far_sims: list[float] = []
+        far_at = [0] * (count + 1)
         if bounds is not None:
-            for p, q, sim in zip(*(a.tolist() for a in self._rejoin_pairs(
-                    bounds, v32, v64, rejoin_threshold, rows)), strict=True):
-                hits[q].append((p, 0, sim))
+            r_rows, r_items, r_sims = self._rejoin_pairs(bounds, v32, v64, rejoin_threshold,
+                                                         rows)
+            if r_rows.size:
+                order = np.lexsort((-r_sims, r_items))
+                far_rows, far_sims = r_rows[order].tolist(), r_sims[order].tolist()
+                far_at = np.searchsorted(r_items[order], np.arange(count + 1)).tolist()
         version: dict[int, int] = {}
         out: list[tuple[str, float | None, str]] = []
         # Room for every cluster the run may create, up front: the arrays are then bound to
@@ -634,9 +835,12 @@ class UserClusters:
         for q in range(count):
             t = times[q]
             h = hits[q]
+            lo, hi = far_at[q], far_at[q + 1]
+            far = _best_unchanged(far_rows, far_sims, lo, hi, version, ids, norms,
+                                  member_threshold) if hi > lo else None
             decision = _choose_live(h, version, ids, firsts, lasts, norms, consolidated, t,
                                     threshold, window, rejoin_threshold,
-                                    member_threshold) if h else None
+                                    member_threshold, far) if h or far else None
             if decision is None:
                 cid = new_id(q)
                 p = len(ids)
@@ -685,7 +889,7 @@ class UserClusters:
                 firsts[p] = first_q
                 lasts[p] = last_q
                 if narrative is not None:
-                    groups.put(cid, c32[p])
+                    groups.put(cid, c32[p], p)
                 elif groups.group_of:
                     groups.discard(cid)
                 out.append((cid, similarity, reason))
@@ -762,22 +966,26 @@ class UserClusters:
         or above ``rejoin_threshold`` kept. Out of every item's window, such a cluster can
         only be rejoined, so no pair below that threshold can decide.
 
-        The pairs are first scored in float32 (half the bytes gathered, no conversion), and
-        only those within that product's error bound of the threshold are scored exactly
-        (a few per item: most pairs the index leaves are well below it).
+        The pairs are first scored in float32 (:meth:`_PivotGroups.near`: whole groups as
+        one block product each, small ones pair by pair), and only those within that
+        product's error bound of the threshold are scored exactly (a few per item: most
+        pairs the index leaves are well below it), ``_CHUNK`` at a time (:func:`_pair_dots`).
         ``einsum("ij,ij->i")`` over the gathered pairs runs the per-pair dot kernel of
         :func:`online.similarities` on the same contiguous rows: each cosine has the bits
-        :meth:`choose` computes for that pair (checked in tests/test_cluster_batch.py)."""
-        rows, items = self._groups.pairs(bounds, _reach(rejoin_threshold), self.pos)
+        :meth:`choose` computes for that pair (checked in tests/test_cluster_batch.py).
+        The float32 filter is compared in float32 against a floor set by twice the product's
+        error bound below the threshold, so the floor's own rounding (2^-24 relative) is far
+        inside the margin."""
+        slack = 2.0 * (v32.shape[1] + 2) * 2.0 ** -24
+        with _one_blas_thread():
+            rows, items = self._groups.near(bounds, v32, self._c32, _reach(rejoin_threshold),
+                                            rejoin_threshold - slack)
         if rows.size and scored.size:
             keep = ~np.isin(rows, scored)
             rows, items = rows[keep], items[keep]
         if not rows.size:
             return rows, items, np.empty(0, dtype=np.float64)
-        rough = np.einsum("ij,ij->i", self._c32[rows], v32[items])
-        maybe = (rough + 2.0 * (v32.shape[1] + 2) * 2.0 ** -24 >= rejoin_threshold).nonzero()[0]
-        rows, items = rows[maybe], items[maybe]
-        sims = np.einsum("ij,ij->i", self._c32[rows].astype(np.float64), v64[items])
+        sims = _pair_dots(self._c32, rows, v64, items)
         close = sims >= rejoin_threshold
         return rows[close], items[close], sims[close]
 

@@ -602,10 +602,11 @@ class _Parser:
                 "warning",
             )
         allowed = eid.kind.info.parent_types
-        if allowed and meta.get("parent_type") not in allowed:
+        parent_type = meta.get("parent_type")  # a hand edit may make it a list or a mapping
+        if allowed and not (isinstance(parent_type, str) and parent_type in allowed):
             self.report(
                 line,
-                f"entry {eid}: parent_type {meta.get('parent_type')!r} is not one "
+                f"entry {eid}: parent_type {parent_type!r} is not one "
                 f"of {sorted(allowed)}",
                 "warning",
             )

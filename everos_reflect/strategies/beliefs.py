@@ -229,11 +229,15 @@ def current_worldview(convictions: Iterable[Conviction]) -> Worldview:
     return view
 
 
+def text_key(text: str) -> str:
+    """``text`` with whitespace, case and trailing full stops folded away: two texts with the
+    same key say the same thing."""
+    return normalize_text(text).casefold().rstrip(". ")
+
+
 def same_text(a: str, b: str) -> bool:
     """Whitespace, case and trailing-full-stop differences are not a shift."""
-    def norm(t: str) -> str:
-        return normalize_text(t).casefold().rstrip(". ")
-    return norm(a) == norm(b)
+    return text_key(a) == text_key(b)
 
 
 @dataclass(frozen=True)
@@ -370,6 +374,7 @@ __all__ = [
     "same_text",
     "status_of",
     "superseded_edges",
+    "text_key",
     "window",
     "window_key",
 ]

@@ -271,10 +271,20 @@ class ReflectInsights(BeliefTier):
         rt, ref = ctx.runtime, work.ref
         cap = int(ctx.settings.get("max_depth", 2))
         records = state.by_id_all()
+        # An insight a live one (or one earlier in this run) already states is not new: a model
+        # answering every question with the same sentence wrote it once per question and
+        # again on each run, and each copy counted toward update_worldview's trigger.
+        stated = {beliefs.text_key(e.content): e.id for e in state.insights if beliefs.is_live(e)}
         rows = []
         for question, text, ids in proposals:
             cited = [records[i] for i in ids if i in records]
             if len(cited) < 2:
+                continue
+            key = beliefs.text_key(text)
+            if key in stated:
+                ctx.log.info("%s: %s: insight refused: it repeats %s", self.name, ref,
+                             stated[key] or "an insight of this run")
+                derived.refused += 1
                 continue
             depth = beliefs.derived_depth(beliefs.depth_of(e) if e.kind.derived else 0
                                           for e in cited)
@@ -282,6 +292,7 @@ class ReflectInsights(BeliefTier):
                 ctx.log.info("%s: %s: insight refused: depth %d > max_depth %d", self.name,
                              ref, depth, cap)
                 continue
+            stated[key] = ""
             meta = derived_meta(evidence=[e.id for e in cited], depth=depth, key=work.key,
                                 extra={"importance": max(importance_of(e) for e in cited),
                                        "question": question,
