@@ -176,3 +176,12 @@ def test_the_openai_client_marks_each_refusal_status_permanent(
         llm.run_task("questions", TaskRequest(records=(Record("a", "episode", "x"),),
                                               values={"count": "1"}))
     assert caught.value.permanent
+
+
+def test_a_long_window_set_aside_names_ten_ids_and_counts_the_rest() -> None:
+    from everos_reflect.strategies.belief_store import set_aside_error
+
+    ids = [f"ep_20261012_{n:04d}" for n in range(1, 26)]
+    text = set_aside_error("HTTP 413: too large", ids)
+    assert text == ("HTTP 413: too large; set aside: " + ", ".join(ids[:10])
+                    + " and 15 more (the row's inputs) (sent again once edited)")

@@ -230,8 +230,18 @@ class Derived:
 
 def set_aside_error(problem: str, ids: Iterable[str], *, back: str = "once edited") -> str:
     """The failure text of records set aside: the server's refusal, then which records will
-    not be sent again and what brings them back (the same words in every tier's audit)."""
-    return f"{problem}; set aside: {', '.join(ids)} (sent again {back})"
+    not be sent again and what brings them back (the same words in every tier's audit). At
+    most :data:`SET_ASIDE_NAMED` ids are named (an insights window holds up to 1,000); the
+    row's ``inputs`` list them all."""
+    ids = list(ids)
+    named = ", ".join(ids[:SET_ASIDE_NAMED])
+    if len(ids) > SET_ASIDE_NAMED:
+        named += f" and {len(ids) - SET_ASIDE_NAMED} more (the row's inputs)"
+    return f"{problem}; set aside: {named} (sent again {back})"
+
+
+#: The most record ids a set-aside failure names in its error text.
+SET_ASIDE_NAMED = 10
 
 
 class SetAside(ProviderUnavailable):
