@@ -103,9 +103,9 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
         raise MCPError(types.INVALID_PARAMS, ops.validation_message(exc.errors()),
                        {"code": "invalid_request"}) from None
     try:
-        if runtime.root_gone():  # a write would build a ghost tree at the old path
-            raise errors.RootGone(f"the memory root {runtime.root} is gone (moved or deleted "
-                                  "while in use)")
+        # a root not there (moved, deleted, never created): a read would answer empty and
+        # a write build a ghost tree at the path
+        runtime.check_root()
         data = tool.op(runtime, body)
         if tool.writes:
             _index_written(runtime, data)
