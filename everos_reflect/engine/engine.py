@@ -454,8 +454,16 @@ def _clean_counts(counts: object) -> dict[str, int]:
 def list_runs(
     runtime: Runtime, *, limit: int = 20, strategy: str | None = None
 ) -> list[dict[str, Any]]:
-    """The newest runs first (every attempt's final state)."""
-    return runs.newest(runtime.db(), limit=limit, strategy=strategy)
+    """The newest runs first (every attempt's final state). A row still ``running`` whose
+    process is gone (killed, crashed: nothing could end its record) says so with
+    ``process_gone: true``; the next engine start records it ``abandoned``
+    (:meth:`Engine.recover`), and until then it read as a run in progress."""
+    rows = runs.newest(runtime.db(), limit=limit, strategy=strategy)
+    for row in rows:
+        pid = row.get("pid")
+        if row.get("status") == "running" and (pid is None or not _pid_alive(int(pid))):
+            row["process_gone"] = True
+    return rows
 
 
 def strategies_status(
