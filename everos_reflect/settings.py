@@ -296,6 +296,9 @@ def toml_syntax_problem(file: str, exc: Exception) -> Problem:
 
 
 def _read_toml(text: str, file: str, problems: list[Problem]) -> dict[str, Any] | None:
+    # A byte-order mark (Notepad's "UTF-8" before 2019, some Windows tools still) is not
+    # content: tomllib refused it as "Invalid statement" on line 1, with nothing to see there.
+    text = text.removeprefix("\ufeff")
     try:
         return tomllib.loads(text)
     except TOML_ERRORS as exc:

@@ -144,6 +144,25 @@ def test_an_unshifted_slot_gets_no_new_version_and_a_strategy_never_archives_a_c
     assert COMMIT in llm.task_requests[-1][1].values["current"]
 
 
+def test_a_conviction_of_an_unknown_key_or_citing_nothing_is_refused_alone(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    """A conviction for a key not in `keys`, or citing no record, failed the whole call: the
+    reply's good conviction was lost and the window failed again on every run."""
+    add_insights(rt, "One.", "Two.", "Three.")
+
+    def reply(req: TaskRequest) -> dict[str, Any]:
+        return {"convictions": [
+            {"key": "mood", "text": "Cheerful.", "evidence": cite(req, by_text(req, "One"))},
+            {"key": "identity", "text": "A builder.", "evidence": []},
+            {"key": "risks", "text": "Reviews get skipped.",
+             "evidence": cite(req, by_text(req, "Two"))}]}
+
+    llm.queue_task("worldview", reply)
+    assert run(rt, "update_worldview") == {"owners": 1, "written": 1, "refused": 2}
+    assert [(r["key"], r["text"]) for r in belief_views.worldview(rt, ADA)] == [
+        ("risks", "Reviews get skipped.")]
+
+
 # -- detect_contradictions ------------------------------------------------------------------------
 
 
@@ -187,6 +206,26 @@ def test_an_edge_is_refused_unless_one_side_just_changed(rt: Runtime, llm: Scrip
     llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
     assert run(rt, "detect_contradictions") == {"owners": 1, "refused": 1}
     assert belief_views.relations(rt, ADA) == []
+
+
+def test_a_pair_that_is_no_pair_is_refused_alone_and_the_good_pair_is_written(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    """A conviction "contradicting" itself, or three at once, failed the whole call: the good
+    pair in the same reply was lost, the call retried, and the window failed again on every
+    run with a model that keeps saying it."""
+    ids = seed_worldview(rt, llm)
+
+    def reply(req: TaskRequest) -> dict[str, Any]:
+        one, two = cite(req, by_text(req, "Redirect"), by_text(req, "Deliver"))
+        text = "Stopping enterprise engineering breaks the enterprise commitments."
+        return {"contradictions": [{"between": [one, one], "text": text},
+                                   {"between": [one, two, one], "text": text},
+                                   {"between": [two, one], "text": text}]}
+
+    llm.queue_task("contradictions", reply)
+    assert run(rt, "detect_contradictions") == {"owners": 1, "written": 1, "refused": 2}
+    (edge,) = belief_views.relations(rt, ADA)
+    assert set(edge["between"]) == {ids["strategy"], ids["commitments"]}
 
 
 def test_a_superseded_conviction_resolves_its_edge_with_the_reason(rt: Runtime,

@@ -219,6 +219,24 @@ def test_disable_keeps_user_comments_and_layout_byte_for_byte(root: Path) -> Non
     assert "# on!" in changed[0][1]
 
 
+def test_config_files_saved_with_a_byte_order_mark_are_read_and_edited(root: Path) -> None:
+    """Notepad's UTF-8 (before 2019) starts a file with a BOM: tomllib refused both files as
+    "TOML syntax error: Invalid statement" on line 1: commands stopped on everos.toml, the
+    daemon kept its last good ome.toml (or none), and `enable` refused to touch it."""
+    from everos_reflect.lint import config_problems
+    from everos_reflect.settings import load_ome, load_settings
+
+    (root / "everos.toml").write_bytes(b'\xef\xbb\xbf[llm]\r\nprovider = "extractive"\r\n')
+    (root / "ome.toml").write_bytes(
+        b"\xef\xbb\xbf[strategies.reflect_episodes]\r\nenabled = false # off\r\n")
+    assert config_problems(root) == []
+    assert load_settings(root).llm.provider == "extractive"
+    assert load_ome(root) == {"reflect_episodes": {"enabled": False}}
+    assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0
+    assert (root / "ome.toml").read_bytes() == (
+        b"\xef\xbb\xbf[strategies.reflect_episodes]\r\nenabled = true # off\r\n")
+
+
 def test_enable_again_is_a_no_op_that_leaves_the_file_alone(root: Path) -> None:
     assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0
     stat = (root / "ome.toml").stat()

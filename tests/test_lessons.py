@@ -192,6 +192,50 @@ def test_contradiction_keeps_both_contested_until_tasks_decide(
     assert "contradicted by" in rt.store.get(REF, retry.id).meta["stale_reason"]
 
 
+def test_one_reply_that_contradicts_itself_contests_both_with_real_ids(
+    scripted: tuple[Runtime, ScriptedLLM]
+) -> None:
+    """A reply saying a thing and its opposite at once wrote the second lesson with
+    `contested_with: ['?0']` (a batch placeholder, no lesson's id) and left the first
+    active: a contest that could never be decided."""
+    rt, llm = scripted
+    llm.queue_task("lessons", reply(lessons=["Retry a failed deploy at once.",
+                                             "Do not retry a failed deploy at once."]))
+    task(rt, 1, "success", ["retry", "deploy"])
+    assert learn(rt)["written"] == 2
+    both = {x.text: x for x in lessons(rt)}
+    retry, wait = both["Retry a failed deploy at once."], both[
+        "Do not retry a failed deploy at once."]
+    assert retry.status == wait.status == "contested"
+    assert retry.contested_with == (wait.id,) and wait.contested_with == (retry.id,)
+    # and the tasks can decide it: two more restate "do not retry"
+    llm.queue_task("lessons", reply(lessons=["Don't retry a failed deploy at once."]),
+                   reply(lessons=["Do not retry a failed deploy immediately."]))
+    task(rt, 2, "success", ["wait", "deploy"])
+    learn(rt)
+    task(rt, 3, "success", ["wait", "deploy"])
+    learn(rt)
+    [winner] = lessons(rt)
+    assert winner.id == wait.id and winner.status == "active"
+
+
+def test_one_reply_that_refines_its_own_lesson_writes_the_refinement_only(
+    scripted: tuple[Runtime, ScriptedLLM]
+) -> None:
+    """The refinement was written with `supersedes: ?0` beside the lesson it refines, both
+    active."""
+    rt, llm = scripted
+    llm.queue_task("lessons", reply(lessons=[
+        "Check the logs before retrying a failed deploy.",
+        "Check the logs and the registry credentials before retrying a failed deploy."]))
+    t1 = task(rt, 1, "success", ["check logs", "check registry credentials", "deploy"])
+    assert learn(rt)["written"] == 1
+    [only] = lessons(rt, live_only=False)
+    assert only.text.startswith("Check the logs and the registry credentials")
+    assert only.evidence == (t1,) and only.status == "active"
+    assert "supersedes" not in rt.store.get(REF, only.id).meta
+
+
 def test_two_candidates_of_one_reply_that_restate_each_other_make_one_lesson(
     scripted: tuple[Runtime, ScriptedLLM]
 ) -> None:

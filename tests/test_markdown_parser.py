@@ -439,3 +439,26 @@ def test_frontmatter_patches_touch_only_the_mapping(
         patched, [k for k in mapping if k not in {ids[e] for e in existing}]
     )
     assert restored == text
+
+
+@pytest.mark.parametrize("block", [
+    "deprecated_entries:\n  # merged by hand in October\n  ep_20261012_0001: ep_20261012_0009\n",
+    "deprecated_entries:\n  ep_20261012_0001: ep_20261012_0009\n  # the last one was mine\n",
+    "deprecated_entries:\n  # nothing archived yet\n",
+    "deprecated_entries:  # archive keys below\n",
+])
+def test_a_persons_comments_in_deprecated_entries_survive_archive_and_undo(block: str) -> None:
+    """A comment line among the archive keys made the writer rewrite the whole mapping in its
+    own layout, dropping the comment, on every archive and every undo."""
+    text = HEAD[:-4] + block + "---\n" + entry(1) + entry(2)
+    before = parse_log(text, PATH).deprecated_entries
+    notes = [ln for ln in block.splitlines() if "#" in ln]
+    patched = writer.add_deprecations(text, {"ep_20261012_0002": "ep_20261012_0009"})
+    assert all(ln in patched.splitlines() for ln in notes)
+    assert parse_log(patched, PATH).deprecated_entries == {
+        **before, "ep_20261012_0002": "ep_20261012_0009"}
+    assert writer.remove_deprecations(patched, ["ep_20261012_0002"]) == text
+    emptied = writer.remove_deprecations(patched, [*before, "ep_20261012_0002"])
+    assert all(ln in emptied.splitlines() for ln in notes)
+    assert parse_log(emptied, PATH).deprecated_entries == {}
+    assert parse_log(emptied, PATH).diagnostics == []

@@ -346,7 +346,8 @@ def set_enabled(text: str, name: str, enabled: bool, file: str) -> str:
     so a broken file is reported rather than rewritten.
     """
     parse_ome(text, file)
-    doc = tomlkit.parse(text)
+    bom = "\ufeff" if text.startswith("\ufeff") else ""  # kept, as every other byte
+    doc = tomlkit.parse(text.removeprefix(bom))
     if "strategies" not in doc:
         doc.add("strategies", tomlkit.table(is_super_table=True))
     strategies = doc["strategies"]
@@ -356,7 +357,7 @@ def set_enabled(text: str, name: str, enabled: bool, file: str) -> str:
         strategies[name] = table  # type: ignore[index]
     else:
         strategies[name]["enabled"] = enabled  # type: ignore[index]
-    return tomlkit.dumps(doc)
+    return bom + tomlkit.dumps(doc)
 
 
 def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:

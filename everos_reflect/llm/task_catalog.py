@@ -238,17 +238,16 @@ $records"""
 
 
 def _parse_worldview(obj: dict[str, Any], req: TaskRequest) -> list[dict[str, Any]]:
-    keys = {k.strip() for k in req.values.get("keys", "").split(",") if k.strip()}
+    """Proposals as the model wrote them. A key outside ``keys`` or a conviction citing
+    nothing is passed on for :func:`~everos_reflect.strategies.beliefs.plan_versions` to
+    refuse and count that one item: failing the call for it threw away the reply's good
+    convictions, retried, and failed the owner's window on every run."""
     out = []
     for item in list_field(obj, "convictions"):
         if not isinstance(item, dict):
             raise InvalidReply("each item of 'convictions' must be an object")
         key = text_field(item, "key", limit=100)
-        if keys and key not in keys:
-            raise InvalidReply(f"conviction key {key!r} is not one of {sorted(keys)}")
         evidence = req.numbering.resolve(item.get("evidence"))
-        if not evidence:
-            raise InvalidReply(f"conviction {key!r} cites no records")
         out.append({"key": key, "text": text_field(item, "text", limit=2_000),
                     "evidence": evidence})
     return out
@@ -273,13 +272,17 @@ $records"""
 
 
 def _parse_contradictions(obj: dict[str, Any], req: TaskRequest) -> list[dict[str, Any]]:
+    """Pairs as the model named them. A number it was not shown fails the call (SPEC §9); a
+    pair that is no pair (``[2, 2]``, three numbers) is passed on as written, for the
+    detector to refuse and count that one item: failing the call for it threw away the
+    reply's good pairs, retried, and failed the owner's window on every run."""
     out = []
     for item in list_field(obj, "contradictions"):
         if not isinstance(item, dict):
             raise InvalidReply("each item of 'contradictions' must be an object")
-        between = req.numbering.resolve(item.get("between"), what="between")
-        if len(between) != 2:
-            raise InvalidReply("'between' must name two different records")
+        numbers = item.get("between")
+        req.numbering.resolve(numbers, what="between")  # raises unless all were shown
+        between = [req.numbering.records[n - 1].id for n in numbers]
         out.append({"between": between, "text": text_field(item, "text", limit=2_000)})
     return out
 

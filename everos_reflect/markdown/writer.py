@@ -203,13 +203,19 @@ def _block(mapping: Mapping[str, str], nl: str, indent: str = "  ") -> list[str]
     return [f"{DEPRECATED_KEY}:{nl}"] + [f"{indent}{k}: {v}{nl}" for k, v in mapping.items()]
 
 
+def _is_comment(line: str) -> bool:
+    return bare(line).lstrip().startswith("#")
+
+
 def _simple_children(lines: list[str], span: tuple[int, int]) -> bool:
-    """True when the key has no inline value and each child line is ``  old: new``."""
+    """True when the key has no inline value and each child line is ``  old: new`` or a
+    comment (a person's note there is kept: the key is added to, never rewritten)."""
     key_value = _KEY_LINE_RE.match(bare(lines[span[0]]))
     if key_value is None or (key_value.group(1) and not key_value.group(1).startswith("#")):
         return False
     children = [bare(line) for line in lines[span[0] + 1 : span[1]] if bare(line).strip()]
-    return bool(children) and all(_CHILD_RE.match(c) for c in children)
+    return bool(children or key_value.group(1)) and all(
+        _CHILD_RE.match(c) or _is_comment(c) for c in children)
 
 
 def _verified(new_text: str, before: dict[str, Any], expected: dict[str, str]) -> str:
@@ -246,7 +252,9 @@ def add_deprecations(text: str, mapping: Mapping[str, str]) -> str:
     if span is None:
         new_lines = lines[:end] + _block(added, nl) + lines[end:]
     elif _simple_children(lines, span):
-        first_child = next(bare(ln) for ln in lines[span[0] + 1 : span[1]] if bare(ln).strip())
+        children = [bare(ln) for ln in lines[span[0] + 1 : span[1]] if bare(ln).strip()]
+        first_child = next((c for c in children if not _is_comment(c)),
+                           children[0] if children else "  ")
         indent = first_child[: len(first_child) - len(first_child.lstrip())]
         last = lines[span[1] - 1]
         head = lines[: span[1]]
@@ -274,8 +282,13 @@ def remove_deprecations(text: str, ids: Iterable[str]) -> str:
     span = _key_span(lines, start, end)
     if span is None:
         raise MarkdownError("<text>", 1, f"cannot locate {DEPRECATED_KEY} to patch it safely")
-    if not remaining:
+    comments = [line for line in lines[span[0] + 1 : span[1]] if _is_comment(line)]
+    key_line = _KEY_LINE_RE.match(bare(lines[span[0]]))
+    noted = bool(comments) or bool(key_line and key_line.group(1).startswith("#"))
+    if not remaining and not noted:
         new_lines = lines[: span[0]] + lines[span[1] :]
+    elif not remaining and _simple_children(lines, span):  # the key stays for the notes
+        new_lines = lines[: span[0] + 1] + comments + lines[span[1] :]
     elif _simple_children(lines, span):
         kept = [
             line

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -278,6 +278,16 @@ class LearnLessons(BeliefTier):
                 continue
             status = CONTESTED if decision.action == "contradict" else ACTIVE
             target = decision.target if decision.action in ("refine", "contradict") else None
+            if decision.action == "refine" and target is not None and target.id.startswith("?"):
+                # refines a lesson of this same batch, never written: write the refined text
+                # in its place (writing both would leave the first live beside the second)
+                i = int(target.id[1:])
+                c, first_status, prev = plan.new[i]
+                merged = tuple(dict.fromkeys(c.evidence + cand.evidence))
+                plan.new[i] = (learning.Candidate(cand.text, cand.lesson_type, merged,
+                                                  cand.signature, cand.count), first_status,
+                               prev)
+                continue
             placeholder = Lesson(f"?{len(plan.new)}", task_type, cand.lesson_type, cand.text,
                                  cand.evidence)
             plan.new.append((cand, status, target))
@@ -293,27 +303,50 @@ class LearnLessons(BeliefTier):
             touched.add(store.path_for_id(ref, lesson_id))
         if not plan.new:
             return [], touched
-        rows = []
-        for cand, status, old in plan.new:
-            evidence = cand.evidence
-            confirmations = cand.count or len(cand.evidence)
-            if old is not None and status == ACTIVE:  # a refinement inherits what it refines
-                evidence = tuple(dict.fromkeys(old.evidence + cand.evidence))
-                confirmations = old.confirmations + len(set(cand.evidence) - set(old.evidence))
-            meta = derived_meta(evidence=evidence, depth=1, key=key, extra={
-                "task_type": task_type, "lesson_type": cand.lesson_type,
-                "confirmations": max(1, confirmations), "created_by": CREATED_BY,
-                "signature": cand.signature,
-                "supersedes": old.id if old is not None and status == ACTIVE else None,
-                "contested_with": [old.id] if old is not None and status == CONTESTED else None,
-            })
-            meta["status"] = status
-            rows.append(({k: v for k, v in meta.items() if v is not None},
-                         {"Lesson": cand.text}))
-        written = store.append_many(ref, Kind.LESSON, rows)
-        touched |= {store.path_for_id(ref, e.id) for e in written}
+        # A lesson contradicting another of this batch names it by its place in the batch
+        # ("?0"), which has no id before it is written: such lessons are appended after the
+        # ones they contradict, with the real id (repair_lessons then marks the other side
+        # contested too). The placeholder was written as it was: `contested_with: ['?0']`,
+        # a rival that never exists, so the contest was never decided and the other side
+        # stayed active.
+        real: dict[str, str] = {}
+        waiting = list(enumerate(plan.new))
+        written_ids: list[str] = []
+        while waiting:
+            ready = [(n, (c, st, old)) for n, (c, st, old) in waiting
+                     if old is None or not old.id.startswith("?") or old.id in real]
+            if not ready:  # cannot happen (a placeholder names an earlier lesson); be safe
+                ready = [(n, (c, st, None)) for n, (c, st, _) in waiting]
+            rows = [self._row(key, task_type, cand, status,
+                              replace(old, id=real.get(old.id, old.id)) if old else None)
+                    for _, (cand, status, old) in ready]
+            written = store.append_many(ref, Kind.LESSON, rows)
+            real.update({f"?{n}": e.id for (n, _), e in zip(ready, written, strict=True)})
+            written_ids += [e.id for e in written]
+            touched |= {store.path_for_id(ref, e.id) for e in written}
+            done = {n for n, _ in ready}
+            waiting = [item for item in waiting if item[0] not in done]
         touched |= repair_lessons(rt, ref, LessonState.load(rt, ref))
-        return [e.id for e in written], touched
+        return written_ids, touched
+
+    @staticmethod
+    def _row(key: str, task_type: str, cand: learning.Candidate, status: str,
+             old: Lesson | None) -> tuple[dict[str, Any], dict[str, str]]:
+        """One new lesson's metadata and section; ``old`` is what it refines or contradicts."""
+        evidence = cand.evidence
+        confirmations = cand.count or len(cand.evidence)
+        if old is not None and status == ACTIVE:  # a refinement inherits what it refines
+            evidence = tuple(dict.fromkeys(old.evidence + cand.evidence))
+            confirmations = old.confirmations + len(set(cand.evidence) - set(old.evidence))
+        meta = derived_meta(evidence=evidence, depth=1, key=key, extra={
+            "task_type": task_type, "lesson_type": cand.lesson_type,
+            "confirmations": max(1, confirmations), "created_by": CREATED_BY,
+            "signature": cand.signature,
+            "supersedes": old.id if old is not None and status == ACTIVE else None,
+            "contested_with": [old.id] if old is not None and status == CONTESTED else None,
+        })
+        meta["status"] = status
+        return {k: v for k, v in meta.items() if v is not None}, {"Lesson": cand.text}
 
 
 def _types_of(state: LessonState, items: Mapping[str, str]) -> dict[str, str]:
