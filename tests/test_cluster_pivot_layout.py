@@ -7,7 +7,6 @@ best far rejoin was changed earlier in the run takes the next one, as the pure r
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -22,9 +21,8 @@ from everos_reflect.clustering.matrix import (
 )
 from everos_reflect.clustering.online import NEW, choose_cluster, normalize_rows, similarities
 from everos_reflect.clustering.service import ClusterService
-from everos_reflect.index import db as dbmod
-from everos_reflect.model import Kind, UserRef
-from everos_reflect.settings import ClusteringSettings, Settings
+from everos_reflect.model import UserRef
+from tests.test_cluster_consolidated import _Runtime  # the service's fake runtime, one copy
 
 DAY = 86400.0
 DIM = 64
@@ -192,28 +190,6 @@ def test_a_far_rejoin_changed_earlier_in_the_run_gives_way_to_the_next_best():
         assert placed == _pure(rows, items, ts)
         assert [(cid, reason) for cid, _, reason in placed] == [("cl_a", "rejoin"),
                                                                 ("cl_b", "rejoin")]
-
-
-class _Vectors:
-    def __init__(self) -> None:
-        self.data: dict[tuple[UserRef, str], np.ndarray] = {}
-
-    def get_vectors(self, kind: Kind, ref: UserRef, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        return {i: self.data[(ref, i)] for i in ids if (ref, i) in self.data}
-
-
-class _Runtime:
-    def __init__(self, root: Path) -> None:
-        self.root = root
-        self.settings = Settings(clustering=ClusteringSettings(
-            threshold=0.55, time_window_days=7.0, rejoin_threshold=0.8, member_threshold=0.0))
-        self.vectors = _Vectors()
-        self._conn: sqlite3.Connection | None = None
-
-    def db(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self._conn = dbmod.connect(self.root)
-        return self._conn
 
 
 def test_the_layout_stays_in_step_with_sqlite_through_deletes_consolidation_and_reload(
