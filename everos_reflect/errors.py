@@ -131,6 +131,11 @@ class RootGone(EverosError):
     for the root (the fleet then found it ``ok`` and idle on every run)."""
 
 
+class NoRoot(RootGone):
+    """The memory root's folder does not exist: nothing is read from it, and nothing is
+    created there by a read (a mistyped ``--root`` or ``EVEROS_ROOT`` made an empty root)."""
+
+
 class IndexUnavailable(EverosError, sqlite3.OperationalError):
     """``system.db`` cannot be opened or written at all: a read-only mount, a full disk, a
     folder where the file goes. Still a ``sqlite3.OperationalError``, so readers that fall

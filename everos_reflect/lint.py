@@ -238,10 +238,20 @@ def scan_with_outside(store: MarkdownStore, description: str = "Checking daily l
     with watch as advance:
         scan = scan_store(store, files, advance)
     scan.problems[:0] = skipped_problems(outside, invalid) + [
-        Problem(rel, 0, f"{_file_type(store.root / rel)} where a daily log goes: not read, "
-                "and nothing is written to this log (add, Reflection, undo) until it is "
-                "moved away") for rel in sorted(set(irregular))]
+        _irregular_problem(store.root, rel) for rel in sorted(set(irregular))]
     return scan
+
+
+def _irregular_problem(root: Path, rel: str) -> Problem:
+    """A folder, FIFO or device where a daily log goes, or a file where a kind's folder
+    (``episodes``, ``.insights`` …) goes."""
+    if Path(rel).name in {kind.folder for kind in Kind}:
+        return Problem(rel, 0, f"{_file_type(root / rel)} where the {Path(rel).name} folder "
+                       "goes: no log of it is read, and nothing is written there (add, "
+                       "Reflection, undo) until it is moved away")
+    return Problem(rel, 0, f"{_file_type(root / rel)} where a daily log goes: not read, "
+                   "and nothing is written to this log (add, Reflection, undo) until it is "
+                   "moved away")
 
 
 def _file_type(path: Path) -> str:
@@ -254,6 +264,8 @@ def _file_type(path: Path) -> str:
         return "not a regular file"
     if stat.S_ISDIR(mode):
         return "a folder"
+    if stat.S_ISREG(mode):
+        return "a file"
     if stat.S_ISFIFO(mode):
         return "a FIFO (named pipe)"
     if stat.S_ISSOCK(mode):

@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from everos_reflect.errors import EverosError, RootGone
+from everos_reflect.errors import EverosError, NoRoot, RootGone
 from everos_reflect.index import db as dbmod
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import validate_name
@@ -119,11 +119,22 @@ class Runtime:
     def index_dir(self) -> Path:
         return self.root / ".index"
 
+    def connect(self) -> sqlite3.Connection:
+        """A new connection to ``system.db`` (the root checked first), for one thread to
+        :meth:`adopt`; its owner closes it."""
+        self.check_root()
+        return dbmod.connect(self.root)
+
+    def adopt(self, conn: sqlite3.Connection) -> None:
+        """Make ``conn`` this thread's connection (:meth:`db`), e.g. one opened by the thread
+        that started this thread's work while the root was certainly there."""
+        self._local.conn = conn
+
     def db(self) -> sqlite3.Connection:
         """This thread's connection to ``system.db`` (created and migrated on first use)."""
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            self._check_root()
+            self.check_root()
             conn = dbmod.connect(self.root)
             self._local.conn = conn
         return conn
@@ -138,7 +149,7 @@ class Runtime:
     def vectors(self) -> VectorIndex:
         from everos_reflect.index.vectors import VectorIndex
 
-        self._check_root()
+        self.check_root()
         return VectorIndex(self.index_dir / "lancedb", dim=self.embedder.dim)
 
     @cached_property
@@ -153,10 +164,17 @@ class Runtime:
         when opened (it is being created)."""
         return self._root_id is not None and _identity(self.root) != self._root_id
 
-    def _check_root(self) -> None:
-        """Refuse to create an index at the root's old path once the root has gone: SQLite
-        and LanceDB create their folders, and a ghost ``.index/`` makes an empty folder pass
-        for the root."""
+    def check_root(self) -> None:
+        """Raise :class:`NoRoot` when the root folder does not exist (and never did since
+        this runtime opened it), :class:`RootGone` once it was moved or deleted. Reads call
+        this before touching the index: SQLite and LanceDB create their folders, so a read
+        of a mistyped path made that path an empty root. A root that appears later (the first
+        append of a new root creates it) is taken as the root from then on."""
+        if self._root_id is None:
+            self._root_id = _identity(self.root)
+            if self._root_id is None:
+                raise NoRoot(f"no memory root at {self.root}: create one with "
+                             f"`everos-reflect init {self.root}`")
         if self.root_gone():
             raise RootGone(f"the memory root {self.root} is gone (moved or deleted while in "
                            "use)")

@@ -286,6 +286,19 @@ def test_reconcile_waits_for_a_census_of_two(rt: Runtime, llm: ScriptedLLM) -> N
 # -- cursor semantics, offline, audit ---------------------------------------------------------
 
 
+def test_reconcile_reads_hand_written_relations_without_between(rt: Runtime,
+                                                                 llm: ScriptedLLM) -> None:
+    """A self-contradiction a person wrote without `between` failed every reconcile run, for
+    every owner, with "KeyError: 'between'"."""
+    for text in ("Ada says she ships fast.", "Ada says she never ships untested."):
+        rt.store.append(ADA, Kind.RELATION, {"relation_type": "self_contradiction",
+                                             "status": "active", "depth": 3},
+                        {"Relation": text})
+    llm.queue_task("reconciliation", lambda req: {
+        "insight": "Ada ships fast, but only tested code.", "evidence": [1, 2]})
+    assert run(rt, "reconcile") == {"owners": 1, "written": 1}
+
+
 def test_a_crash_before_the_cursor_moves_reruns_without_duplicates(
         rt: Runtime, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch) -> None:
     add_insights(rt, "One.", "Two.", "Three.")

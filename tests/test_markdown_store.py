@@ -127,6 +127,21 @@ def test_append_refuses_a_file_with_broken_frontmatter_and_leaves_it_alone(root:
     assert not store.read(path).ok
 
 
+@pytest.mark.parametrize("blank", [b"", b"\n", b" \r\n\t\n"])
+def test_append_writes_an_empty_or_blank_log_anew(root: Path, blank: bytes) -> None:
+    """A log made by `touch` (or left blank) was refused as "missing file frontmatter": no
+    Episode could be added to that day, nor a narrative written there, until someone removed
+    it. It holds no text to keep."""
+    store = MarkdownStore(root)
+    path = store.log_path(REF, Kind.EPISODE, DAY)
+    path.parent.mkdir(parents=True)
+    path.write_bytes(blank)
+    assert add(store) == "ep_20261012_0001"
+    log = store.read(path)
+    assert log.ok and [e.id for e in log.entries] == ["ep_20261012_0001"]
+    assert path.read_text().startswith("---\ntype: episode_daily\n")
+
+
 def test_append_checks_owner_and_timestamp(root: Path) -> None:
     store = MarkdownStore(root)
     with pytest.raises(InvalidId, match="owner_id"):

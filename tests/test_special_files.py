@@ -73,6 +73,23 @@ def test_lint_names_a_folder_or_fifo_standing_where_a_log_goes(
     assert all("where a daily log goes: not read" in p["message"] for p in report["problems"])
 
 
+def test_lint_names_a_file_standing_where_a_folder_of_logs_goes(root: Path) -> None:
+    """`users/eve/episodes` as a file: every `add` for eve failed ("Not a directory") while
+    `lint` said ok."""
+    from everos_reflect.lint import lint_report
+
+    user = root / "default_app/default_project/users/eve"
+    user.mkdir(parents=True)
+    (user / "episodes").write_text("not a folder")
+    (user / ".insights").write_text("nor this")
+    report = lint_report(root)
+    assert report["ok"] is False
+    assert [(p["file"].rsplit("/", 1)[-1], p["message"].split(":")[0])
+            for p in report["problems"]] == [
+        (".insights", "a file where the .insights folder goes"),
+        ("episodes", "a file where the episodes folder goes")]
+
+
 # --- configuration files: a FIFO, a device or a huge file is a config problem, never a hang ---
 
 

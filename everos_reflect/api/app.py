@@ -125,7 +125,12 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         ):
             raise ApiError(401, "unauthorized", "missing or wrong bearer token")
 
-    guarded = [Depends(authorize)]
+    def root_present() -> None:
+        # every guarded route reads or writes the root: one that is not there (moved,
+        # deleted, never created) is a 503 naming it, not an empty answer or a new folder
+        runtime.check_root()
+
+    guarded = [Depends(authorize), Depends(root_present)]
 
     @app.get(f"{API}/health")
     def health() -> dict[str, Any]:

@@ -103,9 +103,9 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
         raise MCPError(types.INVALID_PARAMS, ops.validation_message(exc.errors()),
                        {"code": "invalid_request"}) from None
     try:
-        if runtime.root_gone():  # a write would build a ghost tree at the old path
-            raise errors.RootGone(f"the memory root {runtime.root} is gone (moved or deleted "
-                                  "while in use)")
+        # a root not there (moved, deleted, never created): a read would answer empty and
+        # a write build a ghost tree at the path
+        runtime.check_root()
         data = tool.op(runtime, body)
         if tool.writes:
             _index_written(runtime, data)
@@ -211,12 +211,46 @@ def _request_id(head: bytes) -> int | str | None:
     return value if isinstance(value, int | str) else None
 
 
+def _unreadable(exc: Exception) -> types.JSONRPCError | None:
+    """The JSON-RPC 2.0 answer to a line the transport could not read as a message (it hands
+    the server the exception, which only logs it, so the client waited for ever): Parse
+    error for a line that is not JSON, Invalid Request for JSON that is no JSON-RPC message,
+    with the request's ``id`` when it has a usable one. ``None`` for a blank line (not a
+    message) and for anything but a validation failure."""
+    if not isinstance(exc, ValidationError):
+        return None
+    problems = exc.errors()
+    first = problems[0] if problems else {}
+    if first.get("type") == "json_invalid":
+        line = first.get("input")
+        if isinstance(line, str) and not line.strip():
+            return None
+        reason = str(first.get("msg", "invalid JSON"))[:200]
+        return types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
+            code=types.PARSE_ERROR, message=f"parse error: the line is not JSON ({reason})"))
+    ident = next((p["input"].get("id") for p in problems if isinstance(p.get("input"), dict)),
+                 None)
+    if isinstance(ident, bool) or not isinstance(ident, int | str):
+        ident = None
+    return types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message="invalid request: not a JSON-RPC 2.0 request, notification or response"))
+
+
 async def _answer_refused(lines: BoundedLines, read_stream: Any, forward: Any,
                           write_stream: Any) -> None:
     """Pass the transport's messages on to the server, answering each stand-in for a refused
-    line with ``INVALID_REQUEST`` naming the limit (``id`` null when none was found)."""
+    line with ``INVALID_REQUEST`` naming the limit (``id`` null when none was found), and each
+    line the transport could not read as a message as JSON-RPC 2.0 says (:func:`_unreadable`)."""
     async with forward:
         async for item in read_stream:
+            if isinstance(item, Exception):
+                answer = _unreadable(item)
+                if answer is not None:
+                    log.warning("answered an unreadable MCP message: %s", answer.error.message)
+                    await write_stream.send(SessionMessage(answer))
+                if answer is not None or isinstance(item, ValidationError):
+                    continue  # answered (or a blank line): nothing for the server
             message = getattr(item, "message", None)
             if isinstance(message, types.JSONRPCNotification) and \
                     message.method == _REFUSED_METHOD:

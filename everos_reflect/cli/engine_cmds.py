@@ -136,6 +136,9 @@ def runs_cmd(root: str | None, limit: int, as_json: bool) -> None:
                 f"{r['status']:<9} {r['id']}")
         if r["attempt"] > 1:
             line += f" attempt {r['attempt']}"
+        if r.get("process_gone"):
+            line += (f"  (its process {r.get('pid')} is gone: recorded abandoned at the next "
+                     "start)")
         say(line + (f"  {counts}" if counts else ""))
         if r["error"]:
             say(f"    {r['error']}")

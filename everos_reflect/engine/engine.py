@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import sqlite3
 import threading
 import uuid
 from collections.abc import Mapping
@@ -33,7 +34,7 @@ from everos_reflect.engine.registry import (
     validate_ome,
 )
 from everos_reflect.engine.triggers import CronTrigger
-from everos_reflect.errors import ConfigError
+from everos_reflect.errors import ConfigError, RootGone
 from everos_reflect.fileio import read_config_bytes
 from everos_reflect.index import rebuild, runs
 from everos_reflect.settings import OME_FILE_NAME, parse_ome
@@ -81,6 +82,9 @@ def retry_wait(backoff: float, attempt: int) -> float:
 class _ActiveRun:
     run_id: str
     lock: FileLock
+    #: The connection the run's record was started with, and is ended with: it follows a
+    #: root moved mid-run, so the record still ends where it was started.
+    conn: sqlite3.Connection
     done: threading.Event = field(default_factory=threading.Event)
     outcome: RunOutcome | None = None
     thread: threading.Thread | None = None
@@ -225,9 +229,10 @@ class Engine:
             ))
         if self._stop.is_set():
             return RunOutcome(BUSY, name, error="the engine is shutting down")
-        if self.runtime.root_gone():  # no run record, lock or index at the old path
-            return RunOutcome(FAILED, name, error=(
-                f"the memory root {self.runtime.root} is gone (moved or deleted while in use)"))
+        try:  # no run record, lock or index at a path where the root is not
+            self.runtime.check_root()
+        except RootGone as exc:
+            return RunOutcome(FAILED, name, error=str(exc))
         with self._mutex:
             active = self._active.get(name)
             joined = active is not None
@@ -256,11 +261,16 @@ class Engine:
             return None
         try:
             run_id = f"run_{datetime.now().strftime('%Y%m%d%H%M%S')}_{uuid.uuid4().hex[:6]}"
-            runs.start(self.runtime.db(), run_id, strategy.name, trigger)
+            conn = self.runtime.connect()  # the run thread's: opened while the root is here
+            try:
+                runs.start(conn, run_id, strategy.name, trigger)
+            except BaseException:
+                conn.close()
+                raise
         except BaseException:
             lock.release()
             raise
-        active = _ActiveRun(run_id, lock)
+        active = _ActiveRun(run_id, lock, conn)
         active.thread = threading.Thread(
             target=self._work, args=(active, strategy, settings, trigger, force),
             name=f"run-{strategy.name}", daemon=True,
@@ -277,9 +287,14 @@ class Engine:
         outcome = RunOutcome(FAILED, name, active.run_id, error="run did not complete")
         guard: int | None = None
         try:
-            # this thread's connection, opened now: a root moved mid-run takes it along, so
-            # the run's record still ends in the root's own database
-            self.runtime.db()
+            # this thread's connection is the one that started the record: a root moved
+            # before or during the run takes it along, so the record ends in the root's own
+            # database (a connection opened here, after a move, could not be)
+            self.runtime.adopt(active.conn)
+            if self.runtime.root_gone():  # gone before the run began: nothing to lock
+                guard = None
+                outcome = self._root_gone(active.run_id, name, 1)
+                return
             # shared with other runs, exclusive to reindex: no run over a half-built index
             guard = rebuild.try_shared(self.runtime.index_dir)
             if guard is None:
@@ -292,7 +307,7 @@ class Engine:
             log.exception("%s: run %s bookkeeping failed", name, active.run_id)
             outcome = RunOutcome(FAILED, name, active.run_id, error=str(exc))
             try:  # and say so in the run record, which otherwise stayed "running"
-                runs.fail(self.runtime.db(), active.run_id, f"{type(exc).__name__}: {exc}")
+                runs.fail(active.conn, active.run_id, f"{type(exc).__name__}: {exc}")
             except Exception:
                 log.exception("%s: run %s could not be recorded failed", name, active.run_id)
         finally:
@@ -439,8 +454,16 @@ def _clean_counts(counts: object) -> dict[str, int]:
 def list_runs(
     runtime: Runtime, *, limit: int = 20, strategy: str | None = None
 ) -> list[dict[str, Any]]:
-    """The newest runs first (every attempt's final state)."""
-    return runs.newest(runtime.db(), limit=limit, strategy=strategy)
+    """The newest runs first (every attempt's final state). A row still ``running`` whose
+    process is gone (killed, crashed: nothing could end its record) says so with
+    ``process_gone: true``; the next engine start records it ``abandoned``
+    (:meth:`Engine.recover`), and until then it read as a run in progress."""
+    rows = runs.newest(runtime.db(), limit=limit, strategy=strategy)
+    for row in rows:
+        pid = row.get("pid")
+        if row.get("status") == "running" and (pid is None or not _pid_alive(int(pid))):
+            row["process_gone"] = True
+    return rows
 
 
 def strategies_status(

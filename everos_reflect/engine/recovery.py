@@ -6,12 +6,15 @@ journal, the derived tiers through their commit intents and window keys — behi
 run (:class:`Engine`), for every strategy at ``serve`` start-up (:func:`recover_all`), and before
 a CLI command writes, for the strategies whose :meth:`Strategy.has_interrupted` says a writer
 must not run ahead of them (:func:`settle`). A new strategy gets all three by implementing the
-hook; nothing here names one.
+hook; nothing here names one. Outside a run, recovery also holds the rebuild lock shared, as
+a run does (:mod:`everos_reflect.index.rebuild`), so it never overlaps a ``reindex`` or
+``recluster`` of another process.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -19,6 +22,7 @@ from filelock import FileLock, Timeout
 
 from everos_reflect.engine.engine import lock_path
 from everos_reflect.engine.registry import Strategy, get_strategy, known_strategies
+from everos_reflect.errors import StrategyBusy
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -26,9 +30,18 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 
+class _Rebuilding(Exception):
+    """A ``reindex`` or ``recluster`` holds the rebuild lock, or is waiting for it."""
+
+
 def _recover_one(runtime: Runtime, strategy: Strategy, wait: float) -> dict[str, int] | None:
-    """``strategy.recover`` under its lock; ``None`` when a run holds the lock (a run recovers
-    first thing itself)."""
+    """``strategy.recover`` under its lock and the rebuild lock held shared (as a run holds
+    both, in this order); ``None`` when a run holds the strategy's lock (a run recovers first
+    thing itself). Raises :class:`_Rebuilding` when a rebuild is under way: recovery rewrites
+    index rows and clusters that a ``reindex`` or ``recluster`` in another process empties
+    and refills meanwhile."""
+    from everos_reflect.index import rebuild
+
     path = lock_path(runtime.root, strategy.name)
     path.parent.mkdir(parents=True, exist_ok=True)
     lock = FileLock(str(path), thread_local=False)
@@ -38,7 +51,13 @@ def _recover_one(runtime: Runtime, strategy: Strategy, wait: float) -> dict[str,
         log.info("%s is running: it settles its interrupted work itself", strategy.name)
         return None
     try:
-        counts = {str(k): int(v) for k, v in (strategy.recover(runtime) or {}).items()}
+        guard = rebuild.try_shared(runtime.index_dir)
+        if guard is None:
+            raise _Rebuilding(strategy.name)
+        try:
+            counts = {str(k): int(v) for k, v in (strategy.recover(runtime) or {}).items()}
+        finally:
+            rebuild.release(guard)
     finally:
         lock.release()
     if counts:
@@ -57,6 +76,10 @@ def recover_all(runtime: Runtime, *, wait: float = 0.0) -> dict[str, dict[str, i
     for name in known_strategies():
         try:
             counts = _recover_one(runtime, get_strategy(name), wait)
+        except _Rebuilding:
+            log.info("%s: the index is being rebuilt: its interrupted work is settled by its "
+                     "next run", name)
+            continue
         except Exception:
             log.exception("%s: recovery failed; its next run retries it", name)
             continue
@@ -73,13 +96,26 @@ def has_interrupted(root: Path) -> bool:
 
 def settle(runtime: Runtime, *, wait: float = 10.0) -> int:
     """Settle, before a command writes, every strategy that :meth:`has_interrupted` work,
-    waiting up to ``wait`` seconds for each one's lock. Returns how many units were settled."""
+    waiting up to ``wait`` seconds for each one's lock and for a rebuild under way. Returns
+    how many units were settled; raises :class:`StrategyBusy` when a rebuild outlasts
+    ``wait`` (the command must not write ahead of the interrupted work)."""
     total = 0
     for name in known_strategies():
         strategy = get_strategy(name)
         if not strategy.has_interrupted(runtime.root):
             continue
-        counts = _recover_one(runtime, strategy, wait)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                counts = _recover_one(runtime, strategy, wait)
+                break
+            except _Rebuilding:
+                if time.monotonic() >= deadline:
+                    raise StrategyBusy(
+                        f"{name} has interrupted work to settle before this command writes, "
+                        "and the index is being rebuilt (reindex or recluster): run the "
+                        "command again once the rebuild is done") from None
+                time.sleep(0.2)
         total += sum((counts or {}).values())
     return total
 

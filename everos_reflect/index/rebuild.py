@@ -44,7 +44,10 @@ def intent_file(index_dir: Path) -> Path:
 
 
 def _open(path: Path) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    # ``.index/`` and ``locks/`` only: never the root itself (a root moved or deleted in the
+    # meantime is FileNotFoundError here, not recreated as an empty folder by a lock)
+    path.parent.parent.mkdir(exist_ok=True)
+    path.parent.mkdir(exist_ok=True)
     return os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
 
 

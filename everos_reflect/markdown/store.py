@@ -196,7 +196,11 @@ class MarkdownStore:
                 continue
             for kind in wanted:
                 folder = user_dir / kind.folder
-                if not folder.is_dir() or self._escapes(folder, outside):
+                if not folder.is_dir():
+                    if irregular is not None and folder.exists():  # a file where it goes
+                        irregular.append(self._label(folder))
+                    continue
+                if self._escapes(folder, outside):
                     continue
                 for path in sorted(folder.glob(f"{kind.stem}-*.md")):
                     if not _FILENAME_RE.fullmatch(path.name) or self._escapes(path, outside):
@@ -657,6 +661,8 @@ class MarkdownStore:
         before = self._load_or_none(path)
         if before is None:
             return None, None
+        if not before.strip():  # empty (a `touch`) or blank: nothing to keep, and an append
+            return before, before.decode("ascii")  # writes the log anew; it was refused
         log = self._parse(before, path, entries=False)
         self._writable(log)
         return before, log.text

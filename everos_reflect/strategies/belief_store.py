@@ -228,6 +228,22 @@ class Derived:
     needs_llm: str | None = None
 
 
+def set_aside_error(problem: str, ids: Iterable[str], *, back: str = "once edited") -> str:
+    """The failure text of records set aside: the server's refusal, then which records will
+    not be sent again and what brings them back (the same words in every tier's audit). At
+    most :data:`SET_ASIDE_NAMED` ids are named (an insights window holds up to 1,000); the
+    row's ``inputs`` list them all."""
+    ids = list(ids)
+    named = ", ".join(ids[:SET_ASIDE_NAMED])
+    if len(ids) > SET_ASIDE_NAMED:
+        named += f" and {len(ids) - SET_ASIDE_NAMED} more (the row's inputs)"
+    return f"{problem}; set aside: {named} (sent again {back})"
+
+
+#: The most record ids a set-aside failure names in its error text.
+SET_ASIDE_NAMED = 10
+
+
 class SetAside(ProviderUnavailable):
     """The server refused part of a window for good (:attr:`ProviderUnavailable.permanent`):
     ``items`` (id → text hash) are consumed with the failure recorded, so the same records are
@@ -255,6 +271,12 @@ class Work:
 
 class BeliefTier(Strategy):
     """A belief tier: per owner, window → due? → one LLM task → idempotent write → cursor.
+
+    A window whose call fails stays pending for the next run, unless the server refused the
+    request itself (:attr:`ProviderUnavailable.permanent`: HTTP 400, 413, 422): then the
+    window is consumed with the failure recorded (``set aside: <ids>``, counted
+    ``set_aside``), rather than sent again, and refused again, by every run; an edit gives a
+    record a new text hash and brings it back.
 
     Subclasses give the window's candidates, the due rule, and how one window becomes records
     (:meth:`derive`, which calls the LLM and writes, returning the ids it wrote).
@@ -438,8 +460,12 @@ class BeliefTier(Strategy):
                 derived = self.derive(ctx, work, budget)
         except ProviderUnavailable as exc:
             status, error = "failed", str(exc)
-            if isinstance(exc, SetAside):
+            if isinstance(exc, SetAside):  # the tier set part of the window aside itself
                 set_aside = exc.items
+            elif exc.permanent:  # the server refused this window for good: asking again
+                set_aside = dict(work.items)  # gets the same answer, so it is consumed
+                error = set_aside_error(error, set_aside)
+            if set_aside:
                 counts["set_aside"] += len(set_aside)
         except EverosError as exc:
             if type(exc).__name__ == "NeedsLLM":

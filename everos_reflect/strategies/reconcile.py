@@ -59,7 +59,9 @@ class Reconcile(BeliefTier):
         rt, ref, state = ctx.runtime, work.ref, work.state
         entries = state.by_id()
         edges = [entries[i] for i in work.items]
-        cited = list(dict.fromkeys(c for e in edges for c in beliefs.id_list(e.meta["between"])
+        # .get: a relation a person wrote may have no ``between`` (it failed every run)
+        cited = list(dict.fromkeys(c for e in edges
+                                   for c in beliefs.id_list(e.meta.get("between"))
                                    if c in entries))
         records = [Record(e.id, "self-contradiction", e.content, e.timestamp) for e in edges]
         records += [Record(c, f"{entries[c].meta.get('key', '')} conviction".strip(),

@@ -11,11 +11,15 @@ model needed: the citation floor no longer holds). Otherwise the model answers t
 crash between the two is finished by the next run (:func:`written_revision`), which archives
 the old one toward the revision already written, with no model call. The extractive
 provider cannot judge a text, so offline the insight stays stale and the run reports
-``needs_llm``. One ``derivation_report`` row per insight.
+``needs_llm``. One ``derivation_report`` row per insight. A call the server refuses for good
+(HTTP 400, 413, 422) sets the insight aside, still stale: it is not sent again until it or its
+evidence is edited (:func:`aside_key`, kept in the changes cursor), where it was asked about
+again every run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -25,10 +29,17 @@ from everos_reflect.engine.limits import Budget
 from everos_reflect.engine.registry import RunContext, Strategy
 from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
+from everos_reflect.index import cursors
 from everos_reflect.index.audit import Derivation, record_derivation
+from everos_reflect.index.db import transaction
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import beliefs, provenance
-from everos_reflect.strategies.belief_store import note_clipped, sync, tier_settings
+from everos_reflect.strategies.belief_store import (
+    note_clipped,
+    set_aside_error,
+    sync,
+    tier_settings,
+)
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -77,6 +88,22 @@ def written_revision(insight: Entry, records: dict[str, Entry]) -> Entry | None:
     return min(found, key=lambda e: e.id) if found else None
 
 
+def aside_key(insight: Entry, evidence: list[Entry]) -> str:
+    """What a revalidation refused for good was asked about: the insight's text and its
+    evidence as they read now. An edit of either changes it and brings the insight back."""
+    digest = hashlib.sha256(insight.text_hash.encode())
+    for entry in evidence:
+        digest.update(f"\n{entry.id}:{entry.text_hash}".encode())
+    return digest.hexdigest()
+
+
+def waiting(records: dict[str, Entry], aside: set[tuple[str, str]]) -> list[Entry]:
+    """:func:`stale_insights` but those set aside (``aside``: the ``(id, key)`` pairs whose
+    call the server refused for good, unchanged since)."""
+    return [e for e in stale_insights(records)
+            if (e.id, aside_key(e, current_evidence(e, records))) not in aside]
+
+
 def stale_insights(records: dict[str, Entry]) -> list[Entry]:
     return sorted((e for e in records.values() if e.kind is Kind.INSIGHT
                    and provenance.DERIVATION_KEY in e.meta and e.deprecated_by is None
@@ -100,7 +127,8 @@ class RevalidateInsights(Strategy):
 
     def observe(self, runtime: Runtime, since: datetime | None) -> float:
         """Stale insights waiting (the data trigger fires at one)."""
-        return float(sum(len(stale_insights(provenance.load_records(runtime, ref)))
+        return float(sum(len(waiting(provenance.load_records(runtime, ref),
+                                     cursors.consumed(runtime.db(), NAME, ref)))
                          for ref in runtime.store.iter_users()
                          if provenance.has_derived(runtime, ref)))
 
@@ -113,7 +141,8 @@ class RevalidateInsights(Strategy):
             done: set[str] = set()
             while True:  # shallowest first, re-reading after each: a kept insight counts
                 records = provenance.load_records(rt, ref)  # as evidence for the next one
-                todo = [e for e in stale_insights(records) if e.id not in done]
+                aside = cursors.consumed(rt.db(), NAME, ref)
+                todo = [e for e in waiting(records, aside) if e.id not in done]
                 if not todo:
                     break
                 hit = ctx.limit_reached()
@@ -155,6 +184,15 @@ class RevalidateInsights(Strategy):
                 verdict = self._ask(ctx, insight, evidence, budget, row, counts)
             except (ProviderUnavailable, EverosError) as exc:
                 row.status, row.error = "failed", str(exc)
+                if isinstance(exc, ProviderUnavailable) and exc.permanent:
+                    # refused for good (HTTP 400, 413, 422): asked again it is refused again,
+                    # so it waits, stale, until it or its evidence is edited
+                    row.error = set_aside_error(
+                        row.error, [insight.id], back="once it or its evidence is edited")
+                    with transaction(rt.db()):
+                        cursors.advance(rt.db(), NAME, ref,
+                                        {insight.id: aside_key(insight, evidence)}, ctx.run_id)
+                    counts["set_aside"] += 1
                 prompt, completion = budget.token_counts()  # refused replies were paid for
                 row.prompt_tokens = prompt - before[0]
                 row.completion_tokens = completion - before[1]
@@ -214,7 +252,8 @@ class RevalidateInsights(Strategy):
         request = TaskRequest(records=records, values={"insight": insight.content},
                               prompts=prompts)
         note_clipped(ctx, f"{NAME}: {insight.id}", request)
-        counts["clipped"] += len(request.clipped)
+        if request.clipped:
+            counts["clipped"] += len(request.clipped)
         result = ctx.llm.run_task("revalidation", request)  # charged to the run's budget
         row.provider, row.model = result.provider, result.model
         row.prompt_tokens += result.usage.prompt_tokens

@@ -1,0 +1,68 @@
+"""JSON-RPC 2.0 over the MCP stdio transport: a line that is not JSON gets a Parse error
+(-32700, id null) and one that is JSON but no JSON-RPC message an Invalid Request (-32600);
+the server goes on with the next line. The SDK's transport handed the parse failure to the
+server, which logged it and answered nothing, so a client waited for ever."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import threading
+from pathlib import Path
+from typing import Any
+
+from mcp import types
+
+from tests.test_mcp import _params
+
+
+def test_a_malformed_line_is_answered_and_the_server_goes_on(root: Path) -> None:
+    params = _params(root)
+    proc = subprocess.Popen([params.command, *params.args], env={**os.environ, **params.env},
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    assert proc.stdin is not None and proc.stdout is not None
+
+    def send(text: str) -> None:
+        proc.stdin.write(text.encode() + b"\n")
+        proc.stdin.flush()
+
+    replies: queue.Queue[bytes] = queue.Queue()
+    threading.Thread(target=lambda: [replies.put(line) for line in proc.stdout],
+                     daemon=True).start()
+
+    def receive() -> dict[str, Any]:
+        try:  # a server that answers nothing must fail the test, not hang it
+            return json.loads(replies.get(timeout=30))
+        except queue.Empty:
+            raise AssertionError("no reply within 30 s") from None
+
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": types.LATEST_PROTOCOL_VERSION, "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}}))
+        assert receive()["id"] == 1
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+
+        send('{"jsonrpc": "2.0", "id": 2, "method": "tools/list"')  # cut short
+        parse = receive()
+        assert parse["id"] is None and parse["error"]["code"] == types.PARSE_ERROR
+        assert parse["error"]["message"].startswith("parse error: the line is not JSON (")
+
+        send("")  # a blank line between messages is not a message: nothing to answer
+        send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": 42}))
+        invalid = receive()
+        assert invalid["id"] == 3 and invalid["error"]["code"] == types.INVALID_REQUEST
+        assert invalid["error"]["message"] == (
+            "invalid request: not a JSON-RPC 2.0 request, notification or response")
+        send("[1, 2]")
+        assert receive()["id"] is None
+
+        send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}))
+        listed = receive()
+        assert listed["id"] == 4 and "tools" in listed["result"]
+    finally:
+        proc.stdin.close()
+        assert proc.wait(timeout=60) == 0

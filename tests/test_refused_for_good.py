@@ -1,0 +1,187 @@
+"""A call the server refuses for good (HTTP 400, 413, 422: the request itself) sets its records
+aside in every tier, as ``learn_lessons`` does: the failure is recorded, the run counts
+``set_aside``, and the same records are not sent again run after run; an edit brings them back.
+An outage, a bad key or a rate limit still leaves them pending."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from everos_reflect.engine.registry import RunContext, validate_strategy_settings
+from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.index.audit import list_derivations
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm import ScriptedLLM
+from everos_reflect.llm.openai_llm import OpenAILLM
+from everos_reflect.runtime import Runtime
+from everos_reflect.strategies import belief_views
+from everos_reflect.strategies.revalidate import NAME as REVALIDATE
+from everos_reflect.strategies.revalidate import RevalidateInsights
+from tests.test_belief_tiers import (
+    ADA,
+    add_insights,
+    contradiction,
+    observe,
+    run,
+    seed_worldview,
+    worldview_reply,
+)
+from tests.test_belief_tiers import llm as llm  # the tier tests' fixtures
+from tests.test_belief_tiers import rt as rt
+from tests.test_provenance import DEV, edit_file, setup
+
+pytest_plugins = ["tests.fake_openai"]
+
+
+def refused(status: int = 413) -> ProviderUnavailable:
+    exc = ProviderUnavailable(f"HTTP {status}: request too large for the model")
+    exc.permanent = True
+    return exc
+
+
+def error_of(rt: Runtime, strategy: str) -> str:
+    rows = list_derivations(rt.db(), strategy=strategy)
+    assert rows[0]["status"] == "failed"
+    return str(rows[0]["error"])
+
+
+def test_worldview_sets_a_refused_window_aside_and_takes_the_next_one(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    ids = add_insights(rt, "One.", "Two.", "Three.")
+    llm.queue_task("worldview", refused())
+    assert run(rt, "update_worldview", "failed") == {"failed": 1, "set_aside": 3}
+    error = error_of(rt, "update_worldview")
+    assert "HTTP 413" in error and f"set aside: {', '.join(ids)}" in error
+    assert observe(rt, "update_worldview") == 0
+    assert run(rt, "update_worldview") == {}  # not sent again: the script is empty
+    assert len(llm.task_requests) == 1
+
+    add_insights(rt, "Four.", "Five.", "Six.")
+    llm.queue_task("worldview", worldview_reply(("risks", "Reviews get skipped.", ["Four"])))
+    assert run(rt, "update_worldview") == {"owners": 1, "written": 1}
+    assert {r.text for r in llm.task_requests[-1][1].records} == {"Four.", "Five.", "Six."}
+
+
+def test_an_outage_still_leaves_the_window_pending(rt: Runtime, llm: ScriptedLLM) -> None:
+    add_insights(rt, "One.", "Two.", "Three.")
+    llm.queue_task("worldview", ProviderUnavailable("HTTP 503: overloaded"))
+    assert run(rt, "update_worldview", "failed") == {"failed": 1}
+    assert "set aside" not in error_of(rt, "update_worldview")
+    assert observe(rt, "update_worldview") == 1
+
+
+def test_an_edited_set_aside_insight_is_sent_again(rt: Runtime, llm: ScriptedLLM) -> None:
+    ids = add_insights(rt, "One.", "Two.", "Three.")
+    llm.queue_task("worldview", refused(400))
+    run(rt, "update_worldview", "failed")
+    edit_file(rt.store.path_for_id(ADA, ids[0]), "One.", "One, shorter.")
+    Indexer(rt).scan()
+    llm.queue_task("worldview", {"convictions": []})
+    assert run(rt, "update_worldview", force=True) == {"owners": 1}
+    assert [r.id for r in llm.task_requests[-1][1].records] == [ids[0]]
+
+
+def test_the_detector_and_reconcile_set_a_refused_window_aside(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    ids = seed_worldview(rt, llm)
+    llm.queue_task("contradictions", refused(422))
+    assert run(rt, "detect_contradictions", "failed") == {"failed": 1, "set_aside": 2}
+    assert sorted(ids.values())[0] in error_of(rt, "detect_contradictions")
+    assert run(rt, "detect_contradictions") == {}
+    assert observe(rt, "detect_contradictions") == 0
+
+    # two standing edges for reconcile, drawn by a fresh detector run on new convictions
+    add_insights(rt, "Reliability before velocity, always.", "Hotfixes shipped past review.",
+                 "Launch dates beat reviews.")
+    llm.queue_task("worldview", worldview_reply(
+        ("principles", "Reliability before velocity, always.", ["Reliability"]),
+        ("risks", "Shipping fast past review.", ["Hotfixes", "Launch"]),
+        ("strategy", "Self-serve only.", ["Hotfixes"])))
+    run(rt, "update_worldview")
+    llm.queue_task("contradictions", contradiction(("Reliability", "Shipping fast"),
+                                                   ("Self-serve", "Deliver")))
+    assert run(rt, "detect_contradictions")["written"] == 2
+    edges = [r["id"] for r in belief_views.relations(rt, ADA)]
+    llm.queue_task("reconciliation", refused())
+    assert run(rt, "reconcile", "failed") == {"failed": 1, "set_aside": 2}
+    assert all(e in error_of(rt, "reconcile") for e in edges)
+    assert observe(rt, "reconcile") == 0
+    assert run(rt, "reconcile") == {}
+
+
+def revalidate(rt: Runtime) -> dict[str, int]:
+    values = validate_strategy_settings(REVALIDATE, {"enabled": True}, "ome.toml")
+    return RevalidateInsights().run(RunContext(rt, values, "run_r", "manual", force=True))
+
+
+def test_revalidation_refused_for_good_sets_the_insight_aside_until_it_is_edited(
+        root: Path, fake_openai: Any) -> None:
+    rt, eps, first, _second = setup(root)
+    try:
+        edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
+        Indexer(rt).scan()
+        rt.__dict__["llm"] = OpenAILLM(model="fake-model", base_url=fake_openai.base_url,
+                                       api_key="k", max_retries=0, sleep=lambda s: None)
+        strategy = RevalidateInsights()
+        assert strategy.observe(rt, None) == 2
+        fake_openai.script(400)
+        # the depth-2 insight cites the first, still stale: it is retired without a call
+        assert revalidate(rt) == {"failed": 1, "set_aside": 1, "retired": 1}
+        (row,) = [r for r in list_derivations(rt.db(), strategy=REVALIDATE)
+                  if r["status"] == "failed"]
+        assert f"set aside: {first.id}" in row["error"] and "HTTP 400" in row["error"]
+        assert rt.store.get(DEV, first.id).meta["status"] == "stale"  # nothing is pretended
+        assert strategy.observe(rt, None) == 0
+        assert revalidate(rt) == {}
+        assert len(fake_openai.chat_bodies()) == 1
+
+        # an edit of the insight (or of its evidence) brings it back
+        edit_file(rt.store.path_for_id(DEV, first.id), "All three reverts touched auth.",
+                  "All three reverts touched the auth code.")
+        Indexer(rt).scan()
+        assert strategy.observe(rt, None) == 1
+        fake_openai.script(json.dumps({"verdict": "retire", "insight": "", "evidence": []}))
+        assert revalidate(rt) == {"retired": 1}
+    finally:
+        rt.close()
+
+
+def test_revalidation_after_an_outage_asks_again(root: Path, fake_openai: Any) -> None:
+    rt, eps, _first, _second = setup(root)
+    try:
+        edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
+        Indexer(rt).scan()
+        rt.__dict__["llm"] = OpenAILLM(model="fake-model", base_url=fake_openai.base_url,
+                                       api_key="k", max_retries=0, sleep=lambda s: None)
+        fake_openai.script(503)
+        assert revalidate(rt) == {"failed": 1, "retired": 1}
+        assert RevalidateInsights().observe(rt, None) == 1
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("status", [400, 413, 422])
+def test_the_openai_client_marks_each_refusal_status_permanent(
+        fake_openai: Any, status: int) -> None:
+    from everos_reflect.llm.tasks import Record, TaskRequest
+
+    llm = OpenAILLM(model="fake-model", base_url=fake_openai.base_url, api_key="k",
+                    max_retries=0, sleep=lambda s: None)
+    fake_openai.script(status)
+    with pytest.raises(ProviderUnavailable) as caught:
+        llm.run_task("questions", TaskRequest(records=(Record("a", "episode", "x"),),
+                                              values={"count": "1"}))
+    assert caught.value.permanent
+
+
+def test_a_long_window_set_aside_names_ten_ids_and_counts_the_rest() -> None:
+    from everos_reflect.strategies.belief_store import set_aside_error
+
+    ids = [f"ep_20261012_{n:04d}" for n in range(1, 26)]
+    text = set_aside_error("HTTP 413: too large", ids)
+    assert text == ("HTTP 413: too large; set aside: " + ", ".join(ids[:10])
+                    + " and 15 more (the row's inputs) (sent again once edited)")
