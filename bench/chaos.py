@@ -14,7 +14,8 @@ result with an independent reader (bench/chaos_reader.py, which never imports th
   a live source, no archive link to a missing entry, index == what a rebuild from Markdown
   gives, no journal row left;
 - **malformed**: a corpus of broken files (bench/chaos_corpus.py) → the daemon stays up, valid
-  neighbours are indexed, no byte of the broken files changes; peak RSS and Reflection time;
+  neighbours are indexed, no byte of the broken files changes (a file dated today may gain
+  the run's new entries after its own bytes); peak RSS and Reflection time;
 - **llm faults**: each fault of the matrix against the project's fake OpenAI server → nothing
   written, the run recorded ``failed`` and ``trigger`` exiting 1 (prompt injection: the
   coverage guard rejects every merge, so no merge succeeded and the run failed too);
@@ -148,6 +149,17 @@ def section_kills(report: Report, n: int, seed: int, work: Path, env: dict[str, 
 # --------------------------------------------------------------------------- malformed
 
 
+def _kept(before: bytes, after: bytes | None) -> bool:
+    """Whether a broken file still holds what it held: the same bytes, or (a log that is
+    today's, where new entries go) the same bytes followed by appended entries. A symlink's
+    fingerprint is its target, which must not change at all."""
+    if after is None:
+        return False
+    if before.startswith(b"-> "):
+        return after == before
+    return after.startswith(before)
+
+
 def section_malformed(report: Report, n: int, work: Path, env: dict[str, str], *,
                       huge_scale: float = 1.0) -> None:
     root = work / "malformed"
@@ -185,11 +197,15 @@ def section_malformed(report: Report, n: int, work: Path, env: dict[str, str], *
     except subprocess.TimeoutExpired:
         serve.kill()
     after = chaos_corpus.fingerprint(broken)
-    changed = [p for p in before if before[p] != after.get(p)]
+    # A broken file dated today is that day's log, so the run's narratives are appended to it:
+    # legitimate as long as every byte the person wrote is still there, unchanged, first.
+    changed = [p for p in before if not _kept(before[p], after.get(p))]
+    appended = [p for p in before if p not in changed and after[p] != before[p]]
     outside = [p for p in (root.parent / f"{root.name}-outside").iterdir()]
-    report.add("malformed", f"{len(broken)} broken files: no byte changed", len(broken),
+    report.add("malformed", f"{len(broken)} broken files: no byte changed or lost", len(broken),
                len(changed), f"bytes changed: {len(changed)} "
-               f"{[str(Path(p).relative_to(root)) for p in changed][:3]}")
+               f"{[str(Path(p).relative_to(root)) for p in changed][:3]}; new entries appended "
+               f"after the file's own bytes: {len(appended)}")
     report.add("malformed", "daemon up (health 200) throughout", 1, 0 if up and alive else 1,
                f"up={up}, still up after Reflection={alive}")
     report.add("malformed", "valid neighbours indexed", len(valid), 0 if indexed else 1,

@@ -34,3 +34,18 @@ def test_short_chaos_run_has_no_violations(tmp_path: Path) -> None:
     assert {c for s, c in cases if s == "llm"} == set(chaos.faults(chaos.ChaosOpenAI()))
     bad = [r for r in report.rows if r.violations]
     assert not bad, report.markdown()
+
+
+def test_a_broken_file_may_gain_entries_but_never_lose_or_change_bytes() -> None:
+    """The malformed section's check: a broken log dated today receives the run's narratives
+    after its own bytes (kept); an edit inside them, a truncation, a deleted file or a
+    re-pointed symlink is a violation."""
+    own = b"<!-- entry:ep_1 -->\n---\na: &a [1]\n---\n"
+    assert chaos._kept(own, own)
+    assert chaos._kept(own, own + b"<!-- entry:ep_2 -->\n...")
+    assert not chaos._kept(own, own[:-1])
+    assert not chaos._kept(own, b"X" + own[1:])
+    assert not chaos._kept(own, None)
+    link = b"-> /outside/secret.md"
+    assert chaos._kept(link, link)
+    assert not chaos._kept(link, link + b"x")
