@@ -84,7 +84,16 @@ def test_api_insights_and_explain(root: Path) -> None:
     assert tree.status_code == 200
     assert [n["id"] for n in tree.json()["data"]["evidence"]] == [e.id for e in eps]
     bad = call(root, "GET", "/api/v1/memory/explain/nonsense", params={"user_id": DEV.user_id})
-    assert 400 <= bad.status_code < 500
+    # malformed is the caller's input error (422, naming the id), not an unknown record (404)
+    assert bad.status_code == 422, bad.text
+    assert "entry_id" in bad.text
+    # a well-formed id with an impossible day names nothing: 404 by design (ops.existing_form)
+    bad_date = call(root, "GET", "/api/v1/memory/explain/in_20261399_0001",
+                    params={"user_id": DEV.user_id})
+    assert bad_date.status_code == 404, bad_date.text
+    unknown = call(root, "GET", "/api/v1/memory/explain/in_20200101_0042",
+                   params={"user_id": DEV.user_id})
+    assert unknown.status_code == 404, unknown.text
 
 
 def test_search_over_kinds_tags_each_hit_and_leaves_stale_insights_out(root: Path) -> None:

@@ -241,3 +241,11 @@ def test_cooldown_defers_a_met_threshold_until_it_ends() -> None:
     assert trig.next_due(5, last, NOW) == last + timedelta(hours=24)
     assert trig.is_due(5, last, NOW + timedelta(hours=4))
     assert OnWriteTrigger(cooldown=timedelta(minutes=5)).next_due(1, None, NOW) == NOW
+
+
+@pytest.mark.parametrize("expr", ["0 2 * * \u00b2", "0 2 * * 1-\u00b2", "0 2 * * 1/\u00b2",
+                                  "0 2 * * \u0663", "\u0660 2 * * *"])
+def test_a_non_ascii_digit_is_a_named_cron_error(expr: str) -> None:
+    # "²".isdigit() is true: int() raised its own message; "٣" was silently read as Wednesday
+    with pytest.raises(ValueError, match=r"invalid cron .*only ASCII"):
+        CronTrigger(expr)

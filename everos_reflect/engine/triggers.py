@@ -66,6 +66,10 @@ def _expand_dow(text: str, expr: str) -> set[int]:
 def _translate(expr: str) -> tuple[dict[str, str], bool]:
     """Crontab → APScheduler field kwargs, and whether day-of-month/-week combine with OR."""
     text = _MACROS.get(expr.strip().lower(), expr.strip())
+    if not text.isascii():
+        # str.isdigit() is true for "²" and "٣": one crashed int(), the other was read as 3
+        raise ValueError(f"invalid cron {expr!r}: only ASCII digits, day and month names and "
+                         "* , - / are allowed")
     fields = text.split()
     if len(fields) != 5:
         raise ValueError(
