@@ -42,7 +42,11 @@ from everos_reflect.clustering.online import (
     Decision,
     choose_scored,
     fold,
+    in_window,
+    in_window_rows,
     similarities,
+    window_end,
+    window_start,
 )
 
 #: a consolidated centroid at least this close (cosine) to a pivot joins that pivot's group
@@ -482,12 +486,10 @@ def _choose_live(hits: list[tuple[int, int, float]], version: dict[int, int], id
     for p, ver, sim in hits:
         if version.get(p, 0) != ver or sim * norm.item(p) < member_threshold:
             continue
-        if sim >= threshold:
-            gap = max(0.0, first.item(p) - ts, ts - last.item(p))
-            if gap <= window:
-                cid = ids[p]
-                if best_join is None or (-sim, cid) < (-best_join[0], best_join[1]):
-                    best_join = (sim, cid)
+        if sim >= threshold and in_window(ts, first.item(p), last.item(p), window):
+            cid = ids[p]
+            if best_join is None or (-sim, cid) < (-best_join[0], best_join[1]):
+                best_join = (sim, cid)
         if sim >= rejoin_threshold and consolidated.item(p):
             cid = ids[p]
             if best_rejoin is None or (-sim, cid) < (-best_rejoin[0], best_rejoin[1]):
@@ -699,10 +701,9 @@ class UserClusters:
         arrivals older than the horizon)."""
         if not self.ids:
             return np.empty(0, dtype=np.int64)
-        rows = self._rows_since(ts - window)
+        rows = self._rows_since(window_start(ts, window))
         if rows.size:
-            gap = np.maximum(np.maximum(self._first[rows] - ts, ts - self._last[rows]), 0.0)
-            rows = rows[gap <= window]
+            rows = rows[in_window_rows(ts, self._first[rows], self._last[rows], window)]
         groups = self._groups
         groups.tidy()
         extra = groups.pairs(groups.cosines(vector), _reach(rejoin_threshold))[0] \
@@ -903,7 +904,7 @@ class UserClusters:
                 later: slice | np.ndarray | None = self._later_rejoin(
                     q, cid, first_q, last_q, ts_arr, window, bounds, reach)
             elif ordered:  # later items are no older: only the span's end rules them out
-                end = bisect.bisect_right(times, last_q + window, q + 1)
+                end = bisect.bisect_right(times, window_end(last_q, window), q + 1)
                 later = slice(q + 1, end) if end > q + 1 else None
             else:
                 later = self._later(q, False, first_q, last_q, times, ts_arr, ordered, window)
@@ -938,8 +939,7 @@ class UserClusters:
                 if sim >= floor:
                     k = start + j if at is None else at[j]
                     t = times[k]
-                    if sim >= rejoin_threshold or \
-                            max(0.0, first_q - t, t - last_q) <= window:
+                    if sim >= rejoin_threshold or in_window(t, first_q, last_q, window):
                         hits[k].append((p, ver, sim))
         if len(heap) > 4 * len(recent) + 64:  # stale entries: compact (as _store does)
             self._heap = [(float(lasts[pos[c]]), c) for c in recent]
@@ -951,7 +951,8 @@ class UserClusters:
         of some item of the run (a row outside is out of every item's window)."""
         if not self.ids:
             return np.empty(0, dtype=np.int64)
-        lo, hi = float(ts.min()) - window, float(ts.max()) + window
+        # the least last_ts and greatest first_ts in_window allows for some item of the run
+        lo, hi = window_start(float(ts.min()), window), window_end(float(ts.max()), window)
         rows = self._rows_since(lo)
         if rows.size:
             rows = rows[(self._first[rows] <= hi) & (self._last[rows] >= lo)]
@@ -1003,7 +1004,8 @@ class UserClusters:
         if bounds is None or g is None or g >= bounds.shape[1]:
             return slice(q + 1, len(ts))
         rest = ts[q + 1:]
-        keep = ((rest >= first_ts - window) & (rest <= last_ts + window)) | (
+        keep = ((rest >= window_start(first_ts, window))
+                & (rest <= window_end(last_ts, window))) | (
             bounds[q + 1:, g] >= _cos_at(self._groups.spread[cluster_id] + reach))
         idx = np.flatnonzero(keep)
         return idx + (q + 1) if idx.size else None
@@ -1016,10 +1018,11 @@ class UserClusters:
         if consolidated:  # may be rejoined at any distance in time
             return slice(q + 1, len(times))
         if ordered:  # later items are no older, so only the span's end can rule them out
-            end = bisect.bisect_right(times, last_ts + window, q + 1)
+            end = bisect.bisect_right(times, window_end(last_ts, window), q + 1)
             return slice(q + 1, end) if end > q + 1 else None
         rest = ts[q + 1:]
-        idx = np.flatnonzero((rest >= first_ts - window) & (rest <= last_ts + window))
+        idx = np.flatnonzero((rest >= window_start(first_ts, window))
+                             & (rest <= window_end(last_ts, window)))
         return idx + (q + 1) if idx.size else None
 
     def _advance(self, horizon: float) -> None:

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Sequence
+import struct
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,7 +56,103 @@ def gap_seconds(ts: float, first_ts: float, last_ts: float) -> float:
 
 
 def in_window(ts: float, first_ts: float, last_ts: float, window_seconds: float) -> bool:
+    """The one definition of "in the time window": every other window test (the run's bisect,
+    the vectorised filters, the horizon) is derived from it through :func:`window_start` and
+    :func:`window_end`, so no Episode is in the window for one test and out for another."""
     return gap_seconds(ts, first_ts, last_ts) <= window_seconds
+
+
+def window_end(last_ts: float, window_seconds: float) -> float:
+    """The greatest float ``t`` with ``t - last_ts <= window_seconds`` as floats compute it.
+
+    ``t <= last_ts + window_seconds`` is not that test: the sum is rounded, so at the edge
+    (e.g. epochs just past a power of two) a ``t`` one ulp out of the window by
+    :func:`in_window` passes it, and with small timestamps one in the window fails it. A
+    rounded difference is monotone in ``t``, so the set is ``t <= window_end(...)``
+    exactly. With ``window_seconds`` negative (never in the window) this is ``-inf``."""
+    if not window_seconds >= 0.0:
+        return -math.inf
+    return _edge(lambda t: t - last_ts <= window_seconds, last_ts + window_seconds, True)
+
+
+def window_start(first_ts: float, window_seconds: float) -> float:
+    """The least float ``t`` with ``first_ts - t <= window_seconds`` as floats compute it:
+    the other side of :func:`window_end`. For ``window_seconds >= 0``,
+    ``in_window(t, first, last, w)`` is exactly
+    ``window_start(first, w) <= t <= window_end(last, w)``; it is also the least ``last_ts``
+    a cluster may have to be in the window of an Episode at ``first_ts`` (the horizon)."""
+    if not window_seconds >= 0.0:
+        return math.inf
+    return _edge(lambda t: first_ts - t <= window_seconds, first_ts - window_seconds, False)
+
+
+def _edge(ok: Callable[[float], bool], guess: float, upper: bool) -> float:
+    """The last float (``upper``) or the first (not ``upper``) where the monotone ``ok``
+    holds, found from ``guess`` (the rounded bound, normally the answer or one ulp off): a
+    check of the guess and its neighbour, then a galloping search over the floats' order
+    for the rare far case (operands of very different magnitudes)."""
+    if math.isnan(guess):
+        return guess
+    out = math.inf if upper else -math.inf  # the direction ``ok`` turns false
+    inn = -out
+    if ok(guess) and not ok(math.nextafter(guess, out)):
+        return guess
+    # general case: over the integers that order the floats, find the boundary
+    k = _order(guess)
+    sign = 1 if upper else -1
+    if ok(guess):  # move outwards until ok fails
+        good, step = k, 1
+        while True:
+            bad = _clamp(k + sign * step)
+            if not ok(_float(bad)):
+                break
+            if _float(bad) == out:
+                return out
+            good, step = bad, step * 2
+    else:  # move inwards until ok holds
+        bad, step = k, 1
+        while True:
+            good = _clamp(k - sign * step)
+            if ok(_float(good)):
+                break
+            if _float(good) == inn:
+                return math.nan  # ok holds nowhere (not with a non-NaN window)
+            bad, step = good, step * 2
+    while abs(bad - good) > 1:
+        mid = (good + bad) // 2
+        if ok(_float(mid)):
+            good = mid
+        else:
+            bad = mid
+    return _float(good)
+
+
+_SIGN = 1 << 63
+_INF_ORDER = 0x7FF0000000000000  # _order(inf)
+
+
+def _order(x: float) -> int:
+    """An integer that orders the non-NaN floats as they compare (adjacent floats differ by 1)."""
+    i = struct.unpack("<q", struct.pack("<d", x))[0]
+    return i if i >= 0 else -(i & (_SIGN - 1))
+
+
+def _float(k: int) -> float:
+    """The inverse of :func:`_order`."""
+    bits = k if k >= 0 else (-k) | _SIGN
+    return struct.unpack("<d", struct.pack("<Q", bits))[0]
+
+
+def _clamp(k: int) -> int:
+    return max(-_INF_ORDER, min(_INF_ORDER, k))
+
+
+def in_window_rows(ts: float, first_ts: np.ndarray, last_ts: np.ndarray,
+                   window_seconds: float) -> np.ndarray:
+    """:func:`in_window` over arrays of spans: the same float operations element by element
+    (numpy's float64 subtraction rounds as Python's does), so the same answer per row."""
+    gap = np.maximum(np.maximum(first_ts - ts, ts - last_ts), 0.0)
+    return gap <= window_seconds
 
 
 def choose_cluster(
