@@ -248,12 +248,9 @@ def test_a_superseded_conviction_resolves_its_edge_with_the_reason(rt: Runtime,
 # -- reconcile ------------------------------------------------------------------------------------
 
 
-def test_reconcile_waits_for_a_census_of_two(rt: Runtime, llm: ScriptedLLM) -> None:
-    seed_worldview(rt, llm)
-    llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
-    run(rt, "detect_contradictions")
-    assert observe(rt, "reconcile") == 0
-    assert run(rt, "reconcile") == {}
+def second_contradiction(rt: Runtime, llm: ScriptedLLM) -> None:
+    """A new reliability principle and a shipping-fast risk, and the edge between them: the
+    second standing self-contradiction, which makes reconcile due."""
     add_insights(rt, "Reliability before velocity, always.", "Hotfixes shipped past review.",
                  "Launch dates beat reviews.")
     llm.queue_task("worldview", worldview_reply(
@@ -262,6 +259,15 @@ def test_reconcile_waits_for_a_census_of_two(rt: Runtime, llm: ScriptedLLM) -> N
     run(rt, "update_worldview")
     llm.queue_task("contradictions", contradiction(("Reliability", "Shipping fast")))
     run(rt, "detect_contradictions")
+
+
+def test_reconcile_waits_for_a_census_of_two(rt: Runtime, llm: ScriptedLLM) -> None:
+    seed_worldview(rt, llm)
+    llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
+    run(rt, "detect_contradictions")
+    assert observe(rt, "reconcile") == 0
+    assert run(rt, "reconcile") == {}
+    second_contradiction(rt, llm)
     assert observe(rt, "reconcile") == 1
 
     def reconciliation(req: TaskRequest) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from tests.test_belief_tiers import (
     cite,
     contradiction,
     run,
+    second_contradiction,
     seed_worldview,
     worldview_reply,
 )
@@ -148,14 +149,7 @@ def test_reconcile_shows_a_huge_hand_edited_edge_clipped(rt: Runtime, llm: Scrip
     seed_worldview(rt, llm)
     llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
     run(rt, "detect_contradictions")
-    add_insights(rt, "Reliability before velocity, always.", "Hotfixes shipped past review.",
-                 "Launch dates beat reviews.")
-    llm.queue_task("worldview", worldview_reply(
-        ("principles", "Reliability before velocity, always.", ["Reliability"]),
-        ("risks", "Shipping fast past review.", ["Hotfixes", "Launch"])))
-    run(rt, "update_worldview")
-    llm.queue_task("contradictions", contradiction(("Reliability", "Shipping fast")))
-    run(rt, "detect_contradictions")
+    second_contradiction(rt, llm)
     edge = belief_views.relations(rt, ADA)[0]["id"]
     edit_file(rt.store.path_for_id(ADA, edge), "breaks the enterprise commitments.",
               "breaks the enterprise commitments. " + "e" * HUGE)
