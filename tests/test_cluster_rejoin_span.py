@@ -146,3 +146,21 @@ def test_a_consolidated_cluster_joined_in_a_run_is_joined_up_to_its_window_edge(
     assert [reason for _, _, reason in want] == [JOIN, NEW if beyond else JOIN]
     assert got == want
     assert b.get("cl_cons").centroid.tobytes() == a.get("cl_cons").centroid.tobytes()
+
+
+@settings(max_examples=300, deadline=None)
+@given(x=st.one_of(st.floats(allow_nan=True, allow_infinity=True),
+                   st.sampled_from([BIG - U, BIG, 2.0 ** -53, 1.0 + 2.0 ** -52, 0.0, -0.0])),
+       w=st.one_of(st.floats(min_value=0.0, allow_infinity=True),
+                   st.sampled_from([86400.0 + 2.5 * U, 1.0, 0.0, 7 * DAY, 5e-324])))
+def test_the_inline_edge_check_answers_what_the_general_search_answers(x: float,
+                                                                         w: float) -> None:
+    """``window_end`` / ``window_start`` check the rounded guess inline before falling back
+    to the general search (:func:`online._edge`); both paths give the same float."""
+    from everos_reflect.clustering.online import _edge
+
+    def same(a: float, b: float) -> bool:
+        return (math.isnan(a) and math.isnan(b)) or a == b
+
+    assert same(window_end(x, w), _edge(lambda t: t - x <= w, x + w, True))
+    assert same(window_start(x, w), _edge(lambda t: x - t <= w, x - w, False))
