@@ -10,6 +10,8 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from everos_reflect.errors import EverosError
+
 #: Largest configuration file read (``everos.toml``, ``ome.toml``, ``fleet.toml``,
 #: ``daemon.json``): a hundred times the longest real one, so reading it whole is harmless.
 MAX_CONFIG_BYTES = 1 << 20
@@ -45,3 +47,16 @@ def read_config_bytes(path: str | os.PathLike[str]) -> bytes | None:
     if len(data) > MAX_CONFIG_BYTES:
         raise OSError(errno.EFBIG, f"larger than {MAX_CONFIG_BYTES:,} bytes", str(Path(path)))
     return data
+
+
+def expand_user(path: str | os.PathLike[str], what: str = "path") -> Path:
+    """``Path(path).expanduser()``, or :class:`EverosError` naming ``what`` and the path when
+    its ``~`` cannot be expanded (``~nosuchuser/x``; ``~`` with no ``HOME`` and no password
+    entry): ``pathlib`` raises a bare ``RuntimeError`` there, which every command printed as
+    a traceback."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        user = str(path).split("/", 1)[0]
+        raise EverosError(f"{what} {str(path)!r}: no home folder is known for {user!r}") \
+            from None

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from everos_reflect.errors import ConfigError, EverosError
-from everos_reflect.fileio import read_config_bytes
+from everos_reflect.fileio import expand_user, read_config_bytes
 from everos_reflect.settings import TOML_ERRORS, toml_syntax_problem
 
 Problem = tuple[str, str, str]
@@ -219,7 +219,11 @@ def resolve_roots(config: FleetConfig) -> list[Path]:
     found: dict[Path, int] = {}  # root -> the pattern that first gave it
     for i, pattern in enumerate(config.roots):
         where = f"roots[{i}]"
-        expanded = Path(pattern).expanduser()
+        try:
+            expanded = expand_user(pattern)
+        except EverosError as exc:
+            problems.append((config.file, where, str(exc).removeprefix("path ")))
+            continue
         if not expanded.is_absolute():
             expanded = config.base_dir / expanded
         if _is_glob(pattern):
@@ -256,7 +260,7 @@ def _nested(file: str, found: Mapping[Path, int]) -> list[Problem]:
 
 def read_fleet(path: str | Path) -> tuple[FleetConfig, list[Path]]:
     """Read, validate and expand a ``fleet.toml`` file."""
-    file = Path(path).expanduser()
+    file = expand_user(path, "--fleet")
     try:
         data = read_config_bytes(file)
         if data is None:
