@@ -17,13 +17,18 @@ from everos_reflect.errors import EverosError
 MAX_CONFIG_BYTES = 1 << 20
 
 
+class NotRegularFile(OSError):
+    """A folder, FIFO or device stands where a file was expected."""
+
+
 def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
-    """Open a file for reading, refusing anything but a regular file (``OSError``) without ever
-    blocking: a FIFO named like a log would hang a plain ``open()`` — and the watcher — forever."""
+    """Open a file for reading, refusing anything but a regular file (:class:`NotRegularFile`)
+    without ever blocking: a FIFO named like a log would hang a plain ``open()`` — and the
+    watcher — forever."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
