@@ -17,9 +17,10 @@ from __future__ import annotations
 import difflib
 import glob
 import math
+import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -241,6 +242,22 @@ def resolve_roots(config: FleetConfig) -> list[Path]:
     if problems:
         raise ConfigError(problems)
     return list(found)
+
+
+def distinct_roots(roots: Iterable[Path | str]) -> list[str]:
+    """Each root once, in order, under its first spelling. The same folder given twice (a
+    trailing slash, ``..``, a symlink) ran twice at once, the second run ``busy`` against the
+    first, and the fleet's report held that folder's results under several names: a run
+    failing against itself. :func:`resolve_roots` lists each root once already; this guards
+    callers that build their own list (``run_fleet``, ``FleetScheduler``)."""
+    seen: set[str] = set()
+    out = []
+    for root in roots:
+        real = os.path.realpath(root)
+        if real not in seen:
+            seen.add(real)
+            out.append(str(root))
+    return out
 
 
 def _nested(file: str, found: Mapping[Path, int]) -> list[Problem]:
