@@ -252,6 +252,18 @@ def test_unusable_frontmatter_is_fatal_and_yields_no_entries(text: str, message:
     assert log.entries == []
 
 
+@pytest.mark.parametrize(("value", "shown"), [("true", "True"), ("1.0", "1.0"), ("'1'", "'1'")])
+def test_a_schema_version_that_only_equals_1_in_python_is_fatal_at_its_line(
+    value: str, shown: str
+) -> None:
+    """``true == 1`` and ``1.0 == 1`` in Python: both were read as version 1 without a word."""
+    log = parse_log(HEAD.replace("schema_version: 1", f"schema_version: {value}") + entry(1), PATH)
+    assert not log.ok and log.entries == []
+    (d,) = log.diagnostics
+    assert (d.path, d.line, d.severity) == (PATH, 3, "fatal")
+    assert d.message == f"unsupported schema_version {shown} (this version reads 1)"
+
+
 def test_file_name_wins_over_frontmatter_and_mismatch_is_a_warning() -> None:
     log = parse_log(HEAD.replace("2026-10-12", "2026-10-13") + entry(1), PATH)
     assert log.day == date(2026, 10, 12) and [e.id for e in log.entries] == ["ep_20261012_0001"]

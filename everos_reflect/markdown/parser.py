@@ -417,6 +417,14 @@ class _Parser:
                         )
         return end + 1
 
+    def _key_line(self, key: str) -> int:
+        """1-based line of the top-level ``key:`` in the file frontmatter (1 when not found),
+        so a problem with one field points where a person fixes it."""
+        pattern = re.compile(rf"^(['\"]?){re.escape(key)}\1[ \t]*:")
+        bounds = frontmatter_bounds(self.lines)
+        end = bounds[1] if bounds else 0
+        return next((i + 1 for i in range(1, end) if pattern.match(self.bare[i])), 1)
+
     def _file_identity(self, log: DailyLog, data: dict[Any, Any]) -> None:
         """Kind and day from the frontmatter, cross-checked with the file name (which wins:
         ids are located through it)."""
@@ -430,9 +438,12 @@ class _Parser:
         version = data.get("schema_version")
         if version is None:
             self.report(1, "frontmatter has no schema_version (assuming 1)", "warning")
-        elif version != SCHEMA_VERSION:
+        elif type(version) is not int or version != SCHEMA_VERSION:
+            # ``type`` and not ``==``: ``true`` and ``1.0`` equal 1 in Python, and reading
+            # them as 1 would guess at a file nobody wrote as version 1.
             self.report(
-                1, f"unsupported schema_version {version!r} (this version reads 1)", "fatal"
+                self._key_line("schema_version"),
+                f"unsupported schema_version {version!r} (this version reads 1)", "fatal"
             )
         if "type" in data and fm_kind is None:
             self.report(1, f"unknown file type {data.get('type')!r}", "fatal")
