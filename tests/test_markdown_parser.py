@@ -194,6 +194,14 @@ WARNINGS = [
         entry(2, meta="owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00\nparent_type: memcell\n"),
         "no UTC offset",
     ),
+    # A day alone was read as midnight UTC without a word (YAML makes it a date, not a
+    # datetime, which the offset check passed over).
+    *((f"date-only timestamp {name}", entry(2, meta=f"owner_id: u_andrew\ntimestamp: {value}\n"
+       "parent_type: memcell\n"), f"timestamp {shown} has no time of day (read as {read})")
+      for name, value, shown, read in (
+          ("plain", "2026-10-11", "2026-10-11", "2026-10-11T00:00:00+00:00"),
+          ("quoted", "'2026-10-11'", "'2026-10-11'", "2026-10-11T00:00:00+00:00"),
+          ("week date", "2026-W41-1", "'2026-W41-1'", "2026-10-05T00:00:00+00:00"))),
     (
         "other owner",
         entry(2, meta="owner_id: someone\ntimestamp: 2026-10-11T02:00:00Z\nparent_type: memcell\n"),

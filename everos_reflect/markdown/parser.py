@@ -9,8 +9,9 @@ line, reason) and the rest of the file still parses. Severities:
   misplaced id (of a duplicate only the first block is read, and writers never archive into the
   file), missing ``owner_id``/``timestamp``, unreadable timestamp). It is skipped; its
   text stays in the file and its id still counts when the next id is allocated.
-- ``warning``: indexed anyway (naive timestamp, owner differing from the file's user, missing
-  ``Content``/``Fact`` section, unexpected ``parent_type``, text before the first section).
+- ``warning``: indexed anyway (naive or date-only timestamp, owner differing from the file's
+  user, missing ``Content``/``Fact`` section, unexpected ``parent_type``, text before the
+  first section).
 
 Unknown metadata keys and unknown sections are not problems: they are kept in ``Entry.meta`` /
 ``Entry.sections``. Lines are split on ``\\n`` only; a trailing ``\\r`` (CRLF files) is ignored
@@ -39,6 +40,7 @@ from everos_reflect.model import (
     EntryId,
     Kind,
     day_stamp,
+    format_timestamp,
     parse_timestamp,
 )
 
@@ -346,6 +348,21 @@ def _as_day(value: Any) -> date | None:
     return None
 
 
+def _date_only(value: object) -> bool:
+    """Whether a timestamp as read from YAML names a day and no time: a plain ``2026-10-11``
+    (YAML makes it a ``date``), or text ``fromisoformat`` reads as a date (``'2026-10-11'``,
+    ``2026-W41-1``), each then taken as midnight UTC, a moment nobody wrote."""
+    if isinstance(value, date):
+        return not isinstance(value, datetime)
+    if isinstance(value, str):
+        try:
+            date.fromisoformat(value.strip())
+        except ValueError:
+            return False
+        return True
+    return False
+
+
 def header_text(text: str) -> str:
     """The text up to the end of the frontmatter (all of it when there is no closed one)."""
     first = text.find("\n")
@@ -594,7 +611,12 @@ class _Parser:
     ) -> None:
         """Problems worth telling a person about that do not stop indexing."""
         ts = meta["timestamp"]
-        if isinstance(ts, str | datetime) and parse_timestamp(ts) is not None:
+        read = parse_timestamp(ts)
+        if read is not None and _date_only(ts):
+            shown = repr(ts) if isinstance(ts, str) else ts.isoformat()
+            self.report(line, f"entry {eid}: timestamp {shown} has no time of day (read as "
+                        f"{format_timestamp(read)})", "warning")
+        elif isinstance(ts, str | datetime) and read is not None:
             raw_tz = ts.tzinfo if isinstance(ts, datetime) else None
             if isinstance(ts, str):
                 try:
