@@ -490,12 +490,29 @@ CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 CONTROL_CLASS = "\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f"
 
 
-def control_problem(value: str) -> str | None:
-    """``"holds the control character U+0000"`` for the first control character of ``value``
-    (see :data:`CONTROL_CHARS`), ``None`` when it has none. Every edge words it the same way."""
-    found = CONTROL_CHARS.search(value)
+#: A lone surrogate: what Python makes of a byte that is not UTF-8 in a command-line argument
+#: (``add --subject $'\xff'``). No UTF-8 file can hold it: writing one raised a bare
+#: ``UnicodeEncodeError`` (a traceback) halfway through an append, and searching for one a
+#: ``TypeError`` from the tokenizer.
+SURROGATES = re.compile("[\ud800-\udfff]")
+
+
+def surrogate_problem(value: str) -> str | None:
+    """``"holds U+DCFF, a byte that is not UTF-8 text"`` for the first lone surrogate of
+    ``value``, ``None`` when it has none."""
+    found = SURROGATES.search(value)
     if found is None:
         return None
+    return f"holds U+{ord(found.group()):04X}, a byte that is not UTF-8 text"
+
+
+def control_problem(value: str) -> str | None:
+    """``"holds the control character U+0000"`` for the first control character of ``value``
+    (see :data:`CONTROL_CHARS`), or what :func:`surrogate_problem` says; ``None`` when it has
+    neither. Every edge words it the same way."""
+    found = CONTROL_CHARS.search(value)
+    if found is None:
+        return surrogate_problem(value)
     return f"holds the control character U+{ord(found.group()):04X}"
 
 

@@ -400,3 +400,31 @@ def test_an_id_with_thousands_of_digits_is_422_not_a_server_error(
     resp = call(method, url.format(seq=seq), **kwargs)
     assert resp.status_code == 422, resp.text
     assert error_of(resp)["code"] == "invalid_id"
+
+
+@pytest.mark.parametrize("method,url", [
+    ("GET", "/api/v1/ome/runs?limt=5"),
+    ("GET", "/api/v1/ome/reports?limit=5&usr=u_x"),
+    ("GET", "/api/v1/status?verbose=1"),
+    ("GET", "/api/v1/memory/worldview?user_id=u_a&app=x"),
+    ("GET", "/api/v1/memory/insights?user_id=u_a&include_stale=true&stale=1"),
+    ("GET", "/api/v1/lessons?task_type=deploy&user=u_a"),
+    ("POST", "/api/v1/memory/search?user_id=u_a"),
+])
+def test_unknown_query_parameter_is_refused_by_name(call: Client, method: str, url: str) -> None:
+    """A misspelt query parameter is an error naming it, as a misspelt body field is: ignored,
+    ``usr=`` would silently widen a read to every user's entries."""
+    kwargs: dict[str, Any] = {"json": {"query": "x", "user_id": "u_a"}} if method == "POST" else {}
+    resp = call(method, url, **kwargs)
+    assert resp.status_code == 422, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == "invalid_request"
+    unknown = url.split("?")[1].split("&")[-1].split("=")[0]
+    assert unknown in error["message"]
+
+
+def test_declared_query_parameters_still_pass(call: Client) -> None:
+    assert call("GET", "/api/v1/ome/runs?limit=5").status_code == 200
+    assert call("GET", "/api/v1/lessons?task_type=deploy&user_id=u_a").status_code == 200
+    assert call("GET", "/api/v1/health?probe=1").status_code == 200  # probes may add anything
+

@@ -289,6 +289,35 @@ def test_reconcile_waits_for_a_census_of_two(rt: Runtime, llm: ScriptedLLM) -> N
     assert rec.id in items
 
 
+def test_a_reconciliation_under_the_citation_floor_is_refused_alone(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    """Citing one record failed the call (retried), and the owner's window on every run."""
+    seed_worldview(rt, llm)
+    llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
+    run(rt, "detect_contradictions")
+    second_contradiction(rt, llm)
+    llm.queue_task("reconciliation", lambda req: {
+        "insight": "Reliability comes first.", "evidence": [1]})
+    assert run(rt, "reconcile") == {"owners": 1, "refused": 1}
+    assert not [e for e in rt.store.entries(ADA, Kind.INSIGHT)
+                if e.meta.get("insight_type") == "reconciliation"]
+    assert observe(rt, "reconcile") == 0
+    assert run(rt, "reconcile") == {}  # not sent again: the script is empty
+    assert len([n for n, _ in llm.task_requests if n == "reconciliation"]) == 1
+
+
+def test_a_reconciliation_citing_a_number_not_shown_still_fails(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    seed_worldview(rt, llm)
+    llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
+    run(rt, "detect_contradictions")
+    second_contradiction(rt, llm)
+    llm.queue_task("reconciliation", lambda req: {
+        "insight": "Reliability comes first.", "evidence": [1, 99]})
+    assert run(rt, "reconcile", "failed") == {"failed": 1}
+    assert observe(rt, "reconcile") == 1  # an unusable reply: the window waits
+
+
 # -- cursor semantics, offline, audit ---------------------------------------------------------
 
 

@@ -66,3 +66,31 @@ def test_help_and_version_are_not_errors(root: Path) -> None:
     assert helped.exit_code == 0 and helped.stdout.startswith("Usage: ")
     versioned = invoke(["--version"])
     assert versioned.exit_code == 0 and "version" in versioned.stdout
+
+
+#: A byte that is not UTF-8 in an argument (``add --subject $'\xff'``) reaches Python as the
+#: lone surrogate U+DCFF.
+NOT_UTF8 = "caf\udcff"
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["add", "--user", "u1", "--subject", NOT_UTF8, "--content", "c"],
+     "error: --subject holds U+DCFF, a byte that is not UTF-8 text"),
+    (["add", "--user", "u1", "--subject", "s", "--content", NOT_UTF8],
+     "error: --content holds U+DCFF, a byte that is not UTF-8 text"),
+    (["task", "add", "--user", "u1", "--type", "deploy", "--goal", NOT_UTF8, "--step", "s",
+      "--outcome", "success"], "error: --goal holds U+DCFF, a byte that is not UTF-8 text"),
+    (["search", NOT_UTF8], "error: query holds U+DCFF, a byte that is not UTF-8 text"),
+    (["search", NOT_UTF8, "--mode", "keyword"],
+     "error: query holds U+DCFF, a byte that is not UTF-8 text"),
+])
+def test_an_argument_that_is_not_utf8_text_is_one_error_line_and_nothing_is_written(
+    root: Path, args: list[str], says: str
+) -> None:
+    """`add` raised a bare UnicodeEncodeError halfway through the append, `search` a
+    TypeError from the tokenizer: tracebacks, not an error line."""
+    result = invoke([*args, "--root", str(root)])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.stderr.splitlines() == [says]
+    assert not list(root.glob("*/*/users/*/*/*.md"))

@@ -185,3 +185,80 @@ def test_a_long_window_set_aside_names_ten_ids_and_counts_the_rest() -> None:
     text = set_aside_error("HTTP 413: too large", ids)
     assert text == ("HTTP 413: too large; set aside: " + ", ".join(ids[:10])
                     + " and 15 more (the row's inputs) (sent again once edited)")
+
+
+def nonzero(counts: dict[str, int]) -> dict[str, int]:
+    return {k: v for k, v in counts.items() if v}
+
+
+def _reflect_refused_then(tmp_path: Path, change: str) -> None:
+    """A cluster whose merge the server refused for good is set aside, then ``change`` (a
+    member edited, joining or leaving) brings it back."""
+    import re
+
+    from everos_reflect.llm.base import ScriptedLLM as MergeScript
+    from tests.reflect_fixtures import (
+        ANDREW,
+        add_episode,
+        make_runtime,
+        reports,
+        run_reflection,
+        seed_pets,
+    )
+
+    llm = MergeScript([refused(413)])
+    rt = make_runtime(tmp_path, llm)
+    try:
+        eps = seed_pets(rt)
+        assert nonzero(run_reflection(rt)) == {"failed": 1, "set_aside": 1}
+        (row,) = reports(rt)
+        assert row["status"] == "failed"
+        assert f"set aside: {', '.join(e.id for e in eps)}" in row["error"]
+        assert "HTTP 413" in row["error"]
+        # not sent again: the script is empty, a merge call would fail the test
+        assert nonzero(run_reflection(rt, "run_again")) == {}
+        assert len(llm.merge_requests) == 1
+
+        if change == "edited":
+            edit_file(rt.store.path_for_id(ANDREW, eps[1].id), "three-year-old",
+                      "four-year-old")
+        elif change == "joined":
+            add_episode(rt, ANDREW, "2026-09-08T10:00:00-07:00", "Andrew's dogs Toby and Buddy",
+                        "Andrew walks his two dogs, Toby and Buddy, every morning.")
+        else:  # left: a member deleted by hand
+            path = rt.store.path_for_id(ANDREW, eps[0].id)
+            text = path.read_text()
+            block = rf"<!-- entry:{eps[0].id} -->.*?<!-- /entry:{eps[0].id} -->\n"
+            path.write_text(re.sub(block, "", text, flags=re.S))
+        Indexer(rt).scan()
+        llm._merges.append(refused(422))
+        counts = nonzero(run_reflection(rt, "run_changed"))
+        assert counts == {"failed": 1, "set_aside": 1}
+        assert len(llm.merge_requests) == 2
+        sent = len(llm.merge_requests[-1].members)
+        assert sent == {"edited": 3, "joined": 4, "left": 2}[change]
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("change", ["edited", "joined", "left"])
+def test_reflection_sets_a_refused_cluster_aside_until_a_member_changes(
+        tmp_path: Path, change: str) -> None:
+    _reflect_refused_then(tmp_path, change)
+
+
+def test_reflection_after_an_outage_sends_the_cluster_again(tmp_path: Path) -> None:
+    from everos_reflect.llm.base import ScriptedLLM as MergeScript
+    from tests.reflect_fixtures import make_runtime, reports, run_reflection, seed_pets
+
+    llm = MergeScript([ProviderUnavailable("HTTP 503: overloaded"),
+                       ProviderUnavailable("HTTP 503: overloaded")])
+    rt = make_runtime(tmp_path, llm)
+    try:
+        seed_pets(rt)
+        assert nonzero(run_reflection(rt)) == {"failed": 1}
+        assert "set aside" not in reports(rt)[0]["error"]
+        assert nonzero(run_reflection(rt, "run_again")) == {"failed": 1}
+        assert len(llm.merge_requests) == 2
+    finally:
+        rt.close()

@@ -164,3 +164,40 @@ def test_a_revise_interrupted_between_its_two_writes_is_finished_by_the_next_run
     assert rt.store.get(DEV, second.id).meta["status"] == "active"
     rows = [r for r in list_derivations(rt.db(), strategy=NAME) if r["inputs"] == [first.id]]
     assert [(r["status"], r["outputs"]) for r in rows] == [("ok", [written.id])]
+
+
+@pytest.mark.parametrize("verdict", ["holds", "revise"])
+def test_a_verdict_under_the_citation_floor_is_refused_alone_and_not_asked_again(
+        root: Path, fake_openai: Any, verdict: str) -> None:
+    rt, eps, first, _second = setup(root)
+    edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
+    Indexer(rt).scan()
+    strategy = RevalidateInsights()
+    fake_openai.script(json.dumps({"verdict": verdict, "insight": "Auth reverts, once.",
+                                   "evidence": [1]}))
+    # the depth-2 insight cites the first, still stale: it is retired without a call
+    assert run(with_openai(rt, fake_openai)) == {"refused": 1, "retired": 1}
+    assert rt.store.get(DEV, first.id).meta["status"] == "stale"  # nothing is pretended
+    assert rt.store.get(DEV, first.id).deprecated_by is None
+    (row,) = [r for r in list_derivations(rt.db(), strategy=NAME)
+              if r["inputs"] == [first.id]]
+    assert row["status"] == "ok" and row["outputs"] == []
+    assert f"refused: a '{verdict}' verdict citing 1 record(s), at least 2 needed" in row["error"]
+    assert strategy.observe(rt, None) == 0
+    assert run(rt) == {}  # not asked again: the fake has no reply left
+    assert len(fake_openai.chat_bodies()) == 1
+
+    edit_file(rt.store.path_for_id(DEV, first.id), "All three reverts touched auth.",
+              "All three reverts touched the auth code.")
+    Indexer(rt).scan()
+    assert strategy.observe(rt, None) == 1
+
+
+def test_a_verdict_citing_a_number_not_shown_still_fails_the_call(root: Path,
+                                                                   fake_openai: Any) -> None:
+    rt, eps, _first, _second = setup(root)
+    edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
+    Indexer(rt).scan()
+    fake_openai.script(json.dumps({"verdict": "holds", "insight": "", "evidence": [1, 9]}))
+    assert run(with_openai(rt, fake_openai)) == {"failed": 1, "retired": 1}
+    assert RevalidateInsights().observe(rt, None) == 1  # an unusable reply: asked again

@@ -125,12 +125,31 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         ):
             raise ApiError(401, "unauthorized", "missing or wrong bearer token")
 
+    declared: dict[tuple[str, str], frozenset[str]] = {}
+
+    def known_query(request: Request) -> None:
+        # bodies refuse a misspelt field (extra="forbid"); a query string is held to the same
+        # rule, since an ignored ``usr=`` or ``limt=`` silently changes what a read returns.
+        # The declared names come from the published OpenAPI document, read once.
+        if not declared:
+            for path, methods in app.openapi()["paths"].items():
+                for method, operation in methods.items():
+                    declared[(method.upper(), path)] = frozenset(
+                        p["name"] for p in operation.get("parameters", ()) if p["in"] == "query")
+        route = request.scope.get("route")
+        allowed = declared.get((request.method, getattr(route, "path", "")), frozenset())
+        unknown = sorted(set(request.query_params) - allowed)
+        if unknown:
+            raise ApiError(422, "invalid_request",
+                           f"unknown query parameter(s): {', '.join(unknown)}; this route takes "
+                           f"{', '.join(sorted(allowed)) or 'none'}")
+
     def root_present() -> None:
         # every guarded route reads or writes the root: one that is not there (moved,
         # deleted, never created) is a 503 naming it, not an empty answer or a new folder
         runtime.check_root()
 
-    guarded = [Depends(authorize), Depends(root_present)]
+    guarded = [Depends(authorize), Depends(known_query), Depends(root_present)]
 
     @app.get(f"{API}/health")
     def health() -> dict[str, Any]:

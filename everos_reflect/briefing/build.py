@@ -26,7 +26,7 @@ from everos_reflect.briefing.tokens import TokenCounter, default_counter
 from everos_reflect.embedding.base import embed_query
 from everos_reflect.errors import EverosError
 from everos_reflect.index.vectors import where_clause
-from everos_reflect.model import DailyLog, Entry, Kind, UserRef
+from everos_reflect.model import DailyLog, Entry, Kind, UserRef, surrogate_problem
 from everos_reflect.procedural.lessons import ranked, read_lesson
 from everos_reflect.procedural.tasks import read_task
 from everos_reflect.strategies import beliefs
@@ -176,6 +176,8 @@ def build_briefing(
     """One bounded briefing for ``query`` over ``ref``'s memory (see the module docstring)."""
     if not isinstance(query, str) or not query.strip():
         raise EverosError("query must not be empty")
+    if (problem := surrogate_problem(query)) is not None:
+        raise EverosError(f"query {problem}")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not (
         1 <= max_tokens <= MAX_BRIEFING_TOKENS
     ):

@@ -30,7 +30,7 @@ from everos_reflect.errors import EverosError, InvalidSearch
 from everos_reflect.index.recency import RECENCY_COSINE, key, latest_first
 from everos_reflect.index.snippet import make_passages
 from everos_reflect.index.vectors import where_clause
-from everos_reflect.model import Kind
+from everos_reflect.model import Kind, surrogate_problem
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -236,6 +236,8 @@ def search(
     """
     if not isinstance(query, str) or not query.strip():
         raise EverosError("query must not be empty")
+    if (problem := surrogate_problem(query)) is not None:  # an undecodable CLI argument
+        raise InvalidSearch(f"query {problem}")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise InvalidSearch(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
     # the edges cap it too; a library caller's 1000 let one entry fill every item of a result

@@ -8,6 +8,7 @@ result, a :class:`Draft`, is what :mod:`journal` commits.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import time
@@ -56,6 +57,9 @@ class Selection:
     sources: tuple[Entry, ...]
     existing: Entry | None
     deferred: int  # live members left for a later run by max_sources_per_merge
+    #: ``(id, content hash)`` of every live member Select read (the narrative and the members
+    #: deferred included): what a merge refused for good is keyed by (:attr:`members_key`).
+    members: tuple[tuple[str, str], ...] = ()
 
     @property
     def source_ids(self) -> list[str]:
@@ -69,6 +73,16 @@ class Selection:
     @property
     def hashes(self) -> dict[str, str]:
         return {e.id: e.content_hash for e in self.replaced}
+
+    @property
+    def members_key(self) -> str:
+        """The cluster as Select found it: every live member and its text. A merge the server
+        refused for good is set aside under this key, so an edit of a member, or a member
+        joining or leaving (deferred ones too), brings the cluster back."""
+        digest = hashlib.sha256()
+        for entry_id, content_hash in sorted(self.members):
+            digest.update(f"{entry_id}:{content_hash}\n".encode())
+        return digest.hexdigest()
 
     @property
     def timestamp(self) -> datetime:
@@ -159,7 +173,8 @@ def select(
         return None
     cap = max(1, max_sources)
     return Selection(ref, info.cluster_id, mode, tuple(others[:cap]), existing,
-                     deferred=max(0, len(others) - cap))
+                     deferred=max(0, len(others) - cap),
+                     members=tuple((e.id, e.content_hash) for e in live))
 
 
 # --------------------------------------------------------------------------- Merge + Re-extract

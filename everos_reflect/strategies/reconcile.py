@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
+from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Kind
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
@@ -69,6 +70,12 @@ class Reconcile(BeliefTier):
         records = records[: int(ctx.settings.get("max_records", 50))]
         derived = Derived()
         reply = self.call(ctx, budget, records, {}, derived)
+        if len(reply["evidence"]) < MIN_CITATIONS:  # that item alone is refused: asking
+            # again repeats it, so the window is consumed as the other tiers consume theirs
+            ctx.log.info("%s: %s: reconciliation refused: it cites %d record(s), at least %d "
+                         "needed", self.name, ref, len(reply["evidence"]), MIN_CITATIONS)
+            derived.refused += 1
+            return derived
         depth = beliefs.derived_depth(beliefs.depth_of(entries[i]) for i in reply["evidence"])
         cap = int(ctx.settings.get("max_depth", 8))
         if depth > cap:

@@ -40,7 +40,7 @@ from everos_reflect.engine.registry import (
     positive,
 )
 from everos_reflect.errors import ConfigError, ProviderUnavailable
-from everos_reflect.index import reads
+from everos_reflect.index import cursors, reads
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import LLM, Usage
@@ -48,6 +48,7 @@ from everos_reflect.llm.prompts import Prompts
 from everos_reflect.llm.switching import prompt_replies
 from everos_reflect.model import UserRef
 from everos_reflect.strategies import holdback, journal, journal_batch
+from everos_reflect.strategies.belief_store import set_aside_error
 from everos_reflect.strategies.consolidate import (
     Draft,
     Selection,
@@ -246,6 +247,7 @@ class ReflectionRun:
                 return
             waiting = {p.cluster_id for p, _ in journal.pending(self.rt.db())}
             undone = set() if self.remerge_undone else holdback.undone_sources(self.rt.db(), ref)
+            aside = cursors.consumed(self.rt.db(), NAME, ref)  # refused for good, unchanged
             chosen = 0
             # every eligible cluster is looked at, so held-back ones never starve the others
             for info in clusters.eligible_for_reflection(ref, 1 << 30):
@@ -258,6 +260,8 @@ class ReflectionRun:
                     self.counts["held_back"] += 1  # undone; waits for a new member
                     continue
                 picked = select(self.rt.store, clusters, info, max_sources=self.max_sources)
+                if picked is not None and (picked.cluster_id, picked.members_key) in aside:
+                    continue  # the server refused this exact cluster for good
                 if picked is not None:
                     chosen += 1
                     self.counts["deferred_sources"] += picked.deferred
@@ -352,7 +356,7 @@ class ReflectionRun:
                 try:
                     prepared = future.result()
                 except ProviderUnavailable as exc:
-                    self._failed(sel, llm, str(exc), exc.usage)
+                    self._failed(sel, llm, str(exc), exc.usage, set_aside=exc.permanent)
                     continue
                 if prepared is not None:
                     plan = self._plan(prepared)
@@ -404,13 +408,27 @@ class ReflectionRun:
         self.guard.prefetch(narrative, facts)
         self.guard.prefetch_indexed(narrative)
 
-    def _failed(self, sel: Selection, llm: LLM, error: str, usage: Usage | None) -> None:
+    def _failed(self, sel: Selection, llm: LLM, error: str, usage: Usage | None, *,
+                set_aside: bool = False) -> None:
         """A cluster's calls failed: its audit row says so, with the tokens of the replies
-        that did arrive (``usage``: the merge's when the facts call failed, refused ones)."""
+        that did arrive (``usage``: the merge's when the facts call failed, refused ones).
+
+        With ``set_aside`` (the server refused the request itself, HTTP 400/413/422: asked
+        again it answers the same) the cluster is set aside as the other tiers set a window
+        aside: kept in the changes cursor under its members' ids and texts
+        (:attr:`Selection.members_key`), it is not sent again until a member is edited, joins
+        or leaves, where it was sent, and refused, on every run."""
+        if set_aside:
+            error = set_aside_error(error, [e.id for e in sel.replaced],
+                                    back="once a member is edited, joins or leaves")
+            self.counts["set_aside"] += 1
         self.log.warning("cluster %s of %s skipped: %s", sel.cluster_id, sel.ref, error)
         self.counts["failed"] += 1
         conn = self.rt.db()
         with transaction(conn):
+            if set_aside:
+                cursors.advance(conn, NAME, sel.ref, {sel.cluster_id: sel.members_key},
+                                self.ctx.run_id)
             journal.insert_report(conn, run_id=self.ctx.run_id, ref=sel.ref,
                                   cluster_id=sel.cluster_id, mode=sel.mode,
                                   sources=sel.source_ids, status="failed",

@@ -32,6 +32,7 @@ from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index import cursors
 from everos_reflect.index.audit import Derivation, record_derivation
 from everos_reflect.index.db import transaction
+from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import beliefs, provenance
 from everos_reflect.strategies.belief_store import (
@@ -203,6 +204,9 @@ class RevalidateInsights(Strategy):
                 record_derivation(rt.db(), row)
                 return
             reason = "the model judged it unsupported"
+            if verdict["verdict"] != "retire" and len(verdict["evidence"]) < MIN_CITATIONS:
+                self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started)
+                return
         by_id = {e.id: e for e in evidence}
         cited = [by_id[i] for i in verdict["evidence"] if i in by_id]
         touched = {rt.store.path_for_id(ref, insight.id)}
@@ -235,6 +239,27 @@ class RevalidateInsights(Strategy):
         counts[{"holds": "kept", "revise": "revised", "retire": "retired"}[verdict["verdict"]]] += 1
         sync(rt, touched)
         row.duration_ms = int((time.monotonic() - started) * 1000)
+        record_derivation(rt.db(), row)
+
+    def _refuse(self, ctx: RunContext, ref: UserRef, insight: Entry, evidence: list[Entry],
+                verdict: dict[str, Any], row: Derivation, counts: Counter[str],
+                started: float) -> None:
+        """A "holds" or "revise" citing fewer records than the citation floor: that verdict
+        alone is refused (counted ``refused``), as the other tiers refuse one item. The
+        insight stays stale, and is not asked about again until it or its evidence is edited
+        (kept in the changes cursor, as a call refused for good is): asked again, a model
+        that said it once says it again, where the call failed and was retried every run."""
+        rt = ctx.runtime
+        problem = (f"a {verdict['verdict']!r} verdict citing {len(verdict['evidence'])} "
+                   f"record(s), at least {MIN_CITATIONS} needed")
+        ctx.log.info("%s: %s: %s refused: %s", NAME, ref, insight.id, problem)
+        counts["refused"] += 1
+        row.error = (f"refused: {problem}; {insight.id} stays stale (asked again once it or "
+                     "its evidence is edited)")
+        row.duration_ms = int((time.monotonic() - started) * 1000)
+        with transaction(rt.db()):
+            cursors.advance(rt.db(), NAME, ref, {insight.id: aside_key(insight, evidence)},
+                            ctx.run_id)
         record_derivation(rt.db(), row)
 
     def _ask(self, ctx: RunContext, insight: Entry, evidence: list[Entry], budget: Budget,
