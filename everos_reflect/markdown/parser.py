@@ -156,8 +156,31 @@ def _check_node(root: yaml.Node) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
+#: Characters of one YAML integer (any base, ``_`` and ``:`` included). Hex, octal, binary
+#: and base-60 (``1:30:00``) ints have no digit limit in Python, but ``str()`` refuses one of
+#: over 4,300 decimal digits: 4 KB of hex in a hand edit passed the parser, then failed
+#: every content hash, so ``reindex``, ``search`` and the watcher stopped on that one log.
+#: 1,000 characters make at most ~1,200 decimal digits.
+MAX_YAML_INT_CHARS = 1000
+
+
+def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> int:
+    if len(node.value) > MAX_YAML_INT_CHARS:
+        raise YamlBoundError(node.start_mark.line, f"a number of {len(node.value):,} "
+                             f"characters (at most {MAX_YAML_INT_CHARS:,})")
+    value: int = loader.construct_yaml_int(node)
+    return value
+
+
+class _BoundedLoader(_Loader):  # type: ignore[misc, valid-type]
+    """:data:`_Loader` with integers bounded (:data:`MAX_YAML_INT_CHARS`)."""
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
 def _bounded_load(text: str) -> Any:
-    loader = _Loader(text)
+    loader = _BoundedLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
