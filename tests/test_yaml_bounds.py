@@ -232,3 +232,38 @@ def test_reindex_skips_an_entry_with_an_unprintable_integer(root: Path) -> None:
     (problems,) = data["problems"].values()
     assert any("ep_20261012_0002" in p and "a number of 4,002 characters" in p for p in problems)
 
+
+# --- a key written twice: YAML forbids it, PyYAML kept the last one without a word -------------
+
+
+@pytest.mark.parametrize("meta", [
+    "owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00+00:00\nowner_id: mallory\n",
+    "owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00+00:00\nx: {a: 1, a: 2}\n",
+])
+def test_a_key_written_twice_in_entry_metadata_is_an_error(meta: str) -> None:
+    text = HEAD + entry(1) + entry(2).replace(
+        "owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00+00:00\n", meta) + entry(3)
+    log = parse_log(text, PATH)
+    assert [e.id for e in log.entries] == ["ep_20261012_0001", "ep_20261012_0003"]
+    (problem,) = log.diagnostics
+    assert problem.severity == "error"
+    assert problem.line == text.splitlines().index(meta.splitlines()[-1]) + 1
+    assert "is written twice in one mapping; keep one" in problem.message
+
+
+def test_deprecated_entries_written_twice_is_fatal_and_never_patched() -> None:
+    """The second block hid the first: ep_0001, archived in it, was read as live, and the
+    writer (which patched the first block) failed with "could not patch ... side effects"."""
+    from everos_reflect.errors import MarkdownError
+    from everos_reflect.markdown import writer
+
+    head = HEAD[:-4] + ("deprecated_entries:\n  ep_20261012_0001: ep_20261012_0003\n"
+                        "deprecated_entries:\n  ep_20261012_0002: ep_20261012_0003\n---\n")
+    log = parse_log(head + entry(1) + entry(2) + entry(3), PATH)
+    assert not log.ok and log.entries == []
+    (problem,) = log.diagnostics
+    assert (problem.line, problem.severity) == (8, "fatal")
+    assert problem.message == ("file frontmatter: YAML refused: key 'deprecated_entries' is "
+                               "written twice in one mapping; keep one")
+    with pytest.raises(MarkdownError, match="written twice"):
+        writer.add_deprecations(head, {"ep_20261012_0003": "ep_20261012_0001"})

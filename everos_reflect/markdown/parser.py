@@ -147,6 +147,7 @@ def _check_node(root: yaml.Node) -> None:
             children: list[yaml.Node] = list(node.value)
         elif isinstance(node, yaml.MappingNode):
             children = [part for pair in node.value for part in pair]
+            _check_keys(node)
         else:
             continue
         if depth > MAX_YAML_DEPTH:
@@ -154,6 +155,20 @@ def _check_node(root: yaml.Node) -> None:
                 node.start_mark.line, f"nested deeper than {MAX_YAML_DEPTH} levels"
             )
         stack.extend((child, depth + 1) for child in children)
+
+
+def _check_keys(node: yaml.MappingNode) -> None:
+    """Refuse a key written twice in one mapping. YAML forbids it, and PyYAML silently keeps
+    the last value: a second ``deprecated_entries:`` block hid every archive of the first,
+    a second ``owner_id`` replaced the first without a word."""
+    seen: set[tuple[str, str]] = set()
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode):
+            continue
+        if (key.tag, key.value) in seen:
+            raise YamlBoundError(key.start_mark.line,
+                                 f"key {key.value!r} is written twice in one mapping; keep one")
+        seen.add((key.tag, key.value))
 
 
 #: Characters of one YAML integer (any base, ``_`` and ``:`` included). Hex, octal, binary
@@ -278,6 +293,8 @@ def _flat_mapping(text: str) -> dict[str, Any] | None:
             value = _stamp(m.groups()[4:15])
             if value is None:
                 return None
+        if m.group(1) in out:  # a key written twice: PyYAML's path reports it
+            return None
         out[m.group(1)] = value
     return out
 
