@@ -482,3 +482,35 @@ def test_a_persons_comments_in_deprecated_entries_survive_archive_and_undo(block
     assert all(ln in emptied.splitlines() for ln in notes)
     assert parse_log(emptied, PATH).deprecated_entries == {}
     assert parse_log(emptied, PATH).diagnostics == []
+
+
+@pytest.mark.parametrize("block", [
+    "deprecated_entries: {}  # merged by hand\n",
+    "deprecated_entries: {ep_20261012_0001: ep_20261012_0009}  # merged by hand\n",
+    "deprecated_entries: ~ # merged by hand\n",
+    "deprecated_entries: {\n  ep_20261012_0001: ep_20261012_0009,  # merged by hand\n}\n",
+    "deprecated_entries: {\n  # merged by hand\n  ep_20261012_0001: ep_20261012_0009}\n",
+])
+def test_a_comment_on_flow_style_deprecated_entries_survives_archive_and_undo(block: str) -> None:
+    """Flow style is rewritten in block style on the first archive into the file; the comments
+    on it were dropped with the flow text."""
+    text = HEAD[:-4] + block + "---\n" + entry(1) + entry(2)
+    before = parse_log(text, PATH).deprecated_entries
+    patched = writer.add_deprecations(text, {"ep_20261012_0002": "ep_20261012_0009"})
+    assert "# merged by hand" in patched
+    assert patched.endswith(text[len(HEAD) - 4 + len(block):])
+    assert parse_log(patched, PATH).deprecated_entries == {
+        **before, "ep_20261012_0002": "ep_20261012_0009"}
+    for undone in (writer.remove_deprecations(text, list(before)),
+                   writer.remove_deprecations(patched, [*before, "ep_20261012_0002"])):
+        assert "# merged by hand" in undone or not before
+        assert parse_log(undone, PATH).deprecated_entries == {}
+
+
+def test_the_comment_after_a_flow_style_mapping_stays_on_its_key_line() -> None:
+    text = HEAD[:-4] + "deprecated_entries: {}   # merged by hand\n---\n" + entry(1)
+    patched = writer.add_deprecations(text, {"ep_20261012_0001": "ep_20261012_0009"})
+    assert patched == text.replace(
+        "deprecated_entries: {}   # merged by hand\n",
+        "deprecated_entries:   # merged by hand\n  ep_20261012_0001: ep_20261012_0009\n")
+
