@@ -514,3 +514,29 @@ def test_the_comment_after_a_flow_style_mapping_stays_on_its_key_line() -> None:
         "deprecated_entries: {}   # merged by hand\n",
         "deprecated_entries:   # merged by hand\n  ep_20261012_0001: ep_20261012_0009\n")
 
+
+@pytest.mark.parametrize(("value", "shown"), [
+    ("null", "null"), ("", "null"), ("42", "42"), ("true", "true"),
+    ("[ep_20261012_0002]", '["ep_20261012_0002"]'),
+])
+def test_an_archive_toward_no_id_is_an_error_and_that_entry_is_not_read(
+    value: str, shown: str
+) -> None:
+    """``{id: null}`` read as "archived toward 'None'" (``str(None)``), with a warning only."""
+    text = (HEAD[:-4] + f"deprecated_entries:\n  ep_20261012_0003: ep_20261012_0002\n"
+            f"  ep_20261012_0001: {value}\n---\n" + entry(1) + entry(2) + entry(3))
+    log = parse_log(text, PATH)
+    assert [(e.id, e.deprecated_by) for e in log.entries] == [
+        ("ep_20261012_0002", None), ("ep_20261012_0003", "ep_20261012_0002")]
+    (d,) = log.diagnostics
+    assert (d.line, d.severity) == (8, "error")
+    assert d.message == (
+        f"deprecated_entries: ep_20261012_0001 is archived toward {shown}, not an entry id; "
+        "ep_20261012_0001 is not read until its value names the entry that replaced it "
+        "('undone' too), or the key is removed")
+    assert log.deprecated_entries == {"ep_20261012_0003": "ep_20261012_0002"}
+    # the person's key is kept, as every key: archiving adds, undo removes only what it names
+    patched = writer.add_deprecations(text, {"ep_20261012_0002": "ep_20261012_0009"})
+    assert f"  ep_20261012_0001: {value}\n" in patched
+    restored = writer.remove_deprecations(patched, ["ep_20261012_0002"])
+    assert restored == text

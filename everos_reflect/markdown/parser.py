@@ -24,6 +24,7 @@ removes exactly one backslash from any line of the form ``\\`` + (``\\``)* + (``
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any
@@ -375,6 +376,12 @@ def next_seq(log: DailyLog) -> int:
     return max(seqs, default=0) + 1
 
 
+def _shown(value: Any) -> str:
+    """A YAML value as a person wrote it, near enough: ``null``, ``true``, ``[a, b]``."""
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _as_day(value: Any) -> date | None:
     if isinstance(value, datetime):
         return value.date()
@@ -423,6 +430,8 @@ class _Parser:
         self.bare = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
         del self.bare[len(self.lines) :]  # the empty piece after a final newline
         self.diagnostics: list[Diagnostic] = []
+        #: ids whose ``deprecated_entries`` value is no id at all (null, a number, a list)
+        self.unreadable_archive: set[str] = set()
 
     def report(self, line: int, message: str, severity: str = "error") -> None:
         self.diagnostics.append(Diagnostic(self.path, line, message, severity))
@@ -465,6 +474,18 @@ class _Parser:
             )
         elif deprecated:
             for old, new in deprecated.items():
+                if not isinstance(new, str):
+                    # ``str(None)`` made it "archived toward 'None'": read as archived, for a
+                    # value nobody can follow. Skipped instead, like any entry whose metadata
+                    # cannot be trusted; the person's text stays as it is.
+                    self.unreadable_archive.add(str(old))
+                    self.report(
+                        self._mention_line(str(old)),
+                        f"deprecated_entries: {old} is archived toward {_shown(new)}, not an "
+                        f"entry id; {old} is not read until its value names the entry that "
+                        f"replaced it ('{UNDONE}' too), or the key is removed",
+                    )
+                    continue
                 for value in (old, new) if new != UNDONE else (old,):
                     if not isinstance(value, str) or not _ID_MENTION_RE.fullmatch(value):
                         self.report(
@@ -473,6 +494,14 @@ class _Parser:
                             "warning",
                         )
         return end + 1
+
+    def _mention_line(self, text: str) -> int:
+        """1-based line of the first frontmatter line after ``deprecated_entries`` that holds
+        ``text`` (the key's own line when none does)."""
+        first = self._key_line("deprecated_entries")
+        bounds = frontmatter_bounds(self.lines)
+        end = bounds[1] if bounds else 0
+        return next((i + 1 for i in range(first - 1, end) if text in self.bare[i]), first)
 
     def _key_line(self, key: str) -> int:
         """1-based line of the top-level ``key:`` in the file frontmatter (1 when not found),
@@ -559,7 +588,7 @@ class _Parser:
                 i = j + 1
                 continue
             entry = self._entry(log, entry_id, i, j) if first_at[entry_id] == i + 1 else None
-            if entry is not None:
+            if entry is not None and entry.id not in self.unreadable_archive:
                 entry.deprecated_by = deprecated.get(entry.id)
                 log.entries.append(entry)
             i = j + 1

@@ -35,7 +35,7 @@ from everos_reflect.model import Kind, format_timestamp
 
 DEPRECATED_KEY = "deprecated_entries"
 _KEY_LINE_RE = re.compile(rf"^{DEPRECATED_KEY}[ \t]*:[ \t]*(.*?)[ \t]*$")
-_CHILD_RE = re.compile(r"^([ \t]+)(['\"]?)([A-Za-z0-9_]+)\2[ \t]*:[ \t]*\S.*$")
+_CHILD_RE = re.compile(r"^([ \t]+)(['\"]?)([A-Za-z0-9_]+)\2[ \t]*:(?:[ \t].*)?$")
 
 
 #: Only to locate a value's lines (:func:`_value_end`) in a frontmatter already read by
@@ -255,7 +255,7 @@ def _comment_start(text: str) -> int | None:
     return None
 
 
-def _rewritten(lines: list[str], span: tuple[int, int], mapping: Mapping[str, str],
+def _rewritten(lines: list[str], span: tuple[int, int], mapping: Mapping[Any, Any],
                nl: str) -> list[str]:
     """``deprecated_entries`` of ``span`` (flow style, null, or anything not one ``old: new``
     per line) written anew in block style, with the person's comments kept: the key line's
@@ -278,7 +278,7 @@ def _rewritten(lines: list[str], span: tuple[int, int], mapping: Mapping[str, st
         if at is not None:  # a comment line as it is, a comment after a value on its own
             notes.append(text if not text[:at].strip() else "  " + text[at:])
     return ([f"{DEPRECATED_KEY}:{trailing}{nl}"] + [note + nl for note in notes]
-            + [f"  {k}: {v}{nl}" for k, v in mapping.items()])
+            + ["  " + _dump({k: v}).replace("\n", nl) for k, v in mapping.items()])
 
 
 def _simple_children(lines: list[str], span: tuple[int, int]) -> bool:
@@ -292,10 +292,12 @@ def _simple_children(lines: list[str], span: tuple[int, int]) -> bool:
         _CHILD_RE.match(c) or _is_comment(c) for c in children)
 
 
-def _verified(new_text: str, before: dict[str, Any], expected: dict[str, str]) -> str:
-    """Return ``new_text`` if its frontmatter equals ``before`` except for the patched mapping."""
+def _verified(new_text: str, before: dict[str, Any], expected: dict[Any, Any]) -> str:
+    """Return ``new_text`` if its frontmatter equals ``before`` except for the patched mapping,
+    and that mapping is ``expected``: values compared as YAML reads them, not as text (a
+    person's ``null`` rewritten as ``None`` would read as the string 'None')."""
     _, _, _, after = _frontmatter(new_text)
-    got = {str(k): str(v) for k, v in (after.get(DEPRECATED_KEY) or {}).items()}
+    got = dict(after.get(DEPRECATED_KEY) or {})
     rest_before = {k: v for k, v in before.items() if k != DEPRECATED_KEY}
     rest_after = {k: v for k, v in after.items() if k != DEPRECATED_KEY}
     if got != expected or rest_before != rest_after:
@@ -317,7 +319,8 @@ def add_deprecations(text: str, mapping: Mapping[str, str]) -> str:
     """
     _check_ids([*mapping.keys(), *(v for v in mapping.values() if v != UNDONE)])
     lines, start, end, data = _frontmatter(text)
-    current = {str(k): str(v) for k, v in (data.get(DEPRECATED_KEY) or {}).items()}
+    raw = dict(data.get(DEPRECATED_KEY) or {})
+    current = {str(k) for k in raw}
     added = {k: v for k, v in mapping.items() if k not in current}
     if not added:
         return text
@@ -337,9 +340,9 @@ def add_deprecations(text: str, mapping: Mapping[str, str]) -> str:
         new_lines = head + [f"{indent}{k}: {v}{nl}" for k, v in added.items()] + lines[span[1] :]
     else:
         # Flow style or null: rewrite just this key, in block style, its comments kept.
-        new_lines = (lines[: span[0]] + _rewritten(lines, span, {**current, **added}, nl)
+        new_lines = (lines[: span[0]] + _rewritten(lines, span, {**raw, **added}, nl)
                      + lines[span[1] :])
-    return _verified("".join(new_lines), data, {**current, **added})
+    return _verified("".join(new_lines), data, {**raw, **added})
 
 
 def remove_deprecations(text: str, ids: Iterable[str]) -> str:
@@ -349,11 +352,11 @@ def remove_deprecations(text: str, ids: Iterable[str]) -> str:
     to how it was before the first deprecation.
     """
     lines, start, end, data = _frontmatter(text)
-    current = {str(k): str(v) for k, v in (data.get(DEPRECATED_KEY) or {}).items()}
-    drop = {i for i in ids if i in current}
+    raw = dict(data.get(DEPRECATED_KEY) or {})
+    drop = set(ids) & {str(k) for k in raw}
     if not drop:
         return text
-    remaining = {k: v for k, v in current.items() if k not in drop}
+    remaining = {k: v for k, v in raw.items() if str(k) not in drop}
     span = _key_span(lines, start, end)
     if span is None:
         raise MarkdownError("<text>", 1, f"cannot locate {DEPRECATED_KEY} to patch it safely")
