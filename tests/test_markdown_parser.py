@@ -166,6 +166,11 @@ BAD_ENTRIES = [
         "unreadable timestamp",
     ),
     ("meta not a mapping", entry(2, meta="- a\n- b\n"), "must be a YAML mapping"),
+    # read, then `clusters` failed ("year 10000 is out of range") turning it back into a date
+    *((f"timestamp {side} in UTC", entry(2, meta=f"owner_id: u_andrew\ntimestamp: "
+       f"{stamp}\n"), f"timestamp {stamp} is outside years 1-9999 once converted to UTC")
+      for side, stamp in (("after year 9999", "9999-12-31T23:59:59-01:00"),
+                          ("before year 1", "0001-01-01T00:30:00+01:00"))),
     ("duplicate id", entry(1), "duplicate entry id"),
     ("wrong day", entry(2).replace("20261012", "20261013"), "does not belong in this file"),
     ("wrong kind", entry(2).replace("ep_", "af_"), "does not belong in this file"),

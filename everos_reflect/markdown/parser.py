@@ -35,6 +35,7 @@ from everos_reflect.errors import InvalidId
 from everos_reflect.model import (
     ID_MENTION_RE,
     LOG_FILENAME_RE,
+    OUT_OF_RANGE,
     DailyLog,
     Diagnostic,
     Entry,
@@ -43,6 +44,7 @@ from everos_reflect.model import (
     day_stamp,
     format_timestamp,
     parse_timestamp,
+    utc_day,
 )
 
 SCHEMA_VERSION = 1
@@ -636,8 +638,13 @@ class _Parser:
                 line_no, f"entry {entry_id}: missing required metadata {', '.join(missing)}"
             )
             return None
-        if parse_timestamp(meta["timestamp"]) is None:
+        read = parse_timestamp(meta["timestamp"])
+        if read is None:
             self.report(line_no, f"entry {entry_id}: unreadable timestamp {meta['timestamp']!r}")
+            return None
+        if utc_day(read) is None:  # the rule new records follow; past it, UTC arithmetic fails
+            self.report(line_no, f"entry {entry_id}: timestamp {format_timestamp(read)} "
+                        f"{OUT_OF_RANGE}")
             return None
 
         sections = self._sections(entry_id, meta_end + 1, last)
