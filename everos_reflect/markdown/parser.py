@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -419,6 +420,35 @@ def header_text(text: str) -> str:
     return text[: end.end()] if end else text
 
 
+#: An entry marker line, opening or closing (``/``), as ``OPEN_RE`` / ``CLOSE_RE`` read it.
+_MARKER_RE = re.compile(r"^<!--[ \t]*(/?)entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*\r?$", re.M)
+#: The line that closes the file frontmatter, as :func:`frontmatter_bounds` reads it.
+_FM_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[^\S\n]*$", re.M)
+
+
+class _Marker(NamedTuple):
+    line: int  # 0-based
+    close: bool
+    id: str
+    start: int  # offsets of the marker in the text, its line ending excluded
+    end: int
+
+
+def _header_lines(text: str) -> list[str]:
+    """The lines of the file frontmatter, its closing line included; only the first line
+    when there is none (what :func:`frontmatter_bounds` needs to say so)."""
+    first = _LINE_RE.match(text)
+    if first is None:
+        return []
+    if bare(first.group()).lstrip("\ufeff").rstrip() != "---":
+        return [first.group()]
+    close = _FM_CLOSE_RE.search(text, first.end())
+    if close is None:
+        return [first.group()]
+    end = text.find("\n", close.end())
+    return split_lines(text[: len(text) if end < 0 else end + 1])
+
+
 #: Default ``max_entry_bytes`` (the shipped ``limits.max_entry_bytes``; callers pass theirs).
 MAX_ENTRY_BYTES = 256 << 10
 
@@ -428,9 +458,11 @@ class _Parser:
         self.text = text
         self.path = path
         self.max_entry_bytes = max_entry_bytes
-        self.lines = split_lines(text)
-        self.bare = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
-        del self.bare[len(self.lines) :]  # the empty piece after a final newline
+        # Lines are only ever held for the frontmatter and for one entry at a time: a list of
+        # every line of a 16 MB log of short lines took ~50x its size (786 MB), and the
+        # per-line loop between entries ~6 s for one of blank lines.
+        self.lines = _header_lines(text)  # the frontmatter's, closing line included
+        self.bare = [bare(line) for line in self.lines]
         self.diagnostics: list[Diagnostic] = []
         #: ids whose ``deprecated_entries`` value is no id at all (null, a number, a list)
         self.unreadable_archive: set[str] = set()
@@ -551,51 +583,57 @@ class _Parser:
             self.report(1, "cannot tell the day of the log (no 'date' in the frontmatter)", "fatal")
 
     # -- entries ------------------------------------------------------------------------------
+    def _markers(self, start: int) -> Iterator[_Marker]:
+        """Every entry marker from line ``start`` (0-based) on, in order: found by one regex
+        over the text, never line by line."""
+        pos = sum(len(line) for line in self.lines[:start])
+        line = start
+        for m in _MARKER_RE.finditer(self.text, pos):
+            line += self.text.count("\n", pos, m.start())
+            pos = m.start()
+            yield _Marker(line, m.group(1) == "/", m.group(2), m.start(), m.end())
+
     def _entries(self, log: DailyLog, start: int) -> None:
         first_at: dict[str, int] = {}  # every opened id, parseable or not -> its first line
         deprecated = log.deprecated_entries
-        i, n = start, len(self.lines)
-        while i < n:
-            opened = OPEN_RE.match(self.bare[i])
-            if not opened:
-                closed = CLOSE_RE.match(self.bare[i])
-                if closed:
-                    self.report(
-                        i + 1,
-                        f"closing marker of {closed.group(1)!r} without an opening one",
-                        "warning",
-                    )
-                i += 1
+        markers = self._markers(start)
+        marker = next(markers, None)
+        while marker is not None:
+            if marker.close:
+                self.report(marker.line + 1,
+                            f"closing marker of {marker.id!r} without an opening one", "warning")
+                marker = next(markers, None)
                 continue
-            entry_id = opened.group(1)
+            entry_id, i = marker.id, marker.line
             if entry_id in first_at:
                 # A frontmatter key names an id, not a block: archiving one would archive both.
                 self.report(i + 1, duplicate_message(entry_id, first_at[entry_id]))
             first_at.setdefault(entry_id, i + 1)
-            j = i + 1
-            while j < n and not OPEN_RE.match(self.bare[j]) and not CLOSE_RE.match(self.bare[j]):
-                j += 1
-            closed = CLOSE_RE.match(self.bare[j]) if j < n else None
-            if closed is None:
+            closed = next(markers, None)
+            if closed is None or not closed.close:
                 self.report(
                     i + 1, f"entry {entry_id!r} is not closed by <!-- /entry:{entry_id} -->"
                 )
-                i = j
+                marker = closed
                 continue
-            if closed.group(1) != entry_id:
+            if closed.id != entry_id:
                 self.report(
-                    j + 1,
-                    f"closing marker names {closed.group(1)!r} but the open entry is {entry_id!r}",
+                    closed.line + 1,
+                    f"closing marker names {closed.id!r} but the open entry is {entry_id!r}",
                 )
-                i = j + 1
+                marker = next(markers, None)
                 continue
-            entry = self._entry(log, entry_id, i, j) if first_at[entry_id] == i + 1 else None
-            if entry is not None and entry.id not in self.unreadable_archive:
-                entry.deprecated_by = deprecated.get(entry.id)
-                log.entries.append(entry)
-            i = j + 1
+            if first_at[entry_id] == i + 1:
+                end = closed.end + (self.text[closed.end : closed.end + 1] == "\n")
+                entry = self._entry(log, entry_id, i, self.text[marker.start : end])
+                if entry is not None and entry.id not in self.unreadable_archive:
+                    entry.deprecated_by = deprecated.get(entry.id)
+                    log.entries.append(entry)
+            marker = next(markers, None)
 
-    def _entry(self, log: DailyLog, entry_id: str, first: int, last: int) -> Entry | None:
+    def _entry(self, log: DailyLog, entry_id: str, first: int, block: str) -> Entry | None:
+        """One entry from the text of its ``block`` (opening marker to the end of the closing
+        marker's line) starting at line ``first`` (0-based)."""
         line_no = first + 1
         try:
             eid = parse_entry_id(entry_id)
@@ -605,30 +643,32 @@ class _Parser:
         if eid.kind != log.kind or eid.day != log.day:
             self.report(line_no, f"entry id {entry_id} does not belong in this file (kind or date)")
             return None
-        size = sum(_utf8_size(line) for line in self.lines[first : last + 1])
+        size = _utf8_size(block)
         if size > self.max_entry_bytes:
             self.report(line_no, f"entry {entry_id} is {size:,} bytes, over limits."
                         f"max_entry_bytes ({self.max_entry_bytes:,}); not read")
             return None
 
-        k = first + 1
-        while k < last and not self.bare[k].strip():
+        lines = [bare(line) for line in split_lines(block)]  # block-local: 0 = opening marker
+        last = len(lines) - 1
+        k = 1
+        while k < last and not lines[k].strip():
             k += 1
-        if k >= last or self.bare[k].rstrip() != "---":
+        if k >= last or lines[k].rstrip() != "---":
             self.report(line_no, f"entry {entry_id} has no '---' metadata block")
             return None
-        meta_end = next((m for m in range(k + 1, last) if self.bare[m].rstrip() == "---"), None)
+        meta_end = next((m for m in range(k + 1, last) if lines[m].rstrip() == "---"), None)
         if meta_end is None:
-            self.report(k + 1, f"entry {entry_id}: metadata block is not closed by '---'")
+            self.report(first + k + 1, f"entry {entry_id}: metadata block is not closed by '---'")
             return None
-        data, problem = load_yaml("\n".join(self.bare[k + 1 : meta_end]), k + 2)
+        data, problem = load_yaml("\n".join(lines[k + 1 : meta_end]), first + k + 2)
         if problem:
             self.report(problem[0], f"entry {entry_id}: {problem[1]}")
             return None
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            self.report(k + 1, f"entry {entry_id}: metadata must be a YAML mapping")
+            self.report(first + k + 1, f"entry {entry_id}: metadata must be a YAML mapping")
             return None
         meta = {str(key): value for key, value in data.items()}
 
@@ -647,12 +687,13 @@ class _Parser:
                         f"{OUT_OF_RANGE}")
             return None
 
-        sections = self._sections(entry_id, meta_end + 1, last)
+        sections = self._sections(entry_id, lines[meta_end + 1 : last], first + meta_end + 1)
         self._check(log, eid, meta, sections, line_no)
-        raw = "".join(self.lines[first:last]) + self.bare[last]
-        return Entry(entry_id, eid.kind, meta, sections, line=line_no, raw=raw)
+        return Entry(entry_id, eid.kind, meta, sections, line=line_no, raw=bare(block))
 
-    def _sections(self, entry_id: str, start: int, end: int) -> dict[str, str]:
+    def _sections(self, entry_id: str, lines: list[str], start: int) -> dict[str, str]:
+        """The ``##`` sections of an entry's body ``lines`` (bare), the first at line ``start``
+        (0-based)."""
         sections: dict[str, str] = {}
         name: str | None = None
         body: list[str] = []
@@ -668,14 +709,14 @@ class _Parser:
                     sections[name] = "\n".join(body).strip()
 
         preamble_reported = False
-        for k in range(start, end):
-            heading = HEADING_RE.match(self.bare[k])
+        for k, line in enumerate(lines, start):
+            heading = HEADING_RE.match(line)
             if heading:
                 flush()
                 name, body = heading.group(1), []
             elif name is not None:
-                body.append(unescape_body_line(self.bare[k]))
-            elif self.bare[k].strip() and not preamble_reported:
+                body.append(unescape_body_line(line))
+            elif line.strip() and not preamble_reported:
                 # Kept in the file (and in Entry.raw) but not indexed.
                 self.report(k + 1, f"entry {entry_id}: text before the first ## section", "warning")
                 preamble_reported = True
