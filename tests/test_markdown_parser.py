@@ -563,3 +563,29 @@ def test_lines_outside_entries_cost_no_memory_per_line() -> None:
     assert [e.id for e in log.entries] == ["ep_20261012_0001", "ep_20261012_0002"]
     assert log.entries[1].line == len((HEAD + entry(1)).splitlines()) + 1_000_000 + 1
     assert peak < len(text) // 4, f"{peak:,} bytes to parse {len(text):,}"
+
+
+@pytest.mark.parametrize(("key", "patched"), [
+    ('"deprecated_entries": {}\n',
+     '"deprecated_entries":\n  ep_20261012_0002: ep_20261012_0009\n'),
+    ("'deprecated_entries':\n  ep_20261012_0001: ep_20261012_0009\n",
+     "'deprecated_entries':\n  ep_20261012_0001: ep_20261012_0009\n"
+     "  ep_20261012_0002: ep_20261012_0009\n"),
+])
+def test_a_quoted_deprecated_entries_key_is_archived_into_as_written(
+    key: str, patched: str
+) -> None:
+    """The writer looked for the key unquoted only: it added a second `deprecated_entries`
+    (which then hid the first) or refused with "could not patch ... without side effects"."""
+    text = HEAD[:-4] + key + "---\n" + entry(1) + entry(2)
+    out = writer.add_deprecations(text, {"ep_20261012_0002": "ep_20261012_0009"})
+    assert out == text.replace(key, patched)
+    # an undo that empties a mapping with no note in it takes the key away
+    assert writer.remove_deprecations(out, ["ep_20261012_0002"]) == (
+        text if "0001" in key else text.replace(key, ""))
+
+
+def test_a_deprecated_entries_key_the_writer_cannot_locate_is_never_written_twice() -> None:
+    text = HEAD[:-4] + "? deprecated_entries\n: {}\n---\n" + entry(1) + entry(2)
+    with pytest.raises(MarkdownError, match="cannot locate deprecated_entries"):
+        writer.add_deprecations(text, {"ep_20261012_0002": "ep_20261012_0009"})

@@ -34,7 +34,8 @@ from everos_reflect.markdown.parser import (
 from everos_reflect.model import Kind, format_timestamp
 
 DEPRECATED_KEY = "deprecated_entries"
-_KEY_LINE_RE = re.compile(rf"^{DEPRECATED_KEY}[ \t]*:[ \t]*(.*?)[ \t]*$")
+#: The ``deprecated_entries`` key line (quoted or not); group ``value``: what follows it.
+_KEY_LINE_RE = re.compile(rf"^(['\"]?){DEPRECATED_KEY}\1[ \t]*:[ \t]*(?P<value>.*?)[ \t]*$")
 _CHILD_RE = re.compile(r"^([ \t]+)(['\"]?)([A-Za-z0-9_]+)\2[ \t]*:(?:[ \t].*)?$")
 
 
@@ -277,7 +278,7 @@ def _rewritten(lines: list[str], span: tuple[int, int], mapping: Mapping[Any, An
         at = _comment_start(text)
         if at is not None:  # a comment line as it is, a comment after a value on its own
             notes.append(text if not text[:at].strip() else "  " + text[at:])
-    return ([f"{DEPRECATED_KEY}:{trailing}{nl}"] + [note + nl for note in notes]
+    return ([f"{key_line[:value_at]}{trailing}{nl}"] + [note + nl for note in notes]
             + ["  " + _dump({k: v}).replace("\n", nl) for k, v in mapping.items()])
 
 
@@ -285,10 +286,10 @@ def _simple_children(lines: list[str], span: tuple[int, int]) -> bool:
     """True when the key has no inline value and each child line is ``  old: new`` or a
     comment (a person's note there is kept: the key is added to, never rewritten)."""
     key_value = _KEY_LINE_RE.match(bare(lines[span[0]]))
-    if key_value is None or (key_value.group(1) and not key_value.group(1).startswith("#")):
+    if key_value is None or (key_value["value"] and not key_value["value"].startswith("#")):
         return False
     children = [bare(line) for line in lines[span[0] + 1 : span[1]] if bare(line).strip()]
-    return bool(children or key_value.group(1)) and all(
+    return bool(children or key_value["value"]) and all(
         _CHILD_RE.match(c) or _is_comment(c) for c in children)
 
 
@@ -326,6 +327,9 @@ def add_deprecations(text: str, mapping: Mapping[str, str]) -> str:
         return text
     nl = newline_of(text)
     span = _key_span(lines, start, end)
+    if span is None and DEPRECATED_KEY in data:  # ``? deprecated_entries``: a second one
+        raise MarkdownError("<text>", 1, f"cannot locate {DEPRECATED_KEY} to patch it safely "
+                            f"(write it as '{DEPRECATED_KEY}:' at the start of a line)")
     if span is None:
         new_lines = lines[:end] + _block(added, nl) + lines[end:]
     elif _simple_children(lines, span):
