@@ -277,6 +277,16 @@ def test_a_schema_version_that_only_equals_1_in_python_is_fatal_at_its_line(
     assert d.message == f"unsupported schema_version {shown} (this version reads 1)"
 
 
+@pytest.mark.parametrize("value", ["", " null", " ~"])
+def test_an_empty_user_id_is_a_warning_like_a_missing_one(value: str) -> None:
+    """``user_id:`` with no value passed without a word, and no entry's owner was checked."""
+    text = HEAD.replace("user_id: u_andrew", f"user_id:{value}") + entry(1)
+    log = parse_log(text, PATH)
+    assert [(d.line, d.severity, d.message) for d in log.diagnostics] == [
+        (4, "warning", "frontmatter has no user_id")]
+    assert [e.id for e in log.entries] == ["ep_20261012_0001"]
+
+
 def test_file_name_wins_over_frontmatter_and_mismatch_is_a_warning() -> None:
     log = parse_log(HEAD.replace("2026-10-12", "2026-10-13") + entry(1), PATH)
     assert log.day == date(2026, 10, 12) and [e.id for e in log.entries] == ["ep_20261012_0001"]

@@ -569,8 +569,8 @@ class _Parser:
             self.report(1, f"unknown file type {data.get('type')!r}", "fatal")
         if "date" in data and fm_day is None:
             self.report(1, f"unreadable date {data.get('date')!r}", "fatal")
-        if "user_id" not in data:
-            self.report(1, "frontmatter has no user_id", "warning")
+        if data.get("user_id") is None:  # ``user_id:`` left empty too: no owner is checked
+            self.report(self._key_line("user_id"), "frontmatter has no user_id", "warning")
         if name_kind and fm_kind and name_kind != fm_kind:
             self.report(1, f"type {fm_kind.file_type} does not match the file name", "warning")
         if name_day and fm_day and name_day != fm_day:
