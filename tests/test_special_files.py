@@ -115,6 +115,36 @@ def test_status_from_the_index_names_what_stands_where_a_log_or_its_folder_goes(
     rt.close()
 
 
+@pytest.mark.parametrize("what", ["folder", "fifo"])
+@pytest.mark.parametrize("how", ["sync_path", "scan"])
+def test_a_log_replaced_by_a_folder_or_fifo_leaves_the_index_as_a_deleted_log(
+        root: Path, what: str, how: str) -> None:
+    """`rm log; mkdir log`: the watcher's sync and every reconcile scan skipped the path as
+    unreadable, so its entries stayed searchable and clustered for good, while a reindex
+    (regular files only) dropped them."""
+    from datetime import date
+
+    from everos_reflect.model import Kind, UserRef
+
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(16))
+    ref, day = UserRef.of("u1"), date(2026, 10, 12)
+    rt.store.append(ref, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00",
+                                        "parent_type": "memcell"},
+                    {"Subject": "Pets", "Content": "Andrew adopted a dog named Toby."}, day=day)
+    indexer = Indexer(rt)
+    indexer.scan()
+    path = rt.store.log_path(ref, Kind.EPISODE, day)
+    path.unlink()
+    path.mkdir() if what == "folder" else os.mkfifo(path)
+    _within(10, lambda: indexer.sync_path(path) if how == "sync_path" else indexer.scan())
+    db = rt.db()
+    assert db.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
+    assert db.execute("SELECT COUNT(*) FROM files").fetchone()[0] == 0
+    assert indexer.pending()["files_deleted"] == 0  # not behind for ever
+    assert rt.vectors.count(Kind.EPISODE) == 0
+    rt.close()
+
+
 # --- configuration files: a FIFO, a device or a huge file is a config problem, never a hang ---
 
 
