@@ -142,7 +142,12 @@ def plan_file_sync(
         elif before.deprecated_by != entry.deprecated_by:
             plan.deprecations[entry.id] = entry.deprecated_by
 
-    plan.deletes = sorted(set(stored) - seen)
+    if log.open_at_end is None:
+        plan.deletes = sorted(set(stored) - seen)
+    # else the text ends inside an entry: most likely a writer caught mid-write (a slow copy,
+    # an editor writing in place). The entries it does not hold yet stay indexed until a sync
+    # sees the file whole; deleted now, every record citing them was marked stale for good
+    # ("evidence ... was deleted"). A marker lost for real is reported, as before.
     return plan
 
 

@@ -492,6 +492,8 @@ class _Parser:
                 self.report(
                     i + 1, f"entry {entry_id!r} is not closed by <!-- /entry:{entry_id} -->"
                 )
+                if j >= n:
+                    log.open_at_end = entry_id
                 i = j
                 continue
             if closed.group(1) != entry_id:
