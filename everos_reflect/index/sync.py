@@ -451,8 +451,7 @@ class Indexer:
         except (FileNotFoundError, NotRegularFile):
             # A folder or FIFO where the log was is no log: its entries go, as a scan and a
             # reindex (which list regular files only) see it. Kept, they stayed searchable and
-            # clustered for good, and Reflection tried to archive into the folder. ``lint``
-            # names what stands there.
+            # clustered for good. ``lint`` names what stands there.
             plan = SyncPlan(deletes=sorted(stored))
             return _Job(rel, ref, kind, plan, stat=None)
         if data is None or len(data) > limits.max_file_bytes:
