@@ -172,3 +172,27 @@ def test_a_burst_of_logs_is_indexed_in_one_batch(
         assert _wait_for(lambda: _indexed_ids(rt) == ids)
     assert sum(embedder.calls) == 30 and len(embedder.calls) <= 3, embedder.calls
     rt.close()
+
+
+def test_a_root_moved_away_is_not_recreated_and_is_indexed_again_once_back(
+        rt: Runtime, caplog: pytest.LogCaptureFixture) -> None:
+    """Its watches follow the moved folder, so an edit there still reached the watcher, under
+    the old path: the sync's lock recreated `<root>/.index` there (an empty folder other
+    commands then took for the root), as did each reconcile scan and compaction."""
+    first = _append(rt, "written before the move")
+    away = rt.root.with_name(rt.root.name + "-moved")
+    watcher = Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0)
+    with watcher:
+        assert _wait_for(lambda: _indexed_ids(rt) == {first})
+        rt.root.rename(away)
+        elsewhere = Runtime(away, Settings(), embedder=HashEmbedder(16))
+        passes = watcher.passes
+        later = _append(elsewhere, "written while away", day=date(2026, 10, 13))
+        assert _wait_for(lambda: watcher.passes > passes)
+        time.sleep(0.3)  # the edit's events settled and were looked at
+        assert not rt.root.exists(), sorted(str(p) for p in rt.root.rglob("*"))
+        away.rename(rt.root)
+        (rt.root / "default_app" / "wake.txt").write_text("")  # any event wakes the loop
+        assert _wait_for(lambda: _indexed_ids(rt) == {first, later})  # rescanned once back
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert "was moved or deleted: not indexing until it is back" in caplog.text
