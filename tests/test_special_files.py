@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,29 @@ def test_lint_names_a_file_standing_where_a_folder_of_logs_goes(root: Path) -> N
         (".insights", "a file where the .insights folder goes"),
         ("episodes", "a file where the episodes folder goes")]
 
+
+def test_status_from_the_index_names_what_stands_where_a_log_or_its_folder_goes(
+        fifo: tuple[Runtime, Path]) -> None:
+    """`status` counts from the index once there is one, and only `lint` listed these: a path
+    that is no log is in no index, so `status` said nothing of a log nobody could write."""
+    from everos_reflect.model import Kind, UserRef
+    from everos_reflect.status import status_document
+
+    rt, path = fifo
+    rt.store.append(UserRef.of("u1"), Kind.EPISODE, {"timestamp": "2026-10-11T09:00:00Z"},
+                    {"Subject": "s", "Content": "c"}, day=date(2026, 10, 11))
+    Indexer(rt).scan()
+    (path.parent / "episode-2026-10-13.md").mkdir()
+    (path.parent.parent / ".insights").write_text("not a folder")
+    doc = _within(10, lambda: status_document(rt, strategies=[]))[0]
+    assert isinstance(doc, dict) and doc["counts_from"] == "index"
+    assert doc["totals"]["episode"] == {"live": 1, "deprecated": 0}
+    found = [(f["file"].rsplit("/", 1)[-1], f["problems"][0].split(" where")[0])
+             for f in doc["files_with_problems"]]
+    assert found == [(".insights", "0: a file"),
+                     ("episode-2026-10-12.md", "0: a FIFO (named pipe)"),
+                     ("episode-2026-10-13.md", "0: a folder")]
+    rt.close()
 
 
 @pytest.mark.parametrize("what", ["folder", "fifo"])
