@@ -448,10 +448,12 @@ class Indexer:
                 # Over the limit: reported, never read, so memory stays bounded by the limit.
                 data = fh.read(limits.max_file_bytes + 1) if st.st_size <= limits.max_file_bytes \
                     else None
-        except (FileNotFoundError, NotRegularFile):
-            # A folder or FIFO where the log was is no log: its entries go, as a scan and a
-            # reindex (which list regular files only) see it. Kept, they stayed searchable and
-            # clustered for good. ``lint`` names what stands there.
+        except (FileNotFoundError, NotADirectoryError, NotRegularFile):
+            # A folder or FIFO where the log was is no log, and neither is a path through a
+            # file standing where its folder (``episodes``, ``users`` …) was: its entries go,
+            # as a scan and a reindex (which list regular files only) see it. Kept, they
+            # stayed searchable and clustered for good, and every Reflection run that picked
+            # them failed on reading them. ``lint`` names what stands there.
             plan = SyncPlan(deletes=sorted(stored))
             return _Job(rel, ref, kind, plan, stat=None)
         if data is None or len(data) > limits.max_file_bytes:
