@@ -124,6 +124,17 @@ def test_worldview_prompt_of_a_full_window_of_huge_insights_is_bounded(
     assert sum(len(r.text) for r in req.records) <= MAX_RECORDS_PROMPT_CHARS + 30 * 40
 
 
+def test_a_window_whose_call_fails_still_counts_its_clipped_records(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    """The failed window's run record said nothing of them (only the log named them)."""
+    from everos_reflect.errors import ProviderUnavailable
+
+    add_insights(rt, "Enterprise promises remain binding. " + "b" * HUGE,
+                 "SSO roadmap promised to Meridian.", "Self-serve signups grow.")
+    llm.queue_task("worldview", ProviderUnavailable("HTTP 503: overloaded"))
+    assert run(rt, "update_worldview", "failed") == {"failed": 1, "clipped": 1}
+
+
 def test_a_hand_written_huge_conviction_is_clipped_for_the_detector_and_the_worldview(
         rt: Runtime, llm: ScriptedLLM) -> None:
     ids = seed_worldview(rt, llm)

@@ -322,6 +322,7 @@ class BeliefTier(Strategy):
         request = TaskRequest(records=tuple(records), values=dict(values), prompts=prompts)
         note_clipped(ctx, f"{self.name} ({task or self.task})", request)
         derived.clipped += len(request.clipped)
+        budget.charge_clipped(len(request.clipped))  # counted even if the window fails
         result = ctx.llm.run_task(task or self.task, request)  # charged to the run's budget
         derived.provider, derived.model = result.provider, result.model
         derived.prompt_tokens += result.usage.prompt_tokens
@@ -449,6 +450,7 @@ class BeliefTier(Strategy):
         derived, status, error = Derived([e.id for e in already]), "ok", None
         set_aside: dict[str, str] = {}
         tokens_before = budget.token_counts()  # owners run one at a time
+        clipped_before = budget.clipped
         conn = ctx.runtime.db()
         try:
             if already:  # written before a crash: finish the bookkeeping only
@@ -482,6 +484,10 @@ class BeliefTier(Strategy):
             ctx.log.warning("%s: %s skipped: %s", self.name, work.ref, error)
             counts["failed"] += 1
             derived = self._spent(ctx, budget, tokens_before, derived)
+            # the records its calls showed cut were cut all the same (the log names them)
+            derived.clipped = budget.clipped - clipped_before
+            if derived.clipped:
+                counts["clipped"] += derived.clipped
         else:
             counts["owners"] += 1
             if derived.outputs and not already:
