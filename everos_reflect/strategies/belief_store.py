@@ -69,12 +69,25 @@ def tier_settings(*, cooldown: float) -> tuple[SettingSpec, ...]:
         SettingSpec("max_records", int, 50,
                     "Records one window holds (shown to the model per call, oldest first) and "
                     "a run consumes; the rest wait for the next run.",
-                    at_least(2)),
+                    records_per_call),
         SettingSpec("max_depth", int, DEFAULT_MAX_DEPTH,
                     "Deepest record this tier may write (1 + the deepest record it cites).",
                     at_least(2)),
         SettingSpec("prompts", dict, {}, "Prompt overrides by task name.", prompts_problem),
     )
+
+
+def records_per_call(value: int) -> str | None:
+    """A tier's ``max_records`` is what one call shows: at least 2, at most
+    :data:`~everos_reflect.llm.tasks.MAX_RECORDS_PER_CALL`. The records of a call share
+    200,000 characters, so past that bound a long record would be shown as a fragment (an
+    unbounded value made the prompt itself unbounded before the share could shrink)."""
+    from everos_reflect.llm.tasks import MAX_RECORDS_PER_CALL, MAX_RECORDS_PROMPT_CHARS
+
+    if 2 <= value <= MAX_RECORDS_PER_CALL:
+        return None
+    return (f"must be between 2 and {MAX_RECORDS_PER_CALL:,} (the records one call shows; "
+            f"they share {MAX_RECORDS_PROMPT_CHARS:,} characters)")
 
 
 def prompts_problem(value: Mapping[str, Any]) -> str | None:
