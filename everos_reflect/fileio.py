@@ -10,18 +10,25 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
+from everos_reflect.errors import EverosError
+
 #: Largest configuration file read (``everos.toml``, ``ome.toml``, ``fleet.toml``,
 #: ``daemon.json``): a hundred times the longest real one, so reading it whole is harmless.
 MAX_CONFIG_BYTES = 1 << 20
 
 
+class NotRegularFile(OSError):
+    """A folder, FIFO or device stands where a file was expected."""
+
+
 def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
-    """Open a file for reading, refusing anything but a regular file (``OSError``) without ever
-    blocking: a FIFO named like a log would hang a plain ``open()`` — and the watcher — forever."""
+    """Open a file for reading, refusing anything but a regular file (:class:`NotRegularFile`)
+    without ever blocking: a FIFO named like a log would hang a plain ``open()`` — and the
+    watcher — forever."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
@@ -45,3 +52,16 @@ def read_config_bytes(path: str | os.PathLike[str]) -> bytes | None:
     if len(data) > MAX_CONFIG_BYTES:
         raise OSError(errno.EFBIG, f"larger than {MAX_CONFIG_BYTES:,} bytes", str(Path(path)))
     return data
+
+
+def expand_user(path: str | os.PathLike[str], what: str = "path") -> Path:
+    """``Path(path).expanduser()``, or :class:`EverosError` naming ``what`` and the path when
+    its ``~`` cannot be expanded (``~nosuchuser/x``; ``~`` with no ``HOME`` and no password
+    entry): ``pathlib`` raises a bare ``RuntimeError`` there, which every command printed as
+    a traceback."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        user = str(path).split("/", 1)[0]
+        raise EverosError(f"{what} {str(path)!r}: no home folder is known for {user!r}") \
+            from None

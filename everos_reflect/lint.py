@@ -237,9 +237,15 @@ def scan_with_outside(store: MarkdownStore, description: str = "Checking daily l
     watch = progress(description, len(files)) if progress else nullcontext(None)
     with watch as advance:
         scan = scan_store(store, files, advance)
-    scan.problems[:0] = skipped_problems(outside, invalid) + [
-        _irregular_problem(store.root, rel) for rel in sorted(set(irregular))]
+    scan.problems[:0] = skipped_problems(outside, invalid) + irregular_problems(
+        store.root, irregular)
     return scan
+
+
+def irregular_problems(root: Path, irregular: list[str]) -> list[Problem]:
+    """One problem per path :meth:`MarkdownStore.iter_files` found in place of a log or of a
+    folder of logs (its ``irregular``). ``lint`` and ``status`` word them alike."""
+    return [_irregular_problem(root, rel) for rel in sorted(set(irregular))]
 
 
 def _irregular_problem(root: Path, rel: str) -> Problem:
@@ -299,5 +305,6 @@ def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
 
 
 __all__ = ["BUILTIN_STRATEGIES", "OUTSIDE_ROOT", "Problem", "Progress", "StoreScan",
-           "config_problems", "journal_problems", "lint_report", "scan_store",
+           "config_problems", "irregular_problems", "journal_problems", "lint_report",
+           "scan_store",
            "scan_with_outside", "skipped_problems"]

@@ -459,8 +459,12 @@ class DailyLog:
 
     @property
     def deprecated_entries(self) -> dict[str, str]:
+        """``old id -> new id`` from the frontmatter. A value that is not text (``null``, a
+        number, a list) is left out: the parser reports it and does not read that entry."""
         value = self.frontmatter.get("deprecated_entries") or {}
-        return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+        if not isinstance(value, dict):
+            return {}
+        return {str(k): v for k, v in value.items() if isinstance(v, str)}
 
     @property
     def ok(self) -> bool:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from everos_reflect.errors import EverosError, NoRoot, RootGone
+from everos_reflect.fileio import expand_user
 from everos_reflect.index import db as dbmod
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import validate_name
@@ -33,7 +34,12 @@ def resolve_root(root: str | os.PathLike[str] | None) -> Path:
     Raises :class:`EverosError` naming the path when it runs into a symlink loop: Python
     3.11's ``Path.resolve`` raises a bare ``RuntimeError`` there, which every command
     printed as a traceback."""
-    given = Path(root or os.environ.get("EVEROS_ROOT") or Path.home() / ".everos").expanduser()
+    if root:
+        given = expand_user(root, "the root")
+    elif os.environ.get("EVEROS_ROOT"):
+        given = expand_user(os.environ["EVEROS_ROOT"], "EVEROS_ROOT")
+    else:
+        given = expand_user("~/.everos", "the default root")
     try:
         return given.resolve()
     except (RuntimeError, OSError) as exc:  # RuntimeError: 3.11's "Symlink loop from ..."

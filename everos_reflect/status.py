@@ -12,7 +12,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
-from everos_reflect.lint import Progress, config_problems, scan_with_outside, skipped_problems
+from everos_reflect.lint import (
+    Progress,
+    config_problems,
+    irregular_problems,
+    scan_with_outside,
+    skipped_problems,
+)
 from everos_reflect.model import Kind, UserRef
 
 if TYPE_CHECKING:
@@ -87,8 +93,13 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
     invalid: list[tuple[str, str]] = []
     users = set(counts) | set(runtime.store.iter_users(outside, invalid))
     if source == "index":  # the Markdown scan reported these already
+        # a folder, FIFO or device where a log goes is in no index: only a listing finds it
+        irregular: list[str] = []
+        for _ in runtime.store.iter_files(irregular=irregular):
+            pass
+        skipped = skipped_problems(outside, invalid) + irregular_problems(root, irregular)
         bad_files = sorted(bad_files + [{"file": p.file, "problems": [f"0: {p.message}"]}
-                                        for p in skipped_problems(outside, invalid)],
+                                        for p in skipped],
                            key=lambda item: item["file"])
     kinds = [k.value for k in Kind]
     user_docs = []

@@ -86,3 +86,11 @@ def test_recluster_says_it_waits_for_a_run_in_flight_then_reclusters(
     assert result.exit_code == 0, result.output
     assert "Waiting for the strategy runs in flight to finish" in result.stderr
     assert result.stdout.startswith("reclustered 1 user(s): 1 cluster(s), 3 member(s)")
+
+
+def test_a_cluster_day_before_year_1000_keeps_four_digits() -> None:
+    """`clusters` showed an Episode of 0005-04-14 as "5-04-14" (glibc's strftime("%Y"))."""
+    from datetime import UTC, datetime
+
+    assert cluster_cmds._day(datetime(5, 4, 14, 12, tzinfo=UTC).timestamp()) == "0005-04-14"
+    assert cluster_cmds._day(datetime(2026, 10, 12, tzinfo=UTC).timestamp()) == "2026-10-12"

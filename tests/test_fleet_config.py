@@ -130,3 +130,19 @@ def test_roots_side_by_side_or_sharing_a_name_prefix_are_not_nested(tmp_path: Pa
                          str(tmp_path / "fleet.toml"))
     assert resolve_roots(config) == [tmp_path / "shard", tmp_path / "shard-2",
                                      tmp_path / "other" / "shard"]
+
+
+def test_a_root_or_fleet_file_under_an_unknown_users_home_is_a_config_problem(
+        tmp_path: Path) -> None:
+    """`~nobody/shard` in roots (or as --fleet): pathlib's bare RuntimeError escaped as a
+    traceback, and out of `fleet serve`'s rescan as a failed tick."""
+    config = parse_fleet('roots = ["~no-such-user-everos/shard", "missing"]',
+                         str(tmp_path / "f.toml"))
+    with pytest.raises(ConfigError) as info:
+        resolve_roots(config)
+    assert [(k, r) for _, k, r in info.value.problems] == [
+        ("roots[0]", "'~no-such-user-everos/shard': no home folder is known for "
+                     "'~no-such-user-everos'"),
+        ("roots[1]", "'missing' does not exist")]
+    with pytest.raises(EverosError, match="no home folder is known"):
+        read_fleet("~no-such-user-everos/fleet.toml")

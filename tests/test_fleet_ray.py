@@ -125,6 +125,25 @@ def test_twenty_roots_all_merged_and_a_locked_root_reported_busy(tmp_path: Path)
     _assert_consistent(roots[3], ids[3])
 
 
+def test_a_root_listed_twice_under_other_spellings_runs_and_is_reported_once(
+        tmp_path: Path) -> None:
+    """`a`, `a/`, `b/../a` and a symlink to `a` ran four times at once: the report said
+    busy, busy, busy, ok for one folder and the fleet failed against itself."""
+    root = tmp_path / "shard-a"
+    ids = build_root(root)
+    expected = _expected_merges(root)
+    (tmp_path / "link").symlink_to(root)
+    config, _ = read_fleet(_fleet_file(tmp_path))
+    spellings = [root, f"{root}/", tmp_path / "link" / ".." / "shard-a", tmp_path / "link"]
+    seen: list[tuple[int, int]] = []
+    report = run_fleet(config, spellings, STRATEGY, opener=open_test_root,
+                       on_result=lambda r, done, total: seen.append((done, total)))
+    assert report.ok and report.counts == {"ok": 1} and report.submitted == 1
+    assert [(r.root, r.merges) for r in report.results] == [(str(root), expected)]
+    assert seen == [(1, 1)]
+    _assert_consistent(root, ids)
+
+
 def _running_pid(root: Path, min_merges: int) -> int | None:
     db = root / ".index" / "sqlite" / "system.db"
     if not db.exists():

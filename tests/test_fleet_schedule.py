@@ -93,6 +93,21 @@ def test_a_due_run_is_submitted_once_and_the_next_one_planned(tmp_path: Path) ->
     assert sched.tick(now=MONDAY_2AM + timedelta(minutes=1)) == []
 
 
+def test_a_root_listed_twice_under_other_spellings_is_scheduled_once(tmp_path: Path) -> None:
+    """The same folder given as `a`, `a/` and through a symlink made three slots: three runs
+    at once at each fire time, two of them `busy` against the first."""
+    config, roots = _fleet(tmp_path)
+    (tmp_path / "link").symlink_to(roots[0])
+    spellings = [roots[0], f"{roots[0]}/", tmp_path / "b" / ".." / "a", tmp_path / "link"]
+    submitter = InlineSubmitter(config.strategies)
+    # before the first rescan, which lists the fleet file's own roots
+    sched = FleetScheduler(config, spellings, submitter, opener=open_test_root,
+                           rescan_seconds=86_400)
+    sched.start(now=MONDAY_2AM - timedelta(hours=1))
+    assert sched.tick(now=MONDAY_2AM) == [(str(roots[0]), "reflect_episodes")]
+    assert [r.status for r in sched.collect()] == ["ok"]
+
+
 def test_an_edited_ome_toml_is_picked_up_at_the_next_tick(tmp_path: Path) -> None:
     config, roots = _fleet(tmp_path)
     sched = FleetScheduler(config, roots, InlineSubmitter(config.strategies),

@@ -109,3 +109,27 @@ def test_the_env_root_being_a_symlink_loop_is_one_line(tmp_path: Path,
     result = run("status")
     assert result.exit_code == 1
     assert result.stderr == f"error: {tmp_path / 'a'} is a symlink loop, not a memory root\n"
+
+
+NO_USER = "~no-such-user-everos"
+
+
+@pytest.mark.parametrize("args", [["status"], ["search", "x"], ["add", *ADD], ["serve"]])
+def test_a_root_under_an_unknown_users_home_is_one_line_naming_it(args: list[str]) -> None:
+    """`--root '~nobody/x'`: pathlib's bare RuntimeError came out as a traceback."""
+    result = run(*args, "--root", f"{NO_USER}/mem")
+    assert result.exit_code == 1
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert result.stderr == (f"error: the root '{NO_USER}/mem': no home folder is known for "
+                             f"'{NO_USER}'\n")
+
+
+def test_init_or_the_env_root_under_an_unknown_users_home_is_one_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    result = run("init", f"{NO_USER}/mem")
+    assert (result.exit_code, result.stderr) == (
+        1, f"error: the root '{NO_USER}/mem': no home folder is known for '{NO_USER}'\n")
+    monkeypatch.setenv("EVEROS_ROOT", NO_USER)
+    result = run("status")
+    assert (result.exit_code, result.stderr) == (
+        1, f"error: EVEROS_ROOT '{NO_USER}': no home folder is known for '{NO_USER}'\n")

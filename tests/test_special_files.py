@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import threading
+from datetime import date
 from pathlib import Path
 
 import pytest
@@ -88,6 +89,60 @@ def test_lint_names_a_file_standing_where_a_folder_of_logs_goes(root: Path) -> N
             for p in report["problems"]] == [
         (".insights", "a file where the .insights folder goes"),
         ("episodes", "a file where the episodes folder goes")]
+
+
+def test_status_from_the_index_names_what_stands_where_a_log_or_its_folder_goes(
+        fifo: tuple[Runtime, Path]) -> None:
+    """`status` counts from the index once there is one, and only `lint` listed these: a path
+    that is no log is in no index, so `status` said nothing of a log nobody could write."""
+    from everos_reflect.model import Kind, UserRef
+    from everos_reflect.status import status_document
+
+    rt, path = fifo
+    rt.store.append(UserRef.of("u1"), Kind.EPISODE, {"timestamp": "2026-10-11T09:00:00Z"},
+                    {"Subject": "s", "Content": "c"}, day=date(2026, 10, 11))
+    Indexer(rt).scan()
+    (path.parent / "episode-2026-10-13.md").mkdir()
+    (path.parent.parent / ".insights").write_text("not a folder")
+    doc = _within(10, lambda: status_document(rt, strategies=[]))[0]
+    assert isinstance(doc, dict) and doc["counts_from"] == "index"
+    assert doc["totals"]["episode"] == {"live": 1, "deprecated": 0}
+    found = [(f["file"].rsplit("/", 1)[-1], f["problems"][0].split(" where")[0])
+             for f in doc["files_with_problems"]]
+    assert found == [(".insights", "0: a file"),
+                     ("episode-2026-10-12.md", "0: a FIFO (named pipe)"),
+                     ("episode-2026-10-13.md", "0: a folder")]
+    rt.close()
+
+
+@pytest.mark.parametrize("what", ["folder", "fifo"])
+@pytest.mark.parametrize("how", ["sync_path", "scan"])
+def test_a_log_replaced_by_a_folder_or_fifo_leaves_the_index_as_a_deleted_log(
+        root: Path, what: str, how: str) -> None:
+    """`rm log; mkdir log`: the watcher's sync and every reconcile scan skipped the path as
+    unreadable, so its entries stayed searchable and clustered for good, while a reindex
+    (regular files only) dropped them."""
+    from datetime import date
+
+    from everos_reflect.model import Kind, UserRef
+
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(16))
+    ref, day = UserRef.of("u1"), date(2026, 10, 12)
+    rt.store.append(ref, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00",
+                                        "parent_type": "memcell"},
+                    {"Subject": "Pets", "Content": "Andrew adopted a dog named Toby."}, day=day)
+    indexer = Indexer(rt)
+    indexer.scan()
+    path = rt.store.log_path(ref, Kind.EPISODE, day)
+    path.unlink()
+    path.mkdir() if what == "folder" else os.mkfifo(path)
+    _within(10, lambda: indexer.sync_path(path) if how == "sync_path" else indexer.scan())
+    db = rt.db()
+    assert db.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
+    assert db.execute("SELECT COUNT(*) FROM files").fetchone()[0] == 0
+    assert indexer.pending()["files_deleted"] == 0  # not behind for ever
+    assert rt.vectors.count(Kind.EPISODE) == 0
+    rt.close()
 
 
 # --- configuration files: a FIFO, a device or a huge file is a config problem, never a hang ---

@@ -59,6 +59,17 @@ def test_wants_rescan_on_folder_move_or_delete_outside_the_index() -> None:
     assert not wants_rescan([FsEvent("created", str(users / "w"), is_directory=True)], ROOT)
 
 
+@pytest.mark.parametrize("folder", [".atomic_facts", ".insights", ".worldview", ".lessons"])
+def test_wants_rescan_when_a_hidden_tier_folder_leaves(folder: str) -> None:
+    """Moved out of the root, a folder is one "deleted" event and nothing for its files; the
+    check read a dot folder as a temp file, so the facts stayed indexed until the next
+    reconcile scan."""
+    gone = ROOT / "a/p/users/u" / folder
+    assert wants_rescan([FsEvent("deleted", str(gone), is_directory=True)], ROOT)
+    assert wants_rescan([FsEvent("moved", str(gone), "/elsewhere/x", True)], ROOT)
+    assert not wants_rescan([FsEvent("deleted", str(ROOT / ".git"), is_directory=True)], ROOT)
+
+
 # --------------------------------------------------------------------------- live watcher
 
 REF = UserRef.of("u_andrew")
@@ -123,3 +134,19 @@ def test_watcher_periodic_reconcile_and_optimize_run_on_the_worker(rt: Runtime) 
     stopped_at = len(calls)
     time.sleep(0.3)
     assert len(calls) == stopped_at  # stop() really stopped the loop
+
+
+def test_watcher_drops_the_facts_of_a_facts_folder_moved_out_of_the_root(
+        rt: Runtime, tmp_path_factory: pytest.TempPathFactory) -> None:
+    episode = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00",
+                                                  "parent_type": "memcell"},
+                              {"Subject": "Pets", "Content": "A dog named Toby."}, day=DAY)
+    fact = rt.store.append(REF, Kind.ATOMIC_FACT, {"timestamp": "2026-10-12T10:00:00+00:00",
+                                                   "parent_type": "episode",
+                                                   "parent_id": episode.id},
+                           {"Fact": "Andrew has a dog named Toby."}, day=DAY)
+    facts = rt.store.log_path(REF, Kind.ATOMIC_FACT, DAY).parent
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0):
+        assert _wait_for(lambda: _indexed_ids(rt) == {episode.id, fact.id})
+        facts.rename(tmp_path_factory.mktemp("away") / facts.name)
+        assert _wait_for(lambda: _indexed_ids(rt) == {episode.id})

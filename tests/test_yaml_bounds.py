@@ -179,3 +179,91 @@ def test_lint_reports_the_bomb_and_the_deep_entry_with_file_and_line(bombed: Pat
     found = {(p["file"], p["severity"]) for p in problems if "YAML refused" in p["message"]}
     assert found == {(rel, "error")}
     assert all(p["line"] > 0 for p in problems)
+
+
+# --- integers too long to print: Python's str() refuses over 4,300 digits --------------------
+
+LONG_INTS = {
+    "hex": "0x" + "f" * 4000,
+    "binary": "0b" + "1" * 15000,
+    "octal": "0" + "7" * 5000,
+    "base 60": ":".join(["59"] * 3000),
+    "decimal": "9" * 5000,
+}
+
+
+@pytest.mark.parametrize("where", ["value", "key"])
+@pytest.mark.parametrize("name", list(LONG_INTS))
+def test_an_integer_too_long_to_print_is_refused_with_its_line(name: str, where: str) -> None:
+    """4 KB of hex is an int of ~4,800 decimal digits: it parsed, and then every content
+    hash of it (``str()``) raised, so `reindex`, `search` and the watcher stopped there."""
+    number = LONG_INTS[name]
+    # as a key (``? key`` form: YAML caps an implicit key at 1,024 characters) it made the
+    # whole file an "internal parser error"
+    extra = f"x: {number}\n" if where == "value" else f"? {number}\n: 1\n"
+    text = HEAD + entry(1) + entry(2, extra) + entry(3)
+    log = parse_log(text, PATH)
+    assert [e.id for e in log.entries] == ["ep_20261012_0001", "ep_20261012_0003"]
+    (problem,) = log.diagnostics
+    line = text.splitlines().index(extra.splitlines()[0]) + 1
+    assert (problem.severity, problem.line) == ("error", line)
+    assert problem.message == (f"entry ep_20261012_0002: YAML refused: a number of "
+                               f"{len(number):,} characters (at most 1,000)")
+    assert all(e.content_hash for e in log.entries)
+
+
+def test_an_integer_of_1000_characters_is_read() -> None:
+    (e,) = parse_log(HEAD + entry(1, "x: 0x" + "f" * 998 + "\n"), PATH).entries
+    assert e.meta["x"] == 16**998 - 1 and e.content_hash
+
+
+def test_reindex_skips_an_entry_with_an_unprintable_integer(root: Path) -> None:
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32))
+    meta = {"timestamp": "2026-10-12T10:00:00+00:00", "parent_type": "memcell"}
+    rt.store.append(ANDREW, Kind.EPISODE, meta, {"Subject": "Dogs", "Content": "Toby."},
+                    day=DAY)
+    with rt.store.log_path(ANDREW, Kind.EPISODE, DAY).open("a") as fh:
+        fh.write(entry(2, "x: " + LONG_INTS["hex"] + "\n"))
+    rt.close()
+    result = run("reindex", "--root", str(root), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)["data"]
+    assert data["entries_upserted"] == 1
+    (problems,) = data["problems"].values()
+    assert any("ep_20261012_0002" in p and "a number of 4,002 characters" in p for p in problems)
+
+
+# --- a key written twice: YAML forbids it, PyYAML kept the last one without a word -------------
+
+
+@pytest.mark.parametrize("meta", [
+    "owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00+00:00\nowner_id: mallory\n",
+    "owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00+00:00\nx: {a: 1, a: 2}\n",
+])
+def test_a_key_written_twice_in_entry_metadata_is_an_error(meta: str) -> None:
+    text = HEAD + entry(1) + entry(2).replace(
+        "owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00+00:00\n", meta) + entry(3)
+    log = parse_log(text, PATH)
+    assert [e.id for e in log.entries] == ["ep_20261012_0001", "ep_20261012_0003"]
+    (problem,) = log.diagnostics
+    assert problem.severity == "error"
+    assert problem.line == text.splitlines().index(meta.splitlines()[-1]) + 1
+    assert "is written twice in one mapping; keep one" in problem.message
+
+
+def test_deprecated_entries_written_twice_is_fatal_and_never_patched() -> None:
+    """The second block hid the first: ep_0001, archived in it, was read as live, and the
+    writer (which patched the first block) failed with "could not patch ... side effects"."""
+    from everos_reflect.errors import MarkdownError
+    from everos_reflect.markdown import writer
+
+    head = HEAD[:-4] + ("deprecated_entries:\n  ep_20261012_0001: ep_20261012_0003\n"
+                        "deprecated_entries:\n  ep_20261012_0002: ep_20261012_0003\n---\n")
+    log = parse_log(head + entry(1) + entry(2) + entry(3), PATH)
+    assert not log.ok and log.entries == []
+    (problem,) = log.diagnostics
+    assert (problem.line, problem.severity) == (8, "fatal")
+    assert problem.message == ("file frontmatter: YAML refused: key 'deprecated_entries' is "
+                               "written twice in one mapping; keep one")
+    with pytest.raises(MarkdownError, match="written twice"):
+        writer.add_deprecations(head, {"ep_20261012_0003": "ep_20261012_0001"})

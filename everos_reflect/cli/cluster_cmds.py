@@ -30,7 +30,7 @@ _project = click.option("--project", default=None, help="Project id (default: ev
 
 
 def _day(ts: float) -> str:
-    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(ts, UTC).date().isoformat()  # glibc strftime: year 5 is "5"
 
 
 @click.command("clusters")

@@ -890,7 +890,10 @@ class UserClusters:
                 firsts[p] = first_q
                 lasts[p] = last_q
                 if narrative is not None:
-                    groups.put(cid, c32[p], p)
+                    # the stored row in float64, once: the index's put and the re-scoring
+                    # below both read it (put widens a float32 row to the same values)
+                    row64 = c32[p].astype(np.float64)
+                    groups.put(cid, row64, p)
                 elif groups.group_of:
                     groups.discard(cid)
                 out.append((cid, similarity, reason))
@@ -900,9 +903,11 @@ class UserClusters:
             if q + 1 == count:
                 break
             ver = version[p] = version.get(p, 0) + 1
+            span: tuple[int, int] | None = None
             if narrative is not None:  # may be rejoined at any distance in time
-                later: slice | np.ndarray | None = self._later_rejoin(
-                    q, cid, first_q, last_q, ts_arr, window, bounds, reach)
+                later: slice | np.ndarray | None
+                later, span = self._later_rejoin(q, cid, first_q, last_q, times, ts_arr,
+                                                 ordered, window, bounds, reach)
             elif ordered:  # later items are no older: only the span's end rules them out
                 end = bisect.bisect_right(times, window_end(last_q, window), q + 1)
                 later = slice(q + 1, end) if end > q + 1 else None
@@ -934,12 +939,14 @@ class UserClusters:
             # read while this version holds). Before, every score above the join threshold
             # was kept, and the decision loop walked them all: one owner ×20 with monthly
             # consolidation, 3.9 pairs walked per Episode before, 1.8 after.
+            # (``span``: the items in that window, as a range of the ordered run)
             at = later.tolist() if start is None else None
             for j, sim in zip(idx, scores, strict=True):
                 if sim >= floor:
                     k = start + j if at is None else at[j]
-                    t = times[k]
-                    if sim >= rejoin_threshold or in_window(t, first_q, last_q, window):
+                    if sim >= rejoin_threshold or (
+                            span[0] <= k < span[1] if span is not None
+                            else in_window(times[k], first_q, last_q, window)):
                         hits[k].append((p, ver, sim))
         if len(heap) > 4 * len(recent) + 64:  # stale entries: compact (as _store does)
             self._heap = [(float(lasts[pos[c]]), c) for c in recent]
@@ -991,24 +998,44 @@ class UserClusters:
         return rows[close], items[close], sims[close]
 
     def _later_rejoin(self, q: int, cluster_id: str, first_ts: float, last_ts: float,
-                      ts: np.ndarray, window: float, bounds: np.ndarray | None,
-                      reach: float) -> slice | np.ndarray | None:
+                      times: list[float], ts: np.ndarray, ordered: bool, window: float,
+                      bounds: np.ndarray | None, reach: float
+                      ) -> tuple[slice | np.ndarray | None, tuple[int, int] | None]:
         """The items after ``q`` that may still pick a consolidated cluster just changed: those
         in its time window (a join), and beyond it only those the pivot bound of its group
         leaves (a rejoin; :meth:`_PivotGroups.cosines` of the run, against the cluster's own
         angle to its pivot as it now stands plus the reach). Every later item when its group
         is newer than the run's bounds.
         Before, every later item was scored: a run's cost grew with the share of its items
-        that rejoin, which grows with history."""
-        g = self._groups.group_of.get(cluster_id)
+        that rejoin, which grows with history.
+
+        Also returns, for an ordered run, the items in the window as a range ``(lo, hi)`` of
+        the run (``in_window`` is exactly ``window_start <= t <= window_end``, an interval of
+        the sorted times, found by bisection), so that neither this nor the caller tests the
+        window item by item; None for a run out of order. This runs for every consolidated
+        join of a run (about half the Episodes of one owner ×184 with monthly
+        consolidation), so its numpy calls are kept few: the bound column is compared once
+        and the window's range set in the same mask."""
+        span: tuple[int, int] | None = None
+        if ordered:
+            span = (bisect.bisect_left(times, window_start(first_ts, window), q + 1),
+                    bisect.bisect_right(times, window_end(last_ts, window), q + 1))
+        groups = self._groups
+        g = groups.group_of.get(cluster_id)
         if bounds is None or g is None or g >= bounds.shape[1]:
-            return slice(q + 1, len(ts))
-        rest = ts[q + 1:]
-        keep = ((rest >= window_start(first_ts, window))
-                & (rest <= window_end(last_ts, window))) | (
-            bounds[q + 1:, g] >= _cos_at(self._groups.spread[cluster_id] + reach))
-        idx = np.flatnonzero(keep)
-        return idx + (q + 1) if idx.size else None
+            return slice(q + 1, len(times)), span
+        keep = bounds[q + 1:, g] >= _cos_at(groups.spread[cluster_id] + reach)
+        if span is None:
+            rest = ts[q + 1:]
+            keep |= ((rest >= window_start(first_ts, window))
+                     & (rest <= window_end(last_ts, window)))
+        elif span[1] > span[0]:
+            keep[span[0] - q - 1:span[1] - q - 1] = True
+        idx = keep.nonzero()[0]
+        if not idx.size:
+            return None, span
+        idx += q + 1
+        return idx, span
 
     def _later(self, q: int, consolidated: bool, first_ts: float, last_ts: float,
                times: list[float], ts: np.ndarray, ordered: bool,

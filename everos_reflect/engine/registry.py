@@ -113,8 +113,9 @@ COMMON_SETTINGS: tuple[SettingSpec, ...] = (
                 lambda v: None if v >= 1 else "must be >= 1"),
     SettingSpec(
         "misfire_grace_hours", float, 6.0,
-        "A scheduled run missed while the daemon was down runs once at start-up if it is at "
-        "most this old.", duration_up_to(8_760, "a year"),
+        "A scheduled run missed while the daemon was down (or its host asleep) runs once, "
+        "at start-up (or on waking), if it is at most this old.",
+        duration_up_to(8_760, "a year"),
     ),
 )
 

@@ -46,6 +46,21 @@ class _OmeChanged(FileSystemEventHandler):
             self._poke()
 
 
+#: The least lateness a fire time is still run with: a busy process or a loaded host fires a
+#: job a little late, and ``misfire_grace_hours = 0`` must not drop those runs.
+MIN_MISFIRE_GRACE_SECONDS = 300
+
+
+def misfire_grace_seconds(settings: dict[str, Any]) -> int:
+    """How late a fire time may be run while the daemon is up: the strategy's
+    ``misfire_grace_hours``, as for a run missed while it was down. A host asleep (or a clock
+    set forward) over the fire time is down for the schedule's purposes; with APScheduler's
+    fixed five minutes, a laptop asleep over Monday 02:00 skipped the week's Reflection
+    while a stopped daemon caught it up at start-up."""
+    hours = float(settings.get("misfire_grace_hours", 0.0))
+    return max(MIN_MISFIRE_GRACE_SECONDS, int(hours * 3600))
+
+
 class Scheduler:
     """Keeps one APScheduler job per enabled strategy in step with ``ome.toml``."""
 
@@ -68,6 +83,7 @@ class Scheduler:
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 300},
         )
         self._scheduled: dict[str, str] = {}  # strategy -> cron expression of its job
+        self._graces: dict[str, int] = {}  # strategy -> its job's misfire grace, seconds
         self._apply_lock = threading.Lock()
         # Held across "read the config, re-plan the jobs" so status() never pairs a new cron
         # with the previous job's next run.
@@ -163,20 +179,23 @@ class Scheduler:
             for name in known_strategies():
                 settings = config.get(name) or {}
                 expr = settings.get("cron") if settings.get("enabled") else None
+                grace = misfire_grace_seconds(settings)
                 current = self._scheduled.get(name)
-                if expr == current:
+                if expr == current and (expr is None or grace == self._graces.get(name)):
                     continue
                 if expr is None:
                     if self._aps.get_job(name):
                         self._aps.remove_job(name)
                     del self._scheduled[name]
+                    self._graces.pop(name, None)
                     log.info("%s: unscheduled (disabled or no cron)", name)
                     continue
                 self._aps.add_job(
                     self._fire, trigger=CronTrigger(expr, self.tz).to_apscheduler(),
                     args=(name,), id=name, name=name, replace_existing=True,
+                    misfire_grace_time=grace,
                 )
-                self._scheduled[name] = expr
+                self._scheduled[name], self._graces[name] = expr, grace
                 if current is None:
                     self._arm(name, reset=not initial)
                 log.info("%s: scheduled %r (%s), next run %s", name, expr, self.tz,

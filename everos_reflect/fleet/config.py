@@ -17,15 +17,16 @@ from __future__ import annotations
 import difflib
 import glob
 import math
+import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from everos_reflect.errors import ConfigError, EverosError
-from everos_reflect.fileio import read_config_bytes
+from everos_reflect.fileio import expand_user, read_config_bytes
 from everos_reflect.settings import TOML_ERRORS, toml_syntax_problem
 
 Problem = tuple[str, str, str]
@@ -219,7 +220,11 @@ def resolve_roots(config: FleetConfig) -> list[Path]:
     found: dict[Path, int] = {}  # root -> the pattern that first gave it
     for i, pattern in enumerate(config.roots):
         where = f"roots[{i}]"
-        expanded = Path(pattern).expanduser()
+        try:
+            expanded = expand_user(pattern)
+        except EverosError as exc:
+            problems.append((config.file, where, str(exc).removeprefix("path ")))
+            continue
         if not expanded.is_absolute():
             expanded = config.base_dir / expanded
         if _is_glob(pattern):
@@ -239,6 +244,22 @@ def resolve_roots(config: FleetConfig) -> list[Path]:
     return list(found)
 
 
+def distinct_roots(roots: Iterable[Path | str]) -> list[str]:
+    """Each root once, in order, under its first spelling. The same folder given twice (a
+    trailing slash, ``..``, a symlink) ran twice at once, the second run ``busy`` against the
+    first, and the fleet's report held that folder's results under several names: a run
+    failing against itself. :func:`resolve_roots` lists each root once already; this guards
+    callers that build their own list (``run_fleet``, ``FleetScheduler``)."""
+    seen: set[str] = set()
+    out = []
+    for root in roots:
+        real = os.path.realpath(root)
+        if real not in seen:
+            seen.add(real)
+            out.append(str(root))
+    return out
+
+
 def _nested(file: str, found: Mapping[Path, int]) -> list[Problem]:
     """A root inside another root of the fleet, one problem each. A root is self-contained:
     the inner "root" is one of the outer root's app, project or user folders (a glob one
@@ -256,7 +277,7 @@ def _nested(file: str, found: Mapping[Path, int]) -> list[Problem]:
 
 def read_fleet(path: str | Path) -> tuple[FleetConfig, list[Path]]:
     """Read, validate and expand a ``fleet.toml`` file."""
-    file = Path(path).expanduser()
+    file = expand_user(path, "--fleet")
     try:
         data = read_config_bytes(file)
         if data is None:

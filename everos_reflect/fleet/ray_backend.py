@@ -25,7 +25,7 @@ from typing import Any
 
 from everos_reflect.engine.registry import get_strategy
 from everos_reflect.errors import EverosError
-from everos_reflect.fleet.config import FleetConfig
+from everos_reflect.fleet.config import FleetConfig, distinct_roots
 from everos_reflect.fleet.work import (
     FAILED,
     NOT_DONE,
@@ -267,13 +267,14 @@ def run_fleet(
     first one per slot, the largest roots go first (:func:`~.work.largest_first`, from the
     driver's estimates), so the run does not end with one long root and idle workers.
 
-    ``on_result(result, done, total)`` is called as each root is settled (progress). Raises
+    ``on_result(result, done, total)`` is called as each root is settled (progress). A root
+    listed twice (under any spelling) is run and reported once. Raises
     :class:`UnknownStrategy` before anything runs, :class:`RayMissing`/:class:`RayUnavailable`
     when there is no Ray to run on.
     """
     get_strategy(name)
     started = time.perf_counter()
-    paths = [str(r) for r in roots]
+    paths = distinct_roots(roots)
     results: dict[str, RootResult] = {}
     total = len(paths)
 

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 from everos_reflect.engine.registry import get_strategy, known_strategies
 from everos_reflect.engine.triggers import CronTrigger
 from everos_reflect.errors import ConfigError, EverosError
-from everos_reflect.fleet.config import FleetConfig, resolve_roots
+from everos_reflect.fleet.config import FleetConfig, distinct_roots, resolve_roots
 from everos_reflect.fleet.work import NOT_DONE, Opener, RootResult, fleet_engine, open_root
 from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME
 
@@ -100,7 +100,7 @@ class FleetScheduler:
                  *, opener: Opener = open_root, data_poll_seconds: float = 30.0,
                  rescan_seconds: float = 60.0) -> None:
         self.config = config
-        self.roots = [str(r) for r in roots]
+        self.roots = distinct_roots(roots)
         self.submitter = submitter
         self.opener = opener
         self.data_poll_seconds = data_poll_seconds

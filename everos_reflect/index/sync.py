@@ -26,7 +26,7 @@ import numpy as np
 from filelock import FileLock
 
 from everos_reflect.errors import InvalidId
-from everos_reflect.fileio import open_regular
+from everos_reflect.fileio import NotRegularFile, open_regular
 from everos_reflect.index import events, rebuild
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown.parser import parse_log
@@ -443,7 +443,11 @@ class Indexer:
                 # Over the limit: reported, never read, so memory stays bounded by the limit.
                 data = fh.read(limits.max_file_bytes + 1) if st.st_size <= limits.max_file_bytes \
                     else None
-        except FileNotFoundError:
+        except (FileNotFoundError, NotRegularFile):
+            # A folder or FIFO where the log was is no log: its entries go, as a scan and a
+            # reindex (which list regular files only) see it. Kept, they stayed searchable and
+            # clustered for good, and Reflection tried to archive into the folder. ``lint``
+            # names what stands there.
             plan = SyncPlan(deletes=sorted(stored))
             return _Job(rel, ref, kind, plan, stat=None)
         if data is None or len(data) > limits.max_file_bytes:

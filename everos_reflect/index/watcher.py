@@ -126,13 +126,25 @@ def plan_events(events: Iterable[FsEvent], root: Path) -> set[Path]:
     return out
 
 
+def may_hold_logs(folder: Path, root: Path) -> bool:
+    """A folder inside the root, outside ``.index/``, that may hold daily logs: any but the
+    root's own hidden folders (app ids never start with a dot). Below them a dot is normal:
+    ``.atomic_facts``, ``.insights`` and the other derived tiers live in hidden folders."""
+    try:
+        rel = folder.relative_to(root)
+    except ValueError:
+        return False
+    return bool(rel.parts) and not rel.parts[0].startswith(".")
+
+
 def wants_rescan(events: Iterable[FsEvent], root: Path) -> bool:
-    """A folder under the root was moved or deleted: its files sent no events of their own."""
+    """A folder under the root was moved or deleted: its files sent no events of their own
+    (a folder moved out of the root is one "deleted" event, and nothing for its files)."""
     root = Path(root)
     for event in events:
         if event.is_directory and event.type in {"moved", "deleted"}:
             for raw in (event.path, event.dest):
-                if raw and is_log_candidate(Path(raw).with_suffix(".md"), root):
+                if raw and may_hold_logs(Path(raw), root):
                     return True
     return False
 

@@ -9,8 +9,9 @@ line, reason) and the rest of the file still parses. Severities:
   misplaced id (of a duplicate only the first block is read, and writers never archive into the
   file), missing ``owner_id``/``timestamp``, unreadable timestamp). It is skipped; its
   text stays in the file and its id still counts when the next id is allocated.
-- ``warning``: indexed anyway (naive timestamp, owner differing from the file's user, missing
-  ``Content``/``Fact`` section, unexpected ``parent_type``, text before the first section).
+- ``warning``: indexed anyway (naive or date-only timestamp, owner differing from the file's
+  user, missing ``Content``/``Fact`` section, unexpected ``parent_type``, text before the
+  first section).
 
 Unknown metadata keys and unknown sections are not problems: they are kept in ``Entry.meta`` /
 ``Entry.sections``. Lines are split on ``\\n`` only; a trailing ``\\r`` (CRLF files) is ignored
@@ -23,9 +24,11 @@ removes exactly one backslash from any line of the form ``\\`` + (``\\``)* + (``
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta, timezone
-from typing import Any
+from typing import Any, NamedTuple
 
 import yaml
 
@@ -33,13 +36,16 @@ from everos_reflect.errors import InvalidId
 from everos_reflect.model import (
     ID_MENTION_RE,
     LOG_FILENAME_RE,
+    OUT_OF_RANGE,
     DailyLog,
     Diagnostic,
     Entry,
     EntryId,
     Kind,
     day_stamp,
+    format_timestamp,
     parse_timestamp,
+    utc_day,
 )
 
 SCHEMA_VERSION = 1
@@ -145,6 +151,7 @@ def _check_node(root: yaml.Node) -> None:
             children: list[yaml.Node] = list(node.value)
         elif isinstance(node, yaml.MappingNode):
             children = [part for pair in node.value for part in pair]
+            _check_keys(node)
         else:
             continue
         if depth > MAX_YAML_DEPTH:
@@ -154,8 +161,45 @@ def _check_node(root: yaml.Node) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
+def _check_keys(node: yaml.MappingNode) -> None:
+    """Refuse a key written twice in one mapping. YAML forbids it, and PyYAML silently keeps
+    the last value: a second ``deprecated_entries:`` block hid every archive of the first,
+    a second ``owner_id`` replaced the first without a word."""
+    seen: set[tuple[str, str]] = set()
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode):
+            continue
+        if (key.tag, key.value) in seen:
+            raise YamlBoundError(key.start_mark.line,
+                                 f"key {key.value!r} is written twice in one mapping; keep one")
+        seen.add((key.tag, key.value))
+
+
+#: Characters of one YAML integer (any base, ``_`` and ``:`` included). Hex, octal, binary
+#: and base-60 (``1:30:00``) ints have no digit limit in Python, but ``str()`` refuses one of
+#: over 4,300 decimal digits: 4 KB of hex in a hand edit passed the parser, then failed
+#: every content hash, so ``reindex``, ``search`` and the watcher stopped on that one log.
+#: 1,000 characters make at most ~1,200 decimal digits.
+MAX_YAML_INT_CHARS = 1000
+
+
+def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> int:
+    if len(node.value) > MAX_YAML_INT_CHARS:
+        raise YamlBoundError(node.start_mark.line, f"a number of {len(node.value):,} "
+                             f"characters (at most {MAX_YAML_INT_CHARS:,})")
+    value: int = loader.construct_yaml_int(node)
+    return value
+
+
+class _BoundedLoader(_Loader):  # type: ignore[misc, valid-type]
+    """:data:`_Loader` with integers bounded (:data:`MAX_YAML_INT_CHARS`)."""
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
 def _bounded_load(text: str) -> Any:
-    loader = _Loader(text)
+    loader = _BoundedLoader(text)
     try:
         node = loader.get_single_node()
         if node is None:
@@ -253,6 +297,8 @@ def _flat_mapping(text: str) -> dict[str, Any] | None:
             value = _stamp(m.groups()[4:15])
             if value is None:
                 return None
+        if m.group(1) in out:  # a key written twice: PyYAML's path reports it
+            return None
         out[m.group(1)] = value
     return out
 
@@ -333,6 +379,12 @@ def next_seq(log: DailyLog) -> int:
     return max(seqs, default=0) + 1
 
 
+def _shown(value: Any) -> str:
+    """A YAML value as a person wrote it, near enough: ``null``, ``true``, ``[a, b]``."""
+    text = json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
 def _as_day(value: Any) -> date | None:
     if isinstance(value, datetime):
         return value.date()
@@ -346,11 +398,55 @@ def _as_day(value: Any) -> date | None:
     return None
 
 
+def _date_only(value: object) -> bool:
+    """Whether a timestamp as read from YAML names a day and no time: a plain ``2026-10-11``
+    (YAML makes it a ``date``), or text ``fromisoformat`` reads as a date (``'2026-10-11'``,
+    ``2026-W41-1``), each then taken as midnight UTC, a moment nobody wrote."""
+    if isinstance(value, date):
+        return not isinstance(value, datetime)
+    if isinstance(value, str):
+        try:
+            date.fromisoformat(value.strip())
+        except ValueError:
+            return False
+        return True
+    return False
+
+
 def header_text(text: str) -> str:
     """The text up to the end of the frontmatter (all of it when there is no closed one)."""
     first = text.find("\n")
     end = _HEADER_END_RE.search(text, first) if first >= 0 else None
     return text[: end.end()] if end else text
+
+
+#: An entry marker line, opening or closing (``/``), as ``OPEN_RE`` / ``CLOSE_RE`` read it.
+_MARKER_RE = re.compile(r"^<!--[ \t]*(/?)entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*\r?$", re.M)
+#: The line that closes the file frontmatter, as :func:`frontmatter_bounds` reads it.
+_FM_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[^\S\n]*$", re.M)
+
+
+class _Marker(NamedTuple):
+    line: int  # 0-based
+    close: bool
+    id: str
+    start: int  # offsets of the marker in the text, its line ending excluded
+    end: int
+
+
+def _header_lines(text: str) -> list[str]:
+    """The lines of the file frontmatter, its closing line included; only the first line
+    when there is none (what :func:`frontmatter_bounds` needs to say so)."""
+    first = _LINE_RE.match(text)
+    if first is None:
+        return []
+    if bare(first.group()).lstrip("\ufeff").rstrip() != "---":
+        return [first.group()]
+    close = _FM_CLOSE_RE.search(text, first.end())
+    if close is None:
+        return [first.group()]
+    end = text.find("\n", close.end())
+    return split_lines(text[: len(text) if end < 0 else end + 1])
 
 
 #: Default ``max_entry_bytes`` (the shipped ``limits.max_entry_bytes``; callers pass theirs).
@@ -362,10 +458,14 @@ class _Parser:
         self.text = text
         self.path = path
         self.max_entry_bytes = max_entry_bytes
-        self.lines = split_lines(text)
-        self.bare = [line[:-1] if line.endswith("\r") else line for line in text.split("\n")]
-        del self.bare[len(self.lines) :]  # the empty piece after a final newline
+        # Lines are only ever held for the frontmatter and for one entry at a time: a list of
+        # every line of a 16 MB log of short lines took ~50x its size (786 MB), and the
+        # per-line loop between entries ~6 s for one of blank lines.
+        self.lines = _header_lines(text)  # the frontmatter's, closing line included
+        self.bare = [bare(line) for line in self.lines]
         self.diagnostics: list[Diagnostic] = []
+        #: ids whose ``deprecated_entries`` value is no id at all (null, a number, a list)
+        self.unreadable_archive: set[str] = set()
 
     def report(self, line: int, message: str, severity: str = "error") -> None:
         self.diagnostics.append(Diagnostic(self.path, line, message, severity))
@@ -408,6 +508,18 @@ class _Parser:
             )
         elif deprecated:
             for old, new in deprecated.items():
+                if not isinstance(new, str):
+                    # ``str(None)`` made it "archived toward 'None'": read as archived, for a
+                    # value nobody can follow. Skipped instead, like any entry whose metadata
+                    # cannot be trusted; the person's text stays as it is.
+                    self.unreadable_archive.add(str(old))
+                    self.report(
+                        self._mention_line(str(old)),
+                        f"deprecated_entries: {old} is archived toward {_shown(new)}, not an "
+                        f"entry id; {old} is not read until its value names the entry that "
+                        f"replaced it ('{UNDONE}' too), or the key is removed",
+                    )
+                    continue
                 for value in (old, new) if new != UNDONE else (old,):
                     if not isinstance(value, str) or not _ID_MENTION_RE.fullmatch(value):
                         self.report(
@@ -416,6 +528,14 @@ class _Parser:
                             "warning",
                         )
         return end + 1
+
+    def _mention_line(self, text: str) -> int:
+        """1-based line of the first frontmatter line after ``deprecated_entries`` that holds
+        ``text`` (the key's own line when none does)."""
+        first = self._key_line("deprecated_entries")
+        bounds = frontmatter_bounds(self.lines)
+        end = bounds[1] if bounds else 0
+        return next((i + 1 for i in range(first - 1, end) if text in self.bare[i]), first)
 
     def _key_line(self, key: str) -> int:
         """1-based line of the top-level ``key:`` in the file frontmatter (1 when not found),
@@ -449,8 +569,8 @@ class _Parser:
             self.report(1, f"unknown file type {data.get('type')!r}", "fatal")
         if "date" in data and fm_day is None:
             self.report(1, f"unreadable date {data.get('date')!r}", "fatal")
-        if "user_id" not in data:
-            self.report(1, "frontmatter has no user_id", "warning")
+        if data.get("user_id") is None:  # ``user_id:`` left empty too: no owner is checked
+            self.report(self._key_line("user_id"), "frontmatter has no user_id", "warning")
         if name_kind and fm_kind and name_kind != fm_kind:
             self.report(1, f"type {fm_kind.file_type} does not match the file name", "warning")
         if name_day and fm_day and name_day != fm_day:
@@ -463,51 +583,57 @@ class _Parser:
             self.report(1, "cannot tell the day of the log (no 'date' in the frontmatter)", "fatal")
 
     # -- entries ------------------------------------------------------------------------------
+    def _markers(self, start: int) -> Iterator[_Marker]:
+        """Every entry marker from line ``start`` (0-based) on, in order: found by one regex
+        over the text, never line by line."""
+        pos = sum(len(line) for line in self.lines[:start])
+        line = start
+        for m in _MARKER_RE.finditer(self.text, pos):
+            line += self.text.count("\n", pos, m.start())
+            pos = m.start()
+            yield _Marker(line, m.group(1) == "/", m.group(2), m.start(), m.end())
+
     def _entries(self, log: DailyLog, start: int) -> None:
         first_at: dict[str, int] = {}  # every opened id, parseable or not -> its first line
         deprecated = log.deprecated_entries
-        i, n = start, len(self.lines)
-        while i < n:
-            opened = OPEN_RE.match(self.bare[i])
-            if not opened:
-                closed = CLOSE_RE.match(self.bare[i])
-                if closed:
-                    self.report(
-                        i + 1,
-                        f"closing marker of {closed.group(1)!r} without an opening one",
-                        "warning",
-                    )
-                i += 1
+        markers = self._markers(start)
+        marker = next(markers, None)
+        while marker is not None:
+            if marker.close:
+                self.report(marker.line + 1,
+                            f"closing marker of {marker.id!r} without an opening one", "warning")
+                marker = next(markers, None)
                 continue
-            entry_id = opened.group(1)
+            entry_id, i = marker.id, marker.line
             if entry_id in first_at:
                 # A frontmatter key names an id, not a block: archiving one would archive both.
                 self.report(i + 1, duplicate_message(entry_id, first_at[entry_id]))
             first_at.setdefault(entry_id, i + 1)
-            j = i + 1
-            while j < n and not OPEN_RE.match(self.bare[j]) and not CLOSE_RE.match(self.bare[j]):
-                j += 1
-            closed = CLOSE_RE.match(self.bare[j]) if j < n else None
-            if closed is None:
+            closed = next(markers, None)
+            if closed is None or not closed.close:
                 self.report(
                     i + 1, f"entry {entry_id!r} is not closed by <!-- /entry:{entry_id} -->"
                 )
-                i = j
+                marker = closed
                 continue
-            if closed.group(1) != entry_id:
+            if closed.id != entry_id:
                 self.report(
-                    j + 1,
-                    f"closing marker names {closed.group(1)!r} but the open entry is {entry_id!r}",
+                    closed.line + 1,
+                    f"closing marker names {closed.id!r} but the open entry is {entry_id!r}",
                 )
-                i = j + 1
+                marker = next(markers, None)
                 continue
-            entry = self._entry(log, entry_id, i, j) if first_at[entry_id] == i + 1 else None
-            if entry is not None:
-                entry.deprecated_by = deprecated.get(entry.id)
-                log.entries.append(entry)
-            i = j + 1
+            if first_at[entry_id] == i + 1:
+                end = closed.end + (self.text[closed.end : closed.end + 1] == "\n")
+                entry = self._entry(log, entry_id, i, self.text[marker.start : end])
+                if entry is not None and entry.id not in self.unreadable_archive:
+                    entry.deprecated_by = deprecated.get(entry.id)
+                    log.entries.append(entry)
+            marker = next(markers, None)
 
-    def _entry(self, log: DailyLog, entry_id: str, first: int, last: int) -> Entry | None:
+    def _entry(self, log: DailyLog, entry_id: str, first: int, block: str) -> Entry | None:
+        """One entry from the text of its ``block`` (opening marker to the end of the closing
+        marker's line) starting at line ``first`` (0-based)."""
         line_no = first + 1
         try:
             eid = parse_entry_id(entry_id)
@@ -517,30 +643,32 @@ class _Parser:
         if eid.kind != log.kind or eid.day != log.day:
             self.report(line_no, f"entry id {entry_id} does not belong in this file (kind or date)")
             return None
-        size = sum(_utf8_size(line) for line in self.lines[first : last + 1])
+        size = _utf8_size(block)
         if size > self.max_entry_bytes:
             self.report(line_no, f"entry {entry_id} is {size:,} bytes, over limits."
                         f"max_entry_bytes ({self.max_entry_bytes:,}); not read")
             return None
 
-        k = first + 1
-        while k < last and not self.bare[k].strip():
+        lines = [bare(line) for line in split_lines(block)]  # block-local: 0 = opening marker
+        last = len(lines) - 1
+        k = 1
+        while k < last and not lines[k].strip():
             k += 1
-        if k >= last or self.bare[k].rstrip() != "---":
+        if k >= last or lines[k].rstrip() != "---":
             self.report(line_no, f"entry {entry_id} has no '---' metadata block")
             return None
-        meta_end = next((m for m in range(k + 1, last) if self.bare[m].rstrip() == "---"), None)
+        meta_end = next((m for m in range(k + 1, last) if lines[m].rstrip() == "---"), None)
         if meta_end is None:
-            self.report(k + 1, f"entry {entry_id}: metadata block is not closed by '---'")
+            self.report(first + k + 1, f"entry {entry_id}: metadata block is not closed by '---'")
             return None
-        data, problem = load_yaml("\n".join(self.bare[k + 1 : meta_end]), k + 2)
+        data, problem = load_yaml("\n".join(lines[k + 1 : meta_end]), first + k + 2)
         if problem:
             self.report(problem[0], f"entry {entry_id}: {problem[1]}")
             return None
         if data is None:
             data = {}
         if not isinstance(data, dict):
-            self.report(k + 1, f"entry {entry_id}: metadata must be a YAML mapping")
+            self.report(first + k + 1, f"entry {entry_id}: metadata must be a YAML mapping")
             return None
         meta = {str(key): value for key, value in data.items()}
 
@@ -550,16 +678,22 @@ class _Parser:
                 line_no, f"entry {entry_id}: missing required metadata {', '.join(missing)}"
             )
             return None
-        if parse_timestamp(meta["timestamp"]) is None:
+        read = parse_timestamp(meta["timestamp"])
+        if read is None:
             self.report(line_no, f"entry {entry_id}: unreadable timestamp {meta['timestamp']!r}")
             return None
+        if utc_day(read) is None:  # the rule new records follow; past it, UTC arithmetic fails
+            self.report(line_no, f"entry {entry_id}: timestamp {format_timestamp(read)} "
+                        f"{OUT_OF_RANGE}")
+            return None
 
-        sections = self._sections(entry_id, meta_end + 1, last)
+        sections = self._sections(entry_id, lines[meta_end + 1 : last], first + meta_end + 1)
         self._check(log, eid, meta, sections, line_no)
-        raw = "".join(self.lines[first:last]) + self.bare[last]
-        return Entry(entry_id, eid.kind, meta, sections, line=line_no, raw=raw)
+        return Entry(entry_id, eid.kind, meta, sections, line=line_no, raw=bare(block))
 
-    def _sections(self, entry_id: str, start: int, end: int) -> dict[str, str]:
+    def _sections(self, entry_id: str, lines: list[str], start: int) -> dict[str, str]:
+        """The ``##`` sections of an entry's body ``lines`` (bare), the first at line ``start``
+        (0-based)."""
         sections: dict[str, str] = {}
         name: str | None = None
         body: list[str] = []
@@ -575,14 +709,14 @@ class _Parser:
                     sections[name] = "\n".join(body).strip()
 
         preamble_reported = False
-        for k in range(start, end):
-            heading = HEADING_RE.match(self.bare[k])
+        for k, line in enumerate(lines, start):
+            heading = HEADING_RE.match(line)
             if heading:
                 flush()
                 name, body = heading.group(1), []
             elif name is not None:
-                body.append(unescape_body_line(self.bare[k]))
-            elif self.bare[k].strip() and not preamble_reported:
+                body.append(unescape_body_line(line))
+            elif line.strip() and not preamble_reported:
                 # Kept in the file (and in Entry.raw) but not indexed.
                 self.report(k + 1, f"entry {entry_id}: text before the first ## section", "warning")
                 preamble_reported = True
@@ -594,7 +728,12 @@ class _Parser:
     ) -> None:
         """Problems worth telling a person about that do not stop indexing."""
         ts = meta["timestamp"]
-        if isinstance(ts, str | datetime) and parse_timestamp(ts) is not None:
+        read = parse_timestamp(ts)
+        if read is not None and _date_only(ts):
+            shown = repr(ts) if isinstance(ts, str) else ts.isoformat()
+            self.report(line, f"entry {eid}: timestamp {shown} has no time of day (read as "
+                        f"{format_timestamp(read)})", "warning")
+        elif isinstance(ts, str | datetime) and read is not None:
             raw_tz = ts.tzinfo if isinstance(ts, datetime) else None
             if isinstance(ts, str):
                 try:

@@ -566,7 +566,10 @@ class MarkdownStore:
                     raise UnknownEntry(f"no entry {', '.join(sorted(pairs))} for user {ref}")
                 log = self._writable(parse_log(text, label, entries=False))
                 _refuse_duplicates(text, label, "archiving into")
-                recorded = log.deprecated_entries
+                # every key as the writer sees it, those with a value that is no id too
+                # (``null``): the writer leaves them as they are, so they are conflicts
+                raw = log.frontmatter.get(writer.DEPRECATED_KEY) or {}
+                recorded = {str(k): str(v) for k, v in raw.items()}
                 found[path] = {old: recorded[old] for old, new in pairs.items()
                                if old in recorded and recorded[old] != new}
                 return writer.add_deprecations(text, pairs)

@@ -34,8 +34,14 @@ from everos_reflect.markdown.parser import (
 from everos_reflect.model import Kind, format_timestamp
 
 DEPRECATED_KEY = "deprecated_entries"
-_KEY_LINE_RE = re.compile(rf"^{DEPRECATED_KEY}[ \t]*:[ \t]*(.*?)[ \t]*$")
-_CHILD_RE = re.compile(r"^([ \t]+)(['\"]?)([A-Za-z0-9_]+)\2[ \t]*:[ \t]*\S.*$")
+#: The ``deprecated_entries`` key line (quoted or not); group ``value``: what follows it.
+_KEY_LINE_RE = re.compile(rf"^(['\"]?){DEPRECATED_KEY}\1[ \t]*:[ \t]*(?P<value>.*?)[ \t]*$")
+_CHILD_RE = re.compile(r"^([ \t]+)(['\"]?)([A-Za-z0-9_]+)\2[ \t]*:(?:[ \t].*)?$")
+
+
+#: Only to locate a value's lines (:func:`_value_end`) in a frontmatter already read by
+#: :func:`load_yaml`, so within its bounds.
+_ComposeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class _Dumper(yaml.SafeDumper):
@@ -185,7 +191,8 @@ def _frontmatter(text: str) -> tuple[list[str], int, int, dict[str, Any]]:
 
 
 def _key_span(lines: list[str], start: int, end: int) -> tuple[int, int] | None:
-    """Line range of the ``deprecated_entries`` key and its indented children."""
+    """Line range of the ``deprecated_entries`` key and its indented children (and of the
+    rest of a flow mapping that closes further down)."""
     for i in range(start + 1, end):
         if _KEY_LINE_RE.match(bare(lines[i])):
             last = i
@@ -195,8 +202,26 @@ def _key_span(lines: list[str], start: int, end: int) -> tuple[int, int] | None:
                     last = j
                 elif line.strip():
                     break
+            if any("{" in line or "[" in line for line in lines[i : last + 1]):
+                last = max(last, _value_end(lines, start, end))
             return i, last + 1
     return None
+
+
+def _value_end(lines: list[str], start: int, end: int) -> int:
+    """Index of the last line of the ``deprecated_entries`` value, by YAML's own marks: a flow
+    mapping may close on a line of its own (``}`` unindented), which the indentation rule of
+    :func:`_key_span` leaves out. -1 when there is no such key."""
+    loader = _ComposeLoader("".join(lines[start + 1 : end]))
+    try:
+        node = loader.get_single_node()
+    finally:
+        loader.dispose()
+    for key, value in node.value if isinstance(node, yaml.MappingNode) else []:
+        if isinstance(key, yaml.ScalarNode) and key.value == DEPRECATED_KEY:
+            mark = value.end_mark
+            return start + 1 + (mark.line if mark.column > 0 else mark.line - 1)
+    return -1
 
 
 def _block(mapping: Mapping[str, str], nl: str, indent: str = "  ") -> list[str]:
@@ -207,21 +232,73 @@ def _is_comment(line: str) -> bool:
     return bare(line).lstrip().startswith("#")
 
 
+def _comment_start(text: str) -> int | None:
+    """Index of the ``#`` that starts a YAML comment in one line of ``text`` (outside quotes,
+    at the start or after a blank), or None."""
+    quote, i = "", 0
+    while i < len(text):
+        c = text[i]
+        if quote == "'":
+            if c == "'" and text[i + 1 : i + 2] == "'":
+                i += 1
+            elif c == "'":
+                quote = ""
+        elif quote == '"':
+            if c == "\\":
+                i += 1
+            elif c == '"':
+                quote = ""
+        elif c in "'\"":
+            quote = c
+        elif c == "#" and (i == 0 or text[i - 1] in " \t"):
+            return i
+        i += 1
+    return None
+
+
+def _rewritten(lines: list[str], span: tuple[int, int], mapping: Mapping[Any, Any],
+               nl: str) -> list[str]:
+    """``deprecated_entries`` of ``span`` (flow style, null, or anything not one ``old: new``
+    per line) written anew in block style, with the person's comments kept: the key line's
+    own comment stays on it, every other comment gets a line of its own above the keys.
+    Dropping them lost a note like ``deprecated_entries: {}  # merged by hand`` on the first
+    archive into the file."""
+    key_line = bare(lines[span[0]])
+    value_at = key_line.index(":") + 1
+    at = _comment_start(key_line[value_at:])
+    trailing = ""
+    if at is not None:
+        start = value_at + at
+        while start > value_at and key_line[start - 1] in " \t":
+            start -= 1
+        trailing = key_line[start:] if start > value_at else " " + key_line[value_at + at :]
+    notes = []
+    for line in lines[span[0] + 1 : span[1]]:
+        text = bare(line)
+        at = _comment_start(text)
+        if at is not None:  # a comment line as it is, a comment after a value on its own
+            notes.append(text if not text[:at].strip() else "  " + text[at:])
+    return ([f"{key_line[:value_at]}{trailing}{nl}"] + [note + nl for note in notes]
+            + ["  " + _dump({k: v}).replace("\n", nl) for k, v in mapping.items()])
+
+
 def _simple_children(lines: list[str], span: tuple[int, int]) -> bool:
     """True when the key has no inline value and each child line is ``  old: new`` or a
     comment (a person's note there is kept: the key is added to, never rewritten)."""
     key_value = _KEY_LINE_RE.match(bare(lines[span[0]]))
-    if key_value is None or (key_value.group(1) and not key_value.group(1).startswith("#")):
+    if key_value is None or (key_value["value"] and not key_value["value"].startswith("#")):
         return False
     children = [bare(line) for line in lines[span[0] + 1 : span[1]] if bare(line).strip()]
-    return bool(children or key_value.group(1)) and all(
+    return bool(children or key_value["value"]) and all(
         _CHILD_RE.match(c) or _is_comment(c) for c in children)
 
 
-def _verified(new_text: str, before: dict[str, Any], expected: dict[str, str]) -> str:
-    """Return ``new_text`` if its frontmatter equals ``before`` except for the patched mapping."""
+def _verified(new_text: str, before: dict[str, Any], expected: dict[Any, Any]) -> str:
+    """Return ``new_text`` if its frontmatter equals ``before`` except for the patched mapping,
+    and that mapping is ``expected``: values compared as YAML reads them, not as text (a
+    person's ``null`` rewritten as ``None`` would read as the string 'None')."""
     _, _, _, after = _frontmatter(new_text)
-    got = {str(k): str(v) for k, v in (after.get(DEPRECATED_KEY) or {}).items()}
+    got = dict(after.get(DEPRECATED_KEY) or {})
     rest_before = {k: v for k, v in before.items() if k != DEPRECATED_KEY}
     rest_after = {k: v for k, v in after.items() if k != DEPRECATED_KEY}
     if got != expected or rest_before != rest_after:
@@ -243,12 +320,16 @@ def add_deprecations(text: str, mapping: Mapping[str, str]) -> str:
     """
     _check_ids([*mapping.keys(), *(v for v in mapping.values() if v != UNDONE)])
     lines, start, end, data = _frontmatter(text)
-    current = {str(k): str(v) for k, v in (data.get(DEPRECATED_KEY) or {}).items()}
+    raw = dict(data.get(DEPRECATED_KEY) or {})
+    current = {str(k) for k in raw}
     added = {k: v for k, v in mapping.items() if k not in current}
     if not added:
         return text
     nl = newline_of(text)
     span = _key_span(lines, start, end)
+    if span is None and DEPRECATED_KEY in data:  # ``? deprecated_entries``: a second one
+        raise MarkdownError("<text>", 1, f"cannot locate {DEPRECATED_KEY} to patch it safely "
+                            f"(write it as '{DEPRECATED_KEY}:' at the start of a line)")
     if span is None:
         new_lines = lines[:end] + _block(added, nl) + lines[end:]
     elif _simple_children(lines, span):
@@ -262,9 +343,10 @@ def add_deprecations(text: str, mapping: Mapping[str, str]) -> str:
             head[-1] = last + nl
         new_lines = head + [f"{indent}{k}: {v}{nl}" for k, v in added.items()] + lines[span[1] :]
     else:
-        # Flow style, null or a comment-only value: rewrite just this key, in block style.
-        new_lines = lines[: span[0]] + _block({**current, **added}, nl) + lines[span[1] :]
-    return _verified("".join(new_lines), data, {**current, **added})
+        # Flow style or null: rewrite just this key, in block style, its comments kept.
+        new_lines = (lines[: span[0]] + _rewritten(lines, span, {**raw, **added}, nl)
+                     + lines[span[1] :])
+    return _verified("".join(new_lines), data, {**raw, **added})
 
 
 def remove_deprecations(text: str, ids: Iterable[str]) -> str:
@@ -274,30 +356,29 @@ def remove_deprecations(text: str, ids: Iterable[str]) -> str:
     to how it was before the first deprecation.
     """
     lines, start, end, data = _frontmatter(text)
-    current = {str(k): str(v) for k, v in (data.get(DEPRECATED_KEY) or {}).items()}
-    drop = {i for i in ids if i in current}
+    raw = dict(data.get(DEPRECATED_KEY) or {})
+    drop = set(ids) & {str(k) for k in raw}
     if not drop:
         return text
-    remaining = {k: v for k, v in current.items() if k not in drop}
+    remaining = {k: v for k, v in raw.items() if str(k) not in drop}
     span = _key_span(lines, start, end)
     if span is None:
         raise MarkdownError("<text>", 1, f"cannot locate {DEPRECATED_KEY} to patch it safely")
-    comments = [line for line in lines[span[0] + 1 : span[1]] if _is_comment(line)]
-    key_line = _KEY_LINE_RE.match(bare(lines[span[0]]))
-    noted = bool(comments) or bool(key_line and key_line.group(1).startswith("#"))
+    noted = any(_comment_start(bare(line)) is not None for line in lines[span[0] : span[1]])
     if not remaining and not noted:
         new_lines = lines[: span[0]] + lines[span[1] :]
-    elif not remaining and _simple_children(lines, span):  # the key stays for the notes
-        new_lines = lines[: span[0] + 1] + comments + lines[span[1] :]
-    elif _simple_children(lines, span):
-        kept = [
-            line
-            for line in lines[span[0] + 1 : span[1]]
-            if not ((m := _CHILD_RE.match(bare(line))) and m.group(3) in drop)
-        ]
+    elif _simple_children(lines, span):  # with no key left, the key stays for the notes
+        kept = []
+        for line in lines[span[0] + 1 : span[1]]:
+            m = _CHILD_RE.match(bare(line))
+            if not (m and m.group(3) in drop):
+                kept.append(line)
+            elif (at := _comment_start(bare(line))) is not None:  # a note on a key undone
+                kept.append(m.group(1) + bare(line)[at:] + newline_of(text))
         new_lines = lines[: span[0] + 1] + kept + lines[span[1] :]
     else:
-        new_lines = lines[: span[0]] + _block(remaining, newline_of(text)) + lines[span[1] :]
+        new_lines = (lines[: span[0]] + _rewritten(lines, span, remaining, newline_of(text))
+                     + lines[span[1] :])
     return _verified("".join(new_lines), data, remaining)
 
 
