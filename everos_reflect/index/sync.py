@@ -29,7 +29,7 @@ from everos_reflect.errors import InvalidId
 from everos_reflect.fileio import NotRegularFile, open_regular
 from everos_reflect.index import events, rebuild
 from everos_reflect.index.db import transaction, utcnow_iso
-from everos_reflect.markdown.parser import parse_log
+from everos_reflect.markdown.parser import highest_seqs, parse_log
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,
@@ -142,7 +142,12 @@ def plan_file_sync(
         elif before.deprecated_by != entry.deprecated_by:
             plan.deprecations[entry.id] = entry.deprecated_by
 
-    plan.deletes = sorted(set(stored) - seen)
+    if log.open_at_end is None:
+        plan.deletes = sorted(set(stored) - seen)
+    # else the text ends inside an entry: most likely a writer caught mid-write (a slow copy,
+    # an editor writing in place). The entries it does not hold yet stay indexed until a sync
+    # sees the file whole; deleted now, every record citing them was marked stale for good
+    # ("evidence ... was deleted"). A marker lost for real is reported, as before.
     return plan
 
 
@@ -241,6 +246,8 @@ class _Job:
     stat: tuple[int, int, str] | None  # (mtime_ns, size, sha256); None: file removed
     only_stat: bool = False  # bytes unchanged: refresh the stats, touch nothing else
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    #: The highest sequence number of every id stem the file mentions (``id_watermark``).
+    seqs: dict[str, int] = field(default_factory=dict)
 
 
 class Indexer:
@@ -443,11 +450,12 @@ class Indexer:
                 # Over the limit: reported, never read, so memory stays bounded by the limit.
                 data = fh.read(limits.max_file_bytes + 1) if st.st_size <= limits.max_file_bytes \
                     else None
-        except (FileNotFoundError, NotRegularFile):
-            # A folder or FIFO where the log was is no log: its entries go, as a scan and a
-            # reindex (which list regular files only) see it. Kept, they stayed searchable and
-            # clustered for good, and Reflection tried to archive into the folder. ``lint``
-            # names what stands there.
+        except (FileNotFoundError, NotADirectoryError, NotRegularFile):
+            # A folder or FIFO where the log was is no log, and neither is a path through a
+            # file standing where its folder (``episodes``, ``users`` …) was: its entries go,
+            # as a scan and a reindex (which list regular files only) see it. Kept, they
+            # stayed searchable and clustered for good, and every Reflection run that picked
+            # them failed on reading them. ``lint`` names what stands there.
             plan = SyncPlan(deletes=sorted(stored))
             return _Job(rel, ref, kind, plan, stat=None)
         if data is None or len(data) > limits.max_file_bytes:
@@ -475,7 +483,8 @@ class Indexer:
             return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True), stats)
         parsed = replace(parse_log(text, rel, max_entry_bytes=limits.max_entry_bytes),
                          kind=kind, day=day)
-        return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats)
+        return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats,
+                    seqs=highest_seqs(text))
 
     # ------------------------------------------------------------------ writing
 
@@ -579,6 +588,9 @@ class Indexer:
         with transaction(conn):
             for job in jobs:
                 key = (job.ref.app, job.ref.project, job.ref.user_id)
+                if job.seqs:  # only ever raised: ids mentioned once are never reallocated
+                    conn.executemany(_RAISE_WATERMARK,
+                                     [(*key, stem, seq) for stem, seq in job.seqs.items()])
                 if job.plan.upserts:
                     conn.executemany(
                         _UPSERT_ENTRY, [entry_row(job.ref, e, job.rel, model)
@@ -627,6 +639,11 @@ def _result(job: _Job) -> FileSyncResult:
         unchanged=job.only_stat,
     )
 
+
+_RAISE_WATERMARK = """
+INSERT INTO id_watermark (app_id, project_id, user_id, stem, seq) VALUES (?,?,?,?,?)
+ON CONFLICT (app_id, project_id, user_id, stem) DO UPDATE SET seq = MAX(seq, excluded.seq)
+"""
 
 _UPSERT_ENTRY = """
 INSERT OR REPLACE INTO entries (app_id, project_id, user_id, id, kind, path, owner_id, ts,
