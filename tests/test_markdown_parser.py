@@ -287,6 +287,17 @@ def test_an_empty_user_id_is_a_warning_like_a_missing_one(value: str) -> None:
     assert [e.id for e in log.entries] == ["ep_20261012_0001"]
 
 
+def test_a_log_with_cr_alone_line_endings_says_so() -> None:
+    """It was "missing file frontmatter (the file must start with '---')", of a file that
+    starts with '---'."""
+    text = (HEAD + entry(1)).replace("\n", "\r")
+    log = parse_log(text, PATH)
+    assert not log.ok and log.entries == []
+    assert [(d.line, d.severity, d.message) for d in log.diagnostics] == [
+        (1, "fatal", "lines end in CR alone (classic Mac): only LF or CRLF line endings are "
+                     "read; save the file with either")]
+
+
 def test_file_name_wins_over_frontmatter_and_mismatch_is_a_warning() -> None:
     log = parse_log(HEAD.replace("2026-10-12", "2026-10-13") + entry(1), PATH)
     assert log.day == date(2026, 10, 12) and [e.id for e in log.entries] == ["ep_20261012_0001"]
