@@ -610,3 +610,22 @@ def test_a_deprecated_entries_key_the_writer_cannot_locate_is_never_written_twic
     text = HEAD[:-4] + "? deprecated_entries\n: {}\n---\n" + entry(1) + entry(2)
     with pytest.raises(MarkdownError, match="cannot locate deprecated_entries"):
         writer.add_deprecations(text, {"ep_20261012_0002": "ep_20261012_0009"})
+
+
+def test_archiving_into_a_log_of_many_lines_splits_only_its_frontmatter() -> None:
+    """The archive and undo writers split the whole log into lines, twice (the patch, then its
+    check): ~50x the log's size for one of short lines."""
+    import tracemalloc
+
+    text = HEAD + entry(1) + "ab\n" * 1_000_000 + entry(2)
+    tracemalloc.start()
+    try:
+        patched = writer.add_deprecations(text, {"ep_20261012_0001": "ep_20261012_0002"})
+        restored = writer.remove_deprecations(patched, ["ep_20261012_0001"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert restored == text
+    assert patched == text.replace(
+        "---\n<!--", "deprecated_entries:\n  ep_20261012_0001: ep_20261012_0002\n---\n<!--", 1)
+    assert peak < 5 * len(text), f"{peak:,} bytes to patch {len(text):,}"
