@@ -19,7 +19,7 @@ from everos_reflect.errors import EverosError, NoRoot, RootGone
 from everos_reflect.fileio import expand_user
 from everos_reflect.index import db as dbmod
 from everos_reflect.markdown.store import MarkdownStore
-from everos_reflect.model import validate_name
+from everos_reflect.model import UserRef, validate_name
 from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME, Settings, load_settings
 
 if TYPE_CHECKING:
@@ -110,7 +110,8 @@ class Runtime:
         #: the root folder's identity when opened (None: not there yet, e.g. a new root)
         self._root_id = _identity(self.root)
         self.settings = settings if settings is not None else load_settings(self.root)
-        self.store = MarkdownStore(self.root, limits=self.settings.limits)
+        self.store = MarkdownStore(self.root, limits=self.settings.limits,
+                                   seen_seq=self._seen_seq)
         self._local = threading.local()
         if embedder is not None:
             self.__dict__["embedder"] = embedder
@@ -135,6 +136,19 @@ class Runtime:
         """Make ``conn`` this thread's connection (:meth:`db`), e.g. one opened by the thread
         that started this thread's work while the root was certainly there."""
         self._local.conn = conn
+
+    def _seen_seq(self, ref: UserRef, stem: str) -> int:
+        """The store's id watermark (:func:`reads.id_watermark`): none before the root has an
+        index (the first append of a new root creates no database), nor from an index that
+        cannot be read (the file's own ids decide alone, as they did before there was one)."""
+        from everos_reflect.index import reads
+
+        if not dbmod.db_path(self.root).is_file():
+            return 0
+        try:
+            return reads.id_watermark(self.db(), ref, stem)
+        except sqlite3.Error:
+            return 0
 
     def db(self) -> sqlite3.Connection:
         """This thread's connection to ``system.db`` (created and migrated on first use)."""

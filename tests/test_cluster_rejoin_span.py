@@ -85,13 +85,14 @@ def test_the_items_kept_and_the_window_span_are_those_of_the_item_by_item_tests(
     state = UserClusters()
     for i in range(12):  # consolidated clusters in a few groups around one topic
         t = base + float(rng.uniform(0, 3)) * DAY
-        state.put(ClusterRow(f"cl_{i:03d}", _unit(rng, topic * 2, 0.5), 1.0, 2, t, t,
+        state.put(ClusterRow(f"cl_{i:03d}", _unit(rng, topic * 4, 0.3), 1.0, 2, t, t,
                              f"ep_n{i}"))
     cid = f"cl_{int(rng.integers(12)):03d}"
     row = state.get(cid)
     first, last = row.first_ts, row.last_ts + float(rng.uniform(0, 2)) * DAY
     times = _edge_times(rng, first, last, max(window, 1.0), 16)
-    vectors = np.stack([_unit(rng, topic * 2, 1.0) for _ in times])
+    # near enough that the bound keeps some items out of the window, not all of them
+    vectors = np.stack([_unit(rng, topic * 4, 0.9) for _ in times])
     bounds = state._groups.cosines(vectors)
     reach = _reach(RULE["rejoin_threshold"])
     ts = np.asarray(times)

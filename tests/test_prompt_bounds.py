@@ -11,6 +11,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from everos_reflect.engine.registry import RunContext, validate_strategy_settings
 from everos_reflect.llm import ScriptedLLM
 from everos_reflect.llm.tasks import Record, TaskRequest
@@ -85,6 +87,45 @@ def test_many_long_records_together_stay_under_the_prompt_cap() -> None:
     assert all(clipped_from(r.text) == 50_000 for r in shown)
 
 
+def test_past_200_long_records_they_share_the_prompt_cap_instead_of_growing_it() -> None:
+    """The 1,000-character floor held past 200 records: 1,000 of them showed 1,000,000."""
+    from everos_reflect.llm.tasks import MAX_RECORDS_PER_CALL, clip_records
+
+    records = [Record(f"r{i}", "episode", "w" * 5_000) for i in range(MAX_RECORDS_PER_CALL)]
+    shown, cut = clip_records(records)
+    assert len(cut) == MAX_RECORDS_PER_CALL
+    assert sum(len(MARK.sub("", r.text)) for r in shown) <= MAX_RECORDS_PROMPT_CHARS
+    assert all(len(MARK.sub("", r.text)) == 200 for r in shown)
+
+
+def test_200_long_records_keep_the_1000_character_floor() -> None:
+    from everos_reflect.llm.tasks import clip_records
+
+    shown, _ = clip_records([Record(f"r{i}", "episode", "w" * 5_000) for i in range(200)])
+    assert all(len(MARK.sub("", r.text)) == 1_000 for r in shown)
+
+
+@pytest.mark.parametrize("tier", ["update_worldview", "detect_contradictions", "reconcile",
+                                  "revalidate_insights", "learn_lessons"])
+def test_a_tier_refuses_max_records_past_what_one_call_may_show(tier: str) -> None:
+    from everos_reflect.errors import ConfigError
+
+    assert validate_strategy_settings(tier, {"max_records": 1_000}, "ome.toml")[
+        "max_records"] == 1_000
+    with pytest.raises(ConfigError) as caught:
+        validate_strategy_settings(tier, {"max_records": 1_001}, "ome.toml")
+    assert str(caught.value) == (
+        f"invalid configuration: ome.toml: strategies.{tier}.max_records: must be between 2 "
+        "and 1,000 (the records one call shows; they share 200,000 characters)")
+
+
+def test_max_records_of_reflect_insights_and_reflection_are_run_limits_left_unbounded() -> None:
+    # their windows are not shown whole: reflect_insights shows the 100 most recent records
+    for name in ("reflect_insights", "reflect_episodes"):
+        assert validate_strategy_settings(name, {"max_records": 5_000}, "ome.toml")[
+            "max_records"] == 5_000
+
+
 def test_a_request_clips_its_values_and_a_record_label() -> None:
     req = TaskRequest(records=(Record("wv_1", "k" * 5_000 + " conviction", "text"),),
                       values={"insight": "i" * 100_000, "count": "3"})
@@ -122,6 +163,17 @@ def test_worldview_prompt_of_a_full_window_of_huge_insights_is_bounded(
     ((_, req),) = llm.task_requests
     assert [r.id for r in req.records] == ids
     assert sum(len(r.text) for r in req.records) <= MAX_RECORDS_PROMPT_CHARS + 30 * 40
+
+
+def test_a_window_whose_call_fails_still_counts_its_clipped_records(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    """The failed window's run record said nothing of them (only the log named them)."""
+    from everos_reflect.errors import ProviderUnavailable
+
+    add_insights(rt, "Enterprise promises remain binding. " + "b" * HUGE,
+                 "SSO roadmap promised to Meridian.", "Self-serve signups grow.")
+    llm.queue_task("worldview", ProviderUnavailable("HTTP 503: overloaded"))
+    assert run(rt, "update_worldview", "failed") == {"failed": 1, "clipped": 1}
 
 
 def test_a_hand_written_huge_conviction_is_clipped_for_the_detector_and_the_worldview(

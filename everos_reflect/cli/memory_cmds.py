@@ -50,6 +50,7 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
                  errors: tuple[str, ...], note: str | None, timestamp: str | None,
                  as_json: bool) -> None:
     """Append a task record to a user's tasks/ log and print its id."""
+    from everos_reflect.index.reads import root_id_watermark
     from everos_reflect.markdown.store import MarkdownStore
     from everos_reflect.procedural.tasks import new_task
 
@@ -61,7 +62,8 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
     except InvalidEpisode as exc:
         flag = {"task_type": "type", "outcome_note": "note"}.get(exc.field, exc.field)
         fail(f"--{flag} {exc.reason}")
-    store = MarkdownStore(existing_root(root))
+    path = existing_root(root)
+    store = MarkdownStore(path, seen_seq=root_id_watermark(path))
     entry = store.append(ref, Kind.TASK, task.meta, task.sections, day=task.day)
     if as_json:
         emit_json({"id": entry.id, "app_id": ref.app, "project_id": ref.project,

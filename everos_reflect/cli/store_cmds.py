@@ -138,6 +138,7 @@ def add_cmd(
     as_json: bool,
 ) -> None:
     """Append an Episode to a user's daily log and print its id."""
+    from everos_reflect.index.reads import root_id_watermark
     from everos_reflect.markdown.store import MarkdownStore
 
     ref = UserRef.of(user_id, app, project)
@@ -150,7 +151,8 @@ def add_cmd(
     path = existing_root(root)
     if importance is None:
         meta["importance"] = _score_importance(path, subject, content)
-    store = MarkdownStore(path, limits=load_settings(path).limits)
+    store = MarkdownStore(path, limits=load_settings(path).limits,
+                          seen_seq=root_id_watermark(path))
     settle_interrupted(store.root)
     entry = store.append(ref, Kind.EPISODE, meta, episode.sections, day=day)
     if as_json:

@@ -860,8 +860,8 @@ class UserClusters:
                 counts[p] = 1
                 firsts[p] = lasts[p] = t
                 consolidated[p] = False
-                if groups.group_of:
-                    groups.discard(cid)
+                # (a new id is in no pivot group: the groups hold exactly the consolidated
+                # rows, tests/test_cluster_pivot_layout.py)
                 out.append((cid, None, NEW))
                 narrative, first_q, last_q = None, t, t
             else:
@@ -894,8 +894,7 @@ class UserClusters:
                     # below both read it (put widens a float32 row to the same values)
                     row64 = c32[p].astype(np.float64)
                     groups.put(cid, row64, p)
-                elif groups.group_of:
-                    groups.discard(cid)
+                # a cluster without a narrative is in no group: nothing to discard
                 out.append((cid, similarity, reason))
             if last_q >= self.horizon:
                 recent.add(cid)

@@ -63,6 +63,9 @@ class Budget:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     records: int = 0
+    #: Records cut to fit a prompt (``llm/tasks.py``), so a unit that failed can still count
+    #: those its calls showed cut (the difference across it) in the run record.
+    clipped: int = 0
     #: Calls promised to units in flight and not made yet (:meth:`reserve`).
     reserved: int = 0
     hit: str | None = None
@@ -105,6 +108,11 @@ class Budget:
         """``n`` input records consumed by a unit of work."""
         with self._lock:
             self.records += max(0, int(n))
+
+    def charge_clipped(self, n: int) -> None:
+        """``n`` records shown to the model cut to fit a prompt."""
+        with self._lock:
+            self.clipped += max(0, int(n))
 
     def exceeded(self, *, calls_ahead: int = 0) -> str | None:
         """The limit that forbids starting another unit, or ``None``. ``calls_ahead``: LLM

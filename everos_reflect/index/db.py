@@ -418,6 +418,41 @@ MIGRATIONS: list[tuple[str, str]] = [
         END;
         """,
     ),
+    (
+        "0015_id_watermarks",
+        """
+        -- The highest sequence number of every id stem (<prefix>_<YYYYMMDD>_) mentioned in any
+        -- log of the user the index has read: entries, sources, evidence, parent ids, archive
+        -- keys. A new id is allocated past it, so an id deleted by hand from its own file is
+        -- not given to a new entry while another log may still name it. Only ever raised;
+        -- reindex keeps it, and a rebuild of a lost database derives it again from every id
+        -- the logs still mention. Seeded here from what the index holds (ids, parent ids,
+        -- sources), since unchanged files are not read again.
+        CREATE TABLE id_watermark (
+            app_id      TEXT NOT NULL,
+            project_id  TEXT NOT NULL,
+            user_id     TEXT NOT NULL,
+            stem        TEXT NOT NULL,
+            seq         INTEGER NOT NULL,
+            PRIMARY KEY (app_id, project_id, user_id, stem)
+        );
+        INSERT INTO id_watermark (app_id, project_id, user_id, stem, seq)
+            SELECT app_id, project_id, user_id, substr(ref, 1, instr(ref, '_') + 9),
+                   MAX(CAST(substr(ref, instr(ref, '_') + 10) AS INTEGER))
+            FROM (SELECT app_id, project_id, user_id, id AS ref FROM entries
+                  UNION ALL
+                  SELECT app_id, project_id, user_id, parent_id FROM entries
+                  WHERE parent_id IS NOT NULL
+                  UNION ALL
+                  SELECT e.app_id, e.project_id, e.user_id, j.value
+                  FROM entries e, json_each(e.sources) j
+                  WHERE json_valid(e.sources) AND json_type(e.sources) = 'array'
+                    AND j.type = 'text')
+            WHERE ref GLOB '[a-z]*_[0-9][0-9][0-9][0-9][0-9][0-9][0-9][0-9]_[0-9][0-9][0-9][0-9]*'
+              AND instr(ref, '_') BETWEEN 3 AND 4
+            GROUP BY 1, 2, 3, 4;
+        """,
+    ),
 ]
 
 def cluster_key_of_id(param: str = "?") -> str:

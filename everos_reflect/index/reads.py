@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +250,38 @@ def reflection_reports(conn: sqlite3.Connection, *, limit: int | None = None,
         sql += " LIMIT ?"
         params.append(max(0, int(limit)))
     return [dict(r) for r in conn.execute(sql, params)]
+
+
+def id_watermark(conn: sqlite3.Connection, ref: UserRef, stem: str) -> int:
+    """The highest sequence number of ``stem`` (``ep_20261012_``) the index has seen
+    mentioned in any of ``ref``'s logs; 0 when none."""
+    row = conn.execute("SELECT seq FROM id_watermark WHERE app_id=? AND project_id=? "
+                       "AND user_id=? AND stem=?",
+                       (ref.app, ref.project, ref.user_id, stem)).fetchone()
+    return int(row[0]) if row is not None else 0
+
+
+def root_id_watermark(root: Path) -> Callable[[UserRef, str], int]:
+    """:func:`id_watermark` for a Markdown store opened without a runtime (the CLI's ``add``),
+    read from ``root``'s ``system.db`` when there is one: a root never indexed, or an index
+    that cannot be read, has none (0), and the file's own ids decide alone, as before."""
+
+    def seen(ref: UserRef, stem: str) -> int:
+        path = db_path(root)
+        if not path.is_file():
+            return 0
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+        except sqlite3.Error:
+            return 0
+        try:
+            return id_watermark(conn, ref, stem)
+        except sqlite3.Error:  # an index older than the table, or a damaged one
+            return 0
+        finally:
+            conn.close()
+
+    return seen
 
 
 def readonly_query(root: Path, sql: str) -> list[tuple[Any, ...]]:

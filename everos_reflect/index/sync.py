@@ -29,7 +29,7 @@ from everos_reflect.errors import InvalidId
 from everos_reflect.fileio import NotRegularFile, open_regular
 from everos_reflect.index import events, rebuild
 from everos_reflect.index.db import transaction, utcnow_iso
-from everos_reflect.markdown.parser import parse_log
+from everos_reflect.markdown.parser import highest_seqs, parse_log
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,
@@ -241,6 +241,8 @@ class _Job:
     stat: tuple[int, int, str] | None  # (mtime_ns, size, sha256); None: file removed
     only_stat: bool = False  # bytes unchanged: refresh the stats, touch nothing else
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
+    #: The highest sequence number of every id stem the file mentions (``id_watermark``).
+    seqs: dict[str, int] = field(default_factory=dict)
 
 
 class Indexer:
@@ -475,7 +477,8 @@ class Indexer:
             return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True), stats)
         parsed = replace(parse_log(text, rel, max_entry_bytes=limits.max_entry_bytes),
                          kind=kind, day=day)
-        return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats)
+        return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats,
+                    seqs=highest_seqs(text))
 
     # ------------------------------------------------------------------ writing
 
@@ -579,6 +582,9 @@ class Indexer:
         with transaction(conn):
             for job in jobs:
                 key = (job.ref.app, job.ref.project, job.ref.user_id)
+                if job.seqs:  # only ever raised: ids mentioned once are never reallocated
+                    conn.executemany(_RAISE_WATERMARK,
+                                     [(*key, stem, seq) for stem, seq in job.seqs.items()])
                 if job.plan.upserts:
                     conn.executemany(
                         _UPSERT_ENTRY, [entry_row(job.ref, e, job.rel, model)
@@ -627,6 +633,11 @@ def _result(job: _Job) -> FileSyncResult:
         unchanged=job.only_stat,
     )
 
+
+_RAISE_WATERMARK = """
+INSERT INTO id_watermark (app_id, project_id, user_id, stem, seq) VALUES (?,?,?,?,?)
+ON CONFLICT (app_id, project_id, user_id, stem) DO UPDATE SET seq = MAX(seq, excluded.seq)
+"""
 
 _UPSERT_ENTRY = """
 INSERT OR REPLACE INTO entries (app_id, project_id, user_id, id, kind, path, owner_id, ts,

@@ -65,9 +65,14 @@ MAX_RECORD_PROMPT_CHARS = 8_000
 #: is cut to an equal share of this (never below :data:`MIN_RECORD_PROMPT_CHARS`), so a
 #: window of ``max_records`` long records is about 50k tokens, not ``max_records`` × 8,000.
 MAX_RECORDS_PROMPT_CHARS = 200_000
-#: The least a record is cut to when many share :data:`MAX_RECORDS_PROMPT_CHARS` (beyond
-#: 200 records the prompt grows by this much per record; ``max_records`` bounds their number).
+#: The least a record is cut to when many share :data:`MAX_RECORDS_PROMPT_CHARS`, as long as
+#: that many fit (up to 200 records); past that, long records share the cap equally, so it
+#: holds whatever ``max_records`` allows (a floor that stayed put made the prompt grow by
+#: 1,000 characters per record past 200, without bound).
 MIN_RECORD_PROMPT_CHARS = 1_000
+#: The most records one call of a tier may show (``max_records`` above it is refused when
+#: ``ome.toml`` loads): past it a long record's share of the cap is under 200 characters.
+MAX_RECORDS_PER_CALL = MAX_RECORDS_PROMPT_CHARS // 200
 #: The most characters of a record's label (built from metadata a person may edit, e.g. a
 #: conviction's key) and of one filled-in value (the stale insight, the current worldview).
 MAX_LABEL_PROMPT_CHARS = 200
@@ -87,7 +92,9 @@ def record_cap(lengths: Sequence[int], *, total: int = MAX_RECORDS_PROMPT_CHARS,
                floor: int = MIN_RECORD_PROMPT_CHARS) -> int:
     """The characters each record may show so that together they fit in ``total``: short
     records keep their whole text and the long ones share what is left equally (clamped to
-    ``floor``..``per_record``)."""
+    ``floor``..``per_record``; the floor is lowered to ``total`` // records when more records
+    than ``total`` // ``floor`` are shown, so ``total`` always holds)."""
+    floor = min(floor, total // max(1, len(lengths)))
     remaining = total
     ordered = sorted(lengths)
     for i, length in enumerate(ordered):
@@ -395,6 +402,7 @@ NUMBERS: dict[str, Any] = {"type": "array", "items": {"type": "integer"}}
 
 
 __all__ = [
+    "MAX_RECORDS_PER_CALL",
     "MAX_RECORDS_PROMPT_CHARS",
     "MAX_RECORD_PROMPT_CHARS",
     "MAX_VALUE_PROMPT_CHARS",

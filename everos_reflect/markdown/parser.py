@@ -368,6 +368,18 @@ def mentioned_ids(text: str) -> set[str]:
     return set(_ID_MENTION_RE.findall(text))
 
 
+def highest_seqs(text: str) -> dict[str, int]:
+    """The highest sequence number of every id stem (``ep_20261012_``) mentioned anywhere in
+    ``text``: what the index remembers of a log, so that an id deleted by hand from its own
+    file is still never allocated again while another log names it (``id_watermark``)."""
+    out: dict[str, int] = {}
+    for mention in mentioned_ids(text):
+        stem, _, seq = mention.rpartition("_")
+        stem += "_"
+        out[stem] = max(out.get(stem, 0), int(seq))
+    return out
+
+
 def next_seq(log: DailyLog) -> int:
     """The next free sequence number of this file: one past every id of its kind and day that
     appears anywhere in it, so an id is never reused, not even one of a broken entry."""

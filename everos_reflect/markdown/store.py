@@ -48,6 +48,7 @@ from everos_reflect.model import (
     EntryId,
     Kind,
     UserRef,
+    day_stamp,
     parse_timestamp,
     validate_name,
 )
@@ -83,8 +84,14 @@ class MarkdownStore:
         *,
         lock_timeout: float = 60.0,
         limits: LimitsSettings | None = None,
+        seen_seq: Callable[[UserRef, str], int] | None = None,
     ) -> None:
         self.root = Path(root)
+        #: The highest sequence number of an id stem (``ep_20261012_``) the index has seen
+        #: mentioned in any of the user's logs (0: none). A new id goes past it as well as
+        #: past every id its own file mentions: an id deleted by hand from its file may still
+        #: be named elsewhere (a narrative's ``sources``, a fact's ``parent_id``).
+        self.seen_seq = seen_seq
         self._abs_root = Path(os.path.abspath(self.root))
         self._real_root = os.path.realpath(self.root)
         self.lock_timeout = lock_timeout
@@ -366,6 +373,14 @@ class MarkdownStore:
         finally:
             lock.release()
 
+    def _next_seq(self, ref: UserRef, kind: Kind, day: date, log: DailyLog) -> int:
+        """The sequence number of the next id of ``log``: past every id the file mentions
+        and every id of its stem the index saw mentioned in any log (:attr:`seen_seq`)."""
+        seq = next_seq(log)
+        if self.seen_seq is not None:
+            seq = max(seq, self.seen_seq(ref, f"{kind.prefix}_{day_stamp(day)}_") + 1)
+        return seq
+
     def append(
         self,
         ref: UserRef,
@@ -404,7 +419,7 @@ class MarkdownStore:
             if text is None or not text.strip():
                 text = writer.new_log_text(kind, ref.user_id, day)
             log = self._writable(parse_log(text, label, entries=False))
-            entry_id = str(EntryId(kind, day, next_seq(log)))
+            entry_id = str(EntryId(kind, day, self._next_seq(ref, kind, day, log)))
             block = writer.render_entry(entry_id, values, sections)
             size = len(block.encode("utf-8"))
             if size > self.limits.max_entry_bytes:
@@ -497,7 +512,7 @@ class MarkdownStore:
             if text is None or not text.strip():
                 text = writer.new_log_text(kind, ref.user_id, day)
             log = self._writable(parse_log(text, label, entries=False))
-            seq = next_seq(log)
+            seq = self._next_seq(ref, kind, day, log)
             blocks = []
             for offset, (meta, sections) in enumerate(rows):
                 entry_id = str(EntryId(kind, day, seq + offset))

@@ -69,12 +69,25 @@ def tier_settings(*, cooldown: float) -> tuple[SettingSpec, ...]:
         SettingSpec("max_records", int, 50,
                     "Records one window holds (shown to the model per call, oldest first) and "
                     "a run consumes; the rest wait for the next run.",
-                    at_least(2)),
+                    records_per_call),
         SettingSpec("max_depth", int, DEFAULT_MAX_DEPTH,
                     "Deepest record this tier may write (1 + the deepest record it cites).",
                     at_least(2)),
         SettingSpec("prompts", dict, {}, "Prompt overrides by task name.", prompts_problem),
     )
+
+
+def records_per_call(value: int) -> str | None:
+    """A tier's ``max_records`` is what one call shows: at least 2, at most
+    :data:`~everos_reflect.llm.tasks.MAX_RECORDS_PER_CALL`. The records of a call share
+    200,000 characters, so past that bound a long record would be shown as a fragment (an
+    unbounded value made the prompt itself unbounded before the share could shrink)."""
+    from everos_reflect.llm.tasks import MAX_RECORDS_PER_CALL, MAX_RECORDS_PROMPT_CHARS
+
+    if 2 <= value <= MAX_RECORDS_PER_CALL:
+        return None
+    return (f"must be between 2 and {MAX_RECORDS_PER_CALL:,} (the records one call shows; "
+            f"they share {MAX_RECORDS_PROMPT_CHARS:,} characters)")
 
 
 def prompts_problem(value: Mapping[str, Any]) -> str | None:
@@ -322,6 +335,7 @@ class BeliefTier(Strategy):
         request = TaskRequest(records=tuple(records), values=dict(values), prompts=prompts)
         note_clipped(ctx, f"{self.name} ({task or self.task})", request)
         derived.clipped += len(request.clipped)
+        budget.charge_clipped(len(request.clipped))  # counted even if the window fails
         result = ctx.llm.run_task(task or self.task, request)  # charged to the run's budget
         derived.provider, derived.model = result.provider, result.model
         derived.prompt_tokens += result.usage.prompt_tokens
@@ -449,6 +463,7 @@ class BeliefTier(Strategy):
         derived, status, error = Derived([e.id for e in already]), "ok", None
         set_aside: dict[str, str] = {}
         tokens_before = budget.token_counts()  # owners run one at a time
+        clipped_before = budget.clipped
         conn = ctx.runtime.db()
         try:
             if already:  # written before a crash: finish the bookkeeping only
@@ -482,6 +497,10 @@ class BeliefTier(Strategy):
             ctx.log.warning("%s: %s skipped: %s", self.name, work.ref, error)
             counts["failed"] += 1
             derived = self._spent(ctx, budget, tokens_before, derived)
+            # the records its calls showed cut were cut all the same (the log names them)
+            derived.clipped = budget.clipped - clipped_before
+            if derived.clipped:
+                counts["clipped"] += derived.clipped
         else:
             counts["owners"] += 1
             if derived.outputs and not already:

@@ -1,0 +1,133 @@
+"""An entry id is never given to a new entry while any of the user's logs may still name it.
+
+The next id of a log was one past every id its own file mentions, so an entry deleted by hand
+(with its ``deprecated_entries`` key) freed its id: the next append reused it, and a narrative's
+``sources`` or a fact's ``parent_id`` in another log then named an unrelated new entry. The
+index now remembers the highest id of each stem mentioned in any log it has read
+(``id_watermark``), and a new id goes past it. That is derived from the Markdown, so a rebuild
+of a lost index protects every id the logs still mention."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import sqlite3
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from everos_reflect.cli.main import cli
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.index import db as dbmod
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm.base import ScriptedLLM
+from everos_reflect.model import Entry, UserRef
+from everos_reflect.runtime import Runtime
+from tests.db_support import system_db_at
+from tests.reflect_fixtures import add_episode, add_fact
+
+ANDREW = UserRef.of("u_andrew")
+DAY = "2026-09-07T10:00:00+00:00"
+
+
+def runtime(root: Path) -> Runtime:
+    return Runtime(root, embedder=HashEmbedder(64), llm=ScriptedLLM())
+
+
+def delete_by_hand(rt: Runtime, entry: Entry) -> None:
+    """The entry's block and any archive key naming it go, as a person might delete them."""
+    path = rt.store.path_for_id(ANDREW, entry.id)
+    text = re.sub(rf"<!-- entry:{entry.id} -->.*?<!-- /entry:{entry.id} -->\n", "",
+                  path.read_text(), flags=re.S)
+    assert entry.id not in text
+    path.write_text(text)
+
+
+def narrative_citing(rt: Runtime, *sources: Entry) -> Entry:
+    """A merged narrative in another day's log whose ``sources`` name ``sources``."""
+    return add_episode(rt, ANDREW, "2026-10-01T10:00:00+00:00", "Dogs", "Andrew has two dogs.",
+                       parent_type="cluster", parent_id="cl_000000000001",
+                       sources=[e.id for e in sources])
+
+
+def test_an_id_deleted_by_hand_but_named_by_a_narrative_is_not_reused(root: Path) -> None:
+    rt = runtime(root)
+    try:
+        first = add_episode(rt, ANDREW, DAY, "Toby", "Andrew adopted Toby.")
+        second = add_episode(rt, ANDREW, DAY, "Buddy", "Andrew adopted Buddy.")
+        narrative_citing(rt, first, second)
+        Indexer(rt).scan()
+        delete_by_hand(rt, second)
+        Indexer(rt).scan()
+        new = add_episode(rt, ANDREW, DAY, "Groceries", "Andrew bought milk.")
+        assert (second.id, new.id) == ("ep_20260907_0002", "ep_20260907_0003")
+    finally:
+        rt.close()
+
+
+def test_an_id_named_by_a_fact_is_not_reused_even_before_the_deletion_is_indexed(
+        root: Path) -> None:
+    rt = runtime(root)
+    try:
+        episode = add_episode(rt, ANDREW, DAY, "Toby", "Andrew adopted Toby.")
+        add_fact(rt, ANDREW, episode, "Andrew has a dog named Toby.")
+        Indexer(rt).scan()
+        delete_by_hand(rt, episode)
+        assert add_episode(rt, ANDREW, DAY, "Milk", "Andrew bought milk.").id == (
+            "ep_20260907_0002")
+    finally:
+        rt.close()
+
+
+def test_a_rebuild_of_a_lost_index_still_protects_every_id_the_logs_name(root: Path) -> None:
+    rt = runtime(root)
+    try:
+        first = add_episode(rt, ANDREW, DAY, "Toby", "Andrew adopted Toby.")
+        narrative_citing(rt, first)
+        Indexer(rt).scan()
+        delete_by_hand(rt, first)
+    finally:
+        rt.close()
+    shutil.rmtree(dbmod.db_path(root).parent)  # derived: rebuilt from the Markdown alone
+    rt = runtime(root)
+    try:
+        Indexer(rt).reindex()
+        assert add_episode(rt, ANDREW, DAY, "Milk", "Andrew bought milk.").id == (
+            "ep_20260907_0002")
+    finally:
+        rt.close()
+
+
+def test_the_cli_add_allocates_past_the_index_too(root: Path) -> None:
+    rt = runtime(root)
+    try:
+        first = add_episode(rt, ANDREW, DAY, "Toby", "Andrew adopted Toby.")
+        narrative_citing(rt, first)
+        Indexer(rt).scan()
+        delete_by_hand(rt, first)
+    finally:
+        rt.close()
+    result = CliRunner().invoke(cli, ["add", "--root", str(root), "--user", "u_andrew",
+                                      "--subject", "Milk", "--content", "Andrew bought milk.",
+                                      "--timestamp", DAY])
+    assert result.exit_code == 0, result.output
+    assert result.output.strip() == "ep_20260907_0002"
+
+
+def test_the_migration_seeds_the_watermark_from_the_indexed_ids_and_sources(
+        tmp_path: Path) -> None:
+    conn = system_db_at(tmp_path, "0014_cluster_version_bumps")
+    conn.row_factory = sqlite3.Row
+    rows = [("ep_20260907_0003", None, "[]"),
+            ("af_20260907_0001", "ep_20260907_0007", "[]"),
+            ("ep_20261001_0001", "cl_000000000001", '["ep_20260905_0012", "ep_20260907_0002"]'),
+            ("ep_20261001_0002", None, "not json")]
+    conn.executemany(
+        "INSERT INTO entries (app_id, project_id, user_id, id, kind, path, parent_id, sources, "
+        "content_hash, text_hash) VALUES ('a', 'p', 'u', ?, 'episode', 'x.md', ?, ?, '', '')",
+        rows)
+    conn.commit()
+    dbmod.migrate(conn)
+    got = {r["stem"]: r["seq"] for r in conn.execute("SELECT stem, seq FROM id_watermark")}
+    assert got == {"ep_20260907_": 7, "af_20260907_": 1, "ep_20261001_": 2,
+                   "ep_20260905_": 12}
