@@ -630,6 +630,8 @@ class _Parser:
                 self.report(
                     i + 1, f"entry {entry_id!r} is not closed by <!-- /entry:{entry_id} -->"
                 )
+                if closed is None:  # the text ends inside this entry
+                    log.open_at_end = entry_id
                 marker = closed
                 continue
             if closed.id != entry_id:
