@@ -456,6 +456,9 @@ class DailyLog:
     entries: list[Entry] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     text: str = ""
+    #: The id of an entry the text ends inside (its closing marker never comes): a file caught
+    #: mid-write, or one whose last marker was lost.
+    open_at_end: str | None = None
 
     @property
     def deprecated_entries(self) -> dict[str, str]:

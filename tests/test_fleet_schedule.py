@@ -174,3 +174,26 @@ def test_a_data_triggered_strategy_runs_when_its_observation_is_due(tmp_path: Pa
         assert sched.tick(now=now + timedelta(seconds=20)) == []  # observed 0 now
     finally:
         unregister(_Counting.name)
+
+
+def test_the_data_poll_goes_on_after_the_wall_clock_is_set_back(tmp_path: Path) -> None:
+    """The next poll waited for the wall clock to pass the last one again: set back an hour
+    (an NTP step, a VM resumed), data-triggered strategies stopped for that hour."""
+    register(_Counting)
+    try:
+        config, roots = _fleet(tmp_path, "[strategies.fleet_test_counting]\nenabled = true\n")
+        submitter = InlineSubmitter(config.strategies)
+        sched = FleetScheduler(config, roots, submitter, opener=open_test_root,
+                               data_poll_seconds=10)
+        now = MONDAY_2AM - timedelta(hours=1)
+        sched.start(now=now)
+        (roots[1] / "new.txt").write_text("3")
+        assert sched.tick(now=now - timedelta(hours=1)) == \
+            [(str(roots[1]), "fleet_test_counting")]
+        assert [r.status for r in sched.collect()] == ["ok"]
+        (roots[1] / "new.txt").write_text("2")
+        assert sched.tick(now=now - timedelta(hours=1) + timedelta(seconds=5)) == []
+        assert sched.tick(now=now - timedelta(hours=1) + timedelta(seconds=10)) == \
+            [(str(roots[1]), "fleet_test_counting")]
+    finally:
+        unregister(_Counting.name)

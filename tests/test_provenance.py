@@ -68,6 +68,30 @@ def test_a_deleted_evidence_makes_the_insight_stale(root: Path) -> None:
     assert status(rt, second.id)[0] == "stale"
 
 
+def test_a_log_caught_mid_write_leaves_the_insights_citing_it_active(root: Path) -> None:
+    """Synced while a writer was still rewriting it (its last entry not closed yet), a log
+    lost the entries past the cut from the index, and every insight citing them went stale
+    for good ("was deleted"), also once the write completed."""
+    rt = make_runtime(root, ExtractiveLLM())
+    eps = [add_episode(rt, DEV, f"2026-09-02T1{h}:00:00+00:00", f"Revert {h}",
+                       f"The user reverted an auth change at 1{h}:00.") for h in (0, 1, 2)]
+    cited = insight(rt, "All three reverts touched auth.", eps)
+    indexer = Indexer(rt)
+    indexer.scan()
+    path = rt.store.path_for_id(DEV, eps[0].id)
+    whole = path.read_bytes()
+    for cut in (f"<!-- /entry:{eps[2].id} -->", "## Content\nThe user reverted an auth "
+                                                 "change at 11"):
+        path.write_bytes(whole[:whole.index(cut.encode())])  # truncated, being rewritten
+        indexer.sync_path(path)
+        assert status(rt, cited.id) == ("active", None)
+        assert {r[0] for r in rt.db().execute("SELECT id FROM entries WHERE path LIKE "
+                                               "'%episodes%'")} == {e.id for e in eps}
+        path.write_bytes(whole)
+        indexer.sync_path(path)
+        assert status(rt, cited.id) == ("active", None)
+
+
 def test_an_archived_evidence_makes_the_insight_stale(root: Path) -> None:
     rt, eps, first, second = setup(root)
     narrative = add_episode(rt, DEV, "2026-10-01T10:00:00+00:00", "Reverts", "Merged story.",

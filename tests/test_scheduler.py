@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -266,3 +267,31 @@ def test_a_fire_time_slept_through_past_the_grace_is_skipped(
     write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\nmisfire_grace_hours = 3\n")
     assert sched.reload() is True  # a changed grace alone re-plans the job
     assert sched._aps.get_job("sched_test").misfire_grace_time == 3 * 3600
+
+
+def test_the_data_poll_goes_on_after_the_wall_clock_is_set_back(
+    runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler],
+    monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An NTP step or a resumed VM sets the clock back an hour: APScheduler's interval jobs,
+    timed by the wall clock it reads, planned the next data and ome.toml poll an hour ahead,
+    so data-triggered strategies stopped for that hour. (Only APScheduler's clock is moved
+    here: the machine's is everyone's.)"""
+    import apscheduler.schedulers.base as aps_base
+
+    offset = [timedelta(0)]
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> datetime:  # type: ignore[override]
+            return datetime.now(tz) + offset[0]
+
+    monkeypatch.setattr(aps_base, "datetime", Clock)
+    sched = make_scheduler(poll_seconds=0.1, data_poll_seconds=0.1)
+    polls: list[float] = []
+    monkeypatch.setattr(sched, "_poll_data", lambda: polls.append(time.monotonic()))
+    sched.start(watch=False)
+    wait_for(lambda: len(polls) >= 2)
+    offset[0] = timedelta(hours=-1)
+    seen = len(polls)
+    wait_for(lambda: len(polls) >= seen + 5)

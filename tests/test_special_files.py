@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from datetime import date
 from pathlib import Path
@@ -11,6 +12,7 @@ import pytest
 
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index.sync import Indexer
+from everos_reflect.model import UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 
@@ -211,3 +213,24 @@ def test_a_fifo_planted_as_daemon_json_is_no_daemon(root: Path) -> None:
     os.mkfifo(daemon_file(root))
     (outcome,) = _within(10, lambda: read_daemon(root))
     assert outcome is None
+
+
+@pytest.mark.parametrize("folder", ["episodes", "users"])
+def test_a_log_whose_folder_became_a_file_leaves_the_index_and_reflection_runs(
+        root: Path, folder: str) -> None:
+    """`users` (or `episodes`) replaced by a file: the path through it raised
+    NotADirectoryError, which the sync and every scan skipped as unreadable, so the logs'
+    entries stayed indexed and every Reflection run failed reading them."""
+    from everos_reflect.engine.engine import Engine
+    from tests.fleet_support import build_root, open_test_root
+
+    build_root(root, ome="[strategies.reflect_episodes]\nenabled = true\n")
+    rt = open_test_root(str(root))
+    user = rt.store.user_dir(UserRef.of("u_00"))
+    gone = user / "episodes" if folder == "episodes" else user.parent
+    shutil.rmtree(gone)
+    gone.write_text("not a folder")
+    Indexer(rt).scan()
+    assert rt.db().execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
+    assert Engine(rt).trigger("reflect_episodes", timeout=None).status == "ok"
+    rt.close()

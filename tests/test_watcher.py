@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
-from datetime import date
+from datetime import date, timedelta
 from pathlib import Path
 
 import pytest
@@ -15,6 +15,7 @@ from everos_reflect.index.watcher import FsEvent, Watcher, plan_events, wants_re
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
+from tests.test_sync import CountingEmbedder
 
 ROOT = Path("/mem")
 EP = ROOT / "a/p/users/u/episodes/episode-2026-10-12.md"
@@ -150,3 +151,48 @@ def test_watcher_drops_the_facts_of_a_facts_folder_moved_out_of_the_root(
         assert _wait_for(lambda: _indexed_ids(rt) == {episode.id, fact.id})
         facts.rename(tmp_path_factory.mktemp("away") / facts.name)
         assert _wait_for(lambda: _indexed_ids(rt) == {episode.id})
+
+
+def test_a_burst_of_logs_is_indexed_in_one_batch(
+        tmp_path: Path, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A user's folder of 30 logs moved in (a copy, a restore, a `git pull`): synced one file
+    at a time, each log cost an embedding call and an index write per kind (500 logs: 22 s,
+    against 1.3 s for a scan of the same)."""
+    src = tmp_path_factory.mktemp("src")
+    staging = Runtime(src, Settings(), embedder=HashEmbedder(16))
+    ids = {_append(staging, f"entry {i}", DAY + timedelta(days=i)) for i in range(30)}
+    staging.close()
+    embedder = CountingEmbedder(HashEmbedder(16))
+    rt = Runtime(tmp_path / "root", Settings(), embedder=embedder)  # type: ignore[arg-type]
+    users = rt.root / "default_app/default_project/users"
+    users.mkdir(parents=True)
+    with Watcher(rt, debounce=0.3, reconcile_interval=0, optimize_interval=0,
+                 scan_on_start=False):
+        (src / "default_app/default_project/users" / REF.user_id).rename(users / REF.user_id)
+        assert _wait_for(lambda: _indexed_ids(rt) == ids)
+    assert sum(embedder.calls) == 30 and len(embedder.calls) <= 3, embedder.calls
+    rt.close()
+
+
+def test_a_root_moved_away_is_not_recreated_and_is_indexed_again_once_back(
+        rt: Runtime, caplog: pytest.LogCaptureFixture) -> None:
+    """Its watches follow the moved folder, so an edit there still reached the watcher, under
+    the old path: the sync's lock recreated `<root>/.index` there (an empty folder other
+    commands then took for the root), as did each reconcile scan and compaction."""
+    first = _append(rt, "written before the move")
+    away = rt.root.with_name(rt.root.name + "-moved")
+    watcher = Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0)
+    with watcher:
+        assert _wait_for(lambda: _indexed_ids(rt) == {first})
+        rt.root.rename(away)
+        elsewhere = Runtime(away, Settings(), embedder=HashEmbedder(16))
+        passes = watcher.passes
+        later = _append(elsewhere, "written while away", day=date(2026, 10, 13))
+        assert _wait_for(lambda: watcher.passes > passes)
+        time.sleep(0.3)  # the edit's events settled and were looked at
+        assert not rt.root.exists(), sorted(str(p) for p in rt.root.rglob("*"))
+        away.rename(rt.root)
+        (rt.root / "default_app" / "wake.txt").write_text("")  # any event wakes the loop
+        assert _wait_for(lambda: _indexed_ids(rt) == {first, later})  # rescanned once back
+    assert not [r for r in caplog.records if r.levelname == "ERROR"]
+    assert "was moved or deleted: not indexing until it is back" in caplog.text

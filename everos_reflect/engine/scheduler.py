@@ -61,6 +61,34 @@ def misfire_grace_seconds(settings: dict[str, Any]) -> int:
     return max(MIN_MISFIRE_GRACE_SECONDS, int(hours * 3600))
 
 
+class _Every:
+    """Calls ``work`` every ``seconds`` on a thread of its own until :meth:`stop`.
+
+    Timed by ``Event.wait``, a monotonic clock. APScheduler 3's interval jobs follow the wall
+    clock: set back an hour (an NTP step, a VM resumed), it planned the next poll an hour
+    ahead, and the data-triggered strategies and the ``ome.toml`` safety net stopped for that
+    hour. Cron jobs stay on APScheduler: they are wall-clock times by nature."""
+
+    def __init__(self, seconds: float, work: Any, name: str) -> None:
+        self.seconds = seconds
+        self.work = work
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.seconds):
+            try:
+                self.work()
+            except Exception:  # a poll must never end the polling
+                log.exception("%s failed", self._thread.name)
+
+
 class Scheduler:
     """Keeps one APScheduler job per enabled strategy in step with ``ome.toml``."""
 
@@ -91,6 +119,7 @@ class Scheduler:
         self._timer: threading.Timer | None = None
         self._observer: Any = None
         self._ome_stat: tuple[int, int] | None = None
+        self._pollers: list[_Every] = []
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -101,9 +130,10 @@ class Scheduler:
         self._aps.start()
         self._apply(initial=True)
         self._catch_up(now or datetime.now(UTC))
-        self._aps.add_job(self._poll_ome, "interval", seconds=self.poll_seconds, id="_ome_poll")
-        self._aps.add_job(self._poll_data, "interval", seconds=self.data_poll_seconds,
-                          id="_data_poll")
+        self._pollers = [_Every(self.poll_seconds, self._poll_ome, "ome-poll"),
+                         _Every(self.data_poll_seconds, self._poll_data, "data-poll")]
+        for poller in self._pollers:
+            poller.start()
         if watch:
             self.runtime.root.mkdir(parents=True, exist_ok=True)
             observer = Observer()
@@ -114,6 +144,8 @@ class Scheduler:
 
     def shutdown(self) -> None:
         """Stop firing new runs (runs in progress belong to the engine)."""
+        for poller in self._pollers:
+            poller.stop()
         if self._observer is not None:
             self._observer.stop()
             self._observer.join(5)

@@ -85,6 +85,14 @@ def due_slots(slots: Iterable[Slot], now: datetime, in_flight: set[Key]) -> tupl
     return run, skip
 
 
+def _elapsed(since: datetime, now: datetime, seconds: float) -> bool:
+    """Whether ``seconds`` have passed from ``since`` to ``now``, or the wall clock went back
+    past ``since`` (an NTP step, a VM resumed): waiting for it to catch up stopped the data
+    poll and the rescan for as long as the clock had jumped."""
+    elapsed = (now - since).total_seconds()
+    return elapsed < 0 or elapsed >= seconds
+
+
 def _stat(path: Path) -> tuple[int, int] | None:
     try:
         st = path.stat()
@@ -190,8 +198,7 @@ class FleetScheduler:
         the (root, strategy) pairs submitted."""
         now = now or datetime.now(UTC)
         self.collect(timeout=0)
-        if self._last_rescan and (now - self._last_rescan).total_seconds() >= \
-                self.rescan_seconds:
+        if self._last_rescan and _elapsed(self._last_rescan, now, self.rescan_seconds):
             self._last_rescan = now
             self._rescan(now)
         for root in self.roots:
@@ -208,8 +215,8 @@ class FleetScheduler:
             self._submit(slot.root, slot.name, slot.trigger)
             submitted.append((slot.root, slot.name))
             self._advance(slot, now)
-        if self._last_data_poll is None or (now - self._last_data_poll).total_seconds() >= \
-                self.data_poll_seconds:
+        if self._last_data_poll is None or _elapsed(self._last_data_poll, now,
+                                                    self.data_poll_seconds):
             self._last_data_poll = now
             submitted += self._poll_data(now)
         return submitted

@@ -142,7 +142,12 @@ def plan_file_sync(
         elif before.deprecated_by != entry.deprecated_by:
             plan.deprecations[entry.id] = entry.deprecated_by
 
-    plan.deletes = sorted(set(stored) - seen)
+    if log.open_at_end is None:
+        plan.deletes = sorted(set(stored) - seen)
+    # else the text ends inside an entry: most likely a writer caught mid-write (a slow copy,
+    # an editor writing in place). The entries it does not hold yet stay indexed until a sync
+    # sees the file whole; deleted now, every record citing them was marked stale for good
+    # ("evidence ... was deleted"). A marker lost for real is reported, as before.
     return plan
 
 
@@ -445,11 +450,12 @@ class Indexer:
                 # Over the limit: reported, never read, so memory stays bounded by the limit.
                 data = fh.read(limits.max_file_bytes + 1) if st.st_size <= limits.max_file_bytes \
                     else None
-        except (FileNotFoundError, NotRegularFile):
-            # A folder or FIFO where the log was is no log: its entries go, as a scan and a
-            # reindex (which list regular files only) see it. Kept, they stayed searchable and
-            # clustered for good, and Reflection tried to archive into the folder. ``lint``
-            # names what stands there.
+        except (FileNotFoundError, NotADirectoryError, NotRegularFile):
+            # A folder or FIFO where the log was is no log, and neither is a path through a
+            # file standing where its folder (``episodes``, ``users`` …) was: its entries go,
+            # as a scan and a reindex (which list regular files only) see it. Kept, they
+            # stayed searchable and clustered for good, and every Reflection run that picked
+            # them failed on reading them. ``lint`` names what stands there.
             plan = SyncPlan(deletes=sorted(stored))
             return _Job(rel, ref, kind, plan, stat=None)
         if data is None or len(data) > limits.max_file_bytes:

@@ -196,6 +196,7 @@ class Watcher:
         self._watches: dict[Path, object] = {}  # top-level folder -> its recursive watch
         #: incremented after every pass of the worker loop; lets callers wait for progress
         self.passes = 0
+        self._gone = False  # the root was moved or deleted (last seen)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -203,6 +204,7 @@ class Watcher:
         if self._thread is not None:
             return
         self.rt.root.mkdir(parents=True, exist_ok=True)
+        self.rt.check_root()  # pins the folder's identity: a later move is seen as one
         observer = Observer()
         self._collector = _Collector(self._on_event)
         observer.schedule(self._collector, str(self.rt.root), recursive=False)
@@ -290,18 +292,40 @@ class Watcher:
         while not self._stopping.is_set():
             now = time.monotonic()
             events, events_due = self._take_settled(now)
-            if events:
+            was_gone = self._gone
+            here = self._root_here()
+            if here and was_gone:  # what changed while it was away sent no event here
+                next_scan = now
+            if events and here:
                 self._sync_events(events)
             if now >= next_scan:
-                self._guarded("reconcile scan", self.indexer.scan)
+                if here:
+                    self._guarded("reconcile scan", self.indexer.scan)
                 next_scan = now + self.reconcile_interval if self.reconcile_interval > 0 else never
             if now >= next_optimize:
-                self._guarded("index optimize", self.rt.vectors.optimize)
+                if here:
+                    self._guarded("index optimize", self.rt.vectors.optimize)
                 next_optimize = now + self.optimize_interval
             self.passes += 1
             due = min(events_due or never, next_scan, next_optimize)
             self._wake.wait(timeout=min(max(0.0, due - time.monotonic()), 60.0))
             self._wake.clear()
+
+    def _root_here(self) -> bool:
+        """False while the root folder is moved or deleted (said once, and again when it is
+        back): nothing is synced, scanned or compacted meanwhile. The indexer's lock and
+        LanceDB's recreated ``<root>/.index`` at the old path every reconcile interval (an
+        empty folder other commands then took for the root), and each pass logged a
+        traceback."""
+        gone = self.rt.root_gone()
+        if gone != self._gone:
+            self._gone = gone
+            if gone:
+                log.warning("the memory root %s was moved or deleted: not indexing until it "
+                            "is back", self.rt.root)
+            else:
+                log.info("the memory root %s is back: indexing again", self.rt.root)
+        return not gone
 
     def _sync_events(self, events: list[FsEvent]) -> None:
         added, gone = top_folder_changes(events, self.rt.root)
@@ -312,8 +336,17 @@ class Watcher:
         if added or wants_rescan(events, self.rt.root):
             self._guarded("rescan after a folder change", self.indexer.scan)
             return
-        for path in sorted(plan_events(events, self.rt.root)):
-            self._guarded(f"sync of {path}", lambda p=path: self.indexer.sync_path(p))
+        paths = sorted(plan_events(events, self.rt.root))
+        if not paths:
+            return
+        # One batch: one embedding call and one index write per kind for a burst (a folder
+        # copied in, a `git pull`); synced one by one, 500 logs took 22 s instead of 1.3 s.
+        try:
+            self.indexer.sync_paths(paths)
+        except Exception:  # one bad file must not hold up the others: each on its own
+            log.exception("sync of %d file(s) failed; syncing them one by one", len(paths))
+            for path in paths:
+                self._guarded(f"sync of {path}", lambda p=path: self.indexer.sync_path(p))
 
     def _guarded(self, what: str, work: Callable[[], object]) -> None:
         """Run one unit of work; a failure is logged and the watcher goes on."""

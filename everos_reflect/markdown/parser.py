@@ -494,8 +494,12 @@ class _Parser:
     def _frontmatter(self, log: DailyLog) -> int:
         bounds = frontmatter_bounds(self.lines)
         if bounds is None:
-            if self.lines and bare(self.lines[0]).lstrip("\ufeff").rstrip() == "---":
+            first = bare(self.lines[0]).lstrip("\ufeff") if self.lines else ""
+            if first.rstrip() == "---":
                 self.report(1, "frontmatter is not closed by a '---' line", "fatal")
+            elif first.startswith("---\r"):  # it does start with '---': say what is wrong
+                self.report(1, "lines end in CR alone (classic Mac): only LF or CRLF line "
+                            "endings are read; save the file with either", "fatal")
             else:
                 self.report(1, "missing file frontmatter (the file must start with '---')", "fatal")
             return 0
@@ -626,6 +630,8 @@ class _Parser:
                 self.report(
                     i + 1, f"entry {entry_id!r} is not closed by <!-- /entry:{entry_id} -->"
                 )
+                if closed is None:  # the text ends inside this entry
+                    log.open_at_end = entry_id
                 marker = closed
                 continue
             if closed.id != entry_id:
