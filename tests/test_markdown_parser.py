@@ -287,6 +287,17 @@ def test_an_empty_user_id_is_a_warning_like_a_missing_one(value: str) -> None:
     assert [e.id for e in log.entries] == ["ep_20261012_0001"]
 
 
+def test_a_log_with_cr_alone_line_endings_says_so() -> None:
+    """It was "missing file frontmatter (the file must start with '---')", of a file that
+    starts with '---'."""
+    text = (HEAD + entry(1)).replace("\n", "\r")
+    log = parse_log(text, PATH)
+    assert not log.ok and log.entries == []
+    assert [(d.line, d.severity, d.message) for d in log.diagnostics] == [
+        (1, "fatal", "lines end in CR alone (classic Mac): only LF or CRLF line endings are "
+                     "read; save the file with either")]
+
+
 def test_file_name_wins_over_frontmatter_and_mismatch_is_a_warning() -> None:
     log = parse_log(HEAD.replace("2026-10-12", "2026-10-13") + entry(1), PATH)
     assert log.day == date(2026, 10, 12) and [e.id for e in log.entries] == ["ep_20261012_0001"]
@@ -599,3 +610,22 @@ def test_a_deprecated_entries_key_the_writer_cannot_locate_is_never_written_twic
     text = HEAD[:-4] + "? deprecated_entries\n: {}\n---\n" + entry(1) + entry(2)
     with pytest.raises(MarkdownError, match="cannot locate deprecated_entries"):
         writer.add_deprecations(text, {"ep_20261012_0002": "ep_20261012_0009"})
+
+
+def test_archiving_into_a_log_of_many_lines_splits_only_its_frontmatter() -> None:
+    """The archive and undo writers split the whole log into lines, twice (the patch, then its
+    check): ~50x the log's size for one of short lines."""
+    import tracemalloc
+
+    text = HEAD + entry(1) + "ab\n" * 1_000_000 + entry(2)
+    tracemalloc.start()
+    try:
+        patched = writer.add_deprecations(text, {"ep_20261012_0001": "ep_20261012_0002"})
+        restored = writer.remove_deprecations(patched, ["ep_20261012_0001"])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert restored == text
+    assert patched == text.replace(
+        "---\n<!--", "deprecated_entries:\n  ep_20261012_0001: ep_20261012_0002\n---\n<!--", 1)
+    assert peak < 5 * len(text), f"{peak:,} bytes to patch {len(text):,}"

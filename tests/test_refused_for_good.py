@@ -247,6 +247,25 @@ def test_reflection_sets_a_refused_cluster_aside_until_a_member_changes(
     _reflect_refused_then(tmp_path, change)
 
 
+def test_reflection_sends_a_refused_cluster_again_once_fewer_sources_are_sent(
+        tmp_path: Path) -> None:
+    """A 413 is answered by lowering max_sources_per_merge: that must bring the cluster back."""
+    from everos_reflect.llm.base import ScriptedLLM as MergeScript
+    from tests.reflect_fixtures import make_runtime, run_reflection, seed_pets
+
+    llm = MergeScript([refused(413), refused(413)])
+    rt = make_runtime(tmp_path, llm)
+    try:
+        seed_pets(rt)
+        assert nonzero(run_reflection(rt)) == {"failed": 1, "set_aside": 1}
+        assert nonzero(run_reflection(rt, "run_same")) == {}
+        counts = nonzero(run_reflection(rt, "run_fewer", max_sources_per_merge=2))
+        assert counts == {"failed": 1, "set_aside": 1, "deferred_sources": 1}
+        assert [len(r.members) for r in llm.merge_requests] == [3, 2]
+    finally:
+        rt.close()
+
+
 def test_reflection_after_an_outage_sends_the_cluster_again(tmp_path: Path) -> None:
     from everos_reflect.llm.base import ScriptedLLM as MergeScript
     from tests.reflect_fixtures import make_runtime, reports, run_reflection, seed_pets

@@ -494,8 +494,12 @@ class _Parser:
     def _frontmatter(self, log: DailyLog) -> int:
         bounds = frontmatter_bounds(self.lines)
         if bounds is None:
-            if self.lines and bare(self.lines[0]).lstrip("\ufeff").rstrip() == "---":
+            first = bare(self.lines[0]).lstrip("\ufeff") if self.lines else ""
+            if first.rstrip() == "---":
                 self.report(1, "frontmatter is not closed by a '---' line", "fatal")
+            elif first.startswith("---\r"):  # it does start with '---': say what is wrong
+                self.report(1, "lines end in CR alone (classic Mac): only LF or CRLF line "
+                            "endings are read; save the file with either", "fatal")
             else:
                 self.report(1, "missing file frontmatter (the file must start with '---')", "fatal")
             return 0

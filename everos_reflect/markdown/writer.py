@@ -25,6 +25,7 @@ from everos_reflect.markdown.parser import (
     bare,
     escape_body_line,
     frontmatter_bounds,
+    header_text,
     load_yaml,
     newline_of,
     parse_entry_id,
@@ -173,7 +174,11 @@ def append_entries(text: str, blocks: Iterable[str]) -> str:
 
 
 def _frontmatter(text: str) -> tuple[list[str], int, int, dict[str, Any]]:
-    lines = split_lines(text)
+    """The lines of the frontmatter (the rest of the text as one last piece: splitting a
+    16 MB log of short lines took ~50x its size), the indexes of its ``---`` lines, and its
+    values."""
+    head = header_text(text)
+    lines = split_lines(head) + ([text[len(head) :]] if len(head) < len(text) else [])
     bounds = frontmatter_bounds(lines)
     if bounds is None:
         raise MarkdownError("<text>", 1, "no file frontmatter to patch")

@@ -76,12 +76,14 @@ class Selection:
 
     @property
     def members_key(self) -> str:
-        """The cluster as Select found it: every live member and its text. A merge the server
-        refused for good is set aside under this key, so an edit of a member, or a member
-        joining or leaving (deferred ones too), brings the cluster back."""
+        """The cluster as Select found it: every live member and its text, and which of them
+        this merge sends. A merge the server refused for good is set aside under this key, so
+        an edit of a member, a member joining or leaving (deferred ones too), or a change of
+        what is sent (a lower ``max_sources_per_merge`` after a 413) brings it back."""
         digest = hashlib.sha256()
         for entry_id, content_hash in sorted(self.members):
             digest.update(f"{entry_id}:{content_hash}\n".encode())
+        digest.update(("sent:" + ",".join(e.id for e in self.replaced)).encode())
         return digest.hexdigest()
 
     @property
