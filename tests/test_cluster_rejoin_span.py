@@ -22,6 +22,7 @@ from everos_reflect.clustering.online import (
     window_end,
     window_start,
 )
+from tests.test_cluster_batch import _one_by_one
 
 DAY = 86400.0
 DIM = 12
@@ -42,23 +43,6 @@ def _at(v: np.ndarray, cos: float, rng: np.random.Generator) -> np.ndarray:
     w -= np.dot(w, v) * v
     w /= np.linalg.norm(w)
     return normalize((cos * v + math.sqrt(1 - cos * cos) * w).astype(np.float32))
-
-
-def _one_by_one(state: UserClusters, vectors: np.ndarray, ts: list[float],
-                **kw: float) -> list[tuple[str, float | None, str]]:
-    """The reference: choose, then fold the Episode in, item after item."""
-    out: list[tuple[str, float | None, str]] = []
-    for i, (v, t) in enumerate(zip(vectors, ts, strict=True)):
-        d = state.choose(v, t, **kw)
-        if d.cluster_id is None:
-            row = ClusterRow.new(f"cl_run_{i:08d}", v, t)
-            out.append((row.cluster_id, None, NEW))
-        else:
-            row = state.get(d.cluster_id)
-            row.add(v, t)
-            out.append((row.cluster_id, d.similarity, d.reason))
-        state.put(row)
-    return out
 
 
 def _edge_times(rng: np.random.Generator, first: float, last: float, window: float,
