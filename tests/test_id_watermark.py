@@ -50,6 +50,18 @@ def narrative_citing(rt: Runtime, *sources: Entry) -> Entry:
                        sources=[e.id for e in sources])
 
 
+def cite_then_delete_by_hand(root: Path) -> None:
+    """An Episode a narrative cites, indexed, then deleted from its log by hand."""
+    rt = runtime(root)
+    try:
+        first = add_episode(rt, ANDREW, DAY, "Toby", "Andrew adopted Toby.")
+        narrative_citing(rt, first)
+        Indexer(rt).scan()
+        delete_by_hand(rt, first)
+    finally:
+        rt.close()
+
+
 def test_an_id_deleted_by_hand_but_named_by_a_narrative_is_not_reused(root: Path) -> None:
     rt = runtime(root)
     try:
@@ -80,14 +92,7 @@ def test_an_id_named_by_a_fact_is_not_reused_even_before_the_deletion_is_indexed
 
 
 def test_a_rebuild_of_a_lost_index_still_protects_every_id_the_logs_name(root: Path) -> None:
-    rt = runtime(root)
-    try:
-        first = add_episode(rt, ANDREW, DAY, "Toby", "Andrew adopted Toby.")
-        narrative_citing(rt, first)
-        Indexer(rt).scan()
-        delete_by_hand(rt, first)
-    finally:
-        rt.close()
+    cite_then_delete_by_hand(root)
     shutil.rmtree(dbmod.db_path(root).parent)  # derived: rebuilt from the Markdown alone
     rt = runtime(root)
     try:
@@ -99,14 +104,7 @@ def test_a_rebuild_of_a_lost_index_still_protects_every_id_the_logs_name(root: P
 
 
 def test_the_cli_add_allocates_past_the_index_too(root: Path) -> None:
-    rt = runtime(root)
-    try:
-        first = add_episode(rt, ANDREW, DAY, "Toby", "Andrew adopted Toby.")
-        narrative_citing(rt, first)
-        Indexer(rt).scan()
-        delete_by_hand(rt, first)
-    finally:
-        rt.close()
+    cite_then_delete_by_hand(root)
     result = CliRunner().invoke(cli, ["add", "--root", str(root), "--user", "u_andrew",
                                       "--subject", "Milk", "--content", "Andrew bought milk.",
                                       "--timestamp", DAY])
