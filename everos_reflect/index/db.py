@@ -453,6 +453,19 @@ MIGRATIONS: list[tuple[str, str]] = [
             GROUP BY 1, 2, 3, 4;
         """,
     ),
+    (
+        "0016_id_watermarks_from_every_log",
+        """
+        -- 0015 could seed the watermark only from what the index holds: an id a log names
+        -- elsewhere (an insight's evidence, a deprecated_entries key, a mention in a text)
+        -- and whose entry was deleted before the upgrade was missing, and the next append
+        -- gave that id to a new entry, where a rebuild from the Markdown did not. Every log
+        -- is read again by the next scan (its stats and hash no longer match): that raises
+        -- the watermark from each log's text, as a rebuild does. Entries are not
+        -- re-embedded; an unchanged one is left as it is.
+        UPDATE files SET mtime_ns = -1, sha256 = '';
+        """,
+    ),
 ]
 
 def cluster_key_of_id(param: str = "?") -> str:
