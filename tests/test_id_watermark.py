@@ -160,3 +160,24 @@ def test_an_index_from_before_the_watermark_learns_the_ids_only_other_logs_name(
         assert new.id == "ep_20260907_0003"
     finally:
         rt.close()
+
+
+def test_a_mention_of_the_largest_id_of_a_day_does_not_stop_appends_to_it(root: Path) -> None:
+    """The watermark went up to ``…_999999999999999999`` (18 digits, the most an id has) from
+    one mention in any log, and stays there: every later id of that day would have been
+    ``…_1000000000000000000``, refused as invalid, so nothing could be added to that day,
+    not even once the mention was removed and the index rebuilt."""
+    rt = runtime(root)
+    try:
+        note = add_episode(rt, ANDREW, DAY, "Typo", "See ep_20260908_999999999999999999.")
+        Indexer(rt).scan()
+        path = rt.store.path_for_id(ANDREW, note.id)
+        path.write_text(path.read_text().replace("999999999999999999", "0001"))
+        Indexer(rt).reindex()
+        added = [add_episode(rt, ANDREW, "2026-09-08T10:00:00+00:00", "Milk", "Bought milk."),
+                 add_episode(rt, ANDREW, "2026-09-08T11:00:00+00:00", "Eggs", "Bought eggs.")]
+        assert [e.id for e in added] == ["ep_20260908_0001", "ep_20260908_0002"]
+        assert [e.id for e in rt.store.entries(ANDREW, Kind.EPISODE)
+                if e.id.startswith("ep_20260908_")] == [e.id for e in added]
+    finally:
+        rt.close()
