@@ -491,6 +491,15 @@ def utcnow_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+def readonly_uri(path: Path) -> str:
+    """The SQLite URI that opens ``path`` read-only. Percent-encoded: in ``file:{path}`` a
+    ``#`` or ``?`` in a folder name ends the path and a ``%`` starts an escape, so a root
+    such as ``~/notes#2`` opened no database (or another one), and ``add`` then reused an id
+    the index had seen, ``status`` lost its index section and an interrupted merge was not
+    noticed."""
+    return f"{Path(path).absolute().as_uri()}?mode=ro"
+
+
 def db_path(root: Path) -> Path:
     return Path(root) / ".index" / "sqlite" / "system.db"
 
@@ -504,7 +513,7 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
     path = db_path(Path(root))
     try:
         if readonly:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0,
+            conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=30.0,
                                    check_same_thread=False)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
