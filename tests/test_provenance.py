@@ -109,9 +109,11 @@ def test_a_log_cut_inside_an_opening_marker_leaves_the_insights_citing_it_active
     whole = path.read_bytes()
     cut = whole.index(f"<!-- entry:{eps[1].id} -->".encode())
     path.write_bytes(whole[:cut] + written.encode())
-    indexer.sync_path(path)
+    result = indexer.sync_path(path)
     assert {r[0] for r in rt.db().execute("SELECT id FROM entries WHERE path LIKE "
                                            "'%episodes%'")} == {e.id for e in eps}
+    # said, as an unclosed entry is: a file left cut short for good must not pass silently
+    assert any("ends inside an entry marker" in p.message for p in result.problems)
     path.write_bytes(whole)
     indexer.sync_path(path)
     assert status(rt, cited.id) == ("active", None)

@@ -669,6 +669,11 @@ class _Parser:
             # The next entry's opening marker is being written: what follows it in the file
             # is not there yet, it has not gone.
             log.open_at_end = _opening_cut_short(self.text)
+            if log.open_at_end is not None:  # said, as an unclosed entry is: it may stay so
+                self.report(self.text.count("\n") + 1,
+                            "the text ends inside an entry marker (a file still being written, "
+                            "or cut short): the entries it does not hold are kept indexed until "
+                            "it is whole")
 
     def _entry(self, log: DailyLog, entry_id: str, first: int, block: str) -> Entry | None:
         """One entry from the text of its ``block`` (opening marker to the end of the closing
