@@ -33,7 +33,15 @@ def resolve_root(root: str | os.PathLike[str] | None) -> Path:
 
     Raises :class:`EverosError` naming the path when it runs into a symlink loop: Python
     3.11's ``Path.resolve`` raises a bare ``RuntimeError`` there, which every command
-    printed as a traceback."""
+    printed as a traceback.
+
+    An explicit empty path (``--root ""``, ``init ""``: what ``"$ROOT"`` gives when the
+    variable is unset) is refused rather than read as "not given": it would silently send the
+    command, an ``undo`` or a ``reindex`` say, to ``EVEROS_ROOT`` or ``~/.everos`` instead of
+    the root the caller meant. An empty ``EVEROS_ROOT`` still means unset, as for any
+    environment variable."""
+    if root is not None and not os.fspath(root):
+        raise EverosError("the memory root is an empty path: pass the root's folder")
     if root:
         given = expand_user(root, "the root")
     elif os.environ.get("EVEROS_ROOT"):

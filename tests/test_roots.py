@@ -133,3 +133,28 @@ def test_init_or_the_env_root_under_an_unknown_users_home_is_one_line(
     result = run("status")
     assert (result.exit_code, result.stderr) == (
         1, f"error: EVEROS_ROOT '{NO_USER}': no home folder is known for '{NO_USER}'\n")
+
+
+@pytest.mark.parametrize("args", [["init", ""], ["init", "--root", ""], ["status", "--root", ""],
+                                  ["reindex", "--root", ""], ["add", *ADD, "--root", ""]])
+def test_an_empty_root_is_refused_not_read_as_the_default(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+    """`everos-reflect init "$ROOT"` with ROOT unset: the empty path had meant "not given", so
+    the command went to EVEROS_ROOT (here a real root) or created ~/.everos."""
+    default = tmp_path / "default"
+    assert run("init", str(default)).exit_code == 0
+    before = sorted(p.relative_to(default) for p in default.rglob("*"))
+    monkeypatch.setenv("EVEROS_ROOT", str(default))
+    result = run(*args)
+    assert (result.exit_code, result.stderr) == (
+        1, "error: the memory root is an empty path: pass the root's folder\n")
+    assert sorted(p.relative_to(default) for p in default.rglob("*")) == before
+
+
+def test_an_empty_env_root_still_means_unset(tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("EVEROS_ROOT", "")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    result = run("status")
+    assert result.exit_code == 1
+    assert str(tmp_path / ".everos") in result.stderr

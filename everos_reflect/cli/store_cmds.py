@@ -89,7 +89,7 @@ def _write_atomic(path: Path, text: str) -> None:
 @handle_errors
 def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -> None:
     """Create a memory root ROOT with commented everos.toml and ome.toml."""
-    path = _resolve(target or root)  # click.Path already refused an existing file
+    path = _resolve(target if target is not None else root)  # click.Path refused a file
     files = {
         path / USER_FILE_NAME: everos_toml_template(),
         path / OME_FILE_NAME: packaged_text("ome.toml"),
