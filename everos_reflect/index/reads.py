@@ -252,6 +252,16 @@ def reflection_reports(conn: sqlite3.Connection, *, limit: int | None = None,
     return [dict(r) for r in conn.execute(sql, params)]
 
 
+def refusals_for_good(conn: sqlite3.Connection) -> dict[tuple[UserRef, str, str | None],
+                                                       tuple[str, str]]:
+    """``{(owner, cluster id, run id): (error, created_at)}`` of every ``reflection_report``
+    row of a merge the server refused for good (its error names what was ``set aside``)."""
+    rows = conn.execute(
+        "SELECT app_id, project_id, owner_id, cluster_id, run_id, error, created_at FROM "
+        "reflection_report WHERE status = 'failed' AND error LIKE '%; set aside: %'")
+    return {(_ref(r), r[3], r[4]): (r[5], r[6]) for r in rows}
+
+
 def id_watermark(conn: sqlite3.Connection, ref: UserRef, stem: str) -> int:
     """The highest sequence number of ``stem`` (``ep_20261012_``) the index has seen
     mentioned in any of ``ref``'s logs; 0 when none."""
