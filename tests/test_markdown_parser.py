@@ -608,6 +608,23 @@ def test_a_marker_line_of_many_blanks_is_read_in_linear_time(line: str) -> None:
     assert seconds < 3.0, f"{seconds:.1f} s"
 
 
+def test_archiving_into_a_deprecated_entries_line_of_many_blanks_takes_linear_time() -> None:
+    """The writer's key-line pattern tried the end of the line after every character of its
+    value: a flow mapping and a comment 100,000 spaces away took ~45 s to archive into."""
+    import time
+
+    key = ("deprecated_entries: {ep_20261012_0001: ep_20261012_0002}" + " " * 100_000
+           + "# kept\n")
+    text = HEAD.replace("date: '2026-10-12'\n", "date: '2026-10-12'\n" + key) + entry(3)
+    assert parse_log(text, PATH).ok
+    started = time.perf_counter()
+    archived = writer.add_deprecations(text, {"ep_20261012_0003": "ep_20261012_0004"})
+    seconds = time.perf_counter() - started
+    assert parse_log(archived, PATH).deprecated_entries == {
+        "ep_20261012_0001": "ep_20261012_0002", "ep_20261012_0003": "ep_20261012_0004"}
+    assert seconds < 3.0, f"{seconds:.1f} s"
+
+
 @pytest.mark.parametrize(("key", "patched"), [
     ('"deprecated_entries": {}\n',
      '"deprecated_entries":\n  ep_20261012_0002: ep_20261012_0009\n'),
