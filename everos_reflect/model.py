@@ -335,6 +335,43 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(normalize_text(text).encode()).hexdigest()[:32]
 
 
+_CONTAINERS = (list, dict, set, frozenset, tuple)
+
+
+def stable_str(value: Any) -> str:
+    """``str(value)``, except that the items of a set (a YAML ``!!set``, at any depth) come in
+    sorted order, so the text is the same in every process.
+
+    ``str`` of a set follows the per-process string hash seed (``PYTHONHASHSEED``): a
+    hand-written ``tags: !!set {a, b}`` gave each new process another content hash, so every
+    sync re-wrote the entry to the index and a crashed merge's recovery took the unchanged
+    source for an edited one. Values without a set give exactly ``str(value)``, so their
+    stored hashes stay valid."""
+    text = str(value)
+    if not isinstance(value, _CONTAINERS) or ("{" not in text and "set()" not in text):
+        return text  # the text of any set holds one of these: none, so no set inside
+    return _stable_repr(value)
+
+
+def _stable_repr(value: Any) -> str:
+    """``repr(value)`` with set items sorted (by their own stable text). Recursion is bounded:
+    parsed values nest at most ``parser.MAX_YAML_DEPTH`` deep."""
+    if isinstance(value, set | frozenset):
+        if not value:
+            return "set()" if isinstance(value, set) else "frozenset()"
+        items = "{" + ", ".join(sorted(_stable_repr(v) for v in value)) + "}"
+        return items if isinstance(value, set) else f"frozenset({items})"
+    if isinstance(value, list):
+        return "[" + ", ".join(_stable_repr(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(_stable_repr(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_stable_repr(k)}: {_stable_repr(v)}"
+                               for k, v in value.items()) + "}"
+    return repr(value)
+
+
 @dataclass
 class Entry:
     """One parsed entry of a daily log.
@@ -408,7 +445,7 @@ class Entry:
         the bytes it was read from.
         """
         h = hashlib.sha256()
-        h.update(repr(sorted((str(k), str(v)) for k, v in self.meta.items())).encode())
+        h.update(repr(sorted((str(k), stable_str(v)) for k, v in self.meta.items())).encode())
         h.update(repr(list(self.sections.items())).encode())
         return h.hexdigest()[:32]
 
