@@ -248,6 +248,35 @@ def parse_timestamp(value: object) -> datetime | None:
     return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
 
 
+#: The forms of ISO 8601 a hand-written timestamp may take (SPEC §3: "ISO 8601 with offset"):
+#: a calendar, compact or week date, then ``T`` (or a space, as RFC 3339 allows) and a time,
+#: then an offset of hours and minutes (a space before it is what YAML's own timestamps take).
+#: ``datetime.fromisoformat`` reads more than this: any one character between date and time
+#: (``2026-10-11X09:00``) and offsets with seconds (``+05:30:15``), neither of them ISO 8601.
+_HAND_TIMESTAMP_RE = re.compile(
+    r"(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4}-?W\d{2}(?:-?\d)?)"
+    r"(?:(?P<sep>.)\d{2}(?::?\d{2}(?::?\d{2}(?:[.,]\d+)?)?)?"
+    r"(?: ?(?P<offset>Z|[+-]\d{2}(?::?\d{2})?(?P<seconds>:?\d{2}(?:[.,]\d+)?)?))?)?",
+    re.ASCII | re.DOTALL)
+
+
+def timestamp_form_problem(text: str) -> str | None:
+    """Why a timestamp a person wrote as text is not one SPEC §3 allows though
+    :func:`parse_timestamp` reads it, or ``None``. Without this check ``2026-10-11X09:00``
+    and ``+05:30:15`` were indexed without a word; the parser makes them errors at their line,
+    never a guess."""
+    found = _HAND_TIMESTAMP_RE.fullmatch(text.strip())
+    if found is None:
+        return f"is not an ISO 8601 date and time ({TIMESTAMP_EXAMPLE})"
+    if found.group("sep") not in (None, "T", "t", " "):
+        return (f"separates the date and the time with {found.group('sep')!r}: ISO 8601 takes "
+                f"'T' (or a space) ({TIMESTAMP_EXAMPLE})")
+    if found.group("seconds"):
+        return (f"has a UTC offset with seconds ({found.group('offset')}): ISO 8601 offsets "
+                f"are hours and minutes, like +05:30")
+    return None
+
+
 #: A new record's timestamp as SPEC §3 writes it: ISO 8601 extended date and time (minutes at
 #: least, ``T`` or a space between) with an offset (``Z`` or ``±HH:MM``).
 _NEW_TIMESTAMP_RE = re.compile(

@@ -134,3 +134,51 @@ def test_the_content_hash_of_metadata_without_sets_is_unchanged() -> None:
     old.update(repr(sorted((str(k), str(v)) for k, v in parsed.meta.items())).encode())
     old.update(repr(list(parsed.sections.items())).encode())
     assert parsed.content_hash == old.hexdigest()[:32]
+
+
+# --- timestamp forms ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("written", "reason"), [
+    ("2026-10-12T09:00:00+05:30:15", "has a UTC offset with seconds (+05:30:15)"),
+    ("'2026-10-12T09:00:00-01:00:30.5'", "has a UTC offset with seconds (-01:00:30.5)"),
+    ("'2026-10-12T09:00:00+053015'", "has a UTC offset with seconds (+053015)"),
+    ("2026-10-12X09:00:00+00:00", "separates the date and the time with 'X'"),
+    ("'2026-10-12_09:00:00Z'", "separates the date and the time with '_'"),
+    ("'2026-10-12é09:00+02:00'", "separates the date and the time with 'é'"),
+    ("'2026-10-12T09:00:00.+00:00'", "is not an ISO 8601 date and time"),
+])
+def test_a_timestamp_python_reads_but_iso_8601_does_not_is_an_error_at_its_line(
+        tmp_path: Path, written: str, reason: str) -> None:
+    meta = f"owner_id: u1\nparent_type: memcell\ntimestamp: {written}\n"
+    text = HEAD + entry(1) + entry(2, meta=meta)
+    write_root(tmp_path, text)
+
+    code, problems = lint(tmp_path)
+
+    assert code == 1
+    (problem,) = problems
+    assert problem["severity"] == "error"
+    assert problem["line"] == text.split("\n").index(f"timestamp: {written}") + 1 == 23
+    assert reason in problem["message"] and "ep_20261012_0002" in problem["message"]
+    # refused, not guessed at: the entry is not read, the others are
+    assert [e.id for e in parse_log(text, PATH).entries] == ["ep_20261012_0001"]
+
+
+@pytest.mark.parametrize(("written", "read"), [
+    ("2026-10-12T09:00:00+05:30", "2026-10-12T09:00:00+05:30"),
+    ("2026-10-12 09:00:00+05:30", "2026-10-12T09:00:00+05:30"),
+    ("'2026-10-12t09:00:00Z'", "2026-10-12T09:00:00+00:00"),
+    ("'2026-10-12T09:00:00 +05:30'", "2026-10-12T09:00:00+05:30"),
+    ("'2026-10-12T09:00+0530'", "2026-10-12T09:00:00+05:30"),
+    ("'2026-10-12T09+05'", "2026-10-12T09:00:00+05:00"),
+    ("'20261012T090000Z'", "2026-10-12T09:00:00+00:00"),
+    ("'2026-10-12T09:00:00,5-01:00'", "2026-10-12T09:00:00.500000-01:00"),
+    ("'2026-W42-1T09:00Z'", "2026-10-12T09:00:00+00:00"),
+])
+def test_iso_8601_timestamps_with_an_offset_are_read_without_a_word(
+        written: str, read: str) -> None:
+    meta = f"owner_id: u1\nparent_type: memcell\ntimestamp: {written}\n"
+    log = parse_log(HEAD + entry(1, meta=meta), PATH)
+    assert log.diagnostics == []
+    assert log.entries[0].timestamp.isoformat() == read
