@@ -46,6 +46,7 @@ from everos_reflect.model import (
     day_stamp,
     format_timestamp,
     parse_timestamp,
+    timestamp_form_problem,
     utc_day,
 )
 
@@ -749,6 +750,14 @@ class _Parser:
         read = parse_timestamp(meta["timestamp"])
         if read is None:
             self.report(line_no, f"entry {entry_id}: unreadable timestamp {meta['timestamp']!r}")
+            return None
+        form = timestamp_form_problem(meta["timestamp"]) if isinstance(
+            meta["timestamp"], str) else None
+        if form is not None:
+            at = next((first + m + 1 for m in range(k + 1, meta_end)
+                       if re.match(r"['\"]?timestamp['\"]?[ \t]*:", lines[m])), line_no)
+            self.report(at, f"entry {entry_id}: timestamp {meta['timestamp']!r} {form}; "
+                        "the entry is not read until it is fixed")
             return None
         if utc_day(read) is None:  # the rule new records follow; past it, UTC arithmetic fails
             self.report(line_no, f"entry {entry_id}: timestamp {format_timestamp(read)} "
