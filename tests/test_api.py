@@ -74,6 +74,14 @@ def test_health_and_openapi(call: Client) -> None:
             "/api/v1/ome/undo", "/api/v1/health"} <= set(paths)
 
 
+def test_health_answers_a_head_probe(call: Client) -> None:
+    """``curl -I`` / a load balancer's HEAD check got 405 Method Not Allowed."""
+    resp = call("HEAD", "/api/v1/health")
+    assert resp.status_code == 200
+    assert resp.headers["content-type"] == "application/json"
+    assert call("HEAD", "/api/v1/ome/runs").status_code == 405  # only the probe route
+
+
 def test_trigger_disabled_then_forced(call: Client) -> None:
     resp = call("POST", "/api/v1/ome/trigger", json={"name": "api_test"})
     assert resp.status_code == 200
