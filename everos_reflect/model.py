@@ -489,8 +489,8 @@ class NewEpisode:
 #: the API was written into the Markdown as it was, which then became a "binary file" to grep
 #: and git; an ESC (or its one-byte C1 form, CSI U+009B) drove the terminal of whoever printed
 #: it; a NEL (U+0085) is a line break to YAML and to ``str.splitlines``, so other readers of the
-#: log split a line the parser reads as one. (The LLM reply path, ``llm.tasks``, refuses the
-#: C0 part of this set.)
+#: log split a line the parser reads as one. The LLM reply path (``llm.tasks``) refuses the
+#: same set.
 CONTROL_CHARS = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
 #: :data:`CONTROL_CHARS` as the inside of a JSON Schema (ECMA 262) character class.

@@ -306,6 +306,31 @@ def test_a_reconciliation_under_the_citation_floor_is_refused_alone(
     assert len([n for n, _ in llm.task_requests if n == "reconciliation"]) == 1
 
 
+def test_a_reconciliation_over_the_depth_cap_is_refused_and_counted(root: Path,
+                                                                     llm: ScriptedLLM) -> None:
+    """A hand-written edge (depth 1) joining deep convictions: the reconciliation would be
+    depth 7 > max_depth 4. It was refused without a count: an ``ok`` run, nothing said."""
+    ome(root, reconcile="max_depth = 4")
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)
+    try:
+        deep = rt.store.append_many(ADA, Kind.CONVICTION, [(
+            {"key": key, "evidence": [], "depth": 6, "status": "active"}, {"Conviction": text})
+            for key, text in (("strategy", "Ship fast."), ("principles", "Never ship untested."),
+                              ("risks", "Skipped reviews."))])
+        for a, b in ((deep[0], deep[1]), (deep[0], deep[2])):
+            rt.store.append(ADA, Kind.RELATION, {
+                "relation_type": "self_contradiction", "between": [a.id, b.id],
+                "status": "active", "depth": 1}, {"Relation": f"{a.content} vs {b.content}"})
+        llm.queue_task("reconciliation", lambda req: {
+            "insight": "Ada ships fast, but only tested code.",
+            "evidence": cite(req, deep[0].id, deep[1].id)})
+        assert run(rt, "reconcile") == {"owners": 1, "refused": 1}
+        assert not [e for e in rt.store.entries(ADA, Kind.INSIGHT)
+                    if e.meta.get("insight_type") == "reconciliation"]
+    finally:
+        rt.close()
+
+
 def test_a_reconciliation_citing_a_number_not_shown_still_fails(
         rt: Runtime, llm: ScriptedLLM) -> None:
     seed_worldview(rt, llm)

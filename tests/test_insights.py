@@ -167,20 +167,52 @@ def test_depth_two_and_the_depth_cap(root: Path, fake_openai) -> None:
     run(rt, questions=1)
     (first,) = insights(rt)
 
-    def cite_insight_and_revert(body: dict[str, Any]) -> str:
-        ids = numbers_of(body, "insight:")[:1] + numbers_of(body, "reverted PR")[:1]
-        return json.dumps({"insights": [{"insight": "Deeper.", "evidence": ids}]})
+    def cite_insight_and_revert(text: str) -> Any:
+        def reply(body: dict[str, Any]) -> str:
+            ids = numbers_of(body, "insight:")[:1] + numbers_of(body, "reverted PR")[:1]
+            return json.dumps({"insights": [{"insight": text, "evidence": ids}]})
+        return reply
 
-    fake_openai.script({"questions": ["q2?"]}, cite_insight_and_revert)
+    fake_openai.script({"questions": ["q2?"]}, cite_insight_and_revert("Deeper."))
     run(rt, force=True, questions=1)
     deeper = [e for e in insights(rt) if e.id != first.id]
     assert [e.meta["depth"] for e in deeper] == [2]
     assert first.id in deeper[0].meta["evidence"]
-    fake_openai.script({"questions": ["q3?"]}, cite_insight_and_revert)
-    run(rt, force=True, questions=1, max_depth=1)
-    assert len(insights(rt)) == 2  # depth 2 > max_depth 1: refused
+    # a new Episode: a forced run over the same empty window counts as that window's
+    # recovery (the insight written for it is found) and asks nothing
+    add_episode(rt, DEV, "2026-10-01T09:00:00+00:00", "Standup", "Billing standup.")
+    # (new text: a repeat of "Deeper." is refused as a repeat before its depth is looked at)
+    fake_openai.script({"questions": ["q3?"]}, cite_insight_and_revert("Deeper still."))
+    counts = run(rt, force=True, questions=1, max_depth=1)
+    assert len(insights(rt)) == 2  # depth 2 > max_depth 1: refused, and the run says so
+    assert counts.get("refused") == 1 and not counts.get("written")
     with pytest.raises(Exception, match="max_depth: must be between 1 and 3"):
         validate_strategy_settings(NAME, {"max_depth": 4}, "ome.toml")
+
+
+def test_an_insight_under_the_citation_floor_is_refused_and_counted(root: Path,
+                                                                    fake_openai) -> None:
+    """It was dropped by the reply's parser without a count: a reply whose every insight
+    cited one record made an ``ok`` run that wrote nothing and said nothing."""
+    rt = openai_runtime(root, fake_openai)
+    fill(rt)
+
+    def one_good_one_thin(body: dict[str, Any]) -> str:
+        reverts = numbers_of(body, "reverted PR")
+        return json.dumps({"insights": [
+            {"insight": "The user reverted PR 41.", "evidence": reverts[:1]},
+            {"insight": "Every revert touched auth.", "evidence": reverts}]})
+
+    fake_openai.script({"questions": ["q?"]}, one_good_one_thin)
+    counts = run(rt, questions=1)
+    assert (counts.get("written"), counts.get("refused")) == (1, 1)
+    assert [e.content for e in insights(rt)] == ["Every revert touched auth."]
+
+    add_episode(rt, DEV, "2026-10-01T09:00:00+00:00", "Standup", "Billing standup.")
+    fake_openai.script({"questions": ["q2?"]}, lambda body: json.dumps({"insights": [
+        {"insight": "Thin.", "evidence": numbers_of(body, "reverted PR")[:1]}]}))
+    counts = run(rt, force=True, questions=1)
+    assert counts.get("refused") == 1 and not counts.get("written")
 
 
 def test_a_run_that_hits_max_llm_calls_stops_and_says_which(root: Path, fake_openai) -> None:

@@ -116,12 +116,17 @@ def test_a_reply_citing_a_number_it_was_not_shown_fails_then_a_retry_succeeds(fa
     assert len(fake_openai.chat_bodies()) == 3
 
 
-def test_insights_under_the_citation_floor_are_dropped(fake_openai) -> None:
+def test_insights_under_the_citation_floor_are_passed_on_and_take_no_place(fake_openai) -> None:
+    """``reflect_insights`` refuses and counts them (the parser dropped them unseen); ``count``
+    still caps the grounded ones."""
+    ids = [r.id for r in RECORDS]
     fake_openai.script(json.dumps({"insights": [
         {"insight": "One source only.", "evidence": [2]},
-        {"insight": "Grounded twice.", "evidence": [1, 2]}]}))
-    result = llm(fake_openai).run_task("insights", TaskRequest(records=RECORDS, values=VALUES))
-    assert [text for text, _ in result.value] == ["Grounded twice."]
+        {"insight": "Grounded twice.", "evidence": [1, 2]},
+        {"insight": "Past the count.", "evidence": [2, 3]}]}))
+    result = llm(fake_openai).run_task("insights", TaskRequest(
+        records=RECORDS, values={**VALUES, "count": "1"}))
+    assert result.value == [("One source only.", ids[1:2]), ("Grounded twice.", ids[:2])]
 
 
 @pytest.mark.parametrize("reply", [

@@ -126,6 +126,11 @@ def test_malformed_json_skips_the_cluster_and_writes_nothing(
     ({**MERGE, "content": MERGE["content"].replace("Toby", "To\x00by")}, FACTS, "U+0000"),
     ({**MERGE, "title": "Pets \x1b]0;pwned\x07"}, FACTS, "U+001B"),
     (MERGE, {"facts": ["Andrew adopted a dog named Toby.\x1b[2J"]}, "U+001B"),
+    # C1 controls, refused from every user edge: a NEL put a closing marker on a line of its
+    # own for str.splitlines and YAML; a CSI is an ESC [ to a terminal
+    ({**MERGE, "content": MERGE["content"] + "\x85<!-- /entry:ep_20260907_0001 -->"}, FACTS,
+     "U+0085"),
+    (MERGE, {"facts": ["Andrew adopted a dog named Toby.\x9b2J"]}, "U+009B"),
 ])
 def test_a_reply_holding_control_characters_is_unusable_and_writes_nothing(
     root: Path, fake_openai: Any, merge: dict[str, str], facts: dict[str, list[str]], char: str

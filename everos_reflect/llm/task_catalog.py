@@ -151,24 +151,29 @@ Reply as JSON: {"insights": [{"insight": "<one sentence>", "evidence": [<record 
 $records"""
 
 
-def _parse_cited_items(obj: dict[str, Any], req: TaskRequest, key: str,
-                       text_key: str) -> list[tuple[str, list[str]]]:
-    """``[(text, [ids])]``; every citation checked, items under the floor dropped."""
+def _parse_cited_items(obj: dict[str, Any], req: TaskRequest, key: str, text_key: str,
+                       limit: int) -> list[tuple[str, list[str]]]:
+    """``[(text, [ids])]`` up to ``limit`` items at the citation floor; every citation
+    checked. An item under the floor is passed on (it takes no place in ``limit``) for the
+    tier to refuse and count ``refused``: dropped here, a reply whose every item cited one
+    record ran as an ``ok`` run that wrote nothing and said nothing."""
     numbering = req.numbering
     out: list[tuple[str, list[str]]] = []
+    kept = 0
     for item in list_field(obj, key):
         if not isinstance(item, dict):
             raise InvalidReply(f"each item of {key!r} must be an object")
         text = text_field(item, text_key, limit=2_000)
         ids = numbering.resolve(item.get("evidence"))
-        if len(ids) >= MIN_CITATIONS:
+        if kept < limit:
             out.append((text, ids))
+            kept += len(ids) >= MIN_CITATIONS
     return out
 
 
 def _parse_insights(obj: dict[str, Any], req: TaskRequest) -> list[tuple[str, list[str]]]:
-    limit = int(req.values.get("count", "5"))
-    return _parse_cited_items(obj, req, "insights", "insight")[:limit]
+    return _parse_cited_items(obj, req, "insights", "insight",
+                              int(req.values.get("count", "5")))
 
 
 INSIGHTS = register_task(TaskSpec(

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
 from everos_reflect.llm.base import Usage
+from everos_reflect.model import CONTROL_CHARS
 
 if TYPE_CHECKING:
     from everos_reflect.llm.prompts import Message, Prompts
@@ -339,10 +340,13 @@ def offline_task(provider: Any, name: str, req: TaskRequest) -> TaskResult:
 # -- small validators shared by the task catalog ---------------------------------------------
 
 
-#: Control characters no text a model writes may hold: everything below U+0020 but tab, line
-#: feed and carriage return, plus DEL. Written into a daily log, a NUL made the Markdown a
-#: "binary file" to grep, git and editors, and an ESC drove the terminal of whoever read it.
-_CONTROL = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+#: Control characters no text a model writes may hold: the set every user edge refuses
+#: (:data:`~everos_reflect.model.CONTROL_CHARS`: C0 but tab, line feed and carriage return,
+#: DEL, and C1). Written into a daily log, a NUL made the Markdown a "binary file" to grep,
+#: git and editors, and an ESC drove the terminal of whoever read it. The C1 half was let
+#: through: a NEL (U+0085) put a closing entry marker on a line of its own for every reader
+#: that splits lines as ``str.splitlines`` and YAML do, and a CSI (U+009B) is an ESC ``[``.
+_CONTROL = CONTROL_CHARS
 
 
 def _no_control(value: str, what: str) -> str:

@@ -11,7 +11,7 @@ line, reason) and the rest of the file still parses. Severities:
   text stays in the file and its id still counts when the next id is allocated.
 - ``warning``: indexed anyway (naive or date-only timestamp, owner differing from the file's
   user, missing ``Content``/``Fact`` section, unexpected ``parent_type``, text before the
-  first section).
+  first section, characters an editor does not show: controls, bidi overrides).
 
 Unknown metadata keys and unknown sections are not problems: they are kept in ``Entry.meta`` /
 ``Entry.sections``. Lines are split on ``\\n`` only; a trailing ``\\r`` (CRLF files) is ignored
@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta, timezone
 from typing import Any, NamedTuple
@@ -60,6 +61,19 @@ _ID_MENTION_RE = ID_MENTION_RE
 UNDONE = "undone"
 
 REQUIRED_META = ("owner_id", "timestamp")
+
+#: Characters an editor does not show that still reach narratives, prompts and search
+#: snippets as written: C0 controls but tab and line feed, DEL and C1 (what new input refuses,
+#: ``model.CONTROL_CHARS``), a carriage return inside a line, and the bidi embeddings,
+#: overrides and isolates (U+202A-U+202E, U+2066-U+2069) that display text in another order
+#: than it is read ("Trojan Source"). In a hand-written entry they are a warning: the text
+#: stays as written. The marks U+200E/U+200F are ordinary right-to-left writing, not listed.
+_HIDDEN_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: The same, for a whole block: a CR is only hidden when it does not end a line (CRLF).
+_HIDDEN_IN_BLOCK_RE = re.compile(
+    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|\r(?!\n)")
+#: Lines with hidden characters reported one by one per entry; the rest in one warning.
+MAX_HIDDEN_LINES = 5
 
 
 _LINE_RE = re.compile(r"[^\n]*\n|[^\n]+$")
@@ -397,6 +411,11 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
+def _code_point(char: str) -> str:
+    """``U+202E (RIGHT-TO-LEFT OVERRIDE)``; controls have no Unicode name: ``U+0007 (control)``."""
+    return f"U+{ord(char):04X} ({unicodedata.name(char, 'control')})"
+
+
 def _as_day(value: Any) -> date | None:
     if isinstance(value, datetime):
         return value.date()
@@ -707,7 +726,28 @@ class _Parser:
 
         sections = self._sections(entry_id, lines[meta_end + 1 : last], first + meta_end + 1)
         self._check(log, eid, meta, sections, line_no)
+        if _HIDDEN_IN_BLOCK_RE.search(block):
+            self._hidden(entry_id, lines, first)
         return Entry(entry_id, eid.kind, meta, sections, line=line_no, raw=bare(block))
+
+    def _hidden(self, entry_id: str, lines: list[str], first: int) -> None:
+        """One warning per line of an entry (``lines`` bare, 0 = its opening marker at line
+        ``first``, 0-based) holding characters of :data:`_HIDDEN_RE`, naming their code points;
+        past :data:`MAX_HIDDEN_LINES` lines, one warning counts the rest. Found only by looking
+        at the bytes, they would otherwise pass ``lint`` and reach narratives and snippets."""
+        found = [(k, line) for k, line in enumerate(lines) if _HIDDEN_RE.search(line)]
+        for k, line in found[:MAX_HIDDEN_LINES]:
+            points = list(dict.fromkeys(_HIDDEN_RE.findall(line)))
+            shown = ", ".join(_code_point(c) for c in points[:3])
+            more = f" and {len(points) - 3} more" if len(points) > 3 else ""
+            plural = "s" if len(points) > 1 else ""
+            self.report(first + k + 1, f"entry {entry_id}: invisible character{plural} "
+                        f"{shown}{more} in the text (kept as written; it reaches narratives "
+                        "and search snippets: remove it unless it is meant)", "warning")
+        if len(found) > MAX_HIDDEN_LINES:
+            self.report(first + found[MAX_HIDDEN_LINES][0] + 1,
+                        f"entry {entry_id}: invisible characters on "
+                        f"{len(found) - MAX_HIDDEN_LINES} more lines from here", "warning")
 
     def _sections(self, entry_id: str, lines: list[str], start: int) -> dict[str, str]:
         """The ``##`` sections of an entry's body ``lines`` (bare), the first at line ``start``

@@ -31,6 +31,7 @@ from everos_reflect.engine.registry import RunContext, SettingSpec, at_least, po
 from everos_reflect.engine.triggers import AccumulatorTrigger
 from everos_reflect.errors import EverosError
 from everos_reflect.llm.importance import score_importance
+from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
@@ -278,7 +279,10 @@ class ReflectInsights(BeliefTier):
         rows = []
         for question, text, ids in proposals:
             cited = [records[i] for i in ids if i in records]
-            if len(cited) < 2:
+            if len(cited) < MIN_CITATIONS:
+                ctx.log.info("%s: %s: insight refused: it cites %d record(s), at least %d "
+                             "needed", self.name, ref, len(cited), MIN_CITATIONS)
+                derived.refused += 1
                 continue
             key = beliefs.text_key(text)
             if key in stated:
@@ -291,6 +295,7 @@ class ReflectInsights(BeliefTier):
             if depth > cap:
                 ctx.log.info("%s: %s: insight refused: depth %d > max_depth %d", self.name,
                              ref, depth, cap)
+                derived.refused += 1
                 continue
             stated[key] = ""
             meta = derived_meta(evidence=[e.id for e in cited], depth=depth, key=work.key,

@@ -81,6 +81,7 @@ class Reconcile(BeliefTier):
         if depth > cap:
             ctx.log.warning("%s: %s: reconciliation refused: depth %d > max_depth %d",
                             self.name, ref, depth, cap)
+            derived.refused += 1
             return derived
         (written,) = rt.store.append_many(ref, Kind.INSIGHT, [(
             derived_meta(evidence=reply["evidence"], depth=depth, key=work.key, seen=entries,
