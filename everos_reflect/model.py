@@ -456,8 +456,9 @@ class DailyLog:
     entries: list[Entry] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     text: str = ""
-    #: The id of an entry the text ends inside (its closing marker never comes): a file caught
-    #: mid-write, or one whose last marker was lost.
+    #: The id of an entry the text ends inside (its closing marker never comes), or the part
+    #: of it written so far ("" for none) when the text ends inside an opening marker: a
+    #: file caught mid-write, or one whose last marker was lost.
     open_at_end: str | None = None
 
     @property

@@ -122,7 +122,7 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         "files_with_problems": bad_files,
         "config": {"ok": not config, "problems": [p.as_dict() for p in config]},
         "index": _index_lag(runtime) if source == "index" else None,
-        "merges": _merge_consistency(root) if source == "index" else None,
+        "merges": _merges(runtime) if source == "index" else None,
         "strategies": _strategies(runtime) if strategies is None else strategies,
     }
 
@@ -135,6 +135,20 @@ def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
         return Indexer(runtime).pending()
     except (EverosError, sqlite3.Error, OSError) as exc:
         return {"error": str(exc)}
+
+
+def _merges(runtime: Runtime) -> dict[str, Any] | None:
+    """:func:`_merge_consistency`, plus the clusters Reflection set aside (``set_aside``)."""
+    from everos_reflect.strategies.setaside import set_aside_clusters
+
+    merges = _merge_consistency(runtime.root)
+    if merges is None or "error" in merges:
+        return merges
+    try:
+        merges["set_aside"] = [c.to_json() for c in set_aside_clusters(runtime)]
+    except (EverosError, sqlite3.Error, OSError) as exc:
+        merges["set_aside"] = {"error": str(exc)}
+    return merges
 
 
 def _merge_consistency(root: Path) -> dict[str, Any] | None:

@@ -423,6 +423,22 @@ def test_unknown_query_parameter_is_refused_by_name(call: Client, method: str, u
     assert unknown in error["message"]
 
 
+@pytest.mark.parametrize("url,name", [
+    ("/api/v1/ome/runs?limit=5&limit=7", "limit"),
+    ("/api/v1/memory/insights?user_id=u_a&user_id=u_b", "user_id"),
+    ("/api/v1/lessons?task_type=deploy&user_id=u_a&task_type=build", "task_type"),
+])
+def test_a_query_parameter_given_twice_is_refused_by_name(call: Client, url: str,
+                                                          name: str) -> None:
+    """One value was read and the other dropped without a word (``user_id=u_a&user_id=u_b``
+    answered for u_b alone), as an unknown parameter was before it was refused."""
+    resp = call("GET", url)
+    assert resp.status_code == 422, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == "invalid_request"
+    assert f"given more than once: {name};" in error["message"]
+
+
 def test_declared_query_parameters_still_pass(call: Client) -> None:
     assert call("GET", "/api/v1/ome/runs?limit=5").status_code == 200
     assert call("GET", "/api/v1/lessons?task_type=deploy&user_id=u_a").status_code == 200

@@ -21,7 +21,7 @@ from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index import db as dbmod
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import ScriptedLLM
-from everos_reflect.model import Entry, UserRef
+from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.runtime import Runtime
 from tests.db_support import system_db_at
 from tests.reflect_fixtures import add_episode, add_fact
@@ -129,3 +129,55 @@ def test_the_migration_seeds_the_watermark_from_the_indexed_ids_and_sources(
     got = {r["stem"]: r["seq"] for r in conn.execute("SELECT stem, seq FROM id_watermark")}
     assert got == {"ep_20260907_": 7, "af_20260907_": 1, "ep_20261001_": 2,
                    "ep_20260905_": 12}
+
+
+def test_an_index_from_before_the_watermark_learns_the_ids_only_other_logs_name(
+        root: Path) -> None:
+    """Migration 0015 seeds the watermark from the index alone, which holds no insight's
+    evidence: an Episode deleted by hand before the upgrade, cited by an insight only, had
+    its id given to the next Episode, where a rebuild from the Markdown protected it."""
+    rt = runtime(root)
+    try:
+        first = add_episode(rt, ANDREW, DAY, "Toby", "Andrew adopted Toby.")
+        second = add_episode(rt, ANDREW, DAY, "Buddy", "Andrew adopted Buddy.")
+        rt.store.append(ANDREW, Kind.INSIGHT, {
+            "timestamp": "2026-10-20T09:00:00+00:00", "evidence": [first.id, second.id],
+            "depth": 1, "importance": 5, "question": "q?", "status": "active",
+            "insight_type": "reflection"}, {"Insight": "Andrew likes dogs."})
+        Indexer(rt).scan()
+        delete_by_hand(rt, second)
+        Indexer(rt).scan()
+        conn = rt.db()
+        conn.execute("DROP TABLE id_watermark")  # the index as a release before 0015 left it
+        conn.execute("DELETE FROM schema_migrations WHERE name >= '0015'")
+        conn.commit()
+    finally:
+        rt.close()
+    rt = runtime(root)  # opening migrates
+    try:
+        Indexer(rt).scan()
+        new = add_episode(rt, ANDREW, DAY, "Milk", "Andrew bought milk.")
+        assert new.id == "ep_20260907_0003"
+    finally:
+        rt.close()
+
+
+def test_a_mention_of_the_largest_id_of_a_day_does_not_stop_appends_to_it(root: Path) -> None:
+    """The watermark went up to ``…_999999999999999999`` (18 digits, the most an id has) from
+    one mention in any log, and stays there: every later id of that day would have been
+    ``…_1000000000000000000``, refused as invalid, so nothing could be added to that day,
+    not even once the mention was removed and the index rebuilt."""
+    rt = runtime(root)
+    try:
+        note = add_episode(rt, ANDREW, DAY, "Typo", "See ep_20260908_999999999999999999.")
+        Indexer(rt).scan()
+        path = rt.store.path_for_id(ANDREW, note.id)
+        path.write_text(path.read_text().replace("999999999999999999", "0001"))
+        Indexer(rt).reindex()
+        added = [add_episode(rt, ANDREW, "2026-09-08T10:00:00+00:00", "Milk", "Bought milk."),
+                 add_episode(rt, ANDREW, "2026-09-08T11:00:00+00:00", "Eggs", "Bought eggs.")]
+        assert [e.id for e in added] == ["ep_20260908_0001", "ep_20260908_0002"]
+        assert [e.id for e in rt.store.entries(ANDREW, Kind.EPISODE)
+                if e.id.startswith("ep_20260908_")] == [e.id for e in added]
+    finally:
+        rt.close()

@@ -180,3 +180,33 @@ def test_metadata_hand_edited_into_odd_yaml_types_is_served_not_a_500(root: Path
     assert row["question"] == "b'\\xff'"  # what the CLI shows too
     history = run(root, "worldview", "--user", DEV.user_id, "--history", "--json")
     assert history.exit_code == 0, history.output
+
+
+def test_api_reads_of_another_app_and_project_reach_that_tenant(root: Path) -> None:
+    """``app_id`` and ``project_id`` shared one FastAPI ``Query`` object, so both were read
+    from ``?app_id=``: ``app_id=acme`` opened ``acme/acme`` and ``project_id`` was refused as
+    an unknown parameter, on every insights, explain, worldview and relations read."""
+    from everos_reflect.model import Kind, UserRef
+
+    rt = Runtime(root, embedder=HashEmbedder(64))
+    written = {}
+    for project in ("crm", "acme", "default_project"):
+        ref = UserRef("acme", project, DEV.user_id)
+        written[project] = rt.store.append(ref, Kind.INSIGHT, {
+            "timestamp": "2026-10-20T09:00:00+00:00", "evidence": [], "depth": 1,
+            "importance": 5, "question": "q?", "status": "active",
+            "insight_type": "reflection"}, {"Insight": f"An insight of acme/{project}."})
+    rt.close()
+    for params, project in (({"app_id": "acme", "project_id": "crm"}, "crm"),
+                            ({"app_id": "acme"}, "default_project")):
+        params = {"user_id": DEV.user_id, **params}
+        listed = call(root, "GET", "/api/v1/memory/insights", params=params)
+        assert listed.status_code == 200, listed.text
+        assert [r["text"] for r in listed.json()["data"]["insights"]] == [
+            f"An insight of acme/{project}."]
+        tree = call(root, "GET", f"/api/v1/memory/explain/{written[project].id}", params=params)
+        assert tree.status_code == 200, tree.text
+        assert tree.json()["data"]["text"] == f"An insight of acme/{project}."
+        for route in ("worldview", "relations"):
+            resp = call(root, "GET", f"/api/v1/memory/{route}", params=params)
+            assert resp.status_code == 200, resp.text

@@ -92,6 +92,48 @@ def test_a_log_caught_mid_write_leaves_the_insights_citing_it_active(root: Path)
         assert status(rt, cited.id) == ("active", None)
 
 
+@pytest.mark.parametrize("written", ["<", "<!-", "<!-- ent", "<!-- entry:", "<!-- entry:ep_2026",
+                                     "<!-- entry:ep_20260902_0002 --"])
+def test_a_log_cut_inside_an_opening_marker_leaves_the_insights_citing_it_active(
+        root: Path, written: str) -> None:
+    """Caught while the next entry's opening marker line was being written, a log lost every
+    entry from there on from the index (its text ended between entries, not inside one), and
+    the insight citing them went stale for good."""
+    rt = make_runtime(root, ExtractiveLLM())
+    eps = [add_episode(rt, DEV, f"2026-09-02T1{h}:00:00+00:00", f"Revert {h}",
+                       f"The user reverted an auth change at 1{h}:00.") for h in (0, 1, 2)]
+    cited = insight(rt, "All three reverts touched auth.", eps)
+    indexer = Indexer(rt)
+    indexer.scan()
+    path = rt.store.path_for_id(DEV, eps[0].id)
+    whole = path.read_bytes()
+    cut = whole.index(f"<!-- entry:{eps[1].id} -->".encode())
+    path.write_bytes(whole[:cut] + written.encode())
+    result = indexer.sync_path(path)
+    assert {r[0] for r in rt.db().execute("SELECT id FROM entries WHERE path LIKE "
+                                           "'%episodes%'")} == {e.id for e in eps}
+    # said, as an unclosed entry is: a file left cut short for good must not pass silently
+    assert any("ends inside an entry marker" in p.message for p in result.problems)
+    path.write_bytes(whole)
+    indexer.sync_path(path)
+    assert status(rt, cited.id) == ("active", None)
+
+
+def test_a_log_ending_in_other_unfinished_text_still_drops_what_it_no_longer_holds(
+        root: Path) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    eps = [add_episode(rt, DEV, f"2026-09-02T1{h}:00:00+00:00", f"Revert {h}",
+                       f"The user reverted an auth change at 1{h}:00.") for h in (0, 1)]
+    indexer = Indexer(rt)
+    indexer.scan()
+    path = rt.store.path_for_id(DEV, eps[0].id)
+    whole = path.read_bytes()
+    cut = whole.index(f"<!-- entry:{eps[1].id} -->".encode())
+    path.write_bytes(whole[:cut] + b"<!-- a note, not a marker")
+    indexer.sync_path(path)
+    assert {r[0] for r in rt.db().execute("SELECT id FROM entries")} == {eps[0].id}
+
+
 def test_an_archived_evidence_makes_the_insight_stale(root: Path) -> None:
     rt, eps, first, second = setup(root)
     narrative = add_episode(rt, DEV, "2026-10-01T10:00:00+00:00", "Reverts", "Merged story.",

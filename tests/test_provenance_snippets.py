@@ -266,3 +266,24 @@ def test_a_snippet_never_crosses_from_one_date_to_another() -> None:
     # with nothing matching, the opening stops at the first date change too
     opening = make_snippet(text, "cello recital", max_words=60)
     assert opening.sentences == (0, 1) and opening.date == "2026-07-01"
+
+
+def test_provenance_command_reads_with_the_roots_limits(root: Path) -> None:
+    """It read the log with the shipped limits: an entry a root's raised
+    ``max_entry_bytes`` lets the daemon write and index was "not read", so no such entry."""
+    from click.testing import CliRunner
+
+    from everos_reflect.cli.main import cli
+    from everos_reflect.runtime import Runtime
+
+    (root / "everos.toml").write_text("[limits]\nmax_entry_bytes = 1048576\n")
+    rt = Runtime(root)  # the root's settings
+    try:
+        long = add_episode(rt, ANDREW, "2026-09-07T10:00:00+00:00", "Diary",
+                           "Andrew wrote a long diary entry. " * 10_000)
+    finally:
+        rt.close()
+    out = CliRunner().invoke(cli, ["provenance", long.id, "--user", ANDREW.user_id,
+                                   "--root", str(root), "--json"])
+    assert out.exit_code == 0, out.output
+    assert __import__("json").loads(out.output)["data"]["id"] == long.id

@@ -281,3 +281,52 @@ def test_reflection_after_an_outage_sends_the_cluster_again(tmp_path: Path) -> N
         assert len(llm.merge_requests) == 2
     finally:
         rt.close()
+
+
+def test_status_and_clusters_show_a_set_aside_cluster_and_why(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster set aside never merged, and neither `status` nor `clusters` said so: only an
+    old report row held the server's answer. Both show it (text and JSON) until an edit
+    brings the cluster back."""
+    from click.testing import CliRunner
+
+    from everos_reflect.cli import cluster_cmds
+    from everos_reflect.cli.main import cli
+    from everos_reflect.llm.base import ScriptedLLM as MergeScript
+    from everos_reflect.status import status_document
+    from tests.reflect_fixtures import ANDREW, make_runtime, run_reflection, seed_pets
+
+    root = tmp_path / "root"
+    rt = make_runtime(root, MergeScript([refused(413)]))
+    try:
+        eps = seed_pets(rt)
+        assert nonzero(run_reflection(rt)) == {"failed": 1, "set_aside": 1}
+        monkeypatch.setattr(cluster_cmds, "open_runtime", lambda r: rt)
+        runner = CliRunner(env={"COLUMNS": "100"})
+        reason = "HTTP 413: request too large for the model"
+
+        (aside,) = status_document(rt)["merges"]["set_aside"]
+        assert (aside["user_id"], aside["reason"]) == (ANDREW.user_id, reason)
+        assert aside["members"] == [e.id for e in eps]
+        status = runner.invoke(cli, ["status", "--root", str(root)])
+        assert status.exit_code == 0, status.output
+        assert "1 cluster(s) set aside" in status.stdout
+        assert f"cluster {aside['cluster_id']} set aside: {reason}" in status.stdout
+        doc = json.loads(runner.invoke(cli, ["status", "--root", str(root), "--json"]).stdout)
+        assert doc["merges"]["set_aside"] == [aside]
+
+        listed = runner.invoke(cli, ["clusters", "--root", str(root), "--json"])
+        (cluster,) = json.loads(listed.stdout)["clusters"]
+        assert (cluster["set_aside"], cluster["set_aside_reason"]) == (True, reason)
+        text = runner.invoke(cli, ["clusters", "--root", str(root)]).stdout
+        assert "(set aside)" in text and f"set aside: {reason}" in text
+
+        edit_file(rt.store.path_for_id(ANDREW, eps[1].id), "three-year-old", "four-year-old")
+        Indexer(rt).scan()  # edited: the next run sends it again, so it is no longer aside
+        assert status_document(rt)["merges"]["set_aside"] == []
+        listed = runner.invoke(cli, ["clusters", "--root", str(root), "--json"])
+        (cluster,) = json.loads(listed.stdout)["clusters"]
+        assert (cluster["set_aside"], cluster["set_aside_reason"]) == (False, None)
+        assert "set aside" not in runner.invoke(cli, ["status", "--root", str(root)]).stdout
+    finally:
+        rt.close()

@@ -70,6 +70,29 @@ def test_task_add_refuses_bad_fields_naming_them(root: Path, args: list[str],
     assert not (root / TASK_DIR).exists()  # nothing written
 
 
+def test_task_add_keeps_to_the_roots_max_entry_bytes(root: Path) -> None:
+    """``task add`` wrote with the shipped limits: a root that lowered ``max_entry_bytes``
+    got a task record over it, which the index then refused ("not read"), so the task
+    never reached search or ``learn_lessons``."""
+    (root / "everos.toml").write_text("[limits]\nmax_entry_bytes = 4096\n")
+    step = "s" * 900
+    argv = ["task", "add", "--user", "u_ops", "--type", "deploy", "--goal", "ship",
+            "--outcome", "success", "--timestamp", "2026-10-12T09:30:00+00:00"]
+    result = CliRunner().invoke(cli, argv + [x for _ in range(5) for x in ("--step", step)])
+    assert result.exit_code == 1
+    assert "over limits.max_entry_bytes (4,096)" in result.output
+    assert not (root / TASK_DIR / "task-2026-10-12.md").exists()
+    result = CliRunner().invoke(cli, [*argv, "--step", step])
+    assert result.exit_code == 0, result.output
+    rt = Runtime(root, embedder=HashEmbedder())
+    try:
+        assert Indexer(rt).scan().problems == {}
+        assert [r[0] for r in rt.db().execute("SELECT id FROM entries")] == [
+            result.output.strip()]
+    finally:
+        rt.close()
+
+
 def test_new_task_bounds() -> None:
     with pytest.raises(InvalidTask, match="outcome"):
         new_task(REF, task_type="deploy", goal="g", steps=["s"], outcome="won")

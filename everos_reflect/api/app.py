@@ -127,24 +127,44 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         ):
             raise ApiError(401, "unauthorized", "missing or wrong bearer token")
 
-    declared: dict[tuple[str, str], frozenset[str]] = {}
+    declared: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] | None = None
+
+    def query_names() -> dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]]:
+        """(method, route path) -> (the query parameters it takes, those of them that take a
+        list), from the published OpenAPI document. Built whole, then published in one
+        assignment: filled in place, a request racing the first one could find its route
+        missing from a half-built table and be refused a parameter the route takes."""
+        nonlocal declared
+        if declared is None:
+            table = {}
+            for path, methods in app.openapi()["paths"].items():
+                for method, operation in methods.items():
+                    query = [p for p in operation.get("parameters", ()) if p["in"] == "query"]
+                    table[(method.upper(), path)] = (
+                        frozenset(p["name"] for p in query),
+                        frozenset(p["name"] for p in query
+                                  if p.get("schema", {}).get("type") == "array"))
+            declared = table
+        return declared
 
     def known_query(request: Request) -> None:
         # bodies refuse a misspelt field (extra="forbid"); a query string is held to the same
         # rule, since an ignored ``usr=`` or ``limt=`` silently changes what a read returns.
-        # The declared names come from the published OpenAPI document, read once.
-        if not declared:
-            for path, methods in app.openapi()["paths"].items():
-                for method, operation in methods.items():
-                    declared[(method.upper(), path)] = frozenset(
-                        p["name"] for p in operation.get("parameters", ()) if p["in"] == "query")
+        # So does a parameter given twice (``user_id=a&user_id=b`` read b alone).
         route = request.scope.get("route")
-        allowed = declared.get((request.method, getattr(route, "path", "")), frozenset())
+        allowed, lists = query_names().get((request.method, getattr(route, "path", "")),
+                                           (frozenset(), frozenset()))
         unknown = sorted(set(request.query_params) - allowed)
         if unknown:
             raise ApiError(422, "invalid_request",
-                           f"unknown query parameter(s): {', '.join(unknown)}; this route takes "
-                           f"{', '.join(sorted(allowed)) or 'none'}")
+                           f"unknown query parameter(s): {', '.join(map(repr, unknown))}; "
+                           f"this route takes {', '.join(sorted(allowed)) or 'none'}")
+        repeated = sorted(name for name in set(request.query_params) - lists
+                          if len(request.query_params.getlist(name)) > 1)
+        if repeated:
+            raise ApiError(422, "invalid_request",
+                           f"query parameter(s) given more than once: {', '.join(repeated)}; "
+                           "give each once")
 
     def root_present() -> None:
         # every guarded route reads or writes the root: one that is not there (moved,

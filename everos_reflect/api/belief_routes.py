@@ -16,7 +16,7 @@ from pydantic import Field
 from everos_reflect.api import ops
 from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.models import NO_CONTROL, LogText, Name, Strict
-from everos_reflect.api.params import NAME_QUERY, OPTIONAL_NAME_QUERY, RELATION_ID_PATH
+from everos_reflect.api.params import NameQuery, OptionalNameQuery, RelationIdPath
 from everos_reflect.model import UserRef
 
 if TYPE_CHECKING:
@@ -39,16 +39,15 @@ def belief_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) ->
                        route_class=StrictJSONRoute)
 
     @router.get("/memory/worldview")
-    def worldview(user_id: str = NAME_QUERY, app_id: str | None = OPTIONAL_NAME_QUERY,
-                  project_id: str | None = OPTIONAL_NAME_QUERY,
-                  history: bool = False) -> dict[str, Any]:
+    def worldview(user_id: NameQuery, app_id: OptionalNameQuery = None,
+                  project_id: OptionalNameQuery = None, history: bool = False) -> dict[str, Any]:
         """The user's current convictions, one per key (every version with ``history``)."""
         ref = UserRef.of(user_id, app_id, project_id)
         return {"data": {"convictions": belief_views.worldview(runtime, ref, history=history)}}
 
     @router.get("/memory/relations")
-    def relations(user_id: str = NAME_QUERY, app_id: str | None = OPTIONAL_NAME_QUERY,
-                  project_id: str | None = OPTIONAL_NAME_QUERY,
+    def relations(user_id: NameQuery, app_id: OptionalNameQuery = None,
+                  project_id: OptionalNameQuery = None,
                   status: Literal["active", "resolved", "stale", "retired"] | None = None,
                   ) -> dict[str, Any]:
         """The user's self-contradiction edges, newest first (``status`` filters)."""
@@ -56,8 +55,7 @@ def belief_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) ->
         return {"data": {"relations": belief_views.relations(runtime, ref, status=status)}}
 
     @router.post("/memory/relations/{rel_id}/resolve")
-    def resolve(body: ResolveRequest,
-                rel_id: str = RELATION_ID_PATH) -> dict[str, Any]:
+    def resolve(body: ResolveRequest, rel_id: RelationIdPath) -> dict[str, Any]:
         """Mark an active edge resolved with a note; the convictions are not touched."""
         ref = UserRef.of(body.user_id, body.app_id, body.project_id)
         rel_id = ops.existing_form(rel_id, ref)

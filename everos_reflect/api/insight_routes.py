@@ -11,7 +11,7 @@ from fastapi import APIRouter
 
 from everos_reflect.api import ops
 from everos_reflect.api.json_body import StrictJSONRoute
-from everos_reflect.api.params import ENTRY_ID_PATH, NAME_QUERY, OPTIONAL_NAME_QUERY
+from everos_reflect.api.params import EntryIdPath, NameQuery, OptionalNameQuery
 from everos_reflect.model import UserRef
 
 if TYPE_CHECKING:
@@ -25,8 +25,8 @@ def insight_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -
                        route_class=StrictJSONRoute)
 
     @router.get("/memory/insights")
-    def insights(user_id: str = NAME_QUERY, app_id: str | None = OPTIONAL_NAME_QUERY,
-                 project_id: str | None = OPTIONAL_NAME_QUERY,
+    def insights(user_id: NameQuery, app_id: OptionalNameQuery = None,
+                 project_id: OptionalNameQuery = None,
                  include_stale: bool = False) -> dict[str, Any]:
         """The user's insights, newest first (stale and retired ones with ``include_stale``)."""
         ref = UserRef.of(user_id, app_id, project_id)
@@ -34,9 +34,8 @@ def insight_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -
             runtime, ref, include_stale=include_stale)}}
 
     @router.get("/memory/explain/{entry_id}")
-    def explain(entry_id: str = ENTRY_ID_PATH, user_id: str = NAME_QUERY,
-                app_id: str | None = OPTIONAL_NAME_QUERY,
-                project_id: str | None = OPTIONAL_NAME_QUERY) -> dict[str, Any]:
+    def explain(entry_id: EntryIdPath, user_id: NameQuery, app_id: OptionalNameQuery = None,
+                project_id: OptionalNameQuery = None) -> dict[str, Any]:
         """The citation tree of an insight (or any record) down to the Episodes."""
         ref = UserRef.of(user_id, app_id, project_id)
         entry_id = ops.existing_form(entry_id, ref)

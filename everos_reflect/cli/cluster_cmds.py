@@ -57,11 +57,14 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         if (app is None or c.ref.app == app) and (project is None or c.ref.project == project)
     ]
     from everos_reflect.strategies.holdback import held_back
+    from everos_reflect.strategies.setaside import set_aside_clusters
 
     held = {h.cluster_id for h in held_back(runtime.db(), ref)}
+    aside = {a.cluster_id: a.reason for a in set_aside_clusters(runtime, ref)}
     if as_json:
         emit_json({"clusters": [
             {**c.to_json(), "held_back": c.cluster_id in held,
+             "set_aside": c.cluster_id in aside, "set_aside_reason": aside.get(c.cluster_id),
              "members": [_member_json(m) for m in service.members(c.cluster_id)]}
             for c in infos]})
         return
@@ -73,7 +76,8 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         say(str(ref))
         for c in infos:
             if c.ref == ref:
-                say(_lines(c, width, held=c.cluster_id in held))
+                say(_lines(c, width, held=c.cluster_id in held,
+                           aside=aside.get(c.cluster_id)))
 
 
 def _member_json(member: Member) -> dict[str, Any]:
@@ -93,10 +97,11 @@ def _span(first: float, last: float) -> str:
     return f"{a} → {b[5:]}" if a[:4] == b[:4] else f"{a} → {b}"
 
 
-def _lines(c: ClusterInfo, width: int, *, held: bool = False) -> str:
+def _lines(c: ClusterInfo, width: int, *, held: bool = False, aside: str | None = None) -> str:
     """Two lines per cluster: id, size, span and state (fixed-width fields, never cut), then
     the preview, clipped to the terminal — readable at 80 columns, where a seven-column table
-    squeezed the preview to nothing."""
+    squeezed the preview to nothing. A cluster set aside gets a third line: the server's
+    answer, and what brings it back."""
     state = "not merged"
     if c.consolidated:
         state = f"→ {c.consolidated_entry_id}"  # merged into that narrative
@@ -104,12 +109,19 @@ def _lines(c: ClusterInfo, width: int, *, held: bool = False) -> str:
             state += f" +{c.new_since_consolidation} new"
     if held:
         state += " (held back: undone)"
+    if aside is not None:
+        state += " (set aside)"
     head = f"  {c.cluster_id}  {_plural(c.size, 'member')}  {_span(c.first_ts, c.last_ts)}  {state}"
-    preview = " ".join(c.preview.split())
     room = max(width - 6, 20)
-    if len(preview) > room:
-        preview = preview[: room - 1] + "…"
-    return f"{head}\n      {preview}"
+    lines = [head, "      " + _clip(" ".join(c.preview.split()), room)]
+    if aside is not None:
+        lines.append("      " + _clip(f"set aside: {' '.join(aside.split())} (sent again once "
+                                      "a member is edited, joins or leaves)", room))
+    return "\n".join(lines)
+
+
+def _clip(text: str, room: int) -> str:
+    return text if len(text) <= room else text[: room - 1] + "…"
 
 
 def _plural(n: int, word: str) -> str:

@@ -53,6 +53,7 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
     from everos_reflect.index.reads import root_id_watermark
     from everos_reflect.markdown.store import MarkdownStore
     from everos_reflect.procedural.tasks import new_task
+    from everos_reflect.settings import load_settings
 
     ref = UserRef.of(user_id, app, project)
     try:
@@ -63,7 +64,10 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
         flag = {"task_type": "type", "outcome_note": "note"}.get(exc.field, exc.field)
         fail(f"--{flag} {exc.reason}")
     path = existing_root(root)
-    store = MarkdownStore(path, seen_seq=root_id_watermark(path))
+    # the root's limits, as the index reads the log: with the shipped ones, a root that
+    # lowered max_entry_bytes was given a task record the index then refused ("not read")
+    store = MarkdownStore(path, limits=load_settings(path).limits,
+                          seen_seq=root_id_watermark(path))
     entry = store.append(ref, Kind.TASK, task.meta, task.sections, day=task.day)
     if as_json:
         emit_json({"id": entry.id, "app_id": ref.app, "project_id": ref.project,

@@ -110,9 +110,11 @@ def provenance_cmd(entry_id: str, user_id: str, app: str | None, project: str | 
     from everos_reflect.markdown.store import MarkdownStore
     from everos_reflect.model import UserRef
     from everos_reflect.provenance import provenance
+    from everos_reflect.settings import load_settings
 
     ref = UserRef.of(user_id, app, project)
-    entry = MarkdownStore(existing_root(root)).get(ref, entry_id)
+    path = existing_root(root)
+    entry = MarkdownStore(path, limits=load_settings(path).limits).get(ref, entry_id)
     found = provenance(entry)
     if as_json:
         emit_json({"data": found.to_dict()})

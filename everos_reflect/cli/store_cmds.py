@@ -218,6 +218,10 @@ def _score_importance(root: Path, subject: str, content: str) -> int:
     return importance_on_write(llm, subject.strip(), content.strip())[0]
 
 
+#: Set-aside clusters ``status`` names one by one; the rest are counted.
+SET_ASIDE_SHOWN = 10
+
+
 def _render_status(doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -273,6 +277,21 @@ def _render_status(doc: dict[str, Any]) -> None:
                       f"{item['cluster_id']} held back after an undo ({len(item['members'])} "
                       "episodes wait for a new member; remerge_undone = true merges them)",
                       markup=False)
+    aside = merges.get("set_aside") or []
+    if isinstance(aside, dict):  # could not be read
+        console.print(f"set-aside clusters: {shown(aside.get('error', ''))}", markup=False,
+                      style="red")
+        aside = []
+    if aside:
+        console.print(f"{len(aside)} cluster(s) set aside: the server refused their merge for "
+                      "good and it is not sent again until a member is edited, joins or leaves "
+                      "(`clusters` marks them)", markup=False)
+    for item in aside[:SET_ASIDE_SHOWN]:
+        console.print(f"  {item['app_id']}/{item['project_id']}/{item['user_id']}: cluster "
+                      f"{item['cluster_id']} set aside: {shown(item['reason'])}", markup=False)
+    if len(aside) > SET_ASIDE_SHOWN:
+        console.print(f"  and {len(aside) - SET_ASIDE_SHOWN} more (`status --json` lists "
+                      "every one)", markup=False)
     for item in merges.get("live_beside_sources") or []:
         console.print(f"[red]{item['app_id']}/{item['project_id']}/{item['user_id']}: "
                       f"narrative {item['narrative']} is live beside its live source(s) "

@@ -26,6 +26,18 @@ def consumed(conn: sqlite3.Connection, strategy: str, ref: UserRef) -> set[tuple
     return {(r["entry_id"], r["text_hash"]) for r in rows}
 
 
+def rows(conn: sqlite3.Connection, strategy: str,
+         ref: UserRef | None = None) -> list[tuple[UserRef, str, str, str | None]]:
+    """``(owner, entry id, text hash, run id)`` of everything ``strategy`` consumed (for
+    ``ref``, else for every owner)."""
+    sql, params = ("SELECT app_id, project_id, user_id, entry_id, text_hash, run_id FROM "
+                   "change_cursor WHERE strategy = ?"), [strategy]
+    if ref is not None:
+        sql += " AND app_id = ? AND project_id = ? AND user_id = ?"
+        params += [ref.app, ref.project, ref.user_id]
+    return [(UserRef(r[0], r[1], r[2]), r[3], r[4], r[5]) for r in conn.execute(sql, params)]
+
+
 def advance(conn: sqlite3.Connection, strategy: str, ref: UserRef,
             items: Mapping[str, str], run_id: str | None) -> None:
     """Mark ``items`` (id → text hash) consumed; inside the caller's transaction."""
@@ -82,4 +94,4 @@ def has_intents(conn: sqlite3.Connection) -> bool:
 
 
 __all__ = ["advance", "begin_intent", "consumed", "end_intent", "has_intents", "intents",
-           "reset"]
+           "reset", "rows"]

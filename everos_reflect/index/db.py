@@ -453,6 +453,19 @@ MIGRATIONS: list[tuple[str, str]] = [
             GROUP BY 1, 2, 3, 4;
         """,
     ),
+    (
+        "0016_id_watermarks_from_every_log",
+        """
+        -- 0015 could seed the watermark only from what the index holds: an id a log names
+        -- elsewhere (an insight's evidence, a deprecated_entries key, a mention in a text)
+        -- and whose entry was deleted before the upgrade was missing, and the next append
+        -- gave that id to a new entry, where a rebuild from the Markdown did not. Every log
+        -- is read again by the next scan (its stats and hash no longer match): that raises
+        -- the watermark from each log's text, as a rebuild does. Entries are not
+        -- re-embedded; an unchanged one is left as it is.
+        UPDATE files SET mtime_ns = -1, sha256 = '';
+        """,
+    ),
 ]
 
 def cluster_key_of_id(param: str = "?") -> str:
@@ -478,6 +491,15 @@ def utcnow_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
+def readonly_uri(path: Path) -> str:
+    """The SQLite URI that opens ``path`` read-only. Percent-encoded: in ``file:{path}`` a
+    ``#`` or ``?`` in a folder name ends the path and a ``%`` starts an escape, so a root
+    such as ``~/notes#2`` opened no database (or another one), and ``add`` then reused an id
+    the index had seen, ``status`` lost its index section and an interrupted merge was not
+    noticed."""
+    return f"{Path(path).absolute().as_uri()}?mode=ro"
+
+
 def db_path(root: Path) -> Path:
     return Path(root) / ".index" / "sqlite" / "system.db"
 
@@ -491,7 +513,7 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
     path = db_path(Path(root))
     try:
         if readonly:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0,
+            conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=30.0,
                                    check_same_thread=False)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)

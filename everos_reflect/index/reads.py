@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from everos_reflect.index.db import CLUSTER_KEY_OF_ID, db_path
+from everos_reflect.index.db import CLUSTER_KEY_OF_ID, db_path, readonly_uri
 from everos_reflect.model import UserRef, text_hash
 
 #: Seconds in a week, and the shift that makes epoch weeks start on Monday (1970-01-01 was a
@@ -252,6 +252,16 @@ def reflection_reports(conn: sqlite3.Connection, *, limit: int | None = None,
     return [dict(r) for r in conn.execute(sql, params)]
 
 
+def refusals_for_good(conn: sqlite3.Connection) -> dict[tuple[UserRef, str, str | None],
+                                                       tuple[str, str]]:
+    """``{(owner, cluster id, run id): (error, created_at)}`` of every ``reflection_report``
+    row of a merge the server refused for good (its error names what was ``set aside``)."""
+    rows = conn.execute(
+        "SELECT app_id, project_id, owner_id, cluster_id, run_id, error, created_at FROM "
+        "reflection_report WHERE status = 'failed' AND error LIKE '%; set aside: %'")
+    return {(_ref(r), r[3], r[4]): (r[5], r[6]) for r in rows}
+
+
 def id_watermark(conn: sqlite3.Connection, ref: UserRef, stem: str) -> int:
     """The highest sequence number of ``stem`` (``ep_20261012_``) the index has seen
     mentioned in any of ``ref``'s logs; 0 when none."""
@@ -271,7 +281,7 @@ def root_id_watermark(root: Path) -> Callable[[UserRef, str], int]:
         if not path.is_file():
             return 0
         try:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
+            conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=30.0)
         except sqlite3.Error:
             return 0
         try:
@@ -287,7 +297,7 @@ def root_id_watermark(root: Path) -> Callable[[UserRef, str], int]:
 def readonly_query(root: Path, sql: str) -> list[tuple[Any, ...]]:
     """Rows of one query a person could type into ``sqlite3`` (the demo shows the audit that
     way), on a read-only connection to ``root``'s ``system.db``."""
-    conn = sqlite3.connect(f"file:{db_path(root)}?mode=ro", uri=True)
+    conn = sqlite3.connect(readonly_uri(db_path(root)), uri=True)
     try:
         return [tuple(r) for r in conn.execute(sql)]
     finally:

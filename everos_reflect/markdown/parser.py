@@ -455,6 +455,23 @@ def header_text(text: str) -> str:
 _MARKER_RE = re.compile(r"^<!--[ \t]*(/?)entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*\r?$", re.M)
 #: The line that closes the file frontmatter, as :func:`frontmatter_bounds` reads it.
 _FM_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[^\S\n]*$", re.M)
+#: What follows ``<!--`` in an opening marker line cut short before its ``-->`` was written
+#: (``entry:``, or part of it, then the id written so far: group 1).
+_OPEN_TAIL_RE = re.compile(r"[ \t]*(?:e(?:n(?:t(?:r(?:y(?::[ \t]*([^\s>]*?)[ \t]*-?-?)?)?)?)?)?)?")
+
+
+def _opening_cut_short(text: str) -> str | None:
+    """The id written so far ("" when none yet) when ``text`` ends inside an opening marker
+    line, its unfinished last line (no line ending yet) being the start of
+    ``<!-- entry:ID -->``: a writer caught between one entry's closing marker and the next
+    one's opening marker. None otherwise."""
+    last = text[text.rfind("\n") + 1 :]
+    if not last:
+        return None
+    if len(last) < 4:
+        return "" if "<!--".startswith(last) else None
+    tail = _OPEN_TAIL_RE.fullmatch(last, 4) if last.startswith("<!--") else None
+    return None if tail is None else tail.group(1) or ""
 
 
 class _Marker(NamedTuple):
@@ -667,6 +684,15 @@ class _Parser:
                     entry.deprecated_by = deprecated.get(entry.id)
                     log.entries.append(entry)
             marker = next(markers, None)
+        if log.open_at_end is None:
+            # The next entry's opening marker is being written: what follows it in the file
+            # is not there yet, it has not gone.
+            log.open_at_end = _opening_cut_short(self.text)
+            if log.open_at_end is not None:  # said, as an unclosed entry is: it may stay so
+                self.report(self.text.count("\n") + 1,
+                            "the text ends inside an entry marker (a file still being written, "
+                            "or cut short): the entries it does not hold are kept indexed until "
+                            "it is whole")
 
     def _entry(self, log: DailyLog, entry_id: str, first: int, block: str) -> Entry | None:
         """One entry from the text of its ``block`` (opening marker to the end of the closing

@@ -10,6 +10,7 @@ frontmatter cannot be parsed is never written (:class:`MarkdownError`).
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import secrets
 import threading
@@ -42,6 +43,7 @@ from everos_reflect.markdown.parser import (
 )
 from everos_reflect.model import (
     LOG_FILENAME_RE,
+    SEQ_MAX_DIGITS,
     DailyLog,
     Diagnostic,
     Entry,
@@ -55,6 +57,9 @@ from everos_reflect.model import (
 from everos_reflect.settings import LimitsSettings
 
 _FILENAME_RE = LOG_FILENAME_RE
+#: The largest sequence number an id may have (``SEQ_MAX_DIGITS`` digits).
+SEQ_MAX = 10**SEQ_MAX_DIGITS - 1
+_log = logging.getLogger(__name__)
 _EDIT_ATTEMPTS = 5
 #: Bytes read at a time by :meth:`MarkdownStore.mentions`.
 _SCAN_CHUNK = 1 << 20
@@ -373,12 +378,24 @@ class MarkdownStore:
         finally:
             lock.release()
 
-    def _next_seq(self, ref: UserRef, kind: Kind, day: date, log: DailyLog) -> int:
-        """The sequence number of the next id of ``log``: past every id the file mentions
-        and every id of its stem the index saw mentioned in any log (:attr:`seen_seq`)."""
+    def _next_seq(self, ref: UserRef, kind: Kind, day: date, log: DailyLog,
+                  count: int = 1) -> int:
+        """The sequence number of the next id of ``log`` (the first of ``count``): past every
+        id the file mentions and every id of its stem the index saw mentioned in any log
+        (:attr:`seen_seq`), unless that leaves no room under the largest sequence an id may
+        have. The watermark is only ever raised and kept by ``reindex``: one mention of
+        ``ep_20260908_999999999999999999`` in any log, a typo removed since, made every later
+        id of that day ``…_1000000000000000000``, which no id may be, so nothing could be
+        added to that day again. Then only the file's own ids are gone past, as before."""
         seq = next_seq(log)
         if self.seen_seq is not None:
-            seq = max(seq, self.seen_seq(ref, f"{kind.prefix}_{day_stamp(day)}_") + 1)
+            stem = f"{kind.prefix}_{day_stamp(day)}_"
+            seen = self.seen_seq(ref, stem)
+            if seen + count <= SEQ_MAX:
+                seq = max(seq, seen + 1)
+            else:
+                _log.warning("ids of %s mentioned up to %s_%d leave no room past them: "
+                             "allocating past the ids of %s alone", ref, stem, seen, log.path)
         return seq
 
     def append(
@@ -512,7 +529,7 @@ class MarkdownStore:
             if text is None or not text.strip():
                 text = writer.new_log_text(kind, ref.user_id, day)
             log = self._writable(parse_log(text, label, entries=False))
-            seq = self._next_seq(ref, kind, day, log)
+            seq = self._next_seq(ref, kind, day, log, len(rows))
             blocks = []
             for offset, (meta, sections) in enumerate(rows):
                 entry_id = str(EntryId(kind, day, seq + offset))

@@ -1,0 +1,99 @@
+"""Reflection's set-aside clusters: the ones the server refused for good, unchanged since.
+
+A merge the server refused for good (HTTP 400, 413, 422: asked again it answers the same) sets
+its cluster aside (:meth:`ReflectionRun._failed`): the changes cursor keeps the cluster under
+:attr:`Selection.members_key`, and no run sends it again until a member is edited, joins or
+leaves. Without this view the cluster simply never merged, and nothing but an old
+``reflection_report`` row said why. ``status`` counts them and ``clusters`` marks each with the
+server's answer; a cluster counts as set aside only while its key still matches what a run
+would select now (the Markdown is read, as Select reads it), so one that an edit brought back
+is not shown.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from everos_reflect.errors import EverosError
+from everos_reflect.index import cursors, reads
+from everos_reflect.model import UserRef
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
+
+#: What separates the server's answer from the ids in a set-aside row's error
+#: (:func:`~everos_reflect.strategies.belief_store.set_aside_error`).
+_IDS = "; set aside: "
+
+
+@dataclass(frozen=True)
+class SetAsideCluster:
+    """One cluster Reflection will not send again until it changes, and why."""
+
+    ref: UserRef
+    cluster_id: str
+    #: the episodes the refused merge sent (the old narrative first, for an update)
+    members: tuple[str, ...]
+    #: the server's answer, as the cluster's ``reflection_report`` row recorded it
+    reason: str
+    since: str | None
+
+    def to_json(self) -> dict[str, object]:
+        return {"app_id": self.ref.app, "project_id": self.ref.project,
+                "user_id": self.ref.user_id, "cluster_id": self.cluster_id,
+                "members": list(self.members), "reason": self.reason, "since": self.since}
+
+
+def set_aside_clusters(runtime: Runtime, ref: UserRef | None = None) -> list[SetAsideCluster]:
+    """Every cluster (of ``ref``, else of the root) that ``reflect_episodes`` holds aside now,
+    by owner then cluster id."""
+    from everos_reflect.clustering.service import ClusterService, UnknownCluster
+    from everos_reflect.strategies.consolidate import select
+    from everos_reflect.strategies.reflect import NAME
+
+    conn = runtime.db()
+    keys: dict[tuple[UserRef, str], dict[str, str | None]] = defaultdict(dict)
+    for owner, cluster_id, key, run_id in cursors.rows(conn, NAME, ref):
+        keys[(owner, cluster_id)][key] = run_id
+    if not keys:
+        return []
+    refusals = reads.refusals_for_good(conn)
+    clusters = ClusterService(runtime)
+    max_sources = _max_sources(runtime)
+    out = []
+    for (owner, cluster_id), runs in sorted(keys.items(), key=lambda item: (
+            str(item[0][0]), item[0][1])):
+        try:
+            info = clusters.cluster(cluster_id)
+        except UnknownCluster:  # reclustered since: its members are in other clusters now
+            continue
+        if info.ref != owner:
+            continue
+        picked = select(runtime.store, clusters, info, max_sources=max_sources)
+        if picked is None or picked.members_key not in runs:
+            continue  # merged since, or changed: the next run sends it
+        error, since = refusals.get((owner, cluster_id, runs[picked.members_key]),
+                                    ("refused for good (its report row is gone)", None))
+        out.append(SetAsideCluster(owner, cluster_id, tuple(e.id for e in picked.replaced),
+                                   error.split(_IDS, 1)[0], since))
+    return out
+
+
+def _max_sources(runtime: Runtime) -> int:
+    """``max_sources_per_merge`` as a run would take it: what a merge sends is part of the
+    set-aside key. A broken ``ome.toml`` (the daemon keeps its last good one) reads as the
+    default here."""
+    from everos_reflect.engine.engine import Engine
+    from everos_reflect.engine.registry import get_strategy
+    from everos_reflect.strategies.reflect import NAME
+
+    key = "max_sources_per_merge"
+    try:
+        return int(Engine(runtime, recover=False).settings_for(NAME)[key])
+    except (EverosError, KeyError):  # ConfigError among them
+        return int(get_strategy(NAME).all_settings()[key].default)
+
+
+__all__ = ["SetAsideCluster", "set_aside_clusters"]
