@@ -399,3 +399,34 @@ def test_a_root_that_kills_its_worker_every_time_fails_alone_not_its_worker_comp
         [r.as_dict() for r in report.results]
     assert len(_ok_reports(healthy)) == expected
     _assert_consistent(healthy, ids[healthy])
+
+
+def test_cli_fleet_run_exits_4_when_every_root_has_the_strategy_disabled(
+        tmp_path: Path) -> None:
+    """Nothing ran, and it exited 0: a cron job read a fleet that did nothing as done."""
+    for i in range(2):
+        (tmp_path / f"shard-{i}").mkdir()
+        (tmp_path / f"shard-{i}" / "everos.toml").write_text('[llm]\nprovider = "extractive"\n')
+        (tmp_path / f"shard-{i}" / "ome.toml").write_text(
+            "[strategies.reflect_episodes]\nenabled = false\n")
+    fleet = _fleet_file(tmp_path)
+    result = CliRunner().invoke(cli, ["fleet", "run", STRATEGY, "--fleet", str(fleet)])
+    assert result.exit_code == 4, result.output
+    assert result.stdout.count("disabled") >= 2  # the table: one row per root
+    assert result.stderr.strip() == (
+        "error: reflect_episodes is disabled in every root of the fleet: nothing ran (set "
+        "enabled = true under [strategies.reflect_episodes] in the fleet file or the roots' "
+        "ome.toml, or use --force)")
+    result = CliRunner().invoke(cli, ["fleet", "run", STRATEGY, "--fleet", str(fleet), "--json"])
+    assert result.exit_code == 4
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is False and doc["counts"] == {"disabled": 2} and doc["tasks"] == 0
+    assert doc["error"].startswith("reflect_episodes is disabled in every root")
+
+    # one root enabled: the other's `disabled` is a choice, and the run did its work
+    (tmp_path / "shard-1" / "ome.toml").unlink()
+    result = CliRunner().invoke(cli, ["fleet", "run", STRATEGY, "--fleet", str(fleet), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["ok"] is True and doc["error"] is None
+    assert doc["counts"] == {"disabled": 1, "ok": 1}

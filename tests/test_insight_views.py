@@ -149,6 +149,39 @@ def test_explain_of_records_citing_one_another_is_bounded(root: Path) -> None:
     assert text.exit_code == 0 and "not shown" in text.output
 
 
+def test_explain_of_long_records_citing_one_another_is_bounded_in_size(root: Path) -> None:
+    # The node cap bounded the count, not the size: twelve hand-written insights of 200 KB
+    # that cite one another (a 2.4 MB log) explained as 893 MB of JSON, 2 GB of memory; these
+    # twelve of 40 KB made 180 MB. Now 2,000,000 characters of text at most, 8,000 a node.
+    from datetime import date
+
+    from everos_reflect.model import Kind
+    from everos_reflect.strategies.insight_views import explain
+
+    rt = Runtime(root, embedder=HashEmbedder(64))
+    try:
+        ids = [f"in_20261012_{n:04d}" for n in range(1, 13)]
+        rt.store.append_many(DEV, Kind.INSIGHT, [
+            ({"timestamp": "2026-10-12T09:00:00+00:00", "evidence": [i for i in ids if i != me],
+              "depth": 1, "status": "active"}, {"Insight": f"{me} " + "word " * 8_000})
+            for me in ids], day=date(2026, 10, 12))
+        tree = explain(rt, DEV, ids[0])
+    finally:
+        rt.close()
+
+    def nodes(node: dict[str, Any]) -> list[dict[str, Any]]:
+        return [node, *(n for child in node["evidence"] for n in nodes(child))]
+
+    every = nodes(tree)
+    assert sum(len(n["text"]) for n in every) <= 2_000_000
+    assert len(json.dumps(tree)) < 4_000_000
+    assert [n["id"] for n in tree["evidence"]] == ids[1:]  # the first level in full
+    assert any(n.get("truncated") for n in every)
+    assert tree["text"].startswith(f"{ids[0]} word ")
+    assert tree["text"].endswith("… (clipped from 40,016 characters)")
+    assert len(tree["text"]) < 8_100
+
+
 def test_metadata_hand_edited_into_odd_yaml_types_is_served_not_a_500(root: Path) -> None:
     # YAML a person may write: a !!binary value (bytes) answered 500 from the insights and
     # worldview routes (JSON cannot encode them), and a list as a conviction's key failed

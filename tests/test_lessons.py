@@ -265,6 +265,27 @@ def test_hand_written_lesson_is_confirmed_but_never_rewritten(
     assert [x.id for x in lessons(rt)] == [mine.id]
 
 
+def test_a_hand_written_signature_that_is_no_text_is_left_alone(
+    scripted: tuple[Runtime, ScriptedLLM]
+) -> None:
+    # A person's `signature: [a, b]` (or a mapping) made the lookup of offline lessons raise
+    # "TypeError: unhashable type: 'list'": the run stopped there for every owner, every run.
+    rt, llm = scripted
+    mine = [rt.store.append(REF, Kind.LESSON, {
+        "timestamp": "2026-09-01T09:00:00+00:00", "task_type": "deploy", "lesson_type": "do",
+        "evidence": [], "confirmations": 5, "status": "active", "signature": signature},
+        {"Lesson": f"Hand-written lesson {n}."})
+        for n, signature in enumerate((["a", "b"], {"error": "timeout"}))]
+    before = rt.store.path_for_id(REF, mine[0].id).read_bytes()
+    llm.queue_task("lessons", reply(lessons=["Check the logs before retrying a failed deploy."]))
+    t1 = task(rt, 1, "success", ["check logs", "deploy"])
+    assert learn(rt) == {"owners": 1, "written": 1}
+    assert rt.store.path_for_id(REF, mine[0].id).read_bytes().startswith(before)
+    new = [x for x in lessons(rt) if x.id not in {m.id for m in mine}]
+    assert [(x.text, x.evidence) for x in new] == [
+        ("Check the logs before retrying a failed deploy.", (t1,))]
+
+
 def test_a_failed_llm_call_leaves_the_window_for_the_next_run(
     scripted: tuple[Runtime, ScriptedLLM]
 ) -> None:

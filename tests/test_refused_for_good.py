@@ -330,3 +330,33 @@ def test_status_and_clusters_show_a_set_aside_cluster_and_why(
         assert "set aside" not in runner.invoke(cli, ["status", "--root", str(root)]).stdout
     finally:
         rt.close()
+
+
+def test_a_metadata_edit_a_merge_never_sends_leaves_a_refused_cluster_aside(
+        tmp_path: Path) -> None:
+    """The key took every metadata key: a person adding `importance` or a note of their own
+    sent the refused cluster again, to be refused again. A new timestamp is sent (it dates
+    the episode for the model), so it brings the cluster back."""
+    from everos_reflect.llm.base import ScriptedLLM as MergeScript
+    from tests.reflect_fixtures import ANDREW, make_runtime, run_reflection, seed_pets
+
+    llm = MergeScript([refused(413)])
+    rt = make_runtime(tmp_path, llm)
+    try:
+        eps = seed_pets(rt)
+        assert nonzero(run_reflection(rt)) == {"failed": 1, "set_aside": 1}
+        path = rt.store.path_for_id(ANDREW, eps[1].id)
+        edit_file(path, "session_id: sess_0904\n",
+                  "session_id: sess_0904b\nimportance: 7\nreviewed_by: ana\n")
+        Indexer(rt).scan()
+        # not sent again: the script is empty, a merge call would fail the run
+        assert nonzero(run_reflection(rt, "run_meta")) == {}
+        assert len(llm.merge_requests) == 1
+
+        edit_file(path, "2026-09-04T21:10:00-07:00", "2026-09-05T08:00:00-07:00")
+        Indexer(rt).scan()
+        llm._merges.append(refused(413))
+        assert nonzero(run_reflection(rt, "run_time")) == {"failed": 1, "set_aside": 1}
+        assert len(llm.merge_requests) == 2
+    finally:
+        rt.close()

@@ -201,3 +201,27 @@ def test_a_verdict_citing_a_number_not_shown_still_fails_the_call(root: Path,
     fake_openai.script(json.dumps({"verdict": "holds", "insight": "", "evidence": [1, 9]}))
     assert run(with_openai(rt, fake_openai)) == {"failed": 1, "retired": 1}
     assert RevalidateInsights().observe(rt, None) == 1  # an unusable reply: asked again
+
+
+def test_a_run_whose_every_revalidation_failed_is_recorded_failed(root: Path,
+                                                                  fake_openai: Any) -> None:
+    # Without unit counts the engine took any failure for a partial one: a run whose every
+    # call failed (here a server answering 500) was recorded `partial`, exit code 3.
+    from everos_reflect.engine.engine import Engine, list_runs
+    from tests.test_provenance import insight
+
+    rt, eps, _first, _second = setup(root)
+    alone = insight(rt, "Every revert was on a weekday.", eps)
+    edit_file(rt.store.path_for_id(DEV, eps[2].id), "on day 30", "on day 29")
+    rt.store.deprecate(DEV, {_first.id: alone.id, _second.id: alone.id})
+    Indexer(rt).scan()
+    assert [e.id for e in rt.store.entries(DEV, Kind.INSIGHT)
+            if e.meta["status"] == "stale" and not e.deprecated_by] == [alone.id]
+    with_openai(rt, fake_openai)
+    fake_openai.script(500)
+    outcome = Engine(rt).trigger(NAME, force=True, timeout=60)
+    assert (outcome.status, outcome.counts) == ("failed", {"failed": 1}), outcome
+    assert list_runs(rt)[0]["status"] == "failed"
+    fake_openai.script(lambda body: json.dumps(
+        {"verdict": "holds", "insight": "", "evidence": sorted(numbers(body).values())}))
+    assert Engine(rt).trigger(NAME, force=True, timeout=60).status == "ok"  # asked again

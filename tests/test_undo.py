@@ -288,6 +288,37 @@ def test_unknown_non_merge_and_malformed_ids_are_refused(rt: Runtime) -> None:
         undo_merge(rt, REF, "../etc/passwd")
 
 
+def test_undo_of_a_merge_whose_narrative_was_deleted_by_hand_restores_its_sources(
+        rt: Runtime) -> None:
+    # A person deleted the narrative's entry (hand edits are first-class): its sources stayed
+    # archived toward an id no entry holds, hidden from search for good, and undo refused
+    # with "no such entry for this user ... check --user".
+    sources = pets(rt, 2)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
+                      day=date(2026, 8, 20))
+    facts = live_facts_of(rt, [narrative.id])
+    path = rt.store.path_for_id(REF, narrative.id)
+    text = path.read_text()
+    close = f"<!-- /entry:{narrative.id} -->\n"
+    start, end = text.index(f"<!-- entry:{narrative.id} -->"), text.index(close) + len(close)
+    path.write_text(text[:start] + text[end:])
+    Indexer(rt).scan()
+
+    result = undo_merge(rt, REF, narrative.id)
+
+    assert result.restored == [s.id for s in sources] and result.archived == []
+    assert sorted(result.archived_facts) == sorted(f.id for f in facts)
+    markdown = deprecated_in_markdown(rt)
+    assert all(markdown[s.id] is None for s in sources)
+    assert all(markdown[f.id] == "undone" for f in facts)
+    assert deprecated_in_index(rt) == markdown
+    assert report_status(rt, narrative.id) == "undone"
+    hits = search(rt, "Toby", user_id=REF.user_id, top_k=10, mode="keyword")
+    assert sources[1].id in {h.id for h in hits}
+    with pytest.raises(UnknownEntry, match=r"no longer in the logs.*nothing to undo"):
+        undo_merge(rt, REF, narrative.id)
+
+
 def test_a_second_undo_of_the_same_merge_is_refused(rt: Runtime) -> None:
     narrative = merge(rt, pets(rt, 2), "Andrew had no pets. He adopted Toby.",
                       day=date(2026, 8, 20))

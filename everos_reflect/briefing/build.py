@@ -43,11 +43,22 @@ INSIGHT_K = 8
 LIVE = ("active", "contested")
 
 
-class _LogCache:
-    """Parsed daily logs keyed by path, re-read when the file's size or mtime changes."""
+#: Most bytes of log files the briefing keeps parsed between calls. A parsed log takes about six
+#: times its size; bounded by count alone (512 logs) the cache of a long-running ``serve`` held
+#: every derived and task log a briefing had read, up to 512 × 16 MiB (a 15 MB lesson log
+#: alone took 94 MB, kept for good).
+CACHE_BYTES = 8 << 20
 
-    def __init__(self, size: int = 512) -> None:
+
+class _LogCache:
+    """Parsed daily logs keyed by path, re-read when the file's size or mtime changes; the
+    least recently used are dropped past ``size`` logs or ``max_bytes`` bytes of files (a log
+    larger than that is parsed for the call and not kept)."""
+
+    def __init__(self, size: int = 512, max_bytes: int = CACHE_BYTES) -> None:
         self._size = size
+        self._max_bytes = max_bytes
+        self._bytes = 0
         self._logs: OrderedDict[Path, tuple[tuple[int, int], DailyLog]] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -63,10 +74,17 @@ class _LogCache:
                 self._logs.move_to_end(path)
                 return hit[1]
         log = runtime.store.read(path)
+        if key[0] > self._max_bytes:
+            return log
         with self._lock:
+            old = self._logs.pop(path, None)
+            if old is not None:
+                self._bytes -= old[0][0]
             self._logs[path] = (key, log)
-            while len(self._logs) > self._size:
-                self._logs.popitem(last=False)
+            self._bytes += key[0]
+            while len(self._logs) > self._size or self._bytes > self._max_bytes:
+                _, ((size, _), _) = self._logs.popitem(last=False)
+                self._bytes -= size
         return log
 
     def entries(self, runtime: Runtime, ref: UserRef, kind: Kind) -> list[Entry]:

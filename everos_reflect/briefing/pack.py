@@ -76,15 +76,22 @@ class Briefing:
 
 
 def item_line(item: Item) -> str:
-    day = (item.timestamp or "")[:10] or "undated"
-    tags = [item.id, item.kind, day]
+    """One item on one line. Every part is folded onto it, not only the text: the tags and the
+    note come from metadata a person may write (a conviction's ``key``, a lesson's ``evidence``),
+    and a line break there put a heading and items of their own into the block."""
+    day = _one_line((item.timestamp or "")[:10]) or "undated"
+    tags = [_one_line(item.id), _one_line(item.kind), day]
     if item.evidence:
-        shown = ", ".join(item.evidence[:MAX_CITED_SHOWN])
+        shown = ", ".join(_one_line(e) for e in item.evidence[:MAX_CITED_SHOWN])
         more = len(item.evidence) - MAX_CITED_SHOWN
         tags.append("cites " + shown + (f" +{more} more" if more > 0 else ""))
-    text = " ".join(item.text.split())
-    note = f" ({item.note})" if item.note else ""
+    text = _one_line(item.text)
+    note = f" ({_one_line(item.note)})" if item.note else ""
     return f"- [{' · '.join(tags)}] {text}{note}"
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())
 
 
 def _plural(kind: str, n: int) -> str:

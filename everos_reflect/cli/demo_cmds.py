@@ -72,8 +72,9 @@ def undo_cmd(merged_id: str, user_id: str, app_id: str | None, project_id: str |
         if step.restored_facts:
             click.echo(f"  restored {_count(step.restored_facts, 'atomic fact')}: "
                        f"{', '.join(step.restored_facts)}")
-        click.echo(f"  archived {step.merged_entry_id} and "
-                   f"{_count(step.archived_facts, 'atomic fact')} (deprecated_by: undone)")
+        gone = "" if step.archived else " (the narrative itself was deleted by hand)"
+        click.echo(f"  archived {step.merged_entry_id if step.archived else 'no narrative'} and "
+                   f"{_count(step.archived_facts, 'atomic fact')} (deprecated_by: undone){gone}")
         narrative = step.cluster_narrative
         click.echo(f"  cluster narrative: {narrative or 'none (the cluster may be merged again)'}")
 

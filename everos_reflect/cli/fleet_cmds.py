@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from everos_reflect.cli.common import emit_json, fail, handle_errors, json_option
+from everos_reflect.cli.engine_cmds import TRIGGER_EXIT_CODES
 
 if TYPE_CHECKING:
     from everos_reflect.fleet.work import RootResult
@@ -59,7 +60,8 @@ def fleet_run_cmd(strategy: str, fleet_file: str, force: bool, as_json: bool) ->
     """Run STRATEGY once on every root of the fleet that has work, one Ray task per root.
 
     Exit status 1 when any root failed, ended partial (some of its work failed) or was
-    already running elsewhere.
+    already running elsewhere; 4 when STRATEGY is disabled in every root (nothing ran), as
+    ``trigger`` exits 4 for a disabled strategy.
     """
     from everos_reflect.fleet.config import read_fleet
     from everos_reflect.fleet.ray_backend import require_ray, run_fleet
@@ -78,6 +80,10 @@ def fleet_run_cmd(strategy: str, fleet_file: str, force: bool, as_json: bool) ->
         emit_json(doc)
     else:
         _render_report(doc)
+    if report.all_disabled:
+        if not as_json:  # the JSON document says it (ok false, error): stdout holds one
+            click.echo(f"error: {report.error}", err=True)
+        sys.exit(TRIGGER_EXIT_CODES["disabled"])
     if not report.ok:
         sys.exit(1)
 

@@ -27,6 +27,7 @@ from everos_reflect.engine.registry import get_strategy
 from everos_reflect.errors import EverosError
 from everos_reflect.fleet.config import FleetConfig, distinct_roots
 from everos_reflect.fleet.work import (
+    DISABLED,
     FAILED,
     NOT_DONE,
     Opener,
@@ -96,12 +97,31 @@ class FleetReport:
     counts: dict[str, int] = field(default_factory=dict)
 
     @property
+    def all_disabled(self) -> bool:
+        """The strategy is disabled in every root: nothing ran. Each root's ``disabled`` is a
+        choice, but a cron job running a fleet where none is enabled does nothing at all, and
+        must not read that as done."""
+        return bool(self.results) and all(r.status == DISABLED for r in self.results)
+
+    @property
     def ok(self) -> bool:
-        """False when any root failed, was busy or ended partial (its work was not all done)."""
-        return not any(r.status in NOT_DONE for r in self.results)
+        """False when any root failed, was busy or ended partial (its work was not all done),
+        or when every root has the strategy disabled (nothing ran)."""
+        return not self.all_disabled and not any(r.status in NOT_DONE for r in self.results)
+
+    @property
+    def error(self) -> str | None:
+        """Why the whole run did nothing, when it did nothing (a root's own problem is in its
+        result)."""
+        if not self.all_disabled:
+            return None
+        return (f"{self.strategy} is disabled in every root of the fleet: nothing ran (set "
+                f"enabled = true under [strategies.{self.strategy}] in the fleet file or the "
+                "roots' ome.toml, or use --force)")
 
     def as_dict(self) -> dict[str, Any]:
-        return {"strategy": self.strategy, "ok": self.ok, "seconds": round(self.seconds, 3),
+        return {"strategy": self.strategy, "ok": self.ok, "error": self.error,
+                "seconds": round(self.seconds, 3),
                 "roots": len(self.results), "tasks": self.submitted,
                 "merges": sum(r.merges for r in self.results), "counts": self.counts,
                 "results": [r.as_dict() for r in self.results]}

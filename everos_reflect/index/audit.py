@@ -100,6 +100,17 @@ def insert_reflection_report(conn: sqlite3.Connection, values: Sequence[Any]) ->
         f"VALUES ({','.join('?' * len(REFLECTION_REPORT_COLUMNS))})", tuple(values))
 
 
+def merge_row(conn: sqlite3.Connection, ref: UserRef,
+              merged_id: str) -> tuple[str | None, str] | None:
+    """``(cluster_id, status)`` of the last audit row of the merge that wrote ``merged_id``
+    for ``ref``; None when the audit has no such merge."""
+    row = conn.execute(
+        "SELECT cluster_id, status FROM reflection_report WHERE app_id=? AND project_id=? AND "
+        "owner_id=? AND merged_entry_id=? ORDER BY created_at DESC LIMIT 1",
+        (ref.app, ref.project, ref.user_id, merged_id)).fetchone()
+    return (row[0] or None, str(row[1])) if row else None
+
+
 def mark_reflection_undone(conn: sqlite3.Connection, ref: UserRef,
                            merged_id: str) -> tuple[list[str], str | None]:
     """Set the audit rows of the merge that wrote ``merged_id`` to ``undone``; returns their

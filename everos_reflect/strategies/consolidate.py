@@ -57,8 +57,9 @@ class Selection:
     sources: tuple[Entry, ...]
     existing: Entry | None
     deferred: int  # live members left for a later run by max_sources_per_merge
-    #: ``(id, content hash)`` of every live member Select read (the narrative and the members
-    #: deferred included): what a merge refused for good is keyed by (:attr:`members_key`).
+    #: ``(id, sent hash)`` (:func:`sent_hash`) of every live member Select read (the
+    #: narrative and the members deferred included): what a merge refused for good is keyed
+    #: by (:attr:`members_key`).
     members: tuple[tuple[str, str], ...] = ()
 
     @property
@@ -76,13 +77,14 @@ class Selection:
 
     @property
     def members_key(self) -> str:
-        """The cluster as Select found it: every live member and its text, and which of them
-        this merge sends. A merge the server refused for good is set aside under this key, so
-        an edit of a member, a member joining or leaving (deferred ones too), or a change of
-        what is sent (a lower ``max_sources_per_merge`` after a 413) brings it back."""
+        """The cluster as Select found it: every live member and what a merge sends of it,
+        and which of them this merge sends. A merge the server refused for good is set aside
+        under this key, so an edit of what a member says or when, a member joining or leaving
+        (deferred ones too), or a change of what is sent (a lower ``max_sources_per_merge``
+        after a 413) brings it back; an edit of metadata a merge never sends does not."""
         digest = hashlib.sha256()
-        for entry_id, content_hash in sorted(self.members):
-            digest.update(f"{entry_id}:{content_hash}\n".encode())
+        for entry_id, sent in sorted(self.members):
+            digest.update(f"{entry_id}:{sent}\n".encode())
         digest.update(("sent:" + ",".join(e.id for e in self.replaced)).encode())
         return digest.hexdigest()
 
@@ -176,10 +178,20 @@ def select(
     cap = max(1, max_sources)
     return Selection(ref, info.cluster_id, mode, tuple(others[:cap]), existing,
                      deferred=max(0, len(others) - cap),
-                     members=tuple((e.id, e.content_hash) for e in live))
+                     members=tuple((e.id, sent_hash(e)) for e in live))
 
 
 # --------------------------------------------------------------------------- Merge + Re-extract
+
+
+def sent_hash(entry: Entry) -> str:
+    """What a merge sends of ``entry`` (:func:`member_of`, the prompt's data block): its
+    date, subject and text. ``content_hash`` covers every metadata key, so a hand edit of
+    one a merge never sends (``importance``, ``session_id``, a person's own note) sent a
+    cluster the server had refused for good again, to be refused again."""
+    member = member_of(entry)
+    return hashlib.sha256(repr((member.timestamp.isoformat(), member.subject,
+                                member.content)).encode()).hexdigest()[:32]
 
 
 def member_of(entry: Entry) -> MergeMember:

@@ -19,8 +19,15 @@ if TYPE_CHECKING:
 #: Deeper than any record may be (max_depth is at most 3 for insights, 8 for belief tiers):
 #: bounds a hand-edited citation cycle.
 MAX_TREE_DEPTH = 10
-#: Most nodes one explain tree holds (a few MB of JSON); the rest are cut, marked ``truncated``.
+#: Most nodes one explain tree holds; the rest are cut, marked ``truncated``.
 MAX_TREE_NODES = 5_000
+#: Most characters of one node's text (longer ones are clipped and say from how long), and
+#: most characters of text (node texts and a narrative's sentences) one tree holds; past it
+#: the rest is cut, marked ``truncated``, as past :data:`MAX_TREE_NODES`. The node cap alone
+#: bounded the count, not the size: twelve hand-written insights of 200 KB citing one
+#: another made a 2.4 MB log explain as 893 MB of JSON (2 GB of memory, API and MCP too).
+MAX_NODE_TEXT_CHARS = 8_000
+MAX_TREE_CHARS = 2_000_000
 
 
 def insight_dict(entry: Entry) -> dict[str, Any]:
@@ -66,9 +73,12 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
     left to go by, e.g. after a hand edit) — and its evidence is those sources, so the tree
     descends from a sentence's claim to what was said. A cited record that no longer exists
     is a node with ``missing: true``; a node whose evidence was cut at
-    :data:`MAX_TREE_NODES` has ``truncated: true``. Raises :class:`UnknownEntry` for an
-    unknown root id.
+    :data:`MAX_TREE_NODES` nodes or :data:`MAX_TREE_CHARS` characters has ``truncated: true``;
+    a text longer than :data:`MAX_NODE_TEXT_CHARS` is clipped, saying how long it was.
+    Raises :class:`UnknownEntry` for an unknown root id.
     """
+    from everos_reflect.llm.tasks import clip_text
+
     EntryId.parse(entry_id)
     cache: dict[str, Entry | None] = {}
 
@@ -88,7 +98,7 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
         out: dict[str, Any] = {
             "id": entry.id, "kind": entry.kind.value,
             "date": entry.timestamp.date().isoformat() if entry.timestamp else None,
-            "text": entry.content or entry.subject,
+            "text": clip_text(entry.content or entry.subject, MAX_NODE_TEXT_CHARS),
             "status": status_of(entry) if entry.kind.derived else None,
             "deprecated_by": entry.deprecated_by, "evidence": []}
         if entry.kind is Kind.ATOMIC_FACT and entry.parent_id:
@@ -107,7 +117,7 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
     # path without repeats a branch (twelve that cite the other eleven: ~10^8 nodes), so a
     # node whose evidence is cut off by the budget says so with ``truncated``.
     root, cited = node(entry_id)
-    count = 1
+    count, chars = 1, _chars(root)
     queue = deque([(root, cited, 0, frozenset({entry_id}))])
     while queue:
         out, cited, depth, path = queue.popleft()
@@ -120,10 +130,20 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
                 out["truncated"] = True
                 break
             child, grand = node(child_id)
-            count += 1
+            cost = _chars(child)
+            if chars + cost > MAX_TREE_CHARS:
+                out["truncated"] = True
+                break
+            count, chars = count + 1, chars + cost
             out["evidence"].append(child)
             queue.append((child, grand, depth + 1, path | {child_id}))
     return root
+
+
+def _chars(node: dict[str, Any]) -> int:
+    """The characters of text a tree node holds: its text and its sentences with their ids."""
+    return len(node.get("text") or "") + sum(
+        len(s["text"]) + sum(len(i) for i in s["sources"]) for s in node.get("sentences") or ())
 
 
 def _is_narrative(entry: Entry) -> bool:
@@ -157,5 +177,5 @@ def render_tree(tree: dict[str, Any], indent: str = "") -> list[str]:
         lines += render_tree(child, indent + "  ")
     if tree.get("truncated"):
         lines.append(f"{indent}  … more evidence not shown (the tree is cut at "
-                     f"{MAX_TREE_NODES:,} records)")
+                     f"{MAX_TREE_NODES:,} records or {MAX_TREE_CHARS:,} characters)")
     return lines

@@ -240,9 +240,11 @@ class LearnLessons(BeliefTier):
               candidates: Sequence[learning.Candidate], settings: Mapping[str, Any]) -> _Plan:
         plan = _Plan({}, [])
         existing = state.live_lessons(task_type)
-        by_signature = {e.meta.get("signature"): read_lesson(e) for e in state.lessons
-                        if e.meta.get("signature") and read_lesson(e).live
-                        and read_lesson(e).task_type == task_type}
+        # text only: a hand-written list or mapping there was unhashable, and the TypeError
+        # stopped the run for every owner, on every run
+        by_signature = {sig: x for e in state.lessons
+                        if isinstance(sig := e.meta.get("signature"), str) and sig
+                        and (x := read_lesson(e)).live and x.task_type == task_type}
         texts = [c.text for c in candidates] + [x.text for x in existing]
         vectors = rt.embedder.embed(texts) if texts else []
         pool: list[tuple[Lesson, np.ndarray]] = [

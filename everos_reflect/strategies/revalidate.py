@@ -125,6 +125,9 @@ class RevalidateInsights(Strategy):
     default_cron = "15 * * * *"
     data_trigger = CountTrigger(n=1)
     settings = tuple(s for s in tier_settings(cooldown=120.0) if s.name != "max_depth")
+    #: One unit per stale insight looked at: without them the engine could not tell that
+    #: every one failed, and a run whose every call failed was recorded ``partial`` (exit 3).
+    unit_counts = ("kept", "revised", "retired", "refused", "recovered", "failed")
 
     def observe(self, runtime: Runtime, since: datetime | None) -> float:
         """Stale insights waiting (the data trigger fires at one)."""

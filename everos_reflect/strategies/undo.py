@@ -39,7 +39,7 @@ from everos_reflect.errors import (
     UnknownEntry,
 )
 from everos_reflect.index import merge_journal, reads
-from everos_reflect.index.audit import mark_reflection_undone
+from everos_reflect.index.audit import mark_reflection_undone, merge_row
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown.parser import UNDONE
@@ -185,7 +185,7 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
     try:
         narrative = store.get(ref, merged_id)
     except UnknownEntry:
-        raise UnknownEntry(_not_this_users(runtime, ref, merged_id)) from None
+        return _undo_deleted(runtime, ref, merged_id)
     if narrative.parent_type != "cluster":
         if _merge_owners(runtime, ref, merged_id):  # ids are per user: the wrong --user
             raise UnknownEntry(_not_this_users(runtime, ref, merged_id))
@@ -234,6 +234,38 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
     return result
 
 
+def _undo_deleted(runtime: Runtime, ref: UserRef, merged_id: str) -> UndoResult:
+    """Undo a merge whose narrative a person deleted by hand: its sources stayed archived
+    toward an id no entry holds, hidden from search for good, and ``undo`` refused them as
+    "no such entry" (with a hint to check ``--user``). Keys mapping to the id are restored and
+    its live facts archived, as for any undo; there is no narrative left to archive."""
+    found = _scan(runtime, ref, merged_id)
+    audit = merge_row(runtime.db(), ref, merged_id)
+    if not found.restore:
+        if audit is None:
+            raise UnknownEntry(_not_this_users(runtime, ref, merged_id))
+        raise UnknownEntry(
+            f"no entry {merged_id} for user {ref}: the narrative of this merge "
+            f"({audit[1]} in the audit) is no longer in the logs, and no source is archived "
+            "toward it: nothing to undo")
+    _refuse_if_journaled(runtime, ref, merged_id)
+    previous = _previous_narrative(found, None)
+    intent = _Intent(app=ref.app, project=ref.project, user_id=ref.user_id, undo=merged_id,
+                     cluster_id=audit[0] if audit else None,
+                     restore=sorted(found.restore),
+                     archived_facts=sorted(e.id for e in found.facts),
+                     previous=previous.id if previous is not None else None,
+                     narrative_gone=True)
+    row_id = f"ru_{uuid.uuid4().hex[:16]}"
+    merge_journal.insert(runtime.db(), row_id, ref, intent.cluster_id or "",
+                         json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
+    result = _apply(runtime, intent)
+    with transaction(runtime.db()):
+        merge_journal.delete(runtime.db(), row_id)
+    log.info("undo: %s of %s was deleted by hand; its sources are restored", merged_id, ref)
+    return result
+
+
 @dataclass
 class _Intent:
     """Everything an undo writes, decided before its first write (stored in its journal row,
@@ -247,6 +279,7 @@ class _Intent:
     restore: list[str]  # ids whose key toward the narrative is removed
     archived_facts: list[str]  # its live facts, archived as undone
     previous: str | None  # the narrative an update merge had replaced
+    narrative_gone: bool = False  # deleted by hand: nothing to archive
 
     @property
     def ref(self) -> UserRef:
@@ -267,7 +300,11 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
         foreign = {old: new for old, new in removed.items() if new != merged_id}
         if foreign:  # re-mapped by hand between the scan and the patch: put those back
             store.deprecate(ref, foreign)
-    store.deprecate(ref, {merged_id: UNDONE, **dict.fromkeys(archived_facts, UNDONE)})
+    archive = dict.fromkeys(archived_facts, UNDONE)
+    if not intent.narrative_gone:
+        archive[merged_id] = UNDONE
+    if archive:
+        store.deprecate(ref, archive)
     reports, mode = _mark_reports_undone(runtime, ref, merged_id)
     mode = mode or ("update" if intent.previous is not None else "init")
 
@@ -281,7 +318,8 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
     cluster_narrative = _restore_cluster(runtime, ref, intent.cluster_id, episodes, previous)
     result = UndoResult(
         ref=ref, merged_entry_id=merged_id, cluster_id=intent.cluster_id, mode=mode,
-        restored=episodes, restored_facts=facts, archived=[merged_id],
+        restored=episodes, restored_facts=facts,
+        archived=[] if intent.narrative_gone else [merged_id],
         archived_facts=archived_facts, previous_narrative=intent.previous,
         cluster_narrative=cluster_narrative, reports=reports)
     log.info("undid merge %s of %s: %d episodes and %d facts restored, %d facts archived",
