@@ -248,6 +248,35 @@ def parse_timestamp(value: object) -> datetime | None:
     return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
 
 
+#: The forms of ISO 8601 a hand-written timestamp may take (SPEC §3: "ISO 8601 with offset"):
+#: a calendar, compact or week date, then ``T`` (or a space, as RFC 3339 allows) and a time,
+#: then an offset of hours and minutes (a space before it is what YAML's own timestamps take).
+#: ``datetime.fromisoformat`` reads more than this: any one character between date and time
+#: (``2026-10-11X09:00``) and offsets with seconds (``+05:30:15``), neither of them ISO 8601.
+_HAND_TIMESTAMP_RE = re.compile(
+    r"(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4}-?W\d{2}(?:-?\d)?)"
+    r"(?:(?P<sep>.)\d{2}(?::?\d{2}(?::?\d{2}(?:[.,]\d+)?)?)?"
+    r"(?: ?(?P<offset>Z|[+-]\d{2}(?::?\d{2})?(?P<seconds>:?\d{2}(?:[.,]\d+)?)?))?)?",
+    re.ASCII | re.DOTALL)
+
+
+def timestamp_form_problem(text: str) -> str | None:
+    """Why a timestamp a person wrote as text is not one SPEC §3 allows though
+    :func:`parse_timestamp` reads it, or ``None``. Without this check ``2026-10-11X09:00``
+    and ``+05:30:15`` were indexed without a word; the parser makes them errors at their line,
+    never a guess."""
+    found = _HAND_TIMESTAMP_RE.fullmatch(text.strip())
+    if found is None:
+        return f"is not an ISO 8601 date and time ({TIMESTAMP_EXAMPLE})"
+    if found.group("sep") not in (None, "T", "t", " "):
+        return (f"separates the date and the time with {found.group('sep')!r}: ISO 8601 takes "
+                f"'T' (or a space) ({TIMESTAMP_EXAMPLE})")
+    if found.group("seconds"):
+        return (f"has a UTC offset with seconds ({found.group('offset')}): ISO 8601 offsets "
+                f"are hours and minutes, like +05:30")
+    return None
+
+
 #: A new record's timestamp as SPEC §3 writes it: ISO 8601 extended date and time (minutes at
 #: least, ``T`` or a space between) with an offset (``Z`` or ``±HH:MM``).
 _NEW_TIMESTAMP_RE = re.compile(
@@ -335,6 +364,43 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(normalize_text(text).encode()).hexdigest()[:32]
 
 
+_CONTAINERS = (list, dict, set, frozenset, tuple)
+
+
+def stable_str(value: Any) -> str:
+    """``str(value)``, except that the items of a set (a YAML ``!!set``, at any depth) come in
+    sorted order, so the text is the same in every process.
+
+    ``str`` of a set follows the per-process string hash seed (``PYTHONHASHSEED``): a
+    hand-written ``tags: !!set {a, b}`` gave each new process another content hash, so every
+    sync re-wrote the entry to the index and a crashed merge's recovery took the unchanged
+    source for an edited one. Values without a set give exactly ``str(value)``, so their
+    stored hashes stay valid."""
+    text = str(value)
+    if not isinstance(value, _CONTAINERS) or ("{" not in text and "set()" not in text):
+        return text  # the text of any set holds one of these: none, so no set inside
+    return _stable_repr(value)
+
+
+def _stable_repr(value: Any) -> str:
+    """``repr(value)`` with set items sorted (by their own stable text). Recursion is bounded:
+    parsed values nest at most ``parser.MAX_YAML_DEPTH`` deep."""
+    if isinstance(value, set | frozenset):
+        if not value:
+            return "set()" if isinstance(value, set) else "frozenset()"
+        items = "{" + ", ".join(sorted(_stable_repr(v) for v in value)) + "}"
+        return items if isinstance(value, set) else f"frozenset({items})"
+    if isinstance(value, list):
+        return "[" + ", ".join(_stable_repr(v) for v in value) + "]"
+    if isinstance(value, tuple):
+        inner = ", ".join(_stable_repr(v) for v in value)
+        return f"({inner},)" if len(value) == 1 else f"({inner})"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{_stable_repr(k)}: {_stable_repr(v)}"
+                               for k, v in value.items()) + "}"
+    return repr(value)
+
+
 @dataclass
 class Entry:
     """One parsed entry of a daily log.
@@ -408,7 +474,7 @@ class Entry:
         the bytes it was read from.
         """
         h = hashlib.sha256()
-        h.update(repr(sorted((str(k), str(v)) for k, v in self.meta.items())).encode())
+        h.update(repr(sorted((str(k), stable_str(v)) for k, v in self.meta.items())).encode())
         h.update(repr(list(self.sections.items())).encode())
         return h.hexdigest()[:32]
 

@@ -3,7 +3,11 @@ must report (at its line) rather than pass silently or misread."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,3 +91,94 @@ def test_many_lines_with_invisible_characters_give_a_bounded_number_of_warnings(
     assert warnings[-1].message.endswith(f"invisible characters on {1000 - MAX_HIDDEN_LINES} "
                                          "more lines from here")
     assert warnings[-1].line == 17 + MAX_HIDDEN_LINES
+
+
+# --- a YAML !!set in metadata ----------------------------------------------------------------
+
+SET_META = (META + "tags: !!set {dog, cat, bird, fish, horse, owl, yak}\n"
+            "nested:\n  - {kinds: !!set {? a, ? b, ? c, ? d}}\n")
+
+_HASH_OF = """
+import sys
+from everos_reflect.markdown.parser import parse_log
+print(parse_log(sys.stdin.read(), "u1/episodes/episode-2026-10-12.md").entries[0].content_hash)
+"""
+
+
+def _hash_in_process(text: str, seed: int) -> str:
+    env = {**os.environ, "PYTHONHASHSEED": str(seed)}
+    out = subprocess.run([sys.executable, "-c", _HASH_OF], input=text, env=env,
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def test_the_content_hash_of_set_metadata_is_the_same_in_every_process() -> None:
+    text = HEAD + entry(1, meta=SET_META)
+    (parsed,) = parse_log(text, PATH).entries
+    assert parsed.meta["tags"] == {"dog", "cat", "bird", "fish", "horse", "owl", "yak"}
+    hashes = {_hash_in_process(text, seed) for seed in (0, 1, 2, 3, 42)}
+    assert hashes == {parsed.content_hash}
+
+
+def test_the_content_hash_still_sees_a_change_inside_a_set() -> None:
+    before = parse_log(HEAD + entry(1, meta=SET_META), PATH).entries[0]
+    after = parse_log(HEAD + entry(1, meta=SET_META.replace("yak", "elk")), PATH).entries[0]
+    assert before.content_hash != after.content_hash
+
+
+def test_the_content_hash_of_metadata_without_sets_is_unchanged() -> None:
+    """Hashes already stored in an index stay valid: no re-write of every entry on upgrade."""
+    meta = META + "sources: [ep_20261010_0001, 'x y']\nextra: {a: [1, 2.5, null], b: true}\n"
+    (parsed,) = parse_log(HEAD + entry(1, meta=meta), PATH).entries
+    old = hashlib.sha256()
+    old.update(repr(sorted((str(k), str(v)) for k, v in parsed.meta.items())).encode())
+    old.update(repr(list(parsed.sections.items())).encode())
+    assert parsed.content_hash == old.hexdigest()[:32]
+
+
+# --- timestamp forms ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("written", "reason"), [
+    ("2026-10-12T09:00:00+05:30:15", "has a UTC offset with seconds (+05:30:15)"),
+    ("'2026-10-12T09:00:00-01:00:30.5'", "has a UTC offset with seconds (-01:00:30.5)"),
+    ("'2026-10-12T09:00:00+053015'", "has a UTC offset with seconds (+053015)"),
+    ("2026-10-12X09:00:00+00:00", "separates the date and the time with 'X'"),
+    ("'2026-10-12_09:00:00Z'", "separates the date and the time with '_'"),
+    ("'2026-10-12é09:00+02:00'", "separates the date and the time with 'é'"),
+    ("'2026-10-12T09:00:00.+00:00'", "is not an ISO 8601 date and time"),
+])
+def test_a_timestamp_python_reads_but_iso_8601_does_not_is_an_error_at_its_line(
+        tmp_path: Path, written: str, reason: str) -> None:
+    meta = f"owner_id: u1\nparent_type: memcell\ntimestamp: {written}\n"
+    text = HEAD + entry(1) + entry(2, meta=meta)
+    write_root(tmp_path, text)
+
+    code, problems = lint(tmp_path)
+
+    assert code == 1
+    (problem,) = problems
+    assert problem["severity"] == "error"
+    assert problem["line"] == text.split("\n").index(f"timestamp: {written}") + 1 == 23
+    assert reason in problem["message"] and "ep_20261012_0002" in problem["message"]
+    # refused, not guessed at: the entry is not read, the others are
+    assert [e.id for e in parse_log(text, PATH).entries] == ["ep_20261012_0001"]
+
+
+@pytest.mark.parametrize(("written", "read"), [
+    ("2026-10-12T09:00:00+05:30", "2026-10-12T09:00:00+05:30"),
+    ("2026-10-12 09:00:00+05:30", "2026-10-12T09:00:00+05:30"),
+    ("'2026-10-12t09:00:00Z'", "2026-10-12T09:00:00+00:00"),
+    ("'2026-10-12T09:00:00 +05:30'", "2026-10-12T09:00:00+05:30"),
+    ("'2026-10-12T09:00+0530'", "2026-10-12T09:00:00+05:30"),
+    ("'2026-10-12T09+05'", "2026-10-12T09:00:00+05:00"),
+    ("'20261012T090000Z'", "2026-10-12T09:00:00+00:00"),
+    ("'2026-10-12T09:00:00,5-01:00'", "2026-10-12T09:00:00.500000-01:00"),
+    ("'2026-W42-1T09:00Z'", "2026-10-12T09:00:00+00:00"),
+])
+def test_iso_8601_timestamps_with_an_offset_are_read_without_a_word(
+        written: str, read: str) -> None:
+    meta = f"owner_id: u1\nparent_type: memcell\ntimestamp: {written}\n"
+    log = parse_log(HEAD + entry(1, meta=meta), PATH)
+    assert log.diagnostics == []
+    assert log.entries[0].timestamp.isoformat() == read

@@ -117,6 +117,48 @@ def test_a_weekly_cron_at_midnight_fires_every_week_of_the_year(zone: str) -> No
                         for i in range(52)], expr
 
 
+def _clock_changes(zone: str, year: int = 2026) -> list[datetime]:
+    """The instants (UTC, on the hour) at which ``zone``'s offset changes during ``year``."""
+    tz = ZoneInfo(zone)
+    t, end = datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+    changes = []
+    while t < end:
+        if t.astimezone(tz).utcoffset() != (t - timedelta(hours=1)).astimezone(tz).utcoffset():
+            changes.append(t)
+        t += timedelta(hours=1)
+    return changes
+
+
+@pytest.mark.parametrize("zone", [z for z in DST_ZONES if z != "Australia/Lord_Howe"])
+@pytest.mark.parametrize(("expr", "every"), [
+    ("0 * * * *", timedelta(hours=1)),
+    ("@hourly", timedelta(hours=1)),
+    ("*/20 * * * *", timedelta(minutes=20)),
+])
+def test_an_hourly_cron_fires_every_hour_through_both_clock_changes(
+        zone: str, expr: str, every: timedelta) -> None:
+    """A schedule with `*` for the hour follows the clock hour by hour, as cron(8) runs
+    wildcard jobs: the night the clocks went back, `0 * * * *` ran at 01:00 and then at
+    02:00, two hours later, skipping the repeated hour. (In these zones every offset is whole
+    hours, so local :00 is UTC :00 all year.)"""
+    changes = _clock_changes(zone)
+    assert len(changes) == 2, changes
+    for change in changes:
+        start = change - timedelta(hours=6)
+        times = fires(CronTrigger(expr, zone), start - timedelta(microseconds=1), 48)
+        assert [t - start for t in times] == [every * i for i in range(48)], (zone, change)
+        assert {t.astimezone(ZoneInfo(zone)).minute % 20 for t in times} == {0}
+
+
+def test_a_fixed_hour_still_runs_once_in_a_repeated_hour() -> None:
+    """Only a wildcard hour runs twice: `0 1 * * *` fires once the night 01:00 comes twice."""
+    ny = ZoneInfo("America/New_York")
+    times = fires(CronTrigger("0 1 * * *", "America/New_York"),
+                  datetime(2026, 10, 31, 12, tzinfo=UTC), 3)
+    assert [t.astimezone(ny).isoformat() for t in times] == [
+        "2026-11-01T01:00:00-04:00", "2026-11-02T01:00:00-05:00", "2026-11-03T01:00:00-05:00"]
+
+
 def test_a_weekly_run_at_midnight_on_the_day_the_clock_springs_forward_runs_after_the_jump(
 ) -> None:
     # 2026-09-06 is a Sunday; Chile's clocks go from 00:00 straight to 01:00.

@@ -106,15 +106,21 @@ class CronTrigger:
     The fields are matched against wall-clock time with calendar arithmetic alone (APScheduler
     on a clock without DST); each matching wall-clock time is then placed in the zone by
     :func:`_instant`. So a time the clock skips still runs, just after the jump, and a time it
-    repeats runs once, whether the change happens at 02:00 or at midnight.
+    repeats runs once, whether the change happens at 02:00 or at midnight — unless the hour
+    field is ``*`` (``0 * * * *``, ``@hourly``, ``*/2``): such a schedule follows the clock
+    hour by hour, as cron(8) runs wildcard jobs, so a repeated hour runs at both of its
+    occurrences (an hourly job ran at 01:00 and then 02:00, two hours later, the night the
+    clocks went back).
     """
 
     expr: str
     tz: str = "UTC"
     _ap: BaseTrigger = field(init=False, repr=False, compare=False)
+    _every_hour: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         kwargs, either = _translate(self.expr)
+        object.__setattr__(self, "_every_hour", kwargs["hour"].startswith("*"))
         _zone(self.tz)
         try:
             if either:
@@ -156,19 +162,23 @@ class CronTrigger:
         # A wall-clock time the clock skipped in the last hours runs just after the jump, so
         # it may still be ahead of ``after``: start that far back.
         back = max(_offset(after, zone) - _offset(after - _LOOKAROUND, zone), timedelta(0))
+        if self._every_hour:
+            # The second occurrence of a wall-clock time the clock is about to repeat is still
+            # ahead even when the first is behind: start that far back too.
+            back = max(back, _offset(after, zone) - _offset(after + _LOOKAROUND, zone))
         best: datetime | None = None
         until: datetime | None = None
         for step, wall in enumerate(self._walls(local.replace(tzinfo=None) - back)):
             if (until is not None and wall > until) or step >= _MAX_STEPS:
                 break
-            t = _instant(wall, zone)
-            if t > after and (best is None or t < best):
-                best = t
-                # Wall-clock order is time order unless the clock moved in the hours before
-                # ``best``: then a later wall-clock time may still come first.
-                moved = _offset(best, zone) != _offset(best - _LOOKAROUND, zone)
-                until = best.astimezone(zone).replace(tzinfo=None) + (
-                    _LOOKAROUND if moved else timedelta(0))
+            for t in _instants(wall, zone, repeated=self._every_hour):
+                if t > after and (best is None or t < best):
+                    best = t
+                    # Wall-clock order is time order unless the clock moved in the hours
+                    # before ``best``: then a later wall-clock time may still come first.
+                    moved = _offset(best, zone) != _offset(best - _LOOKAROUND, zone)
+                    until = best.astimezone(zone).replace(tzinfo=None) + (
+                        _LOOKAROUND if moved else timedelta(0))
         if best is None:
             raise ValueError(f"cron {self.expr!r} never fires after {after.isoformat()}")
         return best.astimezone(zone)
@@ -223,6 +233,16 @@ def _instant(wall: datetime, zone: ZoneInfo) -> datetime:
     repeats (falling back) at its first occurrence only; a time it skips (springing forward)
     as far past the jump as it was past the jump's start (02:30 → 03:30, 00:00 → 01:00)."""
     return wall.replace(tzinfo=zone, fold=0).astimezone(UTC)
+
+
+def _instants(wall: datetime, zone: ZoneInfo, *, repeated: bool) -> tuple[datetime, ...]:
+    """:func:`_instant`, and with ``repeated`` also the second occurrence of a wall-clock time
+    the clock repeats (falling back), for schedules that run every hour."""
+    first = _instant(wall, zone)
+    if not repeated:
+        return (first,)
+    second = wall.replace(tzinfo=zone, fold=1).astimezone(UTC)
+    return (first, second) if second > first else (first,)
 
 
 @dataclass(frozen=True)
