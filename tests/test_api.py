@@ -444,3 +444,46 @@ def test_declared_query_parameters_still_pass(call: Client) -> None:
     assert call("GET", "/api/v1/lessons?task_type=deploy&user_id=u_a").status_code == 200
     assert call("GET", "/api/v1/health?probe=1").status_code == 200  # probes may add anything
 
+
+
+BODY_ROUTES = [
+    "/api/v1/memory/search", "/api/v1/memory/episodes", "/api/v1/ome/trigger", "/api/v1/tasks",
+    "/api/v1/memory/briefing", "/api/v1/memory/relations/rel_20261012_0001/resolve",
+]
+
+
+@pytest.mark.parametrize("url", BODY_ROUTES)
+@pytest.mark.parametrize("raw,named", [
+    # FastAPI's json.loads kept the last of two keys: {"user_id": "alice", "user_id": "bob"}
+    # wrote to bob with a 201
+    (b'{"query": "x", "user_id": "u_a", "user_id": "u_b"}',
+     "the key 'user_id' is given twice in one object"),
+    (b'{"query": "x", "top_k": NaN}', "NaN is not a JSON number"),
+    (b'{"query": "x", "top_k": -Infinity}', "-Infinity is not a JSON number"),
+    # the rest were "There was an error parsing the body" (400) or "9: JSON decode error"
+    (b'{"query": "\xff"}', "it is not UTF-8 (byte 0xff at offset 11)"),
+    (b'{"query": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "arrays or objects nest too deeply"),
+    (b'{"query": "x", "top_k": ' + b"9" * 5000 + b"}", "a number has more than 4,300 digits"),
+    (b'{"query":', "Expecting value at line 1, column 10"),
+])
+def test_a_body_that_is_not_strict_json_is_a_422_naming_the_problem(
+        call: Client, url: str, raw: bytes, named: str) -> None:
+    resp = call("POST", url, content=raw, headers={"content-type": "application/json"})
+    assert resp.status_code == 422, resp.text
+    assert error_of(resp) == {"code": "invalid_request",
+                              "message": f"request body is not valid JSON: {named}"}
+
+
+def test_strict_json_still_takes_what_the_standard_allows(call: Client, runtime: Runtime) -> None:
+    raw = json.dumps({"user_id": "u_a", "subject": "caf\u00e9 \U0001f600",
+                      "content": "nested keys may repeat: " + json.dumps({"a": {"a": 1}})},
+                     ensure_ascii=False).encode()
+    resp = call("POST", "/api/v1/memory/episodes", content=raw,
+                headers={"content-type": "application/json; charset=utf-8"})
+    assert resp.status_code == 201, resp.text
+    Indexer(runtime).scan()
+    resp = call("POST", "/api/v1/memory/search",
+                content=b'{"query": "caf\\u00e9", "user_id": "u_a", "top_k": 1}',
+                headers={"content-type": "application/json"})
+    assert resp.status_code == 200, resp.text
+    assert [hit["subject"] for hit in resp.json()["data"]["episodes"]] == ["caf\u00e9 \U0001f600"]

@@ -94,3 +94,19 @@ def test_an_argument_that_is_not_utf8_text_is_one_error_line_and_nothing_is_writ
     assert result.exception is None or isinstance(result.exception, SystemExit)
     assert result.stderr.splitlines() == [says]
     assert not list(root.glob("*/*/users/*/*/*.md"))
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["lessons", "--task-type", "../x", "--user", "u1"],
+     "error: task_type: invalid task_type '../x': use 1-128 characters"),
+    (["briefing", "deploys", "--user", "../u"],
+     "error: user_id: invalid user_id '../u': use 1-128 characters"),
+])
+def test_a_bad_id_in_a_shared_request_reads_as_the_api_says_it(
+        root: Path, args: list[str], says: str) -> None:
+    # The commands that validate through an API request model printed pydantic's wrapper:
+    # "task_type: Value error, invalid task_type ...".
+    result = invoke([*args, "--root", str(root)])
+    assert result.exit_code == 1, result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(says), line

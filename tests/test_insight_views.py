@@ -182,6 +182,42 @@ def test_explain_of_long_records_citing_one_another_is_bounded_in_size(root: Pat
     assert len(tree["text"]) < 8_100
 
 
+def test_explain_reads_each_log_once_per_level_not_once_per_cited_entry(
+        root: Path, monkeypatch: Any) -> None:
+    # Each cited id was read with a parse of its whole log: 2,000 Episodes of one day cited by
+    # one insight (a hand-written evidence list) re-read that 745 KB log 2,000 times, 216 s.
+    from collections import Counter
+    from datetime import date
+
+    from everos_reflect.model import Kind
+    from everos_reflect.strategies.insight_views import explain
+
+    rt = Runtime(root, embedder=HashEmbedder(64))
+    try:
+        episodes = rt.store.append_many(DEV, Kind.EPISODE, [
+            ({"timestamp": "2026-08-01T09:00:00+00:00", "parent_type": "memcell",
+              "parent_id": "mc_1"}, {"Subject": f"Standup {n}", "Content": f"Standup {n}."})
+            for n in range(300)], day=date(2026, 8, 1))
+        insight = rt.store.append(DEV, Kind.INSIGHT, {
+            "timestamp": "2026-09-01T09:00:00+00:00", "evidence": [e.id for e in episodes],
+            "depth": 1, "status": "active"}, {"Insight": "Standups every day."})
+        reads: Counter[Path] = Counter()
+        read = rt.store.read
+
+        def counted(path: Path) -> Any:
+            reads[Path(path)] += 1
+            return read(path)
+
+        monkeypatch.setattr(rt.store, "read", counted)
+        tree = explain(rt, DEV, insight.id)
+        day_log = rt.store.path_for_id(DEV, episodes[0].id)
+    finally:
+        rt.close()
+    assert [n["id"] for n in tree["evidence"]] == [e.id for e in episodes]
+    assert tree["evidence"][299]["text"] == "Standup 299."
+    assert reads[day_log] == 1
+
+
 def test_metadata_hand_edited_into_odd_yaml_types_is_served_not_a_500(root: Path) -> None:
     # YAML a person may write: a !!binary value (bytes) answered 500 from the insights and
     # worldview routes (JSON cannot encode them), and a list as a conviction's key failed

@@ -586,6 +586,45 @@ def test_lines_outside_entries_cost_no_memory_per_line() -> None:
     assert peak < len(text) // 4, f"{peak:,} bytes to parse {len(text):,}"
 
 
+@pytest.mark.parametrize("line", [
+    "<!-- entry:" + " " * 200_000 + "x",  # an opening marker that never closes
+    "<!-- /entry:" + "\t " * 100_000 + "-- >",
+    "<!--" + " " * 200_000 + "entry: a b",
+])
+def test_a_marker_line_of_many_blanks_is_read_in_linear_time(line: str) -> None:
+    """The blanks before and after an empty id could split a run of spaces every way, and the
+    marker pattern tried each split: 200,000 spaces took ~25 s, a 16 MB line days."""
+    import time
+
+    from everos_reflect.markdown.parser import duplicate_ids
+
+    text = HEAD + entry(1) + line + "\n" + entry(2) + line
+    started = time.perf_counter()
+    log = parse_log(text, PATH)
+    dups = duplicate_ids(text)
+    seconds = time.perf_counter() - started
+    assert [e.id for e in log.entries] == ["ep_20261012_0001", "ep_20261012_0002"]
+    assert dups == {}
+    assert seconds < 3.0, f"{seconds:.1f} s"
+
+
+def test_archiving_into_a_deprecated_entries_line_of_many_blanks_takes_linear_time() -> None:
+    """The writer's key-line pattern tried the end of the line after every character of its
+    value: a flow mapping and a comment 100,000 spaces away took ~45 s to archive into."""
+    import time
+
+    key = ("deprecated_entries: {ep_20261012_0001: ep_20261012_0002}" + " " * 100_000
+           + "# kept\n")
+    text = HEAD.replace("date: '2026-10-12'\n", "date: '2026-10-12'\n" + key) + entry(3)
+    assert parse_log(text, PATH).ok
+    started = time.perf_counter()
+    archived = writer.add_deprecations(text, {"ep_20261012_0003": "ep_20261012_0004"})
+    seconds = time.perf_counter() - started
+    assert parse_log(archived, PATH).deprecated_entries == {
+        "ep_20261012_0001": "ep_20261012_0002", "ep_20261012_0003": "ep_20261012_0004"}
+    assert seconds < 3.0, f"{seconds:.1f} s"
+
+
 @pytest.mark.parametrize(("key", "patched"), [
     ('"deprecated_entries": {}\n',
      '"deprecated_entries":\n  ep_20261012_0002: ep_20261012_0009\n'),

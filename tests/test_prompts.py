@@ -100,6 +100,20 @@ def test_neutralise_defuses_our_delimiters_only():
     )
 
 
+def test_neutralise_takes_linear_time_on_a_lt_sign_before_many_blanks():
+    """The blanks after ``<`` could be shared between the two ``\\s*`` around the optional
+    ``/`` every way, and each split was tried: 40,000 of them took ~30 s, an entry's worth
+    (250,000) about 20 minutes for every merge call showing that member."""
+    import time
+
+    text = "<" + " " * 40_000 + "x </content> done"
+    started = time.perf_counter()
+    out = neutralise(text)
+    seconds = time.perf_counter() - started
+    assert out == "<" + " " * 40_000 + "x ‹/content> done"
+    assert seconds < 3.0, f"{seconds:.1f} s"
+
+
 def test_update_prompt_puts_the_existing_narrative_in_its_own_block():
     existing = MergeMember("ep_20260911_0007", WHEN, "Pets", "Andrew adopted Toby.</narrative>")
     buddy = MergeMember("ep_20261010_0001", WHEN, "Buddy", "Andrew adopted Buddy.")

@@ -299,3 +299,36 @@ def test_facts_never_bring_back_an_archived_entry(rt: Runtime) -> None:
     shown = search(rt, "sailing on the Tagus in May", mode="hybrid", user_id="u_andrew",
                    include_deprecated=True)
     assert "ep_20250601_0001" in ids(shown)
+
+
+def test_derived_hits_of_one_log_are_read_with_one_parse(root: Path, monkeypatch: Any) -> None:
+    # Each derived hit's status was read with a parse of its whole log: 100 insights of one
+    # day (a 1.4 MB log) took 5 s per search, the log parsed once per hit.
+    from collections import Counter
+    from datetime import date
+
+    from everos_reflect.index.sync import Indexer
+
+    ref = UserRef.of("u_ins")
+    rt = Runtime(root, embedder=HashEmbedder(32))
+    try:
+        rt.store.append_many(ref, Kind.INSIGHT, [
+            ({"timestamp": "2026-09-01T09:00:00+00:00", "evidence": [], "depth": 1,
+              "status": "stale" if n % 10 == 0 else "active"},
+             {"Insight": f"Insight {n}: billing deploys fail on Mondays."}) for n in range(60)],
+            day=date(2026, 9, 1))
+        Indexer(rt).scan()
+        reads: Counter[Path] = Counter()
+        read = rt.store.read
+
+        def counted(path: Path) -> Any:
+            reads[Path(path)] += 1
+            return read(path)
+
+        monkeypatch.setattr(rt.store, "read", counted)
+        hits = search(rt, "billing deploys Mondays", top_k=100, user_id=ref.user_id,
+                      kinds=["insight"], mode="keyword")
+    finally:
+        rt.close()
+    assert len(hits) == 54 and {h.status for h in hits} == {"active"}
+    assert list(reads.values()) == [1]

@@ -319,6 +319,28 @@ def test_undo_of_a_merge_whose_narrative_was_deleted_by_hand_restores_its_source
         undo_merge(rt, REF, narrative.id)
 
 
+def test_undo_of_a_narrative_archived_undone_by_hand_restores_its_sources(
+        rt: Runtime) -> None:
+    # `deprecated_entries: {narrative: undone}` written by hand, the sources' keys left: undo
+    # answered "already undone" and the sources stayed archived toward it for good.
+    sources = pets(rt, 2)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
+                      day=date(2026, 8, 20))
+    facts = live_facts_of(rt, [narrative.id])
+    rt.store.deprecate(REF, {narrative.id: "undone"})
+    Indexer(rt).scan()
+
+    result = undo_merge(rt, REF, narrative.id)
+
+    assert result.restored == [s.id for s in sources] and result.archived == []
+    markdown = deprecated_in_markdown(rt)
+    assert [markdown[s.id] for s in sources] == [None, None]
+    assert {markdown[f.id] for f in facts} == {"undone"} and markdown[narrative.id] == "undone"
+    assert deprecated_in_index(rt) == markdown
+    with pytest.raises(EverosError, match="already undone"):
+        undo_merge(rt, REF, narrative.id)
+
+
 def test_a_second_undo_of_the_same_merge_is_refused(rt: Runtime) -> None:
     narrative = merge(rt, pets(rt, 2), "Andrew had no pets. He adopted Toby.",
                       day=date(2026, 8, 20))

@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from everos_reflect import errors
 from everos_reflect.api import ops
 from everos_reflect.api.body_limit import BodyLimit
+from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.memory_routes import memory_router
 from everos_reflect.api.models import (
     EpisodeRequest,
@@ -90,6 +91,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         description="Admin API of the offline memory-consolidation daemon.",
         responses=_ERRORS,
     )
+    app.router.route_class = StrictJSONRoute  # before any route: every body read strictly
     app.add_middleware(BodyLimit, max_bytes=limits.max_request_bytes)
     token = runtime.settings.server.token
 
@@ -101,8 +103,8 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large"}.get(
-            exc.status_code, "http_error")
+        code = {404: "not_found", 405: "method_not_allowed", 413: "too_large",
+                422: "invalid_request"}.get(exc.status_code, "http_error")
         message = str(exc.detail)
         return _error(exc.status_code, code, message, **(exc.headers or {}))  # e.g. Allow
 

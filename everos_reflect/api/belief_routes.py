@@ -14,6 +14,7 @@ from fastapi import APIRouter
 from pydantic import Field
 
 from everos_reflect.api import ops
+from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.models import NO_CONTROL, LogText, Name, Strict
 from everos_reflect.api.params import NameQuery, OptionalNameQuery, RelationIdPath
 from everos_reflect.model import UserRef
@@ -34,7 +35,8 @@ def belief_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) ->
     """The routes for one opened root; ``dependencies`` carry the API's bearer-token check."""
     from everos_reflect.strategies import belief_views
 
-    router = APIRouter(prefix=prefix, dependencies=list(dependencies))
+    router = APIRouter(prefix=prefix, dependencies=list(dependencies),
+                       route_class=StrictJSONRoute)
 
     @router.get("/memory/worldview")
     def worldview(user_id: NameQuery, app_id: OptionalNameQuery = None,

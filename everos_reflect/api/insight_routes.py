@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter
 
 from everos_reflect.api import ops
+from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.params import EntryIdPath, NameQuery, OptionalNameQuery
 from everos_reflect.model import UserRef
 
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
 def insight_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -> APIRouter:
     from everos_reflect.strategies import insight_views
 
-    router = APIRouter(prefix=prefix, dependencies=list(dependencies))
+    router = APIRouter(prefix=prefix, dependencies=list(dependencies),
+                       route_class=StrictJSONRoute)
 
     @router.get("/memory/insights")
     def insights(user_id: NameQuery, app_id: OptionalNameQuery = None,

@@ -95,7 +95,9 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
     """Validate ``arguments`` with the tool's model and run it (blocking; runs in a thread).
 
     Raises :class:`MCPError`: ``INVALID_PARAMS`` for anything the caller sent wrong, with the
-    same message the HTTP API gives; ``INTERNAL_ERROR`` for provider failures.
+    same message the HTTP API gives; ``INTERNAL_ERROR`` for provider failures. A write whose
+    entry was appended but could not be indexed (the embedding server down) is answered as
+    done, with ``indexed: false`` and the reason: the next write or ``reindex`` indexes it.
     """
     try:
         body = tool.model.model_validate(arguments or {})
@@ -107,12 +109,17 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
         # a write build a ghost tree at the path
         runtime.check_root()
         data = tool.op(runtime, body)
-        if tool.writes:
-            _index_written(runtime, data)
     except errors.EverosError as exc:
         status, code = ops.error_code(exc)
         rpc = types.INTERNAL_ERROR if status >= 500 else types.INVALID_PARAMS
         raise MCPError(rpc, str(exc), {"code": code, "status": status}) from None
+    if tool.writes:
+        try:
+            _index_written(runtime, data)
+        except Exception as exc:  # the entry is written: answering an error made the agent
+            # write it again (an embedding server down: one Episode per retry)
+            log.warning("%s: %s written, not indexed yet: %s", tool.name, data.get("id"), exc)
+            data = {**data, "indexed": False, "index_error": str(exc)}
     return data
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import APIRouter, Query
 
 from everos_reflect.api import ops
+from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.models import BriefingRequest, LessonsQuery, TaskRecordRequest
 
 if TYPE_CHECKING:
@@ -20,7 +21,8 @@ if TYPE_CHECKING:
 
 def memory_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -> APIRouter:
     """The routes for one opened root; ``dependencies`` carry the API's bearer-token check."""
-    router = APIRouter(prefix=prefix, dependencies=list(dependencies))
+    router = APIRouter(prefix=prefix, dependencies=list(dependencies),
+                       route_class=StrictJSONRoute)
 
     @router.post("/tasks", status_code=201)
     def record_task(body: TaskRecordRequest) -> dict[str, Any]:

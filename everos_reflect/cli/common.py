@@ -194,7 +194,15 @@ def validated(model: type[M], **fields: Any) -> M:
     try:
         return model(**fields)
     except ValidationError as exc:
-        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()))
+        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {_reason(e)}" for e in exc.errors()))
+
+
+def _reason(problem: Any) -> str:
+    """pydantic's message, or the domain error a validator raised as it is: pydantic wraps it
+    in "Value error, …", which the CLI printed ("task_type: Value error, invalid task_type")
+    where the API says the same thing without it."""
+    cause = (problem.get("ctx") or {}).get("error")
+    return str(cause) if isinstance(cause, EverosError) else str(problem["msg"])
 
 
 def handle_errors(fn: F) -> F:

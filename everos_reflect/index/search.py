@@ -285,14 +285,31 @@ def _kinds(values: Sequence[Kind | str]) -> list[Kind]:
 
 
 def _with_status(runtime: Runtime, hits: list[SearchHit], include_stale: bool) -> list[SearchHit]:
-    """Each derived hit's ``status`` from its Markdown; inactive ones dropped unless asked."""
+    """Each derived hit's ``status`` from its Markdown; inactive ones dropped unless asked.
+
+    The hits of one user are read together, each log parsed once: read one by one, each hit
+    parsed its whole log again (100 insights of one 1.4 MB day log: 5 s per search)."""
     from everos_reflect.model import UserRef
 
+    by_user: dict[UserRef, list[str]] = {}
+    for hit in hits:
+        by_user.setdefault(UserRef(hit.app_id, hit.project_id, hit.user_id), []).append(hit.id)
+    found: dict[tuple[UserRef, str], Any] = {}
+    for ref, ids in by_user.items():
+        try:
+            entries = runtime.store.get_many(ref, ids)
+        except (EverosError, OSError):  # e.g. a log that is no file: each hit on its own
+            entries = {}
+            for entry_id in ids:
+                try:
+                    entries[entry_id] = runtime.store.get(ref, entry_id)
+                except (EverosError, OSError):
+                    continue
+        found.update({(ref, i): e for i, e in entries.items()})
     kept = []
     for hit in hits:
-        try:
-            entry = runtime.store.get(UserRef(hit.app_id, hit.project_id, hit.user_id), hit.id)
-        except (EverosError, OSError):
+        entry = found.get((UserRef(hit.app_id, hit.project_id, hit.user_id), hit.id))
+        if entry is None:
             continue  # gone since it was indexed
         hit.status = str(entry.meta.get("status") or "active")
         if include_stale or hit.status == "active":

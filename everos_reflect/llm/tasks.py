@@ -45,7 +45,7 @@ class NeedsLLM(EverosError):
 _LINE_BREAKS_RE = re.compile(r"\s+")
 # A record line must not be able to pass for another record's number or close the data block.
 _FAKE_NUMBER_RE = re.compile(r"\[(\s*\d+\s*)\]")
-_BLOCK_TAG_RE = re.compile(r"<(\s*/?\s*records\b)", re.IGNORECASE)
+_BLOCK_TAG_RE = re.compile(r"<(\s*+/?\s*records\b)", re.IGNORECASE)  # as prompts.py
 
 
 @dataclass(frozen=True)

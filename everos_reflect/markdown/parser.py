@@ -52,8 +52,11 @@ from everos_reflect.model import (
 
 SCHEMA_VERSION = 1
 
-OPEN_RE = re.compile(r"^<!--[ \t]*entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*$")
-CLOSE_RE = re.compile(r"^<!--[ \t]*/entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*$")
+# Marker patterns: the runs of blanks are possessive (``*+``). An empty id lets the blanks
+# before and after it split a run of spaces every way, and each split was tried: a line of
+# ``<!-- entry:`` and 40,000 spaces took a second, 16 MB of them days (quadratic).
+OPEN_RE = re.compile(r"^<!--[ \t]*+entry:[ \t]*+([^\s>]*)[ \t]*+-->[ \t]*+$")
+CLOSE_RE = re.compile(r"^<!--[ \t]*+/entry:[ \t]*+([^\s>]*)[ \t]*+-->[ \t]*+$")
 HEADING_RE = re.compile(r"^##[ \t]+(\S(?:.*\S)?)[ \t]*$")
 _ESCAPABLE_RE = re.compile(r"^\\*(?:##|<!--)")
 _FILENAME_RE = LOG_FILENAME_RE
@@ -346,7 +349,8 @@ def load_yaml(
         return None, (first_line, f"invalid YAML: {exc}")
 
 
-_OPEN_ANYWHERE_RE = re.compile(r"^<!--[ \t]*entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*\r?$", re.M)
+_OPEN_ANYWHERE_RE = re.compile(r"^<!--[ \t]*+entry:[ \t]*+([^\s>]*)[ \t]*+-->[ \t]*+\r?$",
+                               re.M)
 
 
 def duplicate_message(entry_id: str, first_line: int) -> str:
@@ -453,12 +457,13 @@ def header_text(text: str) -> str:
 
 
 #: An entry marker line, opening or closing (``/``), as ``OPEN_RE`` / ``CLOSE_RE`` read it.
-_MARKER_RE = re.compile(r"^<!--[ \t]*(/?)entry:[ \t]*([^\s>]*)[ \t]*-->[ \t]*\r?$", re.M)
+_MARKER_RE = re.compile(r"^<!--[ \t]*+(/?)entry:[ \t]*+([^\s>]*)[ \t]*+-->[ \t]*+\r?$", re.M)
 #: The line that closes the file frontmatter, as :func:`frontmatter_bounds` reads it.
 _FM_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[^\S\n]*$", re.M)
 #: What follows ``<!--`` in an opening marker line cut short before its ``-->`` was written
 #: (``entry:``, or part of it, then the id written so far: group 1).
-_OPEN_TAIL_RE = re.compile(r"[ \t]*(?:e(?:n(?:t(?:r(?:y(?::[ \t]*([^\s>]*?)[ \t]*-?-?)?)?)?)?)?)?")
+_OPEN_TAIL_RE = re.compile(
+    r"[ \t]*+(?:e(?:n(?:t(?:r(?:y(?::[ \t]*+([^\s>]*?)[ \t]*+-?-?)?)?)?)?)?)?")
 
 
 def _opening_cut_short(text: str) -> str | None:

@@ -3,7 +3,7 @@ behind ``explain`` — the same functions for the CLI, the HTTP API and MCP."""
 
 from __future__ import annotations
 
-from collections import deque
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import UnknownEntry
@@ -90,6 +90,29 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
                 cache[eid] = None
         return cache[eid]
 
+    def fetch(ids: Iterable[str], room: int) -> None:
+        """Read up to ``room`` of ``ids`` not read yet, each log parsed once for all of them:
+        :func:`get` parses an entry's whole log, once per id, so 2,000 Episodes of one day
+        cited by one insight re-read that day's log 2,000 times (216 s for a 745 KB log)."""
+        wanted: list[str] = []
+        for eid in dict.fromkeys(ids):
+            if len(wanted) >= room:
+                break
+            if eid in cache:
+                continue
+            try:
+                runtime.store.path_for_id(ref, eid)
+            except ValueError:  # not an id: never an entry
+                cache[eid] = None
+                continue
+            wanted.append(eid)
+        try:
+            found = runtime.store.get_many(ref, wanted)
+        except (OSError, ValueError):  # a log that is no file: each id on its own, as before
+            return
+        for eid in wanted:
+            cache[eid] = found.get(eid)
+
     def node(eid: str) -> tuple[dict[str, Any], list[str]]:
         """The node of ``eid`` (evidence not filled in yet) and the ids it cites."""
         entry = get(eid)
@@ -116,27 +139,29 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
     # Level by level, at most MAX_TREE_NODES nodes: records citing one another make every
     # path without repeats a branch (twelve that cite the other eleven: ~10^8 nodes), so a
     # node whose evidence is cut off by the budget says so with ``truncated``.
+    # The entries a level cites are read together (:func:`fetch`) before it is expanded.
     root, cited = node(entry_id)
     count, chars = 1, _chars(root)
-    queue = deque([(root, cited, 0, frozenset({entry_id}))])
-    while queue:
-        out, cited, depth, path = queue.popleft()
-        if depth >= MAX_TREE_DEPTH:
-            continue
-        for child_id in cited:
-            if child_id in path:
-                continue
-            if count >= MAX_TREE_NODES:
-                out["truncated"] = True
-                break
-            child, grand = node(child_id)
-            cost = _chars(child)
-            if chars + cost > MAX_TREE_CHARS:
-                out["truncated"] = True
-                break
-            count, chars = count + 1, chars + cost
-            out["evidence"].append(child)
-            queue.append((child, grand, depth + 1, path | {child_id}))
+    level = [(root, cited, frozenset({entry_id}))]
+    for _depth in range(MAX_TREE_DEPTH):
+        fetch((c for _, cited, _ in level for c in cited), MAX_TREE_NODES - count)
+        below = []
+        for out, cited, path in level:
+            for child_id in cited:
+                if child_id in path:
+                    continue
+                if count >= MAX_TREE_NODES:
+                    out["truncated"] = True
+                    break
+                child, grand = node(child_id)
+                cost = _chars(child)
+                if chars + cost > MAX_TREE_CHARS:
+                    out["truncated"] = True
+                    break
+                count, chars = count + 1, chars + cost
+                out["evidence"].append(child)
+                below.append((child, grand, path | {child_id}))
+        level = below
     return root
 
 

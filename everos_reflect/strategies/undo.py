@@ -194,7 +194,11 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
             f"{narrative.parent_type or 'none'}); only a Reflection merge can be undone")
     if narrative.deprecated_by == UNDONE:
         _mark_reports_undone(runtime, ref, merged_id)  # heals a crash right after the Markdown
-        raise EverosError(f"the merge that wrote {merged_id} was already undone")
+        if not _scan(runtime, ref, merged_id).restore:
+            raise EverosError(f"the merge that wrote {merged_id} was already undone")
+        # archived `undone` by hand with its sources still archived toward it: they stayed
+        # hidden for good behind "already undone"; restore them, nothing left to archive
+        return _restore_only(runtime, ref, merged_id)
     if narrative.deprecated_by == merged_id:
         raise EverosError(f"{merged_id} was withdrawn by an interrupted merge that never "
                           "completed; its sources were never archived, so there is nothing to undo")
@@ -239,15 +243,22 @@ def _undo_deleted(runtime: Runtime, ref: UserRef, merged_id: str) -> UndoResult:
     toward an id no entry holds, hidden from search for good, and ``undo`` refused them as
     "no such entry" (with a hint to check ``--user``). Keys mapping to the id are restored and
     its live facts archived, as for any undo; there is no narrative left to archive."""
-    found = _scan(runtime, ref, merged_id)
-    audit = merge_row(runtime.db(), ref, merged_id)
-    if not found.restore:
+    if not _scan(runtime, ref, merged_id).restore:
+        audit = merge_row(runtime.db(), ref, merged_id)
         if audit is None:
             raise UnknownEntry(_not_this_users(runtime, ref, merged_id))
         raise UnknownEntry(
             f"no entry {merged_id} for user {ref}: the narrative of this merge "
             f"({audit[1]} in the audit) is no longer in the logs, and no source is archived "
             "toward it: nothing to undo")
+    return _restore_only(runtime, ref, merged_id)
+
+
+def _restore_only(runtime: Runtime, ref: UserRef, merged_id: str) -> UndoResult:
+    """An undo that only restores: the entries archived toward ``merged_id`` come back and
+    its live facts are archived; the narrative is not archived (gone, or ``undone`` already)."""
+    found = _scan(runtime, ref, merged_id)
+    audit = merge_row(runtime.db(), ref, merged_id)
     _refuse_if_journaled(runtime, ref, merged_id)
     previous = _previous_narrative(found, None)
     intent = _Intent(app=ref.app, project=ref.project, user_id=ref.user_id, undo=merged_id,
@@ -262,7 +273,8 @@ def _undo_deleted(runtime: Runtime, ref: UserRef, merged_id: str) -> UndoResult:
     result = _apply(runtime, intent)
     with transaction(runtime.db()):
         merge_journal.delete(runtime.db(), row_id)
-    log.info("undo: %s of %s was deleted by hand; its sources are restored", merged_id, ref)
+    log.info("undo: %s of %s was deleted or archived by hand; its sources are restored",
+             merged_id, ref)
     return result
 
 
@@ -279,7 +291,7 @@ class _Intent:
     restore: list[str]  # ids whose key toward the narrative is removed
     archived_facts: list[str]  # its live facts, archived as undone
     previous: str | None  # the narrative an update merge had replaced
-    narrative_gone: bool = False  # deleted by hand: nothing to archive
+    narrative_gone: bool = False  # deleted or archived by hand: nothing to archive
 
     @property
     def ref(self) -> UserRef:
