@@ -360,3 +360,59 @@ def test_a_metadata_edit_a_merge_never_sends_leaves_a_refused_cluster_aside(
         assert len(llm.merge_requests) == 2
     finally:
         rt.close()
+
+
+def test_a_changed_prompt_language_or_model_sends_a_refused_cluster_again_once(
+        tmp_path: Path) -> None:
+    """The set-aside key held only the members: a person who rewrote the merge prompt, picked
+    a language or another model to get past a refusal still had the cluster left aside (by the
+    runs and by `status`) until a member changed. Each change sends it once; unchanged
+    settings keep it aside."""
+    from dataclasses import replace
+
+    from everos_reflect.llm.base import ScriptedLLM as MergeScript
+    from everos_reflect.llm.prompts import MERGE_INIT
+    from everos_reflect.status import status_document
+    from tests.reflect_fixtures import make_runtime, run_reflection, seed_pets
+
+    prompt = {"merge_init": "Be brief.\n" + MERGE_INIT}
+    llm = MergeScript([refused(400), refused(400), refused(422)])
+    rt = make_runtime(tmp_path, llm)
+    try:
+        seed_pets(rt)
+        assert nonzero(run_reflection(rt)) == {"failed": 1, "set_aside": 1}
+        assert nonzero(run_reflection(rt, "run_same")) == {}
+        # the prompts of the other mode and of other tasks are not sent: still aside
+        assert nonzero(run_reflection(rt, "run_other", prompts={
+            "merge_update": "Other.\n$narrative\n$episodes"})) == {}
+        assert nonzero(run_reflection(rt, "run_prompt", prompts=prompt)) == {
+            "failed": 1, "set_aside": 1}
+        assert nonzero(run_reflection(rt, "run_prompt_again", prompts=prompt)) == {}
+        assert "Be brief." in llm.merge_requests[-1].prompts.merge_init
+        # the view agrees with the runs: aside under the prompt ome.toml configures
+        (rt.root / "ome.toml").write_text(
+            "[strategies.reflect_episodes.prompts]\n"
+            f"merge_init = {json.dumps(prompt['merge_init'])}\n")
+        assert len(status_document(rt)["merges"]["set_aside"]) == 1
+        # refused under the default prompts too: aside
+        (rt.root / "ome.toml").write_text("")
+        assert len(status_document(rt)["merges"]["set_aside"]) == 1
+        (rt.root / "ome.toml").write_text(
+            '[strategies.reflect_episodes]\nlanguage = "German"\n')
+        assert status_document(rt)["merges"]["set_aside"] == []  # the next run sends it
+        assert nonzero(run_reflection(rt, "run_german", prompts=prompt,
+                                      language="German")) == {"failed": 1, "set_aside": 1}
+        assert len(llm.merge_requests) == 3
+    finally:
+        rt.close()
+
+    # another model: the same root opened with another [llm] model sends it again
+    llm2 = MergeScript([refused(413)])
+    rt = make_runtime(tmp_path, llm2)
+    rt.settings = replace(rt.settings, llm=replace(rt.settings.llm, model="bigger-model"))
+    try:
+        assert nonzero(run_reflection(rt, "run_model")) == {"failed": 1, "set_aside": 1}
+        assert nonzero(run_reflection(rt, "run_model_again")) == {}
+        assert len(llm2.merge_requests) == 1
+    finally:
+        rt.close()

@@ -116,7 +116,8 @@ def _lines(c: ClusterInfo, width: int, *, held: bool = False, aside: str | None 
     lines = [head, "      " + _clip(" ".join(c.preview.split()), room)]
     if aside is not None:
         lines.append("      " + _clip(f"set aside: {' '.join(aside.split())} (sent again once "
-                                      "a member is edited, joins or leaves)", room))
+                                      "a member is edited, joins or leaves, or the prompts or "
+                                      "model change)", room))
     return "\n".join(lines)
 
 

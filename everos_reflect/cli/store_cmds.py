@@ -284,8 +284,8 @@ def _render_status(doc: dict[str, Any]) -> None:
         aside = []
     if aside:
         console.print(f"{len(aside)} cluster(s) set aside: the server refused their merge for "
-                      "good and it is not sent again until a member is edited, joins or leaves "
-                      "(`clusters` marks them)", markup=False)
+                      "good and it is not sent again until a member is edited, joins or leaves, "
+                      "or the prompts or model change (`clusters` marks them)", markup=False)
     for item in aside[:SET_ASIDE_SHOWN]:
         console.print(f"  {item['app_id']}/{item['project_id']}/{item['user_id']}: cluster "
                       f"{item['cluster_id']} set aside: {shown(item['reason'])}", markup=False)

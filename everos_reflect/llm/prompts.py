@@ -16,6 +16,7 @@ A strategy overrides any template, and the output ``language``, from its ``ome.t
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -23,7 +24,7 @@ from string import Template
 from typing import Any
 
 from everos_reflect.errors import ConfigError
-from everos_reflect.llm.base import FactsRequest, MergeMember, MergeRequest
+from everos_reflect.llm.base import FactsRequest, MergeMember, MergeMode, MergeRequest
 
 Message = dict[str, str]
 
@@ -204,6 +205,16 @@ class Prompts:
         if language.lower() == AUTO:
             return _LANGUAGE_AUTO
         return Template(_LANGUAGE_FIXED).substitute(language=language)
+
+    def merge_fingerprint(self, mode: MergeMode) -> str:
+        """A digest of what these prompts put into a merge's two requests whatever the data:
+        the system prompt, the ``mode``'s merge template, the facts template and the language
+        rule. A merge the server refused for good is set aside under it too, so a person who
+        rewrites a prompt or picks a language to get past the refusal has it sent again; a
+        template the merge does not use (the other mode's, another task's) leaves it aside."""
+        template = self.merge_update if mode == "update" else self.merge_init
+        parts = (self.system, template, self.extract_facts, self.language_rule())
+        return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
 
     def merge_messages(self, req: MergeRequest) -> list[Message]:
         """The chat messages for one merge: system rules, then the task with its data blocks."""

@@ -88,6 +88,18 @@ class Selection:
         digest.update(("sent:" + ",".join(e.id for e in self.replaced)).encode())
         return digest.hexdigest()
 
+    def aside_key(self, prompts: Prompts, target: str) -> str:
+        """What a merge the server refused for good is set aside under: :attr:`members_key`,
+        plus what of its requests the settings decide -- the prompts
+        (:meth:`Prompts.merge_fingerprint`) and ``target``, the provider, model and server
+        (:func:`~everos_reflect.strategies.reflect.llm_target`). A person who changes a
+        prompt, the language or the model to get past the refusal has the cluster sent again
+        (once: refused again, it is set aside under the new key); without them in the key it
+        stayed aside until a member changed."""
+        digest = hashlib.sha256(self.members_key.encode())
+        digest.update(f"\nprompts:{prompts.merge_fingerprint(self.mode)}\nllm:{target}".encode())
+        return digest.hexdigest()
+
     @property
     def timestamp(self) -> datetime:
         """The merged narrative's timestamp: the latest replaced entry's (SPEC §3)."""

@@ -260,7 +260,7 @@ class ReflectionRun:
                     self.counts["held_back"] += 1  # undone; waits for a new member
                     continue
                 picked = select(self.rt.store, clusters, info, max_sources=self.max_sources)
-                if picked is not None and (picked.cluster_id, picked.members_key) in aside:
+                if picked is not None and (picked.cluster_id, self._aside_key(picked)) in aside:
                     continue  # the server refused this exact cluster for good
                 if picked is not None:
                     chosen += 1
@@ -415,19 +415,21 @@ class ReflectionRun:
 
         With ``set_aside`` (the server refused the request itself, HTTP 400/413/422: asked
         again it answers the same) the cluster is set aside as the other tiers set a window
-        aside: kept in the changes cursor under its members' ids and texts
-        (:attr:`Selection.members_key`), it is not sent again until a member is edited, joins
-        or leaves, where it was sent, and refused, on every run."""
+        aside: kept in the changes cursor under its members' ids and texts, the prompts and
+        the model (:meth:`Selection.aside_key`), it is not sent again until a member is
+        edited, joins or leaves, or one of those settings changes, where it was sent, and
+        refused, on every run."""
         if set_aside:
             error = set_aside_error(error, [e.id for e in sel.replaced],
-                                    back="once a member is edited, joins or leaves")
+                                    back="once a member is edited, joins or leaves, "
+                                    "or the prompts or model change")
             self.counts["set_aside"] += 1
         self.log.warning("cluster %s of %s skipped: %s", sel.cluster_id, sel.ref, error)
         self.counts["failed"] += 1
         conn = self.rt.db()
         with transaction(conn):
             if set_aside:
-                cursors.advance(conn, NAME, sel.ref, {sel.cluster_id: sel.members_key},
+                cursors.advance(conn, NAME, sel.ref, {sel.cluster_id: self._aside_key(sel)},
                                 self.ctx.run_id)
             journal.insert_report(conn, run_id=self.ctx.run_id, ref=sel.ref,
                                   cluster_id=sel.cluster_id, mode=sel.mode,
@@ -435,6 +437,9 @@ class ReflectionRun:
                                   provider=llm.provider, model=llm.model, error=error,
                                   prompt_tokens=usage.prompt_tokens if usage else 0,
                                   completion_tokens=usage.completion_tokens if usage else 0)
+
+    def _aside_key(self, sel: Selection) -> str:
+        return sel.aside_key(self.prompts, llm_target(self.rt))
 
     def _plan(self, prepared: _Prepared) -> journal.Plan | None:
         """The journal plan of a draft that passes every check (the guard's verdicts, archive
@@ -537,6 +542,15 @@ class FirstRequests:
             return False
         return bool(self._wait(self._before + self._count,
                                max(0.0, self._deadline - time.monotonic())))
+
+
+def llm_target(runtime: Runtime) -> str:
+    """The provider, model and server a merge's requests go to, as ``[llm]`` configures them:
+    part of a set-aside cluster's key (:meth:`Selection.aside_key`), since a bigger model or
+    another server may take what this one refused. Read from the settings rather than the
+    client so that ``status`` need not build one."""
+    llm = runtime.settings.llm
+    return f"{llm.provider}:{llm.model}@{llm.base_url or ''}"
 
 
 def users_with_clusters(runtime: Runtime) -> Iterator[UserRef]:

@@ -2,12 +2,12 @@
 
 A merge the server refused for good (HTTP 400, 413, 422: asked again it answers the same) sets
 its cluster aside (:meth:`ReflectionRun._failed`): the changes cursor keeps the cluster under
-:attr:`Selection.members_key`, and no run sends it again until a member is edited, joins or
-leaves. Without this view the cluster simply never merged, and nothing but an old
-``reflection_report`` row said why. ``status`` counts them and ``clusters`` marks each with the
-server's answer; a cluster counts as set aside only while its key still matches what a run
-would select now (the Markdown is read, as Select reads it), so one that an edit brought back
-is not shown.
+:meth:`Selection.aside_key`, and no run sends it again until a member is edited, joins or
+leaves, or the prompts, language or model change. Without this view the cluster simply never
+merged, and nothing but an old ``reflection_report`` row said why. ``status`` counts them and
+``clusters`` marks each with the server's answer; a cluster counts as set aside only while its
+key still matches what a run would select now (the Markdown is read, as Select reads it, and
+the prompts and model as a run takes them), so one that an edit brought back is not shown.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from everos_reflect.errors import EverosError
 from everos_reflect.index import cursors, reads
+from everos_reflect.llm.prompts import Prompts
 from everos_reflect.model import UserRef
 
 if TYPE_CHECKING:
@@ -51,7 +52,7 @@ def set_aside_clusters(runtime: Runtime, ref: UserRef | None = None) -> list[Set
     by owner then cluster id."""
     from everos_reflect.clustering.service import ClusterService, UnknownCluster
     from everos_reflect.strategies.consolidate import select
-    from everos_reflect.strategies.reflect import NAME
+    from everos_reflect.strategies.reflect import NAME, llm_target
 
     conn = runtime.db()
     keys: dict[tuple[UserRef, str], dict[str, str | None]] = defaultdict(dict)
@@ -61,7 +62,8 @@ def set_aside_clusters(runtime: Runtime, ref: UserRef | None = None) -> list[Set
         return []
     refusals = reads.refusals_for_good(conn)
     clusters = ClusterService(runtime)
-    max_sources = _max_sources(runtime)
+    max_sources, prompts = _merge_settings(runtime)
+    target = llm_target(runtime)
     out = []
     for (owner, cluster_id), runs in sorted(keys.items(), key=lambda item: (
             str(item[0][0]), item[0][1])):
@@ -72,28 +74,33 @@ def set_aside_clusters(runtime: Runtime, ref: UserRef | None = None) -> list[Set
         if info.ref != owner:
             continue
         picked = select(runtime.store, clusters, info, max_sources=max_sources)
-        if picked is None or picked.members_key not in runs:
-            continue  # merged since, or changed: the next run sends it
-        error, since = refusals.get((owner, cluster_id, runs[picked.members_key]),
+        key = None if picked is None else picked.aside_key(prompts, target)
+        if picked is None or key not in runs:
+            continue  # merged since, or changed (or its prompts, or model): the next run sends it
+        error, since = refusals.get((owner, cluster_id, runs[key]),
                                     ("refused for good (its report row is gone)", None))
         out.append(SetAsideCluster(owner, cluster_id, tuple(e.id for e in picked.replaced),
                                    error.split(_IDS, 1)[0], since))
     return out
 
 
-def _max_sources(runtime: Runtime) -> int:
-    """``max_sources_per_merge`` as a run would take it: what a merge sends is part of the
-    set-aside key. A broken ``ome.toml`` (the daemon keeps its last good one) reads as the
-    default here."""
+def _merge_settings(runtime: Runtime) -> tuple[int, Prompts]:
+    """``max_sources_per_merge`` and the prompts (``language``, ``prompts``) as a run would
+    take them: what a merge sends, and the prompts it sends it with, are part of the set-aside
+    key. A broken ``ome.toml`` (the daemon keeps its last good one) reads as the defaults
+    here."""
     from everos_reflect.engine.engine import Engine
     from everos_reflect.engine.registry import get_strategy
     from everos_reflect.strategies.reflect import NAME
 
     key = "max_sources_per_merge"
     try:
-        return int(Engine(runtime, recover=False).settings_for(NAME)[key])
+        settings = Engine(runtime, recover=False).settings_for(NAME)
+        return int(settings[key]), Prompts.from_settings(
+            {"language": settings.get("language", "auto"),
+             "prompts": settings.get("prompts") or {}})
     except (EverosError, KeyError):  # ConfigError among them
-        return int(get_strategy(NAME).all_settings()[key].default)
+        return int(get_strategy(NAME).all_settings()[key].default), Prompts()
 
 
 __all__ = ["SetAsideCluster", "set_aside_clusters"]
