@@ -552,6 +552,11 @@ class DailyLog:
     #: of it written so far ("" for none) when the text ends inside an opening marker: a
     #: file caught mid-write, or one whose last marker was lost.
     open_at_end: str | None = None
+    #: Ids whose opening marker is in the text but whose entry could not be read (its metadata
+    #: broken by a hand edit, its closing marker lost, a timestamp refused ...), and every
+    #: opened id of a log whose frontmatter cannot be read. Such an entry is still there, only
+    #: unreadable until it is fixed: never to be taken as deleted.
+    unreadable: set[str] = field(default_factory=set)
 
     @property
     def deprecated_entries(self) -> dict[str, str]:

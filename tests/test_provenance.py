@@ -134,6 +134,79 @@ def test_a_log_ending_in_other_unfinished_text_still_drops_what_it_no_longer_hol
     assert {r[0] for r in rt.db().execute("SELECT id FROM entries")} == {eps[0].id}
 
 
+#: Hand edits that leave an entry in its file but unreadable, as (old text, new text).
+UNREADABLE = {
+    "yaml typo": ("timestamp: 2026-09-02T11:00:00+00:00", "timestamp: [2026-09-02T11:00"),
+    "closing marker lost": ("<!-- /entry:ep_20260902_0002 -->\n", ""),
+    "timestamp refused": ("timestamp: 2026-09-02T11:00:00+00:00",
+                          "timestamp: 2026-13-45T11:00:00+00:00"),
+    "frontmatter typo": ("type: episode_daily", "type: [episode_daily"),
+}
+
+
+@pytest.mark.parametrize("breakage", sorted(UNREADABLE))
+def test_an_entry_made_unreadable_by_a_typo_leaves_the_insights_citing_it_active(
+        root: Path, breakage: str) -> None:
+    """An entry still in its file but unreadable (a hand edit broke its metadata, its closing
+    marker was lost, its timestamp is refused) counted as deleted: the insight citing it went
+    stale ("evidence ... was deleted") and stayed so once the typo was fixed. It is unknown
+    now: the insight keeps its status; fixed as it was, nothing changes; deleted for real, the
+    insight goes stale as before."""
+    rt = make_runtime(root, ExtractiveLLM())
+    eps = [add_episode(rt, DEV, f"2026-09-02T1{h}:00:00+00:00", f"Revert {h}",
+                       f"The user reverted an auth change at 1{h}:00.") for h in (0, 1, 2)]
+    cited = insight(rt, "All three reverts touched auth.", eps)
+    indexer = Indexer(rt)
+    indexer.scan()
+    path = rt.store.path_for_id(DEV, eps[1].id)
+    whole = path.read_text()
+    old, new = UNREADABLE[breakage]
+    assert eps[1].id == "ep_20260902_0002" and whole.count(old) == 1
+    path.write_text(whole.replace(old, new))
+    result = indexer.sync_path(path)
+    assert result.problems and result.deleted == 0
+    assert status(rt, cited.id) == ("active", None)
+    # A derived record written meanwhile re-checks every record of the owner from Markdown.
+    later = insight(rt, "The first revert came at ten.", [eps[0], eps[2]])
+    indexer.scan()
+    assert status(rt, cited.id) == ("active", None)
+    assert status(rt, later.id) == ("active", None)
+
+    path.write_text(whole)  # the typo fixed
+    indexer.sync_path(path)
+    assert status(rt, cited.id) == ("active", None)
+
+    start = whole.index(f"<!-- entry:{eps[1].id} -->")
+    end = whole.index(f"<!-- entry:{eps[2].id} -->")
+    path.write_text(whole[:start] + whole[end:])  # deleted for real
+    indexer.sync_path(path)
+    assert status(rt, cited.id) == ("stale", f"evidence {eps[1].id} was deleted")
+    assert status(rt, later.id) == ("active", None)
+
+
+@pytest.mark.parametrize("breakage", sorted(UNREADABLE))
+def test_an_entry_deleted_while_unreadable_makes_the_insight_stale(
+        root: Path, breakage: str) -> None:
+    """Its index row kept while it was unreadable, an entry then deleted for real is seen to
+    go, and the insight citing it goes stale."""
+    rt = make_runtime(root, ExtractiveLLM())
+    eps = [add_episode(rt, DEV, f"2026-09-02T1{h}:00:00+00:00", f"Revert {h}",
+                       f"The user reverted an auth change at 1{h}:00.") for h in (0, 1, 2)]
+    cited = insight(rt, "All three reverts touched auth.", eps)
+    indexer = Indexer(rt)
+    indexer.scan()
+    path = rt.store.path_for_id(DEV, eps[1].id)
+    whole = path.read_text()
+    old, new = UNREADABLE[breakage]
+    path.write_text(whole.replace(old, new))
+    indexer.sync_path(path)
+    start = whole.index(f"<!-- entry:{eps[1].id} -->")
+    end = whole.index(f"<!-- entry:{eps[2].id} -->")
+    path.write_text(whole[:start] + whole[end:])
+    indexer.sync_path(path)
+    assert status(rt, cited.id) == ("stale", f"evidence {eps[1].id} was deleted")
+
+
 def test_an_archived_evidence_makes_the_insight_stale(root: Path) -> None:
     rt, eps, first, second = setup(root)
     narrative = add_episode(rt, DEV, "2026-10-01T10:00:00+00:00", "Reverts", "Merged story.",

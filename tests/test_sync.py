@@ -329,7 +329,10 @@ def test_broken_frontmatter_keeps_indexed_entries_and_records_the_problem(rt: Ru
     assert set(_sql(rt)) == {a.id}
 
 
-def test_corrupt_entry_leaves_the_index_until_fixed(rt: Runtime) -> None:
+def test_a_corrupt_entry_keeps_its_indexed_row_until_fixed_or_deleted(rt: Runtime) -> None:
+    """Still in its file, an entry whose metadata a hand edit broke is not deleted from the
+    index (as a log caught mid-write is not): dropped, its deletion was published and every
+    record citing it went stale for good. Deleted for real, it goes."""
     a = _append(rt, "Dog", "Toby")
     b = _append(rt, "Cat", "Misty")
     indexer = Indexer(rt)
@@ -338,13 +341,20 @@ def test_corrupt_entry_leaves_the_index_until_fixed(rt: Runtime) -> None:
     broken_b = b.raw.replace("owner_id: u_andrew", "owner_id: [u_andrew")
     _path(rt).write_text(good.replace(b.raw, broken_b))
     report = indexer.scan()
-    assert report.entries_deleted == 1 and report.problems
-    assert set(_sql(rt)) == set(_lance(rt)) == {a.id}
+    assert report.entries_deleted == 0 and report.problems
+    assert set(_sql(rt)) == set(_lance(rt)) == {a.id, b.id}
 
     _path(rt).write_text(good)
     report = indexer.scan()
-    assert report.entries_embedded == 1 and not report.problems
+    assert report.entries_embedded == 0 and not report.problems
     assert set(_sql(rt)) == set(_lance(rt)) == {a.id, b.id}
+
+    _path(rt).write_text(good.replace(b.raw, broken_b))
+    indexer.scan()
+    _path(rt).write_text(good.replace(b.raw, ""))
+    report = indexer.scan()
+    assert report.entries_deleted == 1 and not report.problems
+    assert set(_sql(rt)) == set(_lance(rt)) == {a.id}
 
 
 def test_deleted_file_is_removed_by_the_next_scan(rt: Runtime) -> None:

@@ -143,7 +143,11 @@ def plan_file_sync(
             plan.deprecations[entry.id] = entry.deprecated_by
 
     if log.open_at_end is None:
-        plan.deletes = sorted(set(stored) - seen)
+        # An entry still in the file but unreadable now (a hand edit broke its metadata, its
+        # closing marker was lost) keeps its row until it is fixed or deleted for real, as in a
+        # log caught mid-write: dropped, its deletion was published and every record citing it
+        # went stale for good; kept, a real deletion later is published when it happens.
+        plan.deletes = sorted(set(stored) - seen - log.unreadable)
     # else the text ends inside an entry: most likely a writer caught mid-write (a slow copy,
     # an editor writing in place). The entries it does not hold yet stay indexed until a sync
     # sees the file whole; deleted now, every record citing them was marked stale for good

@@ -530,6 +530,9 @@ class _Parser:
         body_start = self._frontmatter(log)
         if log.ok and entries:
             self._entries(log, body_start)
+        elif entries:  # no entry is read, yet every one opened is still there
+            log.unreadable = {m.group(2) for m in _MARKER_RE.finditer(self.text)
+                              if not m.group(1)}
         return log
 
     # -- file frontmatter -------------------------------------------------------------------
@@ -674,6 +677,7 @@ class _Parser:
                 )
                 if closed is None:  # the text ends inside this entry
                     log.open_at_end = entry_id
+                log.unreadable.add(entry_id)
                 marker = closed
                 continue
             if closed.id != entry_id:
@@ -681,6 +685,7 @@ class _Parser:
                     closed.line + 1,
                     f"closing marker names {closed.id!r} but the open entry is {entry_id!r}",
                 )
+                log.unreadable.add(entry_id)
                 marker = next(markers, None)
                 continue
             if first_at[entry_id] == i + 1:
@@ -689,7 +694,11 @@ class _Parser:
                 if entry is not None and entry.id not in self.unreadable_archive:
                     entry.deprecated_by = deprecated.get(entry.id)
                     log.entries.append(entry)
+                else:
+                    log.unreadable.add(entry_id)
             marker = next(markers, None)
+        # An id read once is readable, whatever a later duplicate block of it holds.
+        log.unreadable -= {entry.id for entry in log.entries}
         if log.open_at_end is None:
             # The next entry's opening marker is being written: what follows it in the file
             # is not there yet, it has not gone.

@@ -318,9 +318,12 @@ class MarkdownStore:
                     return entry
         raise UnknownEntry(f"no entry {entry_id} for user {ref}")
 
-    def get_many(self, ref: UserRef, entry_ids: Iterable[str]) -> dict[str, Entry]:
+    def get_many(self, ref: UserRef, entry_ids: Iterable[str],
+                 unreadable: set[str] | None = None) -> dict[str, Entry]:
         """The entries of ``entry_ids`` that exist, parsing each file once: many ids in one
-        large log must not cost one full parse of that log per id."""
+        large log must not cost one full parse of that log per id. With ``unreadable``, the
+        ids still in their file but unreadable now (``DailyLog.unreadable``) are added to it:
+        a caller that must not take a typo for a deletion tells the two apart."""
         by_path: dict[Path, set[str]] = {}
         for entry_id in entry_ids:
             by_path.setdefault(self.path_for_id(ref, entry_id), set()).add(entry_id)
@@ -333,6 +336,8 @@ class MarkdownStore:
             for entry in log.entries:
                 if entry.id in wanted and entry.id not in found:
                     found[entry.id] = entry
+            if unreadable is not None:
+                unreadable |= wanted & log.unreadable
         return found
 
     def entries(self, ref: UserRef, kind: Kind) -> list[Entry]:

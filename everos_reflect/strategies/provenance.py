@@ -7,6 +7,12 @@ depth the records have (``max_depth`` bounds how deep they are written). The sta
 record's own Markdown metadata, so a rebuild from Markdown reproduces the same active and stale
 sets without re-running anything.
 
+An entry still in its file but unreadable now (a hand edit broke its metadata, its closing
+marker was lost, its timestamp is refused: ``DailyLog.unreadable``) is *unknown*, never
+deleted: the records citing it keep their status, and the check resumes once the entry reads
+again (edited meanwhile: stale; as it was: still active). Taken as deleted, a typo marked them
+stale for good, also once it was fixed.
+
 :func:`invalidate` applies the rule to one owner and writes the metadata; the change-event
 subscriber :func:`on_change` calls it whenever the indexer changes something of an owner who has
 derived records.
@@ -14,7 +20,7 @@ derived records.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,12 +65,18 @@ def _depth(entry: Entry) -> int:
 
 
 def evidence_problem(entry: Entry, records: Mapping[str, Entry],
-                     stale: Mapping[str, str]) -> str | None:
-    """Why ``entry``'s evidence no longer stands (None: it does)."""
+                     stale: Mapping[str, str],
+                     unreadable: Collection[str] = frozenset()) -> str | None:
+    """Why ``entry``'s evidence no longer stands (None: it does, as far as can be read).
+
+    A cited id in ``unreadable`` is still in its file: unknown, so it says nothing either way.
+    """
     seen = evidence_hashes(entry)
     for eid in evidence_of(entry):
         cited = records.get(eid)
         if cited is None:
+            if eid in unreadable:
+                continue
             return f"evidence {eid} was deleted"
         if cited.deprecated_by:
             return f"evidence {eid} was archived (replaced by {cited.deprecated_by})"
@@ -82,9 +94,11 @@ def _checked(records: Iterable[Entry]) -> list[Entry]:
             and e.deprecated_by is None and status_of(e) == ACTIVE and evidence_of(e)]
 
 
-def find_stale(records: Mapping[str, Entry]) -> dict[str, str]:
+def find_stale(records: Mapping[str, Entry],
+               unreadable: Collection[str] = frozenset()) -> dict[str, str]:
     """``{id: stale_reason}`` of every active, daemon-derived record whose evidence no longer
-    stands, transitively (a record citing a newly stale record is stale too)."""
+    stands, transitively (a record citing a newly stale record is stale too). Ids in
+    ``unreadable`` are in their file but cannot be read now: not deleted, not checked."""
     derived = sorted(_checked(records.values()), key=lambda e: (_depth(e), e.id))
     citers: dict[str, list[Entry]] = {}
     for entry in derived:
@@ -98,27 +112,39 @@ def find_stale(records: Mapping[str, Entry]) -> dict[str, str]:
     spreading: list[str] = []
     for entry in derived:
         if entry.id not in stale:
-            reason = evidence_problem(entry, records, stale)
+            reason = evidence_problem(entry, records, stale, unreadable)
             if reason:
                 stale[entry.id] = reason
                 spreading.append(entry.id)
         while spreading:
             for citer in citers.get(spreading.pop(), ()):
                 if citer.id not in stale:
-                    reason = evidence_problem(citer, records, stale)
+                    reason = evidence_problem(citer, records, stale, unreadable)
                     if reason:
                         stale[citer.id] = reason
                         spreading.append(citer.id)
     return stale
 
 
-def load_records(runtime: Runtime, ref: UserRef) -> dict[str, Entry]:
-    """Every entry of ``ref`` a derived record may cite, from the Markdown (the truth)."""
-    return {e.id: e for kind in EVIDENCE_KINDS for e in runtime.store.entries(ref, kind)}
+def load_records(runtime: Runtime, ref: UserRef,
+                 unreadable: set[str] | None = None) -> dict[str, Entry]:
+    """Every entry of ``ref`` a derived record may cite, from the Markdown (the truth); the
+    ids present but unreadable are added to ``unreadable`` when given."""
+    records: dict[str, Entry] = {}
+    for path in runtime.store.iter_files(ref, EVIDENCE_KINDS):
+        log = runtime.store.read(path)
+        records.update((e.id, e) for e in log.entries)
+        if unreadable is not None:
+            unreadable |= log.unreadable
+    if unreadable is not None:
+        unreadable -= records.keys()
+    return records
 
 
-def cited_records(runtime: Runtime, ref: UserRef, derived: Mapping[str, Entry]) -> dict[str, Entry]:
-    """``derived`` plus the entries its checked records cite — all :func:`find_stale` looks at.
+def cited_records(runtime: Runtime, ref: UserRef, derived: Mapping[str, Entry],
+                  unreadable: set[str] | None = None) -> dict[str, Entry]:
+    """``derived`` plus the entries its checked records cite — all :func:`find_stale` looks at;
+    the cited ids still in their file but unreadable now are added to ``unreadable``.
 
     Reads the derived logs' citations only (each cited file parsed once), not every log of the
     owner: invalidation runs after each synced file, and re-reading a year of Episodes per file
@@ -135,7 +161,7 @@ def cited_records(runtime: Runtime, ref: UserRef, derived: Mapping[str, Entry]) 
                     wanted.add(eid)
             except EverosError:
                 continue
-    return {**runtime.store.get_many(ref, wanted), **derived}
+    return {**runtime.store.get_many(ref, wanted, unreadable), **derived}
 
 
 def has_derived(runtime: Runtime, ref: UserRef) -> bool:
@@ -157,7 +183,9 @@ def invalidate(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) 
         if touched.isdisjoint(cited):
             return []
     written: list[Path] = []
-    for entry_id, reason in find_stale(cited_records(runtime, ref, derived)).items():
+    unreadable: set[str] = set()
+    records = cited_records(runtime, ref, derived, unreadable)
+    for entry_id, reason in find_stale(records, unreadable).items():
         try:
             runtime.store.update_meta(ref, entry_id, {"status": STALE, "stale_reason": reason})
         except EverosError:
