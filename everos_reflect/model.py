@@ -25,6 +25,31 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$"
 _NAME_RE = re.compile(NAME_PATTERN)
 
 
+#: The most characters of a bad value an error message quotes.
+QUOTED_MAX = 60
+
+
+def quoted(value: str, *, escape: bool = False) -> str:
+    """``value`` quoted for an error message: its ``repr``, or for a longer one its first
+    :data:`QUOTED_MAX` characters, ``…`` and its length (``'aaaa…' (5,000 characters)``).
+    Messages quoted the whole value, so a 5,000-character ``--type`` made a 5,000-character
+    error line (CLI, API and MCP alike). ``escape`` writes control and non-ASCII characters
+    as escapes first (``\\x1b``), as an id's message does so that look-alikes are visible."""
+    text = value.encode("unicode_escape").decode("ascii") if escape else value
+    if len(text) <= QUOTED_MAX:
+        return repr(text)
+    if escape:  # whole escapes only: the characters whose escapes fit
+        cut, size = [], 0
+        for char in value:
+            part = char.encode("unicode_escape").decode("ascii")
+            if size + len(part) > QUOTED_MAX:
+                break
+            cut.append(part)
+            size += len(part)
+        text = "".join(cut)
+    return f"{text[:QUOTED_MAX] + '…'!r} ({len(value):,} characters)"
+
+
 def validate_name(value: object, what: str = "user_id") -> str:
     """Return ``value`` if it is a safe app/project/user id, else raise :class:`InvalidId`.
 
@@ -34,9 +59,9 @@ def validate_name(value: object, what: str = "user_id") -> str:
     if not isinstance(value, str):
         raise InvalidId(f"{what} must be a string, got {type(value).__name__}")
     if value in {".", ".."} or not _NAME_RE.fullmatch(value):
-        shown = value.encode("unicode_escape").decode("ascii")
         raise InvalidId(
-            f"invalid {what} {shown!r}: use 1-128 characters from A-Z a-z 0-9 _ . -, "
+            f"invalid {what} {quoted(value, escape=True)}: use 1-128 characters from "
+            "A-Z a-z 0-9 _ . -, "
             "starting with a letter or digit"
         )
     return value
@@ -217,7 +242,8 @@ class EntryId:
     def parse(cls, text: str) -> EntryId:
         m = ENTRY_ID_RE.fullmatch(text) if isinstance(text, str) else None
         if not m:
-            raise InvalidId(f"invalid entry id {text!r}: expected e.g. ep_20261012_0001")
+            shown = quoted(text) if isinstance(text, str) else repr(text)
+            raise InvalidId(f"invalid entry id {shown}: expected e.g. ep_20261012_0001")
         digits = m.group(2)
         try:  # the same dates strptime("%Y%m%d") reads from 8 digits, at a tenth of its cost
             day = date(int(digits[:4]), int(digits[4:6]), int(digits[6:]))

@@ -45,6 +45,22 @@ def test_unsafe_names_are_rejected_with_a_clear_message(value: str) -> None:
     assert "\n" not in str(info.value)  # one printable line even for control characters
 
 
+def test_a_long_bad_value_is_quoted_short_and_a_short_one_whole() -> None:
+    """Messages echoed the whole value; a long one is cut to 60 characters (whole escapes
+    only) with its length, a short one is quoted as before."""
+    with pytest.raises(InvalidId) as info:
+        validate_name("bad id")
+    assert str(info.value).startswith("invalid user_id 'bad id': use 1-128 characters")
+    with pytest.raises(InvalidId) as info:
+        validate_name("\x1b" * 100, "app_id")
+    assert str(info.value).startswith(
+        "invalid app_id '" + "\\\\x1b" * 15 + "…' (100 characters): use 1-128")
+    with pytest.raises(InvalidId) as info:
+        EntryId.parse("ep_" + "1" * 400)
+    assert str(info.value) == ("invalid entry id '" + "ep_" + "1" * 57
+                               + "…' (403 characters): expected e.g. ep_20261012_0001")
+
+
 @pytest.mark.parametrize("value", ACCEPTED)
 def test_normal_names_are_accepted(value: str) -> None:
     assert validate_name(value) == value

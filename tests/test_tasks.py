@@ -70,6 +70,28 @@ def test_task_add_refuses_bad_fields_naming_them(root: Path, args: list[str],
     assert not (root / TASK_DIR).exists()  # nothing written
 
 
+def test_a_long_bad_value_is_quoted_short_in_cli_and_api(root: Path,
+                                                        runtime: Runtime) -> None:
+    """A 5,000-character ``--type`` (or ``user_id``) was echoed whole: a 5,000-character
+    error line. The message quotes its first 60 characters and says how long it is."""
+    argv = ["task", "add", "--user", "u_ops", "--type", "a" * 5000, "--goal", "g",
+            "--step", "s", "--outcome", "success"]
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 1
+    (line,) = result.output.splitlines()
+    assert line.startswith(f"error: --type invalid task_type '{'a' * 60}…' (5,000 characters)"
+                           ": use 1-128 characters")
+    assert len(line) < 250
+    call = ApiClient(runtime)
+    resp = call("POST", "/api/v1/tasks", json={
+        "user_id": "u" * 3000 + " x", "task_type": "deploy", "goal": "g", "steps": ["s"],
+        "outcome": "success"})
+    assert resp.status_code == 422, resp.text
+    message = resp.json()["error"]["message"]
+    assert f"invalid user_id '{'u' * 60}…' (3,002 characters)" in message
+    assert len(message) < 250
+
+
 def test_task_add_keeps_to_the_roots_max_entry_bytes(root: Path) -> None:
     """``task add`` wrote with the shipped limits: a root that lowered ``max_entry_bytes``
     got a task record over it, which the index then refused ("not read"), so the task

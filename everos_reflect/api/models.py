@@ -16,7 +16,13 @@ from pydantic_core import PydanticCustomError
 
 from everos_reflect.errors import InvalidId
 from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
-from everos_reflect.model import CONTROL_CLASS, NAME_PATTERN, control_problem, validate_name
+from everos_reflect.model import (
+    CONTROL_CLASS,
+    NAME_PATTERN,
+    control_problem,
+    quoted,
+    validate_name,
+)
 
 
 class Strict(BaseModel):
@@ -35,7 +41,7 @@ EPISODE_ID_PATTERN = r"^ep_[0-9]{8}_[0-9]{4,18}$"
 
 def _episode_id(value: str) -> str:
     if not re.fullmatch(EPISODE_ID_PATTERN, value):  # the form; an impossible day is a 404
-        raise InvalidId(f"invalid episode id {value!r}: expected e.g. ep_20261012_0001")
+        raise InvalidId(f"invalid episode id {quoted(value)}: expected e.g. ep_20261012_0001")
     return value
 
 
