@@ -144,6 +144,25 @@ UNREADABLE = {
 }
 
 
+def _three_reverts_cited(root: Path) -> tuple[Runtime, list[Entry], Entry, Indexer, Path, str]:
+    """Three Episodes of one day, an insight citing all three, indexed; with the day's log
+    (where the second one is) and its text."""
+    rt = make_runtime(root, ExtractiveLLM())
+    eps = [add_episode(rt, DEV, f"2026-09-02T1{h}:00:00+00:00", f"Revert {h}",
+                       f"The user reverted an auth change at 1{h}:00.") for h in (0, 1, 2)]
+    cited = insight(rt, "All three reverts touched auth.", eps)
+    indexer = Indexer(rt)
+    indexer.scan()
+    path = rt.store.path_for_id(DEV, eps[1].id)
+    return rt, eps, cited, indexer, path, path.read_text()
+
+
+def _without_second(whole: str, eps: list[Entry]) -> str:
+    """The log's text with the second Episode deleted for real."""
+    start = whole.index(f"<!-- entry:{eps[1].id} -->")
+    return whole[:start] + whole[whole.index(f"<!-- entry:{eps[2].id} -->"):]
+
+
 @pytest.mark.parametrize("breakage", sorted(UNREADABLE))
 def test_an_entry_made_unreadable_by_a_typo_leaves_the_insights_citing_it_active(
         root: Path, breakage: str) -> None:
@@ -152,14 +171,7 @@ def test_an_entry_made_unreadable_by_a_typo_leaves_the_insights_citing_it_active
     stale ("evidence ... was deleted") and stayed so once the typo was fixed. It is unknown
     now: the insight keeps its status; fixed as it was, nothing changes; deleted for real, the
     insight goes stale as before."""
-    rt = make_runtime(root, ExtractiveLLM())
-    eps = [add_episode(rt, DEV, f"2026-09-02T1{h}:00:00+00:00", f"Revert {h}",
-                       f"The user reverted an auth change at 1{h}:00.") for h in (0, 1, 2)]
-    cited = insight(rt, "All three reverts touched auth.", eps)
-    indexer = Indexer(rt)
-    indexer.scan()
-    path = rt.store.path_for_id(DEV, eps[1].id)
-    whole = path.read_text()
+    rt, eps, cited, indexer, path, whole = _three_reverts_cited(root)
     old, new = UNREADABLE[breakage]
     assert eps[1].id == "ep_20260902_0002" and whole.count(old) == 1
     path.write_text(whole.replace(old, new))
@@ -176,9 +188,7 @@ def test_an_entry_made_unreadable_by_a_typo_leaves_the_insights_citing_it_active
     indexer.sync_path(path)
     assert status(rt, cited.id) == ("active", None)
 
-    start = whole.index(f"<!-- entry:{eps[1].id} -->")
-    end = whole.index(f"<!-- entry:{eps[2].id} -->")
-    path.write_text(whole[:start] + whole[end:])  # deleted for real
+    path.write_text(_without_second(whole, eps))  # deleted for real
     indexer.sync_path(path)
     assert status(rt, cited.id) == ("stale", f"evidence {eps[1].id} was deleted")
     assert status(rt, later.id) == ("active", None)
@@ -189,20 +199,11 @@ def test_an_entry_deleted_while_unreadable_makes_the_insight_stale(
         root: Path, breakage: str) -> None:
     """Its index row kept while it was unreadable, an entry then deleted for real is seen to
     go, and the insight citing it goes stale."""
-    rt = make_runtime(root, ExtractiveLLM())
-    eps = [add_episode(rt, DEV, f"2026-09-02T1{h}:00:00+00:00", f"Revert {h}",
-                       f"The user reverted an auth change at 1{h}:00.") for h in (0, 1, 2)]
-    cited = insight(rt, "All three reverts touched auth.", eps)
-    indexer = Indexer(rt)
-    indexer.scan()
-    path = rt.store.path_for_id(DEV, eps[1].id)
-    whole = path.read_text()
+    rt, eps, cited, indexer, path, whole = _three_reverts_cited(root)
     old, new = UNREADABLE[breakage]
     path.write_text(whole.replace(old, new))
     indexer.sync_path(path)
-    start = whole.index(f"<!-- entry:{eps[1].id} -->")
-    end = whole.index(f"<!-- entry:{eps[2].id} -->")
-    path.write_text(whole[:start] + whole[end:])
+    path.write_text(_without_second(whole, eps))
     indexer.sync_path(path)
     assert status(rt, cited.id) == ("stale", f"evidence {eps[1].id} was deleted")
 
