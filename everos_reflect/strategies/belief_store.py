@@ -67,8 +67,8 @@ def tier_settings(*, cooldown: float) -> tuple[SettingSpec, ...]:
                     "Wall time per run; the run stops between owners once past it.",
                     positive),
         SettingSpec("max_records", int, 50,
-                    "Records one window holds (shown to the model per call, oldest first) and "
-                    "a run consumes; the rest wait for the next run.",
+                    "Records one call shows and one window holds (the window oldest first); "
+                    "what is past it is not consumed but waits for the next run.",
                     records_per_call),
         SettingSpec("max_depth", int, DEFAULT_MAX_DEPTH,
                     "Deepest record this tier may write (1 + the deepest record it cites).",
@@ -245,6 +245,9 @@ class Derived:
     failures: list[str] = field(default_factory=list)
     #: Window ids not consumed by this derivation (a failed part's): they wait for a run.
     pending: set[str] = field(default_factory=set)
+    #: Records the call would have shown beside the window but ``max_records`` left out
+    #: (counted ``unshown_records``).
+    unshown: int = 0
 
 
 def set_aside_error(problem: str, ids: Iterable[str], *, back: str = "once edited") -> str:
@@ -286,6 +289,9 @@ class Work:
     #: LLM calls this owner's pending records need beyond the window (which was cut to what
     #: ``max_llm_calls`` allows): the run stops after it, saying the limit was reached.
     deferred_calls: int = 0
+    #: Unconsumed records past the window's ``max_records`` cut: they wait for the next run
+    #: (counted ``deferred_records``).
+    deferred_records: int = 0
 
 
 class BeliefTier(Strategy):
@@ -383,8 +389,16 @@ class BeliefTier(Strategy):
         if not items:
             return None
         if force or self.due(state, list(items), settings):
-            return Work(ref, state, items, beliefs.window_key(self.name, str(ref), items))
+            return Work(ref, state, items, beliefs.window_key(self.name, str(ref), items),
+                        deferred_records=self.backlog(runtime, ref, settings, state) - len(items))
         return None
+
+    def backlog(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any],
+                state: BeliefState) -> int:
+        """How many of ``ref``'s candidates are not consumed yet (the window before any
+        cut): the ones past the window wait for a later run, and the run says how many."""
+        done = cursors.consumed(runtime.db(), self.name, ref)
+        return len(beliefs.window(self.candidates(state, settings), done))
 
     def observe(self, runtime: Runtime, since: datetime | None) -> float:
         """The number of owners due now (the scheduler's data trigger fires at 1), 0 while the
@@ -479,6 +493,10 @@ class BeliefTier(Strategy):
                     break
                 self._one(ctx, work, budget, counts)
                 budget.charge_records(len(work.items))
+                if work.deferred_records > 0:  # past max_records: not consumed, they wait
+                    ctx.log.info("%s: %s: %d record(s) past max_records wait for the next run",
+                                 self.name, ref, work.deferred_records)
+                    counts["deferred_records"] += work.deferred_records
             except Exception as exc:
                 if rt.root_gone():  # not this owner's fault: the engine says what happened
                     raise
@@ -571,6 +589,7 @@ class BeliefTier(Strategy):
             mine["written"] += len(derived.outputs)
             mine["refused"] += derived.refused
             mine["clipped"] += derived.clipped
+            mine["unshown_records"] += derived.unshown
         elif status != "ok":
             ctx.log.warning("%s: %s skipped: %s", self.name, work.ref, error)
             mine["failed"] += 1
@@ -587,6 +606,8 @@ class BeliefTier(Strategy):
                 mine["refused"] += derived.refused
             if derived.clipped:
                 mine["clipped"] += derived.clipped
+            if derived.unshown:
+                mine["unshown_records"] += derived.unshown
         self._record(ctx, work, status, derived, error, started, set_aside,
                      keep_intent=keep_intent)
         counts.update(+mine)  # no zero counts
@@ -626,7 +647,7 @@ class BeliefTier(Strategy):
                 cursors.end_intent(conn, self.name, work.ref, work.key)
             insert_derivation(conn, Derivation(
                 strategy=self.name, ref=work.ref, status=status, run_id=ctx.run_id,
-                inputs=list(items if status == "partial" else work.items),
+                inputs=list(items if status in ("ok", "partial") else work.items),
                 outputs=derived.outputs, provider=derived.provider,
                 model=derived.model, prompt_tokens=derived.prompt_tokens,
                 completion_tokens=derived.completion_tokens,

@@ -10,10 +10,11 @@ it never edits a conviction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from typing import Any
 
 from everos_reflect.engine.registry import RunContext
+from everos_reflect.index import cursors
 from everos_reflect.model import Kind
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
@@ -53,10 +54,17 @@ class DetectContradictions(BeliefTier):
 
         rt, ref, state = ctx.runtime, work.ref, work.state
         entries = state.by_id()
-        current = sorted(self._current(state, ctx.settings), key=lambda c: c.id)
-        current = current[: int(ctx.settings.get("max_records", 50))]
         changed = set(work.items)
-        derived = Derived()
+        # changed too but past the window: compared in a later run, so not lost if unshown
+        done = cursors.consumed(rt.db(), self.name, ref)
+        later = {i for i, h in self.candidates(state, ctx.settings).items()
+                 if (i, h) not in done} - changed
+        current, unshown = shown_convictions(self._current(state, ctx.settings), changed,
+                                             int(ctx.settings.get("max_records", 50)), later)
+        derived = Derived(unshown=unshown)
+        # a changed conviction the call cannot show is not consumed: it waits for a run (the
+        # window is cut to max_records as the call is, so this is only a safeguard)
+        derived.pending = changed - {c.id for c in current}
         if len(current) < 2:
             return derived  # nothing to compare with: the window is consumed, no call made
         found = self.call(ctx, budget, [
@@ -88,4 +96,22 @@ class DetectContradictions(BeliefTier):
         return derived
 
 
-__all__ = ["NAME", "DetectContradictions"]
+def shown_convictions(current: list[beliefs.Conviction], changed: set[str], cap: int,
+                      later: Set[str] = frozenset()) -> tuple[list[beliefs.Conviction], int]:
+    """The current convictions one call shows, at most ``cap``, in id order, and how many
+    were left out (not counting ``later``: changed ones a later run compares): every changed
+    one first (they are what the call is for; the oldest first when more changed than fit),
+    then the most recently written others. Cut in id order, a conviction that just changed,
+    whose id is the newest, was the one left out, and consumed all the same."""
+    def newest_first(c: beliefs.Conviction) -> tuple[str, str]:
+        return (c.timestamp.isoformat() if c.timestamp is not None else "", c.id)
+
+    fresh = sorted((c for c in current if c.id in changed), key=lambda c: c.id)
+    others = sorted((c for c in current if c.id not in changed), key=newest_first,
+                    reverse=True)
+    chosen = (fresh + others)[:cap]
+    left_out = {c.id for c in current} - {c.id for c in chosen} - later
+    return sorted(chosen, key=lambda c: c.id), len(left_out)
+
+
+__all__ = ["NAME", "DetectContradictions", "shown_convictions"]

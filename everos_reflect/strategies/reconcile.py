@@ -10,11 +10,12 @@ with a cited record, not an edit. Nothing is edited or deleted.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
+from everos_reflect.index import cursors
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
-from everos_reflect.model import Kind
+from everos_reflect.model import Kind, UserRef
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
     BeliefState,
@@ -26,6 +27,9 @@ from everos_reflect.strategies.belief_store import (
     sync,
     tier_settings,
 )
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
 
 NAME = "reconcile"
 
@@ -50,6 +54,29 @@ class Reconcile(BeliefTier):
         return {e.id: entries[e.id].text_hash for e in self._standing(state, settings)
                 if beliefs.depth_of(entries[e.id]) < cap}
 
+    def pending(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any],
+                state: BeliefState | None = None) -> tuple[BeliefState, dict[str, str]]:
+        """The new standing edges one call can show whole, each with the convictions it
+        joins, within ``max_records``, the oldest first (the first always, so a run always
+        progresses). An edge that does not fit waits, unconsumed, for the next run: cut
+        after the fact, the convictions of the later edges were never shown and the edges
+        were consumed all the same."""
+        state = state or BeliefState.load(runtime, ref)
+        candidates = self.candidates(state, settings)
+        done = cursors.consumed(runtime.db(), self.name, ref)
+        cap = int(settings.get("max_records", 50))
+        entries = state.by_id()
+        chosen: list[str] = []
+        shown: set[str] = set()
+        for edge_id in beliefs.window(candidates, done):
+            group = {edge_id, *(c for c in beliefs.id_list(entries[edge_id].meta.get("between"))
+                                if c in entries)}
+            if chosen and len(shown | group) > cap:
+                continue  # a later edge sharing convictions may still fit
+            chosen.append(edge_id)
+            shown |= group
+        return state, {i: candidates[i] for i in chosen}
+
     def due(self, state: BeliefState, window: list[str], settings: Mapping[str, Any]) -> bool:
         return beliefs.census_due(len(window), len(self._standing(state, settings)),
                                   int(settings.get("threshold", 2)))
@@ -67,8 +94,10 @@ class Reconcile(BeliefTier):
         records = [Record(e.id, "self-contradiction", e.content, e.timestamp) for e in edges]
         records += [Record(c, f"{entries[c].meta.get('key', '')} conviction".strip(),
                            entries[c].content, entries[c].timestamp) for c in cited]
-        records = records[: int(ctx.settings.get("max_records", 50))]
-        derived = Derived()
+        cap = int(ctx.settings.get("max_records", 50))
+        # only a first edge joining more than max_records - 1 convictions is cut (pending)
+        derived = Derived(unshown=max(0, len(records) - cap))
+        records = records[:cap]
         reply = self.call(ctx, budget, records, {}, derived)
         if len(reply["evidence"]) < MIN_CITATIONS:  # that item alone is refused: asking
             # again repeats it, so the window is consumed as the other tiers consume theirs
