@@ -672,3 +672,43 @@ def test_a_merge_whose_narrative_log_cannot_take_its_withdrawal_key_is_rejected_
     entries = check_invariants(rt)
     assert not [e for e in entries.values() if e.parent_type == "cluster"]
     rt.close()
+
+
+def test_a_merge_on_a_day_with_ten_digit_ids_is_measured_with_its_real_id_width(
+        root: Path) -> None:
+    # oversized() measured the narrative with a seven-digit id: on a day whose log holds a
+    # hand-written ep_…_1234567890 the real id is three digits longer in both markers, so a
+    # narrative a byte over max_entry_bytes passed the check and was refused at its write.
+    from everos_reflect.markdown import writer
+    from everos_reflect.model import parse_timestamp
+    from everos_reflect.strategies.journal import Plan, narrative_meta, oversized
+
+    rt = Runtime(root, replace(Settings(), limits=LimitsSettings(max_entry_bytes=1024)),
+                 embedder=HashEmbedder())
+    path = rt.store.log_path(ANN, Kind.EPISODE, DAY)
+    path.parent.mkdir(parents=True)
+    hand = writer.render_entry("ep_20261012_1234567890", {"owner_id": "u_ann", **META},
+                               {"Subject": "Typed by hand", "Content": "An old note."})
+    path.write_text(writer.append_entry(writer.new_log_text(Kind.EPISODE, "u_ann", DAY), hand))
+    plan = Plan(id="rj_0000000000000001", run_id="run", app=ANN.app, project=ANN.project,
+                user_id=ANN.user_id, cluster_id="cl_000000000001", mode="init",
+                day=DAY.isoformat(), title="Dogs", content="", facts=[],
+                timestamp="2026-10-12T09:00:00+00:00",
+                sources=["ep_20261001_0001", "ep_20261001_0002"], existing_id=None,
+                hashes={}, fact_ids=[], provider="extractive", model="extractive")
+
+    def written_size(content: str) -> int:
+        """The bytes of the narrative as the store writes it: its real id, its timestamp."""
+        meta = {**narrative_meta(plan), "timestamp": parse_timestamp(plan.timestamp)}
+        return len(writer.render_entry("ep_20261012_1234567891", meta,
+                                       {"Subject": "Dogs", "Content": content}).encode())
+
+    content = "d" * (1026 - written_size("d"))  # one byte over the limit as written
+    assert written_size(content) == 1025
+    plan = replace(plan, content=content)
+
+    assert oversized(rt, plan) is not None
+    with pytest.raises(TooLarge, match=r"the entry is 1,025 bytes"):
+        rt.store.append(ANN, Kind.EPISODE, narrative_meta(plan),
+                        {"Subject": "Dogs", "Content": content}, day=DAY, withdrawable=True)
+    rt.close()

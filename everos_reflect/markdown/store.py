@@ -37,6 +37,7 @@ from everos_reflect.markdown.parser import (
     UNDONE,
     duplicate_ids,
     header_text,
+    mentioned_ids,
     next_seq,
     parse_entry_id,
     parse_log,
@@ -403,6 +404,20 @@ class MarkdownStore:
                              "allocating past the ids of %s alone", ref, stem, seen, log.path)
         return seq
 
+    def next_free_seq(self, ref: UserRef, kind: Kind, day: date, count: int = 1) -> int:
+        """The sequence number the next append of ``count`` entries to ``ref``'s ``kind`` log of
+        ``day`` would take now (the first of them), read without locking: for a caller that
+        must size those entries before it writes them (a merge, before its journal row
+        exists). A log that cannot be written (over the limit, a fatal problem) counts as
+        new; its write reports that itself."""
+        text: str | None = None
+        try:
+            _, text = self._editable(self.log_path(ref, kind, day))
+        except EverosError:
+            text = None
+        log = parse_log(text or writer.new_log_text(kind, ref.user_id, day), entries=False)
+        return self._next_seq(ref, kind, day, log, count)
+
     def append(
         self,
         ref: UserRef,
@@ -448,7 +463,7 @@ class MarkdownStore:
                 raise TooLarge("the entry", size, "limits.max_entry_bytes",
                                self.limits.max_entry_bytes)
             new_text = writer.append_entry(text, block)
-            grown = (_withdrawn_size(new_text, [entry_id], day) if withdrawable
+            grown = (_withdrawn_size(new_text, [entry_id], day, [block]) if withdrawable
                      else len(new_text.encode("utf-8")))
             if grown > self.limits.max_file_bytes:
                 raise TooLarge(f"{label} with this entry", grown, "limits.max_file_bytes",
@@ -547,7 +562,8 @@ class MarkdownStore:
             # one copy of the log for the whole batch: a copy per entry was quadratic
             new_text = writer.append_entries(text, [block for _, block in blocks])
             created.extend(self._parse_back(log, text, new_text, blocks))
-            grown = (_withdrawn_size(new_text, [e.id for e in created], day) if withdrawable
+            grown = (_withdrawn_size(new_text, [e.id for e in created], day,
+                                     [block for _, block in blocks]) if withdrawable
                      else len(new_text.encode("utf-8")))
             if grown > self.limits.max_file_bytes:
                 raise TooLarge(f"{label} with these entries", grown, "limits.max_file_bytes",
@@ -791,13 +807,24 @@ class MarkdownStore:
             raise MarkdownError(self._label(path), 0, f"not writing this file: {exc}") from exc
 
 
-def _withdrawn_size(text: str, ids: list[str], day: date) -> int:
+def widest_seq(ids: Iterable[str]) -> int:
+    """A sequence number never shorter than that of any of ``ids`` nor than seven digits
+    (all nines): what a size check puts in an id not allocated yet. Seven digits alone were
+    one byte short per mention of an eight-digit id (a day whose log holds a hand-written
+    ``…_12345678``), so a merge measured as fitting was refused at its write."""
+    digits = max((len(i.rpartition("_")[2]) for i in ids), default=0)
+    return 10 ** min(max(7, digits), SEQ_MAX_DIGITS) - 1
+
+
+def _withdrawn_size(text: str, ids: list[str], day: date, blocks: Iterable[str] = ()) -> int:
     """The bytes of ``text`` once ``deprecated_entries`` withdraws ``ids`` toward an episode of
-    ``day`` (seven-digit sequence: never shorter than a real id). Reflection appends its
-    narrative and facts with this room kept: withdrawing a merge that cannot complete adds
+    ``day``, whose id is never shorter than one the appended ``blocks`` name (the narrative's
+    own, or the one its facts name as ``parent_id``; :func:`widest_seq`). Reflection appends
+    its narrative and facts with this room kept: withdrawing a merge that cannot complete adds
     exactly such keys, and a log the appends had filled to the limit refused them, so the
     merge could be neither finished nor withdrawn (its narrative live beside its sources)."""
-    toward = str(EntryId(Kind.EPISODE, day, 9_999_999))
+    named = [*ids, *(i for block in blocks for i in mentioned_ids(block))]
+    toward = str(EntryId(Kind.EPISODE, day, widest_seq(named)))
     try:
         return len(writer.add_deprecations(text, dict.fromkeys(ids, toward)).encode("utf-8"))
     except EverosError as exc:  # the frontmatter cannot take the keys (YAML value bound)

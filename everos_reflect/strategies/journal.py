@@ -366,15 +366,14 @@ def oversized(runtime: Runtime, plan: Plan) -> str | None:
     An entry over ``limits.max_entry_bytes`` is refused by the store, so such a merge must be
     turned down before its journal row exists: committed, it stopped half-way and recovery,
     retrying the same write each run, could never finish it (the merge stayed "interrupted").
-    Measured as the store renders it, with a seven-digit sequence in the ids: wider than any
-    real one (a day file at the 16 MiB default holds far fewer entries), so the measure only
-    errs by a few bytes on the safe side.
+    Measured as the store renders it, with ids never shorter than the ones the commit would
+    allocate now (:func:`_widest`), so the measure only errs by a few bytes on the safe side.
     """
     from everos_reflect.markdown.writer import render_entry
     from everos_reflect.model import EntryId
 
     limit = runtime.store.limits.max_entry_bytes
-    widest = 9_999_999
+    widest = _widest(runtime, plan)
     placeholder = str(EntryId(Kind.EPISODE, plan.day_date, widest))
     sized = replace(plan, merged_id=placeholder)
     narrative = len(render_entry(placeholder, narrative_meta(sized),
@@ -390,6 +389,22 @@ def oversized(runtime: Runtime, plan: Plan) -> str | None:
             f"({limit:,}); not written")
 
 
+def _widest(runtime: Runtime, plan: Plan) -> int:
+    """An all-nines sequence number at least as wide as the narrative's and facts' ids would
+    be if written now (seven digits at least). A fixed seven digits measured a day whose log
+    holds an eight-digit id (a hand-written ``…_12345678``) a byte short per mention: a merge
+    found to fit was then refused at its write."""
+    from everos_reflect.markdown.store import widest_seq
+    from everos_reflect.model import EntryId
+
+    store, ref, day = runtime.store, plan.ref, plan.day_date
+    last = [EntryId(Kind.EPISODE, day, store.next_free_seq(ref, Kind.EPISODE, day))]
+    if plan.facts:
+        first = store.next_free_seq(ref, Kind.ATOMIC_FACT, day, len(plan.facts))
+        last.append(EntryId(Kind.ATOMIC_FACT, day, first + len(plan.facts) - 1))
+    return widest_seq(str(i) for i in last)
+
+
 def overfull(runtime: Runtime, plan: Plan) -> str | None:
     """Why a log the merge writes would outgrow ``limits.max_file_bytes``, else ``None``.
 
@@ -397,15 +412,15 @@ def overfull(runtime: Runtime, plan: Plan) -> str | None:
     ``deprecated_entries`` keys to every source's log; a write past the file limit is refused,
     so, like :func:`oversized`, this must be known before the journal row exists (committed,
     the merge stopped at that write and recovery retried it every run, for ever). Each log
-    is measured as the commit would change it now, with seven-digit ids (never shorter than
-    the real ones, so only ever a few bytes on the safe side), the narrative's and facts' logs
-    with the room their appends keep for withdrawing them; the sizes of merges of the same
-    batch are not added up: :func:`complete` turns such a late refusal down as well.
+    is measured as the commit would change it now, with ids never shorter than the real ones
+    (:func:`_widest`, so only ever a few bytes on the safe side), the narrative's and facts'
+    logs with the room their appends keep for withdrawing them; the sizes of merges of the
+    same batch are not added up: :func:`complete` turns such a late refusal down as well.
     """
     from everos_reflect.model import EntryId
 
     store = runtime.store
-    widest = 9_999_999
+    widest = _widest(runtime, plan)
     narrative_id = str(EntryId(Kind.EPISODE, plan.day_date, widest))
     sized = replace(plan, merged_id=narrative_id)
     fact_ids = [str(EntryId(Kind.ATOMIC_FACT, plan.day_date, widest - n))
