@@ -366,7 +366,8 @@ def test_a_crash_before_the_cursor_moves_reruns_without_duplicates(
     real = belief_store.BeliefTier._record
 
     def crash(*args: Any, **kwargs: Any) -> None:
-        raise RuntimeError("power cut after the Markdown write")
+        # a BaseException, as a dying process is: an Exception fails the owner alone
+        raise KeyboardInterrupt("power cut after the Markdown write")
 
     monkeypatch.setattr(belief_store.BeliefTier, "_record", crash)
     assert Engine(rt).trigger("update_worldview", timeout=60).status == "failed"

@@ -346,8 +346,9 @@ def test_offline_an_owner_without_a_recurring_topic_is_skipped_and_recorded(root
 # -- a crash in the middle of an insight commit -------------------------------------------------
 
 
-class PowerCut(RuntimeError):
-    """Stands for the process dying at that point."""
+class PowerCut(BaseException):
+    """Stands for the process dying at that point (not an Exception: one of those fails
+    the owner alone and the run goes on)."""
 
 
 def recurring_history(rt: Runtime) -> None:

@@ -118,8 +118,9 @@ def window(rt: Runtime) -> dict[str, str]:
     return ReflectInsights().pending(rt, DEV, settings)[1]
 
 
-class PowerCut(RuntimeError):
-    pass
+class PowerCut(BaseException):
+    """Stands for the process dying (not an Exception: one of those fails the owner
+    alone)."""
 
 
 def crash(monkeypatch: pytest.MonkeyPatch, rt: Runtime, target: tuple[Any, str]) -> None:

@@ -540,18 +540,29 @@ def test_a_merge_refused_at_its_facts_is_withdrawn_even_when_its_narrative_fille
     rt.close()
 
 
+@pytest.fixture
+def small_yaml_bound(monkeypatch: pytest.MonkeyPatch) -> int:
+    """The YAML value bound lowered to 2,000 for the tests below. What they test is how a
+    merge or an append meets a frontmatter at the bound, not where the bound is (that is
+    ``test_the_yaml_value_bound_is_reached_where_these_tests_fill_the_frontmatter``): at the
+    real 50,000 each parse of such a log took ~1.5 s, and a merge parses it a dozen times."""
+    from everos_reflect.markdown import parser
+
+    monkeypatch.setattr(parser, "MAX_YAML_NODES", 2_000)
+    return parser.MAX_YAML_NODES
+
+
 def test_a_withdrawable_append_to_a_log_whose_frontmatter_is_full_of_keys_is_refused(
-        root: Path) -> None:
+        root: Path, small_yaml_bound: int) -> None:
     # Measuring the room for a withdrawal key re-parses the frontmatter with that key added;
     # a log already at the YAML value bound raised MarkdownError there (the merge stayed
     # interrupted), and then the room was only estimated, so the narrative was written where
     # it could never be withdrawn. The append is refused as too large (the merge is rejected
     # with nothing written); one that need not stay withdrawable still writes.
     from everos_reflect.errors import NoRoomToWithdraw
-    from everos_reflect.markdown.parser import MAX_YAML_NODES
 
     rt = Runtime(root, Settings(), embedder=HashEmbedder())
-    pairs = (MAX_YAML_NODES - 12) // 2  # the file's other values: 12 (+ 2 per pair)
+    pairs = (small_yaml_bound - 12) // 2  # the file's other values: 12 (+ 2 per pair)
     log = rt.store.log_path(ANN, Kind.EPISODE, DAY)
     log.parent.mkdir(parents=True)
     log.write_text(
@@ -585,13 +596,28 @@ def _frontmatter_full_of_keys(rt: Runtime, path: Path) -> None:
                    for i in range((MAX_YAML_NODES - 12) // 2))
     path.write_text(f"---\n{head}deprecated_entries:\n{keys}---\n{body}", "utf-8")
     assert not rt.store.read(path).diagnostics
-    with pytest.raises(EverosError, match="more than"):
+    with pytest.raises(EverosError, match=f"more than {MAX_YAML_NODES} values"):
         writer.add_deprecations(path.read_text("utf-8"), {"ep_20200103_0001": "ep_20200103_0002"})
+
+
+def test_the_yaml_value_bound_is_reached_where_these_tests_fill_the_frontmatter(
+        root: Path) -> None:
+    # The tests around this one lower the bound (small_yaml_bound); this one fills a real
+    # log's frontmatter at the real bound (50,000 values): it still reads clean, and the
+    # next deprecated_entries key is refused.
+    from everos_reflect.markdown.parser import MAX_YAML_NODES
+
+    assert MAX_YAML_NODES == 50_000
+    rt = Runtime(root, Settings(), embedder=HashEmbedder())
+    entry = rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "c"}, day=DAY)
+    _frontmatter_full_of_keys(rt, rt.store.path_for_id(ANN, entry.id))
+    rt.close()
 
 
 @pytest.mark.parametrize("interrupted", [False, True])
 def test_a_merge_whose_source_log_cannot_take_its_keys_is_rejected_not_left_committed(
-        root: Path, monkeypatch: pytest.MonkeyPatch, interrupted: bool) -> None:
+        root: Path, monkeypatch: pytest.MonkeyPatch, interrupted: bool,
+        small_yaml_bound: int) -> None:
     # A source's log whose frontmatter is at the YAML value bound refuses the merge's
     # deprecated_entries key. The checks before "archiving" measured the keys with size_after,
     # which answers None ("fits") for an edit that raises: the merge recorded "archiving",
@@ -630,7 +656,8 @@ def test_a_merge_whose_source_log_cannot_take_its_keys_is_rejected_not_left_comm
 
 
 def test_a_merge_whose_narrative_log_cannot_take_its_withdrawal_key_is_rejected_unwritten(
-        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        root: Path, monkeypatch: pytest.MonkeyPatch,
+        small_yaml_bound: int) -> None:
     # Today's episode log (where the narrative goes) has a frontmatter at the YAML value
     # bound. The narrative was appended all the same; a source then edited (stale) meant
     # withdrawing it, whose key the frontmatter refused: the merge stayed 'abandoning' for

@@ -31,6 +31,7 @@ from everos_reflect.engine.registry import (
     get_strategy,
     judge_counts,
     known_strategies,
+    name_failures,
     validate_ome,
 )
 from everos_reflect.engine.triggers import CronTrigger
@@ -350,6 +351,8 @@ class Engine:
             if self.runtime.root_gone():  # what it found missing was never done: no success
                 return self._root_gone(run_id, name, attempt, counts)
             status, why = judge_counts(strategy, counts)
+            if ctx.failures:  # which units failed, not only how many
+                why = (f"{why}; " if why else "") + name_failures(ctx.failures)
             if ctx.budget.hit:  # stopped between units by a run limit: say which
                 counts.setdefault("limit_reached", 1)
                 status = PARTIAL if status == OK else status

@@ -136,6 +136,10 @@ class RunContext:
     should_stop: Callable[[], bool] = field(default=lambda: False)
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("everos_reflect"))
     budget: Budget = field(default=None)  # type: ignore[assignment]  # set in __post_init__
+    #: The units that failed, each named with why (``"<owner>: <error>"``), in the order they
+    #: failed: the engine names them in the run record's ``error``, which the counts alone
+    #: cannot do (``failed=1`` does not say whose).
+    failures: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if self.budget is None:
@@ -158,6 +162,10 @@ class RunContext:
     def limit_reached(self, *, calls_ahead: int = 0) -> str | None:
         """The run limit that forbids starting another unit of work (``None``: go on)."""
         return self.budget.exceeded(calls_ahead=calls_ahead)
+
+    def note_failure(self, unit: str, error: str) -> None:
+        """Name a failed unit (an owner, say) and why, for the run record."""
+        self.failures.append(f"{unit}: {error}")
 
 
 class Strategy:
@@ -240,6 +248,21 @@ def judge_counts(strategy: Strategy, counts: dict[str, int]) -> tuple[str, str |
         return "failed", f"every unit failed ({detail})"
     of = f" of {units}" if strategy.unit_counts else ""
     return "partial", f"{failed}{of} units failed ({detail})"
+
+
+#: The most failed units a run record's ``error`` names (the audit rows name every one).
+FAILURES_NAMED = 5
+#: The most characters of one failure's reason the run record's ``error`` quotes.
+FAILURE_CHARS = 200
+
+
+def name_failures(failures: list[str]) -> str:
+    """The failed units of a run, for its record's ``error``: at most
+    :data:`FAILURES_NAMED`, each cut to :data:`FAILURE_CHARS` characters."""
+    named = [f if len(f) <= FAILURE_CHARS else f[: FAILURE_CHARS - 1] + "…"
+             for f in failures[:FAILURES_NAMED]]
+    more = len(failures) - len(named)
+    return "failed: " + "; ".join(named) + (f"; and {more} more" if more else "")
 
 
 _lock = threading.Lock()

@@ -373,21 +373,30 @@ class BeliefTier(Strategy):
 
     def due_owners(self, runtime: Runtime, settings: Mapping[str, Any], *,
                    force: bool = False, fix: bool = False) -> Iterator[Work]:
-        """Owners whose window is due (any non-empty window with ``force``). With ``fix`` the
-        worldview's invariants are repaired first (:func:`repair`), so the window is read
-        from a consistent state; ``observe`` reads without writing."""
+        """Owners whose window is due (any non-empty window with ``force``), in the order of
+        :func:`owners` (:meth:`owner_work` for each)."""
         for ref in owners(runtime):
-            state = BeliefState.load(runtime, ref)
-            if fix:
-                touched = repair(runtime, ref, state)
-                if touched:
-                    sync(runtime, touched)
-                    state = BeliefState.load(runtime, ref)
-            state, items = self.pending(runtime, ref, settings, state)
-            if not items:
-                continue
-            if force or self.due(state, list(items), settings):
-                yield Work(ref, state, items, beliefs.window_key(self.name, str(ref), items))
+            work = self.owner_work(runtime, ref, settings, force=force, fix=fix)
+            if work is not None:
+                yield work
+
+    def owner_work(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any], *,
+                   force: bool = False, fix: bool = False) -> Work | None:
+        """``ref``'s window when it is due (any non-empty window with ``force``), else None.
+        With ``fix`` the worldview's invariants are repaired first (:func:`repair`), so the
+        window is read from a consistent state; ``observe`` reads without writing."""
+        state = BeliefState.load(runtime, ref)
+        if fix:
+            touched = repair(runtime, ref, state)
+            if touched:
+                sync(runtime, touched)
+                state = BeliefState.load(runtime, ref)
+        state, items = self.pending(runtime, ref, settings, state)
+        if not items:
+            return None
+        if force or self.due(state, list(items), settings):
+            return Work(ref, state, items, beliefs.window_key(self.name, str(ref), items))
+        return None
 
     def observe(self, runtime: Runtime, since: datetime | None) -> float:
         """The number of owners due now (the scheduler's data trigger fires at 1), 0 while the
@@ -400,7 +409,15 @@ class BeliefTier(Strategy):
             return 0.0
         if self.needs_llm(runtime):
             return 0.0
-        return float(sum(1 for _ in self.due_owners(runtime, settings)))
+        due = 0
+        for ref in owners(runtime):
+            try:
+                due += self.owner_work(runtime, ref, settings) is not None
+            except Exception:  # one owner's broken records must not hide the others' news;
+                # the run that follows reports the owner (the poll only logs it)
+                log.warning("%s: cannot read %s to see whether it is due", self.name, ref,
+                            exc_info=True)
+        return float(due)
 
     def unavailable(self, runtime: Runtime) -> str | None:
         return self.needs_llm(runtime)
@@ -454,19 +471,31 @@ class BeliefTier(Strategy):
             counts["needs_llm"] += 1
             return dict(counts)
         budget = ctx.budget  # the engine's run limits (engine/limits.py)
-        for work in self.due_owners(rt, ctx.settings, force=ctx.force, fix=True):
+        for ref in owners(rt):
             if ctx.should_stop():
                 break
-            # an owner is started only if max_llm_calls leaves room for all of its calls
-            metered = ctx.llm.metered
-            ahead = self.calls_for(work, ctx.settings) if metered else 0
-            hit = ctx.limit_reached(calls_ahead=ahead)
-            if hit:
-                ctx.log.info("%s: stopping early: %s", self.name, hit)
-                counts["limit_reached"] += 1
-                break
-            self._one(ctx, work, budget, counts)
-            budget.charge_records(len(work.items))
+            # one owner's unexpected error (an OSError writing its log, a hand-edited record
+            # that trips a bug) fails that owner alone, as a failed LLM call does: the owners
+            # after it are still run
+            try:
+                work = self.owner_work(rt, ref, ctx.settings, force=ctx.force, fix=True)
+                if work is None:
+                    continue
+                # an owner is started only if max_llm_calls leaves room for all of its calls
+                metered = ctx.llm.metered
+                ahead = self.calls_for(work, ctx.settings) if metered else 0
+                hit = ctx.limit_reached(calls_ahead=ahead)
+                if hit:
+                    ctx.log.info("%s: stopping early: %s", self.name, hit)
+                    counts["limit_reached"] += 1
+                    break
+                self._one(ctx, work, budget, counts)
+                budget.charge_records(len(work.items))
+            except Exception as exc:
+                if rt.root_gone():  # not this owner's fault: the engine says what happened
+                    raise
+                self._owner_failed(ctx, ref, exc, counts)
+                continue
             if metered and work.deferred_calls:  # the rest of this owner waits for a run
                 hit = ctx.limit_reached(calls_ahead=work.deferred_calls)
                 if hit:
@@ -475,17 +504,38 @@ class BeliefTier(Strategy):
                     break
         return dict(counts)
 
+    def _owner_failed(self, ctx: RunContext, ref: UserRef, exc: Exception,
+                      counts: Counter[str]) -> None:
+        """An owner whose reading or bookkeeping raised (:meth:`_one` records the failures
+        of its own work): counted, named in the run record, logged with the traceback, and
+        recorded in ``derivation_report`` when the database still takes it."""
+        from everos_reflect.index.audit import Derivation, record_derivation
+
+        error = f"{type(exc).__name__}: {exc}"
+        ctx.log.error("%s: %s failed: %s", self.name, ref, error, exc_info=exc)
+        counts["failed"] += 1
+        ctx.note_failure(str(ref), error)
+        try:
+            record_derivation(ctx.runtime.db(), Derivation(
+                strategy=self.name, ref=ref, status="failed", run_id=ctx.run_id, error=error))
+        except Exception:
+            log.exception("%s: the failure of %s could not be recorded", self.name, ref)
+
     def _one(self, ctx: RunContext, work: Work, budget: Budget, counts: Counter[str]) -> None:
         started = time.monotonic()
         already = work.state.written_by(work.key, self.output_kind)
         derived, status, error = Derived([e.id for e in already]), "ok", None
         set_aside: dict[str, str] = {}
+        keep_intent = False
         tokens_before = budget.token_counts()  # owners run one at a time
         clipped_before = budget.clipped
         conn = ctx.runtime.db()
+        # counted once the derivation is recorded: an owner whose bookkeeping then fails is
+        # counted failed (by the run loop), not both done and failed
+        mine = Counter[str]()
         try:
             if already:  # written before a crash: finish the bookkeeping only
-                counts["recovered"] += 1
+                mine["recovered"] += 1
             else:
                 # noted before any Markdown write, so recovery knows this exact window
                 cursors.begin_intent(conn, self.name, work.ref, work.key, work.items,
@@ -499,35 +549,47 @@ class BeliefTier(Strategy):
                 set_aside = dict(work.items)  # gets the same answer, so it is consumed
                 error = set_aside_error(error, set_aside)
             if set_aside:
-                counts["set_aside"] += len(set_aside)
+                mine["set_aside"] += len(set_aside)
         except EverosError as exc:
             if type(exc).__name__ == "NeedsLLM":
-                counts["needs_llm"] += 1
                 with transaction(conn):
                     cursors.end_intent(conn, self.name, work.ref, work.key)
+                counts["needs_llm"] += 1
                 return
             status, error = "failed", str(exc)
+        except Exception as exc:  # a bug or an I/O error, maybe after part of the write
+            if ctx.runtime.root_gone():
+                raise
+            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            ctx.log.error("%s: %s: unexpected error", self.name, work.ref, exc_info=exc)
+            # settled as a crash at that point is: the next run's recovery finds what was
+            # written under the window's key (indexes it, consumes the window) or withdraws
+            keep_intent = not already
         if status == "ok" and derived.needs_llm:
             status, error = "skipped", derived.needs_llm
             ctx.log.info("%s: %s: %s", self.name, work.ref, error)
-            counts["needs_llm"] += 1
+            mine["needs_llm"] += 1
         elif status != "ok":
             ctx.log.warning("%s: %s skipped: %s", self.name, work.ref, error)
-            counts["failed"] += 1
+            mine["failed"] += 1
             derived = self._spent(ctx, budget, tokens_before, derived)
             # the records its calls showed cut were cut all the same (the log names them)
             derived.clipped = budget.clipped - clipped_before
             if derived.clipped:
-                counts["clipped"] += derived.clipped
+                mine["clipped"] += derived.clipped
         else:
-            counts["owners"] += 1
+            mine["owners"] += 1
             if derived.outputs and not already:
-                counts["written"] += len(derived.outputs)
+                mine["written"] += len(derived.outputs)
             if derived.refused:
-                counts["refused"] += derived.refused
+                mine["refused"] += derived.refused
             if derived.clipped:
-                counts["clipped"] += derived.clipped
-        self._record(ctx, work, status, derived, error, started, set_aside)
+                mine["clipped"] += derived.clipped
+        self._record(ctx, work, status, derived, error, started, set_aside,
+                     keep_intent=keep_intent)
+        counts.update(mine)
+        if mine["failed"]:
+            ctx.note_failure(str(work.ref), error or status)
 
     @staticmethod
     def _spent(ctx: RunContext, budget: Budget, before: tuple[int, int],
@@ -542,11 +604,13 @@ class BeliefTier(Strategy):
 
     def _record(self, ctx: RunContext, work: Work, status: str, derived: Derived,
                 error: str | None, started: float,
-                set_aside: Mapping[str, str] | None = None) -> None:
+                set_aside: Mapping[str, str] | None = None, *,
+                keep_intent: bool = False) -> None:
         """One transaction: the cursor moves by the window (on success only: a failed call
         leaves the window pending for the next run, but for the records the server refused
         for good, ``set_aside``, kept under their set-aside keys) and the derivation is
-        recorded."""
+        recorded. ``keep_intent``: the window failed halfway through its write, which the next
+        run's :meth:`recover` settles."""
         from everos_reflect.index.audit import Derivation, insert_derivation
 
         conn = ctx.runtime.db()
@@ -557,7 +621,8 @@ class BeliefTier(Strategy):
                 key = self.sent_with(ctx.runtime, ctx.settings).key
                 cursors.advance(conn, self.name, work.ref,
                                 {i: key(h) for i, h in set_aside.items()}, ctx.run_id)
-            cursors.end_intent(conn, self.name, work.ref, work.key)
+            if not keep_intent:
+                cursors.end_intent(conn, self.name, work.ref, work.key)
             insert_derivation(conn, Derivation(
                 strategy=self.name, ref=work.ref, status=status, run_id=ctx.run_id,
                 inputs=list(work.items), outputs=derived.outputs, provider=derived.provider,

@@ -169,18 +169,19 @@ class ReflectInsights(BeliefTier):
             return None
         return offline_reason()
 
-    def due_owners(self, runtime: Runtime, settings: Mapping[str, Any], *,
-                   force: bool = False, fix: bool = False) -> Any:
-        for ref in runtime.store.iter_users():
-            state, items = self.pending(runtime, ref, settings, InsightState.load(runtime, ref))
-            if not items and not force:
-                continue
-            if force or self.due(state, list(items), settings):
-                yield Work(ref, state, items, beliefs.window_key(self.name, str(ref), items))
+    def owner_work(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any], *,
+                   force: bool = False, fix: bool = False) -> Work | None:
+        state, items = self.pending(runtime, ref, settings, InsightState.load(runtime, ref))
+        if not items and not force:
+            return None
+        if force or self.due(state, list(items), settings):
+            return Work(ref, state, items, beliefs.window_key(self.name, str(ref), items))
+        return None
 
     def _record(self, ctx: RunContext, work: Work, status: str, derived: Derived,
                 error: str | None, started: float,
-                set_aside: Mapping[str, str] | None = None) -> None:
+                set_aside: Mapping[str, str] | None = None, *,
+                keep_intent: bool = False) -> None:
         """As the tier loop, but the window is consumed after a failed run too: the
         accumulator resets after every run (seed 000). A window the server refused for good
         is only set aside (under the prompts and model, as the tier loop keeps it), so a
@@ -188,7 +189,8 @@ class ReflectInsights(BeliefTier):
         from everos_reflect.index import cursors
         from everos_reflect.index.db import transaction
 
-        super()._record(ctx, work, status, derived, error, started, set_aside)
+        super()._record(ctx, work, status, derived, error, started, set_aside,
+                        keep_intent=keep_intent)
         rest = {i: h for i, h in work.items.items() if i not in (set_aside or {})}
         if status != "ok" and rest:
             conn = ctx.runtime.db()

@@ -60,13 +60,11 @@ from everos_reflect.strategies.belief_store import (
     Work,
     derived_meta,
     llm_provider,
-    owners,
     sync,
     tier_settings,
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
 
     import numpy as np
 
@@ -152,26 +150,26 @@ class LearnLessons(BeliefTier):
     def load_state(self, runtime: Runtime, ref: UserRef) -> LessonState:
         return LessonState.load(runtime, ref)
 
-    def due_owners(self, runtime: Runtime, settings: Mapping[str, Any], *,
-                   force: bool = False, fix: bool = False) -> Iterator[Work]:
+    def owner_work(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any], *,
+                   force: bool = False, fix: bool = False) -> Work | None:
         from everos_reflect.strategies import beliefs
 
-        for ref in owners(runtime):
-            state = LessonState.load(runtime, ref)
-            if not state.tasks:
-                continue
-            if fix:
-                touched = repair_lessons(runtime, ref, state)
-                if touched:
-                    sync(runtime, touched)
-                    state = LessonState.load(runtime, ref)
-            state, items = self.pending(runtime, ref, settings, state)  # type: ignore[arg-type]
-            deferred = 0
-            if llm_provider(runtime) != "extractive":  # offline, no call is made
-                items, deferred = _within_calls(state, items, int(settings["max_llm_calls"]))
-            if items and (force or self.due(state, list(items), settings)):
-                yield Work(ref, state, items,  # type: ignore[arg-type]
-                           beliefs.window_key(self.name, str(ref), items), deferred)
+        state = LessonState.load(runtime, ref)
+        if not state.tasks:
+            return None
+        if fix:
+            touched = repair_lessons(runtime, ref, state)
+            if touched:
+                sync(runtime, touched)
+                state = LessonState.load(runtime, ref)
+        state, items = self.pending(runtime, ref, settings, state)  # type: ignore[arg-type]
+        deferred = 0
+        if llm_provider(runtime) != "extractive":  # offline, no call is made
+            items, deferred = _within_calls(state, items, int(settings["max_llm_calls"]))
+        if items and (force or self.due(state, list(items), settings)):
+            return Work(ref, state, items,  # type: ignore[arg-type]
+                        beliefs.window_key(self.name, str(ref), items), deferred)
+        return None
 
     def calls_for(self, work: Work, settings: Mapping[str, Any]) -> int:
         """One call per task type of the window."""
