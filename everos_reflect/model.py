@@ -557,6 +557,10 @@ class DailyLog:
     #: opened id of a log whose frontmatter cannot be read. Such an entry is still there, only
     #: unreadable until it is fixed: never to be taken as deleted.
     unreadable: set[str] = field(default_factory=set)
+    #: The file's bytes were never parsed (over ``limits.max_file_bytes``, not UTF-8, a
+    #: symlink leading outside the root): which entries it holds is unknown, so none of the
+    #: ids that name it may be taken as deleted while it stays so.
+    unread: bool = False
 
     @property
     def deprecated_entries(self) -> dict[str, str]:

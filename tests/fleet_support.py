@@ -78,3 +78,16 @@ def build_root(path: Path, users: int = 1, ome: str | None = None) -> list[tuple
     Indexer(rt).scan()
     rt.close()
     return ids
+
+
+def build_roots(paths: list[Path], users: int = 1,
+                ome: str | None = None) -> dict[Path, list[tuple[str, str]]]:
+    """:func:`build_root` for each of ``paths``, all alike: the first is built, the others are
+    copies of it (a build is deterministic, ids included, and costs ~0.3 s; a copy ~10 ms).
+    Returns each root's Episodes, as :func:`build_root` does."""
+    import shutil
+
+    ids = build_root(paths[0], users=users, ome=ome)
+    for path in paths[1:]:
+        shutil.copytree(paths[0], path, symlinks=True)
+    return {path: list(ids) for path in paths}

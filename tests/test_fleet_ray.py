@@ -30,7 +30,7 @@ from everos_reflect.fleet.ray_backend import RayFleet, run_fleet
 from everos_reflect.fleet.schedule import FleetScheduler
 from everos_reflect.markdown.parser import parse_log
 from everos_reflect.strategies.reflect import users_with_clusters
-from tests.fleet_support import build_root, open_test_root
+from tests.fleet_support import build_root, build_roots, open_test_root
 from tests.reflect_fixtures import check_invariants
 
 pytestmark = pytest.mark.slow
@@ -93,9 +93,8 @@ def _assert_consistent(root: Path, episode_ids: list[str]) -> None:
 
 
 def test_twenty_roots_all_merged_and_a_locked_root_reported_busy(tmp_path: Path) -> None:
-    ids = {}
-    for i in range(20):
-        ids[i] = build_root(tmp_path / f"shard-{i:02d}")
+    built = build_roots([tmp_path / f"shard-{i:02d}" for i in range(20)])
+    ids = dict(enumerate(built.values()))
     expected = {i: _expected_merges(tmp_path / f"shard-{i:02d}") for i in range(20)}
     assert all(n >= 2 for n in expected.values())
     config, roots = read_fleet(_fleet_file(tmp_path))
@@ -177,8 +176,7 @@ def test_a_worker_killed_mid_run_is_retried_and_every_root_stays_consistent(
     # commit, and one batch of all 12 would leave no mid-way moment to kill the worker in
     ids = {victim: build_root(victim, users=4, ome="[strategies.reflect_episodes]\n"
                               "enabled = true\nmax_commit_batch = 2\n")}
-    for i in range(1, 4):
-        ids[tmp_path / f"shard-{i}"] = build_root(tmp_path / f"shard-{i}")
+    ids.update(build_roots([tmp_path / f"shard-{i}" for i in range(1, 4)]))
     expected = {root: _expected_merges(root) for root in ids}
     config, roots = read_fleet(_fleet_file(tmp_path))
     runner, out = _slow_fleet_run(config, roots)
@@ -209,8 +207,7 @@ def test_a_worker_killed_while_running_two_roots_reruns_both_and_each_stays_cons
     """One worker (task_cpus = 2 of the 2) running two roots at once dies: Ray restarts it and
     re-runs both roots; each recovers its own interrupted run, no merge is done twice."""
     ome = "[strategies.reflect_episodes]\nenabled = true\nmax_commit_batch = 2\n"
-    ids = {tmp_path / f"shard-{i}": build_root(tmp_path / f"shard-{i}", users=4, ome=ome)
-           for i in range(2)}
+    ids = build_roots([tmp_path / f"shard-{i}" for i in range(2)], users=4, ome=ome)
     expected = {root: _expected_merges(root) for root in ids}
     config, roots = read_fleet(_fleet_file(tmp_path, top="task_cpus = 2\n"))
     runner, out = _slow_fleet_run(config, roots)
@@ -270,7 +267,7 @@ def test_a_worker_runs_two_roots_at_once_and_never_more(tmp_path: Path) -> None:
     """roots_per_worker = 2 on one worker (task_cpus = 2 of the 2): one process, its runs
     overlapping two at a time (one root's LLM waits filled by the other's work), every root
     merged."""
-    ids = {tmp_path / f"shard-{i}": build_root(tmp_path / f"shard-{i}") for i in range(5)}
+    ids = build_roots([tmp_path / f"shard-{i}" for i in range(5)])
     expected = {root: _expected_merges(root) for root in ids}
     config, roots = read_fleet(_fleet_file(tmp_path, top="task_cpus = 2\n"))
     assert config.roots_per_worker == 2
@@ -386,8 +383,9 @@ def test_a_root_that_kills_its_worker_every_time_fails_alone_not_its_worker_comp
     ``failed`` because of its neighbour. The fleet gives a root whose worker died under it a
     run of its own: the poisoned root fails, the other merges everything."""
     ome = "[strategies.reflect_episodes]\nenabled = true\nmax_commit_batch = 2\n"
-    ids = {tmp_path / f"shard-{i}": build_root(tmp_path / f"shard-{i}", users=3, ome=ome)
-           for i in range(2)}
+    # one user: three merges of 1 s each keep the companion mid-run when the poisoned root
+    # kills the worker 0.5 s in (three users only made each of its three runs 3x longer)
+    ids = build_roots([tmp_path / f"shard-{i}" for i in range(2)], users=1, ome=ome)
     healthy = tmp_path / "shard-1"
     expected = _expected_merges(healthy)
     config, roots = read_fleet(_fleet_file(tmp_path, top="task_cpus = 2\nmax_retries = 1\n"))

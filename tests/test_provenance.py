@@ -3,6 +3,7 @@ citing insight stale, transitively; the state lives in Markdown and survives a r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,70 @@ def test_an_entry_deleted_while_unreadable_makes_the_insight_stale(
     path.write_text(_without_second(whole, eps))
     indexer.sync_path(path)
     assert status(rt, cited.id) == ("stale", f"evidence {eps[1].id} was deleted")
+
+
+#: Ways a whole log becomes unreadable (the indexer and the store never parse it).
+UNREAD_FILES = ("not UTF-8", "over the size limit", "symlink out of the root")
+
+
+def _make_unread(rt: Runtime, path: Path, whole: str, how: str, away: Path) -> None:
+    if how == "not UTF-8":
+        path.write_bytes(whole.encode() + b"\n\xff\xfe stray bytes\n")
+    elif how == "over the size limit":
+        limit = 8192  # room for the insights' log; the padded Episode log goes past it
+        (rt.root / "everos.toml").write_text(f"[limits]\nmax_file_bytes = {limit}\n")  # lint
+        limits = replace(rt.settings.limits, max_file_bytes=limit)
+        rt.settings = replace(rt.settings, limits=limits)
+        rt.store.limits = limits
+        path.write_text(whole + "<!-- padding -->\n" * (limit // 17 + 1))
+    else:
+        away.mkdir()
+        (away / path.name).write_text(whole)
+        path.unlink()
+        path.symlink_to(away / path.name)
+
+
+@pytest.mark.parametrize("how", UNREAD_FILES)
+def test_a_log_that_cannot_be_read_at_all_leaves_the_insights_citing_it_active(
+        root: Path, tmp_path: Path, how: str) -> None:
+    """A whole log unread (not UTF-8, over limits.max_file_bytes, a symlink leading out of
+    the root) yielded no unreadable ids, so every entry of it counted as deleted: the link's
+    rows were dropped at once, and any re-check marked each record citing one stale for good.
+    Its entries are unknown now (their rows kept); the file is reported by lint and status;
+    restored, nothing changed; removed for real, the insight goes stale."""
+    from everos_reflect.lint import lint_report
+    from everos_reflect.strategies.provenance import load_records
+
+    rt, eps, cited, indexer, path, whole = _three_reverts_cited(root)
+    _make_unread(rt, path, whole, how, tmp_path / "elsewhere")
+    result = indexer.sync_path(path)
+    assert result.deleted == 0 and result.problems
+    rel = rt.store.rel(path)
+    assert rel in indexer.problems()  # status
+    assert any(p["file"] == rel for p in lint_report(root)["problems"])
+    assert status(rt, cited.id) == ("active", None)
+    # A derived record written meanwhile re-checks every record of the owner from Markdown.
+    later = insight(rt, "The last revert came at noon.", [eps[2], eps[0]])
+    indexer.scan()
+    assert status(rt, cited.id) == ("active", None)
+    unknown: set[str] = set()
+    records = load_records(rt, DEV, unknown)
+    assert {e.id for e in eps} <= unknown and not {e.id for e in eps} & records.keys()
+    assert {r[0] for r in rt.db().execute("SELECT id FROM entries WHERE kind = 'episode'")} == {
+        e.id for e in eps}
+
+    path.unlink()
+    path.write_text(whole)  # readable again, as it was
+    indexer.sync_path(path)
+    assert status(rt, cited.id) == ("active", None)
+    assert status(rt, later.id) == ("active", None)
+
+    _make_unread(rt, path, whole, how, tmp_path / "elsewhere2")
+    indexer.sync_path(path)
+    path.unlink()  # removed for real
+    indexer.sync_path(path)
+    assert status(rt, cited.id)[0] == "stale"
+    assert status(rt, later.id)[0] == "stale"
 
 
 def test_an_archived_evidence_makes_the_insight_stale(root: Path) -> None:

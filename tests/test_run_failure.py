@@ -182,9 +182,10 @@ def test_an_in_process_run_that_raised_is_reported_without_a_traceback(tmp_path:
            "EVEROS_EMBEDDING__PROVIDER": "openai", "EVEROS_EMBEDDING__MODEL": "m",
            "EVEROS_EMBEDDING__BASE_URL": "http://127.0.0.1:9/v1"}  # nothing listens there
     cli_main = [sys.executable, "-m", "everos_reflect.cli.main"]
-    subprocess.run([*cli_main, "init", str(root)], env=env, check=True, capture_output=True)
-    subprocess.run([*cli_main, "add", "--user", "u1", "--subject", "S", "--content", "C"],
-                   env=env, check=True, capture_output=True)
+    # the setup runs in-process (two interpreter starts fewer); only the failing run needs one
+    for args in (["init", str(root)], ["add", "--user", "u1", "--subject", "S", "--content", "C"]):
+        setup = CliRunner().invoke(cli, args, env=env)
+        assert setup.exit_code == 0, setup.output
 
     done = subprocess.run([*cli_main, "trigger", ReflectEpisodes.name, "--force"], env=env,
                           capture_output=True, text=True, timeout=120)

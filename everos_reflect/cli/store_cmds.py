@@ -151,8 +151,9 @@ def add_cmd(
     path = existing_root(root)
     if importance is None:
         meta["importance"] = _score_importance(path, subject, content)
-    store = MarkdownStore(path, limits=load_settings(path).limits,
-                          seen_seq=root_id_watermark(path))
+    limits = load_settings(path).limits
+    store = MarkdownStore(path, limits=limits,
+                          seen_seq=root_id_watermark(path, limits.max_file_bytes))
     settle_interrupted(store.root)
     entry = store.append(ref, Kind.EPISODE, meta, episode.sections, day=day)
     if as_json:

@@ -8,10 +8,11 @@ record's own Markdown metadata, so a rebuild from Markdown reproduces the same a
 sets without re-running anything.
 
 An entry still in its file but unreadable now (a hand edit broke its metadata, its closing
-marker was lost, its timestamp is refused: ``DailyLog.unreadable``) is *unknown*, never
-deleted: the records citing it keep their status, and the check resumes once the entry reads
-again (edited meanwhile: stale; as it was: still active). Taken as deleted, a typo marked them
-stale for good, also once it was fixed.
+marker was lost, its timestamp is refused: ``DailyLog.unreadable``), or any entry of a file that
+cannot be read at all (over the size limit, not UTF-8, a symlink leading out of the root:
+``DailyLog.unread``), is *unknown*, never deleted: the records citing it keep their status,
+and the check resumes once the entry reads again (edited meanwhile: stale; as it was: still
+active). Taken as deleted, a typo marked them stale for good, also once it was fixed.
 
 :func:`invalidate` applies the rule to one owner and writes the metadata; the change-event
 subscriber :func:`on_change` calls it whenever the indexer changes something of an owner who has
@@ -20,6 +21,7 @@ derived records.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -129,16 +131,49 @@ def find_stale(records: Mapping[str, Entry],
 def load_records(runtime: Runtime, ref: UserRef,
                  unreadable: set[str] | None = None) -> dict[str, Entry]:
     """Every entry of ``ref`` a derived record may cite, from the Markdown (the truth); the
-    ids present but unreadable are added to ``unreadable`` when given."""
+    ids present but unreadable are added to ``unreadable`` when given, and so is every id a
+    record cites in a log that cannot be read at all (``DailyLog.unread``: over the size
+    limit, not UTF-8, a symlink out of the root, which the listing skips), whose entries are
+    unknown, not deleted."""
     records: dict[str, Entry] = {}
+    listed: dict[Path, bool] = {}  # path -> unread
     for path in runtime.store.iter_files(ref, EVIDENCE_KINDS):
         log = runtime.store.read(path)
         records.update((e.id, e) for e in log.entries)
+        listed[Path(path)] = log.unread
         if unreadable is not None:
             unreadable |= log.unreadable
     if unreadable is not None:
+        cited_in: dict[Path, set[str]] = {}
+        for entry in records.values():
+            for eid in evidence_of(entry):
+                path = _path_of(runtime, ref, eid) if eid not in records else None
+                if path is not None:
+                    cited_in.setdefault(path, set()).add(eid)
+        for path, ids in cited_in.items():
+            unread = listed.get(path)
+            if unread is None:  # not listed: absent, or a link the listing skips
+                unread = os.path.lexists(path) and _unread(runtime, path)
+            if unread:
+                unreadable |= ids
         unreadable -= records.keys()
     return records
+
+
+def _path_of(runtime: Runtime, ref: UserRef, entry_id: str) -> Path | None:
+    """The log ``entry_id`` names (None for an id that names none)."""
+    try:
+        return runtime.store.path_for_id(ref, entry_id)
+    except EverosError:
+        return None
+
+
+def _unread(runtime: Runtime, path: Path) -> bool:
+    """Whether the log at ``path`` is there but cannot be read at all."""
+    try:
+        return runtime.store.read(path).unread
+    except OSError:  # gone meanwhile, or not a regular file: no log, nothing in it
+        return False
 
 
 def cited_records(runtime: Runtime, ref: UserRef, derived: Mapping[str, Entry],

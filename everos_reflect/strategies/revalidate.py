@@ -15,6 +15,9 @@ provider cannot judge a text, so offline the insight stays stale and the run rep
 (HTTP 400, 413, 422) sets the insight aside, still stale: it is not sent again until it or its
 evidence is edited, or the ``revalidation`` prompt or the ``[llm]`` model changes
 (:func:`aside_key`, kept in the changes cursor), where it was asked about again every run.
+An insight citing a record still in its log but unreadable now (a hand edit broke it:
+``DailyLog.unreadable``) waits, stale, until it reads again (:func:`cites_unreadable`), as
+provenance treats such a record: unknown, never deleted.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import Counter
+from collections.abc import Collection
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -104,12 +108,35 @@ def aside_key(insight: Entry, evidence: list[Entry], sent: SentWith) -> str:
     return sent.key(digest.hexdigest())
 
 
-def waiting(records: dict[str, Entry], aside: set[tuple[str, str]],
-            sent: SentWith) -> list[Entry]:
+def cites_unreadable(insight: Entry, records: dict[str, Entry],
+                     unreadable: Collection[str]) -> bool:
+    """Whether a record ``insight`` cites, or one its archive chain leads to, is still in its
+    log but cannot be read now (``unreadable``, see :func:`provenance.load_records`).
+
+    Such a record is unknown, as it is to provenance: dropped like a deleted one, it left the
+    insight "fewer than 2 cited records" and retired it for good, or a "holds" re-pointed the
+    evidence without it, for a typo fixed the next minute."""
+    for eid in provenance.evidence_of(insight):
+        seen: set[str] = set()
+        current: str | None = eid
+        while current is not None and current not in seen and len(seen) < MAX_HOPS:
+            if current in unreadable:
+                return True
+            seen.add(current)
+            entry = records.get(current)
+            current = entry.deprecated_by if entry is not None else None
+    return False
+
+
+def waiting(records: dict[str, Entry], aside: set[tuple[str, str]], sent: SentWith,
+            unreadable: Collection[str] = frozenset()) -> list[Entry]:
     """:func:`stale_insights` but those set aside (``aside``: the ``(id, key)`` pairs whose
-    call the server refused for good, unchanged since, under the settings ``sent``)."""
+    call the server refused for good, unchanged since, under the settings ``sent``) and those
+    citing a record that cannot be read now (``unreadable``): they wait, stale, until it reads
+    again."""
     return [e for e in stale_insights(records)
-            if (e.id, aside_key(e, current_evidence(e, records), sent)) not in aside]
+            if not cites_unreadable(e, records, unreadable)
+            and (e.id, aside_key(e, current_evidence(e, records), sent)) not in aside]
 
 
 def stale_insights(records: dict[str, Entry]) -> list[Entry]:
@@ -141,10 +168,14 @@ class RevalidateInsights(Strategy):
         from everos_reflect.engine.engine import Engine
 
         sent = SentWith.tasks(runtime, Engine(runtime, recover=False).settings_for(NAME), TASKS)
-        return float(sum(len(waiting(provenance.load_records(runtime, ref),
-                                     cursors.consumed(runtime.db(), NAME, ref), sent))
-                         for ref in runtime.store.iter_users()
-                         if provenance.has_derived(runtime, ref)))
+        total = 0
+        for ref in runtime.store.iter_users():
+            if provenance.has_derived(runtime, ref):
+                unreadable: set[str] = set()
+                records = provenance.load_records(runtime, ref, unreadable)
+                total += len(waiting(records, cursors.consumed(runtime.db(), NAME, ref), sent,
+                                     unreadable))
+        return float(total)
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         rt, counts = ctx.runtime, Counter[str]()
@@ -155,9 +186,11 @@ class RevalidateInsights(Strategy):
                 continue
             done: set[str] = set()
             while True:  # shallowest first, re-reading after each: a kept insight counts
-                records = provenance.load_records(rt, ref)  # as evidence for the next one
+                unreadable: set[str] = set()  # as evidence for the next one
+                records = provenance.load_records(rt, ref, unreadable)
                 aside = cursors.consumed(rt.db(), NAME, ref)
-                todo = [e for e in waiting(records, aside, sent) if e.id not in done]
+                todo = [e for e in waiting(records, aside, sent, unreadable)
+                        if e.id not in done]
                 if not todo:
                     break
                 hit = ctx.limit_reached()
