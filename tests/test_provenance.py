@@ -273,6 +273,71 @@ def test_a_log_that_cannot_be_read_at_all_leaves_the_insights_citing_it_active(
     assert status(rt, later.id)[0] == "stale"
 
 
+def test_an_edit_undone_lifts_the_stale_mark_and_records_it(root: Path) -> None:
+    """Stale was final: an Episode edited and then restored word for word left the insight
+    citing it (and the one citing that) stale for good. Once every cited record reads as
+    when it was derived again, the mark is lifted, one audit row each."""
+    from everos_reflect.index.audit import list_derivations
+
+    rt, eps, first, second = setup(root)
+    path = rt.store.path_for_id(DEV, eps[1].id)
+    edit_file(path, "on day 16", "on day 17")
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("stale", f"evidence {eps[1].id} was edited")
+    assert status(rt, second.id) == ("stale", f"evidence {first.id} is stale")
+
+    edit_file(path, "on day 17", "on day 16")  # undone
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("active", None)
+    assert status(rt, second.id) == ("active", None)
+    rows = list_derivations(rt.db(), strategy="provenance")
+    assert sorted((r["outputs"], r["status"]) for r in rows) == sorted(
+        [([first.id], "restored"), ([second.id], "restored")])
+    row = next(r for r in rows if r["outputs"] == [first.id])
+    assert row["inputs"] == [e.id for e in eps]
+
+
+def test_a_stale_mark_is_lifted_only_when_every_citation_reads_as_it_was() -> None:
+    """find_restored is pure: a record still edited, one citing a record it has no hash for,
+    one citing an unreadable entry, and one a person marked stale stay stale; a record
+    citing a lifted one is lifted with it."""
+    from everos_reflect.markdown.parser import parse_log
+    from everos_reflect.strategies.provenance import find_restored
+
+    ep = parse_log(
+        "---\ntype: episode_daily\nschema_version: 1\nuser_id: u\ndate: '2026-10-01'\n---\n"
+        "<!-- entry:ep_20261001_0001 -->\n---\nowner_id: u\ntimestamp: 2026-10-01T00:00:00Z\n"
+        "parent_type: memcell\n---\n## Content\nx\n<!-- /entry:ep_20261001_0001 -->\n",
+        "x/episodes/episode-2026-10-01.md").entries[0]
+    a = ep.id
+
+    def record(seq: int, evidence: list[str], hashes: dict[str, str],
+               reason: str = "evidence ep_20261001_0001 was deleted") -> str:
+        return (f"<!-- entry:in_20261020_{seq:04d} -->\n---\nowner_id: u\n"
+                f"timestamp: 2026-10-20T00:00:00Z\nevidence: [{', '.join(evidence)}]\n"
+                f"evidence_hash: {{{', '.join(f'{k}: {v}' for k, v in hashes.items())}}}\n"
+                f"depth: 1\nderivation: d\nstatus: stale\nstale_reason: '{reason}'\n---\n"
+                f"## Insight\ni{seq}\n<!-- /entry:in_20261020_{seq:04d} -->\n")
+
+    head = "---\ntype: insight_daily\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n---\n"
+    first = record(1, [a], {a: ep.text_hash})
+    log = parse_log(head + first, "x/.insights/insight-2026-10-20.md")
+    lifted_first = log.entries[0]
+    text = head + first + "".join([
+        record(2, [a], {a: "0" * 32}),  # still edited
+        record(3, [a], {}),  # no hash recorded: cannot be shown unchanged
+        record(4, [a], {a: ep.text_hash}, reason="a person disagreed"),
+        record(5, ["in_20261020_0001"], {"in_20261020_0001": lifted_first.text_hash},
+               reason="evidence in_20261020_0001 is stale"),
+        record(6, [a, "ep_20261001_0002"], {a: ep.text_hash, "ep_20261001_0002": "h"}),
+    ])
+    records = {e.id: e for e in [*parse_log(text, "x/.insights/insight-2026-10-20.md").entries,
+                                 ep]}
+    assert find_restored(records, {"ep_20261001_0002"}) == ["in_20261020_0001",
+                                                            "in_20261020_0005"]
+    assert find_restored(records, {a}) == []  # unreadable: unknown, nothing lifted
+
+
 def test_an_archived_evidence_makes_the_insight_stale(root: Path) -> None:
     rt, eps, first, second = setup(root)
     narrative = add_episode(rt, DEV, "2026-10-01T10:00:00+00:00", "Reverts", "Merged story.",

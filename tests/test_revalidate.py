@@ -261,3 +261,27 @@ def test_an_insight_citing_an_unreadable_entry_waits_instead_of_being_retired(
     assert RevalidateInsights().observe(rt, None) == 1.0
     assert run(rt) == {"needs_llm": 1}
     assert status(rt, cited.id) == ("stale", f"evidence {eps[0].id} was edited")
+
+
+def test_a_run_lifts_a_stale_mark_left_while_nothing_cited_changed(root: Path) -> None:
+    """The old rule took an unreadable entry for a deleted one: the insights citing it went
+    stale ("evidence ... was deleted") and stayed so, the typo fixed long since; no change
+    event comes for an entry that reads as it always did. A run lifts such a mark with no
+    model (offline too), for the insight and the one citing it, and records each."""
+    from everos_reflect.index.audit import list_derivations
+    from tests.test_provenance import status
+
+    rt, eps, first, second = setup(root)
+    for entry, reason in ((first, f"evidence {eps[1].id} was deleted"),
+                          (second, f"evidence {first.id} is stale")):
+        rt.store.update_meta(DEV, entry.id, {"status": "stale", "stale_reason": reason})
+    # (not indexed here: the next sync of the insights' log would re-check and lift them too)
+    assert status(rt, first.id) == ("stale", f"evidence {eps[1].id} was deleted")
+
+    counts = run(rt)  # the extractive provider: no model judges anything
+    assert counts == {"restored": 2}, counts
+    assert status(rt, first.id) == ("active", None)
+    assert status(rt, second.id) == ("active", None)
+    assert {tuple(r["outputs"]) for r in list_derivations(rt.db(), strategy="provenance")
+            if r["status"] == "restored"} == {(first.id,), (second.id,)}
+    assert RevalidateInsights().observe(rt, None) == 0.0

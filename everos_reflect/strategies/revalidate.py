@@ -15,9 +15,11 @@ provider cannot judge a text, so offline the insight stays stale and the run rep
 (HTTP 400, 413, 422) sets the insight aside, still stale: it is not sent again until it or its
 evidence is edited, or the ``revalidation`` prompt or the ``[llm]`` model changes
 (:func:`aside_key`, kept in the changes cursor), where it was asked about again every run.
-An insight citing a record still in its log but unreadable now (a hand edit broke it:
-``DailyLog.unreadable``) waits, stale, until it reads again (:func:`cites_unreadable`), as
-provenance treats such a record: unknown, never deleted.
+Each run first lifts, with no model, the stale mark of every insight whose cited records all
+read again as when it was derived (:func:`provenance.check`; the stale mark of a transient
+break was final). An insight citing a record still in its log but unreadable now (a hand edit
+broke it: ``DailyLog.unreadable``) waits, stale, until it reads again (:func:`cites_unreadable`),
+as provenance treats such a record: unknown, never deleted.
 """
 
 from __future__ import annotations
@@ -161,7 +163,7 @@ class RevalidateInsights(Strategy):
     settings = tuple(s for s in tier_settings(cooldown=120.0) if s.name != "max_depth")
     #: One unit per stale insight looked at: without them the engine could not tell that
     #: every one failed, and a run whose every call failed was recorded ``partial`` (exit 3).
-    unit_counts = ("kept", "revised", "retired", "refused", "recovered", "failed")
+    unit_counts = ("kept", "revised", "retired", "refused", "recovered", "restored", "failed")
 
     def observe(self, runtime: Runtime, since: datetime | None) -> float:
         """Stale insights waiting (the data trigger fires at one)."""
@@ -184,6 +186,15 @@ class RevalidateInsights(Strategy):
         for ref in rt.store.iter_users():
             if ctx.should_stop() or not provenance.has_derived(rt, ref):
                 continue
+            # Stale marks no change event would lift (a typo fixed without a text change, a
+            # mark left by a transient break): an insight whose every cited record reads as
+            # when it was derived is active again, no model needed (provenance.find_restored).
+            checked = provenance.check(rt, ref)
+            if checked.written:
+                sync(rt, set(checked.written))
+            restored = [i for i in checked.restored if i.startswith(f"{Kind.INSIGHT.prefix}_")]
+            if restored:
+                counts["restored"] += len(restored)
             done: set[str] = set()
             while True:  # shallowest first, re-reading after each: a kept insight counts
                 unreadable: set[str] = set()  # as evidence for the next one
