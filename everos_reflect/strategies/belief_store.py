@@ -240,6 +240,12 @@ class Derived:
     #: Set when the tier had nothing honest to write without an LLM (the reason): the window
     #: is recorded ``skipped`` and the run counts it as ``needs_llm``.
     needs_llm: str | None = None
+    #: Parts of the window that failed while the rest was written (``"task type 'x': why"``):
+    #: the derivation is ``partial``, each part counts as ``failed``, and :attr:`pending`
+    #: says which records stay in the window for the next run.
+    failures: list[str] = field(default_factory=list)
+    #: Window ids not consumed by this derivation (a failed part's): they wait for a run.
+    pending: set[str] = field(default_factory=set)
 
 
 #: What brings a set-aside record back, as the audit says it.
@@ -565,10 +571,24 @@ class BeliefTier(Strategy):
             # settled as a crash at that point is: the next run's recovery finds what was
             # written under the window's key (indexes it, consumes the window) or withdraws
             keep_intent = not already
+        failures = list(derived.failures)
+        if status == "ok" and failures:  # part of the window failed
+            error = "; ".join(failures)
+            if derived.pending >= set(work.items):  # no part succeeded
+                status, derived.pending = "failed", set()
+            else:
+                status = "partial"
         if status == "ok" and derived.needs_llm:
             status, error = "skipped", derived.needs_llm
             ctx.log.info("%s: %s: %s", self.name, work.ref, error)
             mine["needs_llm"] += 1
+        elif status == "partial":
+            ctx.log.warning("%s: %s partly failed: %s", self.name, work.ref, error)
+            mine["owners"] += 1
+            mine["failed"] += len(derived.failures)
+            mine["written"] += len(derived.outputs)
+            mine["refused"] += derived.refused
+            mine["clipped"] += derived.clipped
         elif status != "ok":
             ctx.log.warning("%s: %s skipped: %s", self.name, work.ref, error)
             mine["failed"] += 1
@@ -587,9 +607,9 @@ class BeliefTier(Strategy):
                 mine["clipped"] += derived.clipped
         self._record(ctx, work, status, derived, error, started, set_aside,
                      keep_intent=keep_intent)
-        counts.update(mine)
-        if mine["failed"]:
-            ctx.note_failure(str(work.ref), error or status)
+        counts.update(+mine)  # no zero counts
+        for failure in failures or ([error or status] if mine["failed"] else []):
+            ctx.note_failure(str(work.ref), failure)
 
     @staticmethod
     def _spent(ctx: RunContext, budget: Budget, before: tuple[int, int],
@@ -614,9 +634,11 @@ class BeliefTier(Strategy):
         from everos_reflect.index.audit import Derivation, insert_derivation
 
         conn = ctx.runtime.db()
+        # a partial derivation consumes the window but for its failed parts
+        items = {i: h for i, h in work.items.items() if i not in derived.pending}
         with transaction(conn):
-            if status == "ok":
-                cursors.advance(conn, self.name, work.ref, work.items, ctx.run_id)
+            if status in ("ok", "partial"):
+                cursors.advance(conn, self.name, work.ref, items, ctx.run_id)
             elif set_aside:
                 key = self.sent_with(ctx.runtime, ctx.settings).key
                 cursors.advance(conn, self.name, work.ref,
@@ -625,7 +647,8 @@ class BeliefTier(Strategy):
                 cursors.end_intent(conn, self.name, work.ref, work.key)
             insert_derivation(conn, Derivation(
                 strategy=self.name, ref=work.ref, status=status, run_id=ctx.run_id,
-                inputs=list(work.items), outputs=derived.outputs, provider=derived.provider,
+                inputs=list(items if status == "partial" else work.items),
+                outputs=derived.outputs, provider=derived.provider,
                 model=derived.model, prompt_tokens=derived.prompt_tokens,
                 completion_tokens=derived.completion_tokens,
                 duration_ms=int((time.monotonic() - started) * 1000), error=error))

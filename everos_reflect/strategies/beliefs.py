@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
-from everos_reflect.model import Entry, Kind, normalize_text
+from everos_reflect.model import Entry, Kind, normalize_text, quoted_value
 
 #: The conviction slots of seed 004 (``keys`` setting of ``update_worldview``).
 DEFAULT_KEYS: tuple[str, ...] = ("identity", "strategy", "commitments", "risks", "principles")
@@ -280,14 +280,15 @@ def plan_versions(
         text = str(item.get("text", "")).strip()
         evidence = tuple(id_list(item.get("evidence")))
         if key not in allowed:
-            plan.refused.append(f"key {key!r} is not one of {', '.join(keys)}")
+            plan.refused.append(f"key {quoted_value(key)} is not one of {', '.join(keys)}")
             continue
         if key in seen:
-            plan.refused.append(f"key {key!r} proposed twice; the first proposal is kept")
+            plan.refused.append(f"key {quoted_value(key)} proposed twice; the first proposal "
+                                "is kept")
             continue
         seen.add(key)
         if not text or not evidence:
-            plan.refused.append(f"key {key!r}: a conviction needs text and evidence")
+            plan.refused.append(f"key {quoted_value(key)}: a conviction needs text and evidence")
             continue
         before = current.get(key)
         if before is not None and same_text(before.text, text):

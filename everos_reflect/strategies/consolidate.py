@@ -33,7 +33,7 @@ from everos_reflect.llm.base import (
 from everos_reflect.llm.extractive import plain_sentences, split_sentences
 from everos_reflect.llm.prompts import Prompts
 from everos_reflect.markdown.store import MarkdownStore
-from everos_reflect.model import Entry, UserRef
+from everos_reflect.model import Entry, UserRef, quoted_value
 from everos_reflect.provenance import PROVENANCE_KEY, provenance
 
 log = logging.getLogger(__name__)
@@ -384,8 +384,8 @@ def unsupported_numbers(draft_: Draft) -> str | None:
             token = match.group()
             if _whole(token) & allowed:
                 continue
-            return (f"{what} states {token!r}, which none of its sources does (a merge may not "
-                    "invent numbers or dates)")
+            return (f"{what} states {quoted_value(token)}, which none of its sources does "
+                    "(a merge may not invent numbers or dates)")
     return None
 
 
