@@ -154,7 +154,8 @@ class Runtime:
         if not dbmod.db_path(self.root).is_file():
             return 0
         try:
-            return reads.id_watermark(self.db(), ref, stem)
+            return reads.id_watermark(self.db(), ref, stem, self.root,
+                                      self.settings.limits.max_file_bytes)
         except sqlite3.Error:
             return 0
 

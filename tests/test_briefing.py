@@ -3,6 +3,7 @@ routing, nothing archived or stale, and the HTTP edge."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,60 @@ def test_briefings_keep_a_bounded_amount_of_parsed_logs(runtime: Runtime, monkey
     sizes = [size for size, log in held if log() is not None]
     assert len(held) == 5 and sum(size for size, _ in held) > 10_000_000
     assert sum(sizes) <= 8 << 20
+
+
+def _edit_keeping_size_and_mtime(path: Path, old: str, new: str) -> None:
+    """A hand edit in place that keeps the size, its mtime set back to the one before (as
+    ``touch -r``, a sync tool, or two writes in one tick of a coarse clock leave it)."""
+    st = path.stat()
+    text = path.read_text()
+    assert len(old) == len(new) and old in text
+    path.write_text(text.replace(old, new))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+
+
+def _lesson_texts(runtime: Runtime) -> list[str]:
+    b = build_briefing(runtime, REF, "deploy", task_type="deploy", max_tokens=500,
+                       min_similarity=2.0)  # lessons only
+    return [i.text for i in b.items]
+
+
+def test_a_same_size_edit_with_its_mtime_set_back_is_briefed(runtime: Runtime) -> None:
+    # Parsed logs were cached by (size, mtime): this edit kept both, and every briefing
+    # after it offered the lesson as it was before the edit.
+    ls = _lesson(runtime, "Pin image tags.", 1)
+    Indexer(runtime).scan()
+    assert _lesson_texts(runtime) == ["Pin image tags."]
+    _edit_keeping_size_and_mtime(runtime.store.path_for_id(REF, ls), "Pin image tags.",
+                                 "Pin image labs.")
+    assert _lesson_texts(runtime) == ["Pin image labs."]
+
+
+def test_a_parse_is_reused_only_once_the_file_is_past_the_racy_window(
+        runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    from everos_reflect.briefing import build
+
+    ls = _lesson(runtime, "Pin image tags.", 1)
+    Indexer(runtime).scan()
+    path = runtime.store.path_for_id(REF, ls)
+    reads: list[Path] = []
+    read = runtime.store.read
+    monkeypatch.setattr(runtime.store, "read", lambda p: reads.append(p) or read(p))
+    # stamps as coarse as a FAT disk's (all equal): only the racy window can notice the edit
+    monkeypatch.setattr(build, "file_key", lambda st: (st.st_size,))
+    assert _lesson_texts(runtime) == ["Pin image tags."]
+    _edit_keeping_size_and_mtime(path, "Pin image tags.", "Pin image labs.")
+    assert _lesson_texts(runtime) == ["Pin image labs."]  # changed just now: read again
+    assert reads.count(path) == 2
+
+    monkeypatch.setattr(build, "RACY_NS", -(10 ** 12))  # as if every change were long past
+    monkeypatch.setattr(build, "file_key", lambda st: (st.st_size, st.st_ctime_ns))
+    assert _lesson_texts(runtime) == ["Pin image labs."]  # read once more under the new key
+    assert _lesson_texts(runtime) == ["Pin image labs."]
+    assert reads.count(path) == 3  # then reused
+    _edit_keeping_size_and_mtime(path, "Pin image labs.", "Pin image tags.")
+    assert _lesson_texts(runtime) == ["Pin image tags."]  # ctime moved: read again
 
 
 def test_briefing_leaves_out_for_budget_and_says_so(runtime: Runtime) -> None:

@@ -181,3 +181,68 @@ def test_a_mention_of_the_largest_id_of_a_day_does_not_stop_appends_to_it(root: 
                 if e.id.startswith("ep_20260908_")] == [e.id for e in added]
     finally:
         rt.close()
+
+
+def index_from_before_the_watermark(root: Path) -> None:
+    """An insight cites two Episodes, the second deleted by hand and the deletion indexed;
+    then the index is taken back to a release before migration 0015 (no watermark)."""
+    rt = runtime(root)
+    try:
+        first = add_episode(rt, ANDREW, DAY, "Toby", "Andrew adopted Toby.")
+        second = add_episode(rt, ANDREW, DAY, "Buddy", "Andrew adopted Buddy.")
+        rt.store.append(ANDREW, Kind.INSIGHT, {
+            "timestamp": "2026-10-20T09:00:00+00:00", "evidence": [first.id, second.id],
+            "depth": 1, "importance": 5, "question": "q?", "status": "active",
+            "insight_type": "reflection"}, {"Insight": "Andrew likes dogs."})
+        Indexer(rt).scan()
+        delete_by_hand(rt, second)
+        Indexer(rt).scan()
+        conn = rt.db()
+        conn.execute("DROP TABLE id_watermark")
+        conn.execute("DELETE FROM schema_migrations WHERE name >= '0015'")
+        conn.commit()
+    finally:
+        rt.close()
+
+
+def cli_add(root: Path) -> str:
+    result = CliRunner().invoke(cli, ["add", "--root", str(root), "--user", "u_andrew",
+                                      "--subject", "Milk", "--content", "Andrew bought milk.",
+                                      "--timestamp", DAY])
+    assert result.exit_code == 0, result.output
+    return result.output.strip()
+
+
+def test_a_cli_add_after_the_upgrade_but_before_any_scan_does_not_reuse_an_id(
+        root: Path) -> None:
+    """Migration 0016 leaves the watermark complete only once the next scan has read every
+    log again: an ``add`` before that scan saw 0015's seed alone (no insight's evidence) and
+    gave the new Episode the id only the insight still named."""
+    index_from_before_the_watermark(root)
+    rt = runtime(root)
+    rt.db()  # opening migrates (0015 seeds, 0016 marks every log to be read again); no scan
+    rt.close()
+    assert cli_add(root) == "ep_20260907_0003"
+
+
+def test_a_cli_add_on_an_index_not_yet_migrated_does_not_reuse_an_id(root: Path) -> None:
+    """The CLI reads the index without migrating it: an index from before the watermark
+    gave no watermark at all, and the file's own ids decided alone."""
+    index_from_before_the_watermark(root)
+    assert cli_add(root) == "ep_20260907_0003"
+
+
+def test_an_append_after_the_upgrade_but_before_any_scan_does_not_reuse_an_id(
+        root: Path) -> None:
+    """The same through a runtime (the API, the daemon before its first scan)."""
+    index_from_before_the_watermark(root)
+    rt = runtime(root)
+    try:
+        assert add_episode(rt, ANDREW, DAY, "Milk", "Andrew bought milk.").id == (
+            "ep_20260907_0003")
+        Indexer(rt).scan()  # read again: nothing left to read for the watermark
+        assert rt.db().execute("SELECT COUNT(*) FROM files WHERE mtime_ns = -1").fetchone()[0] == 0
+        assert add_episode(rt, ANDREW, DAY, "Eggs", "Andrew bought eggs.").id == (
+            "ep_20260907_0004")
+    finally:
+        rt.close()

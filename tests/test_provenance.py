@@ -3,6 +3,7 @@ citing insight stale, transitively; the state lives in Markdown and survives a r
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -206,6 +207,135 @@ def test_an_entry_deleted_while_unreadable_makes_the_insight_stale(
     path.write_text(_without_second(whole, eps))
     indexer.sync_path(path)
     assert status(rt, cited.id) == ("stale", f"evidence {eps[1].id} was deleted")
+
+
+#: Ways a whole log becomes unreadable (the indexer and the store never parse it).
+UNREAD_FILES = ("not UTF-8", "over the size limit", "symlink out of the root")
+
+
+def _make_unread(rt: Runtime, path: Path, whole: str, how: str, away: Path) -> None:
+    if how == "not UTF-8":
+        path.write_bytes(whole.encode() + b"\n\xff\xfe stray bytes\n")
+    elif how == "over the size limit":
+        limit = 8192  # room for the insights' log; the padded Episode log goes past it
+        (rt.root / "everos.toml").write_text(f"[limits]\nmax_file_bytes = {limit}\n")  # lint
+        limits = replace(rt.settings.limits, max_file_bytes=limit)
+        rt.settings = replace(rt.settings, limits=limits)
+        rt.store.limits = limits
+        path.write_text(whole + "<!-- padding -->\n" * (limit // 17 + 1))
+    else:
+        away.mkdir()
+        (away / path.name).write_text(whole)
+        path.unlink()
+        path.symlink_to(away / path.name)
+
+
+@pytest.mark.parametrize("how", UNREAD_FILES)
+def test_a_log_that_cannot_be_read_at_all_leaves_the_insights_citing_it_active(
+        root: Path, tmp_path: Path, how: str) -> None:
+    """A whole log unread (not UTF-8, over limits.max_file_bytes, a symlink leading out of
+    the root) yielded no unreadable ids, so every entry of it counted as deleted: the link's
+    rows were dropped at once, and any re-check marked each record citing one stale for good.
+    Its entries are unknown now (their rows kept); the file is reported by lint and status;
+    restored, nothing changed; removed for real, the insight goes stale."""
+    from everos_reflect.lint import lint_report
+    from everos_reflect.strategies.provenance import load_records
+
+    rt, eps, cited, indexer, path, whole = _three_reverts_cited(root)
+    _make_unread(rt, path, whole, how, tmp_path / "elsewhere")
+    result = indexer.sync_path(path)
+    assert result.deleted == 0 and result.problems
+    rel = rt.store.rel(path)
+    assert rel in indexer.problems()  # status
+    assert any(p["file"] == rel for p in lint_report(root)["problems"])
+    assert status(rt, cited.id) == ("active", None)
+    # A derived record written meanwhile re-checks every record of the owner from Markdown.
+    later = insight(rt, "The last revert came at noon.", [eps[2], eps[0]])
+    indexer.scan()
+    assert status(rt, cited.id) == ("active", None)
+    unknown: set[str] = set()
+    records = load_records(rt, DEV, unknown)
+    assert {e.id for e in eps} <= unknown and not {e.id for e in eps} & records.keys()
+    assert {r[0] for r in rt.db().execute("SELECT id FROM entries WHERE kind = 'episode'")} == {
+        e.id for e in eps}
+
+    path.unlink()
+    path.write_text(whole)  # readable again, as it was
+    indexer.sync_path(path)
+    assert status(rt, cited.id) == ("active", None)
+    assert status(rt, later.id) == ("active", None)
+
+    _make_unread(rt, path, whole, how, tmp_path / "elsewhere2")
+    indexer.sync_path(path)
+    path.unlink()  # removed for real
+    indexer.sync_path(path)
+    assert status(rt, cited.id)[0] == "stale"
+    assert status(rt, later.id)[0] == "stale"
+
+
+def test_an_edit_undone_lifts_the_stale_mark_and_records_it(root: Path) -> None:
+    """Stale was final: an Episode edited and then restored word for word left the insight
+    citing it (and the one citing that) stale for good. Once every cited record reads as
+    when it was derived again, the mark is lifted, one audit row each."""
+    from everos_reflect.index.audit import list_derivations
+
+    rt, eps, first, second = setup(root)
+    path = rt.store.path_for_id(DEV, eps[1].id)
+    edit_file(path, "on day 16", "on day 17")
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("stale", f"evidence {eps[1].id} was edited")
+    assert status(rt, second.id) == ("stale", f"evidence {first.id} is stale")
+
+    edit_file(path, "on day 17", "on day 16")  # undone
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("active", None)
+    assert status(rt, second.id) == ("active", None)
+    rows = list_derivations(rt.db(), strategy="provenance")
+    assert sorted((r["outputs"], r["status"]) for r in rows) == sorted(
+        [([first.id], "restored"), ([second.id], "restored")])
+    row = next(r for r in rows if r["outputs"] == [first.id])
+    assert row["inputs"] == [e.id for e in eps]
+
+
+def test_a_stale_mark_is_lifted_only_when_every_citation_reads_as_it_was() -> None:
+    """find_restored is pure: a record still edited, one citing a record it has no hash for,
+    one citing an unreadable entry, and one a person marked stale stay stale; a record
+    citing a lifted one is lifted with it."""
+    from everos_reflect.markdown.parser import parse_log
+    from everos_reflect.strategies.provenance import find_restored
+
+    ep = parse_log(
+        "---\ntype: episode_daily\nschema_version: 1\nuser_id: u\ndate: '2026-10-01'\n---\n"
+        "<!-- entry:ep_20261001_0001 -->\n---\nowner_id: u\ntimestamp: 2026-10-01T00:00:00Z\n"
+        "parent_type: memcell\n---\n## Content\nx\n<!-- /entry:ep_20261001_0001 -->\n",
+        "x/episodes/episode-2026-10-01.md").entries[0]
+    a = ep.id
+
+    def record(seq: int, evidence: list[str], hashes: dict[str, str],
+               reason: str = "evidence ep_20261001_0001 was deleted") -> str:
+        return (f"<!-- entry:in_20261020_{seq:04d} -->\n---\nowner_id: u\n"
+                f"timestamp: 2026-10-20T00:00:00Z\nevidence: [{', '.join(evidence)}]\n"
+                f"evidence_hash: {{{', '.join(f'{k}: {v}' for k, v in hashes.items())}}}\n"
+                f"depth: 1\nderivation: d\nstatus: stale\nstale_reason: '{reason}'\n---\n"
+                f"## Insight\ni{seq}\n<!-- /entry:in_20261020_{seq:04d} -->\n")
+
+    head = "---\ntype: insight_daily\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n---\n"
+    first = record(1, [a], {a: ep.text_hash})
+    log = parse_log(head + first, "x/.insights/insight-2026-10-20.md")
+    lifted_first = log.entries[0]
+    text = head + first + "".join([
+        record(2, [a], {a: "0" * 32}),  # still edited
+        record(3, [a], {}),  # no hash recorded: cannot be shown unchanged
+        record(4, [a], {a: ep.text_hash}, reason="a person disagreed"),
+        record(5, ["in_20261020_0001"], {"in_20261020_0001": lifted_first.text_hash},
+               reason="evidence in_20261020_0001 is stale"),
+        record(6, [a, "ep_20261001_0002"], {a: ep.text_hash, "ep_20261001_0002": "h"}),
+    ])
+    records = {e.id: e for e in [*parse_log(text, "x/.insights/insight-2026-10-20.md").entries,
+                                 ep]}
+    assert find_restored(records, {"ep_20261001_0002"}) == ["in_20261020_0001",
+                                                            "in_20261020_0005"]
+    assert find_restored(records, {a}) == []  # unreadable: unknown, nothing lifted
 
 
 def test_an_archived_evidence_makes_the_insight_stale(root: Path) -> None:

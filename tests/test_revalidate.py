@@ -225,3 +225,63 @@ def test_a_run_whose_every_revalidation_failed_is_recorded_failed(root: Path,
     fake_openai.script(lambda body: json.dumps(
         {"verdict": "holds", "insight": "", "evidence": sorted(numbers(body).values())}))
     assert Engine(rt).trigger(NAME, force=True, timeout=60).status == "ok"  # asked again
+
+
+def test_an_insight_citing_an_unreadable_entry_waits_instead_of_being_retired(
+        root: Path) -> None:
+    """An evidence entry made unreadable by a hand edit (still in its log) counted as
+    deleted here: with one other record left, the stale insight was retired for good
+    ("fewer than 2 cited records remain") for a typo. It is unknown now, as to provenance:
+    the insight waits, stale, and is looked at again once the entry reads."""
+    from everos_reflect.llm import ExtractiveLLM
+    from tests.reflect_fixtures import make_runtime
+    from tests.test_provenance import insight, status
+
+    rt = make_runtime(root, ExtractiveLLM())
+    eps = [add_episode(rt, DEV, f"2026-09-{d:02d}T10:00:00+00:00", f"Revert {d}",
+                       f"The user reverted an auth change on day {d}.") for d in (2, 16)]
+    cited = insight(rt, "Both reverts touched auth.", eps)
+    indexer = Indexer(rt)
+    indexer.scan()
+    edit_file(rt.store.path_for_id(DEV, eps[0].id), "on day 2.", "on day 2, then again.")
+    indexer.scan()
+    assert status(rt, cited.id) == ("stale", f"evidence {eps[0].id} was edited")
+    path = rt.store.path_for_id(DEV, eps[1].id)
+    whole = path.read_text()
+    edit_file(path, "timestamp: 2026-09-16T10:00:00+00:00", "timestamp: [2026-09-16T10:00")
+    indexer.scan()
+
+    assert RevalidateInsights().observe(rt, None) == 0.0
+    counts = run(rt)
+    assert not counts.get("retired"), counts
+    assert status(rt, cited.id) == ("stale", f"evidence {eps[0].id} was edited")
+
+    path.write_text(whole)  # the typo fixed: both records read, the model is needed
+    indexer.scan()
+    assert RevalidateInsights().observe(rt, None) == 1.0
+    assert run(rt) == {"needs_llm": 1}
+    assert status(rt, cited.id) == ("stale", f"evidence {eps[0].id} was edited")
+
+
+def test_a_run_lifts_a_stale_mark_left_while_nothing_cited_changed(root: Path) -> None:
+    """The old rule took an unreadable entry for a deleted one: the insights citing it went
+    stale ("evidence ... was deleted") and stayed so, the typo fixed long since; no change
+    event comes for an entry that reads as it always did. A run lifts such a mark with no
+    model (offline too), for the insight and the one citing it, and records each."""
+    from everos_reflect.index.audit import list_derivations
+    from tests.test_provenance import status
+
+    rt, eps, first, second = setup(root)
+    for entry, reason in ((first, f"evidence {eps[1].id} was deleted"),
+                          (second, f"evidence {first.id} is stale")):
+        rt.store.update_meta(DEV, entry.id, {"status": "stale", "stale_reason": reason})
+    # (not indexed here: the next sync of the insights' log would re-check and lift them too)
+    assert status(rt, first.id) == ("stale", f"evidence {eps[1].id} was deleted")
+
+    counts = run(rt)  # the extractive provider: no model judges anything
+    assert counts == {"restored": 2}, counts
+    assert status(rt, first.id) == ("active", None)
+    assert status(rt, second.id) == ("active", None)
+    assert {tuple(r["outputs"]) for r in list_derivations(rt.db(), strategy="provenance")
+            if r["status"] == "restored"} == {(first.id,), (second.id,)}
+    assert RevalidateInsights().observe(rt, None) == 0.0

@@ -3,13 +3,39 @@
 A briefing's budget is counted in these tokens. WordPiece splits on whitespace and punctuation
 first, so the count of lines joined by newlines is the sum of the lines' counts: the packer can
 add items up one by one and the block it renders stays within what it added.
+
+Tokenizing costs tens of microseconds a line, so a packer with thousands of candidates first asks
+:meth:`TokenCounter.at_least` and :meth:`TokenCounter.surely_within`, which read the text's
+ASCII only and never tokenize, and tokenizes just the items that may still fit.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from functools import cache
 from typing import Any
+
+# What the bundled tokenizer does before WordPiece (its BertNormalizer and BertPreTokenizer):
+# drop control characters (\x0b and \x0c too: they are not whitespace to it), split on
+# whitespace, and make every punctuation character a piece of its own; every ASCII character
+# that is not a letter or digit, space or control is punctuation to it. Each piece then gives
+# at least one token (a word WordPiece cannot split is one [UNK]).
+_ASCII_PUNCT = r"!-/:-@\[-`{-~"
+_SEPARATOR = r" \t\n\r" + _ASCII_PUNCT
+_ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_ASCII_PIECE = re.compile(r"[A-Za-z0-9]+|[" + _ASCII_PUNCT + "]")
+# in any text: each ASCII punctuation character, and each ASCII run of letters and digits
+# with a separator (or the text's end) on both sides; a run touching any other character may
+# join it (``café``) or lose it (a control character between two runs joins them)
+_SURE_PIECE = re.compile(
+    r"[" + _ASCII_PUNCT + r"]|(?<![^" + _SEPARATOR + r"])[A-Za-z0-9]+(?![^" + _SEPARATOR + r"])")
+
+
+#: Counts of at most this many texts of at most ``MEMO_CHARS`` characters are remembered (the
+#: lines a briefing may keep come back call after call); the table is emptied when full.
+MEMO_ENTRIES = 16_384
+MEMO_CHARS = 512
 
 
 class TokenCounter:
@@ -20,9 +46,34 @@ class TokenCounter:
         tokenizer.no_padding()
         self._tok = tokenizer
         self._lock = threading.Lock()
+        self._counts: dict[str, int] = {}  # short texts counted before (same text, same count)
+        # the bounds below hold for the BERT pipeline only; any other tokenizer is always counted
+        self._bert = (type(tokenizer.normalizer).__name__, type(tokenizer.pre_tokenizer).__name__,
+                      type(tokenizer.model).__name__) == (
+                          "BertNormalizer", "BertPreTokenizer", "WordPiece")
+
+    def at_least(self, text: str) -> int:
+        """A lower bound of :meth:`count` read from the text's ASCII alone (no tokenizing):
+        the pieces the tokenizer surely makes. Exact for ASCII prose without subwords; 0 when
+        the tokenizer is not the bundled kind."""
+        if not self._bert or not text:
+            return 0
+        if text.isascii() and not _ASCII_CONTROL.search(text):
+            return len(_ASCII_PIECE.findall(text))
+        return len(_SURE_PIECE.findall(text))
+
+    def surely_within(self, text: str, limit: int) -> bool:
+        """Whether :meth:`count` of ``text`` is surely at most ``limit``, without tokenizing:
+        true for ASCII text of at most ``limit`` characters (each token of it covers at least
+        one character); false (not known) otherwise."""
+        return self._bert and text.isascii() and len(text) <= limit
 
     def count(self, text: str) -> int:
-        return len(self._tok.encode(text, add_special_tokens=False).ids) if text else 0
+        got = self._counts.get(text)
+        if got is None:
+            got = len(self._tok.encode(text, add_special_tokens=False).ids) if text else 0
+            _remember(self._counts, text, got)
+        return got
 
     def count_many(self, texts: list[str]) -> list[int]:
         if not texts:
@@ -41,6 +92,13 @@ class TokenCounter:
             return ""
         end = encoded.offsets[keep - 1][1]
         return text[:end].rstrip() + marker
+
+
+def _remember(table: dict[str, int], text: str, value: int) -> None:
+    if len(text) <= MEMO_CHARS:
+        if len(table) >= MEMO_ENTRIES:
+            table.clear()
+        table[text] = value
 
 
 @cache

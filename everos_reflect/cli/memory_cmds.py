@@ -66,8 +66,9 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
     path = existing_root(root)
     # the root's limits, as the index reads the log: with the shipped ones, a root that
     # lowered max_entry_bytes was given a task record the index then refused ("not read")
-    store = MarkdownStore(path, limits=load_settings(path).limits,
-                          seen_seq=root_id_watermark(path))
+    limits = load_settings(path).limits
+    store = MarkdownStore(path, limits=limits,
+                          seen_seq=root_id_watermark(path, limits.max_file_bytes))
     entry = store.append(ref, Kind.TASK, task.meta, task.sections, day=task.day)
     if as_json:
         emit_json({"id": entry.id, "app_id": ref.app, "project_id": ref.project,

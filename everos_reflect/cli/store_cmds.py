@@ -35,7 +35,7 @@ from everos_reflect.lint import (
     Problem,
     lint_report,
 )
-from everos_reflect.model import Kind, UserRef, new_episode
+from everos_reflect.model import Kind, UserRef, new_episode, quoted_value
 from everos_reflect.settings import (
     OME_FILE_NAME,
     USER_FILE_NAME,
@@ -151,8 +151,9 @@ def add_cmd(
     path = existing_root(root)
     if importance is None:
         meta["importance"] = _score_importance(path, subject, content)
-    store = MarkdownStore(path, limits=load_settings(path).limits,
-                          seen_seq=root_id_watermark(path))
+    limits = load_settings(path).limits
+    store = MarkdownStore(path, limits=limits,
+                          seen_seq=root_id_watermark(path, limits.max_file_bytes))
     settle_interrupted(store.root)
     entry = store.append(ref, Kind.EPISODE, meta, episode.sections, day=day)
     if as_json:
@@ -384,7 +385,7 @@ def set_enabled(text: str, name: str, enabled: bool, file: str) -> str:
 def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     known = known_strategy_names()
     if name not in known:
-        fail(f"unknown strategy {name!r} (known: {', '.join(sorted(known))})")
+        fail(f"unknown strategy {quoted_value(name)} (known: {', '.join(sorted(known))})")
     path = existing_root(root) / OME_FILE_NAME
     try:
         data = read_config_bytes(path)

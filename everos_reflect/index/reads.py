@@ -9,6 +9,7 @@ returns plain values; none writes.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -262,19 +263,78 @@ def refusals_for_good(conn: sqlite3.Connection) -> dict[tuple[UserRef, str, str 
     return {(_ref(r), r[3], r[4]): (r[5], r[6]) for r in rows}
 
 
-def id_watermark(conn: sqlite3.Connection, ref: UserRef, stem: str) -> int:
+#: The migration after which the ``files`` rows still to be read again have ``mtime_ns = -1``.
+_WATERMARK_REREAD = "0016_id_watermarks_from_every_log"
+
+
+def id_watermark(conn: sqlite3.Connection, ref: UserRef, stem: str,
+                 root: Path | None = None, max_bytes: int | None = None) -> int:
     """The highest sequence number of ``stem`` (``ep_20261012_``) the index has seen
-    mentioned in any of ``ref``'s logs; 0 when none."""
-    row = conn.execute("SELECT seq FROM id_watermark WHERE app_id=? AND project_id=? "
-                       "AND user_id=? AND stem=?",
-                       (ref.app, ref.project, ref.user_id, stem)).fetchone()
-    return int(row[0]) if row is not None else 0
+    mentioned in any of ``ref``'s logs; 0 when none.
+
+    With ``root``, also every mention in the logs of ``ref`` the index has not read since
+    it learnt to take the watermark from every log (:func:`_unread_logs`), each read now (at
+    most ``max_bytes``, as the index reads it): until the scan after migration 0016 has read
+    them, the watermark holds 0015's seed alone, and an ``add`` before that scan gave a new
+    entry an id that only another log (an insight's evidence, an archive key) still named.
+    """
+    try:
+        row = conn.execute("SELECT seq FROM id_watermark WHERE app_id=? AND project_id=? "
+                           "AND user_id=? AND stem=?",
+                           (ref.app, ref.project, ref.user_id, stem)).fetchone()
+    except sqlite3.OperationalError:
+        if root is None:
+            raise
+        row = None  # an index from before the table (read-only: not migrated)
+    seq = int(row[0]) if row is not None else 0
+    if root is not None:
+        for path in _unread_logs(conn, root, ref):
+            seq = max(seq, _mentioned_seq(root, path, stem, max_bytes))
+    return seq
 
 
-def root_id_watermark(root: Path) -> Callable[[UserRef, str], int]:
+def _unread_logs(conn: sqlite3.Connection, root: Path, ref: UserRef) -> list[Path]:
+    """The logs of ``ref`` whose mentions may be missing from the watermark: those migration
+    0016 marked to be read again (``mtime_ns = -1``) and no scan has read since, or every log
+    the index knows when 0016 has not run (a read-only connection never migrates)."""
+    key = (ref.app, ref.project, ref.user_id)
+    try:
+        migrated = conn.execute("SELECT 1 FROM schema_migrations WHERE name = ?",
+                                (_WATERMARK_REREAD,)).fetchone() is not None
+        rows = conn.execute(
+            "SELECT path FROM files WHERE app_id=? AND project_id=? AND user_id=?"
+            + (" AND mtime_ns = -1" if migrated else ""), key).fetchall()
+    except sqlite3.OperationalError:
+        return []
+    return [root / r[0] for r in rows]
+
+
+def _mentioned_seq(root: Path, path: Path, stem: str, max_bytes: int | None) -> int:
+    """The highest sequence of ``stem`` ``path`` mentions, read as a scan reads it (0 when
+    it cannot be: gone, not a regular file, a symlink out of the root, over ``max_bytes``,
+    not UTF-8; the scan raises nothing from such a log either)."""
+    from everos_reflect.fileio import NotRegularFile, open_regular
+    from everos_reflect.markdown.parser import highest_seqs
+
+    try:
+        if not Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root)):
+            return 0
+        with open_regular(path) as fh:
+            limit = max_bytes if max_bytes is not None else os.fstat(fh.fileno()).st_size
+            data = fh.read(limit + 1)
+        if len(data) > limit:
+            return 0
+        return highest_seqs(data.decode("utf-8")).get(stem, 0)
+    except (OSError, NotRegularFile, UnicodeDecodeError):
+        return 0
+
+
+def root_id_watermark(root: Path, max_bytes: int | None = None) -> Callable[[UserRef, str], int]:
     """:func:`id_watermark` for a Markdown store opened without a runtime (the CLI's ``add``),
     read from ``root``'s ``system.db`` when there is one: a root never indexed, or an index
-    that cannot be read, has none (0), and the file's own ids decide alone, as before."""
+    that cannot be read, has none (0), and the file's own ids decide alone, as before. The
+    logs the index has not read again since migration 0016 are read for it (see
+    :func:`id_watermark`); ``max_bytes`` is ``limits.max_file_bytes``."""
 
     def seen(ref: UserRef, stem: str) -> int:
         path = db_path(root)
@@ -285,8 +345,8 @@ def root_id_watermark(root: Path) -> Callable[[UserRef, str], int]:
         except sqlite3.Error:
             return 0
         try:
-            return id_watermark(conn, ref, stem)
-        except sqlite3.Error:  # an index older than the table, or a damaged one
+            return id_watermark(conn, ref, stem, root, max_bytes)
+        except sqlite3.Error:  # a damaged index
             return 0
         finally:
             conn.close()

@@ -445,9 +445,12 @@ class Indexer:
                 return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
             away = Diagnostic(rel, 0, "not read: it is a symlink leading outside the memory root",
                               severity="fatal")
-            # Nothing of it is indexed: what an earlier version of the link held goes too.
-            return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored), problems=[away],
-                                                 fatal=True), (st.st_mtime_ns, st.st_size, ""))
+            # Nothing outside the root is read. What the log held while it was inside keeps its
+            # rows, as for a log over the size limit or not UTF-8: deleted, that deletion was
+            # published and every record citing one of them went stale for good; kept, the
+            # log's removal later is published as one.
+            return _Job(rel, ref, kind, SyncPlan(problems=[away], fatal=True),
+                        (st.st_mtime_ns, st.st_size, ""))
         try:
             with open_regular(path) as fh:  # a FIFO named like a log: OSError, never a hang
                 st = os.fstat(fh.fileno())  # stats first: a later write shows up as a change

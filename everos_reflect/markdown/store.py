@@ -53,6 +53,7 @@ from everos_reflect.model import (
     UserRef,
     day_stamp,
     parse_timestamp,
+    quoted_value,
     validate_name,
 )
 from everos_reflect.settings import LimitsSettings
@@ -250,7 +251,7 @@ class MarkdownStore:
             data = self._load(path)
         except TooLarge as exc:
             label = self._label(path)
-            log = DailyLog(label, None, None, {})
+            log = DailyLog(label, None, None, {}, unread=True)
             log.diagnostics.append(Diagnostic(label, 0, f"{exc}; not read", "fatal"))
             return log
         parsed: dict[Path, tuple[bytes, DailyLog]] | None = getattr(self._reuse, "logs", None)
@@ -281,7 +282,7 @@ class MarkdownStore:
 
     def _refused(self, path: Path, reason: str) -> DailyLog:
         label = self._label(path)
-        log = DailyLog(label, None, None, {})
+        log = DailyLog(label, None, None, {}, unread=True)
         log.diagnostics.append(Diagnostic(label, 0, f"not read: {reason}", "fatal"))
         return log
 
@@ -323,7 +324,8 @@ class MarkdownStore:
                  unreadable: set[str] | None = None) -> dict[str, Entry]:
         """The entries of ``entry_ids`` that exist, parsing each file once: many ids in one
         large log must not cost one full parse of that log per id. With ``unreadable``, the
-        ids still in their file but unreadable now (``DailyLog.unreadable``) are added to it:
+        ids still in their file but unreadable now (``DailyLog.unreadable``) are added to it,
+        and so is every wanted id of a file that cannot be read at all (``DailyLog.unread``):
         a caller that must not take a typo for a deletion tells the two apart."""
         by_path: dict[Path, set[str]] = {}
         for entry_id in entry_ids:
@@ -338,7 +340,7 @@ class MarkdownStore:
                 if entry.id in wanted and entry.id not in found:
                     found[entry.id] = entry
             if unreadable is not None:
-                unreadable |= wanted & log.unreadable
+                unreadable |= wanted if log.unread else wanted & log.unreadable
         return found
 
     def entries(self, ref: UserRef, kind: Kind) -> list[Entry]:
@@ -351,7 +353,7 @@ class MarkdownStore:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             line = data.count(b"\n", 0, exc.start) + 1
-            log = DailyLog(label, None, None, {})
+            log = DailyLog(label, None, None, {}, unread=True)
             log.diagnostics.append(Diagnostic(label, line, "file is not valid UTF-8", "fatal"))
             return log
         return parse_log(text, label, entries=entries,
@@ -438,12 +440,14 @@ class MarkdownStore:
         day = day or datetime.now(UTC).date()
         owner = meta.get("owner_id", ref.user_id)
         if owner != ref.user_id:
-            raise InvalidId(f"owner_id {owner!r} does not match user {ref.user_id!r}")
+            raise InvalidId(f"owner_id {quoted_value(owner)} does not match user "
+                            f"{quoted_value(ref.user_id)}")
         stamp = meta.get("timestamp")
         when = datetime.now(UTC) if stamp is None else parse_timestamp(stamp)
         if when is None:
             raise MarkdownError(
-                self.rel(self.log_path(ref, kind, day)), 0, f"unreadable timestamp {stamp!r}"
+                self.rel(self.log_path(ref, kind, day)), 0, f"unreadable timestamp "
+                                                            f"{quoted_value(stamp)}"
             )
         values = {"owner_id": owner, "timestamp": when, **meta}
         values["owner_id"], values["timestamp"] = owner, when
@@ -535,11 +539,12 @@ class MarkdownStore:
         for meta, sections in items:
             owner = meta.get("owner_id", ref.user_id)
             if owner != ref.user_id:
-                raise InvalidId(f"owner_id {owner!r} does not match user {ref.user_id!r}")
+                raise InvalidId(f"owner_id {quoted_value(owner)} does not match user "
+                                f"{quoted_value(ref.user_id)}")
             stamp = meta.get("timestamp")
             when = datetime.now(UTC) if stamp is None else parse_timestamp(stamp)
             if when is None:
-                raise MarkdownError(label, 0, f"unreadable timestamp {stamp!r}")
+                raise MarkdownError(label, 0, f"unreadable timestamp {quoted_value(stamp)}")
             rows.append(({**meta, "owner_id": owner, "timestamp": when}, sections))
         if not rows:
             return None

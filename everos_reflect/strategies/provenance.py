@@ -8,23 +8,35 @@ record's own Markdown metadata, so a rebuild from Markdown reproduces the same a
 sets without re-running anything.
 
 An entry still in its file but unreadable now (a hand edit broke its metadata, its closing
-marker was lost, its timestamp is refused: ``DailyLog.unreadable``) is *unknown*, never
-deleted: the records citing it keep their status, and the check resumes once the entry reads
-again (edited meanwhile: stale; as it was: still active). Taken as deleted, a typo marked them
-stale for good, also once it was fixed.
+marker was lost, its timestamp is refused: ``DailyLog.unreadable``), or any entry of a file that
+cannot be read at all (over the size limit, not UTF-8, a symlink leading out of the root:
+``DailyLog.unread``), is *unknown*, never deleted: the records citing it keep their status,
+and the check resumes once the entry reads again (edited meanwhile: stale; as it was: still
+active). Taken as deleted, a typo marked them stale for good, also once it was fixed.
 
-:func:`invalidate` applies the rule to one owner and writes the metadata; the change-event
-subscriber :func:`on_change` calls it whenever the indexer changes something of an owner who has
-derived records.
+A stale mark is not final: :func:`find_restored` names each stale record whose every cited
+record reads again exactly as when it was derived (the hash ``evidence_hash`` recorded, live,
+active), and :func:`check` makes it active again with a ``derivation_report`` row (strategy
+``provenance``, status ``restored``). A typo fixed, a log readable again, or a mark the old
+rule left (it took an unreadable entry for a deleted one) no longer keeps a record stale for
+good. Only marks provenance wrote (``stale_reason`` "evidence ...") are lifted.
+
+:func:`check` (:func:`invalidate`) applies the rules to one owner and writes the metadata;
+the change-event subscriber :func:`on_change` calls it whenever the indexer changes something
+of an owner who has derived records, and ``revalidate_insights`` at each run.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
+from everos_reflect.index.audit import Derivation, record_derivation
 from everos_reflect.markdown.parser import parse_entry_id
 from everos_reflect.model import Entry, Kind, UserRef
 
@@ -32,7 +44,11 @@ if TYPE_CHECKING:
     from everos_reflect.index.events import ChangeSet
     from everos_reflect.runtime import Runtime
 
+log = logging.getLogger(__name__)
+
 ACTIVE, STALE, RETIRED = "active", "stale", "retired"
+#: The ``derivation_report`` strategy and status of a lifted stale mark (:func:`check`).
+NAME, RESTORED = "provenance", "restored"
 #: The metadata key every record the daemon derives carries (``belief_store.DERIVATION_KEY``).
 DERIVATION_KEY = "derivation"
 #: Derived kinds whose ``evidence`` is checked. A relation's ``evidence`` is the two
@@ -126,19 +142,98 @@ def find_stale(records: Mapping[str, Entry],
     return stale
 
 
+#: How :func:`evidence_problem` words every reason it gives: a ``stale_reason`` that does not
+#: start so was not written by provenance (a person's own), and is never lifted here.
+_OWN_REASON = "evidence "
+
+
+def _waiting(records: Iterable[Entry]) -> list[Entry]:
+    """The records a restore may lift: stale by provenance's own hand, daemon-derived, live,
+    citing something."""
+    return [e for e in records if e.kind in CHECKED and DERIVATION_KEY in e.meta
+            and e.deprecated_by is None and status_of(e) == STALE and evidence_of(e)
+            and str(e.meta.get("stale_reason") or "").startswith(_OWN_REASON)]
+
+
+def find_restored(records: Mapping[str, Entry], unreadable: Collection[str] = frozenset(),
+                  stale: Collection[str] = frozenset()) -> list[str]:
+    """Ids of the stale records (:func:`_waiting`) whose every cited record reads again
+    exactly as when it was derived or last revalidated: readable, live, not archived, its text
+    hash the one ``evidence_hash`` recorded, and, if it is itself derived, active (or lifted
+    here too). ``stale``: ids being marked stale now, which count as stale.
+
+    Stale was final: a record marked so by a transient break (a typo fixed since, a log
+    briefly unreadable, or the old rule that took an unreadable entry for a deleted one)
+    stayed stale for good although nothing it stands on had changed. A citation with no
+    recorded hash cannot be shown unchanged, so such a record stays stale."""
+    waiting = sorted(_waiting(records.values()), key=lambda e: (_depth(e), e.id))
+    lifted: set[str] = set()
+
+    def stands(entry: Entry) -> bool:
+        seen = evidence_hashes(entry)
+        for eid in evidence_of(entry):
+            cited = records.get(eid)
+            if (cited is None or eid in unreadable or cited.deprecated_by
+                    or seen.get(eid) != cited.text_hash):
+                return False
+            if eid not in lifted and (eid in stale or status_of(cited) != ACTIVE):
+                return False
+        return True
+
+    for _ in range(len(waiting)):  # a pass lifts at least one more, or nothing will
+        more = [e.id for e in waiting if e.id not in lifted and stands(e)]
+        if not more:
+            break
+        lifted.update(more)
+    return [e.id for e in waiting if e.id in lifted]
+
+
 def load_records(runtime: Runtime, ref: UserRef,
                  unreadable: set[str] | None = None) -> dict[str, Entry]:
     """Every entry of ``ref`` a derived record may cite, from the Markdown (the truth); the
-    ids present but unreadable are added to ``unreadable`` when given."""
+    ids present but unreadable are added to ``unreadable`` when given, and so is every id a
+    record cites in a log that cannot be read at all (``DailyLog.unread``: over the size
+    limit, not UTF-8, a symlink out of the root, which the listing skips), whose entries are
+    unknown, not deleted."""
     records: dict[str, Entry] = {}
+    listed: dict[Path, bool] = {}  # path -> unread
     for path in runtime.store.iter_files(ref, EVIDENCE_KINDS):
         log = runtime.store.read(path)
         records.update((e.id, e) for e in log.entries)
+        listed[Path(path)] = log.unread
         if unreadable is not None:
             unreadable |= log.unreadable
     if unreadable is not None:
+        cited_in: dict[Path, set[str]] = {}
+        for entry in records.values():
+            for eid in evidence_of(entry):
+                path = _path_of(runtime, ref, eid) if eid not in records else None
+                if path is not None:
+                    cited_in.setdefault(path, set()).add(eid)
+        for path, ids in cited_in.items():
+            unread = listed.get(path)
+            if unread is None:  # not listed: absent, or a link the listing skips
+                unread = os.path.lexists(path) and _unread(runtime, path)
+            if unread:
+                unreadable |= ids
         unreadable -= records.keys()
     return records
+
+
+def _path_of(runtime: Runtime, ref: UserRef, entry_id: str) -> Path | None:
+    """The log ``entry_id`` names (None for an id that names none)."""
+    try:
+        return runtime.store.path_for_id(ref, entry_id)
+    except EverosError:
+        return None
+
+
+def _unread(runtime: Runtime, path: Path) -> bool:
+    """Whether the log at ``path`` is there but cannot be read at all."""
+    try:
+        return runtime.store.read(path).unread
+    except OSError:  # gone meanwhile, or not a regular file: no log, nothing in it
+        return False
 
 
 def cited_records(runtime: Runtime, ref: UserRef, derived: Mapping[str, Entry],
@@ -152,7 +247,7 @@ def cited_records(runtime: Runtime, ref: UserRef, derived: Mapping[str, Entry],
     absent from its file is left out, so :func:`find_stale` reports it deleted, as before.
     """
     wanted: set[str] = set()
-    for entry in _checked(derived.values()):
+    for entry in [*_checked(derived.values()), *_waiting(derived.values())]:
         for eid in evidence_of(entry):
             if eid in derived:
                 continue
@@ -169,20 +264,34 @@ def has_derived(runtime: Runtime, ref: UserRef) -> bool:
     return any((user / kind.folder).is_dir() for kind in CHECKED)
 
 
-def invalidate(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> list[Path]:
-    """Mark stale every record of ``ref`` :func:`find_stale` names; the files written.
+@dataclass
+class Checked:
+    """What one :func:`check` of an owner did: the ids marked stale (with why), the ids whose
+    stale mark was lifted, and the files written."""
+
+    stale: dict[str, str] = field(default_factory=dict)
+    restored: list[str] = field(default_factory=list)
+    written: list[Path] = field(default_factory=list)
+
+
+def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Checked:
+    """Mark stale every record of ``ref`` :func:`find_stale` names, and make active again
+    every one :func:`find_restored` names (one ``derivation_report`` row each, strategy
+    ``provenance``, status ``restored``: the record in ``outputs``, what it cites in
+    ``inputs``).
 
     With ``touched`` (the ids the indexer just changed), nothing is read beyond the derived
-    logs unless a derived record cites one of them: only those can make a record stale.
+    logs unless a derived record cites one of them: only those can change a record's status.
     """
+    done = Checked()
     if not has_derived(runtime, ref):
-        return []
+        return done
     derived = {e.id: e for kind in CHECKED for e in runtime.store.entries(ref, kind)}
     if touched is not None:
-        cited = {eid for e in _checked(derived.values()) for eid in evidence_of(e)}
+        cited = {eid for e in [*_checked(derived.values()), *_waiting(derived.values())]
+                 for eid in evidence_of(e)}
         if touched.isdisjoint(cited):
-            return []
-    written: list[Path] = []
+            return done
     unreadable: set[str] = set()
     records = cited_records(runtime, ref, derived, unreadable)
     for entry_id, reason in find_stale(records, unreadable).items():
@@ -190,8 +299,26 @@ def invalidate(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) 
             runtime.store.update_meta(ref, entry_id, {"status": STALE, "stale_reason": reason})
         except EverosError:
             continue  # its file is unparseable or it vanished: reported by lint, left alone
-        written.append(runtime.store.path_for_id(ref, entry_id))
-    return written
+        done.stale[entry_id] = reason
+        done.written.append(runtime.store.path_for_id(ref, entry_id))
+    for entry_id in find_restored(records, unreadable, done.stale):
+        was = records[entry_id].meta.get("stale_reason")
+        try:
+            runtime.store.update_meta(ref, entry_id, {"status": ACTIVE, "stale_reason": None})
+        except EverosError:
+            continue
+        log.info("provenance: %s: %s is active again: every record it cites reads as when it "
+                 "was derived (it was stale: %s)", ref, entry_id, was)
+        record_derivation(runtime.db(), Derivation(
+            NAME, ref, RESTORED, inputs=evidence_of(records[entry_id]), outputs=[entry_id]))
+        done.restored.append(entry_id)
+        done.written.append(runtime.store.path_for_id(ref, entry_id))
+    return done
+
+
+def invalidate(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> list[Path]:
+    """:func:`check`; the files written."""
+    return check(runtime, ref, touched).written
 
 
 def on_changes(runtime: Runtime, changes: Iterable[ChangeSet]) -> list[Path]:
