@@ -23,9 +23,9 @@ less when many long tasks share one prompt (a longer one is cut and says so: "â€
 characters)"; the run counts it as ``clipped``), as every task call clips its records. A call
 the server refuses for good (HTTP 400, 413, 422: the request itself, not an outage) fails the
 owner's window as any failed call does, but sets that task type's tasks aside: they are
-consumed with the failure recorded in ``derivation_report`` (``set aside: <ids>``), so the rest
-of the window is learned from in the next run instead of failing behind them for ever; editing
-a task brings it back.
+kept in the cursor with the failure recorded in ``derivation_report`` (``set aside: <ids>``), so
+the rest of the window is learned from in the next run instead of failing behind them for ever;
+editing a task, or changing the prompts or the ``[llm]`` model, sends it again.
 
 Writes are one atomic append per owner and type, tagged with the window's key, and the run loop
 of :class:`~everos_reflect.strategies.belief_store.BeliefTier` moves the cursor and records the
@@ -204,7 +204,7 @@ class LearnLessons(BeliefTier):
                     raise
                 ids = [t.id for t in shown]
                 raise SetAside(f"{exc}; set aside: {', '.join(ids)} (the {task_type!r} tasks "
-                               "are sent again once edited)",
+                               "are sent again once edited, or the prompts or model change)",
                                {i: work.items[i] for i in ids}, exc.usage) from exc
             except NeedsLLM:
                 asked[task_type] = learning.offline_candidates(
