@@ -377,11 +377,18 @@ class BeliefTier(Strategy):
         """The owner's state and its window (id → text hash), at most ``max_records``: what
         it has not consumed, nor set aside under the prompts and model it would send now."""
         state = state or BeliefState.load(runtime, ref)
+        candidates, ids = self.unconsumed(runtime, ref, settings, state)
+        ids = ids[: int(settings.get("max_records", 50))]
+        return state, {i: candidates[i] for i in ids}
+
+    def unconsumed(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any],
+                   state: BeliefState) -> tuple[dict[str, str], list[str]]:
+        """``ref``'s candidates (id → text hash) and, sorted, the ids neither consumed nor set
+        aside under the prompts and model it would send now: the window before its cut."""
         candidates = self.candidates(state, settings)
         done = cursors.consumed(runtime.db(), self.name, ref)
         aside = self.sent_with(runtime, settings).key
-        ids = beliefs.window(candidates, done, aside)[: int(settings.get("max_records", 50))]
-        return state, {i: candidates[i] for i in ids}
+        return candidates, beliefs.window(candidates, done, aside)
 
     def due_owners(self, runtime: Runtime, settings: Mapping[str, Any], *,
                    force: bool = False, fix: bool = False) -> Iterator[Work]:
@@ -415,8 +422,7 @@ class BeliefTier(Strategy):
                 state: BeliefState) -> int:
         """How many of ``ref``'s candidates are not consumed yet (the window before any
         cut): the ones past the window wait for a later run, and the run says how many."""
-        done = cursors.consumed(runtime.db(), self.name, ref)
-        return len(beliefs.window(self.candidates(state, settings), done))
+        return len(self.unconsumed(runtime, ref, settings, state)[1])
 
     def observe(self, runtime: Runtime, since: datetime | None) -> float:
         """The number of owners due now (the scheduler's data trigger fires at 1), 0 while the

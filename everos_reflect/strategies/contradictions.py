@@ -14,7 +14,6 @@ from collections.abc import Mapping, Set
 from typing import Any
 
 from everos_reflect.engine.registry import RunContext
-from everos_reflect.index import cursors
 from everos_reflect.model import Kind
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
@@ -56,9 +55,7 @@ class DetectContradictions(BeliefTier):
         entries = state.by_id()
         changed = set(work.items)
         # changed too but past the window: compared in a later run, so not lost if unshown
-        done = cursors.consumed(rt.db(), self.name, ref)
-        later = {i for i, h in self.candidates(state, ctx.settings).items()
-                 if (i, h) not in done} - changed
+        later = set(self.unconsumed(rt, ref, ctx.settings, state)[1]) - changed
         current, unshown = shown_convictions(self._current(state, ctx.settings), changed,
                                              int(ctx.settings.get("max_records", 50)), later)
         derived = Derived(unshown=unshown)

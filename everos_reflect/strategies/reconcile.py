@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
-from everos_reflect.index import cursors
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.strategies import beliefs
@@ -62,13 +61,12 @@ class Reconcile(BeliefTier):
         after the fact, the convictions of the later edges were never shown and the edges
         were consumed all the same."""
         state = state or BeliefState.load(runtime, ref)
-        candidates = self.candidates(state, settings)
-        done = cursors.consumed(runtime.db(), self.name, ref)
+        candidates, window = self.unconsumed(runtime, ref, settings, state)
         cap = int(settings.get("max_records", 50))
         entries = state.by_id()
         chosen: list[str] = []
         shown: set[str] = set()
-        for edge_id in beliefs.window(candidates, done):
+        for edge_id in window:
             group = {edge_id, *(c for c in beliefs.id_list(entries[edge_id].meta.get("between"))
                                 if c in entries)}
             if chosen and len(shown | group) > cap:
