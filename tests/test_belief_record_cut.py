@@ -128,7 +128,9 @@ def test_reconcile_takes_whole_edges_and_leaves_the_rest_for_the_next_run(
     e1, e2 = relations(rt, (c1, c2), (c3, c4))
 
     def reconcile(body: dict[str, Any]) -> dict[str, Any]:
-        return {"insight": "Speed and care pull apart.", "evidence": sorted(shown(body).values())}
+        # each its own text: a reconciliation repeating a live insight is refused
+        first = min(shown(body))
+        return {"insight": f"Reconciles {first}.", "evidence": sorted(shown(body).values())}
 
     fake_openai.script(reconcile)
     outcome = Engine(rt).trigger("reconcile", timeout=60)
