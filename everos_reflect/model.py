@@ -50,6 +50,18 @@ def quoted(value: str, *, escape: bool = False) -> str:
     return f"{text[:QUOTED_MAX] + '…'!r} ({len(value):,} characters)"
 
 
+def quoted_value(value: object) -> str:
+    """:func:`quoted` for a value of any type (a request field, a YAML value, an LLM reply): a
+    string as :func:`quoted` writes it, anything else as its ``repr``, cut the same way when
+    longer (a list of 5,000 items is as long a line as a 5,000-character string)."""
+    if isinstance(value, str):
+        return quoted(value)
+    text = repr(value)
+    if len(text) <= QUOTED_MAX:
+        return text
+    return f"{text[:QUOTED_MAX]}… ({len(text):,} characters)"
+
+
 def validate_name(value: object, what: str = "user_id") -> str:
     """Return ``value`` if it is a safe app/project/user id, else raise :class:`InvalidId`.
 
@@ -141,7 +153,7 @@ class Kind(StrEnum):
     def from_prefix(cls, prefix: str) -> Kind:
         kind = _BY_PREFIX.get(prefix)
         if kind is None:
-            raise InvalidId(f"unknown entry id prefix {prefix!r}")
+            raise InvalidId(f"unknown entry id prefix {quoted_value(prefix)}")
         return kind
 
     @classmethod
@@ -248,7 +260,7 @@ class EntryId:
         try:  # the same dates strptime("%Y%m%d") reads from 8 digits, at a tenth of its cost
             day = date(int(digits[:4]), int(digits[4:6]), int(digits[6:]))
         except ValueError as exc:
-            raise InvalidId(f"invalid entry id {text!r}: bad date") from exc
+            raise InvalidId(f"invalid entry id {quoted_value(text)}: bad date") from exc
         return cls(Kind.from_prefix(m.group(1)), day, int(m.group(3)))
 
     def __str__(self) -> str:
@@ -328,10 +340,10 @@ def parse_new_timestamp(value: str | datetime) -> datetime:
     match = _NEW_TIMESTAMP_RE.fullmatch(text)
     parsed = parse_timestamp(text.replace(",", ".")) if match else None
     if match is None or parsed is None:
-        raise ValueError(f"{value!r} is not ISO 8601 with a date, a time and an offset "
+        raise ValueError(f"{quoted_value(value)} is not ISO 8601 with a date, a time and an offset "
                          f"({TIMESTAMP_EXAMPLE})")
     if match.group("offset") is None:
-        raise ValueError(f"{value!r} has no UTC offset: add Z or one like +02:00 "
+        raise ValueError(f"{quoted_value(value)} has no UTC offset: add Z or one like +02:00 "
                          f"({TIMESTAMP_EXAMPLE})")
     return parsed
 
@@ -370,7 +382,7 @@ def new_record_time(
             raise error("timestamp", str(exc)) from None
     day = utc_day(ts)
     if day is None:
-        raise error("timestamp", f"{timestamp!r} {OUT_OF_RANGE}")
+        raise error("timestamp", f"{quoted_value(timestamp)} {OUT_OF_RANGE}")
     return ts, day
 
 
@@ -657,7 +669,8 @@ def new_episode(
     if importance is not None and (
         isinstance(importance, bool) or not isinstance(importance, int) or not 1 <= importance <= 10
     ):
-        raise InvalidEpisode("importance", f"must be a whole number 1-10, got {importance!r}")
+        raise InvalidEpisode("importance", f"must be a whole number 1-10, got "
+                                           f"{quoted_value(importance)}")
     meta: dict[str, Any] = {"owner_id": ref.user_id, "timestamp": format_timestamp(ts)}
     if session_id is not None:
         meta["session_id"] = session_id

@@ -177,7 +177,7 @@ REST_CLIENT_SCRIPT = textwrap.dedent("""
             pass
 
     server = HTTPServer(("127.0.0.1", 0), Fake)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
     import lance_namespace_urllib3_client as client
     from lance_namespace_urllib3_client import ApiClient, Configuration, NamespaceApi
     config = Configuration(host=f"http://127.0.0.1:{server.server_port}")

@@ -184,7 +184,8 @@ def test_a_long_window_set_aside_names_ten_ids_and_counts_the_rest() -> None:
     ids = [f"ep_20261012_{n:04d}" for n in range(1, 26)]
     text = set_aside_error("HTTP 413: too large", ids)
     assert text == ("HTTP 413: too large; set aside: " + ", ".join(ids[:10])
-                    + " and 15 more (the row's inputs) (sent again once edited)")
+                    + " and 15 more (the row's inputs) (sent again once edited, or the prompts or "
+                    "model change)")
 
 
 def nonzero(counts: dict[str, int]) -> dict[str, int]:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ValidationError
 
 from everos_reflect import errors
 from everos_reflect.api import models, ops
+from everos_reflect.model import quoted_value
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -145,7 +146,8 @@ def build_server(runtime: Runtime) -> Server[Any]:
         tool = by_name.get(params.name)
         if tool is None:
             raise MCPError(types.INVALID_PARAMS,
-                           f"unknown tool {params.name!r} (known: {', '.join(by_name)})")
+                           f"unknown tool {quoted_value(params.name)} (known: "
+                           f"{', '.join(by_name)})")
         try:
             data = await anyio.to_thread.run_sync(call, runtime, tool, params.arguments)
         except MCPError:

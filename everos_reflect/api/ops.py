@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect import errors
 from everos_reflect.llm.importance import importance_on_write
-from everos_reflect.model import Kind, UserRef, new_episode, validate_name
+from everos_reflect.model import Kind, UserRef, new_episode, quoted_value, validate_name
 
 if TYPE_CHECKING:
     from everos_reflect.api.models import (
@@ -82,7 +82,7 @@ def validation_message(problems: Sequence[Any]) -> str:
             cause = _id_problem(err.get("input"), str(where).rsplit(".", 1)[-1]) or cause
         message = str(cause) if isinstance(cause, errors.EverosError) else err.get("msg")
         if err.get("type") == "literal_error":
-            message = f"{message}, got {err.get('input')!r}"
+            message = f"{message}, got {quoted_value(err.get('input'))}"
         parts.append(f"{where}: {message or 'invalid'}")
     return "; ".join(parts) or "invalid request"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import wraps
 from pathlib import Path
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from everos_reflect.errors import EverosError
+from everos_reflect.model import QUOTED_MAX, quoted
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -145,8 +146,9 @@ class _OneLineUsageError(click.ClickException):
     line, as :func:`fail` shows every other error (SPEC §8), with click's exit code. Click's
     own display is a usage block: ``Usage: …``, a hint, a blank line, then ``Error: …``."""
 
-    def __init__(self, cause: click.ClickException, command: str | None) -> None:
-        super().__init__(cause.format_message())
+    def __init__(self, cause: click.ClickException, command: str | None,
+                 argv: Sequence[str] = ()) -> None:
+        super().__init__(_short_values(cause.format_message(), argv))
         self.exit_code = cause.exit_code
         ctx = getattr(cause, "ctx", None)
         command = ctx.command_path if ctx is not None else command
@@ -165,22 +167,47 @@ class OneLineErrors(click.Group):
 
     def make_context(self, info_name: str | None, args: list[str], *more: Any,
                      **kwargs: Any) -> click.Context:
+        argv = list(args)  # parsing consumes ``args``
         try:
-            return super().make_context(info_name, args, *more, **kwargs)
+            ctx = super().make_context(info_name, args, *more, **kwargs)
         except click.ClickException as exc:
-            raise _one_line(exc, info_name) from exc
+            raise _one_line(exc, info_name, argv) from exc
+        ctx.meta[_ARGV] = argv
+        return ctx
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
         except click.ClickException as exc:
             sub = ctx.invoked_subcommand  # named before its options are parsed
-            raise _one_line(exc, f"{ctx.command_path} {sub}" if sub else ctx.command_path) \
-                from exc
+            raise _one_line(exc, f"{ctx.command_path} {sub}" if sub else ctx.command_path,
+                            ctx.meta.get(_ARGV, ())) from exc
 
 
-def _one_line(exc: click.ClickException, command: str | None) -> click.ClickException:
-    return exc if isinstance(exc, _OneLineUsageError) else _OneLineUsageError(exc, command)
+_ARGV = "everos_reflect.argv"
+
+
+def _one_line(exc: click.ClickException, command: str | None,
+              argv: Sequence[str]) -> click.ClickException:
+    if isinstance(exc, _OneLineUsageError):
+        return exc
+    return _OneLineUsageError(exc, command, argv)
+
+
+def _short_values(message: str, argv: Sequence[str]) -> str:
+    """``message`` with each long command-line value it echoes quoted short (:func:`quoted`).
+    Click's own errors quote the whole value (``'zzz…' is not a valid integer``, ``No such
+    command``, ``No such option: --zzz…``): a 5,000-character ``--max-tokens`` made a
+    5,000-character error line."""
+    for arg in argv:
+        values = [arg]
+        if arg.startswith("-") and "=" in arg:  # --opt=value
+            values += arg.split("=", 1)
+        for value in values:
+            if len(value) > QUOTED_MAX and value in message:
+                message = message.replace(repr(value), quoted(value))
+                message = message.replace(value, quoted(value))
+    return message
 
 
 def validated(model: type[M], **fields: Any) -> M:

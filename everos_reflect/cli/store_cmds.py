@@ -35,7 +35,7 @@ from everos_reflect.lint import (
     Problem,
     lint_report,
 )
-from everos_reflect.model import Kind, UserRef, new_episode
+from everos_reflect.model import Kind, UserRef, new_episode, quoted_value
 from everos_reflect.settings import (
     OME_FILE_NAME,
     USER_FILE_NAME,
@@ -385,7 +385,7 @@ def set_enabled(text: str, name: str, enabled: bool, file: str) -> str:
 def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     known = known_strategy_names()
     if name not in known:
-        fail(f"unknown strategy {name!r} (known: {', '.join(sorted(known))})")
+        fail(f"unknown strategy {quoted_value(name)} (known: {', '.join(sorted(known))})")
     path = existing_root(root) / OME_FILE_NAME
     try:
         data = read_config_bytes(path)

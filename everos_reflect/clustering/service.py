@@ -50,7 +50,7 @@ from everos_reflect.clustering.online import (
 from everos_reflect.errors import EverosError
 from everos_reflect.index import rebuild
 from everos_reflect.index.db import CLUSTER_KEY_OF_ID, cluster_key_of_id, transaction, utcnow_iso
-from everos_reflect.model import Entry, EntryId, Kind, UserRef
+from everos_reflect.model import Entry, EntryId, Kind, UserRef, quoted_value
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -756,7 +756,7 @@ class ClusterService:
             row = conn.execute(f"SELECT * FROM clusters WHERE {_BY_ID}",
                                (cluster_id,)).fetchone()
             if row is None:
-                raise UnknownCluster(f"unknown cluster {cluster_id!r}")
+                raise UnknownCluster(f"unknown cluster {quoted_value(cluster_id)}")
             ref = UserRef(row["app_id"], row["project_id"], row["user_id"])
             conn.hold(ref)
             if sources:
@@ -805,7 +805,7 @@ class ClusterService:
     def cluster(self, cluster_id: str) -> ClusterInfo:
         for info in self._clusters_where(f"c.{_BY_ID}", (cluster_id,)):
             return info
-        raise UnknownCluster(f"unknown cluster {cluster_id!r}")
+        raise UnknownCluster(f"unknown cluster {quoted_value(cluster_id)}")
 
     def members(self, cluster_id: str, live_only: bool = True) -> list[Member]:
         """Members in chronological order (then id); history too unless ``live_only``."""

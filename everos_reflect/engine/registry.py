@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from everos_reflect.engine.limits import DEFAULT_LIMITS, Budget, MeteredLLM
 from everos_reflect.errors import ConfigError, UnknownStrategy
+from everos_reflect.model import quoted_value
 
 if TYPE_CHECKING:
     from everos_reflect.engine.triggers import DataTrigger
@@ -337,7 +338,7 @@ def get_strategy(name: str) -> Strategy:
         return strategies[name]
     except KeyError:
         known = ", ".join(sorted(strategies)) or "none"
-        raise UnknownStrategy(f"unknown strategy {name!r} (known: {known})") from None
+        raise UnknownStrategy(f"unknown strategy {quoted_value(name)} (known: {known})") from None
 
 
 def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
@@ -349,7 +350,8 @@ def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
     if spec.type is not bool and isinstance(value, bool):
         return value, f"must be {spec.type.__name__}, got a boolean"
     if not isinstance(value, spec.type):
-        return value, f"must be {spec.type.__name__}, got {type(value).__name__} {value!r}"
+        return value, (f"must be {spec.type.__name__}, got {type(value).__name__} "
+                       f"{quoted_value(value)}")
     if spec.check is not None:
         try:
             reason = spec.check(value)

@@ -20,6 +20,8 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.combining import OrTrigger
 from apscheduler.triggers.cron import CronTrigger as _APCron
 
+from everos_reflect.model import quoted_value
+
 _MACROS = {
     "@yearly": "0 0 1 1 *",
     "@annually": "0 0 1 1 *",
@@ -38,7 +40,8 @@ def _dow_value(token: str, expr: str) -> int:
         return _DAY_NAMES.index(low)
     if token.isdigit() and 0 <= int(token) <= 7:
         return int(token)
-    raise ValueError(f"invalid day-of-week {token!r} in cron {expr!r} (use 0-7 or sun-sat)")
+    raise ValueError(f"invalid day-of-week {quoted_value(token)} in cron {quoted_value(expr)} (use "
+                     "0-7 or sun-sat)")
 
 
 def _expand_dow(text: str, expr: str) -> set[int]:
@@ -47,7 +50,7 @@ def _expand_dow(text: str, expr: str) -> set[int]:
     for part in text.split(","):
         rng, _, step_text = part.partition("/")
         if step_text and not (step_text.isdigit() and int(step_text) > 0):
-            raise ValueError(f"invalid step {step_text!r} in cron {expr!r}")
+            raise ValueError(f"invalid step {quoted_value(step_text)} in cron {quoted_value(expr)}")
         step = int(step_text) if step_text else 1
         if rng == "*":
             lo, hi = 0, 6
@@ -55,7 +58,8 @@ def _expand_dow(text: str, expr: str) -> set[int]:
             a, b = rng.split("-", 1)
             lo, hi = _dow_value(a, expr), _dow_value(b, expr)
             if lo > hi:
-                raise ValueError(f"invalid day-of-week range {rng!r} in cron {expr!r}")
+                raise ValueError(f"invalid day-of-week range {quoted_value(rng)} in cron "
+                                 f"{quoted_value(expr)}")
         else:
             lo = _dow_value(rng, expr)
             hi = 7 if step_text else lo  # "1/2" means from 1 to the end, every 2nd
@@ -68,12 +72,13 @@ def _translate(expr: str) -> tuple[dict[str, str], bool]:
     text = _MACROS.get(expr.strip().lower(), expr.strip())
     if not text.isascii():
         # str.isdigit() is true for "²" and "٣": one crashed int(), the other was read as 3
-        raise ValueError(f"invalid cron {expr!r}: only ASCII digits, day and month names and "
-                         "* , - / are allowed")
+        raise ValueError(f"invalid cron {quoted_value(expr)}: only ASCII digits, day and month "
+                         "names and * , - / are allowed")
     fields = text.split()
     if len(fields) != 5:
         raise ValueError(
-            f"invalid cron {expr!r}: expected 5 fields (minute hour day month day-of-week), "
+            f"invalid cron {quoted_value(expr)}: expected 5 fields (minute hour day month "
+            "day-of-week), "
             f"got {len(fields)}"
         )
     minute, hour, day, month, dow = fields
@@ -88,7 +93,7 @@ def _zone(tz: str) -> ZoneInfo:
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"unknown timezone {tz!r}") from exc
+        raise ValueError(f"unknown timezone {quoted_value(tz)}") from exc
 
 
 #: The longest a DST change moves the clock (Antarctica/Troll: 2 h); a bound on how far a fire
@@ -131,15 +136,15 @@ class CronTrigger:
             else:
                 ap = _APCron(**kwargs, timezone=UTC)
         except ValueError as exc:
-            raise ValueError(f"invalid cron {self.expr!r}: {exc}") from None
+            raise ValueError(f"invalid cron {quoted_value(self.expr)}: {exc}") from None
         # A date that never occurs ("0 2 30 2 *") is valid field by field; refuse it here, with
         # the config, rather than when the scheduler, `status` or `strategies` asks for its next
         # fire. Any cron that fires at all fires within the 28-year calendar cycle after this
         # fixed reference (a constant, so construction still never reads the clock).
         if ap.get_next_fire_time(None, datetime(2000, 1, 1, tzinfo=UTC)) is None:
             raise ValueError(
-                f"invalid cron {self.expr!r}: it never fires (no calendar date matches its "
-                "day and month fields)"
+                f"invalid cron {quoted_value(self.expr)}: it never fires (no calendar date "
+                "matches its day and month fields)"
             )
         object.__setattr__(self, "_ap", ap)
 
@@ -180,7 +185,8 @@ class CronTrigger:
                     until = best.astimezone(zone).replace(tzinfo=None) + (
                         _LOOKAROUND if moved else timedelta(0))
         if best is None:
-            raise ValueError(f"cron {self.expr!r} never fires after {after.isoformat()}")
+            raise ValueError(f"cron {quoted_value(self.expr)} never fires after "
+                             f"{after.isoformat()}")
         return best.astimezone(zone)
 
     def missed_run(

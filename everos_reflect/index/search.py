@@ -30,7 +30,7 @@ from everos_reflect.errors import EverosError, InvalidSearch
 from everos_reflect.index.recency import RECENCY_COSINE, key, latest_first
 from everos_reflect.index.snippet import make_passages
 from everos_reflect.index.vectors import where_clause
-from everos_reflect.model import Kind, surrogate_problem
+from everos_reflect.model import Kind, quoted_value, surrogate_problem
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -239,15 +239,17 @@ def search(
     if (problem := surrogate_problem(query)) is not None:  # an undecodable CLI argument
         raise InvalidSearch(f"query {problem}")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise InvalidSearch(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+        raise InvalidSearch(f"top_k must be an integer from 1 to {MAX_TOP_K}, got "
+                            f"{quoted_value(top_k)}")
     # the edges cap it too; a library caller's 1000 let one entry fill every item of a result
     if isinstance(passages_per_entry, bool) or not isinstance(passages_per_entry, int) \
             or not 1 <= passages_per_entry <= MAX_PASSAGES_PER_ENTRY:
         raise InvalidSearch(f"passages_per_entry must be an integer from 1 to "
-                            f"{MAX_PASSAGES_PER_ENTRY}, got {passages_per_entry!r}")
+                            f"{MAX_PASSAGES_PER_ENTRY}, got {quoted_value(passages_per_entry)}")
     mode = (mode or runtime.settings.index.search_mode).lower()
     if mode not in MODES:
-        raise EverosError(f"unknown search mode {mode!r}: use one of {', '.join(MODES)}")
+        raise EverosError(f"unknown search mode {quoted_value(mode)}: use one of "
+                          f"{', '.join(MODES)}")
     wanted = _kinds(kinds if kinds else [kind])
     where = where_clause(app_id=app_id, project_id=project_id, user_id=user_id,
                          include_deprecated=include_deprecated)
@@ -278,7 +280,7 @@ def _kinds(values: Sequence[Kind | str]) -> list[Kind]:
             k = Kind(value)
         except ValueError as exc:
             known = ", ".join(k.value for k in Kind)
-            raise EverosError(f"unknown entry kind {value!r} (known: {known})") from exc
+            raise EverosError(f"unknown entry kind {quoted_value(value)} (known: {known})") from exc
         if k not in out:
             out.append(k)
     return out

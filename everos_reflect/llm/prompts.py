@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from string import Template
 from typing import Any
@@ -214,6 +214,19 @@ class Prompts:
         template the merge does not use (the other mode's, another task's) leaves it aside."""
         template = self.merge_update if mode == "update" else self.merge_init
         parts = (self.system, template, self.extract_facts, self.language_rule())
+        return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
+
+    def task_fingerprint(self, names: Iterable[str]) -> str:
+        """A digest of what these prompts put into the calls of the tasks ``names`` whatever
+        the data: the system prompt, each task's template (this strategy's override, else the
+        task's default) and the language rule. An item a tier's call had refused for good is
+        set aside under it too (:class:`~everos_reflect.strategies.aside.SentWith`), as a
+        merge is under :meth:`merge_fingerprint`; another task's template leaves it aside."""
+        from everos_reflect.llm.tasks import get_task
+
+        templates = tuple((n, self.task_template(n, get_task(n).template))
+                          for n in sorted(set(names)))
+        parts = (self.system, templates, self.language_rule())
         return hashlib.sha256(repr(parts).encode()).hexdigest()[:32]
 
     def merge_messages(self, req: MergeRequest) -> list[Message]:

@@ -23,6 +23,7 @@ from everos_reflect.llm.tasks import (
     strings,
     text_field,
 )
+from everos_reflect.model import quoted_value
 
 #: The fewest records an insight (and a reconciliation) must cite (seed 000's citation floor).
 MIN_CITATIONS = 2
@@ -96,7 +97,7 @@ def _parse_importance(obj: dict[str, Any], req: TaskRequest) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 10:
-        raise InvalidReply(f"'importance' must be a whole number 1-10, got {value!r}")
+        raise InvalidReply(f"'importance' must be a whole number 1-10, got {quoted_value(value)}")
     return value
 
 
@@ -210,7 +211,8 @@ def _parse_revalidation(obj: dict[str, Any], req: TaskRequest) -> dict[str, Any]
     insight asked about again on every run, with a model that kept saying it."""
     verdict = obj.get("verdict")
     if verdict not in ("holds", "revise", "retire"):
-        raise InvalidReply(f"'verdict' must be holds, revise or retire, got {verdict!r}")
+        raise InvalidReply(f"'verdict' must be holds, revise or retire, got "
+                           f"{quoted_value(verdict)}")
     evidence = req.numbering.resolve(obj.get("evidence", []))
     text = obj.get("insight") or ""
     if verdict == "revise":

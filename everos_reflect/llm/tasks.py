@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
 from everos_reflect.llm.base import Usage
-from everos_reflect.model import CONTROL_CHARS
+from everos_reflect.model import CONTROL_CHARS, quoted_value
 
 if TYPE_CHECKING:
     from everos_reflect.llm.prompts import Message, Prompts
@@ -164,7 +164,8 @@ class Numbering:
         ids: list[str] = []
         for value in numbers:
             if isinstance(value, bool) or not isinstance(value, int):
-                raise InvalidReply(f"{what!r} holds {value!r}, not a record number")
+                raise InvalidReply(f"{quoted_value(what)} holds {quoted_value(value)}, not a "
+                                   "record number")
             if not 1 <= value <= len(self.records):
                 raise InvalidReply(
                     f"{what!r} cites [{value}] but only [1]..[{len(self.records)}] were shown"

@@ -46,6 +46,7 @@ from everos_reflect.model import (
     day_stamp,
     format_timestamp,
     parse_timestamp,
+    quoted_value,
     timestamp_form_problem,
     utc_day,
 )
@@ -189,7 +190,8 @@ def _check_keys(node: yaml.MappingNode) -> None:
             continue
         if (key.tag, key.value) in seen:
             raise YamlBoundError(key.start_mark.line,
-                                 f"key {key.value!r} is written twice in one mapping; keep one")
+                                 f"key {quoted_value(key.value)} is written twice in one "
+                                 "mapping; keep one")
         seen.add((key.tag, key.value))
 
 
@@ -378,7 +380,7 @@ def parse_entry_id(text: str) -> EntryId:
     leading zeros), so one entry can never be named two ways."""
     eid = EntryId.parse(text)
     if str(eid) != text:
-        raise InvalidId(f"invalid entry id {text!r}: write it as {eid}")
+        raise InvalidId(f"invalid entry id {quoted_value(text)}: write it as {eid}")
     return eid
 
 
@@ -585,7 +587,7 @@ class _Parser:
                     if not isinstance(value, str) or not _ID_MENTION_RE.fullmatch(value):
                         self.report(
                             start + 1,
-                            f"deprecated_entries: {value!r} is not an entry id",
+                            f"deprecated_entries: {quoted_value(value)} is not an entry id",
                             "warning",
                         )
         return end + 1
@@ -624,12 +626,13 @@ class _Parser:
             # them as 1 would guess at a file nobody wrote as version 1.
             self.report(
                 self._key_line("schema_version"),
-                f"unsupported schema_version {version!r} (this version reads 1)", "fatal"
+                f"unsupported schema_version {quoted_value(version)} (this version reads 1)",
+                "fatal"
             )
         if "type" in data and fm_kind is None:
-            self.report(1, f"unknown file type {data.get('type')!r}", "fatal")
+            self.report(1, f"unknown file type {quoted_value(data.get('type'))}", "fatal")
         if "date" in data and fm_day is None:
-            self.report(1, f"unreadable date {data.get('date')!r}", "fatal")
+            self.report(1, f"unreadable date {quoted_value(data.get('date'))}", "fatal")
         if data.get("user_id") is None:  # ``user_id:`` left empty too: no owner is checked
             self.report(self._key_line("user_id"), "frontmatter has no user_id", "warning")
         if name_kind and fm_kind and name_kind != fm_kind:
@@ -662,7 +665,8 @@ class _Parser:
         while marker is not None:
             if marker.close:
                 self.report(marker.line + 1,
-                            f"closing marker of {marker.id!r} without an opening one", "warning")
+                            f"closing marker of {quoted_value(marker.id)} without an opening one",
+                            "warning")
                 marker = next(markers, None)
                 continue
             entry_id, i = marker.id, marker.line
@@ -673,7 +677,8 @@ class _Parser:
             closed = next(markers, None)
             if closed is None or not closed.close:
                 self.report(
-                    i + 1, f"entry {entry_id!r} is not closed by <!-- /entry:{entry_id} -->"
+                    i + 1, f"entry {quoted_value(entry_id)} is not closed by <!-- "
+                           f"/entry:{entry_id} -->"
                 )
                 if closed is None:  # the text ends inside this entry
                     log.open_at_end = entry_id
@@ -683,7 +688,8 @@ class _Parser:
             if closed.id != entry_id:
                 self.report(
                     closed.line + 1,
-                    f"closing marker names {closed.id!r} but the open entry is {entry_id!r}",
+                    f"closing marker names {quoted_value(closed.id)} but the open entry is "
+                    f"{quoted_value(entry_id)}",
                 )
                 log.unreadable.add(entry_id)
                 marker = next(markers, None)
@@ -758,15 +764,16 @@ class _Parser:
             return None
         read = parse_timestamp(meta["timestamp"])
         if read is None:
-            self.report(line_no, f"entry {entry_id}: unreadable timestamp {meta['timestamp']!r}")
+            self.report(line_no, f"entry {entry_id}: unreadable timestamp "
+                                 f"{quoted_value(meta['timestamp'])}")
             return None
         form = timestamp_form_problem(meta["timestamp"]) if isinstance(
             meta["timestamp"], str) else None
         if form is not None:
             at = next((first + m + 1 for m in range(k + 1, meta_end)
                        if re.match(r"['\"]?timestamp['\"]?[ \t]*:", lines[m])), line_no)
-            self.report(at, f"entry {entry_id}: timestamp {meta['timestamp']!r} {form}; "
-                        "the entry is not read until it is fixed")
+            self.report(at, f"entry {entry_id}: timestamp {quoted_value(meta['timestamp'])} "
+                            f"{form}; the entry is not read until it is fixed")
             return None
         if utc_day(read) is None:  # the rule new records follow; past it, UTC arithmetic fails
             self.report(line_no, f"entry {entry_id}: timestamp {format_timestamp(read)} "
@@ -809,7 +816,8 @@ class _Parser:
             if name is not None:
                 if name in sections:
                     self.report(
-                        start + 1, f"entry {entry_id}: section {name!r} repeated", "warning"
+                        start + 1, f"entry {entry_id}: section {quoted_value(name)} repeated",
+                        "warning"
                     )
                     sections[name] += "\n\n" + "\n".join(body).strip()
                 else:
@@ -855,7 +863,8 @@ class _Parser:
         if user is not None and str(meta["owner_id"]) != str(user):
             self.report(
                 line,
-                f"entry {eid}: owner_id {meta['owner_id']!r} is not the file's user {user!r}",
+                f"entry {eid}: owner_id {quoted_value(meta['owner_id'])} is not the file's user "
+                f"{quoted_value(user)}",
                 "warning",
             )
         allowed = eid.kind.info.parent_types
@@ -863,14 +872,15 @@ class _Parser:
         if allowed and not (isinstance(parent_type, str) and parent_type in allowed):
             self.report(
                 line,
-                f"entry {eid}: parent_type {parent_type!r} is not one "
+                f"entry {eid}: parent_type {quoted_value(parent_type)} is not one "
                 f"of {sorted(allowed)}",
                 "warning",
             )
         if "importance" in meta:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
-                self.report(line, f"entry {eid}: importance {value!r} is not 1-10", "warning")
+                self.report(line, f"entry {eid}: importance {quoted_value(value)} is not 1-10",
+                            "warning")
         main = eid.kind.main_section
         if not sections.get(main):
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")

@@ -53,6 +53,7 @@ from everos_reflect.model import (
     UserRef,
     day_stamp,
     parse_timestamp,
+    quoted_value,
     validate_name,
 )
 from everos_reflect.settings import LimitsSettings
@@ -444,12 +445,14 @@ class MarkdownStore:
         day = day or datetime.now(UTC).date()
         owner = meta.get("owner_id", ref.user_id)
         if owner != ref.user_id:
-            raise InvalidId(f"owner_id {owner!r} does not match user {ref.user_id!r}")
+            raise InvalidId(f"owner_id {quoted_value(owner)} does not match user "
+                            f"{quoted_value(ref.user_id)}")
         stamp = meta.get("timestamp")
         when = datetime.now(UTC) if stamp is None else parse_timestamp(stamp)
         if when is None:
             raise MarkdownError(
-                self.rel(self.log_path(ref, kind, day)), 0, f"unreadable timestamp {stamp!r}"
+                self.rel(self.log_path(ref, kind, day)), 0, f"unreadable timestamp "
+                                                            f"{quoted_value(stamp)}"
             )
         values = {"owner_id": owner, "timestamp": when, **meta}
         values["owner_id"], values["timestamp"] = owner, when
@@ -541,11 +544,12 @@ class MarkdownStore:
         for meta, sections in items:
             owner = meta.get("owner_id", ref.user_id)
             if owner != ref.user_id:
-                raise InvalidId(f"owner_id {owner!r} does not match user {ref.user_id!r}")
+                raise InvalidId(f"owner_id {quoted_value(owner)} does not match user "
+                                f"{quoted_value(ref.user_id)}")
             stamp = meta.get("timestamp")
             when = datetime.now(UTC) if stamp is None else parse_timestamp(stamp)
             if when is None:
-                raise MarkdownError(label, 0, f"unreadable timestamp {stamp!r}")
+                raise MarkdownError(label, 0, f"unreadable timestamp {quoted_value(stamp)}")
             rows.append(({**meta, "owner_id": owner, "timestamp": when}, sections))
         if not rows:
             return None

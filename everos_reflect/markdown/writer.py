@@ -32,7 +32,7 @@ from everos_reflect.markdown.parser import (
     parse_log,
     split_lines,
 )
-from everos_reflect.model import Kind, format_timestamp
+from everos_reflect.model import Kind, format_timestamp, quoted_value
 
 DEPRECATED_KEY = "deprecated_entries"
 #: The ``deprecated_entries`` key line (quoted or not); group ``value``: what follows it,
@@ -137,7 +137,7 @@ def render_entry(entry_id: str, meta: Mapping[str, Any], sections: Mapping[str, 
     values = {}
     for key, value in meta.items():
         if not isinstance(key, str) or not key.strip() or key != key.strip():
-            raise MarkdownError(f"entry {entry_id}", 0, f"invalid metadata key {key!r}")
+            raise MarkdownError(f"entry {entry_id}", 0, f"invalid metadata key {quoted_value(key)}")
         if value is not None:
             values[key] = value
     parts = [f"<!-- entry:{entry_id} -->\n---\n", _dump_meta(values) if values else "", "---\n"]
@@ -145,7 +145,8 @@ def render_entry(entry_id: str, meta: Mapping[str, Any], sections: Mapping[str, 
     for name, body in sections.items():
         heading = HEADING_RE.match(f"## {name}") if isinstance(name, str) else None
         if heading is None or heading.group(1) != name or "\r" in name or "\n" in name:
-            raise MarkdownError(f"entry {entry_id}", 0, f"invalid section name {name!r}")
+            raise MarkdownError(f"entry {entry_id}", 0,
+                                f"invalid section name {quoted_value(name)}")
         text = str(body).replace("\r\n", "\n").replace("\r", "\n").strip()
         lines = "".join(escape_body_line(line) + "\n" for line in text.split("\n")) if text else ""
         blocks.append(f"## {name}\n{lines}")
@@ -410,7 +411,7 @@ def set_entry_meta(text: str, entry_id: str, updates: Mapping[str, Any]) -> str:
     meta = dict(entry.meta)
     for key, value in updates.items():
         if not isinstance(key, str) or not key.strip() or key != key.strip():
-            raise MarkdownError(f"entry {entry_id}", 0, f"invalid metadata key {key!r}")
+            raise MarkdownError(f"entry {entry_id}", 0, f"invalid metadata key {quoted_value(key)}")
         if value is None:
             meta.pop(key, None)
         else:

@@ -21,6 +21,7 @@ from everos_reflect.model import (
     control_problem,
     format_timestamp,
     new_record_time,
+    quoted_value,
     validate_name,
 )
 
@@ -90,7 +91,8 @@ def new_task(
     if len(goal) > MAX_GOAL_CHARS:
         raise InvalidTask("goal", f"is {len(goal)} characters; at most {MAX_GOAL_CHARS}")
     if outcome not in OUTCOMES:
-        raise InvalidTask("outcome", f"must be one of {', '.join(OUTCOMES)}, got {outcome!r}")
+        raise InvalidTask("outcome", f"must be one of {', '.join(OUTCOMES)}, got "
+                                     f"{quoted_value(outcome)}")
     steps = list(steps or [])
     if not steps:
         raise InvalidTask("step", "at least one step is needed")

@@ -36,6 +36,7 @@ from everos_reflect.index import cursors
 from everos_reflect.index.db import transaction
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import beliefs
+from everos_reflect.strategies.aside import SentWith, tier_prompts
 
 if TYPE_CHECKING:
     import sqlite3
@@ -241,9 +242,19 @@ class Derived:
     #: Set when the tier had nothing honest to write without an LLM (the reason): the window
     #: is recorded ``skipped`` and the run counts it as ``needs_llm``.
     needs_llm: str | None = None
+    #: Parts of the window that failed while the rest was written (``"task type 'x': why"``):
+    #: the derivation is ``partial``, each part counts as ``failed``, and :attr:`pending`
+    #: says which records stay in the window for the next run.
+    failures: list[str] = field(default_factory=list)
+    #: Window ids not consumed by this derivation (a failed part's): they wait for a run.
+    pending: set[str] = field(default_factory=set)
 
 
-def set_aside_error(problem: str, ids: Iterable[str], *, back: str = "once edited") -> str:
+#: What brings a set-aside record back, as the audit says it.
+BACK = "once edited, or the prompts or model change"
+
+
+def set_aside_error(problem: str, ids: Iterable[str], *, back: str = BACK) -> str:
     """The failure text of records set aside: the server's refusal, then which records will
     not be sent again and what brings them back (the same words in every tier's audit). At
     most :data:`SET_ASIDE_NAMED` ids are named (an insights window holds up to 1,000); the
@@ -261,9 +272,10 @@ SET_ASIDE_NAMED = 10
 
 class SetAside(ProviderUnavailable):
     """The server refused part of a window for good (:attr:`ProviderUnavailable.permanent`):
-    ``items`` (id → text hash) are consumed with the failure recorded, so the same records are
+    ``items`` (id → text hash) are set aside with the failure recorded, so the same records are
     not sent again and again while the rest of the window waits behind them; an edit changes
-    a record's hash and brings it back. The rest of the window stays pending."""
+    a record's hash and brings it back, as a change of the prompts or model does
+    (:meth:`BeliefTier.sent_with`). The rest of the window stays pending."""
 
     def __init__(self, message: str, items: Mapping[str, str], usage: Any = None) -> None:
         super().__init__(message)
@@ -289,9 +301,11 @@ class BeliefTier(Strategy):
 
     A window whose call fails stays pending for the next run, unless the server refused the
     request itself (:attr:`ProviderUnavailable.permanent`: HTTP 400, 413, 422): then the
-    window is consumed with the failure recorded (``set aside: <ids>``, counted
-    ``set_aside``), rather than sent again, and refused again, by every run; an edit gives a
-    record a new text hash and brings it back.
+    window is set aside with the failure recorded (``set aside: <ids>``, counted
+    ``set_aside``), rather than sent again, and refused again, by every run. It is kept in the
+    cursor under a key of each record's text hash *and* of the prompts and model its calls are
+    sent with (:meth:`sent_with`): an edit of a record, or of a prompt the tier sends, or
+    another ``[llm]`` provider, model or ``base_url``, brings it back.
 
     Subclasses give the window's candidates, the due rule, and how one window becomes records
     (:meth:`derive`, which calls the LLM and writes, returning the ids it wrote).
@@ -299,6 +313,9 @@ class BeliefTier(Strategy):
 
     output_kind: Kind = Kind.CONVICTION
     task: str = ""
+    #: Every task a window's calls may use (default: :attr:`task`): their templates are part
+    #: of what a set-aside record is kept under (:meth:`sent_with`).
+    sent_tasks: tuple[str, ...] = ()
     #: The scheduler's data poll fires the tier once one owner is due (:meth:`observe` applies
     #: the tier's own threshold and cooldown per owner).
     data_trigger = CountTrigger(n=1)
@@ -330,11 +347,10 @@ class BeliefTier(Strategy):
              values: Mapping[str, str], derived: Derived, task: str | None = None) -> Any:
         """One task call (``task``, else the tier's) through the configured provider, counted
         against the budget; records cut to fit the prompt are counted in ``derived``."""
-        from everos_reflect.llm.prompts import Prompts
         from everos_reflect.llm.tasks import TaskRequest
 
-        prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
-        request = TaskRequest(records=tuple(records), values=dict(values), prompts=prompts)
+        request = TaskRequest(records=tuple(records), values=dict(values),
+                              prompts=tier_prompts(ctx.settings))
         note_clipped(ctx, f"{self.name} ({task or self.task})", request)
         derived.clipped += len(request.clipped)
         budget.charge_clipped(len(request.clipped))  # counted even if the window fails
@@ -346,13 +362,21 @@ class BeliefTier(Strategy):
 
     # -- shared ------------------------------------------------------------------------------
 
+    def sent_with(self, runtime: Runtime, settings: Mapping[str, Any]) -> SentWith:
+        """What this tier's settings put into its calls (the templates of its tasks, the
+        model): a record the server refused for good is set aside under its text hash and
+        this (:meth:`SentWith.key`), so a changed prompt or model sends it again once."""
+        return SentWith.tasks(runtime, settings, self.sent_tasks or (self.task,))
+
     def pending(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any],
                 state: BeliefState | None = None) -> tuple[BeliefState, dict[str, str]]:
-        """The owner's state and its window (id → text hash), at most ``max_records``."""
+        """The owner's state and its window (id → text hash), at most ``max_records``: what
+        it has not consumed, nor set aside under the prompts and model it would send now."""
         state = state or BeliefState.load(runtime, ref)
         candidates = self.candidates(state, settings)
         done = cursors.consumed(runtime.db(), self.name, ref)
-        ids = beliefs.window(candidates, done)[: int(settings.get("max_records", 50))]
+        aside = self.sent_with(runtime, settings).key
+        ids = beliefs.window(candidates, done, aside)[: int(settings.get("max_records", 50))]
         return state, {i: candidates[i] for i in ids}
 
     def due_owners(self, runtime: Runtime, settings: Mapping[str, Any], *,
@@ -567,10 +591,24 @@ class BeliefTier(Strategy):
             # settled as a crash at that point is: the next run's recovery finds what was
             # written under the window's key (indexes it, consumes the window) or withdraws
             keep_intent = not already
+        failures = list(derived.failures)
+        if status == "ok" and failures:  # part of the window failed
+            error = "; ".join(failures)
+            if derived.pending >= set(work.items):  # no part succeeded
+                status, derived.pending = "failed", set()
+            else:
+                status = "partial"
         if status == "ok" and derived.needs_llm:
             status, error = "skipped", derived.needs_llm
             ctx.log.info("%s: %s: %s", self.name, work.ref, error)
             mine["needs_llm"] += 1
+        elif status == "partial":
+            ctx.log.warning("%s: %s partly failed: %s", self.name, work.ref, error)
+            mine["owners"] += 1
+            mine["failed"] += len(derived.failures)
+            mine["written"] += len(derived.outputs)
+            mine["refused"] += derived.refused
+            mine["clipped"] += derived.clipped
         elif status != "ok":
             ctx.log.warning("%s: %s skipped: %s", self.name, work.ref, error)
             mine["failed"] += 1
@@ -589,9 +627,9 @@ class BeliefTier(Strategy):
                 mine["clipped"] += derived.clipped
         self._record(ctx, work, status, derived, error, started, set_aside,
                      keep_intent=keep_intent)
-        counts.update(mine)
-        if mine["failed"]:
-            ctx.note_failure(str(work.ref), error or status)
+        counts.update(+mine)  # no zero counts
+        for failure in failures or ([error or status] if mine["failed"] else []):
+            ctx.note_failure(str(work.ref), failure)
 
     @staticmethod
     def _spent(ctx: RunContext, budget: Budget, before: tuple[int, int],
@@ -610,21 +648,27 @@ class BeliefTier(Strategy):
                 keep_intent: bool = False) -> None:
         """One transaction: the cursor moves by the window (on success only: a failed call
         leaves the window pending for the next run, but for the records the server refused
-        for good, ``set_aside``) and the derivation is recorded. ``keep_intent``: the window
-        failed halfway through its write, which the next run's :meth:`recover` settles."""
+        for good, ``set_aside``, kept under their set-aside keys) and the derivation is
+        recorded. ``keep_intent``: the window failed halfway through its write, which the next
+        run's :meth:`recover` settles."""
         from everos_reflect.index.audit import Derivation, insert_derivation
 
         conn = ctx.runtime.db()
+        # a partial derivation consumes the window but for its failed parts
+        items = {i: h for i, h in work.items.items() if i not in derived.pending}
         with transaction(conn):
-            if status == "ok":
-                cursors.advance(conn, self.name, work.ref, work.items, ctx.run_id)
+            if status in ("ok", "partial"):
+                cursors.advance(conn, self.name, work.ref, items, ctx.run_id)
             elif set_aside:
-                cursors.advance(conn, self.name, work.ref, set_aside, ctx.run_id)
+                key = self.sent_with(ctx.runtime, ctx.settings).key
+                cursors.advance(conn, self.name, work.ref,
+                                {i: key(h) for i, h in set_aside.items()}, ctx.run_id)
             if not keep_intent:
                 cursors.end_intent(conn, self.name, work.ref, work.key)
             insert_derivation(conn, Derivation(
                 strategy=self.name, ref=work.ref, status=status, run_id=ctx.run_id,
-                inputs=list(work.items), outputs=derived.outputs, provider=derived.provider,
+                inputs=list(items if status == "partial" else work.items),
+                outputs=derived.outputs, provider=derived.provider,
                 model=derived.model, prompt_tokens=derived.prompt_tokens,
                 completion_tokens=derived.completion_tokens,
                 duration_ms=int((time.monotonic() - started) * 1000), error=error))

@@ -12,7 +12,15 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError, ResolveRefused, UnknownEntry
-from everos_reflect.model import Entry, EntryId, Kind, UserRef, control_problem, format_timestamp
+from everos_reflect.model import (
+    Entry,
+    EntryId,
+    Kind,
+    UserRef,
+    control_problem,
+    format_timestamp,
+    quoted_value,
+)
 from everos_reflect.strategies import beliefs
 
 if TYPE_CHECKING:
@@ -74,7 +82,7 @@ def relations(runtime: Runtime, ref: UserRef, *, status: str | None = None
               ) -> list[dict[str, Any]]:
     """Every relation of the owner (newest first), optionally only those of ``status``."""
     if status is not None and status not in RELATION_STATUSES:
-        raise EverosError(f"unknown status {status!r} (use one of "
+        raise EverosError(f"unknown status {quoted_value(status)} (use one of "
                              f"{', '.join(RELATION_STATUSES)})")
     rows = [relation_dict(e) for e in runtime.store.entries(ref, Kind.RELATION)
             if e.deprecated_by is None]

@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
-from everos_reflect.model import Entry, Kind, normalize_text
+from everos_reflect.model import Entry, Kind, normalize_text, quoted_value
 
 #: The conviction slots of seed 004 (``keys`` setting of ``update_worldview``).
 DEFAULT_KEYS: tuple[str, ...] = ("identity", "strategy", "commitments", "risks", "principles")
@@ -175,13 +175,18 @@ def census_due(new_edges: int, standing: int, threshold: int) -> bool:
 Seen = tuple[str, str]
 
 
-def window(candidates: Mapping[str, str], consumed: Iterable[Seen]) -> list[str]:
+def window(candidates: Mapping[str, str], consumed: Iterable[Seen],
+           aside: Callable[[str], str] | None = None) -> list[str]:
     """The ids of ``candidates`` (id → text hash) not yet consumed in that exact text, sorted.
 
-    An entry whose text changed since it was consumed (a hand edit) is new again.
+    An entry whose text changed since it was consumed (a hand edit) is new again. With
+    ``aside`` (text hash → set-aside key, :meth:`~everos_reflect.strategies.aside.SentWith.key`)
+    an entry set aside under the key its text has now is consumed too: one set aside under
+    other prompts or another model is new again.
     """
     done = set(consumed)
-    return sorted(i for i, h in candidates.items() if (i, h) not in done)
+    return sorted(i for i, h in candidates.items() if (i, h) not in done
+                  and (aside is None or (i, aside(h)) not in done))
 
 
 def window_key(strategy: str, owner: str, items: Mapping[str, str]) -> str:
@@ -275,14 +280,15 @@ def plan_versions(
         text = str(item.get("text", "")).strip()
         evidence = tuple(id_list(item.get("evidence")))
         if key not in allowed:
-            plan.refused.append(f"key {key!r} is not one of {', '.join(keys)}")
+            plan.refused.append(f"key {quoted_value(key)} is not one of {', '.join(keys)}")
             continue
         if key in seen:
-            plan.refused.append(f"key {key!r} proposed twice; the first proposal is kept")
+            plan.refused.append(f"key {quoted_value(key)} proposed twice; the first proposal "
+                                "is kept")
             continue
         seen.add(key)
         if not text or not evidence:
-            plan.refused.append(f"key {key!r}: a conviction needs text and evidence")
+            plan.refused.append(f"key {quoted_value(key)}: a conviction needs text and evidence")
             continue
         before = current.get(key)
         if before is not None and same_text(before.text, text):

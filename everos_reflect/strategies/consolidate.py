@@ -33,7 +33,7 @@ from everos_reflect.llm.base import (
 from everos_reflect.llm.extractive import plain_sentences, split_sentences
 from everos_reflect.llm.prompts import Prompts
 from everos_reflect.markdown.store import MarkdownStore
-from everos_reflect.model import Entry, UserRef
+from everos_reflect.model import Entry, UserRef, quoted_value
 from everos_reflect.provenance import PROVENANCE_KEY, provenance
 
 log = logging.getLogger(__name__)
@@ -92,13 +92,14 @@ class Selection:
         """What a merge the server refused for good is set aside under: :attr:`members_key`,
         plus what of its requests the settings decide -- the prompts
         (:meth:`Prompts.merge_fingerprint`) and ``target``, the provider, model and server
-        (:func:`~everos_reflect.strategies.reflect.llm_target`). A person who changes a
-        prompt, the language or the model to get past the refusal has the cluster sent again
-        (once: refused again, it is set aside under the new key); without them in the key it
-        stayed aside until a member changed."""
-        digest = hashlib.sha256(self.members_key.encode())
-        digest.update(f"\nprompts:{prompts.merge_fingerprint(self.mode)}\nllm:{target}".encode())
-        return digest.hexdigest()
+        (:func:`~everos_reflect.strategies.aside.llm_target`), as every tier keys what it
+        sets aside (:class:`~everos_reflect.strategies.aside.SentWith`). A person who changes
+        a prompt, the language or the model to get past the refusal has the cluster sent
+        again (once: refused again, it is set aside under the new key); without them in the
+        key it stayed aside until a member changed."""
+        from everos_reflect.strategies.aside import SentWith
+
+        return SentWith(prompts.merge_fingerprint(self.mode), target).key(self.members_key)
 
     @property
     def timestamp(self) -> datetime:
@@ -383,8 +384,8 @@ def unsupported_numbers(draft_: Draft) -> str | None:
             token = match.group()
             if _whole(token) & allowed:
                 continue
-            return (f"{what} states {token!r}, which none of its sources does (a merge may not "
-                    "invent numbers or dates)")
+            return (f"{what} states {quoted_value(token)}, which none of its sources does "
+                    "(a merge may not invent numbers or dates)")
     return None
 
 

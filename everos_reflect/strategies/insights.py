@@ -117,6 +117,7 @@ class ReflectInsights(BeliefTier):
     description = "Turn accumulated Episodes into insights that cite their evidence (seed 000)."
     output_kind = Kind.INSIGHT
     task = "insights"
+    sent_tasks = ("questions", "insights")
     settings = _settings()
     data_trigger = AccumulatorTrigger(field="importance", threshold=1.0)  # observe: owners due
 
@@ -134,13 +135,15 @@ class ReflectInsights(BeliefTier):
 
     def pending(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any],
                 state: BeliefState | None = None) -> tuple[BeliefState, dict[str, str]]:
-        """Every new Episode (the accumulator is not capped by ``max_records``)."""
+        """Every new Episode (the accumulator is not capped by ``max_records``), but those
+        set aside under the prompts and model a run would send now."""
         from everos_reflect.index import cursors
 
         state = state or InsightState.load(runtime, ref)
         candidates = self.candidates(state, settings)
         done = cursors.consumed(runtime.db(), self.name, ref)
-        return state, {i: candidates[i] for i in beliefs.window(candidates, done)}
+        aside = self.sent_with(runtime, settings).key
+        return state, {i: candidates[i] for i in beliefs.window(candidates, done, aside)}
 
     def due(self, state: BeliefState, window: list[str], settings: Mapping[str, Any]) -> bool:
         episodes = {e.id: e for e in self._episodes(state)}
@@ -180,16 +183,19 @@ class ReflectInsights(BeliefTier):
                 set_aside: Mapping[str, str] | None = None, *,
                 keep_intent: bool = False) -> None:
         """As the tier loop, but the window is consumed after a failed run too: the
-        accumulator resets after every run (seed 000)."""
+        accumulator resets after every run (seed 000). A window the server refused for good
+        is only set aside (under the prompts and model, as the tier loop keeps it), so a
+        changed prompt or model brings it back to the accumulator once."""
         from everos_reflect.index import cursors
         from everos_reflect.index.db import transaction
 
         super()._record(ctx, work, status, derived, error, started, set_aside,
                         keep_intent=keep_intent)
-        if status != "ok":
+        rest = {i: h for i, h in work.items.items() if i not in (set_aside or {})}
+        if status != "ok" and rest:
             conn = ctx.runtime.db()
             with transaction(conn):
-                cursors.advance(conn, self.name, work.ref, work.items, ctx.run_id)
+                cursors.advance(conn, self.name, work.ref, rest, ctx.run_id)
 
     def calls_per_unit(self, settings: Mapping[str, Any]) -> int:
         """One questions call, then one insights call per question."""

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from everos_reflect.llm.base import MergeMember
+from everos_reflect.model import quoted_value
 from everos_reflect.strategies.consolidate import Draft, member_of
 
 MONTHS = {name: n for n, names in enumerate(
@@ -275,8 +276,8 @@ def invented_name_or_date(members: Sequence[MergeMember], title: str, content: s
         if token is None and names and stated.english and not (is_title and _title_case(words)):
             token, kind = _name_problem(words, text, stated), "names"
         if token is not None:
-            return (f"{what} states {token!r}, which none of its sources does (a merge may not "
-                    f"invent {kind})")
+            return (f"{what} states {quoted_value(token)}, which none of its sources does "
+                    f"(a merge may not invent {kind})")
     return None
 
 

@@ -23,9 +23,9 @@ less when many long tasks share one prompt (a longer one is cut and says so: "â€
 characters)"; the run counts it as ``clipped``), as every task call clips its records. A call
 the server refuses for good (HTTP 400, 413, 422: the request itself, not an outage) fails the
 owner's window as any failed call does, but sets that task type's tasks aside: they are
-consumed with the failure recorded in ``derivation_report`` (``set aside: <ids>``), so the rest
-of the window is learned from in the next run instead of failing behind them for ever; editing
-a task brings it back.
+kept in the cursor with the failure recorded in ``derivation_report`` (``set aside: <ids>``), so
+the rest of the window is learned from in the next run instead of failing behind them for ever;
+editing a task, or changing the prompts or the ``[llm]`` model, sends it again.
 
 Writes are one atomic append per owner and type, tagged with the window's key, and the run loop
 of :class:`~everos_reflect.strategies.belief_store.BeliefTier` moves the cursor and records the
@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
 from everos_reflect.engine.triggers import OnWriteTrigger
 from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.index import cursors
 from everos_reflect.llm.tasks import MAX_RECORD_PROMPT_CHARS
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.procedural import learning
@@ -203,22 +204,36 @@ class LearnLessons(BeliefTier):
                     raise
                 ids = [t.id for t in shown]
                 raise SetAside(f"{exc}; set aside: {', '.join(ids)} (the {task_type!r} tasks "
-                               "are sent again once edited)",
+                               "are sent again once edited, or the prompts or model change)",
                                {i: work.items[i] for i in ids}, exc.usage) from exc
             except NeedsLLM:
                 asked[task_type] = learning.offline_candidates(
                     by_type[task_type], min_recurrence=int(ctx.settings["min_recurrence"]))
                 derived.provider, derived.model = "extractive", None
         for task_type, candidates in asked.items():
-            plan = self._plan(rt, state, task_type, candidates, ctx.settings)
-            if plan.handwritten:
-                ctx.log.info("%s: %s: %d candidate(s) restate a hand-written %s lesson, left "
-                             "unchanged", self.name, ref, plan.handwritten, task_type)
-            written, paths = self._apply(rt, ref, work.key, task_type, plan)
-            derived.outputs += written
-            touched |= paths
-            touched |= decide_contests(rt, ref, LessonState.load(rt, ref), task_type,
-                                       int(ctx.settings["contest_margin"]))
+            try:
+                plan = self._plan(rt, state, task_type, candidates, ctx.settings)
+                if plan.handwritten:
+                    ctx.log.info("%s: %s: %d candidate(s) restate a hand-written %s lesson, "
+                                 "left unchanged", self.name, ref, plan.handwritten, task_type)
+                written, paths = self._apply(rt, ref, work.key, task_type, plan)
+                derived.outputs += written
+                touched |= paths
+                touched |= decide_contests(rt, ref, LessonState.load(rt, ref), task_type,
+                                           int(ctx.settings["contest_margin"]))
+            except Exception as exc:  # an OSError on the log, a bug a hand edit trips
+                if rt.root_gone():
+                    raise
+                # that type alone fails: its tasks stay in the window for the next run (the
+                # commit intent no longer holds them, so a crash from here on cannot consume
+                # them either); the types after it are still learned from
+                ctx.log.error("%s: %s: the %r lessons could not be written", self.name, ref,
+                              task_type, exc_info=exc)
+                derived.failures.append(f"task type {task_type!r}: {type(exc).__name__}: {exc}")
+                derived.pending |= {t.id for t in by_type[task_type] if t.id in window}
+                cursors.begin_intent(rt.db(), self.name, ref, work.key, {
+                    i: h for i, h in work.items.items() if i not in derived.pending},
+                    ctx.run_id)
         sync(rt, touched)
         return derived
 

@@ -48,6 +48,7 @@ from everos_reflect.llm.prompts import Prompts
 from everos_reflect.llm.switching import prompt_replies
 from everos_reflect.model import UserRef
 from everos_reflect.strategies import holdback, journal, journal_batch
+from everos_reflect.strategies.aside import llm_target
 from everos_reflect.strategies.belief_store import set_aside_error
 from everos_reflect.strategies.consolidate import (
     Draft,
@@ -542,15 +543,6 @@ class FirstRequests:
             return False
         return bool(self._wait(self._before + self._count,
                                max(0.0, self._deadline - time.monotonic())))
-
-
-def llm_target(runtime: Runtime) -> str:
-    """The provider, model and server a merge's requests go to, as ``[llm]`` configures them:
-    part of a set-aside cluster's key (:meth:`Selection.aside_key`), since a bigger model or
-    another server may take what this one refused. Read from the settings rather than the
-    client so that ``status`` need not build one."""
-    llm = runtime.settings.llm
-    return f"{llm.provider}:{llm.model}@{llm.base_url or ''}"
 
 
 def users_with_clusters(runtime: Runtime) -> Iterator[UserRef]:

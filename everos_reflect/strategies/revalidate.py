@@ -13,11 +13,11 @@ the old one toward the revision already written, with no model call. The extract
 provider cannot judge a text, so offline the insight stays stale and the run reports
 ``needs_llm``. One ``derivation_report`` row per insight. A call the server refuses for good
 (HTTP 400, 413, 422) sets the insight aside, still stale: it is not sent again until it or its
-evidence is edited (:func:`aside_key`, kept in the changes cursor), where it was asked about
-again every run. Each run first lifts, with no model, the stale mark of every insight whose
-cited records all read again as when it was derived (:func:`provenance.check`; the stale
-mark of a transient break was final). An insight citing a record still in its log but
-unreadable now (a hand edit
+evidence is edited, or the ``revalidation`` prompt or the ``[llm]`` model changes
+(:func:`aside_key`, kept in the changes cursor), where it was asked about again every run.
+Each run first lifts, with no model, the stale mark of every insight whose cited records all
+read again as when it was derived (:func:`provenance.check`; the stale mark of a transient
+break was final). An insight citing a record still in its log but unreadable now (a hand edit
 broke it: ``DailyLog.unreadable``) waits, stale, until it reads again (:func:`cites_unreadable`),
 as provenance treats such a record: unknown, never deleted.
 """
@@ -41,6 +41,7 @@ from everos_reflect.index.db import transaction
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import beliefs, provenance
+from everos_reflect.strategies.aside import SentWith, tier_prompts
 from everos_reflect.strategies.belief_store import (
     note_clipped,
     set_aside_error,
@@ -95,13 +96,18 @@ def written_revision(insight: Entry, records: dict[str, Entry]) -> Entry | None:
     return min(found, key=lambda e: e.id) if found else None
 
 
-def aside_key(insight: Entry, evidence: list[Entry]) -> str:
+#: The tasks a revalidation sends (their templates are part of a set-aside key).
+TASKS = ("revalidation",)
+
+
+def aside_key(insight: Entry, evidence: list[Entry], sent: SentWith) -> str:
     """What a revalidation refused for good was asked about: the insight's text and its
-    evidence as they read now. An edit of either changes it and brings the insight back."""
+    evidence as they read now, and what the settings send with them (``sent``: the prompts
+    and the model). A change of any brings the insight back."""
     digest = hashlib.sha256(insight.text_hash.encode())
     for entry in evidence:
         digest.update(f"\n{entry.id}:{entry.text_hash}".encode())
-    return digest.hexdigest()
+    return sent.key(digest.hexdigest())
 
 
 def cites_unreadable(insight: Entry, records: dict[str, Entry],
@@ -124,14 +130,15 @@ def cites_unreadable(insight: Entry, records: dict[str, Entry],
     return False
 
 
-def waiting(records: dict[str, Entry], aside: set[tuple[str, str]],
+def waiting(records: dict[str, Entry], aside: set[tuple[str, str]], sent: SentWith,
             unreadable: Collection[str] = frozenset()) -> list[Entry]:
     """:func:`stale_insights` but those set aside (``aside``: the ``(id, key)`` pairs whose
-    call the server refused for good, unchanged since) and those citing a record that cannot
-    be read now (``unreadable``): they wait, stale, until it reads again."""
+    call the server refused for good, unchanged since, under the settings ``sent``) and those
+    citing a record that cannot be read now (``unreadable``): they wait, stale, until it reads
+    again."""
     return [e for e in stale_insights(records)
             if not cites_unreadable(e, records, unreadable)
-            and (e.id, aside_key(e, current_evidence(e, records))) not in aside]
+            and (e.id, aside_key(e, current_evidence(e, records), sent)) not in aside]
 
 
 def stale_insights(records: dict[str, Entry]) -> list[Entry]:
@@ -160,18 +167,22 @@ class RevalidateInsights(Strategy):
 
     def observe(self, runtime: Runtime, since: datetime | None) -> float:
         """Stale insights waiting (the data trigger fires at one)."""
+        from everos_reflect.engine.engine import Engine
+
+        sent = SentWith.tasks(runtime, Engine(runtime, recover=False).settings_for(NAME), TASKS)
         total = 0
         for ref in runtime.store.iter_users():
             if provenance.has_derived(runtime, ref):
                 unreadable: set[str] = set()
                 records = provenance.load_records(runtime, ref, unreadable)
-                total += len(waiting(records, cursors.consumed(runtime.db(), NAME, ref),
+                total += len(waiting(records, cursors.consumed(runtime.db(), NAME, ref), sent,
                                      unreadable))
         return float(total)
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         rt, counts = ctx.runtime, Counter[str]()
         budget = ctx.budget  # the engine's run limits (engine/limits.py)
+        sent = SentWith.tasks(rt, ctx.settings, TASKS)
         for ref in rt.store.iter_users():
             if ctx.should_stop() or not provenance.has_derived(rt, ref):
                 continue
@@ -189,7 +200,8 @@ class RevalidateInsights(Strategy):
                 unreadable: set[str] = set()  # as evidence for the next one
                 records = provenance.load_records(rt, ref, unreadable)
                 aside = cursors.consumed(rt.db(), NAME, ref)
-                todo = [e for e in waiting(records, aside, unreadable) if e.id not in done]
+                todo = [e for e in waiting(records, aside, sent, unreadable)
+                        if e.id not in done]
                 if not todo:
                     break
                 hit = ctx.limit_reached()
@@ -233,12 +245,14 @@ class RevalidateInsights(Strategy):
                 row.status, row.error = "failed", str(exc)
                 if isinstance(exc, ProviderUnavailable) and exc.permanent:
                     # refused for good (HTTP 400, 413, 422): asked again it is refused again,
-                    # so it waits, stale, until it or its evidence is edited
+                    # so it waits, stale, until it or its evidence, or the settings, change
                     row.error = set_aside_error(
-                        row.error, [insight.id], back="once it or its evidence is edited")
+                        row.error, [insight.id], back="once it or its evidence is edited, "
+                        "or the prompts or model change")
                     with transaction(rt.db()):
-                        cursors.advance(rt.db(), NAME, ref,
-                                        {insight.id: aside_key(insight, evidence)}, ctx.run_id)
+                        cursors.advance(rt.db(), NAME, ref, {insight.id: aside_key(
+                            insight, evidence, SentWith.tasks(rt, ctx.settings, TASKS))},
+                            ctx.run_id)
                     counts["set_aside"] += 1
                 prompt, completion = budget.token_counts()  # refused replies were paid for
                 row.prompt_tokens = prompt - before[0]
@@ -292,8 +306,9 @@ class RevalidateInsights(Strategy):
                 started: float) -> None:
         """A "holds" or "revise" citing fewer records than the citation floor: that verdict
         alone is refused (counted ``refused``), as the other tiers refuse one item. The
-        insight stays stale, and is not asked about again until it or its evidence is edited
-        (kept in the changes cursor, as a call refused for good is): asked again, a model
+        insight stays stale, and is not asked about again until it or its evidence is edited,
+        or the prompts or model change (kept in the changes cursor, as a call refused for
+        good is): asked again, a model
         that said it once says it again, where the call failed and was retried every run."""
         rt = ctx.runtime
         problem = (f"a {verdict['verdict']!r} verdict citing {len(verdict['evidence'])} "
@@ -301,19 +316,18 @@ class RevalidateInsights(Strategy):
         ctx.log.info("%s: %s: %s refused: %s", NAME, ref, insight.id, problem)
         counts["refused"] += 1
         row.error = (f"refused: {problem}; {insight.id} stays stale (asked again once it or "
-                     "its evidence is edited)")
+                     "its evidence is edited, or the prompts or model change)")
         row.duration_ms = int((time.monotonic() - started) * 1000)
         with transaction(rt.db()):
-            cursors.advance(rt.db(), NAME, ref, {insight.id: aside_key(insight, evidence)},
-                            ctx.run_id)
+            cursors.advance(rt.db(), NAME, ref, {insight.id: aside_key(
+                insight, evidence, SentWith.tasks(rt, ctx.settings, TASKS))}, ctx.run_id)
         record_derivation(rt.db(), row)
 
     def _ask(self, ctx: RunContext, insight: Entry, evidence: list[Entry], budget: Budget,
              row: Derivation, counts: Counter[str]) -> dict[str, Any]:
-        from everos_reflect.llm.prompts import Prompts
         from everos_reflect.llm.tasks import Record, TaskRequest
 
-        prompts = Prompts.from_settings({"prompts": ctx.settings.get("prompts") or {}})
+        prompts = tier_prompts(ctx.settings)
         # a hand-edited evidence list may name any number of records: the model sees at most
         # max_records of them (it can keep, and re-point the insight to, only those)
         shown = evidence[: int(ctx.settings.get("max_records", 50))]
@@ -325,7 +339,7 @@ class RevalidateInsights(Strategy):
         note_clipped(ctx, f"{NAME}: {insight.id}", request)
         if request.clipped:
             counts["clipped"] += len(request.clipped)
-        result = ctx.llm.run_task("revalidation", request)  # charged to the run's budget
+        result = ctx.llm.run_task(TASKS[0], request)  # charged to the run's budget
         row.provider, row.model = result.provider, result.model
         row.prompt_tokens += result.usage.prompt_tokens
         row.completion_tokens += result.usage.completion_tokens

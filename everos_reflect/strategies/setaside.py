@@ -51,8 +51,9 @@ def set_aside_clusters(runtime: Runtime, ref: UserRef | None = None) -> list[Set
     """Every cluster (of ``ref``, else of the root) that ``reflect_episodes`` holds aside now,
     by owner then cluster id."""
     from everos_reflect.clustering.service import ClusterService, UnknownCluster
+    from everos_reflect.strategies.aside import llm_target
     from everos_reflect.strategies.consolidate import select
-    from everos_reflect.strategies.reflect import NAME, llm_target
+    from everos_reflect.strategies.reflect import NAME
 
     conn = runtime.db()
     keys: dict[tuple[UserRef, str], dict[str, str | None]] = defaultdict(dict)

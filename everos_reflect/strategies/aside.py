@@ -1,0 +1,64 @@
+"""Set-aside keys, shared by every strategy: what an item the server refused for good is kept
+aside under.
+
+A request the server refused for good (HTTP 400, 413, 422: asked again it answers the same)
+sets its item aside in the strategy's changes cursor -- a Reflection cluster, a belief tier's
+window, a task type's tasks, a stale insight -- so it is not sent again, and refused again, by
+every run. What the server refused is the request, and a request is the item's data *and* what
+the settings put around it: the prompt templates (with the language rule) and the provider,
+model and server it goes to. So the key is both (:meth:`SentWith.key`): an edit of the data,
+or a person who rewrites a prompt or picks a bigger model to get past the refusal, brings the
+item back, once (refused again, it is kept aside under the new key). Keyed on the data alone,
+a changed prompt or model left the item aside until someone edited it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from everos_reflect.llm.prompts import Prompts
+    from everos_reflect.runtime import Runtime
+
+
+def llm_target(runtime: Runtime) -> str:
+    """The provider, model and server requests go to, as ``[llm]`` configures them: a bigger
+    model or another server may take what this one refused. Read from the settings rather than
+    the client so that ``status`` need not build one."""
+    llm = runtime.settings.llm
+    return f"{llm.provider}:{llm.model}@{llm.base_url or ''}"
+
+
+def tier_prompts(settings: Mapping[str, Any]) -> Prompts:
+    """The prompts a derived tier's calls use: its ``prompts`` overrides (the tiers take no
+    ``language``: the language rule is the default one)."""
+    from everos_reflect.llm.prompts import Prompts
+
+    return Prompts.from_settings({"prompts": settings.get("prompts") or {}})
+
+
+@dataclass(frozen=True)
+class SentWith:
+    """What a strategy's settings put into its requests, whatever the data: a digest of the
+    prompts its calls use (``prompts``) and the provider, model and server (``llm``)."""
+
+    prompts: str
+    llm: str
+
+    @classmethod
+    def tasks(cls, runtime: Runtime, settings: Mapping[str, Any],
+              names: Iterable[str]) -> SentWith:
+        """For a tier whose calls are the tasks ``names``, under its settings table."""
+        return cls(tier_prompts(settings).task_fingerprint(names), llm_target(runtime))
+
+    def key(self, sent: str) -> str:
+        """The set-aside key of an item whose data reads ``sent`` (a text hash, a digest of
+        the members): changes with either the data or the settings."""
+        return hashlib.sha256(f"{sent}\nprompts:{self.prompts}\nllm:{self.llm}".encode()
+                              ).hexdigest()
+
+
+__all__ = ["SentWith", "llm_target", "tier_prompts"]

@@ -1,0 +1,106 @@
+"""A 5,000-character value sent where a short one is expected is quoted short in the error,
+at every edge (CLI, HTTP API 422 bodies, MCP errors): its first 60 characters, ``…`` and its
+length, never the whole value (``model.quoted``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from mcp.shared.exceptions import MCPError
+
+from everos_reflect.cli.main import cli
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.errors import InvalidId
+from everos_reflect.model import Kind, UserRef, quoted_value
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+from tests.api_client import ApiClient
+
+LONG = "z" * 5000
+SHORT = f"'{'z' * 60}…' (5,000 characters)"
+
+
+@pytest.fixture
+def runtime(root: Path) -> Iterator[Runtime]:
+    rt = Runtime(root, Settings(), embedder=HashEmbedder())
+    yield rt
+    rt.close()
+
+
+def _short(message: str) -> None:
+    assert SHORT in message, message[:300]
+    assert "z" * 61 not in message and len(message) < 400, message[:300]
+
+
+def test_quoted_value_cuts_any_value_and_keeps_short_ones_as_repr() -> None:
+    assert quoted_value("abc") == "'abc'" and quoted_value(7) == "7"
+    assert quoted_value(None) == "None" and quoted_value([1, "a"]) == "[1, 'a']"
+    assert quoted_value(LONG) == SHORT
+    assert quoted_value(["z"] * 2000) == f"{str(['z'] * 20)[:60]}… (10,000 characters)"
+
+
+@pytest.mark.parametrize(("method", "url", "body"), [
+    ("POST", "/api/v1/memory/search", {"query": "q", "mode": LONG}),
+    ("POST", "/api/v1/memory/search", {"query": "q", "kinds": [LONG]}),
+    ("POST", "/api/v1/tasks", {"user_id": "u1", "task_type": "deploy", "goal": "g",
+                               "steps": ["s"], "outcome": LONG}),
+    ("POST", "/api/v1/memory/episodes", {"user_id": "u1", "subject": "s", "content": "c",
+                                         "timestamp": LONG}),
+    ("GET", f"/api/v1/memory/relations?user_id=u1&status={LONG}", None),
+])
+def test_the_api_quotes_a_long_bad_value_short(runtime: Runtime, method: str, url: str,
+                                               body: dict[str, Any] | None) -> None:
+    # pydantic's literal_error input and the timestamp check echoed all 5,000 characters
+    resp = ApiClient(runtime)(method, url, **({"json": body} if body else {}))
+    assert resp.status_code == 422, resp.text[:300]
+    _short(resp.json()["error"]["message"])
+
+
+@pytest.mark.parametrize("args", [
+    ["add", "--user", "u1", "--subject", "s", "--content", "c", "--timestamp", LONG],
+    ["search", "q", "--mode", LONG],  # click's own "is not one of"
+    ["search", "q", f"--mode={LONG}"],
+    ["briefing", "q", "--user", "u1", "--max-tokens", LONG],  # click's "not a valid integer"
+    ["relations", "--user", "u1", "--status", LONG],
+    ["trigger", LONG],
+    [LONG],  # click's "No such command"
+])
+def test_the_cli_quotes_a_long_bad_value_short(root: Path, args: list[str]) -> None:
+    result = CliRunner().invoke(cli, [*args, "--root", str(root)])
+    assert result.exit_code != 0
+    (line,) = result.output.splitlines()
+    assert line.startswith("error: ")
+    _short(line)
+
+
+def test_an_unknown_long_option_is_quoted_short(root: Path) -> None:
+    result = CliRunner().invoke(cli, ["search", "q", "--" + LONG])
+    (line,) = result.output.splitlines()
+    assert f"'--{'z' * 58}…' (5,002 characters)" in line and len(line) < 400
+
+
+def test_mcp_quotes_a_long_bad_value_short(runtime: Runtime) -> None:
+    from everos_reflect.api import mcp_server
+
+    [spec] = [t for t in mcp_server.tools() if t.name == "search"]
+    with pytest.raises(MCPError) as caught:
+        mcp_server.call(runtime, spec, {"query": "q", "mode": LONG})
+    _short(caught.value.message)
+
+
+def test_an_owner_id_that_is_not_the_user_is_quoted_short(runtime: Runtime) -> None:
+    with pytest.raises(InvalidId) as caught:
+        runtime.store.append(UserRef.of("u1"), Kind.EPISODE,
+                             {"owner_id": LONG, "timestamp": "2026-10-12T09:00:00+00:00",
+                              "parent_type": "memcell", "parent_id": "mc_1"},
+                             {"Subject": "s", "Content": "c"})
+    _short(str(caught.value))
+    with pytest.raises(InvalidId) as caught:
+        runtime.store.append_many(UserRef.of("u1"), Kind.EPISODE, [
+            ({"owner_id": LONG, "timestamp": "2026-10-12T09:00:00+00:00",
+              "parent_type": "memcell", "parent_id": "mc_1"}, {"Subject": "s", "Content": "c"})])
+    _short(str(caught.value))
