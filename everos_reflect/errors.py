@@ -18,7 +18,12 @@ class InvalidId(EverosError, ValueError):
     """An app, project, user or entry id that is not allowed (e.g. a path trick)."""
 
 
-class InvalidSearch(EverosError, ValueError):
+class InvalidRequest(EverosError, ValueError):
+    """A request parameter the core refuses (a blank query, a budget out of range): 422 at
+    the API, as a field the request model refuses is, not the 400 of other domain errors."""
+
+
+class InvalidSearch(InvalidRequest):
     """A search parameter out of its range: a ``ValueError`` to a library caller, a domain
     error (4xx, one CLI line) to the edges, which also check it before calling."""
 

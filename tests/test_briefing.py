@@ -321,3 +321,25 @@ def test_the_briefing_command_sees_an_episode_just_added_without_a_daemon(
 
     assert result.exit_code == 0, result.output
     assert [i["id"] for i in json.loads(result.stdout)["items"]] == [added.stdout.strip()]
+
+
+def test_a_blank_query_is_a_422_at_the_api_and_mcp_as_other_bad_fields_are(
+        runtime: Runtime) -> None:
+    # A query of spaces passed the model (min_length 1) and was refused by the core with a
+    # plain domain error: 400 bad_request, where an empty query or a bad max_tokens is 422.
+    from mcp.shared.exceptions import MCPError
+
+    from everos_reflect.api import mcp_server
+
+    call = ApiClient(runtime)
+    for url, body in [("/api/v1/memory/briefing", {"user_id": "u_ops", "query": " \t "}),
+                      ("/api/v1/memory/search", {"query": "   "})]:
+        resp = call("POST", url, json=body)
+        assert resp.status_code == 422, (url, resp.text)
+        assert resp.json()["error"] == {"code": "invalid_request",
+                                        "message": "query must not be empty"}
+    [spec] = [t for t in mcp_server.tools() if t.name == "briefing"]
+    with pytest.raises(MCPError) as caught:
+        mcp_server.call(runtime, spec, {"user_id": "u_ops", "query": "   "})
+    assert caught.value.message == "query must not be empty"
+    assert caught.value.data == {"code": "invalid_request", "status": 422}

@@ -96,6 +96,34 @@ def test_api_insights_and_explain(root: Path) -> None:
     assert unknown.status_code == 404, unknown.text
 
 
+def test_mcp_explain_answers_as_the_api_does(root: Path) -> None:
+    # MCP's explain of a well-formed id with an impossible day (2026-02-30) answered 422
+    # (invalid_id) where the API answers 404: it names no record, as an unknown id does.
+    import pytest
+    from mcp.shared.exceptions import MCPError
+
+    from everos_reflect.api import mcp_server
+
+    rt, _, first, _ = setup(root)
+    try:
+        [spec] = [t for t in mcp_server.tools() if t.name == "explain"]
+        tree = mcp_server.call(rt, spec, {"entry_id": first.id, "user_id": DEV.user_id})
+        assert tree["id"] == first.id
+        for entry_id in ("in_20260230_0001", "in_20200101_0042"):
+            with pytest.raises(MCPError) as caught:
+                mcp_server.call(rt, spec, {"entry_id": entry_id, "user_id": DEV.user_id})
+            assert caught.value.data == {"code": "unknown_entry", "status": 404}, entry_id
+            api = call(root, "GET", f"/api/v1/memory/explain/{entry_id}",
+                       params={"user_id": DEV.user_id})
+            assert api.status_code == 404, api.text
+        with pytest.raises(MCPError) as caught:  # malformed: the caller's error, as at the API
+            mcp_server.call(rt, spec, {"entry_id": "nonsense", "user_id": DEV.user_id})
+        assert caught.value.message.startswith("entry_id: invalid entry id 'nonsense'")
+        assert caught.value.data == {"code": "invalid_request"}
+    finally:
+        rt.close()
+
+
 def test_search_over_kinds_tags_each_hit_and_leaves_stale_insights_out(root: Path) -> None:
     rt, eps, first, second = setup(root)
     hits = search(rt, "auth reverts", top_k=10, user_id=DEV.user_id,

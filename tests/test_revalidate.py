@@ -119,9 +119,11 @@ def test_a_hand_edited_depth_that_is_not_a_count_is_read_as_one(root: Path, fake
     Indexer(rt).scan()
     merged(rt, eps)
     assert RevalidateInsights().observe(rt, None) == 2
-    fake_openai.script(*[lambda body: json.dumps(
-        {"verdict": "revise", "insight": "The user reverted auth changes again and again.",
-         "evidence": sorted(numbers(body).values())})] * 2)
+    # two texts: a revision repeating a live insight (the other's revision) is refused
+    fake_openai.script(*[lambda body, text=text: json.dumps(
+        {"verdict": "revise", "insight": text, "evidence": sorted(numbers(body).values())})
+        for text in ("The user reverted auth changes again and again.",
+                     "The user distrusts the auth changes they keep reverting.")])
     assert run(with_openai(rt, fake_openai))["revised"] == 2
     revised = rt.store.get(DEV, rt.store.get(DEV, second.id).deprecated_by)
     assert revised.meta["depth"] == 2  # 1 + the revised first insight's depth (1)

@@ -18,6 +18,7 @@ from everos_reflect.errors import InvalidId
 from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
 from everos_reflect.model import (
     CONTROL_CLASS,
+    ENTRY_ID_RE,
     NAME_PATTERN,
     control_problem,
     quoted,
@@ -222,10 +223,17 @@ class InsightsQuery(Strict):
     include_stale: bool = False
 
 
+def _entry_id(value: str) -> str:
+    if not ENTRY_ID_RE.fullmatch(value):  # the form; an impossible day is a 404
+        raise InvalidId(f"invalid entry id {quoted(value)}: expected e.g. in_20261012_0001")
+    return value
+
+
 class ExplainQuery(Strict):
     """``GET /api/v1/memory/explain/{entry_id}``: the path's id and the query's user."""
 
-    entry_id: str = Field(min_length=1, max_length=64)
+    entry_id: Annotated[str, AfterValidator(_entry_id)] = Field(
+        min_length=1, max_length=64, json_schema_extra={"pattern": ENTRY_ID_RE.pattern})
     user_id: Name
     app_id: Name | None = None
     project_id: Name | None = None

@@ -32,6 +32,7 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
     (errors.UnknownEntry, 404, "unknown_entry"),
     (errors.InvalidId, 422, "invalid_id"),
     (errors.InvalidEpisode, 422, "invalid_request"),
+    (errors.InvalidRequest, 422, "invalid_request"),
     (errors.TooLarge, 422, "too_large"),
     (errors.ConfigError, 400, "invalid_config"),
     (errors.StrategyBusy, 409, "busy"),
@@ -203,4 +204,4 @@ def explain(runtime: Runtime, body: ExplainQuery) -> dict[str, Any]:
     from everos_reflect.strategies import insight_views
 
     ref = _ref(body.user_id, body.app_id, body.project_id)
-    return insight_views.explain(runtime, ref, body.entry_id)
+    return insight_views.explain(runtime, ref, existing_form(body.entry_id, ref))

@@ -27,9 +27,9 @@ from everos_reflect.briefing.pack import Briefing, Item, Section, pack
 from everos_reflect.briefing.routing import route as route_of
 from everos_reflect.briefing.tokens import TokenCounter, default_counter
 from everos_reflect.embedding.base import embed_query
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, InvalidRequest
 from everos_reflect.index.vectors import where_clause
-from everos_reflect.model import DailyLog, Entry, Kind, UserRef, surrogate_problem
+from everos_reflect.model import DailyLog, Entry, Kind, UserRef, quoted_value, surrogate_problem
 from everos_reflect.procedural.lessons import Lesson, ranked, read_lesson
 from everos_reflect.procedural.tasks import read_task
 from everos_reflect.strategies import beliefs
@@ -239,13 +239,14 @@ def build_briefing(
 ) -> Briefing:
     """One bounded briefing for ``query`` over ``ref``'s memory (see the module docstring)."""
     if not isinstance(query, str) or not query.strip():
-        raise EverosError("query must not be empty")
+        raise InvalidRequest("query must not be empty")
     if (problem := surrogate_problem(query)) is not None:
-        raise EverosError(f"query {problem}")
+        raise InvalidRequest(f"query {problem}")
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not (
         1 <= max_tokens <= MAX_BRIEFING_TOKENS
     ):
-        raise EverosError(f"max_tokens must be 1 to {MAX_BRIEFING_TOKENS}, got {max_tokens!r}")
+        raise InvalidRequest(f"max_tokens must be 1 to {MAX_BRIEFING_TOKENS}, got "
+                             f"{quoted_value(max_tokens)}")
     counter = counter or default_counter()
     route = route_of(query)
     vector = embed_query(runtime.embedder, query)

@@ -235,7 +235,7 @@ def search(
     truth.
     """
     if not isinstance(query, str) or not query.strip():
-        raise EverosError("query must not be empty")
+        raise InvalidSearch("query must not be empty")
     if (problem := surrogate_problem(query)) is not None:  # an undecodable CLI argument
         raise InvalidSearch(f"query {problem}")
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:

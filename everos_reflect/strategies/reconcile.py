@@ -4,7 +4,9 @@ Trigger: a census — at least ``threshold`` (2) standing self-contradictions of
 a new one lands. The model sees the new edges and the convictions they join (SPEC §9
 ``reconciliation``) and writes one insight (``insight_type: reconciliation``) citing them. It
 goes into ``.insights/``, where the next ``update_worldview`` run reads it: the loop closes
-with a cited record, not an edit. Nothing is edited or deleted.
+with a cited record, not an edit. Nothing is edited or deleted. A reconciliation under the
+citation floor, deeper than ``max_depth``, or repeating a live insight is refused on its own
+(counted ``refused``), as ``reflect_insights`` refuses an insight.
 """
 
 from __future__ import annotations
@@ -81,6 +83,16 @@ class Reconcile(BeliefTier):
         if depth > cap:
             ctx.log.warning("%s: %s: reconciliation refused: depth %d > max_depth %d",
                             self.name, ref, depth, cap)
+            derived.refused += 1
+            return derived
+        # a reconciliation a live insight already states is not new, as reflect_insights
+        # refuses one: written again it was a second copy, and counted twice by the worldview
+        key = beliefs.text_key(reply["insight"])
+        repeated = next((e.id for e in state.insights
+                         if beliefs.is_live(e) and beliefs.text_key(e.content) == key), None)
+        if repeated is not None:
+            ctx.log.info("%s: %s: reconciliation refused: it repeats %s", self.name, ref,
+                         repeated)
             derived.refused += 1
             return derived
         (written,) = rt.store.append_many(ref, Kind.INSIGHT, [(

@@ -141,6 +141,48 @@ def waiting(records: dict[str, Entry], aside: set[tuple[str, str]], sent: SentWi
             and (e.id, aside_key(e, current_evidence(e, records), sent)) not in aside]
 
 
+def revision_depth(cited: list[Entry]) -> int:
+    """A revision's ``depth``: 1 + the deepest record it cites (SPEC §10)."""
+    return 1 + max((_depth(e) if e.kind.derived else 0 for e in cited), default=0)
+
+
+def revision_cap(runtime: Runtime, insight: Entry) -> tuple[str, int]:
+    """The tier that writes insights of ``insight``'s type and its ``max_depth``: a revision is
+    held to the cap its original was written under (``reconcile``'s for a reconciliation,
+    ``reflect_insights``' else). Without a cap a revision citing the newer, deeper version of
+    a record climbed one level per revise, past the bound that ends the belief loop. A broken
+    ``ome.toml`` (the daemon keeps its last good one) reads as the tier's default."""
+    from everos_reflect.engine.engine import Engine
+    from everos_reflect.engine.registry import get_strategy
+    from everos_reflect.strategies.insights import NAME as INSIGHTS
+    from everos_reflect.strategies.reconcile import NAME as RECONCILE
+
+    kind = insight.meta.get("insight_type")
+    name = RECONCILE if kind == beliefs.RECONCILIATION else INSIGHTS
+    try:
+        return name, int(Engine(runtime, recover=False).settings_for(name)["max_depth"])
+    except (EverosError, KeyError):  # ConfigError among them
+        return name, int(get_strategy(name).all_settings()["max_depth"].default)
+
+
+def revision_problem(runtime: Runtime, insight: Entry, text: str, cited: list[Entry],
+                     records: dict[str, Entry]) -> str | None:
+    """Why a "revise" of ``insight`` into ``text`` citing ``cited`` may not be written, as
+    ``reflect_insights`` refuses an insight: ``text`` repeats a live insight (written again,
+    it was a second copy, and one more for ``update_worldview``'s trigger), or the revision
+    would be deeper than :func:`revision_cap` allows. None: it may."""
+    key = beliefs.text_key(text)
+    for entry in records.values():
+        if (entry.kind is Kind.INSIGHT and entry.id != insight.id and beliefs.is_live(entry)
+                and beliefs.text_key(entry.content) == key):
+            return f"a 'revise' verdict repeating {entry.id}"
+    depth = revision_depth(cited)
+    tier, cap = revision_cap(runtime, insight)
+    if depth > cap:
+        return f"a 'revise' verdict of depth {depth} > max_depth {cap} ({tier})"
+    return None
+
+
 def stale_insights(records: dict[str, Entry]) -> list[Entry]:
     return sorted((e for e in records.values() if e.kind is Kind.INSIGHT
                    and provenance.DERIVATION_KEY in e.meta and e.deprecated_by is None
@@ -269,6 +311,12 @@ class RevalidateInsights(Strategy):
                 return
         by_id = {e.id: e for e in evidence}
         cited = [by_id[i] for i in verdict["evidence"] if i in by_id]
+        if verdict["verdict"] == "revise":
+            problem = revision_problem(rt, insight, verdict["insight"], cited, records)
+            if problem:
+                self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started,
+                             problem)
+                return
         touched = {rt.store.path_for_id(ref, insight.id)}
         if verdict["verdict"] == "holds":
             rt.store.update_meta(ref, insight.id, {
@@ -283,8 +331,7 @@ class RevalidateInsights(Strategy):
             meta.update({"timestamp": datetime.now(UTC), "status": provenance.ACTIVE,
                          "evidence": [e.id for e in cited],
                          "evidence_hash": {e.id: e.text_hash for e in cited},
-                         "depth": 1 + max(_depth(e) if e.kind.derived else 0
-                                          for e in cited),
+                         "depth": revision_depth(cited),
                          "derivation": f"rv_{insight.id}", "revises": insight.id})
             new = rt.store.append(ref, Kind.INSIGHT, meta, {"Insight": verdict["insight"]})
             rt.store.deprecate(ref, {insight.id: new.id})
@@ -303,16 +350,18 @@ class RevalidateInsights(Strategy):
 
     def _refuse(self, ctx: RunContext, ref: UserRef, insight: Entry, evidence: list[Entry],
                 verdict: dict[str, Any], row: Derivation, counts: Counter[str],
-                started: float) -> None:
-        """A "holds" or "revise" citing fewer records than the citation floor: that verdict
-        alone is refused (counted ``refused``), as the other tiers refuse one item. The
-        insight stays stale, and is not asked about again until it or its evidence is edited,
-        or the prompts or model change (kept in the changes cursor, as a call refused for
-        good is): asked again, a model
-        that said it once says it again, where the call failed and was retried every run."""
+                started: float, problem: str | None = None) -> None:
+        """A "holds" or "revise" citing fewer records than the citation floor, or a revision
+        the other tiers would not write either (``problem``: :func:`revision_problem`): that
+        verdict alone is refused (counted ``refused``), as the other tiers refuse one item.
+        The insight stays stale, and is not asked about again until it or its evidence is
+        edited, or the prompts or model change (kept in the changes cursor, as a call refused
+        for good is): asked again, a model that said it once says it again, where the call
+        failed and was retried every run."""
         rt = ctx.runtime
-        problem = (f"a {verdict['verdict']!r} verdict citing {len(verdict['evidence'])} "
-                   f"record(s), at least {MIN_CITATIONS} needed")
+        problem = problem or (f"a {verdict['verdict']!r} verdict citing "
+                              f"{len(verdict['evidence'])} record(s), at least "
+                              f"{MIN_CITATIONS} needed")
         ctx.log.info("%s: %s: %s refused: %s", NAME, ref, insight.id, problem)
         counts["refused"] += 1
         row.error = (f"refused: {problem}; {insight.id} stays stale (asked again once it or "

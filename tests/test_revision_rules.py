@@ -1,0 +1,102 @@
+"""``reconcile`` and a ``revise`` verdict of ``revalidate_insights`` write insights, and are held
+to the rules ``reflect_insights`` writes insights under: a text a live insight already states is
+refused (it was written again: a second copy, counted twice by ``update_worldview``'s trigger),
+and a revision is no deeper than the ``max_depth`` its original was written under (a revise had
+no cap). Each refusal is counted ``refused``; nothing is written. Through the real client and
+the loopback fake server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from everos_reflect.index.audit import list_derivations
+from everos_reflect.index.sync import Indexer
+from everos_reflect.model import Kind
+from everos_reflect.runtime import Runtime
+from everos_reflect.strategies.revalidate import NAME as REVALIDATE
+from tests.test_aside_settings import ADA, edges, openai_settings, run
+from tests.test_aside_settings import rt as rt  # the fake server's runtime
+from tests.test_provenance import DEV, edit_file, insight, setup
+
+pytest_plugins = ["tests.fake_openai"]
+
+
+def ids(rt: Runtime, ref: Any) -> set[str]:
+    return {e.id for e in rt.store.entries(ref, Kind.INSIGHT)}
+
+
+def test_reconcile_refuses_a_reconciliation_a_live_insight_already_states(
+        rt: Runtime, fake_openai: Any) -> None:
+    edges(rt)  # over convictions drawn from the live insight "Reviews get skipped."
+    before = ids(rt, ADA)
+    fake_openai.script({"insight": "reviews  get skipped", "evidence": [1, 2]})
+    assert run(rt, "reconcile") == {"owners": 1, "refused": 1}
+    assert ids(rt, ADA) == before
+
+
+def revalidation_runtime(root: Path, fake_openai: Any) -> tuple[Runtime, list[Any], Any, Any]:
+    rt, eps, first, second = setup(root)
+    rt.settings = openai_settings(fake_openai.base_url)
+    rt.__dict__.pop("llm", None)  # setup's offline client: built again from [llm]
+    return rt, eps, first, second
+
+
+def refusal(rt: Runtime) -> str:
+    (row,) = [r for r in list_derivations(rt.db(), strategy=REVALIDATE)
+              if str(r["error"] or "").startswith("refused:")]
+    return str(row["error"])
+
+
+def test_a_revision_repeating_a_live_insight_is_refused(root: Path, fake_openai: Any) -> None:
+    rt, eps, first, _second = revalidation_runtime(root, fake_openai)
+    try:
+        other = insight(rt, "The auth refactor keeps getting reverted.", [eps[0], eps[2]])
+        edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
+        Indexer(rt).scan()
+        before = ids(rt, DEV)
+        fake_openai.script({"verdict": "revise", "evidence": [1, 2],
+                            "insight": "The auth refactor keeps getting reverted"})
+        # the depth-2 insight cites the first, still stale: it is retired without a call
+        assert run(rt, REVALIDATE) == {"refused": 1, "retired": 1}
+        assert ids(rt, DEV) == before  # no second copy
+        assert f"repeating {other.id}" in refusal(rt)
+        kept = rt.store.get(DEV, first.id)
+        assert (kept.meta["status"], kept.deprecated_by) == ("stale", None)
+        assert run(rt, REVALIDATE) == {}  # not asked again until something changes
+        assert len(fake_openai.chat_bodies()) == 1
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize(("max_depth", "counts"), [
+    (1, {"kept": 1, "refused": 1}),
+    (2, {"kept": 1, "revised": 1}),
+])
+def test_a_revision_is_held_to_the_max_depth_its_insight_was_written_under(
+        root: Path, fake_openai: Any, max_depth: int, counts: dict[str, int]) -> None:
+    rt, eps, first, second = revalidation_runtime(root, fake_openai)
+    try:
+        (root / "ome.toml").write_text(f"[strategies.reflect_insights]\nmax_depth = {max_depth}\n")
+        edit_file(rt.store.path_for_id(DEV, eps[0].id), "on day 2", "on day 3")
+        Indexer(rt).scan()
+        before = ids(rt, DEV)
+        fake_openai.script(
+            {"verdict": "holds", "insight": "", "evidence": [1, 2, 3]},  # the first, depth 1
+            # the second cites the first (depth 1) and an Episode: a revision of depth 2
+            json.dumps({"verdict": "revise", "insight": "The auth refactor was reverted "
+                        "three times.", "evidence": [1, 2]}))
+        assert run(rt, REVALIDATE) == counts
+        assert rt.store.get(DEV, first.id).meta["status"] == "active"
+        if "refused" in counts:
+            assert ids(rt, DEV) == before
+            assert "depth 2 > max_depth 1 (reflect_insights)" in refusal(rt)
+            assert rt.store.get(DEV, second.id).meta["status"] == "stale"
+        else:
+            (new,) = ids(rt, DEV) - before
+            assert rt.store.get(DEV, new).meta["depth"] == 2
+    finally:
+        rt.close()
