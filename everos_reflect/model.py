@@ -267,10 +267,18 @@ class EntryId:
         return f"{self.kind.prefix}_{day_stamp(self.day)}_{self.seq:04d}"
 
 
+#: A fraction of a second past its sixth digit (what a ``datetime`` cannot hold).
+_PAST_MICROSECONDS = re.compile(r"([.,][0-9]{6})[0-9]+")
+
+
 def parse_timestamp(value: object) -> datetime | None:
     """Read an ISO 8601 timestamp (YAML may already have made it a datetime).
 
     A naive value is taken as UTC; anything unreadable gives ``None`` so the caller can report it.
+    A fraction of a second is read to the microsecond, the digits past the sixth dropped
+    (rounded down, as YAML's own timestamps are): ``09:00:00.123456789`` is ``09:00:00.123456``.
+    Rounded to nearest, ``23:59:59.9999995`` would move into the next day, and out of the daily
+    log that holds it; ISO 8601 allows any number of digits, so none is refused.
     """
     if isinstance(value, datetime):
         ts = value
@@ -278,7 +286,8 @@ def parse_timestamp(value: object) -> datetime | None:
         ts = datetime(value.year, value.month, value.day)
     elif isinstance(value, str):
         try:
-            ts = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+            ts = datetime.fromisoformat(
+                _PAST_MICROSECONDS.sub(r"\1", value.strip()).replace("Z", "+00:00"))
         except ValueError:
             return None
     else:
@@ -316,9 +325,11 @@ def timestamp_form_problem(text: str) -> str | None:
 
 
 #: A new record's timestamp as SPEC §3 writes it: ISO 8601 extended date and time (minutes at
-#: least, ``T`` or a space between) with an offset (``Z`` or ``±HH:MM``).
+#: least, ``T`` or a space between) with an offset (``Z`` or ``±HH:MM``). A fraction of a
+#: second may have any number of digits, as ISO 8601 allows: it is read to the microsecond
+#: (:func:`parse_timestamp`), and a new record is written to the second anyway.
 _NEW_TIMESTAMP_RE = re.compile(
-    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d{1,6})?)?(?P<offset>Z|[+-]\d{2}:\d{2})?",
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?P<offset>Z|[+-]\d{2}:\d{2})?",
     re.ASCII | re.IGNORECASE)
 TIMESTAMP_EXAMPLE = "e.g. 2026-10-12T09:30:00+02:00"
 

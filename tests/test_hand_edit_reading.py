@@ -182,3 +182,33 @@ def test_iso_8601_timestamps_with_an_offset_are_read_without_a_word(
     log = parse_log(HEAD + entry(1, meta=meta), PATH)
     assert log.diagnostics == []
     assert log.entries[0].timestamp.isoformat() == read
+
+
+@pytest.mark.parametrize(("written", "read"), [
+    ("2026-10-12T09:00:00.123456789+00:00", "2026-10-12T09:00:00.123456+00:00"),  # YAML's
+    ("'2026-10-12T09:00:00.123456789+00:00'", "2026-10-12T09:00:00.123456+00:00"),
+    ("'2026-10-12T09:00:00,9999999Z'", "2026-10-12T09:00:00.999999+00:00"),
+    ("2026-10-12T23:59:59.9999999+00:00", "2026-10-12T23:59:59.999999+00:00"),
+    ("'2026-10-12 23:59:59.99999999999-01:00'", "2026-10-12T23:59:59.999999-01:00"),
+])
+def test_a_fraction_past_the_microsecond_is_read_rounded_down_on_its_day(
+        written: str, read: str) -> None:
+    # ISO 8601 sets no limit on a fraction's digits (date --iso-8601=ns writes nine): such a
+    # timestamp is valid and read, to the microsecond, never rounded up into the next second
+    # (23:59:59.9999999 would leave its day, and its daily log). docs/limits.md says so.
+    meta = f"owner_id: u1\nparent_type: memcell\ntimestamp: {written}\n"
+    log = parse_log(HEAD + entry(1, meta=meta), PATH)
+    assert log.diagnostics == []
+    assert log.entries[0].timestamp.isoformat() == read
+
+
+@pytest.mark.parametrize("stamp", ["2026-10-12T09:00:00.123456789+02:00",
+                                   "2026-10-12T09:00:00,1234567Z"])
+def test_a_new_record_takes_a_fraction_of_any_length(stamp: str) -> None:
+    # The CLI, API and MCP refused seven digits or more as "not ISO 8601"; they are ISO 8601,
+    # read as a hand-written one is (to the microsecond), and written to the second.
+    from everos_reflect.model import UserRef, new_episode, parse_new_timestamp
+
+    assert parse_new_timestamp(stamp).microsecond == int(stamp[20:26])
+    episode = new_episode(UserRef.of("u1"), subject="s", content="c", timestamp=stamp)
+    assert episode.meta["timestamp"] == stamp[:19] + ("+02:00" if "+02" in stamp else "+00:00")
