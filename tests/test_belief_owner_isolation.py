@@ -178,3 +178,50 @@ def test_a_bug_reading_one_owner_skips_that_owner_alone_and_every_owner_failing_
     answer = json.loads(result.stdout)
     assert answer["status"] == "failed" and answer["counts"] == {"failed": 3}
     assert all(f"{u}: TypeError" in answer["error"] for u in ("ada", "bob", "cy"))
+
+
+def test_an_interrupted_commit_recovery_cannot_settle_holds_up_that_owner_alone(
+        rt: Runtime, fake_openai: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """ada's conviction was written and the index sync after it raised (her commit intent is
+    kept for recovery); then a hand edit trips a bug reading her records. The recovery hook
+    reads them first: raised from there, it failed the whole run before any owner was looked
+    at, run after run, and bob's new window waited as long as ada's records stayed broken."""
+    add_insights(rt, ADA, "One.", "Two.", "Three.")
+    add_insights(rt, BOB, "One.", "Two.", "Three.")
+    real_sync = belief_store.sync
+
+    def sync(runtime: Runtime, paths: Any) -> None:
+        if any("/ada/" in str(p) for p in paths):
+            raise RuntimeError("index writer crashed")
+        real_sync(runtime, paths)
+
+    monkeypatch.setattr("everos_reflect.strategies.worldview.sync", sync)
+    fake_openai.script(RISK, RISK)
+    outcome = Engine(rt).trigger("update_worldview", timeout=60)
+    assert outcome.status == "partial", outcome
+    assert len(rt.store.entries(ADA, Kind.CONVICTION)) == 1
+    monkeypatch.setattr("everos_reflect.strategies.worldview.sync", real_sync)
+
+    real_load = belief_store.BeliefState.load.__func__  # type: ignore[attr-defined]
+
+    def load(cls: type, runtime: Runtime, ref: UserRef) -> Any:
+        if ref == ADA:
+            raise TypeError("unhashable type: 'list'")
+        return real_load(cls, runtime, ref)
+
+    monkeypatch.setattr(belief_store.BeliefState, "load", classmethod(load))
+    add_insights(rt, BOB, "Four.", "Five.", "Six.")
+    fake_openai.script({"convictions": [
+        {"key": "risks", "text": "Skipping review to hold dates.", "evidence": [1]}]})
+    outcome = Engine(rt).trigger("update_worldview", timeout=60)
+    assert outcome.status == "partial", outcome
+    assert outcome.counts == {"owners": 1, "written": 1, "failed": 1}, outcome
+    assert "ada: TypeError: unhashable type: 'list'" in (outcome.error or "")
+    assert len(rt.store.entries(BOB, Kind.CONVICTION)) == 2
+
+    monkeypatch.setattr(belief_store.BeliefState, "load", classmethod(real_load))
+    outcome = Engine(rt).trigger("update_worldview", timeout=60)  # no call scripted
+    assert outcome.status == "ok", outcome
+    assert outcome.counts == {"recovered": 1}, outcome
+    assert len(rt.store.entries(ADA, Kind.CONVICTION)) == 1  # never written twice
+    assert get_strategy("update_worldview").observe(rt, None) == 0

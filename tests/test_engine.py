@@ -494,3 +494,22 @@ def test_a_run_triggered_while_a_reindex_waits_is_busy_and_the_reindex_then_runs
         assert engine.trigger("fake_other").status == "ok"
     finally:
         registry.unregister(other.name)
+
+
+def test_a_run_record_names_each_failed_unit_on_one_line_and_cut() -> None:
+    """An exception's message may span lines (a YAML error quotes the record it tripped on):
+    named as it was, the run record's ``error`` ran over several lines (``runs`` printed its
+    continuation unindented). Each failure is one line, at most FAILURE_CHARS characters, and
+    at most FAILURES_NAMED of them are named."""
+    from everos_reflect.engine.registry import FAILURE_CHARS, FAILURES_NAMED, name_failures
+
+    yaml_error = ("u/a/b: ScannerError: mapping values are not allowed here\n"
+                  '  in "<unicode string>", line 3, column 9:\n      status: stale: x\n'
+                  "            ^")
+    text = name_failures([yaml_error, "u/a/c: OSError: " + "x" * 500])
+    assert "\n" not in text
+    assert text.startswith("failed: u/a/b: ScannerError: mapping values are not allowed here "
+                           'in "<unicode string>", line 3, column 9: status: stale: x ^; ')
+    assert max(len(part) for part in text.removeprefix("failed: ").split("; ")) == FAILURE_CHARS
+    many = name_failures([f"u/a/{i}: boom" for i in range(FAILURES_NAMED + 2)])
+    assert many.endswith("; and 2 more") and many.count("boom") == FAILURES_NAMED

@@ -497,3 +497,47 @@ def test_find_stale_checks_each_record_of_a_deep_chain_a_bounded_number_of_times
                for i in range(2, n + 1))
     assert len(stale) == n
     assert checks <= 2 * n
+
+
+def test_a_person_s_stale_mark_worded_evidence_something_is_not_lifted(root: Path) -> None:
+    """Only provenance's own reasons are lifted. Matched by their first word alone, a person's
+    mark on a derived insight ("evidence looks thin to me") was lifted by the next check,
+    though nothing it cites had changed; so was one of provenance's wordings naming a record
+    the insight does not cite."""
+    from everos_reflect.strategies.provenance import check
+
+    rt, eps, first, second = setup(root)
+    marks = {first.id: "evidence looks thin to me",
+             second.id: f"evidence {eps[2].id} was edited"}  # second cites eps[0] and first
+    for entry_id, reason in marks.items():
+        rt.store.update_meta(DEV, entry_id, {"status": "stale", "stale_reason": reason})
+    assert check(rt, DEV).restored == []
+    Indexer(rt).scan()
+    for entry_id, reason in marks.items():
+        assert status(rt, entry_id) == ("stale", reason)
+
+    rt.store.update_meta(DEV, second.id, {"stale_reason": f"evidence {first.id} is stale"})
+    rt.store.update_meta(DEV, first.id, {"stale_reason": f"evidence {eps[1].id} was deleted"})
+    assert sorted(check(rt, DEV).restored) == sorted([first.id, second.id])  # provenance's own
+
+
+def test_a_folder_where_a_cited_log_was_is_no_log_and_stops_nothing(root: Path) -> None:
+    """A folder named like a log is no log (the indexer drops its rows and publishes their
+    deletion). Reading it for the citations raised: the provenance check of the owner failed
+    on every change (nothing of theirs went stale) and every revalidate_insights run failed."""
+    from everos_reflect.strategies.provenance import check
+    from tests.test_revalidate import run
+
+    rt, eps, first, second = setup(root)
+    path = rt.store.path_for_id(DEV, eps[1].id)
+    path.unlink()
+    path.mkdir()
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("stale", f"evidence {eps[1].id} was deleted")
+    assert status(rt, second.id) == ("stale", f"evidence {first.id} is stale")
+    assert check(rt, DEV).written == []
+    # offline and nothing raised: the insight left with two live Episodes waits for a model,
+    # the one citing it and a single Episode is retired (fewer than 2 cited records remain)
+    assert run(rt) == {"needs_llm": 1, "retired": 1}
+    assert status(rt, first.id)[0] == "stale"
+    assert status(rt, second.id)[0] == "retired"

@@ -259,9 +259,10 @@ FAILURE_CHARS = 200
 
 def name_failures(failures: list[str]) -> str:
     """The failed units of a run, for its record's ``error``: at most
-    :data:`FAILURES_NAMED`, each cut to :data:`FAILURE_CHARS` characters."""
-    named = [f if len(f) <= FAILURE_CHARS else f[: FAILURE_CHARS - 1] + "…"
-             for f in failures[:FAILURES_NAMED]]
+    :data:`FAILURES_NAMED`, each on one line (an exception's message may span several: a
+    YAML error quotes the record) and cut to :data:`FAILURE_CHARS` characters."""
+    flat = [" ".join(f.split()) for f in failures[:FAILURES_NAMED]]
+    named = [f if len(f) <= FAILURE_CHARS else f[: FAILURE_CHARS - 1] + "…" for f in flat]
     more = len(failures) - len(named)
     return "failed: " + "; ".join(named) + (f"; and {more} more" if more else "")
 

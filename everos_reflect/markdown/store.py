@@ -31,7 +31,7 @@ from everos_reflect.errors import (
     TooLarge,
     UnknownEntry,
 )
-from everos_reflect.fileio import open_regular
+from everos_reflect.fileio import NotRegularFile, open_regular
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
     UNDONE,
@@ -326,7 +326,12 @@ class MarkdownStore:
         large log must not cost one full parse of that log per id. With ``unreadable``, the
         ids still in their file but unreadable now (``DailyLog.unreadable``) are added to it,
         and so is every wanted id of a file that cannot be read at all (``DailyLog.unread``):
-        a caller that must not take a typo for a deletion tells the two apart."""
+        a caller that must not take a typo for a deletion tells the two apart.
+
+        A folder or FIFO where the log goes (or a file where its folder goes) is no log, as
+        the indexer sees it (it drops that log's rows): none of its ids exist. Raised, it
+        stopped provenance's check of the owner (so nothing of theirs went stale) and every
+        ``revalidate_insights`` run."""
         by_path: dict[Path, set[str]] = {}
         for entry_id in entry_ids:
             by_path.setdefault(self.path_for_id(ref, entry_id), set()).add(entry_id)
@@ -334,7 +339,7 @@ class MarkdownStore:
         for path, wanted in by_path.items():
             try:
                 log = self.read(path)
-            except FileNotFoundError:
+            except (FileNotFoundError, NotADirectoryError, NotRegularFile):
                 continue
             for entry in log.entries:
                 if entry.id in wanted and entry.id not in found:

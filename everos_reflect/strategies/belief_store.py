@@ -39,6 +39,8 @@ from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.aside import SentWith, tier_prompts
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from everos_reflect.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -456,26 +458,44 @@ class BeliefTier(Strategy):
         """Settle every commit of this tier a crash interrupted (the engine calls this under
         the tier's lock). The intent row names the exact window: outputs tagged with its key
         were written → index them, move the cursor by that window and record the derivation;
-        none were → the window stays pending for the next run. Idempotent."""
-        from everos_reflect.index.audit import Derivation, insert_derivation
+        none were → the window stays pending for the next run. Idempotent.
 
+        An owner whose commit cannot be settled (reading their records or indexing the output
+        raises) keeps the intent and is left to the run, which fails that owner alone (named,
+        counted) or finishes the commit's bookkeeping: raised from here, one owner's broken
+        records failed the whole run before any owner was looked at, run after run."""
         conn, counts = runtime.db(), Counter[str]()
         for ref, key, items in cursors.intents(conn, self.name):
-            written = self.load_state(runtime, ref).written_by(key, self.output_kind)
-            if written:
-                sync(runtime, {runtime.store.path_for_id(ref, e.id) for e in written})
-            with transaction(conn):
-                if written:
-                    cursors.advance(conn, self.name, ref, items, None)
-                    insert_derivation(conn, Derivation(
-                        strategy=self.name, ref=ref, status="ok", inputs=list(items),
-                        outputs=[e.id for e in written],
-                        error="recovered: the commit was interrupted after its write"))
-                cursors.end_intent(conn, self.name, ref, key)
-            counts["recovered" if written else "withdrawn"] += 1
-            log.info("%s: %s: interrupted commit %s %s", self.name, ref, key,
-                     "recovered" if written else "withdrawn (nothing was written)")
+            try:
+                settled = self._settle(runtime, conn, ref, key, items)
+            except Exception:
+                if runtime.root_gone():
+                    raise
+                log.exception("%s: %s: the interrupted commit %s could not be settled; "
+                              "left to the run", self.name, ref, key)
+                continue
+            counts["recovered" if settled else "withdrawn"] += 1
         return dict(counts)
+
+    def _settle(self, runtime: Runtime, conn: sqlite3.Connection, ref: UserRef, key: str,
+                items: dict[str, str]) -> bool:
+        """Settle one interrupted commit (:meth:`recover`); whether its outputs were written."""
+        from everos_reflect.index.audit import Derivation, insert_derivation
+
+        written = self.load_state(runtime, ref).written_by(key, self.output_kind)
+        if written:
+            sync(runtime, {runtime.store.path_for_id(ref, e.id) for e in written})
+        with transaction(conn):
+            if written:
+                cursors.advance(conn, self.name, ref, items, None)
+                insert_derivation(conn, Derivation(
+                    strategy=self.name, ref=ref, status="ok", inputs=list(items),
+                    outputs=[e.id for e in written],
+                    error="recovered: the commit was interrupted after its write"))
+            cursors.end_intent(conn, self.name, ref, key)
+        log.info("%s: %s: interrupted commit %s %s", self.name, ref, key,
+                 "recovered" if written else "withdrawn (nothing was written)")
+        return bool(written)
 
     @staticmethod
     def needs_llm(runtime: Runtime) -> str | None:

@@ -19,7 +19,8 @@ record reads again exactly as when it was derived (the hash ``evidence_hash`` re
 active), and :func:`check` makes it active again with a ``derivation_report`` row (strategy
 ``provenance``, status ``restored``). A typo fixed, a log readable again, or a mark the old
 rule left (it took an unreadable entry for a deleted one) no longer keeps a record stale for
-good. Only marks provenance wrote (``stale_reason`` "evidence ...") are lifted.
+good. Only marks provenance wrote (a ``stale_reason`` worded exactly as it words one, such as
+"evidence <id> was edited", naming a record cited) are lifted.
 
 :func:`check` (:func:`invalidate`) applies the rules to one owner and writes the metadata;
 the change-event subscriber :func:`on_change` calls it whenever the indexer changes something
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -142,9 +144,17 @@ def find_stale(records: Mapping[str, Entry],
     return stale
 
 
-#: How :func:`evidence_problem` words every reason it gives: a ``stale_reason`` that does not
-#: start so was not written by provenance (a person's own), and is never lifted here.
-_OWN_REASON = "evidence "
+#: Every reason :func:`evidence_problem` gives, whole: a ``stale_reason`` worded otherwise was
+#: not written by provenance (a person's own, "evidence looks thin" too), and is never lifted
+#: here. Matching the prefix "evidence " alone lifted a person's mark so worded.
+_OWN_REASON = re.compile(r"evidence (\S+) (?:was deleted|was edited|is stale|is retired"
+                         r"|was archived \(replaced by \S+\))")
+
+
+def _marked_by_provenance(entry: Entry) -> bool:
+    """Whether ``entry``'s ``stale_reason`` is one provenance wrote, naming a record it cites."""
+    found = _OWN_REASON.fullmatch(str(entry.meta.get("stale_reason") or ""))
+    return found is not None and found.group(1) in evidence_of(entry)
 
 
 def _waiting(records: Iterable[Entry]) -> list[Entry]:
@@ -152,7 +162,7 @@ def _waiting(records: Iterable[Entry]) -> list[Entry]:
     citing something."""
     return [e for e in records if e.kind in CHECKED and DERIVATION_KEY in e.meta
             and e.deprecated_by is None and status_of(e) == STALE and evidence_of(e)
-            and str(e.meta.get("stale_reason") or "").startswith(_OWN_REASON)]
+            and _marked_by_provenance(e)]
 
 
 def find_restored(records: Mapping[str, Entry], unreadable: Collection[str] = frozenset(),
