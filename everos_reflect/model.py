@@ -271,6 +271,18 @@ class EntryId:
 _PAST_MICROSECONDS = re.compile(r"([.,][0-9]{6})[0-9]+")
 
 
+def read_iso_timestamp(text: str) -> datetime | None:
+    """``text`` read as written (naive when it has no offset), or ``None``: what
+    :func:`parse_timestamp` and the parser's missing-offset warning both read. ``z`` counts as
+    ``Z`` (RFC 3339 §5.6 allows ``t`` and ``z`` in lower case; Python 3.11's ``fromisoformat``
+    takes ``t`` but not ``z``), and a fraction is cut to the microsecond."""
+    cut = _PAST_MICROSECONDS.sub(r"\1", text.strip())
+    try:
+        return datetime.fromisoformat(cut.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def parse_timestamp(value: object) -> datetime | None:
     """Read an ISO 8601 timestamp (YAML may already have made it a datetime).
 
@@ -285,11 +297,10 @@ def parse_timestamp(value: object) -> datetime | None:
     elif isinstance(value, date):
         ts = datetime(value.year, value.month, value.day)
     elif isinstance(value, str):
-        try:
-            ts = datetime.fromisoformat(
-                _PAST_MICROSECONDS.sub(r"\1", value.strip()).replace("Z", "+00:00"))
-        except ValueError:
+        read = read_iso_timestamp(value)
+        if read is None:
             return None
+        ts = read
     else:
         return None
     return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
@@ -303,7 +314,7 @@ def parse_timestamp(value: object) -> datetime | None:
 _HAND_TIMESTAMP_RE = re.compile(
     r"(?:\d{4}-\d{2}-\d{2}|\d{8}|\d{4}-?W\d{2}(?:-?\d)?)"
     r"(?:(?P<sep>.)\d{2}(?::?\d{2}(?::?\d{2}(?:[.,]\d+)?)?)?"
-    r"(?: ?(?P<offset>Z|[+-]\d{2}(?::?\d{2})?(?P<seconds>:?\d{2}(?:[.,]\d+)?)?))?)?",
+    r"(?: ?(?P<offset>[Zz]|[+-]\d{2}(?::?\d{2})?(?P<seconds>:?\d{2}(?:[.,]\d+)?)?))?)?",
     re.ASCII | re.DOTALL)
 
 

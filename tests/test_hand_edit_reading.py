@@ -175,6 +175,7 @@ def test_a_timestamp_python_reads_but_iso_8601_does_not_is_an_error_at_its_line(
     ("'20261012T090000Z'", "2026-10-12T09:00:00+00:00"),
     ("'2026-10-12T09:00:00,5-01:00'", "2026-10-12T09:00:00.500000-01:00"),
     ("'2026-W42-1T09:00Z'", "2026-10-12T09:00:00+00:00"),
+    ("'2026-10-12t09:00:00z'", "2026-10-12T09:00:00+00:00"),  # RFC 3339 5.6: lower case too
 ])
 def test_iso_8601_timestamps_with_an_offset_are_read_without_a_word(
         written: str, read: str) -> None:
@@ -212,3 +213,12 @@ def test_a_new_record_takes_a_fraction_of_any_length(stamp: str) -> None:
     assert parse_new_timestamp(stamp).microsecond == int(stamp[20:26])
     episode = new_episode(UserRef.of("u1"), subject="s", content="c", timestamp=stamp)
     assert episode.meta["timestamp"] == stamp[:19] + ("+02:00" if "+02" in stamp else "+00:00")
+
+
+@pytest.mark.parametrize("stamp", ["2026-10-12t09:30:00z", "2026-10-12T09:30z"])
+def test_a_new_record_takes_a_lower_case_t_and_z(stamp: str) -> None:
+    # RFC 3339 5.6 allows "t" and "z" in lower case; "z" was refused as "not ISO 8601"
+    # (Python 3.11 reads only an upper-case Z), though the pattern let it through.
+    from everos_reflect.model import parse_new_timestamp
+
+    assert parse_new_timestamp(stamp).isoformat() == "2026-10-12T09:30:00+00:00"

@@ -47,6 +47,7 @@ from everos_reflect.model import (
     format_timestamp,
     parse_timestamp,
     quoted_value,
+    read_iso_timestamp,
     timestamp_form_problem,
     utc_day,
 )
@@ -851,10 +852,8 @@ class _Parser:
         elif isinstance(ts, str | datetime) and read is not None:
             raw_tz = ts.tzinfo if isinstance(ts, datetime) else None
             if isinstance(ts, str):
-                try:
-                    raw_tz = datetime.fromisoformat(ts.strip().replace("Z", "+00:00")).tzinfo
-                except ValueError:
-                    raw_tz = None
+                as_written = read_iso_timestamp(ts)
+                raw_tz = as_written.tzinfo if as_written is not None else None
             if raw_tz is None:
                 self.report(
                     line, f"entry {eid}: timestamp has no UTC offset (read as UTC)", "warning"
