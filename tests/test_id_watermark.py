@@ -136,23 +136,7 @@ def test_an_index_from_before_the_watermark_learns_the_ids_only_other_logs_name(
     """Migration 0015 seeds the watermark from the index alone, which holds no insight's
     evidence: an Episode deleted by hand before the upgrade, cited by an insight only, had
     its id given to the next Episode, where a rebuild from the Markdown protected it."""
-    rt = runtime(root)
-    try:
-        first = add_episode(rt, ANDREW, DAY, "Toby", "Andrew adopted Toby.")
-        second = add_episode(rt, ANDREW, DAY, "Buddy", "Andrew adopted Buddy.")
-        rt.store.append(ANDREW, Kind.INSIGHT, {
-            "timestamp": "2026-10-20T09:00:00+00:00", "evidence": [first.id, second.id],
-            "depth": 1, "importance": 5, "question": "q?", "status": "active",
-            "insight_type": "reflection"}, {"Insight": "Andrew likes dogs."})
-        Indexer(rt).scan()
-        delete_by_hand(rt, second)
-        Indexer(rt).scan()
-        conn = rt.db()
-        conn.execute("DROP TABLE id_watermark")  # the index as a release before 0015 left it
-        conn.execute("DELETE FROM schema_migrations WHERE name >= '0015'")
-        conn.commit()
-    finally:
-        rt.close()
+    index_from_before_the_watermark(root)
     rt = runtime(root)  # opening migrates
     try:
         Indexer(rt).scan()
