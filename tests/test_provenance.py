@@ -334,9 +334,9 @@ def test_a_stale_mark_is_lifted_only_when_every_citation_reads_as_it_was() -> No
     ])
     records = {e.id: e for e in [*parse_log(text, "x/.insights/insight-2026-10-20.md").entries,
                                  ep]}
-    assert find_restored(records, {"ep_20261001_0002"}) == ["in_20261020_0001",
-                                                            "in_20261020_0005"]
-    assert find_restored(records, {a}) == []  # unreadable: unknown, nothing lifted
+    assert find_restored(records, {"ep_20261001_0002"}) == {"in_20261020_0001": 1,
+                                                            "in_20261020_0005": 2}
+    assert find_restored(records, {a}) == {}  # unreadable: unknown, nothing lifted
 
 
 def test_an_archived_evidence_makes_the_insight_stale(root: Path) -> None:
@@ -584,3 +584,48 @@ def test_a_log_this_process_may_not_read_is_unknown_and_named_not_a_crash(
     assert set(rt.store.get_many(DEV, [e.id for e in eps])) == {e.id for e in eps}
     indexer.scan()
     assert status(rt, cited.id) == ("active", None) and status(rt, later.id) == ("active", None)
+
+
+@pytest.mark.parametrize("written", ["deep", "[2, 3]", "0"])
+def test_a_record_whose_depth_a_person_broke_is_restored_with_its_depth_recomputed(
+        root: Path, written: str) -> None:
+    """A hand edit made ``depth`` unreadable on an insight citing an insight: it read as 1,
+    no deeper than the insight it cites, so once its evidence read as before again it was
+    never lifted, and offline nothing else ever lifts it. SPEC §10 defines depth from the
+    citations (1 + the deepest cited), so the restore writes that value back."""
+    rt, eps, first, second = setup(root)
+    edit_file(rt.store.path_for_id(DEV, second.id), "depth: 2", f"depth: {written}")
+    path = rt.store.path_for_id(DEV, eps[1].id)
+    edit_file(path, "on day 16", "on day 17")
+    Indexer(rt).scan()
+    assert status(rt, second.id) == ("stale", f"evidence {first.id} is stale")
+
+    edit_file(path, "on day 17", "on day 16")  # undone
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("active", None)
+    assert status(rt, second.id) == ("active", None)
+    assert rt.store.get(DEV, second.id).meta["depth"] == 2
+
+
+def test_a_record_whose_recomputed_depth_passes_its_tier_s_max_depth_stays_stale(
+        root: Path) -> None:
+    """The recomputed depth is held to the ``max_depth`` of the tier that writes the record
+    (``reflect_insights``: 2 unless ``ome.toml`` says otherwise), as a write would be."""
+    from everos_reflect.strategies.provenance import check
+
+    rt, eps, _first, second = setup(root)
+    top = insight(rt, "Auth work needs a review.", [rt.store.get(DEV, second.id), eps[2]],
+                  depth=3)
+    edit_file(rt.store.path_for_id(DEV, top.id), "depth: 3", "depth: deep")
+    path = rt.store.path_for_id(DEV, eps[1].id)
+    edit_file(path, "on day 16", "on day 17")
+    Indexer(rt).scan()
+    edit_file(path, "on day 17", "on day 16")
+    Indexer(rt).scan()
+    assert status(rt, second.id) == ("active", None)
+    assert status(rt, top.id) == ("stale", f"evidence {second.id} is stale")
+    assert rt.store.get(DEV, top.id).meta["depth"] == "deep"  # not rewritten either
+
+    (root / "ome.toml").write_text("[strategies.reflect_insights]\nmax_depth = 3\n")
+    assert check(rt, DEV).restored == [top.id]
+    assert rt.store.get(DEV, top.id).meta["depth"] == 3

@@ -20,7 +20,9 @@ active), and :func:`check` makes it active again with a ``derivation_report`` ro
 ``provenance``, status ``restored``). A typo fixed, a log readable again, or a mark the old
 rule left (it took an unreadable entry for a deleted one) no longer keeps a record stale for
 good. Only marks provenance wrote (a ``stale_reason`` worded exactly as it words one, such as
-"evidence <id> was edited", naming a record cited) are lifted.
+"evidence <id> was edited", naming a record cited) are lifted. A lifted record stands at 1 +
+the deepest record it cites (SPEC §10), held to its tier's ``max_depth``: a ``depth`` a hand
+edit made unreadable is written back recomputed.
 
 :func:`check` (:func:`invalidate`) applies the rules to one owner and writes the metadata;
 the change-event subscriber :func:`on_change` calls it whenever the indexer changes something
@@ -32,7 +34,7 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -165,42 +167,97 @@ def _waiting(records: Iterable[Entry]) -> list[Entry]:
             and _marked_by_provenance(e)]
 
 
+def written_depth(entry: Entry) -> int | None:
+    """A derived record's ``depth`` as written when it is a count of at least 1, else None: a
+    person may have edited it into anything ("deep", a list, 0)."""
+    value = entry.meta.get("depth")
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return value
+    return None
+
+
+def writer_of(entry: Entry) -> str:
+    """The strategy that writes derived records like ``entry``, whose ``max_depth`` holds it."""
+    if entry.kind is Kind.INSIGHT:
+        return "reconcile" if entry.meta.get("insight_type") == "reconciliation" \
+            else "reflect_insights"
+    return {Kind.CONVICTION: "update_worldview", Kind.RELATION: "detect_contradictions",
+            Kind.LESSON: "learn_lessons"}[entry.kind]
+
+
 def find_restored(records: Mapping[str, Entry], unreadable: Collection[str] = frozenset(),
-                  stale: Collection[str] = frozenset()) -> list[str]:
-    """Ids of the stale records (:func:`_waiting`) whose every cited record reads again
-    exactly as when it was derived or last revalidated: readable, live, not archived, its text
-    hash the one ``evidence_hash`` recorded, and, if it is itself derived, active (or lifted
-    here too) and shallower than the record. ``stale``: ids being marked stale now, which
-    count as stale. A "holds" of ``revalidate_insights`` may deepen a cited insight without
-    changing its text: lifted, the record citing it stood at its old depth, past
-    ``max_depth`` unseen; it waits for revalidation instead, which recomputes its depth.
+                  stale: Collection[str] = frozenset(),
+                  cap: Callable[[Entry], int] | None = None) -> dict[str, int]:
+    """``{id: depth}`` of the stale records (:func:`_waiting`) whose every cited record reads
+    again exactly as when it was derived or last revalidated: readable, live, not archived,
+    its text hash the one ``evidence_hash`` recorded, and, if it is itself derived, active (or
+    lifted here too). ``stale``: ids being marked stale now, which count as stale.
+
+    ``depth`` is the one the record stands at once lifted: SPEC §10's 1 + the deepest record
+    it cites now. A record written deeper keeps its own. One written shallower (a "holds" of
+    ``revalidate_insights`` deepened a cited insight without changing its text) or whose
+    ``depth`` a person made unreadable ("deep", a list) takes the recomputed value, when
+    ``cap(entry)`` (the ``max_depth`` of the tier that writes it) allows it; past it, it stays
+    stale (an insight is then revalidated, and held to the same cap). Without ``cap`` no
+    record is lifted to a depth other than the one it was written with. A record whose
+    depth could not be read stayed stale for good: read as 1, it stood no deeper than the
+    insight it cites, and offline nothing else lifts it.
 
     Stale was final: a record marked so by a transient break (a typo fixed since, a log
     briefly unreadable, or the old rule that took an unreadable entry for a deleted one)
     stayed stale for good although nothing it stands on had changed. A citation with no
     recorded hash cannot be shown unchanged, so such a record stays stale."""
     waiting = sorted(_waiting(records.values()), key=lambda e: (_depth(e), e.id))
-    lifted: set[str] = set()
+    lifted: dict[str, int] = {}
 
-    def stands(entry: Entry) -> bool:
+    def stands(entry: Entry) -> int | None:
         seen = evidence_hashes(entry)
+        deepest = 0
         for eid in evidence_of(entry):
             cited = records.get(eid)
             if (cited is None or eid in unreadable or cited.deprecated_by
                     or seen.get(eid) != cited.text_hash):
-                return False
+                return None
             if eid not in lifted and (eid in stale or status_of(cited) != ACTIVE):
-                return False
-            if cited.kind.derived and _depth(cited) >= _depth(entry):
-                return False  # it stands deeper now than the depth it was written with
-        return True
+                return None
+            if cited.kind.derived:
+                deepest = max(deepest, lifted.get(eid) or written_depth(cited) or 1)
+        own, depth = written_depth(entry), 1 + deepest
+        if own is not None and own >= depth:
+            return own
+        if cap is None or depth > cap(entry):
+            return None  # it stands deeper now than it may be written
+        return depth
 
     for _ in range(len(waiting)):  # a pass lifts at least one more, or nothing will
-        more = [e.id for e in waiting if e.id not in lifted and stands(e)]
+        more = {e.id: d for e in waiting if e.id not in lifted and (d := stands(e)) is not None}
         if not more:
             break
         lifted.update(more)
-    return [e.id for e in waiting if e.id in lifted]
+    return {e.id: lifted[e.id] for e in waiting if e.id in lifted}
+
+
+def depth_caps(runtime: Runtime) -> Callable[[Entry], int]:
+    """``cap`` for :func:`find_restored`: the ``max_depth`` of the tier that writes a record,
+    from ``ome.toml`` (read once, when first asked); a broken file (the daemon keeps its last
+    good one) reads as the tier's default."""
+    from everos_reflect.engine.engine import Engine
+    from everos_reflect.engine.registry import get_strategy
+
+    caps: dict[str, int] = {}
+    engine: list[Engine] = []
+
+    def cap(entry: Entry) -> int:
+        name = writer_of(entry)
+        if name not in caps:
+            try:
+                engine[:] = engine or [Engine(runtime, recover=False)]
+                caps[name] = int(engine[0].settings_for(name)["max_depth"])
+            except (EverosError, KeyError):  # ConfigError among them
+                caps[name] = int(get_strategy(name).all_settings()["max_depth"].default)
+        return caps[name]
+
+    return cap
 
 
 def load_records(runtime: Runtime, ref: UserRef,
@@ -316,14 +373,19 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
             continue  # its file is unparseable or it vanished: reported by lint, left alone
         done.stale[entry_id] = reason
         done.written.append(runtime.store.path_for_id(ref, entry_id))
-    for entry_id in find_restored(records, unreadable, done.stale):
-        was = records[entry_id].meta.get("stale_reason")
+    for entry_id, depth in find_restored(records, unreadable, done.stale,
+                                         depth_caps(runtime)).items():
+        entry = records[entry_id]
+        updates: dict[str, Any] = {"status": ACTIVE, "stale_reason": None}
+        if written_depth(entry) != depth:
+            updates["depth"] = depth  # recomputed (SPEC §10): see find_restored
         try:
-            runtime.store.update_meta(ref, entry_id, {"status": ACTIVE, "stale_reason": None})
+            runtime.store.update_meta(ref, entry_id, updates)
         except EverosError:
             continue
         log.info("provenance: %s: %s is active again: every record it cites reads as when it "
-                 "was derived (it was stale: %s)", ref, entry_id, was)
+                 "was derived (it was stale: %s)%s", ref, entry_id, entry.meta.get("stale_reason"),
+                 f"; depth {entry.meta.get('depth')!r} -> {depth}" if "depth" in updates else "")
         record_derivation(runtime.db(), Derivation(
             NAME, ref, RESTORED, inputs=evidence_of(records[entry_id]), outputs=[entry_id]))
         done.restored.append(entry_id)
