@@ -629,3 +629,40 @@ def test_a_record_whose_recomputed_depth_passes_its_tier_s_max_depth_stays_stale
     (root / "ome.toml").write_text("[strategies.reflect_insights]\nmax_depth = 3\n")
     assert check(rt, DEV).restored == [top.id]
     assert rt.store.get(DEV, top.id).meta["depth"] == 3
+
+
+def test_one_check_settles_a_record_marked_stale_for_citing_one_it_restores(
+        root: Path) -> None:
+    """A record the first stale mark missed (its entry unreadable then) and a cited record
+    lifted in the same check: the check marked it stale for citing a record it then made
+    active again, and only a second check (the next change of the owner, maybe never)
+    lifted it. One check settles both now, and writes nothing for the record in the end."""
+    from datetime import date
+
+    from everos_reflect.strategies.provenance import check
+
+    rt, eps, first, second = setup(root)
+    top = rt.store.append(DEV, Kind.INSIGHT, {
+        "timestamp": "2026-10-21T09:00:00+00:00", "evidence": [first.id, eps[2].id],
+        "depth": 2, "importance": 8, "question": "q?", "status": "active",
+        "insight_type": "reflection", "derivation": "dw_test",
+        "evidence_hash": {first.id: first.text_hash, eps[2].id: eps[2].text_hash}},
+        {"Insight": "Auth reverts cluster late in the month."}, day=date(2026, 10, 21))
+    top_log = rt.store.path_for_id(DEV, top.id)
+    closing = f"<!-- /entry:{top.id} -->"
+    edit_file(top_log, closing, "")  # unreadable: unknown, left as it is
+    path = rt.store.path_for_id(DEV, eps[1].id)
+    edit_file(path, "on day 16", "on day 17")
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("stale", f"evidence {eps[1].id} was edited")
+    assert top.id not in {e.id for e in rt.store.entries(DEV, Kind.INSIGHT)}
+
+    edit_file(path, "on day 17", "on day 16")
+    top_log.write_text(top_log.read_text().rstrip("\n") + f"\n{closing}\n")
+    before = top_log.read_bytes()
+    done = check(rt, DEV)  # as revalidate_insights or one indexer flush of both files does
+    assert sorted(done.restored) == sorted([first.id, second.id])
+    assert status(rt, first.id) == ("active", None)
+    assert status(rt, top.id) == ("active", None)
+    assert top_log.read_bytes() == before  # marked and lifted in one check: no write
+    assert check(rt, DEV).written == []  # nothing left for a second check

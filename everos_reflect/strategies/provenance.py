@@ -35,7 +35,7 @@ import logging
 import os
 import re
 from collections.abc import Callable, Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -237,6 +237,37 @@ def find_restored(records: Mapping[str, Entry], unreadable: Collection[str] = fr
     return {e.id: lifted[e.id] for e in waiting if e.id in lifted}
 
 
+def settle(records: Mapping[str, Entry], unreadable: Collection[str] = frozenset(),
+           cap: Callable[[Entry], int] | None = None) -> tuple[dict[str, str], dict[str, int]]:
+    """What one check changes, settled: ``({id: stale_reason}, {id: depth})``, the active
+    records to mark stale (:func:`find_stale`) and the stale ones to lift
+    (:func:`find_restored`), applied to ``records`` until neither finds more.
+
+    One pass of each did not settle: a record marked stale for citing a record that is
+    stale now, while the same check lifted that record, was left stale (it was active and
+    nothing it stands on had changed), and only the owner's next check, whenever a record of
+    theirs changed again, lifted it. A record marked and lifted here is left as it was."""
+    current = dict(records)
+    for _ in range(len(records) + 1):  # a round only lifts what the last one marked
+        stale = find_stale(current, unreadable)
+        lifted = find_restored(current, unreadable, stale, cap)
+        if not stale and not lifted:
+            break
+        for entry_id, reason in stale.items():
+            entry = current[entry_id]
+            current[entry_id] = replace(entry, meta={
+                **entry.meta, "status": STALE, "stale_reason": reason})
+        for entry_id, depth in lifted.items():
+            entry = current[entry_id]
+            current[entry_id] = replace(entry, meta={
+                **entry.meta, "status": ACTIVE, "stale_reason": None, "depth": depth})
+    marked = {i: str(current[i].meta["stale_reason"]) for i, e in records.items()
+              if status_of(e) == ACTIVE and status_of(current[i]) == STALE}
+    restored = {i: current[i].meta["depth"] for i, e in records.items()
+                if status_of(e) == STALE and status_of(current[i]) == ACTIVE}
+    return marked, restored
+
+
 def depth_caps(runtime: Runtime) -> Callable[[Entry], int]:
     """``cap`` for :func:`find_restored`: the ``max_depth`` of the tier that writes a record,
     from ``ome.toml`` (read once, when first asked); a broken file (the daemon keeps its last
@@ -348,9 +379,9 @@ class Checked:
 
 def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Checked:
     """Mark stale every record of ``ref`` :func:`find_stale` names, and make active again
-    every one :func:`find_restored` names (one ``derivation_report`` row each, strategy
-    ``provenance``, status ``restored``: the record in ``outputs``, what it cites in
-    ``inputs``).
+    every one :func:`find_restored` names, settled (:func:`settle`: one check does what a
+    second would add) (one ``derivation_report`` row each lifted, strategy ``provenance``,
+    status ``restored``: the record in ``outputs``, what it cites in ``inputs``).
 
     With ``touched`` (the ids the indexer just changed), nothing is read beyond the derived
     logs unless a derived record cites one of them: only those can change a record's status.
@@ -366,15 +397,15 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
             return done
     unreadable: set[str] = set()
     records = cited_records(runtime, ref, derived, unreadable)
-    for entry_id, reason in find_stale(records, unreadable).items():
+    marked, restored = settle(records, unreadable, depth_caps(runtime))
+    for entry_id, reason in marked.items():
         try:
             runtime.store.update_meta(ref, entry_id, {"status": STALE, "stale_reason": reason})
         except EverosError:
             continue  # its file is unparseable or it vanished: reported by lint, left alone
         done.stale[entry_id] = reason
         done.written.append(runtime.store.path_for_id(ref, entry_id))
-    for entry_id, depth in find_restored(records, unreadable, done.stale,
-                                         depth_caps(runtime)).items():
+    for entry_id, depth in restored.items():
         entry = records[entry_id]
         updates: dict[str, Any] = {"status": ACTIVE, "stale_reason": None}
         if written_depth(entry) != depth:
