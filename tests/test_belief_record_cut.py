@@ -63,7 +63,8 @@ def changed_lines(body: dict[str, Any]) -> list[str]:
 
 
 def consumed(rt: Runtime, name: str) -> set[str]:
-    return {i for i, _ in cursors.consumed(rt.db(), name, ADA)}
+    """The entry ids ``name`` consumed (not the detector's notes of pairs shown)."""
+    return {i for i, _ in cursors.consumed(rt.db(), name, ADA) if not i.startswith("pair:")}
 
 
 NOTHING = {"contradictions": []}
@@ -87,14 +88,24 @@ def test_a_changed_conviction_past_the_id_order_cut_is_shown_and_compared(
 
     assert outcome.status == "ok", outcome
     body = fake_openai.chat_bodies()[-1]
-    # the changed one is shown, with the most recent others; the oldest is left out
+    # the changed one is shown, with the most recent others; the oldest waits
     assert set(shown(body)) == {"Stop all enterprise work.", "Keep the team small.",
                                 "Serve enterprises."}
     assert len(changed_lines(body)) == 1 and "Stop all" in changed_lines(body)[0]
     assert outcome.counts == {"owners": 1, "written": 1, "unshown_records": 1}
     (rel,) = belief_views.relations(rt, ADA)
     assert set(rel["between"]) == {new, old[1]}
+    # not consumed: its pair with the oldest was not shown yet
+    assert consumed(rt, "detect_contradictions") == set(old)
+    assert get_strategy("detect_contradictions").observe(rt, None) == 1
+
+    fake_openai.script(NOTHING)
+    outcome = Engine(rt).trigger("detect_contradictions", timeout=60)
+    assert outcome.counts == {"owners": 1}
+    body = fake_openai.chat_bodies()[-1]
+    assert set(shown(body)) == {"Stop all enterprise work.", "Ship weekly."}
     assert consumed(rt, "detect_contradictions") == {*old, new}
+    assert get_strategy("detect_contradictions").observe(rt, None) == 0
 
 
 def test_changed_convictions_past_max_records_wait_for_the_next_run_and_are_counted(
@@ -110,6 +121,12 @@ def test_changed_convictions_past_max_records_wait_for_the_next_run_and_are_coun
     outcome = Engine(rt).trigger("detect_contradictions", timeout=60)
     assert outcome.counts == {"owners": 1, "unshown_records": 1}
     assert changed_lines(fake_openai.chat_bodies()[-1])[0].endswith("Four.")
+    assert consumed(rt, "detect_contradictions") == set(ids[:3])  # "Four." meets "One." next
+
+    fake_openai.script(NOTHING)
+    outcome = Engine(rt).trigger("detect_contradictions", timeout=60)
+    assert outcome.counts == {"owners": 1}
+    assert set(shown(fake_openai.chat_bodies()[-1])) == {"One.", "Four."}
     assert consumed(rt, "detect_contradictions") == set(ids)
 
 
@@ -149,3 +166,43 @@ def test_reconcile_takes_whole_edges_and_leaves_the_rest_for_the_next_run(
     assert set(shown(fake_openai.chat_bodies()[-1])) == {
         f"{c3} against {c4}", "Serve enterprises.", "Stop enterprise work."}
     assert consumed(rt, "reconcile") == {e1, e2}
+
+
+def test_past_fifty_keys_every_pair_with_a_changed_conviction_is_shown_in_some_run(
+        rt: Runtime, fake_openai: Any) -> None:
+    """With more current convictions than ``max_records`` (50 by default) one call cannot
+    show them all. The cut was always the same (the most recent others), so a changed
+    conviction was consumed without ever meeting the oldest ones. A changed one now stays in
+    the window, and each run (one call, at most ``max_records`` records) shows it beside the
+    ones it has not met yet, until every pair was shown."""
+    (rt.root / "ome.toml").write_text(
+        "[strategies.detect_contradictions]\nenabled = true\ncooldown_seconds = 0\n")
+    texts = [f"Conviction number {n}." for n in range(1, 56)]
+    rt.store.append_many(ADA, Kind.CONVICTION, [(
+        {"timestamp": f"2026-10-01T09:{n:02d}:00+00:00", "key": f"k{n}", "evidence": [],
+         "depth": 2, "status": "active"}, {"Conviction": t}) for n, t in enumerate(texts)])
+    met: set[frozenset[str]] = set()
+
+    def settle() -> int:
+        runs = 0
+        while get_strategy("detect_contradictions").observe(rt, None) and runs < 10:
+            fake_openai.script(NOTHING)
+            assert Engine(rt).trigger("detect_contradictions", timeout=60).status == "ok"
+            on_show = list(shown(fake_openai.chat_bodies()[-1]))
+            assert 2 <= len(on_show) <= 50
+            met.update(frozenset((a, b)) for a in on_show for b in on_show if a != b)
+            runs += 1
+        return runs
+
+    assert settle() == 3  # the first 50 (every pair of them), then the 5 left: 45 + 5
+    assert len(met) == 55 * 54 // 2
+
+    met.clear()
+    edited = rt.store.path_for_id(ADA, rt.store.entries(ADA, Kind.CONVICTION)[0].id)
+    edited.write_text(edited.read_text().replace("Conviction number 1.", "Changed number 1."))
+    from everos_reflect.index.sync import Indexer
+
+    Indexer(rt).scan()
+    assert settle() == 2  # 49 of the 54 others beside it, then the 5 left
+    assert {pair for pair in met if "Changed number 1." in pair} == {
+        frozenset(("Changed number 1.", t)) for t in texts[1:]}

@@ -300,6 +300,14 @@ class Work:
     #: Unconsumed records past the window's ``max_records`` cut: they wait for the next run
     #: (counted ``deferred_records``).
     deferred_records: int = 0
+    #: The cursor rows a success commits when they are not the window itself (None: the
+    #: window): ``detect_contradictions`` keeps a changed conviction until every pair it is
+    #: in was shown, and notes each pair shown. Noted in the commit intent, so a crash
+    #: settles to the same rows.
+    commit: dict[str, str] | None = None
+    #: What the tier planned for this window (``detect_contradictions``: which convictions
+    #: one call shows), when it is decided with the window.
+    plan: Any = None
 
 
 class BeliefTier(Strategy):
@@ -489,13 +497,18 @@ class BeliefTier(Strategy):
             if written:
                 cursors.advance(conn, self.name, ref, items, None)
                 insert_derivation(conn, Derivation(
-                    strategy=self.name, ref=ref, status="ok", inputs=list(items),
+                    strategy=self.name, ref=ref, status="ok", inputs=self.entry_ids(items),
                     outputs=[e.id for e in written],
                     error="recovered: the commit was interrupted after its write"))
             cursors.end_intent(conn, self.name, ref, key)
         log.info("%s: %s: interrupted commit %s %s", self.name, ref, key,
                  "recovered" if written else "withdrawn (nothing was written)")
         return bool(written)
+
+    def entry_ids(self, rows: Mapping[str, str]) -> list[str]:
+        """The entry ids among cursor ``rows`` (a :attr:`Work.commit` may hold other
+        bookkeeping): what an audit row names as ``inputs``."""
+        return list(rows)
 
     @staticmethod
     def needs_llm(runtime: Runtime) -> str | None:
@@ -588,7 +601,8 @@ class BeliefTier(Strategy):
                 mine["recovered"] += 1
             else:
                 # noted before any Markdown write, so recovery knows this exact window
-                cursors.begin_intent(conn, self.name, work.ref, work.key, work.items,
+                cursors.begin_intent(conn, self.name, work.ref, work.key,
+                                     work.items if work.commit is None else work.commit,
                                      ctx.run_id)
                 derived = self.derive(ctx, work, budget)
         except ProviderUnavailable as exc:
@@ -683,9 +697,11 @@ class BeliefTier(Strategy):
         conn = ctx.runtime.db()
         # a partial derivation consumes the window but for its failed parts
         items = {i: h for i, h in work.items.items() if i not in derived.pending}
+        rows = items if work.commit is None else {
+            i: h for i, h in work.commit.items() if i not in derived.pending}
         with transaction(conn):
             if status in ("ok", "partial"):
-                cursors.advance(conn, self.name, work.ref, items, ctx.run_id)
+                cursors.advance(conn, self.name, work.ref, rows, ctx.run_id)
             elif set_aside:
                 key = self.sent_with(ctx.runtime, ctx.settings).key
                 cursors.advance(conn, self.name, work.ref,

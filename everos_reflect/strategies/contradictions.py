@@ -1,8 +1,10 @@
 """``detect_contradictions`` (seed 004, SPEC §10): convictions → ``self_contradiction`` edges.
 
 Trigger: a write to the worldview (an on-write trigger: any live conviction the detector has
-not yet seen in its current text). The model sees every current conviction, the changed ones
-marked, and names conflicting pairs (SPEC §9 ``contradictions``). An edge is written only when
+not yet seen in its current text). The model sees the current convictions, the changed ones
+marked, and names conflicting pairs (SPEC §9 ``contradictions``); when they do not fit in
+``max_records``, the runs that follow show each changed one beside the ones it has not met yet
+(:func:`plan_pairs`), so every pair is shown once. An edge is written only when
 it joins exactly two convictions that are both live now, at least one of them just changed, and
 the pair has no standing edge yet (:func:`beliefs.edge_problem`). The detector appends edges;
 it never edits a conviction.
@@ -10,11 +12,14 @@ it never edits a conviction.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
-from typing import Any
+import hashlib
+from collections.abc import Collection, Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.registry import RunContext
-from everos_reflect.model import Kind
+from everos_reflect.index import cursors
+from everos_reflect.model import Kind, UserRef
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
     BeliefState,
@@ -26,6 +31,9 @@ from everos_reflect.strategies.belief_store import (
     sync,
     tier_settings,
 )
+
+if TYPE_CHECKING:
+    from everos_reflect.runtime import Runtime
 
 NAME = "detect_contradictions"
 
@@ -48,20 +56,45 @@ class DetectContradictions(BeliefTier):
     def due(self, state: BeliefState, window: list[str], settings: Mapping[str, Any]) -> bool:
         return beliefs.on_write_due(len(window))
 
+    def owner_work(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any], *,
+                   force: bool = False, fix: bool = False) -> Work | None:
+        """The window, with the call planned (:func:`plan_pairs`): which convictions it shows,
+        the pairs that shows (noted in the cursor with the window), and the changed ones
+        kept for a later run because some of their pairs do not fit. The window key covers
+        the pairs too: the next part of the same window is another derivation, not a rerun."""
+        work = super().owner_work(runtime, ref, settings, force=force, fix=fix)
+        if work is None:
+            return None
+        state = work.state
+        current = self._current(state, settings)
+        entries = state.by_id()
+        # changed too but past the window: compared as changed ones in a later run
+        later = set(self.unconsumed(runtime, ref, settings, state)[1]) - set(work.items)
+        plan = plan_pairs(current, {c.id: entries[c.id].text_hash for c in current},
+                          work.items, cursors.consumed(runtime.db(), self.name, ref),
+                          int(settings.get("max_records", 50)), later)
+        work.plan = plan
+        work.commit = {**{i: h for i, h in work.items.items() if i not in plan.pending},
+                       **plan.pairs}
+        work.key = beliefs.window_key(self.name, str(ref), {**work.items, **plan.pairs})
+        return work
+
+    def entry_ids(self, rows: Mapping[str, str]) -> list[str]:
+        return [i for i in rows if not i.startswith(PAIR)]
+
     def derive(self, ctx: RunContext, work: Work, budget: Budget) -> Derived:
         from everos_reflect.llm.tasks import Record
 
         rt, ref, state = ctx.runtime, work.ref, work.state
         entries = state.by_id()
-        changed = set(work.items)
-        # changed too but past the window: compared in a later run, so not lost if unshown
-        later = set(self.unconsumed(rt, ref, ctx.settings, state)[1]) - changed
-        current, unshown = shown_convictions(self._current(state, ctx.settings), changed,
-                                             int(ctx.settings.get("max_records", 50)), later)
-        derived = Derived(unshown=unshown)
-        # a changed conviction the call cannot show is not consumed: it waits for a run (the
-        # window is cut to max_records as the call is, so this is only a safeguard)
-        derived.pending = changed - {c.id for c in current}
+        plan: PairPlan = work.plan
+        by_id = {c.id: c for c in self._current(state, ctx.settings)}
+        current = [by_id[i] for i in plan.shown]
+        changed = set(plan.changed)
+        derived = Derived(unshown=plan.unshown)
+        # a changed conviction with pairs the call cannot show is not consumed: it is shown
+        # again, beside the convictions it was not compared with yet, by the next run
+        derived.pending = set(plan.pending)
         if len(current) < 2:
             return derived  # nothing to compare with: the window is consumed, no call made
         found = self.call(ctx, budget, [
@@ -93,22 +126,74 @@ class DetectContradictions(BeliefTier):
         return derived
 
 
-def shown_convictions(current: list[beliefs.Conviction], changed: set[str], cap: int,
-                      later: Set[str] = frozenset()) -> tuple[list[beliefs.Conviction], int]:
-    """The current convictions one call shows, at most ``cap``, in id order, and how many
-    were left out (not counting ``later``: changed ones a later run compares): every changed
-    one first (they are what the call is for; the oldest first when more changed than fit),
-    then the most recently written others. Cut in id order, a conviction that just changed,
-    whose id is the newest, was the one left out, and consumed all the same."""
-    def newest_first(c: beliefs.Conviction) -> tuple[str, str]:
-        return (c.timestamp.isoformat() if c.timestamp is not None else "", c.id)
-
-    fresh = sorted((c for c in current if c.id in changed), key=lambda c: c.id)
-    others = sorted((c for c in current if c.id not in changed), key=newest_first,
-                    reverse=True)
-    chosen = (fresh + others)[:cap]
-    left_out = {c.id for c in current} - {c.id for c in chosen} - later
-    return sorted(chosen, key=lambda c: c.id), len(left_out)
+#: The cursor rows noting a pair shown together: ``pair:<wv_a>+<wv_b>``, never an entry id.
+PAIR = "pair:"
 
 
-__all__ = ["NAME", "DetectContradictions", "shown_convictions"]
+def pair_row(a: str, a_hash: str, b: str, b_hash: str) -> tuple[str, str]:
+    """The cursor row saying that convictions ``a`` and ``b`` were shown to the detector
+    together in these texts (a text hash each): an edit of either makes it a new pair."""
+    (x, x_hash), (y, y_hash) = sorted(((a, a_hash), (b, b_hash)))
+    return f"{PAIR}{x}+{y}", hashlib.sha256(f"{x_hash}\n{y_hash}".encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    """One call of the detector: the convictions it shows (id order), the changed ones among
+    them (marked), the changed ones of the window left for a later run, the cursor rows of
+    the pairs it shows, and how many current convictions wait to be shown beside a changed
+    one (``unshown_records``)."""
+
+    shown: tuple[str, ...]
+    changed: frozenset[str]
+    pending: frozenset[str]
+    pairs: dict[str, str]
+    unshown: int
+
+
+def plan_pairs(current: Sequence[beliefs.Conviction], hashes: Mapping[str, str],
+               window: Iterable[str], done: Collection[tuple[str, str]], cap: int,
+               later: Set[str] = frozenset()) -> PairPlan:
+    """Which of the ``current`` convictions one call shows, at most ``cap``, so that every
+    pair of a changed conviction (in ``window``) with a current one is shown in some run.
+
+    A pair already shown in these texts (its :func:`pair_row` in ``done``) is not needed
+    again, nor one with a conviction of ``later`` (changed but past the window: it is a
+    changed one of a later run, compared with every current one then). The changed ones
+    that still need a pair come first, the oldest first (all of them when they fit with one
+    more, else ``cap - 1``), then the others they need, the most needed and then the most
+    recently written first. A changed one whose pairs were not all shown stays pending, so
+    the next run shows it beside the next ones: each run shows one more pair at least.
+    With a fixed window cut to ``cap`` (the most recent others), a changed conviction was
+    never compared with the others past the cut, once consumed, run after run."""
+    ids = {c.id for c in current}
+    changed = [i for i in sorted(set(window)) if i in ids]
+    recent = sorted(current, key=lambda c: (
+        c.timestamp.isoformat() if c.timestamp is not None else "", c.id), reverse=True)
+
+    def needs(a: str) -> list[str]:
+        return [c.id for c in recent if c.id != a and c.id not in later
+                and pair_row(a, hashes[a], c.id, hashes[c.id]) not in done]
+
+    todo = {c: needs(c) for c in changed}
+    need = [c for c in changed if todo[c]]
+    fresh = need if len(need) < cap else need[:cap - 1]
+    wanted: dict[str, int] = {}
+    for c in fresh:
+        for other in todo[c]:
+            if other not in fresh:
+                wanted[other] = wanted.get(other, 0) + 1
+    rank = {c.id: n for n, c in enumerate(recent)}
+    others = sorted(wanted, key=lambda i: (-wanted[i], rank[i]))[:cap - len(fresh)]
+    shown = set(fresh) | set(others)
+    marked = shown & set(changed)
+    pairs = dict(pair_row(a, hashes[a], b, hashes[b])
+                 for a in marked for b in shown if a != b)
+    pending = frozenset(c for c in changed if any(
+        pair_row(c, hashes[c], o, hashes[o])[0] not in pairs for o in todo[c]))
+    left = {o for c in pending for o in todo[c]
+            if pair_row(c, hashes[c], o, hashes[o])[0] not in pairs} - shown
+    return PairPlan(tuple(sorted(shown)), frozenset(marked), pending, pairs, len(left))
+
+
+__all__ = ["NAME", "PAIR", "DetectContradictions", "PairPlan", "pair_row", "plan_pairs"]
