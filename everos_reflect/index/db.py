@@ -466,6 +466,35 @@ MIGRATIONS: list[tuple[str, str]] = [
         UPDATE files SET mtime_ns = -1, sha256 = '';
         """,
     ),
+    (
+        "0017_set_aside_rows_sent_again",
+        """
+        -- Until set-aside keys covered the prompts and the model, a record a belief tier, or
+        -- a window reflect_insights or a task type learn_lessons, set aside (the server
+        -- refused it for good) was kept in change_cursor under its text hash, exactly as a
+        -- consumed one: a changed prompt or model never brought it back. The audit tells
+        -- them apart: a set-aside row was written by a run whose derivation_report row for
+        -- that owner is 'failed' with an error naming it set aside in the old words ("...
+        -- (sent again once edited)"; learn_lessons: "... tasks are sent again once
+        -- edited)"), and a failed run moves the cursor by nothing else. Those rows are
+        -- dropped, so each such record is sent once more, as after a change of the prompts
+        -- or the model (refused again, it is set aside under the new key). Rows without a
+        -- run id (a crash recovery's) or without that audit row are left consumed.
+        DELETE FROM change_cursor
+        WHERE strategy IN ('update_worldview', 'detect_contradictions', 'reconcile',
+                           'reflect_insights', 'learn_lessons')
+          AND run_id IS NOT NULL
+          AND EXISTS (
+              SELECT 1 FROM derivation_report d
+              WHERE d.run_id = change_cursor.run_id AND d.strategy = change_cursor.strategy
+                AND d.app_id = change_cursor.app_id
+                AND d.project_id = change_cursor.project_id
+                AND d.owner_id = change_cursor.user_id
+                AND d.status = 'failed'
+                AND (d.error LIKE '%; set aside: %(sent again once edited)'
+                     OR d.error LIKE '%; set aside: %tasks are sent again once edited)'));
+        """,
+    ),
 ]
 
 def cluster_key_of_id(param: str = "?") -> str:
