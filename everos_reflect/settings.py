@@ -59,6 +59,8 @@ class EmbeddingSettings:
     batch_size: int = 32
     threads: int = 0  # 0: let onnxruntime decide
     low_memory: bool = True  # local model: int8 weights kept packed, no memory arena
+    timeout_seconds: float = 30.0  # "openai": per request
+    max_retries: int = 2  # "openai": retries of a failed request
 
 
 @dataclass(frozen=True)
@@ -245,6 +247,8 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("embedding", "dimensions"): _dimensions,
     ("embedding", "batch_size"): _at_least(1),
     ("embedding", "threads"): _threads,
+    ("embedding", "timeout_seconds"): _timeout,
+    ("embedding", "max_retries"): _llm_retries,
     ("clustering", "threshold"): _unit_interval,
     ("clustering", "time_window_days"): _positive,
     ("clustering", "rejoin_threshold"): _unit_interval,

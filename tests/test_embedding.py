@@ -230,6 +230,7 @@ class FakeEmbeddings:
         self.auth: list[str | None] = []
         self.dim = 8
         self.malformed = False
+        self.status = 200  # anything else: answered with that status and a 1 ms Retry-After
         self.trickle = 0.0  # seconds between the reply's bytes, sent one at a time
         fake = self
 
@@ -240,6 +241,12 @@ class FakeEmbeddings:
                 fake.auth.append(self.headers.get("Authorization"))
                 if self.path != "/v1/embeddings":
                     self.send_response(404)
+                    self.end_headers()
+                    return
+                if fake.status != 200:
+                    self.send_response(fake.status)
+                    self.send_header("Retry-After-Ms", "1")  # the openai client's retry pause
+                    self.send_header("Content-Length", "0")
                     self.end_headers()
                     return
                 if fake.malformed:
@@ -361,6 +368,23 @@ def test_openai_embedder_reports_unreachable_server() -> None:
     )
     with pytest.raises(ProviderUnavailable, match=r"127\.0\.0\.1:9"):
         embedder.embed(["hello"])
+
+
+@pytest.mark.parametrize("retries", [0, 2])
+def test_embedding_retries_and_timeout_come_from_the_config(
+    fake_server: FakeEmbeddings, retries: int
+) -> None:
+    # make_embedder read keys EmbeddingSettings did not have, so every remote embedder took
+    # 2 retries and a 30 s timeout whatever the config said.
+    fake_server.status = 503
+    settings = EmbeddingSettings(provider="openai", model="m", dimensions=8,
+                                 base_url=fake_server.url, timeout_seconds=4.5,
+                                 max_retries=retries)
+    embedder = make_embedder(settings)
+    assert isinstance(embedder, OpenAIEmbedder) and embedder.timeout == 4.5
+    with pytest.raises(ProviderUnavailable, match="503"):
+        embedder.embed(["hello"])
+    assert len(fake_server.requests) == 1 + retries
 
 
 def test_openai_embedder_name_records_model_and_size(fake_server: FakeEmbeddings) -> None:

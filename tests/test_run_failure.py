@@ -180,7 +180,8 @@ def test_an_in_process_run_that_raised_is_reported_without_a_traceback(tmp_path:
     root = tmp_path / "root"
     env = {**os.environ, "EVEROS_ROOT": str(root), "HOME": str(tmp_path),
            "EVEROS_EMBEDDING__PROVIDER": "openai", "EVEROS_EMBEDDING__MODEL": "m",
-           "EVEROS_EMBEDDING__BASE_URL": "http://127.0.0.1:9/v1"}  # nothing listens there
+           "EVEROS_EMBEDDING__BASE_URL": "http://127.0.0.1:9/v1",  # nothing listens there
+           "EVEROS_EMBEDDING__MAX_RETRIES": "0"}
     cli_main = [sys.executable, "-m", "everos_reflect.cli.main"]
     # the setup runs in-process (two interpreter starts fewer); only the failing run needs one
     for args in (["init", str(root)], ["add", "--user", "u1", "--subject", "S", "--content", "C"]):

@@ -35,9 +35,8 @@ def make_embedder(settings: EmbeddingSettings) -> Embedder:
             base_url=settings.base_url,
             api_key=settings.api_key,
             batch_size=settings.batch_size,
-            # not (yet) separate [embedding] keys; the client defaults are sensible
-            timeout=float(getattr(settings, "timeout_seconds", 30.0)),
-            retries=int(getattr(settings, "max_retries", 2)),
+            timeout=settings.timeout_seconds,
+            retries=settings.max_retries,
         )
     if provider == "hash":
         return HashEmbedder(settings.dimensions)
