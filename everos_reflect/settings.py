@@ -17,7 +17,7 @@ import os
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -43,7 +43,7 @@ class LLMSettings:
     provider: str = "extractive"
     model: str = "gpt-4o-mini"
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # a secret: kept out of logs
     timeout_seconds: float = 60.0
     max_retries: int = 3
     max_concurrency: int = 4
@@ -54,7 +54,7 @@ class EmbeddingSettings:
     provider: str = "local"
     model: str = "all-MiniLM-L6-v2"
     base_url: str | None = None
-    api_key: str | None = None
+    api_key: str | None = field(default=None, repr=False)  # a secret: kept out of logs
     dimensions: int = 384
     batch_size: int = 32
     threads: int = 0  # 0: let onnxruntime decide
@@ -76,7 +76,7 @@ class ClusteringSettings:
 class ServerSettings:
     host: str = "127.0.0.1"
     port: int = 8000
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)  # a secret: kept out of logs
 
     @property
     def is_loopback(self) -> bool:
@@ -316,8 +316,15 @@ def _type_name(tp: Any) -> str:
     return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}[tp]
 
 
-def _check_type(value: Any, tp: Any) -> tuple[Any, str | None]:
-    """Accept ``value`` for a field of type ``tp``; returns (normalised value, reason)."""
+#: Keys whose values are credentials. A problem with one names the type it was given, never
+#: the value: "must be a string, got int 987654321" put a mistyped key into the error every
+#: command prints and ``serve`` logs.
+SECRET_KEYS = frozenset({("llm", "api_key"), ("embedding", "api_key"), ("server", "token")})
+
+
+def _check_type(value: Any, tp: Any, *, secret: bool = False) -> tuple[Any, str | None]:
+    """Accept ``value`` for a field of type ``tp``; returns (normalised value, reason).
+    A ``secret`` value is never part of the reason (:data:`SECRET_KEYS`)."""
     if tp is bool:
         ok = isinstance(value, bool)
     elif tp is int:
@@ -333,7 +340,12 @@ def _check_type(value: Any, tp: Any) -> tuple[Any, str | None]:
             value = None
     if ok:
         return value, None
-    shown = "a table" if isinstance(value, dict) else f"{type(value).__name__} {value!r}"
+    if isinstance(value, dict):
+        shown = "a table"
+    elif secret:
+        shown = f"{type(value).__name__} (the value is not shown: it is a secret)"
+    else:
+        shown = f"{type(value).__name__} {value!r}"
     return value, f"must be {_type_name(tp)}, got {shown}"
 
 
@@ -388,7 +400,7 @@ def _merge_file(
                 hint = _did_you_mean(key, list(types))
                 problems.append((file, dotted, f"unknown key{hint}"))
                 continue
-            value, reason = _check_type(raw, types[key])
+            value, reason = _check_type(raw, types[key], secret=(section, key) in SECRET_KEYS)
             if reason:
                 problems.append((file, dotted, reason))
                 continue

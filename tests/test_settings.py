@@ -429,3 +429,27 @@ def test_a_base_url_with_white_space_or_a_control_character_is_refused(section: 
     ((file, shown, why),) = problems_of(f'[{section}]\nbase_url = "{url}"\n')
     assert (file, shown) == ("root/everos.toml", f"{section}.base_url")
     assert why.startswith("must be an http:// or https:// URL")
+
+
+@pytest.mark.parametrize("key", ["llm.api_key", "embedding.api_key", "server.token"])
+@pytest.mark.parametrize("value", ["987654321", '["sk-live-987654321"]', "9876.54321",
+                                   '[[ "sk-live-987654321" ]]'])
+def test_a_secret_of_the_wrong_type_is_refused_without_showing_it(key: str, value: str) -> None:
+    # "must be a string, got int 987654321": a mistyped credential was echoed whole into the
+    # error every command prints (and `serve` logs). A secret never appears in an error.
+    section, name = key.split(".")
+    ((file, shown, why),) = problems_of(f"[{section}]\n{name} = {value}\n")
+    assert (file, shown) == ("root/everos.toml", key)
+    assert why.startswith("must be a string, got ") and "not shown" in why
+    assert "987654321" not in why and "9876.54321" not in why
+
+
+def test_the_repr_of_settings_never_shows_a_secret() -> None:
+    # A Settings in a log line or a traceback's locals must not carry the credentials.
+    settings = parse_settings(DEFAULTS, '[llm]\napi_key = "sk-A1"\n[server]\ntoken = "t-B2"\n',
+                              {"EVEROS_EMBEDDING__API_KEY": "sk-C3"})
+    assert (settings.llm.api_key, settings.server.token) == ("sk-A1", "t-B2")
+    assert settings.embedding.api_key == "sk-C3"
+    shown = repr(settings)
+    assert "sk-A1" not in shown and "t-B2" not in shown and "sk-C3" not in shown
+    assert "model='gpt-4o-mini'" in shown
