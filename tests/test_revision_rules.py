@@ -100,3 +100,52 @@ def test_a_revision_is_held_to_the_max_depth_its_insight_was_written_under(
             assert rt.store.get(DEV, new).meta["depth"] == 2
     finally:
         rt.close()
+
+
+def test_a_holds_verdict_recomputes_the_depth_of_its_re_pointed_evidence(
+        root: Path, fake_openai: Any) -> None:
+    rt, eps, first, _second = revalidation_runtime(root, fake_openai)
+    try:
+        third = insight(rt, "Auth changes do not survive a week.", [first, eps[1], eps[2]],
+                        depth=2)
+        edit_file(rt.store.path_for_id(DEV, eps[0].id), "on day 2", "on day 3")
+        Indexer(rt).scan()
+        fake_openai.script(
+            {"verdict": "retire", "insight": "", "evidence": []},  # the first: third loses it
+            {"verdict": "holds", "insight": "", "evidence": [1, 2]})  # third: two Episodes
+        # the second cites the first and one Episode: retired without a call
+        assert run(rt, REVALIDATE) == {"retired": 2, "kept": 1}
+        kept = rt.store.get(DEV, third.id)
+        assert kept.meta["status"] == "active"
+        assert kept.meta["evidence"] == [eps[1].id, eps[2].id]
+        assert kept.meta["depth"] == 1  # it cites Episodes only now
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize(("max_depth", "counts"), [(2, {"refused": 1}), (3, {"kept": 1})])
+def test_a_holds_verdict_is_held_to_the_max_depth_its_insight_was_written_under(
+        root: Path, fake_openai: Any, max_depth: int, counts: dict[str, int]) -> None:
+    rt, eps, first, second = revalidation_runtime(root, fake_openai)
+    try:
+        (root / "ome.toml").write_text(f"[strategies.reflect_insights]\nmax_depth = {max_depth}\n")
+        other = insight(rt, "Reverts come in weeks apart.", [eps[1], eps[2]])
+        newer = insight(rt, "Every auth change is reverted within weeks.", [other, eps[0]],
+                        depth=2)
+        rt.store.deprecate(DEV, {first.id: newer.id})  # the second now stands on a depth 2
+        Indexer(rt).scan()
+        assert rt.store.get(DEV, second.id).meta["status"] == "stale"
+        fake_openai.script({"verdict": "holds", "insight": "", "evidence": [1, 2]})
+        assert run(rt, REVALIDATE) == counts
+        after = rt.store.get(DEV, second.id)
+        if "refused" in counts:  # written now, it would be refused: it stays as it was
+            assert "a 'holds' verdict of depth 3 > max_depth 2 (reflect_insights)" in refusal(rt)
+            assert (after.meta["status"], after.meta["depth"]) == ("stale", 2)
+            assert after.meta["evidence"] == [first.id, eps[0].id]
+            assert run(rt, REVALIDATE) == {}  # not asked again until something changes
+            assert len(fake_openai.chat_bodies()) == 1
+        else:
+            assert (after.meta["status"], after.meta["depth"]) == ("active", 3)
+            assert after.meta["evidence"] == [newer.id, eps[0].id]
+    finally:
+        rt.close()

@@ -5,7 +5,8 @@ Per stale, daemon-written insight: every cited record is followed to its current
 archived one through ``deprecated_by`` to the narrative that replaced it, an edited one as it
 reads now, a deleted one dropped. With fewer than two records left the insight is retired (no
 model needed: the citation floor no longer holds). Otherwise the model answers the
-``revalidation`` task: **holds** → ``status: active`` again with the evidence re-pointed;
+``revalidation`` task: **holds** → ``status: active`` again with the evidence re-pointed
+(and ``depth`` recomputed from it, held to the tier's ``max_depth``: :func:`depth_problem`);
 **revise** → a new insight archives the old one through ``deprecated_entries``; **retire** →
 ``status: retired``. A revise writes twice (the new insight, then the old one's archive key); a
 crash between the two is finished by the next run (:func:`written_revision`), which archives
@@ -146,7 +147,10 @@ def waiting(records: dict[str, Entry], aside: set[tuple[str, str]], sent: SentWi
 
 
 def revision_depth(cited: list[Entry]) -> int:
-    """A revision's ``depth``: 1 + the deepest record it cites (SPEC §10)."""
+    """The ``depth`` of a revision, or of an insight kept with its evidence re-pointed: 1 +
+    the deepest record it cites now (SPEC §10), as ``reflect_insights`` computes it on write.
+    A "holds" verdict re-points an insight to the current forms of its evidence, which may
+    sit deeper (a revised insight) or shallower (a retired one dropped) than what it cited."""
     return 1 + max((_depth(e) if e.kind.derived else 0 for e in cited), default=0)
 
 
@@ -180,10 +184,19 @@ def revision_problem(runtime: Runtime, insight: Entry, text: str, cited: list[En
         if (entry.kind is Kind.INSIGHT and entry.id != insight.id and beliefs.is_live(entry)
                 and beliefs.text_key(entry.content) == key):
             return f"a 'revise' verdict repeating {entry.id}"
+    return depth_problem(runtime, insight, "revise", cited)
+
+
+def depth_problem(runtime: Runtime, insight: Entry, verdict: str,
+                  cited: list[Entry]) -> str | None:
+    """Why ``insight`` may not stand on ``cited`` after a ``verdict`` ("holds" or "revise"):
+    it would be deeper than :func:`revision_cap` allows, and the tier that writes insights of
+    its type refuses one that deep. A "holds" re-pointed to a deeper current form (a revised
+    insight) would otherwise stand past the bound the tier keeps. None: it may."""
     depth = revision_depth(cited)
     tier, cap = revision_cap(runtime, insight)
     if depth > cap:
-        return f"a 'revise' verdict of depth {depth} > max_depth {cap} ({tier})"
+        return f"a {verdict!r} verdict of depth {depth} > max_depth {cap} ({tier})"
     return None
 
 
@@ -344,18 +357,21 @@ class RevalidateInsights(Strategy):
                 return
         by_id = {e.id: e for e in evidence}
         cited = [by_id[i] for i in verdict["evidence"] if i in by_id]
+        problem = None
         if verdict["verdict"] == "revise":
             problem = revision_problem(rt, insight, verdict["insight"], cited, records)
-            if problem:
-                self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started,
-                             problem)
-                return
+        elif verdict["verdict"] == "holds":
+            problem = depth_problem(rt, insight, "holds", cited)
+        if problem:
+            self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started, problem)
+            return
         touched = {rt.store.path_for_id(ref, insight.id)}
         if verdict["verdict"] == "holds":
             rt.store.update_meta(ref, insight.id, {
                 "status": provenance.ACTIVE, "stale_reason": None,
                 "evidence": [e.id for e in cited],
                 "evidence_hash": {e.id: e.text_hash for e in cited},
+                "depth": revision_depth(cited),
                 "revalidated_at": datetime.now(UTC)})
             row.outputs = [insight.id]
         elif verdict["verdict"] == "revise":
@@ -384,8 +400,9 @@ class RevalidateInsights(Strategy):
     def _refuse(self, ctx: RunContext, ref: UserRef, insight: Entry, evidence: list[Entry],
                 verdict: dict[str, Any], row: Derivation, counts: Counter[str],
                 started: float, problem: str | None = None) -> None:
-        """A "holds" or "revise" citing fewer records than the citation floor, or a revision
-        the other tiers would not write either (``problem``: :func:`revision_problem`): that
+        """A "holds" or "revise" citing fewer records than the citation floor, or a verdict
+        the other tiers would not write either (``problem``: :func:`revision_problem`,
+        :func:`depth_problem`): that
         verdict alone is refused (counted ``refused``), as the other tiers refuse one item.
         The insight stays stale, and is not asked about again until it or its evidence is
         edited, or the prompts or model change (kept in the changes cursor, as a call refused
