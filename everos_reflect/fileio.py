@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from everos_reflect.errors import EverosError
+from everos_reflect.model import quoted_value
 
 #: Largest configuration file read (``everos.toml``, ``ome.toml``, ``fleet.toml``,
 #: ``daemon.json``): a hundred times the longest real one, so reading it whole is harmless.
@@ -63,5 +64,5 @@ def expand_user(path: str | os.PathLike[str], what: str = "path") -> Path:
         return Path(path).expanduser()
     except RuntimeError:
         user = str(path).split("/", 1)[0]
-        raise EverosError(f"{what} {str(path)!r}: no home folder is known for {user!r}") \
-            from None
+        raise EverosError(f"{what} {quoted_value(str(path))}: no home folder is known for "
+                          f"{quoted_value(user)}") from None

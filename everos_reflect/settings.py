@@ -3,7 +3,9 @@
 Parsing is pure (texts and an env mapping in, a frozen :class:`Settings` out) and separate from
 finding the files, so it is tested without touching disk. Every problem found — TOML syntax,
 unknown keys, wrong types, out-of-range values, in any layer — is collected and raised at once as
-one :class:`~everos_reflect.errors.ConfigError`, each naming its file, key and reason.
+one :class:`~everos_reflect.errors.ConfigError`, each naming its file, key and reason. A reason
+quotes the value it refuses short (:func:`~everos_reflect.model.quoted_value`: a 5,000-character
+value made a 5,000-character error line) and never quotes a secret (:data:`SECRET_KEYS`).
 
 The strategies live apart in ``<root>/ome.toml``: :func:`parse_ome` only checks its shape and
 returns the raw tables, because each strategy declares and validates its own settings.
@@ -25,6 +27,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from everos_reflect.errors import ConfigError
 from everos_reflect.fileio import read_config_bytes
+from everos_reflect.model import quoted_value
 
 DEFAULT_FILE = "config/default.toml"
 ENV_FILE = "environment"
@@ -132,7 +135,8 @@ Check = Callable[[Any], str | None]
 def _one_of(*choices: str) -> Check:
     def check(value: Any) -> str | None:
         if value not in choices:
-            return f"must be one of {', '.join(repr(c) for c in choices)}, got {value!r}"
+            named = ", ".join(repr(c) for c in choices)
+            return f"must be one of {named}, got {quoted_value(value)}"
         return None
 
     return check
@@ -140,7 +144,7 @@ def _one_of(*choices: str) -> Check:
 
 def _at_least(low: float) -> Check:
     def check(value: Any) -> str | None:
-        return None if value >= low else f"must be at least {low:g}, got {value!r}"
+        return None if value >= low else f"must be at least {low:g}, got {quoted_value(value)}"
 
     return check
 
@@ -148,49 +152,51 @@ def _at_least(low: float) -> Check:
 def _llm_retries(value: Any) -> str | None:
     """Each retry waits up to 30 s: 10**9 of them retried a failing call for ever, and the run
     never ended, holding its strategy's lock until a restart."""
-    return None if 0 <= value <= 100 else f"must be 0 to 100, got {value!r}"
+    return None if 0 <= value <= 100 else f"must be 0 to 100, got {quoted_value(value)}"
 
 
 def _llm_concurrency(value: Any) -> str | None:
     """Reflection drafts on that many threads, one connection each; the HTTP pool holds 1,000
     connections, so more only start threads that wait for one."""
-    return None if 1 <= value <= 1000 else f"must be 1 to 1000, got {value!r}"
+    return None if 1 <= value <= 1000 else f"must be 1 to 1000, got {quoted_value(value)}"
 
 
 def _threads(value: Any) -> str | None:
     """onnxruntime starts every intra-op thread it is given: 100,000 kept ``search`` spinning
     for minutes without an answer. The bundled model gains nothing past a few dozen."""
-    return None if 0 <= value <= 256 else f"must be 0 (automatic) to 256, got {value!r}"
+    return None if 0 <= value <= 256 else f"must be 0 (automatic) to 256, got {quoted_value(value)}"
 
 
 def _dimensions(value: Any) -> str | None:
     """Each embedding answer fills an array of (texts, dimensions) floats: 2**63 - 1 failed
     with a ValueError traceback. The widest embedding models have a few thousand."""
-    return None if 1 <= value <= 65536 else f"must be 1 to 65536, got {value!r}"
+    return None if 1 <= value <= 65536 else f"must be 1 to 65536, got {quoted_value(value)}"
 
 
 def _positive(value: Any) -> str | None:
-    return None if value > 0 else f"must be greater than 0, got {value!r}"
+    return None if value > 0 else f"must be greater than 0, got {quoted_value(value)}"
 
 
 def _timeout(value: Any) -> str | None:
     """A positive number of seconds, at most a day: larger finite values (1e308) overflow the
     socket layer's timeouts, and no single request should be waited on longer."""
     if value <= 0:
-        return f"must be greater than 0, got {value!r}"
-    return None if value <= 86400 else f"must be at most 86400 (a day), got {value!r}"
+        return f"must be greater than 0, got {quoted_value(value)}"
+    return None if value <= 86400 else f"must be at most 86400 (a day), got {quoted_value(value)}"
 
 
 def _fraction(value: Any) -> str | None:
-    return None if 0 <= value <= 1 else f"must be in [0, 1], got {value!r}"
+    return None if 0 <= value <= 1 else f"must be in [0, 1], got {quoted_value(value)}"
 
 
 def _unit_interval(value: Any) -> str | None:
-    return None if 0 < value <= 1 else f"must be in (0, 1], got {value!r}"
+    return None if 0 < value <= 1 else f"must be in (0, 1], got {quoted_value(value)}"
 
 
 def _port(value: Any) -> str | None:
-    return None if 1 <= value <= 65535 else f"must be a port number 1-65535, got {value!r}"
+    if 1 <= value <= 65535:
+        return None
+    return f"must be a port number 1-65535, got {quoted_value(value)}"
 
 
 def _not_blank(value: Any) -> str | None:
@@ -221,14 +227,15 @@ _URL_RE = re.compile(r"https?://[^\s/\x00-\x1f\x7f]+[^\s\x00-\x1f\x7f]*")
 def _url(value: Any) -> str | None:
     if value is None or _URL_RE.fullmatch(value):
         return None
-    return f"must be an http:// or https:// URL, got {value!r}"
+    return f"must be an http:// or https:// URL, got {quoted_value(value)}"
 
 
 def _timezone(value: Any) -> str | None:
     try:
         ZoneInfo(value)
-    except (ZoneInfoNotFoundError, ValueError):
-        return f"unknown time zone {value!r} (use an IANA name such as 'UTC' or 'Europe/Paris')"
+    except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long to look up
+        return (f"unknown time zone {quoted_value(value)} (use an IANA name such as 'UTC' or "
+                "'Europe/Paris')")
     return None
 
 
@@ -333,7 +340,7 @@ def _check_type(value: Any, tp: Any, *, secret: bool = False) -> tuple[Any, str 
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         value = float(value) if ok else value
         if ok and not math.isfinite(value):
-            return value, f"must be a finite number, got {value!r}"
+            return value, f"must be a finite number, got {quoted_value(value)}"
     else:  # str or str | None; "" means "not set" for the optional ones
         ok = isinstance(value, str)
         if ok and tp is not str and value == "":
@@ -345,7 +352,7 @@ def _check_type(value: Any, tp: Any, *, secret: bool = False) -> tuple[Any, str 
     elif secret:
         shown = f"{type(value).__name__} (the value is not shown: it is a secret)"
     else:
-        shown = f"{type(value).__name__} {value!r}"
+        shown = f"{type(value).__name__} {quoted_value(value)}"
     return value, f"must be {_type_name(tp)}, got {shown}"
 
 
@@ -357,14 +364,14 @@ def _coerce_env(text: str, tp: Any) -> tuple[Any, str | None]:
         if tp is float:
             return _check_type(float(text.strip()), float)
     except ValueError:
-        return text, f"must be {_type_name(tp)}, got {text!r}"
+        return text, f"must be {_type_name(tp)}, got {quoted_value(text)}"
     if tp is bool:
         lowered = text.strip().lower()
         if lowered in {"1", "true", "yes", "on"}:
             return True, None
         if lowered in {"0", "false", "no", "off"}:
             return False, None
-        return text, f"must be true or false, got {text!r}"
+        return text, f"must be true or false, got {quoted_value(text)}"
     return _check_type(text, tp)
 
 
@@ -421,7 +428,7 @@ def _merge_env(
         section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
         if section not in SECTIONS:
             hint = _did_you_mean(section, list(SECTIONS))
-            problems.append((ENV_FILE, name, f"unknown section {section!r}{hint}"))
+            problems.append((ENV_FILE, name, f"unknown section {quoted_value(section)}{hint}"))
             continue
         types = _types(SECTIONS[section])
         if key not in types:

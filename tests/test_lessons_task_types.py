@@ -6,6 +6,7 @@ and the loopback fake server."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -147,3 +148,31 @@ def test_a_crash_after_a_partial_write_still_leaves_the_failed_types_tasks_waiti
     assert lesson_types(rt) == ["deploy", "migrate", "review"]
     done = {i for i, _ in cursors.consumed(rt.db(), NAME, REF)}
     assert done == {i for ids in tasks.values() for i in ids}
+
+
+def shown_days(body: dict[str, Any]) -> list[str]:
+    """The dates of the tasks a lessons prompt showed (one numbered line each)."""
+    prompt = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    return re.findall(r"^\[\d+\] (2026-10-\d\d) ", prompt, re.M)
+
+
+def test_tasks_past_max_records_wait_unconsumed_and_the_run_counts_them(
+        rt: Runtime, fake_openai: Any) -> None:
+    (rt.root / "ome.toml").write_text(f"[strategies.{NAME}]\nenabled = true\n"
+                                      "cooldown_seconds = 0\nmax_records = 2\n")
+    first = [add_task(rt, "deploy", day) for day in (11, 12)]
+    last = add_task(rt, "deploy", 13)
+    fake_openai.script(lesson_reply, lesson_reply)
+
+    outcome = Engine(rt).trigger(NAME, timeout=60)
+    assert outcome.counts == {"owners": 1, "written": 1, "deferred_records": 1}
+    assert shown_days(fake_openai.chat_bodies()[0]) == ["2026-10-11", "2026-10-12"]
+    # consumed are exactly the tasks the call showed: the one cut waits
+    assert {i for i, _ in cursors.consumed(rt.db(), NAME, REF)} == set(first)
+
+    outcome = Engine(rt).trigger(NAME, timeout=60)
+    assert outcome.counts == {"owners": 1}  # it restates the lesson: confirmed, no new one
+    assert shown_days(fake_openai.chat_bodies()[1]) == ["2026-10-13"]
+    assert {i for i, _ in cursors.consumed(rt.db(), NAME, REF)} == {*first, last}
+    (lesson,) = map(read_lesson, rt.store.entries(REF, Kind.LESSON))
+    assert set(lesson.evidence) == {*first, last}

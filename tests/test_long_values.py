@@ -104,3 +104,80 @@ def test_an_owner_id_that_is_not_the_user_is_quoted_short(runtime: Runtime) -> N
             ({"owner_id": LONG, "timestamp": "2026-10-12T09:00:00+00:00",
               "parent_type": "memcell", "parent_id": "mc_1"}, {"Subject": "s", "Content": "c"})])
     _short(str(caught.value))
+
+
+# --- config files: everos.toml, the environment, fleet.toml, serve's host -------------------
+
+BIG_INT = "9" * 4000  # a TOML integer tomllib reads (up to 4,300 digits)
+BIG_SHORT = f"{'9' * 60}… (4,000 characters)"
+DEEP = "/".join(["z" * 99] * 10)  # 999 characters, each name short enough to look up
+
+
+@pytest.mark.parametrize(("user_text", "env", "short"), [
+    (f'[llm]\nprovider = "{LONG}"\n', {}, SHORT),  # one of
+    (f'[llm]\nbase_url = "{LONG}"\n', {}, SHORT),
+    (f'[scheduler]\ntimezone = "{LONG}"\n', {}, SHORT),
+    (f'[llm]\nmodel = ["{LONG}"]\n', {}, "(5,004 characters)"),  # not a string
+    (f"[llm]\nmax_retries = {BIG_INT}\n", {}, BIG_SHORT),  # out of range
+    (f"[server]\nport = {BIG_INT}\n", {}, BIG_SHORT),
+    (None, {"EVEROS_LLM__MAX_RETRIES": LONG}, SHORT),  # not an integer
+    (None, {"EVEROS_INDEX__SEARCH_MODE": LONG}, SHORT),
+    (None, {"EVEROS_EMBEDDING__LOW_MEMORY": LONG}, SHORT),  # not true or false
+], ids=["choice", "url", "timezone", "type", "range", "port", "env-int", "env-choice",
+        "env-bool"])
+def test_a_settings_error_quotes_a_long_value_short(user_text: str | None, env: dict[str, str],
+                                                    short: str) -> None:
+    # "must be one of 'extractive', 'openai', got 'zzzz…" echoed all 5,000 characters
+    from everos_reflect.errors import ConfigError
+    from everos_reflect.settings import packaged_text, parse_settings
+
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(packaged_text("default.toml"), user_text, env)
+    message = str(caught.value)
+    assert short in message and len(message) < 400, message[:300]
+
+
+@pytest.mark.parametrize("text", [
+    f'roots = ["a", 7{BIG_INT}]\n',
+    f'roots = ["a"]\nray_address = "{LONG}"\n',
+    f'roots = ["a"]\ntask_cpus = "{LONG}"\n',
+    f'roots = ["a"]\nmax_retries = -{BIG_INT}\n',
+    f'roots = ["a"]\nroots_per_worker = {BIG_INT}\n',
+    f'roots = ["a"]\nprobe_work = "{LONG}"\n',
+], ids=["roots", "ray_address", "number", "bound", "roots_per_worker", "probe_work"])
+def test_a_fleet_error_quotes_a_long_value_short(text: str) -> None:
+    from everos_reflect.errors import ConfigError
+    from everos_reflect.fleet.config import parse_fleet
+
+    with pytest.raises(ConfigError) as caught:
+        parse_fleet(text)
+    message = str(caught.value)
+    assert "characters)" in message and len(message) < 400, message[:300]
+    assert "z" * 61 not in message and "9" * 61 not in message
+
+
+def test_fleet_roots_that_name_no_folder_are_quoted_short(tmp_path: Path) -> None:
+    # A name too long to look up raised OSError, quoting the whole path, instead of a problem.
+    from everos_reflect.errors import ConfigError
+    from everos_reflect.fleet.config import parse_fleet, resolve_roots
+
+    config = parse_fleet(f'roots = ["{DEEP}", "{DEEP}*", "{LONG}", "~{LONG}/x"]\n',
+                         str(tmp_path / "fleet.toml"))
+    with pytest.raises(ConfigError) as caught:
+        resolve_roots(config)
+    problems = {key: reason for _, key, reason in caught.value.problems}
+    assert problems["roots[0]"].endswith("(999 characters) does not exist")
+    assert problems["roots[1]"].endswith("(1,000 characters) matches no folder")
+    assert problems["roots[2]"].startswith(f"{SHORT} cannot be looked up (")
+    assert "(5,003 characters): no home folder is known for " in problems["roots[3]"]
+    message = str(caught.value)
+    assert "z" * 100 not in message and len(message) < 1000, message[:300]
+
+
+def test_serving_a_long_non_loopback_host_without_a_token_is_quoted_short() -> None:
+    from everos_reflect.engine.daemon import check_bind
+    from everos_reflect.errors import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        check_bind(LONG, None)
+    _short(str(caught.value))

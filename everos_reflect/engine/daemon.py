@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from everos_reflect.engine.engine import RunOutcome, _pid_alive
 from everos_reflect.errors import ConfigError, EverosError, UnknownStrategy
 from everos_reflect.fileio import read_config_bytes
+from everos_reflect.model import quoted_value
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -80,8 +81,8 @@ def check_bind(host: str, token: str | None) -> None:
     """Refuse to expose the API beyond this machine without a token (SPEC §4)."""
     if not is_loopback(host) and not token:
         raise ConfigError([("everos.toml", "server.token",
-                            f"required to serve on non-loopback host {host!r}; set [server] "
-                            "token (or EVEROS_SERVER__TOKEN), or bind 127.0.0.1")])
+                            f"required to serve on non-loopback host {quoted_value(host)}; "
+                            "set [server] token (or EVEROS_SERVER__TOKEN), or bind 127.0.0.1")])
 
 
 def recover_interrupted(runtime: Runtime) -> int:

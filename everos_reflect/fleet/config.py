@@ -27,6 +27,7 @@ from typing import Any
 
 from everos_reflect.errors import ConfigError, EverosError
 from everos_reflect.fileio import expand_user, read_config_bytes
+from everos_reflect.model import quoted_value
 from everos_reflect.settings import TOML_ERRORS, toml_syntax_problem
 
 Problem = tuple[str, str, str]
@@ -111,7 +112,8 @@ def _check_roots(value: Any, file: str, problems: list[Problem]) -> tuple[str, .
     out = []
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item.strip():
-            problems.append((file, f"roots[{i}]", f"must be a non-empty path, got {item!r}"))
+            problems.append((file, f"roots[{i}]",
+                             f"must be a non-empty path, got {quoted_value(item)}"))
         elif "\x00" in item:
             problems.append((file, f"roots[{i}]", "must not contain a NUL character"))
         else:
@@ -166,7 +168,7 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
     elif address not in {"", "auto"} and not _RAY_URL.match(address):
         problems.append((file, "ray_address",
                          f'must be "auto", "ray://host:port" or "" (a local Ray), got '
-                         f"{address!r}"))
+                         f"{quoted_value(address)}"))
     else:
         values["ray_address"] = address
 
@@ -175,10 +177,10 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
             return
         value = data[key]
         if not (_integer(value) if integer else _number(value)):
-            problems.append((file, key, f"must be {_KEYS[key]}, got {value!r}"))
+            problems.append((file, key, f"must be {_KEYS[key]}, got {quoted_value(value)}"))
         elif value < low or (strict and value == low):
             bound = "greater than" if strict else "at least"
-            problems.append((file, key, f"must be {bound} {low:g}, got {value!r}"))
+            problems.append((file, key, f"must be {bound} {low:g}, got {quoted_value(value)}"))
         else:
             values[key] = float(value) if not integer else value
 
@@ -187,15 +189,16 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
     number("max_retries", integer=True, low=0)
     number("roots_per_worker", integer=True, low=1)
     if values.get("roots_per_worker", 1) > MAX_ROOTS_PER_WORKER:
-        problems.append((file, "roots_per_worker", f"must be at most {MAX_ROOTS_PER_WORKER}, "
-                                                   f"got {values.pop('roots_per_worker')}"))
+        shown = quoted_value(values.pop("roots_per_worker"))
+        problems.append((file, "roots_per_worker",
+                         f"must be at most {MAX_ROOTS_PER_WORKER}, got {shown}"))
     number("poll_seconds", integer=False, low=0, strict=True)
     if "probe_work" in data:
         if isinstance(data["probe_work"], bool):
             values["probe_work"] = data["probe_work"]
         else:
             problems.append((file, "probe_work", f"must be true or false, got "
-                                                 f"{data['probe_work']!r}"))
+                                                 f"{quoted_value(data['probe_work'])}"))
     if "num_cpus" in values and values.get("ray_address", "") != "":
         problems.append((file, "num_cpus", "only applies to a local Ray (ray_address = \"\"); "
                                            "a cluster's CPUs are its own"))
@@ -230,14 +233,19 @@ def resolve_roots(config: FleetConfig) -> list[Path]:
         if _is_glob(pattern):
             matches = [Path(p) for p in sorted(glob.glob(str(expanded))) if Path(p).is_dir()]
             if not matches:
-                problems.append((config.file, where, f"{pattern!r} matches no folder"))
+                problems.append((config.file, where, f"{quoted_value(pattern)} matches no folder"))
             for match in matches:
                 found.setdefault(match.resolve(), i)
-        elif expanded.is_dir():
-            found.setdefault(expanded.resolve(), i)
         else:
-            reason = "is not a folder" if expanded.exists() else "does not exist"
-            problems.append((config.file, where, f"{pattern!r} {reason}"))
+            try:
+                if expanded.is_dir():
+                    found.setdefault(expanded.resolve(), i)
+                    continue
+                reason = "is not a folder" if expanded.exists() else "does not exist"
+            except OSError as exc:  # a name too long for the file system: a problem, not
+                # an OSError quoting the whole path
+                reason = f"cannot be looked up ({exc.strerror or exc})"
+            problems.append((config.file, where, f"{quoted_value(pattern)} {reason}"))
     problems += _nested(config.file, found)
     if problems:
         raise ConfigError(problems)
@@ -264,7 +272,8 @@ def _nested(file: str, found: Mapping[Path, int]) -> list[Problem]:
     """A root inside another root of the fleet, one problem each. A root is self-contained:
     the inner "root" is one of the outer root's app, project or user folders (a glob one
     level too deep), and a run there would write an ``.index/`` into the outer root's tree
-    and report an empty root ``ok``."""
+    and report an empty root ``ok``. Both are shown whole: they are folders found on disk
+    (bounded by the file system), not values of the file, and the point is to tell which."""
     problems = []
     for root, i in found.items():
         outer = next((p for p in root.parents if p in found), None)

@@ -565,8 +565,8 @@ class BeliefTier(Strategy):
                     break
                 self._one(ctx, work, budget, counts)
                 budget.charge_records(len(work.items))
-                if work.deferred_records > 0:  # past max_records: not consumed, they wait
-                    ctx.log.info("%s: %s: %d record(s) past max_records wait for the next run",
+                if work.deferred_records > 0:  # past the window: not consumed, they wait
+                    ctx.log.info("%s: %s: %d record(s) past the window wait for the next run",
                                  self.name, ref, work.deferred_records)
                     counts["deferred_records"] += work.deferred_records
             except Exception as exc:

@@ -168,8 +168,13 @@ class LearnLessons(BeliefTier):
         if llm_provider(runtime) != "extractive":  # offline, no call is made
             items, deferred = _within_calls(state, items, int(settings["max_llm_calls"]))
         if items and (force or self.due(state, list(items), settings)):
+            # every task left out of the window (past max_records, or of a task type past
+            # max_llm_calls) is unconsumed and waits for the next run; the run says how many,
+            # as the other tiers do
+            left = self.backlog(runtime, ref, settings, state)  # type: ignore[arg-type]
             return Work(ref, state, items,  # type: ignore[arg-type]
-                        beliefs.window_key(self.name, str(ref), items), deferred)
+                        beliefs.window_key(self.name, str(ref), items), deferred,
+                        deferred_records=left - len(items))
         return None
 
     def calls_for(self, work: Work, settings: Mapping[str, Any]) -> int:
