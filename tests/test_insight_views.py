@@ -87,7 +87,7 @@ def test_api_insights_and_explain(root: Path) -> None:
     # malformed is the caller's input error (422, naming the id), not an unknown record (404)
     assert bad.status_code == 422, bad.text
     assert "entry_id" in bad.text
-    # a well-formed id with an impossible day names nothing: 404 by design (ops.existing_form)
+    # a well-formed id with an impossible day names nothing: 404 by design (lookup_entry_id)
     bad_date = call(root, "GET", "/api/v1/memory/explain/in_20261399_0001",
                     params={"user_id": DEV.user_id})
     assert bad_date.status_code == 404, bad_date.text
@@ -119,7 +119,7 @@ def test_mcp_explain_answers_as_the_api_does(root: Path) -> None:
         with pytest.raises(MCPError) as caught:  # malformed: the caller's error, as at the API
             mcp_server.call(rt, spec, {"entry_id": "nonsense", "user_id": DEV.user_id})
         assert caught.value.message.startswith("entry_id: invalid entry id 'nonsense'")
-        assert caught.value.data == {"code": "invalid_request"}
+        assert caught.value.data == {"code": "invalid_id", "status": 422}
     finally:
         rt.close()
 

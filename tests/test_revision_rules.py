@@ -1,6 +1,7 @@
 """``reconcile`` and a ``revise`` verdict of ``revalidate_insights`` write insights, and are held
 to the rules ``reflect_insights`` writes insights under: a text a live insight already states is
-refused (it was written again: a second copy, counted twice by ``update_worldview``'s trigger),
+never written again (a second copy, counted twice by ``update_worldview``'s trigger; a revise
+archives its stale insight into that live one instead, unless the live one stands on it),
 and a revision is no deeper than the ``max_depth`` its original was written under (a revise had
 no cap). Each refusal is counted ``refused``; nothing is written. Through the real client and
 the loopback fake server."""
@@ -51,23 +52,52 @@ def refusal(rt: Runtime) -> str:
     return str(row["error"])
 
 
-def test_a_revision_repeating_a_live_insight_is_refused(root: Path, fake_openai: Any) -> None:
-    rt, eps, first, _second = revalidation_runtime(root, fake_openai)
+def test_a_revision_repeating_a_live_insight_archives_the_old_one_into_it(
+        root: Path, fake_openai: Any) -> None:
+    rt, eps, first, second = revalidation_runtime(root, fake_openai)
     try:
         other = insight(rt, "The auth refactor keeps getting reverted.", [eps[0], eps[2]])
         edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
         Indexer(rt).scan()
         before = ids(rt, DEV)
         fake_openai.script({"verdict": "revise", "evidence": [1, 2],
-                            "insight": "The auth refactor keeps getting reverted"})
-        # the depth-2 insight cites the first, still stale: it is retired without a call
-        assert run(rt, REVALIDATE) == {"refused": 1, "retired": 1}
+                            "insight": "The auth refactor keeps getting reverted"},
+                           # the depth-2 insight then follows the first to it
+                           {"verdict": "holds", "insight": "", "evidence": [1, 2]})
+        assert run(rt, REVALIDATE) == {"merged": 1, "kept": 1}
         assert ids(rt, DEV) == before  # no second copy
-        assert f"repeating {other.id}" in refusal(rt)
+        assert rt.store.get(DEV, first.id).deprecated_by == other.id
+        (row,) = [r for r in list_derivations(rt.db(), strategy=REVALIDATE)
+                  if r["inputs"] == [first.id]]
+        assert (row["status"], row["outputs"]) == ("ok", [other.id])
+        assert str(row["error"]).startswith(
+            f"merged: the revision of {first.id} repeats {other.id}")
+        kept = rt.store.get(DEV, second.id)
+        assert (kept.meta["status"], kept.meta["evidence"]) == ("active", [other.id, eps[0].id])
+        assert run(rt, REVALIDATE) == {}
+        assert len(fake_openai.chat_bodies()) == 2
+    finally:
+        rt.close()
+
+
+def test_a_revision_repeating_a_live_insight_that_stands_on_it_is_refused(
+        root: Path, fake_openai: Any) -> None:
+    rt, eps, first, _second = revalidation_runtime(root, fake_openai)
+    try:
+        # a person's insight (no derivation: provenance never marks it) citing the first:
+        # archived into it, the first would be its own successor's evidence
+        mine = rt.store.append(DEV, Kind.INSIGHT, {
+            "timestamp": "2026-10-21T09:00:00+00:00", "evidence": [first.id, eps[2].id],
+            "depth": 2, "status": "active"}, {"Insight": "Auth work gets undone."})
+        edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
+        Indexer(rt).scan()
+        assert rt.store.get(DEV, mine.id).meta["status"] == "active"
+        fake_openai.script({"verdict": "revise", "evidence": [1, 2],
+                            "insight": "Auth work gets undone."})
+        assert run(rt, REVALIDATE) == {"refused": 1, "retired": 1}
+        assert f"repeating {mine.id}, which cites {first.id}" in refusal(rt)
         kept = rt.store.get(DEV, first.id)
         assert (kept.meta["status"], kept.deprecated_by) == ("stale", None)
-        assert run(rt, REVALIDATE) == {}  # not asked again until something changes
-        assert len(fake_openai.chat_bodies()) == 1
     finally:
         rt.close()
 

@@ -32,6 +32,7 @@ from everos_reflect.api.models import (
     UndoRequest,
 )
 from everos_reflect.engine.engine import Engine, list_runs, strategies_status
+from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import UserRef
 
 if TYPE_CHECKING:
@@ -98,8 +99,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
     @app.exception_handler(RequestValidationError)
     async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = exc.errors()
-        code = "invalid_id" if ops.is_id_problem(problems) else "invalid_request"
-        return _error(422, code, ops.validation_message(problems))
+        return _error(422, ops.validation_code(problems), ops.validation_message(problems))
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -233,7 +233,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         except ModuleNotFoundError as exc:
             raise ApiError(501, "not_available", "undo is not available in this build") from exc
         ref = UserRef.of(body.user_id, body.app_id, body.project_id)
-        entry_id = ops.existing_form(body.entry_id, ref)
+        entry_id = lookup_entry_id(body.entry_id, ref)
         result = undo_merge(runtime, ref, entry_id, cascade=body.cascade)
         return {"data": _jsonable(result)}
 

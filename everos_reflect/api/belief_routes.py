@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import APIRouter
 from pydantic import Field
 
-from everos_reflect.api import ops
 from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.models import NO_CONTROL, LogText, Name, Strict
 from everos_reflect.api.params import NameQuery, OptionalNameQuery, RelationIdPath
+from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import UserRef
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def belief_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) ->
     def resolve(body: ResolveRequest, rel_id: RelationIdPath) -> dict[str, Any]:
         """Mark an active edge resolved with a note; the convictions are not touched."""
         ref = UserRef.of(body.user_id, body.app_id, body.project_id)
-        rel_id = ops.existing_form(rel_id, ref)
+        rel_id = lookup_entry_id(rel_id, ref)
         return {"data": belief_views.resolve_relation(runtime, ref, rel_id, body.note)}
 
     return router

@@ -9,9 +9,9 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter
 
-from everos_reflect.api import ops
 from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.params import EntryIdPath, NameQuery, OptionalNameQuery
+from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import UserRef
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ def insight_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -
                 project_id: OptionalNameQuery = None) -> dict[str, Any]:
         """The citation tree of an insight (or any record) down to the Episodes."""
         ref = UserRef.of(user_id, app_id, project_id)
-        entry_id = ops.existing_form(entry_id, ref)
+        entry_id = lookup_entry_id(entry_id, ref)
         return {"data": insight_views.explain(runtime, ref, entry_id)}
 
     return router

@@ -96,15 +96,17 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
     """Validate ``arguments`` with the tool's model and run it (blocking; runs in a thread).
 
     Raises :class:`MCPError`: ``INVALID_PARAMS`` for anything the caller sent wrong, with the
-    same message the HTTP API gives; ``INTERNAL_ERROR`` for provider failures. A write whose
-    entry was appended but could not be indexed (the embedding server down) is answered as
-    done, with ``indexed: false`` and the reason: the next write or ``reindex`` indexes it.
+    same message, and in its ``data`` the same ``code`` and ``status``, the HTTP API gives;
+    ``INTERNAL_ERROR`` for provider failures. A write whose entry was appended but could not
+    be indexed (the embedding server down) is answered as done, with ``indexed: false`` and
+    the reason: the next write or ``reindex`` indexes it.
     """
     try:
         body = tool.model.model_validate(arguments or {})
-    except ValidationError as exc:
-        raise MCPError(types.INVALID_PARAMS, ops.validation_message(exc.errors()),
-                       {"code": "invalid_request"}) from None
+    except ValidationError as exc:  # the HTTP API's 422: its code and status, as below
+        problems = exc.errors()
+        raise MCPError(types.INVALID_PARAMS, ops.validation_message(problems),
+                       {"code": ops.validation_code(problems), "status": 422}) from None
     try:
         # a root not there (moved, deleted, never created): a read would answer empty and
         # a write build a ghost tree at the path

@@ -223,8 +223,11 @@ class InsightsQuery(Strict):
     include_stale: bool = False
 
 
-def _entry_id(value: str) -> str:
-    if not ENTRY_ID_RE.fullmatch(value):  # the form; an impossible day is a 404
+def entry_id_form(value: str) -> str:
+    """``value`` if it has an entry id's form, else :class:`InvalidId` naming it; an id of the
+    form with an impossible day is the look-up's 404 (``lookup_entry_id``). MCP's ``explain``
+    and the API's ``{entry_id}`` path parameter both refuse with this message."""
+    if not ENTRY_ID_RE.fullmatch(value):
         raise InvalidId(f"invalid entry id {quoted(value)}: expected e.g. in_20261012_0001")
     return value
 
@@ -232,7 +235,7 @@ def _entry_id(value: str) -> str:
 class ExplainQuery(Strict):
     """``GET /api/v1/memory/explain/{entry_id}``: the path's id and the query's user."""
 
-    entry_id: Annotated[str, AfterValidator(_entry_id)] = Field(
+    entry_id: Annotated[str, AfterValidator(entry_id_form)] = Field(
         min_length=1, max_length=64, json_schema_extra={"pattern": ENTRY_ID_RE.pattern})
     user_id: Name
     app_id: Name | None = None

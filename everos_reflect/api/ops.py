@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect import errors
 from everos_reflect.llm.importance import importance_on_write
+from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import Kind, UserRef, new_episode, quoted_value, validate_name
 
 if TYPE_CHECKING:
@@ -56,9 +57,16 @@ def error_code(exc: BaseException) -> tuple[int, str]:
 
 
 def _id_problem(value: Any, what: str) -> errors.InvalidId | None:
-    """The message :func:`validate_name` gives for a bad id (for pattern-checked parameters)."""
+    """The message the core gives for a bad id (for pattern-checked parameters): an entry
+    id's form for ``entry_id``, as MCP's model words it (the API quoted the raw pattern),
+    else :func:`validate_name`'s."""
+    from everos_reflect.api.models import entry_id_form
+
     try:
-        validate_name(value, what)
+        if what == "entry_id":
+            entry_id_form(value)
+        else:
+            validate_name(value, what)
     except errors.InvalidId as exc:
         return exc
     return None
@@ -70,6 +78,14 @@ def is_id_problem(problems: Sequence[Any]) -> bool:
                or (err.get("type") == "string_pattern_mismatch"
                    and str(err.get("loc", ("",))[-1]).endswith("_id"))
                for err in problems)
+
+
+def validation_code(problems: Sequence[Any]) -> str:
+    """The code of a request the schema refuses, the same at every edge: ``invalid_id`` when
+    an id is refused (as :class:`~everos_reflect.errors.InvalidId` raised by the core is),
+    else ``invalid_request``. MCP answered ``invalid_request`` for the very id the HTTP API
+    answered ``invalid_id`` for."""
+    return "invalid_id" if is_id_problem(problems) else "invalid_request"
 
 
 def validation_message(problems: Sequence[Any]) -> str:
@@ -86,18 +102,6 @@ def validation_message(problems: Sequence[Any]) -> str:
             message = f"{message}, got {quoted_value(err.get('input'))}"
         parts.append(f"{where}: {message or 'invalid'}")
     return "; ".join(parts) or "invalid request"
-
-
-def existing_form(entry_id: str, ref: UserRef) -> str:
-    """``entry_id`` when it can name an entry; a well-formed id (the schema's pattern) with an
-    impossible day names nothing: :class:`UnknownEntry` (404), not a 422."""
-    from everos_reflect.markdown.parser import parse_entry_id
-
-    try:
-        parse_entry_id(entry_id)
-    except errors.InvalidId as exc:
-        raise errors.UnknownEntry(f"no entry {entry_id} for user {ref}: {exc}") from None
-    return entry_id
 
 
 def _ref(user_id: str, app_id: str | None, project_id: str | None) -> UserRef:
@@ -204,4 +208,4 @@ def explain(runtime: Runtime, body: ExplainQuery) -> dict[str, Any]:
     from everos_reflect.strategies import insight_views
 
     ref = _ref(body.user_id, body.app_id, body.project_id)
-    return insight_views.explain(runtime, ref, existing_form(body.entry_id, ref))
+    return insight_views.explain(runtime, ref, lookup_entry_id(body.entry_id, ref))

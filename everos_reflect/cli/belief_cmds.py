@@ -107,10 +107,13 @@ def relations_cmd(root: str | None, user_id: str | None, app: str | None, projec
 def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, app: str | None,
                 project: str | None, as_json: bool) -> None:
     """Mark a self-contradiction edge resolved, with a note; the convictions stay as they are."""
+    from everos_reflect.markdown.parser import lookup_entry_id
     from everos_reflect.strategies.belief_views import owners_of, resolve_relation
 
     runtime = open_runtime(root)
-    refs = owners_of(runtime, rel_id, _refs(runtime, user_id, app, project))
+    refs = _refs(runtime, user_id, app, project)
+    lookup_entry_id(rel_id, refs[0] if user_id is not None else None)  # as at the API
+    refs = owners_of(runtime, rel_id, refs)
     if not refs:
         raise EverosError(f"no relation {rel_id}" + (f" for user {user_id}" if user_id else ""))
     if len(refs) > 1:

@@ -53,9 +53,11 @@ def undo_cmd(merged_id: str, user_id: str, app_id: str | None, project_id: str |
              cascade: bool, root: str | None, as_json: bool) -> None:
     """Revert the Reflection merge that wrote MERGED_ID: its sources and their facts live again,
     the narrative and its facts are archived (deprecated_by: undone)."""
+    from everos_reflect.markdown.parser import lookup_entry_id
     from everos_reflect.strategies.undo import undo_merge
 
     ref = UserRef.of(user_id, app_id, project_id)
+    merged_id = lookup_entry_id(merged_id, ref)  # an impossible day: unknown, as at the API
     rt = open_runtime(root)
     try:
         result = undo_merge(rt, ref, merged_id, cascade=cascade)

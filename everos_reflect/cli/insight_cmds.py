@@ -70,10 +70,13 @@ def insights_cmd(root: str | None, user_id: str | None, app: str | None, project
 def explain_cmd(entry_id: str, root: str | None, user_id: str, app: str | None,
                 project: str | None, as_json: bool) -> None:
     """Show what ENTRY_ID rests on: its citation tree down to the Episodes, with dates."""
+    from everos_reflect.markdown.parser import lookup_entry_id
     from everos_reflect.strategies.insight_views import explain, render_tree
 
+    ref = UserRef.of(user_id, app, project)
+    entry_id = lookup_entry_id(entry_id, ref)  # an impossible day: unknown, as at the API
     rt = open_runtime(root)
-    tree = explain(rt, UserRef.of(user_id, app, project), entry_id)
+    tree = explain(rt, ref, entry_id)
     if as_json:
         emit_json({"data": tree})
         return

@@ -33,8 +33,9 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from everos_reflect.errors import InvalidId
+from everos_reflect.errors import InvalidId, UnknownEntry
 from everos_reflect.model import (
+    ENTRY_ID_RE,
     ID_MENTION_RE,
     LOG_FILENAME_RE,
     OUT_OF_RANGE,
@@ -43,6 +44,7 @@ from everos_reflect.model import (
     Entry,
     EntryId,
     Kind,
+    UserRef,
     day_stamp,
     format_timestamp,
     parse_timestamp,
@@ -383,6 +385,23 @@ def parse_entry_id(text: str) -> EntryId:
     if str(eid) != text:
         raise InvalidId(f"invalid entry id {quoted_value(text)}: write it as {eid}")
     return eid
+
+
+def lookup_entry_id(text: str, ref: UserRef | None = None) -> str:
+    """``text`` checked as the id of an entry to look up (of ``ref`` when known). Not of an
+    id's form (``nonsense``): :class:`InvalidId`, the caller's mistake. Of the form but naming
+    no entry that can exist (an impossible day such as ``in_20260230_0001``, a seq spelt with
+    extra zeros): :class:`UnknownEntry`, as an id naming nothing is. The CLI, the HTTP API
+    (404 ``unknown_entry``) and MCP all check the ids they look up here: the CLI called the
+    impossible day a "bad date" where the API and MCP call it an unknown entry."""
+    if not isinstance(text, str) or not ENTRY_ID_RE.fullmatch(text):
+        EntryId.parse(text)  # raises InvalidId naming the expected form
+    try:
+        parse_entry_id(text)
+    except InvalidId as exc:
+        owner = f" for user {ref}" if ref is not None else ""
+        raise UnknownEntry(f"no entry {text}{owner}: {exc}") from None
+    return text
 
 
 def mentioned_ids(text: str) -> set[str]:

@@ -7,7 +7,9 @@ reads now, a deleted one dropped. With fewer than two records left the insight i
 model needed: the citation floor no longer holds). Otherwise the model answers the
 ``revalidation`` task: **holds** → ``status: active`` again with the evidence re-pointed
 (and ``depth`` recomputed from it, held to the tier's ``max_depth``: :func:`depth_problem`);
-**revise** → a new insight archives the old one through ``deprecated_entries``; **retire** →
+**revise** → a new insight archives the old one through ``deprecated_entries`` (when a live
+insight already states the revision, the old one is archived into it: :func:`successor`,
+counted ``merged``); **retire** →
 ``status: retired``. A revise writes twice (the new insight, then the old one's archive key); a
 crash between the two is finished by the next run (:func:`written_revision`), which archives
 the old one toward the revision already written, with no model call. The extractive
@@ -173,17 +175,59 @@ def revision_cap(runtime: Runtime, insight: Entry) -> tuple[str, int]:
         return name, int(get_strategy(name).all_settings()["max_depth"].default)
 
 
+def repeated(insight: Entry, text: str, records: dict[str, Entry]) -> Entry | None:
+    """The live insight other than ``insight`` that already states ``text`` (ignoring case,
+    spacing and a final full stop, as ``reflect_insights`` compares), the lowest id first."""
+    key = beliefs.text_key(text)
+    found = [e for e in records.values()
+             if e.kind is Kind.INSIGHT and e.id != insight.id and beliefs.is_live(e)
+             and beliefs.text_key(e.content) == key]
+    return min(found, key=lambda e: e.id) if found else None
+
+
+def depends_on(entry: Entry, target: str, records: dict[str, Entry]) -> bool:
+    """Whether ``entry`` cites ``target``, directly or through the records it cites.
+
+    Archiving ``target`` into such an entry would make the entry cite its own successor: a
+    loop provenance and :func:`current_form` could only break by dropping the citation."""
+    todo, seen = list(provenance.evidence_of(entry)), set()
+    while todo:
+        eid = todo.pop()
+        if eid == target:
+            return True
+        if eid in seen:
+            continue
+        seen.add(eid)
+        cited = records.get(eid)
+        if cited is not None and cited.kind.derived:
+            todo += provenance.evidence_of(cited)
+    return False
+
+
+def successor(insight: Entry, verdict: dict[str, Any],
+              records: dict[str, Entry]) -> Entry | None:
+    """The live insight a "revise" verdict of ``insight`` repeats, when ``insight`` may be
+    archived into it (it does not stand on ``insight``): the revision exists already, so
+    the old insight is archived toward it, as a Reflection merge archives its sources.
+    Refused and left stale, it waited for an edit that the live insight made unneeded."""
+    if verdict["verdict"] != "revise":
+        return None
+    live = repeated(insight, verdict["insight"], records)
+    if live is None or depends_on(live, insight.id, records):
+        return None
+    return live
+
+
 def revision_problem(runtime: Runtime, insight: Entry, text: str, cited: list[Entry],
                      records: dict[str, Entry]) -> str | None:
     """Why a "revise" of ``insight`` into ``text`` citing ``cited`` may not be written, as
     ``reflect_insights`` refuses an insight: ``text`` repeats a live insight (written again,
-    it was a second copy, and one more for ``update_worldview``'s trigger), or the revision
-    would be deeper than :func:`revision_cap` allows. None: it may."""
-    key = beliefs.text_key(text)
-    for entry in records.values():
-        if (entry.kind is Kind.INSIGHT and entry.id != insight.id and beliefs.is_live(entry)
-                and beliefs.text_key(entry.content) == key):
-            return f"a 'revise' verdict repeating {entry.id}"
+    it was a second copy, and one more for ``update_worldview``'s trigger; one that does not
+    stand on ``insight`` takes it instead, :func:`successor`), or the revision would be
+    deeper than :func:`revision_cap` allows. None: it may."""
+    same = repeated(insight, text, records)
+    if same is not None:
+        return f"a 'revise' verdict repeating {same.id}, which cites {insight.id}"
     return depth_problem(runtime, insight, "revise", cited)
 
 
@@ -222,7 +266,8 @@ class RevalidateInsights(Strategy):
     settings = tuple(s for s in tier_settings(cooldown=120.0) if s.name != "max_depth")
     #: One unit per stale insight looked at: without them the engine could not tell that
     #: every one failed, and a run whose every call failed was recorded ``partial`` (exit 3).
-    unit_counts = ("kept", "revised", "retired", "refused", "recovered", "restored", "failed")
+    unit_counts = ("kept", "revised", "merged", "retired", "refused", "recovered", "restored",
+                   "failed")
 
     def observe(self, runtime: Runtime, since: datetime | None) -> float:
         """Stale insights waiting (the data trigger fires at one)."""
@@ -357,6 +402,10 @@ class RevalidateInsights(Strategy):
                 return
         by_id = {e.id: e for e in evidence}
         cited = [by_id[i] for i in verdict["evidence"] if i in by_id]
+        live = successor(insight, verdict, records)
+        if live is not None:
+            self._archive_into(ctx, ref, insight, live, row, counts, started)
+            return
         problem = None
         if verdict["verdict"] == "revise":
             problem = revision_problem(rt, insight, verdict["insight"], cited, records)
@@ -394,6 +443,24 @@ class RevalidateInsights(Strategy):
             row.outputs = [insight.id]
         counts[{"holds": "kept", "revise": "revised", "retire": "retired"}[verdict["verdict"]]] += 1
         sync(rt, touched)
+        row.duration_ms = int((time.monotonic() - started) * 1000)
+        record_derivation(rt.db(), row)
+
+    def _archive_into(self, ctx: RunContext, ref: UserRef, insight: Entry, live: Entry,
+                      row: Derivation, counts: Counter[str], started: float) -> None:
+        """A "revise" whose text ``live`` already states: ``insight`` is archived toward
+        ``live`` (``deprecated_by``, as a revise archives toward the revision it writes),
+        nothing new is written, counted ``merged``. The records citing ``insight`` then
+        follow it to ``live`` when they are revalidated."""
+        rt = ctx.runtime
+        rt.store.deprecate(ref, {insight.id: live.id})
+        sync(rt, {rt.store.path_for_id(ref, insight.id)})
+        ctx.log.info("%s: %s: %s archived into %s, which states its revision", NAME, ref,
+                     insight.id, live.id)
+        counts["merged"] += 1
+        row.outputs = [live.id]
+        row.error = (f"merged: the revision of {insight.id} repeats {live.id}; "
+                     f"{insight.id} archived into it")
         row.duration_ms = int((time.monotonic() - started) * 1000)
         record_derivation(rt.db(), row)
 
