@@ -196,3 +196,29 @@ def test_a_changed_prompt_or_model_asks_about_a_set_aside_stale_insight_again_on
         assert len(fake_openai.chat_bodies()) == 3
     finally:
         rt.close()
+
+
+def test_an_injected_client_keys_what_it_sets_aside_on_its_own_model(
+        root: Path, fake_openai: Any) -> None:
+    from everos_reflect.llm.openai_llm import OpenAILLM
+
+    def client(model: str) -> OpenAILLM:
+        return OpenAILLM(model=model, base_url=fake_openai.base_url, api_key="k",
+                         max_retries=0, timeout_seconds=10, sleep=lambda s: None)
+
+    # the root's [llm] names no server or model of these: the client is handed in
+    rt = Runtime(root, embedder=HashEmbedder(32), llm=client("model-a"))
+    try:
+        tasks(rt)
+        refused = {"failed": 1, "set_aside": 2}
+        fake_openai.script(413)
+        assert run(rt, "learn_lessons") == refused
+        assert run(rt, "learn_lessons") == {}
+        rt.__dict__["llm"] = client("model-b")
+        fake_openai.script(422)
+        assert run(rt, "learn_lessons") == refused  # sent once more, to the other model
+        assert fake_openai.chat_bodies()[-1]["model"] == "model-b"
+        assert run(rt, "learn_lessons") == {}
+        assert len(fake_openai.chat_bodies()) == 2
+    finally:
+        rt.close()

@@ -581,3 +581,45 @@ def test_an_oserror_marking_one_owner_stale_leaves_the_other_owners_checked(
     assert rt.store.get(bob, cited[bob].id).meta["status"] == "stale"
     assert rt.store.get(ada, cited[ada].id).meta["status"] == "active"
     assert any("ada" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
+def test_a_log_this_process_may_not_read_is_unknown_and_named_not_a_crash(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daily log without read permission raised PermissionError out of ``get_many`` (so out
+    of provenance, search, ``explain`` and Reflection). It is unread now, as a log over the
+    size limit is: its entries are unknown (never deleted), the insight citing them keeps its
+    status, lint names the file, and once readable again nothing has changed. Tests run as
+    root, where ``chmod 000`` blocks no read: the store's open is refused instead."""
+    import errno
+
+    import everos_reflect.markdown.store as store_module
+    from everos_reflect.errors import MarkdownError
+    from everos_reflect.lint import lint_report
+
+    rt, eps, cited, indexer, path, _ = _three_reverts_cited(root)
+    opened = store_module.open_regular
+
+    def refused(where: Any, *args: Any, **kwargs: Any) -> Any:
+        if Path(where) == path:
+            raise PermissionError(errno.EACCES, "Permission denied", str(where))
+        return opened(where, *args, **kwargs)
+
+    monkeypatch.setattr(store_module, "open_regular", refused)
+    unknown: set[str] = set()
+    found = rt.store.get_many(DEV, [*(e.id for e in eps), cited.id], unknown)
+    assert set(found) == {cited.id} and unknown == {e.id for e in eps}
+    later = insight(rt, "The last revert came at noon.", [eps[2], eps[0]])
+    indexer.scan()  # a derived record written: every record of the owner is re-checked
+    assert status(rt, cited.id) == ("active", None) and status(rt, later.id) == ("active", None)
+    rel = rt.store.rel(path)
+    assert [p["message"] for p in lint_report(root)["problems"] if p["file"] == rel] == [
+        "not read: Permission denied"]
+    before = path.read_bytes()
+    with pytest.raises(MarkdownError, match="not writing this file: not read: Permission"):
+        rt.store.deprecate(DEV, {eps[1].id: later.id})  # not "no entry …": why it is not
+    assert path.read_bytes() == before
+
+    monkeypatch.undo()
+    assert set(rt.store.get_many(DEV, [e.id for e in eps])) == {e.id for e in eps}
+    indexer.scan()
+    assert status(rt, cited.id) == ("active", None) and status(rt, later.id) == ("active", None)

@@ -298,7 +298,11 @@ def test_status_and_clusters_show_a_set_aside_cluster_and_why(
     from tests.reflect_fixtures import ANDREW, make_runtime, run_reflection, seed_pets
 
     root = tmp_path / "root"
-    rt = make_runtime(root, MergeScript([refused(413)]))
+    # `status` opens the root from its [llm]: the runs' client is the one it configures
+    # (the set-aside key names the provider and model requests went to)
+    root.mkdir(parents=True)
+    (root / "everos.toml").write_text('[llm]\nprovider = "openai"\nmodel = "m"\n')
+    rt = make_runtime(root, MergeScript([refused(413)], provider="openai", model="m"))
     try:
         eps = seed_pets(rt)
         assert nonzero(run_reflection(rt)) == {"failed": 1, "set_aside": 1}
@@ -369,8 +373,6 @@ def test_a_changed_prompt_language_or_model_sends_a_refused_cluster_again_once(
     a language or another model to get past a refusal still had the cluster left aside (by the
     runs and by `status`) until a member changed. Each change sends it once; unchanged
     settings keep it aside."""
-    from dataclasses import replace
-
     from everos_reflect.llm.base import ScriptedLLM as MergeScript
     from everos_reflect.llm.prompts import MERGE_INIT
     from everos_reflect.status import status_document
@@ -407,10 +409,10 @@ def test_a_changed_prompt_language_or_model_sends_a_refused_cluster_again_once(
     finally:
         rt.close()
 
-    # another model: the same root opened with another [llm] model sends it again
-    llm2 = MergeScript([refused(413)])
+    # another model: the same root opened with a client of another model sends it again
+    # (the client's model, not [llm]'s: a client handed to the runtime is what requests use)
+    llm2 = MergeScript([refused(413)], model="bigger-model")
     rt = make_runtime(tmp_path, llm2)
-    rt.settings = replace(rt.settings, llm=replace(rt.settings.llm, model="bigger-model"))
     try:
         assert nonzero(run_reflection(rt, "run_model")) == {"failed": 1, "set_aside": 1}
         assert nonzero(run_reflection(rt, "run_model_again")) == {}

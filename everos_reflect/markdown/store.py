@@ -243,7 +243,8 @@ class MarkdownStore:
 
     def read(self, path: str | os.PathLike[str]) -> DailyLog:
         """Parse one file (raises ``FileNotFoundError`` when it does not exist). A file over
-        ``limits.max_file_bytes`` is not read: the log has one fatal diagnostic saying so."""
+        ``limits.max_file_bytes``, or one this process may not read, is not read: the log is
+        ``unread``, with one fatal diagnostic saying why."""
         path = Path(path)
         if self.leaves_root(path):
             return self._refused(path, "it is a symlink leading outside the memory root")
@@ -254,6 +255,12 @@ class MarkdownStore:
             log = DailyLog(label, None, None, {}, unread=True)
             log.diagnostics.append(Diagnostic(label, 0, f"{exc}; not read", "fatal"))
             return log
+        except PermissionError as exc:
+            # There, but this process may not read it (its mode, an ACL, another user's
+            # file): unread, as a log over the limit is, so its entries are unknown rather
+            # than deleted. Raised, it stopped get_many's callers (provenance, search,
+            # explain, Reflection) with a traceback.
+            return self._refused(path, exc.strerror or "permission denied")
         parsed: dict[Path, tuple[bytes, DailyLog]] | None = getattr(self._reuse, "logs", None)
         if parsed is None:
             return self._parse(data, path)
@@ -613,7 +620,10 @@ class MarkdownStore:
                 parse_entry_id(new)
             by_file.setdefault(self.path_for_id(ref, old), {})[old] = new
         for path, pairs in by_file.items():
-            known = {e.id for e in self.read(path).entries} if path.is_file() else set()
+            log = self.read(path) if path.is_file() else None
+            if log is not None and log.unread:  # say why, not "no entry …"
+                self._writable(log)
+            known = {e.id for e in log.entries} if log is not None else set()
             missing = sorted(set(pairs) - known)
             if missing:
                 raise UnknownEntry(f"no entry {', '.join(missing)} for user {ref}")

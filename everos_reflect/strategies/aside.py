@@ -25,11 +25,22 @@ if TYPE_CHECKING:
 
 
 def llm_target(runtime: Runtime) -> str:
-    """The provider, model and server requests go to, as ``[llm]`` configures them: a bigger
-    model or another server may take what this one refused. Read from the settings rather than
-    the client so that ``status`` need not build one."""
-    llm = runtime.settings.llm
-    return f"{llm.provider}:{llm.model}@{llm.base_url or ''}"
+    """The provider, model and server requests go to: a bigger model or another server may
+    take what this one refused.
+
+    The client's own when the runtime has one: a client an embedding caller or a test hands
+    to :class:`~everos_reflect.runtime.Runtime` need not be what ``[llm]`` says, and keyed on
+    ``[llm]``, what it set aside stayed aside when another client took its place. Else as
+    ``[llm]`` configures one, so that ``status`` need not build a client (one built from
+    ``[llm]`` keeps its model and ``base_url``: the same key)."""
+    llm = runtime.__dict__.get("llm")  # built or injected; reading runtime.llm would build it
+    if llm is not None:
+        provider, model = getattr(llm, "provider", ""), getattr(llm, "model", "")
+        base_url = getattr(llm, "base_url", None)
+    else:
+        cfg = runtime.settings.llm
+        provider, model, base_url = cfg.provider, cfg.model, cfg.base_url
+    return f"{provider}:{model}@{base_url or ''}"
 
 
 def tier_prompts(settings: Mapping[str, Any]) -> Prompts:
