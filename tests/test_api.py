@@ -495,3 +495,30 @@ def test_strict_json_still_takes_what_the_standard_allows(call: Client, runtime:
                 headers={"content-type": "application/json"})
     assert resp.status_code == 200, resp.text
     assert [hit["subject"] for hit in resp.json()["data"]["episodes"]] == ["caf\u00e9 \U0001f600"]
+
+
+def test_apps_share_one_set_of_routes_and_each_serves_its_own_root(tmp_path: Path) -> None:
+    # create_app built its ~19 routes anew on every call (40-90 ms each, paid by every test
+    # that made an app). They are built once now and shared, so nothing of one root may live
+    # in them: each request reads its root, engine and token from the app it came in on.
+    from fastapi.routing import APIRoute
+
+    (tmp_path / "a" / ".index").mkdir(parents=True)
+    (tmp_path / "b" / ".index").mkdir(parents=True)
+    first, second = make_runtime(tmp_path / "a", token="t-a"), make_runtime(tmp_path / "b")
+    try:
+        call_a, call_b = Client(first), Client(second)
+        routes_a = [r for r in call_a.app.routes if isinstance(r, APIRoute)]
+        routes_b = [r for r in call_b.app.routes if isinstance(r, APIRoute)]
+        assert routes_a and list(map(id, routes_a)) == list(map(id, routes_b))
+        auth = {"Authorization": "Bearer t-a"}
+        added = call_a("POST", "/api/v1/memory/episodes", headers=auth,
+                       json={"user_id": "u_a", "subject": "s", "content": "c"})
+        assert added.status_code == 201, added.text
+        assert call_a("GET", "/api/v1/lint").status_code == 401  # a's token, not b's
+        assert call_a("GET", "/api/v1/lint", headers=auth).json()["data"]["files_checked"] == 1
+        assert call_b("GET", "/api/v1/lint").json()["data"]["files_checked"] == 0
+        assert call_a("GET", "/openapi.json").json() == call_b("GET", "/openapi.json").json()
+    finally:
+        first.close()
+        second.close()

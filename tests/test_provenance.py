@@ -313,11 +313,11 @@ def test_a_stale_mark_is_lifted_only_when_every_citation_reads_as_it_was() -> No
     a = ep.id
 
     def record(seq: int, evidence: list[str], hashes: dict[str, str],
-               reason: str = "evidence ep_20261001_0001 was deleted") -> str:
+               reason: str = "evidence ep_20261001_0001 was deleted", depth: int = 1) -> str:
         return (f"<!-- entry:in_20261020_{seq:04d} -->\n---\nowner_id: u\n"
                 f"timestamp: 2026-10-20T00:00:00Z\nevidence: [{', '.join(evidence)}]\n"
                 f"evidence_hash: {{{', '.join(f'{k}: {v}' for k, v in hashes.items())}}}\n"
-                f"depth: 1\nderivation: d\nstatus: stale\nstale_reason: '{reason}'\n---\n"
+                f"depth: {depth}\nderivation: d\nstatus: stale\nstale_reason: '{reason}'\n---\n"
                 f"## Insight\ni{seq}\n<!-- /entry:in_20261020_{seq:04d} -->\n")
 
     head = "---\ntype: insight_daily\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n---\n"
@@ -329,7 +329,7 @@ def test_a_stale_mark_is_lifted_only_when_every_citation_reads_as_it_was() -> No
         record(3, [a], {}),  # no hash recorded: cannot be shown unchanged
         record(4, [a], {a: ep.text_hash}, reason="a person disagreed"),
         record(5, ["in_20261020_0001"], {"in_20261020_0001": lifted_first.text_hash},
-               reason="evidence in_20261020_0001 is stale"),
+               reason="evidence in_20261020_0001 is stale", depth=2),
         record(6, [a, "ep_20261001_0002"], {a: ep.text_hash, "ep_20261001_0002": "h"}),
     ])
     records = {e.id: e for e in [*parse_log(text, "x/.insights/insight-2026-10-20.md").entries,

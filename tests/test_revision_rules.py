@@ -179,3 +179,30 @@ def test_a_holds_verdict_is_held_to_the_max_depth_its_insight_was_written_under(
             assert after.meta["evidence"] == [newer.id, eps[0].id]
     finally:
         rt.close()
+
+
+def test_a_holds_that_deepens_an_insight_does_not_restore_one_citing_it_at_its_old_depth(
+        root: Path, fake_openai: Any) -> None:
+    rt, eps, first, second = revalidation_runtime(root, fake_openai)
+    try:
+        (root / "ome.toml").write_text("[strategies.reflect_insights]\nmax_depth = 3\n")
+        other = insight(rt, "Reverts come in weeks apart.", [eps[1], eps[2]])
+        newer = insight(rt, "Every auth change is reverted within weeks.", [other, eps[0]],
+                        depth=2)
+        top = insight(rt, "Auth work needs a design review first.",
+                      [rt.store.get(DEV, second.id), eps[1]], depth=3)
+        rt.store.deprecate(DEV, {first.id: newer.id})  # the second now stands on a depth 2
+        Indexer(rt).scan()
+        assert rt.store.get(DEV, top.id).meta["status"] == "stale"
+        fake_openai.script({"verdict": "holds", "insight": "", "evidence": [1, 2]},
+                           {"verdict": "holds", "insight": "", "evidence": [1, 2]})
+        # the second is kept at depth 3; the top, citing it, was lifted by provenance with
+        # no call (what it cites reads as before) and stood at depth 3 on a depth 3
+        assert run(rt, REVALIDATE) == {"kept": 1, "refused": 1}
+        assert rt.store.get(DEV, second.id).meta["depth"] == 3
+        after = rt.store.get(DEV, top.id)
+        # citing a depth 3 it is a depth 4, past max_depth 3: it is not active at depth 3
+        assert (after.meta["status"], after.meta["depth"]) == ("stale", 3)
+        assert "a 'holds' verdict of depth 4 > max_depth 3 (reflect_insights)" in refusal(rt)
+    finally:
+        rt.close()

@@ -8,20 +8,24 @@ store and the search module, and domain errors become 4xx JSON ``{"error": {"cod
 from __future__ import annotations
 
 import contextlib
+import functools
 import hmac
 import json
 from dataclasses import asdict, is_dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from fastapi import Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import BaseRoute
 
 from everos_reflect import errors
 from everos_reflect.api import ops
 from everos_reflect.api.body_limit import BodyLimit
+from everos_reflect.api.deps import EngineDep, RuntimeDep, SchedulerDep
 from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.memory_routes import memory_router
 from everos_reflect.api.models import (
@@ -31,11 +35,12 @@ from everos_reflect.api.models import (
     TriggerRequest,
     UndoRequest,
 )
-from everos_reflect.engine.engine import Engine, list_runs, strategies_status
+from everos_reflect.engine.engine import list_runs, strategies_status
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import UserRef
 
 if TYPE_CHECKING:
+    from everos_reflect.engine.engine import Engine
     from everos_reflect.engine.scheduler import Scheduler
     from everos_reflect.runtime import Runtime
 
@@ -84,7 +89,13 @@ def _package_version() -> str:
 
 
 def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = None) -> FastAPI:
-    """The API for one opened root. ``scheduler`` (when serving) supplies next-run times."""
+    """The API for one opened root. ``scheduler`` (when serving) supplies next-run times.
+
+    The routes are :func:`shared_routes`, built once per process; each request reads the root,
+    engine and scheduler of the app it came in on (``app.state``, :mod:`~everos_reflect.api.deps`),
+    so two apps of two roots never see each other's. Building the routes per app cost 40-90 ms
+    a call. ``app.dependency_overrides`` does not reach shared routes (nothing here uses it).
+    """
     limits = runtime.settings.limits
     app = FastAPI(
         title="everos-reflect",
@@ -94,7 +105,8 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
     )
     app.router.route_class = StrictJSONRoute  # before any route: every body read strictly
     app.add_middleware(BodyLimit, max_bytes=limits.max_request_bytes)
-    token = runtime.settings.server.token
+    app.state.runtime, app.state.engine, app.state.scheduler = runtime, engine, scheduler
+    app.state.token = runtime.settings.server.token
 
     @app.exception_handler(RequestValidationError)
     async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -118,84 +130,99 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         status, code = ops.error_code(exc)
         return _error(status, code, str(exc))
 
-    def authorize(request: Request) -> None:
-        if not token:
-            return
-        scheme, _, given = request.headers.get("authorization", "").partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(
-            given.strip().encode(), token.encode()
-        ):
-            raise ApiError(401, "unauthorized", "missing or wrong bearer token")
+    app.router.routes.extend(shared_routes())
+    return app
 
-    declared: dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]] | None = None
 
-    def query_names() -> dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]]:
-        """(method, route path) -> (the query parameters it takes, those of them that take a
-        list), from the published OpenAPI document. Built whole, then published in one
-        assignment: filled in place, a request racing the first one could find its route
-        missing from a half-built table and be refused a parameter the route takes."""
-        nonlocal declared
-        if declared is None:
-            table = {}
-            for path, methods in app.openapi()["paths"].items():
-                for method, operation in methods.items():
-                    query = [p for p in operation.get("parameters", ()) if p["in"] == "query"]
-                    table[(method.upper(), path)] = (
-                        frozenset(p["name"] for p in query),
-                        frozenset(p["name"] for p in query
-                                  if p.get("schema", {}).get("type") == "array"))
-            declared = table
-        return declared
+def _authorize(request: Request) -> None:
+    """The bearer token of the app ``request`` came in on, when it has one (SPEC §4)."""
+    token = request.app.state.token
+    if not token:
+        return
+    scheme, _, given = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not hmac.compare_digest(
+        given.strip().encode(), token.encode()
+    ):
+        raise ApiError(401, "unauthorized", "missing or wrong bearer token")
 
-    def known_query(request: Request) -> None:
-        # bodies refuse a misspelt field (extra="forbid"); a query string is held to the same
-        # rule, since an ignored ``usr=`` or ``limt=`` silently changes what a read returns.
-        # So does a parameter given twice (``user_id=a&user_id=b`` read b alone).
-        route = request.scope.get("route")
-        allowed, lists = query_names().get((request.method, getattr(route, "path", "")),
-                                           (frozenset(), frozenset()))
-        unknown = sorted(set(request.query_params) - allowed)
-        if unknown:
-            raise ApiError(422, "invalid_request",
-                           f"unknown query parameter(s): {', '.join(map(repr, unknown))}; "
-                           f"this route takes {', '.join(sorted(allowed)) or 'none'}")
-        repeated = sorted(name for name in set(request.query_params) - lists
-                          if len(request.query_params.getlist(name)) > 1)
-        if repeated:
-            raise ApiError(422, "invalid_request",
-                           f"query parameter(s) given more than once: {', '.join(repeated)}; "
-                           "give each once")
 
-    def root_present() -> None:
-        # every guarded route reads or writes the root: one that is not there (moved,
-        # deleted, never created) is a 503 naming it, not an empty answer or a new folder
-        runtime.check_root()
+@functools.cache
+def _query_names() -> dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]]:
+    """(method, route path) -> (the query parameters it takes, those of them that take a
+    list), from the OpenAPI document of the shared routes (every app publishes the same
+    paths). Built whole, once: a request racing the first one at worst builds it too, and
+    never finds a half-built table that would refuse a parameter its route takes."""
+    table = {}
+    paths = get_openapi(title="everos-reflect", version="", routes=list(shared_routes()))
+    for path, methods in paths["paths"].items():
+        for method, operation in methods.items():
+            query = [p for p in operation.get("parameters", ()) if p["in"] == "query"]
+            table[(method.upper(), path)] = (
+                frozenset(p["name"] for p in query),
+                frozenset(p["name"] for p in query
+                          if p.get("schema", {}).get("type") == "array"))
+    return table
 
-    guarded = [Depends(authorize), Depends(known_query), Depends(root_present)]
 
-    @app.get(f"{API}/health")
-    def health() -> dict[str, Any]:
+def _known_query(request: Request) -> None:
+    # bodies refuse a misspelt field (extra="forbid"); a query string is held to the same
+    # rule, since an ignored ``usr=`` or ``limt=`` silently changes what a read returns.
+    # So does a parameter given twice (``user_id=a&user_id=b`` read b alone).
+    route = request.scope.get("route")
+    allowed, lists = _query_names().get((request.method, getattr(route, "path", "")),
+                                        (frozenset(), frozenset()))
+    unknown = sorted(set(request.query_params) - allowed)
+    if unknown:
+        raise ApiError(422, "invalid_request",
+                       f"unknown query parameter(s): {', '.join(map(repr, unknown))}; "
+                       f"this route takes {', '.join(sorted(allowed)) or 'none'}")
+    repeated = sorted(name for name in set(request.query_params) - lists
+                      if len(request.query_params.getlist(name)) > 1)
+    if repeated:
+        raise ApiError(422, "invalid_request",
+                       f"query parameter(s) given more than once: {', '.join(repeated)}; "
+                       "give each once")
+
+
+def _root_present(runtime: RuntimeDep) -> None:
+    # every guarded route reads or writes the root: one that is not there (moved,
+    # deleted, never created) is a 503 naming it, not an empty answer or a new folder
+    runtime.check_root()
+
+
+@functools.cache
+def shared_routes() -> tuple[BaseRoute, ...]:
+    """Every route of the API, built once per process and shared by every app
+    :func:`create_app` makes: a route takes what it needs from the app a request came in on
+    (:mod:`~everos_reflect.api.deps`), never from a closure over one root."""
+    router = APIRouter(responses=_ERRORS, route_class=StrictJSONRoute)
+    guarded = [Depends(_authorize), Depends(_known_query), Depends(_root_present)]
+
+    @router.get(f"{API}/health")
+    def health(request: Request) -> dict[str, Any]:
         """Liveness; open without a token so probes work (it reveals nothing)."""
-        return {"status": "ok", "version": app.version}
+        return {"status": "ok", "version": request.app.version}
 
     # ``curl -I`` and many load balancers' checks probe with HEAD, which got a 405; one
     # operation in the schema (a second would repeat its operation id)
-    app.head(f"{API}/health", include_in_schema=False)(health)
+    router.head(f"{API}/health", include_in_schema=False)(health)
 
-    @app.post(f"{API}/ome/trigger", dependencies=guarded, responses=_WRITE_ERRORS)
-    def trigger(body: TriggerRequest) -> dict[str, Any]:
+    @router.post(f"{API}/ome/trigger", dependencies=guarded, responses=_WRITE_ERRORS)
+    def trigger(body: TriggerRequest, engine: EngineDep) -> dict[str, Any]:
         """Run a strategy now; waits up to ``timeout`` for that run only."""
         outcome = engine.trigger(body.name, force=body.force, timeout=body.timeout,
                                  trigger="api")
         return outcome.to_dict()
 
-    @app.get(f"{API}/ome/strategies", dependencies=guarded)
-    def strategies() -> dict[str, Any]:
+    @router.get(f"{API}/ome/strategies", dependencies=guarded)
+    def strategies(runtime: RuntimeDep, engine: EngineDep,
+                   scheduler: SchedulerDep) -> dict[str, Any]:
         rows = scheduler.status() if scheduler else strategies_status(runtime, engine)
         return {"data": {"strategies": rows}}
 
-    @app.get(f"{API}/status", dependencies=guarded)
-    def status() -> dict[str, Any]:
+    @router.get(f"{API}/status", dependencies=guarded)
+    def status(runtime: RuntimeDep, engine: EngineDep,
+               scheduler: SchedulerDep) -> dict[str, Any]:
         """What ``everos-reflect status --json`` prints (the same function): users and
         counts, files the parser cannot read, config problems, index lag, strategies."""
         from everos_reflect.status import status_document
@@ -203,20 +230,20 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         rows = scheduler.status() if scheduler else strategies_status(runtime, engine)
         return {"data": status_document(runtime, strategies=rows)}
 
-    @app.get(f"{API}/lint", dependencies=guarded)
-    def lint() -> dict[str, Any]:
+    @router.get(f"{API}/lint", dependencies=guarded)
+    def lint(runtime: RuntimeDep) -> dict[str, Any]:
         """What ``everos-reflect lint --json`` prints (the same function); ``ok`` is False on
         any problem. Reads every daily log: meant for an operator, not for polling."""
         from everos_reflect.lint import lint_report
 
         return {"data": lint_report(runtime.root)}
 
-    @app.get(f"{API}/ome/runs", dependencies=guarded)
-    def runs(limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:
+    @router.get(f"{API}/ome/runs", dependencies=guarded)
+    def runs(runtime: RuntimeDep, limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:
         return {"data": {"runs": list_runs(runtime, limit=limit)}}
 
-    @app.get(f"{API}/ome/reports", dependencies=guarded)
-    def reports(limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:
+    @router.get(f"{API}/ome/reports", dependencies=guarded)
+    def reports(runtime: RuntimeDep, limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:
         from everos_reflect.index.reads import reflection_reports
 
         out = []
@@ -226,8 +253,8 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
             out.append(item)
         return {"data": {"reports": out}}
 
-    @app.post(f"{API}/ome/undo", dependencies=guarded, responses=_WRITE_ERRORS)
-    def undo(body: UndoRequest) -> dict[str, Any]:
+    @router.post(f"{API}/ome/undo", dependencies=guarded, responses=_WRITE_ERRORS)
+    def undo(body: UndoRequest, runtime: RuntimeDep) -> dict[str, Any]:
         try:
             from everos_reflect.strategies.undo import undo_merge
         except ModuleNotFoundError as exc:
@@ -237,21 +264,21 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         result = undo_merge(runtime, ref, entry_id, cascade=body.cascade)
         return {"data": _jsonable(result)}
 
-    @app.post(f"{API}/memory/search", dependencies=guarded, responses=_WRITE_ERRORS)
-    def memory_search(body: SearchRequest) -> dict[str, Any]:
+    @router.post(f"{API}/memory/search", dependencies=guarded, responses=_WRITE_ERRORS)
+    def memory_search(body: SearchRequest, runtime: RuntimeDep) -> dict[str, Any]:
         return {"data": ops.search(runtime, body)}
 
-    @app.post(f"{API}/memory/episodes", dependencies=guarded, status_code=201,
-              responses=_WRITE_ERRORS)
-    def add_episode(body: EpisodeRequest) -> dict[str, Any]:
+    @router.post(f"{API}/memory/episodes", dependencies=guarded, status_code=201,
+                 responses=_WRITE_ERRORS)
+    def add_episode(body: EpisodeRequest, runtime: RuntimeDep) -> dict[str, Any]:
         """Append an Episode to the user's daily log; the watcher indexes it shortly after."""
         return {"data": ops.add_episode(runtime, body)}
 
-    app.include_router(memory_router(runtime, guarded, API))
+    router.include_router(memory_router(guarded, API))
     from everos_reflect.api.belief_routes import belief_router
 
-    app.include_router(belief_router(runtime, guarded, API))
+    router.include_router(belief_router(guarded, API))
     from everos_reflect.api.insight_routes import insight_router
 
-    app.include_router(insight_router(runtime, guarded, API))
-    return app
+    router.include_router(insight_router(guarded, API))
+    return tuple(router.routes)

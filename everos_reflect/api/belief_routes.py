@@ -8,19 +8,17 @@ Kept apart from ``app.py`` and included by it; each route is one call into
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from fastapi import APIRouter
 from pydantic import Field
 
+from everos_reflect.api.deps import RuntimeDep
 from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.models import NO_CONTROL, LogText, Name, Strict
 from everos_reflect.api.params import NameQuery, OptionalNameQuery, RelationIdPath
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import UserRef
-
-if TYPE_CHECKING:
-    from everos_reflect.runtime import Runtime
 
 
 class ResolveRequest(Strict):
@@ -31,22 +29,24 @@ class ResolveRequest(Strict):
                           json_schema_extra={"pattern": NO_CONTROL})
 
 
-def belief_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -> APIRouter:
-    """The routes for one opened root; ``dependencies`` carry the API's bearer-token check."""
+def belief_router(dependencies: Sequence[Any], prefix: str) -> APIRouter:
+    """The routes, built once per process (``app.shared_routes``): each request reads its root
+    from the app it came in on (``RuntimeDep``); ``dependencies`` carry the API's bearer-token
+    check."""
     from everos_reflect.strategies import belief_views
 
     router = APIRouter(prefix=prefix, dependencies=list(dependencies),
                        route_class=StrictJSONRoute)
 
     @router.get("/memory/worldview")
-    def worldview(user_id: NameQuery, app_id: OptionalNameQuery = None,
+    def worldview(runtime: RuntimeDep, user_id: NameQuery, app_id: OptionalNameQuery = None,
                   project_id: OptionalNameQuery = None, history: bool = False) -> dict[str, Any]:
         """The user's current convictions, one per key (every version with ``history``)."""
         ref = UserRef.of(user_id, app_id, project_id)
         return {"data": {"convictions": belief_views.worldview(runtime, ref, history=history)}}
 
     @router.get("/memory/relations")
-    def relations(user_id: NameQuery, app_id: OptionalNameQuery = None,
+    def relations(runtime: RuntimeDep, user_id: NameQuery, app_id: OptionalNameQuery = None,
                   project_id: OptionalNameQuery = None,
                   status: Literal["active", "resolved", "stale", "retired"] | None = None,
                   ) -> dict[str, Any]:
@@ -55,7 +55,8 @@ def belief_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) ->
         return {"data": {"relations": belief_views.relations(runtime, ref, status=status)}}
 
     @router.post("/memory/relations/{rel_id}/resolve")
-    def resolve(body: ResolveRequest, rel_id: RelationIdPath) -> dict[str, Any]:
+    def resolve(body: ResolveRequest, rel_id: RelationIdPath,
+                runtime: RuntimeDep) -> dict[str, Any]:
         """Mark an active edge resolved with a note; the convictions are not touched."""
         ref = UserRef.of(body.user_id, body.app_id, body.project_id)
         rel_id = lookup_entry_id(rel_id, ref)

@@ -5,27 +5,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import APIRouter
 
+from everos_reflect.api.deps import RuntimeDep
 from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.params import EntryIdPath, NameQuery, OptionalNameQuery
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import UserRef
 
-if TYPE_CHECKING:
-    from everos_reflect.runtime import Runtime
 
-
-def insight_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -> APIRouter:
+def insight_router(dependencies: Sequence[Any], prefix: str) -> APIRouter:
+    """The routes, built once per process (``app.shared_routes``): each request reads its root
+    from the app it came in on (``RuntimeDep``); ``dependencies`` carry the API's bearer-token
+    check."""
     from everos_reflect.strategies import insight_views
 
     router = APIRouter(prefix=prefix, dependencies=list(dependencies),
                        route_class=StrictJSONRoute)
 
     @router.get("/memory/insights")
-    def insights(user_id: NameQuery, app_id: OptionalNameQuery = None,
+    def insights(runtime: RuntimeDep, user_id: NameQuery, app_id: OptionalNameQuery = None,
                  project_id: OptionalNameQuery = None,
                  include_stale: bool = False) -> dict[str, Any]:
         """The user's insights, newest first (stale and retired ones with ``include_stale``)."""
@@ -34,7 +35,8 @@ def insight_router(runtime: Runtime, dependencies: Sequence[Any], prefix: str) -
             runtime, ref, include_stale=include_stale)}}
 
     @router.get("/memory/explain/{entry_id}")
-    def explain(entry_id: EntryIdPath, user_id: NameQuery, app_id: OptionalNameQuery = None,
+    def explain(runtime: RuntimeDep, entry_id: EntryIdPath, user_id: NameQuery,
+                app_id: OptionalNameQuery = None,
                 project_id: OptionalNameQuery = None) -> dict[str, Any]:
         """The citation tree of an insight (or any record) down to the Episodes."""
         ref = UserRef.of(user_id, app_id, project_id)

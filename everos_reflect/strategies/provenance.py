@@ -170,7 +170,10 @@ def find_restored(records: Mapping[str, Entry], unreadable: Collection[str] = fr
     """Ids of the stale records (:func:`_waiting`) whose every cited record reads again
     exactly as when it was derived or last revalidated: readable, live, not archived, its text
     hash the one ``evidence_hash`` recorded, and, if it is itself derived, active (or lifted
-    here too). ``stale``: ids being marked stale now, which count as stale.
+    here too) and shallower than the record. ``stale``: ids being marked stale now, which
+    count as stale. A "holds" of ``revalidate_insights`` may deepen a cited insight without
+    changing its text: lifted, the record citing it stood at its old depth, past
+    ``max_depth`` unseen; it waits for revalidation instead, which recomputes its depth.
 
     Stale was final: a record marked so by a transient break (a typo fixed since, a log
     briefly unreadable, or the old rule that took an unreadable entry for a deleted one)
@@ -188,6 +191,8 @@ def find_restored(records: Mapping[str, Entry], unreadable: Collection[str] = fr
                 return False
             if eid not in lifted and (eid in stale or status_of(cited) != ACTIVE):
                 return False
+            if cited.kind.derived and _depth(cited) >= _depth(entry):
+                return False  # it stands deeper now than the depth it was written with
         return True
 
     for _ in range(len(waiting)):  # a pass lifts at least one more, or nothing will
