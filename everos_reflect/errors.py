@@ -47,8 +47,11 @@ class ConfigError(EverosError):
     """Invalid configuration; ``problems`` lists every (file, key, reason) found at once."""
 
     def __init__(self, problems: list[tuple[str, str, str]]) -> None:
-        self.problems = problems
-        lines = [f"{file}: {key}: {reason}" for file, key, reason in problems]
+        from everos_reflect.model import shown_key  # model imports this module
+
+        # a key is named short and printable (model.shown_key), as a value is quoted
+        self.problems = [(file, shown_key(key), reason) for file, key, reason in problems]
+        lines = [f"{file}: {key}: {reason}" for file, key, reason in self.problems]
         super().__init__("invalid configuration: " + "; ".join(lines))
 
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import ConfigError
 from everos_reflect.markdown.parser import UNDONE
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import Kind, UserRef, shown_key
 from everos_reflect.settings import OME_FILE_NAME, load_ome, load_settings
 from everos_reflect.strategies.consistency import live_beside_sources
 
@@ -60,7 +60,7 @@ def _strategy_problems(tables: dict[str, dict[str, Any]], file: str) -> list[tup
     found: list[tuple[str, str, str]] = []
     for name, table in tables.items():
         if name not in known:
-            found.append((file, f"strategies.{name}",
+            found.append((file, shown_key(f"strategies.{name}"),
                           f"unknown strategy (known: {', '.join(sorted(known))})"))
         elif registry is not None and name in registered:
             try:

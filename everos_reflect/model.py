@@ -50,6 +50,17 @@ def quoted(value: str, *, escape: bool = False) -> str:
     return f"{text[:QUOTED_MAX] + '…'!r} ({len(value):,} characters)"
 
 
+def shown_key(key: str) -> str:
+    """A configuration key (``llm.model``, ``EVEROS_LLM__MODEL``, ``strategies.x.y``) as an
+    error names it: as written when it is short and printable, else as :func:`quoted` writes
+    it with escapes. A key is text of the file or the environment as much as a value is: an
+    unknown 5,000-character key made a 5,000-character error line, and a quoted TOML key may
+    hold a line break or a terminal escape, which the error printed raw."""
+    if len(key) <= QUOTED_MAX and key.isprintable():
+        return key
+    return quoted(key, escape=True)
+
+
 def quoted_value(value: object) -> str:
     """:func:`quoted` for a value of any type (a request field, a YAML value, an LLM reply): a
     string as :func:`quoted` writes it, anything else as its ``repr``, cut the same way when

@@ -27,7 +27,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from everos_reflect.errors import ConfigError
 from everos_reflect.fileio import read_config_bytes
-from everos_reflect.model import quoted_value
+from everos_reflect.model import quoted_value, shown_key
 
 DEFAULT_FILE = "config/default.toml"
 ENV_FILE = "environment"
@@ -433,7 +433,8 @@ def _merge_env(
         types = _types(SECTIONS[section])
         if key not in types:
             hint = _did_you_mean(key, list(types))
-            problems.append((ENV_FILE, name, f"unknown key {section}.{key}{hint}"))
+            shown = shown_key(f"{section}.{key}")
+            problems.append((ENV_FILE, name, f"unknown key {shown}{hint}"))
             continue
         value, reason = _coerce_env(env[name], types[key])
         if reason:

@@ -181,3 +181,51 @@ def test_serving_a_long_non_loopback_host_without_a_token_is_quoted_short() -> N
     with pytest.raises(ConfigError) as caught:
         check_bind(LONG, None)
     _short(str(caught.value))
+
+
+@pytest.mark.parametrize(("user_text", "env"), [
+    (f"[llm]\n{LONG} = 1\n", {}),  # an unknown key
+    (f"[{LONG}]\nx = 1\n", {}),  # an unknown section
+    (None, {f"EVEROS_LLM__{LONG}": "1"}),  # an unknown variable, named twice
+    ('[llm]\n"x\\u001b[31m\\nllm.model: fine" = 1\n', {}),  # a quoted key, raw escapes
+], ids=["key", "section", "env", "control"])
+def test_a_settings_error_names_a_long_or_unprintable_key_short(
+        user_text: str | None, env: dict[str, str]) -> None:
+    # a key is text of the file as much as a value: it was named whole, and raw
+    from everos_reflect.errors import ConfigError
+    from everos_reflect.settings import packaged_text, parse_settings
+
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(packaged_text("default.toml"), user_text, env)
+    message = str(caught.value)
+    assert len(message) < 400 and "z" * 61 not in message, message[:300]
+    assert message.isprintable(), message[:300]
+
+
+@pytest.mark.parametrize("text", [
+    f"{LONG} = 1\n",  # an unknown top-level key
+    f"[strategies.{LONG}]\nx = 1\n",  # an unknown strategy
+    f"[strategies.reflect_insights]\n{LONG} = 1\n",  # an unknown setting
+], ids=["top", "strategy", "setting"])
+def test_an_ome_error_names_a_long_key_short(tmp_path: Path, text: str) -> None:
+    from everos_reflect.engine.registry import validate_ome
+    from everos_reflect.errors import ConfigError
+    from everos_reflect.lint import config_problems
+    from everos_reflect.settings import parse_ome
+
+    with pytest.raises(ConfigError) as caught:
+        validate_ome(parse_ome(text), "ome.toml")
+    message = str(caught.value)
+    assert len(message) < 600 and "z" * 61 not in message, message[:300]
+    (tmp_path / "ome.toml").write_text(text)
+    (problem,) = config_problems(tmp_path)  # lint names it as the daemon does
+    assert len(problem.message) < 600 and "z" * 61 not in problem.message
+
+
+def test_a_fleet_error_names_a_long_key_short() -> None:
+    from everos_reflect.errors import ConfigError
+    from everos_reflect.fleet.config import parse_fleet
+
+    with pytest.raises(ConfigError) as caught:
+        parse_fleet(f'roots = ["a"]\n{LONG} = 1\n')
+    assert len(str(caught.value)) < 400, str(caught.value)[:300]
