@@ -4,6 +4,7 @@ edge validity, the census, cursor semantics after a crash, and the offline refus
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -161,6 +162,28 @@ def test_a_conviction_of_an_unknown_key_or_citing_nothing_is_refused_alone(
     assert run(rt, "update_worldview") == {"owners": 1, "written": 1, "refused": 2}
     assert [(r["key"], r["text"]) for r in belief_views.worldview(rt, ADA)] == [
         ("risks", "Reviews get skipped.")]
+
+
+def test_a_reply_of_many_refused_proposals_logs_ten_and_a_count(
+        rt: Runtime, llm: ScriptedLLM, caplog: pytest.LogCaptureFixture) -> None:
+    """A lying model's reply (up to 16 MB) may hold hundreds of thousands of proposals the
+    rules refuse, and each was logged on its own line: tens of megabytes of log per run. The
+    first ten are logged, then one line counts the rest; the run counts them all."""
+    add_insights(rt, "One.", "Two.", "Three.")
+
+    def reply(req: TaskRequest) -> dict[str, Any]:
+        return {"convictions": [
+            {"key": f"mood{n}", "text": "Cheerful.", "evidence": cite(req, by_text(req, "One"))}
+            for n in range(500)]}
+
+    llm.queue_task("worldview", reply)
+    with caplog.at_level(logging.INFO):
+        assert run(rt, "update_worldview") == {"owners": 1, "refused": 500}
+    refused = [r.getMessage() for r in caplog.records
+               if r.getMessage().startswith(f"update_worldview: {ADA}: ")]
+    assert len(refused) == 11
+    assert refused[-1].endswith(
+        "490 more proposal(s) refused (the first 10 are logged above)")
 
 
 # -- detect_contradictions ------------------------------------------------------------------------

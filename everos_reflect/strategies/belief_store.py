@@ -281,6 +281,36 @@ class Derived:
     unshown: int = 0
 
 
+#: Refusals of one call logged one by one; past it they are counted in one line.
+MAX_LOGGED_REFUSALS = 10
+
+
+@dataclass
+class Refusals:
+    """The proposals one call's reply had refused, logged (the first
+    :data:`MAX_LOGGED_REFUSALS`, then one line with the count) and counted. A lying model's
+    reply (up to 16 MB) can hold hundreds of thousands of refused items: logged one line each,
+    one run wrote tens of megabytes of log."""
+
+    log: logging.Logger
+    what: str
+    level: int = logging.INFO
+    count: int = 0
+
+    def add(self, reason: str) -> None:
+        self.count += 1
+        if self.count <= MAX_LOGGED_REFUSALS:
+            self.log.log(self.level, "%s: %s", self.what, reason)
+
+    def close(self) -> int:
+        """Log how many were not logged one by one; the number refused."""
+        if self.count > MAX_LOGGED_REFUSALS:
+            self.log.log(self.level, "%s: %d more proposal(s) refused (the first %d are "
+                         "logged above)", self.what, self.count - MAX_LOGGED_REFUSALS,
+                         MAX_LOGGED_REFUSALS)
+        return self.count
+
+
 #: What brings a set-aside record back, as the audit says it.
 BACK = "once edited, or the prompts or model change"
 

@@ -26,6 +26,7 @@ from everos_reflect.strategies.belief_store import (
     BeliefTier,
     Budget,
     Derived,
+    Refusals,
     Work,
     derived_meta,
     sync,
@@ -105,13 +106,13 @@ class DetectContradictions(BeliefTier):
         depth = {c.id: c.depth for c in current}
         pairs = {e.pair for e in state.edges() if e.standing}
         rows = []
+        refusals = Refusals(ctx.log, f"{self.name}: {ref}")
         for item in found:
             between = list(item["between"])
             problem = beliefs.edge_problem(between, live=live, changed=changed,
                                            standing_pairs=pairs)
             if problem:
-                ctx.log.info("%s: %s: edge refused: %s", self.name, ref, problem)
-                derived.refused += 1
+                refusals.add(f"edge refused: {problem}")
                 continue
             pairs.add(frozenset(between))
             rows.append((derived_meta(
@@ -119,6 +120,7 @@ class DetectContradictions(BeliefTier):
                 depth=beliefs.derived_depth(depth[i] for i in between),
                 extra={"relation_type": beliefs.SELF_CONTRADICTION, "between": between}),
                 {"Relation": item["text"]}))
+        derived.refused += refusals.close()
         if rows:
             written = rt.store.append_many(ref, Kind.RELATION, rows)
             sync(rt, {rt.store.path_for_id(ref, e.id) for e in written})

@@ -39,6 +39,7 @@ from everos_reflect.strategies.belief_store import (
     BeliefTier,
     Budget,
     Derived,
+    Refusals,
     Work,
     derived_meta,
     sync,
@@ -285,25 +286,22 @@ class ReflectInsights(BeliefTier):
         # again on each run, and each copy counted toward update_worldview's trigger.
         stated = {beliefs.text_key(e.content): e.id for e in state.insights if beliefs.is_live(e)}
         rows = []
+        refusals = Refusals(ctx.log, f"{self.name}: {ref}")
         for question, text, ids in proposals:
             cited = [records[i] for i in ids if i in records]
             if len(cited) < MIN_CITATIONS:
-                ctx.log.info("%s: %s: insight refused: it cites %d record(s), at least %d "
-                             "needed", self.name, ref, len(cited), MIN_CITATIONS)
-                derived.refused += 1
+                refusals.add(f"insight refused: it cites {len(cited)} record(s), at least "
+                             f"{MIN_CITATIONS} needed")
                 continue
             key = beliefs.text_key(text)
             if key in stated:
-                ctx.log.info("%s: %s: insight refused: it repeats %s", self.name, ref,
-                             stated[key] or "an insight of this run")
-                derived.refused += 1
+                refusals.add(f"insight refused: it repeats "
+                             f"{stated[key] or 'an insight of this run'}")
                 continue
             depth = beliefs.derived_depth(beliefs.depth_of(e) if e.kind.derived else 0
                                           for e in cited)
             if depth > cap:
-                ctx.log.info("%s: %s: insight refused: depth %d > max_depth %d", self.name,
-                             ref, depth, cap)
-                derived.refused += 1
+                refusals.add(f"insight refused: depth {depth} > max_depth {cap}")
                 continue
             stated[key] = ""
             meta = derived_meta(evidence=[e.id for e in cited], depth=depth, key=work.key,
@@ -313,6 +311,7 @@ class ReflectInsights(BeliefTier):
                                        "provider": derived.provider or rt.llm.provider})
             meta["evidence_hash"] = {e.id: e.text_hash for e in cited}
             rows.append((meta, {"Insight": text}))
+        derived.refused += refusals.close()
         if not rows:
             return derived
         written = rt.store.append_many(ref, Kind.INSIGHT, rows)

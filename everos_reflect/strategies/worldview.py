@@ -10,6 +10,7 @@ self-contradiction that cited the archived version is resolved with the reason.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from everos_reflect.strategies.belief_store import (
     BeliefTier,
     Budget,
     Derived,
+    Refusals,
     Work,
     derived_meta,
     repair,
@@ -81,9 +83,10 @@ class UpdateWorldview(BeliefTier):
             Record(e.id, _insight_label(e), e.content, e.timestamp) for e in shown
         ], {"current": current or "(none yet)", "keys": ", ".join(keys)}, derived)
         plan = beliefs.plan_versions(view.current, proposals, keys)
+        refusals = Refusals(ctx.log, f"{self.name}: {ref}", logging.WARNING)
         for reason in plan.refused:
-            ctx.log.warning("%s: %s: %s", self.name, ref, reason)
-        derived.refused = len(plan.refused)
+            refusals.add(reason)
+        derived.refused = refusals.close()
         if not plan.new:
             return derived
         depths = {e.id: beliefs.depth_of(e) for e in shown}
