@@ -12,7 +12,6 @@ it never edits a conviction.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Collection, Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -135,8 +134,9 @@ PAIR = "pair:"
 def pair_row(a: str, a_hash: str, b: str, b_hash: str) -> tuple[str, str]:
     """The cursor row saying that convictions ``a`` and ``b`` were shown to the detector
     together in these texts (a text hash each): an edit of either makes it a new pair."""
-    (x, x_hash), (y, y_hash) = sorted(((a, a_hash), (b, b_hash)))
-    return f"{PAIR}{x}+{y}", hashlib.sha256(f"{x_hash}\n{y_hash}".encode()).hexdigest()[:32]
+    if b < a:
+        a, a_hash, b, b_hash = b, b_hash, a, a_hash
+    return f"{PAIR}{a}+{b}", f"{a_hash}+{b_hash}"
 
 
 @dataclass(frozen=True)
@@ -173,9 +173,14 @@ def plan_pairs(current: Sequence[beliefs.Conviction], hashes: Mapping[str, str],
     recent = sorted(current, key=lambda c: (
         c.timestamp.isoformat() if c.timestamp is not None else "", c.id), reverse=True)
 
+    done = set(done)
+
+    candidates = [(c.id, hashes[c.id]) for c in recent if c.id not in later]
+
     def needs(a: str) -> list[str]:
-        return [c.id for c in recent if c.id != a and c.id not in later
-                and pair_row(a, hashes[a], c.id, hashes[c.id]) not in done]
+        mine = hashes[a]
+        return [o for o, o_hash in candidates
+                if o != a and pair_row(a, mine, o, o_hash) not in done]
 
     todo = {c: needs(c) for c in changed}
     need = [c for c in changed if todo[c]]
@@ -191,10 +196,10 @@ def plan_pairs(current: Sequence[beliefs.Conviction], hashes: Mapping[str, str],
     marked = shown & set(changed)
     pairs = dict(pair_row(a, hashes[a], b, hashes[b])
                  for a in marked for b in shown if a != b)
-    pending = frozenset(c for c in changed if any(
-        pair_row(c, hashes[c], o, hashes[o])[0] not in pairs for o in todo[c]))
-    left = {o for c in pending for o in todo[c]
-            if pair_row(c, hashes[c], o, hashes[o])[0] not in pairs} - shown
+    # a pair is shown when both sides are and one of them is marked (every changed one shown)
+    left_for = {c: [o for o in todo[c] if not (c in marked and o in shown)] for c in changed}
+    pending = frozenset(c for c in changed if left_for[c])
+    left = {o for c in pending for o in left_for[c]} - shown
     return PairPlan(tuple(sorted(shown)), frozenset(marked), pending, pairs, len(left))
 
 
