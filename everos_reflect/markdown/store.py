@@ -320,11 +320,21 @@ class MarkdownStore:
         return False
 
     def get(self, ref: UserRef, entry_id: str) -> Entry:
+        """The entry ``entry_id`` of ``ref``. Raises :class:`UnknownEntry` when its log has
+        no such entry, and :class:`MarkdownError` when it may have one that cannot be read
+        now (the log not read: no permission, over ``limits.max_file_bytes``, not UTF-8; or
+        the entry's own block broken): "no entry …" sent a person looking for a deletion
+        that never happened, the same error the API and MCP answer as 409."""
         path = self.path_for_id(ref, entry_id)
         if path.is_file():
-            for entry in self.read(path).entries:
+            log = self.read(path)
+            for entry in log.entries:
                 if entry.id == entry_id:
                     return entry
+            if log.unread or entry_id in log.unreadable:
+                fatal = next((d for d in log.diagnostics if d.severity == "fatal"), None)
+                why = fatal.message if fatal else "its entry block cannot be read (see lint)"
+                raise MarkdownError(log.path, 0, f"cannot look up {entry_id}: {why}")
         raise UnknownEntry(f"no entry {entry_id} for user {ref}")
 
     def get_many(self, ref: UserRef, entry_ids: Iterable[str],
