@@ -82,6 +82,11 @@ def _read_at_most(fh: BinaryIO, count: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def _denied(exc: PermissionError) -> str:
+    """How a log this process may not open is named: the OS's words ("Permission denied")."""
+    return exc.strerror or "permission denied"
+
+
 class MarkdownStore:
     """Daily logs of every user under ``root`` (layout in SPEC §2)."""
 
@@ -260,7 +265,7 @@ class MarkdownStore:
             # file): unread, as a log over the limit is, so its entries are unknown rather
             # than deleted. Raised, it stopped get_many's callers (provenance, search,
             # explain, Reflection) with a traceback.
-            return self._refused(path, exc.strerror or "permission denied")
+            return self._refused(path, _denied(exc))
         parsed: dict[Path, tuple[bytes, DailyLog]] | None = getattr(self._reuse, "logs", None)
         if parsed is None:
             return self._parse(data, path)
@@ -286,6 +291,19 @@ class MarkdownStore:
             yield
         finally:
             self._reuse.logs = None
+
+    def refusal(self, path: str | os.PathLike[str]) -> str | None:
+        """Why :meth:`read` would leave ``path`` unread for want of permission ("not read:
+        Permission denied", its diagnostic), else None; only opens the file. For ``status``,
+        which counts from the index and reads no log: the indexer skips a log it may not
+        open, so nothing recorded named it, while ``lint`` did."""
+        try:
+            with open_regular(path):
+                return None
+        except PermissionError as exc:
+            return f"not read: {_denied(exc)}"
+        except OSError:  # gone since listed, or no regular file: reported where listed
+            return None
 
     def _refused(self, path: Path, reason: str) -> DailyLog:
         label = self._label(path)
