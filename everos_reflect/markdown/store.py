@@ -477,13 +477,14 @@ class MarkdownStore:
         for the ``deprecated_entries`` key that would withdraw the entry (see
         :func:`_withdrawn_size`), else :class:`TooLarge`.
         """
-        day = day or datetime.now(UTC).date()
+        now = datetime.now(UTC)  # one read: the default stamp falls on the default day
+        day = day or now.date()
         owner = meta.get("owner_id", ref.user_id)
         if owner != ref.user_id:
             raise InvalidId(f"owner_id {quoted_value(owner)} does not match user "
                             f"{quoted_value(ref.user_id)}")
         stamp = meta.get("timestamp")
-        when = datetime.now(UTC) if stamp is None else parse_timestamp(stamp)
+        when = now if stamp is None else parse_timestamp(stamp)
         if when is None:
             raise MarkdownError(
                 self.rel(self.log_path(ref, kind, day)), 0, f"unreadable timestamp "
@@ -549,14 +550,15 @@ class MarkdownStore:
         log, in order. ``withdrawable`` as for :meth:`append`, for every entry."""
         edits: dict[Path, Callable[[str | None], str | None]] = {}
         created: list[list[Entry]] = []
+        now = datetime.now(UTC)  # one read, as in append()
         for ref, kind, day, items in batches:
-            day = day or datetime.now(UTC).date()
+            day = day or now.date()
             path = self.log_path(ref, kind, day)
             if path in edits:
                 raise ValueError(f"{self._label(path)} given twice")
             made: list[Entry] = []
             created.append(made)
-            edit = self._appending(ref, kind, day, path, items, made, withdrawable)
+            edit = self._appending(ref, kind, day, path, items, made, now, withdrawable)
             if edit is not None:
                 edits[path] = edit
         self._edit_many(edits)
@@ -570,10 +572,12 @@ class MarkdownStore:
         path: Path,
         items: Iterable[tuple[Mapping[str, Any], Mapping[str, str]]],
         created: list[Entry],
+        now: datetime,
         withdrawable: bool = False,
     ) -> Callable[[str | None], str | None] | None:
         """The text edit appending ``items`` to ``path`` (None when there is nothing to
-        append); each run of it leaves the entries it made in ``created``."""
+        append); each run of it leaves the entries it made in ``created``. ``now`` stamps the
+        items without a timestamp."""
         label = self._label(path)
         rows = []
         for meta, sections in items:
@@ -582,7 +586,7 @@ class MarkdownStore:
                 raise InvalidId(f"owner_id {quoted_value(owner)} does not match user "
                                 f"{quoted_value(ref.user_id)}")
             stamp = meta.get("timestamp")
-            when = datetime.now(UTC) if stamp is None else parse_timestamp(stamp)
+            when = now if stamp is None else parse_timestamp(stamp)
             if when is None:
                 raise MarkdownError(label, 0, f"unreadable timestamp {quoted_value(stamp)}")
             rows.append(({**meta, "owner_id": owner, "timestamp": when}, sections))
