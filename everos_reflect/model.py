@@ -62,6 +62,19 @@ def shown_key(key: str) -> str:
     return quoted(key, escape=True)
 
 
+#: The most characters of a path an error message shows whole.
+PATH_SHOWN_MAX = 200
+
+
+def shown_path(path: object) -> str:
+    """A path as an error names it: whole up to :data:`PATH_SHOWN_MAX` characters, else as
+    :func:`quoted` writes a long value. A path given on the command line is the user's text
+    as much as a value: ``--root`` of 5,000 characters made a 5,033-character error line
+    ("File name too long: /tmp/zzzz…"), and "no memory root at …" named it twice."""
+    text = str(path)
+    return text if len(text) <= PATH_SHOWN_MAX else quoted(text, escape=True)
+
+
 #: The most names (unknown parameters, fields) one error message lists.
 NAMES_MAX = 5
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from everos_reflect.errors import EverosError
-from everos_reflect.model import QUOTED_MAX, quoted
+from everos_reflect.model import QUOTED_MAX, quoted, shown_path
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -242,7 +242,8 @@ def handle_errors(fn: F) -> F:
         except EverosError as exc:
             fail(str(exc))
         except OSError as exc:
-            fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
+            fail(f"{exc.strerror or exc}: {shown_path(exc.filename)}" if exc.filename
+                 else str(exc))
         except KeyboardInterrupt:
             fail("interrupted", 130)
 
