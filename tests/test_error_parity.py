@@ -151,3 +151,22 @@ def test_an_entry_whose_block_a_hand_edit_broke_is_not_called_missing(
     path.write_text(path.read_text().replace("timestamp: ", "timestamp: [", 1))
     with pytest.raises(MarkdownError, match=f"cannot look up {entry.id}: its entry block"):
         runtime.store.get(ref, entry.id)
+
+
+def test_a_file_the_write_cannot_reach_is_a_409_naming_it_at_the_api_and_mcp(
+        runtime: Runtime, root: Path) -> None:
+    # a file standing where the user's folder goes: NotADirectoryError escaped as a plain
+    # 500 (a traceback in the server's log); MCP said "add_episode failed: [Errno 20] …"
+    users = root / "default_app" / "default_project" / "users"
+    users.mkdir(parents=True)
+    (users / "u_ann").write_text("not a folder")
+    body = {"user_id": "u_ann", "subject": "s", "content": "c",
+            "timestamp": "2026-10-12T09:00:00+00:00"}
+    message = ("Not a directory: default_app/default_project/users/u_ann/episodes/"
+               "episode-2026-10-12.md")
+    resp = ApiClient(runtime)("POST", "/api/v1/memory/episodes", json=body)
+    assert resp.status_code == 409, resp.text
+    assert resp.json()["error"] == {"code": "file_error", "message": message}
+    error = _mcp_error(runtime, "add_episode", body)
+    assert (error.message, error.data) == (message, {"code": "file_error", "status": 409})
+    assert (users / "u_ann").read_text() == "not a folder"

@@ -130,6 +130,15 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         status, code = ops.error_code(exc)
         return _error(status, code, str(exc))
 
+    @app.exception_handler(OSError)
+    async def _on_file(request: Request, exc: OSError) -> JSONResponse:
+        # a file where a user's folder goes, a log it may not write: a traceback and a
+        # plain-text 500 before. One without a file (a socket) is no file's problem.
+        if not exc.filename:
+            raise exc
+        status, code = ops.FILE_ERROR
+        return _error(status, code, ops.file_error_message(exc, request.app.state.runtime.root))
+
     app.router.routes.extend(shared_routes())
     return app
 
