@@ -178,14 +178,16 @@ def test_a_data_triggered_strategy_runs_when_its_observation_is_due(tmp_path: Pa
 
 def test_the_data_poll_goes_on_after_the_wall_clock_is_set_back(tmp_path: Path) -> None:
     """The next poll waited for the wall clock to pass the last one again: set back an hour
-    (an NTP step, a VM resumed), data-triggered strategies stopped for that hour."""
+    (an NTP step, a VM resumed), data-triggered strategies stopped for that hour. So did the
+    trigger, measuring its cooldown from a last run after ``now``. The run's record takes the
+    real clock, so ``now`` does too: against MONDAY_2AM this passed only until that day."""
     register(_Counting)
     try:
         config, roots = _fleet(tmp_path, "[strategies.fleet_test_counting]\nenabled = true\n")
         submitter = InlineSubmitter(config.strategies)
         sched = FleetScheduler(config, roots, submitter, opener=open_test_root,
                                data_poll_seconds=10)
-        now = MONDAY_2AM - timedelta(hours=1)
+        now = datetime.now(UTC)
         sched.start(now=now)
         (roots[1] / "new.txt").write_text("3")
         assert sched.tick(now=now - timedelta(hours=1)) == \
