@@ -357,3 +357,16 @@ def test_a_lesson_confirmed_beyond_float_range_is_briefed_first(runtime: Runtime
     assert [i.id for i in b.items if i.kind == "lesson"] == [top, low]
     assert f"confirmed {huge}x" in b.items[0].note
     assert b.items[0].score == float(2**53) and b.items[1].score == 3.0
+
+
+def test_the_budget_holds_when_the_left_out_count_costs_more_than_its_reserve() -> None:
+    # Room for the "left out" line is reserved as the line for 9999 of each kind, but
+    # "3461 lessons" is one token more than "9999 lessons": with nothing else fitting, the
+    # block was the header and that line, one token over the budget.
+    lessons = [Item(f"ls_20261012_{n:04d}", "lesson", "Check the logs.") for n in range(3461)]
+    header = "Memory briefing (instance question, task type deploy)"
+    for max_tokens in range(12, 30):
+        b = pack([Section("Lessons for deploy", lessons)], max_tokens, COUNTER, header=header)
+        assert COUNTER.count(b.text) == b.tokens <= max_tokens, max_tokens
+        assert len(b.omitted_ids) == 3461 and b.omitted == {"lesson": 3461}
+        assert not b.text or b.text.endswith("Left out for budget: 3461 lessons.")
