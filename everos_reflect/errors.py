@@ -14,6 +14,13 @@ class EverosError(Exception):
     """Base class: every error the product reports to a user."""
 
 
+def describe(exc: Exception) -> str:
+    """``exc`` as an audit row or a run record says why a unit failed: a domain error by its
+    own message (written for a user), any other with its type first (``OSError: [Errno 28]
+    No space left on device``: the message alone does not say what failed)."""
+    return str(exc) if isinstance(exc, EverosError) else f"{type(exc).__name__}: {exc}"
+
+
 class InvalidId(EverosError, ValueError):
     """An app, project, user or entry id that is not allowed (e.g. a path trick)."""
 

@@ -1,4 +1,4 @@
-"""Deterministic briefing inputs shared by the golden test and the script that recorded it.
+"""Deterministic briefing inputs for the golden test.
 
 ``tests/data/briefing_golden.json`` holds what :func:`pack` and :func:`build_briefing` answered
 for these inputs before the packer stopped tokenizing every item (session 18); the test checks
@@ -8,6 +8,7 @@ that the answers stay byte for byte the same.
 from __future__ import annotations
 
 import random
+from datetime import date
 from typing import Any
 
 from everos_reflect.briefing.pack import Item, Section
@@ -20,6 +21,9 @@ WORDS = ["check", "the", "registry", "credentials", "before", "rolling", "out", 
 BUDGETS = (40, 150, 600, 2500)
 GOLDEN_QUERIES = ("What usually breaks our deploys?", "When did the registry time out?")
 REF = UserRef.of("u_gold")
+# The day the golden file was recorded: entries are appended to this day's logs, so their ids
+# (``ls_20261203_0001``) are the same on whatever day the suite runs.
+LOG_DAY = date(2026, 12, 3)
 
 
 def _text(rng: random.Random) -> str:

@@ -21,6 +21,7 @@ from everos_reflect.runtime import Runtime
 from tests.briefing_fixtures import (
     BUDGETS,
     GOLDEN_QUERIES,
+    LOG_DAY,
     REF,
     lesson_rows,
     pack_sections,
@@ -48,9 +49,9 @@ def test_build_briefing_answers_as_recorded_before(root: Path) -> None:
         rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00",
                                             "parent_type": "memcell", "parent_id": "mc_1"},
                         {"Subject": "Deploy",
-                         "Content": "The registry timed out during the deploy."})
+                         "Content": "The registry timed out during the deploy."}, day=LOG_DAY)
         for meta, sections in lesson_rows(5):
-            rt.store.append(REF, Kind.LESSON, meta, sections)
+            rt.store.append(REF, Kind.LESSON, meta, sections, day=LOG_DAY)
         Indexer(rt).scan()
         for query in GOLDEN_QUERIES:
             for budget in BUDGETS:

@@ -544,6 +544,45 @@ def test_a_folder_where_a_cited_log_was_is_no_log_and_stops_nothing(root: Path) 
     assert status(rt, second.id)[0] == "retired"
 
 
+def test_an_oserror_marking_one_owner_stale_leaves_the_other_owners_checked(
+        root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """One indexer flush carries the edits of two owners' evidence. Marking ada's insight
+    stale raised an OSError (her disk quota full), which ended the provenance subscriber for
+    the whole flush: bob's insight, citing an edited record too, stayed active (and no later
+    event re-checks it). Each owner is checked on its own now; ada's failure is logged."""
+    import logging
+
+    rt = make_runtime(root, ExtractiveLLM())
+    ada, bob = UserRef.of("ada"), UserRef.of("bob")
+    cited: dict[UserRef, Entry] = {}
+    for ref in (ada, bob):
+        eps = [add_episode(rt, ref, f"2026-09-0{d}T10:00:00+00:00", f"Revert {d}",
+                           f"The user reverted an auth change on day {d}.") for d in (2, 3)]
+        cited[ref] = rt.store.append(ref, Kind.INSIGHT, {
+            "timestamp": "2026-10-20T09:00:00+00:00", "evidence": [e.id for e in eps],
+            "depth": 1, "status": "active", "derivation": "dw_test",
+            "evidence_hash": {e.id: e.text_hash for e in eps}}, {"Insight": "Auth reverts."})
+    indexer = Indexer(rt)
+    indexer.scan()
+    for ref in (ada, bob):
+        edit_file(rt.store.path_for_id(ref, cited[ref].meta["evidence"][0]), "on day 2",
+                  "on day 4")
+    real = rt.store.update_meta
+
+    def update_meta(ref: UserRef, entry_id: str, changes: Any) -> Any:
+        if ref == ada:
+            raise OSError(122, "Disk quota exceeded")
+        return real(ref, entry_id, changes)
+
+    monkeypatch.setattr(rt.store, "update_meta", update_meta)
+    with caplog.at_level(logging.ERROR):
+        indexer.scan()
+
+    assert rt.store.get(bob, cited[bob].id).meta["status"] == "stale"
+    assert rt.store.get(ada, cited[ada].id).meta["status"] == "active"
+    assert any("ada" in r.getMessage() and r.exc_info for r in caplog.records)
+
+
 def test_a_log_this_process_may_not_read_is_unknown_and_named_not_a_crash(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A daily log without read permission raised PermissionError out of ``get_many`` (so out

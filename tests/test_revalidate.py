@@ -223,6 +223,7 @@ def test_a_run_whose_every_revalidation_failed_is_recorded_failed(root: Path,
     fake_openai.script(500)
     outcome = Engine(rt).trigger(NAME, force=True, timeout=60)
     assert (outcome.status, outcome.counts) == ("failed", {"failed": 1}), outcome
+    assert f"default_app/default_project/u_dev: {alone.id}: " in (outcome.error or "")
     assert list_runs(rt)[0]["status"] == "failed"
     fake_openai.script(lambda body: json.dumps(
         {"verdict": "holds", "insight": "", "evidence": sorted(numbers(body).values())}))
@@ -287,3 +288,94 @@ def test_a_run_lifts_a_stale_mark_left_while_nothing_cited_changed(root: Path) -
     assert {tuple(r["outputs"]) for r in list_derivations(rt.db(), strategy="provenance")
             if r["status"] == "restored"} == {(first.id,), (second.id,)}
     assert RevalidateInsights().observe(rt, None) == 0.0
+
+
+# -- one owner's unexpected error ----------------------------------------------------------
+
+
+def stale_insight(rt: Runtime, ref: Any, text: str) -> Any:
+    """A stale insight of ``ref`` citing one episode and one record deleted since: retired
+    without a model (fewer than 2 cited records remain)."""
+    (ep,) = [add_episode(rt, ref, "2026-09-02T10:00:00+00:00", "Revert", "Reverted auth.")]
+    return rt.store.append(ref, Kind.INSIGHT, {
+        "timestamp": "2026-10-20T09:00:00+00:00", "evidence": [ep.id, "ep_20260901_0009"],
+        "depth": 1, "status": "stale", "stale_reason": "evidence ep_20260901_0009 was deleted",
+        "insight_type": "reflection", "derivation": "dw_test",
+        "evidence_hash": {ep.id: ep.text_hash}}, {"Insight": text})
+
+
+def test_an_oserror_writing_one_owners_insight_fails_that_owner_alone(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An OSError retiring bob's insight ended the run for every owner after him (and the run
+    record named no one): now bob alone fails, named in the run record, his insight stays
+    stale with a failed ``derivation_report`` row, and the next run retires it."""
+    from click.testing import CliRunner
+
+    from everos_reflect.cli import engine_cmds
+    from everos_reflect.cli.main import cli
+    from everos_reflect.engine.engine import Engine
+    from everos_reflect.llm import ExtractiveLLM
+    from everos_reflect.model import UserRef
+    from tests.reflect_fixtures import make_runtime
+
+    rt = make_runtime(root, ExtractiveLLM())
+    ada, bob, cy = (UserRef.of(u) for u in ("ada", "bob", "cy"))
+    made = {ref: stale_insight(rt, ref, f"{ref.user_id} reverts auth.") for ref in (ada, bob, cy)}
+    real = rt.store.update_meta
+    broken = {bob}
+
+    def update_meta(ref: UserRef, entry_id: str, changes: Any) -> Any:
+        if ref in broken:
+            raise OSError(28, "No space left on device")
+        return real(ref, entry_id, changes)
+
+    monkeypatch.setattr(rt.store, "update_meta", update_meta)
+    monkeypatch.setattr(engine_cmds, "open_runtime", lambda _root: rt)
+    result = CliRunner().invoke(cli, ["trigger", NAME, "--force", "--json", "--root", str(root)])
+
+    assert result.exit_code == 3, result.output  # partial
+    answer = json.loads(result.stdout)
+    assert answer["status"] == "partial" and answer["counts"] == {"retired": 2, "failed": 1}
+    assert "default_app/default_project/bob: OSError: [Errno 28] No space left on device" in (
+        answer["error"])
+    assert [rt.store.get(r, made[r].id).meta["status"] for r in (ada, bob, cy)] == [
+        "retired", "stale", "retired"]
+    (row,) = [r for r in list_derivations(rt.db(), strategy=NAME) if r["owner_id"] == "bob"]
+    assert row["status"] == "failed" and row["inputs"] == [made[bob].id]
+    assert "OSError" in row["error"]
+
+    broken |= {ada, cy}  # nothing left for them; bob alone fails again: the run failed
+    outcome = Engine(rt).trigger(NAME, force=True, timeout=60)
+    assert (outcome.status, outcome.counts) == ("failed", {"failed": 1}), outcome
+    broken.clear()
+    outcome = Engine(rt).trigger(NAME, force=True, timeout=60)
+    assert (outcome.status, outcome.counts) == ("ok", {"retired": 1}), outcome
+    assert rt.store.get(bob, made[bob].id).meta["status"] == "retired"
+
+
+def test_a_bug_reading_one_owner_skips_that_owner_alone_in_the_run_and_the_poll(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hand-edited record of bob's that trips a bug while his records are read: the poll
+    still counts the others' stale insights and the run still retires them."""
+    from everos_reflect.llm import ExtractiveLLM
+    from everos_reflect.model import UserRef
+    from everos_reflect.strategies import provenance
+    from tests.reflect_fixtures import make_runtime
+
+    rt = make_runtime(root, ExtractiveLLM())
+    ada, bob, cy = (UserRef.of(u) for u in ("ada", "bob", "cy"))
+    for ref in (ada, bob, cy):
+        stale_insight(rt, ref, f"{ref.user_id} reverts auth.")
+    real = provenance.load_records
+
+    def load_records(runtime: Runtime, ref: UserRef, unreadable: Any = None) -> Any:
+        if ref == bob:
+            raise TypeError("unhashable type: 'list'")
+        return real(runtime, ref, unreadable)
+
+    monkeypatch.setattr(provenance, "load_records", load_records)
+    assert RevalidateInsights().observe(rt, None) == 2
+    values = validate_strategy_settings(NAME, {"enabled": True}, "ome.toml")
+    ctx = RunContext(rt, values, "run_r", "manual", force=True)
+    assert RevalidateInsights().run(ctx) == {"retired": 2, "failed": 1}
+    assert ctx.failures == ["default_app/default_project/bob: TypeError: unhashable type: 'list'"]

@@ -675,3 +675,38 @@ def test_undo_during_a_rebuild_is_refused_and_changes_nothing(rt: Runtime) -> No
         undo_merge(rt, REF, narrative.id)
     assert snapshot(rt) == before
     assert undo_merge(rt, REF, narrative.id).archived == [narrative.id]
+
+
+def test_an_undo_its_users_disk_cannot_finish_yet_holds_up_no_other_user(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recovery finishes every interrupted undo before each Reflection run: one it could not
+    finish for an OSError (the user's disk still full) raised from there, and failed every
+    run, for every user, for as long as it lasted. It is logged and kept now; the run goes
+    on, and the undo is finished once the disk takes it."""
+    from everos_reflect.strategies import journal
+    from tests.reflect_fixtures import run_reflection, seed_pets
+
+    sources = pets(rt, 2)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
+                      day=date(2026, 8, 20))
+    real = rt.store.deprecate
+
+    def full(ref: UserRef, mapping: object) -> object:
+        if ref == REF:
+            raise OSError(28, "No space left on device")
+        return real(ref, mapping)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rt.store, "deprecate", full)
+    with pytest.raises(OSError):
+        undo_merge(rt, REF, narrative.id)
+    sam = UserRef.of("u_sam")
+    seed_pets(rt, sam)
+
+    counts = run_reflection(rt)
+
+    assert counts.get("merged") == 1, counts  # sam's cluster
+    assert journal.has_pending(rt.root)  # andrew's undo waits for room
+    monkeypatch.setattr(rt.store, "deprecate", real)
+    journal.recover(rt, Indexer(rt))
+    assert deprecated_in_markdown(rt)[narrative.id] == "undone"
+    assert not journal.has_pending(rt.root)

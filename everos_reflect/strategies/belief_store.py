@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -189,6 +189,34 @@ def repair(runtime: Runtime, ref: UserRef, state: BeliefState) -> set[Path]:
             "resolution": f"automatic: {reason}"})
         touched.add(store.path_for_id(ref, edge_id))
     return touched
+
+
+def unexpected(exc: Exception) -> str:
+    """An unexpected exception as an audit row and the run record say it: its type, then its
+    message (an ``OSError``'s alone does not say it is one)."""
+    return f"{type(exc).__name__}: {exc}"
+
+
+def owner_failed(ctx: RunContext, strategy: str, ref: UserRef, exc: Exception,
+                 counts: MutableMapping[str, int], *, inputs: Sequence[str] = ()) -> None:
+    """One owner's unexpected error (an OSError writing its log, a hand-edited record that
+    trips a bug), caught by a strategy's loop over owners so that it fails that owner alone:
+    counted ``failed``, named in the run record (:meth:`RunContext.note_failure`), logged
+    with the traceback, and recorded failed in ``derivation_report`` (``inputs``: what the
+    owner was working on) when the database still takes it. The caller re-raises instead
+    when the root is gone (``runtime.root_gone()``): not the owner's fault."""
+    from everos_reflect.index.audit import Derivation, record_derivation
+
+    error = unexpected(exc)
+    ctx.log.error("%s: %s failed: %s", strategy, ref, error, exc_info=exc)
+    counts["failed"] = counts.get("failed", 0) + 1
+    ctx.note_failure(str(ref), error)
+    try:
+        record_derivation(ctx.runtime.db(), Derivation(
+            strategy=strategy, ref=ref, status="failed", run_id=ctx.run_id,
+            inputs=list(inputs), error=error))
+    except Exception:
+        log.exception("%s: the failure of %s could not be recorded", strategy, ref)
 
 
 def llm_provider(runtime: Runtime) -> str:
@@ -557,19 +585,8 @@ class BeliefTier(Strategy):
     def _owner_failed(self, ctx: RunContext, ref: UserRef, exc: Exception,
                       counts: Counter[str]) -> None:
         """An owner whose reading or bookkeeping raised (:meth:`_one` records the failures
-        of its own work): counted, named in the run record, logged with the traceback, and
-        recorded in ``derivation_report`` when the database still takes it."""
-        from everos_reflect.index.audit import Derivation, record_derivation
-
-        error = f"{type(exc).__name__}: {exc}"
-        ctx.log.error("%s: %s failed: %s", self.name, ref, error, exc_info=exc)
-        counts["failed"] += 1
-        ctx.note_failure(str(ref), error)
-        try:
-            record_derivation(ctx.runtime.db(), Derivation(
-                strategy=self.name, ref=ref, status="failed", run_id=ctx.run_id, error=error))
-        except Exception:
-            log.exception("%s: the failure of %s could not be recorded", self.name, ref)
+        of its own work): :func:`owner_failed`."""
+        owner_failed(ctx, self.name, ref, exc, counts)
 
     def _one(self, ctx: RunContext, work: Work, budget: Budget, counts: Counter[str]) -> None:
         started = time.monotonic()
@@ -610,7 +627,7 @@ class BeliefTier(Strategy):
         except Exception as exc:  # a bug or an I/O error, maybe after part of the write
             if ctx.runtime.root_gone():
                 raise
-            status, error = "failed", f"{type(exc).__name__}: {exc}"
+            status, error = "failed", unexpected(exc)
             ctx.log.error("%s: %s: unexpected error", self.name, work.ref, exc_info=exc)
             # settled as a crash at that point is: the next run's recovery finds what was
             # written under the window's key (indexes it, consumes the window) or withdraws

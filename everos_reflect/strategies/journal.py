@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.clustering.service import ClusterService, UnknownCluster
-from everos_reflect.errors import EverosError, TooLarge
+from everos_reflect.errors import EverosError, TooLarge, describe
 from everos_reflect.index import merge_journal
 from everos_reflect.index.audit import insert_reflection_report
 from everos_reflect.index.db import transaction, utcnow_iso
@@ -735,10 +735,12 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
                 else:
                     outcome = complete(runtime, indexer, plan, started,
                                        stale_status="abandoned", committed=committed)
-        except EverosError as exc:  # e.g. a log made unparseable by hand: retried next run
+        except Exception as exc:  # a log broken by hand, an OSError writing one: this
+            if runtime.root_gone():  # merge's alone (the others are settled), retried next run
+                raise
             log.error("cannot recover merge %s of cluster %s yet: %s", plan.id,
-                      plan.cluster_id, exc)
-            outcomes.append(Outcome(UNRECOVERED, plan, None, str(exc)))
+                      plan.cluster_id, describe(exc), exc_info=not isinstance(exc, EverosError))
+            outcomes.append(Outcome(UNRECOVERED, plan, None, describe(exc)))
             continue
         log.info("recovered merge %s of cluster %s: %s", plan.id, plan.cluster_id,
                  outcome.status)

@@ -33,7 +33,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, describe
 from everos_reflect.index import merge_journal
 from everos_reflect.index.db import transaction
 from everos_reflect.markdown.store import durable_group
@@ -92,9 +92,11 @@ def _commit_batch(runtime: Runtime, indexer: Indexer, plans: list[Plan]) -> list
     journal.checkpoint(journal.PLANNED)
     try:
         _steps(runtime, indexer, plans, steps, outcomes, started)
-    except EverosError as exc:
+    except Exception as exc:  # an OSError writing one user's log, a bug one record trips
+        if runtime.root_gone():  # every merge would fail: the engine says what happened
+            raise
         log.warning("committing %d merges together failed (%s); finishing each on its own",
-                    len(plans), exc)
+                    len(plans), describe(exc), exc_info=not isinstance(exc, EverosError))
         for plan in plans:
             if plan.id not in outcomes:
                 outcomes[plan.id] = _finish_alone(runtime, indexer, plan, steps[plan.id],
@@ -284,9 +286,13 @@ def _finish_alone(runtime: Runtime, indexer: Indexer, plan: Plan, step: str,
         committed = journal.resume(runtime, plan, step)
         return journal.complete(runtime, indexer, plan, started, stale_status="stale",
                                 committed=committed)
-    except EverosError as exc:
-        log.error("cluster %s of %s: commit interrupted: %s", plan.cluster_id, plan.ref, exc)
-        return Outcome(INTERRUPTED, plan, None, str(exc))
+    except Exception as exc:  # this merge's alone: the others of the batch go on
+        if runtime.root_gone():
+            raise
+        error = describe(exc)
+        log.error("cluster %s of %s: commit interrupted: %s", plan.cluster_id, plan.ref, error,
+                  exc_info=not isinstance(exc, EverosError))
+        return Outcome(INTERRUPTED, plan, None, error)
 
 
 __all__ = ["INTERRUPTED", "commit_many", "disjoint_batches"]

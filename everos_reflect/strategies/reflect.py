@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.clustering.service import ClusterService
+from everos_reflect.clustering.service import ClusterInfo, ClusterService
 from everos_reflect.engine.registry import (
     RunContext,
     SettingSpec,
@@ -39,7 +39,7 @@ from everos_reflect.engine.registry import (
     duration_up_to,
     positive,
 )
-from everos_reflect.errors import ConfigError, ProviderUnavailable
+from everos_reflect.errors import ConfigError, ProviderUnavailable, describe
 from everos_reflect.index import cursors, reads
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
@@ -220,6 +220,7 @@ class ReflectionRun:
             {"language": s.get("language", "auto"), "prompts": s.get("prompts") or {}})
         self.counts: Counter[str] = Counter()
         self.log = ctx.log
+        self._named: set[UserRef] = set()  # users the run record names as failed
         self._first: FirstRequests | None = None  # set while a run has LLM calls to make
         self._prefetch_sources = False
         self.guard = Guard(self.rt, match_threshold=self.match, max_ratio=self.max_ratio,
@@ -246,27 +247,76 @@ class ReflectionRun:
         for ref in users_with_clusters(self.rt):
             if self.ctx.should_stop() or self.ctx.budget.hit:
                 return
-            waiting = {p.cluster_id for p, _ in journal.pending(self.rt.db())}
-            undone = set() if self.remerge_undone else holdback.undone_sources(self.rt.db(), ref)
-            aside = cursors.consumed(self.rt.db(), NAME, ref)  # refused for good, unchanged
-            chosen = 0
-            # every eligible cluster is looked at, so held-back ones never starve the others
-            for info in clusters.eligible_for_reflection(ref, 1 << 30):
-                if chosen >= self.max_clusters:
-                    break
-                if info.cluster_id in waiting:  # a merge of it still awaits recovery
-                    continue
-                if undone and holdback.is_held(holdback.candidates(
-                        self.rt.db(), info.cluster_id, info.consolidated_entry_id), undone):
-                    self.counts["held_back"] += 1  # undone; waits for a new member
-                    continue
-                picked = select(self.rt.store, clusters, info, max_sources=self.max_sources)
-                if picked is not None and (picked.cluster_id, self._aside_key(picked)) in aside:
-                    continue  # the server refused this exact cluster for good
-                if picked is not None:
-                    chosen += 1
-                    self.counts["deferred_sources"] += picked.deferred
-                    yield picked
+            # one user's unexpected error (a hand-edited record that trips a bug) fails that
+            # user alone: the users after it are still selected
+            at: list[ClusterInfo] = []  # the cluster being selected, for its failed row
+            try:
+                yield from self._user_selections(clusters, ref, at)
+            except Exception as exc:
+                if self.rt.root_gone():  # not this user's fault: the engine says so
+                    raise
+                self._selection_failed(ref, at[0] if at else None, exc)
+
+    def _user_selections(self, clusters: ClusterService, ref: UserRef,
+                         at: list[ClusterInfo]) -> Iterator[Selection]:
+        """``ref``'s chosen clusters, largest first (``at``: the one being looked at)."""
+        waiting = {p.cluster_id for p, _ in journal.pending(self.rt.db())}
+        undone = set() if self.remerge_undone else holdback.undone_sources(self.rt.db(), ref)
+        aside = cursors.consumed(self.rt.db(), NAME, ref)  # refused for good, unchanged
+        chosen = 0
+        # every eligible cluster is looked at, so held-back ones never starve the others
+        for info in clusters.eligible_for_reflection(ref, 1 << 30):
+            if chosen >= self.max_clusters:
+                break
+            at[:] = [info]
+            picked = self._pick(clusters, info, waiting, undone, aside)
+            at.clear()
+            if picked is not None:
+                chosen += 1
+                self.counts["deferred_sources"] += picked.deferred
+                yield picked
+
+    def _pick(self, clusters: ClusterService, info: ClusterInfo, waiting: set[str],
+              undone: set[str], aside: set[tuple[str, str]]) -> Selection | None:
+        """What to merge of one eligible cluster, or None: a merge of it awaits recovery
+        (``waiting``), it holds the sources of an undone merge (``undone``), Markdown leaves
+        nothing to do, or the server refused exactly this for good (``aside``)."""
+        if info.cluster_id in waiting:  # a merge of it still awaits recovery
+            return None
+        if undone and holdback.is_held(holdback.candidates(
+                self.rt.db(), info.cluster_id, info.consolidated_entry_id), undone):
+            self.counts["held_back"] += 1  # undone; waits for a new member
+            return None
+        picked = select(self.rt.store, clusters, info, max_sources=self.max_sources)
+        if picked is not None and (picked.cluster_id, self._aside_key(picked)) in aside:
+            return None  # the server refused this exact cluster for good
+        return picked
+
+    def _selection_failed(self, ref: UserRef, info: ClusterInfo | None,
+                          exc: Exception) -> None:
+        """Selecting ``ref``'s clusters raised (at ``info``, when known): that user is failed
+        for this run, its clusters left as they are. Counted ``failed``, named in the run
+        record, logged with the traceback, and the cluster's report row says so."""
+        error = describe(exc)
+        where = f"cluster {info.cluster_id}: " if info is not None else ""
+        self.log.error("%s: %sselecting failed: %s", ref, where, error, exc_info=exc)
+        self.counts["failed"] += 1
+        self._name_failed(ref, where + error)
+        if info is None:
+            return
+        conn = self.rt.db()
+        with transaction(conn):
+            journal.insert_report(conn, run_id=self.ctx.run_id, ref=ref,
+                                  cluster_id=info.cluster_id,
+                                  mode="update" if info.consolidated_entry_id else "init",
+                                  sources=[], status="failed", error=error)
+
+    def _name_failed(self, ref: UserRef, error: str) -> None:
+        """Name ``ref`` in the run record with the first of its failures in this run (its
+        audit rows say every one)."""
+        if ref not in self._named:
+            self._named.add(ref)
+            self.ctx.note_failure(str(ref), error)
 
     def _merge_all(self, indexer: Indexer, llm: LLM, chosen: Iterator[Selection]) -> None:
         """Drafts in a pool (``llm.max_concurrency`` workers, up to ``max_drafts_ahead``
@@ -354,15 +404,26 @@ class ReflectionRun:
                 if self.ctx.should_stop():
                     future.cancel()
                     continue
+                usage = None  # what the draft's calls cost, once it is made
                 try:
                     prepared = future.result()
+                    # a bug a hand-edited record trips while the draft is made or checked
+                    # fails that cluster alone, as a failed call does (nothing is written yet)
+                    if prepared is not None:
+                        usage = prepared.draft.usage
+                    plan = self._plan(prepared) if prepared is not None else None
                 except ProviderUnavailable as exc:
                     self._failed(sel, llm, str(exc), exc.usage, set_aside=exc.permanent)
                     continue
-                if prepared is not None:
-                    plan = self._plan(prepared)
-                    if plan is not None:
-                        plans.append((plan, prepared))
+                except Exception as exc:
+                    if self.rt.root_gone():  # not this cluster's fault: the engine says so
+                        raise
+                    self.log.error("cluster %s of %s: unexpected error", sel.cluster_id,
+                                   sel.ref, exc_info=exc)
+                    self._failed(sel, llm, describe(exc), usage)
+                    continue
+                if prepared is not None and plan is not None:
+                    plans.append((plan, prepared))
             if plans:
                 self._commit(indexer, plans)
         finally:
@@ -427,6 +488,7 @@ class ReflectionRun:
             self.counts["set_aside"] += 1
         self.log.warning("cluster %s of %s skipped: %s", sel.cluster_id, sel.ref, error)
         self.counts["failed"] += 1
+        self._name_failed(sel.ref, f"cluster {sel.cluster_id}: {error}")
         conn = self.rt.db()
         with transaction(conn):
             if set_aside:
@@ -494,6 +556,8 @@ class ReflectionRun:
         for outcome, (plan, prepared) in zip(outcomes, plans, strict=True):
             status = outcome.status
             self.counts["merged" if status == "ok" else status] += 1
+            if status == journal_batch.INTERRUPTED:  # its row stays for the next recovery
+                self._name_failed(plan.ref, f"cluster {plan.cluster_id}: {outcome.error}")
             if status != "ok":
                 continue
             self.counts["archived_episodes"] += len(plan.replaced)

@@ -28,6 +28,7 @@ as provenance treats such a record: unknown, never deleted.
 from __future__ import annotations
 
 import hashlib
+import logging
 import time
 from collections import Counter
 from collections.abc import Collection
@@ -47,6 +48,7 @@ from everos_reflect.strategies import beliefs, provenance
 from everos_reflect.strategies.aside import SentWith, tier_prompts
 from everos_reflect.strategies.belief_store import (
     note_clipped,
+    owner_failed,
     set_aside_error,
     sync,
     tier_settings,
@@ -54,6 +56,8 @@ from everos_reflect.strategies.belief_store import (
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
+
+log = logging.getLogger(__name__)
 
 NAME = "revalidate_insights"
 MAX_HOPS = 20  # a deprecated_by chain longer than this is a hand-made loop
@@ -272,47 +276,75 @@ class RevalidateInsights(Strategy):
         sent = SentWith.tasks(runtime, Engine(runtime, recover=False).settings_for(NAME), TASKS)
         total = 0
         for ref in runtime.store.iter_users():
-            if provenance.has_derived(runtime, ref):
-                unreadable: set[str] = set()
-                records = provenance.load_records(runtime, ref, unreadable)
-                total += len(waiting(records, cursors.consumed(runtime.db(), NAME, ref), sent,
-                                     unreadable))
+            try:
+                if provenance.has_derived(runtime, ref):
+                    unreadable: set[str] = set()
+                    records = provenance.load_records(runtime, ref, unreadable)
+                    total += len(waiting(records, cursors.consumed(runtime.db(), NAME, ref),
+                                         sent, unreadable))
+            except Exception:  # one owner's broken records must not hide the others' news;
+                # the run that follows reports the owner (the poll only logs it)
+                log.warning("%s: cannot read %s to see what is stale", NAME, ref, exc_info=True)
         return float(total)
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         rt, counts = ctx.runtime, Counter[str]()
-        budget = ctx.budget  # the engine's run limits (engine/limits.py)
         sent = SentWith.tasks(rt, ctx.settings, TASKS)
         for ref in rt.store.iter_users():
-            if ctx.should_stop() or not provenance.has_derived(rt, ref):
-                continue
-            # Stale marks no change event would lift (a typo fixed without a text change, a
-            # mark left by a transient break): an insight whose every cited record reads as
-            # when it was derived is active again, no model needed (provenance.find_restored).
-            checked = provenance.check(rt, ref)
-            if checked.written:
-                sync(rt, set(checked.written))
-            restored = [i for i in checked.restored if i.startswith(f"{Kind.INSIGHT.prefix}_")]
-            if restored:
-                counts["restored"] += len(restored)
-            done: set[str] = set()
-            while True:  # shallowest first, re-reading after each: a kept insight counts
-                unreadable: set[str] = set()  # as evidence for the next one
-                records = provenance.load_records(rt, ref, unreadable)
-                aside = cursors.consumed(rt.db(), NAME, ref)
-                todo = [e for e in waiting(records, aside, sent, unreadable)
-                        if e.id not in done]
-                if not todo:
-                    break
-                hit = ctx.limit_reached()
-                if hit:
-                    counts["limit_reached"] += 1
-                    ctx.log.info("%s: stopping early: %s", NAME, hit)
-                    return dict(counts)
-                done.add(todo[0].id)
-                self._one(ctx, ref, todo[0], records, budget, counts)
-                budget.charge_records(1)
+            if ctx.should_stop():
+                break
+            # one owner's unexpected error (an OSError writing its log, a hand-edited record
+            # that trips a bug) fails that owner alone, as a failed LLM call fails its
+            # insight: the owners after it are still revalidated
+            looking_at: list[str] = []  # the insight the owner was at, for its failed row
+            try:
+                if not self._owner(ctx, ref, sent, counts, looking_at):
+                    break  # a run limit was reached
+            except Exception as exc:
+                if rt.root_gone():  # not this owner's fault: the engine says what happened
+                    raise
+                owner_failed(ctx, NAME, ref, exc, counts, inputs=looking_at)
         return dict(counts)
+
+    def _owner(self, ctx: RunContext, ref: UserRef, sent: SentWith, counts: Counter[str],
+               looking_at: list[str]) -> bool:
+        """Every stale insight of ``ref``, shallowest first; False when a run limit stopped
+        the run. An insight's counts are added once it is recorded (an insight whose
+        bookkeeping raises is counted failed by the run, not both done and failed);
+        ``looking_at`` holds the insight being revalidated meanwhile."""
+        rt, budget = ctx.runtime, ctx.budget  # the engine's run limits (engine/limits.py)
+        if not provenance.has_derived(rt, ref):
+            return True
+        # Stale marks no change event would lift (a typo fixed without a text change, a
+        # mark left by a transient break): an insight whose every cited record reads as
+        # when it was derived is active again, no model needed (provenance.find_restored).
+        checked = provenance.check(rt, ref)
+        if checked.written:
+            sync(rt, set(checked.written))
+        restored = [i for i in checked.restored if i.startswith(f"{Kind.INSIGHT.prefix}_")]
+        if restored:
+            counts["restored"] += len(restored)
+        done: set[str] = set()
+        while True:  # shallowest first, re-reading after each: a kept insight counts
+            unreadable: set[str] = set()  # as evidence for the next one
+            records = provenance.load_records(rt, ref, unreadable)
+            aside = cursors.consumed(rt.db(), NAME, ref)
+            todo = [e for e in waiting(records, aside, sent, unreadable)
+                    if e.id not in done]
+            if not todo:
+                return True
+            hit = ctx.limit_reached()
+            if hit:
+                counts["limit_reached"] += 1
+                ctx.log.info("%s: stopping early: %s", NAME, hit)
+                return False
+            done.add(todo[0].id)
+            looking_at[:] = [todo[0].id]
+            mine = Counter[str]()
+            self._one(ctx, ref, todo[0], records, budget, mine)
+            counts.update(mine)
+            looking_at.clear()
+            budget.charge_records(1)
 
     def _one(self, ctx: RunContext, ref: UserRef, insight: Entry, records: dict[str, Entry],
              budget: Budget, counts: Counter[str]) -> None:
@@ -362,6 +394,7 @@ class RevalidateInsights(Strategy):
                 counts["failed"] += 1
                 row.duration_ms = int((time.monotonic() - started) * 1000)
                 record_derivation(rt.db(), row)
+                ctx.note_failure(str(ref), f"{insight.id}: {row.error}")
                 return
             reason = "the model judged it unsupported"
             if verdict["verdict"] != "retire" and len(verdict["evidence"]) < MIN_CITATIONS:

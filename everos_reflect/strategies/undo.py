@@ -37,6 +37,7 @@ from everos_reflect.errors import (
     StrategyBusy,
     UndoRefused,
     UnknownEntry,
+    describe,
 )
 from everos_reflect.index import merge_journal, reads
 from everos_reflect.index.audit import mark_reflection_undone, merge_row
@@ -349,8 +350,11 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
         try:
             intent = _Intent(**json.loads(plan))
             result = _apply(runtime, intent)
-        except (EverosError, TypeError, ValueError) as exc:  # e.g. a log broken by hand
-            log.error("cannot finish the interrupted undo %s yet: %s", row_id, exc)
+        except Exception as exc:  # a log broken by hand, an OSError writing one: this
+            if runtime.root_gone():  # undo's alone (the others are finished), kept for later
+                raise
+            log.error("cannot finish the interrupted undo %s yet: %s", row_id, describe(exc),
+                      exc_info=not isinstance(exc, EverosError))
             continue
         with transaction(conn):
             merge_journal.delete(conn, row_id)
