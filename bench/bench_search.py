@@ -27,8 +27,8 @@ import numpy as np
 
 from everos_reflect.embedding.base import l2_normalize
 from everos_reflect.embedding.local import LocalEmbedder
+from everos_reflect.index.filters import where_clause
 from everos_reflect.index.search import search
-from everos_reflect.index.vectors import where_clause
 from everos_reflect.model import Kind
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings

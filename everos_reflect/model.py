@@ -10,6 +10,7 @@ import hashlib
 import re
 import unicodedata
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import StrEnum
@@ -59,6 +60,20 @@ def shown_key(key: str) -> str:
     if len(key) <= QUOTED_MAX and key.isprintable():
         return key
     return quoted(key, escape=True)
+
+
+#: The most names (unknown parameters, fields) one error message lists.
+NAMES_MAX = 5
+
+
+def shown_names(names: Iterable[str], most: int = NAMES_MAX) -> str:
+    """Names a client chose (query parameters, body keys), each as :func:`shown_key` writes it,
+    the first ``most`` of them and how many more: ``a, b and 2,995 more``. A 5,000-character
+    query parameter name made a 5,102-character 422 body, and 3,000 unknown ones a 26 kB one."""
+    names = list(names)
+    shown = ", ".join(shown_key(name) for name in names[:most])
+    rest = len(names) - most
+    return f"{shown} and {rest:,} more" if rest > 0 else shown
 
 
 def quoted_value(value: object) -> str:

@@ -572,6 +572,32 @@ def test_status_text_output_lists_users_and_problems(root: Path) -> None:
     assert "server.port" in result.stdout
 
 
+def test_status_strategy_table_fits_80_columns_and_says_a_problem_once(root: Path) -> None:
+    # each strategy that needs an LLM put its whole 200-character reason in its cell (20
+    # wrapped lines each, the same text four times) and the names were cut to "detect_contra…"
+    result = run("status", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    table = [line for line in result.stdout.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table and max(map(len, table)) <= 80
+    for name in ("detect_contradictions", "revalidate_insights", "update_worldview"):
+        assert any(name in line for line in table), name
+    reason = "are written by a language model; the extractive provider writes none"
+    assert result.stdout.count(reason) == 1
+    assert sum("[1]" in line for line in table) == 3  # the three belief tiers
+    assert "[1] needs an LLM: convictions, contradictions and reconciliations" in result.stdout
+
+
+@pytest.mark.parametrize(("stamp", "shown"), [
+    ("2026-12-07T02:00:00+00:00", "2026-12-07 02:00"),
+    ("2026-12-07T02:00:59.615700+05:30", "2026-12-07 02:00 +05:30"),
+    ("2026-12-07T02:00:00", "2026-12-07 02:00"),
+    ("not a time", "not a time"),
+    (None, ""),
+])
+def test_status_shows_times_to_the_minute(stamp: object, shown: str) -> None:
+    assert store_cmds._when(stamp) == shown
+
+
 def test_status_missing_root_is_one_line(tmp_path: Path) -> None:
     assert "no memory root" in one_line_error(run("status", "--root", str(tmp_path / "nope")))
 

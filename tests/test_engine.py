@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,7 @@ import pytest
 
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.engine import engine as engine_module
 from everos_reflect.engine import registry
 from everos_reflect.engine.engine import Engine, lock_path
 from everos_reflect.engine.registry import RunContext, SettingSpec, Strategy
@@ -260,6 +262,46 @@ def test_should_stop_turns_true_on_shutdown(runtime: Runtime, fake: Fake) -> Non
     engine.shutdown(timeout=5)
     assert run_row(runtime, out.run_id)["status"] == "ok"
     assert engine.trigger("fake_test").status == "busy"  # no new runs while stopping
+
+
+def test_a_wall_clock_set_back_an_hour_during_shutdown_does_not_stretch_its_wait(
+    runtime: Runtime, fake: Fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The deadline was local wall time: the night the clocks go back it moved an hour away,
+    # and shutdown waited for a run it should have recorded abandoned
+    enable(runtime.root)
+    fake.gate.clear()
+    engine = Engine(runtime)
+    out = engine.trigger("fake_test", timeout=0)
+    assert fake.started.wait(5)
+    reads = iter([datetime(2026, 11, 1, 1, 59, 59)])
+
+    class FallBack(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> datetime:  # 01:59:59, then 01:00:00 again
+            return next(reads, datetime(2026, 11, 1, 1, 0, 0))
+
+    monkeypatch.setattr(engine_module, "datetime", FallBack)
+    engine.shutdown(timeout=0.05)
+    monkeypatch.undo()
+    assert run_row(runtime, out.run_id)["status"] == "abandoned"
+    fake.gate.set()
+
+
+def test_a_run_id_names_the_utc_time_its_record_says_it_started(
+    runtime: Runtime, fake: Fake, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The id took the host's local time, started_at UTC: 14 h apart on Kiritimati
+    monkeypatch.setenv("TZ", "Pacific/Kiritimati")
+    time.tzset()
+    try:
+        out = Engine(runtime).trigger("fake_test", force=True)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    named = datetime.strptime(out.run_id.split("_")[1], "%Y%m%d%H%M%S").replace(tzinfo=UTC)
+    started = datetime.fromisoformat(run_row(runtime, out.run_id)["started_at"])
+    assert timedelta(0) <= started - named < timedelta(minutes=1), (out.run_id, started)
 
 
 def test_invalid_ome_keeps_last_good_config_and_says_why(runtime: Runtime, fake: Fake) -> None:

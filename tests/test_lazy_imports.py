@@ -216,3 +216,29 @@ def test_the_deferred_rest_client_loads_and_works_when_asked_for() -> None:
     eager = run_fresh(EAGER_NAMES_SCRIPT)["names"]
     assert len(eager) > 100
     assert report["names"] == eager
+
+
+#: Commands that read or write Markdown and SQLite only, run in one fresh interpreter.
+CLI_SCRIPT = textwrap.dedent("""
+    import json, sys
+    from everos_reflect.cli.main import cli
+
+    codes = []
+    add = ["add", "--user", "u_andrew", "--subject", "Dog", "--content", "Adopted Toby."]
+    for args in (["--version"], add, ["status"], ["lint"], ["runs"]):
+        try:
+            cli.main(args, standalone_mode=False)
+            codes.append(0)
+        except SystemExit as exc:
+            codes.append(exc.code)
+    print(json.dumps({"codes": codes, "modules": sorted({m.split(".")[0] for m in sys.modules})}))
+""")
+
+
+def test_commands_that_need_no_vectors_do_not_import_lancedb(root: Path) -> None:
+    # `import lancedb` (with pyarrow's dataset and compute) is ~0.5 s of every command's start
+    # when the CLI imports it eagerly: `--version` took 1.1 s
+    report = run_fresh(CLI_SCRIPT, root=root)
+    assert report["codes"] == [0, 0, 0, 0, 0]
+    assert {"lancedb", "pyarrow"} & set(report["modules"]) == set()
+    assert "everos_reflect" in report["modules"]

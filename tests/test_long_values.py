@@ -92,6 +92,53 @@ def test_mcp_quotes_a_long_bad_value_short(runtime: Runtime) -> None:
     _short(caught.value.message)
 
 
+MANY = 3000
+
+
+@pytest.mark.parametrize(("method", "url", "body"), [
+    ("GET", f"/api/v1/ome/runs?{LONG}=1", None),
+    ("GET", f"/api/v1/memory/worldview?user_id=u1&{LONG}=2", None),
+    ("POST", "/api/v1/memory/search", {"query": "q", LONG: 1}),
+    ("POST", "/api/v1/memory/episodes", {"user_id": "u1", "subject": "s", "content": "c",
+                                         LONG: 1}),
+], ids=["query-runs", "query-worldview", "body-search", "body-episode"])
+def test_the_api_names_a_long_unknown_parameter_short(runtime: Runtime, method: str, url: str,
+                                                      body: dict[str, Any] | None) -> None:
+    # the name of an unknown query parameter or body field was echoed whole (a 5,102-character
+    # 422 body for a 5,000-character name)
+    resp = ApiClient(runtime)(method, url, **({"json": body} if body else {}))
+    assert resp.status_code == 422, resp.text[:300]
+    _short(resp.json()["error"]["message"])
+
+
+@pytest.mark.parametrize(("method", "url", "body", "rest"), [
+    ("GET", "/api/v1/ome/runs?" + "&".join(f"p{i}=1" for i in range(MANY)), None,
+     "and 2,995 more;"),
+    ("POST", "/api/v1/memory/search", {"query": "q", **{f"k{i}": 1 for i in range(MANY)}},
+     "and 2,990 more problems"),
+], ids=["query", "body"])
+def test_the_api_counts_thousands_of_unknown_parameters(runtime: Runtime, method: str,
+                                                        url: str, body: dict[str, Any] | None,
+                                                        rest: str) -> None:
+    # each was listed: a 26 kB message for 3,000 query parameters, 116 kB for body keys
+    resp = ApiClient(runtime)(method, url, **({"json": body} if body else {}))
+    assert resp.status_code == 422, resp.text[:300]
+    message = resp.json()["error"]["message"]
+    assert len(message) < 600 and rest in message, message[:300]
+
+
+def test_mcp_names_a_long_unknown_argument_short(runtime: Runtime) -> None:
+    from everos_reflect.api import mcp_server
+
+    [spec] = [t for t in mcp_server.tools() if t.name == "search"]
+    with pytest.raises(MCPError) as caught:
+        mcp_server.call(runtime, spec, {"query": "q", LONG: 1})
+    _short(caught.value.message)
+    with pytest.raises(MCPError) as caught:
+        mcp_server.call(runtime, spec, {"query": "q", **{f"k{i}": 1 for i in range(MANY)}})
+    assert len(caught.value.message) < 600 and "and 2,990 more problems" in caught.value.message
+
+
 def test_an_owner_id_that_is_not_the_user_is_quoted_short(runtime: Runtime) -> None:
     with pytest.raises(InvalidId) as caught:
         runtime.store.append(UserRef.of("u1"), Kind.EPISODE,

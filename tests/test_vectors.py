@@ -12,7 +12,8 @@ import pytest
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.errors import EverosError, InvalidId
 from everos_reflect.index import vectors
-from everos_reflect.index.vectors import VectorIndex, sql_str, where_clause
+from everos_reflect.index.filters import sql_str, where_clause
+from everos_reflect.index.vectors import VectorIndex
 from everos_reflect.model import Kind, UserRef
 
 EMB = HashEmbedder(32)

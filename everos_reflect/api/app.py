@@ -37,7 +37,7 @@ from everos_reflect.api.models import (
 )
 from everos_reflect.engine.engine import list_runs, strategies_status
 from everos_reflect.markdown.parser import lookup_entry_id
-from everos_reflect.model import UserRef
+from everos_reflect.model import UserRef, shown_names
 
 if TYPE_CHECKING:
     from everos_reflect.engine.engine import Engine
@@ -174,13 +174,13 @@ def _known_query(request: Request) -> None:
     unknown = sorted(set(request.query_params) - allowed)
     if unknown:
         raise ApiError(422, "invalid_request",
-                       f"unknown query parameter(s): {', '.join(map(repr, unknown))}; "
+                       f"unknown query parameter(s): {shown_names(unknown)}; "
                        f"this route takes {', '.join(sorted(allowed)) or 'none'}")
     repeated = sorted(name for name in set(request.query_params) - lists
                       if len(request.query_params.getlist(name)) > 1)
     if repeated:
         raise ApiError(422, "invalid_request",
-                       f"query parameter(s) given more than once: {', '.join(repeated)}; "
+                       f"query parameter(s) given more than once: {shown_names(repeated)}; "
                        "give each once")
 
 

@@ -13,7 +13,14 @@ from typing import TYPE_CHECKING, Any
 from everos_reflect import errors
 from everos_reflect.llm.importance import importance_on_write
 from everos_reflect.markdown.parser import lookup_entry_id
-from everos_reflect.model import Kind, UserRef, new_episode, quoted_value, validate_name
+from everos_reflect.model import (
+    Kind,
+    UserRef,
+    new_episode,
+    quoted_value,
+    shown_key,
+    validate_name,
+)
 
 if TYPE_CHECKING:
     from everos_reflect.api.models import (
@@ -88,12 +95,21 @@ def validation_code(problems: Sequence[Any]) -> str:
     return "invalid_id" if is_id_problem(problems) else "invalid_request"
 
 
+#: The most of pydantic's problems one message lists (the rest are counted).
+PROBLEMS_MAX = 10
+
+
 def validation_message(problems: Sequence[Any]) -> str:
     """One line from pydantic's errors, the same for every edge: ``field: reason; ...``. A
-    domain error raised by a validator (an invalid id) keeps its own message."""
+    domain error raised by a validator (an invalid id) keeps its own message.
+
+    A field's path holds the client's own keys (an unknown body field or MCP argument is
+    named by its key), so each is shown as :func:`~everos_reflect.model.shown_key` writes
+    it, and only the first :data:`PROBLEMS_MAX` problems are listed: a 5,000-character key
+    was echoed whole, and 3,000 unknown keys made a 116 kB message."""
     parts = []
-    for err in problems:
-        where = ".".join(str(p) for p in err.get("loc", ()) if p != "body") or "body"
+    for err in problems[:PROBLEMS_MAX]:
+        where = ".".join(shown_key(str(p)) for p in err.get("loc", ()) if p != "body") or "body"
         cause = (err.get("ctx") or {}).get("error")
         if err.get("type") == "string_pattern_mismatch" and str(where).endswith("_id"):
             cause = _id_problem(err.get("input"), str(where).rsplit(".", 1)[-1]) or cause
@@ -101,6 +117,8 @@ def validation_message(problems: Sequence[Any]) -> str:
         if err.get("type") == "literal_error":
             message = f"{message}, got {quoted_value(err.get('input'))}"
         parts.append(f"{where}: {message or 'invalid'}")
+    if len(problems) > PROBLEMS_MAX:
+        parts.append(f"and {len(problems) - PROBLEMS_MAX:,} more problems")
     return "; ".join(parts) or "invalid request"
 
 

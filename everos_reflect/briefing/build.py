@@ -28,7 +28,7 @@ from everos_reflect.briefing.routing import route as route_of
 from everos_reflect.briefing.tokens import TokenCounter, default_counter
 from everos_reflect.embedding.base import embed_query
 from everos_reflect.errors import EverosError, InvalidRequest
-from everos_reflect.index.vectors import where_clause
+from everos_reflect.index.filters import where_clause
 from everos_reflect.model import DailyLog, Entry, Kind, UserRef, quoted_value, surrogate_problem
 from everos_reflect.procedural.lessons import Lesson, ranked, read_lesson
 from everos_reflect.procedural.tasks import read_task

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 import tempfile
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -221,11 +222,42 @@ def _score_importance(root: Path, subject: str, content: str) -> int:
 
 #: Set-aside clusters ``status`` names one by one; the rest are counted.
 SET_ASIDE_SHOWN = 10
+#: A strategy's problem up to this long is shown in its table cell; a longer one by its lead
+#: and a note number, the whole text once below the table.
+PROBLEM_CELL_CHARS = 32
+
+
+def _when(stamp: object) -> str:
+    """An ISO time as the status table shows it, to the minute (``2026-12-07 02:00``, its
+    offset after it unless UTC): the full stamp with microseconds was cut to ``2026-12…``."""
+    if not stamp:
+        return ""
+    try:
+        when = datetime.fromisoformat(str(stamp))
+    except ValueError:
+        return shown(stamp)
+    offset = when.strftime("%z")
+    zone = "" if offset in ("", "+0000") else f" {offset[:3]}:{offset[3:]}"
+    return when.strftime("%Y-%m-%d %H:%M") + zone
+
+
+def _problem_cell(problem: str, notes: dict[str, int]) -> str:
+    """What the status table shows of one strategy's problem. The whole text in an 80-column
+    cell took 20 lines per strategy, and four strategies that need an LLM said the same 300
+    characters four times: a long problem shows its lead (``needs an LLM``) and a number,
+    and its text is printed once under the table."""
+    if len(problem) <= PROBLEM_CELL_CHARS:
+        return problem
+    number = notes.setdefault(problem, len(notes) + 1)
+    lead = problem.split(":", 1)[0]
+    if len(lead) > PROBLEM_CELL_CHARS:
+        lead = lead[:PROBLEM_CELL_CHARS - 1] + "…"
+    return f"{lead} [{number}]"
 
 
 def _render_status(doc: dict[str, Any]) -> None:
     from rich.console import Console
-    from rich.table import Table
+    from rich.table import Column, Table
     from rich.text import Text
 
     console = Console(soft_wrap=True)  # long paths stay on one line when piped
@@ -302,19 +334,28 @@ def _render_status(doc: dict[str, Any]) -> None:
                       f"{item['entry']} is archived toward {item['archived_toward']}, which no "
                       "log holds (run `lint`)", markup=False, style="red")
     if doc["strategies"]:
-        table = Table("strategy", "enabled", "cron", "next run", "last run", "problem")
+        # a strategy's name is what `enable`, `trigger` and ome.toml take: never cut short
+        names = [str(row.get("name", "?")) for row in doc["strategies"]]
+        table = Table(Column("strategy", no_wrap=True, min_width=max(map(len, names))),
+                      "enabled", Column("cron", no_wrap=True),
+                      Column("next run", overflow="fold"), Column("last run", overflow="fold"),
+                      "problem")
+        notes: dict[str, int] = {}
         for row in doc["strategies"]:
             last = row.get("last_run") or {}
-            last_text = f"{last.get('status', '')} {last.get('finished_at') or ''}".strip()
+            last_text = f"{last.get('status', '')} {_when(last.get('finished_at'))}".strip()
+            problem = shown(row.get("config_error") or row.get("unavailable")
+                            or row.get("error") or "")
             table.add_row(
                 str(row.get("name", "?")), str(row.get("enabled", "")), str(row.get("cron", "")),
-                str(row.get("next_run") or "-"), last_text or "never",
+                _when(row.get("next_run")) or "-", last_text or "never",
                 # plain text, not markup: "set [llm] provider" lost its "[llm]", and a run
                 # error quoting "[/x]" raised MarkupError
-                Text(shown(row.get("config_error") or row.get("unavailable")
-                           or row.get("error") or "")),
+                Text(_problem_cell(problem, notes)),
             )
         console.print(table)
+        for text, number in notes.items():
+            console.print(f"[{number}] {text}", markup=False, soft_wrap=True)
     known = {"root", "counts_from", "users", "totals", "files_with_problems", "config",
              "index", "strategies", "merges"}
     for key, value in doc.items():

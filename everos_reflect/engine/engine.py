@@ -15,10 +15,11 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -261,7 +262,9 @@ class Engine:
         except Timeout:
             return None
         try:
-            run_id = f"run_{datetime.now().strftime('%Y%m%d%H%M%S')}_{uuid.uuid4().hex[:6]}"
+            # UTC, as the record's started_at: the host's local time named a run started at
+            # 01:00 UTC "15:00" on a host 14 h ahead
+            run_id = f"run_{datetime.now(UTC):%Y%m%d%H%M%S}_{uuid.uuid4().hex[:6]}"
             conn = self.runtime.connect()  # the run thread's: opened while the root is here
             try:
                 runs.start(conn, run_id, strategy.name, trigger)
@@ -406,9 +409,11 @@ class Engine:
         self.request_stop()
         with self._mutex:
             active = list(self._active.values())
-        deadline = datetime.now() + timedelta(seconds=timeout)
+        # the monotonic clock: local wall time jumps an hour at a DST change (the wait grew
+        # by an hour at a fall-back, and ran out at once at a spring-forward)
+        deadline = time.monotonic() + timeout
         for run in active:
-            remaining = max(0.0, (deadline - datetime.now()).total_seconds())
+            remaining = max(0.0, deadline - time.monotonic())
             if not run.done.wait(remaining):
                 log.warning("run %s still going at shutdown: recorded as abandoned", run.run_id)
                 self._abandon(run.run_id, "the daemon stopped before the run finished")

@@ -27,9 +27,9 @@ import numpy as np
 
 from everos_reflect.embedding.base import embed_query
 from everos_reflect.errors import EverosError, InvalidSearch
+from everos_reflect.index.filters import where_clause
 from everos_reflect.index.recency import RECENCY_COSINE, key, latest_first
 from everos_reflect.index.snippet import make_passages
-from everos_reflect.index.vectors import where_clause
 from everos_reflect.model import Kind, quoted_value, surrogate_problem
 
 if TYPE_CHECKING:

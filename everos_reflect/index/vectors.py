@@ -32,7 +32,8 @@ from lancedb.index import FTS, BTree, IvfPq
 from lancedb.query import MultiMatchQuery
 
 from everos_reflect.errors import EverosError
-from everos_reflect.model import Kind, UserRef, validate_name
+from everos_reflect.index.filters import sql_str
+from everos_reflect.model import Kind, UserRef
 
 TABLES: dict[Kind, str] = {kind: kind.table for kind in Kind}
 #: Name prefix of a table folder renamed away by ``reset`` before it is deleted (no ``.lance``
@@ -103,33 +104,8 @@ def _schema(dim: int) -> pa.Schema:
     )
 
 
-def sql_str(value: object) -> str:
-    """A SQL string literal: quotes doubled, so no value can end the literal early."""
-    text = str(value)
-    if "\x00" in text:
-        raise EverosError("NUL character in a filter value")
-    return "'" + text.replace("'", "''") + "'"
-
-
 def row_key(app: str, project: str, user_id: str, entry_id: str) -> str:
     return f"{app}/{project}/{user_id}/{entry_id}"
-
-
-def where_clause(
-    *,
-    app_id: str | None = None,
-    project_id: str | None = None,
-    user_id: str | None = None,
-    include_deprecated: bool = True,
-) -> str | None:
-    """A filter over tenant/user/deprecation built only from validated names."""
-    parts = []
-    for column, value in (("app_id", app_id), ("project_id", project_id), ("user_id", user_id)):
-        if value is not None:
-            parts.append(f"{column} = {sql_str(validate_name(value, column))}")
-    if not include_deprecated:
-        parts.append("deprecated_by IS NULL")
-    return " AND ".join(parts) or None
 
 
 def _epoch(value: object) -> float:
