@@ -76,6 +76,19 @@ def shown_names(names: Iterable[str], most: int = NAMES_MAX) -> str:
     return f"{shown} and {rest:,} more" if rest > 0 else shown
 
 
+#: A URL's ``scheme://`` (optional) and its userinfo, up to the last ``@``: credentials.
+_USERINFO_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?.*@", re.DOTALL)
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its userinfo (``user:secret@``) written ``***@``, for an error or a log:
+    ``https://***@host/v1``. A ``base_url`` may carry credentials; a URL error and a provider
+    failure showed them. Everything up to the last ``@`` counts as userinfo, so a password
+    holding ``@`` or ``/`` (unencoded: the URL is wrong, and its error must show it) is
+    never shown either."""
+    return _USERINFO_RE.sub(lambda m: f"{m.group(1) or ''}***@", url, count=1)
+
+
 def quoted_value(value: object) -> str:
     """:func:`quoted` for a value of any type (a request field, a YAML value, an LLM reply): a
     string as :func:`quoted` writes it, anything else as its ``repr``, cut the same way when
