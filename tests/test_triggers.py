@@ -209,6 +209,16 @@ def test_unknown_timezone_is_rejected() -> None:
         CronTrigger("0 2 * * 1", "Mars/Olympus")
 
 
+@pytest.mark.parametrize("tz", ["Z" * 5000, "Europe/" + "x" * 300, "../etc/passwd", "UTC\x00"],
+                         ids=["long", "long-part", "outside", "nul"])
+def test_a_time_zone_that_cannot_be_looked_up_is_a_short_value_error(tz: str) -> None:
+    # a name longer than a file name may be raised OSError ("File name too long") out of
+    # ZoneInfo: a traceback for any caller but the config validation, which caught it
+    with pytest.raises(ValueError, match="unknown timezone") as info:
+        CronTrigger("0 2 * * 1", tz)
+    assert len(str(info.value)) < 200, str(info.value)[:300]
+
+
 def test_macros() -> None:
     assert CronTrigger("@weekly").next_fire(WED).isoformat() == "2026-10-11T00:00:00+00:00"
     assert CronTrigger("@daily").next_fire(WED).isoformat() == "2026-10-08T00:00:00+00:00"
