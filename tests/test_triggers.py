@@ -295,6 +295,16 @@ def test_cooldown_defers_a_met_threshold_until_it_ends() -> None:
     assert OnWriteTrigger(cooldown=timedelta(minutes=5)).next_due(1, None, NOW) == NOW
 
 
+def test_a_clock_set_back_past_the_last_run_does_not_hold_a_met_trigger() -> None:
+    # The cooldown was measured from a last run "in the future": set back an hour, the clock
+    # held every data-triggered strategy until it caught up (an hour plus the cooldown)
+    trig = CountTrigger(n=1, cooldown=timedelta(minutes=30))
+    last = NOW + timedelta(minutes=59)  # the run recorded just before the clock went back
+    assert trig.next_due(1, last, NOW) == NOW
+    assert trig.is_due(1, last, NOW)
+    assert not trig.is_due(0, last, NOW)  # the bar still has to be met
+
+
 @pytest.mark.parametrize("expr", ["0 2 * * \u00b2", "0 2 * * 1-\u00b2", "0 2 * * 1/\u00b2",
                                   "0 2 * * \u0663", "\u0660 2 * * *"])
 def test_a_non_ascii_digit_is_a_named_cron_error(expr: str) -> None:

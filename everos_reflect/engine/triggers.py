@@ -269,10 +269,14 @@ class DataTrigger:
 
     def next_due(self, value: float, last_run: datetime | None, now: datetime) -> datetime | None:
         """When a run is due given ``value``: ``None`` while the bar is not met, else ``now`` or
-        the end of the cooldown, whichever is later."""
+        the end of the cooldown, whichever is later.
+
+        A last run after ``now`` means the wall clock went back past it (an NTP step, a VM
+        resumed): the cooldown cannot be measured, and waiting for the clock to catch up held
+        a met trigger for as long as the clock had jumped, so the run is due ``now``."""
         if not self.threshold_met(value):
             return None
-        if last_run is None:
+        if last_run is None or _aware(last_run) > _aware(now):
             return now
         return max(_aware(now), _aware(last_run) + self.cooldown)
 

@@ -199,13 +199,15 @@ class MarkdownStore:
         outside: list[str] | None = None,
         invalid: list[tuple[str, str]] | None = None,
         irregular: list[str] | None = None,
+        misnamed: list[str] | None = None,
     ) -> Iterator[Path]:
         """Daily-log files (sorted by user, kind, day) of one user or all users. Files and
         folders that are symlinks leading outside the root are skipped (and appended to
         ``outside`` when given); so are user folders with unsafe names (see :meth:`iter_users`
         for ``invalid``), and anything named like a log that is not a regular file, a FIFO or
         a folder (its path appended to ``irregular`` when given: a writer that must see every
-        log, like ``undo``, refuses to go on without it)."""
+        log, like ``undo``, refuses to go on without it). ``misnamed``, when given, gets the
+        Markdown files of a kind's folder that no reader opens (:meth:`_misnamed`)."""
         wanted = list(kinds) if kinds is not None else list(Kind)
         for user in [ref] if ref is not None else self.iter_users(outside, invalid):
             user_dir = self.user_dir(user)
@@ -221,6 +223,8 @@ class MarkdownStore:
                     continue
                 if self._escapes(folder, outside):
                     continue
+                if misnamed is not None:
+                    misnamed.extend(self._misnamed(folder, kind))
                 for path in sorted(folder.glob(f"{kind.stem}-*.md")):
                     if not _FILENAME_RE.fullmatch(path.name) or self._escapes(path, outside):
                         continue
@@ -228,6 +232,20 @@ class MarkdownStore:
                         yield path
                     elif irregular is not None and path.exists():  # not a dangling link
                         irregular.append(self._label(path))
+
+    def _misnamed(self, folder: Path, kind: Kind) -> list[str]:
+        """Markdown files in ``kind``'s folder whose name is not ``<stem>-YYYY-MM-DD.md``
+        ("episode-2026-10-02 (copy).md", "episode-2026-10-5.md", "Episode-….md", another
+        kind's log): nothing reads them, so the entries a person writes there are in no
+        index, search or merge. Hidden files (editors' swap and lock files, this daemon's
+        temp files) are not Markdown a person edits, and are left out."""
+        try:
+            names = sorted(e.name for e in os.scandir(folder) if e.is_file())
+        except OSError:
+            return []
+        return [self._label(folder / name) for name in names
+                if not name.startswith(".") and name.lower().endswith(".md")
+                and not ((m := _FILENAME_RE.fullmatch(name)) and m.group(1) == kind.stem)]
 
     def _subdirs(self, folder: str | os.PathLike[str],
                  outside: list[str] | None) -> list[os.DirEntry[str]]:
