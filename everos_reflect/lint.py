@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import ConfigError
 from everos_reflect.markdown.parser import UNDONE
-from everos_reflect.model import Kind, UserRef, shown_key
+from everos_reflect.model import LOG_FILENAME_RE, Kind, UserRef, shown_key
 from everos_reflect.settings import OME_FILE_NAME, load_ome, load_settings
 from everos_reflect.strategies.consistency import live_beside_sources
 
@@ -233,13 +233,31 @@ def scan_with_outside(store: MarkdownStore, description: str = "Checking daily l
     outside: list[str] = []
     invalid: list[tuple[str, str]] = []
     irregular: list[str] = []
-    files = list(store.iter_files(outside=outside, invalid=invalid, irregular=irregular))
+    misnamed: list[str] = []
+    files = list(store.iter_files(outside=outside, invalid=invalid, irregular=irregular,
+                                  misnamed=misnamed))
     watch = progress(description, len(files)) if progress else nullcontext(None)
     with watch as advance:
         scan = scan_store(store, files, advance)
     scan.problems[:0] = skipped_problems(outside, invalid) + irregular_problems(
-        store.root, irregular)
+        store.root, irregular) + misnamed_problems(misnamed)
     return scan
+
+
+def misnamed_problems(misnamed: list[str]) -> list[Problem]:
+    """A warning per Markdown file in a kind's folder that is named like no log of that kind
+    (:meth:`MarkdownStore.iter_files`' ``misnamed``): a copy, a typo in the date, another
+    kind's log. Its entries are read by nothing, and ``lint`` said all was well."""
+    found = []
+    for rel in sorted(set(misnamed)):
+        folder, name = Path(rel).parent.name, Path(rel).name
+        kind = next(k for k in Kind if k.folder == folder)
+        m = LOG_FILENAME_RE.fullmatch(name)
+        other = Kind.from_stem(m.group(1)) if m else None
+        why = (f"named like a log of {other.folder}/, not of {folder}/" if other is not None
+               else f"the {folder} folder's logs are named {kind.stem}-YYYY-MM-DD.md")
+        found.append(Problem(rel, 0, f"not read: {why}", "warning"))
+    return found
 
 
 def irregular_problems(root: Path, irregular: list[str]) -> list[Problem]:
@@ -306,5 +324,6 @@ def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
 
 __all__ = ["BUILTIN_STRATEGIES", "OUTSIDE_ROOT", "Problem", "Progress", "StoreScan",
            "config_problems", "irregular_problems", "journal_problems", "lint_report",
+           "misnamed_problems",
            "scan_store",
            "scan_with_outside", "skipped_problems"]

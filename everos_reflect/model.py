@@ -62,6 +62,19 @@ def shown_key(key: str) -> str:
     return quoted(key, escape=True)
 
 
+#: The most characters of a path an error message shows whole.
+PATH_SHOWN_MAX = 200
+
+
+def shown_path(path: object) -> str:
+    """A path as an error names it: whole up to :data:`PATH_SHOWN_MAX` characters, else as
+    :func:`quoted` writes a long value. A path given on the command line is the user's text
+    as much as a value: ``--root`` of 5,000 characters made a 5,033-character error line
+    ("File name too long: /tmp/zzzz…"), and "no memory root at …" named it twice."""
+    text = str(path)
+    return text if len(text) <= PATH_SHOWN_MAX else quoted(text, escape=True)
+
+
 #: The most names (unknown parameters, fields) one error message lists.
 NAMES_MAX = 5
 
@@ -74,6 +87,19 @@ def shown_names(names: Iterable[str], most: int = NAMES_MAX) -> str:
     shown = ", ".join(shown_key(name) for name in names[:most])
     rest = len(names) - most
     return f"{shown} and {rest:,} more" if rest > 0 else shown
+
+
+#: A URL's ``scheme://`` (optional) and its userinfo, up to the last ``@``: credentials.
+_USERINFO_RE = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)?.*@", re.DOTALL)
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its userinfo (``user:secret@``) written ``***@``, for an error or a log:
+    ``https://***@host/v1``. A ``base_url`` may carry credentials; a URL error and a provider
+    failure showed them. Everything up to the last ``@`` counts as userinfo, so a password
+    holding ``@`` or ``/`` (unencoded: the URL is wrong, and its error must show it) is
+    never shown either."""
+    return _USERINFO_RE.sub(lambda m: f"{m.group(1) or ''}***@", url, count=1)
 
 
 def quoted_value(value: object) -> str:

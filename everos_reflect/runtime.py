@@ -19,7 +19,7 @@ from everos_reflect.errors import EverosError, NoRoot, RootGone
 from everos_reflect.fileio import expand_user
 from everos_reflect.index import db as dbmod
 from everos_reflect.markdown.store import MarkdownStore
-from everos_reflect.model import UserRef, validate_name
+from everos_reflect.model import UserRef, shown_path, validate_name
 from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME, Settings, load_settings
 
 if TYPE_CHECKING:
@@ -90,13 +90,14 @@ def is_memory_root(path: str | os.PathLike[str]) -> bool:
 
 def not_a_root_reason(path: Path) -> str | None:
     """Why ``path`` cannot be opened as a memory root (None when it can)."""
+    shown = shown_path(path)
     if not path.exists():
-        return f"no memory root at {path}: create one with `everos-reflect init {path}`"
+        return f"no memory root at {shown}: create one with `everos-reflect init {shown}`"
     if not path.is_dir():
-        return f"{path} is not a folder, so not a memory root"
+        return f"{shown} is not a folder, so not a memory root"
     if not is_memory_root(path):
-        return (f"{path} is not a memory root (it has no everos.toml, ome.toml, .index/ or "
-                f"<app>/<project>/users/ folder): create one with `everos-reflect init {path}`")
+        return (f"{shown} is not a memory root (it has no everos.toml, ome.toml, .index/ or "
+                f"<app>/<project>/users/ folder): create one with `everos-reflect init {shown}`")
     return None
 
 

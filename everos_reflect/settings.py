@@ -27,7 +27,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from everos_reflect.errors import ConfigError
 from everos_reflect.fileio import read_config_bytes
-from everos_reflect.model import quoted_value, shown_key
+from everos_reflect.model import quoted_value, redacted_url, shown_key
 
 DEFAULT_FILE = "config/default.toml"
 ENV_FILE = "environment"
@@ -227,7 +227,8 @@ _URL_RE = re.compile(r"https?://[^\s/\x00-\x1f\x7f]+[^\s\x00-\x1f\x7f]*")
 def _url(value: Any) -> str | None:
     if value is None or _URL_RE.fullmatch(value):
         return None
-    return f"must be an http:// or https:// URL, got {quoted_value(value)}"
+    # credentials in the URL (user:secret@) are never shown (model.redacted_url)
+    return f"must be an http:// or https:// URL, got {quoted_value(redacted_url(value))}"
 
 
 def _timezone(value: Any) -> str | None:
@@ -327,6 +328,9 @@ def _type_name(tp: Any) -> str:
 #: the value: "must be a string, got int 987654321" put a mistyped key into the error every
 #: command prints and ``serve`` logs.
 SECRET_KEYS = frozenset({("llm", "api_key"), ("embedding", "api_key"), ("server", "token")})
+#: Keys whose values may carry credentials (``https://user:secret@host``): a value of the
+#: wrong type is not shown either, as its userinfo cannot be told apart reliably.
+URL_KEYS = frozenset({("llm", "base_url"), ("embedding", "base_url")})
 
 
 def _check_type(value: Any, tp: Any, *, secret: bool = False) -> tuple[Any, str | None]:
@@ -407,7 +411,8 @@ def _merge_file(
                 hint = _did_you_mean(key, list(types))
                 problems.append((file, dotted, f"unknown key{hint}"))
                 continue
-            value, reason = _check_type(raw, types[key], secret=(section, key) in SECRET_KEYS)
+            value, reason = _check_type(raw, types[key],
+                                        secret=(section, key) in SECRET_KEYS | URL_KEYS)
             if reason:
                 problems.append((file, dotted, reason))
                 continue

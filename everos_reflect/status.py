@@ -93,14 +93,19 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
     invalid: list[tuple[str, str]] = []
     users = set(counts) | set(runtime.store.iter_users(outside, invalid))
     if source == "index":  # the Markdown scan reported these already
-        # a folder, FIFO or device where a log goes is in no index: only a listing finds it
+        # a folder, FIFO or device where a log goes is in no index: only a listing finds it;
+        # nor is a log the indexer may not open (it skips it): only opening it finds that
         irregular: list[str] = []
-        for _ in runtime.store.iter_files(irregular=irregular):
-            pass
-        skipped = skipped_problems(outside, invalid) + irregular_problems(root, irregular)
-        bad_files = sorted(bad_files + [{"file": p.file, "problems": [f"0: {p.message}"]}
-                                        for p in skipped],
-                           key=lambda item: item["file"])
+        found: dict[str, list[str]] = defaultdict(list)
+        for item in bad_files:
+            found[item["file"]] += item["problems"]
+        for path in runtime.store.iter_files(irregular=irregular):
+            refused = runtime.store.refusal(path)
+            if refused is not None:
+                found[runtime.store.rel(path)].append(f"0: {refused}")
+        for p in skipped_problems(outside, invalid) + irregular_problems(root, irregular):
+            found[p.file].append(f"0: {p.message}")
+        bad_files = [{"file": f, "problems": msgs} for f, msgs in sorted(found.items())]
     kinds = [k.value for k in Kind]
     user_docs = []
     totals = {k: {"live": 0, "deprecated": 0} for k in kinds}

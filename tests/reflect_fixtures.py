@@ -6,7 +6,8 @@ Plain functions (no fixtures), so each test says exactly what it builds.
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import date, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +85,13 @@ def run_reflection(rt: Runtime, run_id: str = "run_test", **settings: Any) -> di
     for key, value in recovered.items():
         counts[key] = counts.get(key, 0) + value
     return counts
+
+
+def merge_on(monkeypatch: pytest.MonkeyPatch, day: date) -> None:
+    """Merges write their narrative to ``day``, not the day they read off the clock: a test
+    that prepares "today's" log, or compares two runs' files, failed when the day turned
+    in between."""
+    monkeypatch.setattr(journal, "new_plan", partial(journal.new_plan, day=day))
 
 
 def reports(rt: Runtime) -> list[dict[str, Any]]:

@@ -482,6 +482,26 @@ def test_a_body_that_is_not_strict_json_is_a_422_naming_the_problem(
                               "message": f"request body is not valid JSON: {named}"}
 
 
+@pytest.mark.parametrize(("content_type", "shown"), [
+    ("application/x-www-form-urlencoded", "'application/x-www-form-urlencoded'"),  # curl -d
+    ("text/plain", "'text/plain'"),
+    ("x" * 5000, f"'{'x' * 60}…' (5,000 characters)"),
+])
+def test_a_body_sent_as_another_content_type_is_a_415_naming_it(
+        call: Client, content_type: str, shown: str) -> None:
+    # FastAPI passed the body on as bytes: "body: Input should be a valid dictionary or
+    # object to extract fields from", for a body that is one
+    resp = call("POST", "/api/v1/memory/search", content=b'{"query": "x"}',
+                headers={"content-type": content_type})
+    assert resp.status_code == 415, resp.text
+    assert error_of(resp) == {"code": "unsupported_media_type", "message": (
+        "the request body must be JSON, sent with Content-Type: application/json; "
+        f"got {shown}")}
+    resp = call("POST", "/api/v1/memory/search", content=b'{"query": "x"}',
+                headers={"content-type": "application/problem+json"})
+    assert resp.status_code == 200, resp.text
+
+
 def test_strict_json_still_takes_what_the_standard_allows(call: Client, runtime: Runtime) -> None:
     raw = json.dumps({"user_id": "u_a", "subject": "caf\u00e9 \U0001f600",
                       "content": "nested keys may repeat: " + json.dumps({"a": {"a": 1}})},

@@ -53,6 +53,7 @@ def test_cooldown_blocks_until_it_has_passed() -> None:
     assert cooldown_over(None, T0, cool)
     assert not cooldown_over(T0, T0 + timedelta(seconds=119), cool)
     assert cooldown_over(T0, T0 + timedelta(seconds=120), cool)
+    assert cooldown_over(T0, T0 - timedelta(minutes=59), cool)  # the clock went back past it
 
 
 # -- the changes cursor ----------------------------------------------------------

@@ -343,3 +343,30 @@ def test_a_blank_query_is_a_422_at_the_api_and_mcp_as_other_bad_fields_are(
         mcp_server.call(runtime, spec, {"user_id": "u_ops", "query": "   "})
     assert caught.value.message == "query must not be empty"
     assert caught.value.data == {"code": "invalid_request", "status": 422}
+
+
+def test_a_lesson_confirmed_beyond_float_range_is_briefed_first(runtime: Runtime) -> None:
+    # A hand-edited `confirmations: 999…` of 400 digits is a valid YAML int; the lesson's
+    # score was `float(confirmations)`, so every briefing of the task type (CLI, API, MCP)
+    # died with OverflowError. It ranks first; its note keeps the number as written.
+    huge = 10**400
+    top = _lesson(runtime, "Check the logs before retrying a deploy.", huge)
+    low = _lesson(runtime, "Pin image tags.", 3)
+    b = build_briefing(runtime, REF, "deploy", task_type="deploy", max_tokens=2000,
+                       min_similarity=-1.0)
+    assert [i.id for i in b.items if i.kind == "lesson"] == [top, low]
+    assert f"confirmed {huge}x" in b.items[0].note
+    assert b.items[0].score == float(2**53) and b.items[1].score == 3.0
+
+
+def test_the_budget_holds_when_the_left_out_count_costs_more_than_its_reserve() -> None:
+    # Room for the "left out" line is reserved as the line for 9999 of each kind, but
+    # "3461 lessons" is one token more than "9999 lessons": with nothing else fitting, the
+    # block was the header and that line, one token over the budget.
+    lessons = [Item(f"ls_20261012_{n:04d}", "lesson", "Check the logs.") for n in range(3461)]
+    header = "Memory briefing (instance question, task type deploy)"
+    for max_tokens in range(12, 30):
+        b = pack([Section("Lessons for deploy", lessons)], max_tokens, COUNTER, header=header)
+        assert COUNTER.count(b.text) == b.tokens <= max_tokens, max_tokens
+        assert len(b.omitted_ids) == 3461 and b.omitted == {"lesson": 3461}
+        assert not b.text or b.text.endswith("Left out for budget: 3461 lessons.")

@@ -110,3 +110,12 @@ def test_a_bad_id_in_a_shared_request_reads_as_the_api_says_it(
     assert result.exit_code == 1, result.output
     (line,) = result.stderr.splitlines()
     assert line.startswith(says), line
+
+
+def test_an_error_quoting_a_path_with_a_line_break_is_still_one_line(tmp_path: Path) -> None:
+    # "no memory root at <path>: …" put the path in as it was: a `--root` holding a line
+    # break made the one error line two (SPEC §8), the second looking like output of its own.
+    result = invoke(["status", "--root", str(tmp_path / "no\nroot")])
+    assert result.exit_code == 1 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: no memory root at ") and "no\\nroot: create one" in line

@@ -370,6 +370,18 @@ def test_openai_embedder_reports_unreachable_server() -> None:
         embedder.embed(["hello"])
 
 
+def test_an_embedding_failure_never_shows_the_credentials_of_base_url(
+    fake_server: FakeEmbeddings,
+) -> None:
+    fake_server.status = 503
+    url = fake_server.url.replace("://", "://alice:s3cr3t@", 1)
+    with pytest.raises(ProviderUnavailable) as caught:
+        remote(fake_server, base_url=url).embed(["hello"])
+    message = str(caught.value)
+    assert "s3cr3t" not in message and "alice" not in message
+    assert "://***@127.0.0.1" in message, message
+
+
 @pytest.mark.parametrize("retries", [0, 2])
 def test_embedding_retries_and_timeout_come_from_the_config(
     fake_server: FakeEmbeddings, retries: int

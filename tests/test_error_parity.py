@@ -82,3 +82,91 @@ def test_an_impossible_day_is_an_unknown_entry_at_the_cli_as_at_the_api(
         error = _mcp_error(runtime, "explain", {"entry_id": cli_args[1], "user_id": "u_ann"})
         assert (error.message, error.data) == (message, {"code": "unknown_entry",
                                                          "status": 404})
+
+
+def test_an_entry_in_a_log_that_cannot_be_read_is_not_called_missing_at_any_edge(
+        runtime: Runtime, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The store marks a log it may not read "unread" and lint says "not read: Permission
+    # denied"; a look-up of one of its ids said "no entry …" (404 unknown_entry), sending a
+    # person after a deletion that never happened. Tests run as root, where ``chmod 000``
+    # blocks no read: the store's open is refused instead.
+    import errno
+    from datetime import date
+
+    import everos_reflect.markdown.store as store_module
+    from everos_reflect.model import Kind, UserRef
+    from everos_reflect.strategies.insight_views import explain, render_tree
+
+    ref = UserRef.of("u_ann")
+    meta = {"timestamp": "2026-10-12T09:00:00+00:00", "parent_type": "memcell",
+            "parent_id": "mc_1"}
+    locked = runtime.store.append(ref, Kind.EPISODE, meta, {"Subject": "s", "Content": "c"},
+                                  day=date(2026, 10, 12))
+    other = runtime.store.append(ref, Kind.EPISODE, meta, {"Subject": "t", "Content": "d"},
+                                 day=date(2026, 10, 13))
+    insight = runtime.store.append(ref, Kind.INSIGHT, {
+        "timestamp": "2026-10-14T09:00:00+00:00", "evidence": [locked.id, other.id],
+        "depth": 1, "status": "active"}, {"Insight": "Both."}, day=date(2026, 10, 14))
+    path = runtime.store.path_for_id(ref, locked.id)
+    opened = store_module.open_regular
+
+    def refused(where: Any, *args: Any, **kwargs: Any) -> Any:
+        if Path(where) == path:
+            raise PermissionError(errno.EACCES, "Permission denied", str(where))
+        return opened(where, *args, **kwargs)
+
+    monkeypatch.setattr(store_module, "open_regular", refused)
+    message = (f"{runtime.store.rel(path)}:0: cannot look up {locked.id}: "
+               "not read: Permission denied")
+    resp = ApiClient(runtime)("GET", f"/api/v1/memory/explain/{locked.id}?user_id=u_ann")
+    assert resp.status_code == 409, resp.text
+    assert resp.json()["error"] == {"code": "unparseable_file", "message": message}
+    error = _mcp_error(runtime, "explain", {"entry_id": locked.id, "user_id": "u_ann"})
+    assert (error.message, error.data) == (message, {"code": "unparseable_file",
+                                                     "status": 409})
+    for command in ("explain", "provenance"):
+        result = CliRunner().invoke(cli, [command, locked.id, "--user", "u_ann",
+                                          "--root", str(root)])
+        assert (result.exit_code, result.output) == (1, f"error: {message}\n")
+    # cited by a record that can be read: a node that says so, not "(deleted)"
+    tree = explain(runtime, ref, insight.id)
+    assert tree["evidence"][0] == {"id": locked.id, "unreadable": True, "problem": message,
+                                   "evidence": []}
+    assert tree["evidence"][1]["text"] == "d"
+    assert render_tree(tree)[1] == f"  {locked.id}  (its log cannot be read now: see lint)"
+
+
+def test_an_entry_whose_block_a_hand_edit_broke_is_not_called_missing(
+        runtime: Runtime) -> None:
+    from datetime import date
+
+    from everos_reflect.errors import MarkdownError
+    from everos_reflect.model import Kind, UserRef
+
+    ref = UserRef.of("u_ann")
+    entry = runtime.store.append(ref, Kind.EPISODE, {
+        "timestamp": "2026-10-12T09:00:00+00:00", "parent_type": "memcell",
+        "parent_id": "mc_1"}, {"Subject": "s", "Content": "c"}, day=date(2026, 10, 12))
+    path = runtime.store.path_for_id(ref, entry.id)
+    path.write_text(path.read_text().replace("timestamp: ", "timestamp: [", 1))
+    with pytest.raises(MarkdownError, match=f"cannot look up {entry.id}: its entry block"):
+        runtime.store.get(ref, entry.id)
+
+
+def test_a_file_the_write_cannot_reach_is_a_409_naming_it_at_the_api_and_mcp(
+        runtime: Runtime, root: Path) -> None:
+    # a file standing where the user's folder goes: NotADirectoryError escaped as a plain
+    # 500 (a traceback in the server's log); MCP said "add_episode failed: [Errno 20] …"
+    users = root / "default_app" / "default_project" / "users"
+    users.mkdir(parents=True)
+    (users / "u_ann").write_text("not a folder")
+    body = {"user_id": "u_ann", "subject": "s", "content": "c",
+            "timestamp": "2026-10-12T09:00:00+00:00"}
+    message = ("Not a directory: default_app/default_project/users/u_ann/episodes/"
+               "episode-2026-10-12.md")
+    resp = ApiClient(runtime)("POST", "/api/v1/memory/episodes", json=body)
+    assert resp.status_code == 409, resp.text
+    assert resp.json()["error"] == {"code": "file_error", "message": message}
+    error = _mcp_error(runtime, "add_episode", body)
+    assert (error.message, error.data) == (message, {"code": "file_error", "status": 409})
+    assert (users / "u_ann").read_text() == "not a folder"

@@ -4,9 +4,12 @@ submitter (the Ray submitter is exercised in test_fleet_ray.py)."""
 from __future__ import annotations
 
 import os
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from everos_reflect.engine.registry import RunContext, Strategy, register, unregister
 from everos_reflect.engine.triggers import CountTrigger
@@ -176,16 +179,57 @@ def test_a_data_triggered_strategy_runs_when_its_observation_is_due(tmp_path: Pa
         unregister(_Counting.name)
 
 
+def test_a_wall_clock_set_back_at_shutdown_does_not_stretch_the_grace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The grace for runs in flight was timed by the wall clock: set back an hour while it
+    ran, ``fleet serve`` waited an hour longer to stop."""
+    from everos_reflect.fleet import schedule
+
+    config = parse_fleet('roots = ["a"]\n', str(tmp_path / "fleet.toml"))
+    asked: list[float | None] = []
+    set_back = [0]
+
+    class Stuck:  # a run that never finishes
+        in_flight = 1
+
+        def submit(self, *args: Any, **kwargs: Any) -> None:
+            raise AssertionError("nothing is due")
+
+        def finished(self, timeout: float | None = None) -> list[Any]:
+            asked.append(timeout)
+            set_back[0] = set_back[0] or 1
+            return []
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> datetime:  # frozen; once set back, 10 min a read
+            if not set_back[0]:
+                return MONDAY_2AM
+            set_back[0] += 1
+            return MONDAY_2AM - timedelta(hours=1) + timedelta(minutes=10 * set_back[0])
+
+    monkeypatch.setattr(schedule, "datetime", Clock)
+    sched = FleetScheduler(config, [], Stuck(), opener=open_test_root)
+    sched.in_flight.add((str(tmp_path / "a"), "reflect_episodes"))
+    stop = threading.Event()
+    stop.set()
+    sched.run(stop, grace=0.05)
+    assert asked and max(a or 0.0 for a in asked) <= 0.05, max(a or 0.0 for a in asked)
+    assert sched.in_flight  # still going: left to its journal
+
+
 def test_the_data_poll_goes_on_after_the_wall_clock_is_set_back(tmp_path: Path) -> None:
     """The next poll waited for the wall clock to pass the last one again: set back an hour
-    (an NTP step, a VM resumed), data-triggered strategies stopped for that hour."""
+    (an NTP step, a VM resumed), data-triggered strategies stopped for that hour. So did the
+    trigger, measuring its cooldown from a last run after ``now``. The run's record takes the
+    real clock, so ``now`` does too: against MONDAY_2AM this passed only until that day."""
     register(_Counting)
     try:
         config, roots = _fleet(tmp_path, "[strategies.fleet_test_counting]\nenabled = true\n")
         submitter = InlineSubmitter(config.strategies)
         sched = FleetScheduler(config, roots, submitter, opener=open_test_root,
                                data_poll_seconds=10)
-        now = MONDAY_2AM - timedelta(hours=1)
+        now = datetime.now(UTC)
         sched.start(now=now)
         (roots[1] / "new.txt").write_text("3")
         assert sched.tick(now=now - timedelta(hours=1)) == \

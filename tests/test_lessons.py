@@ -525,3 +525,40 @@ def test_a_server_outage_or_bad_key_leaves_the_window_pending(
         assert lessons(rt)[0].evidence == (t1,)
     finally:
         rt.close()
+
+
+def test_a_contest_is_over_once_no_rival_is_left_live(root: Path) -> None:
+    # A contested lesson whose rival a person retired (or withdrew, or deleted) stayed
+    # `contested` for good: only a live rival could ever be outconfirmed, so at 5
+    # confirmations against none it was still briefed as contested. A rival archived into
+    # a refinement lives on as that refinement, and the contest goes on against it.
+    from datetime import date
+
+    from everos_reflect.embedding.base import HashEmbedder
+    from everos_reflect.strategies.lessons import LessonState, decide_contests
+
+    rt = Runtime(root, embedder=HashEmbedder(16))
+
+    def lesson(text: str, status: str, confirmations: int = 1) -> str:
+        meta = {"timestamp": "2026-10-20T09:00:00+00:00", "task_type": "deploy",
+                "lesson_type": "do", "evidence": ["tk_20261012_0001"],
+                "confirmations": confirmations, "created_by": "learn_lessons", "depth": 1,
+                "status": status}
+        return rt.store.append(REF, Kind.LESSON, meta, {"Lesson": text},
+                               day=date(2026, 10, 20)).id
+
+    alone = lesson("Retry a failed deploy at once.", "contested", 5)
+    gone = lesson("Do not retry a failed deploy at once.", "retired")
+    itself = lesson("Pin the image tag.", "contested")
+    left = lesson("Deploy on Fridays.", "contested")
+    old = lesson("Never deploy on Fridays.", "contested")
+    refined = lesson("Never deploy on Fridays or before a holiday.", "active")
+    for who, rivals in ((alone, [gone]), (gone, [alone]), (itself, [itself]), (left, [old]),
+                        (old, [left])):
+        rt.store.update_meta(REF, who, {"contested_with": rivals})
+    rt.store.deprecate(REF, {old: refined})
+    decide_contests(rt, REF, LessonState.load(rt, REF), "deploy", 2)
+    got = {i: read_lesson(rt.store.get(REF, i)) for i in (alone, itself, left)}
+    assert [(got[i].status, got[i].contested_with) for i in (alone, itself, left)] == [
+        ("active", ()), ("active", ()), ("contested", (old,))]
+    rt.close()

@@ -140,6 +140,19 @@ def test_gives_up_after_max_retries_with_provider_unavailable(fake_openai):
     assert fake_openai.remaining == 1
 
 
+def test_a_failure_never_shows_the_credentials_of_base_url(fake_openai):
+    # "LLM 'test-model' at http://alice:s3cr3t@…: HTTP 401": the password went to the log,
+    # the run record and the audit table
+    fake_openai.script(401)
+    llm = OpenAILLM(model="test-model", api_key="sk-test", max_retries=0,
+                    base_url=fake_openai.base_url.replace("://", "://alice:s3cr3t@", 1))
+    with pytest.raises(ProviderUnavailable) as caught:
+        llm.merge(init_request())
+    message = str(caught.value)
+    assert "s3cr3t" not in message and "alice" not in message
+    assert "at http://***@127.0.0.1" in message, message
+
+
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
 def test_client_errors_other_than_429_are_not_retried(fake_openai, status):
     fake_openai.script(status, GOOD)

@@ -77,6 +77,20 @@ def test_the_cli_quotes_a_long_bad_value_short(root: Path, args: list[str]) -> N
     _short(line)
 
 
+@pytest.mark.parametrize("args", [
+    ["status", "--root", f"/tmp/{LONG}"],  # OSError: File name too long
+    ["init", f"/tmp/{LONG}"],
+    ["lint", "--root", "/tmp/" + "/".join(["z" * 200] * 10)],  # "no memory root at …" twice
+], ids=["status", "init", "no-root"])
+def test_the_cli_names_a_long_root_short(args: list[str]) -> None:
+    # the path was printed whole: a 5,033-character error line
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1
+    (line,) = result.output.splitlines()
+    assert line.startswith("error: ") and "characters)" in line
+    assert "z" * 61 not in line and len(line) < 400, line[:300]
+
+
 def test_an_unknown_long_option_is_quoted_short(root: Path) -> None:
     result = CliRunner().invoke(cli, ["search", "q", "--" + LONG])
     (line,) = result.output.splitlines()

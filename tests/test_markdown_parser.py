@@ -668,3 +668,22 @@ def test_archiving_into_a_log_of_many_lines_splits_only_its_frontmatter() -> Non
     assert patched == text.replace(
         "---\n<!--", "deprecated_entries:\n  ep_20261012_0001: ep_20261012_0002\n---\n<!--", 1)
     assert peak < 5 * len(text), f"{peak:,} bytes to patch {len(text):,}"
+
+
+@pytest.mark.parametrize(("written", "read_as"), [
+    ("0123", "83 (YAML int)"), ("1:20", "80 (YAML int)"), ("yes", "True (YAML bool)"),
+    ("2026-10-12", "2026-10-12 (YAML date)"), ("[a, b]", "['a', 'b'] (YAML list)"),
+])
+def test_a_bare_session_id_that_yaml_reads_as_no_text_is_a_warning(
+    written: str, read_as: str
+) -> None:
+    # `session_id: 0123` came back from search as "83", `yes` as "True", and lint said
+    # nothing: the value shown is not the one a person wrote. Quoted, it is read as written.
+    meta = "owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00+00:00\nparent_type: memcell\n"
+    log = parse_log(HEAD + entry(1, meta=f"{meta}session_id: {written}\n"), PATH)
+    [_] = log.entries  # still read and indexed
+    assert [(d.severity, d.message) for d in log.diagnostics] == [
+        ("warning", f"entry ep_20261012_0001: session_id is read as {read_as}, not as the "
+                    "text written: put it in quotes")]
+    quoted = parse_log(HEAD + entry(1, meta=f"{meta}session_id: '{written}'\n"), PATH)
+    assert quoted.diagnostics == [] and quoted.entries[0].session_id == written

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from everos_reflect.errors import InvalidId, MarkdownError, UnknownEntry
+from everos_reflect.markdown import store as store_module
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import Kind, UserRef
@@ -157,7 +158,31 @@ def test_append_without_timestamp_or_day_uses_now_in_utc(root: Path) -> None:
     entry = store.append(REF, Kind.EPISODE, {}, {"Content": "x"})
     assert entry.meta["owner_id"] == "u_andrew"
     assert before <= entry.timestamp <= datetime.now(UTC)
-    assert entry.id.startswith(f"ep_{before:%Y%m%d}_")
+    # the entry's own stamp, not `before`: the day may turn between the two
+    assert entry.id.startswith(f"ep_{entry.timestamp:%Y%m%d}_")
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_an_append_as_the_day_turns_stamps_its_entry_on_its_log_day(
+    root: Path, monkeypatch: pytest.MonkeyPatch, many: bool
+) -> None:
+    # The day and the default timestamp were two clock reads: an Episode appended as the year
+    # turned was stamped 2027-01-01T00:00:00 inside episode-2026-12-31.md
+    reads = iter([datetime(2026, 12, 31, 23, 59, 59, 999999, tzinfo=UTC)])
+
+    class Midnight(datetime):
+        @classmethod
+        def now(cls, tz: object = None) -> datetime:
+            return next(reads, datetime(2027, 1, 1, tzinfo=UTC))
+
+    monkeypatch.setattr(store_module, "datetime", Midnight)
+    store = MarkdownStore(root)
+    if many:
+        [entry] = store.append_many(REF, Kind.EPISODE, [({}, {"Content": "x"})])
+    else:
+        entry = store.append(REF, Kind.EPISODE, {}, {"Content": "x"})
+    assert entry.id == "ep_20261231_0001"
+    assert entry.timestamp == datetime(2026, 12, 31, 23, 59, 59, tzinfo=UTC)
 
 
 def test_hand_edit_during_an_append_is_kept_not_clobbered(

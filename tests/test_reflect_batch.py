@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ from tests.reflect_fixtures import (
     all_entries,
     check_invariants,
     make_runtime,
+    merge_on,
     reports,
     run_reflection,
 )
@@ -115,6 +117,7 @@ def test_ready_drafts_commit_as_one_batch_that_leaves_what_one_at_a_time_leaves(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     sizes = batches_of(monkeypatch)
+    merge_on(monkeypatch, date(2026, 10, 12))  # both runs on one day, whenever they run
     batched, sources = seeded(tmp_path / "batched")
     written: list[Path] = []
     real_write = store_module._atomic_write

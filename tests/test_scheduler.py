@@ -64,6 +64,22 @@ def make_scheduler(runtime: Runtime) -> Iterator[Callable[..., Scheduler]]:
         engine.shutdown(timeout=5)
 
 
+def test_a_time_zone_that_cannot_be_looked_up_is_a_value_error_naming_it(tmp_path: Path) -> None:
+    # the scheduler made its ZoneInfo itself: OSError "File name too long" for a long name
+    from everos_reflect.settings import SchedulerSettings
+
+    rt = Runtime(tmp_path, Settings(scheduler=SchedulerSettings(timezone="Z" * 5000)),
+                 embedder=HashEmbedder())
+    engine = Engine(rt)
+    try:
+        with pytest.raises(ValueError, match="unknown timezone 'ZZZ") as info:
+            Scheduler(engine)
+        assert len(str(info.value)) < 200
+    finally:
+        engine.shutdown(timeout=5)
+        rt.close()
+
+
 def write_ome(root: Path, body: str) -> None:
     # Write then rename, like an editor, so the watcher never sees half a file.
     tmp = root / ".ome.toml.tmp"

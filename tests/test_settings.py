@@ -431,6 +431,25 @@ def test_a_base_url_with_white_space_or_a_control_character_is_refused(section: 
     assert why.startswith("must be an http:// or https:// URL")
 
 
+@pytest.mark.parametrize(("user_text", "env", "shown"), [
+    ('[llm]\nbase_url = "https://alice:s3cr3t@llm.example/v1 "\n', {},
+     "'https://***@llm.example/v1 '"),  # a space: no URL
+    ('[embedding]\nbase_url = "ftp://alice:s3cr3t@emb.example/v1"\n', {},
+     "'ftp://***@emb.example/v1'"),
+    (None, {"EVEROS_LLM__BASE_URL": "alice:s3cr3t@llm.example/v1"}, "'***@llm.example/v1'"),
+    ('[llm]\nbase_url = "http://alice:s3@cr/3t@llm.example/v1\\n"\n', {},
+     "'http://***@llm.example/v1\\n'"),  # "@" and "/" in the password
+    ('[llm]\nbase_url = ["https://alice:s3cr3t@llm.example/v1"]\n', {}, "not shown"),
+], ids=["space", "scheme", "env-no-scheme", "at-in-password", "not-a-string"])
+def test_a_base_url_error_never_shows_its_credentials(user_text: str | None,
+                                                      env: dict[str, str], shown: str) -> None:
+    # "got 'https://alice:s3cr3t@llm.example/v1 '": the password was in the error every
+    # command prints and `serve` logs
+    ((_file, key, why),) = problems_of(user_text, env)
+    assert key.lower().endswith("base_url") and why.startswith("must be ")
+    assert "s3" not in why and "alice" not in why and shown in why, why
+
+
 @pytest.mark.parametrize("key", ["llm.api_key", "embedding.api_key", "server.token"])
 @pytest.mark.parametrize("value", ["987654321", '["sk-live-987654321"]', "9876.54321",
                                    '[[ "sk-live-987654321" ]]'])

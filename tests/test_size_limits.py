@@ -21,6 +21,7 @@ from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import LimitsSettings, Settings, load_settings, parse_settings
 from tests.api_client import ApiClient
+from tests.reflect_fixtures import merge_on
 
 ANN = UserRef.of("u_ann")
 DAY = date(2026, 10, 12)
@@ -280,6 +281,11 @@ def test_a_narrative_too_large_to_write_is_rejected_not_left_interrupted(root: P
     rt.close()
 
 
+#: The day the merges below write their narrative to (``merge_on``): the tests fill that
+#: log first, and the day read off the clock could turn before the merge.
+MERGE_DAY = date(2026, 10, 12)
+
+
 def _filled_root(root: Path, kind: Kind, day: date, filler: int) -> tuple[Runtime, Path]:
     """The pets seed under max_file_bytes=4096, with one unrelated old entry of ``filler``
     bytes in ``kind``'s log of ``day``: that log is left just under the limit."""
@@ -304,15 +310,14 @@ def _filled_root(root: Path, kind: Kind, day: date, filler: int) -> tuple[Runtim
 
 @pytest.mark.parametrize("kind", [Kind.EPISODE, Kind.ATOMIC_FACT])
 def test_a_merge_that_would_outgrow_the_file_limit_is_rejected_not_left_interrupted(
-        root: Path, kind: Kind) -> None:
+        root: Path, kind: Kind, monkeypatch: pytest.MonkeyPatch) -> None:
     # The narrative goes to today's episode log, its facts to today's fact log: with either
     # log near max_file_bytes the commit stopped at that write, and every later run failed to
     # recover it ("interrupted" for good). Now the draft is rejected before anything is written.
-    from datetime import UTC, datetime
-
     from tests.reflect_fixtures import reports, run_reflection
 
-    rt, full = _filled_root(root, kind, datetime.now(UTC).date(), 3300)
+    merge_on(monkeypatch, MERGE_DAY)
+    rt, full = _filled_root(root, kind, MERGE_DAY, 3300)
     before = {p: p.read_bytes() for p in rt.store.iter_files()}
 
     counts = run_reflection(rt)
@@ -350,16 +355,15 @@ def test_a_journaled_merge_refused_by_the_file_limit_is_withdrawn_by_recovery(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The log filled up after the merge was journaled (another writer appended meanwhile, or
     # the merges of one batch together): recovery retried the refused write every run.
-    from datetime import UTC, datetime
-
     from everos_reflect.strategies import journal
     from tests.reflect_fixtures import ANDREW, crash_run_at, reports, run_reflection
 
+    merge_on(monkeypatch, MERGE_DAY)
     rt, _ = _filled_root(root, Kind.ATOMIC_FACT, date(2020, 1, 1), 10)
     crash_run_at(monkeypatch, rt, journal.PLANNED)
     rt.store.append(ANDREW, Kind.EPISODE, {"timestamp": "2020-01-01T00:00:00+00:00",
                                            "parent_type": "memcell"},
-                    {"Subject": "Zzz", "Content": "q" * 3700}, day=datetime.now(UTC).date())
+                    {"Subject": "Zzz", "Content": "q" * 3700}, day=MERGE_DAY)
 
     counts = run_reflection(rt, run_id="run_2")
 
@@ -486,8 +490,6 @@ def test_a_merge_refused_at_its_facts_is_withdrawn_even_when_its_narrative_fille
     # key withdrawing it; the facts were then refused (their log full), and the withdrawal's
     # key was refused too: the merge stayed "abandoning" for good, its narrative live beside
     # its sources. The narrative's append now keeps that room (or is refused itself).
-    from datetime import UTC, datetime
-
     from everos_reflect.markdown import writer
     from everos_reflect.model import parse_timestamp
     from everos_reflect.strategies import journal
@@ -499,7 +501,8 @@ def test_a_merge_refused_at_its_facts_is_withdrawn_even_when_its_narrative_fille
         run_reflection,
     )
 
-    today = datetime.now(UTC).date()
+    today = MERGE_DAY
+    merge_on(monkeypatch, today)
     rt, _ = _filled_root(root, Kind.ATOMIC_FACT, date(2020, 1, 1), 10)
     crash_run_at(monkeypatch, rt, journal.PLANNED)
     [(plan, _)] = journal.pending(rt.db())
@@ -662,8 +665,6 @@ def test_a_merge_whose_narrative_log_cannot_take_its_withdrawal_key_is_rejected_
     # bound. The narrative was appended all the same; a source then edited (stale) meant
     # withdrawing it, whose key the frontmatter refused: the merge stayed 'abandoning' for
     # good, its narrative live beside its sources, recovery failing at every run.
-    from datetime import UTC, datetime
-
     from everos_reflect.llm import ExtractiveLLM
     from everos_reflect.markdown import writer
     from everos_reflect.strategies import journal
@@ -678,7 +679,8 @@ def test_a_merge_whose_narrative_log_cannot_take_its_withdrawal_key_is_rejected_
 
     rt = make_runtime(root, ExtractiveLLM())
     sources = seed_pets(rt)
-    today = datetime.now(UTC).date()
+    today = MERGE_DAY
+    merge_on(monkeypatch, today)
     log = rt.store.log_path(ANDREW, Kind.EPISODE, today)
     log.write_text(writer.new_log_text(Kind.EPISODE, ANDREW.user_id, today), "utf-8")
     _frontmatter_full_of_keys(rt, log)

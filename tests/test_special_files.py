@@ -234,3 +234,30 @@ def test_a_log_whose_folder_became_a_file_leaves_the_index_and_reflection_runs(
     assert rt.db().execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
     assert Engine(rt).trigger("reflect_episodes", timeout=None).status == "ok"
     rt.close()
+
+
+def test_lint_warns_of_markdown_in_a_log_folder_that_no_reader_opens(root: Path) -> None:
+    """A person's copy ("episode-2026-10-12 (copy).md"), a date typed without its zero
+    ("episode-2026-10-5.md") or a fact log dropped among the Episodes: nothing reads them, so
+    their entries were in no index, search or merge, and `lint` said 0 errors, exit 0."""
+    from everos_reflect.lint import lint_report
+
+    episodes = root / "default_app/default_project/users/u1/episodes"
+    episodes.mkdir(parents=True)
+    log = ("---\ntype: episode_daily\nschema_version: 1\nuser_id: u1\n"
+           "date: '2026-10-12'\n---\n")
+    for name in ("episode-2026-10-12.md", "episode-2026-10-12 (copy).md",
+                 "episode-2026-10-5.md", "Episode-2026-10-13.MD", "atomic_fact-2026-10-12.md",
+                 ".#episode-2026-10-12.md", "episode-2026-10-12.md~", "notes.txt"):
+        (episodes / name).write_text(log)
+    report = lint_report(root)
+    assert report["ok"] is False and report["files_checked"] == 1
+    got = [(p["file"].rsplit("/", 1)[-1], p["message"], p["severity"])
+           for p in report["problems"]]
+    named = "not read: the episodes folder's logs are named episode-YYYY-MM-DD.md"
+    assert got == [
+        ("Episode-2026-10-13.MD", named, "warning"),
+        ("atomic_fact-2026-10-12.md", "not read: named like a log of .atomic_facts/, not of "
+         "episodes/", "warning"),
+        ("episode-2026-10-12 (copy).md", named, "warning"),
+        ("episode-2026-10-5.md", named, "warning")]

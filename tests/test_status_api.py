@@ -57,6 +57,37 @@ def test_the_api_status_is_the_cli_status_unparseable_files_included(rt: Runtime
     assert [r["name"] for r in api["strategies"]] == [r["name"] for r in cli_doc["strategies"]]
 
 
+def test_status_names_a_log_it_may_not_read_as_lint_does(
+        rt: Runtime, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Counting from the index, status read no log, and the indexer skips a log it may not
+    # open: lint said "not read: Permission denied", status "no files with problems".
+    # Tests run as root, where ``chmod 000`` blocks no read: the store's open is refused.
+    import errno
+
+    import everos_reflect.markdown.store as store_module
+
+    locked = "default_app/default_project/users/u_ann/episodes/episode-2026-10-12.md"
+    opened = store_module.open_regular
+
+    def refused(where: object, *args: object, **kwargs: object) -> object:
+        if Path(where) == root / locked:  # type: ignore[arg-type]
+            raise PermissionError(errno.EACCES, "Permission denied", str(where))
+        return opened(where, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store_module, "open_regular", refused)
+    api = ApiClient(rt)("GET", "/api/v1/status").json()["data"]
+    assert api["counts_from"] == "index"
+    assert {f["file"]: f["problems"] for f in api["files_with_problems"]}[locked] == [
+        "0: not read: Permission denied"]
+    assert api["files_with_problems"] == cli_json("status", "--root", str(root),
+                                                  "--json")["files_with_problems"]
+    lint = cli_json("lint", "--root", str(root), "--json")
+    assert [p["message"] for p in lint["problems"] if p["file"] == locked] == [
+        "not read: Permission denied"]
+    text = CliRunner().invoke(cli, ["status", "--root", str(root)]).stdout
+    assert locked in text and "not read: Permission denied" in text
+
+
 def test_the_api_lint_is_the_cli_lint(rt: Runtime, root: Path) -> None:
     resp = ApiClient(rt)("GET", "/api/v1/lint")
     assert resp.status_code == 200

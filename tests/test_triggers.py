@@ -209,6 +209,16 @@ def test_unknown_timezone_is_rejected() -> None:
         CronTrigger("0 2 * * 1", "Mars/Olympus")
 
 
+@pytest.mark.parametrize("tz", ["Z" * 5000, "Europe/" + "x" * 300, "../etc/passwd", "UTC\x00"],
+                         ids=["long", "long-part", "outside", "nul"])
+def test_a_time_zone_that_cannot_be_looked_up_is_a_short_value_error(tz: str) -> None:
+    # a name longer than a file name may be raised OSError ("File name too long") out of
+    # ZoneInfo: a traceback for any caller but the config validation, which caught it
+    with pytest.raises(ValueError, match="unknown timezone") as info:
+        CronTrigger("0 2 * * 1", tz)
+    assert len(str(info.value)) < 200, str(info.value)[:300]
+
+
 def test_macros() -> None:
     assert CronTrigger("@weekly").next_fire(WED).isoformat() == "2026-10-11T00:00:00+00:00"
     assert CronTrigger("@daily").next_fire(WED).isoformat() == "2026-10-08T00:00:00+00:00"
@@ -283,6 +293,16 @@ def test_cooldown_defers_a_met_threshold_until_it_ends() -> None:
     assert trig.next_due(5, last, NOW) == last + timedelta(hours=24)
     assert trig.is_due(5, last, NOW + timedelta(hours=4))
     assert OnWriteTrigger(cooldown=timedelta(minutes=5)).next_due(1, None, NOW) == NOW
+
+
+def test_a_clock_set_back_past_the_last_run_does_not_hold_a_met_trigger() -> None:
+    # The cooldown was measured from a last run "in the future": set back an hour, the clock
+    # held every data-triggered strategy until it caught up (an hour plus the cooldown)
+    trig = CountTrigger(n=1, cooldown=timedelta(minutes=30))
+    last = NOW + timedelta(minutes=59)  # the run recorded just before the clock went back
+    assert trig.next_due(1, last, NOW) == NOW
+    assert trig.is_due(1, last, NOW)
+    assert not trig.is_due(0, last, NOW)  # the bar still has to be met
 
 
 @pytest.mark.parametrize("expr", ["0 2 * * \u00b2", "0 2 * * 1-\u00b2", "0 2 * * 1/\u00b2",

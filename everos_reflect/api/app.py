@@ -52,6 +52,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or wrong bearer token."},
     404: {"model": ErrorBody, "description": "No such strategy or entry."},
     413: {"model": ErrorBody, "description": "Request body over limits.max_request_bytes."},
+    415: {"model": ErrorBody, "description": "Request body sent as another type than JSON."},
     422: {"model": ErrorBody, "description": "Invalid request: a field, an id or a size."},
 }
 _WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
@@ -116,6 +117,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         code = {404: "not_found", 405: "method_not_allowed", 413: "too_large",
+                415: "unsupported_media_type",
                 422: "invalid_request"}.get(exc.status_code, "http_error")
         message = str(exc.detail)
         return _error(exc.status_code, code, message, **(exc.headers or {}))  # e.g. Allow
@@ -129,6 +131,15 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
     async def _on_domain(request: Request, exc: errors.EverosError) -> JSONResponse:
         status, code = ops.error_code(exc)
         return _error(status, code, str(exc))
+
+    @app.exception_handler(OSError)
+    async def _on_file(request: Request, exc: OSError) -> JSONResponse:
+        # a file where a user's folder goes, a log it may not write: a traceback and a
+        # plain-text 500 before. One without a file (a socket) is no file's problem.
+        if not exc.filename:
+            raise exc
+        status, code = ops.FILE_ERROR
+        return _error(status, code, ops.file_error_message(exc, request.app.state.runtime.root))
 
     app.router.routes.extend(shared_routes())
     return app

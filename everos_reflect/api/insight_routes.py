@@ -11,6 +11,7 @@ from fastapi import APIRouter
 
 from everos_reflect.api.deps import RuntimeDep
 from everos_reflect.api.json_body import StrictJSONRoute
+from everos_reflect.api.models import ErrorBody
 from everos_reflect.api.params import EntryIdPath, NameQuery, OptionalNameQuery
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import UserRef
@@ -34,7 +35,8 @@ def insight_router(dependencies: Sequence[Any], prefix: str) -> APIRouter:
         return {"data": {"insights": insight_views.list_insights(
             runtime, ref, include_stale=include_stale)}}
 
-    @router.get("/memory/explain/{entry_id}")
+    @router.get("/memory/explain/{entry_id}", responses={409: {
+        "model": ErrorBody, "description": "The entry's daily log cannot be read now."}})
     def explain(runtime: RuntimeDep, entry_id: EntryIdPath, user_id: NameQuery,
                 app_id: OptionalNameQuery = None,
                 project_id: OptionalNameQuery = None) -> dict[str, Any]:

@@ -13,6 +13,7 @@ Every route of the API uses :class:`StrictJSONRoute`, so its body goes through
 
 from __future__ import annotations
 
+import email.message
 import json
 import sys
 from collections.abc import Callable, Coroutine
@@ -21,6 +22,8 @@ from typing import Any, NoReturn
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
+
+from everos_reflect.model import quoted
 
 #: Characters of an offending key or token quoted back in an error.
 _QUOTE_CHARS = 60
@@ -75,14 +78,35 @@ class _StrictJSONRequest(Request):
         return self._json
 
 
+def _is_json(content_type: str) -> bool:
+    """``application/json`` or ``application/*+json`` (parameters aside): the types FastAPI
+    reads a body as JSON for."""
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json"))
+
+
 class StrictJSONRoute(APIRoute):
     """An API route whose JSON body is read by :func:`parse_json_body` (FastAPI's documented
-    way to change how a route reads its request: a custom ``Request`` class)."""
+    way to change how a route reads its request: a custom ``Request`` class).
+
+    A body sent with another ``Content-Type`` is a 415 naming it: FastAPI passes such a body
+    on as bytes, refused as "body: Input should be a valid dictionary", which names no
+    problem the client can see (``curl -d`` sends ``application/x-www-form-urlencoded``)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
+        takes_body = self.body_field is not None
 
         async def strict_handler(request: Request) -> Response:
-            return await handler(_StrictJSONRequest(request.scope, request.receive))
+            strict = _StrictJSONRequest(request.scope, request.receive)
+            content_type = strict.headers.get("content-type")
+            if takes_body and content_type and not _is_json(content_type) \
+                    and await strict.body():
+                raise HTTPException(415, "the request body must be JSON, sent with Content-Type: "
+                                         f"application/json; got {quoted(content_type)}")
+            return await handler(strict)
 
         return strict_handler

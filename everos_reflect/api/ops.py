@@ -7,7 +7,10 @@ own kind of error with :func:`error_code`.
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect import errors
@@ -19,6 +22,7 @@ from everos_reflect.model import (
     new_episode,
     quoted_value,
     shown_key,
+    shown_path,
     validate_name,
 )
 
@@ -53,6 +57,24 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
     (errors.RootGone, 503, "root_gone"),
     (errors.EverosError, 400, "bad_request"),
 )
+
+
+#: A file of the root the work could not read or write (a file where a user's folder goes,
+#: no permission, a full disk): not the client's fault, yet no bare 500 either (SPEC §7),
+#: but a 409 naming the file, as a log that cannot be written is.
+FILE_ERROR = (409, "file_error")
+
+
+def file_error_message(exc: OSError, root: Path) -> str:
+    """What went wrong with which file: its path in the root (as ``lint`` names files),
+    bounded (:func:`shown_path`)."""
+    what = exc.strerror or type(exc).__name__
+    if not exc.filename:
+        return f"{what}: {exc}"
+    path = Path(os.fsdecode(exc.filename))
+    with contextlib.suppress(ValueError):
+        path = path.relative_to(root)
+    return f"{what}: {shown_path(path)}"
 
 
 def error_code(exc: BaseException) -> tuple[int, str]:

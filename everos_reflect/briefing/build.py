@@ -44,6 +44,9 @@ MIN_SIMILARITY = 0.30  # MiniLM cosine below which a record rarely answers the q
 EVIDENCE_K = 12  # candidates fetched per instance kind
 INSIGHT_K = 8
 LIVE = ("active", "contested")
+#: A lesson's score is its confirmations, saturated here: a person may write any YAML int
+#: (400 digits is valid), which ``float()`` cannot hold; below this every count is exact.
+MAX_SCORED_CONFIRMATIONS = 2**53
 
 
 #: Most bytes of log files the briefing keeps parsed between calls. A parsed log takes about six
@@ -185,7 +188,7 @@ def lessons(runtime: Runtime, ref: UserRef, task_type: str) -> list[Item]:
         if x.status == "contested":
             note += ", contested"
         items.append(Item(x.id, "lesson", x.text, stamps[id(x)], list(x.evidence),
-                          float(x.confirmations), note))
+                          float(min(x.confirmations, MAX_SCORED_CONFIRMATIONS)), note))
     return items
 
 

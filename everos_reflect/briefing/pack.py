@@ -170,6 +170,11 @@ def pack(
         lines = [ln for ln in lines if not ln.startswith("Left out")][:-1]
         text = "\n".join([*lines, omitted_line(omitted)])
         tokens = counter.count(text)
+    if tokens > max_tokens:
+        # Nothing kept, and the header with the "left out" line is still over: the reserve
+        # is the line for 9999 of each kind, and some counts cost more ("3461 lessons" is a
+        # token more than "9999 lessons"). As when not even the header fits: no block.
+        return Briefing("", [], 0, max_tokens, route, omitted, [i.id for i in left])
     return Briefing(text, kept, tokens, max_tokens, route, omitted, [i.id for i in left])
 
 

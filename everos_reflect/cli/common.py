@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from everos_reflect.errors import EverosError
-from everos_reflect.model import QUOTED_MAX, quoted
+from everos_reflect.model import QUOTED_MAX, quoted, shown_path
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -90,6 +90,11 @@ _UNSHOWABLE.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x
                                                *range(0x2066, 0x206A))})
 
 
+#: :data:`_UNSHOWABLE` and the line feed: what an error or log line shows as an escape, so it
+#: stays one line whatever it quotes (a ``--root`` path may hold a line break).
+_ONE_LINE = {**_UNSHOWABLE, ord("\n"): "\\n"}
+
+
 def shown(text: object) -> str:
     """``text`` safe to print on a terminal: every character a terminal would act on is
     written as its escape (``\\x1b``). Memory text comes from conversations, LLM replies and
@@ -113,7 +118,7 @@ class _OneLineStderr(logging.Handler):
             exc = record.exc_info[1] if record.exc_info else None
             if exc is not None:
                 text += f": {type(exc).__name__}: {exc}"
-            sys.stderr.write(shown(text) + "\n")
+            sys.stderr.write(text.translate(_ONE_LINE) + "\n")
         except Exception:
             self.handleError(record)
 
@@ -137,7 +142,7 @@ def emit_json(document: Any) -> None:
 
 def fail(message: str, code: int = 1) -> NoReturn:
     """One clear line on stderr and a non-zero exit, never a traceback."""
-    click.echo(f"error: {shown(message)}", err=True)
+    click.echo(f"error: {str(message).translate(_ONE_LINE)}", err=True)
     sys.exit(code)
 
 
@@ -242,7 +247,8 @@ def handle_errors(fn: F) -> F:
         except EverosError as exc:
             fail(str(exc))
         except OSError as exc:
-            fail(f"{exc.strerror or exc}: {exc.filename}" if exc.filename else str(exc))
+            fail(f"{exc.strerror or exc}: {shown_path(exc.filename)}" if exc.filename
+                 else str(exc))
         except KeyboardInterrupt:
             fail("interrupted", 130)
 

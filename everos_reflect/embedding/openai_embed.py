@@ -15,6 +15,7 @@ import numpy as np
 
 from everos_reflect.embedding.base import l2_normalize
 from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.model import redacted_url
 
 # Models with a fixed size that reject the ``dimensions`` request parameter.
 _FIXED_SIZE_MODELS = frozenset({"text-embedding-ada-002"})
@@ -73,7 +74,7 @@ class OpenAIEmbedder:
         kwargs: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.model not in _FIXED_SIZE_MODELS:
             kwargs["dimensions"] = self.dim
-        where = self.base_url or "the OpenAI API"
+        where = redacted_url(self.base_url) if self.base_url else "the OpenAI API"
         try:
             reply = self._get_client().embeddings.create(**kwargs)
             items = sorted(reply.data, key=lambda item: item.index)

@@ -13,7 +13,6 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from apscheduler.schedulers.background import BackgroundScheduler
 from watchdog.events import FileSystemEvent, FileSystemEventHandler
@@ -21,7 +20,7 @@ from watchdog.observers import Observer
 
 from everos_reflect.engine.engine import Engine, strategies_status
 from everos_reflect.engine.registry import get_strategy, known_strategies
-from everos_reflect.engine.triggers import CronTrigger
+from everos_reflect.engine.triggers import CronTrigger, time_zone
 from everos_reflect.errors import ConfigError
 from everos_reflect.index import runs
 from everos_reflect.index.db import utcnow_iso
@@ -107,7 +106,7 @@ class Scheduler:
         self.poll_seconds = poll_seconds
         self.data_poll_seconds = data_poll_seconds
         self._aps = BackgroundScheduler(
-            timezone=ZoneInfo(self.tz),
+            timezone=time_zone(self.tz),
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": 300},
         )
         self._scheduled: dict[str, str] = {}  # strategy -> cron expression of its job

@@ -89,11 +89,16 @@ def _translate(expr: str) -> tuple[dict[str, str], bool]:
             "day_of_week": ap_dow}, either
 
 
-def _zone(tz: str) -> ZoneInfo:
+def time_zone(tz: str) -> ZoneInfo:
+    """The time zone named ``tz``, or ``ValueError`` naming it (quoted short). ``ZoneInfo``
+    raises ``OSError`` ("File name too long") for a name longer than a file name may be:
+    config validation caught it, but a trigger or scheduler given the name another way
+    (a library caller, fleet) let it escape as a traceback."""
     try:
         return ZoneInfo(tz)
-    except (ZoneInfoNotFoundError, ValueError) as exc:
-        raise ValueError(f"unknown timezone {quoted_value(tz)}") from exc
+    except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
+        raise ValueError(f"unknown timezone {quoted_value(tz)} (use an IANA name such as "
+                         "'UTC' or 'Europe/Paris')") from exc
 
 
 #: The longest a DST change moves the clock (Antarctica/Troll: 2 h); a bound on how far a fire
@@ -126,7 +131,7 @@ class CronTrigger:
     def __post_init__(self) -> None:
         kwargs, either = _translate(self.expr)
         object.__setattr__(self, "_every_hour", kwargs["hour"].startswith("*"))
-        _zone(self.tz)
+        time_zone(self.tz)
         try:
             if either:
                 ap: BaseTrigger = OrTrigger([
@@ -161,7 +166,7 @@ class CronTrigger:
 
     def next_fire(self, after: datetime) -> datetime:
         """The first fire time strictly after ``after`` (aware), in the trigger's timezone."""
-        zone = _zone(self.tz)
+        zone = time_zone(self.tz)
         after = _aware(after).astimezone(UTC)
         local = after.astimezone(zone)
         # A wall-clock time the clock skipped in the last hours runs just after the jump, so
@@ -264,10 +269,14 @@ class DataTrigger:
 
     def next_due(self, value: float, last_run: datetime | None, now: datetime) -> datetime | None:
         """When a run is due given ``value``: ``None`` while the bar is not met, else ``now`` or
-        the end of the cooldown, whichever is later."""
+        the end of the cooldown, whichever is later.
+
+        A last run after ``now`` means the wall clock went back past it (an NTP step, a VM
+        resumed): the cooldown cannot be measured, and waiting for the clock to catch up held
+        a met trigger for as long as the clock had jumped, so the run is due ``now``."""
         if not self.threshold_met(value):
             return None
-        if last_run is None:
+        if last_run is None or _aware(last_run) > _aware(now):
             return now
         return max(_aware(now), _aware(last_run) + self.cooldown)
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -281,9 +282,11 @@ class FleetScheduler:
             except Exception:  # the loop outlives any one bad tick
                 log.exception("fleet scheduler tick failed")
             stop.wait(self.config.poll_seconds)
-        deadline = datetime.now(UTC) + timedelta(seconds=grace)
-        while self.in_flight and datetime.now(UTC) < deadline:
-            self.collect(timeout=max(0.0, (deadline - datetime.now(UTC)).total_seconds()))
+        # the monotonic clock: the wall clock set back (an NTP step) stretched the grace by as
+        # much, and set forward cut it short
+        deadline = time.monotonic() + grace
+        while self.in_flight and time.monotonic() < deadline:
+            self.collect(timeout=max(0.0, deadline - time.monotonic()))
         if self.in_flight:
             log.warning("%d run(s) still going at shutdown; their journals make that safe",
                         len(self.in_flight))

@@ -44,6 +44,7 @@ from everos_reflect.llm.tasks import (
     parse_reply,
     render_messages,
 )
+from everos_reflect.model import redacted_url
 
 log = logging.getLogger(__name__)
 
@@ -237,7 +238,7 @@ class OpenAILLM:
         return delay
 
     def _failure(self, reason: str) -> str:
-        where = self.base_url or "api.openai.com"
+        where = redacted_url(self.base_url) if self.base_url else "api.openai.com"
         return f"LLM {self.model!r} at {where}: {reason}"
 
 

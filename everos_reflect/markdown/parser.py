@@ -894,6 +894,13 @@ class _Parser:
                 f"of {sorted(allowed)}",
                 "warning",
             )
+        for key in TEXT_KEYS:
+            value = meta.get(key)
+            if value is not None and not isinstance(value, str):
+                shown = value.isoformat() if isinstance(value, date) else quoted_value(value)
+                self.report(line, f"entry {eid}: {key} is read as {shown} (YAML "
+                            f"{type(value).__name__}), not as the text written: put it in "
+                            "quotes", "warning")
         if "importance" in meta:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
@@ -902,6 +909,13 @@ class _Parser:
         main = eid.kind.main_section
         if not sections.get(main):
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")
+
+
+#: Metadata whose value is text a person may well write bare, and YAML reads as something
+#: else: ``session_id: 0123`` is the number 83 (octal), ``1:20`` is 80 (base 60), ``yes`` is
+#: True, ``2026-10-12`` a date. Such a value is shown and searched as what YAML made of it
+#: ("83", "True"), with no word to say so; a warning names it.
+TEXT_KEYS = ("session_id", "parent_id", "task_type")
 
 
 def parse_log(

@@ -82,6 +82,11 @@ def _read_at_most(fh: BinaryIO, count: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def _denied(exc: PermissionError) -> str:
+    """How a log this process may not open is named: the OS's words ("Permission denied")."""
+    return exc.strerror or "permission denied"
+
+
 class MarkdownStore:
     """Daily logs of every user under ``root`` (layout in SPEC §2)."""
 
@@ -194,13 +199,15 @@ class MarkdownStore:
         outside: list[str] | None = None,
         invalid: list[tuple[str, str]] | None = None,
         irregular: list[str] | None = None,
+        misnamed: list[str] | None = None,
     ) -> Iterator[Path]:
         """Daily-log files (sorted by user, kind, day) of one user or all users. Files and
         folders that are symlinks leading outside the root are skipped (and appended to
         ``outside`` when given); so are user folders with unsafe names (see :meth:`iter_users`
         for ``invalid``), and anything named like a log that is not a regular file, a FIFO or
         a folder (its path appended to ``irregular`` when given: a writer that must see every
-        log, like ``undo``, refuses to go on without it)."""
+        log, like ``undo``, refuses to go on without it). ``misnamed``, when given, gets the
+        Markdown files of a kind's folder that no reader opens (:meth:`_misnamed`)."""
         wanted = list(kinds) if kinds is not None else list(Kind)
         for user in [ref] if ref is not None else self.iter_users(outside, invalid):
             user_dir = self.user_dir(user)
@@ -216,6 +223,8 @@ class MarkdownStore:
                     continue
                 if self._escapes(folder, outside):
                     continue
+                if misnamed is not None:
+                    misnamed.extend(self._misnamed(folder, kind))
                 for path in sorted(folder.glob(f"{kind.stem}-*.md")):
                     if not _FILENAME_RE.fullmatch(path.name) or self._escapes(path, outside):
                         continue
@@ -223,6 +232,20 @@ class MarkdownStore:
                         yield path
                     elif irregular is not None and path.exists():  # not a dangling link
                         irregular.append(self._label(path))
+
+    def _misnamed(self, folder: Path, kind: Kind) -> list[str]:
+        """Markdown files in ``kind``'s folder whose name is not ``<stem>-YYYY-MM-DD.md``
+        ("episode-2026-10-02 (copy).md", "episode-2026-10-5.md", "Episode-….md", another
+        kind's log): nothing reads them, so the entries a person writes there are in no
+        index, search or merge. Hidden files (editors' swap and lock files, this daemon's
+        temp files) are not Markdown a person edits, and are left out."""
+        try:
+            names = sorted(e.name for e in os.scandir(folder) if e.is_file())
+        except OSError:
+            return []
+        return [self._label(folder / name) for name in names
+                if not name.startswith(".") and name.lower().endswith(".md")
+                and not ((m := _FILENAME_RE.fullmatch(name)) and m.group(1) == kind.stem)]
 
     def _subdirs(self, folder: str | os.PathLike[str],
                  outside: list[str] | None) -> list[os.DirEntry[str]]:
@@ -260,7 +283,7 @@ class MarkdownStore:
             # file): unread, as a log over the limit is, so its entries are unknown rather
             # than deleted. Raised, it stopped get_many's callers (provenance, search,
             # explain, Reflection) with a traceback.
-            return self._refused(path, exc.strerror or "permission denied")
+            return self._refused(path, _denied(exc))
         parsed: dict[Path, tuple[bytes, DailyLog]] | None = getattr(self._reuse, "logs", None)
         if parsed is None:
             return self._parse(data, path)
@@ -286,6 +309,19 @@ class MarkdownStore:
             yield
         finally:
             self._reuse.logs = None
+
+    def refusal(self, path: str | os.PathLike[str]) -> str | None:
+        """Why :meth:`read` would leave ``path`` unread for want of permission ("not read:
+        Permission denied", its diagnostic), else None; only opens the file. For ``status``,
+        which counts from the index and reads no log: the indexer skips a log it may not
+        open, so nothing recorded named it, while ``lint`` did."""
+        try:
+            with open_regular(path):
+                return None
+        except PermissionError as exc:
+            return f"not read: {_denied(exc)}"
+        except OSError:  # gone since listed, or no regular file: reported where listed
+            return None
 
     def _refused(self, path: Path, reason: str) -> DailyLog:
         label = self._label(path)
@@ -320,11 +356,21 @@ class MarkdownStore:
         return False
 
     def get(self, ref: UserRef, entry_id: str) -> Entry:
+        """The entry ``entry_id`` of ``ref``. Raises :class:`UnknownEntry` when its log has
+        no such entry, and :class:`MarkdownError` when it may have one that cannot be read
+        now (the log not read: no permission, over ``limits.max_file_bytes``, not UTF-8; or
+        the entry's own block broken): "no entry …" sent a person looking for a deletion
+        that never happened, the same error the API and MCP answer as 409."""
         path = self.path_for_id(ref, entry_id)
         if path.is_file():
-            for entry in self.read(path).entries:
+            log = self.read(path)
+            for entry in log.entries:
                 if entry.id == entry_id:
                     return entry
+            if log.unread or entry_id in log.unreadable:
+                fatal = next((d for d in log.diagnostics if d.severity == "fatal"), None)
+                why = fatal.message if fatal else "its entry block cannot be read (see lint)"
+                raise MarkdownError(log.path, 0, f"cannot look up {entry_id}: {why}")
         raise UnknownEntry(f"no entry {entry_id} for user {ref}")
 
     def get_many(self, ref: UserRef, entry_ids: Iterable[str],
@@ -449,13 +495,14 @@ class MarkdownStore:
         for the ``deprecated_entries`` key that would withdraw the entry (see
         :func:`_withdrawn_size`), else :class:`TooLarge`.
         """
-        day = day or datetime.now(UTC).date()
+        now = datetime.now(UTC)  # one read: the default stamp falls on the default day
+        day = day or now.date()
         owner = meta.get("owner_id", ref.user_id)
         if owner != ref.user_id:
             raise InvalidId(f"owner_id {quoted_value(owner)} does not match user "
                             f"{quoted_value(ref.user_id)}")
         stamp = meta.get("timestamp")
-        when = datetime.now(UTC) if stamp is None else parse_timestamp(stamp)
+        when = now if stamp is None else parse_timestamp(stamp)
         if when is None:
             raise MarkdownError(
                 self.rel(self.log_path(ref, kind, day)), 0, f"unreadable timestamp "
@@ -521,14 +568,15 @@ class MarkdownStore:
         log, in order. ``withdrawable`` as for :meth:`append`, for every entry."""
         edits: dict[Path, Callable[[str | None], str | None]] = {}
         created: list[list[Entry]] = []
+        now = datetime.now(UTC)  # one read, as in append()
         for ref, kind, day, items in batches:
-            day = day or datetime.now(UTC).date()
+            day = day or now.date()
             path = self.log_path(ref, kind, day)
             if path in edits:
                 raise ValueError(f"{self._label(path)} given twice")
             made: list[Entry] = []
             created.append(made)
-            edit = self._appending(ref, kind, day, path, items, made, withdrawable)
+            edit = self._appending(ref, kind, day, path, items, made, now, withdrawable)
             if edit is not None:
                 edits[path] = edit
         self._edit_many(edits)
@@ -542,10 +590,12 @@ class MarkdownStore:
         path: Path,
         items: Iterable[tuple[Mapping[str, Any], Mapping[str, str]]],
         created: list[Entry],
+        now: datetime,
         withdrawable: bool = False,
     ) -> Callable[[str | None], str | None] | None:
         """The text edit appending ``items`` to ``path`` (None when there is nothing to
-        append); each run of it leaves the entries it made in ``created``."""
+        append); each run of it leaves the entries it made in ``created``. ``now`` stamps the
+        items without a timestamp."""
         label = self._label(path)
         rows = []
         for meta, sections in items:
@@ -554,7 +604,7 @@ class MarkdownStore:
                 raise InvalidId(f"owner_id {quoted_value(owner)} does not match user "
                                 f"{quoted_value(ref.user_id)}")
             stamp = meta.get("timestamp")
-            when = datetime.now(UTC) if stamp is None else parse_timestamp(stamp)
+            when = now if stamp is None else parse_timestamp(stamp)
             if when is None:
                 raise MarkdownError(label, 0, f"unreadable timestamp {quoted_value(stamp)}")
             rows.append(({**meta, "owner_id": owner, "timestamp": when}, sections))

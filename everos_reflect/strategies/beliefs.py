@@ -146,8 +146,10 @@ class Edge:
 
 
 def cooldown_over(last_run: datetime | None, now: datetime, cooldown: timedelta) -> bool:
-    """True when no run happened yet or ``cooldown`` has passed since the last one."""
-    return last_run is None or now >= last_run + cooldown
+    """True when no run happened yet or ``cooldown`` has passed since the last one, or the
+    wall clock went back past the last run (as
+    :meth:`everos_reflect.engine.triggers.DataTrigger.next_due` reads it)."""
+    return last_run is None or now < last_run or now >= last_run + cooldown
 
 
 def count_due(new_items: int, threshold: int) -> bool:

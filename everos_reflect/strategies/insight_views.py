@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.errors import UnknownEntry
+from everos_reflect.errors import MarkdownError, UnknownEntry
 from everos_reflect.model import EntryId, Kind, UserRef
 from everos_reflect.provenance import provenance
 from everos_reflect.strategies.beliefs import plain
@@ -72,20 +72,26 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
     sentence-level provenance (``recorded`` false when only the entry-level ``sources`` were
     left to go by, e.g. after a hand edit) — and its evidence is those sources, so the tree
     descends from a sentence's claim to what was said. A cited record that no longer exists
-    is a node with ``missing: true``; a node whose evidence was cut at
+    is a node with ``missing: true``, one in a log that cannot be read now (no permission,
+    too large) a node with ``unreadable: true`` and the ``problem``; a node whose evidence
+    was cut at
     :data:`MAX_TREE_NODES` nodes or :data:`MAX_TREE_CHARS` characters has ``truncated: true``;
     a text longer than :data:`MAX_NODE_TEXT_CHARS` is clipped, saying how long it was.
-    Raises :class:`UnknownEntry` for an unknown root id.
+    Raises :class:`UnknownEntry` for an unknown root id, :class:`MarkdownError` for one
+    whose log cannot be read.
     """
     from everos_reflect.llm.tasks import clip_text
 
     EntryId.parse(entry_id)
     cache: dict[str, Entry | None] = {}
+    unread: dict[str, MarkdownError] = {}  # not "deleted": their log cannot be read now
 
     def get(eid: str) -> Entry | None:
         if eid not in cache:
             try:
                 cache[eid] = runtime.store.get(ref, eid)
+            except MarkdownError as exc:
+                cache[eid], unread[eid] = None, exc
             except (UnknownEntry, FileNotFoundError, ValueError):
                 cache[eid] = None
         return cache[eid]
@@ -106,16 +112,21 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
                 cache[eid] = None
                 continue
             wanted.append(eid)
+        unknown: set[str] = set()
         try:
-            found = runtime.store.get_many(ref, wanted)
+            found = runtime.store.get_many(ref, wanted, unknown)
         except (OSError, ValueError):  # a log that is no file: each id on its own, as before
             return
         for eid in wanted:
-            cache[eid] = found.get(eid)
+            if eid not in unknown:  # else :func:`get` finds out why, id by id
+                cache[eid] = found.get(eid)
 
     def node(eid: str) -> tuple[dict[str, Any], list[str]]:
         """The node of ``eid`` (evidence not filled in yet) and the ids it cites."""
         entry = get(eid)
+        if entry is None and eid in unread:
+            return {"id": eid, "unreadable": True, "problem": str(unread[eid]),
+                    "evidence": []}, []
         if entry is None:
             return {"id": eid, "missing": True, "evidence": []}, []
         out: dict[str, Any] = {
@@ -135,6 +146,8 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
         return out, children
 
     if get(entry_id) is None:
+        if entry_id in unread:
+            raise unread[entry_id]
         raise UnknownEntry(f"no entry {entry_id} for user {ref}")
     # Level by level, at most MAX_TREE_NODES nodes: records citing one another make every
     # path without repeats a branch (twelve that cite the other eleven: ~10^8 nodes), so a
@@ -186,6 +199,8 @@ def render_tree(tree: dict[str, Any], indent: str = "") -> list[str]:
     line, each with the sources it came from."""
     if tree.get("missing"):
         line = f"{indent}{tree['id']}  (deleted)"
+    elif tree.get("unreadable"):
+        line = f"{indent}{tree['id']}  (its log cannot be read now: see lint)"
     else:
         marks = [m for m in (tree.get("status") if tree.get("status") not in (None, "active")
                              else None,

@@ -425,11 +425,18 @@ def decide_contests(runtime: Runtime, ref: UserRef, state: LessonState, task_typ
     confirmations becomes active again, the other is retired with the reason."""
     store, touched = runtime.store, set()
     live = {x.id: x for x in state.live_lessons(task_type)}
+    archived = {e.id: e.deprecated_by for e in state.lessons if e.deprecated_by}
     for lesson in list(live.values()):
         if lesson.status != CONTESTED or not lesson.ours:
             continue
-        rivals = [live[i] for i in lesson.contested_with if i in live]
+        rivals = [live[i] for i in dict.fromkeys(_successor(i, archived)
+                                                 for i in lesson.contested_with)
+                  if i in live and i != lesson.id]
         if not rivals:
+            # Every rival retired, withdrawn or deleted (by hand, say): nothing is left to
+            # decide, and the lesson stayed `contested` for good, at any count.
+            store.update_meta(ref, lesson.id, {"status": ACTIVE, "contested_with": None})
+            touched.add(store.path_for_id(ref, lesson.id))
             continue
         top = max(r.confirmations for r in rivals)
         if lesson.confirmations >= top + margin:
@@ -443,6 +450,16 @@ def decide_contests(runtime: Runtime, ref: UserRef, state: LessonState, task_typ
             store.update_meta(ref, lesson.id, {"status": ACTIVE, "contested_with": None})
             touched.add(store.path_for_id(ref, lesson.id))
     return touched
+
+
+def _successor(lesson_id: str, archived: Mapping[str, str]) -> str:
+    """The lesson ``lesson_id`` lives on as: archive marks followed (a refinement replaced
+    it) to the first id not archived, or to where the marks loop."""
+    seen = {lesson_id}
+    while (nxt := archived.get(lesson_id)) is not None and nxt not in seen:
+        seen.add(nxt)
+        lesson_id = nxt
+    return lesson_id
 
 
 __all__ = ["MAX_TASK_PROMPT_CHARS", "NAME", "LearnLessons", "LessonState", "decide_contests",

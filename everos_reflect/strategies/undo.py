@@ -326,7 +326,7 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
     if intent.previous is not None:
         try:
             previous = store.get(ref, intent.previous)
-        except UnknownEntry:
+        except (UnknownEntry, MarkdownError):  # files are changed already: finish the undo
             previous = None
     cluster_narrative = _restore_cluster(runtime, ref, intent.cluster_id, episodes, previous)
     result = UndoResult(
