@@ -692,6 +692,21 @@ CONTROL_CLASS = "\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f"
 SURROGATES = re.compile("[\ud800-\udfff]")
 
 
+#: Longest search query: the embedder reads a query's first 256 tokens, and a keyword search
+#: over thousands of terms ranks nothing better. Unbounded, a 5 MB query (over MCP, which has
+#: no body limit) took 8 s of search. Held by ``search`` itself, so the CLI, API and MCP agree.
+MAX_QUERY_CHARS = 10_000
+#: Longest briefing query (the briefing routes by the words of a question, not a document).
+MAX_BRIEFING_QUERY_CHARS = 2_000
+
+
+def query_length_problem(query: str, most: int) -> str | None:
+    """Why ``query`` is too long to search with, or None."""
+    if len(query) > most:
+        return f"query is {len(query):,} characters; the most is {most:,}"
+    return None
+
+
 def surrogate_problem(value: str) -> str | None:
     """``"holds U+DCFF, a byte that is not UTF-8 text"`` for the first lone surrogate of
     ``value``, ``None`` when it has none."""

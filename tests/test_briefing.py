@@ -16,6 +16,7 @@ from everos_reflect.briefing.build import build_briefing
 from everos_reflect.briefing.pack import Item, Section, item_line, pack
 from everos_reflect.briefing.tokens import default_counter
 from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.errors import InvalidRequest
 from everos_reflect.index.sync import Indexer
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
@@ -370,3 +371,10 @@ def test_the_budget_holds_when_the_left_out_count_costs_more_than_its_reserve() 
         assert COUNTER.count(b.text) == b.tokens <= max_tokens, max_tokens
         assert len(b.omitted_ids) == 3461 and b.omitted == {"lesson": 3461}
         assert not b.text or b.text.endswith("Left out for budget: 3461 lessons.")
+
+
+
+def test_build_briefing_holds_the_apis_query_length(runtime: Runtime) -> None:
+    # the limit lived only in the API's model: a caller of the core took any length
+    with pytest.raises(InvalidRequest, match="query is 2,001 characters; the most is 2,000"):
+        build_briefing(runtime, UserRef.of("u1"), "z" * 2_001)

@@ -220,6 +220,8 @@ def test_plain_order_can_be_asked_for_instead_of_latest_first(rt: Runtime) -> No
         ({"query": "x", "top_k": True}, "top_k must be an integer from 1"),
         ({"query": "x", "mode": "fuzzy"}, "unknown search mode 'fuzzy'"),
         ({"query": "x", "kind": "note"}, "unknown entry kind 'note'"),
+        # the API and MCP stopped a query at 10,000 characters; `everos-reflect search` took any
+        ({"query": "z" * 10_001}, "query is 10,001 characters; the most is 10,000"),
     ],
 )
 def test_bad_arguments_raise_clear_errors(

@@ -19,6 +19,8 @@ from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSA
 from everos_reflect.model import (
     CONTROL_CLASS,
     ENTRY_ID_RE,
+    MAX_BRIEFING_QUERY_CHARS,
+    MAX_QUERY_CHARS,
     NAME_PATTERN,
     control_problem,
     quoted,
@@ -96,12 +98,6 @@ Name = Annotated[str, AfterValidator(_name), Field(
     json_schema_extra={"pattern": NAME_PATTERN}, description="1-128 of A-Z a-z 0-9 _ . -")]
 EpisodeIdText = Annotated[str, AfterValidator(_episode_id), Field(
     json_schema_extra={"pattern": EPISODE_ID_PATTERN}, description="e.g. ep_20261012_0001")]
-
-
-#: Longest search query: the embedder reads a query's first 256 tokens, and a keyword search
-#: over thousands of terms ranks nothing better. Unbounded, a 5 MB query (over MCP, which has
-#: no body limit) took 8 s of search.
-MAX_QUERY_CHARS = 10_000
 
 
 class SearchRequest(Strict):
@@ -187,7 +183,8 @@ class BriefingRequest(Strict):
     user_id: Name
     app_id: Name | None = None
     project_id: Name | None = None
-    query: str = Field(min_length=1, max_length=2000, json_schema_extra={"pattern": NOT_BLANK})
+    query: str = Field(min_length=1, max_length=MAX_BRIEFING_QUERY_CHARS,
+                       json_schema_extra={"pattern": NOT_BLANK})
     task_type: Name | None = Field(None, description="Adds the lessons of this task type.")
     max_tokens: Whole = Field(1000, ge=1, le=32000,
                             description="Budget of the whole block, in the bundled tokenizer's "

@@ -29,7 +29,16 @@ from everos_reflect.briefing.tokens import TokenCounter, default_counter
 from everos_reflect.embedding.base import embed_query
 from everos_reflect.errors import EverosError, InvalidRequest
 from everos_reflect.index.filters import where_clause
-from everos_reflect.model import DailyLog, Entry, Kind, UserRef, quoted_value, surrogate_problem
+from everos_reflect.model import (
+    MAX_BRIEFING_QUERY_CHARS,
+    DailyLog,
+    Entry,
+    Kind,
+    UserRef,
+    query_length_problem,
+    quoted_value,
+    surrogate_problem,
+)
 from everos_reflect.procedural.lessons import Lesson, ranked, read_lesson
 from everos_reflect.procedural.tasks import read_task
 from everos_reflect.strategies import beliefs
@@ -245,6 +254,8 @@ def build_briefing(
         raise InvalidRequest("query must not be empty")
     if (problem := surrogate_problem(query)) is not None:
         raise InvalidRequest(f"query {problem}")
+    if (problem := query_length_problem(query, MAX_BRIEFING_QUERY_CHARS)) is not None:
+        raise InvalidRequest(problem)
     if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not (
         1 <= max_tokens <= MAX_BRIEFING_TOKENS
     ):

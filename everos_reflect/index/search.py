@@ -30,7 +30,13 @@ from everos_reflect.errors import EverosError, InvalidSearch
 from everos_reflect.index.filters import where_clause
 from everos_reflect.index.recency import RECENCY_COSINE, key, latest_first
 from everos_reflect.index.snippet import make_passages
-from everos_reflect.model import Kind, quoted_value, surrogate_problem
+from everos_reflect.model import (
+    MAX_QUERY_CHARS,
+    Kind,
+    query_length_problem,
+    quoted_value,
+    surrogate_problem,
+)
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -238,6 +244,8 @@ def search(
         raise InvalidSearch("query must not be empty")
     if (problem := surrogate_problem(query)) is not None:  # an undecodable CLI argument
         raise InvalidSearch(f"query {problem}")
+    if (problem := query_length_problem(query, MAX_QUERY_CHARS)) is not None:
+        raise InvalidSearch(problem)
     if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
         raise InvalidSearch(f"top_k must be an integer from 1 to {MAX_TOP_K}, got "
                             f"{quoted_value(top_k)}")
