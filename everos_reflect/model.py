@@ -98,8 +98,19 @@ def redacted_url(url: str) -> str:
     ``https://***@host/v1``. A ``base_url`` may carry credentials; a URL error and a provider
     failure showed them. Everything up to the last ``@`` counts as userinfo, so a password
     holding ``@`` or ``/`` (unencoded: the URL is wrong, and its error must show it) is
-    never shown either."""
-    return _USERINFO_RE.sub(lambda m: f"{m.group(1) or ''}***@", url, count=1)
+    never shown either. The values of its query string and its fragment are written ``***``
+    too (``?api_key=***``): some gateways take the key there."""
+    url = _USERINFO_RE.sub(lambda m: f"{m.group(1) or ''}***@", url, count=1)
+    base, mark, rest = url.partition("?")
+    if mark:
+        query, hash_, fragment = rest.partition("#")
+        pairs = [f"{p.split('=', 1)[0]}=***" if "=" in p else "***" if p else ""
+                 for p in query.split("&")]
+        url = base + "?" + "&".join(pairs) + hash_ + ("***" if fragment else "")
+    else:
+        base, hash_, fragment = url.partition("#")
+        url = base + hash_ + ("***" if fragment else "")
+    return url
 
 
 def quoted_value(value: object) -> str:

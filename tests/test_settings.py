@@ -440,7 +440,9 @@ def test_a_base_url_with_white_space_or_a_control_character_is_refused(section: 
     ('[llm]\nbase_url = "http://alice:s3@cr/3t@llm.example/v1\\n"\n', {},
      "'http://***@llm.example/v1\\n'"),  # "@" and "/" in the password
     ('[llm]\nbase_url = ["https://alice:s3cr3t@llm.example/v1"]\n', {}, "not shown"),
-], ids=["space", "scheme", "env-no-scheme", "at-in-password", "not-a-string"])
+    ('[llm]\nbase_url = "https://llm.example/v1?api_key=s3cr3t&tok s3 "\n', {},
+     "'https://llm.example/v1?api_key=***&***'"),  # the key in the query string
+], ids=["space", "scheme", "env-no-scheme", "at-in-password", "not-a-string", "query"])
 def test_a_base_url_error_never_shows_its_credentials(user_text: str | None,
                                                       env: dict[str, str], shown: str) -> None:
     # "got 'https://alice:s3cr3t@llm.example/v1 '": the password was in the error every
@@ -472,3 +474,16 @@ def test_the_repr_of_settings_never_shows_a_secret() -> None:
     shown = repr(settings)
     assert "sk-A1" not in shown and "t-B2" not in shown and "sk-C3" not in shown
     assert "model='gpt-4o-mini'" in shown
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("https://alice:s3cr3t@h/v1?api_key=s3&region=eu#s3", "https://***@h/v1?api_key=***&region=***#***"),
+    ("https://h/v1?s3cr3t", "https://h/v1?***"),
+    ("https://h/v1?", "https://h/v1?"),
+    ("https://h/v1#s3", "https://h/v1#***"),
+    ("https://h/v1", "https://h/v1"),
+])
+def test_redacted_url_hides_userinfo_query_values_and_fragment(url: str, shown: str) -> None:
+    from everos_reflect.model import redacted_url
+
+    assert redacted_url(url) == shown
