@@ -17,6 +17,7 @@ from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 from tests.api_client import ApiClient
+from tests.store_fixtures import refuse_reads
 
 
 @pytest.fixture
@@ -90,10 +91,8 @@ def test_an_entry_in_a_log_that_cannot_be_read_is_not_called_missing_at_any_edge
     # denied"; a look-up of one of its ids said "no entry …" (404 unknown_entry), sending a
     # person after a deletion that never happened. Tests run as root, where ``chmod 000``
     # blocks no read: the store's open is refused instead.
-    import errno
     from datetime import date
 
-    import everos_reflect.markdown.store as store_module
     from everos_reflect.model import Kind, UserRef
     from everos_reflect.strategies.insight_views import explain, render_tree
 
@@ -108,14 +107,7 @@ def test_an_entry_in_a_log_that_cannot_be_read_is_not_called_missing_at_any_edge
         "timestamp": "2026-10-14T09:00:00+00:00", "evidence": [locked.id, other.id],
         "depth": 1, "status": "active"}, {"Insight": "Both."}, day=date(2026, 10, 14))
     path = runtime.store.path_for_id(ref, locked.id)
-    opened = store_module.open_regular
-
-    def refused(where: Any, *args: Any, **kwargs: Any) -> Any:
-        if Path(where) == path:
-            raise PermissionError(errno.EACCES, "Permission denied", str(where))
-        return opened(where, *args, **kwargs)
-
-    monkeypatch.setattr(store_module, "open_regular", refused)
+    refuse_reads(monkeypatch, path)
     message = (f"{runtime.store.rel(path)}:0: cannot look up {locked.id}: "
                "not read: Permission denied")
     resp = ApiClient(runtime)("GET", f"/api/v1/memory/explain/{locked.id}?user_id=u_ann")

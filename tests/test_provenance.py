@@ -15,6 +15,7 @@ from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.strategies.provenance import find_stale
 from tests.reflect_fixtures import add_episode, make_runtime, run_reflection
+from tests.store_fixtures import refuse_reads
 
 DEV = UserRef.of("u_dev")
 
@@ -590,21 +591,11 @@ def test_a_log_this_process_may_not_read_is_unknown_and_named_not_a_crash(
     size limit is: its entries are unknown (never deleted), the insight citing them keeps its
     status, lint names the file, and once readable again nothing has changed. Tests run as
     root, where ``chmod 000`` blocks no read: the store's open is refused instead."""
-    import errno
-
-    import everos_reflect.markdown.store as store_module
     from everos_reflect.errors import MarkdownError
     from everos_reflect.lint import lint_report
 
     rt, eps, cited, indexer, path, _ = _three_reverts_cited(root)
-    opened = store_module.open_regular
-
-    def refused(where: Any, *args: Any, **kwargs: Any) -> Any:
-        if Path(where) == path:
-            raise PermissionError(errno.EACCES, "Permission denied", str(where))
-        return opened(where, *args, **kwargs)
-
-    monkeypatch.setattr(store_module, "open_regular", refused)
+    refuse_reads(monkeypatch, path)
     unknown: set[str] = set()
     found = rt.store.get_many(DEV, [*(e.id for e in eps), cited.id], unknown)
     assert set(found) == {cited.id} and unknown == {e.id for e in eps}

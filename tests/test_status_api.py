@@ -18,6 +18,7 @@ from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 from tests.api_client import ApiClient
+from tests.store_fixtures import refuse_reads
 
 BROKEN = "default_app/default_project/users/u_ann/episodes/episode-2026-10-13.md"
 
@@ -62,19 +63,9 @@ def test_status_names_a_log_it_may_not_read_as_lint_does(
     # Counting from the index, status read no log, and the indexer skips a log it may not
     # open: lint said "not read: Permission denied", status "no files with problems".
     # Tests run as root, where ``chmod 000`` blocks no read: the store's open is refused.
-    import errno
-
-    import everos_reflect.markdown.store as store_module
 
     locked = "default_app/default_project/users/u_ann/episodes/episode-2026-10-12.md"
-    opened = store_module.open_regular
-
-    def refused(where: object, *args: object, **kwargs: object) -> object:
-        if Path(where) == root / locked:  # type: ignore[arg-type]
-            raise PermissionError(errno.EACCES, "Permission denied", str(where))
-        return opened(where, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(store_module, "open_regular", refused)
+    refuse_reads(monkeypatch, root / locked)
     api = ApiClient(rt)("GET", "/api/v1/status").json()["data"]
     assert api["counts_from"] == "index"
     assert {f["file"]: f["problems"] for f in api["files_with_problems"]}[locked] == [
