@@ -587,6 +587,19 @@ def test_status_strategy_table_fits_80_columns_and_says_a_problem_once(root: Pat
     assert "[1] needs an LLM: convictions, contradictions and reconciliations" in result.stdout
 
 
+def test_status_strategy_table_says_yes_no_and_dash_not_python_values(root: Path) -> None:
+    # the table showed "True"/"False" for enabled and "None" for a strategy without a cron
+    assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0
+    result = run("status", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:4]]
+            for line in result.stdout.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()}
+    assert rows["reflect_episodes"] == ["yes", "0 2 * * 1"]
+    assert rows["update_worldview"] == ["no", "-"]
+    assert not {"True", "False", "None"} & {c for cells in rows.values() for c in cells}
+
+
 @pytest.mark.parametrize(("stamp", "shown"), [
     ("2026-12-07T02:00:00+00:00", "2026-12-07 02:00"),
     ("2026-12-07T02:00:59.615700+05:30", "2026-12-07 02:00 +05:30"),
