@@ -155,6 +155,20 @@ def test_init_writes_commented_settings_and_the_ome_template(tmp_path: Path) -> 
     assert (target / "ome.toml").read_text() == packaged_text("ome.toml")
 
 
+def test_init_ome_template_has_a_table_for_every_shipped_strategy() -> None:
+    # reflect_insights and revalidate_insights were missing: a new root's ome.toml did not
+    # show that insights exist, what starts them or how to turn them on
+    from everos_reflect.engine import registry
+
+    shipped = {name for name in registry.known_strategies() if type(
+        registry.get_strategy(name)).__module__.startswith("everos_reflect.strategies.")}
+    template = tomllib.loads(packaged_text("ome.toml"))
+    assert set(template["strategies"]) == shipped
+    # the template turns nothing on (`enable NAME` does), and every value it sets is valid
+    assert [n for n, t in template["strategies"].items() if t["enabled"]] == []
+    registry.validate_ome(template["strategies"], "ome.toml")
+
+
 def test_init_refuses_to_overwrite_without_force(root: Path) -> None:
     (root / "ome.toml").write_text("# mine\n")
     line = one_line_error(run("init", str(root)))
