@@ -26,7 +26,7 @@ import numpy as np
 from filelock import FileLock
 
 from everos_reflect.errors import InvalidId
-from everos_reflect.fileio import NotRegularFile, open_regular
+from everos_reflect.fileio import NotRegularFile, open_regular, read_at_most
 from everos_reflect.index import events, rebuild
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown.parser import highest_seqs, parse_log
@@ -455,8 +455,8 @@ class Indexer:
             with open_regular(path) as fh:  # a FIFO named like a log: OSError, never a hang
                 st = os.fstat(fh.fileno())  # stats first: a later write shows up as a change
                 # Over the limit: reported, never read, so memory stays bounded by the limit.
-                data = fh.read(limits.max_file_bytes + 1) if st.st_size <= limits.max_file_bytes \
-                    else None
+                limit = limits.max_file_bytes
+                data = read_at_most(fh, limit + 1) if st.st_size <= limit else None
         except (FileNotFoundError, NotADirectoryError, NotRegularFile):
             # A folder or FIFO where the log was is no log, and neither is a path through a
             # file standing where its folder (``episodes``, ``users`` …) was: its entries go,
