@@ -124,6 +124,25 @@ def test_search_sees_hand_edits_without_a_reindex(filled: Path) -> None:
     ]
 
 
+def test_search_finds_entries_again_after_the_vector_index_was_deleted(filled: Path) -> None:
+    # `rm -rf .index/lancedb` (derived, rebuildable): the tables were recreated empty, the
+    # logs were unchanged so nothing was embedded again, and every search found nothing, with
+    # no error, until a manual reindex.
+    import shutil
+
+    def subjects() -> set[str]:
+        result = run("search", "dog", "--root", str(filled), "--json")
+        assert result.exit_code == 0, result.output
+        return {e["subject"] for e in json.loads(result.stdout)["data"]["episodes"]}
+
+    found = subjects()
+    assert found == {"Two dogs", "Dog walking"}
+    shutil.rmtree(filled / ".index" / "lancedb")
+    assert subjects() == found
+    shutil.rmtree(filled / ".index" / "lancedb" / "episodes.lance")  # one table alone
+    assert subjects() == found
+
+
 def test_search_table_output(filled: Path) -> None:
     result = run("search", "dogs", "--root", str(filled), "--user", "u_andrew")
     assert result.exit_code == 0, result.output

@@ -300,6 +300,7 @@ class Indexer:
         """
         started = time.perf_counter()
         with self._lock:
+            self._forget_lost_vectors()
             disk = self._disk_files()
             stored = self._stored_files()
             changed, deleted = plan_scan(stored, {rel: st for rel, (st, _) in disk.items()})
@@ -409,6 +410,30 @@ class Indexer:
             r["path"]: StoredFile(r["mtime_ns"], r["size"], r["sha256"], _epoch_ns(r["synced_at"]))
             for r in rows
         }
+
+    def _forget_lost_vectors(self) -> None:
+        """Entries whose kind's vector table is gone from disk are marked as embedded by no
+        model, so this scan embeds them again (as after a model change). Vectors are written
+        before the SQLite rows, so an indexed entry whose table is missing means the table was
+        deleted (``rm -rf .index/lancedb``, which the docs call derived): every search then
+        found nothing, with no error, for good, since the logs themselves were unchanged."""
+        lost = [kind.value for kind in self.rt.vectors.missing()]
+        if not lost:
+            return
+        conn = self.rt.db()
+        marks = ", ".join("?" * len(lost))
+        # Most roots never write some kinds (their tables are missing for good): asked through
+        # the files table and the path index, as cheap as the scan's own query, no write.
+        indexed = (f"SELECT path FROM files WHERE kind IN ({marks}) AND EXISTS (SELECT 1 FROM "
+                   "entries e WHERE e.path = files.path AND e.embed_model IS NOT NULL)")
+        if conn.execute(f"{indexed} LIMIT 1", lost).fetchone() is None or self.rt.root_gone():
+            return  # root_gone: no table folder is found where the root was
+        with transaction(conn):
+            cur = conn.execute(f"UPDATE entries SET embed_model = NULL WHERE path IN "
+                               f"({indexed}) AND embed_model IS NOT NULL", lost)
+        if cur.rowcount > 0:
+            log.warning("vector index tables are missing from %s: embedding %d indexed "
+                        "entries again", self.rt.vectors.path, cur.rowcount)
 
     def _paths_embedded_by_other_models(self) -> set[str]:
         rows = self.rt.db().execute(

@@ -327,6 +327,18 @@ class VectorIndex:
                 os.replace(folder, trash)
             self._remove_dropped()
 
+    def missing(self) -> list[Kind]:
+        """The kinds whose table folder is not on disk (never written, or deleted by hand:
+        ``rm -rf .index/lancedb`` to free space). A handle this process holds on such a table
+        is let go, so the next use creates it anew instead of writing into a deleted one."""
+        gone = [kind for kind, name in TABLES.items()
+                if not (self.path / f"{name}.lance").is_dir()]
+        if gone:
+            with self._thread_lock:
+                for kind in gone:
+                    self._tables.pop(kind, None)
+        return gone
+
     def _remove_dropped(self) -> None:
         """Delete the folders of tables renamed away by :meth:`reset` (a kill may leave some)."""
         for trash in self.path.glob(f"{DROPPED_PREFIX}*"):
