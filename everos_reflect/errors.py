@@ -21,6 +21,22 @@ def describe(exc: Exception) -> str:
     return str(exc) if isinstance(exc, EverosError) else f"{type(exc).__name__}: {exc}"
 
 
+#: The most characters of an unexpected error's text an answer to a client carries.
+BRIEF_MAX = 500
+
+
+def brief(exc: Exception, most: int = BRIEF_MAX) -> str:
+    """:func:`describe` of ``exc`` as an answer to a client shows an error it did not cause:
+    one line, at most ``most`` characters and how many were left off. The log keeps the
+    whole text with the traceback. An unexpected error's text is not bounded by anything the
+    client sent: an ``OSError`` naming a long path, a library error quoting a whole record,
+    an embedding server's error page became an MCP error or an ``index_error`` of any size."""
+    text = " ".join(describe(exc).split())
+    if len(text) <= most:
+        return text
+    return f"{text[:most]}… ({len(text) - most:,} more characters in the log)"
+
+
 class InvalidId(EverosError, ValueError):
     """An app, project, user or entry id that is not allowed (e.g. a path trick)."""
 

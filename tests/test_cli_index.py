@@ -103,6 +103,23 @@ def test_search_json_has_the_spec_fields_and_hides_deprecated(filled: Path) -> N
     assert 0 < hit["score"] <= 1
 
 
+def test_search_shows_a_hand_written_list_session_id_as_none_not_python_text(
+    root: Path
+) -> None:
+    # `session_id: [a, b]` (or `parent_id: {x: 1}`) was shown as "['a', 'b']": Python's repr
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32))
+    rt.store.append(ANDREW, Kind.EPISODE, {
+        "timestamp": "2026-10-12T10:00:00+00:00", "parent_type": "memcell",
+        "session_id": ["a", "b"], "parent_id": {"x": 1}},
+        {"Subject": "Dog adoption", "Content": "Andrew adopted a dog named Toby."},
+        day=date(2026, 10, 12))
+    rt.close()
+    result = run("search", "dog", "--root", str(root), "--user", "u_andrew", "--json")
+    assert result.exit_code == 0, result.output
+    [hit] = json.loads(result.stdout)["data"]["episodes"]
+    assert (hit["session_id"], hit["parent_id"], hit["parent_type"]) == (None, None, "memcell")
+
+
 def test_search_include_deprecated_and_tenant_filters(filled: Path) -> None:
     def subjects(*extra: str) -> set[str]:
         result = run("search", "dog", "--root", str(filled), "--json", *extra)

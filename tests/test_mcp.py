@@ -272,3 +272,38 @@ def test_a_write_that_landed_but_could_not_be_indexed_is_answered_done(root: Pat
         runtime.close()
     assert [e.id for e in episodes] == [data["id"]]
     assert data["indexed"] is False and "HTTP 503" in data["index_error"]
+
+
+def test_an_unexpected_error_is_answered_in_one_bounded_line(root: Path) -> None:
+    # An unexpected error's text is bounded by nothing the agent sent: an embedding server's
+    # 2 MB error page, a library error quoting a record. The tool's answer carried it whole
+    # (index_error), and so did the internal error of a failed call, line breaks and all.
+    from everos_reflect.api.mcp_server import call, internal_error
+    from everos_reflect.embedding.base import HashEmbedder
+    from everos_reflect.errors import BRIEF_MAX
+    from everos_reflect.runtime import Runtime
+    from everos_reflect.settings import Settings
+
+    page = "<html>\n" + "x" * 2_000_000 + "\n</html>"
+
+    class Down(HashEmbedder):
+        def embed(self, texts: Any) -> Any:
+            raise RuntimeError(page)
+
+    runtime = Runtime(root, Settings(), embedder=Down())
+    try:
+        [add] = [t for t in tools() if t.name == "add_episode"]
+        data = call(runtime, add, {"user_id": "u1", "subject": "s", "content": "c"})
+    finally:
+        runtime.close()
+    assert data["indexed"] is False
+    assert data["index_error"].startswith("RuntimeError: <html> xxx")
+    assert "\n" not in data["index_error"]
+    assert len(data["index_error"]) < BRIEF_MAX + 60
+    left_off = len("RuntimeError: ") + len(page) - BRIEF_MAX
+    assert data["index_error"].endswith(f"({left_off:,} more "
+                                        "characters in the log)")
+
+    message = internal_error("search", OSError(page)).error.message
+    assert message.startswith("search failed: OSError: <html> xxx")
+    assert "\n" not in message and len(message) < BRIEF_MAX + 80

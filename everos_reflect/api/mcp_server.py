@@ -128,7 +128,7 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
         except Exception as exc:  # the entry is written: answering an error made the agent
             # write it again (an embedding server down: one Episode per retry)
             log.warning("%s: %s written, not indexed yet: %s", tool.name, data.get("id"), exc)
-            data = {**data, "indexed": False, "index_error": str(exc)}
+            data = {**data, "indexed": False, "index_error": errors.brief(exc)}
     return data
 
 
@@ -137,6 +137,12 @@ def _version() -> str:
         return version("everos-reflect")
     except PackageNotFoundError:
         return "unknown"
+
+
+def internal_error(tool: str, exc: Exception) -> MCPError:
+    """The MCP error answering a call that failed unexpectedly (a bug, an I/O failure): the
+    tool and the error's type and text, one line of bounded length (:func:`errors.brief`)."""
+    return MCPError(types.INTERNAL_ERROR, f"{tool} failed: {errors.brief(exc)}")
 
 
 def build_server(runtime: Runtime) -> Server[Any]:
@@ -162,7 +168,7 @@ def build_server(runtime: Runtime) -> Server[Any]:
             raise
         except Exception as exc:  # a bug or an I/O failure: fail this call, keep serving
             log.exception("tool %s failed", tool.name)
-            raise MCPError(types.INTERNAL_ERROR, f"{tool.name} failed: {exc}") from None
+            raise internal_error(tool.name, exc) from None
         text = json.dumps(data, ensure_ascii=False, default=str)
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     structured_content=json.loads(text))

@@ -7,10 +7,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from everos_reflect.cli.common import (
+    app_filter_option,
     emit_json,
     handle_errors,
     json_option,
     open_runtime,
+    project_filter_option,
     root_option,
     say,
 )
@@ -22,8 +24,8 @@ if TYPE_CHECKING:
 
 
 def _user_options(fn: Any) -> Any:
-    fn = click.option("--project", default=None, help="Project id (default_project).")(fn)
-    fn = click.option("--app", default=None, help="App id (default_app).")(fn)
+    fn = project_filter_option(fn)
+    fn = app_filter_option(fn)
     return click.option("--user", "user_id", default=None,
                         help="User id (default: every user).")(fn)
 

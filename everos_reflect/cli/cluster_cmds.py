@@ -9,10 +9,12 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from everos_reflect.cli.common import (
+    app_filter_option,
     emit_json,
     handle_errors,
     json_option,
     open_runtime,
+    project_filter_option,
     root_option,
     say,
     settle_journal,
@@ -23,10 +25,8 @@ if TYPE_CHECKING:
     from everos_reflect.clustering.service import ClusterInfo, Member
 
 _user = click.option("--user", "user_id", default=None, help="Only this user.")
-_app = click.option("--app", default=None, help="App id (default: every app, or default_app "
-                    "with --user).")
-_project = click.option("--project", default=None, help="Project id (default: every project, "
-                        "or default_project with --user).")
+_app = app_filter_option
+_project = project_filter_option
 
 
 def _day(ts: float) -> str:

@@ -32,6 +32,12 @@ root_option = click.option(
     help="Memory root (default: $EVEROS_ROOT, else ~/.everos).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+#: ``--app``/``--project`` of a command whose ``--user`` is optional: without it they filter
+#: (None = every app/project); with it they name the user's tenant (default_app/project).
+app_filter_option = click.option("--app", default=None, help="App id (default: every app, or "
+                                 "default_app with --user).")
+project_filter_option = click.option("--project", default=None, help="Project id (default: "
+                                     "every project, or default_project with --user).")
 
 
 def existing_root(root: str | None) -> Path:

@@ -117,7 +117,8 @@ def _finished(runtime: Runtime, outcome: RunOutcome) -> RunOutcome:
 
 @click.command("runs")
 @root_option
-@click.option("--limit", type=click.IntRange(1, 10000), default=20, show_default=True)
+@click.option("--limit", type=click.IntRange(1, 10000), default=20, show_default=True,
+              help="How many runs to show.")
 @json_option
 @handle_errors
 def runs_cmd(root: str | None, limit: int, as_json: bool) -> None:

@@ -61,7 +61,7 @@ def fleet_run_cmd(strategy: str, fleet_file: str, force: bool, as_json: bool) ->
 
     Exit status 1 when any root failed, ended partial (some of its work failed) or was
     already running elsewhere; 4 when STRATEGY is disabled in every root (nothing ran), as
-    ``trigger`` exits 4 for a disabled strategy.
+    trigger exits 4 for a disabled strategy.
     """
     from everos_reflect.fleet.config import read_fleet
     from everos_reflect.fleet.ray_backend import require_ray, run_fleet
@@ -112,8 +112,8 @@ def fleet_serve_cmd(fleet_file: str) -> None:
 def fleet_status_cmd(fleet_file: str, as_json: bool) -> None:
     """Every root: each strategy's last and next run, and how far its index lags.
 
-    Exit status 1 when some root could not be read (its ``error`` says why), also with
-    ``--json``: a script checks the exit status, as with ``lint``."""
+    Exit status 1 when some root could not be read (its error says why), also with
+    --json: a script checks the exit status, as with lint."""
     from everos_reflect.fleet.config import read_fleet
     from everos_reflect.fleet.work import root_status
 

@@ -7,10 +7,12 @@ from typing import Any
 import click
 
 from everos_reflect.cli.common import (
+    app_filter_option,
     emit_json,
     handle_errors,
     json_option,
     open_runtime,
+    project_filter_option,
     root_option,
     say,
 )
@@ -18,14 +20,21 @@ from everos_reflect.model import UserRef
 
 
 def _user_options(fn: Any) -> Any:
-    fn = click.option("--project", default=None, help="Project id (default_project).")(fn)
-    return click.option("--app", default=None, help="App id (default_app).")(fn)
+    """``--app``/``--project`` of ``explain``, whose ``--user`` is required."""
+    fn = click.option("--project", default=None,
+                      help="Project id (default: default_project).")(fn)
+    return click.option("--app", default=None, help="App id (default: default_app).")(fn)
+
+
+def _filter_options(fn: Any) -> Any:
+    """``--app``/``--project`` of ``insights``: without ``--user`` they filter every user."""
+    return app_filter_option(project_filter_option(fn))
 
 
 @click.command("insights")
 @root_option
 @click.option("--user", "user_id", default=None, help="User id (default: every user).")
-@_user_options
+@_filter_options
 @click.option("--include-stale", is_flag=True, help="Also list stale and retired insights.")
 @json_option
 @handle_errors

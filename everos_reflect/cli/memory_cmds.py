@@ -6,12 +6,14 @@ from __future__ import annotations
 import click
 
 from everos_reflect.cli.common import (
+    app_filter_option,
     emit_json,
     existing_root,
     fail,
     handle_errors,
     json_option,
     open_runtime,
+    project_filter_option,
     root_option,
     say,
     validated,
@@ -39,7 +41,8 @@ def task_group() -> None:
 @click.option("--goal", required=True, help="What the task was for.")
 @click.option("--step", "steps", multiple=True, required=True,
               help="One step, in order; repeat for each step.")
-@click.option("--outcome", required=True, type=click.Choice(["success", "failure", "partial"]))
+@click.option("--outcome", required=True, type=click.Choice(["success", "failure", "partial"]),
+              help="How the task ended.")
 @click.option("--error", "errors", multiple=True, help="An error met; repeat for each.")
 @click.option("--note", default=None, help="What happened (the Outcome section's text).")
 @click.option("--timestamp", default=None, help="ISO 8601 (default: now, UTC).")
@@ -117,8 +120,8 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
 @root_option
 @click.option("--task-type", required=True, help="Task type, e.g. deploy.")
 @click.option("--user", "user_id", default=None, help="User id (default: every user).")
-@app_option
-@project_option
+@app_filter_option
+@project_filter_option
 @json_option
 @handle_errors
 def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str | None,
