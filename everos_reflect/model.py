@@ -524,6 +524,23 @@ def _stable_repr(value: Any) -> str:
     return repr(value)
 
 
+#: YAML scalars whose text is the value a person meant, once put in quotes (``0123`` → 83,
+#: ``yes`` → True, a bare date): read as their text, with a lint warning (parser.TEXT_KEYS).
+_TEXT_SCALARS = (str, int, float, date)  # bool is an int; datetime a date
+
+
+def meta_text(value: Any) -> str | None:
+    """A metadata value that should be one piece of text (``session_id``, ``parent_id``,
+    ``parent_type``, ``task_type``) as text, or None when it is none at all.
+
+    A hand-written list or mapping (``session_id: [a, b]``) is no single value: ``str`` gave
+    its Python repr (``"['a', 'b']"``), shown by search and stored in the index as if it had
+    been written so. It is read as absent instead (lint names it); so is ``!!binary``."""
+    if value is None or not isinstance(value, _TEXT_SCALARS):
+        return None
+    return str(value)
+
+
 @dataclass
 class Entry:
     """One parsed entry of a daily log.
@@ -565,18 +582,15 @@ class Entry:
 
     @property
     def parent_type(self) -> str | None:
-        value = self.meta.get("parent_type")
-        return str(value) if value is not None else None
+        return meta_text(self.meta.get("parent_type"))
 
     @property
     def parent_id(self) -> str | None:
-        value = self.meta.get("parent_id")
-        return str(value) if value is not None else None
+        return meta_text(self.meta.get("parent_id"))
 
     @property
     def session_id(self) -> str | None:
-        value = self.meta.get("session_id")
-        return str(value) if value is not None else None
+        return meta_text(self.meta.get("session_id"))
 
     @property
     def sources(self) -> list[str]:
@@ -727,6 +741,12 @@ def surrogate_problem(value: str) -> str | None:
     return f"holds U+{ord(found.group()):04X}, a byte that is not UTF-8 text"
 
 
+#: What breaks a line somewhere: a line feed, a carriage return (the writer turns a lone one
+#: into a line feed, so ``--subject $'a\rb'`` was written as a subject of two lines), and the
+#: Unicode line and paragraph separators (line breaks to YAML, ``str.splitlines`` and editors).
+LINE_BREAK_RE = re.compile("[\n\r\u2028\u2029]")
+
+
 def control_problem(value: str) -> str | None:
     """``"holds the control character U+0000"`` for the first control character of ``value``
     (see :data:`CONTROL_CHARS`), or what :func:`surrogate_problem` says; ``None`` when it has
@@ -759,7 +779,7 @@ def new_episode(
     subject, content = subject.strip(), content.strip()
     if not subject:
         raise InvalidEpisode("subject", "must not be empty")
-    if "\n" in subject:
+    if LINE_BREAK_RE.search(subject):
         raise InvalidEpisode("subject", "must be one line")
     if not content:
         raise InvalidEpisode("content", "must not be empty")

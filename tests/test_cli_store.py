@@ -374,6 +374,9 @@ def test_add_json_and_generated_memcell_parent(root: Path) -> None:
          "--timestamp '9999-12-31T23:00:00-05:00' is outside years 1-9999 once converted to UTC"),
         (["--user", "u1", "--subject", "   "], "--subject must not be empty"),
         (["--user", "u1", "--subject", "a\nb"], "--subject must be one line"),
+        # A lone CR was written as a line feed: a subject of two lines in the daily log.
+        (["--user", "u1", "--subject", "a\rb"], "--subject must be one line"),
+        (["--user", "u1", "--subject", "a\u2028b"], "--subject must be one line"),
         # A NUL made the daily log a "binary file" to grep and git; an ESC drove a terminal.
         (["--user", "u1", "--content", "To\x00by"], "--content holds the control character U+0000"),
         (["--user", "u1", "--subject", "Pets \x1b[2J"],

@@ -672,7 +672,7 @@ def test_archiving_into_a_log_of_many_lines_splits_only_its_frontmatter() -> Non
 
 @pytest.mark.parametrize(("written", "read_as"), [
     ("0123", "83 (YAML int)"), ("1:20", "80 (YAML int)"), ("yes", "True (YAML bool)"),
-    ("2026-10-12", "2026-10-12 (YAML date)"), ("[a, b]", "['a', 'b'] (YAML list)"),
+    ("2026-10-12", "2026-10-12 (YAML date)"),
 ])
 def test_a_bare_session_id_that_yaml_reads_as_no_text_is_a_warning(
     written: str, read_as: str
@@ -687,3 +687,21 @@ def test_a_bare_session_id_that_yaml_reads_as_no_text_is_a_warning(
                     "text written: put it in quotes")]
     quoted = parse_log(HEAD + entry(1, meta=f"{meta}session_id: '{written}'\n"), PATH)
     assert quoted.diagnostics == [] and quoted.entries[0].session_id == written
+
+
+@pytest.mark.parametrize(("key", "written", "yaml_type"), [
+    ("session_id", "[a, b]", "list"), ("session_id", "{x: 1}", "mapping"),
+    ("parent_id", "[ep_1]", "list"), ("session_id", "!!binary aGk=", "binary"),
+])
+def test_a_list_or_mapping_where_one_text_value_goes_is_ignored_and_named(
+    key: str, written: str, yaml_type: str
+) -> None:
+    # `session_id: [a, b]` came back from search as "['a', 'b']", Python's repr of the list,
+    # as if a person had written that text; it is no session id at all.
+    meta = "owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00+00:00\nparent_type: memcell\n"
+    log = parse_log(HEAD + entry(1, meta=f"{meta}{key}: {written}\n"), PATH)
+    [read] = log.entries  # still read and indexed
+    assert getattr(read, key) is None
+    assert [(d.severity, d.message) for d in log.diagnostics] == [
+        ("warning", f"entry ep_20261012_0001: {key} is a YAML {yaml_type}, not one value: it "
+                    "is ignored (shown and indexed as none)")]

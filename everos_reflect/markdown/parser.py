@@ -47,6 +47,7 @@ from everos_reflect.model import (
     UserRef,
     day_stamp,
     format_timestamp,
+    meta_text,
     parse_timestamp,
     quoted_value,
     read_iso_timestamp,
@@ -896,7 +897,10 @@ class _Parser:
             )
         for key in TEXT_KEYS:
             value = meta.get(key)
-            if value is not None and not isinstance(value, str):
+            if value is not None and meta_text(value) is None:
+                self.report(line, f"entry {eid}: {key} is a YAML {_yaml_type(value)}, not "
+                            "one value: it is ignored (shown and indexed as none)", "warning")
+            elif value is not None and not isinstance(value, str):
                 shown = value.isoformat() if isinstance(value, date) else quoted_value(value)
                 self.report(line, f"entry {eid}: {key} is read as {shown} (YAML "
                             f"{type(value).__name__}), not as the text written: put it in "
@@ -911,10 +915,17 @@ class _Parser:
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")
 
 
+def _yaml_type(value: object) -> str:
+    """What YAML calls the type of a value a person wrote (for a lint message)."""
+    names = {list: "list", dict: "mapping", set: "set", bytes: "binary"}
+    return next((n for t, n in names.items() if isinstance(value, t)), type(value).__name__)
+
+
 #: Metadata whose value is text a person may well write bare, and YAML reads as something
 #: else: ``session_id: 0123`` is the number 83 (octal), ``1:20`` is 80 (base 60), ``yes`` is
 #: True, ``2026-10-12`` a date. Such a value is shown and searched as what YAML made of it
-#: ("83", "True"), with no word to say so; a warning names it.
+#: ("83", "True"), with no word to say so; a warning names it. A list or mapping there is
+#: no one value: it is read as absent (:func:`~everos_reflect.model.meta_text`), and named.
 TEXT_KEYS = ("session_id", "parent_id", "task_type")
 
 

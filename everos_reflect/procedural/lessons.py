@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from everos_reflect.model import Entry, format_timestamp
+from everos_reflect.model import Entry, format_timestamp, meta_text
 
 LESSON_TYPES = ("do", "avoid")
 LIVE_STATUSES = ("active", "contested")
@@ -61,7 +61,7 @@ def read_lesson(entry: Entry) -> Lesson:
     status = str(meta.get("status") or "active").strip().lower()
     return Lesson(
         id=entry.id,
-        task_type=str(meta.get("task_type") or "").strip(),
+        task_type=(meta_text(meta.get("task_type")) or "").strip(),
         lesson_type=lesson_type if lesson_type in LESSON_TYPES else "do",
         text=entry.sections.get("Lesson", "").strip(),
         evidence=_ids(meta.get("evidence")),

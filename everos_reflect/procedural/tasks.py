@@ -20,6 +20,7 @@ from everos_reflect.model import (
     UserRef,
     control_problem,
     format_timestamp,
+    meta_text,
     new_record_time,
     quoted_value,
     validate_name,
@@ -167,7 +168,7 @@ def read_task(entry: Entry) -> TaskRecord:
     outcome = str(entry.meta.get("outcome") or "").strip().lower()
     return TaskRecord(
         id=entry.id,
-        task_type=str(entry.meta.get("task_type") or "").strip(),
+        task_type=(meta_text(entry.meta.get("task_type")) or "").strip(),
         outcome=outcome if outcome in OUTCOMES else "",
         goal=entry.sections.get("Goal", "").strip(),
         steps=tuple(section_lines(entry.sections.get("Steps", ""))),

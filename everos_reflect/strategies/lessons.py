@@ -140,7 +140,7 @@ class LearnLessons(BeliefTier):
 
     def candidates(self, state: Any, settings: Mapping[str, Any]) -> dict[str, str]:
         return {e.id: e.content_hash for e in state.tasks
-                if e.deprecated_by is None and e.meta.get("task_type")}
+                if e.deprecated_by is None and read_task(e).task_type}
 
     def due(self, state: Any, window: list[str], settings: Mapping[str, Any]) -> bool:
         return bool(window)
