@@ -755,6 +755,12 @@ def surrogate_problem(value: str) -> str | None:
     return f"holds U+{ord(found.group()):04X}, a byte that is not UTF-8 text"
 
 
+#: What breaks a line somewhere: a line feed, a carriage return (the writer turns a lone one
+#: into a line feed, so ``--subject $'a\rb'`` was written as a subject of two lines), and the
+#: Unicode line and paragraph separators (line breaks to YAML, ``str.splitlines`` and editors).
+LINE_BREAK_RE = re.compile("[\n\r\u2028\u2029]")
+
+
 def control_problem(value: str) -> str | None:
     """``"holds the control character U+0000"`` for the first control character of ``value``
     (see :data:`CONTROL_CHARS`), or what :func:`surrogate_problem` says; ``None`` when it has
@@ -787,7 +793,7 @@ def new_episode(
     subject, content = subject.strip(), content.strip()
     if not subject:
         raise InvalidEpisode("subject", "must not be empty")
-    if "\n" in subject:
+    if LINE_BREAK_RE.search(subject):
         raise InvalidEpisode("subject", "must be one line")
     if not content:
         raise InvalidEpisode("content", "must not be empty")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.model import UserRef
@@ -47,6 +47,20 @@ def advance(conn: sqlite3.Connection, strategy: str, ref: UserRef,
         "text_hash, run_id, consumed_at) VALUES (?,?,?,?,?,?,?,?)",
         [(strategy, ref.app, ref.project, ref.user_id, i, h, run_id, now)
          for i, h in items.items()])
+
+
+def forget(conn: sqlite3.Connection, strategy: str, ref: UserRef,
+           rows: Iterable[tuple[str, str]]) -> int:
+    """Remove ``rows`` (entry id, text hash) from what ``strategy`` consumed for ``ref``,
+    inside the caller's transaction (the one that advances the cursor); returns rows removed.
+    For bookkeeping rows that can never match again (a pair of convictions no longer
+    current): kept, they only grew the table."""
+    before = conn.total_changes
+    conn.executemany(
+        "DELETE FROM change_cursor WHERE strategy = ? AND app_id = ? AND project_id = ? "
+        "AND user_id = ? AND entry_id = ? AND text_hash = ?",
+        [(strategy, ref.app, ref.project, ref.user_id, i, h) for i, h in rows])
+    return conn.total_changes - before
 
 
 def reset(conn: sqlite3.Connection, strategy: str, ref: UserRef | None = None) -> int:
@@ -93,5 +107,5 @@ def has_intents(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM commit_intent LIMIT 1").fetchone() is not None
 
 
-__all__ = ["advance", "begin_intent", "consumed", "end_intent", "has_intents", "intents",
-           "reset", "rows"]
+__all__ = ["advance", "begin_intent", "consumed", "end_intent", "forget", "has_intents",
+           "intents", "reset", "rows"]

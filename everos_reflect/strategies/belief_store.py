@@ -548,12 +548,14 @@ class BeliefTier(Strategy):
         """Settle one interrupted commit (:meth:`recover`); whether its outputs were written."""
         from everos_reflect.index.audit import Derivation, insert_derivation
 
-        written = self.load_state(runtime, ref).written_by(key, self.output_kind)
+        state = self.load_state(runtime, ref)
+        written = state.written_by(key, self.output_kind)
         if written:
             sync(runtime, {runtime.store.path_for_id(ref, e.id) for e in written})
         with transaction(conn):
             if written:
                 cursors.advance(conn, self.name, ref, items, None)
+                self.forget_stale(conn, ref, state)
                 insert_derivation(conn, Derivation(
                     strategy=self.name, ref=ref, status="ok", inputs=self.entry_ids(items),
                     outputs=[e.id for e in written],
@@ -562,6 +564,12 @@ class BeliefTier(Strategy):
         log.info("%s: %s: interrupted commit %s %s", self.name, ref, key,
                  "recovered" if written else "withdrawn (nothing was written)")
         return bool(written)
+
+    def forget_stale(self, conn: sqlite3.Connection, ref: UserRef, state: Any) -> None:
+        """Drop cursor rows of ``ref`` that can never match again, given ``state`` (the
+        owner's records as this commit read them); called inside the transaction that
+        writes the cursor. Nothing here: a tier's entry rows stay (an archived record
+        restored by ``undo`` is then not new again)."""
 
     def entry_ids(self, rows: Mapping[str, str]) -> list[str]:
         """The entry ids among cursor ``rows`` (a :attr:`Work.commit` may hold other
@@ -749,10 +757,12 @@ class BeliefTier(Strategy):
         with transaction(conn):
             if status in ("ok", "partial"):
                 cursors.advance(conn, self.name, work.ref, rows, ctx.run_id)
+                self.forget_stale(conn, work.ref, work.state)
             elif set_aside:
                 key = self.sent_with(ctx.runtime, ctx.settings).key
                 cursors.advance(conn, self.name, work.ref,
                                 {i: key(h) for i, h in set_aside.items()}, ctx.run_id)
+                self.forget_stale(conn, work.ref, work.state)
             if not keep_intent:
                 cursors.end_intent(conn, self.name, work.ref, work.key)
             insert_derivation(conn, Derivation(

@@ -33,6 +33,8 @@ from everos_reflect.strategies.belief_store import (
 )
 
 if TYPE_CHECKING:
+    import sqlite3
+
     from everos_reflect.runtime import Runtime
 
 NAME = "detect_contradictions"
@@ -82,6 +84,17 @@ class DetectContradictions(BeliefTier):
     def entry_ids(self, rows: Mapping[str, str]) -> list[str]:
         return [i for i in rows if not i.startswith(PAIR)]
 
+    def forget_stale(self, conn: sqlite3.Connection, ref: UserRef, state: Any) -> None:
+        """Drop the pair rows no current conviction matches any more, in the transaction
+        that writes the cursor. A pair row only says "these two texts were shown together":
+        once either side is archived, retired, deleted or edited it can never match again
+        (the new text is a new pair), so kept it only grew the table, by every pair of
+        every version ever written."""
+        entries = state.by_id()
+        hashes = {c.id: entries[c.id].text_hash for c in state.worldview().current.values()}
+        cursors.forget(conn, self.name, ref,
+                       stale_pairs(cursors.consumed(conn, self.name, ref), hashes))
+
     def derive(self, ctx: RunContext, work: Work, budget: Budget) -> Derived:
         from everos_reflect.llm.tasks import Record
 
@@ -127,7 +140,8 @@ class DetectContradictions(BeliefTier):
         return derived
 
 
-#: The cursor rows noting a pair shown together: ``pair:<wv_a>+<wv_b>``, never an entry id.
+#: The cursor rows noting a pair shown together: ``pair:<wv_a>+<wv_b>``, never an entry id;
+#: dropped once stale (:func:`stale_pairs`), so they stay one per pair of current convictions.
 PAIR = "pair:"
 
 
@@ -137,6 +151,25 @@ def pair_row(a: str, a_hash: str, b: str, b_hash: str) -> tuple[str, str]:
     if b < a:
         a, a_hash, b, b_hash = b, b_hash, a, a_hash
     return f"{PAIR}{a}+{b}", f"{a_hash}+{b_hash}"
+
+
+def stale_pairs(rows: Iterable[tuple[str, str]],
+                hashes: Mapping[str, str]) -> list[tuple[str, str]]:
+    """The pair rows among cursor ``rows`` that no current conviction matches: not both
+    sides in ``hashes`` (the current convictions, id → text hash, whatever their depth), or
+    not in those texts. Entry rows are left alone. A row is kept only when it is exactly the
+    :func:`pair_row` the current texts give, so a kept row is one :func:`plan_pairs` finds
+    in ``done``, and a row it writes is never dropped while its texts stand (dropped, the
+    pair would be shown again on every run)."""
+    stale = []
+    for entry_id, value in rows:
+        if not entry_id.startswith(PAIR):
+            continue
+        a, _, b = entry_id.removeprefix(PAIR).partition("+")
+        if a not in hashes or b not in hashes or a == b or \
+                pair_row(a, hashes[a], b, hashes[b]) != (entry_id, value):
+            stale.append((entry_id, value))
+    return stale
 
 
 @dataclass(frozen=True)
@@ -203,4 +236,5 @@ def plan_pairs(current: Sequence[beliefs.Conviction], hashes: Mapping[str, str],
     return PairPlan(tuple(sorted(shown)), frozenset(marked), pending, pairs, len(left))
 
 
-__all__ = ["NAME", "PAIR", "DetectContradictions", "PairPlan", "pair_row", "plan_pairs"]
+__all__ = ["NAME", "PAIR", "DetectContradictions", "PairPlan", "pair_row", "plan_pairs",
+           "stale_pairs"]
