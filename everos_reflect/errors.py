@@ -156,6 +156,18 @@ class IndexUnreadable(EverosError, sqlite3.DatabaseError):
         )
 
 
+class VectorIndexUnreadable(EverosError):
+    """A LanceDB table under ``<root>/.index/lancedb`` cannot be read: its files were
+    overwritten, truncated or deleted. Unlike ``system.db`` it is derived from Markdown alone,
+    so the message says to rebuild it (``reindex``); the API answers 503, not the client's
+    fault."""
+
+    def __init__(self, table: str, exc: BaseException) -> None:
+        reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        super().__init__(f"the {table} vector index is unreadable ({reason}): it is derived "
+                         "from Markdown, run `everos-reflect reindex` to rebuild it")
+
+
 class RootGone(EverosError):
     """The memory root a runtime opened was moved or deleted while in use. Nothing is
     written at its old path any more: an index created there would make an empty folder pass

@@ -16,6 +16,8 @@ from everos_reflect.model import quoted_value
 #: Largest configuration file read (``everos.toml``, ``ome.toml``, ``fleet.toml``,
 #: ``daemon.json``): a hundred times the longest real one, so reading it whole is harmless.
 MAX_CONFIG_BYTES = 1 << 20
+#: Bytes :func:`read_at_most` reads at a time.
+READ_CHUNK = 1 << 20
 
 
 class NotRegularFile(OSError):
@@ -35,6 +37,22 @@ def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
     except BaseException:
         os.close(fd)
         raise
+
+
+def read_at_most(fh: BinaryIO, count: int) -> bytes:
+    """Up to ``count`` bytes of ``fh``, read in pieces of at most :data:`READ_CHUNK`: a plain
+    ``read(count)`` allocates ``count`` bytes up front, so a large ``limits.max_file_bytes``
+    (2**62, 1 TiB) raised MemoryError, or OverflowError past 2**63, at every log read. Every
+    read bounded by that limit goes through here (the store, the indexer, the id watermark)."""
+    parts: list[bytes] = []
+    left = count
+    while left > 0:
+        part = fh.read(min(left, READ_CHUNK))
+        if not part:
+            break
+        parts.append(part)
+        left -= len(part)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def read_config_bytes(path: str | os.PathLike[str]) -> bytes | None:

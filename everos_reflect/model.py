@@ -541,6 +541,20 @@ def meta_text(value: Any) -> str | None:
     return str(value)
 
 
+def id_items(value: Any) -> tuple[list[str], bool]:
+    """A metadata id list (``evidence``, ``contested_with``, ``between``, ``sources``) as its
+    ids, and whether it reads as one: None is none, one scalar a list of it (a hand edit's
+    ``evidence: tk_1``); a mapping, set or ``!!binary`` there, or a list holding one, is not.
+
+    Such a value was read as one id, its Python repr (``"{'x': 1}"``): an id nobody wrote,
+    which the daemon then wrote back into the list. Its readers use the ids and, where they
+    would rewrite the list, leave the entry alone when it is not one (lint names it)."""
+    items = value if isinstance(value, list) else [] if value is None else [value]
+    texts = [meta_text(v) for v in items]
+    ok = all(t is not None or v is None for t, v in zip(texts, items, strict=True))
+    return [t.strip() for t in texts if t is not None and t.strip()], ok
+
+
 @dataclass
 class Entry:
     """One parsed entry of a daily log.
@@ -741,6 +755,12 @@ def surrogate_problem(value: str) -> str | None:
     return f"holds U+{ord(found.group()):04X}, a byte that is not UTF-8 text"
 
 
+#: What breaks a line somewhere: a line feed, a carriage return (the writer turns a lone one
+#: into a line feed, so ``--subject $'a\rb'`` was written as a subject of two lines), and the
+#: Unicode line and paragraph separators (line breaks to YAML, ``str.splitlines`` and editors).
+LINE_BREAK_RE = re.compile("[\n\r\u2028\u2029]")
+
+
 def control_problem(value: str) -> str | None:
     """``"holds the control character U+0000"`` for the first control character of ``value``
     (see :data:`CONTROL_CHARS`), or what :func:`surrogate_problem` says; ``None`` when it has
@@ -773,7 +793,7 @@ def new_episode(
     subject, content = subject.strip(), content.strip()
     if not subject:
         raise InvalidEpisode("subject", "must not be empty")
-    if "\n" in subject:
+    if LINE_BREAK_RE.search(subject):
         raise InvalidEpisode("subject", "must be one line")
     if not content:
         raise InvalidEpisode("content", "must not be empty")

@@ -180,6 +180,10 @@ def test_add_episode_then_search_finds_it(call: Client, runtime: Runtime) -> Non
          "invalid_request", "importance"),
         ({"user_id": "u1", "subject": "two\nlines", "content": "c"}, "invalid_request",
          "subject"),
+        ({"user_id": "u1", "subject": "two\rlines", "content": "c"}, "invalid_request",
+         "must be one line"),
+        ({"user_id": "u1", "subject": "two\u2029lines", "content": "c"}, "invalid_request",
+         "must be one line"),
         ({"user_id": "u1", "subject": "s"}, "invalid_request", "content"),
         # A NUL was written into the daily log, which became a "binary file" to grep and git.
         ({"user_id": "u1", "subject": "s", "content": "To\x00by"}, "invalid_request",

@@ -141,6 +141,25 @@ def test_search_sees_hand_edits_without_a_reindex(filled: Path) -> None:
     ]
 
 
+def test_search_finds_entries_again_after_the_vector_index_was_deleted(filled: Path) -> None:
+    # `rm -rf .index/lancedb` (derived, rebuildable): the tables were recreated empty, the
+    # logs were unchanged so nothing was embedded again, and every search found nothing, with
+    # no error, until a manual reindex.
+    import shutil
+
+    def subjects() -> set[str]:
+        result = run("search", "dog", "--root", str(filled), "--json")
+        assert result.exit_code == 0, result.output
+        return {e["subject"] for e in json.loads(result.stdout)["data"]["episodes"]}
+
+    found = subjects()
+    assert found == {"Two dogs", "Dog walking"}
+    shutil.rmtree(filled / ".index" / "lancedb")
+    assert subjects() == found
+    shutil.rmtree(filled / ".index" / "lancedb" / "episodes.lance")  # one table alone
+    assert subjects() == found
+
+
 def test_search_table_output(filled: Path) -> None:
     result = run("search", "dogs", "--root", str(filled), "--user", "u_andrew")
     assert result.exit_code == 0, result.output
@@ -224,3 +243,29 @@ def test_a_damaged_vector_index_is_one_line_and_reindex_repairs_it(filled: Path)
     assert line.endswith("run `everos-reflect reindex` to rebuild it")
     assert run("reindex", "--root", str(filled)).exit_code == 0
     assert run("search", "dog", "--root", str(filled)).exit_code == 0
+
+
+def test_damaged_vector_data_files_are_one_line_and_reindex_repairs_them(filled: Path) -> None:
+    # Only the data files overwritten: the table still opens (its manifests are whole), and
+    # the query itself failed in lancedb, a RuntimeError traceback out of `search`.
+    run("reindex", "--root", str(filled))
+    data = filled / ".index" / "lancedb" / "episodes.lance" / "data"
+    for path in [p for p in data.rglob("*") if p.is_file()]:
+        path.write_bytes(b"junk")
+    result = run("search", "dog", "--root", str(filled))
+    assert result.exit_code == 1, result.output
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: the episodes vector index is unreadable (")
+    assert line.endswith("run `everos-reflect reindex` to rebuild it")
+    assert run("reindex", "--root", str(filled)).exit_code == 0
+    assert run("search", "dog", "--root", str(filled)).exit_code == 0
+
+
+def test_the_api_answers_503_for_a_damaged_vector_index() -> None:
+    # The server's fault, not the request's: a table that did not open was a 400 bad_request,
+    # a query that failed on damaged data a 500.
+    from everos_reflect.api.ops import error_code
+    from everos_reflect.errors import VectorIndexUnreadable
+
+    assert error_code(VectorIndexUnreadable("episodes", RuntimeError("lance error: IO"))) == \
+        (503, "index_unreadable")

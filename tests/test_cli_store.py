@@ -155,6 +155,20 @@ def test_init_writes_commented_settings_and_the_ome_template(tmp_path: Path) -> 
     assert (target / "ome.toml").read_text() == packaged_text("ome.toml")
 
 
+def test_init_ome_template_has_a_table_for_every_shipped_strategy() -> None:
+    # reflect_insights and revalidate_insights were missing: a new root's ome.toml did not
+    # show that insights exist, what starts them or how to turn them on
+    from everos_reflect.engine import registry
+
+    shipped = {name for name in registry.known_strategies() if type(
+        registry.get_strategy(name)).__module__.startswith("everos_reflect.strategies.")}
+    template = tomllib.loads(packaged_text("ome.toml"))
+    assert set(template["strategies"]) == shipped
+    # the template turns nothing on (`enable NAME` does), and every value it sets is valid
+    assert [n for n, t in template["strategies"].items() if t["enabled"]] == []
+    registry.validate_ome(template["strategies"], "ome.toml")
+
+
 def test_init_refuses_to_overwrite_without_force(root: Path) -> None:
     (root / "ome.toml").write_text("# mine\n")
     line = one_line_error(run("init", str(root)))
@@ -360,6 +374,9 @@ def test_add_json_and_generated_memcell_parent(root: Path) -> None:
          "--timestamp '9999-12-31T23:00:00-05:00' is outside years 1-9999 once converted to UTC"),
         (["--user", "u1", "--subject", "   "], "--subject must not be empty"),
         (["--user", "u1", "--subject", "a\nb"], "--subject must be one line"),
+        # A lone CR was written as a line feed: a subject of two lines in the daily log.
+        (["--user", "u1", "--subject", "a\rb"], "--subject must be one line"),
+        (["--user", "u1", "--subject", "a\u2028b"], "--subject must be one line"),
         # A NUL made the daily log a "binary file" to grep and git; an ESC drove a terminal.
         (["--user", "u1", "--content", "To\x00by"], "--content holds the control character U+0000"),
         (["--user", "u1", "--subject", "Pets \x1b[2J"],
@@ -585,6 +602,19 @@ def test_status_strategy_table_fits_80_columns_and_says_a_problem_once(root: Pat
     assert result.stdout.count(reason) == 1
     assert sum("[1]" in line for line in table) == 3  # the three belief tiers
     assert "[1] needs an LLM: convictions, contradictions and reconciliations" in result.stdout
+
+
+def test_status_strategy_table_says_yes_no_and_dash_not_python_values(root: Path) -> None:
+    # the table showed "True"/"False" for enabled and "None" for a strategy without a cron
+    assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0
+    result = run("status", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:4]]
+            for line in result.stdout.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()}
+    assert rows["reflect_episodes"] == ["yes", "0 2 * * 1"]
+    assert rows["update_worldview"] == ["no", "-"]
+    assert not {"True", "False", "None"} & {c for cells in rows.values() for c in cells}
 
 
 @pytest.mark.parametrize(("stamp", "shown"), [

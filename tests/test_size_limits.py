@@ -64,6 +64,23 @@ def test_a_huge_file_limit_reads_and_writes_logs_as_usual(root: Path, limit: int
     assert [e.id for e in rt.store.entries(ANN, Kind.EPISODE)] == [first.id, second.id]
 
 
+@pytest.mark.parametrize("limit", [2**63 - 1, 2**62])
+def test_a_huge_file_limit_indexes_logs_as_usual(root: Path, limit: int) -> None:
+    # The store read logs in pieces, but the indexer still read each with one
+    # read(max_file_bytes + 1), which allocates that many bytes up front: every command that
+    # syncs the index (search, reindex, serve) died with an OverflowError or MemoryError
+    # traceback, and so did the id watermark of a log the index had not read again.
+    from everos_reflect.index.reads import _mentioned_seq
+
+    (root / "everos.toml").write_text(f"[limits]\nmax_file_bytes = {limit}\n")
+    rt = Runtime(root, load_settings(root, env={}), embedder=HashEmbedder())
+    entry = rt.store.append(ANN, Kind.EPISODE, META, {"Subject": "s", "Content": "one"},
+                            day=DAY)
+    assert Indexer(rt).reindex().entries_upserted == 1
+    path = rt.store.log_path(ANN, Kind.EPISODE, DAY)
+    assert _mentioned_seq(root, path, "ep_20261012_", limit) == int(entry.id[-4:])
+
+
 def test_appending_an_entry_over_the_limit_is_refused_and_writes_nothing(root: Path) -> None:
     rt = small_runtime(root)
     with pytest.raises(TooLarge, match=r"the entry is [\d,]+ bytes, over limits.max_entry_bytes"):

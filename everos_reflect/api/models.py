@@ -19,6 +19,7 @@ from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSA
 from everos_reflect.model import (
     CONTROL_CLASS,
     ENTRY_ID_RE,
+    LINE_BREAK_RE,
     MAX_BRIEFING_QUERY_CHARS,
     MAX_QUERY_CHARS,
     NAME_PATTERN,
@@ -87,8 +88,12 @@ def _no_control(value: str) -> str:
 LogText = Annotated[str, AfterValidator(_no_control)]
 
 
+#: :data:`~everos_reflect.model.LINE_BREAK_RE`'s characters inside a JSON Schema class.
+ONE_LINE = "\\n\\r\\u2028\\u2029"
+
+
 def _one_line(value: str) -> str:
-    if "\n" in value:
+    if LINE_BREAK_RE.search(value):
         raise ValueError("must be one line")
     return value
 
@@ -128,8 +133,8 @@ class EpisodeRequest(Strict):
     project_id: Name | None = None
     subject: Annotated[str, AfterValidator(_one_line), AfterValidator(_no_control)] = Field(
         min_length=1, description="One line, not blank, no control character.",
-        json_schema_extra={"pattern": rf"^[^\n{CONTROL_CLASS}]*{NOT_BLANK[:-1]}{CONTROL_CLASS}]"
-                                      rf"[^\n{CONTROL_CLASS}]*$"})
+        json_schema_extra={"pattern": rf"^[^{ONE_LINE}{CONTROL_CLASS}]*{NOT_BLANK[:-1]}"
+                                      rf"{CONTROL_CLASS}][^{ONE_LINE}{CONTROL_CLASS}]*$"})
     content: LogText = Field(min_length=1,
                              description="Not blank; no control character but tab, CR, LF.",
                              json_schema_extra={"pattern": TEXT})

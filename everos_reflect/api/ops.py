@@ -54,6 +54,7 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
     (errors.ProviderUnavailable, 503, "provider_unavailable"),
     (errors.IndexUnavailable, 503, "index_unavailable"),
     (errors.IndexUnreadable, 503, "index_unreadable"),
+    (errors.VectorIndexUnreadable, 503, "index_unreadable"),
     (errors.RootGone, 503, "root_gone"),
     (errors.EverosError, 400, "bad_request"),
 )

@@ -313,7 +313,7 @@ def _mentioned_seq(root: Path, path: Path, stem: str, max_bytes: int | None) -> 
     """The highest sequence of ``stem`` ``path`` mentions, read as a scan reads it (0 when
     it cannot be: gone, not a regular file, a symlink out of the root, over ``max_bytes``,
     not UTF-8; the scan raises nothing from such a log either)."""
-    from everos_reflect.fileio import NotRegularFile, open_regular
+    from everos_reflect.fileio import NotRegularFile, open_regular, read_at_most
     from everos_reflect.markdown.parser import highest_seqs
 
     try:
@@ -321,7 +321,7 @@ def _mentioned_seq(root: Path, path: Path, stem: str, max_bytes: int | None) -> 
             return 0
         with open_regular(path) as fh:
             limit = max_bytes if max_bytes is not None else os.fstat(fh.fileno()).st_size
-            data = fh.read(limit + 1)
+            data = read_at_most(fh, limit + 1)
         if len(data) > limit:
             return 0
         return highest_seqs(data.decode("utf-8")).get(stem, 0)

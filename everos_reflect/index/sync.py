@@ -26,7 +26,7 @@ import numpy as np
 from filelock import FileLock
 
 from everos_reflect.errors import InvalidId
-from everos_reflect.fileio import NotRegularFile, open_regular
+from everos_reflect.fileio import NotRegularFile, open_regular, read_at_most
 from everos_reflect.index import events, rebuild
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown.parser import highest_seqs, parse_log
@@ -300,6 +300,7 @@ class Indexer:
         """
         started = time.perf_counter()
         with self._lock:
+            self._forget_lost_vectors()
             disk = self._disk_files()
             stored = self._stored_files()
             changed, deleted = plan_scan(stored, {rel: st for rel, (st, _) in disk.items()})
@@ -410,6 +411,30 @@ class Indexer:
             for r in rows
         }
 
+    def _forget_lost_vectors(self) -> None:
+        """Entries whose kind's vector table is gone from disk are marked as embedded by no
+        model, so this scan embeds them again (as after a model change). Vectors are written
+        before the SQLite rows, so an indexed entry whose table is missing means the table was
+        deleted (``rm -rf .index/lancedb``, which the docs call derived): every search then
+        found nothing, with no error, for good, since the logs themselves were unchanged."""
+        lost = [kind.value for kind in self.rt.vectors.missing()]
+        if not lost:
+            return
+        conn = self.rt.db()
+        marks = ", ".join("?" * len(lost))
+        # Most roots never write some kinds (their tables are missing for good): asked through
+        # the files table and the path index, as cheap as the scan's own query, no write.
+        indexed = (f"SELECT path FROM files WHERE kind IN ({marks}) AND EXISTS (SELECT 1 FROM "
+                   "entries e WHERE e.path = files.path AND e.embed_model IS NOT NULL)")
+        if conn.execute(f"{indexed} LIMIT 1", lost).fetchone() is None or self.rt.root_gone():
+            return  # root_gone: no table folder is found where the root was
+        with transaction(conn):
+            cur = conn.execute(f"UPDATE entries SET embed_model = NULL WHERE path IN "
+                               f"({indexed}) AND embed_model IS NOT NULL", lost)
+        if cur.rowcount > 0:
+            log.warning("vector index tables are missing from %s: embedding %d indexed "
+                        "entries again", self.rt.vectors.path, cur.rowcount)
+
     def _paths_embedded_by_other_models(self) -> set[str]:
         rows = self.rt.db().execute(
             "SELECT DISTINCT path FROM entries WHERE embed_model IS NOT ?",
@@ -455,8 +480,8 @@ class Indexer:
             with open_regular(path) as fh:  # a FIFO named like a log: OSError, never a hang
                 st = os.fstat(fh.fileno())  # stats first: a later write shows up as a change
                 # Over the limit: reported, never read, so memory stays bounded by the limit.
-                data = fh.read(limits.max_file_bytes + 1) if st.st_size <= limits.max_file_bytes \
-                    else None
+                limit = limits.max_file_bytes
+                data = read_at_most(fh, limit + 1) if st.st_size <= limit else None
         except (FileNotFoundError, NotADirectoryError, NotRegularFile):
             # A folder or FIFO where the log was is no log, and neither is a path through a
             # file standing where its folder (``episodes``, ``users`` …) was: its entries go,

@@ -31,7 +31,7 @@ from filelock import FileLock
 from lancedb.index import FTS, BTree, IvfPq
 from lancedb.query import MultiMatchQuery
 
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, VectorIndexUnreadable
 from everos_reflect.index.filters import sql_str
 from everos_reflect.model import Kind, UserRef
 
@@ -182,11 +182,7 @@ class VectorIndex:
         except ValueError:  # "not found"
             table = self._db.create_table(name, schema=_schema(self.dim), exist_ok=True)
         except (RuntimeError, OSError) as exc:  # LanceDB's "lance error: ..." on damaged files
-            reason = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
-            raise EverosError(
-                f"the {name} vector index is unreadable ({reason}): it is derived from "
-                "Markdown, run `everos-reflect reindex` to rebuild it"
-            ) from None
+            raise VectorIndexUnreadable(name, exc) from None
         stored = table.schema.field("vector").type.list_size
         if stored != self.dim:
             raise EverosError(
@@ -331,6 +327,18 @@ class VectorIndex:
                 os.replace(folder, trash)
             self._remove_dropped()
 
+    def missing(self) -> list[Kind]:
+        """The kinds whose table folder is not on disk (never written, or deleted by hand:
+        ``rm -rf .index/lancedb`` to free space). A handle this process holds on such a table
+        is let go, so the next use creates it anew instead of writing into a deleted one."""
+        gone = [kind for kind, name in TABLES.items()
+                if not (self.path / f"{name}.lance").is_dir()]
+        if gone:
+            with self._thread_lock:
+                for kind in gone:
+                    self._tables.pop(kind, None)
+        return gone
+
     def _remove_dropped(self) -> None:
         """Delete the folders of tables renamed away by :meth:`reset` (a kill may leave some)."""
         for trash in self.path.glob(f"{DROPPED_PREFIX}*"):
@@ -384,8 +392,21 @@ class VectorIndex:
 
     # -- reads ------------------------------------------------------------------------------
 
+    @contextmanager
+    def _reading(self, kind: Kind | str) -> Iterator[None]:
+        """A query of ``kind``'s table whose failure in LanceDB ("lance error: ...": data
+        files overwritten or truncated while the manifests that open the table are whole)
+        is :class:`VectorIndexUnreadable`: it escaped as a RuntimeError traceback out of
+        ``search`` (a 500 from the API), where a table that does not open said "run
+        reindex"."""
+        try:
+            yield
+        except (RuntimeError, OSError) as exc:
+            raise VectorIndexUnreadable(TABLES[_as_kind(kind)], exc) from None
+
     def count(self, kind: Kind | str, where: str | None = None) -> int:
-        return int(self._table(kind).count_rows(where))
+        with self._reading(kind):
+            return int(self._table(kind).count_rows(where))
 
     def get_vectors(
         self, kind: Kind | str, ref: UserRef, ids: Iterable[str]
@@ -395,9 +416,10 @@ class VectorIndex:
         where = self._keys_where(ref, ids)
         if where is None:
             return {}
-        result = (
-            self._table(kind).search().where(where).select(["id", "vector"]).limit(len(ids))
-        ).to_arrow()
+        with self._reading(kind):
+            result = (
+                self._table(kind).search().where(where).select(["id", "vector"]).limit(len(ids))
+            ).to_arrow()
         matrix = np.asarray(
             result.column("vector").combine_chunks().flatten(), dtype=np.float32
         ).reshape(-1, self.dim)
@@ -428,10 +450,11 @@ class VectorIndex:
                 continue
             users = ", ".join(sql_str(u) for u in sorted({r.user_id for r in group}))
             table = self._table(kind)
-            result = (
-                table.search().where(f"user_id IN ({users})").select(["key", "vector"])
-                .limit(max(1, table.count_rows(f"user_id IN ({users})")))
-            ).to_arrow()
+            with self._reading(kind):
+                result = (
+                    table.search().where(f"user_id IN ({users})").select(["key", "vector"])
+                    .limit(max(1, table.count_rows(f"user_id IN ({users})")))
+                ).to_arrow()
             matrix = np.asarray(
                 result.column("vector").combine_chunks().flatten(), dtype=np.float32
             ).reshape(-1, self.dim)
@@ -446,10 +469,11 @@ class VectorIndex:
     ) -> list[dict[str, Any]]:
         """Every row matching ``where`` (no vectors unless asked)."""
         table = self._table(kind)
-        query = table.search().select(list(columns)).limit(max(1, table.count_rows(where)))
-        if where:
-            query = query.where(where)
-        return query.to_list()
+        with self._reading(kind):
+            query = table.search().select(list(columns)).limit(max(1, table.count_rows(where)))
+            if where:
+                query = query.where(where)
+            return query.to_list()
 
     def rows_by_keys(
         self, kind: Kind | str, keys: Sequence[tuple[str, str, str, str]], *,
@@ -461,10 +485,11 @@ class VectorIndex:
         if not wanted:
             return []
         columns = [*META_COLUMNS, *(("vector",) if with_vectors else ())]
-        return (
-            self._table(kind).search().where(f"key IN ({', '.join(wanted)})")
-            .select(columns).limit(len(wanted))
-        ).to_list()
+        with self._reading(kind):
+            return (
+                self._table(kind).search().where(f"key IN ({', '.join(wanted)})")
+                .select(columns).limit(len(wanted))
+            ).to_list()
 
     def embed_model(self, kind: Kind | str) -> str | None:
         """The model that made the stored vectors: ``None`` when empty, several names joined
@@ -492,7 +517,8 @@ class VectorIndex:
         )
         if where:
             query = query.where(where, prefilter=True)
-        return query.to_list()
+        with self._reading(kind):
+            return query.to_list()
 
     def search_text(
         self, kind: Kind | str, query: str, *, k: int = 10, where: str | None = None
@@ -513,4 +539,5 @@ class VectorIndex:
         )
         if where:
             builder = builder.where(where, prefilter=True)
-        return builder.to_list()
+        with self._reading(kind):
+            return builder.to_list()

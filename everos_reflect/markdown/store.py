@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, suppress
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from filelock import FileLock, Timeout
 
@@ -31,7 +31,7 @@ from everos_reflect.errors import (
     TooLarge,
     UnknownEntry,
 )
-from everos_reflect.fileio import NotRegularFile, open_regular
+from everos_reflect.fileio import NotRegularFile, open_regular, read_at_most
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
     UNDONE,
@@ -65,21 +65,6 @@ _log = logging.getLogger(__name__)
 _EDIT_ATTEMPTS = 5
 #: Bytes read at a time by :meth:`MarkdownStore.mentions`.
 _SCAN_CHUNK = 1 << 20
-
-
-def _read_at_most(fh: BinaryIO, count: int) -> bytes:
-    """Up to ``count`` bytes of ``fh``, read in pieces of at most :data:`_SCAN_CHUNK`: a plain
-    ``read(count)`` allocates ``count`` bytes up front, so a large ``limits.max_file_bytes``
-    (2**62, 1 TiB) raised MemoryError, or OverflowError past 2**63, at every log read."""
-    parts: list[bytes] = []
-    left = count
-    while left > 0:
-        part = fh.read(min(left, _SCAN_CHUNK))
-        if not part:
-            break
-        parts.append(part)
-        left -= len(part)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def _denied(exc: PermissionError) -> str:
@@ -335,7 +320,7 @@ class MarkdownStore:
         limit = self.limits.max_file_bytes
         with open_regular(path) as fh:
             size = os.fstat(fh.fileno()).st_size
-            data = _read_at_most(fh, limit + 1) if size <= limit else b""
+            data = read_at_most(fh, limit + 1) if size <= limit else b""
         if size > limit or len(data) > limit:
             raise TooLarge("the log", max(size, len(data)), "limits.max_file_bytes", limit)
         return data
