@@ -541,6 +541,20 @@ def meta_text(value: Any) -> str | None:
     return str(value)
 
 
+def id_items(value: Any) -> tuple[list[str], bool]:
+    """A metadata id list (``evidence``, ``contested_with``, ``between``, ``sources``) as its
+    ids, and whether it reads as one: None is none, one scalar a list of it (a hand edit's
+    ``evidence: tk_1``); a mapping, set or ``!!binary`` there, or a list holding one, is not.
+
+    Such a value was read as one id, its Python repr (``"{'x': 1}"``): an id nobody wrote,
+    which the daemon then wrote back into the list. Its readers use the ids and, where they
+    would rewrite the list, leave the entry alone when it is not one (lint names it)."""
+    items = value if isinstance(value, list) else [] if value is None else [value]
+    texts = [meta_text(v) for v in items]
+    ok = all(t is not None or v is None for t, v in zip(texts, items, strict=True))
+    return [t.strip() for t in texts if t is not None and t.strip()], ok
+
+
 @dataclass
 class Entry:
     """One parsed entry of a daily log.

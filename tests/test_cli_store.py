@@ -155,6 +155,20 @@ def test_init_writes_commented_settings_and_the_ome_template(tmp_path: Path) -> 
     assert (target / "ome.toml").read_text() == packaged_text("ome.toml")
 
 
+def test_init_ome_template_has_a_table_for_every_shipped_strategy() -> None:
+    # reflect_insights and revalidate_insights were missing: a new root's ome.toml did not
+    # show that insights exist, what starts them or how to turn them on
+    from everos_reflect.engine import registry
+
+    shipped = {name for name in registry.known_strategies() if type(
+        registry.get_strategy(name)).__module__.startswith("everos_reflect.strategies.")}
+    template = tomllib.loads(packaged_text("ome.toml"))
+    assert set(template["strategies"]) == shipped
+    # the template turns nothing on (`enable NAME` does), and every value it sets is valid
+    assert [n for n, t in template["strategies"].items() if t["enabled"]] == []
+    registry.validate_ome(template["strategies"], "ome.toml")
+
+
 def test_init_refuses_to_overwrite_without_force(root: Path) -> None:
     (root / "ome.toml").write_text("# mine\n")
     line = one_line_error(run("init", str(root)))
@@ -591,6 +605,19 @@ def test_status_strategy_table_fits_80_columns_and_says_a_problem_once(root: Pat
     assert result.stdout.count(reason) == 1
     assert sum("[1]" in line for line in table) == 3  # the three belief tiers
     assert "[1] needs an LLM: convictions, contradictions and reconciliations" in result.stdout
+
+
+def test_status_strategy_table_says_yes_no_and_dash_not_python_values(root: Path) -> None:
+    # the table showed "True"/"False" for enabled and "None" for a strategy without a cron
+    assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0
+    result = run("status", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    rows = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:4]]
+            for line in result.stdout.splitlines()
+            if line.startswith("│") and line.split("│")[1].strip()}
+    assert rows["reflect_episodes"] == ["yes", "0 2 * * 1"]
+    assert rows["update_worldview"] == ["no", "-"]
+    assert not {"True", "False", "None"} & {c for cells in rows.values() for c in cells}
 
 
 @pytest.mark.parametrize(("stamp", "shown"), [

@@ -119,3 +119,23 @@ def test_an_error_quoting_a_path_with_a_line_break_is_still_one_line(tmp_path: P
     assert result.exit_code == 1 and result.stdout == ""
     (line,) = result.stderr.splitlines()
     assert line.startswith("error: no memory root at ") and "no\\nroot: create one" in line
+
+
+def test_a_reader_that_goes_away_is_not_reported_as_an_error(root: Path) -> None:
+    # `everos-reflect status --json | head -1`: the command printed "error: [Errno 32] Broken
+    # pipe" on stderr, as if something had gone wrong with the memory root
+    import os
+    import subprocess
+    import sys
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first byte is written
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", "from everos_reflect.cli.main import main; main()",
+             "status", "--json", "--root", str(root)],
+            stdout=write_end, stderr=subprocess.PIPE, timeout=120, check=False)
+    finally:
+        os.close(write_end)
+    assert done.stderr.decode() == ""
+    assert done.returncode != 0

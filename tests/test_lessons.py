@@ -265,6 +265,31 @@ def test_hand_written_lesson_is_confirmed_but_never_rewritten(
     assert [x.id for x in lessons(rt)] == [mine.id]
 
 
+def test_a_garbled_evidence_mapping_is_reported_and_never_written_back_as_an_id(
+    scripted: tuple[Runtime, ScriptedLLM], caplog: pytest.LogCaptureFixture
+) -> None:
+    # A daemon-written lesson whose `evidence` a hand edit made a mapping was confirmed by
+    # writing `evidence: ["{'x': 1}", tk_…]`: Python's text of the mapping, kept as an id.
+    rt, llm = scripted
+    ours = rt.store.append(REF, Kind.LESSON, {
+        "timestamp": "2026-09-01T09:00:00+00:00", "task_type": "deploy", "lesson_type": "do",
+        "evidence": {"x": 1}, "confirmations": 1, "status": "active",
+        "created_by": "learn_lessons"},
+        {"Lesson": "Check the logs before retrying a failed deploy."})
+    path = rt.store.path_for_id(REF, ours.id)
+    before = path.read_bytes()
+    assert b"evidence:" in before and b"x: 1" in before
+    llm.queue_task("lessons", reply(lessons=["Read the deploy logs before you retry."]))
+    task(rt, 1, "success", ["check logs", "deploy"])
+    with caplog.at_level("WARNING"):
+        assert learn(rt) == {"owners": 1}
+    assert path.read_bytes() == before  # kept as written, not confirmed
+    assert [x.evidence for x in lessons(rt)] == [()]
+    [warning] = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert ours.id in warning and f"{LESSON_DIR}/{path.name}" in warning
+    assert "evidence is not a list of ids" in warning
+
+
 def test_a_hand_written_signature_that_is_no_text_is_left_alone(
     scripted: tuple[Runtime, ScriptedLLM]
 ) -> None:

@@ -14,6 +14,7 @@ from everos_reflect.errors import MarkdownError
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import next_seq, parse_log
 from everos_reflect.model import Kind
+from everos_reflect.procedural.lessons import read_lesson
 
 EXAMPLE_ROOT = Path(__file__).resolve().parent.parent / "memory_root_example"
 PATH = "u/episodes/episode-2026-10-12.md"
@@ -705,3 +706,22 @@ def test_a_list_or_mapping_where_one_text_value_goes_is_ignored_and_named(
     assert [(d.severity, d.message) for d in log.diagnostics] == [
         ("warning", f"entry ep_20261012_0001: {key} is a YAML {yaml_type}, not one value: it "
                     "is ignored (shown and indexed as none)")]
+
+
+@pytest.mark.parametrize(("written", "what"), [
+    ("{x: 1}", "a YAML mapping"), ("[tk_1, {x: 1}]", "a list holding a YAML mapping"),
+])
+def test_a_derived_record_whose_evidence_is_no_list_of_ids_is_named(
+    written: str, what: str
+) -> None:
+    text = ("---\ntype: lesson_daily\nschema_version: 1\nuser_id: u_andrew\n"
+            "date: '2026-10-12'\n---\n<!-- entry:ls_20261012_0001 -->\n---\n"
+            "owner_id: u_andrew\ntimestamp: 2026-10-12T02:00:00+00:00\n"
+            f"evidence: {written}\n---\n## Lesson\nCheck the logs.\n"
+            "<!-- /entry:ls_20261012_0001 -->\n")
+    log = parse_log(text, "lesson-2026-10-12.md")
+    [read] = log.entries
+    assert [(d.severity, d.message) for d in log.diagnostics] == [
+        ("warning", f"entry ls_20261012_0001: evidence is {what}, not a list of ids "
+                    "(write [id, ...])")]
+    assert read_lesson(read).evidence == (("tk_1",) if "tk_1" in written else ())

@@ -252,6 +252,10 @@ def handle_errors(fn: F) -> F:
             return fn(*args, **kwargs)
         except EverosError as exc:
             fail(str(exc))
+        except BrokenPipeError:
+            # the reader went away (`... --json | head`): not an error to report. Click's
+            # main exits 1 without a word and keeps the final flush from raising again.
+            raise
         except OSError as exc:
             fail(f"{exc.strerror or exc}: {shown_path(exc.filename)}" if exc.filename
                  else str(exc))

@@ -346,8 +346,10 @@ def _render_status(doc: dict[str, Any]) -> None:
             last_text = f"{last.get('status', '')} {_when(last.get('finished_at'))}".strip()
             problem = shown(row.get("config_error") or row.get("unavailable")
                             or row.get("error") or "")
+            # words, not Python reprs: "True"/"None" read as a bug (`strategies` says "-")
             table.add_row(
-                str(row.get("name", "?")), str(row.get("enabled", "")), str(row.get("cron", "")),
+                str(row.get("name", "?")), "yes" if row.get("enabled") else "no",
+                str(row.get("cron") or "-"),
                 _when(row.get("next_run")) or "-", last_text or "never",
                 # plain text, not markup: "set [llm] provider" lost its "[llm]", and a run
                 # error quoting "[/x]" raised MarkupError

@@ -47,6 +47,7 @@ from everos_reflect.model import (
     UserRef,
     day_stamp,
     format_timestamp,
+    id_items,
     meta_text,
     parse_timestamp,
     quoted_value,
@@ -905,6 +906,11 @@ class _Parser:
                 self.report(line, f"entry {eid}: {key} is read as {shown} (YAML "
                             f"{type(value).__name__}), not as the text written: put it in "
                             "quotes", "warning")
+        for key in ID_LIST_KEYS if eid.kind.derived else ():
+            value = meta.get(key)
+            if not id_items(value)[1]:
+                self.report(line, f"entry {eid}: {key} is {_id_list_shape(value)}, not a list "
+                            "of ids (write [id, ...])", "warning")
         if "importance" in meta:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
@@ -921,12 +927,24 @@ def _yaml_type(value: object) -> str:
     return next((n for t, n in names.items() if isinstance(value, t)), type(value).__name__)
 
 
+def _id_list_shape(value: object) -> str:
+    """What a value that is no list of ids is, for a lint message."""
+    if isinstance(value, list):
+        inner = next(v for v in value if v is not None and meta_text(v) is None)
+        return f"a list holding a YAML {_yaml_type(inner)}"
+    return f"a YAML {_yaml_type(value)}"
+
+
 #: Metadata whose value is text a person may well write bare, and YAML reads as something
 #: else: ``session_id: 0123`` is the number 83 (octal), ``1:20`` is 80 (base 60), ``yes`` is
 #: True, ``2026-10-12`` a date. Such a value is shown and searched as what YAML made of it
 #: ("83", "True"), with no word to say so; a warning names it. A list or mapping there is
 #: no one value: it is read as absent (:func:`~everos_reflect.model.meta_text`), and named.
 TEXT_KEYS = ("session_id", "parent_id", "task_type")
+
+#: The id lists of a derived record (SPEC §10). A hand edit that makes one a mapping
+#: (``evidence: {x: 1}``) is named: read as one id, its Python text was written back as one.
+ID_LIST_KEYS = ("evidence", "contested_with", "between")
 
 
 def parse_log(

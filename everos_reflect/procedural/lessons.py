@@ -12,9 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from everos_reflect.model import Entry, format_timestamp, meta_text
+from everos_reflect.model import Entry, format_timestamp, id_items, meta_text
 
 LESSON_TYPES = ("do", "avoid")
 LIVE_STATUSES = ("active", "contested")
@@ -33,7 +32,10 @@ class Lesson:
     timestamp: datetime | None = None
     deprecated_by: str | None = None
     contested_with: tuple[str, ...] = ()
-    ours: bool = False  # written by learn_lessons: its metadata may be updated
+    ours: bool = False  # written by learn_lessons
+    #: the id-list keys (``evidence``, ``contested_with``) a hand edit made something else
+    #: than a list of ids, a mapping say: read as no ids, and the lesson is not rewritten
+    garbled: tuple[str, ...] = ()
 
     @property
     def live(self) -> bool:
@@ -41,36 +43,40 @@ class Lesson:
         return self.deprecated_by is None and self.status in LIVE_STATUSES
 
     @property
+    def rewritable(self) -> bool:
+        """The daemon may update its metadata: ``learn_lessons`` wrote it and every id list
+        still reads as one. A garbled list, rewritten, would lose what the person wrote."""
+        return self.ours and not self.garbled
+
+    @property
     def stamp(self) -> str | None:
         return format_timestamp(self.timestamp) if self.timestamp else None
-
-
-def _ids(value: Any) -> tuple[str, ...]:
-    if isinstance(value, list):
-        return tuple(str(v) for v in value if v is not None)
-    return (str(value),) if value else ()
 
 
 def read_lesson(entry: Entry) -> Lesson:
     """Read a lesson entry leniently (a person may have written it)."""
     meta = entry.meta
+    evidence, evidence_ok = id_items(meta.get("evidence"))
+    contested, contested_ok = id_items(meta.get("contested_with"))
     lesson_type = str(meta.get("lesson_type") or "do").strip().lower()
     confirmations = meta.get("confirmations")
     if isinstance(confirmations, bool) or not isinstance(confirmations, int):
-        confirmations = max(1, len(_ids(meta.get("evidence"))))
+        confirmations = max(1, len(evidence))
     status = str(meta.get("status") or "active").strip().lower()
     return Lesson(
         id=entry.id,
         task_type=(meta_text(meta.get("task_type")) or "").strip(),
         lesson_type=lesson_type if lesson_type in LESSON_TYPES else "do",
         text=entry.sections.get("Lesson", "").strip(),
-        evidence=_ids(meta.get("evidence")),
+        evidence=tuple(evidence),
         confirmations=max(0, confirmations),
         status=status,
         timestamp=entry.timestamp,
         deprecated_by=entry.deprecated_by,
-        contested_with=_ids(meta.get("contested_with")),
+        contested_with=tuple(contested),
         ours=meta.get("created_by") == CREATED_BY,
+        garbled=tuple(key for key, ok in (("evidence", evidence_ok),
+                                           ("contested_with", contested_ok)) if not ok),
     )
 
 

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,6 +113,7 @@ class _Plan:
     confirm: dict[str, tuple[tuple[str, ...], int]]  # lesson id → (new evidence, new count)
     new: list[tuple[learning.Candidate, str, Lesson | None]]  # candidate, status, old lesson
     handwritten: int = 0
+    garbled: dict[str, tuple[str, ...]] = field(default_factory=dict)  # lesson id → keys
 
 
 class LearnLessons(BeliefTier):
@@ -221,6 +222,12 @@ class LearnLessons(BeliefTier):
                 if plan.handwritten:
                     ctx.log.info("%s: %s: %d candidate(s) restate a hand-written %s lesson, "
                                  "left unchanged", self.name, ref, plan.handwritten, task_type)
+                for lesson_id, keys in plan.garbled.items():
+                    ctx.log.warning(
+                        "%s: %s: lesson %s in %s: %s is not a list of ids (a hand edit?): the "
+                        "lesson is left unchanged, not confirmed; write it as [id, ...]",
+                        self.name, ref, lesson_id, rt.store.rel(rt.store.path_for_id(
+                            ref, lesson_id)), " and ".join(keys))
                 written, paths = self._apply(rt, ref, work.key, task_type, plan)
                 derived.outputs += written
                 touched |= paths
@@ -291,7 +298,9 @@ class LearnLessons(BeliefTier):
                     count = max(count, cand.count)
                 else:
                     count += len(fresh)
-                if not old.ours:
+                if old.ours and old.garbled:
+                    plan.garbled[old.id] = old.garbled
+                elif not old.ours:
                     plan.handwritten += 1
                 elif fresh or count != old.confirmations:
                     plan.confirm[old.id] = (before + fresh, count)
@@ -408,7 +417,7 @@ def repair_lessons(runtime: Runtime, ref: UserRef, state: LessonState) -> set[Pa
             if other is None:
                 continue
             theirs = read_lesson(other)
-            if theirs.ours and theirs.live and lesson.id not in theirs.contested_with:
+            if theirs.rewritable and theirs.live and lesson.id not in theirs.contested_with:
                 store.update_meta(ref, other_id, {
                     "status": CONTESTED,
                     "contested_with": [*theirs.contested_with, lesson.id]})
@@ -427,7 +436,7 @@ def decide_contests(runtime: Runtime, ref: UserRef, state: LessonState, task_typ
     live = {x.id: x for x in state.live_lessons(task_type)}
     archived = {e.id: e.deprecated_by for e in state.lessons if e.deprecated_by}
     for lesson in list(live.values()):
-        if lesson.status != CONTESTED or not lesson.ours:
+        if lesson.status != CONTESTED or not lesson.rewritable:
             continue
         rivals = [live[i] for i in dict.fromkeys(_successor(i, archived)
                                                  for i in lesson.contested_with)
@@ -441,7 +450,7 @@ def decide_contests(runtime: Runtime, ref: UserRef, state: LessonState, task_typ
         top = max(r.confirmations for r in rivals)
         if lesson.confirmations >= top + margin:
             for rival in rivals:
-                if rival.ours:
+                if rival.rewritable:
                     store.update_meta(ref, rival.id, {
                         "status": RETIRED, "retired_at": datetime.now(UTC),
                         "stale_reason": f"contradicted by {lesson.id}, confirmed "
