@@ -771,6 +771,14 @@ def control_problem(value: str) -> str | None:
     return f"holds the control character U+{ord(found.group()):04X}"
 
 
+def blank(text: str) -> bool:
+    """Whether ``text`` shows nothing: only white space and invisible format characters
+    (zero-width space, joiners, word joiner, soft hyphen, BOM, bidi marks; Unicode ``Cf``).
+    ``str.strip`` keeps those, so a subject or content of one U+200B was taken as text and
+    written: an entry that reads as empty everywhere it is shown."""
+    return all(c.isspace() or unicodedata.category(c) == "Cf" for c in text)
+
+
 def new_episode(
     ref: UserRef,
     *,
@@ -791,11 +799,11 @@ def new_episode(
         if problem is not None:
             raise InvalidEpisode(name, problem)
     subject, content = subject.strip(), content.strip()
-    if not subject:
+    if blank(subject):
         raise InvalidEpisode("subject", "must not be empty")
     if LINE_BREAK_RE.search(subject):
         raise InvalidEpisode("subject", "must be one line")
-    if not content:
+    if blank(content):
         raise InvalidEpisode("content", "must not be empty")
     ts, day = new_record_time(timestamp, now)
     if session_id is not None:

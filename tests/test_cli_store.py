@@ -373,6 +373,9 @@ def test_add_json_and_generated_memcell_parent(root: Path) -> None:
         (["--user", "u1", "--timestamp", "9999-12-31T23:00:00-05:00"],
          "--timestamp '9999-12-31T23:00:00-05:00' is outside years 1-9999 once converted to UTC"),
         (["--user", "u1", "--subject", "   "], "--subject must not be empty"),
+        # Invisible format characters alone (zero-width space, BOM) are no text either.
+        (["--user", "u1", "--subject", "\u200b"], "--subject must not be empty"),
+        (["--user", "u1", "--content", " \u200b\ufeff\u2060 "], "--content must not be empty"),
         (["--user", "u1", "--subject", "a\nb"], "--subject must be one line"),
         # A lone CR was written as a line feed: a subject of two lines in the daily log.
         (["--user", "u1", "--subject", "a\rb"], "--subject must be one line"),

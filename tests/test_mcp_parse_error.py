@@ -60,6 +60,14 @@ def test_a_malformed_line_is_answered_and_the_server_goes_on(root: Path) -> None
         send("[1, 2]")
         assert receive()["id"] is None
 
+        # MCP ids are strings or integers: a request with another id was read as a
+        # notification (its id dropped) and never answered.
+        for bad in ("1.5", "null", "true", '{"a": 1}', "1e400"):
+            send(f'{{"jsonrpc": "2.0", "id": {bad}, "method": "ping"}}')
+            answer = receive()
+            assert answer["id"] is None and answer["error"]["code"] == types.INVALID_REQUEST
+            assert "the id must be a string or an integer, got " in answer["error"]["message"]
+
         send(json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}))
         listed = receive()
         assert listed["id"] == 4 and "tools" in listed["result"]

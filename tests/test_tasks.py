@@ -49,6 +49,9 @@ def test_task_add_writes_the_spec_layout(root: Path) -> None:
     (["--type", "bad type"], "--type"),
     (["--type", "deploy", "--goal", "  "], "--goal"),
     (["--type", "deploy", "--step", " "], "--step"),
+    # a zero-width space alone shows nothing: no goal, no step
+    (["--type", "deploy", "--goal", "\u200b"], "--goal must not be empty"),
+    (["--type", "deploy", "--step", "\u200b \u200d"], "--step must not be empty"),
     (["--type", "deploy", "--timestamp", "yesterday"], "--timestamp"),
     (["--type", "deploy", "--timestamp", "0001-01-01T00:00:00+14:00"], "--timestamp"),
     # a NUL in the tasks/ log made it a "binary file" to grep and git

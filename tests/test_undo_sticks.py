@@ -75,6 +75,27 @@ def test_a_new_member_releases_the_hold(root: Path) -> None:
     assert set(narrative.sources) < set(live.sources)
 
 
+def test_a_member_whose_log_cannot_be_read_does_not_release_the_hold(root: Path) -> None:
+    # The new member counted as one from the index, but its log no longer reads (a hand edit
+    # broke the frontmatter), so the merge took exactly the undone sources again: the next
+    # run redid the merge the user had just undone.
+    rt, narrative = _merged_then_undone(root)
+    new = add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
+                      "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
+    Indexer(rt).scan()
+    log = rt.store.path_for_id(ANDREW, new.id)
+    log.write_text(log.read_text().replace("type: episode_daily", "type: [broken", 1))
+
+    counts = run_reflection(rt)
+
+    assert counts.get("merged", 0) == 0 and counts["held_back"] == 1
+    log.write_text(log.read_text().replace("type: [broken", "type: episode_daily", 1))
+    assert run_reflection(rt)["merged"] == 1  # readable again: a new member, a new decision
+    [live] = [e for e in all_entries(rt).values()
+              if e.parent_type == "cluster" and e.deprecated_by is None]
+    assert set(narrative.sources) | {new.id} == set(live.sources)
+
+
 def test_remerge_undone_forces_the_merge(root: Path) -> None:
     rt, _ = _merged_then_undone(root)
 

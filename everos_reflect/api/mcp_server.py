@@ -187,6 +187,10 @@ _REFUSED_METHOD = "everos-reflect/message-too-large"
 _ID_HEAD_BYTES = 512
 _ID_RE = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
 _SKIP_CHUNK = 1 << 16
+#: A line standing in for a request whose ``id`` is neither a string nor an integer (MCP
+#: allows only those): the SDK read such a request as a notification, the id dropped, and
+#: answered nothing, so the client waited for ever. :func:`_answer_refused` answers it.
+_BAD_ID_METHOD = "everos-reflect/request-id-invalid"
 
 
 class BoundedLines:
@@ -204,12 +208,21 @@ class BoundedLines:
         self.limit = limit
         #: refused line number → (its size in bytes, the request id found at its start)
         self.refused: dict[int, tuple[int, int | str | None]] = {}
+        #: stand-in number → why the request's id is refused (:data:`_BAD_ID_METHOD`)
+        self.bad_ids: dict[int, str] = {}
         self._count = 0
 
     def readline(self) -> str:
         line = self._raw.readline(self.limit + 1)
         if len(line) <= self.limit or line.endswith(b"\n"):
-            return line.decode("utf-8", errors="replace")
+            text = line.decode("utf-8", errors="replace")
+            problem = _id_problem(text) if b'"id"' in line else None
+            if problem is None:
+                return text
+            self._count += 1
+            self.bad_ids[self._count] = problem
+            return json.dumps({"jsonrpc": "2.0", "method": _BAD_ID_METHOD,
+                               "params": {"line": self._count}}) + "\n"
         size, head = len(line), line[:_ID_HEAD_BYTES]
         while not line.endswith(b"\n"):
             line = self._raw.readline(_SKIP_CHUNK)
@@ -220,6 +233,24 @@ class BoundedLines:
         self.refused[self._count] = (size, _request_id(head))
         return json.dumps({"jsonrpc": "2.0", "method": _REFUSED_METHOD,
                            "params": {"line": self._count}}) + "\n"
+
+
+def _id_problem(line: str) -> str | None:
+    """Why the request on ``line`` has an unusable ``id`` (not a string or an integer:
+    ``1.5``, ``null``, ``true``, an object), or ``None``. A line that is not a JSON object
+    with a ``method`` is left to the transport, which answers what it cannot read."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict) or "method" not in data or "id" not in data:
+        return None
+    ident = data["id"]
+    if isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool)):
+        return None
+    got = "null" if ident is None else {bool: "a boolean", float: "a number with a fraction",
+                                        dict: "an object", list: "an array"}[type(ident)]
+    return f"invalid request: the id must be a string or an integer, got {got}"
 
 
 def _request_id(head: bytes) -> int | str | None:
@@ -275,6 +306,16 @@ async def _answer_refused(lines: BoundedLines, read_stream: Any, forward: Any,
                 if answer is not None or isinstance(item, ValidationError):
                     continue  # answered (or a blank line): nothing for the server
             message = getattr(item, "message", None)
+            if isinstance(message, types.JSONRPCNotification) and \
+                    message.method == _BAD_ID_METHOD:
+                number = (message.params or {}).get("line")
+                problem = lines.bad_ids.pop(number, None) if isinstance(number, int) else None
+                if problem is not None:
+                    log.warning("answered an MCP request with an unusable id: %s", problem)
+                    await write_stream.send(SessionMessage(types.JSONRPCError(
+                        jsonrpc="2.0", id=None, error=types.ErrorData(
+                            code=types.INVALID_REQUEST, message=problem))))
+                continue
             if isinstance(message, types.JSONRPCNotification) and \
                     message.method == _REFUSED_METHOD:
                 number = (message.params or {}).get("line")

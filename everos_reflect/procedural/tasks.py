@@ -18,6 +18,7 @@ from everos_reflect.errors import InvalidEpisode
 from everos_reflect.model import (
     Entry,
     UserRef,
+    blank,
     control_problem,
     format_timestamp,
     meta_text,
@@ -57,7 +58,7 @@ def _one_line(value: object, what: str) -> str:
     if problem is not None:  # before split(): it would quietly drop U+001C-U+001F
         raise InvalidTask(what, problem)
     text = " ".join(value.split())  # a pasted multi-line error stays one line, text kept
-    if not text:
+    if blank(text):
         raise InvalidTask(what, "must not be empty")
     if len(text) > MAX_LINE_CHARS:
         raise InvalidTask(what, f"is {len(text)} characters; at most {MAX_LINE_CHARS}")
@@ -82,7 +83,7 @@ def new_task(
         validate_name(task_type, "task_type")
     except ValueError as exc:
         raise InvalidTask("task_type", str(exc)) from None
-    if not isinstance(goal, str) or not goal.strip():
+    if not isinstance(goal, str) or blank(goal):
         raise InvalidTask("goal", "must not be empty")
     for name, text in (("goal", goal), ("outcome_note", outcome_note)):
         problem = control_problem(text) if isinstance(text, str) else None

@@ -288,6 +288,12 @@ class ReflectionRun:
             self.counts["held_back"] += 1  # undone; waits for a new member
             return None
         picked = select(self.rt.store, clusters, info, max_sources=self.max_sources)
+        if picked is not None and undone and not picked.deferred \
+                and holdback.is_held(picked.source_ids, undone):
+            # the member that released the hold is not among what Markdown gives to merge (its
+            # log cannot be read now): the merge would be the undone one again
+            self.counts["held_back"] += 1
+            return None
         if picked is not None and (picked.cluster_id, self._aside_key(picked)) in aside:
             return None  # the server refused this exact cluster for good
         return picked
