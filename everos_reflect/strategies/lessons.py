@@ -164,7 +164,9 @@ class LearnLessons(BeliefTier):
             if touched:
                 sync(runtime, touched)
                 state = LessonState.load(runtime, ref)
-        state, items = self.pending(runtime, ref, settings, state)  # type: ignore[arg-type]
+        done = cursors.consumed(runtime.db(), self.name, ref)  # once per poll, as the tiers
+        state, items = self.pending(runtime, ref, settings, state,  # type: ignore[arg-type]
+                                    done=done)
         deferred = 0
         if llm_provider(runtime) != "extractive":  # offline, no call is made
             items, deferred = _within_calls(state, items, int(settings["max_llm_calls"]))
@@ -172,7 +174,8 @@ class LearnLessons(BeliefTier):
             # every task left out of the window (past max_records, or of a task type past
             # max_llm_calls) is unconsumed and waits for the next run; the run says how many,
             # as the other tiers do
-            left = self.backlog(runtime, ref, settings, state)  # type: ignore[arg-type]
+            left = self.backlog(runtime, ref, settings, state,  # type: ignore[arg-type]
+                                done=done)
             return Work(ref, state, items,  # type: ignore[arg-type]
                         beliefs.window_key(self.name, str(ref), items), deferred,
                         deferred_records=left - len(items))
