@@ -162,8 +162,12 @@ def derived_meta(*, evidence: Sequence[str], depth: int, key: str,
 
     With ``seen`` (id → the entry as the model was shown it) the record also keeps
     ``evidence_hash``, the text hash of each cited record then: provenance invalidation compares
-    it with the current text to tell an edited citation from an unchanged one."""
-    meta: dict[str, Any] = {"timestamp": now or datetime.now(UTC)}
+    it with the current text to tell an edited citation from an unchanged one.
+
+    Without ``now`` the ``timestamp`` is left for the store to stamp when it appends, from
+    the same clock read that names the record's daily log: read here as well, a record
+    written at midnight said 23:59:59 in the next day's log."""
+    meta: dict[str, Any] = {"timestamp": now}  # None: the store stamps it (first key still)
     meta.update(extra or {})
     meta.update({"evidence": list(evidence), "depth": depth, "status": beliefs.ACTIVE,
                  DERIVATION_KEY: key})

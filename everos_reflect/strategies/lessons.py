@@ -378,7 +378,9 @@ class LearnLessons(BeliefTier):
             "contested_with": [old.id] if old is not None and status == CONTESTED else None,
         })
         meta["status"] = status
-        return {k: v for k, v in meta.items() if v is not None}, {"Lesson": cand.text}
+        # the timestamp stays, None: the store stamps it on the day of the log it writes
+        return ({k: v for k, v in meta.items() if v is not None or k == "timestamp"},
+                {"Lesson": cand.text})
 
 
 def _types_of(state: LessonState, items: Mapping[str, str]) -> dict[str, str]:
