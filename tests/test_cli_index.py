@@ -79,7 +79,7 @@ def test_reindex_prints_a_summary_and_problems(filled: Path) -> None:
     result = run("reindex", "--root", str(filled))
     assert result.exit_code == 0, result.output
     assert "Reindexed 3 entries from 3 files" in result.stdout
-    assert "1 file(s) have problems" in result.stderr
+    assert "1 file with problems" in result.stderr
     assert "episode-2026-10-13.md" in result.stderr
 
 
@@ -269,3 +269,23 @@ def test_the_api_answers_503_for_a_damaged_vector_index() -> None:
 
     assert error_code(VectorIndexUnreadable("episodes", RuntimeError("lance error: IO"))) == \
         (503, "index_unreadable")
+
+
+def test_summaries_agree_in_number(root: Path) -> None:
+    # "Reindexed 1 entries from 1 files", "1 result(s)".
+    from everos_reflect.cli.common import counted
+
+    assert [counted(1, "entry"), counted(3, "entry"), counted(1_204, "file"),
+            counted(0, "result"), counted(2, "key"), counted(1, "result")] == [
+        "1 entry", "3 entries", "1,204 files", "0 results", "2 keys", "1 result"]
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32))
+    rt.store.append(ANDREW, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
+                    {"Subject": "Cats", "Content": "Andrew adopted a cat."},
+                    day=date(2026, 10, 12))
+    rt.close()
+    result = run("reindex", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    assert "Reindexed 1 entry from 1 file " in result.stdout
+    found = run("search", "--root", str(root), "--user", "u_andrew", "cat")
+    assert found.exit_code == 0, found.output
+    assert "1 result in" in found.stdout

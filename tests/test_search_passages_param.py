@@ -20,7 +20,7 @@ from mcp.shared.exceptions import MCPError
 
 from everos_reflect.api import mcp_server
 from everos_reflect.cli import index_cmds
-from everos_reflect.cli.common import existing_root
+from everos_reflect.cli.common import counted, existing_root
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index.search import PASSAGES_PER_ENTRY, search
 from everos_reflect.index.sync import Indexer
@@ -195,8 +195,8 @@ def test_cli_passages_per_entry_one_lists_each_entry_once(filled: Path, rt: Runt
     assert one_hits == _http(rt, passages_per_entry=1).json()["data"]["episodes"]
     # the table lists what --json lists
     table = _cli(filled, "--passages-per-entry", "1")
-    assert table.exit_code == 0 and f"{len(one_hits)} result(s)" in table.stdout
-    assert f"{len(default_hits)} result(s)" in _cli(filled).stdout
+    assert table.exit_code == 0 and f"{counted(len(one_hits), 'result')} in" in table.stdout
+    assert f"{counted(len(default_hits), 'result')} in" in _cli(filled).stdout
 
 
 @pytest.mark.parametrize("bad", ["0", "-1", str(PASSAGES_PER_ENTRY + 1), "1.5", "two", ""])

@@ -119,6 +119,14 @@ _UNSHOWABLE.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x
 _ONE_LINE = {**_UNSHOWABLE, ord("\n"): "\\n"}
 
 
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun`` agreeing in number: ``1 entry``, ``3 entries``, ``1,204 files``.
+    The summaries said "Reindexed 1 entries from 1 files" and "1 result(s)"."""
+    many = plural if plural is not None else (
+        f"{noun[:-1]}ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else f"{noun}s")
+    return f"{count:,} {noun if count == 1 else many}"
+
+
 def shown(text: object) -> str:
     """``text`` safe to print on a terminal: every character a terminal would act on is
     written as its escape (``\\x1b``). Memory text comes from conversations, LLM replies and

@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from everos_reflect.cli.common import (
+    counted,
     emit_json,
     handle_errors,
     json_option,
@@ -50,13 +51,14 @@ def reindex_cmd(root: str | None, as_json: bool) -> None:
         emit_json({"data": report.as_dict()})
         return
     say(
-        f"Reindexed {report.entries_upserted} entries from {report.files_synced} files "
+        f"Reindexed {counted(report.entries_upserted, 'entry')} from "
+        f"{counted(report.files_synced, 'file')} "
         f"in {report.seconds:.1f} s ({report.entries_embedded} embedded"
         + (f" at {report.entries_embedded / report.seconds:.0f}/s" if report.seconds > 0 else "")
         + ")."
     )
     if report.problems:
-        say(f"{len(report.problems)} file(s) have problems:", err=True)
+        say(f"{counted(len(report.problems), 'file')} with problems:", err=True)
         _print_problems(report)
 
 
@@ -151,7 +153,7 @@ def search_cmd(
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(show_lines=False, caption=f"{len(hits)} result(s) in "
+    table = Table(show_lines=False, caption=f"{counted(len(hits), 'result')} in "
                   f"{(time.perf_counter() - started) * 1000:.0f} ms")
     table.add_column("score", justify="right")
     table.add_column("id")

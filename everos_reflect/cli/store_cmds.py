@@ -18,6 +18,7 @@ import click
 import tomlkit
 
 from everos_reflect.cli.common import (
+    counted,
     emit_json,
     existing_root,
     fail,
@@ -271,7 +272,8 @@ def _render_status(doc: dict[str, Any]) -> None:
         table.add_row(name, *cells)
     console.print(table)
     if doc["files_with_problems"]:
-        console.print(f"[red]{len(doc['files_with_problems'])} files with problems[/red]")
+        console.print(f"[red]{counted(len(doc['files_with_problems']), 'file')} with problems"
+                      "[/red]")
         for item in doc["files_with_problems"]:
             console.print(f"  {shown(item['file'])}", markup=False)
             for problem in item["problems"]:
