@@ -67,10 +67,8 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
     recover_interrupted(runtime)  # every strategy's recover() hook, before anything reads
     watcher = Watcher(runtime)
     scheduler = Scheduler(engine)
-    server = _Server(uvicorn.Config(
-        create_app(runtime, engine, scheduler), host=host, port=port, lifespan="off",
-        timeout_graceful_shutdown=10, log_level="info",
-    ), on_exit=engine.request_stop)
+    server = _Server(uvicorn_config(create_app(runtime, engine, scheduler), host, port),
+                     on_exit=engine.request_stop)
 
     # uvicorn re-raises the stop signal after its shutdown; these handlers absorb it so the
     # clean-up below runs (a second signal while cleaning up is also absorbed).
@@ -94,6 +92,15 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         log.info("stopped")
+
+
+def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:
+    """uvicorn's settings for the daemon. ``log_config=None``: uvicorn sets up no logging of
+    its own, so its lines (startup, each request) reach the daemon's handler and are stamped
+    as every other line (``cli.common.configure_logging``: UTC, with the zone). Its default
+    printed them with no time at all, beside the daemon's local-time lines."""
+    return uvicorn.Config(app, host=host, port=port, lifespan="off",
+                          timeout_graceful_shutdown=10, log_level="info", log_config=None)
 
 
 def _note_signal(sig: int, frame: object) -> None:

@@ -23,6 +23,7 @@ from everos_reflect.model import (
     MAX_BRIEFING_QUERY_CHARS,
     MAX_QUERY_CHARS,
     NAME_PATTERN,
+    blank,
     control_problem,
     quoted,
     validate_name,
@@ -60,10 +61,15 @@ def _whole(value: object) -> object:
 #: An integer field: strict (no strings, no booleans) but accepting a whole float.
 Whole = Annotated[int, BeforeValidator(_whole)]
 
-#: "Has a character that is not white space" in Python's sense (``str.strip``/``split``, which
-#: the validators use), spelled out char by char: regex engines disagree on ``\s`` (Python counts
-#: U+001C-U+001F as white space, Unicode does not).
-NOT_BLANK = "[^" + "".join(f"\\u{c:04x}" for c in range(0x3001) if chr(c).isspace()) + "]"
+#: "Has a character that shows": not white space in Python's sense (``str.strip``/``split``)
+#: and not an invisible format character (Unicode ``Cf``: U+200B, BOM, joiners), what
+#: :func:`everos_reflect.model.blank` refuses. Spelled out char by char: regex engines disagree
+#: on ``\s`` (Python counts U+001C-U+001F as white space, Unicode does not), and the schema
+#: allowed a BOM-only text that the write then refused (a 422 to a request it called valid).
+#: A character past U+FFFF is written as itself: a ``\\u`` escape has four hex digits.
+NOT_BLANK = "[^" + "".join(
+    f"\\u{c:04x}" if c <= 0xFFFF else chr(c)
+    for c in range(0x110000) if blank(chr(c))) + "]"
 
 
 #: Text with no control character but tab and line breaks (what :func:`_no_control` checks).

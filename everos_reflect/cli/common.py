@@ -7,6 +7,7 @@ import logging
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from functools import wraps
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
@@ -38,6 +39,23 @@ app_filter_option = click.option("--app", default=None, help="App id (default: e
                                  "default_app with --user).")
 project_filter_option = click.option("--project", default=None, help="Project id (default: "
                                      "every project, or default_project with --user).")
+
+
+class UTCFormatter(logging.Formatter):
+    """Log lines stamped as the run records and audit rows are: UTC, ISO 8601, with the zone
+    (``2026-12-04T11:20:00.123+00:00``). ``logging``'s own stamp is local wall time with no
+    zone: a ``serve`` log could not be lined up with ``runs``, the audit or another host."""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+
+
+def configure_logging() -> None:
+    """The log of the long-running commands (``serve``, ``fleet serve``): INFO and up, one
+    UTC-stamped line per record on stderr (uvicorn's lines too: see ``serve.uvicorn_config``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(UTCFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.basicConfig(level=logging.INFO, handlers=[handler])
 
 
 def existing_root(root: str | None) -> Path:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import sys
 from typing import TYPE_CHECKING
@@ -10,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from everos_reflect.cli.common import (
+    configure_logging,
     emit_json,
     fail,
     handle_errors,
@@ -34,8 +34,7 @@ def serve_cmd(root: str | None, host: str | None, port: int | None) -> None:
     """Run the daemon: index watcher, strategy scheduler and HTTP API, until SIGTERM/Ctrl-C."""
     from everos_reflect.serve import serve
 
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
     serve(open_runtime(root), host=host, port=port)
 
 

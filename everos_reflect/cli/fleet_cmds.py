@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from everos_reflect.cli.common import emit_json, fail, handle_errors, json_option
+from everos_reflect.cli.common import (
+    configure_logging,
+    emit_json,
+    fail,
+    handle_errors,
+    json_option,
+)
 from everos_reflect.cli.engine_cmds import TRIGGER_EXIT_CODES
 
 if TYPE_CHECKING:
@@ -99,8 +104,7 @@ def fleet_serve_cmd(fleet_file: str) -> None:
     from everos_reflect.fleet.schedule import serve_fleet
 
     require_ray()
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    configure_logging()
     config, roots = read_fleet(fleet_file)
     serve_fleet(config, roots)
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -162,8 +162,12 @@ def derived_meta(*, evidence: Sequence[str], depth: int, key: str,
 
     With ``seen`` (id → the entry as the model was shown it) the record also keeps
     ``evidence_hash``, the text hash of each cited record then: provenance invalidation compares
-    it with the current text to tell an edited citation from an unchanged one."""
-    meta: dict[str, Any] = {"timestamp": now or datetime.now(UTC)}
+    it with the current text to tell an edited citation from an unchanged one.
+
+    Without ``now`` the ``timestamp`` is left for the store to stamp when it appends, from
+    the same clock read that names the record's daily log: read here as well, a record
+    written at midnight said 23:59:59 in the next day's log."""
+    meta: dict[str, Any] = {"timestamp": now}  # None: the store stamps it (first key still)
     meta.update(extra or {})
     meta.update({"evidence": list(evidence), "depth": depth, "status": beliefs.ACTIVE,
                  DERIVATION_KEY: key})
@@ -366,6 +370,9 @@ class Work:
     #: What the tier planned for this window (``detect_contradictions``: which convictions
     #: one call shows), when it is decided with the window.
     plan: Any = None
+    #: The owner's cursor rows as :meth:`BeliefTier.owner_work` read them, once per poll:
+    #: a subclass planning on top of the window (the detector's pairs) reads them here.
+    done: Collection[beliefs.Seen] = ()
 
 
 class BeliefTier(Strategy):
@@ -441,20 +448,27 @@ class BeliefTier(Strategy):
         return SentWith.tasks(runtime, settings, self.sent_tasks or (self.task,))
 
     def pending(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any],
-                state: BeliefState | None = None) -> tuple[BeliefState, dict[str, str]]:
+                state: BeliefState | None = None, *,
+                done: Collection[beliefs.Seen] | None = None,
+                ) -> tuple[BeliefState, dict[str, str]]:
         """The owner's state and its window (id → text hash), at most ``max_records``: what
-        it has not consumed, nor set aside under the prompts and model it would send now."""
+        it has not consumed, nor set aside under the prompts and model it would send now.
+        ``done``: the owner's cursor rows when the caller read them already (an override
+        takes it too, so :meth:`owner_work` reads them once per poll), else read here."""
         state = state or BeliefState.load(runtime, ref)
-        candidates, ids = self.unconsumed(runtime, ref, settings, state)
+        candidates, ids = self.unconsumed(runtime, ref, settings, state, done=done)
         ids = ids[: int(settings.get("max_records", 50))]
         return state, {i: candidates[i] for i in ids}
 
     def unconsumed(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any],
-                   state: BeliefState) -> tuple[dict[str, str], list[str]]:
+                   state: BeliefState, *, done: Collection[beliefs.Seen] | None = None,
+                   ) -> tuple[dict[str, str], list[str]]:
         """``ref``'s candidates (id → text hash) and, sorted, the ids neither consumed nor set
-        aside under the prompts and model it would send now: the window before its cut."""
+        aside under the prompts and model it would send now: the window before its cut.
+        ``done``: the cursor rows already read (:meth:`pending`), else read here."""
         candidates = self.candidates(state, settings)
-        done = cursors.consumed(runtime.db(), self.name, ref)
+        if done is None:
+            done = cursors.consumed(runtime.db(), self.name, ref)
         aside = self.sent_with(runtime, settings).key
         return candidates, beliefs.window(candidates, done, aside)
 
@@ -478,19 +492,24 @@ class BeliefTier(Strategy):
             if touched:
                 sync(runtime, touched)
                 state = BeliefState.load(runtime, ref)
-        state, items = self.pending(runtime, ref, settings, state)
+        # read once per poll and passed to every hook that needs it (the window, the
+        # backlog, a subclass's plan); each of them read the rows again, up to four per owner
+        done = cursors.consumed(runtime.db(), self.name, ref)
+        state, items = self.pending(runtime, ref, settings, state, done=done)
         if not items:
             return None
         if force or self.due(state, list(items), settings):
+            left = self.backlog(runtime, ref, settings, state, done=done)
             return Work(ref, state, items, beliefs.window_key(self.name, str(ref), items),
-                        deferred_records=self.backlog(runtime, ref, settings, state) - len(items))
+                        deferred_records=left - len(items), done=done)
         return None
 
     def backlog(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any],
-                state: BeliefState) -> int:
+                state: BeliefState, *, done: Collection[beliefs.Seen] | None = None) -> int:
         """How many of ``ref``'s candidates are not consumed yet (the window before any
-        cut): the ones past the window wait for a later run, and the run says how many."""
-        return len(self.unconsumed(runtime, ref, settings, state)[1])
+        cut): the ones past the window wait for a later run, and the run says how many.
+        ``done``: the cursor rows already read, else read here."""
+        return len(self.unconsumed(runtime, ref, settings, state, done=done)[1])
 
     def observe(self, runtime: Runtime, since: datetime | None) -> float:
         """The number of owners due now (the scheduler's data trigger fires at 1), 0 while the

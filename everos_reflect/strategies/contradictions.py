@@ -71,10 +71,11 @@ class DetectContradictions(BeliefTier):
         current = self._current(state, settings)
         entries = state.by_id()
         # changed too but past the window: compared as changed ones in a later run
-        later = set(self.unconsumed(runtime, ref, settings, state)[1]) - set(work.items)
+        # both from the cursor rows the engine read once for this poll (work.done)
+        later = set(self.unconsumed(runtime, ref, settings, state, done=work.done)[1]) \
+            - set(work.items)
         plan = plan_pairs(current, {c.id: entries[c.id].text_hash for c in current},
-                          work.items, cursors.consumed(runtime.db(), self.name, ref),
-                          int(settings.get("max_records", 50)), later)
+                          work.items, work.done, int(settings.get("max_records", 50)), later)
         work.plan = plan
         work.commit = {**{i: h for i, h in work.items.items() if i not in plan.pending},
                        **plan.pairs}

@@ -23,7 +23,7 @@ topics across weeks found with TF-IDF, stated with counts and dates (``provider:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -135,14 +135,18 @@ class ReflectInsights(BeliefTier):
         return {e.id: e.text_hash for e in self._episodes(state)}
 
     def pending(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any],
-                state: BeliefState | None = None) -> tuple[BeliefState, dict[str, str]]:
+                state: BeliefState | None = None, *,
+                done: Collection[beliefs.Seen] | None = None,
+                ) -> tuple[BeliefState, dict[str, str]]:
         """Every new Episode (the accumulator is not capped by ``max_records``), but those
-        set aside under the prompts and model a run would send now."""
+        set aside under the prompts and model a run would send now. ``done``: the cursor
+        rows already read, else read here (once: this tier's poll reads nothing else)."""
         from everos_reflect.index import cursors
 
         state = state or InsightState.load(runtime, ref)
         candidates = self.candidates(state, settings)
-        done = cursors.consumed(runtime.db(), self.name, ref)
+        if done is None:
+            done = cursors.consumed(runtime.db(), self.name, ref)
         aside = self.sent_with(runtime, settings).key
         return state, {i: candidates[i] for i in beliefs.window(candidates, done, aside)}
 

@@ -164,7 +164,9 @@ class LearnLessons(BeliefTier):
             if touched:
                 sync(runtime, touched)
                 state = LessonState.load(runtime, ref)
-        state, items = self.pending(runtime, ref, settings, state)  # type: ignore[arg-type]
+        done = cursors.consumed(runtime.db(), self.name, ref)  # once per poll, as the tiers
+        state, items = self.pending(runtime, ref, settings, state,  # type: ignore[arg-type]
+                                    done=done)
         deferred = 0
         if llm_provider(runtime) != "extractive":  # offline, no call is made
             items, deferred = _within_calls(state, items, int(settings["max_llm_calls"]))
@@ -172,7 +174,8 @@ class LearnLessons(BeliefTier):
             # every task left out of the window (past max_records, or of a task type past
             # max_llm_calls) is unconsumed and waits for the next run; the run says how many,
             # as the other tiers do
-            left = self.backlog(runtime, ref, settings, state)  # type: ignore[arg-type]
+            left = self.backlog(runtime, ref, settings, state,  # type: ignore[arg-type]
+                                done=done)
             return Work(ref, state, items,  # type: ignore[arg-type]
                         beliefs.window_key(self.name, str(ref), items), deferred,
                         deferred_records=left - len(items))
@@ -375,7 +378,9 @@ class LearnLessons(BeliefTier):
             "contested_with": [old.id] if old is not None and status == CONTESTED else None,
         })
         meta["status"] = status
-        return {k: v for k, v in meta.items() if v is not None}, {"Lesson": cand.text}
+        # the timestamp stays, None: the store stamps it on the day of the log it writes
+        return ({k: v for k, v in meta.items() if v is not None or k == "timestamp"},
+                {"Lesson": cand.text})
 
 
 def _types_of(state: LessonState, items: Mapping[str, str]) -> dict[str, str]:

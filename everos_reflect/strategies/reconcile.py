@@ -11,7 +11,7 @@ citation floor, deeper than ``max_depth``, or repeating a live insight is refuse
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
@@ -56,14 +56,16 @@ class Reconcile(BeliefTier):
                 if beliefs.depth_of(entries[e.id]) < cap}
 
     def pending(self, runtime: Runtime, ref: UserRef, settings: Mapping[str, Any],
-                state: BeliefState | None = None) -> tuple[BeliefState, dict[str, str]]:
+                state: BeliefState | None = None, *,
+                done: Collection[beliefs.Seen] | None = None,
+                ) -> tuple[BeliefState, dict[str, str]]:
         """The new standing edges one call can show whole, each with the convictions it
         joins, within ``max_records``, the oldest first (the first always, so a run always
         progresses). An edge that does not fit waits, unconsumed, for the next run: cut
         after the fact, the convictions of the later edges were never shown and the edges
-        were consumed all the same."""
+        were consumed all the same. ``done``: the cursor rows the engine already read."""
         state = state or BeliefState.load(runtime, ref)
-        candidates, window = self.unconsumed(runtime, ref, settings, state)
+        candidates, window = self.unconsumed(runtime, ref, settings, state, done=done)
         cap = int(settings.get("max_records", 50))
         entries = state.by_id()
         chosen: list[str] = []

@@ -426,7 +426,8 @@ class RevalidateInsights(Strategy):
         elif verdict["verdict"] == "revise":
             meta = {k: v for k, v in insight.meta.items()
                     if k not in ("owner_id", "timestamp", "stale_reason")}
-            meta.update({"timestamp": datetime.now(UTC), "status": provenance.ACTIVE,
+            # the store stamps it, from the clock read that names its log's day
+            meta.update({"timestamp": None, "status": provenance.ACTIVE,
                          "evidence": [e.id for e in cited],
                          "evidence_hash": {e.id: e.text_hash for e in cited},
                          "depth": revision_depth(cited),
