@@ -123,8 +123,9 @@ class SearchRequest(Strict):
     include_deprecated: bool = False
     kinds: list[Literal["episode", "atomic_fact", "insight", "conviction", "relation", "task",
                         "lesson"]] | None = Field(
-        None, max_length=7,
-        description="Entry kinds to search (episode, atomic_fact, insight, ...); default episode.")
+        None, min_length=1, max_length=7,
+        description="Entry kinds to search (episode, atomic_fact, insight, ...); default "
+                    "episode. Not empty: an empty list searched nothing and found nothing.")
     include_stale: bool = False
     passages_per_entry: Whole = Field(
         PASSAGES_PER_ENTRY, ge=1, le=MAX_PASSAGES_PER_ENTRY,
