@@ -608,8 +608,7 @@ class Entry:
 
     @property
     def sources(self) -> list[str]:
-        value = self.meta.get("sources") or []
-        return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+        return id_items(self.meta.get("sources"))[0]
 
     @property
     def search_text(self) -> str:

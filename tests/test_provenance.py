@@ -696,3 +696,34 @@ def test_one_check_settles_a_record_marked_stale_for_citing_one_it_restores(
     assert status(rt, top.id) == ("active", None)
     assert top_log.read_bytes() == before  # marked and lifted in one check: no write
     assert check(rt, DEV).written == []  # nothing left for a second check
+
+
+
+@pytest.mark.parametrize(("daily", "path", "prefix", "main"), [
+    ("insight_daily", ".insights/insight", "in", "Insight"),
+    ("conviction_daily", ".worldview/worldview", "wv", "Conviction"),
+    ("relation_daily", ".relations/relation", "rel", "Relation"),
+])
+def test_a_garbled_evidence_mapping_is_no_made_up_id(
+        daily: str, path: str, prefix: str, main: str) -> None:
+    """A hand edit's ``evidence: {x: 1}`` was read as the id "{'x': 1}": provenance marked the
+    record stale for "evidence {'x': 1} was deleted" and the views showed that id as cited.
+    Lint names the garbled list; nothing reads (or writes back) an id nobody wrote."""
+    from everos_reflect.markdown.parser import parse_log
+    from everos_reflect.strategies import belief_views
+
+    eid = f"{prefix}_20261020_0001"
+    text = (
+        f"---\ntype: {daily}\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n---\n"
+        f"<!-- entry:{eid} -->\n---\nowner_id: u\ntimestamp: 2026-10-20T00:00:00Z\n"
+        "evidence: {x: 1}\nbetween: {y: 2}\ndepth: 1\nstatus: active\nderivation: d\n---\n"
+        f"## {main}\nb\n<!-- /entry:{eid} -->\n"
+    )
+    log = parse_log(text, f"x/{path}-2026-10-20.md")
+    entry = log.entries[0]
+    assert find_stale({entry.id: entry}) == {}
+    view = (belief_views.conviction_dict(entry) if prefix == "wv"
+            else belief_views.relation_dict(entry) if prefix == "rel" else {})
+    assert view.get("evidence", []) == [] and view.get("between", []) == []
+    messages = [d.message for d in log.diagnostics]
+    assert any(f"entry {eid}: evidence is" in m and "not a list of ids" in m for m in messages)

@@ -35,6 +35,7 @@ from everos_reflect.model import (
     Entry,
     Kind,
     UserRef,
+    id_items,
     query_length_problem,
     quoted_value,
     surrogate_problem,
@@ -169,9 +170,7 @@ def _status(entry: Entry) -> str:
 
 
 def _ids(value: Any) -> list[str]:
-    if isinstance(value, list):
-        return [str(v) for v in value if v is not None]
-    return [str(value)] if value else []
+    return id_items(value)[0]
 
 
 def convictions(runtime: Runtime, ref: UserRef) -> list[Item]:

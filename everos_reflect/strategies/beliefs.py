@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 
-from everos_reflect.model import Entry, Kind, normalize_text, quoted_value
+from everos_reflect.model import Entry, Kind, id_items, normalize_text, quoted_value
 
 #: The conviction slots of seed 004 (``keys`` setting of ``update_worldview``).
 DEFAULT_KEYS: tuple[str, ...] = ("identity", "strategy", "commitments", "risks", "principles")
@@ -57,11 +57,10 @@ def is_live(entry: Entry) -> bool:
 
 
 def id_list(value: object) -> list[str]:
-    """A metadata id list (``evidence``, ``between``), tolerant of a hand-written scalar."""
-    if value is None:
-        return []
-    items = value if isinstance(value, list) else [value]
-    return [str(v).strip() for v in items if str(v).strip()]
+    """A metadata id list (``evidence``, ``between``), tolerant of a hand-written scalar. A
+    mapping or set there (``evidence: {x: 1}``) gives no id, not its Python text (lint names
+    it): that made-up id was shown and cited as if written."""
+    return id_items(value)[0]
 
 
 def plain(value: object) -> object:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from everos_reflect.errors import EverosError
 from everos_reflect.index.audit import Derivation, record_derivation
 from everos_reflect.markdown.parser import parse_entry_id
-from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.model import Entry, Kind, UserRef, id_items
 
 if TYPE_CHECKING:
     from everos_reflect.index.events import ChangeSet
@@ -69,9 +69,9 @@ def status_of(entry: Entry) -> str:
 
 
 def evidence_of(entry: Entry) -> list[str]:
-    value = entry.meta.get("evidence")
-    items = value if isinstance(value, list) else ([] if value is None else [value])
-    return [str(v).strip() for v in items if str(v).strip()]
+    """The ids ``entry`` cites. A hand-garbled ``evidence: {x: 1}`` is no id: read as its
+    Python text it made the record stale for "evidence {'x': 1} was deleted" (lint names it)."""
+    return id_items(entry.meta.get("evidence"))[0]
 
 
 def evidence_hashes(entry: Entry) -> dict[str, str]:
