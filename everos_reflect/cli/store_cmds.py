@@ -336,10 +336,21 @@ def _render_status(doc: dict[str, Any]) -> None:
         console.print(f"[red]{merges['interrupted_undos']} interrupted undo(s) await recovery"
                       "[/red] (any command that writes, `serve` or the next run finishes them)")
     for item in merges.get("held_back") or []:
-        console.print(f"{item['app_id']}/{item['project_id']}/{item['user_id']}: cluster "
-                      f"{item['cluster_id']} held back after an undo ({len(item['members'])} "
-                      "episodes wait for a new member; remerge_undone = true merges them)",
-                      markup=False)
+        owner = f"{item['app_id']}/{item['project_id']}/{item['user_id']}"
+        unreadable = item.get("unreadable") or []
+        if not unreadable:
+            console.print(f"{owner}: cluster {item['cluster_id']} held back after an undo "
+                          f"({len(item['members'])} episodes wait for a new member; "
+                          "remerge_undone = true merges them)", markup=False)
+            continue
+        # the new member is in the index but its log cannot be read: the run merges what
+        # Markdown gives, the undone sources alone, so it holds the cluster back still
+        console.print(f"{owner}: cluster {item['cluster_id']} held back after an undo: its "
+                      f"new member(s) cannot be read now ({len(item['members'])} episodes "
+                      "wait until they read again)", markup=False)
+        for member in unreadable:
+            console.print(f"  {member['id']}: {shown(member['file'])}: "
+                          f"{shown(member['problem'])}", markup=False)
     aside = merges.get("set_aside") or []
     if isinstance(aside, dict):  # could not be read
         console.print(f"set-aside clusters: {shown(aside.get('error', ''))}", markup=False,
