@@ -146,7 +146,7 @@ def _merges(runtime: Runtime) -> dict[str, Any] | None:
     """:func:`_merge_consistency`, plus the clusters Reflection set aside (``set_aside``)."""
     from everos_reflect.strategies.setaside import set_aside_clusters
 
-    merges = _merge_consistency(runtime.root)
+    merges = _merge_consistency(runtime)
     if merges is None or "error" in merges:
         return merges
     try:
@@ -156,17 +156,18 @@ def _merges(runtime: Runtime) -> dict[str, Any] | None:
     return merges
 
 
-def _merge_consistency(root: Path) -> dict[str, Any] | None:
-    """Interrupted merges and live narratives beside live sources, from the index."""
+def _merge_consistency(runtime: Runtime) -> dict[str, Any] | None:
+    """Interrupted merges, held-back clusters and live narratives beside live sources, from
+    the index (and the logs of the members that would release a hold)."""
     from everos_reflect.index import db as dbmod
     from everos_reflect.strategies.consistency import index_report
 
     try:
-        conn = dbmod.connect(root, readonly=True)
+        conn = dbmod.connect(runtime.root, readonly=True)
     except sqlite3.Error:
         return None
     try:
-        return index_report(conn)
+        return index_report(conn, runtime.store)
     except sqlite3.Error as exc:
         return {"error": str(exc)}
     finally:

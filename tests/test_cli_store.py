@@ -206,6 +206,69 @@ def test_enable_changes_only_the_enabled_line(root: Path) -> None:
     assert after == before.replace("enabled = false", "enabled = true", 1)
 
 
+def test_enable_writes_through_a_chain_of_symlinks_and_keeps_the_links(root: Path) -> None:
+    # The atomic rename replaced the link with a regular file: the link was gone and its
+    # target (the file the person actually keeps) still had the strategy off.
+    shared = root / "config" / "ome.toml"
+    shared.parent.mkdir()
+    (root / "ome.toml").rename(shared)
+    (root / "config" / "current.toml").symlink_to("ome.toml")
+    (root / "ome.toml").symlink_to(Path("config/current.toml"))
+    result = run("enable", "reflect_episodes", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    assert (root / "ome.toml").is_symlink() and (root / "config" / "current.toml").is_symlink()
+    assert tomllib.loads(shared.read_text())["strategies"]["reflect_episodes"]["enabled"]
+
+
+def test_disable_refuses_a_symlinked_ome_toml_leading_outside_the_root(
+    root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "elsewhere.toml"
+    (root / "ome.toml").rename(outside)
+    before = outside.read_text().replace("enabled = false", "enabled = true", 1)
+    outside.write_text(before)
+    (root / "ome.toml").symlink_to(outside)
+    error = one_line_error(run("disable", "reflect_episodes", "--root", str(root)))
+    assert str(root / "ome.toml") in error and "outside the memory root" in error
+    assert (root / "ome.toml").is_symlink()
+    assert outside.read_text() == before
+
+
+def test_enable_refuses_a_dangling_symlinked_ome_toml_and_creates_nothing(root: Path) -> None:
+    # Written through, it failed naming a temp file beside a folder that does not exist.
+    (root / "ome.toml").unlink()
+    (root / "ome.toml").symlink_to(Path("gone/ome.toml"))
+    error = one_line_error(run("enable", "reflect_episodes", "--root", str(root)))
+    assert str(root / "ome.toml") in error and "does not exist" in error
+    assert ".tmp" not in error and not (root / "gone").exists()
+
+
+def test_init_force_writes_through_a_symlinked_ome_toml(root: Path) -> None:
+    shared = root / "config" / "ome.toml"
+    shared.parent.mkdir()
+    shared.write_text("# mine\n")
+    (root / "ome.toml").unlink()
+    (root / "ome.toml").symlink_to(Path("config/ome.toml"))
+    result = run("init", str(root), "--force")
+    assert result.exit_code == 0, result.output
+    assert (root / "ome.toml").is_symlink()
+    assert shared.read_text() == packaged_text("ome.toml")
+
+
+def test_init_force_refuses_a_link_outside_the_root_before_writing_anything(
+    root: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "elsewhere.toml"
+    outside.write_text("# mine\n")
+    (root / "ome.toml").unlink()
+    (root / "ome.toml").symlink_to(outside)
+    (root / "everos.toml").write_text("# my settings\n")
+    error = one_line_error(run("init", str(root), "--force"))
+    assert "outside the memory root" in error
+    assert outside.read_text() == "# mine\n"
+    assert (root / "everos.toml").read_text() == "# my settings\n"
+
+
 def test_disable_keeps_user_comments_and_layout_byte_for_byte(root: Path) -> None:
     text = (
         "# my notes\n\n"

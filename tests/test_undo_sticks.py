@@ -16,6 +16,7 @@ from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.strategies.holdback import held_back, is_held
 from everos_reflect.strategies.undo import undo_merge
+from tests.api_client import ApiClient
 from tests.reflect_fixtures import (
     ANDREW,
     add_episode,
@@ -114,3 +115,53 @@ def test_status_and_clusters_show_the_hold(root: Path, monkeypatch: pytest.Monke
     monkeypatch.setattr(cluster_cmds, "open_runtime", lambda r: rt)
     listed = runner.invoke(cli, ["clusters", "--root", str(root), "--json"])
     assert [c["held_back"] for c in json.loads(listed.stdout)["clusters"]] == [True]
+
+
+def _break(log: Path, how: str) -> None:
+    if how == "frontmatter":
+        log.write_text(log.read_text().replace("type: episode_daily", "type: [broken", 1))
+    else:  # a byte no UTF-8 text holds: the reader refuses the whole log
+        log.write_bytes(log.read_bytes() + b"\xff\xfe\n")
+
+
+@pytest.mark.parametrize(("how", "problem"), [("frontmatter", "frontmatter"),
+                                              ("utf8", "not valid UTF-8")])
+def test_status_and_clusters_keep_the_hold_while_the_new_member_cannot_be_read(
+        root: Path, monkeypatch: pytest.MonkeyPatch, how: str, problem: str) -> None:
+    # They read the index, where the new member counts and releases the hold, while the run
+    # merges what Markdown gives and holds the cluster back: both said it was ready to merge.
+    rt, narrative = _merged_then_undone(root)
+    new = add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
+                      "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
+    Indexer(rt).scan()
+    _break(rt.store.path_for_id(ANDREW, new.id), how)
+    runner = CliRunner()
+
+    status = runner.invoke(cli, ["status", "--root", str(root), "--json"])
+    [held] = json.loads(status.stdout)["merges"]["held_back"]
+    assert held["reason"] == "unreadable" and set(held["members"]) == set(narrative.sources)
+    [member] = held["unreadable"]
+    assert member["id"] == new.id and problem in member["problem"]
+    assert member["file"] == rt.store.rel(rt.store.path_for_id(ANDREW, new.id))
+    assert ApiClient(rt)("GET", "/api/v1/status").json()["data"]["merges"]["held_back"] == [held]
+    text = runner.invoke(cli, ["status", "--root", str(root)]).stdout
+    assert "new member(s) cannot be read now" in text and new.id in text
+
+    monkeypatch.setattr(cluster_cmds, "open_runtime", lambda r: rt)
+    [listed] = json.loads(runner.invoke(
+        cli, ["clusters", "--root", str(root), "--json"]).stdout)["clusters"]
+    assert listed["held_back"] is True
+    assert listed["held_back_reason"]["reason"] == "unreadable"
+    assert [m["id"] for m in listed["held_back_reason"]["unreadable"]] == [new.id]
+    text = runner.invoke(cli, ["clusters", "--root", str(root)]).stdout
+    assert "(held back: new member unreadable)" in text and f"{new.id} cannot be read" in text
+    assert run_reflection(rt)["held_back"] == 1  # what the run does, they say
+
+
+def test_a_readable_new_member_shows_no_hold(root: Path) -> None:
+    rt, _ = _merged_then_undone(root)
+    add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
+                "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
+    Indexer(rt).scan()
+
+    assert held_back(rt.db(), ANDREW, rt.store) == []

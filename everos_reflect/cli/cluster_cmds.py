@@ -23,6 +23,7 @@ from everos_reflect.model import UserRef, validate_name
 
 if TYPE_CHECKING:
     from everos_reflect.clustering.service import ClusterInfo, Member
+    from everos_reflect.strategies.holdback import Held
 
 _user = click.option("--user", "user_id", default=None, help="Only this user.")
 _app = app_filter_option
@@ -59,11 +60,14 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
     from everos_reflect.strategies.holdback import held_back
     from everos_reflect.strategies.setaside import set_aside_clusters
 
-    held = {h.cluster_id for h in held_back(runtime.db(), ref)}
+    # with the store: a hold a new member would release is kept while its log cannot be read,
+    # as the run keeps it (only those members' logs are read)
+    held = {h.cluster_id: h for h in held_back(runtime.db(), ref, runtime.store)}
     aside = {a.cluster_id: a.reason for a in set_aside_clusters(runtime, ref)}
     if as_json:
         emit_json({"clusters": [
             {**c.to_json(), "held_back": c.cluster_id in held,
+             "held_back_reason": _held_json(held.get(c.cluster_id)),
              "set_aside": c.cluster_id in aside, "set_aside_reason": aside.get(c.cluster_id),
              "members": [_member_json(m) for m in service.members(c.cluster_id)]}
             for c in infos]})
@@ -76,8 +80,17 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         say(str(ref))
         for c in infos:
             if c.ref == ref:
-                say(_lines(c, width, held=c.cluster_id in held,
+                say(_lines(c, width, held=held.get(c.cluster_id),
                            aside=aside.get(c.cluster_id)))
+
+
+def _held_json(held: Held | None) -> dict[str, Any] | None:
+    """Why a cluster is held back: ``undone``, or ``unreadable`` with the new members whose
+    logs cannot be read (each ``{"id", "problem"}``)."""
+    if held is None:
+        return None
+    data = held.to_json()
+    return {"reason": data["reason"], "unreadable": data["unreadable"]}
 
 
 def _member_json(member: Member) -> dict[str, Any]:
@@ -97,23 +110,29 @@ def _span(first: float, last: float) -> str:
     return f"{a} → {b[5:]}" if a[:4] == b[:4] else f"{a} → {b}"
 
 
-def _lines(c: ClusterInfo, width: int, *, held: bool = False, aside: str | None = None) -> str:
+def _lines(c: ClusterInfo, width: int, *, held: Held | None = None,
+           aside: str | None = None) -> str:
     """Two lines per cluster: id, size, span and state (fixed-width fields, never cut), then
     the preview, clipped to the terminal — readable at 80 columns, where a seven-column table
     squeezed the preview to nothing. A cluster set aside gets a third line: the server's
-    answer, and what brings it back."""
+    answer, and what brings it back; one held back because its new members cannot be read
+    gets a line per such member, saying why."""
     state = "not merged"
     if c.consolidated:
         state = f"→ {c.consolidated_entry_id}"  # merged into that narrative
         if c.new_since_consolidation:
             state += f" +{c.new_since_consolidation} new"
-    if held:
-        state += " (held back: undone)"
+    if held is not None:
+        state += (" (held back: new member unreadable)" if held.unreadable
+                  else " (held back: undone)")
     if aside is not None:
         state += " (set aside)"
     head = f"  {c.cluster_id}  {_plural(c.size, 'member')}  {_span(c.first_ts, c.last_ts)}  {state}"
     room = max(width - 6, 20)
     lines = [head, "      " + _clip(" ".join(c.preview.split()), room)]
+    for eid, file, why in held.unreadable if held is not None else ():
+        lines.append("      " + _clip(f"held back: {eid} cannot be read now: "
+                                      f"{' '.join(why.split())} ({file})", room))
     if aside is not None:
         lines.append("      " + _clip(f"set aside: {' '.join(aside.split())} (sent again once "
                                       "a member is edited, joins or leaves, or the prompts or "

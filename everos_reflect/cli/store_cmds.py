@@ -59,11 +59,13 @@ def _resolve(root: str | None) -> Path:
     return resolve_root(root)
 
 
-def _write_atomic(path: Path, text: str) -> None:
+def _write_atomic(root: Path, path: Path, text: str) -> None:
     """Temp file in the same folder, fsync, rename: a reader never sees half a config file.
 
-    The file keeps its permissions (mkstemp would make it owner-only).
+    The file keeps its permissions (mkstemp would make it owner-only). A symlinked ``path``
+    is written through or refused (see :func:`_config_target`), never replaced by a file.
     """
+    path = _config_target(root, path)
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -76,6 +78,30 @@ def _write_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _config_target(root: Path, path: Path) -> Path:
+    """The file an edit of ``path`` must replace: a symlinked config file (through any chain of
+    links) is written through, as the Markdown store writes through a symlinked log; the rename
+    used to replace the link itself, so the link was gone and its target kept the old text.
+    Refused with :class:`EverosError`, nothing written: a link leading outside the memory root
+    (as the store refuses one) and a dangling link (writing it would create a file wherever it
+    points, or fail naming a temp file nobody asked for).
+    """
+    if not path.is_symlink():
+        return path
+    real = os.path.realpath(path)
+    real_root = os.path.realpath(root)
+    if not (real == real_root or real.startswith(real_root + os.sep)):
+        raise EverosError(f"{path}: not writing this file: it is a symlink leading outside "
+                          f"the memory root (to {real}); edit that file instead")
+    if not os.path.lexists(real):
+        raise EverosError(f"{path}: not writing this file: it is a symlink to {real}, which "
+                          "does not exist; fix or remove the link")
+    if not os.path.isfile(real):
+        raise EverosError(f"{path}: not writing this file: it is a symlink to {real}, which "
+                          "is not a regular file")
+    return Path(real)
 
 
 # --- init -------------------------------------------------------------------------------------
@@ -101,8 +127,10 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
         names = ", ".join(str(p) for p in existing)
         fail(f"refusing to overwrite {names} (use --force to replace)")
     path.mkdir(parents=True, exist_ok=True)
+    for file in files:  # every link checked first: a refused one leaves both files as they were
+        _config_target(path, file)
     for file, text in files.items():
-        _write_atomic(file, text)
+        _write_atomic(path, file, text)
     if as_json:
         emit_json({"root": str(path), "written": [str(p) for p in files]})
         return
@@ -308,10 +336,21 @@ def _render_status(doc: dict[str, Any]) -> None:
         console.print(f"[red]{merges['interrupted_undos']} interrupted undo(s) await recovery"
                       "[/red] (any command that writes, `serve` or the next run finishes them)")
     for item in merges.get("held_back") or []:
-        console.print(f"{item['app_id']}/{item['project_id']}/{item['user_id']}: cluster "
-                      f"{item['cluster_id']} held back after an undo ({len(item['members'])} "
-                      "episodes wait for a new member; remerge_undone = true merges them)",
-                      markup=False)
+        owner = f"{item['app_id']}/{item['project_id']}/{item['user_id']}"
+        unreadable = item.get("unreadable") or []
+        if not unreadable:
+            console.print(f"{owner}: cluster {item['cluster_id']} held back after an undo "
+                          f"({len(item['members'])} episodes wait for a new member; "
+                          "remerge_undone = true merges them)", markup=False)
+            continue
+        # the new member is in the index but its log cannot be read: the run merges what
+        # Markdown gives, the undone sources alone, so it holds the cluster back still
+        console.print(f"{owner}: cluster {item['cluster_id']} held back after an undo: its "
+                      f"new member(s) cannot be read now ({len(item['members'])} episodes "
+                      "wait until they read again)", markup=False)
+        for member in unreadable:
+            console.print(f"  {member['id']}: {shown(member['file'])}: "
+                          f"{shown(member['problem'])}", markup=False)
     aside = merges.get("set_aside") or []
     if isinstance(aside, dict):  # could not be read
         console.print(f"set-aside clusters: {shown(aside.get('error', ''))}", markup=False,
@@ -431,7 +470,8 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     known = known_strategy_names()
     if name not in known:
         fail(f"unknown strategy {quoted_value(name)} (known: {', '.join(sorted(known))})")
-    path = existing_root(root) / OME_FILE_NAME
+    folder = existing_root(root)
+    path = folder / OME_FILE_NAME
     try:
         data = read_config_bytes(path)
         before = packaged_text("ome.toml") if data is None else data.decode("utf-8")
@@ -440,7 +480,7 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     after = set_enabled(before, name, enabled, str(path))
     changed = after != before or not path.exists()
     if changed:
-        _write_atomic(path, after)
+        _write_atomic(folder, path, after)
     state = "enabled" if enabled else "disabled"
     if as_json:
         emit_json({"name": name, "enabled": enabled, "file": str(path), "changed": changed})

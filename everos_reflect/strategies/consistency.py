@@ -10,10 +10,14 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from everos_reflect.index import reads
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.strategies.journal import UNDOING
+
+if TYPE_CHECKING:
+    from everos_reflect.markdown.store import MarkdownStore
 
 
 @dataclass(frozen=True)
@@ -40,10 +44,12 @@ def live_beside_sources(narratives: Mapping[str, Iterable[str]],
     return found
 
 
-def index_report(conn: sqlite3.Connection) -> dict[str, object]:
+def index_report(conn: sqlite3.Connection,
+                 store: MarkdownStore | None = None) -> dict[str, object]:
     """For ``status``: interrupted merges and undos awaiting recovery, live narratives beside live
-    sources, and entries archived toward an id no log of their user holds, from ``system.db``
-    (per user: ids are unique per user only)."""
+    sources, held-back clusters and entries archived toward an id no log of their user holds,
+    from ``system.db`` (per user: ids are unique per user only). With ``store``, the logs of
+    the members that would release a hold are read, as the run reads them (:func:`held_back`)."""
     steps = reads.journal_steps(conn)
     undos = steps.pop(UNDOING, 0)
     beside = []
@@ -57,7 +63,7 @@ def index_report(conn: sqlite3.Connection) -> dict[str, object]:
                            "live_sources": list(item.live_sources)})
     from everos_reflect.strategies.holdback import held_back
 
-    held = [h.to_json() for h in held_back(conn)]
+    held = [h.to_json() for h in held_back(conn, store=store)]
     return {"interrupted": sum(steps.values()), "interrupted_undos": undos,
             "live_beside_sources": beside, "held_back": held,
             "archived_toward_missing": archived_toward_missing(conn)}

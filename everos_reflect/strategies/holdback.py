@@ -9,6 +9,12 @@ Derived from the Markdown, like everything else: an undone narrative is archived
 ``deprecated_entries: {<narrative>: undone}`` and keeps its ``sources`` metadata, and the
 index copies both, so a ``reindex`` keeps the hold. Read from ``system.db`` through
 :mod:`everos_reflect.index.reads`: ``status`` and ``clusters`` use a read-only connection.
+
+A new member releases the hold only if the merge can take it: Reflection merges what Markdown
+gives, so a member whose log cannot be read now (not UTF-8, over ``limits.max_file_bytes``,
+broken frontmatter) leaves exactly the undone sources, and the run holds the cluster back
+still. Given the store, :func:`held_back` reads the logs of those new members (of held
+clusters only, never every log) and says so, so ``status`` and ``clusters`` agree with the run.
 """
 
 from __future__ import annotations
@@ -16,10 +22,17 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from everos_reflect.index import reads
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import UserRef
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from everos_reflect.markdown.store import MarkdownStore
+    from everos_reflect.model import DailyLog
 
 
 def undone_sources(conn: sqlite3.Connection, ref: UserRef) -> set[str]:
@@ -50,16 +63,58 @@ class Held:
     ref: UserRef
     cluster_id: str
     members: tuple[str, ...]
+    #: the new members that would release the hold but cannot be read now: (id, its log, why)
+    #: each (empty: held because nothing new joined)
+    unreadable: tuple[tuple[str, str, str], ...] = ()
+
+    @property
+    def reason(self) -> str:
+        """``undone`` (nothing new joined) or ``unreadable`` (what joined cannot be read)."""
+        return "unreadable" if self.unreadable else "undone"
 
     def to_json(self) -> dict[str, object]:
         return {"app_id": self.ref.app, "project_id": self.ref.project,
                 "user_id": self.ref.user_id, "cluster_id": self.cluster_id,
-                "members": list(self.members)}
+                "members": list(self.members), "reason": self.reason,
+                "unreadable": [{"id": eid, "file": file, "problem": why}
+                               for eid, file, why in self.unreadable]}
 
 
-def held_back(conn: sqlite3.Connection, ref: UserRef | None = None) -> list[Held]:
+def unreadable_joiners(store: MarkdownStore, ref: UserRef,
+                       joined: Iterable[str]) -> tuple[tuple[str, str, str], ...] | None:
+    """``joined`` (members new since an undo), each with its log and why a merge cannot take
+    it now (:attr:`Held.unreadable`), or None when one of them reads live from its log (it
+    releases the hold). Only their logs are read, each once."""
+    found: list[tuple[str, str, str]] = []
+    logs: dict[Path, DailyLog | None] = {}
+    for eid in sorted(set(joined)):
+        path = store.path_for_id(ref, eid)
+        if path not in logs:
+            try:
+                logs[path] = store.read(path)
+            except OSError:  # gone, or no regular file: the next scan drops its rows
+                logs[path] = None
+        log = logs[path]
+        if log is None:
+            found.append((eid, store.rel(path), "not found"))
+            continue
+        entry = next((e for e in log.entries if e.id == eid), None)
+        if entry is not None and entry.deprecated_by is None:
+            return None
+        fatal = next((d for d in log.diagnostics if d.severity == "fatal"), None)
+        why = ("archived in its log" if entry is not None
+               else fatal.message if fatal is not None
+               else "its entry block cannot be read (see lint)")
+        found.append((eid, log.path, why))
+    return tuple(found) if found else None
+
+
+def held_back(conn: sqlite3.Connection, ref: UserRef | None = None,
+              store: MarkdownStore | None = None) -> list[Held]:
     """Every cluster (of ``ref``, else of the root) that Reflection would merge but holds back
-    because all its would-be sources come from undone merges."""
+    because all its would-be sources come from undone merges. With ``store``, also those whose
+    members new since the undo cannot be read now (:func:`unreadable_joiners`), as the run
+    holds them back; without it, the index alone decides."""
     out = []
     for owner in reads.owners_with_narratives_archived_as(conn, UNDONE):
         if ref is not None and owner != ref:
@@ -68,9 +123,21 @@ def held_back(conn: sqlite3.Connection, ref: UserRef | None = None) -> list[Held
         for cluster_id, narrative in reads.clusters_of(conn, owner):
             members = candidates(conn, cluster_id, narrative)
             needed = 1 if narrative else 2
-            if len(members) >= needed and is_held(members, undone):
+            if len(members) < needed:
+                continue
+            if is_held(members, undone):
                 out.append(Held(owner, cluster_id, tuple(members)))
+                continue
+            joined = set(members) - undone
+            if store is None or joined == set(members):
+                continue  # no undone source among them: nothing to hold
+            kept = tuple(m for m in members if m not in joined)
+            if len(kept) < needed:
+                continue  # without the new members there is nothing to merge either
+            unreadable = unreadable_joiners(store, owner, joined)
+            if unreadable is not None:
+                out.append(Held(owner, cluster_id, kept, unreadable))
     return out
 
 
-__all__ = ["Held", "candidates", "held_back", "is_held", "undone_sources"]
+__all__ = ["Held", "candidates", "held_back", "is_held", "undone_sources", "unreadable_joiners"]
