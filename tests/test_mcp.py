@@ -307,3 +307,32 @@ def test_an_unexpected_error_is_answered_in_one_bounded_line(root: Path) -> None
     message = internal_error("search", OSError(page)).error.message
     assert message.startswith("search failed: OSError: <html> xxx")
     assert "\n" not in message and len(message) < BRIEF_MAX + 80
+
+
+def test_a_batch_piped_with_stdin_closed_is_answered_and_exits_0(root: Path) -> None:
+    # `printf '%s\n' <initialize> <initialized> <tools/call> | everos-reflect mcp`: the server
+    # stopped at the end of stdin with the call in flight; the Episode was written and its id
+    # never printed.
+    import subprocess
+
+    from mcp import types
+
+    params = _params(root)
+    piped = "".join(json.dumps(m) + "\n" for m in [
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": types.LATEST_PROTOCOL_VERSION, "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "add_episode", "arguments": {"user_id": "u_ann", "subject": "Pets",
+                                                 "content": "Ann adopted a cat."}}},
+    ])
+    done = subprocess.run([params.command, *params.args], env={**os.environ, **params.env},
+                          input=piped.encode(), capture_output=True, timeout=120)
+
+    assert done.returncode == 0, done.stderr.decode()[-2000:]
+    answers = {a["id"]: a for a in map(json.loads, done.stdout.decode().splitlines())}
+    assert set(answers) == {1, 2}
+    written = answers[2]["result"]["structuredContent"]["id"]
+    assert f"<!-- entry:{written} -->" in "".join(
+        p.read_text() for p in root.rglob("episode-*.md"))

@@ -16,6 +16,7 @@ import json
 import logging
 import re
 import sys
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -25,6 +26,7 @@ import anyio
 from mcp import types
 from mcp.server.lowlevel.server import Server
 from mcp.server.stdio import stdio_server
+from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from pydantic import BaseModel, ValidationError
@@ -35,6 +37,7 @@ from everos_reflect.model import quoted_value
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
+    from everos_reflect.settings import Settings
 
 log = logging.getLogger("everos_reflect.mcp")
 
@@ -291,11 +294,72 @@ def _unreadable(exc: Exception) -> types.JSONRPCError | None:
         message="invalid request: not a JSON-RPC 2.0 request, notification or response"))
 
 
+def drain_seconds(settings: Settings) -> float:
+    """How long the server goes on after stdin closed with no answer written before it gives
+    up on the calls still running: the longest one call may take — an LLM request and an
+    embedding request, each with its retries (330 s with the shipped defaults). A call that
+    needs longer is stuck, and stdin closed means nobody can cancel it."""
+    llm, embedding = settings.llm, settings.embedding
+    return (llm.timeout_seconds * (llm.max_retries + 1)
+            + embedding.timeout_seconds * (embedding.max_retries + 1))
+
+
+class Unanswered:
+    """The requests passed to the server and not answered yet, so that the end of stdin
+    does not end them: the SDK's loop cancels every request in flight when its input ends,
+    and a call already running in a thread then lost its answer (an ``add_episode`` wrote its
+    Episode and never said its id), so a client that piped a batch of requests and closed
+    stdin got no answer to any it had not waited for. Ids are counted (a client may reuse
+    one) under the SDK's correlation key (``"7"`` and ``7`` are one id)."""
+
+    def __init__(self) -> None:
+        self.pending: Counter[Any] = Counter()
+        #: answered by :meth:`abandon`: the server's late answer is dropped, not sent twice
+        self.abandoned: Counter[Any] = Counter()
+        self._changed = anyio.Event()
+
+    def asked(self, request_id: Any) -> None:
+        self.pending[coerce_request_id(request_id)] += 1
+
+    def settled(self, request_id: Any) -> bool:
+        """Note the server's answer for ``request_id`` (or the client's cancel of it, which
+        the server never answers); False when that answer must not be sent: :meth:`abandon`
+        already answered the request."""
+        key = coerce_request_id(request_id)
+        if self.abandoned[key] > 0:
+            self.abandoned[key] -= 1
+            return False
+        if self.pending[key] > 0:
+            self.pending[key] -= 1
+            self._changed.set()
+        return True
+
+    async def drain(self, quiet_seconds: float) -> list[Any]:
+        """Wait until every request is answered, or until no answer came for
+        ``quiet_seconds``; then the ids still unanswered, each as often as it was asked."""
+        while +self.pending:
+            self._changed = anyio.Event()
+            with anyio.move_on_after(quiet_seconds) as waited:
+                await self._changed.wait()
+            if waited.cancelled_caught:
+                break
+        return list((+self.pending).elements())
+
+    def abandon(self, request_id: Any) -> None:
+        key = coerce_request_id(request_id)
+        self.pending[key] -= 1
+        self.abandoned[key] += 1
+
+
 async def _answer_refused(lines: BoundedLines, read_stream: Any, forward: Any,
-                          write_stream: Any) -> None:
+                          write_stream: Any, unanswered: Unanswered,
+                          quiet_seconds: float) -> None:
     """Pass the transport's messages on to the server, answering each stand-in for a refused
     line with ``INVALID_REQUEST`` naming the limit (``id`` null when none was found), and each
-    line the transport could not read as a message as JSON-RPC 2.0 says (:func:`_unreadable`)."""
+    line the transport could not read as a message as JSON-RPC 2.0 says (:func:`_unreadable`).
+
+    At the end of stdin the server's input stays open until every request passed on is
+    answered (:class:`Unanswered`), or until no answer came for ``quiet_seconds``."""
     async with forward:
         async for item in read_stream:
             if isinstance(item, Exception):
@@ -330,19 +394,72 @@ async def _answer_refused(lines: BoundedLines, read_stream: Any, forward: Any,
                                     f"limits.max_request_bytes ({lines.limit:,})",
                             data={"code": "too_large"}))))
                 continue
+            if isinstance(message, types.JSONRPCRequest):
+                unanswered.asked(message.id)
+            elif isinstance(message, types.JSONRPCNotification) and \
+                    message.method == "notifications/cancelled":
+                cancelled = (message.params or {}).get("requestId")
+                if isinstance(cancelled, int | str) and not isinstance(cancelled, bool):
+                    unanswered.settled(cancelled)  # the server never answers it
             await forward.send(item)
+        await _abandon_stuck(unanswered, write_stream, quiet_seconds)
 
 
-async def serve_stdio(runtime: Runtime, stdin: BinaryIO | None = None) -> None:
-    """Serve MCP on this process's stdin/stdout until the client closes the stream. A message
-    (one line) over ``limits.max_request_bytes``, the HTTP API's body limit, is refused with
-    a JSON-RPC error and never held whole (:class:`BoundedLines`)."""
+async def _abandon_stuck(unanswered: Unanswered, write_stream: Any,
+                         quiet_seconds: float) -> None:
+    """Wait for the server to answer what it was asked, up to ``quiet_seconds`` with no
+    answer; then answer each request still running ``CONNECTION_CLOSED`` saying it was
+    abandoned (its late answer is dropped), and log the ids."""
+    left = await unanswered.drain(quiet_seconds)
+    if not left:
+        return
+    for request_id in left:  # before any await: a late answer is dropped from now on
+        unanswered.abandon(request_id)
+    log.warning("stdin closed; abandoned %d MCP request(s) with no answer for %g s: ids %s",
+                len(left), quiet_seconds, ", ".join(json.dumps(i) for i in left))
+    for request_id in left:
+        await write_stream.send(SessionMessage(types.JSONRPCError(
+            jsonrpc="2.0", id=request_id, error=types.ErrorData(
+                code=types.CONNECTION_CLOSED,
+                message=f"abandoned: stdin closed and no answer came for {quiet_seconds:g} "
+                        "s; the call may still take effect"))))
+
+
+async def _note_answers(from_server: Any, write_stream: Any, unanswered: Unanswered) -> None:
+    """Pass the server's messages on to stdout, noting each answer in ``unanswered`` (and
+    dropping one for a request already answered as abandoned); closes stdout's stream when
+    the server is done."""
+    async with from_server, write_stream:
+        async for item in from_server:
+            message = item.message
+            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and \
+                    message.id is not None and not unanswered.settled(message.id):
+                continue
+            await write_stream.send(item)
+
+
+async def serve_stdio(runtime: Runtime, stdin: BinaryIO | None = None,
+                      quiet_seconds: float | None = None) -> None:
+    """Serve MCP on this process's stdin/stdout until the client closes stdin and every
+    request read is answered. A message (one line) over ``limits.max_request_bytes``, the
+    HTTP API's body limit, is refused with a JSON-RPC error and never held whole
+    (:class:`BoundedLines`).
+
+    A client may pipe its requests and close stdin at once: the calls still running then
+    are finished and answered (:class:`Unanswered`). Should none answer for ``quiet_seconds``
+    (default :func:`drain_seconds`), those left are answered as abandoned and the server
+    ends; its process exits once their threads return (a thread cannot be interrupted)."""
     server = build_server(runtime)
     lines = BoundedLines(stdin or sys.stdin.buffer, runtime.settings.limits.max_request_bytes)
+    if quiet_seconds is None:
+        quiet_seconds = drain_seconds(runtime.settings)
+    unanswered = Unanswered()
     forward, receive = anyio.create_memory_object_stream[Any](0)
+    to_client, from_server = anyio.create_memory_object_stream[Any](0)
     async with stdio_server(stdin=anyio.wrap_file(lines)) as (read_stream, write_stream), \
             anyio.create_task_group() as group:
-        group.start_soon(_answer_refused, lines, read_stream, forward, write_stream)
+        group.start_soon(_answer_refused, lines, read_stream, forward, write_stream,
+                         unanswered, quiet_seconds)
+        group.start_soon(_note_answers, from_server, write_stream, unanswered)
         async with receive:
-            await server.run(receive, write_stream, server.create_initialization_options())
-        group.cancel_scope.cancel()
+            await server.run(receive, to_client, server.create_initialization_options())
