@@ -33,6 +33,7 @@ from everos_reflect.engine.daemon import (
 )
 from everos_reflect.engine.engine import Engine
 from everos_reflect.errors import EverosError
+from everos_reflect.settings import USER_FILE_NAME
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -49,15 +50,16 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
     from everos_reflect.engine.scheduler import Scheduler
     from everos_reflect.index.watcher import Watcher
 
+    cfg = runtime.settings.server
+    host = host or cfg.host
+    port = cfg.port if port is None else port
+    check_bind(host, cfg.token, str(runtime.root / USER_FILE_NAME))  # before anything starts
+
     # before the daemon's threads start: they share two glibc heaps instead of one each
     cap_arenas()
 
     # APScheduler logs every job execution at INFO; the scheduler logs what matters itself.
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
-    cfg = runtime.settings.server
-    host = host or cfg.host
-    port = cfg.port if port is None else port
-    check_bind(host, cfg.token)
     other = read_daemon(runtime.root)
     if other is not None:
         raise EverosError(f"a daemon (pid {other['pid']}) already serves {runtime.root} on "

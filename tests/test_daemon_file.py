@@ -1,6 +1,7 @@
 """``daemon.json`` is written by rename and cleared without raising: a FIFO planted there made
 ``serve`` hang for ever opening it for writing, and an unreadable file raised out of the
-shutdown's ``finally`` before the signal handlers were restored."""
+shutdown's ``finally`` before the signal handlers were restored. And ``serve`` on a
+non-loopback host without a token is refused before anything starts, in one line."""
 
 from __future__ import annotations
 
@@ -9,6 +10,11 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from everos_reflect.cli import engine_cmds
+from everos_reflect.cli.main import cli
 from everos_reflect.engine.daemon import clear_daemon, daemon_file, write_daemon
 
 
@@ -61,3 +67,28 @@ def test_clear_leaves_an_unreadable_file_without_raising(tmp_path: Path) -> None
     os.mkfifo(path)
     _within(10, clear_daemon, tmp_path)
     assert path.exists()
+
+
+@pytest.mark.parametrize(("args", "env", "host"), [
+    (["--host", "0.0.0.0"], {}, "'0.0.0.0'"),
+    ([], {"EVEROS_SERVER__HOST": "::"}, "'::'"),
+])
+def test_serve_on_a_public_host_without_a_token_names_every_place_a_token_can_come_from(
+    root: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str], host: str
+) -> None:
+    # It said "invalid configuration: everos.toml: server.token: …": not which everos.toml,
+    # and nothing in the configuration was invalid when the host came from --host.
+    monkeypatch.delenv("EVEROS_SERVER__TOKEN", raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(engine_cmds, "configure_logging", lambda: None)
+    result = CliRunner().invoke(cli, ["serve", "--root", str(root), *args])
+    assert result.exit_code == 1, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    line = lines[0]
+    assert "invalid configuration" not in line
+    for needed in (f"non-loopback host {host}", "token under [server] in "
+                   f"{root / 'everos.toml'}", "EVEROS_SERVER__TOKEN", "--host 127.0.0.1"):
+        assert needed in line, line
+    assert not daemon_file(root).exists()

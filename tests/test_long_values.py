@@ -237,9 +237,9 @@ def test_fleet_roots_that_name_no_folder_are_quoted_short(tmp_path: Path) -> Non
 
 def test_serving_a_long_non_loopback_host_without_a_token_is_quoted_short() -> None:
     from everos_reflect.engine.daemon import check_bind
-    from everos_reflect.errors import ConfigError
+    from everos_reflect.errors import EverosError
 
-    with pytest.raises(ConfigError) as caught:
+    with pytest.raises(EverosError) as caught:
         check_bind(LONG, None)
     _short(str(caught.value))
 

@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.engine import RunOutcome, _pid_alive
-from everos_reflect.errors import ConfigError, EverosError, UnknownStrategy
+from everos_reflect.errors import EverosError, UnknownStrategy
 from everos_reflect.fileio import read_config_bytes
-from everos_reflect.model import quoted_value
+from everos_reflect.model import quoted_value, shown_path
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -77,12 +77,20 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def check_bind(host: str, token: str | None) -> None:
-    """Refuse to expose the API beyond this machine without a token (SPEC §4)."""
+def check_bind(host: str, token: str | None, settings_file: str = "everos.toml") -> None:
+    """Refuse to expose the API beyond this machine without a token (SPEC §4).
+
+    The one line names every place a token can come from (the ``[server]`` key ``token`` in
+    ``settings_file``, the variable ``EVEROS_SERVER__TOKEN``) and the other way out (a loopback
+    host). Not a :class:`ConfigError`: with ``--host`` nothing in the configuration is invalid,
+    and "invalid configuration: everos.toml: server.token" named neither the root's file nor
+    the variable as a place to set it.
+    """
     if not is_loopback(host) and not token:
-        raise ConfigError([("everos.toml", "server.token",
-                            f"required to serve on non-loopback host {quoted_value(host)}; "
-                            "set [server] token (or EVEROS_SERVER__TOKEN), or bind 127.0.0.1")])
+        raise EverosError(f"refusing to serve on non-loopback host {quoted_value(host)} without "
+                          f"an API token: set token under [server] in {shown_path(settings_file)} "
+                          "or the environment variable EVEROS_SERVER__TOKEN, or bind a loopback "
+                          "host (--host 127.0.0.1)")
 
 
 def recover_interrupted(runtime: Runtime) -> int:
