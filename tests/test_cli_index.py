@@ -160,6 +160,28 @@ def test_search_finds_entries_again_after_the_vector_index_was_deleted(filled: P
     assert subjects() == found
 
 
+def test_search_finds_entries_again_after_a_tables_versions_folder_was_deleted(
+    filled: Path,
+) -> None:
+    # `rm -rf .index/lancedb/episodes.lance/_versions` (the manifests; the data files stay):
+    # LanceDB found no table there and a new, empty one was made in the same folder, so the
+    # scan, which saw the folder, embedded nothing again: every search answered nothing from
+    # vectors, with no error, until a manual reindex.
+    import shutil
+
+    def subjects(mode: str) -> set[str]:
+        result = run("search", "dog", "--root", str(filled), "--mode", mode, "--json")
+        assert result.exit_code == 0, result.output
+        return {e["subject"] for e in json.loads(result.stdout)["data"]["episodes"]}
+
+    found = subjects("vector")
+    assert found == {"Two dogs", "Dog walking"}
+    shutil.rmtree(filled / ".index" / "lancedb" / "episodes.lance" / "_versions")
+    assert subjects("vector") == found
+    assert subjects("hybrid") == found
+    assert not list((filled / ".index" / "lancedb").glob("*dropped*"))  # nothing left behind
+
+
 def test_search_table_output(filled: Path) -> None:
     result = run("search", "dogs", "--root", str(filled), "--user", "u_andrew")
     assert result.exit_code == 0, result.output

@@ -445,3 +445,22 @@ def test_a_compaction_refused_by_concurrent_writes_is_retried_then_run_under_the
     with pytest.raises(RuntimeError, match="IO error"):
         index.optimize()
     del table.optimize
+
+
+def test_a_table_without_its_versions_folder_is_missing_not_empty(tmp_path: Path) -> None:
+    # `rm -rf episodes.lance/_versions`: LanceDB found no table and the next use made a new,
+    # empty one in the same folder, which a scan took for whole (nothing embedded again).
+    import shutil
+
+    from everos_reflect.errors import VectorIndexUnreadable
+
+    VectorIndex(tmp_path / "lancedb", EMB.dim).upsert("episode", [row(ANDREW, "ep_1", "a")])
+    shutil.rmtree(tmp_path / "lancedb" / "episodes.lance" / "_versions")
+    index = VectorIndex(tmp_path / "lancedb", EMB.dim)
+    with pytest.raises(VectorIndexUnreadable, match=r"episodes .*_versions.*reindex"):
+        index.count("episode")  # before a scan: never an empty table made over the remnant
+    assert Kind.EPISODE in index.missing()
+    assert not (tmp_path / "lancedb" / "episodes.lance").exists()  # the remnant moved aside
+    assert not list((tmp_path / "lancedb").glob(".dropped-*"))  # and deleted
+    assert index.count("episode") == 0  # made anew, in a clean folder
+    assert Kind.EPISODE not in index.missing()

@@ -39,6 +39,8 @@ TABLES: dict[Kind, str] = {kind: kind.table for kind in Kind}
 #: Name prefix of a table folder renamed away by ``reset`` before it is deleted (no ``.lance``
 #: suffix, so LanceDB never lists it as a table).
 DROPPED_PREFIX = ".dropped-"
+#: The folder of a Lance table that holds its version manifests (without one it cannot open).
+VERSIONS = "_versions"
 
 # Columns every caller may read back (all but the vector and the internal key).
 META_COLUMNS: tuple[str, ...] = (
@@ -180,6 +182,12 @@ class VectorIndex:
         try:
             table = self._db.open_table(name)
         except ValueError:  # "not found"
+            if (self.path / f"{name}.lance").exists():
+                # what is left of a table whose manifests were deleted (not yet moved aside
+                # by a scan, :meth:`missing`): a table created in it would be empty, and the
+                # scan would take it for whole and embed nothing again
+                raise VectorIndexUnreadable(
+                    name, FileNotFoundError(f"{name}.lance has no {VERSIONS} manifest")) from None
             table = self._db.create_table(name, schema=_schema(self.dim), exist_ok=True)
         except (RuntimeError, OSError) as exc:  # LanceDB's "lance error: ..." on damaged files
             raise VectorIndexUnreadable(name, exc) from None
@@ -328,16 +336,43 @@ class VectorIndex:
             self._remove_dropped()
 
     def missing(self) -> list[Kind]:
-        """The kinds whose table folder is not on disk (never written, or deleted by hand:
-        ``rm -rf .index/lancedb`` to free space). A handle this process holds on such a table
-        is let go, so the next use creates it anew instead of writing into a deleted one."""
+        """The kinds whose table is not on disk (never written, or deleted by hand:
+        ``rm -rf .index/lancedb`` to free space, or only a table's ``_versions`` folder). A
+        handle this process holds on such a table is let go, so the next use creates it anew
+        instead of writing into a deleted one.
+
+        A table folder without a version manifest is no table: LanceDB cannot open it and
+        made a new, empty one in its place, which the next scan took for whole, so nothing
+        was embedded again. Its remnant (data files no manifest names) is moved aside and
+        deleted, as :meth:`reset` does, and the kind counts as missing. Checked under the
+        write lock: a table being created (by any process) has no manifest yet either."""
         gone = [kind for kind, name in TABLES.items()
                 if not (self.path / f"{name}.lance").is_dir()]
+        headless = [kind for kind, name in TABLES.items()
+                    if kind not in gone and not self._has_manifest(name)]
+        if headless:
+            with self._writing():
+                for kind in headless:
+                    name = TABLES[kind]
+                    folder = self.path / f"{name}.lance"
+                    if folder.is_dir() and not self._has_manifest(name):
+                        os.replace(folder, self.path / f"{DROPPED_PREFIX}{name}-"
+                                                       f"{uuid.uuid4().hex[:8]}")
+                        gone.append(kind)
+                self._remove_dropped()
         if gone:
             with self._thread_lock:
                 for kind in gone:
                     self._tables.pop(kind, None)
         return gone
+
+    def _has_manifest(self, name: str) -> bool:
+        """Whether table ``name``'s folder holds a version manifest (what opens it)."""
+        try:  # scandir: stops at the first manifest of a table with many versions
+            with os.scandir(self.path / f"{name}.lance" / VERSIONS) as found:
+                return any(e.name.endswith(".manifest") for e in found)
+        except OSError:  # no _versions folder (or no folder at all)
+            return False
 
     def _remove_dropped(self) -> None:
         """Delete the folders of tables renamed away by :meth:`reset` (a kill may leave some)."""
