@@ -43,9 +43,10 @@ def _call(request_id: int | str, tool: str, arguments: dict[str, Any]) -> dict[s
             "params": {"name": tool, "arguments": arguments}}
 
 
-def _serve(root: Path, piped: bytes, capfd: pytest.CaptureFixture[str],
-           **kwargs: Any) -> tuple[dict[Any, list[dict[str, Any]]], Runtime]:
-    """Serve ``piped`` (stdin already at its end) in-process; the answers by id."""
+def _serve(root: Path, piped: bytes, capfd: pytest.CaptureFixture[str], raw: bool = False,
+           **kwargs: Any) -> tuple[Any, Runtime]:
+    """Serve ``piped`` (stdin already at its end) in-process; the answers by id (``raw``: as
+    a list, one item a line)."""
     runtime = Runtime(root, Settings(limits=LimitsSettings(max_request_bytes=LIMIT)),
                       embedder=HashEmbedder())
     try:
@@ -53,9 +54,11 @@ def _serve(root: Path, piped: bytes, capfd: pytest.CaptureFixture[str],
     except BaseException:
         runtime.close()
         raise
+    lines = [json.loads(line) for line in capfd.readouterr().out.splitlines()]
+    if raw:
+        return lines, runtime
     answers: dict[Any, list[dict[str, Any]]] = {}
-    for line in capfd.readouterr().out.splitlines():
-        answer = json.loads(line)
+    for answer in lines:
         answers.setdefault(answer.get("id"), []).append(answer)
     return answers, runtime
 

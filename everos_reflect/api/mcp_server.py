@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
 import anyio
 from mcp import types
@@ -29,7 +29,7 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.dispatcher import coerce_request_id
 from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, RootModel, ValidationError
 
 from everos_reflect import errors
 from everos_reflect.api import models, ops
@@ -194,6 +194,11 @@ _SKIP_CHUNK = 1 << 16
 #: allows only those): the SDK read such a request as a notification, the id dropped, and
 #: answered nothing, so the client waited for ever. :func:`_answer_refused` answers it.
 _BAD_ID_METHOD = "everos-reflect/request-id-invalid"
+#: A line standing in for a JSON-RPC batch (a JSON array of messages, which MCP 2025-03-26
+#: servers must accept): the SDK's transport reads one message a line and answered the
+#: whole array with one Invalid Request, id null, so none of its requests was ever answered.
+#: :func:`_answer_batch` passes each message on and answers the batch with one array.
+_BATCH_METHOD = "everos-reflect/batch"
 
 
 class BoundedLines:
@@ -213,12 +218,20 @@ class BoundedLines:
         self.refused: dict[int, tuple[int, int | str | None]] = {}
         #: stand-in number → why the request's id is refused (:data:`_BAD_ID_METHOD`)
         self.bad_ids: dict[int, str] = {}
+        #: stand-in number → the messages of a batch (:data:`_BATCH_METHOD`), as parsed
+        self.batches: dict[int, list[Any]] = {}
         self._count = 0
 
     def readline(self) -> str:
         line = self._raw.readline(self.limit + 1)
         if len(line) <= self.limit or line.endswith(b"\n"):
             text = line.decode("utf-8", errors="replace")
+            batch = _batch(text) if line.lstrip()[:1] == b"[" else None
+            if batch is not None:
+                self._count += 1
+                self.batches[self._count] = batch
+                return json.dumps({"jsonrpc": "2.0", "method": _BATCH_METHOD,
+                                   "params": {"line": self._count}}) + "\n"
             problem = _id_problem(text) if b'"id"' in line else None
             if problem is None:
                 return text
@@ -238,6 +251,17 @@ class BoundedLines:
                            "params": {"line": self._count}}) + "\n"
 
 
+def _batch(line: str) -> list[Any] | None:
+    """The messages of a JSON-RPC batch on ``line``; ``None`` when it holds no non-empty
+    JSON array (an empty one is left to the transport: one Invalid Request, as JSON-RPC
+    2.0 says)."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, list) and data else None
+
+
 def _id_problem(line: str) -> str | None:
     """Why the request on ``line`` has an unusable ``id`` (not a string or an integer:
     ``1.5``, ``null``, ``true``, an object), or ``None``. A line that is not a JSON object
@@ -246,6 +270,11 @@ def _id_problem(line: str) -> str | None:
         data = json.loads(line)
     except (ValueError, RecursionError):
         return None
+    return _id_problem_of(data)
+
+
+def _id_problem_of(data: Any) -> str | None:
+    """:func:`_id_problem` of a message already parsed."""
     if not isinstance(data, dict) or "method" not in data or "id" not in data:
         return None
     ident = data["id"]
@@ -351,12 +380,113 @@ class Unanswered:
         self.abandoned[key] += 1
 
 
+_Answer = types.JSONRPCResponse | types.JSONRPCError
+
+
+class _BatchAnswer(RootModel[list[_Answer]]):
+    """The answers to one batch, written as one JSON array (JSON-RPC 2.0 §6)."""
+
+
+@dataclass
+class _Batch:
+    waiting: Counter[Any]  # the ids of its requests not answered yet
+    answers: list[_Answer]
+
+
+class Batches:
+    """The batches whose answers are being gathered: the server answers each request on its
+    own, and a batch is answered with one array once its last request is answered."""
+
+    def __init__(self) -> None:
+        self._open: list[_Batch] = []
+
+    async def open(self, batch: _Batch, write_stream: Any) -> None:
+        """Gather ``batch``'s answers from now on (before any of its requests is passed on);
+        with no request to wait for, its answers (errors for what it held that was not a
+        message) go out now, and a batch of notifications only is answered nothing."""
+        self._open.append(batch)
+        await self._close_if_done(batch, write_stream)
+
+    async def deliver(self, answer: _Answer, write_stream: Any) -> None:
+        """Write ``answer``, or keep it for the batch waiting for its id."""
+        key = None if answer.id is None else coerce_request_id(answer.id)
+        batch = next((b for b in self._open if b.waiting[key] > 0), None)
+        if batch is None:
+            await write_stream.send(SessionMessage(answer))
+            return
+        batch.waiting[key] -= 1
+        batch.answers.append(answer)
+        await self._close_if_done(batch, write_stream)
+
+    async def cancelled(self, request_id: Any, write_stream: Any) -> None:
+        """The client cancelled ``request_id``: the server will not answer it."""
+        key = coerce_request_id(request_id)
+        batch = next((b for b in self._open if b.waiting[key] > 0), None)
+        if batch is not None:
+            batch.waiting[key] -= 1
+            await self._close_if_done(batch, write_stream)
+
+    async def _close_if_done(self, batch: _Batch, write_stream: Any) -> None:
+        if +batch.waiting:
+            return
+        self._open.remove(batch)
+        if batch.answers:
+            await write_stream.send(SessionMessage(cast(Any, _BatchAnswer(batch.answers))))
+
+
+async def _pass_on(message: Any, item: Any, forward: Any, write_stream: Any,
+                   unanswered: Unanswered, batches: Batches) -> None:
+    """Forward one message to the server, noting a request (so the end of stdin waits for
+    its answer) and a client's cancel (which the server never answers)."""
+    if isinstance(message, types.JSONRPCRequest):
+        unanswered.asked(message.id)
+    elif isinstance(message, types.JSONRPCNotification) and \
+            message.method == "notifications/cancelled":
+        cancelled = (message.params or {}).get("requestId")
+        if isinstance(cancelled, int | str) and not isinstance(cancelled, bool):
+            unanswered.settled(cancelled)
+            await batches.cancelled(cancelled, write_stream)
+    await forward.send(item)
+
+
+async def _answer_batch(elements: list[Any], forward: Any, write_stream: Any,
+                        unanswered: Unanswered, batches: Batches) -> None:
+    """Pass each message of a batch on to the server as if it came on its own line, and
+    answer the batch with one array: the answers to its requests and an error for each
+    element that is no usable message (JSON-RPC 2.0 §6)."""
+    batch = _Batch(Counter(), [])
+    messages: list[Any] = []
+    for element in elements:
+        problem = _id_problem_of(element)
+        if problem is not None:
+            batch.answers.append(types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
+                code=types.INVALID_REQUEST, message=problem)))
+            continue
+        try:
+            message = types.jsonrpc_message_adapter.validate_python(element, by_name=False)
+        except ValidationError as exc:
+            answer = _unreadable(exc)
+            if answer is not None:
+                batch.answers.append(answer)
+            continue
+        if isinstance(message, types.JSONRPCRequest):
+            batch.waiting[coerce_request_id(message.id)] += 1
+        messages.append(message)
+    if batch.answers:
+        log.warning("answered %d unusable message(s) of an MCP batch", len(batch.answers))
+    await batches.open(batch, write_stream)
+    for message in messages:
+        await _pass_on(message, SessionMessage(message), forward, write_stream, unanswered,
+                       batches)
+
+
 async def _answer_refused(lines: BoundedLines, read_stream: Any, forward: Any,
                           write_stream: Any, unanswered: Unanswered,
-                          quiet_seconds: float) -> None:
+                          quiet_seconds: float, batches: Batches) -> None:
     """Pass the transport's messages on to the server, answering each stand-in for a refused
     line with ``INVALID_REQUEST`` naming the limit (``id`` null when none was found), and each
-    line the transport could not read as a message as JSON-RPC 2.0 says (:func:`_unreadable`).
+    line the transport could not read as a message as JSON-RPC 2.0 says (:func:`_unreadable`);
+    a batch is unpacked (:func:`_answer_batch`).
 
     At the end of stdin the server's input stays open until every request passed on is
     answered (:class:`Unanswered`), or until no answer came for ``quiet_seconds``."""
@@ -381,6 +511,13 @@ async def _answer_refused(lines: BoundedLines, read_stream: Any, forward: Any,
                             code=types.INVALID_REQUEST, message=problem))))
                 continue
             if isinstance(message, types.JSONRPCNotification) and \
+                    message.method == _BATCH_METHOD:
+                number = (message.params or {}).get("line")
+                batch = lines.batches.pop(number, None) if isinstance(number, int) else None
+                if batch is not None:
+                    await _answer_batch(batch, forward, write_stream, unanswered, batches)
+                continue
+            if isinstance(message, types.JSONRPCNotification) and \
                     message.method == _REFUSED_METHOD:
                 number = (message.params or {}).get("line")
                 refused = lines.refused.pop(number, None) if isinstance(number, int) else None
@@ -394,19 +531,12 @@ async def _answer_refused(lines: BoundedLines, read_stream: Any, forward: Any,
                                     f"limits.max_request_bytes ({lines.limit:,})",
                             data={"code": "too_large"}))))
                 continue
-            if isinstance(message, types.JSONRPCRequest):
-                unanswered.asked(message.id)
-            elif isinstance(message, types.JSONRPCNotification) and \
-                    message.method == "notifications/cancelled":
-                cancelled = (message.params or {}).get("requestId")
-                if isinstance(cancelled, int | str) and not isinstance(cancelled, bool):
-                    unanswered.settled(cancelled)  # the server never answers it
-            await forward.send(item)
-        await _abandon_stuck(unanswered, write_stream, quiet_seconds)
+            await _pass_on(message, item, forward, write_stream, unanswered, batches)
+        await _abandon_stuck(unanswered, write_stream, quiet_seconds, batches)
 
 
 async def _abandon_stuck(unanswered: Unanswered, write_stream: Any,
-                         quiet_seconds: float) -> None:
+                         quiet_seconds: float, batches: Batches) -> None:
     """Wait for the server to answer what it was asked, up to ``quiet_seconds`` with no
     answer; then answer each request still running ``CONNECTION_CLOSED`` saying it was
     abandoned (its late answer is dropped), and log the ids."""
@@ -418,22 +548,24 @@ async def _abandon_stuck(unanswered: Unanswered, write_stream: Any,
     log.warning("stdin closed; abandoned %d MCP request(s) with no answer for %g s: ids %s",
                 len(left), quiet_seconds, ", ".join(json.dumps(i) for i in left))
     for request_id in left:
-        await write_stream.send(SessionMessage(types.JSONRPCError(
+        await batches.deliver(types.JSONRPCError(
             jsonrpc="2.0", id=request_id, error=types.ErrorData(
                 code=types.CONNECTION_CLOSED,
                 message=f"abandoned: stdin closed and no answer came for {quiet_seconds:g} "
-                        "s; the call may still take effect"))))
+                        "s; the call may still take effect")), write_stream)
 
 
-async def _note_answers(from_server: Any, write_stream: Any, unanswered: Unanswered) -> None:
+async def _note_answers(from_server: Any, write_stream: Any, unanswered: Unanswered,
+                        batches: Batches) -> None:
     """Pass the server's messages on to stdout, noting each answer in ``unanswered`` (and
-    dropping one for a request already answered as abandoned); closes stdout's stream when
-    the server is done."""
+    dropping one for a request already answered as abandoned) and gathering a batch's
+    answers into one (:class:`Batches`); closes stdout's stream when the server is done."""
     async with from_server, write_stream:
         async for item in from_server:
             message = item.message
-            if isinstance(message, types.JSONRPCResponse | types.JSONRPCError) and \
-                    message.id is not None and not unanswered.settled(message.id):
+            if isinstance(message, _Answer) and message.id is not None:
+                if unanswered.settled(message.id):
+                    await batches.deliver(message, write_stream)
                 continue
             await write_stream.send(item)
 
@@ -453,13 +585,13 @@ async def serve_stdio(runtime: Runtime, stdin: BinaryIO | None = None,
     lines = BoundedLines(stdin or sys.stdin.buffer, runtime.settings.limits.max_request_bytes)
     if quiet_seconds is None:
         quiet_seconds = drain_seconds(runtime.settings)
-    unanswered = Unanswered()
+    unanswered, batches = Unanswered(), Batches()
     forward, receive = anyio.create_memory_object_stream[Any](0)
     to_client, from_server = anyio.create_memory_object_stream[Any](0)
     async with stdio_server(stdin=anyio.wrap_file(lines)) as (read_stream, write_stream), \
             anyio.create_task_group() as group:
         group.start_soon(_answer_refused, lines, read_stream, forward, write_stream,
-                         unanswered, quiet_seconds)
-        group.start_soon(_note_answers, from_server, write_stream, unanswered)
+                         unanswered, quiet_seconds, batches)
+        group.start_soon(_note_answers, from_server, write_stream, unanswered, batches)
         async with receive:
             await server.run(receive, to_client, server.create_initialization_options())
