@@ -730,6 +730,30 @@ CONTROL_CLASS = "\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f"
 SURROGATES = re.compile("[\ud800-\udfff]")
 
 
+#: Longest subject, in characters: one line that names an Episode (the heading a person scans in
+#: search results, briefings and ``worldview``), as a merge's title is bounded. Unbounded, an
+#: ``add --subject`` of 100,000 characters was written and embedded. ``add``, the API and MCP
+#: refuse a longer one; ``lint`` reports one written by hand (kept and read as written).
+MAX_SUBJECT_CHARS = 500
+
+
+def subject_length_problem(subject: str) -> str | None:
+    """Why ``subject`` is too long for a subject, or None (every edge words it this way)."""
+    if len(subject) > MAX_SUBJECT_CHARS:
+        return f"is {len(subject):,} characters; the most is {MAX_SUBJECT_CHARS:,}"
+    return None
+
+
+def one_line_subject(text: str) -> str:
+    """``text`` as a subject Reflection may write: white space runs made one space and, past
+    :data:`MAX_SUBJECT_CHARS`, cut with an ellipsis. A merge takes its title from a source's
+    subject (the extractive provider, the fallback), and a hand-written one may be longer."""
+    flat = " ".join(text.split())
+    if len(flat) <= MAX_SUBJECT_CHARS:
+        return flat
+    return flat[: MAX_SUBJECT_CHARS - 1].rstrip() + "\u2026"
+
+
 #: Longest search query: the embedder reads a query's first 256 tokens, and a keyword search
 #: over thousands of terms ranks nothing better. Unbounded, a 5 MB query (over MCP, which has
 #: no body limit) took 8 s of search. Held by ``search`` itself, so the CLI, API and MCP agree.
@@ -802,6 +826,9 @@ def new_episode(
         raise InvalidEpisode("subject", "must not be empty")
     if LINE_BREAK_RE.search(subject):
         raise InvalidEpisode("subject", "must be one line")
+    problem = subject_length_problem(subject)
+    if problem is not None:
+        raise InvalidEpisode("subject", problem)
     if blank(content):
         raise InvalidEpisode("content", "must not be empty")
     ts, day = new_record_time(timestamp, now)

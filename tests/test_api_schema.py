@@ -65,6 +65,12 @@ def test_id_fields_carry_their_pattern(openapi: dict[str, Any]) -> None:
     assert _patterns(undo["entry_id"]) == {EPISODE_ID_PATTERN}
 
 
+def test_subject_publishes_its_bound(openapi: dict[str, Any]) -> None:
+    subject = _body_schema(openapi, "/api/v1/memory/episodes")["properties"]["subject"]
+    assert subject["maxLength"] == 500
+    assert "at most 500 characters" in subject["description"]
+
+
 def test_text_patterns_refuse_what_the_write_refuses_as_empty(openapi: dict[str, Any]) -> None:
     # The schema allowed a BOM-only task error that the write then refused as empty, so
     # schemathesis now and then sent a "valid" request answered 422 (a flaky CI).

@@ -718,6 +718,22 @@ def test_status_document_survives_a_corrupt_index(root: Path) -> None:
     assert doc["users"][0]["episode"] == {"live": 1, "deprecated": 0}
 
 
+def test_lint_reports_a_hand_written_subject_over_the_bound_and_reads_the_entry(
+    root: Path,
+) -> None:
+    # add refuses a subject over 500 characters; one written by hand is reported, not lost
+    text = EPISODES.replace("## Subject\nDog\n", "## Subject\n" + "Dog " * 25_000 + "\n", 1)
+    write_log(root, "u1/episodes/episode-2026-10-12.md", text)
+    doc = one_json(run("lint", "--root", str(root), "--json"))
+    [long] = [p for p in doc["problems"] if "subject" in p["message"]]
+    assert long["severity"] == "warning" and long["line"] == 10
+    assert "subject is 99,999 characters; the most is 500" in long["message"]
+    from everos_reflect.markdown.parser import parse_log
+
+    log = parse_log(text, "episode-2026-10-12.md")
+    assert log.entries[0].subject == ("Dog " * 25_000).strip()
+
+
 def test_lint_fails_on_a_warning_too(tmp_path: Path) -> None:
     from everos_reflect.markdown.store import MarkdownStore
     from everos_reflect.model import Kind, UserRef

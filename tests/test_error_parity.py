@@ -162,3 +162,38 @@ def test_a_file_the_write_cannot_reach_is_a_409_naming_it_at_the_api_and_mcp(
     error = _mcp_error(runtime, "add_episode", body)
     assert (error.message, error.data) == (message, {"code": "file_error", "status": 409})
     assert (users / "u_ann").read_text() == "not a folder"
+
+
+@pytest.mark.parametrize(("subject", "reason"), [
+    # no bound: 100,000 characters were written into the log and embedded
+    ("x" * 100_000, "at most 500 characters"),
+    ("a" * 501, "at most 500 characters"),
+    # pydantic's msg read "subject: Value error, must be one line" at the API and MCP
+    ("two\nlines", "subject: must be one line"),
+], ids=["100000", "501", "two-lines"])
+def test_a_subject_too_long_or_of_two_lines_is_refused_at_every_edge(
+        runtime: Runtime, root: Path, subject: str, reason: str) -> None:
+    body = {"user_id": "u_ann", "subject": subject, "content": "c"}
+    resp = ApiClient(runtime)("POST", "/api/v1/memory/episodes", json=body)
+    assert resp.status_code == 422, resp.text
+    message = resp.json()["error"]["message"]
+    assert reason in message and "Value error" not in message and len(message) < 300, message
+    error = _mcp_error(runtime, "add_episode", body)
+    assert error.message == message and error.data == {"code": "invalid_request", "status": 422}
+    result = CliRunner().invoke(cli, ["add", "--root", str(root), "--user", "u_ann",
+                                      "--subject", subject, "--content", "c"])
+    assert result.exit_code == 1 and len(result.stderr.splitlines()) == 1, result.stderr
+    assert "--subject" in result.stderr and len(result.stderr) < 300
+    assert "the most is 500" in result.stderr or "one line" in result.stderr
+    assert not list(root.rglob("episode-*.md"))
+
+
+def test_a_subject_of_500_characters_is_accepted_at_every_edge(
+        runtime: Runtime, root: Path) -> None:
+    body = {"user_id": "u_ann", "subject": "a" * 500, "content": "c"}
+    assert ApiClient(runtime)("POST", "/api/v1/memory/episodes", json=body).status_code == 201
+    [spec] = [t for t in mcp_server.tools() if t.name == "add_episode"]
+    mcp_server.call(runtime, spec, body)
+    result = CliRunner().invoke(cli, ["add", "--root", str(root), "--user", "u_ann",
+                                      "--subject", "a" * 500, "--content", "c"])
+    assert result.exit_code == 0, result.output

@@ -290,3 +290,24 @@ def test_a_fleet_error_names_a_long_key_short() -> None:
     with pytest.raises(ConfigError) as caught:
         parse_fleet(f'roots = ["a"]\n{LONG} = 1\n')
     assert len(str(caught.value)) < 400, str(caught.value)[:300]
+
+
+def test_a_merge_of_hand_written_long_subjects_writes_a_subject_within_the_bound(
+    tmp_path: Path,
+) -> None:
+    # The extractive title is a source's subject: one of 800 characters, written by hand
+    # (lint warns), became the narrative's subject whole, over what add may write.
+    from everos_reflect.llm import ExtractiveLLM
+    from tests.reflect_fixtures import ANDREW, PETS, add_episode, make_runtime, run_reflection
+
+    rt = make_runtime(tmp_path, ExtractiveLLM())
+    try:
+        for timestamp, subject, content in PETS:
+            add_episode(rt, ANDREW, timestamp, f"{subject} {'and his days out ' * 50}", content)
+        assert run_reflection(rt)["merged"] == 1
+        [narrative] = [e for e in rt.store.entries(ANDREW, Kind.EPISODE)
+                       if e.parent_type == "cluster"]
+    finally:
+        rt.close()
+    assert len(narrative.subject) <= 500 and narrative.subject.endswith("\u2026")
+    assert narrative.subject.startswith("Andrew")

@@ -22,6 +22,7 @@ from everos_reflect.model import (
     LINE_BREAK_RE,
     MAX_BRIEFING_QUERY_CHARS,
     MAX_QUERY_CHARS,
+    MAX_SUBJECT_CHARS,
     NAME_PATTERN,
     blank,
     control_problem,
@@ -139,7 +140,9 @@ class EpisodeRequest(Strict):
     app_id: Name | None = None
     project_id: Name | None = None
     subject: Annotated[str, AfterValidator(_one_line), AfterValidator(_no_control)] = Field(
-        min_length=1, description="One line, not blank, no control character.",
+        min_length=1, max_length=MAX_SUBJECT_CHARS,
+        description=f"One line of at most {MAX_SUBJECT_CHARS} characters, not blank, no control "
+                    "character.",
         json_schema_extra={"pattern": rf"^[^{ONE_LINE}{CONTROL_CLASS}]*{NOT_BLANK[:-1]}"
                                       rf"{CONTROL_CLASS}][^{ONE_LINE}{CONTROL_CLASS}]*$"})
     content: LogText = Field(min_length=1,

@@ -123,8 +123,8 @@ PROBLEMS_MAX = 10
 
 
 def validation_message(problems: Sequence[Any]) -> str:
-    """One line from pydantic's errors, the same for every edge: ``field: reason; ...``. A
-    domain error raised by a validator (an invalid id) keeps its own message.
+    """One line from pydantic's errors, the same for every edge: ``field: reason; ...``. An
+    error raised by a validator (an invalid id, "must be one line") keeps its own message.
 
     A field's path holds the client's own keys (an unknown body field or MCP argument is
     named by its key), so each is shown as :func:`~everos_reflect.model.shown_key` writes
@@ -136,7 +136,9 @@ def validation_message(problems: Sequence[Any]) -> str:
         cause = (err.get("ctx") or {}).get("error")
         if err.get("type") == "string_pattern_mismatch" and str(where).endswith("_id"):
             cause = _id_problem(err.get("input"), str(where).rsplit(".", 1)[-1]) or cause
-        message = str(cause) if isinstance(cause, errors.EverosError) else err.get("msg")
+        # a validator's own exception as it is: pydantic's msg prefixes a ValueError with
+        # "Value error, " ("subject: Value error, must be one line")
+        message = str(cause) if isinstance(cause, Exception) else err.get("msg")
         if err.get("type") == "literal_error":
             message = f"{message}, got {quoted_value(err.get('input'))}"
         parts.append(f"{where}: {message or 'invalid'}")

@@ -266,7 +266,7 @@ def _reason(problem: Any) -> str:
     in "Value error, …", which the CLI printed ("task_type: Value error, invalid task_type")
     where the API says the same thing without it."""
     cause = (problem.get("ctx") or {}).get("error")
-    return str(cause) if isinstance(cause, EverosError) else str(problem["msg"])
+    return str(cause) if isinstance(cause, Exception) else str(problem["msg"])
 
 
 def handle_errors(fn: F) -> F:

@@ -23,7 +23,7 @@ from everos_reflect.llm.tasks import (
     strings,
     text_field,
 )
-from everos_reflect.model import quoted_value
+from everos_reflect.model import MAX_SUBJECT_CHARS, quoted_value
 
 #: The fewest records an insight (and a reconciliation) must cite (seed 000's citation floor).
 MIN_CITATIONS = 2
@@ -32,7 +32,7 @@ MIN_CITATIONS = 2
 
 
 def _parse_merge(obj: dict[str, Any], req: TaskRequest) -> tuple[str, str]:
-    title, content = text_field(obj, "title", limit=500), text_field(obj, "content",
+    title, content = text_field(obj, "title", limit=MAX_SUBJECT_CHARS), text_field(obj, "content",
                                                                      limit=200_000)
     payload: MergeRequest = req.payload
     unknown = sorted(set(CITED_ID_RE.findall(f"{title}\n{content}")) - payload.shown_ids())

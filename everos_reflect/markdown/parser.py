@@ -52,6 +52,7 @@ from everos_reflect.model import (
     parse_timestamp,
     quoted_value,
     read_iso_timestamp,
+    subject_length_problem,
     timestamp_form_problem,
     utc_day,
 )
@@ -916,6 +917,11 @@ class _Parser:
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
                 self.report(line, f"entry {eid}: importance {quoted_value(value)} is not 1-10",
                             "warning")
+        long_subject = subject_length_problem(sections.get("Subject", ""))
+        if long_subject is not None:
+            # kept, read and indexed as written: refusing it would lose the entry
+            self.report(line, f"entry {eid}: subject {long_subject} (kept and indexed as "
+                        "written; shorten it)", "warning")
         main = eid.kind.main_section
         if not sections.get(main):
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")

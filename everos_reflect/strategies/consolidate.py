@@ -33,7 +33,7 @@ from everos_reflect.llm.base import (
 from everos_reflect.llm.extractive import plain_sentences, split_sentences
 from everos_reflect.llm.prompts import Prompts
 from everos_reflect.markdown.store import MarkdownStore
-from everos_reflect.model import Entry, UserRef, quoted_value
+from everos_reflect.model import Entry, UserRef, one_line_subject, quoted_value
 from everos_reflect.provenance import PROVENANCE_KEY, provenance
 
 log = logging.getLogger(__name__)
@@ -239,7 +239,7 @@ def draft(selection: Selection, llm: LLM, prompts: Prompts,
         raise empty
     narrative = Draft(
         selection=selection,
-        title=" ".join(merged.title.split()) or _fallback_title(selection),
+        title=one_line_subject(merged.title) or one_line_subject(_fallback_title(selection)),
         content=merged.content.strip(),
         facts=[],
         provider=merged.provider or llm.provider,
