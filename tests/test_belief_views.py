@@ -153,3 +153,23 @@ def test_api_worldview_relations_and_resolve(root: Path, beliefs_root: dict[str,
     assert unknown.status_code == 404
     bad_user = call(root, "GET", "/api/v1/memory/worldview", params={"user_id": "../x"})
     assert bad_user.status_code == 422
+
+
+@pytest.mark.parametrize("command", [["worldview"], ["relations"], ["insights"],
+                                     ["resolve", "EDGE", "--note", "n"]])
+@pytest.mark.parametrize(("option", "value", "what"), [
+    ("--app", "../x", "app_id"), ("--app", "", "app_id"), ("--project", "my project",
+                                                           "project_id")])
+@pytest.mark.parametrize("user", [[], ["--user", "ada"]])
+def test_an_app_or_project_filter_that_is_no_id_is_refused(
+        root: Path, beliefs_root: dict[str, str], command: list[str], option: str, value: str,
+        what: str, user: list[str]) -> None:
+    # It was compared with every user's app, matched none, and the command said "no
+    # convictions yet" / "No insights yet" with exit 0 as if the root held none (an empty
+    # `--app` with `--user` silently meant default_app); `clusters` and `lessons` refuse it.
+    logs = {p: p.read_bytes() for p in root.rglob("*.md")}
+    args = [beliefs_root["edge"] if a == "EDGE" else a for a in command]
+    result = run(root, *args, *user, option, value)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"error: invalid {what} "), result.stderr
+    assert {p: p.read_bytes() for p in root.rglob("*.md")} == logs
