@@ -139,3 +139,26 @@ def test_a_reader_that_goes_away_is_not_reported_as_an_error(root: Path) -> None
         os.close(write_end)
     assert done.stderr.decode() == ""
     assert done.returncode != 0
+
+
+
+@pytest.mark.parametrize("args", [["trigger", "reflect_episodes", "--force"], ["strategies"]])
+def test_an_invalid_ome_toml_is_said_once_and_claims_no_last_good_config(
+        root: Path, args: list[str]) -> None:
+    # The engine logged "<problem> (keeping the last good strategy configuration)" before the
+    # command's own error: two lines for one problem, the first claiming a configuration this
+    # process never had. A process of its own: the log line shows only where no logging is
+    # configured (pytest configures it).
+    import os
+    import subprocess
+    import sys
+
+    (root / "ome.toml").write_text('[strategies.reflect_episodes]\ncron = "hello"\n')
+    done = subprocess.run([sys.executable, "-m", "everos_reflect.cli.main", *args, "--root",
+                           str(root)], env={**os.environ}, capture_output=True, text=True,
+                          timeout=120)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "strategies.reflect_episodes.cron: invalid cron 'hello'" in lines[0]
+    assert "last good" not in done.stderr
+    assert done.returncode == (1 if args[0] == "trigger" else 0), done.stderr

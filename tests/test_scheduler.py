@@ -254,6 +254,25 @@ def test_an_invalid_ome_toml_logs_its_error_once(
     assert len(errors) == 1, [r.getMessage() for r in errors]
 
 
+def test_an_ome_toml_invalid_from_the_start_is_logged_without_a_last_good_config(
+    runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler],
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    # The engine said "(keeping the last good strategy configuration)" when there was none:
+    # nothing is scheduled until the file is fixed, and that is what the log must say.
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = 'maybe'\n")
+    sched = make_scheduler()
+    sched.start(watch=False)
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = 'perhaps'\n")
+    assert sched.reload() is False
+
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 2, errors
+    assert all("strategies.sched_test.enabled" in e and
+               e.endswith("(no strategy is scheduled until it is fixed)") for e in errors)
+    assert not any("last good" in e for e in errors)
+
+
 def test_a_fire_time_slept_through_within_the_grace_still_runs_once(
     runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler]
 ) -> None:

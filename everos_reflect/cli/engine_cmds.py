@@ -167,8 +167,9 @@ def strategies_cmd(root: str | None, as_json: bool) -> None:
             say(f"  last run {last['id']}: {last['status']} ({last['trigger']}, "
                        f"{last['started_at'][:19]})")
     if rows and rows[0]["config_error"]:
-        say(f"ome.toml problem (last good config in force): {rows[0]['config_error']}",
-                   err=True)
+        # every strategy is shown off: a daemon keeps its last good configuration, but this
+        # command never had one
+        say(f"ome.toml problem (every strategy shown off): {rows[0]['config_error']}", err=True)
 
 
 COMMANDS: list[click.Command] = [serve_cmd, trigger_cmd, runs_cmd, strategies_cmd]
