@@ -162,3 +162,16 @@ def test_an_invalid_ome_toml_is_said_once_and_claims_no_last_good_config(
     assert "strategies.reflect_episodes.cron: invalid cron 'hello'" in lines[0]
     assert "last good" not in done.stderr
     assert done.returncode == (1 if args[0] == "trigger" else 0), done.stderr
+
+
+def test_serve_refuses_port_0(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "Any free port": the daemon bound one, but daemon.json and the log said port 0, so
+    # `trigger` never reached the daemon ("did not answer") and ran in-process beside it.
+    import everos_reflect.serve
+
+    started: list[object] = []
+    monkeypatch.setattr(everos_reflect.serve, "serve", lambda *a, **k: started.append(k))
+    result = invoke(["serve", "--port", "0", "--root", str(root)])
+    assert result.exit_code == 2 and started == [], result.output
+    assert result.stderr.startswith(
+        "error: Invalid value for '--port': 0 is not in the range 1<=x<=65535")

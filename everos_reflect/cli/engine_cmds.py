@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 @click.command("serve")
 @root_option
 @click.option("--host", default=None, help="Bind address (default: [server] host, 127.0.0.1).")
-@click.option("--port", type=click.IntRange(0, 65535), default=None,
+# Not 0 ("any free port"), as [server] port may not be: daemon.json and the log then said
+# port 0, and `trigger` could not reach the daemon and ran in-process beside it.
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
               help="Port (default: [server] port, 8000).")
 @handle_errors
 def serve_cmd(root: str | None, host: str | None, port: int | None) -> None:
