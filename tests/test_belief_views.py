@@ -173,3 +173,19 @@ def test_an_app_or_project_filter_that_is_no_id_is_refused(
     assert result.exit_code == 1, result.output
     assert result.stderr.startswith(f"error: invalid {what} "), result.stderr
     assert {p: p.read_bytes() for p in root.rglob("*.md")} == logs
+
+
+@pytest.mark.parametrize(("rel_id", "shown"), [
+    ("in_20261012_0001", "'in_20261012_0001'"), ("rel_20261012_0001%00", "'rel_20261012_0001"),
+    ("rel_2026101_0001", "'rel_2026101_0001'")])
+def test_api_resolve_names_a_relation_ids_form(root: Path, beliefs_root: dict[str, str],
+                                               rel_id: str, shown: str) -> None:
+    # An insight id got "String should match pattern '^rel_[0-9]{8}_[0-9]{4,18}$'"; one with
+    # a NUL was told to use "1-128 characters from A-Z a-z 0-9 _ . -", which it did.
+    resp = call(root, "POST", f"/api/v1/memory/relations/{rel_id}/resolve",
+                json={"user_id": "ada", "note": "n"})
+    assert resp.status_code == 422
+    error = resp.json()["error"]
+    assert error["code"] == "invalid_id"
+    assert error["message"].startswith(f"path.rel_id: invalid relation id {shown}"), error
+    assert error["message"].endswith(": expected e.g. rel_20261012_0001")
