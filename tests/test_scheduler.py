@@ -273,6 +273,27 @@ def test_an_ome_toml_invalid_from_the_start_is_logged_without_a_last_good_config
     assert not any("last good" in e for e in errors)
 
 
+def test_an_ome_toml_that_is_a_symlink_loop_is_a_config_error_not_a_crash(
+    runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler],
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    # stat() raised ELOOP: `serve` did not start on such a root, and a daemon already up
+    # logged "ome-poll failed" with a traceback every few seconds, never naming the problem.
+    (runtime.root / "ome.toml").symlink_to("ome.toml")
+    sched = make_scheduler(poll_seconds=0.1)
+    sched.start(watch=False)
+    assert "Too many levels of symbolic links" in row(sched)["config_error"]
+    (runtime.root / "ome.toml").unlink()
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\n")
+    assert sched.reload() is True
+    (runtime.root / "ome.toml").unlink()
+    (runtime.root / "ome.toml").symlink_to("ome.toml")
+    wait_for(lambda: "symbolic links" in (row(sched)["config_error"] or ""))
+    time.sleep(0.5)  # several polls
+    assert row(sched)["enabled"] is True  # the last good configuration stays in force
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
 def test_a_fire_time_slept_through_within_the_grace_still_runs_once(
     runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler]
 ) -> None:

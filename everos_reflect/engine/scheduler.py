@@ -194,10 +194,15 @@ class Scheduler:
             log.exception("ome.toml reload failed")
 
     def _stat(self) -> tuple[int, int] | None:
+        """``ome.toml``'s (mtime, size); ``None`` with no file, ``(-1, errno)`` when it cannot
+        be looked at. A symlink loop raised ELOOP here: ``serve`` would not start, and a
+        daemon already up logged a traceback at every poll and never said what was wrong."""
         try:
             st = (self.runtime.root / OME_FILE_NAME).stat()
         except FileNotFoundError:
             return None
+        except OSError as exc:  # the reload that follows reports it (engine.reload_config)
+            return -1, exc.errno or 0
         return st.st_mtime_ns, st.st_size
 
     def _poll_ome(self) -> None:
