@@ -19,7 +19,7 @@ from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.model import Entry
 from everos_reflect.runtime import Runtime
-from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
+from tests.reflect_fixtures import ANDREW, add_episode, make_runtime, run_reflection, seed_pets
 
 LONG = ("Andrew talked about adopting a rescue dog from the Denver shelter and the apartment "
         "rules that stood in the way for months")
@@ -94,3 +94,32 @@ def test_a_cluster_day_before_year_1000_keeps_four_digits() -> None:
 
     assert cluster_cmds._day(datetime(5, 4, 14, 12, tzinfo=UTC).timestamp()) == "0005-04-14"
     assert cluster_cmds._day(datetime(2026, 10, 12, tzinfo=UTC).timestamp()) == "2026-10-12"
+
+
+def test_a_merged_cluster_whose_new_member_cannot_be_read_is_shown_held_back(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The index counts the new member ("+1 new": ready to merge again), but Reflection merges
+    # what Markdown gives, nothing new: every run left the cluster as it was, while `clusters`
+    # kept calling it ready, and said nothing of why.
+    rt = make_runtime(root, ExtractiveLLM())
+    seed_pets(rt)
+    assert run_reflection(rt)["merged"] == 1
+    new = add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
+                      "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
+    Indexer(rt).scan()
+    log = rt.store.path_for_id(ANDREW, new.id)
+    log.write_bytes(log.read_bytes() + b"\xff\xfe\n")  # no longer UTF-8: the log is refused
+    monkeypatch.setattr(cluster_cmds, "open_runtime", lambda r: rt)
+
+    [listed] = json.loads(run("clusters", "--root", str(root), "--json").stdout)["clusters"]
+    assert listed["new_since_consolidation"] == 1 and listed["held_back"] is True
+    [member] = listed["held_back_reason"]["unreadable"]
+    assert member["id"] == new.id and "not valid UTF-8" in member["problem"]
+    text = run("clusters", "--root", str(root)).stdout
+    assert "+1 new (held back: new member unreadable)" in text
+    assert f"{new.id} cannot be read now: file is not valid UTF-8" in text
+    assert run_reflection(rt).get("merged", 0) == 0  # what the run does, it says
+
+    log.write_bytes(log.read_bytes()[:-3])  # readable again: ready to merge, as it is
+    [listed] = json.loads(run("clusters", "--root", str(root), "--json").stdout)["clusters"]
+    assert listed["held_back"] is False and listed["held_back_reason"] is None

@@ -57,12 +57,16 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         c for c in service.clusters(ref)
         if (app is None or c.ref.app == app) and (project is None or c.ref.project == project)
     ]
-    from everos_reflect.strategies.holdback import held_back
+    from everos_reflect.strategies.holdback import held_back, waiting_on_unreadable
     from everos_reflect.strategies.setaside import set_aside_clusters
 
     # with the store: a hold a new member would release is kept while its log cannot be read,
-    # as the run keeps it (only those members' logs are read)
+    # as the run keeps it, and a merged cluster whose new members cannot be read is not ready
+    # to merge again (only those members' logs are read)
     held = {h.cluster_id: h for h in held_back(runtime.db(), ref, runtime.store)}
+    for h in waiting_on_unreadable(runtime.db(), runtime.store,
+                                   [c for c in infos if c.cluster_id not in held]):
+        held[h.cluster_id] = h
     aside = {a.cluster_id: a.reason for a in set_aside_clusters(runtime, ref)}
     if as_json:
         emit_json({"clusters": [

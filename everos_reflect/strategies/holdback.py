@@ -31,6 +31,7 @@ from everos_reflect.model import UserRef
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from everos_reflect.clustering.service import ClusterInfo
     from everos_reflect.markdown.store import MarkdownStore
     from everos_reflect.model import DailyLog
 
@@ -58,7 +59,8 @@ def candidates(conn: sqlite3.Connection, cluster_id: str,
 
 @dataclass(frozen=True)
 class Held:
-    """One held-back cluster, for ``status`` and ``clusters``."""
+    """One held-back cluster, for ``status`` and ``clusters``: after an undo, or (``members``
+    empty) a merged cluster whose new members cannot be read (:func:`waiting_on_unreadable`)."""
 
     ref: UserRef
     cluster_id: str
@@ -140,4 +142,22 @@ def held_back(conn: sqlite3.Connection, ref: UserRef | None = None,
     return out
 
 
-__all__ = ["Held", "candidates", "held_back", "is_held", "undone_sources", "unreadable_joiners"]
+def waiting_on_unreadable(conn: sqlite3.Connection, store: MarkdownStore,
+                          infos: Iterable[ClusterInfo]) -> list[Held]:
+    """The merged clusters among ``infos`` whose members new since the merge (``+N new``)
+    cannot be read now: Reflection merges what Markdown gives, nothing new, so it leaves them
+    as they are until those logs read again. For ``clusters``, which showed them as ready to
+    merge. Only the logs of those new members are read."""
+    out = []
+    for info in infos:
+        if not (info.consolidated and info.new_since_consolidation > 0):
+            continue
+        joined = candidates(conn, info.cluster_id, info.consolidated_entry_id)
+        unreadable = unreadable_joiners(store, info.ref, joined) if joined else None
+        if unreadable is not None:
+            out.append(Held(info.ref, info.cluster_id, (), unreadable))
+    return out
+
+
+__all__ = ["Held", "candidates", "held_back", "is_held", "undone_sources", "unreadable_joiners",
+           "waiting_on_unreadable"]
