@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, get_type_hints
+from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from everos_reflect.errors import ConfigError
@@ -224,11 +225,30 @@ def _token(value: Any) -> str | None:
 _URL_RE = re.compile(r"https?://[^\s/\x00-\x1f\x7f]+[^\s\x00-\x1f\x7f]*")
 
 
+def _url_authority_problem(value: str) -> str | None:
+    """Why the host and port of a URL the pattern accepted cannot be connected to, or ``None``.
+    "http://[::1/v1" (a bracket left open) or "http://h:abc/v1" passed: the HTTP client then
+    refused it when the provider was built, and ``add`` printed a traceback; "http://h:99999"
+    failed every call as "connection failed", retried, naming no setting."""
+    try:
+        parts = urlsplit(value)
+        port = parts.port
+    except ValueError as exc:
+        return f"not a valid URL ({exc})"
+    if not parts.hostname:
+        return "no host"
+    return "port 0 cannot be connected to" if port == 0 else None
+
+
 def _url(value: Any) -> str | None:
-    if value is None or _URL_RE.fullmatch(value):
+    if value is None:
         return None
     # credentials in the URL (user:secret@) are never shown (model.redacted_url)
-    return f"must be an http:// or https:// URL, got {quoted_value(redacted_url(value))}"
+    shown = quoted_value(redacted_url(value))
+    if not _URL_RE.fullmatch(value):
+        return f"must be an http:// or https:// URL, got {shown}"
+    problem = _url_authority_problem(value)
+    return f"must be an http:// or https:// URL, got {shown}: {problem}" if problem else None
 
 
 def _timezone(value: Any) -> str | None:

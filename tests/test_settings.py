@@ -431,6 +431,29 @@ def test_a_base_url_with_white_space_or_a_control_character_is_refused(section: 
     assert why.startswith("must be an http:// or https:// URL")
 
 
+@pytest.mark.parametrize("section", ["llm", "embedding"])
+@pytest.mark.parametrize(("url", "reason"), [
+    ("http://[::1/v1", "Invalid IPv6 URL"), ("http://h:abc/v1", "Port could not be cast"),
+    ("http://h:99999/v1", "Port out of range"), ("http://:8080/v1", "no host"),
+    ("http://alice:s3cr3t@h:0/v1", "port 0"),
+])
+def test_a_base_url_no_client_can_connect_to_is_refused(section: str, url: str,
+                                                        reason: str) -> None:
+    # The pattern checked only the characters: "http://[::1/v1" passed, then the HTTP client
+    # refused it when the provider was built (`add` printed a traceback, `lint` said all
+    # fine), and "http://h:99999/v1" failed every call as "connection failed".
+    ((file, shown, why),) = problems_of(f'[{section}]\nbase_url = "{url}"\n')
+    assert (file, shown) == ("root/everos.toml", f"{section}.base_url")
+    assert why.startswith("must be an http:// or https:// URL") and reason in why, why
+    assert "s3cr3t" not in why
+
+
+def test_a_base_url_with_an_ipv6_host_or_a_port_is_accepted() -> None:
+    text = '[llm]\nbase_url = "http://[::1]:8080/v1"\n[embedding]\nbase_url = "http://h:1/v1"\n'
+    settings = parse_settings(DEFAULTS, text, {}, "root/everos.toml")
+    assert settings.llm.base_url == "http://[::1]:8080/v1"
+
+
 @pytest.mark.parametrize(("user_text", "env", "shown"), [
     ('[llm]\nbase_url = "https://alice:s3cr3t@llm.example/v1 "\n', {},
      "'https://***@llm.example/v1 '"),  # a space: no URL

@@ -176,10 +176,41 @@ def build_server(runtime: Runtime) -> Server[Any]:
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     structured_content=json.loads(text))
 
-    return Server(SERVER_NAME, version=_version(),
-                  instructions="Long-term memory of an agent: add Episodes and task records, "
-                               "search them, get a bounded briefing before a task.",
-                  on_list_tools=list_tools, on_call_tool=call_tool)
+    server: Server[Any] = Server(
+        SERVER_NAME, version=_version(),
+        instructions="Long-term memory of an agent: add Episodes and task records, "
+                     "search them, get a bounded briefing before a task.",
+        on_list_tools=list_tools, on_call_tool=call_tool)
+    server.middleware.append(name_refused_params)
+    return server
+
+
+#: What the SDK answers, as ``INVALID_PARAMS``, for any request but ``ping`` before
+#: ``initialize`` (its "pinned compat" shape), and for a spec method's malformed params.
+_SDK_BARE_REFUSAL = "Invalid request parameters"
+
+
+async def name_refused_params(ctx: Any, call_next: Any) -> Any:
+    """Server middleware: say why the SDK refused a request. It answered a ``tools/call``
+    whose ``arguments`` is no object or that has no ``name``, and every request before
+    ``initialize``, with the same bare "Invalid request parameters", so a client could not
+    tell a wrong call from a missing handshake (the README promised errors naming the
+    field). Same code (``-32602``), a message naming the problem."""
+    try:
+        return await call_next(ctx)
+    except ValidationError as exc:  # the SDK's check of a spec method's params
+        if ctx.request_id is None:
+            raise
+        problems = exc.errors()
+        raise MCPError(types.INVALID_PARAMS,
+                       f"{ctx.method}: {ops.validation_message(problems)}",
+                       {"code": ops.validation_code(problems), "status": 422}) from None
+    except MCPError as exc:
+        if exc.error.message != _SDK_BARE_REFUSAL or exc.error.data != "":
+            raise
+        raise MCPError(types.INVALID_PARAMS,
+                       f"{ctx.method}: not initialized: the session's first request must be "
+                       "initialize", {"code": "not_initialized"}) from None
 
 
 #: A line standing in for a message over the limit: a notification of a method of ours,

@@ -1,0 +1,60 @@
+"""MCP requests the SDK refuses before any tool runs are answered with the reason.
+
+The SDK answered a ``tools/call`` whose ``arguments`` is no object or that names no tool, a
+spec method's malformed params, and every request but ``ping`` sent before ``initialize``,
+with one bare "Invalid request parameters": a client could not tell a wrong call from a
+missing handshake. The code stays ``-32602``; the message names the problem."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from mcp import types
+
+from tests.test_mcp_eof import _call, _line, _opening, _serve
+
+
+def test_a_request_before_initialize_is_refused_as_not_initialized(
+    root: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    piped = _line({"jsonrpc": "2.0", "id": 0, "method": "tools/list"}) + \
+        _line({"jsonrpc": "2.0", "id": "p", "method": "ping"}) + _opening() + \
+        _line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})
+
+    answers, runtime = _serve(root, piped, capfd)
+    runtime.close()
+
+    assert answers[0] == [{"jsonrpc": "2.0", "id": 0, "error": {
+        "code": types.INVALID_PARAMS,
+        "message": "tools/list: not initialized: the session's first request must be "
+                   "initialize",
+        "data": {"code": "not_initialized"}}}]
+    assert answers["p"][0]["result"] == {}
+    assert "tools" in answers[2][0]["result"]
+
+
+def test_malformed_tools_call_params_are_refused_naming_the_field(
+    root: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    piped = _opening() + b"".join(_line(m) for m in [
+        {**_call(2, "search", {}), "params": {"name": "search", "arguments": [1, 2]}},
+        {**_call(3, "search", {}), "params": {"arguments": {"query": "q"}}},
+        {"jsonrpc": "2.0", "id": 4, "method": "tools/call"},
+        {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"cursor": 5}},
+        _call(6, "search", {"query": "q", "x": 1}),  # the tool's own check, as before
+    ])
+
+    answers, runtime = _serve(root, piped, capfd)
+    runtime.close()
+
+    refused = {i: answers[i][0]["error"] for i in (2, 3, 4, 5, 6)}
+    assert {e["code"] for e in refused.values()} == {types.INVALID_PARAMS}
+    assert {i: e["message"] for i, e in refused.items()} == {
+        2: "tools/call: params.arguments: Input should be a valid dictionary",
+        3: "tools/call: params.name: Field required",
+        4: "tools/call: params: Field required",
+        5: "tools/list: params.cursor: Input should be a valid string",
+        6: "x: Extra inputs are not permitted",
+    }
+    assert refused[2]["data"] == {"code": "invalid_request", "status": 422}
