@@ -744,6 +744,12 @@ def subject_length_problem(subject: str) -> str | None:
     return None
 
 
+def subject_line_count(subject: str) -> int:
+    """How many lines ``subject`` spans, broken at any of :data:`LINE_BREAK_RE` (as ``add``
+    refuses them), blank ones included; 0 for no subject. A subject must be one line."""
+    return len(LINE_BREAK_RE.split(subject)) if subject else 0
+
+
 def one_line_subject(text: str) -> str:
     """``text`` as a subject Reflection may write: white space runs made one space and, past
     :data:`MAX_SUBJECT_CHARS`, cut with an ellipsis. A merge takes its title from a source's

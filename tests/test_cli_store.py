@@ -734,6 +734,38 @@ def test_lint_reports_a_hand_written_subject_over_the_bound_and_reads_the_entry(
     assert log.entries[0].subject == ("Dog " * 25_000).strip()
 
 
+@pytest.mark.parametrize(("written", "lines"), [
+    ("Dog\nand cat", 2),             # a second line under ## Subject
+    ("Dog\n\nand cat", 3),           # a paragraph break
+    ("Dog\u2028and cat", 2),         # a line separator: a line break to YAML and editors
+    ("Dog\rand cat", 2),             # a lone carriage return (CRLF endings are not one)
+])
+def test_lint_reports_a_hand_written_subject_of_several_lines_and_reads_the_entry(
+    root: Path, written: str, lines: int,
+) -> None:
+    # add, the API and MCP refuse "subject: must be one line"; written by hand it was read,
+    # shown with its line break in JSON and briefings, and lint said nothing
+    text = EPISODES.replace("## Subject\nDog\n", f"## Subject\n{written}\n", 1)
+    write_log(root, "u1/episodes/episode-2026-10-12.md", text)
+    doc = one_json(run("lint", "--root", str(root), "--json"))
+    [multi] = [p for p in doc["problems"] if "subject" in p["message"]]
+    assert multi["severity"] == "warning" and multi["line"] == 10
+    assert multi["file"].endswith("u1/episodes/episode-2026-10-12.md")
+    assert multi["message"] == (f"entry ep_20261012_0001: subject is {lines} lines; it must be "
+                                "one line (kept and indexed as written; join them)")
+    from everos_reflect.markdown.parser import parse_log
+
+    log = parse_log(text, "episode-2026-10-12.md")
+    assert log.entries[0].subject == written
+
+
+def test_lint_takes_a_crlf_subject_for_one_line(root: Path) -> None:
+    text = EPISODES.replace("\n", "\r\n")
+    write_log(root, "u1/episodes/episode-2026-10-12.md", text)
+    doc = one_json(run("lint", "--root", str(root), "--json"))
+    assert not [p for p in doc["problems"] if "subject" in p["message"]]
+
+
 def test_lint_fails_on_a_warning_too(tmp_path: Path) -> None:
     from everos_reflect.markdown.store import MarkdownStore
     from everos_reflect.model import Kind, UserRef

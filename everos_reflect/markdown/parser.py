@@ -53,6 +53,7 @@ from everos_reflect.model import (
     quoted_value,
     read_iso_timestamp,
     subject_length_problem,
+    subject_line_count,
     timestamp_form_problem,
     utc_day,
 )
@@ -922,6 +923,12 @@ class _Parser:
             # kept, read and indexed as written: refusing it would lose the entry
             self.report(line, f"entry {eid}: subject {long_subject} (kept and indexed as "
                         "written; shorten it)", "warning")
+        subject_lines = subject_line_count(sections.get("Subject", ""))
+        if subject_lines > 1:
+            # add, the API and MCP refuse it; written by hand it is read (one line in search
+            # tables, a line break in JSON and briefings) and nothing said so
+            self.report(line, f"entry {eid}: subject is {subject_lines} lines; it must be one "
+                        "line (kept and indexed as written; join them)", "warning")
         main = eid.kind.main_section
         if not sections.get(main):
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")
