@@ -23,6 +23,7 @@ from everos_reflect.lint import (
 from everos_reflect.model import Kind, UserRef
 
 if TYPE_CHECKING:
+    from everos_reflect.engine.engine import Engine
     from everos_reflect.markdown.store import MarkdownStore
     from everos_reflect.runtime import Runtime
 
@@ -77,17 +78,24 @@ def _counts_from_markdown(store: MarkdownStore, progress: Progress | None) -> _C
 
 
 def status_document(runtime: Runtime, progress: Progress | None = None, *,
-                    strategies: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+                    strategies: list[dict[str, Any]] | None = None,
+                    engine: Engine | None = None) -> dict[str, Any]:
     """Everything ``status`` reports, as one JSON-ready document.
 
     Counts come from ``system.db`` when the index exists (cheap), else from parsing the
     Markdown. ``strategies``: the strategy rows when the caller has better ones (the daemon's
     scheduler knows the next fire times); else they are computed. New sections are added as
     new top-level keys; the CLI's text renderer shows keys it does not know generically.
+    ``engine``: the daemon's, whose strategy settings a run is given (else ``ome.toml`` is
+    read as a run's engine reads it), for the holds a run applies.
     """
     from everos_reflect.index import db as dbmod
 
     root = runtime.root
+    if engine is None:  # one reading of ome.toml (and one log of a broken one) for both uses
+        from everos_reflect.engine.engine import Engine
+
+        engine = Engine(runtime, recover=False)
     source = "markdown"
     counts = None
     if dbmod.db_path(root).exists():
@@ -143,8 +151,8 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         "files_with_warnings": [{"file": f, "warnings": n} for f, n in sorted(warned.items())],
         "config": {"ok": not config, "problems": [p.as_dict() for p in config]},
         "index": _index_lag(runtime) if source == "index" else None,
-        "merges": _merges(runtime) if source == "index" else None,
-        "strategies": _strategies(runtime) if strategies is None else strategies,
+        "merges": _merges(runtime, engine) if source == "index" else None,
+        "strategies": _strategies(runtime, engine) if strategies is None else strategies,
     }
 
 
@@ -158,11 +166,11 @@ def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
         return {"error": str(exc)}
 
 
-def _merges(runtime: Runtime) -> dict[str, Any] | None:
+def _merges(runtime: Runtime, engine: Engine | None = None) -> dict[str, Any] | None:
     """:func:`_merge_consistency`, plus the clusters Reflection set aside (``set_aside``)."""
     from everos_reflect.strategies.setaside import set_aside_clusters
 
-    merges = _merge_consistency(runtime)
+    merges = _merge_consistency(runtime, engine)
     if merges is None or "error" in merges:
         return merges
     try:
@@ -172,30 +180,33 @@ def _merges(runtime: Runtime) -> dict[str, Any] | None:
     return merges
 
 
-def _merge_consistency(runtime: Runtime) -> dict[str, Any] | None:
+def _merge_consistency(runtime: Runtime, engine: Engine | None = None) -> dict[str, Any] | None:
     """Interrupted merges, held-back clusters and live narratives beside live sources, from
-    the index (and the logs of the members that would release a hold)."""
+    the index (and the logs of the members that would release a hold). Holds are those the
+    run applies under its settings (``remerge_undone``, ``max_sources_per_merge``)."""
     from everos_reflect.index import db as dbmod
     from everos_reflect.strategies.consistency import index_report
+    from everos_reflect.strategies.holdback import HoldRules, reflect_settings
 
     try:
         conn = dbmod.connect(runtime.root, readonly=True)
     except sqlite3.Error:
         return None
     try:
-        return index_report(conn, runtime.store)
+        rules = HoldRules.from_settings(reflect_settings(runtime, engine))
+        return index_report(conn, runtime.store, rules)
     except sqlite3.Error as exc:
         return {"error": str(exc)}
     finally:
         conn.close()
 
 
-def _strategies(runtime: Runtime) -> list[dict[str, Any]]:
+def _strategies(runtime: Runtime, engine: Engine | None = None) -> list[dict[str, Any]]:
     """Schedule and last result of each strategy; never fails the whole status."""
     from everos_reflect.engine.engine import strategies_status
 
     try:
-        return strategies_status(runtime)
+        return strategies_status(runtime, engine)
     except (EverosError, sqlite3.Error) as exc:
         return [{"error": str(exc)}]
 

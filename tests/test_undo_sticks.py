@@ -165,3 +165,65 @@ def test_a_readable_new_member_shows_no_hold(root: Path) -> None:
     Indexer(rt).scan()
 
     assert held_back(rt.db(), ANDREW, rt.store) == []
+
+
+def _reported_holds(rt, root: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    """What status (JSON and text), the API's status and clusters (JSON and text) say is
+    held back."""
+    runner = CliRunner()
+    status = json.loads(runner.invoke(cli, ["status", "--root", str(root), "--json"]).stdout)
+    text = runner.invoke(cli, ["status", "--root", str(root)]).stdout
+    api = ApiClient(rt)("GET", "/api/v1/status").json()["data"]["merges"]["held_back"]
+    monkeypatch.setattr(cluster_cmds, "open_runtime", lambda r: rt)
+    listed = json.loads(runner.invoke(
+        cli, ["clusters", "--root", str(root), "--json"]).stdout)["clusters"]
+    listed_text = runner.invoke(cli, ["clusters", "--root", str(root)]).stdout
+    return (status["merges"]["held_back"], "held back" in text, api,
+            [(c["held_back"], c["held_back_reason"]) for c in listed], "held back" in listed_text)
+
+
+@pytest.mark.parametrize("remerge", [True, False])
+def test_the_reports_follow_remerge_undone_in_ome_toml(
+        root: Path, monkeypatch: pytest.MonkeyPatch, remerge: bool) -> None:
+    # With remerge_undone = true the run merges the undone cluster again, but status, the API
+    # and clusters still listed it "held back after an undo": a hold the run does not apply.
+    from everos_reflect.engine.engine import Engine
+
+    rt, narrative = _merged_then_undone(root)
+    (root / "ome.toml").write_text("[strategies.reflect_episodes]\nenabled = true\n"
+                                   f"remerge_undone = {str(remerge).lower()}\n")
+
+    status, status_text, api, listed, listed_text = _reported_holds(rt, root, monkeypatch)
+
+    outcome = Engine(rt, recover=False).trigger("reflect_episodes", timeout=60)
+    assert outcome.status == "ok", outcome
+    if remerge:
+        assert (status, status_text, api, listed, listed_text) == (
+            [], False, [], [(False, None)], False)
+        assert outcome.counts.get("merged") == 1 and not outcome.counts.get("held_back")
+        return
+    [held] = status
+    assert held["reason"] == "undone" and set(held["members"]) == set(narrative.sources)
+    assert status_text and api == [held] and listed_text
+    assert listed == [(True, {"reason": "undone", "unreadable": []})]
+    assert outcome.counts.get("merged", 0) == 0 and outcome.counts["held_back"] == 1
+
+
+def test_the_reports_show_no_hold_the_run_merges_past_max_sources_per_merge(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The new member cannot be read, so the run is left with the three undone sources; but
+    # max_sources_per_merge = 2 leaves one waiting, and the run merges the oldest two (it holds
+    # only a merge that takes every source there is). The reports called it held back.
+    rt, _ = _merged_then_undone(root)
+    new = add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
+                      "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
+    Indexer(rt).scan()
+    _break(rt.store.path_for_id(ANDREW, new.id), "frontmatter")
+    (root / "ome.toml").write_text("[strategies.reflect_episodes]\nmax_sources_per_merge = 2\n")
+
+    status, status_text, api, listed, listed_text = _reported_holds(rt, root, monkeypatch)
+
+    assert (status, status_text, api, listed, listed_text) == (
+        [], False, [], [(False, None)], False)
+    counts = run_reflection(rt, max_sources_per_merge=2)
+    assert counts["merged"] == 1 and not counts.get("held_back")

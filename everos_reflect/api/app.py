@@ -239,7 +239,7 @@ def shared_routes() -> tuple[BaseRoute, ...]:
         from everos_reflect.status import status_document
 
         rows = scheduler.status() if scheduler else strategies_status(runtime, engine)
-        return {"data": status_document(runtime, strategies=rows)}
+        return {"data": status_document(runtime, strategies=rows, engine=engine)}
 
     @router.get(f"{API}/lint", dependencies=guarded)
     def lint(runtime: RuntimeDep) -> dict[str, Any]:

@@ -57,13 +57,20 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         c for c in service.clusters(ref)
         if (app is None or c.ref.app == app) and (project is None or c.ref.project == project)
     ]
-    from everos_reflect.strategies.holdback import held_back, waiting_on_unreadable
+    from everos_reflect.strategies.holdback import (
+        HoldRules,
+        held_back,
+        reflect_settings,
+        waiting_on_unreadable,
+    )
     from everos_reflect.strategies.setaside import set_aside_clusters
 
     # with the store: a hold a new member would release is kept while its log cannot be read,
     # as the run keeps it, and a merged cluster whose new members cannot be read is not ready
-    # to merge again (only those members' logs are read)
-    held = {h.cluster_id: h for h in held_back(runtime.db(), ref, runtime.store)}
+    # to merge again (only those members' logs are read); under the run's own settings, so
+    # with remerge_undone = true no undo hold is shown
+    rules = HoldRules.from_settings(reflect_settings(runtime))
+    held = {h.cluster_id: h for h in held_back(runtime.db(), ref, runtime.store, rules)}
     for h in waiting_on_unreadable(runtime.db(), runtime.store,
                                    [c for c in infos if c.cluster_id not in held]):
         held[h.cluster_id] = h

@@ -18,6 +18,7 @@ from everos_reflect.strategies.journal import UNDOING
 
 if TYPE_CHECKING:
     from everos_reflect.markdown.store import MarkdownStore
+    from everos_reflect.strategies.holdback import HoldRules
 
 
 @dataclass(frozen=True)
@@ -44,12 +45,13 @@ def live_beside_sources(narratives: Mapping[str, Iterable[str]],
     return found
 
 
-def index_report(conn: sqlite3.Connection,
-                 store: MarkdownStore | None = None) -> dict[str, object]:
+def index_report(conn: sqlite3.Connection, store: MarkdownStore | None = None,
+                 rules: HoldRules | None = None) -> dict[str, object]:
     """For ``status``: interrupted merges and undos awaiting recovery, live narratives beside live
     sources, held-back clusters and entries archived toward an id no log of their user holds,
     from ``system.db`` (per user: ids are unique per user only). With ``store``, the logs of
-    the members that would release a hold are read, as the run reads them (:func:`held_back`)."""
+    the members that would release a hold are read, as the run reads them (:func:`held_back`);
+    ``rules``: the run's settings that decide a hold (None: the defaults)."""
     steps = reads.journal_steps(conn)
     undos = steps.pop(UNDOING, 0)
     beside = []
@@ -63,7 +65,7 @@ def index_report(conn: sqlite3.Connection,
                            "live_sources": list(item.live_sources)})
     from everos_reflect.strategies.holdback import held_back
 
-    held = [h.to_json() for h in held_back(conn, store=store)]
+    held = [h.to_json() for h in held_back(conn, store=store, rules=rules)]
     return {"interrupted": sum(steps.values()), "interrupted_undos": undos,
             "live_beside_sources": beside, "held_back": held,
             "archived_toward_missing": archived_toward_missing(conn)}

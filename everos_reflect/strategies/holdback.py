@@ -15,6 +15,11 @@ gives, so a member whose log cannot be read now (not UTF-8, over ``limits.max_fi
 broken frontmatter) leaves exactly the undone sources, and the run holds the cluster back
 still. Given the store, :func:`held_back` reads the logs of those new members (of held
 clusters only, never every log) and says so, so ``status`` and ``clusters`` agree with the run.
+
+The reports read the two settings that decide a hold as the run reads them
+(:class:`HoldRules`, from the same settings a run is given, :func:`reflect_settings`): with
+``remerge_undone = true`` the run holds nothing back, and a cluster whose readable sources are
+more than ``max_sources_per_merge`` is merged in part, not held.
 """
 
 from __future__ import annotations
@@ -22,18 +27,55 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from everos_reflect.index import reads
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import UserRef
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
     from pathlib import Path
 
     from everos_reflect.clustering.service import ClusterInfo
+    from everos_reflect.engine.engine import Engine
     from everos_reflect.markdown.store import MarkdownStore
     from everos_reflect.model import DailyLog
+    from everos_reflect.runtime import Runtime
+
+
+@dataclass(frozen=True)
+class HoldRules:
+    """The settings of ``reflect_episodes`` that decide whether a cluster is held back. The
+    run and the reports (``status``, ``clusters``, the API) both take them from here, so a
+    report never claims a hold the run does not apply."""
+
+    #: merge the sources of an undone merge again: nothing is held back after an undo
+    remerge_undone: bool = False
+    #: sources per merge; a cluster with more readable sources is merged in part, not held
+    max_sources: int = 50
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any]) -> HoldRules:
+        """From a strategy's validated settings (a run's ``RunContext.settings``)."""
+        return cls(remerge_undone=bool(settings.get("remerge_undone", False)),
+                   max_sources=int(settings.get("max_sources_per_merge", 50)))
+
+
+def reflect_settings(runtime: Runtime, engine: Engine | None = None) -> dict[str, Any]:
+    """The settings a ``reflect_episodes`` run would be given now: ``engine``'s (the daemon's,
+    which keeps its last good ``ome.toml``), else the root's ``ome.toml`` read by a new engine
+    the way a run's engine reads it. A broken ``ome.toml`` with no good one before reads as the
+    defaults, so a report never fails on it."""
+    from everos_reflect.engine.engine import Engine
+    from everos_reflect.engine.registry import get_strategy
+    from everos_reflect.errors import EverosError
+    from everos_reflect.strategies.reflect import NAME
+
+    try:
+        return dict((engine or Engine(runtime, recover=False)).settings_for(NAME))
+    except EverosError:  # ConfigError among them
+        return {k: spec.default for k, spec in get_strategy(NAME).all_settings().items()}
 
 
 def undone_sources(conn: sqlite3.Connection, ref: UserRef) -> set[str]:
@@ -112,11 +154,17 @@ def unreadable_joiners(store: MarkdownStore, ref: UserRef,
 
 
 def held_back(conn: sqlite3.Connection, ref: UserRef | None = None,
-              store: MarkdownStore | None = None) -> list[Held]:
+              store: MarkdownStore | None = None, rules: HoldRules | None = None) -> list[Held]:
     """Every cluster (of ``ref``, else of the root) that Reflection would merge but holds back
     because all its would-be sources come from undone merges. With ``store``, also those whose
     members new since the undo cannot be read now (:func:`unreadable_joiners`), as the run
-    holds them back; without it, the index alone decides."""
+    holds them back; without it, the index alone decides. ``rules``: the run's settings
+    (:class:`HoldRules`; None: the defaults) -- with ``remerge_undone`` nothing is held, and
+    a cluster left with more undone sources than ``max_sources_per_merge`` is merged in part
+    (the run holds only a merge that takes every source there is)."""
+    rules = rules or HoldRules()
+    if rules.remerge_undone:
+        return []  # the run merges them again
     out = []
     for owner in reads.owners_with_narratives_archived_as(conn, UNDONE):
         if ref is not None and owner != ref:
@@ -136,6 +184,8 @@ def held_back(conn: sqlite3.Connection, ref: UserRef | None = None,
             kept = tuple(m for m in members if m not in joined)
             if len(kept) < needed:
                 continue  # without the new members there is nothing to merge either
+            if len(kept) > max(1, rules.max_sources):
+                continue  # the run merges the oldest of them and defers the rest: not held
             unreadable = unreadable_joiners(store, owner, joined)
             if unreadable is not None:
                 out.append(Held(owner, cluster_id, kept, unreadable))
@@ -159,5 +209,5 @@ def waiting_on_unreadable(conn: sqlite3.Connection, store: MarkdownStore,
     return out
 
 
-__all__ = ["Held", "candidates", "held_back", "is_held", "undone_sources", "unreadable_joiners",
-           "waiting_on_unreadable"]
+__all__ = ["Held", "HoldRules", "candidates", "held_back", "is_held", "reflect_settings",
+           "undone_sources", "unreadable_joiners", "waiting_on_unreadable"]

@@ -206,8 +206,9 @@ class ReflectionRun:
         self.rt: Runtime = ctx.runtime
         s = ctx.settings
         self.max_clusters = int(s.get("max_clusters_per_run", 10))
-        self.remerge_undone = bool(s.get("remerge_undone", False))
-        self.max_sources = int(s.get("max_sources_per_merge", 50))
+        # read as status and clusters read them, so they report the holds this run applies
+        rules = holdback.HoldRules.from_settings(s)
+        self.remerge_undone, self.max_sources = rules.remerge_undone, rules.max_sources
         self.floor = float(s.get("min_fact_coverage", DEFAULT_MIN_FACT_COVERAGE))
         self.match = float(s.get("fact_match_threshold", DEFAULT_FACT_MATCH_THRESHOLD))
         self.max_ratio = float(s.get("max_narrative_ratio", DEFAULT_MAX_NARRATIVE_RATIO))

@@ -90,18 +90,15 @@ def _merge_settings(runtime: Runtime) -> tuple[int, Prompts]:
     take them: what a merge sends, and the prompts it sends it with, are part of the set-aside
     key. A broken ``ome.toml`` (the daemon keeps its last good one) reads as the defaults
     here."""
-    from everos_reflect.engine.engine import Engine
-    from everos_reflect.engine.registry import get_strategy
-    from everos_reflect.strategies.reflect import NAME
+    from everos_reflect.strategies.holdback import HoldRules, reflect_settings
 
-    key = "max_sources_per_merge"
+    settings = reflect_settings(runtime)
     try:
-        settings = Engine(runtime, recover=False).settings_for(NAME)
-        return int(settings[key]), Prompts.from_settings(
-            {"language": settings.get("language", "auto"),
-             "prompts": settings.get("prompts") or {}})
-    except (EverosError, KeyError):  # ConfigError among them
-        return int(get_strategy(NAME).all_settings()[key].default), Prompts()
+        prompts = Prompts.from_settings({"language": settings.get("language", "auto"),
+                                         "prompts": settings.get("prompts") or {}})
+    except EverosError:  # ConfigError among them
+        prompts = Prompts()
+    return HoldRules.from_settings(settings).max_sources, prompts
 
 
 __all__ = ["SetAsideCluster", "set_aside_clusters"]
