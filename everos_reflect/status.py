@@ -16,6 +16,7 @@ from everos_reflect.lint import (
     Progress,
     config_problems,
     irregular_problems,
+    misnamed_problems,
     scan_with_outside,
     skipped_problems,
 )
@@ -27,7 +28,11 @@ if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
 
 
-def _counts_from_index(root: Path) -> tuple[dict[UserRef, Counter[str]], list[dict[str, Any]]]:
+#: ``(counts per user, files with problems, warnings per file)``: what status counts.
+_Counted = tuple[dict[UserRef, Counter[str]], list[dict[str, Any]], Counter[str]]
+
+
+def _counts_from_index(root: Path) -> _Counted:
     from everos_reflect.index import db as dbmod
     from everos_reflect.index import reads
 
@@ -37,11 +42,14 @@ def _counts_from_index(root: Path) -> tuple[dict[UserRef, Counter[str]], list[di
         for (ref, kind, archived), n in reads.entry_counts(conn).items():
             counts[ref][f"{kind}:{'deprecated' if archived else 'live'}"] += n
         bad = []
+        warned: Counter[str] = Counter()
         for path, problems in reads.file_problems(conn):
             lines = [problem_line(p) for p in problems]
             if any(lines):
                 bad.append({"file": path, "problems": [x for x in lines if x]})
-        return counts, bad
+            warned[path] += sum(1 for p in problems
+                                if isinstance(p, dict) and p.get("severity") == "warning")
+        return counts, bad, +warned
     finally:
         conn.close()
 
@@ -56,15 +64,17 @@ def problem_line(problem: Any) -> str | None:
     return str(problem)
 
 
-def _counts_from_markdown(
-    store: MarkdownStore, progress: Progress | None,
-) -> tuple[dict[UserRef, Counter[str]], list[dict[str, Any]]]:
+def _counts_from_markdown(store: MarkdownStore, progress: Progress | None) -> _Counted:
     scan = scan_with_outside(store, "Reading daily logs", progress)
     by_file: dict[str, list[str]] = defaultdict(list)
+    warned: Counter[str] = Counter()
     for problem in scan.problems:
-        if problem.severity != "warning":
+        if problem.severity == "warning":
+            warned[problem.file] += 1
+        else:
             by_file[problem.file].append(f"{problem.line}: {problem.message}")
-    return scan.counts, [{"file": f, "problems": msgs} for f, msgs in sorted(by_file.items())]
+    return (scan.counts, [{"file": f, "problems": msgs} for f, msgs in sorted(by_file.items())],
+            warned)
 
 
 def status_document(runtime: Runtime, progress: Progress | None = None, *,
@@ -90,12 +100,12 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
     counts = None
     if dbmod.db_path(root).exists():
         try:
-            counts, bad_files = _counts_from_index(root)
+            counts, bad_files, warned = _counts_from_index(root)
             source = "index"
         except sqlite3.Error:
             counts = None
     if counts is None:
-        counts, bad_files = _counts_from_markdown(runtime.store, progress)
+        counts, bad_files, warned = _counts_from_markdown(runtime.store, progress)
 
     outside: list[str] = []
     invalid: list[tuple[str, str]] = []
@@ -104,16 +114,19 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         # a folder, FIFO or device where a log goes is in no index: only a listing finds it;
         # nor is a log the indexer may not open (it skips it): only opening it finds that
         irregular: list[str] = []
+        misnamed: list[str] = []  # nor a Markdown file named like no log (lint warns)
         found: dict[str, list[str]] = defaultdict(list)
         for item in bad_files:
             found[item["file"]] += item["problems"]
-        for path in runtime.store.iter_files(irregular=irregular):
+        for path in runtime.store.iter_files(irregular=irregular, misnamed=misnamed):
             refused = runtime.store.refusal(path)
             if refused is not None:
                 found[runtime.store.rel(path)].append(f"0: {refused}")
         for p in skipped_problems(outside, invalid) + irregular_problems(root, irregular):
             found[p.file].append(f"0: {p.message}")
         bad_files = [{"file": f, "problems": msgs} for f, msgs in sorted(found.items())]
+        for p in misnamed_problems(misnamed):
+            warned[p.file] += 1
     kinds = [k.value for k in Kind]
     user_docs = []
     totals = {k: {"live": 0, "deprecated": 0} for k in kinds}
@@ -133,6 +146,9 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         "users": user_docs,
         "totals": totals,
         "files_with_problems": bad_files,
+        # warnings are lint's to show: status counts them, so "no files with problems" is
+        # not all it says of a root lint fails on
+        "files_with_warnings": [{"file": f, "warnings": n} for f, n in sorted(warned.items())],
         "config": {"ok": not config, "problems": [p.as_dict() for p in config]},
         "index": _index_lag(runtime) if source == "index" else None,
         "merges": _merges(runtime, engine) if source == "index" else None,

@@ -52,7 +52,8 @@ def test_the_api_status_is_the_cli_status_unparseable_files_included(rt: Runtime
     assert api["counts_from"] == "index"
     assert api["totals"]["episode"] == {"live": 1, "deprecated": 0}
     cli_doc = cli_json("status", "--root", str(root), "--json")
-    for key in ("root", "counts_from", "users", "totals", "files_with_problems", "config",
+    for key in ("root", "counts_from", "users", "totals", "files_with_problems",
+                "files_with_warnings", "config",
                 "merges"):
         assert api[key] == cli_doc[key], key
     assert [r["name"] for r in api["strategies"]] == [r["name"] for r in cli_doc["strategies"]]
@@ -101,3 +102,39 @@ def test_status_and_lint_need_the_token_when_one_is_set(root: Path) -> None:
             assert ok.status_code == 200
     finally:
         runtime.close()
+
+
+NAIVE = "default_app/default_project/users/u_bo/episodes/episode-2026-10-12.md"
+COPY = "default_app/default_project/users/u_bo/episodes/episode-2026-10-12.copy.md"
+
+
+@pytest.mark.parametrize("counted_from", ["index", "markdown"])
+def test_status_counts_the_files_lint_warns_about(root: Path, counted_from: str) -> None:
+    # Only errors were counted: status said "no files with problems" for a root whose logs
+    # held warnings, while lint exited 1 on it. The warnings are counted apart (lint shows
+    # them), from what status reads anyway: the index's diagnostics or the Markdown scan.
+    text = ("---\ntype: episode_daily\nschema_version: 1\nuser_id: u_bo\ndate: '2026-10-12'\n"
+            "---\n<!-- entry:ep_20261012_0001 -->\n---\nowner_id: u_bo\n"
+            "timestamp: 2026-10-12T10:00:00\nparent_type: memcell\nparent_id: s1\n---\n"
+            "## Subject\nNaive\n\n## Content\nA timestamp without an offset.\n"
+            "<!-- /entry:ep_20261012_0001 -->\n")
+    for rel in (NAIVE, COPY):  # COPY: named like no log, not read (a lint warning)
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text(text, "utf-8")
+    if counted_from == "index":
+        runtime = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=ExtractiveLLM())
+        Indexer(runtime).scan()
+        runtime.close()
+    lint = CliRunner().invoke(cli, ["lint", "--root", str(root), "--json"])
+    assert lint.exit_code == 1
+    assert {p["severity"] for p in json.loads(lint.stdout)["problems"]} == {"warning"}
+    doc = cli_json("status", "--root", str(root), "--json")
+    assert doc["counts_from"] == counted_from
+    assert doc["files_with_problems"] == []
+    assert doc["files_with_warnings"] == [{"file": COPY, "warnings": 1},
+                                          {"file": NAIVE, "warnings": 1}]
+    if counted_from == "index":  # a second status counts from the index status opened
+        shown = CliRunner().invoke(cli, ["status", "--root", str(root)]).stdout
+        assert ("no files with errors; 2 files with warnings (`everos-reflect lint` lists "
+                "them)") in shown
+        assert "no files with problems" not in shown

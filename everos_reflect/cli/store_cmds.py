@@ -309,7 +309,12 @@ def _render_status(doc: dict[str, Any]) -> None:
                 text = (f"line {line}: {message}" if line.isdigit() and line != "0"
                         else message if line == "0" else str(problem))
                 console.print(f"    {shown(text)}", markup=False)
-    else:
+    warned = doc.get("files_with_warnings") or []
+    if warned:
+        lead = "" if doc["files_with_problems"] else "no files with errors; "
+        console.print(f"{lead}{counted(len(warned), 'file')} with warnings "
+                      "(`everos-reflect lint` lists them)", markup=False)
+    elif not doc["files_with_problems"]:
         console.print("no files with problems")
     if doc["config"]["ok"]:
         console.print("config ok")
@@ -399,7 +404,8 @@ def _render_status(doc: dict[str, Any]) -> None:
         console.print(table)
         for text, number in notes.items():
             console.print(f"[{number}] {text}", markup=False, soft_wrap=True)
-    known = {"root", "counts_from", "users", "totals", "files_with_problems", "config",
+    known = {"root", "counts_from", "users", "totals", "files_with_problems",
+             "files_with_warnings", "config",
              "index", "strategies", "merges"}
     for key, value in doc.items():
         if key not in known:
