@@ -14,6 +14,7 @@ returns the raw tables, because each strategy declares and validates its own set
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import math
 import os
 import re
@@ -84,8 +85,15 @@ class ServerSettings:
 
     @property
     def is_loopback(self) -> bool:
-        """Binding anything else exposes the API, which then needs a token (SPEC §7)."""
-        return self.host in {"127.0.0.1", "localhost", "::1"} or self.host.startswith("127.")
+        """Binding anything else exposes the API, which then needs a token (SPEC §7). Only
+        ``localhost`` and literal loopback addresses count: a host name that merely starts
+        with ``127.`` (``127.example.com``) resolves wherever its DNS says."""
+        if self.host == "localhost":
+            return True
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,20 @@ def test_server_is_loopback() -> None:
     assert not parse_settings(DEFAULTS, user, {}, "everos.toml").server.is_loopback
 
 
+@pytest.mark.parametrize("host,loopback", [
+    ("127.0.0.1", True), ("127.8.9.10", True), ("::1", True), ("localhost", True),
+    # a name that starts like a loopback address resolves wherever its DNS says: it needs a
+    # token like any other host (it was taken for loopback by its first four characters)
+    ("127.example.com", False), ("127.0.0.1.nip.io", False), ("0.0.0.0", False),
+    ("10.0.0.1", False), ("::", False),
+])
+def test_only_literal_loopback_addresses_and_localhost_bind_without_a_token(
+    host: str, loopback: bool
+) -> None:
+    user = f'[server]\nhost = "{host}"\n'
+    assert parse_settings(DEFAULTS, user, {}, "everos.toml").server.is_loopback is loopback
+
+
 # --- errors -----------------------------------------------------------------------------------
 
 
