@@ -186,6 +186,18 @@ def _timeout(value: Any) -> str | None:
     return None if value <= 86400 else f"must be at most 86400 (a day), got {quoted_value(value)}"
 
 
+def _debounce(value: Any) -> str | None:
+    """A wait after a file change, at most an hour: 1e300 never indexed an edit again, the
+    pending events piling up in memory while ``serve`` ran."""
+    return None if 0 <= value <= 3600 else f"must be 0 to 3600 (an hour), got {quoted_value(value)}"
+
+
+def _interval(value: Any) -> str | None:
+    """A period of the daemon's background work, at least a second: 1e-300 ran the full
+    rescan (or LanceDB's compaction) back to back, a core busy and the index growing."""
+    return None if value >= 1 else f"must be at least 1 (second), got {quoted_value(value)}"
+
+
 def _fraction(value: Any) -> str | None:
     return None if 0 <= value <= 1 else f"must be in [0, 1], got {quoted_value(value)}"
 
@@ -285,9 +297,9 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("server", "port"): _port,
     ("server", "token"): _token,
     ("scheduler", "timezone"): _timezone,
-    ("index", "watch_debounce_seconds"): _at_least(0),
-    ("index", "reconcile_interval_seconds"): _positive,
-    ("index", "optimize_interval_seconds"): _positive,
+    ("index", "watch_debounce_seconds"): _debounce,
+    ("index", "reconcile_interval_seconds"): _interval,
+    ("index", "optimize_interval_seconds"): _interval,
     ("index", "search_mode"): _one_of("hybrid", "vector", "keyword"),
     ("limits", "max_request_bytes"): _at_least(1024),
     ("limits", "max_entry_bytes"): _at_least(1024),

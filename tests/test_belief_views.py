@@ -153,3 +153,39 @@ def test_api_worldview_relations_and_resolve(root: Path, beliefs_root: dict[str,
     assert unknown.status_code == 404
     bad_user = call(root, "GET", "/api/v1/memory/worldview", params={"user_id": "../x"})
     assert bad_user.status_code == 422
+
+
+@pytest.mark.parametrize("command", [["worldview"], ["relations"], ["insights"],
+                                     ["resolve", "EDGE", "--note", "n"]])
+@pytest.mark.parametrize(("option", "value", "what"), [
+    ("--app", "../x", "app_id"), ("--app", "", "app_id"), ("--project", "my project",
+                                                           "project_id")])
+@pytest.mark.parametrize("user", [[], ["--user", "ada"]])
+def test_an_app_or_project_filter_that_is_no_id_is_refused(
+        root: Path, beliefs_root: dict[str, str], command: list[str], option: str, value: str,
+        what: str, user: list[str]) -> None:
+    # It was compared with every user's app, matched none, and the command said "no
+    # convictions yet" / "No insights yet" with exit 0 as if the root held none (an empty
+    # `--app` with `--user` silently meant default_app); `clusters` and `lessons` refuse it.
+    logs = {p: p.read_bytes() for p in root.rglob("*.md")}
+    args = [beliefs_root["edge"] if a == "EDGE" else a for a in command]
+    result = run(root, *args, *user, option, value)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(f"error: invalid {what} "), result.stderr
+    assert {p: p.read_bytes() for p in root.rglob("*.md")} == logs
+
+
+@pytest.mark.parametrize(("rel_id", "shown"), [
+    ("in_20261012_0001", "'in_20261012_0001'"), ("rel_20261012_0001%00", "'rel_20261012_0001"),
+    ("rel_2026101_0001", "'rel_2026101_0001'")])
+def test_api_resolve_names_a_relation_ids_form(root: Path, beliefs_root: dict[str, str],
+                                               rel_id: str, shown: str) -> None:
+    # An insight id got "String should match pattern '^rel_[0-9]{8}_[0-9]{4,18}$'"; one with
+    # a NUL was told to use "1-128 characters from A-Z a-z 0-9 _ . -", which it did.
+    resp = call(root, "POST", f"/api/v1/memory/relations/{rel_id}/resolve",
+                json={"user_id": "ada", "note": "n"})
+    assert resp.status_code == 422
+    error = resp.json()["error"]
+    assert error["code"] == "invalid_id"
+    assert error["message"].startswith(f"path.rel_id: invalid relation id {shown}"), error
+    assert error["message"].endswith(": expected e.g. rel_20261012_0001")

@@ -123,3 +123,21 @@ def test_a_merged_cluster_whose_new_member_cannot_be_read_is_shown_held_back(
     log.write_bytes(log.read_bytes()[:-3])  # readable again: ready to merge, as it is
     [listed] = json.loads(run("clusters", "--root", str(root), "--json").stdout)["clusters"]
     assert listed["held_back"] is False and listed["held_back_reason"] is None
+
+
+def test_recluster_app_and_project_narrow_the_users(root: Path, clustered: list[Entry]) -> None:
+    # Without --user they were ignored: `recluster --app acme` rebuilt every app's clusters.
+    from everos_reflect.model import UserRef
+
+    rt = make_runtime(root, ExtractiveLLM(), embedder=HashEmbedder(64))
+    add_episode(rt, UserRef.of("bo", "acme"), "2026-08-02T10:00:00+00:00", "Cats", "Bo has cats.")
+    Indexer(rt).scan()
+    rt.close()
+    assert run("recluster", "--root", str(root)).stdout.startswith("reclustered 2 user(s)")
+    for args, users in ((["--app", "acme"], 1), (["--project", "default_project"], 2),
+                        (["--app", "nosuch"], 0), (["--app", "acme", "--project", "x"], 0)):
+        result = run("recluster", "--root", str(root), *args)
+        assert result.exit_code == 0, result.output
+        assert result.stdout.startswith(f"reclustered {users} user(s)"), (args, result.stdout)
+    bad = run("recluster", "--root", str(root), "--app", "../x")
+    assert bad.exit_code == 1 and bad.stderr.startswith("error: invalid app_id '../x'")

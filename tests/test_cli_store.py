@@ -785,3 +785,24 @@ def test_lint_fails_on_a_warning_too(tmp_path: Path) -> None:
     doc = json.loads(result.stdout)
     assert doc["ok"] is False
     assert [p["severity"] for p in doc["problems"]] == ["warning"]
+
+
+@pytest.mark.parametrize("command", ["enable", "disable"])
+def test_enable_refuses_an_ome_toml_a_daemon_would_not_take(root: Path, command: str) -> None:
+    # A problem elsewhere in the file (an unknown key): the daemon keeps its last good
+    # configuration, so `disable` said "disabled", exit 0, and the strategy went on running.
+    text = ("[strategies.learn_lessons]\nbogus = 1\n\n"
+            "[strategies.reflect_episodes]\nenabled = true\n")
+    (root / "ome.toml").write_text(text)
+    result = run(command, "reflect_episodes", "--root", str(root))
+    assert result.exit_code == 1, result.output
+    assert "strategies.learn_lessons.bogus: unknown setting" in result.stderr
+    assert "the change would not take effect" in result.stderr
+    assert len(result.stderr.splitlines()) == 1
+    assert (root / "ome.toml").read_text() == text
+
+
+def test_enable_mends_a_wrongly_typed_enabled(root: Path) -> None:
+    (root / "ome.toml").write_text('[strategies.reflect_episodes]\nenabled = "no"\n')
+    assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0
+    assert (root / "ome.toml").read_text() == "[strategies.reflect_episodes]\nenabled = true\n"

@@ -139,3 +139,39 @@ def test_a_reader_that_goes_away_is_not_reported_as_an_error(root: Path) -> None
         os.close(write_end)
     assert done.stderr.decode() == ""
     assert done.returncode != 0
+
+
+
+@pytest.mark.parametrize("args", [["trigger", "reflect_episodes", "--force"], ["strategies"]])
+def test_an_invalid_ome_toml_is_said_once_and_claims_no_last_good_config(
+        root: Path, args: list[str]) -> None:
+    # The engine logged "<problem> (keeping the last good strategy configuration)" before the
+    # command's own error: two lines for one problem, the first claiming a configuration this
+    # process never had. A process of its own: the log line shows only where no logging is
+    # configured (pytest configures it).
+    import os
+    import subprocess
+    import sys
+
+    (root / "ome.toml").write_text('[strategies.reflect_episodes]\ncron = "hello"\n')
+    done = subprocess.run([sys.executable, "-m", "everos_reflect.cli.main", *args, "--root",
+                           str(root)], env={**os.environ}, capture_output=True, text=True,
+                          timeout=120)
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "strategies.reflect_episodes.cron: invalid cron 'hello'" in lines[0]
+    assert "last good" not in done.stderr
+    assert done.returncode == (1 if args[0] == "trigger" else 0), done.stderr
+
+
+def test_serve_refuses_port_0(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # "Any free port": the daemon bound one, but daemon.json and the log said port 0, so
+    # `trigger` never reached the daemon ("did not answer") and ran in-process beside it.
+    import everos_reflect.serve
+
+    started: list[object] = []
+    monkeypatch.setattr(everos_reflect.serve, "serve", lambda *a, **k: started.append(k))
+    result = invoke(["serve", "--port", "0", "--root", str(root)])
+    assert result.exit_code == 2 and started == [], result.output
+    assert result.stderr.startswith(
+        "error: Invalid value for '--port': 0 is not in the range 1<=x<=65535")

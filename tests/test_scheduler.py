@@ -254,6 +254,46 @@ def test_an_invalid_ome_toml_logs_its_error_once(
     assert len(errors) == 1, [r.getMessage() for r in errors]
 
 
+def test_an_ome_toml_invalid_from_the_start_is_logged_without_a_last_good_config(
+    runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler],
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    # The engine said "(keeping the last good strategy configuration)" when there was none:
+    # nothing is scheduled until the file is fixed, and that is what the log must say.
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = 'maybe'\n")
+    sched = make_scheduler()
+    sched.start(watch=False)
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = 'perhaps'\n")
+    assert sched.reload() is False
+
+    errors = [r.getMessage() for r in caplog.records if r.levelname == "ERROR"]
+    assert len(errors) == 2, errors
+    assert all("strategies.sched_test.enabled" in e and
+               e.endswith("(no strategy is scheduled until it is fixed)") for e in errors)
+    assert not any("last good" in e for e in errors)
+
+
+def test_an_ome_toml_that_is_a_symlink_loop_is_a_config_error_not_a_crash(
+    runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler],
+    caplog: pytest.LogCaptureFixture
+) -> None:
+    # stat() raised ELOOP: `serve` did not start on such a root, and a daemon already up
+    # logged "ome-poll failed" with a traceback every few seconds, never naming the problem.
+    (runtime.root / "ome.toml").symlink_to("ome.toml")
+    sched = make_scheduler(poll_seconds=0.1)
+    sched.start(watch=False)
+    assert "Too many levels of symbolic links" in row(sched)["config_error"]
+    (runtime.root / "ome.toml").unlink()
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\n")
+    assert sched.reload() is True
+    (runtime.root / "ome.toml").unlink()
+    (runtime.root / "ome.toml").symlink_to("ome.toml")
+    wait_for(lambda: "symbolic links" in (row(sched)["config_error"] or ""))
+    time.sleep(0.5)  # several polls
+    assert row(sched)["enabled"] is True  # the last good configuration stays in force
+    assert not [r for r in caplog.records if r.exc_info], "a traceback was logged"
+
+
 def test_a_fire_time_slept_through_within_the_grace_still_runs_once(
     runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler]
 ) -> None:

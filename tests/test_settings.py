@@ -431,6 +431,22 @@ def test_a_base_url_with_white_space_or_a_control_character_is_refused(section: 
     assert why.startswith("must be an http:// or https:// URL")
 
 
+@pytest.mark.parametrize(("key", "value", "reason"), [
+    # a full rescan (or LanceDB's compaction) back to back: a core busy, the index growing
+    ("reconcile_interval_seconds", "1e-300", "must be at least 1 (second)"),
+    ("optimize_interval_seconds", "0.001", "must be at least 1 (second)"),
+    # an edit never indexed again, the pending events piling up in memory
+    ("watch_debounce_seconds", "1e300", "must be 0 to 3600 (an hour)"),
+    ("watch_debounce_seconds", "-1", "must be 0 to 3600 (an hour)"),
+])
+def test_the_daemons_background_periods_are_bounded(key: str, value: str, reason: str) -> None:
+    ((file, shown, why),) = problems_of(f"[index]\n{key} = {value}\n")
+    assert (file, shown) == ("root/everos.toml", f"index.{key}")
+    assert why.startswith(reason), why
+    ok = parse_settings(DEFAULTS, f"[index]\n{key} = 1\n", {}, "root/everos.toml")
+    assert getattr(ok.index, key) == 1.0
+
+
 @pytest.mark.parametrize("section", ["llm", "embedding"])
 @pytest.mark.parametrize(("url", "reason"), [
     ("http://[::1/v1", "Invalid IPv6 URL"), ("http://h:abc/v1", "Port could not be cast"),

@@ -249,3 +249,22 @@ def test_status_with_an_index_reports_user_folders_whose_names_are_not_valid_ids
     (problem,) = bad["problems"]
     assert problem.startswith("0: invalid user_id 'bob smith'")
     assert problem.endswith("; this folder's logs are not read")
+
+
+@pytest.mark.parametrize("loop", ["loopy", "default_app/loopy", f"{USERS}/loopy",
+                                  f"{USERS}/u_ann/.insights",
+                                  f"{USERS}/u_ann/episodes/episode-2026-10-12.md"])
+def test_a_symlink_loop_is_skipped_as_a_dangling_link_is(root: Path, loop: str) -> None:
+    # `ln -s x x` anywhere a user, app or log may be: "OSError: Too many levels of symbolic
+    # links" stopped status, lint, search, reindex and every strategy run.
+    rt = runtime(root)
+    rt.store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-11T09:00:00+00:00",
+                                          "parent_type": "memcell"},
+                    {"Subject": "Cats", "Content": "Ann has a cat."}, day=date(2026, 10, 11))
+    (root / loop).symlink_to((root / loop).name)
+    assert list(rt.store.iter_users()) == [ANN]
+    assert [p.name for p in rt.store.iter_files(ANN)] == ["episode-2026-10-11.md"]
+    assert Indexer(rt).reindex().entries_upserted == 1
+    for command in ("lint", "status"):
+        result = run(command, "--root", str(root))
+        assert result.exit_code == 0, result.output

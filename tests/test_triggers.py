@@ -184,6 +184,10 @@ def test_next_fire_is_strictly_after() -> None:
         ("0 2 * * 8", "day-of-week '8'"),
         ("0 2 * * mon-sun-x", "day-of-week"),
         ("0 2 * * 5-1", "range"),
+        # A slash with no step: read as "1" and "1-5" (the other fields refuse "1/").
+        ("0 2 * * 1/", "invalid step ''"),
+        ("0 2 * * 1-5/", "invalid step ''"),
+        ("0 2 * * */", "invalid step ''"),
         # Valid field by field, but no date matches: was accepted, then `strategies`, `status`
         # and the scheduler raised "never fires" (a traceback) when asking for the next run.
         ("0 2 30 2 *", "never fires"),

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,13 +89,20 @@ def error_code(exc: BaseException) -> tuple[int, str]:
 
 def _id_problem(value: Any, what: str) -> errors.InvalidId | None:
     """The message the core gives for a bad id (for pattern-checked parameters): an entry
-    id's form for ``entry_id``, as MCP's model words it (the API quoted the raw pattern),
-    else :func:`validate_name`'s."""
+    id's form for ``entry_id``, as MCP's model words it (the API quoted the raw pattern), a
+    relation id's for ``rel_id``, else :func:`validate_name`'s."""
     from everos_reflect.api.models import entry_id_form
+    from everos_reflect.api.params import RELATION_ID_PATTERN
 
     try:
         if what == "entry_id":
             entry_id_form(value)
+        elif what == "rel_id":
+            # an insight id quoted the raw pattern; "rel_…\x00" was told to use the
+            # characters of a user id, which it did not fail for
+            if not re.fullmatch(RELATION_ID_PATTERN, str(value)):
+                raise errors.InvalidId(f"invalid relation id {quoted_value(value)}: expected "
+                                       "e.g. rel_20261012_0001")
         else:
             validate_name(value, what)
     except errors.InvalidId as exc:

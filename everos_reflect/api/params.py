@@ -18,5 +18,7 @@ from everos_reflect.model import ENTRY_ID_RE, NAME_PATTERN
 NameQuery = Annotated[str, Query(pattern=NAME_PATTERN)]
 OptionalNameQuery = Annotated[str | None, Query(pattern=NAME_PATTERN)]
 EntryIdPath = Annotated[str, Path(pattern=ENTRY_ID_RE.pattern, description="e.g. in_20261012_0001")]
-RelationIdPath = Annotated[str, Path(pattern=r"^rel_[0-9]{8}_[0-9]{4,18}$",
+#: A relation id (``resolve``'s path): ``rel_<YYYYMMDD>_<NNNN>``.
+RELATION_ID_PATTERN = r"^rel_[0-9]{8}_[0-9]{4,18}$"
+RelationIdPath = Annotated[str, Path(pattern=RELATION_ID_PATTERN,
                                      description="e.g. rel_20261012_0001")]

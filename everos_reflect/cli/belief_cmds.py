@@ -9,6 +9,7 @@ import click
 from everos_reflect.cli.common import (
     app_filter_option,
     emit_json,
+    filtered_refs,
     handle_errors,
     json_option,
     open_runtime,
@@ -20,7 +21,6 @@ from everos_reflect.errors import EverosError
 
 if TYPE_CHECKING:
     from everos_reflect.model import UserRef
-    from everos_reflect.runtime import Runtime
 
 
 def _user_options(fn: Any) -> Any:
@@ -28,16 +28,6 @@ def _user_options(fn: Any) -> Any:
     fn = app_filter_option(fn)
     return click.option("--user", "user_id", default=None,
                         help="User id (default: every user).")(fn)
-
-
-def _refs(runtime: Runtime, user_id: str | None, app: str | None,
-          project: str | None) -> list[UserRef]:
-    from everos_reflect.model import UserRef
-
-    if user_id is not None:
-        return [UserRef.of(user_id, app, project)]
-    return [r for r in runtime.store.iter_users()
-            if (app is None or r.app == app) and (project is None or r.project == project)]
 
 
 def _who(ref: UserRef) -> dict[str, str]:
@@ -56,7 +46,7 @@ def worldview_cmd(root: str | None, user_id: str | None, app: str | None, projec
     from everos_reflect.strategies.belief_views import worldview
 
     runtime = open_runtime(root)
-    rows = [{**_who(ref), **row} for ref in _refs(runtime, user_id, app, project)
+    rows = [{**_who(ref), **row} for ref in filtered_refs(runtime, user_id, app, project)
             for row in worldview(runtime, ref, history=history)]
     if as_json:
         emit_json({"convictions": rows})
@@ -83,7 +73,7 @@ def relations_cmd(root: str | None, user_id: str | None, app: str | None, projec
     from everos_reflect.strategies.belief_views import relations
 
     runtime = open_runtime(root)
-    rows = [{**_who(ref), **row} for ref in _refs(runtime, user_id, app, project)
+    rows = [{**_who(ref), **row} for ref in filtered_refs(runtime, user_id, app, project)
             for row in relations(runtime, ref, status=status)]
     if as_json:
         emit_json({"relations": rows})
@@ -113,7 +103,7 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
     from everos_reflect.strategies.belief_views import owners_of, resolve_relation
 
     runtime = open_runtime(root)
-    refs = _refs(runtime, user_id, app, project)
+    refs = filtered_refs(runtime, user_id, app, project)
     lookup_entry_id(rel_id, refs[0] if user_id is not None else None)  # as at the API
     refs = owners_of(runtime, rel_id, refs)
     if not refs:

@@ -171,11 +171,18 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
     """Rebuild clusters from the index (e.g. after changing the clustering settings)."""
     from everos_reflect.clustering.service import ClusterService
 
+    # --app/--project without --user narrow the users (they were ignored: `recluster --app
+    # acme` rebuilt the clusters of every app); an id they cannot be is refused, as by
+    # `clusters`
+    for value, what in ((app, "app_id"), (project, "project_id")):
+        if value is not None:
+            validate_name(value, what)
+    ref = UserRef.of(user_id, app, project) if user_id else None
     runtime = open_runtime(root)
     settle_journal(runtime)
-    ref = UserRef.of(user_id, app, project) if user_id else None
     counts = ClusterService(runtime).recluster_exclusive(ref, on_wait=lambda: say(
-        "Waiting for the strategy runs in flight to finish before reclustering ...", err=True))
+        "Waiting for the strategy runs in flight to finish before reclustering ...", err=True),
+        app=app, project=project)
     if as_json:
         emit_json(counts)
         return

@@ -20,6 +20,7 @@ from everos_reflect.model import QUOTED_MAX, quoted, shown_path
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
+    from everos_reflect.model import UserRef
     from everos_reflect.runtime import Runtime
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -39,6 +40,26 @@ app_filter_option = click.option("--app", default=None, help="App id (default: e
                                  "default_app with --user).")
 project_filter_option = click.option("--project", default=None, help="Project id (default: "
                                      "every project, or default_project with --user).")
+
+
+def filtered_refs(runtime: Runtime, user_id: str | None, app: str | None,
+                  project: str | None) -> list[UserRef]:
+    """The users a command with :data:`app_filter_option`/:data:`project_filter_option` works
+    on: the one ``--user`` names, else every user of the root that the filters match.
+
+    A filter that cannot be an app or project id (``--app ../x``, ``--app ''``) is refused, as
+    ``clusters`` and ``lessons`` refuse it: ``insights``, ``worldview``, ``relations`` and
+    ``resolve`` compared it with every user's app, matched none and said "No insights yet"
+    with exit 0, as if the root held none."""
+    from everos_reflect.model import UserRef, validate_name
+
+    for value, what in ((app, "app_id"), (project, "project_id")):
+        if value is not None:
+            validate_name(value, what)
+    if user_id is not None:
+        return [UserRef.of(user_id, app, project)]
+    return [r for r in runtime.store.iter_users()
+            if (app is None or r.app == app) and (project is None or r.project == project)]
 
 
 class UTCFormatter(logging.Formatter):

@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 @click.command("serve")
 @root_option
 @click.option("--host", default=None, help="Bind address (default: [server] host, 127.0.0.1).")
-@click.option("--port", type=click.IntRange(0, 65535), default=None,
+# Not 0 ("any free port"), as [server] port may not be: daemon.json and the log then said
+# port 0, and `trigger` could not reach the daemon and ran in-process beside it.
+@click.option("--port", type=click.IntRange(1, 65535), default=None,
               help="Port (default: [server] port, 8000).")
 @handle_errors
 def serve_cmd(root: str | None, host: str | None, port: int | None) -> None:
@@ -167,8 +169,9 @@ def strategies_cmd(root: str | None, as_json: bool) -> None:
             say(f"  last run {last['id']}: {last['status']} ({last['trigger']}, "
                        f"{last['started_at'][:19]})")
     if rows and rows[0]["config_error"]:
-        say(f"ome.toml problem (last good config in force): {rows[0]['config_error']}",
-                   err=True)
+        # every strategy is shown off: a daemon keeps its last good configuration, but this
+        # command never had one
+        say(f"ome.toml problem (every strategy shown off): {rows[0]['config_error']}", err=True)
 
 
 COMMANDS: list[click.Command] = [serve_cmd, trigger_cmd, runs_cmd, strategies_cmd]

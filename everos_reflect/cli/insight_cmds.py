@@ -9,6 +9,7 @@ import click
 from everos_reflect.cli.common import (
     app_filter_option,
     emit_json,
+    filtered_refs,
     handle_errors,
     json_option,
     open_runtime,
@@ -44,9 +45,7 @@ def insights_cmd(root: str | None, user_id: str | None, app: str | None, project
     from everos_reflect.strategies.insight_views import list_insights
 
     rt = open_runtime(root)
-    refs = ([UserRef.of(user_id, app, project)] if user_id is not None else
-            [r for r in rt.store.iter_users()
-             if (app is None or r.app == app) and (project is None or r.project == project)])
+    refs = filtered_refs(rt, user_id, app, project)
     users = [{"user_id": r.user_id, "app_id": r.app, "project_id": r.project,
               "insights": list_insights(rt, r, include_stale=include_stale)} for r in refs]
     if as_json:

@@ -472,6 +472,23 @@ def set_enabled(text: str, name: str, enabled: bool, file: str) -> str:
     return bom + tomlkit.dumps(doc)
 
 
+def _refuse_if_not_in_force(text: str, file: str) -> None:
+    """:class:`ConfigError` when the edited ``ome.toml`` would not validate (a problem
+    elsewhere in it, an unknown key say): a daemon keeps its last good configuration then,
+    so ``disable`` said "disabled" and exit 0 while the strategy went on running, and
+    ``enable`` "enabled" one that never ran."""
+    try:
+        from everos_reflect.engine.registry import validate_ome
+    except ImportError:  # a partial install: nothing to validate against
+        return
+    try:
+        validate_ome(parse_ome(text, file), file)
+    except ConfigError as exc:
+        raise ConfigError([*exc.problems, (file, "(not changed)", (
+            "fix this file first: a daemon keeps its last good configuration "
+            "while the file is invalid, so the change would not take effect"))]) from None
+
+
 def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     known = known_strategy_names()
     if name not in known:
@@ -484,6 +501,7 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     except (OSError, UnicodeDecodeError) as exc:
         fail(f"{path}: {getattr(exc, 'strerror', None) or exc}")
     after = set_enabled(before, name, enabled, str(path))
+    _refuse_if_not_in_force(after, str(path))
     changed = after != before or not path.exists()
     if changed:
         _write_atomic(folder, path, after)

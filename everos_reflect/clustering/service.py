@@ -826,29 +826,34 @@ class ClusterService:
     # ------------------------------------------------------------------ rebuild
 
     def recluster_exclusive(self, ref: UserRef | None = None,
-                            on_wait: Callable[[], None] | None = None) -> dict[str, int]:
+                            on_wait: Callable[[], None] | None = None, *,
+                            app: str | None = None,
+                            project: str | None = None) -> dict[str, int]:
         """:meth:`recluster` holding the rebuild lock exclusive, as ``reindex`` does (the
         ``recluster`` command): it rewrites the clusters a Reflection run selects from and
         archives into, so it first waits for the runs in flight (``on_wait`` is told) and a
         run that starts meanwhile is skipped as ``busy``. ``reindex`` calls :meth:`recluster`
         itself, under the lock it already holds."""
         with rebuild.rebuilding(self.runtime.index_dir, on_wait):
-            return self.recluster(ref)
+            return self.recluster(ref, app=app, project=project)
 
-    def recluster(self, ref: UserRef | None = None) -> dict[str, int]:
+    def recluster(self, ref: UserRef | None = None, *, app: str | None = None,
+                  project: str | None = None) -> dict[str, int]:
         """Rebuild clusters from ``entries`` + stored vectors, deterministically.
 
         Per user: every live narrative re-creates the cluster its ``parent_id`` names, then all
         other live Episodes are assigned in (timestamp, id) order by the online rule. Returns
-        counts (users, clusters, members, skipped for lack of a vector).
+        counts (users, clusters, members, skipped for lack of a vector). Without ``ref``,
+        ``app`` and ``project`` (when given) narrow the users to that app or project.
         """
         where, params = _where_ref(ref)
-        refs = sorted({
-            UserRef(r[0], r[1], r[2]) for r in self._db.execute(
-                f"SELECT app_id, project_id, user_id FROM entries WHERE kind='episode' AND "
-                f"{where} UNION SELECT app_id, project_id, user_id FROM clusters WHERE {where}",
-                params + params)
-        })
+        refs = sorted(
+            u for u in {
+                UserRef(r[0], r[1], r[2]) for r in self._db.execute(
+                    f"SELECT app_id, project_id, user_id FROM entries WHERE kind='episode' AND "
+                    f"{where} UNION SELECT app_id, project_id, user_id FROM clusters WHERE "
+                    f"{where}", params + params)
+            } if app in (None, u.app) and project in (None, u.project))
         totals = {"users": 0, "clusters": 0, "members": 0, "skipped": 0}
         many = getattr(self.runtime.vectors, "get_vectors_many", None)
         # Users in groups of about REBUILD_GROUP Episodes: one vector scan per group, and

@@ -157,7 +157,13 @@ class Engine:
         """Re-read ``ome.toml`` if its content changed (always with ``force``). On an invalid
         file keep the last good config, remember why and return False — logging the problem
         once per distinct content, not at every look; a missing file means every strategy at
-        its defaults."""
+        its defaults.
+
+        With no good configuration to keep (the first load) nothing is logged: the caller
+        reports it (:meth:`config` raises it; ``serve`` logs it, see
+        :meth:`Scheduler.start <everos_reflect.engine.scheduler.Scheduler.start>`). A one-shot
+        command printed it twice, the log line claiming a "last good" configuration the
+        process never had."""
         path = self.ome_path
         try:
             try:
@@ -177,11 +183,18 @@ class Engine:
         except ConfigError as exc:
             with self._mutex:
                 self.config_error, self._config_problems = str(exc), exc
-            log.error("%s (keeping the last good strategy configuration)", exc)
+                kept = self._config is not None
+            if kept:
+                log.error("%s (keeping the last good strategy configuration)", exc)
             return False
         with self._mutex:
             self._config, self.config_error, self._config_problems = config, None, None
         return True
+
+    @property
+    def has_config(self) -> bool:
+        """Whether a good ``ome.toml`` (or none, meaning the defaults) was ever loaded."""
+        return self._config is not None
 
     def config(self) -> dict[str, dict[str, Any]]:
         """The validated settings of every strategy (the last good ``ome.toml``).

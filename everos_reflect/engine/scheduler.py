@@ -125,7 +125,8 @@ class Scheduler:
     def start(self, *, now: datetime | None = None, watch: bool = True) -> None:
         """Load ``ome.toml``, schedule jobs, catch up a run missed while down, start watching."""
         self._ome_stat = self._stat()
-        self.engine.reload_config()
+        if not self.engine.reload_config():
+            self._no_config_yet()
         self._aps.start()
         self._apply(initial=True)
         self._catch_up(now or datetime.now(UTC))
@@ -162,8 +163,16 @@ class Scheduler:
         with self._reload_lock:
             self._ome_stat = self._stat()
             ok = self.engine.reload_config()
+            if not ok:
+                self._no_config_yet()
             self._apply()
         return ok
+
+    def _no_config_yet(self) -> None:
+        """Log an invalid ``ome.toml`` while no good one was ever loaded (the engine logs it
+        only when it keeps a last good configuration)."""
+        if not self.engine.has_config:
+            log.error("%s (no strategy is scheduled until it is fixed)", self.engine.config_error)
 
     def _poke(self) -> None:
         """Debounce: editors write a file in several events; reload once they settle."""
@@ -185,10 +194,15 @@ class Scheduler:
             log.exception("ome.toml reload failed")
 
     def _stat(self) -> tuple[int, int] | None:
+        """``ome.toml``'s (mtime, size); ``None`` with no file, ``(-1, errno)`` when it cannot
+        be looked at. A symlink loop raised ELOOP here: ``serve`` would not start, and a
+        daemon already up logged a traceback at every poll and never said what was wrong."""
         try:
             st = (self.runtime.root / OME_FILE_NAME).stat()
         except FileNotFoundError:
             return None
+        except OSError as exc:  # the reload that follows reports it (engine.reload_config)
+            return -1, exc.errno or 0
         return st.st_mtime_ns, st.st_size
 
     def _poll_ome(self) -> None:

@@ -48,8 +48,9 @@ def _expand_dow(text: str, expr: str) -> set[int]:
     """Crontab day-of-week field → set of days, 0 = Sunday (7 folded onto 0)."""
     days: set[int] = set()
     for part in text.split(","):
-        rng, _, step_text = part.partition("/")
-        if step_text and not (step_text.isdigit() and int(step_text) > 0):
+        rng, slash, step_text = part.partition("/")
+        # "1/" (a slash with no step) was read as "1", where the other fields refuse it
+        if slash and not (step_text.isdigit() and int(step_text) > 0):
             raise ValueError(f"invalid step {quoted_value(step_text)} in cron {quoted_value(expr)}")
         step = int(step_text) if step_text else 1
         if rng == "*":

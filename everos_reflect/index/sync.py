@@ -391,13 +391,15 @@ class Indexer:
                     listing = list(os.scandir(user_dir / folder))
                 except (FileNotFoundError, NotADirectoryError):
                     continue
+                except OSError:  # a symlink loop (ELOOP) where the folder goes: no logs
+                    continue
                 for item in listing:
                     if not pattern.fullmatch(item.name):
                         continue
                     try:
                         st = item.stat()
-                    except FileNotFoundError:  # deleted while listing: the next scan sees it
-                        continue
+                    except OSError:  # deleted while listing (the next scan sees it), or a
+                        continue     # symlink loop: not a log, as a dangling link is not
                     if stat.S_ISREG(st.st_mode):
                         out[f"{user_rel}/{folder}/{item.name}"] = (
                             (st.st_mtime_ns, st.st_size), item.path

@@ -72,6 +72,17 @@ def _denied(exc: PermissionError) -> str:
     return exc.strerror or "permission denied"
 
 
+
+def _is_dir(entry: os.DirEntry[str]) -> bool:
+    """``entry.is_dir()``, False for a symlink that leads nowhere it can follow: a link to
+    itself (``ln -s x x``, a loop) raised ``OSError: Too many levels of symbolic links``, and
+    one such link anywhere under the root stopped ``status``, ``lint``, ``search``,
+    ``reindex`` and every run. It is skipped, as a dangling link is."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
 class MarkdownStore:
     """Daily logs of every user under ``root`` (layout in SPEC §2)."""
 
@@ -236,7 +247,7 @@ class MarkdownStore:
                  outside: list[str] | None) -> list[os.DirEntry[str]]:
         """Sub-folders (not hidden) of ``folder`` that stay inside the root."""
         try:
-            found = [e for e in os.scandir(folder) if not e.name.startswith(".") and e.is_dir()]
+            found = [e for e in os.scandir(folder) if not e.name.startswith(".") and _is_dir(e)]
         except (FileNotFoundError, NotADirectoryError):
             return []
         return [e for e in found if not (e.is_symlink() and self._escapes(e.path, outside))]
