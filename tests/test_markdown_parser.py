@@ -725,3 +725,35 @@ def test_a_derived_record_whose_evidence_is_no_list_of_ids_is_named(
         ("warning", f"entry ls_20261012_0001: evidence is {what}, not a list of ids "
                     "(write [id, ...])")]
     assert read_lesson(read).evidence == (("tk_1",) if "tk_1" in written else ())
+
+
+def _unmarked(n: int) -> str:
+    """An entry as pasted without its opening and closing markers."""
+    return "\n".join(entry(n).splitlines()[1:-1]) + "\n"
+
+
+@pytest.mark.parametrize(("where", "text", "line"), [
+    # between two entries, at the end, right after the frontmatter; CRLF alike
+    ("between", HEAD + entry(1) + "\n" + _unmarked(2) + "\n" + entry(3), 21),
+    ("end", HEAD + entry(1) + _unmarked(2), 20),
+    ("start", HEAD + _unmarked(2) + entry(1), 8),
+    ("crlf", (HEAD + entry(1) + _unmarked(2)).replace("\n", "\r\n"), 20),
+    ("heading only", HEAD + entry(1) + "\n## Content\nwritten under no entry\n", 20),
+])
+def test_an_entry_without_its_markers_is_named_not_passed_over(
+        where: str, text: str, line: int) -> None:
+    # Notes between entries are welcome and said nothing of; an entry pasted without its
+    # markers was not read (not indexed, not searchable) and lint said "0 errors".
+    log = parse_log(text, PATH)
+    assert "ep_20261012_0002" not in {e.id for e in log.entries}
+    [warning] = log.diagnostics
+    assert (warning.line, warning.severity) == (line, "warning"), where
+    assert "outside any entry: it is not read" in warning.message
+    assert "<!-- entry:ID -->" in warning.message
+
+
+def test_a_hand_note_naming_no_entry_part_is_still_no_problem() -> None:
+    notes = ("owner notes: ask Andrew about owner_id: later\n"
+             "## Subjects to raise\n### Content ideas\n---\n")
+    log = parse_log(HEAD + notes + entry(1) + notes + entry(2) + notes, PATH)
+    assert log.diagnostics == [] and len(log.entries) == 2

@@ -11,11 +11,14 @@ line, reason) and the rest of the file still parses. Severities:
   text stays in the file and its id still counts when the next id is allocated.
 - ``warning``: indexed anyway (naive or date-only timestamp, owner differing from the file's
   user, missing ``Content``/``Fact`` section, unexpected ``parent_type``, text before the
-  first section, characters an editor does not show: controls, bidi overrides).
+  first section, characters an editor does not show: controls, bidi overrides). Also text
+  outside every entry that looks like one without its markers (an ``owner_id:`` line, a
+  ``## Subject`` or main-section heading): it is not read.
 
 Unknown metadata keys and unknown sections are not problems: they are kept in ``Entry.meta`` /
-``Entry.sections``. Lines are split on ``\\n`` only; a trailing ``\\r`` (CRLF files) is ignored
-for matching and dropped from section bodies, so bodies always use ``\\n``.
+``Entry.sections``; nor are notes between entries (kept in the file, not read). Lines are
+split on ``\\n`` only; a trailing ``\\r`` (CRLF files) is ignored for matching and dropped from
+section bodies, so bodies always use ``\\n``.
 
 Inside a section body a line starting with ``##`` or ``<!--`` would end the section or the entry,
 so the writer escapes such lines with one leading backslash (``\\## not a heading``); the parser
@@ -89,6 +92,8 @@ MAX_HIDDEN_LINES = 5
 
 
 _LINE_RE = re.compile(r"[^\n]*\n|[^\n]+$")
+#: Per kind: a line outside every entry that belongs to one (see ``_Parser._outside``).
+_ENTRY_LIKE_RE: dict[Kind, re.Pattern[str]] = {}
 _HEADER_END_RE = re.compile(r"\n(?:---|\.\.\.)[ \t]*(?:\r?\n|\r?$)")
 
 
@@ -681,9 +686,35 @@ class _Parser:
             pos = m.start()
             yield _Marker(line, m.group(1) == "/", m.group(2), m.start(), m.end())
 
+    def _outside(self, log: DailyLog, gap: tuple[int, int] | None, end: int) -> None:
+        """Warn when the text from ``gap`` (offset, 0-based line) to offset ``end``, outside
+        every entry, looks like an entry that lost its markers: a line ``owner_id:`` or a
+        ``## Subject`` / ``## <main section>`` heading. Notes between entries are welcome
+        (SPEC §3) and said nothing of; an entry pasted without its markers was not read, and
+        ``lint`` said all was well."""
+        if gap is None or log.kind is None:
+            return
+        names = {log.kind.main_section, "Subject"} if log.kind is Kind.EPISODE else {
+            log.kind.main_section}
+        pattern = _ENTRY_LIKE_RE.get(log.kind)
+        if pattern is None:
+            heads = "|".join(re.escape(n) for n in sorted(names))
+            pattern = _ENTRY_LIKE_RE[log.kind] = re.compile(
+                rf"^(?:##[ \t]+(?:{heads})[ \t]*\r?$|owner_id[ \t]*:)", re.M)
+        found = pattern.search(self.text, gap[0], end)
+        if found is not None:
+            line = gap[1] + self.text.count("\n", gap[0], found.start()) + 1
+            what = found.group().strip()
+            self.report(line, f"{quoted_value(what)} outside any entry: it is not read, as an "
+                        "entry without its <!-- entry:ID --> and <!-- /entry:ID --> markers "
+                        "(kept as written; add the markers to read it)", "warning")
+
     def _entries(self, log: DailyLog, start: int) -> None:
         first_at: dict[str, int] = {}  # every opened id, parseable or not -> its first line
         deprecated = log.deprecated_entries
+        # where text outside every entry starts (offset, 0-based line); None inside a broken
+        # entry, whose text another problem names
+        gap: tuple[int, int] | None = (sum(len(line) for line in self.lines[:start]), start)
         markers = self._markers(start)
         marker = next(markers, None)
         while marker is not None:
@@ -691,8 +722,11 @@ class _Parser:
                 self.report(marker.line + 1,
                             f"closing marker of {quoted_value(marker.id)} without an opening one",
                             "warning")
+                gap = (marker.end, marker.line)
                 marker = next(markers, None)
                 continue
+            self._outside(log, gap, marker.start)
+            gap = None
             entry_id, i = marker.id, marker.line
             if entry_id in first_at:
                 # A frontmatter key names an id, not a block: archiving one would archive both.
@@ -709,6 +743,7 @@ class _Parser:
                 log.unreadable.add(entry_id)
                 marker = closed
                 continue
+            gap = (closed.end, closed.line)
             if closed.id != entry_id:
                 self.report(
                     closed.line + 1,
@@ -738,6 +773,8 @@ class _Parser:
                             "the text ends inside an entry marker (a file still being written, "
                             "or cut short): the entries it does not hold are kept indexed until "
                             "it is whole")
+        if log.open_at_end is None:
+            self._outside(log, gap, len(self.text))
 
     def _entry(self, log: DailyLog, entry_id: str, first: int, block: str) -> Entry | None:
         """One entry from the text of its ``block`` (opening marker to the end of the closing
