@@ -138,3 +138,24 @@ def test_status_counts_the_files_lint_warns_about(root: Path, counted_from: str)
         assert ("no files with errors; 2 files with warnings (`everos-reflect lint` lists "
                 "them)") in shown
         assert "no files with problems" not in shown
+
+
+def test_status_on_a_root_with_no_index_creates_none_and_keeps_counting_the_markdown(
+    root: Path,
+) -> None:
+    # Reading the strategies' last runs opened system.db, which created an empty index; the
+    # next status took that for the root's counts and showed "0 / 0" Episodes.
+    added = CliRunner().invoke(cli, ["add", "--root", str(root), "--user", "u_cy",
+                                     "--subject", "Garden", "--content", "Planted tomatoes.",
+                                     "--timestamp", "2026-10-12T09:00:00+00:00"])
+    assert added.exit_code == 0, added.output
+    assert not list(root.rglob("system.db*"))
+    for _ in range(2):
+        doc = cli_json("status", "--root", str(root), "--json")
+        assert doc["counts_from"] == "markdown"
+        assert doc["totals"]["episode"] == {"live": 1, "deprecated": 0}
+        assert all(s["last_run"] is None for s in doc["strategies"])
+    assert not list(root.rglob("system.db*"))
+    runs = CliRunner().invoke(cli, ["runs", "--root", str(root), "--json"])
+    assert runs.exit_code == 0, runs.output
+    assert not list(root.rglob("system.db*"))

@@ -39,6 +39,7 @@ from everos_reflect.engine.triggers import CronTrigger
 from everos_reflect.errors import ConfigError, RootGone
 from everos_reflect.fileio import read_config_bytes
 from everos_reflect.index import rebuild, runs
+from everos_reflect.index.db import db_path
 from everos_reflect.settings import OME_FILE_NAME, parse_ome
 
 if TYPE_CHECKING:
@@ -478,7 +479,12 @@ def list_runs(
     """The newest runs first (every attempt's final state). A row still ``running`` whose
     process is gone (killed, crashed: nothing could end its record) says so with
     ``process_gone: true``; the next engine start records it ``abandoned``
-    (:meth:`Engine.recover`), and until then it read as a run in progress."""
+    (:meth:`Engine.recover`), and until then it read as a run in progress.
+
+    A root with no ``system.db`` has recorded no run: answered without opening it, which would
+    create an empty index that ``status`` then took for the root's counts ("0 / 0")."""
+    if not db_path(runtime.root).exists():
+        return []
     rows = runs.newest(runtime.db(), limit=limit, strategy=strategy)
     for row in rows:
         pid = row.get("pid")

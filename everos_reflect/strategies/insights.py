@@ -164,10 +164,16 @@ class ReflectInsights(BeliefTier):
     def needs_llm(self, runtime: Runtime) -> str | None:
         """Offline, the extractive method of :mod:`insights_offline` runs instead of an LLM —
         but it can only state topics recurring across ``MIN_WEEKS`` weeks, so when no owner's
-        live Episodes span that many weeks the tier needs an LLM to write anything."""
+        live Episodes span that many weeks the tier needs an LLM to write anything. A root not
+        indexed yet is not judged (a run indexes it first): opening ``system.db`` to ask would
+        create an empty index that ``status`` then took for the root's counts."""
         if super().needs_llm(runtime) is None:
             return None
+        from everos_reflect.index.db import db_path
         from everos_reflect.index.reads import live_episode_weeks
+
+        if not db_path(runtime.root).exists():
+            return None
         from everos_reflect.strategies.insights_offline import MIN_WEEKS
 
         if max(live_episode_weeks(runtime.db()).values(), default=0) >= MIN_WEEKS:
