@@ -253,6 +253,20 @@ class BoundedLines:
         self.batches: dict[int, list[Any]] = {}
         self._count = 0
 
+    def take_stand_in(self, message: Any) -> tuple[str, Any] | None:
+        """``(method, what the line held)`` when ``message`` is one of this reader's stand-in
+        notifications, the held part taken out of its store (None once taken, or for a
+        stand-in the client sent itself); None for any other message."""
+        if not isinstance(message, types.JSONRPCNotification):
+            return None
+        store: dict[int, Any] | None = {_REFUSED_METHOD: self.refused,
+                                        _BAD_ID_METHOD: self.bad_ids,
+                                        _BATCH_METHOD: self.batches}.get(message.method)
+        if store is None:
+            return None
+        number = (message.params or {}).get("line")
+        return message.method, store.pop(number, None) if isinstance(number, int) else None
+
     def readline(self) -> str:
         line = self._raw.readline(self.limit + 1)
         if len(line) <= self.limit or line.endswith(b"\n"):
@@ -531,38 +545,28 @@ async def _answer_refused(lines: BoundedLines, read_stream: Any, forward: Any,
                 if answer is not None or isinstance(item, ValidationError):
                     continue  # answered (or a blank line): nothing for the server
             message = getattr(item, "message", None)
-            if isinstance(message, types.JSONRPCNotification) and \
-                    message.method == _BAD_ID_METHOD:
-                number = (message.params or {}).get("line")
-                problem = lines.bad_ids.pop(number, None) if isinstance(number, int) else None
-                if problem is not None:
-                    log.warning("answered an MCP request with an unusable id: %s", problem)
-                    await write_stream.send(SessionMessage(types.JSONRPCError(
-                        jsonrpc="2.0", id=None, error=types.ErrorData(
-                            code=types.INVALID_REQUEST, message=problem))))
+            stand_in = lines.take_stand_in(message)
+            if stand_in is None:
+                await _pass_on(message, item, forward, write_stream, unanswered, batches)
                 continue
-            if isinstance(message, types.JSONRPCNotification) and \
-                    message.method == _BATCH_METHOD:
-                number = (message.params or {}).get("line")
-                batch = lines.batches.pop(number, None) if isinstance(number, int) else None
-                if batch is not None:
-                    await _answer_batch(batch, forward, write_stream, unanswered, batches)
+            method, held = stand_in
+            if held is None:
+                continue  # a stand-in already answered, or one the client made up
+            if method == _BATCH_METHOD:
+                await _answer_batch(held, forward, write_stream, unanswered, batches)
                 continue
-            if isinstance(message, types.JSONRPCNotification) and \
-                    message.method == _REFUSED_METHOD:
-                number = (message.params or {}).get("line")
-                refused = lines.refused.pop(number, None) if isinstance(number, int) else None
-                if refused is not None:
-                    size, request_id = refused
-                    log.warning("refused an MCP message of %d bytes", size)
-                    await write_stream.send(SessionMessage(types.JSONRPCError(
-                        jsonrpc="2.0", id=request_id, error=types.ErrorData(
-                            code=types.INVALID_REQUEST,
-                            message=f"message too large: {size:,} bytes, over "
-                                    f"limits.max_request_bytes ({lines.limit:,})",
-                            data={"code": "too_large"}))))
-                continue
-            await _pass_on(message, item, forward, write_stream, unanswered, batches)
+            if method == _BAD_ID_METHOD:
+                log.warning("answered an MCP request with an unusable id: %s", held)
+                request_id, problem, data = None, held, None
+            else:
+                size, request_id = held
+                log.warning("refused an MCP message of %d bytes", size)
+                problem = (f"message too large: {size:,} bytes, over "
+                           f"limits.max_request_bytes ({lines.limit:,})")
+                data = {"code": "too_large"}
+            await write_stream.send(SessionMessage(types.JSONRPCError(
+                jsonrpc="2.0", id=request_id, error=types.ErrorData(
+                    code=types.INVALID_REQUEST, message=problem, data=data))))
         await _abandon_stuck(unanswered, write_stream, quiet_seconds, batches)
 
 
