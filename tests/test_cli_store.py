@@ -615,7 +615,8 @@ def test_status_prefers_the_index_when_present(root: Path) -> None:
     from everos_reflect.index import db as dbmod
 
     conn = dbmod.connect(root)
-    rows = [("ep_20261012_0001", "episode", None), ("ep_20261012_0002", "episode", "x"),
+    rows = [("ep_20261012_0001", "episode", None),
+            ("ep_20261012_0002", "episode", "ep_20261012_0001"),
             ("af_20261012_0001", "atomic_fact", None)]
     for entry_id, kind, dep in rows:
         conn.execute(
