@@ -233,6 +233,7 @@ class FakeEmbeddings:
         self.status = 200  # anything else: answered with that status and a 1 ms Retry-After
         self.trickle = 0.0  # seconds between the reply's bytes, sent one at a time
         self.padding = 0  # characters of an extra key in each reply
+        self.indexes: list[int] | None = None  # the "index" of each vector, in order
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -264,6 +265,9 @@ class FakeEmbeddings:
                         "model": body["model"],
                         "usage": {"prompt_tokens": 1, "total_tokens": 1},
                     }
+                    if fake.indexes is not None:
+                        for item, index in zip(data, fake.indexes, strict=True):
+                            item["index"] = index
                     if fake.padding:
                         payload["padding"] = "x" * fake.padding
                 raw = json.dumps(payload).encode()
@@ -378,6 +382,18 @@ def test_openai_embedder_refuses_a_reply_past_its_size_bound(
         remote(fake_server).embed(["a", "b"])
     assert str(caught.value) == (f"embedding request to {fake_server.url} failed: response "
                                  f"larger than {bound:,} bytes")
+
+
+@pytest.mark.parametrize("indexes", [[0, 0], [1, 1], [0, 2], [-1, 0]])
+def test_openai_embedder_refuses_a_reply_not_giving_each_text_its_vector_once(
+        fake_server: FakeEmbeddings, indexes: list[int]) -> None:
+    # Only "index" says which vector is which text's: a repeated or skipped one was sorted
+    # as it came and the texts took each other's vectors, silently.
+    fake_server.indexes = indexes
+    with pytest.raises(ProviderUnavailable) as caught:
+        remote(fake_server).embed(["a", "bbb"])
+    assert str(caught.value) == (f"embedding reply from {fake_server.url} does not give each "
+                                 f"of the 2 texts its vector once: indexes {sorted(indexes)}")
 
 
 def test_openai_embedder_reports_unreachable_server() -> None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from everos_reflect.embedding.base import l2_normalize
 from everos_reflect.errors import ProviderUnavailable
-from everos_reflect.model import redacted_url
+from everos_reflect.model import quoted_value, redacted_url
 
 # Models with a fixed size that reject the ``dimensions`` request parameter.
 _FIXED_SIZE_MODELS = frozenset({"text-embedding-ada-002"})
@@ -92,6 +92,7 @@ class OpenAIEmbedder:
         try:
             reply = self._get_client().embeddings.create(**kwargs)
             items = sorted(reply.data, key=lambda item: item.index)
+            indexes = [item.index for item in items]
             vectors = np.asarray([item.embedding for item in items], dtype=np.float32)
         except ProviderUnavailable:
             raise
@@ -101,6 +102,12 @@ class OpenAIEmbedder:
             # the SDK reports a reply cut off at max_bytes as "Connection error."
             why = exc.__cause__ if isinstance(exc.__cause__, ResponseTooLarge) else exc
             raise ProviderUnavailable(f"embedding request to {where} failed: {why}") from exc
+        if indexes != list(range(len(texts))) and len(indexes) == len(texts):
+            # which vector is which text's is said only by "index": one repeated or skipped
+            # gave texts each other's vectors, silently, in the index and every cluster
+            raise ProviderUnavailable(
+                f"embedding reply from {where} does not give each of the {len(texts)} texts "
+                f"its vector once: indexes {quoted_value(indexes)}")
         if vectors.shape != (len(texts), self.dim):
             raise ProviderUnavailable(
                 f"embedding reply from {where} has shape {vectors.shape}, expected "
