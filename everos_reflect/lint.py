@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import ConfigError
+from everos_reflect.markdown.marks import foreign_mark_message, frontmatter_line
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import LOG_FILENAME_RE, Kind, UserRef, shown_key
 from everos_reflect.settings import OME_FILE_NAME, load_ome, load_settings
 from everos_reflect.strategies.consistency import (
     archive_cycle,
     cycle_message,
-    frontmatter_line,
     live_beside_sources,
     orphan_fact_message,
     unknown_target_message,
@@ -170,8 +170,7 @@ def scan_store(
     for rel, ref, own, marks in deprecations:
         for old, new, line in marks:
             if old not in own:
-                scan.problems.append(Problem(
-                    rel, line, f"deprecated_entries: {old} is not an entry of this file"))
+                scan.problems.append(Problem(rel, line, foreign_mark_message(old)))
             if new != UNDONE and new not in kinds_of[ref]:
                 scan.problems.append(Problem(rel, line, unknown_target_message(old, new)))
     for rel, ref, _own, marks in deprecations:

@@ -164,7 +164,8 @@ def _cross_file_problems(runtime: Runtime) -> list[tuple[str, str]]:
     the index shows (:func:`index_cross_file_problems`): without them ``status`` said all was
     well of a root ``lint`` failed on. Only the logs holding one are read, for its line."""
     from everos_reflect.index import db as dbmod
-    from everos_reflect.strategies.consistency import frontmatter_line, index_cross_file_problems
+    from everos_reflect.markdown.marks import frontmatter_line
+    from everos_reflect.strategies.consistency import index_cross_file_problems
 
     try:
         conn = dbmod.connect(runtime.root, readonly=True)

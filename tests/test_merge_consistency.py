@@ -146,6 +146,55 @@ def test_status_from_the_index_lists_the_problems_lint_finds_across_logs(tmp_pat
     assert "line 7: atomic fact af_20260907_0001: parent episode ep_20260907_0077" in text
 
 
+def _mark_for_no_entry(tmp_path: Path) -> str:
+    """A root, indexed, whose first log archives ``ep_20260101_0009``: no entry of that log
+    (a typo; the entry meant stays live). Returns what lint says of it."""
+    rt = make_runtime(tmp_path, ExtractiveLLM())
+    first, second, _ = seed_pets(rt)
+    log = rt.store.path_for_id(ANDREW, first.id)
+    text = log.read_text()
+    end = text.index("\n", text.index("\ndate: ") + 1) + 1
+    log.write_text(f"{text[:end]}deprecated_entries:\n  ep_20260101_0009: {second.id}\n"
+                   f"{text[end:]}")
+    Indexer(rt).scan()
+    rel = rt.store.rel(log)
+    rt.close()
+    return f"{rel}:7: deprecated_entries: ep_20260101_0009 is not an entry of this file"
+
+
+def test_status_from_the_index_names_an_archive_mark_for_no_entry_of_its_log(
+        tmp_path: Path) -> None:
+    # The index keeps no mark whose key is no entry of the log, so status, counting from it,
+    # said "no files with problems" of a typo that archived nothing.
+    expected = _mark_for_no_entry(tmp_path)
+
+    linted, listed, doc = _lint_and_status_problems(tmp_path)
+
+    assert doc["counts_from"] == "index"
+    assert linted == listed == {expected}
+
+
+def test_an_index_from_before_records_the_mark_after_its_next_scan(tmp_path: Path) -> None:
+    import sqlite3
+
+    from everos_reflect.index import db as dbmod
+
+    expected = _mark_for_no_entry(tmp_path)
+    conn = sqlite3.connect(dbmod.db_path(tmp_path))  # as an index built before left it
+    conn.execute("UPDATE files SET problems = '[]'")
+    conn.execute("DELETE FROM schema_migrations WHERE name = "
+                 "'0018_archive_marks_naming_no_entry'")
+    conn.commit()
+    conn.close()
+    rt = make_runtime(tmp_path, ExtractiveLLM())
+    Indexer(rt).scan()  # migrates first: every log is read again
+    rt.close()
+
+    _linted, listed, _doc = _lint_and_status_problems(tmp_path)
+
+    assert listed == {expected}
+
+
 def test_after_a_complete_merge_lint_finds_nothing_about_merges(tmp_path: Path) -> None:
     rt = make_runtime(tmp_path, ExtractiveLLM())
     seed_pets(rt)

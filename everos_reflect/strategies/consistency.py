@@ -112,18 +112,6 @@ def cycle_message(old: str, cycle: list[str]) -> str:
             "none of it is live")
 
 
-def frontmatter_line(text: str, key: str) -> int:
-    """Line of ``key:`` inside a file's leading frontmatter, else 1 (the file's start): where
-    a ``deprecated_entries`` mark of ``key`` is fixed."""
-    lines = text.splitlines()
-    for number, line in enumerate(lines[1:], 2):
-        if line.strip() == "---":
-            break
-        if line.lstrip().startswith((f"{key}:", f"'{key}':", f'"{key}":')):
-            return number
-    return 1
-
-
 @dataclass(frozen=True)
 class CrossFileProblem:
     """A problem ``lint`` finds across a user's logs, as the index shows it: in log ``path``,
@@ -140,7 +128,8 @@ def index_cross_file_problems(conn: sqlite3.Connection) -> list[CrossFileProblem
     reading every log: archive marks toward an id the user has no entry for, archive cycles
     of two or more entries, and atomic facts whose parent Episode is gone. Self-links are
     left out, as :func:`archived_toward_missing` leaves them: an abandoned merge withdraws
-    its narrative that way. A mark naming no entry of its own file is not in the index."""
+    its narrative that way. A mark naming no entry of its own file is one file's problem,
+    recorded when the file is indexed (:func:`~everos_reflect.markdown.marks.foreign_marks`)."""
     found = [CrossFileProblem(path, entry, True, unknown_target_message(entry, toward))
              for _ref, entry, toward, path in reads.archived_toward_missing(conn, exempt=UNDONE)]
     toward_of: dict[UserRef, dict[str, str]] = defaultdict(dict)
@@ -157,5 +146,5 @@ def index_cross_file_problems(conn: sqlite3.Connection) -> list[CrossFileProblem
 
 
 __all__ = ["CrossFileProblem", "LiveBeside", "archive_cycle", "archived_toward_missing",
-           "cycle_message", "frontmatter_line", "index_cross_file_problems", "index_report",
+           "cycle_message", "index_cross_file_problems", "index_report",
            "live_beside_sources", "orphan_fact_message", "unknown_target_message"]
