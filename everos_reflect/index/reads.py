@@ -170,10 +170,12 @@ def archived_targets_archived(conn: sqlite3.Connection, *,
     """``(owner, entry id, deprecated_by, path)`` of archived entries that another archived
     entry of their owner points at (``exempt`` and self-links aside): the only entries an
     archive cycle can run through, and few (narratives replaced by a later merge), so a
-    cycle is found without loading every archive link."""
+    cycle is found without loading every archive link. ``CROSS JOIN`` keeps the archived
+    entries outside and looks each target up by its whole key: the planner's own order
+    searched all of a user's entries per archived one (71 s for 600,000 entries, not 0.2 s)."""
     rows = conn.execute(
         "SELECT DISTINCT n.app_id, n.project_id, n.user_id, n.id, n.deprecated_by, n.path "
-        "FROM entries e JOIN entries n ON n.app_id = e.app_id AND "
+        "FROM entries e CROSS JOIN entries n ON n.app_id = e.app_id AND "
         "n.project_id = e.project_id AND n.user_id = e.user_id AND n.id = e.deprecated_by "
         "WHERE e.deprecated_by IS NOT NULL AND n.deprecated_by IS NOT NULL "
         "AND n.deprecated_by NOT IN (?, n.id) "
