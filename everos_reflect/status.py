@@ -177,20 +177,21 @@ def _cross_file_problems(runtime: Runtime) -> list[tuple[str, str]]:
         return []
     finally:
         conn.close()
-    logs: dict[str, Any] = {}
+    logs: dict[str, tuple[str, dict[str, int]] | None] = {}  # path -> (text, id -> line)
     shown = []
     for problem in problems:
         if problem.path not in logs:
             try:
-                logs[problem.path] = runtime.store.read(runtime.root / problem.path)
+                log = runtime.store.read(runtime.root / problem.path)
+                logs[problem.path] = (log.text, {e.id: e.line for e in log.entries})
             except (OSError, EverosError):
                 logs[problem.path] = None
-        log = logs[problem.path]
+        read = logs[problem.path]
         line = 0
-        if log is not None and problem.at_mark:
-            line = frontmatter_line(log.text, problem.entry)
-        elif log is not None:
-            line = next((e.line for e in log.entries if e.id == problem.entry), 0)
+        if read is not None and problem.at_mark:
+            line = frontmatter_line(read[0], problem.entry)
+        elif read is not None:
+            line = read[1].get(problem.entry, 0)
         shown.append((problem.path, f"{line}: {problem.message}"))
     return shown
 
