@@ -23,6 +23,7 @@ from everos_reflect.strategies.consistency import (
     live_beside_sources,
     orphan_fact_message,
     unknown_target_message,
+    withdrawn,
 )
 
 if TYPE_CHECKING:
@@ -128,6 +129,7 @@ def scan_store(
     fact_parents: list[tuple[str, UserRef, str, int, str | None]] = []
     live_ids: dict[UserRef, set[str]] = defaultdict(set)
     narratives: list[tuple[str, UserRef, str, int, list[str]]] = []
+    merged: dict[UserRef, set[str]] = defaultdict(set)  # every Reflection narrative's id
     for path in store.iter_files() if files is None else files:
         if advance is not None:
             advance(1)
@@ -150,6 +152,8 @@ def scan_store(
         ref, kind, _ = located
         for entry in log.entries:
             kinds_of[ref][entry.id] = kind
+            if kind == Kind.EPISODE and entry.parent_type == "cluster":
+                merged[ref].add(entry.id)
             state = "deprecated" if entry.deprecated_by else "live"
             scan.counts[ref][f"{kind.value}:{state}"] += 1
             if kind == Kind.ATOMIC_FACT and entry.parent_type == "episode":
@@ -176,7 +180,7 @@ def scan_store(
     for rel, ref, _own, marks in deprecations:
         for old, _new, line in marks:
             cycle = archive_cycle(old, archived_toward[ref]) if old in kinds_of[ref] else []
-            if cycle:
+            if cycle and not withdrawn(old, cycle, merged[ref]):
                 scan.problems.append(Problem(rel, line, cycle_message(old, cycle)))
     for rel, ref, fact_id, line, parent in fact_parents:
         if parent is None or kinds_of[ref].get(parent) != Kind.EPISODE:

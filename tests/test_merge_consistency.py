@@ -15,7 +15,7 @@ from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.strategies import journal
 from everos_reflect.strategies.consistency import live_beside_sources
-from tests.reflect_fixtures import ANDREW, make_runtime, run_reflection, seed_pets
+from tests.reflect_fixtures import ANDREW, add_episode, make_runtime, run_reflection, seed_pets
 
 
 class Crash(BaseException):
@@ -163,7 +163,7 @@ def test_the_index_checks_scan_the_entries_once_and_look_each_other_up_by_key(
     conn.set_trace_callback(statements.append)
     index_cross_file_problems(conn)
     conn.set_trace_callback(None)
-    assert len(statements) == 3
+    assert len(statements) == 4
     for sql in statements:
         plan = [row[3] for row in conn.execute(f"EXPLAIN QUERY PLAN {sql}")]
         assert sum(step.startswith("SCAN") for step in plan) == 1, (sql, plan)
@@ -171,6 +171,39 @@ def test_the_index_checks_scan_the_entries_once_and_look_each_other_up_by_key(
         assert all(step.endswith("user_id=? AND id=?)") for step in plan
                    if step.startswith("SEARCH")), (sql, plan)
     conn.close()
+
+
+def test_a_merge_withdrawn_by_recovery_is_no_problem_and_a_hand_made_self_link_is(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A merge abandoned before its point of no return withdraws its narrative by archiving it
+    # toward itself; lint called that "archived toward itself" and exited 1 for good.
+    rt = make_runtime(tmp_path, ExtractiveLLM())
+    sources = seed_pets(rt)
+
+    def crash_at(step: str) -> None:
+        if step == journal.FACTS:
+            raise Crash(step)
+
+    monkeypatch.setattr(journal, "checkpoint", crash_at)
+    with pytest.raises(Crash):
+        run_reflection(rt)
+    monkeypatch.setattr(journal, "checkpoint", lambda step: None)
+    log = rt.store.path_for_id(ANDREW, sources[0].id)
+    log.write_text(log.read_text().replace("no pets:", "no pets at all:"))  # stale now
+    assert run_reflection(rt)["recovered_abandoned"] == 1
+    Indexer(rt).scan()
+    lint = CliRunner().invoke(cli, ["lint", "--root", str(tmp_path), "--json"])
+    assert lint.exit_code == 0, lint.output
+
+    # the same mark by hand on an ordinary Episode hides it with nothing in its place
+    other = add_episode(rt, ANDREW, "2026-10-01T10:00:00+00:00", "Rain", "It rained in Denver.")
+    rt.store.deprecate(ANDREW, {other.id: other.id})
+    Indexer(rt).scan()
+    rt.close()
+    linted, listed, _doc = _lint_and_status_problems(tmp_path)
+    assert linted == listed == {
+        f"{rt.store.rel(rt.store.path_for_id(ANDREW, other.id))}:7: deprecated_entries: "
+        f"{other.id} is archived toward itself"}
 
 
 def _mark_for_no_entry(tmp_path: Path) -> str:

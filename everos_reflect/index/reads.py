@@ -183,6 +183,16 @@ def archived_targets_archived(conn: sqlite3.Connection, *,
     return [(_ref(r), r[3], r[4], r[5]) for r in rows]
 
 
+def archived_toward_themselves(conn: sqlite3.Connection) -> list[tuple[UserRef, str, str]]:
+    """``(owner, entry id, path)`` of entries archived toward themselves that are no
+    Reflection narrative (a merge withdraws its narrative so; anything else, a hand edit)."""
+    rows = conn.execute(
+        "SELECT app_id, project_id, user_id, id, path FROM entries "
+        "WHERE deprecated_by = id AND NOT (kind = 'episode' AND parent_type IS 'cluster') "
+        "ORDER BY app_id, project_id, user_id, id").fetchall()
+    return [(_ref(r), r[3], r[4]) for r in rows]
+
+
 def facts_missing_their_episode(conn: sqlite3.Connection) -> list[tuple[UserRef, str,
                                                                          str | None, str]]:
     """``(owner, fact id, parent_id, path)`` of atomic facts (``parent_type: episode``) whose
