@@ -151,7 +151,9 @@ def index_cross_file_problems(conn: sqlite3.Connection) -> list[CrossFileProblem
               for _ref, entry, path in reads.archived_toward_themselves(conn)]
     found += [CrossFileProblem(path, fact, False, orphan_fact_message(fact, parent))
               for _ref, fact, parent, path in reads.facts_missing_their_episode(conn)]
-    return found
+    # in file order, as lint gives them; the queries leave the order to SQLite (an ORDER BY
+    # walked the table through its key index: a third slower)
+    return sorted(found, key=lambda p: (p.path, not p.at_mark, p.entry))
 
 
 __all__ = ["CrossFileProblem", "LiveBeside", "archive_cycle", "archived_toward_missing",
