@@ -16,7 +16,14 @@ from everos_reflect.errors import ConfigError
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import LOG_FILENAME_RE, Kind, UserRef, shown_key
 from everos_reflect.settings import OME_FILE_NAME, load_ome, load_settings
-from everos_reflect.strategies.consistency import live_beside_sources
+from everos_reflect.strategies.consistency import (
+    archive_cycle,
+    cycle_message,
+    frontmatter_line,
+    live_beside_sources,
+    orphan_fact_message,
+    unknown_target_message,
+)
 
 if TYPE_CHECKING:
     from everos_reflect.markdown.store import MarkdownStore
@@ -92,17 +99,6 @@ def config_problems(root: Path) -> list[Problem]:
     return problems
 
 
-def _frontmatter_line(text: str, key: str) -> int:
-    """Line of ``key:`` inside a file's leading frontmatter, else 1 (the file's start)."""
-    lines = text.splitlines()
-    for number, line in enumerate(lines[1:], 2):
-        if line.strip() == "---":
-            break
-        if line.lstrip().startswith((f"{key}:", f"'{key}':", f'"{key}":')):
-            return number
-    return 1
-
-
 @dataclass
 class StoreScan:
     """One pass over every daily log: what ``lint`` reports and what ``status`` counts."""
@@ -163,7 +159,7 @@ def scan_store(
                 if kind == Kind.EPISODE and entry.parent_type == "cluster" and entry.sources:
                     narratives.append((rel, ref, entry.id, entry.line, entry.sources))
         if log.deprecated_entries:
-            marks = [(old, new, _frontmatter_line(log.text, old))
+            marks = [(old, new, frontmatter_line(log.text, old))
                      for old, new in log.deprecated_entries.items()]
             deprecations.append((rel, ref, {e.id for e in log.entries}, marks))
 
@@ -177,35 +173,19 @@ def scan_store(
                 scan.problems.append(Problem(
                     rel, line, f"deprecated_entries: {old} is not an entry of this file"))
             if new != UNDONE and new not in kinds_of[ref]:
-                scan.problems.append(Problem(
-                    rel, line, f"deprecated_entries: {old} points at unknown id {new}"))
+                scan.problems.append(Problem(rel, line, unknown_target_message(old, new)))
     for rel, ref, _own, marks in deprecations:
         for old, _new, line in marks:
-            cycle = _archive_cycle(old, archived_toward[ref]) if old in kinds_of[ref] else []
+            cycle = archive_cycle(old, archived_toward[ref]) if old in kinds_of[ref] else []
             if cycle:
-                scan.problems.append(Problem(rel, line, (
-                    f"deprecated_entries: {old} is archived toward itself" if len(cycle) == 2
-                    else f"deprecated_entries: {old} is archived in a cycle "
-                         f"({' -> '.join(cycle)}): none of it is live")))
+                scan.problems.append(Problem(rel, line, cycle_message(old, cycle)))
     for rel, ref, fact_id, line, parent in fact_parents:
         if parent is None or kinds_of[ref].get(parent) != Kind.EPISODE:
-            scan.problems.append(Problem(
-                rel, line, f"atomic fact {fact_id}: parent episode {parent} not found"))
+            scan.problems.append(Problem(rel, line, orphan_fact_message(fact_id, parent)))
     for rel, ref, narrative, line, sources in narratives:
         for item in live_beside_sources({narrative: sources}, live_ids[ref]):
             scan.problems.append(Problem(rel, line, item.message()))
     return scan
-
-
-def _archive_cycle(start: str, toward: dict[str, str]) -> list[str]:
-    """The ids from ``start`` back to ``start`` along ``old -> new`` archive marks, or ``[]``
-    when the chain ends (at a live entry, ``undone`` or an unknown id)."""
-    chain = [start]
-    current = toward.get(start)
-    while current is not None and current not in chain:
-        chain.append(current)
-        current = toward.get(current)
-    return [*chain, start] if current == start else []
 
 
 def journal_problems(root: Path) -> list[Problem]:

@@ -124,6 +124,9 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
                 found[runtime.store.rel(path)].append(f"0: {refused}")
         for p in skipped_problems(outside, invalid) + irregular_problems(root, irregular):
             found[p.file].append(f"0: {p.message}")
+        # lint's checks across a user's logs, asked of the index, not of every log
+        for file, line in _cross_file_problems(runtime):
+            found[file].append(line)
         bad_files = [{"file": f, "problems": msgs} for f, msgs in sorted(found.items())]
         for p in misnamed_problems(misnamed):
             warned[p.file] += 1
@@ -154,6 +157,41 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         "merges": _merges(runtime, engine) if source == "index" else None,
         "strategies": _strategies(runtime, engine) if strategies is None else strategies,
     }
+
+
+def _cross_file_problems(runtime: Runtime) -> list[tuple[str, str]]:
+    """``(file, "line: message")`` of every problem ``lint`` finds across a user's logs that
+    the index shows (:func:`index_cross_file_problems`): without them ``status`` said all was
+    well of a root ``lint`` failed on. Only the logs holding one are read, for its line."""
+    from everos_reflect.index import db as dbmod
+    from everos_reflect.strategies.consistency import frontmatter_line, index_cross_file_problems
+
+    try:
+        conn = dbmod.connect(runtime.root, readonly=True)
+    except sqlite3.Error:
+        return []
+    try:
+        problems = index_cross_file_problems(conn)
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+    logs: dict[str, Any] = {}
+    shown = []
+    for problem in problems:
+        if problem.path not in logs:
+            try:
+                logs[problem.path] = runtime.store.read(runtime.root / problem.path)
+            except (OSError, EverosError):
+                logs[problem.path] = None
+        log = logs[problem.path]
+        line = 0
+        if log is not None and problem.at_mark:
+            line = frontmatter_line(log.text, problem.entry)
+        elif log is not None:
+            line = next((e.line for e in log.entries if e.id == problem.entry), 0)
+        shown.append((problem.path, f"{line}: {problem.message}"))
+    return shown
 
 
 def _index_lag(runtime: Runtime) -> dict[str, Any] | None:

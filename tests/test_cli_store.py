@@ -615,7 +615,8 @@ def test_status_prefers_the_index_when_present(root: Path) -> None:
     from everos_reflect.index import db as dbmod
 
     conn = dbmod.connect(root)
-    rows = [("ep_20261012_0001", "episode", None), ("ep_20261012_0002", "episode", "x"),
+    rows = [("ep_20261012_0001", "episode", None),
+            ("ep_20261012_0002", "episode", "ep_20261012_0001"),
             ("af_20261012_0001", "atomic_fact", None)]
     for entry_id, kind, dep in rows:
         conn.execute(
@@ -785,6 +786,44 @@ def test_lint_fails_on_a_warning_too(tmp_path: Path) -> None:
     doc = json.loads(result.stdout)
     assert doc["ok"] is False
     assert [p["severity"] for p in doc["problems"]] == ["warning"]
+
+
+def test_lint_and_status_call_an_indented_entry_marker_an_error(root: Path) -> None:
+    # "\t<!-- entry:ID -->" is no marker: the entry was skipped (not indexed, not searchable,
+    # not merged), lint only warned and status said "no files with errors"
+    from everos_reflect.embedding.base import HashEmbedder
+    from everos_reflect.index.sync import Indexer
+    from everos_reflect.runtime import Runtime
+    from everos_reflect.settings import Settings
+
+    for subject, stamp in (("Dog", "2026-10-12T09:00:00+00:00"),
+                           ("Cat", "2026-10-12T10:00:00+00:00")):
+        assert add(root, "--subject", subject, "--content", "c", "--timestamp",
+                   stamp).exit_code == 0
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32))
+    try:
+        Indexer(rt).scan()
+        path = root / USERS / "u1/episodes/episode-2026-10-12.md"
+        path.write_text(path.read_text().replace("<!-- entry:ep_20261012_0001",
+                                                 "\t<!-- entry:ep_20261012_0001"))
+        result = run("lint", "--root", str(root), "--json")
+        assert result.exit_code == 1
+        rel = "default_app/default_project/users/u1/episodes/episode-2026-10-12.md"
+        message = ("opening marker of 'ep_20261012_0001' is indented: the entry is not read "
+                   "(kept as written; remove the indentation before the marker)")
+        assert one_json(result)["problems"] == [
+            {"file": rel, "line": 7, "message": message, "severity": "error"}]
+        Indexer(rt).scan()
+        # kept indexed as any entry a hand edit broke: not taken as deleted
+        assert rt.db().execute("SELECT count(*) FROM entries").fetchone()[0] == 2
+    finally:
+        rt.close()
+    from_index = one_json(run("status", "--root", str(root), "--json"))
+    (root / ".index/sqlite/system.db").unlink()
+    from_markdown = one_json(run("status", "--root", str(root), "--json"))
+    for doc, source in ((from_index, "index"), (from_markdown, "markdown")):
+        assert doc["counts_from"] == source
+        assert doc["files_with_problems"] == [{"file": rel, "problems": [f"7: {message}"]}]
 
 
 @pytest.mark.parametrize("command", ["enable", "disable"])

@@ -67,6 +67,17 @@ def test_num_cpus_only_makes_sense_for_a_local_ray() -> None:
     assert parse_fleet('roots = ["a"]\nnum_cpus = 4').num_cpus == 4
 
 
+def test_task_cpus_past_the_local_rays_num_cpus_is_refused() -> None:
+    """A worker needs task_cpus on one node: more than the local Ray has, and fleet run
+    waited for ever for a worker that could never start."""
+    with pytest.raises(ConfigError) as info:
+        parse_fleet('roots = ["a"]\nnum_cpus = 2\ntask_cpus = 4', "f.toml")
+    [(file, key, reason)] = info.value.problems
+    assert (file, key) == ("f.toml", "task_cpus")
+    assert reason.startswith("must be at most num_cpus (2), got 4")
+    assert parse_fleet('roots = ["a"]\nnum_cpus = 2\ntask_cpus = 2').task_cpus == 2.0
+
+
 def test_an_oversized_file_is_refused_before_parsing() -> None:
     with pytest.raises(ConfigError, match="larger than"):
         parse_fleet("# " + "x" * (1 << 20))

@@ -428,3 +428,24 @@ def test_cli_fleet_run_exits_4_when_every_root_has_the_strategy_disabled(
     doc = json.loads(result.stdout)
     assert doc["ok"] is True and doc["error"] is None
     assert doc["counts"] == {"disabled": 1, "ok": 1}
+
+
+def test_task_cpus_no_node_has_is_refused_instead_of_waiting_for_ever(tmp_path: Path) -> None:
+    """A worker needs task_cpus on one node; the 2-CPU Ray here has no node for 4, and Ray
+    held the tasks without a word: fleet run never returned, fleet serve never ran a root."""
+    from everos_reflect.fleet.ray_backend import RayUnavailable
+
+    (tmp_path / "shard-0").mkdir()
+    (tmp_path / "shard-0" / "everos.toml").write_text('[llm]\nprovider = "extractive"\n')
+    fleet = _fleet_file(tmp_path, top="task_cpus = 4\n")
+    config, _ = read_fleet(fleet)
+    with pytest.raises(RayUnavailable) as info:
+        RayFleet(ray, config, opener=open_test_root)
+    assert str(info.value) == (
+        "task_cpus = 4 but the largest node of the local Ray has 2 CPU(s): no fleet worker "
+        "could start (lower task_cpus in the fleet file)")
+    assert RayFleet(ray, parse_fleet('roots = ["a"]\ntask_cpus = 2')).workers() == 1
+
+    result = CliRunner().invoke(cli, ["fleet", "run", STRATEGY, "--fleet", str(fleet), "--force"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == f"error: {info.value}"

@@ -757,3 +757,44 @@ def test_a_hand_note_naming_no_entry_part_is_still_no_problem() -> None:
              "## Subjects to raise\n### Content ideas\n---\n")
     log = parse_log(HEAD + notes + entry(1) + notes + entry(2) + notes, PATH)
     assert log.diagnostics == [] and len(log.entries) == 2
+
+
+def _indent(text: str, marker: str, indent: str = "\t") -> str:
+    return text.replace(marker, indent + marker, 1)
+
+
+OPEN_2, CLOSE_2 = "<!-- entry:ep_20261012_0002 -->", "<!-- /entry:ep_20261012_0002 -->"
+
+
+@pytest.mark.parametrize(("where", "text", "lines"), [
+    # between two entries, at the end, right after the frontmatter; spaces, CRLF alike
+    ("opening", _indent(HEAD + entry(1) + entry(2) + entry(3), OPEN_2), [19]),
+    ("spaces", _indent(HEAD + entry(1) + entry(2) + entry(3), OPEN_2, "  "), [19]),
+    ("first", _indent(HEAD + entry(2) + entry(1), OPEN_2), [7]),
+    ("closing", _indent(HEAD + entry(1) + entry(2) + entry(3), CLOSE_2), [30]),
+    ("closing at the end", _indent(HEAD + entry(1) + entry(2), CLOSE_2), [30]),
+    ("both", _indent(_indent(HEAD + entry(1) + entry(2) + entry(3), OPEN_2), CLOSE_2),
+     [19, 30]),
+    ("crlf", _indent(HEAD + entry(1) + entry(2), OPEN_2).replace("\n", "\r\n"), [19]),
+])
+def test_an_indented_entry_marker_is_an_error_naming_the_fix(
+        where: str, text: str, lines: list[int]) -> None:
+    # "\t<!-- entry:ID -->" is no marker: the whole entry was skipped (not indexed, not
+    # searchable, not merged) and lint only warned of a closing marker without an opening one.
+    log = parse_log(text, PATH)
+    assert "ep_20261012_0002" not in {e.id for e in log.entries}
+    assert "ep_20261012_0002" in log.unreadable  # still in the file: never taken as deleted
+    assert [(d.line, d.severity) for d in log.diagnostics] == [(n, "error") for n in lines], where
+    for d in log.diagnostics:
+        assert "marker of 'ep_20261012_0002' is indented: the entry is not read" in d.message
+        assert d.message.endswith("remove the indentation before the marker)")
+    assert {e.id for e in log.entries} <= {"ep_20261012_0001", "ep_20261012_0003"}
+    assert "ep_20261012_0001" in {e.id for e in log.entries}
+
+
+def test_an_indented_marker_line_inside_an_entry_is_its_text() -> None:
+    # the writer does not escape an indented line of a section body: it stays text, unflagged
+    body = f"## Subject\ns\n\n## Content\nquoted:\n  {OPEN_2}\n\t{CLOSE_2}\n"
+    log = parse_log(HEAD + entry(1, body=body) + entry(3), PATH)
+    assert log.diagnostics == []
+    assert log.entries[0].content == f"quoted:\n  {OPEN_2}\n\t{CLOSE_2}"

@@ -93,7 +93,57 @@ def test_status_reports_an_archive_link_to_a_missing_entry(tmp_path: Path) -> No
     [item] = json.loads(status.stdout)["merges"]["archived_toward_missing"]
     assert (item["entry"], item["archived_toward"]) == (sources[0].id, "ep_20260101_0009")
     text = runner.invoke(cli, ["status", "--root", str(tmp_path)]).stdout
-    assert f"{sources[0].id} is archived toward ep_20260101_0009, which no log holds" in text
+    assert f"{sources[0].id} points at unknown id ep_20260101_0009" in text
+
+
+def _lint_and_status_problems(root: Path) -> tuple[set[str], set[str], dict[str, object]]:
+    """``file:line: message`` of each problem ``lint`` finds and each ``status`` lists."""
+    runner = CliRunner()
+    lint = runner.invoke(cli, ["lint", "--root", str(root), "--json"])
+    assert lint.exit_code == 1, lint.output
+    linted = {f"{p['file']}:{p['line']}: {p['message']}"
+              for p in json.loads(lint.stdout)["problems"]}
+    status = runner.invoke(cli, ["status", "--root", str(root), "--json"])
+    assert status.exit_code == 0, status.output
+    doc = json.loads(status.stdout)
+    listed = {f"{item['file']}:{problem}" for item in doc["files_with_problems"]
+              for problem in item["problems"]}
+    return linted, listed, doc
+
+
+def test_status_from_the_index_lists_the_problems_lint_finds_across_logs(tmp_path: Path) -> None:
+    # Each needs the other logs of the user to be seen; status counted from the index and
+    # said "no files with problems" of a root lint failed on.
+    rt = make_runtime(tmp_path, ExtractiveLLM())
+    first, second, third = seed_pets(rt)
+    rt.store.deprecate(ANDREW, {first.id: "ep_20260101_0009", second.id: third.id})
+    episodes = rt.store.path_for_id(ANDREW, third.id)
+    episodes.write_text(episodes.read_text().replace(
+        "date: '2026-09-07'\n", f"date: '2026-09-07'\ndeprecated_entries:\n"
+        f"  {third.id}: {second.id}\n"))
+    facts = rt.store.root / rt.store.rel(episodes).replace(
+        "episodes/episode-", ".atomic_facts/atomic_fact-")
+    facts.parent.mkdir(parents=True)
+    facts.write_text(
+        "---\ntype: atomic_fact_daily\nschema_version: 1\nuser_id: u_andrew\n"
+        "date: '2026-09-07'\n---\n<!-- entry:af_20260907_0001 -->\n---\n"
+        "owner_id: u_andrew\ntimestamp: 2026-09-07T10:00:00-07:00\nparent_type: episode\n"
+        "parent_id: ep_20260907_0077\n---\n## Fact\nAndrew has two dogs.\n"
+        "<!-- /entry:af_20260907_0001 -->\n")
+    Indexer(rt).scan()
+    rt.close()
+
+    linted, listed, doc = _lint_and_status_problems(tmp_path)
+
+    assert doc["counts_from"] == "index"
+    assert len(linted) == 4, linted
+    assert listed == linted
+    assert any("ep_20260101_0009" in p for p in listed)
+    assert any("is archived in a cycle" in p for p in listed)
+    assert any("parent episode ep_20260907_0077 not found" in p for p in listed)
+    text = CliRunner().invoke(cli, ["status", "--root", str(tmp_path)]).stdout
+    assert "no files with problems" not in text
+    assert "line 7: atomic fact af_20260907_0001: parent episode ep_20260907_0077" in text
 
 
 def test_after_a_complete_merge_lint_finds_nothing_about_merges(tmp_path: Path) -> None:

@@ -375,10 +375,7 @@ def _render_status(doc: dict[str, Any]) -> None:
         console.print(f"[red]{item['app_id']}/{item['project_id']}/{item['user_id']}: "
                       f"narrative {item['narrative']} is live beside its live source(s) "
                       f"{', '.join(item['live_sources'])}[/red]", markup=True)
-    for item in merges.get("archived_toward_missing") or []:
-        console.print(f"{item['app_id']}/{item['project_id']}/{item['user_id']}: "
-                      f"{item['entry']} is archived toward {item['archived_toward']}, which no "
-                      "log holds (run `lint`)", markup=False, style="red")
+    # merges' archived_toward_missing is listed under its log (files with problems)
     if doc["strategies"]:
         # a strategy's name is what `enable`, `trigger` and ome.toml take: never cut short
         names = [str(row.get("name", "?")) for row in doc["strategies"]]

@@ -199,6 +199,11 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
         else:
             problems.append((file, "probe_work", f"must be true or false, got "
                                                  f"{quoted_value(data['probe_work'])}"))
+    if values.get("task_cpus", 1.0) > values.get("num_cpus", math.inf):
+        problems.append((file, "task_cpus",
+                         f"must be at most num_cpus ({values['num_cpus']}), got "
+                         f"{quoted_value(data['task_cpus'])}: a worker needs that many CPUs "
+                         "and none could start"))
     if "num_cpus" in values and values.get("ray_address", "") != "":
         problems.append((file, "num_cpus", "only applies to a local Ray (ray_address = \"\"); "
                                            "a cluster's CPUs are its own"))

@@ -157,6 +157,7 @@ class RayFleet:
         self.ray = ray
         self.config = config
         self.opener = opener
+        self._check_worker_fits()
         self.per_worker = max(1, int(config.roots_per_worker))
         self._worker_class = ray.remote(RootWorker).options(
             num_cpus=config.task_cpus, max_concurrency=self.per_worker,
@@ -171,6 +172,19 @@ class RayFleet:
         self._queue: deque[tuple[Any, str, str, bool, str, bool]] = deque()
         # object ref -> the queued tuple and the worker running it
         self._pending: dict[Any, tuple[tuple[Any, str, str, bool, str, bool], int]] = {}
+
+    def _check_worker_fits(self) -> None:
+        """:class:`RayUnavailable` when no live node of the cluster has ``task_cpus`` CPUs: a
+        worker needs them on one node, so none could ever start, and Ray holds the tasks
+        without a word (``fleet run`` waited for ever, ``fleet serve`` ran nothing)."""
+        need = self.config.task_cpus
+        largest = max((float((node.get("Resources") or {}).get("CPU", 0))
+                       for node in self.ray.nodes() if node.get("Alive")), default=0.0)
+        if largest + 1e-9 < need:
+            where = self.config.ray_address or "the local Ray"
+            raise RayUnavailable(
+                f"task_cpus = {need:g} but the largest node of {where} has {largest:g} CPU(s): "
+                "no fleet worker could start (lower task_cpus in the fleet file)")
 
     def submit(self, key: Any, root: str, name: str, *, force: bool = False,
                trigger: str = "fleet") -> None:

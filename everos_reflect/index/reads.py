@@ -153,16 +153,46 @@ def indexed_owners(conn: sqlite3.Connection) -> int:
 
 
 def archived_toward_missing(conn: sqlite3.Connection, *,
-                            exempt: str) -> list[tuple[UserRef, str, str]]:
-    """``(owner, entry id, deprecated_by)`` of entries archived toward an id their owner has
-    no entry for; ``exempt`` (the undo marker) and self-links are not such ids."""
+                            exempt: str) -> list[tuple[UserRef, str, str, str]]:
+    """``(owner, entry id, deprecated_by, path)`` of entries archived toward an id their owner
+    has no entry for; ``exempt`` (the undo marker) and self-links are not such ids."""
     rows = conn.execute(
-        "SELECT e.app_id, e.project_id, e.user_id, e.id, e.deprecated_by FROM entries e "
+        "SELECT e.app_id, e.project_id, e.user_id, e.id, e.deprecated_by, e.path FROM entries e "
         "WHERE e.deprecated_by IS NOT NULL AND e.deprecated_by NOT IN (?, e.id) "
         "AND NOT EXISTS (SELECT 1 FROM entries n WHERE n.app_id = e.app_id AND "
         "n.project_id = e.project_id AND n.user_id = e.user_id AND n.id = e.deprecated_by) "
         "ORDER BY e.app_id, e.project_id, e.user_id, e.id", (exempt,)).fetchall()
-    return [(_ref(r), r[3], r[4]) for r in rows]
+    return [(_ref(r), r[3], r[4], r[5]) for r in rows]
+
+
+def archived_targets_archived(conn: sqlite3.Connection, *,
+                              exempt: str) -> list[tuple[UserRef, str, str, str]]:
+    """``(owner, entry id, deprecated_by, path)`` of archived entries that another archived
+    entry of their owner points at (``exempt`` and self-links aside): the only entries an
+    archive cycle can run through, and few (narratives replaced by a later merge), so a
+    cycle is found without loading every archive link."""
+    rows = conn.execute(
+        "SELECT DISTINCT n.app_id, n.project_id, n.user_id, n.id, n.deprecated_by, n.path "
+        "FROM entries e JOIN entries n ON n.app_id = e.app_id AND "
+        "n.project_id = e.project_id AND n.user_id = e.user_id AND n.id = e.deprecated_by "
+        "WHERE e.deprecated_by IS NOT NULL AND n.deprecated_by IS NOT NULL "
+        "AND n.deprecated_by NOT IN (?, n.id) "
+        "ORDER BY n.app_id, n.project_id, n.user_id, n.id", (exempt,)).fetchall()
+    return [(_ref(r), r[3], r[4], r[5]) for r in rows]
+
+
+def facts_missing_their_episode(conn: sqlite3.Connection) -> list[tuple[UserRef, str,
+                                                                         str | None, str]]:
+    """``(owner, fact id, parent_id, path)`` of atomic facts (``parent_type: episode``) whose
+    owner has no Episode with their ``parent_id`` (deleted by hand, a typo, none given)."""
+    rows = conn.execute(
+        "SELECT f.app_id, f.project_id, f.user_id, f.id, f.parent_id, f.path FROM entries f "
+        "WHERE f.kind = 'atomic_fact' AND f.parent_type = 'episode' "
+        "AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.app_id = f.app_id AND "
+        "e.project_id = f.project_id AND e.user_id = f.user_id AND e.id = f.parent_id "
+        "AND e.kind = 'episode') "
+        "ORDER BY f.app_id, f.project_id, f.user_id, f.id").fetchall()
+    return [(_ref(r), r[3], r[4], r[5]) for r in rows]
 
 
 def journal_steps(conn: sqlite3.Connection) -> dict[str, int]:

@@ -7,7 +7,8 @@ line, reason) and the rest of the file still parses. Severities:
   is returned and the store refuses to write the file (it would risk the person's text).
 - ``error``: one entry cannot be trusted (bad YAML, unclosed or mismatched markers, duplicate or
   misplaced id (of a duplicate only the first block is read, and writers never archive into the
-  file), missing ``owner_id``/``timestamp``, unreadable timestamp). It is skipped; its
+  file), missing ``owner_id``/``timestamp``, unreadable timestamp, a marker indented by
+  spaces or tabs outside every entry or in place of its closing one). It is skipped; its
   text stays in the file and its id still counts when the next id is allocated.
 - ``warning``: indexed anyway (naive or date-only timestamp, owner differing from the file's
   user, missing ``Content``/``Fact`` section, unexpected ``parent_type``, text before the
@@ -489,6 +490,11 @@ def header_text(text: str) -> str:
 
 #: An entry marker line, opening or closing (``/``), as ``OPEN_RE`` / ``CLOSE_RE`` read it.
 _MARKER_RE = re.compile(r"^<!--[ \t]*+(/?)entry:[ \t]*+([^\s>]*)[ \t]*+-->[ \t]*+\r?$", re.M)
+#: The same line indented by spaces or tabs: not a marker (the writer does not escape such a
+#: line of a section body, so reading it as one could split an entry), but outside every
+#: entry, or where an entry's closing marker is missing, it is one a person indented.
+_INDENTED_MARKER_RE = re.compile(
+    r"^[ \t]++<!--[ \t]*+(/?)entry:[ \t]*+([^\s>]*)[ \t]*+-->[ \t]*+\r?$", re.M)
 #: The line that closes the file frontmatter, as :func:`frontmatter_bounds` reads it.
 _FM_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[^\S\n]*$", re.M)
 #: What follows ``<!--`` in an opening marker line cut short before its ``-->`` was written
@@ -686,14 +692,38 @@ class _Parser:
             pos = m.start()
             yield _Marker(line, m.group(1) == "/", m.group(2), m.start(), m.end())
 
-    def _outside(self, log: DailyLog, gap: tuple[int, int] | None, end: int) -> None:
-        """Warn when the text from ``gap`` (offset, 0-based line) to offset ``end``, outside
-        every entry, looks like an entry that lost its markers: a line ``owner_id:`` or a
-        ``## Subject`` / ``## <main section>`` heading. Notes between entries are welcome
-        (SPEC §3) and said nothing of; an entry pasted without its markers was not read, and
-        ``lint`` said all was well."""
+    def _indented(self, log: DailyLog, at: tuple[int, int], end: int) -> set[tuple[bool, str]]:
+        """An error per entry marker indented by spaces or tabs from ``at`` (offset, 0-based
+        line) to offset ``end``, text outside every readable entry; ``(closing, id)`` of each.
+        The entry it opens or closes is not read: it was skipped without an error (not
+        indexed, not searchable, not merged). Its id is unreadable, as a broken entry's is:
+        still in the file, never taken as deleted."""
+        found: set[tuple[bool, str]] = set()
+        pos, line = at
+        for m in _INDENTED_MARKER_RE.finditer(self.text, pos, end):
+            line += self.text.count("\n", pos, m.start())
+            pos = m.start()
+            closing, entry_id = bool(m.group(1)), m.group(2)
+            self.report(line + 1, f"{'closing' if closing else 'opening'} marker of "
+                        f"{quoted_value(entry_id)} is indented: the entry is not read (kept as "
+                        "written; remove the indentation before the marker)")
+            found.add((closing, entry_id))
+            log.unreadable.add(entry_id)
+        return found
+
+    def _outside(self, log: DailyLog, gap: tuple[int, int] | None,
+                 end: int) -> set[tuple[bool, str]]:
+        """Report the text from ``gap`` (offset, 0-based line) to offset ``end``, outside
+        every entry: its indented entry markers (:meth:`_indented`, whose findings it
+        returns), else a warning when it looks like an entry that lost its markers: a line
+        ``owner_id:`` or a ``## Subject`` / ``## <main section>`` heading. Notes between
+        entries are welcome (SPEC §3) and said nothing of; an entry pasted without its markers
+        was not read, and ``lint`` said all was well."""
         if gap is None or log.kind is None:
-            return
+            return set()
+        indented = self._indented(log, gap, end)
+        if indented:  # its entry's text is no entry without markers
+            return indented
         names = {log.kind.main_section, "Subject"} if log.kind is Kind.EPISODE else {
             log.kind.main_section}
         pattern = _ENTRY_LIKE_RE.get(log.kind)
@@ -708,6 +738,7 @@ class _Parser:
             self.report(line, f"{quoted_value(what)} outside any entry: it is not read, as an "
                         "entry without its <!-- entry:ID --> and <!-- /entry:ID --> markers "
                         "(kept as written; add the markers to read it)", "warning")
+        return set()
 
     def _entries(self, log: DailyLog, start: int) -> None:
         first_at: dict[str, int] = {}  # every opened id, parseable or not -> its first line
@@ -719,9 +750,10 @@ class _Parser:
         marker = next(markers, None)
         while marker is not None:
             if marker.close:
-                self.report(marker.line + 1,
-                            f"closing marker of {quoted_value(marker.id)} without an opening one",
-                            "warning")
+                indented = self._indented(log, gap, marker.start) if gap else set()
+                if (False, marker.id) not in indented:
+                    self.report(marker.line + 1, f"closing marker of {quoted_value(marker.id)} "
+                                "without an opening one", "warning")
                 gap = (marker.end, marker.line)
                 marker = next(markers, None)
                 continue
@@ -733,11 +765,14 @@ class _Parser:
                 self.report(i + 1, duplicate_message(entry_id, first_at[entry_id]))
             first_at.setdefault(entry_id, i + 1)
             closed = next(markers, None)
+            # the entry's text up to the next marker, when that marker is not its own closing
+            broken = (marker.end, i), len(self.text) if closed is None else closed.start
             if closed is None or not closed.close:
-                self.report(
-                    i + 1, f"entry {quoted_value(entry_id)} is not closed by <!-- "
-                           f"/entry:{entry_id} -->"
-                )
+                if (True, entry_id) not in self._indented(log, *broken):
+                    self.report(
+                        i + 1, f"entry {quoted_value(entry_id)} is not closed by <!-- "
+                               f"/entry:{entry_id} -->"
+                    )
                 if closed is None:  # the text ends inside this entry
                     log.open_at_end = entry_id
                 log.unreadable.add(entry_id)
@@ -745,11 +780,13 @@ class _Parser:
                 continue
             gap = (closed.end, closed.line)
             if closed.id != entry_id:
-                self.report(
-                    closed.line + 1,
-                    f"closing marker names {quoted_value(closed.id)} but the open entry is "
-                    f"{quoted_value(entry_id)}",
-                )
+                indented = self._indented(log, *broken)
+                if not {(True, entry_id), (False, closed.id)} <= indented:
+                    self.report(
+                        closed.line + 1,
+                        f"closing marker names {quoted_value(closed.id)} but the open entry "
+                        f"is {quoted_value(entry_id)}",
+                    )
                 log.unreadable.add(entry_id)
                 marker = next(markers, None)
                 continue

@@ -8,12 +8,14 @@ one). Pure functions over ids; the callers read the files or the index.
 from __future__ import annotations
 
 import sqlite3
+from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from everos_reflect.index import reads
 from everos_reflect.markdown.parser import UNDONE
+from everos_reflect.model import UserRef
 from everos_reflect.strategies.journal import UNDOING
 
 if TYPE_CHECKING:
@@ -77,7 +79,83 @@ def archived_toward_missing(conn: sqlite3.Connection) -> list[dict[str, str]]:
     self-links (withdrawn by an abandoned merge) replace nothing on purpose."""
     return [{"app_id": ref.app, "project_id": ref.project, "user_id": ref.user_id,
              "entry": entry, "archived_toward": toward}
-            for ref, entry, toward in reads.archived_toward_missing(conn, exempt=UNDONE)]
+            for ref, entry, toward, _path in reads.archived_toward_missing(conn, exempt=UNDONE)]
 
 
-__all__ = ["LiveBeside", "archived_toward_missing", "index_report", "live_beside_sources"]
+# -- problems across a user's logs: the words ``lint`` and ``status`` share ---------------------
+
+
+def unknown_target_message(old: str, new: str) -> str:
+    return f"deprecated_entries: {old} points at unknown id {new}"
+
+
+def orphan_fact_message(fact: str, parent: str | None) -> str:
+    return f"atomic fact {fact}: parent episode {parent} not found"
+
+
+def archive_cycle(start: str, toward: Mapping[str, str]) -> list[str]:
+    """The ids from ``start`` back to ``start`` along ``old -> new`` archive marks, or ``[]``
+    when the chain ends (at a live entry, ``undone`` or an unknown id)."""
+    chain = [start]
+    current = toward.get(start)
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = toward.get(current)
+    return [*chain, start] if current == start else []
+
+
+def cycle_message(old: str, cycle: list[str]) -> str:
+    """``cycle``: :func:`archive_cycle` from ``old`` (``[old, old]``: a self-link)."""
+    if len(cycle) == 2:
+        return f"deprecated_entries: {old} is archived toward itself"
+    return (f"deprecated_entries: {old} is archived in a cycle ({' -> '.join(cycle)}): "
+            "none of it is live")
+
+
+def frontmatter_line(text: str, key: str) -> int:
+    """Line of ``key:`` inside a file's leading frontmatter, else 1 (the file's start): where
+    a ``deprecated_entries`` mark of ``key`` is fixed."""
+    lines = text.splitlines()
+    for number, line in enumerate(lines[1:], 2):
+        if line.strip() == "---":
+            break
+        if line.lstrip().startswith((f"{key}:", f"'{key}':", f'"{key}":')):
+            return number
+    return 1
+
+
+@dataclass(frozen=True)
+class CrossFileProblem:
+    """A problem ``lint`` finds across a user's logs, as the index shows it: in log ``path``,
+    at ``entry``'s mark in the frontmatter (``at_mark``) or at the entry itself."""
+
+    path: str
+    entry: str
+    at_mark: bool
+    message: str
+
+
+def index_cross_file_problems(conn: sqlite3.Connection) -> list[CrossFileProblem]:
+    """From ``system.db``, the problems :func:`everos_reflect.lint.scan_store` finds by
+    reading every log: archive marks toward an id the user has no entry for, archive cycles
+    of two or more entries, and atomic facts whose parent Episode is gone. Self-links are
+    left out, as :func:`archived_toward_missing` leaves them: an abandoned merge withdraws
+    its narrative that way. A mark naming no entry of its own file is not in the index."""
+    found = [CrossFileProblem(path, entry, True, unknown_target_message(entry, toward))
+             for _ref, entry, toward, path in reads.archived_toward_missing(conn, exempt=UNDONE)]
+    toward_of: dict[UserRef, dict[str, str]] = defaultdict(dict)
+    archived = reads.archived_targets_archived(conn, exempt=UNDONE)
+    for ref, entry, toward, _path in archived:
+        toward_of[ref][entry] = toward
+    for ref, entry, _toward, path in archived:
+        cycle = archive_cycle(entry, toward_of[ref])
+        if len(cycle) > 2:
+            found.append(CrossFileProblem(path, entry, True, cycle_message(entry, cycle)))
+    found += [CrossFileProblem(path, fact, False, orphan_fact_message(fact, parent))
+              for _ref, fact, parent, path in reads.facts_missing_their_episode(conn)]
+    return found
+
+
+__all__ = ["CrossFileProblem", "LiveBeside", "archive_cycle", "archived_toward_missing",
+           "cycle_message", "frontmatter_line", "index_cross_file_problems", "index_report",
+           "live_beside_sources", "orphan_fact_message", "unknown_target_message"]
