@@ -70,11 +70,12 @@ def test_read_only_root_is_searched_as_indexed_and_writes_are_refused(tmp_path: 
     log.write_text(log.read_text() + "\nA note written by hand.\n")
     before = sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*"))
 
-    search, insight, briefing, status, add, serve = _read_only(tmp_path, root, [
+    search, insight, briefing, status, status_text, add, serve = _read_only(tmp_path, root, [
         ["search", "--root", str(root), "--json", "dog"],
         ["search", "--root", str(root), "--json", "--kind", "insight", "dog"],
         ["briefing", "--root", str(root), "--user", "u1", "--json", "dog"],
         ["status", "--root", str(root), "--json"],
+        ["status", "--root", str(root)],
         ["add", "--root", str(root), "--user", "u1", "--subject", "s", "--content", "c"],
         ["serve", "--root", str(root), "--port", "8799"],
     ])
@@ -93,6 +94,8 @@ def test_read_only_root_is_searched_as_indexed_and_writes_are_refused(tmp_path: 
     doc = doc.get("data", doc)
     assert doc["counts_from"] == "index"  # the index opened read-only (it said "not built")
     assert doc["totals"]["episode"]["live"] == 1
+    assert doc["index"]["files_changed"] == 1 and doc["index"]["read_only"] is True
+    assert "(read-only here: read as last built)" in status_text["out"]
     for refused in (add, serve):
         assert refused["rc"] == "1"
         assert refused["err"].startswith("error: ") and "Traceback" not in refused["err"]
