@@ -760,6 +760,31 @@ def test_lint_reports_a_hand_written_subject_of_several_lines_and_reads_the_entr
     assert log.entries[0].subject == written
 
 
+@pytest.mark.parametrize(("written", "what"), [
+    ("", "no '## Subject' section"),                                  # the section left out
+    ("## Subject\n\n", "'## Subject' section is empty"),              # the heading alone
+    ("## Subject\n  \u200b\n\n", "'## Subject' section is empty"),    # nothing visible
+])
+def test_lint_warns_of_a_hand_written_episode_without_a_subject_and_reads_it(
+    root: Path, written: str, what: str,
+) -> None:
+    # add, the API and MCP refuse an empty subject; written by hand the Episode was indexed,
+    # searched and merged with none (shown blank) and lint said "0 errors"
+    text = EPISODES.replace("## Subject\nDog\n\n", written, 1)
+    write_log(root, "u1/episodes/episode-2026-10-12.md", text)
+    doc = one_json(run("lint", "--root", str(root), "--json"))
+    [warning] = [p for p in doc["problems"] if "Subject" in p["message"]]
+    assert warning == {
+        "file": "default_app/default_project/users/u1/episodes/episode-2026-10-12.md",
+        "line": 10, "severity": "warning",
+        "message": f"entry ep_20261012_0001: {what}; an Episode needs a one-line subject, as "
+                   "add requires (indexed and merged without one; write it)"}
+    from everos_reflect.markdown.parser import parse_log
+
+    log = parse_log(text, "episode-2026-10-12.md")
+    assert [e.id for e in log.entries] == ["ep_20261012_0001", "ep_20261012_0002"]
+
+
 def test_lint_takes_a_crlf_subject_for_one_line(root: Path) -> None:
     text = EPISODES.replace("\n", "\r\n")
     write_log(root, "u1/episodes/episode-2026-10-12.md", text)

@@ -96,7 +96,8 @@ def test_hand_edits_are_tolerated_without_diagnostics() -> None:
         + "Some notes written by hand.\n\n"
         + entry(1, meta=reordered)
         + "\nMore notes between entries.\n\n"
-        + entry(2, body="## Content\nc\n\n## Notes\nextra section\n\n### sub heading\nkept\n")
+        + entry(2, body="## Subject\ns\n\n## Content\nc\n\n## Notes\nextra section\n\n"
+                "### sub heading\nkept\n")
     )
     log = parse_log(text, PATH)
     assert log.diagnostics == []
@@ -107,7 +108,8 @@ def test_hand_edits_are_tolerated_without_diagnostics() -> None:
         "timestamp": datetime(2026, 10, 11, 2, tzinfo=UTC),
         "owner_id": "u_andrew",
     }
-    assert second.sections == {"Content": "c", "Notes": "extra section\n\n### sub heading\nkept"}
+    assert second.sections == {"Subject": "s", "Content": "c",
+                               "Notes": "extra section\n\n### sub heading\nkept"}
 
 
 def test_crlf_and_missing_trailing_newline_parse_like_lf() -> None:
@@ -229,7 +231,8 @@ WARNINGS = [
        f"2026-10-11T02:00:00Z\nparent_type: {value}\n"), f"parent_type {shown} is not one of")
       for shape, value, shown in (("list", "[memcell]", "['memcell']"),
                                   ("mapping", "{a: 1}", "{'a': 1}"))),
-    ("preamble", entry(2, body="loose text\n## Content\nc\n"), "before the first ## section"),
+    ("preamble", entry(2, body="loose text\n## Subject\ns\n## Content\nc\n"),
+     "before the first ## section"),
     ("stray close", "<!-- /entry:ep_20261012_0007 -->\n", "without an opening one"),
 ]
 

@@ -289,6 +289,17 @@ def _nested(file: str, found: Mapping[Path, int]) -> list[Problem]:
     return problems
 
 
+def strategy_defaults_for(path: str | Path, root: str | Path) -> dict[str, dict[str, Any]]:
+    """The ``[strategies]`` defaults the fleet ``path`` gives ``root``, which must be one of
+    its roots: what its runs lay the root's own ``ome.toml`` over (:func:`read_fleet`'s
+    problems raised as they are)."""
+    config, roots = read_fleet(path)
+    if Path(root).resolve() not in roots:
+        raise EverosError(f"{quoted_value(str(root))} is not a root of the fleet "
+                          f"{quoted_value(config.file)} (no pattern of its roots names it)")
+    return {name: dict(table) for name, table in config.strategies.items()}
+
+
 def read_fleet(path: str | Path) -> tuple[FleetConfig, list[Path]]:
     """Read, validate and expand a ``fleet.toml`` file."""
     file = expand_user(path, "--fleet")

@@ -11,8 +11,9 @@ line, reason) and the rest of the file still parses. Severities:
   spaces or tabs outside every entry or in place of its closing one). It is skipped; its
   text stays in the file and its id still counts when the next id is allocated.
 - ``warning``: indexed anyway (naive or date-only timestamp, owner differing from the file's
-  user, missing ``Content``/``Fact`` section, unexpected ``parent_type``, text before the
-  first section, characters an editor does not show: controls, bidi overrides). Also text
+  user, missing ``Content``/``Fact`` section, an Episode with no or an empty ``Subject``
+  (``add`` refuses one), unexpected ``parent_type``, text before the first section,
+  characters an editor does not show: controls, bidi overrides). Also text
   outside every entry that looks like one without its markers (an ``owner_id:`` line, a
   ``## Subject`` or main-section heading): it is not read.
 
@@ -49,6 +50,7 @@ from everos_reflect.model import (
     EntryId,
     Kind,
     UserRef,
+    blank,
     day_stamp,
     format_timestamp,
     id_items,
@@ -1003,6 +1005,13 @@ class _Parser:
             # tables, a line break in JSON and briefings) and nothing said so
             self.report(line, f"entry {eid}: subject is {subject_lines} lines; it must be one "
                         "line (kept and indexed as written; join them)", "warning")
+        if eid.kind is Kind.EPISODE and blank(sections.get("Subject", "")):
+            # add, the API and MCP refuse an empty subject; written by hand the entry is read,
+            # indexed, searched and merged with none (shown blank), and nothing said so
+            what = "'## Subject' section is empty" if "Subject" in sections else (
+                "no '## Subject' section")
+            self.report(line, f"entry {eid}: {what}; an Episode needs a one-line subject, as "
+                        "add requires (indexed and merged without one; write it)", "warning")
         main = eid.kind.main_section
         if not sections.get(main):
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")
