@@ -13,16 +13,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import ConfigError
+from everos_reflect.markdown.marks import foreign_mark_message, frontmatter_line
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import LOG_FILENAME_RE, Kind, UserRef, shown_key
 from everos_reflect.settings import OME_FILE_NAME, load_ome, load_settings
 from everos_reflect.strategies.consistency import (
     archive_cycle,
     cycle_message,
-    frontmatter_line,
     live_beside_sources,
     orphan_fact_message,
     unknown_target_message,
+    withdrawn,
 )
 
 if TYPE_CHECKING:
@@ -128,6 +129,7 @@ def scan_store(
     fact_parents: list[tuple[str, UserRef, str, int, str | None]] = []
     live_ids: dict[UserRef, set[str]] = defaultdict(set)
     narratives: list[tuple[str, UserRef, str, int, list[str]]] = []
+    merged: dict[UserRef, set[str]] = defaultdict(set)  # every Reflection narrative's id
     for path in store.iter_files() if files is None else files:
         if advance is not None:
             advance(1)
@@ -150,6 +152,8 @@ def scan_store(
         ref, kind, _ = located
         for entry in log.entries:
             kinds_of[ref][entry.id] = kind
+            if kind == Kind.EPISODE and entry.parent_type == "cluster":
+                merged[ref].add(entry.id)
             state = "deprecated" if entry.deprecated_by else "live"
             scan.counts[ref][f"{kind.value}:{state}"] += 1
             if kind == Kind.ATOMIC_FACT and entry.parent_type == "episode":
@@ -170,14 +174,13 @@ def scan_store(
     for rel, ref, own, marks in deprecations:
         for old, new, line in marks:
             if old not in own:
-                scan.problems.append(Problem(
-                    rel, line, f"deprecated_entries: {old} is not an entry of this file"))
+                scan.problems.append(Problem(rel, line, foreign_mark_message(old)))
             if new != UNDONE and new not in kinds_of[ref]:
                 scan.problems.append(Problem(rel, line, unknown_target_message(old, new)))
     for rel, ref, _own, marks in deprecations:
         for old, _new, line in marks:
             cycle = archive_cycle(old, archived_toward[ref]) if old in kinds_of[ref] else []
-            if cycle:
+            if cycle and not withdrawn(old, cycle, merged[ref]):
                 scan.problems.append(Problem(rel, line, cycle_message(old, cycle)))
     for rel, ref, fact_id, line, parent in fact_parents:
         if parent is None or kinds_of[ref].get(parent) != Kind.EPISODE:

@@ -13,7 +13,7 @@ import stat
 import threading
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError, NoRoot, RootGone
 from everos_reflect.fileio import expand_user
@@ -23,6 +23,8 @@ from everos_reflect.model import UserRef, shown_path, validate_name
 from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME, Settings, load_settings
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from everos_reflect.embedding.base import Embedder
     from everos_reflect.index.vectors import VectorIndex
     from everos_reflect.llm.base import LLM
@@ -111,6 +113,7 @@ class Runtime:
         *,
         embedder: Embedder | None = None,
         llm: LLM | None = None,
+        ome_defaults: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> None:
         from everos_reflect import wiring
 
@@ -121,6 +124,11 @@ class Runtime:
         self.settings = settings if settings is not None else load_settings(self.root)
         self.store = MarkdownStore(self.root, limits=self.settings.limits,
                                    seen_seq=self._seen_seq)
+        #: Strategy tables the root's own ``ome.toml`` is laid over (a fleet's defaults):
+        #: every :class:`~everos_reflect.engine.engine.Engine` of this runtime reads its
+        #: strategies so, whether it runs them or only reports them (``status``, ``clusters``).
+        self.ome_defaults: dict[str, dict[str, Any]] = {
+            k: dict(v) for k, v in (ome_defaults or {}).items()}
         self._local = threading.local()
         if embedder is not None:
             self.__dict__["embedder"] = embedder

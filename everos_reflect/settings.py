@@ -182,6 +182,29 @@ def _dimensions(value: Any) -> str | None:
     return None if 1 <= value <= 65536 else f"must be 1 to 65536, got {quoted_value(value)}"
 
 
+#: Vector size of the bundled model, ``[embedding] provider = "local"`` (all-MiniLM-L6-v2):
+#: the embedder's own ``DIM``, pinned equal by a test. ``dimensions`` cannot change it.
+LOCAL_EMBEDDING_DIMENSIONS = 384
+
+
+def _embedding_problems(values: dict[str, Any],
+                        origin: Mapping[str, tuple[str, str]]) -> list[Problem]:
+    """``dimensions`` that the provider cannot make. The local model makes 384-dimensional
+    vectors whatever the key says: 768 was accepted and ignored, and ``lint`` said all was
+    well of a setting with no effect (a reindex under it changed nothing). The openai
+    provider asks its server for that size and names its vectors by it."""
+    if values.get("provider", "local") != "local" or "dimensions" not in origin:
+        return []
+    size = values.get("dimensions")
+    if size == LOCAL_EMBEDDING_DIMENSIONS:
+        return []
+    file, shown = origin["dimensions"]
+    return [(file, shown, f"the local provider's model (all-MiniLM-L6-v2) makes "
+             f"{LOCAL_EMBEDDING_DIMENSIONS}-dimensional vectors, got {quoted_value(size)}: "
+             f"set {LOCAL_EMBEDDING_DIMENSIONS} or remove the key (another size needs "
+             "provider = \"openai\" and a model of that size)")]
+
+
 def _positive(value: Any) -> str | None:
     return None if value > 0 else f"must be greater than 0, got {quoted_value(value)}"
 
@@ -514,6 +537,7 @@ def parse_settings(
             _merge_file(data, file, values, origin, problems)
     _merge_env(env, values, origin, problems)
 
+    refused: set[tuple[str, str]] = set()
     for (section, key), check in CHECKS.items():
         if key not in values[section]:
             continue
@@ -522,6 +546,10 @@ def parse_settings(
         if reason:
             file, shown = origin[(section, key)]
             problems.append((file, shown, reason))
+            refused.add((section, key))
+    if not refused & {("embedding", "provider"), ("embedding", "dimensions")}:
+        problems += _embedding_problems(values["embedding"], {
+            key: where for (section, key), where in origin.items() if section == "embedding"})
 
     if problems:
         raise ConfigError(problems)

@@ -164,7 +164,8 @@ def _cross_file_problems(runtime: Runtime) -> list[tuple[str, str]]:
     the index shows (:func:`index_cross_file_problems`): without them ``status`` said all was
     well of a root ``lint`` failed on. Only the logs holding one are read, for its line."""
     from everos_reflect.index import db as dbmod
-    from everos_reflect.strategies.consistency import frontmatter_line, index_cross_file_problems
+    from everos_reflect.markdown.marks import frontmatter_line
+    from everos_reflect.strategies.consistency import index_cross_file_problems
 
     try:
         conn = dbmod.connect(runtime.root, readonly=True)
@@ -176,20 +177,21 @@ def _cross_file_problems(runtime: Runtime) -> list[tuple[str, str]]:
         return []
     finally:
         conn.close()
-    logs: dict[str, Any] = {}
+    logs: dict[str, tuple[str, dict[str, int]] | None] = {}  # path -> (text, id -> line)
     shown = []
     for problem in problems:
         if problem.path not in logs:
             try:
-                logs[problem.path] = runtime.store.read(runtime.root / problem.path)
+                log = runtime.store.read(runtime.root / problem.path)
+                logs[problem.path] = (log.text, {e.id: e.line for e in log.entries})
             except (OSError, EverosError):
                 logs[problem.path] = None
-        log = logs[problem.path]
+        read = logs[problem.path]
         line = 0
-        if log is not None and problem.at_mark:
-            line = frontmatter_line(log.text, problem.entry)
-        elif log is not None:
-            line = next((e.line for e in log.entries if e.id == problem.entry), 0)
+        if read is not None and problem.at_mark:
+            line = frontmatter_line(read[0], problem.entry)
+        elif read is not None:
+            line = read[1].get(problem.entry, 0)
         shown.append((problem.path, f"{line}: {problem.message}"))
     return shown
 

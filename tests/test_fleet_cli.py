@@ -6,13 +6,18 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
 from everos_reflect.cli.main import cli
-from everos_reflect.fleet.work import run_root
-from tests.fleet_support import build_root, open_test_root
+from everos_reflect.fleet.config import read_fleet
+from everos_reflect.fleet.work import fleet_engine, run_root
+from everos_reflect.model import Kind
+from everos_reflect.strategies.holdback import reflect_settings
+from everos_reflect.strategies.undo import undo_merge
+from tests.fleet_support import build_root, open_test_root, user_ref
 
 
 def _fleet(tmp_path: Path, text: str = 'roots = ["shard-*"]\n') -> str:
@@ -76,3 +81,55 @@ def test_fleet_status_exits_1_when_a_root_cannot_be_read_with_or_without_json(
     assert [("error" in r) for r in doc["roots"]] == [False, True]
     assert "shard-b/everos.toml" in doc["roots"][1]["error"]
     assert text.stderr.strip() == "error: some roots could not be read (see above)"
+
+
+def test_status_and_clusters_read_a_roots_strategies_as_its_fleets_runs_do(
+        tmp_path: Path) -> None:
+    # status and clusters read the root's ome.toml alone: in a fleet they showed a switch, a
+    # schedule and holds other than those the fleet's runs went by
+    root = tmp_path / "shard-a"
+    build_root(root, ome='[strategies.reflect_episodes]\ncron = "0 4 * * *"\n')  # root wins
+    fleet = _fleet(tmp_path, 'roots = ["shard-*"]\n[strategies.reflect_episodes]\n'
+                             'enabled = true\ncron = "0 3 * * *"\nremerge_undone = true\n')
+    defaults = read_fleet(fleet)[0].strategies
+    run_root(str(root), "reflect_episodes", force=True, defaults=defaults, opener=open_test_root)
+    rt = open_test_root(str(root))
+    narrative = next(e for e in rt.store.entries(user_ref(0), Kind.EPISODE)
+                     if e.parent_type == "cluster" and e.deprecated_by is None)
+    undo_merge(rt, user_ref(0), narrative.id)  # held back unless remerge_undone
+    run = fleet_engine(rt, defaults, recover=False).settings_for("reflect_episodes")
+    inside = reflect_settings(rt)  # an engine a strategy opens itself during the run
+    rt.close()
+    assert (run["enabled"], run["cron"], run["remerge_undone"]) == (True, "0 4 * * *", True)
+    assert inside == run
+
+    def status(*extra: str) -> dict[str, Any]:
+        result = CliRunner().invoke(cli, ["status", "--root", str(root), "--json", *extra])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)
+
+    def held(*extra: str) -> list[bool]:
+        result = CliRunner().invoke(cli, ["clusters", "--root", str(root), "--json", *extra])
+        assert result.exit_code == 0, result.output
+        return [c["held_back"] for c in json.loads(result.stdout)["clusters"]]
+
+    alone, in_fleet = status(), status("--fleet", fleet)
+    [row] = [r for r in alone["strategies"] if r["name"] == "reflect_episodes"]
+    assert (row["enabled"], row["cron"], len(alone["merges"]["held_back"])) == \
+        (False, "0 4 * * *", 1)
+    [row] = [r for r in in_fleet["strategies"] if r["name"] == "reflect_episodes"]
+    assert (row["enabled"], row["cron"], in_fleet["merges"]["held_back"]) == \
+        (True, "0 4 * * *", [])
+    assert row["next_run"].endswith("04:00:00+00:00")
+    assert True in held() and True not in held("--fleet", fleet)
+
+
+def test_status_with_a_fleet_the_root_is_not_in_is_one_line(tmp_path: Path) -> None:
+    build_root(tmp_path / "shard-a")
+    build_root(tmp_path / "other")
+    fleet = _fleet(tmp_path)
+    result = CliRunner().invoke(cli, ["status", "--root", str(tmp_path / "other"),
+                                      "--fleet", fleet])
+    assert result.exit_code == 1
+    assert result.stderr.strip().endswith("(no pattern of its roots names it)")
+    assert "is not a root of the fleet" in result.stderr

@@ -400,8 +400,35 @@ def test_embedding_sizes_past_what_can_run_are_rejected(text: str, key: str,
                                                         reason: str) -> None:
     ((file, shown, why),) = problems_of(text)
     assert (file, shown) == ("root/everos.toml", key) and why.startswith(reason)
-    assert parse_settings(DEFAULTS, "[embedding]\nthreads = 256\ndimensions = 65536\n", {},
-                          "root/everos.toml").embedding.threads == 256
+    assert parse_settings(DEFAULTS, "[embedding]\nprovider = 'openai'\nthreads = 256\n"
+                          "dimensions = 65536\n", {}, "root/everos.toml").embedding.threads == 256
+
+
+def test_a_size_the_local_model_does_not_make_is_refused_naming_file_key_and_reason() -> None:
+    # The bundled model makes 384-dimensional vectors whatever `dimensions` said: 768 was
+    # accepted and ignored, with nothing in lint or status saying so.
+    ((file, shown, why),) = problems_of("[embedding]\ndimensions = 768\n")
+    assert (file, shown) == ("root/everos.toml", "embedding.dimensions")
+    assert why.startswith("the local provider's model (all-MiniLM-L6-v2) makes "
+                          "384-dimensional vectors, got 768: set 384 or remove the key")
+    # the value is named where it was set; the provider may come from another layer
+    ((file, shown, _),) = problems_of(
+        '[embedding]\nprovider = "openai"\n',
+        {"EVEROS_EMBEDDING__PROVIDER": "local", "EVEROS_EMBEDDING__DIMENSIONS": "1536"})
+    assert (file, shown) == (ENV_FILE, "EVEROS_EMBEDDING__DIMENSIONS")
+    # one problem per value: an out-of-range size is refused for its range alone
+    assert [p[2] for p in problems_of("[embedding]\ndimensions = 0\n")] == [
+        "must be 1 to 65536, got 0"]
+    for text in ("[embedding]\ndimensions = 384\n",
+                 '[embedding]\nprovider = "openai"\ndimensions = 768\n'):
+        parse_settings(DEFAULTS, text, {}, "root/everos.toml")
+
+
+def test_the_size_settings_hold_the_local_provider_to_is_the_models() -> None:
+    from everos_reflect.embedding.local import DIM
+    from everos_reflect.settings import LOCAL_EMBEDDING_DIMENSIONS
+
+    assert DIM == LOCAL_EMBEDDING_DIMENSIONS == Settings().embedding.dimensions
 
 
 @pytest.mark.parametrize(("text", "key", "reason"), [

@@ -11,6 +11,8 @@ import click
 from everos_reflect.cli.common import (
     app_filter_option,
     emit_json,
+    fleet_defaults,
+    fleet_defaults_option,
     handle_errors,
     json_option,
     open_runtime,
@@ -39,14 +41,16 @@ def _day(ts: float) -> str:
 @_user
 @_app
 @_project
+@fleet_defaults_option
 @json_option
 @handle_errors
 def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project: str | None,
-                 as_json: bool) -> None:
+                 fleet_file: str | None, as_json: bool) -> None:
     """List clusters: size, span, preview, consolidated or not, new members since."""
     from everos_reflect.clustering.service import ClusterService
 
     runtime = open_runtime(root)
+    runtime.ome_defaults = fleet_defaults(runtime.root, fleet_file)  # as the fleet's runs read
     ref = UserRef.of(user_id, app, project) if user_id else None
     if app is not None:
         validate_name(app, "app_id")

@@ -34,6 +34,21 @@ root_option = click.option(
     help="Memory root (default: $EVEROS_ROOT, else ~/.everos).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+#: ``--fleet`` of a command that reports a root's strategies (``status``, ``clusters``): the
+#: fleet's ``[strategies]`` defaults under the root's ``ome.toml``, as the fleet's runs read them.
+fleet_defaults_option = click.option(
+    "--fleet", "fleet_file", default=None, type=click.Path(dir_okay=False, path_type=str),
+    help="The fleet.toml this root runs in: its [strategies] defaults are laid under the "
+         "root's ome.toml, as the fleet's runs lay them.")
+
+
+def fleet_defaults(root: Path, fleet_file: str | None) -> dict[str, dict[str, Any]]:
+    """The strategy defaults of ``--fleet`` for ``root`` (none without it)."""
+    if fleet_file is None:
+        return {}
+    from everos_reflect.fleet.config import strategy_defaults_for  # lazy: fast `--help`
+
+    return strategy_defaults_for(fleet_file, root)
 #: ``--app``/``--project`` of a command whose ``--user`` is optional: without it they filter
 #: (None = every app/project); with it they name the user's tenant (default_app/project).
 app_filter_option = click.option("--app", default=None, help="App id (default: every app, or "

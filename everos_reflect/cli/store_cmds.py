@@ -22,6 +22,8 @@ from everos_reflect.cli.common import (
     emit_json,
     existing_root,
     fail,
+    fleet_defaults,
+    fleet_defaults_option,
     handle_errors,
     json_option,
     progress,
@@ -412,20 +414,22 @@ def _render_status(doc: dict[str, Any]) -> None:
 
 @click.command("status")
 @root_option
+@fleet_defaults_option
 @json_option
 @handle_errors
-def status_cmd(root: str | None, as_json: bool) -> None:
+def status_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> None:
     """Users, live/deprecated counts, files with problems and config problems."""
     from everos_reflect.runtime import Runtime
     from everos_reflect.settings import Settings
 
     path = existing_root(root)
+    defaults = fleet_defaults(path, fleet_file)
     # Status reports a broken config instead of failing on it, so it opens with defaults.
     try:
         settings = load_settings(path)
     except ConfigError:
         settings = Settings()
-    runtime = Runtime(path, settings=settings)
+    runtime = Runtime(path, settings=settings, ome_defaults=defaults)
     try:
         doc = status_document(runtime, progress)
     finally:

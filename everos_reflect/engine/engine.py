@@ -121,8 +121,11 @@ class Engine:
     def __init__(self, runtime: Runtime, *, recover: bool = True,
                  ome_defaults: Mapping[str, Mapping[str, Any]] | None = None) -> None:
         self.runtime = runtime
-        #: Strategy tables the root's own ``ome.toml`` is laid over (a fleet's defaults).
-        self.ome_defaults = {k: dict(v) for k, v in (ome_defaults or {}).items()}
+        #: Strategy tables the root's own ``ome.toml`` is laid over (a fleet's defaults);
+        #: ``None``: the runtime's (:attr:`Runtime.ome_defaults`).
+        if ome_defaults is None:
+            ome_defaults = getattr(runtime, "ome_defaults", None) or {}
+        self.ome_defaults = {k: dict(v) for k, v in ome_defaults.items()}
         self._mutex = threading.Lock()
         self._active: dict[str, _ActiveRun] = {}
         self._stop = threading.Event()

@@ -77,8 +77,12 @@ overlay = overlay_ome
 def fleet_engine(runtime: Runtime, defaults: Mapping[str, Mapping[str, Any]] | None = None,
                  *, recover: bool = True) -> Engine:
     """The root's own :class:`Engine`, reading its strategies as the fleet's defaults overlaid
-    by the root's ``ome.toml``. Locks, runs and recovery are the engine's own."""
-    return Engine(runtime, recover=recover, ome_defaults=defaults)
+    by the root's ``ome.toml``. Locks, runs and recovery are the engine's own. The defaults
+    go on ``runtime``, so every engine opened on it reads the same (a run's set-aside keys
+    and revalidation depth, ``status``, ``clusters``)."""
+    if defaults is not None:
+        runtime.ome_defaults = {k: dict(v) for k, v in defaults.items()}
+    return Engine(runtime, recover=recover)
 
 
 # --- opening a root -----------------------------------------------------------------------------

@@ -495,6 +495,16 @@ MIGRATIONS: list[tuple[str, str]] = [
                      OR d.error LIKE '%; set aside: %tasks are sent again once edited)'));
         """,
     ),
+    (
+        "0018_archive_marks_naming_no_entry",
+        """
+        -- A deprecated_entries key naming no entry of its own log (a typo: the entry meant
+        -- stays live) is now recorded among the file's problems when the log is indexed, so
+        -- `status` lists it as `lint` does. Every log is read again by the next scan to
+        -- record it for logs indexed before; nothing is re-embedded, as in 0016.
+        UPDATE files SET mtime_ns = -1, sha256 = '';
+        """,
+    ),
 ]
 
 def cluster_key_of_id(param: str = "?") -> str:

@@ -170,15 +170,26 @@ def archived_targets_archived(conn: sqlite3.Connection, *,
     """``(owner, entry id, deprecated_by, path)`` of archived entries that another archived
     entry of their owner points at (``exempt`` and self-links aside): the only entries an
     archive cycle can run through, and few (narratives replaced by a later merge), so a
-    cycle is found without loading every archive link."""
+    cycle is found without loading every archive link. ``CROSS JOIN`` keeps the archived
+    entries outside and looks each target up by its whole key: the planner's own order
+    searched all of a user's entries per archived one (71 s for 600,000 entries, not 0.2 s)."""
     rows = conn.execute(
         "SELECT DISTINCT n.app_id, n.project_id, n.user_id, n.id, n.deprecated_by, n.path "
-        "FROM entries e JOIN entries n ON n.app_id = e.app_id AND "
+        "FROM entries e CROSS JOIN entries n ON n.app_id = e.app_id AND "
         "n.project_id = e.project_id AND n.user_id = e.user_id AND n.id = e.deprecated_by "
         "WHERE e.deprecated_by IS NOT NULL AND n.deprecated_by IS NOT NULL "
-        "AND n.deprecated_by NOT IN (?, n.id) "
-        "ORDER BY n.app_id, n.project_id, n.user_id, n.id", (exempt,)).fetchall()
+        "AND n.deprecated_by NOT IN (?, n.id)", (exempt,)).fetchall()
     return [(_ref(r), r[3], r[4], r[5]) for r in rows]
+
+
+def archived_toward_themselves(conn: sqlite3.Connection) -> list[tuple[UserRef, str, str]]:
+    """``(owner, entry id, path)`` of entries archived toward themselves that are no
+    Reflection narrative (a merge withdraws its narrative so; anything else, a hand edit)."""
+    rows = conn.execute(
+        "SELECT app_id, project_id, user_id, id, path FROM entries "
+        "WHERE deprecated_by = id AND NOT (kind = 'episode' AND parent_type IS 'cluster')"
+    ).fetchall()
+    return [(_ref(r), r[3], r[4]) for r in rows]
 
 
 def facts_missing_their_episode(conn: sqlite3.Connection) -> list[tuple[UserRef, str,
@@ -190,8 +201,7 @@ def facts_missing_their_episode(conn: sqlite3.Connection) -> list[tuple[UserRef,
         "WHERE f.kind = 'atomic_fact' AND f.parent_type = 'episode' "
         "AND NOT EXISTS (SELECT 1 FROM entries e WHERE e.app_id = f.app_id AND "
         "e.project_id = f.project_id AND e.user_id = f.user_id AND e.id = f.parent_id "
-        "AND e.kind = 'episode') "
-        "ORDER BY f.app_id, f.project_id, f.user_id, f.id").fetchall()
+        "AND e.kind = 'episode')").fetchall()
     return [(_ref(r), r[3], r[4], r[5]) for r in rows]
 
 

@@ -29,6 +29,7 @@ from everos_reflect.errors import InvalidId
 from everos_reflect.fileio import NotRegularFile, open_regular, read_at_most
 from everos_reflect.index import events, rebuild
 from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.markdown.marks import foreign_marks
 from everos_reflect.markdown.parser import highest_seqs, parse_log
 from everos_reflect.model import (
     DailyLog,
@@ -141,6 +142,7 @@ def plan_file_sync(
                 plan.embed.add(entry.id)
         elif before.deprecated_by != entry.deprecated_by:
             plan.deprecations[entry.id] = entry.deprecated_by
+    plan.problems += foreign_marks(log)  # recorded here, so `status` shows them as `lint` does
 
     if log.open_at_end is None:
         # An entry still in the file but unreadable now (a hand edit broke its metadata, its

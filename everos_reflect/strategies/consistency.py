@@ -104,24 +104,19 @@ def archive_cycle(start: str, toward: Mapping[str, str]) -> list[str]:
     return [*chain, start] if current == start else []
 
 
+def withdrawn(old: str, cycle: list[str], narratives: set[str]) -> bool:
+    """Whether ``cycle`` (:func:`archive_cycle` from ``old``) is how a merge withdraws its
+    narrative: the narrative archived toward itself, "replaced by nothing". ``lint`` said
+    "archived toward itself" of every merge abandoned that way, and exited 1 for good."""
+    return len(cycle) == 2 and old in narratives
+
+
 def cycle_message(old: str, cycle: list[str]) -> str:
     """``cycle``: :func:`archive_cycle` from ``old`` (``[old, old]``: a self-link)."""
     if len(cycle) == 2:
         return f"deprecated_entries: {old} is archived toward itself"
     return (f"deprecated_entries: {old} is archived in a cycle ({' -> '.join(cycle)}): "
             "none of it is live")
-
-
-def frontmatter_line(text: str, key: str) -> int:
-    """Line of ``key:`` inside a file's leading frontmatter, else 1 (the file's start): where
-    a ``deprecated_entries`` mark of ``key`` is fixed."""
-    lines = text.splitlines()
-    for number, line in enumerate(lines[1:], 2):
-        if line.strip() == "---":
-            break
-        if line.lstrip().startswith((f"{key}:", f"'{key}':", f'"{key}":')):
-            return number
-    return 1
 
 
 @dataclass(frozen=True)
@@ -138,9 +133,10 @@ class CrossFileProblem:
 def index_cross_file_problems(conn: sqlite3.Connection) -> list[CrossFileProblem]:
     """From ``system.db``, the problems :func:`everos_reflect.lint.scan_store` finds by
     reading every log: archive marks toward an id the user has no entry for, archive cycles
-    of two or more entries, and atomic facts whose parent Episode is gone. Self-links are
-    left out, as :func:`archived_toward_missing` leaves them: an abandoned merge withdraws
-    its narrative that way. A mark naming no entry of its own file is not in the index."""
+    of two or more entries or of one that is no Reflection narrative (:func:`withdrawn`),
+    and atomic facts whose parent Episode is gone. A mark naming no entry of its own file is
+    one file's problem, recorded when the file is indexed
+    (:func:`~everos_reflect.markdown.marks.foreign_marks`)."""
     found = [CrossFileProblem(path, entry, True, unknown_target_message(entry, toward))
              for _ref, entry, toward, path in reads.archived_toward_missing(conn, exempt=UNDONE)]
     toward_of: dict[UserRef, dict[str, str]] = defaultdict(dict)
@@ -151,11 +147,15 @@ def index_cross_file_problems(conn: sqlite3.Connection) -> list[CrossFileProblem
         cycle = archive_cycle(entry, toward_of[ref])
         if len(cycle) > 2:
             found.append(CrossFileProblem(path, entry, True, cycle_message(entry, cycle)))
+    found += [CrossFileProblem(path, entry, True, cycle_message(entry, [entry, entry]))
+              for _ref, entry, path in reads.archived_toward_themselves(conn)]
     found += [CrossFileProblem(path, fact, False, orphan_fact_message(fact, parent))
               for _ref, fact, parent, path in reads.facts_missing_their_episode(conn)]
-    return found
+    # in file order, as lint gives them; the queries leave the order to SQLite (an ORDER BY
+    # walked the table through its key index: a third slower)
+    return sorted(found, key=lambda p: (p.path, not p.at_mark, p.entry))
 
 
 __all__ = ["CrossFileProblem", "LiveBeside", "archive_cycle", "archived_toward_missing",
-           "cycle_message", "frontmatter_line", "index_cross_file_problems", "index_report",
-           "live_beside_sources", "orphan_fact_message", "unknown_target_message"]
+           "cycle_message", "index_cross_file_problems", "index_report",
+           "live_beside_sources", "orphan_fact_message", "unknown_target_message", "withdrawn"]
