@@ -174,6 +174,13 @@ class RootGone(EverosError):
     for the root (the fleet then found it ``ok`` and idle on every run)."""
 
 
+class UserGone(EverosError):
+    """A derived record (insight, conviction, relation, lesson) is not written for a user
+    whose folder is gone: deleted or renamed by a person while the record was derived from
+    its Episodes or tasks. Written, it made the folder again, holding text drawn from the
+    records the person had just removed."""
+
+
 class NoRoot(RootGone):
     """The memory root's folder does not exist: nothing is read from it, and nothing is
     created there by a read (a mistyped ``--root`` or ``EVEROS_ROOT`` made an empty root)."""
