@@ -174,6 +174,13 @@ class RootGone(EverosError):
     for the root (the fleet then found it ``ok`` and idle on every run)."""
 
 
+class UserGone(EverosError):
+    """A derived record (insight, conviction, relation, lesson) is not written for a user
+    whose folder is gone: deleted or renamed by a person while the record was derived from
+    its Episodes or tasks. Written, it made the folder again, holding text drawn from the
+    records the person had just removed."""
+
+
 class NoRoot(RootGone):
     """The memory root's folder does not exist: nothing is read from it, and nothing is
     created there by a read (a mistyped ``--root`` or ``EVEROS_ROOT`` made an empty root)."""
@@ -188,3 +195,14 @@ class IndexUnavailable(EverosError, sqlite3.OperationalError):
     def __init__(self, path: object, reason: object) -> None:
         super().__init__(f"cannot open the index {path}: {reason} (the folder must exist, be "
                          "writable and have room)")
+
+
+class IndexReadOnly(EverosError):
+    """A write to the index of a root this process cannot write (a read-only mount, another
+    user's root). Such a root is still searched and read as its index was last built; what
+    would change it is refused with this one line instead of an error about a lock file."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(f"the index {path} is read-only here (a read-only mount or another "
+                         "user's files): it is read as last built; run this where the root "
+                         "can be written")

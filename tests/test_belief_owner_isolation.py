@@ -69,10 +69,10 @@ def test_an_oserror_writing_one_owners_log_fails_that_owner_alone(
         add_insights(rt, ref, "One.", "Two.", "Three.")
     real = rt.store.append_many
 
-    def append_many(ref: UserRef, kind: Kind, rows: Any) -> Any:
+    def append_many(ref: UserRef, kind: Kind, rows: Any, **options: Any) -> Any:
         if ref == BOB and kind is Kind.CONVICTION:
             raise OSError(28, "No space left on device")
-        return real(ref, kind, rows)
+        return real(ref, kind, rows, **options)
 
     monkeypatch.setattr(rt.store, "append_many", append_many)
     fake_openai.script(RISK, RISK, RISK)

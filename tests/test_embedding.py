@@ -20,7 +20,7 @@ from everos_reflect.embedding.local import (
     default_model_path,
     default_tokenizer_path,
 )
-from everos_reflect.embedding.openai_embed import OpenAIEmbedder
+from everos_reflect.embedding.openai_embed import OpenAIEmbedder, max_reply_bytes
 from everos_reflect.errors import ProviderUnavailable
 from everos_reflect.settings import EmbeddingSettings
 
@@ -232,6 +232,8 @@ class FakeEmbeddings:
         self.malformed = False
         self.status = 200  # anything else: answered with that status and a 1 ms Retry-After
         self.trickle = 0.0  # seconds between the reply's bytes, sent one at a time
+        self.padding = 0  # characters of an extra key in each reply
+        self.indexes: list[int] | None = None  # the "index" of each vector, in order
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -263,6 +265,11 @@ class FakeEmbeddings:
                         "model": body["model"],
                         "usage": {"prompt_tokens": 1, "total_tokens": 1},
                     }
+                    if fake.indexes is not None:
+                        for item, index in zip(data, fake.indexes, strict=True):
+                            item["index"] = index
+                    if fake.padding:
+                        payload["padding"] = "x" * fake.padding
                 raw = json.dumps(payload).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
@@ -360,6 +367,33 @@ def test_openai_embedder_times_out_on_a_trickling_reply(fake_server: FakeEmbeddi
                               timeout=0.5, retries=0)
     with pytest.raises(ProviderUnavailable, match="timed out"):
         embedder.embed(["hello"])
+
+
+def test_openai_embedder_refuses_a_reply_past_its_size_bound(
+        fake_server: FakeEmbeddings) -> None:
+    # The reply was read whole, however large (a lying or broken server's endless body
+    # filled the memory), before its shape was checked; it is cut off past a bound made
+    # from the batch and the vector size, which a real reply never reaches.
+    bound = max_reply_bytes(2, 8)
+    fake_server.padding = bound - 4096
+    assert remote(fake_server).embed(["a", "b"]).shape == (2, 8)
+    fake_server.padding = bound + 1
+    with pytest.raises(ProviderUnavailable) as caught:
+        remote(fake_server).embed(["a", "b"])
+    assert str(caught.value) == (f"embedding request to {fake_server.url} failed: response "
+                                 f"larger than {bound:,} bytes")
+
+
+@pytest.mark.parametrize("indexes", [[0, 0], [1, 1], [0, 2], [-1, 0]])
+def test_openai_embedder_refuses_a_reply_not_giving_each_text_its_vector_once(
+        fake_server: FakeEmbeddings, indexes: list[int]) -> None:
+    # Only "index" says which vector is which text's: a repeated or skipped one was sorted
+    # as it came and the texts took each other's vectors, silently.
+    fake_server.indexes = indexes
+    with pytest.raises(ProviderUnavailable) as caught:
+        remote(fake_server).embed(["a", "bbb"])
+    assert str(caught.value) == (f"embedding reply from {fake_server.url} does not give each "
+                                 f"of the 2 texts its vector once: indexes {sorted(indexes)}")
 
 
 def test_openai_embedder_reports_unreachable_server() -> None:

@@ -78,6 +78,18 @@ def test_task_cpus_past_the_local_rays_num_cpus_is_refused() -> None:
     assert parse_fleet('roots = ["a"]\nnum_cpus = 2\ntask_cpus = 2').task_cpus == 2.0
 
 
+@pytest.mark.parametrize("value", ["1e-300", "0.01", "3601", "1e9", "1e300"])
+def test_poll_seconds_outside_a_tenth_of_a_second_to_an_hour_is_refused(value: str) -> None:
+    """fleet serve waits poll_seconds between ticks: 1e300 raised OverflowError out of the
+    wait, 1e9 never submitted a run, and 1e-300 re-read every root's ome.toml in a busy loop."""
+    with pytest.raises(ConfigError) as info:
+        parse_fleet(f'roots = ["a"]\npoll_seconds = {value}', "f.toml")
+    [(_, key, reason)] = info.value.problems
+    assert key == "poll_seconds"
+    assert reason.startswith("must be 0.1 to 3600 (an hour), got ")
+    assert parse_fleet('roots = ["a"]\npoll_seconds = 3600').poll_seconds == 3600.0
+
+
 def test_an_oversized_file_is_refused_before_parsing() -> None:
     with pytest.raises(ConfigError, match="larger than"):
         parse_fleet("# " + "x" * (1 << 20))

@@ -63,10 +63,10 @@ def test_a_task_type_whose_lessons_cannot_be_written_fails_alone(
     tasks = {t: [add_task(rt, t, 10 + n), add_task(rt, t, 20 + n)] for n, t in enumerate(TYPES)}
     real = rt.store.append_many
 
-    def append_many(ref: UserRef, kind: Kind, rows: Any) -> Any:
+    def append_many(ref: UserRef, kind: Kind, rows: Any, **options: Any) -> Any:
         if kind is Kind.LESSON and any(m.get("task_type") == "migrate" for m, _ in rows):
             raise OSError(28, "No space left on device")
-        return real(ref, kind, rows)
+        return real(ref, kind, rows, **options)
 
     monkeypatch.setattr(rt.store, "append_many", append_many)
     fake_openai.script(lesson_reply, lesson_reply, lesson_reply)
@@ -100,7 +100,7 @@ def test_a_window_whose_every_task_type_failed_is_failed_and_left_whole(
     for n, t in enumerate(TYPES[:2]):
         add_task(rt, t, 10 + n)
 
-    def broken(ref: UserRef, kind: Kind, rows: Any) -> Any:
+    def broken(ref: UserRef, kind: Kind, rows: Any, **options: Any) -> Any:
         raise OSError(13, "Permission denied")
 
     monkeypatch.setattr(rt.store, "append_many", broken)
@@ -126,10 +126,10 @@ def test_a_crash_after_a_partial_write_still_leaves_the_failed_types_tasks_waiti
     tasks = {t: [add_task(rt, t, 10 + n)] for n, t in enumerate(TYPES)}
     real = rt.store.append_many
 
-    def append_many(ref: UserRef, kind: Kind, rows: Any) -> Any:
+    def append_many(ref: UserRef, kind: Kind, rows: Any, **options: Any) -> Any:
         if kind is Kind.LESSON and any(m.get("task_type") == "migrate" for m, _ in rows):
             raise OSError(28, "No space left on device")
-        return real(ref, kind, rows)
+        return real(ref, kind, rows, **options)
 
     def power_cut(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt("the process died here")

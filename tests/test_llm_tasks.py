@@ -252,3 +252,17 @@ def test_a_lessons_reply_with_more_items_than_records_is_refused(fake_openai) ->
 def test_strings_drops_repeats_in_order_over_a_large_reply() -> None:
     items = [f"item {n % 1000}" for n in range(200_000)]
     assert strings({"k": items}, "k") == [f"item {n}" for n in range(1000)]
+
+
+@pytest.mark.parametrize(("name", "reply"), [
+    ("lessons", {"lessons": ["Pin the version \ud83d."], "avoid": []}),
+    ("insights", {"insights": [{"insight": "Auth \udfff reverts.", "evidence": [1, 2]}]}),
+    ("questions", {"questions": ["Why \ud800?"]}),
+])
+def test_a_lone_surrogate_in_any_tasks_text_fails_the_call(fake_openai, name: str,
+                                                          reply: dict) -> None:
+    """Valid JSON ("\\ud83d" with no pair) that no UTF-8 log can hold: every tier's text is
+    refused as an unusable reply (retried), not written until the write raises."""
+    fake_openai.script(json.dumps(reply))
+    with pytest.raises(ProviderUnavailable, match=r"holds the lone surrogate U\+D[89A-F]"):
+        llm(fake_openai).run_task(name, TaskRequest(records=RECORDS, values=VALUES))

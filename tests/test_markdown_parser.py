@@ -755,6 +755,30 @@ def test_an_entry_without_its_markers_is_named_not_passed_over(
     assert "<!-- entry:ID -->" in warning.message
 
 
+@pytest.mark.parametrize("crlf", [False, True])
+def test_an_entry_whose_opening_marker_was_deleted_is_named_and_kept(crlf: bool) -> None:
+    # Only "closing marker ... without an opening one" was said: not that the entry's text
+    # is not read, and the entry was taken as deleted (its deletion published).
+    text = (HEAD + entry(1) + entry(2) + entry(3)).replace(OPEN_2 + "\n", "", 1)
+    log = parse_log(text.replace("\n", "\r\n") if crlf else text, PATH)
+    assert [e.id for e in log.entries] == ["ep_20261012_0001", "ep_20261012_0003"]
+    assert log.unreadable == {"ep_20261012_0002"}  # still in the file: never taken as deleted
+    outside, stray = log.diagnostics
+    assert (outside.line, outside.severity) == (20, "warning")
+    assert "'owner_id:' outside any entry: it is not read" in outside.message
+    assert (stray.line, stray.severity) == (29, "warning")
+    assert "closing marker of 'ep_20261012_0002' without an opening one" in stray.message
+
+
+def test_a_leftover_closing_marker_alone_is_no_entry_kept() -> None:
+    # The entry deleted for real, its closing marker left behind: deleted, not kept.
+    text = HEAD + entry(1) + CLOSE_2 + "\n" + entry(3)
+    log = parse_log(text, PATH)
+    assert log.unreadable == set()
+    [stray] = log.diagnostics
+    assert "without an opening one" in stray.message
+
+
 def test_a_hand_note_naming_no_entry_part_is_still_no_problem() -> None:
     notes = ("owner notes: ask Andrew about owner_id: later\n"
              "## Subjects to raise\n### Content ideas\n---\n")

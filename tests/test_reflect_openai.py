@@ -152,6 +152,44 @@ def test_a_reply_holding_control_characters_is_unusable_and_writes_nothing(
     assert f"control character {char}" in report["error"]
 
 
+@pytest.mark.parametrize(("merge", "facts", "char"), [
+    ({**MERGE, "title": "Pets \ud83d"}, FACTS, "U+D83D"),
+    ({**MERGE, "content": MERGE["content"] + " \udc80"}, FACTS, "U+DC80"),
+    (MERGE, {"facts": [*FACTS["facts"][:2], "Andrew now has two dogs \ud800"]}, "U+D800"),
+])
+def test_a_reply_holding_a_lone_surrogate_is_unusable_and_writes_nothing(
+    root: Path, fake_openai: Any, merge: dict[str, str], facts: dict[str, list[str]], char: str
+) -> None:
+    # A "\ud83d" escape with no pair is valid JSON but no text: the merge's write raised a
+    # bare UnicodeEncodeError (a traceback, the cluster failed without a retry), and in the
+    # content it failed the facts call as "surrogates not allowed in a header (check the
+    # api_key)". It is an unusable reply, like a control character.
+    fake_openai.script(merge, facts)
+    rt = runtime(root, fake_openai, retries=0)
+    seed_pets(rt)
+    before = {p: p.read_bytes() for p in rt.store.iter_files()}
+
+    counts = run_reflection(rt)
+
+    assert counts.get("failed") == 1 and not counts.get("merged"), counts
+    assert {p: p.read_bytes() for p in rt.store.iter_files()} == before
+    [report] = reports(rt)
+    assert report["status"] == "failed"
+    assert "unusable reply: " in report["error"]
+    assert f"holds the lone surrogate {char}, which is no text" in report["error"]
+
+
+def test_a_reply_holding_a_lone_surrogate_is_retried_and_the_next_one_merged(
+    root: Path, fake_openai: Any
+) -> None:
+    fake_openai.script({**MERGE, "title": "Pets \ud83d"}, MERGE, FACTS)
+    rt = runtime(root, fake_openai, retries=1)
+    seed_pets(rt)
+
+    assert run_reflection(rt)["merged"] == 1
+    check_invariants(rt)
+
+
 def test_a_prompt_injection_member_does_not_change_what_the_run_does(
     root: Path, fake_openai: Any
 ) -> None:

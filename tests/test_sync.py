@@ -357,6 +357,26 @@ def test_a_corrupt_entry_keeps_its_indexed_row_until_fixed_or_deleted(rt: Runtim
     assert set(_sql(rt)) == set(_lance(rt)) == {a.id}
 
 
+def test_an_entry_whose_opening_marker_was_deleted_keeps_its_row_until_fixed(
+        rt: Runtime) -> None:
+    # Its text is still in the file: dropped, its deletion was published and every record
+    # citing it went stale for good.
+    a = _append(rt, "Dog", "Toby")
+    b = _append(rt, "Cat", "Misty")
+    indexer = Indexer(rt)
+    indexer.scan()
+    good = _path(rt).read_text()
+    _path(rt).write_text(good.replace(f"<!-- entry:{b.id} -->\n", "", 1))
+    report = indexer.scan()
+    assert report.entries_deleted == 0 and report.problems
+    assert set(_sql(rt)) == set(_lance(rt)) == {a.id, b.id}
+
+    _path(rt).write_text(good)
+    report = indexer.scan()
+    assert report.entries_embedded == 0 and not report.problems
+    assert set(_sql(rt)) == {a.id, b.id}
+
+
 def test_deleted_file_is_removed_by_the_next_scan(rt: Runtime) -> None:
     _append(rt, "Dog", "Toby")
     keep = _append(rt, "Cat", "Misty", day=date(2026, 10, 13))

@@ -383,8 +383,9 @@ class Unanswered:
     does not end them: the SDK's loop cancels every request in flight when its input ends,
     and a call already running in a thread then lost its answer (an ``add_episode`` wrote its
     Episode and never said its id), so a client that piped a batch of requests and closed
-    stdin got no answer to any it had not waited for. Ids are counted (a client may reuse
-    one) under the SDK's correlation key (``"7"`` and ``7`` are one id)."""
+    stdin got no answer to any it had not waited for. Ids are kept under the SDK's
+    correlation key (``"7"`` and ``7`` are one id); one is in flight at most once
+    (:meth:`in_flight`), and free again once answered."""
 
     def __init__(self) -> None:
         self.pending: Counter[Any] = Counter()
@@ -394,6 +395,10 @@ class Unanswered:
 
     def asked(self, request_id: Any) -> None:
         self.pending[coerce_request_id(request_id)] += 1
+
+    def in_flight(self, request_id: Any) -> bool:
+        """Whether a request with this id was passed on and is not answered yet."""
+        return self.pending[coerce_request_id(request_id)] > 0
 
     def settled(self, request_id: Any) -> bool:
         """Note the server's answer for ``request_id`` (or the client's cancel of it, which
@@ -479,11 +484,25 @@ class Batches:
             await write_stream.send(SessionMessage(cast(Any, _BatchAnswer(batch.answers))))
 
 
+def _duplicate_id(request_id: Any) -> types.JSONRPCError:
+    """The answer to a request whose id a request in flight has: the SDK ran both and answered
+    both with that id, so the client could not tell the answers apart."""
+    log.warning("refused an MCP request: its id %s is in flight", json.dumps(request_id))
+    return types.JSONRPCError(jsonrpc="2.0", id=request_id, error=types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message=f"id {json.dumps(request_id)} is already in use by a request in flight",
+        data={"code": "duplicate_id"}))
+
+
 async def _pass_on(message: Any, item: Any, forward: Any, write_stream: Any,
                    unanswered: Unanswered, batches: Batches) -> None:
     """Forward one message to the server, noting a request (so the end of stdin waits for
-    its answer) and a client's cancel (which the server never answers)."""
+    its answer) and a client's cancel (which the server never answers). A request whose id
+    is in flight is answered an error and not passed on (:func:`_duplicate_id`)."""
     if isinstance(message, types.JSONRPCRequest):
+        if unanswered.in_flight(message.id):
+            await write_stream.send(SessionMessage(_duplicate_id(message.id)))
+            return
         unanswered.asked(message.id)
     elif isinstance(message, types.JSONRPCNotification) and \
             message.method == "notifications/cancelled":
@@ -498,7 +517,8 @@ async def _answer_batch(elements: list[Any], forward: Any, write_stream: Any,
                         unanswered: Unanswered, batches: Batches) -> None:
     """Pass each message of a batch on to the server as if it came on its own line, and
     answer the batch with one array: the answers to its requests and an error for each
-    element that is no usable message (JSON-RPC 2.0 §6)."""
+    element that is no usable message (JSON-RPC 2.0 §6), or a request whose id is in flight
+    (an earlier request's, or one earlier in the batch)."""
     batch = _Batch(Counter(), [])
     messages: list[Any] = []
     for element in elements:
@@ -515,10 +535,15 @@ async def _answer_batch(elements: list[Any], forward: Any, write_stream: Any,
                 batch.answers.append(answer)
             continue
         if isinstance(message, types.JSONRPCRequest):
-            batch.waiting[coerce_request_id(message.id)] += 1
+            key = coerce_request_id(message.id)
+            if batch.waiting[key] > 0 or unanswered.in_flight(message.id):
+                batch.answers.append(_duplicate_id(message.id))
+                continue
+            batch.waiting[key] += 1
         messages.append(message)
     if batch.answers:
-        log.warning("answered %d unusable message(s) of an MCP batch", len(batch.answers))
+        log.warning("answered %d message(s) of an MCP batch with an error",
+                    len(batch.answers))
     await batches.open(batch, write_stream)
     for message in messages:
         await _pass_on(message, SessionMessage(message), forward, write_stream, unanswered,

@@ -19,6 +19,7 @@ from everos_reflect.cli.common import (
     say,
     settle_journal,
     shown,
+    sync_for_read,
 )
 from everos_reflect.errors import EverosError
 from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
@@ -126,7 +127,7 @@ def search_cmd(
         raise EverosError("the search query is empty")
     rt = open_runtime(root)
     started = time.perf_counter()
-    Indexer(rt).scan()  # results reflect hand edits made since the last sync
+    sync_for_read(rt)
     hits = [
         _hit_dict(h)
         for h in search(

@@ -15,10 +15,22 @@ import numpy as np
 
 from everos_reflect.embedding.base import l2_normalize
 from everos_reflect.errors import ProviderUnavailable
-from everos_reflect.model import redacted_url
+from everos_reflect.model import quoted_value, redacted_url
 
 # Models with a fixed size that reject the ``dimensions`` request parameter.
 _FIXED_SIZE_MODELS = frozenset({"text-embedding-ada-002"})
+
+#: Bytes of a reply's JSON one vector component may take (a float written out, pretty-printed
+#: on a line of its own, is about 30), and what a reply may add around its vectors. A lying or
+#: broken server's reply was read whole, however large, before its shape was checked.
+_BYTES_PER_COMPONENT = 64
+_BYTES_PER_VECTOR = 4096
+_BYTES_PER_REPLY = 1 << 20
+
+
+def max_reply_bytes(batch_size: int, dim: int) -> int:
+    """The most bytes one reply for ``batch_size`` texts of ``dim`` components may hold."""
+    return _BYTES_PER_REPLY + batch_size * (dim * _BYTES_PER_COMPONENT + _BYTES_PER_VECTOR)
 
 
 class OpenAIEmbedder:
@@ -65,8 +77,10 @@ class OpenAIEmbedder:
                     base_url=self.base_url,
                     timeout=self.timeout,
                     max_retries=self.retries,
-                    # bounds each whole reply: a trickling server would hold indexing
-                    http_client=deadline_http_client(self.timeout),
+                    # bounds each whole reply: a trickling server would hold indexing, and
+                    # an endless one fill the memory
+                    http_client=deadline_http_client(
+                        self.timeout, max_bytes=max_reply_bytes(self.batch_size, self.dim)),
                 )
             return self._client
 
@@ -78,11 +92,22 @@ class OpenAIEmbedder:
         try:
             reply = self._get_client().embeddings.create(**kwargs)
             items = sorted(reply.data, key=lambda item: item.index)
+            indexes = [item.index for item in items]
             vectors = np.asarray([item.embedding for item in items], dtype=np.float32)
         except ProviderUnavailable:
             raise
         except Exception as exc:  # transport, HTTP status, or a reply of the wrong shape
-            raise ProviderUnavailable(f"embedding request to {where} failed: {exc}") from exc
+            from everos_reflect.http_deadline import ResponseTooLarge
+
+            # the SDK reports a reply cut off at max_bytes as "Connection error."
+            why = exc.__cause__ if isinstance(exc.__cause__, ResponseTooLarge) else exc
+            raise ProviderUnavailable(f"embedding request to {where} failed: {why}") from exc
+        if indexes != list(range(len(texts))) and len(indexes) == len(texts):
+            # which vector is which text's is said only by "index": one repeated or skipped
+            # gave texts each other's vectors, silently, in the index and every cluster
+            raise ProviderUnavailable(
+                f"embedding reply from {where} does not give each of the {len(texts)} texts "
+                f"its vector once: indexes {quoted_value(indexes)}")
         if vectors.shape != (len(texts), self.dim):
             raise ProviderUnavailable(
                 f"embedding reply from {where} has shape {vectors.shape}, expected "

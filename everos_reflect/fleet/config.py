@@ -39,6 +39,12 @@ MAX_PATTERNS = 10_000
 #: state, and past a few the waits they fill are already filled.
 MAX_ROOTS_PER_WORKER = 16
 
+#: ``fleet serve`` re-reads every root's ``ome.toml`` each ``poll_seconds``: at 1e-300 that
+#: was a busy loop over the roots, at 1e300 the wait raised OverflowError, and at 1e9 no run
+#: was ever submitted.
+MIN_POLL_SECONDS = 0.1
+MAX_POLL_SECONDS = 3600.0
+
 _RAY_URL = re.compile(r"^ray://[A-Za-z0-9._\-\[\]:]+:\d{1,5}$")
 _GLOB_CHARS = set("*?[")
 
@@ -193,6 +199,10 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
         problems.append((file, "roots_per_worker",
                          f"must be at most {MAX_ROOTS_PER_WORKER}, got {shown}"))
     number("poll_seconds", integer=False, low=0, strict=True)
+    if not MIN_POLL_SECONDS <= values.get("poll_seconds", 2.0) <= MAX_POLL_SECONDS:
+        shown = quoted_value(values.pop("poll_seconds"))
+        problems.append((file, "poll_seconds", f"must be {MIN_POLL_SECONDS:g} to "
+                         f"{MAX_POLL_SECONDS:g} (an hour), got {shown}"))
     if "probe_work" in data:
         if isinstance(data["probe_work"], bool):
             values["probe_work"] = data["probe_work"]

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
 from everos_reflect.llm.base import Usage
-from everos_reflect.model import CONTROL_CHARS, quoted_value
+from everos_reflect.model import CONTROL_CHARS, SURROGATES, quoted_value
 
 if TYPE_CHECKING:
     from everos_reflect.llm.prompts import Message, Prompts
@@ -354,6 +354,13 @@ def _no_control(value: str, what: str) -> str:
     found = _CONTROL.search(value)
     if found is not None:
         raise InvalidReply(f"{what} holds the control character U+{ord(found.group()):04X}")
+    # a JSON "\ud83d" escape with no pair parses to a lone surrogate, which no UTF-8 file can
+    # hold: the merge's write raised a bare UnicodeEncodeError (the cluster failed, never
+    # retried), and a narrative holding one failed the facts call as a bad api_key header
+    found = SURROGATES.search(value)
+    if found is not None:
+        raise InvalidReply(f"{what} holds the lone surrogate U+{ord(found.group()):04X}, "
+                           "which is no text")
     return value
 
 

@@ -714,18 +714,18 @@ class _Parser:
         return found
 
     def _outside(self, log: DailyLog, gap: tuple[int, int] | None,
-                 end: int) -> set[tuple[bool, str]]:
+                 end: int) -> tuple[set[tuple[bool, str]], bool]:
         """Report the text from ``gap`` (offset, 0-based line) to offset ``end``, outside
         every entry: its indented entry markers (:meth:`_indented`, whose findings it
         returns), else a warning when it looks like an entry that lost its markers: a line
-        ``owner_id:`` or a ``## Subject`` / ``## <main section>`` heading. Notes between
-        entries are welcome (SPEC §3) and said nothing of; an entry pasted without its markers
-        was not read, and ``lint`` said all was well."""
+        ``owner_id:`` or a ``## Subject`` / ``## <main section>`` heading (and True). Notes
+        between entries are welcome (SPEC §3) and said nothing of; an entry pasted without its
+        markers was not read, and ``lint`` said all was well."""
         if gap is None or log.kind is None:
-            return set()
+            return set(), False
         indented = self._indented(log, gap, end)
         if indented:  # its entry's text is no entry without markers
-            return indented
+            return indented, False
         names = {log.kind.main_section, "Subject"} if log.kind is Kind.EPISODE else {
             log.kind.main_section}
         pattern = _ENTRY_LIKE_RE.get(log.kind)
@@ -740,7 +740,7 @@ class _Parser:
             self.report(line, f"{quoted_value(what)} outside any entry: it is not read, as an "
                         "entry without its <!-- entry:ID --> and <!-- /entry:ID --> markers "
                         "(kept as written; add the markers to read it)", "warning")
-        return set()
+        return set(), found is not None
 
     def _entries(self, log: DailyLog, start: int) -> None:
         first_at: dict[str, int] = {}  # every opened id, parseable or not -> its first line
@@ -752,10 +752,15 @@ class _Parser:
         marker = next(markers, None)
         while marker is not None:
             if marker.close:
-                indented = self._indented(log, gap, marker.start) if gap else set()
+                # The text before it is read as no entry: an opening marker deleted by
+                # mistake left the entry's text there unread, and only this marker was named.
+                indented, entry_like = self._outside(log, gap, marker.start)
                 if (False, marker.id) not in indented:
                     self.report(marker.line + 1, f"closing marker of {quoted_value(marker.id)} "
                                 "without an opening one", "warning")
+                if entry_like:  # its text is still there: kept indexed as it was, as an
+                    # entry whose closing marker was lost is, never taken as deleted
+                    log.unreadable.add(marker.id)
                 gap = (marker.end, marker.line)
                 marker = next(markers, None)
                 continue

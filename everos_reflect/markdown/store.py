@@ -30,6 +30,7 @@ from everos_reflect.errors import (
     NoRoomToWithdraw,
     TooLarge,
     UnknownEntry,
+    UserGone,
 )
 from everos_reflect.fileio import NotRegularFile, open_regular, read_at_most
 from everos_reflect.markdown import writer
@@ -483,13 +484,15 @@ class MarkdownStore:
         *,
         day: date | None = None,
         withdrawable: bool = False,
+        derived: bool = False,
     ) -> Entry:
         """Append a new entry to ``ref``'s ``kind`` log of ``day`` (today, UTC, by default).
 
         ``owner_id`` defaults to the user and ``timestamp`` to now; the id is the file's next
         free one, allocated under the file lock. ``withdrawable``: the log must also keep room
         for the ``deprecated_entries`` key that would withdraw the entry (see
-        :func:`_withdrawn_size`), else :class:`TooLarge`.
+        :func:`_withdrawn_size`), else :class:`TooLarge`. ``derived``: the entry rests on the
+        user's own records, so :class:`UserGone` when the user's folder is gone.
         """
         now = datetime.now(UTC)  # one read: the default stamp falls on the default day
         day = day or now.date()
@@ -512,6 +515,8 @@ class MarkdownStore:
 
         def edit(text: str | None) -> str:
             created.clear()
+            if derived:
+                self._check_user(ref, kind)
             if text is None or not text.strip():
                 text = writer.new_log_text(kind, ref.user_id, day)
             log = self._writable(parse_log(text, label, entries=False))
@@ -541,14 +546,16 @@ class MarkdownStore:
         *,
         day: date | None = None,
         withdrawable: bool = False,
+        derived: bool = False,
     ) -> list[Entry]:
         """Append several entries to one daily log in one atomic write: all or none of them.
 
         A derivation that writes several records (a worldview run's convictions, a detector's
-        edges) can then never leave half of them behind after a crash. ``withdrawable`` as
-        for :meth:`append`.
+        edges) can then never leave half of them behind after a crash. ``withdrawable`` and
+        ``derived`` as for :meth:`append`.
         """
-        return self.append_to_logs([(ref, kind, day, items)], withdrawable=withdrawable)[0]
+        return self.append_to_logs([(ref, kind, day, items)], withdrawable=withdrawable,
+                                   derived=derived)[0]
 
     def append_to_logs(
         self,
@@ -556,12 +563,14 @@ class MarkdownStore:
                                 Iterable[tuple[Mapping[str, Any], Mapping[str, str]]]]],
         *,
         withdrawable: bool = False,
+        derived: bool = False,
     ) -> list[list[Entry]]:
         """:meth:`append_many` for several logs at once, one ``(ref, kind, day, items)`` per log
         (each log at most once): each log gets its own atomic write, all or none of its
         entries, exactly as alone, but the files' fsyncs overlap (:meth:`_edit_many`): a
         Reflection batch appends to the logs of many users at once. The created entries, per
-        log, in order. ``withdrawable`` as for :meth:`append`, for every entry."""
+        log, in order. ``withdrawable`` and ``derived`` as for :meth:`append`, for every
+        entry."""
         edits: dict[Path, Callable[[str | None], str | None]] = {}
         created: list[list[Entry]] = []
         now = datetime.now(UTC)  # one read, as in append()
@@ -572,7 +581,8 @@ class MarkdownStore:
                 raise ValueError(f"{self._label(path)} given twice")
             made: list[Entry] = []
             created.append(made)
-            edit = self._appending(ref, kind, day, path, items, made, now, withdrawable)
+            edit = self._appending(ref, kind, day, path, items, made, now, withdrawable,
+                                   derived)
             if edit is not None:
                 edits[path] = edit
         self._edit_many(edits)
@@ -588,6 +598,7 @@ class MarkdownStore:
         created: list[Entry],
         now: datetime,
         withdrawable: bool = False,
+        derived: bool = False,
     ) -> Callable[[str | None], str | None] | None:
         """The text edit appending ``items`` to ``path`` (None when there is nothing to
         append); each run of it leaves the entries it made in ``created``. ``now`` stamps the
@@ -609,6 +620,8 @@ class MarkdownStore:
 
         def edit(text: str | None) -> str:
             created.clear()
+            if derived:
+                self._check_user(ref, kind)
             if text is None or not text.strip():
                 text = writer.new_log_text(kind, ref.user_id, day)
             log = self._writable(parse_log(text, label, entries=False))
@@ -634,6 +647,14 @@ class MarkdownStore:
             return new_text
 
         return edit
+
+    def _check_user(self, ref: UserRef, kind: Kind) -> None:
+        """:class:`UserGone` when ``ref``'s folder is gone, for a record derived from the
+        user's own records: they were there when it was derived, so the folder was deleted or
+        renamed meanwhile (checked under the log's lock, right before the write)."""
+        if not self.user_dir(ref).is_dir():
+            raise UserGone(f"the folder of user {ref} is gone (deleted or renamed meanwhile): "
+                           f"the {kind.value} derived from its records is not written")
 
     def update_meta(self, ref: UserRef, entry_id: str, updates: Mapping[str, Any]) -> Entry:
         """Set (``None``: remove) metadata keys of one entry the daemon created; returns the

@@ -212,7 +212,9 @@ def owner_failed(ctx: RunContext, strategy: str, ref: UserRef, exc: Exception,
     from everos_reflect.index.audit import Derivation, record_derivation
 
     error = unexpected(exc)
-    ctx.log.error("%s: %s failed: %s", strategy, ref, error, exc_info=exc)
+    # a domain error (a user folder gone, a log too large) says it all: no traceback
+    ctx.log.error("%s: %s failed: %s", strategy, ref, error,
+                  exc_info=None if isinstance(exc, EverosError) else exc)
     counts["failed"] = counts.get("failed", 0) + 1
     ctx.note_failure(str(ref), error)
     try:

@@ -135,7 +135,7 @@ class DetectContradictions(BeliefTier):
                 {"Relation": item["text"]}))
         derived.refused += refusals.close()
         if rows:
-            written = rt.store.append_many(ref, Kind.RELATION, rows)
+            written = rt.store.append_many(ref, Kind.RELATION, rows, derived=True)
             sync(rt, {rt.store.path_for_id(ref, e.id) for e in written})
             derived.outputs = [e.id for e in written]
         return derived

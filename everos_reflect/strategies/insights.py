@@ -324,7 +324,7 @@ class ReflectInsights(BeliefTier):
         derived.refused += refusals.close()
         if not rows:
             return derived
-        written = rt.store.append_many(ref, Kind.INSIGHT, rows)
+        written = rt.store.append_many(ref, Kind.INSIGHT, rows, derived=True)
         sync(rt, {rt.store.path_for_id(ref, e.id) for e in written})
         derived.outputs = [e.id for e in written]
         return derived

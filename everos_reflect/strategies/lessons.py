@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
 from everos_reflect.engine.triggers import OnWriteTrigger
-from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index import cursors
 from everos_reflect.llm.tasks import MAX_RECORD_PROMPT_CHARS
 from everos_reflect.model import Entry, Kind, UserRef
@@ -242,8 +242,9 @@ class LearnLessons(BeliefTier):
                 # that type alone fails: its tasks stay in the window for the next run (the
                 # commit intent no longer holds them, so a crash from here on cannot consume
                 # them either); the types after it are still learned from
-                ctx.log.error("%s: %s: the %r lessons could not be written", self.name, ref,
-                              task_type, exc_info=exc)
+                ctx.log.error("%s: %s: the %r lessons could not be written: %s", self.name,
+                              ref, task_type, exc, exc_info=None
+                              if isinstance(exc, EverosError) else exc)
                 derived.failures.append(f"task type {task_type!r}: {type(exc).__name__}: {exc}")
                 derived.pending |= {t.id for t in by_type[task_type] if t.id in window}
                 cursors.begin_intent(rt.db(), self.name, ref, work.key, {
@@ -352,7 +353,7 @@ class LearnLessons(BeliefTier):
             rows = [self._row(key, task_type, cand, status,
                               replace(old, id=real.get(old.id, old.id)) if old else None)
                     for _, (cand, status, old) in ready]
-            written = store.append_many(ref, Kind.LESSON, rows)
+            written = store.append_many(ref, Kind.LESSON, rows, derived=True)
             real.update({f"?{n}": e.id for (n, _), e in zip(ready, written, strict=True)})
             written_ids += [e.id for e in written]
             touched |= {store.path_for_id(ref, e.id) for e in written}

@@ -127,7 +127,7 @@ class Reconcile(BeliefTier):
         (written,) = rt.store.append_many(ref, Kind.INSIGHT, [(
             derived_meta(evidence=reply["evidence"], depth=depth, key=work.key, seen=entries,
                          extra={"insight_type": beliefs.RECONCILIATION}),
-            {"Insight": reply["insight"]})])
+            {"Insight": reply["insight"]})], derived=True)
         sync(rt, [rt.store.path_for_id(ref, written.id)])
         derived.outputs = [written.id]
         return derived

@@ -432,7 +432,8 @@ class RevalidateInsights(Strategy):
                          "evidence_hash": {e.id: e.text_hash for e in cited},
                          "depth": revision_depth(cited),
                          "derivation": f"rv_{insight.id}", "revises": insight.id})
-            new = rt.store.append(ref, Kind.INSIGHT, meta, {"Insight": verdict["insight"]})
+            new = rt.store.append(ref, Kind.INSIGHT, meta, {"Insight": verdict["insight"]},
+                                  derived=True)
             rt.store.deprecate(ref, {insight.id: new.id})
             touched.add(rt.store.path_for_id(ref, new.id))
             row.outputs = [new.id]

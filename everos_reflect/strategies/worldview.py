@@ -95,7 +95,7 @@ class UpdateWorldview(BeliefTier):
                           depth=beliefs.derived_depth(depths.get(i, 1) for i in v.evidence),
                           extra={"key": v.key, "supersedes": v.supersedes}),
              {"Conviction": v.text})
-            for v in plan.new])
+            for v in plan.new], derived=True)
         touched = {rt.store.path_for_id(ref, e.id) for e in written}
         archive = {v.supersedes: e.id for v, e in zip(plan.new, written, strict=True)
                    if v.supersedes}
