@@ -60,6 +60,8 @@ def not_utf8(data: bytes, exc: UnicodeDecodeError) -> tuple[int, str]:
     UTF-8: byte 0xe9 at column 17 (invalid continuation byte; save it as UTF-8)"``. A log
     saved as Latin-1 or Windows-1252 is refused whole; the line and column say where to look
     (the index only said "at byte 468", the store only its line)."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # Notepad's "Unicode", PowerShell's `>`
+        return 1, "file is UTF-16 text, not UTF-8 (save it as UTF-8)"
     start = data.rfind(b"\n", 0, exc.start) + 1
     column = len(data[start:exc.start].decode("utf-8", "replace")) + 1
     return (data.count(b"\n", 0, exc.start) + 1,

@@ -397,6 +397,22 @@ def test_a_log_saved_as_latin1_is_reported_at_its_line_and_keeps_its_rows(rt: Ru
     assert set(_sql(rt)) == {a.id, b.id} and _path(rt).read_bytes() == latin1
 
 
+def test_a_log_saved_as_utf16_is_named_so(rt: Runtime) -> None:
+    # "byte 0xff at column 1 (invalid start byte)" said nothing of what happened: Windows
+    # Notepad's "Unicode" and PowerShell's `>` write UTF-16 with a byte-order mark.
+    a = _append(rt, "Dog", "Toby")
+    indexer = Indexer(rt)
+    indexer.scan()
+    utf16 = _path(rt).read_text().encode("utf-16")
+    _path(rt).write_bytes(utf16)
+    indexer.scan()
+    message = "file is UTF-16 text, not UTF-8 (save it as UTF-8)"
+    rel = rt.store.rel(_path(rt))
+    assert [(p["line"], p["message"]) for p in indexer.problems()[rel]] == [(1, message)]
+    assert [(d.line, d.message) for d in rt.store.read(_path(rt)).diagnostics] == [(1, message)]
+    assert set(_sql(rt)) == {a.id} and _path(rt).read_bytes() == utf16
+
+
 def test_deleted_file_is_removed_by_the_next_scan(rt: Runtime) -> None:
     _append(rt, "Dog", "Toby")
     keep = _append(rt, "Cat", "Misty", day=date(2026, 10, 13))
