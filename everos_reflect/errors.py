@@ -195,3 +195,14 @@ class IndexUnavailable(EverosError, sqlite3.OperationalError):
     def __init__(self, path: object, reason: object) -> None:
         super().__init__(f"cannot open the index {path}: {reason} (the folder must exist, be "
                          "writable and have room)")
+
+
+class IndexReadOnly(EverosError):
+    """A write to the index of a root this process cannot write (a read-only mount, another
+    user's root). Such a root is still searched and read as its index was last built; what
+    would change it is refused with this one line instead of an error about a lock file."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(f"the index {path} is read-only here (a read-only mount or another "
+                         "user's files): it is read as last built; run this where the root "
+                         "can be written")

@@ -143,11 +143,21 @@ class Runtime:
     def index_dir(self) -> Path:
         return self.root / ".index"
 
+    @cached_property
+    def read_only(self) -> bool:
+        """Whether this process cannot write the root's index: a read-only mount, a root of
+        another user. Such a root is still read: its index is opened read-only, as it was
+        last built (a hand edit since then is not seen), and whatever would write to it
+        says so in one line (:class:`~everos_reflect.errors.IndexReadOnly`). A root without
+        an index is judged by its own folder (the first write creates ``.index``)."""
+        folder = self.index_dir if self.index_dir.is_dir() else self.root
+        return folder.is_dir() and not os.access(folder, os.W_OK)
+
     def connect(self) -> sqlite3.Connection:
         """A new connection to ``system.db`` (the root checked first), for one thread to
         :meth:`adopt`; its owner closes it."""
         self.check_root()
-        return dbmod.connect(self.root)
+        return dbmod.connect(self.root, readonly=self.read_only)
 
     def adopt(self, conn: sqlite3.Connection) -> None:
         """Make ``conn`` this thread's connection (:meth:`db`), e.g. one opened by the thread
@@ -173,7 +183,7 @@ class Runtime:
         conn = getattr(self._local, "conn", None)
         if conn is None:
             self.check_root()
-            conn = dbmod.connect(self.root)
+            conn = dbmod.connect(self.root, readonly=self.read_only)
             self._local.conn = conn
         return conn
 
@@ -188,7 +198,8 @@ class Runtime:
         from everos_reflect.index.vectors import VectorIndex
 
         self.check_root()
-        return VectorIndex(self.index_dir / "lancedb", dim=self.embedder.dim)
+        return VectorIndex(self.index_dir / "lancedb", dim=self.embedder.dim,
+                           read_only=self.read_only)
 
     @cached_property
     def llm(self) -> LLM:

@@ -32,7 +32,7 @@ from everos_reflect.engine.daemon import (
     write_daemon,
 )
 from everos_reflect.engine.engine import Engine
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, IndexReadOnly
 from everos_reflect.settings import USER_FILE_NAME
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
     host = host or cfg.host
     port = cfg.port if port is None else port
     check_bind(host, cfg.token, str(runtime.root / USER_FILE_NAME))  # before anything starts
+    if runtime.read_only:  # it started, then failed writing daemon.json on the way out
+        raise IndexReadOnly(runtime.index_dir)
 
     # before the daemon's threads start: they share two glibc heaps instead of one each
     cap_arenas()

@@ -197,11 +197,16 @@ def _cross_file_problems(runtime: Runtime) -> list[tuple[str, str]]:
 
 
 def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
-    """How far the derived index is behind the Markdown (None if it cannot be read)."""
+    """How far the derived index is behind the Markdown (None if it cannot be read), and
+    ``read_only`` when this process cannot bring it up to date (a read-only root is read as
+    last built)."""
     from everos_reflect.index.sync import Indexer
 
     try:
-        return Indexer(runtime).pending()
+        lag = Indexer(runtime).pending()
+        if runtime.read_only:
+            lag["read_only"] = True
+        return lag
     except (EverosError, sqlite3.Error, OSError) as exc:
         return {"error": str(exc)}
 

@@ -18,13 +18,19 @@ USERS = [UserRef.of(f"u_{name}") for name in ("ann", "bob", "cy", "dee", "eve", 
 
 
 class SlowLLM(ExtractiveLLM):
-    """The extractive provider, each merge taking ``delay`` seconds; counts calls in flight."""
+    """The extractive provider, each merge taking ``delay`` seconds; counts calls in flight.
 
-    def __init__(self, delay: float) -> None:
+    ``gather``: the first that many calls wait (up to 30 s) until all of them are in flight
+    together before taking their delay, so whether calls overlap does not depend on how fast
+    a loaded machine submits them; a pipeline that never runs them together leaves the
+    count short (and the test fails), it does not hang."""
+
+    def __init__(self, delay: float, gather: int = 0) -> None:
         super().__init__()
         self.delay = delay
-        self.lock = threading.Lock()
-        self.in_flight = self.max_in_flight = 0
+        self.gather = gather
+        self.lock = threading.Condition()
+        self.calls = self.in_flight = self.max_in_flight = 0
         self.merged: list[str] = []
 
     def delay_for(self, req: MergeRequest) -> float:
@@ -32,8 +38,12 @@ class SlowLLM(ExtractiveLLM):
 
     def merge(self, req: MergeRequest) -> MergeResult:
         with self.lock:
+            self.calls += 1
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.lock.notify_all()
+            if self.calls <= self.gather:
+                self.lock.wait_for(lambda: self.max_in_flight >= self.gather, timeout=30)
         try:
             time.sleep(self.delay_for(req))
             return super().merge(req)
@@ -43,7 +53,7 @@ class SlowLLM(ExtractiveLLM):
 
 
 def test_llm_calls_of_different_users_overlap_up_to_max_concurrency(root: Path) -> None:
-    llm = SlowLLM(0.2)
+    llm = SlowLLM(0.2, gather=3)
     rt = make_runtime(root, llm, max_concurrency=3)
     for ref in USERS:
         seed_pets(rt, ref)  # one eligible cluster per user
@@ -64,7 +74,7 @@ def test_commits_follow_the_selection_order_whatever_order_drafts_finish(root: P
         def delay_for(self, req: MergeRequest) -> float:
             return delays[req.members[0].content.split()[0].lower()]
 
-    llm = ByUser(0.0)
+    llm = ByUser(0.0, gather=4)
     rt = make_runtime(root, llm, max_concurrency=4)
     for ref, name in zip(USERS, names, strict=True):
         for day, text in ((2, "has no pets"), (4, "adopted a dog named Toby"),

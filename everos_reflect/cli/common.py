@@ -155,6 +155,22 @@ _UNSHOWABLE.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x
 _ONE_LINE = {**_UNSHOWABLE, ord("\n"): "\\n"}
 
 
+def sync_for_read(runtime: Runtime) -> None:
+    """Bring the index up to date with the Markdown before a read (``search``,
+    ``briefing``), so results reflect hand edits made since the last sync. A read-only root
+    cannot be synced: it is read as last indexed, and stderr says so, with how many logs
+    changed since, so a stale answer is never taken for a fresh one."""
+    from everos_reflect.index.sync import Indexer
+
+    report = Indexer(runtime).scan()
+    if runtime.read_only:
+        n = report.files_behind
+        behind = (f"; {counted(n, 'log')} changed since then {'is' if n == 1 else 'are'} not "
+                  "seen" if n else "")
+        say(f"note: {shown(runtime.root)} is read-only here: its index is read as last "
+            f"built{behind}", err=True)
+
+
 def counted(count: int, noun: str, plural: str | None = None) -> str:
     """``count`` and ``noun`` agreeing in number: ``1 entry``, ``3 entries``, ``1,204 files``.
     The summaries said "Reindexed 1 entries from 1 files" and "1 result(s)"."""

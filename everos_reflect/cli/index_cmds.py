@@ -19,10 +19,12 @@ from everos_reflect.cli.common import (
     say,
     settle_journal,
     shown,
+    sync_for_read,
 )
 from everos_reflect.errors import EverosError
 from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
 from everos_reflect.index.sync import Indexer, ScanReport
+from everos_reflect.model import blank
 
 
 def _print_problems(report: ScanReport) -> None:
@@ -122,11 +124,11 @@ def search_cmd(
     with the Markdown."""
     from everos_reflect.index.search import search
 
-    if not query.strip():
+    if blank(query):
         raise EverosError("the search query is empty")
     rt = open_runtime(root)
     started = time.perf_counter()
-    Indexer(rt).scan()  # results reflect hand edits made since the last sync
+    sync_for_read(rt)
     hits = [
         _hit_dict(h)
         for h in search(

@@ -16,6 +16,7 @@ from everos_reflect.cli.common import (
     project_filter_option,
     root_option,
     say,
+    sync_for_read,
     validated,
 )
 from everos_reflect.errors import InvalidEpisode
@@ -102,11 +103,9 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
 
     body = validated(BriefingRequest, user_id=user_id, app_id=app, project_id=project,
                      query=query, task_type=task_type, max_tokens=max_tokens)
-    from everos_reflect.index.sync import Indexer
-
     runtime = open_runtime(root)
     try:
-        Indexer(runtime).scan()  # like `search`: Episodes added or edited since the last sync
+        sync_for_read(runtime)  # like `search`: Episodes added or edited since the last sync
         data = ops.briefing(runtime, body)
     finally:
         runtime.close()

@@ -329,12 +329,15 @@ def _render_status(doc: dict[str, Any]) -> None:
         console.print("index: not built yet (run `everos-reflect reindex` or `serve`)")
     elif "error" in lag:
         console.print(f"index: {shown(lag['error'])}", markup=False, style="red")
-    elif lag["files_changed"] or lag["files_deleted"]:
-        console.print(f"index: behind by {lag['files_changed']} changed and "
-                      f"{lag['files_deleted']} deleted logs (oldest change "
-                      f"{lag['lag_seconds']:.0f} s ago)")
     else:
-        console.print("index: up to date with the Markdown")
+        # a read-only root's index is read as last built: nothing here will catch it up
+        fixed = " (read-only here: read as last built)" if lag.get("read_only") else ""
+        if lag["files_changed"] or lag["files_deleted"]:
+            console.print(f"index: behind by {lag['files_changed']} changed and "
+                          f"{lag['files_deleted']} deleted logs (oldest change "
+                          f"{lag['lag_seconds']:.0f} s ago){fixed}")
+        else:
+            console.print(f"index: up to date with the Markdown{fixed}")
     merges = doc.get("merges") or {}
     if merges.get("interrupted"):
         console.print(f"[red]{merges['interrupted']} interrupted merge(s) await recovery[/red] "

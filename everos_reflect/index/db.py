@@ -8,6 +8,7 @@ built the same way. Never edit a shipped migration: add a new one.
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import time
 from datetime import UTC, datetime
@@ -530,13 +531,31 @@ def utcnow_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="microseconds")
 
 
-def readonly_uri(path: Path) -> str:
+def readonly_uri(path: Path, *, immutable: bool = False) -> str:
     """The SQLite URI that opens ``path`` read-only. Percent-encoded: in ``file:{path}`` a
     ``#`` or ``?`` in a folder name ends the path and a ``%`` starts an escape, so a root
     such as ``~/notes#2`` opened no database (or another one), and ``add`` then reused an id
     the index had seen, ``status`` lost its index section and an interrupted merge was not
-    noticed."""
-    return f"{Path(path).absolute().as_uri()}?mode=ro"
+    noticed. ``immutable``: see :func:`_frozen`."""
+    return f"{Path(path).absolute().as_uri()}?mode=ro{'&immutable=1' if immutable else ''}"
+
+
+def _frozen(path: Path) -> bool:
+    """Whether ``path`` can only be read as it stands: its folder cannot be written (a
+    read-only mount, another user's root) and no write-ahead log holds pages beyond it.
+
+    A WAL database is read through its ``-shm`` index, which a reader creates when it is
+    missing (after the last writer closed cleanly); where it cannot, SQLite refuses even a
+    read-only open ("unable to open database file") unless told the file will not change
+    (``immutable=1``). That promise is only made with no ``-wal`` content, which an
+    immutable open would ignore; a writer that starts later (the owner of the files) is
+    not seen by a connection opened before."""
+    wal = path.with_name(path.name + "-wal")
+    try:
+        pending = wal.stat().st_size > 0
+    except OSError:
+        pending = False
+    return not pending and not os.access(path.parent, os.W_OK)
 
 
 def db_path(root: Path) -> Path:
@@ -568,7 +587,16 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
             conn.execute("PRAGMA synchronous = NORMAL")
             migrate(conn)
         else:
-            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            try:
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
+            except sqlite3.OperationalError:
+                if not _frozen(path):
+                    raise
+                conn.close()
+                conn = sqlite3.connect(readonly_uri(path, immutable=True), uri=True,
+                                       timeout=30.0, check_same_thread=False)
+                conn.row_factory = sqlite3.Row
+                conn.execute("SELECT 1 FROM sqlite_master LIMIT 1").fetchall()
     except sqlite3.DatabaseError as exc:
         conn.close()
         if isinstance(exc, sqlite3.OperationalError) and not _contended(exc):

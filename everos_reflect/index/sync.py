@@ -227,6 +227,9 @@ class ScanReport:
     entries_deleted: int = 0
     problems: dict[str, list[str]] = field(default_factory=dict)
     seconds: float = 0.0
+    #: logs changed or deleted since the last sync that a read-only root kept from being
+    #: synced (:attr:`Runtime.read_only`): what a read of the index does not see
+    files_behind: int = 0
 
     def add(self, result: FileSyncResult) -> None:
         self.files_synced += not result.removed
@@ -275,7 +278,8 @@ class Indexer:
         self._quiet = False  # True during reindex: a rebuild publishes no change events
         self._written: set[Path] = set()
         lock_dir = runtime.index_dir / "locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
+        if not runtime.read_only:  # nothing is synced there (see scan), so nothing locked
+            lock_dir.mkdir(parents=True, exist_ok=True)
         self._lock = FileLock(str(lock_dir / "indexer.lock"))
 
     # ------------------------------------------------------------------ public
@@ -298,9 +302,17 @@ class Indexer:
     def scan(self, progress: Progress | None = None) -> ScanReport:
         """Reconcile the whole root: new, changed and deleted files, edits made while offline.
 
-        An unchanged root costs one ``stat`` per file and one query, nothing else.
+        An unchanged root costs one ``stat`` per file and one query, nothing else. A
+        read-only root (:attr:`Runtime.read_only`) is not synced: the report counts what its
+        index is behind by (``files_behind``), so a reader can say its results may be stale.
         """
         started = time.perf_counter()
+        if self.rt.read_only:
+            disk = self._disk_files()
+            lag = self._lag(disk)
+            return ScanReport(files_seen=len(disk),
+                              files_behind=lag["files_changed"] + lag["files_deleted"],
+                              seconds=time.perf_counter() - started)
         with self._lock:
             self._forget_lost_vectors()
             disk = self._disk_files()
@@ -355,10 +367,12 @@ class Indexer:
     def pending(self, now: float | None = None) -> dict[str, Any]:
         """Index lag, without syncing: logs changed or deleted since their last sync, and how
         long the oldest change has waited (seconds, from its mtime). Stat-only, like ``scan``."""
-        disk = self._disk_files()
-        changed, deleted = plan_scan(self._stored_files(),
-                                     {rel: st for rel, (st, _) in disk.items()})
+        return self._lag(self._disk_files(), now)
+
+    def _lag(self, disk: dict[str, tuple[tuple[int, int], str]],
+             now: float | None = None) -> dict[str, Any]:
         stored = self._stored_files()
+        changed, deleted = plan_scan(stored, {rel: st for rel, (st, _) in disk.items()})
         # racy files are re-checked by the next scan but are not known to be behind
         behind = [rel for rel in changed if rel not in stored
                   or (stored[rel].mtime_ns, stored[rel].size) != disk[rel][0]]

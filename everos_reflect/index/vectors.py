@@ -31,7 +31,7 @@ from filelock import FileLock
 from lancedb.index import FTS, BTree, IvfPq
 from lancedb.query import MultiMatchQuery
 
-from everos_reflect.errors import EverosError, VectorIndexUnreadable
+from everos_reflect.errors import EverosError, IndexReadOnly, VectorIndexUnreadable
 from everos_reflect.index.filters import sql_str
 from everos_reflect.model import Kind, UserRef
 
@@ -133,12 +133,18 @@ class VectorIndex:
         *,
         cleanup_older_than: timedelta = timedelta(minutes=5),
         ann_min_rows: int | None = ANN_MIN_ROWS,
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path)
+        #: a root that cannot be written (a read-only mount, another user's root): tables are
+        #: opened without the write lock (whose file cannot be created there), none is created
+        #: or given its indexes, and a kind never indexed reads as empty
+        self.read_only = read_only
         self.dim = int(dim)
         self.cleanup_older_than = cleanup_older_than
         self.ann_min_rows = ann_min_rows
-        self.path.mkdir(parents=True, exist_ok=True)
+        if not read_only:
+            self.path.mkdir(parents=True, exist_ok=True)
         # Always read the latest committed version: another process (CLI, daemon) may write.
         self._db = lancedb.connect(
             str(self.path), read_consistency_interval=timedelta(0),
@@ -162,20 +168,39 @@ class VectorIndex:
 
     @contextmanager
     def _writing(self) -> Iterator[None]:
+        if self.read_only:
+            raise IndexReadOnly(self.path)
         with self._thread_lock, self._file_lock:
             yield
 
     def _table(self, kind: Kind | str) -> Any:
+        """``kind``'s table, opened (or created, with its indexes) on first use; in a
+        read-only index, None for a kind never written, which every read takes as empty."""
         kind = _as_kind(kind)
         table = self._tables.get(kind)
         if table is not None:
             return table
+        if self.read_only:
+            return self._open_read_only(kind)
         with self._writing():
             table = self._tables.get(kind)
             if table is None:
                 table = self._open_or_create(kind)
                 self._tables[kind] = table
         return table
+
+    def _open_read_only(self, kind: Kind) -> Any:
+        """``kind``'s table as it is on disk, or None when it was never written; a write to a
+        read-only index is refused naming the root's state, not LanceDB's lock file."""
+        name = TABLES[kind]
+        if not self._has_manifest(name):
+            return None
+        try:
+            table = self._db.open_table(name)
+        except (ValueError, RuntimeError, OSError) as exc:
+            raise VectorIndexUnreadable(name, exc) from None
+        with self._thread_lock:
+            return self._tables.setdefault(kind, table)
 
     def _open_or_create(self, kind: Kind) -> Any:
         name = TABLES[kind]
@@ -394,6 +419,8 @@ class VectorIndex:
         during the build are searched exactly until the next build). Compactions, and builds,
         are serialized among themselves by a lock of their own.
         """
+        if self.read_only:
+            raise IndexReadOnly(self.path)
         report: dict[str, Any] = {}
         for kind, name in TABLES.items():
             table = self._table(kind)
@@ -440,8 +467,11 @@ class VectorIndex:
             raise VectorIndexUnreadable(TABLES[_as_kind(kind)], exc) from None
 
     def count(self, kind: Kind | str, where: str | None = None) -> int:
+        table = self._table(kind)
+        if table is None:
+            return 0
         with self._reading(kind):
-            return int(self._table(kind).count_rows(where))
+            return int(table.count_rows(where))
 
     def get_vectors(
         self, kind: Kind | str, ref: UserRef, ids: Iterable[str]
@@ -449,11 +479,12 @@ class VectorIndex:
         """Stored vectors by entry id (ids not in the index are simply absent)."""
         ids = list(dict.fromkeys(ids))
         where = self._keys_where(ref, ids)
-        if where is None:
+        table = self._table(kind)
+        if where is None or table is None:
             return {}
         with self._reading(kind):
             result = (
-                self._table(kind).search().where(where).select(["id", "vector"]).limit(len(ids))
+                table.search().where(where).select(["id", "vector"]).limit(len(ids))
             ).to_arrow()
         matrix = np.asarray(
             result.column("vector").combine_chunks().flatten(), dtype=np.float32
@@ -485,6 +516,8 @@ class VectorIndex:
                 continue
             users = ", ".join(sql_str(u) for u in sorted({r.user_id for r in group}))
             table = self._table(kind)
+            if table is None:
+                break
             with self._reading(kind):
                 result = (
                     table.search().where(f"user_id IN ({users})").select(["key", "vector"])
@@ -504,6 +537,8 @@ class VectorIndex:
     ) -> list[dict[str, Any]]:
         """Every row matching ``where`` (no vectors unless asked)."""
         table = self._table(kind)
+        if table is None:
+            return []
         with self._reading(kind):
             query = table.search().select(list(columns)).limit(max(1, table.count_rows(where)))
             if where:
@@ -517,12 +552,13 @@ class VectorIndex:
         """The rows of the given ``(app, project, user, id)`` keys, in no particular order;
         keys not in the index are simply absent."""
         wanted = [sql_str(row_key(*k)) for k in dict.fromkeys(keys)]
-        if not wanted:
+        table = self._table(kind) if wanted else None
+        if table is None:
             return []
         columns = [*META_COLUMNS, *(("vector",) if with_vectors else ())]
         with self._reading(kind):
             return (
-                self._table(kind).search().where(f"key IN ({', '.join(wanted)})")
+                table.search().where(f"key IN ({', '.join(wanted)})")
                 .select(columns).limit(len(wanted))
             ).to_list()
 
@@ -542,8 +578,11 @@ class VectorIndex:
         vector = np.asarray(vector, dtype=np.float32).reshape(-1)
         if vector.shape != (self.dim,):
             raise EverosError(f"query vector must have {self.dim} values, got {vector.shape[0]}")
+        table = self._table(kind)
+        if table is None:
+            return []
         query = (
-            self._table(kind)
+            table
             .search(vector, vector_column_name="vector")
             .distance_type("cosine")
             .refine_factor(REFINE_FACTOR)  # exact re-rank; a no-op without an ANN index
@@ -562,10 +601,11 @@ class VectorIndex:
 
         Rows written since the last ``optimize`` are searched too (LanceDB scans the unindexed
         tail), so results are fresh right after a write."""
-        if not query.strip():
+        table = self._table(kind) if query.strip() else None
+        if table is None:
             return []
         builder = (
-            self._table(kind)
+            table
             # an explicit query object: a plain string in quotes would be parsed as a phrase
             # query, which LanceDB refuses over several columns
             .search(MultiMatchQuery(query, list(FTS_COLUMNS)), query_type="fts")

@@ -1,0 +1,103 @@
+"""A memory root this process cannot write (a read-only mount, another user's files) is still
+read: searched and briefed from its index as last built, with a note saying so; what would
+write to it is refused in one line.
+
+The root is made read-only the way it is in real use: a read-only bind mount, in a mount
+namespace of the test's own (``unshare -m``), so even root gets EROFS. Every command runs as
+a real process, as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CLI = [sys.executable, "-m", "everos_reflect.cli.main"]
+
+
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, "HOME": str(tmp_path), "EVEROS_EMBEDDING__PROVIDER": "local",
+            "EVEROS_LLM__PROVIDER": "extractive", "NO_COLOR": "1", "COLUMNS": "200"}
+
+
+def _cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], env=_env(tmp_path), capture_output=True, text=True,
+                          timeout=120)
+
+
+def _mount_namespaces() -> bool:
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    return probe.returncode == 0
+
+
+pytestmark = pytest.mark.skipif(not _mount_namespaces(),
+                                reason="needs a private mount namespace (unshare -m)")
+
+
+def _read_only(tmp_path: Path, root: Path, commands: list[list[str]]) -> list[dict[str, str]]:
+    """Run each command (CLI arguments) on ``root`` mounted read-only; stdout, stderr and exit
+    status of each."""
+    out = tmp_path / "out"
+    out.mkdir()
+    lines = [f"mount --bind {shlex.quote(str(root))} {shlex.quote(str(root))} || exit 9",
+             f"mount -o remount,bind,ro {shlex.quote(str(root))} || exit 9"]
+    for n, args in enumerate(commands):
+        cmd = " ".join(shlex.quote(a) for a in [*CLI, *args])
+        lines.append(f"{cmd} >{out}/{n}.out 2>{out}/{n}.err; echo $? >{out}/{n}.rc")
+    subprocess.run(["unshare", "-m", "sh", "-c", "\n".join(lines)], env=_env(tmp_path),
+                   check=True, timeout=600)
+    return [{"out": (out / f"{n}.out").read_text(), "err": (out / f"{n}.err").read_text(),
+             "rc": (out / f"{n}.rc").read_text().strip()} for n in range(len(commands))]
+
+
+def test_read_only_root_is_searched_as_indexed_and_writes_are_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    assert _cli(tmp_path, "init", str(root)).returncode == 0
+    added = _cli(tmp_path, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
+                 "--content", "Andrew adopted a dog named Toby.", "--timestamp",
+                 "2026-10-12T09:00:00+00:00")
+    assert added.returncode == 0, added.stderr
+    dog = added.stdout.strip()
+    assert _cli(tmp_path, "reindex", "--root", str(root)).returncode == 0
+    # a hand edit after the last sync: a read-only reader cannot index it, and says so
+    log = next(root.rglob("episode-2026-10-12.md"))
+    log.write_text(log.read_text() + "\nA note written by hand.\n")
+    before = sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*"))
+
+    search, insight, briefing, status, status_text, add, serve = _read_only(tmp_path, root, [
+        ["search", "--root", str(root), "--json", "dog"],
+        ["search", "--root", str(root), "--json", "--kind", "insight", "dog"],
+        ["briefing", "--root", str(root), "--user", "u1", "--json", "dog"],
+        ["status", "--root", str(root), "--json"],
+        ["status", "--root", str(root)],
+        ["add", "--root", str(root), "--user", "u1", "--subject", "s", "--content", "c"],
+        ["serve", "--root", str(root), "--port", "8799"],
+    ])
+
+    assert search["rc"] == "0", search["err"]
+    assert [h["id"] for h in json.loads(search["out"])["data"]["episodes"]] == [dog]
+    assert search["err"].strip() == (f"note: {root} is read-only here: its index is read as "
+                                     "last built; 1 log changed since then is not seen")
+    # a kind never indexed here has no table, and reads as empty, not as an error
+    assert insight["rc"] == "0", insight["err"]
+    assert json.loads(insight["out"])["data"]["episodes"] == []
+    assert briefing["rc"] == "0", briefing["err"]
+    assert dog in briefing["out"]
+    assert status["rc"] == "0", status["err"]
+    doc = json.loads(status["out"])
+    doc = doc.get("data", doc)
+    assert doc["counts_from"] == "index"  # the index opened read-only (it said "not built")
+    assert doc["totals"]["episode"]["live"] == 1
+    assert doc["index"]["files_changed"] == 1 and doc["index"]["read_only"] is True
+    assert "(read-only here: read as last built)" in status_text["out"]
+    for refused in (add, serve):
+        assert refused["rc"] == "1"
+        assert refused["err"].startswith("error: ") and "Traceback" not in refused["err"]
+    assert "read-only here" in serve["err"]
+    assert sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")) == before
