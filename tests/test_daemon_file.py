@@ -92,3 +92,46 @@ def test_serve_on_a_public_host_without_a_token_names_every_place_a_token_can_co
                    f"{root / 'everos.toml'}", "EVEROS_SERVER__TOKEN", "--host 127.0.0.1"):
         assert needed in line, line
     assert not daemon_file(root).exists()
+
+
+@pytest.mark.parametrize(("address", "problem"), [
+    ({"host": "127.0.0.1", "port": "80@evil.example"},
+     "port '80@evil.example' is no port number"),
+    ({"host": "127.0.0.1", "port": "abc"}, "port 'abc' is no port number"),
+    ({"host": "127.0.0.1", "port": None}, "port None is no port number"),
+    ({"host": "127.0.0.1", "port": 70000}, "port 70000 is no port number"),
+    ({"host": "127.0.0.1", "port": True}, "port True is no port number"),
+    ({"host": "evil.example/x?", "port": 8000}, "host 'evil.example/x?' is no host name or "
+                                                "address"),
+    ({"host": ["::1"], "port": 8000}, "host ['::1'] is no host"),
+])
+def test_trigger_never_calls_an_address_a_damaged_daemon_json_makes_up(
+    root: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+    address: dict[str, object], problem: str,
+) -> None:
+    # daemon.json is text under the root: a port "80@evil.example" made the URL
+    # http://127.0.0.1:80@evil.example/..., and trigger sent the run request with the API
+    # token (Authorization: Bearer) to evil.example; a port "abc" raised httpx.InvalidURL as a
+    # traceback. Such a file names no daemon: trigger runs in-process, saying why.
+    import httpx
+
+    monkeypatch.setenv("EVEROS_SERVER__TOKEN", "s3cret")
+    daemon_file(root).write_text(json.dumps({"pid": os.getppid(), **address}), "utf-8")
+    calls: list[object] = []
+    monkeypatch.setattr(httpx, "post", lambda *a, **k: calls.append((a, k)))
+    result = CliRunner().invoke(cli, ["trigger", "revalidate_insights", "--force", "--root",
+                                      str(root)])
+    assert result.exit_code == 0, result.output
+    assert calls == []
+    assert "[in-process]" in result.stdout and "Traceback" not in result.output
+    assert f"ignoring {daemon_file(root)}: {problem}" in caplog.text
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "::1", "[::1]", "localhost", "my-host.lan", "",
+                                  None])
+def test_a_daemon_json_with_a_real_address_is_read(root: Path, host: object) -> None:
+    from everos_reflect.engine.daemon import read_daemon
+
+    info = {"pid": os.getppid(), "host": host, "port": 8000}
+    daemon_file(root).write_text(json.dumps(info), "utf-8")
+    assert read_daemon(root) == info

@@ -177,6 +177,40 @@ def test_explain_of_records_citing_one_another_is_bounded(root: Path) -> None:
     assert text.exit_code == 0 and "not shown" in text.output
 
 
+def test_explain_marks_the_evidence_cut_at_its_depth_limit(root: Path) -> None:
+    # The tree stops at MAX_TREE_DEPTH levels, and the records of the last level were shown
+    # citing nothing (JSON "evidence": [], no mark, no line saying more was left out). Each
+    # update merge cites the narrative before it, so a cluster merged weekly for a season is
+    # a chain this long; twelve insights citing one another down a chain stand in for it.
+    from datetime import date
+
+    from everos_reflect.model import Kind
+    from everos_reflect.strategies.insight_views import MAX_TREE_DEPTH, explain
+
+    rt, eps, _, _ = setup(root)
+    try:
+        ids = [f"in_20261012_{n:04d}" for n in range(1, MAX_TREE_DEPTH + 3)]
+        rt.store.append_many(DEV, Kind.INSIGHT, [
+            ({"timestamp": "2026-10-12T09:00:00+00:00",
+              "evidence": [ids[n + 1] if n + 1 < len(ids) else eps[0].id, eps[1].id],
+              "depth": 1, "status": "active"}, {"Insight": f"Step {n}."})
+            for n in range(len(ids))], day=date(2026, 10, 12))
+        tree = explain(rt, DEV, ids[0])
+    finally:
+        rt.close()
+    chain = [tree]
+    while chain[-1]["evidence"] and chain[-1]["evidence"][0]["kind"] == "insight":
+        chain.append(chain[-1]["evidence"][0])
+    assert [n["id"] for n in chain] == ids[:MAX_TREE_DEPTH + 1]
+    assert chain[-1]["evidence"] == [] and chain[-1]["truncated"] is True
+    assert not any(n.get("truncated") for n in chain[:-1])
+    assert not any(n.get("truncated") for n in chain[-2]["evidence"][1:])  # an Episode: whole
+    text = run(root, "explain", ids[0], "--user", DEV.user_id)
+    assert text.exit_code == 0
+    assert ("  " * (MAX_TREE_DEPTH + 1) + "… more evidence not shown (the tree is cut at 10 "
+            "levels, 5,000 records or 2,000,000 characters)") in text.output
+
+
 def test_explain_of_long_records_citing_one_another_is_bounded_in_size(root: Path) -> None:
     # The node cap bounded the count, not the size: twelve hand-written insights of 200 KB
     # that cite one another (a 2.4 MB log) explained as 893 MB of JSON, 2 GB of memory; these

@@ -320,6 +320,8 @@ def test_a_request_that_cannot_be_encoded_fails_at_once_saying_so(fake_openai):
     ({"prompt_tokens": "abc", "completion_tokens": 2}, Usage(0, 2)),
     (5, Usage(0, 0)),
     ({"prompt_tokens": -4, "completion_tokens": None}, Usage(0, 0)),
+    # past any context window: taken as the cap, not as sent (SQLite holds 64-bit integers)
+    ({"prompt_tokens": 10**20, "completion_tokens": 10**9 + 1}, Usage(10**9, 10**9)),
 ])
 def test_token_counts_of_the_wrong_type_count_as_zero(fake_openai, usage, counted):
     # Was ValueError / AttributeError out of the call, with a usable reply in hand.

@@ -190,6 +190,30 @@ def test_a_reply_holding_a_lone_surrogate_is_retried_and_the_next_one_merged(
     check_invariants(rt)
 
 
+def test_a_server_counting_absurd_token_numbers_still_gets_its_merge_recorded(
+    root: Path, fake_openai: Any
+) -> None:
+    # usage.prompt_tokens = 10^20 went into the audit row as it was: SQLite refused the
+    # integer after the narrative was written and the sources archived, the journal row
+    # stayed, and every later run failed to recover the merge ("cannot recover ... yet").
+    from everos_reflect.llm.openai_llm import MAX_REPLY_TOKENS
+
+    fake_openai.script(fake_openai.Reply(json.dumps(MERGE), prompt_tokens=10**20,
+                                         completion_tokens=2**70),
+                       fake_openai.Reply(json.dumps(FACTS), prompt_tokens=10**20))
+    rt = runtime(root, fake_openai, retries=0)
+    seed_pets(rt)
+
+    counts = run_reflection(rt)
+
+    assert counts["merged"] == 1 and not counts.get("interrupted"), counts
+    [report] = reports(rt)
+    assert report["status"] == "ok"
+    assert report["prompt_tokens"] == 2 * MAX_REPLY_TOKENS
+    assert report["completion_tokens"] == MAX_REPLY_TOKENS + 7
+    check_invariants(rt)  # no journal row left
+
+
 def test_a_prompt_injection_member_does_not_change_what_the_run_does(
     root: Path, fake_openai: Any
 ) -> None:

@@ -35,6 +35,7 @@ from everos_reflect.model import (
     Entry,
     Kind,
     UserRef,
+    blank,
     id_items,
     query_length_problem,
     quoted_value,
@@ -249,7 +250,7 @@ def build_briefing(
     counter: TokenCounter | None = None,
 ) -> Briefing:
     """One bounded briefing for ``query`` over ``ref``'s memory (see the module docstring)."""
-    if not isinstance(query, str) or not query.strip():
+    if not isinstance(query, str) or blank(query):  # U+200B alone is no query either
         raise InvalidRequest("query must not be empty")
     if (problem := surrogate_problem(query)) is not None:
         raise InvalidRequest(f"query {problem}")

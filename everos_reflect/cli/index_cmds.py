@@ -24,6 +24,7 @@ from everos_reflect.cli.common import (
 from everos_reflect.errors import EverosError
 from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
 from everos_reflect.index.sync import Indexer, ScanReport
+from everos_reflect.model import blank
 
 
 def _print_problems(report: ScanReport) -> None:
@@ -123,7 +124,7 @@ def search_cmd(
     with the Markdown."""
     from everos_reflect.index.search import search
 
-    if not query.strip():
+    if blank(query):
         raise EverosError("the search query is empty")
     rt = open_runtime(root)
     started = time.perf_counter()

@@ -13,6 +13,7 @@ import ipaddress
 import json
 import logging
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -55,17 +56,48 @@ def clear_daemon(root: Path) -> None:
         log.warning("left %s as it is: %s", path, exc)
 
 
+#: A host name ``trigger`` may put in a URL: letters, digits, dots and hyphens, as a bind
+#: address is (an IP literal is checked as one).
+_HOST_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.-]{0,251}[A-Za-z0-9])?")
+
+
+def address_problem(info: Mapping[str, Any]) -> str | None:
+    """Why ``daemon.json``'s ``host`` and ``port`` are no address to call (None: they are).
+    The file is text under the root: a port ``"80@host"`` sent ``trigger``'s request, with
+    the API token, to that host, and a port ``"abc"`` raised a traceback out of ``trigger``."""
+    port, host = info.get("port"), info.get("host")
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        return f"port {quoted_value(port)} is no port number"
+    if host is None or host == "":
+        return None
+    if not isinstance(host, str):
+        return f"host {quoted_value(host)} is no host"
+    try:
+        ipaddress.ip_address(host.removeprefix("[").removesuffix("]"))
+    except ValueError:
+        if not _HOST_NAME.fullmatch(host):
+            return f"host {quoted_value(host)} is no host name or address"
+    return None
+
+
 def read_daemon(root: Path) -> dict[str, Any] | None:
-    """The running daemon serving ``root`` (its ``daemon.json``), or ``None``."""
+    """The running daemon serving ``root`` (its ``daemon.json``), or ``None``; also ``None``,
+    with a warning, for a file whose address is no address (:func:`address_problem`)."""
     try:
         data = read_config_bytes(daemon_file(root))  # a FIFO planted there: never a hang
         if data is None:
             return None
         info = json.loads(data.decode("utf-8"))
         pid = int(info["pid"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return info if pid != os.getpid() and _pid_alive(pid) else None
+    if pid == os.getpid() or not _pid_alive(pid):
+        return None
+    problem = address_problem(info)
+    if problem is not None:
+        log.warning("ignoring %s: %s", shown_path(daemon_file(root)), problem)
+        return None
+    return info
 
 
 def is_loopback(host: str) -> bool:

@@ -33,6 +33,7 @@ from everos_reflect.index.snippet import make_passages
 from everos_reflect.model import (
     MAX_QUERY_CHARS,
     Kind,
+    blank,
     query_length_problem,
     quoted_value,
     surrogate_problem,
@@ -240,7 +241,7 @@ def search(
     left out unless ``include_stale``. The status is read from the record's Markdown, the
     truth.
     """
-    if not isinstance(query, str) or not query.strip():
+    if not isinstance(query, str) or blank(query):  # U+200B alone is no query either
         raise InvalidSearch("query must not be empty")
     if (problem := surrogate_problem(query)) is not None:  # an undecodable CLI argument
         raise InvalidSearch(f"query {problem}")

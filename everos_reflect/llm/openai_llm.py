@@ -312,9 +312,19 @@ def _retry_after_seconds(exc: Exception) -> float | None:
         return None
 
 
+#: The most tokens one reply may count, prompt or completion (a thousand times the largest
+#: context windows). A server's count past it is taken as this many: 10^20 went into the
+#: audit row as it was, SQLite refused the integer, and the merge, its Markdown already
+#: written, stayed half-done with every later run failing to recover it.
+MAX_REPLY_TOKENS = 10**9
+
+
 def _tokens(value: object) -> int:
-    """A token count as the server reported it; anything but a count of 0 or more is 0."""
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+    """A token count as the server reported it, at most :data:`MAX_REPLY_TOKENS`; anything
+    but a count of 0 or more is 0."""
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return min(value, MAX_REPLY_TOKENS)
+    return 0
 
 
 def _usage(completion: Any) -> Usage:

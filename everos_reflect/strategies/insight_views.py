@@ -16,8 +16,10 @@ if TYPE_CHECKING:
     from everos_reflect.model import Entry
     from everos_reflect.runtime import Runtime
 
-#: Deeper than any record may be (max_depth is at most 3 for insights, 8 for belief tiers):
-#: bounds a hand-edited citation cycle.
+#: Levels one explain tree shows below its root; a node whose evidence lies deeper is marked
+#: ``truncated``. Deeper than a derived record may be (max_depth is at most 3 for insights, 8
+#: for belief tiers), not than a narrative: each update merge cites the narrative before it,
+#: so a cluster merged weekly for a season is a longer chain. Bounds a hand-edited cycle too.
 MAX_TREE_DEPTH = 10
 #: Most nodes one explain tree holds; the rest are cut, marked ``truncated``.
 MAX_TREE_NODES = 5_000
@@ -74,8 +76,8 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
     descends from a sentence's claim to what was said. A cited record that no longer exists
     is a node with ``missing: true``, one in a log that cannot be read now (no permission,
     too large) a node with ``unreadable: true`` and the ``problem``; a node whose evidence
-    was cut at
-    :data:`MAX_TREE_NODES` nodes or :data:`MAX_TREE_CHARS` characters has ``truncated: true``;
+    was cut at :data:`MAX_TREE_DEPTH` levels, :data:`MAX_TREE_NODES` nodes or
+    :data:`MAX_TREE_CHARS` characters has ``truncated: true``;
     a text longer than :data:`MAX_NODE_TEXT_CHARS` is clipped, saying how long it was.
     Raises :class:`UnknownEntry` for an unknown root id, :class:`MarkdownError` for one
     whose log cannot be read.
@@ -175,6 +177,11 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
                 out["evidence"].append(child)
                 below.append((child, grand, path | {child_id}))
         level = below
+    # the deepest level shown: evidence below it was cut as surely as past the node budget, and
+    # a node showing none read as a record that cites nothing
+    for out, cited, path in level:
+        if any(child_id not in path for child_id in cited):
+            out["truncated"] = True
     return root
 
 
@@ -217,5 +224,6 @@ def render_tree(tree: dict[str, Any], indent: str = "") -> list[str]:
         lines += render_tree(child, indent + "  ")
     if tree.get("truncated"):
         lines.append(f"{indent}  … more evidence not shown (the tree is cut at "
-                     f"{MAX_TREE_NODES:,} records or {MAX_TREE_CHARS:,} characters)")
+                     f"{MAX_TREE_DEPTH} levels, {MAX_TREE_NODES:,} records or "
+                     f"{MAX_TREE_CHARS:,} characters)")
     return lines
