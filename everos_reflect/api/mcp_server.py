@@ -7,7 +7,8 @@ entry), come back as MCP errors naming the problem; anything unexpected becomes 
 error for that call only — the server keeps serving.
 
 Writes are indexed at once: an agent that adds an Episode and then searches should find it even
-when no ``serve`` daemon is watching the root.
+when no ``serve`` daemon is watching the root, and even when it sent the search without waiting
+for the add's answer: a session's calls take effect in the order sent (:class:`CallOrder`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any, BinaryIO, cast
 
@@ -148,9 +149,76 @@ def internal_error(tool: str, exc: Exception) -> MCPError:
     return MCPError(types.INTERNAL_ERROR, f"{tool} failed: {errors.brief(exc)}")
 
 
-def build_server(runtime: Runtime) -> Server[Any]:
-    """An MCP server whose tools work on ``runtime``'s memory root."""
+@dataclass(eq=False)
+class _Turn:
+    """One tool call's place in its session's order."""
+
+    writes: bool
+    done: anyio.Event = field(default_factory=anyio.Event)
+
+
+class CallOrder:
+    """A session's tool calls take effect in the order the client sent them: a call that
+    writes starts once every call sent before it is done, any other call once every write
+    sent before it is done; calls that only read still run side by side. The SDK runs each
+    request in a task of its own as it arrives, so an agent that piped ``add_episode`` and
+    then ``search`` could get a search that did not see the new Episode.
+
+    :meth:`note` gives each ``tools/call`` its turn in the order read (a call never noted,
+    as over an in-memory transport, takes its turn when it starts); :meth:`middleware` holds
+    the call back until then and ends the turn when it returns. A call that never reaches
+    the middleware (answered before, cancelled) ends its turn at :meth:`forget`."""
+
+    def __init__(self) -> None:
+        self._writes = frozenset(t.name for t in tools() if t.writes)
+        self._turns: list[_Turn] = []  # not done, in the order sent
+        self._noted: dict[Any, _Turn] = {}  # request key → its turn, until the call starts
+
+    def note(self, request: types.JSONRPCRequest) -> None:
+        if request.method == "tools/call":
+            self._noted[coerce_request_id(request.id)] = self._take(request.params)
+
+    def forget(self, request_id: Any) -> None:
+        """``request_id`` was answered or cancelled: its turn ends, unless its call runs."""
+        turn = self._noted.pop(coerce_request_id(request_id), None)
+        if turn is not None:
+            self._end(turn)
+
+    async def middleware(self, ctx: Any, call_next: Any) -> Any:
+        """Server middleware: run a ``tools/call`` in its turn."""
+        if ctx.method != "tools/call" or ctx.request_id is None:
+            return await call_next(ctx)
+        key = coerce_request_id(ctx.request_id)
+        turn = self._noted.pop(key, None) or self._take(ctx.params)
+        try:
+            ahead = [t for t in self._turns[:self._turns.index(turn)]
+                     if turn.writes or t.writes]
+            if ahead:
+                log.debug("tools/call %s waits for %d call(s) sent before it",
+                          json.dumps(ctx.request_id), len(ahead))
+            for earlier in ahead:
+                await earlier.done.wait()
+            return await call_next(ctx)
+        finally:
+            self._end(turn)
+
+    def _take(self, params: Any) -> _Turn:
+        name = params.get("name") if isinstance(params, dict) else None
+        turn = _Turn(writes=isinstance(name, str) and name in self._writes)
+        self._turns.append(turn)
+        return turn
+
+    def _end(self, turn: _Turn) -> None:
+        if turn in self._turns:
+            self._turns.remove(turn)
+        turn.done.set()
+
+
+def build_server(runtime: Runtime, order: CallOrder | None = None) -> Server[Any]:
+    """An MCP server whose tools work on ``runtime``'s memory root, each session's calls in
+    the order sent (:class:`CallOrder`; ``order`` to note them as they are read)."""
     by_name = {t.name: t for t in tools()}
+    order = order or CallOrder()
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:
@@ -181,7 +249,7 @@ def build_server(runtime: Runtime) -> Server[Any]:
         instructions="Long-term memory of an agent: add Episodes and task records, "
                      "search them, get a bounded briefing before a task.",
         on_list_tools=list_tools, on_call_tool=call_tool)
-    server.middleware.append(name_refused_params)
+    server.middleware.extend([name_refused_params, order.middleware])
     return server
 
 
@@ -385,16 +453,20 @@ class Unanswered:
     Episode and never said its id), so a client that piped a batch of requests and closed
     stdin got no answer to any it had not waited for. Ids are kept under the SDK's
     correlation key (``"7"`` and ``7`` are one id); one is in flight at most once
-    (:meth:`in_flight`), and free again once answered."""
+    (:meth:`in_flight`), and free again once answered. ``order`` is told of each request
+    read and of each answer or cancel (:class:`CallOrder`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, order: CallOrder | None = None) -> None:
+        self.order = order
         self.pending: Counter[Any] = Counter()
         #: answered by :meth:`abandon`: the server's late answer is dropped, not sent twice
         self.abandoned: Counter[Any] = Counter()
         self._changed = anyio.Event()
 
-    def asked(self, request_id: Any) -> None:
-        self.pending[coerce_request_id(request_id)] += 1
+    def asked(self, request: types.JSONRPCRequest) -> None:
+        self.pending[coerce_request_id(request.id)] += 1
+        if self.order is not None:
+            self.order.note(request)
 
     def in_flight(self, request_id: Any) -> bool:
         """Whether a request with this id was passed on and is not answered yet."""
@@ -405,6 +477,8 @@ class Unanswered:
         the server never answers); False when that answer must not be sent: :meth:`abandon`
         already answered the request."""
         key = coerce_request_id(request_id)
+        if self.order is not None:
+            self.order.forget(request_id)
         if self.abandoned[key] > 0:
             self.abandoned[key] -= 1
             return False
@@ -503,7 +577,7 @@ async def _pass_on(message: Any, item: Any, forward: Any, write_stream: Any,
         if unanswered.in_flight(message.id):
             await write_stream.send(SessionMessage(_duplicate_id(message.id)))
             return
-        unanswered.asked(message.id)
+        unanswered.asked(message)
     elif isinstance(message, types.JSONRPCNotification) and \
             message.method == "notifications/cancelled":
         cancelled = (message.params or {}).get("requestId")
@@ -641,11 +715,12 @@ async def serve_stdio(runtime: Runtime, stdin: BinaryIO | None = None,
     are finished and answered (:class:`Unanswered`). Should none answer for ``quiet_seconds``
     (default :func:`drain_seconds`), those left are answered as abandoned and the server
     ends; its process exits once their threads return (a thread cannot be interrupted)."""
-    server = build_server(runtime)
+    order = CallOrder()
+    server = build_server(runtime, order)
     lines = BoundedLines(stdin or sys.stdin.buffer, runtime.settings.limits.max_request_bytes)
     if quiet_seconds is None:
         quiet_seconds = drain_seconds(runtime.settings)
-    unanswered, batches = Unanswered(), Batches()
+    unanswered, batches = Unanswered(order), Batches()
     forward, receive = anyio.create_memory_object_stream[Any](0)
     to_client, from_server = anyio.create_memory_object_stream[Any](0)
     async with stdio_server(stdin=anyio.wrap_file(lines)) as (read_stream, write_stream), \
