@@ -55,6 +55,20 @@ def read_at_most(fh: BinaryIO, count: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
+def not_utf8(data: bytes, exc: UnicodeDecodeError) -> tuple[int, str]:
+    """(line, problem) for the first byte of ``data`` that is not UTF-8: ``"file is not valid
+    UTF-8: byte 0xe9 at column 17 (invalid continuation byte; save it as UTF-8)"``. A log
+    saved as Latin-1 or Windows-1252 is refused whole; the line and column say where to look
+    (the index only said "at byte 468", the store only its line)."""
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):  # Notepad's "Unicode", PowerShell's `>`
+        return 1, "file is UTF-16 text, not UTF-8 (save it as UTF-8)"
+    start = data.rfind(b"\n", 0, exc.start) + 1
+    column = len(data[start:exc.start].decode("utf-8", "replace")) + 1
+    return (data.count(b"\n", 0, exc.start) + 1,
+            f"file is not valid UTF-8: byte 0x{data[exc.start]:02x} at column {column} "
+            f"({exc.reason}; save it as UTF-8)")
+
+
 def read_config_bytes(path: str | os.PathLike[str]) -> bytes | None:
     """A configuration file's bytes, ``None`` when there is no such file.
 

@@ -793,6 +793,50 @@ def _indent(text: str, marker: str, indent: str = "\t") -> str:
 OPEN_2, CLOSE_2 = "<!-- entry:ep_20261012_0002 -->", "<!-- /entry:ep_20261012_0002 -->"
 
 
+@pytest.mark.parametrize(("written", "crlf"), [
+    ("<!-- ENTRY:ep_20261012_0002 -->", False),
+    ("<!--\u00a0entry:ep_20261012_0002 -->", False),  # a no-break space
+    ("<!-- entry:ep_20261012_0002 --> Andrew's dogs", False),
+    ("<!-- entry:ep_20261012_0002 --->", False),
+    ("<!--entry:ep_20261012_0002--> x", True),
+])
+def test_a_misshapen_opening_marker_is_an_error_at_its_line(written: str, crlf: bool) -> None:
+    # Only the closing marker was named ("without an opening one", ten lines further): the
+    # line that looks like a marker, and is none, was never pointed at.
+    text = (HEAD + entry(1) + entry(2) + entry(3)).replace(OPEN_2, written, 1)
+    log = parse_log(text.replace("\n", "\r\n") if crlf else text, PATH)
+    assert [e.id for e in log.entries] == ["ep_20261012_0001", "ep_20261012_0003"]
+    assert log.unreadable == {"ep_20261012_0002"}  # still in the file: never taken as deleted
+    [error] = log.diagnostics
+    assert (error.line, error.severity) == (19, "error")
+    assert error.message.startswith(
+        "opening marker of 'ep_20261012_0002' is not written as <!-- entry:ep_20261012_0002 "
+        "--> alone on its line: the entry is not read")
+
+
+def test_a_note_in_an_html_comment_naming_no_entry_id_is_no_marker() -> None:
+    notes = "<!-- entry: todo, merge the two below -->\n<!-- Entry list follows -->\n"
+    log = parse_log(HEAD + entry(1) + notes + entry(2) + notes, PATH)
+    assert log.diagnostics == [] and len(log.entries) == 2
+
+
+def test_a_closing_marker_still_being_written_is_no_misshapen_one() -> None:
+    text = HEAD + entry(1) + entry(2)
+    for cut in ("<!-- /entry:ep_20261012_00", "<!-- /entry:ep_20261012_0002 -"):
+        log = parse_log(text[: text.rindex(cut) + len(cut)], PATH)
+        assert [d.message for d in log.diagnostics] == [
+            "entry 'ep_20261012_0002' is not closed by <!-- /entry:ep_20261012_0002 -->"]
+
+
+def test_both_markers_misshapen_are_both_named() -> None:
+    text = (HEAD + entry(1) + entry(2)).replace(OPEN_2, OPEN_2.upper(), 1).replace(
+        CLOSE_2, CLOSE_2.replace("entry", "Entry"), 1)
+    log = parse_log(text, PATH)
+    assert [(d.line, d.severity, d.message.split(" is ")[0]) for d in log.diagnostics] == [
+        (19, "error", "opening marker of 'EP_20261012_0002'"),
+        (30, "error", "closing marker of 'ep_20261012_0002'")]
+
+
 @pytest.mark.parametrize(("where", "text", "lines"), [
     # between two entries, at the end, right after the frontmatter; spaces, CRLF alike
     ("opening", _indent(HEAD + entry(1) + entry(2) + entry(3), OPEN_2), [19]),

@@ -176,6 +176,36 @@ def test_a_reply_holding_a_lone_surrogate_is_retried_and_the_next_one_merged(
     check_invariants(rt)
 
 
+def test_a_title_that_shows_nothing_is_an_empty_reply_and_writes_nothing(
+    root: Path, fake_openai: Any
+) -> None:
+    # A zero-width space and a BOM passed for a title (str.strip keeps them): the narrative
+    # was written with a subject that shows nothing, as no user edge accepts one.
+    fake_openai.script({**MERGE, "title": "\u200b\ufeff"}, FACTS)
+    rt = runtime(root, fake_openai, retries=0)
+    seed_pets(rt)
+    before = {p: p.read_bytes() for p in rt.store.iter_files()}
+
+    counts = run_reflection(rt)
+
+    assert counts.get("failed") == 1 and not counts.get("merged"), counts
+    assert {p: p.read_bytes() for p in rt.store.iter_files()} == before
+    [report] = reports(rt)
+    assert "unusable reply: 'title' is empty" in report["error"]
+
+
+def test_a_fact_that_shows_nothing_is_dropped_as_an_empty_one_is(
+    root: Path, fake_openai: Any
+) -> None:
+    fake_openai.script(MERGE, {"facts": [*FACTS["facts"], "\u200b", " \u2060 "]})
+    rt = runtime(root, fake_openai, retries=0)
+    seed_pets(rt)
+
+    assert run_reflection(rt)["merged"] == 1
+    facts = [e for e in check_invariants(rt).values() if e.kind is Kind.ATOMIC_FACT]
+    assert sorted(f.content for f in facts) == sorted(FACTS["facts"])
+
+
 def test_a_server_counting_absurd_token_numbers_still_gets_its_merge_recorded(
     root: Path, fake_openai: Any
 ) -> None:

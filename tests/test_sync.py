@@ -376,6 +376,42 @@ def test_an_entry_whose_opening_marker_was_deleted_keeps_its_row_until_fixed(
     _kept_while_broken(rt, lambda text, b: text.replace(f"<!-- entry:{b.id} -->\n", "", 1))
 
 
+def test_a_log_saved_as_latin1_is_reported_at_its_line_and_keeps_its_rows(rt: Runtime) -> None:
+    # `status` (the index's problems) said line 0, "at byte 468"; lint said the line alone.
+    a = _append(rt, "Dog", "Toby")
+    b = _append(rt, "Cafe", "Andrew went to the cafe")
+    indexer = Indexer(rt)
+    indexer.scan()
+    good = _path(rt).read_text()
+    latin1 = good.replace("went to the cafe", "went to the caf\xe9").encode("latin-1")
+    _path(rt).write_bytes(latin1)
+    line = good[: good.index("went to the cafe")].count("\n") + 1
+    message = ("file is not valid UTF-8: byte 0xe9 at column 23 (invalid continuation byte; "
+               "save it as UTF-8)")
+    indexer.scan()
+    rel = rt.store.rel(_path(rt))
+    assert [(p["line"], p["message"]) for p in indexer.problems()[rel]] == [(line, message)]
+    assert [(d.line, d.message) for d in rt.store.read(_path(rt)).diagnostics] == [
+        (line, message)]
+    assert set(_sql(rt)) == {a.id, b.id} and _path(rt).read_bytes() == latin1
+
+
+def test_a_log_saved_as_utf16_is_named_so(rt: Runtime) -> None:
+    # "byte 0xff at column 1 (invalid start byte)" said nothing of what happened: Windows
+    # Notepad's "Unicode" and PowerShell's `>` write UTF-16 with a byte-order mark.
+    a = _append(rt, "Dog", "Toby")
+    indexer = Indexer(rt)
+    indexer.scan()
+    utf16 = _path(rt).read_text().encode("utf-16")
+    _path(rt).write_bytes(utf16)
+    indexer.scan()
+    message = "file is UTF-16 text, not UTF-8 (save it as UTF-8)"
+    rel = rt.store.rel(_path(rt))
+    assert [(p["line"], p["message"]) for p in indexer.problems()[rel]] == [(1, message)]
+    assert [(d.line, d.message) for d in rt.store.read(_path(rt)).diagnostics] == [(1, message)]
+    assert set(_sql(rt)) == {a.id} and _path(rt).read_bytes() == utf16
+
+
 def test_deleted_file_is_removed_by_the_next_scan(rt: Runtime) -> None:
     _append(rt, "Dog", "Toby")
     keep = _append(rt, "Cat", "Misty", day=date(2026, 10, 13))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from datetime import date
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from everos_reflect.embedding import HashEmbedder
-from everos_reflect.index.watcher import FsEvent, Watcher, top_folder_changes, watched_folders
+from everos_reflect.index.watcher import FsEvent, Watcher, top_folders_touched, watched_folders
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
@@ -50,7 +51,7 @@ def test_watched_folders_are_the_top_level_folders_but_the_index_hidden_ones_and
     assert watched_folders(tmp_path) == [tmp_path / "acme", tmp_path / "default_app"]
 
 
-def test_top_folder_changes_sees_new_moved_and_deleted_folders_under_the_root() -> None:
+def test_top_folders_touched_are_the_new_moved_and_deleted_folders_under_the_root() -> None:
     root = Path("/r")
     events = [
         FsEvent("created", "/r/new_app", is_directory=True),
@@ -58,11 +59,11 @@ def test_top_folder_changes_sees_new_moved_and_deleted_folders_under_the_root() 
         FsEvent("created", "/r/.index/x", is_directory=True),
         FsEvent("moved", "/r/old", "/r/renamed", is_directory=True),
         FsEvent("deleted", "/r/gone", is_directory=True),
+        FsEvent("modified", "/r/touched", is_directory=True),
         FsEvent("created", "/r/file.md"),
     ]
-    added, gone = top_folder_changes(events, root)
-    assert added == {Path("/r/new_app"), Path("/r/renamed")}
-    assert gone == {Path("/r/old"), Path("/r/gone")}
+    assert top_folders_touched(events, root) == {
+        Path("/r/new_app"), Path("/r/renamed"), Path("/r/old"), Path("/r/gone")}
 
 
 def test_writes_under_the_index_never_reach_the_watcher(
@@ -97,3 +98,26 @@ def test_a_folder_created_after_start_is_watched_and_its_logs_indexed(rt: Runtim
         later = _append(rt, UserRef("acme", "bot", "u3"), "written once it is watched")
         assert _wait_for(lambda: later in {r[0] for r in rt.db().execute(
             "SELECT id FROM entries")})
+
+
+def test_edits_in_a_folder_deleted_and_restored_at_once_still_reach_the_index(
+        rt: Runtime, tmp_path_factory: pytest.TempPathFactory) -> None:
+    # `git checkout`, `rm -rf` and a restore: the folder's old watch went with it, the two
+    # events cancelled out, and no later edit in it was indexed before a reconcile scan.
+    ref = UserRef.of("u1")
+    first = _append(rt, ref, "before the restore")
+    app = rt.root / "default_app"
+    backup = tmp_path_factory.mktemp("backup") / "app"
+    shutil.copytree(app, backup)
+    ids = lambda: {r[0] for r in rt.db().execute("SELECT id FROM entries")}  # noqa: E731
+    watcher = Watcher(rt, debounce=0.5, reconcile_interval=0, optimize_interval=0)
+    scans: list[object] = []
+    scan = watcher.indexer.scan
+    watcher.indexer.scan = lambda progress=None: scans.append(scan(progress))  # type: ignore[method-assign]
+    with watcher:
+        assert _wait_for(lambda: ids() == {first} and len(scans) == 1)
+        shutil.rmtree(app)
+        shutil.copytree(backup, app)
+        assert _wait_for(lambda: len(scans) >= 2)  # the rescan after the folder change
+        later = _append(rt, ref, "written after the restore")
+        assert _wait_for(lambda: ids() == {first, later})

@@ -26,7 +26,7 @@ import numpy as np
 from filelock import FileLock
 
 from everos_reflect.errors import InvalidId
-from everos_reflect.fileio import NotRegularFile, open_regular, read_at_most
+from everos_reflect.fileio import NotRegularFile, not_utf8, open_regular, read_at_most
 from everos_reflect.index import events, rebuild
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown.marks import foreign_marks
@@ -528,8 +528,7 @@ class Indexer:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            bad = Diagnostic(rel, 0, f"not UTF-8 text ({exc.reason} at byte {exc.start})",
-                             severity="fatal")
+            bad = Diagnostic(rel, *not_utf8(data, exc), severity="fatal")
             return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True), stats)
         parsed = replace(parse_log(text, rel, max_entry_bytes=limits.max_entry_bytes),
                          kind=kind, day=day)

@@ -86,27 +86,26 @@ def watched_folders(root: Path) -> list[Path]:
                   if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
 
 
-def top_folder_changes(events: Iterable[FsEvent], root: Path) -> tuple[set[Path], set[Path]]:
-    """(folders that appeared, folders that went away) directly under the root: a new one
-    needs a watch of its own (and a rescan for what was written before it was watched)."""
+def top_folders_touched(events: Iterable[FsEvent], root: Path) -> set[Path]:
+    """The folders directly under the root that were created, moved (either end) or deleted:
+    each needs its watch made anew if it is there now, or dropped if not (and a rescan for what
+    was written before it was watched).
+
+    What is there now decides, not the order of the events: a folder deleted and made again in
+    one burst (``git checkout``, ``rm -rf`` then a restore) has a dead watch (gone with the old
+    folder), and the event of that watch's end may come after the one of its creation (two
+    watches, two threads). Counted as both added and gone, it was neither: it kept the dead
+    watch, and no edit in it reached the index before a reconcile scan, for as long as the
+    daemon ran."""
     root = Path(root)
-    added: set[Path] = set()
-    gone: set[Path] = set()
+    out: set[Path] = set()
     for event in events:
-        if not event.is_directory:
+        if not event.is_directory or event.type not in {"created", "moved", "deleted"}:
             continue
-        if event.type == "created":
-            candidates = [(event.path, added)]
-        elif event.type == "moved":
-            candidates = [(event.path, gone), (event.dest, added)]
-        elif event.type == "deleted":
-            candidates = [(event.path, gone)]
-        else:
-            continue
-        for raw, bucket in candidates:
+        for raw in (event.path, event.dest):
             if raw and Path(raw).parent == root and not Path(raw).name.startswith("."):
-                bucket.add(Path(raw))
-    return added - gone, gone - added
+                out.add(Path(raw))
+    return out
 
 
 def plan_events(events: Iterable[FsEvent], root: Path) -> set[Path]:
@@ -328,12 +327,11 @@ class Watcher:
         return not gone
 
     def _sync_events(self, events: list[FsEvent]) -> None:
-        added, gone = top_folder_changes(events, self.rt.root)
-        for folder in gone:
+        touched = top_folders_touched(events, self.rt.root)
+        for folder in sorted(touched):  # a watch on that path may be the old folder's
             self._unwatch(folder)
-        for folder in added:
             self._guarded(f"watching {folder}", lambda f=folder: self._watch(f))
-        if added or wants_rescan(events, self.rt.root):
+        if touched or wants_rescan(events, self.rt.root):
             self._guarded("rescan after a folder change", self.indexer.scan)
             return
         paths = sorted(plan_events(events, self.rt.root))

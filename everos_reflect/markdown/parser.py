@@ -497,6 +497,12 @@ _MARKER_RE = re.compile(r"^<!--[ \t]*+(/?)entry:[ \t]*+([^\s>]*)[ \t]*+-->[ \t]*
 #: entry, or where an entry's closing marker is missing, it is one a person indented.
 _INDENTED_MARKER_RE = re.compile(
     r"^[ \t]++<!--[ \t]*+(/?)entry:[ \t]*+([^\s>]*)[ \t]*+-->[ \t]*+\r?$", re.M)
+#: A line a person meant as an entry marker that is none, outside every readable entry: the
+#: indented one above, or one with ``ENTRY``, a no-break space, ``--->`` or a note after it.
+#: Not a last line with no line end: that may be a marker still being written.
+_MISSHAPEN_MARKER_RE = re.compile(
+    r"^[^\S\n]*+<!--[^\S\n]*+(/?)[^\S\n]*+entry[^\S\n]*+:[^\S\n]*+([a-z]++_\d++_\d++)"
+    r"(?![^\s>-])[^\n]*(?=\n)", re.M | re.I)
 #: The line that closes the file frontmatter, as :func:`frontmatter_bounds` reads it.
 _FM_CLOSE_RE = re.compile(r"^(?:---|\.\.\.)[^\S\n]*$", re.M)
 #: What follows ``<!--`` in an opening marker line cut short before its ``-->`` was written
@@ -695,20 +701,30 @@ class _Parser:
             yield _Marker(line, m.group(1) == "/", m.group(2), m.start(), m.end())
 
     def _indented(self, log: DailyLog, at: tuple[int, int], end: int) -> set[tuple[bool, str]]:
-        """An error per entry marker indented by spaces or tabs from ``at`` (offset, 0-based
-        line) to offset ``end``, text outside every readable entry; ``(closing, id)`` of each.
-        The entry it opens or closes is not read: it was skipped without an error (not
-        indexed, not searchable, not merged). Its id is unreadable, as a broken entry's is:
-        still in the file, never taken as deleted."""
+        """An error per entry marker indented by spaces or tabs, or else misshapen (see
+        ``_MISSHAPEN_MARKER_RE``), from ``at`` (offset, 0-based line) to offset ``end``, text
+        outside every readable entry; ``(closing, id)`` of each. The entry it opens or closes
+        is not read: it was skipped without an error (not indexed, not searchable, not merged),
+        or with a warning that named the wrong line. Its id is unreadable, as a broken entry's
+        is: still in the file, never taken as deleted."""
         found: set[tuple[bool, str]] = set()
         pos, line = at
-        for m in _INDENTED_MARKER_RE.finditer(self.text, pos, end):
-            line += self.text.count("\n", pos, m.start())
-            pos = m.start()
+        matches = {m.start(): m for m in _MISSHAPEN_MARKER_RE.finditer(self.text, pos, end)}
+        matches.update((m.start(), m) for m in _INDENTED_MARKER_RE.finditer(self.text, pos, end))
+        for start in sorted(matches):
+            m = matches[start]
             closing, entry_id = bool(m.group(1)), m.group(2)
-            self.report(line + 1, f"{'closing' if closing else 'opening'} marker of "
-                        f"{quoted_value(entry_id)} is indented: the entry is not read (kept as "
-                        "written; remove the indentation before the marker)")
+            line += self.text.count("\n", pos, start)
+            pos = start
+            what = f"{'closing' if closing else 'opening'} marker of {quoted_value(entry_id)}"
+            if m.re is _INDENTED_MARKER_RE:
+                self.report(line + 1, f"{what} is indented: the entry is not read (kept as "
+                            "written; remove the indentation before the marker)")
+            else:
+                marker = f"<!-- {'/' if closing else ''}entry:{entry_id} -->"
+                self.report(line + 1, f"{what} is not written as {marker} alone on its "
+                            f"line: the entry is not read (kept as written: "
+                            f"{quoted_value(m.group().strip())})")
             found.add((closing, entry_id))
             log.unreadable.add(entry_id)
         return found

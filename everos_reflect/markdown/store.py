@@ -32,7 +32,7 @@ from everos_reflect.errors import (
     UnknownEntry,
     UserGone,
 )
-from everos_reflect.fileio import NotRegularFile, open_regular, read_at_most
+from everos_reflect.fileio import NotRegularFile, not_utf8, open_regular, read_at_most
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
     UNDONE,
@@ -407,9 +407,9 @@ class MarkdownStore:
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
-            line = data.count(b"\n", 0, exc.start) + 1
+            line, problem = not_utf8(data, exc)
             log = DailyLog(label, None, None, {}, unread=True)
-            log.diagnostics.append(Diagnostic(label, line, "file is not valid UTF-8", "fatal"))
+            log.diagnostics.append(Diagnostic(label, line, problem, "fatal"))
             return log
         return parse_log(text, label, entries=entries,
                          max_entry_bytes=self.limits.max_entry_bytes)
