@@ -305,6 +305,12 @@ def indexed_text(subject: str | None, summary: str | None, content: str | None) 
     guard warms the cache with a narrative before it is written), so both hit one cache key."""
     return "\n".join(p for p in (subject, summary, content) if p)
 
+def malformed_entry_id(shown: str) -> str:
+    """The one message for a value (``shown``, quoted) without an entry id's form, at every
+    edge: the API and MCP gave an insight's id as the example, the CLI an Episode's."""
+    return f"invalid entry id {shown}: expected e.g. ep_20261012_0001"
+
+
 @dataclass(frozen=True)
 class EntryId:
     """A parsed ``<prefix>_<YYYYMMDD>_<NNNN>`` id: the date names the file that holds it."""
@@ -318,7 +324,7 @@ class EntryId:
         m = ENTRY_ID_RE.fullmatch(text) if isinstance(text, str) else None
         if not m:
             shown = quoted(text) if isinstance(text, str) else repr(text)
-            raise InvalidId(f"invalid entry id {shown}: expected e.g. ep_20261012_0001")
+            raise InvalidId(malformed_entry_id(shown))
         digits = m.group(2)
         try:  # the same dates strptime("%Y%m%d") reads from 8 digits, at a tenth of its cost
             day = date(int(digits[:4]), int(digits[4:6]), int(digits[6:]))

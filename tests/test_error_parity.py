@@ -85,6 +85,21 @@ def test_an_impossible_day_is_an_unknown_entry_at_the_cli_as_at_the_api(
                                                          "status": 404})
 
 
+def test_a_malformed_entry_id_is_named_with_one_example_at_every_edge(
+        runtime: Runtime, root: Path) -> None:
+    # The API and MCP said "expected e.g. in_20261012_0001" of any id `explain` was given,
+    # an `ep_` one included; the CLI said `ep_`. One message for the one mistake.
+    result = CliRunner().invoke(cli, ["explain", "nonsense", "--user", "u_ann",
+                                      "--root", str(root)])
+    assert result.exit_code == 1
+    cli_message = result.output.removeprefix("error: ").rstrip("\n")
+    assert cli_message == "invalid entry id 'nonsense': expected e.g. ep_20261012_0001"
+    resp = ApiClient(runtime)("GET", "/api/v1/memory/explain/nonsense?user_id=u_ann")
+    assert resp.json()["error"]["message"].endswith(cli_message), resp.text
+    assert _mcp_error(runtime, "explain", {"entry_id": "nonsense",
+                                           "user_id": "u_ann"}).message.endswith(cli_message)
+
+
 def test_an_entry_in_a_log_that_cannot_be_read_is_not_called_missing_at_any_edge(
         runtime: Runtime, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The store marks a log it may not read "unread" and lint says "not read: Permission

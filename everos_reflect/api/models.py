@@ -26,6 +26,7 @@ from everos_reflect.model import (
     NAME_PATTERN,
     blank,
     control_problem,
+    malformed_entry_id,
     quoted,
     validate_name,
 )
@@ -240,7 +241,7 @@ def entry_id_form(value: str) -> str:
     form with an impossible day is the look-up's 404 (``lookup_entry_id``). MCP's ``explain``
     and the API's ``{entry_id}`` path parameter both refuse with this message."""
     if not ENTRY_ID_RE.fullmatch(value):
-        raise InvalidId(f"invalid entry id {quoted(value)}: expected e.g. in_20261012_0001")
+        raise InvalidId(malformed_entry_id(quoted(value)))
     return value
 
 
