@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import signal
+import socket
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -67,6 +68,9 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
         raise EverosError(f"a daemon (pid {other['pid']}) already serves {runtime.root} on "
                           f"{other['host']}:{other['port']}")
 
+    # the port first: on one another process holds, nothing is recovered, watched, scheduled
+    # or advertised (it was all started, "serving … on" logged, then uvicorn exited 3)
+    sock = listen_socket(host, port)
     engine = Engine(runtime)  # marks runs of a crashed daemon abandoned
     recover_interrupted(runtime)  # every strategy's recover() hook, before anything reads
     watcher = Watcher(runtime)
@@ -86,8 +90,9 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
             "root": str(runtime.root),
         })
         log.info("serving %s on http://%s:%s", runtime.root, host, port)
-        server.run()
+        server.run(sockets=[sock])
     finally:
+        sock.close()
         log.info("shutting down")
         scheduler.shutdown()
         engine.shutdown(timeout=STOP_GRACE_SECONDS)
@@ -96,6 +101,23 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         log.info("stopped")
+
+
+def listen_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host``:``port`` for uvicorn to serve on (as uvicorn binds one: IPv6
+    when the host has a colon, address reuse on), or one line naming the address and why not
+    (a port another process holds, an address this machine does not have)."""
+    sock = socket.socket(family=socket.AF_INET6 if ":" in host else socket.AF_INET)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host.removeprefix("[").removesuffix("]"), port))
+    except OSError as exc:
+        sock.close()
+        why = exc.strerror or str(exc)
+        raise EverosError(f"cannot listen on {host}:{port}: {why} (another process may hold "
+                          "the port: choose another with --port or [server] port)") from None
+    sock.set_inheritable(True)
+    return sock
 
 
 def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:

@@ -135,3 +135,30 @@ def test_a_daemon_json_with_a_real_address_is_read(root: Path, host: object) -> 
     info = {"pid": os.getppid(), "host": host, "port": 8000}
     daemon_file(root).write_text(json.dumps(info), "utf-8")
     assert read_daemon(root) == info
+
+
+def test_serve_on_a_port_another_process_holds_starts_nothing_and_says_so(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # It recovered, started the watcher and scheduler, wrote daemon.json and logged "serving
+    # … on http://127.0.0.1:P" before uvicorn found the port taken and exited 3 with no error
+    # line of its own.
+    import socket
+
+    from everos_reflect import serve as serve_module
+    from everos_reflect.engine import engine as engine_module
+
+    started: list[str] = []
+    monkeypatch.setattr(engine_module.Engine, "__init__",
+                        lambda self, *a, **k: started.append("engine"))
+    monkeypatch.setattr(serve_module, "recover_interrupted", lambda rt: started.append("rec"))
+    monkeypatch.setattr(engine_cmds, "configure_logging", lambda: None)
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        result = CliRunner().invoke(cli, ["serve", "--root", str(root), "--port", str(port)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: cannot listen on 127.0.0.1:{port}: Address already in use (another process "
+        "may hold the port: choose another with --port or [server] port)"]
+    assert started == [] and not daemon_file(root).exists()
