@@ -194,6 +194,13 @@ def test_provenance_command_shows_each_sentence_with_its_sources(root: Path) -> 
     text = runner.invoke(cli, ["provenance", narrative.id, "--user", ANDREW.user_id,
                                "--root", str(root)])
     assert text.exit_code == 0 and "recorded per sentence" in text.output
+    # an Episode as written merged nothing: it was said to have "no valid per-sentence
+    # record", every sentence "credited to all sources"
+    plain = runner.invoke(cli, ["provenance", sources[0].id, "--user", ANDREW.user_id,
+                                "--root", str(root)])
+    assert plain.exit_code == 0, plain.output
+    assert plain.output.splitlines()[0].endswith(
+        "not a merged narrative: it stands for itself)"), plain.output
     missing = runner.invoke(cli, ["provenance", "ep_20200101_0001", "--user", ANDREW.user_id,
                                   "--root", str(root)])
     assert missing.exit_code != 0 and "Traceback" not in missing.output

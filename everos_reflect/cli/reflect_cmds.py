@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from everos_reflect.cli.common import (
+    counted,
     emit_json,
     existing_root,
     handle_errors,
@@ -119,9 +120,13 @@ def provenance_cmd(entry_id: str, user_id: str, app: str | None, project: str | 
     if as_json:
         emit_json({"data": found.to_dict()})
         return
-    how = ("recorded per sentence" if found.recorded
-           else "no valid per-sentence record: every sentence credited to all sources")
-    say(f"{entry.id} ({len(found.sentences)} sentences, {how})")
+    if found.recorded:
+        how = "recorded per sentence"
+    elif entry.sources:
+        how = "no valid per-sentence record: every sentence credited to all sources"
+    else:  # an Episode as written (or a fact): no merge, so no sources to tell apart
+        how = "not a merged narrative: it stands for itself"
+    say(f"{entry.id} ({counted(len(found.sentences), 'sentence')}, {how})")
     for i, s in enumerate(found.sentences, 1):
         say(f"{i:>3}. {s.text}\n     <- {', '.join(s.sources)}")
 
