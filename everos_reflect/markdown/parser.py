@@ -810,7 +810,9 @@ class _Parser:
                         f"closing marker names {quoted_value(closed.id)} but the open entry "
                         f"is {quoted_value(entry_id)}",
                     )
-                log.unreadable.add(entry_id)
+                # Either id may be the entry's (a typo in one marker): both are still in the
+                # file, and neither is taken as deleted until the markers agree.
+                log.unreadable |= {entry_id, closed.id}
                 marker = next(markers, None)
                 continue
             if first_at[entry_id] == i + 1:
