@@ -782,6 +782,20 @@ def test_a_typo_in_an_opening_marker_id_keeps_the_entry_it_names(typo: str) -> N
     assert error.line == 30
 
 
+@pytest.mark.parametrize(("old", "new", "line", "message"), [
+    ("date: '2026-10-12'", "date: \u20182026-10-12\u2019", 5, "unreadable date"),  # smart quotes
+    ("date: '2026-10-12'", "date: '2026-10-13'", 5, "does not match the file name"),
+    ("type: episode_daily", "type: diary", 2, "unknown file type"),
+    ("type: episode_daily", "type: atomic_fact_daily", 2, "does not match the file name"),
+])
+def test_a_frontmatter_field_problem_points_at_its_line(
+        old: str, new: str, line: int, message: str) -> None:
+    # They said line 1 (the opening ---), wherever the field was.
+    log = parse_log((HEAD + entry(1)).replace(old, new, 1), PATH)
+    [problem] = [d for d in log.diagnostics if message in d.message]
+    assert problem.line == line
+
+
 def test_a_leftover_closing_marker_alone_is_no_entry_kept() -> None:
     # The entry deleted for real, its closing marker left behind: deleted, not kept.
     text = HEAD + entry(1) + CLOSE_2 + "\n" + entry(3)
