@@ -185,24 +185,45 @@ def _dimensions(value: Any) -> str | None:
 #: Vector size of the bundled model, ``[embedding] provider = "local"`` (all-MiniLM-L6-v2):
 #: the embedder's own ``DIM``, pinned equal by a test. ``dimensions`` cannot change it.
 LOCAL_EMBEDDING_DIMENSIONS = 384
+#: The bundled model, as the shipped ``default.toml`` names it.
+LOCAL_EMBEDDING_MODEL = "all-MiniLM-L6-v2"
+#: What ``[embedding] model`` may say with the local provider, compared case-insensitively:
+#: the shipped name, its Hugging Face id, and the embedder's own ``name`` (recorded with every
+#: vector) with and without its provider prefix; a test pins the last equal to the embedder's.
+LOCAL_EMBEDDING_MODEL_NAMES = frozenset(name.lower() for name in (
+    LOCAL_EMBEDDING_MODEL, f"sentence-transformers/{LOCAL_EMBEDDING_MODEL}",
+    f"{LOCAL_EMBEDDING_MODEL}-int8", f"local:{LOCAL_EMBEDDING_MODEL}-int8"))
 
 
-def _embedding_problems(values: dict[str, Any],
-                        origin: Mapping[str, tuple[str, str]]) -> list[Problem]:
-    """``dimensions`` that the provider cannot make. The local model makes 384-dimensional
-    vectors whatever the key says: 768 was accepted and ignored, and ``lint`` said all was
-    well of a setting with no effect (a reindex under it changed nothing). The openai
-    provider asks its server for that size and names its vectors by it."""
-    if values.get("provider", "local") != "local" or "dimensions" not in origin:
+def _embedding_problems(values: dict[str, Any], origin: Mapping[str, tuple[str, str]],
+                        refused: set[str]) -> list[Problem]:
+    """``dimensions`` or ``model`` that the provider cannot honour. The local provider runs its
+    bundled model whatever the keys say: ``dimensions = 768`` and ``model =
+    "all-mpnet-base-v2"`` were accepted and ignored, and ``lint`` said all was well of settings
+    with no effect (a reindex under them changed nothing). The openai provider asks its server
+    for that model and size, and names its vectors by them. ``refused`` keys already have
+    their problem."""
+    if values.get("provider", "local") != "local" or "provider" in refused:
         return []
+    problems: list[Problem] = []
     size = values.get("dimensions")
-    if size == LOCAL_EMBEDDING_DIMENSIONS:
-        return []
-    file, shown = origin["dimensions"]
-    return [(file, shown, f"the local provider's model (all-MiniLM-L6-v2) makes "
-             f"{LOCAL_EMBEDDING_DIMENSIONS}-dimensional vectors, got {quoted_value(size)}: "
-             f"set {LOCAL_EMBEDDING_DIMENSIONS} or remove the key (another size needs "
-             "provider = \"openai\" and a model of that size)")]
+    if ("dimensions" in origin and "dimensions" not in refused
+            and size != LOCAL_EMBEDDING_DIMENSIONS):
+        file, shown = origin["dimensions"]
+        problems.append((file, shown, f"the local provider's model ({LOCAL_EMBEDDING_MODEL}) "
+                         f"makes {LOCAL_EMBEDDING_DIMENSIONS}-dimensional vectors, got "
+                         f"{quoted_value(size)}: set {LOCAL_EMBEDDING_DIMENSIONS} or remove the "
+                         "key (another size needs provider = \"openai\" and a model of that "
+                         "size)"))
+    model = values.get("model")
+    if ("model" in origin and "model" not in refused and isinstance(model, str)
+            and model.strip().lower() not in LOCAL_EMBEDDING_MODEL_NAMES):
+        file, shown = origin["model"]
+        problems.append((file, shown, f"the local provider runs only its bundled model "
+                         f"({LOCAL_EMBEDDING_MODEL}), got {quoted_value(model)}: set "
+                         f"\"{LOCAL_EMBEDDING_MODEL}\" or remove the key (another model needs "
+                         "provider = \"openai\" and a server that serves it)"))
+    return problems
 
 
 def _positive(value: Any) -> str | None:
@@ -547,9 +568,10 @@ def parse_settings(
             file, shown = origin[(section, key)]
             problems.append((file, shown, reason))
             refused.add((section, key))
-    if not refused & {("embedding", "provider"), ("embedding", "dimensions")}:
-        problems += _embedding_problems(values["embedding"], {
-            key: where for (section, key), where in origin.items() if section == "embedding"})
+    problems += _embedding_problems(
+        values["embedding"],
+        {key: where for (section, key), where in origin.items() if section == "embedding"},
+        {key for section, key in refused if section == "embedding"})
 
     if problems:
         raise ConfigError(problems)

@@ -559,6 +559,23 @@ def test_lint_reports_config_problems(root: Path) -> None:
     ]
 
 
+def test_lint_and_status_call_a_model_the_local_provider_ignores_a_config_problem(
+        root: Path) -> None:
+    (root / "everos.toml").write_text('[embedding]\nmodel = "all-mpnet-base-v2"\n')
+    result = run("lint", "--root", str(root))
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()[0].startswith(
+        f"{root / 'everos.toml'}: embedding.model: the local provider runs only its bundled "
+        "model (all-MiniLM-L6-v2), got 'all-mpnet-base-v2'")
+    doc = one_json(run("status", "--root", str(root), "--json"))
+    assert doc["config"]["ok"] is False
+    assert [p["message"].split(":")[0] for p in doc["config"]["problems"]] == ["embedding.model"]
+    # a root naming the shipped model is fine
+    (root / "everos.toml").write_text('[embedding]\nmodel = "all-MiniLM-L6-v2"\n')
+    assert run("lint", "--root", str(root)).exit_code == 0
+    assert one_json(run("status", "--root", str(root), "--json"))["config"]["ok"] is True
+
+
 def test_lint_reports_env_problems(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("EVEROS_LLM__PROVIDER", "gpt")
     result = run("lint", "--root", str(root), "--json")

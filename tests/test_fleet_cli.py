@@ -133,3 +133,69 @@ def test_status_with_a_fleet_the_root_is_not_in_is_one_line(tmp_path: Path) -> N
     assert result.exit_code == 1
     assert result.stderr.strip().endswith("(no pattern of its roots names it)")
     assert "is not a root of the fleet" in result.stderr
+
+
+def test_strategies_reads_a_roots_strategies_as_its_fleets_runs_do(tmp_path: Path) -> None:
+    # strategies read the root's ome.toml alone: in a fleet it said "disabled" of a strategy
+    # the fleet's runs ran, and gave no next run
+    root = tmp_path / "shard-a"
+    build_root(root, ome='[strategies.reflect_episodes]\ncron = "0 4 * * *"\n')  # root wins
+    fleet = _fleet(tmp_path, 'roots = ["shard-*"]\n[strategies.reflect_episodes]\n'
+                             'enabled = true\ncron = "0 3 * * *"\n')
+
+    def reflect_row(*extra: str) -> dict[str, Any]:
+        result = CliRunner().invoke(cli, ["strategies", "--root", str(root), "--json", *extra])
+        assert result.exit_code == 0, result.output
+        [row] = [r for r in json.loads(result.stdout) if r["name"] == "reflect_episodes"]
+        return row
+
+    alone, in_fleet = reflect_row(), reflect_row("--fleet", fleet)
+    assert (alone["enabled"], alone["cron"], alone["next_run"]) == (False, "0 4 * * *", None)
+    assert (in_fleet["enabled"], in_fleet["cron"]) == (True, "0 4 * * *")
+    assert in_fleet["next_run"].endswith("04:00:00+00:00")
+    text = CliRunner().invoke(cli, ["strategies", "--root", str(root), "--fleet", fleet])
+    assert "reflect_episodes: enabled, cron 0 4 * * *" in text.stdout
+
+
+def test_trigger_with_a_fleet_runs_in_process_with_the_fleets_settings(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # trigger read the root's ome.toml alone: a strategy the fleet enables was "disabled" by
+    # hand, and a forced run went by settings other than the fleet's runs
+    from everos_reflect.cli import engine_cmds
+    from everos_reflect.engine import daemon
+
+    root = tmp_path / "shard-a"
+    build_root(root)
+    fleet = _fleet(tmp_path, 'roots = ["shard-*"]\n[strategies.reflect_episodes]\n'
+                             'enabled = true\nmax_clusters_per_run = 1\n')
+    monkeypatch.setattr(engine_cmds, "open_runtime", lambda _root: open_test_root(str(root)))
+
+    def trigger(*extra: str) -> tuple[int, dict[str, Any]]:
+        result = CliRunner().invoke(cli, ["trigger", "reflect_episodes", "--root", str(root),
+                                          "--json", *extra])
+        return result.exit_code, json.loads(result.stdout)
+
+    code, alone = trigger()
+    assert (code, alone["status"]) == (4, "disabled")
+
+    def no_daemon(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a fleet's run goes through no root's daemon")
+
+    monkeypatch.setattr(daemon, "trigger_via_daemon", no_daemon)
+    code, in_fleet = trigger("--fleet", fleet)
+    # enabled, and one merge of the three clusters: the fleet's max_clusters_per_run
+    assert (code, in_fleet["status"], in_fleet["via"]) == (0, "ok", "in-process")
+    assert in_fleet["counts"]["merged"] == 1
+
+
+def test_strategies_and_trigger_with_a_fleet_the_root_is_not_in_are_one_line(
+        tmp_path: Path) -> None:
+    build_root(tmp_path / "shard-a")
+    build_root(tmp_path / "other")
+    fleet = _fleet(tmp_path)
+    for command in (["strategies"], ["trigger", "reflect_episodes"]):
+        result = CliRunner().invoke(cli, [*command, "--root", str(tmp_path / "other"),
+                                          "--fleet", fleet])
+        assert result.exit_code == 1
+        assert "is not a root of the fleet" in result.stderr
+        assert result.stderr.strip().endswith("(no pattern of its roots names it)")

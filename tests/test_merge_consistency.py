@@ -13,6 +13,8 @@ from click.testing import CliRunner
 from everos_reflect.cli.main import cli
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.model import Entry
+from everos_reflect.runtime import Runtime
 from everos_reflect.strategies import journal
 from everos_reflect.strategies.consistency import live_beside_sources
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime, run_reflection, seed_pets
@@ -27,9 +29,10 @@ def test_live_beside_sources_names_only_the_live_ones() -> None:
     assert [(f.narrative, f.live_sources) for f in found] == [("ep_1", ("ep_b",))]
 
 
-def _crashed_after_facts(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    rt = make_runtime(root, ExtractiveLLM())
-    seed_pets(rt)
+def _crash_at_facts(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> list[Entry]:
+    """A run on the pets Episodes (returned) killed at its facts step, the merge half
+    written; checkpoints are no-ops again afterwards."""
+    sources = seed_pets(rt)
 
     def crash_at(step: str) -> None:
         if step == journal.FACTS:
@@ -39,6 +42,12 @@ def _crashed_after_facts(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(Crash):
         run_reflection(rt)
     monkeypatch.setattr(journal, "checkpoint", lambda step: None)
+    return sources
+
+
+def _crashed_after_facts(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    _crash_at_facts(rt, monkeypatch)
     Indexer(rt).scan()  # the index now shows the half-written merge too
     rt.close()
 
@@ -178,16 +187,7 @@ def test_a_merge_withdrawn_by_recovery_is_no_problem_and_a_hand_made_self_link_i
     # A merge abandoned before its point of no return withdraws its narrative by archiving it
     # toward itself; lint called that "archived toward itself" and exited 1 for good.
     rt = make_runtime(tmp_path, ExtractiveLLM())
-    sources = seed_pets(rt)
-
-    def crash_at(step: str) -> None:
-        if step == journal.FACTS:
-            raise Crash(step)
-
-    monkeypatch.setattr(journal, "checkpoint", crash_at)
-    with pytest.raises(Crash):
-        run_reflection(rt)
-    monkeypatch.setattr(journal, "checkpoint", lambda step: None)
+    sources = _crash_at_facts(rt, monkeypatch)
     log = rt.store.path_for_id(ANDREW, sources[0].id)
     log.write_text(log.read_text().replace("no pets:", "no pets at all:"))  # stale now
     assert run_reflection(rt)["recovered_abandoned"] == 1

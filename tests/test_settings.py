@@ -424,6 +424,37 @@ def test_a_size_the_local_model_does_not_make_is_refused_naming_file_key_and_rea
         parse_settings(DEFAULTS, text, {}, "root/everos.toml")
 
 
+def test_a_model_the_local_provider_does_not_run_is_refused_naming_file_key_and_reason() -> None:
+    # The bundled all-MiniLM-L6-v2 ran whatever `model` said: another model name was accepted
+    # and ignored, so a user believed they got it.
+    ((file, shown, why),) = problems_of('[embedding]\nmodel = "all-mpnet-base-v2"\n')
+    assert (file, shown) == ("root/everos.toml", "embedding.model")
+    assert why.startswith("the local provider runs only its bundled model (all-MiniLM-L6-v2), "
+                          "got 'all-mpnet-base-v2': set \"all-MiniLM-L6-v2\" or remove the key")
+    # named where it was set, the provider coming from another layer; both keys at once
+    problems = problems_of('[embedding]\nprovider = "openai"\nmodel = "text-embedding-3-small"\n'
+                           'dimensions = 1536\n', {"EVEROS_EMBEDDING__PROVIDER": "local"})
+    assert [(f, k) for f, k, _ in problems] == [("root/everos.toml", "embedding.dimensions"),
+                                                ("root/everos.toml", "embedding.model")]
+    # a blank name is refused for being blank alone
+    assert [p[2] for p in problems_of('[embedding]\nmodel = " "\n')] == ["must not be empty"]
+    # the bundled model under the names it goes by, and any model for the openai provider
+    for name in ("all-MiniLM-L6-v2", "all-minilm-l6-v2", "sentence-transformers/all-MiniLM-L6-v2",
+                 "all-MiniLM-L6-v2-int8", "local:all-MiniLM-L6-v2-int8"):
+        assert parse_settings(DEFAULTS, f'[embedding]\nmodel = "{name}"\n', {},
+                              "root/everos.toml").embedding.model == name
+    parse_settings(DEFAULTS, '[embedding]\nprovider = "openai"\nmodel = "all-mpnet-base-v2"\n',
+                   {}, "root/everos.toml")
+
+
+def test_the_model_names_settings_accept_for_the_local_provider_are_the_bundled_models() -> None:
+    from everos_reflect.embedding.local import LocalEmbedder
+    from everos_reflect.settings import LOCAL_EMBEDDING_MODEL_NAMES
+
+    assert Settings().embedding.model.lower() in LOCAL_EMBEDDING_MODEL_NAMES
+    assert LocalEmbedder.name.lower() in LOCAL_EMBEDDING_MODEL_NAMES
+
+
 def test_the_size_settings_hold_the_local_provider_to_is_the_models() -> None:
     from everos_reflect.embedding.local import DIM
     from everos_reflect.settings import LOCAL_EMBEDDING_DIMENSIONS

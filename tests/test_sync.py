@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
 
@@ -329,17 +329,16 @@ def test_broken_frontmatter_keeps_indexed_entries_and_records_the_problem(rt: Ru
     assert set(_sql(rt)) == {a.id}
 
 
-def test_a_corrupt_entry_keeps_its_indexed_row_until_fixed_or_deleted(rt: Runtime) -> None:
-    """Still in its file, an entry whose metadata a hand edit broke is not deleted from the
-    index (as a log caught mid-write is not): dropped, its deletion was published and every
-    record citing it went stale for good. Deleted for real, it goes."""
+def _kept_while_broken(rt: Runtime, breaking: Callable[[str, Entry], str],
+                       ) -> tuple[Entry, Entry, str, Indexer]:
+    """Two entries indexed, the second broken by ``breaking`` (the log's text, the entry →
+    the broken text) and mended: its row stays throughout, nothing is embedded again."""
     a = _append(rt, "Dog", "Toby")
     b = _append(rt, "Cat", "Misty")
     indexer = Indexer(rt)
     indexer.scan()
     good = _path(rt).read_text()
-    broken_b = b.raw.replace("owner_id: u_andrew", "owner_id: [u_andrew")
-    _path(rt).write_text(good.replace(b.raw, broken_b))
+    _path(rt).write_text(breaking(good, b))
     report = indexer.scan()
     assert report.entries_deleted == 0 and report.problems
     assert set(_sql(rt)) == set(_lance(rt)) == {a.id, b.id}
@@ -348,8 +347,21 @@ def test_a_corrupt_entry_keeps_its_indexed_row_until_fixed_or_deleted(rt: Runtim
     report = indexer.scan()
     assert report.entries_embedded == 0 and not report.problems
     assert set(_sql(rt)) == set(_lance(rt)) == {a.id, b.id}
+    return a, b, good, indexer
 
-    _path(rt).write_text(good.replace(b.raw, broken_b))
+
+def _broken_yaml(text: str, entry: Entry) -> str:
+    return text.replace(entry.raw, entry.raw.replace("owner_id: u_andrew",
+                                                     "owner_id: [u_andrew"))
+
+
+def test_a_corrupt_entry_keeps_its_indexed_row_until_fixed_or_deleted(rt: Runtime) -> None:
+    """Still in its file, an entry whose metadata a hand edit broke is not deleted from the
+    index (as a log caught mid-write is not): dropped, its deletion was published and every
+    record citing it went stale for good. Deleted for real, it goes."""
+    a, b, good, indexer = _kept_while_broken(rt, _broken_yaml)
+
+    _path(rt).write_text(_broken_yaml(good, b))
     indexer.scan()
     _path(rt).write_text(good.replace(b.raw, ""))
     report = indexer.scan()
@@ -361,20 +373,7 @@ def test_an_entry_whose_opening_marker_was_deleted_keeps_its_row_until_fixed(
         rt: Runtime) -> None:
     # Its text is still in the file: dropped, its deletion was published and every record
     # citing it went stale for good.
-    a = _append(rt, "Dog", "Toby")
-    b = _append(rt, "Cat", "Misty")
-    indexer = Indexer(rt)
-    indexer.scan()
-    good = _path(rt).read_text()
-    _path(rt).write_text(good.replace(f"<!-- entry:{b.id} -->\n", "", 1))
-    report = indexer.scan()
-    assert report.entries_deleted == 0 and report.problems
-    assert set(_sql(rt)) == set(_lance(rt)) == {a.id, b.id}
-
-    _path(rt).write_text(good)
-    report = indexer.scan()
-    assert report.entries_embedded == 0 and not report.problems
-    assert set(_sql(rt)) == {a.id, b.id}
+    _kept_while_broken(rt, lambda text, b: text.replace(f"<!-- entry:{b.id} -->\n", "", 1))
 
 
 def test_a_log_saved_as_latin1_is_reported_at_its_line_and_keeps_its_rows(rt: Runtime) -> None:

@@ -14,7 +14,7 @@ from everos_reflect.cli import cluster_cmds
 from everos_reflect.cli.main import cli
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
-from everos_reflect.strategies.holdback import held_back, is_held
+from everos_reflect.strategies.holdback import HoldRules, held_back, is_held
 from everos_reflect.strategies.undo import undo_merge
 from tests.api_client import ApiClient
 from tests.reflect_fixtures import (
@@ -227,3 +227,53 @@ def test_the_reports_show_no_hold_the_run_merges_past_max_sources_per_merge(
         [], False, [], [(False, None)], False)
     counts = run_reflection(rt, max_sources_per_merge=2)
     assert counts["merged"] == 1 and not counts.get("held_back")
+
+
+def _held_in_status(root: Path) -> list[tuple[str, int]]:
+    status = CliRunner().invoke(cli, ["status", "--root", str(root), "--json"])
+    return [(h["reason"], len(h["members"])) for h in json.loads(status.stdout)["merges"]
+            ["held_back"]]
+
+
+def test_status_counts_no_undone_member_deleted_by_hand_since_indexing(root: Path) -> None:
+    # The report counted the undone members the index held, while the run's scan drops a
+    # member whose log was deleted first: with one left there is nothing to merge, yet status
+    # said "3 episodes wait for a new member".
+    rt, narrative = _merged_then_undone(root)
+    others = sorted(narrative.sources)[1:]
+    rt.store.path_for_id(ANDREW, others[0]).unlink()
+    assert _held_in_status(root) == [("undone", 2)]
+    rt.store.path_for_id(ANDREW, others[1]).unlink()
+    assert _held_in_status(root) == []
+    assert not run_reflection(rt).get("held_back")  # what the run does, it says
+    # a member whose log cannot be read stays in the index, and the run holds it back still
+    rt2, narrative2 = _merged_then_undone(root.parent / "second")
+    _break(rt2.store.path_for_id(ANDREW, sorted(narrative2.sources)[1]), "utf8")
+    assert [(h.reason, len(h.members)) for h in held_back(rt2.db(), ANDREW, rt2.store)] == \
+        [("undone", 3)]
+    assert run_reflection(rt2)["held_back"] == 1
+
+
+@pytest.mark.parametrize(("max_sources", "reported"), [(50, []), (2, [("unreadable", 2)])])
+def test_the_hold_behind_an_unreadable_new_member_counts_the_undone_members_the_run_reads(
+        root: Path, max_sources: int, reported: list[tuple[str, int]]) -> None:
+    # With the new member unreadable the run merges the undone sources Markdown gives: two of
+    # three when a third's log cannot be read either. The report counted three from the index:
+    # with max_sources_per_merge = 2 it said "merged in part, not held" of a cluster every run
+    # held back; with another log broken (one left) it said "held" of one the run let be.
+    rt, narrative = _merged_then_undone(root)
+    new = add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
+                      "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
+    Indexer(rt).scan()
+    first, second, third = sorted(narrative.sources)
+    broken = {new.id, third} if max_sources == 2 else {new.id, second, third}
+    for path in {rt.store.path_for_id(ANDREW, eid) for eid in broken}:
+        _break(path, "utf8")
+    rules = HoldRules(max_sources=max_sources)
+    held = held_back(rt.db(), ANDREW, rt.store, rules)
+    assert [(h.reason, len(h.members)) for h in held] == reported
+    if held:
+        assert held[0].members == (first, second)
+        assert [eid for eid, _, _ in held[0].unreadable] == [new.id]
+    counts = run_reflection(rt, max_sources_per_merge=max_sources)
+    assert counts.get("held_back", 0) == len(reported) and not counts.get("merged")

@@ -34,8 +34,9 @@ root_option = click.option(
     help="Memory root (default: $EVEROS_ROOT, else ~/.everos).",
 )
 json_option = click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
-#: ``--fleet`` of a command that reports a root's strategies (``status``, ``clusters``): the
-#: fleet's ``[strategies]`` defaults under the root's ``ome.toml``, as the fleet's runs read them.
+#: ``--fleet`` of a command that reports a root's strategies (``status``, ``clusters``,
+#: ``strategies``) or runs one (``trigger``): the fleet's ``[strategies]`` defaults under the
+#: root's ``ome.toml``, as the fleet's runs read them.
 fleet_defaults_option = click.option(
     "--fleet", "fleet_file", default=None, type=click.Path(dir_okay=False, path_type=str),
     help="The fleet.toml this root runs in: its [strategies] defaults are laid under the "

@@ -12,6 +12,8 @@ from everos_reflect.cli.common import (
     configure_logging,
     emit_json,
     fail,
+    fleet_defaults,
+    fleet_defaults_option,
     handle_errors,
     json_option,
     open_runtime,
@@ -59,10 +61,15 @@ def _not_nan(value: float) -> float:
 @click.option("--timeout", type=click.FloatRange(0, 86400), default=120.0, show_default=True,
               callback=lambda _ctx, _param, value: _not_nan(value),
               help="Seconds to wait for the run.")
+@fleet_defaults_option
 @json_option
 @handle_errors
-def trigger_cmd(root: str | None, name: str, force: bool, timeout: float, as_json: bool) -> None:
+def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
+                fleet_file: str | None, as_json: bool) -> None:
     """Run strategy NAME now: through the daemon serving the root, else in this process.
+
+    With --fleet, always in this process with the fleet's settings, as a fleet's run of the
+    root (a daemon serving the root reads its ome.toml alone).
 
     Exit codes: 0 ok; 1 failed (every unit failed, the run raised) or busy; 3 partial (some
     units failed, or a run limit stopped it between units); 4 disabled (use --force); 5 timed
@@ -72,7 +79,13 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float, as_jso
     from everos_reflect.engine.engine import Engine
 
     runtime = open_runtime(root)
-    outcome = trigger_via_daemon(runtime, name, force=force, timeout=timeout)
+    if fleet_file is not None:
+        # A fleet's runs lay its defaults under the root's ome.toml and run where they are
+        # sent, never through a root's daemon, which would run the root's ome.toml alone.
+        runtime.ome_defaults = fleet_defaults(runtime.root, fleet_file)
+        outcome = None
+    else:
+        outcome = trigger_via_daemon(runtime, name, force=force, timeout=timeout)
     via = "daemon"
     engine = None
     if outcome is None:
@@ -148,13 +161,16 @@ def runs_cmd(root: str | None, limit: int, as_json: bool) -> None:
 
 @click.command("strategies")
 @root_option
+@fleet_defaults_option
 @json_option
 @handle_errors
-def strategies_cmd(root: str | None, as_json: bool) -> None:
+def strategies_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> None:
     """Each strategy: enabled, schedule, next run, last run."""
     from everos_reflect.engine.engine import strategies_status
 
-    rows = strategies_status(open_runtime(root))
+    runtime = open_runtime(root)
+    runtime.ome_defaults = fleet_defaults(runtime.root, fleet_file)  # as the fleet's runs read
+    rows = strategies_status(runtime)
     if as_json:
         emit_json(rows)
         return

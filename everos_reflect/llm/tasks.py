@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
 from everos_reflect.llm.base import Usage
-from everos_reflect.model import CONTROL_CHARS, SURROGATES, quoted_value
+from everos_reflect.model import CONTROL_CHARS, SURROGATES, blank, quoted_value
 
 if TYPE_CHECKING:
     from everos_reflect.llm.prompts import Message, Prompts
@@ -369,7 +369,7 @@ def text_field(obj: Mapping[str, Any], key: str, *, limit: int = 20_000) -> str:
     if not isinstance(value, str):
         raise InvalidReply(f"{key!r} must be a string, got {type(value).__name__}")
     value = value.strip()
-    if not value:
+    if blank(value):  # a zero-width space or a BOM alone was written as a title or an insight
         raise InvalidReply(f"{key!r} is empty")
     if len(value) > limit:
         raise InvalidReply(f"{key!r} is longer than {limit} characters")
@@ -394,7 +394,7 @@ def strings(obj: Mapping[str, Any], key: str, *, limit: int = 2_000) -> list[str
         if len(item) > limit:
             raise InvalidReply(f"an item of {key!r} is longer than {limit} characters")
         _no_control(item, f"an item of {key!r}")
-        if item:
+        if not blank(item):  # dropped as an empty one is: a U+200B alone was a fact
             kept.setdefault(item)
     return list(kept)
 

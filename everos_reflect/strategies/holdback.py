@@ -13,8 +13,10 @@ index copies both, so a ``reindex`` keeps the hold. Read from ``system.db`` thro
 A new member releases the hold only if the merge can take it: Reflection merges what Markdown
 gives, so a member whose log cannot be read now (not UTF-8, over ``limits.max_file_bytes``,
 broken frontmatter) leaves exactly the undone sources, and the run holds the cluster back
-still. Given the store, :func:`held_back` reads the logs of those new members (of held
-clusters only, never every log) and says so, so ``status`` and ``clusters`` agree with the run.
+still. Given the store, :func:`held_back` reads the logs of the members of clusters holding
+undone sources (never every log) and says so, so ``status`` and ``clusters`` agree with the run;
+it counts the members the run counts: none deleted by hand since indexing (the run's scan drops
+them first), and behind an unreadable new member only the undone sources that read.
 
 The reports read the two settings that decide a hold as the run reads them
 (:class:`HoldRules`, from the same settings a run is given, :func:`reflect_settings`): with
@@ -124,14 +126,27 @@ class Held:
                                for eid, file, why in self.unreadable]}
 
 
-def unreadable_joiners(store: MarkdownStore, ref: UserRef,
-                       joined: Iterable[str]) -> tuple[tuple[str, str, str], ...] | None:
-    """``joined`` (members new since an undo), each with its log and why a merge cannot take
-    it now (:attr:`Held.unreadable`), or None when one of them reads live from its log (it
-    releases the hold). Only their logs are read, each once."""
-    found: list[tuple[str, str, str]] = []
+@dataclass(frozen=True)
+class MemberRead:
+    """What a member's log says of it now, as a run sees it."""
+
+    #: ``live``: a merge takes it. ``kept``: it cannot be read now, but its log is there and
+    #: the run's scan keeps its index rows (a log not UTF-8 or too large, a broken entry
+    #: block, a log caught mid-write), so it still counts as a member. ``gone``: its log is
+    #: gone, or the entry is no longer in it or archived there; the run's scan drops it.
+    state: str
+    file: str
+    #: why it is not ``live`` ("" when it is)
+    why: str = ""
+
+
+def read_members(store: MarkdownStore, ref: UserRef,
+                 ids: Iterable[str]) -> dict[str, MemberRead]:
+    """Each of ``ids`` as its log reads now (:class:`MemberRead`). Only their logs are read,
+    each once."""
+    out: dict[str, MemberRead] = {}
     logs: dict[Path, DailyLog | None] = {}
-    for eid in sorted(set(joined)):
+    for eid in sorted(set(ids)):
         path = store.path_for_id(ref, eid)
         if path not in logs:
             try:
@@ -140,28 +155,48 @@ def unreadable_joiners(store: MarkdownStore, ref: UserRef,
                 logs[path] = None
         log = logs[path]
         if log is None:
-            found.append((eid, store.rel(path), "not found"))
+            out[eid] = MemberRead("gone", store.rel(path), "not found")
             continue
         entry = next((e for e in log.entries if e.id == eid), None)
-        if entry is not None and entry.deprecated_by is None:
-            return None
+        if entry is not None:
+            out[eid] = (MemberRead("live", log.path) if entry.deprecated_by is None
+                        else MemberRead("gone", log.path, "archived in its log"))
+            continue
         fatal = next((d for d in log.diagnostics if d.severity == "fatal"), None)
-        why = ("archived in its log" if entry is not None
-               else fatal.message if fatal is not None
-               else "its entry block cannot be read (see lint)")
-        found.append((eid, log.path, why))
-    return tuple(found) if found else None
+        if fatal is not None or log.unread:
+            why = fatal.message if fatal is not None else "its log cannot be read (see lint)"
+            out[eid] = MemberRead("kept", log.path, why)
+        elif eid in log.unreadable or log.open_at_end is not None:
+            out[eid] = MemberRead("kept", log.path, "its entry block cannot be read (see lint)")
+        else:
+            out[eid] = MemberRead("gone", log.path, "no longer in its log")
+    return out
+
+
+def unreadable_joiners(store: MarkdownStore, ref: UserRef,
+                       joined: Iterable[str]) -> tuple[tuple[str, str, str], ...] | None:
+    """``joined`` (members new since an undo), each with its log and why a merge cannot take
+    it now (:attr:`Held.unreadable`), or None when one of them reads live from its log (it
+    releases the hold). Only their logs are read, each once."""
+    read = read_members(store, ref, joined)
+    if not read or any(r.state == "live" for r in read.values()):
+        return None
+    return tuple((eid, r.file, r.why) for eid, r in read.items())
 
 
 def held_back(conn: sqlite3.Connection, ref: UserRef | None = None,
               store: MarkdownStore | None = None, rules: HoldRules | None = None) -> list[Held]:
     """Every cluster (of ``ref``, else of the root) that Reflection would merge but holds back
-    because all its would-be sources come from undone merges. With ``store``, also those whose
-    members new since the undo cannot be read now (:func:`unreadable_joiners`), as the run
-    holds them back; without it, the index alone decides. ``rules``: the run's settings
+    because all its would-be sources come from undone merges. ``rules``: the run's settings
     (:class:`HoldRules`; None: the defaults) -- with ``remerge_undone`` nothing is held, and
     a cluster left with more undone sources than ``max_sources_per_merge`` is merged in part
-    (the run holds only a merge that takes every source there is)."""
+    (the run holds only a merge that takes every source there is).
+
+    With ``store``, the members are counted as the run counts them (:func:`read_members`,
+    only the logs of clusters holding undone sources): a member deleted or archived by hand
+    since indexing is none (the run's scan drops it first); a new member that cannot be read
+    releases nothing, and then the run merges what Markdown gives, so only the undone sources
+    that read live count. Without it, the index alone decides."""
     rules = rules or HoldRules()
     if rules.remerge_undone:
         return []  # the run merges them again
@@ -173,22 +208,26 @@ def held_back(conn: sqlite3.Connection, ref: UserRef | None = None,
         for cluster_id, narrative in reads.clusters_of(conn, owner):
             members = candidates(conn, cluster_id, narrative)
             needed = 1 if narrative else 2
+            if len(members) < needed or not undone & set(members):
+                continue  # nothing to merge, or no undone source among them: nothing held
+            read = read_members(store, owner, members) if store is not None else {}
+            # the cluster as the run's scan leaves it in the index
+            members = [m for m in members if m not in read or read[m].state != "gone"]
             if len(members) < needed:
                 continue
             if is_held(members, undone):
                 out.append(Held(owner, cluster_id, tuple(members)))
                 continue
-            joined = set(members) - undone
-            if store is None or joined == set(members):
-                continue  # no undone source among them: nothing to hold
-            kept = tuple(m for m in members if m not in joined)
+            joined = [m for m in members if m not in undone]
+            if store is None or any(read[m].state == "live" for m in joined):
+                continue  # a new member the merge takes: a new decision, not held
+            kept = tuple(m for m in members if m in undone and read[m].state == "live")
             if len(kept) < needed:
                 continue  # without the new members there is nothing to merge either
             if len(kept) > max(1, rules.max_sources):
                 continue  # the run merges the oldest of them and defers the rest: not held
-            unreadable = unreadable_joiners(store, owner, joined)
-            if unreadable is not None:
-                out.append(Held(owner, cluster_id, kept, unreadable))
+            out.append(Held(owner, cluster_id, kept,
+                            tuple((m, read[m].file, read[m].why) for m in sorted(joined))))
     return out
 
 
@@ -209,5 +248,6 @@ def waiting_on_unreadable(conn: sqlite3.Connection, store: MarkdownStore,
     return out
 
 
-__all__ = ["Held", "HoldRules", "candidates", "held_back", "is_held", "reflect_settings",
-           "undone_sources", "unreadable_joiners", "waiting_on_unreadable"]
+__all__ = ["Held", "HoldRules", "MemberRead", "candidates", "held_back", "is_held",
+           "read_members", "reflect_settings", "undone_sources", "unreadable_joiners",
+           "waiting_on_unreadable"]

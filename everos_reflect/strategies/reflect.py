@@ -133,9 +133,11 @@ class ReflectEpisodes(Strategy):
     settings = (
         SettingSpec("max_clusters_per_run", int, 10,
                     "Clusters merged per user per run, largest first.", at_least(1)),
+        # at least 2: a merge takes two Episodes; at 1 every first "merge" rewrote a single
+        # Episode into a narrative of one source and archived it, merging nothing
         SettingSpec("max_sources_per_merge", int, 50,
                     "Episodes folded into one merge, oldest first; the rest wait for a later "
-                    "run.", at_least(1)),
+                    "run.", at_least(2)),
         SettingSpec("min_fact_coverage", float, DEFAULT_MIN_FACT_COVERAGE,
                     "Reject a merge whose facts state less than this share of the sources' "
                     "facts.", _unit_interval),
