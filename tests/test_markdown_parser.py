@@ -770,6 +770,32 @@ def test_an_entry_whose_opening_marker_was_deleted_is_named_and_kept(crlf: bool)
     assert "closing marker of 'ep_20261012_0002' without an opening one" in stray.message
 
 
+@pytest.mark.parametrize("typo", ["ep_20261012_002", "ep_20261012_0002\u200b"])
+def test_a_typo_in_an_opening_marker_id_keeps_the_entry_it_names(typo: str) -> None:
+    # A digit lost, an invisible character pasted: the closing marker still names the entry,
+    # which was taken as deleted (its deletion published), as if its text had gone.
+    text = (HEAD + entry(1) + entry(2) + entry(3)).replace(OPEN_2, f"<!-- entry:{typo} -->", 1)
+    log = parse_log(text, PATH)
+    assert [e.id for e in log.entries] == ["ep_20261012_0001", "ep_20261012_0003"]
+    assert log.unreadable == {typo, "ep_20261012_0002"}
+    [error] = [d for d in log.diagnostics if "closing marker names" in d.message]
+    assert error.line == 30
+
+
+@pytest.mark.parametrize(("old", "new", "line", "message"), [
+    ("date: '2026-10-12'", "date: \u20182026-10-12\u2019", 5, "unreadable date"),  # smart quotes
+    ("date: '2026-10-12'", "date: '2026-10-13'", 5, "does not match the file name"),
+    ("type: episode_daily", "type: diary", 2, "unknown file type"),
+    ("type: episode_daily", "type: atomic_fact_daily", 2, "does not match the file name"),
+])
+def test_a_frontmatter_field_problem_points_at_its_line(
+        old: str, new: str, line: int, message: str) -> None:
+    # They said line 1 (the opening ---), wherever the field was.
+    log = parse_log((HEAD + entry(1)).replace(old, new, 1), PATH)
+    [problem] = [d for d in log.diagnostics if message in d.message]
+    assert problem.line == line
+
+
 def test_a_leftover_closing_marker_alone_is_no_entry_kept() -> None:
     # The entry deleted for real, its closing marker left behind: deleted, not kept.
     text = HEAD + entry(1) + CLOSE_2 + "\n" + entry(3)

@@ -673,15 +673,19 @@ class _Parser:
                 "fatal"
             )
         if "type" in data and fm_kind is None:
-            self.report(1, f"unknown file type {quoted_value(data.get('type'))}", "fatal")
+            self.report(self._key_line("type"),
+                        f"unknown file type {quoted_value(data.get('type'))}", "fatal")
         if "date" in data and fm_day is None:
-            self.report(1, f"unreadable date {quoted_value(data.get('date'))}", "fatal")
+            self.report(self._key_line("date"),
+                        f"unreadable date {quoted_value(data.get('date'))}", "fatal")
         if data.get("user_id") is None:  # ``user_id:`` left empty too: no owner is checked
             self.report(self._key_line("user_id"), "frontmatter has no user_id", "warning")
         if name_kind and fm_kind and name_kind != fm_kind:
-            self.report(1, f"type {fm_kind.file_type} does not match the file name", "warning")
+            self.report(self._key_line("type"),
+                        f"type {fm_kind.file_type} does not match the file name", "warning")
         if name_day and fm_day and name_day != fm_day:
-            self.report(1, f"date {fm_day} does not match the file name", "warning")
+            self.report(self._key_line("date"), f"date {fm_day} does not match the file name",
+                        "warning")
         log.kind = name_kind or fm_kind
         log.day = name_day or fm_day
         if log.kind is None:
@@ -810,7 +814,9 @@ class _Parser:
                         f"closing marker names {quoted_value(closed.id)} but the open entry "
                         f"is {quoted_value(entry_id)}",
                     )
-                log.unreadable.add(entry_id)
+                # Either id may be the entry's (a typo in one marker): both are still in the
+                # file, and neither is taken as deleted until the markers agree.
+                log.unreadable |= {entry_id, closed.id}
                 marker = next(markers, None)
                 continue
             if first_at[entry_id] == i + 1:
