@@ -354,6 +354,17 @@ def test_set_enabled_adds_the_key_to_an_existing_table_and_keeps_others() -> Non
     assert out.startswith('[strategies.reflect_episodes]\ncron = "0 2 * * 1"\n')
 
 
+def test_enable_adds_a_strategy_to_strategies_written_as_an_inline_table(root: Path) -> None:
+    text = "strategies = { reflect_episodes = { enabled = false } }  # mine\n"
+    (root / "ome.toml").write_text(text)
+    result = run("enable", "learn_lessons", "--root", str(root))
+    assert result.exit_code == 0, result.output
+    after = (root / "ome.toml").read_text()
+    assert after.endswith("}  # mine\n")
+    assert tomllib.loads(after) == {"strategies": {"reflect_episodes": {"enabled": False},
+                                                   "learn_lessons": {"enabled": True}}}
+
+
 def test_enable_unknown_strategy_fails_and_names_the_known_ones(root: Path) -> None:
     before = (root / "ome.toml").read_text()
     line = one_line_error(run("enable", "reflect_episode", "--root", str(root)))

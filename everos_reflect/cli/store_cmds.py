@@ -468,7 +468,10 @@ def set_enabled(text: str, name: str, enabled: bool, file: str) -> str:
         doc.add("strategies", tomlkit.table(is_super_table=True))
     strategies = doc["strategies"]
     if name not in strategies:
-        table = tomlkit.table()
+        # `strategies = { ... }` written inline holds only inline tables: a [table] there
+        # raised ValueError, a traceback instead of the change
+        inline = isinstance(strategies, tomlkit.items.InlineTable)
+        table = tomlkit.inline_table() if inline else tomlkit.table()
         table.add("enabled", enabled)
         strategies[name] = table  # type: ignore[index]
     else:
