@@ -2,10 +2,11 @@
 
 A lesson is an entry of ``.lessons/lesson-YYYY-MM-DD.md`` (``type: lesson_daily``, prefix
 ``ls``) with metadata ``task_type``, ``lesson_type`` (``do`` | ``avoid``), ``evidence`` (the
-task ids it rests on), ``confirmations``, ``status`` (``active`` | ``contested`` | ``stale`` |
-``retired``) and section ``## Lesson``. Lessons ``learn_lessons`` writes carry
-``created_by: learn_lessons``: only those may have their metadata rewritten by the daemon
-(SPEC §10); a person's lesson is read, never changed.
+task ids it rests on), ``evidence_hash`` (per task, what it was learned from: provenance
+marks the lesson stale once a task reads otherwise), ``confirmations``, ``status``
+(``active`` | ``contested`` | ``stale`` | ``retired``) and section ``## Lesson``. Lessons
+``learn_lessons`` writes carry ``created_by: learn_lessons``: only those may have their
+metadata rewritten by the daemon (SPEC §10); a person's lesson is read, never changed.
 """
 
 from __future__ import annotations

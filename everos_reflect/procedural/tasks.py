@@ -9,6 +9,8 @@ leniently, so a hand-written record takes part in lessons like any other.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -23,6 +25,7 @@ from everos_reflect.model import (
     format_timestamp,
     meta_text,
     new_record_time,
+    normalize_text,
     quoted_value,
     validate_name,
 )
@@ -178,3 +181,18 @@ def read_task(entry: Entry) -> TaskRecord:
         timestamp=entry.timestamp,
         deprecated_by=entry.deprecated_by,
     )
+
+
+def task_hash(entry: Entry) -> str:
+    """The hash of what a lesson learns from a task record, as :func:`read_task` reads it:
+    ``task_type``, ``outcome``, goal, steps and errors (what the ``lessons`` prompt shows and
+    the offline lessons count). A lesson keeps it per task in ``evidence_hash``; a task edited
+    since (its outcome, a step, an error) reads otherwise and the lesson goes stale.
+
+    The task's ``text_hash`` is of its goal alone (what is embedded): a success edited into a
+    failure kept it, and the lesson stayed active. Whitespace, Unicode normalisation and list
+    markers do not count: a step renumbered or re-indented is the same step."""
+    task = read_task(entry)
+    fields = [task.task_type, task.outcome, normalize_text(task.goal),
+              [normalize_text(s) for s in task.steps], [normalize_text(e) for e in task.errors]]
+    return hashlib.sha256(json.dumps(fields, ensure_ascii=False).encode()).hexdigest()[:32]

@@ -14,7 +14,9 @@ together, in one batch. Per owner and task type:
    ``signature``): a restatement adds the new tasks to the lesson's ``evidence`` and bumps
    ``confirmations``; a refinement writes the new lesson and archives the old one through
    ``deprecated_entries``; a contradiction writes the new lesson and marks both ``contested``;
-   the rest are new lessons.
+   the rest are new lessons. A lesson written or confirmed keeps ``evidence_hash`` of its
+   tasks (:class:`_Hashes`); a task edited since makes it stale (provenance, checked at the
+   start of each run too), so it is no longer matched and the task is learned from anew.
 3. **Decide** contested pairs once more tasks have spoken: a side ahead by
    ``contest_margin`` confirmations becomes ``active`` again, the other ``retired``.
 
@@ -52,6 +54,7 @@ from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.procedural import learning
 from everos_reflect.procedural.lessons import CREATED_BY, Lesson, read_lesson
 from everos_reflect.procedural.tasks import TaskRecord, read_task
+from everos_reflect.strategies import provenance
 from everos_reflect.strategies.belief_store import (
     DERIVATION_KEY,
     BeliefTier,
@@ -64,6 +67,7 @@ from everos_reflect.strategies.belief_store import (
     sync,
     tier_settings,
 )
+from everos_reflect.strategies.provenance import cited_hash, evidence_hashes
 
 if TYPE_CHECKING:
 
@@ -160,7 +164,11 @@ class LearnLessons(BeliefTier):
         if not state.tasks:
             return None
         if fix:
-            touched = repair_lessons(runtime, ref, state)
+            # a lesson whose task was edited since is stale before candidates meet the live
+            # lessons (the indexer's check may not have run yet): restated, the edited task
+            # confirmed it, was consumed, and the lesson it no longer supports stayed current
+            touched = set(provenance.check(runtime, ref).written)
+            touched |= repair_lessons(runtime, ref, state)
             if touched:
                 sync(runtime, touched)
                 state = LessonState.load(runtime, ref)
@@ -231,7 +239,7 @@ class LearnLessons(BeliefTier):
                         "lesson is left unchanged, not confirmed; write it as [id, ...]",
                         self.name, ref, lesson_id, rt.store.rel(rt.store.path_for_id(
                             ref, lesson_id)), " and ".join(keys))
-                written, paths = self._apply(rt, ref, work.key, task_type, plan)
+                written, paths = self._apply(rt, ref, work.key, task_type, plan, state)
                 derived.outputs += written
                 touched |= paths
                 touched |= decide_contests(rt, ref, LessonState.load(rt, ref), task_type,
@@ -328,11 +336,14 @@ class LearnLessons(BeliefTier):
         return plan
 
     def _apply(self, rt: Runtime, ref: UserRef, key: str, task_type: str,
-               plan: _Plan) -> tuple[list[str], set[Path]]:
+               plan: _Plan, state: LessonState) -> tuple[list[str], set[Path]]:
         store, touched = rt.store, set()
+        hashes = _Hashes(state)
         for lesson_id, (evidence, count) in plan.confirm.items():
-            store.update_meta(ref, lesson_id, {"evidence": list(dict.fromkeys(evidence)),
-                                               "confirmations": count})
+            evidence = tuple(dict.fromkeys(evidence))
+            store.update_meta(ref, lesson_id, {"evidence": list(evidence),
+                                               "confirmations": count,
+                                               "evidence_hash": hashes.of(evidence, lesson_id)})
             touched.add(store.path_for_id(ref, lesson_id))
         if not plan.new:
             return [], touched
@@ -351,7 +362,8 @@ class LearnLessons(BeliefTier):
             if not ready:  # cannot happen (a placeholder names an earlier lesson); be safe
                 ready = [(n, (c, st, None)) for n, (c, st, _) in waiting]
             rows = [self._row(key, task_type, cand, status,
-                              replace(old, id=real.get(old.id, old.id)) if old else None)
+                              replace(old, id=real.get(old.id, old.id)) if old else None,
+                              hashes)
                     for _, (cand, status, old) in ready]
             written = store.append_many(ref, Kind.LESSON, rows, derived=True)
             real.update({f"?{n}": e.id for (n, _), e in zip(ready, written, strict=True)})
@@ -364,7 +376,7 @@ class LearnLessons(BeliefTier):
 
     @staticmethod
     def _row(key: str, task_type: str, cand: learning.Candidate, status: str,
-             old: Lesson | None) -> tuple[dict[str, Any], dict[str, str]]:
+             old: Lesson | None, hashes: _Hashes) -> tuple[dict[str, Any], dict[str, str]]:
         """One new lesson's metadata and section; ``old`` is what it refines or contradicts."""
         evidence = cand.evidence
         confirmations = cand.count or len(cand.evidence)
@@ -379,9 +391,30 @@ class LearnLessons(BeliefTier):
             "contested_with": [old.id] if old is not None and status == CONTESTED else None,
         })
         meta["status"] = status
+        meta["evidence_hash"] = hashes.of(
+            tuple(dict.fromkeys(evidence)),
+            old.id if old is not None and status == ACTIVE else None)
         # the timestamp stays, None: the store stamps it on the day of the log it writes
         return ({k: v for k, v in meta.items() if v is not None or k == "timestamp"},
                 {"Lesson": cand.text})
+
+
+class _Hashes:
+    """``evidence_hash`` of a lesson written or confirmed (SPEC §10, as insights keep it):
+    per task cited, :func:`~everos_reflect.strategies.provenance.cited_hash` of the task as
+    read for this run, so provenance marks the lesson stale once a person edits the task
+    (its outcome, a step) or it vanishes. A task the lesson (or the lesson it refines)
+    already kept a hash of keeps that one: the lesson was learned from the task as it was
+    then."""
+
+    def __init__(self, state: LessonState) -> None:
+        self.tasks = {e.id: e for e in state.tasks}
+        self.kept = {e.id: evidence_hashes(e) for e in state.lessons}
+
+    def of(self, evidence: Sequence[str], lesson_id: str | None) -> dict[str, str]:
+        kept = self.kept.get(lesson_id, {}) if lesson_id else {}
+        return {t: kept.get(t) or cited_hash(self.tasks[t]) for t in evidence
+                if t in kept or t in self.tasks}
 
 
 def _types_of(state: LessonState, items: Mapping[str, str]) -> dict[str, str]:

@@ -26,7 +26,8 @@ edit made unreadable is written back recomputed.
 
 :func:`check` (:func:`invalidate`) applies the rules to one owner and writes the metadata;
 the change-event subscriber :func:`on_change` calls it whenever the indexer changes something
-of an owner who has derived records, and ``revalidate_insights`` at each run.
+of an owner who has derived records, and ``revalidate_insights`` and ``learn_lessons`` at each
+run. A lesson's evidence is its tasks, hashed by what it learns from (:func:`cited_hash`).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from everos_reflect.errors import EverosError
 from everos_reflect.index.audit import Derivation, record_derivation
 from everos_reflect.markdown.parser import parse_entry_id
 from everos_reflect.model import Entry, Kind, UserRef, id_items
+from everos_reflect.procedural.tasks import task_hash
 
 if TYPE_CHECKING:
     from everos_reflect.index.events import ChangeSet
@@ -51,6 +53,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ACTIVE, STALE, RETIRED = "active", "stale", "retired"
+#: A lesson both sides of a contradiction keep until tasks decide it: live (served) like an
+#: active one, so its evidence is checked too, and a lifted mark gives it back.
+CONTESTED = "contested"
 #: The ``derivation_report`` strategy and status of a lifted stale mark (:func:`check`).
 NAME, RESTORED = "provenance", "restored"
 #: The metadata key every record the daemon derives carries (``belief_store.DERIVATION_KEY``).
@@ -79,6 +84,28 @@ def evidence_hashes(entry: Entry) -> dict[str, str]:
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
 
 
+def cited_hash(entry: Entry) -> str:
+    """The hash a derived record keeps in ``evidence_hash`` of a record it cites: of what it
+    was derived from. A task's is :func:`~everos_reflect.procedural.tasks.task_hash` (type,
+    outcome, goal, steps, errors: what a lesson learns from; its ``text_hash`` is of the goal
+    alone), every other record's its ``text_hash``."""
+    return task_hash(entry) if entry.kind is Kind.TASK else entry.text_hash
+
+
+def _live(entry: Entry) -> bool:
+    """Served as current: active, or a contested lesson (shown to agents as well)."""
+    status = status_of(entry)
+    return status == ACTIVE or (status == CONTESTED and entry.kind is Kind.LESSON)
+
+
+def lifted_status(entry: Entry) -> str:
+    """The status a lifted stale mark gives back: ``contested`` to a lesson still naming a
+    rival (``contested_with``: the contest is decided by tasks, not here), else ``active``."""
+    if entry.kind is Kind.LESSON and id_items(entry.meta.get("contested_with"))[0]:
+        return CONTESTED
+    return ACTIVE
+
+
 def _depth(entry: Entry) -> int:
     value = entry.meta.get("depth")
     return value if isinstance(value, int) and not isinstance(value, bool) else 1
@@ -102,16 +129,17 @@ def evidence_problem(entry: Entry, records: Mapping[str, Entry],
             return f"evidence {eid} was archived (replaced by {cited.deprecated_by})"
         if eid in stale or status_of(cited) in (STALE, RETIRED):
             return f"evidence {eid} is {status_of(cited) if eid not in stale else STALE}"
-        if eid in seen and seen[eid] != cited.text_hash:
+        if eid in seen and seen[eid] != cited_hash(cited):
             return f"evidence {eid} was edited"
     return None
 
 
 def _checked(records: Iterable[Entry]) -> list[Entry]:
-    """The records whose evidence is checked: active, daemon-derived, citing something."""
+    """The records whose evidence is checked: live (active, or a contested lesson),
+    daemon-derived, citing something."""
     return [e for e in records if e.kind in CHECKED
             and DERIVATION_KEY in e.meta  # written by the daemon, never a person's
-            and e.deprecated_by is None and status_of(e) == ACTIVE and evidence_of(e)]
+            and e.deprecated_by is None and _live(e) and evidence_of(e)]
 
 
 def find_stale(records: Mapping[str, Entry],
@@ -216,7 +244,7 @@ def find_restored(records: Mapping[str, Entry], unreadable: Collection[str] = fr
         for eid in evidence_of(entry):
             cited = records.get(eid)
             if (cited is None or eid in unreadable or cited.deprecated_by
-                    or seen.get(eid) != cited.text_hash):
+                    or seen.get(eid) != cited_hash(cited)):
                 return None
             if eid not in lifted and (eid in stale or status_of(cited) != ACTIVE):
                 return None
@@ -260,11 +288,12 @@ def settle(records: Mapping[str, Entry], unreadable: Collection[str] = frozenset
         for entry_id, depth in lifted.items():
             entry = current[entry_id]
             current[entry_id] = replace(entry, meta={
-                **entry.meta, "status": ACTIVE, "stale_reason": None, "depth": depth})
+                **entry.meta, "status": lifted_status(entry), "stale_reason": None,
+                "depth": depth})
     marked = {i: str(current[i].meta["stale_reason"]) for i, e in records.items()
-              if status_of(e) == ACTIVE and status_of(current[i]) == STALE}
+              if _live(e) and status_of(current[i]) == STALE}
     restored = {i: current[i].meta["depth"] for i, e in records.items()
-                if status_of(e) == STALE and status_of(current[i]) == ACTIVE}
+                if status_of(e) == STALE and _live(current[i])}
     return marked, restored
 
 
@@ -381,7 +410,11 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
     """Mark stale every record of ``ref`` :func:`find_stale` names, and make active again
     every one :func:`find_restored` names, settled (:func:`settle`: one check does what a
     second would add) (one ``derivation_report`` row each lifted, strategy ``provenance``,
-    status ``restored``: the record in ``outputs``, what it cites in ``inputs``).
+    status ``restored``: the record in ``outputs``, what it cites in ``inputs``). A lesson
+    marked stale gets a row too (status ``stale``, the reason in ``error``): no revalidation
+    pass writes one for it later, as ``revalidate_insights`` does for an insight, so the
+    audit would not say why a lesson left the briefings. Lessons written before lessons kept
+    ``evidence_hash`` get the hashes of what they cite as it reads now (:func:`unhashed`).
 
     With ``touched`` (the ids the indexer just changed), nothing is read beyond the derived
     logs unless a derived record cites one of them: only those can change a record's status.
@@ -405,23 +438,66 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
             continue  # its file is unparseable or it vanished: reported by lint, left alone
         done.stale[entry_id] = reason
         done.written.append(runtime.store.path_for_id(ref, entry_id))
+        if records[entry_id].kind is Kind.LESSON:
+            log.info("provenance: %s: lesson %s is stale: %s", ref, entry_id, reason)
+            record_derivation(runtime.db(), Derivation(
+                NAME, ref, STALE, inputs=evidence_of(records[entry_id]), outputs=[entry_id],
+                error=reason))
     for entry_id, depth in restored.items():
         entry = records[entry_id]
-        updates: dict[str, Any] = {"status": ACTIVE, "stale_reason": None}
+        status = lifted_status(entry)
+        updates: dict[str, Any] = {"status": status, "stale_reason": None}
         if written_depth(entry) != depth:
             updates["depth"] = depth  # recomputed (SPEC §10): see find_restored
         try:
             runtime.store.update_meta(ref, entry_id, updates)
         except EverosError:
             continue
-        log.info("provenance: %s: %s is active again: every record it cites reads as when it "
-                 "was derived (it was stale: %s)%s", ref, entry_id, entry.meta.get("stale_reason"),
+        log.info("provenance: %s: %s is %s again: every record it cites reads as when it "
+                 "was derived (it was stale: %s)%s", ref, entry_id, status,
+                 entry.meta.get("stale_reason"),
                  f"; depth {entry.meta.get('depth')!r} -> {depth}" if "depth" in updates else "")
         record_derivation(runtime.db(), Derivation(
             NAME, ref, RESTORED, inputs=evidence_of(records[entry_id]), outputs=[entry_id]))
         done.restored.append(entry_id)
         done.written.append(runtime.store.path_for_id(ref, entry_id))
+    for entry_id, hashes in unhashed(records, unreadable, set(marked) | (touched or set())
+                                     ).items():
+        try:
+            runtime.store.update_meta(ref, entry_id, {"evidence_hash": hashes})
+        except EverosError:
+            continue
+        log.info("provenance: %s: lesson %s kept no evidence_hash for %s (written before "
+                 "lessons kept one): recorded as they read now", ref, entry_id,
+                 ", ".join(sorted(set(hashes) - set(evidence_hashes(records[entry_id])))))
+        done.written.append(runtime.store.path_for_id(ref, entry_id))
     return done
+
+
+def unhashed(records: Mapping[str, Entry], unreadable: Collection[str] = frozenset(),
+             skip: Collection[str] = frozenset()) -> dict[str, dict[str, str]]:
+    """``{lesson id: its whole evidence_hash}`` for each live lesson ``learn_lessons`` wrote
+    that keeps no hash for a task it cites: one written before lessons kept them. What the
+    task said when the lesson was learned is not known; taken as it reads now, an edit from
+    then on makes the lesson stale. Marked stale for it, every such lesson would have left
+    the briefings at once, though nothing may have changed. A cited task unreadable now,
+    archived, deleted or in ``skip`` (the ids just changed, and lessons just marked stale)
+    waits for a later check: its current text may be the very edit to catch."""
+    out: dict[str, dict[str, str]] = {}
+    for entry in _checked(records.values()):
+        kept = entry.meta.get("evidence_hash")
+        if (entry.kind is not Kind.LESSON or entry.id in skip
+                or entry.meta.get("created_by") != writer_of(entry)
+                or (kept is not None and not isinstance(kept, dict))):  # a hand edit's
+            continue
+        seen = evidence_hashes(entry)
+        new = {eid: cited_hash(cited) for eid in evidence_of(entry)
+               if eid not in seen and eid not in unreadable and eid not in skip
+               and (cited := records.get(eid)) is not None and cited.kind is Kind.TASK
+               and cited.deprecated_by is None}
+        if new:
+            out[entry.id] = {**seen, **new}
+    return out
 
 
 def invalidate(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> list[Path]:
