@@ -272,6 +272,21 @@ ID_MENTION_RE = re.compile(rf"\b(?:{_PREFIXES})_[0-9]{{8}}_[0-9]{{4,{SEQ_MAX_DIG
 LOG_FILENAME_RE = re.compile(rf"^({_STEMS})-(\d{{4}}-\d{{2}}-\d{{2}})\.md$")
 
 
+def log_name_match(name: str) -> re.Match[str] | None:
+    """``name`` matched as a daily log's (:data:`LOG_FILENAME_RE`) whose date is one of the
+    calendar, else ``None``: "episode-2026-02-30.md" is no day's log. Listed as a log, it
+    was never indexed (no day to index it under) nor recorded, so ``status`` and a fleet's
+    probe said the index was behind by it for good, even right after ``reindex``."""
+    m = LOG_FILENAME_RE.fullmatch(name)
+    if m is None:
+        return None
+    try:
+        date.fromisoformat(m.group(2))
+    except ValueError:
+        return None
+    return m
+
+
 @dataclass(frozen=True, order=True)
 class UserRef:
     """One user's memory inside one tenant; the unit Reflection works on."""

@@ -52,6 +52,7 @@ class LLMSettings:
     timeout_seconds: float = 60.0
     max_retries: int = 3
     max_concurrency: int = 4
+    max_prompt_tokens: int = 100_000
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,16 @@ def _llm_concurrency(value: Any) -> str | None:
     """Reflection drafts on that many threads, one connection each; the HTTP pool holds 1,000
     connections, so more only start threads that wait for one."""
     return None if 1 <= value <= 1000 else f"must be 1 to 1000, got {quoted_value(value)}"
+
+
+def _prompt_tokens(value: Any) -> str | None:
+    """The estimated tokens one request may hold (``llm/budget.py``): under 1,000 not even a
+    merge's own instructions fit, and every call would be refused unsent. (The bounds are
+    ``llm.budget``'s; not imported from there, as loading settings loads no provider.)"""
+    if 1_000 <= value <= 1_000_000_000:
+        return None
+    return ("must be 1,000 to 1,000,000,000 (estimated tokens of one request), got "
+            f"{quoted_value(value)}")
 
 
 def _threads(value: Any) -> str | None:
@@ -332,6 +343,7 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("llm", "timeout_seconds"): _timeout,
     ("llm", "max_retries"): _llm_retries,
     ("llm", "max_concurrency"): _llm_concurrency,
+    ("llm", "max_prompt_tokens"): _prompt_tokens,
     ("embedding", "provider"): _one_of("local", "openai"),
     ("embedding", "model"): _not_blank,
     ("embedding", "base_url"): _url,

@@ -52,6 +52,7 @@ class _LLMSettings(Protocol):
     timeout_seconds: float
     max_retries: int
     max_concurrency: int
+    max_prompt_tokens: int
 
 
 def make_llm(settings: _LLMSettings, embedder: Embedder | None = None) -> LLM:
@@ -80,4 +81,5 @@ def make_llm(settings: _LLMSettings, embedder: Embedder | None = None) -> LLM:
         timeout_seconds=settings.timeout_seconds,
         max_retries=settings.max_retries,
         max_concurrency=settings.max_concurrency,
+        max_prompt_tokens=settings.max_prompt_tokens,
     )

@@ -9,7 +9,8 @@ Retries are ours (the SDK's are off, so there is one policy): 429, 5xx, timeouts
 connections and unusable replies are retried with exponential backoff and full jitter, up to
 ``max_retries``; any other 4xx fails at once. After that the call raises ProviderUnavailable and
 the strategy skips the cluster. A semaphore shared by every thread using this client bounds the
-requests in flight.
+requests in flight. A prompt estimated over ``max_prompt_tokens`` (``llm/budget.py``) is never
+sent: the call fails at once as a request the server would refuse for good.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from everos_reflect.llm.base import (
     MergeResult,
     Usage,
 )
+from everos_reflect.llm.budget import DEFAULT_MAX_PROMPT_TOKENS, over_budget
 from everos_reflect.llm.prompts import DEFAULT_PROMPTS, Message
 from everos_reflect.llm.task_catalog import facts_request, merge_request
 from everos_reflect.llm.tasks import (
@@ -79,6 +81,7 @@ class OpenAILLM:
         timeout_seconds: float = 60.0,
         max_retries: int = 3,
         max_concurrency: int = 4,
+        max_prompt_tokens: int | None = DEFAULT_MAX_PROMPT_TOKENS,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
@@ -90,6 +93,8 @@ class OpenAILLM:
         self.base_url = base_url or None
         self.max_retries = max_retries
         self.max_concurrency = max_concurrency
+        #: estimated tokens one request may hold (None: no bound); checked before sending
+        self.max_prompt_tokens = max_prompt_tokens
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
         self._sleep = sleep
@@ -170,6 +175,11 @@ class OpenAILLM:
 
         Usage adds up every reply received, including rejected ones: they were paid for.
         """
+        too_big = over_budget(messages, self.max_prompt_tokens)
+        if too_big is not None:  # refused before a byte is sent, as a 413 would refuse it
+            err = _unavailable(self._failure(too_big), Usage())
+            err.permanent = True
+            raise err
         usage = Usage()
         last_problem = "no attempt made"
         retry_after: float | None = None

@@ -709,12 +709,19 @@ class _Parser:
                 f"unsupported schema_version {quoted_value(version)} (this version reads 1)",
                 "fatal"
             )
+        # An unknown type or unreadable date is fatal only where the file name does not say
+        # it: where it does, the name wins as over a mismatched value, and a typo in one
+        # frontmatter line no longer hid the whole day's entries from the index.
         if "type" in data and fm_kind is None:
             self.report(self._key_line("type"),
-                        f"unknown file type {quoted_value(data.get('type'))}", "fatal")
+                        f"unknown file type {quoted_value(data.get('type'))}"
+                        + (f" (read as {name_kind.file_type}, as the file name says)"
+                           if name_kind else ""), "warning" if name_kind else "fatal")
         if "date" in data and fm_day is None:
             self.report(self._key_line("date"),
-                        f"unreadable date {quoted_value(data.get('date'))}", "fatal")
+                        f"unreadable date {quoted_value(data.get('date'))}"
+                        + (f" (read as {name_day}, as the file name says)" if name_day else ""),
+                        "warning" if name_day else "fatal")
         if data.get("user_id") is None:  # ``user_id:`` left empty too: no owner is checked
             self.report(self._key_line("user_id"), "frontmatter has no user_id", "warning")
         if name_kind and fm_kind and name_kind != fm_kind:

@@ -19,6 +19,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from everos_reflect.llm.budget import DEFAULT_MAX_PROMPT_TOKENS
+
 if TYPE_CHECKING:
     from everos_reflect.llm.prompts import Prompts
     from everos_reflect.runtime import Runtime
@@ -40,7 +42,26 @@ def llm_target(runtime: Runtime) -> str:
     else:
         cfg = runtime.settings.llm
         provider, model, base_url = cfg.provider, cfg.model, cfg.base_url
-    return f"{provider}:{model}@{base_url or ''}"
+    target = f"{provider}:{model}@{base_url or ''}"
+    # what was set aside as over the prompt budget comes back when the budget is raised; the
+    # default leaves the keys written before the budget existed as they were
+    budget = prompt_budget(runtime)
+    if budget is not None and budget != DEFAULT_MAX_PROMPT_TOKENS:
+        target += f" prompt<={budget}"
+    return target
+
+
+def prompt_budget(runtime: Runtime) -> int | None:
+    """The estimated tokens one request may hold (``[llm] max_prompt_tokens``), or None when
+    no prompt is sent: the offline provider merges without one. The client's own when the
+    runtime has one (as :func:`llm_target`), else as ``[llm]`` would build it."""
+    llm = runtime.__dict__.get("llm")
+    if llm is not None:
+        budget = getattr(llm, "max_prompt_tokens", None)
+        return budget if isinstance(budget, int) else None
+    cfg = runtime.settings.llm
+    sends = cfg.provider == "openai" and bool(cfg.base_url or cfg.api_key)  # as make_llm
+    return cfg.max_prompt_tokens if sends else None
 
 
 def tier_prompts(settings: Mapping[str, Any]) -> Prompts:
@@ -72,4 +93,4 @@ class SentWith:
                               ).hexdigest()
 
 
-__all__ = ["SentWith", "llm_target", "tier_prompts"]
+__all__ = ["SentWith", "llm_target", "prompt_budget", "tier_prompts"]

@@ -30,6 +30,7 @@ from everos_reflect.llm.base import (
     MergeResult,
     Usage,
 )
+from everos_reflect.llm.budget import estimate_tokens
 from everos_reflect.llm.extractive import plain_sentences, split_sentences
 from everos_reflect.llm.prompts import Prompts
 from everos_reflect.markdown.store import MarkdownStore
@@ -56,7 +57,7 @@ class Selection:
     mode: MergeMode
     sources: tuple[Entry, ...]
     existing: Entry | None
-    deferred: int  # live members left for a later run by max_sources_per_merge
+    deferred: int  # live members left for a later run (max_sources_per_merge, the prompt budget)
     #: ``(id, sent hash)`` (:func:`sent_hash`) of every live member Select read (the
     #: narrative and the members deferred included): what a merge refused for good is keyed
     #: by (:attr:`members_key`).
@@ -216,6 +217,61 @@ def member_of(entry: Entry) -> MergeMember:
     return MergeMember(entry.id, _when(entry), entry.subject, entry.content, rows)
 
 
+def merge_request(selection: Selection, prompts: Prompts) -> MergeRequest:
+    """What the merge call of ``selection`` asks, as :func:`draft` sends it."""
+    return MergeRequest(
+        mode=selection.mode,
+        members=[member_of(e) for e in selection.sources],
+        existing=member_of(selection.existing) if selection.existing is not None else None,
+        prompts=prompts,
+    )
+
+
+def merge_prompt_tokens(selection: Selection, prompts: Prompts) -> int:
+    """The estimated tokens of ``selection``'s merge request (:mod:`everos_reflect.llm.budget`)."""
+    return estimate_tokens(prompts.merge_messages(merge_request(selection, prompts)))
+
+
+def fit_prompt(selection: Selection, prompts: Prompts,
+               budget: int | None) -> tuple[Selection, str | None]:
+    """``selection`` cut to the oldest sources whose merge prompt fits in ``budget``
+    estimated tokens (``[llm] max_prompt_tokens``), and None; or ``selection`` and why not
+    even the least a merge takes fits (two sources, or the narrative and one new source).
+
+    The sources cut are deferred as ``max_sources_per_merge`` defers them: the next run folds
+    them into the narrative this merge writes, in order, as many as fit each time. So a
+    cluster too large for one request is merged in chronological parts, never sent whole to
+    be refused (its requests were up to 50 × 256 KiB). ``budget`` None: no bound (the
+    offline provider sends no prompt)."""
+    if budget is None:
+        return selection, None
+    total = len(selection.sources)
+
+    def cut(count: int) -> Selection:
+        if count == total:
+            return selection
+        return replace(selection, sources=selection.sources[:count],
+                       deferred=selection.deferred + total - count)
+
+    if merge_prompt_tokens(selection, prompts) <= budget:
+        return selection, None
+    least = 1 if selection.mode == "update" else 2
+    smallest = merge_prompt_tokens(cut(least), prompts)
+    if smallest > budget:
+        what = ("the narrative and its oldest new source" if selection.mode == "update"
+                else f"its {least} oldest sources")
+        return selection, (f"the merge prompt of {what} is about {smallest:,} tokens, over "
+                           f"llm.max_prompt_tokens ({budget:,}); not sent")
+    fits, over = least, total  # the prompt grows with every source: the most that fit
+    while over - fits > 1:
+        middle = (fits + over) // 2
+        if merge_prompt_tokens(cut(middle), prompts) <= budget:
+            fits = middle
+        else:
+            over = middle
+    return cut(fits), None
+
+
 def draft(selection: Selection, llm: LLM, prompts: Prompts,
           on_merged: Callable[[Draft], None] | None = None) -> Draft:
     """Merge, then re-extract facts from the narrative. Raises ProviderUnavailable.
@@ -226,13 +282,7 @@ def draft(selection: Selection, llm: LLM, prompts: Prompts,
     SQLite or Markdown.
     """
     started = time.perf_counter()
-    request = MergeRequest(
-        mode=selection.mode,
-        members=[member_of(e) for e in selection.sources],
-        existing=member_of(selection.existing) if selection.existing is not None else None,
-        prompts=prompts,
-    )
-    merged: MergeResult = llm.merge(request)
+    merged: MergeResult = llm.merge(merge_request(selection, prompts))
     if not merged.content.strip():
         empty = ProviderUnavailable(f"{llm.provider} returned an empty narrative")
         empty.usage = merged.usage  # paid for: the cluster's failed audit row says so
@@ -432,9 +482,11 @@ __all__ = [
     "attribute",
     "best_matches",
     "draft",
+    "fit_prompt",
     "longer_than_sources",
     "measure_coverage",
     "member_of",
+    "merge_request",
     "select",
     "source_facts",
     "source_sentences",

@@ -48,12 +48,13 @@ from everos_reflect.llm.prompts import Prompts
 from everos_reflect.llm.switching import prompt_replies
 from everos_reflect.model import UserRef
 from everos_reflect.strategies import holdback, journal, journal_batch
-from everos_reflect.strategies.aside import llm_target
+from everos_reflect.strategies.aside import llm_target, prompt_budget
 from everos_reflect.strategies.belief_store import set_aside_error
 from everos_reflect.strategies.consolidate import (
     Draft,
     Selection,
     draft,
+    fit_prompt,
     select,
     unsupported_numbers,
 )
@@ -221,6 +222,8 @@ class ReflectionRun:
         self.commit_wait = float(s.get("commit_wait_seconds", DEFAULT_COMMIT_WAIT_SECONDS))
         self.prompts = Prompts.from_settings(
             {"language": s.get("language", "auto"), "prompts": s.get("prompts") or {}})
+        #: estimated tokens one merge request may hold (None: the provider sends no prompt)
+        self.budget = prompt_budget(self.rt)
         self.counts: Counter[str] = Counter()
         self.log = ctx.log
         self._named: set[UserRef] = set()  # users the run record names as failed
@@ -297,9 +300,23 @@ class ReflectionRun:
             # log cannot be read now): the merge would be the undone one again
             self.counts["held_back"] += 1
             return None
-        if picked is not None and (picked.cluster_id, self._aside_key(picked)) in aside:
-            return None  # the server refused this exact cluster for good
-        return picked
+        if picked is None or (picked.cluster_id, self._aside_key(picked)) in aside:
+            return None  # the server (or the prompt budget) refused this exact cluster for good
+        fitted, too_big = fit_prompt(picked, self.prompts, self.budget)
+        if too_big is not None:  # nothing of it fits one request: set aside, never sent
+            self._failed(picked, self.ctx.llm, too_big, None, set_aside=True,
+                         back="once a member is edited, joins or leaves, or the prompts, "
+                         "model or llm.max_prompt_tokens change")
+            return None
+        if fitted is not picked:
+            self.counts["split_to_fit"] += 1
+            self.log.info("cluster %s of %s: merging its %d oldest of %d sources, the most "
+                          "whose prompt fits llm.max_prompt_tokens (%d); the rest follow in "
+                          "later runs", fitted.cluster_id, fitted.ref, len(fitted.sources),
+                          len(picked.sources), self.budget)
+            if (fitted.cluster_id, self._aside_key(fitted)) in aside:
+                return None  # the server refused this part for good
+        return fitted
 
     def _selection_failed(self, ref: UserRef, info: ClusterInfo | None,
                           exc: Exception) -> None:
@@ -480,7 +497,9 @@ class ReflectionRun:
         self.guard.prefetch_indexed(narrative)
 
     def _failed(self, sel: Selection, llm: LLM, error: str, usage: Usage | None, *,
-                set_aside: bool = False) -> None:
+                set_aside: bool = False,
+                back: str = "once a member is edited, joins or leaves, or the prompts or "
+                "model change") -> None:
         """A cluster's calls failed: its audit row says so, with the tokens of the replies
         that did arrive (``usage``: the merge's when the facts call failed, refused ones).
 
@@ -491,9 +510,7 @@ class ReflectionRun:
         edited, joins or leaves, or one of those settings changes, where it was sent, and
         refused, on every run."""
         if set_aside:
-            error = set_aside_error(error, [e.id for e in sel.replaced],
-                                    back="once a member is edited, joins or leaves, "
-                                    "or the prompts or model change")
+            error = set_aside_error(error, [e.id for e in sel.replaced], back=back)
             self.counts["set_aside"] += 1
         self.log.warning("cluster %s of %s skipped: %s", sel.cluster_id, sel.ref, error)
         self.counts["failed"] += 1

@@ -51,8 +51,8 @@ def set_aside_clusters(runtime: Runtime, ref: UserRef | None = None) -> list[Set
     """Every cluster (of ``ref``, else of the root) that ``reflect_episodes`` holds aside now,
     by owner then cluster id."""
     from everos_reflect.clustering.service import ClusterService, UnknownCluster
-    from everos_reflect.strategies.aside import llm_target
-    from everos_reflect.strategies.consolidate import select
+    from everos_reflect.strategies.aside import llm_target, prompt_budget
+    from everos_reflect.strategies.consolidate import fit_prompt, select
     from everos_reflect.strategies.reflect import NAME
 
     conn = runtime.db()
@@ -64,7 +64,7 @@ def set_aside_clusters(runtime: Runtime, ref: UserRef | None = None) -> list[Set
     refusals = reads.refusals_for_good(conn)
     clusters = ClusterService(runtime)
     max_sources, prompts = _merge_settings(runtime)
-    target = llm_target(runtime)
+    target, budget = llm_target(runtime), prompt_budget(runtime)
     out = []
     for (owner, cluster_id), runs in sorted(keys.items(), key=lambda item: (
             str(item[0][0]), item[0][1])):
@@ -75,9 +75,15 @@ def set_aside_clusters(runtime: Runtime, ref: UserRef | None = None) -> list[Set
         if info.ref != owner:
             continue
         picked = select(runtime.store, clusters, info, max_sources=max_sources)
-        key = None if picked is None else picked.aside_key(prompts, target)
-        if picked is None or key not in runs:
-            continue  # merged since, or changed (or its prompts, or model): the next run sends it
+        if picked is None:
+            continue  # merged since: nothing left to send
+        # aside whole (over the prompt budget), or the part of it that fits (refused by the
+        # server), as the run keys them
+        found = [(sel, key) for sel in (picked, fit_prompt(picked, prompts, budget)[0])
+                 if (key := sel.aside_key(prompts, target)) in runs]
+        if not found:
+            continue  # changed (or its prompts, or model): the next run sends it
+        picked, key = found[0]
         error, since = refusals.get((owner, cluster_id, runs[key]),
                                     ("refused for good (its report row is gone)", None))
         out.append(SetAsideCluster(owner, cluster_id, tuple(e.id for e in picked.replaced),

@@ -1,0 +1,225 @@
+"""``[llm] max_prompt_tokens`` bounds every request before it is sent (docs/limits.md).
+
+A merge's prompt was bounded only by ``max_sources_per_merge`` × ``max_entry_bytes`` (50 ×
+256 KiB, ~12 MiB): it was sent whole, and only a server answering 413 set the cluster aside.
+Now a cluster too large for one request is merged in chronological parts, one part a run; one
+whose least mergeable part is already too large is set aside unsent, the run record and its
+audit row naming the size and the limit. Every other task's request is refused unsent by the
+client the same way. The offline provider sends no prompt and is not bounded. Through the
+real client and the loopback fake server, whose recorded request bodies show what was sent.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.engine.engine import Engine, list_runs
+from everos_reflect.errors import ConfigError, ProviderUnavailable
+from everos_reflect.index.audit import list_derivations
+from everos_reflect.llm import ExtractiveLLM, MergeRequest
+from everos_reflect.llm.budget import estimate_tokens
+from everos_reflect.llm.openai_llm import OpenAILLM
+from everos_reflect.llm.prompts import Prompts
+from everos_reflect.llm.tasks import Record, TaskRequest
+from everos_reflect.model import Entry, Kind
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import LLMSettings, packaged_text, parse_settings
+from everos_reflect.strategies.consolidate import member_of
+from everos_reflect.strategies.reflect import NAME
+from everos_reflect.strategies.setaside import set_aside_clusters
+from tests.reflect_fixtures import (
+    ANDREW,
+    add_episode,
+    check_invariants,
+    make_runtime,
+    reports,
+    run_reflection,
+    seed_pets,
+)
+from tests.test_aside_settings import ADA, openai_settings, run
+
+pytest_plugins = ["tests.fake_openai"]
+
+FILLER = "Andrew and Toby met the neighbours at the park gate and talked about the weather. "
+CONTENT_RE = re.compile(r"<content>\n(.*?)\n</content>", re.DOTALL)
+
+
+def walks(rt: Runtime, n: int = 4) -> list[Entry]:
+    """``n`` long Episodes of one cluster, a week apart: each ~1,700 bytes (~570 tokens)."""
+    return [add_episode(rt, ANDREW, f"2026-08-{2 + 7 * i:02d}T09:00:00+00:00",
+                        f"Andrew walked Toby in week {i + 1}",
+                        f"Andrew walked his dog Toby along the river in week {i + 1}. "
+                        + FILLER * 20) for i in range(n)]
+
+
+def merge_tokens(sources: list[Entry]) -> int:
+    """The estimated tokens of the init merge request of ``sources``, as a run sends it."""
+    request = MergeRequest("init", [member_of(e) for e in sources])
+    return estimate_tokens(Prompts().merge_messages(request))
+
+
+def answer(body: dict[str, Any]) -> dict[str, Any]:
+    """A faithful model: a narrative of each distinct sentence shown, once; its facts."""
+    text = next(m["content"] for m in body["messages"] if m["role"] == "user")
+    if body["response_format"]["json_schema"]["name"] == "atomic_facts":
+        narrative = text.split("<text>\n", 1)[1].split("\n</text>", 1)[0]
+        return {"facts": [s.strip() + "." for s in narrative.split(".") if s.strip()]}
+    sentences = [s.strip() for block in CONTENT_RE.findall(text)
+                 for s in block.split(". ") if s.strip()]
+    kept = list(dict.fromkeys(s.rstrip(".") + "." for s in sentences))
+    return {"title": "Andrew walks Toby", "content": " ".join(kept)}
+
+
+def client(fake: Any, budget: int | None) -> OpenAILLM:
+    return OpenAILLM(model="fake-model", base_url=fake.base_url, api_key="k", max_retries=0,
+                     timeout_seconds=10, max_prompt_tokens=budget, sleep=lambda s: None)
+
+
+def sent(fake: Any) -> list[dict[str, Any]]:
+    return fake.chat_bodies()
+
+
+def test_an_oversized_cluster_is_merged_in_chronological_parts_none_over_the_budget(
+        root: Path, fake_openai: Any) -> None:
+    fake_openai.script(*[answer] * 8)
+    llm = client(fake_openai, None)
+    rt = make_runtime(root, llm)
+    sources = walks(rt)
+    # two sources fit, not three
+    llm.max_prompt_tokens = budget = (merge_tokens(sources[:2]) + merge_tokens(sources[:3])) // 2
+
+    first = run_reflection(rt, "run_1")
+
+    assert first["merged"] == 1 and first["split_to_fit"] == 1
+    assert first["deferred_sources"] == 2
+    merge_body = sent(fake_openai)[0]
+    text = merge_body["messages"][1]["content"]
+    assert [s.id for s in sources if f'id="{s.id}"' in text] == [s.id for s in sources[:2]]
+    [row] = reports(rt)
+    assert row["status"] == "ok" and row["source_members"] == [s.id for s in sources[:2]]
+
+    second = run_reflection(rt, "run_2")  # the rest, folded into the narrative in order
+
+    assert second["merged"] == 1 and not second.get("split_to_fit")
+    assert reports(rt)[-1]["mode"] == "update"
+    assert reports(rt)[-1]["source_members"][-2:] == [s.id for s in sources[2:]]
+    assert all(estimate_tokens(b["messages"]) <= budget for b in sent(fake_openai))
+    entries = check_invariants(rt)
+    assert all(entries[s.id].deprecated_by for s in sources)
+
+
+def test_a_cluster_whose_least_part_is_too_large_is_set_aside_unsent_saying_why(
+        root: Path, fake_openai: Any) -> None:
+    llm = client(fake_openai, None)
+    rt = make_runtime(root, llm)
+    sources = walks(rt, 3)
+    size = merge_tokens(sources[:2])
+    llm.max_prompt_tokens = budget = size - 1  # not even the two oldest sources fit
+    before = {p: p.read_bytes() for p in rt.store.iter_files()}
+
+    outcome = Engine(rt).trigger(NAME, force=True, timeout=60)
+
+    assert sent(fake_openai) == []  # nothing was sent
+    assert outcome.counts["failed"] == 1 and outcome.counts["set_aside"] == 1
+    why = (f"the merge prompt of its 2 oldest sources is about {size:,} tokens, over "
+           f"llm.max_prompt_tokens ({budget:,}); not sent")
+    [row] = reports(rt)
+    assert row["status"] == "failed" and row["error"].startswith(why)
+    assert "llm.max_prompt_tokens change" in row["error"]
+    assert why in (list_runs(rt, strategy=NAME)[0]["error"] or "")
+    assert {p: p.read_bytes() for p in rt.store.iter_files()} == before
+    [aside] = set_aside_clusters(rt)
+    assert aside.reason.startswith(why) and aside.members == tuple(s.id for s in sources)
+
+    assert run_reflection(rt, "run_again") == {}  # unchanged: not tried again
+    assert len(reports(rt)) == 1
+
+    rt.__dict__["llm"] = client(fake_openai, 100_000)  # a larger budget brings it back
+    fake_openai.script(*[answer] * 2)
+    assert run_reflection(rt, "run_larger")["merged"] == 1
+    assert len(sent(fake_openai)) == 2
+
+
+def test_a_cluster_within_the_budget_is_sent_whole(root: Path, fake_openai: Any) -> None:
+    fake_openai.script(*[answer] * 2)
+    rt = make_runtime(root, client(fake_openai, 100_000))
+    sources = seed_pets(rt)
+
+    counts = run_reflection(rt)
+
+    assert counts["merged"] == 1 and not counts.get("split_to_fit")
+    assert not counts.get("deferred_sources")
+    text = sent(fake_openai)[0]["messages"][1]["content"]
+    assert all(f'id="{s.id}"' in text for s in sources)
+
+
+def test_the_offline_provider_merges_a_large_cluster_whole_whatever_the_budget(
+        root: Path) -> None:
+    rt = make_runtime(root, ExtractiveLLM(HashEmbedder(64)))
+    rt.settings = replace(rt.settings, llm=replace(rt.settings.llm, max_prompt_tokens=1_000))
+    sources = walks(rt)
+
+    counts = run_reflection(rt)
+
+    assert counts["merged"] == 1 and not counts.get("split_to_fit")
+    assert reports(rt)[0]["source_members"] == [s.id for s in sources]
+
+
+def test_any_task_over_the_budget_fails_unsent_as_refused_for_good(fake_openai: Any) -> None:
+    llm = client(fake_openai, 1_000)
+    record = Record("new", "episode", "Shipped release 4 past review. " * 200)
+
+    with pytest.raises(ProviderUnavailable) as info:
+        llm.run_task("importance", TaskRequest(records=(record,)))
+
+    assert info.value.permanent
+    assert "over llm.max_prompt_tokens (1,000); not sent" in str(info.value)
+    assert sent(fake_openai) == []
+
+
+def test_a_tier_window_over_the_budget_is_set_aside_unsent(root: Path,
+                                                           fake_openai: Any) -> None:
+    settings = openai_settings(fake_openai.base_url)
+    settings = replace(settings, llm=replace(settings.llm, max_prompt_tokens=1_000))
+    rt = Runtime(root, settings, embedder=HashEmbedder(32))
+    try:
+        eps = [e.id for e in rt.store.append_many(ADA, Kind.EPISODE, [(
+            {"timestamp": "2026-10-01T09:00:00+00:00", "parent_type": "memcell",
+             "parent_id": "mc_1"}, {"Subject": f"Release {d}", "Content": "Shipped."})
+            for d in (1, 2)])]
+        rt.store.append_many(ADA, Kind.INSIGHT, [(
+            {"evidence": eps, "depth": 1, "status": "active", "insight_type": "reflection"},
+            {"Insight": text * 60}) for text in ("Reviews get skipped. ", "Launch dates win. ",
+                                                 "Ops is tired. ")])
+
+        assert run(rt, "update_worldview") == {"failed": 1, "set_aside": 3}
+
+        assert sent(fake_openai) == []
+        [row] = list_derivations(rt.db(), strategy="update_worldview")
+        assert "over llm.max_prompt_tokens (1,000); not sent" in str(row["error"])
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("value", [999, 0, 10**10])
+def test_max_prompt_tokens_out_of_range_is_refused_naming_file_and_key(value: int) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_settings(packaged_text("default.toml"), f"[llm]\nmax_prompt_tokens = {value}\n",
+                       {}, "root/everos.toml")
+    [(file, key, reason)] = info.value.problems
+    assert (file, key) == ("root/everos.toml", "llm.max_prompt_tokens")
+    assert "1,000 to 1,000,000,000" in reason
+
+
+def test_the_configured_budget_reaches_the_client(tmp_path: Path) -> None:
+    from everos_reflect.llm import make_llm
+
+    llm = make_llm(LLMSettings(provider="openai", base_url="http://127.0.0.1:9/v1",
+                               max_prompt_tokens=8_000))
+    assert isinstance(llm, OpenAILLM) and llm.max_prompt_tokens == 8_000
