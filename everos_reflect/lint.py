@@ -15,10 +15,12 @@ from typing import TYPE_CHECKING, Any
 from everos_reflect.errors import ConfigError
 from everos_reflect.markdown.marks import foreign_mark_message, frontmatter_line
 from everos_reflect.markdown.parser import UNDONE
-from everos_reflect.model import LOG_FILENAME_RE, Kind, UserRef, shown_key
+from everos_reflect.model import LOG_FILENAME_RE, Entry, Kind, UserRef, shown_key
 from everos_reflect.settings import OME_FILE_NAME, load_ome, load_settings
 from everos_reflect.strategies.consistency import (
     archive_cycle,
+    citation_cycle_message,
+    citation_cycles,
     cycle_message,
     live_beside_sources,
     orphan_fact_message,
@@ -130,6 +132,7 @@ def scan_store(
     live_ids: dict[UserRef, set[str]] = defaultdict(set)
     narratives: list[tuple[str, UserRef, str, int, list[str]]] = []
     merged: dict[UserRef, set[str]] = defaultdict(set)  # every Reflection narrative's id
+    citations = CitationGraph()
     for path in store.iter_files() if files is None else files:
         if advance is not None:
             advance(1)
@@ -156,6 +159,7 @@ def scan_store(
                 merged[ref].add(entry.id)
             state = "deprecated" if entry.deprecated_by else "live"
             scan.counts[ref][f"{kind.value}:{state}"] += 1
+            citations.add(rel, ref, kind, entry)
             if kind == Kind.ATOMIC_FACT and entry.parent_type == "episode":
                 fact_parents.append((rel, ref, entry.id, entry.line, entry.parent_id))
             if not entry.deprecated_by:
@@ -188,7 +192,45 @@ def scan_store(
     for rel, ref, narrative, line, sources in narratives:
         for item in live_beside_sources({narrative: sources}, live_ids[ref]):
             scan.problems.append(Problem(rel, line, item.message()))
+    scan.problems += citations.problems()
     return scan
+
+
+class CitationGraph:
+    """Who cites whom among a root's derived records (SPEC §10: an insight's, conviction's or
+    lesson's ``evidence``, the two convictions a relation stands ``between``), per user, to
+    name the cycles a hand edit made (:func:`citation_cycles`). The index keeps no citations,
+    so ``status`` feeds it the derived logs and ``lint`` every log."""
+
+    #: The metadata keys by which a derived record cites others.
+    CITING_KEYS = ("evidence", "between")
+
+    def __init__(self) -> None:
+        self._cites: dict[UserRef, dict[str, list[str]]] = defaultdict(dict)
+        self._at: dict[UserRef, dict[str, tuple[str, int]]] = defaultdict(dict)
+
+    def add(self, rel: str, ref: UserRef, kind: Kind, entry: Entry) -> None:
+        """Note ``entry``'s citations (none unless ``kind`` is derived); ``rel``: its log."""
+        if not kind.derived:
+            return
+        cited = [i for key in self.CITING_KEYS for i in _id_list(entry.meta.get(key))]
+        if cited:
+            self._cites[ref][entry.id] = cited
+            self._at[ref][entry.id] = (rel, entry.line)
+
+    def problems(self) -> list[Problem]:
+        """An error per cycle, at the entry of its smallest id."""
+        found = []
+        for ref, graph in self._cites.items():
+            for cycle in citation_cycles(graph):
+                rel, line = self._at[ref][cycle[0]]
+                found.append(Problem(rel, line, citation_cycle_message(cycle)))
+        return found
+
+
+def _id_list(value: object) -> list[str]:
+    """The ids a citing key holds; anything else there is the parser's to report."""
+    return [i for i in value if isinstance(i, str)] if isinstance(value, list) else []
 
 
 def journal_problems(root: Path) -> list[Problem]:
@@ -237,8 +279,13 @@ def misnamed_problems(misnamed: list[str]) -> list[Problem]:
         kind = next(k for k in Kind if k.folder == folder)
         m = LOG_FILENAME_RE.fullmatch(name)
         other = Kind.from_stem(m.group(1)) if m else None
-        why = (f"named like a log of {other.folder}/, not of {folder}/" if other is not None
-               else f"the {folder} folder's logs are named {kind.stem}-YYYY-MM-DD.md")
+        if other is kind and m is not None:  # the right name but for its date
+            why = (f"{m.group(2)} is no calendar date; the {folder} folder's logs are named "
+                   f"{kind.stem}-YYYY-MM-DD.md")
+        elif other is not None:
+            why = f"named like a log of {other.folder}/, not of {folder}/"
+        else:
+            why = f"the {folder} folder's logs are named {kind.stem}-YYYY-MM-DD.md"
         found.append(Problem(rel, 0, f"not read: {why}", "warning"))
     return found
 
@@ -305,7 +352,8 @@ def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
             "problems": [p.as_dict() for p in problems]}
 
 
-__all__ = ["BUILTIN_STRATEGIES", "OUTSIDE_ROOT", "Problem", "Progress", "StoreScan",
+__all__ = ["BUILTIN_STRATEGIES", "OUTSIDE_ROOT", "CitationGraph", "Problem", "Progress",
+           "StoreScan",
            "config_problems", "irregular_problems", "journal_problems", "lint_report",
            "misnamed_problems",
            "scan_store",

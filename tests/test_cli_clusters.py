@@ -141,3 +141,21 @@ def test_recluster_app_and_project_narrow_the_users(root: Path, clustered: list[
         assert result.stdout.startswith(f"reclustered {users} user(s)"), (args, result.stdout)
     bad = run("recluster", "--root", str(root), "--app", "../x")
     assert bad.exit_code == 1 and bad.stderr.startswith("error: invalid app_id '../x'")
+
+
+def test_a_merged_cluster_whose_new_member_was_deleted_is_not_held_back(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The run's scan drops a member whose entry is gone: nothing new is left and nothing
+    # waits. `clusters` said "held back: new member unreadable … not found" until a reindex.
+    rt = make_runtime(root, ExtractiveLLM())
+    seed_pets(rt)
+    assert run_reflection(rt)["merged"] == 1
+    new = add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
+                      "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
+    Indexer(rt).scan()
+    rt.store.path_for_id(ANDREW, new.id).unlink()
+    monkeypatch.setattr(cluster_cmds, "open_runtime", lambda r: rt)
+
+    [listed] = json.loads(run("clusters", "--root", str(root), "--json").stdout)["clusters"]
+    assert listed["held_back"] is False and listed["held_back_reason"] is None
+    assert "held back" not in run("clusters", "--root", str(root)).stdout

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from everos_reflect.errors import MarkdownError
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import next_seq, parse_log
-from everos_reflect.model import Kind
+from everos_reflect.model import LINE_BREAKS_AS_NEWLINES, Kind
 from everos_reflect.procedural.lessons import read_lesson
 
 EXAMPLE_ROOT = Path(__file__).resolve().parent.parent / "memory_root_example"
@@ -253,7 +253,6 @@ FATAL_FILES = [
     ("bad yaml", HEAD.replace("user_id: u_andrew", "user_id: [x"), "invalid YAML"),
     ("not a mapping", "---\n- a\n---\n", "must be a YAML mapping"),
     ("newer schema", HEAD.replace("schema_version: 1", "schema_version: 2"), "schema_version 2"),
-    ("unknown type", HEAD.replace("episode_daily", "diary"), "unknown file type"),
     ("bad deprecated", HEAD[:-4] + "deprecated_entries: [a, b]\n---\n", "must be a mapping"),
 ]
 
@@ -452,7 +451,9 @@ def test_rendered_entries_parse_back_to_the_same_values_and_bytes(
     assert [d for d in log.diagnostics if d.severity != "warning"] == []
     (e,) = log.entries
     assert e.meta == meta
-    assert e.sections == sections
+    # every line break but \n (U+2028, U+0085, ...) is written as the \n it means: kept, it
+    # was one line to the parser and two to YAML, editors and str.splitlines
+    assert e.sections == {k: v.translate(LINE_BREAKS_AS_NEWLINES) for k, v in sections.items()}
     assert e.raw + "\n" == block
     assert writer.render_entry(e.id, e.meta, e.sections) == block
 
@@ -780,6 +781,33 @@ def test_a_typo_in_an_opening_marker_id_keeps_the_entry_it_names(typo: str) -> N
     assert log.unreadable == {typo, "ep_20261012_0002"}
     [error] = [d for d in log.diagnostics if "closing marker names" in d.message]
     assert error.line == 30
+
+
+@pytest.mark.parametrize(("old", "new", "shown"), [
+    ("date: '2026-10-12'", "date: \u20182026-10-12\u2019",  # smart quotes
+     "unreadable date '‘2026-10-12’' (read as 2026-10-12, as the file name says)"),
+    ("type: episode_daily", "type: diary",
+     "unknown file type 'diary' (read as episode_daily, as the file name says)"),
+])
+def test_a_typo_in_the_frontmatter_type_or_date_is_a_warning_where_the_name_says_it(
+        old: str, new: str, shown: str) -> None:
+    # It was fatal: the day's entries left the index for a typo in one line the file name
+    # overrides anyway (a valid but different value was a warning already).
+    log = parse_log((HEAD + entry(1)).replace(old, new, 1), PATH)
+    assert [(d.severity, d.message) for d in log.diagnostics] == [("warning", shown)]
+    assert [e.id for e in log.entries] == ["ep_20261012_0001"]
+    assert (log.kind, log.day) == (Kind.EPISODE, date(2026, 10, 12))
+
+
+@pytest.mark.parametrize(("old", "new", "shown"), [
+    ("date: '2026-10-12'", "date: '2026-10-33'", "unreadable date '2026-10-33'"),
+    ("type: episode_daily", "type: diary", "unknown file type 'diary'"),
+])
+def test_a_typo_in_the_frontmatter_is_fatal_where_the_name_does_not_say_it(
+        old: str, new: str, shown: str) -> None:
+    log = parse_log((HEAD + entry(1)).replace(old, new, 1), "u/episodes/notes.md")
+    assert not log.ok and log.entries == []
+    assert ("fatal", shown) in [(d.severity, d.message) for d in log.diagnostics]
 
 
 @pytest.mark.parametrize(("old", "new", "line", "message"), [

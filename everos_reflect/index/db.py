@@ -506,6 +506,16 @@ MIGRATIONS: list[tuple[str, str]] = [
         UPDATE files SET mtime_ns = -1, sha256 = '';
         """,
     ),
+    (
+        "0019_frontmatter_typos_read",
+        """
+        -- An unknown `type` or unreadable `date` in a log's frontmatter was fatal even where
+        -- the file name says it: the log's entries were left out. It is a warning now; the
+        -- logs an index recorded so are read again by the next scan.
+        UPDATE files SET mtime_ns = -1, sha256 = ''
+        WHERE problems LIKE '%unknown file type%' OR problems LIKE '%unreadable date%';
+        """,
+    ),
 ]
 
 def cluster_key_of_id(param: str = "?") -> str:

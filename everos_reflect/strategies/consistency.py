@@ -119,6 +119,48 @@ def cycle_message(old: str, cycle: list[str]) -> str:
             "none of it is live")
 
 
+#: At most this many citation cycles are named per user: a hand edit makes one or two; a
+#: mangled file could make thousands, and each costs a pass over the user's citations.
+MAX_CITATION_CYCLES = 20
+
+
+def citation_cycles(cites: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """Cycles in the records' citations (``cites``: record id → the ids its ``evidence`` and
+    ``between`` name), each as ids from its smallest back to it (``[x, x]``: a record citing
+    itself). SPEC §10 gives a record depth 1 + the deepest record it cites, so a cycle has no
+    depth and none of it rests on Episodes alone; only a hand edit makes one. One cycle is
+    found per pass (:class:`graphlib.TopologicalSorter`) and broken at one link, at most
+    :data:`MAX_CITATION_CYCLES` times."""
+    from graphlib import CycleError, TopologicalSorter
+
+    graph = {record: set(cited) for record, cited in cites.items()}
+    found: list[list[str]] = []
+    while len(found) < MAX_CITATION_CYCLES:
+        try:
+            TopologicalSorter(graph).prepare()
+        except CycleError as exc:
+            # graphlib names a cycle [a, b, ..., a] where each id is cited by the next
+            named = exc.args[1]
+            graph[named[1]].discard(named[0])
+            ring = list(reversed(named[:-1]))  # now each id cites the next
+            start = ring.index(min(ring))
+            ring = ring[start:] + ring[:start]
+            found.append([*ring, ring[0]])
+        else:
+            break
+    return found
+
+
+def citation_cycle_message(cycle: list[str]) -> str:
+    """``cycle``: one of :func:`citation_cycles`."""
+    if len(cycle) == 2:
+        return (f"{cycle[0]} cites itself: a record cannot rest on itself (remove "
+                "its own id from its evidence)")
+    shown = cycle if len(cycle) <= 8 else [*cycle[:6], f"… {len(cycle) - 8} more", *cycle[-2:]]
+    return (f"{cycle[0]} is in a citation cycle ({' -> '.join(shown)}): none of "
+            "these records rests on Episodes alone (remove one of the citations)")
+
+
 @dataclass(frozen=True)
 class CrossFileProblem:
     """A problem ``lint`` finds across a user's logs, as the index shows it: in log ``path``,
@@ -156,6 +198,7 @@ def index_cross_file_problems(conn: sqlite3.Connection) -> list[CrossFileProblem
     return sorted(found, key=lambda p: (p.path, not p.at_mark, p.entry))
 
 
-__all__ = ["CrossFileProblem", "LiveBeside", "archive_cycle", "archived_toward_missing",
+__all__ = ["MAX_CITATION_CYCLES", "CrossFileProblem", "LiveBeside", "archive_cycle",
+           "archived_toward_missing", "citation_cycle_message", "citation_cycles",
            "cycle_message", "index_cross_file_problems", "index_report",
            "live_beside_sources", "orphan_fact_message", "unknown_target_message", "withdrawn"]

@@ -177,8 +177,9 @@ def unreadable_joiners(store: MarkdownStore, ref: UserRef,
                        joined: Iterable[str]) -> tuple[tuple[str, str, str], ...] | None:
     """``joined`` (members new since an undo), each with its log and why a merge cannot take
     it now (:attr:`Held.unreadable`), or None when one of them reads live from its log (it
-    releases the hold). Only their logs are read, each once."""
-    read = read_members(store, ref, joined)
+    releases the hold) or none is left (deleted or archived by hand: the run's scan drops
+    them, and nothing waits). Only their logs are read, each once."""
+    read = {eid: r for eid, r in read_members(store, ref, joined).items() if r.state != "gone"}
     if not read or any(r.state == "live" for r in read.values()):
         return None
     return tuple((eid, r.file, r.why) for eid, r in read.items())
