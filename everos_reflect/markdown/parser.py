@@ -1069,6 +1069,8 @@ def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[str]:
     ``status``, a lesson's ``lesson_type`` (anything but ``avoid`` read as ``do``: an
     "avoid" lesson with a typo was served as one to follow) and ``confirmations``, a task's
     ``outcome`` (read as unknown: the task counts as neither a success nor a failure)."""
+    if kind not in STATUSES and kind is not Kind.TASK:
+        return []  # an Episode or fact: none of these keys is read
     from everos_reflect.procedural.lessons import LESSON_TYPES
     from everos_reflect.procedural.tasks import OUTCOMES
 
