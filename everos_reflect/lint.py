@@ -279,8 +279,13 @@ def misnamed_problems(misnamed: list[str]) -> list[Problem]:
         kind = next(k for k in Kind if k.folder == folder)
         m = LOG_FILENAME_RE.fullmatch(name)
         other = Kind.from_stem(m.group(1)) if m else None
-        why = (f"named like a log of {other.folder}/, not of {folder}/" if other is not None
-               else f"the {folder} folder's logs are named {kind.stem}-YYYY-MM-DD.md")
+        if other is kind and m is not None:  # the right name but for its date
+            why = (f"{m.group(2)} is no calendar date; the {folder} folder's logs are named "
+                   f"{kind.stem}-YYYY-MM-DD.md")
+        elif other is not None:
+            why = f"named like a log of {other.folder}/, not of {folder}/"
+        else:
+            why = f"the {folder} folder's logs are named {kind.stem}-YYYY-MM-DD.md"
         found.append(Problem(rel, 0, f"not read: {why}", "warning"))
     return found
 

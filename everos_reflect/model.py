@@ -272,6 +272,21 @@ ID_MENTION_RE = re.compile(rf"\b(?:{_PREFIXES})_[0-9]{{8}}_[0-9]{{4,{SEQ_MAX_DIG
 LOG_FILENAME_RE = re.compile(rf"^({_STEMS})-(\d{{4}}-\d{{2}}-\d{{2}})\.md$")
 
 
+def log_name_match(name: str) -> re.Match[str] | None:
+    """``name`` matched as a daily log's (:data:`LOG_FILENAME_RE`) whose date is one of the
+    calendar, else ``None``: "episode-2026-02-30.md" is no day's log. Listed as a log, it
+    was never indexed (no day to index it under) nor recorded, so ``status`` and a fleet's
+    probe said the index was behind by it for good, even right after ``reindex``."""
+    m = LOG_FILENAME_RE.fullmatch(name)
+    if m is None:
+        return None
+    try:
+        date.fromisoformat(m.group(2))
+    except ValueError:
+        return None
+    return m
+
+
 @dataclass(frozen=True, order=True)
 class UserRef:
     """One user's memory inside one tenant; the unit Reflection works on."""
@@ -794,6 +809,17 @@ def surrogate_problem(value: str) -> str | None:
 #: into a line feed, so ``--subject $'a\rb'`` was written as a subject of two lines), and the
 #: Unicode line and paragraph separators (line breaks to YAML, ``str.splitlines`` and editors).
 LINE_BREAK_RE = re.compile("[\n\r\u2028\u2029]")
+
+#: Every character ``str.splitlines`` (and, for U+0085, U+2028 and U+2029, YAML) ends a line at
+#: besides ``\n`` and ``\r``. A daily log's lines end at ``\n`` only, so text holding one is
+#: one line to the parser and two to those readers: a marker-looking text after a U+2028 read
+#: as a marker line of its own in an editor, ``splitlines`` and YAML. The writer writes each
+#: as a line break (:data:`LINE_BREAKS_AS_NEWLINES`); a hand-written U+2028 or U+2029 is a
+#: ``lint`` warning (the others are already, as invisible characters).
+OTHER_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+#: ``str.translate`` table: each of :data:`OTHER_LINE_BREAKS` as the line break it means (a
+#: paragraph separator as a blank line, which ends a paragraph in Markdown).
+LINE_BREAKS_AS_NEWLINES = {ord(c): "\n" for c in OTHER_LINE_BREAKS} | {0x2029: "\n\n"}
 
 
 def control_problem(value: str) -> str | None:

@@ -39,6 +39,7 @@ from everos_reflect.model import (
     Kind,
     UserRef,
     format_timestamp,
+    log_name_match,
 )
 
 if TYPE_CHECKING:
@@ -410,7 +411,7 @@ class Indexer:
                 except OSError:  # a symlink loop (ELOOP) where the folder goes: no logs
                     continue
                 for item in listing:
-                    if not pattern.fullmatch(item.name):
+                    if not pattern.fullmatch(item.name) or not log_name_match(item.name):
                         continue
                     try:
                         st = item.stat()

@@ -53,6 +53,7 @@ from everos_reflect.model import (
     Kind,
     UserRef,
     day_stamp,
+    log_name_match,
     parse_timestamp,
     quoted_value,
     validate_name,
@@ -223,7 +224,7 @@ class MarkdownStore:
                 if misnamed is not None:
                     misnamed.extend(self._misnamed(folder, kind))
                 for path in sorted(folder.glob(f"{kind.stem}-*.md")):
-                    if not _FILENAME_RE.fullmatch(path.name) or self._escapes(path, outside):
+                    if not log_name_match(path.name) or self._escapes(path, outside):
                         continue
                     if path.is_file():
                         yield path
@@ -242,7 +243,7 @@ class MarkdownStore:
             return []
         return [self._label(folder / name) for name in names
                 if not name.startswith(".") and name.lower().endswith(".md")
-                and not ((m := _FILENAME_RE.fullmatch(name)) and m.group(1) == kind.stem)]
+                and not ((m := log_name_match(name)) and m.group(1) == kind.stem)]
 
     def _subdirs(self, folder: str | os.PathLike[str],
                  outside: list[str] | None) -> list[os.DirEntry[str]]:
