@@ -197,6 +197,16 @@ class IndexUnavailable(EverosError, sqlite3.OperationalError):
                          "writable and have room)")
 
 
+class IndexRebuilding(EverosError):
+    """The index was deleted or replaced while the daemon ran, and is being rebuilt from the
+    Markdown: a request that needs it gets this (a 503) after a short wait, rather than an
+    answer from a half-built index or LanceDB's error about files that are gone."""
+
+    def __init__(self, path: object) -> None:
+        super().__init__(f"the index {path} was deleted or replaced and is being rebuilt from "
+                         "the Markdown: try again in a moment")
+
+
 class IndexReadOnly(EverosError):
     """A write to the index of a root this process cannot write (a read-only mount, another
     user's root). Such a root is still searched and read as its index was last built; what

@@ -813,6 +813,17 @@ def surrogate_problem(value: str) -> str | None:
 #: Unicode line and paragraph separators (line breaks to YAML, ``str.splitlines`` and editors).
 LINE_BREAK_RE = re.compile("[\n\r\u2028\u2029]")
 
+#: Every character ``str.splitlines`` (and, for U+0085, U+2028 and U+2029, YAML) ends a line at
+#: besides ``\n`` and ``\r``. A daily log's lines end at ``\n`` only, so text holding one is
+#: one line to the parser and two to those readers: a marker-looking text after a U+2028 read
+#: as a marker line of its own in an editor, ``splitlines`` and YAML. The writer writes each
+#: as a line break (:data:`LINE_BREAKS_AS_NEWLINES`); a hand-written U+2028 or U+2029 is a
+#: ``lint`` warning (the others are already, as invisible characters).
+OTHER_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+#: ``str.translate`` table: each of :data:`OTHER_LINE_BREAKS` as the line break it means (a
+#: paragraph separator as a blank line, which ends a paragraph in Markdown).
+LINE_BREAKS_AS_NEWLINES = {ord(c): "\n" for c in OTHER_LINE_BREAKS} | {0x2029: "\n\n"}
+
 
 def control_problem(value: str) -> str | None:
     """``"holds the control character U+0000"`` for the first control character of ``value``

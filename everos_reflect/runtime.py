@@ -23,7 +23,7 @@ from everos_reflect.model import UserRef, shown_path, validate_name
 from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME, Settings, load_settings
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from everos_reflect.embedding.base import Embedder
     from everos_reflect.index.vectors import VectorIndex
@@ -130,6 +130,20 @@ class Runtime:
         self.ome_defaults: dict[str, dict[str, Any]] = {
             k: dict(v) for k, v in (ome_defaults or {}).items()}
         self._local = threading.local()
+        #: bumped each time the index is found deleted or replaced (:meth:`check_index`): a
+        #: thread's connection, or a cache, made for an older generation is let go at its
+        #: next use
+        self.index_generation = 0
+        #: identity of the ``system.db`` the handles are open on (None: none opened since)
+        self._index_id: tuple[int, int] | None = None
+        self._index_lock = threading.Lock()
+        #: cleared from when a lost index is noticed until :attr:`index_keeper` rebuilt it
+        self._index_ready = threading.Event()
+        self._index_ready.set()
+        #: told (on the thread that noticed) when the index was found lost; set by whoever
+        #: rebuilds it, the watcher of ``serve``. Without one a lost index starts empty, as
+        #: a new root's does, until a ``reindex``.
+        self.index_keeper: Callable[[], None] | None = None
         if embedder is not None:
             self.__dict__["embedder"] = embedder
         if llm is not None:
@@ -157,12 +171,19 @@ class Runtime:
         """A new connection to ``system.db`` (the root checked first), for one thread to
         :meth:`adopt`; its owner closes it."""
         self.check_root()
-        return dbmod.connect(self.root, readonly=self.read_only)
+        self.check_index()
+        return self._open()
+
+    def _open(self) -> sqlite3.Connection:
+        conn = dbmod.connect(self.root, readonly=self.read_only)
+        if self._index_id is None:
+            self._index_id = _file_identity(dbmod.db_path(self.root))
+        return conn
 
     def adopt(self, conn: sqlite3.Connection) -> None:
         """Make ``conn`` this thread's connection (:meth:`db`), e.g. one opened by the thread
         that started this thread's work while the root was certainly there."""
-        self._local.conn = conn
+        self._local.conn, self._local.generation = conn, self.index_generation
 
     def _seen_seq(self, ref: UserRef, stem: str) -> int:
         """The store's id watermark (:func:`reads.id_watermark`): none before the root has an
@@ -179,12 +200,19 @@ class Runtime:
             return 0
 
     def db(self) -> sqlite3.Connection:
-        """This thread's connection to ``system.db`` (created and migrated on first use)."""
+        """This thread's connection to ``system.db`` (created and migrated on first use, and
+        again once the index it was opened on was found deleted or replaced)."""
         conn = getattr(self._local, "conn", None)
+        if conn is not None and getattr(self._local, "generation", 0) != self.index_generation:
+            self._local.conn = None
+            if not conn.in_transaction:  # else its block still ends it (into the old file)
+                conn.close()
+            conn = None
         if conn is None:
             self.check_root()
-            conn = dbmod.connect(self.root, readonly=self.read_only)
-            self._local.conn = conn
+            self.check_index()
+            conn = self._open()
+            self._local.conn, self._local.generation = conn, self.index_generation
         return conn
 
     @cached_property
@@ -200,6 +228,51 @@ class Runtime:
         self.check_root()
         return VectorIndex(self.index_dir / "lancedb", dim=self.embedder.dim,
                            read_only=self.read_only)
+
+    def index_lost(self) -> bool:
+        """Whether the ``system.db`` this runtime's handles are open on is no longer at its
+        path: deleted (``rm -rf .index``, which the index being derived makes safe) or
+        replaced by another one (deleted, then made again by another process). One ``stat``;
+        False before any was opened."""
+        held = self._index_id
+        return held is not None and _file_identity(dbmod.db_path(self.root)) != held
+
+    def check_index(self) -> bool:
+        """Let go of every handle on an index found lost (:meth:`index_lost`) and tell the
+        :attr:`index_keeper`; True for the one call that noticed.
+
+        SQLite and LanceDB notice nothing: every thread's connection went on writing into
+        the deleted file (lost), and every LanceDB read and write failed ("Not found:
+        .../_versions") until a restart. Each thread's connection is replaced at its next
+        use (:attr:`index_generation`), the vector index at once; caches kept per runtime
+        compare the generation."""
+        if not self.index_lost():
+            return False
+        with self._index_lock:
+            if not self.index_lost():
+                return False  # another thread noticed first
+            keeper = self.index_keeper
+            if keeper is not None:
+                self._index_ready.clear()
+            self.index_generation += 1
+            self._index_id = None
+            self.__dict__.pop("vectors", None)
+        if keeper is not None:
+            keeper()
+        return True
+
+    @property
+    def index_rebuilding(self) -> bool:
+        """Whether an index found lost is still waiting to be rebuilt (or being rebuilt)."""
+        return not self._index_ready.is_set()
+
+    def wait_index(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for a lost index to be rebuilt; whether it was."""
+        return self._index_ready.wait(timeout)
+
+    def index_rebuilt(self) -> None:
+        """Said by the :attr:`index_keeper` once the index is rebuilt (or given up on)."""
+        self._index_ready.set()
 
     @cached_property
     def llm(self) -> LLM:
@@ -233,6 +306,15 @@ class Runtime:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    """(device, inode) of the file at ``path``, or None when there is none."""
+    try:
+        st = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return st.st_dev, st.st_ino
 
 
 def _identity(folder: Path) -> tuple[int, int] | None:

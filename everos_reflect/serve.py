@@ -73,7 +73,11 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
     sock = listen_socket(host, port)
     engine = Engine(runtime)  # marks runs of a crashed daemon abandoned
     recover_interrupted(runtime)  # every strategy's recover() hook, before anything reads
-    watcher = Watcher(runtime)
+    info = {"pid": os.getpid(), "host": host, "port": port,
+            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
+            "root": str(runtime.root)}
+    # an index deleted by hand took daemon.json with it: `trigger` would run in-process
+    watcher = Watcher(runtime, on_index_rebuilt=lambda: write_daemon(runtime.root, info))
     scheduler = Scheduler(engine)
     server = _Server(uvicorn_config(create_app(runtime, engine, scheduler), host, port),
                      on_exit=engine.request_stop)
@@ -84,11 +88,7 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
     try:
         watcher.start()
         scheduler.start()
-        write_daemon(runtime.root, {
-            "pid": os.getpid(), "host": host, "port": port,
-            "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
-            "root": str(runtime.root),
-        })
+        write_daemon(runtime.root, info)
         log.info("serving %s on http://%s:%s", runtime.root, host, port)
         server.run(sockets=[sock])
     finally:

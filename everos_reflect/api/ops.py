@@ -54,6 +54,7 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
     (errors.MarkdownError, 409, "unparseable_file"),
     (errors.ProviderUnavailable, 503, "provider_unavailable"),
     (errors.IndexUnavailable, 503, "index_unavailable"),
+    (errors.IndexRebuilding, 503, "index_rebuilding"),
     (errors.IndexReadOnly, 503, "index_read_only"),
     (errors.IndexUnreadable, 503, "index_unreadable"),
     (errors.VectorIndexUnreadable, 503, "index_unreadable"),

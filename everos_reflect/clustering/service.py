@@ -156,7 +156,9 @@ class _Cache:
     ``MAX_CACHED_CLUSTERS`` clusters, the users used least recently are dropped (and reloaded
     from SQLite when next needed), so a daemon serving many users stays within its budget."""
 
-    def __init__(self) -> None:
+    def __init__(self, generation: int = 0) -> None:
+        #: the runtime's ``index_generation`` this cache was made for
+        self.generation = generation
         self.lock = threading.RLock()
         self.users: OrderedDict[UserRef, UserClusters] = OrderedDict()
         #: (connection, its ``PRAGMA data_version``, its ``total_changes``) when it last
@@ -190,10 +192,14 @@ _CACHES_LOCK = threading.Lock()
 
 
 def _cache_for(runtime: Any) -> _Cache:
+    """``runtime``'s cache; a new one once its index was found deleted or replaced (its
+    ``index_generation`` moved): the old one holds clusters of an index that is gone, whose
+    version counters a rebuilt index may reach again."""
+    generation = getattr(runtime, "index_generation", 0)
     with _CACHES_LOCK:
         cache = _CACHES.get(runtime)
-        if cache is None:
-            cache = _CACHES[runtime] = _Cache()
+        if cache is None or cache.generation != generation:
+            cache = _CACHES[runtime] = _Cache(generation)
         return cache
 
 

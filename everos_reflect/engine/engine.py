@@ -252,6 +252,9 @@ class Engine:
             self.runtime.check_root()
         except RootGone as exc:
             return RunOutcome(FAILED, name, error=str(exc))
+        self.runtime.check_index()  # deleted by hand: no run over the index being rebuilt
+        if self.runtime.index_rebuilding:
+            return RunOutcome(BUSY, name, error=rebuild.REBUILDING)
         with self._mutex:
             active = self._active.get(name)
             joined = active is not None

@@ -172,6 +172,7 @@ class Watcher:
         reconcile_interval: float | None = None,
         optimize_interval: float | None = None,
         scan_on_start: bool = True,
+        on_index_rebuilt: Callable[[], None] | None = None,
     ) -> None:
         cfg = runtime.settings.index
         self.rt = runtime
@@ -184,6 +185,10 @@ class Watcher:
             cfg.optimize_interval_seconds if optimize_interval is None else optimize_interval
         )
         self.scan_on_start = scan_on_start
+        #: called after the index was rebuilt, having been deleted while watched (``serve``
+        #: advertises itself again in the new ``.index``)
+        self.on_index_rebuilt = on_index_rebuilt
+        self._index_lost = False  # told by the runtime: rebuild at the next pass
         self._events: list[FsEvent] = []
         self._first_event_at: float | None = None
         self._last_event_at = 0.0
@@ -213,6 +218,7 @@ class Watcher:
         for folder in watched_folders(self.rt.root):
             self._watch(folder)
         self._stopping.clear()
+        self.rt.index_keeper = self._on_index_lost
         self._thread = threading.Thread(target=self._run, name="everos-watcher", daemon=True)
         self._thread.start()
 
@@ -246,6 +252,9 @@ class Watcher:
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        if self.rt.index_keeper == self._on_index_lost:
+            self.rt.index_keeper = None
+            self.rt.index_rebuilt()  # nobody waits for a rebuild that will not come
 
     def __enter__(self) -> Watcher:
         self.start()
@@ -295,6 +304,10 @@ class Watcher:
             here = self._root_here()
             if here and was_gone:  # what changed while it was away sent no event here
                 next_scan = now
+            if here and events_due is None:  # not amid a burst (an `rm -rf` under way)
+                self.rt.check_index()  # one stat; tells _on_index_lost when it is gone
+            if here and self._index_lost:
+                self._rebuild_index()
             if events and here:
                 self._sync_events(events)
             if now >= next_scan:
@@ -325,6 +338,32 @@ class Watcher:
             else:
                 log.info("the memory root %s is back: indexing again", self.rt.root)
         return not gone
+
+    def _on_index_lost(self) -> None:
+        """The runtime found the index deleted or replaced (on any thread) and let go of its
+        handles: rebuild it at the next pass, now."""
+        self._index_lost = True
+        self._wake.set()
+
+    def _rebuild_index(self) -> None:
+        """Rebuild the index from the Markdown, as ``reindex`` does; requests wait for it
+        meanwhile (:meth:`Runtime.wait_index`). Whatever was written into the deleted files
+        since it went is in the Markdown too, so nothing is lost."""
+        self._index_lost = False
+        log.warning("the index %s was deleted or replaced while in use: rebuilding it from the "
+                    "Markdown", self.rt.index_dir)
+        try:
+            report = self.indexer.reindex()
+        except Exception:
+            log.exception("rebuilding the index failed; the reconcile scan goes on from what "
+                          "was rebuilt")
+            return
+        finally:
+            self.rt.index_rebuilt()
+        log.info("index rebuilt: %d entries from %d logs in %.1f s",
+                 report.entries_upserted, report.files_synced, report.seconds)
+        if self.on_index_rebuilt is not None:
+            self._guarded("after the index rebuild", self.on_index_rebuilt)
 
     def _sync_events(self, events: list[FsEvent]) -> None:
         touched = top_folders_touched(events, self.rt.root)

@@ -1,0 +1,200 @@
+"""``rm -rf <root>/.index`` while the daemon runs (the index is derived: deleting it is always
+safe). The daemon notices at its next pass or request, lets go of every handle it held on the
+deleted files (each thread's SQLite connection, the LanceDB tables, the cluster cache),
+rebuilds the index from the Markdown, says so in one line and goes on serving.
+
+Before, every later sync failed with LanceDB's "Not found: .../_versions", searches were a
+500 with that traceback, and the watcher's SQLite connection went on writing into the deleted
+file (those writes were lost) until ``serve`` was restarted.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import sqlite3
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.engine import registry
+from everos_reflect.engine.registry import RunContext, Strategy
+from everos_reflect.index import db as dbmod
+from everos_reflect.index.sync import Indexer
+from everos_reflect.index.watcher import Watcher
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+from tests.api_client import ApiClient
+
+USER = "u_andrew"
+
+
+class Quick(Strategy):
+    name = "index_deleted_test"
+    description = "answers at once"
+
+    def run(self, ctx: RunContext) -> dict[str, int]:
+        return {"touched": 1}
+
+
+@pytest.fixture(autouse=True)
+def quick() -> Iterator[None]:
+    registry.register(Quick)
+    yield
+    registry.unregister(Quick.name)
+
+
+@pytest.fixture
+def rt(root: Path) -> Iterator[Runtime]:
+    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
+    yield runtime
+    runtime.close()
+
+
+def _wait_for(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    return condition()
+
+
+def _add(call: ApiClient, subject: str, content: str, ts: str) -> str:
+    resp = call("POST", "/api/v1/memory/episodes", json={
+        "user_id": USER, "subject": subject, "content": content, "timestamp": ts})
+    assert resp.status_code == 201, resp.text
+    return resp.json()["data"]["id"]
+
+
+def _found(call: ApiClient, answers: list[int]) -> set[str]:
+    """The ids a keyword search for "dog" finds now (every status code is kept)."""
+    resp = call("POST", "/api/v1/memory/search", json={
+        "query": "dog", "top_k": 10, "user_id": USER, "mode": "keyword"})
+    answers.append(resp.status_code)
+    if resp.status_code != 200:
+        assert resp.json()["error"]["code"] == "index_rebuilding", resp.text
+        return set()
+    return {hit["id"] for hit in resp.json()["data"]["episodes"]}
+
+
+def _ids_on_disk(root: Path) -> set[str]:
+    """Entry ids in the ``system.db`` at the root's path now, read by a connection of its own
+    (what another process, or the next start, sees)."""
+    conn = sqlite3.connect(dbmod.db_path(root))
+    try:
+        return {r[0] for r in conn.execute("SELECT id FROM entries")}
+    finally:
+        conn.close()
+
+
+def _remove_index(root: Path) -> None:
+    shutil.rmtree(root / ".index")
+
+
+def test_deleting_the_index_while_serving_rebuilds_it_and_loses_nothing(
+        rt: Runtime, caplog: pytest.LogCaptureFixture) -> None:
+    call = ApiClient(rt)
+    answers: list[int] = []
+    rebuilds: list[bool] = []  # serve writes daemon.json again there
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0,
+                 on_index_rebuilt=lambda: rebuilds.append(True)) as watcher:
+        first = _add(call, "Toby", "Andrew adopted a dog named Toby.",
+                     "2026-10-12T10:00:00+00:00")
+        assert _wait_for(lambda: _found(call, answers) == {first})
+        _wait_for(lambda: watcher.passes > 0)
+        caplog.clear()
+        caplog.set_level(logging.INFO)
+
+        _remove_index(rt.root)
+        second = _add(call, "Buddy", "Andrew adopted a second dog named Buddy.",
+                      "2026-10-13T10:00:00+00:00")
+
+        assert _wait_for(lambda: _found(call, answers) == {first, second}), answers
+        assert _wait_for(lambda: _ids_on_disk(rt.root) == {first, second})
+        status = call("GET", "/api/v1/status")
+        assert status.status_code == 200, status.text
+        doc = status.json()["data"]
+        assert doc["counts_from"] == "index" and doc["index"]["files_changed"] == 0, doc
+        assert doc["totals"]["episode"] == {"live": 2, "deprecated": 0}, doc
+
+        outcome = call("POST", "/api/v1/ome/trigger",
+                       json={"name": Quick.name, "force": True, "timeout": 30})
+        assert outcome.status_code == 200 and outcome.json()["status"] == "ok", outcome.text
+        runs = call("GET", "/api/v1/ome/runs").json()["data"]["runs"]
+        assert [(r["id"], r["status"]) for r in runs] == [(outcome.json()["run_id"], "ok")]
+
+    assert all(code in (200, 503) for code in answers), answers
+    assert rebuilds == [True]
+    rebuilt = [r for r in caplog.records if "rebuilding it from the Markdown" in r.getMessage()]
+    assert len(rebuilt) == 1, caplog.text
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+def test_an_index_replaced_by_another_process_is_taken_up(rt: Runtime) -> None:
+    """Deleted, then made again by a ``reindex`` of another process: a database is at the
+    path, but not the one the daemon's handles are open on (told apart by its identity)."""
+    call = ApiClient(rt)
+    answers: list[int] = []
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0):
+        first = _add(call, "Toby", "Andrew adopted a dog named Toby.",
+                     "2026-10-12T10:00:00+00:00")
+        assert _wait_for(lambda: _found(call, answers) == {first})
+
+        _remove_index(rt.root)
+        other = Runtime(rt.root, Settings(), embedder=HashEmbedder(16))
+        Indexer(other).reindex()
+        other.close()
+        second = _add(call, "Buddy", "Andrew adopted a second dog named Buddy.",
+                      "2026-10-13T10:00:00+00:00")
+
+        assert _wait_for(lambda: _found(call, answers) == {first, second}), answers
+        assert _wait_for(lambda: _ids_on_disk(rt.root) == {first, second})
+    assert all(code in (200, 503) for code in answers), answers
+
+
+def test_a_connection_of_another_thread_is_let_go_once_the_index_is_found_deleted(
+        rt: Runtime) -> None:
+    """The thread that notices is rarely the one holding the stale connection: each thread's
+    own connection is replaced at its next use."""
+    import threading
+
+    conns: list[sqlite3.Connection] = []
+
+    def in_thread() -> None:
+        conns.append(rt.db())
+
+    worker = threading.Thread(target=in_thread)
+    worker.start()
+    worker.join()
+    mine = rt.db()
+    _remove_index(rt.root)
+
+    assert rt.check_index() is True
+    assert rt.db() is not mine
+    assert rt.check_index() is False  # once: the new database is the one held now
+    Indexer(rt).scan()
+    assert dbmod.db_path(rt.root).is_file()
+
+
+def test_an_index_left_alone_keeps_its_handles(rt: Runtime,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    call = ApiClient(rt)
+    answers: list[int] = []
+    with Watcher(rt, debounce=0.05, reconcile_interval=0.1, optimize_interval=0) as watcher:
+        first = _add(call, "Toby", "Andrew adopted a dog named Toby.",
+                     "2026-10-12T10:00:00+00:00")
+        assert _wait_for(lambda: _found(call, answers) == {first})
+        conn, vectors = rt.db(), rt.vectors
+        passes = watcher.passes
+        assert _wait_for(lambda: watcher.passes > passes + 3)  # reconcile scans ran
+
+        assert rt.check_index() is False
+        assert rt.db() is conn and rt.vectors is vectors
+    assert answers == [200] * len(answers)
+    assert "rebuilding it from the Markdown" not in caplog.text
