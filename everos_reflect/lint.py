@@ -199,8 +199,8 @@ def scan_store(
 class CitationGraph:
     """Who cites whom among a root's derived records (SPEC §10: an insight's, conviction's or
     lesson's ``evidence``, the two convictions a relation stands ``between``), per user, to
-    name the cycles a hand edit made (:func:`citation_cycles`). The index keeps no citations,
-    so ``status`` feeds it the derived logs and ``lint`` every log."""
+    name the cycles a hand edit made (:func:`citation_cycles`). ``lint`` feeds it every
+    log; the index keeps no citations, so ``status`` over the index does not check them."""
 
     #: The metadata keys by which a derived record cites others.
     CITING_KEYS = ("evidence", "between")
