@@ -333,9 +333,11 @@ def _render_status(doc: dict[str, Any]) -> None:
         # a read-only root's index is read as last built: nothing here will catch it up
         fixed = " (read-only here: read as last built)" if lag.get("read_only") else ""
         if lag["files_changed"] or lag["files_deleted"]:
+            # a deleted log has no change time: with none changed there is no oldest change
+            ago = "" if lag["lag_seconds"] is None else (
+                f" (oldest change {lag['lag_seconds']:.0f} s ago)")
             console.print(f"index: behind by {lag['files_changed']} changed and "
-                          f"{lag['files_deleted']} deleted logs (oldest change "
-                          f"{lag['lag_seconds']:.0f} s ago){fixed}")
+                          f"{lag['files_deleted']} deleted logs{ago}{fixed}")
         else:
             console.print(f"index: up to date with the Markdown{fixed}")
     merges = doc.get("merges") or {}
