@@ -516,6 +516,19 @@ def _merge_file(
             origin[(section, key)] = (file, dotted)
 
 
+def _one_underscore_setting(name: str) -> str | None:
+    """The settings variable ``name`` spells with one underscore between section and key
+    (``EVEROS_LLM_API_KEY`` for ``EVEROS_LLM__API_KEY``), else ``None``. Such a variable was
+    passed over as one that is no setting (as ``EVEROS_ROOT`` is): the key never reached the
+    LLM, and ``lint`` said the configuration was fine."""
+    rest = name[len(ENV_PREFIX):].lower()
+    for section, cls in SECTIONS.items():
+        key = rest.removeprefix(f"{section}_")
+        if key != rest and key in _types(cls):
+            return f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+    return None
+
+
 def _merge_env(
     env: Mapping[str, str],
     values: dict[str, dict[str, Any]],
@@ -524,7 +537,13 @@ def _merge_env(
 ) -> None:
     for name in sorted(env):
         # EVEROS_ROOT and friends have no "__": only EVEROS_<SECTION>__<KEY> are settings.
-        if not name.startswith(ENV_PREFIX) or "__" not in name:
+        if not name.startswith(ENV_PREFIX):
+            continue
+        if "__" not in name:
+            if (meant := _one_underscore_setting(name)) is not None:
+                problems.append((ENV_FILE, name, f"not read: a setting's variable has two "
+                                 f"underscores between section and key (did you mean "
+                                 f"{meant}?)"))
             continue
         section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
         if section not in SECTIONS:
