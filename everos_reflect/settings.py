@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from everos_reflect.errors import ConfigError
-from everos_reflect.fileio import read_config_bytes
+from everos_reflect.fileio import not_utf8, read_config_bytes
 from everos_reflect.model import quoted_value, redacted_url, shown_key
 
 DEFAULT_FILE = "config/default.toml"
@@ -650,12 +650,22 @@ def packaged_text(name: str) -> str:
     return resources.files("everos_reflect").joinpath("defaults", name).read_text("utf-8")
 
 
+def config_text(data: bytes, file: str) -> str:
+    """A configuration file's ``data`` as text, or :class:`ConfigError` naming the line and
+    column of its first byte that is not UTF-8 (or that it is UTF-16), as a daily log's is.
+    ``enable`` and a daemon reloading ``ome.toml`` said "'utf-8' codec can't decode byte 0xff
+    in position 0", the settings "not UTF-8 text: invalid start byte": no line, no cause."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, problem = not_utf8(data, exc)
+        raise ConfigError([(file, f"line {line}", problem)]) from None
+
+
 def _read_user_file(path: Path) -> str | None:
     try:
         data = read_config_bytes(path)
-        return None if data is None else data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError([(str(path), "(file)", f"not UTF-8 text: {exc.reason}")]) from exc
+        return None if data is None else config_text(data, str(path))
     except OSError as exc:
         raise ConfigError([(str(path), "(file)", exc.strerror or str(exc))]) from exc
 

@@ -43,6 +43,7 @@ from everos_reflect.model import Kind, UserRef, new_episode, quoted_value
 from everos_reflect.settings import (
     OME_FILE_NAME,
     USER_FILE_NAME,
+    config_text,
     everos_toml_template,
     load_settings,
     packaged_text,
@@ -506,9 +507,9 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     path = folder / OME_FILE_NAME
     try:
         data = read_config_bytes(path)
-        before = packaged_text("ome.toml") if data is None else data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        fail(f"{path}: {getattr(exc, 'strerror', None) or exc}")
+        before = packaged_text("ome.toml") if data is None else config_text(data, str(path))
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror or exc}")
     after = set_enabled(before, name, enabled, str(path))
     _refuse_if_not_in_force(after, str(path))
     changed = after != before or not path.exists()
