@@ -395,7 +395,9 @@ class MarkdownStore:
             if log.unread or entry_id in log.unreadable:
                 fatal = next((d for d in log.diagnostics if d.severity == "fatal"), None)
                 why = fatal.message if fatal else "its entry block cannot be read (see lint)"
-                raise MarkdownError(log.path, 0, f"cannot look up {entry_id}: {why}")
+                # the line the problem is on (a byte that is not UTF-8): "column 1" of no line
+                line = fatal.line if fatal else 0
+                raise MarkdownError(log.path, line, f"cannot look up {entry_id}: {why}")
         raise UnknownEntry(f"no entry {entry_id} for user {ref}")
 
     def get_many(self, ref: UserRef, entry_ids: Iterable[str],
