@@ -581,17 +581,17 @@ class VectorIndex:
         table = self._table(kind)
         if table is None:
             return []
-        query = (
-            table
-            .search(vector, vector_column_name="vector")
-            .distance_type("cosine")
-            .refine_factor(REFINE_FACTOR)  # exact re-rank; a no-op without an ANN index
-            .select([*META_COLUMNS, *(("vector",) if with_vectors else ()), "_distance"])
-            .limit(k)
-        )
-        if where:
-            query = query.where(where, prefilter=True)
-        with self._reading(kind):
+        with self._reading(kind):  # building the query reads the table's schema
+            query = (
+                table
+                .search(vector, vector_column_name="vector")
+                .distance_type("cosine")
+                .refine_factor(REFINE_FACTOR)  # exact re-rank; a no-op without an ANN index
+                .select([*META_COLUMNS, *(("vector",) if with_vectors else ()), "_distance"])
+                .limit(k)
+            )
+            if where:
+                query = query.where(where, prefilter=True)
             return query.to_list()
 
     def search_text(
@@ -604,15 +604,15 @@ class VectorIndex:
         table = self._table(kind) if query.strip() else None
         if table is None:
             return []
-        builder = (
-            table
-            # an explicit query object: a plain string in quotes would be parsed as a phrase
-            # query, which LanceDB refuses over several columns
-            .search(MultiMatchQuery(query, list(FTS_COLUMNS)), query_type="fts")
-            .select([*META_COLUMNS, "_score"])
-            .limit(k)
-        )
-        if where:
-            builder = builder.where(where, prefilter=True)
-        with self._reading(kind):
+        with self._reading(kind):  # building the query reads the table's schema
+            builder = (
+                table
+                # an explicit query object: a plain string in quotes would be parsed as a
+                # phrase query, which LanceDB refuses over several columns
+                .search(MultiMatchQuery(query, list(FTS_COLUMNS)), query_type="fts")
+                .select([*META_COLUMNS, "_score"])
+                .limit(k)
+            )
+            if where:
+                builder = builder.where(where, prefilter=True)
             return builder.to_list()
