@@ -179,7 +179,14 @@ class VectorIndex:
         kind = _as_kind(kind)
         table = self._tables.get(kind)
         if table is not None:
-            return table
+            if self._has_manifest(TABLES[kind]):
+                return table
+            # dropped under this handle (a reindex of another process moved it aside): it
+            # failed "Not found" until a restart, as the kinds that reindex made no table
+            # for were never made again
+            with self._thread_lock:
+                if self._tables.get(kind) is table:
+                    del self._tables[kind]
         if self.read_only:
             return self._open_read_only(kind)
         with self._writing():
