@@ -36,19 +36,22 @@ def quoted(value: str, *, escape: bool = False) -> str:
     Messages quoted the whole value, so a 5,000-character ``--type`` made a 5,000-character
     error line (CLI, API and MCP alike). ``escape`` writes control and non-ASCII characters
     as escapes first (``\\x1b``), as an id's message does so that look-alikes are visible."""
-    text = value.encode("unicode_escape").decode("ascii") if escape else value
-    if len(text) <= QUOTED_MAX:
-        return repr(text)
-    if escape:  # whole escapes only: the characters whose escapes fit
-        cut, size = [], 0
-        for char in value:
-            part = char.encode("unicode_escape").decode("ascii")
-            if size + len(part) > QUOTED_MAX:
-                break
-            cut.append(part)
-            size += len(part)
-        text = "".join(cut)
-    return f"{text[:QUOTED_MAX] + '…'!r} ({len(value):,} characters)"
+    if not escape:
+        if len(value) <= QUOTED_MAX:
+            return repr(value)
+        return f"{value[:QUOTED_MAX] + '…'!r} ({len(value):,} characters)"
+    # ascii(), not repr() of the escaped text: that escaped each escape's backslash again,
+    # so an id holding ESC was named '\\x1b', as if its user had typed a backslash
+    if len(ascii(value)) - 2 <= QUOTED_MAX:
+        return ascii(value)
+    cut, size = [], 0  # whole escapes only: the characters whose escapes fit
+    for char in value:
+        size += len(ascii(char)) - 2
+        if size > QUOTED_MAX:
+            break
+        cut.append(char)
+    shown = ascii("".join(cut))
+    return f"{shown[:-1]}…{shown[-1]} ({len(value):,} characters)"
 
 
 def shown_key(key: str) -> str:
@@ -809,6 +812,17 @@ def surrogate_problem(value: str) -> str | None:
 #: into a line feed, so ``--subject $'a\rb'`` was written as a subject of two lines), and the
 #: Unicode line and paragraph separators (line breaks to YAML, ``str.splitlines`` and editors).
 LINE_BREAK_RE = re.compile("[\n\r\u2028\u2029]")
+
+#: Every character ``str.splitlines`` (and, for U+0085, U+2028 and U+2029, YAML) ends a line at
+#: besides ``\n`` and ``\r``. A daily log's lines end at ``\n`` only, so text holding one is
+#: one line to the parser and two to those readers: a marker-looking text after a U+2028 read
+#: as a marker line of its own in an editor, ``splitlines`` and YAML. The writer writes each
+#: as a line break (:data:`LINE_BREAKS_AS_NEWLINES`); a hand-written U+2028 or U+2029 is a
+#: ``lint`` warning (the others are already, as invisible characters).
+OTHER_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+#: ``str.translate`` table: each of :data:`OTHER_LINE_BREAKS` as the line break it means (a
+#: paragraph separator as a blank line, which ends a paragraph in Markdown).
+LINE_BREAKS_AS_NEWLINES = {ord(c): "\n" for c in OTHER_LINE_BREAKS} | {0x2029: "\n\n"}
 
 
 def control_problem(value: str) -> str | None:

@@ -26,7 +26,13 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
 from everos_reflect.llm.base import Usage
-from everos_reflect.model import CONTROL_CHARS, SURROGATES, blank, quoted_value
+from everos_reflect.model import (
+    CONTROL_CHARS,
+    LINE_BREAKS_AS_NEWLINES,
+    SURROGATES,
+    blank,
+    quoted_value,
+)
 
 if TYPE_CHECKING:
     from everos_reflect.llm.prompts import Message, Prompts
@@ -361,7 +367,10 @@ def _no_control(value: str, what: str) -> str:
     if found is not None:
         raise InvalidReply(f"{what} holds the lone surrogate U+{ord(found.group()):04X}, "
                            "which is no text")
-    return value
+    # U+2028 / U+2029 are line breaks to YAML, editors and ``str.splitlines``, not to a daily
+    # log: the text is taken with the line breaks they mean, as the writer would write it, so
+    # the narrative its facts and sentences come from is the one the log holds
+    return value.translate(LINE_BREAKS_AS_NEWLINES).strip()
 
 
 def text_field(obj: Mapping[str, Any], key: str, *, limit: int = 20_000) -> str:
@@ -393,7 +402,7 @@ def strings(obj: Mapping[str, Any], key: str, *, limit: int = 2_000) -> list[str
     for item in (i.strip() for i in items):
         if len(item) > limit:
             raise InvalidReply(f"an item of {key!r} is longer than {limit} characters")
-        _no_control(item, f"an item of {key!r}")
+        item = _no_control(item, f"an item of {key!r}")
         if not blank(item):  # dropped as an empty one is: a U+200B alone was a fact
             kept.setdefault(item)
     return list(kept)

@@ -8,8 +8,10 @@ from everos_reflect.model import DailyLog, Diagnostic
 
 def frontmatter_line(text: str, key: str) -> int:
     """Line of ``key:`` inside a file's leading frontmatter, else 1 (the file's start): where
-    a ``deprecated_entries`` mark of ``key`` is fixed."""
-    lines = text.splitlines()
+    a ``deprecated_entries`` mark of ``key`` is fixed. Lines end at ``\n``, as the parser
+    counts them: ``str.splitlines`` also ended one at a U+2028 or a form feed, and named a
+    line further down than the one to fix."""
+    lines = text.split("\n")
     for number, line in enumerate(lines[1:], 2):
         if line.strip() == "---":
             break

@@ -13,8 +13,9 @@ line, reason) and the rest of the file still parses. Severities:
 - ``warning``: indexed anyway (naive or date-only timestamp, owner differing from the file's
   user, missing ``Content``/``Fact`` section, an Episode with no or an empty ``Subject``
   (``add`` refuses one), unexpected ``parent_type``, text before the first section,
-  characters an editor does not show: controls, bidi overrides). Also text
-  outside every entry that looks like one without its markers (an ``owner_id:`` line, a
+  characters an editor does not show: controls, bidi overrides; a U+2028 / U+2029, which
+  YAML, editors and ``str.splitlines`` take for a line break, named by line and column).
+  Also text outside every entry that looks like one without its markers (an ``owner_id:`` line, a
   ``## Subject`` or main-section heading): it is not read.
 
 Unknown metadata keys and unknown sections are not problems: they are kept in ``Entry.meta`` /
@@ -34,6 +35,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from datetime import UTC, date, datetime, timedelta, timezone
+from itertools import islice
 from typing import Any, NamedTuple
 
 import yaml
@@ -92,6 +94,10 @@ _HIDDEN_IN_BLOCK_RE = re.compile(
     "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|\r(?!\n)")
 #: Lines with hidden characters reported one by one per entry; the rest in one warning.
 MAX_HIDDEN_LINES = 5
+#: The line and paragraph separators: a line break to YAML, editors and ``str.splitlines``,
+#: none to this parser (lines end at ``\n``). The other characters ``splitlines`` breaks at
+#: (U+0085, form feed, ...) are among :data:`_HIDDEN_RE`.
+_SEPARATOR_RE = re.compile("[\u2028\u2029]")
 
 
 _LINE_RE = re.compile(r"[^\n]*\n|[^\n]+$")
@@ -578,7 +584,38 @@ class _Parser:
         elif entries:  # no entry is read, yet every one opened is still there
             log.unreadable = {m.group(2) for m in _MARKER_RE.finditer(self.text)
                               if not m.group(1)}
+        if entries:
+            self._separators()
         return log
+
+    def _separators(self) -> None:
+        """A warning per line (up to :data:`MAX_HIDDEN_LINES`, then one for the rest) holding
+        a U+2028 or U+2029, naming its line and columns. The writer never writes one; by hand
+        it is kept as written, one line here but two to YAML, editors and ``splitlines``: text
+        after it that reads as a marker, a heading or a metadata key there is none here."""
+        text = self.text
+        number, counted, pos = 1, 0, 0
+        reported, more_lines, more_from = 0, 0, 0
+        while (found := _SEPARATOR_RE.search(text, pos)) is not None:  # one step a line
+            number += text.count("\n", counted, found.start())
+            counted = found.start()
+            start = text.rfind("\n", 0, found.start()) + 1
+            pos = text.find("\n", found.start())
+            pos = len(text) if pos < 0 else pos
+            if reported >= MAX_HIDDEN_LINES:
+                more_lines, more_from = more_lines + 1, more_from or number
+                continue
+            reported += 1
+            on_line = list(islice(_SEPARATOR_RE.finditer(text, start, pos), 4))
+            shown = ", ".join(f"{_code_point(m.group())} at column {m.start() - start + 1}"
+                              for m in on_line[:3])
+            more = " and more" if len(on_line) > 3 else ""
+            self.report(number, f"{shown}{more}: a line break to YAML, editors and "
+                        "str.splitlines, none in this log (read as one line, kept as "
+                        "written): write a line break or a space instead", "warning")
+        if more_lines:
+            self.report(more_from, f"line or paragraph separators on {more_lines} more lines "
+                        "from here", "warning")
 
     # -- file frontmatter -------------------------------------------------------------------
     def _frontmatter(self, log: DailyLog) -> int:
@@ -1028,6 +1065,8 @@ class _Parser:
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
                 self.report(line, f"entry {eid}: importance {quoted_value(value)} is not 1-10",
                             "warning")
+        for problem in _choice_problems(eid.kind, meta):
+            self.report(line, f"entry {eid}: {problem}", "warning")
         long_subject = subject_length_problem(sections.get("Subject", ""))
         if long_subject is not None:
             # kept, read and indexed as written: refusing it would lose the entry
@@ -1049,6 +1088,49 @@ class _Parser:
         main = eid.kind.main_section
         if not sections.get(main):
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")
+
+
+#: SPEC §10's ``status`` values per derived kind, as the tiers compare them (stripped, case
+#: kept): any other is none of them, so ``status: zombie`` or ``Active`` left a lesson out of
+#: every briefing and from provenance's checks, and lint said nothing.
+STATUSES: dict[Kind, tuple[str, ...]] = {
+    Kind.INSIGHT: ("active", "stale", "retired"),
+    Kind.CONVICTION: ("active", "stale", "retired"),
+    Kind.RELATION: ("active", "resolved", "stale", "retired"),
+    Kind.LESSON: ("active", "contested", "stale", "retired"),
+}
+
+
+def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[str]:
+    """A derived record's or task's enumerated keys holding a value no reader takes: its
+    ``status``, a lesson's ``lesson_type`` (anything but ``avoid`` read as ``do``: an
+    "avoid" lesson with a typo was served as one to follow) and ``confirmations``, a task's
+    ``outcome`` (read as unknown: the task counts as neither a success nor a failure)."""
+    if kind not in STATUSES and kind is not Kind.TASK:
+        return []  # an Episode or fact: none of these keys is read
+    from everos_reflect.procedural.lessons import LESSON_TYPES
+    from everos_reflect.procedural.tasks import OUTCOMES
+
+    found = []
+    status = meta.get("status")
+    if kind in STATUSES and status is not None and str(status).strip() not in STATUSES[kind]:
+        found.append(f"status {quoted_value(status)} is not one of {', '.join(STATUSES[kind])} "
+                     "(write one of them)")
+    if kind is Kind.LESSON:
+        kept = meta.get("lesson_type")
+        if kept is not None and str(kept).strip().lower() not in LESSON_TYPES:
+            found.append(f"lesson_type {quoted_value(kept)} is not do or avoid (read as do)")
+        count = meta.get("confirmations")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int)
+                                  or count < 0):
+            found.append(f"confirmations {quoted_value(count)} is not a whole number of 0 or "
+                         "more")
+    if kind is Kind.TASK:
+        outcome = meta.get("outcome")
+        if outcome is not None and str(outcome).strip().lower() not in OUTCOMES:
+            found.append(f"outcome {quoted_value(outcome)} is not one of {', '.join(OUTCOMES)} "
+                         "(read as unknown: neither a success nor a failure to learn from)")
+    return found
 
 
 def _yaml_type(value: object) -> str:

@@ -32,7 +32,13 @@ from everos_reflect.markdown.parser import (
     parse_log,
     split_lines,
 )
-from everos_reflect.model import Kind, format_timestamp, quoted_value
+from everos_reflect.model import (
+    LINE_BREAKS_AS_NEWLINES,
+    OTHER_LINE_BREAKS,
+    Kind,
+    format_timestamp,
+    quoted_value,
+)
 
 DEPRECATED_KEY = "deprecated_entries"
 #: The ``deprecated_entries`` key line (quoted or not); group ``value``: what follows it,
@@ -131,7 +137,12 @@ def render_entry(entry_id: str, meta: Mapping[str, Any], sections: Mapping[str, 
 
     ``None`` values are omitted; datetimes are written with ``format_timestamp``; section bodies
     are stripped, use ``\\n`` line breaks, and lines that would read as a heading or a marker are
-    escaped with a backslash (the parser removes it).
+    escaped with a backslash (the parser removes it). Every other line break ``str.splitlines``
+    or YAML knows (U+2028, U+2029, U+0085, form feed, ...: ``model.OTHER_LINE_BREAKS``) is
+    written as ``\\n`` (U+2029 as a blank line) before that: kept, a ``<!-- /entry:... -->``
+    after a U+2028 in an Episode's content (``add``, the API, MCP, a model's narrative or fact)
+    was one line to the parser and a closing marker of its own to an editor, ``splitlines``
+    and YAML, never escaped.
     """
     parse_entry_id(entry_id)
     values = {}
@@ -144,10 +155,12 @@ def render_entry(entry_id: str, meta: Mapping[str, Any], sections: Mapping[str, 
     blocks = []
     for name, body in sections.items():
         heading = HEADING_RE.match(f"## {name}") if isinstance(name, str) else None
-        if heading is None or heading.group(1) != name or "\r" in name or "\n" in name:
+        if (heading is None or heading.group(1) != name
+                or any(c in name for c in "\r\n" + OTHER_LINE_BREAKS)):
             raise MarkdownError(f"entry {entry_id}", 0,
                                 f"invalid section name {quoted_value(name)}")
-        text = str(body).replace("\r\n", "\n").replace("\r", "\n").strip()
+        text = (str(body).replace("\r\n", "\n").replace("\r", "\n")
+                .translate(LINE_BREAKS_AS_NEWLINES).strip())
         lines = "".join(escape_body_line(line) + "\n" for line in text.split("\n")) if text else ""
         blocks.append(f"## {name}\n{lines}")
     parts.append("\n".join(blocks))

@@ -125,9 +125,13 @@ def new_task(
 
 
 def section_lines(body: str) -> list[str]:
-    """The items of a one-per-line section, list markers removed, blank lines skipped."""
+    """The items of a one-per-line section, list markers removed, blank lines skipped.
+
+    Lines end at ``\n``, as the log's: ``str.splitlines`` also ended one at a U+2028 (or a
+    form feed) a hand edit left inside a step, so lessons learned from two steps where the log,
+    ``lint`` and the briefing show one (``lint`` names the character)."""
     items = []
-    for line in body.splitlines():
+    for line in body.split("\n"):
         text = _BULLET_RE.sub("", line).strip()
         if text and text.lower() not in {"none", "(none)", "n/a"}:
             items.append(text)
