@@ -36,19 +36,22 @@ def quoted(value: str, *, escape: bool = False) -> str:
     Messages quoted the whole value, so a 5,000-character ``--type`` made a 5,000-character
     error line (CLI, API and MCP alike). ``escape`` writes control and non-ASCII characters
     as escapes first (``\\x1b``), as an id's message does so that look-alikes are visible."""
-    text = value.encode("unicode_escape").decode("ascii") if escape else value
-    if len(text) <= QUOTED_MAX:
-        return repr(text)
-    if escape:  # whole escapes only: the characters whose escapes fit
-        cut, size = [], 0
-        for char in value:
-            part = char.encode("unicode_escape").decode("ascii")
-            if size + len(part) > QUOTED_MAX:
-                break
-            cut.append(part)
-            size += len(part)
-        text = "".join(cut)
-    return f"{text[:QUOTED_MAX] + '…'!r} ({len(value):,} characters)"
+    if not escape:
+        if len(value) <= QUOTED_MAX:
+            return repr(value)
+        return f"{value[:QUOTED_MAX] + '…'!r} ({len(value):,} characters)"
+    # ascii(), not repr() of the escaped text: that escaped each escape's backslash again,
+    # so an id holding ESC was named '\\x1b', as if its user had typed a backslash
+    if len(ascii(value)) - 2 <= QUOTED_MAX:
+        return ascii(value)
+    cut, size = [], 0  # whole escapes only: the characters whose escapes fit
+    for char in value:
+        size += len(ascii(char)) - 2
+        if size > QUOTED_MAX:
+            break
+        cut.append(char)
+    shown = ascii("".join(cut))
+    return f"{shown[:-1]}…{shown[-1]} ({len(value):,} characters)"
 
 
 def shown_key(key: str) -> str:

@@ -104,3 +104,23 @@ def test_cycles_are_found_in_any_shape_and_bounded() -> None:
     # every record citing every other: no more than the bound is named
     clique = {f"c{i}": [f"c{j}" for j in range(40) if j != i] for i in range(40)}
     assert len(citation_cycles(clique)) == MAX_CITATION_CYCLES
+
+
+def test_explain_shows_a_citation_it_does_not_walk_again(tmp_path: Path) -> None:
+    """The self-citation and the ring's way back were left out of the tree without a word."""
+    from everos_reflect.strategies.insight_views import explain, render_tree
+
+    rt = _root(tmp_path, [_record(1, ["EP", "in_20261020_0001"]), _record(2, ["in_20261020_0003"]),
+                          _record(3, ["EP", "in_20261020_0002"])])
+    try:
+        tree = explain(rt, ANDREW, "in_20261020_0001")
+        assert tree["cites_back"] == ["in_20261020_0001"]
+        assert render_tree(tree)[-1] == (
+            "  in_20261020_0001  (cited again: itself, a citation cycle; see lint)")
+        tree = explain(rt, ANDREW, "in_20261020_0002")
+        (three,) = tree["evidence"]
+        assert three["id"] == "in_20261020_0003" and three["cites_back"] == ["in_20261020_0002"]
+        assert "    in_20261020_0002  (cited again: a record above it, a citation cycle; see " \
+            "lint)" in render_tree(tree)
+    finally:
+        rt.close()

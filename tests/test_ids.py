@@ -54,11 +54,23 @@ def test_a_long_bad_value_is_quoted_short_and_a_short_one_whole() -> None:
     with pytest.raises(InvalidId) as info:
         validate_name("\x1b" * 100, "app_id")
     assert str(info.value).startswith(
-        "invalid app_id '" + "\\\\x1b" * 15 + "…' (100 characters): use 1-128")
+        "invalid app_id '" + "\\x1b" * 15 + "…' (100 characters): use 1-128")
     with pytest.raises(InvalidId) as info:
         EntryId.parse("ep_" + "1" * 400)
     assert str(info.value) == ("invalid entry id '" + "ep_" + "1" * 57
                                + "…' (403 characters): expected e.g. ep_20261012_0001")
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    ("a\x01b", "'a\\x01b'"), ("\x1bx", "'\\x1bx'"), ("\u00fcber", "'\\xfcber'"),
+    ("a\\b", "'a\\\\b'"), ("it's", '"it\'s"'),
+])
+def test_an_unsafe_name_is_named_with_its_escapes_written_once(value: str, shown: str) -> None:
+    # Escaped, then repr()'d: each escape's backslash was escaped again, so ESC in a user id
+    # was named '\\x1b' (CLI, API 422, MCP), as if its user had typed a backslash.
+    with pytest.raises(InvalidId) as info:
+        validate_name(value)
+    assert str(info.value).startswith(f"invalid user_id {shown}: use 1-128")
 
 
 @pytest.mark.parametrize("value", ACCEPTED)

@@ -195,16 +195,19 @@ def search(runtime: Runtime, body: SearchRequest) -> dict[str, Any]:
 def add_episode(runtime: Runtime, body: EpisodeRequest) -> dict[str, Any]:
     """``POST /api/v1/memory/episodes``: append an Episode; answers its id and timestamp."""
     ref = _ref(body.user_id, body.app_id, body.project_id)
-    importance = body.importance
+    importance, note = body.importance, None
     if importance is None and body.subject.strip() and body.content.strip():
-        importance, _ = importance_on_write(runtime.llm, body.subject, body.content)
+        importance, _, note = importance_on_write(runtime.llm, body.subject, body.content)
     episode = new_episode(ref, subject=body.subject, content=body.content,
                           timestamp=body.timestamp, session_id=body.session_id,
                           importance=importance)
     entry = runtime.store.append(ref, Kind.EPISODE, episode.meta, episode.sections,
                                  day=episode.day)
-    return {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
-            "project_id": ref.project, "timestamp": episode.meta["timestamp"]}
+    answer = {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
+              "project_id": ref.project, "timestamp": episode.meta["timestamp"]}
+    if note is not None:  # the LLM was not reached: the Episode is written, scored offline
+        answer["importance_note"] = note
+    return answer
 
 
 def record_task(runtime: Runtime, body: TaskRecordRequest) -> dict[str, Any]:

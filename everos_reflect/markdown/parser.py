@@ -1065,6 +1065,8 @@ class _Parser:
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
                 self.report(line, f"entry {eid}: importance {quoted_value(value)} is not 1-10",
                             "warning")
+        for problem in _choice_problems(eid.kind, meta):
+            self.report(line, f"entry {eid}: {problem}", "warning")
         long_subject = subject_length_problem(sections.get("Subject", ""))
         if long_subject is not None:
             # kept, read and indexed as written: refusing it would lose the entry
@@ -1086,6 +1088,49 @@ class _Parser:
         main = eid.kind.main_section
         if not sections.get(main):
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")
+
+
+#: SPEC §10's ``status`` values per derived kind, as the tiers compare them (stripped, case
+#: kept): any other is none of them, so ``status: zombie`` or ``Active`` left a lesson out of
+#: every briefing and from provenance's checks, and lint said nothing.
+STATUSES: dict[Kind, tuple[str, ...]] = {
+    Kind.INSIGHT: ("active", "stale", "retired"),
+    Kind.CONVICTION: ("active", "stale", "retired"),
+    Kind.RELATION: ("active", "resolved", "stale", "retired"),
+    Kind.LESSON: ("active", "contested", "stale", "retired"),
+}
+
+
+def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[str]:
+    """A derived record's or task's enumerated keys holding a value no reader takes: its
+    ``status``, a lesson's ``lesson_type`` (anything but ``avoid`` read as ``do``: an
+    "avoid" lesson with a typo was served as one to follow) and ``confirmations``, a task's
+    ``outcome`` (read as unknown: the task counts as neither a success nor a failure)."""
+    if kind not in STATUSES and kind is not Kind.TASK:
+        return []  # an Episode or fact: none of these keys is read
+    from everos_reflect.procedural.lessons import LESSON_TYPES
+    from everos_reflect.procedural.tasks import OUTCOMES
+
+    found = []
+    status = meta.get("status")
+    if kind in STATUSES and status is not None and str(status).strip() not in STATUSES[kind]:
+        found.append(f"status {quoted_value(status)} is not one of {', '.join(STATUSES[kind])} "
+                     "(write one of them)")
+    if kind is Kind.LESSON:
+        kept = meta.get("lesson_type")
+        if kept is not None and str(kept).strip().lower() not in LESSON_TYPES:
+            found.append(f"lesson_type {quoted_value(kept)} is not do or avoid (read as do)")
+        count = meta.get("confirmations")
+        if count is not None and (isinstance(count, bool) or not isinstance(count, int)
+                                  or count < 0):
+            found.append(f"confirmations {quoted_value(count)} is not a whole number of 0 or "
+                         "more")
+    if kind is Kind.TASK:
+        outcome = meta.get("outcome")
+        if outcome is not None and str(outcome).strip().lower() not in OUTCOMES:
+            found.append(f"outcome {quoted_value(outcome)} is not one of {', '.join(OUTCOMES)} "
+                         "(read as unknown: neither a success nor a failure to learn from)")
+    return found
 
 
 def _yaml_type(value: object) -> str:

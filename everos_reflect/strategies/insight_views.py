@@ -77,7 +77,9 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
     is a node with ``missing: true``, one in a log that cannot be read now (no permission,
     too large) a node with ``unreadable: true`` and the ``problem``; a node whose evidence
     was cut at :data:`MAX_TREE_DEPTH` levels, :data:`MAX_TREE_NODES` nodes or
-    :data:`MAX_TREE_CHARS` characters has ``truncated: true``;
+    :data:`MAX_TREE_CHARS` characters has ``truncated: true``; the ids a node cites that
+    stand on its own path (itself, or a record above it: a citation cycle only a hand edit
+    makes, which ``lint`` names) are listed in ``cites_back`` instead of walked again;
     a text longer than :data:`MAX_NODE_TEXT_CHARS` is clipped, saying how long it was.
     Raises :class:`UnknownEntry` for an unknown root id, :class:`MarkdownError` for one
     whose log cannot be read.
@@ -163,7 +165,8 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
         below = []
         for out, cited, path in level:
             for child_id in cited:
-                if child_id in path:
+                if child_id in path:  # a citation cycle (lint names it): shown, not walked
+                    out.setdefault("cites_back", []).append(child_id)
                     continue
                 if count >= MAX_TREE_NODES:
                     out["truncated"] = True
@@ -182,6 +185,8 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
     for out, cited, path in level:
         if any(child_id not in path for child_id in cited):
             out["truncated"] = True
+        if back := [child_id for child_id in cited if child_id in path]:
+            out["cites_back"] = back
     return root
 
 
@@ -222,6 +227,10 @@ def render_tree(tree: dict[str, Any], indent: str = "") -> list[str]:
         lines.append(f'{indent}  | "{_clip(sentence["text"], 70)}" <- {sources}')
     for child in tree.get("evidence", []):
         lines += render_tree(child, indent + "  ")
+    for cited in tree.get("cites_back", []):
+        lines.append(f"{indent}  {cited}  (cited again: "
+                     f"{'itself' if cited == tree.get('id') else 'a record above it'}, "
+                     "a citation cycle; see lint)")
     if tree.get("truncated"):
         lines.append(f"{indent}  … more evidence not shown (the tree is cut at "
                      f"{MAX_TREE_DEPTH} levels, {MAX_TREE_NODES:,} records or "

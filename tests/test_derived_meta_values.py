@@ -1,0 +1,58 @@
+"""A derived record's or task's enumerated metadata holding a value no reader takes is a lint
+warning naming entry, key and value; every value SPEC gives passes without a word."""
+
+from __future__ import annotations
+
+import pytest
+
+from everos_reflect.markdown.parser import STATUSES, parse_log
+from everos_reflect.model import Kind
+
+KINDS = {Kind.LESSON: ("ls", ".lessons", "lesson", "Lesson"),
+         Kind.TASK: ("tk", "tasks", "task", "Goal"),
+         Kind.INSIGHT: ("in", ".insights", "insight", "Insight"),
+         Kind.CONVICTION: ("wv", ".worldview", "worldview", "Conviction"),
+         Kind.RELATION: ("rel", ".relations", "relation", "Relation")}
+
+
+def _messages(kind: Kind, meta: str) -> list[tuple[str, str]]:
+    prefix, folder, stem, section = KINDS[kind]
+    rid = f"{prefix}_20261020_0001"
+    text = (f"---\ntype: {kind.file_type}\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n"
+            f"---\n<!-- entry:{rid} -->\n---\nowner_id: u\ntimestamp: 2026-10-20T09:00:00Z\n"
+            f"{meta}\n---\n## {section}\nsome text\n<!-- /entry:{rid} -->\n")
+    log = parse_log(text, f"u/{folder}/{stem}-2026-10-20.md")
+    assert [e.id for e in log.entries] == [rid]  # read all the same
+    return [(d.severity, d.message) for d in log.diagnostics]
+
+
+@pytest.mark.parametrize(("kind", "meta", "message"), [
+    (Kind.LESSON, "status: zombie",
+     "status 'zombie' is not one of active, contested, stale, retired (write one of them)"),
+    (Kind.INSIGHT, "status: contested",
+     "status 'contested' is not one of active, stale, retired (write one of them)"),
+    (Kind.RELATION, "status: [active]",
+     "status ['active'] is not one of active, resolved, stale, retired (write one of them)"),
+    (Kind.LESSON, "lesson_type: avoid!", "lesson_type 'avoid!' is not do or avoid (read as do)"),
+    (Kind.LESSON, "confirmations: -7", "confirmations -7 is not a whole number of 0 or more"),
+    (Kind.LESSON, "confirmations: 'three'",
+     "confirmations 'three' is not a whole number of 0 or more"),
+    (Kind.LESSON, "confirmations: true", "confirmations True is not a whole number of 0 or more"),
+    (Kind.TASK, "outcome: great",
+     "outcome 'great' is not one of success, failure, partial (read as unknown: neither a "
+     "success nor a failure to learn from)"),
+])
+def test_a_value_no_reader_takes_is_a_warning(kind: Kind, meta: str, message: str) -> None:
+    prefix = KINDS[kind][0]
+    assert _messages(kind, meta) == [("warning", f"entry {prefix}_20261020_0001: {message}")]
+
+
+@pytest.mark.parametrize(("kind", "meta"), [
+    *((kind, f"status: {value}") for kind, values in STATUSES.items() for value in values),
+    (Kind.LESSON, "lesson_type: Avoid"), (Kind.LESSON, "lesson_type: do"),
+    (Kind.LESSON, "confirmations: 0"), (Kind.LESSON, "confirmations: 12"),
+    (Kind.TASK, "outcome: Success"), (Kind.TASK, "outcome: partial"),
+    (Kind.INSIGHT, "status:"),  # left empty: read as active, as when absent
+])
+def test_the_values_spec_gives_pass(kind: Kind, meta: str) -> None:
+    assert _messages(kind, meta) == []
