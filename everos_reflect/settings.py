@@ -53,6 +53,7 @@ class LLMSettings:
     max_retries: int = 3
     max_concurrency: int = 4
     max_prompt_tokens: int = 100_000
+    interactive_timeout_seconds: float = 5.0
 
 
 @dataclass(frozen=True)
@@ -344,6 +345,7 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("llm", "max_retries"): _llm_retries,
     ("llm", "max_concurrency"): _llm_concurrency,
     ("llm", "max_prompt_tokens"): _prompt_tokens,
+    ("llm", "interactive_timeout_seconds"): _timeout,
     ("embedding", "provider"): _one_of("local", "openai"),
     ("embedding", "model"): _not_blank,
     ("embedding", "base_url"): _url,

@@ -183,7 +183,9 @@ def add_cmd(
     meta, day = episode.meta, episode.day
     path = existing_root(root)
     if importance is None:
-        meta["importance"] = _score_importance(path, subject, content)
+        meta["importance"], note = _score_importance(path, subject, content)
+        if note is not None:  # the Episode is written all the same, scored offline
+            say(f"note: {note}", err=True)
     limits = load_settings(path).limits
     store = MarkdownStore(path, limits=limits,
                           seen_seq=root_id_watermark(path, limits.max_file_bytes))
@@ -238,9 +240,10 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
 # --- status -----------------------------------------------------------------------------------
 
 
-def _score_importance(root: Path, subject: str, content: str) -> int:
+def _score_importance(root: Path, subject: str, content: str) -> tuple[int, str | None]:
     """SPEC §3/seed 000: an Episode added without importance is scored on write (the LLM
-    when one is configured, else the offline scorer of ``llm/importance.py``)."""
+    when one is configured, in one short attempt, else the offline scorer of
+    ``llm/importance.py``), and why the LLM did not score it, when it did not."""
     from everos_reflect.llm import make_llm
     from everos_reflect.llm.importance import importance_on_write, score_importance
     from everos_reflect.settings import load_settings
@@ -248,8 +251,9 @@ def _score_importance(root: Path, subject: str, content: str) -> int:
     try:
         llm = make_llm(load_settings(root).llm)
     except EverosError:
-        return score_importance(f"{subject}: {content}")
-    return importance_on_write(llm, subject.strip(), content.strip())[0]
+        return score_importance(f"{subject}: {content}"), None
+    scored = importance_on_write(llm, subject.strip(), content.strip())
+    return scored.importance, scored.note
 
 
 #: Set-aside clusters ``status`` names one by one; the rest are counted.
