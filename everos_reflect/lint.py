@@ -276,10 +276,14 @@ def misnamed_problems(misnamed: list[str]) -> list[Problem]:
     found = []
     for rel in sorted(set(misnamed)):
         folder, name = Path(rel).parent.name, Path(rel).name
-        kind = next(k for k in Kind if k.folder == folder)
+        kind = next((k for k in Kind if k.folder == folder), None)
         m = LOG_FILENAME_RE.fullmatch(name)
         other = Kind.from_stem(m.group(1)) if m else None
-        if other is kind and m is not None:  # the right name but for its date
+        if kind is None and other is not None:  # outside every kind's folder
+            why = f"a log of {other.folder}/ goes in the user's {other.folder}/ folder"
+        elif kind is None:
+            why = "not in a folder of logs"
+        elif other is kind and m is not None:  # the right name but for its date
             why = (f"{m.group(2)} is no calendar date; the {folder} folder's logs are named "
                    f"{kind.stem}-YYYY-MM-DD.md")
         elif other is not None:

@@ -42,7 +42,7 @@ def _root(tmp_path: Path, insights: list[str], relations: list[str] | None = Non
     if relations is not None:
         (user / ".relations").mkdir(exist_ok=True)
         (user / ".relations" / f"relation-{DAY}.md").write_text(
-            _log(".relations", "relation", relations))
+            _log(".relations", "relation", [r.replace("EP", ep.id) for r in relations]))
     Indexer(rt).scan()
     return rt
 

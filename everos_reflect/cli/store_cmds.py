@@ -43,6 +43,7 @@ from everos_reflect.model import Kind, UserRef, new_episode, quoted_value
 from everos_reflect.settings import (
     OME_FILE_NAME,
     USER_FILE_NAME,
+    config_text,
     everos_toml_template,
     load_settings,
     packaged_text,
@@ -182,7 +183,9 @@ def add_cmd(
     meta, day = episode.meta, episode.day
     path = existing_root(root)
     if importance is None:
-        meta["importance"] = _score_importance(path, subject, content)
+        meta["importance"], note = _score_importance(path, subject, content)
+        if note is not None:  # the Episode is written all the same, scored offline
+            say(f"note: {note}", err=True)
     limits = load_settings(path).limits
     store = MarkdownStore(path, limits=limits,
                           seen_seq=root_id_watermark(path, limits.max_file_bytes))
@@ -237,9 +240,10 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
 # --- status -----------------------------------------------------------------------------------
 
 
-def _score_importance(root: Path, subject: str, content: str) -> int:
+def _score_importance(root: Path, subject: str, content: str) -> tuple[int, str | None]:
     """SPEC §3/seed 000: an Episode added without importance is scored on write (the LLM
-    when one is configured, else the offline scorer of ``llm/importance.py``)."""
+    when one is configured, in one short attempt, else the offline scorer of
+    ``llm/importance.py``), and why the LLM did not score it, when it did not."""
     from everos_reflect.llm import make_llm
     from everos_reflect.llm.importance import importance_on_write, score_importance
     from everos_reflect.settings import load_settings
@@ -247,8 +251,9 @@ def _score_importance(root: Path, subject: str, content: str) -> int:
     try:
         llm = make_llm(load_settings(root).llm)
     except EverosError:
-        return score_importance(f"{subject}: {content}")
-    return importance_on_write(llm, subject.strip(), content.strip())[0]
+        return score_importance(f"{subject}: {content}"), None
+    scored = importance_on_write(llm, subject.strip(), content.strip())
+    return scored.importance, scored.note
 
 
 #: Set-aside clusters ``status`` names one by one; the rest are counted.
@@ -333,9 +338,11 @@ def _render_status(doc: dict[str, Any]) -> None:
         # a read-only root's index is read as last built: nothing here will catch it up
         fixed = " (read-only here: read as last built)" if lag.get("read_only") else ""
         if lag["files_changed"] or lag["files_deleted"]:
+            # a deleted log has no change time: with none changed there is no oldest change
+            ago = "" if lag["lag_seconds"] is None else (
+                f" (oldest change {lag['lag_seconds']:.0f} s ago)")
             console.print(f"index: behind by {lag['files_changed']} changed and "
-                          f"{lag['files_deleted']} deleted logs (oldest change "
-                          f"{lag['lag_seconds']:.0f} s ago){fixed}")
+                          f"{lag['files_deleted']} deleted logs{ago}{fixed}")
         else:
             console.print(f"index: up to date with the Markdown{fixed}")
     merges = doc.get("merges") or {}
@@ -504,9 +511,9 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     path = folder / OME_FILE_NAME
     try:
         data = read_config_bytes(path)
-        before = packaged_text("ome.toml") if data is None else data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        fail(f"{path}: {getattr(exc, 'strerror', None) or exc}")
+        before = packaged_text("ome.toml") if data is None else config_text(data, str(path))
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror or exc}")
     after = set_enabled(before, name, enabled, str(path))
     _refuse_if_not_in_force(after, str(path))
     changed = after != before or not path.exists()

@@ -53,6 +53,7 @@ class _LLMSettings(Protocol):
     max_retries: int
     max_concurrency: int
     max_prompt_tokens: int
+    interactive_timeout_seconds: float
 
 
 def make_llm(settings: _LLMSettings, embedder: Embedder | None = None) -> LLM:
@@ -82,4 +83,5 @@ def make_llm(settings: _LLMSettings, embedder: Embedder | None = None) -> LLM:
         max_retries=settings.max_retries,
         max_concurrency=settings.max_concurrency,
         max_prompt_tokens=settings.max_prompt_tokens,
+        interactive_timeout_seconds=settings.interactive_timeout_seconds,
     )

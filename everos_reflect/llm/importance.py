@@ -22,6 +22,7 @@ heuristic in docs/insights.md; an LLM score replaces it whenever one is configur
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 _DECISION = re.compile(
     r"\b(decid\w*|chose|choos\w*|switch\w*|migrat\w*|from now on|promis\w*|commit\w*|agree\w*|"
@@ -59,22 +60,35 @@ def score_importance(text: str) -> int:
     return max(1, min(10, score))
 
 
-def importance_on_write(llm: object, subject: str, content: str) -> tuple[int, str]:
+class Scored(NamedTuple):
+    """An Episode's importance as written, who scored it (the provider, or ``offline``), and
+    why the configured LLM did not (None when it did, or none is configured)."""
+
+    importance: int
+    scorer: str
+    note: str | None = None
+
+
+def importance_on_write(llm: object, subject: str, content: str) -> Scored:
     """The importance of a new Episode whose writer gave none, and who scored it.
 
-    By the configured LLM (the ``importance`` task) when it is not the offline provider; by
-    :func:`score_importance` offline, or when the LLM call fails (an ``add`` never fails
-    because a model is down).
+    By the configured LLM (the ``importance`` task) when it is not the offline provider,
+    through its interactive client (one short attempt: a person or an agent is waiting on the
+    ``add``); by :func:`score_importance` offline, or when that call fails, with a ``note``
+    saying why (an ``add`` never fails, nor waits minutes, because a model is down).
     """
     from everos_reflect.errors import ProviderUnavailable
     from everos_reflect.llm.tasks import NeedsLLM, Record, TaskRequest
 
     text = f"{subject}: {content}"
+    note = None
     if getattr(llm, "provider", "extractive") != "extractive":
+        quick = getattr(llm, "interactive", None)
+        client = quick() if callable(quick) else llm
         try:
-            result = llm.run_task(  # type: ignore[attr-defined]
+            result = client.run_task(  # type: ignore[attr-defined]
                 "importance", TaskRequest(records=(Record("new", "episode", text),)))
-            return int(result.value), str(result.provider)
-        except (ProviderUnavailable, NeedsLLM):
-            pass
-    return score_importance(text), "offline"
+            return Scored(int(result.value), str(result.provider))
+        except (ProviderUnavailable, NeedsLLM) as exc:
+            note = f"importance scored offline: the LLM was not reached or gave no score ({exc})"
+    return Scored(score_importance(text), "offline", note)

@@ -54,6 +54,8 @@ log = logging.getLogger(__name__)
 #: characters, every one escaped as \uXXXX) is about 1.2 MB; a lying or broken server's
 #: 200 MB answer was read whole and parsed twice (~700 MB) before the validator refused it.
 MAX_REPLY_BYTES = 16 << 20
+#: The default ``[llm] interactive_timeout_seconds``: how long ``add`` waits for a score.
+DEFAULT_INTERACTIVE_TIMEOUT_SECONDS = 5.0
 
 # The SDK's error types that mean "try again later" rather than "this request is wrong".
 _TRANSIENT = (
@@ -82,15 +84,25 @@ class OpenAILLM:
         max_retries: int = 3,
         max_concurrency: int = 4,
         max_prompt_tokens: int | None = DEFAULT_MAX_PROMPT_TOKENS,
+        interactive_timeout_seconds: float = DEFAULT_INTERACTIVE_TIMEOUT_SECONDS,
         backoff_base: float = 0.5,
         backoff_max: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
         rng: random.Random | None = None,
     ) -> None:
-        if max_retries < 0 or max_concurrency < 1 or timeout_seconds <= 0:
-            raise ValueError("need max_retries >= 0, max_concurrency >= 1, timeout_seconds > 0")
+        if (max_retries < 0 or max_concurrency < 1 or timeout_seconds <= 0
+                or interactive_timeout_seconds <= 0):
+            raise ValueError("need max_retries >= 0, max_concurrency >= 1, timeout_seconds > 0 "
+                             "and interactive_timeout_seconds > 0")
         self.model = model
         self.base_url = base_url or None
+        self.timeout_seconds = timeout_seconds
+        self.interactive_timeout_seconds = interactive_timeout_seconds
+        self._api_key = api_key
+        self._interactive: OpenAILLM | None = None
+        #: the level of the log line of each failed attempt (the interactive client's caller
+        #: says why in one line of its own)
+        self.attempt_log_level = logging.WARNING
         self.max_retries = max_retries
         self.max_concurrency = max_concurrency
         #: estimated tokens one request may hold (None: no bound); checked before sending
@@ -114,6 +126,25 @@ class OpenAILLM:
         self._slots = threading.BoundedSemaphore(max_concurrency)
         self._schema_supported = True
         self._state_lock = threading.Lock()
+
+    def interactive(self) -> OpenAILLM:
+        """The client for a call a person is waiting on (``add`` scoring importance): one
+        attempt, bounded by ``interactive_timeout_seconds`` (connect and the whole answer),
+        no retries, no backoff. ``add`` waited ``timeout_seconds`` × (``max_retries`` + 1),
+        about 4 minutes by default, for a server that was down before scoring offline. Built
+        once, on first use (thread-safe)."""
+        with self._state_lock:
+            if self._interactive is None:
+                quick = OpenAILLM(
+                    model=self.model, base_url=self.base_url, api_key=self._api_key,
+                    timeout_seconds=min(self.interactive_timeout_seconds, self.timeout_seconds),
+                    max_retries=0, max_concurrency=self.max_concurrency,
+                    max_prompt_tokens=self.max_prompt_tokens,
+                    interactive_timeout_seconds=self.interactive_timeout_seconds,
+                    sleep=self._sleep)
+                quick.attempt_log_level = logging.DEBUG
+                self._interactive = quick
+            return self._interactive
 
     # --- requests out ------------------------------------------------------------------------
 
@@ -191,7 +222,8 @@ class OpenAILLM:
             except _TRANSIENT as exc:
                 last_problem = _describe(exc)
                 retry_after = _retry_after_seconds(exc)
-                log.warning("LLM call failed (attempt %d): %s", attempt + 1, last_problem)
+                log.log(self.attempt_log_level, "LLM call failed (attempt %d): %s",
+                        attempt + 1, last_problem)
                 continue
             except openai.APIStatusError as exc:
                 err = _unavailable(self._failure(_describe(exc)), usage)
@@ -205,7 +237,8 @@ class OpenAILLM:
                     "api_key)"), usage) from exc
             except _UNPARSABLE as exc:  # a 200 whose body is not JSON the parser can read
                 last_problem = f"unusable reply: the response body is not JSON ({_why(exc)})"
-                log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, last_problem)
+                log.log(self.attempt_log_level, "LLM reply rejected (attempt %d): %s",
+                        attempt + 1, last_problem)
                 continue
             retry_after = None
             usage = usage + _usage(completion)
@@ -213,7 +246,8 @@ class OpenAILLM:
                 return parse(_reply_object(completion)), usage
             except InvalidReply as exc:
                 last_problem = f"unusable reply: {_clip(str(exc))}"
-                log.warning("LLM reply rejected (attempt %d): %s", attempt + 1, last_problem)
+                log.log(self.attempt_log_level, "LLM reply rejected (attempt %d): %s",
+                        attempt + 1, last_problem)
         attempts = self.max_retries + 1
         raise _unavailable(
             self._failure(f"{last_problem} (gave up after {attempts} attempt(s))"), usage)
