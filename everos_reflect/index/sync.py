@@ -278,6 +278,9 @@ class Indexer:
         self._fresh = False  # tables were just reset: every row written is new (reindex)
         self._quiet = False  # True during reindex: a rebuild publishes no change events
         self._written: set[Path] = set()
+        #: the daily logs that are symlinks, as the last full listing (scan, reindex) found
+        #: them: the watcher follows them to the files they lead to
+        self.symlinked_logs: list[Path] = []
         lock_dir = runtime.index_dir / "locks"
         if not runtime.read_only:  # nothing is synced there (see scan), so nothing locked
             lock_dir.mkdir(parents=True, exist_ok=True)
@@ -336,7 +339,8 @@ class Indexer:
         for the strategy runs in flight (``on_wait`` is told), and a run that starts meanwhile
         is skipped as ``busy`` instead of working on a half-built index."""
         started = time.perf_counter()
-        with rebuild.rebuilding(self.rt.index_dir, on_wait), self._lock:
+        with (rebuild.rebuilding(self.rt.index_dir, on_wait),
+              rebuild.refilling(self.rt.index_dir), self._lock):
             conn = self.rt.db()
             with transaction(conn):
                 conn.execute("DELETE FROM entries")
@@ -399,6 +403,7 @@ class Indexer:
         ``store.iter_files()``, listed with ``scandir`` and plain strings because this runs on
         every reconcile scan and dominates the cost of an unchanged one."""
         out: dict[str, tuple[tuple[int, int], str]] = {}
+        links: list[Path] = []
         for ref in self.rt.store.iter_users():
             user_dir = self.rt.store.user_dir(ref)
             user_rel = self.rt.store.rel(user_dir)
@@ -421,6 +426,9 @@ class Indexer:
                         out[f"{user_rel}/{folder}/{item.name}"] = (
                             (st.st_mtime_ns, st.st_size), item.path
                         )
+                        if item.is_symlink():  # known from the listing: no system call
+                            links.append(Path(item.path))
+        self.symlinked_logs = links
         return out
 
     def _stored_files(self) -> dict[str, StoredFile]:

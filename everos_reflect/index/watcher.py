@@ -2,7 +2,9 @@
 
 A thin loop around pure decisions. Only the folders that can hold logs are watched
 (:func:`watched_folders`: every top-level folder but ``.index/``, plus the root itself without
-recursion to see new ones), so the index's own constant writes never reach Python at all.
+recursion to see new ones), so the index's own constant writes never reach Python at all; a
+daily log that is a symlink has the folder of the file it leads to watched too, when that is
+inside the root and not watched yet (:func:`link_targets`): an edit there names only that file.
 :func:`plan_events` turns raw filesystem events into the set of daily-log files to sync,
 ignoring the store's temp files and anything that is not Markdown. The :class:`Watcher` thread
 does the rest: it waits for events to settle, syncs the planned files one by one (a broken file
@@ -148,6 +150,39 @@ def wants_rescan(events: Iterable[FsEvent], root: Path) -> bool:
     return False
 
 
+def link_targets(links: Iterable[Path], root: Path,
+                 resolve: Callable[[str], str] = os.path.realpath) -> dict[Path, set[Path]]:
+    """The file each symlinked daily log leads to (spelled under ``root``, as the watcher's
+    events name it) → the logs leading there. Editing that file raises events for it alone,
+    never for the link. A link leading out of the root is left out (it is never read: the
+    indexer reports it), and so is one into ``.index/``: nothing there is watched."""
+    root = Path(root)
+    real_root = resolve(str(root))
+    out: dict[Path, set[Path]] = {}
+    for link in links:
+        real = resolve(str(link))
+        if not real.startswith(real_root + os.sep):
+            continue
+        rel = Path(os.path.relpath(real, real_root))
+        if rel.parts[0] != INDEX_DIR:
+            out.setdefault(root / rel, set()).add(Path(link))
+    return out
+
+
+def plan_link_events(events: Iterable[FsEvent], logs_by_target: dict[Path, set[Path]]
+                     ) -> set[Path]:
+    """The symlinked daily logs whose target ``events`` changed (either end of a move: the
+    store writes through a link by renaming a temp file over its target)."""
+    out: set[Path] = set()
+    for event in events:
+        if event.is_directory or event.type not in _RELEVANT:
+            continue
+        for raw in (event.path, event.dest):
+            if raw:
+                out |= logs_by_target.get(Path(raw), set())
+    return out
+
+
 class _Collector(FileSystemEventHandler):
     def __init__(self, sink: Callable[[FsEvent], None]) -> None:
         self._sink = sink
@@ -198,6 +233,10 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self._observer: Observer | None = None  # type: ignore[valid-type]
         self._watches: dict[Path, object] = {}  # top-level folder -> its recursive watch
+        #: file a symlinked log leads to -> the logs leading there (:func:`link_targets`)
+        self._link_logs: dict[Path, set[Path]] = {}
+        #: folder of such a file that no other watch covers -> its watch (not recursive)
+        self._target_watches: dict[Path, object] = {}
         #: incremented after every pass of the worker loop; lets callers wait for progress
         self.passes = 0
         self._gone = False  # the root was moved or deleted (last seen)
@@ -240,6 +279,40 @@ class Watcher:
         """The folders watched recursively right now (the root itself is watched alone)."""
         return sorted(self._watches)
 
+    @property
+    def watched_targets(self) -> list[Path]:
+        """The folders watched alone for the files symlinked logs lead to."""
+        return sorted(self._target_watches)
+
+    def _follow_links(self, links: Iterable[Path], *, every: bool) -> None:
+        """Watch where symlinked logs lead: ``links`` are ``every`` symlinked log (a scan's
+        listing, which replaces what was known) or new ones (seen in events)."""
+        found = link_targets(links, self.rt.root)
+        if every:
+            self._link_logs = found
+        else:
+            for target, logs in found.items():
+                self._link_logs.setdefault(target, set()).update(logs)
+        wanted = {t.parent for t in self._link_logs if not self._covered(t.parent)}
+        for folder in set(self._target_watches) - wanted:
+            watch = self._target_watches.pop(folder)
+            if self._observer is not None:
+                with contextlib.suppress(KeyError, OSError):
+                    self._observer.unschedule(watch)
+        for folder in sorted(wanted - set(self._target_watches)):
+            if self._observer is not None and folder.is_dir():
+                with contextlib.suppress(OSError):  # gone meanwhile: the next scan looks again
+                    self._target_watches[folder] = self._observer.schedule(
+                        self._collector, str(folder), recursive=False)
+
+    def _covered(self, folder: Path) -> bool:
+        """Whether events of files in ``folder`` already come: the root's own watch, or the
+        recursive watch of its top-level folder."""
+        if folder == self.rt.root:
+            return True
+        top = self.rt.root / folder.relative_to(self.rt.root).parts[0]
+        return top in self._watches
+
     def stop(self, timeout: float = 30.0) -> None:
         """Stop watching; a sync or scan in progress finishes first."""
         self._stopping.set()
@@ -249,6 +322,7 @@ class Watcher:
             self._observer.join(timeout)
             self._observer = None
             self._watches.clear()
+            self._target_watches.clear()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -312,7 +386,7 @@ class Watcher:
                 self._sync_events(events)
             if now >= next_scan:
                 if here:
-                    self._guarded("reconcile scan", self.indexer.scan)
+                    self._guarded("reconcile scan", self._scan)
                 next_scan = now + self.reconcile_interval if self.reconcile_interval > 0 else never
             if now >= next_optimize:
                 if here:
@@ -354,6 +428,7 @@ class Watcher:
                     "Markdown", self.rt.index_dir)
         try:
             report = self.indexer.reindex()
+            self._follow_links(self.indexer.symlinked_logs, every=True)
         except Exception:
             log.exception("rebuilding the index failed; the reconcile scan goes on from what "
                           "was rebuilt")
@@ -371,9 +446,13 @@ class Watcher:
             self._unwatch(folder)
             self._guarded(f"watching {folder}", lambda f=folder: self._watch(f))
         if touched or wants_rescan(events, self.rt.root):
-            self._guarded("rescan after a folder change", self.indexer.scan)
+            self._guarded("rescan after a folder change", self._scan)
             return
-        paths = sorted(plan_events(events, self.rt.root))
+        planned = plan_events(events, self.rt.root)
+        # a log made a link (or linked elsewhere) now: followed from this edit on
+        self._guarded("following symlinked logs", lambda: self._follow_links(
+            [p for p in planned if p.is_symlink()], every=False))
+        paths = sorted(planned | plan_link_events(events, self._link_logs))
         if not paths:
             return
         # One batch: one embedding call and one index write per kind for a burst (a folder
@@ -384,6 +463,11 @@ class Watcher:
             log.exception("sync of %d file(s) failed; syncing them one by one", len(paths))
             for path in paths:
                 self._guarded(f"sync of {path}", lambda p=path: self.indexer.sync_path(p))
+
+    def _scan(self) -> None:
+        """A reconcile scan; its listing says which logs are symlinks, and where they lead."""
+        self.indexer.scan()
+        self._follow_links(self.indexer.symlinked_logs, every=True)
 
     def _guarded(self, what: str, work: Callable[[], object]) -> None:
         """Run one unit of work; a failure is logged and the watcher goes on."""

@@ -1,0 +1,147 @@
+"""A daily log that is a symlink to a file elsewhere in the root: an edit of that file is
+indexed at once, not at the next reconcile scan.
+
+The edit raised events for the file the link leads to, never for the link: nothing but the
+reconcile scan (60 s by default) saw it. A write through the link by the store (an `add`)
+goes to the target too, so even the daemon's own appends waited for the scan. A link leading
+out of the root stays unread, as before, and nothing outside the root is watched.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.index.watcher import Watcher, link_targets
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+
+REF = UserRef.of("u_andrew")
+DAY = date(2026, 10, 12)
+ENTRY = """<!-- entry:{id} -->
+---
+owner_id: u_andrew
+timestamp: 2026-10-12T{hour}:00:00+00:00
+parent_type: memcell
+---
+## Subject
+Pets
+
+## Content
+{content}
+<!-- /entry:{id} -->
+"""
+HEAD = """---
+type: episode_daily
+schema_version: 1
+user_id: u_andrew
+date: '2026-10-12'
+---
+"""
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.05)
+    return condition()
+
+
+def _entry(seq: int, content: str) -> str:
+    return ENTRY.format(id=f"ep_20261012_{seq:04d}", hour=f"{9 + seq:02d}", content=content)
+
+
+@pytest.fixture
+def rt(root: Path) -> Iterator[Runtime]:
+    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
+    yield runtime
+    runtime.close()
+
+
+def _indexed(rt: Runtime) -> set[str]:
+    return {r[0] for r in rt.db().execute("SELECT id FROM entries")}
+
+
+def _link_log(rt: Runtime, target: Path) -> Path:
+    """The user's episode log of DAY as a symlink to ``target`` (holding one entry)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(HEAD + _entry(1, "Andrew has a dog named Toby."))
+    log = rt.store.log_path(REF, Kind.EPISODE, DAY)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.symlink_to(target)
+    return log
+
+
+@pytest.mark.parametrize("where", [".shared/andrew.md", "notes/andrew-episodes.md"],
+                         ids=["unwatched-hidden-folder", "watched-folder"])
+def test_an_edit_of_a_symlinked_logs_target_is_indexed_at_once(rt: Runtime, where: str) -> None:
+    target = rt.root / where
+    log = _link_log(rt, target)
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
+        assert _wait_for(lambda: watcher.passes > 0)  # the first scan, and what it found
+        assert _indexed(rt) == {"ep_20261012_0001"}
+
+        with target.open("a") as fh:  # an editor writing the file in place
+            fh.write(_entry(2, "Andrew adopted a second dog named Buddy."))
+        assert _wait_for(lambda: "ep_20261012_0002" in _indexed(rt))
+
+        added = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T15:00:00+00:00",
+                                                    "parent_type": "memcell"},
+                                {"Subject": "Pets", "Content": "Buddy likes the beach."},
+                                day=DAY)  # written through the link: renamed over the target
+        assert _wait_for(lambda: added.id in _indexed(rt))
+    assert log.is_symlink() and "Buddy likes the beach." in target.read_text()
+
+
+def test_a_link_made_while_watching_is_followed_at_once(rt: Runtime) -> None:
+    target = rt.root / ".shared" / "andrew.md"
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0):
+        _link_log(rt, target)
+        assert _wait_for(lambda: _indexed(rt) == {"ep_20261012_0001"})
+        time.sleep(0.5)  # the events of the new folders are settled and synced
+
+        with target.open("a") as fh:
+            fh.write(_entry(2, "Andrew adopted a second dog named Buddy."))
+        assert _wait_for(lambda: "ep_20261012_0002" in _indexed(rt))
+
+
+def test_a_link_leading_out_of_the_root_is_not_read_nor_its_target_watched(
+        rt: Runtime, tmp_path_factory: pytest.TempPathFactory) -> None:
+    outside = tmp_path_factory.mktemp("outside") / "andrew.md"
+    _link_log(rt, outside)
+    wake = rt.root / "default_app" / "wake.txt"
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
+        assert _wait_for(lambda: watcher.passes > 0)
+        with outside.open("a") as fh:
+            fh.write(_entry(2, "Andrew adopted a second dog named Buddy."))
+        passes = watcher.passes
+        wake.write_text("")  # any event wakes the loop: the edit's, if any, came before it
+        assert _wait_for(lambda: watcher.passes > passes + 1)
+        assert _indexed(rt) == set()
+        assert all(rt.root in (p, *p.parents) for p in watcher.watched_targets)
+
+
+def test_link_targets_keep_links_leading_inside_the_root_but_not_into_the_index(
+        tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    logs = root / "a/p/users/u/episodes"
+    logs.mkdir(parents=True)
+    (root / ".index").mkdir()
+    (root / "shared.md").write_text("")
+    (root / ".index" / "x.md").write_text("")
+    (tmp_path / "away.md").write_text("")
+    inside, twice, index, away = (logs / f"episode-2026-10-1{i}.md" for i in range(4))
+    inside.symlink_to(root / "shared.md")
+    twice.symlink_to(inside)  # a chain: the file at its end
+    index.symlink_to(root / ".index" / "x.md")
+    away.symlink_to(tmp_path / "away.md")
+    assert link_targets([inside, twice, index, away], root) == {
+        root / "shared.md": {inside, twice}}
