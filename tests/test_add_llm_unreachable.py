@@ -10,6 +10,7 @@ the client made, and the timeout the client was given.
 
 from __future__ import annotations
 
+import json
 import socket
 from pathlib import Path
 from typing import Any
@@ -152,3 +153,39 @@ def test_interactive_timeout_out_of_range_is_refused_naming_file_and_key(value: 
                        "root/everos.toml")
     [(file, key, _reason)] = info.value.problems
     assert (file, key) == ("root/everos.toml", "llm.interactive_timeout_seconds")
+
+
+def cli_add_json(root: Path) -> Any:
+    return CliRunner().invoke(cli, ["add", "--root", str(root), "--user", "u_andrew",
+                                    "--subject", SUBJECT, "--content", CONTENT, "--json",
+                                    "--timestamp", "2026-09-10T10:00:00+00:00"])
+
+
+def test_cli_add_json_with_the_server_down_carries_the_importance_note(root: Path) -> None:
+    (root / "everos.toml").write_text(
+        f'[llm]\nprovider = "openai"\nbase_url = "http://127.0.0.1:{closed_port()}/v1"\n'
+        "api_key = \"k\"\n")
+
+    result = cli_add_json(root)
+
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert doc["importance_note"].startswith("importance scored offline: the LLM was not "
+                                             "reached")
+    assert f"note: {doc['importance_note']}" in result.stderr
+    entry = Runtime(root).store.get(ANDREW, doc["id"])
+    assert entry.meta["importance"] == score_importance(f"{SUBJECT}: {CONTENT}")
+
+
+def test_cli_add_json_with_the_llm_scoring_has_no_importance_note(
+        root: Path, fake_openai: Any) -> None:
+    fake_openai.script('{"importance": 9}')
+    (root / "everos.toml").write_text(
+        f'[llm]\nprovider = "openai"\nbase_url = "{fake_openai.base_url}"\napi_key = "k"\n')
+
+    result = cli_add_json(root)
+
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    assert "importance_note" not in doc
+    assert Runtime(root).store.get(ANDREW, doc["id"]).meta["importance"] == 9

@@ -182,6 +182,7 @@ def add_cmd(
         fail(f"--{exc.field} {exc.reason}")
     meta, day = episode.meta, episode.day
     path = existing_root(root)
+    note = None
     if importance is None:
         meta["importance"], note = _score_importance(path, subject, content)
         if note is not None:  # the Episode is written all the same, scored offline
@@ -192,14 +193,17 @@ def add_cmd(
     settle_interrupted(store.root)
     entry = store.append(ref, Kind.EPISODE, meta, episode.sections, day=day)
     if as_json:
-        emit_json({
+        doc = {
             "id": entry.id,
             "app_id": ref.app,
             "project_id": ref.project,
             "user_id": ref.user_id,
             "timestamp": meta["timestamp"],
             "path": store.rel(store.log_path(ref, Kind.EPISODE, day)),
-        })
+        }
+        if note is not None:  # as the API and MCP answer: scored offline, and why
+            doc["importance_note"] = note
+        emit_json(doc)
     else:
         say(entry.id)
 
