@@ -202,9 +202,10 @@ class IndexRebuilding(EverosError):
     Markdown: a request that needs it gets this (a 503) after a short wait, rather than an
     answer from a half-built index or LanceDB's error about files that are gone."""
 
-    def __init__(self, path: object) -> None:
-        super().__init__(f"the index {path} was deleted or replaced and is being rebuilt from "
-                         "the Markdown: try again in a moment")
+    def __init__(self, path: object, *, reindex: bool = False) -> None:
+        what = "is being rebuilt by a reindex" if reindex else (
+            "was deleted or replaced and is being rebuilt")
+        super().__init__(f"the index {path} {what} from the Markdown: try again in a moment")
 
 
 class IndexReadOnly(EverosError):

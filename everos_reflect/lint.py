@@ -199,8 +199,8 @@ def scan_store(
 class CitationGraph:
     """Who cites whom among a root's derived records (SPEC §10: an insight's, conviction's or
     lesson's ``evidence``, the two convictions a relation stands ``between``), per user, to
-    name the cycles a hand edit made (:func:`citation_cycles`). The index keeps no citations,
-    so ``status`` feeds it the derived logs and ``lint`` every log."""
+    name the cycles a hand edit made (:func:`citation_cycles`). ``lint`` feeds it every
+    log; the index keeps no citations, so ``status`` over the index does not check them."""
 
     #: The metadata keys by which a derived record cites others.
     CITING_KEYS = ("evidence", "between")
@@ -276,10 +276,14 @@ def misnamed_problems(misnamed: list[str]) -> list[Problem]:
     found = []
     for rel in sorted(set(misnamed)):
         folder, name = Path(rel).parent.name, Path(rel).name
-        kind = next(k for k in Kind if k.folder == folder)
+        kind = next((k for k in Kind if k.folder == folder), None)
         m = LOG_FILENAME_RE.fullmatch(name)
         other = Kind.from_stem(m.group(1)) if m else None
-        if other is kind and m is not None:  # the right name but for its date
+        if kind is None and other is not None:  # outside every kind's folder
+            why = f"a log of {other.folder}/ goes in the user's {other.folder}/ folder"
+        elif kind is None:
+            why = "not in a folder of logs"
+        elif other is kind and m is not None:  # the right name but for its date
             why = (f"{m.group(2)} is no calendar date; the {folder} folder's logs are named "
                    f"{kind.stem}-YYYY-MM-DD.md")
         elif other is not None:

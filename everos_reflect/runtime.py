@@ -136,6 +136,8 @@ class Runtime:
         self.index_generation = 0
         #: identity of the ``system.db`` the handles are open on (None: none opened since)
         self._index_id: tuple[int, int] | None = None
+        #: identity of the ``lancedb`` folder :attr:`vectors` is open on (None: not opened)
+        self._vectors_id: tuple[int, int] | None = None
         self._index_lock = threading.Lock()
         #: cleared from when a lost index is noticed until :attr:`index_keeper` rebuilt it
         self._index_ready = threading.Event()
@@ -226,16 +228,24 @@ class Runtime:
         from everos_reflect.index.vectors import VectorIndex
 
         self.check_root()
-        return VectorIndex(self.index_dir / "lancedb", dim=self.embedder.dim,
-                           read_only=self.read_only)
+        vectors = VectorIndex(self.index_dir / "lancedb", dim=self.embedder.dim,
+                              read_only=self.read_only)
+        self._vectors_id = _identity(vectors.path)
+        return vectors
 
     def index_lost(self) -> bool:
         """Whether the ``system.db`` this runtime's handles are open on is no longer at its
         path: deleted (``rm -rf .index``, which the index being derived makes safe) or
-        replaced by another one (deleted, then made again by another process). One ``stat``;
-        False before any was opened."""
+        replaced by another one (deleted, then made again by another process); or the
+        ``lancedb`` folder :attr:`vectors` is open on, likewise. Two ``stat``; False before
+        any was opened."""
         held = self._index_id
-        return held is not None and _file_identity(dbmod.db_path(self.root)) != held
+        if held is not None and _file_identity(dbmod.db_path(self.root)) != held:
+            return True
+        # only the vector index deleted (``rm -rf .index/lancedb`` to free space): its open
+        # tables fail "Not found" and, made again empty, would answer every search with less
+        held = self._vectors_id
+        return held is not None and _identity(self.index_dir / "lancedb") != held
 
     def check_index(self) -> bool:
         """Let go of every handle on an index found lost (:meth:`index_lost`) and tell the
@@ -255,7 +265,7 @@ class Runtime:
             if keeper is not None:
                 self._index_ready.clear()
             self.index_generation += 1
-            self._index_id = None
+            self._index_id = self._vectors_id = None
             self.__dict__.pop("vectors", None)
         if keeper is not None:
             keeper()

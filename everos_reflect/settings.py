@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from everos_reflect.errors import ConfigError
-from everos_reflect.fileio import read_config_bytes
+from everos_reflect.fileio import not_utf8, read_config_bytes
 from everos_reflect.model import quoted_value, redacted_url, shown_key
 
 DEFAULT_FILE = "config/default.toml"
@@ -518,6 +518,19 @@ def _merge_file(
             origin[(section, key)] = (file, dotted)
 
 
+def _one_underscore_setting(name: str) -> str | None:
+    """The settings variable ``name`` spells with one underscore between section and key
+    (``EVEROS_LLM_API_KEY`` for ``EVEROS_LLM__API_KEY``), else ``None``. Such a variable was
+    passed over as one that is no setting (as ``EVEROS_ROOT`` is): the key never reached the
+    LLM, and ``lint`` said the configuration was fine."""
+    rest = name[len(ENV_PREFIX):].lower()
+    for section, cls in SECTIONS.items():
+        key = rest.removeprefix(f"{section}_")
+        if key != rest and key in _types(cls):
+            return f"{ENV_PREFIX}{section.upper()}__{key.upper()}"
+    return None
+
+
 def _merge_env(
     env: Mapping[str, str],
     values: dict[str, dict[str, Any]],
@@ -526,7 +539,13 @@ def _merge_env(
 ) -> None:
     for name in sorted(env):
         # EVEROS_ROOT and friends have no "__": only EVEROS_<SECTION>__<KEY> are settings.
-        if not name.startswith(ENV_PREFIX) or "__" not in name:
+        if not name.startswith(ENV_PREFIX):
+            continue
+        if "__" not in name:
+            if (meant := _one_underscore_setting(name)) is not None:
+                problems.append((ENV_FILE, name, f"not read: a setting's variable has two "
+                                 f"underscores between section and key (did you mean "
+                                 f"{meant}?)"))
             continue
         section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
         if section not in SECTIONS:
@@ -633,12 +652,22 @@ def packaged_text(name: str) -> str:
     return resources.files("everos_reflect").joinpath("defaults", name).read_text("utf-8")
 
 
+def config_text(data: bytes, file: str) -> str:
+    """A configuration file's ``data`` as text, or :class:`ConfigError` naming the line and
+    column of its first byte that is not UTF-8 (or that it is UTF-16), as a daily log's is.
+    ``enable`` and a daemon reloading ``ome.toml`` said "'utf-8' codec can't decode byte 0xff
+    in position 0", the settings "not UTF-8 text: invalid start byte": no line, no cause."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line, problem = not_utf8(data, exc)
+        raise ConfigError([(file, f"line {line}", problem)]) from None
+
+
 def _read_user_file(path: Path) -> str | None:
     try:
         data = read_config_bytes(path)
-        return None if data is None else data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError([(str(path), "(file)", f"not UTF-8 text: {exc.reason}")]) from exc
+        return None if data is None else config_text(data, str(path))
     except OSError as exc:
         raise ConfigError([(str(path), "(file)", exc.strerror or str(exc))]) from exc
 

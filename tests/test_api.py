@@ -508,6 +508,18 @@ def test_a_body_sent_as_another_content_type_is_a_415_naming_it(
     assert resp.status_code == 200, resp.text
 
 
+@pytest.mark.parametrize("headers", [{}, {"content-type": ""}])
+def test_a_body_sent_with_no_content_type_is_a_415_saying_so(
+        call: Client, headers: dict[str, str]) -> None:
+    # requests.post(url, data=json.dumps(...)) sends none: the answer was "body: Input should
+    # be a valid dictionary or object to extract fields from", for a body that is one
+    resp = call("POST", "/api/v1/memory/search", content=b'{"query": "x"}', headers=headers)
+    assert resp.status_code == 415, resp.text
+    assert error_of(resp) == {"code": "unsupported_media_type", "message": (
+        "the request body must be JSON, sent with Content-Type: application/json; "
+        "got no Content-Type")}
+
+
 def test_strict_json_still_takes_what_the_standard_allows(call: Client, runtime: Runtime) -> None:
     raw = json.dumps({"user_id": "u_a", "subject": "caf\u00e9 \U0001f600",
                       "content": "nested keys may repeat: " + json.dumps({"a": {"a": 1}})},

@@ -223,6 +223,30 @@ def test_status_shows_index_lag_until_a_scan_catches_up(tmp_path: Path) -> None:
     assert indexer.pending()["files_changed"] == 0
 
 
+def test_status_says_the_index_is_behind_by_a_log_deleted_by_hand(tmp_path: Path) -> None:
+    # a deleted log has no change time: `status` printed a TypeError traceback ("unsupported
+    # format string passed to NoneType") and `fleet status` said "1 log(s), 0 s"
+    from everos_reflect.cli.fleet_cmds import _lag_text
+    from everos_reflect.cli.main import cli as main_cli
+    from everos_reflect.index.sync import Indexer
+
+    rt = Runtime(tmp_path, Settings(), embedder=HashEmbedder())
+    ref = UserRef.of("u_lag")
+    entry = rt.store.append(ref, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00",
+                                                "parent_type": "memcell"},
+                            {"Subject": "Dog", "Content": "Adopted Toby."})
+    Indexer(rt).scan()
+    rt.store.path_for_id(ref, entry.id).unlink()
+    rt.close()
+    result = CliRunner().invoke(main_cli, ["status", "--root", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "index: behind by 0 changed and 1 deleted logs\n" in result.output
+    doc = CliRunner().invoke(main_cli, ["status", "--root", str(tmp_path), "--json"])
+    index = json.loads(doc.stdout)["index"]
+    assert (index["files_deleted"], index["lag_seconds"]) == (1, None)
+    assert _lag_text(index) == "1 log(s)"
+
+
 @pytest.mark.parametrize("args", [["trigger", "reflect_episodes"], ["runs"], ["strategies"],
                                   ["clusters"], ["reports"], ["reindex"], ["status"]])
 def test_commands_never_create_a_root_by_accident(tmp_path: Path, args: list[str]) -> None:

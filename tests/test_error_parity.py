@@ -100,6 +100,29 @@ def test_a_malformed_entry_id_is_named_with_one_example_at_every_edge(
                                            "user_id": "u_ann"}).message.endswith(cli_message)
 
 
+def test_a_look_up_in_a_log_that_is_not_utf8_names_the_line_of_the_byte(
+        runtime: Runtime) -> None:
+    # "<log>:0: cannot look up …: byte 0xe9 at column 1": a column of no line
+    from datetime import date
+
+    from everos_reflect.model import Kind, UserRef
+
+    ref = UserRef.of("u_ann")
+    entry = runtime.store.append(ref, Kind.EPISODE, {
+        "timestamp": "2026-10-12T09:00:00+00:00", "parent_type": "memcell",
+        "parent_id": "mc_1"}, {"Subject": "s", "Content": "c"}, day=date(2026, 10, 12))
+    path = runtime.store.path_for_id(ref, entry.id)
+    lines = path.read_bytes().count(b"\n")
+    with path.open("ab") as fh:
+        fh.write(b"\xe9 a note saved as Latin-1\n")
+    result = CliRunner().invoke(cli, ["explain", entry.id, "--user", "u_ann", "--root",
+                                      str(runtime.root)])
+    assert result.exit_code == 1
+    assert result.stderr == (
+        f"error: {runtime.store.rel(path)}:{lines + 1}: cannot look up {entry.id}: file is not "
+        "valid UTF-8: byte 0xe9 at column 1 (invalid continuation byte; save it as UTF-8)\n")
+
+
 def test_an_entry_in_a_log_that_cannot_be_read_is_not_called_missing_at_any_edge(
         runtime: Runtime, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The store marks a log it may not read "unread" and lint says "not read: Permission

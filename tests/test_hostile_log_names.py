@@ -40,3 +40,34 @@ def test_a_log_named_for_no_calendar_date_is_named_by_lint_and_never_leaves_the_
             for p in report["problems"]] == [
         ("episode-2026-02-30.md", "not read: 2026-02-30 is no calendar date; the episodes "
          "folder's logs are named episode-YYYY-MM-DD.md", "warning")]
+
+
+def test_a_log_outside_its_kinds_folder_is_named_by_lint_and_status(root: Path) -> None:
+    # "Episodes/" (Linux tells the case apart), "insights/" without its dot, or the user's
+    # folder itself: nothing reads such a log, and lint said "0 files checked, 0 errors"
+    user = root / "default_app/default_project/users/u1"
+    for rel in ("Episodes/episode-2026-02-28.md", "insights/insight-2026-02-28.md",
+                "episode-2026-02-28.md", "episodes/episode-2026-02-28.md"):
+        (user / rel).parent.mkdir(parents=True, exist_ok=True)
+        (user / rel).write_text(LOG)
+    (user / "notes").mkdir()
+    (user / "notes" / "todo.md").write_text("not named like a log: left alone\n")
+    report = lint_report(root)
+    assert report["files_checked"] == 1
+    assert sorted((p["file"].split("users/u1/")[1], p["message"], p["severity"])
+                  for p in report["problems"]) == [
+        ("Episodes/episode-2026-02-28.md",
+         "not read: a log of episodes/ goes in the user's episodes/ folder", "warning"),
+        ("episode-2026-02-28.md",
+         "not read: a log of episodes/ goes in the user's episodes/ folder", "warning"),
+        ("insights/insight-2026-02-28.md",
+         "not read: a log of .insights/ goes in the user's .insights/ folder", "warning")]
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(16))
+    try:
+        Indexer(rt).scan()
+        from everos_reflect.status import status_document
+
+        doc = status_document(rt)
+    finally:
+        rt.close()
+    assert len(doc["files_with_warnings"]) == 3

@@ -103,6 +103,27 @@ def test_env_vars_without_double_underscore_are_not_settings() -> None:
     assert parse_settings(DEFAULTS, None, env, "everos.toml") == Settings()
 
 
+@pytest.mark.parametrize(("name", "meant"), [
+    ("EVEROS_LLM_API_KEY", "EVEROS_LLM__API_KEY"),
+    ("EVEROS_EMBEDDING_BATCH_SIZE", "EVEROS_EMBEDDING__BATCH_SIZE"),
+    ("everos_server_token", None),  # not ours: the prefix is upper case
+])
+def test_a_setting_spelt_with_one_underscore_is_named_not_passed_over(
+        name: str, meant: str | None) -> None:
+    # EVEROS_LLM_API_KEY was read as no setting at all, as EVEROS_ROOT is: the key never
+    # reached the LLM (every call 401) and lint said the configuration was fine
+    env = {name: "sk-secret-value", "EVEROS_ROOT": "/somewhere"}
+    if meant is None:
+        assert parse_settings(DEFAULTS, None, env, "everos.toml") == Settings()
+        return
+    with pytest.raises(ConfigError) as info:
+        parse_settings(DEFAULTS, None, env, "everos.toml")
+    assert info.value.problems == [(
+        "environment", name, "not read: a setting's variable has two underscores between "
+        f"section and key (did you mean {meant}?)")]
+    assert "sk-secret-value" not in str(info.value)
+
+
 def test_empty_string_unsets_optional_values_and_ints_are_accepted_as_floats() -> None:
     user = '[server]\ntoken = "abc"\n[clustering]\ntime_window_days = 3\n'
     settings = parse_settings(DEFAULTS, user, {"EVEROS_SERVER__TOKEN": ""}, "everos.toml")
@@ -288,10 +309,9 @@ def test_load_settings_reports_a_non_utf8_file(tmp_path: Path) -> None:
     (tmp_path / "everos.toml").write_bytes(b"[llm]\nmodel = \"\xff\"\n")
     with pytest.raises(ConfigError) as info:
         load_settings(tmp_path, env={})
-    [(file, key, reason)] = info.value.problems
-    assert file == str(tmp_path / "everos.toml")
-    assert key == "(file)"
-    assert reason.startswith("not UTF-8 text")
+    assert info.value.problems == [(
+        str(tmp_path / "everos.toml"), "line 2", "file is not valid UTF-8: byte 0xff at column "
+        "10 (invalid start byte; save it as UTF-8)")]
 
 
 # --- ome.toml ---------------------------------------------------------------------------------

@@ -145,6 +145,21 @@ def test_api_records_a_task_and_refuses_bad_bodies(runtime: Runtime, root: Path)
     assert [e.id for e in entries] == ["tk_20261013_0001"]
 
 
+@pytest.mark.parametrize(("bad", "message"), [
+    ({"steps": ["x" * 2001]}, "steps.0: String should have at most 2000 characters"),
+    ({"errors": ["e", ""]}, "errors.1: String should have at least 1 character"),
+])
+def test_api_names_a_step_or_error_out_of_bounds_in_characters(
+        runtime: Runtime, bad: dict[str, list[str]], message: str) -> None:
+    # the bounds were checked after the text's own checks, as of a collection: "Value should
+    # have at most 2000 items after validation, not 2001" of one 2,001-character step
+    body = {"user_id": "u_ops", "task_type": "deploy", "goal": "Deploy web v2",
+            "steps": ["deploy"], "outcome": "success", **bad}
+    resp = ApiClient(runtime)("POST", "/api/v1/tasks", json=body)
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["error"]["message"].startswith(message), resp.text
+
+
 HAND_WRITTEN = """\
 ---
 type: task_daily

@@ -92,9 +92,10 @@ class StrictJSONRoute(APIRoute):
     """An API route whose JSON body is read by :func:`parse_json_body` (FastAPI's documented
     way to change how a route reads its request: a custom ``Request`` class).
 
-    A body sent with another ``Content-Type`` is a 415 naming it: FastAPI passes such a body
-    on as bytes, refused as "body: Input should be a valid dictionary", which names no
-    problem the client can see (``curl -d`` sends ``application/x-www-form-urlencoded``)."""
+    A body sent with another ``Content-Type``, or none, is a 415 naming it: FastAPI passes
+    such a body on as bytes, refused as "body: Input should be a valid dictionary", which
+    names no problem the client can see (``curl -d`` sends
+    ``application/x-www-form-urlencoded``)."""
 
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
@@ -103,10 +104,14 @@ class StrictJSONRoute(APIRoute):
         async def strict_handler(request: Request) -> Response:
             strict = _StrictJSONRequest(request.scope, request.receive)
             content_type = strict.headers.get("content-type")
-            if takes_body and content_type and not _is_json(content_type) \
+            # no Content-Type at all (Python's requests with data=, a bare http.client) is
+            # refused as FastAPI refuses it, but named: it answered "body: Input should be a
+            # valid dictionary" of a body that is one
+            if takes_body and not (content_type and _is_json(content_type)) \
                     and await strict.body():
+                got = quoted(content_type) if content_type else "no Content-Type"
                 raise HTTPException(415, "the request body must be JSON, sent with Content-Type: "
-                                         f"application/json; got {quoted(content_type)}")
+                                         f"application/json; got {got}")
             return await handler(strict)
 
         return strict_handler

@@ -13,6 +13,7 @@ for the add's answer: a session's calls take effect in the order sent (:class:`C
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -96,6 +97,32 @@ def _index_written(runtime: Runtime, data: dict[str, Any]) -> None:
     Indexer(runtime).sync_path(runtime.store.path_for_id(ref, data["id"]))
 
 
+#: How long a call waits for an index found deleted to be rebuilt (the API's wait).
+INDEX_REBUILD_WAIT_SECONDS = 10.0
+
+
+def _rebuild_index(runtime: Runtime) -> None:
+    """The :attr:`Runtime.index_keeper` of a root no daemon watches: the index found deleted
+    or replaced is rebuilt from the Markdown at once, by the call that noticed."""
+    from everos_reflect.index.sync import Indexer
+
+    log.warning("the index %s was deleted or replaced while in use: rebuilding it from the "
+                "Markdown", runtime.index_dir)
+    try:
+        Indexer(runtime).reindex()
+    finally:
+        runtime.index_rebuilt()
+
+
+def _index_present(runtime: Runtime) -> None:
+    """An index deleted by hand (``rm -rf .index``; one stat) is rebuilt before the call goes
+    on, and the calls meanwhile wait for it: its handles went on writing into the deleted
+    files, and LanceDB failed every search and write until a restart."""
+    runtime.check_index()
+    if runtime.index_rebuilding and not runtime.wait_index(INDEX_REBUILD_WAIT_SECONDS):
+        raise errors.IndexRebuilding(runtime.index_dir)
+
+
 def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict[str, Any]:
     """Validate ``arguments`` with the tool's model and run it (blocking; runs in a thread).
 
@@ -115,6 +142,7 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
         # a root not there (moved, deleted, never created): a read would answer empty and
         # a write build a ghost tree at the path
         runtime.check_root()
+        _index_present(runtime)
         data = tool.op(runtime, body)
     except errors.EverosError as exc:
         status, code = ops.error_code(exc)
@@ -219,6 +247,8 @@ def build_server(runtime: Runtime, order: CallOrder | None = None) -> Server[Any
     the order sent (:class:`CallOrder`; ``order`` to note them as they are read)."""
     by_name = {t.name: t for t in tools()}
     order = order or CallOrder()
+    if runtime.index_keeper is None:  # no daemon's watcher here to rebuild a deleted index
+        runtime.index_keeper = functools.partial(_rebuild_index, runtime)
 
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None
                          ) -> types.ListToolsResult:

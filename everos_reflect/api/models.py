@@ -170,9 +170,11 @@ class UndoRequest(Strict):
     cascade: bool = False
 
 
-#: One line of a task record (a step, an error): not blank, at most 2,000 characters.
-Line = Annotated[LogText, Field(min_length=1, max_length=2000,
-                                json_schema_extra={"pattern": TEXT})]
+#: One line of a task record (a step, an error): not blank, at most 2,000 characters. The
+#: bounds come before the text's own check: after it they were checked as of a collection
+#: ("Value should have at most 2000 items after validation") of one long step.
+Line = Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra={"pattern": TEXT}),
+                 AfterValidator(_no_control)]
 
 
 class TaskRecordRequest(Strict):

@@ -161,6 +161,20 @@ def _ref(user_id: str, app_id: str | None, project_id: str | None) -> UserRef:
     return UserRef.of(user_id, app_id, project_id)
 
 
+#: How long a search waits for a reindex under way (any process's) before it is told so.
+REINDEX_WAIT_SECONDS = 10.0
+
+
+def _index_whole(runtime: Runtime) -> None:
+    """A reindex (the CLI's, beside the daemon) empties the index and fills it again file by
+    file: a search meanwhile waits a little, then is told, never answered from the half-built
+    index (it answered a few of the hits, as if the rest did not exist)."""
+    from everos_reflect.index import rebuild
+
+    if not rebuild.wait_refilled(runtime.index_dir, REINDEX_WAIT_SECONDS):
+        raise errors.IndexRebuilding(runtime.index_dir, reindex=True)
+
+
 def search(runtime: Runtime, body: SearchRequest) -> dict[str, Any]:
     """``POST /api/v1/memory/search``: ``{"episodes": [hit, ...]}``."""
     from everos_reflect.index.search import search as run_search
@@ -169,6 +183,7 @@ def search(runtime: Runtime, body: SearchRequest) -> dict[str, Any]:
                         (body.project_id, "project_id")):
         if value is not None:
             validate_name(value, what)
+    _index_whole(runtime)
     hits = run_search(runtime, body.query, top_k=body.top_k, user_id=body.user_id,
                       app_id=body.app_id, project_id=body.project_id, mode=body.mode,
                       include_deprecated=body.include_deprecated, kinds=body.kinds,
@@ -218,6 +233,7 @@ def briefing(runtime: Runtime, body: BriefingRequest) -> dict[str, Any]:
     ref = _ref(body.user_id, body.app_id, body.project_id)
     if body.task_type is not None:
         validate_name(body.task_type, "task_type")
+    _index_whole(runtime)
     return build_briefing(runtime, ref, body.query, task_type=body.task_type,
                           max_tokens=body.max_tokens).to_dict()
 

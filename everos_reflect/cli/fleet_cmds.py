@@ -142,7 +142,9 @@ def _lag_text(index: dict[str, Any] | None) -> str:
     behind = index["files_changed"] + index["files_deleted"]
     if not behind:
         return "up to date"
-    return f"{behind} log(s), {index['lag_seconds'] or 0:.0f} s"
+    if index["lag_seconds"] is None:  # deleted logs only: no change time to count from
+        return f"{behind} log(s)"
+    return f"{behind} log(s), {index['lag_seconds']:.0f} s"
 
 
 def _render_status(docs: list[dict[str, Any]]) -> None:

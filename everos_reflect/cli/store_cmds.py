@@ -43,6 +43,7 @@ from everos_reflect.model import Kind, UserRef, new_episode, quoted_value
 from everos_reflect.settings import (
     OME_FILE_NAME,
     USER_FILE_NAME,
+    config_text,
     everos_toml_template,
     load_settings,
     packaged_text,
@@ -337,9 +338,11 @@ def _render_status(doc: dict[str, Any]) -> None:
         # a read-only root's index is read as last built: nothing here will catch it up
         fixed = " (read-only here: read as last built)" if lag.get("read_only") else ""
         if lag["files_changed"] or lag["files_deleted"]:
+            # a deleted log has no change time: with none changed there is no oldest change
+            ago = "" if lag["lag_seconds"] is None else (
+                f" (oldest change {lag['lag_seconds']:.0f} s ago)")
             console.print(f"index: behind by {lag['files_changed']} changed and "
-                          f"{lag['files_deleted']} deleted logs (oldest change "
-                          f"{lag['lag_seconds']:.0f} s ago){fixed}")
+                          f"{lag['files_deleted']} deleted logs{ago}{fixed}")
         else:
             console.print(f"index: up to date with the Markdown{fixed}")
     merges = doc.get("merges") or {}
@@ -508,9 +511,9 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     path = folder / OME_FILE_NAME
     try:
         data = read_config_bytes(path)
-        before = packaged_text("ome.toml") if data is None else data.decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        fail(f"{path}: {getattr(exc, 'strerror', None) or exc}")
+        before = packaged_text("ome.toml") if data is None else config_text(data, str(path))
+    except OSError as exc:
+        fail(f"{path}: {exc.strerror or exc}")
     after = set_enabled(before, name, enabled, str(path))
     _refuse_if_not_in_force(after, str(path))
     changed = after != before or not path.exists()

@@ -93,11 +93,29 @@ def read_daemon(root: Path) -> dict[str, Any] | None:
         return None
     if pid == os.getpid() or not _pid_alive(pid):
         return None
+    served = info.get("root")
+    if _another_folder(served, root):
+        # copied in with the .index (`cp -r root copy`) while that root's daemon runs: asked
+        # to trigger, it ran the strategy on its own root
+        log.warning("ignoring %s: it names the daemon of %s", shown_path(daemon_file(root)),
+                    served)
+        return None
     problem = address_problem(info)
     if problem is not None:
         log.warning("ignoring %s: %s", shown_path(daemon_file(root)), problem)
         return None
     return info
+
+
+def _another_folder(named: object, root: Path) -> bool:
+    """Whether ``named`` (a daemon.json's ``root``) is a folder here other than ``root``. One
+    not found (a path in the daemon's container, a file without ``root``) tells nothing."""
+    if not isinstance(named, str) or not os.path.isabs(named):
+        return False
+    try:
+        return not os.path.samefile(named, root)
+    except (OSError, ValueError):
+        return False
 
 
 def is_loopback(host: str) -> bool:

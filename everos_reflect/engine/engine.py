@@ -40,7 +40,7 @@ from everos_reflect.errors import ConfigError, RootGone
 from everos_reflect.fileio import read_config_bytes
 from everos_reflect.index import rebuild, runs
 from everos_reflect.index.db import db_path
-from everos_reflect.settings import OME_FILE_NAME, parse_ome
+from everos_reflect.settings import OME_FILE_NAME, config_text, parse_ome
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -178,10 +178,7 @@ class Engine:
             if not force and digest == self._ome_digest:
                 return self.config_error is None
             self._ome_digest = digest
-            try:
-                text = "" if data is None else data.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise ConfigError([(str(path), "(file)", str(exc))]) from exc
+            text = "" if data is None else config_text(data, str(path))
             tables = overlay_ome(self.ome_defaults, parse_ome(text, str(path)))
             config = validate_ome(tables, str(path))
         except ConfigError as exc:

@@ -28,7 +28,7 @@ from typing import Any
 from everos_reflect.errors import ConfigError, EverosError
 from everos_reflect.fileio import expand_user, read_config_bytes
 from everos_reflect.model import quoted_value
-from everos_reflect.settings import TOML_ERRORS, toml_syntax_problem
+from everos_reflect.settings import TOML_ERRORS, config_text, toml_syntax_problem
 
 Problem = tuple[str, str, str]
 
@@ -317,9 +317,7 @@ def read_fleet(path: str | Path) -> tuple[FleetConfig, list[Path]]:
         data = read_config_bytes(file)
         if data is None:
             raise EverosError(f"no fleet file at {file}")
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ConfigError([(str(file), "(file)", f"not UTF-8 text: {exc.reason}")]) from None
+        text = config_text(data, str(file))
     except OSError as exc:
         raise ConfigError([(str(file), "(file)", exc.strerror or str(exc))]) from None
     config = parse_fleet(text, str(file.resolve()))

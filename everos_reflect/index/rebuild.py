@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -41,6 +42,52 @@ def lock_file(index_dir: Path) -> Path:
 def intent_file(index_dir: Path) -> Path:
     """Held exclusive by a rebuild from before it waits for the runs until it is done."""
     return Path(index_dir) / "locks" / "rebuild-intent.lock"
+
+
+def refill_file(index_dir: Path) -> Path:
+    """Held exclusive by a ``reindex`` (of any process) while the index is emptied and filled
+    again: a search then would answer from the half-built index (:func:`wait_refilled`)."""
+    return Path(index_dir) / "locks" / "refill.lock"
+
+
+@contextmanager
+def refilling(index_dir: Path) -> Iterator[None]:
+    """Hold :func:`refill_file` for a reindex (after :func:`rebuilding`)."""
+    fd = _open(refill_file(index_dir))
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def being_refilled(index_dir: Path) -> bool:
+    """Whether a reindex of any process is filling the index again now. Opened without
+    creating anything (a read-only root, or one never reindexed, has nothing to say)."""
+    try:
+        fd = os.open(refill_file(index_dir), os.O_RDONLY)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return False
+
+
+def wait_refilled(index_dir: Path, timeout: float) -> bool:
+    """Wait up to ``timeout`` seconds for a reindex under way (:func:`being_refilled`) to
+    end; whether none is under way now."""
+    deadline = time.monotonic() + timeout
+    while being_refilled(index_dir):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 def _open(path: Path) -> int:

@@ -339,7 +339,8 @@ class Indexer:
         for the strategy runs in flight (``on_wait`` is told), and a run that starts meanwhile
         is skipped as ``busy`` instead of working on a half-built index."""
         started = time.perf_counter()
-        with rebuild.rebuilding(self.rt.index_dir, on_wait), self._lock:
+        with (rebuild.rebuilding(self.rt.index_dir, on_wait),
+              rebuild.refilling(self.rt.index_dir), self._lock):
             conn = self.rt.db()
             with transaction(conn):
                 conn.execute("DELETE FROM entries")

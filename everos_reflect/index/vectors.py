@@ -179,7 +179,14 @@ class VectorIndex:
         kind = _as_kind(kind)
         table = self._tables.get(kind)
         if table is not None:
-            return table
+            if self._has_manifest(TABLES[kind]):
+                return table
+            # dropped under this handle (a reindex of another process moved it aside): it
+            # failed "Not found" until a restart, as the kinds that reindex made no table
+            # for were never made again
+            with self._thread_lock:
+                if self._tables.get(kind) is table:
+                    del self._tables[kind]
         if self.read_only:
             return self._open_read_only(kind)
         with self._writing():
@@ -581,17 +588,17 @@ class VectorIndex:
         table = self._table(kind)
         if table is None:
             return []
-        query = (
-            table
-            .search(vector, vector_column_name="vector")
-            .distance_type("cosine")
-            .refine_factor(REFINE_FACTOR)  # exact re-rank; a no-op without an ANN index
-            .select([*META_COLUMNS, *(("vector",) if with_vectors else ()), "_distance"])
-            .limit(k)
-        )
-        if where:
-            query = query.where(where, prefilter=True)
-        with self._reading(kind):
+        with self._reading(kind):  # building the query reads the table's schema
+            query = (
+                table
+                .search(vector, vector_column_name="vector")
+                .distance_type("cosine")
+                .refine_factor(REFINE_FACTOR)  # exact re-rank; a no-op without an ANN index
+                .select([*META_COLUMNS, *(("vector",) if with_vectors else ()), "_distance"])
+                .limit(k)
+            )
+            if where:
+                query = query.where(where, prefilter=True)
             return query.to_list()
 
     def search_text(
@@ -604,15 +611,15 @@ class VectorIndex:
         table = self._table(kind) if query.strip() else None
         if table is None:
             return []
-        builder = (
-            table
-            # an explicit query object: a plain string in quotes would be parsed as a phrase
-            # query, which LanceDB refuses over several columns
-            .search(MultiMatchQuery(query, list(FTS_COLUMNS)), query_type="fts")
-            .select([*META_COLUMNS, "_score"])
-            .limit(k)
-        )
-        if where:
-            builder = builder.where(where, prefilter=True)
-        with self._reading(kind):
+        with self._reading(kind):  # building the query reads the table's schema
+            builder = (
+                table
+                # an explicit query object: a plain string in quotes would be parsed as a
+                # phrase query, which LanceDB refuses over several columns
+                .search(MultiMatchQuery(query, list(FTS_COLUMNS)), query_type="fts")
+                .select([*META_COLUMNS, "_score"])
+                .limit(k)
+            )
+            if where:
+                builder = builder.where(where, prefilter=True)
             return builder.to_list()

@@ -1057,9 +1057,15 @@ class _Parser:
                             "quotes", "warning")
         for key in ID_LIST_KEYS if eid.kind.derived else ():
             value = meta.get(key)
-            if not id_items(value)[1]:
+            items, ok = id_items(value)
+            if not ok:
                 self.report(line, f"entry {eid}: {key} is {_id_list_shape(value)}, not a list "
                             "of ids (write [id, ...])", "warning")
+            elif (odd := next((i for i in items if not is_entry_id(i)), None)) is not None:
+                # a typo or a user id in the list: cited as if deleted (`explain` said so,
+                # and its record goes stale), and `lint` said nothing
+                self.report(line, f"entry {eid}: {key} holds {quoted_value(odd)}, which is no "
+                            "entry id (e.g. ep_20261012_0001): it cites nothing", "warning")
         if "importance" in meta:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
@@ -1131,6 +1137,15 @@ def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[str]:
             found.append(f"outcome {quoted_value(outcome)} is not one of {', '.join(OUTCOMES)} "
                          "(read as unknown: neither a success nor a failure to learn from)")
     return found
+
+
+def is_entry_id(text: str) -> bool:
+    """Whether ``text`` is an entry id that can exist (of the form, of a real day)."""
+    try:
+        parse_entry_id(text)
+    except InvalidId:
+        return False
+    return True
 
 
 def _yaml_type(value: object) -> str:

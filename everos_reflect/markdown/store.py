@@ -213,6 +213,8 @@ class MarkdownStore:
                 if outside is not None:
                     outside.append(self._label(user_dir))
                 continue
+            if misnamed is not None and kinds is None:
+                misnamed.extend(self._misplaced(user_dir))
             for kind in wanted:
                 folder = user_dir / kind.folder
                 if not folder.is_dir():
@@ -244,6 +246,31 @@ class MarkdownStore:
         return [self._label(folder / name) for name in names
                 if not name.startswith(".") and name.lower().endswith(".md")
                 and not ((m := log_name_match(name)) and m.group(1) == kind.stem)]
+
+    def _misplaced(self, user_dir: Path) -> list[str]:
+        """Files named like a daily log in a user's folder but outside every kind's folder:
+        in the user's folder itself, or in a sub-folder that is no kind's ("Episodes/",
+        "insights/" without its dot, "episode/"). Nothing reads them, and ``lint`` said
+        "0 files checked, 0 errors"."""
+        kinds = {kind.folder for kind in Kind}
+        found: list[str] = []
+        try:
+            items = list(os.scandir(user_dir))
+        except OSError:
+            return []
+        for item in items:
+            if item.name in kinds:
+                continue
+            try:
+                if item.is_dir(follow_symlinks=False):
+                    names = [e.name for e in os.scandir(item.path) if e.is_file()]
+                    found += [self._label(Path(item.path) / n) for n in names
+                              if _FILENAME_RE.fullmatch(n)]
+                elif item.is_file() and _FILENAME_RE.fullmatch(item.name):
+                    found.append(self._label(Path(item.path)))
+            except OSError:
+                continue
+        return found
 
     def _subdirs(self, folder: str | os.PathLike[str],
                  outside: list[str] | None) -> list[os.DirEntry[str]]:
@@ -368,7 +395,9 @@ class MarkdownStore:
             if log.unread or entry_id in log.unreadable:
                 fatal = next((d for d in log.diagnostics if d.severity == "fatal"), None)
                 why = fatal.message if fatal else "its entry block cannot be read (see lint)"
-                raise MarkdownError(log.path, 0, f"cannot look up {entry_id}: {why}")
+                # the line the problem is on (a byte that is not UTF-8): "column 1" of no line
+                line = fatal.line if fatal else 0
+                raise MarkdownError(log.path, line, f"cannot look up {entry_id}: {why}")
         raise UnknownEntry(f"no entry {entry_id} for user {ref}")
 
     def get_many(self, ref: UserRef, entry_ids: Iterable[str],

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import MarkdownError, UnknownEntry
+from everos_reflect.markdown.parser import is_entry_id
 from everos_reflect.model import EntryId, Kind, UserRef
 from everos_reflect.provenance import provenance
 from everos_reflect.strategies.beliefs import plain
@@ -131,6 +132,8 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
         if entry is None and eid in unread:
             return {"id": eid, "unreadable": True, "problem": str(unread[eid]),
                     "evidence": []}, []
+        if entry is None and not is_entry_id(eid):  # a typo, say: never an entry, not deleted
+            return {"id": eid, "missing": True, "not_an_id": True, "evidence": []}, []
         if entry is None:
             return {"id": eid, "missing": True, "evidence": []}, []
         out: dict[str, Any] = {
@@ -209,7 +212,9 @@ def _clip(text: str, limit: int) -> str:
 def render_tree(tree: dict[str, Any], indent: str = "") -> list[str]:
     """The tree as indented text lines (for the terminal); a narrative's sentences follow its
     line, each with the sources it came from."""
-    if tree.get("missing"):
+    if tree.get("not_an_id"):
+        line = f"{indent}{tree['id']}  (not an entry id: it cites nothing)"
+    elif tree.get("missing"):
         line = f"{indent}{tree['id']}  (deleted)"
     elif tree.get("unreadable"):
         line = f"{indent}{tree['id']}  (its log cannot be read now: see lint)"
