@@ -183,8 +183,8 @@ def test_any_task_over_the_budget_fails_unsent_as_refused_for_good(fake_openai: 
     assert sent(fake_openai) == []
 
 
-def test_a_tier_window_over_the_budget_is_set_aside_unsent(root: Path,
-                                                           fake_openai: Any) -> None:
+def test_a_tier_window_of_records_each_over_the_budget_is_set_aside_unsent(
+        root: Path, fake_openai: Any) -> None:
     settings = openai_settings(fake_openai.base_url)
     settings = replace(settings, llm=replace(settings.llm, max_prompt_tokens=1_000))
     rt = Runtime(root, settings, embedder=HashEmbedder(32))
@@ -195,7 +195,7 @@ def test_a_tier_window_over_the_budget_is_set_aside_unsent(root: Path,
             for d in (1, 2)])]
         rt.store.append_many(ADA, Kind.INSIGHT, [(
             {"evidence": eps, "depth": 1, "status": "active", "insight_type": "reflection"},
-            {"Insight": text * 60}) for text in ("Reviews get skipped. ", "Launch dates win. ",
+            {"Insight": text * 200}) for text in ("Reviews get skipped. ", "Launch dates win. ",
                                                  "Ops is tired. ")])
 
         assert run(rt, "update_worldview") == {"failed": 1, "set_aside": 3}

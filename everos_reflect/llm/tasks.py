@@ -298,6 +298,53 @@ def render_messages(spec: TaskSpec, req: TaskRequest, prompts: Prompts) -> list[
     return [{"role": "system", "content": prompts.system}, {"role": "user", "content": text}]
 
 
+def fit_request(name: str, records: Sequence[Record], values: Mapping[str, str], *,
+                budget: int | None, prompts: Prompts | None = None, min_records: int = 1,
+                keep_last: bool = False) -> tuple[TaskRequest, tuple[str, ...]]:
+    """The request of task ``name`` showing as many of ``records`` as its prompt fits in
+    ``budget`` estimated tokens (``[llm] max_prompt_tokens``), and the ids left out.
+
+    ``records`` come in the caller's priority order, the least important last (first with
+    ``keep_last``: chronological records of which the newest matter most); those left out
+    are the least important. The rest are numbered as shown, so a reply's ``[n]`` resolves to
+    a record the model saw. When not even ``min_records`` fit (what the task needs, e.g. two
+    to cite), every record is kept and the client refuses the request unsent, as before.
+    """
+    from everos_reflect.llm.budget import estimate_tokens
+    from everos_reflect.llm.prompts import DEFAULT_PROMPTS
+
+    spec = get_task(name)
+    ordered = list(reversed(records)) if keep_last else list(records)
+
+    def request(n: int) -> TaskRequest:
+        kept = ordered[:n]
+        return TaskRequest(records=tuple(reversed(kept)) if keep_last else tuple(kept),
+                           values=dict(values), prompts=prompts)
+
+    def fits(req: TaskRequest) -> bool:
+        return estimate_tokens(render_messages(spec, req, prompts or DEFAULT_PROMPTS)) <= budget
+
+    whole = request(len(ordered))
+    least = max(0, min(min_records, len(ordered)))
+    if budget is None or spec.messages is not None or fits(whole):
+        return whole, ()
+    best = request(least)
+    if not fits(best):
+        return whole, ()
+    # the prompt grows with the records shown (each one's share of the cap shrinks as more
+    # share it, never the whole): the most that fit, by bisection, each kept size checked
+    lo, hi = least, len(ordered)  # lo fits, hi does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        candidate = request(mid)
+        if fits(candidate):
+            lo, best = mid, candidate
+        else:
+            hi = mid
+    left_out = ordered[lo:]
+    return best, tuple(r.id for r in (reversed(left_out) if keep_last else left_out))
+
+
 def task_template_problem(spec: TaskSpec, text: str) -> str | None:
     """Why ``text`` cannot replace ``spec``'s template (None: it can)."""
     template = Template(text)
@@ -436,6 +483,7 @@ __all__ = [
     "TaskSpec",
     "clip_records",
     "clip_text",
+    "fit_request",
     "get_task",
     "known_tasks",
     "offline_task",

@@ -36,7 +36,7 @@ from everos_reflect.index import cursors
 from everos_reflect.index.db import transaction
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import beliefs
-from everos_reflect.strategies.aside import SentWith, tier_prompts
+from everos_reflect.strategies.aside import SentWith, prompt_budget, tier_prompts
 
 if TYPE_CHECKING:
     import sqlite3
@@ -285,6 +285,9 @@ class Derived:
     #: Records the call would have shown beside the window but ``max_records`` left out
     #: (counted ``unshown_records``).
     unshown: int = 0
+    #: Records a call left out to fit ``[llm] max_prompt_tokens`` (counted
+    #: ``left_out_over_budget``): those of the window stay pending for the next run.
+    left_out: set[str] = field(default_factory=set)
 
 
 #: Refusals of one call logged one by one; past it they are counted in one line.
@@ -402,6 +405,9 @@ class BeliefTier(Strategy):
     data_trigger = CountTrigger(n=1)
     #: A unit is one owner's window: a run whose every owner failed is ``failed``.
     unit_counts = ("owners", "failed")
+    #: Whether window records a call left out to fit ``[llm] max_prompt_tokens`` stay
+    #: pending (a tier whose calls show other records than its window says no).
+    defer_left_out = True
 
     # -- what a subclass says ---------------------------------------------------------------
 
@@ -425,14 +431,27 @@ class BeliefTier(Strategy):
         return self.calls_per_unit(settings)
 
     def call(self, ctx: RunContext, budget: Budget, records: Sequence[Any],
-             values: Mapping[str, str], derived: Derived, task: str | None = None) -> Any:
+             values: Mapping[str, str], derived: Derived, task: str | None = None, *,
+             min_records: int = 1, keep_last: bool = False) -> Any:
         """One task call (``task``, else the tier's) through the configured provider, counted
-        against the budget; records cut to fit the prompt are counted in ``derived``."""
-        from everos_reflect.llm.tasks import TaskRequest
+        against the budget; records cut to fit the prompt are counted in ``derived``.
 
-        request = TaskRequest(records=tuple(records), values=dict(values),
-                              prompts=tier_prompts(ctx.settings))
-        note_clipped(ctx, f"{self.name} ({task or self.task})", request)
+        ``records`` come most important first (last with ``keep_last``): those past what the
+        prompt fits in ``[llm] max_prompt_tokens`` are left out (:func:`fit_request`),
+        logged, counted in ``derived.left_out``; a window record among them stays pending.
+        Only when not even ``min_records`` fit is the request refused unsent."""
+        from everos_reflect.llm.tasks import fit_request
+
+        what = f"{self.name} ({task or self.task})"
+        request, left_out = fit_request(
+            task or self.task, records, values, budget=prompt_budget(ctx.runtime),
+            prompts=tier_prompts(ctx.settings), min_records=min_records, keep_last=keep_last)
+        if left_out:
+            ctx.log.warning("%s: %d record(s) left out to fit llm.max_prompt_tokens (%s): %s",
+                            what, len(left_out), f"{prompt_budget(ctx.runtime):,}",
+                            ", ".join(left_out))
+            derived.left_out |= set(left_out)
+        note_clipped(ctx, what, request)
         derived.clipped += len(request.clipped)
         budget.charge_clipped(len(request.clipped))  # counted even if the window fails
         result = ctx.llm.run_task(task or self.task, request)  # charged to the run's budget
@@ -691,6 +710,8 @@ class BeliefTier(Strategy):
                                      work.items if work.commit is None else work.commit,
                                      ctx.run_id)
                 derived = self.derive(ctx, work, budget)
+                if self.defer_left_out:  # not shown, so not consumed: the next run shows it
+                    derived.pending |= derived.left_out & work.items.keys()
         except ProviderUnavailable as exc:
             status, error = "failed", str(exc)
             if isinstance(exc, SetAside):  # the tier set part of the window aside itself
@@ -734,6 +755,7 @@ class BeliefTier(Strategy):
             mine["refused"] += derived.refused
             mine["clipped"] += derived.clipped
             mine["unshown_records"] += derived.unshown
+            mine["left_out_over_budget"] += len(derived.left_out)
         elif status != "ok":
             ctx.log.warning("%s: %s skipped: %s", self.name, work.ref, error)
             mine["failed"] += 1
@@ -752,6 +774,7 @@ class BeliefTier(Strategy):
                 mine["clipped"] += derived.clipped
             if derived.unshown:
                 mine["unshown_records"] += derived.unshown
+            mine["left_out_over_budget"] += len(derived.left_out)
         self._record(ctx, work, status, derived, error, started, set_aside,
                      keep_intent=keep_intent)
         counts.update(+mine)  # no zero counts

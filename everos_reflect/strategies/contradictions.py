@@ -114,8 +114,8 @@ class DetectContradictions(BeliefTier):
         found = self.call(ctx, budget, [
             Record(c.id, f"{c.key} conviction" + (", just changed" if c.id in changed else ""),
                    c.text, c.timestamp) for c in current
-        ], {}, derived)
-        live = [c.id for c in current]
+        ], {}, derived, min_records=2)  # a pair at least
+        live = [c.id for c in current if c.id not in derived.left_out]
         depth = {c.id: c.depth for c in current}
         pairs = {e.pair for e in state.edges() if e.standing}
         rows = []

@@ -115,6 +115,8 @@ def _settings() -> tuple[SettingSpec, ...]:
 
 class ReflectInsights(BeliefTier):
     name = NAME
+    #: its calls show recent records and search results, not the window (an accumulator)
+    defer_left_out = False
     description = "Turn accumulated Episodes into insights that cite their evidence (seed 000)."
     output_kind = Kind.INSIGHT
     task = "insights"
@@ -236,7 +238,8 @@ class ReflectInsights(BeliefTier):
                 continue
             found = self.ask(ctx, budget, "insights", [_record(e) for e in evidence], {
                 "question": question,
-                "count": str(ctx.settings.get("insights_per_question", 5))}, derived)
+                "count": str(ctx.settings.get("insights_per_question", 5))}, derived,
+                min_records=MIN_CITATIONS)  # best-ranked first: the last left out first
             proposals += [(question, text, ids) for text, ids in found]
         return self._write(ctx, work, state, proposals, derived)
 
@@ -244,14 +247,17 @@ class ReflectInsights(BeliefTier):
                    derived: Derived) -> list[str]:
         recent = sorted(state.live_records(), key=_ts, reverse=True)[:RECENT_WINDOW]
         return self.ask(ctx, budget, "questions", [_record(e) for e in reversed(recent)],
-                        {"count": str(ctx.settings.get("questions", 3))}, derived)
+                        {"count": str(ctx.settings.get("questions", 3))}, derived,
+                        keep_last=True)  # chronological: the oldest left out first
 
     def ask(self, ctx: RunContext, budget: Budget, task: str, records: Sequence[Any],
-            values: Mapping[str, str], derived: Derived) -> Any:
+            values: Mapping[str, str], derived: Derived, *, min_records: int = 1,
+            keep_last: bool = False) -> Any:
         """One task call, refused with :class:`LimitReached` once a run limit is hit."""
         if budget.llm_calls >= budget.max_llm_calls:  # reserved up front; never passed
             raise LimitReached(f"max_llm_calls ({budget.max_llm_calls}) reached")
-        return self.call(ctx, budget, records, values, derived, task)
+        return self.call(ctx, budget, records, values, derived, task,
+                         min_records=min_records, keep_last=keep_last)
 
     def evidence(self, runtime: Runtime, ref: UserRef, state: InsightState,
                  question: str, *, top: int = EVIDENCE_PER_QUESTION) -> list[Entry]:

@@ -278,7 +278,8 @@ class LearnLessons(BeliefTier):
 
         records = [Record(t.id, "task", t.text(), t.timestamp) for t in shown]
         reply = self.call(ctx, budget, records, {"task_type": task_type}, derived)
-        cited = tuple(t.id for t in shown)
+        # the oldest tasks that fit the prompt budget are shown, the rest wait for a run
+        cited = tuple(t.id for t in shown if t.id not in derived.left_out)
         return [learning.Candidate(text, kind, cited)
                 for key, kind in (("lessons", "do"), ("avoid", "avoid"))
                 for text in dict.fromkeys(s.strip() for s in reply[key]) if text]

@@ -100,7 +100,7 @@ class Reconcile(BeliefTier):
         # only a first edge joining more than max_records - 1 convictions is cut (pending)
         derived = Derived(unshown=max(0, len(records) - cap))
         records = records[:cap]
-        reply = self.call(ctx, budget, records, {}, derived)
+        reply = self.call(ctx, budget, records, {}, derived, min_records=MIN_CITATIONS)
         if len(reply["evidence"]) < MIN_CITATIONS:  # that item alone is refused: asking
             # again repeats it, so the window is consumed as the other tiers consume theirs
             ctx.log.info("%s: %s: reconciliation refused: it cites %d record(s), at least %d "

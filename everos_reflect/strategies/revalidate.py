@@ -45,7 +45,7 @@ from everos_reflect.index.db import transaction
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import beliefs, provenance
-from everos_reflect.strategies.aside import SentWith, tier_prompts
+from everos_reflect.strategies.aside import SentWith, prompt_budget, tier_prompts
 from everos_reflect.strategies.belief_store import (
     note_clipped,
     owner_failed,
@@ -560,7 +560,7 @@ class RevalidateInsights(Strategy):
 
     def _ask(self, ctx: RunContext, insight: Entry, evidence: list[Entry], budget: Budget,
              row: Derivation, counts: Counter[str]) -> dict[str, Any]:
-        from everos_reflect.llm.tasks import Record, TaskRequest
+        from everos_reflect.llm.tasks import Record, fit_request
 
         prompts = tier_prompts(ctx.settings)
         # a hand-edited evidence list may name any number of records: the model sees at most
@@ -569,8 +569,17 @@ class RevalidateInsights(Strategy):
         records = tuple(Record(e.id, e.kind.value.replace("atomic_fact", "fact"),
                                f"{e.subject}: {e.content}" if e.subject else e.content,
                                e.timestamp) for e in shown)
-        request = TaskRequest(records=records, values={"insight": insight.content},
-                              prompts=prompts)
+        # the evidence in the insight's order: what passes [llm] max_prompt_tokens is left out
+        # (the verdict can cite only what is shown); two at least, or it is refused unsent
+        limit = prompt_budget(ctx.runtime)
+        request, left_out = fit_request(TASKS[0], records, {"insight": insight.content},
+                                        budget=limit, prompts=prompts,
+                                        min_records=MIN_CITATIONS)
+        if left_out:
+            ctx.log.warning("%s: %s: %d record(s) left out to fit llm.max_prompt_tokens (%s): "
+                            "%s", NAME, insight.id, len(left_out), f"{limit:,}",
+                            ", ".join(left_out))
+            counts["left_out_over_budget"] += len(left_out)
         note_clipped(ctx, f"{NAME}: {insight.id}", request)
         if request.clipped:
             counts["clipped"] += len(request.clipped)

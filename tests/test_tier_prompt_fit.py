@@ -1,0 +1,140 @@
+"""A derived tier's prompt is fitted to ``[llm] max_prompt_tokens`` instead of failing.
+
+The tiers show up to 200,000 characters of records a call; in Chinese or Japanese (3 bytes a
+character) that estimates to ~200k tokens, over the default budget of 100k, and since the
+budget came the whole window was set aside unsent where it was sent before. Now each call
+shows the records it ranks first as far as the budget holds, numbers them as shown (a reply's
+``[n]`` resolves to a record the model saw), leaves the rest for a later run and counts them
+(``left_out_over_budget``). Only a call whose least (one record, or two for a task that must
+cite two) does not fit is set aside, as before. Through the real client and the fake server.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.index.audit import list_derivations
+from everos_reflect.llm.budget import DEFAULT_MAX_PROMPT_TOKENS, estimate_tokens
+from everos_reflect.llm.tasks import Record, fit_request
+from everos_reflect.model import Kind
+from everos_reflect.runtime import Runtime
+from tests.test_aside_settings import ADA, openai_settings, run, user_text
+
+pytest_plugins = ["tests.fake_openai"]
+
+#: 8,000 characters (24,000 bytes, 8,000 estimated tokens) of Chinese: at most 12 fit the
+#: default budget, and 30 of them (cut to 6,666 characters each) estimate ~200k tokens.
+CJK = "评审被跳过发布日期总是优先运维团队很疲惫" * 400
+LINE_RE = re.compile(r"^\[(\d+)\] \S+ [^:]*: (I\d\d) ", re.MULTILINE)
+
+
+def runtime(root: Path, base_url: str, budget: int = DEFAULT_MAX_PROMPT_TOKENS) -> Runtime:
+    settings = openai_settings(base_url)
+    settings = replace(settings, llm=replace(settings.llm, max_prompt_tokens=budget))
+    return Runtime(root, settings, embedder=HashEmbedder(32))
+
+
+def cjk_insights(rt: Runtime, n: int, text: str = CJK) -> dict[str, str]:
+    """``n`` long Chinese insights, each marked ``I00``..: marker → id."""
+    eps = [e.id for e in rt.store.append_many(ADA, Kind.EPISODE, [(
+        {"timestamp": "2026-10-01T09:00:00+00:00", "parent_type": "memcell",
+         "parent_id": "mc_1"}, {"Subject": f"Release {d}", "Content": "Shipped."})
+        for d in (1, 2)], day=date(2026, 10, 1))]
+    made = rt.store.append_many(ADA, Kind.INSIGHT, [(
+        {"timestamp": "2026-10-02T09:00:00+00:00", "evidence": eps, "depth": 1,
+         "status": "active", "insight_type": "reflection"},
+        {"Insight": f"I{i:02d} {text}"}) for i in range(n)], day=date(2026, 10, 2))
+    return {f"I{i:02d}": e.id for i, e in enumerate(made)}
+
+
+def shown(body: dict[str, Any]) -> dict[int, str]:
+    """The records a request showed: number → marker."""
+    return {int(n): marker for n, marker in LINE_RE.findall(user_text(body))}
+
+
+def cite_first_and_last(body: dict[str, Any]) -> str:
+    numbers = sorted(shown(body))
+    return json.dumps({"convictions": [{"key": "principles", "text": "Reviews matter.",
+                                        "evidence": [numbers[0], numbers[-1]]}]})
+
+
+def test_a_cjk_window_over_the_budget_is_sent_fitted_citing_what_was_shown(
+        root: Path, fake_openai: Any) -> None:
+    rt = runtime(root, fake_openai.base_url)
+    try:
+        ids = cjk_insights(rt, 30)
+        fake_openai.script(cite_first_and_last)
+
+        counts = run(rt, "update_worldview")
+
+        [body] = fake_openai.chat_bodies()
+        assert estimate_tokens(body["messages"]) <= DEFAULT_MAX_PROMPT_TOKENS
+        seen = shown(body)
+        assert 2 <= len(seen) < 30 and sorted(seen) == list(range(1, len(seen) + 1))
+        assert counts["left_out_over_budget"] == 30 - len(seen)
+        assert "set_aside" not in counts and "failed" not in counts
+        [conviction] = rt.store.entries(ADA, Kind.CONVICTION)
+        assert conviction.meta["evidence"] == [ids[seen[1]], ids[seen[len(seen)]]]
+        [row] = list_derivations(rt.db(), strategy="update_worldview")
+        assert row["status"] == "ok"
+    finally:
+        rt.close()
+
+
+def test_the_records_left_out_are_shown_by_the_next_run(root: Path, fake_openai: Any) -> None:
+    rt = runtime(root, fake_openai.base_url)
+    try:
+        cjk_insights(rt, 20)
+        fake_openai.script(cite_first_and_last, cite_first_and_last)
+
+        first = run(rt, "update_worldview")
+        second = run(rt, "update_worldview", threshold=1)
+
+        one, two = (set(shown(b).values()) for b in fake_openai.chat_bodies())
+        assert first["left_out_over_budget"] == 20 - len(one)
+        assert not one & two and len(one | two) == 20
+        assert "left_out_over_budget" not in second
+    finally:
+        rt.close()
+
+
+def test_a_window_whose_least_record_does_not_fit_is_still_set_aside_unsent(
+        root: Path, fake_openai: Any) -> None:
+    rt = runtime(root, fake_openai.base_url, budget=1_000)
+    try:
+        cjk_insights(rt, 3, CJK[:1_000])  # one record alone is ~1,000 tokens
+
+        assert run(rt, "update_worldview") == {"failed": 1, "set_aside": 3}
+
+        assert fake_openai.chat_bodies() == []
+        [row] = list_derivations(rt.db(), strategy="update_worldview")
+        assert "over llm.max_prompt_tokens (1,000); not sent" in str(row["error"])
+    finally:
+        rt.close()
+
+
+def test_a_task_citing_two_is_fitted_to_two_at_least_or_left_whole() -> None:
+    records = [Record(f"r{i}", "episode", CJK[:1_500]) for i in range(4)]  # ~1,500 tokens
+    values = {"question": "q?", "count": "1"}
+
+    request, left_out = fit_request("insights", records, values, budget=3_000, min_records=2)
+
+    # two do not fit: the request stays whole, for the client to refuse unsent
+    assert [r.id for r in request.records] == ["r0", "r1", "r2", "r3"] and left_out == ()
+    request, left_out = fit_request("insights", records, values, budget=4_000, min_records=2)
+    assert [r.id for r in request.records] == ["r0", "r1"] and left_out == ("r2", "r3")
+
+
+def test_chronological_records_keep_the_newest() -> None:
+    records = [Record(f"r{i}", "episode", CJK[:1_500]) for i in range(4)]
+
+    request, left_out = fit_request("questions", records, {"count": "1"}, budget=4_000,
+                                    keep_last=True)
+
+    assert [r.id for r in request.records] == ["r2", "r3"] and left_out == ("r0", "r1")
