@@ -25,3 +25,11 @@ class ApiClient:
                 return await c.request(method, url, **kwargs)
 
         return asyncio.run(go())
+
+
+def add_episode(call: ApiClient, user: str, subject: str, content: str, timestamp: str) -> str:
+    """Add an Episode over the API (it must answer 201); its id."""
+    resp = call("POST", "/api/v1/memory/episodes", json={
+        "user_id": user, "subject": subject, "content": content, "timestamp": timestamp})
+    assert resp.status_code == 201, resp.text
+    return resp.json()["data"]["id"]

@@ -96,17 +96,23 @@ def test_a_cluster_day_before_year_1000_keeps_four_digits() -> None:
     assert cluster_cmds._day(datetime(2026, 10, 12, tzinfo=UTC).timestamp()) == "2026-10-12"
 
 
-def test_a_merged_cluster_whose_new_member_cannot_be_read_is_shown_held_back(
-        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The index counts the new member ("+1 new": ready to merge again), but Reflection merges
-    # what Markdown gives, nothing new: every run left the cluster as it was, while `clusters`
-    # kept calling it ready, and said nothing of why.
+def _merged_then_one_more(root: Path) -> tuple[Runtime, Entry]:
+    """A root whose cluster was merged, then given a new member (indexed): "+1 new"."""
     rt = make_runtime(root, ExtractiveLLM())
     seed_pets(rt)
     assert run_reflection(rt)["merged"] == 1
     new = add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
                       "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
     Indexer(rt).scan()
+    return rt, new
+
+
+def test_a_merged_cluster_whose_new_member_cannot_be_read_is_shown_held_back(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The index counts the new member ("+1 new": ready to merge again), but Reflection merges
+    # what Markdown gives, nothing new: every run left the cluster as it was, while `clusters`
+    # kept calling it ready, and said nothing of why.
+    rt, new = _merged_then_one_more(root)
     log = rt.store.path_for_id(ANDREW, new.id)
     log.write_bytes(log.read_bytes() + b"\xff\xfe\n")  # no longer UTF-8: the log is refused
     monkeypatch.setattr(cluster_cmds, "open_runtime", lambda r: rt)
@@ -147,12 +153,7 @@ def test_a_merged_cluster_whose_new_member_was_deleted_is_not_held_back(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # The run's scan drops a member whose entry is gone: nothing new is left and nothing
     # waits. `clusters` said "held back: new member unreadable … not found" until a reindex.
-    rt = make_runtime(root, ExtractiveLLM())
-    seed_pets(rt)
-    assert run_reflection(rt)["merged"] == 1
-    new = add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
-                      "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
-    Indexer(rt).scan()
+    rt, new = _merged_then_one_more(root)
     rt.store.path_for_id(ANDREW, new.id).unlink()
     monkeypatch.setattr(cluster_cmds, "open_runtime", lambda r: rt)
 

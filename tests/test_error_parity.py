@@ -100,9 +100,8 @@ def test_a_malformed_entry_id_is_named_with_one_example_at_every_edge(
                                            "user_id": "u_ann"}).message.endswith(cli_message)
 
 
-def test_a_look_up_in_a_log_that_is_not_utf8_names_the_line_of_the_byte(
-        runtime: Runtime) -> None:
-    # "<log>:0: cannot look up …: byte 0xe9 at column 1": a column of no line
+def _one_episode(runtime: Runtime) -> tuple[Any, Any, Path]:
+    """u_ann's one Episode of 2026-10-12: (its owner, the entry, its log)."""
     from datetime import date
 
     from everos_reflect.model import Kind, UserRef
@@ -111,7 +110,13 @@ def test_a_look_up_in_a_log_that_is_not_utf8_names_the_line_of_the_byte(
     entry = runtime.store.append(ref, Kind.EPISODE, {
         "timestamp": "2026-10-12T09:00:00+00:00", "parent_type": "memcell",
         "parent_id": "mc_1"}, {"Subject": "s", "Content": "c"}, day=date(2026, 10, 12))
-    path = runtime.store.path_for_id(ref, entry.id)
+    return ref, entry, runtime.store.path_for_id(ref, entry.id)
+
+
+def test_a_look_up_in_a_log_that_is_not_utf8_names_the_line_of_the_byte(
+        runtime: Runtime) -> None:
+    # "<log>:0: cannot look up …: byte 0xe9 at column 1": a column of no line
+    _ref, entry, path = _one_episode(runtime)
     lines = path.read_bytes().count(b"\n")
     with path.open("ab") as fh:
         fh.write(b"\xe9 a note saved as Latin-1\n")
@@ -168,16 +173,9 @@ def test_an_entry_in_a_log_that_cannot_be_read_is_not_called_missing_at_any_edge
 
 def test_an_entry_whose_block_a_hand_edit_broke_is_not_called_missing(
         runtime: Runtime) -> None:
-    from datetime import date
-
     from everos_reflect.errors import MarkdownError
-    from everos_reflect.model import Kind, UserRef
 
-    ref = UserRef.of("u_ann")
-    entry = runtime.store.append(ref, Kind.EPISODE, {
-        "timestamp": "2026-10-12T09:00:00+00:00", "parent_type": "memcell",
-        "parent_id": "mc_1"}, {"Subject": "s", "Content": "c"}, day=date(2026, 10, 12))
-    path = runtime.store.path_for_id(ref, entry.id)
+    ref, entry, path = _one_episode(runtime)
     path.write_text(path.read_text().replace("timestamp: ", "timestamp: [", 1))
     with pytest.raises(MarkdownError, match=f"cannot look up {entry.id}: its entry block"):
         runtime.store.get(ref, entry.id)

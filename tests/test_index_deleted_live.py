@@ -13,10 +13,8 @@ from __future__ import annotations
 import logging
 import shutil
 import sqlite3
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -28,7 +26,8 @@ from everos_reflect.index.sync import Indexer
 from everos_reflect.index.watcher import Watcher
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
-from tests.api_client import ApiClient
+from tests.api_client import ApiClient, add_episode
+from tests.waiting import wait_for
 
 USER = "u_andrew"
 
@@ -53,23 +52,6 @@ def rt(root: Path) -> Iterator[Runtime]:
     runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
     yield runtime
     runtime.close()
-
-
-def _wait_for(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    return condition()
-
-
-def _add(call: ApiClient, subject: str, content: str, ts: str) -> str:
-    resp = call("POST", "/api/v1/memory/episodes", json={
-        "user_id": USER, "subject": subject, "content": content, "timestamp": ts})
-    assert resp.status_code == 201, resp.text
-    return resp.json()["data"]["id"]
 
 
 def _found(call: ApiClient, answers: list[int]) -> set[str]:
@@ -104,19 +86,19 @@ def test_deleting_the_index_while_serving_rebuilds_it_and_loses_nothing(
     rebuilds: list[bool] = []  # serve writes daemon.json again there
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0,
                  on_index_rebuilt=lambda: rebuilds.append(True)) as watcher:
-        first = _add(call, "Toby", "Andrew adopted a dog named Toby.",
-                     "2026-10-12T10:00:00+00:00")
-        assert _wait_for(lambda: _found(call, answers) == {first})
-        _wait_for(lambda: watcher.passes > 0)
+        first = add_episode(call, USER, "Toby", "Andrew adopted a dog named Toby.",
+                            "2026-10-12T10:00:00+00:00")
+        assert wait_for(lambda: _found(call, answers) == {first})
+        wait_for(lambda: watcher.passes > 0)
         caplog.clear()
         caplog.set_level(logging.INFO)
 
         _remove_index(rt.root)
-        second = _add(call, "Buddy", "Andrew adopted a second dog named Buddy.",
-                      "2026-10-13T10:00:00+00:00")
+        second = add_episode(call, USER, "Buddy", "Andrew adopted a second dog named Buddy.",
+                             "2026-10-13T10:00:00+00:00")
 
-        assert _wait_for(lambda: _found(call, answers) == {first, second}), answers
-        assert _wait_for(lambda: _ids_on_disk(rt.root) == {first, second})
+        assert wait_for(lambda: _found(call, answers) == {first, second}), answers
+        assert wait_for(lambda: _ids_on_disk(rt.root) == {first, second})
         status = call("GET", "/api/v1/status")
         assert status.status_code == 200, status.text
         doc = status.json()["data"]
@@ -142,19 +124,19 @@ def test_an_index_replaced_by_another_process_is_taken_up(rt: Runtime) -> None:
     call = ApiClient(rt)
     answers: list[int] = []
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0):
-        first = _add(call, "Toby", "Andrew adopted a dog named Toby.",
-                     "2026-10-12T10:00:00+00:00")
-        assert _wait_for(lambda: _found(call, answers) == {first})
+        first = add_episode(call, USER, "Toby", "Andrew adopted a dog named Toby.",
+                            "2026-10-12T10:00:00+00:00")
+        assert wait_for(lambda: _found(call, answers) == {first})
 
         _remove_index(rt.root)
         other = Runtime(rt.root, Settings(), embedder=HashEmbedder(16))
         Indexer(other).reindex()
         other.close()
-        second = _add(call, "Buddy", "Andrew adopted a second dog named Buddy.",
-                      "2026-10-13T10:00:00+00:00")
+        second = add_episode(call, USER, "Buddy", "Andrew adopted a second dog named Buddy.",
+                             "2026-10-13T10:00:00+00:00")
 
-        assert _wait_for(lambda: _found(call, answers) == {first, second}), answers
-        assert _wait_for(lambda: _ids_on_disk(rt.root) == {first, second})
+        assert wait_for(lambda: _found(call, answers) == {first, second}), answers
+        assert wait_for(lambda: _ids_on_disk(rt.root) == {first, second})
     assert all(code in (200, 503) for code in answers), answers
 
 
@@ -187,12 +169,12 @@ def test_an_index_left_alone_keeps_its_handles(rt: Runtime,
     call = ApiClient(rt)
     answers: list[int] = []
     with Watcher(rt, debounce=0.05, reconcile_interval=0.1, optimize_interval=0) as watcher:
-        first = _add(call, "Toby", "Andrew adopted a dog named Toby.",
-                     "2026-10-12T10:00:00+00:00")
-        assert _wait_for(lambda: _found(call, answers) == {first})
+        first = add_episode(call, USER, "Toby", "Andrew adopted a dog named Toby.",
+                            "2026-10-12T10:00:00+00:00")
+        assert wait_for(lambda: _found(call, answers) == {first})
         conn, vectors = rt.db(), rt.vectors
         passes = watcher.passes
-        assert _wait_for(lambda: watcher.passes > passes + 3)  # reconcile scans ran
+        assert wait_for(lambda: watcher.passes > passes + 3)  # reconcile scans ran
 
         assert rt.check_index() is False
         assert rt.db() is conn and rt.vectors is vectors

@@ -11,10 +11,8 @@ embedded everything again.
 from __future__ import annotations
 
 import shutil
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -22,7 +20,8 @@ from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.index.watcher import Watcher
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
-from tests.api_client import ApiClient
+from tests.api_client import ApiClient, add_episode
+from tests.waiting import wait_for
 
 USER = "u_andrew"
 
@@ -32,23 +31,6 @@ def rt(root: Path) -> Iterator[Runtime]:
     runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
     yield runtime
     runtime.close()
-
-
-def _wait_for(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.05)
-    return condition()
-
-
-def _add(call: ApiClient, subject: str, content: str, ts: str) -> str:
-    resp = call("POST", "/api/v1/memory/episodes", json={
-        "user_id": USER, "subject": subject, "content": content, "timestamp": ts})
-    assert resp.status_code == 201, resp.text
-    return resp.json()["data"]["id"]
 
 
 def _found(call: ApiClient, answers: list[tuple[int, str]], mode: str) -> set[str]:
@@ -69,13 +51,13 @@ def test_deleting_only_the_vector_index_while_serving_answers_503_or_every_hit(
     answers: list[tuple[int, str]] = []
     # no reconcile scan: the daemon must notice at the request itself
     with Watcher(rt, debounce=0.05, reconcile_interval=3600, optimize_interval=0):
-        first = _add(call, "Toby", "Andrew adopted a dog named Toby.",
-                     "2026-10-12T10:00:00+00:00")
-        assert _wait_for(lambda: _found(call, [], mode) == {first})
+        first = add_episode(call, USER, "Toby", "Andrew adopted a dog named Toby.",
+                            "2026-10-12T10:00:00+00:00")
+        assert wait_for(lambda: _found(call, [], mode) == {first})
 
         shutil.rmtree(rt.root / ".index" / "lancedb")
 
-        assert _wait_for(lambda: _found(call, answers, mode) == {first}), answers
+        assert wait_for(lambda: _found(call, answers, mode) == {first}), answers
     # every answer until then was a wait or a 503 saying the index is being rebuilt,
     # never an empty list passed off as the answer
     assert all(a == (503, "index_rebuilding") or a == (200, first) for a in answers), answers
@@ -86,7 +68,8 @@ def test_a_search_while_another_process_drops_the_tables_is_a_503_not_a_500(
     """A CLI ``reindex`` while ``serve`` runs moves every table aside first: the daemon's
     open tables then have no ``_versions`` until they are made again."""
     call = ApiClient(rt)
-    first = _add(call, "Toby", "Andrew adopted a dog named Toby.", "2026-10-12T10:00:00+00:00")
+    first = add_episode(call, USER, "Toby", "Andrew adopted a dog named Toby.",
+                        "2026-10-12T10:00:00+00:00")
     from everos_reflect.index.sync import Indexer
 
     Indexer(rt).scan()

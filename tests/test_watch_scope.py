@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import shutil
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -15,17 +14,9 @@ from everos_reflect.index.watcher import FsEvent, Watcher, top_folders_touched, 
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
+from tests.waiting import wait_for
 
 DAY = date(2026, 10, 12)
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def _append(rt: Runtime, ref: UserRef, content: str) -> str:
@@ -84,8 +75,8 @@ def test_writes_under_the_index_never_reach_the_watcher(
         for n in range(20):
             (rt.index_dir / f"noise-{n}.md").write_text("x")
         live = _append(rt, ref, "while watching")
-        assert _wait_for(lambda: any(p.endswith("episode-2026-10-12.md") for p in seen))
-        assert _wait_for(lambda: live in {r[0] for r in rt.db().execute("SELECT id FROM entries")})
+        assert wait_for(lambda: any(p.endswith("episode-2026-10-12.md") for p in seen))
+        assert wait_for(lambda: live in {r[0] for r in rt.db().execute("SELECT id FROM entries")})
     assert not [p for p in seen if "/.index/" in p or p.endswith("/.index")]
 
 
@@ -93,10 +84,10 @@ def test_a_folder_created_after_start_is_watched_and_its_logs_indexed(rt: Runtim
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
         assert watcher.watched == []
         new = _append(rt, UserRef("acme", "bot", "u2"), "a new tenant")
-        assert _wait_for(lambda: new in {r[0] for r in rt.db().execute("SELECT id FROM entries")})
+        assert wait_for(lambda: new in {r[0] for r in rt.db().execute("SELECT id FROM entries")})
         assert watcher.watched == [rt.root / "acme"]
         later = _append(rt, UserRef("acme", "bot", "u3"), "written once it is watched")
-        assert _wait_for(lambda: later in {r[0] for r in rt.db().execute(
+        assert wait_for(lambda: later in {r[0] for r in rt.db().execute(
             "SELECT id FROM entries")})
 
 
@@ -115,9 +106,9 @@ def test_edits_in_a_folder_deleted_and_restored_at_once_still_reach_the_index(
     scan = watcher.indexer.scan
     watcher.indexer.scan = lambda progress=None: scans.append(scan(progress))  # type: ignore[method-assign]
     with watcher:
-        assert _wait_for(lambda: ids() == {first} and len(scans) == 1)
+        assert wait_for(lambda: ids() == {first} and len(scans) == 1)
         shutil.rmtree(app)
         shutil.copytree(backup, app)
-        assert _wait_for(lambda: len(scans) >= 2)  # the rescan after the folder change
+        assert wait_for(lambda: len(scans) >= 2)  # the rescan after the folder change
         later = _append(rt, ref, "written after the restore")
-        assert _wait_for(lambda: ids() == {first, later})
+        assert wait_for(lambda: ids() == {first, later})

@@ -10,7 +10,7 @@ out of the root stays unread, as before, and nothing outside the root is watched
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -21,6 +21,7 @@ from everos_reflect.index.watcher import Watcher, link_targets
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
+from tests.waiting import wait_for
 
 REF = UserRef.of("u_andrew")
 DAY = date(2026, 10, 12)
@@ -44,15 +45,6 @@ user_id: u_andrew
 date: '2026-10-12'
 ---
 """
-
-
-def _wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
 
 
 def _entry(seq: int, content: str) -> str:
@@ -86,18 +78,18 @@ def test_an_edit_of_a_symlinked_logs_target_is_indexed_at_once(rt: Runtime, wher
     target = rt.root / where
     log = _link_log(rt, target)
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
-        assert _wait_for(lambda: watcher.passes > 0)  # the first scan, and what it found
+        assert wait_for(lambda: watcher.passes > 0)  # the first scan, and what it found
         assert _indexed(rt) == {"ep_20261012_0001"}
 
         with target.open("a") as fh:  # an editor writing the file in place
             fh.write(_entry(2, "Andrew adopted a second dog named Buddy."))
-        assert _wait_for(lambda: "ep_20261012_0002" in _indexed(rt))
+        assert wait_for(lambda: "ep_20261012_0002" in _indexed(rt))
 
         added = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T15:00:00+00:00",
                                                     "parent_type": "memcell"},
                                 {"Subject": "Pets", "Content": "Buddy likes the beach."},
                                 day=DAY)  # written through the link: renamed over the target
-        assert _wait_for(lambda: added.id in _indexed(rt))
+        assert wait_for(lambda: added.id in _indexed(rt))
     assert log.is_symlink() and "Buddy likes the beach." in target.read_text()
 
 
@@ -105,12 +97,12 @@ def test_a_link_made_while_watching_is_followed_at_once(rt: Runtime) -> None:
     target = rt.root / ".shared" / "andrew.md"
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0):
         _link_log(rt, target)
-        assert _wait_for(lambda: _indexed(rt) == {"ep_20261012_0001"})
+        assert wait_for(lambda: _indexed(rt) == {"ep_20261012_0001"})
         time.sleep(0.5)  # the events of the new folders are settled and synced
 
         with target.open("a") as fh:
             fh.write(_entry(2, "Andrew adopted a second dog named Buddy."))
-        assert _wait_for(lambda: "ep_20261012_0002" in _indexed(rt))
+        assert wait_for(lambda: "ep_20261012_0002" in _indexed(rt))
 
 
 def test_a_link_leading_out_of_the_root_is_not_read_nor_its_target_watched(
@@ -119,12 +111,12 @@ def test_a_link_leading_out_of_the_root_is_not_read_nor_its_target_watched(
     _link_log(rt, outside)
     wake = rt.root / "default_app" / "wake.txt"
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
-        assert _wait_for(lambda: watcher.passes > 0)
+        assert wait_for(lambda: watcher.passes > 0)
         with outside.open("a") as fh:
             fh.write(_entry(2, "Andrew adopted a second dog named Buddy."))
         passes = watcher.passes
         wake.write_text("")  # any event wakes the loop: the edit's, if any, came before it
-        assert _wait_for(lambda: watcher.passes > passes + 1)
+        assert wait_for(lambda: watcher.passes > passes + 1)
         assert _indexed(rt) == set()
         assert all(rt.root in (p, *p.parents) for p in watcher.watched_targets)
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -16,6 +16,7 @@ from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 from tests.test_sync import CountingEmbedder
+from tests.waiting import wait_for
 
 ROOT = Path("/mem")
 EP = ROOT / "a/p/users/u/episodes/episode-2026-10-12.md"
@@ -81,15 +82,6 @@ def _indexed_ids(rt: Runtime) -> set[str]:
     return {r[0] for r in rt.db().execute("SELECT id FROM entries")}
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
-
-
 def _append(rt: Runtime, content: str, day: date = DAY) -> str:
     entry = rt.store.append(
         REF, Kind.EPISODE,
@@ -112,16 +104,16 @@ def test_watcher_catches_offline_edits_then_live_writes_and_survives_a_broken_fi
 ) -> None:
     offline = _append(rt, "written while nothing ran")
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0):
-        assert _wait_for(lambda: _indexed_ids(rt) == {offline})
+        assert wait_for(lambda: _indexed_ids(rt) == {offline})
 
         broken = rt.store.log_path(REF, Kind.EPISODE, date(2026, 10, 13))
         broken.write_text("---\ntype: [oops\n---\n")
         live = _append(rt, "written while watching", day=date(2026, 10, 14))
-        assert _wait_for(lambda: live in _indexed_ids(rt))
-        assert _wait_for(lambda: rt.store.rel(broken) in Indexer(rt).problems())
+        assert wait_for(lambda: live in _indexed_ids(rt))
+        assert wait_for(lambda: rt.store.rel(broken) in Indexer(rt).problems())
 
         rt.store.log_path(REF, Kind.EPISODE, DAY).unlink()
-        assert _wait_for(lambda: _indexed_ids(rt) == {live})
+        assert wait_for(lambda: _indexed_ids(rt) == {live})
 
 
 def test_watcher_periodic_reconcile_and_optimize_run_on_the_worker(rt: Runtime) -> None:
@@ -131,7 +123,7 @@ def test_watcher_periodic_reconcile_and_optimize_run_on_the_worker(rt: Runtime) 
     watcher.indexer.scan = lambda progress=None: calls.append("scan")  # type: ignore[method-assign]
     rt.vectors.optimize = lambda: calls.append("optimize")  # type: ignore[method-assign]
     with watcher:
-        assert _wait_for(lambda: calls.count("scan") >= 2 and calls.count("optimize") >= 2)
+        assert wait_for(lambda: calls.count("scan") >= 2 and calls.count("optimize") >= 2)
     stopped_at = len(calls)
     time.sleep(0.3)
     assert len(calls) == stopped_at  # stop() really stopped the loop
@@ -148,9 +140,9 @@ def test_watcher_drops_the_facts_of_a_facts_folder_moved_out_of_the_root(
                            {"Fact": "Andrew has a dog named Toby."}, day=DAY)
     facts = rt.store.log_path(REF, Kind.ATOMIC_FACT, DAY).parent
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0):
-        assert _wait_for(lambda: _indexed_ids(rt) == {episode.id, fact.id})
+        assert wait_for(lambda: _indexed_ids(rt) == {episode.id, fact.id})
         facts.rename(tmp_path_factory.mktemp("away") / facts.name)
-        assert _wait_for(lambda: _indexed_ids(rt) == {episode.id})
+        assert wait_for(lambda: _indexed_ids(rt) == {episode.id})
 
 
 def test_a_burst_of_logs_is_indexed_in_one_batch(
@@ -169,7 +161,7 @@ def test_a_burst_of_logs_is_indexed_in_one_batch(
     with Watcher(rt, debounce=0.3, reconcile_interval=0, optimize_interval=0,
                  scan_on_start=False):
         (src / "default_app/default_project/users" / REF.user_id).rename(users / REF.user_id)
-        assert _wait_for(lambda: _indexed_ids(rt) == ids)
+        assert wait_for(lambda: _indexed_ids(rt) == ids)
     assert sum(embedder.calls) == 30 and len(embedder.calls) <= 3, embedder.calls
     rt.close()
 
@@ -183,16 +175,16 @@ def test_a_root_moved_away_is_not_recreated_and_is_indexed_again_once_back(
     away = rt.root.with_name(rt.root.name + "-moved")
     watcher = Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0)
     with watcher:
-        assert _wait_for(lambda: _indexed_ids(rt) == {first})
+        assert wait_for(lambda: _indexed_ids(rt) == {first})
         rt.root.rename(away)
         elsewhere = Runtime(away, Settings(), embedder=HashEmbedder(16))
         passes = watcher.passes
         later = _append(elsewhere, "written while away", day=date(2026, 10, 13))
-        assert _wait_for(lambda: watcher.passes > passes)
+        assert wait_for(lambda: watcher.passes > passes)
         time.sleep(0.3)  # the edit's events settled and were looked at
         assert not rt.root.exists(), sorted(str(p) for p in rt.root.rglob("*"))
         away.rename(rt.root)
         (rt.root / "default_app" / "wake.txt").write_text("")  # any event wakes the loop
-        assert _wait_for(lambda: _indexed_ids(rt) == {first, later})  # rescanned once back
+        assert wait_for(lambda: _indexed_ids(rt) == {first, later})  # rescanned once back
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
     assert "was moved or deleted: not indexing until it is back" in caplog.text

@@ -592,6 +592,7 @@ class BeliefTier(Strategy):
         written = state.written_by(key, self.output_kind)
         if written:
             sync(runtime, {runtime.store.path_for_id(ref, e.id) for e in written})
+            items = self.written_for(state, items, written)
         with transaction(conn):
             if written:
                 cursors.advance(conn, self.name, ref, items, None)
@@ -604,6 +605,13 @@ class BeliefTier(Strategy):
         log.info("%s: %s: interrupted commit %s %s", self.name, ref, key,
                  "recovered" if written else "withdrawn (nothing was written)")
         return bool(written)
+
+    def written_for(self, state: Any, items: Mapping[str, str],
+                    written: Sequence[Entry]) -> dict[str, str]:
+        """The rows of an interrupted commit's ``items`` that its ``written`` outputs (found
+        under the window's key) account for, which the cursor then consumes: all of them, as
+        a tier writes a window's outputs in one append."""
+        return dict(items)
 
     def forget_stale(self, conn: sqlite3.Connection, ref: UserRef, state: Any) -> None:
         """Drop cursor rows of ``ref`` that can never match again, given ``state`` (the
@@ -694,6 +702,8 @@ class BeliefTier(Strategy):
         try:
             if already:  # written before a crash: finish the bookkeeping only
                 mine["recovered"] += 1
+                done = self.written_for(work.state, work.items, already)
+                derived.pending = set(work.items) - set(done)  # wait for the next run
             else:
                 # noted before any Markdown write, so recovery knows this exact window
                 cursors.begin_intent(conn, self.name, work.ref, work.key,

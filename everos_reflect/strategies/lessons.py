@@ -189,6 +189,16 @@ class LearnLessons(BeliefTier):
                         deferred_records=left - len(items))
         return None
 
+    def written_for(self, state: Any, items: Mapping[str, str],
+                    written: Sequence[Entry]) -> dict[str, str]:
+        """Each task type's lessons are appended in turn: a process killed between two types
+        wrote the first ones only. The tasks of a type with no lesson under the window's key
+        were not learned from and wait for the next run (a type that only confirmed lessons
+        is asked again, which confirms nothing twice: its tasks are in their evidence)."""
+        learned = {read_lesson(e).task_type for e in written}
+        types = {e.id: read_task(e).task_type for e in state.tasks}
+        return {i: h for i, h in items.items() if types.get(i, "") in learned or i not in types}
+
     def calls_for(self, work: Work, settings: Mapping[str, Any]) -> int:
         """One call per task type of the window."""
         return max(1, len(_types_of(work.state, work.items)))  # type: ignore[arg-type]

@@ -40,7 +40,7 @@ from everos_reflect.engine.registry import RunContext, Strategy
 from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index import cursors
-from everos_reflect.index.audit import Derivation, record_derivation
+from everos_reflect.index.audit import Derivation, insert_derivation, record_derivation
 from everos_reflect.index.db import transaction
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Entry, Kind, UserRef
@@ -101,6 +101,41 @@ def written_revision(insight: Entry, records: dict[str, Entry]) -> Entry | None:
              and e.meta.get(provenance.DERIVATION_KEY) == key
              and e.meta.get("revises") == insight.id]
     return min(found, key=lambda e: e.id) if found else None
+
+
+#: The ``commit_intent`` item naming the verdict being written (:meth:`RevalidateInsights.recover`).
+VERDICT = "verdict"
+
+
+def _settled(rt: Runtime, ref: UserRef, insight_id: str, row: Derivation | None) -> None:
+    """Record ``row`` (if any) and forget the verdict's intent, in one transaction."""
+    conn = rt.db()
+    with transaction(conn):
+        if row is not None:
+            insert_derivation(conn, row)
+        cursors.end_intent(conn, NAME, ref, insight_id)
+
+
+def _written(rt: Runtime, ref: UserRef, insight_id: str, verdict: str) -> list[str]:
+    """What an interrupted ``verdict`` on ``insight_id`` wrote (its row's ``outputs``), the
+    revise finished and the files indexed; ``[]``: nothing was written."""
+    records = {e.id: e for e in rt.store.entries(ref, Kind.INSIGHT)}
+    insight = records.get(insight_id)
+    if insight is None:
+        return []
+    if verdict == "revise":
+        revision = written_revision(insight, records)
+        if revision is None:
+            return []
+        if insight.deprecated_by is None:
+            rt.store.deprecate(ref, {insight_id: revision.id})
+        sync(rt, {rt.store.path_for_id(ref, insight_id), rt.store.path_for_id(ref, revision.id)})
+        return [revision.id]
+    wanted = {"holds": provenance.ACTIVE, "retire": provenance.RETIRED}.get(verdict)
+    if wanted is None or insight.meta.get("status") != wanted:
+        return []
+    sync(rt, {rt.store.path_for_id(ref, insight_id)})
+    return [insight_id]
 
 
 #: The tasks a revalidation sends (their templates are part of a set-aside key).
@@ -359,7 +394,7 @@ class RevalidateInsights(Strategy):
             counts["recovered"] += 1
             row.outputs = [revision.id]
             row.duration_ms = int((time.monotonic() - started) * 1000)
-            record_derivation(rt.db(), row)
+            _settled(rt, ref, insight.id, row)
             return
         evidence = current_evidence(insight, records)
         verdict: dict[str, Any]
@@ -415,6 +450,10 @@ class RevalidateInsights(Strategy):
             self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started, problem)
             return
         touched = {rt.store.path_for_id(ref, insight.id)}
+        # noted before the Markdown write, as a tier's commit is: killed between the write
+        # and the row, the next start's recover() finds what was written and records it
+        cursors.begin_intent(rt.db(), NAME, ref, insight.id, {VERDICT: verdict["verdict"]},
+                             ctx.run_id)
         if verdict["verdict"] == "holds":
             rt.store.update_meta(ref, insight.id, {
                 "status": provenance.ACTIVE, "stale_reason": None,
@@ -446,7 +485,35 @@ class RevalidateInsights(Strategy):
         counts[{"holds": "kept", "revise": "revised", "retire": "retired"}[verdict["verdict"]]] += 1
         sync(rt, touched)
         row.duration_ms = int((time.monotonic() - started) * 1000)
-        record_derivation(rt.db(), row)
+        _settled(rt, ref, insight.id, row)
+
+    def recover(self, runtime: Runtime) -> dict[str, int]:
+        """Settle every verdict a kill interrupted between its Markdown write and its
+        ``derivation_report`` row (the engine calls this under the strategy's lock): what the
+        verdict wrote is found in the Markdown (a revise's revision, finished if the old
+        insight was not archived yet; a keep's ``active``, a retire's ``retired``) → indexed
+        and recorded; nothing was → the intent is dropped (not counted) and the insight, still
+        stale, waits for the next run. Without it the revision stood with no row, and no run
+        looked at the archived insight again to write one. Idempotent."""
+        conn, counts = runtime.db(), Counter[str]()
+        for ref, insight_id, items in cursors.intents(conn, NAME):
+            try:
+                outputs = _written(runtime, ref, insight_id, items.get(VERDICT, ""))
+            except Exception:
+                if runtime.root_gone():
+                    raise
+                log.exception("%s: %s: the interrupted verdict on %s could not be settled; "
+                              "left to the next start", NAME, ref, insight_id)
+                continue
+            row = Derivation(NAME, ref, "ok", inputs=[insight_id], outputs=outputs,
+                             error="recovered: the verdict was interrupted after its write")
+            _settled(runtime, ref, insight_id, row if outputs else None)
+            if outputs:
+                counts["recovered"] += 1
+            else:  # not counted: the insight, still stale, is simply asked about again
+                log.info("%s: %s: the interrupted verdict on %s wrote nothing: withdrawn",
+                         NAME, ref, insight_id)
+        return dict(counts)
 
     def _archive_into(self, ctx: RunContext, ref: UserRef, insight: Entry, live: Entry,
                       row: Derivation, counts: Counter[str], started: float) -> None:

@@ -1,0 +1,21 @@
+"""Waiting in tests for what another thread (a watcher, a server) does in its own time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
+    """``condition()``'s first truthy value, polled every 50 ms for up to ``timeout`` seconds;
+    after that, its last value (falsy: the caller's assert fails with it). A generous
+    ``timeout`` costs nothing when the condition holds early, and keeps a loaded machine from
+    failing the test."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    return condition()
