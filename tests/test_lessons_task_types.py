@@ -176,3 +176,42 @@ def test_tasks_past_max_records_wait_unconsumed_and_the_run_counts_them(
     assert {i for i, _ in cursors.consumed(rt.db(), NAME, REF)} == {*first, last}
     (lesson,) = map(read_lesson, rt.store.entries(REF, Kind.LESSON))
     assert set(lesson.evidence) == {*first, last}
+
+
+def test_a_kill_between_two_task_types_writes_leaves_the_unwritten_types_tasks_waiting(
+        rt: Runtime, fake_openai: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    # ``learn_lessons`` killed between two task types' writes: the deploy lessons are on disk
+    # under the window's key, the migrate and review ones never were. Recovery consumes the tasks
+    # whose lessons were written and leaves the others waiting, so the next run learns from them
+    # (before, the whole window was consumed and those task types never got their lessons).
+    tasks = {t: [add_task(rt, t, 10 + n)] for n, t in enumerate(TYPES)}
+    real = rt.store.append_many
+
+    def append_many(ref: UserRef, kind: Kind, rows: Any, **options: Any) -> Any:
+        if kind is Kind.LESSON and any(m.get("task_type") == "migrate" for m, _ in rows):
+            raise KeyboardInterrupt("the process died here")
+        return real(ref, kind, rows, **options)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(rt.store, "append_many", append_many)
+        fake_openai.script(lesson_reply, lesson_reply, lesson_reply)
+        assert Engine(rt).trigger(NAME, timeout=60).status == "failed"
+    assert lesson_types(rt) == ["deploy"]
+    assert len(cursors.intents(rt.db(), NAME)) == 1  # the kill left the commit open
+
+    fake_openai.script(lesson_reply, lesson_reply)
+    outcome = Engine(rt).trigger(NAME, timeout=60)  # recovery first, then the run
+
+    assert outcome.status == "ok", outcome
+    assert outcome.counts == {"recovered": 1, "owners": 1, "written": 2}
+    assert lesson_types(rt) == ["deploy", "migrate", "review"]  # once each
+    # the deploy task was not shown again; migrate and review were, once
+    assert len(fake_openai.chat_bodies()) == 5
+    done = {i for i, _ in cursors.consumed(rt.db(), NAME, REF)}
+    assert done == {i for ids in tasks.values() for i in ids}
+    assert cursors.intents(rt.db(), NAME) == []
+    rows = [r for r in list_derivations(rt.db(), strategy=NAME) if r["status"] == "ok"]
+    (recovered,) = [r for r in rows if (r["error"] or "").startswith("recovered")]
+    (run,) = [r for r in rows if r is not recovered]
+    assert recovered["inputs"] == tasks["deploy"]
+    assert sorted(run["inputs"]) == sorted(tasks["migrate"] + tasks["review"])
