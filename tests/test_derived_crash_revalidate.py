@@ -22,22 +22,35 @@ from tests.test_revalidate import merged, run, with_openai
 pytest_plugins = ["tests.fake_openai"]
 
 
-def test_a_revise_killed_before_its_audit_row_still_gets_one(
-        root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+def _killed_at(root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch, reply: str,
+               target: str) -> tuple[Any, Any]:
+    """A run whose model answers ``reply``, killed at ``target`` (a dotted path, or
+    ``store.<method>`` for the run's store); the runtime and the stale insight asked about."""
     from tests.reflect_fixtures import Crash
 
     rt, eps, first, _second = setup(root)
     merged(rt, eps)
-    text = "The user reverted auth changes three times."
-    fake_openai.script(json.dumps({"verdict": "revise", "insight": text, "evidence": [1, 2]}))
+    fake_openai.script(reply)
 
     def crash(*args: object, **kwargs: object) -> None:
-        raise Crash("the process dies while the revision is indexed")
+        raise Crash("the process dies here")
 
     with monkeypatch.context() as patch:
-        patch.setattr("everos_reflect.strategies.revalidate.sync", crash)
+        if target.startswith("store."):
+            patch.setattr(rt.store, target.removeprefix("store."), crash)
+        else:
+            patch.setattr(target, crash)
         with pytest.raises(Crash):
             run(with_openai(rt, fake_openai))
+    return rt, first
+
+
+def test_a_revise_killed_before_its_audit_row_still_gets_one(
+        root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = "The user reverted auth changes three times."
+    rt, first = _killed_at(root, fake_openai, monkeypatch, json.dumps(
+        {"verdict": "revise", "insight": text, "evidence": [1, 2]}),
+        "everos_reflect.strategies.revalidate.sync")
     (written,) = [e for e in rt.store.entries(DEV, Kind.INSIGHT)
                   if e.meta.get("revises") == first.id]
     assert rt.store.get(DEV, first.id).deprecated_by == written.id
@@ -52,19 +65,9 @@ def test_a_revise_killed_before_its_audit_row_still_gets_one(
 @pytest.mark.parametrize("verdict", ["holds", "retire"])
 def test_a_keep_or_retire_killed_before_its_audit_row_still_gets_one(
         root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch, verdict: str) -> None:
-    from tests.reflect_fixtures import Crash
-
-    rt, eps, first, _second = setup(root)
-    merged(rt, eps)
-    fake_openai.script(json.dumps({"verdict": verdict, "insight": "", "evidence": [1, 2]}))
-
-    def crash(*args: object, **kwargs: object) -> None:
-        raise Crash("the process dies while the insight is indexed")
-
-    with monkeypatch.context() as patch:
-        patch.setattr("everos_reflect.strategies.revalidate.sync", crash)
-        with pytest.raises(Crash):
-            run(with_openai(rt, fake_openai))
+    rt, first = _killed_at(root, fake_openai, monkeypatch, json.dumps(
+        {"verdict": verdict, "insight": "", "evidence": [1, 2]}),
+        "everos_reflect.strategies.revalidate.sync")
     status = rt.store.get(DEV, first.id).meta["status"]
     assert status == {"holds": "active", "retire": "retired"}[verdict]
 
@@ -75,20 +78,9 @@ def test_a_keep_or_retire_killed_before_its_audit_row_still_gets_one(
 
 def test_a_verdict_killed_before_its_write_is_withdrawn_and_asked_again(
         root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tests.reflect_fixtures import Crash
-
-    rt, eps, first, _second = setup(root)
-    merged(rt, eps)
     text = "The user reverted auth changes three times."
-    fake_openai.script(json.dumps({"verdict": "revise", "insight": text, "evidence": [1, 2]}))
-
-    def crash(*args: object, **kwargs: object) -> None:
-        raise Crash("the process dies before the revision is written")
-
-    with monkeypatch.context() as patch:
-        patch.setattr(rt.store, "append", crash)
-        with pytest.raises(Crash):
-            run(with_openai(rt, fake_openai))
+    rt, first = _killed_at(root, fake_openai, monkeypatch, json.dumps(
+        {"verdict": "revise", "insight": text, "evidence": [1, 2]}), "store.append")
 
     assert RevalidateInsights().recover(rt) == {}  # withdrawn: nothing to record
     assert cursors.intents(rt.db(), NAME) == []
