@@ -20,6 +20,7 @@ from everos_reflect.cli.common import (
     root_option,
     say,
     settle_journal,
+    sync_for_read,
 )
 from everos_reflect.model import UserRef, validate_name
 
@@ -56,6 +57,9 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         validate_name(app, "app_id")
     if project is not None:
         validate_name(project, "project_id")
+    # Episodes are clustered as they are indexed: without a daemon, those added (`add`, a
+    # hand edit) since the last sync were in no cluster and `clusters` said "no clusters"
+    sync_for_read(runtime)
     service = ClusterService(runtime)
     infos = [
         c for c in service.clusters(ref)
@@ -184,6 +188,7 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
     ref = UserRef.of(user_id, app, project) if user_id else None
     runtime = open_runtime(root)
     settle_journal(runtime)
+    sync_for_read(runtime)  # Episodes added since the last sync are reclustered too
     counts = ClusterService(runtime).recluster_exclusive(ref, on_wait=lambda: say(
         "Waiting for the strategy runs in flight to finish before reclustering ...", err=True),
         app=app, project=project)
