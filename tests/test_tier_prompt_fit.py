@@ -179,3 +179,21 @@ def test_a_changed_conviction_stays_pending_beside_an_unchanged_one_left_out(
         assert run(rt, "detect_contradictions") == {}  # every pair shown once: nothing due
     finally:
         rt.close()
+
+
+def test_a_window_whose_fitted_call_fails_still_counts_what_it_left_out(
+        root: Path, fake_openai: Any) -> None:
+    rt = runtime(root, fake_openai.base_url)
+    try:
+        cjk_insights(rt, 30)
+        fake_openai.script(500)  # the server fails the fitted call
+
+        counts = run(rt, "update_worldview")
+
+        [body] = fake_openai.chat_bodies()
+        assert counts["failed"] == 1
+        assert counts["left_out_over_budget"] == 30 - len(shown(body))
+        [row] = list_derivations(rt.db(), strategy="update_worldview")
+        assert row["status"] == "failed"
+    finally:
+        rt.close()
