@@ -189,3 +189,17 @@ def test_api_resolve_names_a_relation_ids_form(root: Path, beliefs_root: dict[st
     assert error["code"] == "invalid_id"
     assert error["message"].startswith(f"path.rel_id: invalid relation id {shown}"), error
     assert error["message"].endswith(": expected e.g. rel_20261012_0001")
+
+
+@pytest.mark.parametrize(("entry_id", "kind"), [
+    ("ep_20261012_0099", "an episode"), ("af_20261012_0099", "an atomic fact")])
+def test_resolve_of_an_id_of_another_kind_names_its_kind_and_what_resolve_takes(
+        root: Path, beliefs_root: dict[str, str], entry_id: str, kind: str) -> None:
+    # An Episode id that named no entry was told "no relation ep_…", as if it were an edge
+    # that did not exist.
+    result = run(root, "resolve", entry_id, "--note", "x", "--user", "ada")
+    assert result.exit_code == 1
+    assert result.stderr.startswith(
+        f"error: {entry_id} is {kind} id, not a relation id: "
+        "resolve marks a self-contradiction edge resolved"), result.stderr
+    assert "rel_ id" in result.stderr

@@ -183,6 +183,50 @@ def test_any_task_over_the_budget_fails_unsent_as_refused_for_good(fake_openai: 
     assert sent(fake_openai) == []
 
 
+#: 500 characters of each: 1,500 bytes, 500 tokens at 3 bytes a token, but up to a token or
+#: two a character for the model.
+WIDE_TEXTS = {"chinese": "评审被跳过了" * 84, "japanese": "ひらがなカタ" * 84,
+              "korean": "한국어로쓴기" * 84}
+
+
+@pytest.mark.parametrize("script", sorted(WIDE_TEXTS))
+def test_a_cjk_prompt_within_3_bytes_a_token_but_over_at_2_a_character_is_not_sent(
+        fake_openai: Any, script: str) -> None:
+    llm = client(fake_openai, 1_000)
+    record = Record("new", "episode", WIDE_TEXTS[script][:500])
+
+    with pytest.raises(ProviderUnavailable) as info:
+        llm.run_task("importance", TaskRequest(records=(record,)))
+
+    assert "over llm.max_prompt_tokens (1,000); not sent" in str(info.value)
+    assert sent(fake_openai) == []
+
+
+def test_english_of_the_same_bytes_is_still_counted_3_bytes_a_token_and_sent(
+        fake_openai: Any) -> None:
+    fake_openai.script('{"importance": 5}')
+    llm = client(fake_openai, 1_000)
+    record = Record("new", "episode", ("Shipped the release. " * 72)[:1_500])
+
+    llm.run_task("importance", TaskRequest(records=(record,)))
+
+    [body] = sent(fake_openai)
+    assert record.text in body["messages"][1]["content"]
+
+
+@pytest.mark.parametrize(("text", "tokens"), [
+    ("Reviews get skipped", 7),          # ASCII: 19 bytes, 3 a token
+    ("评审被跳过", 10),                   # Han: 2 a character
+    ("ひらがな、カタカナ", 18),            # Kana and CJK punctuation
+    ("한국어", 6),                        # Hangul syllables
+    ("ＡＢＣ", 6),                        # full-width forms
+    ("Привет", 6),                       # Cyrillic: 2 bytes, one token each
+    ("café 😀", 5),                      # 4 ASCII bytes (4/3), é one, the emoji two
+])
+def test_the_estimate_counts_each_script_on_the_high_side(text: str, tokens: int) -> None:
+    assert estimate_tokens([{"role": "user", "content": text}]) == tokens + 4
+
+
 def test_a_tier_window_of_records_each_over_the_budget_is_set_aside_unsent(
         root: Path, fake_openai: Any) -> None:
     settings = openai_settings(fake_openai.base_url)

@@ -1,7 +1,7 @@
 """A derived tier's prompt is fitted to ``[llm] max_prompt_tokens`` instead of failing.
 
-The tiers show up to 200,000 characters of records a call; in Chinese or Japanese (3 bytes a
-character) that estimates to ~200k tokens, over the default budget of 100k, and since the
+The tiers show up to 200,000 characters of records a call; in Chinese or Japanese (two tokens a
+character) that estimates to ~400k tokens, over the default budget of 100k, and since the
 budget came the whole window was set aside unsent where it was sent before. Now each call
 shows the records it ranks first as far as the budget holds, numbers them as shown (a reply's
 ``[n]`` resolves to a record the model saw), leaves the rest for a later run and counts them
@@ -28,9 +28,9 @@ from tests.test_aside_settings import ADA, openai_settings, run, user_text
 
 pytest_plugins = ["tests.fake_openai"]
 
-#: 8,000 characters (24,000 bytes, 8,000 estimated tokens) of Chinese: at most 12 fit the
-#: default budget, and 30 of them (cut to 6,666 characters each) estimate ~200k tokens.
-CJK = "评审被跳过发布日期总是优先运维团队很疲惫" * 400
+#: 4,000 characters (8,000 estimated tokens) of Chinese: at most 12 fit the default budget,
+#: and 30 of them estimate ~240k tokens.
+CJK = "评审被跳过发布日期总是优先运维团队很疲惫" * 200
 LINE_RE = re.compile(r"^\[(\d+)\] \S+ [^:]*: (I\d\d) ", re.MULTILINE)
 
 
@@ -108,7 +108,7 @@ def test_a_window_whose_least_record_does_not_fit_is_still_set_aside_unsent(
         root: Path, fake_openai: Any) -> None:
     rt = runtime(root, fake_openai.base_url, budget=1_000)
     try:
-        cjk_insights(rt, 3, CJK[:1_000])  # one record alone is ~1,000 tokens
+        cjk_insights(rt, 3, CJK[:500])  # one record alone is ~1,000 tokens
 
         assert run(rt, "update_worldview") == {"failed": 1, "set_aside": 3}
 
@@ -120,7 +120,7 @@ def test_a_window_whose_least_record_does_not_fit_is_still_set_aside_unsent(
 
 
 def test_a_task_citing_two_is_fitted_to_two_at_least_or_left_whole() -> None:
-    records = [Record(f"r{i}", "episode", CJK[:1_500]) for i in range(4)]  # ~1,500 tokens
+    records = [Record(f"r{i}", "episode", CJK[:750]) for i in range(4)]  # ~1,500 tokens
     values = {"question": "q?", "count": "1"}
 
     request, left_out = fit_request("insights", records, values, budget=3_000, min_records=2)
@@ -132,7 +132,7 @@ def test_a_task_citing_two_is_fitted_to_two_at_least_or_left_whole() -> None:
 
 
 def test_chronological_records_keep_the_newest() -> None:
-    records = [Record(f"r{i}", "episode", CJK[:1_500]) for i in range(4)]
+    records = [Record(f"r{i}", "episode", CJK[:750]) for i in range(4)]
 
     request, left_out = fit_request("questions", records, {"count": "1"}, budget=4_000,
                                     keep_last=True)

@@ -100,11 +100,16 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
                 project: str | None, as_json: bool) -> None:
     """Mark a self-contradiction edge resolved, with a note; the convictions stay as they are."""
     from everos_reflect.markdown.parser import lookup_entry_id
-    from everos_reflect.strategies.belief_views import owners_of, resolve_relation
+    from everos_reflect.strategies.belief_views import (
+        check_relation_id,
+        owners_of,
+        resolve_relation,
+    )
 
     runtime = open_runtime(root)
     refs = filtered_refs(runtime, user_id, app, project)
     lookup_entry_id(rel_id, refs[0] if user_id is not None else None)  # as at the API
+    check_relation_id(rel_id)
     refs = owners_of(runtime, rel_id, refs)
     if not refs:
         raise EverosError(f"no relation {rel_id}" + (f" for user {user_id}" if user_id else ""))

@@ -92,13 +92,26 @@ def relations(runtime: Runtime, ref: UserRef, *, status: str | None = None
     return rows
 
 
+def check_relation_id(rel_id: str) -> None:
+    """Refuse an id of another kind before any lookup, saying what it is and what ``resolve``
+    takes: an Episode id that named nothing was told "no relation ep_…"."""
+    kind = EntryId.parse(rel_id).kind
+    if kind is not Kind.RELATION:
+        raise ResolveRefused(
+            f"{rel_id} is {_a(kind)} id, not a relation id: resolve marks a self-contradiction "
+            f"edge resolved, and takes its {Kind.RELATION.prefix}_ id (see `relations`)")
+
+
+def _a(kind: Kind) -> str:
+    name = kind.value.replace("_", " ")
+    return ("an " if name[0] in "aeiou" else "a ") + name
+
+
 def resolve_relation(runtime: Runtime, ref: UserRef, rel_id: str, note: str) -> dict[str, Any]:
     """Mark an active edge ``resolved`` with a person's note (its own metadata; the
     convictions it joins are not touched). Raises :class:`UnknownEntry` or
     :class:`ResolveRefused`."""
-    if EntryId.parse(rel_id).kind is not Kind.RELATION:
-        raise ResolveRefused(f"{rel_id} is not a relation id (they start with "
-                             f"{Kind.RELATION.prefix}_)")
+    check_relation_id(rel_id)
     problem = control_problem(str(note))  # before split(), which drops U+001C-U+001F
     if problem is not None:
         raise ResolveRefused(f"the note {problem}")
@@ -131,4 +144,5 @@ def owners_of(runtime: Runtime, rel_id: str, refs: list[UserRef]) -> list[UserRe
     return found
 
 
-__all__ = ["ResolveRefused", "owners_of", "relations", "resolve_relation", "worldview"]
+__all__ = ["ResolveRefused", "check_relation_id", "owners_of", "relations", "resolve_relation",
+           "worldview"]
