@@ -118,3 +118,26 @@ def test_explain_shows_a_citation_it_does_not_walk_again(tmp_path: Path) -> None
             "lint)" in render_tree(tree)
     finally:
         rt.close()
+
+
+def test_an_id_written_twice_in_evidence_is_one_citation_in_explain_and_lint(
+        tmp_path: Path) -> None:
+    """``cites_back`` named a doubled self-citation twice, and a doubled id's subtree was shown
+    twice; lint names each cycle once however often its links are written."""
+    from everos_reflect.strategies.insight_views import explain, render_tree
+
+    rt = _root(tmp_path, [_record(1, ["EP", "EP", "in_20261020_0001", "in_20261020_0001"]),
+                          _record(2, ["in_20261020_0003", "in_20261020_0003"]),
+                          _record(3, ["EP", "in_20261020_0002", "in_20261020_0002"])])
+    try:
+        tree = explain(rt, ANDREW, "in_20261020_0001")
+        assert tree["cites_back"] == ["in_20261020_0001"]
+        assert [e["id"] for e in tree["evidence"]] == ["ep_20261001_0001"]
+        assert sum("cited again" in line for line in render_tree(tree)) == 1
+        (three,) = explain(rt, ANDREW, "in_20261020_0002")["evidence"]
+        assert three["cites_back"] == ["in_20261020_0002"]
+        assert [e["id"] for e in three["evidence"]] == ["ep_20261001_0001"]
+        assert [p.split(":", 1)[1].split()[0] for p in _problems(rt)] == [
+            "in_20261020_0001", "in_20261020_0002"]
+    finally:
+        rt.close()

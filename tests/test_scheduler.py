@@ -351,3 +351,34 @@ def test_the_data_poll_goes_on_after_the_wall_clock_is_set_back(
     offset[0] = timedelta(hours=-1)
     seen = len(polls)
     wait_for(lambda: len(polls) >= seen + 5)
+
+
+@pytest.mark.parametrize("name", ["learn_lessons", "revalidate_insights"])
+def test_data_triggers_keep_the_last_good_config_while_ome_toml_is_invalid(
+    runtime: Runtime, make_scheduler: Callable[..., Scheduler], caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    """``serve`` with ome.toml edited into something invalid: each data-triggered strategy read
+    the file afresh at every data poll, raised, logged a traceback every 30 s and never ran
+    until the file was fixed, while the daemon said it kept the last good configuration."""
+    from everos_reflect.model import Kind, UserRef
+    from everos_reflect.procedural.tasks import new_task
+
+    write_ome(runtime.root, f"[strategies.{name}]\nenabled = true\ncooldown_seconds = 0\n")
+    ref = UserRef.of("u1")  # a task written: learn_lessons is due (nothing is stale)
+    task = new_task(ref, task_type="deploy", goal="Ship it", steps=["check logs"],
+                    outcome="failure", errors=["registry timeout"],
+                    timestamp="2026-10-12T09:00:00+00:00")
+    runtime.store.append(ref, Kind.TASK, task.meta, task.sections, day=task.day)
+    sched = make_scheduler()
+    sched.start(watch=False)
+    fired: list[tuple[str, str]] = []
+    monkeypatch.setattr(sched, "_fire", lambda n, trigger="cron": fired.append((n, trigger)))
+    write_ome(runtime.root, f"[strategies.{name}]\nenabled = 'yes'\ncooldown_seconds = 0\n")
+    assert sched.reload() is False
+    caplog.clear()
+
+    sched._poll_data()
+
+    assert fired == ([(name, "data")] if name == "learn_lessons" else [])
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text

@@ -710,3 +710,105 @@ def test_an_undo_its_users_disk_cannot_finish_yet_holds_up_no_other_user(
     journal.recover(rt, Indexer(rt))
     assert deprecated_in_markdown(rt)[narrative.id] == "undone"
     assert not journal.has_pending(rt.root)
+
+
+def _delete_entry(rt: Runtime, entry: Entry) -> None:
+    """Cut ``entry`` out of its log by hand (its frontmatter key, if any, stays)."""
+    path = rt.store.path_for_id(REF, entry.id)
+    text = path.read_text()
+    close = f"<!-- /entry:{entry.id} -->\n"
+    start, end = text.index(f"<!-- entry:{entry.id} -->"), text.index(close) + len(close)
+    path.write_text(text[:start] + text[end:])
+
+
+@pytest.mark.parametrize("how", ["log", "entry"])
+def test_undo_names_a_source_deleted_by_hand_and_answers_partial(
+        rt: Runtime, how: str) -> None:
+    # The first source's log (or its entry alone) was deleted by hand: undo said "restored 1"
+    # (or listed the deleted id as restored) of a merge of two, naming nothing it could not
+    # bring back, and answered ok.
+    sources = pets(rt, 2)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
+                      day=date(2026, 8, 20))
+    if how == "log":
+        rt.store.path_for_id(REF, sources[0].id).unlink()
+    else:
+        _delete_entry(rt, sources[0])
+    Indexer(rt).scan()
+
+    result = undo_merge(rt, REF, narrative.id)
+
+    assert result.restored == [sources[1].id]
+    assert result.missing == [sources[0].id]
+    document = result.to_dict()
+    assert (document["status"], document["missing"]) == ("partial", [sources[0].id])
+    assert deprecated_in_markdown(rt)[sources[1].id] is None
+    assert report_status(rt, narrative.id) == "undone"
+
+
+def test_undo_of_a_deleted_narrative_names_a_deleted_source_from_the_audit(
+        rt: Runtime) -> None:
+    sources = pets(rt, 3)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby and Buddy.",
+                      day=date(2026, 8, 20))
+    _delete_entry(rt, narrative)
+    rt.store.path_for_id(REF, sources[2].id).unlink()
+    Indexer(rt).scan()
+
+    result = undo_merge(rt, REF, narrative.id)
+
+    assert result.restored == [sources[0].id, sources[1].id]
+    assert result.missing == [sources[2].id] and result.status == "partial"
+
+
+def test_an_undo_that_restores_every_source_answers_ok(rt: Runtime) -> None:
+    sources = pets(rt, 2)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
+                      day=date(2026, 8, 20))
+    document = undo_merge(rt, REF, narrative.id).to_dict()
+    assert (document["status"], document["missing"]) == ("ok", [])
+
+
+def test_cli_undo_names_a_source_it_could_not_restore_and_exits_3(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    sources = pets(rt, 2)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.", day=date(2026, 8, 20))
+    rt.store.path_for_id(REF, sources[0].id).unlink()
+    Indexer(rt).scan()
+    monkeypatch.setattr(demo_cmds, "open_runtime", lambda root: rt)
+
+    result = invoke(rt.root, narrative.id, "--user", "u_andrew")
+
+    assert result.exit_code == 3, result.output
+    lines = result.stdout.splitlines()
+    assert lines[1] == f"  restored 1 episode: {sources[1].id}"
+    assert lines[-1] == (f"  could not restore 1 source: {sources[0].id} (no longer in the "
+                         "logs: deleted by hand)")
+
+
+def test_api_undo_answers_partial_naming_the_source_it_could_not_restore(
+        rt: Runtime) -> None:
+    import asyncio
+
+    import httpx
+
+    from everos_reflect.api.app import create_app
+    from everos_reflect.engine.engine import Engine
+
+    sources = pets(rt, 2)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.", day=date(2026, 8, 20))
+    rt.store.path_for_id(REF, sources[0].id).unlink()
+    Indexer(rt).scan()
+    app = create_app(rt, Engine(rt))
+
+    async def go() -> httpx.Response:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
+                                     base_url="http://test") as client:
+            return await client.post("/api/v1/ome/undo", json={"entry_id": narrative.id,
+                                                                "user_id": "u_andrew"})
+
+    resp = asyncio.run(go())
+    assert resp.status_code == 200, resp.text
+    data = resp.json()["data"]
+    assert (data["status"], data["restored"], data["missing"]) == (
+        "partial", [sources[1].id], [sources[0].id])

@@ -188,3 +188,27 @@ def test_a_root_moved_away_is_not_recreated_and_is_indexed_again_once_back(
         assert wait_for(lambda: _indexed_ids(rt) == {first, later})  # rescanned once back
     assert not [r for r in caplog.records if r.levelname == "ERROR"]
     assert "was moved or deleted: not indexing until it is back" in caplog.text
+
+
+def test_a_root_moved_as_its_index_is_found_gone_is_no_failed_rebuild(
+        rt: Runtime, caplog: pytest.LogCaptureFixture) -> None:
+    """Moving the root takes its index along, so a request (or the pass itself) may find the
+    index gone just before the watcher sees the root gone; the rebuild it then started failed
+    on the missing root with an ERROR and a traceback (seen under load). A root gone is said
+    once, as such, and the index reopened once it is back."""
+    first = _append(rt, "written before the move")
+    watcher = Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0)
+    watcher.indexer.scan()
+    away = rt.root.with_name(rt.root.name + "-moved")
+    rt.root.rename(away)
+    assert rt.check_index()  # the index went with the root: its handles are let go
+    watcher._index_lost = True
+
+    watcher._rebuild_index()  # what the pass does when it found the root here a moment ago
+
+    assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    assert "was moved or deleted: not indexing until it is back" in caplog.text
+    assert not rt.index_rebuilding  # requests are not left waiting on it
+    assert not rt.root.exists()  # and nothing was recreated at the old path
+    away.rename(rt.root)
+    assert _indexed_ids(rt) == {first}  # the moved index, reopened as it is

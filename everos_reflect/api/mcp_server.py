@@ -734,6 +734,40 @@ async def _note_answers(from_server: Any, write_stream: Any, unanswered: Unanswe
             await write_stream.send(item)
 
 
+#: JSON's own escapes for the Unicode line and paragraph separators. JSON allows them raw in a
+#: string, but a line-delimited reader that splits at them (JavaScript before ES2019,
+#: ``str.splitlines``) reads a message holding one as two broken lines; JSON text outside a
+#: string never holds them, so each raw one stands in a string and its escape means the same.
+_LINE_SEPARATOR_ESCAPES = {0x2028: "\\u2028", 0x2029: "\\u2029"}
+
+
+class _LineSafe(RootModel[Any]):
+    """A message as the transport writes it (``model_dump_json``), with
+    :data:`_LINE_SEPARATOR_ESCAPES` applied."""
+
+    def model_dump_json(self, **kwargs: Any) -> str:  # type: ignore[override]
+        return self.root.model_dump_json(**kwargs).translate(_LINE_SEPARATOR_ESCAPES)
+
+
+class _LineSafeStream:
+    """The transport's write stream, each message sent through it written as :class:`_LineSafe`
+    (every answer, error and batch goes out through this one stream)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    async def send(self, item: SessionMessage) -> None:
+        await self._stream.send(SessionMessage(cast(Any, _LineSafe(item.message)),
+                                               item.metadata))
+
+    async def __aenter__(self) -> _LineSafeStream:
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: object) -> bool | None:
+        return await self._stream.__aexit__(*exc)
+
+
 async def serve_stdio(runtime: Runtime, stdin: BinaryIO | None = None,
                       quiet_seconds: float | None = None) -> None:
     """Serve MCP on this process's stdin/stdout until the client closes stdin and every
@@ -753,8 +787,9 @@ async def serve_stdio(runtime: Runtime, stdin: BinaryIO | None = None,
     unanswered, batches = Unanswered(order), Batches()
     forward, receive = anyio.create_memory_object_stream[Any](0)
     to_client, from_server = anyio.create_memory_object_stream[Any](0)
-    async with stdio_server(stdin=anyio.wrap_file(lines)) as (read_stream, write_stream), \
+    async with stdio_server(stdin=anyio.wrap_file(lines)) as (read_stream, wire), \
             anyio.create_task_group() as group:
+        write_stream = _LineSafeStream(wire)
         group.start_soon(_answer_refused, lines, read_stream, forward, write_stream,
                          unanswered, quiet_seconds, batches)
         group.start_soon(_note_answers, from_server, write_stream, unanswered, batches)

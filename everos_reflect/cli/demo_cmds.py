@@ -14,11 +14,12 @@ import contextlib
 import logging
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -35,7 +36,14 @@ from everos_reflect.index import reads
 from everos_reflect.model import UserRef
 from everos_reflect.runtime import Runtime
 
+if TYPE_CHECKING:
+    from everos_reflect.strategies.undo import UndoResult
+
 # --------------------------------------------------------------------------- undo
+
+#: ``undo``'s exit code when the merge was undone but a source could not be restored (as
+#: ``trigger``'s for a partial run).
+UNDO_PARTIAL_EXIT = 3
 
 
 @click.command("undo")
@@ -52,7 +60,10 @@ from everos_reflect.runtime import Runtime
 def undo_cmd(merged_id: str, user_id: str, app_id: str | None, project_id: str | None,
              cascade: bool, root: str | None, as_json: bool) -> None:
     """Revert the Reflection merge that wrote MERGED_ID: its sources and their facts live again,
-    the narrative and its facts are archived (deprecated_by: undone)."""
+    the narrative and its facts are archived (deprecated_by: undone).
+
+    Exit codes: 0 done; 1 refused or failed (nothing changed); 3 partial: done, but a source
+    could not be restored, its entry being no longer in the logs (named in the output)."""
     from everos_reflect.markdown.parser import lookup_entry_id
     from everos_reflect.strategies.undo import undo_merge
 
@@ -65,7 +76,13 @@ def undo_cmd(merged_id: str, user_id: str, app_id: str | None, project_id: str |
         rt.close()
     if as_json:
         emit_json(result.to_dict())
-        return
+    else:
+        _say_undone(result)
+    if result.status == "partial":
+        sys.exit(UNDO_PARTIAL_EXIT)
+
+
+def _say_undone(result: UndoResult) -> None:
     for step in [*result.cascaded, result]:
         click.echo(f"undid {step.mode} merge {step.merged_entry_id}"
                    f" (cluster {step.cluster_id or '?'})")
@@ -79,6 +96,9 @@ def undo_cmd(merged_id: str, user_id: str, app_id: str | None, project_id: str |
                    f"{_count(step.archived_facts, 'atomic fact')} (deprecated_by: undone){gone}")
         narrative = step.cluster_narrative
         click.echo(f"  cluster narrative: {narrative or 'none (the cluster may be merged again)'}")
+        if step.missing:
+            click.echo(f"  could not restore {_count(step.missing, 'source')}: "
+                       f"{', '.join(step.missing)} (no longer in the logs: deleted by hand)")
 
 
 def _count(items: list[str], noun: str) -> str:

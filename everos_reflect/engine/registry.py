@@ -216,8 +216,13 @@ class Strategy:
         none is configured), shown by ``status``; ``None`` when it can."""
         return None
 
-    def observe(self, runtime: Runtime, since: datetime | None) -> float:
-        """The quantity ``data_trigger`` measures since ``since`` (only with a data trigger)."""
+    def observe(self, runtime: Runtime, since: datetime | None,
+                settings: Mapping[str, Any] | None = None) -> float:
+        """The quantity ``data_trigger`` measures since ``since`` (only with a data trigger).
+
+        ``settings``: the strategy's settings as the caller's engine holds them (a daemon keeps
+        its last good ``ome.toml`` while the file is invalid); ``None``: read from the root's
+        ``ome.toml`` now."""
         raise NotImplementedError(f"{self.name} declares no data trigger")
 
     def all_settings(self) -> dict[str, SettingSpec]:

@@ -288,7 +288,9 @@ class Scheduler:
             last = self.engine.last_run(name)
             since = datetime.fromisoformat(last["started_at"]) if last else None
             try:
-                value = strategy.observe(self.runtime, since)
+                # the last good settings: a fresh read of an invalid ome.toml raised here at
+                # every poll, and no data-triggered run fired until the file was fixed
+                value = strategy.observe(self.runtime, since, config[name])
             except Exception:
                 log.exception("%s: observing its data trigger failed", name)
                 continue

@@ -111,6 +111,24 @@ def merge_row(conn: sqlite3.Connection, ref: UserRef,
     return (row[0] or None, str(row[1])) if row else None
 
 
+def merge_sources(conn: sqlite3.Connection, ref: UserRef, merged_id: str) -> list[str]:
+    """The ``source_members`` of every audit row of the merge that wrote ``merged_id`` for
+    ``ref`` (an unreadable list counts as none), in the order first written."""
+    rows = conn.execute(
+        "SELECT source_members FROM reflection_report WHERE app_id=? AND project_id=? AND "
+        "owner_id=? AND merged_entry_id=? ORDER BY created_at",
+        (ref.app, ref.project, ref.user_id, merged_id)).fetchall()
+    found: dict[str, None] = {}
+    for (members,) in rows:
+        try:
+            listed = json.loads(members or "[]")
+        except ValueError:
+            continue
+        if isinstance(listed, list):
+            found.update(dict.fromkeys(m for m in listed if isinstance(m, str)))
+    return list(found)
+
+
 def mark_reflection_undone(conn: sqlite3.Connection, ref: UserRef,
                            merged_id: str) -> tuple[list[str], str | None]:
     """Set the audit rows of the merge that wrote ``merged_id`` to ``undone``; returns their

@@ -424,12 +424,19 @@ class Watcher:
         meanwhile (:meth:`Runtime.wait_index`). Whatever was written into the deleted files
         since it went is in the Markdown too, so nothing is lost."""
         self._index_lost = False
+        if not self._root_here():
+            # the root moved (or went) and took its index along, found before the root was:
+            # the scan when the root is back reopens the index it holds then and catches up
+            self.rt.index_rebuilt()
+            return
         log.warning("the index %s was deleted or replaced while in use: rebuilding it from the "
                     "Markdown", self.rt.index_dir)
         try:
             report = self.indexer.reindex()
             self._follow_links(self.indexer.symlinked_logs, every=True)
         except Exception:
+            if not self._root_here():  # moved away while rebuilding: said as such, above
+                return
             log.exception("rebuilding the index failed; the reconcile scan goes on from what "
                           "was rebuilt")
             return

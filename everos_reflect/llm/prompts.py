@@ -25,6 +25,7 @@ from typing import Any
 
 from everos_reflect.errors import ConfigError
 from everos_reflect.llm.base import FactsRequest, MergeMember, MergeMode, MergeRequest
+from everos_reflect.model import LINE_BREAK_RE, control_problem
 
 Message = dict[str, str]
 
@@ -103,6 +104,29 @@ NARRATIVE_WORD_RATIO = 0.7
 #: No budget below this many words, so a two-sentence merge is not squeezed into nonsense.
 MIN_WORD_BUDGET = 30
 
+#: Longest ``language`` a strategy may name: a language's name ("Brazilian Portuguese"), not a
+#: paragraph of instructions smuggled into every prompt.
+MAX_LANGUAGE_CHARS = 64
+
+
+def language_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a ``language`` setting, or ``None``. It is written into every
+    prompt as "Write in <language>.", so it is one short line of text: a control character
+    (``"x\\u0000"``), a line break or a value of a thousand characters was accepted and sent to
+    the model as it was."""
+    if not value.strip():
+        return "must be a non-empty string"
+    problem = control_problem(value)
+    if problem is None and LINE_BREAK_RE.search(value):
+        problem = "holds a line break"
+    if problem is not None:
+        return f"{problem}; it must be a language's name on one line (or \"{AUTO}\")"
+    if len(value.strip()) > MAX_LANGUAGE_CHARS:
+        return (f"is {len(value.strip())} characters; a language's name is at most "
+                f"{MAX_LANGUAGE_CHARS} (or \"{AUTO}\")")
+    return None
+
+
 _LANGUAGE_AUTO = "Write in the same language as the data (do not translate)."
 _LANGUAGE_FIXED = "Write in $language."
 
@@ -164,8 +188,10 @@ class Prompts:
         values: dict[str, str] = {}
 
         language = table.get("language", AUTO)
-        if not isinstance(language, str) or not language.strip():
+        if not isinstance(language, str):
             problems.append((file, f"{section}.language", "must be a non-empty string"))
+        elif reason := language_problem(language):
+            problems.append((file, f"{section}.language", reason))
         else:
             values["language"] = language.strip()
 

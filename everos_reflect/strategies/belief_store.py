@@ -532,12 +532,14 @@ class BeliefTier(Strategy):
         ``done``: the cursor rows already read, else read here."""
         return len(self.unconsumed(runtime, ref, settings, state, done=done)[1])
 
-    def observe(self, runtime: Runtime, since: datetime | None) -> float:
+    def observe(self, runtime: Runtime, since: datetime | None,
+                settings: Mapping[str, Any] | None = None) -> float:
         """The number of owners due now (the scheduler's data trigger fires at 1), 0 while the
         cooldown since the last run lasts."""
         from everos_reflect.engine.engine import Engine
 
-        settings = Engine(runtime, recover=False).settings_for(self.name)
+        if settings is None:
+            settings = Engine(runtime, recover=False).settings_for(self.name)
         cooldown = timedelta(seconds=float(settings.get("cooldown_seconds", 0.0)))
         if not beliefs.cooldown_over(since, datetime.now(UTC), cooldown):
             return 0.0

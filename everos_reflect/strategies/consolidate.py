@@ -208,13 +208,35 @@ def sent_hash(entry: Entry) -> str:
                                 member.content)).encode()).hexdigest()[:32]
 
 
+#: The sections SPEC §3 names for an Episode; Subject is the title and Summary restates the
+#: Content, so neither is merged text. Any other section is a person's own (``## Notes``).
+_EPISODE_SECTIONS = frozenset({"Subject", "Summary", "Content"})
+
+
+def merge_text(entry: Entry) -> str:
+    """What ``entry`` says, as a merge reads it: its Content, then each section a person added
+    by hand, one paragraph each, headed by its name ("Notes: …" — a bare "tired" from a
+    ``## Mood`` section would say nothing). Merging the Content alone archived such a note
+    out of live memory with its source, the one copy of what it said."""
+    extra = [f"{heading}: {body.strip()}" for heading, body in entry.sections.items()
+             if heading not in _EPISODE_SECTIONS and body.strip()]
+    return "\n\n".join([entry.content, *extra]) if extra else entry.content
+
+
 def member_of(entry: Entry) -> MergeMember:
-    """The merge input for ``entry``; a narrative brings its sentence-level provenance, so the
-    sentences an update carries over keep crediting their original Episodes."""
+    """The merge input for ``entry`` (:func:`merge_text`); a narrative brings its
+    sentence-level provenance, so the sentences an update carries over keep crediting their
+    original Episodes. A note a person added to a narrative stands for the narrative's
+    sources, as a hand edit of its Content does."""
+    text = merge_text(entry)
     rows = None
     if entry.sources or PROVENANCE_KEY in entry.meta:
         rows = tuple(s.sources for s in provenance(entry).sentences)
-    return MergeMember(entry.id, _when(entry), entry.subject, entry.content, rows)
+        if text != entry.content:
+            fallback = tuple(entry.sources) or (entry.id,)
+            extra = len(split_sentences(text)) - len(rows)
+            rows = rows + (fallback,) * max(0, extra)
+    return MergeMember(entry.id, _when(entry), entry.subject, text, rows)
 
 
 def merge_request(selection: Selection, prompts: Prompts) -> MergeRequest:
@@ -340,7 +362,10 @@ def source_facts(selection: Selection, live_facts: dict[str, list[str]]) -> list
     entry that has none — its sentences (Subject excluded), which stand in for facts."""
     out: list[str] = []
     for entry in selection.replaced:
-        facts = live_facts.get(entry.id) or split_sentences(entry.content)
+        text = merge_text(entry)
+        facts = live_facts.get(entry.id) or split_sentences(text)
+        if text != entry.content:  # a note's facts were never extracted: they count too
+            facts = [*facts, *split_sentences(text[len(entry.content):])]
         out.extend(facts)
     return _unique(" ".join(f.split()) for f in out)
 
@@ -376,7 +401,7 @@ def measure_coverage(
 
 def source_words(selection: Selection) -> int:
     """Words of everything the narrative replaces (the old narrative too, in update mode)."""
-    return sum(len(e.content.split()) for e in selection.replaced)
+    return sum(len(merge_text(e).split()) for e in selection.replaced)
 
 
 def longer_than_sources(draft_: Draft, max_ratio: float) -> str | None:
@@ -446,8 +471,9 @@ def source_sentences(selection: Selection) -> list[tuple[str, str]]:
     alone, so their vectors can be made before the LLM answers."""
     pairs: list[tuple[str, str]] = []
     for entry in selection.replaced:
-        rows = member_of(entry).provenance
-        for i, text in enumerate(split_sentences(entry.content)):
+        member = member_of(entry)
+        rows = member.provenance
+        for i, text in enumerate(split_sentences(member.content)):
             ids = rows[i] if rows is not None and i < len(rows) else (entry.id,)
             pairs.extend((text, sid) for sid in ids)
     return pairs
@@ -487,6 +513,7 @@ __all__ = [
     "measure_coverage",
     "member_of",
     "merge_request",
+    "merge_text",
     "select",
     "source_facts",
     "source_sentences",

@@ -144,7 +144,9 @@ def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:
             "deprecated_by": entry.deprecated_by, "evidence": []}
         if entry.kind is Kind.ATOMIC_FACT and entry.parent_id:
             out["parent_id"] = entry.parent_id
-        children = evidence_of(entry)
+        # an id a hand edit wrote twice is one citation: listed twice, ``cites_back`` named it
+        # twice and its subtree was walked (and shown) twice
+        children = list(dict.fromkeys(evidence_of(entry)))
         if _is_narrative(entry):
             found = provenance(entry)
             out["recorded"] = found.recorded

@@ -44,7 +44,7 @@ from everos_reflect.index import cursors, reads
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import LLM, Usage
-from everos_reflect.llm.prompts import Prompts
+from everos_reflect.llm.prompts import Prompts, language_problem
 from everos_reflect.llm.switching import prompt_replies
 from everos_reflect.model import UserRef
 from everos_reflect.strategies import holdback, journal, journal_batch
@@ -103,8 +103,6 @@ def _unit_interval(value: float) -> str | None:
     return None if 0.0 <= value <= 1.0 else "must be between 0 and 1"
 
 
-def _not_blank(value: str) -> str | None:
-    return None if value.strip() else "must not be empty"
 
 
 def _prompts_problem(value: Mapping[str, Any]) -> str | None:
@@ -155,7 +153,7 @@ class ReflectEpisodes(Strategy):
                     "or write a month, weekday or day in words, that none of its sources "
                     "states (capitalised words; English sources only for names)."),
         SettingSpec("language", str, "auto",
-                    "Narrative language: auto (the input's) or a language name.", _not_blank),
+                    "Narrative language: auto (the input's) or a language name.", language_problem),
         SettingSpec("prompts", dict, {},
                     "Prompt overrides: system, merge_init, merge_update, extract_facts.",
                     _prompts_problem),

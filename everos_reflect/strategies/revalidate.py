@@ -31,7 +31,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -304,11 +304,14 @@ class RevalidateInsights(Strategy):
     unit_counts = ("kept", "revised", "merged", "retired", "refused", "recovered", "restored",
                    "failed")
 
-    def observe(self, runtime: Runtime, since: datetime | None) -> float:
+    def observe(self, runtime: Runtime, since: datetime | None,
+                settings: Mapping[str, Any] | None = None) -> float:
         """Stale insights waiting (the data trigger fires at one)."""
         from everos_reflect.engine.engine import Engine
 
-        sent = SentWith.tasks(runtime, Engine(runtime, recover=False).settings_for(NAME), TASKS)
+        if settings is None:
+            settings = Engine(runtime, recover=False).settings_for(NAME)
+        sent = SentWith.tasks(runtime, settings, TASKS)
         total = 0
         for ref in runtime.store.iter_users():
             try:

@@ -40,7 +40,7 @@ from everos_reflect.errors import (
     describe,
 )
 from everos_reflect.index import merge_journal, reads
-from everos_reflect.index.audit import mark_reflection_undone, merge_row
+from everos_reflect.index.audit import mark_reflection_undone, merge_row, merge_sources
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown.parser import UNDONE
@@ -74,9 +74,19 @@ class UndoResult:
     cluster_narrative: str | None  # the cluster's consolidated narrative after the undo
     reports: list[str]  # reflection_report ids now marked undone
     cascaded: list[UndoResult] = field(default_factory=list)
+    #: sources of the merge that could not be restored: their entry is no longer in the logs
+    #: (deleted by hand, with its log or alone)
+    missing: list[str] = field(default_factory=list)
+
+    @property
+    def status(self) -> str:
+        """``partial`` when this undo or one it cascaded to left a source unrestored."""
+        steps = [self, *self.cascaded]
+        return "partial" if any(step.missing for step in steps) else "ok"
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "status": self.status,
             "app_id": self.ref.app,
             "project_id": self.ref.project,
             "user_id": self.ref.user_id,
@@ -85,6 +95,7 @@ class UndoResult:
             "mode": self.mode,
             "restored": self.restored,
             "restored_facts": self.restored_facts,
+            "missing": self.missing,
             "archived": self.archived,
             "archived_facts": self.archived_facts,
             "previous_narrative": self.previous_narrative,
@@ -227,7 +238,8 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
     intent = _Intent(app=ref.app, project=ref.project, user_id=ref.user_id, undo=merged_id,
                      cluster_id=narrative.parent_id, restore=restore_ids,
                      archived_facts=sorted(e.id for e in found.facts),
-                     previous=previous.id if previous is not None else None)
+                     previous=previous.id if previous is not None else None,
+                     sources=_sources(runtime, ref, merged_id, narrative))
     # Written before the first patch: a kill from here on is finished by the next start.
     row_id = f"ru_{uuid.uuid4().hex[:16]}"
     merge_journal.insert(runtime.db(), row_id, ref, narrative.parent_id or "",
@@ -261,13 +273,17 @@ def _restore_only(runtime: Runtime, ref: UserRef, merged_id: str) -> UndoResult:
     found = _scan(runtime, ref, merged_id)
     audit = merge_row(runtime.db(), ref, merged_id)
     _refuse_if_journaled(runtime, ref, merged_id)
+    try:
+        narrative: Entry | None = runtime.store.get(ref, merged_id)
+    except (UnknownEntry, MarkdownError):
+        narrative = None
     previous = _previous_narrative(found, None)
     intent = _Intent(app=ref.app, project=ref.project, user_id=ref.user_id, undo=merged_id,
                      cluster_id=audit[0] if audit else None,
                      restore=sorted(found.restore),
                      archived_facts=sorted(e.id for e in found.facts),
                      previous=previous.id if previous is not None else None,
-                     narrative_gone=True)
+                     narrative_gone=True, sources=_sources(runtime, ref, merged_id, narrative))
     row_id = f"ru_{uuid.uuid4().hex[:16]}"
     merge_journal.insert(runtime.db(), row_id, ref, intent.cluster_id or "",
                          json.dumps(asdict(intent), sort_keys=True), journal.UNDOING)
@@ -293,6 +309,9 @@ class _Intent:
     archived_facts: list[str]  # its live facts, archived as undone
     previous: str | None  # the narrative an update merge had replaced
     narrative_gone: bool = False  # deleted or archived by hand: nothing to archive
+    #: every episode the merge replaced, as the narrative's ``sources`` and the audit name
+    #: them: those no longer in the logs are reported, not silently left out
+    sources: list[str] = field(default_factory=list)
 
     @property
     def ref(self) -> UserRef:
@@ -328,16 +347,47 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
             previous = store.get(ref, intent.previous)
         except (UnknownEntry, MarkdownError):  # files are changed already: finish the undo
             previous = None
+    missing = _missing(runtime, ref, [*intent.sources, *episodes])
+    episodes = [i for i in episodes if i not in missing]
     cluster_narrative = _restore_cluster(runtime, ref, intent.cluster_id, episodes, previous)
     result = UndoResult(
         ref=ref, merged_entry_id=merged_id, cluster_id=intent.cluster_id, mode=mode,
         restored=episodes, restored_facts=facts,
         archived=[] if intent.narrative_gone else [merged_id],
         archived_facts=archived_facts, previous_narrative=intent.previous,
-        cluster_narrative=cluster_narrative, reports=reports)
+        cluster_narrative=cluster_narrative, reports=reports, missing=missing)
     log.info("undid merge %s of %s: %d episodes and %d facts restored, %d facts archived",
              merged_id, ref, len(episodes), len(facts), len(archived_facts))
+    if missing:  # the answer names them too: not a warning twice on the CLI's stderr
+        log.info("undo of %s (%s): could not restore %s: no longer in the logs",
+                    merged_id, ref, ", ".join(missing))
     return result
+
+
+def _sources(runtime: Runtime, ref: UserRef, merged_id: str,
+             narrative: Entry | None) -> list[str]:
+    """Every episode the merge replaced: the narrative's ``sources`` and the audit's
+    ``source_members`` (the one a hand edit or deletion left, or both)."""
+    named = narrative.sources if narrative is not None else []
+    try:
+        audited = merge_sources(runtime.db(), ref, merged_id)
+    except sqlite3.Error:
+        audited = []
+    return list(dict.fromkeys(i for i in [*named, *audited] if i != merged_id))
+
+
+def _missing(runtime: Runtime, ref: UserRef, ids: Iterable[str]) -> list[str]:
+    """Those of ``ids`` no entry holds now: a source whose log, or entry, was deleted by hand
+    cannot come back, and the undo said "restored 1" of a merge of two without a word."""
+    gone = []
+    for eid in dict.fromkeys(ids):
+        try:
+            runtime.store.get(ref, eid)
+        except UnknownEntry:
+            gone.append(eid)
+        except (MarkdownError, OSError, ValueError):  # there, but unreadable now: not gone
+            continue
+    return sorted(gone)
 
 
 def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
