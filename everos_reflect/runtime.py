@@ -203,13 +203,18 @@ class Runtime:
 
     def db(self) -> sqlite3.Connection:
         """This thread's connection to ``system.db`` (created and migrated on first use, and
-        again once the index it was opened on was found deleted or replaced)."""
+        again once the index it was opened on was found deleted or replaced).
+
+        The connection of a lost index is let go, never closed here: a frame further up this
+        thread may hold it still (a run's record, an undo's journal row, a transaction's
+        block) and goes on with it, into the old file, to the end of its work; closing it
+        under that frame failed it with "Cannot operate on a closed database" (``rm -rf
+        .index`` under ``serve``). Once no frame holds it, it is freed, and so closed, by the
+        next garbage collection (it and its statement cache refer to each other), as the
+        connection of a thread that ended is."""
         conn = getattr(self._local, "conn", None)
         if conn is not None and getattr(self._local, "generation", 0) != self.index_generation:
-            self._local.conn = None
-            if not conn.in_transaction:  # else its block still ends it (into the old file)
-                conn.close()
-            conn = None
+            self._local.conn = conn = None
         if conn is None:
             self.check_root()
             self.check_index()

@@ -30,10 +30,10 @@ class InlineSubmitter:
         self._done: list[tuple[Any, RootResult]] = []
 
     def submit(self, key: Any, root: str, name: str, *, force: bool = False,
-               trigger: str = "fleet") -> None:
+               trigger: str = "fleet", **kwargs: Any) -> None:
         self.calls.append((root, name, trigger))
         self._done.append((key, run_root(root, name, force=force, defaults=self.defaults,
-                                         opener=open_test_root, trigger=trigger)))
+                                         opener=open_test_root, trigger=trigger, **kwargs)))
 
     def finished(self, timeout: float | None = None) -> list[tuple[Any, RootResult]]:
         out, self._done = self._done, []
@@ -128,6 +128,35 @@ def test_an_edited_ome_toml_is_picked_up_at_the_next_tick(tmp_path: Path) -> Non
     assert sched.slots[(str(roots[1]), "reflect_episodes")].cron == "30 2 * * *"
 
 
+def test_an_ome_toml_edited_invalid_keeps_running_on_the_last_good_config(
+        tmp_path: Path) -> None:
+    """``fleet serve`` kept the root's last good schedule, then ran it on the broken file: the
+    run failed with a ConfigError, not in the root's run history, fire after fire, where
+    ``serve`` runs on its last good configuration. Data polls raised at every poll too."""
+    register(_Counting)
+    try:
+        config, roots = _fleet(tmp_path, "[strategies.fleet_test_counting]\nenabled = true\n")
+        submitter = InlineSubmitter(config.strategies)
+        sched = FleetScheduler(config, roots, submitter, opener=open_test_root,
+                               data_poll_seconds=10)
+        sched.start(now=MONDAY_2AM - timedelta(hours=1))
+        ome = roots[0] / "ome.toml"
+        ome.write_text("[strategies.reflect_episodes]\nenabled = = true\n")
+        os.utime(ome, ns=(1, 1))
+        (roots[0] / "new.txt").write_text("1")
+        assert sched.tick(now=MONDAY_2AM - timedelta(minutes=30)) == \
+            [(str(roots[0]), "fleet_test_counting")]
+        assert sched.tick(now=MONDAY_2AM) == [(str(roots[0]), "reflect_episodes")]
+
+        sched.collect()
+        assert [(r.root, r.status, r.error) for r in sched.results] == \
+            [(str(roots[0]), "ok", None)] * 2
+        assert sched.results[1].merges >= 2
+        assert ome.read_text() == "[strategies.reflect_episodes]\nenabled = = true\n"
+    finally:
+        unregister(_Counting.name)
+
+
 def test_a_missed_run_is_caught_up_at_start(tmp_path: Path) -> None:
     config, roots = _fleet(tmp_path)
     submitter = InlineSubmitter(config.strategies)
@@ -151,7 +180,7 @@ class _Counting(Strategy):
     name = "fleet_test_counting"
     data_trigger = CountTrigger(n=1)
 
-    def observe(self, runtime: Any, since: datetime | None) -> float:
+    def observe(self, runtime: Any, since: datetime | None, settings: Any = None) -> float:
         path = runtime.root / "new.txt"
         return float(path.read_text()) if path.exists() else 0.0
 

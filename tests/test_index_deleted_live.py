@@ -10,7 +10,9 @@ file (those writes were lost) until ``serve`` was restarted.
 
 from __future__ import annotations
 
+import gc
 import logging
+import os
 import shutil
 import sqlite3
 from collections.abc import Iterator
@@ -180,3 +182,39 @@ def test_an_index_left_alone_keeps_its_handles(rt: Runtime,
         assert rt.db() is conn and rt.vectors is vectors
     assert answers == [200] * len(answers)
     assert "rebuilding it from the Markdown" not in caplog.text
+
+
+def _open_on_deleted(root: Path) -> list[str]:
+    """The files of this process open on a deleted ``system.db`` (its WAL and shm too)."""
+    fds = Path("/proc/self/fd")
+    found = []
+    for fd in fds.iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith(str(dbmod.db_path(root))) and target.endswith("(deleted)"):
+            found.append(target)
+    return found
+
+
+def test_a_connection_an_outer_frame_holds_survives_the_index_found_deleted(
+        rt: Runtime) -> None:
+    """``rm -rf .index`` under ``serve``: a frame holding its thread's connection (a run's
+    record, an undo's journal row) called code that asked :meth:`Runtime.db` again, which
+    closed that connection under it: "Cannot operate on a closed database". It is let go
+    instead, and closed once the last frame holding it lets go of it too."""
+    outer = rt.db()
+    _remove_index(rt.root)
+    assert rt.check_index() is True
+
+    inner = rt.db()
+
+    assert inner is not outer
+    assert outer.execute("SELECT count(*) FROM entries").fetchone()[0] == 0
+    assert inner.execute("SELECT count(*) FROM entries").fetchone()[0] == 0
+    if Path("/proc/self/fd").is_dir():
+        assert _open_on_deleted(rt.root)
+        del outer
+        gc.collect()  # a connection and its statement cache refer to each other
+        assert _open_on_deleted(rt.root) == []

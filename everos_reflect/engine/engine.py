@@ -192,6 +192,15 @@ class Engine:
             self._config, self.config_error, self._config_problems = config, None, None
         return True
 
+    def keep_config(self, config: Mapping[str, Mapping[str, Any]]) -> None:
+        """Take ``config`` as the last good configuration (one validated earlier, maybe in
+        another process: the fleet scheduler's) and re-read ``ome.toml`` over it: a valid
+        file wins, an invalid one keeps ``config`` and is logged, as ``serve`` keeps the
+        configuration it loaded."""
+        with self._mutex:
+            self._config = {name: dict(table) for name, table in config.items()}
+        self.reload_config(force=True)
+
     @property
     def has_config(self) -> bool:
         """Whether a good ``ome.toml`` (or none, meaning the defaults) was ever loaded."""

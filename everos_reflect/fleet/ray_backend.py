@@ -127,15 +127,20 @@ class FleetReport:
                 "results": [r.as_dict() for r in self.results]}
 
 
+#: A root waiting for or running on a worker: (key, root, name, force, trigger, alone,
+#: last_good), see :meth:`RayFleet.submit`.
+_Task = tuple[Any, str, str, bool, str, bool, Any]
+
+
 class RootWorker:
     """A fleet worker: one Ray actor (one worker process holding ``task_cpus``) that runs the
     roots handed to it, up to ``roots_per_worker`` at once on Ray's threads. Stateless: a
     restarted worker (its process died) simply takes the re-run tasks."""
 
     def run(self, root: str, name: str, force: bool, defaults: Any, opener: Opener,
-            trigger: str) -> RootResult:
+            trigger: str, last_good: Any = None) -> RootResult:
         return run_root(root, name, force=force, defaults=defaults, opener=opener,
-                        trigger=trigger)
+                        trigger=trigger, last_good=last_good)
 
 
 class RayFleet:
@@ -168,10 +173,11 @@ class RayFleet:
         self._workers: list[Any] = []
         self._load: list[int] = []  # roots running on each worker
         self._alone: list[bool] = []  # whether each worker runs one root on its own
-        # (key, root, name, force, trigger, alone): alone = a worker of its own
-        self._queue: deque[tuple[Any, str, str, bool, str, bool]] = deque()
+        # (key, root, name, force, trigger, alone, last_good): alone = a worker of its own,
+        # last_good = the root's configuration to keep should its ome.toml be invalid
+        self._queue: deque[_Task] = deque()
         # object ref -> the queued tuple and the worker running it
-        self._pending: dict[Any, tuple[tuple[Any, str, str, bool, str, bool], int]] = {}
+        self._pending: dict[Any, tuple[_Task, int]] = {}
 
     def _check_worker_fits(self) -> None:
         """:class:`RayUnavailable` when no live node of the cluster has ``task_cpus`` CPUs: a
@@ -187,8 +193,8 @@ class RayFleet:
                 "no fleet worker could start (lower task_cpus in the fleet file)")
 
     def submit(self, key: Any, root: str, name: str, *, force: bool = False,
-               trigger: str = "fleet") -> None:
-        self._queue.append((key, root, name, force, trigger, self.per_worker == 1))
+               trigger: str = "fleet", last_good: Any = None) -> None:
+        self._queue.append((key, root, name, force, trigger, self.per_worker == 1, last_good))
         self._dispatch()
 
     @property
@@ -232,9 +238,9 @@ class RayFleet:
             if worker is None:
                 return
             task = self._queue.popleft()
-            _, root, name, force, trigger, alone = task
+            _, root, name, force, trigger, alone, last_good = task
             ref = self._workers[worker].run.remote(root, name, force, self.config.strategies,
-                                                   self.opener, trigger)
+                                                   self.opener, trigger, last_good)
             self._load[worker] += 1
             self._alone[worker] = alone
             self._pending[ref] = (task, worker)
@@ -264,7 +270,7 @@ class RayFleet:
                     # its worker died under it, maybe killed by a companion: once more, on a
                     # worker of its own
                     log.info("%s: its worker died; running it once more on its own", root)
-                    self._queue.appendleft((*task[:5], True))
+                    self._queue.appendleft((*task[:5], True, task[6]))
                     continue
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 result = RootResult(root, FAILED, error=f"Ray: {type(exc).__name__}: {first}")

@@ -3,7 +3,8 @@
 Per root it keeps the same semantics as the single-root daemon's scheduler: each enabled
 strategy fires on its cron in the root's ``[scheduler] timezone``; a fire time missed while
 the scheduler was down (at most ``misfire_grace_hours`` old, after the last run) runs once at
-start-up; a changed ``ome.toml`` is picked up within ``poll_seconds``; ``enabled = false``
+start-up; a changed ``ome.toml`` is picked up within ``poll_seconds``, an invalid one keeps
+the root's last good configuration (its schedule, runs and data polls); ``enabled = false``
 stops the next run while one in progress finishes; data-triggered strategies run when their
 ``observe`` says so. A root's configuration is the fleet's ``[strategies]`` overlaid by the
 root's own ``ome.toml`` (the root wins). Runs of one strategy on one root never overlap: a
@@ -41,7 +42,7 @@ Key = tuple[str, str]  # (root, strategy)
 
 class Submitter(Protocol):
     def submit(self, key: Any, root: str, name: str, *, force: bool = False,
-               trigger: str = "fleet") -> None: ...
+               trigger: str = "fleet", last_good: Any = None) -> None: ...
 
     def finished(self, timeout: float | None = None) -> list[tuple[Any, RootResult]]: ...
 
@@ -115,6 +116,9 @@ class FleetScheduler:
         self.data_poll_seconds = data_poll_seconds
         self.rescan_seconds = rescan_seconds
         self.slots: dict[Key, Slot] = {}
+        #: Each root's strategy configuration as last loaded valid: its runs and data polls
+        #: keep it while the root's ome.toml is invalid, as ``serve`` keeps its last good one.
+        self.last_good: dict[str, dict[str, dict[str, Any]]] = {}
         self.in_flight: set[Key] = set()
         self.results: list[RootResult] = []  # the latest ones, bounded
         self._stats: dict[str, tuple[Any, Any]] = {}
@@ -147,6 +151,7 @@ class FleetScheduler:
                 log.error("%s: %s; its schedule is unchanged", root, engine.config_error)
                 return False
             config = engine.config()
+            self.last_good[root] = config
             tz = runtime.settings.scheduler.timezone
             for name in known_strategies():
                 settings = config.get(name) or {}
@@ -186,6 +191,8 @@ class FleetScheduler:
         gone = set(self.roots) - set(roots)
         for key in [k for k in self.slots if k[0] in gone]:
             del self.slots[key]
+        for root in gone:
+            self.last_good.pop(root, None)
         for root in roots:
             if root not in self.roots:
                 log.info("%s: joined the fleet", root)
@@ -228,7 +235,8 @@ class FleetScheduler:
 
     def _submit(self, root: str, name: str, trigger: str) -> None:
         log.info("%s: %s %s run submitted", root, name, trigger)
-        self.submitter.submit((root, name), root, name, trigger=trigger)
+        self.submitter.submit((root, name), root, name, trigger=trigger,
+                              last_good=self.last_good.get(root))
         self.in_flight.add((root, name))
 
     def _poll_data(self, now: datetime) -> list[Key]:
@@ -248,7 +256,10 @@ class FleetScheduler:
                     last = fleet_engine(runtime, self.config.strategies,
                                        recover=False).last_run(slot.name)
                     since = datetime.fromisoformat(last["started_at"]) if last else None
-                    value = strategy.observe(runtime, since)
+                    # the settings the slot was planned with: read afresh, an invalid
+                    # ome.toml raised here at every poll and the strategy never ran
+                    value = strategy.observe(runtime, since,
+                                             self.last_good.get(slot.root, {}).get(slot.name))
                 finally:
                     runtime.close()
             except Exception:  # one root's observation must not stop the fleet's loop

@@ -75,14 +75,19 @@ overlay = overlay_ome
 
 
 def fleet_engine(runtime: Runtime, defaults: Mapping[str, Mapping[str, Any]] | None = None,
-                 *, recover: bool = True) -> Engine:
+                 *, recover: bool = True,
+                 last_good: Mapping[str, Mapping[str, Any]] | None = None) -> Engine:
     """The root's own :class:`Engine`, reading its strategies as the fleet's defaults overlaid
     by the root's ``ome.toml``. Locks, runs and recovery are the engine's own. The defaults
     go on ``runtime``, so every engine opened on it reads the same (a run's set-aside keys
-    and revalidation depth, ``status``, ``clusters``)."""
+    and revalidation depth, ``status``, ``clusters``). ``last_good``: the root's strategy
+    configuration ``fleet serve`` last found valid, kept while its ``ome.toml`` is invalid."""
     if defaults is not None:
         runtime.ome_defaults = {k: dict(v) for k, v in defaults.items()}
-    return Engine(runtime, recover=recover)
+    engine = Engine(runtime, recover=recover)
+    if last_good is not None:
+        engine.keep_config(last_good)
+    return engine
 
 
 # --- opening a root -----------------------------------------------------------------------------
@@ -373,8 +378,11 @@ def largest_first(assessed: Sequence[tuple[str, int | None]]) -> list[str]:
 
 def run_root(root: str, name: str, *, force: bool = False,
              defaults: Mapping[str, Mapping[str, Any]] | None = None,
-             opener: Opener = open_root, trigger: str = "fleet") -> RootResult:
+             opener: Opener = open_root, trigger: str = "fleet",
+             last_good: Mapping[str, Mapping[str, Any]] | None = None) -> RootResult:
     """Run strategy ``name`` on one root to completion, in this process, and summarise it.
+    ``last_good``: the configuration to keep should the root's ``ome.toml`` be invalid now
+    (``fleet serve``'s, as :func:`fleet_engine` takes it); without it such a root fails.
 
     Never raises for a problem of the root: every failure is a ``failed`` result naming it.
     """
@@ -384,7 +392,7 @@ def run_root(root: str, name: str, *, force: bool = False,
     try:
         get_strategy(name)
         runtime = opener(root)
-        engine = fleet_engine(runtime, defaults, recover=False)
+        engine = fleet_engine(runtime, defaults, recover=False, last_good=last_good)
         result.recovered_runs = engine.recover()
         outcome = engine.trigger(name, force=force, timeout=None, trigger=trigger)
         result.status, result.error, result.run_id = outcome.status, outcome.error, \

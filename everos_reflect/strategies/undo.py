@@ -360,7 +360,7 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
              merged_id, ref, len(episodes), len(facts), len(archived_facts))
     if missing:  # the answer names them too: not a warning twice on the CLI's stderr
         log.info("undo of %s (%s): could not restore %s: no longer in the logs",
-                    merged_id, ref, ", ".join(missing))
+                 merged_id, ref, ", ".join(missing))
     return result
 
 
