@@ -524,7 +524,7 @@ MIGRATIONS: list[tuple[str, str]] = [
         -- the subscribers ran. A process killed in between left the file synced and its
         -- change told to nobody, for good (no later scan sees the file as changed); the next
         -- sync now hands it over from here. Coordination state: reindex keeps it.
-        CREATE TABLE publish_note (
+        CREATE TABLE IF NOT EXISTS publish_note (
             note_id     INTEGER PRIMARY KEY,
             path        TEXT NOT NULL,
             app_id      TEXT NOT NULL,
