@@ -11,6 +11,7 @@ real client and the loopback fake server, whose recorded request bodies show wha
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -22,8 +23,8 @@ from everos_reflect.embedding import HashEmbedder
 from everos_reflect.engine.engine import Engine, list_runs
 from everos_reflect.errors import ConfigError, ProviderUnavailable
 from everos_reflect.index.audit import list_derivations
-from everos_reflect.llm import ExtractiveLLM, MergeRequest
-from everos_reflect.llm.budget import estimate_tokens
+from everos_reflect.llm import ExtractiveLLM, FactsRequest, MergeRequest
+from everos_reflect.llm.budget import estimate_tokens, text_tokens
 from everos_reflect.llm.openai_llm import OpenAILLM
 from everos_reflect.llm.prompts import Prompts
 from everos_reflect.llm.tasks import Record, TaskRequest
@@ -143,6 +144,80 @@ def test_a_cluster_whose_least_part_is_too_large_is_set_aside_unsent_saying_why(
     rt.__dict__["llm"] = client(fake_openai, 100_000)  # a larger budget brings it back
     fake_openai.script(*[answer] * 2)
     assert run_reflection(rt, "run_larger")["merged"] == 1
+    assert len(sent(fake_openai)) == 2
+
+
+def facts_tokens(sources: list[Entry], ratio: float) -> int:
+    """The estimated tokens of the fact extraction of a narrative ``ratio`` times as long as
+    ``sources``, as a run bounds it before merging."""
+    instructions = estimate_tokens(Prompts().facts_messages(FactsRequest(text="")))
+    return instructions + math.ceil(ratio * text_tokens("\n".join(e.content for e in sources)))
+
+
+def test_a_merge_is_fitted_so_its_fact_extraction_fits_too_before_it_is_paid(
+        root: Path, fake_openai: Any) -> None:
+    fake_openai.script(*[answer] * 2)
+    llm = client(fake_openai, None)
+    rt = make_runtime(root, llm)
+    sources = walks(rt)
+    # all four merge within the budget, but the facts of a narrative twice as long as more
+    # than two (max_narrative_ratio 2) would not fit
+    budget = (facts_tokens(sources[:2], 2.0) + facts_tokens(sources[:3], 2.0)) // 2
+    assert merge_tokens(sources) <= budget
+    llm.max_prompt_tokens = budget
+
+    counts = run_reflection(rt, max_narrative_ratio=2.0)
+
+    assert counts["merged"] == 1 and counts["split_to_fit"] == 1
+    merge_body, facts_body = sent(fake_openai)
+    text = merge_body["messages"][1]["content"]
+    assert [s.id for s in sources if f'id="{s.id}"' in text] == [s.id for s in sources[:2]]
+    assert facts_body["response_format"]["json_schema"]["name"] == "atomic_facts"
+    assert all(estimate_tokens(b["messages"]) <= budget for b in sent(fake_openai))
+
+
+def test_a_cluster_whose_fact_extraction_cannot_fit_is_set_aside_before_its_merge_is_paid(
+        root: Path, fake_openai: Any) -> None:
+    llm = client(fake_openai, 3_000)
+    rt = make_runtime(root, llm)
+    sources = walks(rt, 2)
+    assert merge_tokens(sources) <= 3_000  # the merge alone would be sent
+    wordy = "Extract each fact of the text, one short sentence each. " * 110 + "$text"
+
+    counts = run_reflection(rt, prompts={"extract_facts": wordy})
+
+    assert sent(fake_openai) == []  # neither the merge nor its facts call
+    assert counts["failed"] == 1 and counts["set_aside"] == 1
+    [row] = reports(rt)
+    assert row["status"] == "failed" and row["prompt_tokens"] == 0
+    assert row["error"].startswith("the fact extraction after merging its 2 oldest sources")
+    assert "over llm.max_prompt_tokens (3,000); neither call sent" in row["error"]
+
+
+def test_a_narrative_too_long_for_its_fact_extraction_fails_the_run_not_set_aside(
+        root: Path, fake_openai: Any) -> None:
+    def long_narrative(body: dict[str, Any]) -> dict[str, Any]:
+        return {"title": "Andrew walks Toby", "content": FILLER * 100}
+
+    fake_openai.script(long_narrative, long_narrative)
+    llm = client(fake_openai, None)
+    rt = make_runtime(root, llm)
+    sources = walks(rt, 2)
+    llm.max_prompt_tokens = budget = merge_tokens(sources) + 100
+
+    counts = run_reflection(rt, "run_1")
+
+    [merge_body] = sent(fake_openai)  # the facts call was not sent
+    assert estimate_tokens(merge_body["messages"]) <= budget
+    assert counts["failed"] == 1 and not counts.get("set_aside")
+    [row] = reports(rt)
+    assert row["status"] == "failed" and row["prompt_tokens"] == 11  # the merge's, paid
+    assert row["error"].startswith("the merge's narrative (1,500 words) is too long for its "
+                                   "fact extraction: the prompt is about ")
+    assert "merged again next run (not set aside)" in row["error"]
+    assert set_aside_clusters(rt) == []
+
+    assert run_reflection(rt, "run_2")["failed"] == 1  # asked again
     assert len(sent(fake_openai)) == 2
 
 

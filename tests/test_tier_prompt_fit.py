@@ -138,3 +138,62 @@ def test_chronological_records_keep_the_newest() -> None:
                                     keep_last=True)
 
     assert [r.id for r in request.records] == ["r2", "r3"] and left_out == ("r0", "r1")
+
+
+def conviction(rt: Runtime, key: str, text: str, day: int) -> str:
+    """A current conviction of ``key`` written on October ``day`` (its id sorts by day)."""
+    (made,) = rt.store.append_many(ADA, Kind.CONVICTION, [(
+        {"timestamp": f"2026-10-{day:02d}T09:00:00+00:00", "key": key, "evidence": [],
+         "depth": 2, "status": "active"}, {"Conviction": text})], day=date(2026, 10, day))
+    return made.id
+
+
+def convictions_shown(body: dict[str, Any]) -> dict[str, bool]:
+    """The convictions a contradictions call showed, by marker: marked "just changed"?"""
+    return {marker: changed == ", just changed" for changed, marker in re.findall(
+        r"^\[\d+\] .*? conviction(, just changed)?: (C[A-Z]) ", user_text(body), re.MULTILINE)}
+
+
+def test_a_changed_conviction_stays_pending_beside_an_unchanged_one_left_out(
+        root: Path, fake_openai: Any) -> None:
+    rt = runtime(root, fake_openai.base_url)
+    try:
+        conviction(rt, "identity", "CA " + CJK[:500], 5)
+        conviction(rt, "strategy", "CB " + CJK[:500], 5)
+        fake_openai.script(*['{"contradictions": []}'] * 3)
+        run(rt, "detect_contradictions")  # A and B, compared
+        conviction(rt, "risks", "CC Reviews get skipped.", 1)  # changed; its id sorts first
+        rt.llm.max_prompt_tokens = 1_500  # C beside A, or beside B, but not beside both
+
+        second = run(rt, "detect_contradictions")
+        third = run(rt, "detect_contradictions")
+
+        bodies = fake_openai.chat_bodies()
+        assert len(bodies) == 3  # the third run asked about B beside C
+        second_body, third_body = bodies[1:]
+        assert convictions_shown(second_body) == {"CC": True, "CA": False}
+        assert second["left_out_over_budget"] == 1
+        # B was left out: C is compared with it by the next run, not taken as checked
+        assert convictions_shown(third_body) == {"CC": True, "CB": False}
+        assert "left_out_over_budget" not in third
+        assert run(rt, "detect_contradictions") == {}  # every pair shown once: nothing due
+    finally:
+        rt.close()
+
+
+def test_a_window_whose_fitted_call_fails_still_counts_what_it_left_out(
+        root: Path, fake_openai: Any) -> None:
+    rt = runtime(root, fake_openai.base_url)
+    try:
+        cjk_insights(rt, 30)
+        fake_openai.script(500)  # the server fails the fitted call
+
+        counts = run(rt, "update_worldview")
+
+        [body] = fake_openai.chat_bodies()
+        assert counts["failed"] == 1
+        assert counts["left_out_over_budget"] == 30 - len(shown(body))
+        [row] = list_derivations(rt.db(), strategy="update_worldview")
+        assert row["status"] == "failed"
+    finally:
+        rt.close()

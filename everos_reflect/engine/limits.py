@@ -66,6 +66,9 @@ class Budget:
     #: Records cut to fit a prompt (``llm/tasks.py``), so a unit that failed can still count
     #: those its calls showed cut (the difference across it) in the run record.
     clipped: int = 0
+    #: Records left out of a prompt to fit ``[llm] max_prompt_tokens``, so a unit that failed
+    #: can still count those its calls left out (the difference across it) in the run record.
+    left_out: int = 0
     #: Calls promised to units in flight and not made yet (:meth:`reserve`).
     reserved: int = 0
     hit: str | None = None
@@ -113,6 +116,11 @@ class Budget:
         """``n`` records shown to the model cut to fit a prompt."""
         with self._lock:
             self.clipped += max(0, int(n))
+
+    def charge_left_out(self, n: int) -> None:
+        """``n`` records left out of a prompt to fit ``[llm] max_prompt_tokens``."""
+        with self._lock:
+            self.left_out += max(0, int(n))
 
     def exceeded(self, *, calls_ahead: int = 0) -> str | None:
         """The limit that forbids starting another unit, or ``None``. ``calls_ahead``: LLM

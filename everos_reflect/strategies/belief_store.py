@@ -451,6 +451,7 @@ class BeliefTier(Strategy):
                             what, len(left_out), f"{prompt_budget(ctx.runtime):,}",
                             ", ".join(left_out))
             derived.left_out |= set(left_out)
+            budget.charge_left_out(len(left_out))  # counted even if the window fails
         note_clipped(ctx, what, request)
         derived.clipped += len(request.clipped)
         budget.charge_clipped(len(request.clipped))  # counted even if the window fails
@@ -696,7 +697,7 @@ class BeliefTier(Strategy):
         set_aside: dict[str, str] = {}
         keep_intent = False
         tokens_before = budget.token_counts()  # owners run one at a time
-        clipped_before = budget.clipped
+        clipped_before, left_out_before = budget.clipped, budget.left_out
         conn = ctx.runtime.db()
         # counted once the derivation is recorded: an owner whose bookkeeping then fails is
         # counted failed (by the run loop), not both done and failed
@@ -766,6 +767,8 @@ class BeliefTier(Strategy):
             derived.clipped = budget.clipped - clipped_before
             if derived.clipped:
                 mine["clipped"] += derived.clipped
+            # and the records they left out to fit the prompt were left out (logged by id)
+            mine["left_out_over_budget"] += budget.left_out - left_out_before
         else:
             mine["owners"] += 1
             if derived.outputs and not already:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -30,7 +31,7 @@ from everos_reflect.llm.base import (
     MergeResult,
     Usage,
 )
-from everos_reflect.llm.budget import estimate_tokens
+from everos_reflect.llm.budget import estimate_tokens, over_budget, text_tokens
 from everos_reflect.llm.extractive import plain_sentences, split_sentences
 from everos_reflect.llm.prompts import Prompts
 from everos_reflect.markdown.store import MarkdownStore
@@ -254,17 +255,29 @@ def merge_prompt_tokens(selection: Selection, prompts: Prompts) -> int:
     return estimate_tokens(prompts.merge_messages(merge_request(selection, prompts)))
 
 
-def fit_prompt(selection: Selection, prompts: Prompts,
-               budget: int | None) -> tuple[Selection, str | None]:
-    """``selection`` cut to the oldest sources whose merge prompt fits in ``budget``
-    estimated tokens (``[llm] max_prompt_tokens``), and None; or ``selection`` and why not
-    even the least a merge takes fits (two sources, or the narrative and one new source).
+def facts_prompt_tokens(selection: Selection, prompts: Prompts,
+                        narrative_ratio: float = 1.0) -> int:
+    """The estimated tokens of the fact extraction that follows ``selection``'s merge, for a
+    narrative ``narrative_ratio`` times as long as what it replaces: the longest the guard
+    keeps (``max_narrative_ratio``; the merge prompt asks for 0.7 times)."""
+    instructions = estimate_tokens(prompts.facts_messages(FactsRequest(text="", prompts=prompts)))
+    replaced = text_tokens("\n".join(e.content for e in selection.replaced))
+    return instructions + math.ceil(narrative_ratio * replaced)
+
+
+def fit_prompt(selection: Selection, prompts: Prompts, budget: int | None,
+               narrative_ratio: float = 1.0) -> tuple[Selection, str | None]:
+    """``selection`` cut to the oldest sources whose merge prompt, and the fact extraction of
+    the narrative it may write (:func:`facts_prompt_tokens`), fit in ``budget`` estimated
+    tokens (``[llm] max_prompt_tokens``), and None; or ``selection`` and why not even the
+    least a merge takes fits (two sources, or the narrative and one new source).
 
     The sources cut are deferred as ``max_sources_per_merge`` defers them: the next run folds
     them into the narrative this merge writes, in order, as many as fit each time. So a
     cluster too large for one request is merged in chronological parts, never sent whole to
-    be refused (its requests were up to 50 × 256 KiB). ``budget`` None: no bound (the
-    offline provider sends no prompt)."""
+    be refused (its requests were up to 50 × 256 KiB), and a merge is paid only when its
+    fact extraction has room too. ``budget`` None: no bound (the offline provider sends no
+    prompt)."""
     if budget is None:
         return selection, None
     total = len(selection.sources)
@@ -275,32 +288,47 @@ def fit_prompt(selection: Selection, prompts: Prompts,
         return replace(selection, sources=selection.sources[:count],
                        deferred=selection.deferred + total - count)
 
-    if merge_prompt_tokens(selection, prompts) <= budget:
+    def fits(sel: Selection) -> bool:
+        return (merge_prompt_tokens(sel, prompts) <= budget
+                and facts_prompt_tokens(sel, prompts, narrative_ratio) <= budget)
+
+    if fits(selection):
         return selection, None
     least = 1 if selection.mode == "update" else 2
-    smallest = merge_prompt_tokens(cut(least), prompts)
-    if smallest > budget:
+    smallest = cut(least)
+    if not fits(smallest):
         what = ("the narrative and its oldest new source" if selection.mode == "update"
                 else f"its {least} oldest sources")
-        return selection, (f"the merge prompt of {what} is about {smallest:,} tokens, over "
-                           f"llm.max_prompt_tokens ({budget:,}); not sent")
-    fits, over = least, total  # the prompt grows with every source: the most that fit
-    while over - fits > 1:
-        middle = (fits + over) // 2
-        if merge_prompt_tokens(cut(middle), prompts) <= budget:
-            fits = middle
+        merge_tokens = merge_prompt_tokens(smallest, prompts)
+        if merge_tokens > budget:
+            return selection, (f"the merge prompt of {what} is about {merge_tokens:,} tokens, "
+                               f"over llm.max_prompt_tokens ({budget:,}); not sent")
+        facts_tokens = facts_prompt_tokens(smallest, prompts, narrative_ratio)
+        return selection, (f"the fact extraction after merging {what} (a narrative up to "
+                           f"{narrative_ratio:g} × their length, max_narrative_ratio) would be "
+                           f"about {facts_tokens:,} tokens, over llm.max_prompt_tokens "
+                           f"({budget:,}); neither call sent")
+    low, high = least, total  # the prompts grow with every source: the most that fit
+    while high - low > 1:
+        middle = (low + high) // 2
+        if fits(cut(middle)):
+            low = middle
         else:
-            over = middle
-    return cut(fits), None
+            high = middle
+    return cut(low), None
 
 
 def draft(selection: Selection, llm: LLM, prompts: Prompts,
-          on_merged: Callable[[Draft], None] | None = None) -> Draft:
+          on_merged: Callable[[Draft], None] | None = None,
+          budget: int | None = None) -> Draft:
     """Merge, then re-extract facts from the narrative. Raises ProviderUnavailable.
 
     ``on_merged`` gets the narrative as a draft without facts between the two calls, so work
     that needs only the narrative (the guard's embeddings of its sentences) can run while
-    the facts call is in flight. Runs in a worker thread: it touches only the LLM, never
+    the facts call is in flight. A narrative whose fact extraction would exceed ``budget``
+    (``[llm] max_prompt_tokens``; :func:`fit_prompt` left room for one the guard keeps) is
+    a failure of this run alone, carrying the merge's tokens: not set aside, as the next
+    merge may write a shorter one. Runs in a worker thread: it touches only the LLM, never
     SQLite or Markdown.
     """
     started = time.perf_counter()
@@ -320,10 +348,20 @@ def draft(selection: Selection, llm: LLM, prompts: Prompts,
         seconds=time.perf_counter() - started,
         provenance=_checked_rows(merged.provenance, merged.content.strip()),
     )
+    asked = FactsRequest(text=merged.content, prompts=prompts)
+    too_big = over_budget(prompts.facts_messages(asked), budget)
+    if too_big is not None:
+        words = len(narrative.content.split())
+        longer = ProviderUnavailable(
+            f"the merge's narrative ({words:,} words) is too long for its fact extraction: "
+            f"{too_big}; the merge's tokens are counted, and the cluster is merged again "
+            "next run (not set aside)")
+        longer.usage = merged.usage
+        raise longer
     if on_merged is not None:
         on_merged(replace(narrative))
     try:
-        facts = llm.extract_facts(FactsRequest(text=merged.content, prompts=prompts))
+        facts = llm.extract_facts(asked)
     except ProviderUnavailable as exc:  # the failure carries the merge call's tokens too
         exc.usage = merged.usage if exc.usage is None else merged.usage + exc.usage
         raise
@@ -508,6 +546,7 @@ __all__ = [
     "attribute",
     "best_matches",
     "draft",
+    "facts_prompt_tokens",
     "fit_prompt",
     "longer_than_sources",
     "measure_coverage",

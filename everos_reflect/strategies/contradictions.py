@@ -116,6 +116,7 @@ class DetectContradictions(BeliefTier):
                    c.text, c.timestamp) for c in current
         ], {}, derived, min_records=2)  # a pair at least
         live = [c.id for c in current if c.id not in derived.left_out]
+        derived.pending |= unshown_pairs(plan.pairs, derived.left_out, work.items)
         depth = {c.id: c.depth for c in current}
         pairs = {e.pair for e in state.edges() if e.standing}
         rows = []
@@ -171,6 +172,27 @@ def stale_pairs(rows: Iterable[tuple[str, str]],
                 pair_row(a, hashes[a], b, hashes[b]) != (entry_id, value):
             stale.append((entry_id, value))
     return stale
+
+
+def unshown_pairs(pairs: Iterable[str], left_out: Collection[str],
+                  window: Collection[str]) -> set[str]:
+    """What a call that left out the convictions ``left_out`` (over ``[llm]
+    max_prompt_tokens``) keeps pending of its planned ``pairs`` (cursor row ids) and of the
+    changed convictions of ``window``: the pair rows with a side left out, never shown, and a
+    changed conviction paired with an unchanged one left out (a changed one left out stays
+    pending itself, and meets the rest then). Consumed, the pair was never compared: the
+    next run took it as shown."""
+    if not left_out:
+        return set()
+    kept: set[str] = set()
+    for row in pairs:
+        a, _, b = row.removeprefix(PAIR).partition("+")
+        for side, other in ((a, b), (b, a)):
+            if side in left_out:
+                kept.add(row)
+                if side not in window and other in window and other not in left_out:
+                    kept.add(other)
+    return kept
 
 
 @dataclass(frozen=True)
@@ -238,4 +260,4 @@ def plan_pairs(current: Sequence[beliefs.Conviction], hashes: Mapping[str, str],
 
 
 __all__ = ["NAME", "PAIR", "DetectContradictions", "PairPlan", "pair_row", "plan_pairs",
-           "stale_pairs"]
+           "stale_pairs", "unshown_pairs"]

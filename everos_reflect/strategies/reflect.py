@@ -300,7 +300,7 @@ class ReflectionRun:
             return None
         if picked is None or (picked.cluster_id, self._aside_key(picked)) in aside:
             return None  # the server (or the prompt budget) refused this exact cluster for good
-        fitted, too_big = fit_prompt(picked, self.prompts, self.budget)
+        fitted, too_big = fit_prompt(picked, self.prompts, self.budget, self.max_ratio)
         if too_big is not None:  # nothing of it fits one request: set aside, never sent
             self._failed(picked, self.ctx.llm, too_big, None, set_aside=True,
                          back="once a member is edited, joins or leaves, or the prompts, "
@@ -473,7 +473,8 @@ class ReflectionRun:
                 self.guard.prefetch_sources(sel, facts)
             # the guard embeds what it can while the facts call is in flight
             result = draft(sel, llm, self.prompts,
-                           on_merged=lambda narrative: self._merged(narrative, facts))
+                           on_merged=lambda narrative: self._merged(narrative, facts),
+                           budget=self.budget)
         except BaseException as exc:  # handed to the run's thread, like a pool future's
             prepared.set_exception(exc)
             return

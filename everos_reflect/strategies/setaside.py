@@ -63,7 +63,7 @@ def set_aside_clusters(runtime: Runtime, ref: UserRef | None = None) -> list[Set
         return []
     refusals = reads.refusals_for_good(conn)
     clusters = ClusterService(runtime)
-    max_sources, prompts = _merge_settings(runtime)
+    max_sources, prompts, ratio = _merge_settings(runtime)
     target, budget = llm_target(runtime), prompt_budget(runtime)
     out = []
     for (owner, cluster_id), runs in sorted(keys.items(), key=lambda item: (
@@ -79,7 +79,7 @@ def set_aside_clusters(runtime: Runtime, ref: UserRef | None = None) -> list[Set
             continue  # merged since: nothing left to send
         # aside whole (over the prompt budget), or the part of it that fits (refused by the
         # server), as the run keys them
-        found = [(sel, key) for sel in (picked, fit_prompt(picked, prompts, budget)[0])
+        found = [(sel, key) for sel in (picked, fit_prompt(picked, prompts, budget, ratio)[0])
                  if (key := sel.aside_key(prompts, target)) in runs]
         if not found:
             continue  # changed (or its prompts, or model): the next run sends it
@@ -91,12 +91,14 @@ def set_aside_clusters(runtime: Runtime, ref: UserRef | None = None) -> list[Set
     return out
 
 
-def _merge_settings(runtime: Runtime) -> tuple[int, Prompts]:
-    """``max_sources_per_merge`` and the prompts (``language``, ``prompts``) as a run would
-    take them: what a merge sends, and the prompts it sends it with, are part of the set-aside
-    key. A broken ``ome.toml`` (the daemon keeps its last good one) reads as the defaults
-    here."""
+def _merge_settings(runtime: Runtime) -> tuple[int, Prompts, float]:
+    """``max_sources_per_merge``, the prompts (``language``, ``prompts``) and
+    ``max_narrative_ratio`` as a run would take them: what a merge sends (fitted to the
+    prompt budget with room for its fact extraction), and the prompts it sends it with, are
+    part of the set-aside key. A broken ``ome.toml`` (the daemon keeps its last good one)
+    reads as the defaults here."""
     from everos_reflect.strategies.holdback import HoldRules, reflect_settings
+    from everos_reflect.strategies.reflect import DEFAULT_MAX_NARRATIVE_RATIO
 
     settings = reflect_settings(runtime)
     try:
@@ -104,7 +106,8 @@ def _merge_settings(runtime: Runtime) -> tuple[int, Prompts]:
                                          "prompts": settings.get("prompts") or {}})
     except EverosError:  # ConfigError among them
         prompts = Prompts()
-    return HoldRules.from_settings(settings).max_sources, prompts
+    ratio = float(settings.get("max_narrative_ratio", DEFAULT_MAX_NARRATIVE_RATIO))
+    return HoldRules.from_settings(settings).max_sources, prompts, ratio
 
 
 __all__ = ["SetAsideCluster", "set_aside_clusters"]
