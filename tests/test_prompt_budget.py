@@ -184,6 +184,8 @@ def test_a_cluster_whose_fact_extraction_cannot_fit_is_set_aside_before_its_merg
     sources = walks(rt, 2)
     assert merge_tokens(sources) <= 3_000  # the merge alone would be sent
     wordy = "Extract each fact of the text, one short sentence each. " * 110 + "$text"
+    # in ome.toml too, where `status` and `clusters` read the prompts the set-aside key holds
+    (root / "ome.toml").write_text(f'[strategies.{NAME}.prompts]\nextract_facts = "{wordy}"\n')
 
     counts = run_reflection(rt, prompts={"extract_facts": wordy})
 
@@ -193,6 +195,8 @@ def test_a_cluster_whose_fact_extraction_cannot_fit_is_set_aside_before_its_merg
     assert row["status"] == "failed" and row["prompt_tokens"] == 0
     assert row["error"].startswith("the fact extraction after merging its 2 oldest sources")
     assert "over llm.max_prompt_tokens (3,000); neither call sent" in row["error"]
+    [aside] = set_aside_clusters(rt)  # `status` and `clusters` list it, saying why
+    assert aside.reason.startswith("the fact extraction after merging its 2 oldest sources")
 
 
 def test_a_note_a_person_added_counts_toward_the_fact_extraction_before_the_merge_is_paid(
