@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from mcp import types
 
-from tests.test_mcp_eof import _call, _line, _opening, _serve
+from tests.test_mcp_eof import LIMIT, _call, _line, _opening, _serve
 
 
 def test_a_batch_is_answered_with_one_array_holding_each_answer(
@@ -56,3 +56,41 @@ def test_a_batch_of_notifications_is_answered_nothing_and_an_empty_one_an_error(
 
     assert [a["id"] for a in answers] == [1, None]
     assert answers[1]["error"]["code"] == types.INVALID_REQUEST
+
+
+def test_a_lone_surrogate_in_a_batch_is_refused_and_the_server_goes_on(
+    root: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """``"\\ud83d"`` (what JavaScript's JSON.stringify writes for an emoji cut in two) in a
+    batch's id or method: Python's json reads it, the answer echoing it could not be written
+    as UTF-8, and the whole server died, every later request unanswered."""
+    batch = ('[{"jsonrpc": "2.0", "id": "\\ud83d", "method": "ping"},'
+             ' {"jsonrpc": "2.0", "id": 2, "method": "\\ud83d"},'
+             ' {"jsonrpc": "2.0", "id": 3, "method": "ping", "params": {"_meta": {"\\udc00": 1}}},'
+             ' {"jsonrpc": "2.0", "method": "notifications/cancelled",'
+             '  "params": {"requestId": 9, "reason": "\\ud83d"}},'
+             ' {"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "search",'
+             '  "arguments": {"user_id": "u_ann", "query": "cut \\ud83d"}}},'
+             ' {"params": {"name": "search", "arguments": {"query": "\\ud83d"}},'  # id last
+             '  "jsonrpc": "2.0", "id": "\\udc01", "method": "tools/call"}]')
+    too_large = b'{"jsonrpc": "2.0", "id": "\\ud83d", "method": "ping", "params": {"x": "' + \
+        b"x" * LIMIT + b'"}}\n'  # refused, its id unusable: answered with id null
+    piped = _opening() + batch.encode() + b"\n" + too_large + \
+        _line({"jsonrpc": "2.0", "id": 5, "method": "ping"})
+
+    answers, runtime = _serve(root, piped, capfd, raw=True)
+    runtime.close()
+
+    [array] = [a for a in answers if isinstance(a, list)]
+    assert [a["id"] for a in answers if a is not array] == [1, None, 5]
+    errors = {a["id"]: a["error"] for a in array}
+    assert sorted(map(str, [a["id"] for a in array])) == ["2", "3", "4", "None", "None"]
+    assert [a["error"]["message"] for a in array if a["id"] is None] == [
+        f"invalid request: id holds U+{c}, a lone UTF-16 surrogate (half of a character): "
+        "not text" for c in ("D83D", "DC01")]
+    assert errors[2]["message"].startswith("invalid request: method holds U+D83D")
+    assert errors[3]["message"].startswith("invalid request: params._meta key '\\udc00' holds")
+    assert errors[4] == {  # in a tool's arguments: the tool's own error, as over HTTP
+        "code": types.INVALID_PARAMS, "data": {"code": "invalid_request", "status": 422},
+        "message": "query: Input should be a valid string, unable to parse raw data as a "
+                   "unicode string"}

@@ -83,6 +83,27 @@ def test_a_hand_edited_narrative_falls_back_to_entry_level_sources() -> None:
     assert not provenance(bad).recorded
 
 
+def test_a_record_too_big_to_read_back_is_left_out_and_the_merge_is_written(
+        root: Path) -> None:
+    # 40 Episodes repeating the same 100 sentences: each sentence of the narrative credits all
+    # 40, a record past the 64 KiB a metadata block may hold. The store refused to write the
+    # narrative, the merge stayed "interrupted" and every later run failed to recover it.
+    rt = make_runtime(root, ExtractiveLLM())
+    text = " ".join(f"Andrew walked Toby along trail number {i} near Denver." for i in range(100))
+    sources = [add_episode(rt, ANDREW, f"2026-09-{1 + k % 28:02d}T{10 + k // 28}:00:00+00:00",
+                           "Andrew walks Toby", text) for k in range(40)]
+
+    counts = run_reflection(rt)
+
+    assert counts.get("merged") == 1 and not counts.get("interrupted"), counts
+    [narrative] = [e for e in rt.store.entries(ANDREW, Kind.EPISODE) if e.sources]
+    assert PROVENANCE_KEY not in narrative.meta
+    assert sorted(narrative.sources) == sorted(e.id for e in sources)
+    # explain credits each sentence to the entry-level sources, as for a hand-edited one
+    assert all(s.sources == tuple(narrative.sources) for s in provenance(narrative).sentences)
+    assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
+
+
 def test_snippet_is_the_answering_passage_with_its_date() -> None:
     snip = make_snippet(NARRATIVE, "when did Andrew adopt Toby", date="2026-10-10")
     assert snip.text.startswith("Andrew adopted a dog named Toby.")

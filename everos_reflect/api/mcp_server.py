@@ -35,7 +35,7 @@ from pydantic import BaseModel, RootModel, ValidationError
 
 from everos_reflect import errors
 from everos_reflect.api import models, ops
-from everos_reflect.model import quoted_value
+from everos_reflect.model import SURROGATES, quoted_value
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -437,6 +437,8 @@ def _request_id(head: bytes) -> int | str | None:
         value = json.loads(match.group(1))
     except ValueError:
         return None
+    if isinstance(value, str) and SURROGATES.search(value):
+        return None  # an id no answer could carry: its JSON would not be UTF-8
     return value if isinstance(value, int | str) else None
 
 
@@ -617,6 +619,56 @@ async def _pass_on(message: Any, item: Any, forward: Any, write_stream: Any,
     await forward.send(item)
 
 
+#: A message's path segment shown as it is; any other is quoted (:func:`quoted_value`).
+_PLAIN_SEGMENT = re.compile(r"^[A-Za-z0-9_.$/-]{1,64}$")
+
+
+def _lone_surrogate(data: Any) -> tuple[str, str] | None:
+    """``(where, character)`` for the first string of a parsed message, key or value, that
+    holds a lone UTF-16 surrogate (``"\\ud83d"``: what JavaScript's ``JSON.stringify`` writes for
+    an emoji cut in two), or ``None``. Python's ``json`` reads one where the transport's
+    parser refuses it, and no answer naming it could be written: its JSON is not UTF-8.
+    Values inside a call's ``arguments`` are left to the tool's model, which refuses them
+    naming the field, as the HTTP API does."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, str):
+            if where.startswith(("params.arguments.", "params.arguments[")):
+                continue
+            found = SURROGATES.search(value)
+            if found is not None:
+                return where or "(message)", found.group()
+        elif isinstance(value, dict):
+            for key, item in reversed(list(value.items())):
+                shown = key if _PLAIN_SEGMENT.match(key) else quoted_value(key)
+                inner = f"{where}.{shown}" if where else shown
+                in_key = SURROGATES.search(key)
+                if in_key is not None:
+                    return f"{where or '(message)'} key {shown}", in_key.group()
+                stack.append((item, inner))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{i}]") for i, item in reversed(list(enumerate(value))))
+    return None
+
+
+def _surrogate_answer(element: dict[str, Any]) -> types.JSONRPCError | None:
+    """The answer to a parsed message holding a lone surrogate (:func:`_lone_surrogate`) in
+    its id, method, a key or other params: passed on, the server echoed it into an answer it
+    could not write, and the whole session ended. ``None`` when it holds none."""
+    found = _lone_surrogate(element)
+    if found is None:
+        return None
+    where, char = found
+    ident = element.get("id")
+    if not isinstance(ident, int | str) or isinstance(ident, bool) or where == "id":
+        ident = None
+    return types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message=f"invalid request: {where} holds U+{ord(char):04X}, a lone UTF-16 surrogate "
+                "(half of a character): not text"))
+
+
 async def _answer_batch(elements: list[Any], forward: Any, write_stream: Any,
                         unanswered: Unanswered, batches: Batches) -> None:
     """Pass each message of a batch on to the server as if it came on its own line, and
@@ -630,6 +682,11 @@ async def _answer_batch(elements: list[Any], forward: Any, write_stream: Any,
         if problem is not None:
             batch.answers.append(types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
                 code=types.INVALID_REQUEST, message=problem)))
+            continue
+        refused = _surrogate_answer(element) if isinstance(element, dict) else None
+        if refused is not None:
+            if "id" in element:  # a notification is never answered, only not passed on
+                batch.answers.append(refused)
             continue
         try:
             message = types.jsonrpc_message_adapter.validate_python(element, by_name=False)

@@ -115,6 +115,14 @@ def _dump_meta(values: Mapping[str, Any]) -> str:
     return text
 
 
+def metadata_bytes(meta: Mapping[str, Any]) -> int:
+    """The UTF-8 size of ``meta`` as :func:`render_entry` writes it (``None`` values left
+    out): what the parser's cap on a metadata block (``MAX_YAML_BYTES``) measures, a byte on
+    the safe side (its final line break)."""
+    values = {k: v for k, v in meta.items() if v is not None}
+    return len(_dump_meta(values).encode("utf-8")) if values else 0
+
+
 #: Recent dumps of flat metadata (a few KB; cleared whole when full).
 _DUMPED: dict[tuple[tuple[str, str, str], ...], str] = {}
 _DUMPED_MAX = 256

@@ -59,6 +59,7 @@ from everos_reflect.index import merge_journal
 from everos_reflect.index.audit import insert_reflection_report
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown import writer
+from everos_reflect.markdown.parser import MAX_YAML_BYTES
 from everos_reflect.model import Entry, Kind, UserRef, format_timestamp
 from everos_reflect.provenance import PROVENANCE_KEY, provenance_meta
 
@@ -338,15 +339,21 @@ def _refused(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, exc
 
 
 def narrative_meta(plan: Plan) -> dict[str, Any]:
-    return {
+    meta = {
         "owner_id": plan.user_id,
         "timestamp": plan.timestamp,
         "parent_type": "cluster",
         "parent_id": plan.cluster_id,
         "sources": plan.replaced,
         REFLECTION_KEY: plan.id,
-        **_provenance_meta(plan),
     }
+    recorded = {**meta, **_provenance_meta(plan)}
+    # A record the parser would not read back (its metadata cap) made the narrative one the
+    # store refuses to write: the merge stayed "interrupted" and recovery retried it every
+    # run. Without it every sentence credits the entry-level sources (as after a hand edit).
+    if writer.metadata_bytes(recorded) > MAX_YAML_BYTES["metadata"]:
+        return meta
+    return recorded
 
 
 def _provenance_meta(plan: Plan) -> dict[str, Any]:
