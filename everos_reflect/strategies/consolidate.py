@@ -201,9 +201,10 @@ def select(
 
 def sent_hash(entry: Entry) -> str:
     """What a merge sends of ``entry`` (:func:`member_of`, the prompt's data block): its
-    date, subject and text. ``content_hash`` covers every metadata key, so a hand edit of
-    one a merge never sends (``importance``, ``session_id``, a person's own note) sent a
-    cluster the server had refused for good again, to be refused again."""
+    date, subject and text (its Content and any section a person added). ``content_hash``
+    covers every metadata key, so a hand edit of one a merge never sends (``importance``,
+    ``session_id``, a metadata key a person added) sent a cluster the server had refused for
+    good again, to be refused again."""
     member = member_of(entry)
     return hashlib.sha256(repr((member.timestamp.isoformat(), member.subject,
                                 member.content)).encode()).hexdigest()[:32]
