@@ -2,17 +2,20 @@
 
     python bench/chaos.py --out bench/results/chaos.md   # the full run: 100 kills, 306 files
     python bench/chaos.py --kills 6 --malformed 13 --no-fuzz    # a quick look
+    python bench/chaos.py --kills 4 --kill-ops provenance --malformed 0 --no-fuzz --no-llm
 
 Every section runs ``everos-reflect`` in child processes on a scratch root and checks the
 result with an independent reader (bench/chaos_reader.py, which never imports the product):
 
 - **kills** (bench/chaos_kills.py): N SIGKILLs during ``add``, the daemon's watcher sync,
-  ``reindex``, Reflection, ``undo`` and recovery itself, each aimed inside its operation (at a
-  ``merge_journal`` step, at the first Markdown change, or at a random point of the measured
-  duration) and tabulated by where it landed; after each, the next start settles the root and
-  the invariants are checked: no entry text lost, every file parses, no narrative live beside
-  a live source, no archive link to a missing entry, index == what a rebuild from Markdown
-  gives, no journal row left;
+  ``reindex``, Reflection, ``undo``, recovery itself and a scan that makes derived records
+  stale (``provenance``), each aimed inside its operation (at a ``merge_journal`` step, at
+  the first Markdown change, at the index marking a log synced, or at a random point of the
+  measured duration) and tabulated by where it landed; after each, the next start settles
+  the root and the invariants are checked: no entry text lost, every file parses, no
+  narrative live beside a live source, no archive link to a missing entry, index == what a
+  rebuild from Markdown gives, no journal row left, derived records' status and audit rows
+  == an unkilled run's;
 - **malformed**: a corpus of broken files (bench/chaos_corpus.py) → the daemon stays up, valid
   neighbours are indexed, no byte of the broken files changes (a file dated today may gain
   the run's new entries after its own bytes); peak RSS and Reflection time;
@@ -110,8 +113,8 @@ def free_port() -> int:
 
 def section_kills(report: Report, n: int, seed: int, work: Path, env: dict[str, str],
                   template: Path, *, measure_windows: bool = True,
-                  budget_s: float = 3600.0) -> None:
-    per_op: dict[str, list[int]] = {op: [0, 0] for op in chaos_kills.OPS}
+                  budget_s: float = 3600.0, ops: list[str] | None = None) -> None:
+    per_op: dict[str, list[int]] = {op: [0, 0] for op in ops or chaos_kills.OPS}
     totals = chaos_reader.Violations()
     examples: list[str] = []
 
@@ -129,7 +132,7 @@ def section_kills(report: Report, n: int, seed: int, work: Path, env: dict[str, 
     started = time.perf_counter()
     kills, done = chaos_kills.run_section(work / "kills", env, template, n=n, seed=seed,
                                           measure_windows=measure_windows, budget_s=budget_s,
-                                          on_kill=on_kill)
+                                          on_kill=on_kill, ops=ops)
     seconds = time.perf_counter() - started
     for op, (runs, bad) in per_op.items():
         report.add("kills", f"SIGKILL during {op}", runs, bad)
@@ -353,7 +356,8 @@ def section_fuzz(report: Report, work: Path, env: dict[str, str], max_examples: 
 def run_all(*, kills: int, malformed: int, seed: int, fuzz: bool, fuzz_examples: int,
             work: Path | None = None, measure_windows: bool = True,
             kill_budget_s: float = 3600.0, huge_scale: float = 1.0,
-            llm_timeout: float = 1.5) -> Report:
+            llm_timeout: float = 1.5, kill_ops: list[str] | None = None,
+            llm: bool = True) -> Report:
     report = Report()
     owned = work is None
     work = Path(tempfile.mkdtemp(prefix="everos-chaos-")) if work is None else work
@@ -372,12 +376,13 @@ def run_all(*, kills: int, malformed: int, seed: int, fuzz: bool, fuzz_examples:
         timed("seed", seed_root, template, env)
         if kills:
             timed(f"kills ({kills})", section_kills, report, kills, seed, work, env, template,
-                  measure_windows=measure_windows, budget_s=kill_budget_s)
+                  measure_windows=measure_windows, budget_s=kill_budget_s, ops=kill_ops)
         if malformed:
             timed(f"malformed ({malformed} files)", section_malformed, report, malformed,
                   work, env, huge_scale=huge_scale)
-        timed("llm fault matrix", section_llm, report, work, env, fake, template,
-              llm_timeout)
+        if llm:
+            timed("llm fault matrix", section_llm, report, work, env, fake, template,
+                  llm_timeout)
         if fuzz:
             timed("api fuzz", section_fuzz, report, work, env, fuzz_examples, seed, template)
         report.notes.append("section wall times (under load): " + ", ".join(timings))
@@ -397,6 +402,10 @@ def main() -> int:
     parser.add_argument("--fuzz-examples", type=int, default=50)
     parser.add_argument("--kill-budget-min", type=float, default=60.0,
                         help="stop starting kills after this many minutes (the bound)")
+    parser.add_argument("--kill-ops", default=None,
+                        help="only these kills, comma-separated (e.g. provenance)")
+    parser.add_argument("--no-llm", dest="llm", action="store_false",
+                        help="skip the LLM fault matrix")
     parser.add_argument("--work", type=Path, default=None,
                         help="scratch folder to keep (default: a temporary one, removed)")
     parser.add_argument("--out", type=Path, default=None, help="write the table (Markdown)")
@@ -406,7 +415,8 @@ def main() -> int:
         args.work.mkdir(parents=True, exist_ok=True)
     report = run_all(kills=args.kills, malformed=args.malformed, seed=args.seed,
                      fuzz=args.fuzz, fuzz_examples=args.fuzz_examples, work=args.work,
-                     kill_budget_s=args.kill_budget_min * 60)
+                     kill_budget_s=args.kill_budget_min * 60, llm=args.llm,
+                     kill_ops=args.kill_ops.split(",") if args.kill_ops else None)
     minutes = (time.perf_counter() - started) / 60
     table = report.markdown()
     print("\n" + table)

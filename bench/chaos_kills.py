@@ -13,7 +13,12 @@ A kill at a blind random delay mostly lands in interpreter start-up or after the
   command that recovers it (``reindex``, ``trigger``, ``add``, ``serve``) is killed when the row
   moves to a later step, or at a random point;
 - **add**, **undo**, **reindex**, **watcher sync**: at a random point of the operation's
-  measured duration (the watcher: of the time from a hand-written file to its indexing).
+  measured duration (the watcher: of the time from a hand-written file to its indexing);
+- **provenance** (the derived tier): an insight citing two Episodes and a lesson citing a task
+  are written as the tiers write them, a cited Episode and the task are edited by hand, then a
+  ``search`` (whose scan makes both stale) is killed as soon as the index marks the Episode's
+  log synced, or at a random point; after the next ``search``, both records' status and the
+  lesson's audit rows must be those a copy of the root scanned by an unkilled process gets.
 
 Where each kill landed is read back from the root after the process died (journal rows left,
 whether the text reached Markdown or the index, whether the undo's patches were written), not
@@ -28,12 +33,14 @@ import random
 import shutil
 import sqlite3
 import subprocess
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, timedelta
 from pathlib import Path
+from typing import Any
 
 import chaos_corpus
 import chaos_reader
@@ -47,12 +54,13 @@ TOPICS = [
     "The team migrates the billing service database to Postgres",
 ]
 REFLECT = "reflect_episodes"
-OPS = ["reflect", "recovery", "add", "undo", "watcher", "reindex"]
+OPS = ["reflect", "recovery", "add", "undo", "watcher", "reindex", "provenance"]
 #: Journal steps of a commit, in order (journal.py); ``abandoning`` only on a withdrawal.
 STEPS = ["planned", "narrative", "facts", "archiving", "deprecated"]
 RANK = {**{s: i for i, s in enumerate(STEPS)}, "abandoning": len(STEPS)}
 #: Un-killed durations (seconds) used when they are not measured (the CI's short run).
-DEFAULT_WINDOWS = {"reindex": 4.0, "reflect": 6.0, "add": 2.0, "undo": 2.5, "watcher": 2.0}
+DEFAULT_WINDOWS = {"reindex": 4.0, "reflect": 6.0, "add": 2.0, "undo": 2.5, "watcher": 2.0,
+                   "search": 2.0}
 #: The poll interval of an aimed kill (seconds).
 POLL = 0.002
 
@@ -170,6 +178,89 @@ def aimed(args: list[str], env: dict[str, str], *, delay: float | None = None,
         time.sleep(POLL)
 
 
+#: Writes one insight citing the two Episodes the bench just wrote and one lesson citing a
+#: new task, as the derived tiers write them (``derivation``, ``evidence_hash``), with the
+#: product's own Markdown store: the bench's reader never imports the product, so a child
+#: does it.
+SEED_DERIVED = r"""
+import json, sys
+from datetime import date
+from everos_reflect.markdown.store import MarkdownStore
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.procedural.tasks import new_task, task_hash
+
+root, app, project, user, tag = sys.argv[1:6]
+store, ref = MarkdownStore(root), UserRef(app, project, user)
+eps = [e for e in store.entries(ref, Kind.EPISODE)  # the two the bench just wrote
+       if e.deprecated_by is None and f"(cited {sys.argv[6]}." in e.content]
+task = new_task(ref, task_type="deploy", goal=f"Deploy the web service ({tag})",
+                steps=["check logs", "deploy"], outcome="success",
+                timestamp="2026-06-01T10:00:00+00:00")
+task = store.append(ref, Kind.TASK, task.meta, task.sections, day=task.day)
+stamp, day = "2026-06-02T09:00:00+00:00", date(2026, 6, 2)
+insight = store.append(ref, Kind.INSIGHT, {
+    "timestamp": stamp, "evidence": [e.id for e in eps], "depth": 1, "importance": 5,
+    "question": "q?", "status": "active", "insight_type": "reflection",
+    "derivation": f"dw_{tag}", "evidence_hash": {e.id: e.text_hash for e in eps}},
+    {"Insight": f"A pattern across two notes ({tag})."}, day=day)
+lesson = store.append(ref, Kind.LESSON, {
+    "timestamp": stamp, "task_type": "deploy", "lesson_type": "do", "evidence": [task.id],
+    "confirmations": 1, "created_by": "learn_lessons", "depth": 1, "status": "active",
+    "derivation": f"ll_{tag}", "evidence_hash": {task.id: task_hash(task)}},
+    {"Lesson": f"Check the logs before deploying ({tag})."}, day=day)
+print(json.dumps({"episode": eps[-1].id, "task": task.id, "insight": insight.id,
+                  "lesson": lesson.id}))
+"""
+
+
+def find_block(user_dir: Path, entry_id: str) -> tuple[Path, int, int] | None:
+    """(log, start, end) of ``entry_id``'s block in its user's Markdown, markers included."""
+    opening, closing = f"<!-- entry:{entry_id} -->", f"<!-- /entry:{entry_id} -->"
+    for path in sorted(user_dir.rglob("*.md")):
+        text = path.read_text(errors="replace")
+        start = text.find(opening)
+        if start >= 0:
+            return path, start, text.index(closing, start) + len(closing)
+    return None
+
+
+def edit_block(user_dir: Path, entry_id: str, old: str, new: str) -> Path:
+    """Replace ``old`` by ``new`` inside ``entry_id``'s block, by hand."""
+    found = find_block(user_dir, entry_id)
+    assert found is not None, entry_id
+    path, start, end = found
+    text = path.read_text()
+    block = text[start:end]
+    assert old in block, (entry_id, old)
+    path.write_text(text[:start] + block.replace(old, new, 1) + text[end:])
+    return path
+
+
+def derived_state(root: Path, user_dir: Path, ids: list[str]) -> dict[str, Any]:
+    """Each record's (status, stale_reason), read by the independent reader, and the
+    ``provenance`` audit rows naming it (statuses, in order)."""
+    out: dict[str, Any] = {}
+    for entry_id in ids:
+        found = find_block(user_dir, entry_id)
+        meta: dict[str, Any] = {}
+        if found is not None:
+            kind = "lesson" if entry_id.startswith("ls_") else "insight"
+            _, entries = chaos_reader.read_log(found[0].read_bytes(), kind)
+            meta = next((e.meta for e in entries if e.id == entry_id), {})
+        rows = chaos_reader._query(
+            root, "SELECT status FROM derivation_report WHERE strategy = 'provenance' AND "
+            f"outputs LIKE '%{entry_id}%' ORDER BY created_at",
+            tolerate_missing_table=True) or []
+        out[entry_id] = (meta.get("status"), meta.get("stale_reason"), [r[0] for r in rows])
+    return out
+
+
+def _file_sha(root: Path, rel: str) -> str | None:
+    rows = chaos_reader._query(root, f"SELECT sha256 FROM files WHERE path = '{rel}'",
+                              tolerate_missing_table=True)
+    return rows[0][0] if rows else None
+
+
 # --------------------------------------------------------------------------- one kill
 
 
@@ -183,6 +274,8 @@ class Kills:
     times: dict[str, float]
     expected: dict[tuple[str, str], str] = field(default_factory=dict)
     landed: Counter = field(default_factory=Counter)  # (op, phase) -> kills
+    #: provenance kills whose derived records differ from an unkilled run's (cleared per kill)
+    derived: list[str] = field(default_factory=list)
     recoverers: Counter = field(default_factory=Counter)  # command killed while recovering
     next_day: date = date(2026, 7, 1)
 
@@ -336,6 +429,63 @@ class Kills:
             return "finished first"
         return f"killed in quarter {min(int(fraction * 4), 3) + 1} of its measured time"
 
+    def provenance_once(self, i: int) -> str:
+        """Derived records whose evidence is edited by hand; the scan that makes them stale
+        killed as soon as it marks the edited log synced (the window between the index's
+        write and the change subscribers), or at a random point of its measured time."""
+        user = self.rng.choice(USERS)
+        udir = self.root / user_rel(user)
+        write_log(self.root, user, self.next_day,  # the Episodes the insight cites
+                  [f"{self.rng.choice(TOPICS)} (cited {i}.{k})." for k in range(2)])
+        self.next_day += timedelta(days=1)
+        seeded = subprocess.run(
+            [sys.executable, "-c", SEED_DERIVED, str(self.root), chaos_corpus.APP,
+             chaos_corpus.PROJECT, user, f"chaos {i}", str(i)], env=self.env, cwd=REPO,
+            capture_output=True, text=True, timeout=120)
+        if seeded.returncode != 0:
+            self.derived.append(f"#{i} seeding failed: {seeded.stderr.strip()[-300:]}")
+            return "seeding failed"
+        ids = json.loads(seeded.stdout)
+        search = ["search", *base_args(self.root, user), "deploy the web service"]
+        run(search, self.env)  # indexed, checked: both records active
+        log = edit_block(udir, ids["episode"], f"<!-- /entry:{ids['episode']} -->",
+                         f"(edited by hand {i})\n<!-- /entry:{ids['episode']} -->")
+        edit_block(udir, ids["task"], "outcome: success", "outcome: failure")
+        twin = self.root.parent / f"{self.root.name}-twin"
+        shutil.rmtree(twin, ignore_errors=True)
+        shutil.copytree(self.root, twin, symlinks=True)
+        rel = log.relative_to(self.root).as_posix()
+        before = _file_sha(self.root, rel)
+        if self.rng.random() < 0.3:
+            aim = "timed"
+            outcome = aimed(search, self.env,
+                            delay=self.rng.uniform(0.2, 1.05) * self.times["search"])
+        else:
+            aim = "aimed at the log marked synced"
+            outcome = aimed(search, self.env, limit=self.times["search"] * 3,
+                            probe=lambda: _file_sha(self.root, rel) not in (before, None))
+        derived = [ids["insight"], ids["lesson"]]
+        at_kill = derived_state(self.root, udir, derived)
+        synced = _file_sha(self.root, rel) != before
+        run(search, self.env)  # the next start
+        twin_search = ["search", *base_args(twin, user), "deploy the web service"]
+        run(twin_search, self.env)
+        got = derived_state(self.root, udir, derived)
+        want = derived_state(twin, twin / user_rel(user), derived)
+        shutil.rmtree(twin, ignore_errors=True)
+        if got != want:
+            self.derived.append(f"#{i} {user}: after a killed scan {got}, unkilled {want}")
+        elif any(status != "stale" for status, _, _ in want.values()):  # nothing was compared
+            self.derived.append(f"#{i} {user}: an unkilled scan left them {want}")
+        if outcome == "finished":
+            return f"{aim}: finished first"
+        marked = sum(status == "stale" for status, _, _ in at_kill.values())
+        if not synced:
+            return f"{aim}: killed before the log was marked synced"
+        return f"{aim}: killed after the sync, " + (
+            "before any stale mark" if not marked else
+            f"with {marked} of 2 records marked")
+
     def undo_once(self, i: int) -> str:
         """Killed at a random point of its measured time, or as soon as its first frontmatter
         patch reaches the disk (the window between restoring sources and archiving)."""
@@ -416,6 +566,7 @@ def measure(kills: Kills) -> dict[str, float]:
         out[name] = time.perf_counter() - started
 
     timed("reindex", ["reindex", "--root", str(root)])
+    timed("search", ["search", *base_args(root, USERS[0]), "deploy the web service"])
     kills.feed(-1)
     timed("reflect", ["trigger", REFLECT, "--force", "--root", str(root)])
     timed("add", ["add", *base_args(root, USERS[0]), "--subject", "timing", "--content",
@@ -444,12 +595,13 @@ def measure(kills: Kills) -> dict[str, float]:
 
 def run_section(root: Path, env: dict[str, str], template: Path, *, n: int, seed: int,
                 measure_windows: bool, budget_s: float,
-                on_kill: Callable[[int, str, str, chaos_reader.Violations, str], None]
-                ) -> tuple[Kills, int]:
+                on_kill: Callable[[int, str, str, chaos_reader.Violations, str], None],
+                ops: list[str] | None = None) -> tuple[Kills, int]:
     """Copy the seeded ``template`` to ``root``, then ``n`` kills (each operation once first,
     then at random), each followed by the next start and the invariant checks; ``on_kill``
-    gets each result. Stops starting kills after ``budget_s`` seconds. Returns the state and
-    how many kills ran."""
+    gets each result. Stops starting kills after ``budget_s`` seconds. ``ops``: only these
+    operations (default: every one of :data:`OPS`). Returns the state and how many kills ran."""
+    ops = ops or OPS
     shutil.copytree(template, root, symlinks=True)
     rng = random.Random(seed)
     kills = Kills(root, env, rng, dict(DEFAULT_WINDOWS))
@@ -458,17 +610,20 @@ def run_section(root: Path, env: dict[str, str], template: Path, *, n: int, seed
     kills.expected = chaos_reader.snapshot(root)
     handlers = {"reflect": kills.reflect_once, "recovery": kills.recovery_once,
                 "add": kills.add_once, "undo": kills.undo_once,
-                "watcher": kills.watcher_once, "reindex": kills.reindex_once}
+                "watcher": kills.watcher_once, "reindex": kills.reindex_once,
+                "provenance": kills.provenance_once}
     started = time.monotonic()
     done = 0
     for i in range(n):
         if time.monotonic() - started > budget_s:
             break
-        op = OPS[i % len(OPS)] if i < len(OPS) else rng.choice(OPS)
+        op = ops[i % len(ops)] if i < len(ops) else rng.choice(ops)
         where = handlers[op](i)
         kills.landed[(op, where)] += 1
         finished = settle(root, env)
         found = chaos_reader.check_root(root, kills.expected)
+        found.derived += kills.derived
+        kills.derived.clear()
         left = Journal(root).steps()
         if left:
             found.unparseable.append(f"journal rows left after the next start: {left}")

@@ -129,6 +129,9 @@ class Violations:
     live_beside: list[str] = field(default_factory=list)
     dangling: list[str] = field(default_factory=list)
     index: list[str] = field(default_factory=list)
+    #: derived records (insight, lesson) whose status after a killed scan and the next start
+    #: differs from what an unkilled scan of the same root gives (``provenance`` kills)
+    derived: list[str] = field(default_factory=list)
 
     def count(self) -> dict[str, int]:
         return {k: len(v) for k, v in self.__dict__.items()}
