@@ -21,6 +21,7 @@ from everos_reflect.cli.common import (
     say,
     settle_journal,
 )
+from everos_reflect.errors import IndexReadOnly
 from everos_reflect.model import UserRef, validate_name
 
 if TYPE_CHECKING:
@@ -183,6 +184,8 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
             validate_name(value, what)
     ref = UserRef.of(user_id, app, project) if user_id else None
     runtime = open_runtime(root)
+    if runtime.read_only:  # refused in one line, not with an error about a lock file
+        raise IndexReadOnly(runtime.index_dir)
     settle_journal(runtime)
     counts = ClusterService(runtime).recluster_exclusive(ref, on_wait=lambda: say(
         "Waiting for the strategy runs in flight to finish before reclustering ...", err=True),
