@@ -516,6 +516,29 @@ MIGRATIONS: list[tuple[str, str]] = [
         WHERE problems LIKE '%unknown file type%' OR problems LIKE '%unreadable date%';
         """,
     ),
+    (
+        "0020_publish_notes",
+        """
+        -- A synced file's change not yet handed to every change subscriber (provenance,
+        -- clustering): written in the transaction that marks the file synced, deleted once
+        -- the subscribers ran. A process killed in between left the file synced and its
+        -- change told to nobody, for good (no later scan sees the file as changed); the next
+        -- sync now hands it over from here. Coordination state: reindex keeps it.
+        CREATE TABLE IF NOT EXISTS publish_note (
+            note_id     INTEGER PRIMARY KEY,
+            path        TEXT NOT NULL,
+            app_id      TEXT NOT NULL,
+            project_id  TEXT NOT NULL,
+            user_id     TEXT NOT NULL,
+            kind        TEXT NOT NULL,
+            upserted    TEXT NOT NULL,   -- JSON list of entry ids
+            archived    TEXT NOT NULL,   -- JSON {entry id: the id replacing it, or null}
+            deleted     TEXT NOT NULL,   -- JSON list of entry ids
+            skip        TEXT NOT NULL,   -- JSON list of the subscribers not to tell
+            created_at  TEXT NOT NULL
+        );
+        """,
+    ),
 ]
 
 def cluster_key_of_id(param: str = "?") -> str:

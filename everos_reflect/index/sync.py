@@ -547,7 +547,10 @@ class Indexer:
     # ------------------------------------------------------------------ writing
 
     def _sync(self, paths: list[Path], progress: Progress | None = None) -> list[FileSyncResult]:
-        """Plan every file, embedding and writing in batches that span files."""
+        """Plan every file, embedding and writing in batches that span files. Changes a
+        killed process synced but told no subscriber are handed over first (:meth:`_replay`)."""
+        if not (self._quiet or self.rt.read_only):
+            self._replay()
         results: list[FileSyncResult] = []
         batch: list[_Job] = []
         pending = 0
@@ -583,22 +586,82 @@ class Indexer:
     def _flush(self, jobs: list[_Job]) -> list[FileSyncResult]:
         self._attach_vectors(jobs)
         self._write_vectors(jobs)
-        self._write_sqlite(jobs)
-        self._publish(jobs)
+        notes = self._write_sqlite(jobs)
+        self._publish(jobs, notes)
         return [_result(job) for job in jobs]
 
-    def _publish(self, jobs: list[_Job]) -> None:
+    @property
+    def _skip(self) -> tuple[str, ...]:
+        return () if self.notify_clusters else ("clustering",)
+
+    def _publish(self, jobs: list[_Job], notes: list[int]) -> None:
         """Tell the change subscribers (after SQLite is written: they may read it), the whole
-        flush at once. Paths they write are synced after this pass (:meth:`_sync`).
-        ``notify_clusters=False`` (reindex, tiers syncing their own writes) publishes to
-        nobody but the non-clustering subscribers, and reindex to nobody at all."""
+        flush at once, then drop the flush's publish notes (:meth:`_write_sqlite`). Paths they
+        write are synced after this pass (:meth:`_sync`). ``notify_clusters=False`` (reindex,
+        tiers syncing their own writes) publishes to nobody but the non-clustering
+        subscribers, and reindex to nobody at all."""
         if self._quiet:
             return
         changes = [events.ChangeSet(job.ref, job.kind, job.rel, list(job.plan.upserts),
                                     dict(job.plan.deprecations), list(job.plan.deletes),
                                     job.vectors) for job in jobs if not job.plan.empty]
-        skip = () if self.notify_clusters else ("clustering",)
-        self._written |= events.publish_many(self.rt, changes, skip=skip)
+        self._written |= events.publish_many(self.rt, changes, skip=self._skip)
+        self._forget_notes(notes)
+
+    def _forget_notes(self, notes: list[int]) -> None:
+        if notes:
+            conn = self.rt.db()
+            with transaction(conn):
+                conn.executemany("DELETE FROM publish_note WHERE note_id = ?",
+                                 [(n,) for n in notes])
+
+    def _replay(self) -> None:
+        """Hand the subscribers every change a process synced but was killed before telling
+        them (its publish note is still there): the file reads as synced, so no scan would
+        publish it again, and a task edited by hand left its lesson active, an Episode went
+        unclustered, until something else of that owner changed. Each entry is handed over as
+        the index holds it now (an entry changed again since is published by its own sync);
+        the subscribers take a change twice as once (clustering finds it placed, provenance
+        finds the records already marked)."""
+        conn = self.rt.db()
+        rows = conn.execute("SELECT * FROM publish_note ORDER BY note_id").fetchall()
+        if not rows:
+            return
+        by_skip: dict[tuple[str, ...], list[events.ChangeSet]] = {}
+        for row in rows:
+            change = self._replayed(row)
+            if change is not None:
+                by_skip.setdefault(tuple(json.loads(row["skip"])), []).append(change)
+        log.warning("telling the change subscribers of %d synced file change(s) an "
+                    "interrupted sync did not tell them of", len(rows))
+        for skip, changes in by_skip.items():
+            self._written |= events.publish_many(self.rt, changes, skip=skip)
+        self._forget_notes([row["note_id"] for row in rows])
+
+    def _replayed(self, row: Any) -> events.ChangeSet | None:
+        """The change a publish note names, as the index holds it now (None: nothing left)."""
+        try:
+            kind = Kind(row["kind"])
+        except ValueError:
+            return None
+        ref = UserRef(row["app_id"], row["project_id"], row["user_id"])
+        key = (ref.app, ref.project, ref.user_id)
+        indexed = {r["id"]: r for r in self.rt.db().execute(
+            "SELECT id, content_hash, deprecated_by FROM entries WHERE app_id=? AND "
+            "project_id=? AND user_id=? AND path=?", (*key, row["path"]))}
+        wanted = set(json.loads(row["upserted"]))
+        upserted: list[Entry] = []
+        if wanted:
+            try:
+                parsed = self.rt.store.read(self.rt.root / row["path"]).entries
+            except OSError:
+                parsed = []
+            upserted = [e for e in parsed if e.id in wanted and e.id in indexed
+                        and indexed[e.id]["content_hash"] == e.content_hash]
+        archived = {i: by for i, by in json.loads(row["archived"]).items()
+                    if i in indexed and indexed[i]["deprecated_by"] == by}
+        deleted = [i for i in json.loads(row["deleted"]) if i not in indexed]
+        return events.ChangeSet(ref, kind, row["path"], upserted, archived, deleted)
 
     def _attach_vectors(self, jobs: list[_Job]) -> None:
         """Embed new texts in one call; reuse stored vectors for metadata-only changes."""
@@ -639,11 +702,30 @@ class Indexer:
         for kind, kind_marks in marks.items():
             self.rt.vectors.set_deprecated_many(kind, kind_marks)
 
-    def _write_sqlite(self, jobs: list[_Job]) -> None:
+    def _write_sqlite(self, jobs: list[_Job]) -> list[int]:
+        """Write the flush's rows; with them, in the same transaction, one publish note per
+        changed file (unless nothing is published: reindex), the ids returned:
+        :meth:`_publish` drops them once the subscribers ran, :meth:`_replay` hands over
+        those a kill left."""
         conn = self.rt.db()
         model = self.rt.embedder.name
         now = utcnow_iso()
+        notes: list[int] = []
         with transaction(conn):
+            if not self._quiet:
+                skip = json.dumps(list(self._skip))
+                for job in jobs:
+                    if job.plan.empty:
+                        continue
+                    cur = conn.execute(
+                        "INSERT INTO publish_note (path, app_id, project_id, user_id, kind, "
+                        "upserted, archived, deleted, skip, created_at) "
+                        "VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        (job.rel, job.ref.app, job.ref.project, job.ref.user_id,
+                         job.kind.value, json.dumps([e.id for e in job.plan.upserts]),
+                         json.dumps(job.plan.deprecations), json.dumps(job.plan.deletes),
+                         skip, now))
+                    notes.append(int(cur.lastrowid or 0))
             for job in jobs:
                 key = (job.ref.app, job.ref.project, job.ref.user_id)
                 if job.seqs:  # only ever raised: ids mentioned once are never reallocated
@@ -676,6 +758,7 @@ class Indexer:
                         _UPSERT_FILE,
                         (job.rel, *key, job.kind.value, *job.stat, problems, now),
                     )
+        return notes
 
 
 def _epoch_ns(iso: str) -> int:
