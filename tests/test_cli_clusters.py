@@ -45,6 +45,32 @@ def run(*args: str) -> Result:
     return CliRunner(env={"COLUMNS": "80"}).invoke(cli, list(args))
 
 
+def test_clusters_and_recluster_take_in_episodes_added_since_the_last_sync(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a daemon nothing indexes an `add`: `clusters` said "no clusters" after three
+    similar Episodes were added, and `recluster` left them out."""
+    rt = make_runtime(root, ExtractiveLLM())
+    added = [add_episode(rt, ANDREW, f"2026-08-0{d}T10:00:00+00:00", f"Dog plans {d}",
+                         f"{LONG}, note {d}.") for d in (2, 3)]
+    rt.close()
+    monkeypatch.setattr(cluster_cmds, "open_runtime", lambda root_arg: make_runtime(
+        existing_root(root_arg), ExtractiveLLM(), embedder=HashEmbedder(64)))
+
+    shown = run("clusters", "--root", str(root), "--json")
+
+    assert shown.exit_code == 0, shown.output
+    (cluster,) = json.loads(shown.stdout)["clusters"]
+    assert [m["id"] for m in cluster["members"]] == [e.id for e in added]
+    rt = make_runtime(root, ExtractiveLLM())
+    later = add_episode(rt, ANDREW, "2026-08-04T10:00:00+00:00", "Dog plans 4", f"{LONG}, 4.")
+    rt.close()
+    rebuilt = run("recluster", "--root", str(root), "--json")
+    assert rebuilt.exit_code == 0, rebuilt.output
+    assert json.loads(rebuilt.stdout)["members"] == 3
+    (cluster,) = json.loads(run("clusters", "--root", str(root), "--json").stdout)["clusters"]
+    assert [m["id"] for m in cluster["members"]] == [*(e.id for e in added), later.id]
+
+
 def test_clusters_json_lists_the_members_in_time_order(root: Path,
                                                        clustered: list[Entry]) -> None:
     result = run("clusters", "--root", str(root), "--json")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import replace
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -196,6 +197,36 @@ def test_a_cluster_whose_fact_extraction_cannot_fit_is_set_aside_before_its_merg
     assert "over llm.max_prompt_tokens (3,000); neither call sent" in row["error"]
     [aside] = set_aside_clusters(rt)  # `status` and `clusters` list it, saying why
     assert aside.reason.startswith("the fact extraction after merging its 2 oldest sources")
+
+
+def test_a_note_a_person_added_counts_toward_the_fact_extraction_before_the_merge_is_paid(
+        root: Path, fake_openai: Any) -> None:
+    # A merge sends a member's own sections (## Notes) with its Content and the narrative keeps
+    # them; the fact extraction was bounded by the Contents alone, so the merge was paid, its
+    # narrative found too long for its facts call, and the same merge paid again every run.
+    fake_openai.script(*[answer] * 2)
+    llm = client(fake_openai, None)
+    rt = make_runtime(root, llm)
+    note = " ".join(f"Toby sniffed lamp post number {i} on the way home." for i in range(30))
+    sources = [rt.store.append(
+        ANDREW, Kind.EPISODE,
+        {"timestamp": f"2026-08-0{d}T09:00:00+00:00", "parent_type": "memcell"},
+        {"Subject": "Andrew walked Toby", "Content": f"Andrew walked Toby on August {d}.",
+         "Notes": note if d == 2 else "Toby was tired."}, day=date(2026, 8, d))
+        for d in (2, 3)]
+    wordy = "Extract each fact of the text, one short sentence each. " * 200 + "$text"
+    instructions = estimate_tokens(Prompts(extract_facts=wordy).facts_messages(
+        FactsRequest(text="")))
+    llm.max_prompt_tokens = budget = instructions + text_tokens(
+        "\n".join(e.content for e in sources)) + 50
+    assert merge_tokens(sources) <= budget  # the merge alone would be sent
+
+    counts = run_reflection(rt, prompts={"extract_facts": wordy})
+
+    assert sent(fake_openai) == []  # neither the merge nor its facts call
+    assert counts["failed"] == 1 and counts["set_aside"] == 1, counts
+    [row] = reports(rt)
+    assert row["error"].startswith("the fact extraction after merging its 2 oldest sources")
 
 
 def test_a_narrative_too_long_for_its_fact_extraction_fails_the_run_not_set_aside(

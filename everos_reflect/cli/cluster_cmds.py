@@ -20,12 +20,14 @@ from everos_reflect.cli.common import (
     root_option,
     say,
     settle_journal,
+    sync_for_read,
 )
 from everos_reflect.errors import IndexReadOnly
 from everos_reflect.model import UserRef, validate_name
 
 if TYPE_CHECKING:
     from everos_reflect.clustering.service import ClusterInfo, Member
+    from everos_reflect.runtime import Runtime
     from everos_reflect.strategies.holdback import Held
 
 _user = click.option("--user", "user_id", default=None, help="Only this user.")
@@ -57,6 +59,7 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         validate_name(app, "app_id")
     if project is not None:
         validate_name(project, "project_id")
+    _catch_up(runtime)
     service = ClusterService(runtime)
     infos = [
         c for c in service.clusters(ref)
@@ -164,6 +167,18 @@ def _plural(n: int, word: str) -> str:
     return f"{n:>3} {word}" + (" " if n == 1 else "s")
 
 
+def _catch_up(runtime: Runtime) -> None:
+    """Sync the logs changed since the last sync, if any (:func:`sync_for_read`): Episodes are
+    clustered as they are indexed, so without a daemon those added (`add`, a hand edit) since
+    were in no cluster, and `clusters` said "no clusters". Only when something changed: a sync
+    opens the vector index and the embedder, which listing clusters needs nothing of."""
+    from everos_reflect.index.sync import Indexer
+
+    lag = Indexer(runtime).pending()
+    if lag["files_changed"] or lag["files_deleted"]:
+        sync_for_read(runtime)
+
+
 @click.command("recluster")
 @root_option
 @_user
@@ -187,6 +202,7 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
     if runtime.read_only:  # refused in one line, not with an error about a lock file
         raise IndexReadOnly(runtime.index_dir)
     settle_journal(runtime)
+    _catch_up(runtime)  # Episodes added since the last sync are reclustered too
     counts = ClusterService(runtime).recluster_exclusive(ref, on_wait=lambda: say(
         "Waiting for the strategy runs in flight to finish before reclustering ...", err=True),
         app=app, project=project)

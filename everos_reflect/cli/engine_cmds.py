@@ -104,17 +104,25 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
     if as_json:
         emit_json({**outcome.to_dict(), "via": via})
     else:
-        counts = ", ".join(f"{k}={v}" for k, v in outcome.counts.items())
-        say(f"{outcome.name}: {outcome.status}"
-                   + (f" (run {outcome.run_id})" if outcome.run_id else "")
-                   + (" — it was already running; waited for that run" if outcome.joined
-                      else "")
-                   + (f" {counts}" if counts else "") + f" [{via}]")
+        say(outcome_line(outcome, via))
         if outcome.error:
             say(f"  {outcome.error}", err=True)
     code = TRIGGER_EXIT_CODES.get(outcome.status, 1)
     if code:
         sys.exit(code)
+
+
+def outcome_line(outcome: RunOutcome, via: str) -> str:
+    """``trigger``'s one line: status, run, counts. A run that went fine and changed nothing
+    says "nothing to do": a bare "ok" after a first ``trigger`` on a new root (no cluster had
+    two members yet) read as if something had happened."""
+    counts = ", ".join(f"{k}={v}" for k, v in outcome.counts.items())
+    idle = outcome.status == "ok" and not any(outcome.counts.values())
+    return (f"{outcome.name}: {outcome.status}"
+            + (f" (run {outcome.run_id})" if outcome.run_id else "")
+            + (" — it was already running; waited for that run" if outcome.joined else "")
+            + (f" {counts}" if counts else "")
+            + (" — nothing to do" if idle else "") + f" [{via}]")
 
 
 def _finished(runtime: Runtime, outcome: RunOutcome) -> RunOutcome:

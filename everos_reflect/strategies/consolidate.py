@@ -258,10 +258,11 @@ def merge_prompt_tokens(selection: Selection, prompts: Prompts) -> int:
 def facts_prompt_tokens(selection: Selection, prompts: Prompts,
                         narrative_ratio: float = 1.0) -> int:
     """The estimated tokens of the fact extraction that follows ``selection``'s merge, for a
-    narrative ``narrative_ratio`` times as long as what it replaces: the longest the guard
-    keeps (``max_narrative_ratio``; the merge prompt asks for 0.7 times)."""
+    narrative ``narrative_ratio`` times as long as what it replaces (as a merge reads it,
+    :func:`merge_text`: a person's note is merged too): the longest the guard keeps
+    (``max_narrative_ratio``; the merge prompt asks for 0.7 times)."""
     instructions = estimate_tokens(prompts.facts_messages(FactsRequest(text="", prompts=prompts)))
-    replaced = text_tokens("\n".join(e.content for e in selection.replaced))
+    replaced = text_tokens("\n".join(merge_text(e) for e in selection.replaced))
     return instructions + math.ceil(narrative_ratio * replaced)
 
 
