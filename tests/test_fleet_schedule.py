@@ -270,3 +270,44 @@ def test_the_data_poll_goes_on_after_the_wall_clock_is_set_back(tmp_path: Path) 
             [(str(roots[1]), "fleet_test_counting")]
     finally:
         unregister(_Counting.name)
+
+
+def test_fleet_serve_stops_on_sigterm_through_its_own_handler_not_rays(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """``ray.init`` sets a SIGTERM handler of its own (``sys.exit``) over the one ``fleet
+    serve`` had set: a SIGTERM (systemd, Kubernetes) cut every run in flight off at once,
+    without the grace it is promised, and the process exited 15."""
+    import signal
+    import sys
+    from contextlib import contextmanager
+
+    from everos_reflect.fleet import ray_backend
+    from everos_reflect.fleet.schedule import serve_fleet
+
+    caplog.set_level("INFO", "everos_reflect.fleet.schedule")
+    config, roots = _fleet(tmp_path)
+    before = signal.getsignal(signal.SIGTERM)
+
+    @contextmanager
+    def session(config: Any) -> Any:  # a local Ray started: its handler, as ray.init sets it
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+        yield None
+
+    class Fleet(InlineSubmitter):
+        def __init__(self, ray: Any, config: Any, opener: Any) -> None:
+            super().__init__(config.strategies)
+            # the scheduler is about to start: stop it as a service manager would
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGTERM)).start()
+
+        def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(ray_backend, "ray_session", session)
+    monkeypatch.setattr(ray_backend, "RayFleet", Fleet)
+    try:
+        serve_fleet(config, roots, opener=open_test_root)  # returns: stopped, not exited
+    finally:
+        signal.signal(signal.SIGTERM, before)
+    assert "received SIGTERM: stopping" in caplog.text
+    assert signal.getsignal(signal.SIGTERM) is before

@@ -75,3 +75,38 @@ def test_a_malformed_line_is_answered_and_the_server_goes_on(root: Path) -> None
     finally:
         proc.stdin.close()
         assert proc.wait(timeout=60) == 0
+
+
+def test_a_request_with_a_lone_surrogate_is_answered_under_its_own_id(
+    root: Path, capfd: Any
+) -> None:
+    """``"\\ud83d"`` (what JavaScript's JSON.stringify writes for an emoji cut in two) is JSON
+    to RFC 8259 and to Python, not to the SDK's parser: a request holding one was answered a
+    Parse error with id null ("the line is not JSON"), so the client never heard back about
+    its id, where the same request in a batch, or over HTTP, got the field's 422."""
+    from tests.test_mcp_eof import _line, _opening, _serve
+
+    piped = _opening() + b"".join([
+        b'{"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "search",'
+        b' "arguments": {"user_id": "u_ann", "query": "cut \\ud83d"}}}\n',
+        b'{"jsonrpc": "2.0", "id": "\\udc00", "method": "ping"}\n',
+        b'{"jsonrpc": "2.0", "id": 3, "method": "\\ud83d"}\n',
+        b'{"jsonrpc": "2.0", "method": "notifications/cancelled",'
+        b' "params": {"requestId": 7, "reason": "\\ud83d"}}\n',  # a notification: no answer
+        b'{"jsonrpc": "2.0", "id": 4, "method": "ping", "params": {"x": "\\ud83d\\ude00"}}\n',
+    ]) + _line({"jsonrpc": "2.0", "id": 5, "method": "ping"})
+
+    answers, runtime = _serve(root, piped, capfd, raw=True)
+    runtime.close()
+
+    by_id = {a["id"]: a for a in answers}  # a tool call answers when its thread is done
+    assert sorted(map(str, [a["id"] for a in answers])) == ["1", "2", "3", "4", "5", "None"]
+    assert by_id[2]["error"] == {
+        "code": types.INVALID_PARAMS, "data": {"code": "invalid_request", "status": 422},
+        "message": "query: Input should be a valid string, unable to parse raw data as a "
+                   "unicode string"}
+    assert by_id[None]["error"]["message"] == (
+        "invalid request: id holds U+DC00, a lone UTF-16 surrogate (half of a character): "
+        "not text")
+    assert by_id[3]["error"]["message"].startswith("invalid request: method holds U+D83D")
+    assert by_id[4]["result"] == {} and by_id[5]["result"] == {}  # a pair is one emoji

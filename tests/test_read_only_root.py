@@ -101,3 +101,28 @@ def test_read_only_root_is_searched_as_indexed_and_writes_are_refused(tmp_path: 
         assert refused["err"].startswith("error: ") and "Traceback" not in refused["err"]
     assert "read-only here" in serve["err"]
     assert sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")) == before
+
+
+def test_read_only_root_lists_its_clusters_and_refuses_recluster_in_one_line(
+        tmp_path: Path) -> None:
+    # `recluster` on a read-only root died with a traceback
+    # (sqlite3.OperationalError: attempt to write a readonly database)
+    root = tmp_path / "root"
+    assert _cli(tmp_path, "init", str(root)).returncode == 0
+    for day in (12, 13):
+        assert _cli(tmp_path, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
+                    "--content", f"Andrew adopted a dog named Toby, note {day}.", "--timestamp",
+                    f"2026-10-{day}T09:00:00+00:00").returncode == 0
+    assert _cli(tmp_path, "reindex", "--root", str(root)).returncode == 0
+    before = sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*"))
+
+    listed, recluster = _read_only(tmp_path, root, [
+        ["clusters", "--root", str(root), "--json"],
+        ["recluster", "--root", str(root)],
+    ])
+
+    assert listed["rc"] == "0", listed["err"]
+    assert recluster["rc"] == "1"
+    assert recluster["err"].startswith("error: ") and "Traceback" not in recluster["err"]
+    assert "read-only here" in recluster["err"]
+    assert sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")) == before

@@ -328,6 +328,14 @@ _BAD_ID_METHOD = "everos-reflect/request-id-invalid"
 #: whole array with one Invalid Request, id null, so none of its requests was ever answered.
 #: :func:`_answer_batch` passes each message on and answers the batch with one array.
 _BATCH_METHOD = "everos-reflect/batch"
+#: A line standing in for a message holding a lone UTF-16 surrogate escape (``"\\ud83d"``:
+#: what JavaScript's ``JSON.stringify`` writes for an emoji cut in two). The SDK's transport
+#: refused the line as no JSON and answered a Parse error with id null, so the client never
+#: heard back about its request, where the same message in a batch, or over HTTP, got its
+#: tool's error. :func:`_answer_one` handles it as a batch's element.
+_LONE_SURROGATE_METHOD = "everos-reflect/lone-surrogate"
+#: A JSON escape of a UTF-16 surrogate: the lines to read again with Python's ``json``.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 class BoundedLines:
@@ -349,6 +357,8 @@ class BoundedLines:
         self.bad_ids: dict[int, str] = {}
         #: stand-in number → the messages of a batch (:data:`_BATCH_METHOD`), as parsed
         self.batches: dict[int, list[Any]] = {}
+        #: stand-in number → a message with a lone surrogate (:data:`_LONE_SURROGATE_METHOD`)
+        self.lone: dict[int, dict[str, Any]] = {}
         self._count = 0
 
     def take_stand_in(self, message: Any) -> tuple[str, Any] | None:
@@ -359,7 +369,8 @@ class BoundedLines:
             return None
         store: dict[int, Any] | None = {_REFUSED_METHOD: self.refused,
                                         _BAD_ID_METHOD: self.bad_ids,
-                                        _BATCH_METHOD: self.batches}.get(message.method)
+                                        _BATCH_METHOD: self.batches,
+                                        _LONE_SURROGATE_METHOD: self.lone}.get(message.method)
         if store is None:
             return None
         number = (message.params or {}).get("line")
@@ -377,7 +388,13 @@ class BoundedLines:
                                    "params": {"line": self._count}}) + "\n"
             problem = _id_problem(text) if b'"id"' in line else None
             if problem is None:
-                return text
+                held = _with_lone_surrogate(text) if _SURROGATE_ESCAPE.search(line) else None
+                if held is None:
+                    return text
+                self._count += 1
+                self.lone[self._count] = held
+                return json.dumps({"jsonrpc": "2.0", "method": _LONE_SURROGATE_METHOD,
+                                   "params": {"line": self._count}}) + "\n"
             self._count += 1
             self.bad_ids[self._count] = problem
             return json.dumps({"jsonrpc": "2.0", "method": _BAD_ID_METHOD,
@@ -403,6 +420,18 @@ def _batch(line: str) -> list[Any] | None:
     except (ValueError, RecursionError):
         return None
     return data if isinstance(data, list) and data else None
+
+
+def _with_lone_surrogate(line: str) -> dict[str, Any] | None:
+    """The message on ``line`` when it is a JSON object holding a lone surrogate anywhere
+    (Python's ``json`` reads it; the transport's parser does not), else ``None``."""
+    try:
+        data = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(data, dict):
+        return None
+    return data if SURROGATES.search(json.dumps(data, ensure_ascii=False)) else None
 
 
 def _id_problem(line: str) -> str | None:
@@ -669,6 +698,37 @@ def _surrogate_answer(element: dict[str, Any]) -> types.JSONRPCError | None:
                 "(half of a character): not text"))
 
 
+def _element(element: Any) -> tuple[Any, types.JSONRPCError | None]:
+    """A parsed element of a batch (or a line the transport refused) as ``(message, None)``
+    to pass on, or ``(None, answer)``: the error for what is no usable message (``None``
+    too for a notification, which is never answered)."""
+    problem = _id_problem_of(element)
+    if problem is not None:
+        return None, types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
+            code=types.INVALID_REQUEST, message=problem))
+    refused = _surrogate_answer(element) if isinstance(element, dict) else None
+    if refused is not None:  # a notification is never answered, only not passed on
+        return None, refused if "id" in element else None
+    try:
+        return types.jsonrpc_message_adapter.validate_python(element, by_name=False), None
+    except ValidationError as exc:
+        return None, _unreadable(exc)
+
+
+async def _answer_one(element: dict[str, Any], forward: Any, write_stream: Any,
+                      unanswered: Unanswered, batches: Batches) -> None:
+    """A message the transport refused for a lone surrogate (:data:`_LONE_SURROGATE_METHOD`),
+    handled as a batch's element: passed on, or answered with its id."""
+    message, answer = _element(element)
+    if answer is not None:
+        log.warning("answered an MCP message holding a lone surrogate: %s",
+                    answer.error.message)
+        await write_stream.send(SessionMessage(answer))
+    elif message is not None:
+        await _pass_on(message, SessionMessage(message), forward, write_stream, unanswered,
+                       batches)
+
+
 async def _answer_batch(elements: list[Any], forward: Any, write_stream: Any,
                         unanswered: Unanswered, batches: Batches) -> None:
     """Pass each message of a batch on to the server as if it came on its own line, and
@@ -678,20 +738,8 @@ async def _answer_batch(elements: list[Any], forward: Any, write_stream: Any,
     batch = _Batch(Counter(), [])
     messages: list[Any] = []
     for element in elements:
-        problem = _id_problem_of(element)
-        if problem is not None:
-            batch.answers.append(types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
-                code=types.INVALID_REQUEST, message=problem)))
-            continue
-        refused = _surrogate_answer(element) if isinstance(element, dict) else None
-        if refused is not None:
-            if "id" in element:  # a notification is never answered, only not passed on
-                batch.answers.append(refused)
-            continue
-        try:
-            message = types.jsonrpc_message_adapter.validate_python(element, by_name=False)
-        except ValidationError as exc:
-            answer = _unreadable(exc)
+        message, answer = _element(element)
+        if message is None:
             if answer is not None:
                 batch.answers.append(answer)
             continue
@@ -740,6 +788,9 @@ async def _answer_refused(lines: BoundedLines, read_stream: Any, forward: Any,
                 continue  # a stand-in already answered, or one the client made up
             if method == _BATCH_METHOD:
                 await _answer_batch(held, forward, write_stream, unanswered, batches)
+                continue
+            if method == _LONE_SURROGATE_METHOD:
+                await _answer_one(held, forward, write_stream, unanswered, batches)
                 continue
             if method == _BAD_ID_METHOD:
                 log.warning("answered an MCP request with an unusable id: %s", held)

@@ -22,6 +22,7 @@ from everos_reflect.cli.common import (
     settle_journal,
     sync_for_read,
 )
+from everos_reflect.errors import IndexReadOnly
 from everos_reflect.model import UserRef, validate_name
 
 if TYPE_CHECKING:
@@ -198,6 +199,8 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
             validate_name(value, what)
     ref = UserRef.of(user_id, app, project) if user_id else None
     runtime = open_runtime(root)
+    if runtime.read_only:  # refused in one line, not with an error about a lock file
+        raise IndexReadOnly(runtime.index_dir)
     settle_journal(runtime)
     _catch_up(runtime)  # Episodes added since the last sync are reclustered too
     counts = ClusterService(runtime).recluster_exclusive(ref, on_wait=lambda: say(

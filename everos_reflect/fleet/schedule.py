@@ -315,9 +315,15 @@ def serve_fleet(config: FleetConfig, roots: Sequence[Path | str], *,
         log.info("received %s: stopping", signal.Signals(sig).name)
         stop.set()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    signals = (signal.SIGTERM, signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in signals}
     try:
         with ray_session(config) as ray:
+            # after ray.init, which sets a SIGTERM handler of its own (sys.exit): set before
+            # it, a SIGTERM cut every run in flight off at once, without its grace, and the
+            # process exited 15
+            for sig in signals:
+                signal.signal(sig, on_signal)
             fleet = RayFleet(ray, config, opener=opener)
             scheduler = FleetScheduler(config, roots, fleet, opener=opener)
             log.info("fleet scheduler for %d root(s) on %s", len(roots),
@@ -328,5 +334,6 @@ def serve_fleet(config: FleetConfig, roots: Sequence[Path | str], *,
                 fleet.close()  # a cluster's CPUs go back to it
     finally:
         for sig, handler in previous.items():
-            signal.signal(sig, handler)
+            if handler is not None:  # None: set outside Python, cannot be put back
+                signal.signal(sig, handler)
         log.info("stopped")

@@ -87,6 +87,20 @@ def begin_intent(conn: sqlite3.Connection, strategy: str, ref: UserRef, key: str
              run_id, utcnow_iso()))
 
 
+def begin_intents(conn: sqlite3.Connection, strategy: str, ref: UserRef,
+                  intents: Mapping[str, Mapping[str, str]]) -> None:
+    """:func:`begin_intent` for several keys (key → items) in one transaction, with no run."""
+    if not intents:
+        return
+    now = utcnow_iso()
+    with transaction(conn):
+        conn.executemany(
+            "INSERT OR REPLACE INTO commit_intent (strategy, app_id, project_id, user_id, key, "
+            "items, run_id, created_at) VALUES (?,?,?,?,?,?,NULL,?)",
+            [(strategy, ref.app, ref.project, ref.user_id, key, json.dumps(dict(items)), now)
+             for key, items in intents.items()])
+
+
 def end_intent(conn: sqlite3.Connection, strategy: str, ref: UserRef, key: str) -> None:
     """Forget the intent; inside the caller's transaction (the one that moves the cursor)."""
     conn.execute("DELETE FROM commit_intent WHERE strategy=? AND app_id=? AND project_id=? "
@@ -107,5 +121,5 @@ def has_intents(conn: sqlite3.Connection) -> bool:
     return conn.execute("SELECT 1 FROM commit_intent LIMIT 1").fetchone() is not None
 
 
-__all__ = ["advance", "begin_intent", "consumed", "end_intent", "forget", "has_intents",
-           "intents", "reset", "rows"]
+__all__ = ["advance", "begin_intent", "begin_intents", "consumed", "end_intent", "forget",
+           "has_intents", "intents", "reset", "rows"]

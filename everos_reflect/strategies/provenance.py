@@ -41,7 +41,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
-from everos_reflect.index.audit import Derivation, record_derivation
+from everos_reflect.index import cursors
+from everos_reflect.index.audit import Derivation, insert_derivation
+from everos_reflect.index.db import transaction
 from everos_reflect.markdown.parser import parse_entry_id
 from everos_reflect.model import Entry, Kind, UserRef, id_items
 from everos_reflect.procedural.tasks import task_hash
@@ -418,8 +420,10 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
 
     With ``touched`` (the ids the indexer just changed), nothing is read beyond the derived
     logs unless a derived record cites one of them: only those can change a record's status.
+    The rows a killed check left unwritten are written first (:func:`recover_rows`).
     """
     done = Checked()
+    recover_rows(runtime, ref)
     if not has_derived(runtime, ref):
         return done
     derived = {e.id: e for kind in CHECKED for e in runtime.store.entries(ref, kind)}
@@ -431,18 +435,29 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
     unreadable: set[str] = set()
     records = cited_records(runtime, ref, derived, unreadable)
     marked, restored = settle(records, unreadable, depth_caps(runtime))
+    # Each mark that gets an audit row is noted first: killed between its Markdown write and
+    # its row, the record was stale (or active again) with no row, for good, since no later
+    # check marks it again (:func:`recover_rows`).
+    cursors.begin_intents(runtime.db(), NAME, ref, {
+        **{i: {"status": STALE, "reason": r} for i, r in marked.items()
+           if records[i].kind is Kind.LESSON},
+        **{i: {"status": RESTORED} for i in restored}})
     for entry_id, reason in marked.items():
+        row = None
+        if records[entry_id].kind is Kind.LESSON:
+            row = Derivation(NAME, ref, STALE, inputs=evidence_of(records[entry_id]),
+                             outputs=[entry_id], error=reason)
         try:
             runtime.store.update_meta(ref, entry_id, {"status": STALE, "stale_reason": reason})
-        except EverosError:
-            continue  # its file is unparseable or it vanished: reported by lint, left alone
+        except EverosError:  # its file is unparseable or it vanished: reported by lint, left
+            if row is not None:  # alone (and its note dropped)
+                _settled(runtime, ref, entry_id, None)
+            continue
         done.stale[entry_id] = reason
         done.written.append(runtime.store.path_for_id(ref, entry_id))
-        if records[entry_id].kind is Kind.LESSON:
+        if row is not None:
             log.info("provenance: %s: lesson %s is stale: %s", ref, entry_id, reason)
-            record_derivation(runtime.db(), Derivation(
-                NAME, ref, STALE, inputs=evidence_of(records[entry_id]), outputs=[entry_id],
-                error=reason))
+            _settled(runtime, ref, entry_id, row)
     for entry_id, depth in restored.items():
         entry = records[entry_id]
         status = lifted_status(entry)
@@ -452,12 +467,13 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
         try:
             runtime.store.update_meta(ref, entry_id, updates)
         except EverosError:
+            _settled(runtime, ref, entry_id, None)
             continue
         log.info("provenance: %s: %s is %s again: every record it cites reads as when it "
                  "was derived (it was stale: %s)%s", ref, entry_id, status,
                  entry.meta.get("stale_reason"),
                  f"; depth {entry.meta.get('depth')!r} -> {depth}" if "depth" in updates else "")
-        record_derivation(runtime.db(), Derivation(
+        _settled(runtime, ref, entry_id, Derivation(
             NAME, ref, RESTORED, inputs=evidence_of(records[entry_id]), outputs=[entry_id]))
         done.restored.append(entry_id)
         done.written.append(runtime.store.path_for_id(ref, entry_id))
@@ -471,6 +487,46 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
                  "lessons kept one): recorded as they read now", ref, entry_id,
                  ", ".join(sorted(set(hashes) - set(evidence_hashes(records[entry_id])))))
         done.written.append(runtime.store.path_for_id(ref, entry_id))
+    return done
+
+
+def _settled(runtime: Runtime, ref: UserRef, entry_id: str, row: Derivation | None) -> None:
+    """Record ``row`` (if any) and forget the mark's intent, in one transaction."""
+    conn = runtime.db()
+    with transaction(conn):
+        if row is not None:
+            insert_derivation(conn, row)
+        cursors.end_intent(conn, NAME, ref, entry_id)
+
+
+def recover_rows(runtime: Runtime, ref: UserRef | None = None) -> int:
+    """Write the audit row of every mark (of ``ref``, else of every owner) a kill left between
+    its Markdown write and its row (:func:`check` notes each first): the record reads as the
+    mark left it → its row; it does not (the write never happened) → the note is dropped,
+    and the record, still as it was, is marked again by the next check. Returns the rows
+    written. Without it a lesson went stale, or a record active again, with no row for good:
+    no later check marks it again."""
+    conn, done = runtime.db(), 0
+    for owner, entry_id, items in cursors.intents(conn, NAME):
+        if ref is not None and owner != ref:
+            continue
+        try:
+            entry: Entry | None = runtime.store.get(owner, entry_id)
+        except EverosError:
+            entry = None
+        row = None
+        if entry is not None and items.get("status") == STALE:
+            if status_of(entry) == STALE and entry.meta.get("stale_reason") == items.get("reason"):
+                row = Derivation(NAME, owner, STALE, inputs=evidence_of(entry),
+                                 outputs=[entry_id], error=items.get("reason"))
+        elif entry is not None and items.get("status") == RESTORED and _live(entry):
+            row = Derivation(NAME, owner, RESTORED, inputs=evidence_of(entry),
+                             outputs=[entry_id])
+        _settled(runtime, owner, entry_id, row)
+        if row is not None:
+            done += 1
+            log.warning("provenance: %s: the %s mark of %s was interrupted before its audit "
+                        "row: recorded now", owner, row.status, entry_id)
     return done
 
 
