@@ -71,6 +71,29 @@ def test_clusters_and_recluster_take_in_episodes_added_since_the_last_sync(
     assert [m["id"] for m in cluster["members"]] == [*(e.id for e in added), later.id]
 
 
+def test_clusters_are_listed_as_last_synced_when_the_sync_cannot_run(
+        root: Path, clustered: list[Entry], monkeypatch: pytest.MonkeyPatch) -> None:
+    """An embedding server down made `clusters` exit 1 once a log had changed (its sync
+    embeds): it lists what it has and says why it is not up to date; `recluster` fails."""
+    from everos_reflect.errors import ProviderUnavailable
+
+    rt = make_runtime(root, ExtractiveLLM())
+    add_episode(rt, ANDREW, "2026-08-06T10:00:00+00:00", "Dog plans 6", f"{LONG}, note 6.")
+    rt.close()
+
+    def down(runtime: Runtime) -> None:
+        raise ProviderUnavailable("embedding request to http://127.0.0.1:9/v1 failed")
+
+    monkeypatch.setattr(cluster_cmds, "sync_for_read", down)
+    shown = run("clusters", "--root", str(root), "--json")
+    assert shown.exit_code == 0, shown.output
+    (cluster,) = json.loads(shown.stdout)["clusters"]
+    assert [m["id"] for m in cluster["members"]] == [e.id for e in clustered]
+    assert "could not bring the index up to date (embedding request" in shown.stderr
+    rebuilt = run("recluster", "--root", str(root))
+    assert rebuilt.exit_code == 1 and "embedding request" in rebuilt.output
+
+
 def test_clusters_json_lists_the_members_in_time_order(root: Path,
                                                        clustered: list[Entry]) -> None:
     result = run("clusters", "--root", str(root), "--json")

@@ -59,7 +59,7 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         validate_name(app, "app_id")
     if project is not None:
         validate_name(project, "project_id")
-    _catch_up(runtime)
+    _catch_up(runtime, required=False)
     service = ClusterService(runtime)
     infos = [
         c for c in service.clusters(ref)
@@ -167,16 +167,27 @@ def _plural(n: int, word: str) -> str:
     return f"{n:>3} {word}" + (" " if n == 1 else "s")
 
 
-def _catch_up(runtime: Runtime) -> None:
+def _catch_up(runtime: Runtime, *, required: bool) -> None:
     """Sync the logs changed since the last sync, if any (:func:`sync_for_read`): Episodes are
     clustered as they are indexed, so without a daemon those added (`add`, a hand edit) since
     were in no cluster, and `clusters` said "no clusters". Only when something changed: a sync
-    opens the vector index and the embedder, which listing clusters needs nothing of."""
+    opens the vector index and the embedder, which listing clusters needs nothing of.
+
+    ``required=False`` (listing): a sync that cannot run (an embedding server down) is a note
+    on stderr and the clusters are listed as last synced, as they were before it synced."""
+    from everos_reflect.errors import EverosError
     from everos_reflect.index.sync import Indexer
 
     lag = Indexer(runtime).pending()
-    if lag["files_changed"] or lag["files_deleted"]:
+    if not (lag["files_changed"] or lag["files_deleted"]):
+        return
+    try:
         sync_for_read(runtime)
+    except EverosError as exc:
+        if required:
+            raise
+        say(f"note: could not bring the index up to date ({exc}); clusters as last synced",
+            err=True)
 
 
 @click.command("recluster")
@@ -202,7 +213,7 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
     if runtime.read_only:  # refused in one line, not with an error about a lock file
         raise IndexReadOnly(runtime.index_dir)
     settle_journal(runtime)
-    _catch_up(runtime)  # Episodes added since the last sync are reclustered too
+    _catch_up(runtime, required=True)  # Episodes added since the last sync are reclustered too
     counts = ClusterService(runtime).recluster_exclusive(ref, on_wait=lambda: say(
         "Waiting for the strategy runs in flight to finish before reclustering ...", err=True),
         app=app, project=project)
