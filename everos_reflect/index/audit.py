@@ -45,6 +45,20 @@ def record_derivation(conn: sqlite3.Connection, d: Derivation) -> str:
     return d.id
 
 
+def settle_intent(conn: sqlite3.Connection, strategy: str, ref: UserRef, key: str,
+                  row: Derivation | None) -> None:
+    """Record ``row`` (if any) and forget the ``commit_intent`` noted before its Markdown
+    write, in one transaction: a kill between the write and this leaves the intent, from
+    which the strategy's recovery writes the row (revalidation's verdicts, provenance's
+    stale marks)."""
+    from everos_reflect.index import cursors
+
+    with transaction(conn):
+        if row is not None:
+            insert_derivation(conn, row)
+        cursors.end_intent(conn, strategy, ref, key)
+
+
 def insert_derivation(conn: sqlite3.Connection, d: Derivation) -> None:
     """Insert one row inside the caller's transaction."""
     conn.execute(

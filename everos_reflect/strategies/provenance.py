@@ -42,8 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
 from everos_reflect.index import cursors
-from everos_reflect.index.audit import Derivation, insert_derivation
-from everos_reflect.index.db import transaction
+from everos_reflect.index.audit import Derivation, settle_intent
 from everos_reflect.markdown.parser import parse_entry_id
 from everos_reflect.model import Entry, Kind, UserRef, id_items
 from everos_reflect.procedural.tasks import task_hash
@@ -451,13 +450,13 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
             runtime.store.update_meta(ref, entry_id, {"status": STALE, "stale_reason": reason})
         except EverosError:  # its file is unparseable or it vanished: reported by lint, left
             if row is not None:  # alone (and its note dropped)
-                _settled(runtime, ref, entry_id, None)
+                settle_intent(runtime.db(), NAME, ref, entry_id, None)
             continue
         done.stale[entry_id] = reason
         done.written.append(runtime.store.path_for_id(ref, entry_id))
         if row is not None:
             log.info("provenance: %s: lesson %s is stale: %s", ref, entry_id, reason)
-            _settled(runtime, ref, entry_id, row)
+            settle_intent(runtime.db(), NAME, ref, entry_id, row)
     for entry_id, depth in restored.items():
         entry = records[entry_id]
         status = lifted_status(entry)
@@ -467,13 +466,13 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
         try:
             runtime.store.update_meta(ref, entry_id, updates)
         except EverosError:
-            _settled(runtime, ref, entry_id, None)
+            settle_intent(runtime.db(), NAME, ref, entry_id, None)
             continue
         log.info("provenance: %s: %s is %s again: every record it cites reads as when it "
                  "was derived (it was stale: %s)%s", ref, entry_id, status,
                  entry.meta.get("stale_reason"),
                  f"; depth {entry.meta.get('depth')!r} -> {depth}" if "depth" in updates else "")
-        _settled(runtime, ref, entry_id, Derivation(
+        settle_intent(runtime.db(), NAME, ref, entry_id, Derivation(
             NAME, ref, RESTORED, inputs=evidence_of(records[entry_id]), outputs=[entry_id]))
         done.restored.append(entry_id)
         done.written.append(runtime.store.path_for_id(ref, entry_id))
@@ -488,15 +487,6 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
                  ", ".join(sorted(set(hashes) - set(evidence_hashes(records[entry_id])))))
         done.written.append(runtime.store.path_for_id(ref, entry_id))
     return done
-
-
-def _settled(runtime: Runtime, ref: UserRef, entry_id: str, row: Derivation | None) -> None:
-    """Record ``row`` (if any) and forget the mark's intent, in one transaction."""
-    conn = runtime.db()
-    with transaction(conn):
-        if row is not None:
-            insert_derivation(conn, row)
-        cursors.end_intent(conn, NAME, ref, entry_id)
 
 
 def recover_rows(runtime: Runtime, ref: UserRef | None = None) -> int:
@@ -522,7 +512,7 @@ def recover_rows(runtime: Runtime, ref: UserRef | None = None) -> int:
         elif entry is not None and items.get("status") == RESTORED and _live(entry):
             row = Derivation(NAME, owner, RESTORED, inputs=evidence_of(entry),
                              outputs=[entry_id])
-        _settled(runtime, owner, entry_id, row)
+        settle_intent(runtime.db(), NAME, owner, entry_id, row)
         if row is not None:
             done += 1
             log.warning("provenance: %s: the %s mark of %s was interrupted before its audit "

@@ -40,7 +40,11 @@ from everos_reflect.engine.registry import RunContext, Strategy
 from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index import cursors
-from everos_reflect.index.audit import Derivation, insert_derivation, record_derivation
+from everos_reflect.index.audit import (
+    Derivation,
+    record_derivation,
+    settle_intent,
+)
 from everos_reflect.index.db import transaction
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Entry, Kind, UserRef
@@ -105,15 +109,6 @@ def written_revision(insight: Entry, records: dict[str, Entry]) -> Entry | None:
 
 #: The ``commit_intent`` item naming the verdict being written (:meth:`RevalidateInsights.recover`).
 VERDICT = "verdict"
-
-
-def _settled(rt: Runtime, ref: UserRef, insight_id: str, row: Derivation | None) -> None:
-    """Record ``row`` (if any) and forget the verdict's intent, in one transaction."""
-    conn = rt.db()
-    with transaction(conn):
-        if row is not None:
-            insert_derivation(conn, row)
-        cursors.end_intent(conn, NAME, ref, insight_id)
 
 
 def _written(rt: Runtime, ref: UserRef, insight_id: str, verdict: str) -> list[str]:
@@ -397,7 +392,7 @@ class RevalidateInsights(Strategy):
             counts["recovered"] += 1
             row.outputs = [revision.id]
             row.duration_ms = int((time.monotonic() - started) * 1000)
-            _settled(rt, ref, insight.id, row)
+            settle_intent(rt.db(), NAME, ref, insight.id, row)
             return
         evidence = current_evidence(insight, records)
         verdict: dict[str, Any]
@@ -488,7 +483,7 @@ class RevalidateInsights(Strategy):
         counts[{"holds": "kept", "revise": "revised", "retire": "retired"}[verdict["verdict"]]] += 1
         sync(rt, touched)
         row.duration_ms = int((time.monotonic() - started) * 1000)
-        _settled(rt, ref, insight.id, row)
+        settle_intent(rt.db(), NAME, ref, insight.id, row)
 
     def recover(self, runtime: Runtime) -> dict[str, int]:
         """Settle every verdict a kill interrupted between its Markdown write and its
@@ -510,7 +505,7 @@ class RevalidateInsights(Strategy):
                 continue
             row = Derivation(NAME, ref, "ok", inputs=[insight_id], outputs=outputs,
                              error="recovered: the verdict was interrupted after its write")
-            _settled(runtime, ref, insight_id, row if outputs else None)
+            settle_intent(runtime.db(), NAME, ref, insight_id, row if outputs else None)
             if outputs:
                 counts["recovered"] += 1
             else:  # not counted: the insight, still stale, is simply asked about again
