@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.llm.base import ScriptedLLM
+from everos_reflect.runtime import Runtime
 
 
 @pytest.fixture
@@ -18,3 +23,12 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("EVEROS_ROOT", str(memory))
     return memory
+
+
+@pytest.fixture
+def scripted(root: Path) -> Iterator[tuple[Runtime, ScriptedLLM]]:
+    """A runtime on ``root`` whose LLM replays queued replies (the derived tiers' tests)."""
+    llm = ScriptedLLM()
+    rt = Runtime(root, embedder=HashEmbedder(64), llm=llm)
+    yield rt, llm
+    rt.close()

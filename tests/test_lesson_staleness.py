@@ -5,14 +5,11 @@ of the briefing, until it is learned again from the task as it reads now."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from everos_reflect.briefing.build import build_briefing
-from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.engine.registry import RunContext, validate_strategy_settings
 from everos_reflect.index.audit import list_derivations
 from everos_reflect.index.sync import Indexer
@@ -26,14 +23,6 @@ from everos_reflect.strategies.provenance import check
 
 REF = UserRef.of("u_ops")
 CHECK_LOGS = "Check the logs before retrying a failed deploy."
-
-
-@pytest.fixture
-def scripted(root: Path) -> Iterator[tuple[Runtime, ScriptedLLM]]:
-    llm = ScriptedLLM()
-    rt = Runtime(root, embedder=HashEmbedder(64), llm=llm)
-    yield rt, llm
-    rt.close()
 
 
 def add_task(rt: Runtime, day: int, outcome: str, steps: list[str]) -> str:

@@ -6,12 +6,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.index import cursors
 from everos_reflect.index.audit import list_derivations
 from everos_reflect.index.sync import Indexer
@@ -55,17 +51,9 @@ def rows(rt: Runtime) -> list[tuple[str, list[str]]]:
             for r in reversed(list_derivations(rt.db(), strategy=NAME))]
 
 
-@pytest.fixture
-def runtime(root: Path) -> Iterator[tuple[Runtime, ScriptedLLM]]:
-    llm = ScriptedLLM()
-    rt = Runtime(root, embedder=HashEmbedder(64), llm=llm)
-    yield rt, llm
-    rt.close()
-
-
 def test_a_lesson_marked_stale_by_a_killed_check_still_gets_its_audit_row(
-        root: Path, runtime: tuple[Runtime, ScriptedLLM]) -> None:
-    rt, llm = runtime
+        root: Path, scripted: tuple[Runtime, ScriptedLLM]) -> None:
+    rt, llm = scripted
     task, lesson_id = learned_one(rt, llm)
     edit(rt, task, "outcome: success", "outcome: failure")
 
@@ -82,8 +70,8 @@ def test_a_lesson_marked_stale_by_a_killed_check_still_gets_its_audit_row(
 
 
 def test_a_lesson_made_active_again_by_a_killed_check_still_gets_its_audit_row(
-        root: Path, runtime: tuple[Runtime, ScriptedLLM]) -> None:
-    rt, llm = runtime
+        root: Path, scripted: tuple[Runtime, ScriptedLLM]) -> None:
+    rt, llm = scripted
     task, lesson_id = learned_one(rt, llm)
     edit(rt, task, "outcome: success", "outcome: failure")
     Indexer(rt).scan()
@@ -99,8 +87,8 @@ def test_a_lesson_made_active_again_by_a_killed_check_still_gets_its_audit_row(
 
 
 def test_a_mark_killed_before_its_write_is_made_by_the_next_check_with_one_row(
-        root: Path, runtime: tuple[Runtime, ScriptedLLM]) -> None:
-    rt, llm = runtime
+        root: Path, scripted: tuple[Runtime, ScriptedLLM]) -> None:
+    rt, llm = scripted
     task, lesson_id = learned_one(rt, llm)
     edit(rt, task, "outcome: success", "outcome: failure")
 
