@@ -576,6 +576,23 @@ def on_changes(runtime: Runtime, changes: Iterable[ChangeSet]) -> list[Path]:
     return written
 
 
+def check_all(runtime: Runtime) -> list[Path]:
+    """:func:`invalidate` every owner with derived records, whole (after a ``reindex``, which
+    publishes no change); the files written. One owner's failure is logged, as in
+    :func:`on_changes`, and the others are still checked."""
+    written: list[Path] = []
+    for ref in runtime.store.iter_users():
+        if not has_derived(runtime, ref):
+            continue
+        try:
+            written += invalidate(runtime, ref)
+        except Exception:
+            if runtime.root_gone():
+                raise
+            log.exception("provenance: cannot check the records of %s", ref)
+    return written
+
+
 def on_change(runtime: Runtime, change: ChangeSet) -> Iterable[Path]:
     """:func:`on_changes` for one change."""
     return on_changes(runtime, [change])
