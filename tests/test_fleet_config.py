@@ -90,6 +90,29 @@ def test_poll_seconds_outside_a_tenth_of_a_second_to_an_hour_is_refused(value: s
     assert parse_fleet('roots = ["a"]\npoll_seconds = 3600').poll_seconds == 3600.0
 
 
+@pytest.mark.parametrize(("line", "reason"), [
+    ("task_cpus = 1e-300", "must be at least 0.0001, got 1e-300"),
+    ("task_cpus = 0.00009", "must be at least 0.0001, got 9e-05"),
+    ("max_retries = 2147483648", "must be 0 to 100, got 2147483648"),
+    ("max_retries = 101", "must be 0 to 100, got 101"),
+    ("num_cpus = 1000000000000000", "must be 1 to 100,000, got 1000000000000000"),
+])
+def test_ray_settings_ray_would_refuse_are_config_errors_naming_the_key(
+        line: str, reason: str) -> None:
+    """Ray raised on them when the first worker started: a ValueError (task_cpus finer than
+    Ray's 0.0001), an OverflowError (a retry count past 32 bits) or "cannot start a local
+    Ray" (num_cpus past 1e14): a traceback or an error naming no key."""
+    with pytest.raises(ConfigError) as info:
+        parse_fleet(f'roots = ["a"]\n{line}', "f.toml")
+    assert info.value.problems == [("f.toml", line.split(" =")[0], reason)]
+
+
+def test_ray_settings_at_their_bounds_are_taken() -> None:
+    config = parse_fleet('roots = ["a"]\ntask_cpus = 0.0001\nmax_retries = 100\n'
+                         "num_cpus = 100000")
+    assert (config.task_cpus, config.max_retries, config.num_cpus) == (0.0001, 100, 100_000)
+
+
 def test_an_oversized_file_is_refused_before_parsing() -> None:
     with pytest.raises(ConfigError, match="larger than"):
         parse_fleet("# " + "x" * (1 << 20))

@@ -41,6 +41,17 @@ MAX_PATTERNS = 10_000
 #: state, and past a few the waits they fill are already filled.
 MAX_ROOTS_PER_WORKER = 16
 
+#: CPUs of a local Ray: it runs on this one machine. Ray itself refuses more than 1e14, with
+#: an error naming no key.
+MAX_NUM_CPUS = 100_000
+#: Ray's finest fraction of a CPU: a smaller ``task_cpus`` made Ray raise a ValueError out of
+#: ``fleet run`` (a traceback) when it created the first worker.
+MIN_TASK_CPUS = 0.0001
+#: Re-runs of a root whose worker died: Ray takes a 32-bit count, and 2**31 raised an
+#: OverflowError out of ``fleet run`` (a traceback) at the first root; a root that kills its
+#: worker a hundred times will do so again.
+MAX_TASK_RETRIES = 100
+
 #: ``fleet serve`` re-reads every root's ``ome.toml`` each ``poll_seconds``: at 1e-300 that
 #: was a busy loop over the roots, at 1e300 the wait raised OverflowError, and at 1e9 no run
 #: was ever submitted.
@@ -180,21 +191,25 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
     else:
         values["ray_address"] = address
 
-    def number(key: str, *, integer: bool, low: float, strict: bool = False) -> None:
+    def number(key: str, *, integer: bool, low: float, strict: bool = False,
+               high: float | None = None) -> None:
         if key not in data:
             return
         value = data[key]
         if not (_integer(value) if integer else _number(value)):
             problems.append((file, key, f"must be {_KEYS[key]}, got {quoted_value(value)}"))
+        elif high is not None and not low <= value <= high:
+            problems.append((file, key, f"must be {low:,g} to {high:,g}, got "
+                                        f"{quoted_value(value)}"))
         elif value < low or (strict and value == low):
             bound = "greater than" if strict else "at least"
             problems.append((file, key, f"must be {bound} {low:g}, got {quoted_value(value)}"))
         else:
             values[key] = float(value) if not integer else value
 
-    number("num_cpus", integer=True, low=1)
-    number("task_cpus", integer=False, low=0, strict=True)
-    number("max_retries", integer=True, low=0)
+    number("num_cpus", integer=True, low=1, high=MAX_NUM_CPUS)
+    number("task_cpus", integer=False, low=MIN_TASK_CPUS)
+    number("max_retries", integer=True, low=0, high=MAX_TASK_RETRIES)
     number("roots_per_worker", integer=True, low=1)
     if values.get("roots_per_worker", 1) > MAX_ROOTS_PER_WORKER:
         shown = quoted_value(values.pop("roots_per_worker"))
