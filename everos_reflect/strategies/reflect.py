@@ -37,7 +37,6 @@ from everos_reflect.engine.registry import (
     Strategy,
     at_least,
     duration_up_to,
-    positive,
 )
 from everos_reflect.errors import ConfigError, ProviderUnavailable, describe
 from everos_reflect.index import cursors, reads
@@ -113,6 +112,18 @@ def _sources_per_merge(value: int) -> str | None:
     return f"must be 2 to {MAX_SOURCES_PER_MERGE:,}, got {value}"
 
 
+#: The most a narrative may be longer than its sources (``max_narrative_ratio``). 1e308 was
+#: accepted: with a prompt budget (any ``openai`` provider) every cluster's fact-extraction
+#: estimate overflowed ("cannot convert float infinity to integer"), failing every run.
+MAX_NARRATIVE_RATIO = 100.0
+
+
+def _narrative_ratio(value: float) -> str | None:
+    if 0 < value <= MAX_NARRATIVE_RATIO:
+        return None
+    return f"must be greater than 0 and at most {MAX_NARRATIVE_RATIO:g}, got {value:g}"
+
+
 def _unit_interval(value: float) -> str | None:
     return None if 0.0 <= value <= 1.0 else "must be between 0 and 1"
 
@@ -156,7 +167,7 @@ class ReflectEpisodes(Strategy):
                     "Cosine at which a source fact counts as still stated.", _unit_interval),
         SettingSpec("max_narrative_ratio", float, DEFAULT_MAX_NARRATIVE_RATIO,
                     "Reject a merge whose narrative has more than this share of its sources' "
-                    "words (1.0: never longer than the sources).", positive),
+                    "words (1.0: never longer than the sources).", _narrative_ratio),
         SettingSpec("reject_invented_numbers", bool, True,
                     "Reject a merge whose narrative or facts state a number (a year, an age, "
                     "an amount) that none of its sources states."),
