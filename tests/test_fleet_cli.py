@@ -41,12 +41,15 @@ def test_a_local_ray_is_told_token_authentication_unless_the_user_chose_a_mode(
     from everos_reflect.fleet.ray_backend import _quiet_local_auth
 
     monkeypatch.delitem(sys.modules, "ray", raising=False)  # Ray not imported yet
-    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    # a copy of the environment: a RAY_AUTH_MODE left behind breaks this process's own Ray,
+    # imported before it was set (the Ray tests' session)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+    monkeypatch.setattr(os, "environ", env)
     _quiet_local_auth()
-    assert os.environ["RAY_AUTH_MODE"] == "token"
-    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
+    assert env["RAY_AUTH_MODE"] == "token"
+    env["RAY_AUTH_MODE"] = "disabled"
     _quiet_local_auth()
-    assert os.environ["RAY_AUTH_MODE"] == "disabled"
+    assert env["RAY_AUTH_MODE"] == "disabled"
 
 
 def test_a_bad_fleet_file_is_one_line_naming_every_problem(tmp_path: Path) -> None:
