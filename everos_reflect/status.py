@@ -98,7 +98,7 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         engine = Engine(runtime, recover=False)
     source = "markdown"
     counts = None
-    if dbmod.db_path(root).exists():
+    if dbmod.db_built(root):
         try:
             counts, bad_files, warned = _counts_from_index(root)
             source = "index"
