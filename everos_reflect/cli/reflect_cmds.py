@@ -83,13 +83,22 @@ def _render(reports: list[dict[str, Any]]) -> None:
 @handle_errors
 def reports_cmd(root: str | None, limit: int, as_json: bool) -> None:
     """Reflection's audit: one row per merge attempt, newest first."""
+    from everos_reflect.index.reads import merged_narrative_count
+
     rt = open_runtime(root)
     try:
         reports = list_reports(rt, limit)
+        merged = 0 if reports or as_json else merged_narrative_count(rt.db())
     finally:
         rt.close()
     if as_json:
         emit_json(reports)
+        return
+    if not reports and merged:
+        # the audit lives in system.db alone (SPEC §6): lost with .index/, never rebuilt
+        say(f"No Reflection reports in the audit, though the logs hold {merged} merged "
+            "narratives: the audit is kept in .index/sqlite/system.db only, which `reindex` "
+            "keeps but a removed .index/ loses.")
         return
     if not reports:
         say("No Reflection reports yet: nothing has been merged in this root.")
