@@ -336,7 +336,7 @@ def load_records(runtime: Runtime, ref: UserRef,
     for path in runtime.store.iter_files(ref, EVIDENCE_KINDS):
         log = runtime.store.read(path)
         records.update((e.id, e) for e in log.entries)
-        listed[Path(path)] = log.unread
+        listed[Path(path)] = log.unread or not log.ok  # broken frontmatter: not read whole
         if unreadable is not None:
             unreadable |= log.unreadable
     if unreadable is not None:
