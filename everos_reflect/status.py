@@ -32,12 +32,18 @@ if TYPE_CHECKING:
 _Counted = tuple[dict[UserRef, Counter[str]], list[dict[str, Any]], Counter[str]]
 
 
-def _counts_from_index(root: Path) -> _Counted:
+def _counts_from_index(root: Path, store: MarkdownStore) -> _Counted | None:
+    """The counts the index holds; ``None`` for an index that was never built: it holds no
+    log while the root has some (a command that opened ``system.db`` before any sync made
+    it, e.g. ``trigger`` of a disabled strategy: its "0 / 0" was taken for the root's)."""
     from everos_reflect.index import db as dbmod
     from everos_reflect.index import reads
 
     conn = dbmod.connect(root, readonly=True)
     try:
+        if (conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
+                and next(iter(store.iter_files()), None) is not None):
+            return None
         counts: dict[UserRef, Counter[str]] = defaultdict(Counter)
         for (ref, kind, archived), n in reads.entry_counts(conn).items():
             counts[ref][f"{kind}:{'deprecated' if archived else 'live'}"] += n
@@ -100,10 +106,12 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
     counts = None
     if dbmod.db_path(root).exists():
         try:
-            counts, bad_files, warned = _counts_from_index(root)
-            source = "index"
+            indexed = _counts_from_index(root, runtime.store)
         except sqlite3.Error:
-            counts = None
+            indexed = None
+        if indexed is not None:
+            counts, bad_files, warned = indexed
+            source = "index"
     if counts is None:
         counts, bad_files, warned = _counts_from_markdown(runtime.store, progress)
 

@@ -445,7 +445,13 @@ class Engine:
                 self._abandon(run.run_id, "the daemon stopped before the run finished")
 
     def recover(self) -> list[str]:
-        """Mark ``abandoned`` every ``running`` row whose process is gone; returns their ids."""
+        """Mark ``abandoned`` every ``running`` row whose process is gone; returns their ids.
+
+        A root with no ``system.db`` has recorded no run: nothing is opened (opening creates
+        an empty index, and ``trigger`` of a disabled or unknown strategy on a never-indexed
+        root left one behind, which ``status`` took for the root's counts: "0 / 0")."""
+        if not db_path(self.runtime.root).exists():
+            return []
         rows = runs.running(self.runtime.db())
         with self._mutex:
             mine = {a.run_id for a in self._active.values()}
