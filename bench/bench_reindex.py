@@ -3,6 +3,12 @@
     python bench/bench_reindex.py 2000                    # synthetic root, real local model
     python bench/bench_reindex.py 100000 --embedder hash  # large N: the fake embedder
     python bench/bench_reindex.py /path/to/root           # an existing memory root (copied)
+    python bench/bench_reindex.py 20000 --embedder hash --first-scan
+
+``--first-scan`` times what ``serve`` does on a root it has never indexed instead: one
+``scan()`` of an empty index, with the change subscribers (clustering, provenance) fed per flush
+and each flush's changes noted in ``publish_note`` first (crash safety, session 25). It prints
+the scan's rate and the rows that table holds afterwards (0: every note handed over).
 
 A number generates that many synthetic Episodes (``--per-file`` per daily log, ``--users``
 users) in a temporary root; a path is copied first, so its own index is never touched. Then it
@@ -144,6 +150,32 @@ def raw_throughput(embedder: Embedder, texts: list[str], batch: int) -> tuple[fl
             len(texts) / (time.process_time() - cpu))
 
 
+def _first_scan(rt: Runtime, timed: _Timed, entries: int) -> None:
+    """Time one ``scan()`` of a root whose index is empty (what ``serve`` starts with)."""
+    indexer = Indexer(rt)
+    cpu = time.process_time()
+    report = indexer.scan()
+    cpu = time.process_time() - cpu
+    left = rt.db().execute("SELECT COUNT(*) FROM publish_note").fetchone()[0] \
+        if _has_table(rt, "publish_note") else "no such table"
+    rest_wall, rest_cpu = report.seconds - timed.wall, cpu - timed.cpu
+    print(f"first scan:    {report.entries_upserted / report.seconds:10.1f} entries/s wall, "
+          f"{report.entries_upserted / cpu:10.1f} per CPU-s ({report.entries_upserted} "
+          f"entries in {report.files_seen} files, {report.seconds:.2f} s; embed took "
+          f"{timed.wall:.1f} s wall)")
+    print(f"without embed: {report.entries_upserted / rest_wall:10.1f} entries/s wall, "
+          f"{report.entries_upserted / rest_cpu:10.1f} per CPU-s (parse + plan + write + "
+          f"clustering + provenance subscribers)")
+    print(f"publish_note rows left: {left} (of {entries} entries)")
+    print(f"peak RSS:      {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:10.1f} MB")
+    rt.close()
+
+
+def _has_table(rt: Runtime, name: str) -> bool:
+    return rt.db().execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name=?",
+                           (name,)).fetchone() is not None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("root_or_size", help="an existing memory root, or a number of entries")
@@ -153,6 +185,8 @@ def main() -> None:
     parser.add_argument("--sample", type=int, default=500,
                         help="texts for the raw local-model figure (hash: all)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary root")
+    parser.add_argument("--first-scan", action="store_true",
+                        help="time the first scan of an empty index (as serve's start) only")
     args = parser.parse_args()
 
     tmp = Path(tempfile.mkdtemp(prefix="everos-bench-reindex-"))
@@ -178,6 +212,9 @@ def main() -> None:
         print(f"root: {len(texts)} entries in {files} files; embedder {embedder.name} "
               f"(dim {embedder.dim})")
 
+        if args.first_scan:
+            _first_scan(rt, timed, len(texts))
+            return
         batch = settings.embedding.batch_size
         sample = texts if args.embedder == "hash" else texts[: args.sample]
         before = raw_throughput(embedder, sample, batch)

@@ -5,11 +5,13 @@ of the briefing, until it is learned again from the task as it reads now."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import pytest
 
 from everos_reflect.briefing.build import build_briefing
+from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.engine.registry import RunContext, validate_strategy_settings
 from everos_reflect.index.audit import list_derivations
 from everos_reflect.index.sync import Indexer
@@ -18,6 +20,7 @@ from everos_reflect.model import Kind, UserRef
 from everos_reflect.procedural.lessons import read_lesson
 from everos_reflect.procedural.tasks import new_task, task_hash
 from everos_reflect.runtime import Runtime
+from everos_reflect.strategies import provenance
 from everos_reflect.strategies.lessons import NAME, LearnLessons
 from everos_reflect.strategies.provenance import check
 
@@ -201,3 +204,42 @@ def test_a_task_deleted_by_hand_makes_its_lesson_stale(
     Indexer(rt).scan()
     assert lesson(rt, lesson_id).meta["stale_reason"] == f"evidence {task} was deleted"
     assert lesson_id not in briefed(rt)
+
+
+def test_two_checks_at_once_mark_a_lesson_stale_with_one_audit_row(
+    scripted: tuple[Runtime, ScriptedLLM], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon's indexer and a ``learn_lessons`` run (or two processes) check one owner at
+    once: the second check must read the first one's mark, not mark it again. The first
+    check is held just before it marks until the second has reached the same point, or for
+    2 s if it cannot get there (the fix: it waits for the first)."""
+    rt, llm = scripted
+    task, lesson_id = learned_one(rt, llm)
+    edit(rt, task, "outcome: success", "outcome: failure")
+    real_settle = provenance.settle
+    first_in, second_in = threading.Event(), threading.Event()
+
+    def held_settle(*args: Any, **kwargs: Any) -> Any:
+        if not first_in.is_set():
+            first_in.set()
+            second_in.wait(timeout=2)
+        else:
+            second_in.set()
+        return real_settle(*args, **kwargs)
+
+    monkeypatch.setattr(provenance, "settle", held_settle)
+    other = Runtime(rt.root, embedder=HashEmbedder(64), llm=ScriptedLLM())
+    try:
+        first = threading.Thread(target=check, args=(rt, REF))
+        first.start()
+        assert first_in.wait(timeout=30)
+        second = threading.Thread(target=check, args=(other, REF))
+        second.start()
+        first.join(timeout=60)
+        second.join(timeout=60)
+    finally:
+        other.close()
+
+    assert lesson(rt, lesson_id).meta["status"] == "stale"
+    rows = list_derivations(rt.db(), strategy="provenance")
+    assert [(r["status"], r["outputs"]) for r in rows] == [("stale", [lesson_id])]

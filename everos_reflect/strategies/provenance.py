@@ -35,10 +35,13 @@ from __future__ import annotations
 import logging
 import os
 import re
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from filelock import FileLock
 
 from everos_reflect.errors import EverosError
 from everos_reflect.index import cursors
@@ -421,6 +424,24 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
     logs unless a derived record cites one of them: only those can change a record's status.
     The rows a killed check left unwritten are written first (:func:`recover_rows`).
     """
+    with _one_check_at_a_time(runtime):
+        return _check(runtime, ref, touched)
+
+
+@contextmanager
+def _one_check_at_a_time(runtime: Runtime) -> Iterator[None]:
+    """Hold the root's provenance lock (across threads and processes). Checks run from the
+    indexer's change events and from ``revalidate_insights``/``learn_lessons`` runs, in other
+    threads of a daemon or in a CLI process; two checks of one owner at once both read a
+    record as active, both mark it and both write its audit row (19 of 20 tries wrote the
+    lesson's ``stale`` row twice). One check after another, the second reads the mark."""
+    path = runtime.index_dir / "locks" / "provenance.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path), thread_local=False):
+        yield
+
+
+def _check(runtime: Runtime, ref: UserRef, touched: set[str] | None) -> Checked:
     done = Checked()
     recover_rows(runtime, ref)
     if not has_derived(runtime, ref):
