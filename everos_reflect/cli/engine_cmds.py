@@ -10,6 +10,7 @@ import click
 
 from everos_reflect.cli.common import (
     configure_logging,
+    counted,
     emit_json,
     fail,
     fleet_defaults,
@@ -115,14 +116,18 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
 def outcome_line(outcome: RunOutcome, via: str) -> str:
     """``trigger``'s one line: status, run, counts. A run that went fine and changed nothing
     says "nothing to do": a bare "ok" after a first ``trigger`` on a new root (no cluster had
-    two members yet) read as if something had happened."""
+    two members yet) read as if something had happened. One whose only work was its
+    catch-up sync says so ("indexed 2 logs, nothing else to do"): "nothing to do" hid that
+    it had indexed new or changed logs."""
     counts = ", ".join(f"{k}={v}" for k, v in outcome.counts.items())
-    idle = outcome.status == "ok" and not any(outcome.counts.values())
+    note = ""
+    if outcome.status == "ok" and not any(outcome.counts.values()):
+        note = (f" — indexed {counted(outcome.logs_indexed, 'log')}, nothing else to do"
+                if outcome.logs_indexed else " — nothing to do")
     return (f"{outcome.name}: {outcome.status}"
             + (f" (run {outcome.run_id})" if outcome.run_id else "")
             + (" — it was already running; waited for that run" if outcome.joined else "")
-            + (f" {counts}" if counts else "")
-            + (" — nothing to do" if idle else "") + f" [{via}]")
+            + (f" {counts}" if counts else "") + note + f" [{via}]")
 
 
 def _finished(runtime: Runtime, outcome: RunOutcome) -> RunOutcome:

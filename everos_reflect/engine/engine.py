@@ -64,6 +64,8 @@ class RunOutcome:
     #: True when this trigger found the strategy already running and waited for that run
     #: instead of starting another (the answer says so rather than pretending it started one).
     joined: bool = False
+    #: Logs the run's catch-up sync indexed first (:attr:`RunContext.logs_indexed`).
+    logs_indexed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -389,7 +391,8 @@ class Engine:
             self._finish(run_id, status, why, counts, attempt)
             (log.info if status == OK else log.warning)(
                 "%s: run %s %s %s%s", name, run_id, status, counts, f" ({why})" if why else "")
-            return RunOutcome(status, name, run_id, counts, error=why)
+            return RunOutcome(status, name, run_id, counts, error=why,
+                              logs_indexed=ctx.logs_indexed)
 
     def _root_gone(self, run_id: str, name: str, attempt: int,
                    counts: dict[str, int] | None = None) -> RunOutcome:
