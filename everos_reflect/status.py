@@ -41,8 +41,7 @@ def _counts_from_index(root: Path, store: MarkdownStore) -> _Counted | None:
 
     conn = dbmod.connect(root, readonly=True)
     try:
-        if (conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None
-                and next(iter(store.iter_files()), None) is not None):
+        if not reads.holds_any_log(conn) and next(iter(store.iter_files()), None) is not None:
             return None
         counts: dict[UserRef, Counter[str]] = defaultdict(Counter)
         for (ref, kind, archived), n in reads.entry_counts(conn).items():
