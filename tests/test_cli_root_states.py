@@ -4,12 +4,17 @@ serving it): each says what is true, exits accordingly and leaves nothing half-m
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
 
 from everos_reflect.cli.main import cli
+from everos_reflect.engine.engine import Engine
 from everos_reflect.index.db import db_path
 
 
@@ -67,3 +72,89 @@ def test_reports_on_a_never_indexed_root_leaves_no_index(root: Path) -> None:
     result = run("reports", "--root", str(root), "--json")
     assert result.exit_code == 0 and json.loads(result.stdout) == []
     assert not db_path(root).exists()
+
+
+# --- an invalid ome.toml, with and without a daemon serving the root ---------------------------
+
+BROKEN = "[strategies.reflect_episodes]\nenabled = \n"
+
+
+@contextmanager
+def daemon_on(root: Path, *, first_ome: str) -> Iterator[Engine]:
+    """An API server serving ``root`` as ``serve`` does, advertised in ``daemon.json``: its
+    engine loaded ``first_ome`` (then the file is the caller's to change). Yields its pid as
+    advertised as pid 1 (alive, and not this process, which a client never asks); yields its
+    engine."""
+    import uvicorn
+
+    from everos_reflect.api.app import create_app
+    from everos_reflect.embedding import HashEmbedder
+    from everos_reflect.engine.daemon import write_daemon
+    from everos_reflect.runtime import Runtime
+    from everos_reflect.settings import Settings
+
+    (root / "ome.toml").write_text(first_ome)
+    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
+    engine = Engine(runtime, recover=False)
+    engine.reload_config()
+    server = uvicorn.Server(uvicorn.Config(create_app(runtime, engine), host="127.0.0.1",
+                                           port=0, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            assert thread.is_alive()
+            time.sleep(0.01)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        write_daemon(root, {"pid": 1, "host": "127.0.0.1", "port": port, "root": str(root)})
+        yield engine
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        runtime.close()
+
+
+def enabled(rows: list[dict[str, object]]) -> dict[object, object]:
+    return {r["name"]: r["enabled"] for r in rows if r["name"] in
+            ("reflect_episodes", "revalidate_insights")}
+
+
+def test_strategies_and_status_show_what_the_daemon_runs_on_its_last_good_config(
+        root: Path) -> None:
+    good = "[strategies.reflect_episodes]\nenabled = true\n"
+    with daemon_on(root, first_ome=good) as engine:
+        (root / "ome.toml").write_text(BROKEN)
+        assert engine.reload_config() is False  # the daemon keeps its last good config
+
+        listed = run("strategies", "--root", str(root), "--json")
+        assert listed.exit_code == 0, listed.output
+        rows = json.loads(listed.stdout)
+        assert enabled(rows) == {"reflect_episodes": True, "revalidate_insights": False}
+        assert {(r["via"], r["config_in_force"]) for r in rows} == {("daemon", "last_good")}
+        [note] = listed.stderr.splitlines()
+        assert note.startswith(f"note: ome.toml is invalid: {root / 'ome.toml'}: line 2: ")
+        assert note.endswith("the daemon (pid 1) runs on its last good configuration, shown "
+                             "here, until it is fixed")
+
+        status = run("status", "--root", str(root), "--json")
+        assert status.exit_code == 0, status.output
+        assert enabled(json.loads(status.stdout)["strategies"]) == enabled(rows)
+        assert status.stderr.splitlines() == [note]
+        text = run("status", "--root", str(root))
+        assert text.exit_code == 0 and note in text.stderr
+
+
+def test_strategies_and_status_without_a_daemon_say_the_config_is_invalid_and_exit_1(
+        root: Path) -> None:
+    (root / "ome.toml").write_text(BROKEN)
+    for command in ("strategies", "status"):
+        result = run(command, "--root", str(root), "--json")
+        assert result.exit_code == 1, result.output
+        json.loads(result.stdout)  # the report is still given
+        [line] = result.stderr.splitlines()
+        assert line.startswith(f"error: ome.toml is invalid: {root / 'ome.toml'}: line 2: ")
+        assert line.endswith("no strategy runs until it is fixed (a daemon started now would "
+                             "run none; every strategy is shown off)")
+    # fixed: nothing to say
+    (root / "ome.toml").write_text("")
+    assert run("strategies", "--root", str(root)).stderr == ""

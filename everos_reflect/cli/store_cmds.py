@@ -8,6 +8,7 @@ The runtime and the Markdown store are imported inside the commands that need th
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 import tempfile
 from datetime import datetime
@@ -432,7 +433,12 @@ def _render_status(doc: dict[str, Any]) -> None:
 @json_option
 @handle_errors
 def status_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> None:
-    """Users, live/deprecated counts, files with problems and config problems."""
+    """Users, live/deprecated counts, files with problems and config problems.
+
+    Strategies as the daemon serving the root runs them, when one does (it keeps its last
+    good ome.toml while the file is invalid). Exit 1 when ome.toml is invalid and no good
+    configuration is in force (no strategy runs until it is fixed); the report is printed."""
+    from everos_reflect.cli.engine_cmds import strategy_rows
     from everos_reflect.runtime import Runtime
     from everos_reflect.settings import Settings
 
@@ -445,13 +451,21 @@ def status_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> None:
         settings = Settings()
     runtime = Runtime(path, settings=settings, ome_defaults=defaults)
     try:
-        doc = status_document(runtime, progress)
+        try:
+            rows, notes, error = strategy_rows(runtime, asked=fleet_file is None)
+        except (EverosError, sqlite3.Error):  # the report says why (its strategies section)
+            rows, notes, error = None, [], None
+        doc = status_document(runtime, progress, strategies=rows)
     finally:
         runtime.close()
     if as_json:
         emit_json(doc)
     else:
         _render_status(doc)
+    for note in notes:
+        say(note, err=True)
+    if error:
+        fail(error)
 
 
 # --- enable / disable -------------------------------------------------------------------------

@@ -531,6 +531,10 @@ def strategies_status(
         config: dict[str, dict[str, Any]] | None = engine.config()
     except ConfigError:
         config = None
+    # what the rows show: ome.toml as it reads now, the last good one a daemon keeps while
+    # the file is invalid, or none (invalid, and no good one was ever loaded: nothing runs)
+    in_force = ("none" if config is None else "last_good" if engine.config_error
+                else "ome.toml")
     rows = []
     for name in known_strategies():
         strategy = get_strategy(name)
@@ -557,6 +561,7 @@ def strategies_status(
                                      "error", "counts")
             },
             "config_error": engine.config_error,
+            "config_in_force": in_force,
             "unavailable": strategy.unavailable(runtime),
         })
     return rows
