@@ -106,7 +106,7 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
         resolve_relation,
     )
 
-    runtime = open_runtime(root)
+    runtime = open_runtime(root, write=True)
     refs = filtered_refs(runtime, user_id, app, project)
     lookup_entry_id(rel_id, refs[0] if user_id is not None else None)  # as at the API
     check_relation_id(rel_id)

@@ -108,11 +108,27 @@ def existing_root(root: str | None) -> Path:
     return path
 
 
-def open_runtime(root: str | None) -> Runtime:
-    """The runtime of an existing memory root (see :func:`existing_root`)."""
+def writable_root(root: str | None) -> Path:
+    """:func:`existing_root` of a command that writes to it: a root this process cannot write
+    (a read-only mount, another user's files) is refused in one line, as ``serve`` and
+    ``recluster`` refuse it, before anything is done; ``add``, ``reindex``, ``task add``,
+    ``undo`` and ``resolve`` failed naming a lock file ("Read-only file system:
+    …/.index/locks/md-….lock")."""
+    from everos_reflect.errors import IndexReadOnly
+    from everos_reflect.runtime import index_read_only
+
+    path = existing_root(root)
+    if index_read_only(path):
+        raise IndexReadOnly(path / ".index")
+    return path
+
+
+def open_runtime(root: str | None, *, write: bool = False) -> Runtime:
+    """The runtime of an existing memory root (see :func:`existing_root`); ``write``: of a
+    command that writes to it (see :func:`writable_root`)."""
     from everos_reflect.runtime import Runtime
 
-    return Runtime(existing_root(root))
+    return Runtime(writable_root(root) if write else existing_root(root))
 
 
 def settle_interrupted(root: Path) -> int:

@@ -69,7 +69,7 @@ def undo_cmd(merged_id: str, user_id: str, app_id: str | None, project_id: str |
 
     ref = UserRef.of(user_id, app_id, project_id)
     merged_id = lookup_entry_id(merged_id, ref)  # an impossible day: unknown, as at the API
-    rt = open_runtime(root)
+    rt = open_runtime(root, write=True)
     try:
         result = undo_merge(rt, ref, merged_id, cascade=cascade)
     finally:

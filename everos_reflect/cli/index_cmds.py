@@ -41,7 +41,7 @@ def _print_problems(report: ScanReport) -> None:
 @handle_errors
 def reindex_cmd(root: str | None, as_json: bool) -> None:
     """Rebuild every derived index (SQLite entries, vectors, clusters) from the Markdown."""
-    rt = open_runtime(root)
+    rt = open_runtime(root, write=True)
     settle_journal(rt)
     indexer = Indexer(rt)
     total = sum(1 for _ in rt.store.iter_files())

@@ -32,6 +32,7 @@ from everos_reflect.cli.common import (
     say,
     settle_interrupted,
     shown,
+    writable_root,
 )
 from everos_reflect.errors import ConfigError, EverosError, InvalidEpisode
 from everos_reflect.fileio import read_config_bytes
@@ -71,7 +72,10 @@ def _write_atomic(root: Path, path: Path, text: str) -> None:
     """
     path = _config_target(root, path)
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # named for the file asked to be written, not a temp file beside it
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     try:
         os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
@@ -182,7 +186,7 @@ def add_cmd(
     except InvalidEpisode as exc:
         fail(f"--{exc.field} {exc.reason}")
     meta, day = episode.meta, episode.day
-    path = existing_root(root)
+    path = writable_root(root)
     note = None
     if importance is None:
         meta["importance"], note = _score_importance(path, subject, content)

@@ -36,7 +36,7 @@ from everos_reflect.engine.registry import (
     validate_ome,
 )
 from everos_reflect.engine.triggers import CronTrigger
-from everos_reflect.errors import ConfigError, RootGone
+from everos_reflect.errors import ConfigError, IndexReadOnly, RootGone
 from everos_reflect.fileio import read_config_bytes
 from everos_reflect.index import rebuild, runs
 from everos_reflect.index.db import db_path
@@ -246,7 +246,8 @@ class Engine:
         """Run ``name`` now and wait up to ``timeout`` seconds (``None``: until done) for it.
 
         A run that outlives the wait goes on; the answer is then ``timeout``. Raises
-        :class:`UnknownStrategy` for an unknown name.
+        :class:`UnknownStrategy` for an unknown name, :class:`IndexReadOnly` for a root this
+        process cannot write (the strategy enabled or forced).
         """
         strategy = get_strategy(name)
         settings = self.settings_for(name)
@@ -260,6 +261,8 @@ class Engine:
             self.runtime.check_root()
         except RootGone as exc:
             return RunOutcome(FAILED, name, error=str(exc))
+        if self.runtime.read_only:  # one line, not an error about the strategy's lock file
+            raise IndexReadOnly(self.runtime.index_dir)
         self.runtime.check_index()  # deleted by hand: no run over the index being rebuilt
         if self.runtime.index_rebuilding:
             return RunOutcome(BUSY, name, error=rebuild.REBUILDING)
