@@ -158,3 +158,22 @@ def test_strategies_and_status_without_a_daemon_say_the_config_is_invalid_and_ex
     # fixed: nothing to say
     (root / "ome.toml").write_text("")
     assert run("strategies", "--root", str(root)).stderr == ""
+
+
+def test_trigger_through_the_daemon_says_it_went_by_its_last_good_config(root: Path) -> None:
+    good = "[strategies.reflect_episodes]\nenabled = true\n"
+    with daemon_on(root, first_ome=good) as engine:
+        (root / "ome.toml").write_text(BROKEN)
+        assert engine.reload_config() is False
+
+        result = run("trigger", "reflect_episodes", "--root", str(root))
+        assert result.exit_code == 0, result.output  # enabled in the config the daemon runs
+        assert result.stdout.rstrip().endswith("[daemon]")
+        assert result.stderr.splitlines() == [
+            f"note: ome.toml is invalid: {root / 'ome.toml'}: line 2: TOML syntax error: "
+            "Invalid value; the daemon went by its last good configuration"]
+
+        (root / "ome.toml").write_text(good)  # valid again: nothing to say
+        assert engine.reload_config() is True
+        again = run("trigger", "reflect_episodes", "--root", str(root))
+        assert again.exit_code == 0 and again.stderr == "", again.output

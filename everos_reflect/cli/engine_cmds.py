@@ -108,6 +108,13 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
         say(outcome_line(outcome, via))
         if outcome.error:
             say(f"  {outcome.error}", err=True)
+    if via == "daemon":
+        # the daemon keeps its last good ome.toml while the file is invalid: the run (or the
+        # refusal of a disabled one) followed that, not the file as it reads now
+        problem = Engine(runtime, recover=False).config_problem()
+        if problem is not None:
+            say(f"note: ome.toml is invalid: {problem}; the daemon went by its last good "
+                "configuration", err=True)
     code = TRIGGER_EXIT_CODES.get(outcome.status, 1)
     if code:
         sys.exit(code)

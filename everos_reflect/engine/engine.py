@@ -203,6 +203,13 @@ class Engine:
             self._config = {name: dict(table) for name, table in config.items()}
         self.reload_config(force=True)
 
+    def config_problem(self) -> str | None:
+        """Why ``ome.toml`` as it reads now is invalid (``None``: it is valid), without the
+        "invalid configuration: " every configuration error starts with."""
+        if self.reload_config():
+            return None
+        return str(self.config_error).removeprefix("invalid configuration: ")
+
     @property
     def has_config(self) -> bool:
         """Whether a good ``ome.toml`` (or none, meaning the defaults) was ever loaded."""
