@@ -92,3 +92,10 @@ def test_the_daemon_answer_says_how_many_logs_its_run_indexed(tmp_path: Path) ->
                                if k in DaemonOutcome.__dataclass_fields__})
     assert outcome_line(outcome, "daemon").endswith(
         "— indexed 1 log, nothing else to do [daemon]")
+
+
+def test_a_wait_that_timed_out_says_the_run_goes_on() -> None:
+    waited = RunOutcome("timeout", "reflect_episodes", "run_1")
+    assert outcome_line(waited, "daemon") == (
+        "reflect_episodes: timeout (run run_1) — still running; `everos-reflect runs` shows "
+        "how it ends [daemon]")

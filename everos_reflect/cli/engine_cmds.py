@@ -128,7 +128,9 @@ def outcome_line(outcome: RunOutcome, via: str) -> str:
     it had indexed new or changed logs."""
     counts = ", ".join(f"{k}={v}" for k, v in outcome.counts.items())
     note = ""
-    if outcome.status == "ok" and not any(outcome.counts.values()):
+    if outcome.status == "timeout" and outcome.run_id:  # exit 5 alone read as a failure
+        note = " — still running; `everos-reflect runs` shows how it ends"
+    elif outcome.status == "ok" and not any(outcome.counts.values()):
         note = (f" — indexed {counted(outcome.logs_indexed, 'log')}, nothing else to do"
                 if outcome.logs_indexed else " — nothing to do")
     return (f"{outcome.name}: {outcome.status}"
