@@ -163,3 +163,27 @@ def test_every_writing_command_on_a_read_only_root_says_it_is_read_only(
     assert enable["err"] == f"error: Read-only file system: {root}/ome.toml\n"
     assert (disabled["rc"], disabled["out"]) == ("4", "reflect_episodes: disabled [in-process]\n")
     assert sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")) == before
+
+
+def test_a_read_only_root_never_indexed_says_so_when_a_read_needs_its_index(
+        tmp_path: Path) -> None:
+    # it failed with "cannot open the index …: unable to open database file (the folder must
+    # exist, be writable and have room)"
+    root = tmp_path / "root"
+    assert _cli(tmp_path, "init", str(root)).returncode == 0
+    assert _cli(tmp_path, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
+                "--content", "Andrew adopted a dog.").returncode == 0
+    assert not (root / ".index" / "sqlite").exists()
+    r = ["--root", str(root)]
+
+    *reads, status = _read_only(tmp_path, root, [
+        ["search", *r, "dog"], ["briefing", *r, "--user", "u1", "dog"], ["clusters", *r],
+        ["status", *r, "--json"],
+    ])
+
+    for result in reads:
+        assert (result["rc"], result["err"]) == ("1", (
+            f"error: {root} is read-only here and was never indexed: there is no index to "
+            "read; run `everos-reflect reindex` where the root can be written\n"))
+    assert status["rc"] == "0", status["err"]
+    assert json.loads(status["out"])["totals"]["episode"]["live"] == 1  # from the Markdown
