@@ -103,11 +103,13 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         engine = Engine(runtime, recover=False)
     source = "markdown"
     counts = None
+    unreadable: dict[str, Any] | None = None  # the index there is, when it cannot be read
     if dbmod.db_path(root).exists():
         try:
             indexed = _counts_from_index(root, runtime.store)
-        except sqlite3.Error:
-            indexed = None
+        except sqlite3.Error as exc:
+            # counted from the Markdown, and said: it read "index: not built yet"
+            indexed, unreadable = None, {"error": str(exc)}
         if indexed is not None:
             counts, bad_files, warned = indexed
             source = "index"
@@ -160,7 +162,7 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         # not all it says of a root lint fails on
         "files_with_warnings": [{"file": f, "warnings": n} for f, n in sorted(warned.items())],
         "config": {"ok": not config, "problems": [p.as_dict() for p in config]},
-        "index": _index_lag(runtime) if source == "index" else None,
+        "index": _index_lag(runtime) if source == "index" else unreadable,
         "merges": _merges(runtime, engine) if source == "index" else None,
         "strategies": _strategies(runtime, engine) if strategies is None else strategies,
     }

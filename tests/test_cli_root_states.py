@@ -177,3 +177,23 @@ def test_trigger_through_the_daemon_says_it_went_by_its_last_good_config(root: P
         assert engine.reload_config() is True
         again = run("trigger", "reflect_episodes", "--root", str(root))
         assert again.exit_code == 0 and again.stderr == "", again.output
+
+
+def test_status_names_an_index_it_cannot_read_and_exits_1(root: Path) -> None:
+    # it counted from the Markdown and said "index: not built yet (run `everos-reflect
+    # reindex` or `serve`)", exit 0, of a root whose system.db was junk
+    db = db_path(root)
+    db.parent.mkdir(parents=True)
+    db.write_bytes(b"not a database at all" * 100)
+
+    result = run("status", "--root", str(root), "--json")
+    assert result.exit_code == 1, result.output
+    doc = json.loads(result.stdout)  # the report is still given
+    assert (doc["counts_from"], doc["totals"]["episode"]["live"]) == ("markdown", 1)
+    assert doc["index"]["error"].startswith(f"{db} is not a readable SQLite database")
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: the index cannot be read: {db} is not a readable SQLite")
+    text = run("status", "--root", str(root))
+    assert text.exit_code == 1
+    assert "not built yet" not in text.stdout
+    assert f"index: {db} is not a readable SQLite database" in text.stdout

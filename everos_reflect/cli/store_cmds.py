@@ -440,8 +440,9 @@ def status_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> None:
     """Users, live/deprecated counts, files with problems and config problems.
 
     Strategies as the daemon serving the root runs them, when one does (it keeps its last
-    good ome.toml while the file is invalid). Exit 1 when ome.toml is invalid and no good
-    configuration is in force (no strategy runs until it is fixed); the report is printed."""
+    good ome.toml while the file is invalid). Exit 1, the report printed, when ome.toml is
+    invalid and no good configuration is in force (no strategy runs until it is fixed), or
+    when the index cannot be read."""
     from everos_reflect.cli.engine_cmds import strategy_rows
     from everos_reflect.runtime import Runtime
     from everos_reflect.settings import Settings
@@ -470,6 +471,9 @@ def status_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> None:
         say(note, err=True)
     if error:
         fail(error)
+    index_error = (doc.get("index") or {}).get("error")
+    if index_error:  # as every command reading it fails, and `fleet status` on such a root
+        fail(f"the index cannot be read: {index_error}")
 
 
 # --- enable / disable -------------------------------------------------------------------------
