@@ -11,7 +11,12 @@ the provider shipped with, and the narrative kept the first and dropped the tric
 Data: ``bench/fold_pairs.json`` — per domain, pairs said on two days: ``restates`` (same fact in
 other words: one sentence should stay) and ``distinct`` (two facts about the same subject: both
 must stay). Each pair is merged by :class:`ExtractiveLLM` (the shipped embedder) as a cluster of
-two Episodes; a pair counts as *folded* when the narrative keeps only one of the two sentences.
+two Episodes; a pair counts as *folded* when the narrative keeps only one of the two sentences,
+and a distinct pair as *written as versions* when, both kept, the later one is written as the
+"Current state" (a change claimed that never happened). The last eight domains (relatives and
+allergies ... family health) pair a person's fact with the same words about someone or something
+of theirs ("Mia is allergic to peanuts." / "Mia's brother is allergic to peanuts."), and
+restatements through a possessive ("Mia's allergy to peanuts is severe.").
 
 The threshold is chosen on the *calibration* domains (even positions in the file): the lowest
 swept value that folds no distinct pair there; the *report* domains (odd positions) are
@@ -31,7 +36,12 @@ from typing import Any
 
 from everos_reflect.embedding import CachingEmbedder, make_embedder
 from everos_reflect.llm.base import MergeMember, MergeRequest
-from everos_reflect.llm.extractive import PARAPHRASE_COSINE, ExtractiveLLM, plain_sentences
+from everos_reflect.llm.extractive import (
+    PARAPHRASE_COSINE,
+    ExtractiveLLM,
+    narrative_sentences,
+    plain_sentences,
+)
 from everos_reflect.settings import Settings
 
 DATA = Path(__file__).resolve().parent / "fold_pairs.json"
@@ -53,14 +63,21 @@ def load_pairs(path: Path = DATA) -> list[dict[str, Any]]:
 def folded(llm: ExtractiveLLM, texts: tuple[str, str]) -> bool:
     """Merge the two texts as two Episodes a week apart; True when only one of them is left
     (the narrative's sentences, without dates and labels, against each text's own)."""
+    return outcome(llm, texts)[0]
+
+
+def outcome(llm: ExtractiveLLM, texts: tuple[str, str]) -> tuple[bool, bool]:
+    """``(folded, versioned)`` of the merge of the two texts as two Episodes a week apart:
+    only one of them left (see :func:`folded`), and a "Current state" written (the later
+    sentence claimed to replace the earlier: wrong for two distinct facts)."""
     start = datetime(2026, 3, 2, 10, tzinfo=UTC)
     members = [MergeMember(entry_id, start + timedelta(days=7 * i), "Notes", text)
                for i, (entry_id, text) in enumerate(zip(("ep_20260302_0001", "ep_20260309_0001"),
                                                         texts, strict=True))]
-    said = {" ".join(s.split()) for s in plain_sentences(llm.merge(
-        MergeRequest("init", members)).content)}
+    sentences = narrative_sentences(llm.merge(MergeRequest("init", members)).content)
+    said = {" ".join(s.text.split()) for s in sentences}
     kept = [all(" ".join(s.split()) in said for s in plain_sentences(text)) for text in texts]
-    return sum(kept) < 2
+    return sum(kept) < 2, any(s.state for s in sentences)
 
 
 def sweep(rows: list[dict[str, Any]], thresholds: list[float]) -> dict[str, Any]:
@@ -71,15 +88,18 @@ def sweep(rows: list[dict[str, Any]], thresholds: list[float]) -> dict[str, Any]
         llm = ExtractiveLLM(embedder, paraphrase=threshold)
         cell: dict[str, Any] = {}
         for half in HALVES:
-            mine = [r for r in rows if r["half"] == half]
-            lost = [r for r in mine if r["label"] == "distinct" and folded(llm, r["texts"])]
-            folds = sum(folded(llm, r["texts"]) for r in mine if r["label"] == "restates")
+            mine = [(r, outcome(llm, r["texts"])) for r in rows if r["half"] == half]
+            distinct = [(r, o) for r, o in mine if r["label"] == "distinct"]
+            lost = [r for r, (fold, _) in distinct if fold]
+            claimed = [r for r, (fold, version) in distinct if version and not fold]
             cell[half] = {
-                "distinct": sum(r["label"] == "distinct" for r in mine),
+                "distinct": len(distinct),
                 "distinct_folded": len(lost),
-                "restates": sum(r["label"] == "restates" for r in mine),
-                "restates_folded": folds,
+                "distinct_versioned": len(claimed),
+                "restates": len(mine) - len(distinct),
+                "restates_folded": sum(o[0] for r, o in mine if r["label"] == "restates"),
                 "lost": [list(r["texts"]) for r in lost],
+                "claimed": [list(r["texts"]) for r in claimed],
             }
         table[f"{threshold:g}"] = cell
     return table
@@ -95,18 +115,22 @@ def markdown(table: dict[str, Any], chosen: str | None) -> str:
     lines = ["# Fold precision of the extractive merge (bench/fold_pairs.py)", "",
              f"Shipped paraphrase threshold: {PARAPHRASE_COSINE:g}. Chosen on the calibration "
              f"half: {chosen or 'none (every value folds a distinct pair)'}.", "",
-             "| paraphrase | half | distinct pairs folded (a fact lost) | restatements folded |",
-             "|---:|---|---:|---:|"]
+             "| paraphrase | half | distinct pairs folded (a fact lost) | distinct pairs "
+             "written as versions (a change claimed) | restatements folded |",
+             "|---:|---|---:|---:|---:|"]
     for threshold, cell in table.items():
         for half in HALVES:
             c = cell[half]
             lines.append(f"| {threshold} | {half} | {c['distinct_folded']} / {c['distinct']} | "
+                         f"{c.get('distinct_versioned', 0)} / {c['distinct']} | "
                          f"{c['restates_folded']} / {c['restates']} |")
-    lines += ["", "Distinct pairs folded:", ""]
-    for threshold, cell in table.items():
-        for half in HALVES:
-            for first, second in cell[half]["lost"]:
-                lines.append(f"- {threshold}, {half}: \"{first}\" / \"{second}\"")
+    for title, key in (("Distinct pairs folded", "lost"),
+                       ("Distinct pairs written as versions", "claimed")):
+        lines += ["", f"{title}:", ""]
+        for threshold, cell in table.items():
+            for half in HALVES:
+                for first, second in cell[half].get(key, []):
+                    lines.append(f"- {threshold}, {half}: \"{first}\" / \"{second}\"")
     return "\n".join(lines) + "\n"
 
 

@@ -32,13 +32,19 @@ only when the input reads as English; other input gets "→".
 How, without a word list:
 - **Restatements**: same words (Jaccard ≥ 0.8 on content words, or a short sentence contained in
   another), or — with an embedder — cosine ≥ ``paraphrase`` (0.78 by default). Numbers and
-  negations must match, and no value may be swapped (a replaced name, number or word). One
-  sentence stays: the one with more detail the other lacks (ties: the later wording), dated
-  when it was last said and crediting every source it stands for.
+  negations must match, and no value may be swapped (a replaced name, number or word), nor
+  the holder ("Mia is allergic to peanuts." / "Mia's brother is allergic to peanuts.": see
+  below). One sentence stays: the one with more detail the other lacks (ties: the later
+  wording), dated when it was last said and crediting every source it stands for.
 - **Versions of one fact**: two sentences about the same subject (the sentence's leading name,
   else the cluster's main person), said on different days, that are not restatements but are
   close — cosine ≥ ``version`` (0.75), or the same content words apart from numbers, negations
   and one changed word. The later one supersedes the earlier one, wherever else it was said.
+- **Holders**: a sentence opening with someone's something ("Mia's brother ...", "Andrew's
+  dog Rex ...", "Her brother ..." of the main person) is about that, not about its owner:
+  unless the other sentence talks about the same thing ("Mia's allergy ..." / "Mia is
+  allergic ...") or it names its owner again ("..., so Felix gets no bonus"), it is neither
+  a restatement nor a version of a sentence about the owner or about another of their things.
 - Pronouns are resolved only for a sentence-initial English "He/She" (to the cluster's main
   person when the previous sentence was about them); other languages keep their text untouched.
 
@@ -144,6 +150,9 @@ class _Sentence:
     order: int  # position in the input, for stable ordering
     sources: tuple[str, ...] = ()
     subject: str | None = None
+    #: who the sentence is about when that is someone's or something's ("Mia's brother ..."):
+    #: see :func:`_holder`; None when it opens with its subject itself
+    holder: _Holder | None = None
     vector: int = -1  # row of this wording in the merge's similarity matrix
     tokens: frozenset[str] = field(init=False)
     markers: frozenset[str] = field(init=False)  # numbers and negations: must match to merge
@@ -197,6 +206,7 @@ class ExtractiveLLM:
         english = _looks_english(" ".join(s.text for s in sentences))
         for i, s in enumerate(sentences):
             s.subject = _subject(s.text, main_entity)
+            s.holder = _holder(s.text, main_entity)
             s.vector = i
         sims = self._similarities(sentences)
         kept = _fold_restatements(sentences, sims, self.paraphrase)
@@ -439,6 +449,111 @@ def _subject(text: str, main_entity: str | None) -> str | None:
     return subject.lower() if subject else None
 
 
+@dataclass(frozen=True)
+class _Holder:
+    """A sentence opening with someone's something: "Mia's brother", "Andrew's dog Rex", "Her
+    brother" (the cluster's main person's). ``owner``: the possessor, lower-cased; ``head``:
+    the word after the possessive, lower-cased, a plural -s folded; ``again``: the owner is
+    named again on their own later in the sentence ("Felix's company dropped bonuses, so Felix
+    gets no bonus"), so the sentence is about the owner too."""
+
+    owner: str
+    head: str
+    again: bool
+
+
+_POSSESSIVE_RE = re.compile(r"^(?:([A-Z][\w-]*)['’]s|(His|Her))\s+(.*)$", re.DOTALL)
+_HEAD_RE = re.compile(r"[^\W\d_][\w-]*")
+
+
+def _holder(text: str, main_entity: str | None) -> _Holder | None:
+    """Who ``text`` is about when it opens with a possessive: "Mia's brother is allergic to
+    peanuts" is about Mia's brother, not Mia; "His"/"Her" stand for the cluster's main person.
+
+    Without a parser the head is the word right after the possessive: "brother", "dog" (of
+    "dog Rex"), "best" (of "best friend"), "older" (of "older brother"). A capitalised or
+    function word there ("Mia's Honda", "Mia's been ill": a contraction) makes no holder."""
+    m = _POSSESSIVE_RE.match(text.strip())
+    if m is None:
+        return None
+    name, pronoun, rest = m.groups()
+    owner = name if name is not None else main_entity
+    head = _HEAD_RE.match(rest)
+    if (owner is None or owner.lower() in NOT_NAMES or head is None
+            or not head.group().islower() or head.group() in STOPWORDS):
+        return None
+    alone = rf"\b{re.escape(owner)}\b(?!['’]s)" + (r"|\b(?:he|she)\b" if pronoun else "")
+    return _Holder(owner.lower(), _fold_plural(head.group()),
+                   re.search(alone, rest[head.end():], re.IGNORECASE) is not None)
+
+
+def _fold_plural(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+#: Two words are one for :func:`_other_holder` when they share this long a prefix
+#: ("allergy"/"allergic", "grandmother"/"grandma"); shorter words must be equal.
+SHARED_PREFIX = 5
+
+
+def _echoes(word: str, words: Iterable[str]) -> bool:
+    """Is ``word`` one of ``words`` (or shares a :data:`SHARED_PREFIX` with one)?"""
+    return any(other == word or (min(len(word), len(other)) >= SHARED_PREFIX
+                                 and word[:SHARED_PREFIX] == other[:SHARED_PREFIX])
+               for other in words)
+
+
+def _other_holder(a: _Sentence, b: _Sentence) -> bool:
+    """Are ``a`` and ``b`` about different holders of one owner: "Mia is allergic to peanuts"
+    and "Mia's brother is allergic to peanuts" (or "Her brother ..." in Mia's cluster), or
+    "Ana's phone ..." and "Ana's laptop ..."? Then they state two facts, however close their
+    words: never a restatement (a fold would drop one) nor versions of one fact (the later
+    would claim the earlier is no longer true).
+
+    Not when the possessed thing is what the other sentence talks about ("Mia's allergy to
+    peanuts is severe" / "Mia is severely allergic to peanuts": "allergy" is echoed), nor when
+    the possessive sentence names its owner again on their own ("Sam's passport expired, so
+    Sam has no valid passport"). Two possessives of one owner hold the same thing only when
+    their heads match, so "Lucy's best friend" and "Lucy's closest friend" stay apart too (two
+    sentences kept where one would do: nothing lost)."""
+    x, y = a.holder, b.holder
+    if x is None and y is None:
+        return False
+    if x is not None and y is not None:
+        return x.owner == y.owner and not _echoes(x.head, [y.head])
+    own, other = (a, b) if x is not None else (b, a)
+    holder = own.holder
+    assert holder is not None
+    if other.subject != holder.owner or holder.again:
+        return False
+    return not _echoes(holder.head, {_fold_plural(w) for w in other.tokens})
+
+
+def different_holders(facts: Sequence[str], sentences: Sequence[str]) -> np.ndarray:
+    """``[len(facts), len(sentences)]`` booleans: True where a fact and a sentence are about
+    different holders of one owner (:func:`_other_holder`: "Mia's brother is allergic to
+    peanuts" and "Mia is allergic to peanuts"), so the sentence does not state the fact
+    however close their meaning. "His"/"Her" stand for the main person of all the texts."""
+    out = np.zeros((len(facts), len(sentences)), dtype=bool)
+    if not facts or not sentences:
+        return out
+    texts = [*facts, *sentences]
+    person = (_main_entity(texts) if any(_POSSESSIVE_RE.match(t.strip()) for t in texts)
+              else None)
+    parsed = []
+    for i, text in enumerate(texts):
+        s = _Sentence(text, date.min, i)
+        s.subject, s.holder = _subject(text, person), _holder(text, person)
+        parsed.append(s)
+    rows, cols = parsed[:len(facts)], parsed[len(facts):]
+    for i, fact in enumerate(rows):
+        for j, sentence in enumerate(cols):
+            if (fact.holder is not None or sentence.holder is not None) and _other_holder(
+                    fact, sentence):
+                out[i, j] = True
+    return out
+
+
 # --- restatements -----------------------------------------------------------------------
 
 
@@ -498,6 +613,8 @@ def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
                paraphrase: float) -> bool:
     """Does ``new`` restate ``old``: the same words, or the same meaning (cosine ≥
     ``paraphrase``) with equal numbers and negations and no value swapped?"""
+    if _other_holder(old, new):
+        return False
     return _restates(new, old) or (new.markers == old.markers
                                    and _similar(new, old, sims) >= paraphrase
                                    and not _swaps_value(old, new))
@@ -535,7 +652,7 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
 
     Also when the pair is close enough to be a restatement (cosine ≥ ``paraphrase``) but
     swaps a value (:func:`_swaps_value`): what the fold refused is a version."""
-    if new.day <= old.day or old.subject != new.subject:
+    if new.day <= old.day or old.subject != new.subject or _other_holder(old, new):
         return False
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
