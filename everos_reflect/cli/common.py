@@ -123,12 +123,11 @@ def writable_root(root: str | None) -> Path:
     return path
 
 
-def open_runtime(root: str | None, *, write: bool = False) -> Runtime:
-    """The runtime of an existing memory root (see :func:`existing_root`); ``write``: of a
-    command that writes to it (see :func:`writable_root`)."""
+def open_runtime(root: str | None) -> Runtime:
+    """The runtime of an existing memory root (see :func:`existing_root`)."""
     from everos_reflect.runtime import Runtime
 
-    return Runtime(writable_root(root) if write else existing_root(root))
+    return Runtime(existing_root(root))
 
 
 def settle_interrupted(root: Path) -> int:
