@@ -126,6 +126,10 @@ def _config_target(root: Path, path: Path) -> Path:
 def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -> None:
     """Create a memory root ROOT with commented everos.toml and ome.toml."""
     path = _resolve(target if target is not None else root)  # click.Path refused a file
+    outer = _root_around(path)
+    if outer is not None:
+        fail(f"{path} is inside the memory root {outer}; a memory root holds no other root: "
+             "choose a folder outside it")
     files = {
         path / USER_FILE_NAME: everos_toml_template(),
         path / OME_FILE_NAME: packaged_text("ome.toml"),
@@ -146,6 +150,18 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
     say(f"  settings:   {path / USER_FILE_NAME} (all keys commented out = defaults)")
     say(f"  strategies: {path / OME_FILE_NAME} (enable with: everos-reflect enable "
                f"reflect_episodes --root {path})")
+
+
+def _root_around(path: Path) -> Path | None:
+    """The memory root ``path`` would be made inside of, if any: the nearest folder above it
+    that holds a root's files (``everos.toml``, ``ome.toml``, ``.index``). A root made there
+    put its ``.index`` and logs in the outer root's tree, a pair the fleet refuses."""
+    from everos_reflect.runtime import ROOT_MARKERS
+
+    for parent in path.parents:
+        if any((parent / marker).exists() for marker in ROOT_MARKERS):
+            return parent
+    return None
 
 
 # --- add --------------------------------------------------------------------------------------
