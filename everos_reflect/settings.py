@@ -188,6 +188,14 @@ def _threads(value: Any) -> str | None:
     return None if 0 <= value <= 256 else f"must be 0 (automatic) to 256, got {quoted_value(value)}"
 
 
+def _batch_size(value: Any) -> str | None:
+    """Texts embedded in one call. An OpenAI-compatible server takes at most 2,048 inputs a
+    request (a reindex past that failed every call), and the local model pads a batch to its
+    longest text, so 10**30 made one batch of every text of a reindex: memory grew with the
+    root."""
+    return None if 1 <= value <= 2048 else f"must be 1 to 2048, got {quoted_value(value)}"
+
+
 def _dimensions(value: Any) -> str | None:
     """Each embedding answer fills an array of (texts, dimensions) floats: 2**63 - 1 failed
     with a ValueError traceback. The widest embedding models have a few thousand."""
@@ -351,7 +359,7 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("embedding", "base_url"): _url,
     ("embedding", "api_key"): _token,
     ("embedding", "dimensions"): _dimensions,
-    ("embedding", "batch_size"): _at_least(1),
+    ("embedding", "batch_size"): _batch_size,
     ("embedding", "threads"): _threads,
     ("embedding", "timeout_seconds"): _timeout,
     ("embedding", "max_retries"): _llm_retries,

@@ -127,11 +127,15 @@ def test_a_lower_floor_lets_the_same_merge_through(root: Path) -> None:
 @pytest.mark.parametrize(("key", "value", "reason"), [
     ("min_fact_coverage", 1.5, "between 0 and 1"),
     ("fact_match_threshold", -0.1, "between 0 and 1"),
-    ("max_sources_per_merge", 0, ">= 2"),
+    ("max_sources_per_merge", 0, "must be 2 to 1,000"),
     # a merge takes two Episodes: at 1 each first merge archived a single Episode for a
     # narrative of one source (19 of them on the example root), merging nothing
-    ("max_sources_per_merge", 1, ">= 2"),
+    ("max_sources_per_merge", 1, "must be 2 to 1,000"),
     ("prompts", {"merge_init": "no placeholder"}, "merge_init: missing placeholder"),
+    ("max_narrative_ratio", 0.0, "must be greater than 0 and at most 100, got 0"),
+    # with a prompt budget every cluster's estimate overflowed: every run failed
+    ("max_narrative_ratio", 1e308, "must be greater than 0 and at most 100, got 1e+308"),
+    ("max_narrative_ratio", float("inf"), "must be greater than 0 and at most 100, got inf"),
 ])
 def test_invalid_guard_and_limit_settings_name_the_key(key: str, value: object,
                                                        reason: str) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,22 @@ def test_without_ray_the_fleet_commands_say_how_to_get_it(
     assert result.exit_code == 1
     assert result.stderr.strip() == \
         "error: fleet commands need Ray: pip install 'everos-reflect[ray]'"
+
+
+def test_a_local_ray_is_told_token_authentication_unless_the_user_chose_a_mode(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from everos_reflect.fleet.ray_backend import _quiet_local_auth
+
+    monkeypatch.delitem(sys.modules, "ray", raising=False)  # Ray not imported yet
+    # a copy of the environment: a RAY_AUTH_MODE left behind breaks this process's own Ray,
+    # imported before it was set (the Ray tests' session)
+    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
+    monkeypatch.setattr(os, "environ", env)
+    _quiet_local_auth()
+    assert env["RAY_AUTH_MODE"] == "token"
+    env["RAY_AUTH_MODE"] = "disabled"
+    _quiet_local_auth()
+    assert env["RAY_AUTH_MODE"] == "disabled"
 
 
 def test_a_bad_fleet_file_is_one_line_naming_every_problem(tmp_path: Path) -> None:

@@ -90,6 +90,29 @@ def test_poll_seconds_outside_a_tenth_of_a_second_to_an_hour_is_refused(value: s
     assert parse_fleet('roots = ["a"]\npoll_seconds = 3600').poll_seconds == 3600.0
 
 
+@pytest.mark.parametrize(("line", "reason"), [
+    ("task_cpus = 1e-300", "must be at least 0.0001, got 1e-300"),
+    ("task_cpus = 0.00009", "must be at least 0.0001, got 9e-05"),
+    ("max_retries = 2147483648", "must be 0 to 100, got 2147483648"),
+    ("max_retries = 101", "must be 0 to 100, got 101"),
+    ("num_cpus = 1000000000000000", "must be 1 to 100,000, got 1000000000000000"),
+])
+def test_ray_settings_ray_would_refuse_are_config_errors_naming_the_key(
+        line: str, reason: str) -> None:
+    """Ray raised on them when the first worker started: a ValueError (task_cpus finer than
+    Ray's 0.0001), an OverflowError (a retry count past 32 bits) or "cannot start a local
+    Ray" (num_cpus past 1e14): a traceback or an error naming no key."""
+    with pytest.raises(ConfigError) as info:
+        parse_fleet(f'roots = ["a"]\n{line}', "f.toml")
+    assert info.value.problems == [("f.toml", line.split(" =")[0], reason)]
+
+
+def test_ray_settings_at_their_bounds_are_taken() -> None:
+    config = parse_fleet('roots = ["a"]\ntask_cpus = 0.0001\nmax_retries = 100\n'
+                         "num_cpus = 100000")
+    assert (config.task_cpus, config.max_retries, config.num_cpus) == (0.0001, 100, 100_000)
+
+
 def test_an_oversized_file_is_refused_before_parsing() -> None:
     with pytest.raises(ConfigError, match="larger than"):
         parse_fleet("# " + "x" * (1 << 20))
@@ -97,7 +120,7 @@ def test_an_oversized_file_is_refused_before_parsing() -> None:
 
 def test_globs_expand_relative_to_the_fleet_file_once_each_in_order(tmp_path: Path) -> None:
     for name in ("shard-2", "shard-1", "extra"):
-        (tmp_path / name).mkdir()
+        (tmp_path / name / ".index").mkdir(parents=True)
     (tmp_path / "shard-file").write_text("not a folder")
     fleet = tmp_path / "fleet.toml"
     fleet.write_text(f'roots = ["shard-*", "extra", "{tmp_path}/shard-1"]\n')
@@ -113,6 +136,47 @@ def test_patterns_that_match_nothing_are_all_reported(tmp_path: Path) -> None:
     assert [(k, r.split("' ")[-1]) for _, k, r in info.value.problems] == [
         ("roots[0]", "does not exist"), ("roots[1]", "matches no folder"),
         ("roots[2]", "is not a folder")]
+
+
+def test_a_root_that_is_a_symlink_loop_is_reported_as_one_not_as_missing(
+        tmp_path: Path) -> None:
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    (tmp_path / "dangling").symlink_to("gone")
+    config = parse_fleet('roots = ["loop", "a", "a/shard", "dangling"]',
+                         str(tmp_path / "f.toml"))
+    with pytest.raises(ConfigError) as info:
+        resolve_roots(config)
+    assert [(k, r) for _, k, r in info.value.problems] == [
+        ("roots[0]", "'loop' is a symlink loop"), ("roots[1]", "'a' is a symlink loop"),
+        ("roots[2]", "'a/shard' runs into a symlink loop"),
+        ("roots[3]", "'dangling' is a symlink to 'gone', which does not exist")]
+
+
+def test_a_folder_that_is_no_memory_root_is_refused_by_name_and_left_untouched(
+        tmp_path: Path) -> None:
+    """Any folder was a root: a fleet run gave it an .index/ and reported it ok."""
+    for name in ("plain", "shard-1", "shard-2"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "shard-2" / "notes.txt").write_text("mine")
+    (tmp_path / "shard-1" / "ome.toml").write_text("")  # a root
+    config = parse_fleet('roots = ["plain", "shard-*"]', str(tmp_path / "f.toml"))
+    with pytest.raises(ConfigError) as info:
+        resolve_roots(config)
+    why = ("is not a memory root (it has no everos.toml, ome.toml, .index/ or "
+           "<app>/<project>/users/ folder; `everos-reflect init` makes one)")
+    assert [(k, r) for _, k, r in info.value.problems] == [
+        ("roots[0]", f"'plain' {why}"),
+        ("roots[1]", f"{str(tmp_path / 'shard-2')!r} (matched by 'shard-*') {why}")]
+    assert list((tmp_path / "plain").iterdir()) == []
+    assert [p.name for p in (tmp_path / "shard-2").iterdir()] == ["notes.txt"]
+
+
+def test_a_folder_holding_the_spec_layout_is_a_root_without_any_marker(tmp_path: Path) -> None:
+    (tmp_path / "shard" / "default_app" / "default_project" / "users").mkdir(parents=True)
+    config = parse_fleet('roots = ["shard"]', str(tmp_path / "f.toml"))
+    assert resolve_roots(config) == [tmp_path / "shard"]
 
 
 def test_a_missing_fleet_file_is_one_clear_error(tmp_path: Path) -> None:
@@ -132,8 +196,10 @@ def test_toml_too_deep_or_with_too_long_a_number_is_one_config_error(text: str) 
 
 
 def test_a_root_inside_another_root_is_refused_naming_both(tmp_path: Path) -> None:
-    (tmp_path / "shard-a" / "default_app" / "default_project").mkdir(parents=True)
-    (tmp_path / "shard-b").mkdir()
+    # each looks like a root (the inner one got an .index/ from an earlier run there)
+    (tmp_path / "shard-a" / "default_app" / "default_project" / ".index").mkdir(parents=True)
+    (tmp_path / "shard-a" / ".index").mkdir()
+    (tmp_path / "shard-b" / ".index").mkdir(parents=True)
     config = parse_fleet('roots = ["shard-*", "shard-a/default_app/*"]\n',
                          str(tmp_path / "fleet.toml"))
     with pytest.raises(ConfigError) as caught:
@@ -143,12 +209,12 @@ def test_a_root_inside_another_root_is_refused_naming_both(tmp_path: Path) -> No
         (str(tmp_path / "fleet.toml"), "roots[1]",
          f"{str(inner)!r} is inside the root {str(outer)!r} (roots[0]); a memory root holds "
          "no other root")]
-    assert not (inner / ".index").exists()
+    assert sorted(p.name for p in inner.iterdir()) == [".index"]  # nothing made in it
 
 
 def test_roots_side_by_side_or_sharing_a_name_prefix_are_not_nested(tmp_path: Path) -> None:
     for name in ("shard", "shard-2", "other/shard"):
-        (tmp_path / name).mkdir(parents=True)
+        (tmp_path / name / ".index").mkdir(parents=True)
     config = parse_fleet('roots = ["shard", "shard-2", "other/shard", "./shard/"]\n',
                          str(tmp_path / "fleet.toml"))
     assert resolve_roots(config) == [tmp_path / "shard", tmp_path / "shard-2",

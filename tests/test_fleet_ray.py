@@ -11,6 +11,8 @@ import json
 import os
 import signal
 import sqlite3
+import subprocess
+import sys
 import threading
 import time
 from datetime import UTC, datetime, timedelta
@@ -335,6 +337,27 @@ def test_cli_fleet_run_prints_one_json_document_and_fails_on_a_busy_root(
     assert "busy" in result.stdout and "already running in another process" in result.stdout
     assert "idle" in result.stdout and "1 Ray tasks" in result.stdout
     assert parse_fleet(fleet.read_text()).strategies  # the file itself was fine
+
+
+def test_cli_fleet_run_on_a_local_ray_prints_no_token_authentication_warning(
+        tmp_path: Path) -> None:
+    """Ray 2.59+ enables token authentication on a local ray.init() when RAY_AUTH_MODE is
+    unset and logs a WARNING saying so: every fleet run printed it. A process of its own,
+    as a user runs it (this module's Ray is already imported and started)."""
+    (tmp_path / "shard-0").mkdir()
+    (tmp_path / "shard-0" / "everos.toml").write_text('[llm]\nprovider = "extractive"\n')
+    fleet = _fleet_file(tmp_path, top="num_cpus = 1\nprobe_work = false\n")
+    (tmp_path / "home").mkdir()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env["HOME"] = str(tmp_path / "home")
+    done = subprocess.run(
+        [sys.executable, "-c", "from everos_reflect.cli.main import cli; cli()",
+         "fleet", "run", STRATEGY, "--fleet", str(fleet), "--json"],
+        env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["counts"] == {"ok": 1}  # a task ran on a worker
+    assert "Token authentication" not in done.stderr
+    assert "WARNING" not in done.stderr, done.stderr
 
 
 def _threads_seen(root: str) -> tuple[int | None, int]:

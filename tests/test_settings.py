@@ -499,6 +499,15 @@ def test_llm_retries_and_concurrency_past_what_can_run_are_rejected(text: str, k
     assert (ok.llm.max_retries, ok.llm.max_concurrency) == (100, 1000)
 
 
+@pytest.mark.parametrize("value", ["0", "2049", "1000000000000000000000000000000"])
+def test_an_embedding_batch_past_what_a_request_takes_is_rejected(value: str) -> None:
+    ((file, shown, why),) = problems_of(f"[embedding]\nbatch_size = {value}\n")
+    assert (file, shown, why) == ("root/everos.toml", "embedding.batch_size",
+                                  f"must be 1 to 2048, got {value}")
+    ok = parse_settings(DEFAULTS, "[embedding]\nbatch_size = 2048\n", {}, "root/everos.toml")
+    assert ok.embedding.batch_size == 2048
+
+
 @pytest.mark.parametrize("section", ["llm", "embedding"])
 @pytest.mark.parametrize("key", ["ключ", "sk-abc\\r\\nX-Evil: 1", "sk abc", "sk-\\u0000"])
 def test_an_api_key_no_http_header_can_carry_is_refused_naming_the_key(section: str,

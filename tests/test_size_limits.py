@@ -758,3 +758,41 @@ def test_a_merge_on_a_day_with_ten_digit_ids_is_measured_with_its_real_id_width(
         rt.store.append(ANN, Kind.EPISODE, narrative_meta(plan),
                         {"Subject": "Dogs", "Content": content}, day=DAY, withdrawable=True)
     rt.close()
+
+
+@pytest.mark.parametrize("value", [1, 1_001, 5_000])
+def test_max_sources_per_merge_outside_2_to_1000_is_a_config_error_naming_the_key(
+        value: int) -> None:
+    # Unbounded, a cluster of ~3,400 sources made a narrative whose `sources` list alone
+    # passed the parser's 64 KiB metadata cap: the store refused it and the merge stuck.
+    from everos_reflect.engine.registry import validate_strategy_settings
+
+    with pytest.raises(ConfigError) as info:
+        validate_strategy_settings("reflect_episodes", {"max_sources_per_merge": value},
+                                   "ome.toml")
+    assert info.value.problems == [("ome.toml", "strategies.reflect_episodes."
+                                    "max_sources_per_merge", f"must be 2 to 1,000, got {value}")]
+
+
+def test_the_widest_narrative_max_sources_per_merge_allows_is_written_and_read_back(
+        root: Path) -> None:
+    from everos_reflect.engine.registry import validate_strategy_settings
+    from everos_reflect.strategies.journal import Plan, narrative_meta
+    from everos_reflect.strategies.reflect import MAX_SOURCES_PER_MERGE
+
+    settings = validate_strategy_settings(
+        "reflect_episodes", {"max_sources_per_merge": MAX_SOURCES_PER_MERGE}, "ome.toml")
+    count = settings["max_sources_per_merge"]
+    # an update: the old narrative and that many new sources, every id ten digits wide
+    plan = Plan(id="rj_0000000000000001", run_id="run", app=ANN.app, project=ANN.project,
+                user_id=ANN.user_id, cluster_id="cl_000000000001", mode="update",
+                day=DAY.isoformat(), title="Dogs", content="Two dogs.", facts=[],
+                timestamp="2026-10-12T09:00:00+00:00",
+                sources=[f"ep_20261001_{i:010d}" for i in range(count)],
+                existing_id="ep_20261002_9999999999", hashes={}, fact_ids=[],
+                provider="extractive", model="extractive")
+    rt = Runtime(root, embedder=HashEmbedder())
+    entry = rt.store.append(ANN, Kind.EPISODE, narrative_meta(plan),
+                            {"Subject": "Dogs", "Content": "Two dogs."}, day=DAY)
+    assert len(rt.store.get(ANN, entry.id).sources) == count + 1
+    rt.close()

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from everos_reflect.embedding import HashEmbedder
-from everos_reflect.index.watcher import Watcher, link_targets
+from everos_reflect.index.watcher import Watcher, link_targets, linked_folders
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
@@ -137,3 +137,93 @@ def test_link_targets_keep_links_leading_inside_the_root_but_not_into_the_index(
     away.symlink_to(tmp_path / "away.md")
     assert link_targets([inside, twice, index, away], root) == {
         root / "shared.md": {inside, twice}}
+
+
+# --- folders on a log's path that are symlinks ------------------------------------------------
+
+
+def _append(rt: Runtime, content: str, day: date = DAY) -> str:
+    return rt.store.append(REF, Kind.EPISODE, {"timestamp": f"{day}T10:00:00+00:00",
+                                               "parent_type": "memcell"},
+                           {"Subject": "Pets", "Content": content}, day=day).id
+
+
+def _link_folder(rt: Runtime, link: Path, target: Path) -> None:
+    target.mkdir(parents=True, exist_ok=True)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target, target_is_directory=True)
+
+
+USERS = Path("default_app/default_project/users")
+
+
+@pytest.mark.parametrize(("link", "target"), [
+    (USERS / "u_andrew", ".people/u_andrew"),  # into a hidden folder, watched by nobody
+    (USERS / "u_andrew", "people/u_andrew"),  # into a watched folder, as another path
+    (Path("default_app"), ".apps/default_app"),  # the app folder itself
+    (USERS / "u_andrew" / "episodes", ".people/andrew-episodes"),  # a kind's folder
+], ids=["user-to-hidden", "user-to-watched", "app", "kind-folder"])
+def test_a_log_written_through_a_symlinked_folder_is_indexed_at_once(
+        rt: Runtime, link: Path, target: str) -> None:
+    """Its events name the folder the link leads to, never the link: the new log and every
+    later edit waited for the reconcile scan (60 s by default), or a restart."""
+    if link == USERS / "u_andrew" / "episodes":
+        (rt.root / USERS / "u_andrew").mkdir(parents=True)
+    _link_folder(rt, rt.root / link, rt.root / target)
+    first = _append(rt, "Andrew has a dog named Toby.", date(2026, 10, 11))
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
+        assert wait_for(lambda: watcher.passes > 0)
+        assert wait_for(lambda: _indexed(rt) == {first})
+
+        added = _append(rt, "Andrew adopted a second dog named Buddy.")  # a new day's log
+        assert wait_for(lambda: added in _indexed(rt))
+        log = rt.store.log_path(REF, Kind.EPISODE, DAY)
+        with log.open("a") as fh:  # an editor appending to it in place
+            fh.write(_entry(2, "Buddy likes the beach."))
+        assert wait_for(lambda: "ep_20261012_0002" in _indexed(rt))
+        assert all(rt.root in (p, *p.parents) for p in watcher.watched_targets)
+
+
+def test_a_folder_link_made_while_watching_is_followed_at_once(rt: Runtime) -> None:
+    target = rt.root / ".people" / "u_andrew"
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
+        assert wait_for(lambda: watcher.passes > 0)
+        _link_folder(rt, rt.root / USERS / "u_andrew", target)
+        passes = watcher.passes
+        assert wait_for(lambda: watcher.passes > passes + 1)  # the link's event is handled
+        added = _append(rt, "Andrew adopted a second dog named Buddy.")
+        assert wait_for(lambda: added in _indexed(rt))
+
+
+def test_a_folder_link_leading_out_of_the_root_is_neither_read_nor_watched(
+        rt: Runtime, tmp_path_factory: pytest.TempPathFactory) -> None:
+    outside = tmp_path_factory.mktemp("outside") / "u_andrew"
+    _link_folder(rt, rt.root / USERS / "u_andrew", outside)
+    (outside / "episodes").mkdir()
+    (outside / "episodes" / "episode-2026-10-12.md").write_text(
+        HEAD + _entry(1, "Andrew has a dog named Toby."))
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
+        assert wait_for(lambda: watcher.passes > 0)
+        with (outside / "episodes" / "episode-2026-10-12.md").open("a") as fh:
+            fh.write(_entry(2, "Andrew adopted a second dog named Buddy."))
+        passes = watcher.passes
+        (rt.root / "default_app" / "wake.txt").write_text("")
+        assert wait_for(lambda: watcher.passes > passes + 1)
+        assert _indexed(rt) == set()
+        assert all(rt.root in (p, *p.parents) for p in watcher.watched_targets)
+
+
+def test_linked_folders_keep_links_on_a_logs_path_inside_the_root_only(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    users = root / "a/p/users"
+    users.mkdir(parents=True)
+    (root / ".index/x").mkdir(parents=True)
+    (root / ".people/u1").mkdir(parents=True)
+    (tmp_path / "away").mkdir()
+    (users / "u1").symlink_to(root / ".people/u1")
+    (users / "u2").symlink_to(users / "u1")  # a chain: the folder at its end
+    (users / "u3").symlink_to(root / ".index/x")
+    (users / "u4").symlink_to(tmp_path / "away")
+    (users / "u5").symlink_to(users / "u5")  # a loop
+    (root / "a/p/notes").symlink_to(root / ".people")  # not where logs go
+    assert linked_folders(root) == {root / ".people/u1": {users / "u1", users / "u2"}}

@@ -69,9 +69,9 @@ def fleet_run_cmd(strategy: str, fleet_file: str, force: bool, as_json: bool) ->
     trigger exits 4 for a disabled strategy.
     """
     from everos_reflect.fleet.config import read_fleet
-    from everos_reflect.fleet.ray_backend import require_ray, run_fleet
+    from everos_reflect.fleet.ray_backend import check_ray, run_fleet
 
-    require_ray()
+    check_ray()
     config, roots = read_fleet(fleet_file)
     tty = sys.stderr.isatty()
 
@@ -100,10 +100,10 @@ def fleet_serve_cmd(fleet_file: str) -> None:
     """One scheduler for the whole fleet: submit each root's due runs to Ray, until
     SIGTERM/Ctrl-C. Each root's schedule is its ome.toml over the fleet's [strategies]."""
     from everos_reflect.fleet.config import read_fleet
-    from everos_reflect.fleet.ray_backend import require_ray
+    from everos_reflect.fleet.ray_backend import check_ray
     from everos_reflect.fleet.schedule import serve_fleet
 
-    require_ray()
+    check_ray()
     configure_logging()
     config, roots = read_fleet(fleet_file)
     serve_fleet(config, roots)

@@ -15,6 +15,7 @@ lives in :func:`resolve_roots`. Example::
 from __future__ import annotations
 
 import difflib
+import errno
 import glob
 import math
 import os
@@ -28,6 +29,7 @@ from typing import Any
 from everos_reflect.errors import ConfigError, EverosError
 from everos_reflect.fileio import expand_user, read_config_bytes
 from everos_reflect.model import quoted_value
+from everos_reflect.runtime import is_memory_root
 from everos_reflect.settings import TOML_ERRORS, config_text, toml_syntax_problem
 
 Problem = tuple[str, str, str]
@@ -38,6 +40,17 @@ MAX_PATTERNS = 10_000
 #: Roots one worker may run at once: each holds its own LLM threads, connections and run
 #: state, and past a few the waits they fill are already filled.
 MAX_ROOTS_PER_WORKER = 16
+
+#: CPUs of a local Ray: it runs on this one machine. Ray itself refuses more than 1e14, with
+#: an error naming no key.
+MAX_NUM_CPUS = 100_000
+#: Ray's finest fraction of a CPU: a smaller ``task_cpus`` made Ray raise a ValueError out of
+#: ``fleet run`` (a traceback) when it created the first worker.
+MIN_TASK_CPUS = 0.0001
+#: Re-runs of a root whose worker died: Ray takes a 32-bit count, and 2**31 raised an
+#: OverflowError out of ``fleet run`` (a traceback) at the first root; a root that kills its
+#: worker a hundred times will do so again.
+MAX_TASK_RETRIES = 100
 
 #: ``fleet serve`` re-reads every root's ``ome.toml`` each ``poll_seconds``: at 1e-300 that
 #: was a busy loop over the roots, at 1e300 the wait raised OverflowError, and at 1e9 no run
@@ -178,21 +191,25 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
     else:
         values["ray_address"] = address
 
-    def number(key: str, *, integer: bool, low: float, strict: bool = False) -> None:
+    def number(key: str, *, integer: bool, low: float, strict: bool = False,
+               high: float | None = None) -> None:
         if key not in data:
             return
         value = data[key]
         if not (_integer(value) if integer else _number(value)):
             problems.append((file, key, f"must be {_KEYS[key]}, got {quoted_value(value)}"))
+        elif high is not None and not low <= value <= high:
+            problems.append((file, key, f"must be {low:,g} to {high:,g}, got "
+                                        f"{quoted_value(value)}"))
         elif value < low or (strict and value == low):
             bound = "greater than" if strict else "at least"
             problems.append((file, key, f"must be {bound} {low:g}, got {quoted_value(value)}"))
         else:
             values[key] = float(value) if not integer else value
 
-    number("num_cpus", integer=True, low=1)
-    number("task_cpus", integer=False, low=0, strict=True)
-    number("max_retries", integer=True, low=0)
+    number("num_cpus", integer=True, low=1, high=MAX_NUM_CPUS)
+    number("task_cpus", integer=False, low=MIN_TASK_CPUS)
+    number("max_retries", integer=True, low=0, high=MAX_TASK_RETRIES)
     number("roots_per_worker", integer=True, low=1)
     if values.get("roots_per_worker", 1) > MAX_ROOTS_PER_WORKER:
         shown = quoted_value(values.pop("roots_per_worker"))
@@ -229,10 +246,12 @@ def _is_glob(pattern: str) -> bool:
 
 
 def resolve_roots(config: FleetConfig) -> list[Path]:
-    """Expand ``roots`` into existing folders, in order, each once.
+    """Expand ``roots`` into existing memory roots, in order, each once.
 
     A relative pattern is relative to the ``fleet.toml``'s folder. A pattern that matches no
-    folder is a problem (a typo would otherwise silently drop shards); all are reported at once.
+    folder is a problem (a typo would otherwise silently drop shards), and so is a folder that
+    is not a memory root (:func:`~everos_reflect.runtime.is_memory_root`): nothing is created
+    in it. All are reported at once.
     """
     problems: list[Problem] = []
     found: dict[Path, int] = {}  # root -> the pattern that first gave it
@@ -250,13 +269,20 @@ def resolve_roots(config: FleetConfig) -> list[Path]:
             if not matches:
                 problems.append((config.file, where, f"{quoted_value(pattern)} matches no folder"))
             for match in matches:
-                found.setdefault(match.resolve(), i)
+                if is_memory_root(match):
+                    found.setdefault(match.resolve(), i)
+                else:
+                    problems.append((config.file, where, f"{str(match)!r} (matched by "
+                                     f"{quoted_value(pattern)}) {_NOT_A_ROOT}"))
         else:
             try:
                 if expanded.is_dir():
-                    found.setdefault(expanded.resolve(), i)
-                    continue
-                reason = "is not a folder" if expanded.exists() else "does not exist"
+                    if is_memory_root(expanded):
+                        found.setdefault(expanded.resolve(), i)
+                        continue
+                    reason = _NOT_A_ROOT
+                else:
+                    reason = _missing(expanded)
             except OSError as exc:  # a name too long for the file system: a problem, not
                 # an OSError quoting the whole path
                 reason = f"cannot be looked up ({exc.strerror or exc})"
@@ -265,6 +291,29 @@ def resolve_roots(config: FleetConfig) -> list[Path]:
     if problems:
         raise ConfigError(problems)
     return list(found)
+
+
+#: Why a folder is refused as a root. A fleet run opens each root, which makes its ``.index/``:
+#: a typo'd or unrelated folder (a home directory, a glob one level off) became a "root", got
+#: an index, and reported ``ok`` with nothing done. ``init`` makes a root.
+_NOT_A_ROOT = ("is not a memory root (it has no everos.toml, ome.toml, .index/ or "
+               "<app>/<project>/users/ folder; `everos-reflect init` makes one)")
+
+
+def _missing(path: Path) -> str:
+    """Why ``path``, which is no folder, is not one. A symlink loop was "does not exist"
+    (``Path.exists`` says False for it), which sent the user looking for a missing folder."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "is a symlink loop" if path.is_symlink() else "runs into a symlink loop"
+        if exc.errno == errno.ENOENT and path.is_symlink():
+            return f"is a symlink to {quoted_value(os.readlink(path))}, which does not exist"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return "does not exist"
+        raise
+    return "is not a folder"
 
 
 def distinct_roots(roots: Iterable[Path | str]) -> list[str]:

@@ -13,7 +13,10 @@ instead, so a bad root costs one attempt.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
+import os
+import sys
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -51,6 +54,14 @@ class RayUnavailable(EverosError):
     """Ray is installed but the cluster could not be reached or started."""
 
 
+def check_ray() -> None:
+    """:class:`RayMissing`, with the one line that installs it, unless Ray is installed. Does
+    not import Ray: importing it reads Ray's configuration from the environment, which
+    :func:`ray_session` completes first (:func:`_quiet_local_auth`)."""
+    if importlib.util.find_spec("ray") is None:
+        raise RayMissing(RAY_HINT)
+
+
 def require_ray() -> ModuleType:
     """The ``ray`` module, or :class:`RayMissing` with the one line that installs it."""
     try:
@@ -60,12 +71,31 @@ def require_ray() -> ModuleType:
     return ray
 
 
+#: Ray's switch for token authentication, read from the environment when Ray is imported
+#: (docs.ray.io: ray-security/token-auth).
+RAY_AUTH_MODE = "RAY_AUTH_MODE"
+
+
+def _quiet_local_auth() -> None:
+    """Say ``RAY_AUTH_MODE=token`` for the local Ray about to start, unless the user said
+    otherwise. Since Ray 2.59 a local ``ray.init()`` turns token authentication on when the
+    variable is unset, and logs a WARNING saying so on every start: every ``fleet run`` and
+    ``fleet serve`` printed it. Said explicitly, the cluster is as secure and Ray is quiet.
+    Only before Ray is imported (it reads the variable then; set later, this process would
+    not send the token its own cluster requires), and never for a cluster we connect to
+    (``auto``, ``ray://``): its authentication is its own."""
+    if "ray" not in sys.modules:
+        os.environ.setdefault(RAY_AUTH_MODE, "token")
+
+
 @contextmanager
 def ray_session(config: FleetConfig) -> Iterator[ModuleType]:
     """Connect to the fleet's Ray (or start a local one); shut down only what we started.
 
     An already-initialised Ray in this process (a test, a notebook) is used as it is.
     """
+    if not config.ray_address:
+        _quiet_local_auth()
     ray = require_ray()
     if ray.is_initialized():
         yield ray

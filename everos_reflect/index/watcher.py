@@ -5,6 +5,9 @@ A thin loop around pure decisions. Only the folders that can hold logs are watch
 recursion to see new ones), so the index's own constant writes never reach Python at all; a
 daily log that is a symlink has the folder of the file it leads to watched too, when that is
 inside the root and not watched yet (:func:`link_targets`): an edit there names only that file.
+So has a folder on a log's path that is a symlink (an app, project, ``users``, user or kind
+folder: :func:`linked_folders`), and the events of the folder it leads to are read as events of
+the link's paths too (:func:`through_links`).
 :func:`plan_events` turns raw filesystem events into the set of daily-log files to sync,
 ignoring the store's temp files and anything that is not Markdown. The :class:`Watcher` thread
 does the rest: it waits for events to settle, syncs the planned files one by one (a broken file
@@ -30,6 +33,7 @@ from watchdog.events import FileSystemEvent, FileSystemEventHandler
 from watchdog.observers import Observer
 
 from everos_reflect.index.sync import Indexer
+from everos_reflect.model import Kind
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -183,6 +187,98 @@ def plan_link_events(events: Iterable[FsEvent], logs_by_target: dict[Path, set[P
     return out
 
 
+#: The folders below the root on a daily log's path: ``<app>/<project>/users/<user>/<kind>``.
+_LAYOUT_DEPTH = 5
+_KIND_FOLDERS = frozenset(kind.folder for kind in Kind)
+
+
+def _on_log_path(depth: int, name: str) -> bool:
+    """Whether a folder ``name`` at ``depth`` below the root is where the store looks for
+    logs (``MarkdownStore.iter_files``): apps, projects and users not hidden, then ``users``,
+    then the kinds' folders (hidden ones among them: ``.atomic_facts``)."""
+    if depth == 2:
+        return name == "users"
+    if depth == 4:
+        return name in _KIND_FOLDERS
+    return not name.startswith(".")
+
+
+def linked_folders(root: Path, resolve: Callable[[str], str] = os.path.realpath
+                   ) -> dict[Path, set[Path]]:
+    """The folder each symlinked folder on a log's path leads to (an app, project, ``users``,
+    user or kind folder; spelled under ``root``, as the watcher's events name it) → the links
+    leading there. The store reads logs through such a link, but a write through it raises
+    events for the folder it leads to alone. A link leading out of the root is left out (the
+    store never reads through it, SPEC's path safety) and so is one into ``.index/``; a link
+    to the root itself or a loop leads nowhere to watch."""
+    root = Path(root)
+    real_root = resolve(str(root))
+    out: dict[Path, set[Path]] = {}
+    level = [str(root)]
+    for depth in range(_LAYOUT_DEPTH):
+        below = []
+        for folder in level:
+            try:
+                entries = list(os.scandir(folder))
+            except OSError:
+                continue
+            for entry in entries:
+                if not _on_log_path(depth, entry.name):
+                    continue
+                try:
+                    if not entry.is_dir():
+                        continue
+                except OSError:  # a symlink loop
+                    continue
+                if entry.is_symlink():
+                    real = resolve(entry.path)
+                    if not real.startswith(real_root + os.sep):
+                        continue  # out of the root, or the root itself
+                    rel = Path(os.path.relpath(real, real_root))
+                    if rel.parts[0] == INDEX_DIR:
+                        continue
+                    out.setdefault(root / rel, set()).add(Path(entry.path))
+                below.append(entry.path)
+        level = below
+    return out
+
+
+def through_links(events: Iterable[FsEvent], links_by_target: dict[Path, set[Path]]
+                  ) -> list[FsEvent]:
+    """``events`` as the paths through symlinked folders name them (:func:`linked_folders`):
+    an event in a folder a link leads to, once more for each link leading there."""
+    out: list[FsEvent] = []
+    if not links_by_target:
+        return out
+
+    def spellings(raw: str | None) -> list[str | None]:
+        if not raw:
+            return [raw]
+        path = Path(raw)
+        found = [str(link / path.relative_to(target))
+                 for target in (path, *path.parents) if target in links_by_target
+                 for link in sorted(links_by_target[target])]
+        return found or [raw]
+
+    for event in events:
+        pairs = {(src, dest) for src in spellings(event.path) for dest in spellings(event.dest)}
+        pairs.discard((event.path, event.dest))
+        out += [FsEvent(event.type, src or event.path, dest, event.is_directory)
+                for src, dest in sorted(pairs, key=str)]
+    return out
+
+
+def links_a_folder(events: Iterable[FsEvent]) -> bool:
+    """A symlink to a folder was made (or moved into place): what it leads to is new to the
+    index, and its folder must be watched."""
+    for event in events:
+        if event.type in {"created", "moved"}:
+            raw = event.dest or event.path
+            if os.path.islink(raw) and os.path.isdir(raw):
+                return True
+    return False
+
+
 class _Collector(FileSystemEventHandler):
     def __init__(self, sink: Callable[[FsEvent], None]) -> None:
         self._sink = sink
@@ -237,6 +333,10 @@ class Watcher:
         self._link_logs: dict[Path, set[Path]] = {}
         #: folder of such a file that no other watch covers -> its watch (not recursive)
         self._target_watches: dict[Path, object] = {}
+        #: folder a symlinked folder on a log's path leads to -> the links (linked_folders)
+        self._folder_links: dict[Path, set[Path]] = {}
+        #: such a folder that no other watch covers -> its watch (recursive)
+        self._folder_watches: dict[Path, object] = {}
         #: incremented after every pass of the worker loop; lets callers wait for progress
         self.passes = 0
         self._gone = False  # the root was moved or deleted (last seen)
@@ -281,8 +381,26 @@ class Watcher:
 
     @property
     def watched_targets(self) -> list[Path]:
-        """The folders watched alone for the files symlinked logs lead to."""
-        return sorted(self._target_watches)
+        """The folders watched for where symlinks lead: alone for the files symlinked logs
+        lead to, recursively for the folders symlinked folders lead to."""
+        return sorted({*self._target_watches, *self._folder_watches})
+
+    def _follow_folder_links(self) -> None:
+        """Watch, recursively, where symlinked folders on the logs' paths lead, unless a
+        watch covers it already (:func:`linked_folders`); drop the watches of links gone."""
+        self._folder_links = linked_folders(self.rt.root)
+        wanted = {t for t in self._folder_links if not self._covered(t)}
+        wanted = {t for t in wanted if not any(p in wanted for p in t.parents)}
+        for folder in set(self._folder_watches) - wanted:
+            watch = self._folder_watches.pop(folder)
+            if self._observer is not None:
+                with contextlib.suppress(KeyError, OSError):
+                    self._observer.unschedule(watch)
+        for folder in sorted(wanted - set(self._folder_watches)):
+            if self._observer is not None and folder.is_dir():
+                with contextlib.suppress(OSError):  # gone meanwhile: the next scan looks again
+                    self._folder_watches[folder] = self._observer.schedule(
+                        self._collector, str(folder), recursive=True)
 
     def _follow_links(self, links: Iterable[Path], *, every: bool) -> None:
         """Watch where symlinked logs lead: ``links`` are ``every`` symlinked log (a scan's
@@ -323,6 +441,7 @@ class Watcher:
             self._observer = None
             self._watches.clear()
             self._target_watches.clear()
+            self._folder_watches.clear()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
@@ -434,6 +553,7 @@ class Watcher:
         try:
             report = self.indexer.reindex()
             self._follow_links(self.indexer.symlinked_logs, every=True)
+            self._follow_folder_links()
         except Exception:
             if not self._root_here():  # moved away while rebuilding: said as such, above
                 return
@@ -448,11 +568,12 @@ class Watcher:
             self._guarded("after the index rebuild", self.on_index_rebuilt)
 
     def _sync_events(self, events: list[FsEvent]) -> None:
+        events = events + through_links(events, self._folder_links)
         touched = top_folders_touched(events, self.rt.root)
         for folder in sorted(touched):  # a watch on that path may be the old folder's
             self._unwatch(folder)
             self._guarded(f"watching {folder}", lambda f=folder: self._watch(f))
-        if touched or wants_rescan(events, self.rt.root):
+        if touched or wants_rescan(events, self.rt.root) or links_a_folder(events):
             self._guarded("rescan after a folder change", self._scan)
             return
         planned = plan_events(events, self.rt.root)
@@ -475,6 +596,7 @@ class Watcher:
         """A reconcile scan; its listing says which logs are symlinks, and where they lead."""
         self.indexer.scan()
         self._follow_links(self.indexer.symlinked_logs, every=True)
+        self._follow_folder_links()
 
     def _guarded(self, what: str, work: Callable[[], object]) -> None:
         """Run one unit of work; a failure is logged and the watcher goes on."""

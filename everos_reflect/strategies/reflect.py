@@ -37,7 +37,6 @@ from everos_reflect.engine.registry import (
     Strategy,
     at_least,
     duration_up_to,
-    positive,
 )
 from everos_reflect.errors import ConfigError, ProviderUnavailable, describe
 from everos_reflect.index import cursors, reads
@@ -103,6 +102,32 @@ ENDGAME_ROUNDS = 3
 #: The longest the guard's start-up work (model load, index import) waits for the run's first
 #: LLM requests to be out (they normally are ~0.1 s after the run starts).
 FIRST_REQUESTS_WAIT_SECONDS = 1.0
+#: The most sources one merge folds in. A narrative lists every entry it replaces in its
+#: ``sources`` metadata, which the parser reads only up to 64 KiB: past ~3,400 sources the
+#: list alone overflowed it, and the store refused every such narrative (the merge stayed
+#: "interrupted", retried each run). 1,000 ids of any width the store writes fit with room.
+MAX_SOURCES_PER_MERGE = 1_000
+
+
+def _sources_per_merge(value: int) -> str | None:
+    """At least 2 (a merge takes two Episodes; at 1 every first "merge" rewrote a single
+    Episode into a narrative of one source and archived it, merging nothing), at most
+    :data:`MAX_SOURCES_PER_MERGE`; a larger cluster is merged in parts, run after run."""
+    if 2 <= value <= MAX_SOURCES_PER_MERGE:
+        return None
+    return f"must be 2 to {MAX_SOURCES_PER_MERGE:,}, got {value}"
+
+
+#: The most a narrative may be longer than its sources (``max_narrative_ratio``). 1e308 was
+#: accepted: with a prompt budget (any ``openai`` provider) every cluster's fact-extraction
+#: estimate overflowed ("cannot convert float infinity to integer"), failing every run.
+MAX_NARRATIVE_RATIO = 100.0
+
+
+def _narrative_ratio(value: float) -> str | None:
+    if 0 < value <= MAX_NARRATIVE_RATIO:
+        return None
+    return f"must be greater than 0 and at most {MAX_NARRATIVE_RATIO:g}, got {value:g}"
 
 
 def _unit_interval(value: float) -> str | None:
@@ -138,11 +163,9 @@ class ReflectEpisodes(Strategy):
     settings = (
         SettingSpec("max_clusters_per_run", int, 10,
                     "Clusters merged per user per run, largest first.", at_least(1)),
-        # at least 2: a merge takes two Episodes; at 1 every first "merge" rewrote a single
-        # Episode into a narrative of one source and archived it, merging nothing
         SettingSpec("max_sources_per_merge", int, 50,
                     "Episodes folded into one merge, oldest first; the rest wait for a later "
-                    "run.", at_least(2)),
+                    "run.", _sources_per_merge),
         SettingSpec("min_fact_coverage", float, DEFAULT_MIN_FACT_COVERAGE,
                     "Reject a merge whose facts state less than this share of the sources' "
                     "facts.", _unit_interval),
@@ -150,7 +173,7 @@ class ReflectEpisodes(Strategy):
                     "Cosine at which a source fact counts as still stated.", _unit_interval),
         SettingSpec("max_narrative_ratio", float, DEFAULT_MAX_NARRATIVE_RATIO,
                     "Reject a merge whose narrative has more than this share of its sources' "
-                    "words (1.0: never longer than the sources).", positive),
+                    "words (1.0: never longer than the sources).", _narrative_ratio),
         SettingSpec("reject_invented_numbers", bool, True,
                     "Reject a merge whose narrative or facts state a number (a year, an age, "
                     "an amount) that none of its sources states."),
