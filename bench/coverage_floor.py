@@ -30,7 +30,7 @@ from everos_reflect.runtime import Runtime
 from everos_reflect.strategies.consolidate import best_matches, draft, select, source_facts
 from everos_reflect.strategies.reflect import live_facts
 
-THRESHOLDS = (0.6, 0.65, 0.7, 0.75, 0.8, 0.85)
+THRESHOLDS = (0.65, 0.7, 0.75, 0.78, 0.8, 0.85)
 FLOORS = (0.5, 0.6, 0.7, 0.8, 0.9)
 
 

@@ -18,6 +18,14 @@ allergies ... family health) pair a person's fact with the same words about some
 of theirs ("Mia is allergic to peanuts." / "Mia's brother is allergic to peanuts."), and
 restatements through a possessive ("Mia's allergy to peanuts is severe.").
 
+It also prints the coverage guard's view of the same pairs (``measure_coverage``): with only
+the second sentence of a pair written, is the first counted as still stated, per
+``fact_match_threshold``? A distinct pair credited is a lost fact the guard cannot see. And,
+from ``combined`` (two distinct facts of a domain with one honest sentence stating both, as a
+model merging them might write it: "Andrew adopted a dog named Rex, who has since learned to
+sit and fetch."), is that sentence counted as stating both? One not counted is an honest merge
+the guard scores as lossy.
+
 The threshold is chosen on the *calibration* domains (even positions in the file): the lowest
 swept value that folds no distinct pair there; the *report* domains (odd positions) are
 scored at it. Both halves are printed for every value, from the same run.
@@ -35,14 +43,17 @@ from pathlib import Path
 from typing import Any
 
 from everos_reflect.embedding import CachingEmbedder, make_embedder
-from everos_reflect.llm.base import MergeMember, MergeRequest
+from everos_reflect.llm.base import MergeMember, MergeRequest, Usage
 from everos_reflect.llm.extractive import (
     PARAPHRASE_COSINE,
     ExtractiveLLM,
     narrative_sentences,
     plain_sentences,
 )
+from everos_reflect.model import UserRef
 from everos_reflect.settings import Settings
+from everos_reflect.strategies.consolidate import Draft, Selection, measure_coverage
+from everos_reflect.strategies.reflect import DEFAULT_FACT_MATCH_THRESHOLD
 
 DATA = Path(__file__).resolve().parent / "fold_pairs.json"
 HALVES = ("calibration", "report")
@@ -58,6 +69,15 @@ def load_pairs(path: Path = DATA) -> list[dict[str, Any]]:
                 rows.append({"domain": domain["domain"], "half": HALVES[i % 2],
                              "label": label, "texts": (first, second)})
     return rows
+
+
+def load_combined(path: Path = DATA) -> list[dict[str, Any]]:
+    """One row per ``combined`` entry: two distinct facts and one sentence stating both."""
+    doc = json.loads(path.read_text("utf-8"))
+    return [{"domain": domain["domain"], "half": HALVES[i % 2], "facts": (first, second),
+             "sentence": sentence}
+            for i, domain in enumerate(doc["domains"])
+            for first, second, sentence in domain.get("combined", [])]
 
 
 def folded(llm: ExtractiveLLM, texts: tuple[str, str]) -> bool:
@@ -105,13 +125,55 @@ def sweep(rows: list[dict[str, Any]], thresholds: list[float]) -> dict[str, Any]
     return table
 
 
+def credited(embedder: Any, texts: tuple[str, str], threshold: float) -> bool:
+    """Does the coverage guard count the first text as still stated by a narrative holding
+    only the second (:func:`measure_coverage`, ``fact_match_threshold`` = ``threshold``)?"""
+    return coverage(embedder, [texts[0]], texts[1], threshold) == 1.0
+
+
+def coverage(embedder: Any, facts: list[str], narrative: str, threshold: float) -> float:
+    """The coverage guard's score of ``narrative`` (no extracted facts) for ``facts``."""
+    sel = Selection(UserRef.of("u_bench"), "cl_000000000000", "init", (), None, 0)
+    draft = Draft(sel, "Notes", narrative, [], "bench", "bench", Usage(), 0.0)
+    return measure_coverage(embedder, facts, draft, match_threshold=threshold).score
+
+
+def credit(rows: list[dict[str, Any]], combined: list[dict[str, Any]],
+           thresholds: list[float]) -> dict[str, Any]:
+    """The coverage guard's view of the same pairs, per threshold and half: a distinct pair
+    credited is a lost fact the guard does not see (an LLM merge that wrote one sentence
+    for both passes); a restatement not credited, or a ``combined`` sentence that does not
+    count as stating both its facts, is an honest merge the guard counts as lossy."""
+    embedder = CachingEmbedder(make_embedder(Settings().embedding))
+    table: dict[str, Any] = {}
+    for threshold in thresholds:
+        cell: dict[str, Any] = {}
+        for half in HALVES:
+            mine = [(r, credited(embedder, r["texts"], threshold))
+                    for r in rows if r["half"] == half]
+            both = [coverage(embedder, list(c["facts"]), c["sentence"], threshold) == 1.0
+                    for c in combined if c["half"] == half]
+            cell[half] = {
+                label: sum(r["label"] == label for r, _ in mine) for label in ("distinct",
+                                                                                "restates")}
+            cell[half]["distinct_credited"] = sum(ok for r, ok in mine
+                                                  if r["label"] == "distinct")
+            cell[half]["restates_credited"] = sum(ok for r, ok in mine
+                                                  if r["label"] == "restates")
+            cell[half]["combined"] = len(both)
+            cell[half]["combined_credited"] = sum(both)
+        table[f"{threshold:g}"] = cell
+    return table
+
+
 def choose(table: dict[str, Any]) -> str | None:
     """The lowest threshold that folds no distinct pair of the calibration half."""
     ok = [t for t, cell in table.items() if cell["calibration"]["distinct_folded"] == 0]
     return min(ok, key=float) if ok else None
 
 
-def markdown(table: dict[str, Any], chosen: str | None) -> str:
+def markdown(table: dict[str, Any], chosen: str | None,
+             credits: dict[str, Any] | None = None) -> str:
     lines = ["# Fold precision of the extractive merge (bench/fold_pairs.py)", "",
              f"Shipped paraphrase threshold: {PARAPHRASE_COSINE:g}. Chosen on the calibration "
              f"half: {chosen or 'none (every value folds a distinct pair)'}.", "",
@@ -131,6 +193,20 @@ def markdown(table: dict[str, Any], chosen: str | None) -> str:
             for half in HALVES:
                 for first, second in cell[half].get(key, []):
                     lines.append(f"- {threshold}, {half}: \"{first}\" / \"{second}\"")
+    if credits:
+        lines += ["", "## Coverage credit (the guard's view of the same pairs)", "",
+                  "A narrative holds only the second sentence of a pair; is the first counted as "
+                  "still stated? Shipped `fact_match_threshold`: "
+                  f"{DEFAULT_FACT_MATCH_THRESHOLD:g}.", "",
+                  "| fact_match_threshold | half | distinct pairs credited (a loss unseen) | "
+                  "restatements credited | two facts in one sentence: both credited |",
+                  "|---:|---|---:|---:|---:|"]
+        for threshold, cell in credits.items():
+            for half in HALVES:
+                c = cell[half]
+                lines.append(f"| {threshold} | {half} | {c['distinct_credited']} / "
+                             f"{c['distinct']} | {c['restates_credited']} / {c['restates']} | "
+                             f"{c['combined_credited']} / {c['combined']} |")
     return "\n".join(lines) + "\n"
 
 
@@ -142,15 +218,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="write fold_pairs.md and fold_pairs_result.json here")
     args = parser.parse_args(argv)
     thresholds = [float(t) for t in args.paraphrase.replace(",", " ").split()]
-    table = sweep(load_pairs(), thresholds)
+    rows = load_pairs()
+    table = sweep(rows, thresholds)
     chosen = choose(table)
-    text = markdown(table, chosen)
+    credits = credit(rows, load_combined(), thresholds)
+    text = markdown(table, chosen, credits)
     sys.stdout.write(text)
     if args.out is not None:
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "fold_pairs.md").write_text(text, "utf-8")
         (args.out / "fold_pairs_result.json").write_text(
-            json.dumps({"chosen": chosen, "table": table}, indent=1) + "\n", "utf-8")
+            json.dumps({"chosen": chosen, "table": table, "credit": credits}, indent=1) + "\n",
+            "utf-8")
     return 0
 
 

@@ -3,6 +3,7 @@ similar = shared words), and a run that rejects a lossy merge writes nothing."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +14,12 @@ from everos_reflect.engine.registry import validate_strategy_settings
 from everos_reflect.errors import ConfigError
 from everos_reflect.llm import ExtractiveLLM, ScriptedLLM
 from everos_reflect.llm.base import Usage
+from everos_reflect.model import Entry, Kind
 from everos_reflect.strategies.consolidate import (
     Coverage,
     Draft,
     Selection,
+    attribute,
     measure_coverage,
     source_facts,
 )
@@ -173,3 +176,66 @@ def test_the_guard_reuses_the_indexed_vectors_of_source_facts(tmp_path: Path) ->
 
     assert recording.texts.count(fact) == 1  # the guard took the stored vector
     assert [r["status"] for r in reports(rt)] == ["ok"]
+
+
+class SameVector:
+    """Every text at cosine 1 to every other: what MiniLM nearly does for "Mia is allergic to
+    peanuts." and "Mia's brother is allergic to peanuts." (0.91)."""
+
+    name, dim = "same", 4
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return np.tile(np.array([1.0, 0.0, 0.0, 0.0], dtype=np.float32), (len(texts), 1))
+
+
+MIA = ["Mia is allergic to peanuts.", "Mia's brother is allergic to peanuts."]
+
+
+def test_a_fact_about_someone_s_brother_is_not_stated_by_one_about_them() -> None:
+    # an LLM merge writing one sentence for both facts passed at coverage 1.00
+    got = measure_coverage(SameVector(), MIA, a_draft(MIA[0], [MIA[0]]), match_threshold=0.75)
+    assert got.score == 0.5 and got.missing == [MIA[1]]
+    her = measure_coverage(SameVector(), [*MIA, "Mia carries an EpiPen."],
+                           a_draft("Her brother is allergic to peanuts.", []),
+                           match_threshold=0.75)
+    assert her.missing == [MIA[0], "Mia carries an EpiPen."]
+
+
+def test_a_sentence_naming_both_holders_states_both_facts() -> None:
+    both = "Mia and her brother are both allergic to peanuts."
+    assert measure_coverage(SameVector(), MIA, a_draft(both, []),
+                            match_threshold=0.75).score == 1.0
+    severe = ["Mia is severely allergic to peanuts."]
+    assert measure_coverage(SameVector(), severe,
+                            a_draft("Mia's allergy to peanuts is severe.", []),
+                            match_threshold=0.75).score == 1.0
+
+
+def test_prose_is_attributed_to_the_source_about_its_holder() -> None:
+    sources = tuple(
+        Entry(f"ep_2026010{i + 1}_0001", Kind.EPISODE,
+              {"timestamp": f"2026-01-0{i + 1}T10:00:00+00:00"},
+              {"Subject": "Allergies", "Content": text})
+        for i, text in enumerate(MIA))
+    sel = Selection(ANDREW, "cl_000000000000", "init", sources, None, 0)
+    prose = Draft(sel, "T", f"{MIA[0]} {MIA[1]}", [], "scripted", "m", Usage(), 0.0)
+    assert attribute(SameVector(), prose, threshold=0.75) == (
+        ("ep_20260101_0001",), ("ep_20260102_0001",))
+    # a sentence only other holders' sentences come near keeps its best match
+    alone = replace(prose, content="Her brother is allergic to peanuts.",
+                    selection=replace(sel, sources=sources[:1]))
+    assert attribute(SameVector(), alone, threshold=0.75) == (("ep_20260101_0001",),)
+
+
+@pytest.mark.parametrize("fact, sentence", [
+    ("Olga's landlord raised the rent again.",
+     "Olga's kitchen sink keeps leaking, and her landlord raised the rent again."),
+    ("Elif installed Linux on her old desktop.",
+     "Elif's laptop screen cracked, so she installed Linux on her old desktop."),
+    ("Aiko's e-reader ran out of storage.",
+     "Aiko reads a chapter before bed every night, but her e-reader ran out of storage."),
+])
+def test_two_facts_a_model_writes_in_one_sentence_are_both_stated(fact: str,
+                                                                  sentence: str) -> None:
+    assert measure_coverage(SameVector(), [fact], a_draft(sentence, []),
+                            match_threshold=0.75).score == 1.0

@@ -530,10 +530,16 @@ def _other_holder(a: _Sentence, b: _Sentence) -> bool:
 
 
 def different_holders(facts: Sequence[str], sentences: Sequence[str]) -> np.ndarray:
-    """``[len(facts), len(sentences)]`` booleans: True where a fact and a sentence are about
-    different holders of one owner (:func:`_other_holder`: "Mia's brother is allergic to
-    peanuts" and "Mia is allergic to peanuts"), so the sentence does not state the fact
-    however close their meaning. "His"/"Her" stand for the main person of all the texts."""
+    """``[len(facts), len(sentences)]`` booleans: True where a sentence is about another holder
+    than its fact, so it does not state the fact however close their meaning: "Mia is allergic
+    to peanuts." does not state "Mia's brother is allergic to peanuts." (cosine 0.91), nor the
+    other way round. "His"/"Her" stand for the main person of all the texts.
+
+    As :func:`_other_holder`, but one way and more lenient, as a model merging two facts
+    writes them into one sentence: a sentence states a fact about someone's something when it
+    talks about that something at all ("Olga's kitchen sink keeps leaking, and her landlord
+    raised the rent again." states "Olga's landlord raised the rent again."), and one opening
+    with someone's something states a fact about them when it goes on with "he"/"she"."""
     out = np.zeros((len(facts), len(sentences)), dtype=bool)
     if not facts or not sentences:
         return out
@@ -548,10 +554,30 @@ def different_holders(facts: Sequence[str], sentences: Sequence[str]) -> np.ndar
     rows, cols = parsed[:len(facts)], parsed[len(facts):]
     for i, fact in enumerate(rows):
         for j, sentence in enumerate(cols):
-            if (fact.holder is not None or sentence.holder is not None) and _other_holder(
-                    fact, sentence):
-                out[i, j] = True
+            if fact.holder is None and sentence.holder is None:
+                continue
+            if fact.holder is not None:
+                # about someone's something: the sentence must talk about that something
+                owner = sentence.holder.owner if sentence.holder else sentence.subject
+                out[i, j] = (owner == fact.holder.owner
+                             and not _echoes(fact.holder.head, _words(sentence)))
+            else:  # about someone, stated by a sentence about their something?
+                holder = sentence.holder
+                assert holder is not None
+                out[i, j] = (fact.subject == holder.owner and not holder.again
+                             and not _PRONOUN_RE.search(sentence.text)
+                             and not _echoes(holder.head, _words(fact)))
     return out
+
+
+#: A later "he"/"she" in a sentence opening with someone's something usually names its owner
+#: ("Elif's laptop screen cracked, so she installed Linux"): read as naming them again.
+_PRONOUN_RE = re.compile(r"\b(?:he|she)\b", re.IGNORECASE)
+
+
+def _words(s: _Sentence) -> set[str]:
+    """Content words of ``s``, plural -s folded, hyphenated words whole too ("e-reader")."""
+    return {_fold_plural(w) for w in s.tokens} | set(re.findall(r"\w+(?:-\w+)+", s.text.lower()))
 
 
 # --- restatements -----------------------------------------------------------------------

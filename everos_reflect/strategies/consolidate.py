@@ -32,7 +32,11 @@ from everos_reflect.llm.base import (
     Usage,
 )
 from everos_reflect.llm.budget import estimate_tokens, over_budget, text_tokens
-from everos_reflect.llm.extractive import plain_sentences, split_sentences
+from everos_reflect.llm.extractive import (
+    different_holders,
+    plain_sentences,
+    split_sentences,
+)
 from everos_reflect.llm.prompts import Prompts
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import Entry, UserRef, one_line_subject, quoted_value
@@ -419,7 +423,11 @@ def best_matches(embedder: Embedder, wanted: Sequence[str], draft_: Draft) -> np
         return np.zeros(len(wanted), dtype=np.float32)
     vectors = np.asarray(embedder.embed([*wanted, *stated]))
     old, new = vectors[: len(wanted)], vectors[len(wanted):]
-    return (old @ new.T).max(axis=1)
+    sims = old @ new.T
+    # "Mia is allergic to peanuts." does not state "Mia's brother is allergic to peanuts."
+    # (cosine 0.91): an LLM merge that wrote one for both lost a fact
+    sims[different_holders(wanted, stated)] = -1.0
+    return sims.max(axis=1)
 
 
 def measure_coverage(
@@ -532,6 +540,9 @@ def attribute(embedder: Embedder, draft_: Draft, *,
     texts = list(dict.fromkeys(t for t, _ in pairs))
     vectors = np.asarray(embedder.embed([*sentences, *texts]))
     sims = vectors[: len(sentences)] @ vectors[len(sentences):].T
+    other = different_holders(sentences, texts)  # as best_matches
+    other[other.all(axis=1)] = False  # a sentence near only such ones keeps its best match
+    sims[other] = -1.0
     column = {t: i for i, t in enumerate(texts)}
     out = []
     for row in sims:

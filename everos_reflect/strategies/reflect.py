@@ -69,7 +69,13 @@ log = logging.getLogger(__name__)
 NAME = "reflect_episodes"
 
 #: Defaults of the coverage guard, measured with the bundled MiniLM embedder by
-#: ``bench/coverage_floor.py`` (method and figures in docs/reflection.md).
+#: ``bench/coverage_floor.py`` (method and figures in docs/reflection.md). The match
+#: threshold stays below the extractive merge's fold threshold (0.78): a model merging two
+#: facts writes them in one sentence, and each then sits at 0.67-0.80 to it, the range of the
+#: distinct pairs 0.78 would stop crediting (``bench/fold_pairs.py``, coverage credit: on its
+#: calibration half 0.78 credits one lost fact less and one honest merge less). What a
+#: cosine cannot tell apart, a fact about someone's brother counted as stated by one about
+#: them, the guard refuses by the sentences' holders (``llm.extractive.different_holders``).
 DEFAULT_FACT_MATCH_THRESHOLD = 0.75
 DEFAULT_MIN_FACT_COVERAGE = 0.6
 #: A narrative longer than this share of its sources' words saves nothing and is rejected.
@@ -263,7 +269,7 @@ class ReflectionRun:
         # ReflectEpisodes.recover before every run (recovering here again redid the work, and
         # retried and logged every merge that cannot be settled twice per run).
         indexer = Indexer(self.rt)
-        indexer.scan()
+        self.ctx.logs_indexed += indexer.scan().logs_indexed
         self._merge_all(indexer, self.ctx.llm,  # every call charged to the run's limits
                         self._selections(ClusterService(self.rt)))
         return dict(self.counts)
