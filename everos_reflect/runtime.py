@@ -166,8 +166,7 @@ class Runtime:
         last built (a hand edit since then is not seen), and whatever would write to it
         says so in one line (:class:`~everos_reflect.errors.IndexReadOnly`). A root without
         an index is judged by its own folder (the first write creates ``.index``)."""
-        folder = self.index_dir if self.index_dir.is_dir() else self.root
-        return folder.is_dir() and not os.access(folder, os.W_OK)
+        return index_read_only(self.root)
 
     def connect(self) -> sqlite3.Connection:
         """A new connection to ``system.db`` (the root checked first), for one thread to
@@ -321,6 +320,13 @@ class Runtime:
         if conn is not None:
             conn.close()
             self._local.conn = None
+
+
+def index_read_only(root: Path) -> bool:
+    """:attr:`Runtime.read_only` of ``root``, for a command that writes without a runtime."""
+    index_dir = root / ".index"
+    folder = index_dir if index_dir.is_dir() else root
+    return folder.is_dir() and not os.access(folder, os.W_OK)
 
 
 def _file_identity(path: Path) -> tuple[int, int] | None:

@@ -32,12 +32,17 @@ if TYPE_CHECKING:
 _Counted = tuple[dict[UserRef, Counter[str]], list[dict[str, Any]], Counter[str]]
 
 
-def _counts_from_index(root: Path) -> _Counted:
+def _counts_from_index(root: Path, store: MarkdownStore) -> _Counted | None:
+    """The counts the index holds; ``None`` for an index that was never built: it holds no
+    log while the root has some (a command that opened ``system.db`` before any sync made
+    it, e.g. ``trigger`` of a disabled strategy: its "0 / 0" was taken for the root's)."""
     from everos_reflect.index import db as dbmod
     from everos_reflect.index import reads
 
     conn = dbmod.connect(root, readonly=True)
     try:
+        if not reads.holds_any_log(conn) and next(iter(store.iter_files()), None) is not None:
+            return None
         counts: dict[UserRef, Counter[str]] = defaultdict(Counter)
         for (ref, kind, archived), n in reads.entry_counts(conn).items():
             counts[ref][f"{kind}:{'deprecated' if archived else 'live'}"] += n
@@ -98,12 +103,16 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         engine = Engine(runtime, recover=False)
     source = "markdown"
     counts = None
+    unreadable: dict[str, Any] | None = None  # the index there is, when it cannot be read
     if dbmod.db_path(root).exists():
         try:
-            counts, bad_files, warned = _counts_from_index(root)
+            indexed = _counts_from_index(root, runtime.store)
+        except sqlite3.Error as exc:
+            # counted from the Markdown, and said: it read "index: not built yet"
+            indexed, unreadable = None, {"error": str(exc)}
+        if indexed is not None:
+            counts, bad_files, warned = indexed
             source = "index"
-        except sqlite3.Error:
-            counts = None
     if counts is None:
         counts, bad_files, warned = _counts_from_markdown(runtime.store, progress)
 
@@ -153,7 +162,7 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         # not all it says of a root lint fails on
         "files_with_warnings": [{"file": f, "warnings": n} for f, n in sorted(warned.items())],
         "config": {"ok": not config, "problems": [p.as_dict() for p in config]},
-        "index": _index_lag(runtime) if source == "index" else None,
+        "index": _index_lag(runtime) if source == "index" else unreadable,
         "merges": _merges(runtime, engine) if source == "index" else None,
         "strategies": _strategies(runtime, engine) if strategies is None else strategies,
     }

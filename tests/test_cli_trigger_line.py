@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -33,3 +34,68 @@ def test_counts_of_work_done_are_shown_without_nothing_to_do() -> None:
         "merged=0, deferred_sources=0 — nothing to do [daemon]")
     failed = RunOutcome("failed", "reflect_episodes", "run_3", {}, error="boom")
     assert "nothing to do" not in outcome_line(failed, "daemon")
+
+
+def test_a_run_whose_catch_up_sync_indexed_logs_says_so_not_nothing_to_do(
+        tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["init", str(root)]).exit_code == 0
+    assert runner.invoke(cli, ["enable", "reflect_episodes", "--root", str(root)]).exit_code == 0
+    for day in ("2026-10-12", "2026-10-13"):
+        added = runner.invoke(cli, ["add", "--root", str(root), "--user", "u1", "--subject",
+                                    "S", "--content", f"note of {day}",
+                                    "--timestamp", f"{day}T10:00:00+00:00"])
+        assert added.exit_code == 0, added.output
+
+    first = runner.invoke(cli, ["trigger", "reflect_episodes", "--root", str(root), "--json"])
+    assert first.exit_code == 0, first.output
+    assert json.loads(first.stdout)["logs_indexed"] == 2
+
+    again = runner.invoke(cli, ["trigger", "reflect_episodes", "--root", str(root)])
+    assert again.stdout.rstrip().endswith("— nothing to do [in-process]"), again.output
+
+
+def test_a_run_that_only_indexed_says_what_it_indexed() -> None:
+    indexed = RunOutcome("ok", "reflect_episodes", "run_1", {}, logs_indexed=2)
+    assert outcome_line(indexed, "in-process") == (
+        "reflect_episodes: ok (run run_1) — indexed 2 logs, nothing else to do [in-process]")
+    one = RunOutcome("ok", "reflect_insights", "run_2", {"written": 0}, logs_indexed=1)
+    assert "written=0 — indexed 1 log, nothing else to do" in outcome_line(one, "daemon")
+    merged = RunOutcome("ok", "reflect_episodes", "run_3", {"merged": 1}, logs_indexed=1)
+    assert "nothing" not in outcome_line(merged, "daemon")
+
+
+def test_the_daemon_answer_says_how_many_logs_its_run_indexed(tmp_path: Path) -> None:
+    # `trigger` through a daemon reads the same field from the API's answer
+    from everos_reflect.embedding import HashEmbedder
+    from everos_reflect.engine.daemon import RunOutcome as DaemonOutcome
+    from everos_reflect.runtime import Runtime
+    from everos_reflect.settings import Settings
+    from tests.api_client import ApiClient
+
+    root = tmp_path / "root"
+    runner = CliRunner()
+    assert runner.invoke(cli, ["init", str(root)]).exit_code == 0
+    added = runner.invoke(cli, ["add", "--root", str(root), "--user", "u1", "--subject", "S",
+                                "--content", "one note", "--timestamp", "2026-10-12T10:00:00Z"])
+    assert added.exit_code == 0, added.output
+    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
+    try:
+        answer = ApiClient(runtime)("POST", "/api/v1/ome/trigger",
+                                    json={"name": "reflect_episodes", "force": True})
+    finally:
+        runtime.close()
+    body = answer.json()
+    assert (body["status"], body["logs_indexed"]) == ("ok", 1), body
+    outcome = DaemonOutcome(**{k: v for k, v in body.items()
+                               if k in DaemonOutcome.__dataclass_fields__})
+    assert outcome_line(outcome, "daemon").endswith(
+        "— indexed 1 log, nothing else to do [daemon]")
+
+
+def test_a_wait_that_timed_out_says_the_run_goes_on() -> None:
+    waited = RunOutcome("timeout", "reflect_episodes", "run_1")
+    assert outcome_line(waited, "daemon") == (
+        "reflect_episodes: timeout (run run_1) — still running; `everos-reflect runs` shows "
+        "how it ends [daemon]")

@@ -132,6 +132,7 @@ def test_the_api_answers_503_for_an_index_that_is_not_a_database(
     from everos_reflect.settings import Settings
     from tests.api_client import ApiClient
 
+    dbmod.connect(tmp_path).close()  # an index that was built (serve builds it at start)
     runtime = Runtime(tmp_path, Settings(), embedder=HashEmbedder(16))
     try:
         client = ApiClient(runtime)

@@ -126,3 +126,64 @@ def test_read_only_root_lists_its_clusters_and_refuses_recluster_in_one_line(
     assert recluster["err"].startswith("error: ") and "Traceback" not in recluster["err"]
     assert "read-only here" in recluster["err"]
     assert sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")) == before
+
+
+def test_every_writing_command_on_a_read_only_root_says_it_is_read_only(
+        tmp_path: Path) -> None:
+    # they failed naming a lock or temp file ("Read-only file system: …/.index/locks/md-….lock",
+    # "…/.ome.toml.x1y2.tmp"), as if something were wrong with that file
+    root = tmp_path / "root"
+    assert _cli(tmp_path, "init", str(root)).returncode == 0
+    added = _cli(tmp_path, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
+                 "--content", "Andrew adopted a dog named Toby.", "--timestamp",
+                 "2026-10-12T09:00:00+00:00")
+    assert added.returncode == 0, added.stderr
+    assert _cli(tmp_path, "reindex", "--root", str(root)).returncode == 0
+    before = sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*"))
+    r = ["--root", str(root)]
+
+    *refused, enable, disabled = _read_only(tmp_path, root, [
+        ["add", *r, "--user", "u1", "--subject", "s", "--content", "c"],
+        ["reindex", *r],
+        ["trigger", "reflect_episodes", "--force", *r],
+        ["task", "add", *r, "--user", "u1", "--type", "t", "--goal", "g", "--step", "s",
+         "--outcome", "success"],
+        ["undo", added.stdout.strip(), "--user", "u1", *r],
+        ["resolve", "rel_20261012_0001", "--note", "n", "--user", "u1", *r],
+        ["enable", "reflect_episodes", *r],
+        ["trigger", "reflect_episodes", *r],
+    ])
+
+    for result in refused:
+        assert result["rc"] == "1", result
+        assert result["err"] == (f"error: the index {root}/.index is read-only here (a "
+                                 "read-only mount or another user's files): it is read as "
+                                 "last built; run this where the root can be written\n")
+    assert enable["rc"] == "1"
+    assert enable["err"] == f"error: Read-only file system: {root}/ome.toml\n"
+    assert (disabled["rc"], disabled["out"]) == ("4", "reflect_episodes: disabled [in-process]\n")
+    assert sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")) == before
+
+
+def test_a_read_only_root_never_indexed_says_so_when_a_read_needs_its_index(
+        tmp_path: Path) -> None:
+    # it failed with "cannot open the index …: unable to open database file (the folder must
+    # exist, be writable and have room)"
+    root = tmp_path / "root"
+    assert _cli(tmp_path, "init", str(root)).returncode == 0
+    assert _cli(tmp_path, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
+                "--content", "Andrew adopted a dog.").returncode == 0
+    assert not (root / ".index" / "sqlite").exists()
+    r = ["--root", str(root)]
+
+    *reads, status = _read_only(tmp_path, root, [
+        ["search", *r, "dog"], ["briefing", *r, "--user", "u1", "dog"], ["clusters", *r],
+        ["status", *r, "--json"],
+    ])
+
+    for result in reads:
+        assert (result["rc"], result["err"]) == ("1", (
+            f"error: {root} is read-only here and was never indexed: there is no index to "
+            "read; run `everos-reflect reindex` where the root can be written\n"))
+    assert status["rc"] == "0", status["err"]
+    assert json.loads(status["out"])["totals"]["episode"]["live"] == 1  # from the Markdown

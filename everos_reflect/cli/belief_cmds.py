@@ -16,6 +16,7 @@ from everos_reflect.cli.common import (
     project_filter_option,
     root_option,
     say,
+    writable_root,
 )
 from everos_reflect.errors import EverosError
 
@@ -106,6 +107,7 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
         resolve_relation,
     )
 
+    writable_root(root)  # refused in one line, before anything is done
     runtime = open_runtime(root)
     refs = filtered_refs(runtime, user_id, app, project)
     lookup_entry_id(rel_id, refs[0] if user_id is not None else None)  # as at the API

@@ -108,6 +108,21 @@ def existing_root(root: str | None) -> Path:
     return path
 
 
+def writable_root(root: str | None) -> Path:
+    """:func:`existing_root` of a command that writes to it: a root this process cannot write
+    (a read-only mount, another user's files) is refused in one line, as ``serve`` and
+    ``recluster`` refuse it, before anything is done; ``add``, ``reindex``, ``task add``,
+    ``undo`` and ``resolve`` failed naming a lock file ("Read-only file system:
+    …/.index/locks/md-….lock")."""
+    from everos_reflect.errors import IndexReadOnly
+    from everos_reflect.runtime import index_read_only
+
+    path = existing_root(root)
+    if index_read_only(path):
+        raise IndexReadOnly(path / ".index")
+    return path
+
+
 def open_runtime(root: str | None) -> Runtime:
     """The runtime of an existing memory root (see :func:`existing_root`)."""
     from everos_reflect.runtime import Runtime
@@ -156,6 +171,18 @@ _UNSHOWABLE.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x
 _ONE_LINE = {**_UNSHOWABLE, ord("\n"): "\\n"}
 
 
+def index_to_read(runtime: Runtime) -> None:
+    """Refuse, in one line saying why, a read of the index of a read-only root that has none:
+    nothing here can build it, and opening it failed with "cannot open the index …: unable
+    to open database file (the folder must exist, be writable and have room)"."""
+    from everos_reflect.index.db import db_path
+
+    if runtime.read_only and not db_path(runtime.root).exists():
+        raise EverosError(f"{shown_path(runtime.root)} is read-only here and was never indexed: "
+                          "there is no index to read; run `everos-reflect reindex` where the "
+                          "root can be written")
+
+
 def sync_for_read(runtime: Runtime) -> None:
     """Bring the index up to date with the Markdown before a read (``search``,
     ``briefing``), so results reflect hand edits made since the last sync. A read-only root
@@ -163,6 +190,7 @@ def sync_for_read(runtime: Runtime) -> None:
     changed since, so a stale answer is never taken for a fresh one."""
     from everos_reflect.index.sync import Indexer
 
+    index_to_read(runtime)
     report = Indexer(runtime).scan()
     if runtime.read_only:
         n = report.files_behind

@@ -30,6 +30,7 @@ from everos_reflect.cli.common import (
     open_runtime,
     progress,
     root_option,
+    writable_root,
 )
 from everos_reflect.errors import EverosError
 from everos_reflect.index import reads
@@ -69,6 +70,7 @@ def undo_cmd(merged_id: str, user_id: str, app_id: str | None, project_id: str |
 
     ref = UserRef.of(user_id, app_id, project_id)
     merged_id = lookup_entry_id(merged_id, ref)  # an impossible day: unknown, as at the API
+    writable_root(root)  # refused in one line, before anything is done
     rt = open_runtime(root)
     try:
         result = undo_merge(rt, ref, merged_id, cascade=cascade)

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from everos_reflect.cli.common import (
     configure_logging,
+    counted,
     emit_json,
     fail,
     fleet_defaults,
@@ -107,6 +108,13 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
         say(outcome_line(outcome, via))
         if outcome.error:
             say(f"  {outcome.error}", err=True)
+    if via == "daemon":
+        # the daemon keeps its last good ome.toml while the file is invalid: the run (or the
+        # refusal of a disabled one) followed that, not the file as it reads now
+        problem = Engine(runtime, recover=False).config_problem()
+        if problem is not None:
+            say(f"note: ome.toml is invalid: {problem}; the daemon went by its last good "
+                "configuration", err=True)
     code = TRIGGER_EXIT_CODES.get(outcome.status, 1)
     if code:
         sys.exit(code)
@@ -115,14 +123,20 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
 def outcome_line(outcome: RunOutcome, via: str) -> str:
     """``trigger``'s one line: status, run, counts. A run that went fine and changed nothing
     says "nothing to do": a bare "ok" after a first ``trigger`` on a new root (no cluster had
-    two members yet) read as if something had happened."""
+    two members yet) read as if something had happened. One whose only work was its
+    catch-up sync says so ("indexed 2 logs, nothing else to do"): "nothing to do" hid that
+    it had indexed new or changed logs."""
     counts = ", ".join(f"{k}={v}" for k, v in outcome.counts.items())
-    idle = outcome.status == "ok" and not any(outcome.counts.values())
+    note = ""
+    if outcome.status == "timeout" and outcome.run_id:  # exit 5 alone read as a failure
+        note = " — still running; `everos-reflect runs` shows how it ends"
+    elif outcome.status == "ok" and not any(outcome.counts.values()):
+        note = (f" — indexed {counted(outcome.logs_indexed, 'log')}, nothing else to do"
+                if outcome.logs_indexed else " — nothing to do")
     return (f"{outcome.name}: {outcome.status}"
             + (f" (run {outcome.run_id})" if outcome.run_id else "")
             + (" — it was already running; waited for that run" if outcome.joined else "")
-            + (f" {counts}" if counts else "")
-            + (" — nothing to do" if idle else "") + f" [{via}]")
+            + (f" {counts}" if counts else "") + note + f" [{via}]")
 
 
 def _finished(runtime: Runtime, outcome: RunOutcome) -> RunOutcome:
@@ -173,15 +187,62 @@ def runs_cmd(root: str | None, limit: int, as_json: bool) -> None:
 @json_option
 @handle_errors
 def strategies_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> None:
-    """Each strategy: enabled, schedule, next run, last run."""
-    from everos_reflect.engine.engine import strategies_status
+    """Each strategy: enabled, schedule, next run, last run.
 
+    With a daemon serving the root, what the daemon runs (it keeps its last good ome.toml
+    while the file is invalid); else what ome.toml says. Exit 1 when ome.toml is invalid and
+    no good configuration is in force (no strategy runs until it is fixed)."""
     runtime = open_runtime(root)
     runtime.ome_defaults = fleet_defaults(runtime.root, fleet_file)  # as the fleet's runs read
-    rows = strategies_status(runtime)
+    rows, notes, error = strategy_rows(runtime, asked=fleet_file is None)
     if as_json:
         emit_json(rows)
-        return
+    else:
+        _say_strategies(rows)
+    for note in notes:
+        say(note, err=True)
+    if error:
+        fail(error)
+
+
+def strategy_rows(runtime: Runtime, *, asked: bool = True,
+                  ) -> tuple[list[dict[str, Any]], list[str], str | None]:
+    """The strategy rows ``strategies`` and ``status`` show, the notes to print of them, and
+    the error (exit 1) their configuration is: ome.toml invalid and no good one in force.
+
+    ``asked``: a daemon serving the root is asked what it runs (not with ``--fleet``: the
+    daemon reads the root's ome.toml alone). It keeps running, data-triggered and on
+    schedule, on its last good ``ome.toml`` while the file is invalid: read here, the file
+    showed every strategy off, which was not what ran. Each row says where it comes from
+    (``via``: ``daemon`` or ``in-process``, as ``trigger`` says)."""
+    from everos_reflect.engine.daemon import strategies_via_daemon
+    from everos_reflect.engine.engine import strategies_status
+
+    daemon = strategies_via_daemon(runtime) if asked else None
+    notes: list[str] = []
+    if daemon is not None and daemon.rows is not None:
+        rows = [{**row, "via": "daemon"} for row in daemon.rows]
+    else:
+        if daemon is not None:
+            notes.append(f"note: the daemon (pid {daemon.pid}) serving this root could not be "
+                         f"asked what it runs: {daemon.problem}; shown as ome.toml reads now")
+        rows = [{**row, "via": "in-process"} for row in strategies_status(runtime)]
+    error = next((str(r["config_error"]) for r in rows if r.get("config_error")), None)
+    if error is None:
+        return rows, notes, None
+    error = error.removeprefix("invalid configuration: ")  # "ome.toml is invalid: " says it
+    kept = any(r.get("config_in_force", "last_good") == "last_good" for r in rows)
+    if daemon is not None and daemon.rows is not None and kept:
+        notes.append(f"note: ome.toml is invalid: {error}; the daemon (pid {daemon.pid}) runs "
+                     "on its last good configuration, shown here, until it is fixed")
+        return rows, notes, None
+    running = (f"the daemon (pid {daemon.pid}) runs" if daemon is not None
+               and daemon.rows is not None else "a daemon started now would run")
+    return rows, notes, (f"ome.toml is invalid: {error}; no strategy runs until it is fixed "
+                         f"({running} none; every strategy is shown off)")
+
+
+def _say_strategies(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         state = "enabled" if r["enabled"] else "disabled"
         say(f"{r['name']}: {state}, cron {r['cron'] or '-'} ({r['timezone']}), "
@@ -192,10 +253,6 @@ def strategies_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> N
         if last:
             say(f"  last run {last['id']}: {last['status']} ({last['trigger']}, "
                        f"{last['started_at'][:19]})")
-    if rows and rows[0]["config_error"]:
-        # every strategy is shown off: a daemon keeps its last good configuration, but this
-        # command never had one
-        say(f"ome.toml problem (every strategy shown off): {rows[0]['config_error']}", err=True)
 
 
 COMMANDS: list[click.Command] = [serve_cmd, trigger_cmd, runs_cmd, strategies_cmd]

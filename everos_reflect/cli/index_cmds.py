@@ -20,6 +20,7 @@ from everos_reflect.cli.common import (
     settle_journal,
     shown,
     sync_for_read,
+    writable_root,
 )
 from everos_reflect.errors import EverosError
 from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
@@ -41,6 +42,7 @@ def _print_problems(report: ScanReport) -> None:
 @handle_errors
 def reindex_cmd(root: str | None, as_json: bool) -> None:
     """Rebuild every derived index (SQLite entries, vectors, clusters) from the Markdown."""
+    writable_root(root)  # refused in one line, before anything is done
     rt = open_runtime(root)
     settle_journal(rt)
     indexer = Indexer(rt)

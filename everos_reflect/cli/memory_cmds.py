@@ -8,7 +8,6 @@ import click
 from everos_reflect.cli.common import (
     app_filter_option,
     emit_json,
-    existing_root,
     fail,
     handle_errors,
     json_option,
@@ -18,6 +17,7 @@ from everos_reflect.cli.common import (
     say,
     sync_for_read,
     validated,
+    writable_root,
 )
 from everos_reflect.errors import InvalidEpisode
 from everos_reflect.model import Kind, UserRef
@@ -67,7 +67,7 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
     except InvalidEpisode as exc:
         flag = {"task_type": "type", "outcome_note": "note"}.get(exc.field, exc.field)
         fail(f"--{flag} {exc.reason}")
-    path = existing_root(root)
+    path = writable_root(root)
     # the root's limits, as the index reads the log: with the shipped ones, a root that
     # lowered max_entry_bytes was given a task record the index then refused ("not read")
     limits = load_settings(path).limits

@@ -35,9 +35,14 @@ REPORT_COLUMNS = (
 
 
 def list_reports(runtime: Runtime, limit: int = 20) -> list[dict[str, Any]]:
-    """The newest ``reflection_report`` rows first; ``source_members`` decoded to a list."""
+    """The newest ``reflection_report`` rows first; ``source_members`` decoded to a list.
+    A root with no ``system.db`` has merged nothing: it is not opened, which would leave an
+    empty index behind."""
+    from everos_reflect.index.db import db_path
     from everos_reflect.index.reads import reflection_reports
 
+    if not db_path(runtime.root).exists():
+        return []
     out = []
     for item in reflection_reports(runtime.db(), limit=limit, columns=REPORT_COLUMNS):
         try:

@@ -8,6 +8,7 @@ The runtime and the Markdown store are imported inside the commands that need th
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 import tempfile
 from datetime import datetime
@@ -31,6 +32,7 @@ from everos_reflect.cli.common import (
     say,
     settle_interrupted,
     shown,
+    writable_root,
 )
 from everos_reflect.errors import ConfigError, EverosError, InvalidEpisode
 from everos_reflect.fileio import read_config_bytes
@@ -70,7 +72,10 @@ def _write_atomic(root: Path, path: Path, text: str) -> None:
     """
     path = _config_target(root, path)
     mode = stat.S_IMODE(path.stat().st_mode) if path.exists() else 0o644
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:  # named for the file asked to be written, not a temp file beside it
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     try:
         os.chmod(tmp, mode)
         with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
@@ -121,6 +126,10 @@ def _config_target(root: Path, path: Path) -> Path:
 def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -> None:
     """Create a memory root ROOT with commented everos.toml and ome.toml."""
     path = _resolve(target if target is not None else root)  # click.Path refused a file
+    outer = _root_around(path)
+    if outer is not None:
+        fail(f"{path} is inside the memory root {outer}; a memory root holds no other root: "
+             "choose a folder outside it")
     files = {
         path / USER_FILE_NAME: everos_toml_template(),
         path / OME_FILE_NAME: packaged_text("ome.toml"),
@@ -141,6 +150,18 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
     say(f"  settings:   {path / USER_FILE_NAME} (all keys commented out = defaults)")
     say(f"  strategies: {path / OME_FILE_NAME} (enable with: everos-reflect enable "
                f"reflect_episodes --root {path})")
+
+
+def _root_around(path: Path) -> Path | None:
+    """The memory root ``path`` would be made inside of, if any: the nearest folder above it
+    that holds a root's files (``everos.toml``, ``ome.toml``, ``.index``). A root made there
+    put its ``.index`` and logs in the outer root's tree, a pair the fleet refuses."""
+    from everos_reflect.runtime import ROOT_MARKERS
+
+    for parent in path.parents:
+        if any((parent / marker).exists() for marker in ROOT_MARKERS):
+            return parent
+    return None
 
 
 # --- add --------------------------------------------------------------------------------------
@@ -181,7 +202,7 @@ def add_cmd(
     except InvalidEpisode as exc:
         fail(f"--{exc.field} {exc.reason}")
     meta, day = episode.meta, episode.day
-    path = existing_root(root)
+    path = writable_root(root)
     note = None
     if importance is None:
         meta["importance"], note = _score_importance(path, subject, content)
@@ -432,7 +453,13 @@ def _render_status(doc: dict[str, Any]) -> None:
 @json_option
 @handle_errors
 def status_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> None:
-    """Users, live/deprecated counts, files with problems and config problems."""
+    """Users, live/deprecated counts, files with problems and config problems.
+
+    Strategies as the daemon serving the root runs them, when one does (it keeps its last
+    good ome.toml while the file is invalid). Exit 1, the report printed, when ome.toml is
+    invalid and no good configuration is in force (no strategy runs until it is fixed), or
+    when the index cannot be read."""
+    from everos_reflect.cli.engine_cmds import strategy_rows
     from everos_reflect.runtime import Runtime
     from everos_reflect.settings import Settings
 
@@ -445,13 +472,24 @@ def status_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> None:
         settings = Settings()
     runtime = Runtime(path, settings=settings, ome_defaults=defaults)
     try:
-        doc = status_document(runtime, progress)
+        try:
+            rows, notes, error = strategy_rows(runtime, asked=fleet_file is None)
+        except (EverosError, sqlite3.Error):  # the report says why (its strategies section)
+            rows, notes, error = None, [], None
+        doc = status_document(runtime, progress, strategies=rows)
     finally:
         runtime.close()
     if as_json:
         emit_json(doc)
     else:
         _render_status(doc)
+    for note in notes:
+        say(note, err=True)
+    if error:
+        fail(error)
+    index_error = (doc.get("index") or {}).get("error")
+    if index_error:  # as every command reading it fails, and `fleet status` on such a root
+        fail(f"the index cannot be read: {index_error}")
 
 
 # --- enable / disable -------------------------------------------------------------------------

@@ -155,6 +155,68 @@ def recover_interrupted(runtime: Runtime) -> int:
     return sum(sum(c.values()) for c in recover_all(runtime, wait=0).values())
 
 
+def _address(info: Mapping[str, Any]) -> str:
+    """``http://host:port`` of the daemon ``info`` advertises (a wildcard bind: loopback)."""
+    host = str(info.get("host") or "127.0.0.1")
+    if host in {"0.0.0.0", "::", ""}:
+        host = "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{info['port']}"
+
+
+def _headers(runtime: Runtime) -> dict[str, str]:
+    token = runtime.settings.server.token
+    return {"Authorization": f"Bearer {token}"} if token else {}
+
+
+#: How long a command that reports (``status``, ``strategies``) waits for the daemon's answer.
+ASK_TIMEOUT_SECONDS = 10.0
+
+
+class DaemonStrategies:
+    """What the daemon serving a root runs: its strategy rows (``rows``; the last good
+    ``ome.toml`` when the file turned invalid), or why it could not say (``problem``)."""
+
+    def __init__(self, info: Mapping[str, Any], rows: list[dict[str, Any]] | None = None,
+                 problem: str | None = None) -> None:
+        self.pid = info.get("pid")
+        self.rows, self.problem = rows, problem
+
+
+def strategies_via_daemon(runtime: Runtime) -> DaemonStrategies | None:
+    """Ask the daemon serving this root which strategies it runs, and how; ``None`` when no
+    daemon serves it. A daemon that does not answer, or answers with an error, is reported
+    (``problem``), never taken for no daemon: its strategies run whatever ``ome.toml`` says."""
+    info = read_daemon(runtime.root)
+    if info is None:
+        return None
+    import httpx  # the client side only, as in trigger_via_daemon
+
+    try:
+        resp = httpx.get(f"{_address(info)}/api/v1/ome/strategies", headers=_headers(runtime),
+                         timeout=ASK_TIMEOUT_SECONDS)
+        if resp.status_code != 200:
+            return DaemonStrategies(info, problem=f"it answered {resp.status_code}: "
+                                    f"{_message(resp)}")
+        rows = resp.json()["data"]["strategies"]
+        if not isinstance(rows, list):
+            raise TypeError("no list of strategies")
+    except httpx.HTTPError as exc:
+        return DaemonStrategies(info, problem=f"it did not answer ({exc})")
+    except (ValueError, KeyError, TypeError) as exc:
+        return DaemonStrategies(info, problem=f"its answer could not be read ({exc})")
+    return DaemonStrategies(info, rows)
+
+
+def _message(resp: Any) -> str:
+    """The ``error.message`` of an API error answer, else its text."""
+    try:
+        return str(resp.json()["error"]["message"])
+    except (ValueError, KeyError, TypeError):
+        return quoted_value(resp.text)
+
+
 def trigger_via_daemon(
     runtime: Runtime, name: str, *, force: bool, timeout: float
 ) -> RunOutcome | None:
@@ -162,23 +224,15 @@ def trigger_via_daemon(
     info = read_daemon(runtime.root)
     if info is None:
         return None
-    host = str(info.get("host") or "127.0.0.1")
-    if host in {"0.0.0.0", "::", ""}:
-        host = "127.0.0.1"
-    if ":" in host:
-        host = f"[{host}]"
     # httpx (with the rich/pygments console it pulls in, ~3 MB resident) only for the client
     # side: the daemon itself imports this module and never calls out.
     import httpx
 
-    headers = {}
-    if runtime.settings.server.token:
-        headers["Authorization"] = f"Bearer {runtime.settings.server.token}"
     try:
         resp = httpx.post(
-            f"http://{host}:{info['port']}/api/v1/ome/trigger",
+            f"{_address(info)}/api/v1/ome/trigger",
             json={"name": name, "force": force, "timeout": timeout},
-            headers=headers, timeout=timeout + 30,
+            headers=_headers(runtime), timeout=timeout + 30,
         )
     except httpx.TransportError as exc:
         log.warning("daemon pid %s did not answer (%s); running in-process", info["pid"], exc)

@@ -36,7 +36,7 @@ from everos_reflect.engine.registry import (
     validate_ome,
 )
 from everos_reflect.engine.triggers import CronTrigger
-from everos_reflect.errors import ConfigError, RootGone
+from everos_reflect.errors import ConfigError, IndexReadOnly, RootGone
 from everos_reflect.fileio import read_config_bytes
 from everos_reflect.index import rebuild, runs
 from everos_reflect.index.db import db_path
@@ -64,6 +64,8 @@ class RunOutcome:
     #: True when this trigger found the strategy already running and waited for that run
     #: instead of starting another (the answer says so rather than pretending it started one).
     joined: bool = False
+    #: Logs the run's catch-up sync indexed first (:attr:`RunContext.logs_indexed`).
+    logs_indexed: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -201,6 +203,13 @@ class Engine:
             self._config = {name: dict(table) for name, table in config.items()}
         self.reload_config(force=True)
 
+    def config_problem(self) -> str | None:
+        """Why ``ome.toml`` as it reads now is invalid (``None``: it is valid), without the
+        "invalid configuration: " every configuration error starts with."""
+        if self.reload_config():
+            return None
+        return str(self.config_error).removeprefix("invalid configuration: ")
+
     @property
     def has_config(self) -> bool:
         """Whether a good ``ome.toml`` (or none, meaning the defaults) was ever loaded."""
@@ -244,7 +253,8 @@ class Engine:
         """Run ``name`` now and wait up to ``timeout`` seconds (``None``: until done) for it.
 
         A run that outlives the wait goes on; the answer is then ``timeout``. Raises
-        :class:`UnknownStrategy` for an unknown name.
+        :class:`UnknownStrategy` for an unknown name, :class:`IndexReadOnly` for a root this
+        process cannot write (the strategy enabled or forced).
         """
         strategy = get_strategy(name)
         settings = self.settings_for(name)
@@ -258,6 +268,8 @@ class Engine:
             self.runtime.check_root()
         except RootGone as exc:
             return RunOutcome(FAILED, name, error=str(exc))
+        if self.runtime.read_only:  # one line, not an error about the strategy's lock file
+            raise IndexReadOnly(self.runtime.index_dir)
         self.runtime.check_index()  # deleted by hand: no run over the index being rebuilt
         if self.runtime.index_rebuilding:
             return RunOutcome(BUSY, name, error=rebuild.REBUILDING)
@@ -389,7 +401,8 @@ class Engine:
             self._finish(run_id, status, why, counts, attempt)
             (log.info if status == OK else log.warning)(
                 "%s: run %s %s %s%s", name, run_id, status, counts, f" ({why})" if why else "")
-            return RunOutcome(status, name, run_id, counts, error=why)
+            return RunOutcome(status, name, run_id, counts, error=why,
+                              logs_indexed=ctx.logs_indexed)
 
     def _root_gone(self, run_id: str, name: str, attempt: int,
                    counts: dict[str, int] | None = None) -> RunOutcome:
@@ -445,7 +458,13 @@ class Engine:
                 self._abandon(run.run_id, "the daemon stopped before the run finished")
 
     def recover(self) -> list[str]:
-        """Mark ``abandoned`` every ``running`` row whose process is gone; returns their ids."""
+        """Mark ``abandoned`` every ``running`` row whose process is gone; returns their ids.
+
+        A root with no ``system.db`` has recorded no run: nothing is opened (opening creates
+        an empty index, and ``trigger`` of a disabled or unknown strategy on a never-indexed
+        root left one behind, which ``status`` took for the root's counts: "0 / 0")."""
+        if not db_path(self.runtime.root).exists():
+            return []
         rows = runs.running(self.runtime.db())
         with self._mutex:
             mine = {a.run_id for a in self._active.values()}
@@ -522,6 +541,10 @@ def strategies_status(
         config: dict[str, dict[str, Any]] | None = engine.config()
     except ConfigError:
         config = None
+    # what the rows show: ome.toml as it reads now, the last good one a daemon keeps while
+    # the file is invalid, or none (invalid, and no good one was ever loaded: nothing runs)
+    in_force = ("none" if config is None else "last_good" if engine.config_error
+                else "ome.toml")
     rows = []
     for name in known_strategies():
         strategy = get_strategy(name)
@@ -548,6 +571,7 @@ def strategies_status(
                                      "error", "counts")
             },
             "config_error": engine.config_error,
+            "config_in_force": in_force,
             "unavailable": strategy.unavailable(runtime),
         })
     return rows

@@ -141,6 +141,9 @@ class RunContext:
     #: failed: the engine names them in the run record's ``error``, which the counts alone
     #: cannot do (``failed=1`` does not say whose).
     failures: list[str] = field(default_factory=list)
+    #: Logs the run's catch-up sync indexed before its work (new, changed or deleted since
+    #: the last sync): work done even when nothing else was to do, which ``trigger`` says.
+    logs_indexed: int = 0
 
     def __post_init__(self) -> None:
         if self.budget is None:

@@ -55,6 +55,11 @@ def live_episode_weeks(conn: sqlite3.Connection) -> dict[UserRef, int]:
     return {_ref(r): int(r[3]) for r in rows}
 
 
+def holds_any_log(conn: sqlite3.Connection) -> bool:
+    """Whether any log was ever synced into the index (an empty ``files`` table: never)."""
+    return conn.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None
+
+
 def entry_counts(conn: sqlite3.Connection) -> dict[tuple[UserRef, str, bool], int]:
     """``(owner, kind, archived) → number of entries`` over the whole index."""
     rows = conn.execute(

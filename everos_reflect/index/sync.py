@@ -231,15 +231,24 @@ class ScanReport:
     #: logs changed or deleted since the last sync that a read-only root kept from being
     #: synced (:attr:`Runtime.read_only`): what a read of the index does not see
     files_behind: int = 0
+    #: synced logs whose bytes had not changed (a ``touch``, a re-check of a log written just
+    #: before its last sync): nothing was indexed of them
+    files_unchanged: int = 0
 
     def add(self, result: FileSyncResult) -> None:
         self.files_synced += not result.removed
+        self.files_unchanged += result.unchanged
         self.files_removed += result.removed
         self.entries_upserted += result.upserted
         self.entries_embedded += result.embedded
         self.entries_deleted += result.deleted
         if result.problems:
             self.problems[result.path] = [str(p) for p in result.problems]
+
+    @property
+    def logs_indexed(self) -> int:
+        """Logs this sync brought into the index (new, changed) or took out (deleted)."""
+        return self.files_synced - self.files_unchanged + self.files_removed
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -128,7 +128,7 @@ class ReflectInsights(BeliefTier):
         """Bring the index up to date (evidence comes from search), then the tier loop."""
         from everos_reflect.index.sync import Indexer
 
-        Indexer(ctx.runtime).scan()
+        ctx.logs_indexed += Indexer(ctx.runtime).scan().logs_indexed
         return super().run(ctx)
 
     # -- the window and the trigger --------------------------------------------------------

@@ -269,7 +269,7 @@ class ReflectionRun:
         # ReflectEpisodes.recover before every run (recovering here again redid the work, and
         # retried and logged every merge that cannot be settled twice per run).
         indexer = Indexer(self.rt)
-        indexer.scan()
+        self.ctx.logs_indexed += indexer.scan().logs_indexed
         self._merge_all(indexer, self.ctx.llm,  # every call charged to the run's limits
                         self._selections(ClusterService(self.rt)))
         return dict(self.counts)
