@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,20 +35,23 @@ def test_without_ray_the_fleet_commands_say_how_to_get_it(
         "error: fleet commands need Ray: pip install 'everos-reflect[ray]'"
 
 
-def test_a_local_ray_is_told_token_authentication_unless_the_user_chose_a_mode(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    from everos_reflect.fleet.ray_backend import _quiet_local_auth
+def test_ray_is_told_the_auth_mode_it_would_pick_unless_the_user_chose_one(
+        tmp_path: Path) -> None:
+    """Ray 2.59+ picks token authentication itself when RAY_AUTH_MODE is unset (a local Ray;
+    `auto` with a token at hand) and says so in a WARNING on every fleet run."""
+    from everos_reflect.fleet.ray_backend import ray_auth_mode
 
-    monkeypatch.delitem(sys.modules, "ray", raising=False)  # Ray not imported yet
-    # a copy of the environment: a RAY_AUTH_MODE left behind breaks this process's own Ray,
-    # imported before it was set (the Ray tests' session)
-    env = {k: v for k, v in os.environ.items() if k != "RAY_AUTH_MODE"}
-    monkeypatch.setattr(os, "environ", env)
-    _quiet_local_auth()
-    assert env["RAY_AUTH_MODE"] == "token"
-    env["RAY_AUTH_MODE"] = "disabled"
-    _quiet_local_auth()
-    assert env["RAY_AUTH_MODE"] == "disabled"
+    home = tmp_path / "home"
+    assert ray_auth_mode("", {}, home) == "token"
+    assert ray_auth_mode("auto", {}, home) is None  # no token: Ray leaves it off, quietly
+    assert ray_auth_mode("auto", {"RAY_AUTH_TOKEN": "t"}, home) == "token"
+    assert ray_auth_mode("auto", {"RAY_AUTH_TOKEN_PATH": "/t"}, home) == "token"
+    (home / ".ray").mkdir(parents=True)
+    (home / ".ray" / "auth_token").write_text("t")
+    assert ray_auth_mode("auto", {}, home) == "token"
+    assert ray_auth_mode("ray://head:10001", {}, home) is None
+    for address in ("", "auto"):
+        assert ray_auth_mode(address, {"RAY_AUTH_MODE": "disabled"}, home) is None
 
 
 def test_a_bad_fleet_file_is_one_line_naming_every_problem(tmp_path: Path) -> None:

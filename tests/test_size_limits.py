@@ -796,3 +796,16 @@ def test_the_widest_narrative_max_sources_per_merge_allows_is_written_and_read_b
                             {"Subject": "Dogs", "Content": "Two dogs."}, day=DAY)
     assert len(rt.store.get(ANN, entry.id).sources) == count + 1
     rt.close()
+
+
+@pytest.mark.parametrize("limit", [2**63 - 1, 10**30])
+def test_mcp_reads_its_messages_under_a_request_limit_past_what_a_read_can_ask(
+        limit: int) -> None:
+    # readline(max_request_bytes + 1) raised OverflowError ("cannot fit 'int' into an
+    # index-sized integer"): `everos-reflect mcp` died with a traceback at its first message.
+    import io
+
+    from everos_reflect.api.mcp_server import BoundedLines
+
+    message = '{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}\n'
+    assert BoundedLines(io.BytesIO(message.encode()), limit).readline() == message

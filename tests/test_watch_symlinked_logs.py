@@ -186,13 +186,27 @@ def test_a_log_written_through_a_symlinked_folder_is_indexed_at_once(
 
 def test_a_folder_link_made_while_watching_is_followed_at_once(rt: Runtime) -> None:
     target = rt.root / ".people" / "u_andrew"
+    target.mkdir(parents=True)
+    (rt.root / USERS).mkdir(parents=True)
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
         assert wait_for(lambda: watcher.passes > 0)
         _link_folder(rt, rt.root / USERS / "u_andrew", target)
-        passes = watcher.passes
-        assert wait_for(lambda: watcher.passes > passes + 1)  # the link's event is handled
+        assert wait_for(lambda: watcher.watched_targets == [target])
         added = _append(rt, "Andrew adopted a second dog named Buddy.")
         assert wait_for(lambda: added in _indexed(rt))
+
+
+def test_a_folder_link_removed_while_watching_takes_its_logs_out_of_the_index_at_once(
+        rt: Runtime) -> None:
+    link = rt.root / USERS / "u_andrew"
+    _link_folder(rt, link, rt.root / ".people" / "u_andrew")
+    first = _append(rt, "Andrew has a dog named Toby.")
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
+        assert wait_for(lambda: _indexed(rt) == {first})
+        assert wait_for(lambda: watcher.watched_targets == [rt.root / ".people" / "u_andrew"])
+        link.unlink()  # the logs it led to are no longer under the root's layout
+        assert wait_for(lambda: _indexed(rt) == set())
+        assert watcher.watched_targets == []
 
 
 def test_a_folder_link_leading_out_of_the_root_is_neither_read_nor_watched(

@@ -377,7 +377,9 @@ class BoundedLines:
         return message.method, store.pop(number, None) if isinstance(number, int) else None
 
     def readline(self) -> str:
-        line = self._raw.readline(self.limit + 1)
+        # a limit of 2**63 - 1 or more ("no limit") is past what a read may ask for: the
+        # OverflowError took the server down at its first message
+        line = self._raw.readline(min(self.limit + 1, sys.maxsize))
         if len(line) <= self.limit or line.endswith(b"\n"):
             text = line.decode("utf-8", errors="replace")
             batch = _batch(text) if line.lstrip()[:1] == b"[" else None

@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,7 +57,7 @@ class RayUnavailable(EverosError):
 def check_ray() -> None:
     """:class:`RayMissing`, with the one line that installs it, unless Ray is installed. Does
     not import Ray: importing it reads Ray's configuration from the environment, which
-    :func:`ray_session` completes first (:func:`_quiet_local_auth`)."""
+    :func:`ray_session` completes first (:func:`ray_auth_mode`)."""
     if importlib.util.find_spec("ray") is None:
         raise RayMissing(RAY_HINT)
 
@@ -76,16 +76,31 @@ def require_ray() -> ModuleType:
 RAY_AUTH_MODE = "RAY_AUTH_MODE"
 
 
-def _quiet_local_auth() -> None:
-    """Say ``RAY_AUTH_MODE=token`` for the local Ray about to start, unless the user said
-    otherwise. Since Ray 2.59 a local ``ray.init()`` turns token authentication on when the
-    variable is unset, and logs a WARNING saying so on every start: every ``fleet run`` and
-    ``fleet serve`` printed it. Said explicitly, the cluster is as secure and Ray is quiet.
-    Only before Ray is imported (it reads the variable then; set later, this process would
-    not send the token its own cluster requires), and never for a cluster we connect to
-    (``auto``, ``ray://``): its authentication is its own."""
-    if "ray" not in sys.modules:
-        os.environ.setdefault(RAY_AUTH_MODE, "token")
+def ray_auth_mode(address: str, env: Mapping[str, str], home: Path) -> str | None:
+    """The ``RAY_AUTH_MODE`` to say for a Ray at ``address`` (``None``: leave it unsaid): the
+    mode Ray 2.59+ would choose itself, which it announces in a WARNING on every start when
+    the variable is unset ("Token authentication is enabled for this Ray cluster"): every
+    ``fleet run`` and ``fleet serve`` printed it. ``token`` for a local Ray it starts (``""``),
+    and for ``auto`` when a token is at hand (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or
+    ``~/.ray/auth_token``, docs.ray.io: ray-security/token-auth), as Ray then turns it on.
+    Never over a mode the user set, nor for ``ray://`` (Ray's client decides nothing)."""
+    if RAY_AUTH_MODE in env:
+        return None
+    if address == "":
+        return "token"
+    at_hand = (env.get("RAY_AUTH_TOKEN") or env.get("RAY_AUTH_TOKEN_PATH")
+               or (home / ".ray" / "auth_token").is_file())
+    return "token" if address == "auto" and at_hand else None
+
+
+def _quiet_auth(address: str) -> None:
+    """Say :func:`ray_auth_mode` before Ray is imported: it reads the variable then (set
+    later, this process would not send the token its cluster requires)."""
+    if "ray" in sys.modules:
+        return
+    mode = ray_auth_mode(address, os.environ, Path.home())
+    if mode is not None:
+        os.environ[RAY_AUTH_MODE] = mode
 
 
 @contextmanager
@@ -94,8 +109,7 @@ def ray_session(config: FleetConfig) -> Iterator[ModuleType]:
 
     An already-initialised Ray in this process (a test, a notebook) is used as it is.
     """
-    if not config.ray_address:
-        _quiet_local_auth()
+    _quiet_auth(config.ray_address)
     ray = require_ray()
     if ray.is_initialized():
         yield ray

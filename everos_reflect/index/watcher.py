@@ -268,14 +268,30 @@ def through_links(events: Iterable[FsEvent], links_by_target: dict[Path, set[Pat
     return out
 
 
-def links_a_folder(events: Iterable[FsEvent]) -> bool:
-    """A symlink to a folder was made (or moved into place): what it leads to is new to the
-    index, and its folder must be watched."""
+def _at_folder_position(path: Path, root: Path) -> bool:
+    """Whether ``path`` is where an app, project, ``users``, user or kind folder goes."""
+    try:
+        parts = path.relative_to(root).parts
+    except ValueError:
+        return False
+    return 0 < len(parts) <= _LAYOUT_DEPTH and all(
+        _on_log_path(depth, name) for depth, name in enumerate(parts))
+
+
+def relinks(events: Iterable[FsEvent], root: Path) -> bool:
+    """A symlink to a folder was made (or moved into place), or a file (a symlink is one to
+    the file system's events) left where a folder of the logs' layout goes: the logs reached
+    through it are new to the index or gone from it, and the folders watched for it change.
+    Whether what left was a link cannot be asked any more; such a file is one in practice."""
     for event in events:
+        if event.is_directory:
+            continue
         if event.type in {"created", "moved"}:
             raw = event.dest or event.path
             if os.path.islink(raw) and os.path.isdir(raw):
                 return True
+        if event.type in {"deleted", "moved"} and _at_folder_position(Path(event.path), root):
+            return True
     return False
 
 
@@ -573,7 +589,7 @@ class Watcher:
         for folder in sorted(touched):  # a watch on that path may be the old folder's
             self._unwatch(folder)
             self._guarded(f"watching {folder}", lambda f=folder: self._watch(f))
-        if touched or wants_rescan(events, self.rt.root) or links_a_folder(events):
+        if touched or wants_rescan(events, self.rt.root) or relinks(events, self.rt.root):
             self._guarded("rescan after a folder change", self._scan)
             return
         planned = plan_events(events, self.rt.root)
