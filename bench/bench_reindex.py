@@ -127,10 +127,10 @@ class _TimedRebuilds:
         events.rebuilders = self._real  # type: ignore[assignment]
 
     def _wrap(self, fn: Any) -> Any:
-        def run(rt: Runtime) -> None:
+        def run(rt: Runtime) -> Any:
             cpu, wall = time.process_time(), time.perf_counter()
             try:
-                fn(rt)
+                return fn(rt)  # the paths a rebuilder wrote (provenance's stale marks)
             finally:
                 self.cpu += time.process_time() - cpu
                 self.wall += time.perf_counter() - wall
