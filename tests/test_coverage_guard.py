@@ -258,3 +258,13 @@ def test_a_thing_in_ing_is_still_held() -> None:
     got = measure_coverage(SameVector(), ["Mia's wedding is in June."],
                            a_draft("Mia is in Rome in June.", []), match_threshold=0.75)
     assert got.missing == ["Mia's wedding is in June."]
+
+
+@pytest.mark.parametrize("facts", [
+    ["O'Brien is allergic to peanuts.", "O'Brien's brother is allergic to peanuts."],
+    ["Sean O’Brien is allergic to peanuts.", "Sean O’Brien’s brother is allergic to peanuts."],
+    ["Mia Wong is allergic to peanuts.", "Mia Wong's brother is allergic to peanuts."],
+])
+def test_a_named_owner_with_an_apostrophe_or_a_surname_holds_too(facts: list[str]) -> None:
+    got = measure_coverage(SameVector(), facts, a_draft(facts[0], []), match_threshold=0.75)
+    assert got.missing == [facts[1]]

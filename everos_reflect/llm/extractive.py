@@ -114,7 +114,9 @@ NOT_NAMES = STOPWORDS | FILLER | {"after", "before", "on", "in", "first", "last"
 ABBREVIATIONS = ("Dr", "Mr", "Mrs", "Ms", "Prof", "St", "Jr", "Sr", "vs", "etc", "e.g", "i.e")
 
 _WORD_RE = re.compile(r"\w+(?:'\w+)?", re.UNICODE)
-_NAME_RE = re.compile(r"\b([A-Z][\w-]*)(?:'s)?\b")
+#: A capitalised word; an apostrophe and a capital go on with it ("O'Brien", "D’Angelo")
+_NAME = r"[A-Z][\w-]*(?:['’][A-Z][\w-]*)*"
+_NAME_RE = re.compile(rf"\b({_NAME})(?:['’]s)?\b")
 _DATE_TOKEN_RE = re.compile(r"^\d{1,4}$")
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])")
 # "2026-08-02: ..." (written now) or "2026-08-02 — ..." (narratives of extractive-v1)
@@ -462,7 +464,9 @@ class _Holder:
     again: bool
 
 
-_POSSESSIVE_RE = re.compile(r"^(?:([A-Z][\w-]*)['’]s|(His|Her))\s+(.*)$", re.DOTALL)
+#: "Mia's", "Mia Wong's" (the owner is the first name, as a sentence's subject is), "Her"
+_POSSESSIVE_RE = re.compile(rf"^(?:({_NAME})(?:\s+{_NAME})*['’]s|(His|Her))\s+(.*)$",
+                            re.DOTALL)
 _HEAD_RE = re.compile(r"[^\W\d_][\w-]*")
 
 
