@@ -26,9 +26,10 @@ model merging them might write it: "Andrew adopted a dog named Rex, who has sinc
 sit and fetch."), is that sentence counted as stating both? One not counted is an honest merge
 the guard scores as lossy.
 
-The threshold is chosen on the *calibration* domains (even positions in the file): the lowest
-swept value that folds no distinct pair there; the *report* domains (odd positions) are
-scored at it. Both halves are printed for every value, from the same run.
+The threshold is chosen on the *calibration* domains (even positions in the file, unless a
+domain says ``"half": "report"``: two held-out domains written after the rules were final): the
+lowest swept value that folds no distinct pair there; the *report* domains (odd positions, and
+the held-out ones) are scored at it. Both halves are printed for every value, from the same run.
 
     python bench/fold_pairs.py [--paraphrase 0.7,0.75,0.78,0.8,0.85] [--out bench/results]
 """
@@ -60,13 +61,15 @@ HALVES = ("calibration", "report")
 
 
 def load_pairs(path: Path = DATA) -> list[dict[str, Any]]:
-    """One row per pair: domain, half (even domain positions calibrate), label, the two texts."""
+    """One row per pair: domain, half (even domain positions calibrate, unless the domain
+    names its half), label, the two texts."""
     doc = json.loads(path.read_text("utf-8"))
     rows = []
     for i, domain in enumerate(doc["domains"]):
         for label in ("restates", "distinct"):
             for first, second in domain[label]:
-                rows.append({"domain": domain["domain"], "half": HALVES[i % 2],
+                half = domain.get("half", HALVES[i % 2])
+                rows.append({"domain": domain["domain"], "half": half,
                              "label": label, "texts": (first, second)})
     return rows
 
@@ -74,8 +77,8 @@ def load_pairs(path: Path = DATA) -> list[dict[str, Any]]:
 def load_combined(path: Path = DATA) -> list[dict[str, Any]]:
     """One row per ``combined`` entry: two distinct facts and one sentence stating both."""
     doc = json.loads(path.read_text("utf-8"))
-    return [{"domain": domain["domain"], "half": HALVES[i % 2], "facts": (first, second),
-             "sentence": sentence}
+    return [{"domain": domain["domain"], "half": domain.get("half", HALVES[i % 2]),
+             "facts": (first, second), "sentence": sentence}
             for i, domain in enumerate(doc["domains"])
             for first, second, sentence in domain.get("combined", [])]
 
