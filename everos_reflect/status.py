@@ -104,7 +104,7 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
     source = "markdown"
     counts = None
     unreadable: dict[str, Any] | None = None  # the index there is, when it cannot be read
-    if dbmod.db_path(root).exists():
+    if dbmod.db_built(root):
         try:
             indexed = _counts_from_index(root, runtime.store)
         except sqlite3.Error as exc:

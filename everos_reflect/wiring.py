@@ -2,9 +2,10 @@
 
 ``index/`` publishes changes and imports no consumer; this module subscribes the consumers —
 clustering (new, changed, archived and deleted Episodes; a recluster after ``reindex``) and
-provenance invalidation (derived records whose evidence changed). :class:`~everos_reflect.
-runtime.Runtime` calls :func:`install` once per process, so every edge (CLI, API, daemon, tests)
-gets the same wiring. A new tier that reacts to changes adds one :func:`subscribe` line here.
+provenance invalidation (derived records whose evidence changed; all of them after
+``reindex``). :class:`~everos_reflect.runtime.Runtime` calls :func:`install` once per process,
+so every edge (CLI, API, daemon, tests) gets the same wiring. A new tier that reacts to
+changes adds one :func:`subscribe` line here.
 """
 
 from __future__ import annotations
@@ -94,6 +95,15 @@ def _provenance(runtime: Runtime, changes: list[events.ChangeSet]) -> Iterable[P
     return on_changes(runtime, changes)
 
 
+def _provenance_rebuild(runtime: Runtime) -> Iterable[Path]:
+    """After ``reindex``: every owner's derived records checked whole. The logs may have
+    changed while nothing indexed them (an Episode deleted by hand, then a rebuild); a sync
+    of the same edit marks the records citing it stale, so a rebuild must as well."""
+    from everos_reflect.strategies.provenance import check_all
+
+    return check_all(runtime)
+
+
 def install() -> None:
     """Subscribe the shipped consumers (idempotent)."""
     global _installed
@@ -103,4 +113,5 @@ def install() -> None:
         events.subscribe_batch("clustering", _clustering)
         events.on_reindex("clustering", _recluster)
         events.subscribe_batch("provenance", _provenance)
+        events.on_reindex("provenance", _provenance_rebuild)
         _installed = True

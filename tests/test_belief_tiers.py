@@ -454,6 +454,35 @@ def test_a_rebuild_reproduces_every_tier(rt: Runtime, llm: ScriptedLLM) -> None:
     assert observe(rt, "update_worldview") == 0  # the cursor is coordination state: kept
 
 
+def test_a_pair_a_person_resolved_is_not_flagged_again_once_system_db_is_lost(
+        root: Path, rt: Runtime, llm: ScriptedLLM) -> None:
+    """The changes cursor (``system.db``) is what kept a resolved pair from being shown again;
+    once it was lost (``.index`` removed, rebuilt), every conviction read as just changed and
+    the model's same answer wrote a new active edge for a pair a person had resolved, in the
+    same texts. The resolved edge in the Markdown now refuses it, as the cursor did."""
+    seed_worldview(rt, llm)
+    llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
+    run(rt, "detect_contradictions")
+    add_insights(rt, "Seven.", "Eight.", "Nine.")
+    llm.queue_task("worldview", worldview_reply(("risks", "Reviews get skipped.", ["Seven"])))
+    run(rt, "update_worldview")
+    llm.queue_task("contradictions", {"contradictions": []})
+    run(rt, "detect_contradictions")
+    (edge,) = belief_views.relations(rt, ADA)
+    belief_views.resolve_relation(rt, ADA, edge["id"], "The board chose the pivot.")
+    rt.close()
+    for path in (root / ".index" / "sqlite").iterdir():
+        path.unlink()
+    again = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)
+    try:
+        Indexer(again).reindex()
+        llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
+        assert run(again, "detect_contradictions") == {"owners": 1, "refused": 1}
+        assert [r["status"] for r in belief_views.relations(again, ADA)] == ["resolved"]
+    finally:
+        again.close()
+
+
 def test_a_run_stops_between_owners_at_its_llm_call_limit(root: Path, llm: ScriptedLLM) -> None:
     ome(root, update_worldview="max_llm_calls = 1")
     rt = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)

@@ -197,3 +197,42 @@ def test_status_names_an_index_it_cannot_read_and_exits_1(root: Path) -> None:
     assert text.exit_code == 1
     assert "not built yet" not in text.stdout
     assert f"index: {db} is not a readable SQLite database" in text.stdout
+
+
+def test_status_with_an_invalid_everos_toml_says_no_strategy_runs_unless_a_daemon_does(
+        root: Path) -> None:
+    # it showed "reflect_episodes yes, next run Monday 02:00", exit 0, while `serve` refused
+    # to start on that everos.toml
+    good = "[strategies.reflect_episodes]\nenabled = true\n"
+    (root / "ome.toml").write_text(good)
+    (root / "everos.toml").write_text("[server]\nport = 'x'\n")
+    problem = (f"invalid configuration: {root / 'everos.toml'}: server.port: must be an "
+               "integer, got str 'x'")
+
+    alone = run("status", "--root", str(root), "--json")
+    assert alone.exit_code == 1, alone.output
+    assert alone.stderr.splitlines() == [
+        f"error: {problem}; no strategy runs until it is fixed (`serve` does not start)"]
+
+    (root / "everos.toml").write_text("")
+    with daemon_on(root, first_ome=good):  # started before everos.toml broke
+        (root / "everos.toml").write_text("[server]\nport = 'x'\n")
+        served = run("status", "--root", str(root), "--json")
+        assert served.exit_code == 0, served.output
+        assert served.stderr.splitlines() == [
+            f"note: {problem}; the daemon serving this root runs on the settings it started "
+            "with"]
+        assert enabled(json.loads(served.stdout)["strategies"])["reflect_episodes"] is True
+
+
+def test_clusters_says_its_holds_follow_the_shipped_settings_while_ome_toml_is_invalid(
+        root: Path) -> None:
+    (root / "ome.toml").write_text("[strategies.reflect_episodes]\nremerge_undone = true\n"
+                                   "enabled = \n")
+    result = run("clusters", "--root", str(root), "--json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["clusters"]) == 1
+    assert result.stderr.splitlines() == [
+        f"note: ome.toml is invalid: {root / 'ome.toml'}: line 3: TOML syntax error: Invalid "
+        "value; clusters are held back as under the shipped reflect_episodes settings (a "
+        "daemon runs on its last good ones)"]

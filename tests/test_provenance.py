@@ -3,12 +3,14 @@ citing insight stale, transitively; the state lives in Markdown and survives a r
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from everos_reflect.index.search import search
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.model import Entry, Kind, UserRef
@@ -395,6 +397,53 @@ def test_a_rebuild_from_markdown_keeps_the_same_active_and_stale_sets(root: Path
     Indexer(rt).reindex()
     after = {e.id: e.meta.get("status") for e in rt.store.entries(DEV, Kind.INSIGHT)}
     assert after == before
+
+
+def test_evidence_deleted_while_the_index_was_rebuilt_makes_the_insight_stale(
+        root: Path) -> None:
+    """An Episode deleted by hand, then ``reindex`` (or ``.index`` removed and rebuilt): the
+    rebuild published no change, so the insight citing it stayed active for good, while a
+    sync of the same edit marked it stale. A rebuild now gives what the sync gives."""
+    rt, eps, first, second = setup(root)
+    path = rt.store.path_for_id(DEV, eps[2].id)
+    text = path.read_text()
+    start = text.index(f"<!-- entry:{eps[2].id} -->")
+    end = text.index(f"<!-- /entry:{eps[2].id} -->") + len(f"<!-- /entry:{eps[2].id} -->\n")
+    path.write_text(text[:start] + text[end:])
+    Indexer(rt).reindex()
+    assert status(rt, first.id) == ("stale", f"evidence {eps[2].id} was deleted")
+    assert status(rt, second.id) == ("stale", f"evidence {first.id} is stale")
+    found = search(rt, "reverted auth", user_id=DEV.user_id, kinds=[Kind.INSIGHT])
+    assert [h.id for h in found] == []  # the index holds the marks too
+
+
+def test_an_entry_gone_from_a_log_with_broken_frontmatter_is_unknown_until_it_is_fixed(
+        root: Path) -> None:
+    """A log whose frontmatter is broken is not read: the index keeps what it had from it,
+    so a sync saw no deletion and the insight citing the entry stayed active. A rebuild (or
+    any whole check of the owner) took the entry for deleted and marked the insight stale:
+    the two disagreed. Unknown while the file cannot be read; fixed, the sync publishes the
+    deletion (the index still held the entry) and the insight goes stale."""
+    rt, eps, first, _second = setup(root)
+    path = rt.store.path_for_id(DEV, eps[2].id)
+    text = path.read_text()
+    start = text.index(f"<!-- entry:{eps[2].id} -->")
+    end = text.index(f"<!-- /entry:{eps[2].id} -->") + len(f"<!-- /entry:{eps[2].id} -->\n")
+    path.write_text((text[:start] + text[end:]).replace("type: episode_daily",
+                                                        "type: [episode_daily", 1))
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("active", None)
+    copy = root.parent / "copy"
+    shutil.copytree(root, copy, ignore=shutil.ignore_patterns(".index"))
+    rebuilt = make_runtime(copy, ExtractiveLLM())
+    try:
+        Indexer(rebuilt).reindex()
+        assert rebuilt.store.get(DEV, first.id).meta.get("status") == "active"
+    finally:
+        rebuilt.close()
+    edit_file(path, "type: [episode_daily", "type: episode_daily")
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("stale", f"evidence {eps[2].id} was deleted")
 
 
 def test_a_hand_written_insight_is_never_rewritten(root: Path) -> None:

@@ -407,6 +407,26 @@ def test_reports_command_on_a_root_without_reports_says_so(root: Path) -> None:
     assert json.loads(empty.output) == []
 
 
+def test_reports_after_the_audit_was_lost_does_not_say_nothing_was_merged(root: Path) -> None:
+    """The audit lives in ``system.db`` only (SPEC §6): ``.index/`` removed and rebuilt, it is
+    empty, while the logs still hold the narratives. ``reports`` said "nothing has been
+    merged in this root", which the logs contradict."""
+    rt = make_runtime(root, ScriptedLLM(fallback=ExtractiveLLM()), window_days=10)
+    topic(rt, ANDREW, 1, "garden", 3)
+    topic(rt, ANDREW, 5, "climbing", 2)
+    run_reflection(rt)
+    rt.close()
+    for path in (root / ".index" / "sqlite").iterdir():
+        path.unlink()
+    assert CliRunner().invoke(cli, ["reindex", "--root", str(root)]).exit_code == 0
+    result = CliRunner().invoke(cli, ["reports", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    assert "nothing has been merged" not in result.output
+    assert "2 merged narratives" in result.output and "reindex" in result.output
+    empty = CliRunner().invoke(cli, ["reports", "--root", str(root), "--json"])
+    assert json.loads(empty.output) == []
+
+
 def test_reports_command_on_a_missing_root_is_one_clear_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(cli, ["reports", "--root", str(tmp_path / "nope")])
     assert result.exit_code == 1 and "no memory root" in result.output

@@ -175,9 +175,9 @@ def index_to_read(runtime: Runtime) -> None:
     """Refuse, in one line saying why, a read of the index of a read-only root that has none:
     nothing here can build it, and opening it failed with "cannot open the index …: unable
     to open database file (the folder must exist, be writable and have room)"."""
-    from everos_reflect.index.db import db_path
+    from everos_reflect.index.db import db_built
 
-    if runtime.read_only and not db_path(runtime.root).exists():
+    if runtime.read_only and not db_built(runtime.root):
         raise EverosError(f"{shown_path(runtime.root)} is read-only here and was never indexed: "
                           "there is no index to read; run `everos-reflect reindex` where the "
                           "root can be written")

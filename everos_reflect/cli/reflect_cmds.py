@@ -36,12 +36,12 @@ REPORT_COLUMNS = (
 
 def list_reports(runtime: Runtime, limit: int = 20) -> list[dict[str, Any]]:
     """The newest ``reflection_report`` rows first; ``source_members`` decoded to a list.
-    A root with no ``system.db`` has merged nothing: it is not opened, which would leave an
-    empty index behind."""
-    from everos_reflect.index.db import db_path
+    A root with no ``system.db`` (or an empty one) has no audit: it is not opened, which
+    would leave an empty index behind."""
+    from everos_reflect.index.db import db_built
     from everos_reflect.index.reads import reflection_reports
 
-    if not db_path(runtime.root).exists():
+    if not db_built(runtime.root):
         return []
     out = []
     for item in reflection_reports(runtime.db(), limit=limit, columns=REPORT_COLUMNS):
@@ -88,13 +88,24 @@ def _render(reports: list[dict[str, Any]]) -> None:
 @handle_errors
 def reports_cmd(root: str | None, limit: int, as_json: bool) -> None:
     """Reflection's audit: one row per merge attempt, newest first."""
+    from everos_reflect.index.db import db_built
+    from everos_reflect.index.reads import merged_narrative_count
+
     rt = open_runtime(root)
     try:
         reports = list_reports(rt, limit)
+        merged = (merged_narrative_count(rt.db())
+                  if not reports and not as_json and db_built(rt.root) else 0)
     finally:
         rt.close()
     if as_json:
         emit_json(reports)
+        return
+    if not reports and merged:
+        # the audit lives in system.db alone (SPEC §6): lost with .index/, never rebuilt
+        say(f"No Reflection reports in the audit, though the logs hold {merged} merged "
+            "narratives: the audit is kept in .index/sqlite/system.db only, which `reindex` "
+            "keeps but a removed .index/ loses.")
         return
     if not reports:
         say("No Reflection reports yet: nothing has been merged in this root.")

@@ -456,9 +456,9 @@ def status_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> None:
     """Users, live/deprecated counts, files with problems and config problems.
 
     Strategies as the daemon serving the root runs them, when one does (it keeps its last
-    good ome.toml while the file is invalid). Exit 1, the report printed, when ome.toml is
-    invalid and no good configuration is in force (no strategy runs until it is fixed), or
-    when the index cannot be read."""
+    good ome.toml while the file is invalid). Exit 1, the report printed, when the
+    configuration is invalid and no daemon runs on a good one (no strategy runs until it is
+    fixed), or when the index cannot be read."""
     from everos_reflect.cli.engine_cmds import strategy_rows
     from everos_reflect.runtime import Runtime
     from everos_reflect.settings import Settings
@@ -466,10 +466,11 @@ def status_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> None:
     path = existing_root(root)
     defaults = fleet_defaults(path, fleet_file)
     # Status reports a broken config instead of failing on it, so it opens with defaults.
+    settings_error = None
     try:
         settings = load_settings(path)
-    except ConfigError:
-        settings = Settings()
+    except ConfigError as exc:
+        settings, settings_error = Settings(), str(exc)
     runtime = Runtime(path, settings=settings, ome_defaults=defaults)
     try:
         try:
@@ -483,13 +484,25 @@ def status_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> None:
         emit_json(doc)
     else:
         _render_status(doc)
-    for note in notes:
-        say(note, err=True)
-    if error:
-        fail(error)
+    errors = [error] if error else []
+    if settings_error is not None:
+        if any(row.get("via") == "daemon" for row in rows or []):
+            notes.append(f"note: {settings_error}; the daemon serving this root runs on the "
+                         "settings it started with")
+        else:
+            # the strategies were shown with the shipped settings: none of them runs, as
+            # `serve` refuses to start (it said "enabled, next run Monday 02:00", exit 0)
+            errors.append(f"{settings_error}; no strategy runs until it is fixed (`serve` "
+                          "does not start)")
     index_error = (doc.get("index") or {}).get("error")
     if index_error:  # as every command reading it fails, and `fleet status` on such a root
-        fail(f"the index cannot be read: {index_error}")
+        errors.append(f"the index cannot be read: {index_error}")
+    for note in notes:
+        say(note, err=True)
+    for line in errors[:-1]:
+        say(f"error: {line}", err=True)
+    if errors:
+        fail(errors[-1])
 
 
 # --- enable / disable -------------------------------------------------------------------------

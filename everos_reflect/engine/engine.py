@@ -39,7 +39,7 @@ from everos_reflect.engine.triggers import CronTrigger
 from everos_reflect.errors import ConfigError, IndexReadOnly, RootGone
 from everos_reflect.fileio import read_config_bytes
 from everos_reflect.index import rebuild, runs
-from everos_reflect.index.db import db_path
+from everos_reflect.index.db import db_built
 from everos_reflect.settings import OME_FILE_NAME, config_text, parse_ome
 
 if TYPE_CHECKING:
@@ -463,7 +463,7 @@ class Engine:
         A root with no ``system.db`` has recorded no run: nothing is opened (opening creates
         an empty index, and ``trigger`` of a disabled or unknown strategy on a never-indexed
         root left one behind, which ``status`` took for the root's counts: "0 / 0")."""
-        if not db_path(self.runtime.root).exists():
+        if not db_built(self.runtime.root):
             return []
         rows = runs.running(self.runtime.db())
         with self._mutex:
@@ -514,7 +514,7 @@ def list_runs(
 
     A root with no ``system.db`` has recorded no run: answered without opening it, which would
     create an empty index that ``status`` then took for the root's counts ("0 / 0")."""
-    if not db_path(runtime.root).exists():
+    if not db_built(runtime.root):
         return []
     rows = runs.newest(runtime.db(), limit=limit, strategy=strategy)
     for row in rows:

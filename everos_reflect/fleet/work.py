@@ -266,12 +266,12 @@ def pending_work(runtime: Runtime, name: str) -> str | None:
     Only Reflection can be judged from outside (index lag, interrupted merges, eligible
     clusters); any other strategy is assumed to have work and decides for itself.
     """
-    from everos_reflect.index.db import db_path
+    from everos_reflect.index.db import db_built
     from everos_reflect.strategies.reflect import NAME
 
     if name != NAME:
         return f"{name} decides for itself"
-    if not db_path(runtime.root).exists():
+    if not db_built(runtime.root):
         return "never indexed"
     from everos_reflect.clustering.service import ClusterService
     from everos_reflect.index.sync import Indexer
@@ -309,10 +309,10 @@ def work_estimate(runtime: Runtime, name: str, settings: Mapping[str, Any]) -> i
     A fleet hands out its largest roots first so that no long root starts last and leaves the
     other workers idle at the end. ``None`` for strategies it cannot be told for."""
     from everos_reflect.index import reads
-    from everos_reflect.index.db import db_path
+    from everos_reflect.index.db import db_built
     from everos_reflect.strategies.reflect import NAME
 
-    if name != NAME or not db_path(runtime.root).exists():
+    if name != NAME or not db_built(runtime.root):
         return None
     clusters, episodes = reads.reflection_backlog(
         runtime.db(), max_clusters=int(settings.get("max_clusters_per_run", 10)),
@@ -418,7 +418,7 @@ def root_status(root: str, defaults: Mapping[str, Mapping[str, Any]] | None = No
                 opener: Opener = open_root) -> dict[str, Any]:
     """One root's schedule (every strategy's last and next run) and index lag, from the same
     functions ``everos-reflect status`` uses; a root that cannot be read says why."""
-    from everos_reflect.index.db import db_path
+    from everos_reflect.index.db import db_built
     from everos_reflect.index.sync import Indexer
 
     doc: dict[str, Any] = {"root": root}
@@ -434,7 +434,7 @@ def root_status(root: str, defaults: Mapping[str, Mapping[str, Any]] | None = No
             doc["strategies"], doc["error"] = [], str(exc)
         try:
             # None: never indexed (status never creates an index as a side effect)
-            doc["index"] = Indexer(runtime).pending() if db_path(runtime.root).exists() \
+            doc["index"] = Indexer(runtime).pending() if db_built(runtime.root) \
                 else None
         except (EverosError, sqlite3.Error, OSError) as exc:
             doc["index"] = {"error": str(exc)}

@@ -595,6 +595,17 @@ def db_path(root: Path) -> Path:
     return Path(root) / ".index" / "sqlite" / "system.db"
 
 
+def db_built(root: Path) -> bool:
+    """Whether ``system.db`` holds an index: it exists and is not empty. An empty file is what
+    ``sqlite3 <root>/.index/sqlite/system.db "SELECT ..."`` (SPEC §6) leaves on a root with no
+    index; a reader that opened it with :func:`connect` created the index's tables in it, and
+    ``status`` then took those empty tables for the root's counts ("0 / 0")."""
+    try:
+        return db_path(root).stat().st_size > 0
+    except OSError:
+        return False
+
+
 def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
     """Open ``system.db`` (creating and migrating it unless ``readonly``).
 

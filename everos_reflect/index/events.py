@@ -11,7 +11,9 @@ one call instead: provenance invalidation checks a whole owner at a time, and on
 a bulk scan it re-read the owner's logs hundreds of times.
 
 A subscriber that raises is logged and skipped: derived state must never block indexing.
-``reindex`` publishes nothing (a rebuild changes no Markdown, so nobody has to react).
+``reindex`` publishes nothing; each :func:`on_reindex` rebuilder runs once after it instead,
+whole (clustering's recluster; provenance re-checks every derived record, since the logs may
+have changed while nothing indexed them), and the paths it writes are synced too.
 """
 
 from __future__ import annotations
@@ -59,18 +61,20 @@ BatchSubscriber = Callable[["Runtime", list[ChangeSet]], Iterable[Path] | None]
 
 _subscribers: dict[str, Subscriber] = {}
 _batch_subscribers: dict[str, BatchSubscriber] = {}
-#: ``rebuild(runtime)``: derived state a subscriber keeps, rebuilt whole after ``reindex``.
-_rebuilders: dict[str, Callable[[Runtime], None]] = {}
+#: ``rebuild(runtime) -> paths written (or None)``: derived state a subscriber keeps, rebuilt
+#: whole after ``reindex``.
+Rebuilder = Callable[["Runtime"], Iterable[Path] | None]
+_rebuilders: dict[str, Rebuilder] = {}
 _lock = threading.Lock()
 
 
-def on_reindex(name: str, rebuild: Callable[[Runtime], None]) -> None:
-    """Register what to rebuild after a ``reindex`` (clustering's recluster)."""
+def on_reindex(name: str, rebuild: Rebuilder) -> None:
+    """Register what to rebuild after a ``reindex`` (clustering's recluster, provenance)."""
     with _lock:
         _rebuilders[name] = rebuild
 
 
-def rebuilders() -> dict[str, Callable[[Runtime], None]]:
+def rebuilders() -> dict[str, Rebuilder]:
     with _lock:
         return dict(_rebuilders)
 

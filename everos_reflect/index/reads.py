@@ -282,6 +282,14 @@ def live_cluster_members(conn: sqlite3.Connection, cluster_id: str) -> list[str]
 # -- audit and runs -----------------------------------------------------------------------------
 
 
+def merged_narrative_count(conn: sqlite3.Connection) -> int:
+    """How many Reflection narratives (``parent_type: cluster``) the index holds, archived
+    ones too: what ``reports`` weighs an empty audit against."""
+    row = conn.execute("SELECT COUNT(*) FROM entries WHERE kind = 'episode' "
+                       "AND parent_type = 'cluster'").fetchone()
+    return int(row[0])
+
+
 def reflection_reports(conn: sqlite3.Connection, *, limit: int | None = None,
                        run_id: str | None = None,
                        columns: Sequence[str] | None = None) -> list[dict[str, Any]]:

@@ -370,11 +370,13 @@ class Indexer:
                 self.flush_entries = flush
                 self._fresh = False
             if notify:
+                written: set[Path] = set()
                 for name, rebuilder in events.rebuilders().items():
                     try:
-                        rebuilder(self.rt)
+                        written.update(Path(p) for p in rebuilder(self.rt) or ())
                     except Exception:
                         log.exception("rebuilding %s after reindex failed", name)
+                self._sync(sorted(written))  # e.g. records marked stale: counted once
         report.seconds = time.perf_counter() - started
         return report
 

@@ -80,6 +80,13 @@ COMPACTION_ATTEMPTS = 3
 COMMIT_CONFLICT = "Retryable commit conflict"
 
 
+def _tie_key(row: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """Orders rows of equal score by tenant, user and id. LanceDB returns ties in the order it
+    stored them, which a rebuild from Markdown changes: the same search ranked a narrative and
+    the entry it replaced the other way round after ``reindex``."""
+    return (row["app_id"], row["project_id"], row["user_id"], row["id"])
+
+
 def _schema(dim: int) -> pa.Schema:
     return pa.schema(
         [
@@ -599,7 +606,7 @@ class VectorIndex:
             )
             if where:
                 query = query.where(where, prefilter=True)
-            return query.to_list()
+            return sorted(query.to_list(), key=lambda r: (r["_distance"], *_tie_key(r)))
 
     def search_text(
         self, kind: Kind | str, query: str, *, k: int = 10, where: str | None = None
@@ -622,4 +629,4 @@ class VectorIndex:
             )
             if where:
                 builder = builder.where(where, prefilter=True)
-            return builder.to_list()
+            return sorted(builder.to_list(), key=lambda r: (-r["_score"], *_tie_key(r)))

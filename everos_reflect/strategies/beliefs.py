@@ -308,12 +308,14 @@ def edge_problem(
     live: Iterable[str],
     changed: Iterable[str],
     standing_pairs: Iterable[frozenset[str]] = (),
+    resolved_pairs: Mapping[frozenset[str], str] | None = None,
 ) -> str | None:
     """Why an edge over ``between`` may not be written (``None``: it may).
 
     It must name exactly two different convictions, both live now (current versions of their
     keys), at least one of them changed in this run's window, and no standing edge may join
-    the same pair already.
+    the same pair already, nor an edge a person resolved while both read as they do now
+    (``resolved_pairs``: pair → that edge's id).
     """
     ids = list(dict.fromkeys(between))
     if len(between) != 2 or len(ids) != 2:
@@ -329,7 +331,29 @@ def edge_problem(
         return f"neither {ids[0]} nor {ids[1]} changed in this run"
     if frozenset(ids) in set(standing_pairs):
         return f"{ids[0]} and {ids[1]} already have a standing edge"
+    resolved = (resolved_pairs or {}).get(frozenset(ids))
+    if resolved is not None:
+        return f"{ids[0]} and {ids[1]} were resolved in these texts ({resolved})"
     return None
+
+
+def resolved_in_these_texts(relations: Iterable[Entry],
+                            entries: Mapping[str, Entry]) -> dict[frozenset[str], str]:
+    """``{pair: edge id}`` of each resolved, unarchived edge whose two convictions read now as
+    when it was drawn (its ``evidence_hash``). The changes cursor keeps such a pair from being
+    shown again; this keeps the model's same answer from flagging it again when the cursor is
+    gone (``system.db`` lost and rebuilt), since the Markdown says a person settled it."""
+    out: dict[frozenset[str], str] = {}
+    for entry in relations:
+        edge = Edge.of(entry)
+        seen = entry.meta.get("evidence_hash")
+        if (edge.status != RESOLVED or edge.archived or len(set(edge.between)) != 2
+                or not isinstance(seen, dict)):
+            continue
+        if all((cited := entries.get(i)) is not None and seen.get(i) == cited.text_hash
+               for i in edge.between):
+            out[edge.pair] = edge.id
+    return out
 
 
 def superseded_edges(
@@ -378,6 +402,7 @@ __all__ = [
     "on_write_due",
     "plain",
     "plan_versions",
+    "resolved_in_these_texts",
     "same_text",
     "status_of",
     "superseded_edges",

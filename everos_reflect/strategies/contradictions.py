@@ -119,12 +119,15 @@ class DetectContradictions(BeliefTier):
         derived.pending |= unshown_pairs(plan.pairs, derived.left_out, work.items)
         depth = {c.id: c.depth for c in current}
         pairs = {e.pair for e in state.edges() if e.standing}
+        resolved = beliefs.resolved_in_these_texts(
+            [e for e in state.relations
+             if e.meta.get("relation_type") == beliefs.SELF_CONTRADICTION], entries)
         rows = []
         refusals = Refusals(ctx.log, f"{self.name}: {ref}")
         for item in found:
             between = list(item["between"])
             problem = beliefs.edge_problem(between, live=live, changed=changed,
-                                           standing_pairs=pairs)
+                                           standing_pairs=pairs, resolved_pairs=resolved)
             if problem:
                 refusals.add(f"edge refused: {problem}")
                 continue

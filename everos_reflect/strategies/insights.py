@@ -171,10 +171,10 @@ class ReflectInsights(BeliefTier):
         create an empty index that ``status`` then took for the root's counts."""
         if super().needs_llm(runtime) is None:
             return None
-        from everos_reflect.index.db import db_path
+        from everos_reflect.index.db import db_built
         from everos_reflect.index.reads import live_episode_weeks
 
-        if not db_path(runtime.root).exists():
+        if not db_built(runtime.root):
             return None
         from everos_reflect.strategies.insights_offline import MIN_WEEKS
 

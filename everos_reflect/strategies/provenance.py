@@ -336,7 +336,7 @@ def load_records(runtime: Runtime, ref: UserRef,
     for path in runtime.store.iter_files(ref, EVIDENCE_KINDS):
         log = runtime.store.read(path)
         records.update((e.id, e) for e in log.entries)
-        listed[Path(path)] = log.unread
+        listed[Path(path)] = log.unread or not log.ok  # broken frontmatter: not read whole
         if unreadable is not None:
             unreadable |= log.unreadable
     if unreadable is not None:
@@ -592,6 +592,23 @@ def on_changes(runtime: Runtime, changes: Iterable[ChangeSet]) -> list[Path]:
             written += invalidate(runtime, ref, ids)
         except Exception:  # an OSError writing one owner's log, a bug a record trips: that
             if runtime.root_gone():  # owner's alone; the owners after it are still checked
+                raise
+            log.exception("provenance: cannot check the records of %s", ref)
+    return written
+
+
+def check_all(runtime: Runtime) -> list[Path]:
+    """:func:`invalidate` every owner with derived records, whole (after a ``reindex``, which
+    publishes no change); the files written. One owner's failure is logged, as in
+    :func:`on_changes`, and the others are still checked."""
+    written: list[Path] = []
+    for ref in runtime.store.iter_users():
+        if not has_derived(runtime, ref):
+            continue
+        try:
+            written += invalidate(runtime, ref)
+        except Exception:
+            if runtime.root_gone():
                 raise
             log.exception("provenance: cannot check the records of %s", ref)
     return written
