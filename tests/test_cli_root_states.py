@@ -223,3 +223,16 @@ def test_status_with_an_invalid_everos_toml_says_no_strategy_runs_unless_a_daemo
             f"note: {problem}; the daemon serving this root runs on the settings it started "
             "with"]
         assert enabled(json.loads(served.stdout)["strategies"])["reflect_episodes"] is True
+
+
+def test_clusters_says_its_holds_follow_the_shipped_settings_while_ome_toml_is_invalid(
+        root: Path) -> None:
+    (root / "ome.toml").write_text("[strategies.reflect_episodes]\nremerge_undone = true\n"
+                                   "enabled = \n")
+    result = run("clusters", "--root", str(root), "--json")
+    assert result.exit_code == 0, result.output
+    assert len(json.loads(result.stdout)["clusters"]) == 1
+    assert result.stderr.splitlines() == [
+        f"note: ome.toml is invalid: {root / 'ome.toml'}: line 3: TOML syntax error: Invalid "
+        "value; clusters are held back as under the shipped reflect_episodes settings (a "
+        "daemon runs on its last good ones)"]

@@ -162,3 +162,26 @@ def test_serve_on_a_port_another_process_holds_starts_nothing_and_says_so(
         f"error: cannot listen on 127.0.0.1:{port}: Address already in use (another process "
         "may hold the port: choose another with --port or [server] port)"]
     assert started == [] and not daemon_file(root).exists()
+
+
+@pytest.mark.parametrize("answer", [
+    {"text": "<html>It works!</html>", "headers": {"content-type": "text/html"}},
+    {"json": {"hello": "world"}},
+    {"text": "{not json", "headers": {"content-type": "application/json"}},
+])
+def test_trigger_names_an_answer_that_is_no_run_outcome(
+        root: Path, monkeypatch: pytest.MonkeyPatch, answer: dict[str, object]) -> None:
+    # another server now on the port a stale daemon.json names (its pid reused): its 200
+    # answer raised a TypeError (or a JSON decode error) traceback out of trigger
+    import httpx
+
+    daemon_file(root).write_text(json.dumps({"pid": os.getppid(), "host": "127.0.0.1",
+                                             "port": 8000}), "utf-8")
+    monkeypatch.setattr(httpx, "post", lambda url, **k: httpx.Response(
+        200, request=httpx.Request("POST", url), **answer))
+    result = CliRunner().invoke(cli, ["trigger", "revalidate_insights", "--root", str(root)])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: the daemon (pid {os.getppid()}) at http://127.0.0.1:8000 "
+                           "answered with no run outcome: ")

@@ -66,6 +66,7 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         c for c in service.clusters(ref)
         if (app is None or c.ref.app == app) and (project is None or c.ref.project == project)
     ]
+    from everos_reflect.engine.engine import Engine
     from everos_reflect.strategies.holdback import (
         HoldRules,
         held_back,
@@ -78,12 +79,17 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
     # as the run keeps it, and a merged cluster whose new members cannot be read is not ready
     # to merge again (only those members' logs are read); under the run's own settings, so
     # with remerge_undone = true no undo hold is shown
-    rules = HoldRules.from_settings(reflect_settings(runtime))
+    engine = Engine(runtime, recover=False)
+    problem = engine.config_problem()  # then the shipped settings are the ones shown
+    rules = HoldRules.from_settings(reflect_settings(runtime, engine))
     held = {h.cluster_id: h for h in held_back(runtime.db(), ref, runtime.store, rules)}
     for h in waiting_on_unreadable(runtime.db(), runtime.store,
                                    [c for c in infos if c.cluster_id not in held]):
         held[h.cluster_id] = h
     aside = {a.cluster_id: a.reason for a in set_aside_clusters(runtime, ref)}
+    if problem is not None:  # the holds said nothing of it
+        say(f"note: ome.toml is invalid: {problem}; clusters are held back as under the "
+            "shipped reflect_episodes settings (a daemon runs on its last good ones)", err=True)
     if as_json:
         emit_json({"clusters": [
             {**c.to_json(), "held_back": c.cluster_id in held,

@@ -237,12 +237,26 @@ def trigger_via_daemon(
     except httpx.TransportError as exc:
         log.warning("daemon pid %s did not answer (%s); running in-process", info["pid"], exc)
         return None
-    body = resp.json() if resp.headers.get("content-type", "").startswith("application/json") \
-        else {}
+    try:
+        body = resp.json() if resp.headers.get("content-type", "").startswith(
+            "application/json") else {}
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
     if resp.status_code != 200:
-        message = (body.get("error") or {}).get("message") or resp.text
+        error = body.get("error")
+        message = (error.get("message") if isinstance(error, dict) else None) or resp.text
         if resp.status_code == 404:
             raise UnknownStrategy(message)
         raise EverosError(f"daemon answered {resp.status_code}: {message}")
     fields = RunOutcome.__dataclass_fields__
-    return RunOutcome(**{k: v for k, v in body.items() if k in fields})
+    try:
+        return RunOutcome(**{k: v for k, v in body.items() if k in fields})
+    except TypeError:
+        # another server on the port a stale daemon.json names (its pid reused since): a
+        # TypeError traceback out of trigger
+        raise EverosError(
+            f"the daemon (pid {info['pid']}) at {_address(info)} answered with no run "
+            f"outcome: {_message(resp)}; if no daemon serves this root, "
+            f"{shown_path(daemon_file(runtime.root))} is left over: remove it") from None

@@ -114,7 +114,9 @@ NOT_NAMES = STOPWORDS | FILLER | {"after", "before", "on", "in", "first", "last"
 ABBREVIATIONS = ("Dr", "Mr", "Mrs", "Ms", "Prof", "St", "Jr", "Sr", "vs", "etc", "e.g", "i.e")
 
 _WORD_RE = re.compile(r"\w+(?:'\w+)?", re.UNICODE)
-_NAME_RE = re.compile(r"\b([A-Z][\w-]*)(?:'s)?\b")
+#: A capitalised word; an apostrophe and a capital go on with it ("O'Brien", "D’Angelo")
+_NAME = r"[A-Z][\w-]*(?:['’][A-Z][\w-]*)*"
+_NAME_RE = re.compile(rf"\b({_NAME})(?:['’]s)?\b")
 _DATE_TOKEN_RE = re.compile(r"^\d{1,4}$")
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])")
 # "2026-08-02: ..." (written now) or "2026-08-02 — ..." (narratives of extractive-v1)
@@ -141,6 +143,11 @@ VERSION_OVERLAP = 0.5
 #: A swapped value is a few words for a few ("bus" → "bicycle", "food bank" → "animal
 #: shelter"); a rewording ("daily" → "every single day") changes more.
 SWAP_WORDS = 2
+#: Two words are forms of one word ("allergic"/"allergy", "painted"/"painting", "sing"/
+#: "singer") when they share at least this many first letters and the shorter has at most
+#: ``VARIANT_TAIL`` letters past what they share; "transfer"/"transport" are two words.
+VARIANT_PREFIX = 4
+VARIANT_TAIL = 2
 
 
 @dataclass
@@ -462,7 +469,9 @@ class _Holder:
     again: bool
 
 
-_POSSESSIVE_RE = re.compile(r"^(?:([A-Z][\w-]*)['’]s|(His|Her))\s+(.*)$", re.DOTALL)
+#: "Mia's", "Mia Wong's" (the owner is the first name, as a sentence's subject is), "Her"
+_POSSESSIVE_RE = re.compile(rf"^(?:({_NAME})(?:\s+{_NAME})*['’]s|(His|Her))\s+(.*)$",
+                            re.DOTALL)
 _HEAD_RE = re.compile(r"[^\W\d_][\w-]*")
 
 
@@ -480,11 +489,30 @@ def _holder(text: str, main_entity: str | None) -> _Holder | None:
     owner = name if name is not None else main_entity
     head = _HEAD_RE.match(rest)
     if (owner is None or owner.lower() in NOT_NAMES or head is None
-            or not head.group().islower() or head.group() in STOPWORDS):
+            or not head.group().islower() or head.group() in STOPWORDS
+            or (name is not None and _contraction(head.group(), rest[head.end():]))):
         return None
     alone = rf"\b{re.escape(owner)}\b(?!['’]s)" + (r"|\b(?:he|she)\b" if pronoun else "")
     return _Holder(owner.lower(), _fold_plural(head.group()),
                    re.search(alone, rest[head.end():], re.IGNORECASE) is not None)
+
+
+#: Words after a verb in "-ing", rarely after a noun: "Mia's learning the guitar" is "Mia is
+#: learning", while "Mia's wedding is in June" and "Mia's meeting at 3 moved" hold a thing (an
+#: "at"/"in" after either stays a possessive: a fact kept apart loses nothing).
+_AFTER_VERB = _wordset(
+    "a an the her his their my our your its this these those some to out up back home")
+
+
+def _contraction(head: str, after: str) -> bool:
+    """Is "'s" + ``head`` a contraction of "is"/"has" ("Mia's got a new job", "Mia's planning
+    a trip"), not a possessive? A participle that is no noun, or an "-ing" word followed by
+    what follows a verb (:data:`_AFTER_VERB`)."""
+    if head in {"got", "gotten", "gone", "done"}:
+        return True
+    following = _HEAD_RE.match(after.lstrip())
+    return (head.endswith("ing") and following is not None
+            and following.group().lower() in _AFTER_VERB)
 
 
 def _fold_plural(word: str) -> str:
@@ -655,15 +683,37 @@ def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
     often higher than a loose paraphrase. This test lets the paraphrase threshold sit below
     the version threshold (more repeats folded) without folding a replaced fact into its
     successor; such a pair is left to :func:`_versions`, so the old value stays as history and
-    the new one becomes the current state."""
+    the new one becomes the current state.
+
+    A rewording that only changes a word's form is no swap: "is allergic to cats" → "has an
+    allergy to cats", "painted a portrait" → "made a painting": when every word one side lacks
+    is another form of a word of the other side (:func:`_word_forms`), no value was
+    replaced."""
     if new.day == old.day or old.subject != new.subject:
         return False
     x, y = _specifics(old), _specifics(new)
     if x - y and y - x:  # a name or number replaced by another
         return True
     a, b = old.stems, new.stems
-    return (0 < len(a - b) <= SWAP_WORDS and 0 < len(b - a) <= SWAP_WORDS
-            and len(a & b) / len(a | b) >= VERSION_OVERLAP)
+    gone, added = a - b, b - a
+    if not (0 < len(gone) <= SWAP_WORDS and 0 < len(added) <= SWAP_WORDS
+            and len(a & b) / len(a | b) >= VERSION_OVERLAP):
+        return False
+    return not (_word_forms(gone, added) or _word_forms(added, gone))
+
+
+def _word_forms(words: frozenset[str], others: frozenset[str]) -> bool:
+    """Is every one of ``words`` another form of one of ``others`` (the same first letters,
+    :data:`VARIANT_PREFIX` at least, the shorter word at most :data:`VARIANT_TAIL` longer)?"""
+    def forms(a: str, b: str) -> bool:
+        shared = 0
+        for x, y in zip(a, b, strict=False):
+            if x != y:
+                break
+            shared += 1
+        return shared >= VARIANT_PREFIX and min(len(a), len(b)) - shared <= VARIANT_TAIL
+
+    return all(any(forms(w, o) for o in others) for w in words)
 
 
 def _specifics(s: _Sentence) -> frozenset[str]:
