@@ -13,7 +13,8 @@ other words: one sentence should stay) and ``distinct`` (two facts about the sam
 must stay). Each pair is merged by :class:`ExtractiveLLM` (the shipped embedder) as a cluster of
 two Episodes; a pair counts as *folded* when the narrative keeps only one of the two sentences,
 and a distinct pair as *written as versions* when, both kept, the later one is written as the
-"Current state" (a change claimed that never happened). The last eight domains (relatives and
+"Current state" (a change claimed that never happened); a restatement written so is counted
+too (``restates_versioned``). The last eight domains (relatives and
 allergies ... family health) pair a person's fact with the same words about someone or something
 of theirs ("Mia is allergic to peanuts." / "Mia's brother is allergic to peanuts."), and
 restatements through a possessive ("Mia's allergy to peanuts is severe.").
@@ -103,9 +104,12 @@ def outcome(llm: ExtractiveLLM, texts: tuple[str, str]) -> tuple[bool, bool]:
     return sum(kept) < 2, any(s.state for s in sentences)
 
 
-def sweep(rows: list[dict[str, Any]], thresholds: list[float]) -> dict[str, Any]:
-    """Per threshold and half: distinct pairs folded (facts lost) and restatements folded."""
-    embedder = CachingEmbedder(make_embedder(Settings().embedding))
+def sweep(rows: list[dict[str, Any]], thresholds: list[float],
+          embedder: Any = None) -> dict[str, Any]:
+    """Per threshold and half: distinct pairs folded (facts lost) or written as versions (a
+    change claimed), restatements folded or written as versions (a change claimed too)."""
+    if embedder is None:
+        embedder = CachingEmbedder(make_embedder(Settings().embedding))
     table: dict[str, Any] = {}
     for threshold in thresholds:
         llm = ExtractiveLLM(embedder, paraphrase=threshold)
@@ -115,14 +119,18 @@ def sweep(rows: list[dict[str, Any]], thresholds: list[float]) -> dict[str, Any]
             distinct = [(r, o) for r, o in mine if r["label"] == "distinct"]
             lost = [r for r, (fold, _) in distinct if fold]
             claimed = [r for r, (fold, version) in distinct if version and not fold]
+            restates = [(r, o) for r, o in mine if r["label"] == "restates"]
+            reworded = [r for r, (fold, version) in restates if version and not fold]
             cell[half] = {
                 "distinct": len(distinct),
                 "distinct_folded": len(lost),
                 "distinct_versioned": len(claimed),
                 "restates": len(mine) - len(distinct),
-                "restates_folded": sum(o[0] for r, o in mine if r["label"] == "restates"),
+                "restates_folded": sum(o[0] for r, o in restates),
+                "restates_versioned": len(reworded),
                 "lost": [list(r["texts"]) for r in lost],
                 "claimed": [list(r["texts"]) for r in claimed],
+                "reworded": [list(r["texts"]) for r in reworded],
             }
         table[f"{threshold:g}"] = cell
     return table
@@ -181,16 +189,19 @@ def markdown(table: dict[str, Any], chosen: str | None,
              f"Shipped paraphrase threshold: {PARAPHRASE_COSINE:g}. Chosen on the calibration "
              f"half: {chosen or 'none (every value folds a distinct pair)'}.", "",
              "| paraphrase | half | distinct pairs folded (a fact lost) | distinct pairs "
-             "written as versions (a change claimed) | restatements folded |",
-             "|---:|---|---:|---:|---:|"]
+             "written as versions (a change claimed) | restatements folded | restatements "
+             "written as versions (a change claimed) |",
+             "|---:|---|---:|---:|---:|---:|"]
     for threshold, cell in table.items():
         for half in HALVES:
             c = cell[half]
             lines.append(f"| {threshold} | {half} | {c['distinct_folded']} / {c['distinct']} | "
                          f"{c.get('distinct_versioned', 0)} / {c['distinct']} | "
-                         f"{c['restates_folded']} / {c['restates']} |")
+                         f"{c['restates_folded']} / {c['restates']} | "
+                         f"{c.get('restates_versioned', 0)} / {c['restates']} |")
     for title, key in (("Distinct pairs folded", "lost"),
-                       ("Distinct pairs written as versions", "claimed")):
+                       ("Distinct pairs written as versions", "claimed"),
+                       ("Restatements written as versions", "reworded")):
         lines += ["", f"{title}:", ""]
         for threshold, cell in table.items():
             for half in HALVES:

@@ -278,13 +278,52 @@ def test_hybrid_ranks_a_long_entry_by_its_best_matching_fact(
     put(rt, ANDREW, "ep_20250502_0001", "Lisbon", "Andrew went to Lisbon in May on the train")
     query = "Andrew went sailing in May"
     hybrid = ids(search(rt, query, mode="hybrid", user_id="u_andrew", top_k=4))
-    with monkeypatch.context() as patch:  # the same search without the facts' ranking
+    with monkeypatch.context() as patch:  # the same search without the by-passage ranking
         patch.setattr(search_module, "_by_passage", lambda *a, **k: [])
         two_lists = ids(search(rt, query, mode="hybrid", user_id="u_andrew", top_k=4))
     # the whole text's single vector dilutes the one paragraph that answers; its fact does not
-    assert two_lists.index("ep_20250601_0001") > 0
-    assert hybrid[0] == "ep_20250601_0001"
+    assert two_lists.index("ep_20250601_0001") == 2
+    # lifted above Lisbon by its fact. Boats, first by vector and by keyword, stays first: it
+    # has no facts, so its own text is its passage, second only to the narrative's fact
+    assert hybrid[:3] == ["ep_20250501_0001", "ep_20250601_0001", "ep_20250502_0001"]
     assert not any(i.startswith("af_") for i in hybrid)  # facts point at Episodes, never listed
+
+
+def test_hybrid_finds_an_episode_without_facts_by_its_own_words(rt: Runtime) -> None:
+    # Only merges write atomic facts, so every added Episode has none until a Reflection run.
+    # The by-passage ranking left them out: first by vector and by keyword (2/61) they lost
+    # to any narrative with facts ranked lower by both but first by a fact (3/65).
+    for n, topic in enumerate(["a dog", "a cat", "a parrot"], start=1):
+        entry = f"ep_2025060{n}_0001"
+        put(rt, ANDREW, entry, "Pets", f"Andrew adopted {topic} named Toby. " + LONG)
+        put(rt, ANDREW, f"af_2025060{n}_0001", "", f"Andrew adopted {topic} named Toby",
+            parent_type="episode", parent_id=entry)
+    query = "Andrew adopted a dog named Toby"
+    hits = search(rt, query, mode="hybrid", user_id="u_andrew", top_k=3,
+                  passages_per_entry=1)
+    assert hits[0].id == "ep_20250101_0001"  # the fact-less one (the fixture's), word for word
+    assert hits[0].passages == []  # it has no facts to report
+    assert hits[0].snippet == "Andrew adopted a dog named Toby"  # snipped from its own text
+    assert hits[1].id == "ep_20250601_0001" and hits[1].passages  # narratives still by fact
+
+
+def test_an_episode_whose_facts_are_all_far_off_is_not_ranked_by_its_whole_text(
+        rt: Runtime) -> None:
+    # "No fact among the nearest" is not "no facts": a narrative whose facts all lie beyond
+    # the fact search's depth keeps out of the by-passage ranking, as it always did.
+    rows = search_module._passage_order(
+        rt.vectors, [], {}, rt.vectors.search_vector(
+            Kind.EPISODE, rt.embedder.embed(["Andrew adopted a dog"])[0], k=10),
+        where=None)
+    assert (ANDREW.app, ANDREW.project, "u_andrew", "ep_20250101_0001") in rows
+    put(rt, ANDREW, "af_20250101_0001", "", "Toby is brown", parent_type="episode",
+        parent_id="ep_20250101_0001")
+    rows = search_module._passage_order(
+        rt.vectors, [], {}, rt.vectors.search_vector(
+            Kind.EPISODE, rt.embedder.embed(["Andrew adopted a dog"])[0], k=10),
+        where=None)
+    assert (ANDREW.app, ANDREW.project, "u_andrew", "ep_20250101_0001") not in rows
+    assert (ANDREW.app, ANDREW.project, "u_andrew", "ep_20250102_0001") in rows
 
 
 def test_hybrid_hits_report_their_nearest_facts_and_snip_from_them(rt: Runtime) -> None:

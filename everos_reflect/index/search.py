@@ -373,8 +373,10 @@ def _search_kind(
     rankings = [by_vector, text_future.result()]
     passages: dict[tuple[str, str, str, str], list[tuple[str, int]]] = {}
     if facts_future is not None:
-        passages = _passages(facts_future.result())
-        rankings.append(_by_passage(index, passages, rankings, depth=depth,
+        facts = facts_future.result()
+        passages = _passages(facts)
+        order = _passage_order(index, facts, passages, by_vector, where=where)
+        rankings.append(_by_passage(index, order, rankings, depth=depth,
                                     include_deprecated=include_deprecated,
                                     with_vectors=with_vectors))
     fused = rrf_fuse(rankings, top_k=top_k)
@@ -383,12 +385,41 @@ def _search_kind(
     return _with_snippets(hits, query, passages, per_entry)
 
 
-def _by_passage(index: Any,
-                passages: Mapping[tuple[str, str, str, str], list[tuple[str, int]]],
+def _passage_order(index: Any, facts: Sequence[dict[str, Any]],
+                   passages: Mapping[tuple[str, str, str, str], list[tuple[str, int]]],
+                   by_vector: Sequence[dict[str, Any]], *,
+                   where: str | None) -> list[tuple[str, str, str, str]]:
+    """The Episodes of the by-passage ranking, nearest passage first: each parent of the
+    nearest ``facts`` at its best fact's distance, and each candidate of the vector search
+    (``by_vector``) that has no atomic fact at all at its own distance -- its whole text is
+    its one passage (a short ``add``ed Episode before a Reflection run extracts facts for it).
+
+    Left out of this list, a fact-less Episode could be ranked by two lists only, and lost to
+    any narrative with facts (found 1st by vector and keyword: 2/61, below 5th/5th/1st: 3/65).
+    A candidate with no fact among the nearest may still have facts, farther off: one query
+    asks which have any (:meth:`VectorIndex.parents_with_rows`); those keep out of the list,
+    as before. Both distances are LanceDB's cosine distance, so they rank on one scale.
+    """
+    best: dict[tuple[str, str, str, str], float] = {}
+    for fact in facts:  # nearest first
+        parent = (fact["app_id"], fact["project_id"], fact["user_id"], fact.get("parent_id"))
+        if fact.get("parent_type") == "episode" and parent in passages and parent not in best:
+            best[parent] = float(fact["_distance"])
+    unseen = [_row_key(row) for row in by_vector if _row_key(row) not in passages]
+    if unseen:
+        with_facts = index.parents_with_rows(Kind.ATOMIC_FACT, unseen, where=where)
+        for row in by_vector:
+            k = _row_key(row)
+            if k not in passages and k not in with_facts:
+                best.setdefault(k, float(row["_distance"]))
+    return sorted(best, key=best.__getitem__)  # stable: fact parents first on ties
+
+
+def _by_passage(index: Any, order: Sequence[tuple[str, str, str, str]],
                 rankings: Sequence[Sequence[dict[str, Any]]], *, depth: int,
                 include_deprecated: bool, with_vectors: bool) -> list[dict[str, Any]]:
-    """Episodes ranked by their best-matching atomic fact (``passages``: parent Episode →
-    its nearest facts, parents in the order of their best fact; see :func:`_passages`).
+    """Episodes ranked by their best-matching passage (``order``, nearest first; see
+    :func:`_passage_order`): their nearest atomic fact, or a fact-less Episode's own text.
 
     One vector per Episode dilutes a long narrative: a question about one of its paragraphs
     matches the whole text weakly. Its facts are sentence-sized, so the nearest facts point
@@ -396,7 +427,7 @@ def _by_passage(index: Any,
     fact. Fused as a third list, this lifts an entry that holds the answer somewhere inside
     without letting length alone win (a long entry still gets one rank, not one per fact).
     """
-    order = list(passages)[:depth]
+    order = list(order)[:depth]
     known = {_row_key(row): row for ranking in rankings for row in ranking}
     missing = [k for k in order if k not in known or (with_vectors and "vector" not in known[k])]
     for row in index.rows_by_keys(Kind.EPISODE, missing, with_vectors=with_vectors):

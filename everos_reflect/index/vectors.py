@@ -576,6 +576,29 @@ class VectorIndex:
                 .select(columns).limit(len(wanted))
             ).to_list()
 
+    def parents_with_rows(
+        self, kind: Kind | str, keys: Sequence[tuple[str, str, str, str]], *,
+        where: str | None = None,
+    ) -> set[tuple[str, str, str, str]]:
+        """Those of the Episode ``keys`` (``(app, project, user, id)``) that at least one row
+        of ``kind`` matching ``where`` names as its parent (``parent_type`` episode)."""
+        wanted = set(keys)
+        table = self._table(kind) if wanted else None
+        if table is None:
+            return set()
+        users = ", ".join(sql_str(u) for u in sorted({k[2] for k in wanted}))
+        ids = ", ".join(sql_str(i) for i in sorted({k[3] for k in wanted}))
+        # user_id first: its BTree index narrows the scan to the candidates' owners
+        clause = f"user_id IN ({users}) AND parent_type = 'episode' AND parent_id IN ({ids})"
+        if where:
+            clause = f"({where}) AND {clause}"
+        with self._reading(kind):
+            rows = (table.search().where(clause)
+                    .select(["app_id", "project_id", "user_id", "parent_id"])
+                    .limit(None)).to_list()  # every match: a plain query stops at 10
+        found = {(r["app_id"], r["project_id"], r["user_id"], r["parent_id"]) for r in rows}
+        return found & wanted
+
     def embed_model(self, kind: Kind | str) -> str | None:
         """The model that made the stored vectors: ``None`` when empty, several names joined
         by ``", "`` when mixed — either way, compare with the embedder's ``name``."""

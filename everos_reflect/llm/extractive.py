@@ -143,6 +143,11 @@ VERSION_OVERLAP = 0.5
 #: A swapped value is a few words for a few ("bus" → "bicycle", "food bank" → "animal
 #: shelter"); a rewording ("daily" → "every single day") changes more.
 SWAP_WORDS = 2
+#: Two words are forms of one word ("allergic"/"allergy", "painted"/"painting", "sing"/
+#: "singer") when they share at least this many first letters and the shorter has at most
+#: ``VARIANT_TAIL`` letters past what they share; "transfer"/"transport" are two words.
+VARIANT_PREFIX = 4
+VARIANT_TAIL = 2
 
 
 @dataclass
@@ -678,15 +683,37 @@ def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
     often higher than a loose paraphrase. This test lets the paraphrase threshold sit below
     the version threshold (more repeats folded) without folding a replaced fact into its
     successor; such a pair is left to :func:`_versions`, so the old value stays as history and
-    the new one becomes the current state."""
+    the new one becomes the current state.
+
+    A rewording that only changes a word's form is no swap: "is allergic to cats" → "has an
+    allergy to cats", "painted a portrait" → "made a painting": when every word one side lacks
+    is another form of a word of the other side (:func:`_word_forms`), no value was
+    replaced."""
     if new.day == old.day or old.subject != new.subject:
         return False
     x, y = _specifics(old), _specifics(new)
     if x - y and y - x:  # a name or number replaced by another
         return True
     a, b = old.stems, new.stems
-    return (0 < len(a - b) <= SWAP_WORDS and 0 < len(b - a) <= SWAP_WORDS
-            and len(a & b) / len(a | b) >= VERSION_OVERLAP)
+    gone, added = a - b, b - a
+    if not (0 < len(gone) <= SWAP_WORDS and 0 < len(added) <= SWAP_WORDS
+            and len(a & b) / len(a | b) >= VERSION_OVERLAP):
+        return False
+    return not (_word_forms(gone, added) or _word_forms(added, gone))
+
+
+def _word_forms(words: frozenset[str], others: frozenset[str]) -> bool:
+    """Is every one of ``words`` another form of one of ``others`` (the same first letters,
+    :data:`VARIANT_PREFIX` at least, the shorter word at most :data:`VARIANT_TAIL` longer)?"""
+    def forms(a: str, b: str) -> bool:
+        shared = 0
+        for x, y in zip(a, b, strict=False):
+            if x != y:
+                break
+            shared += 1
+        return shared >= VARIANT_PREFIX and min(len(a), len(b)) - shared <= VARIANT_TAIL
+
+    return all(any(forms(w, o) for o in others) for w in words)
 
 
 def _specifics(s: _Sentence) -> frozenset[str]:
