@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +24,16 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(home))
     monkeypatch.setenv("EVEROS_ROOT", str(memory))
     return memory
+
+
+@pytest.fixture
+def no_everos_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No ``EVEROS_*`` variable of the caller's shell and a HOME under tmp: a CLI test that
+    names its root (or none) sees only what it set up."""
+    for name in list(os.environ):
+        if name.startswith("EVEROS_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
 
 
 @pytest.fixture

@@ -17,13 +17,7 @@ from everos_reflect.cli.main import cli
 from everos_reflect.engine.engine import Engine
 from everos_reflect.index.db import db_path
 
-
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(__import__("os").environ):
-        if name.startswith("EVEROS_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("no_everos_env")
 
 
 def run(*args: str) -> Result:

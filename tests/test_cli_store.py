@@ -27,12 +27,7 @@ for _command in store_cmds.COMMANDS:
     cli.add_command(_command)
 
 
-@pytest.fixture(autouse=True)
-def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    for name in list(__import__("os").environ):
-        if name.startswith("EVEROS_"):
-            monkeypatch.delenv(name)
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+pytestmark = pytest.mark.usefixtures("no_everos_env")
 
 
 def run(*args: str) -> Result:
