@@ -61,13 +61,19 @@ def test_an_edited_evidence_makes_the_insight_and_its_dependent_stale(root: Path
     assert status(rt, second.id) == ("stale", f"evidence {first.id} is stale")
 
 
+def delete_by_hand(rt: Runtime, entry_id: str) -> None:
+    """Cut an entry, markers and all, out of its log as a person would."""
+    path = rt.store.path_for_id(DEV, entry_id)
+    text = path.read_text()
+    end_marker = f"<!-- /entry:{entry_id} -->\n"
+    start = text.index(f"<!-- entry:{entry_id} -->")
+    end = text.index(end_marker) + len(end_marker)
+    path.write_text(text[:start] + text[end:])
+
+
 def test_a_deleted_evidence_makes_the_insight_stale(root: Path) -> None:
     rt, eps, first, second = setup(root)
-    path = rt.store.path_for_id(DEV, eps[2].id)
-    text = path.read_text()
-    start = text.index(f"<!-- entry:{eps[2].id} -->")
-    end = text.index(f"<!-- /entry:{eps[2].id} -->") + len(f"<!-- /entry:{eps[2].id} -->\n")
-    path.write_text(text[:start] + text[end:])
+    delete_by_hand(rt, eps[2].id)
     Indexer(rt).scan()
     assert status(rt, first.id) == ("stale", f"evidence {eps[2].id} was deleted")
     assert status(rt, second.id)[0] == "stale"
@@ -405,11 +411,7 @@ def test_evidence_deleted_while_the_index_was_rebuilt_makes_the_insight_stale(
     rebuild published no change, so the insight citing it stayed active for good, while a
     sync of the same edit marked it stale. A rebuild now gives what the sync gives."""
     rt, eps, first, second = setup(root)
-    path = rt.store.path_for_id(DEV, eps[2].id)
-    text = path.read_text()
-    start = text.index(f"<!-- entry:{eps[2].id} -->")
-    end = text.index(f"<!-- /entry:{eps[2].id} -->") + len(f"<!-- /entry:{eps[2].id} -->\n")
-    path.write_text(text[:start] + text[end:])
+    delete_by_hand(rt, eps[2].id)
     Indexer(rt).reindex()
     assert status(rt, first.id) == ("stale", f"evidence {eps[2].id} was deleted")
     assert status(rt, second.id) == ("stale", f"evidence {first.id} is stale")
