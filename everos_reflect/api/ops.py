@@ -63,6 +63,7 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
     (errors.IndexUnavailable, 503, "index_unavailable"),
     (errors.IndexRebuilding, 503, "index_rebuilding"),
     (errors.IndexReadOnly, 503, "index_read_only"),
+    (errors.NeverIndexed, 503, "not_indexed"),
     (errors.IndexUnreadable, 503, "index_unreadable"),
     (errors.VectorIndexUnreadable, 503, "index_unreadable"),
     (errors.RootGone, 503, "root_gone"),
@@ -175,9 +176,12 @@ REINDEX_WAIT_SECONDS = 10.0
 def _index_whole(runtime: Runtime) -> None:
     """A reindex (the CLI's, beside the daemon) empties the index and fills it again file by
     file: a search meanwhile waits a little, then is told, never answered from the half-built
-    index (it answered a few of the hits, as if the rest did not exist)."""
+    index (it answered a few of the hits, as if the rest did not exist). A read-only root
+    never indexed is told so as the CLI tells it (:meth:`Runtime.index_to_read`), not with
+    the 409 "Read-only file system: .index/lancedb" of a folder it could not create."""
     from everos_reflect.index import rebuild
 
+    runtime.index_to_read()
     if not rebuild.wait_refilled(runtime.index_dir, REINDEX_WAIT_SECONDS):
         raise errors.IndexRebuilding(runtime.index_dir, reindex=True)
 
@@ -203,6 +207,7 @@ def add_episode(runtime: Runtime, body: EpisodeRequest) -> dict[str, Any]:
     """``POST /api/v1/memory/episodes``: append an Episode and index it; answers its id and
     timestamp."""
     ref = _ref(body.user_id, body.app_id, body.project_id)
+    runtime.writable()
     importance, note = body.importance, None
     if importance is None and body.subject.strip() and body.content.strip():
         importance, _, note = importance_on_write(runtime.llm, body.subject, body.content)
@@ -251,6 +256,7 @@ def record_task(runtime: Runtime, body: TaskRecordRequest) -> dict[str, Any]:
     from everos_reflect.procedural.tasks import new_task
 
     ref = _ref(body.user_id, body.app_id, body.project_id)
+    runtime.writable()
     task = new_task(ref, task_type=body.task_type, goal=body.goal, steps=body.steps,
                     outcome=body.outcome, errors=body.errors, outcome_note=body.outcome_note,
                     timestamp=body.timestamp)
