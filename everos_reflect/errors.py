@@ -138,6 +138,17 @@ class ResolveRefused(EverosError):
     """A relation cannot be resolved as asked (already resolved, not a relation, empty note)."""
 
 
+class NeverIndexed(EverosError):
+    """A read of the index of a read-only root that has none (a read-only mount, another
+    user's root, never indexed): nothing here can build it. Every edge says so in the same
+    words, instead of an error about the index folder it could not create ("unable to open
+    database file", "Read-only file system: .index/lancedb")."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(f"{root} is read-only here and was never indexed: there is no index "
+                         "to read; run `everos-reflect reindex` where the root can be written")
+
+
 class IndexUnreadable(EverosError, sqlite3.DatabaseError):
     """``system.db`` is not a readable SQLite database (overwritten, truncated, corrupted).
 

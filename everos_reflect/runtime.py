@@ -15,7 +15,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.errors import EverosError, NoRoot, RootGone
+from everos_reflect.errors import EverosError, IndexReadOnly, NeverIndexed, NoRoot, RootGone
 from everos_reflect.fileio import expand_user
 from everos_reflect.index import db as dbmod
 from everos_reflect.markdown.store import MarkdownStore
@@ -167,6 +167,20 @@ class Runtime:
         says so in one line (:class:`~everos_reflect.errors.IndexReadOnly`). A root without
         an index is judged by its own folder (the first write creates ``.index``)."""
         return index_read_only(self.root)
+
+    def index_to_read(self) -> None:
+        """Raise :class:`~everos_reflect.errors.NeverIndexed` before a read of the index of a
+        read-only root that has none (``search``, ``briefing``, ``clusters``; CLI, API and
+        MCP alike): nothing here can build it."""
+        if self.read_only and not dbmod.db_built(self.root):
+            raise NeverIndexed(shown_path(self.root))
+
+    def writable(self) -> None:
+        """Raise :class:`~everos_reflect.errors.IndexReadOnly` before a write to a root this
+        process cannot write, as the CLI's writing commands do: an MCP ``add_episode`` failed
+        naming the lock file it could not create ("Read-only file system: .index/locks/…")."""
+        if self.read_only:
+            raise IndexReadOnly(self.index_dir)
 
     def connect(self) -> sqlite3.Connection:
         """A new connection to ``system.db`` (the root checked first), for one thread to

@@ -40,15 +40,20 @@ pytestmark = pytest.mark.skipif(not _mount_namespaces(),
                                 reason="needs a private mount namespace (unshare -m)")
 
 
-def _read_only(tmp_path: Path, root: Path, commands: list[list[str]]) -> list[dict[str, str]]:
-    """Run each command (CLI arguments) on ``root`` mounted read-only; stdout, stderr and exit
-    status of each."""
+def _read_only(tmp_path: Path, root: Path,
+               commands: list[list[str]] | list[list[str] | tuple[list[str], Path]]
+               ) -> list[dict[str, str]]:
+    """Run each command (CLI arguments; or a whole command line and the file its stdin
+    reads) on ``root`` mounted read-only; stdout, stderr and exit status of each."""
     out = tmp_path / "out"
     out.mkdir()
     lines = [f"mount --bind {shlex.quote(str(root))} {shlex.quote(str(root))} || exit 9",
              f"mount -o remount,bind,ro {shlex.quote(str(root))} || exit 9"]
-    for n, args in enumerate(commands):
-        cmd = " ".join(shlex.quote(a) for a in [*CLI, *args])
+    for n, command in enumerate(commands):
+        argv, stdin = command if isinstance(command, tuple) else ([*CLI, *command], None)
+        cmd = " ".join(shlex.quote(a) for a in argv)
+        if stdin is not None:
+            cmd += f" <{shlex.quote(str(stdin))}"
         lines.append(f"{cmd} >{out}/{n}.out 2>{out}/{n}.err; echo $? >{out}/{n}.rc")
     subprocess.run(["unshare", "-m", "sh", "-c", "\n".join(lines)], env=_env(tmp_path),
                    check=True, timeout=600)
@@ -187,3 +192,78 @@ def test_a_read_only_root_never_indexed_says_so_when_a_read_needs_its_index(
             "read; run `everos-reflect reindex` where the root can be written\n"))
     assert status["rc"] == "0", status["err"]
     assert json.loads(status["out"])["totals"]["episode"]["live"] == 1  # from the Markdown
+
+
+#: Asks the HTTP API of a root (in-process, as ``serve`` would answer) to search, brief and
+#: add; prints each answer's status and error.
+_API_SCRIPT = """
+import asyncio, json, sys
+import httpx
+from everos_reflect.api.app import create_app
+from everos_reflect.engine.engine import Engine
+from everos_reflect.runtime import Runtime
+
+runtime = Runtime(sys.argv[1])
+app = create_app(runtime, Engine(runtime))
+
+async def main():
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+        for path, body in (("search", {"query": "dog"}),
+                           ("briefing", {"query": "dog", "user_id": "u1"}),
+                           ("episodes", {"user_id": "u1", "subject": "s", "content": "c"})):
+            answer = await c.post(f"/api/v1/memory/{path}", json=body)
+            print(json.dumps([answer.status_code, answer.json().get("error")]))
+
+asyncio.run(main())
+"""
+
+
+def test_mcp_and_the_api_on_a_read_only_root_say_what_the_cli_says(tmp_path: Path) -> None:
+    # MCP's search and briefing on a read-only root never indexed answered a 409 file_error
+    # "Read-only file system: .index/lancedb", and add_episode one naming a lock file
+    root = tmp_path / "root"
+    assert _cli(tmp_path, "init", str(root)).returncode == 0
+    assert _cli(tmp_path, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
+                "--content", "Andrew adopted a dog.").returncode == 0
+    calls = [("search", {"query": "dog"}), ("briefing", {"query": "dog", "user_id": "u1"}),
+             ("add_episode", {"user_id": "u1", "subject": "s", "content": "c"})]
+    messages = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+           "params": {"name": name, "arguments": arguments}}
+          for n, (name, arguments) in enumerate(calls, 1))]
+    piped = tmp_path / "mcp.jsonl"
+    piped.write_text("".join(json.dumps(m) + "\n" for m in messages))
+    script = tmp_path / "api.py"
+    script.write_text(_API_SCRIPT)
+    before = sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*"))
+
+    cli, mcp, api = _read_only(tmp_path, root, [
+        ["search", "--root", str(root), "dog"],
+        ([*CLI, "mcp", "--root", str(root)], piped),
+        ([sys.executable, str(script), str(root)], Path(os.devnull)),
+    ])
+
+    never = cli["err"].removeprefix("error: ").strip()
+    assert never == (f"{root} is read-only here and was never indexed: there is no index to "
+                     "read; run `everos-reflect reindex` where the root can be written")
+    read_only = (f"the index {root}/.index is read-only here (a read-only mount or another "
+                 "user's files): it is read as last built; run this where the root can be "
+                 "written")
+    assert mcp["rc"] == "0", mcp["err"]
+    errors = {a["id"]: a["error"] for a in map(json.loads, mcp["out"].splitlines()) if a["id"]}
+    assert errors == {
+        1: {"code": -32603, "message": never, "data": {"code": "not_indexed", "status": 503}},
+        2: {"code": -32603, "message": never, "data": {"code": "not_indexed", "status": 503}},
+        3: {"code": -32603, "message": read_only,
+            "data": {"code": "index_read_only", "status": 503}}}
+    assert api["rc"] == "0", api["err"]
+    assert [json.loads(line) for line in api["out"].splitlines()] == [
+        [503, {"code": "not_indexed", "message": never}],
+        [503, {"code": "not_indexed", "message": never}],
+        [503, {"code": "index_read_only", "message": read_only}]]
+    assert sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")) == before

@@ -66,7 +66,7 @@ def test_writes_under_the_index_never_reach_the_watcher(
     original = Watcher._on_event
 
     def spy(self: Watcher, event: FsEvent) -> None:
-        seen.append(event.path)
+        seen.extend(p for p in (event.path, event.dest) if p)  # an atomic write is a move
         original(self, event)
 
     monkeypatch.setattr(Watcher, "_on_event", spy)

@@ -212,3 +212,26 @@ def test_a_root_moved_as_its_index_is_found_gone_is_no_failed_rebuild(
     assert not rt.root.exists()  # and nothing was recreated at the old path
     away.rename(rt.root)
     assert _indexed_ids(rt) == {first}  # the moved index, reopened as it is
+
+
+def test_reading_a_log_wakes_no_watcher_and_writes_no_index(rt: Runtime) -> None:
+    """On Linux every read of a log raised "opened" and "closed_no_write" events: each woke
+    the worker for a pass (the indexer's own reads of a sync woke it once more), and a
+    reader's load kept pushing a real edit's debounce back. Only content changes reach it."""
+    first = _append(rt, "read many times, never written")
+    read = rt.store.log_path(REF, Kind.EPISODE, DAY)
+    watcher = Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0)
+    seen: list[FsEvent] = []
+    collect = watcher._on_event
+    watcher._on_event = lambda event: (seen.append(event), collect(event))  # type: ignore[method-assign]
+    with watcher:
+        assert wait_for(lambda: _indexed_ids(rt) == {first})
+        synced = rt.db().execute("SELECT synced_at FROM files").fetchall()
+        for _ in range(5):
+            read.read_text(encoding="utf-8")
+        # a write to the same folder after the reads: its events come after theirs
+        later = _append(rt, "written after the reads", day=date(2026, 10, 13))
+        assert wait_for(lambda: later in _indexed_ids(rt))
+    assert [(e.type, e.path) for e in seen if e.path == str(read)] == []
+    assert rt.db().execute("SELECT synced_at FROM files WHERE path = ?",
+                           (rt.store.rel(read),)).fetchall() == synced

@@ -8,6 +8,7 @@ own kind of error with :func:`error_code`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 from collections.abc import Sequence
@@ -26,6 +27,12 @@ from everos_reflect.model import (
     shown_path,
     validate_name,
 )
+
+log = logging.getLogger("everos_reflect.api")
+
+#: How long a write waits for the indexer (a scan or rebuild may hold it) before it answers
+#: ``indexed: false`` and leaves the entry to the watcher, the next write or ``reindex``.
+INDEX_WAIT_SECONDS = 10.0
 
 if TYPE_CHECKING:
     from everos_reflect.api.models import (
@@ -56,6 +63,7 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
     (errors.IndexUnavailable, 503, "index_unavailable"),
     (errors.IndexRebuilding, 503, "index_rebuilding"),
     (errors.IndexReadOnly, 503, "index_read_only"),
+    (errors.NeverIndexed, 503, "not_indexed"),
     (errors.IndexUnreadable, 503, "index_unreadable"),
     (errors.VectorIndexUnreadable, 503, "index_unreadable"),
     (errors.RootGone, 503, "root_gone"),
@@ -168,9 +176,12 @@ REINDEX_WAIT_SECONDS = 10.0
 def _index_whole(runtime: Runtime) -> None:
     """A reindex (the CLI's, beside the daemon) empties the index and fills it again file by
     file: a search meanwhile waits a little, then is told, never answered from the half-built
-    index (it answered a few of the hits, as if the rest did not exist)."""
+    index (it answered a few of the hits, as if the rest did not exist). A read-only root
+    never indexed is told so as the CLI tells it (:meth:`Runtime.index_to_read`), not with
+    the 409 "Read-only file system: .index/lancedb" of a folder it could not create."""
     from everos_reflect.index import rebuild
 
+    runtime.index_to_read()
     if not rebuild.wait_refilled(runtime.index_dir, REINDEX_WAIT_SECONDS):
         raise errors.IndexRebuilding(runtime.index_dir, reindex=True)
 
@@ -193,8 +204,10 @@ def search(runtime: Runtime, body: SearchRequest) -> dict[str, Any]:
 
 
 def add_episode(runtime: Runtime, body: EpisodeRequest) -> dict[str, Any]:
-    """``POST /api/v1/memory/episodes``: append an Episode; answers its id and timestamp."""
+    """``POST /api/v1/memory/episodes``: append an Episode and index it; answers its id and
+    timestamp."""
     ref = _ref(body.user_id, body.app_id, body.project_id)
+    runtime.writable()
     importance, note = body.importance, None
     if importance is None and body.subject.strip() and body.content.strip():
         importance, _, note = importance_on_write(runtime.llm, body.subject, body.content)
@@ -207,22 +220,51 @@ def add_episode(runtime: Runtime, body: EpisodeRequest) -> dict[str, Any]:
               "project_id": ref.project, "timestamp": episode.meta["timestamp"]}
     if note is not None:  # the LLM was not reached: the Episode is written, scored offline
         answer["importance_note"] = note
+    return index_written(runtime, ref, answer, "add_episode")
+
+
+def index_written(runtime: Runtime, ref: UserRef, answer: dict[str, Any],
+                  what: str) -> dict[str, Any]:
+    """Index the log an edge just appended ``answer["id"]`` to, so a search sent right after
+    the write finds the entry (an agent adds, then searches; the watcher alone took ~0.7 s).
+
+    A write that landed but could not be indexed (the embedding server down, the indexer held
+    by a long scan) is answered as done, with ``indexed: false`` and the reason: answering an
+    error made an agent write it again, once per retry. The watcher, the next write or
+    ``reindex`` indexes it.
+    """
+    from filelock import Timeout
+
+    from everos_reflect.index.sync import Indexer
+
+    try:
+        Indexer(runtime).sync_path(runtime.store.path_for_id(ref, answer["id"]),
+                                   timeout=INDEX_WAIT_SECONDS)
+    except Timeout:
+        log.warning("%s: %s written, not indexed yet: the indexer is busy", what, answer["id"])
+        return {**answer, "indexed": False,
+                "index_error": f"the index is busy (a scan or rebuild held it over "
+                               f"{INDEX_WAIT_SECONDS:g} s); the entry is indexed when it is done"}
+    except Exception as exc:  # the entry is written; see above
+        log.warning("%s: %s written, not indexed yet: %s", what, answer["id"], exc)
+        return {**answer, "indexed": False, "index_error": errors.brief(exc)}
     return answer
 
 
 def record_task(runtime: Runtime, body: TaskRecordRequest) -> dict[str, Any]:
-    """``POST /api/v1/tasks``: append a task record; answers its id (``learn_lessons`` picks it
-    up once indexed)."""
+    """``POST /api/v1/tasks``: append a task record and index it; answers its id."""
     from everos_reflect.procedural.tasks import new_task
 
     ref = _ref(body.user_id, body.app_id, body.project_id)
+    runtime.writable()
     task = new_task(ref, task_type=body.task_type, goal=body.goal, steps=body.steps,
                     outcome=body.outcome, errors=body.errors, outcome_note=body.outcome_note,
                     timestamp=body.timestamp)
     entry = runtime.store.append(ref, Kind.TASK, task.meta, task.sections, day=task.day)
-    return {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
-            "project_id": ref.project, "timestamp": task.meta["timestamp"],
-            "task_type": body.task_type, "outcome": body.outcome}
+    return index_written(runtime, ref, {
+        "id": entry.id, "user_id": ref.user_id, "app_id": ref.app, "project_id": ref.project,
+        "timestamp": task.meta["timestamp"], "task_type": body.task_type,
+        "outcome": body.outcome}, "record_task")
 
 
 def briefing(runtime: Runtime, body: BriefingRequest) -> dict[str, Any]:

@@ -14,7 +14,6 @@ from everos_reflect.cli.common import (
     fleet_defaults,
     fleet_defaults_option,
     handle_errors,
-    index_to_read,
     json_option,
     open_runtime,
     project_filter_option,
@@ -185,7 +184,7 @@ def _catch_up(runtime: Runtime, *, required: bool) -> None:
     from everos_reflect.errors import EverosError
     from everos_reflect.index.sync import Indexer
 
-    index_to_read(runtime)
+    runtime.index_to_read()
     lag = Indexer(runtime).pending()
     if not (lag["files_changed"] or lag["files_deleted"]):
         return

@@ -171,18 +171,6 @@ _UNSHOWABLE.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x
 _ONE_LINE = {**_UNSHOWABLE, ord("\n"): "\\n"}
 
 
-def index_to_read(runtime: Runtime) -> None:
-    """Refuse, in one line saying why, a read of the index of a read-only root that has none:
-    nothing here can build it, and opening it failed with "cannot open the index …: unable
-    to open database file (the folder must exist, be writable and have room)"."""
-    from everos_reflect.index.db import db_built
-
-    if runtime.read_only and not db_built(runtime.root):
-        raise EverosError(f"{shown_path(runtime.root)} is read-only here and was never indexed: "
-                          "there is no index to read; run `everos-reflect reindex` where the "
-                          "root can be written")
-
-
 def sync_for_read(runtime: Runtime) -> None:
     """Bring the index up to date with the Markdown before a read (``search``,
     ``briefing``), so results reflect hand edits made since the last sync. A read-only root
@@ -190,7 +178,7 @@ def sync_for_read(runtime: Runtime) -> None:
     changed since, so a stale answer is never taken for a fresh one."""
     from everos_reflect.index.sync import Indexer
 
-    index_to_read(runtime)
+    runtime.index_to_read()
     report = Indexer(runtime).scan()
     if runtime.read_only:
         n = report.files_behind

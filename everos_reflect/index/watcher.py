@@ -29,7 +29,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from watchdog.events import FileSystemEvent, FileSystemEventHandler
+from watchdog.events import (
+    DirCreatedEvent,
+    DirDeletedEvent,
+    DirMovedEvent,
+    FileClosedEvent,
+    FileCreatedEvent,
+    FileDeletedEvent,
+    FileModifiedEvent,
+    FileMovedEvent,
+    FileSystemEvent,
+    FileSystemEventHandler,
+)
 from watchdog.observers import Observer
 
 from everos_reflect.index.sync import Indexer
@@ -42,6 +53,13 @@ log = logging.getLogger(__name__)
 
 INDEX_DIR = ".index"
 _RELEVANT = {"created", "modified", "deleted", "moved", "closed"}
+#: The events every watch asks for: what changes a file's content or a folder's place. Not
+#: "opened" nor "closed_no_write": on Linux each read of a log raised two events (the
+#: indexer's own reads of a sync too), and each woke the worker for a pass and pushed a real
+#: edit's debounce further back, under a reader's load for up to 10x the debounce.
+CONTENT_EVENTS: list[type[FileSystemEvent]] = [
+    FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent,
+    DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
 
 
 @dataclass(frozen=True)
@@ -366,7 +384,8 @@ class Watcher:
         self.rt.check_root()  # pins the folder's identity: a later move is seen as one
         observer = Observer()
         self._collector = _Collector(self._on_event)
-        observer.schedule(self._collector, str(self.rt.root), recursive=False)
+        observer.schedule(self._collector, str(self.rt.root), recursive=False,
+                          event_filter=CONTENT_EVENTS)
         observer.daemon = True
         observer.start()
         self._observer = observer
@@ -381,8 +400,8 @@ class Watcher:
         if folder in self._watches or self._observer is None or not folder.is_dir() \
                 or folder.is_symlink():
             return
-        self._watches[folder] = self._observer.schedule(self._collector, str(folder),
-                                                        recursive=True)
+        self._watches[folder] = self._observer.schedule(
+            self._collector, str(folder), recursive=True, event_filter=CONTENT_EVENTS)
 
     def _unwatch(self, folder: Path) -> None:
         watch = self._watches.pop(folder, None)
@@ -416,7 +435,8 @@ class Watcher:
             if self._observer is not None and folder.is_dir():
                 with contextlib.suppress(OSError):  # gone meanwhile: the next scan looks again
                     self._folder_watches[folder] = self._observer.schedule(
-                        self._collector, str(folder), recursive=True)
+                        self._collector, str(folder), recursive=True,
+                        event_filter=CONTENT_EVENTS)
 
     def _follow_links(self, links: Iterable[Path], *, every: bool) -> None:
         """Watch where symlinked logs lead: ``links`` are ``every`` symlinked log (a scan's
@@ -437,7 +457,8 @@ class Watcher:
             if self._observer is not None and folder.is_dir():
                 with contextlib.suppress(OSError):  # gone meanwhile: the next scan looks again
                     self._target_watches[folder] = self._observer.schedule(
-                        self._collector, str(folder), recursive=False)
+                        self._collector, str(folder), recursive=False,
+                        event_filter=CONTENT_EVENTS)
 
     def _covered(self, folder: Path) -> bool:
         """Whether events of files in ``folder`` already come: the root's own watch, or the
