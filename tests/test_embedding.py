@@ -234,6 +234,7 @@ class FakeEmbeddings:
         self.trickle = 0.0  # seconds between the reply's bytes, sent one at a time
         self.padding = 0  # characters of an extra key in each reply
         self.indexes: list[int] | None = None  # the "index" of each vector, in order
+        self.scale = 1.0  # multiplies every vector's components
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -257,7 +258,7 @@ class FakeEmbeddings:
                     data = []
                     # reversed on purpose: clients must order by "index"
                     for i, text in reversed(list(enumerate(body["input"]))):
-                        vec = [float(len(text) + 1)] + [1.0] * (fake.dim - 1)
+                        vec = [fake.scale * c for c in [len(text) + 1.0] + [1.0] * (fake.dim - 1)]
                         data.append({"object": "embedding", "index": i, "embedding": vec})
                     payload = {
                         "object": "list",
@@ -394,6 +395,21 @@ def test_openai_embedder_refuses_a_reply_not_giving_each_text_its_vector_once(
         remote(fake_server).embed(["a", "bbb"])
     assert str(caught.value) == (f"embedding reply from {fake_server.url} does not give each "
                                  f"of the 2 texts its vector once: indexes {sorted(indexes)}")
+
+
+@pytest.mark.parametrize("scale", [1e19, 1e38, 1e-30, 0.0, float("nan")])
+def test_openai_embedder_refuses_a_vector_whose_length_is_zero_or_out_of_range(
+        fake_server: FakeEmbeddings, scale: float) -> None:
+    # Components of 1e19 and up are finite, but the vector's length overflowed float32 to
+    # inf: the check let it through and normalizing made it all zeros, in the index and every
+    # cluster, as if the server had said nothing about the text.
+    fake_server.scale = scale
+    with pytest.raises(ProviderUnavailable, match=r"holds zero, non-finite or out-of-range "
+                                                  r"vectors \(vector 1 of 2 in this reply: "):
+        remote(fake_server).embed(["a", "bbb"])
+    fake_server.scale = 1e18  # large, but its length is in range: normalized as usual
+    np.testing.assert_allclose(np.linalg.norm(remote(fake_server).embed(["a", "bbb"]), axis=1),
+                               1.0, rtol=1e-6)
 
 
 def test_openai_embedder_reports_unreachable_server() -> None:

@@ -26,6 +26,9 @@ _FIXED_SIZE_MODELS = frozenset({"text-embedding-ada-002"})
 _BYTES_PER_COMPONENT = 64
 _BYTES_PER_VECTOR = 4096
 _BYTES_PER_REPLY = 1 << 20
+#: The shortest vector that normalizes exactly in float32: its squared length is a normal
+#: float32 (a subnormal one loses precision, a zero one has no direction).
+_MIN_LENGTH = float(np.sqrt(np.finfo(np.float32).tiny))
 
 
 def max_reply_bytes(batch_size: int, dim: int) -> int:
@@ -93,7 +96,8 @@ class OpenAIEmbedder:
             reply = self._get_client().embeddings.create(**kwargs)
             items = sorted(reply.data, key=lambda item: item.index)
             indexes = [item.index for item in items]
-            vectors = np.asarray([item.embedding for item in items], dtype=np.float32)
+            with np.errstate(over="ignore"):  # past float32's range: inf, refused below
+                vectors = np.asarray([item.embedding for item in items], dtype=np.float32)
         except ProviderUnavailable:
             raise
         except Exception as exc:  # transport, HTTP status, or a reply of the wrong shape
@@ -113,9 +117,17 @@ class OpenAIEmbedder:
                 f"embedding reply from {where} has shape {vectors.shape}, expected "
                 f"({len(texts)}, {self.dim}): check [embedding] model and dimensions"
             )
-        if not np.isfinite(vectors).all() or not np.linalg.norm(vectors, axis=1).all():
+        with np.errstate(over="ignore", under="ignore"):  # an overflow is checked below
+            lengths = np.linalg.norm(vectors, axis=1)  # as l2_normalize computes them
+        usable = np.isfinite(vectors).all(axis=1) & (lengths >= _MIN_LENGTH) & np.isfinite(lengths)
+        if not usable.all():
+            # a length past float32's range (components of 1e19 and up) overflowed to inf,
+            # passed the check, and normalizing turned the vector into zeros in the index
+            bad = int(np.flatnonzero(~usable)[0])
             raise ProviderUnavailable(
-                f"embedding reply from {where} holds zero or non-finite vectors"
+                f"embedding reply from {where} holds zero, non-finite or out-of-range vectors "
+                f"(vector {bad + 1} of {len(texts)} in this reply: length "
+                f"{float(lengths[bad]):.3g})"
             )
         return vectors
 

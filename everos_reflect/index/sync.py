@@ -297,10 +297,15 @@ class Indexer:
 
     # ------------------------------------------------------------------ public
 
-    def sync_path(self, path: str | os.PathLike[str]) -> FileSyncResult:
-        """Sync one file (also when it was deleted); a non-log path changes nothing."""
+    def sync_path(self, path: str | os.PathLike[str], timeout: float = -1) -> FileSyncResult:
+        """Sync one file (also when it was deleted); a non-log path changes nothing.
+
+        ``timeout`` bounds the wait for the indexer lock (a scan or rebuild may hold it for
+        minutes): past it, :class:`filelock.Timeout` is raised and nothing was synced.
+        Negative waits as long as it takes.
+        """
         full = Path(path) if Path(path).is_absolute() else self.rt.root / path
-        with self._lock:
+        with self._lock.acquire(timeout=timeout):
             results = self._sync([full])
         return results[0] if results else FileSyncResult(self.rt.store.rel(full), unchanged=True)
 
