@@ -19,7 +19,7 @@ from everos_reflect.engine.registry import RunContext, Strategy
 from everos_reflect.errors import UnknownEntry
 from everos_reflect.index.db import utcnow_iso
 from everos_reflect.index.sync import Indexer
-from everos_reflect.model import UserRef
+from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import ServerSettings, Settings
 from tests.api_client import ApiClient
@@ -139,8 +139,9 @@ def test_add_episode_then_search_finds_it(call: Client, runtime: Runtime) -> Non
     entry = runtime.store.get(UserRef.of("u_andrew"), new_id)
     assert (entry.subject, entry.session_id, entry.meta["importance"]) == (
         "Adopted a dog", "s1", 6)
+    assert "indexed" not in resp.json()["data"]
 
-    Indexer(runtime).scan()
+    # no scan, no watcher: the write indexed its log, so an agent's next call finds it
     resp = call("POST", "/api/v1/memory/search",
                 json={"query": "dog named Toby", "user_id": "u_andrew"})
     assert resp.status_code == 200
@@ -151,6 +152,60 @@ def test_add_episode_then_search_finds_it(call: Client, runtime: Runtime) -> Non
     assert {"subject", "timestamp", "parent_type", "score"} <= set(episodes[0])
     assert episodes[0]["snippet"] == "Andrew adopted a dog named Toby."
     assert episodes[0]["snippet_date"] == episodes[0]["timestamp"][:10]
+
+
+def test_a_recorded_task_is_searchable_at_once(call: Client) -> None:
+    resp = call("POST", "/api/v1/tasks", json={
+        "user_id": "u_andrew", "task_type": "deploy", "goal": "Ship the billing service",
+        "steps": ["build", "push"], "outcome": "success"})
+    assert resp.status_code == 201, resp.text
+    new_id = resp.json()["data"]["id"]
+    resp = call("POST", "/api/v1/memory/search", json={
+        "query": "Ship the billing service", "user_id": "u_andrew", "kinds": ["task"]})
+    assert [hit["id"] for hit in resp.json()["data"]["episodes"]] == [new_id]
+
+
+def test_a_write_that_could_not_be_indexed_is_answered_done(root: Path) -> None:
+    # The embedding server down: the Episode is appended; an error answer would make an
+    # agent write it again, once per retry.
+    from everos_reflect.errors import ProviderUnavailable
+
+    class Down(HashEmbedder):
+        def embed(self, texts: Any) -> Any:
+            raise ProviderUnavailable("embedding server: HTTP 503")
+
+    rt = Runtime(root, Settings(), embedder=Down())
+    try:
+        resp = Client(rt)("POST", "/api/v1/memory/episodes", json={
+            "user_id": "u1", "subject": "s", "content": "c", "importance": 5})
+        episodes = rt.store.entries(UserRef.of("u1"), Kind.EPISODE)
+    finally:
+        rt.close()
+    assert resp.status_code == 201
+    data = resp.json()["data"]
+    assert [e.id for e in episodes] == [data["id"]]
+    assert data["indexed"] is False and "HTTP 503" in data["index_error"]
+
+
+def test_a_write_waits_for_a_busy_indexer_only_so_long(
+        call: Client, runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A scan or rebuild holding the indexer for minutes must not hold the agent's write with
+    # it: past the wait the write is answered done, not indexed yet, and indexed later.
+    from filelock import FileLock
+
+    from everos_reflect.api import ops
+
+    monkeypatch.setattr(ops, "INDEX_WAIT_SECONDS", 0.2)
+    body = {"user_id": "u_andrew", "subject": "Busy", "content": "Written while a scan ran."}
+    with FileLock(str(runtime.index_dir / "locks" / "indexer.lock")):
+        resp = call("POST", "/api/v1/memory/episodes", json=body)
+    assert resp.status_code == 201, resp.text
+    data = resp.json()["data"]
+    assert data["indexed"] is False and "the index is busy" in data["index_error"]
+    Indexer(runtime).scan()
+    resp = call("POST", "/api/v1/memory/search",
+                json={"query": "Written while a scan ran", "user_id": "u_andrew"})
+    assert resp.json()["data"]["episodes"][0]["id"] == data["id"]
 
 
 @pytest.mark.parametrize(

@@ -291,7 +291,7 @@ def shared_routes() -> tuple[BaseRoute, ...]:
     @router.post(f"{API}/memory/episodes", dependencies=guarded, status_code=201,
                  responses=_WRITE_ERRORS)
     def add_episode(body: EpisodeRequest, runtime: RuntimeDep) -> dict[str, Any]:
-        """Append an Episode to the user's daily log; the watcher indexes it shortly after."""
+        """Append an Episode to the user's daily log and index it: a search right after finds it."""
         return {"data": ops.add_episode(runtime, body)}
 
     router.include_router(memory_router(guarded, API))

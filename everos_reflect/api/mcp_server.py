@@ -88,15 +88,6 @@ def tools() -> list[Tool]:
     ]
 
 
-def _index_written(runtime: Runtime, data: dict[str, Any]) -> None:
-    """Index the log a tool just appended to, so the next search sees the new entry."""
-    from everos_reflect.index.sync import Indexer
-    from everos_reflect.model import UserRef
-
-    ref = UserRef.of(data["user_id"], data.get("app_id"), data.get("project_id"))
-    Indexer(runtime).sync_path(runtime.store.path_for_id(ref, data["id"]))
-
-
 #: How long a call waits for an index found deleted to be rebuilt (the API's wait).
 INDEX_REBUILD_WAIT_SECONDS = 10.0
 
@@ -154,13 +145,6 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
         status, code = ops.FILE_ERROR
         raise MCPError(types.INTERNAL_ERROR, ops.file_error_message(exc, runtime.root),
                        {"code": code, "status": status}) from None
-    if tool.writes:
-        try:
-            _index_written(runtime, data)
-        except Exception as exc:  # the entry is written: answering an error made the agent
-            # write it again (an embedding server down: one Episode per retry)
-            log.warning("%s: %s written, not indexed yet: %s", tool.name, data.get("id"), exc)
-            data = {**data, "indexed": False, "index_error": errors.brief(exc)}
     return data
 
 

@@ -8,6 +8,7 @@ own kind of error with :func:`error_code`.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import re
 from collections.abc import Sequence
@@ -26,6 +27,12 @@ from everos_reflect.model import (
     shown_path,
     validate_name,
 )
+
+log = logging.getLogger("everos_reflect.api")
+
+#: How long a write waits for the indexer (a scan or rebuild may hold it) before it answers
+#: ``indexed: false`` and leaves the entry to the watcher, the next write or ``reindex``.
+INDEX_WAIT_SECONDS = 10.0
 
 if TYPE_CHECKING:
     from everos_reflect.api.models import (
@@ -197,7 +204,8 @@ def search(runtime: Runtime, body: SearchRequest) -> dict[str, Any]:
 
 
 def add_episode(runtime: Runtime, body: EpisodeRequest) -> dict[str, Any]:
-    """``POST /api/v1/memory/episodes``: append an Episode; answers its id and timestamp."""
+    """``POST /api/v1/memory/episodes``: append an Episode and index it; answers its id and
+    timestamp."""
     ref = _ref(body.user_id, body.app_id, body.project_id)
     runtime.writable()
     importance, note = body.importance, None
@@ -212,12 +220,39 @@ def add_episode(runtime: Runtime, body: EpisodeRequest) -> dict[str, Any]:
               "project_id": ref.project, "timestamp": episode.meta["timestamp"]}
     if note is not None:  # the LLM was not reached: the Episode is written, scored offline
         answer["importance_note"] = note
+    return index_written(runtime, ref, answer, "add_episode")
+
+
+def index_written(runtime: Runtime, ref: UserRef, answer: dict[str, Any],
+                  what: str) -> dict[str, Any]:
+    """Index the log an edge just appended ``answer["id"]`` to, so a search sent right after
+    the write finds the entry (an agent adds, then searches; the watcher alone took ~0.7 s).
+
+    A write that landed but could not be indexed (the embedding server down, the indexer held
+    by a long scan) is answered as done, with ``indexed: false`` and the reason: answering an
+    error made an agent write it again, once per retry. The watcher, the next write or
+    ``reindex`` indexes it.
+    """
+    from filelock import Timeout
+
+    from everos_reflect.index.sync import Indexer
+
+    try:
+        Indexer(runtime).sync_path(runtime.store.path_for_id(ref, answer["id"]),
+                                   timeout=INDEX_WAIT_SECONDS)
+    except Timeout:
+        log.warning("%s: %s written, not indexed yet: the indexer is busy", what, answer["id"])
+        return {**answer, "indexed": False,
+                "index_error": f"the index is busy (a scan or rebuild held it over "
+                               f"{INDEX_WAIT_SECONDS:g} s); the entry is indexed when it is done"}
+    except Exception as exc:  # the entry is written; see above
+        log.warning("%s: %s written, not indexed yet: %s", what, answer["id"], exc)
+        return {**answer, "indexed": False, "index_error": errors.brief(exc)}
     return answer
 
 
 def record_task(runtime: Runtime, body: TaskRecordRequest) -> dict[str, Any]:
-    """``POST /api/v1/tasks``: append a task record; answers its id (``learn_lessons`` picks it
-    up once indexed)."""
+    """``POST /api/v1/tasks``: append a task record and index it; answers its id."""
     from everos_reflect.procedural.tasks import new_task
 
     ref = _ref(body.user_id, body.app_id, body.project_id)
@@ -226,9 +261,10 @@ def record_task(runtime: Runtime, body: TaskRecordRequest) -> dict[str, Any]:
                     outcome=body.outcome, errors=body.errors, outcome_note=body.outcome_note,
                     timestamp=body.timestamp)
     entry = runtime.store.append(ref, Kind.TASK, task.meta, task.sections, day=task.day)
-    return {"id": entry.id, "user_id": ref.user_id, "app_id": ref.app,
-            "project_id": ref.project, "timestamp": task.meta["timestamp"],
-            "task_type": body.task_type, "outcome": body.outcome}
+    return index_written(runtime, ref, {
+        "id": entry.id, "user_id": ref.user_id, "app_id": ref.app, "project_id": ref.project,
+        "timestamp": task.meta["timestamp"], "task_type": body.task_type,
+        "outcome": body.outcome}, "record_task")
 
 
 def briefing(runtime: Runtime, body: BriefingRequest) -> dict[str, Any]:
