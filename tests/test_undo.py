@@ -485,6 +485,45 @@ def test_cli_undo_errors_are_one_line(root: Path) -> None:
         assert result.stdout == ""
 
 
+def test_a_refused_undo_on_a_root_never_indexed_leaves_no_index_behind(root: Path) -> None:
+    # each left a system.db of empty tables, made by looking for a journal to settle
+    rt = Runtime(root, SETTINGS, embedder=HashEmbedder(64))
+    try:
+        episode = add(rt, date(2026, 8, 10), "Andrew pets", "Andrew adopted a dog.")
+    finally:
+        rt.close()
+    cases = [
+        ([episode.id, "--user", "u_andrew"], "is not a merged narrative"),
+        (["ep_20260810_0009", "--user", "u_andrew"], "no entry ep_20260810_0009"),
+        (["ep_20260810_0009", "--user", "u_andrew", "--cascade"], "no entry ep_20260810_0009"),
+    ]
+    for args, message in cases:
+        result = invoke(root, *args)
+        assert result.exit_code == 1
+        assert result.stderr.startswith("error: ") and message in result.stderr
+    assert not (root / ".index" / "sqlite").exists()
+
+
+def test_a_merge_undoes_after_its_index_was_deleted(root: Path) -> None:
+    import shutil
+
+    rt = Runtime(root, SETTINGS, embedder=HashEmbedder(64))
+    try:
+        sources = pets(rt, 2)
+        narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
+                          day=date(2026, 8, 20))
+    finally:
+        rt.close()
+    shutil.rmtree(root / ".index")  # derived: safe to delete
+    rt = Runtime(root, SETTINGS, embedder=HashEmbedder(64))
+    try:
+        result = undo_merge(rt, REF, narrative.id)
+        assert result.restored == sorted(e.id for e in sources)
+        assert deprecated_in_markdown(rt)[narrative.id] == "undone"
+    finally:
+        rt.close()
+
+
 # --------------------------------------------------------------------------- the real pipeline
 
 

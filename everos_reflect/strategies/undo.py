@@ -41,7 +41,7 @@ from everos_reflect.errors import (
 )
 from everos_reflect.index import merge_journal, reads
 from everos_reflect.index.audit import mark_reflection_undone, merge_row, merge_sources
-from everos_reflect.index.db import transaction
+from everos_reflect.index.db import db_built, transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import Entry, EntryId, Kind, UserRef
@@ -127,12 +127,21 @@ def undo_merge(runtime: Runtime, ref: UserRef, merged_id: str, *,
         # An interrupted merge or undo is settled first (under the same lock), so an undo never
         # races its recovery nor undoes half of it. Undoing again after a crash mid-undo: the
         # finished undo is the answer.
-        finished = finish_interrupted(runtime)
-        journal.recover(runtime, Indexer(runtime))
+        finished = finish_interrupted(runtime) if _indexed(runtime) else []
+        if _indexed(runtime):
+            journal.recover(runtime, Indexer(runtime))
         for result in finished:
             if result.ref == ref and result.merged_entry_id == str(eid):
                 return result
         return _undo(runtime, ref, str(eid), cascade=cascade, chain=())
+
+
+def _indexed(runtime: Runtime) -> bool:
+    """Whether the root has an index (:func:`db_built`). Without one there is no journal to
+    settle, no audit row and no other user's merge to name: an undo refused there (not a
+    merge, no such entry) reads only the Markdown, and leaves no ``system.db`` behind, which
+    opening it to look made (with empty tables)."""
+    return db_built(runtime.root)
 
 
 @contextmanager
@@ -173,6 +182,8 @@ def _rebuild_shared(runtime: Runtime, merged_id: str) -> Iterator[None]:
 
 def _merge_owners(runtime: Runtime, ref: UserRef, merged_id: str) -> list[str]:
     """Other users of the root whose merged narrative has this id (from the index)."""
+    if not _indexed(runtime):
+        return []
     try:
         return [str(o) for o in reads.narrative_owners_other_than(runtime.db(), merged_id, ref)]
     except sqlite3.Error:
@@ -209,7 +220,8 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
             f"{merged_id} is not a merged narrative (parent_type: "
             f"{narrative.parent_type or 'none'}); only a Reflection merge can be undone")
     if narrative.deprecated_by == UNDONE:
-        _mark_reports_undone(runtime, ref, merged_id)  # heals a crash right after the Markdown
+        if _indexed(runtime):
+            _mark_reports_undone(runtime, ref, merged_id)  # heals a crash right after the Markdown
         if not _scan(runtime, ref, merged_id).restore:
             raise EverosError(f"the merge that wrote {merged_id} was already undone")
         # archived `undone` by hand with its sources still archived toward it: they stayed
@@ -261,7 +273,7 @@ def _undo_deleted(runtime: Runtime, ref: UserRef, merged_id: str) -> UndoResult:
     "no such entry" (with a hint to check ``--user``). Keys mapping to the id are restored and
     its live facts archived, as for any undo; there is no narrative left to archive."""
     if not _scan(runtime, ref, merged_id).restore:
-        audit = merge_row(runtime.db(), ref, merged_id)
+        audit = merge_row(runtime.db(), ref, merged_id) if _indexed(runtime) else None
         if audit is None:
             raise UnknownEntry(_not_this_users(runtime, ref, merged_id))
         raise UnknownEntry(
