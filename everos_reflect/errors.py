@@ -130,6 +130,11 @@ class StrategyBusy(EverosError):
     """A run of that strategy is already in progress (possibly in another process)."""
 
 
+class ProvenanceBusy(EverosError):
+    """Another provenance check of the root held its lock past the wait: nothing was checked;
+    try again once it has finished."""
+
+
 class UndoRefused(EverosError):
     """An undo that would orphan later work unless told to cascade."""
 

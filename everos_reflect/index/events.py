@@ -11,6 +11,9 @@ one call instead: provenance invalidation checks a whole owner at a time, and on
 a bulk scan it re-read the owner's logs hundreds of times.
 
 A subscriber that raises is logged and skipped: derived state must never block indexing.
+One that cannot take the change *now* (a lock another check holds too long) raises
+:class:`Deferred`: the indexer keeps the change noted for it alone and hands it over again at
+its next sync (a file event, the watcher's reconcile scan), so the change is late, never lost.
 ``reindex`` publishes nothing; each :func:`on_reindex` rebuilder runs once after it instead,
 whole (clustering's recluster; provenance re-checks every derived record, since the logs may
 have changed while nothing indexed them), and the paths it writes are synced too.
@@ -33,6 +36,16 @@ if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
 
 log = logging.getLogger(__name__)
+
+
+class Deferred(Exception):
+    """Raised by a subscriber that cannot take a change now (what it waits on is busy): the
+    change is handed to it again by the indexer's next sync. ``written``: the paths it wrote
+    before it stopped (the other owners it checked), synced as any subscriber's."""
+
+    def __init__(self, message: str, written: Iterable[Path] = ()) -> None:
+        super().__init__(message)
+        self.written = [Path(p) for p in written]
 
 
 @dataclass
@@ -102,42 +115,63 @@ def subscribers() -> dict[str, Subscriber]:
         return dict(_subscribers)
 
 
-def publish(runtime: Runtime, change: ChangeSet, *, skip: Iterable[str] = ()) -> set[Path]:
-    """Hand ``change`` to every subscriber except ``skip``; the paths they wrote."""
+def names() -> set[str]:
+    """Every subscriber's name, per-file and batch."""
+    with _lock:
+        return {*_subscribers, *_batch_subscribers}
+
+
+def _hand_over(name: str, call: Callable[[], Iterable[Path] | None], what: str,
+               written: set[Path], deferred: set[str] | None) -> None:
+    """One subscriber call: what it wrote joins ``written``; a :class:`Deferred` names it in
+    ``deferred`` (logged and skipped, as any failure, when the caller keeps no such set)."""
+    try:
+        written.update(Path(p) for p in call() or ())
+    except Deferred as exc:
+        written.update(exc.written)
+        if deferred is None:
+            log.warning("change subscriber %s put off %s: %s", name, what, exc)
+        else:
+            log.info("change subscriber %s put off %s until the next sync: %s", name, what, exc)
+            deferred.add(name)
+    except Exception:
+        log.exception("change subscriber %s failed for %s", name, what)
+
+
+def publish(runtime: Runtime, change: ChangeSet, *, skip: Iterable[str] = (),
+            deferred: set[str] | None = None) -> set[Path]:
+    """Hand ``change`` to every subscriber except ``skip``; the paths they wrote. The names
+    of those that put it off (:class:`Deferred`) are added to ``deferred``."""
     if change.empty:
         return set()
     written: set[Path] = set()
     skipped = set(skip)
     for name, subscriber in subscribers().items():
-        if name in skipped:
-            continue
-        try:
-            written.update(Path(p) for p in subscriber(runtime, change) or ())
-        except Exception:
-            log.exception("change subscriber %s failed for %s", name, change.path)
+        if name not in skipped:
+            _hand_over(name, lambda s=subscriber: s(runtime, change),  # type: ignore[misc]
+                       change.path, written, deferred)
     return written
 
 
 def publish_many(runtime: Runtime, changes: Iterable[ChangeSet], *,
-                 skip: Iterable[str] = ()) -> set[Path]:
+                 skip: Iterable[str] = (), deferred: set[str] | None = None) -> set[Path]:
     """Hand each change to the per-file subscribers, then all of them at once to the batch
-    subscribers (except ``skip``); the paths they wrote."""
+    subscribers (except ``skip``); the paths they wrote. The names of those that put the
+    changes off (:class:`Deferred`) are added to ``deferred``: the caller hands the changes to
+    them again later."""
     changes = [c for c in changes if not c.empty]
     if not changes:
         return set()
     skipped = set(skip)
     written: set[Path] = set()
     for change in changes:
-        written |= publish(runtime, change, skip=skipped)
+        written |= publish(runtime, change, skip=skipped, deferred=deferred)
     with _lock:
         batch = dict(_batch_subscribers)
     for name, subscriber in batch.items():
-        if name in skipped:
-            continue
-        try:
-            written.update(Path(p) for p in subscriber(runtime, changes) or ())
-        except Exception:
-            log.exception("change subscriber %s failed for %d changes", name, len(changes))
+        if name not in skipped:
+            _hand_over(name, lambda s=subscriber: s(runtime, changes),  # type: ignore[misc]
+                       f"{len(changes)} changes", written, deferred)
     return written
 
 

@@ -621,8 +621,23 @@ class Indexer:
         changes = [events.ChangeSet(job.ref, job.kind, job.rel, list(job.plan.upserts),
                                     dict(job.plan.deprecations), list(job.plan.deletes),
                                     job.vectors) for job in jobs if not job.plan.empty]
-        self._written |= events.publish_many(self.rt, changes, skip=self._skip)
-        self._forget_notes(notes)
+        deferred: set[str] = set()
+        self._written |= events.publish_many(self.rt, changes, skip=self._skip,
+                                             deferred=deferred)
+        self._settle_notes(notes, deferred)
+
+    def _settle_notes(self, notes: list[int], deferred: set[str]) -> None:
+        """The subscribers ran: drop the notes, or, when some put the changes off
+        (:class:`events.Deferred`: provenance, while another check held its lock too long),
+        keep them for those alone, handed over again by the next sync (:meth:`_replay`)."""
+        if not deferred:
+            self._forget_notes(notes)
+        elif notes:
+            skip = json.dumps(sorted(events.names() - deferred))
+            conn = self.rt.db()
+            with transaction(conn):
+                conn.executemany("UPDATE publish_note SET skip = ? WHERE note_id = ?",
+                                 [(skip, n) for n in notes])
 
     def _forget_notes(self, notes: list[int]) -> None:
         if notes:
@@ -643,16 +658,20 @@ class Indexer:
         rows = conn.execute("SELECT * FROM publish_note ORDER BY note_id").fetchall()
         if not rows:
             return
-        by_skip: dict[tuple[str, ...], list[events.ChangeSet]] = {}
+        by_skip: dict[tuple[str, ...], tuple[list[events.ChangeSet], list[int]]] = {}
         for row in rows:
             change = self._replayed(row)
+            changes, notes = by_skip.setdefault(tuple(json.loads(row["skip"])), ([], []))
+            notes.append(row["note_id"])
             if change is not None:
-                by_skip.setdefault(tuple(json.loads(row["skip"])), []).append(change)
-        log.warning("telling the change subscribers of %d synced file change(s) an "
-                    "interrupted sync did not tell them of", len(rows))
-        for skip, changes in by_skip.items():
-            self._written |= events.publish_many(self.rt, changes, skip=skip)
-        self._forget_notes([row["note_id"] for row in rows])
+                changes.append(change)
+        log.warning("telling the change subscribers of %d synced file change(s) an interrupted "
+                 "sync did not tell them of, or that they put off", len(rows))
+        for skip, (changes, notes) in by_skip.items():
+            deferred: set[str] = set()
+            self._written |= events.publish_many(self.rt, changes, skip=skip,
+                                                 deferred=deferred)
+            self._settle_notes(notes, deferred)
 
     def _replayed(self, row: Any) -> events.ChangeSet | None:
         """The change a publish note names, as the index holds it now (None: nothing left)."""

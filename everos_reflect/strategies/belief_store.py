@@ -31,7 +31,7 @@ from everos_reflect.engine.registry import (
     positive,
 )
 from everos_reflect.engine.triggers import CountTrigger
-from everos_reflect.errors import EverosError, ProviderUnavailable
+from everos_reflect.errors import EverosError, ProvenanceBusy, ProviderUnavailable
 from everos_reflect.index import cursors
 from everos_reflect.index.db import transaction
 from everos_reflect.model import Entry, Kind, UserRef
@@ -672,8 +672,9 @@ class BeliefTier(Strategy):
                                  self.name, ref, work.deferred_records)
                     counts["deferred_records"] += work.deferred_records
             except Exception as exc:
-                if rt.root_gone():  # not this owner's fault: the engine says what happened
-                    raise
+                if rt.root_gone() or isinstance(exc, ProvenanceBusy):
+                    raise  # not this owner's fault: the engine says what happened (busy:
+                    # every owner after it would wait as long, each)
                 self._owner_failed(ctx, ref, exc, counts)
                 continue
             if metered and work.deferred_calls:  # the rest of this owner waits for a run

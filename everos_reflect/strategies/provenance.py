@@ -41,10 +41,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
-from everos_reflect.errors import EverosError
-from everos_reflect.index import cursors
+from everos_reflect.errors import EverosError, ProvenanceBusy
+from everos_reflect.index import cursors, events
 from everos_reflect.index.audit import Derivation, settle_intent
 from everos_reflect.markdown.parser import parse_entry_id
 from everos_reflect.model import Entry, Kind, UserRef, id_items
@@ -410,7 +410,17 @@ class Checked:
     written: list[Path] = field(default_factory=list)
 
 
-def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Checked:
+#: How long a check waits for another one to finish (:func:`check`): ``revalidate_insights``,
+#: ``learn_lessons`` and the check after ``reindex``. Past it, :class:`ProvenanceBusy`.
+CHECK_WAIT_SECONDS = 300.0
+#: How long the indexer's check waits (:func:`on_changes`): it holds the indexer's lock
+#: meanwhile, so every sync, scan and search of the root waits with it. Past it, the change is
+#: put off to the indexer's next sync (a file event, the reconcile scan), never dropped.
+INDEXER_WAIT_SECONDS = 5.0
+
+
+def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None, *,
+          wait: float | None = None) -> Checked:
     """Mark stale every record of ``ref`` :func:`find_stale` names, and make active again
     every one :func:`find_restored` names, settled (:func:`settle`: one check does what a
     second would add) (one ``derivation_report`` row each lifted, strategy ``provenance``,
@@ -423,22 +433,38 @@ def check(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> Ch
     With ``touched`` (the ids the indexer just changed), nothing is read beyond the derived
     logs unless a derived record cites one of them: only those can change a record's status.
     The rows a killed check left unwritten are written first (:func:`recover_rows`).
+
+    Waits at most ``wait`` seconds (:data:`CHECK_WAIT_SECONDS`) for a check under way (in
+    another thread or process), then raises :class:`ProvenanceBusy`, having changed nothing.
     """
-    with _one_check_at_a_time(runtime):
+    with _one_check_at_a_time(runtime, CHECK_WAIT_SECONDS if wait is None else wait):
         return _check(runtime, ref, touched)
 
 
 @contextmanager
-def _one_check_at_a_time(runtime: Runtime) -> Iterator[None]:
+def _one_check_at_a_time(runtime: Runtime, wait: float) -> Iterator[None]:
     """Hold the root's provenance lock (across threads and processes). Checks run from the
     indexer's change events and from ``revalidate_insights``/``learn_lessons`` runs, in other
     threads of a daemon or in a CLI process; two checks of one owner at once both read a
     record as active, both mark it and both write its audit row (19 of 20 tries wrote the
-    lesson's ``stale`` row twice). One check after another, the second reads the mark."""
+    lesson's ``stale`` row twice). One check after another, the second reads the mark.
+
+    At most ``wait`` seconds: the wait had no end, and the indexer waits holding its own lock
+    (lock order: indexer, provenance, a log's write lock), so a long check elsewhere held up
+    every sync of ``serve``'s watcher, and a hung one held it up for good."""
     path = runtime.index_dir / "locks" / "provenance.lock"
     path.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(path), thread_local=False):
+    lock = FileLock(str(path), thread_local=False)
+    try:
+        lock.acquire(timeout=wait)
+    except Timeout:
+        raise ProvenanceBusy(
+            f"another provenance check has held {path} for over {wait:g} s; nothing was "
+            "checked: try again once it has finished") from None
+    try:
         yield
+    finally:
+        lock.release()
 
 
 def _check(runtime: Runtime, ref: UserRef, touched: set[str] | None) -> Checked:
@@ -567,15 +593,20 @@ def unhashed(records: Mapping[str, Entry], unreadable: Collection[str] = frozens
     return out
 
 
-def invalidate(runtime: Runtime, ref: UserRef, touched: set[str] | None = None) -> list[Path]:
+def invalidate(runtime: Runtime, ref: UserRef, touched: set[str] | None = None, *,
+               wait: float | None = None) -> list[Path]:
     """:func:`check`; the files written."""
-    return check(runtime, ref, touched).written
+    return check(runtime, ref, touched, wait=wait).written
 
 
 def on_changes(runtime: Runtime, changes: Iterable[ChangeSet]) -> list[Path]:
     """Change-event batch subscriber: re-check each owner once per indexer flush, when a
     record a derived record may cite changed (all of the owner's derived records when one of
-    them changed itself)."""
+    them changed itself).
+
+    Waits :data:`INDEXER_WAIT_SECONDS` at most for a check under way elsewhere; the owners it
+    could not check then are put off (:class:`events.Deferred`): the indexer hands the
+    changes over again at its next sync."""
     touched: dict[UserRef, set[str] | None] = {}
     for change in changes:
         if change.kind not in EVIDENCE_KINDS:
@@ -587,13 +618,20 @@ def on_changes(runtime: Runtime, changes: Iterable[ChangeSet]) -> list[Path]:
         if ids is not None:
             ids |= {e.id for e in change.upserted} | set(change.archived) | set(change.deleted)
     written: list[Path] = []
+    busy: ProvenanceBusy | None = None
     for ref, ids in touched.items():
+        if busy is not None:
+            break  # the lock is held elsewhere: the others would wait as long, each
         try:
-            written += invalidate(runtime, ref, ids)
+            written += invalidate(runtime, ref, ids, wait=INDEXER_WAIT_SECONDS)
+        except ProvenanceBusy as exc:
+            busy = exc
         except Exception:  # an OSError writing one owner's log, a bug a record trips: that
             if runtime.root_gone():  # owner's alone; the owners after it are still checked
                 raise
             log.exception("provenance: cannot check the records of %s", ref)
+    if busy is not None:
+        raise events.Deferred(str(busy), written)
     return written
 
 
@@ -607,6 +645,8 @@ def check_all(runtime: Runtime) -> list[Path]:
             continue
         try:
             written += invalidate(runtime, ref)
+        except ProvenanceBusy:  # the next owner would wait as long: said once, by the caller
+            raise
         except Exception:
             if runtime.root_gone():
                 raise

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from everos_reflect.engine.limits import Budget
 from everos_reflect.engine.registry import RunContext, Strategy
 from everos_reflect.engine.triggers import CountTrigger
-from everos_reflect.errors import EverosError, ProviderUnavailable
+from everos_reflect.errors import EverosError, ProvenanceBusy, ProviderUnavailable
 from everos_reflect.index import cursors
 from everos_reflect.index.audit import (
     Derivation,
@@ -334,8 +334,9 @@ class RevalidateInsights(Strategy):
                 if not self._owner(ctx, ref, sent, counts, looking_at):
                     break  # a run limit was reached
             except Exception as exc:
-                if rt.root_gone():  # not this owner's fault: the engine says what happened
-                    raise
+                if rt.root_gone() or isinstance(exc, ProvenanceBusy):
+                    raise  # not this owner's fault: the engine says what happened (busy:
+                    # every owner after it would wait as long, each)
                 owner_failed(ctx, NAME, ref, exc, counts, inputs=looking_at)
         return dict(counts)
 
