@@ -96,7 +96,7 @@ STOPWORDS = _wordset(
 # Never treated as noise: they flip or count a fact.
 NEGATIONS = _wordset(
     "no not never none nobody nothing without cannot dont doesnt didnt isnt wasnt arent werent "
-    "hasnt havent hadnt cant wont"
+    "hasnt havent hadnt cant wont non"
 )
 NUMBER_WORDS = _wordset(
     "zero one two three four five six seven eight nine ten eleven twelve first second third "
@@ -175,8 +175,7 @@ class _Sentence:
     @property
     def stems(self) -> frozenset[str]:
         """Content words without numbers/negations, plural -s folded: what a fact is about."""
-        return frozenset(w[:-1] if len(w) > 3 and w.endswith("s") else w
-                         for w in self.tokens - self.markers)
+        return frozenset(_fold_plural(w) for w in self.tokens - self.markers)
 
 
 class ExtractiveLLM:
@@ -517,7 +516,8 @@ def _contraction(head: str, after: str) -> bool:
 
 
 def _fold_plural(word: str) -> str:
-    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+    """"cats" → "cat"; a word ending in "ss" is no plural ("pass", "class", "boss")."""
+    return word[:-1] if len(word) > 3 and word.endswith("s") and word[-2] != "s" else word
 
 
 #: Two words are one for :func:`_other_holder` when they share this long a prefix
@@ -757,7 +757,19 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
         return True
     a, b = old.stems, new.stems
-    return bool(a and b) and len(a & b) / len(a | b) >= VERSION_OVERLAP
+    return bool(a and b) and (len(a & b) / len(a | b) >= VERSION_OVERLAP or _flips(old, new))
+
+
+def _flips(old: _Sentence, new: _Sentence) -> bool:
+    """Does ``new`` say ``old``'s words with a negation added or removed ("The test passed."
+    → "The test did not pass.", "Lars is a smoker." → "Lars is a non-smoker.")? Its numbers
+    the same, every content word of each side another form of one of the other's. Short
+    sentences of opposite polarity can sit below the version threshold (0.745 for the test)."""
+    if (old.markers - NEGATIONS != new.markers - NEGATIONS
+            or bool(old.markers & NEGATIONS) == bool(new.markers & NEGATIONS)):
+        return False  # numbers differ, or both sides negated ("never" / "not") or neither
+    a, b = old.stems, new.stems
+    return bool(a) and _word_forms(a - b, b) and _word_forms(b - a, a)
 
 
 def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
