@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import time
+import zlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -36,16 +37,32 @@ class _DeadlineTransport(_http.BaseTransport):  # type: ignore[misc]
 
     def handle_request(self, request: Any) -> Any:
         deadline = time.monotonic() + self._seconds
+        if self._max_bytes is not None:
+            request.headers["Accept-Encoding"] = ACCEPT_ENCODING
         response = self._inner.handle_request(request)
-        response.stream = _DeadlineStream(response.stream, deadline, self._seconds, request,
-                                          self._max_bytes)
+        stream = _DeadlineStream(response.stream, deadline, self._seconds, request,
+                                 self._max_bytes)
+        if self._max_bytes is not None and "content-encoding" in response.headers:
+            # decoded here, where the decoded bytes are counted: the HTTP library decodes
+            # after the transport, so a 16 MB bound on the body let a gzip reply of 200 KB
+            # inflate to 200 MB (and 1 MB to a gigabyte) before anything was checked
+            codings = [c.strip().lower() for c in response.headers.get_list(
+                "content-encoding", split_commas=True)]
+            del response.headers["content-encoding"]
+            stream = _DecodedStream(stream, codings, self._max_bytes, request)
+        response.stream = stream
         return response
 
     def close(self) -> None:
         self._inner.close()
 
 
-class ResponseTooLarge(_http.ReadError):  # type: ignore[misc]
+class UnusableResponse(_http.ReadError):  # type: ignore[misc]
+    """A response body this client refuses to read on (the SDK reports it as a connection
+    error, its ``__cause__`` this): too large, or in a content coding it cannot undo."""
+
+
+class ResponseTooLarge(UnusableResponse):
     """A response body past the client's ``max_bytes``: cut off, never read whole."""
 
 
@@ -71,11 +88,74 @@ class _DeadlineStream(_http.SyncByteStream):  # type: ignore[misc]
         self._stream.close()
 
 
+#: The content codings a client with ``max_bytes`` asks for, and decodes itself
+#: (:class:`_DecodedStream`); the ``zlib`` window bits of each.
+_WBITS = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+ACCEPT_ENCODING = "gzip, deflate"
+#: The most content codings one response may stack (as the HTTP library allows).
+_MAX_CODINGS = 5
+
+
+class _DecodedStream(_http.SyncByteStream):  # type: ignore[misc]
+    """A body's content codings undone, the decoded bytes held to ``max_bytes`` as they come
+    out (each step of the inflation is bounded, so no chunk can blow up in memory first)."""
+
+    def __init__(self, stream: Any, codings: list[str], max_bytes: int, request: Any) -> None:
+        self._stream, self._max_bytes, self._request = stream, max_bytes, request
+        self._codings = [c for c in codings if c and c != "identity"]
+
+    def __iter__(self) -> Iterator[bytes]:
+        unknown = [c for c in self._codings if c not in _WBITS]
+        if unknown or len(self._codings) > _MAX_CODINGS:
+            raise UnusableResponse(
+                f"response in content coding {', '.join(self._codings)[:100]}, not one asked "
+                f"for ({ACCEPT_ENCODING})", request=self._request)
+        chunks: Iterator[bytes] = iter(self._stream)
+        for coding in reversed(self._codings):  # the last one applied is undone first
+            chunks = self._inflated(chunks, coding)
+        yield from chunks
+
+    def _inflated(self, chunks: Iterator[bytes], coding: str) -> Iterator[bytes]:
+        inflater = zlib.decompressobj(_WBITS[coding])
+        produced, started = 0, False
+        for chunk in chunks:
+            data = chunk
+            while data:
+                room = self._max_bytes - produced + 1
+                try:
+                    out = inflater.decompress(data, room)
+                except zlib.error as exc:
+                    if coding == "deflate" and not started:  # raw deflate, without zlib's header
+                        inflater, started = zlib.decompressobj(-zlib.MAX_WBITS), True
+                        continue
+                    raise UnusableResponse(f"response not valid {coding}: {exc}",
+                                           request=self._request) from exc
+                started = True
+                produced += len(out)
+                self._check(produced)
+                if out:
+                    yield out
+                data = inflater.unconsumed_tail
+        out = inflater.flush(self._max_bytes - produced + 1)
+        self._check(produced + len(out))
+        if out:
+            yield out
+
+    def _check(self, produced: int) -> None:
+        if produced > self._max_bytes:
+            raise ResponseTooLarge(f"response larger than {self._max_bytes:,} bytes",
+                                   request=self._request)
+
+    def close(self) -> None:
+        self._stream.close()
+
+
 def deadline_http_client(seconds: float, *, max_bytes: int | None = None,
                          **kwargs: Any) -> Any:
     """The SDK's default HTTP client (its pool limits, redirects, ``kwargs``) whose every
     response must be complete within ``seconds`` of its request being sent and, with
-    ``max_bytes``, hold at most that many body bytes (:class:`ResponseTooLarge` past it)."""
+    ``max_bytes``, hold at most that many body bytes, compressed and decoded
+    (:class:`ResponseTooLarge` past it)."""
     transport = _DeadlineTransport(_http.HTTPTransport(limits=_CONNECTION_LIMITS), seconds,
                                    max_bytes)
     return openai.DefaultHttpxClient(transport=transport, **kwargs)

@@ -98,6 +98,15 @@ def _recorded(value: Any, content: str, n_sentences: int) -> list[tuple[str, ...
     return out
 
 
+def edited_since_merge(entry: Entry) -> bool:
+    """Whether ``entry``'s Content was changed after the merge that wrote it: its record
+    names a Content fingerprint that no longer matches. False when there is no record (an
+    Episode, a narrative from before records): nothing tells then."""
+    value = entry.meta.get(PROVENANCE_KEY)
+    return (isinstance(value, Mapping) and "content" in value
+            and str(value["content"]) != content_fingerprint(entry.content))
+
+
 def provenance(entry: Entry) -> Provenance:
     """Each sentence of ``entry``'s Content with the sources it stands for.
 
@@ -118,6 +127,7 @@ __all__ = [
     "Provenance",
     "SentenceSources",
     "content_fingerprint",
+    "edited_since_merge",
     "provenance",
     "provenance_meta",
 ]

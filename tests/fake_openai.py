@@ -59,7 +59,8 @@ class Status:
     """A non-200 answer; ``body`` defaults to an OpenAI-style error naming the status."""
 
     code: int
-    body: dict[str, Any] | str | None = None
+    #: sent as it is when ``bytes`` (e.g. compressed, with a ``content-encoding`` header)
+    body: dict[str, Any] | str | bytes | None = None
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
 
@@ -245,7 +246,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _json(self, code: int, payload: Any, headers: dict[str, str] | None = None,
               trickle: float = 0.0) -> None:
-        data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+        if isinstance(payload, bytes):
+            data = payload
+        else:
+            data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
         self.send_response(code)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))

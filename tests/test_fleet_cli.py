@@ -102,6 +102,35 @@ def test_fleet_status_exits_1_when_a_root_cannot_be_read_with_or_without_json(
     assert text.stderr.strip() == "error: some roots could not be read (see above)"
 
 
+def test_fleet_status_says_a_roots_ome_toml_is_invalid_not_that_its_strategies_are_disabled(
+        tmp_path: Path) -> None:
+    # every strategy of such a root read "disabled", exit 0, the error squeezed under the
+    # first one in the index lag column; `status` on the root says the file is invalid, exit 1
+    build_root(tmp_path / "shard-a")
+    build_root(tmp_path / "shard-b", ome='[strategies.reflect_episodes]\nenabled = "yes"\n')
+    fleet = _fleet(tmp_path)
+
+    as_json = CliRunner().invoke(cli, ["fleet", "status", "--fleet", fleet, "--json"])
+    text = CliRunner().invoke(cli, ["fleet", "status", "--fleet", fleet])
+
+    assert as_json.exit_code == text.exit_code == 1
+    a, b = json.loads(as_json.stdout)["roots"]
+    assert "config_error" not in a and "error" not in b
+    said = (f"ome.toml is invalid: {tmp_path}/shard-b/ome.toml: strategies.reflect_episodes."
+            "enabled: must be bool, got str 'yes'; no strategy runs on this root until it is "
+            "fixed (a `fleet serve` started now would run none)")
+    assert b["config_error"] == said
+    lines = text.stdout.splitlines()
+    at = next(i for i, line in enumerate(lines) if "shard-b" in line)
+    for row in b["strategies"]:
+        line = next(line for line in lines[at:] if f" {row['name']} " in line)
+        assert "ome.toml invalid" in line and "disabled" not in line, line
+    assert "disabled" in lines[1]  # shard-a's own are as ome.toml says
+    assert said in text.stdout
+    assert text.stderr == ("error: the ome.toml of 1 root is invalid (see above): no strategy "
+                           "runs there until it is fixed\n")
+
+
 def test_status_and_clusters_read_a_roots_strategies_as_its_fleets_runs_do(
         tmp_path: Path) -> None:
     # status and clusters read the root's ome.toml alone: in a fleet they showed a switch, a

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import re
 import sys
 import threading
+import zlib
 from datetime import UTC, datetime
 
 import openai
@@ -283,6 +285,41 @@ def test_a_reply_larger_than_the_reply_limit_is_cut_off_and_fails_the_call(fake_
     with pytest.raises(ProviderUnavailable, match=f"larger than {MAX_REPLY_BYTES:,} bytes"):
         client.llm.merge(init_request())
     assert client.llm.merge(init_request()).title == "Andrew's pets"
+
+
+def _packed(fake, body: bytes, coding: str = "gzip") -> object:
+    """A 200 whose body is ``body`` compressed in ``coding``."""
+    packed = zlib.compress(body) if coding == "deflate" else gzip.compress(body)
+    return fake.Status(200, body=packed, headers={"content-encoding": coding})
+
+
+def test_a_compressed_reply_is_bounded_as_it_inflates(fake_openai):
+    # The bound counted the body as it came off the wire and the HTTP library inflated it
+    # afterwards: a gzip reply of 70 KB (a good completion padded with 64 MB of spaces) was
+    # inflated whole, parsed and accepted; a 1 MB one would have made a gigabyte.
+    from everos_reflect.llm.openai_llm import MAX_REPLY_BYTES
+
+    completion = json.dumps(_completion([_choice({"role": "assistant", "content": GOOD})]))
+    padded = completion[:-1].encode() + b" " * (4 * MAX_REPLY_BYTES) + b"}"
+    fake_openai.script(_packed(fake_openai, padded), _packed(fake_openai, completion.encode()),
+                       _packed(fake_openai, completion.encode(), "deflate"))
+    client = Client(fake_openai, max_retries=0)
+    with pytest.raises(ProviderUnavailable, match=f"larger than {MAX_REPLY_BYTES:,} bytes"):
+        client.llm.merge(init_request())
+    assert client.llm.merge(init_request()).title == "Andrew's pets"  # within the bound
+    assert client.llm.merge(init_request()).title == "Andrew's pets"
+    assert {r.headers["accept-encoding"] for r in fake_openai.requests} == {"gzip, deflate"}
+
+
+@pytest.mark.parametrize(("body", "coding", "problem"), [
+    (b"\x1f\x8b not gzip", "gzip", "response not valid gzip"),
+    (b"{}", "br", "response in content coding br, not one asked for (gzip, deflate)"),
+])
+def test_a_reply_in_a_coding_that_cannot_be_undone_is_unusable(fake_openai, body, coding,
+                                                                problem):
+    fake_openai.script(fake_openai.Status(200, body=body, headers={"content-encoding": coding}))
+    with pytest.raises(ProviderUnavailable, match=re.escape(f"unusable reply: {problem}")):
+        Client(fake_openai, max_retries=0).llm.merge(init_request())
 
 
 @pytest.mark.parametrize("answer", [

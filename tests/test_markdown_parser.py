@@ -154,6 +154,25 @@ def test_broken_entry_in_the_middle_is_reported_and_the_rest_parses() -> None:
     assert log.ok
 
 
+@pytest.mark.parametrize(("stamp", "reason"), [
+    ("2026-10-11T02:00:00+99:00", "its UTC offset is a day or more"),
+    ("2026-13-11T02:00:00+00:00", "month must be in 1..12"),
+    ("2026-02-30T02:00:00Z", "day is out of range for month"),
+])
+def test_an_impossible_timestamp_is_named_on_its_line(stamp: str, reason: str) -> None:
+    # It said "invalid YAML: offset must be a timedelta strictly between
+    # -timedelta(hours=24) and timedelta(hours=24), not datetime.timedelta(days=4, ...)", on
+    # the block's first line: the YAML was fine, the date was not.
+    meta = f"owner_id: u_andrew\ntimestamp: {stamp}\nparent_type: memcell\n"
+    text = HEAD + entry(1, meta=meta) + entry(2)
+    log = parse_log(text, PATH)
+    assert [e.id for e in log.entries] == ["ep_20261012_0002"]
+    [problem] = log.diagnostics
+    assert problem.message == (f"entry ep_20261012_0001: YAML refused: '{stamp}' is not a "
+                               f"valid date and time ({reason})")
+    assert problem.line == text.splitlines().index(f"timestamp: {stamp}") + 1
+
+
 BAD_ENTRIES = [
     ("unclosed", "<!-- entry:ep_20261012_0002 -->\n---\nowner_id: u\n---\n", "is not closed"),
     (

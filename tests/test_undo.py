@@ -584,6 +584,57 @@ def test_undo_reverts_merges_written_by_the_reflection_pipeline(root: Path) -> N
     assert run_reflection(rt, run_id="run_4", remerge_undone=True).get("merged") == 1
 
 
+@pytest.mark.parametrize("edit", [False, True])
+def test_undo_of_a_narrative_edited_by_hand_says_the_edits_are_archived_with_it(
+        root: Path, monkeypatch: pytest.MonkeyPatch, edit: bool) -> None:
+    # A person added a line to the narrative, then undid the merge: the line left live memory
+    # with the narrative (archived, still in its log) and nothing said so.
+    from everos_reflect.llm.extractive import ExtractiveLLM
+    from tests.reflect_fixtures import ANDREW, make_runtime, run_reflection, seed_pets
+
+    rt = make_runtime(root, ExtractiveLLM())
+    seed_pets(rt)
+    assert run_reflection(rt).get("merged") == 1
+    [narrative] = [e for e in rt.store.entries(ANDREW, Kind.EPISODE)
+                   if e.parent_type == "cluster"]
+    if edit:
+        path = rt.store.path_for_id(ANDREW, narrative.id)
+        text = path.read_text()
+        assert text.count(narrative.content) == 1
+        path.write_text(text.replace(narrative.content,
+                                     narrative.content + " Buddy is afraid of thunder."))
+    monkeypatch.setattr(demo_cmds, "open_runtime", lambda _: rt)
+    said = invoke(rt.root, narrative.id, "--user", "u_andrew")
+    assert said.exit_code == 0, said.output
+    note = (f"  note: {narrative.id} was edited by hand after the merge; those edits are "
+            "archived with it (still in its log): add them again as an Episode if they "
+            "should stay live")
+    assert (note in said.stdout.splitlines()) is edit
+    assert rt.store.get(ANDREW, narrative.id).deprecated_by == "undone"
+    shown = CliRunner().invoke(cli, ["provenance", narrative.id, "--user", "u_andrew",
+                                     "--root", str(rt.root)])
+    assert ("its Content was edited by hand after the merge" in shown.stdout) is edit
+    assert ("recorded per sentence" in shown.stdout) is not edit
+
+
+def test_undo_answers_edited_by_hand_in_its_document(root: Path) -> None:
+    from everos_reflect.llm.extractive import ExtractiveLLM
+    from tests.reflect_fixtures import ANDREW, make_runtime, run_reflection, seed_pets
+
+    rt = make_runtime(root, ExtractiveLLM())
+    try:
+        seed_pets(rt)
+        run_reflection(rt)
+        [narrative] = [e for e in rt.store.entries(ANDREW, Kind.EPISODE)
+                       if e.parent_type == "cluster"]
+        path = rt.store.path_for_id(ANDREW, narrative.id)
+        path.write_text(path.read_text().replace(narrative.content, "Rewritten by hand."))
+        document = undo_merge(rt, ANDREW, narrative.id).to_dict()
+    finally:
+        rt.close()
+    assert document["edited_by_hand"] is True and document["status"] == "ok"
+
+
 def test_undo_scans_a_huge_log_in_pieces_and_refuses_one_that_mentions_the_merge(
         root: Path) -> None:
     """A log far over ``limits.max_file_bytes`` (grown by hand or hostile) was read whole to

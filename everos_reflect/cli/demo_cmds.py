@@ -96,6 +96,10 @@ def _say_undone(result: UndoResult) -> None:
         gone = "" if step.archived else " (the narrative itself was deleted by hand)"
         click.echo(f"  archived {step.merged_entry_id if step.archived else 'no narrative'} and "
                    f"{_count(step.archived_facts, 'atomic fact')} (deprecated_by: undone){gone}")
+        if step.edited_by_hand:
+            click.echo(f"  note: {step.merged_entry_id} was edited by hand after the merge; "
+                       "those edits are archived with it (still in its log): add them again as "
+                       "an Episode if they should stay live")
         narrative = step.cluster_narrative
         click.echo(f"  cluster narrative: {narrative or 'none (the cluster may be merged again)'}")
         if step.missing:

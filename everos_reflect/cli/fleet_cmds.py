@@ -9,10 +9,12 @@ import click
 
 from everos_reflect.cli.common import (
     configure_logging,
+    counted,
     emit_json,
     fail,
     handle_errors,
     json_option,
+    say,
 )
 from everos_reflect.cli.engine_cmds import TRIGGER_EXIT_CODES
 
@@ -116,22 +118,31 @@ def fleet_serve_cmd(fleet_file: str) -> None:
 def fleet_status_cmd(fleet_file: str, as_json: bool) -> None:
     """Every root: each strategy's last and next run, and how far its index lags.
 
-    Exit status 1 when some root could not be read (its error says why), also with
-    --json: a script checks the exit status, as with lint."""
+    Exit status 1 when some root could not be read (its error says why) or its ome.toml is
+    invalid (no strategy runs there), also with --json: a script checks the exit status, as
+    with lint."""
     from everos_reflect.fleet.config import read_fleet
     from everos_reflect.fleet.work import root_status
 
     config, roots = read_fleet(fleet_file)
     docs = [root_status(str(r), config.strategies) for r in roots]
-    unreadable = any("error" in d for d in docs)
+    problems = []
+    if any("error" in d for d in docs):
+        problems.append("some roots could not be read (see above)")
+    invalid = sum("config_error" in d for d in docs)
+    if invalid:
+        problems.append(f"the ome.toml of {counted(invalid, 'root')} is invalid (see above): "
+                        "no strategy runs there until it is fixed")
     if as_json:
         emit_json({"fleet": config.file, "roots": docs})
-        if unreadable:
+        if problems:
             sys.exit(1)
         return
     _render_status(docs)
-    if unreadable:
-        fail("some roots could not be read (see above)")
+    for line in problems[:-1]:
+        say(f"error: {line}", err=True)
+    if problems:
+        fail(problems[-1])
 
 
 def _lag_text(index: dict[str, Any] | None) -> str:
@@ -157,12 +168,15 @@ def _render_status(docs: list[dict[str, Any]]) -> None:
             last = row.get("last_run") or {}
             last_text = (f"{last.get('status')} {(last.get('started_at') or '')[:19]}"
                          if last else "never")
-            rows.append([doc["root"] if i == 0 else "", row["name"],
-                         "enabled" if row["enabled"] else "disabled", last_text,
+            # an invalid ome.toml: nothing runs, not because each strategy was turned off
+            state = ("ome.toml invalid" if "config_error" in doc
+                     else "enabled" if row["enabled"] else "disabled")
+            rows.append([doc["root"] if i == 0 else "", row["name"], state, last_text,
                          str(row["next_run"] or "-")[:19],
                          _lag_text(doc["index"]) if i == 0 else ""])
-            if row.get("config_error") and i == 0:
-                rows.append(["", "", "", "", "", f"ome.toml: {row['config_error']}"])
+            if i == 0 and (doc.get("config_error") or row.get("config_error")):
+                rows.append(["", "", "", "", "",
+                             doc.get("config_error") or f"ome.toml: {row['config_error']}"])
     for line in _table(["root", "strategy", "state", "last run", "next run", "index lag"],
                        rows):
         click.echo(line)

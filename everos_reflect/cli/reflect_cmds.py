@@ -126,7 +126,7 @@ def provenance_cmd(entry_id: str, user_id: str, app: str | None, project: str | 
     """Show which source Episodes each sentence of an entry (a narrative) stands for."""
     from everos_reflect.markdown.store import MarkdownStore
     from everos_reflect.model import UserRef
-    from everos_reflect.provenance import provenance
+    from everos_reflect.provenance import edited_since_merge, provenance
     from everos_reflect.settings import load_settings
 
     ref = UserRef.of(user_id, app, project)
@@ -138,6 +138,9 @@ def provenance_cmd(entry_id: str, user_id: str, app: str | None, project: str | 
         return
     if found.recorded:
         how = "recorded per sentence"
+    elif edited_since_merge(entry):
+        how = ("its Content was edited by hand after the merge: every sentence credited to "
+               "all sources")
     elif entry.sources:
         how = "no valid per-sentence record: every sentence credited to all sources"
     else:  # an Episode as written (or a fact): no merge, so no sources to tell apart

@@ -101,10 +101,11 @@ class OpenAIEmbedder:
         except ProviderUnavailable:
             raise
         except Exception as exc:  # transport, HTTP status, or a reply of the wrong shape
-            from everos_reflect.http_deadline import ResponseTooLarge
+            from everos_reflect.http_deadline import UnusableResponse
 
-            # the SDK reports a reply cut off at max_bytes as "Connection error."
-            why = exc.__cause__ if isinstance(exc.__cause__, ResponseTooLarge) else exc
+            # the SDK reports a reply cut off at max_bytes (or undecodable) as "Connection
+            # error."
+            why = exc.__cause__ if isinstance(exc.__cause__, UnusableResponse) else exc
             raise ProviderUnavailable(f"embedding request to {where} failed: {why}") from exc
         if indexes != list(range(len(texts))) and len(indexes) == len(texts):
             # which vector is which text's is said only by "index": one repeated or skipped

@@ -417,7 +417,8 @@ def run_root(root: str, name: str, *, force: bool = False,
 def root_status(root: str, defaults: Mapping[str, Mapping[str, Any]] | None = None,
                 opener: Opener = open_root) -> dict[str, Any]:
     """One root's schedule (every strategy's last and next run) and index lag, from the same
-    functions ``everos-reflect status`` uses; a root that cannot be read says why."""
+    functions ``everos-reflect status`` uses; a root that cannot be read says why
+    (``error``), and one whose ``ome.toml`` is invalid says so (``config_error``)."""
     from everos_reflect.index.db import db_built
     from everos_reflect.index.sync import Indexer
 
@@ -432,6 +433,13 @@ def root_status(root: str, defaults: Mapping[str, Mapping[str, Any]] | None = No
                                                                        recover=False))
         except (EverosError, sqlite3.Error) as exc:
             doc["strategies"], doc["error"] = [], str(exc)
+        invalid = next((r["config_error"] for r in doc["strategies"]
+                        if r.get("config_error") and r.get("config_in_force") == "none"), None)
+        if invalid is not None:  # every row reads "disabled": say why, as `status` does
+            doc["config_error"] = (
+                f"ome.toml is invalid: {invalid.removeprefix('invalid configuration: ')}; no "
+                "strategy runs on this root until it is fixed (a `fleet serve` started now "
+                "would run none)")
         try:
             # None: never indexed (status never creates an index as a side effect)
             doc["index"] = Indexer(runtime).pending() if db_built(runtime.root) \

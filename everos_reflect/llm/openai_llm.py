@@ -27,7 +27,7 @@ import openai
 from openai import OpenAI
 
 from everos_reflect.errors import ProviderUnavailable
-from everos_reflect.http_deadline import ResponseTooLarge, deadline_http_client
+from everos_reflect.http_deadline import UnusableResponse, deadline_http_client
 from everos_reflect.llm.base import (
     FactsRequest,
     FactsResult,
@@ -322,7 +322,7 @@ def _describe(exc: openai.OpenAIError) -> str:
     if isinstance(exc, openai.APITimeoutError):
         return "request timed out"
     if isinstance(exc, openai.APIConnectionError):
-        if isinstance(exc.__cause__, ResponseTooLarge):
+        if isinstance(exc.__cause__, UnusableResponse):
             return f"unusable reply: {exc.__cause__}"
         return "connection failed"
     if isinstance(exc, openai.APIStatusError):

@@ -232,11 +232,27 @@ def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNo
     return value
 
 
+def _construct_timestamp(loader: yaml.constructor.SafeConstructor,
+                         node: yaml.ScalarNode) -> Any:
+    """A timestamp YAML recognises but Python cannot hold (an offset of a day or more, a
+    month 13) is named as one, not as "invalid YAML: offset must be a timedelta strictly
+    between -timedelta(hours=24) and timedelta(hours=24), not …"."""
+    try:
+        return loader.construct_yaml_timestamp(node)
+    except (ValueError, OverflowError) as exc:
+        reason = "its UTC offset is a day or more" if "offset" in str(exc) else str(exc)
+        raise YamlBoundError(node.start_mark.line,
+                             f"{quoted_value(node.value)} is not a valid date and time "
+                             f"({reason})") from None
+
+
 class _BoundedLoader(_Loader):  # type: ignore[misc, valid-type]
-    """:data:`_Loader` with integers bounded (:data:`MAX_YAML_INT_CHARS`)."""
+    """:data:`_Loader` with integers bounded (:data:`MAX_YAML_INT_CHARS`) and impossible
+    timestamps named."""
 
 
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
 
 
 def _bounded_load(text: str) -> Any:

@@ -77,6 +77,9 @@ class UndoResult:
     #: sources of the merge that could not be restored: their entry is no longer in the logs
     #: (deleted by hand, with its log or alone)
     missing: list[str] = field(default_factory=list)
+    #: the archived narrative's Content was edited by hand after the merge: those edits are
+    #: archived with it (still in its log), so the person is told, not left to find out
+    edited_by_hand: bool = False
 
     @property
     def status(self) -> str:
@@ -96,6 +99,7 @@ class UndoResult:
             "restored": self.restored,
             "restored_facts": self.restored_facts,
             "missing": self.missing,
+            "edited_by_hand": self.edited_by_hand,
             "archived": self.archived,
             "archived_facts": self.archived_facts,
             "previous_narrative": self.previous_narrative,
@@ -362,18 +366,30 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
     missing = _missing(runtime, ref, [*intent.sources, *episodes])
     episodes = [i for i in episodes if i not in missing]
     cluster_narrative = _restore_cluster(runtime, ref, intent.cluster_id, episodes, previous)
+    edited = not intent.narrative_gone and _edited_by_hand(runtime, ref, merged_id)
     result = UndoResult(
         ref=ref, merged_entry_id=merged_id, cluster_id=intent.cluster_id, mode=mode,
         restored=episodes, restored_facts=facts,
         archived=[] if intent.narrative_gone else [merged_id],
         archived_facts=archived_facts, previous_narrative=intent.previous,
-        cluster_narrative=cluster_narrative, reports=reports, missing=missing)
+        cluster_narrative=cluster_narrative, reports=reports, missing=missing,
+        edited_by_hand=edited)
     log.info("undid merge %s of %s: %d episodes and %d facts restored, %d facts archived",
              merged_id, ref, len(episodes), len(facts), len(archived_facts))
     if missing:  # the answer names them too: not a warning twice on the CLI's stderr
         log.info("undo of %s (%s): could not restore %s: no longer in the logs",
                  merged_id, ref, ", ".join(missing))
     return result
+
+
+def _edited_by_hand(runtime: Runtime, ref: UserRef, merged_id: str) -> bool:
+    """Whether the narrative just archived holds hand edits made after its merge."""
+    from everos_reflect.provenance import edited_since_merge
+
+    try:
+        return edited_since_merge(runtime.store.get(ref, merged_id))
+    except (UnknownEntry, MarkdownError):  # gone meanwhile: nothing left to tell about
+        return False
 
 
 def _sources(runtime: Runtime, ref: UserRef, merged_id: str,
