@@ -23,7 +23,7 @@ from everos_reflect.llm.tasks import (
     strings,
     text_field,
 )
-from everos_reflect.model import MAX_SUBJECT_CHARS, quoted_value
+from everos_reflect.model import MAX_SUBJECT_CHARS, blank, quoted_value
 
 #: The fewest records an insight (and a reconciliation) must cite (seed 000's citation floor).
 MIN_CITATIONS = 2
@@ -246,17 +246,23 @@ $records"""
 
 
 def _parse_worldview(obj: dict[str, Any], req: TaskRequest) -> list[dict[str, Any]]:
-    """Proposals as the model wrote them. A key outside ``keys`` or a conviction citing
-    nothing is passed on for :func:`~everos_reflect.strategies.beliefs.plan_versions` to
-    refuse and count that one item: failing the call for it threw away the reply's good
-    convictions, retried, and failed the owner's window on every run."""
+    """Proposals as the model wrote them. A key outside ``keys`` (an empty one, or one no
+    configured key can be, included) or a conviction without text or citing nothing is
+    passed on for :func:`~everos_reflect.strategies.beliefs.plan_versions` to refuse and
+    count that one item: failing the call for it threw away the reply's good convictions,
+    retried, and failed the owner's window on every run. A key or text that is no string,
+    and a text that could never be written (a control character, too long), fail the call."""
     out = []
     for item in list_field(obj, "convictions"):
         if not isinstance(item, dict):
             raise InvalidReply("each item of 'convictions' must be an object")
-        key = text_field(item, "key", limit=100)
+        key, text = item.get("key"), item.get("text")
+        for name, value in (("key", key), ("text", text)):
+            if not isinstance(value, str):
+                raise InvalidReply(f"{name!r} must be a string, got {type(value).__name__}")
         evidence = req.numbering.resolve(item.get("evidence"))
-        out.append({"key": key, "text": text_field(item, "text", limit=2_000),
+        out.append({"key": key.strip(),
+                    "text": "" if blank(text) else text_field(item, "text", limit=2_000),
                     "evidence": evidence})
     return out
 
