@@ -270,6 +270,24 @@ def test_an_edge_is_refused_unless_one_side_just_changed(rt: Runtime, llm: Scrip
     assert belief_views.relations(rt, ADA) == []
 
 
+def test_a_pair_without_text_is_refused_alone_and_the_good_pair_is_written(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    """A pair whose text was empty failed the whole call as an unusable reply: the good pair
+    in the same reply was lost and the window failed again on every run."""
+    ids = seed_worldview(rt, llm)
+
+    def reply(req: TaskRequest) -> dict[str, Any]:
+        one, two = cite(req, by_text(req, "Redirect"), by_text(req, "Deliver"))
+        return {"contradictions": [
+            {"between": [one, two], "text": ""},
+            {"between": [two, one], "text": "Stopping enterprise work breaks the promises."}]}
+
+    llm.queue_task("contradictions", reply)
+    assert run(rt, "detect_contradictions") == {"owners": 1, "written": 1, "refused": 1}
+    (edge,) = belief_views.relations(rt, ADA)
+    assert set(edge["between"]) == {ids["strategy"], ids["commitments"]}
+
+
 def test_a_pair_that_is_no_pair_is_refused_alone_and_the_good_pair_is_written(
         rt: Runtime, llm: ScriptedLLM) -> None:
     """A conviction "contradicting" itself, or three at once, failed the whole call: the good
