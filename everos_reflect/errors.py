@@ -126,6 +126,17 @@ class ProviderUnavailable(EverosError):
     permanent: bool = False
 
 
+#: The most characters of a server's or model's own text (an error body, a refusal, a
+#: rejected value) kept in a failure: a server's 1 MB error text was carried whole into every
+#: retry's log line, the run record, the audit row of each skipped cluster and the API answer.
+MAX_PROBLEM_CHARS = 300
+
+
+def clipped(text: str, limit: int = MAX_PROBLEM_CHARS) -> str:
+    """``text``, or its first ``limit`` characters saying how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
+
+
 class StrategyBusy(EverosError):
     """A run of that strategy is already in progress (possibly in another process)."""
 

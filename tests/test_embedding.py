@@ -235,6 +235,7 @@ class FakeEmbeddings:
         self.padding = 0  # characters of an extra key in each reply
         self.indexes: list[int] | None = None  # the "index" of each vector, in order
         self.scale = 1.0  # multiplies every vector's components
+        self.error = ""  # the error message of a non-200 answer (none: an empty body)
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -247,10 +248,13 @@ class FakeEmbeddings:
                     self.end_headers()
                     return
                 if fake.status != 200:
+                    error = json.dumps({"error": {"message": fake.error}}).encode() \
+                        if fake.error else b""
                     self.send_response(fake.status)
                     self.send_header("Retry-After-Ms", "1")  # the openai client's retry pause
-                    self.send_header("Content-Length", "0")
+                    self.send_header("Content-Length", str(len(error)))
                     self.end_headers()
+                    self.wfile.write(error)
                     return
                 if fake.malformed:
                     payload: dict[str, Any] = {"object": "list", "nonsense": True}
@@ -410,6 +414,19 @@ def test_openai_embedder_refuses_a_vector_whose_length_is_zero_or_out_of_range(
     fake_server.scale = 1e18  # large, but its length is in range: normalized as usual
     np.testing.assert_allclose(np.linalg.norm(remote(fake_server).embed(["a", "bbb"]), axis=1),
                                1.0, rtol=1e-6)
+
+
+@pytest.mark.parametrize("status", [500, 400])
+def test_an_embedding_failure_clips_a_huge_error_text(fake_server: FakeEmbeddings,
+                                                      status: int) -> None:
+    # A server's 1 MB error text went whole into the failure, and from there into the log
+    # line, the run record and the API's answer (as the LLM's failures no longer do).
+    fake_server.status, fake_server.error = status, "x" * 1_000_000
+    with pytest.raises(ProviderUnavailable) as caught:
+        remote(fake_server).embed(["hello"])
+    message = str(caught.value)
+    assert len(message) < 1_000 and "characters)" in message, message[:200]
+    assert f"Error code: {status}" in message
 
 
 def test_openai_embedder_reports_unreachable_server() -> None:

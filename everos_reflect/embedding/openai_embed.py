@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from everos_reflect.embedding.base import l2_normalize
-from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.errors import ProviderUnavailable, clipped
 from everos_reflect.model import quoted_value, redacted_url
 
 # Models with a fixed size that reject the ``dimensions`` request parameter.
@@ -106,7 +106,10 @@ class OpenAIEmbedder:
             # the SDK reports a reply cut off at max_bytes (or undecodable) as "Connection
             # error."
             why = exc.__cause__ if isinstance(exc.__cause__, UnusableResponse) else exc
-            raise ProviderUnavailable(f"embedding request to {where} failed: {why}") from exc
+            # clipped: a server's 1 MB error text went whole into the failure, and from there
+            # into the log, the run record and the API's answer
+            raise ProviderUnavailable(
+                f"embedding request to {where} failed: {clipped(str(why))}") from exc
         if indexes != list(range(len(texts))) and len(indexes) == len(texts):
             # which vector is which text's is said only by "index": one repeated or skipped
             # gave texts each other's vectors, silently, in the index and every cluster

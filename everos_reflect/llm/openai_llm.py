@@ -26,7 +26,7 @@ from typing import Any
 import openai
 from openai import OpenAI
 
-from everos_reflect.errors import ProviderUnavailable
+from everos_reflect.errors import ProviderUnavailable, clipped
 from everos_reflect.http_deadline import UnusableResponse, deadline_http_client
 from everos_reflect.llm.base import (
     FactsRequest,
@@ -230,7 +230,7 @@ class OpenAILLM:
                 err.permanent = exc.status_code in REFUSED_REQUEST
                 raise err from exc
             except openai.OpenAIError as exc:  # misconfiguration and the like
-                raise _unavailable(self._failure(_clip(str(exc))), usage) from exc
+                raise _unavailable(self._failure(clipped(str(exc))), usage) from exc
             except UnicodeEncodeError as exc:  # a header (the api_key) HTTP cannot carry
                 raise _unavailable(self._failure(
                     f"the request cannot be sent: {exc.reason} in a header (check the "
@@ -245,7 +245,7 @@ class OpenAILLM:
             try:
                 return parse(_reply_object(completion)), usage
             except InvalidReply as exc:
-                last_problem = f"unusable reply: {_clip(str(exc))}"
+                last_problem = f"unusable reply: {clipped(str(exc))}"
                 log.log(self.attempt_log_level, "LLM reply rejected (attempt %d): %s",
                         attempt + 1, last_problem)
         attempts = self.max_retries + 1
@@ -326,25 +326,14 @@ def _describe(exc: openai.OpenAIError) -> str:
             return f"unusable reply: {exc.__cause__}"
         return "connection failed"
     if isinstance(exc, openai.APIStatusError):
-        return f"HTTP {exc.status_code}: {_clip(exc.message)}"
-    return _clip(str(exc))
+        return f"HTTP {exc.status_code}: {clipped(exc.message)}"
+    return clipped(str(exc))
 
 
 #: Statuses that refuse the request itself (malformed, too long, content rejected): the same
 #: input is refused again, unlike an outage (5xx), a bad key (401, 403), a wrong model or URL
 #: (404) or a rate limit (429), which say nothing about it.
 REFUSED_REQUEST = frozenset({400, 413, 422})
-
-#: The most characters of a server's or model's own text (an error body, a refusal, a
-#: rejected value) kept in a failure: a server's 1 MB error text was carried whole into every
-#: retry's log line, the run record and the audit row of each skipped cluster.
-MAX_PROBLEM_CHARS = 300
-
-
-def _clip(text: str, limit: int = MAX_PROBLEM_CHARS) -> str:
-    """``text``, or its first ``limit`` characters saying how long it was."""
-    return text if len(text) <= limit else f"{text[:limit]}… ({len(text):,} characters)"
-
 
 def _retry_after_seconds(exc: Exception) -> float | None:
     response = getattr(exc, "response", None)
