@@ -17,7 +17,10 @@ and a distinct pair as *written as versions* when, both kept, the later one is w
 too (``restates_versioned``). The last eight domains (relatives and
 allergies ... family health) pair a person's fact with the same words about someone or something
 of theirs ("Mia is allergic to peanuts." / "Mia's brother is allergic to peanuts."), and
-restatements through a possessive ("Mia's allergy to peanuts is severe.").
+restatements through a possessive ("Mia's allergy to peanuts is severe."). Some domains also
+hold ``changes``: a fact that really changed ("Leah is vegetarian." / "Leah is vegan."), whose
+later sentence must be written as the "Current state" with the earlier kept as history; a fold
+drops the change (``changes_folded``).
 
 It also prints the coverage guard's view of the same pairs (``measure_coverage``): with only
 the second sentence of a pair written, is the first counted as still stated, per
@@ -28,9 +31,10 @@ sit and fetch."), is that sentence counted as stating both? One not counted is a
 the guard scores as lossy.
 
 The threshold is chosen on the *calibration* domains (even positions in the file, unless a
-domain says ``"half": "report"``: two held-out domains written after the rules were final): the
-lowest swept value that folds no distinct pair there; the *report* domains (odd positions, and
-the held-out ones) are scored at it. Both halves are printed for every value, from the same run.
+domain names its half: held-out domains written after the rules were final say ``"report"``):
+the lowest swept value that folds no distinct pair nor change there; the *report* domains
+(odd positions, and the held-out ones) are scored at it. Both halves are printed for every
+value, from the same run.
 
     python bench/fold_pairs.py [--paraphrase 0.7,0.75,0.78,0.8,0.85] [--out bench/results]
 """
@@ -59,6 +63,7 @@ from everos_reflect.strategies.reflect import DEFAULT_FACT_MATCH_THRESHOLD
 
 DATA = Path(__file__).resolve().parent / "fold_pairs.json"
 HALVES = ("calibration", "report")
+LABELS = ("restates", "distinct", "changes")
 
 
 def load_pairs(path: Path = DATA) -> list[dict[str, Any]]:
@@ -67,8 +72,8 @@ def load_pairs(path: Path = DATA) -> list[dict[str, Any]]:
     doc = json.loads(path.read_text("utf-8"))
     rows = []
     for i, domain in enumerate(doc["domains"]):
-        for label in ("restates", "distinct"):
-            for first, second in domain[label]:
+        for label in LABELS:
+            for first, second in domain.get(label, []):
                 half = domain.get("half", HALVES[i % 2])
                 rows.append({"domain": domain["domain"], "half": half,
                              "label": label, "texts": (first, second)})
@@ -107,7 +112,8 @@ def outcome(llm: ExtractiveLLM, texts: tuple[str, str]) -> tuple[bool, bool]:
 def sweep(rows: list[dict[str, Any]], thresholds: list[float],
           embedder: Any = None) -> dict[str, Any]:
     """Per threshold and half: distinct pairs folded (facts lost) or written as versions (a
-    change claimed), restatements folded or written as versions (a change claimed too)."""
+    change claimed), restatements folded or written as versions (a change claimed too),
+    changes folded (the change lost) or written as versions (right)."""
     if embedder is None:
         embedder = CachingEmbedder(make_embedder(Settings().embedding))
     table: dict[str, Any] = {}
@@ -121,16 +127,22 @@ def sweep(rows: list[dict[str, Any]], thresholds: list[float],
             claimed = [r for r, (fold, version) in distinct if version and not fold]
             restates = [(r, o) for r, o in mine if r["label"] == "restates"]
             reworded = [r for r, (fold, version) in restates if version and not fold]
+            changes = [(r, o) for r, o in mine if r["label"] == "changes"]
+            dropped = [r for r, (fold, _) in changes if fold]
             cell[half] = {
                 "distinct": len(distinct),
                 "distinct_folded": len(lost),
                 "distinct_versioned": len(claimed),
-                "restates": len(mine) - len(distinct),
+                "restates": len(restates),
                 "restates_folded": sum(o[0] for r, o in restates),
                 "restates_versioned": len(reworded),
                 "lost": [list(r["texts"]) for r in lost],
                 "claimed": [list(r["texts"]) for r in claimed],
                 "reworded": [list(r["texts"]) for r in reworded],
+                "changes": len(changes),
+                "changes_folded": len(dropped),
+                "changes_versioned": sum(version and not fold for _, (fold, version) in changes),
+                "dropped": [list(r["texts"]) for r in dropped],
             }
         table[f"{threshold:g}"] = cell
     return table
@@ -161,7 +173,7 @@ def credit(rows: list[dict[str, Any]], combined: list[dict[str, Any]],
         cell: dict[str, Any] = {}
         for half in HALVES:
             mine = [(r, credited(embedder, r["texts"], threshold))
-                    for r in rows if r["half"] == half]
+                    for r in rows if r["half"] == half and r["label"] != "changes"]
             both = [coverage(embedder, list(c["facts"]), c["sentence"], threshold) == 1.0
                     for c in combined if c["half"] == half]
             cell[half] = {
@@ -178,8 +190,9 @@ def credit(rows: list[dict[str, Any]], combined: list[dict[str, Any]],
 
 
 def choose(table: dict[str, Any]) -> str | None:
-    """The lowest threshold that folds no distinct pair of the calibration half."""
-    ok = [t for t, cell in table.items() if cell["calibration"]["distinct_folded"] == 0]
+    """The lowest threshold that folds no distinct pair nor change of the calibration half."""
+    ok = [t for t, cell in table.items() if cell["calibration"]["distinct_folded"] == 0
+          and cell["calibration"].get("changes_folded", 0) == 0]
     return min(ok, key=float) if ok else None
 
 
@@ -190,18 +203,22 @@ def markdown(table: dict[str, Any], chosen: str | None,
              f"half: {chosen or 'none (every value folds a distinct pair)'}.", "",
              "| paraphrase | half | distinct pairs folded (a fact lost) | distinct pairs "
              "written as versions (a change claimed) | restatements folded | restatements "
-             "written as versions (a change claimed) |",
-             "|---:|---|---:|---:|---:|---:|"]
+             "written as versions (a change claimed) | changes folded (the change lost) | "
+             "changes written as versions (right) |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for threshold, cell in table.items():
         for half in HALVES:
             c = cell[half]
             lines.append(f"| {threshold} | {half} | {c['distinct_folded']} / {c['distinct']} | "
                          f"{c.get('distinct_versioned', 0)} / {c['distinct']} | "
                          f"{c['restates_folded']} / {c['restates']} | "
-                         f"{c.get('restates_versioned', 0)} / {c['restates']} |")
+                         f"{c.get('restates_versioned', 0)} / {c['restates']} | "
+                         f"{c.get('changes_folded', 0)} / {c.get('changes', 0)} | "
+                         f"{c.get('changes_versioned', 0)} / {c.get('changes', 0)} |")
     for title, key in (("Distinct pairs folded", "lost"),
                        ("Distinct pairs written as versions", "claimed"),
-                       ("Restatements written as versions", "reworded")):
+                       ("Restatements written as versions", "reworded"),
+                       ("Changes folded", "dropped")):
         lines += ["", f"{title}:", ""]
         for threshold, cell in table.items():
             for half in HALVES:

@@ -59,6 +59,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
+from difflib import SequenceMatcher
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -688,7 +689,11 @@ def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
     A rewording that only changes a word's form is no swap: "is allergic to cats" → "has an
     allergy to cats", "painted a portrait" → "made a painting": when every word one side lacks
     is another form of a word of the other side (:func:`_word_forms`), no value was
-    replaced."""
+    replaced.
+
+    Most content words shared, or the one word or two replaced in place: a short sentence
+    shares little but its frame ("Leah is vegetarian." → "Leah is vegan.", "Omar is a
+    nurse." → "Omar is a family doctor."), and a fold would drop the change."""
     if new.day == old.day or old.subject != new.subject:
         return False
     x, y = _specifics(old), _specifics(new)
@@ -697,9 +702,27 @@ def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
     a, b = old.stems, new.stems
     gone, added = a - b, b - a
     if not (0 < len(gone) <= SWAP_WORDS and 0 < len(added) <= SWAP_WORDS
-            and len(a & b) / len(a | b) >= VERSION_OVERLAP):
+            and (len(a & b) / len(a | b) >= VERSION_OVERLAP or _in_place(old, new))):
         return False
     return not (_word_forms(gone, added) or _word_forms(added, gone))
+
+
+def _in_place(old: _Sentence, new: _Sentence) -> bool:
+    """Do the content words of ``old`` and ``new``, in order, differ by one run of at most
+    :data:`SWAP_WORDS` words replaced by another, all else the same and in the same order?"""
+    x, y = _content_sequence(old), _content_sequence(new)
+    changed = [op for op in SequenceMatcher(None, x, y, autojunk=False).get_opcodes()
+               if op[0] != "equal"]
+    return (len(changed) == 1 and changed[0][0] == "replace"
+            and changed[0][2] - changed[0][1] <= SWAP_WORDS
+            and changed[0][4] - changed[0][3] <= SWAP_WORDS)
+
+
+def _content_sequence(s: _Sentence) -> list[str]:
+    """The words of :attr:`_Sentence.stems`, in the sentence's order (repeats kept)."""
+    words = (w.lower().replace("'", "") for w in _WORD_RE.findall(s.text))
+    return [_fold_plural(w) for w in words
+            if w not in STOPWORDS and w not in NEGATIONS and w not in s.markers]
 
 
 def _word_forms(words: frozenset[str], others: frozenset[str]) -> bool:
