@@ -77,7 +77,10 @@ def summary(briefing: Any) -> dict[str, Any]:
     import hashlib
     import json
 
-    whole = json.dumps(briefing.to_dict(), sort_keys=True, ensure_ascii=False)
+    document = briefing.to_dict()
+    # recorded before facts restated by their Episode were told apart: none is here
+    assert document.pop("restated_ids") == []
+    whole = json.dumps(document, sort_keys=True, ensure_ascii=False)
     return {"text": briefing.text, "tokens": briefing.tokens, "omitted": briefing.omitted,
             "kept": [i.id for i in briefing.items],
             "sha256": hashlib.sha256(whole.encode()).hexdigest()}

@@ -165,24 +165,31 @@ def test_a_recorded_task_is_searchable_at_once(call: Client) -> None:
     assert [hit["id"] for hit in resp.json()["data"]["episodes"]] == [new_id]
 
 
-def test_a_write_that_could_not_be_indexed_is_answered_done(root: Path) -> None:
-    # The embedding server down: the Episode is appended; an error answer would make an
-    # agent write it again, once per retry.
+@pytest.mark.parametrize("edge", ["http", "mcp"])
+def test_a_write_that_could_not_be_indexed_is_answered_done(root: Path, edge: str) -> None:
+    # The embedding server down: the Episode is appended; an error answer made an agent
+    # write it again, once per retry. Both edges answer through one op.
+    from everos_reflect.api.mcp_server import call as mcp_call
+    from everos_reflect.api.mcp_server import tools
     from everos_reflect.errors import ProviderUnavailable
 
     class Down(HashEmbedder):
         def embed(self, texts: Any) -> Any:
             raise ProviderUnavailable("embedding server: HTTP 503")
 
+    body = {"user_id": "u1", "subject": "s", "content": "c", "importance": 5}
     rt = Runtime(root, Settings(), embedder=Down())
     try:
-        resp = Client(rt)("POST", "/api/v1/memory/episodes", json={
-            "user_id": "u1", "subject": "s", "content": "c", "importance": 5})
+        if edge == "http":
+            resp = Client(rt)("POST", "/api/v1/memory/episodes", json=body)
+            assert resp.status_code == 201
+            data = resp.json()["data"]
+        else:
+            [add] = [t for t in tools() if t.name == "add_episode"]
+            data = mcp_call(rt, add, body)
         episodes = rt.store.entries(UserRef.of("u1"), Kind.EPISODE)
     finally:
         rt.close()
-    assert resp.status_code == 201
-    data = resp.json()["data"]
     assert [e.id for e in episodes] == [data["id"]]
     assert data["indexed"] is False and "HTTP 503" in data["index_error"]
 

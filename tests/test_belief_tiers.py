@@ -164,6 +164,45 @@ def test_a_conviction_of_an_unknown_key_or_citing_nothing_is_refused_alone(
         ("risks", "Reviews get skipped.")]
 
 
+def test_a_conviction_of_an_empty_or_impossible_key_or_without_text_is_refused_alone(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    """An empty key, one longer than any key can be, or one holding a control character, and
+    a conviction of empty text, failed the whole call as an unusable reply, where a key not
+    in `keys` is refused alone: the reply's good conviction was lost and the window failed
+    again on every run."""
+    add_insights(rt, "One.", "Two.", "Three.")
+
+    def reply(req: TaskRequest) -> dict[str, Any]:
+        one = cite(req, by_text(req, "One"))
+        return {"convictions": [
+            {"key": "", "text": "Cheerful.", "evidence": one},
+            {"key": "k" * 101, "text": "Cheerful.", "evidence": one},
+            {"key": "risks\x1b[2J", "text": "Cheerful.", "evidence": one},
+            {"key": "identity", "text": " \u200b", "evidence": one},
+            {"key": "risks", "text": "Reviews get skipped.",
+             "evidence": cite(req, by_text(req, "Two"))}]}
+
+    llm.queue_task("worldview", reply)
+    assert run(rt, "update_worldview") == {"owners": 1, "written": 1, "refused": 4}
+    assert [(r["key"], r["text"]) for r in belief_views.worldview(rt, ADA)] == [
+        ("risks", "Reviews get skipped.")]
+
+
+@pytest.mark.parametrize(("item", "problem"), [
+    ({"key": 5, "text": "Cheerful."}, "'key' must be a string, got int"),
+    ({"key": "risks", "text": None}, "'text' must be a string, got NoneType"),
+    ({"key": "risks", "text": "Cheer\x00ful."}, "control character U+0000"),
+])
+def test_a_conviction_that_is_no_text_or_could_never_be_written_fails_the_call(
+        rt: Runtime, llm: ScriptedLLM, item: dict[str, Any], problem: str) -> None:
+    add_insights(rt, "One.", "Two.", "Three.")
+    llm.queue_task("worldview", lambda req: {"convictions": [
+        {**item, "evidence": cite(req, by_text(req, "One"))}]})
+    outcome = Engine(rt).trigger("update_worldview", timeout=60)
+    assert outcome.status == "failed" and problem in (outcome.error or ""), outcome
+    assert belief_views.worldview(rt, ADA) == []
+
+
 def test_a_reply_of_many_refused_proposals_logs_ten_and_a_count(
         rt: Runtime, llm: ScriptedLLM, caplog: pytest.LogCaptureFixture) -> None:
     """A lying model's reply (up to 16 MB) may hold hundreds of thousands of proposals the
@@ -229,6 +268,24 @@ def test_an_edge_is_refused_unless_one_side_just_changed(rt: Runtime, llm: Scrip
     llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
     assert run(rt, "detect_contradictions") == {"owners": 1, "refused": 1}
     assert belief_views.relations(rt, ADA) == []
+
+
+def test_a_pair_without_text_is_refused_alone_and_the_good_pair_is_written(
+        rt: Runtime, llm: ScriptedLLM) -> None:
+    """A pair whose text was empty failed the whole call as an unusable reply: the good pair
+    in the same reply was lost and the window failed again on every run."""
+    ids = seed_worldview(rt, llm)
+
+    def reply(req: TaskRequest) -> dict[str, Any]:
+        one, two = cite(req, by_text(req, "Redirect"), by_text(req, "Deliver"))
+        return {"contradictions": [
+            {"between": [one, two], "text": ""},
+            {"between": [two, one], "text": "Stopping enterprise work breaks the promises."}]}
+
+    llm.queue_task("contradictions", reply)
+    assert run(rt, "detect_contradictions") == {"owners": 1, "written": 1, "refused": 1}
+    (edge,) = belief_views.relations(rt, ADA)
+    assert set(edge["between"]) == {ids["strategy"], ids["commitments"]}
 
 
 def test_a_pair_that_is_no_pair_is_refused_alone_and_the_good_pair_is_written(

@@ -47,7 +47,7 @@ def test_budget_is_never_exceeded(sections: list[list[Item]], max_tokens: int) -
     assert COUNTER.count(briefing.text) == briefing.tokens <= max_tokens
     every = [i.id for s in secs for i in s.items]
     kept = [i.id for i in briefing.items]
-    assert sorted(kept + briefing.omitted_ids) == sorted(every)  # each item kept or reported
+    assert sorted(kept + briefing.omitted_ids + briefing.restated_ids) == sorted(every)
     assert sum(briefing.omitted.values()) == len(briefing.omitted_ids)
     if briefing.text:  # else not even the header fits; the answer's `omitted` still says it
         assert ("Left out for budget" in briefing.text) == bool(briefing.omitted_ids)
@@ -55,6 +55,71 @@ def test_budget_is_never_exceeded(sections: list[list[Item]], max_tokens: int) -
     positions = [next(n for n, ln in enumerate(lines) if ln.startswith(f"- [{i.id} "))
                  for i in briefing.items]
     assert positions == sorted(positions)  # priority order kept
+
+
+_words = st.lists(st.sampled_from(["Toby", "is", "a", "dog.", "Buddy", "naps", "often."]),
+                  min_size=1, max_size=30).map(" ".join)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(texts=st.lists(_words, min_size=1, max_size=12),
+       links=st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11), st.integers(0, 29),
+                                st.integers(1, 8)), max_size=12),
+       max_tokens=st.integers(min_value=1, max_value=600))
+def test_a_fact_its_episode_states_in_the_block_gets_no_line_of_its_own(
+        texts: list[str], links: list[tuple[int, int, int, int]], max_tokens: int) -> None:
+    items = [Item(f"ep_20261012_{n:04d}", "episode", t, "2026-10-12T09:00:00+00:00")
+             for n, t in enumerate(texts)]
+    for n, (at, parent, start, size) in enumerate(links):  # a fact: words of its Episode
+        words = items[parent % len(texts)].text.split()
+        fact = Item(f"af_20261012_{n:04d}", "atomic_fact",
+                    " ".join(words[start % len(words):][:size]), "2026-10-12T09:00:00+00:00",
+                    [items[parent % len(texts)].id])
+        items.insert(at % (len(items) + 1), fact)
+    briefing = pack([Section("Episodes, facts and tasks", items)], max_tokens, COUNTER,
+                    header="Memory briefing (instance question)")
+    assert COUNTER.count(briefing.text) == briefing.tokens <= max_tokens
+    kept = {i.id: i for i in briefing.items}
+    assert sorted([*kept, *briefing.omitted_ids, *briefing.restated_ids]) == sorted(
+        i.id for i in items)
+    by_id = {i.id: i for i in items}
+    for fact_id in briefing.restated_ids:  # its Episode is in the block and says it
+        fact = by_id[fact_id]
+        [parent] = fact.evidence
+        assert parent in kept and " ".join(fact.text.split()) in kept[parent].text
+        assert f"- [{parent} " in briefing.text and f"- [{fact_id} " not in briefing.text
+
+
+def test_a_restated_fact_leaves_its_room_to_the_next_item() -> None:
+    # The demo's briefing: a narrative, then two of its own sentences as facts, while two
+    # Episodes were left out for budget.
+    day = "2026-10-08T09:00:00+00:00"
+    story = Item("ep_20261205_0008", "episode", "Andrew walks both dogs, Toby and Buddy, "
+                 "before work. Buddy is slow, so they only do a short loop.", day)
+    fact = Item("af_20261205_0041", "atomic_fact",
+                "Andrew walks both dogs, Toby and  buddy, before work.", day, [story.id])
+    said_apart = Item("af_20261205_0042", "atomic_fact", "Buddy is about ten.", day,
+                      [story.id])
+    other = Item("ep_20261001_0001", "episode", "Jess booked a cabin near Mount Hood.", day)
+    for order in ([story, fact, said_apart, other], [fact, story, said_apart, other]):
+        # 160 tokens: the three lines fit (124 with the header); with the fact's too they
+        # did not, and the last Episode was left out
+        b = pack([Section("Episodes, facts and tasks", order)], 160, COUNTER, header="h")
+        assert [i.id for i in b.items] == [story.id, said_apart.id, other.id]
+        assert b.restated_ids == [fact.id] and b.omitted_ids == []
+        assert b.to_dict()["restated_ids"] == [fact.id]
+
+
+def test_a_fact_is_kept_when_its_episode_is_cut_before_it_or_left_out() -> None:
+    day = "2026-10-08T09:00:00+00:00"
+    long = Item("ep_20261012_0001", "episode", "filler " * 300 + "Toby likes the beach.", day)
+    fact = Item("af_20261012_0001", "atomic_fact", "Toby likes the beach.", day, [long.id])
+    b = pack([Section("S", [long, fact])], 200, COUNTER, header="h")
+    assert [i.id for i in b.items] == [long.id, fact.id]  # the cut narrative lost its end
+    assert b.items[0].text.endswith("…") and b.restated_ids == []
+    # no room for the Episode at all: the fact, smaller, takes its place
+    b = pack([Section("S", [fact, long])], 60, COUNTER, header="h")
+    assert [i.id for i in b.items] == [fact.id] and b.omitted_ids == [long.id]
 
 
 def test_a_long_item_is_cut_not_allowed_to_crowd_out_the_rest() -> None:

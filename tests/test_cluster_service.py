@@ -12,6 +12,7 @@ import pytest
 from everos_reflect.clustering.service import ClusterService, UnknownCluster
 from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.index import db as dbmod
+from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import Entry, Kind, UserRef, format_timestamp
 from everos_reflect.settings import ClusteringSettings, Settings
 
@@ -36,6 +37,7 @@ class FakeRuntime:
         self.root = root
         self.settings = Settings(clustering=clustering)
         self.vectors = MemoryVectors()
+        self.store = MarkdownStore(root)  # recluster reads the narratives' merge times
         self._conn: sqlite3.Connection | None = None
 
     def db(self) -> sqlite3.Connection:

@@ -185,3 +185,43 @@ def test_trigger_names_an_answer_that_is_no_run_outcome(
     [line] = result.stderr.splitlines()
     assert line.startswith(f"error: the daemon (pid {os.getppid()}) at http://127.0.0.1:8000 "
                            "answered with no run outcome: ")
+
+
+@pytest.mark.parametrize(("error", "code", "said"), [
+    ("ReadTimeout", 5, "took the request but did not answer within 150 s: its run may go on"),
+    ("RemoteProtocolError", 1, "took the request, then the connection broke before it "
+                               "answered"),
+    ("ConnectError", 0, None),
+])
+def test_trigger_runs_in_process_only_when_the_daemon_never_got_the_request(
+        root: Path, monkeypatch: pytest.MonkeyPatch, error: str, code: int,
+        said: str | None) -> None:
+    # a daemon slower than the wait and 30 s more was taken for no daemon ("did not answer;
+    # running in-process"): the strategy ran here once the daemon's run was done, a second
+    # time, or answered "busy" beside it
+    import httpx
+
+    from everos_reflect.engine import engine as engine_module
+
+    daemon_file(root).write_text(json.dumps({"pid": os.getppid(), "host": "127.0.0.1",
+                                             "port": 8000}), "utf-8")
+
+    def post(url: str, **kwargs: object) -> httpx.Response:
+        raise getattr(httpx, error)("no answer", request=httpx.Request("POST", url))
+
+    monkeypatch.setattr(httpx, "post", post)
+    here: list[str] = []
+    real = engine_module.Engine.trigger
+    monkeypatch.setattr(engine_module.Engine, "trigger",
+                        lambda self, name, **k: here.append(name) or real(self, name, **k))
+    result = CliRunner().invoke(cli, ["trigger", "revalidate_insights", "--force", "--timeout",
+                                      "120", "--root", str(root)])
+    assert result.exit_code == code, result.output
+    if said is None:  # it never reached the daemon: run here, as before
+        assert here == ["revalidate_insights"] and "[in-process]" in result.stdout
+        return
+    assert here == []
+    assert f"the daemon (pid {os.getppid()}) {said}" in result.stderr
+    assert "Nothing was run in this process" in result.stderr
+    if code == 5:
+        assert result.stdout == "revalidate_insights: timeout [daemon]\n"

@@ -199,17 +199,37 @@ def test_retries_exhausted_record_the_failure(runtime: Runtime, fake: Fake) -> N
     assert len(fake.calls) == 2
 
 
-def test_a_thousand_retries_without_backoff_end_in_a_recorded_failure(
+def test_the_most_retries_without_backoff_end_in_a_recorded_failure(
         runtime: Runtime, fake: Fake) -> None:
-    # The wait before retry n was backoff * 2 ** (n - 1): from the 1,025th attempt that number
-    # is past a float (OverflowError, even times 0), which escaped the retry loop: the run
-    # record stayed "running" for good, the answer said "int too large to convert to float".
-    enable(runtime.root, "max_retries = 1100\nretry_backoff_seconds = 0\n")
+    enable(runtime.root, "max_retries = 100\nretry_backoff_seconds = 0\n")
     fake.failures = 2000
     out = Engine(runtime).trigger("fake_test", timeout=120)
     assert (out.status, out.error) == ("failed", "RuntimeError: provider down")
     row = run_row(runtime, out.run_id)
-    assert (row["status"], row["attempt"]) == ("failed", 1101)
+    assert (row["status"], row["attempt"]) == ("failed", 101)
+
+
+def test_the_wait_before_a_late_retry_is_a_day_at_most_and_never_overflows() -> None:
+    # The wait before retry n was backoff * 2 ** (n - 1): from the 1,025th attempt that number
+    # is past a float (OverflowError, even times 0), which escaped the retry loop: the run
+    # record stayed "running" for good, the answer said "int too large to convert to float".
+    from everos_reflect.engine.engine import retry_wait
+
+    assert [retry_wait(0.0, n) for n in (1, 1025, 1101)] == [0.0, 0.0, 0.0]
+    assert [retry_wait(60.0, n) for n in (1, 2, 1101)] == [60.0, 120.0, 86_400.0]
+
+
+@pytest.mark.parametrize("value", ["101", "1100", "-1"])
+def test_max_retries_past_its_range_is_a_config_error_naming_key_and_range(
+        runtime: Runtime, fake: Fake, value: str) -> None:
+    # 1,100 (or 10**9) was taken: a run failing each attempt held the strategy's lock through
+    # waits of up to a day each, for years
+    enable(runtime.root)
+    engine = Engine(runtime)
+    enable(runtime.root, f"max_retries = {value}\n")
+    assert engine.reload_config() is False
+    assert (f"strategies.fake_test.max_retries: must be 0 to 100, got {value}"
+            in engine.config_error)
 
 
 def test_a_run_whose_bookkeeping_fails_is_recorded_failed_not_left_running(

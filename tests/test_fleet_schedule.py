@@ -311,3 +311,26 @@ def test_fleet_serve_stops_on_sigterm_through_its_own_handler_not_rays(
         signal.signal(signal.SIGTERM, before)
     assert "received SIGTERM: stopping" in caplog.text
     assert signal.getsignal(signal.SIGTERM) is before
+
+
+def test_a_folder_a_glob_matches_that_is_no_root_is_named_and_new_shards_still_join(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # a shard folder made before `init` ran in it failed the whole rescan: no new shard joined
+    # the fleet until it was a root ("fleet roots: …; keeping the 1 known roots")
+    build_root(tmp_path / "shard-a")
+    config = parse_fleet('roots = ["shard-*"]\n', str(tmp_path / "fleet.toml"))
+    sched = FleetScheduler(config, [tmp_path / "shard-a"], InlineSubmitter(config.strategies),
+                           opener=open_test_root, rescan_seconds=60)
+    sched.start(now=MONDAY_2AM)
+    (tmp_path / "shard-b").mkdir()
+    build_root(tmp_path / "shard-c")
+
+    for minutes in (2, 4):
+        sched.tick(now=MONDAY_2AM + timedelta(minutes=minutes))
+
+    assert sched.roots == [str((tmp_path / name).resolve()) for name in ("shard-a", "shard-c")]
+    warned = [r for r in caplog.records if "shard-b" in r.getMessage()]
+    assert len(warned) == 1 and warned[0].levelname == "WARNING"  # once, not every rescan
+    assert (f"roots[0]: '{tmp_path / 'shard-b'}' (matched by 'shard-*') is not a "
+            "memory root") in warned[0].getMessage()
+    assert not (tmp_path / "shard-b" / ".index").exists()  # nothing made in it

@@ -215,6 +215,22 @@ def test_an_insight_under_the_citation_floor_is_refused_and_counted(root: Path,
     assert counts.get("refused") == 1 and not counts.get("written")
 
 
+def test_an_insight_without_text_is_refused_alone_and_the_good_one_written(
+        root: Path, fake_openai) -> None:
+    """An empty (or zero-width) insight failed the whole call as an unusable reply: the good
+    insight beside it was lost and the owner's window failed."""
+    rt = openai_runtime(root, fake_openai)
+    fill(rt)
+    fake_openai.script({"questions": ["q?"]}, lambda body: json.dumps({"insights": [
+        {"insight": "", "evidence": numbers_of(body, "reverted PR")},
+        {"insight": " \u200b ", "evidence": numbers_of(body, "reverted PR")},
+        {"insight": "Every revert touched auth.", "evidence": numbers_of(body, "reverted PR")},
+    ]}))
+    counts = run(rt, questions=1)
+    assert (counts.get("written"), counts.get("refused")) == (1, 2), counts
+    assert [e.content for e in insights(rt)] == ["Every revert touched auth."]
+
+
 def test_a_run_that_hits_max_llm_calls_stops_and_says_which(root: Path, fake_openai) -> None:
     from everos_reflect.engine.engine import Engine
 

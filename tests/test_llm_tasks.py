@@ -270,10 +270,11 @@ def test_a_lone_surrogate_in_any_tasks_text_fails_the_call(fake_openai, name: st
 
 def test_text_that_shows_nothing_is_empty_in_every_task(fake_openai) -> None:
     """A zero-width space or a BOM alone is no text (``str.strip`` keeps them): an insight of
-    one fails the call, as an empty one does; such a lesson is dropped, as an empty one is."""
+    one is passed on without text, as an empty one is, for the tier to refuse alone; such a
+    lesson is dropped, as an empty one is."""
     fake_openai.script(json.dumps({"insights": [{"insight": "\u200b", "evidence": [1, 2]}]}))
-    with pytest.raises(ProviderUnavailable, match="'insight' is empty"):
-        llm(fake_openai).run_task("insights", TaskRequest(records=RECORDS, values=VALUES))
+    result = llm(fake_openai).run_task("insights", TaskRequest(records=RECORDS, values=VALUES))
+    assert [text for text, _ in result.value] == [""]
     fake_openai.script(json.dumps({"lessons": ["\ufeff", "Pin the version."], "avoid": []}))
     result = llm(fake_openai).run_task("lessons", TaskRequest(records=RECORDS, values=VALUES))
     assert result.value == {"lessons": ["Pin the version."], "avoid": []}

@@ -248,32 +248,6 @@ def test_a_write_after_the_root_was_moved_fails_and_writes_nothing_at_the_old_pa
     runtime.close()
 
 
-def test_a_write_that_landed_but_could_not_be_indexed_is_answered_done(root: Path) -> None:
-    # The embedding server down: the Episode was appended, then indexing it failed and the
-    # tool answered an error (503), so an agent that retried wrote it once per attempt.
-    from everos_reflect.api.mcp_server import call
-    from everos_reflect.embedding.base import HashEmbedder
-    from everos_reflect.errors import ProviderUnavailable
-    from everos_reflect.model import Kind, UserRef
-    from everos_reflect.runtime import Runtime
-    from everos_reflect.settings import Settings
-
-    class Down(HashEmbedder):
-        def embed(self, texts: Any) -> Any:
-            raise ProviderUnavailable("embedding server: HTTP 503")
-
-    runtime = Runtime(root, Settings(), embedder=Down())
-    try:
-        [add] = [t for t in tools() if t.name == "add_episode"]
-        data = call(runtime, add, {"user_id": "u1", "subject": "s", "content": "c",
-                                   "importance": 5})
-        episodes = runtime.store.entries(UserRef.of("u1"), Kind.EPISODE)
-    finally:
-        runtime.close()
-    assert [e.id for e in episodes] == [data["id"]]
-    assert data["indexed"] is False and "HTTP 503" in data["index_error"]
-
-
 def test_an_unexpected_error_is_answered_in_one_bounded_line(root: Path) -> None:
     # An unexpected error's text is bounded by nothing the agent sent: an embedding server's
     # 2 MB error page, a library error quoting a record. The tool's answer carried it whole

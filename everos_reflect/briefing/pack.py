@@ -70,6 +70,9 @@ class Briefing:
     route: str
     omitted: dict[str, int] = field(default_factory=dict)  # kind -> items left out
     omitted_ids: list[str] = field(default_factory=list)
+    #: facts given no line because the Episode they were taken from is in the block and says
+    #: them word for word (:func:`restates`)
+    restated_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +83,7 @@ class Briefing:
             "route": self.route,
             "omitted": dict(self.omitted),
             "omitted_ids": list(self.omitted_ids),
+            "restated_ids": list(self.restated_ids),
         }
 
 
@@ -130,52 +134,125 @@ def pack(
         omitted = dict(Counter(i.kind for i in every))
         return Briefing("", [], 0, max_tokens, route, omitted, [i.id for i in every])
 
-    room = max_tokens - reserve
-    used = head_cost
-    cap = max(MIN_ITEM_TOKENS, (max_tokens - head_cost) // 3)
-    lines = [header]
-    kept: list[Item] = []
-    left: list[Item] = []
+    packer = _Packer(counter, room=max_tokens - reserve, used=head_cost,
+                     cap=max(MIN_ITEM_TOKENS, (max_tokens - head_cost) // 3), lines=[header])
     for section in sections:
-        if not section.items:
-            continue
-        heading = f"## {section.title}"
-        heading_cost = counter.count(heading)
-        opened = False
-        for item in section.items:
-            head = 0 if opened else heading_cost
-            if (room - used - head < MIN_LINE_TOKENS
-                    or used + head + line_floor(item, cap, counter) > room):
-                left.append(item)  # surely too long: not worth tokenizing
-                continue
-            item = _capped(item, cap, counter)
-            extra = counter.count(item_line(item)) + head
-            if used + extra > room:
-                left.append(item)
-                continue
-            if not opened:
-                lines.append(heading)
-                opened = True
-            lines.append(item_line(item))
-            used += extra
-            kept.append(item)
+        if section.items:
+            packer.section(section)
+    kept, left, lines = packer.kept, packer.left, packer.lines
+    restated = list(packer.restated)  # each one's Episode is kept
     omitted = dict(Counter(i.kind for i in left))
     if left:
         lines.append(omitted_line(omitted))
     text = "\n".join(lines)
     tokens = counter.count(text)
     while tokens > max_tokens and kept:  # counts add up over lines; checked all the same
-        left.append(kept.pop())
+        dropped = kept.pop()
+        left.append(dropped)
+        # a fact its Episode said is left out with it, not claimed as said in the block
+        left += [i for i in restated if dropped.id in i.evidence]
+        restated = [i for i in restated if dropped.id not in i.evidence]
         omitted = dict(Counter(i.kind for i in left))
         lines = [ln for ln in lines if not ln.startswith("Left out")][:-1]
         text = "\n".join([*lines, omitted_line(omitted)])
         tokens = counter.count(text)
+    restated_ids = [i.id for i in restated]
     if tokens > max_tokens:
         # Nothing kept, and the header with the "left out" line is still over: the reserve
         # is the line for 9999 of each kind, and some counts cost more ("3461 lessons" is a
         # token more than "9999 lessons"). As when not even the header fits: no block.
         return Briefing("", [], 0, max_tokens, route, omitted, [i.id for i in left])
-    return Briefing(text, kept, tokens, max_tokens, route, omitted, [i.id for i in left])
+    return Briefing(text, kept, tokens, max_tokens, route, omitted, [i.id for i in left],
+                    restated_ids)
+
+
+#: The kind whose items may restate their Episode word for word (facts are its sentences).
+FACT = "atomic_fact"
+
+
+def _words(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def restates(fact: Item, episode: Item) -> bool:
+    """Whether ``episode``'s text (as shown, maybe cut) holds ``fact``'s text word for word.
+
+    A fact the offline provider extracts is a sentence of its Episode: given a line of its
+    own beside the Episode, it spent the budget saying it twice (two of a demo briefing's
+    three items were such sentences while two Episodes were left out). A paraphrase is not
+    caught: it may say what the Episode's words do not.
+    """
+    words = _words(fact.text)
+    return bool(words) and words in _words(episode.text)
+
+
+@dataclass
+class _Packer:
+    """The greedy packing of :func:`pack`, one section at a time.
+
+    A fact whose Episode is in the same section and says it word for word waits for that
+    Episode: once it is in the block (not cut before the fact's words) the fact is
+    ``restated``; left out or cut, the fact is offered in its place.
+    """
+
+    counter: Counts
+    room: int
+    used: int
+    cap: int
+    lines: list[str]
+    kept: list[Item] = field(default_factory=list)
+    left: list[Item] = field(default_factory=list)
+    restated: list[Item] = field(default_factory=list)
+
+    def section(self, section: Section) -> None:
+        self._heading = f"## {section.title}"
+        self._heading_cost = self.counter.count(self._heading)
+        self._opened = False
+        self._candidates = {i.id: i for i in section.items}
+        self._placed: dict[str, Item] = {}  # id -> the item as kept (maybe cut)
+        self._decided: set[str] = set()
+        self._waiting: dict[str, list[Item]] = {}  # Episode id -> its facts
+        for item in section.items:
+            self._consider(item)
+        while self._waiting:  # facts that cite each other in a loop: none waits for good
+            for fact in self._waiting.pop(next(iter(self._waiting))):
+                self._offer(fact)
+
+    def _consider(self, item: Item) -> None:
+        parent = None
+        if item.kind == FACT:
+            parent = next((p for p in item.evidence if p != item.id and p in self._candidates
+                           and restates(item, self._candidates[p])), None)
+        if parent is None:
+            self._offer(item)
+        elif parent in self._placed and restates(item, self._placed[parent]):
+            self.restated.append(item)
+        elif parent not in self._decided:
+            self._waiting.setdefault(parent, []).append(item)
+        else:
+            self._offer(item)  # its Episode was left out, or cut before saying it
+
+    def _offer(self, item: Item) -> None:
+        self._decided.add(item.id)
+        head = 0 if self._opened else self._heading_cost
+        if (self.room - self.used - head < MIN_LINE_TOKENS
+                or self.used + head + line_floor(item, self.cap, self.counter) > self.room):
+            self.left.append(item)  # surely too long: not worth tokenizing
+        else:
+            item = _capped(item, self.cap, self.counter)
+            extra = self.counter.count(item_line(item)) + head
+            if self.used + extra > self.room:
+                self.left.append(item)
+            else:
+                if not self._opened:
+                    self.lines.append(self._heading)
+                    self._opened = True
+                self.lines.append(item_line(item))
+                self.used += extra
+                self.kept.append(item)
+                self._placed[item.id] = item
+        for fact in self._waiting.pop(item.id, []):
+            self._consider(fact)
 
 
 def line_floor(item: Item, cap: int, counter: Counts) -> int:

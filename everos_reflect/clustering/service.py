@@ -50,7 +50,7 @@ from everos_reflect.clustering.online import (
 from everos_reflect.errors import EverosError
 from everos_reflect.index import rebuild
 from everos_reflect.index.db import CLUSTER_KEY_OF_ID, cluster_key_of_id, transaction, utcnow_iso
-from everos_reflect.model import Entry, EntryId, Kind, UserRef, quoted_value
+from everos_reflect.model import Entry, EntryId, Kind, UserRef, parse_timestamp, quoted_value
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -140,6 +140,23 @@ def entry_epoch(entry_id: str, ts: float | datetime | None) -> float:
         return float(ts)
     day = EntryId.parse(entry_id).day
     return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
+
+
+#: The narrative metadata key a Reflection merge writes its time to (ISO 8601, UTC).
+MERGED_AT_KEY = "merged_at"
+
+
+def consolidated_time(entry_id: str, meta: Mapping[str, Any]) -> str:
+    """A cluster's ``consolidated_at`` while ``entry_id`` (with metadata ``meta``) is its
+    narrative, per the Markdown: the narrative's ``merged_at``, else (a narrative written
+    before merges recorded it, or one a person wrote) midnight UTC of its id's day, the day
+    the merge wrote it. The online index and a rebuild read the same value: the index's
+    clock gave the rebuild's time to every consolidated cluster after ``reindex``."""
+    at = parse_timestamp(meta.get(MERGED_AT_KEY))  # naive: taken as UTC
+    if at is None:
+        day = EntryId.parse(entry_id).day
+        at = datetime(day.year, day.month, day.day, tzinfo=UTC)
+    return at.astimezone(UTC).isoformat(timespec="microseconds")
 
 
 def _where_ref(ref: UserRef | None, alias: str = "") -> tuple[str, tuple[str, ...]]:
@@ -642,7 +659,8 @@ class ClusterService:
                 vec = normalize(vec)
                 if e.parent_type == "cluster":
                     outcome[e.id] = self._attach_narrative(conn, ref, e.id, e.parent_id, vec, ts,
-                                                           text_hash)
+                                                           text_hash,
+                                                           consolidated_time(e.id, e.meta))
                 elif row is not None and row["deprecated_by"] is not None:
                     outcome[e.id] = self._revive(conn, ref, e.id, vec, ts, text_hash)
                 elif row is not None and row["text_hash"] == text_hash and row["ts"] == ts:
@@ -753,10 +771,13 @@ class ClusterService:
         narrative_id: str,
         narrative_vector: np.ndarray,
         member_ids: Iterable[str],
+        at: str | None = None,
     ) -> ClusterInfo:
         """The cluster now holds ``narrative_id``; ``member_ids`` (its sources) stop being live
         members and stay listed as history. Members that joined meanwhile stay live (they are the
-        "new since consolidation" of the next run). Idempotent."""
+        "new since consolidation" of the next run). Idempotent. ``consolidated_at`` stays the
+        one the indexer set attaching the narrative (:func:`consolidated_time`), else ``at``
+        (else now)."""
         sources = sorted(set(member_ids) - {narrative_id})
         with self._writing() as conn:
             row = conn.execute(f"SELECT * FROM clusters WHERE {_BY_ID}",
@@ -784,8 +805,12 @@ class ClusterService:
                     self._detach(conn, ref, narrative_id)
                 ts = ts_row["ts"] if ts_row and ts_row["ts"] is not None else row["last_ts"]
                 conn.insert_member(ref, narrative_id, cluster_id, ts, None, None)
-            conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at=? "
-                         f"WHERE {_BY_ID}", (narrative_id, utcnow_iso(), cluster_id))
+            # the indexer attached the narrative first, at its time per the Markdown
+            # (consolidated_time): kept, so a rebuild reads the same
+            conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at="
+                         "COALESCE(CASE WHEN consolidated_entry_id=? THEN consolidated_at END, "
+                         f"?) WHERE {_BY_ID}",
+                         (narrative_id, narrative_id, at or utcnow_iso(), cluster_id))
             known = {narrative_id: normalize(narrative_vector)}
             self._recompute(conn, ref, cluster_id, known=known)
         return self.cluster(cluster_id)
@@ -934,6 +959,8 @@ class ClusterService:
             else:
                 plan.assign(r, vec)
         plan.history([r for r in rows if r["deprecated_by"] is not None])
+        at = self._consolidated_times(ref, [c.consolidated_entry_id for c in plan.clusters.values()
+                                            if c.consolidated_entry_id is not None])
         with self._writing() as conn:
             conn.execute("DELETE FROM clusters WHERE app_id=? AND project_id=? AND user_id=?",
                          (ref.app, ref.project, ref.user_id))
@@ -947,7 +974,7 @@ class ClusterService:
                 "created_at, consolidated_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
                 [(c.cluster_id, ref.app, ref.project, ref.user_id, _blob(c.centroid), c.norm,
                   c.count, c.first_ts, c.last_ts, c.consolidated_entry_id, now,
-                  now if c.consolidated_entry_id is not None else None, key + n)
+                  at.get(c.consolidated_entry_id or ""), key + n)
                  for n, c in enumerate(plan.clusters.values())])
             plan.state.keys.update((c, key + n) for n, c in enumerate(plan.clusters))
             conn.replace_state(ref, plan.state)
@@ -963,6 +990,20 @@ class ClusterService:
         return {"clusters": len(plan.clusters), "members": len(plan.members), "skipped": skipped}
 
     # ------------------------------------------------------------------ internals
+
+    def _consolidated_times(self, ref: UserRef, narratives: Sequence[str]) -> dict[str, str]:
+        """Each narrative's :func:`consolidated_time`, read from the Markdown (each log once).
+        One that cannot be read now takes its id's day, as one without ``merged_at``."""
+        if not narratives:
+            return {}
+        try:
+            found = self.runtime.store.get_many(ref, narratives)
+        except (OSError, EverosError):
+            log.warning("%s: cannot read the narratives' merge times; their ids' days are "
+                        "used", ref, exc_info=True)
+            found = {}
+        return {i: consolidated_time(i, found[i].meta if i in found else {})
+                for i in narratives}
 
     def _foreign_cluster_ids(self, ref: UserRef, ids: Iterable[str]) -> set[str]:
         """Those of ``ids`` that a cluster of another user holds (one bucket probe each)."""
@@ -1000,7 +1041,8 @@ class ClusterService:
 
     def _attach_narrative(self, conn: _Write, ref: UserRef, entry_id: str,
                           parent_id: str | None, vec: np.ndarray, ts: float,
-                          text_hash: str | None) -> str:
+                          text_hash: str | None, at: str) -> str:
+        """``at``: the narrative's :func:`consolidated_time`."""
         cid = parent_id if parent_id and CLUSTER_ID_RE.fullmatch(parent_id) else \
             cluster_id_for(ref.app, ref.project, ref.user_id, entry_id)
         conn.hold(ref)
@@ -1016,8 +1058,7 @@ class ClusterService:
             return "foreign-cluster"
         if cluster is None:
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts, entry_id))
-            conn.execute(f"UPDATE clusters SET consolidated_at=? WHERE {_BY_ID}",
-                         (utcnow_iso(), cid))
+            conn.execute(f"UPDATE clusters SET consolidated_at=? WHERE {_BY_ID}", (at, cid))
             conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
             return "narrative-new-cluster"
         if row is None:
@@ -1029,9 +1070,8 @@ class ClusterService:
         newer = current is None or current == entry_id or self._newer_than(conn, cid, entry_id,
                                                                            current)
         if newer:
-            conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at="
-                         "COALESCE(CASE WHEN consolidated_entry_id=? THEN consolidated_at END, ?)"
-                         f" WHERE {_BY_ID}", (entry_id, entry_id, utcnow_iso(), cid))
+            conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at=? "
+                         f"WHERE {_BY_ID}", (entry_id, at, cid))
         self._recompute(conn, ref, cid, known={entry_id: vec})
         return "narrative"
 

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.engine.engine import RunOutcome, _pid_alive
+from everos_reflect.engine.engine import TIMEOUT, RunOutcome, _pid_alive
 from everos_reflect.errors import EverosError, UnknownStrategy
 from everos_reflect.fileio import read_config_bytes
 from everos_reflect.model import quoted_value, shown_path
@@ -220,7 +220,10 @@ def _message(resp: Any) -> str:
 def trigger_via_daemon(
     runtime: Runtime, name: str, *, force: bool, timeout: float
 ) -> RunOutcome | None:
-    """Ask the daemon serving this root to run ``name``; ``None`` when no daemon answers."""
+    """Ask the daemon serving this root to run ``name``; ``None`` when no daemon serves it or
+    the request could not reach it (nothing ran there: the caller runs it in-process). Once
+    the daemon has the request, it is never run here too: a slow answer is a ``timeout``
+    outcome, a broken connection an error."""
     info = read_daemon(runtime.root)
     if info is None:
         return None
@@ -234,9 +237,24 @@ def trigger_via_daemon(
             json={"name": name, "force": force, "timeout": timeout},
             headers=_headers(runtime), timeout=timeout + 30,
         )
-    except httpx.TransportError as exc:
-        log.warning("daemon pid %s did not answer (%s); running in-process", info["pid"], exc)
+    except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # the request never reached it
+        log.warning("the daemon (pid %s) could not be reached (%s); running in-process",
+                    info["pid"], exc)
         return None
+    except httpx.TimeoutException:
+        # It took the request and has not answered within the run's wait and 30 s more: its
+        # run may be going on, or start later. Running in-process here ran the strategy a
+        # second time once the daemon's run was done, or answered "busy" beside it, after
+        # saying "did not answer; running in-process".
+        return RunOutcome(TIMEOUT, name, error=(
+            f"the daemon (pid {info['pid']}) took the request but did not answer within "
+            f"{timeout + 30:g} s: its run may go on; `everos-reflect runs` shows how it ends. "
+            "Nothing was run in this process"))
+    except httpx.TransportError as exc:  # the connection broke after the request was sent
+        raise EverosError(
+            f"the daemon (pid {info['pid']}) took the request, then the connection broke "
+            f"before it answered ({exc or type(exc).__name__}): whether it ran is not known; "
+            "`everos-reflect runs` shows. Nothing was run in this process") from None
     try:
         body = resp.json() if resp.headers.get("content-type", "").startswith(
             "application/json") else {}

@@ -80,6 +80,17 @@ def at_least(low: int) -> Callable[[int], str | None]:
     return check
 
 
+#: The most ``max_retries`` a strategy takes, as ``[llm] max_retries`` and a fleet's take: a
+#: failing run holds the strategy's lock through every wait between attempts (doubling up to
+#: a day each), so 1,100, or 10**9, accepted before, kept the strategy from running for years.
+MAX_RUN_RETRIES = 100
+
+
+def _run_retries(value: int) -> str | None:
+    return (None if 0 <= value <= MAX_RUN_RETRIES
+            else f"must be 0 to {MAX_RUN_RETRIES}, got {quoted_value(value)}")
+
+
 def _cron_expr(value: str) -> str | None:
     from everos_reflect.engine.triggers import CronTrigger
 
@@ -95,7 +106,7 @@ def _cron_expr(value: str) -> str | None:
 COMMON_SETTINGS: tuple[SettingSpec, ...] = (
     SettingSpec("enabled", bool, False, "Run this strategy on its schedule."),
     SettingSpec("cron", str, None, "Standard 5-field crontab expression.", _cron_expr),
-    SettingSpec("max_retries", int, 0, "Extra attempts after a failed run.", non_negative),
+    SettingSpec("max_retries", int, 0, "Extra attempts after a failed run.", _run_retries),
     SettingSpec(
         "retry_backoff_seconds", float, 60.0,
         "Wait before the first retry; doubles for each further one, up to a day.",

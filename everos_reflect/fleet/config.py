@@ -245,14 +245,18 @@ def _is_glob(pattern: str) -> bool:
     return any(c in _GLOB_CHARS for c in pattern)
 
 
-def resolve_roots(config: FleetConfig) -> list[Path]:
+def resolve_roots(config: FleetConfig, *,
+                  skipped: list[Problem] | None = None) -> list[Path]:
     """Expand ``roots`` into existing memory roots, in order, each once.
 
     A relative pattern is relative to the ``fleet.toml``'s folder. A pattern that matches no
     folder is a problem (a typo would otherwise silently drop shards), and so is a folder that
     is not a memory root (:func:`~everos_reflect.runtime.is_memory_root`): nothing is created
     in it. All are reported at once.
-    """
+
+    ``skipped``: a folder a glob matches that is not a memory root is listed there instead,
+    and the other roots are returned (``fleet serve``'s rescan: a shard folder made before
+    ``init`` ran in it stopped every new shard joining until it was a root)."""
     problems: list[Problem] = []
     found: dict[Path, int] = {}  # root -> the pattern that first gave it
     for i, pattern in enumerate(config.roots):
@@ -272,8 +276,9 @@ def resolve_roots(config: FleetConfig) -> list[Path]:
                 if is_memory_root(match):
                     found.setdefault(match.resolve(), i)
                 else:
-                    problems.append((config.file, where, f"{str(match)!r} (matched by "
-                                     f"{quoted_value(pattern)}) {_NOT_A_ROOT}"))
+                    (problems if skipped is None else skipped).append(
+                        (config.file, where, f"{str(match)!r} (matched by "
+                         f"{quoted_value(pattern)}) {_NOT_A_ROOT}"))
         else:
             try:
                 if expanded.is_dir():

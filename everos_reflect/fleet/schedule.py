@@ -124,6 +124,8 @@ class FleetScheduler:
         self._stats: dict[str, tuple[Any, Any]] = {}
         self._last_data_poll: datetime | None = None
         self._last_rescan: datetime | None = None
+        #: The folders the last rescan left out (not memory roots), each warned of once.
+        self._skipped: set[str] = set()
 
     # --- the schedule ---------------------------------------------------------------------
 
@@ -182,12 +184,20 @@ class FleetScheduler:
             runtime.close()
 
     def _rescan(self, now: datetime) -> None:
-        """New shards matching the fleet's globs join; vanished ones leave."""
+        """New shards matching the fleet's globs join; vanished ones leave. A folder a glob
+        matches that is not a memory root (yet: made before ``init`` ran in it) is named in
+        a warning, once, and left out; the other roots join as ever."""
+        skipped: list[tuple[str, str, str]] = []
         try:
-            roots = [str(r) for r in resolve_roots(self.config)]
+            roots = [str(r) for r in resolve_roots(self.config, skipped=skipped)]
         except ConfigError as exc:
             log.error("fleet roots: %s; keeping the %d known roots", exc, len(self.roots))
             return
+        for file, where, why in skipped:
+            if why not in self._skipped:
+                log.warning("fleet roots: %s: %s: %s; left out until it is one", file, where,
+                            why)
+        self._skipped = {why for _, _, why in skipped}
         gone = set(self.roots) - set(roots)
         for key in [k for k in self.slots if k[0] in gone]:
             del self.slots[key]

@@ -375,7 +375,8 @@ def _search_kind(
     if facts_future is not None:
         facts = facts_future.result()
         passages = _passages(facts)
-        order = _passage_order(index, facts, passages, by_vector, where=where)
+        order = _passage_order(index, facts, passages, by_vector, where=where,
+                               by_text=rankings[1])
         rankings.append(_by_passage(index, order, rankings, depth=depth,
                                     include_deprecated=include_deprecated,
                                     with_vectors=with_vectors))
@@ -387,32 +388,43 @@ def _search_kind(
 
 def _passage_order(index: Any, facts: Sequence[dict[str, Any]],
                    passages: Mapping[tuple[str, str, str, str], list[tuple[str, int]]],
-                   by_vector: Sequence[dict[str, Any]], *,
-                   where: str | None) -> list[tuple[str, str, str, str]]:
+                   by_vector: Sequence[dict[str, Any]], *, where: str | None,
+                   by_text: Sequence[dict[str, Any]] = ()) -> list[tuple[str, str, str, str]]:
     """The Episodes of the by-passage ranking, nearest passage first: each parent of the
     nearest ``facts`` at its best fact's distance, and each candidate of the vector search
     (``by_vector``) that has no atomic fact at all at its own distance -- its whole text is
     its one passage (a short ``add``ed Episode before a Reflection run extracts facts for it).
+    A fact-less candidate of the keyword search alone (``by_text``: a name, a rare word, and
+    not among the vector candidates) has its passage placed where that search placed it.
 
     Left out of this list, a fact-less Episode could be ranked by two lists only, and lost to
-    any narrative with facts (found 1st by vector and keyword: 2/61, below 5th/5th/1st: 3/65).
-    A candidate with no fact among the nearest may still have facts, farther off: one query
-    asks which have any (:meth:`VectorIndex.parents_with_rows`); those keep out of the list,
-    as before. Both distances are LanceDB's cosine distance, so they rank on one scale.
+    any narrative with facts (found 1st by vector and keyword: 2/61, below 5th/5th/1st: 3/65);
+    found by keyword alone, by one list: first by keyword, it lost to any entry two lists
+    ranked anywhere in their first 60 (searched by its three rarest words among 544 LoCoMo
+    Episodes, 20 of 61 fact-less ones were in no top 5, 11 in no top 20). A candidate with no
+    fact among the nearest may still have facts, farther off: one query asks which have any
+    (:meth:`VectorIndex.parents_with_rows`); those keep out of the list, as before. Both
+    distances are LanceDB's cosine distance, so they rank on one scale.
     """
     best: dict[tuple[str, str, str, str], float] = {}
     for fact in facts:  # nearest first
         parent = (fact["app_id"], fact["project_id"], fact["user_id"], fact.get("parent_id"))
         if fact.get("parent_type") == "episode" and parent in passages and parent not in best:
             best[parent] = float(fact["_distance"])
-    unseen = [_row_key(row) for row in by_vector if _row_key(row) not in passages]
-    if unseen:
-        with_facts = index.parents_with_rows(Kind.ATOMIC_FACT, unseen, where=where)
-        for row in by_vector:
-            k = _row_key(row)
-            if k not in passages and k not in with_facts:
-                best.setdefault(k, float(row["_distance"]))
-    return sorted(best, key=best.__getitem__)  # stable: fact parents first on ties
+    near = {_row_key(row) for row in by_vector}
+    unseen = [k for k in dict.fromkeys([*near, *map(_row_key, by_text)]) if k not in passages]
+    with_facts = index.parents_with_rows(Kind.ATOMIC_FACT, unseen, where=where) \
+        if unseen else set()
+    for row in by_vector:
+        k = _row_key(row)
+        if k not in passages and k not in with_facts:
+            best.setdefault(k, float(row["_distance"]))
+    order = sorted(best, key=best.__getitem__)  # stable: fact parents first on ties
+    for rank, row in enumerate(by_text):
+        k = _row_key(row)
+        if k not in near and k not in passages and k not in with_facts:
+            order.insert(min(rank, len(order)), k)
+    return order
 
 
 def _by_passage(index: Any, order: Sequence[tuple[str, str, str, str]],

@@ -23,7 +23,7 @@ from everos_reflect.llm.tasks import (
     strings,
     text_field,
 )
-from everos_reflect.model import MAX_SUBJECT_CHARS, quoted_value
+from everos_reflect.model import MAX_SUBJECT_CHARS, blank, quoted_value
 
 #: The fewest records an insight (and a reconciliation) must cite (seed 000's citation floor).
 MIN_CITATIONS = 2
@@ -155,21 +155,31 @@ $records"""
 def _parse_cited_items(obj: dict[str, Any], req: TaskRequest, key: str, text_key: str,
                        limit: int) -> list[tuple[str, list[str]]]:
     """``[(text, [ids])]`` up to ``limit`` items at the citation floor; every citation
-    checked. An item under the floor is passed on (it takes no place in ``limit``) for the
-    tier to refuse and count ``refused``: dropped here, a reply whose every item cited one
-    record ran as an ``ok`` run that wrote nothing and said nothing."""
+    checked. An item under the floor or without text (``""``) is passed on (it takes no
+    place in ``limit``) for the tier to refuse and count ``refused``: dropped here, a reply
+    whose every item cited one record ran as an ``ok`` run that wrote nothing and said
+    nothing; failing the call for an empty one threw the reply's good items away."""
     numbering = req.numbering
     out: list[tuple[str, list[str]]] = []
     kept = 0
     for item in list_field(obj, key):
         if not isinstance(item, dict):
             raise InvalidReply(f"each item of {key!r} must be an object")
-        text = text_field(item, text_key, limit=2_000)
+        text = optional_text(item, text_key)
         ids = numbering.resolve(item.get("evidence"))
         if kept < limit:
             out.append((text, ids))
-            kept += len(ids) >= MIN_CITATIONS
+            kept += bool(text) and len(ids) >= MIN_CITATIONS
     return out
+
+
+def optional_text(item: dict[str, Any], key: str) -> str:
+    """``item[key]`` as :func:`text_field` checks it, or ``""`` when it is blank: an item
+    without text is refused alone by its tier, not the whole reply."""
+    value = item.get(key)
+    if isinstance(value, str) and blank(value):
+        return ""
+    return text_field(item, key, limit=2_000)
 
 
 def _parse_insights(obj: dict[str, Any], req: TaskRequest) -> list[tuple[str, list[str]]]:
@@ -246,17 +256,23 @@ $records"""
 
 
 def _parse_worldview(obj: dict[str, Any], req: TaskRequest) -> list[dict[str, Any]]:
-    """Proposals as the model wrote them. A key outside ``keys`` or a conviction citing
-    nothing is passed on for :func:`~everos_reflect.strategies.beliefs.plan_versions` to
-    refuse and count that one item: failing the call for it threw away the reply's good
-    convictions, retried, and failed the owner's window on every run."""
+    """Proposals as the model wrote them. A key outside ``keys`` (an empty one, or one no
+    configured key can be, included) or a conviction without text or citing nothing is
+    passed on for :func:`~everos_reflect.strategies.beliefs.plan_versions` to refuse and
+    count that one item: failing the call for it threw away the reply's good convictions,
+    retried, and failed the owner's window on every run. A key or text that is no string,
+    and a text that could never be written (a control character, too long), fail the call."""
     out = []
     for item in list_field(obj, "convictions"):
         if not isinstance(item, dict):
             raise InvalidReply("each item of 'convictions' must be an object")
-        key = text_field(item, "key", limit=100)
+        key, text = item.get("key"), item.get("text")
+        for name, value in (("key", key), ("text", text)):
+            if not isinstance(value, str):
+                raise InvalidReply(f"{name!r} must be a string, got {type(value).__name__}")
         evidence = req.numbering.resolve(item.get("evidence"))
-        out.append({"key": key, "text": text_field(item, "text", limit=2_000),
+        out.append({"key": key.strip(),
+                    "text": optional_text(item, "text"),
                     "evidence": evidence})
     return out
 
@@ -281,9 +297,9 @@ $records"""
 
 def _parse_contradictions(obj: dict[str, Any], req: TaskRequest) -> list[dict[str, Any]]:
     """Pairs as the model named them. A number it was not shown fails the call (SPEC §9); a
-    pair that is no pair (``[2, 2]``, three numbers) is passed on as written, for the
-    detector to refuse and count that one item: failing the call for it threw away the
-    reply's good pairs, retried, and failed the owner's window on every run."""
+    pair that is no pair (``[2, 2]``, three numbers), or one without text, is passed on as
+    written, for the detector to refuse and count that one item: failing the call for it
+    threw away the reply's good pairs, retried, and failed the owner's window on every run."""
     out = []
     for item in list_field(obj, "contradictions"):
         if not isinstance(item, dict):
@@ -291,7 +307,7 @@ def _parse_contradictions(obj: dict[str, Any], req: TaskRequest) -> list[dict[st
         numbers = item.get("between")
         req.numbering.resolve(numbers, what="between")  # raises unless all were shown
         between = [req.numbering.records[n - 1].id for n in numbers]
-        out.append({"between": between, "text": text_field(item, "text", limit=2_000)})
+        out.append({"between": between, "text": optional_text(item, "text")})
     return out
 
 

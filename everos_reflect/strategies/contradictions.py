@@ -128,6 +128,8 @@ class DetectContradictions(BeliefTier):
             between = list(item["between"])
             problem = beliefs.edge_problem(between, live=live, changed=changed,
                                            standing_pairs=pairs, resolved_pairs=resolved)
+            if not problem and not item["text"]:
+                problem = "it says nothing of what contradicts (no text)"
             if problem:
                 refusals.add(f"edge refused: {problem}")
                 continue

@@ -305,6 +305,9 @@ class ReflectInsights(BeliefTier):
         refusals = Refusals(ctx.log, f"{self.name}: {ref}")
         for question, text, ids in proposals:
             cited = [records[i] for i in ids if i in records]
+            if not text:
+                refusals.add("insight refused: it has no text")
+                continue
             if len(cited) < MIN_CITATIONS:
                 refusals.add(f"insight refused: it cites {len(cited)} record(s), at least "
                              f"{MIN_CITATIONS} needed")

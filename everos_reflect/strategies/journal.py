@@ -53,7 +53,7 @@ from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.clustering.service import ClusterService, UnknownCluster
+from everos_reflect.clustering.service import MERGED_AT_KEY, ClusterService, UnknownCluster
 from everos_reflect.errors import EverosError, TooLarge, describe
 from everos_reflect.index import merge_journal
 from everos_reflect.index.audit import insert_reflection_report
@@ -346,6 +346,8 @@ def narrative_meta(plan: Plan) -> dict[str, Any]:
         "parent_id": plan.cluster_id,
         "sources": plan.replaced,
         REFLECTION_KEY: plan.id,
+        # when the merge happened, for the cluster's consolidated_at, online and rebuilt
+        MERGED_AT_KEY: datetime.now(UTC).isoformat(timespec="seconds"),
     }
     recorded = {**meta, **_provenance_meta(plan)}
     # A record the parser would not read back (its metadata cap) made the narrative one the
