@@ -725,15 +725,22 @@ def _content_sequence(s: _Sentence) -> list[str]:
             if w not in STOPWORDS and w not in NEGATIONS and w not in s.markers]
 
 
+def shared_prefix(a: str, b: str) -> int:
+    """How many first characters ``a`` and ``b`` share: what tells two forms of one word
+    apart from two words, here and in the invented-name gate."""
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
 def _word_forms(words: frozenset[str], others: frozenset[str]) -> bool:
     """Is every one of ``words`` another form of one of ``others`` (the same first letters,
     :data:`VARIANT_PREFIX` at least, the shorter word at most :data:`VARIANT_TAIL` longer)?"""
     def forms(a: str, b: str) -> bool:
-        shared = 0
-        for x, y in zip(a, b, strict=False):
-            if x != y:
-                break
-            shared += 1
+        shared = shared_prefix(a, b)
         return shared >= VARIANT_PREFIX and min(len(a), len(b)) - shared <= VARIANT_TAIL
 
     return all(any(forms(w, o) for o in others) for w in words)

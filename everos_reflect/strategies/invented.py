@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import date
 
 from everos_reflect.llm.base import MergeMember
+from everos_reflect.llm.extractive import shared_prefix
 from everos_reflect.model import quoted_value
 from everos_reflect.strategies.consolidate import Draft, member_of
 
@@ -197,20 +198,11 @@ class _Stated:
                    for run in self.runs for i in range(len(run) - n + 1))
 
 
-def _common_prefix(a: str, b: str) -> str:
-    n = 0
-    for x, y in zip(a, b, strict=False):
-        if x != y:
-            break
-        n += 1
-    return a[:n]
-
-
 def _same(a: str, b: str) -> bool:
     """One word, or forms of one ("Labs"/"Lab", "Canadian"/"Canada")."""
     if a == b or a.rstrip("s") == b.rstrip("s"):
         return True
-    shared = len(_common_prefix(a, b))
+    shared = shared_prefix(a, b)
     return shared >= STEM_MIN and shared >= STEM_SHARE * min(len(a), len(b))
 
 
