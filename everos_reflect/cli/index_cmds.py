@@ -130,7 +130,7 @@ def search_cmd(
         raise EverosError("the search query is empty")
     rt = open_runtime(root)
     started = time.perf_counter()
-    sync_for_read(rt)
+    behind = sync_for_read(rt)
     hits = [
         _hit_dict(h)
         for h in search(
@@ -148,7 +148,7 @@ def search_cmd(
         )
     ]
     if as_json:
-        emit_json({"data": {"episodes": hits}})
+        emit_json({"data": {"episodes": hits, **behind}})
         return
     if not hits:
         say("No matching episodes.")
