@@ -920,14 +920,20 @@ def _content_words(text: str) -> frozenset[str]:
 
 
 def _looks_english(text: str) -> bool:
-    """English by function words, and written mostly in Latin letters (CJK, Cyrillic… are not)."""
+    """English by function words, and written mostly in Latin letters (CJK, Cyrillic… are not).
+
+    Telegraphic notes ("New job: nurse.", "Omar's son plays youth football.") hold no
+    function word of either list: English then, unless a letter says otherwise (an accent,
+    as "Umzug nach Köln." has). Such English got "→" instead of "Current state:"."""
     letters = [ch for ch in text if ch.isalpha()]
     if not letters or sum(ch.isascii() for ch in letters) / len(letters) < 0.8:
         return False
     words = [w.lower() for w in _WORD_RE.findall(text)]
     english = sum(w in STOPWORDS for w in words)
     other = sum(w in OTHER_LANGUAGE_MARKERS for w in words)
-    return english > other
+    if english != other:
+        return english > other
+    return all(ch.isascii() for ch in letters)
 
 
 def _is_filler(text: str) -> bool:
