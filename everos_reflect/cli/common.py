@@ -176,10 +176,12 @@ def sync_for_read(runtime: Runtime) -> None:
     ``briefing``), so results reflect hand edits made since the last sync. A read-only root
     cannot be synced: it is read as last indexed, and stderr says so, with how many logs
     changed since, so a stale answer is never taken for a fresh one."""
+    from everos_reflect.embedding.base import answer_waiting
     from everos_reflect.index.sync import Indexer
 
     runtime.index_to_read()
-    report = Indexer(runtime).scan()
+    with answer_waiting():  # the person who typed the command waits: one embedding attempt
+        report = Indexer(runtime).scan()
     if runtime.read_only:
         n = report.files_behind
         behind = (f"; {counted(n, 'log')} changed since then {'is' if n == 1 else 'are'} not "
