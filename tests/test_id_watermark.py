@@ -14,10 +14,12 @@ import shutil
 import sqlite3
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from everos_reflect.cli.main import cli
 from everos_reflect.embedding import HashEmbedder
+from everos_reflect.errors import MarkdownError
 from everos_reflect.index import db as dbmod
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import ScriptedLLM
@@ -228,5 +230,47 @@ def test_an_append_after_the_upgrade_but_before_any_scan_does_not_reuse_an_id(
         assert rt.db().execute("SELECT COUNT(*) FROM files WHERE mtime_ns = -1").fetchone()[0] == 0
         assert add_episode(rt, ANDREW, DAY, "Eggs", "Andrew bought eggs.").id == (
             "ep_20260907_0004")
+    finally:
+        rt.close()
+
+
+def test_a_mention_of_the_largest_id_of_a_day_in_its_own_log_does_not_stop_appends(
+        root: Path) -> None:
+    """An Episode whose content names ``…_999999999999999999`` of its own day (typed by a
+    person, or sent by a client): the next id was one past every id the file mentions,
+    ``…_1000000000000000000``, refused as invalid, so nothing could be added to that day of
+    that user again. Now the next id goes past the entries' ids, never onto a mentioned one."""
+    rt = runtime(root)
+    try:
+        day = "2026-09-08T10:00:00+00:00"
+        note = add_episode(rt, ANDREW, day, "Typo",
+                           "See ep_20260908_0002 and ep_20260908_999999999999999999.")
+        added = [add_episode(rt, ANDREW, day, "Milk", "Bought milk."),
+                 add_episode(rt, ANDREW, day, "Eggs", "Bought eggs.")]
+        assert [e.id for e in added] == ["ep_20260908_0003", "ep_20260908_0004"]
+        Indexer(rt).scan()
+        added.append(add_episode(rt, ANDREW, day, "Tea", "Bought tea."))
+        assert added[-1].id == "ep_20260908_0005"
+        assert [e.id for e in rt.store.entries(ANDREW, Kind.EPISODE)] == [
+            note.id, *(e.id for e in added)]
+    finally:
+        rt.close()
+
+
+def test_a_day_whose_last_id_is_taken_refuses_an_append_naming_its_log(root: Path) -> None:
+    """An entry written by hand with the largest id a day may have: the next append is
+    refused as a problem of that log (it said "invalid entry id …_1000000000000000000",
+    an id nobody gave), and the log is not touched."""
+    rt = runtime(root)
+    try:
+        day = "2026-09-08T10:00:00+00:00"
+        first = add_episode(rt, ANDREW, day, "Milk", "Bought milk.")
+        path = rt.store.path_for_id(ANDREW, first.id)
+        path.write_text(path.read_text().replace(first.id, "ep_20260908_999999999999999999"))
+        before = path.read_bytes()
+        with pytest.raises(MarkdownError, match="no free entry id is left") as caught:
+            add_episode(rt, ANDREW, day, "Eggs", "Bought eggs.")
+        assert "episode-2026-09-08.md" in str(caught.value)
+        assert path.read_bytes() == before
     finally:
         rt.close()

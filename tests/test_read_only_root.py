@@ -87,6 +87,7 @@ def test_read_only_root_is_searched_as_indexed_and_writes_are_refused(tmp_path: 
 
     assert search["rc"] == "0", search["err"]
     assert [h["id"] for h in json.loads(search["out"])["data"]["episodes"]] == [dog]
+    assert json.loads(search["out"])["data"]["index"] == {"read_only": True, "files_behind": 1}
     assert search["err"].strip() == (f"note: {root} is read-only here: its index is read as "
                                      "last built; 1 log changed since then is not seen")
     # a kind never indexed here has no table, and reads as empty, not as an error
@@ -266,4 +267,75 @@ def test_mcp_and_the_api_on_a_read_only_root_say_what_the_cli_says(tmp_path: Pat
         [503, {"code": "not_indexed", "message": never}],
         [503, {"code": "not_indexed", "message": never}],
         [503, {"code": "index_read_only", "message": read_only}]]
+    assert sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")) == before
+
+
+#: Asks the HTTP API of a root (in-process) to search and brief; prints each whole answer.
+_API_READ_SCRIPT = """
+import asyncio, json, sys
+import httpx
+from everos_reflect.api.app import create_app
+from everos_reflect.engine.engine import Engine
+from everos_reflect.runtime import Runtime
+
+runtime = Runtime(sys.argv[1])
+app = create_app(runtime, Engine(runtime))
+
+async def main():
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
+        for path, body in (("search", {"query": "dog"}),
+                           ("briefing", {"query": "dog", "user_id": "u1"})):
+            answer = await c.post(f"/api/v1/memory/{path}", json=body)
+            print(json.dumps([answer.status_code, answer.json()]))
+
+asyncio.run(main())
+"""
+
+
+def test_mcp_and_the_api_say_when_a_read_only_index_is_behind_its_logs(
+        tmp_path: Path) -> None:
+    # the CLI's search said "1 log changed since then is not seen"; MCP's and the API's
+    # answered the same hits with no word of it, and an agent took a stale answer for a fresh one
+    root = tmp_path / "root"
+    assert _cli(tmp_path, "init", str(root)).returncode == 0
+    added = _cli(tmp_path, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
+                 "--content", "Andrew adopted a dog named Toby.", "--timestamp",
+                 "2026-10-12T09:00:00+00:00")
+    assert added.returncode == 0, added.stderr
+    assert _cli(tmp_path, "reindex", "--root", str(root)).returncode == 0
+    log = next(root.rglob("episode-2026-10-12.md"))
+    log.write_text(log.read_text() + "\nA note written by hand.\n")
+    calls = [("search", {"query": "dog"}), ("briefing", {"query": "dog", "user_id": "u1"})]
+    messages = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+           "params": {"name": name, "arguments": arguments}}
+          for n, (name, arguments) in enumerate(calls, 1))]
+    piped = tmp_path / "mcp.jsonl"
+    piped.write_text("".join(json.dumps(m) + "\n" for m in messages))
+    script = tmp_path / "api.py"
+    script.write_text(_API_READ_SCRIPT)
+    before = sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*"))
+
+    mcp, api = _read_only(tmp_path, root, [
+        ([*CLI, "mcp", "--root", str(root)], piped),
+        ([sys.executable, str(script), str(root)], Path(os.devnull)),
+    ])
+
+    behind = {"read_only": True, "files_behind": 1}
+    note = (f"{root} is read-only here: its index is read as last built; 1 log changed since "
+            "then is not seen")
+    assert mcp["rc"] == "0", mcp["err"]
+    answers = {a["id"]: a["result"]["structuredContent"]
+               for a in map(json.loads, mcp["out"].splitlines()) if a["id"]}
+    assert api["rc"] == "0", api["err"]
+    status = [json.loads(line) for line in api["out"].splitlines()]
+    assert [s for s, _ in status] == [200, 200]
+    for data in (answers[1], answers[2], status[0][1]["data"], status[1][1]["data"]):
+        assert (data["index"], data["note"]) == (behind, note)
+    assert [h["id"] for h in answers[1]["episodes"]] == [added.stdout.strip()]
     assert sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")) == before

@@ -186,8 +186,25 @@ def _index_whole(runtime: Runtime) -> None:
         raise errors.IndexRebuilding(runtime.index_dir, reindex=True)
 
 
+def read_as_built(runtime: Runtime) -> dict[str, Any]:
+    """What a read of a read-only root answers besides its results: ``index`` (``read_only``,
+    ``files_behind``: the logs changed or deleted since it was last built, which the read
+    does not see) and the ``note`` the CLI prints on stderr. MCP's and the API's ``search``
+    and ``briefing`` answered a stale index's hits with no word of it; nothing on a root that
+    can be written (it is synced before the read, or watched by ``serve``)."""
+    from everos_reflect.index.sync import Indexer
+    from everos_reflect.index.sync import read_as_built as note
+
+    if not runtime.read_only:
+        return {}
+    behind = Indexer(runtime).scan().files_behind
+    return {"index": {"read_only": True, "files_behind": behind},
+            "note": note(shown_path(runtime.root), behind)}
+
+
 def search(runtime: Runtime, body: SearchRequest) -> dict[str, Any]:
-    """``POST /api/v1/memory/search``: ``{"episodes": [hit, ...]}``."""
+    """``POST /api/v1/memory/search``: ``{"episodes": [hit, ...]}``, and on a read-only root
+    how far its index is behind (:func:`read_as_built`)."""
     from everos_reflect.index.search import search as run_search
 
     for value, what in ((body.user_id, "user_id"), (body.app_id, "app_id"),
@@ -200,7 +217,7 @@ def search(runtime: Runtime, body: SearchRequest) -> dict[str, Any]:
                       include_deprecated=body.include_deprecated, kinds=body.kinds,
                       include_stale=body.include_stale,
                       passages_per_entry=body.passages_per_entry)
-    return {"episodes": [h.to_dict() for h in hits]}
+    return {"episodes": [h.to_dict() for h in hits], **read_as_built(runtime)}
 
 
 def add_episode(runtime: Runtime, body: EpisodeRequest) -> dict[str, Any]:
@@ -271,15 +288,16 @@ def record_task(runtime: Runtime, body: TaskRecordRequest) -> dict[str, Any]:
 
 def briefing(runtime: Runtime, body: BriefingRequest) -> dict[str, Any]:
     """``POST /api/v1/memory/briefing``: the block, its items (id, kind, timestamp, text,
-    evidence), the tokens it uses and what was left out for budget."""
+    evidence), the tokens it uses and what was left out for budget; on a read-only root how
+    far its index is behind (:func:`read_as_built`)."""
     from everos_reflect.briefing.build import build_briefing
 
     ref = _ref(body.user_id, body.app_id, body.project_id)
     if body.task_type is not None:
         validate_name(body.task_type, "task_type")
     _index_whole(runtime)
-    return build_briefing(runtime, ref, body.query, task_type=body.task_type,
-                          max_tokens=body.max_tokens).to_dict()
+    return {**build_briefing(runtime, ref, body.query, task_type=body.task_type,
+                             max_tokens=body.max_tokens).to_dict(), **read_as_built(runtime)}
 
 
 def lessons(runtime: Runtime, body: LessonsQuery) -> dict[str, Any]:

@@ -171,23 +171,24 @@ _UNSHOWABLE.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x
 _ONE_LINE = {**_UNSHOWABLE, ord("\n"): "\\n"}
 
 
-def sync_for_read(runtime: Runtime) -> None:
+def sync_for_read(runtime: Runtime) -> dict[str, Any]:
     """Bring the index up to date with the Markdown before a read (``search``,
     ``briefing``), so results reflect hand edits made since the last sync. A read-only root
     cannot be synced: it is read as last indexed, and stderr says so, with how many logs
-    changed since, so a stale answer is never taken for a fresh one."""
+    changed since, so a stale answer is never taken for a fresh one. Returns what a JSON
+    answer adds for it, as the API's does (:func:`~everos_reflect.api.ops.read_as_built`)."""
+    from everos_reflect.api.ops import read_as_built
     from everos_reflect.embedding.base import answer_waiting
     from everos_reflect.index.sync import Indexer
 
     runtime.index_to_read()
-    with answer_waiting():  # the person who typed the command waits: one embedding attempt
-        report = Indexer(runtime).scan()
-    if runtime.read_only:
-        n = report.files_behind
-        behind = (f"; {counted(n, 'log')} changed since then {'is' if n == 1 else 'are'} not "
-                  "seen" if n else "")
-        say(f"note: {shown(runtime.root)} is read-only here: its index is read as last "
-            f"built{behind}", err=True)
+    if not runtime.read_only:
+        with answer_waiting():  # the person who typed the command waits: one embedding attempt
+            Indexer(runtime).scan()
+        return {}
+    behind = read_as_built(runtime)
+    say(f"note: {behind['note']}", err=True)
+    return behind
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:

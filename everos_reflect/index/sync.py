@@ -254,6 +254,17 @@ class ScanReport:
         return asdict(self)
 
 
+def read_as_built(root: str, files_behind: int) -> str:
+    """What a read of a read-only root (:attr:`Runtime.read_only`) says of its index, the
+    same at every edge (CLI ``search`` and ``briefing`` on stderr, the API's and MCP's
+    ``note``): read as last built, and how many logs changed since then are not seen, so a
+    stale answer is never taken for a fresh one."""
+    n = files_behind
+    behind = (f"; {n:,} {'log' if n == 1 else 'logs'} changed since then "
+              f"{'is' if n == 1 else 'are'} not seen" if n else "")
+    return f"{root} is read-only here: its index is read as last built{behind}"
+
+
 @dataclass
 class _Job:
     """One file read, parsed and planned, waiting for its vectors."""

@@ -466,6 +466,26 @@ def next_seq(log: DailyLog) -> int:
     return max(seqs, default=0) + 1
 
 
+def free_seq(log: DailyLog, count: int, floor: int, most: int) -> int | None:
+    """The first of ``count`` sequence numbers, none below ``floor`` nor above ``most``, past
+    every id an entry of this file has (opening markers, ``deprecated_entries`` keys) and
+    named by no mention in it; None when there is no such run. For a file whose text mentions
+    an id too large to go past (``…_999999999999999999`` in an Episode's content): one past
+    every mention, as :func:`next_seq` gives, is no id at all."""
+    if log.kind is None or log.day is None:
+        return floor if floor + count - 1 <= most else None
+    stem = f"{log.kind.prefix}_{day_stamp(log.day)}_"
+    held = [*_OPEN_ANYWHERE_RE.findall(log.text), *log.deprecated_entries]
+    seq = max([floor - 1, *(int(i[len(stem):]) for i in held
+                            if i.startswith(stem) and _ID_MENTION_RE.fullmatch(i))]) + 1
+    for named in sorted(int(i[len(stem):]) for i in mentioned_ids(log.text)
+                        if i.startswith(stem)):
+        if named >= seq + count:
+            break
+        seq = max(seq, named + 1)
+    return seq if seq + count - 1 <= most else None
+
+
 def _shown(value: Any) -> str:
     """A YAML value as a person wrote it, near enough: ``null``, ``true``, ``[a, b]``."""
     text = json.dumps(value, default=str, ensure_ascii=False)

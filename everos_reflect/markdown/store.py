@@ -37,6 +37,7 @@ from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
     UNDONE,
     duplicate_ids,
+    free_seq,
     header_text,
     mentioned_ids,
     next_seq,
@@ -483,16 +484,31 @@ class MarkdownStore:
         ``ep_20260908_999999999999999999`` in any log, a typo removed since, made every later
         id of that day ``…_1000000000000000000``, which no id may be, so nothing could be
         added to that day again. Then only the file's own ids are gone past, as before."""
-        seq = next_seq(log)
+        floor = 1
         if self.seen_seq is not None:
             stem = f"{kind.prefix}_{day_stamp(day)}_"
             seen = self.seen_seq(ref, stem)
             if seen + count <= SEQ_MAX:
-                seq = max(seq, seen + 1)
+                floor = seen + 1
             else:
                 _log.warning("ids of %s mentioned up to %s_%d leave no room past them: "
                              "allocating past the ids of %s alone", ref, stem, seen, log.path)
-        return seq
+        seq = max(next_seq(log), floor)
+        if seq + count - 1 <= SEQ_MAX:
+            return seq
+        # the file's own text mentions an id too large to go past (a person's or a client's
+        # typo in an Episode): every later id of the day was ``…_1000000000000000000``, refused
+        # as invalid, so nothing could be added to that day again. Past its entries' ids
+        # instead, never onto an id it mentions.
+        for low in dict.fromkeys((floor, 1)):
+            seq_free = free_seq(log, count, low, SEQ_MAX)
+            if seq_free is not None:
+                _log.warning("%s mentions an id too large to allocate past: allocating past "
+                             "the ids of its entries", log.path)
+                return seq_free
+        raise MarkdownError(log.path, 0, f"no free entry id is left for {count} more "
+                            f"entr{'y' if count == 1 else 'ies'} of this day (ids go up to "
+                            f"{SEQ_MAX_DIGITS} digits)")
 
     def next_free_seq(self, ref: UserRef, kind: Kind, day: date, count: int = 1) -> int:
         """The sequence number the next append of ``count`` entries to ``ref``'s ``kind`` log of
