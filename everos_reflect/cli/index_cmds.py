@@ -125,9 +125,14 @@ def search_cmd(
     """Search Episodes (or other kinds with --kind); the index is first brought up to date
     with the Markdown."""
     from everos_reflect.index.search import search
+    from everos_reflect.model import validate_name
 
     if blank(query):
         raise EverosError("the search query is empty")
+    # before the sync: a refused search built or synced the index, then named the bad id
+    for value, what in ((user_id, "user_id"), (app_id, "app_id"), (project_id, "project_id")):
+        if value is not None:
+            validate_name(value, what)
     rt = open_runtime(root)
     started = time.perf_counter()
     behind = sync_for_read(rt)

@@ -123,6 +123,7 @@ def undo_merge(runtime: Runtime, ref: UserRef, merged_id: str, *,
     if eid.kind is not Kind.EPISODE:
         raise InvalidId(f"{merged_id} is not an episode id: a merged narrative is an episode "
                         "(ep_...)")
+    _refuse_before_locking(runtime, ref, str(eid))
     with _reflect_lock(runtime), _rebuild_shared(runtime, merged_id):
         # An interrupted merge or undo is settled first (under the same lock), so an undo never
         # races its recovery nor undoes half of it. Undoing again after a crash mid-undo: the
@@ -134,6 +135,51 @@ def undo_merge(runtime: Runtime, ref: UserRef, merged_id: str, *,
             if result.ref == ref and result.merged_entry_id == str(eid):
                 return result
         return _undo(runtime, ref, str(eid), cascade=cascade, chain=())
+
+
+def _refuse_before_locking(runtime: Runtime, ref: UserRef, merged_id: str) -> None:
+    """Refuse, before any lock file is made, an undo the Markdown alone refuses (no such entry
+    and nothing archived toward it; an entry that is no merge): a refused command leaves the
+    root as it was, and taking the locks first left ``.index/locks/strategy-….lock`` behind
+    (on a root never indexed, ``.index`` itself with the rebuild locks). Not while a crash
+    left work to settle: settling it, under the locks, may be what answers the undo."""
+    from everos_reflect.engine.recovery import has_interrupted
+
+    if has_interrupted(runtime.root):
+        return
+    try:
+        narrative = runtime.store.get(ref, merged_id)
+    except UnknownEntry:
+        _refuse_unknown(runtime, ref, merged_id)
+        return
+    _refuse_not_a_merge(runtime, ref, merged_id, narrative)
+
+
+def _refuse_unknown(runtime: Runtime, ref: UserRef, merged_id: str) -> None:
+    """Raise :class:`UnknownEntry` when ``merged_id`` is not in the user's logs and nothing
+    there is archived toward it (else a merge whose narrative was deleted by hand)."""
+    if _scan(runtime, ref, merged_id).restore:
+        return
+    audit = merge_row(runtime.db(), ref, merged_id) if _indexed(runtime) else None
+    if audit is None:
+        raise UnknownEntry(_not_this_users(runtime, ref, merged_id))
+    raise UnknownEntry(
+        f"no entry {merged_id} for user {ref}: the narrative of this merge "
+        f"({audit[1]} in the audit) is no longer in the logs, and no source is archived "
+        "toward it: nothing to undo")
+
+
+def _refuse_not_a_merge(runtime: Runtime, ref: UserRef, merged_id: str,
+                        narrative: Entry) -> None:
+    """Raise when ``narrative`` is no merged narrative (another user's, when the id is a merge
+    of theirs: ids are per user, so the usual cause is the wrong ``--user``)."""
+    if narrative.parent_type == "cluster":
+        return
+    if _merge_owners(runtime, ref, merged_id):
+        raise UnknownEntry(_not_this_users(runtime, ref, merged_id))
+    raise EverosError(
+        f"{merged_id} is not a merged narrative (parent_type: "
+        f"{narrative.parent_type or 'none'}); only a Reflection merge can be undone")
 
 
 def _indexed(runtime: Runtime) -> bool:
@@ -213,12 +259,7 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
         narrative = store.get(ref, merged_id)
     except UnknownEntry:
         return _undo_deleted(runtime, ref, merged_id)
-    if narrative.parent_type != "cluster":
-        if _merge_owners(runtime, ref, merged_id):  # ids are per user: the wrong --user
-            raise UnknownEntry(_not_this_users(runtime, ref, merged_id))
-        raise EverosError(
-            f"{merged_id} is not a merged narrative (parent_type: "
-            f"{narrative.parent_type or 'none'}); only a Reflection merge can be undone")
+    _refuse_not_a_merge(runtime, ref, merged_id, narrative)
     if narrative.deprecated_by == UNDONE:
         if _indexed(runtime):
             _mark_reports_undone(runtime, ref, merged_id)  # heals a crash right after the Markdown
@@ -272,14 +313,7 @@ def _undo_deleted(runtime: Runtime, ref: UserRef, merged_id: str) -> UndoResult:
     toward an id no entry holds, hidden from search for good, and ``undo`` refused them as
     "no such entry" (with a hint to check ``--user``). Keys mapping to the id are restored and
     its live facts archived, as for any undo; there is no narrative left to archive."""
-    if not _scan(runtime, ref, merged_id).restore:
-        audit = merge_row(runtime.db(), ref, merged_id) if _indexed(runtime) else None
-        if audit is None:
-            raise UnknownEntry(_not_this_users(runtime, ref, merged_id))
-        raise UnknownEntry(
-            f"no entry {merged_id} for user {ref}: the narrative of this merge "
-            f"({audit[1]} in the audit) is no longer in the logs, and no source is archived "
-            "toward it: nothing to undo")
+    _refuse_unknown(runtime, ref, merged_id)
     return _restore_only(runtime, ref, merged_id)
 
 
