@@ -386,6 +386,25 @@ def test_a_reconciliation_under_the_citation_floor_is_refused_alone(
     assert len([n for n, _ in llm.task_requests if n == "reconciliation"]) == 1
 
 
+@pytest.mark.parametrize("text", ["", " \u200b "])
+def test_a_reconciliation_without_text_is_refused_alone(rt: Runtime, llm: ScriptedLLM,
+                                                        text: str) -> None:
+    """An empty reconciliation failed the call as an unusable reply (retried), and the
+    owner's window failed again on every run, as one under the citation floor did."""
+    seed_worldview(rt, llm)
+    llm.queue_task("contradictions", contradiction(("Redirect", "Deliver")))
+    run(rt, "detect_contradictions")
+    second_contradiction(rt, llm)
+    llm.queue_task("reconciliation", lambda req: {"insight": text, "evidence": cite(
+        req, *[r.id for r in req.records if r.kind == "self-contradiction"])})
+    assert run(rt, "reconcile") == {"owners": 1, "refused": 1}
+    assert not [e for e in rt.store.entries(ADA, Kind.INSIGHT)
+                if e.meta.get("insight_type") == "reconciliation"]
+    assert observe(rt, "reconcile") == 0
+    assert run(rt, "reconcile") == {}  # not sent again: the script is empty
+    assert len([n for n, _ in llm.task_requests if n == "reconciliation"]) == 1
+
+
 def test_a_reconciliation_over_the_depth_cap_is_refused_and_counted(root: Path,
                                                                      llm: ScriptedLLM) -> None:
     """A hand-written edge (depth 1) joining deep convictions: the reconciliation would be

@@ -195,6 +195,29 @@ def test_a_verdict_under_the_citation_floor_is_refused_alone_and_not_asked_again
     assert strategy.observe(rt, None) == 1
 
 
+@pytest.mark.parametrize("text", ["", "  ", "\u200b"])
+def test_a_revise_without_text_is_refused_alone_and_not_asked_again(
+        root: Path, fake_openai: Any, text: str) -> None:
+    """A "revise" whose revision was empty failed the call as an unusable reply: retried,
+    counted failed, and the insight asked about again on every run, with a model that kept
+    saying it. It is refused as a revise under the citation floor is."""
+    rt, eps, first, _second = setup(root)
+    edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
+    Indexer(rt).scan()
+    fake_openai.script(lambda body: json.dumps(
+        {"verdict": "revise", "insight": text, "evidence": sorted(numbers(body).values())}))
+    assert run(with_openai(rt, fake_openai)) == {"refused": 1, "retired": 1}
+    assert rt.store.get(DEV, first.id).meta["status"] == "stale"
+    assert rt.store.get(DEV, first.id).deprecated_by is None
+    (row,) = [r for r in list_derivations(rt.db(), strategy=NAME)
+              if r["inputs"] == [first.id]]
+    assert row["status"] == "ok" and row["outputs"] == []
+    assert "refused: a 'revise' verdict without a revised text" in row["error"]
+    assert RevalidateInsights().observe(rt, None) == 0
+    assert run(rt) == {}  # not asked again: the fake has no reply left
+    assert len(fake_openai.chat_bodies()) == 1
+
+
 def test_a_verdict_citing_a_number_not_shown_still_fails_the_call(root: Path,
                                                                    fake_openai: Any) -> None:
     rt, eps, _first, _second = setup(root)

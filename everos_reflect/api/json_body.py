@@ -112,6 +112,13 @@ class StrictJSONRoute(APIRoute):
                 got = quoted(content_type) if content_type else "no Content-Type"
                 raise HTTPException(415, "the request body must be JSON, sent with Content-Type: "
                                          f"application/json; got {got}")
+            # nothing here decodes a compressed body: read as it came, a gzip body was "not
+            # UTF-8 (byte 0x8b at offset 1)", which names no problem the client can find
+            encoding = strict.headers.get("content-encoding", "").strip()
+            if takes_body and encoding and encoding.lower() != "identity" \
+                    and await strict.body():
+                raise HTTPException(415, "the request body must be sent uncompressed; got "
+                                         f"Content-Encoding: {quoted(encoding)}")
             return await handler(strict)
 
         return strict_handler

@@ -316,7 +316,8 @@ _BATCH_METHOD = "everos-reflect/batch"
 #: what JavaScript's ``JSON.stringify`` writes for an emoji cut in two). The SDK's transport
 #: refused the line as no JSON and answered a Parse error with id null, so the client never
 #: heard back about its request, where the same message in a batch, or over HTTP, got its
-#: tool's error. :func:`_answer_one` handles it as a batch's element.
+#: tool's error. :func:`_answer_one` handles it as a batch's element. So is a message in which
+#: an object gives a key twice (:func:`_key_twice`), which the SDK read keeping the last value.
 _LONE_SURROGATE_METHOD = "everos-reflect/lone-surrogate"
 #: A JSON escape of a UTF-16 surrogate: the lines to read again with Python's ``json``.
 _SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
@@ -376,6 +377,8 @@ class BoundedLines:
             if problem is None:
                 held = _with_lone_surrogate(text) if _SURROGATE_ESCAPE.search(line) else None
                 if held is None:
+                    held = _with_key_twice(text)
+                if held is None:
                     return text
                 self._count += 1
                 self.lone[self._count] = held
@@ -397,12 +400,67 @@ class BoundedLines:
                            "params": {"line": self._count}}) + "\n"
 
 
+class _Twice(dict[str, Any]):
+    """An object of a message that gives a key twice (the last value kept, as the SDK's
+    parser keeps it); ``key`` is the first key given twice."""
+
+    key = ""
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    twice = None
+    for key, value in pairs:
+        if key in out and twice is None:
+            twice = key
+        out[key] = value
+    if twice is None:
+        return out
+    marked = _Twice(out)
+    marked.key = twice
+    return marked
+
+
+def _loads(line: str) -> Any:
+    """``line`` as JSON, an object giving a key twice marked (:class:`_Twice`)."""
+    return json.loads(line, object_pairs_hook=_pairs)
+
+
+def _key_twice(data: Any) -> tuple[str, str] | None:
+    """``(where, key)`` for the first object of a parsed message that gives a key twice,
+    or ``None``. JSON leaves such an object undefined and the SDK kept the last value, so
+    ``{"user_id": "alice", ..., "user_id": "bob"}`` wrote to bob where the HTTP API refuses
+    the same body (``json_body``)."""
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, where = stack.pop()
+        if isinstance(value, _Twice):
+            return where or "(message)", value.key
+        if isinstance(value, dict):
+            for key, item in reversed(list(value.items())):
+                shown = key if _PLAIN_SEGMENT.match(key) else quoted_value(key)
+                stack.append((item, f"{where}.{shown}" if where else shown))
+        elif isinstance(value, list):
+            stack.extend((item, f"{where}[{i}]") for i, item in reversed(list(enumerate(value))))
+    return None
+
+
+def _with_key_twice(line: str) -> dict[str, Any] | None:
+    """The message on ``line`` when it is a JSON object in which some object gives a key
+    twice (:func:`_key_twice`), else ``None``."""
+    try:
+        data = _loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return data if isinstance(data, dict) and _key_twice(data) is not None else None
+
+
 def _batch(line: str) -> list[Any] | None:
     """The messages of a JSON-RPC batch on ``line``; ``None`` when it holds no non-empty
     JSON array (an empty one is left to the transport: one Invalid Request, as JSON-RPC
     2.0 says)."""
     try:
-        data = json.loads(line)
+        data = _loads(line)
     except (ValueError, RecursionError):
         return None
     return data if isinstance(data, list) and data else None
@@ -684,6 +742,23 @@ def _surrogate_answer(element: dict[str, Any]) -> types.JSONRPCError | None:
                 "(half of a character): not text"))
 
 
+def _twice_answer(element: dict[str, Any]) -> types.JSONRPCError | None:
+    """The answer to a parsed message in which an object gives a key twice
+    (:func:`_key_twice`), naming the key and where; ``None`` when none does."""
+    found = _key_twice(element)
+    if found is None:
+        return None
+    where, key = found
+    ident = element.get("id")
+    if not isinstance(ident, int | str) or isinstance(ident, bool) or (
+            (where, key) == ("(message)", "id")):
+        ident = None  # which of two ids to answer is not known
+    return types.JSONRPCError(jsonrpc="2.0", id=ident, error=types.ErrorData(
+        code=types.INVALID_REQUEST,
+        message=f"invalid request: the key {quoted_value(key)} is given twice in one object "
+                f"({where})", data={"code": "invalid_request"}))
+
+
 def _element(element: Any) -> tuple[Any, types.JSONRPCError | None]:
     """A parsed element of a batch (or a line the transport refused) as ``(message, None)``
     to pass on, or ``(None, answer)``: the error for what is no usable message (``None``
@@ -693,6 +768,8 @@ def _element(element: Any) -> tuple[Any, types.JSONRPCError | None]:
         return None, types.JSONRPCError(jsonrpc="2.0", id=None, error=types.ErrorData(
             code=types.INVALID_REQUEST, message=problem))
     refused = _surrogate_answer(element) if isinstance(element, dict) else None
+    if refused is None and isinstance(element, dict):
+        refused = _twice_answer(element)
     if refused is not None:  # a notification is never answered, only not passed on
         return None, refused if "id" in element else None
     try:
@@ -703,12 +780,12 @@ def _element(element: Any) -> tuple[Any, types.JSONRPCError | None]:
 
 async def _answer_one(element: dict[str, Any], forward: Any, write_stream: Any,
                       unanswered: Unanswered, batches: Batches) -> None:
-    """A message the transport refused for a lone surrogate (:data:`_LONE_SURROGATE_METHOD`),
-    handled as a batch's element: passed on, or answered with its id."""
+    """A message the transport refused for a lone surrogate, or read keeping the last of a
+    key given twice (:data:`_LONE_SURROGATE_METHOD`), handled as a batch's element: passed
+    on, or answered with its id."""
     message, answer = _element(element)
     if answer is not None:
-        log.warning("answered an MCP message holding a lone surrogate: %s",
-                    answer.error.message)
+        log.warning("answered an MCP message: %s", answer.error.message)
         await write_stream.send(SessionMessage(answer))
     elif message is not None:
         await _pass_on(message, SessionMessage(message), forward, write_stream, unanswered,

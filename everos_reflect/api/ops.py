@@ -252,11 +252,13 @@ def index_written(runtime: Runtime, ref: UserRef, answer: dict[str, Any],
     """
     from filelock import Timeout
 
+    from everos_reflect.embedding.base import answer_waiting
     from everos_reflect.index.sync import Indexer
 
     try:
-        Indexer(runtime).sync_path(runtime.store.path_for_id(ref, answer["id"]),
-                                   timeout=INDEX_WAIT_SECONDS)
+        with answer_waiting():  # one embedding attempt: the caller waits for this answer
+            Indexer(runtime).sync_path(runtime.store.path_for_id(ref, answer["id"]),
+                                       timeout=INDEX_WAIT_SECONDS)
     except Timeout:
         log.warning("%s: %s written, not indexed yet: the indexer is busy", what, answer["id"])
         return {**answer, "indexed": False,

@@ -178,11 +178,13 @@ def sync_for_read(runtime: Runtime) -> dict[str, Any]:
     changed since, so a stale answer is never taken for a fresh one. Returns what a JSON
     answer adds for it, as the API's does (:func:`~everos_reflect.api.ops.read_as_built`)."""
     from everos_reflect.api.ops import read_as_built
+    from everos_reflect.embedding.base import answer_waiting
     from everos_reflect.index.sync import Indexer
 
     runtime.index_to_read()
     if not runtime.read_only:
-        Indexer(runtime).scan()
+        with answer_waiting():  # the person who typed the command waits: one embedding attempt
+            Indexer(runtime).scan()
         return {}
     behind = read_as_built(runtime)
     say(f"note: {behind['note']}", err=True)

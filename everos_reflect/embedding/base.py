@@ -12,7 +12,9 @@ import itertools
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -32,12 +34,36 @@ class Embedder(Protocol):
         ...
 
 
+#: Set while an answer someone is waiting on is being made: see :func:`answer_waiting`.
+_ANSWER_WAITING: ContextVar[bool] = ContextVar("everos_answer_waiting", default=False)
+
+
+@contextmanager
+def answer_waiting() -> Iterator[None]:
+    """Embedding calls made inside are for an answer a person or agent is waiting on (a
+    search's or briefing's query, the entry ``add`` indexes before it answers): a remote
+    embedder takes one attempt for them, without retries or a server's Retry-After sleep.
+    With its retries, a rate-limited server held a search for minutes before it failed."""
+    token = _ANSWER_WAITING.set(True)
+    try:
+        yield
+    finally:
+        _ANSWER_WAITING.reset(token)
+
+
+def is_answer_waiting() -> bool:
+    """Whether the calling code runs inside :func:`answer_waiting`."""
+    return _ANSWER_WAITING.get()
+
+
 def embed_query(embedder: Embedder, text: str) -> np.ndarray:
     """One search query's vector: through :meth:`CachingEmbedder.embed_query` when the
-    embedder caches (queries kept apart from documents), else a plain one-text call."""
-    if isinstance(embedder, CachingEmbedder):
-        return embedder.embed_query(text)
-    return embedder.embed([text])[0]
+    embedder caches (queries kept apart from documents), else a plain one-text call. Someone
+    waits for it: one attempt (:func:`answer_waiting`)."""
+    with answer_waiting():
+        if isinstance(embedder, CachingEmbedder):
+            return embedder.embed_query(text)
+        return embedder.embed([text])[0]
 
 
 def l2_normalize(vectors: np.ndarray) -> np.ndarray:

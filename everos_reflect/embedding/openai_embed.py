@@ -7,13 +7,16 @@ of the wrong space into the index.
 
 from __future__ import annotations
 
+import math
 import os
 import threading
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import numpy as np
 
-from everos_reflect.embedding.base import l2_normalize
+from everos_reflect.embedding.base import is_answer_waiting, l2_normalize
 from everos_reflect.errors import ProviderUnavailable, clipped
 from everos_reflect.model import quoted_value, redacted_url
 
@@ -65,35 +68,39 @@ class OpenAIEmbedder:
         self.batch_size = batch_size
         self.timeout = timeout
         self.retries = retries
-        self._client: Any = None
+        self._clients: dict[bool, Any] = {}
         self._lock = threading.Lock()
 
-    def _get_client(self) -> Any:
+    def _get_client(self, *, once: bool = False) -> Any:
+        """The client of this embedder; ``once``: its twin without retries, for an answer
+        someone waits on (:func:`~everos_reflect.embedding.base.answer_waiting`). The SDK
+        sleeps for a 429's Retry-After (up to a minute or two) before each retry."""
         with self._lock:
-            if self._client is None:
+            if self._clients.get(once) is None:
                 import openai
 
                 from everos_reflect.http_deadline import deadline_http_client
 
-                self._client = openai.OpenAI(
+                self._clients[once] = openai.OpenAI(
                     api_key=self._api_key,
                     base_url=self.base_url,
                     timeout=self.timeout,
-                    max_retries=self.retries,
+                    max_retries=0 if once else self.retries,
                     # bounds each whole reply: a trickling server would hold indexing, and
                     # an endless one fill the memory
                     http_client=deadline_http_client(
                         self.timeout, max_bytes=max_reply_bytes(self.batch_size, self.dim)),
                 )
-            return self._client
+            return self._clients[once]
 
     def _request(self, texts: list[str]) -> np.ndarray:
         kwargs: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": "float"}
         if self.model not in _FIXED_SIZE_MODELS:
             kwargs["dimensions"] = self.dim
         where = redacted_url(self.base_url) if self.base_url else "the OpenAI API"
+        once = is_answer_waiting() and self.retries > 0
         try:
-            reply = self._get_client().embeddings.create(**kwargs)
+            reply = self._get_client(once=once).embeddings.create(**kwargs)
             items = sorted(reply.data, key=lambda item: item.index)
             indexes = [item.index for item in items]
             with np.errstate(over="ignore"):  # past float32's range: inf, refused below
@@ -106,10 +113,10 @@ class OpenAIEmbedder:
             # the SDK reports a reply cut off at max_bytes (or undecodable) as "Connection
             # error."
             why = exc.__cause__ if isinstance(exc.__cause__, UnusableResponse) else exc
-            # clipped: a server's 1 MB error text went whole into the failure, and from there
-            # into the log, the run record and the API's answer
+            tried = " (tried once: a search, briefing or add does not wait for retries)" \
+                if once else ""
             raise ProviderUnavailable(
-                f"embedding request to {where} failed: {clipped(str(why))}") from exc
+                f"embedding request to {where} failed: {_server_said(why)}{tried}") from exc
         if indexes != list(range(len(texts))) and len(indexes) == len(texts):
             # which vector is which text's is said only by "index": one repeated or skipped
             # gave texts each other's vectors, silently, in the index and every cluster
@@ -145,3 +152,39 @@ class OpenAIEmbedder:
             for start in range(0, len(clean), self.batch_size)
         ]
         return l2_normalize(np.concatenate(parts))
+
+
+def _server_said(exc: Exception) -> str:
+    """A failed request as a person reads it: a rate limit by name, with the wait the server
+    asked for, anything else as the SDK says it. Clipped: a server's 1 MB error text went
+    whole into the failure, and from there into the log, the run record and the API's
+    answer."""
+    import openai
+
+    if not isinstance(exc, openai.APIStatusError) or exc.status_code != 429:
+        return clipped(str(exc))
+    said = "rate limited (429)"
+    wait = _retry_after_seconds(exc.response.headers)
+    if wait is not None:
+        said += f", retry after {wait:g} s"
+    message = exc.body.get("message") if isinstance(exc.body, dict) else None
+    return f"{said}: {clipped(message)}" if isinstance(message, str) and message.strip() \
+        else said
+
+
+def _retry_after_seconds(headers: Any) -> float | None:
+    """The wait a server's ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)
+    asks for, rounded up to whole seconds; None when it asks for none it says clearly."""
+    try:
+        if (ms := headers.get("retry-after-ms")) is not None:
+            seconds = float(ms) / 1000
+        elif (value := headers.get("retry-after")) is None:
+            return None
+        else:
+            try:
+                seconds = float(value)
+            except ValueError:
+                seconds = (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds()
+    except (ValueError, TypeError):
+        return None
+    return float(math.ceil(seconds)) if math.isfinite(seconds) and seconds >= 0 else None

@@ -214,11 +214,11 @@ $records"""
 
 
 def _parse_revalidation(obj: dict[str, Any], req: TaskRequest) -> dict[str, Any]:
-    """The verdict as the model gave it. An unknown verdict, a number it was not shown or a
-    revision without text fails the call; a "holds" or "revise" citing fewer than
-    :data:`MIN_CITATIONS` records is passed on for ``revalidate_insights`` to refuse (the
-    insight stays stale, counted ``refused``): failing the call for it was retried, and the
-    insight asked about again on every run, with a model that kept saying it."""
+    """The verdict as the model gave it. An unknown verdict or a number it was not shown
+    fails the call; a "holds" or "revise" citing fewer than :data:`MIN_CITATIONS` records,
+    or a "revise" without text (``""``), is passed on for ``revalidate_insights`` to refuse
+    (the insight stays stale, counted ``refused``): failing the call for it was retried, and
+    the insight asked about again on every run, with a model that kept saying it."""
     verdict = obj.get("verdict")
     if verdict not in ("holds", "revise", "retire"):
         raise InvalidReply(f"'verdict' must be holds, revise or retire, got "
@@ -226,7 +226,7 @@ def _parse_revalidation(obj: dict[str, Any], req: TaskRequest) -> dict[str, Any]
     evidence = req.numbering.resolve(obj.get("evidence", []))
     text = obj.get("insight") or ""
     if verdict == "revise":
-        text = text_field(obj, "insight", limit=2_000)
+        text = optional_text(obj, "insight")
     return {"verdict": verdict, "insight": str(text).strip(), "evidence": evidence}
 
 
@@ -329,12 +329,13 @@ $records"""
 
 
 def _parse_reconciliation(obj: dict[str, Any], req: TaskRequest) -> dict[str, Any]:
-    """The reconciliation as the model wrote it. No text or a number it was not shown fails
-    the call; citing fewer than :data:`MIN_CITATIONS` records is passed on for ``reconcile``
-    to refuse that reconciliation (counted ``refused``), as the other tiers refuse one item:
-    failing the call for it was retried, and the owner's window failed on every run."""
+    """The reconciliation as the model wrote it. A number it was not shown fails the call;
+    one without text (``""``) or citing fewer than :data:`MIN_CITATIONS` records is passed on
+    for ``reconcile`` to refuse that reconciliation (counted ``refused``), as the other tiers
+    refuse one item: failing the call for it was retried, and the owner's window failed on
+    every run."""
     evidence = req.numbering.resolve(obj.get("evidence"))
-    return {"insight": text_field(obj, "insight", limit=2_000), "evidence": evidence}
+    return {"insight": optional_text(obj, "insight"), "evidence": evidence}
 
 
 RECONCILIATION = register_task(TaskSpec(

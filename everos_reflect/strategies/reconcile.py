@@ -4,9 +4,9 @@ Trigger: a census — at least ``threshold`` (2) standing self-contradictions of
 a new one lands. The model sees the new edges and the convictions they join (SPEC §9
 ``reconciliation``) and writes one insight (``insight_type: reconciliation``) citing them. It
 goes into ``.insights/``, where the next ``update_worldview`` run reads it: the loop closes
-with a cited record, not an edit. Nothing is edited or deleted. A reconciliation under the
-citation floor, deeper than ``max_depth``, or repeating a live insight is refused on its own
-(counted ``refused``), as ``reflect_insights`` refuses an insight.
+with a cited record, not an edit. Nothing is edited or deleted. A reconciliation without
+text, under the citation floor, deeper than ``max_depth``, or repeating a live insight is
+refused on its own (counted ``refused``), as ``reflect_insights`` refuses an insight.
 """
 
 from __future__ import annotations
@@ -101,6 +101,10 @@ class Reconcile(BeliefTier):
         derived = Derived(unshown=max(0, len(records) - cap))
         records = records[:cap]
         reply = self.call(ctx, budget, records, {}, derived, min_records=MIN_CITATIONS)
+        if not reply["insight"]:  # refused alone, as an insight without text is
+            ctx.log.info("%s: %s: reconciliation refused: it has no text", self.name, ref)
+            derived.refused += 1
+            return derived
         if len(reply["evidence"]) < MIN_CITATIONS:  # that item alone is refused: asking
             # again repeats it, so the window is consumed as the other tiers consume theirs
             ctx.log.info("%s: %s: reconciliation refused: it cites %d record(s), at least %d "

@@ -431,6 +431,10 @@ class RevalidateInsights(Strategy):
                 ctx.note_failure(str(ref), f"{insight.id}: {row.error}")
                 return
             reason = "the model judged it unsupported"
+            if verdict["verdict"] == "revise" and not verdict["insight"]:
+                self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started,
+                             "a 'revise' verdict without a revised text")
+                return
             if verdict["verdict"] != "retire" and len(verdict["evidence"]) < MIN_CITATIONS:
                 self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started)
                 return
@@ -535,7 +539,8 @@ class RevalidateInsights(Strategy):
     def _refuse(self, ctx: RunContext, ref: UserRef, insight: Entry, evidence: list[Entry],
                 verdict: dict[str, Any], row: Derivation, counts: Counter[str],
                 started: float, problem: str | None = None) -> None:
-        """A "holds" or "revise" citing fewer records than the citation floor, or a verdict
+        """A "holds" or "revise" citing fewer records than the citation floor, a "revise"
+        without text, or a verdict
         the other tiers would not write either (``problem``: :func:`revision_problem`,
         :func:`depth_problem`): that
         verdict alone is refused (counted ``refused``), as the other tiers refuse one item.
