@@ -236,6 +236,7 @@ class FakeEmbeddings:
         self.indexes: list[int] | None = None  # the "index" of each vector, in order
         self.scale = 1.0  # multiplies every vector's components
         self.error = ""  # the error message of a non-200 answer (none: an empty body)
+        self.raw: bytes | None = None  # the body of a 200 answer, sent as it is
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -255,6 +256,13 @@ class FakeEmbeddings:
                     self.send_header("Content-Length", str(len(error)))
                     self.end_headers()
                     self.wfile.write(error)
+                    return
+                if fake.raw is not None:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(fake.raw)))
+                    self.end_headers()
+                    self.wfile.write(fake.raw)
                     return
                 if fake.malformed:
                     payload: dict[str, Any] = {"object": "list", "nonsense": True}
@@ -360,8 +368,41 @@ def test_openai_embedder_rejects_wrong_dimension(fake_server: FakeEmbeddings) ->
 
 def test_openai_embedder_rejects_malformed_reply(fake_server: FakeEmbeddings) -> None:
     fake_server.malformed = True
-    with pytest.raises(ProviderUnavailable, match=r"embedding request to .* failed"):
+    with pytest.raises(ProviderUnavailable, match=r"embedding reply from .* is no list of "
+                                                  r"embeddings \(its 'data' is null\)"):
         remote(fake_server).embed(["hello"])
+
+
+def _vector(index: object, embedding: object) -> dict[str, Any]:
+    return {"object": "embedding", "index": index, "embedding": embedding}
+
+
+@pytest.mark.parametrize(("body", "said"), [
+    (b"null", "is no list of embeddings (its 'data' is null): check [embedding] base_url"),
+    (b"[]", "is no list of embeddings (its 'data' is null)"),
+    (json.dumps({"object": "list", "data": {"0": [1.0] * 8}}).encode(),
+     "is no list of embeddings"),
+    (b"<html><body>502 Bad Gateway</body></html>",
+     "failed: the response body is not JSON (Expecting value at char 0)"),
+    (json.dumps({"data": []}).encode(), "gives 0 vector(s) for 1 text(s)"),
+    (json.dumps({"data": [_vector(0, "AAAAAA==")]}).encode(),
+     ": vector 1 of 1 is str, not a list of numbers"),
+    (json.dumps({"data": [_vector(0, None)]}).encode(),
+     ": vector 1 of 1 is null, not a list of numbers"),
+    (json.dumps({"data": [_vector("0", [1.0] * 8)]}).encode(),
+     "gives a vector without a whole-number 'index': indexes ['0']"),
+    (json.dumps({"data": [_vector(0, [1.0] * 7 + ["x"])]}).encode(),
+     "holds vectors that are not lists of numbers of one length"),
+])
+def test_a_reply_of_the_wrong_shape_is_refused_saying_what_is_wrong(
+        fake_server: FakeEmbeddings, body: bytes, said: str) -> None:
+    # The SDK builds the reply unchecked: a server answering null, an HTML page or vectors
+    # as text failed with "'NoneType' object is not iterable", "Expecting value: line 1
+    # column 1 (char 0)" or "could not convert string to float", naming nothing.
+    fake_server.raw = body
+    with pytest.raises(ProviderUnavailable) as caught:
+        remote(fake_server).embed(["hello"])
+    assert said in str(caught.value)
 
 
 def test_openai_embedder_times_out_on_a_trickling_reply(fake_server: FakeEmbeddings) -> None:

@@ -196,10 +196,17 @@ def test_dropped_connection_is_retried(fake_openai):
         ({"content": None}, "empty reply"),
         ({"content": "   \n"}, "empty reply"),
         ({"content": "The narrative is: Andrew has two dogs."}, "not valid JSON"),
+        # a refusal in prose said only "Expecting value at char 0"
+        ({"content": "I'm sorry, but I can't help with that."},
+         "not valid JSON (Expecting value at char 0): it begins \"I'm sorry, but I can't "
+         "help with that.\""),
         ({"content": '{"title": "Pets", "content": "Andrew adopted To'}, "not valid JSON"),
         ({"content": GOOD, "finish_reason": "length"}, "truncated"),
         ({"content": '["Pets", "Andrew"]'}, "expected a JSON object"),
         ({"content": '{"title": "Pets"}'}, "'content' must be a string"),
+        # a model answering under names of its own read as if its text were of the wrong type
+        ({"content": '{"response": {"title": "Pets", "content": "x"}}'},
+         "'title' must be a string, got nothing: no 'title' key (keys there: ['response'])"),
         ({"content": '{"title": 3, "content": "x"}'}, "'title' must be a string"),
         ({"content": '{"title": " ", "content": "x"}'}, "'title' is empty"),
         ({"content": '{"title": "Pets", "content": ""}'}, "'content' is empty"),
@@ -231,6 +238,19 @@ def _choice(message: object) -> dict:
         (_completion([None]), "no message"),
         (_completion([_choice(None)]), "no message"),
         ("this is not JSON", "not JSON"),
+        # a tool call or a filtered answer in place of the JSON read "empty reply"
+        (_completion([{"index": 0, "finish_reason": "tool_calls", "message": {
+            "role": "assistant", "content": None, "tool_calls": [{
+                "id": "c1", "type": "function",
+                "function": {"name": "merged_narrative", "arguments": "{}"}}]}}]),
+         "the model called a tool ('merged_narrative') instead of answering with the JSON "
+         "asked for"),
+        (_completion([{"index": 0, "finish_reason": "function_call", "message": {
+            "role": "assistant", "content": "", "function_call": {
+                "name": "x" * 300, "arguments": "{}"}}}]), "the model called a tool ('xxx"),
+        (_completion([{"index": 0, "finish_reason": "content_filter",
+                       "message": {"role": "assistant", "content": None}}]),
+         "empty reply: withheld by the server's content filter"),
     ],
 )
 def test_a_completion_of_the_wrong_shape_fails_the_call(fake_openai, body, reason):

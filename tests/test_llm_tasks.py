@@ -268,6 +268,25 @@ def test_a_lone_surrogate_in_any_tasks_text_fails_the_call(fake_openai, name: st
         llm(fake_openai).run_task(name, TaskRequest(records=RECORDS, values=VALUES))
 
 
+@pytest.mark.parametrize(("reply", "said"), [
+    ({"lesson": ["Pin the version."], "avoid": []},
+     "'lessons' must be a list of strings, got nothing: no 'lessons' key (keys there: "
+     "['lesson', 'avoid'])"),
+    ({"lessons": "Pin the version.", "avoid": []}, "'lessons' must be a list of strings (gave up"),
+    ({"result": {"insights": []}}, "'insights' must be a list, got nothing: no 'insights' key "
+                                   "(keys there: ['result'])"),
+])
+def test_a_reply_under_names_of_its_own_says_which_key_is_missing(fake_openai, reply: dict,
+                                                                   said: str) -> None:
+    """A model answering ``{"lesson": [...]}`` read "'lessons' must be a list of strings", as
+    if its lessons were of the wrong type: a person checked the lessons, not the names."""
+    task = "insights" if "result" in reply else "lessons"
+    fake_openai.script(json.dumps(reply))
+    with pytest.raises(ProviderUnavailable) as caught:
+        llm(fake_openai).run_task(task, TaskRequest(records=RECORDS, values=VALUES))
+    assert said in str(caught.value)
+
+
 def test_text_that_shows_nothing_is_empty_in_every_task(fake_openai) -> None:
     """A zero-width space or a BOM alone is no text (``str.strip`` keeps them): an insight of
     one is passed on without text, as an empty one is, for the tier to refuse alone; such a

@@ -101,13 +101,7 @@ class OpenAIEmbedder:
         once = is_answer_waiting() and self.retries > 0
         try:
             reply = self._get_client(once=once).embeddings.create(**kwargs)
-            items = sorted(reply.data, key=lambda item: item.index)
-            indexes = [item.index for item in items]
-            with np.errstate(over="ignore"):  # past float32's range: inf, refused below
-                vectors = np.asarray([item.embedding for item in items], dtype=np.float32)
-        except ProviderUnavailable:
-            raise
-        except Exception as exc:  # transport, HTTP status, or a reply of the wrong shape
+        except Exception as exc:  # transport, HTTP status, or a body that is not JSON
             from everos_reflect.http_deadline import UnusableResponse
 
             # the SDK reports a reply cut off at max_bytes (or undecodable) as "Connection
@@ -117,12 +111,17 @@ class OpenAIEmbedder:
                 if once else ""
             raise ProviderUnavailable(
                 f"embedding request to {where} failed: {_server_said(why)}{tried}") from exc
+        indexes, vectors = _vectors_of(reply, where)
         if indexes != list(range(len(texts))) and len(indexes) == len(texts):
             # which vector is which text's is said only by "index": one repeated or skipped
             # gave texts each other's vectors, silently, in the index and every cluster
             raise ProviderUnavailable(
                 f"embedding reply from {where} does not give each of the {len(texts)} texts "
                 f"its vector once: indexes {quoted_value(indexes)}")
+        if len(indexes) != len(texts):
+            raise ProviderUnavailable(
+                f"embedding reply from {where} gives {len(indexes)} vector(s) for "
+                f"{len(texts)} text(s)")
         if vectors.shape != (len(texts), self.dim):
             raise ProviderUnavailable(
                 f"embedding reply from {where} has shape {vectors.shape}, expected "
@@ -154,13 +153,54 @@ class OpenAIEmbedder:
         return l2_normalize(np.concatenate(parts))
 
 
+def _vectors_of(reply: Any, where: str) -> tuple[list[int], np.ndarray]:
+    """A reply's ``index`` of each vector and the vectors, in ``index`` order. The SDK builds
+    the reply without checking it: a server answering ``null``, ``{}`` or vectors as text
+    failed with "'NoneType' object is not iterable" and the like, which said nothing of the
+    server."""
+    data = getattr(reply, "data", None)
+    if not isinstance(data, list):
+        raise ProviderUnavailable(
+            f"embedding reply from {where} is no list of embeddings (its 'data' is "
+            f"{_type_of(data)}): check [embedding] base_url")
+    # an item that is no object (a number, a text) has no "index"; a text's is str.index
+    indexes = [None if callable(i := getattr(item, "index", None)) else i for item in data]
+    if not all(isinstance(i, int) and not isinstance(i, bool) for i in indexes):
+        raise ProviderUnavailable(
+            f"embedding reply from {where} gives a vector without a whole-number 'index': "
+            f"indexes {quoted_value(indexes)}")
+    order = sorted(range(len(data)), key=lambda n: indexes[n])
+    rows = [getattr(data[n], "embedding", None) for n in order]
+    for n, row in enumerate(rows):
+        if not isinstance(row, list):
+            raise ProviderUnavailable(
+                f"embedding reply from {where}: vector {n + 1} of {len(rows)} is "
+                f"{_type_of(row)}, not a list of numbers")
+    try:
+        with np.errstate(over="ignore"):  # past float32's range: inf, refused by the caller
+            vectors = np.asarray(rows, dtype=np.float32)
+    except (ValueError, TypeError) as exc:  # a text among the numbers, rows of mixed lengths
+        raise ProviderUnavailable(
+            f"embedding reply from {where} holds vectors that are not lists of numbers of "
+            f"one length ({clipped(str(exc), 200)})") from exc
+    return [indexes[n] for n in order], vectors
+
+
+def _type_of(value: object) -> str:
+    return "null" if value is None else type(value).__name__
+
+
 def _server_said(exc: Exception) -> str:
     """A failed request as a person reads it: a rate limit by name, with the wait the server
     asked for, anything else as the SDK says it. Clipped: a server's 1 MB error text went
     whole into the failure, and from there into the log, the run record and the API's
     answer."""
+    import json
+
     import openai
 
+    if isinstance(exc, json.JSONDecodeError):  # a 200 whose body is an HTML page, say
+        return f"the response body is not JSON ({exc.msg} at char {exc.pos})"
     if not isinstance(exc, openai.APIStatusError) or exc.status_code != 429:
         return clipped(str(exc))
     said = "rate limited (429)"

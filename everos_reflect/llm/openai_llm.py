@@ -46,7 +46,7 @@ from everos_reflect.llm.tasks import (
     parse_reply,
     render_messages,
 )
-from everos_reflect.model import redacted_url
+from everos_reflect.model import quoted_value, redacted_url
 
 log = logging.getLogger(__name__)
 
@@ -367,6 +367,25 @@ def _usage(completion: Any) -> Usage:
                  _tokens(getattr(usage, "completion_tokens", 0)))
 
 
+def _why_empty(choice: Any, message: Any) -> str:
+    """Why a reply holds no text, as far as the server said: a tool call or a content filter
+    in place of the JSON asked for read "empty reply", which sent a person looking at the
+    model's output instead of the server's tool or moderation settings."""
+    calls = getattr(message, "tool_calls", None) or []
+    legacy = getattr(message, "function_call", None)
+    names = [getattr(getattr(c, "function", None), "name", None) for c in calls]
+    if legacy is not None:
+        names.append(getattr(legacy, "name", None))
+    if names:
+        named = ", ".join(quoted_value(n) for n in names[:3] if isinstance(n, str))
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        return (f"the model called a tool ({named or 'unnamed'}{more}) instead of answering "
+                "with the JSON asked for: check the server's tool settings (none are sent)")
+    if getattr(choice, "finish_reason", None) == "content_filter":
+        return "empty reply: withheld by the server's content filter (finish_reason=content_filter)"
+    return "empty reply"
+
+
 def _reply_object(completion: Any) -> dict[str, Any]:
     """The reply's JSON object, or InvalidReply saying precisely what is wrong with it.
 
@@ -390,11 +409,14 @@ def _reply_object(completion: Any) -> dict[str, Any]:
         raise InvalidReply(f"message content is {type(content).__name__}, not text")
     text = (content or "").strip()
     if not text:
-        raise InvalidReply("empty reply")
+        raise InvalidReply(_why_empty(choice, message))
     try:
         obj = json.loads(text)
     except _UNPARSABLE as exc:
-        raise InvalidReply(f"not valid JSON ({_why(exc)})") from None
+        # what it begins with: a model refusing in prose ("I'm sorry, ...") read as a parse
+        # error alone, "Expecting value at char 0"
+        begins = f": it begins {quoted_value(text)}" if not text.startswith(("{", "[")) else ""
+        raise InvalidReply(f"not valid JSON ({_why(exc)}){begins}") from None
     if not isinstance(obj, dict):
         raise InvalidReply(f"expected a JSON object, got {type(obj).__name__}")
     return obj

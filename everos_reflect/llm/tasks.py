@@ -420,10 +420,20 @@ def _no_control(value: str, what: str) -> str:
     return value.translate(LINE_BREAKS_AS_NEWLINES).strip()
 
 
+def got(obj: Mapping[str, Any], key: str) -> str:
+    """What ``obj`` holds under ``key``, for an error: its type, or that there is no such key
+    and which keys there are. A model answering under names of its own (``{"response":
+    {...}}``, ``{"lesson": [...]}``) read "'lessons' must be a list of strings", as if its
+    lessons were of the wrong type."""
+    if key in obj:
+        return type(obj[key]).__name__
+    return f"nothing: no {key!r} key (keys there: {quoted_value(list(obj)[:10])})"
+
+
 def text_field(obj: Mapping[str, Any], key: str, *, limit: int = 20_000) -> str:
     value = obj.get(key)
     if not isinstance(value, str):
-        raise InvalidReply(f"{key!r} must be a string, got {type(value).__name__}")
+        raise InvalidReply(f"{key!r} must be a string, got {got(obj, key)}")
     value = value.strip()
     if blank(value):  # a zero-width space or a BOM alone was written as a title or an insight
         raise InvalidReply(f"{key!r} is empty")
@@ -435,7 +445,7 @@ def text_field(obj: Mapping[str, Any], key: str, *, limit: int = 20_000) -> str:
 def list_field(obj: Mapping[str, Any], key: str) -> list[Any]:
     value = obj.get(key)
     if not isinstance(value, list):
-        raise InvalidReply(f"{key!r} must be a list, got {type(value).__name__}")
+        raise InvalidReply(f"{key!r} must be a list, got {got(obj, key)}")
     return value
 
 
@@ -443,7 +453,8 @@ def strings(obj: Mapping[str, Any], key: str, *, limit: int = 2_000) -> list[str
     """A list of non-empty strings, stripped, duplicates dropped (order kept)."""
     items = obj.get(key)
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
-        raise InvalidReply(f"{key!r} must be a list of strings")
+        raise InvalidReply(f"{key!r} must be a list of strings" + (
+            "" if key in obj else f", got {got(obj, key)}"))
     kept: dict[str, None] = {}  # a dict keeps order and finds a repeat in O(1): a reply may
     # hold many thousands of items, and a list look-up per item would be quadratic
     for item in (i.strip() for i in items):
