@@ -42,9 +42,11 @@ How, without a word list:
   and one changed word. The later one supersedes the earlier one, wherever else it was said.
 - **Holders**: a sentence opening with someone's something ("Mia's brother ...", "Andrew's
   dog Rex ...", "Her brother ..." of the main person) is about that, not about its owner:
-  unless the other sentence talks about the same thing ("Mia's allergy ..." / "Mia is
-  allergic ...") or it names its owner again ("..., so Felix gets no bonus"), it is neither
-  a restatement nor a version of a sentence about the owner or about another of their things.
+  unless the other sentence talks about the same thing and the possessive one tells nothing
+  more of it ("Mia's allergy ..." / "Mia is allergic ...", but not "Zoe's tram was late." /
+  "Zoe takes the tram.") or it names its owner again ("..., so Felix gets no bonus"), it is
+  neither a restatement nor a version of a sentence about the owner or about another of their
+  things.
 - Pronouns are resolved only for a sentence-initial English "He/She" (to the cluster's main
   person when the previous sentence was about them); other languages keep their text untouched.
 
@@ -540,9 +542,10 @@ def _other_holder(a: _Sentence, b: _Sentence) -> bool:
     would claim the earlier is no longer true).
 
     Not when the possessed thing is what the other sentence talks about ("Mia's allergy to
-    peanuts is severe" / "Mia is severely allergic to peanuts": "allergy" is echoed), nor when
-    the possessive sentence names its owner again on their own ("Sam's passport expired, so
-    Sam has no valid passport"). Two possessives of one owner hold the same thing only when
+    peanuts is severe" / "Mia is severely allergic to peanuts": "allergy" is echoed) and the
+    possessive sentence says nothing of it that the other does not (:func:`_tells_more`), nor
+    when the possessive sentence names its owner again on their own ("Sam's passport expired,
+    so Sam has no valid passport"). Two possessives of one owner hold the same thing only when
     their heads match, so "Lucy's best friend" and "Lucy's closest friend" stay apart too (two
     sentences kept where one would do: nothing lost)."""
     x, y = a.holder, b.holder
@@ -555,7 +558,25 @@ def _other_holder(a: _Sentence, b: _Sentence) -> bool:
     assert holder is not None
     if other.subject != holder.owner or holder.again:
         return False
-    return not _echoes(holder.head, {_fold_plural(w) for w in other.tokens})
+    return (not _echoes(holder.head, {_fold_plural(w) for w in other.tokens})
+            or _tells_more(own, other, holder.owner))
+
+
+def _tells_more(own: _Sentence, other: _Sentence, owner: str) -> bool:
+    """Does ``own`` (opening with ``owner``'s something) say more of that thing than ``other``
+    (about the owner, naming the thing) says: a content word that is no form of one of
+    ``other``'s? "Zoe's tram was late." tells of an event of the tram "Zoe takes the tram."
+    does not, "Ada's bakery won a local award." of the bakery where "Ada works": a fact about
+    the thing, not about its owner. A fold kept one and lost the other (a fact lost), or the
+    later was written as the current state of the earlier (a change claimed). "Mei's thesis is
+    about the decline of coral reefs." tells nothing "Mei is writing her thesis on coral reef
+    decline." does not: a restatement.
+
+    What it costs: a change told only through the thing ("Owen has a car." / "Owen's car was
+    sold.") is no version (both kept, in time order; "..., so Owen has no car now." is)."""
+    possessive = {owner, f"{owner}s", _fold_plural(f"{owner}s")}
+    extra = own.stems - other.stems - possessive
+    return not _word_forms(extra, other.stems)
 
 
 def different_holders(facts: Sequence[str], sentences: Sequence[str]) -> np.ndarray:
@@ -899,14 +920,20 @@ def _content_words(text: str) -> frozenset[str]:
 
 
 def _looks_english(text: str) -> bool:
-    """English by function words, and written mostly in Latin letters (CJK, Cyrillic… are not)."""
+    """English by function words, and written mostly in Latin letters (CJK, Cyrillic… are not).
+
+    Telegraphic notes ("New job: nurse.", "Omar's son plays youth football.") hold no
+    function word of either list: English then, unless a letter says otherwise (an accent,
+    as "Umzug nach Köln." has). Such English got "→" instead of "Current state:"."""
     letters = [ch for ch in text if ch.isalpha()]
     if not letters or sum(ch.isascii() for ch in letters) / len(letters) < 0.8:
         return False
     words = [w.lower() for w in _WORD_RE.findall(text)]
     english = sum(w in STOPWORDS for w in words)
     other = sum(w in OTHER_LANGUAGE_MARKERS for w in words)
-    return english > other
+    if english != other:
+        return english > other
+    return all(ch.isascii() for ch in letters)
 
 
 def _is_filler(text: str) -> bool:
