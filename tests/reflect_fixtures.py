@@ -17,7 +17,7 @@ from everos_reflect.embedding import HashEmbedder
 from everos_reflect.embedding.base import Embedder
 from everos_reflect.engine.registry import RunContext, validate_strategy_settings
 from everos_reflect.llm.base import LLM
-from everos_reflect.markdown.parser import parse_log
+from everos_reflect.markdown.parser import UNDONE, parse_log
 from everos_reflect.model import Entry, EntryId, Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import ClusteringSettings, LLMSettings, Settings
@@ -118,15 +118,17 @@ def all_entries(rt: Runtime, ref: UserRef = ANDREW) -> dict[str, Entry]:
 
 def check_invariants(rt: Runtime, ref: UserRef = ANDREW) -> dict[str, Entry]:
     """SPEC §5 crash-safety invariants over every user's Markdown (every file must parse):
-    every archived entry points at an existing entry; nothing but its own facts points at a
-    withdrawn narrative; every live narrative's sources are archived toward it; no journal
-    row is left. Returns the entries of ``ref``."""
+    every archived entry points at an existing entry (or is ``undone``); nothing but its own
+    facts points at a withdrawn narrative; every live narrative's sources are archived toward
+    it; every undone merge is undone whole (:func:`check_undone`); no journal row is left.
+    Returns the entries of ``ref``."""
     for user in rt.store.iter_users():
         entries = all_entries(rt, user)
         withdrawn = {i for i, e in entries.items() if e.deprecated_by == i}
+        check_undone(rt, user, entries)
         for entry_id, entry in entries.items():
             target = entry.deprecated_by
-            if target is None or target == entry_id:
+            if target is None or target in (entry_id, UNDONE):
                 continue
             assert target in entries, f"{user}: {entry_id} archived toward missing {target}"
             if target in withdrawn:  # only the withdrawn narrative's own facts go with it
@@ -139,6 +141,54 @@ def check_invariants(rt: Runtime, ref: UserRef = ANDREW) -> dict[str, Entry]:
                         f"{entries[source].deprecated_by or 'live'}")
     assert rt.db().execute("SELECT COUNT(*) FROM merge_journal").fetchone()[0] == 0
     return all_entries(rt, ref)
+
+
+def check_undone(rt: Runtime, user: UserRef, entries: dict[str, Entry]) -> None:
+    """An undone merge is undone whole: its narrative archived ``undone`` in the Markdown and
+    the index, and so are its own atomic facts; nothing archived toward it any more (its
+    sources and their facts live again, or archived toward a later merge); its audit rows
+    ``undone``; no cluster consolidated by it. And the audit marks no merge undone whose
+    narrative is still in the logs and not archived ``undone``."""
+    undone = {i for i, e in entries.items()
+              if e.parent_type == "cluster" and e.deprecated_by == UNDONE}
+    for entry_id, entry in entries.items():
+        assert entry.deprecated_by not in undone, (
+            f"{user}: {entry_id} is archived toward {entry.deprecated_by}, a merge that was "
+            "undone: it should live again")
+        if entry.kind is Kind.ATOMIC_FACT and entry.parent_id in undone:
+            assert entry.deprecated_by == UNDONE, (
+                f"{user}: atomic fact {entry_id} of the undone narrative {entry.parent_id} is "
+                f"{entry.deprecated_by or 'live'}, not undone")
+    who = (user.app, user.project, user.user_id)
+    audit: dict[str, set[str]] = {}
+    for merged, status in rt.db().execute(
+            "SELECT merged_entry_id, status FROM reflection_report WHERE app_id=? AND "
+            "project_id=? AND owner_id=? AND merged_entry_id IS NOT NULL", who):
+        audit.setdefault(merged, set()).add(status)
+    indexed = dict(rt.db().execute(
+        "SELECT id, deprecated_by FROM entries WHERE app_id=? AND project_id=? AND user_id=?",
+        who).fetchall())
+    for narrative in sorted(undone):
+        statuses = audit.get(narrative, set()) - {UNDONE}
+        assert not statuses, (f"{user}: merge {narrative} was undone but its audit row says "
+                              f"{', '.join(sorted(statuses))}")
+        assert indexed.get(narrative) == UNDONE, (
+            f"{user}: merge {narrative} was undone but the index has it "
+            f"{indexed.get(narrative) or 'live'}")
+    for entry_id, toward in indexed.items():
+        assert toward not in undone, (f"{user}: the index archives {entry_id} toward {toward}, "
+                                      "a merge that was undone")
+    for narrative, statuses in sorted(audit.items()):
+        if UNDONE in statuses and narrative in entries:
+            assert narrative in undone, (
+                f"{user}: the audit marks the merge {narrative} undone but it is "
+                f"{entries[narrative].deprecated_by or 'live'} in the logs")
+    held = rt.db().execute(
+        "SELECT cluster_id, consolidated_entry_id FROM clusters WHERE app_id=? AND "
+        "project_id=? AND user_id=? AND consolidated_entry_id IS NOT NULL", who).fetchall()
+    for cluster, narrative in held:
+        assert narrative not in undone, (f"{user}: cluster {cluster} is consolidated by "
+                                         f"{narrative}, a merge that was undone")
 
 
 def index_deprecations(rt: Runtime, ref: UserRef = ANDREW) -> dict[str, str]:
