@@ -81,6 +81,16 @@ def _remove_index(root: Path) -> None:
     shutil.rmtree(root / ".index")
 
 
+def _remove_index_at_once(root: Path) -> None:
+    """The index gone in one step, as the daemon sees it: moved out of the root, then
+    deleted. ``rmtree`` in place, while the watcher still writes, now and then failed with
+    "Directory not empty" (as ``rm -rf`` would); the daemon tells a deleted index by its
+    path, so this deletes the same thing."""
+    gone = root.parent / f"{root.name}-deleted-index"
+    os.rename(root / ".index", gone)
+    shutil.rmtree(gone, ignore_errors=True)
+
+
 def test_deleting_the_index_while_serving_rebuilds_it_and_loses_nothing(
         rt: Runtime, caplog: pytest.LogCaptureFixture) -> None:
     call = ApiClient(rt)
@@ -95,7 +105,7 @@ def test_deleting_the_index_while_serving_rebuilds_it_and_loses_nothing(
         caplog.clear()
         caplog.set_level(logging.INFO)
 
-        _remove_index(rt.root)
+        _remove_index_at_once(rt.root)
         second = add_episode(call, USER, "Buddy", "Andrew adopted a second dog named Buddy.",
                              "2026-10-13T10:00:00+00:00")
 
@@ -130,7 +140,7 @@ def test_an_index_replaced_by_another_process_is_taken_up(rt: Runtime) -> None:
                             "2026-10-12T10:00:00+00:00")
         assert wait_for(lambda: _found(call, answers) == {first})
 
-        _remove_index(rt.root)
+        _remove_index_at_once(rt.root)
         other = Runtime(rt.root, Settings(), embedder=HashEmbedder(16))
         Indexer(other).reindex()
         other.close()
