@@ -303,6 +303,8 @@ _REFUSED_METHOD = "everos-reflect/message-too-large"
 _ID_HEAD_BYTES = 512
 _ID_RE = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
 _SKIP_CHUNK = 1 << 16
+#: A UTF-8 byte order mark, read past at the start of a line (:meth:`BoundedLines.readline`).
+_BOM = b"\xef\xbb\xbf"
 #: A line standing in for a request whose ``id`` is neither a string nor an integer (MCP
 #: allows only those): the SDK read such a request as a notification, the id dropped, and
 #: answered nothing, so the client waited for ever. :func:`_answer_refused` answers it.
@@ -366,6 +368,12 @@ class BoundedLines:
         # OverflowError took the server down at its first message
         line = self._raw.readline(min(self.limit + 1, sys.maxsize))
         if len(line) <= self.limit or line.endswith(b"\n"):
+            if line.startswith(_BOM):
+                # what some Windows shells and editors write first: the line was "not JSON"
+                # (id null), so the client's initialize was never answered. RFC 8259 §8.1
+                # lets a parser ignore it. (Past the size check: a line cut at the limit
+                # must not pass for a whole one.)
+                line = line[len(_BOM):]
             text = line.decode("utf-8", errors="replace")
             batch = _batch(text) if line.lstrip()[:1] == b"[" else None
             if batch is not None:
