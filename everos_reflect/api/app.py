@@ -11,6 +11,7 @@ import contextlib
 import functools
 import hmac
 import json
+import threading
 from dataclasses import asdict, is_dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
@@ -142,6 +143,10 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         return _error(status, code, ops.file_error_message(exc, request.app.state.runtime.root))
 
     app.router.routes.extend(shared_routes())
+    # built now, before any request: first builds racing each other in the request threads
+    # could each fill FastAPI's cache of a query model's fields (LessonsQuery), one looking
+    # up fields the other had just replaced (a KeyError, a 500 to the requests that raced)
+    _query_names()
     return app
 
 
@@ -157,12 +162,20 @@ def _authorize(request: Request) -> None:
         raise ApiError(401, "unauthorized", "missing or wrong bearer token")
 
 
-@functools.cache
+_QUERY_NAMES_LOCK = threading.Lock()
+
+
 def _query_names() -> dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]]:
     """(method, route path) -> (the query parameters it takes, those of them that take a
     list), from the OpenAPI document of the shared routes (every app publishes the same
-    paths). Built whole, once: a request racing the first one at worst builds it too, and
-    never finds a half-built table that would refuse a parameter its route takes."""
+    paths). Built whole, once, by :func:`create_app`, and never by two threads at once:
+    FastAPI's OpenAPI builder is not safe to run so on routes it never described."""
+    with _QUERY_NAMES_LOCK:
+        return _query_table()
+
+
+@functools.cache
+def _query_table() -> dict[tuple[str, str], tuple[frozenset[str], frozenset[str]]]:
     table = {}
     paths = get_openapi(title="everos-reflect", version="", routes=list(shared_routes()))
     for path, methods in paths["paths"].items():

@@ -760,6 +760,15 @@ class _Parser:
                         "warning" if name_day else "fatal")
         if data.get("user_id") is None:  # ``user_id:`` left empty too: no owner is checked
             self.report(self._key_line("user_id"), "frontmatter has no user_id", "warning")
+        folder_user = _folder_user(self.path)
+        if folder_user is not None and data.get("user_id") is not None \
+                and str(data["user_id"]) != folder_user:
+            # the index takes a log's user from its folder: a log moved by hand into another
+            # user's folder silently gave that user its entries
+            self.report(self._key_line("user_id"),
+                        f"user_id {quoted_value(data['user_id'])} is not the user of the folder "
+                        f"it is in ({quoted_value(folder_user)}): its entries are read as "
+                        "that user's", "warning")
         if name_kind and fm_kind and name_kind != fm_kind:
             self.report(self._key_line("type"),
                         f"type {fm_kind.file_type} does not match the file name", "warning")
@@ -1208,6 +1217,13 @@ TEXT_KEYS = ("session_id", "parent_id", "task_type")
 #: The id lists of a derived record (SPEC §10). A hand edit that makes one a mapping
 #: (``evidence: {x: 1}``) is named: read as one id, its Python text was written back as one.
 ID_LIST_KEYS = ("evidence", "contested_with", "between")
+
+
+def _folder_user(path: str) -> str | None:
+    """The user folder a daily log's path puts it in (``…/users/<user>/<kind folder>/<file>``),
+    or None for a path outside that layout (``<text>``, a bare file name)."""
+    parts = re.split(r"[\\/]", path)
+    return parts[-3] if len(parts) >= 4 and parts[-4] == "users" and parts[-3] else None
 
 
 def parse_log(
