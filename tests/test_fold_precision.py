@@ -38,6 +38,11 @@ def merged(llm: ExtractiveLLM, *texts: str) -> list[str]:
     return plain_sentences(llm.merge(MergeRequest("init", members)).content)
 
 
+def possessive(row: dict) -> bool:
+    """Does a pair of the bench open a sentence with someone's something?"""
+    return any(extractive._holder(t, None) for t in row["texts"])
+
+
 def test_two_facts_about_one_dog_both_stay(local: LocalEmbedder) -> None:
     kept = merged(ExtractiveLLM(local), "Andrew adopted a dog named Rex.",
                   "Andrew's dog Rex had a vet visit; Rex is healthy.",
@@ -126,7 +131,7 @@ def test_the_guard_counts_no_fact_of_another_holder_as_stated(local: LocalEmbedd
     # "Mia is allergic to peanuts." stated her brother's allergy (0.912): an LLM merge
     # writing one sentence for both facts passed the coverage guard; 25 of the 86 distinct
     # pairs of the bench were credited so at the shipped 0.75
-    rows = fold_pairs.load_pairs()
+    rows = [r for r in fold_pairs.load_pairs() if possessive(r)]
     credited = [r["texts"] for r in rows if r["label"] == "distinct"
                 and fold_pairs.credited(local, r["texts"], DEFAULT_FACT_MATCH_THRESHOLD)]
     assert credited == [  # the known limits (docs/evaluation.md)
@@ -275,8 +280,8 @@ def test_a_possessive_that_adds_nothing_still_restates(local: LocalEmbedder, fir
     assert len(merged(ExtractiveLLM(local), first, second)) == 1
 
 
-def test_the_bench_writes_no_distinct_pair_as_versions(local: LocalEmbedder) -> None:
-    rows = [r for r in fold_pairs.load_pairs() if r["label"] == "distinct"]
+def test_the_bench_writes_no_distinct_pair_of_holders_as_versions(local: LocalEmbedder) -> None:
+    rows = [r for r in fold_pairs.load_pairs() if r["label"] == "distinct" and possessive(r)]
     cell = fold_pairs.sweep(rows, [0.78], embedder=local)["0.78"]
     assert cell["calibration"]["claimed"] == []
     assert cell["report"]["claimed"] == []
@@ -292,3 +297,20 @@ def test_telegraphic_english_gets_the_english_label(local: LocalEmbedder) -> Non
     assert not extractive._looks_english("Umzug nach Köln. Neue Stelle: Ärztin.")
     assert not extractive._looks_english("Andreas hat einen Hund.")
     assert extractive._looks_english("Moved to Lyon.")
+
+
+@pytest.mark.parametrize("first, second, version", [
+    # two events of one frame are written as versions when half their content words are
+    # shared ("Andrew" counts): a change claimed that did not happen, nothing lost
+    ("Andrew met Tom for lunch.", "Andrew met Lisa for lunch.", True),
+    # the same note without a name shares too little: a change is missed, both stay in order
+    ("Moved to Lyon.", "Moved to Paris.", False),
+    ("Job: barista.", "Job: accountant.", False),
+])
+def test_events_and_changes_of_one_frame_known_limit(local: LocalEmbedder, first: str,
+                                                     second: str, version: bool) -> None:
+    # measured in session 28 (docs/reflection.md): taking a value replaced in place as a
+    # version also for such notes gained as many false versions as changes on held-out notes
+    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    assert plain_sentences(content) == [first, second]
+    assert content.split("\n\n")[-1].startswith("Current state: ") is version

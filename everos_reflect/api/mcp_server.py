@@ -55,6 +55,8 @@ class Tool:
     model: type[BaseModel]
     op: Callable[[Runtime, Any], dict[str, Any]]
     writes: bool = False
+    #: reads the index: the logs changed since the last sync are indexed first
+    reads_index: bool = False
 
     def schema(self) -> dict[str, Any]:
         return self.model.model_json_schema()
@@ -68,11 +70,11 @@ def tools() -> list[Tool]:
              models.EpisodeRequest, ops.add_episode, writes=True),
         Tool("search", "Search a user's memory; answers the matching live entries with their "
              "id, text and score. Same body as POST /api/v1/memory/search.",
-             models.SearchRequest, ops.search),
+             models.SearchRequest, ops.search, reads_index=True),
         Tool("briefing", "One bounded block of memory for a query, within max_tokens: "
              "convictions, lessons of the task type, insights and the Episodes that answer it, "
              "each with id, kind, date and citations. Same body as POST /api/v1/memory/briefing.",
-             models.BriefingRequest, ops.briefing),
+             models.BriefingRequest, ops.briefing, reads_index=True),
         Tool("lessons", "The lessons learned for a task type, most confirmed first, each with "
              "the task records it rests on. Same as GET /api/v1/lessons.",
              models.LessonsQuery, ops.lessons),
@@ -114,6 +116,33 @@ def _index_present(runtime: Runtime) -> None:
         raise errors.IndexRebuilding(runtime.index_dir)
 
 
+def _sync_for_read(runtime: Runtime) -> dict[str, Any]:
+    """Index the logs changed since the last sync before a read (``search``, ``briefing``), as
+    the CLI's reads do: no ``serve`` may be watching the root, and an Episode a person added
+    or edited by hand was not found (only what the tools wrote was indexed). A sync that
+    cannot be done (the indexer held by a long scan or rebuild, the embedding server down)
+    does not fail the read: it is answered from the index as it stands, and its ``note``
+    says so. A read-only root is read as last built (:func:`ops.read_as_built`)."""
+    from filelock import Timeout
+
+    from everos_reflect.index.sync import Indexer
+
+    if runtime.read_only:
+        return {}
+    try:
+        Indexer(runtime).scan(timeout=ops.INDEX_WAIT_SECONDS)
+    except Timeout:
+        why = (f"the index is busy (a scan or rebuild held it over "
+               f"{ops.INDEX_WAIT_SECONDS:g} s)")
+    except Exception as exc:  # the read goes on; see above
+        why = errors.brief(exc)
+    else:
+        return {}
+    log.warning("the index could not be brought up to date before a read: %s", why)
+    return {"note": f"the index could not be brought up to date with the logs ({why}): "
+                    "answered as last indexed; changes since may not be seen"}
+
+
 def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict[str, Any]:
     """Validate ``arguments`` with the tool's model and run it (blocking; runs in a thread).
 
@@ -134,7 +163,8 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
         # a write build a ghost tree at the path
         runtime.check_root()
         _index_present(runtime)
-        data = tool.op(runtime, body)
+        behind = _sync_for_read(runtime) if tool.reads_index else {}
+        data = {**tool.op(runtime, body), **behind}
     except errors.EverosError as exc:
         status, code = ops.error_code(exc)
         rpc = types.INTERNAL_ERROR if status >= 500 else types.INVALID_PARAMS
