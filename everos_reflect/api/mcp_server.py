@@ -55,6 +55,8 @@ class Tool:
     model: type[BaseModel]
     op: Callable[[Runtime, Any], dict[str, Any]]
     writes: bool = False
+    #: reads the index: the logs changed since the last sync are indexed first
+    reads_index: bool = False
 
     def schema(self) -> dict[str, Any]:
         return self.model.model_json_schema()
@@ -68,11 +70,11 @@ def tools() -> list[Tool]:
              models.EpisodeRequest, ops.add_episode, writes=True),
         Tool("search", "Search a user's memory; answers the matching live entries with their "
              "id, text and score. Same body as POST /api/v1/memory/search.",
-             models.SearchRequest, ops.search),
+             models.SearchRequest, ops.search, reads_index=True),
         Tool("briefing", "One bounded block of memory for a query, within max_tokens: "
              "convictions, lessons of the task type, insights and the Episodes that answer it, "
              "each with id, kind, date and citations. Same body as POST /api/v1/memory/briefing.",
-             models.BriefingRequest, ops.briefing),
+             models.BriefingRequest, ops.briefing, reads_index=True),
         Tool("lessons", "The lessons learned for a task type, most confirmed first, each with "
              "the task records it rests on. Same as GET /api/v1/lessons.",
              models.LessonsQuery, ops.lessons),
@@ -114,6 +116,33 @@ def _index_present(runtime: Runtime) -> None:
         raise errors.IndexRebuilding(runtime.index_dir)
 
 
+def _sync_for_read(runtime: Runtime) -> dict[str, Any]:
+    """Index the logs changed since the last sync before a read (``search``, ``briefing``), as
+    the CLI's reads do: no ``serve`` may be watching the root, and an Episode a person added
+    or edited by hand was not found (only what the tools wrote was indexed). A sync that
+    cannot be done (the indexer held by a long scan or rebuild, the embedding server down)
+    does not fail the read: it is answered from the index as it stands, and its ``note``
+    says so. A read-only root is read as last built (:func:`ops.read_as_built`)."""
+    from filelock import Timeout
+
+    from everos_reflect.index.sync import Indexer
+
+    if runtime.read_only:
+        return {}
+    try:
+        Indexer(runtime).scan(timeout=ops.INDEX_WAIT_SECONDS)
+    except Timeout:
+        why = (f"the index is busy (a scan or rebuild held it over "
+               f"{ops.INDEX_WAIT_SECONDS:g} s)")
+    except Exception as exc:  # the read goes on; see above
+        why = errors.brief(exc)
+    else:
+        return {}
+    log.warning("the index could not be brought up to date before a read: %s", why)
+    return {"note": f"the index could not be brought up to date with the logs ({why}): "
+                    "answered as last indexed; changes since may not be seen"}
+
+
 def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict[str, Any]:
     """Validate ``arguments`` with the tool's model and run it (blocking; runs in a thread).
 
@@ -134,7 +163,8 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
         # a write build a ghost tree at the path
         runtime.check_root()
         _index_present(runtime)
-        data = tool.op(runtime, body)
+        behind = _sync_for_read(runtime) if tool.reads_index else {}
+        data = {**tool.op(runtime, body), **behind}
     except errors.EverosError as exc:
         status, code = ops.error_code(exc)
         rpc = types.INTERNAL_ERROR if status >= 500 else types.INVALID_PARAMS
@@ -303,6 +333,8 @@ _REFUSED_METHOD = "everos-reflect/message-too-large"
 _ID_HEAD_BYTES = 512
 _ID_RE = re.compile(rb'"id"\s*:\s*(-?\d{1,18}|"(?:[^"\\]|\\.){0,200}")')
 _SKIP_CHUNK = 1 << 16
+#: A UTF-8 byte order mark, read past at the start of a line (:meth:`BoundedLines.readline`).
+_BOM = b"\xef\xbb\xbf"
 #: A line standing in for a request whose ``id`` is neither a string nor an integer (MCP
 #: allows only those): the SDK read such a request as a notification, the id dropped, and
 #: answered nothing, so the client waited for ever. :func:`_answer_refused` answers it.
@@ -366,6 +398,12 @@ class BoundedLines:
         # OverflowError took the server down at its first message
         line = self._raw.readline(min(self.limit + 1, sys.maxsize))
         if len(line) <= self.limit or line.endswith(b"\n"):
+            if line.startswith(_BOM):
+                # what some Windows shells and editors write first: the line was "not JSON"
+                # (id null), so the client's initialize was never answered. RFC 8259 §8.1
+                # lets a parser ignore it. (Past the size check: a line cut at the limit
+                # must not pass for a whole one.)
+                line = line[len(_BOM):]
             text = line.decode("utf-8", errors="replace")
             batch = _batch(text) if line.lstrip()[:1] == b"[" else None
             if batch is not None:

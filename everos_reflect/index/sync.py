@@ -328,12 +328,13 @@ class Indexer:
         with self._lock:
             return self._sync(list(dict.fromkeys(full)))
 
-    def scan(self, progress: Progress | None = None) -> ScanReport:
+    def scan(self, progress: Progress | None = None, timeout: float = -1) -> ScanReport:
         """Reconcile the whole root: new, changed and deleted files, edits made while offline.
 
         An unchanged root costs one ``stat`` per file and one query, nothing else. A
         read-only root (:attr:`Runtime.read_only`) is not synced: the report counts what its
         index is behind by (``files_behind``), so a reader can say its results may be stale.
+        ``timeout`` bounds the wait for the indexer lock, as in :meth:`sync_path`.
         """
         started = time.perf_counter()
         if self.rt.read_only:
@@ -342,7 +343,7 @@ class Indexer:
             return ScanReport(files_seen=len(disk),
                               files_behind=lag["files_changed"] + lag["files_deleted"],
                               seconds=time.perf_counter() - started)
-        with self._lock:
+        with self._lock.acquire(timeout=timeout):
             self._forget_lost_vectors()
             disk = self._disk_files()
             stored = self._stored_files()

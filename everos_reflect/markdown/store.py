@@ -1075,17 +1075,30 @@ def _write_temp(path: Path, data: bytes) -> Path:
     """``.<name>.<random>.tmp`` beside ``path`` holding ``data``, fsynced."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    # 0o666 lets the kernel apply the umask to a new file; an existing file keeps its mode.
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    try:
+        # 0o666 lets the kernel apply the umask to a new file; an existing file keeps its mode.
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    except OSError as exc:
+        raise _naming(exc, path) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _naming(exc, path) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
     return tmp
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` (of the temp file a write of ``path`` goes through) naming ``path``: the log a
+    person knows, not ``.episode-….md.3f2b5b1f98f2.tmp`` (a read-only folder), nor no file at
+    all ("[Errno 28] No space left on device" from a write or fsync)."""
+    return OSError(exc.errno, exc.strerror or str(exc), str(path))
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -1104,6 +1117,9 @@ def _atomic_write(path: Path, data: bytes) -> None:
         with suppress(FileNotFoundError):
             os.chmod(tmp, path.stat().st_mode & 0o7777)
         os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise _naming(exc, path) from None
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
