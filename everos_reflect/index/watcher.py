@@ -538,7 +538,10 @@ class Watcher:
                 self.rt.check_index()  # one stat; tells _on_index_lost when it is gone
             if here and self._index_lost:
                 self._rebuild_index()
-            if events and here:
+            if events and here and not (self._index_lost or self.rt.index_lost()):
+                # else the index went (an ``rm -rf`` or ``mv`` of ``.index`` under way): the
+                # rebuild once the burst is over reads every log again, and syncing now made
+                # ``.index/locks`` again under the rm (or failed for want of it)
                 self._sync_events(events)
             if now >= next_scan:
                 if here:
