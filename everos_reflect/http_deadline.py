@@ -9,9 +9,12 @@ client on :func:`deadline_http_client`.
 from __future__ import annotations
 
 import importlib
+import math
 import time
 import zlib
 from collections.abc import Iterator
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import openai
@@ -159,3 +162,22 @@ def deadline_http_client(seconds: float, *, max_bytes: int | None = None,
     transport = _DeadlineTransport(_http.HTTPTransport(limits=_CONNECTION_LIMITS), seconds,
                                    max_bytes)
     return openai.DefaultHttpxClient(transport=transport, **kwargs)
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """The wait a server's ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)
+    asks for; None when it asks for none it says clearly. One reading for the LLM client's
+    backoff and the embedder's error message."""
+    try:
+        if (ms := headers.get("retry-after-ms")) is not None:
+            seconds = float(ms) / 1000
+        elif (value := headers.get("retry-after")) is None:
+            return None
+        else:
+            try:
+                seconds = float(value)
+            except ValueError:
+                seconds = (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds()
+    except (ValueError, TypeError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None

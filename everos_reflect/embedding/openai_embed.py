@@ -10,8 +10,6 @@ from __future__ import annotations
 import math
 import os
 import threading
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from typing import Any
 
 import numpy as np
@@ -204,27 +202,12 @@ def _server_said(exc: Exception) -> str:
     if not isinstance(exc, openai.APIStatusError) or exc.status_code != 429:
         return clipped(str(exc))
     said = "rate limited (429)"
-    wait = _retry_after_seconds(exc.response.headers)
+    from everos_reflect.http_deadline import retry_after_seconds
+
+    wait = retry_after_seconds(exc.response.headers)
     if wait is not None:
-        said += f", retry after {wait:g} s"
+        said += f", retry after {math.ceil(wait)} s"
     message = exc.body.get("message") if isinstance(exc.body, dict) else None
     return f"{said}: {clipped(message)}" if isinstance(message, str) and message.strip() \
         else said
 
-
-def _retry_after_seconds(headers: Any) -> float | None:
-    """The wait a server's ``retry-after-ms`` or ``retry-after`` (seconds or an HTTP date)
-    asks for, rounded up to whole seconds; None when it asks for none it says clearly."""
-    try:
-        if (ms := headers.get("retry-after-ms")) is not None:
-            seconds = float(ms) / 1000
-        elif (value := headers.get("retry-after")) is None:
-            return None
-        else:
-            try:
-                seconds = float(value)
-            except ValueError:
-                seconds = (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds()
-    except (ValueError, TypeError):
-        return None
-    return float(math.ceil(seconds)) if math.isfinite(seconds) and seconds >= 0 else None

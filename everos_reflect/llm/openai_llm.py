@@ -27,7 +27,7 @@ import openai
 from openai import OpenAI
 
 from everos_reflect.errors import ProviderUnavailable, clipped
-from everos_reflect.http_deadline import UnusableResponse, deadline_http_client
+from everos_reflect.http_deadline import UnusableResponse, deadline_http_client, retry_after_seconds
 from everos_reflect.llm.base import (
     FactsRequest,
     FactsResult,
@@ -337,12 +337,7 @@ REFUSED_REQUEST = frozenset({400, 413, 422})
 
 def _retry_after_seconds(exc: Exception) -> float | None:
     response = getattr(exc, "response", None)
-    if response is None:
-        return None
-    try:
-        return max(0.0, float(response.headers.get("retry-after", "")))
-    except ValueError:
-        return None
+    return None if response is None else retry_after_seconds(response.headers)
 
 
 #: The most tokens one reply may count, prompt or completion (a thousand times the largest
