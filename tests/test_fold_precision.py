@@ -134,16 +134,8 @@ def test_the_guard_counts_no_fact_of_another_holder_as_stated(local: LocalEmbedd
     rows = [r for r in fold_pairs.load_pairs() if possessive(r)]
     credited = [r["texts"] for r in rows if r["label"] == "distinct"
                 and fold_pairs.credited(local, r["texts"], DEFAULT_FACT_MATCH_THRESHOLD)]
-    assert credited == [  # the known limits (docs/evaluation.md)
-        ("Andrew adopted a dog named Rex.", "Andrew's dog Rex learned to sit and fetch."),
-        ("Kai had dinner with his old college roommate.",
-         "Kai's roommate from college now runs a bakery."),
+    assert credited == [  # the known limit (docs/evaluation.md)
         ("Kofi's car is in the repair shop.", "Kofi's brother's car is in the repair shop."),
-        ("Zoe takes the tram.", "Zoe's tram was late."),  # held out, as Rex and Kai
-        # session 28's pairs, the same kind: the other sentence names the bakery, tomatoes, cat
-        ("Ada works at a bakery.", "Ada's bakery won a local award."),
-        ("Rosa grows tomatoes on her balcony.", "Rosa's tomatoes got blight."),
-        ("Marek has a cat named Pixel.", "Marek's cat Pixel caught a mouse."),
     ]
     # two facts of two holders written in one sentence are both stated
     both = [c["sentence"] for c in fold_pairs.load_combined()
@@ -151,6 +143,28 @@ def test_the_guard_counts_no_fact_of_another_holder_as_stated(local: LocalEmbedd
                                    DEFAULT_FACT_MATCH_THRESHOLD) == 1.0]
     assert "Mia and her brother are both allergic to peanuts." in both
     assert "Ana's phone and laptop are always running out of battery." in both
+
+
+@pytest.mark.parametrize("fact, sentence", [
+    ("Ada works at a bakery.", "Ada's bakery won a local award."),
+    ("Zoe takes the tram.", "Zoe's tram was late."),
+    ("Andrew adopted a dog named Rex.", "Andrew's dog Rex learned to sit and fetch."),
+    ("Marek has a cat named Pixel.", "Marek's cat Pixel caught a mouse."),
+])
+def test_the_guard_counts_no_news_of_someone_s_thing_as_their_fact(local: LocalEmbedder,
+                                                                   fact: str,
+                                                                   sentence: str) -> None:
+    # cosine 0.77-0.79 and the thing ("bakery") named by both: an LLM merge that kept only
+    # the award passed the guard at coverage 1.00, and that Ada works there was lost; the
+    # merge itself keeps both (test_a_fact_of_someone_s_thing_is_not_folded_into_theirs)
+    assert fold_pairs.coverage(local, [fact], sentence, DEFAULT_FACT_MATCH_THRESHOLD) == 0.0
+    # still stated: the possessive sentence names its owner again, or tells nothing more
+    assert fold_pairs.coverage(local, ["Ada works at a bakery."],
+                               "Ada's bakery, where she works, won a local award.",
+                               DEFAULT_FACT_MATCH_THRESHOLD) == 1.0
+    assert fold_pairs.coverage(local, ["Mei is writing her thesis on coral reef decline."],
+                               "Mei's thesis is about the decline of coral reefs.",
+                               DEFAULT_FACT_MATCH_THRESHOLD) == 1.0
 
 
 @pytest.mark.parametrize("first, second", [
