@@ -152,6 +152,20 @@ SWAP_WORDS = 2
 VARIANT_PREFIX = 4
 VARIANT_TAIL = 2
 
+#: English phrases naming an earlier time of someone's life. A sentence holding one and no
+#: present "is/are/has/have been" nor "since" ("Nina was vegetarian as a teenager.", "Maria did not
+#: have any pets growing up.", "Lena used to play the piano.") tells how things were then: said
+#: after "Nina is vegan.", it is no newer version of it, nor a restatement. Other languages
+#: match nothing here and keep the rules as they were.
+_EARLIER_TIME_RE = re.compile(
+    r"\b(?:as an? (?P<age>child|kid|teen|teenager|boy|girl|student|youngster|toddler|baby)"
+    r"|growing up|used to|(?:years|decades) ago|back then|in (?:his|her|their|my|our|your) "
+    r"(?:youth|childhood|teens|twenties)|in childhood"
+    r"|when (?:he|she|they|i|we|you|[A-Z][\w-]*) (?:was|were) (?:young|little|small|a child|"
+    r"a kid|a teenager|a student))\b", re.IGNORECASE)
+_NOW_RE = re.compile(r"\b(?:is|are|am|has|since|have (?:been|had|got))\b|['’](?:re|ve)\b",
+                     re.IGNORECASE)
+
 
 @dataclass
 class _Sentence:
@@ -166,6 +180,8 @@ class _Sentence:
     vector: int = -1  # row of this wording in the merge's similarity matrix
     tokens: frozenset[str] = field(init=False)
     markers: frozenset[str] = field(init=False)  # numbers and negations: must match to merge
+    #: tells of an earlier time of the subject's life (:func:`about_earlier_time`)
+    then: bool = field(init=False)
 
     def __post_init__(self) -> None:
         words = [w.lower().replace("'", "") for w in _WORD_RE.findall(self.text)]
@@ -173,11 +189,24 @@ class _Sentence:
         self.markers = frozenset(
             w for w in words if w in NEGATIONS or w in NUMBER_WORDS or w.isdigit()
         )
+        self.then = about_earlier_time(self.text)
 
     @property
     def stems(self) -> frozenset[str]:
         """Content words without numbers/negations, plural -s folded: what a fact is about."""
         return frozenset(_fold_plural(w) for w in self.tokens - self.markers)
+
+
+def about_earlier_time(text: str) -> bool:
+    """Does ``text`` tell of an earlier time of its subject's life (:data:`_EARLIER_TIME_RE`),
+    and nothing of now? "as a student" counts only at the end of a phrase ("Omar ran 5 km a
+    week as a student.", not "Ravi works as a student assistant.")."""
+    for m in _EARLIER_TIME_RE.finditer(text):
+        after = _WORD_RE.match(text[m.end():].lstrip())
+        if m.group("age") and after and after.group().lower() not in STOPWORDS:
+            continue  # "as a student assistant", "as a child actor": a role now
+        return _NOW_RE.search(text) is None
+    return False
 
 
 class ExtractiveLLM:
@@ -693,8 +722,8 @@ def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
                paraphrase: float) -> bool:
     """Does ``new`` restate ``old``: the same words, or the same meaning (cosine ≥
     ``paraphrase``) with equal numbers and negations and no value swapped?"""
-    if _other_holder(old, new):
-        return False
+    if _other_holder(old, new) or old.then != new.then:
+        return False  # another holder, or then against now: two facts
     return _restates(new, old) or (new.markers == old.markers
                                    and _similar(new, old, sims) >= paraphrase
                                    and not _swaps_value(old, new))
@@ -782,8 +811,12 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     """Is ``new`` a later version of the fact ``old`` states (same subject, close meaning)?
 
     Also when the pair is close enough to be a restatement (cosine ≥ ``paraphrase``) but
-    swaps a value (:func:`_swaps_value`): what the fold refused is a version."""
-    if new.day <= old.day or old.subject != new.subject or _other_holder(old, new):
+    swaps a value (:func:`_swaps_value`): what the fold refused is a version.
+
+    Never when ``new`` tells of an earlier time and ``old`` does not ("Nina is vegan." /
+    "Nina was vegetarian as a teenager."): said later, it is older news, not a newer state."""
+    if (new.day <= old.day or old.subject != new.subject or _other_holder(old, new)
+            or (new.then and not old.then)):
         return False
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
