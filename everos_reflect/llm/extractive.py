@@ -822,7 +822,27 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
         return True
     a, b = old.stems, new.stems
-    return bool(a and b) and (len(a & b) / len(a | b) >= VERSION_OVERLAP or _flips(old, new))
+    return bool(a and b) and (len(a & b) / len(a | b) >= VERSION_OVERLAP or _flips(old, new)
+                              or _relabels(old, new))
+
+
+#: A labelled note: "Job: nurse.", "Car: Tesla Model 3.", "Beruf: Ärztin." (a label of at
+#: most three words before a colon, a value after it).
+_LABELLED_RE = re.compile(r"^\s*([^\W\d_][\w'’-]*(?:\s+[\w'’-]+){0,2})\s*:\s+(\S.*?)[.!]?\s*$")
+
+
+def _relabels(old: _Sentence, new: _Sentence) -> bool:
+    """Are ``old`` and ``new`` notes of one label with another value ("Job: barista." →
+    "Job: accountant.", "Bank: Monzo." → "Bank: Revolut.")? The label names what holds the
+    value, so a new value is its new version, however far apart the two values' meanings sit
+    (0.5–0.7 for such pairs, below the version threshold). Structure, not words: any language.
+    What it costs: a label of repeated events ("Dinner: pasta." / "Dinner: curry.") is
+    written as versions too (the latest dinner as the current state; nothing lost)."""
+    x, y = _LABELLED_RE.match(old.text), _LABELLED_RE.match(new.text)
+    if x is None or y is None:
+        return False
+    same_label = " ".join(x.group(1).lower().split()) == " ".join(y.group(1).lower().split())
+    return same_label and x.group(2).lower() != y.group(2).lower()
 
 
 def _flips(old: _Sentence, new: _Sentence) -> bool:
