@@ -386,3 +386,20 @@ def test_notes_of_two_labels_are_no_versions(local: LocalEmbedder) -> None:
                         "Gift for Dad: book.")
     assert plain_sentences(content) == ["Gift for Mum: scarf.", "Gift for Dad: book."]
     assert "Current state" not in content
+
+
+def test_a_note_s_opening_verb_is_nobody(local: LocalEmbedder) -> None:
+    # "Moved" opened most sentences, so it was taken for the cluster's main person and the
+    # pronoun after it rewritten: "She says the rent is fair." became "Moved says the rent is
+    # fair.", a sentence nobody wrote
+    members = [MergeMember("ep_20261110_0001", datetime(2026, 11, 10, 10, tzinfo=UTC), "Move",
+                           "Moved to Lyon with Ana."),
+               MergeMember("ep_20261117_0001", datetime(2026, 11, 17, 10, tzinfo=UTC),
+                           "Settling in", "Moved into a flat near the river. "
+                           "She says the rent is fair.")]
+    result = ExtractiveLLM(local).merge(MergeRequest("init", members))
+    assert "She says the rent is fair." in plain_sentences(result.content)
+    assert not result.title.startswith("Moved")
+    # a name followed by a verb still leads its sentence
+    assert extractive._main_entity(["Moved to Lyon.", "Moved to Paris."]) is None
+    assert extractive._main_entity(["Ana moved to Lyon.", "Ana moved to Paris."]) == "Ana"

@@ -435,6 +435,28 @@ def _names(text: str) -> list[str]:
     return [n for n in _NAME_RE.findall(text) if n.lower() not in NOT_NAMES]
 
 
+#: English words that follow a verb, not someone's name: a note opening "Moved to Lyon.",
+#: "Bought a lamp.", "Lunch with Tom." names nobody with its first word.
+_AFTER_OPENING_VERB = _wordset(
+    "a an the to into onto in on at by for with from of about my our your his her their its "
+    "this that these those some")
+
+
+def _leading_name(sentence: str) -> str | None:
+    """The name a sentence opens with, if it names somebody: not the first word of a note with
+    no name ("Moved to Lyon.", "Lunch with Tom.": a capitalised word followed by an article or
+    a preposition). Taken for a person, such a word became the cluster's main person when
+    these notes outnumbered the names, and "She says the rent is fair." was rewritten "Moved
+    says the rent is fair."."""
+    names = _names(sentence)
+    if not names or not sentence.startswith(names[0]):
+        return None
+    after = _WORD_RE.match(sentence[len(names[0]):].lstrip())
+    if after is not None and after.group() in _AFTER_OPENING_VERB:
+        return None
+    return names[0]
+
+
 def _resolve_pronoun(
     text: str, entity: str | None, person: str | None
 ) -> tuple[str, str | None]:
@@ -450,9 +472,7 @@ def _resolve_pronoun(
     if (person and entity == person and first[0].lower() in SINGULAR_PRONOUNS
             and len(first) == 2):
         return f"{person} {first[1]}", person
-    names = _names(text)
-    if names and text.startswith(names[0]):
-        entity = names[0]
+    entity = _leading_name(text) or entity
     return text, entity
 
 
@@ -471,9 +491,9 @@ def _main_entity(texts: Iterable[str]) -> str | None:
         texts_naming.update(set(names))
         mentions.update(names)
         for sentence in split_sentences(text):
-            first = _names(sentence)
-            if first and sentence.startswith(first[0]):
-                leading[first[0]] += 1
+            first = _leading_name(sentence)
+            if first is not None:
+                leading[first] += 1
     ranked = leading.most_common(2)
     if not ranked or (len(ranked) == 2 and ranked[0][1] == ranked[1][1]):
         return None
