@@ -357,6 +357,8 @@ def test_a_change_stays_current_when_an_earlier_time_is_told_after_it(
     ("Kai lived in Rome years ago.", True),
     # a role now, or a state that still holds: no earlier time
     ("Ravi works as a student assistant.", False),
+    ("Mia got used to the cold.", False),
+    ("Lena used to play the piano.", True),
     ("Nina has been vegan since she was a teenager.", False),
     ("Nina is vegan.", False),
     # other languages match nothing: their merge is as it was

@@ -153,13 +153,15 @@ VARIANT_PREFIX = 4
 VARIANT_TAIL = 2
 
 #: English phrases naming an earlier time of someone's life. A sentence holding one and no
-#: present "is/are/has/have been" nor "since" ("Nina was vegetarian as a teenager.", "Maria did not
-#: have any pets growing up.", "Lena used to play the piano.") tells how things were then: said
-#: after "Nina is vegan.", it is no newer version of it, nor a restatement. Other languages
-#: match nothing here and keep the rules as they were.
+#: present "is/are/has/have been" nor "since" ("Nina was vegetarian as a teenager.", "Maria
+#: did not have any pets growing up.", "Lena used to play the piano.") tells how things were
+#: then: said after "Nina is vegan.", it is no newer version of it, nor a restatement ("got
+#: used to the cold" is no earlier time). Other languages match nothing here and keep the
+#: rules as they were.
 _EARLIER_TIME_RE = re.compile(
     r"\b(?:as an? (?P<age>child|kid|teen|teenager|boy|girl|student|youngster|toddler|baby)"
-    r"|growing up|used to|(?:years|decades) ago|back then|in (?:his|her|their|my|our|your) "
+    r"|growing up|(?<!got )(?<!get )(?<!gets )(?<!getting )(?<!be )(?<!been )used to"
+    r"|(?:years|decades) ago|back then|in (?:his|her|their|my|our|your) "
     r"(?:youth|childhood|teens|twenties)|in childhood"
     r"|when (?:he|she|they|i|we|you|[A-Z][\w-]*) (?:was|were) (?:young|little|small|a child|"
     r"a kid|a teenager|a student))\b", re.IGNORECASE)
