@@ -16,7 +16,7 @@ import pytest
 
 from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.llm import extractive
-from everos_reflect.llm.base import MergeMember, MergeRequest
+from everos_reflect.llm.base import FactsRequest, MergeMember, MergeRequest
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
 from everos_reflect.strategies.reflect import DEFAULT_FACT_MATCH_THRESHOLD
 
@@ -405,3 +405,22 @@ def test_a_note_s_opening_verb_is_nobody(local: LocalEmbedder) -> None:
     # a name followed by a verb still leads its sentence
     assert extractive._main_entity(["Moved to Lyon.", "Moved to Paris."]) is None
     assert extractive._main_entity(["Ana moved to Lyon.", "Ana moved to Paris."]) == "Ana"
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Nina is vegan.", "Is Nina still vegan?"),
+    ("Nina lives in Paris.", "Does Nina still live in Paris?"),
+    ("Is Sam married?", "Sam is married."),
+])
+def test_a_question_is_neither_a_restatement_nor_a_version(local: LocalEmbedder, first: str,
+                                                            second: str) -> None:
+    # same words, or cosine 0.9: the pair was folded and the question kept, so the narrative
+    # said only "Is Nina still vegan?" and that Nina is vegan left live memory
+    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    assert plain_sentences(content) == [first, second]
+    assert "Current state" not in content
+
+
+def test_facts_keep_a_statement_asked_about() -> None:
+    facts = ExtractiveLLM().extract_facts(FactsRequest("Is Nina vegan? Nina is vegan.")).facts
+    assert facts == ["Is Nina vegan?", "Nina is vegan."]

@@ -184,6 +184,8 @@ class _Sentence:
     markers: frozenset[str] = field(init=False)  # numbers and negations: must match to merge
     #: tells of an earlier time of the subject's life (:func:`about_earlier_time`)
     then: bool = field(init=False)
+    #: asks, states nothing: "Is Nina still vegan?"
+    question: bool = field(init=False)
 
     def __post_init__(self) -> None:
         words = [w.lower().replace("'", "") for w in _WORD_RE.findall(self.text)]
@@ -192,6 +194,7 @@ class _Sentence:
             w for w in words if w in NEGATIONS or w in NUMBER_WORDS or w.isdigit()
         )
         self.then = about_earlier_time(self.text)
+        self.question = self.text.rstrip().endswith(("?", "？"))
 
     @property
     def stems(self) -> frozenset[str]:
@@ -287,7 +290,7 @@ class ExtractiveLLM:
             facts.append(_Sentence(text, date.min, len(facts)))
         kept: list[_Sentence] = []
         for s in facts:
-            if not any(_restates(s, k) for k in kept):
+            if not any(_restates(s, k) and s.question == k.question for k in kept):
                 kept.append(s)
         return FactsResult([s.text for s in kept], Usage())
 
@@ -744,8 +747,8 @@ def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
                paraphrase: float) -> bool:
     """Does ``new`` restate ``old``: the same words, or the same meaning (cosine ≥
     ``paraphrase``) with equal numbers and negations and no value swapped?"""
-    if _other_holder(old, new) or old.then != new.then:
-        return False  # another holder, or then against now: two facts
+    if _other_holder(old, new) or old.then != new.then or old.question != new.question:
+        return False  # another holder, then against now, a question against a statement
     return _restates(new, old) or (new.markers == old.markers
                                    and _similar(new, old, sims) >= paraphrase
                                    and not _swaps_value(old, new))
@@ -836,9 +839,10 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     swaps a value (:func:`_swaps_value`): what the fold refused is a version.
 
     Never when ``new`` tells of an earlier time and ``old`` does not ("Nina is vegan." /
-    "Nina was vegetarian as a teenager."): said later, it is older news, not a newer state."""
+    "Nina was vegetarian as a teenager."): said later, it is older news, not a newer state.
+    Never for a question ("Is Nina still vegan?"): it states no version of anything."""
     if (new.day <= old.day or old.subject != new.subject or _other_holder(old, new)
-            or (new.then and not old.then)):
+            or (new.then and not old.then) or old.question or new.question):
         return False
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
