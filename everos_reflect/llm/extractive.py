@@ -165,6 +165,15 @@ _EARLIER_TIME_RE = re.compile(
     r"(?:youth|childhood|teens|twenties)|in childhood"
     r"|when (?:he|she|they|i|we|you|[A-Z][\w-]*) (?:was|were) (?:young|little|small|a child|"
     r"a kid|a teenager|a student))\b", re.IGNORECASE)
+#: English words of a wish, a plan, a duty or a possibility ("Ravi wants to weigh 70 kg.",
+#: "Ben might sell his car.", "Nina should stop being vegan."): such a sentence says what is
+#: not (yet) so. Said after "Ravi weighs 80 kg.", it was written as its current state, and
+#: "Ben has a car." was folded into "Ben might sell his car." (the later wording kept, as it
+#: adds a word) and lost. Lower case only: "May" is a month.
+_NOT_SO_RE = re.compile(
+    r"\b(?:might|may|could|should|would|must|want(?:s|ed)?|hope(?:s|d)?|wish(?:es|ed)?"
+    r"|planning|(?:plan(?:s|ned)?|aim(?:s|ed|ing)?|intend(?:s|ed|ing)?) to|dream(?:s|ed)? of"
+    r"|considering|thinking (?:about|of))\b")
 _NOW_RE = re.compile(r"\b(?:is|are|am|has|since|have (?:been|had|got))\b|['’](?:re|ve)\b",
                      re.IGNORECASE)
 
@@ -186,6 +195,8 @@ class _Sentence:
     then: bool = field(init=False)
     #: asks, states nothing: "Is Nina still vegan?"
     question: bool = field(init=False)
+    #: tells of a wish, plan, duty or possibility, not of what is so (:data:`_NOT_SO_RE`)
+    wish: bool = field(init=False)
 
     def __post_init__(self) -> None:
         words = [w.lower().replace("'", "") for w in _WORD_RE.findall(self.text)]
@@ -195,6 +206,7 @@ class _Sentence:
         )
         self.then = about_earlier_time(self.text)
         self.question = self.text.rstrip().endswith(("?", "？"))
+        self.wish = _NOT_SO_RE.search(self.text) is not None
 
     @property
     def stems(self) -> frozenset[str]:
@@ -747,8 +759,9 @@ def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
                paraphrase: float) -> bool:
     """Does ``new`` restate ``old``: the same words, or the same meaning (cosine ≥
     ``paraphrase``) with equal numbers and negations and no value swapped?"""
-    if _other_holder(old, new) or old.then != new.then or old.question != new.question:
-        return False  # another holder, then against now, a question against a statement
+    if (_other_holder(old, new) or old.then != new.then or old.question != new.question
+            or old.wish != new.wish):
+        return False  # another holder, then against now, a question or a wish against a fact
     return _restates(new, old) or (new.markers == old.markers
                                    and _similar(new, old, sims) >= paraphrase
                                    and not _swaps_value(old, new))
@@ -840,9 +853,12 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
 
     Never when ``new`` tells of an earlier time and ``old`` does not ("Nina is vegan." /
     "Nina was vegetarian as a teenager."): said later, it is older news, not a newer state.
-    Never for a question ("Is Nina still vegan?"): it states no version of anything."""
+    Never for a question ("Is Nina still vegan?"): it states no version of anything; nor
+    for a wish or a plan said after a fact ("Ravi weighs 80 kg." / "Ravi wants to weigh 70
+    kg."): what someone wants is not what is so."""
     if (new.day <= old.day or old.subject != new.subject or _other_holder(old, new)
-            or (new.then and not old.then) or old.question or new.question):
+            or (new.then and not old.then) or (new.wish and not old.wish)
+            or old.question or new.question):
         return False
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
