@@ -254,8 +254,9 @@ def markdown(result: dict[str, Any]) -> str:
             g = s[key]
             lines.append(f"| {key} | {g['n']} | {g['merged']} | {_pct(g['merged_share'])} | "
                          f"{_pct(g['right_among_merged'])} |")
+    per_half = s.get("report", {}).get("n", 0)
     lines += ["", "Sweep of the paraphrase and version thresholds (calibration / report: right "
-              "among merged, merged of 52):", "",
+              f"among merged, merged of {per_half}):", "",
               "| paraphrase cosine | version cosine | calibration | report | merged cal / rep "
               "| reflect s |", "|---:|---:|---:|---:|---:|---:|"]
     for p in result["points"]:
