@@ -383,10 +383,17 @@ def test_a_labelled_note_with_a_new_value_is_a_version(local: LocalEmbedder, fir
     assert content.split("\n\n")[-1] == f"{label}{second}"
 
 
-def test_notes_of_two_labels_are_no_versions(local: LocalEmbedder) -> None:
-    content = narrative(ExtractiveLLM(local), "Notes", "Gift for Mum: scarf.",
-                        "Gift for Dad: book.")
-    assert plain_sentences(content) == ["Gift for Mum: scarf.", "Gift for Dad: book."]
+@pytest.mark.parametrize("first, second", [
+    ("Gift for Mum: scarf.", "Gift for Dad: book."),
+    # a sentence under a generic label: two facts, not one attribute's versions
+    ("Update: Nina got a job at Acme.", "Update: Tom moved to Paris."),
+    ("Note: call the bank.", "Note: renew the passport."),
+])
+def test_notes_of_two_labels_or_of_a_generic_label_are_no_versions(local: LocalEmbedder,
+                                                                    first: str,
+                                                                    second: str) -> None:
+    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    assert plain_sentences(content) == [first, second]
     assert "Current state" not in content
 
 

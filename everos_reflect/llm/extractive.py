@@ -879,12 +879,26 @@ def _relabels(old: _Sentence, new: _Sentence) -> bool:
     value, so a new value is its new version, however far apart the two values' meanings sit
     (0.5–0.7 for such pairs, below the version threshold). Structure, not words: any language.
     What it costs: a label of repeated events ("Dinner: pasta." / "Dinner: curry.") is
-    written as versions too (the latest dinner as the current state; nothing lost)."""
+    written as versions too (the latest dinner as the current state; nothing lost). A value
+    must read as one (:func:`_a_value`), not as a sentence under a generic label."""
     x, y = _LABELLED_RE.match(old.text), _LABELLED_RE.match(new.text)
-    if x is None or y is None:
+    if x is None or y is None or not (_a_value(x.group(2)) and _a_value(y.group(2))):
         return False
     same_label = " ".join(x.group(1).lower().split()) == " ".join(y.group(1).lower().split())
     return same_label and x.group(2).lower() != y.group(2).lower()
+
+
+#: Words of a labelled note's value at most: "Tesla Model 3.", "Dr Shah.", "40k."
+LABEL_VALUE_WORDS = 3
+
+
+def _a_value(text: str) -> bool:
+    """Is ``text`` (what follows a label's colon) a value, not a sentence? At most
+    :data:`LABEL_VALUE_WORDS` words, none a function word: "Update: Tom moved to Paris.",
+    "Note: call the bank." carry a sentence under a generic label, two facts, not one
+    attribute's versions. What is not told apart: "Note: buy milk." / "Note: call Ana."."""
+    words = [w.lower() for w in _WORD_RE.findall(text)]
+    return 0 < len(words) <= LABEL_VALUE_WORDS and not any(w in STOPWORDS for w in words)
 
 
 def _flips(old: _Sentence, new: _Sentence) -> bool:
