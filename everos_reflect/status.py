@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
+from everos_reflect.fileio import error_text
 from everos_reflect.lint import (
     Progress,
     config_problems,
@@ -220,7 +221,7 @@ def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
             lag["read_only"] = True
         return lag
     except (EverosError, sqlite3.Error, OSError) as exc:
-        return {"error": str(exc)}
+        return {"error": error_text(exc)}
 
 
 def _merges(runtime: Runtime, engine: Engine | None = None) -> dict[str, Any] | None:
@@ -233,7 +234,7 @@ def _merges(runtime: Runtime, engine: Engine | None = None) -> dict[str, Any] | 
     try:
         merges["set_aside"] = [c.to_json() for c in set_aside_clusters(runtime)]
     except (EverosError, sqlite3.Error, OSError) as exc:
-        merges["set_aside"] = {"error": str(exc)}
+        merges["set_aside"] = {"error": error_text(exc)}
     return merges
 
 

@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from everos_reflect.errors import IndexUnavailable, IndexUnreadable
+from everos_reflect.fileio import error_text, not_a_folder
+from everos_reflect.model import shown_path
 
 _log = logging.getLogger(__name__)
 
@@ -599,11 +601,19 @@ def db_built(root: Path) -> bool:
     """Whether ``system.db`` holds an index: it exists and is not empty. An empty file is what
     ``sqlite3 <root>/.index/sqlite/system.db "SELECT ..."`` (SPEC §6) leaves on a root with no
     index; a reader that opened it with :func:`connect` created the index's tables in it, and
-    ``status`` then took those empty tables for the root's counts ("0 / 0")."""
+    ``status`` then took those empty tables for the root's counts ("0 / 0").
+
+    Only a ``system.db`` that is not there means no index. One that cannot be looked at (a
+    file where ``.index/sqlite`` goes, a folder without permission, a symlink loop) counts as
+    built, so the reader that opens it fails naming it: ``reports`` said "No Reflection
+    reports yet" and ``status`` "index: not built yet", exit 0, over a root whose audit was
+    there but out of reach."""
     try:
         return db_path(root).stat().st_size > 0
-    except OSError:
+    except FileNotFoundError:
         return False
+    except OSError:
+        return True
 
 
 def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
@@ -620,8 +630,8 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
-    except sqlite3.OperationalError as exc:
-        raise IndexUnavailable(path, exc) from None
+    except (sqlite3.OperationalError, OSError) as exc:
+        raise IndexUnavailable(path, _why_unopened(path, exc)) from None
     conn.row_factory = sqlite3.Row
     try:
         conn.execute("PRAGMA busy_timeout = 30000")
@@ -651,6 +661,15 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
             raise
         raise IndexUnreadable(path, exc) from None
     return conn
+
+
+def _why_unopened(path: Path, exc: Exception) -> str:
+    """Why ``system.db`` could not be opened: a file where one of its folders goes is named
+    (SQLite says only "unable to open database file"; ``mkdir`` "[Errno 17] File exists")."""
+    blocker = not_a_folder(path.parent)
+    if blocker is not None:
+        return f"{shown_path(blocker)} is not a folder"
+    return error_text(exc)
 
 
 def _contended(exc: sqlite3.OperationalError) -> bool:
