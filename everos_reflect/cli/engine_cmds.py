@@ -78,8 +78,12 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
     """
     from everos_reflect.engine.daemon import trigger_via_daemon
     from everos_reflect.engine.engine import Engine
+    from everos_reflect.engine.registry import get_strategy
 
     runtime = open_runtime(root)
+    # an unknown name is refused before a daemon is looked for: with one that could not be
+    # reached, it said "could not be reached; running in-process", then "unknown strategy"
+    get_strategy(name)
     if fleet_file is not None:
         # A fleet's runs lay its defaults under the root's ome.toml and run where they are
         # sent, never through a root's daemon, which would run the root's ome.toml alone.
