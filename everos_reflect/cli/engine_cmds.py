@@ -165,7 +165,11 @@ def runs_cmd(root: str | None, limit: int, as_json: bool) -> None:
     """Recent strategy runs, newest first."""
     from everos_reflect.engine.engine import list_runs
 
-    rows = list_runs(open_runtime(root), limit=limit)
+    runtime = open_runtime(root)
+    try:
+        rows = list_runs(runtime, limit=limit)
+    finally:
+        runtime.close()  # closed last, its connection takes away system.db-wal and -shm
     if as_json:
         emit_json(rows)
         return
@@ -197,8 +201,11 @@ def strategies_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> N
     while the file is invalid); else what ome.toml says. Exit 1 when ome.toml is invalid and
     no good configuration is in force (no strategy runs until it is fixed)."""
     runtime = open_runtime(root)
-    runtime.ome_defaults = fleet_defaults(runtime.root, fleet_file)  # as the fleet's runs read
-    rows, notes, error = strategy_rows(runtime, asked=fleet_file is None)
+    try:
+        runtime.ome_defaults = fleet_defaults(runtime.root, fleet_file)  # as the fleet's runs
+        rows, notes, error = strategy_rows(runtime, asked=fleet_file is None)
+    finally:
+        runtime.close()
     if as_json:
         emit_json(rows)
     else:

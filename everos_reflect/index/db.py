@@ -575,6 +575,22 @@ def readonly_uri(path: Path, *, immutable: bool = False) -> str:
     return f"{Path(path).absolute().as_uri()}?mode=ro{'&immutable=1' if immutable else ''}"
 
 
+def connect_to_read(path: Path, *, timeout: float = 30.0) -> sqlite3.Connection:
+    """A connection that reads ``path`` and refuses to write it, and leaves no ``-wal`` or
+    ``-shm`` file behind. A ``mode=ro`` connection to a WAL database makes both files and,
+    not allowed to write, never takes them away: ``lint``, ``status`` and every check for an
+    interrupted merge left them in a root they only read. So where this process may write
+    the folder, the connection is read-write with ``query_only`` on, and, closing last, takes
+    them away as a writer does; elsewhere it is ``mode=ro``, which cannot make them there."""
+    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+        uri = f"{Path(path).absolute().as_uri()}?mode=rw"
+        conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+        conn.execute("PRAGMA query_only = 1")
+        return conn
+    return sqlite3.connect(readonly_uri(path), uri=True, timeout=timeout,
+                           check_same_thread=False)
+
+
 def _frozen(path: Path) -> bool:
     """Whether ``path`` can only be read as it stands: its folder cannot be written (a
     read-only mount, another user's root) and no write-ahead log holds pages beyond it.
@@ -625,8 +641,7 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
     path = db_path(Path(root))
     try:
         if readonly:
-            conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=30.0,
-                                   check_same_thread=False)
+            conn = connect_to_read(path)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
