@@ -684,6 +684,8 @@ def _why_unopened(path: Path, exc: Exception) -> str:
     blocker = not_a_folder(path.parent)
     if blocker is not None:
         return f"{shown_path(blocker)} is not a folder"
+    if path.is_dir():
+        return f"{shown_path(path)} is a folder, not a database file"
     return error_text(exc)
 
 
