@@ -113,6 +113,11 @@ def not_a_folder(path: str | os.PathLike[str]) -> Path | None:
     return None
 
 
+def in_the_way(path: Path) -> str:
+    """How an error names ``path``, which is not a folder where one is needed."""
+    return f"{shown_path(path)} is not a folder, and a folder is needed there: move it aside"
+
+
 def os_error_text(exc: OSError) -> str:
     """One line saying what went wrong, naming the path: a file in the place of a folder is
     named as such. An ``OSError``'s own text is an errno (``[Errno 17] File exists:
@@ -123,8 +128,7 @@ def os_error_text(exc: OSError) -> str:
     if isinstance(exc, (FileExistsError, NotADirectoryError)):
         blocker = not_a_folder(exc.filename)
         if blocker is not None:
-            return (f"{shown_path(blocker)} is not a folder, and a folder is needed there: "
-                    "move it aside")
+            return in_the_way(blocker)
     return f"{exc.strerror or exc}: {shown_path(os.fsdecode(exc.filename))}"
 
 

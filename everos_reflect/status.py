@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
-from everos_reflect.fileio import error_text
+from everos_reflect.fileio import error_text, in_the_way, not_a_folder
 from everos_reflect.lint import (
     Progress,
     config_problems,
@@ -215,6 +215,9 @@ def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
     last built)."""
     from everos_reflect.index.sync import Indexer
 
+    vectors = not_a_folder(runtime.index_dir / "lancedb")
+    if vectors is not None:  # it read "index: up to date" while every search failed on it
+        return {"error": in_the_way(vectors)}
     try:
         lag = Indexer(runtime).pending()
         if runtime.read_only:

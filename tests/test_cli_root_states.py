@@ -274,3 +274,17 @@ def test_status_names_a_file_where_the_locks_folder_goes_in_words(root: Path) ->
     assert result.stderr.splitlines() == [f"error: the index cannot be read: {said}"]
     added = run("add", "--root", str(root), "--user", "u1", "--subject", "S", "--content", "c")
     assert (added.exit_code, added.stderr) == (1, f"error: {said}\n")
+
+
+def test_status_names_a_file_where_the_vectors_folder_goes(root: Path) -> None:
+    # it said "index: up to date", exit 0, while every search failed on it
+    assert run("reindex", "--root", str(root)).exit_code == 0
+    vectors = root / ".index" / "lancedb"
+    shutil.rmtree(vectors)
+    vectors.write_bytes(b"")
+
+    result = run("status", "--root", str(root), "--json")
+    assert result.exit_code == 1
+    said = f"{vectors} is not a folder, and a folder is needed there: move it aside"
+    assert json.loads(result.stdout)["index"] == {"error": said}
+    assert result.stderr.splitlines() == [f"error: the index cannot be read: {said}"]
