@@ -128,6 +128,18 @@ def quoted_value(value: object) -> str:
     return f"{text[:QUOTED_MAX]}… ({len(text):,} characters)"
 
 
+def unplain_number(text: str) -> str | None:
+    """Why ``text``, a number a person typed (an environment variable, a query string), is
+    not written plainly, else ``None``. Python's ``int()``/``float()`` read ``1_0`` as 10 and
+    Arabic-Indic or full-width digits as ASCII ones: ``limit=1_0`` returned ten rows, a typo
+    for 1 or 0 read as a setting nobody wrote. Digits 0-9, no ``_``; the reader checks the rest."""
+    if not text.isascii():
+        return "write it with the digits 0-9"
+    if "_" in text:
+        return "write it without '_' between digits"
+    return None
+
+
 def validate_name(value: object, what: str = "user_id") -> str:
     """Return ``value`` if it is a safe app/project/user id, else raise :class:`InvalidId`.
 

@@ -29,7 +29,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from everos_reflect.errors import ConfigError
 from everos_reflect.fileio import not_utf8, read_config_bytes
-from everos_reflect.model import quoted_value, redacted_url, shown_key
+from everos_reflect.model import quoted_value, redacted_url, shown_key, unplain_number
 
 DEFAULT_FILE = "config/default.toml"
 ENV_FILE = "environment"
@@ -468,6 +468,8 @@ def _check_type(value: Any, tp: Any, *, secret: bool = False) -> tuple[Any, str 
 
 def _coerce_env(text: str, tp: Any) -> tuple[Any, str | None]:
     """Environment values are strings: convert to the declared type or say why not."""
+    if tp in (int, float) and (hint := unplain_number(text)):
+        return text, f"must be {_type_name(tp)}, got {quoted_value(text)} ({hint})"
     try:
         if tp is int:
             return int(text.strip()), None

@@ -24,6 +24,8 @@ from everos_reflect.errors import ConfigError, UnknownStrategy
 from everos_reflect.index.db import utcnow_iso
 from everos_reflect.index.rebuild import REBUILDING
 from everos_reflect.index.sync import Indexer
+from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.llm.base import MergeRequest, MergeResult
 from everos_reflect.model import Kind, UserRef, new_episode
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
@@ -280,8 +282,61 @@ def test_should_stop_turns_true_on_shutdown(runtime: Runtime, fake: Fake) -> Non
     assert fake.calls[0].should_stop() is True
     fake.gate.set()
     engine.shutdown(timeout=5)
-    assert run_row(runtime, out.run_id)["status"] == "ok"
+    # the strategy saw the stop (it returns early at it): its work is not all done
+    row = run_row(runtime, out.run_id)
+    assert row["status"] == "partial" and "stopped early" in row["error"], row
     assert engine.trigger("fake_test").status == "busy"  # no new runs while stopping
+
+
+def test_a_run_that_finishes_its_work_during_shutdown_is_ok(runtime: Runtime,
+                                                           fake: Fake) -> None:
+    # SPEC §4: a run in progress finishes; one that never had to stop early did all its work
+    enable(runtime.root)
+    fake.gate.clear()
+    engine = Engine(runtime)
+    out = engine.trigger("fake_test", timeout=0)
+    assert fake.started.wait(5)
+    engine.request_stop()
+    fake.gate.set()
+    engine.shutdown(timeout=5)
+    row = run_row(runtime, out.run_id)
+    assert (row["status"], row["error"]) == ("ok", None), row
+
+
+def test_a_reflection_run_cut_short_by_shutdown_is_recorded_partial_not_ok(
+        tmp_path: Path) -> None:
+    # SIGTERM to serve during a Reflection run: the run stopped at its next cluster and its
+    # record said "ok", with every cluster still unmerged
+    from tests.fleet_support import build_root
+    from tests.reflect_fixtures import make_runtime
+
+    class Held(ExtractiveLLM):
+        def __init__(self) -> None:
+            super().__init__()
+            self.started, self.gate = threading.Event(), threading.Event()
+
+        def merge(self, req: MergeRequest) -> MergeResult:
+            self.started.set()
+            assert self.gate.wait(30)
+            return super().merge(req)
+
+    build_root(tmp_path / "r", users=2,
+               ome="[strategies.reflect_episodes]\nenabled = true\n")
+    llm = Held()
+    rt = make_runtime(tmp_path / "r", llm, max_concurrency=1)
+    try:
+        engine = Engine(rt)
+        out = engine.trigger("reflect_episodes", timeout=0)
+        assert llm.started.wait(30)
+        engine.request_stop()  # what serve does on SIGTERM/SIGINT
+        llm.gate.set()
+        engine.shutdown(timeout=30)
+        row = run_row(rt, out.run_id)
+        assert row["status"] == "partial", row
+        assert "stopped early" in row["error"] and "next run" in row["error"], row
+    finally:
+        llm.gate.set()
+        rt.close()
 
 
 def test_a_wall_clock_set_back_an_hour_during_shutdown_does_not_stretch_its_wait(

@@ -226,6 +226,21 @@ def test_env_problems_name_the_variable(name: str, value: str, reason: str) -> N
     assert problems_of(env={name: value}) == [(ENV_FILE, name, reason)]
 
 
+@pytest.mark.parametrize(("name", "value", "kind", "hint"), [
+    ("EVEROS_SERVER__PORT", "80_80", "an integer", "write it without '_' between digits"),
+    ("EVEROS_SERVER__PORT", "\u0668\u0660", "an integer", "write it with the digits 0-9"),
+    ("EVEROS_LLM__MAX_RETRIES", "\uff13", "an integer", "write it with the digits 0-9"),
+    ("EVEROS_LLM__TIMEOUT_SECONDS", "1_0.5", "a number", "write it without '_' between digits"),
+    ("EVEROS_CLUSTERING__THRESHOLD", "0.\u0667", "a number", "write it with the digits 0-9"),
+])
+def test_env_numbers_with_separators_or_other_digits_are_refused(
+        name: str, value: str, kind: str, hint: str) -> None:
+    # int() and float() read "80_80" as 8080 and Arabic-Indic or full-width digits as
+    # ASCII ones: a value nobody meant was taken silently
+    assert problems_of(env={name: value}) == [
+        (ENV_FILE, name, f"must be {kind}, got {value!r} ({hint})")]
+
+
 def test_non_finite_numbers_are_rejected() -> None:
     env = {"EVEROS_CLUSTERING__THRESHOLD": "nan"}
     problems = problems_of("[llm]\ntimeout_seconds = inf\n", env)

@@ -16,7 +16,7 @@ from dataclasses import asdict, is_dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
@@ -36,6 +36,7 @@ from everos_reflect.api.models import (
     TriggerRequest,
     UndoRequest,
 )
+from everos_reflect.api.params import LimitQuery
 from everos_reflect.engine.engine import list_runs, strategies_status
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import UserRef, shown_names
@@ -272,11 +273,11 @@ def shared_routes() -> tuple[BaseRoute, ...]:
         return {"data": lint_report(runtime.root)}
 
     @router.get(f"{API}/ome/runs", dependencies=guarded)
-    def runs(runtime: RuntimeDep, limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:
+    def runs(runtime: RuntimeDep, limit: LimitQuery = 20) -> dict[str, Any]:
         return {"data": {"runs": list_runs(runtime, limit=limit)}}
 
     @router.get(f"{API}/ome/reports", dependencies=guarded)
-    def reports(runtime: RuntimeDep, limit: int = Query(20, ge=1, le=1000)) -> dict[str, Any]:
+    def reports(runtime: RuntimeDep, limit: LimitQuery = 20) -> dict[str, Any]:
         from everos_reflect.index.reads import reflection_reports
 
         out = []

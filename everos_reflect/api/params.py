@@ -9,11 +9,14 @@ shared by ``app_id`` and ``project_id`` read both from ``?app_id=`` (``app_id=ac
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from fastapi import Path, Query
+from pydantic import BeforeValidator
+from pydantic_core import PydanticCustomError
 
-from everos_reflect.model import ENTRY_ID_RE, NAME_PATTERN
+from everos_reflect.model import ENTRY_ID_RE, NAME_PATTERN, quoted, unplain_number
 
 NameQuery = Annotated[str, Query(pattern=NAME_PATTERN)]
 OptionalNameQuery = Annotated[str | None, Query(pattern=NAME_PATTERN)]
@@ -22,3 +25,17 @@ EntryIdPath = Annotated[str, Path(pattern=ENTRY_ID_RE.pattern, description="e.g.
 RELATION_ID_PATTERN = r"^rel_[0-9]{8}_[0-9]{4,18}$"
 RelationIdPath = Annotated[str, Path(pattern=RELATION_ID_PATTERN,
                                      description="e.g. rel_20261012_0001")]
+
+
+def _plain_int(value: object) -> object:
+    # pydantic reads a query's "1_0" as 10 (and " 10", "10.0" too): only an optional "-" and
+    # the digits 0-9 are a number here; the bounds are the parameter's own
+    if isinstance(value, str) and not re.fullmatch(r"-?[0-9]+", value):
+        hint = unplain_number(value) or "digits 0-9 only"
+        raise PydanticCustomError("int_parsing",
+                                  f"must be a whole number, got {quoted(value)} ({hint})")
+    return value
+
+
+#: ``?limit=`` of the lists of runs and reports, written plainly.
+LimitQuery = Annotated[int, Query(ge=1, le=1000), BeforeValidator(_plain_int)]

@@ -71,6 +71,11 @@ class RunOutcome:
         return asdict(self)
 
 
+#: Why a run that returned at a stop request (``serve`` or ``fleet serve`` shutting down on
+#: SIGTERM/SIGINT) is ``partial``, not ``ok``.
+STOPPED_EARLY = ("the process running it was shutting down; what it had not done waits for "
+                 "the next run")
+
 #: The longest wait before a retry (the doubling stops there).
 MAX_RETRY_WAIT_SECONDS = 86_400.0
 
@@ -368,9 +373,19 @@ class Engine:
         max_attempts = 1 + int(settings.get("max_retries", 0))
         backoff = float(settings.get("retry_backoff_seconds", 0.0))
         attempt = 1
+        stop_seen = threading.Event()
+
+        def should_stop() -> bool:
+            """The engine's stop request, noted once the strategy has seen it: it then returns
+            early, its work not all done (a run cut short by SIGTERM was recorded ``ok``)."""
+            if self._stop.is_set():
+                stop_seen.set()
+                return True
+            return False
+
         while True:
             ctx = RunContext(self.runtime, dict(settings), run_id, trigger, force,
-                             self._stop.is_set, strategy_log, Budget.of(settings))
+                             should_stop, strategy_log, Budget.of(settings))
             try:
                 # what a crash interrupted first, under this run's lock (every strategy's hook)
                 recovered = _clean_counts(strategy.recover(self.runtime))
@@ -398,6 +413,9 @@ class Engine:
                 counts.setdefault("limit_reached", 1)
                 status = PARTIAL if status == OK else status
                 why = f"stopped early: {ctx.budget.hit}" + (f"; {why}" if why else "")
+            if stop_seen.is_set():
+                status = PARTIAL if status == OK else status
+                why = (f"stopped early: {STOPPED_EARLY}" + (f"; {why}" if why else ""))
             self._finish(run_id, status, why, counts, attempt)
             (log.info if status == OK else log.warning)(
                 "%s: run %s %s %s%s", name, run_id, status, counts, f" ({why})" if why else "")
