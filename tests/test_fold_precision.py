@@ -451,3 +451,21 @@ def test_a_wish_still_folds_with_its_restatement_and_may_is_a_month(local: Local
     assert len(merged(ExtractiveLLM(local), "Ben might sell his car.",
                       "Ben may sell his car.")) == 1
     assert not extractive._Sentence("Tom started learning piano in May.", date.min, 0).wish
+
+
+@pytest.mark.parametrize("fact, sentence", [
+    ("Nina is vegan.", "Is Nina still vegan?"),
+    ("Nina is vegan.", "Nina was vegetarian as a teenager."),
+    ("Ben has a car.", "Ben might sell his car."),
+    ("Ravi weighs 80 kg.", "Ravi wants to weigh 70 kg."),
+])
+def test_the_guard_counts_no_question_past_or_wish_as_stating_a_fact(local: LocalEmbedder,
+                                                                      fact: str,
+                                                                      sentence: str) -> None:
+    # cosine 0.8-0.9: an LLM merge that kept only the question (or the wish) lost the fact
+    # and passed the guard at coverage 1.00
+    assert fold_pairs.coverage(local, [fact], sentence, DEFAULT_FACT_MATCH_THRESHOLD) == 0.0
+    # a plain sentence stating both still states each
+    both = "Nina is vegan and was vegetarian as a teenager."
+    assert fold_pairs.coverage(local, ["Nina is vegan.", "Nina was vegetarian as a teenager."],
+                               both, DEFAULT_FACT_MATCH_THRESHOLD) == 1.0
