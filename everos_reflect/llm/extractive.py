@@ -47,6 +47,13 @@ How, without a word list:
   "Zoe takes the tram.") or it names its owner again ("..., so Felix gets no bonus"), it is
   neither a restatement nor a version of a sentence about the owner or about another of their
   things.
+- **Labelled notes**: "Job: barista." / "Job: accountant." (a label of at most three words,
+  a short value) are versions of the label's value, in any language.
+- **What is not so now**: a question ("Is Nina still vegan?": any language), a sentence about
+  an earlier time ("Nina was vegetarian as a teenager.") or a wish, plan or possibility
+  ("Ravi wants to weigh 70 kg.", "Ben might sell his car."): the last two by small English
+  phrase lists (:data:`_EARLIER_TIME_RE`, :data:`_NOT_SO_RE`). Such a sentence restates
+  no plain fact and is no newer version of one.
 - Pronouns are resolved only for a sentence-initial English "He/She" (to the cluster's main
   person when the previous sentence was about them); other languages keep their text untouched.
 
