@@ -881,10 +881,13 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     "Nina was vegetarian as a teenager."): said later, it is older news, not a newer state.
     Never for a question ("Is Nina still vegan?"): it states no version of anything; nor
     for a wish or a plan said after a fact ("Ravi weighs 80 kg." / "Ravi wants to weigh 70
-    kg."): what someone wants is not what is so."""
+    kg."): what someone wants is not what is so; nor for two events told in the past
+    ("Ivo bought a new phone." / "Ivo bought a new laptop.", :func:`_past_event`) unless one
+    negates the other ("The test passed." / "The test did not pass.")."""
     if (new.day <= old.day or old.subject != new.subject or _other_holder(old, new)
             or (new.then and not old.then) or (new.wish and not old.wish)
-            or old.question or new.question):
+            or old.question or new.question
+            or (_past_event(old) and _past_event(new) and not _flips(old, new))):
         return False
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
@@ -925,6 +928,36 @@ def _a_value(text: str) -> bool:
     attribute's versions. What is not told apart: "Note: buy milk." / "Note: call Ana."."""
     words = [w.lower() for w in _WORD_RE.findall(text)]
     return 0 < len(words) <= LABEL_VALUE_WORDS and not any(w in STOPWORDS for w in words)
+
+
+#: English past forms that do not end in "-ed" (:func:`_past_event`).
+_IRREGULAR_PAST = _wordset(
+    "met ate read went saw took made got had bought ran wrote gave found left sold told "
+    "thought came drove rode flew swam spent won lost paid sent built began broke chose drank "
+    "fell felt forgot held kept knew led put said sat slept spoke stood taught threw wore did "
+    "grew")
+
+
+def _past_event(s: _Sentence) -> bool:
+    """Does ``s`` tell of an event in the simple past: its first verb (the first word after
+    its leading name, else its first word) a past form ("-ed" or :data:`_IRREGULAR_PAST`),
+    and nothing of now (:data:`_NOW_RE`), no question, no wish? Two such sentences are two
+    events, each true, not a fact and its newer version: "Andrew met Tom for lunch." /
+    "Andrew met Lisa for lunch.", "Sam started learning the cello." / "Sam took up the
+    cello." were written as versions (a change claimed that never happened). What it costs:
+    a change told only as events ("Mia switched to Proton Mail." / "Mia switched back to
+    Gmail.") is no version either (both stay, in time order). English only; other languages
+    are as before."""
+    if s.question or s.wish or _NOW_RE.search(s.text):
+        return False
+    words = _WORD_RE.findall(s.text)
+    named = _leading_name(s.text) is not None
+    for k, word in enumerate(words):
+        if (k == 0 and named) or (k > 0 and word[:1].isupper()):
+            continue  # the name, or more of it ("Mia Wong")
+        lower = word.lower()
+        return (len(lower) > 3 and lower.endswith("ed")) or lower in _IRREGULAR_PAST
+    return False
 
 
 def _flips(old: _Sentence, new: _Sentence) -> bool:
