@@ -204,6 +204,8 @@ class _Sentence:
     question: bool = field(init=False)
     #: tells of a wish, plan, duty or possibility, not of what is so (:data:`_NOT_SO_RE`)
     wish: bool = field(init=False)
+    #: tells of an event in the simple past (:func:`_past_event`)
+    past: bool = field(init=False)
 
     def __post_init__(self) -> None:
         words = [w.lower().replace("'", "") for w in _WORD_RE.findall(self.text)]
@@ -214,6 +216,7 @@ class _Sentence:
         self.then = about_earlier_time(self.text)
         self.question = self.text.rstrip().endswith(("?", "？"))
         self.wish = _NOT_SO_RE.search(self.text) is not None
+        self.past = _past_event(self)  # once per sentence, not per pair compared
 
     @property
     def stems(self) -> frozenset[str]:
@@ -887,7 +890,7 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     if (new.day <= old.day or old.subject != new.subject or _other_holder(old, new)
             or (new.then and not old.then) or (new.wish and not old.wish)
             or old.question or new.question
-            or (_past_event(old) and _past_event(new) and not _flips(old, new))):
+            or (old.past and new.past and not _flips(old, new))):
         return False
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
