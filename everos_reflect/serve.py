@@ -124,8 +124,11 @@ def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:
     """uvicorn's settings for the daemon. ``log_config=None``: uvicorn sets up no logging of
     its own, so its lines (startup, each request) reach the daemon's handler and are stamped
     as every other line (``cli.common.configure_logging``: UTC, with the zone). Its default
-    printed them with no time at all, beside the daemon's local-time lines."""
-    return uvicorn.Config(app, host=host, port=port, lifespan="off",
+    printed them with no time at all, beside the daemon's local-time lines. ``http``: a client
+    has a deadline to send each request whole (:mod:`~everos_reflect.api.slow_clients`)."""
+    from everos_reflect.api.slow_clients import DeadlineH11Protocol
+
+    return uvicorn.Config(app, host=host, port=port, lifespan="off", http=DeadlineH11Protocol,
                           timeout_graceful_shutdown=10, log_level="info", log_config=None)
 
 
