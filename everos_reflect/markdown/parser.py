@@ -635,6 +635,8 @@ class _Parser:
         self.lines = _header_lines(text)  # the frontmatter's, closing line included
         self.bare = [bare(line) for line in self.lines]
         self.diagnostics: list[Diagnostic] = []
+        #: stretches of text outside every entry found holding invisible characters
+        self.hidden_outside = 0
         #: ids whose ``deprecated_entries`` value is no id at all (null, a number, a list)
         self.unreadable_archive: set[str] = set()
 
@@ -867,6 +869,7 @@ class _Parser:
         markers was not read, and ``lint`` said all was well."""
         if gap is None or log.kind is None:
             return set(), False
+        self._hidden_outside(gap, end)
         indented = self._indented(log, gap, end)
         if indented:  # its entry's text is no entry without markers
             return indented, False
@@ -885,6 +888,32 @@ class _Parser:
                         "entry without its <!-- entry:ID --> and <!-- /entry:ID --> markers "
                         "(kept as written; add the markers to read it)", "warning")
         return set(), found is not None
+
+    def _hidden_outside(self, gap: tuple[int, int], end: int) -> None:
+        """A warning when the text from ``gap`` (offset, 0-based line) to offset ``end``,
+        outside every entry, holds characters of :data:`_HIDDEN_IN_BLOCK_RE`: naming its first
+        line and the code points. Not read, but a NUL there made grep and git take the log
+        for a binary file, an escape sequence rewrote the terminal of whoever ran ``cat``, and
+        ``lint`` said nothing. Past :data:`MAX_HIDDEN_LINES` such stretches, one more warning."""
+        found = list(islice(_HIDDEN_IN_BLOCK_RE.finditer(self.text, gap[0], end), 64))
+        if not found:
+            return
+        self.hidden_outside += 1
+        if self.hidden_outside > MAX_HIDDEN_LINES + 1:
+            return
+        line = gap[1] + self.text.count("\n", gap[0], found[0].start()) + 1
+        if self.hidden_outside > MAX_HIDDEN_LINES:
+            self.report(line, "more text outside the entries holds invisible characters "
+                        "from here", "warning")
+            return
+        points = list(dict.fromkeys(m.group() for m in found))
+        shown = ", ".join(_code_point(c) for c in points[:3])
+        more = " and more" if len(points) > 3 else ""
+        plural = "s" if len(points) > 1 else ""
+        binary = "; a NUL makes grep and git take the log for a binary file" \
+            if "\x00" in points else ""
+        self.report(line, f"invisible character{plural} {shown}{more} outside any entry (not "
+                    f"read, kept as written{binary}): remove it unless it is meant", "warning")
 
     def _entries(self, log: DailyLog, start: int) -> None:
         first_at: dict[str, int] = {}  # every opened id, parseable or not -> its first line
