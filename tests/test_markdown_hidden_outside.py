@@ -61,3 +61,16 @@ def test_lint_reports_it_and_the_file_keeps_it(root: Path) -> None:
     assert problem["line"] == 22
     assert problem["message"].startswith("invisible character U+0000 (control) outside any")
     assert path.read_text() == text
+
+
+def test_a_character_yaml_refuses_is_named_on_its_own_line() -> None:
+    # YAML gives no line for a NUL or an ESC, only its offset: the problem was put on the
+    # block's first line, and a person looked for it there
+    in_header = SPEC_EXAMPLE.replace("user_id: u_andrew", "user_id: u_andrew\x00")
+    [fatal] = parse_log(in_header, PATH).diagnostics
+    assert (fatal.line, fatal.severity) == (4, "fatal")
+    assert "unacceptable character #x0000" in fatal.message
+    in_entry = SPEC_EXAMPLE.replace("parent_type: cluster", "parent_type: clu\x1bster")
+    [error] = parse_log(in_entry, PATH).diagnostics
+    assert (error.line, error.severity) == (11, "error")
+    assert "unacceptable character #x001b" in error.message

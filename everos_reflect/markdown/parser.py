@@ -410,7 +410,12 @@ def load_yaml(
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         last = max(text.count("\n") - (1 if text.endswith("\n") else 0), 0)
-        line = first_line + min(mark.line if mark is not None else 0, last)
+        at = mark.line if mark is not None else 0
+        if isinstance(exc, yaml.reader.ReaderError):  # a character YAML refuses: no mark,
+            # only its offset; the block's first line sent a person looking for a NUL or an
+            # ESC on the wrong line
+            at = text.count("\n", 0, min(max(exc.position, 0), len(text)))
+        line = first_line + min(at, last)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         return None, (line, f"invalid YAML: {problem}")
     except Exception as exc:  # lenient: yaml can raise odd errors on odd input
