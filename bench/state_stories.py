@@ -1,9 +1,11 @@
 """Latest-state benchmark: does a merged narrative end with the *current* value of a changed fact?
 
 Data: ``bench/state_stories.json`` — short stories, each a few Episodes about one person and one
-changing fact (a replacement, a number, a negation, or a reversal A → B → A) across 26 domains
+changing fact (a replacement, a number, a negation, or a reversal A → B → A) across 28 domains
 (cars, phones, gyms, salaries, medication doses, ...). In half of them something unrelated is
-said *after* the change, so "the last thing said" is not the answer.
+said *after* the change, so "the last thing said" is not the answer; in the last two domains
+(childhood, youth: session 29) what is said after it tells of an earlier time ("Nina was a
+pescatarian as a teenager."), which must not become the current state.
 
 Pipeline: four stories of different domains per user, interleaved in time (the clustering has
 to keep them apart) → index with the configured embedder → recluster → ``reflect_episodes``
@@ -252,8 +254,9 @@ def markdown(result: dict[str, Any]) -> str:
             g = s[key]
             lines.append(f"| {key} | {g['n']} | {g['merged']} | {_pct(g['merged_share'])} | "
                          f"{_pct(g['right_among_merged'])} |")
+    per_half = s.get("report", {}).get("n", 0)
     lines += ["", "Sweep of the paraphrase and version thresholds (calibration / report: right "
-              "among merged, merged of 52):", "",
+              f"among merged, merged of {per_half}):", "",
               "| paraphrase cosine | version cosine | calibration | report | merged cal / rep "
               "| reflect s |", "|---:|---:|---:|---:|---:|---:|"]
     for p in result["points"]:

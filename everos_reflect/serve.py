@@ -28,6 +28,7 @@ import uvicorn
 from everos_reflect.engine.daemon import (
     check_bind,
     clear_daemon,
+    hold_serve_lock,
     read_daemon,
     recover_interrupted,
     write_daemon,
@@ -46,10 +47,7 @@ STOP_GRACE_SECONDS = 30.0
 
 def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None) -> None:
     """Run the daemon in the foreground until SIGTERM/SIGINT."""
-    from everos_reflect.api.app import create_app
     from everos_reflect.embedding.heap import cap_arenas
-    from everos_reflect.engine.scheduler import Scheduler
-    from everos_reflect.index.watcher import Watcher
 
     cfg = runtime.settings.server
     host = host or cfg.host
@@ -67,6 +65,19 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
     if other is not None:
         raise EverosError(f"a daemon (pid {other['pid']}) already serves {runtime.root} on "
                           f"{other['host']}:{other['port']}")
+    # one serve per root, also for two started together (neither has written daemon.json)
+    lock = hold_serve_lock(runtime.root)
+    try:
+        _serve(runtime, host, port)
+    finally:
+        os.close(lock)
+
+
+def _serve(runtime: Runtime, host: str, port: int) -> None:
+    """:func:`serve`, once it holds the root's serve lock."""
+    from everos_reflect.api.app import create_app
+    from everos_reflect.engine.scheduler import Scheduler
+    from everos_reflect.index.watcher import Watcher
 
     # the port first: on one another process holds, nothing is recovered, watched, scheduled
     # or advertised (it was all started, "serving … on" logged, then uvicorn exited 3)

@@ -16,6 +16,7 @@ from click.testing import CliRunner
 from everos_reflect.cli import engine_cmds
 from everos_reflect.cli.main import cli
 from everos_reflect.engine.daemon import clear_daemon, daemon_file, write_daemon
+from everos_reflect.errors import EverosError
 
 
 def _within(seconds: float, fn, *args) -> None:  # type: ignore[no-untyped-def]
@@ -225,3 +226,54 @@ def test_trigger_runs_in_process_only_when_the_daemon_never_got_the_request(
     assert "Nothing was run in this process" in result.stderr
     if code == 5:
         assert result.stdout == "revalidate_insights: timeout [daemon]\n"
+
+
+def test_a_second_serve_of_a_root_still_starting_is_refused_naming_the_first(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two serve started together both found no daemon.json (written once the daemon is up)
+    # and both served the root: two watchers, two schedulers firing every cron job, the first
+    # one's daemon.json overwritten by the second's.
+    from everos_reflect import serve as serve_module
+    from everos_reflect.engine.daemon import hold_serve_lock
+
+    started: list[str] = []
+    monkeypatch.setattr(serve_module, "listen_socket", lambda *a: started.append("listen"))
+    monkeypatch.setattr(engine_cmds, "configure_logging", lambda: None)
+    first = hold_serve_lock(root)  # what the first serve holds from before it listens
+    try:
+        result = CliRunner().invoke(cli, ["serve", "--root", str(root), "--port", "1"])
+    finally:
+        os.close(first)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: another everos-reflect serve (pid {os.getpid()}) is starting on {root}: one "
+        "daemon serves a root"]
+    assert started == [] and not daemon_file(root).exists()
+
+
+def test_a_second_serve_names_the_daemon_up_by_its_address(root: Path) -> None:
+    import subprocess
+    import sys
+
+    from everos_reflect.engine.daemon import hold_serve_lock
+
+    # another process serving the root: its lock held, its daemon.json written
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time; from everos_reflect.engine.daemon import "
+         "hold_serve_lock; hold_serve_lock(sys.argv[1]); print('held', flush=True); "
+         "time.sleep(60)", str(root)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        write_daemon(root, {"pid": holder.pid, "host": "127.0.0.1", "port": 8123,
+                            "root": str(root)})
+        with pytest.raises(EverosError) as caught:
+            hold_serve_lock(root)
+        assert str(caught.value) == (f"a daemon (pid {holder.pid}) already serves {root} on "
+                                     "127.0.0.1:8123")
+        holder.kill()  # kill -9: the lock goes with the process, daemon.json stays behind
+        holder.wait(10)
+        os.close(hold_serve_lock(root))  # the next serve starts
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait(10)

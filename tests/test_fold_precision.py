@@ -16,7 +16,7 @@ import pytest
 
 from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.llm import extractive
-from everos_reflect.llm.base import MergeMember, MergeRequest
+from everos_reflect.llm.base import FactsRequest, MergeMember, MergeRequest
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
 from everos_reflect.strategies.reflect import DEFAULT_FACT_MATCH_THRESHOLD
 
@@ -134,16 +134,8 @@ def test_the_guard_counts_no_fact_of_another_holder_as_stated(local: LocalEmbedd
     rows = [r for r in fold_pairs.load_pairs() if possessive(r)]
     credited = [r["texts"] for r in rows if r["label"] == "distinct"
                 and fold_pairs.credited(local, r["texts"], DEFAULT_FACT_MATCH_THRESHOLD)]
-    assert credited == [  # the known limits (docs/evaluation.md)
-        ("Andrew adopted a dog named Rex.", "Andrew's dog Rex learned to sit and fetch."),
-        ("Kai had dinner with his old college roommate.",
-         "Kai's roommate from college now runs a bakery."),
+    assert credited == [  # the known limit (docs/evaluation.md)
         ("Kofi's car is in the repair shop.", "Kofi's brother's car is in the repair shop."),
-        ("Zoe takes the tram.", "Zoe's tram was late."),  # held out, as Rex and Kai
-        # session 28's pairs, the same kind: the other sentence names the bakery, tomatoes, cat
-        ("Ada works at a bakery.", "Ada's bakery won a local award."),
-        ("Rosa grows tomatoes on her balcony.", "Rosa's tomatoes got blight."),
-        ("Marek has a cat named Pixel.", "Marek's cat Pixel caught a mouse."),
     ]
     # two facts of two holders written in one sentence are both stated
     both = [c["sentence"] for c in fold_pairs.load_combined()
@@ -151,6 +143,28 @@ def test_the_guard_counts_no_fact_of_another_holder_as_stated(local: LocalEmbedd
                                    DEFAULT_FACT_MATCH_THRESHOLD) == 1.0]
     assert "Mia and her brother are both allergic to peanuts." in both
     assert "Ana's phone and laptop are always running out of battery." in both
+
+
+@pytest.mark.parametrize("fact, sentence", [
+    ("Ada works at a bakery.", "Ada's bakery won a local award."),
+    ("Zoe takes the tram.", "Zoe's tram was late."),
+    ("Andrew adopted a dog named Rex.", "Andrew's dog Rex learned to sit and fetch."),
+    ("Marek has a cat named Pixel.", "Marek's cat Pixel caught a mouse."),
+])
+def test_the_guard_counts_no_news_of_someone_s_thing_as_their_fact(local: LocalEmbedder,
+                                                                   fact: str,
+                                                                   sentence: str) -> None:
+    # cosine 0.77-0.79 and the thing ("bakery") named by both: an LLM merge that kept only
+    # the award passed the guard at coverage 1.00, and that Ada works there was lost; the
+    # merge itself keeps both (test_a_fact_of_someone_s_thing_is_not_folded_into_theirs)
+    assert fold_pairs.coverage(local, [fact], sentence, DEFAULT_FACT_MATCH_THRESHOLD) == 0.0
+    # still stated: the possessive sentence names its owner again, or tells nothing more
+    assert fold_pairs.coverage(local, ["Ada works at a bakery."],
+                               "Ada's bakery, where she works, won a local award.",
+                               DEFAULT_FACT_MATCH_THRESHOLD) == 1.0
+    assert fold_pairs.coverage(local, ["Mei is writing her thesis on coral reef decline."],
+                               "Mei's thesis is about the decline of coral reefs.",
+                               DEFAULT_FACT_MATCH_THRESHOLD) == 1.0
 
 
 @pytest.mark.parametrize("first, second", [
@@ -305,7 +319,6 @@ def test_telegraphic_english_gets_the_english_label(local: LocalEmbedder) -> Non
     ("Andrew met Tom for lunch.", "Andrew met Lisa for lunch.", True),
     # the same note without a name shares too little: a change is missed, both stay in order
     ("Moved to Lyon.", "Moved to Paris.", False),
-    ("Job: barista.", "Job: accountant.", False),
 ])
 def test_events_and_changes_of_one_frame_known_limit(local: LocalEmbedder, first: str,
                                                      second: str, version: bool) -> None:
@@ -314,3 +327,127 @@ def test_events_and_changes_of_one_frame_known_limit(local: LocalEmbedder, first
     content = narrative(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert content.split("\n\n")[-1].startswith("Current state: ") is version
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Nina is vegan.", "Nina was vegetarian as a teenager."),
+    ("Mina rides a scooter to work.", "Mina used to ride a bike to work."),
+])
+def test_a_later_sentence_about_an_earlier_time_is_not_the_current_state(
+        local: LocalEmbedder, first: str, second: str) -> None:
+    # cosine 0.82 / 0.80: the later sentence was written as the "Current state" ("Current
+    # state: Nina was vegetarian as a teenager."), though it tells how things were years ago
+    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    assert plain_sentences(content) == [first, second]
+    assert "Current state" not in content
+
+
+def test_a_change_stays_current_when_an_earlier_time_is_told_after_it(
+        local: LocalEmbedder) -> None:
+    content = narrative(ExtractiveLLM(local), "Notes", "Nina is vegetarian.", "Nina is vegan now.",
+                        "Nina was vegetarian as a teenager.")
+    assert content.split("\n\n")[-1] == "Current state: Nina is vegan now."
+    assert "Nina was vegetarian as a teenager." in plain_sentences(content)
+
+
+@pytest.mark.parametrize("text, then", [
+    ("Nina was vegetarian as a teenager.", True),
+    ("Maria did not have any pets growing up.", True),
+    ("Omar ran 5 km a week as a student.", True),
+    ("Kai lived in Rome years ago.", True),
+    # a role now, or a state that still holds: no earlier time
+    ("Ravi works as a student assistant.", False),
+    ("Mia got used to the cold.", False),
+    ("Lena used to play the piano.", True),
+    ("Nina has been vegan since she was a teenager.", False),
+    ("Nina is vegan.", False),
+    # other languages match nothing: their merge is as it was
+    ("Nina war als Teenager Vegetarierin.", False),
+])
+def test_which_sentences_tell_of_an_earlier_time(text: str, then: bool) -> None:
+    assert extractive.about_earlier_time(text) is then
+
+
+@pytest.mark.parametrize("first, second, label", [
+    ("Job: barista.", "Job: accountant.", "Current state: "),
+    ("Bank: Monzo.", "Bank: Revolut.", "Current state: "),
+    ("Car: Honda Civic.", "Car: Tesla Model 3.", "Current state: "),
+    ("Beruf: Lehrerin.", "Beruf: Ärztin.", "→ "),  # structure, not words: any language
+])
+def test_a_labelled_note_with_a_new_value_is_a_version(local: LocalEmbedder, first: str,
+                                                       second: str, label: str) -> None:
+    # cosine 0.5-0.7, one content word shared: both stayed in the timeline with no current
+    # state, so "Job: barista." read as true as "Job: accountant."
+    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    assert plain_sentences(content) == [first, second]
+    assert content.split("\n\n")[-1] == f"{label}{second}"
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Gift for Mum: scarf.", "Gift for Dad: book."),
+    # a sentence under a generic label: two facts, not one attribute's versions
+    ("Update: Nina got a job at Acme.", "Update: Tom moved to Paris."),
+    ("Note: call the bank.", "Note: renew the passport."),
+])
+def test_notes_of_two_labels_or_of_a_generic_label_are_no_versions(local: LocalEmbedder,
+                                                                    first: str,
+                                                                    second: str) -> None:
+    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    assert plain_sentences(content) == [first, second]
+    assert "Current state" not in content
+
+
+def test_a_note_s_opening_verb_is_nobody(local: LocalEmbedder) -> None:
+    # "Moved" opened most sentences, so it was taken for the cluster's main person and the
+    # pronoun after it rewritten: "She says the rent is fair." became "Moved says the rent is
+    # fair.", a sentence nobody wrote
+    members = [MergeMember("ep_20261110_0001", datetime(2026, 11, 10, 10, tzinfo=UTC), "Move",
+                           "Moved to Lyon with Ana."),
+               MergeMember("ep_20261117_0001", datetime(2026, 11, 17, 10, tzinfo=UTC),
+                           "Settling in", "Moved into a flat near the river. "
+                           "She says the rent is fair.")]
+    result = ExtractiveLLM(local).merge(MergeRequest("init", members))
+    assert "She says the rent is fair." in plain_sentences(result.content)
+    assert not result.title.startswith("Moved")
+    # a name followed by a verb still leads its sentence
+    assert extractive._main_entity(["Moved to Lyon.", "Moved to Paris."]) is None
+    assert extractive._main_entity(["Ana moved to Lyon.", "Ana moved to Paris."]) == "Ana"
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Nina is vegan.", "Is Nina still vegan?"),
+    ("Nina lives in Paris.", "Does Nina still live in Paris?"),
+    ("Is Sam married?", "Sam is married."),
+])
+def test_a_question_is_neither_a_restatement_nor_a_version(local: LocalEmbedder, first: str,
+                                                            second: str) -> None:
+    # same words, or cosine 0.9: the pair was folded and the question kept, so the narrative
+    # said only "Is Nina still vegan?" and that Nina is vegan left live memory
+    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    assert plain_sentences(content) == [first, second]
+    assert "Current state" not in content
+
+
+def test_facts_keep_a_statement_asked_about() -> None:
+    facts = ExtractiveLLM().extract_facts(FactsRequest("Is Nina vegan? Nina is vegan.")).facts
+    assert facts == ["Is Nina vegan?", "Nina is vegan."]
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Ravi weighs 80 kg.", "Ravi wants to weigh 70 kg."),
+    ("Ben has a car.", "Ben might sell his car."),
+    ("Nina is vegan.", "Nina should stop being vegan, her doctor says."),
+])
+def test_a_wish_or_a_possibility_is_no_version_of_a_fact(local: LocalEmbedder, first: str,
+                                                         second: str) -> None:
+    # the wish was written as the "Current state" (a weight nobody has), or the fact was
+    # folded into the later wording, which adds a word, and lost ("Ben has a car.")
+    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    assert plain_sentences(content) == [first, second]
+    assert "Current state" not in content
+
+
+def test_a_wish_still_folds_with_its_restatement_and_may_is_a_month(local: LocalEmbedder) -> None:
+    assert len(merged(ExtractiveLLM(local), "Ben might sell his car.",
+                      "Ben may sell his car.")) == 1
+    assert not extractive._Sentence("Tom started learning piano in May.", date.min, 0).wish

@@ -202,6 +202,66 @@ def test_a_write_spanning_several_logs_writes_through_a_link_inside_the_root(
     assert not list(root.rglob(".*.tmp"))
 
 
+def ann_cat(root: Path) -> Path:
+    """Ann's log of 2026-10-12 with one entry; its path."""
+    runtime(root).store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00",
+                                                   "parent_type": "memcell"},
+                               {"Subject": "Cats", "Content": "Ann has a cat."},
+                               day=date(2026, 10, 12))
+    return root / USERS / "u_ann/episodes/episode-2026-10-12.md"
+
+
+def test_a_user_folder_linked_to_another_users_is_refused_not_read_as_theirs(
+    root: Path
+) -> None:
+    # users/u_eve -> users/u_ann: every one of Ann's entries answered Eve's searches as Eve's,
+    # and an add for Eve (or her merges) wrote into Ann's logs.
+    log = ann_cat(root)
+    (root / USERS / "u_eve").symlink_to("u_ann", target_is_directory=True)
+    before = {p.name: p.read_bytes() for p in log.parent.iterdir()}
+    rt = runtime(root)
+    report = Indexer(rt).reindex()
+    assert report.entries_upserted == 1  # Ann's entry, once
+    (problem,) = report.problems[f"{USERS}/u_eve/episodes/episode-2026-10-12.md"]
+    assert f"symlink to {USERS}/u_ann/episodes/episode-2026-10-12.md" in problem
+    assert rt.store.entries(UserRef.of("u_eve"), Kind.EPISODE) == []
+    assert [e.id for e in rt.store.entries(ANN, Kind.EPISODE)] == ["ep_20261012_0001"]
+
+    result = run("search", "cat", "--root", str(root), "--user", "u_eve", "--json")
+    assert result.exit_code == 0, result.output
+    assert "Ann has a cat" not in result.stdout
+
+    lint = run("lint", "--root", str(root), "--json")
+    assert lint.exit_code == 1
+    (found,) = json.loads(lint.stdout)["problems"]
+    assert found["file"] == f"{USERS}/u_eve/episodes/episode-2026-10-12.md"
+    assert "another daily log of this root" in found["message"]
+
+    for day in ("2026-10-12", "2026-10-14"):  # a log that exists, and a new one
+        added = run("add", "--root", str(root), "--user", "u_eve", "--subject", "Tea",
+                    "--content", "Eve drinks tea.", "--timestamp", f"{day}T10:00:00+00:00")
+        assert added.exit_code == 1
+        assert "not writing this file: its path leads through a symlink to " \
+            f"{USERS}/u_ann/episodes/episode-{day}.md" in added.output
+    assert {p.name: p.read_bytes() for p in log.parent.iterdir()} == before
+
+
+def test_a_log_linked_to_another_day_of_the_same_user_is_refused(root: Path) -> None:
+    log = ann_cat(root)
+    alias = log.with_name("episode-2026-10-13.md")
+    alias.symlink_to(log.name)
+    store = runtime(root).store
+    read = store.read(alias)
+    assert not read.ok and read.entries == []
+    assert "episode-2026-10-12.md, another daily log" in read.diagnostics[0].message
+    assert [e.id for e in store.read(log).entries] == ["ep_20261012_0001"]
+    with pytest.raises(MarkdownError, match="another daily log of this root"):
+        store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-13T10:00:00+00:00",
+                                          "parent_type": "memcell"},
+                     {"Subject": "s", "Content": "c"}, day=date(2026, 10, 13))
+    assert "Ann has a cat." in log.read_text() and "ep_20261013" not in log.read_text()
+
+
 def test_lint_reports_user_folders_whose_names_are_not_valid_ids(root: Path) -> None:
     """The store skips a folder whose app, project or user name is not a valid id (its logs
     are never read or indexed); lint said nothing, so a user saved as ``bob smith`` vanished

@@ -9,6 +9,7 @@ strategy in-process.
 
 from __future__ import annotations
 
+import fcntl
 import ipaddress
 import json
 import logging
@@ -41,6 +42,52 @@ def write_daemon(root: Path, info: Mapping[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(dict(info)), "utf-8")
     os.replace(tmp, path)
+
+
+def serve_lock_file(root: Path) -> Path:
+    """Held exclusive by the ``serve`` of ``root`` for its whole life; it holds that process's
+    pid. The kernel lets go of it when the process ends, however it ends (``kill -9``)."""
+    return Path(root) / ".index" / "locks" / "serve.lock"
+
+
+def hold_serve_lock(root: Path) -> int:
+    """Take :func:`serve_lock_file` for this process and write its pid there; the descriptor
+    holding it (closing it lets go). Another ``serve`` of ``root`` holding it is an error
+    naming it: two started together both found no ``daemon.json`` (it is written once the
+    daemon is up), and both served the root, each with its own watcher and scheduler, the
+    first one's ``daemon.json`` overwritten by the second."""
+    path = serve_lock_file(root)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise EverosError(f"cannot create {shown_path(path)}: {exc.strerror or exc}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        holder = _lock_holder(fd)
+        os.close(fd)
+        info = read_daemon(root)
+        if info is not None:
+            raise EverosError(f"a daemon (pid {info['pid']}) already serves {root} on "
+                              f"{info['host']}:{info['port']}") from None
+        raise EverosError(f"another everos-reflect serve ({holder}) is starting on {root}: "
+                          "one daemon serves a root") from None
+    except OSError as exc:
+        os.close(fd)
+        raise EverosError(f"cannot lock {shown_path(path)}: {exc.strerror or exc}") from None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def _lock_holder(fd: int) -> str:
+    """``pid N`` of the process a held :func:`serve_lock_file` names (its holder wrote it)."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii").strip()
+    except (OSError, ValueError):
+        text = ""
+    return f"pid {text}" if text.isdigit() else "pid not known yet"
 
 
 def clear_daemon(root: Path) -> None:

@@ -518,17 +518,17 @@ class Indexer:
         rel = self.rt.store.rel(path)
         stored = self._stored_entries(rel)
         limits = self.rt.settings.limits
-        if self.rt.store.leaves_root(path):
+        if (problem := self.rt.store.link_problem(path)) is not None:
             try:
                 st = os.lstat(path)
             except FileNotFoundError:
                 return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
-            away = Diagnostic(rel, 0, "not read: it is a symlink leading outside the memory root",
-                              severity="fatal")
-            # Nothing outside the root is read. What the log held while it was inside keeps its
-            # rows, as for a log over the size limit or not UTF-8: deleted, that deletion was
-            # published and every record citing one of them went stale for good; kept, the
-            # log's removal later is published as one.
+            away = Diagnostic(rel, 0, f"not read: {problem}", severity="fatal")
+            # Nothing outside the root is read, nor a log a second time through a link to it.
+            # What the log held while it was readable keeps its rows, as for a log over the
+            # size limit or not UTF-8: deleted, that deletion was published and every record
+            # citing one of them went stale for good; kept, the log's removal later is
+            # published as one.
             return _Job(rel, ref, kind, SyncPlan(problems=[away], fatal=True),
                         (st.st_mtime_ns, st.st_size, ""))
         try:

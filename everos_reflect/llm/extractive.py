@@ -152,6 +152,31 @@ SWAP_WORDS = 2
 VARIANT_PREFIX = 4
 VARIANT_TAIL = 2
 
+#: English phrases naming an earlier time of someone's life. A sentence holding one and no
+#: present "is/are/has/have been" nor "since" ("Nina was vegetarian as a teenager.", "Maria
+#: did not have any pets growing up.", "Lena used to play the piano.") tells how things were
+#: then: said after "Nina is vegan.", it is no newer version of it, nor a restatement ("got
+#: used to the cold" is no earlier time). Other languages match nothing here and keep the
+#: rules as they were.
+_EARLIER_TIME_RE = re.compile(
+    r"\b(?:as an? (?P<age>child|kid|teen|teenager|boy|girl|student|youngster|toddler|baby)"
+    r"|growing up|(?<!got )(?<!get )(?<!gets )(?<!getting )(?<!be )(?<!been )used to"
+    r"|(?:years|decades) ago|back then|in (?:his|her|their|my|our|your) "
+    r"(?:youth|childhood|teens|twenties)|in childhood"
+    r"|when (?:he|she|they|i|we|you|[A-Z][\w-]*) (?:was|were) (?:young|little|small|a child|"
+    r"a kid|a teenager|a student))\b", re.IGNORECASE)
+#: English words of a wish, a plan, a duty or a possibility ("Ravi wants to weigh 70 kg.",
+#: "Ben might sell his car.", "Nina should stop being vegan."): such a sentence says what is
+#: not (yet) so. Said after "Ravi weighs 80 kg.", it was written as its current state, and
+#: "Ben has a car." was folded into "Ben might sell his car." (the later wording kept, as it
+#: adds a word) and lost. Lower case only: "May" is a month.
+_NOT_SO_RE = re.compile(
+    r"\b(?:might|may|could|should|would|must|want(?:s|ed)?|hope(?:s|d)?|wish(?:es|ed)?"
+    r"|planning|(?:plan(?:s|ned)?|aim(?:s|ed|ing)?|intend(?:s|ed|ing)?) to|dream(?:s|ed)? of"
+    r"|considering|thinking (?:about|of))\b")
+_NOW_RE = re.compile(r"\b(?:is|are|am|has|since|have (?:been|had|got))\b|['’](?:re|ve)\b",
+                     re.IGNORECASE)
+
 
 @dataclass
 class _Sentence:
@@ -166,6 +191,12 @@ class _Sentence:
     vector: int = -1  # row of this wording in the merge's similarity matrix
     tokens: frozenset[str] = field(init=False)
     markers: frozenset[str] = field(init=False)  # numbers and negations: must match to merge
+    #: tells of an earlier time of the subject's life (:func:`about_earlier_time`)
+    then: bool = field(init=False)
+    #: asks, states nothing: "Is Nina still vegan?"
+    question: bool = field(init=False)
+    #: tells of a wish, plan, duty or possibility, not of what is so (:data:`_NOT_SO_RE`)
+    wish: bool = field(init=False)
 
     def __post_init__(self) -> None:
         words = [w.lower().replace("'", "") for w in _WORD_RE.findall(self.text)]
@@ -173,11 +204,26 @@ class _Sentence:
         self.markers = frozenset(
             w for w in words if w in NEGATIONS or w in NUMBER_WORDS or w.isdigit()
         )
+        self.then = about_earlier_time(self.text)
+        self.question = self.text.rstrip().endswith(("?", "？"))
+        self.wish = _NOT_SO_RE.search(self.text) is not None
 
     @property
     def stems(self) -> frozenset[str]:
         """Content words without numbers/negations, plural -s folded: what a fact is about."""
         return frozenset(_fold_plural(w) for w in self.tokens - self.markers)
+
+
+def about_earlier_time(text: str) -> bool:
+    """Does ``text`` tell of an earlier time of its subject's life (:data:`_EARLIER_TIME_RE`),
+    and nothing of now? "as a student" counts only at the end of a phrase ("Omar ran 5 km a
+    week as a student.", not "Ravi works as a student assistant.")."""
+    for m in _EARLIER_TIME_RE.finditer(text):
+        after = _WORD_RE.match(text[m.end():].lstrip())
+        if m.group("age") and after and after.group().lower() not in STOPWORDS:
+            continue  # "as a student assistant", "as a child actor": a role now
+        return _NOW_RE.search(text) is None
+    return False
 
 
 class ExtractiveLLM:
@@ -256,7 +302,7 @@ class ExtractiveLLM:
             facts.append(_Sentence(text, date.min, len(facts)))
         kept: list[_Sentence] = []
         for s in facts:
-            if not any(_restates(s, k) for k in kept):
+            if not any(_restates(s, k) and s.question == k.question for k in kept):
                 kept.append(s)
         return FactsResult([s.text for s in kept], Usage())
 
@@ -406,6 +452,28 @@ def _names(text: str) -> list[str]:
     return [n for n in _NAME_RE.findall(text) if n.lower() not in NOT_NAMES]
 
 
+#: English words that follow a verb, not someone's name: a note opening "Moved to Lyon.",
+#: "Bought a lamp.", "Lunch with Tom." names nobody with its first word.
+_AFTER_OPENING_VERB = _wordset(
+    "a an the to into onto in on at by for with from of about my our your his her their its "
+    "this that these those some")
+
+
+def _leading_name(sentence: str) -> str | None:
+    """The name a sentence opens with, if it names somebody: not the first word of a note with
+    no name ("Moved to Lyon.", "Lunch with Tom.": a capitalised word followed by an article or
+    a preposition). Taken for a person, such a word became the cluster's main person when
+    these notes outnumbered the names, and "She says the rent is fair." was rewritten "Moved
+    says the rent is fair."."""
+    names = _names(sentence)
+    if not names or not sentence.startswith(names[0]):
+        return None
+    after = _WORD_RE.match(sentence[len(names[0]):].lstrip())
+    if after is not None and after.group() in _AFTER_OPENING_VERB:
+        return None
+    return names[0]
+
+
 def _resolve_pronoun(
     text: str, entity: str | None, person: str | None
 ) -> tuple[str, str | None]:
@@ -421,9 +489,7 @@ def _resolve_pronoun(
     if (person and entity == person and first[0].lower() in SINGULAR_PRONOUNS
             and len(first) == 2):
         return f"{person} {first[1]}", person
-    names = _names(text)
-    if names and text.startswith(names[0]):
-        entity = names[0]
+    entity = _leading_name(text) or entity
     return text, entity
 
 
@@ -442,9 +508,9 @@ def _main_entity(texts: Iterable[str]) -> str | None:
         texts_naming.update(set(names))
         mentions.update(names)
         for sentence in split_sentences(text):
-            first = _names(sentence)
-            if first and sentence.startswith(first[0]):
-                leading[first[0]] += 1
+            first = _leading_name(sentence)
+            if first is not None:
+                leading[first] += 1
     ranked = leading.most_common(2)
     if not ranked or (len(ranked) == 2 and ranked[0][1] == ranked[1][1]):
         return None
@@ -589,7 +655,10 @@ def different_holders(facts: Sequence[str], sentences: Sequence[str]) -> np.ndar
     writes them into one sentence: a sentence states a fact about someone's something when it
     talks about that something at all ("Olga's kitchen sink keeps leaking, and her landlord
     raised the rent again." states "Olga's landlord raised the rent again."), and one opening
-    with someone's something states a fact about them when it goes on with "he"/"she"."""
+    with someone's something states a fact about them when it goes on with "he"/"she" or
+    names them again. Otherwise it states a fact about them only when it tells nothing more
+    of the thing (:func:`_tells_more`): "Ada's bakery won a local award." does not state
+    "Ada works at a bakery." (cosine 0.784), as the merge keeps both."""
     out = np.zeros((len(facts), len(sentences)), dtype=bool)
     if not facts or not sentences:
         return out
@@ -616,7 +685,8 @@ def different_holders(facts: Sequence[str], sentences: Sequence[str]) -> np.ndar
                 assert holder is not None
                 out[i, j] = (fact.subject == holder.owner and not holder.again
                              and not _PRONOUN_RE.search(sentence.text)
-                             and not _echoes(holder.head, _words(fact)))
+                             and (not _echoes(holder.head, _words(fact))
+                                  or _tells_more(sentence, fact, holder.owner)))
     return out
 
 
@@ -689,8 +759,9 @@ def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
                paraphrase: float) -> bool:
     """Does ``new`` restate ``old``: the same words, or the same meaning (cosine ≥
     ``paraphrase``) with equal numbers and negations and no value swapped?"""
-    if _other_holder(old, new):
-        return False
+    if (_other_holder(old, new) or old.then != new.then or old.question != new.question
+            or old.wish != new.wish):
+        return False  # another holder, then against now, a question or a wish against a fact
     return _restates(new, old) or (new.markers == old.markers
                                    and _similar(new, old, sims) >= paraphrase
                                    and not _swaps_value(old, new))
@@ -778,14 +849,56 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     """Is ``new`` a later version of the fact ``old`` states (same subject, close meaning)?
 
     Also when the pair is close enough to be a restatement (cosine ≥ ``paraphrase``) but
-    swaps a value (:func:`_swaps_value`): what the fold refused is a version."""
-    if new.day <= old.day or old.subject != new.subject or _other_holder(old, new):
+    swaps a value (:func:`_swaps_value`): what the fold refused is a version.
+
+    Never when ``new`` tells of an earlier time and ``old`` does not ("Nina is vegan." /
+    "Nina was vegetarian as a teenager."): said later, it is older news, not a newer state.
+    Never for a question ("Is Nina still vegan?"): it states no version of anything; nor
+    for a wish or a plan said after a fact ("Ravi weighs 80 kg." / "Ravi wants to weigh 70
+    kg."): what someone wants is not what is so."""
+    if (new.day <= old.day or old.subject != new.subject or _other_holder(old, new)
+            or (new.then and not old.then) or (new.wish and not old.wish)
+            or old.question or new.question):
         return False
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
         return True
     a, b = old.stems, new.stems
-    return bool(a and b) and (len(a & b) / len(a | b) >= VERSION_OVERLAP or _flips(old, new))
+    return bool(a and b) and (len(a & b) / len(a | b) >= VERSION_OVERLAP or _flips(old, new)
+                              or _relabels(old, new))
+
+
+#: A labelled note: "Job: nurse.", "Car: Tesla Model 3.", "Beruf: Ärztin." (a label of at
+#: most three words before a colon, a value after it).
+_LABELLED_RE = re.compile(r"^\s*([^\W\d_][\w'’-]*(?:\s+[\w'’-]+){0,2})\s*:\s+(\S.*?)[.!]?\s*$")
+
+
+def _relabels(old: _Sentence, new: _Sentence) -> bool:
+    """Are ``old`` and ``new`` notes of one label with another value ("Job: barista." →
+    "Job: accountant.", "Bank: Monzo." → "Bank: Revolut.")? The label names what holds the
+    value, so a new value is its new version, however far apart the two values' meanings sit
+    (0.5–0.7 for such pairs, below the version threshold). Structure, not words: any language.
+    What it costs: a label of repeated events ("Dinner: pasta." / "Dinner: curry.") is
+    written as versions too (the latest dinner as the current state; nothing lost). A value
+    must read as one (:func:`_a_value`), not as a sentence under a generic label."""
+    x, y = _LABELLED_RE.match(old.text), _LABELLED_RE.match(new.text)
+    if x is None or y is None or not (_a_value(x.group(2)) and _a_value(y.group(2))):
+        return False
+    same_label = " ".join(x.group(1).lower().split()) == " ".join(y.group(1).lower().split())
+    return same_label and x.group(2).lower() != y.group(2).lower()
+
+
+#: Words of a labelled note's value at most: "Tesla Model 3.", "Dr Shah.", "40k."
+LABEL_VALUE_WORDS = 3
+
+
+def _a_value(text: str) -> bool:
+    """Is ``text`` (what follows a label's colon) a value, not a sentence? At most
+    :data:`LABEL_VALUE_WORDS` words, none a function word: "Update: Tom moved to Paris.",
+    "Note: call the bank." carry a sentence under a generic label, two facts, not one
+    attribute's versions. What is not told apart: "Note: buy milk." / "Note: call Ana."."""
+    words = [w.lower() for w in _WORD_RE.findall(text)]
+    return 0 < len(words) <= LABEL_VALUE_WORDS and not any(w in STOPWORDS for w in words)
 
 
 def _flips(old: _Sentence, new: _Sentence) -> bool:

@@ -174,8 +174,30 @@ class MarkdownStore:
     def leaves_root(self, path: str | os.PathLike[str]) -> bool:
         """Whether ``path`` resolves (through symlinks) to a place outside the root. Such a path
         is never read or written: a link to ``/etc/passwd`` named like a log must not leak it."""
+        return not self._within(os.path.realpath(path))
+
+    def link_problem(self, path: str | os.PathLike[str]) -> str | None:
+        """Why ``path`` must not be read or written as the log its name says, or ``None``.
+        Through a symlink it may lead outside the root (never read: a link to ``/etc/passwd``
+        named like a log must not leak it), or onto another daily log of this root: a user's
+        folder linked to another user's (``users/eve -> users/bob``) made every one of bob's
+        entries answer eve's searches as eve's, and eve's merges and adds wrote into bob's
+        logs. The log is read where it really is; the alias is refused, and ``lint`` says so."""
         real = os.path.realpath(path)
-        return not (real == self._real_root or real.startswith(self._real_root + os.sep))
+        if not self._within(real):
+            return "it is a symlink leading outside the memory root"
+        try:
+            named = Path(os.path.abspath(path)).relative_to(self._abs_root)
+        except ValueError:  # named by its real path already
+            return None
+        if real == os.path.join(self._real_root, *named.parts) or self.ref_for_path(real) is None:
+            return None
+        target = Path(real).relative_to(self._real_root).as_posix()
+        return (f"its path leads through a symlink to {target}, another daily log of this root "
+                "(read there, not a second time here)")
+
+    def _within(self, real: str) -> bool:
+        return real == self._real_root or real.startswith(self._real_root + os.sep)
 
     def iter_users(self, outside: list[str] | None = None,
                    invalid: list[tuple[str, str]] | None = None) -> Iterator[UserRef]:
@@ -305,8 +327,8 @@ class MarkdownStore:
         ``limits.max_file_bytes``, or one this process may not read, is not read: the log is
         ``unread``, with one fatal diagnostic saying why."""
         path = Path(path)
-        if self.leaves_root(path):
-            return self._refused(path, "it is a symlink leading outside the memory root")
+        if (problem := self.link_problem(path)) is not None:
+            return self._refused(path, problem)
         try:
             data = self._load(path)
         except TooLarge as exc:
@@ -942,9 +964,8 @@ class MarkdownStore:
         return len(new_text.encode("utf-8"))
 
     def _load_or_none(self, path: Path) -> bytes | None:
-        if self.leaves_root(path):
-            raise MarkdownError(self._label(path), 0, "not writing this file: it is a symlink "
-                                "leading outside the memory root")
+        if (problem := self.link_problem(path)) is not None:
+            raise MarkdownError(self._label(path), 0, f"not writing this file: {problem}")
         try:
             return self._load(path)
         except FileNotFoundError:
