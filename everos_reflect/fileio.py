@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from everos_reflect.errors import EverosError
-from everos_reflect.model import quoted_value
+from everos_reflect.model import quoted_value, shown_path
 
 #: Largest configuration file read (``everos.toml``, ``ome.toml``, ``fleet.toml``,
 #: ``daemon.json``): a hundred times the longest real one, so reading it whole is harmless.
@@ -98,3 +98,41 @@ def expand_user(path: str | os.PathLike[str], what: str = "path") -> Path:
         user = str(path).split("/", 1)[0]
         raise EverosError(f"{what} {quoted_value(str(path))}: no home folder is known for "
                           f"{quoted_value(user)}") from None
+
+
+def not_a_folder(path: str | os.PathLike[str]) -> Path | None:
+    """The first of ``path`` and the folders above it that exists and is not a folder (a file
+    where ``.index/locks`` goes, say), else None."""
+    path = Path(os.fsdecode(path))
+    for step in [*reversed(path.parents), path]:
+        try:
+            if not step.is_dir() and step.exists():
+                return step
+        except OSError:
+            return None
+    return None
+
+
+def in_the_way(path: Path) -> str:
+    """How an error names ``path``, which is not a folder where one is needed."""
+    return f"{shown_path(path)} is not a folder, and a folder is needed there: move it aside"
+
+
+def os_error_text(exc: OSError) -> str:
+    """One line saying what went wrong, naming the path: a file in the place of a folder is
+    named as such. An ``OSError``'s own text is an errno (``[Errno 17] File exists:
+    '/r/.index/locks'``; ``Not a directory: /r/.index/sqlite/system.db``, which names a file
+    that is not there and not the one in the way)."""
+    if exc.filename is None:
+        return exc.strerror or str(exc)
+    if isinstance(exc, (FileExistsError, NotADirectoryError)):
+        blocker = not_a_folder(exc.filename)
+        if blocker is not None:
+            return in_the_way(blocker)
+    return f"{exc.strerror or exc}: {shown_path(os.fsdecode(exc.filename))}"
+
+
+def error_text(exc: Exception) -> str:
+    """``exc`` as a report names a problem: :func:`os_error_text` of an ``OSError``, the
+    message of any other."""
+    return os_error_text(exc) if isinstance(exc, OSError) else str(exc)

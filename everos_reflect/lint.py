@@ -5,6 +5,7 @@ only render differently.
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
@@ -234,9 +235,18 @@ def _id_list(value: object) -> list[str]:
 
 
 def journal_problems(root: Path) -> list[Problem]:
-    """Interrupted merges still in the journal (lint reads, it never settles them)."""
+    """Interrupted merges still in the journal (lint reads, it never settles them), or the
+    index that holds the journal when it cannot be read: lint said "0 errors", exit 0, of a
+    root whose ``system.db`` was junk or had a file in the place of its folder."""
+    from everos_reflect.index import db as dbmod
     from everos_reflect.strategies.journal import has_pending
 
+    if dbmod.db_built(root):
+        try:
+            dbmod.connect(root, readonly=True).close()
+        except sqlite3.Error as exc:
+            return [Problem(".index/sqlite/system.db", 0,
+                            f"interrupted merges cannot be checked: {exc}")]
     if not has_pending(root):
         return []
     return [Problem(".index/sqlite/system.db", 0,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError
+from everos_reflect.fileio import error_text, in_the_way, not_a_folder
 from everos_reflect.lint import (
     Progress,
     config_problems,
@@ -214,13 +215,16 @@ def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
     last built)."""
     from everos_reflect.index.sync import Indexer
 
+    vectors = not_a_folder(runtime.index_dir / "lancedb")
+    if vectors is not None:  # it read "index: up to date" while every search failed on it
+        return {"error": in_the_way(vectors)}
     try:
         lag = Indexer(runtime).pending()
         if runtime.read_only:
             lag["read_only"] = True
         return lag
     except (EverosError, sqlite3.Error, OSError) as exc:
-        return {"error": str(exc)}
+        return {"error": error_text(exc)}
 
 
 def _merges(runtime: Runtime, engine: Engine | None = None) -> dict[str, Any] | None:
@@ -233,7 +237,7 @@ def _merges(runtime: Runtime, engine: Engine | None = None) -> dict[str, Any] | 
     try:
         merges["set_aside"] = [c.to_json() for c in set_aside_clusters(runtime)]
     except (EverosError, sqlite3.Error, OSError) as exc:
-        merges["set_aside"] = {"error": str(exc)}
+        merges["set_aside"] = {"error": error_text(exc)}
     return merges
 
 

@@ -4,6 +4,7 @@ serving it): each says what is true, exits accordingly and leaves nothing half-m
 from __future__ import annotations
 
 import json
+import shutil
 import threading
 import time
 from collections.abc import Iterator
@@ -230,3 +231,60 @@ def test_clusters_says_its_holds_follow_the_shipped_settings_while_ome_toml_is_i
         f"note: ome.toml is invalid: {root / 'ome.toml'}: line 3: TOML syntax error: Invalid "
         "value; clusters are held back as under the shipped reflect_episodes settings (a "
         "daemon runs on its last good ones)"]
+
+
+# --- a file where a folder of the index goes -------------------------------------------------
+
+READERS = [["reports"], ["reports", "--json"], ["status"], ["status", "--json"], ["runs"],
+           ["clusters"], ["search", "hello"], ["lint"]]
+
+
+@pytest.mark.parametrize("args", READERS, ids=" ".join)
+def test_a_file_where_the_sqlite_folder_goes_fails_each_reader_naming_it(
+        root: Path, args: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    # `reports` said "No Reflection reports yet", `status` "index: not built yet" and `lint`
+    # "0 errors", exit 0: the audit was out of reach, not missing; the others said
+    # "File exists: …/.index/sqlite"
+    from everos_reflect import embedding
+    from everos_reflect.embedding import HashEmbedder
+
+    monkeypatch.setattr(embedding, "make_embedder", lambda settings: HashEmbedder(16))
+    (root / ".index" / "sqlite").write_bytes(b"")
+
+    result = run(*args, "--root", str(root))
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output
+    assert "not built yet" not in result.stdout and "No Reflection" not in result.stdout
+    assert "File exists" not in result.output
+    named = f"{root / '.index' / 'sqlite'} is not a folder"
+    assert named in (result.stdout if args[0] == "lint" else result.stderr.splitlines()[-1])
+
+
+def test_status_names_a_file_where_the_locks_folder_goes_in_words(root: Path) -> None:
+    # it said "index: [Errno 17] File exists: '…/.index/locks'"
+    assert run("reindex", "--root", str(root)).exit_code == 0
+    locks = root / ".index" / "locks"
+    shutil.rmtree(locks)
+    locks.write_bytes(b"")
+
+    result = run("status", "--root", str(root), "--json")
+    assert result.exit_code == 1
+    said = f"{locks} is not a folder, and a folder is needed there: move it aside"
+    assert json.loads(result.stdout)["index"] == {"error": said}
+    assert result.stderr.splitlines() == [f"error: the index cannot be read: {said}"]
+    added = run("add", "--root", str(root), "--user", "u1", "--subject", "S", "--content", "c")
+    assert (added.exit_code, added.stderr) == (1, f"error: {said}\n")
+
+
+def test_status_names_a_file_where_the_vectors_folder_goes(root: Path) -> None:
+    # it said "index: up to date", exit 0, while every search failed on it
+    assert run("reindex", "--root", str(root)).exit_code == 0
+    vectors = root / ".index" / "lancedb"
+    shutil.rmtree(vectors)
+    vectors.write_bytes(b"")
+
+    result = run("status", "--root", str(root), "--json")
+    assert result.exit_code == 1
+    said = f"{vectors} is not a folder, and a folder is needed there: move it aside"
+    assert json.loads(result.stdout)["index"] == {"error": said}
+    assert result.stderr.splitlines() == [f"error: the index cannot be read: {said}"]

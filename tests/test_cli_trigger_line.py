@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from everos_reflect.cli.engine_cmds import outcome_line
@@ -99,3 +100,27 @@ def test_a_wait_that_timed_out_says_the_run_goes_on() -> None:
     assert outcome_line(waited, "daemon") == (
         "reflect_episodes: timeout (run run_1) — still running; `everos-reflect runs` shows "
         "how it ends [daemon]")
+
+
+def test_an_unknown_strategy_is_refused_before_a_daemon_out_of_reach_is_tried(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    # it said "the daemon (pid 1) could not be reached (…); running in-process", then
+    # "error: unknown strategy 'nosuch'"
+    import socket
+
+    from everos_reflect.engine.daemon import write_daemon
+
+    root = tmp_path / "root"
+    assert CliRunner().invoke(cli, ["init", str(root)]).exit_code == 0
+    with socket.socket() as sock:  # a port nothing listens on once closed
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    write_daemon(root, {"pid": 1, "host": "127.0.0.1", "port": port, "root": str(root)})
+
+    result = CliRunner().invoke(cli, ["trigger", "nosuch", "--root", str(root)])
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    [line] = result.stderr.splitlines()
+    assert line.startswith("error: unknown strategy 'nosuch' (known: ")
+    assert [r.getMessage() for r in caplog.records] == []

@@ -95,7 +95,8 @@ def test_an_index_that_cannot_be_opened_is_a_domain_error_naming_it(tmp_path: Pa
         dbmod.connect(tmp_path)
     assert isinstance(caught.value, EverosError)
     assert isinstance(caught.value, sqlite3.OperationalError)  # readers that degrade still do
-    assert str(caught.value).startswith(f"cannot open the index {db}: unable to open database")
+    assert str(caught.value).startswith(f"cannot open the index {db}: {db} is a folder, not a "
+                                        "database file")
 
 
 @pytest.mark.parametrize("args", [["reports"], ["runs"], ["strategies"], ["clusters"],
@@ -110,7 +111,8 @@ def test_cli_commands_on_an_index_that_cannot_be_opened_say_so_in_one_line(
     result = CliRunner().invoke(cli, [*args, "--root", str(tmp_path)])
     assert result.exit_code == 1, result.output
     [line] = result.stderr.splitlines()
-    assert line.startswith(f"error: cannot open the index {db}: unable to open database file")
+    assert line.startswith(f"error: cannot open the index {db}: {db} is a folder, not a "
+                           "database file")
 
 
 def test_the_api_answers_503_for_an_index_that_cannot_be_opened() -> None:

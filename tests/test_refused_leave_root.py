@@ -5,6 +5,8 @@ command runs as a user runs it (the CLI), on a root indexed and on one never ind
 from __future__ import annotations
 
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -35,6 +37,11 @@ REFUSED: list[tuple[list[str], str]] = [
     (["add", "--user", "../x", "--subject", "s", "--content", "c"], "invalid user_id '../x'"),
     (["add", "--user", "u1", "--subject", "s", "--content", "c", "--timestamp", "bogus"],
      "--timestamp 'bogus' is not ISO 8601"),
+    # refused under the log's lock: the lock file (and .index/locks, .index) stayed
+    (["add", "--user", "u9", "--subject", "s", "--content", "c", "--timestamp",
+      "2026-10-13T09:00:00+00:00"], "not a regular file"),
+    (["add", "--user", "u1", "--subject", "s", "--content", "x" * (257 << 10),
+      "--timestamp", "2026-10-14T09:00:00+00:00"], "limits.max_entry_bytes"),
     (["search", ""], "the search query is empty"),
     (["search", "dog", "--user", "../x"], "invalid user_id '../x'"),
     (["search", "dog", "--app", "a/b"], "invalid app_id 'a/b'"),
@@ -53,6 +60,27 @@ def tree(root: Path) -> dict[str, bytes | None]:
             for p in sorted(root.rglob("*"))}
 
 
+#: Builds the root of :func:`made` in a process of its own: a connection the set-up left
+#: open in this one (a thread's, until the collector gets to it) kept ``system.db-wal`` and
+#: ``-shm`` there, hiding a command that leaves them, or closed mid-test, changing the root.
+BUILD = """
+import sys
+from click.testing import CliRunner
+from everos_reflect import embedding
+from everos_reflect.cli.main import cli
+from everos_reflect.embedding import HashEmbedder
+
+embedding.make_embedder = lambda settings: HashEmbedder(64)
+root = sys.argv[1]
+for args in (["init", root],
+             ["add", "--root", root, "--user", "u1", "--subject", "pets", "--content",
+              "Andrew adopted a dog named Toby.", "--timestamp", "2026-10-12T09:00:00+00:00"],
+             ["reindex", "--root", root]):
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+"""
+
+
 @pytest.fixture
 def made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A root with one Episode of u1, indexed (hash embedder: no model to load)."""
@@ -61,12 +89,11 @@ def made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     monkeypatch.setattr(embedding, "make_embedder", lambda settings: HashEmbedder(64))
     root = tmp_path / "root"
-    r = ["--root", str(root)]
-    for args in (["init", str(root)],
-                 ["add", *r, "--user", "u1", "--subject", "pets", "--content",
-                  "Andrew adopted a dog named Toby.", "--timestamp", "2026-10-12T09:00:00+00:00"],
-                 ["reindex", *r]):
-        assert CliRunner().invoke(cli, args).exit_code == 0
+    subprocess.run([sys.executable, "-c", BUILD, str(root)], check=True, timeout=120)
+    assert sorted(p.name for p in (root / ".index" / "sqlite").iterdir()) == ["system.db"]
+    # a log's place taken by a folder: a write there is refused
+    (root / "default_app/default_project/users/u9/episodes/episode-2026-10-13.md").mkdir(
+        parents=True)
     return root
 
 
@@ -83,4 +110,27 @@ def test_a_refused_command_leaves_the_root_byte_for_byte(made: Path, indexed: bo
         assert result.exit_code != 0, (args, result.output)
         assert words in result.stderr, (args, result.stderr)
         assert "Traceback" not in result.stderr
+        assert tree(made) == before, args
+
+
+#: Commands that only read a root: none of them may change a byte of it.
+READERS: list[list[str]] = [
+    ["status"], ["status", "--json"], ["reports"], ["runs"], ["lint"], ["strategies"],
+    ["insights"], ["worldview"], ["relations"], ["lessons", "--task-type", "t"],
+    ["explain", "ep_20261012_0001", "--user", "u1"],
+    ["provenance", "ep_20261012_0001", "--user", "u1"],
+]
+
+
+@pytest.mark.parametrize("indexed", [True, False], ids=["indexed", "never-indexed"])
+def test_a_command_that_only_reads_leaves_the_root_byte_for_byte(made: Path,
+                                                                 indexed: bool) -> None:
+    # `lint` (and every check for an interrupted merge) read system.db read-only and left
+    # an empty system.db-wal and a system.db-shm beside it
+    if not indexed:
+        shutil.rmtree(made / ".index")
+    for args in READERS:
+        before = tree(made)
+        result = CliRunner().invoke(cli, [*args, "--root", str(made)])
+        assert "Traceback" not in result.output, (args, result.output)
         assert tree(made) == before, args

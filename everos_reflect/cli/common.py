@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from everos_reflect.errors import EverosError
-from everos_reflect.model import QUOTED_MAX, quoted, shown_path, unplain_number
+from everos_reflect.fileio import os_error_text
+from everos_reflect.model import QUOTED_MAX, quoted, unplain_number
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -375,8 +376,7 @@ def handle_errors(fn: F) -> F:
             # main exits 1 without a word and keeps the final flush from raising again.
             raise
         except OSError as exc:
-            fail(f"{exc.strerror or exc}: {shown_path(exc.filename)}" if exc.filename
-                 else str(exc))
+            fail(os_error_text(exc))
         except KeyboardInterrupt:
             fail("interrupted", 130)
 

@@ -1,8 +1,9 @@
 """``undo`` (revert one merge) and ``demo`` (Reflection before/after on the example root).
 
 ``demo`` is the README's first command: it needs no API key and no network. It copies
-``memory_root_example`` to a temporary root, indexes it with the bundled embedder, clusters it,
-runs Reflection with the offline ``extractive`` provider, and shows what changed: merges made,
+``memory_root_example`` to a temporary root (or the folder ``--root`` names), indexes it
+with the bundled embedder, clusters it, runs Reflection with the offline ``extractive``
+provider, and shows what changed: merges made,
 entries archived, one narrative in full, the audit rows exactly as ``sqlite3`` prints them, a
 search whose answer turns from scattered fragments into the narrative, and one insight with its
 evidence (the offline method's, or how to get a model's).
@@ -143,34 +144,89 @@ def example_root() -> Path:
                       "example_root")
 
 
+#: The file that marks a folder ``demo --root`` filled: a later ``demo --root`` there may
+#: empty it and start over; any other folder with files in it is refused.
+DEMO_MARK = ".everos-demo"
+DEMO_MARK_TEXT = ("Made by `everos-reflect demo --root`: a copy of memory_root_example. "
+                  "Running the demo here again empties this folder and starts over.\n")
+
+
 @click.command("demo")
 @click.option("--keep", is_flag=True, help="Keep the temporary root and print its path.")
+@click.option("--root", "root", type=click.Path(path_type=str), default=None,
+              help="Run the demo in this folder and keep it there: a new or empty folder, or "
+                   "one an earlier `demo --root` made (started over). Without it, a temporary "
+                   "folder ($EVEROS_ROOT is never used: the demo does not touch your memory).")
 @json_option
 @handle_errors
-def demo_cmd(keep: bool, as_json: bool) -> None:
+def demo_cmd(keep: bool, root: str | None, as_json: bool) -> None:
     """Reflection on the example root, before and after: offline, no API key, about 20 s."""
     source = example_root()
-    workdir = Path(tempfile.mkdtemp(prefix="everos-demo-"))
-    root = workdir / "root"
-    shutil.copytree(source, root, ignore=shutil.ignore_patterns(".index", "*.tmp"))
+    if root is not None:
+        workdir, target = None, demo_folder(root)
+    else:
+        workdir = Path(tempfile.mkdtemp(prefix="everos-demo-"))
+        target = workdir / "root"
+    kept = keep or workdir is None
+    if workdir is None:
+        _write_mark(target)  # first: a demo stopped half-way may still be started over
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns(".index", "*.tmp"),
+                    dirs_exist_ok=True)
     try:
-        document = run_demo(root, show=None if as_json else _Show())
+        document = run_demo(target, show=None if as_json else _Show())
     except BaseException:
-        if not keep:
+        if workdir is not None and not keep:
             shutil.rmtree(workdir, ignore_errors=True)
         raise
-    document["root"] = str(root) if keep else None
-    if not keep:
+    document["root"] = str(target) if kept else None
+    if workdir is not None and not keep:
         shutil.rmtree(workdir, ignore_errors=True)
     if as_json:
         emit_json(document)
-    elif keep:
-        click.echo(f"\nThe demo root is kept at {root}\n"
-                   f"  everos-reflect reports --root {root}\n"
-                   f"  everos-reflect undo <merged_entry_id> --user u_andrew --root {root}")
+    elif kept:
+        click.echo(f"\nThe demo root is kept at {target}\n"
+                   f"  everos-reflect reports --root {target}\n"
+                   f"  everos-reflect undo <merged_entry_id> --user u_andrew --root {target}")
     else:
         click.echo("\nThe temporary root was removed; run `everos-reflect demo --keep` to "
                    "explore it.")
+
+
+def demo_folder(given: str) -> Path:
+    """The folder ``demo --root`` runs in, empty: made new, found empty, or a folder an
+    earlier ``demo --root`` filled (its :data:`DEMO_MARK`), emptied. Anything else is
+    refused before a byte is written: a folder with files of its own (a memory root above
+    all), a file, a folder inside a memory root."""
+    from everos_reflect.cli.store_cmds import root_around
+    from everos_reflect.model import shown_path
+    from everos_reflect.runtime import resolve_root
+
+    path = resolve_root(given)
+    shown = shown_path(path)
+    if path.exists() and not path.is_dir():
+        raise EverosError(f"{shown} is not a folder: give demo --root a new or empty folder")
+    outer = root_around(path)
+    if outer is not None:
+        raise EverosError(f"{shown} is inside the memory root {shown_path(outer)}: give demo "
+                          "--root a folder outside any memory root")
+    if not path.exists():
+        path.mkdir(parents=True)
+        return path
+    content = list(path.iterdir())
+    if content and not (path / DEMO_MARK).is_file():
+        raise EverosError(f"{shown} is not empty and was not made by `everos-reflect demo`: "
+                          "the demo copies memory_root_example into a new or empty folder, "
+                          "never among other files; give another folder")
+    for item in content:  # an earlier demo's copy: started over
+        if item.is_dir() and not item.is_symlink():
+            shutil.rmtree(item)
+        else:
+            item.unlink()
+    return path
+
+
+def _write_mark(folder: Path) -> None:
+    (folder / DEMO_MARK).write_text(DEMO_MARK_TEXT, encoding="utf-8")
 
 
 def run_demo(root: Path, show: _Show | None = None) -> dict[str, Any]:

@@ -80,8 +80,12 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
     """
     from everos_reflect.engine.daemon import trigger_via_daemon
     from everos_reflect.engine.engine import Engine
+    from everos_reflect.engine.registry import get_strategy
 
     runtime = open_runtime(root)
+    # an unknown name is refused before a daemon is looked for: with one that could not be
+    # reached, it said "could not be reached; running in-process", then "unknown strategy"
+    get_strategy(name)
     if fleet_file is not None:
         # A fleet's runs lay its defaults under the root's ome.toml and run where they are
         # sent, never through a root's daemon, which would run the root's ome.toml alone.
@@ -163,7 +167,11 @@ def runs_cmd(root: str | None, limit: int, as_json: bool) -> None:
     """Recent strategy runs, newest first."""
     from everos_reflect.engine.engine import list_runs
 
-    rows = list_runs(open_runtime(root), limit=limit)
+    runtime = open_runtime(root)
+    try:
+        rows = list_runs(runtime, limit=limit)
+    finally:
+        runtime.close()  # closed last, its connection takes away system.db-wal and -shm
     if as_json:
         emit_json(rows)
         return
@@ -195,8 +203,11 @@ def strategies_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> N
     while the file is invalid); else what ome.toml says. Exit 1 when ome.toml is invalid and
     no good configuration is in force (no strategy runs until it is fixed)."""
     runtime = open_runtime(root)
-    runtime.ome_defaults = fleet_defaults(runtime.root, fleet_file)  # as the fleet's runs read
-    rows, notes, error = strategy_rows(runtime, asked=fleet_file is None)
+    try:
+        runtime.ome_defaults = fleet_defaults(runtime.root, fleet_file)  # as the fleet's runs
+        rows, notes, error = strategy_rows(runtime, asked=fleet_file is None)
+    finally:
+        runtime.close()
     if as_json:
         emit_json(rows)
     else:

@@ -127,7 +127,7 @@ def _config_target(root: Path, path: Path) -> Path:
 def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -> None:
     """Create a memory root ROOT with commented everos.toml and ome.toml."""
     path = _resolve(target if target is not None else root)  # click.Path refused a file
-    outer = _root_around(path)
+    outer = root_around(path)
     if outer is not None:
         fail(f"{path} is inside the memory root {outer}; a memory root holds no other root: "
              "choose a folder outside it")
@@ -153,7 +153,7 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
                f"reflect_episodes --root {path})")
 
 
-def _root_around(path: Path) -> Path | None:
+def root_around(path: Path) -> Path | None:
     """The memory root ``path`` would be made inside of, if any: the nearest folder above it
     that holds a root's files (``everos.toml``, ``ome.toml``, ``.index``). A root made there
     put its ``.index`` and logs in the outer root's tree, a pair the fleet refuses."""

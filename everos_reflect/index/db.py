@@ -15,6 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from everos_reflect.errors import IndexUnavailable, IndexUnreadable
+from everos_reflect.fileio import error_text, not_a_folder
+from everos_reflect.model import shown_path
 
 _log = logging.getLogger(__name__)
 
@@ -573,6 +575,22 @@ def readonly_uri(path: Path, *, immutable: bool = False) -> str:
     return f"{Path(path).absolute().as_uri()}?mode=ro{'&immutable=1' if immutable else ''}"
 
 
+def connect_to_read(path: Path, *, timeout: float = 30.0) -> sqlite3.Connection:
+    """A connection that reads ``path`` and refuses to write it, and leaves no ``-wal`` or
+    ``-shm`` file behind. A ``mode=ro`` connection to a WAL database makes both files and,
+    not allowed to write, never takes them away: ``lint``, ``status`` and every check for an
+    interrupted merge left them in a root they only read. So where this process may write
+    the folder, the connection is read-write with ``query_only`` on, and, closing last, takes
+    them away as a writer does; elsewhere it is ``mode=ro``, which cannot make them there."""
+    if os.access(path, os.W_OK) and os.access(path.parent, os.W_OK):
+        uri = f"{Path(path).absolute().as_uri()}?mode=rw"
+        conn = sqlite3.connect(uri, uri=True, timeout=timeout, check_same_thread=False)
+        conn.execute("PRAGMA query_only = 1")
+        return conn
+    return sqlite3.connect(readonly_uri(path), uri=True, timeout=timeout,
+                           check_same_thread=False)
+
+
 def _frozen(path: Path) -> bool:
     """Whether ``path`` can only be read as it stands: its folder cannot be written (a
     read-only mount, another user's root) and no write-ahead log holds pages beyond it.
@@ -599,11 +617,19 @@ def db_built(root: Path) -> bool:
     """Whether ``system.db`` holds an index: it exists and is not empty. An empty file is what
     ``sqlite3 <root>/.index/sqlite/system.db "SELECT ..."`` (SPEC §6) leaves on a root with no
     index; a reader that opened it with :func:`connect` created the index's tables in it, and
-    ``status`` then took those empty tables for the root's counts ("0 / 0")."""
+    ``status`` then took those empty tables for the root's counts ("0 / 0").
+
+    Only a ``system.db`` that is not there means no index. One that cannot be looked at (a
+    file where ``.index/sqlite`` goes, a folder without permission, a symlink loop) counts as
+    built, so the reader that opens it fails naming it: ``reports`` said "No Reflection
+    reports yet" and ``status`` "index: not built yet", exit 0, over a root whose audit was
+    there but out of reach."""
     try:
         return db_path(root).stat().st_size > 0
-    except OSError:
+    except FileNotFoundError:
         return False
+    except OSError:
+        return True
 
 
 def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
@@ -615,13 +641,12 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
     path = db_path(Path(root))
     try:
         if readonly:
-            conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=30.0,
-                                   check_same_thread=False)
+            conn = connect_to_read(path)
         else:
             path.parent.mkdir(parents=True, exist_ok=True)
             conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
-    except sqlite3.OperationalError as exc:
-        raise IndexUnavailable(path, exc) from None
+    except (sqlite3.OperationalError, OSError) as exc:
+        raise IndexUnavailable(path, _why_unopened(path, exc)) from None
     conn.row_factory = sqlite3.Row
     try:
         conn.execute("PRAGMA busy_timeout = 30000")
@@ -651,6 +676,17 @@ def connect(root: Path | str, *, readonly: bool = False) -> sqlite3.Connection:
             raise
         raise IndexUnreadable(path, exc) from None
     return conn
+
+
+def _why_unopened(path: Path, exc: Exception) -> str:
+    """Why ``system.db`` could not be opened: a file where one of its folders goes is named
+    (SQLite says only "unable to open database file"; ``mkdir`` "[Errno 17] File exists")."""
+    blocker = not_a_folder(path.parent)
+    if blocker is not None:
+        return f"{shown_path(blocker)} is not a folder"
+    if path.is_dir():
+        return f"{shown_path(path)} is a folder, not a database file"
+    return error_text(exc)
 
 
 def _contended(exc: sqlite3.OperationalError) -> bool:

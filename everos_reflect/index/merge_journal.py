@@ -11,7 +11,7 @@ import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
 
-from everos_reflect.index.db import db_path, readonly_uri, transaction, utcnow_iso
+from everos_reflect.index.db import connect_to_read, db_path, transaction, utcnow_iso
 from everos_reflect.model import UserRef
 
 
@@ -88,7 +88,7 @@ def has_rows(root: Path) -> bool:
     if not path.exists():
         return False
     try:
-        conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=5.0)
+        conn = connect_to_read(path, timeout=5.0)
     except sqlite3.Error:
         return False
     try:

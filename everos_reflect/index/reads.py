@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from everos_reflect.index.db import CLUSTER_KEY_OF_ID, db_path, readonly_uri
+from everos_reflect.index.db import CLUSTER_KEY_OF_ID, connect_to_read, db_path
 from everos_reflect.model import UserRef, text_hash
 
 #: Seconds in a week, and the shift that makes epoch weeks start on Monday (1970-01-01 was a
@@ -394,7 +394,7 @@ def root_id_watermark(root: Path, max_bytes: int | None = None) -> Callable[[Use
         if not path.is_file():
             return 0
         try:
-            conn = sqlite3.connect(readonly_uri(path), uri=True, timeout=30.0)
+            conn = connect_to_read(path)
         except sqlite3.Error:
             return 0
         try:
@@ -410,7 +410,7 @@ def root_id_watermark(root: Path, max_bytes: int | None = None) -> Callable[[Use
 def readonly_query(root: Path, sql: str) -> list[tuple[Any, ...]]:
     """Rows of one query a person could type into ``sqlite3`` (the demo shows the audit that
     way), on a read-only connection to ``root``'s ``system.db``."""
-    conn = sqlite3.connect(readonly_uri(db_path(root)), uri=True)
+    conn = connect_to_read(db_path(root))
     try:
         return [tuple(r) for r in conn.execute(sql)]
     finally:

@@ -494,10 +494,9 @@ class MarkdownStore:
         with self._locks_guard:
             lock = self._locks.get(key)
             if lock is None:
-                lock_dir = self.root / ".index" / "locks"
-                lock_dir.mkdir(parents=True, exist_ok=True)
-                digest = hashlib.sha256(key.encode()).hexdigest()[:24]
-                lock = self._locks[key] = FileLock(str(lock_dir / f"md-{digest}.lock"))
+                lock_file = self._lock_file(key)
+                lock_file.parent.mkdir(parents=True, exist_ok=True)
+                lock = self._locks[key] = FileLock(str(lock_file))
         try:
             lock.acquire(timeout=self.lock_timeout)
         except Timeout as exc:
@@ -506,6 +505,24 @@ class MarkdownStore:
             yield
         finally:
             lock.release()
+
+    def _lock_file(self, key: str) -> Path:
+        digest = hashlib.sha256(key.encode()).hexdigest()[:24]
+        return self.root / ".index" / "locks" / f"md-{digest}.lock"
+
+    def _refused_unlocked(self, path: Path, edit: Callable[[str | None], str | None]) -> None:
+        """Raise what ``edit`` of ``path`` would be refused with (a log that cannot be edited,
+        an entry or a log over its limit), before the file's first lock makes its lock file:
+        a refused ``add`` left ``.index/locks/md-….lock`` (and on a root never indexed
+        ``.index`` itself) in a root it did not change. Checked again under the lock, where
+        the edit is made. A lock file is left as it is, never removed: a writer may be
+        waiting on it (filelock's own warning)."""
+        if self._lock_file(self._label(path)).exists():
+            return
+        _, text = self._editable(path)
+        new_text = edit(text)
+        if new_text is not None and new_text != text:
+            self._fits(path, new_text)
 
     def _next_seq(self, ref: UserRef, kind: Kind, day: date, log: DailyLog,
                   count: int = 1) -> int:
@@ -894,6 +911,7 @@ class MarkdownStore:
     def _edit(self, path: Path, edit: Callable[[str | None], str | None]) -> None:
         """Apply ``edit`` (current text or None if absent -> new text, or None to leave the file
         alone) under the file lock."""
+        self._refused_unlocked(path, edit)
         with self.lock(path):
             for _ in range(_EDIT_ATTEMPTS):
                 before, text = self._editable(path)
@@ -930,6 +948,8 @@ class MarkdownStore:
             for path, edit in edits.items():
                 self._edit(path, edit)
             return
+        for path, edit in edits.items():
+            self._refused_unlocked(path, edit)
         with ExitStack() as stack:
             for path in sorted(edits):
                 stack.enter_context(self.lock(path))
