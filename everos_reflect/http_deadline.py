@@ -22,8 +22,6 @@ import openai
 #: The HTTP library the SDK is built on: ``httpx`` for openai 1.x, its fork ``httpx2`` later.
 _http: Any = importlib.import_module(
     openai.DefaultHttpxClient.__mro__[1].__module__.partition(".")[0])
-#: The SDK's own pool limits (passing a transport replaces the one it would have made).
-_CONNECTION_LIMITS = _http.Limits(max_connections=1000, max_keepalive_connections=100)
 
 
 class _DeadlineTransport(_http.BaseTransport):  # type: ignore[misc]
@@ -155,13 +153,30 @@ class _DecodedStream(_http.SyncByteStream):  # type: ignore[misc]
 
 def deadline_http_client(seconds: float, *, max_bytes: int | None = None,
                          **kwargs: Any) -> Any:
-    """The SDK's default HTTP client (its pool limits, redirects, ``kwargs``) whose every
-    response must be complete within ``seconds`` of its request being sent and, with
-    ``max_bytes``, hold at most that many body bytes, compressed and decoded
-    (:class:`ResponseTooLarge` past it)."""
-    transport = _DeadlineTransport(_http.HTTPTransport(limits=_CONNECTION_LIMITS), seconds,
-                                   max_bytes)
-    return openai.DefaultHttpxClient(transport=transport, **kwargs)
+    """The SDK's default HTTP client (its pool limits, redirects, ``kwargs``, the proxy the
+    environment names) whose every response must be complete within ``seconds`` of its
+    request being sent and, with ``max_bytes``, hold at most that many body bytes,
+    compressed and decoded (:class:`ResponseTooLarge` past it)."""
+    return _DeadlineClient(seconds, max_bytes, **kwargs)
+
+
+class _DeadlineClient(openai.DefaultHttpxClient):  # type: ignore[misc,valid-type]
+    """The SDK's client, each transport it makes (direct, and one per proxy the environment
+    names: ``HTTP_PROXY``, ``HTTPS_PROXY``, ``ALL_PROXY``, less ``NO_PROXY``) wrapped in a
+    :class:`_DeadlineTransport`. Handed a transport, the HTTP library reads no proxy from the
+    environment: behind a proxy, the LLM and the remote embedder could not reach their
+    server, as the SDK's own client does."""
+
+    def __init__(self, seconds: float, max_bytes: int | None, **kwargs: Any) -> None:
+        self._deadline = (seconds, max_bytes)
+        super().__init__(**kwargs)
+
+    def _init_transport(self, *args: Any, **kwargs: Any) -> Any:
+        return _DeadlineTransport(super()._init_transport(*args, **kwargs), *self._deadline)
+
+    def _init_proxy_transport(self, *args: Any, **kwargs: Any) -> Any:
+        return _DeadlineTransport(super()._init_proxy_transport(*args, **kwargs),
+                                  *self._deadline)
 
 
 def retry_after_seconds(headers: Any) -> float | None:
