@@ -13,6 +13,7 @@ import math
 import time
 import zlib
 from collections.abc import Iterator
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any
@@ -35,9 +36,11 @@ class _DeadlineTransport(_http.BaseTransport):  # type: ignore[misc]
 
     def __init__(self, inner: Any, seconds: float, max_bytes: int | None = None) -> None:
         self._inner, self._seconds, self._max_bytes = inner, seconds, max_bytes
+        _bound_network(inner)
 
     def handle_request(self, request: Any) -> Any:
         deadline = time.monotonic() + self._seconds
+        _DEADLINE.set((deadline, self._seconds))  # for this request's reads and writes
         if self._max_bytes is not None:
             request.headers["Accept-Encoding"] = ACCEPT_ENCODING
         response = self._inner.handle_request(request)
@@ -56,6 +59,83 @@ class _DeadlineTransport(_http.BaseTransport):  # type: ignore[misc]
 
     def close(self) -> None:
         self._inner.close()
+
+
+#: The deadline of the request this thread is making through a :class:`_DeadlineTransport`
+#: (monotonic time, and the seconds it allows): every connect, read and write of it waits at
+#: most until then.
+_DEADLINE: ContextVar[tuple[float, float] | None] = ContextVar("everos_http_deadline",
+                                                               default=None)
+
+
+def _bound_network(transport: Any) -> None:
+    """Hold every socket wait of ``transport``'s connections to the deadline of the request
+    they serve. The status line and headers arrive before there is a body to check: a
+    server trickling headers (a byte, or a header line, well within each read's timeout)
+    held a call for as long as it went on, an interactive search included. Leaves a
+    transport without the HTTP library's connection pool (one a caller made) as it is."""
+    pool = getattr(transport, "_pool", None)
+    backend = getattr(pool, "_network_backend", None)
+    if backend is not None and not isinstance(backend, _DeadlineBackend):
+        pool._network_backend = _DeadlineBackend(
+            backend, importlib.import_module(type(pool).__module__.partition(".")[0]))
+
+
+def _left(timeout: float | None, expired: type[Exception]) -> float | None:
+    """``timeout``, at most what is left of the current request's deadline; ``expired``
+    raised once it has passed."""
+    current = _DEADLINE.get()
+    if current is None:
+        return timeout
+    deadline, seconds = current
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise expired(f"response not complete after {seconds:g} s")
+    return left if timeout is None else min(timeout, left)
+
+
+class _DeadlineBackend:
+    """A network backend whose connects, reads and writes each wait at most until the
+    current request's deadline (:data:`_DEADLINE`)."""
+
+    def __init__(self, inner: Any, core: Any) -> None:
+        self._inner, self._core = inner, core
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    **kwargs: Any) -> Any:
+        return _DeadlineNetworkStream(self._inner.connect_tcp(
+            host, port, _left(timeout, self._core.ConnectTimeout), **kwargs), self._core)
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            **kwargs: Any) -> Any:
+        return _DeadlineNetworkStream(self._inner.connect_unix_socket(
+            path, _left(timeout, self._core.ConnectTimeout), **kwargs), self._core)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+class _DeadlineNetworkStream:
+    def __init__(self, inner: Any, core: Any) -> None:
+        self._inner, self._core = inner, core
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _left(timeout, self._core.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _left(timeout, self._core.WriteTimeout))
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> Any:
+        return _DeadlineNetworkStream(self._inner.start_tls(
+            ssl_context, server_hostname, _left(timeout, self._core.ConnectTimeout)),
+            self._core)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
 
 
 class UnusableResponse(_http.ReadError):  # type: ignore[misc]

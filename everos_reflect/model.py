@@ -436,10 +436,11 @@ def timestamp_form_problem(text: str) -> str | None:
 
 #: A new record's timestamp as SPEC §3 writes it: ISO 8601 extended date and time (minutes at
 #: least, ``T`` or a space between) with an offset (``Z`` or ``±HH:MM``). A fraction of a
-#: second may have any number of digits, as ISO 8601 allows: it is read to the microsecond
-#: (:func:`parse_timestamp`), and a new record is written to the second anyway.
+#: second is kept as given (:func:`format_timestamp`), to the microsecond: digits past the
+#: sixth that are not zeros are refused, never dropped unsaid.
 _NEW_TIMESTAMP_RE = re.compile(
-    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,]\d+)?)?(?P<offset>Z|[+-]\d{2}:\d{2})?",
+    r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:[.,](?P<fraction>\d+))?)?"
+    r"(?P<offset>Z|[+-]\d{2}:\d{2})?",
     re.ASCII | re.IGNORECASE)
 TIMESTAMP_EXAMPLE = "e.g. 2026-10-12T09:30:00+02:00"
 
@@ -466,6 +467,10 @@ def parse_new_timestamp(value: str | datetime) -> datetime:
     if match.group("offset") is None:
         raise ValueError(f"{quoted_value(value)} has no UTC offset: add Z or one like +02:00 "
                          f"({TIMESTAMP_EXAMPLE})")
+    fraction = match.group("fraction") or ""
+    if fraction[6:].strip("0"):
+        raise ValueError(f"{quoted_value(value)} has a fraction of a second of {len(fraction)} "
+                         "digits: a record keeps 6 at most (microseconds); round it")
     return parsed
 
 
@@ -507,10 +512,18 @@ def new_record_time(
     return ts, day
 
 
-def format_timestamp(ts: datetime) -> str:
-    """The one timestamp form the daemon writes: ISO 8601, seconds, explicit offset."""
+def format_timestamp(ts: datetime, *, fraction: bool = False) -> str:
+    """The one timestamp form the daemon writes: ISO 8601, seconds, explicit offset.
+
+    ``fraction`` keeps a fraction of a second ``ts`` has (to the millisecond when it is
+    whole milliseconds): for a moment a person or client gave (``...T10:00:00.123Z`` of a
+    JavaScript ``toISOString``), written as given rather than silently cut to the second. The
+    daemon's own clock readings are written to the second."""
     if ts.tzinfo is None:
         ts = ts.replace(tzinfo=UTC)
+    if fraction and ts.microsecond:
+        return ts.isoformat(timespec="milliseconds" if ts.microsecond % 1000 == 0
+                            else "microseconds")
     return ts.isoformat(timespec="seconds")
 
 
@@ -892,7 +905,8 @@ def new_episode(
     ):
         raise InvalidEpisode("importance", f"must be a whole number 1-10, got "
                                            f"{quoted_value(importance)}")
-    meta: dict[str, Any] = {"owner_id": ref.user_id, "timestamp": format_timestamp(ts)}
+    meta: dict[str, Any] = {"owner_id": ref.user_id,
+                            "timestamp": format_timestamp(ts, fraction=timestamp is not None)}
     if session_id is not None:
         meta["session_id"] = session_id
     meta["parent_type"] = "memcell"

@@ -93,15 +93,27 @@ def _serve(runtime: Runtime, host: str, port: int) -> None:
     server = _Server(uvicorn_config(create_app(runtime, engine, scheduler), host, port),
                      on_exit=engine.request_stop)
 
-    # uvicorn re-raises the stop signal after its shutdown; these handlers absorb it so the
-    # clean-up below runs (a second signal while cleaning up is also absorbed).
-    previous = {sig: signal.signal(sig, _note_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    def on_signal(sig: int, frame: object) -> None:
+        """uvicorn re-raises the stop signal after its shutdown: absorbed, so the clean-up
+        below runs (as is a second signal while cleaning up). One while the daemon still
+        starts (watching a large root's folders takes seconds) stops it: absorbed too, it
+        was lost, and the daemon served on for good."""
+        name = signal.Signals(sig).name
+        if server.should_exit:
+            log.info("received %s while stopping; finishing clean-up", name)
+            return
+        log.info("received %s while starting; stopping", name)
+        server.should_exit = True  # uvicorn, if it starts anyway, stops at once
+        engine.request_stop()
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         watcher.start()
         scheduler.start()
         write_daemon(runtime.root, info)
-        log.info("serving %s on http://%s:%s", runtime.root, host, port)
-        server.run(sockets=[sock])
+        if not server.should_exit:
+            log.info("serving %s on http://%s:%s", runtime.root, host, port)
+            server.run(sockets=[sock])
     finally:
         sock.close()
         log.info("shutting down")
@@ -135,13 +147,12 @@ def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:
     """uvicorn's settings for the daemon. ``log_config=None``: uvicorn sets up no logging of
     its own, so its lines (startup, each request) reach the daemon's handler and are stamped
     as every other line (``cli.common.configure_logging``: UTC, with the zone). Its default
-    printed them with no time at all, beside the daemon's local-time lines."""
-    return uvicorn.Config(app, host=host, port=port, lifespan="off",
+    printed them with no time at all, beside the daemon's local-time lines. ``http``: a client
+    has a deadline to send each request whole (:mod:`~everos_reflect.api.slow_clients`)."""
+    from everos_reflect.api.slow_clients import DeadlineH11Protocol
+
+    return uvicorn.Config(app, host=host, port=port, lifespan="off", http=DeadlineH11Protocol,
                           timeout_graceful_shutdown=10, log_level="info", log_config=None)
-
-
-def _note_signal(sig: int, frame: object) -> None:
-    log.info("received %s while stopping; finishing clean-up", signal.Signals(sig).name)
 
 
 class _Server(uvicorn.Server):

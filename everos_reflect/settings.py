@@ -288,6 +288,18 @@ def _not_blank(value: Any) -> str | None:
     return None if value.strip() else "must not be empty"
 
 
+def _host(value: Any) -> str | None:
+    """A host to bind: not blank, and no white space or control character in it. An
+    environment value with a stray space or line end (``EVEROS_SERVER__HOST=" 127.0.0.1"``)
+    was taken as written: not loopback, so ``serve`` asked for a token, and with one it
+    failed to resolve the name, neither saying which setting held what."""
+    if not value.strip():
+        return "must not be empty"
+    if any(c.isspace() or not c.isprintable() for c in value):
+        return f"must be a host name or address with no spaces, got {quoted_value(value)}"
+    return None
+
+
 def _token(value: Any) -> str | None:
     """A bearer token a client can send: visible ASCII, no spaces. For an ``api_key`` (sent
     as our own Authorization header) a non-ASCII key failed every call as "the response body
@@ -367,7 +379,7 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("clustering", "time_window_days"): _positive,
     ("clustering", "rejoin_threshold"): _unit_interval,
     ("clustering", "member_threshold"): _fraction,
-    ("server", "host"): _not_blank,
+    ("server", "host"): _host,
     ("server", "port"): _port,
     ("server", "token"): _token,
     ("scheduler", "timezone"): _timezone,

@@ -43,3 +43,16 @@ def test_lessons_bad_ids_are_one_line_like_briefing(root: Path) -> None:
         result = run("lessons", "--root", str(root), *args)
         assert_refused(result, fragment)
         assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1
+
+
+def test_numbers_with_separators_or_other_digits_are_refused(root: Path) -> None:
+    # int() and float() read "1_0" as 10 and Arabic-Indic or full-width digits as ASCII:
+    # `reports --limit 1_0` listed ten reports, `--top-k ١٠` ten hits
+    for args, value in [(("reports", "--limit"), "1_0"),
+                        (("search", "q", "--top-k"), "\u0661\u0660"),
+                        (("briefing", "q", "--user", "u1", "--max-tokens"), "\uff15"),
+                        (("trigger", "reflect_episodes", "--timeout"), "1_0.5")]:
+        result = run(*args, value, "--root", str(root))
+        assert_refused(result, args[-1])
+        assert "is not a plain number" in result.stderr
+    assert run("reports", "--root", str(root), "--limit", "10").exit_code == 0

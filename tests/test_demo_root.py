@@ -1,5 +1,6 @@
-"""`everos-reflect demo --root DIR`: the demo in a folder the user names, kept there; never in
-a folder holding anything else (a memory root above all), and never in $EVEROS_ROOT.
+"""`everos-reflect demo --root DIR`: the demo in a new or empty folder the user names, kept
+there; it never deletes anything, so it never runs in a folder holding anything (an earlier
+demo's folder, a memory root above all), and never in $EVEROS_ROOT.
 
 The demo itself (index, cluster, reflect) is replaced by a stand-in that records the folder it
 was given: test_demo.py runs it end to end."""
@@ -49,26 +50,33 @@ def test_demo_root_runs_in_a_new_folder_and_keeps_it(tmp_path: Path, ran: list[P
     assert result.exit_code == 0, result.output
     assert ran == [target]
     assert json.loads(result.stdout)["root"] == str(target)
-    assert (target / demo_cmds.DEMO_MARK).is_file() and (target / "ome.toml").is_file()
+    assert (target / "ome.toml").is_file()
 
 
-def test_demo_root_starts_an_earlier_demo_folder_over(tmp_path: Path, ran: list[Path]) -> None:
+def test_demo_root_leaves_an_earlier_demo_folder_in_use_byte_for_byte(
+        tmp_path: Path, ran: list[Path]) -> None:
+    # demo --root ~/mem, then ~/mem used as a real memory: a second demo there deletes nothing
     target = tmp_path / "demo"
     target.mkdir()  # empty: taken as it is
     assert demo("--root", str(target)).exit_code == 0
-    (target / USER_LOGS / "episode-2099-01-01.md").write_text("added by hand\n")
-    (target / ".index").mkdir(exist_ok=True)
-    (target / ".index" / "stale").write_text("x")
+    added = CliRunner().invoke(cli, ["add", "--root", str(target), "--user", "u_andrew",
+                                     "--subject", "s", "--content", "mine now"])
+    assert added.exit_code == 0, added.output
+    before = tree(tmp_path)
 
     result = demo("--root", str(target))
-    assert result.exit_code == 0, result.output
-    assert ran == [target, target]
-    assert not (target / USER_LOGS / "episode-2099-01-01.md").exists()
-    assert not (target / ".index").exists()
+
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    assert result.stderr == (f"error: {target} is not empty: demo --root never deletes or "
+                             "writes among files; to start an earlier demo over, remove its "
+                             "folder yourself, or give a new one\n")
+    assert ran == [target] and tree(tmp_path) == before
+    assert "mine now" in "".join(p.read_text() for p in (target / USER_LOGS).glob("*.md"))
 
 
 @pytest.mark.parametrize("made", ["memory root", "other files", "a file"])
-def test_demo_root_refuses_what_it_did_not_make_and_leaves_it_byte_for_byte(
+def test_demo_root_refuses_a_non_empty_folder_or_a_file_and_leaves_it_byte_for_byte(
         tmp_path: Path, ran: list[Path], made: str) -> None:
     target = tmp_path / "target"
     if made == "memory root":
@@ -76,11 +84,11 @@ def test_demo_root_refuses_what_it_did_not_make_and_leaves_it_byte_for_byte(
         added = CliRunner().invoke(cli, ["add", "--root", str(target), "--user", "u1",
                                          "--subject", "s", "--content", "mine"])
         assert added.exit_code == 0, added.output
-        words = "is not empty and was not made by `everos-reflect demo`"
+        words = "is not empty: demo --root never deletes"
     elif made == "other files":
         target.mkdir()
         (target / "notes.txt").write_text("mine")
-        words = "is not empty and was not made by `everos-reflect demo`"
+        words = "is not empty: demo --root never deletes"
     else:
         target.write_text("mine")
         words = "is not a folder"

@@ -241,6 +241,17 @@ def test_env_numbers_with_separators_or_other_digits_are_refused(
         (ENV_FILE, name, f"must be {kind}, got {value!r} ({hint})")]
 
 
+@pytest.mark.parametrize("host", [" 127.0.0.1", "127.0.0.1\n", "local host", "0.0.0.0\t"])
+def test_a_host_with_spaces_or_line_ends_is_refused_naming_it(host: str) -> None:
+    # taken as written, " 127.0.0.1" was no loopback address (serve asked for a token) and,
+    # with one, a name that did not resolve: neither message named the setting
+    expected = f"must be a host name or address with no spaces, got {host!r}"
+    assert problems_of(env={"EVEROS_SERVER__HOST": host}) == [
+        (ENV_FILE, "EVEROS_SERVER__HOST", expected)]
+    assert problems_of(f"[server]\nhost = {host!r}\n".replace("'", '"')) == [
+        ("root/everos.toml", "server.host", expected)]
+
+
 def test_non_finite_numbers_are_rejected() -> None:
     env = {"EVEROS_CLUSTERING__THRESHOLD": "nan"}
     problems = problems_of("[llm]\ntimeout_seconds = inf\n", env)

@@ -105,6 +105,9 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         version=_package_version(),
         description="Admin API of the offline memory-consolidation daemon.",
         responses=_ERRORS,
+        # the schema is served by a guarded route of our own (shared_routes); Swagger UI and
+        # ReDoc pages load their scripts from a CDN, which an offline daemon cannot reach
+        openapi_url=None, docs_url=None, redoc_url=None,
     )
     app.router.route_class = StrictJSONRoute  # before any route: every body read strictly
     app.add_middleware(BodyLimit, max_bytes=limits.max_request_bytes)
@@ -236,6 +239,13 @@ def shared_routes() -> tuple[BaseRoute, ...]:
     def health(request: Request) -> dict[str, Any]:
         """Liveness; open without a token so probes work (it reveals nothing)."""
         return {"status": "ok", "version": request.app.version}
+
+    @router.get("/openapi.json", dependencies=[Depends(_authorize), Depends(_known_query)],
+                include_in_schema=False)
+    def openapi(request: Request) -> JSONResponse:
+        """The OpenAPI document, behind the token like every route but health: it lists
+        every route and field a client may try."""
+        return JSONResponse(request.app.openapi())
 
     # ``curl -I`` and many load balancers' checks probe with HEAD, which got a 405; one
     # operation in the schema (a second would repeat its operation id)

@@ -16,7 +16,7 @@ import click
 
 from everos_reflect.errors import EverosError
 from everos_reflect.fileio import os_error_text
-from everos_reflect.model import QUOTED_MAX, quoted
+from everos_reflect.model import QUOTED_MAX, quoted, unplain_number
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -42,6 +42,26 @@ fleet_defaults_option = click.option(
     "--fleet", "fleet_file", default=None, type=click.Path(dir_okay=False, path_type=str),
     help="The fleet.toml this root runs in: its [strategies] defaults are laid under the "
          "root's ome.toml, as the fleet's runs lay them.")
+
+
+class _Plain:
+    """A number option refusing what ``int()``/``float()`` read but a person did not write
+    plainly: ``--limit 1_0`` listed ten reports and ``--top-k ١٠`` (Arabic-Indic) ten hits."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and (hint := unplain_number(value)):
+            self.fail(f"{quoted(value)} is not a plain number: {hint}.",  # type: ignore[attr-defined]
+                      param, ctx)
+        return super().convert(value, param, ctx)  # type: ignore[misc]
+
+
+class PlainIntRange(_Plain, click.IntRange):
+    """``click.IntRange`` with the digits 0-9 only (:class:`_Plain`)."""
+
+
+class PlainFloatRange(_Plain, click.FloatRange):
+    """``click.FloatRange`` with the digits 0-9 only (:class:`_Plain`)."""
 
 
 def fleet_defaults(root: Path, fleet_file: str | None) -> dict[str, dict[str, Any]]:

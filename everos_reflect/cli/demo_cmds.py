@@ -144,19 +144,13 @@ def example_root() -> Path:
                       "example_root")
 
 
-#: The file that marks a folder ``demo --root`` filled: a later ``demo --root`` there may
-#: empty it and start over; any other folder with files in it is refused.
-DEMO_MARK = ".everos-demo"
-DEMO_MARK_TEXT = ("Made by `everos-reflect demo --root`: a copy of memory_root_example. "
-                  "Running the demo here again empties this folder and starts over.\n")
-
-
 @click.command("demo")
 @click.option("--keep", is_flag=True, help="Keep the temporary root and print its path.")
 @click.option("--root", "root", type=click.Path(path_type=str), default=None,
-              help="Run the demo in this folder and keep it there: a new or empty folder, or "
-                   "one an earlier `demo --root` made (started over). Without it, a temporary "
-                   "folder ($EVEROS_ROOT is never used: the demo does not touch your memory).")
+              help="Run the demo in this folder and keep it there: a new or empty folder "
+                   "(nothing is ever deleted; to start over, remove it or give a new one). "
+                   "Without it, a temporary folder ($EVEROS_ROOT is never used: the demo does "
+                   "not touch your memory).")
 @json_option
 @handle_errors
 def demo_cmd(keep: bool, root: str | None, as_json: bool) -> None:
@@ -168,8 +162,6 @@ def demo_cmd(keep: bool, root: str | None, as_json: bool) -> None:
         workdir = Path(tempfile.mkdtemp(prefix="everos-demo-"))
         target = workdir / "root"
     kept = keep or workdir is None
-    if workdir is None:
-        _write_mark(target)  # first: a demo stopped half-way may still be started over
     shutil.copytree(source, target, ignore=shutil.ignore_patterns(".index", "*.tmp"),
                     dirs_exist_ok=True)
     try:
@@ -193,10 +185,10 @@ def demo_cmd(keep: bool, root: str | None, as_json: bool) -> None:
 
 
 def demo_folder(given: str) -> Path:
-    """The folder ``demo --root`` runs in, empty: made new, found empty, or a folder an
-    earlier ``demo --root`` filled (its :data:`DEMO_MARK`), emptied. Anything else is
-    refused before a byte is written: a folder with files of its own (a memory root above
-    all), a file, a folder inside a memory root."""
+    """The folder ``demo --root`` runs in, empty: made new or found empty. Nothing is ever
+    deleted: any folder with something in it is refused before a byte is written (an earlier
+    demo's folder too: it may since have become someone's memory root), and so are a file and
+    a folder inside a memory root."""
     from everos_reflect.cli.store_cmds import root_around
     from everos_reflect.model import shown_path
     from everos_reflect.runtime import resolve_root
@@ -212,21 +204,11 @@ def demo_folder(given: str) -> Path:
     if not path.exists():
         path.mkdir(parents=True)
         return path
-    content = list(path.iterdir())
-    if content and not (path / DEMO_MARK).is_file():
-        raise EverosError(f"{shown} is not empty and was not made by `everos-reflect demo`: "
-                          "the demo copies memory_root_example into a new or empty folder, "
-                          "never among other files; give another folder")
-    for item in content:  # an earlier demo's copy: started over
-        if item.is_dir() and not item.is_symlink():
-            shutil.rmtree(item)
-        else:
-            item.unlink()
+    if any(path.iterdir()):
+        raise EverosError(f"{shown} is not empty: demo --root never deletes or writes among "
+                          "files; to start an earlier demo over, remove its folder yourself, "
+                          "or give a new one")
     return path
-
-
-def _write_mark(folder: Path) -> None:
-    (folder / DEMO_MARK).write_text(DEMO_MARK_TEXT, encoding="utf-8")
 
 
 def run_demo(root: Path, show: _Show | None = None) -> dict[str, Any]:

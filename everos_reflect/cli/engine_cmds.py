@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from everos_reflect.cli.common import (
+    PlainFloatRange,
+    PlainIntRange,
     configure_logging,
     counted,
     emit_json,
@@ -32,7 +34,7 @@ if TYPE_CHECKING:
 @click.option("--host", default=None, help="Bind address (default: [server] host, 127.0.0.1).")
 # Not 0 ("any free port"), as [server] port may not be: daemon.json and the log then said
 # port 0, and `trigger` could not reach the daemon and ran in-process beside it.
-@click.option("--port", type=click.IntRange(1, 65535), default=None,
+@click.option("--port", type=PlainIntRange(1, 65535), default=None,
               help="Port (default: [server] port, 8000).")
 @handle_errors
 def serve_cmd(root: str | None, host: str | None, port: int | None) -> None:
@@ -59,7 +61,7 @@ def _not_nan(value: float) -> float:
 @click.argument("name")
 @root_option
 @click.option("--force", is_flag=True, help="Run even if the strategy is disabled.")
-@click.option("--timeout", type=click.FloatRange(0, 86400), default=120.0, show_default=True,
+@click.option("--timeout", type=PlainFloatRange(0, 86400), default=120.0, show_default=True,
               callback=lambda _ctx, _param, value: _not_nan(value),
               help="Seconds to wait for the run.")
 @fleet_defaults_option
@@ -157,7 +159,7 @@ def _finished(runtime: Runtime, outcome: RunOutcome) -> RunOutcome:
 
 @click.command("runs")
 @root_option
-@click.option("--limit", type=click.IntRange(1, 10000), default=20, show_default=True,
+@click.option("--limit", type=PlainIntRange(1, 10000), default=20, show_default=True,
               help="How many runs to show.")
 @json_option
 @handle_errors

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from everos_reflect.cli.common import (
+    PlainIntRange,
     app_filter_option,
     emit_json,
     fail,
@@ -90,7 +91,7 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
 @app_option
 @project_option
 @click.option("--task-type", default=None, help="Add the lessons of this task type.")
-@click.option("--max-tokens", type=click.IntRange(1, 32000), default=1000, show_default=True,
+@click.option("--max-tokens", type=PlainIntRange(1, 32000), default=1000, show_default=True,
               help="Budget of the whole block (bundled tokenizer).")
 @json_option
 @handle_errors

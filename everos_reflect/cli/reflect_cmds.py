@@ -13,6 +13,7 @@ from typing import Any
 import click
 
 from everos_reflect.cli.common import (
+    PlainIntRange,
     counted,
     emit_json,
     existing_root,
@@ -82,7 +83,7 @@ def _render(reports: list[dict[str, Any]]) -> None:
 
 @click.command("reports")
 @root_option
-@click.option("--limit", type=click.IntRange(1, 1_000_000), default=20, show_default=True,
+@click.option("--limit", type=PlainIntRange(1, 1_000_000), default=20, show_default=True,
               help="How many reports to show.")
 @json_option
 @handle_errors

@@ -852,7 +852,7 @@ def _timestamp_fields(entry: Entry) -> tuple[float | None, str | None]:
     if ts is None:
         raw = entry.meta.get("timestamp")
         return None, str(raw) if raw is not None else None
-    return ts.timestamp(), format_timestamp(ts)
+    return ts.timestamp(), format_timestamp(ts, fraction=True)  # as the log has it
 
 
 def entry_row(ref: UserRef, entry: Entry, rel: str, model: str) -> tuple[Any, ...]:

@@ -3,6 +3,7 @@ the index and ``status`` word alike. Pure: a parsed log in, problems out."""
 
 from __future__ import annotations
 
+from everos_reflect.markdown.parser import lead_end
 from everos_reflect.model import DailyLog, Diagnostic
 
 
@@ -12,7 +13,8 @@ def frontmatter_line(text: str, key: str) -> int:
     counts them: ``str.splitlines`` also ended one at a U+2028 or a form feed, and named a
     line further down than the one to fix."""
     lines = text.split("\n")
-    for number, line in enumerate(lines[1:], 2):
+    opening = lead_end(text)[1]  # blank lines before the opening '---' (the parser's rule)
+    for number, line in enumerate(lines[opening + 1 :], opening + 2):
         if line.strip() == "---":
             break
         if line.lstrip().startswith((f"{key}:", f"'{key}':", f'"{key}":')):

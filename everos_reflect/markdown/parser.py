@@ -122,8 +122,9 @@ def bare(line: str) -> str:
 
 
 def newline_of(text: str) -> str:
-    """The file's line ending, judged by its first line (``\\n`` when there is none)."""
-    first = text.find("\n")
+    """The file's line ending, judged by its first line after any blank ones
+    (:func:`lead_end`; ``\\n`` when there is none)."""
+    first = text.find("\n", lead_end(text)[0])
     return "\r\n" if first > 0 and text[first - 1] == "\r" else "\n"
 
 
@@ -135,13 +136,41 @@ def unescape_body_line(line: str) -> str:
     return line[1:] if line.startswith("\\") and _ESCAPABLE_RE.match(line[1:]) else line
 
 
+#: Blank lines (spaces, tabs, a BOM) before the frontmatter's opening ``---`` that are read
+#: past and kept as written: a person's editor or paste left one, and the whole log was
+#: unreadable ("missing file frontmatter"). More than this many are no frontmatter at the start.
+MAX_LEAD_LINES = 100
+_BLANK_LINE_RE = re.compile(r"[ \t]*\r?\n")
+
+
+def lead_end(text: str) -> tuple[int, int]:
+    """Offset and count of the blank lines before the file frontmatter (:data:`MAX_LEAD_LINES`
+    at most); ``(0, 0)`` when there are none (a BOM alone stays on the first line)."""
+    pos = 1 if text.startswith("\ufeff") else 0
+    count = 0
+    while count < MAX_LEAD_LINES and (blank_line := _BLANK_LINE_RE.match(text, pos)):
+        pos, count = blank_line.end(), count + 1
+    return (pos, count) if count else (0, 0)
+
+
+def _lead_count(lines: list[str]) -> int:
+    """:func:`lead_end`'s count, of ``lines`` (split as :func:`split_lines` splits)."""
+    count = 0
+    while (count < min(len(lines), MAX_LEAD_LINES) and lines[count].endswith("\n")
+           and not bare(lines[count]).lstrip("\ufeff" if count == 0 else "").strip(" \t")):
+        count += 1
+    return count
+
+
 def frontmatter_bounds(lines: list[str]) -> tuple[int, int] | None:
-    """Indexes of the opening and closing ``---`` lines of the file frontmatter, or None."""
-    if not lines or bare(lines[0]).lstrip("\ufeff").rstrip() != "---":
+    """Indexes of the opening and closing ``---`` lines of the file frontmatter, or None.
+    Blank lines before the opening one are read past (:data:`MAX_LEAD_LINES`)."""
+    start = _lead_count(lines)
+    if len(lines) <= start or bare(lines[start]).lstrip("\ufeff").rstrip() != "---":
         return None
-    for i in range(1, len(lines)):
+    for i in range(start + 1, len(lines)):
         if bare(lines[i]).rstrip() in ("---", "..."):
-            return 0, i
+            return start, i
     return None
 
 
@@ -381,7 +410,12 @@ def load_yaml(
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
         last = max(text.count("\n") - (1 if text.endswith("\n") else 0), 0)
-        line = first_line + min(mark.line if mark is not None else 0, last)
+        at = mark.line if mark is not None else 0
+        if isinstance(exc, yaml.reader.ReaderError):  # a character YAML refuses: no mark,
+            # only its offset; the block's first line sent a person looking for a NUL or an
+            # ESC on the wrong line
+            at = text.count("\n", 0, min(max(exc.position, 0), len(text)))
+        line = first_line + min(at, last)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         return None, (line, f"invalid YAML: {problem}")
     except Exception as exc:  # lenient: yaml can raise odd errors on odd input
@@ -527,7 +561,7 @@ def _date_only(value: object) -> bool:
 
 def header_text(text: str) -> str:
     """The text up to the end of the frontmatter (all of it when there is no closed one)."""
-    first = text.find("\n")
+    first = text.find("\n", lead_end(text)[0])
     end = _HEADER_END_RE.search(text, first) if first >= 0 else None
     return text[: end.end()] if end else text
 
@@ -578,14 +612,15 @@ class _Marker(NamedTuple):
 def _header_lines(text: str) -> list[str]:
     """The lines of the file frontmatter, its closing line included; only the first line
     when there is none (what :func:`frontmatter_bounds` needs to say so)."""
-    first = _LINE_RE.match(text)
+    lead = lead_end(text)[0]
+    first = _LINE_RE.match(text, lead)
     if first is None:
-        return []
+        return split_lines(text[:lead])
     if bare(first.group()).lstrip("\ufeff").rstrip() != "---":
-        return [first.group()]
+        return split_lines(text[: first.end()])
     close = _FM_CLOSE_RE.search(text, first.end())
     if close is None:
-        return [first.group()]
+        return split_lines(text[: first.end()])
     end = text.find("\n", close.end())
     return split_lines(text[: len(text) if end < 0 else end + 1])
 
@@ -605,6 +640,8 @@ class _Parser:
         self.lines = _header_lines(text)  # the frontmatter's, closing line included
         self.bare = [bare(line) for line in self.lines]
         self.diagnostics: list[Diagnostic] = []
+        #: stretches of text outside every entry found holding invisible characters
+        self.hidden_outside = 0
         #: ids whose ``deprecated_entries`` value is no id at all (null, a number, a list)
         self.unreadable_archive: set[str] = set()
 
@@ -657,12 +694,17 @@ class _Parser:
     def _frontmatter(self, log: DailyLog) -> int:
         bounds = frontmatter_bounds(self.lines)
         if bounds is None:
-            first = bare(self.lines[0]).lstrip("\ufeff") if self.lines else ""
+            lead = _lead_count(self.lines)
+            first = bare(self.lines[lead]).lstrip("\ufeff") if lead < len(self.lines) else ""
             if first.rstrip() == "---":
-                self.report(1, "frontmatter is not closed by a '---' line", "fatal")
+                self.report(lead + 1, "frontmatter is not closed by a '---' line", "fatal")
             elif first.startswith("---\r"):  # it does start with '---': say what is wrong
-                self.report(1, "lines end in CR alone (classic Mac): only LF or CRLF line "
-                            "endings are read; save the file with either", "fatal")
+                self.report(lead + 1, "lines end in CR alone (classic Mac): only LF or CRLF "
+                            "line endings are read; save the file with either", "fatal")
+            elif lead == MAX_LEAD_LINES:
+                self.report(1, f"missing file frontmatter: more than {MAX_LEAD_LINES} blank "
+                            "lines come before anything (the file must start with '---')",
+                            "fatal")
             else:
                 self.report(1, "missing file frontmatter (the file must start with '---')", "fatal")
             return 0
@@ -832,6 +874,7 @@ class _Parser:
         markers was not read, and ``lint`` said all was well."""
         if gap is None or log.kind is None:
             return set(), False
+        self._hidden_outside(gap, end)
         indented = self._indented(log, gap, end)
         if indented:  # its entry's text is no entry without markers
             return indented, False
@@ -850,6 +893,32 @@ class _Parser:
                         "entry without its <!-- entry:ID --> and <!-- /entry:ID --> markers "
                         "(kept as written; add the markers to read it)", "warning")
         return set(), found is not None
+
+    def _hidden_outside(self, gap: tuple[int, int], end: int) -> None:
+        """A warning when the text from ``gap`` (offset, 0-based line) to offset ``end``,
+        outside every entry, holds characters of :data:`_HIDDEN_IN_BLOCK_RE`: naming its first
+        line and the code points. Not read, but a NUL there made grep and git take the log
+        for a binary file, an escape sequence rewrote the terminal of whoever ran ``cat``, and
+        ``lint`` said nothing. Past :data:`MAX_HIDDEN_LINES` such stretches, one more warning."""
+        found = list(islice(_HIDDEN_IN_BLOCK_RE.finditer(self.text, gap[0], end), 64))
+        if not found:
+            return
+        self.hidden_outside += 1
+        if self.hidden_outside > MAX_HIDDEN_LINES + 1:
+            return
+        line = gap[1] + self.text.count("\n", gap[0], found[0].start()) + 1
+        if self.hidden_outside > MAX_HIDDEN_LINES:
+            self.report(line, "more text outside the entries holds invisible characters "
+                        "from here", "warning")
+            return
+        points = list(dict.fromkeys(m.group() for m in found))
+        shown = ", ".join(_code_point(c) for c in points[:3])
+        more = " and more" if len(points) > 3 else ""
+        plural = "s" if len(points) > 1 else ""
+        binary = "; a NUL makes grep and git take the log for a binary file" \
+            if "\x00" in points else ""
+        self.report(line, f"invisible character{plural} {shown}{more} outside any entry (not "
+                    f"read, kept as written{binary}): remove it unless it is meant", "warning")
 
     def _entries(self, log: DailyLog, start: int) -> None:
         first_at: dict[str, int] = {}  # every opened id, parseable or not -> its first line

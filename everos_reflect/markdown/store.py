@@ -86,6 +86,16 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
     except OSError:
         return False
 
+
+def _given_time(stamp: object) -> datetime | None:
+    """A caller's ``timestamp`` read; one given as text keeps its fraction of a second when
+    written (:class:`~everos_reflect.markdown.writer.GivenTime`): it was cut to the second."""
+    when = parse_timestamp(stamp)
+    if isinstance(stamp, str) and when is not None and when.microsecond:
+        return writer.GivenTime.of(when)
+    return when
+
+
 class MarkdownStore:
     """Daily logs of every user under ``root`` (layout in SPEC §2)."""
 
@@ -589,7 +599,7 @@ class MarkdownStore:
             raise InvalidId(f"owner_id {quoted_value(owner)} does not match user "
                             f"{quoted_value(ref.user_id)}")
         stamp = meta.get("timestamp")
-        when = now if stamp is None else parse_timestamp(stamp)
+        when = now if stamp is None else _given_time(stamp)
         if when is None:
             raise MarkdownError(
                 self.rel(self.log_path(ref, kind, day)), 0, f"unreadable timestamp "
@@ -699,7 +709,7 @@ class MarkdownStore:
                 raise InvalidId(f"owner_id {quoted_value(owner)} does not match user "
                                 f"{quoted_value(ref.user_id)}")
             stamp = meta.get("timestamp")
-            when = now if stamp is None else parse_timestamp(stamp)
+            when = now if stamp is None else _given_time(stamp)
             if when is None:
                 raise MarkdownError(label, 0, f"unreadable timestamp {quoted_value(stamp)}")
             rows.append(({**meta, "owner_id": owner, "timestamp": when}, sections))

@@ -70,6 +70,21 @@ def _represent_datetime(dumper: yaml.SafeDumper, data: datetime) -> yaml.ScalarN
     return dumper.represent_scalar("tag:yaml.org,2002:timestamp", format_timestamp(data))
 
 
+class GivenTime(datetime):
+    """A timestamp a person or client gave (``add --timestamp``, the API's): written with its
+    fraction of a second, where one the daemon read off its clock is written to the second."""
+
+    @classmethod
+    def of(cls, ts: datetime) -> GivenTime:
+        return cls(ts.year, ts.month, ts.day, ts.hour, ts.minute, ts.second, ts.microsecond,
+                   ts.tzinfo, fold=ts.fold)
+
+
+def _represent_given(dumper: yaml.SafeDumper, data: GivenTime) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:timestamp",
+                                   format_timestamp(data, fraction=True))
+
+
 class _Block(dict):  # type: ignore[type-arg]
     """The top-level mapping: one ``key: value`` line per key (nested values stay in flow)."""
 
@@ -80,6 +95,7 @@ def _represent_block(dumper: yaml.SafeDumper, data: _Block) -> yaml.MappingNode:
 
 _Dumper.add_representer(str, _represent_str)
 _Dumper.add_representer(datetime, _represent_datetime)
+_Dumper.add_representer(GivenTime, _represent_given)
 _Dumper.add_representer(_Block, _represent_block)
 
 

@@ -112,7 +112,8 @@ def new_task(
     if len(note) > MAX_GOAL_CHARS:
         raise InvalidTask("outcome_note", f"is {len(note)} characters; at most {MAX_GOAL_CHARS}")
     ts, day = new_record_time(timestamp, now, InvalidTask)
-    meta: dict[str, Any] = {"owner_id": ref.user_id, "timestamp": format_timestamp(ts),
+    meta: dict[str, Any] = {"owner_id": ref.user_id,
+                            "timestamp": format_timestamp(ts, fraction=timestamp is not None),
                             "task_type": task_type, "outcome": outcome}
     sections = {
         "Goal": goal,

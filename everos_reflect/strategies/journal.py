@@ -173,7 +173,7 @@ def new_plan(
         title=draft.title,
         content=draft.content,
         facts=list(draft.facts),
-        timestamp=format_timestamp(sel.timestamp),
+        timestamp=format_timestamp(sel.timestamp, fraction=True),  # the latest source's
         sources=sel.source_ids,
         existing_id=sel.existing.id if sel.existing is not None else None,
         hashes=sel.hashes,

@@ -1,0 +1,88 @@
+"""A deadline on reading each HTTP request whole, so a slow client cannot hold a connection.
+
+uvicorn bounds only the idle time between two requests (``timeout_keep_alive``), and its
+timer is cancelled by the first byte that arrives: a client that sent a request's headers or
+body one byte a second held its connection (a socket, a file descriptor) for as long as it
+liked, and enough of them exhausted the daemon's descriptors. :class:`DeadlineH11Protocol`
+is uvicorn's own h11 protocol plus one timer: from a connection's start (and from the end of
+each answer on a kept-alive one) the next request must have arrived whole, headers and body,
+within :data:`REQUEST_READ_SECONDS`; else it is answered 408 and the connection closed. A
+request received whole is never timed out here, however long the work it asks for takes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger(__name__)
+
+#: Seconds a client has to send one request whole (headers and body): generous for any
+#: request within ``limits.max_request_bytes`` on a working link.
+REQUEST_READ_SECONDS = 30.0
+
+#: States of the client's side in which h11 has not yet read a whole request.
+_READING = (h11.IDLE, h11.SEND_BODY)
+
+
+def _timeout_answer(seconds: float) -> bytes:
+    body = json.dumps({"error": {"code": "request_timeout", "message": (
+        f"the request was not received whole within {seconds:g} seconds")}}).encode()
+    head = ("HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nconnection: close\r\n\r\n")
+    return head.encode() + body
+
+
+class DeadlineH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol with a deadline on reading each request (module docstring)."""
+
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def handle_events(self) -> None:
+        super().handle_events()
+        if self.conn.their_state not in _READING:  # read whole (or the connection is done)
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        # before uvicorn starts on a pipelined request (which may be read whole at once)
+        self._arm()
+        super().on_response_complete()
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._deadline = self.loop.call_later(REQUEST_READ_SECONDS, self._on_deadline,
+                                              REQUEST_READ_SECONDS)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _on_deadline(self, seconds: float) -> None:
+        self._deadline = None
+        if self.transport.is_closing():
+            return
+        client = f"{self.client[0]}:{self.client[1]}" if self.client else "a client"
+        log.warning("closed the connection of %s: its request was not received whole "
+                    "within %g seconds", client, seconds)
+        cycle = self.cycle
+        if cycle is None or cycle.response_complete or not cycle.response_started:
+            self.transport.write(_timeout_answer(seconds))  # no answer of ours under way
+        if cycle is not None and not cycle.response_complete:
+            # a route waiting for the rest of the body is told the client is gone; it
+            # writes nothing more to this connection
+            cycle.disconnected = True
+            cycle.message_event.set()
+        self.transport.close()

@@ -1,0 +1,129 @@
+"""``serve``'s HTTP server holds a slow client only so long: a request that does not arrive
+whole (headers or body trickled a byte at a time) is answered 408 and its connection closed;
+a request received whole is answered however long its work takes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+import uvicorn
+
+from everos_reflect.api import slow_clients
+from everos_reflect.serve import listen_socket, uvicorn_config
+
+#: How long a test waits for the server to cut a trickling client off (a bound, not a timing
+#: assertion: the deadline in these tests is half a second).
+BOUND_SECONDS = 20.0
+
+
+async def echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Reads the whole body, then answers it back (after a pause on ``/slow``)."""
+    body = b""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+        body += message.get("body", b"")
+        if not message.get("more_body"):
+            break
+    if scope["path"] == "/slow":
+        await asyncio.sleep(1.5)
+    await send({"type": "http.response.start", "status": 200,
+                "headers": [(b"content-length", str(len(body)).encode())]})
+    await send({"type": "http.response.body", "body": body})
+
+
+@pytest.fixture
+def port(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
+    monkeypatch.setattr(slow_clients, "REQUEST_READ_SECONDS", 0.5)
+    sock = listen_socket("127.0.0.1", 0)
+    number = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn_config(echo, "127.0.0.1", number))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + BOUND_SECONDS
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started
+    yield number
+    server.should_exit = True
+    thread.join(BOUND_SECONDS)
+    sock.close()
+
+
+def trickle(conn: socket.socket, head: bytes) -> bytes | None:
+    """Send ``head``, then one more byte every tenth of a second; everything the server sent
+    once it closed the connection, or ``None`` if it still held it after the bound."""
+    conn.sendall(head)
+    conn.settimeout(0.1)
+    got = b""
+    until = time.monotonic() + BOUND_SECONDS
+    while time.monotonic() < until:
+        try:
+            data = conn.recv(65536)
+        except TimeoutError:
+            try:
+                conn.send(b"a")
+            except OSError:  # closed under us: read what came before
+                conn.settimeout(1.0)
+                with contextlib.suppress(OSError):
+                    got += conn.recv(65536)
+                return got
+            continue
+        except OSError:
+            return got
+        if not data:
+            return got
+        got += data
+    return None
+
+
+def connect(port: int) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", port), timeout=BOUND_SECONDS)
+
+
+def test_headers_sent_a_byte_at_a_time_are_answered_408_and_closed(port: int) -> None:
+    with connect(port) as conn:
+        got = trickle(conn, b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+    assert got is not None, "the server held a client trickling its headers"
+    assert got.startswith(b"HTTP/1.1 408 ")
+    assert b'"code": "request_timeout"' in got
+
+
+def test_a_body_sent_a_byte_at_a_time_is_answered_408_and_closed(port: int) -> None:
+    head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\nabc"
+    with connect(port) as conn:
+        got = trickle(conn, head)
+    assert got is not None, "the server held a client trickling its body"
+    assert got.startswith(b"HTTP/1.1 408 ")
+
+
+def test_a_kept_alive_connection_trickling_its_next_request_is_closed(port: int) -> None:
+    with connect(port) as conn:
+        conn.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nhi")
+        first = b""
+        while not first.endswith(b"hi"):
+            first += conn.recv(65536)
+        assert first.startswith(b"HTTP/1.1 200 ")
+        got = trickle(conn, b"GET / HTTP/1.1\r\nX-Slow: ")
+    assert got is not None, "the server held a kept-alive client trickling a request"
+    assert got.startswith(b"HTTP/1.1 408 ")
+
+
+def test_a_request_received_whole_is_answered_however_long_its_work_takes(port: int) -> None:
+    # the route sleeps three times the read deadline: the deadline is on reading, not working
+    with connect(port) as conn:
+        conn.sendall(b"POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n"
+                     b"Connection: close\r\n\r\nhello")
+        got = b""
+        while chunk := conn.recv(65536):
+            got += chunk
+    assert got.startswith(b"HTTP/1.1 200 ")
+    assert got.endswith(b"hello")
