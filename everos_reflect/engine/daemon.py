@@ -242,7 +242,7 @@ def strategies_via_daemon(runtime: Runtime) -> DaemonStrategies | None:
 
     try:
         resp = httpx.get(f"{_address(info)}/api/v1/ome/strategies", headers=_headers(runtime),
-                         timeout=ASK_TIMEOUT_SECONDS)
+                         timeout=ASK_TIMEOUT_SECONDS, trust_env=False)
         if resp.status_code != 200:
             return DaemonStrategies(info, problem=f"it answered {resp.status_code}: "
                                     f"{_message(resp)}")
@@ -283,6 +283,9 @@ def trigger_via_daemon(
             f"{_address(info)}/api/v1/ome/trigger",
             json={"name": name, "force": force, "timeout": timeout},
             headers=_headers(runtime), timeout=timeout + 30,
+            # the daemon is this root's, on this machine: never through HTTP_PROXY (set for
+            # the LLM), which cannot reach its loopback address
+            trust_env=False,
         )
     except (httpx.ConnectError, httpx.ConnectTimeout) as exc:  # the request never reached it
         log.warning("the daemon (pid %s) could not be reached (%s); running in-process",
