@@ -492,3 +492,31 @@ def test_a_negated_event_and_a_present_fact_are_still_versions(local: LocalEmbed
     assert content.split("\n\n")[-1] == "Current state: The test did not pass."
     assert not extractive._past_event(extractive._Sentence("Ted lives in Leeds.", date.min, 0))
     assert extractive._past_event(extractive._Sentence("Ted moved to Leeds.", date.min, 0))
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Note: buy milk.", "Note: call Ana."),
+    ("Todo: fix bike.", "Todo: renew insurance."),
+    ("Dinner: pasta.", "Dinner: curry."),
+    ("Dinner: pasta.", "Lunch: salad."),
+    ("Today: gym.", "Today: dentist."),
+])
+def test_notes_of_a_generic_meal_or_time_slot_label_are_no_versions(local: LocalEmbedder,
+                                                                    first: str,
+                                                                    second: str) -> None:
+    # two things to do, two dinners: the later was written as the "Current state" of the
+    # earlier, as if the milk no longer needed buying once Ana was to be called
+    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    assert plain_sentences(content) == [first, second]
+    assert "Current state" not in content
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Meeting: 10:30.", "Meeting: 11:00."),
+    ("Lunch spot: Taco Town.", "Lunch spot: Noodle Bar."),
+    ("Job: barista.", "Job: accountant."),
+])
+def test_a_label_that_names_an_attribute_is_still_versioned(local: LocalEmbedder, first: str,
+                                                            second: str) -> None:
+    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    assert content.split("\n\n")[-1] == f"Current state: {second}"

@@ -48,7 +48,9 @@ How, without a word list:
   neither a restatement nor a version of a sentence about the owner or about another of their
   things.
 - **Labelled notes**: "Job: barista." / "Job: accountant." (a label of at most three words,
-  a short value) are versions of the label's value, in any language.
+  a short value) are versions of the label's value, in any language; not under an English
+  generic, meal or time-slot label ("Note: buy milk." / "Note: call Ana.", "Dinner: pasta."
+  / "Dinner: curry.": :data:`_NOT_ONE_VALUE_LABELS`).
 - **What is not so now**: a question ("Is Nina still vegan?": any language), a sentence about
   an earlier time ("Nina was vegetarian as a teenager.") or a wish, plan or possibility
   ("Ravi wants to weigh 70 kg.", "Ben might sell his car."): the last two by small English
@@ -910,14 +912,31 @@ def _relabels(old: _Sentence, new: _Sentence) -> bool:
     "Job: accountant.", "Bank: Monzo." → "Bank: Revolut.")? The label names what holds the
     value, so a new value is its new version, however far apart the two values' meanings sit
     (0.5–0.7 for such pairs, below the version threshold). Structure, not words: any language.
-    What it costs: a label of repeated events ("Dinner: pasta." / "Dinner: curry.") is
-    written as versions too (the latest dinner as the current state; nothing lost). A value
-    must read as one (:func:`_a_value`), not as a sentence under a generic label."""
+    A value must read as one (:func:`_a_value`), not as a sentence under a generic label,
+    and the label must name an attribute, not a list of things to do or a meal or time slot
+    that comes round again (:data:`_NOT_ONE_VALUE_LABELS`: "Note: buy milk." / "Note: call
+    Ana.", "Dinner: pasta." / "Dinner: curry." are two notes, each true). What it costs: a
+    label of other repeated events ("Call: Mum." / "Call: Dad.") is still written as versions
+    (the latest as the current state; nothing lost)."""
     x, y = _LABELLED_RE.match(old.text), _LABELLED_RE.match(new.text)
     if x is None or y is None or not (_a_value(x.group(2)) and _a_value(y.group(2))):
         return False
-    same_label = " ".join(x.group(1).lower().split()) == " ".join(y.group(1).lower().split())
-    return same_label and x.group(2).lower() != y.group(2).lower()
+    label = " ".join(x.group(1).lower().split())
+    return (label == " ".join(y.group(1).lower().split()) and label not in _NOT_ONE_VALUE_LABELS
+            and x.group(2).lower() != y.group(2).lower())
+
+
+#: English labels of a note that hold no one attribute's value: a generic note ("Note: buy
+#: milk.", "Todo: fix bike."), a meal ("Dinner: pasta.") or a time slot ("Today: gym.",
+#: "Monday: dentist."). Two such notes are two things, each true, not a value and its newer
+#: version. A whole label only: "Lunch spot: Café Rio." names an attribute. Other languages
+#: match nothing here and keep the label rule as it was.
+_NOT_ONE_VALUE_LABELS = _wordset(
+    "note notes todo to-do reminder idea update question task memo ps nb fyi thought tip "
+    "breakfast brunch lunch dinner supper snack dessert meal today tonight tomorrow yesterday "
+    "morning afternoon evening weekend monday tuesday wednesday thursday friday saturday "
+    "sunday") | {"to do", "note to self", "this morning", "this afternoon", "this evening",
+                 "this week", "this weekend", "next week"}
 
 
 #: Words of a labelled note's value at most: "Tesla Model 3.", "Dr Shah.", "40k."
@@ -928,7 +947,8 @@ def _a_value(text: str) -> bool:
     """Is ``text`` (what follows a label's colon) a value, not a sentence? At most
     :data:`LABEL_VALUE_WORDS` words, none a function word: "Update: Tom moved to Paris.",
     "Note: call the bank." carry a sentence under a generic label, two facts, not one
-    attribute's versions. What is not told apart: "Note: buy milk." / "Note: call Ana."."""
+    attribute's versions ("Note: buy milk." / "Note: call Ana.": see
+    :data:`_NOT_ONE_VALUE_LABELS`)."""
     words = [w.lower() for w in _WORD_RE.findall(text)]
     return 0 < len(words) <= LABEL_VALUE_WORDS and not any(w in STOPWORDS for w in words)
 
