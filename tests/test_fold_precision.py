@@ -572,3 +572,33 @@ def test_which_sentences_tell_of_a_change() -> None:
         assert extractive._changed_to(text) is None
     wish = extractive._Sentence("Ines might have switched to the cello.", date.min, 0)
     assert wish.change is None
+
+
+@pytest.mark.parametrize("titles", [("Move: Settling in", "Move: A month on"),
+                                    ("Notes", "Notes")])
+def test_a_title_is_not_the_main_person(local: LocalEmbedder, titles: tuple[str, str]) -> None:
+    # "Move" (or "Notes") opened both titles, more often than "Ana" opened a sentence, so
+    # it was taken for the person the cluster is about: the unnamed note was read as the
+    # title's, not Ana's, and her new distance was no version of her old one
+    members = [MergeMember(f"ep_202611{10 + 2 * i}_0001",
+                           datetime(2026, 11, 10 + 2 * i, 10, tzinfo=UTC), title, text)
+               for i, (title, text) in enumerate(zip(titles, ("Ana runs 5 km a day.",
+                                                              "Now runs 10 km a day."),
+                                                     strict=True))]
+    content = ExtractiveLLM(local).merge(MergeRequest("init", members)).content
+    assert content.split("\n\n")[-1] == "Current state: Now runs 10 km a day."
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Leo drives to work along the highway.", "Leo takes the highway when he drives to work."),
+    ("Ben rides his bike to school.", "Ben cycles to school on his bike."),
+    ("Theo takes a pottery class on Tuesdays.", "On Tuesdays Theo goes to a pottery class."),
+])
+def test_a_rewording_in_another_order_is_a_restatement(local: LocalEmbedder, first: str,
+                                                       second: str) -> None:
+    # most content words shared and one word for another ("rides" / "cycles") read as a value
+    # swapped, though the shared words come in another order: the later was written as the
+    # "Current state" of the earlier, a change that never happened
+    for titles in ("Notes", "Theo: pottery"):
+        content = narrative(ExtractiveLLM(local), titles, first, second)
+        assert len(plain_sentences(content)) == 1, content

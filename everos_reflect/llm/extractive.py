@@ -37,7 +37,8 @@ How, without a word list:
   below). One sentence stays: the one with more detail the other lacks (ties: the later
   wording), dated when it was last said and crediting every source it stands for.
 - **Versions of one fact**: two sentences about the same subject (the sentence's leading name,
-  else the cluster's main person), said on different days, that are not restatements but are
+  else the cluster's main person: the name that opens most sentences of the members' texts,
+  never of their titles), said on different days, that are not restatements but are
   close — cosine ≥ ``version`` (0.75), or the same content words apart from numbers, negations
   and one changed word. The later one supersedes the earlier one, wherever else it was said.
 - **Changes told with a change verb** ("switched to", "moved to", "started working at", "now
@@ -283,8 +284,10 @@ class ExtractiveLLM:
 
     def merge(self, req: MergeRequest) -> MergeResult:
         members = req.chronological()
-        main_entity = _main_entity(f"{m.subject}. {m.content}"
-                                   for m in [*members, *([req.existing] if req.existing else [])])
+        # what the members say, not their titles: a title's first word ("Move: Settling in",
+        # "Notes") opened more "sentences" than the person did and was taken for them
+        main_entity = _main_entity([*(m.content for m in members), *(
+            ["\n\n".join(plain_sentences(req.existing.content))] if req.existing else [])])
         sentences: list[_Sentence] = []
         if req.mode == "update" and req.existing is not None:
             sentences.extend(_narrative_sentences(req.existing, main_entity))
@@ -867,9 +870,11 @@ def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
     is another form of a word of the other side (:func:`_word_forms`), no value was
     replaced.
 
-    Most content words shared, or the one word or two replaced in place: a short sentence
-    shares little but its frame ("Leah is vegetarian." → "Leah is vegan.", "Omar is a
-    nurse." → "Omar is a family doctor."), and a fold would drop the change."""
+    Most content words shared in the same order (:func:`_same_order`: "Ben rides his bike to
+    school." / "Ben cycles to school on his bike." is a rewording), or the one word or two
+    replaced in place: a short sentence shares little but its frame ("Leah is vegetarian."
+    → "Leah is vegan.", "Omar is a nurse." → "Omar is a family doctor."), and a fold would
+    drop the change."""
     if new.day == old.day or old.subject != new.subject or _same_change(old, new):
         return False
     x, y = _specifics(old), _specifics(new)
@@ -878,7 +883,8 @@ def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
     a, b = old.stems, new.stems
     gone, added = a - b, b - a
     if not (0 < len(gone) <= SWAP_WORDS and 0 < len(added) <= SWAP_WORDS
-            and (len(a & b) / len(a | b) >= VERSION_OVERLAP or _in_place(old, new))):
+            and ((len(a & b) / len(a | b) >= VERSION_OVERLAP and _same_order(old, new))
+                 or _in_place(old, new))):
         return False
     return not (_word_forms(gone, added) or _word_forms(added, gone))
 
@@ -892,6 +898,18 @@ def _in_place(old: _Sentence, new: _Sentence) -> bool:
     return (len(changed) == 1 and changed[0][0] == "replace"
             and changed[0][2] - changed[0][1] <= SWAP_WORDS
             and changed[0][4] - changed[0][3] <= SWAP_WORDS)
+
+
+def _same_order(old: _Sentence, new: _Sentence) -> bool:
+    """Do the content words ``old`` and ``new`` share come in the same order in both? A
+    phrase moved to the front ("Theo takes a pottery class on Tuesdays." / "On Tuesdays Theo
+    goes to a pottery class.") is a rewording, not a frame with a value swapped."""
+    x, y = _content_sequence(old), _content_sequence(new)
+    shared = set(x) & set(y)
+    x, y = [w for w in x if w in shared], [w for w in y if w in shared]
+    matched = sum(b.size for b in SequenceMatcher(None, x, y, autojunk=False)
+                  .get_matching_blocks())
+    return matched == min(len(x), len(y))
 
 
 def _content_sequence(s: _Sentence) -> list[str]:
