@@ -490,11 +490,11 @@ def _coerce_env(text: str, tp: Any) -> tuple[Any, str | None]:
     except ValueError:
         return text, f"must be {_type_name(tp)}, got {quoted_value(text)}"
     if tp is bool:
+        # true or false, as everos.toml and the HTTP API write it: 1/yes/on and 0/no/off
+        # were read too, spellings the file and the API refuse
         lowered = text.strip().lower()
-        if lowered in {"1", "true", "yes", "on"}:
-            return True, None
-        if lowered in {"0", "false", "no", "off"}:
-            return False, None
+        if lowered in {"true", "false"}:
+            return lowered == "true", None
         return text, f"must be true or false, got {quoted_value(text)}"
     return _check_type(text, tp)
 

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -63,7 +64,7 @@ def hold_serve_lock(root: Path) -> int:
     except OSError as exc:
         raise EverosError(f"cannot create {shown_path(path)}: {exc.strerror or exc}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _take_waiting_for_probes(fd)
     except BlockingIOError:
         holder = _lock_holder(fd)
         os.close(fd)
@@ -79,6 +80,45 @@ def hold_serve_lock(root: Path) -> int:
     os.ftruncate(fd, 0)
     os.write(fd, f"{os.getpid()}\n".encode())
     return fd
+
+
+#: How long :func:`hold_serve_lock` retries a held lock: a :func:`serve_lock_held` probe (a
+#: ``status`` or ``trigger`` beside it) holds it shared for a moment, and is no daemon.
+_PROBE_WAIT_SECONDS = 0.5
+
+
+def _take_waiting_for_probes(fd: int) -> None:
+    """``flock`` ``fd`` exclusive, retrying for :data:`_PROBE_WAIT_SECONDS`; a lock still held
+    then raises :class:`BlockingIOError`."""
+    deadline = time.monotonic() + _PROBE_WAIT_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
+def serve_lock_held(root: Path) -> bool:
+    """Whether a ``serve`` of ``root`` is alive: it holds :func:`serve_lock_file` for its whole
+    life. A ``daemon.json`` alone is no proof: a daemon killed with ``kill -9`` leaves it, and
+    once the OS gives its pid to another process, that pid is alive. A lock that cannot be
+    tested (unreadable) is taken as held, as before the lock existed."""
+    try:
+        fd = os.open(serve_lock_file(root), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: never a serve's lock
+    except OSError:  # BlockingIOError: held; any other error: cannot tell
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 def _lock_holder(fd: int) -> str:
@@ -129,7 +169,8 @@ def address_problem(info: Mapping[str, Any]) -> str | None:
 
 def read_daemon(root: Path) -> dict[str, Any] | None:
     """The running daemon serving ``root`` (its ``daemon.json``), or ``None``; also ``None``,
-    with a warning, for a file whose address is no address (:func:`address_problem`)."""
+    with a warning, for a file whose address is no address (:func:`address_problem`), and
+    for one no live ``serve`` stands behind (:func:`serve_lock_held`)."""
     try:
         data = read_config_bytes(daemon_file(root))  # a FIFO planted there: never a hang
         if data is None:
@@ -150,6 +191,8 @@ def read_daemon(root: Path) -> dict[str, Any] | None:
     problem = address_problem(info)
     if problem is not None:
         log.warning("ignoring %s: %s", shown_path(daemon_file(root)), problem)
+        return None
+    if not serve_lock_held(root):  # left by a daemon that died, its pid given out again
         return None
     return info
 

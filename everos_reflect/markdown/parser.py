@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta, timezone
 from itertools import islice
 from typing import Any, NamedTuple
@@ -253,12 +253,34 @@ def _check_keys(node: yaml.MappingNode) -> None:
 MAX_YAML_INT_CHARS = 1000
 
 
-def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> int:
+#: The only integers and booleans read as such: plain decimal, ``true``/``false`` (YAML 1.2's
+#: JSON forms). PyYAML reads YAML 1.1, where ``importance: 010`` is 8 (octal), ``1_0`` is 10,
+#: ``1:20`` is 80 (base 60), ``0x0a`` is 10 and ``yes``/``no``/``on``/``off`` are booleans:
+#: a person's value silently became another. Any other form is kept as the text written, so a
+#: key that needs a number names it in lint (``importance '010' is not ...``) and a text key
+#: (``session_id: 0123``) reads as written.
+_DECIMAL_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_BOOL_WORDS = {"true": True, "True": True, "TRUE": True,
+               "false": False, "False": False, "FALSE": False}
+
+
+def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> Any:
     if len(node.value) > MAX_YAML_INT_CHARS:
         raise YamlBoundError(node.start_mark.line, f"a number of {len(node.value):,} "
                              f"characters (at most {MAX_YAML_INT_CHARS:,})")
-    value: int = loader.construct_yaml_int(node)
-    return value
+    if not _DECIMAL_RE.fullmatch(node.value):
+        return node.value
+    return int(node.value)
+
+
+def _construct_bool(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> Any:
+    return _BOOL_WORDS.get(node.value, node.value)
+
+
+def _construct_float(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> Any:
+    if "_" in node.value or ":" in node.value:  # 1_0.5, base-60 1:20.5: YAML 1.1 only
+        return node.value
+    return loader.construct_yaml_float(node)
 
 
 def _construct_timestamp(loader: yaml.constructor.SafeConstructor,
@@ -276,11 +298,14 @@ def _construct_timestamp(loader: yaml.constructor.SafeConstructor,
 
 
 class _BoundedLoader(_Loader):  # type: ignore[misc, valid-type]
-    """:data:`_Loader` with integers bounded (:data:`MAX_YAML_INT_CHARS`) and impossible
-    timestamps named."""
+    """:data:`_Loader` with integers bounded (:data:`MAX_YAML_INT_CHARS`), only decimal
+    integers and ``true``/``false`` read as numbers and booleans (:data:`_DECIMAL_RE`) and
+    impossible timestamps named."""
 
 
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
 
 
@@ -1066,7 +1091,12 @@ class _Parser:
             return None
 
         sections = self._sections(entry_id, lines[meta_end + 1 : last], first + meta_end + 1)
-        self._check(log, eid, meta, sections, line_no)
+        def key_line(key: str) -> int:
+            written = re.compile(rf"^(['\"]?){re.escape(key)}\1[ \t]*:")
+            return next((first + m + 1 for m in range(k + 1, meta_end)
+                         if written.match(lines[m])), line_no)
+
+        self._check(log, eid, meta, sections, line_no, key_line)
         if _HIDDEN_IN_BLOCK_RE.search(block):
             self._hidden(entry_id, lines, first)
         return Entry(entry_id, eid.kind, meta, sections, line=line_no, raw=bare(block))
@@ -1124,9 +1154,11 @@ class _Parser:
         return sections
 
     def _check(
-        self, log: DailyLog, eid: EntryId, meta: dict[str, Any], sections: dict[str, str], line: int
+        self, log: DailyLog, eid: EntryId, meta: dict[str, Any], sections: dict[str, str],
+        line: int, key_line: Callable[[str], int],
     ) -> None:
-        """Problems worth telling a person about that do not stop indexing."""
+        """Problems worth telling a person about that do not stop indexing (``key_line``: the
+        1-based line of a metadata key, for a problem with its value)."""
         ts = meta["timestamp"]
         read = parse_timestamp(ts)
         if read is not None and _date_only(ts):
@@ -1183,8 +1215,9 @@ class _Parser:
         if "importance" in meta:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
-                self.report(line, f"entry {eid}: importance {quoted_value(value)} is not 1-10",
-                            "warning")
+                self.report(key_line("importance"), f"entry {eid}: importance "
+                            f"{quoted_value(value)} is not a whole number 1-10 written in "
+                            "decimal (not read: scored as if absent)", "warning")
         for problem in _choice_problems(eid.kind, meta):
             self.report(line, f"entry {eid}: {problem}", "warning")
         long_subject = subject_length_problem(sections.get("Subject", ""))
@@ -1277,10 +1310,11 @@ def _id_list_shape(value: object) -> str:
 
 
 #: Metadata whose value is text a person may well write bare, and YAML reads as something
-#: else: ``session_id: 0123`` is the number 83 (octal), ``1:20`` is 80 (base 60), ``yes`` is
-#: True, ``2026-10-12`` a date. Such a value is shown and searched as what YAML made of it
-#: ("83", "True"), with no word to say so; a warning names it. A list or mapping there is
-#: no one value: it is read as absent (:func:`~everos_reflect.model.meta_text`), and named.
+#: else: ``session_id: 123`` is a number, ``true`` a bool, ``2026-10-12`` a date (``0123``,
+#: ``1:20`` and ``yes`` stay text: :data:`_DECIMAL_RE`). Such a value is shown and searched
+#: as what YAML made of it ("True"), with no word to say so; a warning names it. A list or
+#: mapping there is no one value: it is read as absent (:func:`~everos_reflect.model.meta_text`),
+#: and named.
 TEXT_KEYS = ("session_id", "parent_id", "task_type")
 
 #: The id lists of a derived record (SPEC §10). A hand edit that makes one a mapping

@@ -200,19 +200,28 @@ class MarkdownStore:
         return real == self._real_root or real.startswith(self._real_root + os.sep)
 
     def iter_users(self, outside: list[str] | None = None,
-                   invalid: list[tuple[str, str]] | None = None) -> Iterator[UserRef]:
+                   invalid: list[tuple[str, str]] | None = None,
+                   irregular: list[str] | None = None) -> Iterator[UserRef]:
         """Every user with a folder under the root, sorted; folders with unsafe names skipped
         (``(folder, why)`` appended to ``invalid`` when given: such a user's logs are never
         read, which ``lint`` must say), and so are symlinked folders that lead outside the root
-        (their paths are appended to ``outside`` when given, for ``lint`` to report)."""
+        (their paths are appended to ``outside`` when given, for ``lint`` to report).
+        ``irregular``, when given, gets what stands where a project, ``users`` or user folder
+        goes but is no folder (a file, a FIFO): nothing under it is read."""
         if not self.root.is_dir():
             return
         found = []
         for app in self._subdirs(self.root, outside):
+            if irregular is not None:
+                irregular.extend(self._not_folders(app.path))
             for project in self._subdirs(app, outside):
                 users = Path(project.path) / "users"
+                if irregular is not None and users.exists() and not users.is_dir():
+                    irregular.append(self._label(users))
                 if not users.is_dir() or self._escapes(users, outside):
                     continue
+                if irregular is not None:
+                    irregular.extend(self._not_folders(users))
                 for user in self._subdirs(users, outside):
                     try:
                         found.append(UserRef(app.name, project.name, user.name))
@@ -240,7 +249,7 @@ class MarkdownStore:
         log, like ``undo``, refuses to go on without it). ``misnamed``, when given, gets the
         Markdown files of a kind's folder that no reader opens (:meth:`_misnamed`)."""
         wanted = list(kinds) if kinds is not None else list(Kind)
-        for user in [ref] if ref is not None else self.iter_users(outside, invalid):
+        for user in [ref] if ref is not None else self.iter_users(outside, invalid, irregular):
             user_dir = self.user_dir(user)
             if ref is not None and user_dir.is_dir() and self.leaves_root(user_dir):
                 if outside is not None:
@@ -304,6 +313,17 @@ class MarkdownStore:
             except OSError:
                 continue
         return found
+
+    def _not_folders(self, folder: str | os.PathLike[str]) -> list[str]:
+        """What is in ``folder`` (not hidden) but no folder, nor a link to one: in an app or a
+        ``users`` folder, where only project or user folders go. A dangling link is left out,
+        as everywhere else."""
+        try:
+            entries = [e for e in os.scandir(folder) if not e.name.startswith(".")]
+        except OSError:
+            return []
+        return [self._label(Path(e.path)) for e in entries
+                if not _is_dir(e) and os.path.exists(e.path)]
 
     def _subdirs(self, folder: str | os.PathLike[str],
                  outside: list[str] | None) -> list[os.DirEntry[str]]:
