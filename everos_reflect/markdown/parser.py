@@ -238,11 +238,25 @@ def _check_keys(node: yaml.MappingNode) -> None:
     for key, _ in node.value:
         if not isinstance(key, yaml.ScalarNode):
             continue
-        if (key.tag, key.value) in seen:
+        if _key_identity(key) in seen:
             raise YamlBoundError(key.start_mark.line,
                                  f"key {quoted_value(key.value)} is written twice in one "
                                  "mapping; keep one")
-        seen.add((key.tag, key.value))
+        seen.add(_key_identity(key))
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+def _key_identity(key: yaml.ScalarNode) -> tuple[str, str]:
+    """A scalar key as the mapping will hold it: ``on`` and ``'on'`` are both the text "on"
+    (:data:`_DECIMAL_RE`), so one silently replaced the other."""
+    tag, text = key.tag, key.value
+    if ((tag == "tag:yaml.org,2002:int" and not _DECIMAL_RE.fullmatch(text))
+            or (tag == "tag:yaml.org,2002:bool" and text not in _BOOL_WORDS)
+            or (tag == "tag:yaml.org,2002:float" and ("_" in text or ":" in text))):
+        tag = _STR_TAG
+    return tag, text
 
 
 #: Characters of one YAML integer (any base, ``_`` and ``:`` included). Hex, octal, binary
