@@ -251,8 +251,8 @@ def test_a_second_serve_of_a_root_still_starting_is_refused_naming_the_first(
         os.close(first)
     assert result.exit_code == 1, result.output
     assert result.stderr.strip().splitlines() == [
-        f"error: another everos-reflect serve (pid {os.getpid()}) is starting on {root}: one "
-        "daemon serves a root"]
+        f"error: another everos-reflect serve (pid {os.getpid()}) is starting on or serving "
+        f"{root}: one daemon serves a root"]
     assert started == [] and not daemon_file(root).exists()
 
 
