@@ -64,6 +64,13 @@ def test_a_yaml_1_1_bool_word_as_a_key_stays_text() -> None:
     assert load_yaml("on: a\nyes: b", 1) == ({"on": "a", "yes": "b"}, None)
 
 
+@pytest.mark.parametrize("key", ["on", "010", "1:20", "1_0.5"])
+def test_a_key_written_bare_and_quoted_is_a_key_written_twice(key: str) -> None:
+    # both are the text now: the second silently replaced the first
+    assert load_yaml(f"{key}: a\n'{key}': b", 1) == (
+        None, (2, f"YAML refused: key '{key}' is written twice in one mapping; keep one"))
+
+
 def test_rewriting_a_records_metadata_keeps_valid_values_byte_for_byte() -> None:
     rid = "in_20261020_0001"
     text = ("---\ntype: insight_daily\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n---\n"

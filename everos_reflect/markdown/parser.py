@@ -238,11 +238,25 @@ def _check_keys(node: yaml.MappingNode) -> None:
     for key, _ in node.value:
         if not isinstance(key, yaml.ScalarNode):
             continue
-        if (key.tag, key.value) in seen:
+        if _key_identity(key) in seen:
             raise YamlBoundError(key.start_mark.line,
                                  f"key {quoted_value(key.value)} is written twice in one "
                                  "mapping; keep one")
-        seen.add((key.tag, key.value))
+        seen.add(_key_identity(key))
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+def _key_identity(key: yaml.ScalarNode) -> tuple[str, str]:
+    """A scalar key as the mapping will hold it: ``on`` and ``'on'`` are both the text "on"
+    (:data:`_DECIMAL_RE`), so one silently replaced the other."""
+    tag, text = key.tag, key.value
+    if ((tag == "tag:yaml.org,2002:int" and not _DECIMAL_RE.fullmatch(text))
+            or (tag == "tag:yaml.org,2002:bool" and text not in _BOOL_WORDS)
+            or (tag == "tag:yaml.org,2002:float" and ("_" in text or ":" in text))):
+        tag = _STR_TAG
+    return tag, text
 
 
 #: Characters of one YAML integer (any base, ``_`` and ``:`` included). Hex, octal, binary
@@ -1218,8 +1232,8 @@ class _Parser:
                 self.report(key_line("importance"), f"entry {eid}: importance "
                             f"{quoted_value(value)} is not a whole number 1-10 written in "
                             "decimal (not read: scored as if absent)", "warning")
-        for problem in _choice_problems(eid.kind, meta):
-            self.report(line, f"entry {eid}: {problem}", "warning")
+        for key, problem in _choice_problems(eid.kind, meta):
+            self.report(key_line(key), f"entry {eid}: {problem}", "warning")
         long_subject = subject_length_problem(sections.get("Subject", ""))
         if long_subject is not None:
             # kept, read and indexed as written: refusing it would lose the entry
@@ -1254,35 +1268,38 @@ STATUSES: dict[Kind, tuple[str, ...]] = {
 }
 
 
-def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[str]:
+def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[tuple[str, str]]:
     """A derived record's or task's enumerated keys holding a value no reader takes: its
     ``status``, a lesson's ``lesson_type`` (anything but ``avoid`` read as ``do``: an
     "avoid" lesson with a typo was served as one to follow) and ``confirmations``, a task's
-    ``outcome`` (read as unknown: the task counts as neither a success nor a failure)."""
+    ``outcome`` (read as unknown: the task counts as neither a success nor a failure).
+    Each as (key, problem), reported on the key's line."""
     if kind not in STATUSES and kind is not Kind.TASK:
         return []  # an Episode or fact: none of these keys is read
     from everos_reflect.procedural.lessons import LESSON_TYPES
     from everos_reflect.procedural.tasks import OUTCOMES
 
-    found = []
+    found: list[tuple[str, str]] = []
     status = meta.get("status")
     if kind in STATUSES and status is not None and str(status).strip() not in STATUSES[kind]:
-        found.append(f"status {quoted_value(status)} is not one of {', '.join(STATUSES[kind])} "
-                     "(write one of them)")
+        found.append(("status", f"status {quoted_value(status)} is not one of "
+                      f"{', '.join(STATUSES[kind])} (write one of them)"))
     if kind is Kind.LESSON:
         kept = meta.get("lesson_type")
         if kept is not None and str(kept).strip().lower() not in LESSON_TYPES:
-            found.append(f"lesson_type {quoted_value(kept)} is not do or avoid (read as do)")
+            found.append(("lesson_type",
+                          f"lesson_type {quoted_value(kept)} is not do or avoid (read as do)"))
         count = meta.get("confirmations")
         if count is not None and (isinstance(count, bool) or not isinstance(count, int)
                                   or count < 0):
-            found.append(f"confirmations {quoted_value(count)} is not a whole number of 0 or "
-                         "more")
+            found.append(("confirmations", f"confirmations {quoted_value(count)} is not a whole "
+                          "number of 0 or more"))
     if kind is Kind.TASK:
         outcome = meta.get("outcome")
         if outcome is not None and str(outcome).strip().lower() not in OUTCOMES:
-            found.append(f"outcome {quoted_value(outcome)} is not one of {', '.join(OUTCOMES)} "
-                         "(read as unknown: neither a success nor a failure to learn from)")
+            found.append(("outcome", f"outcome {quoted_value(outcome)} is not one of "
+                          f"{', '.join(OUTCOMES)} (read as unknown: neither a success nor a "
+                          "failure to learn from)"))
     return found
 
 
