@@ -28,8 +28,11 @@ def test_sighup_stops_serve_cleanly(tmp_path: Path) -> None:
            "EVEROS_EMBEDDING__PROVIDER": "local", "EVEROS_LLM__PROVIDER": "extractive"}
     log_path = tmp_path / "serve.log"
     with log_path.open("w") as log:
+        # started as from a terminal: a test run under nohup (or a CI runner ignoring SIGHUP)
+        # would hand its SIG_IGN down, and serve rightly keeps it
         proc = subprocess.Popen([*SERVE, "--root", str(root), "--port", str(port)], env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
+                                stdout=log, stderr=subprocess.STDOUT,
+                                preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
         try:
             with httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v1", timeout=30) as c:
                 wait_for(lambda: c.get("/health").status_code == 200, 60, "the API")
