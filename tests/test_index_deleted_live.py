@@ -228,3 +228,33 @@ def test_a_connection_an_outer_frame_holds_survives_the_index_found_deleted(
         del outer
         gc.collect()  # a connection and its statement cache refer to each other
         assert _open_on_deleted(rt.root) == []
+
+
+def test_work_meeting_an_index_deleted_under_it_is_one_warning_not_a_traceback(
+        rt: Runtime, caplog: pytest.LogCaptureFixture) -> None:
+    """``rm -rf .index`` removes ``locks/`` before ``system.db``: a rescan started in between
+    failed for want of the indexer's lock file while the index did not look lost yet, and the
+    watcher logged an ERROR with a traceback (seen in a test run under load)."""
+    watcher = Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0)
+    lock_file = rt.index_dir / "locks" / "indexer.lock"
+
+    def lock_gone(*args: object, **kwargs: object) -> None:
+        # what filelock raised when the rm took ``locks/`` as it opened the lock file
+        raise FileNotFoundError(2, "No such file or directory", str(lock_file))
+
+    watcher.indexer.scan = lock_gone  # type: ignore[method-assign]
+    watcher.indexer.sync_paths = lock_gone  # type: ignore[method-assign]
+    log_path = rt.root / "default_app" / "default_project" / "users" / USER / "episodes" / \
+        "episode-2026-08-01.md"
+    with caplog.at_level(logging.WARNING):
+        watcher._guarded("rescan after a folder change", watcher._scan)
+        watcher.indexer.sync_path = lock_gone  # type: ignore[method-assign]
+        watcher._guarded("sync", lambda: watcher.indexer.sync_path(log_path))
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    gone = [r.getMessage() for r in caplog.records if "is gone" in r.getMessage()]
+    assert len(gone) == 2 and all(str(rt.index_dir / "locks") in g for g in gone)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # any other failure is still an ERROR
+        watcher._guarded("some work", lambda: (_ for _ in ()).throw(FileNotFoundError(
+            2, "No such file or directory", str(rt.root / "elsewhere" / "x"))))
+    assert [r.levelno for r in caplog.records] == [logging.ERROR]
