@@ -238,11 +238,13 @@ class MarkdownStore:
         (``(folder, why)`` appended to ``invalid`` when given: such a user's logs are never
         read, which ``lint`` must say), and so are symlinked folders that lead outside the root
         (their paths are appended to ``outside`` when given, for ``lint`` to report).
-        ``irregular``, when given, gets what stands where a project, ``users`` or user folder
-        goes but is no folder (a file, a FIFO): nothing under it is read."""
+        ``irregular``, when given, gets what stands where an app, a project, ``users`` or a
+        user folder goes but is no folder (a file, a FIFO): nothing under it is read."""
         if not self.root.is_dir():
             return
         found = []
+        if irregular is not None:  # a file at the top, where only apps and config go
+            irregular.extend(self._not_folders(self.root))
         for app in self._subdirs(self.root, outside):
             if irregular is not None:
                 irregular.extend(self._not_folders(app.path))
