@@ -288,3 +288,11 @@ def test_fleet_root_not_in_the_fleet_or_not_a_root_is_one_line(tmp_path: Path) -
     code, _, err = _status_roots("--root", a, "--root", str(tmp_path / "elsewhere"))
     assert code == 1 and len(err.splitlines()) == 1
     assert f"{tmp_path}/elsewhere is not a memory root" in err
+
+
+def test_fleet_status_shows_a_root_with_a_line_break_on_one_line(tmp_path: Path) -> None:
+    (root,) = _bare_roots(tmp_path, "shard\na")
+    result = CliRunner().invoke(cli, ["fleet", "status", "--root", root])
+    assert result.exit_code == 0, result.output
+    assert f"{tmp_path}/shard\\na  " in result.stdout
+    assert all(not line.startswith("a ") for line in result.stdout.splitlines())

@@ -14,6 +14,7 @@ from everos_reflect.cli.common import (
     fail,
     handle_errors,
     json_option,
+    one_line,
     say,
 )
 from everos_reflect.cli.engine_cmds import TRIGGER_EXIT_CODES
@@ -59,7 +60,7 @@ def _render_report(doc: dict[str, Any]) -> None:
              f"{r['seconds']:.1f}" if r["seconds"] else "-", r["error"] or ""]
             for r in doc["results"]]
     for line in _table(["root", "status", "merges", "duration s", "error"], rows):
-        click.echo(line)
+        click.echo(one_line(line))
     counts = ", ".join(f"{n} {s}" for s, n in sorted(doc["counts"].items()))
     click.echo(f"{doc['strategy']}: {doc['roots']} roots, {doc['tasks']} Ray tasks, "
                f"{doc['merges']} merges in {doc['seconds']:.1f} s ({counts})")
@@ -89,7 +90,7 @@ def fleet_run_cmd(strategy: str, fleet_file: str | None, roots: tuple[str, ...],
 
     def progress(result: RootResult, done: int, total: int) -> None:
         if tty:  # progress on a terminal only; the table says it all otherwise
-            click.echo(_status_line(result, done, total), err=True)
+            click.echo(one_line(_status_line(result, done, total)), err=True)
 
     report = run_fleet(config, paths, strategy, force=force, on_result=progress)
     doc = report.as_dict()
@@ -191,7 +192,7 @@ def _render_status(docs: list[dict[str, Any]]) -> None:
                              doc.get("config_error") or f"ome.toml: {row['config_error']}"])
     for line in _table(["root", "strategy", "state", "last run", "next run", "index lag"],
                        rows):
-        click.echo(line)
+        click.echo(one_line(line))
 
 
 COMMANDS: list[click.Command] = [fleet_group]
