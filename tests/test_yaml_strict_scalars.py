@@ -84,3 +84,19 @@ def test_rewriting_a_records_metadata_keeps_valid_values_byte_for_byte() -> None
     assert "importance: '010'\n" in rewritten and "status: stale\n" in rewritten
     assert parse_log(rewritten, "u/.insights/insight-2026-10-20.md").entries[0].meta[
         "importance"] == "010"
+
+
+@pytest.mark.parametrize("first, second", [
+    ("true", "True"), ("1", "+1"), ("1", "1.0"), ("0", "-0"), ("true", "1"),
+    ("1", "'1'"), ("true", "'True'"), ("null", "'None'"), ("1.5", "'1.5'"),
+])
+def test_two_spellings_of_one_key_are_a_key_written_twice(first: str, second: str) -> None:
+    # both read as one key (True and True, 1 and 1.0, or the same text once the metadata's
+    # keys are read as text): the second silently replaced the first
+    value, problem = load_yaml(f"{first}: a\n{second}: b", 1)
+    assert value is None and problem is not None
+    assert problem[0] == 2 and "is written twice in one mapping" in problem[1]
+
+
+def test_keys_of_other_values_are_still_two_keys() -> None:
+    assert load_yaml("1: a\n01: b\n'on': c\n1.5: d\n'1.50': e", 1)[1] is None

@@ -31,6 +31,7 @@ removes exactly one backslash from any line of the form ``\\`` + (``\\``)* + (``
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -233,30 +234,47 @@ def _check_node(root: yaml.Node) -> None:
 def _check_keys(node: yaml.MappingNode) -> None:
     """Refuse a key written twice in one mapping. YAML forbids it, and PyYAML silently keeps
     the last value: a second ``deprecated_entries:`` block hid every archive of the first,
-    a second ``owner_id`` replaced the first without a word."""
-    seen: set[tuple[str, str]] = set()
+    a second ``owner_id`` replaced the first without a word. Two spellings of one key are one
+    key written twice (:func:`_key_identity`)."""
+    values: set[Any] = set()
+    texts: set[str] = set()
     for key, _ in node.value:
         if not isinstance(key, yaml.ScalarNode):
             continue
-        if _key_identity(key) in seen:
+        value = _key_identity(key)
+        if value in values or str(value) in texts:
             raise YamlBoundError(key.start_mark.line,
                                  f"key {quoted_value(key.value)} is written twice in one "
                                  "mapping; keep one")
-        seen.add(_key_identity(key))
+        values.add(value)
+        texts.add(str(value))
 
 
-_STR_TAG = "tag:yaml.org,2002:str"
+_FLOAT_WORDS = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf}
 
 
-def _key_identity(key: yaml.ScalarNode) -> tuple[str, str]:
-    """A scalar key as the mapping will hold it: ``on`` and ``'on'`` are both the text "on"
-    (:data:`_DECIMAL_RE`), so one silently replaced the other."""
+def _key_identity(key: yaml.ScalarNode) -> Any:
+    """A scalar key as the mapping will hold it, and as metadata reads it (as text): ``on``
+    and ``'on'`` are both the text "on" (:data:`_DECIMAL_RE`), ``true`` and ``True`` both
+    True, ``1``, ``+1`` and ``1.0`` all 1 (True too: a dict takes True and 1 for one key),
+    ``1`` and ``'1'`` both "1" once read as text: each pair held one key, the second's value
+    silently replacing the first's."""
     tag, text = key.tag, key.value
-    if ((tag == "tag:yaml.org,2002:int" and not _DECIMAL_RE.fullmatch(text))
-            or (tag == "tag:yaml.org,2002:bool" and text not in _BOOL_WORDS)
-            or (tag == "tag:yaml.org,2002:float" and ("_" in text or ":" in text))):
-        tag = _STR_TAG
-    return tag, text
+    if len(text) > MAX_YAML_INT_CHARS:  # refused as it is constructed, naming its size
+        return text
+    if tag == "tag:yaml.org,2002:int" and _DECIMAL_RE.fullmatch(text):
+        return int(text)
+    if tag == "tag:yaml.org,2002:bool" and text in _BOOL_WORDS:
+        return _BOOL_WORDS[text]
+    if tag == "tag:yaml.org,2002:null":
+        return None
+    if tag == "tag:yaml.org,2002:float" and "_" not in text and ":" not in text:
+        try:
+            number = _FLOAT_WORDS.get(text.lower()) or float(text)
+        except ValueError:  # .nan, or a form float() does not read: the text
+            return text
+        return int(number) if number.is_integer() else number
+    return text
 
 
 #: Characters of one YAML integer (any base, ``_`` and ``:`` included). Hex, octal, binary
