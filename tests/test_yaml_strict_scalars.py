@@ -100,3 +100,21 @@ def test_two_spellings_of_one_key_are_a_key_written_twice(first: str, second: st
 
 def test_keys_of_other_values_are_still_two_keys() -> None:
     assert load_yaml("1: a\n01: b\n'on': c\n1.5: d\n'1.50': e", 1)[1] is None
+
+
+@pytest.mark.parametrize(("meta", "line"), [
+    (META + "session_id: 1.10\n", 12),  # read as 1.1: put it in quotes
+    (META + "parent_id: [a, b]\n", 12),  # no one value
+    (META.replace("parent_type: memcell", "parent_type: note"), 11),
+    (META.replace("+00:00", ""), 10),  # no UTC offset
+    (META.replace("T02:00:00+00:00", ""), 10),  # no time of day
+    (META.replace("owner_id: u", "owner_id: v"), 9),  # not the file's user
+])
+def test_a_problem_with_a_key_s_value_is_named_on_its_key_s_line(meta: str, line: int) -> None:
+    # these warnings were put on the entry's opening marker line (7), as status and
+    # confirmations were: a person looked for the value there
+    eid = "ep_20261012_0001"
+    text = (f"{HEAD}<!-- entry:{eid} -->\n---\n{meta}---\n## Subject\ns\n\n"
+            f"## Content\nc\n<!-- /entry:{eid} -->\n")
+    log = parse_log(text, "u/episodes/episode-2026-10-12.md")
+    assert [d.line for d in log.diagnostics] == [line], log.diagnostics

@@ -1195,21 +1195,20 @@ class _Parser:
         read = parse_timestamp(ts)
         if read is not None and _date_only(ts):
             shown = repr(ts) if isinstance(ts, str) else ts.isoformat()
-            self.report(line, f"entry {eid}: timestamp {shown} has no time of day (read as "
-                        f"{format_timestamp(read)})", "warning")
+            self.report(key_line("timestamp"), f"entry {eid}: timestamp {shown} has no time of "
+                        f"day (read as {format_timestamp(read)})", "warning")
         elif isinstance(ts, str | datetime) and read is not None:
             raw_tz = ts.tzinfo if isinstance(ts, datetime) else None
             if isinstance(ts, str):
                 as_written = read_iso_timestamp(ts)
                 raw_tz = as_written.tzinfo if as_written is not None else None
             if raw_tz is None:
-                self.report(
-                    line, f"entry {eid}: timestamp has no UTC offset (read as UTC)", "warning"
-                )
+                self.report(key_line("timestamp"),
+                            f"entry {eid}: timestamp has no UTC offset (read as UTC)", "warning")
         user = log.frontmatter.get("user_id")
         if user is not None and str(meta["owner_id"]) != str(user):
             self.report(
-                line,
+                key_line("owner_id"),
                 f"entry {eid}: owner_id {quoted_value(meta['owner_id'])} is not the file's user "
                 f"{quoted_value(user)}",
                 "warning",
@@ -1218,7 +1217,7 @@ class _Parser:
         parent_type = meta.get("parent_type")  # a hand edit may make it a list or a mapping
         if allowed and not (isinstance(parent_type, str) and parent_type in allowed):
             self.report(
-                line,
+                key_line("parent_type"),
                 f"entry {eid}: parent_type {quoted_value(parent_type)} is not one "
                 f"of {sorted(allowed)}",
                 "warning",
@@ -1226,24 +1225,27 @@ class _Parser:
         for key in TEXT_KEYS:
             value = meta.get(key)
             if value is not None and meta_text(value) is None:
-                self.report(line, f"entry {eid}: {key} is a YAML {_yaml_type(value)}, not "
-                            "one value: it is ignored (shown and indexed as none)", "warning")
+                self.report(key_line(key), f"entry {eid}: {key} is a YAML "
+                            f"{_yaml_type(value)}, not one value: it is ignored (shown and "
+                            "indexed as none)", "warning")
             elif value is not None and not isinstance(value, str):
                 shown = value.isoformat() if isinstance(value, date) else quoted_value(value)
-                self.report(line, f"entry {eid}: {key} is read as {shown} (YAML "
+                self.report(key_line(key), f"entry {eid}: {key} is read as {shown} (YAML "
                             f"{type(value).__name__}), not as the text written: put it in "
                             "quotes", "warning")
         for key in ID_LIST_KEYS if eid.kind.derived else ():
             value = meta.get(key)
             items, ok = id_items(value)
             if not ok:
-                self.report(line, f"entry {eid}: {key} is {_id_list_shape(value)}, not a list "
-                            "of ids (write [id, ...])", "warning")
+                self.report(key_line(key), f"entry {eid}: {key} is "
+                            f"{_id_list_shape(value)}, not a list of ids (write [id, ...])",
+                            "warning")
             elif (odd := next((i for i in items if not is_entry_id(i)), None)) is not None:
                 # a typo or a user id in the list: cited as if deleted (`explain` said so,
                 # and its record goes stale), and `lint` said nothing
-                self.report(line, f"entry {eid}: {key} holds {quoted_value(odd)}, which is no "
-                            "entry id (e.g. ep_20261012_0001): it cites nothing", "warning")
+                self.report(key_line(key), f"entry {eid}: {key} holds {quoted_value(odd)}, "
+                            "which is no entry id (e.g. ep_20261012_0001): it cites nothing",
+                            "warning")
         if "importance" in meta:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
