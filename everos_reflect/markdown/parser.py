@@ -31,9 +31,10 @@ removes exactly one backslash from any line of the form ``\\`` + (``\\``)* + (``
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta, timezone
 from itertools import islice
 from typing import Any, NamedTuple
@@ -233,16 +234,47 @@ def _check_node(root: yaml.Node) -> None:
 def _check_keys(node: yaml.MappingNode) -> None:
     """Refuse a key written twice in one mapping. YAML forbids it, and PyYAML silently keeps
     the last value: a second ``deprecated_entries:`` block hid every archive of the first,
-    a second ``owner_id`` replaced the first without a word."""
-    seen: set[tuple[str, str]] = set()
+    a second ``owner_id`` replaced the first without a word. Two spellings of one key are one
+    key written twice (:func:`_key_identity`)."""
+    values: set[Any] = set()
+    texts: set[str] = set()
     for key, _ in node.value:
         if not isinstance(key, yaml.ScalarNode):
             continue
-        if (key.tag, key.value) in seen:
+        value = _key_identity(key)
+        if value in values or str(value) in texts:
             raise YamlBoundError(key.start_mark.line,
                                  f"key {quoted_value(key.value)} is written twice in one "
                                  "mapping; keep one")
-        seen.add((key.tag, key.value))
+        values.add(value)
+        texts.add(str(value))
+
+
+_FLOAT_WORDS = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf}
+
+
+def _key_identity(key: yaml.ScalarNode) -> Any:
+    """A scalar key as the mapping will hold it, and as metadata reads it (as text): ``on``
+    and ``'on'`` are both the text "on" (:data:`_DECIMAL_RE`), ``true`` and ``True`` both
+    True, ``1``, ``+1`` and ``1.0`` all 1 (True too: a dict takes True and 1 for one key),
+    ``1`` and ``'1'`` both "1" once read as text: each pair held one key, the second's value
+    silently replacing the first's."""
+    tag, text = key.tag, key.value
+    if len(text) > MAX_YAML_INT_CHARS:  # refused as it is constructed, naming its size
+        return text
+    if tag == "tag:yaml.org,2002:int" and _DECIMAL_RE.fullmatch(text):
+        return int(text)
+    if tag == "tag:yaml.org,2002:bool" and text in _BOOL_WORDS:
+        return _BOOL_WORDS[text]
+    if tag == "tag:yaml.org,2002:null":
+        return None
+    if tag == "tag:yaml.org,2002:float" and "_" not in text and ":" not in text:
+        try:
+            number = _FLOAT_WORDS.get(text.lower()) or float(text)
+        except ValueError:  # .nan, or a form float() does not read: the text
+            return text
+        return int(number) if number.is_integer() else number
+    return text
 
 
 #: Characters of one YAML integer (any base, ``_`` and ``:`` included). Hex, octal, binary
@@ -253,12 +285,34 @@ def _check_keys(node: yaml.MappingNode) -> None:
 MAX_YAML_INT_CHARS = 1000
 
 
-def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> int:
+#: The only integers and booleans read as such: plain decimal, ``true``/``false`` (YAML 1.2's
+#: JSON forms). PyYAML reads YAML 1.1, where ``importance: 010`` is 8 (octal), ``1_0`` is 10,
+#: ``1:20`` is 80 (base 60), ``0x0a`` is 10 and ``yes``/``no``/``on``/``off`` are booleans:
+#: a person's value silently became another. Any other form is kept as the text written, so a
+#: key that needs a number names it in lint (``importance '010' is not ...``) and a text key
+#: (``session_id: 0123``) reads as written.
+_DECIMAL_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_BOOL_WORDS = {"true": True, "True": True, "TRUE": True,
+               "false": False, "False": False, "FALSE": False}
+
+
+def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> Any:
     if len(node.value) > MAX_YAML_INT_CHARS:
         raise YamlBoundError(node.start_mark.line, f"a number of {len(node.value):,} "
                              f"characters (at most {MAX_YAML_INT_CHARS:,})")
-    value: int = loader.construct_yaml_int(node)
-    return value
+    if not _DECIMAL_RE.fullmatch(node.value):
+        return node.value
+    return int(node.value)
+
+
+def _construct_bool(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> Any:
+    return _BOOL_WORDS.get(node.value, node.value)
+
+
+def _construct_float(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> Any:
+    if "_" in node.value or ":" in node.value:  # 1_0.5, base-60 1:20.5: YAML 1.1 only
+        return node.value
+    return loader.construct_yaml_float(node)
 
 
 def _construct_timestamp(loader: yaml.constructor.SafeConstructor,
@@ -276,11 +330,14 @@ def _construct_timestamp(loader: yaml.constructor.SafeConstructor,
 
 
 class _BoundedLoader(_Loader):  # type: ignore[misc, valid-type]
-    """:data:`_Loader` with integers bounded (:data:`MAX_YAML_INT_CHARS`) and impossible
-    timestamps named."""
+    """:data:`_Loader` with integers bounded (:data:`MAX_YAML_INT_CHARS`), only decimal
+    integers and ``true``/``false`` read as numbers and booleans (:data:`_DECIMAL_RE`) and
+    impossible timestamps named."""
 
 
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
 
 
@@ -1066,7 +1123,12 @@ class _Parser:
             return None
 
         sections = self._sections(entry_id, lines[meta_end + 1 : last], first + meta_end + 1)
-        self._check(log, eid, meta, sections, line_no)
+        def key_line(key: str) -> int:
+            written = re.compile(rf"^(['\"]?){re.escape(key)}\1[ \t]*:")
+            return next((first + m + 1 for m in range(k + 1, meta_end)
+                         if written.match(lines[m])), line_no)
+
+        self._check(log, eid, meta, sections, line_no, key_line)
         if _HIDDEN_IN_BLOCK_RE.search(block):
             self._hidden(entry_id, lines, first)
         return Entry(entry_id, eid.kind, meta, sections, line=line_no, raw=bare(block))
@@ -1124,28 +1186,29 @@ class _Parser:
         return sections
 
     def _check(
-        self, log: DailyLog, eid: EntryId, meta: dict[str, Any], sections: dict[str, str], line: int
+        self, log: DailyLog, eid: EntryId, meta: dict[str, Any], sections: dict[str, str],
+        line: int, key_line: Callable[[str], int],
     ) -> None:
-        """Problems worth telling a person about that do not stop indexing."""
+        """Problems worth telling a person about that do not stop indexing (``key_line``: the
+        1-based line of a metadata key, for a problem with its value)."""
         ts = meta["timestamp"]
         read = parse_timestamp(ts)
         if read is not None and _date_only(ts):
             shown = repr(ts) if isinstance(ts, str) else ts.isoformat()
-            self.report(line, f"entry {eid}: timestamp {shown} has no time of day (read as "
-                        f"{format_timestamp(read)})", "warning")
+            self.report(key_line("timestamp"), f"entry {eid}: timestamp {shown} has no time of "
+                        f"day (read as {format_timestamp(read)})", "warning")
         elif isinstance(ts, str | datetime) and read is not None:
             raw_tz = ts.tzinfo if isinstance(ts, datetime) else None
             if isinstance(ts, str):
                 as_written = read_iso_timestamp(ts)
                 raw_tz = as_written.tzinfo if as_written is not None else None
             if raw_tz is None:
-                self.report(
-                    line, f"entry {eid}: timestamp has no UTC offset (read as UTC)", "warning"
-                )
+                self.report(key_line("timestamp"),
+                            f"entry {eid}: timestamp has no UTC offset (read as UTC)", "warning")
         user = log.frontmatter.get("user_id")
         if user is not None and str(meta["owner_id"]) != str(user):
             self.report(
-                line,
+                key_line("owner_id"),
                 f"entry {eid}: owner_id {quoted_value(meta['owner_id'])} is not the file's user "
                 f"{quoted_value(user)}",
                 "warning",
@@ -1154,7 +1217,7 @@ class _Parser:
         parent_type = meta.get("parent_type")  # a hand edit may make it a list or a mapping
         if allowed and not (isinstance(parent_type, str) and parent_type in allowed):
             self.report(
-                line,
+                key_line("parent_type"),
                 f"entry {eid}: parent_type {quoted_value(parent_type)} is not one "
                 f"of {sorted(allowed)}",
                 "warning",
@@ -1162,31 +1225,35 @@ class _Parser:
         for key in TEXT_KEYS:
             value = meta.get(key)
             if value is not None and meta_text(value) is None:
-                self.report(line, f"entry {eid}: {key} is a YAML {_yaml_type(value)}, not "
-                            "one value: it is ignored (shown and indexed as none)", "warning")
+                self.report(key_line(key), f"entry {eid}: {key} is a YAML "
+                            f"{_yaml_type(value)}, not one value: it is ignored (shown and "
+                            "indexed as none)", "warning")
             elif value is not None and not isinstance(value, str):
                 shown = value.isoformat() if isinstance(value, date) else quoted_value(value)
-                self.report(line, f"entry {eid}: {key} is read as {shown} (YAML "
+                self.report(key_line(key), f"entry {eid}: {key} is read as {shown} (YAML "
                             f"{type(value).__name__}), not as the text written: put it in "
                             "quotes", "warning")
         for key in ID_LIST_KEYS if eid.kind.derived else ():
             value = meta.get(key)
             items, ok = id_items(value)
             if not ok:
-                self.report(line, f"entry {eid}: {key} is {_id_list_shape(value)}, not a list "
-                            "of ids (write [id, ...])", "warning")
+                self.report(key_line(key), f"entry {eid}: {key} is "
+                            f"{_id_list_shape(value)}, not a list of ids (write [id, ...])",
+                            "warning")
             elif (odd := next((i for i in items if not is_entry_id(i)), None)) is not None:
                 # a typo or a user id in the list: cited as if deleted (`explain` said so,
                 # and its record goes stale), and `lint` said nothing
-                self.report(line, f"entry {eid}: {key} holds {quoted_value(odd)}, which is no "
-                            "entry id (e.g. ep_20261012_0001): it cites nothing", "warning")
+                self.report(key_line(key), f"entry {eid}: {key} holds {quoted_value(odd)}, "
+                            "which is no entry id (e.g. ep_20261012_0001): it cites nothing",
+                            "warning")
         if "importance" in meta:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
-                self.report(line, f"entry {eid}: importance {quoted_value(value)} is not 1-10",
-                            "warning")
-        for problem in _choice_problems(eid.kind, meta):
-            self.report(line, f"entry {eid}: {problem}", "warning")
+                self.report(key_line("importance"), f"entry {eid}: importance "
+                            f"{quoted_value(value)} is not a whole number 1-10 written in "
+                            "decimal (not read: scored as if absent)", "warning")
+        for key, problem in _choice_problems(eid.kind, meta):
+            self.report(key_line(key), f"entry {eid}: {problem}", "warning")
         long_subject = subject_length_problem(sections.get("Subject", ""))
         if long_subject is not None:
             # kept, read and indexed as written: refusing it would lose the entry
@@ -1221,35 +1288,38 @@ STATUSES: dict[Kind, tuple[str, ...]] = {
 }
 
 
-def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[str]:
+def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[tuple[str, str]]:
     """A derived record's or task's enumerated keys holding a value no reader takes: its
     ``status``, a lesson's ``lesson_type`` (anything but ``avoid`` read as ``do``: an
     "avoid" lesson with a typo was served as one to follow) and ``confirmations``, a task's
-    ``outcome`` (read as unknown: the task counts as neither a success nor a failure)."""
+    ``outcome`` (read as unknown: the task counts as neither a success nor a failure).
+    Each as (key, problem), reported on the key's line."""
     if kind not in STATUSES and kind is not Kind.TASK:
         return []  # an Episode or fact: none of these keys is read
     from everos_reflect.procedural.lessons import LESSON_TYPES
     from everos_reflect.procedural.tasks import OUTCOMES
 
-    found = []
+    found: list[tuple[str, str]] = []
     status = meta.get("status")
     if kind in STATUSES and status is not None and str(status).strip() not in STATUSES[kind]:
-        found.append(f"status {quoted_value(status)} is not one of {', '.join(STATUSES[kind])} "
-                     "(write one of them)")
+        found.append(("status", f"status {quoted_value(status)} is not one of "
+                      f"{', '.join(STATUSES[kind])} (write one of them)"))
     if kind is Kind.LESSON:
         kept = meta.get("lesson_type")
         if kept is not None and str(kept).strip().lower() not in LESSON_TYPES:
-            found.append(f"lesson_type {quoted_value(kept)} is not do or avoid (read as do)")
+            found.append(("lesson_type",
+                          f"lesson_type {quoted_value(kept)} is not do or avoid (read as do)"))
         count = meta.get("confirmations")
         if count is not None and (isinstance(count, bool) or not isinstance(count, int)
                                   or count < 0):
-            found.append(f"confirmations {quoted_value(count)} is not a whole number of 0 or "
-                         "more")
+            found.append(("confirmations", f"confirmations {quoted_value(count)} is not a whole "
+                          "number of 0 or more"))
     if kind is Kind.TASK:
         outcome = meta.get("outcome")
         if outcome is not None and str(outcome).strip().lower() not in OUTCOMES:
-            found.append(f"outcome {quoted_value(outcome)} is not one of {', '.join(OUTCOMES)} "
-                         "(read as unknown: neither a success nor a failure to learn from)")
+            found.append(("outcome", f"outcome {quoted_value(outcome)} is not one of "
+                          f"{', '.join(OUTCOMES)} (read as unknown: neither a success nor a "
+                          "failure to learn from)"))
     return found
 
 
@@ -1277,10 +1347,11 @@ def _id_list_shape(value: object) -> str:
 
 
 #: Metadata whose value is text a person may well write bare, and YAML reads as something
-#: else: ``session_id: 0123`` is the number 83 (octal), ``1:20`` is 80 (base 60), ``yes`` is
-#: True, ``2026-10-12`` a date. Such a value is shown and searched as what YAML made of it
-#: ("83", "True"), with no word to say so; a warning names it. A list or mapping there is
-#: no one value: it is read as absent (:func:`~everos_reflect.model.meta_text`), and named.
+#: else: ``session_id: 123`` is a number, ``true`` a bool, ``2026-10-12`` a date (``0123``,
+#: ``1:20`` and ``yes`` stay text: :data:`_DECIMAL_RE`). Such a value is shown and searched
+#: as what YAML made of it ("True"), with no word to say so; a warning names it. A list or
+#: mapping there is no one value: it is read as absent (:func:`~everos_reflect.model.meta_text`),
+#: and named.
 TEXT_KEYS = ("session_id", "parent_id", "task_type")
 
 #: The id lists of a derived record (SPEC §10). A hand edit that makes one a mapping
