@@ -25,7 +25,7 @@ from everos_reflect.model import (
     UserRef,
     shown_key,
 )
-from everos_reflect.settings import OME_FILE_NAME, load_ome, load_settings
+from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME, load_ome, load_settings
 from everos_reflect.strategies.consistency import (
     archive_cycle,
     citation_cycle_message,
@@ -315,10 +315,11 @@ def misnamed_problems(misnamed: list[str]) -> list[Problem]:
 def irregular_problems(root: Path, irregular: list[str]) -> list[Problem]:
     """One problem per path :meth:`MarkdownStore.iter_files` found in place of a log or of a
     folder of logs (its ``irregular``). ``lint`` and ``status`` word them alike."""
-    return [_irregular_problem(root, rel) for rel in sorted(set(irregular))]
+    found = [_irregular_problem(root, rel) for rel in sorted(set(irregular))]
+    return [problem for problem in found if problem is not None]
 
 
-def _irregular_problem(root: Path, rel: str) -> Problem:
+def _irregular_problem(root: Path, rel: str) -> Problem | None:
     """A folder, FIFO or device where a daily log goes, a file where a kind's folder
     (``episodes``, ``.insights`` …) goes, or one among project or user folders (:func:`_stray`:
     ``<app>/<x>``, ``<app>/<project>/users``, ``<app>/<project>/users/<x>``)."""
@@ -334,14 +335,17 @@ def _irregular_problem(root: Path, rel: str) -> Problem:
 
 
 def _stray(root: Path, rel: str) -> Problem:
-    """Something that is no folder in an app folder (where project folders go), a project
-    folder (``users``) or a ``users`` folder (where user folders go). A ``README`` there is
+    """Something that is no folder at the top of the root (:func:`_top_file`), in an app
+    folder (where project folders go), a project folder (``users``) or a ``users`` folder
+    (where user folders go). A ``README`` there is
     harmless, so it is a warning naming it: nothing in it is read. Only where a folder the
     tool itself creates goes is it an error, since every write there fails: a project's
     ``users`` folder, and the default tenant's project folder (``default_app/default_project``,
     where ``add`` without ``--app``/``--project`` writes)."""
     parts = Path(rel).parts
     what = _file_type(root / rel)
+    if len(parts) == 1:
+        return _top_file(rel, what)
     if len(parts) == 3:
         return Problem(rel, 0, f"{what} where the users folder goes: no log of this project "
                        "is read, and nothing is written to it (add, Reflection) until it is "
@@ -352,6 +356,25 @@ def _stray(root: Path, rel: str) -> Problem:
     slot = "a project" if len(parts) == 2 else "a user"
     return Problem(rel, 0, f"{what} where {slot} folder goes: not read (only folders are); "
                    "move it away if it holds memory", "warning")
+
+
+#: Files a memory root holds at its top besides its apps (SPEC §2), and a README.
+_TOP_FILES = frozenset({USER_FILE_NAME, OME_FILE_NAME})
+
+
+def _top_file(name: str, what: str) -> Problem | None:
+    """A file at the top of the root, where only apps, the config files and ``.index`` go:
+    a Markdown file there (``notes.md``, ``2026-01-01.md``) is not read, which a user who
+    put memory in it must hear (a warning). A file named ``default_app`` is an error: ``add``
+    without ``--app`` writes there. Config files, a README and other files are left alone."""
+    if name == DEFAULT_APP:
+        return Problem(name, 0, f"{what} where the default app's folder goes: nothing is "
+                       "written to it (add without --app) until it is moved away")
+    if name in _TOP_FILES or not name.lower().endswith((".md", ".markdown")) \
+            or name.lower().startswith("readme"):
+        return None
+    return Problem(name, 0, f"{what} at the top of the memory root: not read (memory is read "
+                   "only from the daily logs under <app>/<project>/users/<user>/)", "warning")
 
 
 def _file_type(path: Path) -> str:

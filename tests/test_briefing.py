@@ -447,3 +447,28 @@ def test_build_briefing_holds_the_apis_query_length(runtime: Runtime) -> None:
     # the limit lived only in the API's model: a caller of the core took any length
     with pytest.raises(InvalidRequest, match="query is 2,001 characters; the most is 2,000"):
         build_briefing(runtime, UserRef.of("u1"), "z" * 2_001)
+
+
+def test_the_briefing_command_says_which_task_types_have_lessons_when_none_is_given(
+        runtime: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lessons are served per task type only (seed 002): without --task-type the block held
+    none, and nothing said the user had any, so a user took it that none was learned."""
+    from click.testing import CliRunner
+
+    from everos_reflect.cli import memory_cmds
+    from everos_reflect.cli.main import cli
+
+    _seed(runtime)
+    monkeypatch.setattr(memory_cmds, "open_runtime", lambda r: Runtime(
+        runtime.root, embedder=HashEmbedder()))
+    args = ["briefing", "deploy", "--root", str(runtime.root), "--user", "u_ops"]
+    plain = CliRunner().invoke(cli, args)
+    assert plain.exit_code == 0, plain.output
+    assert "Lessons" not in plain.stdout
+    assert plain.stderr == ("note: no lessons without --task-type; this user has lessons for "
+                            "deploy, migrate\n")
+    typed = CliRunner().invoke(cli, [*args, "--task-type", "deploy"])
+    assert "Lessons for deploy" in typed.stdout and typed.stderr == ""
+    assert CliRunner().invoke(cli, [*args, "--json"]).stderr == ""
+    assert "lessons are learned per task type" in " ".join(
+        CliRunner().invoke(cli, ["briefing", "--help"]).stdout.split())

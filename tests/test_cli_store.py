@@ -923,3 +923,25 @@ def test_enable_mends_a_wrongly_typed_enabled(root: Path) -> None:
     (root / "ome.toml").write_text('[strategies.reflect_episodes]\nenabled = "no"\n')
     assert run("enable", "reflect_episodes", "--root", str(root)).exit_code == 0
     assert (root / "ome.toml").read_text() == "[strategies.reflect_episodes]\nenabled = true\n"
+
+
+def test_paths_with_a_line_break_are_printed_escaped_as_errors_show_them(
+        tmp_path: Path) -> None:
+    """`init` printed a root named "a<newline>b" raw: its lines broke in two, the second
+    looking like a line of output of its own. Paths in a command's own output are shown as
+    its errors show them (`\\n`), in init, enable, status and lint alike."""
+    path = tmp_path / "my\nroot"
+    result = run("init", str(path))
+    assert result.exit_code == 0, result.output
+    shown = f"{tmp_path}/my\\nroot"
+    assert len(result.stdout.splitlines()) == 3 and shown in result.stdout  # quoted by init
+
+    enabled = run("enable", "reflect_episodes", "--root", str(path))
+    assert enabled.stdout == f"reflect_episodes enabled in {shown}/ome.toml\n"
+
+    write_log(path, "u1/episodes/episode\n2026.md", "# a note")
+    status = run("status", "--root", str(path))
+    assert f"root {shown}  (counts from" in status.stdout
+    lint = run("lint", "--root", str(path))
+    assert lint.stdout.splitlines()[0].startswith(
+        f"{USERS}/u1/episodes/episode\\n2026.md: not read")

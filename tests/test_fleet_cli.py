@@ -247,3 +247,52 @@ def test_strategies_and_trigger_with_a_fleet_the_root_is_not_in_are_one_line(
         assert result.exit_code == 1
         assert "is not a root of the fleet" in result.stderr
         assert result.stderr.strip().endswith("(no pattern of its roots names it)")
+
+
+def _bare_roots(tmp_path: Path, *names: str) -> list[str]:
+    for name in names:
+        (tmp_path / name / ".index").mkdir(parents=True)
+    return [str(tmp_path / name) for name in names]
+
+
+def _status_roots(*args: str) -> tuple[int, list[str], str]:
+    result = CliRunner().invoke(cli, ["fleet", "status", *args, "--json"])
+    doc = json.loads(result.stdout) if result.exit_code == 0 else {"roots": []}
+    return result.exit_code, [r["root"] for r in doc["roots"]], result.stderr
+
+
+def test_fleet_commands_take_root_as_every_command_does(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SPEC §8: every command takes --root PATH (else EVEROS_ROOT, else ~/.everos); the fleet
+    commands refused it ("No such option: --root") and needed a fleet.toml for one root."""
+    a, b, c = _bare_roots(tmp_path, "shard-a", "shard-b", "shard-c")
+    assert _status_roots("--root", a, "--root", c) == (0, [a, c], "")
+    fleet = _fleet(tmp_path)
+    assert _status_roots("--fleet", fleet) == (0, [a, b, c], "")
+    assert _status_roots("--fleet", fleet, "--root", b) == (0, [b], "")
+    monkeypatch.setenv("EVEROS_ROOT", b)
+    assert _status_roots() == (0, [b], "")
+    for command in (["run", "reflect_episodes"], ["serve"]):
+        help_text = CliRunner().invoke(cli, ["fleet", *command, "--help"]).stdout
+        assert "--root" in help_text
+
+
+def test_fleet_root_not_in_the_fleet_or_not_a_root_is_one_line(tmp_path: Path) -> None:
+    a, = _bare_roots(tmp_path, "shard-a")
+    (tmp_path / "elsewhere").mkdir()
+    fleet = _fleet(tmp_path)
+    code, _, err = _status_roots("--fleet", fleet, "--root", str(tmp_path / "elsewhere"))
+    assert code == 1
+    assert err == (f"error: {tmp_path}/elsewhere is not a root of the fleet "
+                   f"{tmp_path}/fleet.toml (no pattern of its roots names it)\n")
+    code, _, err = _status_roots("--root", a, "--root", str(tmp_path / "elsewhere"))
+    assert code == 1 and len(err.splitlines()) == 1
+    assert f"{tmp_path}/elsewhere is not a memory root" in err
+
+
+def test_fleet_status_shows_a_root_with_a_line_break_on_one_line(tmp_path: Path) -> None:
+    (root,) = _bare_roots(tmp_path, "shard\na")
+    result = CliRunner().invoke(cli, ["fleet", "status", "--root", root])
+    assert result.exit_code == 0, result.output
+    assert f"{tmp_path}/shard\\na  " in result.stdout
+    assert all(not line.startswith("a ") for line in result.stdout.splitlines())

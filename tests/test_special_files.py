@@ -346,3 +346,53 @@ def test_lint_warns_of_markdown_in_a_log_folder_that_no_reader_opens(root: Path)
          "episodes/", "warning"),
         ("episode-2026-10-12 (copy).md", named, "warning"),
         ("episode-2026-10-5.md", named, "warning")]
+
+
+def _top_files(root: Path) -> None:
+    """Markdown a user may take for memory at the top of the root, beside files that belong
+    there or are no Markdown (not reported)."""
+    (root / "notes.md").write_text("# things to remember")
+    (root / "2026-01-01.md").write_text("a day's log, in the wrong place")
+    for name in ("README.md", "everos.toml", "ome.toml", "fleet.toml", ".gitignore"):
+        (root / name).write_text("")
+
+
+TOP = ["2026-01-01.md", "notes.md"]
+
+
+def test_lint_warns_of_markdown_at_the_top_of_the_root_which_is_never_read(
+        root: Path) -> None:
+    from everos_reflect.lint import lint_report
+
+    _top_files(root)
+    problems = lint_report(root)["problems"]
+    assert [(p["file"], p["severity"]) for p in problems] == [(f, "warning") for f in TOP]
+    assert problems[1]["message"] == (
+        "a file at the top of the memory root: not read (memory is read only from the daily "
+        "logs under <app>/<project>/users/<user>/)")
+
+
+def test_lint_errs_on_a_file_where_the_default_app_folder_goes(root: Path) -> None:
+    from everos_reflect.lint import lint_report
+
+    (root / "default_app").write_text("not a folder")
+    (problem,) = lint_report(root)["problems"]
+    assert (problem["file"], problem["severity"]) == ("default_app", "error")
+    assert problem["message"].startswith("a file where the default app's folder goes")
+
+
+def test_status_counts_markdown_at_the_top_of_the_root_as_warnings(root: Path) -> None:
+    from everos_reflect.status import status_document
+
+    _top_files(root)
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(16))
+    rt.store.append(UserRef.of("u1"), Kind.EPISODE, {"timestamp": "2026-10-11T09:00:00Z"},
+                    {"Subject": "s", "Content": "c"}, day=date(2026, 10, 11))
+    for index in (False, True):
+        if index:
+            Indexer(rt).scan()
+        doc = status_document(rt, strategies=[])
+        assert doc["counts_from"] == ("index" if index else "markdown")
+        assert doc["files_with_problems"] == []
+        assert [w["file"] for w in doc["files_with_warnings"] if "/" not in w["file"]] == TOP
+    rt.close()

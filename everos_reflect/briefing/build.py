@@ -201,6 +201,12 @@ def lessons(runtime: Runtime, ref: UserRef, task_type: str) -> list[Item]:
     return items
 
 
+def lesson_task_types(runtime: Runtime, ref: UserRef) -> list[str]:
+    """The task types ``ref`` has live lessons of, sorted: what a briefing without a task
+    type leaves out (lessons are learned and served per task type, seed 002)."""
+    return sorted({x.task_type for x, _ in _CACHE.lessons(runtime, ref) if x.live})
+
+
 def _stamp(entry: Entry) -> str | None:
     value = entry.meta.get("timestamp")
     return str(value) if value is not None else None

@@ -282,9 +282,16 @@ def emit_json(document: Any) -> None:
     click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
 
 
+def one_line(text: object) -> str:
+    """``text`` as an error line shows it (:func:`fail`): :func:`shown`, and a line break as
+    ``\\n``. For a user's path in a command's own output: ``init`` printed a root whose name
+    holds a line break as two lines, the second one looking like output of its own."""
+    return str(text).translate(_ONE_LINE)
+
+
 def fail(message: str, code: int = 1) -> NoReturn:
     """One clear line on stderr and a non-zero exit, never a traceback."""
-    click.echo(f"error: {str(message).translate(_ONE_LINE)}", err=True)
+    click.echo(f"error: {one_line(message)}", err=True)
     sys.exit(code)
 
 

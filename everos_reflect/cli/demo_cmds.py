@@ -28,6 +28,7 @@ from everos_reflect.cli.common import (
     emit_json,
     handle_errors,
     json_option,
+    one_line,
     open_runtime,
     progress,
     root_option,
@@ -176,9 +177,11 @@ def demo_cmd(keep: bool, root: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(document)
     elif kept:
-        click.echo(f"\nThe demo root is kept at {target}\n"
-                   f"  everos-reflect reports --root {target}\n"
-                   f"  everos-reflect undo <merged_entry_id> --user u_andrew --root {target}")
+        shown_target = one_line(target)
+        click.echo(f"\nThe demo root is kept at {shown_target}\n"
+                   f"  everos-reflect reports --root {shown_target}\n"
+                   f"  everos-reflect undo <merged_entry_id> --user u_andrew --root "
+                   f"{shown_target}")
     else:
         click.echo("\nThe temporary root was removed; run `everos-reflect demo --keep` to "
                    "explore it.")

@@ -14,6 +14,7 @@ from everos_reflect.cli.common import (
     fail,
     handle_errors,
     json_option,
+    one_line,
     say,
 )
 from everos_reflect.cli.engine_cmds import TRIGGER_EXIT_CODES
@@ -22,13 +23,21 @@ if TYPE_CHECKING:
     from everos_reflect.fleet.work import RootResult
 
 fleet_option = click.option(
-    "--fleet", "fleet_file", required=True, type=click.Path(dir_okay=False, path_type=str),
+    "--fleet", "fleet_file", default=None, type=click.Path(dir_okay=False, path_type=str),
     help="The fleet.toml listing the roots and the Ray address.")
+#: ``--root``, as every command takes it (SPEC §8): here a fleet's roots, given repeatedly.
+roots_option = click.option(
+    "--root", "roots", multiple=True, type=click.Path(file_okay=False, path_type=str),
+    help="A memory root of the fleet; repeat for several. With --fleet: only these of its "
+         "roots. Without: these roots alone, on a local Ray with no [strategies] defaults. "
+         "Neither: the one root of $EVEROS_ROOT, else ~/.everos.")
 
 
 @click.group("fleet")
 def fleet_group() -> None:
-    """Many memory roots run on a Ray cluster (needs: pip install 'everos-reflect[ray]')."""
+    """Many memory roots run on a Ray cluster (needs: pip install 'everos-reflect[ray]').
+
+    The roots are those of --fleet FILE, or the --root paths (repeat --root for each)."""
 
 
 def _status_line(result: RootResult, done: int, total: int) -> str:
@@ -51,7 +60,7 @@ def _render_report(doc: dict[str, Any]) -> None:
              f"{r['seconds']:.1f}" if r["seconds"] else "-", r["error"] or ""]
             for r in doc["results"]]
     for line in _table(["root", "status", "merges", "duration s", "error"], rows):
-        click.echo(line)
+        click.echo(one_line(line))
     counts = ", ".join(f"{n} {s}" for s, n in sorted(doc["counts"].items()))
     click.echo(f"{doc['strategy']}: {doc['roots']} roots, {doc['tasks']} Ray tasks, "
                f"{doc['merges']} merges in {doc['seconds']:.1f} s ({counts})")
@@ -60,28 +69,30 @@ def _render_report(doc: dict[str, Any]) -> None:
 @fleet_group.command("run")
 @click.argument("strategy")
 @fleet_option
+@roots_option
 @click.option("--force", is_flag=True, help="Run even where the strategy is disabled.")
 @json_option
 @handle_errors
-def fleet_run_cmd(strategy: str, fleet_file: str, force: bool, as_json: bool) -> None:
+def fleet_run_cmd(strategy: str, fleet_file: str | None, roots: tuple[str, ...], force: bool,
+                  as_json: bool) -> None:
     """Run STRATEGY once on every root of the fleet that has work, one Ray task per root.
 
     Exit status 1 when any root failed, ended partial (some of its work failed) or was
     already running elsewhere; 4 when STRATEGY is disabled in every root (nothing ran), as
     trigger exits 4 for a disabled strategy.
     """
-    from everos_reflect.fleet.config import read_fleet
+    from everos_reflect.fleet.config import fleet_for
     from everos_reflect.fleet.ray_backend import check_ray, run_fleet
 
     check_ray()
-    config, roots = read_fleet(fleet_file)
+    config, paths = fleet_for(fleet_file, roots)
     tty = sys.stderr.isatty()
 
     def progress(result: RootResult, done: int, total: int) -> None:
         if tty:  # progress on a terminal only; the table says it all otherwise
-            click.echo(_status_line(result, done, total), err=True)
+            click.echo(one_line(_status_line(result, done, total)), err=True)
 
-    report = run_fleet(config, roots, strategy, force=force, on_result=progress)
+    report = run_fleet(config, paths, strategy, force=force, on_result=progress)
     doc = report.as_dict()
     if as_json:
         emit_json(doc)
@@ -97,35 +108,37 @@ def fleet_run_cmd(strategy: str, fleet_file: str, force: bool, as_json: bool) ->
 
 @fleet_group.command("serve")
 @fleet_option
+@roots_option
 @handle_errors
-def fleet_serve_cmd(fleet_file: str) -> None:
+def fleet_serve_cmd(fleet_file: str | None, roots: tuple[str, ...]) -> None:
     """One scheduler for the whole fleet: submit each root's due runs to Ray, until
     SIGTERM/Ctrl-C. Each root's schedule is its ome.toml over the fleet's [strategies]."""
-    from everos_reflect.fleet.config import read_fleet
+    from everos_reflect.fleet.config import fleet_for
     from everos_reflect.fleet.ray_backend import check_ray
     from everos_reflect.fleet.schedule import serve_fleet
 
     check_ray()
     configure_logging()
-    config, roots = read_fleet(fleet_file)
-    serve_fleet(config, roots)
+    config, paths = fleet_for(fleet_file, roots)
+    serve_fleet(config, paths)
 
 
 @fleet_group.command("status")
 @fleet_option
+@roots_option
 @json_option
 @handle_errors
-def fleet_status_cmd(fleet_file: str, as_json: bool) -> None:
+def fleet_status_cmd(fleet_file: str | None, roots: tuple[str, ...], as_json: bool) -> None:
     """Every root: each strategy's last and next run, and how far its index lags.
 
     Exit status 1 when some root could not be read (its error says why) or its ome.toml is
     invalid (no strategy runs there), also with --json: a script checks the exit status, as
     with lint."""
-    from everos_reflect.fleet.config import read_fleet
+    from everos_reflect.fleet.config import fleet_for
     from everos_reflect.fleet.work import root_status
 
-    config, roots = read_fleet(fleet_file)
-    docs = [root_status(str(r), config.strategies) for r in roots]
+    config, paths = fleet_for(fleet_file, roots)
+    docs = [root_status(str(r), config.strategies) for r in paths]
     problems = []
     if any("error" in d for d in docs):
         problems.append("some roots could not be read (see above)")
@@ -134,7 +147,7 @@ def fleet_status_cmd(fleet_file: str, as_json: bool) -> None:
         problems.append(f"the ome.toml of {counted(invalid, 'root')} is invalid (see above): "
                         "no strategy runs there until it is fixed")
     if as_json:
-        emit_json({"fleet": config.file, "roots": docs})
+        emit_json({"fleet": config.file if fleet_file is not None else None, "roots": docs})
         if problems:
             sys.exit(1)
         return
@@ -179,7 +192,7 @@ def _render_status(docs: list[dict[str, Any]]) -> None:
                              doc.get("config_error") or f"ome.toml: {row['config_error']}"])
     for line in _table(["root", "strategy", "state", "last run", "next run", "index lag"],
                        rows):
-        click.echo(line)
+        click.echo(one_line(line))
 
 
 COMMANDS: list[click.Command] = [fleet_group]

@@ -14,6 +14,7 @@ from everos_reflect.cli.common import (
     emit_json,
     handle_errors,
     json_option,
+    one_line,
     open_runtime,
     progress,
     root_option,
@@ -32,9 +33,9 @@ from everos_reflect.model import blank
 def _print_problems(report: ScanReport) -> None:
     for path, problems in sorted(report.problems.items()):
         for problem in problems:
-            say(f"  {problem}", err=True)
+            say(f"  {one_line(problem)}", err=True)
         if not problems:
-            say(f"  {path}", err=True)
+            say(f"  {one_line(path)}", err=True)
 
 
 @click.command("reindex")

@@ -21,7 +21,7 @@ from everos_reflect.cli.common import (
     writable_root,
 )
 from everos_reflect.errors import InvalidEpisode
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import Kind, UserRef, shown_names
 
 user_option = click.option("--user", "user_id", required=True, help="User id.")
 app_option = click.option("--app", default=None, help="App id (default: default_app).")
@@ -90,7 +90,9 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
 @user_option
 @app_option
 @project_option
-@click.option("--task-type", default=None, help="Add the lessons of this task type.")
+@click.option("--task-type", default=None,
+              help="Add the lessons of this task type. Without it the block holds no lesson: "
+                   "lessons are learned per task type and served only for theirs.")
 @click.option("--max-tokens", type=PlainIntRange(1, 32000), default=1000, show_default=True,
               help="Budget of the whole block (bundled tokenizer).")
 @json_option
@@ -98,22 +100,34 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
 def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
                  project: str | None, task_type: str | None, max_tokens: int,
                  as_json: bool) -> None:
-    """Print one bounded block of memory for QUERY (what an agent reads before a task)."""
+    """Print one bounded block of memory for QUERY (what an agent reads before a task).
+
+    Current convictions, the lessons of --task-type (only with it: a lesson is learned for
+    one task type, and one of another type would mislead), then the insights, Episodes,
+    facts and task records that answer QUERY. Without --task-type, the task types the user
+    has lessons for are named on stderr (not with --json)."""
     from everos_reflect.api import ops
     from everos_reflect.api.models import BriefingRequest
 
     body = validated(BriefingRequest, user_id=user_id, app_id=app, project_id=project,
                      query=query, task_type=task_type, max_tokens=max_tokens)
+    from everos_reflect.briefing.build import lesson_task_types
+
     runtime = open_runtime(root)
     try:
         sync_for_read(runtime)  # like `search`: Episodes added or edited since the last sync
         data = ops.briefing(runtime, body)
+        types = [] if task_type or as_json else lesson_task_types(
+            runtime, UserRef.of(user_id, app, project))
     finally:
         runtime.close()
     if as_json:
         emit_json(data)
     else:
         say(data["text"] or f"(nothing fits in {max_tokens} tokens)")
+    if types:  # left out without a word, a user took it that no lesson was learned
+        say(f"note: no lessons without --task-type; this user has lessons for "
+            f"{shown_names(types)}", err=True)
 
 
 @click.command("lessons")

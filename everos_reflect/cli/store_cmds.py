@@ -28,6 +28,7 @@ from everos_reflect.cli.common import (
     fleet_defaults_option,
     handle_errors,
     json_option,
+    one_line,
     progress,
     root_option,
     say,
@@ -264,7 +265,7 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
         emit_json(report)
     else:
         for problem in problems:
-            say(str(problem))
+            say(one_line(problem))
         warnings = len(problems) - len(errors)
         summary = f"{_plural(report['files_checked'], 'file')} checked, " \
             f"{_plural(len(errors), 'error')}"
@@ -333,7 +334,8 @@ def _render_status(doc: dict[str, Any]) -> None:
     from rich.text import Text
 
     console = Console(soft_wrap=True)  # long paths stay on one line when piped
-    console.print(f"root {doc['root']}  (counts from {doc['counts_from']})", markup=False)
+    console.print(f"root {one_line(doc['root'])}  (counts from {doc['counts_from']})",
+                  markup=False)
     table = Table("user", "episodes", "atomic facts", "insights", caption="live / deprecated")
     table.columns[0].no_wrap = True
     for user in doc["users"]:
@@ -346,12 +348,12 @@ def _render_status(doc: dict[str, Any]) -> None:
         console.print(f"[red]{counted(len(doc['files_with_problems']), 'file')} with problems"
                       "[/red]")
         for item in doc["files_with_problems"]:
-            console.print(f"  {shown(item['file'])}", markup=False)
+            console.print(f"  {one_line(item['file'])}", markup=False)
             for problem in item["problems"]:
                 line, _, message = str(problem).partition(": ")
                 text = (f"line {line}: {message}" if line.isdigit() and line != "0"
                         else message if line == "0" else str(problem))
-                console.print(f"    {shown(text)}", markup=False)
+                console.print(f"    {one_line(text)}", markup=False)
     warned = doc.get("files_with_warnings") or []
     if warned:
         lead = "" if doc["files_with_problems"] else "no files with errors; "
@@ -589,7 +591,7 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     if as_json:
         emit_json({"name": name, "enabled": enabled, "file": str(path), "changed": changed})
     else:
-        say(f"{name} {state} in {path}" if changed else f"{name} already {state}")
+        say(f"{name} {state} in {one_line(path)}" if changed else f"{name} already {state}")
 
 
 @click.command("enable")

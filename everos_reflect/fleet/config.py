@@ -22,14 +22,14 @@ import os
 import re
 import tomllib
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from everos_reflect.errors import ConfigError, EverosError
 from everos_reflect.fileio import expand_user, read_config_bytes
-from everos_reflect.model import quoted_value
-from everos_reflect.runtime import is_memory_root
+from everos_reflect.model import quoted_value, shown_path
+from everos_reflect.runtime import is_memory_root, not_a_root_reason, resolve_root
 from everos_reflect.settings import TOML_ERRORS, config_text, toml_syntax_problem
 
 Problem = tuple[str, str, str]
@@ -376,3 +376,36 @@ def read_fleet(path: str | Path) -> tuple[FleetConfig, list[Path]]:
         raise ConfigError([(str(file), "(file)", exc.strerror or str(exc))]) from None
     config = parse_fleet(text, str(file.resolve()))
     return config, resolve_roots(config)
+
+
+def fleet_for(path: str | Path | None,
+              given: Iterable[str] = ()) -> tuple[FleetConfig, list[Path]]:
+    """The fleet a ``fleet`` command runs on: ``--fleet FILE``, narrowed to the ``--root``
+    paths ``given`` (each must be one of its roots), or without a file the ``given`` roots
+    alone, on a local Ray with no ``[strategies]`` defaults; with neither, the one root every
+    command works on (``EVEROS_ROOT``, else ``~/.everos``), as SPEC §8 has it."""
+    given = list(given)
+    if path is None:
+        chosen = [resolve_root(r) for r in given] or [resolve_root(None)]
+        for root in chosen:
+            if (reason := not_a_root_reason(root)) is not None:
+                raise EverosError(reason)
+        config = FleetConfig("--root", tuple(_literal(root) for root in chosen))
+        return config, resolve_roots(config)
+    config, roots = read_fleet(path)
+    if not given:
+        return config, roots
+    chosen = []
+    for root in map(resolve_root, given):
+        if root.resolve() not in roots:
+            raise EverosError(f"{shown_path(root)} is not a root of the fleet "
+                              f"{shown_path(config.file)} (no pattern of its roots names it)")
+        chosen.append(root.resolve())
+    narrowed = replace(config, roots=tuple(_literal(root) for root in chosen))
+    return narrowed, resolve_roots(narrowed)
+
+
+def _literal(root: Path) -> str:
+    """``root`` as a pattern of ``roots`` that names that folder only: absolute, and its
+    ``*``, ``?`` and ``[`` matching themselves."""
+    return glob.escape(os.path.abspath(root))

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -116,6 +117,7 @@ class MarkdownStore:
         self.seen_seq = seen_seq
         self._abs_root = Path(os.path.abspath(self.root))
         self._real_root = os.path.realpath(self.root)
+        self._real_root_path = Path(self._real_root)
         self.lock_timeout = lock_timeout
         self.limits = limits or LimitsSettings()
         self._locks: dict[str, FileLock] = {}
@@ -190,12 +192,42 @@ class MarkdownStore:
         try:
             named = Path(os.path.abspath(path)).relative_to(self._abs_root)
         except ValueError:  # named by its real path already
+            named = None
+        if (named is not None and real != os.path.join(self._real_root, *named.parts)
+                and self.ref_for_path(real) is not None):
+            target = Path(real).relative_to(self._real_root).as_posix()
+            return (f"its path leads through a symlink to {target}, another daily log of this "
+                    "root (read there, not a second time here)")
+        return self._hard_link_problem(real)
+
+    def _hard_link_problem(self, real: str) -> str | None:
+        """A log hard-linked under a second user (``users/bob/…`` the very file of
+        ``users/alice/…``, one inode) was read and indexed twice, as both users' memory. The
+        same log of every other user is looked at only when the file has more than one link:
+        the first of them in path order is read, any other refused, as a symlink alias is."""
+        try:
+            st = os.stat(real)
+        except OSError:
             return None
-        if real == os.path.join(self._real_root, *named.parts) or self.ref_for_path(real) is None:
+        if st.st_nlink < 2 or not stat.S_ISREG(st.st_mode):
             return None
-        target = Path(real).relative_to(self._real_root).as_posix()
-        return (f"its path leads through a symlink to {target}, another daily log of this root "
-                "(read there, not a second time here)")
+        located = self.ref_for_path(real)
+        if located is None:
+            return None
+        _, kind, day = located
+        name = f"{kind.folder}/{kind.filename(day)}"
+        for other in sorted(self._real_root_path.glob(f"*/*/users/*/{name}")):
+            if str(other) == real:
+                return None  # the first one is this log
+            try:
+                same = os.path.samestat(os.stat(other), st)
+            except OSError:
+                continue
+            if same and os.path.realpath(other) == str(other) and self.ref_for_path(other):
+                target = other.relative_to(self._real_root_path).as_posix()
+                return (f"it is a hard link to {target}, another daily log of this root (the "
+                        "same file: read there, not a second time here)")
+        return None
 
     def _within(self, real: str) -> bool:
         return real == self._real_root or real.startswith(self._real_root + os.sep)
@@ -207,11 +239,13 @@ class MarkdownStore:
         (``(folder, why)`` appended to ``invalid`` when given: such a user's logs are never
         read, which ``lint`` must say), and so are symlinked folders that lead outside the root
         (their paths are appended to ``outside`` when given, for ``lint`` to report).
-        ``irregular``, when given, gets what stands where a project, ``users`` or user folder
-        goes but is no folder (a file, a FIFO): nothing under it is read."""
+        ``irregular``, when given, gets what stands where an app, a project, ``users`` or a
+        user folder goes but is no folder (a file, a FIFO): nothing under it is read."""
         if not self.root.is_dir():
             return
         found = []
+        if irregular is not None:  # a file at the top, where only apps and config go
+            irregular.extend(self._not_folders(self.root))
         for app in self._subdirs(self.root, outside):
             if irregular is not None:
                 irregular.extend(self._not_folders(app.path))

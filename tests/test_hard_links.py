@@ -1,0 +1,106 @@
+"""A daily log hard-linked under a second user is one file, read once.
+
+`users/bob/episodes/episode-….md` made a hard link of alice's (one inode, two names) was read
+and indexed twice, as alice's memory and as bob's: bob's searches answered with alice's
+entries, as bob's. Like a symlink alias, the first of the names in path order is read and
+the other refused, naming the first: in `lint`, `reindex`, the watcher and writes alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from datetime import date
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.errors import MarkdownError
+from everos_reflect.index.sync import Indexer
+from everos_reflect.index.watcher import Watcher
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+from tests.waiting import wait_for
+
+ALICE, BOB = UserRef.of("alice"), UserRef.of("bob")
+DAY = date(2026, 10, 12)
+USERS = "default_app/default_project/users"
+ALICE_LOG = f"{USERS}/alice/episodes/episode-2026-10-12.md"
+BOB_LOG = f"{USERS}/bob/episodes/episode-2026-10-12.md"
+
+
+@pytest.fixture
+def rt(root: Path) -> Iterator[Runtime]:
+    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
+    runtime.store.append(ALICE, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00",
+                                               "parent_type": "memcell"},
+                         {"Subject": "Pets", "Content": "Alice has a cat."}, day=DAY)
+    yield runtime
+    runtime.close()
+
+
+def _hard_link(rt: Runtime) -> Path:
+    bob = rt.root / BOB_LOG
+    bob.parent.mkdir(parents=True)
+    os.link(rt.root / ALICE_LOG, bob)
+    return bob
+
+
+def _indexed_paths(rt: Runtime) -> set[str]:
+    return {r[0] for r in rt.db().execute("SELECT path FROM entries")}
+
+
+def test_lint_refuses_the_second_name_of_a_hard_linked_log_naming_the_first(
+        rt: Runtime) -> None:
+    from everos_reflect.cli.store_cmds import lint_cmd
+
+    _hard_link(rt)
+    result = CliRunner().invoke(lint_cmd, ["--root", str(rt.root), "--json"])
+    assert result.exit_code == 1, result.output
+    report = json.loads(result.stdout)
+    assert report["files_checked"] == 2
+    (problem,) = report["problems"]
+    assert problem["file"] == BOB_LOG
+    assert problem["message"] == (f"not read: it is a hard link to {ALICE_LOG}, another daily "
+                                  "log of this root (the same file: read there, not a second "
+                                  "time here)")
+
+
+def test_reindex_indexes_a_hard_linked_log_once_as_the_first_users(rt: Runtime) -> None:
+    bob = _hard_link(rt)
+    report = Indexer(rt).reindex()
+    assert report.entries_upserted == 1
+    (problem,) = report.problems[BOB_LOG]
+    assert f"hard link to {ALICE_LOG}" in problem
+    assert _indexed_paths(rt) == {ALICE_LOG}
+    assert rt.store.entries(BOB, Kind.EPISODE) == []
+    assert [e.id for e in rt.store.entries(ALICE, Kind.EPISODE)] == ["ep_20261012_0001"]
+
+    before = bob.read_bytes()
+    with pytest.raises(MarkdownError, match=f"not writing this file: it is a hard link to "
+                                            f"{ALICE_LOG}"):
+        rt.store.append(BOB, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
+                        {"Subject": "Tea", "Content": "Bob drinks tea."}, day=DAY)
+    assert bob.read_bytes() == before and os.stat(bob).st_nlink == 2
+
+
+def test_a_hard_link_to_a_file_outside_the_root_is_read(rt: Runtime, tmp_path: Path) -> None:
+    """A backup beside the root (`cp -al`, rsnapshot) links every log once more: no alias."""
+    os.link(rt.root / ALICE_LOG, tmp_path / "backup.md")
+    assert rt.store.link_problem(rt.root / ALICE_LOG) is None
+    assert Indexer(rt).reindex().problems == {}
+
+
+def test_the_watcher_indexes_a_hard_link_made_while_watching_once(rt: Runtime) -> None:
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
+        assert wait_for(lambda: watcher.passes > 0)
+        assert wait_for(lambda: _indexed_paths(rt) == {ALICE_LOG})
+        _hard_link(rt)
+        assert wait_for(lambda: rt.db().execute(
+            "SELECT 1 FROM files WHERE path = ? AND problems LIKE '%hard link to%'",
+            (BOB_LOG,)).fetchone())
+        assert _indexed_paths(rt) == {ALICE_LOG}
