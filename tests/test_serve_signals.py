@@ -55,6 +55,10 @@ def test_a_stop_signal_while_serve_starts_stops_it(
         failsafe.append(timer)
 
     monkeypatch.setattr(Watcher, "start", start_then_signal)
+    # as from a terminal: a test run in the background (a CI runner, `cmd &` in a script)
+    # inherits SIGINT ignored, and serve rightly leaves an ignored signal ignored
+    defaults = {signal.SIGTERM: signal.SIG_DFL, signal.SIGINT: signal.default_int_handler}
+    inherited = {s: signal.signal(s, handler) for s, handler in defaults.items()}
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
     caplog.set_level(logging.INFO)
     try:
@@ -62,7 +66,10 @@ def test_a_stop_signal_while_serve_starts_stops_it(
     finally:
         for timer in failsafe:
             timer.cancel()
+        after = {s: signal.getsignal(s) for s in previous}
+        for s, handler in inherited.items():
+            signal.signal(s, handler)
     assert failsafe, "the watcher never started"
     assert "Started server process" not in caplog.text, "it served after the stop signal"
     assert not daemon_file(runtime.root).exists()
-    assert {s: signal.getsignal(s) for s in previous} == previous
+    assert after == previous
