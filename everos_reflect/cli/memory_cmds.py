@@ -106,8 +106,8 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
                      query=query, task_type=task_type, max_tokens=max_tokens)
     runtime = open_runtime(root)
     try:
-        sync_for_read(runtime)  # like `search`: Episodes added or edited since the last sync
-        data = ops.briefing(runtime, body)
+        behind = sync_for_read(runtime)  # like `search`: Episodes added or edited since
+        data = {**ops.briefing(runtime, body), **behind}
     finally:
         runtime.close()
     if as_json:
