@@ -16,7 +16,15 @@ from typing import TYPE_CHECKING, Any
 from everos_reflect.errors import ConfigError
 from everos_reflect.markdown.marks import foreign_mark_message, frontmatter_line
 from everos_reflect.markdown.parser import UNDONE
-from everos_reflect.model import LOG_FILENAME_RE, Entry, Kind, UserRef, shown_key
+from everos_reflect.model import (
+    DEFAULT_APP,
+    DEFAULT_PROJECT,
+    LOG_FILENAME_RE,
+    Entry,
+    Kind,
+    UserRef,
+    shown_key,
+)
 from everos_reflect.settings import OME_FILE_NAME, load_ome, load_settings
 from everos_reflect.strategies.consistency import (
     archive_cycle,
@@ -311,8 +319,11 @@ def irregular_problems(root: Path, irregular: list[str]) -> list[Problem]:
 
 
 def _irregular_problem(root: Path, rel: str) -> Problem:
-    """A folder, FIFO or device where a daily log goes, or a file where a kind's folder
-    (``episodes``, ``.insights`` …) goes."""
+    """A folder, FIFO or device where a daily log goes, a file where a kind's folder
+    (``episodes``, ``.insights`` …) goes, or one among project or user folders (:func:`_stray`:
+    ``<app>/<x>``, ``<app>/<project>/users``, ``<app>/<project>/users/<x>``)."""
+    if len(Path(rel).parts) < 5:
+        return _stray(root, rel)
     if Path(rel).name in {kind.folder for kind in Kind}:
         return Problem(rel, 0, f"{_file_type(root / rel)} where the {Path(rel).name} folder "
                        "goes: no log of it is read, and nothing is written there (add, "
@@ -320,6 +331,27 @@ def _irregular_problem(root: Path, rel: str) -> Problem:
     return Problem(rel, 0, f"{_file_type(root / rel)} where a daily log goes: not read, "
                    "and nothing is written to this log (add, Reflection, undo) until it is "
                    "moved away")
+
+
+def _stray(root: Path, rel: str) -> Problem:
+    """Something that is no folder in an app folder (where project folders go), a project
+    folder (``users``) or a ``users`` folder (where user folders go). A ``README`` there is
+    harmless, so it is a warning naming it: nothing in it is read. Only where a folder the
+    tool itself creates goes is it an error, since every write there fails: a project's
+    ``users`` folder, and the default tenant's project folder (``default_app/default_project``,
+    where ``add`` without ``--app``/``--project`` writes)."""
+    parts = Path(rel).parts
+    what = _file_type(root / rel)
+    if len(parts) == 3:
+        return Problem(rel, 0, f"{what} where the users folder goes: no log of this project "
+                       "is read, and nothing is written to it (add, Reflection) until it is "
+                       "moved away")
+    if parts == (DEFAULT_APP, DEFAULT_PROJECT):
+        return Problem(rel, 0, f"{what} where the default project's folder goes: nothing is "
+                       "written to it (add without --app/--project) until it is moved away")
+    slot = "a project" if len(parts) == 2 else "a user"
+    return Problem(rel, 0, f"{what} where {slot} folder goes: not read (only folders are); "
+                   "move it away if it holds memory", "warning")
 
 
 def _file_type(path: Path) -> str:

@@ -573,8 +573,8 @@ def _stable_repr(value: Any) -> str:
     return repr(value)
 
 
-#: YAML scalars whose text is the value a person meant, once put in quotes (``0123`` → 83,
-#: ``yes`` → True, a bare date): read as their text, with a lint warning (parser.TEXT_KEYS).
+#: YAML scalars whose text is the value a person meant, once put in quotes (``true`` → True,
+#: a bare date): read as their text, with a lint warning (parser.TEXT_KEYS).
 _TEXT_SCALARS = (str, int, float, date)  # bool is an int; datetime a date
 
 

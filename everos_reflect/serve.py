@@ -29,6 +29,7 @@ from everos_reflect.engine.daemon import (
     check_bind,
     clear_daemon,
     hold_serve_lock,
+    note_serve_pid,
     read_daemon,
     recover_interrupted,
     write_daemon,
@@ -87,8 +88,13 @@ def _serve(runtime: Runtime, host: str, port: int) -> None:
     info = {"pid": os.getpid(), "host": host, "port": port,
             "started_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "root": str(runtime.root)}
-    # an index deleted by hand took daemon.json with it: `trigger` would run in-process
-    watcher = Watcher(runtime, on_index_rebuilt=lambda: write_daemon(runtime.root, info))
+    def advertise_again() -> None:
+        """An index deleted by hand took daemon.json (`trigger` would run in-process) and
+        the pid note a second serve names this one by with it."""
+        note_serve_pid(runtime.root)
+        write_daemon(runtime.root, info)
+
+    watcher = Watcher(runtime, on_index_rebuilt=advertise_again)
     scheduler = Scheduler(engine)
     server = _Server(uvicorn_config(create_app(runtime, engine, scheduler), host, port),
                      on_exit=engine.request_stop)

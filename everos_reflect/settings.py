@@ -14,6 +14,7 @@ returns the raw tables, because each strategy declares and validates its own set
 from __future__ import annotations
 
 import difflib
+import functools
 import ipaddress
 import math
 import os
@@ -25,7 +26,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, get_type_hints
 from urllib.parse import urlsplit
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from everos_reflect.errors import ConfigError
 from everos_reflect.fileio import not_utf8, read_config_bytes
@@ -353,7 +354,24 @@ def _timezone(value: Any) -> str | None:
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long to look up
         return (f"unknown time zone {quoted_value(value)} (use an IANA name such as 'UTC' or "
                 "'Europe/Paris')")
+    if not is_iana_zone(value):
+        return (f"{quoted_value(value)} is not an IANA time zone name (use one such as 'UTC' "
+                "or 'Europe/Paris')")
     return None
+
+
+def is_iana_zone(name: str) -> bool:
+    """Whether ``name`` is a zone of the IANA database, not only a file ``ZoneInfo`` can load:
+    ``localtime`` (a link to this machine's zone), ``posix/…`` and ``right/…`` (copies; the
+    latter count leap seconds) load too, and ``localtime`` made the schedule follow whatever
+    zone the host was set to, moved with it, and read as another zone on every other host."""
+    return name == "UTC" or name in _iana_zones()
+
+
+@functools.cache
+def _iana_zones() -> frozenset[str]:
+    # available_timezones() leaves out posix/, right/ and posixrules, but not localtime
+    return frozenset(available_timezones() - {"localtime"})
 
 
 CHECKS: dict[tuple[str, str], Check] = {
@@ -490,11 +508,11 @@ def _coerce_env(text: str, tp: Any) -> tuple[Any, str | None]:
     except ValueError:
         return text, f"must be {_type_name(tp)}, got {quoted_value(text)}"
     if tp is bool:
+        # true or false, as everos.toml and the HTTP API write it: 1/yes/on and 0/no/off
+        # were read too, spellings the file and the API refuse
         lowered = text.strip().lower()
-        if lowered in {"1", "true", "yes", "on"}:
-            return True, None
-        if lowered in {"0", "false", "no", "off"}:
-            return False, None
+        if lowered in {"true", "false"}:
+            return lowered == "true", None
         return text, f"must be true or false, got {quoted_value(text)}"
     return _check_type(text, tp)
 

@@ -133,7 +133,10 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
             if refused is not None:
                 found[runtime.store.rel(path)].append(f"0: {refused}")
         for p in skipped_problems(outside, invalid) + irregular_problems(root, irregular):
-            found[p.file].append(f"0: {p.message}")
+            if p.severity == "warning":  # a README among user folders: lint names it
+                warned[p.file] += 1
+            else:
+                found[p.file].append(f"0: {p.message}")
         # lint's checks across a user's logs, asked of the index, not of every log
         for file, line in _cross_file_problems(runtime):
             found[file].append(line)

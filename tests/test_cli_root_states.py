@@ -17,6 +17,7 @@ from click.testing import CliRunner, Result
 from everos_reflect.cli.main import cli
 from everos_reflect.engine.engine import Engine
 from everos_reflect.index.db import db_path
+from tests.daemon_lock import serve_lock
 
 pytestmark = pytest.mark.usefixtures("no_everos_env")
 
@@ -102,7 +103,8 @@ def daemon_on(root: Path, *, first_ome: str) -> Iterator[Engine]:
             time.sleep(0.01)
         port = server.servers[0].sockets[0].getsockname()[1]
         write_daemon(root, {"pid": 1, "host": "127.0.0.1", "port": port, "root": str(root)})
-        yield engine
+        with serve_lock(root):
+            yield engine
     finally:
         server.should_exit = True
         thread.join(10)

@@ -17,6 +17,7 @@ from everos_reflect.cli import engine_cmds
 from everos_reflect.cli.main import cli
 from everos_reflect.engine.daemon import clear_daemon, daemon_file, write_daemon
 from everos_reflect.errors import EverosError
+from tests.daemon_lock import serve_lock
 
 
 def _within(seconds: float, fn, *args) -> None:  # type: ignore[no-untyped-def]
@@ -135,7 +136,8 @@ def test_a_daemon_json_with_a_real_address_is_read(root: Path, host: object) -> 
 
     info = {"pid": os.getppid(), "host": host, "port": 8000}
     daemon_file(root).write_text(json.dumps(info), "utf-8")
-    assert read_daemon(root) == info
+    with serve_lock(root):
+        assert read_daemon(root) == info
 
 
 def test_serve_on_a_port_another_process_holds_starts_nothing_and_says_so(
@@ -180,7 +182,9 @@ def test_trigger_names_an_answer_that_is_no_run_outcome(
                                              "port": 8000}), "utf-8")
     monkeypatch.setattr(httpx, "post", lambda url, **k: httpx.Response(
         200, request=httpx.Request("POST", url), **answer))
-    result = CliRunner().invoke(cli, ["trigger", "revalidate_insights", "--root", str(root)])
+    with serve_lock(root):
+        result = CliRunner().invoke(cli, ["trigger", "revalidate_insights", "--root",
+                                          str(root)])
     assert result.exit_code == 1, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     [line] = result.stderr.splitlines()
@@ -215,8 +219,9 @@ def test_trigger_runs_in_process_only_when_the_daemon_never_got_the_request(
     real = engine_module.Engine.trigger
     monkeypatch.setattr(engine_module.Engine, "trigger",
                         lambda self, name, **k: here.append(name) or real(self, name, **k))
-    result = CliRunner().invoke(cli, ["trigger", "revalidate_insights", "--force", "--timeout",
-                                      "120", "--root", str(root)])
+    with serve_lock(root):
+        result = CliRunner().invoke(cli, ["trigger", "revalidate_insights", "--force",
+                                          "--timeout", "120", "--root", str(root)])
     assert result.exit_code == code, result.output
     if said is None:  # it never reached the daemon: run here, as before
         assert here == ["revalidate_insights"] and "[in-process]" in result.stdout
@@ -246,8 +251,8 @@ def test_a_second_serve_of_a_root_still_starting_is_refused_naming_the_first(
         os.close(first)
     assert result.exit_code == 1, result.output
     assert result.stderr.strip().splitlines() == [
-        f"error: another everos-reflect serve (pid {os.getpid()}) is starting on {root}: one "
-        "daemon serves a root"]
+        f"error: another everos-reflect serve (pid {os.getpid()}) is starting on or serving "
+        f"{root}: one daemon serves a root"]
     assert started == [] and not daemon_file(root).exists()
 
 

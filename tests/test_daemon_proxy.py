@@ -18,6 +18,7 @@ from everos_reflect.cli.main import cli
 from everos_reflect.engine.daemon import strategies_via_daemon, write_daemon
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
+from tests.daemon_lock import serve_lock
 
 
 class _Server(http.server.ThreadingHTTPServer):
@@ -82,15 +83,17 @@ def test_trigger_and_strategies_reach_the_daemon_directly_with_a_proxy_set(
     write_daemon(root, {"pid": os.getppid(), "host": "127.0.0.1",
                         "port": daemon.server_port, "root": str(root)})
 
-    result = CliRunner().invoke(cli, ["trigger", "revalidate_insights", "--root", str(root)])
+    with serve_lock(root):
+        result = CliRunner().invoke(cli, ["trigger", "revalidate_insights", "--root",
+                                          str(root)])
+        runtime = Runtime(root, Settings())
+        try:
+            asked = strategies_via_daemon(runtime)
+        finally:
+            runtime.close()
     assert result.exit_code == 0, result.output
     assert "[daemon]" in result.stdout
 
-    runtime = Runtime(root, Settings())
-    try:
-        asked = strategies_via_daemon(runtime)
-    finally:
-        runtime.close()
     assert asked is not None and asked.problem is None and asked.rows == []
     assert proxy.paths == []
     assert daemon.paths == ["/api/v1/ome/trigger", "/api/v1/ome/strategies"]

@@ -56,3 +56,23 @@ def test_a_value_no_reader_takes_is_a_warning(kind: Kind, meta: str, message: st
 ])
 def test_the_values_spec_gives_pass(kind: Kind, meta: str) -> None:
     assert _messages(kind, meta) == []
+
+
+@pytest.mark.parametrize(("kind", "meta", "message"), [
+    (Kind.LESSON, "confirmations: 010", "confirmations '010' is not a whole number of 0 or more"),
+    (Kind.LESSON, "lesson_type: avoid!", "lesson_type 'avoid!' is not do or avoid (read as do)"),
+    (Kind.INSIGHT, "status: zombie",
+     "status 'zombie' is not one of active, stale, retired (write one of them)"),
+])
+def test_a_value_no_reader_takes_is_named_on_its_keys_line(kind: Kind, meta: str,
+                                                          message: str) -> None:
+    # `confirmations: 010` (octal 8 to YAML 1.1) was named on the entry's marker line, not
+    # where the value is written
+    prefix, folder, stem, section = KINDS[kind]
+    rid = f"{prefix}_20261020_0001"
+    text = (f"---\ntype: {kind.file_type}\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n"
+            f"---\n<!-- entry:{rid} -->\n---\nowner_id: u\ntimestamp: 2026-10-20T09:00:00Z\n"
+            f"evidence: [ep_20261019_0001]\n{meta}\n---\n## {section}\nsome text\n"
+            f"<!-- /entry:{rid} -->\n")
+    log = parse_log(text, f"u/{folder}/{stem}-2026-10-20.md")
+    assert [(d.line, d.message) for d in log.diagnostics] == [(12, f"entry {rid}: {message}")]

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from filelock import FileLock
 
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding.base import HashEmbedder
@@ -265,7 +266,10 @@ def test_runs_left_running_by_a_dead_process_are_abandoned(runtime: Runtime, fak
         "INSERT INTO runs(id, strategy, trigger, started_at, status, pid) "
         "VALUES ('run_alive', 'fake_test', 'cron', ?, 'running', 1)", (utcnow_iso(),))
     conn.commit()
-    Engine(runtime)
+    path = lock_path(runtime.root, "fake_test")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(path)):  # the live run's process holds its strategy's lock
+        Engine(runtime)
     assert run_row(runtime, "run_dead")["status"] == "abandoned"
     assert str(dead.pid) in run_row(runtime, "run_dead")["error"]
     assert run_row(runtime, "run_alive")["status"] == "running"  # pid 1 is alive

@@ -205,6 +205,30 @@ def test_numbering_rejects_anything_but_shown_numbers(cited: object) -> None:
         Numbering(RECORDS).resolve(cited)
 
 
+class _CountedId(str):
+    """A record id that counts how often it is compared."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountedId.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_numbering_resolves_a_flood_of_repeated_citations_in_one_look_up_each() -> None:
+    # a reply repeating [1..1000] through its 16 MB took 40 s to resolve: each number
+    # was looked for in the list of ids found so far
+    records = [Record(_CountedId(f"ep_20261012_{n:04d}"), "episode", "x")
+               for n in range(1, 1001)]
+    numbers = list(range(1, 1001)) * 20 + [1000, 1]
+    _CountedId.compared = 0
+    ids = Numbering(records).resolve(numbers)
+    assert ids == [r.id for r in records]
+    assert _CountedId.compared <= len(numbers), _CountedId.compared
+
+
 def test_extractive_scores_importance_offline_and_refuses_what_needs_an_llm() -> None:
     offline = ExtractiveLLM()
     req = TaskRequest(records=RECORDS[:1])

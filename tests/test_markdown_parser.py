@@ -695,7 +695,7 @@ def test_archiving_into_a_log_of_many_lines_splits_only_its_frontmatter() -> Non
 
 
 @pytest.mark.parametrize(("written", "read_as"), [
-    ("0123", "83 (YAML int)"), ("1:20", "80 (YAML int)"), ("yes", "True (YAML bool)"),
+    ("123", "123 (YAML int)"), ("true", "True (YAML bool)"),
     ("2026-10-12", "2026-10-12 (YAML date)"),
 ])
 def test_a_bare_session_id_that_yaml_reads_as_no_text_is_a_warning(
@@ -711,6 +711,16 @@ def test_a_bare_session_id_that_yaml_reads_as_no_text_is_a_warning(
                     "text written: put it in quotes")]
     quoted = parse_log(HEAD + entry(1, meta=f"{meta}session_id: '{written}'\n"), PATH)
     assert quoted.diagnostics == [] and quoted.entries[0].session_id == written
+
+
+@pytest.mark.parametrize("written", ["0123", "1:20", "yes", "0x1f"])
+def test_a_bare_session_id_yaml_1_1_reads_as_a_number_or_bool_is_read_as_written(
+    written: str,
+) -> None:
+    # `session_id: 0123` was 83 (octal), `1:20` 80, `yes` True
+    meta = "owner_id: u_andrew\ntimestamp: 2026-10-11T02:00:00+00:00\nparent_type: memcell\n"
+    log = parse_log(HEAD + entry(1, meta=f"{meta}session_id: {written}\n"), PATH)
+    assert log.diagnostics == [] and log.entries[0].session_id == written
 
 
 @pytest.mark.parametrize(("key", "written", "yaml_type"), [

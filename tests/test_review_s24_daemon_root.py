@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from everos_reflect.cli.main import cli
 from everos_reflect.engine.daemon import daemon_file, read_daemon
+from tests.daemon_lock import serve_lock
 
 
 def _advertise(root: Path, served: Path) -> dict[str, object]:
@@ -62,11 +63,13 @@ def test_the_daemon_of_this_root_is_found_by_another_path_to_it(
     link = tmp_path / "link"
     link.symlink_to(root, target_is_directory=True)
 
-    assert read_daemon(link) == info
+    with serve_lock(root):
+        assert read_daemon(link) == info
 
 
 def test_a_daemon_json_naming_a_path_not_found_here_is_still_read(root: Path) -> None:
     """A daemon in a container names the root by its path there: nothing says it is another."""
     info = _advertise(root, Path("/no/such/root/in/this/namespace"))
 
-    assert read_daemon(root) == info
+    with serve_lock(root):
+        assert read_daemon(root) == info

@@ -12,7 +12,7 @@ import pytest
 
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index.sync import Indexer
-from everos_reflect.model import UserRef
+from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 
@@ -91,6 +91,91 @@ def test_lint_names_a_file_standing_where_a_folder_of_logs_goes(root: Path) -> N
             for p in report["problems"]] == [
         (".insights", "a file where the .insights folder goes"),
         ("episodes", "a file where the episodes folder goes")]
+
+
+def _stray_files(root: Path) -> None:
+    """Files among user and project folders (a README, a file named like a user), a file
+    where a project's ``users`` folder goes, and a hidden file (not reported)."""
+    users = root / "default_app/default_project/users"
+    users.mkdir(parents=True)
+    (users / "eve").write_text("meant to be eve's folder")
+    (users / "README.md").write_text("who is who")
+    (users / ".DS_Store").write_text("hidden: not reported")
+    (root / "other_app/other_project").mkdir(parents=True)
+    (root / "other_app/other_project/users").write_text("not a folder")
+    (root / "default_app/NOTES.txt").write_text("about this app")
+
+
+#: (file, severity, message up to its first colon)
+STRAYS = [("default_app/NOTES.txt", "warning", "a file where a project folder goes"),
+          ("default_app/default_project/users/README.md", "warning",
+           "a file where a user folder goes"),
+          ("default_app/default_project/users/eve", "warning", "a file where a user folder goes"),
+          ("other_app/other_project/users", "error", "a file where the users folder goes")]
+
+
+def test_lint_warns_of_a_file_among_user_folders_and_errs_where_users_goes(root: Path) -> None:
+    """A README in a users folder is harmless: a warning naming it (nothing in it is read).
+    A file where a project's `users` folder goes blocks every write there: an error. `lint`
+    said "0 files checked, ok" of both."""
+    from everos_reflect.lint import lint_report
+
+    _stray_files(root)
+    report = lint_report(root)
+    assert report["ok"] is False
+    assert [(p["file"], p["severity"], p["message"].split(":")[0])
+            for p in report["problems"]] == STRAYS
+    assert all(p["message"].endswith("move it away if it holds memory")
+               for p in report["problems"] if p["severity"] == "warning")
+
+
+def test_lint_errs_on_a_file_where_the_default_project_folder_goes(root: Path) -> None:
+    """`add` without --app/--project writes under default_app/default_project: a file there
+    makes every such write fail, so it is an error, not a warning."""
+    from everos_reflect.lint import lint_report
+
+    (root / "default_app").mkdir()
+    (root / "default_app/default_project").write_text("not a folder")
+    (root / "default_app/other_project").write_text("not a folder either")
+    problems = lint_report(root)["problems"]
+    assert [(p["file"], p["severity"]) for p in problems] == [
+        ("default_app/default_project", "error"), ("default_app/other_project", "warning")]
+    assert problems[0]["message"].startswith("a file where the default project's folder goes")
+
+
+def test_lint_cli_exits_1_on_a_stray_file_alone_and_calls_it_a_warning(root: Path) -> None:
+    from click.testing import CliRunner
+
+    from everos_reflect.cli.store_cmds import lint_cmd
+
+    (root / "default_app/default_project/users").mkdir(parents=True)
+    (root / "default_app/default_project/users/README.md").write_text("who is who")
+    result = CliRunner().invoke(lint_cmd, ["--root", str(root)])
+    assert result.exit_code == 1, result.output
+    assert "users/README.md: a file where a user folder goes" in result.stdout
+    assert result.stdout.rstrip().endswith("0 files checked, 0 errors, 1 warning")
+
+
+def test_status_names_stray_files_among_user_folders(root: Path) -> None:
+    """From the logs and from the index alike: the `users` file among the files with problems,
+    the others among the files with warnings."""
+    from everos_reflect.status import status_document
+
+    _stray_files(root)
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(16))
+    rt.store.append(UserRef.of("u1"), Kind.EPISODE, {"timestamp": "2026-10-11T09:00:00Z"},
+                    {"Subject": "s", "Content": "c"}, day=date(2026, 10, 11))
+    for index in (False, True):
+        if index:
+            Indexer(rt).scan()
+        doc = status_document(rt, strategies=[])
+        assert doc["counts_from"] == ("index" if index else "markdown")
+        found = [(f["file"], f["problems"][0].split(":")[1].strip())
+                 for f in doc["files_with_problems"]]
+        assert found == [(f, m) for f, sev, m in STRAYS if sev == "error"]
+        assert [w["file"] for w in doc["files_with_warnings"]
+                if "/u1/" not in w["file"]] == [f for f, sev, _ in STRAYS if sev == "warning"]
+    rt.close()
 
 
 def test_status_from_the_index_names_what_stands_where_a_log_or_its_folder_goes(

@@ -143,7 +143,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
         # plain-text 500 before. One without a file (a socket) is no file's problem.
         if not exc.filename:
             raise exc
-        status, code = ops.FILE_ERROR
+        status, code = ops.file_error_code(exc)
         return _error(status, code, ops.file_error_message(exc, request.app.state.runtime.root))
 
     app.router.routes.extend(shared_routes())

@@ -16,7 +16,7 @@ from pydantic import Field
 from everos_reflect.api.deps import RuntimeDep
 from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.models import NO_CONTROL, LogText, Name, Strict
-from everos_reflect.api.params import NameQuery, OptionalNameQuery, RelationIdPath
+from everos_reflect.api.params import BoolQuery, NameQuery, OptionalNameQuery, RelationIdPath
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import UserRef
 
@@ -40,7 +40,8 @@ def belief_router(dependencies: Sequence[Any], prefix: str) -> APIRouter:
 
     @router.get("/memory/worldview")
     def worldview(runtime: RuntimeDep, user_id: NameQuery, app_id: OptionalNameQuery = None,
-                  project_id: OptionalNameQuery = None, history: bool = False) -> dict[str, Any]:
+                  project_id: OptionalNameQuery = None,
+                  history: BoolQuery = False) -> dict[str, Any]:
         """The user's current convictions, one per key (every version with ``history``)."""
         ref = UserRef.of(user_id, app_id, project_id)
         return {"data": {"convictions": belief_views.worldview(runtime, ref, history=history)}}

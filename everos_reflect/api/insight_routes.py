@@ -12,7 +12,7 @@ from fastapi import APIRouter
 from everos_reflect.api.deps import RuntimeDep
 from everos_reflect.api.json_body import StrictJSONRoute
 from everos_reflect.api.models import ErrorBody
-from everos_reflect.api.params import EntryIdPath, NameQuery, OptionalNameQuery
+from everos_reflect.api.params import BoolQuery, EntryIdPath, NameQuery, OptionalNameQuery
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import UserRef
 
@@ -29,7 +29,7 @@ def insight_router(dependencies: Sequence[Any], prefix: str) -> APIRouter:
     @router.get("/memory/insights")
     def insights(runtime: RuntimeDep, user_id: NameQuery, app_id: OptionalNameQuery = None,
                  project_id: OptionalNameQuery = None,
-                 include_stale: bool = False) -> dict[str, Any]:
+                 include_stale: BoolQuery = False) -> dict[str, Any]:
         """The user's insights, newest first (stale and retired ones with ``include_stale``)."""
         ref = UserRef.of(user_id, app_id, project_id)
         return {"data": {"insights": insight_views.list_insights(

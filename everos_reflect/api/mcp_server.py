@@ -169,10 +169,10 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
         status, code = ops.error_code(exc)
         rpc = types.INTERNAL_ERROR if status >= 500 else types.INVALID_PARAMS
         raise MCPError(rpc, str(exc), {"code": code, "status": status}) from None
-    except OSError as exc:  # the API's 409 file_error: the same message and code
+    except OSError as exc:  # the API's file error: the same message and code
         if not exc.filename:
             raise
-        status, code = ops.FILE_ERROR
+        status, code = ops.file_error_code(exc)
         raise MCPError(types.INTERNAL_ERROR, ops.file_error_message(exc, runtime.root),
                        {"code": code, "status": status}) from None
     return data

@@ -8,6 +8,7 @@ own kind of error with :func:`error_code`.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -72,9 +73,19 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
 
 
 #: A file of the root the work could not read or write (a file where a user's folder goes,
-#: no permission, a full disk): not the client's fault, yet no bare 500 either (SPEC §7),
+#: no permission): not the client's fault, yet no bare 500 either (SPEC §7),
 #: but a 409 naming the file, as a log that cannot be written is.
 FILE_ERROR = (409, "file_error")
+
+#: A disk that fails the daemon is no conflict the client could resolve: a full disk (or
+#: quota) is 507, an I/O error 500, each still naming the file.
+_DISK_ERRORS = {errno.ENOSPC: (507, "insufficient_storage"),
+                errno.EDQUOT: (507, "insufficient_storage"), errno.EIO: (500, "io_error")}
+
+
+def file_error_code(exc: OSError) -> tuple[int, str]:
+    """The HTTP status and code of a file that could not be read or written."""
+    return _DISK_ERRORS.get(exc.errno or 0, FILE_ERROR)
 
 
 def file_error_message(exc: OSError, root: Path) -> str:

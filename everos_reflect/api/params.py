@@ -39,3 +39,18 @@ def _plain_int(value: object) -> object:
 
 #: ``?limit=`` of the lists of runs and reports, written plainly.
 LimitQuery = Annotated[int, Query(ge=1, le=1000), BeforeValidator(_plain_int)]
+
+
+def _plain_bool(value: object) -> object:
+    # pydantic reads a query's "yes", "on", "1", "t" or "y" as true and "no", "off", "0" as
+    # false: only what the schema's boolean says (JSON's words, any case: Python clients
+    # write True as "True") is one here
+    if isinstance(value, str):
+        if value.lower() in ("true", "false"):
+            return value.lower() == "true"
+        raise PydanticCustomError("bool_parsing", f"must be true or false, got {quoted(value)}")
+    return value
+
+
+#: A query-string boolean (``?include_stale=true``), ``true`` or ``false`` only.
+BoolQuery = Annotated[bool, Query(), BeforeValidator(_plain_bool)]

@@ -8,6 +8,12 @@ is uvicorn's own h11 protocol plus one timer: from a connection's start (and fro
 each answer on a kept-alive one) the next request must have arrived whole, headers and body,
 within :data:`REQUEST_READ_SECONDS`; else it is answered 408 and the connection closed. A
 request received whole is never timed out here, however long the work it asks for takes.
+
+The number of connections is bounded too (:data:`MAX_CONNECTIONS`): each one holds a file
+descriptor for up to the deadline, and a few hundred clients connecting and sending nothing
+exhausted the daemon's descriptors (the watcher, SQLite and LanceDB then failed to open
+files). A connection beyond the bound is answered 503 at once, with a JSON error saying why,
+and closed after :data:`REFUSED_LINGER_SECONDS`.
 """
 
 from __future__ import annotations
@@ -25,6 +31,20 @@ log = logging.getLogger(__name__)
 #: request within ``limits.max_request_bytes`` on a working link.
 REQUEST_READ_SECONDS = 30.0
 
+#: Connections the daemon holds at once; one more is answered 503 and closed. The admin API
+#: serves a person, scripts and an agent or two on this machine: far below the usual limit of
+#: 1,024 descriptors a process may hold, of which the index needs its share.
+MAX_CONNECTIONS = 64
+
+#: How long a connection answered 503 is kept open after the answer, its input thrown away:
+#: closed with the client's request still unread, the kernel answers a reset, and the client
+#: may lose the 503 for it.
+REFUSED_LINGER_SECONDS = 1.0
+
+#: At most one warning a minute about refused connections: a flood of clients is no flood of
+#: log lines.
+_REFUSAL_LOG_SECONDS = 60.0
+
 #: States of the client's side in which h11 has not yet read a whole request.
 _READING = (h11.IDLE, h11.SEND_BODY)
 
@@ -37,14 +57,46 @@ def _timeout_answer(seconds: float) -> bytes:
     return head.encode() + body
 
 
+def _busy_answer() -> bytes:
+    body = json.dumps({"error": {"code": "too_many_connections", "message": (
+        f"the daemon holds {MAX_CONNECTIONS} connections already, its most at once: "
+        "try again once a client has closed one")}}).encode()
+    head = ("HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\n"
+            f"content-length: {len(body)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n")
+    return head.encode() + body
+
+
 class DeadlineH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol with a deadline on reading each request (module docstring)."""
+    """uvicorn's h11 protocol with a deadline on reading each request and a bound on the
+    connections held at once (module docstring)."""
 
     _deadline: asyncio.TimerHandle | None = None
+    _refused = False
+    _last_refusal_logged: float | None = None  # class-wide: loop time of the last warning
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        if len(self.connections) > MAX_CONNECTIONS:
+            self._refuse()
+            return
         self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if not self._refused:  # a refused connection's request was answered 503 already
+            super().data_received(data)
+
+    def _refuse(self) -> None:
+        self._refused = True
+        now = self.loop.time()
+        last = DeadlineH11Protocol._last_refusal_logged
+        if last is None or now - last >= _REFUSAL_LOG_SECONDS:
+            DeadlineH11Protocol._last_refusal_logged = now
+            log.warning("refusing connections beyond %d at once (answered 503)",
+                        MAX_CONNECTIONS)
+        self.transport.write(_busy_answer())
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self._deadline = self.loop.call_later(REFUSED_LINGER_SECONDS, self.transport.close)
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

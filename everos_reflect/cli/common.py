@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -106,6 +107,22 @@ class UTCFormatter(logging.Formatter):
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        """One record, one line: a line break or a terminal escape in what the line names (a
+        root path, a file, a key) is written as an escape (``\\n``, ``\\x1b``). A root at
+        ``/tmp/a<newline>b`` was logged as two lines, the second one looking like a line of
+        its own, and a name holding an escape sequence reached the terminal raw. A traceback
+        still follows its line, as ``logging`` writes it."""
+        return _CONTROL_RE.sub(_escape, super().formatMessage(record))
+
+
+#: Characters that break or restyle a log line: C0/C1 controls, DEL, line/paragraph separators.
+_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    return ascii(match.group())[1:-1]
 
 
 def configure_logging() -> None:

@@ -147,10 +147,20 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
     if as_json:
         emit_json({"root": str(path), "written": [str(p) for p in files]})
         return
-    say(f"Initialized memory root {path}")
-    say(f"  settings:   {path / USER_FILE_NAME} (all keys commented out = defaults)")
-    say(f"  strategies: {path / OME_FILE_NAME} (enable with: everos-reflect enable "
-               f"reflect_episodes --root {path})")
+    shown = _printable_path(path)
+    say(f"Initialized memory root {shown}")
+    say(f"  settings:   {_printable_path(path / USER_FILE_NAME)} (all keys commented out = "
+        "defaults)")
+    say(f"  strategies: {_printable_path(path / OME_FILE_NAME)} (enable with: everos-reflect "
+        f"enable reflect_episodes --root {shown})")
+
+
+def _printable_path(path: Path) -> str:
+    """``path`` as written, or quoted with escapes when it holds a character a terminal does
+    not print: a root named with a line break was shown on two lines, the second one taken
+    for a line of its own."""
+    text = str(path)
+    return text if text.isprintable() else ascii(text)
 
 
 def root_around(path: Path) -> Path | None:

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import re
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,47 +45,104 @@ def write_daemon(root: Path, info: Mapping[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def serve_lock_file(root: Path) -> Path:
-    """Held exclusive by the ``serve`` of ``root`` for its whole life; it holds that process's
-    pid. The kernel lets go of it when the process ends, however it ends (``kill -9``)."""
+def serve_pid_file(root: Path) -> Path:
+    """The pid of the ``serve`` holding the root's serve lock (:func:`hold_serve_lock`), for
+    the error a second ``serve`` prints; written again when the index is rebuilt."""
     return Path(root) / ".index" / "locks" / "serve.lock"
 
 
 def hold_serve_lock(root: Path) -> int:
-    """Take :func:`serve_lock_file` for this process and write its pid there; the descriptor
-    holding it (closing it lets go). Another ``serve`` of ``root`` holding it is an error
+    """Lock ``root`` for this process's ``serve`` and note its pid (:func:`serve_pid_file`);
+    the descriptor holding the lock (closing it lets go; so does the kernel when the process
+    ends, however it ends: ``kill -9``). Another ``serve`` of ``root`` holding it is an error
     naming it: two started together both found no ``daemon.json`` (it is written once the
     daemon is up), and both served the root, each with its own watcher and scheduler, the
-    first one's ``daemon.json`` overwritten by the second."""
-    path = serve_lock_file(root)
+    first one's ``daemon.json`` overwritten by the second.
+
+    The lock is an ``flock`` on the root folder itself, not on a file in ``.index/``: the index
+    is derived and deleting it is always safe, and a lock file deleted with it let a second
+    ``serve`` start beside the running one."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise EverosError(f"cannot create {shown_path(path)}: {exc.strerror or exc}") from None
+        raise EverosError(f"cannot open {shown_path(root)}: {exc.strerror or exc}") from None
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        _take_waiting_for_probes(fd)
     except BlockingIOError:
-        holder = _lock_holder(fd)
         os.close(fd)
         info = read_daemon(root)
         if info is not None:
             raise EverosError(f"a daemon (pid {info['pid']}) already serves {root} on "
                               f"{info['host']}:{info['port']}") from None
-        raise EverosError(f"another everos-reflect serve ({holder}) is starting on {root}: "
-                          "one daemon serves a root") from None
+        raise EverosError(f"another everos-reflect serve ({_lock_holder(root)}) is starting "
+                          f"on or serving {root}: one daemon serves a root") from None
     except OSError as exc:
         os.close(fd)
-        raise EverosError(f"cannot lock {shown_path(path)}: {exc.strerror or exc}") from None
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
+        raise EverosError(f"cannot lock {shown_path(root)}: {exc.strerror or exc}") from None
+    try:
+        note_serve_pid(root)
+    except OSError as exc:
+        os.close(fd)
+        raise EverosError(f"cannot create {shown_path(serve_pid_file(root))}: "
+                          f"{exc.strerror or exc}") from None
     return fd
 
 
-def _lock_holder(fd: int) -> str:
-    """``pid N`` of the process a held :func:`serve_lock_file` names (its holder wrote it)."""
+def note_serve_pid(root: Path) -> None:
+    """Write this process's pid to :func:`serve_pid_file` (temp file and rename, as
+    ``daemon.json``)."""
+    path = serve_pid_file(root)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(f"{os.getpid()}\n", "ascii")
+    os.replace(tmp, path)
+
+
+#: How long :func:`hold_serve_lock` retries a held lock: a :func:`serve_lock_held` probe (a
+#: ``status`` or ``trigger`` beside it) holds it shared for a moment, and is no daemon.
+_PROBE_WAIT_SECONDS = 0.5
+
+
+def _take_waiting_for_probes(fd: int) -> None:
+    """``flock`` ``fd`` exclusive, retrying for :data:`_PROBE_WAIT_SECONDS`; a lock still held
+    then raises :class:`BlockingIOError`."""
+    deadline = time.monotonic() + _PROBE_WAIT_SECONDS
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise
+            time.sleep(0.02)
+
+
+def serve_lock_held(root: Path) -> bool:
+    """Whether a ``serve`` of ``root`` is alive: it holds the root's lock
+    (:func:`hold_serve_lock`) for its whole life. A ``daemon.json`` alone is no proof: a daemon
+    killed with ``kill -9`` leaves it, and once the OS gives its pid to another process, that
+    pid is alive. A lock that cannot be tested is taken as held, as before the lock existed."""
     try:
-        text = os.pread(fd, 32, 0).decode("ascii").strip()
+        fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared: never a serve's lock
+    except OSError:  # BlockingIOError: held; any other error: cannot tell
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _lock_holder(root: Path) -> str:
+    """``pid N`` of the ``serve`` holding the root's lock (as it noted in
+    :func:`serve_pid_file`)."""
+    try:
+        data = read_config_bytes(serve_pid_file(root))
+        text = (data or b"")[:32].decode("ascii").strip()
     except (OSError, ValueError):
         text = ""
     return f"pid {text}" if text.isdigit() else "pid not known yet"
@@ -129,7 +187,8 @@ def address_problem(info: Mapping[str, Any]) -> str | None:
 
 def read_daemon(root: Path) -> dict[str, Any] | None:
     """The running daemon serving ``root`` (its ``daemon.json``), or ``None``; also ``None``,
-    with a warning, for a file whose address is no address (:func:`address_problem`)."""
+    with a warning, for a file whose address is no address (:func:`address_problem`), and
+    for one no live ``serve`` stands behind (:func:`serve_lock_held`)."""
     try:
         data = read_config_bytes(daemon_file(root))  # a FIFO planted there: never a hang
         if data is None:
@@ -150,6 +209,8 @@ def read_daemon(root: Path) -> dict[str, Any] | None:
     problem = address_problem(info)
     if problem is not None:
         log.warning("ignoring %s: %s", shown_path(daemon_file(root)), problem)
+        return None
+    if not serve_lock_held(root):  # left by a daemon that died, its pid given out again
         return None
     return info
 

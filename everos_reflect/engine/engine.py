@@ -10,6 +10,7 @@ start.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import logging
 import os
@@ -120,6 +121,35 @@ def overlay_ome(defaults: Mapping[str, Mapping[str, Any]],
 
 def lock_path(root: Path, name: str) -> Path:
     return Path(root) / ".index" / "locks" / f"strategy-{name}.lock"
+
+
+def run_lock_held(root: Path, name: str) -> bool:
+    """Whether a run of strategy ``name`` holds its :func:`lock_path` now: every run holds it
+    from before its record is started to after the record is ended. A ``running`` record
+    whose pid is alive is no proof: a run killed with ``kill -9`` leaves its record, and once
+    the OS gives its pid to another process, that pid is alive. A lock that cannot be tested
+    is taken as held (the pid then decides, as before)."""
+    try:
+        fd = os.open(lock_path(root, name), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)  # shared, released at once
+    except OSError:  # BlockingIOError: held; any other error: cannot tell
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def _run_gone(root: Path, row: Mapping[str, Any]) -> bool:
+    """Is the process of a ``running`` record gone: no pid, a dead one, or a live one that
+    holds no run of the record's strategy (a reused pid, :func:`run_lock_held`)?"""
+    pid = row.get("pid")
+    return (pid is None or not _pid_alive(int(pid))
+            or not run_lock_held(root, str(row.get("strategy"))))
 
 
 class Engine:
@@ -487,11 +517,15 @@ class Engine:
         with self._mutex:
             mine = {a.run_id for a in self._active.values()}
         stale = []
-        for run_id, pid in rows:
+        for run_id, pid, strategy in rows:
             dead = pid is None or not _pid_alive(pid) or (pid == os.getpid() and run_id not in
                                                          mine)
+            reused = False
+            if not dead and run_id not in mine:  # a live pid may be another's (reused)
+                dead = reused = not run_lock_held(self.runtime.root, strategy)
             if dead:
-                self._abandon(run_id, f"process {pid} ended before the run finished")
+                self._abandon(run_id, f"process {pid} ended before the run finished" + (
+                    " (its pid is now another process's)" if reused else ""))
                 stale.append(run_id)
         if stale:
             log.warning("marked %d interrupted run(s) abandoned: %s", len(stale), ", ".join(stale))
@@ -536,8 +570,7 @@ def list_runs(
         return []
     rows = runs.newest(runtime.db(), limit=limit, strategy=strategy)
     for row in rows:
-        pid = row.get("pid")
-        if row.get("status") == "running" and (pid is None or not _pid_alive(int(pid))):
+        if row.get("status") == "running" and _run_gone(runtime.root, row):
             row["process_gone"] = True
     return rows
 

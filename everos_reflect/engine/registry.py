@@ -360,14 +360,26 @@ def get_strategy(name: str) -> Strategy:
         raise UnknownStrategy(f"unknown strategy {quoted_value(name)} (known: {known})") from None
 
 
+#: The largest whole number any strategy setting takes (a trillion: far past any count of
+#: clusters, calls, records or tokens one run sees, so "no limit" is still writable). TOML
+#: parsers accept integers of any size: ``max_clusters_per_run = 99999999999999999999`` was
+#: valid, then a fleet's work estimate failed on SQLite's "Python int too large to convert
+#: to SQLite INTEGER", naming no setting; a float key given 10**400 raised OverflowError out
+#: of the validation itself.
+MAX_SETTING_INT = 10**12
+
+
 def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
     """Type-check one value as TOML gives it; ints are accepted where floats are expected."""
     if value is None:
         return None, "must not be empty"
-    if spec.type is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
     if spec.type is not bool and isinstance(value, bool):
         return value, f"must be {spec.type.__name__}, got a boolean"
+    if spec.type in (int, float) and isinstance(value, int) and abs(value) > MAX_SETTING_INT:
+        bound = f"at most {MAX_SETTING_INT:,}" if value > 0 else f"at least {-MAX_SETTING_INT:,}"
+        return value, f"must be {bound}, got {quoted_value(value)}"
+    if spec.type is float and isinstance(value, int):
+        value = float(value)
     if not isinstance(value, spec.type):
         return value, (f"must be {spec.type.__name__}, got {type(value).__name__} "
                        f"{quoted_value(value)}")

@@ -21,6 +21,7 @@ from apscheduler.triggers.combining import OrTrigger
 from apscheduler.triggers.cron import CronTrigger as _APCron
 
 from everos_reflect.model import quoted_value
+from everos_reflect.settings import is_iana_zone
 
 _MACROS = {
     "@yearly": "0 0 1 1 *",
@@ -96,10 +97,14 @@ def time_zone(tz: str) -> ZoneInfo:
     config validation caught it, but a trigger or scheduler given the name another way
     (a library caller, fleet) let it escape as a traceback."""
     try:
-        return ZoneInfo(tz)
+        zone = ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError, OSError) as exc:
         raise ValueError(f"unknown timezone {quoted_value(tz)} (use an IANA name such as "
                          "'UTC' or 'Europe/Paris')") from exc
+    if not is_iana_zone(tz):  # `localtime`: whatever zone the host is set to
+        raise ValueError(f"{quoted_value(tz)} is not an IANA timezone name (use one such as "
+                         "'UTC' or 'Europe/Paris')")
+    return zone
 
 
 #: The longest a DST change moves the clock (Antarctica/Troll: 2 h); a bound on how far a fire

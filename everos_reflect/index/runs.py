@@ -57,10 +57,10 @@ def abandon(conn: sqlite3.Connection, run_id: str, reason: str) -> None:
             "WHERE id = ? AND status = 'running'", (reason, utcnow_iso(), run_id))
 
 
-def running(conn: sqlite3.Connection) -> list[tuple[str, int | None]]:
-    """``(run id, pid)`` of every row still ``running``."""
-    return [(r[0], r[1]) for r in conn.execute(
-        "SELECT id, pid FROM runs WHERE status = 'running'")]
+def running(conn: sqlite3.Connection) -> list[tuple[str, int | None, str]]:
+    """``(run id, pid, strategy)`` of every row still ``running``."""
+    return [(r[0], r[1], r[2]) for r in conn.execute(
+        "SELECT id, pid, strategy FROM runs WHERE status = 'running'")]
 
 
 def _row(row: sqlite3.Row) -> dict[str, Any]:

@@ -37,9 +37,16 @@ How, without a word list:
   below). One sentence stays: the one with more detail the other lacks (ties: the later
   wording), dated when it was last said and crediting every source it stands for.
 - **Versions of one fact**: two sentences about the same subject (the sentence's leading name,
-  else the cluster's main person), said on different days, that are not restatements but are
+  else the cluster's main person: the name that opens most sentences of the members' texts,
+  never of their titles), said on different days, that are not restatements but are
   close — cosine ≥ ``version`` (0.75), or the same content words apart from numbers, negations
   and one changed word. The later one supersedes the earlier one, wherever else it was said.
+- **Changes told with a change verb** ("switched to", "moved to", "started working at", "now
+  ... instead": :data:`_CHANGE_RE`, English): "Ines plays the violin." / "Ines switched to the
+  cello." are versions when the new value's head word is of the kind of a word the earlier
+  sentence says (compared with the embedder, :meth:`ExtractiveLLM._replacements`); two changes
+  of one frame with a name for a name ("Moved to Lyon." / "Moved to Paris.") are versions
+  even told as past events.
 - **Holders**: a sentence opening with someone's something ("Mia's brother ...", "Andrew's
   dog Rex ...", "Her brother ..." of the main person) is about that, not about its owner:
   unless the other sentence talks about the same thing and the possessive one tells nothing
@@ -48,7 +55,9 @@ How, without a word list:
   neither a restatement nor a version of a sentence about the owner or about another of their
   things.
 - **Labelled notes**: "Job: barista." / "Job: accountant." (a label of at most three words,
-  a short value) are versions of the label's value, in any language.
+  a short value) are versions of the label's value, in any language; not under an English
+  generic, meal or time-slot label ("Note: buy milk." / "Note: call Ana.", "Dinner: pasta."
+  / "Dinner: curry.": :data:`_NOT_ONE_VALUE_LABELS`).
 - **What is not so now**: a question ("Is Nina still vegan?": any language), a sentence about
   an earlier time ("Nina was vegetarian as a teenager.") or a wish, plan or possibility
   ("Ravi wants to weigh 70 kg.", "Ben might sell his car."): the last two by small English
@@ -150,6 +159,15 @@ PARAPHRASE_COSINE = 0.78
 VERSION_COSINE = 0.75
 #: Without vectors: share of content words (numbers/negations aside) two versions must share.
 VERSION_OVERLAP = 0.5
+#: A sentence telling of a change ("Ines switched to the cello.") is a version of an earlier
+#: one about the same subject ("Ines plays the violin.", cosine 0.66) when the two sit at
+#: least this close and the new value's head word at least ``CHANGE_WORD`` close to a word
+#: of the earlier ("violin" / "cello" 0.68). Chosen on the calibration half of
+#: ``bench/fold_pairs.json``: the lowest values that write no calibration distinct pair as
+#: versions ("Kemal plays chess." / "Kemal switched to a standing desk.": 0.51;
+#: "teaches" / "school" 0.50, "drinks" / "milk" 0.54 as words).
+CHANGE_COSINE = 0.55
+CHANGE_WORD = 0.5
 #: A swapped value is a few words for a few ("bus" → "bicycle", "food bank" → "animal
 #: shelter"); a rewording ("daily" → "every single day") changes more.
 SWAP_WORDS = 2
@@ -206,6 +224,9 @@ class _Sentence:
     wish: bool = field(init=False)
     #: tells of an event in the simple past (:func:`_past_event`)
     past: bool = field(init=False)
+    #: tells of a change to a new state ("switched to the cello"): the new value's head word,
+    #: else None (:data:`_CHANGE_RE`, :func:`_changed_to`)
+    change: str | None = field(init=False)
 
     def __post_init__(self) -> None:
         words = [w.lower().replace("'", "") for w in _WORD_RE.findall(self.text)]
@@ -217,6 +238,8 @@ class _Sentence:
         self.question = self.text.rstrip().endswith(("?", "？"))
         self.wish = _NOT_SO_RE.search(self.text) is not None
         self.past = _past_event(self)  # once per sentence, not per pair compared
+        self.change = (None if self.question or self.wish or self.then
+                       else _changed_to(self.text))
 
     @property
     def stems(self) -> frozenset[str]:
@@ -261,8 +284,10 @@ class ExtractiveLLM:
 
     def merge(self, req: MergeRequest) -> MergeResult:
         members = req.chronological()
-        main_entity = _main_entity(f"{m.subject}. {m.content}"
-                                   for m in [*members, *([req.existing] if req.existing else [])])
+        # what the members say, not their titles: a title's first word ("Move: Settling in",
+        # "Notes") opened more "sentences" than the person did and was taken for them
+        main_entity = _main_entity([*(m.content for m in members), *(
+            ["\n\n".join(plain_sentences(req.existing.content))] if req.existing else [])])
         sentences: list[_Sentence] = []
         if req.mode == "update" and req.existing is not None:
             sentences.extend(_narrative_sentences(req.existing, main_entity))
@@ -275,7 +300,8 @@ class ExtractiveLLM:
             s.vector = i
         sims = self._similarities(sentences)
         kept = _fold_restatements(sentences, sims, self.paraphrase)
-        current = _current_versions(kept, sims, self.version, self.paraphrase)
+        replaced = self._replacements(kept, sims)
+        current = _current_versions(kept, sims, self.version, self.paraphrase, replaced)
         content, provenance = _render(kept, current, english=english)
         if sims is not None:
             # topic paragraphs repeat a day's date in each topic it touched: worth it only
@@ -295,6 +321,38 @@ class ExtractiveLLM:
             return None
         vectors = np.asarray(self.embedder.embed([s.text for s in sentences]), dtype=np.float32)
         return vectors @ vectors.T
+
+    def _replacements(self, kept: Sequence[_Sentence],
+                      sims: np.ndarray | None) -> frozenset[tuple[int, int]]:
+        """``(old, new)`` rows of the similarity matrix where ``new`` tells of a change to a
+        value of the kind of a word of ``old``: "Ines plays the violin." / "Ines switched to
+        the cello." ("violin" / "cello", cosine 0.68 as words, while the sentences sit at
+        0.66, below the version threshold). Both sentences close (``CHANGE_COSINE``) and the
+        new value's head word close to a word ``old`` says and ``new`` does not
+        (``CHANGE_WORD``): "Ines plays the violin." / "Ines switched to a new violin
+        teacher." is no change ("teacher" is no instrument). Only the few words of such
+        pairs are embedded."""
+        if sims is None or self.embedder is None:
+            return frozenset()
+        pairs: list[tuple[_Sentence, _Sentence, list[str]]] = []
+        for new in kept:
+            if new.change is None:
+                continue
+            for old in kept:
+                if (old.day < new.day and old.subject == new.subject
+                        and _similar(old, new, sims) >= CHANGE_COSINE):
+                    words = _replaced_words(old, new)
+                    if words:
+                        pairs.append((old, new, words))
+        if not pairs:
+            return frozenset()
+        vocab = sorted({w for _, new, words in pairs for w in [new.change or "", *words]})
+        vectors = np.asarray(self.embedder.embed(vocab), dtype=np.float32)
+        row = {w: i for i, w in enumerate(vocab)}
+        return frozenset(
+            (old.vector, new.vector) for old, new, words in pairs
+            if max(float(vectors[row[new.change or ""]] @ vectors[row[w]]) for w in words)
+            >= CHANGE_WORD)
 
     def run_task(self, name: str, req: TaskRequest) -> TaskResult:
         """Merge and facts as above; other tasks only where an honest offline method exists
@@ -812,10 +870,12 @@ def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
     is another form of a word of the other side (:func:`_word_forms`), no value was
     replaced.
 
-    Most content words shared, or the one word or two replaced in place: a short sentence
-    shares little but its frame ("Leah is vegetarian." → "Leah is vegan.", "Omar is a
-    nurse." → "Omar is a family doctor."), and a fold would drop the change."""
-    if new.day == old.day or old.subject != new.subject:
+    Most content words shared in the same order (:func:`_same_order`: "Ben rides his bike to
+    school." / "Ben cycles to school on his bike." is a rewording), or the one word or two
+    replaced in place: a short sentence shares little but its frame ("Leah is vegetarian."
+    → "Leah is vegan.", "Omar is a nurse." → "Omar is a family doctor."), and a fold would
+    drop the change."""
+    if new.day == old.day or old.subject != new.subject or _same_change(old, new):
         return False
     x, y = _specifics(old), _specifics(new)
     if x - y and y - x:  # a name or number replaced by another
@@ -823,7 +883,8 @@ def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
     a, b = old.stems, new.stems
     gone, added = a - b, b - a
     if not (0 < len(gone) <= SWAP_WORDS and 0 < len(added) <= SWAP_WORDS
-            and (len(a & b) / len(a | b) >= VERSION_OVERLAP or _in_place(old, new))):
+            and ((len(a & b) / len(a | b) >= VERSION_OVERLAP and _same_order(old, new))
+                 or _in_place(old, new))):
         return False
     return not (_word_forms(gone, added) or _word_forms(added, gone))
 
@@ -837,6 +898,18 @@ def _in_place(old: _Sentence, new: _Sentence) -> bool:
     return (len(changed) == 1 and changed[0][0] == "replace"
             and changed[0][2] - changed[0][1] <= SWAP_WORDS
             and changed[0][4] - changed[0][3] <= SWAP_WORDS)
+
+
+def _same_order(old: _Sentence, new: _Sentence) -> bool:
+    """Do the content words ``old`` and ``new`` share come in the same order in both? A
+    phrase moved to the front ("Theo takes a pottery class on Tuesdays." / "On Tuesdays Theo
+    goes to a pottery class.") is a rewording, not a frame with a value swapped."""
+    x, y = _content_sequence(old), _content_sequence(new)
+    shared = set(x) & set(y)
+    x, y = [w for w in x if w in shared], [w for w in y if w in shared]
+    matched = sum(b.size for b in SequenceMatcher(None, x, y, autojunk=False)
+                  .get_matching_blocks())
+    return matched == min(len(x), len(y))
 
 
 def _content_sequence(s: _Sentence) -> list[str]:
@@ -874,7 +947,8 @@ def _specifics(s: _Sentence) -> frozenset[str]:
 
 
 def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: float,
-              paraphrase: float = 1.0) -> bool:
+              paraphrase: float = 1.0,
+              replaced: frozenset[tuple[int, int]] = frozenset()) -> bool:
     """Is ``new`` a later version of the fact ``old`` states (same subject, close meaning)?
 
     Also when the pair is close enough to be a restatement (cosine ≥ ``paraphrase``) but
@@ -886,14 +960,24 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     for a wish or a plan said after a fact ("Ravi weighs 80 kg." / "Ravi wants to weigh 70
     kg."): what someone wants is not what is so; nor for two events told in the past
     ("Ivo bought a new phone." / "Ivo bought a new laptop.", :func:`_past_event`) unless one
-    negates the other ("The test passed." / "The test did not pass.")."""
+    negates the other ("The test passed." / "The test did not pass.") or both tell of a
+    change of one frame, its value replaced ("Moved to Lyon." / "Moved to Paris.", "Mia
+    switched to Proton Mail." / "Mia switched back to Gmail.": a name for a name in place,
+    :func:`_in_place`; "Switched to decaf." / "Switched to night shifts." are two changes).
+
+    ``replaced``: pairs of rows where ``new`` tells of a change to a value of the kind of a
+    word of ``old`` (:meth:`ExtractiveLLM._replacements`): versions below the threshold."""
+    changes = old.change is not None and new.change is not None
     if (new.day <= old.day or old.subject != new.subject or _other_holder(old, new)
             or (new.then and not old.then) or (new.wish and not old.wish)
             or old.question or new.question
-            or (old.past and new.past and not _flips(old, new))):
+            or (old.past and new.past and not _flips(old, new) and not changes)):
         return False
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
+        return True
+    if (old.vector, new.vector) in replaced or (changes and _in_place(old, new)
+                                                 and _swaps_name(old, new)):
         return True
     a, b = old.stems, new.stems
     return bool(a and b) and (len(a & b) / len(a | b) >= VERSION_OVERLAP or _flips(old, new)
@@ -910,14 +994,31 @@ def _relabels(old: _Sentence, new: _Sentence) -> bool:
     "Job: accountant.", "Bank: Monzo." → "Bank: Revolut.")? The label names what holds the
     value, so a new value is its new version, however far apart the two values' meanings sit
     (0.5–0.7 for such pairs, below the version threshold). Structure, not words: any language.
-    What it costs: a label of repeated events ("Dinner: pasta." / "Dinner: curry.") is
-    written as versions too (the latest dinner as the current state; nothing lost). A value
-    must read as one (:func:`_a_value`), not as a sentence under a generic label."""
+    A value must read as one (:func:`_a_value`), not as a sentence under a generic label,
+    and the label must name an attribute, not a list of things to do or a meal or time slot
+    that comes round again (:data:`_NOT_ONE_VALUE_LABELS`: "Note: buy milk." / "Note: call
+    Ana.", "Dinner: pasta." / "Dinner: curry." are two notes, each true). What it costs: a
+    label of other repeated events ("Call: Mum." / "Call: Dad.") is still written as versions
+    (the latest as the current state; nothing lost)."""
     x, y = _LABELLED_RE.match(old.text), _LABELLED_RE.match(new.text)
     if x is None or y is None or not (_a_value(x.group(2)) and _a_value(y.group(2))):
         return False
-    same_label = " ".join(x.group(1).lower().split()) == " ".join(y.group(1).lower().split())
-    return same_label and x.group(2).lower() != y.group(2).lower()
+    label = " ".join(x.group(1).lower().split())
+    return (label == " ".join(y.group(1).lower().split()) and label not in _NOT_ONE_VALUE_LABELS
+            and x.group(2).lower() != y.group(2).lower())
+
+
+#: English labels of a note that hold no one attribute's value: a generic note ("Note: buy
+#: milk.", "Todo: fix bike."), a meal ("Dinner: pasta.") or a time slot ("Today: gym.",
+#: "Monday: dentist."). Two such notes are two things, each true, not a value and its newer
+#: version. A whole label only: "Lunch spot: Café Rio." names an attribute. Other languages
+#: match nothing here and keep the label rule as it was.
+_NOT_ONE_VALUE_LABELS = _wordset(
+    "note notes todo to-do reminder idea update question task memo ps nb fyi thought tip "
+    "breakfast brunch lunch dinner supper snack dessert meal today tonight tomorrow yesterday "
+    "morning afternoon evening weekend monday tuesday wednesday thursday friday saturday "
+    "sunday") | {"to do", "note to self", "this morning", "this afternoon", "this evening",
+                 "this week", "this weekend", "next week"}
 
 
 #: Words of a labelled note's value at most: "Tesla Model 3.", "Dr Shah.", "40k."
@@ -928,9 +1029,68 @@ def _a_value(text: str) -> bool:
     """Is ``text`` (what follows a label's colon) a value, not a sentence? At most
     :data:`LABEL_VALUE_WORDS` words, none a function word: "Update: Tom moved to Paris.",
     "Note: call the bank." carry a sentence under a generic label, two facts, not one
-    attribute's versions. What is not told apart: "Note: buy milk." / "Note: call Ana."."""
+    attribute's versions ("Note: buy milk." / "Note: call Ana.": see
+    :data:`_NOT_ONE_VALUE_LABELS`)."""
     words = [w.lower() for w in _WORD_RE.findall(text)]
     return 0 < len(words) <= LABEL_VALUE_WORDS and not any(w in STOPWORDS for w in words)
+
+
+#: English phrases of a change to a new state, the new value after them: "switched to",
+#: "changed to", "moved (back) to/into", "started working at", "replaced ... with", "swapped
+#: ... for", "now ... instead". Such a sentence says that what held before no longer does.
+#: Other languages match nothing here. Not "moved the sofa to", "switched off the lights",
+#: "started working on a novel".
+_CHANGE_RE = re.compile(
+    r"\b(?:(?:switched|changed|moved|converted) (?:back |over |up |down )?(?:to|into)"
+    r"|started (?:working|teaching|studying) (?:at|for)|replaced\b.+?\bwith"
+    r"|swapped\b.+?\bfor|now(?=\b.*\binstead\b))\b", re.IGNORECASE)
+
+
+def _changed_to(text: str) -> str | None:
+    """The head word of the value ``text`` tells a change to, lower-cased: the last word of
+    the first run of content words after the change phrase ("switched to the cello" →
+    "cello", "switched to a cheaper phone plan" → "plan", "now uses Proton Mail instead" →
+    "mail"); None when ``text`` tells of no change (:data:`_CHANGE_RE`)."""
+    m = _CHANGE_RE.search(text)
+    if m is None:
+        return None
+    run: list[str] = []
+    for word in _WORD_RE.findall(text[m.end():]):
+        lower = word.lower().replace("'", "")
+        if lower in STOPWORDS or lower in NEGATIONS or lower == "instead":
+            if run:
+                break
+            continue
+        run.append(lower)
+    return run[-1] if run else None
+
+
+def _replaced_words(old: _Sentence, new: _Sentence) -> list[str]:
+    """Words of ``old`` the change ``new`` tells of may have replaced: its content words
+    (as written, lower-cased) that ``new`` does not say, its subject aside."""
+    said = {w.lower() for w in _WORD_RE.findall(new.text)}
+    return sorted({w for w in (w.lower() for w in _WORD_RE.findall(old.text))
+                   if w not in STOPWORDS and w not in NEGATIONS and w not in said
+                   and w != (old.subject or "") and not w.isdigit()})
+
+
+def _same_change(old: _Sentence, new: _Sentence) -> bool:
+    """Do ``old`` and ``new`` tell of one change in other change words ("Kemal switched to
+    night shifts." / "Kemal changed to night shifts.": all else the same)? A restatement,
+    not a value swapped."""
+    if old.change is None or new.change is None:
+        return False
+
+    def rest(s: _Sentence) -> list[str]:
+        return [w.lower() for w in _WORD_RE.findall(_CHANGE_RE.sub(" ", s.text))]
+
+    return rest(old) == rest(new)
+
+
+def _swaps_name(old: _Sentence, new: _Sentence) -> bool:
+    """Does each of ``old`` and ``new`` hold a name the other lacks ("Lyon" / "Paris")?"""
+    x, y = _specifics(old), _specifics(new)
+    return bool(x - y and y - x)
 
 
 #: English past forms that do not end in "-ed" (:func:`_past_event`).
@@ -947,10 +1107,11 @@ def _past_event(s: _Sentence) -> bool:
     and nothing of now (:data:`_NOW_RE`), no question, no wish? Two such sentences are two
     events, each true, not a fact and its newer version: "Andrew met Tom for lunch." /
     "Andrew met Lisa for lunch.", "Sam started learning the cello." / "Sam took up the
-    cello." were written as versions (a change claimed that never happened). What it costs:
-    a change told only as events ("Mia switched to Proton Mail." / "Mia switched back to
-    Gmail.") is no version either (both stay, in time order). English only; other languages
-    are as before."""
+    cello." were written as versions (a change claimed that never happened). Two changes
+    ("Mia switched to Proton Mail." / "Mia switched back to Gmail.", :data:`_CHANGE_RE`) may
+    still be versions (:func:`_versions`); other changes told only as events ("Sue dyed her
+    hair red." / "Sue dyed her hair blue.") are not (both stay, in time order). English only;
+    other languages are as before."""
     if s.question or s.wish or _NOW_RE.search(s.text):
         return False
     words = _WORD_RE.findall(s.text)
@@ -976,7 +1137,8 @@ def _flips(old: _Sentence, new: _Sentence) -> bool:
 
 
 def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
-                      version: float, paraphrase: float = 1.0) -> list[_Sentence]:
+                      version: float, paraphrase: float = 1.0,
+                      replaced: frozenset[tuple[int, int]] = frozenset()) -> list[_Sentence]:
     """The latest version of every fact that changed.
 
     Versions link pairs of sentences; a fact is a connected group of them (A → B → back to A
@@ -992,7 +1154,7 @@ def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
 
     for i, old in enumerate(kept):
         for j, new in enumerate(kept):
-            if i != j and _versions(old, new, sims, version, paraphrase):
+            if i != j and _versions(old, new, sims, version, paraphrase, replaced):
                 parent[root(j)] = root(i)
     groups: dict[int, list[int]] = {}
     for i in range(len(kept)):

@@ -167,7 +167,9 @@ class Numbering:
         """
         if not isinstance(numbers, list):
             raise InvalidReply(f"{what!r} must be a list of record numbers")
-        ids: list[str] = []
+        # a dict finds a repeat at once: a reply repeating [1..1000] through 16 MB (4 million
+        # numbers) took 40 s in a list look-up per number, per call and per retry
+        ids: dict[str, None] = {}
         for value in numbers:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise InvalidReply(f"{quoted_value(what)} holds {quoted_value(value)}, not a "
@@ -176,10 +178,8 @@ class Numbering:
                 raise InvalidReply(
                     f"{what!r} cites [{value}] but only [1]..[{len(self.records)}] were shown"
                 )
-            rid = self.records[value - 1].id
-            if rid not in ids:
-                ids.append(rid)
-        return ids
+            ids.setdefault(self.records[value - 1].id)
+        return list(ids)
 
 
 # -- tasks -----------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime, timedelta, timezone
 from itertools import islice
 from typing import Any, NamedTuple
@@ -238,11 +238,25 @@ def _check_keys(node: yaml.MappingNode) -> None:
     for key, _ in node.value:
         if not isinstance(key, yaml.ScalarNode):
             continue
-        if (key.tag, key.value) in seen:
+        if _key_identity(key) in seen:
             raise YamlBoundError(key.start_mark.line,
                                  f"key {quoted_value(key.value)} is written twice in one "
                                  "mapping; keep one")
-        seen.add((key.tag, key.value))
+        seen.add(_key_identity(key))
+
+
+_STR_TAG = "tag:yaml.org,2002:str"
+
+
+def _key_identity(key: yaml.ScalarNode) -> tuple[str, str]:
+    """A scalar key as the mapping will hold it: ``on`` and ``'on'`` are both the text "on"
+    (:data:`_DECIMAL_RE`), so one silently replaced the other."""
+    tag, text = key.tag, key.value
+    if ((tag == "tag:yaml.org,2002:int" and not _DECIMAL_RE.fullmatch(text))
+            or (tag == "tag:yaml.org,2002:bool" and text not in _BOOL_WORDS)
+            or (tag == "tag:yaml.org,2002:float" and ("_" in text or ":" in text))):
+        tag = _STR_TAG
+    return tag, text
 
 
 #: Characters of one YAML integer (any base, ``_`` and ``:`` included). Hex, octal, binary
@@ -253,12 +267,34 @@ def _check_keys(node: yaml.MappingNode) -> None:
 MAX_YAML_INT_CHARS = 1000
 
 
-def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> int:
+#: The only integers and booleans read as such: plain decimal, ``true``/``false`` (YAML 1.2's
+#: JSON forms). PyYAML reads YAML 1.1, where ``importance: 010`` is 8 (octal), ``1_0`` is 10,
+#: ``1:20`` is 80 (base 60), ``0x0a`` is 10 and ``yes``/``no``/``on``/``off`` are booleans:
+#: a person's value silently became another. Any other form is kept as the text written, so a
+#: key that needs a number names it in lint (``importance '010' is not ...``) and a text key
+#: (``session_id: 0123``) reads as written.
+_DECIMAL_RE = re.compile(r"[-+]?(?:0|[1-9][0-9]*)")
+_BOOL_WORDS = {"true": True, "True": True, "TRUE": True,
+               "false": False, "False": False, "FALSE": False}
+
+
+def _construct_int(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> Any:
     if len(node.value) > MAX_YAML_INT_CHARS:
         raise YamlBoundError(node.start_mark.line, f"a number of {len(node.value):,} "
                              f"characters (at most {MAX_YAML_INT_CHARS:,})")
-    value: int = loader.construct_yaml_int(node)
-    return value
+    if not _DECIMAL_RE.fullmatch(node.value):
+        return node.value
+    return int(node.value)
+
+
+def _construct_bool(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> Any:
+    return _BOOL_WORDS.get(node.value, node.value)
+
+
+def _construct_float(loader: yaml.constructor.SafeConstructor, node: yaml.ScalarNode) -> Any:
+    if "_" in node.value or ":" in node.value:  # 1_0.5, base-60 1:20.5: YAML 1.1 only
+        return node.value
+    return loader.construct_yaml_float(node)
 
 
 def _construct_timestamp(loader: yaml.constructor.SafeConstructor,
@@ -276,11 +312,14 @@ def _construct_timestamp(loader: yaml.constructor.SafeConstructor,
 
 
 class _BoundedLoader(_Loader):  # type: ignore[misc, valid-type]
-    """:data:`_Loader` with integers bounded (:data:`MAX_YAML_INT_CHARS`) and impossible
-    timestamps named."""
+    """:data:`_Loader` with integers bounded (:data:`MAX_YAML_INT_CHARS`), only decimal
+    integers and ``true``/``false`` read as numbers and booleans (:data:`_DECIMAL_RE`) and
+    impossible timestamps named."""
 
 
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
 
 
@@ -1066,7 +1105,12 @@ class _Parser:
             return None
 
         sections = self._sections(entry_id, lines[meta_end + 1 : last], first + meta_end + 1)
-        self._check(log, eid, meta, sections, line_no)
+        def key_line(key: str) -> int:
+            written = re.compile(rf"^(['\"]?){re.escape(key)}\1[ \t]*:")
+            return next((first + m + 1 for m in range(k + 1, meta_end)
+                         if written.match(lines[m])), line_no)
+
+        self._check(log, eid, meta, sections, line_no, key_line)
         if _HIDDEN_IN_BLOCK_RE.search(block):
             self._hidden(entry_id, lines, first)
         return Entry(entry_id, eid.kind, meta, sections, line=line_no, raw=bare(block))
@@ -1124,9 +1168,11 @@ class _Parser:
         return sections
 
     def _check(
-        self, log: DailyLog, eid: EntryId, meta: dict[str, Any], sections: dict[str, str], line: int
+        self, log: DailyLog, eid: EntryId, meta: dict[str, Any], sections: dict[str, str],
+        line: int, key_line: Callable[[str], int],
     ) -> None:
-        """Problems worth telling a person about that do not stop indexing."""
+        """Problems worth telling a person about that do not stop indexing (``key_line``: the
+        1-based line of a metadata key, for a problem with its value)."""
         ts = meta["timestamp"]
         read = parse_timestamp(ts)
         if read is not None and _date_only(ts):
@@ -1183,10 +1229,11 @@ class _Parser:
         if "importance" in meta:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
-                self.report(line, f"entry {eid}: importance {quoted_value(value)} is not 1-10",
-                            "warning")
-        for problem in _choice_problems(eid.kind, meta):
-            self.report(line, f"entry {eid}: {problem}", "warning")
+                self.report(key_line("importance"), f"entry {eid}: importance "
+                            f"{quoted_value(value)} is not a whole number 1-10 written in "
+                            "decimal (not read: scored as if absent)", "warning")
+        for key, problem in _choice_problems(eid.kind, meta):
+            self.report(key_line(key), f"entry {eid}: {problem}", "warning")
         long_subject = subject_length_problem(sections.get("Subject", ""))
         if long_subject is not None:
             # kept, read and indexed as written: refusing it would lose the entry
@@ -1221,35 +1268,38 @@ STATUSES: dict[Kind, tuple[str, ...]] = {
 }
 
 
-def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[str]:
+def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[tuple[str, str]]:
     """A derived record's or task's enumerated keys holding a value no reader takes: its
     ``status``, a lesson's ``lesson_type`` (anything but ``avoid`` read as ``do``: an
     "avoid" lesson with a typo was served as one to follow) and ``confirmations``, a task's
-    ``outcome`` (read as unknown: the task counts as neither a success nor a failure)."""
+    ``outcome`` (read as unknown: the task counts as neither a success nor a failure).
+    Each as (key, problem), reported on the key's line."""
     if kind not in STATUSES and kind is not Kind.TASK:
         return []  # an Episode or fact: none of these keys is read
     from everos_reflect.procedural.lessons import LESSON_TYPES
     from everos_reflect.procedural.tasks import OUTCOMES
 
-    found = []
+    found: list[tuple[str, str]] = []
     status = meta.get("status")
     if kind in STATUSES and status is not None and str(status).strip() not in STATUSES[kind]:
-        found.append(f"status {quoted_value(status)} is not one of {', '.join(STATUSES[kind])} "
-                     "(write one of them)")
+        found.append(("status", f"status {quoted_value(status)} is not one of "
+                      f"{', '.join(STATUSES[kind])} (write one of them)"))
     if kind is Kind.LESSON:
         kept = meta.get("lesson_type")
         if kept is not None and str(kept).strip().lower() not in LESSON_TYPES:
-            found.append(f"lesson_type {quoted_value(kept)} is not do or avoid (read as do)")
+            found.append(("lesson_type",
+                          f"lesson_type {quoted_value(kept)} is not do or avoid (read as do)"))
         count = meta.get("confirmations")
         if count is not None and (isinstance(count, bool) or not isinstance(count, int)
                                   or count < 0):
-            found.append(f"confirmations {quoted_value(count)} is not a whole number of 0 or "
-                         "more")
+            found.append(("confirmations", f"confirmations {quoted_value(count)} is not a whole "
+                          "number of 0 or more"))
     if kind is Kind.TASK:
         outcome = meta.get("outcome")
         if outcome is not None and str(outcome).strip().lower() not in OUTCOMES:
-            found.append(f"outcome {quoted_value(outcome)} is not one of {', '.join(OUTCOMES)} "
-                         "(read as unknown: neither a success nor a failure to learn from)")
+            found.append(("outcome", f"outcome {quoted_value(outcome)} is not one of "
+                          f"{', '.join(OUTCOMES)} (read as unknown: neither a success nor a "
+                          "failure to learn from)"))
     return found
 
 
@@ -1277,10 +1327,11 @@ def _id_list_shape(value: object) -> str:
 
 
 #: Metadata whose value is text a person may well write bare, and YAML reads as something
-#: else: ``session_id: 0123`` is the number 83 (octal), ``1:20`` is 80 (base 60), ``yes`` is
-#: True, ``2026-10-12`` a date. Such a value is shown and searched as what YAML made of it
-#: ("83", "True"), with no word to say so; a warning names it. A list or mapping there is
-#: no one value: it is read as absent (:func:`~everos_reflect.model.meta_text`), and named.
+#: else: ``session_id: 123`` is a number, ``true`` a bool, ``2026-10-12`` a date (``0123``,
+#: ``1:20`` and ``yes`` stay text: :data:`_DECIMAL_RE`). Such a value is shown and searched
+#: as what YAML made of it ("True"), with no word to say so; a warning names it. A list or
+#: mapping there is no one value: it is read as absent (:func:`~everos_reflect.model.meta_text`),
+#: and named.
 TEXT_KEYS = ("session_id", "parent_id", "task_type")
 
 #: The id lists of a derived record (SPEC §10). A hand edit that makes one a mapping

@@ -14,6 +14,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager, suppress
@@ -200,19 +201,28 @@ class MarkdownStore:
         return real == self._real_root or real.startswith(self._real_root + os.sep)
 
     def iter_users(self, outside: list[str] | None = None,
-                   invalid: list[tuple[str, str]] | None = None) -> Iterator[UserRef]:
+                   invalid: list[tuple[str, str]] | None = None,
+                   irregular: list[str] | None = None) -> Iterator[UserRef]:
         """Every user with a folder under the root, sorted; folders with unsafe names skipped
         (``(folder, why)`` appended to ``invalid`` when given: such a user's logs are never
         read, which ``lint`` must say), and so are symlinked folders that lead outside the root
-        (their paths are appended to ``outside`` when given, for ``lint`` to report)."""
+        (their paths are appended to ``outside`` when given, for ``lint`` to report).
+        ``irregular``, when given, gets what stands where a project, ``users`` or user folder
+        goes but is no folder (a file, a FIFO): nothing under it is read."""
         if not self.root.is_dir():
             return
         found = []
         for app in self._subdirs(self.root, outside):
+            if irregular is not None:
+                irregular.extend(self._not_folders(app.path))
             for project in self._subdirs(app, outside):
                 users = Path(project.path) / "users"
+                if irregular is not None and users.exists() and not users.is_dir():
+                    irregular.append(self._label(users))
                 if not users.is_dir() or self._escapes(users, outside):
                     continue
+                if irregular is not None:
+                    irregular.extend(self._not_folders(users))
                 for user in self._subdirs(users, outside):
                     try:
                         found.append(UserRef(app.name, project.name, user.name))
@@ -240,7 +250,7 @@ class MarkdownStore:
         log, like ``undo``, refuses to go on without it). ``misnamed``, when given, gets the
         Markdown files of a kind's folder that no reader opens (:meth:`_misnamed`)."""
         wanted = list(kinds) if kinds is not None else list(Kind)
-        for user in [ref] if ref is not None else self.iter_users(outside, invalid):
+        for user in [ref] if ref is not None else self.iter_users(outside, invalid, irregular):
             user_dir = self.user_dir(user)
             if ref is not None and user_dir.is_dir() and self.leaves_root(user_dir):
                 if outside is not None:
@@ -304,6 +314,17 @@ class MarkdownStore:
             except OSError:
                 continue
         return found
+
+    def _not_folders(self, folder: str | os.PathLike[str]) -> list[str]:
+        """What is in ``folder`` (not hidden) but no folder, nor a link to one: in an app or a
+        ``users`` folder, where only project or user folders go. A dangling link is left out,
+        as everywhere else."""
+        try:
+            entries = [e for e in os.scandir(folder) if not e.name.startswith(".")]
+        except OSError:
+            return []
+        return [self._label(Path(e.path)) for e in entries
+                if not _is_dir(e) and os.path.exists(e.path)]
 
     def _subdirs(self, folder: str | os.PathLike[str],
                  outside: list[str] | None) -> list[os.DirEntry[str]]:
@@ -491,19 +512,31 @@ class MarkdownStore:
     def lock(self, path: str | os.PathLike[str]) -> Iterator[None]:
         """Cross-process lock of one file (re-entrant within a thread)."""
         key = self._label(Path(path))
+        lock_file = self._lock_file(key)
         with self._locks_guard:
             lock = self._locks.get(key)
             if lock is None:
-                lock_file = self._lock_file(key)
-                lock_file.parent.mkdir(parents=True, exist_ok=True)
                 lock = self._locks[key] = FileLock(str(lock_file))
         try:
-            lock.acquire(timeout=self.lock_timeout)
+            self._acquire(lock, lock_file)
         except Timeout as exc:
             raise MarkdownError(key, 0, "timed out waiting for the file's write lock") from exc
         try:
             yield
         finally:
+            lock.release()
+
+    def _acquire(self, lock: FileLock, lock_file: Path) -> None:
+        """Take ``lock``, on the file at ``lock_file`` now: a failed write removes the lock
+        file it made (:meth:`_undone_if_failed`), and a writer that was waiting on it then
+        holds a file no other writer finds. It lets go and takes the new one."""
+        deadline = time.monotonic() + self.lock_timeout if self.lock_timeout >= 0 else None
+        while True:
+            lock_file.parent.mkdir(parents=True, exist_ok=True)
+            left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+            lock.acquire(timeout=left)
+            if lock.lock_counter > 1 or _held_at(lock, lock_file):
+                return
             lock.release()
 
     def _lock_file(self, key: str) -> Path:
@@ -912,7 +945,7 @@ class MarkdownStore:
         """Apply ``edit`` (current text or None if absent -> new text, or None to leave the file
         alone) under the file lock."""
         self._refused_unlocked(path, edit)
-        with self.lock(path):
+        with self._undone_if_failed([path]) as undo, self.lock(path), undo.locks_held():
             for _ in range(_EDIT_ATTEMPTS):
                 before, text = self._editable(path)
                 new_text = edit(text)
@@ -923,7 +956,22 @@ class MarkdownStore:
                     continue  # edited by hand meanwhile: redo the edit on the new text
                 _atomic_write(_write_target(path), data)
                 return
-        raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
+            raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
+
+    def _undone_if_failed(self, paths: Iterable[Path]) -> _MadeForWrite:
+        """What a write of ``paths`` is about to make (a new user's folders, the files' lock
+        files), removed again if the write fails: a full disk or an I/O error mid-``add``
+        left the new user's empty folders (listed as a user from then on) and
+        ``.index/locks/md-….lock`` in a root it did not change."""
+        folders: list[Path] = []
+        locks: list[Path] = []
+        for path in paths:
+            folders += _missing_folders(path.parent, self.root)
+            lock_file = self._lock_file(self._label(path))
+            if not lock_file.exists():
+                locks.append(lock_file)
+                folders += _missing_folders(lock_file.parent, self.root)
+        return _MadeForWrite(folders, locks)
 
     def _fits(self, path: Path, text: str) -> bytes:
         """``text`` encoded, or :class:`TooLarge` when it is over ``limits.max_file_bytes``: the
@@ -951,8 +999,10 @@ class MarkdownStore:
         for path, edit in edits.items():
             self._refused_unlocked(path, edit)
         with ExitStack() as stack:
+            undo = stack.enter_context(self._undone_if_failed(edits))
             for path in sorted(edits):
                 stack.enter_context(self.lock(path))
+            stack.enter_context(undo.locks_held())
             planned: dict[Path, tuple[bytes | None, bytes]] = {}
             for path, edit in edits.items():
                 before, text = self._editable(path)
@@ -1065,6 +1115,58 @@ def _fsync_dir(folder: Path) -> None:
         os.close(dir_fd)
 
 
+def _held_at(lock: FileLock, lock_file: Path) -> bool:
+    """Whether the file ``lock`` holds is the one at ``lock_file`` (True when filelock does
+    not say which it holds)."""
+    fd = getattr(getattr(lock, "_context", None), "lock_file_fd", None)
+    if not isinstance(fd, int):
+        return True
+    try:
+        return os.path.samestat(os.fstat(fd), os.stat(lock_file))
+    except OSError:
+        return False
+
+
+def _missing_folders(folder: Path, root: Path) -> list[Path]:
+    """``folder`` and its parents below ``root`` that do not exist, deepest first."""
+    missing: list[Path] = []
+    while folder != root and root in folder.parents and not folder.exists():
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+class _MadeForWrite:
+    """Context manager of :meth:`MarkdownStore._undone_if_failed`: on a failure, the lock
+    files it names are removed while still held (:meth:`locks_held`; a writer waiting on one
+    then finds it gone and takes a new one, :meth:`MarkdownStore.lock`), then the folders,
+    deepest first, each only if still empty (another writer may have put a file there)."""
+
+    def __init__(self, folders: list[Path], locks: list[Path]) -> None:
+        self.folders = sorted(set(folders), key=lambda p: len(p.parts), reverse=True)
+        self.locks = locks
+
+    def __enter__(self) -> _MadeForWrite:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, *rest: object) -> None:
+        if kind is None:
+            return
+        for folder in self.folders:
+            with suppress(OSError):
+                folder.rmdir()
+
+    @contextmanager
+    def locks_held(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException:
+            for lock_file in self.locks:
+                with suppress(OSError):
+                    lock_file.unlink()
+            raise
+
+
 def _write_target(path: Path) -> Path:
     """The file an atomic write of ``path`` replaces: a link that stays inside the root (the
     callers checked that) is written through, so the rename replaces its target, never the
@@ -1124,13 +1226,18 @@ def _staged_temp(item: tuple[Path, bytes]) -> Path | None:
 
 def _write_temp(path: Path, data: bytes) -> Path:
     """``.<name>.<random>.tmp`` beside ``path`` holding ``data``, fsynced."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
-    try:
-        # 0o666 lets the kernel apply the umask to a new file; an existing file keeps its mode.
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    except OSError as exc:
-        raise _naming(exc, path) from None
+    for attempt in range(3):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            # 0o666 lets the kernel apply the umask to a new file; an existing one keeps its mode.
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            break
+        except FileNotFoundError as exc:  # the folder just made, removed by a failed write
+            if attempt == 2:
+                raise _naming(exc, path) from None
+        except OSError as exc:
+            raise _naming(exc, path) from None
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)

@@ -1,0 +1,58 @@
+"""``rm -rf <root>/.index`` while ``serve`` runs (deleting the derived index is always safe)
+took the serve lock file with it, and a second ``serve`` of the root then started beside the
+running one: two watchers, two schedulers firing every cron job. The lock is on the root
+folder itself now, which deleting the index cannot remove."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from everos_reflect.engine.daemon import (
+    daemon_file,
+    hold_serve_lock,
+    note_serve_pid,
+    read_daemon,
+    serve_lock_held,
+)
+from everos_reflect.errors import EverosError
+
+
+def test_a_second_serve_is_refused_after_the_index_was_deleted(root: Path) -> None:
+    first = hold_serve_lock(root)
+    try:
+        shutil.rmtree(root / ".index")
+        assert serve_lock_held(root)
+        with pytest.raises(EverosError) as caught:
+            os.close(hold_serve_lock(root))
+        assert str(caught.value) == (f"another everos-reflect serve (pid not known yet) is "
+                                     f"starting on or serving {root}: one daemon serves a root")
+    finally:
+        os.close(first)
+    os.close(hold_serve_lock(root))  # the first one gone, the next one starts
+
+
+def test_the_daemon_rebuilding_its_index_is_named_again(root: Path) -> None:
+    first = hold_serve_lock(root)
+    try:
+        shutil.rmtree(root / ".index")
+        # what serve does once the watcher rebuilt the index
+        note_serve_pid(root)
+        info = {"pid": os.getppid(), "host": "127.0.0.1", "port": 8123, "root": str(root)}
+        daemon_file(root).write_text(json.dumps(info), "utf-8")
+        assert read_daemon(root) == info
+        with pytest.raises(EverosError) as caught:
+            os.close(hold_serve_lock(root))
+        assert str(caught.value) == (f"a daemon (pid {os.getppid()}) already serves {root} on "
+                                     "127.0.0.1:8123")
+    finally:
+        os.close(first)
+
+
+def test_a_root_that_is_gone_has_no_daemon(tmp_path: Path) -> None:
+    assert serve_lock_held(tmp_path / "nowhere") is False
+    assert read_daemon(tmp_path / "nowhere") is None
