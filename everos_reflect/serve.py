@@ -8,9 +8,9 @@ and stopped in reverse.
 
 The daemon advertises itself in ``<root>/.index/daemon.json`` (pid, host, port, started_at;
 removed at exit) so ``everos-reflect trigger`` can go through it instead of running a second
-copy of a strategy in-process. SIGTERM/SIGINT stop it cleanly: running strategies are asked to
-stop at their next safe point (``should_stop``), get a grace period, and anything still running
-is recorded as abandoned — each strategy's ``recover`` hook makes that safe.
+copy of a strategy in-process. SIGTERM/SIGINT/SIGHUP stop it cleanly: running strategies are
+asked to stop at their next safe point (``should_stop``), get a grace period, and anything
+still running is recorded as abandoned — each strategy's ``recover`` hook makes that safe.
 """
 
 from __future__ import annotations
@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 30.0
+
+#: The signals that stop the daemon cleanly (uvicorn handles the first two while it serves).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None) -> None:
@@ -103,16 +106,22 @@ def _serve(runtime: Runtime, host: str, port: int) -> None:
         """uvicorn re-raises the stop signal after its shutdown: absorbed, so the clean-up
         below runs (as is a second signal while cleaning up). One while the daemon still
         starts (watching a large root's folders takes seconds) stops it: absorbed too, it
-        was lost, and the daemon served on for good."""
+        was lost, and the daemon served on for good. SIGHUP (the terminal closed, an SSH
+        session dropped), which uvicorn leaves alone, stops it as SIGTERM does: it killed
+        the daemon on the spot, with no clean-up at all."""
         name = signal.Signals(sig).name
         if server.should_exit:
             log.info("received %s while stopping; finishing clean-up", name)
             return
-        log.info("received %s while starting; stopping", name)
+        log.info("received %s; stopping" if server.started else
+                 "received %s while starting; stopping", name)
         server.should_exit = True  # uvicorn, if it starts anyway, stops at once
         engine.request_stop()
 
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGINT)}
+    # a signal ignored from the start stays ignored: `nohup everos-reflect serve` outlives
+    # the terminal, as nohup promises
+    previous = {sig: signal.signal(sig, on_signal) for sig in STOP_SIGNALS
+                if signal.getsignal(sig) != signal.SIG_IGN}
     try:
         watcher.start()
         scheduler.start()

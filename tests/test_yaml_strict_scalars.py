@@ -84,3 +84,37 @@ def test_rewriting_a_records_metadata_keeps_valid_values_byte_for_byte() -> None
     assert "importance: '010'\n" in rewritten and "status: stale\n" in rewritten
     assert parse_log(rewritten, "u/.insights/insight-2026-10-20.md").entries[0].meta[
         "importance"] == "010"
+
+
+@pytest.mark.parametrize("first, second", [
+    ("true", "True"), ("1", "+1"), ("1", "1.0"), ("0", "-0"), ("true", "1"),
+    ("1", "'1'"), ("true", "'True'"), ("null", "'None'"), ("1.5", "'1.5'"),
+])
+def test_two_spellings_of_one_key_are_a_key_written_twice(first: str, second: str) -> None:
+    # both read as one key (True and True, 1 and 1.0, or the same text once the metadata's
+    # keys are read as text): the second silently replaced the first
+    value, problem = load_yaml(f"{first}: a\n{second}: b", 1)
+    assert value is None and problem is not None
+    assert problem[0] == 2 and "is written twice in one mapping" in problem[1]
+
+
+def test_keys_of_other_values_are_still_two_keys() -> None:
+    assert load_yaml("1: a\n01: b\n'on': c\n1.5: d\n'1.50': e", 1)[1] is None
+
+
+@pytest.mark.parametrize(("meta", "line"), [
+    (META + "session_id: 1.10\n", 12),  # read as 1.1: put it in quotes
+    (META + "parent_id: [a, b]\n", 12),  # no one value
+    (META.replace("parent_type: memcell", "parent_type: note"), 11),
+    (META.replace("+00:00", ""), 10),  # no UTC offset
+    (META.replace("T02:00:00+00:00", ""), 10),  # no time of day
+    (META.replace("owner_id: u", "owner_id: v"), 9),  # not the file's user
+])
+def test_a_problem_with_a_key_s_value_is_named_on_its_key_s_line(meta: str, line: int) -> None:
+    # these warnings were put on the entry's opening marker line (7), as status and
+    # confirmations were: a person looked for the value there
+    eid = "ep_20261012_0001"
+    text = (f"{HEAD}<!-- entry:{eid} -->\n---\n{meta}---\n## Subject\ns\n\n"
+            f"## Content\nc\n<!-- /entry:{eid} -->\n")
+    log = parse_log(text, "u/episodes/episode-2026-10-12.md")
+    assert [d.line for d in log.diagnostics] == [line], log.diagnostics

@@ -31,6 +31,7 @@ removes exactly one backslash from any line of the form ``\\`` + (``\\``)* + (``
 from __future__ import annotations
 
 import json
+import math
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -233,30 +234,47 @@ def _check_node(root: yaml.Node) -> None:
 def _check_keys(node: yaml.MappingNode) -> None:
     """Refuse a key written twice in one mapping. YAML forbids it, and PyYAML silently keeps
     the last value: a second ``deprecated_entries:`` block hid every archive of the first,
-    a second ``owner_id`` replaced the first without a word."""
-    seen: set[tuple[str, str]] = set()
+    a second ``owner_id`` replaced the first without a word. Two spellings of one key are one
+    key written twice (:func:`_key_identity`)."""
+    values: set[Any] = set()
+    texts: set[str] = set()
     for key, _ in node.value:
         if not isinstance(key, yaml.ScalarNode):
             continue
-        if _key_identity(key) in seen:
+        value = _key_identity(key)
+        if value in values or str(value) in texts:
             raise YamlBoundError(key.start_mark.line,
                                  f"key {quoted_value(key.value)} is written twice in one "
                                  "mapping; keep one")
-        seen.add(_key_identity(key))
+        values.add(value)
+        texts.add(str(value))
 
 
-_STR_TAG = "tag:yaml.org,2002:str"
+_FLOAT_WORDS = {".inf": math.inf, "+.inf": math.inf, "-.inf": -math.inf}
 
 
-def _key_identity(key: yaml.ScalarNode) -> tuple[str, str]:
-    """A scalar key as the mapping will hold it: ``on`` and ``'on'`` are both the text "on"
-    (:data:`_DECIMAL_RE`), so one silently replaced the other."""
+def _key_identity(key: yaml.ScalarNode) -> Any:
+    """A scalar key as the mapping will hold it, and as metadata reads it (as text): ``on``
+    and ``'on'`` are both the text "on" (:data:`_DECIMAL_RE`), ``true`` and ``True`` both
+    True, ``1``, ``+1`` and ``1.0`` all 1 (True too: a dict takes True and 1 for one key),
+    ``1`` and ``'1'`` both "1" once read as text: each pair held one key, the second's value
+    silently replacing the first's."""
     tag, text = key.tag, key.value
-    if ((tag == "tag:yaml.org,2002:int" and not _DECIMAL_RE.fullmatch(text))
-            or (tag == "tag:yaml.org,2002:bool" and text not in _BOOL_WORDS)
-            or (tag == "tag:yaml.org,2002:float" and ("_" in text or ":" in text))):
-        tag = _STR_TAG
-    return tag, text
+    if len(text) > MAX_YAML_INT_CHARS:  # refused as it is constructed, naming its size
+        return text
+    if tag == "tag:yaml.org,2002:int" and _DECIMAL_RE.fullmatch(text):
+        return int(text)
+    if tag == "tag:yaml.org,2002:bool" and text in _BOOL_WORDS:
+        return _BOOL_WORDS[text]
+    if tag == "tag:yaml.org,2002:null":
+        return None
+    if tag == "tag:yaml.org,2002:float" and "_" not in text and ":" not in text:
+        try:
+            number = _FLOAT_WORDS.get(text.lower()) or float(text)
+        except ValueError:  # .nan, or a form float() does not read: the text
+            return text
+        return int(number) if number.is_integer() else number
+    return text
 
 
 #: Characters of one YAML integer (any base, ``_`` and ``:`` included). Hex, octal, binary
@@ -1177,21 +1195,20 @@ class _Parser:
         read = parse_timestamp(ts)
         if read is not None and _date_only(ts):
             shown = repr(ts) if isinstance(ts, str) else ts.isoformat()
-            self.report(line, f"entry {eid}: timestamp {shown} has no time of day (read as "
-                        f"{format_timestamp(read)})", "warning")
+            self.report(key_line("timestamp"), f"entry {eid}: timestamp {shown} has no time of "
+                        f"day (read as {format_timestamp(read)})", "warning")
         elif isinstance(ts, str | datetime) and read is not None:
             raw_tz = ts.tzinfo if isinstance(ts, datetime) else None
             if isinstance(ts, str):
                 as_written = read_iso_timestamp(ts)
                 raw_tz = as_written.tzinfo if as_written is not None else None
             if raw_tz is None:
-                self.report(
-                    line, f"entry {eid}: timestamp has no UTC offset (read as UTC)", "warning"
-                )
+                self.report(key_line("timestamp"),
+                            f"entry {eid}: timestamp has no UTC offset (read as UTC)", "warning")
         user = log.frontmatter.get("user_id")
         if user is not None and str(meta["owner_id"]) != str(user):
             self.report(
-                line,
+                key_line("owner_id"),
                 f"entry {eid}: owner_id {quoted_value(meta['owner_id'])} is not the file's user "
                 f"{quoted_value(user)}",
                 "warning",
@@ -1200,7 +1217,7 @@ class _Parser:
         parent_type = meta.get("parent_type")  # a hand edit may make it a list or a mapping
         if allowed and not (isinstance(parent_type, str) and parent_type in allowed):
             self.report(
-                line,
+                key_line("parent_type"),
                 f"entry {eid}: parent_type {quoted_value(parent_type)} is not one "
                 f"of {sorted(allowed)}",
                 "warning",
@@ -1208,24 +1225,27 @@ class _Parser:
         for key in TEXT_KEYS:
             value = meta.get(key)
             if value is not None and meta_text(value) is None:
-                self.report(line, f"entry {eid}: {key} is a YAML {_yaml_type(value)}, not "
-                            "one value: it is ignored (shown and indexed as none)", "warning")
+                self.report(key_line(key), f"entry {eid}: {key} is a YAML "
+                            f"{_yaml_type(value)}, not one value: it is ignored (shown and "
+                            "indexed as none)", "warning")
             elif value is not None and not isinstance(value, str):
                 shown = value.isoformat() if isinstance(value, date) else quoted_value(value)
-                self.report(line, f"entry {eid}: {key} is read as {shown} (YAML "
+                self.report(key_line(key), f"entry {eid}: {key} is read as {shown} (YAML "
                             f"{type(value).__name__}), not as the text written: put it in "
                             "quotes", "warning")
         for key in ID_LIST_KEYS if eid.kind.derived else ():
             value = meta.get(key)
             items, ok = id_items(value)
             if not ok:
-                self.report(line, f"entry {eid}: {key} is {_id_list_shape(value)}, not a list "
-                            "of ids (write [id, ...])", "warning")
+                self.report(key_line(key), f"entry {eid}: {key} is "
+                            f"{_id_list_shape(value)}, not a list of ids (write [id, ...])",
+                            "warning")
             elif (odd := next((i for i in items if not is_entry_id(i)), None)) is not None:
                 # a typo or a user id in the list: cited as if deleted (`explain` said so,
                 # and its record goes stale), and `lint` said nothing
-                self.report(line, f"entry {eid}: {key} holds {quoted_value(odd)}, which is no "
-                            "entry id (e.g. ep_20261012_0001): it cites nothing", "warning")
+                self.report(key_line(key), f"entry {eid}: {key} holds {quoted_value(odd)}, "
+                            "which is no entry id (e.g. ep_20261012_0001): it cites nothing",
+                            "warning")
         if "importance" in meta:
             value = meta["importance"]
             if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= 10:
