@@ -81,7 +81,7 @@ def test_clusters_are_listed_as_last_synced_when_the_sync_cannot_run(
     add_episode(rt, ANDREW, "2026-08-06T10:00:00+00:00", "Dog plans 6", f"{LONG}, note 6.")
     rt.close()
 
-    def down(runtime: Runtime) -> None:
+    def down(runtime: Runtime, *, patient: bool = False) -> None:
         raise ProviderUnavailable("embedding request to http://127.0.0.1:9/v1 failed")
 
     monkeypatch.setattr(cluster_cmds, "sync_for_read", down)

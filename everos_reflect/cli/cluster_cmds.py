@@ -189,7 +189,7 @@ def _catch_up(runtime: Runtime, *, required: bool) -> None:
     if not (lag["files_changed"] or lag["files_deleted"]):
         return
     try:
-        sync_for_read(runtime)
+        sync_for_read(runtime, patient=required)
     except EverosError as exc:
         if required:
             raise

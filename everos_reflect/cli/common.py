@@ -209,20 +209,34 @@ _UNSHOWABLE.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x
 _ONE_LINE = {**_UNSHOWABLE, ord("\n"): "\\n"}
 
 
-def sync_for_read(runtime: Runtime) -> dict[str, Any]:
+def sync_for_read(runtime: Runtime, *, patient: bool = False) -> dict[str, Any]:
     """Bring the index up to date with the Markdown before a read (``search``,
     ``briefing``), so results reflect hand edits made since the last sync. A read-only root
     cannot be synced: it is read as last indexed, and stderr says so, with how many logs
     changed since, so a stale answer is never taken for a fresh one. Returns what a JSON
-    answer adds for it, as the API's does (:func:`~everos_reflect.api.ops.read_as_built`)."""
-    from everos_reflect.api.ops import read_as_built
+    answer adds for it, as the API's does (:func:`~everos_reflect.api.ops.read_as_built`).
+
+    Another process may hold the indexer for minutes (``serve``'s first scan of a large
+    root): a read waited for all of it without a word (54 s on LoCoMo). It waits
+    :data:`~everos_reflect.api.ops.INDEX_WAIT_SECONDS`, as MCP's and the API's reads do, then
+    answers from the index as it stands and says so (stderr, and ``note`` in JSON).
+    ``patient`` waits as long as it takes (``recluster`` must see every log)."""
+    from filelock import Timeout
+
+    from everos_reflect.api.ops import INDEX_WAIT_SECONDS, read_as_built
     from everos_reflect.embedding.base import answer_waiting
     from everos_reflect.index.sync import Indexer
 
     runtime.index_to_read()
     if not runtime.read_only:
-        with answer_waiting():  # the person who typed the command waits: one embedding attempt
-            Indexer(runtime).scan()
+        try:
+            with answer_waiting():  # the person who typed the command waits: one attempt
+                Indexer(runtime).scan(timeout=-1 if patient else INDEX_WAIT_SECONDS)
+        except Timeout:
+            note = (f"another process held the index over {INDEX_WAIT_SECONDS:g} s (a scan "
+                    "or rebuild): answered as last indexed; changes since may not be seen")
+            say(f"note: {note}", err=True)
+            return {"note": note}
         return {}
     behind = read_as_built(runtime)
     say(f"note: {behind['note']}", err=True)

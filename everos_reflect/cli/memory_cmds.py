@@ -115,8 +115,8 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
 
     runtime = open_runtime(root)
     try:
-        sync_for_read(runtime)  # like `search`: Episodes added or edited since the last sync
-        data = ops.briefing(runtime, body)
+        behind = sync_for_read(runtime)  # like `search`: Episodes added or edited since
+        data = {**ops.briefing(runtime, body), **behind}
         types = [] if task_type or as_json else lesson_task_types(
             runtime, UserRef.of(user_id, app, project))
     finally:

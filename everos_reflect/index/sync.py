@@ -17,6 +17,7 @@ import re
 import stat
 import time
 from collections.abc import Callable, Iterable, Mapping
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -27,7 +28,7 @@ from filelock import FileLock
 
 from everos_reflect.errors import InvalidId
 from everos_reflect.fileio import NotRegularFile, not_utf8, open_regular, read_at_most
-from everos_reflect.index import events, rebuild
+from everos_reflect.index import events, handoff, rebuild
 from everos_reflect.index.db import transaction, utcnow_iso
 from everos_reflect.markdown.marks import foreign_marks
 from everos_reflect.markdown.parser import highest_seqs, parse_log
@@ -313,11 +314,15 @@ class Indexer:
 
         ``timeout`` bounds the wait for the indexer lock (a scan or rebuild may hold it for
         minutes): past it, :class:`filelock.Timeout` is raised and nothing was synced.
-        Negative waits as long as it takes.
+        Negative waits as long as it takes. A bounded wait is someone's (an add answering):
+        a scan holding the lock stands aside for it between two batches (:mod:`.handoff`).
         """
         full = Path(path) if Path(path).is_absolute() else self.rt.root / path
-        with self._lock.acquire(timeout=timeout):
-            results = self._sync([full])
+        with ExitStack() as stack:
+            if timeout >= 0:  # someone waits for this answer: a long scan lets it in between
+                stack.enter_context(handoff.waiting(self.rt.index_dir))  # its batches
+            with self._lock.acquire(timeout=timeout):
+                results = self._sync([full])
         return results[0] if results else FileSyncResult(self.rt.store.rel(full), unchanged=True)
 
     def sync_paths(self, paths: Iterable[str | os.PathLike[str]]) -> list[FileSyncResult]:
@@ -594,6 +599,7 @@ class Indexer:
                 if pending >= self.flush_entries:
                     results += self._flush(batch)
                     batch, pending = [], 0
+                    self._let_writers_in()
             if progress is not None:
                 progress(1)
         if batch:
@@ -606,6 +612,20 @@ class Indexer:
                 break
             results += self._sync_written(written)
         return results
+
+    def _let_writers_in(self) -> None:
+        """Between two batches of a long sync, let go of the indexer while a writer someone
+        waits for (an add answering) wants it, then take it back (:mod:`.handoff`). Not during
+        a reindex (the index is half-built: writes wait for the rebuild), nor when this thread
+        holds the lock more than once (letting go once would not free it)."""
+        if (self._quiet or self._lock.lock_counter != 1
+                or not handoff.someone_waiting(self.rt.index_dir)):
+            return
+        self._lock.release()
+        try:
+            handoff.wait_for_writers(self.rt.index_dir)
+        finally:
+            self._lock.acquire()
 
     def _sync_written(self, paths: list[Path]) -> list[FileSyncResult]:
         jobs = [job for job in (self._prepare(p) for p in paths) if job is not None]

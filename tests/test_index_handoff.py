@@ -1,0 +1,138 @@
+"""A long scan lets an add someone waits for in between two of its batches
+(everos_reflect/index/handoff.py): with ``serve`` scanning a fresh LoCoMo root, five adds in a
+row waited 10.0 s each and were answered ``indexed: false``."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.index import handoff
+from everos_reflect.index.sync import Indexer
+from everos_reflect.llm import ExtractiveLLM
+from everos_reflect.model import UserRef
+from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
+
+WRITER = "xylophone"  # in the writer's Episode only: its embedding calls are told apart
+
+
+class GatedEmbedder(HashEmbedder):
+    """Holds the scan inside its second batch until the test lets it go, and notes, at the
+    scan's third batch, whether the writer was done by then."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.scan_batches = 0
+        self.in_second = threading.Event()
+        self.go_on = threading.Event()
+        self.writer_done = threading.Event()
+        self.writer_done_at_third: bool | None = None
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not any(WRITER in t for t in texts):
+            self.scan_batches += 1
+            if self.scan_batches == 2:
+                self.in_second.set()
+                assert self.go_on.wait(30)
+            elif self.scan_batches == 3:
+                self.writer_done_at_third = self.writer_done.is_set()
+        return super().embed(texts)
+
+
+def test_an_add_waiting_on_a_long_scan_goes_in_between_two_batches(root: Path) -> None:
+    embedder = GatedEmbedder()
+    rt = make_runtime(root, ExtractiveLLM(), embedder=embedder)
+    for day in range(1, 7):  # six logs, one batch each
+        add_episode(rt, ANDREW, f"2026-08-0{day}T10:00:00+00:00", f"Walk {day}",
+                    f"Andrew walked the dog along the river, day {day}.")
+    scanner = Indexer(rt)
+    scanner.flush_entries = 1
+    scan = threading.Thread(target=scanner.scan, daemon=True)
+    scan.start()
+    assert embedder.in_second.wait(30)
+
+    bob = UserRef("default_app", "default_project", "u_bob")
+    entry = add_episode(rt, bob, "2026-08-09T10:00:00+00:00", "Music",
+                        f"Bob bought a {WRITER} for his daughter.")
+    outcome: list[object] = []
+
+    def write() -> None:
+        try:
+            outcome.append(Indexer(rt).sync_path(rt.store.path_for_id(bob, entry.id),
+                                                 timeout=20))
+        except Exception as exc:  # the test says what it was
+            outcome.append(exc)
+        embedder.writer_done.set()
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    for _ in range(500):  # the writer announced itself and waits for the indexer
+        if handoff.someone_waiting(rt.index_dir):
+            break
+        threading.Event().wait(0.02)
+    assert handoff.someone_waiting(rt.index_dir)
+    embedder.go_on.set()
+    writer.join(30)
+    scan.join(30)
+    try:
+        assert not writer.is_alive() and not scan.is_alive()
+        assert not isinstance(outcome[0], Exception), outcome
+        assert embedder.writer_done_at_third is True  # went in before the scan's next batch
+        live = {row[0] for row in rt.db().execute("SELECT id FROM entries")}
+        assert entry.id in live and len(live) == 7  # nothing the scan planned was lost
+        assert not handoff.someone_waiting(rt.index_dir)
+    finally:
+        rt.close()
+
+
+def test_with_nobody_waiting_a_scan_goes_through_without_a_pause(root: Path) -> None:
+    """Nobody waiting: the scan syncs every log and makes no announcement file."""
+    rt = make_runtime(root, ExtractiveLLM(), embedder=HashEmbedder(64))
+    try:
+        for day in range(1, 4):
+            add_episode(rt, ANDREW, f"2026-08-0{day}T10:00:00+00:00", f"Walk {day}",
+                        f"Andrew walked the dog, day {day}.")
+        scanner = Indexer(rt)
+        scanner.flush_entries = 1
+        report = scanner.scan()
+        assert report.files_synced == 3
+        assert not handoff.waiting_file(rt.index_dir).exists()
+    finally:
+        rt.close()
+
+
+def test_a_writer_with_no_deadline_does_not_announce_itself(root: Path) -> None:
+    """The watcher and undo sync with no deadline: nobody waits for their answer, so they
+    queue behind a scan as before."""
+    rt = make_runtime(root, ExtractiveLLM(), embedder=HashEmbedder(64))
+    try:
+        entry = add_episode(rt, ANDREW, "2026-08-01T10:00:00+00:00", "Walk", "A walk.")
+        Indexer(rt).sync_path(rt.store.path_for_id(ANDREW, entry.id))
+        assert not handoff.waiting_file(rt.index_dir).exists()
+    finally:
+        rt.close()
+
+
+@pytest.mark.parametrize("holders", [1, 2])
+def test_someone_waiting_is_true_while_a_writer_holds_the_announcement(
+        root: Path, holders: int) -> None:
+    index_dir = root / ".index"
+    (index_dir / "locks").mkdir(parents=True, exist_ok=True)
+    assert not handoff.someone_waiting(index_dir)  # no file: nobody ever waited
+    with handoff.waiting(index_dir):
+        if holders == 2:
+            with handoff.waiting(index_dir):
+                assert handoff.someone_waiting(index_dir)
+        assert handoff.someone_waiting(index_dir)
+    assert not handoff.someone_waiting(index_dir)
+    handoff.wait_for_writers(index_dir, timeout=0.1)  # returns at once
+
+
+def test_an_announcement_that_cannot_be_made_leaves_the_write_as_before(tmp_path: Path) -> None:
+    with handoff.waiting(tmp_path / "gone" / ".index"):  # no locks folder: nothing announced
+        assert not handoff.someone_waiting(tmp_path / "gone" / ".index")
+    assert not (tmp_path / "gone").exists()
