@@ -136,3 +136,26 @@ def test_an_announcement_that_cannot_be_made_leaves_the_write_as_before(tmp_path
     with handoff.waiting(tmp_path / "gone" / ".index"):  # no locks folder: nothing announced
         assert not handoff.someone_waiting(tmp_path / "gone" / ".index")
     assert not (tmp_path / "gone").exists()
+
+
+def test_a_writer_with_a_deadline_never_stands_aside_for_itself(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A write someone waits for whose own sync is long (a log of hundreds of Episodes not
+    indexed yet) reached a batch boundary, found its own announcement, let go of the indexer
+    and waited the whole pause (10 s) for itself before answering."""
+    rt = make_runtime(root, ExtractiveLLM(), embedder=HashEmbedder(64))
+    try:
+        entry = add_episode(rt, ANDREW, "2026-08-01T10:00:00+00:00", "Walk", "A walk.")
+        add_episode(rt, ANDREW, "2026-08-01T11:00:00+00:00", "Run", "A run.")
+        paused: list[Path] = []
+        monkeypatch.setattr(handoff, "wait_for_writers",
+                            lambda index_dir, timeout=0.0: paused.append(index_dir))
+        writer = Indexer(rt)
+        writer.flush_entries = 1  # two batches in the writer's own sync
+        result = writer.sync_path(rt.store.path_for_id(ANDREW, entry.id), timeout=20)
+        assert paused == []
+        assert not result.unchanged
+        assert {row[0] for row in rt.db().execute("SELECT id FROM entries")} == {
+            entry.id, entry.id.replace("0001", "0002")}
+    finally:
+        rt.close()

@@ -15,6 +15,7 @@ import logging
 import os
 import re
 import stat
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
@@ -299,6 +300,9 @@ class Indexer:
         self._fresh = False  # tables were just reset: every row written is new (reindex)
         self._quiet = False  # True during reindex: a rebuild publishes no change events
         self._written: set[Path] = set()
+        #: ``announced``: this thread syncs for a writer someone waits for (:meth:`sync_path`
+        #: with a timeout), which never stands aside for itself (:meth:`_let_writers_in`)
+        self._thread = threading.local()
         #: the daily logs that are symlinks, as the last full listing (scan, reindex) found
         #: them: the watcher follows them to the files they lead to
         self.symlinked_logs: list[Path] = []
@@ -321,8 +325,13 @@ class Indexer:
         with ExitStack() as stack:
             if timeout >= 0:  # someone waits for this answer: a long scan lets it in between
                 stack.enter_context(handoff.waiting(self.rt.index_dir))  # its batches
-            with self._lock.acquire(timeout=timeout):
-                results = self._sync([full])
+            announced = getattr(self._thread, "announced", False)
+            self._thread.announced = announced or timeout >= 0
+            try:
+                with self._lock.acquire(timeout=timeout):
+                    results = self._sync([full])
+            finally:
+                self._thread.announced = announced
         return results[0] if results else FileSyncResult(self.rt.store.rel(full), unchanged=True)
 
     def sync_paths(self, paths: Iterable[str | os.PathLike[str]]) -> list[FileSyncResult]:
@@ -616,9 +625,12 @@ class Indexer:
     def _let_writers_in(self) -> None:
         """Between two batches of a long sync, let go of the indexer while a writer someone
         waits for (an add answering) wants it, then take it back (:mod:`.handoff`). Not during
-        a reindex (the index is half-built: writes wait for the rebuild), nor when this thread
-        holds the lock more than once (letting go once would not free it)."""
+        a reindex (the index is half-built: writes wait for the rebuild), nor in such a
+        writer's own sync (the announcement it finds is its own: it stood aside for itself,
+        its answer held up the whole pause), nor when this thread holds the lock more than
+        once (letting go once would not free it)."""
         if (self._quiet or self._lock.lock_counter != 1
+                or getattr(self._thread, "announced", False)
                 or not handoff.someone_waiting(self.rt.index_dir)):
             return
         self._lock.release()
