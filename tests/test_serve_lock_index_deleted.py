@@ -56,3 +56,32 @@ def test_the_daemon_rebuilding_its_index_is_named_again(root: Path) -> None:
 def test_a_root_that_is_gone_has_no_daemon(tmp_path: Path) -> None:
     assert serve_lock_held(tmp_path / "nowhere") is False
     assert read_daemon(tmp_path / "nowhere") is None
+
+
+def test_another_programs_lock_on_the_root_is_not_blamed_on_a_serve_long_gone(
+        root: Path) -> None:
+    # The serve lock is an flock on the root folder, which other programs may flock too (a
+    # backup script's `flock <root> rsync ...`). The pid note of the last serve stays behind
+    # when it stops: a serve refused then named that long-gone process as serving the root.
+    import fcntl
+    import subprocess
+    import sys
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    note = root / ".index" / "locks" / "serve.lock"
+    note.parent.mkdir(parents=True, exist_ok=True)
+    note.write_text(gone.stdout, "ascii")  # what the last serve noted, then stopped
+    other = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another program's lock
+        with pytest.raises(EverosError) as caught:
+            os.close(hold_serve_lock(root))
+    finally:
+        os.close(other)
+    pid = gone.stdout.strip()
+    assert f"pid {pid}" not in str(caught.value)
+    assert str(caught.value) == (
+        f"another process holds a lock on {root}, and no everos-reflect serve noted there "
+        "is alive (another program's flock on the folder?): one daemon serves a root")
+    os.close(hold_serve_lock(root))  # the other program done, serve starts

@@ -74,7 +74,12 @@ def hold_serve_lock(root: Path) -> int:
         if info is not None:
             raise EverosError(f"a daemon (pid {info['pid']}) already serves {root} on "
                               f"{info['host']}:{info['port']}") from None
-        raise EverosError(f"another everos-reflect serve ({_lock_holder(root)}) is starting "
+        holder = _lock_holder(root)
+        if holder is None:
+            raise EverosError(f"another process holds a lock on {root}, and no everos-reflect "
+                              "serve noted there is alive (another program's flock on the "
+                              "folder?): one daemon serves a root") from None
+        raise EverosError(f"another everos-reflect serve ({holder}) is starting "
                           f"on or serving {root}: one daemon serves a root") from None
     except OSError as exc:
         os.close(fd)
@@ -137,15 +142,19 @@ def serve_lock_held(root: Path) -> bool:
     return False
 
 
-def _lock_holder(root: Path) -> str:
+def _lock_holder(root: Path) -> str | None:
     """``pid N`` of the ``serve`` holding the root's lock (as it noted in
-    :func:`serve_pid_file`)."""
+    :func:`serve_pid_file`); ``None`` when the pid noted there is no process: the note of a
+    serve that stopped stays behind, and the lock is then another program's ``flock`` on the
+    root folder, not a serve's."""
     try:
         data = read_config_bytes(serve_pid_file(root))
         text = (data or b"")[:32].decode("ascii").strip()
     except (OSError, ValueError):
         text = ""
-    return f"pid {text}" if text.isdigit() else "pid not known yet"
+    if not text.isdigit():
+        return "pid not known yet"
+    return f"pid {text}" if _pid_alive(int(text)) else None
 
 
 def clear_daemon(root: Path) -> None:
