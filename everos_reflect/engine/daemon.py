@@ -38,11 +38,20 @@ def write_daemon(root: Path, info: Mapping[str, Any]) -> None:
     """Advertise this daemon in ``daemon.json``: written to a temp file and renamed over it, so
     a reader never sees half a file and a FIFO planted there is replaced, not opened (a plain
     write blocked ``serve`` for ever opening it)."""
-    path = daemon_file(root)
+    _replace(daemon_file(root), json.dumps(dict(info)))
+
+
+def _replace(path: Path, text: str) -> None:
+    """``path`` holding ``text``, written to a temp file renamed over it; a temp file that
+    cannot be finished (a full disk) is removed, not left in the index for good."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(dict(info)), "utf-8")
-    os.replace(tmp, path)
+    try:
+        tmp.write_text(text, "utf-8")
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def serve_pid_file(root: Path) -> Path:
@@ -96,11 +105,7 @@ def hold_serve_lock(root: Path) -> int:
 def note_serve_pid(root: Path) -> None:
     """Write this process's pid to :func:`serve_pid_file` (temp file and rename, as
     ``daemon.json``)."""
-    path = serve_pid_file(root)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(f"{os.getpid()}\n", "ascii")
-    os.replace(tmp, path)
+    _replace(serve_pid_file(root), f"{os.getpid()}\n")
 
 
 #: How long :func:`hold_serve_lock` retries a held lock: a :func:`serve_lock_held` probe (a
