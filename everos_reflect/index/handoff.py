@@ -27,6 +27,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from everos_reflect.index import rebuild
+
 #: The longest a scan stands aside at one of its pauses, however many writers keep coming: a
 #: writer waits at most 10 s itself (``INDEX_WAIT_SECONDS``), so longer would only stall the
 #: scan behind writers that arrive one after another.
@@ -56,21 +58,9 @@ def waiting(index_dir: Path) -> Iterator[None]:
 
 
 def someone_waiting(index_dir: Path) -> bool:
-    """Whether a writer announced by :func:`waiting` waits for the indexer or holds it now.
-    Opened without creating anything: no file, no writer ever waited."""
-    try:
-        fd = os.open(waiting_file(index_dir), os.O_RDWR)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return False
+    """Whether a writer announced by :func:`waiting` waits for the indexer or holds it now
+    (the file held shared: an exclusive try would wait)."""
+    return rebuild.held_against(waiting_file(index_dir), fcntl.LOCK_EX)
 
 
 def wait_for_writers(index_dir: Path, timeout: float = MAX_PAUSE_SECONDS) -> None:

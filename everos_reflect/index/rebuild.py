@@ -62,14 +62,20 @@ def refilling(index_dir: Path) -> Iterator[None]:
 
 
 def being_refilled(index_dir: Path) -> bool:
-    """Whether a reindex of any process is filling the index again now. Opened without
-    creating anything (a read-only root, or one never reindexed, has nothing to say)."""
+    """Whether a reindex of any process is filling the index again now."""
+    return held_against(refill_file(index_dir), fcntl.LOCK_SH)
+
+
+def held_against(path: Path, how: int) -> bool:
+    """Whether someone holds ``path``'s flock so that taking it ``how`` (``LOCK_SH`` or
+    ``LOCK_EX``) would wait. Opened without creating anything: a lock file that was never
+    made (a read-only root, a root never reindexed) is held by nobody."""
     try:
-        fd = os.open(refill_file(index_dir), os.O_RDONLY)
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return False
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        fcntl.flock(fd, how | fcntl.LOCK_NB)
     except BlockingIOError:
         return True
     except OSError:
