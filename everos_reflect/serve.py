@@ -72,13 +72,37 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
     # one serve per root, also for two started together (neither has written daemon.json)
     lock = hold_serve_lock(runtime.root)
     try:
-        _serve(runtime, host, port)
+        st = os.fstat(lock)
+        _serve(runtime, host, port, held=(st.st_dev, st.st_ino))
     finally:
         os.close(lock)
 
 
-def _serve(runtime: Runtime, host: str, port: int) -> None:
-    """:func:`serve`, once it holds the root's serve lock."""
+def root_replaced(root: os.PathLike[str], held: tuple[int, int] | None) -> bool:
+    """Whether the path ``root`` names another folder (or file) than ``held``, the (device,
+    inode) of the folder this serve locked: ``mv ROOT ROOT.old && cp -a ROOT.old ROOT``, a
+    backup restored over an ``rm -rf``. The lock stays on the old folder, so a second ``serve``
+    of the path starts beside this one. A root not there at all (moved away, a mount lost)
+    is not replaced: the watcher waits for it to come back."""
+    if held is None:
+        return False
+    try:
+        st = os.stat(root)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) != held
+
+
+def _replaced_message(root: os.PathLike[str]) -> str:
+    return (f"the memory root {root} was replaced by another folder while this daemon served "
+            "it (its lock is on the folder it started on, no longer there): stopping; start "
+            "serve again to serve the folder there now")
+
+
+def _serve(runtime: Runtime, host: str, port: int, *,
+           held: tuple[int, int] | None = None) -> None:
+    """:func:`serve`, once it holds the root's serve lock (on the folder ``held`` names: a
+    root replaced by another folder stops the daemon, :func:`root_replaced`)."""
     from everos_reflect.api.app import create_app
     from everos_reflect.engine.scheduler import Scheduler
     from everos_reflect.index.watcher import Watcher
@@ -100,7 +124,9 @@ def _serve(runtime: Runtime, host: str, port: int) -> None:
     watcher = Watcher(runtime, on_index_rebuilt=advertise_again)
     scheduler = Scheduler(engine)
     server = _Server(uvicorn_config(create_app(runtime, engine, scheduler), host, port),
-                     on_exit=engine.request_stop)
+                     on_exit=engine.request_stop,
+                     must_stop=lambda: (_replaced_message(runtime.root)
+                                        if root_replaced(runtime.root, held) else None))
 
     def on_signal(sig: int, frame: object) -> None:
         """uvicorn re-raises the stop signal after its shutdown: absorbed, so the clean-up
@@ -126,7 +152,7 @@ def _serve(runtime: Runtime, host: str, port: int) -> None:
         watcher.start()
         scheduler.start()
         write_daemon(runtime.root, info)
-        if not server.should_exit:
+        if not server.should_exit and not server.stop_if_must():
             log.info("serving %s on http://%s:%s", runtime.root, host, port)
             server.run(sockets=[sock])
     finally:
@@ -139,6 +165,8 @@ def _serve(runtime: Runtime, host: str, port: int) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         log.info("stopped")
+    if server.failure is not None:  # not a stop asked for: exit status 1
+        raise EverosError(server.failure)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -171,15 +199,36 @@ def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn, plus: on a stop signal, tell running strategies first."""
+    """uvicorn, plus: on a stop signal, tell running strategies first; once a second, check
+    the root is still the folder the daemon locked, and stop if it is not."""
 
-    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None],
+                 must_stop: Callable[[], str | None] = lambda: None) -> None:
         super().__init__(config)
         self._on_exit = on_exit
+        self._must_stop = must_stop
+        #: why the daemon stopped on its own (exit status 1), if it did
+        self.failure: str | None = None
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         self._on_exit()
         super().handle_exit(sig, frame)
+
+    def stop_if_must(self) -> bool:
+        """Whether the daemon must stop (:attr:`failure`: said in the log once, and the
+        daemon stopping)."""
+        if self.failure is None:
+            self.failure = self._must_stop()
+            if self.failure is not None:
+                log.error("%s", self.failure)
+                self.should_exit = True
+                self._on_exit()
+        return self.failure is not None
+
+    async def on_tick(self, counter: int) -> bool:
+        if counter % 10 == 0:  # one stat a second
+            self.stop_if_must()
+        return await super().on_tick(counter)
 
 
 __all__ = ["STOP_GRACE_SECONDS", "serve"]
