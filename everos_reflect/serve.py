@@ -15,11 +15,12 @@ still running is recorded as abandoned — each strategy's ``recover`` hook make
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import socket
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -129,12 +130,12 @@ def _serve(runtime: Runtime, host: str, port: int, *,
                                         if root_replaced(runtime.root, held) else None))
 
     def on_signal(sig: int, frame: object) -> None:
-        """uvicorn re-raises the stop signal after its shutdown: absorbed, so the clean-up
-        below runs (as is a second signal while cleaning up). One while the daemon still
-        starts (watching a large root's folders takes seconds) stops it: absorbed too, it
-        was lost, and the daemon served on for good. SIGHUP (the terminal closed, an SSH
-        session dropped), which uvicorn leaves alone, stops it as SIGTERM does: it killed
-        the daemon on the spot, with no clean-up at all."""
+        """A second signal while cleaning up is absorbed, so the clean-up below runs
+        (uvicorn handles SIGTERM and SIGINT while it serves: :meth:`_Server.handle_exit`).
+        One while the daemon still starts (watching a large root's folders takes seconds)
+        stops it: absorbed too, it was lost, and the daemon served on for good. SIGHUP
+        (the terminal closed, an SSH session dropped), which uvicorn leaves alone, stops
+        it as SIGTERM does: it killed the daemon on the spot, with no clean-up at all."""
         name = signal.Signals(sig).name
         if server.should_exit:
             log.info("received %s while stopping; finishing clean-up", name)
@@ -211,8 +212,21 @@ class _Server(uvicorn.Server):
         self.failure: str | None = None
 
     def handle_exit(self, sig: int, frame: Any) -> None:
+        if not self.should_exit:
+            log.info("received %s; stopping", signal.Signals(sig).name)
         self._on_exit()
         super().handle_exit(sig, frame)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn's, without raising the signals it caught again once it stopped: the
+        daemon has acted on them, and :func:`_serve`'s handler took the one raised again
+        for a second signal, logging "received SIGTERM while stopping" after one SIGTERM."""
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self._captured_signals.clear()
 
     def stop_if_must(self) -> bool:
         """Whether the daemon must stop (:attr:`failure`: said in the log once, and the
