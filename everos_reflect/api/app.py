@@ -60,7 +60,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 _WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     **_ERRORS,
     409: {"model": ErrorBody, "description": "Busy, refused, or a file that cannot be written."},
-    503: {"model": ErrorBody, "description": "The LLM or embedding provider is unavailable."},
+    503: {"model": ErrorBody, "description": "The LLM or embedding provider, the index or "
+          "the root's disk is unavailable (e.g. a read-only file system)."},
 }
 
 class ApiError(Exception):
@@ -145,6 +146,14 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
             raise exc
         status, code = ops.file_error_code(exc)
         return _error(status, code, ops.file_error_message(exc, request.app.state.runtime.root))
+
+    @app.exception_handler(Exception)
+    async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # a bug, or a failure none of the handlers above names: Starlette's plain-text
+        # "Internal Server Error" said nothing a client reading error.message could read.
+        # Starlette raises the error again once answered: uvicorn logs its traceback.
+        return _error(500, "internal_error", f"{request.method} {request.url.path} failed: "
+                      f"{errors.brief(exc)}; the daemon's log has the details")
 
     app.router.routes.extend(shared_routes())
     # built now, before any request: first builds racing each other in the request threads
