@@ -16,6 +16,7 @@ from dataclasses import asdict, is_dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -261,10 +262,18 @@ def shared_routes() -> tuple[BaseRoute, ...]:
     router.head(f"{API}/health", include_in_schema=False)(health)
 
     @router.post(f"{API}/ome/trigger", dependencies=guarded, responses=_WRITE_ERRORS)
-    def trigger(body: TriggerRequest, engine: EngineDep) -> dict[str, Any]:
-        """Run a strategy now; waits up to ``timeout`` for that run only."""
-        outcome = engine.trigger(body.name, force=body.force, timeout=body.timeout,
-                                 trigger="api")
+    async def trigger(body: TriggerRequest, engine: EngineDep) -> dict[str, Any]:
+        """Run a strategy now; waits up to ``timeout`` for that run only.
+
+        The wait is on a thread of its own, not one of the 40 every other route shares:
+        40 clients waiting on a long run (agents polling it with a ``timeout``) held them
+        all, and the daemon answered nothing else, ``/health`` included, until it ended.
+        How many wait at once is bounded by the daemon's connections (``MAX_CONNECTIONS``).
+        """
+        outcome = await anyio.to_thread.run_sync(
+            functools.partial(engine.trigger, body.name, force=body.force,
+                              timeout=body.timeout, trigger="api"),
+            limiter=anyio.CapacityLimiter(1))
         return outcome.to_dict()
 
     @router.get(f"{API}/ome/strategies", dependencies=guarded)
