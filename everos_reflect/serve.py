@@ -20,6 +20,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -45,6 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 30.0
+
+#: How often a serving daemon checks its root is still the folder it locked.
+GUARD_SECONDS = 1.0
 
 #: The signals that stop the daemon cleanly (uvicorn handles the first two while it serves).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -123,6 +127,7 @@ def _serve(runtime: Runtime, host: str, port: int, *,
         write_daemon(runtime.root, info)
 
     watcher = Watcher(runtime, on_index_rebuilt=advertise_again)
+    guard_done = threading.Event()
     scheduler = Scheduler(engine)
     server = _Server(uvicorn_config(create_app(runtime, engine, scheduler), host, port),
                      on_exit=engine.request_stop,
@@ -155,8 +160,10 @@ def _serve(runtime: Runtime, host: str, port: int, *,
         write_daemon(runtime.root, info)
         if not server.should_exit and not server.stop_if_must():
             log.info("serving %s on http://%s:%s", runtime.root, host, port)
+            server.guard(guard_done)
             server.run(sockets=[sock])
     finally:
+        guard_done.set()
         sock.close()
         log.info("shutting down")
         scheduler.shutdown()
@@ -200,8 +207,8 @@ def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn, plus: on a stop signal, tell running strategies first; once a second, check
-    the root is still the folder the daemon locked, and stop if it is not."""
+    """uvicorn, plus: on a stop signal, tell running strategies first; stop on its own when
+    ``must_stop`` says why (:meth:`guard`: the root replaced)."""
 
     def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None],
                  must_stop: Callable[[], str | None] = lambda: None) -> None:
@@ -239,10 +246,17 @@ class _Server(uvicorn.Server):
                 self._on_exit()
         return self.failure is not None
 
-    async def on_tick(self, counter: int) -> bool:
-        if counter % 10 == 0:  # one stat a second
-            self.stop_if_must()
-        return await super().on_tick(counter)
+    def guard(self, done: threading.Event) -> threading.Thread:
+        """A thread asking :meth:`stop_if_must` once a second until ``done`` is set or the
+        daemon stops: one of its own, so a root on a network mount that hangs holds it, not
+        the event loop every request and a stop signal need."""
+        def watch() -> None:
+            while not done.wait(GUARD_SECONDS) and not self.should_exit:
+                self.stop_if_must()
+
+        thread = threading.Thread(target=watch, name="root-guard", daemon=True)
+        thread.start()
+        return thread
 
 
 __all__ = ["STOP_GRACE_SECONDS", "serve"]
