@@ -32,7 +32,8 @@ def _started_from_a_terminal() -> None:
 def test_sighup_stops_fleet_serve_cleanly(tmp_path: Path) -> None:
     build_root(tmp_path / "shard-a")
     (tmp_path / "fleet.toml").write_text('roots = ["shard-*"]\nnum_cpus = 1\n', "utf-8")
-    env = {**os.environ, "HOME": str(tmp_path)}
+    # a Ray of its own, never one RAY_ADDRESS names
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "HOME": str(tmp_path)}
     log_path = tmp_path / "fleet.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen([*FLEET_SERVE, "--fleet", str(tmp_path / "fleet.toml")],
