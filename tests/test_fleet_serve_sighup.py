@@ -6,6 +6,7 @@ ignored."""
 from __future__ import annotations
 
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -21,24 +22,35 @@ from tests.test_serve_e2e import wait_for
 FLEET_SERVE = [sys.executable, "-m", "everos_reflect.cli.main", "fleet", "serve"]
 
 
-def _started_from_a_terminal() -> None:
+def _from_a_terminal() -> None:
     """A test run under nohup (or a CI runner ignoring SIGHUP) hands its SIG_IGN down, and
-    fleet serve rightly keeps it; its own session: Ray's processes are stopped with it."""
+    fleet serve rightly keeps it."""
     signal.signal(signal.SIGHUP, signal.SIG_DFL)
-    os.setsid()
+
+
+def _env(home: Path) -> dict[str, str]:
+    """A Ray of its own, never one RAY_ADDRESS names."""
+    return {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "HOME": str(home)}
+
+
+def _gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
 
 
 @pytest.mark.slow
 def test_sighup_stops_fleet_serve_cleanly(tmp_path: Path) -> None:
     build_root(tmp_path / "shard-a")
     (tmp_path / "fleet.toml").write_text('roots = ["shard-*"]\nnum_cpus = 1\n', "utf-8")
-    # a Ray of its own, never one RAY_ADDRESS names
-    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "HOME": str(tmp_path)}
+    env = _env(tmp_path)
     log_path = tmp_path / "fleet.log"
     with log_path.open("w") as log:
         proc = subprocess.Popen([*FLEET_SERVE, "--fleet", str(tmp_path / "fleet.toml")],
                                 env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
-                                preexec_fn=_started_from_a_terminal)
+                                preexec_fn=_from_a_terminal, start_new_session=True)
         try:
             wait_for(lambda: "fleet scheduler for 1 root(s)" in log_path.read_text(), 120,
                      "the fleet scheduler")
@@ -51,6 +63,32 @@ def test_sighup_stops_fleet_serve_cleanly(tmp_path: Path) -> None:
     output = log_path.read_text()
     assert code == 0, output
     assert "received SIGHUP: stopping" in output and "stopped" in output, output
+
+
+@pytest.mark.slow
+def test_a_terminal_hanging_up_stops_fleet_serve_cleanly(tmp_path: Path) -> None:
+    # the terminal's shell is gone (fleet serve's parent) and its whole process group, Ray's
+    # processes too, got SIGHUP: they died of it, and fleet serve with them, no clean-up done
+    build_root(tmp_path / "shard-a")
+    (tmp_path / "fleet.toml").write_text('roots = ["shard-*"]\nnum_cpus = 1\n', "utf-8")
+    env = _env(tmp_path)
+    log_path = tmp_path / "fleet.log"
+    command = " ".join(shlex.quote(a) for a in [*FLEET_SERVE, "--fleet", "fleet.toml"])
+    shell = subprocess.run(  # the shell starts it in a session of its own, then is gone
+        ["sh", "-c", f"setsid {command} > fleet.log 2>&1 & echo $!"], env=env, cwd=tmp_path,
+        capture_output=True, text=True, check=True, preexec_fn=_from_a_terminal)
+    pid = int(shell.stdout)
+    try:
+        wait_for(lambda: "fleet scheduler for 1 root(s)" in log_path.read_text(), 120,
+                 "the fleet scheduler")
+        os.killpg(pid, signal.SIGHUP)
+        wait_for(lambda: _gone(pid), 60, "fleet serve to stop")
+    finally:
+        if not _gone(pid):
+            os.killpg(pid, signal.SIGKILL)
+    output = log_path.read_text()
+    assert "received SIGHUP: stopping" in output, output
+    assert output.rstrip().endswith("INFO everos_reflect.fleet.schedule: stopped"), output
 
 
 def test_fleet_serve_under_nohup_keeps_sighup_ignored(

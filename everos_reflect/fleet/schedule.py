@@ -336,8 +336,14 @@ def serve_fleet(config: FleetConfig, roots: Sequence[Path | str], *,
     signals = tuple(previous)
     for sig in signals:  # one while Ray starts (seconds) stops the scheduler before it runs
         signal.signal(sig, on_signal)
+    # SIGHUP blocked while a local Ray starts: its processes keep it blocked, so a terminal
+    # hanging up its whole process group stops this scheduler, which then stops them. They
+    # died of it at once, and this process (its parent shell gone) with them, no clean-up
+    # done. One that comes meanwhile is delivered here once unblocked.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
     try:
         with ray_session(config) as ray:
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
             # again after ray.init, which sets a SIGTERM handler of its own (sys.exit): set
             # only before it, a SIGTERM cut every run in flight off at once, without its
             # grace, and the process exited 15
@@ -352,6 +358,7 @@ def serve_fleet(config: FleetConfig, roots: Sequence[Path | str], *,
             finally:
                 fleet.close()  # a cluster's CPUs go back to it
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # ray.init failed: unblocked too
         for sig, handler in previous.items():
             if handler is not None:  # None: set outside Python, cannot be put back
                 signal.signal(sig, handler)
