@@ -39,7 +39,7 @@ def test_serve_starts_over_a_daemon_json_a_dead_daemon_left(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _left_over(root)
     started: list[int] = []
-    monkeypatch.setattr(serve_module, "_serve", lambda rt, host, port: started.append(port))
+    monkeypatch.setattr(serve_module, "_serve", lambda rt, host, port, **_: started.append(port))
     monkeypatch.setattr(engine_cmds, "configure_logging", lambda: None)
     result = CliRunner().invoke(cli, ["serve", "--root", str(root), "--port", "8124"])
     assert result.exit_code == 0, result.output
