@@ -1252,6 +1252,14 @@ class _Parser:
                 self.report(key_line("importance"), f"entry {eid}: importance "
                             f"{quoted_value(value)} is not a whole number 1-10 written in "
                             "decimal (not read: scored as if absent)", "warning")
+        if eid.kind.derived and meta.get("depth") is not None:
+            value = meta["depth"]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                # read as 1 where tiers compare depths, and nothing said so until a run
+                # refused a record for a depth nobody wrote
+                self.report(key_line("depth"), f"entry {eid}: depth {quoted_value(value)} is "
+                            "not a whole number of 1 or more written in decimal (read as 1; "
+                            "a derived record is 1 + the deepest record it cites)", "warning")
         for key, problem in _choice_problems(eid.kind, meta):
             self.report(key_line(key), f"entry {eid}: {problem}", "warning")
         long_subject = subject_length_problem(sections.get("Subject", ""))
