@@ -285,6 +285,10 @@ def _key_identity(key: yaml.ScalarNode) -> Any:
 MAX_YAML_INT_CHARS = 1000
 
 
+#: A frontmatter line giving ``schema_version`` as 1 with leading zeros (``01``), unquoted:
+#: the one value besides ``1`` read as version 1, with an error (:meth:`_file_identity`).
+_LEADING_ZERO_ONE_RE = re.compile(r"""(['"]?)schema_version\1[ \t]*:[ \t]*0+1[ \t]*(?:#.*)?$""")
+
 #: The only integers and booleans read as such: plain decimal, ``true``/``false`` (YAML 1.2's
 #: JSON forms). PyYAML reads YAML 1.1, where ``importance: 010`` is 8 (octal), ``1_0`` is 10,
 #: ``1:20`` is 80 (base 60), ``0x0a`` is 10 and ``yes``/``no``/``on``/``off`` are booleans:
@@ -836,6 +840,13 @@ class _Parser:
         version = data.get("schema_version")
         if version is None:
             self.report(1, "frontmatter has no schema_version (assuming 1)", "warning")
+        elif (type(version) is not int or version != SCHEMA_VERSION) and \
+                _LEADING_ZERO_ONE_RE.match(self.bare[self._key_line("schema_version") - 1]):
+            # ``01``: 1 with a leading zero, read as 1 (octal) before integers were decimal
+            # only. Refused, it hid every entry of its day from a reindex and stopped every
+            # write to the file, for one zero: read as 1, and lint names it.
+            self.report(self._key_line("schema_version"), f"schema_version {version} is read "
+                        "as 1: write it 1 (no leading zero)", "error")
         elif type(version) is not int or version != SCHEMA_VERSION:
             # ``type`` and not ``==``: ``true`` and ``1.0`` equal 1 in Python, and reading
             # them as 1 would guess at a file nobody wrote as version 1.
