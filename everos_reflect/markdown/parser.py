@@ -69,6 +69,14 @@ from everos_reflect.model import (
 
 SCHEMA_VERSION = 1
 
+#: How this parser reads a log: raise it whenever the same bytes are read as other values,
+#: ids or problems (``importance: 010`` as the text "010" where it was octal 8, say). The
+#: index records the version its rows were read with, and the next scan under another one
+#: reads every log again (:meth:`~everos_reflect.index.sync.Indexer.scan`): the Markdown is
+#: the source of truth, and an upgraded daemon kept the old values until a manual
+#: ``reindex``. ``tests/test_parser_version.py`` pins what a sample of hand edits reads as.
+PARSER_VERSION = 1
+
 # Marker patterns: the runs of blanks are possessive (``*+``). An empty id lets the blanks
 # before and after it split a run of spaces every way, and each split was tried: a line of
 # ``<!-- entry:`` and 40,000 spaces took a second, 16 MB of them days (quadratic).
