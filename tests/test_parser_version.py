@@ -115,6 +115,7 @@ READINGS: dict[str, Any] = {
     "session_id: 'abc'": "abc", "session_id: 1.5": 1.5, "session_id: 1_0.5": "1_0.5",
     "session_id: true": True, "session_id: True": True, "session_id: null": None,
     "session_id: 2026-10-12": date(2026, 10, 12), "session_id: [a, b]": ["a", "b"],
+    "<<: {session_id: s9}": {"session_id": "s9"},  # version 2: no merge
 }
 
 
@@ -124,9 +125,9 @@ def _read(line: str) -> Any:
             f"timestamp: 2026-10-12T09:00:00+00:00\nparent_type: memcell\n{line}\n---\n"
             "## Subject\nDog\n\n## Content\nAdopted Toby.\n<!-- /entry:ep_20261012_0001 -->\n")
     (entry,) = parse_log(text, "u/episodes/episode-2026-10-12.md").entries
-    return entry.meta[line.split(":")[0]]
+    return entry.meta[line.split(":")[0].strip("'")]
 
 
 def test_this_parser_version_reads_hand_edits_as_pinned() -> None:
-    assert PARSER_VERSION == 1, "pin the readings of the new version below"
+    assert PARSER_VERSION == 2, "pin the readings of the new version below"
     assert {line: _read(line) for line in READINGS} == READINGS

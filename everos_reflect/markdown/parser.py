@@ -75,7 +75,7 @@ SCHEMA_VERSION = 1
 #: reads every log again (:meth:`~everos_reflect.index.sync.Indexer.scan`): the Markdown is
 #: the source of truth, and an upgraded daemon kept the old values until a manual
 #: ``reindex``. ``tests/test_parser_version.py`` pins what a sample of hand edits reads as.
-PARSER_VERSION = 1
+PARSER_VERSION = 2  # 2: '<<' is a key of its own, no YAML merge
 
 # Marker patterns: the runs of blanks are possessive (``*+``). An empty id lets the blanks
 # before and after it split a run of spaces every way, and each split was tried: a line of
@@ -341,16 +341,32 @@ def _construct_timestamp(loader: yaml.constructor.SafeConstructor,
                              f"({reason})") from None
 
 
+def _construct_plain_key(loader: yaml.constructor.SafeConstructor,
+                         node: yaml.ScalarNode) -> Any:
+    return node.value
+
+
 class _BoundedLoader(_Loader):  # type: ignore[misc, valid-type]
     """:data:`_Loader` with integers bounded (:data:`MAX_YAML_INT_CHARS`), only decimal
-    integers and ``true``/``false`` read as numbers and booleans (:data:`_DECIMAL_RE`) and
-    impossible timestamps named."""
+    integers and ``true``/``false`` read as numbers and booleans (:data:`_DECIMAL_RE`),
+    impossible timestamps named, and no merge keys (:data:`MERGE_KEY`)."""
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """``<<`` is a key like any other, as in YAML 1.2: as a YAML 1.1 merge it copied the
+        keys of its mapping into the entry's metadata without a word, and dropped those the
+        entry already had (``session_id: s1`` then ``<<: {session_id: s9}``: s9 gone, past
+        the check for a key written twice). Its value is kept as written."""
 
 
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:merge", _construct_plain_key)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:value", _construct_plain_key)
+
+#: The YAML 1.1 merge key, read as a key of its own (:meth:`_BoundedLoader.flatten_mapping`).
+MERGE_KEY = "<<"
 
 
 def _bounded_load(text: str) -> Any:
@@ -1271,6 +1287,10 @@ class _Parser:
                 self.report(key_line("importance"), f"entry {eid}: importance "
                             f"{quoted_value(value)} is not a whole number 1-10 written in "
                             "decimal (not read: scored as if absent)", "warning")
+        if MERGE_KEY in meta:
+            self.report(key_line(MERGE_KEY), f"entry {eid}: '{MERGE_KEY}' is read as a key of "
+                        "its own, not as a YAML merge (kept as written; write the keys it "
+                        "holds in the metadata itself)", "warning")
         if eid.kind.derived and meta.get("depth") is not None:
             value = meta["depth"]
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
