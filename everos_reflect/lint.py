@@ -5,6 +5,8 @@ only render differently.
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -322,7 +324,12 @@ def irregular_problems(root: Path, irregular: list[str]) -> list[Problem]:
 def _irregular_problem(root: Path, rel: str) -> Problem | None:
     """A folder, FIFO or device where a daily log goes, a file where a kind's folder
     (``episodes``, ``.insights`` …) goes, or one among project or user folders (:func:`_stray`:
-    ``<app>/<x>``, ``<app>/<project>/users``, ``<app>/<project>/users/<x>``)."""
+    ``<app>/<x>``, ``<app>/<project>/users``, ``<app>/<project>/users/<x>``), or a folder of
+    the layout this process may not open (:func:`_denied_folder`)."""
+    if (denied := _denied_folder(root / rel)) is not None:
+        return Problem(rel, 0, f"not read: {denied}: this folder may not be opened, so no log "
+                       "under it is read (nor written: add, Reflection, undo) until its "
+                       "permissions let this account in")
     if len(Path(rel).parts) < 5:
         return _stray(root, rel)
     if Path(rel).name in {kind.folder for kind in Kind}:
@@ -332,6 +339,23 @@ def _irregular_problem(root: Path, rel: str) -> Problem | None:
     return Problem(rel, 0, f"{_file_type(root / rel)} where a daily log goes: not read, "
                    "and nothing is written to this log (add, Reflection, undo) until it is "
                    "moved away")
+
+
+def _denied_folder(path: Path) -> str | None:
+    """Why this process may not list or enter the folder at ``path`` (the OS's words,
+    "Permission denied"), or None: not a folder, or one it may open."""
+    import stat
+
+    try:
+        if not stat.S_ISDIR(os.stat(path).st_mode):
+            return None
+        with os.scandir(path):
+            pass
+    except PermissionError as exc:
+        return exc.strerror or "Permission denied"
+    except OSError:
+        return None
+    return None if os.access(path, os.X_OK) else os.strerror(errno.EACCES)
 
 
 def _stray(root: Path, rel: str) -> Problem:
