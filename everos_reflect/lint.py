@@ -295,8 +295,11 @@ def misnamed_problems(misnamed: list[str]) -> list[Problem]:
     kind's log. Its entries are read by nothing, and ``lint`` said all was well."""
     found = []
     for rel in sorted(set(misnamed)):
+        parts = Path(rel).parts
         folder, name = Path(rel).parent.name, Path(rel).name
-        kind = next((k for k in Kind if k.folder == folder), None)
+        # a kind's folder is the one in a user's folder: a log put in the folder of a user
+        # named "episodes" was told its date "is no calendar date"
+        kind = next((k for k in Kind if k.folder == folder), None) if len(parts) == 6 else None
         m = LOG_FILENAME_RE.fullmatch(name)
         other = Kind.from_stem(m.group(1)) if m else None
         if kind is None and other is not None:  # outside every kind's folder
