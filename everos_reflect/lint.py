@@ -5,8 +5,6 @@ only render differently.
 
 from __future__ import annotations
 
-import errno
-import os
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -16,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import ConfigError
+from everos_reflect.fileio import denied_folder
 from everos_reflect.markdown.marks import foreign_mark_message, frontmatter_line
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import (
@@ -328,8 +327,8 @@ def _irregular_problem(root: Path, rel: str) -> Problem | None:
     """A folder, FIFO or device where a daily log goes, a file where a kind's folder
     (``episodes``, ``.insights`` …) goes, or one among project or user folders (:func:`_stray`:
     ``<app>/<x>``, ``<app>/<project>/users``, ``<app>/<project>/users/<x>``), or a folder of
-    the layout this process may not open (:func:`_denied_folder`)."""
-    if (denied := _denied_folder(root / rel)) is not None:
+    the layout this process may not open (:func:`~everos_reflect.fileio.denied_folder`)."""
+    if (denied := denied_folder(root / rel)) is not None:
         return Problem(rel, 0, f"not read: {denied}: this folder may not be opened, so no log "
                        "under it is read (nor written: add, Reflection, undo) until its "
                        "permissions let this account in")
@@ -342,23 +341,6 @@ def _irregular_problem(root: Path, rel: str) -> Problem | None:
     return Problem(rel, 0, f"{_file_type(root / rel)} where a daily log goes: not read, "
                    "and nothing is written to this log (add, Reflection, undo) until it is "
                    "moved away")
-
-
-def _denied_folder(path: Path) -> str | None:
-    """Why this process may not list or enter the folder at ``path`` (the OS's words,
-    "Permission denied"), or None: not a folder, or one it may open."""
-    import stat
-
-    try:
-        if not stat.S_ISDIR(os.stat(path).st_mode):
-            return None
-        with os.scandir(path):
-            pass
-    except PermissionError as exc:
-        return exc.strerror or "Permission denied"
-    except OSError:
-        return None
-    return None if os.access(path, os.X_OK) else os.strerror(errno.EACCES)
 
 
 def _stray(root: Path, rel: str) -> Problem:
