@@ -50,3 +50,15 @@ def test_a_log_in_the_folder_of_a_user_named_like_a_kind_folder_is_told_where_it
     assert problem == {"file": f"{USERS}/episodes/episode-2026-10-12.md", "line": 0,
                        "message": "not read: a log of episodes/ goes in the user's episodes/ "
                                   "folder", "severity": "warning"}
+
+
+def test_lint_names_an_app_or_project_folder_with_an_invalid_name_once(root: Path) -> None:
+    """It was named once per user folder under it, each user's folder blamed for its name."""
+    for folder in ("my app/default_project/users/a", "my app/default_project/users/b",
+                   "my app/p q/users/c", "app/p q/users/d", "app/p q/users/e"):
+        (root / folder / "episodes").mkdir(parents=True)
+    result = CliRunner().invoke(cli, ["lint", "--root", str(root), "--json"])
+    problems = [(p["file"], p["message"].split(":")[0])
+                for p in json.loads(result.stdout)["problems"]]
+    assert problems == [("app/p q", "invalid project_id 'p q'"),
+                        ("my app", "invalid app_id 'my app'")]

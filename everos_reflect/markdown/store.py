@@ -265,12 +265,22 @@ class MarkdownStore:
                 for user in self._subdirs(users, outside, irregular):
                     try:
                         found.append(UserRef(app.name, project.name, user.name))
-                    except InvalidId as exc:
+                    except InvalidId:
                         if invalid is not None:
-                            label = self._label(Path(user.path))
-                            invalid.append((label.encode("unicode_escape").decode("ascii"),
-                                            str(exc)))
+                            invalid.append(self._invalid_folder(app, project, user))
         yield from sorted(found)
+
+    def _invalid_folder(self, *folders: os.DirEntry[str]) -> tuple[str, str]:
+        """The first of an app, project and user folder whose name is no valid id, and why:
+        an app named "my app" was reported once per user folder under it (a thousand users,
+        a thousand errors), each naming the user's folder for the app's name."""
+        for folder, what in zip(folders, ("app_id", "project_id", "user_id"), strict=True):
+            try:
+                validate_name(folder.name, what)
+            except InvalidId as exc:
+                label = self._label(Path(folder.path))
+                return label.encode("unicode_escape").decode("ascii"), str(exc)
+        raise AssertionError("no invalid name among the folders")
 
     def iter_files(
         self,
