@@ -29,13 +29,29 @@ def test_add_refuses_either_spelling_naming_it_with_escapes(
     assert not (root / "default_app").exists()
 
 
-def test_lint_names_both_folders_apart(root: Path) -> None:
+def test_lint_names_both_folders_by_their_real_paths_and_apart(root: Path) -> None:
+    """The folder's path as it is (`--json` names the real folder; é shows as é), the reason
+    quoting the name with escapes, which tell the two apart. The path was escaped too
+    (`users/caf\\xe9`), a path no script could open."""
     for name in (NFC, NFD):
         (root / USERS / name / "episodes").mkdir(parents=True)
     result = CliRunner().invoke(cli, ["lint", "--root", str(root), "--json"])
     assert result.exit_code == 1
-    files = [p["file"] for p in json.loads(result.stdout)["problems"]]
-    assert files == [rf"{USERS}/caf\xe9", rf"{USERS}/cafe\u0301"]
+    found = [(p["file"], p["message"].split(":")[0])
+             for p in json.loads(result.stdout)["problems"]]
+    assert found == [(f"{USERS}/{NFD}", r"invalid user_id 'cafe\u0301'"),
+                     (f"{USERS}/{NFC}", r"invalid user_id 'caf\xe9'")]
+    text = CliRunner().invoke(cli, ["lint", "--root", str(root)]).stdout.splitlines()
+    assert text[1].startswith(f"{USERS}/{NFC}: invalid user_id 'caf\\xe9'")
+
+
+def test_lint_shows_a_tab_in_a_folder_name_as_an_escape(root: Path) -> None:
+    (root / USERS / "a\tb" / "episodes").mkdir(parents=True)
+    result = CliRunner().invoke(cli, ["lint", "--root", str(root)])
+    assert result.stdout.splitlines()[0].startswith(
+        f"{USERS}/a\\tb: invalid user_id 'a\\tb'")
+    assert json.loads(CliRunner().invoke(cli, ["lint", "--root", str(root), "--json"]).stdout
+                      )["problems"][0]["file"] == f"{USERS}/a\tb"
 
 
 def test_a_log_in_the_folder_of_a_user_named_like_a_kind_folder_is_told_where_it_goes(

@@ -278,8 +278,9 @@ class MarkdownStore:
             try:
                 validate_name(folder.name, what)
             except InvalidId as exc:
-                label = self._label(Path(folder.path))
-                return label.encode("unicode_escape").decode("ascii"), str(exc)
+                # named as it is (the output escapes what a terminal cannot show), so `--json`
+                # gives the folder's real path; the reason quotes the name with escapes
+                return self._label(Path(folder.path)), str(exc)
         raise AssertionError("no invalid name among the folders")
 
     def iter_files(
