@@ -1,12 +1,14 @@
 """Latest-state benchmark: does a merged narrative end with the *current* value of a changed fact?
 
 Data: ``bench/state_stories.json`` — short stories, each a few Episodes about one person and one
-changing fact (a replacement, a number, a negation, or a reversal A → B → A) across 30 domains
+changing fact (a replacement, a number, a negation, or a reversal A → B → A) across 32 domains
 (cars, phones, gyms, salaries, medication doses, ...). In half of them something unrelated is
 said *after* the change, so "the last thing said" is not the answer; in the childhood and
 youth domains (session 29) what is said after it tells of an earlier time ("Nina was a
 pescatarian as a teenager."), which must not become the current state; the sport and city
-domains (session 30) tell changes with a change verb ("switched to", "moved to").
+domains (session 30) tell changes with a change verb ("switched to", "moved to"); the energy
+and club domains (session 31) tell them by naming what ended ("left Volta Power for
+Brightwave Energy.", "quit the rowing club for ...", "no longer has solar panels").
 
 Pipeline: four stories of different domains per user, interleaved in time (the clustering has
 to keep them apart) → index with the configured embedder → recluster → ``reflect_episodes``
