@@ -47,6 +47,10 @@ How, without a word list:
   sentence says (compared with the embedder, :meth:`ExtractiveLLM._replacements`); two changes
   of one frame with a name for a name ("Moved to Lyon." / "Moved to Paris.") are versions
   even told as past events.
+- **Ends** ("quit the chess club", "left Acme for Globex", "no longer takes the tram",
+  "switched from Dropbox to iCloud": :data:`_ENDED_RE`, English): never a restatement of a
+  sentence that tells of no end; the newer version of an earlier sentence that says every
+  word naming what ended, however far apart their meanings (:func:`_ends`).
 - **Holders**: a sentence opening with someone's something ("Mia's brother ...", "Andrew's
   dog Rex ...", "Her brother ..." of the main person) is about that, not about its owner:
   unless the other sentence talks about the same thing and the possessive one tells nothing
@@ -227,6 +231,9 @@ class _Sentence:
     #: tells of a change to a new state ("switched to the cello"): the new value's head word,
     #: else None (:data:`_CHANGE_RE`, :func:`_changed_to`)
     change: str | None = field(init=False)
+    #: tells that something ended ("quit the chess club", "left Acme for Globex", "no longer
+    #: takes the bus"): the words naming what ended, else None (:func:`_ended`)
+    ended: frozenset[str] | None = field(init=False)
 
     def __post_init__(self) -> None:
         words = [w.lower().replace("'", "") for w in _WORD_RE.findall(self.text)]
@@ -240,6 +247,7 @@ class _Sentence:
         self.past = _past_event(self)  # once per sentence, not per pair compared
         self.change = (None if self.question or self.wish or self.then
                        else _changed_to(self.text))
+        self.ended = None if self.question or self.wish else _ended(self.text)
 
     @property
     def stems(self) -> frozenset[str]:
@@ -847,8 +855,9 @@ def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
     """Does ``new`` restate ``old``: the same words, or the same meaning (cosine ≥
     ``paraphrase``) with equal numbers and negations and no value swapped?"""
     if (_other_holder(old, new) or old.then != new.then or old.question != new.question
-            or old.wish != new.wish):
-        return False  # another holder, then against now, a question or a wish against a fact
+            or old.wish != new.wish or (old.ended is None) != (new.ended is None)):
+        return False  # another holder, then against now, a question or a wish against a
+        # fact, an end against what it ended ("Tariq quit the chess club.")
     return _restates(new, old) or (new.markers == old.markers
                                    and _similar(new, old, sims) >= paraphrase
                                    and not _swaps_value(old, new))
@@ -979,6 +988,8 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     if (old.vector, new.vector) in replaced or (changes and _in_place(old, new)
                                                  and _swaps_name(old, new)):
         return True
+    if _ends(old, new):
+        return True
     a, b = old.stems, new.stems
     return bool(a and b) and (len(a & b) / len(a | b) >= VERSION_OVERLAP or _flips(old, new)
                               or _relabels(old, new))
@@ -1063,6 +1074,63 @@ def _changed_to(text: str) -> str | None:
             continue
         run.append(lower)
     return run[-1] if run else None
+
+
+#: English phrases telling that something ended, what ended named after them: "quit the chess
+#: club", "left Acme for Globex", "stopped taking the bus", "gave up coffee", "no longer
+#: takes the tram", "switched from Dropbox to iCloud", "replaced black tea with rooibos".
+#: Other languages match nothing here.
+_ENDED_RE = re.compile(
+    r"\b(?:quit(?:s|ting)?|left|leaves|leaving|stopped|stops|(?:gave|gives|given) up"
+    r"|(?:dropped|drops) out of|resigned from|stepped down from|moved out of"
+    r"|cancell?ed|no longer|(?:switched|changed|moved|converted) (?:over )?from"
+    r"|replaced|swapped)\b", re.IGNORECASE)
+#: Where the words naming what ended stop: "left Acme for Globex", "stopped taking the bus
+#: and cycles", "replaced black tea with rooibos", "switched from Dropbox to iCloud".
+_ENDED_STOP = _wordset("for with to and but so because instead then now since as while")
+#: Words that may come between an end and what ended: "quit the chess club", "left her job".
+_DETERMINERS = _wordset("a an the his her their my our your its this that these those some")
+
+
+def _ended(text: str) -> frozenset[str] | None:
+    """What ``text`` tells ended, as content words (lower-cased, a plural -s folded): the
+    words after the first end phrase (:data:`_ENDED_RE`) up to a comma or a joining word
+    (:data:`_ENDED_STOP`), a verb right after it aside ("stopped *taking* the bus", "no longer
+    *takes* the tram": an "-ing" word, or any first word after "no longer"). None when it
+    tells of no end; empty when the end names nothing ("Tariq left.") or is no end of a thing
+    ("turned left at the church": a preposition follows)."""
+    m = _ENDED_RE.search(text)
+    if m is None:
+        return None
+    rest = re.split(r"[,;:.!?()]", text[m.end():], maxsplit=1)[0]
+    words = [w.lower().replace("'", "") for w in _WORD_RE.findall(rest)]
+    out: list[str] = []
+    for k, word in enumerate(words):
+        if word in _ENDED_STOP:
+            break
+        if not out and word in _DETERMINERS:
+            continue
+        if not out and word in STOPWORDS:
+            return frozenset()  # "left at noon", "stopped by the shop"
+        if not out and (word.endswith("ing") or (k == 0 and m.group().lower() == "no longer")):
+            continue  # the verb of what ended: "stopped taking", "no longer takes"
+        if word not in STOPWORDS and word not in NEGATIONS:
+            out.append(_fold_plural(word))
+    return frozenset(out)
+
+
+def _ends(old: _Sentence, new: _Sentence) -> bool:
+    """Does ``new`` tell that what ``old`` states ended, naming it: "Tariq is in the chess
+    club." / "Tariq quit the chess club.", "Tariq works at Initech." / "Tariq left Initech for
+    Hooli.", "Tariq takes the tram." / "Tariq no longer takes the tram."? Every word naming
+    what ended is one ``old`` says (or another form of one), so an end of something else
+    ("Tariq takes the tram." / "Tariq left his umbrella on the tram.") is none. Structure, not
+    meaning: "Initech" / "Hooli" sit at a cosine of names the embedder does not know, below
+    every threshold, and the pair kept no current state."""
+    if not new.ended or old.ended is not None:
+        return False
+    said = old.stems - {old.subject or ""}
+    return all(w in said or _word_forms(frozenset({w}), said) for w in new.ended)
 
 
 def _replaced_words(old: _Sentence, new: _Sentence) -> list[str]:
