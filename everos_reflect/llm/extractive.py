@@ -61,7 +61,9 @@ How, without a word list:
 - **Labelled notes**: "Job: barista." / "Job: accountant." (a label of at most three words,
   a short value) are versions of the label's value, in any language; not under an English
   generic, meal or time-slot label ("Note: buy milk." / "Note: call Ana.", "Dinner: pasta."
-  / "Dinner: curry.": :data:`_NOT_ONE_VALUE_LABELS`).
+  / "Dinner: curry.": :data:`_NOT_ONE_VALUE_LABELS`). A meal, time-slot or to-do note
+  tells no state (:data:`_NOT_A_STATE_LABELS`) and a "Question:" note asks: neither is a
+  version of anything, however close the words.
 - **What is not so now**: a question ("Is Nina still vegan?": any language), a sentence about
   an earlier time ("Nina was vegetarian as a teenager.") or a wish, plan or possibility
   ("Ravi wants to weigh 70 kg.", "Ben might sell his car."): the last two by small English
@@ -222,8 +224,11 @@ class _Sentence:
     markers: frozenset[str] = field(init=False)  # numbers and negations: must match to merge
     #: tells of an earlier time of the subject's life (:func:`about_earlier_time`)
     then: bool = field(init=False)
-    #: asks, states nothing: "Is Nina still vegan?"
+    #: asks, states nothing: "Is Nina still vegan?", "Question: ask about parking."
     question: bool = field(init=False)
+    #: a note of something that comes round again or is to be done, no state: "Lunch: soup.",
+    #: "Today: gym.", "Todo: fix bike." (:data:`_NOT_A_STATE_LABELS`)
+    slot: bool = field(init=False)
     #: tells of a wish, plan, duty or possibility, not of what is so (:data:`_NOT_SO_RE`)
     wish: bool = field(init=False)
     #: tells of an event in the simple past (:func:`_past_event`)
@@ -242,7 +247,10 @@ class _Sentence:
             w for w in words if w in NEGATIONS or w in NUMBER_WORDS or w.isdigit()
         )
         self.then = about_earlier_time(self.text)
-        self.question = self.text.rstrip().endswith(("?", "？"))
+        label = _label(self.text)
+        self.question = (self.text.rstrip().endswith(("?", "？"))
+                         or label in _QUESTION_LABELS)
+        self.slot = label in _NOT_A_STATE_LABELS
         self.wish = _NOT_SO_RE.search(self.text) is not None
         self.past = _past_event(self)  # once per sentence, not per pair compared
         self.change = (None if self.question or self.wish or self.then
@@ -855,7 +863,8 @@ def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
     """Does ``new`` restate ``old``: the same words, or the same meaning (cosine ≥
     ``paraphrase``) with equal numbers and negations and no value swapped?"""
     if (_other_holder(old, new) or old.then != new.then or old.question != new.question
-            or old.wish != new.wish or (old.ended is None) != (new.ended is None)):
+            or old.wish != new.wish or old.slot != new.slot
+            or (old.ended is None) != (new.ended is None)):
         return False  # another holder, then against now, a question or a wish against a
         # fact, an end against what it ended ("Tariq quit the chess club.")
     return _restates(new, old) or (new.markers == old.markers
@@ -979,7 +988,7 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     changes = old.change is not None and new.change is not None
     if (new.day <= old.day or old.subject != new.subject or _other_holder(old, new)
             or (new.then and not old.then) or (new.wish and not old.wish)
-            or old.question or new.question
+            or old.question or new.question or old.slot or new.slot
             or (old.past and new.past and not _flips(old, new) and not changes)):
         return False
     cos = _similar(old, new, sims) if sims is not None else None
@@ -1019,17 +1028,34 @@ def _relabels(old: _Sentence, new: _Sentence) -> bool:
             and x.group(2).lower() != y.group(2).lower())
 
 
-#: English labels of a note that hold no one attribute's value: a generic note ("Note: buy
-#: milk.", "Todo: fix bike."), a meal ("Dinner: pasta.") or a time slot ("Today: gym.",
-#: "Monday: dentist."). Two such notes are two things, each true, not a value and its newer
-#: version. A whole label only: "Lunch spot: Café Rio." names an attribute. Other languages
-#: match nothing here and keep the label rule as it was.
-_NOT_ONE_VALUE_LABELS = _wordset(
-    "note notes todo to-do reminder idea update question task memo ps nb fyi thought tip "
+#: English labels of a note that asks ("Question: ask about parking.", "Q: which bank?"):
+#: such a note states nothing, as a sentence ending with "?" does.
+_QUESTION_LABELS = _wordset("question questions q ask query") | {"to ask"}
+#: English labels of a note that tells no state: a thing to do ("Todo: fix bike.", "Idea:
+#: bake bread."), a meal ("Dinner: pasta.") or a time slot ("Today: gym.", "Monday:
+#: dentist."). Two such notes are two things, each true, never a fact and its newer version,
+#: however close their words ("Lunch: salad." / "Lunch: soup.", cosine over the version
+#: threshold, was written as a change of lunch); nor is either a version of a plain sentence.
+#: A whole label only: "Lunch spot: Café Rio." names an attribute. Other languages match
+#: nothing here.
+_NOT_A_STATE_LABELS = _wordset(
+    "todo to-do reminder reminders idea ideas task tasks tip thought "
     "breakfast brunch lunch dinner supper snack dessert meal today tonight tomorrow yesterday "
     "morning afternoon evening weekend monday tuesday wednesday thursday friday saturday "
-    "sunday") | {"to do", "note to self", "this morning", "this afternoon", "this evening",
-                 "this week", "this weekend", "next week"}
+    "sunday") | {"to do", "this morning", "this afternoon", "this evening", "this week",
+                 "this weekend", "next week"}
+#: English labels of a note that hold no one attribute's value: a generic note ("Note: buy
+#: milk.", "Update: Tom moved to Paris.": a sentence, judged as one), a question or a note
+#: that tells no state (above). Two such notes are no value and its newer version by their
+#: label. Other languages match nothing here and keep the label rule as it was.
+_NOT_ONE_VALUE_LABELS = (_wordset("note notes update memo ps nb fyi") | {"note to self"}
+                         | _QUESTION_LABELS | _NOT_A_STATE_LABELS)
+
+
+def _label(text: str) -> str | None:
+    """The label of a labelled note ("Lunch: soup." → "lunch"), lower-cased; else None."""
+    m = _LABELLED_RE.match(text)
+    return " ".join(m.group(1).lower().split()) if m else None
 
 
 #: Words of a labelled note's value at most: "Tesla Model 3.", "Dr Shah.", "40k."
