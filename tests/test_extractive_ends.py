@@ -39,6 +39,7 @@ def narrative(llm: ExtractiveLLM, *texts: str) -> str:
     ("Tariq uses Dropbox.", "Tariq switched from Dropbox to iCloud."),
     ("Tariq rides the bus to school.", "Tariq stopped taking the bus and cycles to school now."),
     ("Tariq takes the tram to work.", "Tariq no longer takes the tram; he walks to work now."),
+    ("Tariq smokes.", "Tariq gave up smoking."),
 ])
 def test_an_end_naming_what_ended_is_the_current_state(local: LocalEmbedder, first: str,
                                                        second: str) -> None:
@@ -52,6 +53,11 @@ def test_an_end_naming_what_ended_is_the_current_state(local: LocalEmbedder, fir
     ("Tariq takes the tram to work.", "Tariq left his umbrella on the tram."),
     ("Tariq plays the guitar.", "Tariq left the choir."),
     ("Tariq goes to the church on Sundays.", "Tariq turned left at the church."),
+    # named in passing by a sentence about something else
+    ("Sam from Fernhill Studio asked support why builds of fernhill-web time out.",
+     "Sam left Fernhill Studio."),
+    # not ended yet
+    ("Sam works at Fernhill Studio.", "Sam is leaving Fernhill Studio at the end of October."),
 ])
 def test_an_end_of_something_else_is_no_version(local: LocalEmbedder, first: str,
                                                 second: str) -> None:
@@ -68,5 +74,8 @@ def test_what_ended_is_read_from_the_words_after_the_end() -> None:
     assert ended("Tariq stopped taking the trams and cycles now.") == {"tram"}
     assert ended("Tariq no longer takes the tram.") == {"tram"}
     assert ended("Tariq turned left at the church.") == frozenset()
+    assert ended("He left Lumen Analytics in mid-August.") == {"lumen", "analytic"}
+    assert ended("Tariq gave up smoking.") == {"smoking"}
+    assert ended("Tariq no longer commutes by car.") == {"car"}
     assert ended("Tariq is in the chess club.") is None
     assert ended("Might Tariq quit the club?") is None  # a question ends nothing

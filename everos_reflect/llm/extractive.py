@@ -1107,41 +1107,55 @@ def _changed_to(text: str) -> str | None:
 #: takes the tram", "switched from Dropbox to iCloud", "replaced black tea with rooibos".
 #: Other languages match nothing here.
 _ENDED_RE = re.compile(
-    r"\b(?:quit(?:s|ting)?|left|leaves|leaving|stopped|stops|(?:gave|gives|given) up"
-    r"|(?:dropped|drops) out of|resigned from|stepped down from|moved out of"
-    r"|cancell?ed|no longer|(?:switched|changed|moved|converted) (?:over )?from"
-    r"|replaced|swapped)\b", re.IGNORECASE)
+    r"\b(?:quit|left|stopped|(?:gave|given) up|dropped out of|resigned from"
+    r"|stepped down from|moved out of|cancell?ed|no longer"
+    r"|(?:switched|changed|moved|converted) (?:over )?from|replaced|swapped)\b", re.IGNORECASE)
 #: Where the words naming what ended stop: "left Acme for Globex", "stopped taking the bus
 #: and cycles", "replaced black tea with rooibos", "switched from Dropbox to iCloud".
 _ENDED_STOP = _wordset("for with to and but so because instead then now since as while")
 #: Words that may come between an end and what ended: "quit the chess club", "left her job".
 _DETERMINERS = _wordset("a an the his her their my our your its this that these those some")
+#: Content words, besides what ended and the subject, that the sentence it ends may hold: a
+#: state is short ("Tariq takes the tram to work.": "takes", "work"); a longer sentence that
+#: names the thing in passing ("Sam from Fernhill Studio contacted support because builds
+#: time out ...") tells of something else, which "Sam left Fernhill Studio." does not end.
+END_CONTEXT_WORDS = 3
 
 
 def _ended(text: str) -> frozenset[str] | None:
     """What ``text`` tells ended, as content words (lower-cased, a plural -s folded): the
-    words after the first end phrase (:data:`_ENDED_RE`) up to a comma or a joining word
-    (:data:`_ENDED_STOP`), a verb right after it aside ("stopped *taking* the bus", "no longer
-    *takes* the tram": an "-ing" word, or any first word after "no longer"). None when it
-    tells of no end; empty when the end names nothing ("Tariq left.") or is no end of a thing
-    ("turned left at the church": a preposition follows)."""
+    first run of content words after the first end phrase (:data:`_ENDED_RE`), before a
+    joining word (:data:`_ENDED_STOP`) or a comma; a verb first aside ("stopped *taking* the
+    bus", "no longer *takes* the tram": an "-ing" word, or the first word after "no longer"),
+    unless it is all there is ("gave up smoking"). None when it tells of no end; empty when
+    the end names nothing ("Tariq left.") or is no end of a thing ("turned left at the
+    church", "left at noon": a preposition follows). Past forms only: "is leaving Acme at
+    the end of October" has not ended yet."""
     m = _ENDED_RE.search(text)
     if m is None:
         return None
     rest = re.split(r"[,;:.!?()]", text[m.end():], maxsplit=1)[0]
     words = [w.lower().replace("'", "") for w in _WORD_RE.findall(rest)]
+    no_longer = m.group().lower() == "no longer"
     out: list[str] = []
+    verb: str | None = None
     for k, word in enumerate(words):
         if word in _ENDED_STOP:
             break
-        if not out and word in _DETERMINERS:
-            continue
-        if not out and word in STOPWORDS:
-            return frozenset()  # "left at noon", "stopped by the shop"
-        if not out and (word.endswith("ing") or (k == 0 and m.group().lower() == "no longer")):
-            continue  # the verb of what ended: "stopped taking", "no longer takes"
-        if word not in STOPWORDS and word not in NEGATIONS:
+        if out:
+            if word in STOPWORDS or word in NEGATIONS:
+                break
             out.append(_fold_plural(word))
+        elif k == 0 and word in STOPWORDS and word not in _DETERMINERS and not no_longer:
+            return frozenset()  # "left at noon", "turned left at the church"
+        elif word in STOPWORDS or word in NEGATIONS:
+            continue
+        elif verb is None and (word.endswith("ing") or (k == 0 and no_longer)):
+            verb = word  # the verb of what ended: "stopped taking", "no longer takes"
+        else:
+            out.append(_fold_plural(word))
+    if not out and verb is not None and not no_longer:
+        out.append(verb)  # "gave up smoking"
     return frozenset(out)
 
 
@@ -1150,13 +1164,19 @@ def _ends(old: _Sentence, new: _Sentence) -> bool:
     club." / "Tariq quit the chess club.", "Tariq works at Initech." / "Tariq left Initech for
     Hooli.", "Tariq takes the tram." / "Tariq no longer takes the tram."? Every word naming
     what ended is one ``old`` says (or another form of one), so an end of something else
-    ("Tariq takes the tram." / "Tariq left his umbrella on the tram.") is none. Structure, not
-    meaning: "Initech" / "Hooli" sit at a cosine of names the embedder does not know, below
-    every threshold, and the pair kept no current state."""
+    ("Tariq takes the tram." / "Tariq left his umbrella on the tram.") is none, and ``old``
+    says little else (:data:`END_CONTEXT_WORDS`). Structure, not meaning: "Initech" /
+    "Hooli" are names the embedder does not relate (the pair sits at cosine 0.59, below every
+    threshold), and the pair kept no current state."""
     if not new.ended or old.ended is not None:
         return False
     said = old.stems - {old.subject or ""}
-    return all(w in said or _word_forms(frozenset({w}), said) for w in new.ended)
+
+    def named(word: str) -> set[str]:
+        return {w for w in said if w == word or _word_forms(frozenset({word}), frozenset({w}))}
+
+    matched = [named(w) for w in new.ended]
+    return all(matched) and len(said - set().union(*matched)) <= END_CONTEXT_WORDS
 
 
 def _replaced_words(old: _Sentence, new: _Sentence) -> list[str]:
