@@ -66,3 +66,30 @@ def test_a_question_label_asks() -> None:
     assert asks("Q: which bank.")
     assert not asks("Quest: done.")
     assert not asks("Lunch: soup.")
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Sam asked how to hand the workspace ownership to Priya Nair.",
+     "Sam transferred ownership of the Fernhill workspace to Priya Nair."),
+    ("Rosa asked the landlord about a parking space.",
+     "Rosa got a parking space from the landlord."),
+    ("Rosa asked whether the gym has a pool.", "Rosa said the gym has a pool."),
+])
+def test_asking_how_is_neither_the_deed_nor_its_old_version(local: LocalEmbedder, first: str,
+                                                            second: str) -> None:
+    # the demo's Sam narrative folded the asking into the transfer (cosine over 0.78): the
+    # question left live memory and explain credited the transfer to the Episode that asked
+    content = narrative(ExtractiveLLM(local), first, second)
+    assert plain_sentences(content) == [first, second]
+    assert "Current state" not in content
+
+
+def test_a_sentence_that_tells_first_and_asks_after_still_tells() -> None:
+    def asks(text: str) -> bool:
+        return extractive._Sentence(text, date.min, 0).question
+
+    assert asks("Sam asked support how to export invoices.")
+    assert asks("Mia wanted to know when the bus leaves.")
+    assert not extractive._Sentence("Mia wanted to know when the bus leaves.", date.min, 0).wish
+    assert not asks("Mei is moving to Hobart in January and asked what the visa needs.")
+    assert not asks("Andrew asked the assistant to remember this rule.")

@@ -64,7 +64,8 @@ How, without a word list:
   / "Dinner: curry.": :data:`_NOT_ONE_VALUE_LABELS`). A meal, time-slot or to-do note
   tells no state (:data:`_NOT_A_STATE_LABELS`) and a "Question:" note asks: neither is a
   version of anything, however close the words.
-- **What is not so now**: a question ("Is Nina still vegan?": any language), a sentence about
+- **What is not so now**: a question ("Is Nina still vegan?": any language; "Sam asked how to
+  ...", "Question: ...": English, :data:`_ASKS_RE`), a sentence about
   an earlier time ("Nina was vegetarian as a teenager.") or a wish, plan or possibility
   ("Ravi wants to weigh 70 kg.", "Ben might sell his car."): the last two by small English
   phrase lists (:data:`_EARLIER_TIME_RE`, :data:`_NOT_SO_RE`). Such a sentence restates
@@ -205,6 +206,17 @@ _NOT_SO_RE = re.compile(
     r"\b(?:might|may|could|should|would|must|want(?:s|ed)?|hope(?:s|d)?|wish(?:es|ed)?"
     r"|planning|(?:plan(?:s|ned)?|aim(?:s|ed|ing)?|intend(?:s|ed|ing)?) to|dream(?:s|ed)? of"
     r"|considering|thinking (?:about|of))\b")
+#: An English sentence that opens by asking (within its first words): "Sam asked how to hand
+#: the workspace to Priya.", "Rosa asked the landlord about a parking space.", "Ivo wondered
+#: whether ...", "Mia wanted to know when ...". It tells of a question, not of its answer
+#: nor of the deed: "Sam transferred ownership of the workspace to Priya." folded it (cosine
+#: over the paraphrase threshold) and explain credited the transfer to the Episode that only
+#: asked. A sentence that tells something first ("Mei is moving to Hobart and asked what the
+#: visa needs.") still states that.
+_ASKS_RE = re.compile(
+    r"^(?:[\w'’-]+\s+){0,3}?(?:ask(?:s|ed)|wonder(?:s|ed)|want(?:s|ed) to know"
+    r"|(?:in|en)quir(?:es|ed))\b(?:\s+[\w'’-]+){0,2}?\s+"
+    r"(?:how|whether|if|what|which|when|where|why|who|about)\b", re.IGNORECASE)
 _NOW_RE = re.compile(r"\b(?:is|are|am|has|since|have (?:been|had|got))\b|['’](?:re|ve)\b",
                      re.IGNORECASE)
 
@@ -224,7 +236,8 @@ class _Sentence:
     markers: frozenset[str] = field(init=False)  # numbers and negations: must match to merge
     #: tells of an earlier time of the subject's life (:func:`about_earlier_time`)
     then: bool = field(init=False)
-    #: asks, states nothing: "Is Nina still vegan?", "Question: ask about parking."
+    #: asks, states nothing: "Is Nina still vegan?", "Question: ask about parking.", "Sam
+    #: asked how to hand the workspace to Priya." (:data:`_ASKS_RE`)
     question: bool = field(init=False)
     #: a note of something that comes round again or is to be done, no state: "Lunch: soup.",
     #: "Today: gym.", "Todo: fix bike." (:data:`_NOT_A_STATE_LABELS`)
@@ -248,10 +261,12 @@ class _Sentence:
         )
         self.then = about_earlier_time(self.text)
         label = _label(self.text)
+        asks = _ASKS_RE.match(self.text) is not None
         self.question = (self.text.rstrip().endswith(("?", "？"))
-                         or label in _QUESTION_LABELS)
+                         or label in _QUESTION_LABELS or asks)
         self.slot = label in _NOT_A_STATE_LABELS
-        self.wish = _NOT_SO_RE.search(self.text) is not None
+        # "wanted to know how ..." asks; it wishes nothing
+        self.wish = not asks and _NOT_SO_RE.search(self.text) is not None
         self.past = _past_event(self)  # once per sentence, not per pair compared
         self.change = (None if self.question or self.wish or self.then
                        else _changed_to(self.text))
