@@ -159,7 +159,10 @@ CONTAINED_DUPLICATE = 0.9
 #: one subject: the lowest value that folds no distinct pair of the calibration domains of
 #: ``bench/fold_pairs.py`` (0.78; 0.75 folded "Andrew adopted a dog named Rex." with "Andrew's
 #: dog Rex learned to sit and fetch.", cosine 0.774), which keeps the calibration stories of
-#: ``bench/state_stories.py`` ≥ 95 % right; never chosen on what is reported.
+#: ``bench/state_stories.py`` ≥ 95 % right; never chosen on what is reported. Since session 31
+#: (the holder, end and question rules) the calibration half is clean at 0.75 too, which
+#: folds one more calibration restatement of 70 and sits next to 0.7 (two distinct pairs
+#: folded): no gain worth moving for, so 0.78 stays.
 PARAPHRASE_COSINE = 0.78
 #: Cosine at which two same-subject sentences of different days are versions of one fact.
 #: Chosen on the calibration half of ``bench/state_stories.json`` (``bench/state_stories.py``).
