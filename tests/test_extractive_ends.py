@@ -40,6 +40,8 @@ def narrative(llm: ExtractiveLLM, *texts: str) -> str:
     ("Tariq rides the bus to school.", "Tariq stopped taking the bus and cycles to school now."),
     ("Tariq takes the tram to work.", "Tariq no longer takes the tram; he walks to work now."),
     ("Tariq smokes.", "Tariq gave up smoking."),
+    # a reversal told as two ends: the first went to what the second ends
+    ("Tariq left Initech for Hooli.", "Tariq left Hooli for Initech."),
 ])
 def test_an_end_naming_what_ended_is_the_current_state(local: LocalEmbedder, first: str,
                                                        second: str) -> None:
@@ -56,6 +58,8 @@ def test_an_end_naming_what_ended_is_the_current_state(local: LocalEmbedder, fir
     # named in passing by a sentence about something else
     ("Sam from Fernhill Studio asked support why builds of fernhill-web time out.",
      "Sam left Fernhill Studio."),
+    # two ends of two things: two events
+    ("Tariq quit the chess club.", "Tariq quit the tennis club."),
     # not ended yet
     ("Sam works at Fernhill Studio.", "Sam is leaving Fernhill Studio at the end of October."),
 ])
@@ -79,3 +83,14 @@ def test_what_ended_is_read_from_the_words_after_the_end() -> None:
     assert ended("Tariq no longer commutes by car.") == {"car"}
     assert ended("Tariq is in the chess club.") is None
     assert ended("Might Tariq quit the club?") is None  # a question ends nothing
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Tariq left Initech for Hooli.", "Tariq quit Initech for Hooli."),
+    ("Tariq stopped smoking.", "Tariq gave up smoking."),
+])
+def test_one_end_in_other_words_is_one_sentence(local: LocalEmbedder, first: str,
+                                                second: str) -> None:
+    # cosine 0.91-0.93, but "left" -> "quit" read as a value swapped: written as a change
+    content = narrative(ExtractiveLLM(local), first, second)
+    assert plain_sentences(content) == [second]

@@ -882,9 +882,11 @@ def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
     ``paraphrase``) with equal numbers and negations and no value swapped?"""
     if (_other_holder(old, new) or old.then != new.then or old.question != new.question
             or old.wish != new.wish or old.slot != new.slot
-            or (old.ended is None) != (new.ended is None)):
+            or (old.ended is None) != (new.ended is None)
+            or (old.ended and new.ended and old.ended != new.ended)):
         return False  # another holder, then against now, a question or a wish against a
-        # fact, an end against what it ended ("Tariq quit the chess club.")
+        # fact, an end against what it ended ("Tariq quit the chess club."), or the ends of
+        # two things ("left Initech for Hooli." / "left Hooli for Initech.": the same words)
     return _restates(new, old) or (new.markers == old.markers
                                    and _similar(new, old, sims) >= paraphrase
                                    and not _swaps_value(old, new))
@@ -911,7 +913,8 @@ def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
     replaced in place: a short sentence shares little but its frame ("Leah is vegetarian."
     → "Leah is vegan.", "Omar is a nurse." → "Omar is a family doctor."), and a fold would
     drop the change."""
-    if new.day == old.day or old.subject != new.subject or _same_change(old, new):
+    if (new.day == old.day or old.subject != new.subject or _same_change(old, new)
+            or _same_end(old, new)):
         return False
     x, y = _specifics(old), _specifics(new)
     if x - y and y - x:  # a name or number replaced by another
@@ -1007,7 +1010,8 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     if (new.day <= old.day or old.subject != new.subject or _other_holder(old, new)
             or (new.then and not old.then) or (new.wish and not old.wish)
             or old.question or new.question or old.slot or new.slot
-            or (old.past and new.past and not _flips(old, new) and not changes)):
+            or (old.past and new.past and not _flips(old, new) and not changes
+                and not _ends(old, new))):
         return False
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
@@ -1185,16 +1189,33 @@ def _ends(old: _Sentence, new: _Sentence) -> bool:
     ("Tariq takes the tram." / "Tariq left his umbrella on the tram.") is none, and ``old``
     says little else (:data:`END_CONTEXT_WORDS`). Structure, not meaning: "Initech" /
     "Hooli" are names the embedder does not relate (the pair sits at cosine 0.59, below every
-    threshold), and the pair kept no current state."""
-    if not new.ended or old.ended is not None:
+    threshold), and the pair kept no current state. An earlier end counts by what it went to
+    ("Tariq left Initech for Hooli." / "Tariq left Hooli for Initech."); two ends of two
+    things ("quit the chess club" / "quit the tennis club") are two events."""
+    if not new.ended:
         return False
-    said = old.stems - {old.subject or ""}
+    # an earlier end names what it went to: "left Initech for Hooli." / "left Hooli for ..."
+    said = old.stems - {old.subject or ""} - (old.ended or frozenset())
 
     def named(word: str) -> set[str]:
         return {w for w in said if w == word or _word_forms(frozenset({word}), frozenset({w}))}
 
     matched = [named(w) for w in new.ended]
     return all(matched) and len(said - set().union(*matched)) <= END_CONTEXT_WORDS
+
+
+def _same_end(old: _Sentence, new: _Sentence) -> bool:
+    """Do ``old`` and ``new`` tell of one end in other end words ("Tariq left Initech for
+    Hooli." / "Tariq quit Initech for Hooli.", "stopped smoking" / "gave up smoking": all
+    else the same)? A restatement (cosine 0.91-0.94), not a value swapped: it was written
+    as a change."""
+    if not old.ended or old.ended != new.ended:
+        return False
+
+    def rest(s: _Sentence) -> list[str]:
+        return [w.lower() for w in _WORD_RE.findall(_ENDED_RE.sub(" ", s.text, count=1))]
+
+    return rest(old) == rest(new)
 
 
 def _replaced_words(old: _Sentence, new: _Sentence) -> list[str]:
@@ -1230,7 +1251,7 @@ _IRREGULAR_PAST = _wordset(
     "met ate read went saw took made got had bought ran wrote gave found left sold told "
     "thought came drove rode flew swam spent won lost paid sent built began broke chose drank "
     "fell felt forgot held kept knew led put said sat slept spoke stood taught threw wore did "
-    "grew")
+    "grew quit")
 
 
 def _past_event(s: _Sentence) -> bool:
