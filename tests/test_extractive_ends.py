@@ -82,6 +82,7 @@ def test_what_ended_is_read_from_the_words_after_the_end() -> None:
     assert ended("Tariq gave up smoking.") == {"smoking"}
     assert ended("Tariq no longer commutes by car.") == {"car"}
     assert ended("Tariq is in the chess club.") is None
+    assert ended("Tariq is left-handed.") is None  # a word of its own
     assert ended("Might Tariq quit the club?") is None  # a question ends nothing
 
 

@@ -1131,7 +1131,7 @@ def _changed_to(text: str) -> str | None:
 _ENDED_RE = re.compile(
     r"\b(?:quit|left|stopped|(?:gave|given) up|dropped out of|resigned from"
     r"|stepped down from|moved out of|cancell?ed|no longer"
-    r"|(?:switched|changed|moved|converted) (?:over )?from|replaced|swapped)\b", re.IGNORECASE)
+    r"|(?:switched|changed|moved|converted) (?:over )?from|replaced|swapped)\b(?!-)", re.IGNORECASE)
 #: Where the words naming what ended stop: "left Acme for Globex", "stopped taking the bus
 #: and cycles", "replaced black tea with rooibos", "switched from Dropbox to iCloud".
 _ENDED_STOP = _wordset("for with to and but so because instead then now since as while")
