@@ -104,3 +104,42 @@ def test_the_watcher_indexes_a_hard_link_made_while_watching_once(rt: Runtime) -
             "SELECT 1 FROM files WHERE path = ? AND problems LIKE '%hard link to%'",
             (BOB_LOG,)).fetchone())
         assert _indexed_paths(rt) == {ALICE_LOG}
+
+
+def _still_refused(rt: Runtime, bob: Path) -> None:
+    assert os.path.samestat(os.stat(bob), os.stat(rt.root / ALICE_LOG))
+    report = Indexer(rt).reindex()
+    assert f"hard link to {ALICE_LOG}" in report.problems[BOB_LOG][0]
+    assert not any("/bob/" in path for path in _indexed_paths(rt))
+    assert rt.store.entries(BOB, Kind.EPISODE) == []
+
+
+def test_adding_to_a_hard_linked_log_keeps_the_second_name_the_same_file(rt: Runtime) -> None:
+    """The atomic rename gave alice's name a new file; bob's kept the old one, a copy of
+    alice's log read from then on as bob's memory."""
+    bob = _hard_link(rt)
+    rt.store.append(ALICE, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
+                    {"Subject": "Pets", "Content": "Alice adopted a dog."}, day=DAY)
+    _still_refused(rt, bob)
+    assert b"Alice adopted a dog." in bob.read_bytes()
+    assert [e.id for e in rt.store.entries(ALICE, Kind.EPISODE)] == ["ep_20261012_0001",
+                                                                      "ep_20261012_0002"]
+
+
+def test_archiving_into_hard_linked_logs_keeps_each_second_name_the_same_file(
+        rt: Runtime) -> None:
+    """Reflection archives into several logs at once (staged writes): each alias follows."""
+    later = date(2026, 10, 13)
+    rt.store.append(ALICE, Kind.EPISODE, {"timestamp": "2026-10-13T09:00:00+00:00"},
+                    {"Subject": "Pets", "Content": "Alice has a dog too."}, day=later)
+    merged = rt.store.append(ALICE, Kind.EPISODE, {"timestamp": "2026-10-13T10:00:00+00:00"},
+                             {"Subject": "Pets", "Content": "Alice has a cat and a dog."},
+                             day=later)
+    bob = _hard_link(rt)
+    bob_later = rt.root / BOB_LOG.replace("2026-10-12", "2026-10-13")
+    os.link(rt.root / ALICE_LOG.replace("2026-10-12", "2026-10-13"), bob_later)
+    rt.store.deprecate(ALICE, {"ep_20261012_0001": merged.id, "ep_20261013_0001": merged.id})
+    _still_refused(rt, bob)
+    assert os.path.samestat(os.stat(bob_later),
+                            os.stat(rt.root / ALICE_LOG.replace("2026-10-12", "2026-10-13")))
+    assert b"deprecated_entries" in bob.read_bytes()

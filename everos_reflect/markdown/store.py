@@ -988,7 +988,7 @@ class MarkdownStore:
                 data = self._fits(path, new_text)
                 if self._load_or_none(path) != before:
                     continue  # edited by hand meanwhile: redo the edit on the new text
-                _atomic_write(_write_target(path), data)
+                self._write(_write_target(path), data)
                 return
             raise MarkdownError(self._label(path), 0, "file keeps changing; edit not applied")
 
@@ -1049,7 +1049,57 @@ class MarkdownStore:
                     if self._load_or_none(path) != before:
                         self._edit(path, edits[path])  # edited by hand meanwhile: redo it
                     else:
-                        _atomic_write(targets[path], data)
+                        self._write(targets[path], data)
+
+    def _write(self, target: Path, data: bytes) -> None:
+        """:func:`_atomic_write`, keeping the log one file with its hard-linked aliases: the
+        rename gave the written name a new file, and a second user's name hard-linked to it
+        (refused as "a hard link to …") kept the old one, an independent copy read from
+        then on as that user's memory. Each such name is linked to the new file again."""
+        aliases = self._hard_link_aliases(target)
+        _atomic_write(target, data)
+        for alias, old in aliases:
+            self._relink(target, alias, old)
+
+    def _hard_link_aliases(self, target: Path) -> list[tuple[Path, os.stat_result]]:
+        """The other daily logs of this root that are ``target`` itself (one inode), each
+        with that file's stat. Links outside the layout (a backup's, ``cp -al``) are left to
+        keep the old text, as a backup should."""
+        try:
+            st = os.stat(target)
+        except OSError:
+            return []
+        if st.st_nlink < 2 or not stat.S_ISREG(st.st_mode):
+            return []
+        located = self.ref_for_path(target)
+        if located is None:
+            return []
+        _, kind, day = located
+        real = os.path.realpath(target)
+        found = []
+        for other in sorted(self._real_root_path.glob(
+                f"*/*/users/*/{kind.folder}/{kind.filename(day)}")):
+            with suppress(OSError):
+                if (str(other) != real and os.path.realpath(other) == str(other)
+                        and os.path.samestat(os.stat(other), st)):
+                    found.append((other, st))
+        return found
+
+    def _relink(self, target: Path, alias: Path, old: os.stat_result) -> None:
+        """``alias`` made a hard link of ``target`` again, atomically, if it is still the
+        file it was before the write (a person may have replaced it meanwhile)."""
+        tmp = alias.with_name(f".{alias.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            if not os.path.samestat(os.stat(alias), old):
+                return
+            os.link(target, tmp)
+            os.replace(tmp, alias)
+            _fsync_dir(alias.parent)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            _log.warning("%s is a hard link to %s, which was rewritten: it could not be "
+                         "linked to the new file (%s), so it now holds a copy of the old text",
+                         self._label(alias), self._label(target), exc.strerror or exc)
 
     def size_after(self, path: Path, change: Callable[[str | None], str | None]) -> int | None:
         """The bytes ``path`` would hold after ``change`` (the text edit a write would make:
