@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -68,7 +69,34 @@ def duration_up_to(limit: int, words: str) -> Callable[[float], str | None]:
     thread wait where they are used: ``serve`` died at start-up on ``misfire_grace_hours``."""
 
     def check(value: float) -> str | None:
-        return None if 0 <= value <= limit else f"must be between 0 and {limit:,} ({words})"
+        if 0 <= value <= limit:
+            return None
+        return f"must be between 0 and {limit:,} ({words}), got {quoted_value(value)}"
+
+    return check
+
+
+def seconds_up_to(limit: int, words: str) -> Callable[[float], str | None]:
+    """A length of time greater than 0, at most ``limit``: ``max_wall_seconds = inf`` (or
+    ``1e300``) was accepted as "no limit", a value no clock reaches, and ``lint`` called it
+    fine. A run that should take longer than ``limit`` is a run gone wrong."""
+
+    def check(value: float) -> str | None:
+        if 0 < value <= limit:
+            return None
+        return f"must be greater than 0 and at most {limit:,} ({words}), got {quoted_value(value)}"
+
+    return check
+
+
+def positive_up_to(limit: int) -> Callable[[float], str | None]:
+    """A number greater than 0, at most ``limit`` (a summed score, say: ``inf`` or ``1e300``
+    was accepted, and the strategy then never ran, nothing saying why)."""
+
+    def check(value: float) -> str | None:
+        if 0 < value <= limit:
+            return None
+        return f"must be greater than 0 and at most {limit:,}, got {quoted_value(value)}"
 
     return check
 
@@ -119,7 +147,8 @@ COMMON_SETTINGS: tuple[SettingSpec, ...] = (
                 "Prompt + completion tokens per run; the run stops between units once past it.",
                 lambda v: None if v >= 1 else "must be >= 1"),
     SettingSpec("max_wall_seconds", float, DEFAULT_LIMITS["max_wall_seconds"],
-                "Wall time per run; the run stops between units once past it.", positive),
+                "Wall time per run; the run stops between units once past it.",
+                seconds_up_to(31_536_000, "a year")),
     SettingSpec("max_records", int, int(DEFAULT_LIMITS["max_records"]),
                 "Input records a run consumes; it stops between units once past it.",
                 lambda v: None if v >= 1 else "must be >= 1"),
@@ -390,6 +419,13 @@ def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
             reason = str(exc)
         if reason:
             return value, reason
+    if spec.type is float and not math.isfinite(value):
+        # TOML spells inf and nan, and a check comparing only one side passes them
+        return value, f"must be a finite number, got {quoted_value(value)}"
+    if spec.type is float and abs(value) > MAX_SETTING_INT:
+        # a key with no tighter bound of its own (a float written 1e300, not an integer)
+        bound = f"at most {MAX_SETTING_INT:,}" if value > 0 else f"at least {-MAX_SETTING_INT:,}"
+        return value, f"must be {bound}, got {quoted_value(value)}"
     return value, None
 
 

@@ -27,7 +27,13 @@ from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.engine.registry import RunContext, SettingSpec, at_least, positive
+from everos_reflect.engine.registry import (
+    MAX_SETTING_INT,
+    RunContext,
+    SettingSpec,
+    at_least,
+    positive_up_to,
+)
 from everos_reflect.engine.triggers import AccumulatorTrigger
 from everos_reflect.errors import EverosError
 from everos_reflect.llm.importance import score_importance
@@ -92,7 +98,7 @@ def _settings() -> tuple[SettingSpec, ...]:
     mine = (
         SettingSpec("threshold", float, 150.0,
                     "Summed importance of new Episodes that triggers a run.",
-                    positive),
+                    positive_up_to(MAX_SETTING_INT)),
         SettingSpec("min_episodes", int, 20,
                     "No run for an owner with fewer live Episodes.",
                     at_least(1)),

@@ -50,7 +50,7 @@ from everos_reflect.engine.triggers import OnWriteTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index import cursors
 from everos_reflect.llm.tasks import MAX_RECORD_PROMPT_CHARS
-from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.model import Entry, Kind, UserRef, quoted_value
 from everos_reflect.procedural import learning
 from everos_reflect.procedural.lessons import CREATED_BY, Lesson, read_lesson
 from everos_reflect.procedural.tasks import TaskRecord, read_task
@@ -85,7 +85,7 @@ MAX_TASK_PROMPT_CHARS = MAX_RECORD_PROMPT_CHARS
 
 
 def _fraction(value: float) -> str | None:
-    return None if 0 < value <= 1 else "must be in (0, 1]"
+    return None if 0 < value <= 1 else f"must be in (0, 1], got {quoted_value(value)}"
 
 
 @dataclass

@@ -45,7 +45,7 @@ from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.base import LLM, Usage
 from everos_reflect.llm.prompts import Prompts, language_problem
 from everos_reflect.llm.switching import prompt_replies
-from everos_reflect.model import UserRef
+from everos_reflect.model import UserRef, quoted_value
 from everos_reflect.strategies import holdback, journal, journal_batch
 from everos_reflect.strategies.aside import llm_target, prompt_budget
 from everos_reflect.strategies.belief_store import set_aside_error
@@ -131,7 +131,7 @@ def _narrative_ratio(value: float) -> str | None:
 
 
 def _unit_interval(value: float) -> str | None:
-    return None if 0.0 <= value <= 1.0 else "must be between 0 and 1"
+    return None if 0.0 <= value <= 1.0 else f"must be between 0 and 1, got {quoted_value(value)}"
 
 
 
