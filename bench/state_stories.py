@@ -1,12 +1,14 @@
 """Latest-state benchmark: does a merged narrative end with the *current* value of a changed fact?
 
 Data: ``bench/state_stories.json`` — short stories, each a few Episodes about one person and one
-changing fact (a replacement, a number, a negation, or a reversal A → B → A) across 30 domains
+changing fact (a replacement, a number, a negation, or a reversal A → B → A) across 32 domains
 (cars, phones, gyms, salaries, medication doses, ...). In half of them something unrelated is
 said *after* the change, so "the last thing said" is not the answer; in the childhood and
 youth domains (session 29) what is said after it tells of an earlier time ("Nina was a
 pescatarian as a teenager."), which must not become the current state; the sport and city
-domains (session 30) tell changes with a change verb ("switched to", "moved to").
+domains (session 30) tell changes with a change verb ("switched to", "moved to"); the energy
+and club domains (session 31) tell them by naming what ended ("left Volta Power for
+Brightwave Energy.", "quit the rowing club for ...", "no longer has solar panels").
 
 Pipeline: four stories of different domains per user, interleaved in time (the clustering has
 to keep them apart) → index with the configured embedder → recluster → ``reflect_episodes``
@@ -14,7 +16,10 @@ to keep them apart) → index with the configured embedder → recluster → ``r
 
 - **merged**: one live narrative stands for every state-carrying Episode of the story;
 - **right**: that narrative's final paragraph contains every ``current`` phrase and no ``old``
-  phrase (case-insensitive).
+  phrase (case-insensitive);
+- **stated**: right, and that final paragraph is the "Current state" one: the change was
+  recognised, not merely said last (a narrative without a current state that ends with the
+  newest news is right, not stated).
 
 Before any merge it also checks ranking: searching "<name> <domain>", does the latest state
 Episode rank above the earlier ones (shipped search vs its plain fused order)?
@@ -131,7 +136,8 @@ def score(root: Path, stories: Sequence[dict[str, Any]],
             o.lower() in final for o in s["old"])
         rows.append({"id": s["id"], "split": s["split"], "kind": s["kind"],
                      "new_state_last": s["new_state_last"], "merged": bool(found),
-                     "right": right, "final": final if found else None})
+                     "right": right, "stated": right and final.startswith("current state:"),
+                     "final": final if found else None})
     return {"rows": rows, "summary": summarise(rows)}
 
 
@@ -144,7 +150,8 @@ def summarise(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
             groups[key]["n"] += 1
             groups[key]["merged"] += r["merged"]
             groups[key]["right"] += r["right"]
-    return {k: {"n": c["n"], "merged": c["merged"], "right": c["right"],
+            groups[key]["stated"] += r.get("stated", False)
+    return {k: {"n": c["n"], "merged": c["merged"], "right": c["right"], "stated": c["stated"],
                 "merged_share": round(c["merged"] / c["n"], 4),
                 "right_among_merged": round(c["right"] / c["merged"], 4) if c["merged"] else None}
             for k, c in groups.items()}
@@ -246,15 +253,17 @@ def markdown(result: dict[str, Any]) -> str:
         f"{para} and version threshold {version} chosen on the calibration stories; the "
         "*report* row is held out.",
         "",
-        "| stories | n | merged | merged % | right among merged % |",
-        "|---|---:|---:|---:|---:|",
+        "| stories | n | merged | merged % | right among merged % | stated as the current "
+        "state among merged % |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for key in ("report", "calibration", "all", "kind:replacement", "kind:number",
                 "kind:negation", "kind:reversal", "new state last", "something said after"):
         if key in s:
             g = s[key]
+            stated = g["stated"] / g["merged"] if g["merged"] else None
             lines.append(f"| {key} | {g['n']} | {g['merged']} | {_pct(g['merged_share'])} | "
-                         f"{_pct(g['right_among_merged'])} |")
+                         f"{_pct(g['right_among_merged'])} | {_pct(stated)} |")
     per_half = s.get("report", {}).get("n", 0)
     lines += ["", "Sweep of the paraphrase and version thresholds (calibration / report: right "
               f"among merged, merged of {per_half}):", "",

@@ -4,6 +4,7 @@ row waited 10.0 s each and were answered ``indexed: false``."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index import handoff
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
-from everos_reflect.model import UserRef
+from everos_reflect.model import Kind, UserRef
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
 
 WRITER = "xylophone"  # in the writer's Episode only: its embedding calls are told apart
@@ -157,5 +158,84 @@ def test_a_writer_with_a_deadline_never_stands_aside_for_itself(
         assert not result.unchanged
         assert {row[0] for row in rt.db().execute("SELECT id FROM entries")} == {
             entry.id, entry.id.replace("0001", "0002")}
+    finally:
+        rt.close()
+
+
+class OneLogGate(HashEmbedder):
+    """Holds the scan inside its first embedding call until the test lets it go, and notes,
+    at the scan's second call, whether the writer was done by then."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.scan_calls = 0
+        self.in_first = threading.Event()
+        self.go_on = threading.Event()
+        self.writer_done = threading.Event()
+        self.writer_done_at_second: bool | None = None
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not any(WRITER in t for t in texts):
+            self.scan_calls += 1
+            if self.scan_calls == 1:
+                self.in_first.set()
+                assert self.go_on.wait(30)
+            elif self.scan_calls == 2:
+                self.writer_done_at_second = self.writer_done.is_set()
+        return super().embed(texts)
+
+
+@pytest.mark.parametrize("same_log", [False, True])
+def test_an_add_goes_in_between_the_batches_of_one_long_log(root: Path, same_log: bool) -> None:
+    """One log of many new Episodes (a history pasted in) was one embedding call: an add
+    waiting meanwhile waited its whole 10 s and was answered ``indexed: false``. It goes in
+    between two batches of the log now; when it wrote to that very log, the scan plans the
+    log again and loses nothing, twice-indexes nothing."""
+    embedder = OneLogGate()
+    rt = make_runtime(root, ExtractiveLLM(), embedder=embedder)
+    for hour in range(10, 18):  # one log, eight Episodes: four batches of two
+        add_episode(rt, ANDREW, f"2026-08-01T{hour}:00:00+00:00", f"Walk {hour}",
+                    f"Andrew walked the dog along the river at {hour} o'clock.")
+    scanner = Indexer(rt)
+    scanner.flush_entries = 2
+    scan = threading.Thread(target=scanner.scan, daemon=True)
+    scan.start()
+    assert embedder.in_first.wait(30)
+
+    writer_ref = ANDREW if same_log else UserRef("default_app", "default_project", "u_bob")
+    entry = add_episode(rt, writer_ref, "2026-08-01T19:00:00+00:00", "Music",
+                        f"Bought a {WRITER} at the market.")
+    outcome: list[object] = []
+
+    def write() -> None:
+        try:
+            outcome.append(Indexer(rt).sync_path(
+                rt.store.path_for_id(writer_ref, entry.id), timeout=20))
+        except Exception as exc:  # the test says what it was
+            outcome.append(exc)
+        embedder.writer_done.set()
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    for _ in range(500):  # the writer announced itself and waits for the indexer
+        if handoff.someone_waiting(rt.index_dir):
+            break
+        threading.Event().wait(0.02)
+    assert handoff.someone_waiting(rt.index_dir)
+    embedder.go_on.set()
+    writer.join(30)
+    scan.join(30)
+    try:
+        assert not writer.is_alive() and not scan.is_alive()
+        assert not isinstance(outcome[0], Exception), outcome
+        if same_log:  # the add did that log's work itself: the scan found it done
+            assert embedder.scan_calls == 1
+        else:
+            assert embedder.writer_done_at_second is True
+        live = [tuple(row) for row in rt.db().execute("SELECT user_id, id FROM entries")]
+        assert (writer_ref.user_id, entry.id) in live and len(live) == len(set(live)) == 9
+        assert rt.vectors.count(Kind.EPISODE) == 9
+        for rel, sha in rt.db().execute("SELECT path, sha256 FROM files"):
+            assert sha == hashlib.sha256((root / rel).read_bytes()).hexdigest(), rel
     finally:
         rt.close()

@@ -30,9 +30,9 @@ from filelock import FileLock
 from everos_reflect.errors import InvalidId
 from everos_reflect.fileio import NotRegularFile, not_utf8, open_regular, read_at_most
 from everos_reflect.index import events, handoff, rebuild
-from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.index.db import PARSER_VERSION_KEY, transaction, utcnow_iso
 from everos_reflect.markdown.marks import foreign_marks
-from everos_reflect.markdown.parser import highest_seqs, parse_log
+from everos_reflect.markdown.parser import PARSER_VERSION, highest_seqs, parse_log
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,
@@ -267,6 +267,10 @@ def read_as_built(root: str, files_behind: int) -> str:
     return f"{root} is read-only here: its index is read as last built{behind}"
 
 
+#: a vector made in a flush, by log, entry id and text (:meth:`Indexer._embed_current`)
+_Made = tuple[str, str, str]
+
+
 @dataclass
 class _Job:
     """One file read, parsed and planned, waiting for its vectors."""
@@ -358,6 +362,7 @@ class Indexer:
                               files_behind=lag["files_changed"] + lag["files_deleted"],
                               seconds=time.perf_counter() - started)
         with self._lock.acquire(timeout=timeout):
+            self._reread_if_parser_changed()
             self._forget_lost_vectors()
             disk = self._disk_files()
             stored = self._stored_files()
@@ -387,6 +392,7 @@ class Indexer:
                 conn.execute("DELETE FROM files")
                 conn.execute("DELETE FROM cluster_members")
                 conn.execute("DELETE FROM clusters")
+                _record_parser_version(conn)
             self.rt.vectors.reset()
             disk = self._disk_files()
             report = ScanReport(files_seen=len(disk))
@@ -410,6 +416,25 @@ class Indexer:
                 self._sync(sorted(written))  # e.g. records marked stale: counted once
         report.seconds = time.perf_counter() - started
         return report
+
+    def _reread_if_parser_changed(self) -> bool:
+        """Mark every indexed log for a fresh read when the index was read by another parser
+        version (:data:`~everos_reflect.markdown.parser.PARSER_VERSION`), or one from before
+        versions were recorded; True when it did. The scan then reads each log again, as
+        after a hand edit: entries now read as other values are written again (and their
+        change published), the text embedded anew only where it changed. One query when
+        the version is the same."""
+        conn = self.rt.db()
+        row = conn.execute("SELECT value FROM index_meta WHERE key = ?",
+                           (PARSER_VERSION_KEY,)).fetchone()
+        if row is not None and row[0] == str(PARSER_VERSION):
+            return False
+        with transaction(conn):
+            conn.execute("UPDATE files SET mtime_ns = -1, sha256 = ''")
+            _record_parser_version(conn)
+        log.info("the index was read by %s; reading every log again with parser version %d",
+                 f"parser version {row[0]}" if row else "an older parser", PARSER_VERSION)
+        return True
 
     def pending(self, now: float | None = None) -> dict[str, Any]:
         """Index lag, without syncing: logs changed or deleted since their last sync, and how
@@ -622,29 +647,32 @@ class Indexer:
             results += self._sync_written(written)
         return results
 
-    def _let_writers_in(self) -> None:
+    def _let_writers_in(self) -> bool:
         """Between two batches of a long sync, let go of the indexer while a writer someone
-        waits for (an add answering) wants it, then take it back (:mod:`.handoff`). Not during
-        a reindex (the index is half-built: writes wait for the rebuild), nor in such a
-        writer's own sync (the announcement it finds is its own: it stood aside for itself,
-        its answer held up the whole pause), nor when this thread holds the lock more than
-        once (letting go once would not free it)."""
-        if (self._quiet or self._lock.lock_counter != 1
-                or getattr(self._thread, "announced", False)
-                or not handoff.someone_waiting(self.rt.index_dir)):
-            return
+        waits for (an add answering) wants it, then take it back (:mod:`.handoff`); whether
+        it did. Not during a reindex (the index is half-built: writes wait for the rebuild),
+        nor in such a writer's own sync (the announcement it finds is its own: it stood aside
+        for itself, its answer held up the whole pause), nor when this thread holds the lock
+        more than once (letting go once would not free it)."""
+        if not self._may_let_writers_in() or not handoff.someone_waiting(self.rt.index_dir):
+            return False
         self._lock.release()
         try:
             handoff.wait_for_writers(self.rt.index_dir)
         finally:
             self._lock.acquire()
+        return True
+
+    def _may_let_writers_in(self) -> bool:
+        return not (self._quiet or self._lock.lock_counter != 1
+                    or getattr(self._thread, "announced", False))
 
     def _sync_written(self, paths: list[Path]) -> list[FileSyncResult]:
         jobs = [job for job in (self._prepare(p) for p in paths) if job is not None]
         return self._flush(jobs) if jobs else []
 
     def _flush(self, jobs: list[_Job]) -> list[FileSyncResult]:
-        self._attach_vectors(jobs)
+        jobs = self._embed_current(jobs)
         self._write_vectors(jobs)
         notes = self._write_sqlite(jobs)
         self._publish(jobs, notes)
@@ -742,8 +770,34 @@ class Indexer:
         deleted = [i for i in json.loads(row["deleted"]) if i not in indexed]
         return events.ChangeSet(ref, kind, row["path"], upserted, archived, deleted)
 
-    def _attach_vectors(self, jobs: list[_Job]) -> None:
-        """Embed new texts in one call; reuse stored vectors for metadata-only changes."""
+    def _embed_current(self, jobs: list[_Job]) -> list[_Job]:
+        """Attach every vector the flush's jobs need, as their logs stand when it ends.
+
+        A single log can hold thousands of new Episodes (a history pasted in, an import):
+        one flush of them is minutes of embedding, and an add someone waits for used to wait
+        its full 10 s behind it and be answered ``indexed: false``. Such a flush is embedded
+        in batches, letting a waiting writer in between two (:meth:`_let_writers_in`). The
+        writer may have changed one of the flush's logs meanwhile (an add to the very log
+        being read): then every job is read and planned again, against the index as the
+        writer left it, and the vectors already made are kept for the texts that stay.
+        """
+        made: dict[_Made, np.ndarray] = {}
+        while not self._attach_vectors(jobs, made):
+            jobs = [job for job in (self._prepare(self.rt.root / job.rel) for job in jobs)
+                    if job is not None]
+        return jobs
+
+    def _changed_since_read(self, job: _Job) -> bool:
+        try:
+            st = os.stat(self.rt.root / job.rel)
+        except OSError:
+            return job.stat is not None
+        return job.stat is None or (st.st_mtime_ns, st.st_size) != job.stat[:2]
+
+    def _attach_vectors(self, jobs: list[_Job], made: dict[_Made, np.ndarray]) -> bool:
+        """Embed new texts (``made`` keeps those done, by log, id and text); reuse stored
+        vectors for metadata-only changes. False when a writer let in between two batches
+        changed one of the jobs' logs: the jobs are out of date (:meth:`_embed_current`)."""
         for job in jobs:
             keep = [e.id for e in job.plan.upserts if e.id not in job.plan.embed]
             if keep:
@@ -751,12 +805,19 @@ class Indexer:
                 job.vectors.update(found)
                 # a vector missing from LanceDB (lost, interrupted write) is simply re-made
                 job.plan.embed.update(i for i in keep if i not in found)
-        todo = [(job, e) for job in jobs for e in job.plan.upserts if e.id in job.plan.embed]
-        if not todo:
-            return
-        matrix = self.rt.embedder.embed([e.search_text for _, e in todo])
-        for (job, entry), vector in zip(todo, matrix, strict=True):
-            job.vectors[entry.id] = vector
+        todo = {(job.rel, e.id, e.search_text): (job, e) for job in jobs
+                for e in job.plan.upserts if e.id in job.plan.embed}
+        keys = [key for key in todo if key not in made]
+        # One call when nobody could be let in (a reindex, an add's own sync), as before.
+        step = self.flush_entries if self._may_let_writers_in() else max(len(keys), 1)
+        for start in range(0, len(keys), step):
+            if start and self._let_writers_in() and any(map(self._changed_since_read, jobs)):
+                return False
+            part = keys[start:start + step]
+            made.update(zip(part, self.rt.embedder.embed([k[2] for k in part]), strict=True))
+        for key, (job, entry) in todo.items():
+            job.vectors[entry.id] = made[key]
+        return True
 
     def _write_vectors(self, jobs: list[_Job]) -> None:
         """LanceDB before SQLite: if we stop in between, the files row is stale and redone."""
@@ -838,6 +899,13 @@ class Indexer:
                         (job.rel, *key, job.kind.value, *job.stat, problems, now),
                     )
         return notes
+
+
+def _record_parser_version(conn: Any) -> None:
+    """Note in ``index_meta`` that the index is read with this parser (inside a transaction
+    that makes it so)."""
+    conn.execute("INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+                 (PARSER_VERSION_KEY, str(PARSER_VERSION)))
 
 
 def _epoch_ns(iso: str) -> int:
