@@ -100,6 +100,21 @@ def expand_user(path: str | os.PathLike[str], what: str = "path") -> Path:
                           f"{quoted_value(user)}") from None
 
 
+def denied_folder(path: str | os.PathLike[str]) -> str | None:
+    """Why this process may not list or enter the folder at ``path`` (the OS's words,
+    "Permission denied"), or None: no folder there, or one it may open."""
+    try:
+        if not stat.S_ISDIR(os.stat(path).st_mode):
+            return None
+        with os.scandir(path):
+            pass
+    except PermissionError as exc:
+        return exc.strerror or os.strerror(errno.EACCES)
+    except OSError:
+        return None
+    return None if os.access(path, os.X_OK) else os.strerror(errno.EACCES)
+
+
 def not_a_folder(path: str | os.PathLike[str]) -> Path | None:
     """The first of ``path`` and the folders above it that exists and is not a folder (a file
     where ``.index/locks`` goes, say), else None."""

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import ConfigError
+from everos_reflect.fileio import denied_folder
 from everos_reflect.markdown.marks import foreign_mark_message, frontmatter_line
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import (
@@ -293,8 +294,11 @@ def misnamed_problems(misnamed: list[str]) -> list[Problem]:
     kind's log. Its entries are read by nothing, and ``lint`` said all was well."""
     found = []
     for rel in sorted(set(misnamed)):
+        parts = Path(rel).parts
         folder, name = Path(rel).parent.name, Path(rel).name
-        kind = next((k for k in Kind if k.folder == folder), None)
+        # a kind's folder is the one in a user's folder: a log put in the folder of a user
+        # named "episodes" was told its date "is no calendar date"
+        kind = next((k for k in Kind if k.folder == folder), None) if len(parts) == 6 else None
         m = LOG_FILENAME_RE.fullmatch(name)
         other = Kind.from_stem(m.group(1)) if m else None
         if kind is None and other is not None:  # outside every kind's folder
@@ -322,7 +326,12 @@ def irregular_problems(root: Path, irregular: list[str]) -> list[Problem]:
 def _irregular_problem(root: Path, rel: str) -> Problem | None:
     """A folder, FIFO or device where a daily log goes, a file where a kind's folder
     (``episodes``, ``.insights`` …) goes, or one among project or user folders (:func:`_stray`:
-    ``<app>/<x>``, ``<app>/<project>/users``, ``<app>/<project>/users/<x>``)."""
+    ``<app>/<x>``, ``<app>/<project>/users``, ``<app>/<project>/users/<x>``), or a folder of
+    the layout this process may not open (:func:`~everos_reflect.fileio.denied_folder`)."""
+    if (denied := denied_folder(root / rel)) is not None:
+        return Problem(rel, 0, f"not read: {denied}: this folder may not be opened, so no log "
+                       "under it is read (nor written: add, Reflection, undo) until its "
+                       "permissions let this account in")
     if len(Path(rel).parts) < 5:
         return _stray(root, rel)
     if Path(rel).name in {kind.folder for kind in Kind}:

@@ -281,7 +281,7 @@ def test_lint_reports_user_folders_whose_names_are_not_valid_ids(root: Path) -> 
     assert result.exit_code == 1
     problems = json.loads(result.stdout)["problems"]
     assert [p["file"] for p in problems] == [
-        f"{USERS}/-dash", f"{USERS}/bob smith", "my app/bot/users/u_ann"]
+        f"{USERS}/-dash", f"{USERS}/bob smith", "my app"]
     assert "invalid user_id 'bob smith'" in problems[1]["message"]
     assert "invalid app_id 'my app'" in problems[2]["message"]
     assert all(p["message"].endswith("this folder's logs are not read") for p in problems)

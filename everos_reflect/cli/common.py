@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -114,15 +113,7 @@ class UTCFormatter(logging.Formatter):
         ``/tmp/a<newline>b`` was logged as two lines, the second one looking like a line of
         its own, and a name holding an escape sequence reached the terminal raw. A traceback
         still follows its line, as ``logging`` writes it."""
-        return _CONTROL_RE.sub(_escape, super().formatMessage(record))
-
-
-#: Characters that break or restyle a log line: C0/C1 controls, DEL, line/paragraph separators.
-_CONTROL_RE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
-def _escape(match: re.Match[str]) -> str:
-    return ascii(match.group())[1:-1]
+        return one_line(super().formatMessage(record))
 
 
 def configure_logging() -> None:
@@ -204,9 +195,10 @@ _UNSHOWABLE.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x
                                                *range(0x2066, 0x206A))})
 
 
-#: :data:`_UNSHOWABLE` and the line feed: what an error or log line shows as an escape, so it
-#: stays one line whatever it quotes (a ``--root`` path may hold a line break).
-_ONE_LINE = {**_UNSHOWABLE, ord("\n"): "\\n"}
+#: :data:`_UNSHOWABLE`, the tab and the line breaks: what an error line, a log line or a path
+#: in a command's output shows as an escape, so it stays one line whatever it quotes (a
+#: ``--root`` path may hold a line break) and a tab is not taken for spaces.
+_ONE_LINE = {**_UNSHOWABLE, **{ord(c): ascii(c)[1:-1] for c in "\t\n\r\u2028\u2029"}}
 
 
 def sync_for_read(runtime: Runtime, *, patient: bool = False) -> dict[str, Any]:
@@ -297,9 +289,11 @@ def emit_json(document: Any) -> None:
 
 
 def one_line(text: object) -> str:
-    """``text`` as an error line shows it (:func:`fail`): :func:`shown`, and a line break as
-    ``\\n``. For a user's path in a command's own output: ``init`` printed a root whose name
-    holds a line break as two lines, the second one looking like output of its own."""
+    """``text`` as an error line, a log line and a command's output show it, a user's path
+    above all: :func:`shown`, and a tab, a line break or a line separator as its escape
+    (``\\t``, ``\\n``, ``\\u2028``); every other letter as written (``café``). ``init`` printed
+    a root whose name holds a line break as two lines, the second one looking like output of
+    its own, and then with ``ascii()``, which wrote ``café`` as ``caf\\xe9``."""
     return str(text).translate(_ONE_LINE)
 
 

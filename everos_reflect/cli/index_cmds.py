@@ -27,6 +27,7 @@ from everos_reflect.cli.common import (
 from everos_reflect.errors import EverosError
 from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
 from everos_reflect.index.sync import Indexer, ScanReport
+from everos_reflect.lint import irregular_problems
 from everos_reflect.model import blank
 
 
@@ -48,11 +49,18 @@ def reindex_cmd(root: str | None, as_json: bool) -> None:
     rt = open_runtime(root)
     settle_journal(rt)
     indexer = Indexer(rt)
-    total = sum(1 for _ in rt.store.iter_files())
+    irregular: list[str] = []
+    total = sum(1 for _ in rt.store.iter_files(irregular=irregular))
     with progress("Reindexing", total) as advance:
         report = indexer.reindex(progress=advance, on_wait=lambda: say(
             "Waiting for the strategy runs in flight to finish before rebuilding ...",
             err=True))
+    # a folder it may not open (or a FIFO where a log goes) holds logs no index has: said
+    # here as `lint` says it, not left for `lint` to find
+    for problem in irregular_problems(rt.root, irregular):
+        if problem.severity != "warning":
+            report.problems.setdefault(problem.file, []).append(
+                f"{problem.file}:0: {problem.message}")
     if as_json:
         emit_json({"data": report.as_dict()})
         return

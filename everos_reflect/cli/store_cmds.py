@@ -148,20 +148,12 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
     if as_json:
         emit_json({"root": str(path), "written": [str(p) for p in files]})
         return
-    shown = _printable_path(path)
+    shown = one_line(path)
     say(f"Initialized memory root {shown}")
-    say(f"  settings:   {_printable_path(path / USER_FILE_NAME)} (all keys commented out = "
+    say(f"  settings:   {one_line(path / USER_FILE_NAME)} (all keys commented out = "
         "defaults)")
-    say(f"  strategies: {_printable_path(path / OME_FILE_NAME)} (enable with: everos-reflect "
+    say(f"  strategies: {one_line(path / OME_FILE_NAME)} (enable with: everos-reflect "
         f"enable reflect_episodes --root {shown})")
-
-
-def _printable_path(path: Path) -> str:
-    """``path`` as written, or quoted with escapes when it holds a character a terminal does
-    not print: a root named with a line break was shown on two lines, the second one taken
-    for a line of its own."""
-    text = str(path)
-    return text if text.isprintable() else ascii(text)
 
 
 def root_around(path: Path) -> Path | None:
@@ -366,7 +358,7 @@ def _render_status(doc: dict[str, Any]) -> None:
     else:
         console.print("[red]config problems[/red]")
         for problem in doc["config"]["problems"]:
-            console.print(f"  {shown(Problem(**problem))}", markup=False)
+            console.print(f"  {one_line(Problem(**problem))}", markup=False)
     lag = doc["index"]
     if lag is None:
         console.print("index: not built yet (run `everos-reflect reindex` or `serve`)")
@@ -404,7 +396,7 @@ def _render_status(doc: dict[str, Any]) -> None:
                       f"new member(s) cannot be read now ({len(item['members'])} episodes "
                       "wait until they read again)", markup=False)
         for member in unreadable:
-            console.print(f"  {member['id']}: {shown(member['file'])}: "
+            console.print(f"  {member['id']}: {one_line(member['file'])}: "
                           f"{shown(member['problem'])}", markup=False)
     aside = merges.get("set_aside") or []
     if isinstance(aside, dict):  # could not be read

@@ -246,26 +246,42 @@ class MarkdownStore:
         found = []
         if irregular is not None:  # a file at the top, where only apps and config go
             irregular.extend(self._not_folders(self.root))
-        for app in self._subdirs(self.root, outside):
+        for app in self._subdirs(self.root, outside, irregular):
             if irregular is not None:
                 irregular.extend(self._not_folders(app.path))
-            for project in self._subdirs(app, outside):
+            for project in self._subdirs(app, outside, irregular):
                 users = Path(project.path) / "users"
-                if irregular is not None and users.exists() and not users.is_dir():
+                try:
+                    is_folder, there = users.is_dir(), users.exists()
+                except PermissionError:  # the project folder may not be entered
+                    self._note_denied(Path(project.path), irregular)
+                    continue
+                if irregular is not None and there and not is_folder:
                     irregular.append(self._label(users))
-                if not users.is_dir() or self._escapes(users, outside):
+                if not is_folder or self._escapes(users, outside):
                     continue
                 if irregular is not None:
                     irregular.extend(self._not_folders(users))
-                for user in self._subdirs(users, outside):
+                for user in self._subdirs(users, outside, irregular):
                     try:
                         found.append(UserRef(app.name, project.name, user.name))
-                    except InvalidId as exc:
+                    except InvalidId:
                         if invalid is not None:
-                            label = self._label(Path(user.path))
-                            invalid.append((label.encode("unicode_escape").decode("ascii"),
-                                            str(exc)))
+                            invalid.append(self._invalid_folder(app, project, user))
         yield from sorted(found)
+
+    def _invalid_folder(self, *folders: os.DirEntry[str]) -> tuple[str, str]:
+        """The first of an app, project and user folder whose name is no valid id, and why:
+        an app named "my app" was reported once per user folder under it (a thousand users,
+        a thousand errors), each naming the user's folder for the app's name."""
+        for folder, what in zip(folders, ("app_id", "project_id", "user_id"), strict=True):
+            try:
+                validate_name(folder.name, what)
+            except InvalidId as exc:
+                # named as it is (the output escapes what a terminal cannot show), so `--json`
+                # gives the folder's real path; the reason quotes the name with escapes
+                return self._label(Path(folder.path)), str(exc)
+        raise AssertionError("no invalid name among the folders")
 
     def iter_files(
         self,
@@ -286,29 +302,58 @@ class MarkdownStore:
         wanted = list(kinds) if kinds is not None else list(Kind)
         for user in [ref] if ref is not None else self.iter_users(outside, invalid, irregular):
             user_dir = self.user_dir(user)
-            if ref is not None and user_dir.is_dir() and self.leaves_root(user_dir):
-                if outside is not None:
-                    outside.append(self._label(user_dir))
+            try:
+                if ref is not None and user_dir.is_dir() and self.leaves_root(user_dir):
+                    if outside is not None:
+                        outside.append(self._label(user_dir))
+                    continue
+            except PermissionError:  # a folder above it may not be entered
                 continue
             if misnamed is not None and kinds is None:
                 misnamed.extend(self._misplaced(user_dir))
             for kind in wanted:
                 folder = user_dir / kind.folder
-                if not folder.is_dir():
-                    if irregular is not None and folder.exists():  # a file where it goes
-                        irregular.append(self._label(folder))
+                try:
+                    found = self._kind_logs(folder, kind, outside, irregular, misnamed)
+                except PermissionError:
+                    self._note_denied(user_dir if not os.access(user_dir, os.X_OK)
+                                      else folder, irregular)
                     continue
-                if self._escapes(folder, outside):
-                    continue
-                if misnamed is not None:
-                    misnamed.extend(self._misnamed(folder, kind))
-                for path in sorted(folder.glob(f"{kind.stem}-*.md")):
-                    if not log_name_match(path.name) or self._escapes(path, outside):
-                        continue
-                    if path.is_file():
-                        yield path
-                    elif irregular is not None and path.exists():  # not a dangling link
-                        irregular.append(self._label(path))
+                yield from found
+
+    def _kind_logs(self, folder: Path, kind: Kind, outside: list[str] | None,
+                   irregular: list[str] | None, misnamed: list[str] | None) -> list[Path]:
+        """The logs in one kind's ``folder`` (see :meth:`iter_files`); raises
+        ``PermissionError`` when this process may not list or enter it."""
+        if not folder.is_dir():
+            if irregular is not None and folder.exists():  # a file where it goes
+                irregular.append(self._label(folder))
+            return []
+        if self._escapes(folder, outside):
+            return []
+        # listed, not globbed: a glob of a folder it may not list found nothing, in silence
+        names = sorted(name for name in os.listdir(folder)
+                       if name.startswith(f"{kind.stem}-") and name.endswith(".md"))
+        if misnamed is not None:
+            misnamed.extend(self._misnamed(folder, kind))
+        found = []
+        for path in (folder / name for name in names):
+            if not log_name_match(path.name) or self._escapes(path, outside):
+                continue
+            if path.is_file():
+                found.append(path)
+            elif irregular is not None and path.exists():  # not a dangling link
+                irregular.append(self._label(path))
+        return found
+
+    def _note_denied(self, folder: Path, irregular: list[str] | None) -> None:
+        """A folder of the layout this process may not list or enter (its mode, an ACL,
+        another account's folder): nothing under it is read. It stopped ``lint``, ``status``
+        and ``reindex`` ("Permission denied: …/episodes"), or, listed by a glob, its logs were
+        passed over without a word. Noted in ``irregular`` for ``lint`` and ``status`` to
+        name (and for a writer that must see every log, ``undo``, to refuse)."""
+        if irregular is not None:
+            irregular.append(self._label(folder))
 
     def _misnamed(self, folder: Path, kind: Kind) -> list[str]:
         """Markdown files in ``kind``'s folder whose name is not ``<stem>-YYYY-MM-DD.md``
@@ -360,12 +405,18 @@ class MarkdownStore:
         return [self._label(Path(e.path)) for e in entries
                 if not _is_dir(e) and os.path.exists(e.path)]
 
-    def _subdirs(self, folder: str | os.PathLike[str],
-                 outside: list[str] | None) -> list[os.DirEntry[str]]:
-        """Sub-folders (not hidden) of ``folder`` that stay inside the root."""
+    def _subdirs(self, folder: str | os.PathLike[str], outside: list[str] | None,
+                 irregular: list[str] | None = None) -> list[os.DirEntry[str]]:
+        """Sub-folders (not hidden) of ``folder`` that stay inside the root; none of a
+        folder this process may not list (noted: :meth:`_note_denied`)."""
         try:
             found = [e for e in os.scandir(folder) if not e.name.startswith(".") and _is_dir(e)]
         except (FileNotFoundError, NotADirectoryError):
+            return []
+        except PermissionError:
+            if Path(folder) == self.root:  # the root itself: the command fails, saying so
+                raise
+            self._note_denied(Path(folder), irregular)
             return []
         return [e for e in found if not (e.is_symlink() and self._escapes(e.path, outside))]
 

@@ -396,8 +396,14 @@ def cited_records(runtime: Runtime, ref: UserRef, derived: Mapping[str, Entry],
 
 
 def has_derived(runtime: Runtime, ref: UserRef) -> bool:
+    """Whether the user has a folder of derived records; not one this process may not
+    enter (no record of it can be read: ``lint`` names the folder). That raised, and
+    ``reindex`` logged a traceback."""
     user = runtime.store.user_dir(ref)
-    return any((user / kind.folder).is_dir() for kind in CHECKED)
+    try:
+        return any((user / kind.folder).is_dir() for kind in CHECKED)
+    except PermissionError:
+        return False
 
 
 @dataclass

@@ -39,6 +39,7 @@ from everos_reflect.errors import (
     UnknownEntry,
     describe,
 )
+from everos_reflect.fileio import denied_folder
 from everos_reflect.index import merge_journal, reads
 from everos_reflect.index.audit import mark_reflection_undone, merge_row, merge_sources
 from everos_reflect.index.db import db_built, transaction
@@ -517,6 +518,11 @@ def _scan(runtime: Runtime, ref: UserRef, merged_id: str) -> _Found:
                             if e.parent_id == merged_id and e.deprecated_by is None]
     if irregular:  # it may hold keys toward the narrative: undone without them, they stay
         # archived toward an undone narrative, hidden for good once the log is back
+        denied = denied_folder(store.root / irregular[0])
+        if denied is not None:  # a folder of the user's logs this account may not open
+            raise MarkdownError(irregular[0], 0, f"cannot undo {merged_id}: {denied}: this "
+                                "folder of logs may not be opened; undo again once its "
+                                "permissions let this account in")
         raise MarkdownError(irregular[0], 0, f"cannot undo {merged_id}: this log is not a "
                             "regular file (a FIFO, device or folder); move it away or put the "
                             "log back, then undo again")
