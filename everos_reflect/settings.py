@@ -289,6 +289,25 @@ def _not_blank(value: Any) -> str | None:
     return None if value.strip() else "must not be empty"
 
 
+#: The longest model name taken. Names of served models run to a hundred characters or so
+#: (``org/family-size-variant``); the name goes into every request and is recorded with every
+#: vector and audit row.
+MAX_MODEL_NAME_CHARS = 256
+
+
+def _model_name(value: Any) -> str | None:
+    """A model's name: a 1 MB ``model`` was accepted, then sent with every call and written
+    into every audit row (``[llm]``) or every indexed entry and vector (``[embedding]``)."""
+    if not value.strip():
+        return "must not be empty"
+    if len(value) > MAX_MODEL_NAME_CHARS:
+        return (f"must be a model's name of at most {MAX_MODEL_NAME_CHARS} characters, got "
+                f"{quoted_value(value)}")
+    if any(not c.isprintable() for c in value):
+        return f"must be a model's name on one line, got {quoted_value(value)}"
+    return None
+
+
 def _host(value: Any) -> str | None:
     """A host to bind: not blank, and no white space or control character in it. An
     environment value with a stray space or line end (``EVEROS_SERVER__HOST=" 127.0.0.1"``)
@@ -376,7 +395,7 @@ def _iana_zones() -> frozenset[str]:
 
 CHECKS: dict[tuple[str, str], Check] = {
     ("llm", "provider"): _one_of("extractive", "openai"),
-    ("llm", "model"): _not_blank,
+    ("llm", "model"): _model_name,
     ("llm", "base_url"): _url,
     ("llm", "api_key"): _token,
     ("llm", "timeout_seconds"): _timeout,
@@ -385,7 +404,7 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("llm", "max_prompt_tokens"): _prompt_tokens,
     ("llm", "interactive_timeout_seconds"): _timeout,
     ("embedding", "provider"): _one_of("local", "openai"),
-    ("embedding", "model"): _not_blank,
+    ("embedding", "model"): _model_name,
     ("embedding", "base_url"): _url,
     ("embedding", "api_key"): _token,
     ("embedding", "dimensions"): _dimensions,

@@ -308,6 +308,37 @@ def test_a_pair_that_is_no_pair_is_refused_alone_and_the_good_pair_is_written(
     assert set(edge["between"]) == {ids["strategy"], ids["commitments"]}
 
 
+def test_a_long_reply_is_checked_against_sets_built_once(
+        rt: Runtime, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each item of a reply was checked against the live convictions as a list, copied into
+    a set per item: a reply of n items against n convictions cost n²."""
+    from collections.abc import Set as AbstractSet
+
+    from everos_reflect.strategies import beliefs
+
+    ids = seed_worldview(rt, llm)
+    seen: set[tuple[int, int, int]] = set()
+    check = beliefs.edge_problem
+
+    def counted(between: Any, **kw: Any) -> str | None:
+        assert all(isinstance(kw[k], AbstractSet) for k in ("live", "changed",
+                                                             "standing_pairs")), kw
+        seen.add(tuple(id(kw[k]) for k in ("live", "changed", "standing_pairs")))
+        return check(between, **kw)
+
+    monkeypatch.setattr(beliefs, "edge_problem", counted)
+
+    def reply(req: TaskRequest) -> dict[str, Any]:
+        one, two = cite(req, by_text(req, "Redirect"), by_text(req, "Deliver"))
+        return {"contradictions": [{"between": [one, two], "text": "They contradict."}] * 3000}
+
+    llm.queue_task("contradictions", reply)
+    assert run(rt, "detect_contradictions") == {"owners": 1, "written": 1, "refused": 2999}
+    assert len(seen) == 1  # the same three sets for every item
+    (edge,) = belief_views.relations(rt, ADA)
+    assert set(edge["between"]) == {ids["strategy"], ids["commitments"]}
+
+
 def test_a_superseded_conviction_resolves_its_edge_with_the_reason(rt: Runtime,
                                                                     llm: ScriptedLLM) -> None:
     ids = seed_worldview(rt, llm)

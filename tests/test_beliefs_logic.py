@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from everos_reflect.markdown.parser import parse_log
 from everos_reflect.strategies.beliefs import (
@@ -144,6 +147,37 @@ def test_an_edge_needs_two_live_convictions_one_just_changed() -> None:
     assert "exactly two" in edge_problem([A, A], live=[A], changed=[A])
     assert "exactly two" in edge_problem([A, B, C], live=[A, B, C], changed=[A])
     assert "not a conviction" in edge_problem([A, "in_20261012_0001"], live=[A], changed=[A])
+
+
+class Lookups(AbstractSet[Any]):
+    """A set that counts how often it is walked whole (copied, intersected) rather than
+    looked up."""
+
+    def __init__(self, items: Any) -> None:
+        self.items, self.walks = set(items), 0
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.items
+
+    def __iter__(self) -> Iterator[Any]:
+        self.walks += 1
+        return iter(self.items)
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+def test_checking_a_long_reply_looks_the_sets_up_without_copying_them() -> None:
+    # one copy of every set per reply item made a reply of n items against n convictions
+    # cost n² (~33 s for 500,000 items against 1,000 convictions)
+    convictions = [f"wv_20261012_{n:04d}" for n in range(1, 1001)]
+    live, changed = Lookups(convictions), Lookups(convictions[:10])
+    standing = Lookups({frozenset(convictions[:2])})
+    problems = [edge_problem([convictions[i % 1000], convictions[(i + 1) % 1000]], live=live,
+                             changed=changed, standing_pairs=standing) for i in range(5000)]
+    assert (live.walks, changed.walks, standing.walks) == (0, 0, 0)
+    assert problems[0] == f"{convictions[0]} and {convictions[1]} already have a standing edge"
+    assert problems[1] is None and problems[20] is not None  # 20, 21: neither changed
 
 
 def test_an_edge_is_not_written_twice_for_the_same_pair() -> None:

@@ -38,6 +38,20 @@ def _messages(kind: Kind, meta: str) -> list[tuple[str, str]]:
     (Kind.LESSON, "confirmations: 'three'",
      "confirmations 'three' is not a whole number of 0 or more"),
     (Kind.LESSON, "confirmations: true", "confirmations True is not a whole number of 0 or more"),
+    (Kind.INSIGHT, "depth: deep", "depth 'deep' is not a whole number of 1 or more written "
+     "in decimal (read as 1; a derived record is 1 + the deepest record it cites)"),
+    (Kind.CONVICTION, "depth: 0", "depth 0 is not a whole number of 1 or more written in "
+     "decimal (read as 1; a derived record is 1 + the deepest record it cites)"),
+    (Kind.RELATION, "depth: -2", "depth -2 is not a whole number of 1 or more written in "
+     "decimal (read as 1; a derived record is 1 + the deepest record it cites)"),
+    (Kind.LESSON, "depth: 1.5", "depth 1.5 is not a whole number of 1 or more written in "
+     "decimal (read as 1; a derived record is 1 + the deepest record it cites)"),
+    (Kind.INSIGHT, "depth: 02", "depth '02' is not a whole number of 1 or more written in "
+     "decimal (read as 1; a derived record is 1 + the deepest record it cites)"),
+    (Kind.INSIGHT, "depth: true", "depth True is not a whole number of 1 or more written in "
+     "decimal (read as 1; a derived record is 1 + the deepest record it cites)"),
+    (Kind.INSIGHT, "depth: [2]", "depth [2] is not a whole number of 1 or more written in "
+     "decimal (read as 1; a derived record is 1 + the deepest record it cites)"),
     (Kind.TASK, "outcome: great",
      "outcome 'great' is not one of success, failure, partial (read as unknown: neither a "
      "success nor a failure to learn from)"),
@@ -53,6 +67,9 @@ def test_a_value_no_reader_takes_is_a_warning(kind: Kind, meta: str, message: st
     (Kind.LESSON, "confirmations: 0"), (Kind.LESSON, "confirmations: 12"),
     (Kind.TASK, "outcome: Success"), (Kind.TASK, "outcome: partial"),
     (Kind.INSIGHT, "status:"),  # left empty: read as active, as when absent
+    (Kind.INSIGHT, "depth: 1"), (Kind.CONVICTION, "depth: 3"), (Kind.LESSON, "depth: 1"),
+    (Kind.INSIGHT, "depth:"),  # left empty: as when absent
+    (Kind.TASK, "depth: 0"),  # not a derived record: no depth is read
 ])
 def test_the_values_spec_gives_pass(kind: Kind, meta: str) -> None:
     assert _messages(kind, meta) == []

@@ -541,7 +541,23 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0021_index_meta",
+        """
+        -- Facts about how the index was built, by key: `parser_version`, the version of
+        -- the Markdown parser its rows were read with (markdown/parser.py PARSER_VERSION).
+        -- An index without one was read by a parser older than the first version recorded:
+        -- the next scan reads every log again, as after any change of version.
+        CREATE TABLE IF NOT EXISTS index_meta (
+            key    TEXT PRIMARY KEY,
+            value  TEXT NOT NULL
+        );
+        """,
+    ),
 ]
+
+#: ``index_meta`` key of the parser version the index's rows were read with.
+PARSER_VERSION_KEY = "parser_version"
 
 def cluster_key_of_id(param: str = "?") -> str:
     """SQL for the ``clusters.cluster_key`` of the cluster whose id is ``param`` (NULL if

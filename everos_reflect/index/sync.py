@@ -18,7 +18,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -30,9 +30,9 @@ from filelock import FileLock
 from everos_reflect.errors import InvalidId
 from everos_reflect.fileio import NotRegularFile, not_utf8, open_regular, read_at_most
 from everos_reflect.index import events, handoff, rebuild
-from everos_reflect.index.db import transaction, utcnow_iso
+from everos_reflect.index.db import PARSER_VERSION_KEY, transaction, utcnow_iso
 from everos_reflect.markdown.marks import foreign_marks
-from everos_reflect.markdown.parser import highest_seqs, parse_log
+from everos_reflect.markdown.parser import PARSER_VERSION, highest_seqs, parse_log
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,
@@ -362,6 +362,7 @@ class Indexer:
                               files_behind=lag["files_changed"] + lag["files_deleted"],
                               seconds=time.perf_counter() - started)
         with self._lock.acquire(timeout=timeout):
+            self._reread_if_parser_changed()
             self._forget_lost_vectors()
             disk = self._disk_files()
             stored = self._stored_files()
@@ -391,6 +392,7 @@ class Indexer:
                 conn.execute("DELETE FROM files")
                 conn.execute("DELETE FROM cluster_members")
                 conn.execute("DELETE FROM clusters")
+                _record_parser_version(conn)
             self.rt.vectors.reset()
             disk = self._disk_files()
             report = ScanReport(files_seen=len(disk))
@@ -414,6 +416,25 @@ class Indexer:
                 self._sync(sorted(written))  # e.g. records marked stale: counted once
         report.seconds = time.perf_counter() - started
         return report
+
+    def _reread_if_parser_changed(self) -> bool:
+        """Mark every indexed log for a fresh read when the index was read by another parser
+        version (:data:`~everos_reflect.markdown.parser.PARSER_VERSION`), or one from before
+        versions were recorded; True when it did. The scan then reads each log again, as
+        after a hand edit: entries now read as other values are written again (and their
+        change published), the text embedded anew only where it changed. One query when
+        the version is the same."""
+        conn = self.rt.db()
+        row = conn.execute("SELECT value FROM index_meta WHERE key = ?",
+                           (PARSER_VERSION_KEY,)).fetchone()
+        if row is not None and row[0] == str(PARSER_VERSION):
+            return False
+        with transaction(conn):
+            conn.execute("UPDATE files SET mtime_ns = -1, sha256 = ''")
+            _record_parser_version(conn)
+        log.info("the index was read by %s; reading every log again with parser version %d",
+                 f"parser version {row[0]}" if row else "an older parser", PARSER_VERSION)
+        return True
 
     def pending(self, now: float | None = None) -> dict[str, Any]:
         """Index lag, without syncing: logs changed or deleted since their last sync, and how
@@ -767,11 +788,17 @@ class Indexer:
         return jobs
 
     def _changed_since_read(self, job: _Job) -> bool:
-        try:
-            st = os.stat(self.rt.root / job.rel)
-        except OSError:
-            return job.stat is not None
-        return job.stat is None or (st.st_mtime_ns, st.st_size) != job.stat[:2]
+        """Whether ``job``'s log is no longer as it was read: its stats moved (a log refused
+        as a link was stat'ed as the link itself, the others through it)."""
+        path = self.rt.root / job.rel
+        seen = []
+        for look in (os.stat, os.lstat):
+            with suppress(OSError):
+                st = look(path)
+                seen.append((st.st_mtime_ns, st.st_size))
+        if job.stat is None:
+            return bool(seen)
+        return job.stat[:2] not in seen
 
     def _attach_vectors(self, jobs: list[_Job], made: dict[_Made, np.ndarray]) -> bool:
         """Embed new texts (``made`` keeps those done, by log, id and text); reuse stored
@@ -878,6 +905,13 @@ class Indexer:
                         (job.rel, *key, job.kind.value, *job.stat, problems, now),
                     )
         return notes
+
+
+def _record_parser_version(conn: Any) -> None:
+    """Note in ``index_meta`` that the index is read with this parser (inside a transaction
+    that makes it so)."""
+    conn.execute("INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+                 (PARSER_VERSION_KEY, str(PARSER_VERSION)))
 
 
 def _epoch_ns(iso: str) -> int:

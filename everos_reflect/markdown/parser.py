@@ -69,6 +69,14 @@ from everos_reflect.model import (
 
 SCHEMA_VERSION = 1
 
+#: How this parser reads a log: raise it whenever the same bytes are read as other values,
+#: ids or problems (``importance: 010`` as the text "010" where it was octal 8, say). The
+#: index records the version its rows were read with, and the next scan under another one
+#: reads every log again (:meth:`~everos_reflect.index.sync.Indexer.scan`): the Markdown is
+#: the source of truth, and an upgraded daemon kept the old values until a manual
+#: ``reindex``. ``tests/test_parser_version.py`` pins what a sample of hand edits reads as.
+PARSER_VERSION = 2  # 2: '<<' is a key of its own, no YAML merge
+
 # Marker patterns: the runs of blanks are possessive (``*+``). An empty id lets the blanks
 # before and after it split a run of spaces every way, and each split was tried: a line of
 # ``<!-- entry:`` and 40,000 spaces took a second, 16 MB of them days (quadratic).
@@ -285,6 +293,10 @@ def _key_identity(key: yaml.ScalarNode) -> Any:
 MAX_YAML_INT_CHARS = 1000
 
 
+#: A frontmatter line giving ``schema_version`` as 1 with leading zeros (``01``), unquoted:
+#: the one value besides ``1`` read as version 1, with an error (:meth:`_file_identity`).
+_LEADING_ZERO_ONE_RE = re.compile(r"""(['"]?)schema_version\1[ \t]*:[ \t]*0+1[ \t]*(?:#.*)?$""")
+
 #: The only integers and booleans read as such: plain decimal, ``true``/``false`` (YAML 1.2's
 #: JSON forms). PyYAML reads YAML 1.1, where ``importance: 010`` is 8 (octal), ``1_0`` is 10,
 #: ``1:20`` is 80 (base 60), ``0x0a`` is 10 and ``yes``/``no``/``on``/``off`` are booleans:
@@ -329,16 +341,32 @@ def _construct_timestamp(loader: yaml.constructor.SafeConstructor,
                              f"({reason})") from None
 
 
+def _construct_plain_key(loader: yaml.constructor.SafeConstructor,
+                         node: yaml.ScalarNode) -> Any:
+    return node.value
+
+
 class _BoundedLoader(_Loader):  # type: ignore[misc, valid-type]
     """:data:`_Loader` with integers bounded (:data:`MAX_YAML_INT_CHARS`), only decimal
-    integers and ``true``/``false`` read as numbers and booleans (:data:`_DECIMAL_RE`) and
-    impossible timestamps named."""
+    integers and ``true``/``false`` read as numbers and booleans (:data:`_DECIMAL_RE`),
+    impossible timestamps named, and no merge keys (:data:`MERGE_KEY`)."""
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        """``<<`` is a key like any other, as in YAML 1.2: as a YAML 1.1 merge it copied the
+        keys of its mapping into the entry's metadata without a word, and dropped those the
+        entry already had (``session_id: s1`` then ``<<: {session_id: s9}``: s9 gone, past
+        the check for a key written twice). Its value is kept as written."""
 
 
 _BoundedLoader.add_constructor("tag:yaml.org,2002:int", _construct_int)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:bool", _construct_bool)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 _BoundedLoader.add_constructor("tag:yaml.org,2002:timestamp", _construct_timestamp)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:merge", _construct_plain_key)
+_BoundedLoader.add_constructor("tag:yaml.org,2002:value", _construct_plain_key)
+
+#: The YAML 1.1 merge key, read as a key of its own (:meth:`_BoundedLoader.flatten_mapping`).
+MERGE_KEY = "<<"
 
 
 def _bounded_load(text: str) -> Any:
@@ -836,6 +864,13 @@ class _Parser:
         version = data.get("schema_version")
         if version is None:
             self.report(1, "frontmatter has no schema_version (assuming 1)", "warning")
+        elif (type(version) is not int or version != SCHEMA_VERSION) and \
+                _LEADING_ZERO_ONE_RE.match(self.bare[self._key_line("schema_version") - 1]):
+            # ``01``: 1 with a leading zero, read as 1 (octal) before integers were decimal
+            # only. Refused, it hid every entry of its day from a reindex and stopped every
+            # write to the file, for one zero: read as 1, and lint names it.
+            self.report(self._key_line("schema_version"), f"schema_version {version} is read "
+                        "as 1: write it 1 (no leading zero)", "error")
         elif type(version) is not int or version != SCHEMA_VERSION:
             # ``type`` and not ``==``: ``true`` and ``1.0`` equal 1 in Python, and reading
             # them as 1 would guess at a file nobody wrote as version 1.
@@ -1252,6 +1287,18 @@ class _Parser:
                 self.report(key_line("importance"), f"entry {eid}: importance "
                             f"{quoted_value(value)} is not a whole number 1-10 written in "
                             "decimal (not read: scored as if absent)", "warning")
+        if MERGE_KEY in meta:
+            self.report(key_line(MERGE_KEY), f"entry {eid}: '{MERGE_KEY}' is read as a key of "
+                        "its own, not as a YAML merge (kept as written; write the keys it "
+                        "holds in the metadata itself)", "warning")
+        if eid.kind.derived and meta.get("depth") is not None:
+            value = meta["depth"]
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                # read as 1 where tiers compare depths, and nothing said so until a run
+                # refused a record for a depth nobody wrote
+                self.report(key_line("depth"), f"entry {eid}: depth {quoted_value(value)} is "
+                            "not a whole number of 1 or more written in decimal (read as 1; "
+                            "a derived record is 1 + the deepest record it cites)", "warning")
         for key, problem in _choice_problems(eid.kind, meta):
             self.report(key_line(key), f"entry {eid}: {problem}", "warning")
         long_subject = subject_length_problem(sections.get("Subject", ""))

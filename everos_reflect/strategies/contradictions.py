@@ -115,7 +115,7 @@ class DetectContradictions(BeliefTier):
             Record(c.id, f"{c.key} conviction" + (", just changed" if c.id in changed else ""),
                    c.text, c.timestamp) for c in current
         ], {}, derived, min_records=2)  # a pair at least
-        live = [c.id for c in current if c.id not in derived.left_out]
+        live = {c.id for c in current if c.id not in derived.left_out}  # looked up per item
         derived.pending |= unshown_pairs(plan.pairs, derived.left_out, work.items)
         depth = {c.id: c.depth for c in current}
         pairs = {e.pair for e in state.edges() if e.standing}
