@@ -143,3 +143,27 @@ def test_archiving_into_hard_linked_logs_keeps_each_second_name_the_same_file(
     assert os.path.samestat(os.stat(bob_later),
                             os.stat(rt.root / ALICE_LOG.replace("2026-10-12", "2026-10-13")))
     assert b"deprecated_entries" in bob.read_bytes()
+
+
+def test_a_write_whose_hard_linked_alias_cannot_follow_is_refused_changing_nothing(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """bob's folder refusing new links (read-only, another account's): the write went on,
+    bob's name kept the old text as a file of its own, and alice's log was read from then
+    on as bob's memory, with only a warning in the log."""
+    bob = _hard_link(rt)
+    before = (rt.root / ALICE_LOG).read_bytes()
+    real_link = os.link
+
+    def link(src: object, dst: object, *args: object, **kwargs: object) -> None:
+        if "/bob/" in str(dst):
+            raise PermissionError(13, "Permission denied", str(dst))
+        real_link(src, dst, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "link", link)
+    with pytest.raises(MarkdownError, match=r"bob/episodes/episode-2026-10-12\.md is a hard "
+                                            r"link to it that could not be linked"):
+        rt.store.append(ALICE, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
+                        {"Subject": "Pets", "Content": "Alice adopted a dog."}, day=DAY)
+    assert (rt.root / ALICE_LOG).read_bytes() == before
+    assert os.path.samestat(os.stat(bob), os.stat(rt.root / ALICE_LOG))
+    assert sorted(p.name for p in bob.parent.iterdir()) == [bob.name]

@@ -1113,9 +1113,28 @@ class MarkdownStore:
         (refused as "a hard link to …") kept the old one, an independent copy read from
         then on as that user's memory. Each such name is linked to the new file again."""
         aliases = self._hard_link_aliases(target)
+        for alias, _ in aliases:
+            self._check_relinkable(target, alias)
         _atomic_write(target, data)
         for alias, old in aliases:
             self._relink(target, alias, old)
+
+    def _check_relinkable(self, target: Path, alias: Path) -> None:
+        """Refuse the write, before anything is written, when ``alias`` could not be linked
+        to the new file (its folder read-only, another account's): written anyway, the alias
+        kept the old text as a file of its own, no longer a link, and was read from then on
+        as its user's memory. A link made there and removed again is the proof."""
+        probe = alias.with_name(f".{alias.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            os.link(target, probe)
+        except OSError as exc:
+            raise MarkdownError(
+                self._label(target), 0,
+                f"not written: {self._label(alias)} is a hard link to it that could not be "
+                f"linked to the new text ({exc.strerror or exc}), so it would keep the old "
+                "text as a log of its own; remove that link or make its folder writable"
+            ) from None
+        probe.unlink(missing_ok=True)
 
     def _hard_link_aliases(self, target: Path) -> list[tuple[Path, os.stat_result]]:
         """The other daily logs of this root that are ``target`` itself (one inode), each
