@@ -9,28 +9,19 @@ current state, the old employer read as still true.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import date
 
 import pytest
 
 from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.llm import extractive
-from everos_reflect.llm.base import MergeMember, MergeRequest
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
+from tests.merge_fixtures import loaded_local, narrative
 
 
 @pytest.fixture(scope="module")
 def local() -> LocalEmbedder:
-    embedder = LocalEmbedder(batch_size=16, threads=1)
-    embedder.load()
-    return embedder
-
-
-def narrative(llm: ExtractiveLLM, *texts: str) -> str:
-    members = [MergeMember(f"ep_202611{10 + 2 * i}_0001",
-                           datetime(2026, 11, 10 + 2 * i, 10, tzinfo=UTC), "Notes", text)
-               for i, text in enumerate(texts)]
-    return llm.merge(MergeRequest("init", members)).content
+    return loaded_local()
 
 
 @pytest.mark.parametrize("first, second", [

@@ -19,6 +19,7 @@ from everos_reflect.llm import extractive
 from everos_reflect.llm.base import FactsRequest, MergeMember, MergeRequest
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
 from everos_reflect.strategies.reflect import DEFAULT_FACT_MATCH_THRESHOLD
+from tests.merge_fixtures import loaded_local, narrative
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import fold_pairs
@@ -26,16 +27,11 @@ import fold_pairs
 
 @pytest.fixture(scope="module")
 def local() -> LocalEmbedder:
-    embedder = LocalEmbedder(batch_size=16, threads=1)
-    embedder.load()
-    return embedder
+    return loaded_local()
 
 
 def merged(llm: ExtractiveLLM, *texts: str) -> list[str]:
-    members = [MergeMember(f"ep_202611{10 + 2 * i}_0001",
-                           datetime(2026, 11, 10 + 2 * i, 10, tzinfo=UTC), "Rex", text)
-               for i, text in enumerate(texts)]
-    return plain_sentences(llm.merge(MergeRequest("init", members)).content)
+    return plain_sentences(narrative(llm, *texts, subject="Rex"))
 
 
 def possessive(row: dict) -> bool:
@@ -77,11 +73,8 @@ def test_the_bench_chooses_the_lowest_value_clean_on_the_calibration_half() -> N
     assert fold_pairs.choose({"0.7": {"calibration": {"distinct_folded": 1}}}) is None
 
 
-def narrative(llm: ExtractiveLLM, subject: str, *texts: str) -> str:
-    members = [MergeMember(f"ep_202611{10 + 2 * i}_0001",
-                           datetime(2026, 11, 10 + 2 * i, 10, tzinfo=UTC), subject, text)
-               for i, text in enumerate(texts)]
-    return llm.merge(MergeRequest("init", members)).content
+def about(llm: ExtractiveLLM, subject: str, *texts: str) -> str:
+    return narrative(llm, *texts, subject=subject)
 
 
 @pytest.mark.parametrize("first, second", [
@@ -100,15 +93,15 @@ def test_someone_s_relative_or_thing_is_another_subject(local: LocalEmbedder, fi
                                                          second: str) -> None:
     # cosine 0.75-0.92: one wording was kept and the other's fact lost, or the later was
     # written as the "Current state" of the earlier, a change that never happened
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert "Current state" not in content
 
 
 def test_her_brother_is_not_the_main_person(local: LocalEmbedder) -> None:
-    content = narrative(ExtractiveLLM(local, paraphrase=0.7, version=0.7), "Mia",
-                        "Mia is allergic to peanuts. Mia carries an EpiPen.",
-                        "Her brother is allergic to peanuts.")
+    content = about(ExtractiveLLM(local, paraphrase=0.7, version=0.7), "Mia",
+                    "Mia is allergic to peanuts. Mia carries an EpiPen.",
+                    "Her brother is allergic to peanuts.")
     assert "Her brother is allergic to peanuts." in plain_sentences(content)
     assert "Mia is allergic to peanuts." in plain_sentences(content)
     assert "Current state" not in content
@@ -121,8 +114,8 @@ def test_a_restatement_through_a_possessive_still_folds(local: LocalEmbedder) ->
 
 
 def test_a_possessive_that_names_its_owner_again_is_still_a_version(local: LocalEmbedder) -> None:
-    content = narrative(ExtractiveLLM(local), "Felix", "Felix gets a yearly bonus.",
-                        "Felix's company dropped bonuses, so Felix gets no bonus now.")
+    content = about(ExtractiveLLM(local), "Felix", "Felix gets a yearly bonus.",
+                    "Felix's company dropped bonuses, so Felix gets no bonus now.")
     assert content.split("\n\n")[-1] == ("Current state: Felix's company dropped bonuses, "
                                          "so Felix gets no bonus now.")
 
@@ -178,7 +171,7 @@ def test_a_rewording_of_a_word_s_form_is_no_change(local: LocalEmbedder, first: 
     # cosine 0.93-0.97, a word or two swapped ("allergic" -> "allergy") with most shared: the
     # value-swap rule refused the fold and the later wording became the "Current state", a
     # change that never happened
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert len(plain_sentences(content)) == 1
     assert "Current state" not in content
 
@@ -190,7 +183,7 @@ def test_a_rewording_of_a_word_s_form_is_no_change(local: LocalEmbedder, first: 
 ])
 def test_a_replaced_value_is_still_a_version(local: LocalEmbedder, first: str, second: str,
                                               current: str) -> None:
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert current in content.split("\n\n")[-1]
     assert content.split("\n\n")[-1].startswith("Current state: ")
@@ -220,7 +213,7 @@ def test_a_value_replaced_in_a_short_sentence_is_a_version(local: LocalEmbedder,
     # cosine 0.85-0.92 with only the subject (or two words) shared: the value-swap test
     # wanted most content words shared, so the pair was folded as a restatement and the
     # earlier value left the narrative, dated as if it had been said last
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert content.split("\n\n")[-1] == f"Current state: {second}"
 
@@ -242,7 +235,7 @@ def test_the_same_words_negated_are_a_version(local: LocalEmbedder, first: str,
     # "passed" / "did not pass" sit at 0.745, below the version threshold, and "pass" was
     # read as the plural "pas", so both stayed in the timeline with no current state;
     # "non-smoker" carried no negation, so the pair (0.962) was folded and the change lost
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert content.split("\n\n")[-1] == f"Current state: {second}"
 
@@ -267,7 +260,7 @@ def test_news_of_someone_s_thing_is_no_change_of_their_fact(local: LocalEmbedder
     # cosine 0.75-0.79 and the thing ("tram") named by both: the holder rule read them as one
     # subject, so "Zoe's tram was late." was written as the current state and "Zoe takes the
     # tram." as history, a change that never happened
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert "Current state" not in content and "→" not in content
 
@@ -304,7 +297,7 @@ def test_the_bench_writes_no_distinct_pair_of_holders_as_versions(local: LocalEm
 def test_telegraphic_english_gets_the_english_label(local: LocalEmbedder) -> None:
     # no function word of English nor of another language: the tie went to "→", so short
     # English notes ("Omar's son plays youth football.") were labelled as foreign
-    content = narrative(ExtractiveLLM(local), "Notes", "New job: nurse.", "New job: teacher.")
+    content = about(ExtractiveLLM(local), "Notes", "New job: nurse.", "New job: teacher.")
     assert content.split("\n\n")[-1] == "Current state: New job: teacher."
     assert extractive._looks_english("Omar's son plays youth football.")
     # an accent still says it is not English; a function word of either side still decides
@@ -325,7 +318,7 @@ def test_events_and_changes_of_one_frame_known_limit(local: LocalEmbedder, first
                                                      second: str, version: bool) -> None:
     # measured in session 28 (docs/reflection.md): taking a value replaced in place as a
     # version also for such notes gained as many false versions as changes on held-out notes
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert content.split("\n\n")[-1].startswith("Current state: ") is version
 
@@ -338,15 +331,15 @@ def test_a_later_sentence_about_an_earlier_time_is_not_the_current_state(
         local: LocalEmbedder, first: str, second: str) -> None:
     # cosine 0.82 / 0.80: the later sentence was written as the "Current state" ("Current
     # state: Nina was vegetarian as a teenager."), though it tells how things were years ago
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert "Current state" not in content
 
 
 def test_a_change_stays_current_when_an_earlier_time_is_told_after_it(
         local: LocalEmbedder) -> None:
-    content = narrative(ExtractiveLLM(local), "Notes", "Nina is vegetarian.", "Nina is vegan now.",
-                        "Nina was vegetarian as a teenager.")
+    content = about(ExtractiveLLM(local), "Notes", "Nina is vegetarian.", "Nina is vegan now.",
+                    "Nina was vegetarian as a teenager.")
     assert content.split("\n\n")[-1] == "Current state: Nina is vegan now."
     assert "Nina was vegetarian as a teenager." in plain_sentences(content)
 
@@ -379,7 +372,7 @@ def test_a_labelled_note_with_a_new_value_is_a_version(local: LocalEmbedder, fir
                                                        second: str, label: str) -> None:
     # cosine 0.5-0.7, one content word shared: both stayed in the timeline with no current
     # state, so "Job: barista." read as true as "Job: accountant."
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert content.split("\n\n")[-1] == f"{label}{second}"
 
@@ -393,7 +386,7 @@ def test_a_labelled_note_with_a_new_value_is_a_version(local: LocalEmbedder, fir
 def test_notes_of_two_labels_or_of_a_generic_label_are_no_versions(local: LocalEmbedder,
                                                                     first: str,
                                                                     second: str) -> None:
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert "Current state" not in content
 
@@ -424,7 +417,7 @@ def test_a_question_is_neither_a_restatement_nor_a_version(local: LocalEmbedder,
                                                             second: str) -> None:
     # same words, or cosine 0.9: the pair was folded and the question kept, so the narrative
     # said only "Is Nina still vegan?" and that Nina is vegan left live memory
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert "Current state" not in content
 
@@ -443,7 +436,7 @@ def test_a_wish_or_a_possibility_is_no_version_of_a_fact(local: LocalEmbedder, f
                                                          second: str) -> None:
     # the wish was written as the "Current state" (a weight nobody has), or the fact was
     # folded into the later wording, which adds a word, and lost ("Ben has a car.")
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert "Current state" not in content
 
@@ -481,14 +474,14 @@ def test_two_events_told_in_the_past_are_no_versions(local: LocalEmbedder, first
                                                      second: str) -> None:
     # half their content words shared, or cosine 0.8-0.9: the later event was written as the
     # "Current state" of the earlier, a change that never happened
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert "Current state" not in content
 
 
 def test_a_negated_event_and_a_present_fact_are_still_versions(local: LocalEmbedder) -> None:
-    content = narrative(ExtractiveLLM(local), "Notes", "The test passed.",
-                        "The test did not pass.")
+    content = about(ExtractiveLLM(local), "Notes", "The test passed.",
+                    "The test did not pass.")
     assert content.split("\n\n")[-1] == "Current state: The test did not pass."
     assert not extractive._past_event(extractive._Sentence("Ted lives in Leeds.", date.min, 0))
     assert extractive._past_event(extractive._Sentence("Ted moved to Leeds.", date.min, 0))
@@ -506,7 +499,7 @@ def test_notes_of_a_generic_meal_or_time_slot_label_are_no_versions(local: Local
                                                                     second: str) -> None:
     # two things to do, two dinners: the later was written as the "Current state" of the
     # earlier, as if the milk no longer needed buying once Ana was to be called
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert "Current state" not in content
 
@@ -518,7 +511,7 @@ def test_notes_of_a_generic_meal_or_time_slot_label_are_no_versions(local: Local
 ])
 def test_a_label_that_names_an_attribute_is_still_versioned(local: LocalEmbedder, first: str,
                                                             second: str) -> None:
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert content.split("\n\n")[-1] == f"Current state: {second}"
 
 
@@ -534,7 +527,7 @@ def test_a_change_verb_makes_the_later_the_current_state(local: LocalEmbedder, f
                                                          second: str) -> None:
     # cosine 0.66-0.74, below the version threshold, or two events in the past: both stayed
     # in the timeline with no current state, so the violin read as true as the cello
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert content.split("\n\n")[-1] == f"Current state: {second}"
 
@@ -549,7 +542,7 @@ def test_a_change_verb_makes_the_later_the_current_state(local: LocalEmbedder, f
 ])
 def test_a_change_of_something_else_is_no_version(local: LocalEmbedder, first: str,
                                                   second: str) -> None:
-    content = narrative(ExtractiveLLM(local), "Notes", first, second)
+    content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert "Current state" not in content
 
@@ -600,5 +593,5 @@ def test_a_rewording_in_another_order_is_a_restatement(local: LocalEmbedder, fir
     # swapped, though the shared words come in another order: the later was written as the
     # "Current state" of the earlier, a change that never happened
     for titles in ("Notes", "Theo: pottery"):
-        content = narrative(ExtractiveLLM(local), titles, first, second)
+        content = about(ExtractiveLLM(local), titles, first, second)
         assert len(plain_sentences(content)) == 1, content

@@ -22,30 +22,31 @@ WRITER = "xylophone"  # in the writer's Episode only: its embedding calls are to
 
 
 class GatedEmbedder(HashEmbedder):
-    """Holds the scan inside its second batch until the test lets it go, and notes, at the
-    scan's third batch, whether the writer was done by then."""
+    """Holds the scan inside its embedding call number ``hold_at`` until the test lets it
+    go, and notes, at the scan's next call, whether the writer was done by then."""
 
-    def __init__(self) -> None:
+    def __init__(self, hold_at: int) -> None:
         super().__init__(64)
-        self.scan_batches = 0
-        self.in_second = threading.Event()
+        self.hold_at = hold_at
+        self.scan_calls = 0
+        self.held = threading.Event()
         self.go_on = threading.Event()
         self.writer_done = threading.Event()
-        self.writer_done_at_third: bool | None = None
+        self.writer_done_at_next: bool | None = None
 
     def embed(self, texts: list[str]) -> np.ndarray:
         if not any(WRITER in t for t in texts):
-            self.scan_batches += 1
-            if self.scan_batches == 2:
-                self.in_second.set()
+            self.scan_calls += 1
+            if self.scan_calls == self.hold_at:
+                self.held.set()
                 assert self.go_on.wait(30)
-            elif self.scan_batches == 3:
-                self.writer_done_at_third = self.writer_done.is_set()
+            elif self.scan_calls == self.hold_at + 1:
+                self.writer_done_at_next = self.writer_done.is_set()
         return super().embed(texts)
 
 
 def test_an_add_waiting_on_a_long_scan_goes_in_between_two_batches(root: Path) -> None:
-    embedder = GatedEmbedder()
+    embedder = GatedEmbedder(hold_at=2)
     rt = make_runtime(root, ExtractiveLLM(), embedder=embedder)
     for day in range(1, 7):  # six logs, one batch each
         add_episode(rt, ANDREW, f"2026-08-0{day}T10:00:00+00:00", f"Walk {day}",
@@ -54,7 +55,7 @@ def test_an_add_waiting_on_a_long_scan_goes_in_between_two_batches(root: Path) -
     scanner.flush_entries = 1
     scan = threading.Thread(target=scanner.scan, daemon=True)
     scan.start()
-    assert embedder.in_second.wait(30)
+    assert embedder.held.wait(30)
 
     bob = UserRef("default_app", "default_project", "u_bob")
     entry = add_episode(rt, bob, "2026-08-09T10:00:00+00:00", "Music",
@@ -82,7 +83,7 @@ def test_an_add_waiting_on_a_long_scan_goes_in_between_two_batches(root: Path) -
     try:
         assert not writer.is_alive() and not scan.is_alive()
         assert not isinstance(outcome[0], Exception), outcome
-        assert embedder.writer_done_at_third is True  # went in before the scan's next batch
+        assert embedder.writer_done_at_next is True  # went in before the scan's next batch
         live = {row[0] for row in rt.db().execute("SELECT id FROM entries")}
         assert entry.id in live and len(live) == 7  # nothing the scan planned was lost
         assert not handoff.someone_waiting(rt.index_dir)
@@ -162,36 +163,13 @@ def test_a_writer_with_a_deadline_never_stands_aside_for_itself(
         rt.close()
 
 
-class OneLogGate(HashEmbedder):
-    """Holds the scan inside its first embedding call until the test lets it go, and notes,
-    at the scan's second call, whether the writer was done by then."""
-
-    def __init__(self) -> None:
-        super().__init__(64)
-        self.scan_calls = 0
-        self.in_first = threading.Event()
-        self.go_on = threading.Event()
-        self.writer_done = threading.Event()
-        self.writer_done_at_second: bool | None = None
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        if not any(WRITER in t for t in texts):
-            self.scan_calls += 1
-            if self.scan_calls == 1:
-                self.in_first.set()
-                assert self.go_on.wait(30)
-            elif self.scan_calls == 2:
-                self.writer_done_at_second = self.writer_done.is_set()
-        return super().embed(texts)
-
-
 @pytest.mark.parametrize("same_log", [False, True])
 def test_an_add_goes_in_between_the_batches_of_one_long_log(root: Path, same_log: bool) -> None:
     """One log of many new Episodes (a history pasted in) was one embedding call: an add
     waiting meanwhile waited its whole 10 s and was answered ``indexed: false``. It goes in
     between two batches of the log now; when it wrote to that very log, the scan plans the
     log again and loses nothing, twice-indexes nothing."""
-    embedder = OneLogGate()
+    embedder = GatedEmbedder(hold_at=1)
     rt = make_runtime(root, ExtractiveLLM(), embedder=embedder)
     for hour in range(10, 18):  # one log, eight Episodes: four batches of two
         add_episode(rt, ANDREW, f"2026-08-01T{hour}:00:00+00:00", f"Walk {hour}",
@@ -200,7 +178,7 @@ def test_an_add_goes_in_between_the_batches_of_one_long_log(root: Path, same_log
     scanner.flush_entries = 2
     scan = threading.Thread(target=scanner.scan, daemon=True)
     scan.start()
-    assert embedder.in_first.wait(30)
+    assert embedder.held.wait(30)
 
     writer_ref = ANDREW if same_log else UserRef("default_app", "default_project", "u_bob")
     entry = add_episode(rt, writer_ref, "2026-08-01T19:00:00+00:00", "Music",
@@ -231,7 +209,7 @@ def test_an_add_goes_in_between_the_batches_of_one_long_log(root: Path, same_log
         if same_log:  # the add did that log's work itself: the scan found it done
             assert embedder.scan_calls == 1
         else:
-            assert embedder.writer_done_at_second is True
+            assert embedder.writer_done_at_next is True
         live = [tuple(row) for row in rt.db().execute("SELECT user_id, id FROM entries")]
         assert (writer_ref.user_id, entry.id) in live and len(live) == len(set(live)) == 9
         assert rt.vectors.count(Kind.EPISODE) == 9
