@@ -459,7 +459,10 @@ def _one_check_at_a_time(runtime: Runtime, wait: float) -> Iterator[None]:
     (lock order: indexer, provenance, a log's write lock), so a long check elsewhere held up
     every sync of ``serve``'s watcher, and a hung one held it up for good."""
     path = runtime.index_dir / "locks" / "provenance.lock"
-    path.parent.mkdir(parents=True, exist_ok=True)
+    for folder in (runtime.index_dir, path.parent):
+        # never the root itself: a root moved away while a sync's subscribers ran was made
+        # again as an empty folder holding this lock (FileNotFoundError instead)
+        folder.mkdir(exist_ok=True)
     lock = FileLock(str(path), thread_local=False)
     try:
         lock.acquire(timeout=wait)
@@ -634,7 +637,9 @@ def on_changes(runtime: Runtime, changes: Iterable[ChangeSet]) -> list[Path]:
             busy = exc
         except Exception:  # an OSError writing one owner's log, a bug a record trips: that
             if runtime.root_gone():  # owner's alone; the owners after it are still checked
-                raise
+                # moved or deleted meanwhile: the changes wait for the next sync, once back
+                raise events.Deferred(f"the memory root {runtime.root} was moved or "
+                                      "deleted", written) from None
             log.exception("provenance: cannot check the records of %s", ref)
     if busy is not None:
         raise events.Deferred(str(busy), written)
