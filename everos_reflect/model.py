@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 import unicodedata
 import uuid
 from collections.abc import Iterable
@@ -76,6 +77,13 @@ def shown_path(path: object) -> str:
     ("File name too long: /tmp/zzzz…"), and "no memory root at …" named it twice."""
     text = str(path)
     return text if len(text) <= PATH_SHOWN_MAX else quoted(text, escape=True)
+
+
+def shell_path(path: object) -> str:
+    """A path as a command for the user to paste names it: :func:`shown_path`, quoted for a
+    POSIX shell when it holds a space, a quote or another shell character. ``init`` printed
+    ``enable reflect_episodes --root /tmp/my notes``, which a shell reads as two words."""
+    return shlex.quote(shown_path(path))
 
 
 #: The most names (unknown parameters, fields) one error message lists.

@@ -19,7 +19,7 @@ from everos_reflect.errors import EverosError, IndexReadOnly, NeverIndexed, NoRo
 from everos_reflect.fileio import expand_user
 from everos_reflect.index import db as dbmod
 from everos_reflect.markdown.store import MarkdownStore
-from everos_reflect.model import UserRef, shown_path, validate_name
+from everos_reflect.model import UserRef, shell_path, shown_path, validate_name
 from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME, Settings, load_settings
 
 if TYPE_CHECKING:
@@ -94,12 +94,14 @@ def not_a_root_reason(path: Path) -> str | None:
     """Why ``path`` cannot be opened as a memory root (None when it can)."""
     shown = shown_path(path)
     if not path.exists():
-        return f"no memory root at {shown}: create one with `everos-reflect init {shown}`"
+        return (f"no memory root at {shown}: create one with "
+                f"`everos-reflect init {shell_path(path)}`")
     if not path.is_dir():
         return f"{shown} is not a folder, so not a memory root"
     if not is_memory_root(path):
         return (f"{shown} is not a memory root (it has no everos.toml, ome.toml, .index/ or "
-                f"<app>/<project>/users/ folder): create one with `everos-reflect init {shown}`")
+                f"<app>/<project>/users/ folder): create one with "
+                f"`everos-reflect init {shell_path(path)}`")
     return None
 
 
@@ -324,7 +326,7 @@ class Runtime:
             self._root_id = _identity(self.root)
             if self._root_id is None:
                 raise NoRoot(f"no memory root at {self.root}: create one with "
-                             f"`everos-reflect init {self.root}`")
+                             f"`everos-reflect init {shell_path(self.root)}`")
         if self.root_gone():
             raise RootGone(f"the memory root {self.root} is gone (moved or deleted while in "
                            "use)")

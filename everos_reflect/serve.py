@@ -15,11 +15,13 @@ still running is recorded as abandoned — each strategy's ``recover`` hook make
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
 import socket
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +46,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 STOP_GRACE_SECONDS = 30.0
+
+#: How often a serving daemon checks its root is still the folder it locked.
+GUARD_SECONDS = 1.0
 
 #: The signals that stop the daemon cleanly (uvicorn handles the first two while it serves).
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
@@ -72,13 +77,37 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
     # one serve per root, also for two started together (neither has written daemon.json)
     lock = hold_serve_lock(runtime.root)
     try:
-        _serve(runtime, host, port)
+        st = os.fstat(lock)
+        _serve(runtime, host, port, held=(st.st_dev, st.st_ino))
     finally:
         os.close(lock)
 
 
-def _serve(runtime: Runtime, host: str, port: int) -> None:
-    """:func:`serve`, once it holds the root's serve lock."""
+def root_replaced(root: os.PathLike[str], held: tuple[int, int] | None) -> bool:
+    """Whether the path ``root`` names another folder (or file) than ``held``, the (device,
+    inode) of the folder this serve locked: ``mv ROOT ROOT.old && cp -a ROOT.old ROOT``, a
+    backup restored over an ``rm -rf``. The lock stays on the old folder, so a second ``serve``
+    of the path starts beside this one. A root not there at all (moved away, a mount lost)
+    is not replaced: the watcher waits for it to come back."""
+    if held is None:
+        return False
+    try:
+        st = os.stat(root)
+    except OSError:
+        return False
+    return (st.st_dev, st.st_ino) != held
+
+
+def _replaced_message(root: os.PathLike[str]) -> str:
+    return (f"the memory root {root} was replaced by another folder while this daemon served "
+            "it (its lock is on the folder it started on, no longer there): stopping; start "
+            "serve again to serve the folder there now")
+
+
+def _serve(runtime: Runtime, host: str, port: int, *,
+           held: tuple[int, int] | None = None) -> None:
+    """:func:`serve`, once it holds the root's serve lock (on the folder ``held`` names: a
+    root replaced by another folder stops the daemon, :func:`root_replaced`)."""
     from everos_reflect.api.app import create_app
     from everos_reflect.engine.scheduler import Scheduler
     from everos_reflect.index.watcher import Watcher
@@ -98,17 +127,20 @@ def _serve(runtime: Runtime, host: str, port: int) -> None:
         write_daemon(runtime.root, info)
 
     watcher = Watcher(runtime, on_index_rebuilt=advertise_again)
+    guard_done = threading.Event()
     scheduler = Scheduler(engine)
     server = _Server(uvicorn_config(create_app(runtime, engine, scheduler), host, port),
-                     on_exit=engine.request_stop)
+                     on_exit=engine.request_stop,
+                     must_stop=lambda: (_replaced_message(runtime.root)
+                                        if root_replaced(runtime.root, held) else None))
 
     def on_signal(sig: int, frame: object) -> None:
-        """uvicorn re-raises the stop signal after its shutdown: absorbed, so the clean-up
-        below runs (as is a second signal while cleaning up). One while the daemon still
-        starts (watching a large root's folders takes seconds) stops it: absorbed too, it
-        was lost, and the daemon served on for good. SIGHUP (the terminal closed, an SSH
-        session dropped), which uvicorn leaves alone, stops it as SIGTERM does: it killed
-        the daemon on the spot, with no clean-up at all."""
+        """A second signal while cleaning up is absorbed, so the clean-up below runs
+        (uvicorn handles SIGTERM and SIGINT while it serves: :meth:`_Server.handle_exit`).
+        One while the daemon still starts (watching a large root's folders takes seconds)
+        stops it: absorbed too, it was lost, and the daemon served on for good. SIGHUP
+        (the terminal closed, an SSH session dropped), which uvicorn leaves alone, stops
+        it as SIGTERM does: it killed the daemon on the spot, with no clean-up at all."""
         name = signal.Signals(sig).name
         if server.should_exit:
             log.info("received %s while stopping; finishing clean-up", name)
@@ -126,10 +158,12 @@ def _serve(runtime: Runtime, host: str, port: int) -> None:
         watcher.start()
         scheduler.start()
         write_daemon(runtime.root, info)
-        if not server.should_exit:
+        if not server.should_exit and not server.stop_if_must():
             log.info("serving %s on http://%s:%s", runtime.root, host, port)
+            server.guard(guard_done)
             server.run(sockets=[sock])
     finally:
+        guard_done.set()
         sock.close()
         log.info("shutting down")
         scheduler.shutdown()
@@ -139,6 +173,8 @@ def _serve(runtime: Runtime, host: str, port: int) -> None:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         log.info("stopped")
+    if server.failure is not None:  # not a stop asked for: exit status 1
+        raise EverosError(server.failure)
 
 
 def listen_socket(host: str, port: int) -> socket.socket:
@@ -171,15 +207,56 @@ def uvicorn_config(app: Any, host: str, port: int) -> uvicorn.Config:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn, plus: on a stop signal, tell running strategies first."""
+    """uvicorn, plus: on a stop signal, tell running strategies first; stop on its own when
+    ``must_stop`` says why (:meth:`guard`: the root replaced)."""
 
-    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None]) -> None:
+    def __init__(self, config: uvicorn.Config, on_exit: Callable[[], None],
+                 must_stop: Callable[[], str | None] = lambda: None) -> None:
         super().__init__(config)
         self._on_exit = on_exit
+        self._must_stop = must_stop
+        #: why the daemon stopped on its own (exit status 1), if it did
+        self.failure: str | None = None
 
     def handle_exit(self, sig: int, frame: Any) -> None:
+        if not self.should_exit:
+            log.info("received %s; stopping", signal.Signals(sig).name)
         self._on_exit()
         super().handle_exit(sig, frame)
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        """uvicorn's, without raising the signals it caught again once it stopped: the
+        daemon has acted on them, and :func:`_serve`'s handler took the one raised again
+        for a second signal, logging "received SIGTERM while stopping" after one SIGTERM."""
+        with super().capture_signals():
+            try:
+                yield
+            finally:
+                self._captured_signals.clear()
+
+    def stop_if_must(self) -> bool:
+        """Whether the daemon must stop (:attr:`failure`: said in the log once, and the
+        daemon stopping)."""
+        if self.failure is None:
+            self.failure = self._must_stop()
+            if self.failure is not None:
+                log.error("%s", self.failure)
+                self.should_exit = True
+                self._on_exit()
+        return self.failure is not None
+
+    def guard(self, done: threading.Event) -> threading.Thread:
+        """A thread asking :meth:`stop_if_must` once a second until ``done`` is set or the
+        daemon stops: one of its own, so a root on a network mount that hangs holds it, not
+        the event loop every request and a stop signal need."""
+        def watch() -> None:
+            while not done.wait(GUARD_SECONDS) and not self.should_exit:
+                self.stop_if_must()
+
+        thread = threading.Thread(target=watch, name="root-guard", daemon=True)
+        thread.start()
+        return thread
 
 
 __all__ = ["STOP_GRACE_SECONDS", "serve"]

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from everos_reflect import serve as serve_module
 from everos_reflect.cli import engine_cmds
 from everos_reflect.cli.main import cli
-from everos_reflect.engine.daemon import daemon_file, read_daemon
+from everos_reflect.engine.daemon import daemon_file, hold_serve_lock, read_daemon
 from tests.daemon_lock import serve_lock
 
 
@@ -39,7 +39,7 @@ def test_serve_starts_over_a_daemon_json_a_dead_daemon_left(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _left_over(root)
     started: list[int] = []
-    monkeypatch.setattr(serve_module, "_serve", lambda rt, host, port: started.append(port))
+    monkeypatch.setattr(serve_module, "_serve", lambda rt, host, port, **_: started.append(port))
     monkeypatch.setattr(engine_cmds, "configure_logging", lambda: None)
     result = CliRunner().invoke(cli, ["serve", "--root", str(root), "--port", "8124"])
     assert result.exit_code == 0, result.output
@@ -58,3 +58,19 @@ def test_trigger_runs_in_process_past_a_daemon_json_a_dead_daemon_left(
     assert result.exit_code == 0, result.output
     assert calls == []
     assert "[in-process]" in result.stdout
+
+
+def test_a_daemon_json_a_killed_serve_left_is_not_the_new_serve_starting(root: Path) -> None:
+    # a new serve holds the lock from before it listens; until it writes its own daemon.json
+    # (seconds on a large root), the killed one's was read as the live daemon: `trigger` sent
+    # its run to a port nobody (or another program) listened on, `status` named a dead daemon
+    _left_over(root)
+    fd = hold_serve_lock(root)  # this process: the new serve, starting
+    try:
+        assert read_daemon(root) is None
+        result = CliRunner().invoke(cli, ["status", "--json", "--root", str(root)])
+    finally:
+        os.close(fd)
+    assert result.exit_code == 0, result.output
+    assert "the daemon (pid" not in result.stderr
+    assert {row["via"] for row in json.loads(result.stdout)["strategies"]} == {"in-process"}

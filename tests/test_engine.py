@@ -634,3 +634,40 @@ def test_a_run_record_names_each_failed_unit_on_one_line_and_cut() -> None:
     assert max(len(part) for part in text.removeprefix("failed: ").split("; ")) == FAILURE_CHARS
     many = name_failures([f"u/a/{i}: boom" for i in range(FAILURES_NAMED + 2)])
     assert many.endswith("; and 2 more") and many.count("boom") == FAILURES_NAMED
+
+
+def test_concurrent_first_config_calls_all_get_the_config(
+        runtime: Runtime, fake: Fake, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Two threads asking for the configuration at once, before any was loaded (an API
+    # server's first requests): the second must wait for the first's load, not find the
+    # file "already read" with nothing stored and fail on an internal assertion.
+    enable(runtime.root, "batch = 4\n")
+    engine = Engine(runtime, recover=False)
+    parsing, second_done = threading.Event(), threading.Event()
+    real_parse = engine_module.parse_ome
+
+    def slow_parse(*args: Any, **kwargs: Any) -> Any:
+        if not parsing.is_set():
+            parsing.set()
+            second_done.wait(1)  # with the fix the second caller waits on us: time out
+        return real_parse(*args, **kwargs)
+
+    monkeypatch.setattr(engine_module, "parse_ome", slow_parse)
+    results: dict[str, Any] = {}
+
+    def first() -> None:
+        try:
+            results["first"] = engine.settings_for("fake_test")["batch"]
+        except BaseException as exc:  # reported by the assert below
+            results["first"] = exc
+
+    thread = threading.Thread(target=first)
+    thread.start()
+    assert parsing.wait(10)
+    try:
+        results["second"] = engine.settings_for("fake_test")["batch"]
+    except BaseException as exc:  # reported by the assert below
+        results["second"] = exc
+    second_done.set()
+    thread.join(10)
+    assert results == {"first": 4, "second": 4}

@@ -95,3 +95,28 @@ def test_one_end_in_other_words_is_one_sentence(local: LocalEmbedder, first: str
     # cosine 0.91-0.93, but "left" -> "quit" read as a value swapped: written as a change
     content = narrative(ExtractiveLLM(local), first, second)
     assert plain_sentences(content) == [second]
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Nadia has a savings account at Monzo.", "Nadia closed the savings account at Monzo."),
+    ("Nadia has a landline.", "Nadia got rid of the landline."),
+    ("Nadia owns a Vespa.", "Nadia sold the Vespa."),
+    ("Nadia is dating Pavel.", "Nadia broke up with Pavel."),
+])
+def test_selling_closing_or_getting_rid_of_a_thing_is_its_end(local: LocalEmbedder, first: str,
+                                                              second: str) -> None:
+    # "closed the savings account", "got rid of the landline": over the paraphrase threshold
+    # with the same numbers and negations, folded into one sentence and the end lost
+    content = narrative(ExtractiveLLM(local), first, second)
+    assert plain_sentences(content) == [first, second]
+    assert content.split("\n\n")[-1] == f"Current state: {second}"
+
+
+def test_the_end_of_something_the_earlier_sentence_does_not_name_is_no_version(
+        local: LocalEmbedder) -> None:
+    # folded at first (a fact lost), then, kept apart, written as the garden's current state
+    first, second = ("Nadia has a balcony garden.",
+                     "Nadia removed the weeds from the balcony garden.")
+    content = narrative(ExtractiveLLM(local), first, second)
+    assert plain_sentences(content) == [first, second]
+    assert "Current state" not in content

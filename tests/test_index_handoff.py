@@ -239,3 +239,28 @@ def test_an_add_goes_in_between_the_batches_of_one_long_log(root: Path, same_log
             assert sha == hashlib.sha256((root / rel).read_bytes()).hexdigest(), rel
     finally:
         rt.close()
+
+
+def test_a_log_is_changed_since_read_only_when_its_stats_moved(
+        root: Path, tmp_path: Path) -> None:
+    """After a pause, a flush is planned again only if one of its logs changed; a log
+    refused as a symlink out of the root was stat'ed as the link itself and must not count
+    as changed every time (each false alarm re-read the whole flush)."""
+    rt = make_runtime(root, ExtractiveLLM(), embedder=HashEmbedder(64))
+    try:
+        entry = add_episode(rt, ANDREW, "2026-08-01T10:00:00+00:00", "Walk", "A walk.")
+        plain = rt.store.path_for_id(ANDREW, entry.id)
+        outside = tmp_path / "elsewhere.md"
+        outside.write_text(plain.read_text())
+        linked = plain.with_name("episode-2026-08-02.md")
+        linked.symlink_to(outside)
+        indexer = Indexer(rt)
+        jobs = [indexer._prepare(plain), indexer._prepare(linked)]
+        assert all(job is not None for job in jobs)
+        assert [indexer._changed_since_read(job) for job in jobs] == [False, False]
+        with plain.open("a") as fh:
+            fh.write("\n")
+        linked.unlink()
+        assert [indexer._changed_since_read(job) for job in jobs] == [True, True]
+    finally:
+        rt.close()

@@ -15,9 +15,9 @@ import pytest
 from everos_reflect.engine.daemon import (
     daemon_file,
     hold_serve_lock,
-    note_serve_pid,
     read_daemon,
     serve_lock_held,
+    serve_pid_file,
 )
 from everos_reflect.errors import EverosError
 
@@ -40,8 +40,10 @@ def test_the_daemon_rebuilding_its_index_is_named_again(root: Path) -> None:
     first = hold_serve_lock(root)
     try:
         shutil.rmtree(root / ".index")
-        # what serve does once the watcher rebuilt the index
-        note_serve_pid(root)
+        # what serve does once the watcher rebuilt the index (note_serve_pid), here for the
+        # pid its daemon.json names: this test's parent, as read_daemon skips its own pid
+        serve_pid_file(root).parent.mkdir(parents=True)
+        serve_pid_file(root).write_text(f"{os.getppid()}\n", "ascii")
         info = {"pid": os.getppid(), "host": "127.0.0.1", "port": 8123, "root": str(root)}
         daemon_file(root).write_text(json.dumps(info), "utf-8")
         assert read_daemon(root) == info

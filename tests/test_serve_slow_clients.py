@@ -127,3 +127,51 @@ def test_a_request_received_whole_is_answered_however_long_its_work_takes(port: 
             got += chunk
     assert got.startswith(b"HTTP/1.1 200 ")
     assert got.endswith(b"hello")
+
+
+def _answer(port: int, request: bytes) -> tuple[bytes, dict[str, Any]]:
+    """The status line and JSON body of the answer to ``request`` (a connection closed)."""
+    import json
+
+    with connect(port) as conn:
+        conn.sendall(request)
+        got = b""
+        with contextlib.suppress(ConnectionResetError):
+            while chunk := conn.recv(65536):
+                got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    assert b"content-type: application/json" in head.lower(), got
+    return head.split(b"\r\n")[0], json.loads(body)
+
+
+@pytest.mark.parametrize(("request_bytes", "status", "message"), [
+    (b"GET / HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70_000,  # and more to come
+     b"HTTP/1.1 431 Request Header Fields Too Large",
+     {"code": "headers_too_large",
+      "message": "the request's header block is over 16,384 bytes"}),
+    (b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+     b"HTTP/1.1 400 Bad Request",
+     {"code": "invalid_http",
+      "message": "the request is no valid HTTP/1.1: illegal chunk header 'zz\\r\\n'"}),
+    (b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nhi!",
+     b"HTTP/1.1 400 Bad Request",
+     {"code": "invalid_http",
+      "message": "the request is no valid HTTP/1.1: conflicting Content-Length headers"}),
+])
+def test_a_request_that_is_no_valid_http_gets_a_json_error_naming_why(
+        port: int, request_bytes: bytes, status: bytes, message: dict[str, str]) -> None:
+    # uvicorn answered them all a plain-text 400 "Invalid HTTP request received."
+    line, body = _answer(port, request_bytes)
+    assert line == status
+    assert body == {"error": message}
+
+
+def test_the_daemon_still_answers_after_a_request_that_is_no_valid_http(port: int) -> None:
+    _answer(port, b"G\xffT / HTTP/1.1\r\nHost: x\r\n\r\n")
+    with connect(port) as conn:
+        conn.sendall(b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n"
+                     b"Connection: close\r\n\r\nok")
+        got = b""
+        while chunk := conn.recv(65536):
+            got += chunk
+    assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"ok")

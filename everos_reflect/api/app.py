@@ -16,6 +16,7 @@ from dataclasses import asdict, is_dataclass
 from importlib.metadata import PackageNotFoundError, version
 from typing import TYPE_CHECKING, Any
 
+import anyio
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.utils import get_openapi
@@ -60,7 +61,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 _WRITE_ERRORS: dict[int | str, dict[str, Any]] = {
     **_ERRORS,
     409: {"model": ErrorBody, "description": "Busy, refused, or a file that cannot be written."},
-    503: {"model": ErrorBody, "description": "The LLM or embedding provider is unavailable."},
+    503: {"model": ErrorBody, "description": "The LLM or embedding provider, the index or "
+          "the root's disk is unavailable (e.g. a read-only file system)."},
 }
 
 class ApiError(Exception):
@@ -145,6 +147,14 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
             raise exc
         status, code = ops.file_error_code(exc)
         return _error(status, code, ops.file_error_message(exc, request.app.state.runtime.root))
+
+    @app.exception_handler(Exception)
+    async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # a bug, or a failure none of the handlers above names: Starlette's plain-text
+        # "Internal Server Error" said nothing a client reading error.message could read.
+        # Starlette raises the error again once answered: uvicorn logs its traceback.
+        return _error(500, "internal_error", f"{request.method} {request.url.path} failed: "
+                      f"{errors.brief(exc)}; the daemon's log has the details")
 
     app.router.routes.extend(shared_routes())
     # built now, before any request: first builds racing each other in the request threads
@@ -252,10 +262,18 @@ def shared_routes() -> tuple[BaseRoute, ...]:
     router.head(f"{API}/health", include_in_schema=False)(health)
 
     @router.post(f"{API}/ome/trigger", dependencies=guarded, responses=_WRITE_ERRORS)
-    def trigger(body: TriggerRequest, engine: EngineDep) -> dict[str, Any]:
-        """Run a strategy now; waits up to ``timeout`` for that run only."""
-        outcome = engine.trigger(body.name, force=body.force, timeout=body.timeout,
-                                 trigger="api")
+    async def trigger(body: TriggerRequest, engine: EngineDep) -> dict[str, Any]:
+        """Run a strategy now; waits up to ``timeout`` for that run only.
+
+        The wait is on a thread of its own, not one of the 40 every other route shares:
+        40 clients waiting on a long run (agents polling it with a ``timeout``) held them
+        all, and the daemon answered nothing else, ``/health`` included, until it ended.
+        How many wait at once is bounded by the daemon's connections (``MAX_CONNECTIONS``).
+        """
+        outcome = await anyio.to_thread.run_sync(
+            functools.partial(engine.trigger, body.name, force=body.force,
+                              timeout=body.timeout, trigger="api"),
+            limiter=anyio.CapacityLimiter(1))
         return outcome.to_dict()
 
     @router.get(f"{API}/ome/strategies", dependencies=guarded)

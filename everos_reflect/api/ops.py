@@ -78,9 +78,11 @@ ERROR_CODES: tuple[tuple[type[Exception], int, str], ...] = (
 FILE_ERROR = (409, "file_error")
 
 #: A disk that fails the daemon is no conflict the client could resolve: a full disk (or
-#: quota) is 507, an I/O error 500, each still naming the file.
+#: quota) is 507, an I/O error 500, a file system turned read-only while the daemon serves
+#: (remounted after disk errors) 503, each still naming the file.
 _DISK_ERRORS = {errno.ENOSPC: (507, "insufficient_storage"),
-                errno.EDQUOT: (507, "insufficient_storage"), errno.EIO: (500, "io_error")}
+                errno.EDQUOT: (507, "insufficient_storage"), errno.EIO: (500, "io_error"),
+                errno.EROFS: (503, "read_only_file_system")}
 
 
 def file_error_code(exc: OSError) -> tuple[int, str]:

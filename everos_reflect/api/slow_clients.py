@@ -14,16 +14,25 @@ descriptor for up to the deadline, and a few hundred clients connecting and send
 exhausted the daemon's descriptors (the watcher, SQLite and LanceDB then failed to open
 files). A connection beyond the bound is answered 503 at once, with a JSON error saying why,
 and closed after :data:`REFUSED_LINGER_SECONDS`.
+
+A request that is no valid HTTP/1.1 (a header block over h11's bound, a bad chunk size, two
+``Content-Length`` headers, a byte over 0x7f in the request line) is answered as every other
+bad request is (SPEC §7): a JSON error naming what is wrong, 431 for a header block too large,
+else 400. uvicorn answered a plain-text 400 "Invalid HTTP request received." for them all.
 """
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import logging
+import re
 
 import h11
-from uvicorn.protocols.http.h11_impl import H11Protocol
+from uvicorn.protocols.http.h11_impl import STATUS_PHRASES, H11Protocol
+
+from everos_reflect.model import quoted_value
 
 log = logging.getLogger(__name__)
 
@@ -66,16 +75,58 @@ def _busy_answer() -> bytes:
     return head.encode() + body
 
 
+def _invalid_request(error: h11.RemoteProtocolError | None, reading: object,
+                     limit: int) -> tuple[int, str, str]:
+    """Status, code and message of the answer to a request h11 could not read (``reading``:
+    the client's state when it failed)."""
+    if error is not None and error.error_status_hint == 431:
+        where = "a chunk-size line" if reading is h11.SEND_BODY else "the request's header block"
+        return 431, "headers_too_large", f"{where} is over {limit:,} bytes"
+    why = _readable(str(error)) if error is not None and str(error) else "it could not be read"
+    return 400, "invalid_http", f"the request is no valid HTTP/1.1: {why}"
+
+
+#: h11's words for what it read: "illegal chunk header: bytearray(b'zz\\r\\n')"
+_H11_BYTES = re.compile(r": (?:bytearray\()?b(['\"])(.*?)\1\)?$")
+
+
+def _readable(why: str, most: int = 200) -> str:
+    """h11's reason, the bytes it quotes as text, bounded (they are the client's)."""
+    def text(match: re.Match[str]) -> str:
+        try:
+            data = ast.literal_eval(f"b{match.group(1)}{match.group(2)}{match.group(1)}")
+        except (SyntaxError, ValueError):
+            return match.group(0)
+        return f" {quoted_value(data.decode('utf-8', 'replace'))}"
+
+    why = _H11_BYTES.sub(text, why)
+    return why if len(why) <= most else why[:most] + "…"
+
+
 class DeadlineH11Protocol(H11Protocol):
     """uvicorn's h11 protocol with a deadline on reading each request and a bound on the
-    connections held at once (module docstring)."""
+    connections held at once, answering a request that is no valid HTTP in JSON (module
+    docstring)."""
 
     _deadline: asyncio.TimerHandle | None = None
     _refused = False
     _last_refusal_logged: float | None = None  # class-wide: loop time of the last warning
+    #: why h11 could not read the last request (and the client's state then), for its answer
+    _protocol_error: tuple[h11.RemoteProtocolError, object] | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
+        read = self.conn.next_event
+
+        def next_event() -> object:  # uvicorn catches h11's error and keeps nothing of it
+            reading = self.conn.their_state
+            try:
+                return read()
+            except h11.RemoteProtocolError as exc:
+                self._protocol_error = (exc, reading)
+                raise
+
+        self.conn.next_event = next_event  # type: ignore[method-assign]
         if len(self.connections) > MAX_CONNECTIONS:
             self._refuse()
             return
@@ -97,6 +148,19 @@ class DeadlineH11Protocol(H11Protocol):
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self._deadline = self.loop.call_later(REFUSED_LINGER_SECONDS, self.transport.close)
+
+    def send_400_response(self, msg: str) -> None:
+        error, reading = self._protocol_error or (None, None)
+        status, code, message = _invalid_request(error, reading,
+                                                 self.conn._max_incomplete_event_size)
+        body = json.dumps({"error": {"code": code, "message": message}}).encode()
+        headers = [(b"content-type", b"application/json"),
+                   (b"content-length", str(len(body)).encode()), (b"connection", b"close")]
+        for event in (h11.Response(status_code=status, headers=headers,
+                                   reason=STATUS_PHRASES[status]),
+                      h11.Data(data=body), h11.EndOfMessage()):
+            self.transport.write(self.conn.send(event))
+        self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shlex
 import shutil
 import subprocess
 import sys
@@ -177,11 +178,11 @@ def demo_cmd(keep: bool, root: str | None, as_json: bool) -> None:
     if as_json:
         emit_json(document)
     elif kept:
-        shown_target = one_line(target)
-        click.echo(f"\nThe demo root is kept at {shown_target}\n"
-                   f"  everos-reflect reports --root {shown_target}\n"
+        pasted = one_line(shlex.quote(str(target)))
+        click.echo(f"\nThe demo root is kept at {one_line(target)}\n"
+                   f"  everos-reflect reports --root {pasted}\n"
                    f"  everos-reflect undo <merged_entry_id> --user u_andrew --root "
-                   f"{shown_target}")
+                   f"{pasted}")
     else:
         click.echo("\nThe temporary root was removed; run `everos-reflect demo --keep` to "
                    "explore it.")

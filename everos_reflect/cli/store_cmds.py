@@ -8,6 +8,7 @@ The runtime and the Markdown store are imported inside the commands that need th
 from __future__ import annotations
 
 import os
+import shlex
 import sqlite3
 import stat
 import tempfile
@@ -153,7 +154,7 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
     say(f"  settings:   {one_line(path / USER_FILE_NAME)} (all keys commented out = "
         "defaults)")
     say(f"  strategies: {one_line(path / OME_FILE_NAME)} (enable with: everos-reflect "
-        f"enable reflect_episodes --root {shown})")
+        f"enable reflect_episodes --root {one_line(shlex.quote(str(path)))})")
 
 
 def root_around(path: Path) -> Path | None:

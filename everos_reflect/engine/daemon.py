@@ -147,19 +147,25 @@ def serve_lock_held(root: Path) -> bool:
     return False
 
 
+def _noted_pid(root: Path) -> int | None:
+    """The pid :func:`serve_pid_file` notes (None: no note, or none readable)."""
+    try:
+        data = read_config_bytes(serve_pid_file(root))
+        text = (data or b"")[:32].decode("ascii").strip()
+    except (OSError, ValueError):
+        return None
+    return int(text) if text.isdigit() else None
+
+
 def _lock_holder(root: Path) -> str | None:
     """``pid N`` of the ``serve`` holding the root's lock (as it noted in
     :func:`serve_pid_file`); ``None`` when the pid noted there is no process: the note of a
     serve that stopped stays behind, and the lock is then another program's ``flock`` on the
     root folder, not a serve's."""
-    try:
-        data = read_config_bytes(serve_pid_file(root))
-        text = (data or b"")[:32].decode("ascii").strip()
-    except (OSError, ValueError):
-        text = ""
-    if not text.isdigit():
+    pid = _noted_pid(root)
+    if pid is None:
         return "pid not known yet"
-    return f"pid {text}" if _pid_alive(int(text)) else None
+    return f"pid {pid}" if _pid_alive(pid) else None
 
 
 def clear_daemon(root: Path) -> None:
@@ -202,7 +208,8 @@ def address_problem(info: Mapping[str, Any]) -> str | None:
 def read_daemon(root: Path) -> dict[str, Any] | None:
     """The running daemon serving ``root`` (its ``daemon.json``), or ``None``; also ``None``,
     with a warning, for a file whose address is no address (:func:`address_problem`), and
-    for one no live ``serve`` stands behind (:func:`serve_lock_held`)."""
+    for one no live ``serve`` stands behind (:func:`serve_lock_held`, and the pid the lock's
+    holder noted, :func:`serve_pid_file`)."""
     try:
         data = read_config_bytes(daemon_file(root))  # a FIFO planted there: never a hang
         if data is None:
@@ -225,6 +232,10 @@ def read_daemon(root: Path) -> dict[str, Any] | None:
         log.warning("ignoring %s: %s", shown_path(daemon_file(root)), problem)
         return None
     if not serve_lock_held(root):  # left by a daemon that died, its pid given out again
+        return None
+    if _noted_pid(root) not in (None, pid):
+        # the lock is a new serve's, still starting (it writes daemon.json once it is up):
+        # the file is the one a killed serve left, naming a port nobody may listen on
         return None
     return info
 

@@ -164,6 +164,9 @@ class Engine:
             ome_defaults = getattr(runtime, "ome_defaults", None) or {}
         self.ome_defaults = {k: dict(v) for k, v in ome_defaults.items()}
         self._mutex = threading.Lock()
+        # One reload at a time: a second caller must not see the new digest before the
+        # first has stored what it parsed (a first config() then found neither).
+        self._reload_lock = threading.RLock()
         self._active: dict[str, _ActiveRun] = {}
         self._stop = threading.Event()
         self._config: dict[str, dict[str, Any]] | None = None
@@ -205,6 +208,10 @@ class Engine:
         :meth:`Scheduler.start <everos_reflect.engine.scheduler.Scheduler.start>`). A one-shot
         command printed it twice, the log line claiming a "last good" configuration the
         process never had."""
+        with self._reload_lock:
+            return self._reload_config(force=force)
+
+    def _reload_config(self, *, force: bool) -> bool:
         path = self.ome_path
         try:
             try:

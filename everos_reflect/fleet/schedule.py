@@ -39,6 +39,9 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (root, strategy)
 
+#: The signals that stop ``fleet serve`` cleanly (as they stop ``serve``).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
 
 class Submitter(Protocol):
     def submit(self, key: Any, root: str, name: str, *, force: bool = False,
@@ -315,7 +318,10 @@ class FleetScheduler:
 
 def serve_fleet(config: FleetConfig, roots: Sequence[Path | str], *,
                 opener: Opener = open_root) -> None:
-    """``fleet serve`` in the foreground until SIGTERM/SIGINT."""
+    """``fleet serve`` in the foreground until SIGTERM, SIGINT or SIGHUP (the terminal closed,
+    an SSH session dropped: it killed the scheduler on the spot, runs in flight given no
+    grace), as ``serve``. A signal ignored from the start stays ignored: ``nohup everos-reflect
+    fleet serve`` outlives the terminal, as nohup promises."""
     from everos_reflect.fleet.ray_backend import RayFleet, ray_session
 
     logging.getLogger("apscheduler").setLevel(logging.WARNING)
@@ -325,13 +331,22 @@ def serve_fleet(config: FleetConfig, roots: Sequence[Path | str], *,
         log.info("received %s: stopping", signal.Signals(sig).name)
         stop.set()
 
-    signals = (signal.SIGTERM, signal.SIGINT)
-    previous = {sig: signal.getsignal(sig) for sig in signals}
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS
+                if signal.getsignal(sig) != signal.SIG_IGN}
+    signals = tuple(previous)
+    for sig in signals:  # one while Ray starts (seconds) stops the scheduler before it runs
+        signal.signal(sig, on_signal)
+    # SIGHUP blocked while a local Ray starts: its processes keep it blocked, so a terminal
+    # hanging up its whole process group stops this scheduler, which then stops them. They
+    # died of it at once, and this process (its parent shell gone) with them, no clean-up
+    # done. One that comes meanwhile is delivered here once unblocked.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGHUP})
     try:
         with ray_session(config) as ray:
-            # after ray.init, which sets a SIGTERM handler of its own (sys.exit): set before
-            # it, a SIGTERM cut every run in flight off at once, without its grace, and the
-            # process exited 15
+            signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+            # again after ray.init, which sets a SIGTERM handler of its own (sys.exit): set
+            # only before it, a SIGTERM cut every run in flight off at once, without its
+            # grace, and the process exited 15
             for sig in signals:
                 signal.signal(sig, on_signal)
             fleet = RayFleet(ray, config, opener=opener)
@@ -343,6 +358,7 @@ def serve_fleet(config: FleetConfig, roots: Sequence[Path | str], *,
             finally:
                 fleet.close()  # a cluster's CPUs go back to it
     finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # ray.init failed: unblocked too
         for sig, handler in previous.items():
             if handler is not None:  # None: set outside Python, cannot be put back
                 signal.signal(sig, handler)

@@ -18,7 +18,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -788,11 +788,17 @@ class Indexer:
         return jobs
 
     def _changed_since_read(self, job: _Job) -> bool:
-        try:
-            st = os.stat(self.rt.root / job.rel)
-        except OSError:
-            return job.stat is not None
-        return job.stat is None or (st.st_mtime_ns, st.st_size) != job.stat[:2]
+        """Whether ``job``'s log is no longer as it was read: its stats moved (a log refused
+        as a link was stat'ed as the link itself, the others through it)."""
+        path = self.rt.root / job.rel
+        seen = []
+        for look in (os.stat, os.lstat):
+            with suppress(OSError):
+                st = look(path)
+                seen.append((st.st_mtime_ns, st.st_size))
+        if job.stat is None:
+            return bool(seen)
+        return job.stat[:2] not in seen
 
     def _attach_vectors(self, jobs: list[_Job], made: dict[_Made, np.ndarray]) -> bool:
         """Embed new texts (``made`` keeps those done, by log, id and text); reuse stored

@@ -1013,6 +1013,8 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
             or (old.past and new.past and not _flips(old, new) and not changes
                 and not _ends(old, new))):
         return False
+    if _ends_other(old, new):
+        return False
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
         return True
@@ -1126,11 +1128,14 @@ def _changed_to(text: str) -> str | None:
 
 #: English phrases telling that something ended, what ended named after them: "quit the chess
 #: club", "left Acme for Globex", "stopped taking the bus", "gave up coffee", "no longer
-#: takes the tram", "switched from Dropbox to iCloud", "replaced black tea with rooibos".
+#: takes the tram", "switched from Dropbox to iCloud", "replaced black tea with rooibos",
+#: "sold the Vespa", "closed the savings account", "got rid of the landline", "broke up
+#: with Pavel".
 #: Other languages match nothing here.
 _ENDED_RE = re.compile(
     r"\b(?:quit|left|stopped|(?:gave|given) up|dropped out of|resigned from"
-    r"|stepped down from|moved out of|cancell?ed|no longer"
+    r"|stepped down from|moved out of|cancell?ed|no longer|sold|removed|closed|deleted"
+    r"|uninstalled|unsubscribed from|(?:got|gotten) rid of|broke up with|gave away"
     r"|(?:switched|changed|moved|converted) (?:over )?from|replaced|swapped)\b(?!-)", re.IGNORECASE)
 #: Where the words naming what ended stop: "left Acme for Globex", "stopped taking the bus
 #: and cycles", "replaced black tea with rooibos", "switched from Dropbox to iCloud".
@@ -1202,6 +1207,17 @@ def _ends(old: _Sentence, new: _Sentence) -> bool:
 
     matched = [named(w) for w in new.ended]
     return all(matched) and len(said - set().union(*matched)) <= END_CONTEXT_WORDS
+
+
+def _ends_other(old: _Sentence, new: _Sentence) -> bool:
+    """Does ``new`` tell of the end of something ``old`` does not name at all ("Nadia has a
+    balcony garden." / "Nadia removed the weeds from the balcony garden.": the weeds)? Then
+    it is no newer version of ``old``, however close their words (cosine over the version
+    threshold: the weeding was written as the garden's current state)."""
+    if not new.ended or old.ended is not None:
+        return False
+    said = old.stems
+    return not any(w in said or _word_forms(frozenset({w}), said) for w in new.ended)
 
 
 def _same_end(old: _Sentence, new: _Sentence) -> bool:

@@ -193,11 +193,16 @@ class MarkdownStore:
             named = Path(os.path.abspath(path)).relative_to(self._abs_root)
         except ValueError:  # named by its real path already
             named = None
-        if (named is not None and real != os.path.join(self._real_root, *named.parts)
-                and self.ref_for_path(real) is not None):
+        if named is not None and real != os.path.join(self._real_root, *named.parts):
             target = Path(real).relative_to(self._real_root).as_posix()
-            return (f"its path leads through a symlink to {target}, another daily log of this "
-                    "root (read there, not a second time here)")
+            if self.ref_for_path(real) is not None:
+                return (f"its path leads through a symlink to {target}, another daily log of "
+                        "this root (read there, not a second time here)")
+            if _in_users_folder(Path(target).parts):
+                # users/carol -> ../users: carol's log was users/episodes/episode-….md, a
+                # misplaced file of no user that was read back as hers
+                return (f"its path leads through a symlink to {target}, in a users folder but "
+                        "not a daily log of this root")
         return self._hard_link_problem(real)
 
     def _hard_link_problem(self, real: str) -> str | None:
@@ -1177,6 +1182,12 @@ class MarkdownStore:
             return None
         except TooLarge as exc:
             raise MarkdownError(self._label(path), 0, f"not writing this file: {exc}") from exc
+
+
+def _in_users_folder(parts: tuple[str, ...]) -> bool:
+    """Whether a path of the root (its ``parts``) lies under some ``<app>/<project>/users/``
+    folder, where only user folders and their logs go."""
+    return len(parts) > 3 and parts[2] == "users"
 
 
 def widest_seq(ids: Iterable[str]) -> int:
