@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import email.message
 import json
+import math
 import sys
 from collections.abc import Callable, Coroutine
 from typing import Any, NoReturn
@@ -50,19 +51,33 @@ def _no_constant(name: str) -> NoReturn:
     _refuse(f"{name} is not a JSON number")
 
 
+def _finite_float(text: str) -> float:
+    """A JSON number with a fraction or exponent, refused when it is past what a float holds:
+    ``1e400`` was read as infinity, the value ``Infinity`` is refused as, and reached the
+    fields as one (``"timeout": 1e400`` answered "less than or equal to 86400" of a number
+    nobody sent)."""
+    value = float(text)
+    if math.isinf(value):
+        _refuse(f"the number {_quoted(text)} is too large to be read (past "
+                f"{sys.float_info.max:.4g})")
+    return value
+
+
 def parse_json_body(raw: bytes) -> Any:
     """``raw`` as JSON, or an ``HTTPException`` 422 naming the problem.
 
     Stricter than ``json.loads`` where the standard is: UTF-8 only (RFC 8259 §8.1), a key once
-    per object, no ``NaN`` / ``Infinity``. A number too long for Python to convert and nesting
-    deeper than the parser's recursion limit are named as such instead of a generic 400.
+    per object, no ``NaN`` / ``Infinity``, nor a number that overflows to it (``1e400``). A
+    number too long for Python to convert and nesting deeper than the parser's recursion limit
+    are named as such instead of a generic 400.
     """
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         _refuse(f"it is not UTF-8 (byte 0x{raw[exc.start]:02x} at offset {exc.start})")
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
+                          parse_float=_finite_float)
     except json.JSONDecodeError as exc:
         _refuse(f"{exc.msg} at line {exc.lineno}, column {exc.colno}")
     except RecursionError:

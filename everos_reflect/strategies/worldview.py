@@ -37,11 +37,21 @@ MAX_CONVICTION_CHARS = 2_000
 MAX_KEY_CHARS = 100
 
 
+#: The most conviction slots: every key is listed in each call's prompt, whose values are
+#: cut past ``llm.tasks.MAX_VALUE_PROMPT_CHARS`` (20,000 characters): with some 300 keys of
+#: 64 characters or more, the keys past the cut were never shown, so never written, and
+#: nothing said why. Seed 004 names five.
+MAX_KEYS = 100
+
+
 def _keys_problem(value: list[Any]) -> str | None:
     if not value or not all(isinstance(k, str) and beliefs.KEY_RE.fullmatch(k) for k in value):
         return "must be a non-empty list of keys (letters, digits, _ and -)"
     if len(set(value)) != len(value):
         return "must not name a key twice"
+    if len(value) > MAX_KEYS:
+        return (f"must list at most {MAX_KEYS} keys (each call's prompt shows every one), "
+                f"got {len(value):,}")
     return None
 
 
