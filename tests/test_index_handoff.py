@@ -15,8 +15,10 @@ from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index import handoff
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.runtime import Runtime
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
+from tests.waiting import wait_for
 
 WRITER = "xylophone"  # in the writer's Episode only: its embedding calls are told apart
 
@@ -45,26 +47,22 @@ class GatedEmbedder(HashEmbedder):
         return super().embed(texts)
 
 
-def test_an_add_waiting_on_a_long_scan_goes_in_between_two_batches(root: Path) -> None:
-    embedder = GatedEmbedder(hold_at=2)
-    rt = make_runtime(root, ExtractiveLLM(), embedder=embedder)
-    for day in range(1, 7):  # six logs, one batch each
-        add_episode(rt, ANDREW, f"2026-08-0{day}T10:00:00+00:00", f"Walk {day}",
-                    f"Andrew walked the dog along the river, day {day}.")
+def scan_with_a_waiting_writer(rt: Runtime, embedder: GatedEmbedder, flush_entries: int,
+                               ref: UserRef, timestamp: str, content: str) -> Entry:
+    """Start a scan and, while the embedder holds it, add an Episode of ``ref`` and sync it
+    as an add answering does (a 20 s deadline); once that writer has announced itself, let the
+    scan go, and wait for both. The Episode added."""
     scanner = Indexer(rt)
-    scanner.flush_entries = 1
+    scanner.flush_entries = flush_entries
     scan = threading.Thread(target=scanner.scan, daemon=True)
     scan.start()
     assert embedder.held.wait(30)
-
-    bob = UserRef("default_app", "default_project", "u_bob")
-    entry = add_episode(rt, bob, "2026-08-09T10:00:00+00:00", "Music",
-                        f"Bob bought a {WRITER} for his daughter.")
+    entry = add_episode(rt, ref, timestamp, "Music", content)
     outcome: list[object] = []
 
     def write() -> None:
         try:
-            outcome.append(Indexer(rt).sync_path(rt.store.path_for_id(bob, entry.id),
+            outcome.append(Indexer(rt).sync_path(rt.store.path_for_id(ref, entry.id),
                                                  timeout=20))
         except Exception as exc:  # the test says what it was
             outcome.append(exc)
@@ -72,17 +70,25 @@ def test_an_add_waiting_on_a_long_scan_goes_in_between_two_batches(root: Path) -
 
     writer = threading.Thread(target=write, daemon=True)
     writer.start()
-    for _ in range(500):  # the writer announced itself and waits for the indexer
-        if handoff.someone_waiting(rt.index_dir):
-            break
-        threading.Event().wait(0.02)
-    assert handoff.someone_waiting(rt.index_dir)
+    assert wait_for(lambda: handoff.someone_waiting(rt.index_dir))  # it waits for the indexer
     embedder.go_on.set()
     writer.join(30)
     scan.join(30)
+    assert not writer.is_alive() and not scan.is_alive()
+    assert not isinstance(outcome[0], Exception), outcome
+    return entry
+
+
+def test_an_add_waiting_on_a_long_scan_goes_in_between_two_batches(root: Path) -> None:
+    embedder = GatedEmbedder(hold_at=2)
+    rt = make_runtime(root, ExtractiveLLM(), embedder=embedder)
+    for day in range(1, 7):  # six logs, one batch each
+        add_episode(rt, ANDREW, f"2026-08-0{day}T10:00:00+00:00", f"Walk {day}",
+                    f"Andrew walked the dog along the river, day {day}.")
+    bob = UserRef("default_app", "default_project", "u_bob")
     try:
-        assert not writer.is_alive() and not scan.is_alive()
-        assert not isinstance(outcome[0], Exception), outcome
+        entry = scan_with_a_waiting_writer(rt, embedder, 1, bob, "2026-08-09T10:00:00+00:00",
+                                           f"Bob bought a {WRITER} for his daughter.")
         assert embedder.writer_done_at_next is True  # went in before the scan's next batch
         live = {row[0] for row in rt.db().execute("SELECT id FROM entries")}
         assert entry.id in live and len(live) == 7  # nothing the scan planned was lost
@@ -174,38 +180,11 @@ def test_an_add_goes_in_between_the_batches_of_one_long_log(root: Path, same_log
     for hour in range(10, 18):  # one log, eight Episodes: four batches of two
         add_episode(rt, ANDREW, f"2026-08-01T{hour}:00:00+00:00", f"Walk {hour}",
                     f"Andrew walked the dog along the river at {hour} o'clock.")
-    scanner = Indexer(rt)
-    scanner.flush_entries = 2
-    scan = threading.Thread(target=scanner.scan, daemon=True)
-    scan.start()
-    assert embedder.held.wait(30)
-
     writer_ref = ANDREW if same_log else UserRef("default_app", "default_project", "u_bob")
-    entry = add_episode(rt, writer_ref, "2026-08-01T19:00:00+00:00", "Music",
-                        f"Bought a {WRITER} at the market.")
-    outcome: list[object] = []
-
-    def write() -> None:
-        try:
-            outcome.append(Indexer(rt).sync_path(
-                rt.store.path_for_id(writer_ref, entry.id), timeout=20))
-        except Exception as exc:  # the test says what it was
-            outcome.append(exc)
-        embedder.writer_done.set()
-
-    writer = threading.Thread(target=write, daemon=True)
-    writer.start()
-    for _ in range(500):  # the writer announced itself and waits for the indexer
-        if handoff.someone_waiting(rt.index_dir):
-            break
-        threading.Event().wait(0.02)
-    assert handoff.someone_waiting(rt.index_dir)
-    embedder.go_on.set()
-    writer.join(30)
-    scan.join(30)
     try:
-        assert not writer.is_alive() and not scan.is_alive()
-        assert not isinstance(outcome[0], Exception), outcome
+        entry = scan_with_a_waiting_writer(rt, embedder, 2, writer_ref,
+                                           "2026-08-01T19:00:00+00:00",
+                                           f"Bought a {WRITER} at the market.")
         if same_log:  # the add did that log's work itself: the scan found it done
             assert embedder.scan_calls == 1
         else:

@@ -76,27 +76,16 @@ def duration_up_to(limit: int, words: str) -> Callable[[float], str | None]:
     return check
 
 
-def seconds_up_to(limit: int, words: str) -> Callable[[float], str | None]:
-    """A length of time greater than 0, at most ``limit``: ``max_wall_seconds = inf`` (or
-    ``1e300``) was accepted as "no limit", a value no clock reaches, and ``lint`` called it
-    fine. A run that should take longer than ``limit`` is a run gone wrong."""
+def positive_up_to(limit: int, words: str | None = None) -> Callable[[float], str | None]:
+    """A number greater than 0, at most ``limit`` (``words`` says what the limit is). ``inf``
+    or ``1e300`` was accepted: ``max_wall_seconds`` as "no limit", a value no clock reaches, a
+    summed score as a threshold the strategy then never reached, nothing saying why."""
+    bound = f"{limit:,} ({words})" if words else f"{limit:,}"
 
     def check(value: float) -> str | None:
         if 0 < value <= limit:
             return None
-        return f"must be greater than 0 and at most {limit:,} ({words}), got {quoted_value(value)}"
-
-    return check
-
-
-def positive_up_to(limit: int) -> Callable[[float], str | None]:
-    """A number greater than 0, at most ``limit`` (a summed score, say: ``inf`` or ``1e300``
-    was accepted, and the strategy then never ran, nothing saying why)."""
-
-    def check(value: float) -> str | None:
-        if 0 < value <= limit:
-            return None
-        return f"must be greater than 0 and at most {limit:,}, got {quoted_value(value)}"
+        return f"must be greater than 0 and at most {bound}, got {quoted_value(value)}"
 
     return check
 
@@ -148,7 +137,7 @@ COMMON_SETTINGS: tuple[SettingSpec, ...] = (
                 lambda v: None if v >= 1 else "must be >= 1"),
     SettingSpec("max_wall_seconds", float, DEFAULT_LIMITS["max_wall_seconds"],
                 "Wall time per run; the run stops between units once past it.",
-                seconds_up_to(31_536_000, "a year")),
+                positive_up_to(31_536_000, "a year")),
     SettingSpec("max_records", int, int(DEFAULT_LIMITS["max_records"]),
                 "Input records a run consumes; it stops between units once past it.",
                 lambda v: None if v >= 1 else "must be >= 1"),

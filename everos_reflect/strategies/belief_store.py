@@ -28,7 +28,7 @@ from everos_reflect.engine.registry import (
     Strategy,
     at_least,
     duration_up_to,
-    seconds_up_to,
+    positive_up_to,
 )
 from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProvenanceBusy, ProviderUnavailable
@@ -68,7 +68,7 @@ def tier_settings(*, cooldown: float) -> tuple[SettingSpec, ...]:
                     at_least(1)),
         SettingSpec("max_wall_seconds", float, 600.0,
                     "Wall time per run; the run stops between owners once past it.",
-                    seconds_up_to(31_536_000, "a year")),
+                    positive_up_to(31_536_000, "a year")),
         SettingSpec("max_records", int, 50,
                     "Records one call shows and one window holds (the window oldest first); "
                     "what is past it is not consumed but waits for the next run.",
