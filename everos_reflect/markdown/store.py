@@ -208,31 +208,36 @@ class MarkdownStore:
     def _hard_link_problem(self, real: str) -> str | None:
         """A log hard-linked under a second user (``users/bob/…`` the very file of
         ``users/alice/…``, one inode) was read and indexed twice, as both users' memory. The
-        same log of every other user is looked at only when the file has more than one link:
-        the first of them in path order is read, any other refused, as a symlink alias is."""
+        first of its names in path order is read, any other refused, as a symlink alias is."""
+        names = self._same_file_logs(real)[1]
+        if not names or str(names[0]) == real:
+            return None
+        target = names[0].relative_to(self._real_root_path).as_posix()
+        return (f"it is a hard link to {target}, another daily log of this root (the same "
+                "file: read there, not a second time here)")
+
+    def _same_file_logs(self, path: str | Path) -> tuple[os.stat_result | None, list[Path]]:
+        """The file at ``path`` and every daily log of this root, in path order, that is that
+        very file (one inode; ``path`` among them): the same day's log of every user, looked
+        at only when the file has more than one link."""
         try:
-            st = os.stat(real)
+            st = os.stat(path)
         except OSError:
-            return None
+            return None, []
         if st.st_nlink < 2 or not stat.S_ISREG(st.st_mode):
-            return None
-        located = self.ref_for_path(real)
+            return st, []
+        located = self.ref_for_path(path)
         if located is None:
-            return None
+            return st, []
         _, kind, day = located
-        name = f"{kind.folder}/{kind.filename(day)}"
-        for other in sorted(self._real_root_path.glob(f"*/*/users/*/{name}")):
-            if str(other) == real:
-                return None  # the first one is this log
-            try:
-                same = os.path.samestat(os.stat(other), st)
-            except OSError:
-                continue
-            if same and os.path.realpath(other) == str(other) and self.ref_for_path(other):
-                target = other.relative_to(self._real_root_path).as_posix()
-                return (f"it is a hard link to {target}, another daily log of this root (the "
-                        "same file: read there, not a second time here)")
-        return None
+        names = []
+        for other in sorted(self._real_root_path.glob(
+                f"*/*/users/*/{kind.folder}/{kind.filename(day)}")):
+            with suppress(OSError):
+                if (os.path.realpath(other) == str(other) and self.ref_for_path(other)
+                        and os.path.samestat(os.stat(other), st)):
+                    names.append(other)
+        return st, names
 
     def _within(self, real: str) -> bool:
         return real == self._real_root or real.startswith(self._real_root + os.sep)
@@ -1140,25 +1145,9 @@ class MarkdownStore:
         """The other daily logs of this root that are ``target`` itself (one inode), each
         with that file's stat. Links outside the layout (a backup's, ``cp -al``) are left to
         keep the old text, as a backup should."""
-        try:
-            st = os.stat(target)
-        except OSError:
-            return []
-        if st.st_nlink < 2 or not stat.S_ISREG(st.st_mode):
-            return []
-        located = self.ref_for_path(target)
-        if located is None:
-            return []
-        _, kind, day = located
+        st, names = self._same_file_logs(target)
         real = os.path.realpath(target)
-        found = []
-        for other in sorted(self._real_root_path.glob(
-                f"*/*/users/*/{kind.folder}/{kind.filename(day)}")):
-            with suppress(OSError):
-                if (str(other) != real and os.path.realpath(other) == str(other)
-                        and os.path.samestat(os.stat(other), st)):
-                    found.append((other, st))
-        return found
+        return [(other, st) for other in names if st is not None and str(other) != real]
 
     def _relink(self, target: Path, alias: Path, old: os.stat_result) -> None:
         """``alias`` made a hard link of ``target`` again, atomically, if it is still the
