@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from everos_reflect.embedding import HashEmbedder, make_embedder
-from everos_reflect.embedding.base import answer_waiting
+from everos_reflect.embedding.base import answer_waiting, pausing
 from everos_reflect.embedding.local import (
     CallSlots,
     LocalEmbedder,
@@ -262,6 +262,20 @@ def test_a_call_someone_waits_for_takes_the_next_free_slot() -> None:
     assert gated.order == ["first", "answer", "background"]
 
 
+def test_local_embedder_pauses_between_its_model_calls_only() -> None:
+    """A sync lets a waiting add in at these pauses (:func:`pausing`): one between two model
+    calls, none before the first or after the last."""
+    embedder = LocalEmbedder(batch_size=2, threads=1)
+    pauses: list[int] = []
+    with pausing(lambda: pauses.append(1)):
+        embedder.embed([f"sentence {i} about the lake" for i in range(5)])  # calls of 2, 2, 1
+        assert len(pauses) == 2
+        embedder.embed(["one sentence"])
+    assert len(pauses) == 2
+    embedder.embed([f"sentence {i}" for i in range(5)])  # no sync asked for pauses
+    assert len(pauses) == 2
+
+
 def test_call_slots_let_the_others_go_once_no_urgent_call_waits() -> None:
     """A background call that waited only because an urgent one did goes as soon as that one
     has its slot (a free slot stays usable)."""
@@ -423,6 +437,14 @@ def test_openai_embedder_sends_batched_requests_and_normalises(
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-6)
     # order restored from "index": the first component grows with the text length
     assert vectors[1, 0] > vectors[0, 0]
+
+
+def test_openai_embedder_pauses_between_two_requests(fake_server: FakeEmbeddings) -> None:
+    """A sync lets a waiting add in between two requests of one call (:func:`pausing`)."""
+    seen: list[int] = []
+    with pausing(lambda: seen.append(len(fake_server.requests))):
+        remote(fake_server).embed(["a", "bb", "ccc", "dddd", "e"])  # requests of 2, 2, 1
+    assert seen == [1, 2]
 
 
 def test_openai_embedder_rejects_wrong_dimension(fake_server: FakeEmbeddings) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from everos_reflect.embedding.base import is_answer_waiting, l2_normalize
+from everos_reflect.embedding.base import is_answer_waiting, l2_normalize, pause_point
 from everos_reflect.embedding.graph import rewritten_in_child
 from everos_reflect.embedding.heap import fix_mmap_threshold
 from everos_reflect.errors import ProviderUnavailable
@@ -321,7 +321,9 @@ class LocalEmbedder:
         # Similar lengths batched together: far less padding to compute through.
         order = np.argsort(lengths, kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        for batch in self._batches(order, lengths):
+        for n, batch in enumerate(self._batches(order, lengths)):
+            if n:
+                pause_point()  # an add someone waits for may go in between two model calls
             width = int(lengths[batch].max())
             input_ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)
