@@ -8,7 +8,10 @@ youth domains (session 29) what is said after it tells of an earlier time ("Nina
 pescatarian as a teenager."), which must not become the current state; the sport and city
 domains (session 30) tell changes with a change verb ("switched to", "moved to"); the energy
 and club domains (session 31) tell them by naming what ended ("left Volta Power for
-Brightwave Energy.", "quit the rowing club for ...", "no longer has solar panels").
+Brightwave Energy.", "quit the rowing club for ...", "no longer has solar panels"); the job
+and habit domains (session 32) tell them by a start ("joined Hooli.", "cycles to work now.",
+"moved to Braga.") and say a one-off or temporary event after them ("left work early.",
+"stopped running for a week with a cold."), which must not become the current state.
 
 Pipeline: four stories of different domains per user, interleaved in time (the clustering has
 to keep them apart) → index with the configured embedder → recluster → ``reflect_episodes``

@@ -154,13 +154,6 @@ def _one_of(*choices: str) -> Check:
     return check
 
 
-def _at_least(low: float) -> Check:
-    def check(value: Any) -> str | None:
-        return None if value >= low else f"must be at least {low:g}, got {quoted_value(value)}"
-
-    return check
-
-
 def _llm_retries(value: Any) -> str | None:
     """Each retry waits up to 30 s: 10**9 of them retried a failing call for ever, and the run
     never ended, holding its strategy's lock until a restart."""
@@ -247,16 +240,39 @@ def _embedding_problems(values: dict[str, Any], origin: Mapping[str, tuple[str, 
     return problems
 
 
-def _positive(value: Any) -> str | None:
-    return None if value > 0 else f"must be greater than 0, got {quoted_value(value)}"
-
-
 def _timeout(value: Any) -> str | None:
     """A positive number of seconds, at most a day: larger finite values (1e308) overflow the
     socket layer's timeouts, and no single request should be waited on longer."""
     if value <= 0:
         return f"must be greater than 0, got {quoted_value(value)}"
     return None if value <= 86400 else f"must be at most 86400 (a day), got {quoted_value(value)}"
+
+
+def _window_days(value: Any) -> str | None:
+    """Days between an Episode and a cluster it may still join, at most a century (what "no
+    time limit" needs for any agent's memory): 1e300 was accepted, a window no timestamp
+    arithmetic should be asked to hold, meaning "for ever" with nothing saying so."""
+    if 0 < value <= MAX_WINDOW_DAYS:
+        return None
+    return (f"must be greater than 0 and at most {MAX_WINDOW_DAYS:,} (a century of days), "
+            f"got {quoted_value(value)}")
+
+
+#: The widest ``[clustering] time_window_days``: a hundred years.
+MAX_WINDOW_DAYS = 36_500
+#: The longest period of ``[index] reconcile_interval_seconds`` and
+#: ``optimize_interval_seconds``: a week.
+MAX_INTERVAL_SECONDS = 604_800
+#: The largest ``[limits]`` size: 1 GiB. A limit exists to keep a log, an entry or a request
+#: out of memory; 10**30 was accepted and kept nothing out.
+MAX_LIMIT_BYTES = 1 << 30
+
+
+def _size_limit(value: Any) -> str | None:
+    if 1024 <= value <= MAX_LIMIT_BYTES:
+        return None
+    return (f"must be 1,024 to {MAX_LIMIT_BYTES:,} (bytes; 1 GiB), got "
+            f"{quoted_value(value)}")
 
 
 def _debounce(value: Any) -> str | None:
@@ -266,9 +282,14 @@ def _debounce(value: Any) -> str | None:
 
 
 def _interval(value: Any) -> str | None:
-    """A period of the daemon's background work, at least a second: 1e-300 ran the full
-    rescan (or LanceDB's compaction) back to back, a core busy and the index growing."""
-    return None if value >= 1 else f"must be at least 1 (second), got {quoted_value(value)}"
+    """A period of the daemon's background work, a second to a week: 1e-300 ran the full
+    rescan (or LanceDB's compaction) back to back, a core busy and the index growing; 1e300
+    was accepted as a period no clock reaches: the rescan that catches missed edits never ran,
+    nothing saying so."""
+    if 1 <= value <= MAX_INTERVAL_SECONDS:
+        return None
+    return (f"must be 1 to {MAX_INTERVAL_SECONDS:,} (seconds; a week), got "
+            f"{quoted_value(value)}")
 
 
 def _fraction(value: Any) -> str | None:
@@ -308,6 +329,15 @@ def _model_name(value: Any) -> str | None:
     return None
 
 
+#: The longest ``[server] host``: a DNS name is at most 253 characters, an address far less.
+MAX_HOST_CHARS = 253
+#: The longest ``base_url``: what servers and proxies take in a request line.
+MAX_URL_CHARS = 2_048
+#: The longest ``api_key`` or ``[server] token``: it travels in an Authorization header, and
+#: ``serve`` refuses a header block over 16 KiB, so a longer token matched no request.
+MAX_TOKEN_CHARS = 4_096
+
+
 def _host(value: Any) -> str | None:
     """A host to bind: not blank, and no white space or control character in it. An
     environment value with a stray space or line end (``EVEROS_SERVER__HOST=" 127.0.0.1"``)
@@ -317,6 +347,9 @@ def _host(value: Any) -> str | None:
         return "must not be empty"
     if any(c.isspace() or not c.isprintable() for c in value):
         return f"must be a host name or address with no spaces, got {quoted_value(value)}"
+    if len(value) > MAX_HOST_CHARS:
+        return (f"must be a host name or address of at most {MAX_HOST_CHARS} characters, got "
+                f"{quoted_value(value)}")
     return None
 
 
@@ -332,6 +365,9 @@ def _token(value: Any) -> str | None:
         return None
     if not value or not all("!" <= c <= "~" for c in value):
         return "must be visible ASCII characters without spaces (what a client can send)"
+    if len(value) > MAX_TOKEN_CHARS:
+        return (f"must be at most {MAX_TOKEN_CHARS:,} characters, got {len(value):,} (the "
+                "value is not shown: it is a secret)")
     return None
 
 
@@ -361,6 +397,8 @@ def _url(value: Any) -> str | None:
         return None
     # credentials in the URL (user:secret@) are never shown (model.redacted_url)
     shown = quoted_value(redacted_url(value))
+    if len(value) > MAX_URL_CHARS:
+        return f"must be a URL of at most {MAX_URL_CHARS:,} characters, got {shown}"
     if not _URL_RE.fullmatch(value):
         return f"must be an http:// or https:// URL, got {shown}"
     problem = _url_authority_problem(value)
@@ -413,7 +451,7 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("embedding", "timeout_seconds"): _timeout,
     ("embedding", "max_retries"): _llm_retries,
     ("clustering", "threshold"): _unit_interval,
-    ("clustering", "time_window_days"): _positive,
+    ("clustering", "time_window_days"): _window_days,
     ("clustering", "rejoin_threshold"): _unit_interval,
     ("clustering", "member_threshold"): _fraction,
     ("server", "host"): _host,
@@ -424,9 +462,9 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("index", "reconcile_interval_seconds"): _interval,
     ("index", "optimize_interval_seconds"): _interval,
     ("index", "search_mode"): _one_of("hybrid", "vector", "keyword"),
-    ("limits", "max_request_bytes"): _at_least(1024),
-    ("limits", "max_entry_bytes"): _at_least(1024),
-    ("limits", "max_file_bytes"): _at_least(1024),
+    ("limits", "max_request_bytes"): _size_limit,
+    ("limits", "max_entry_bytes"): _size_limit,
+    ("limits", "max_file_bytes"): _size_limit,
 }
 
 

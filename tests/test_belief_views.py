@@ -92,6 +92,45 @@ def test_worldview_history_lists_every_version_newest_first(
     assert f"archived by {beliefs_root['new']}" in text
 
 
+def test_versions_are_ordered_by_instant_not_by_the_text_of_their_offsets(root: Path) -> None:
+    """A version a person added with their own offset: 09:00+05:00 is 04:00 UTC, an hour
+    before the daemon's 05:00 UTC version, though its text sorts after it."""
+    from everos_reflect.strategies.belief_store import BeliefState, repair
+
+    rt = Runtime(root, embedder=HashEmbedder(32))
+    try:
+        newer, older = rt.store.append_many(ADA, Kind.CONVICTION, [
+            ({"timestamp": "2026-10-12T05:00:00+00:00", "key": "strategy",
+              "evidence": ["in_20261012_0001"], "depth": 2, "status": "active"},
+             {"Conviction": "Self-serve first."}),
+            ({"timestamp": "2026-10-12T09:00:00+05:00", "key": "strategy",
+              "evidence": ["in_20261012_0002"], "depth": 2, "status": "active"},
+             {"Conviction": "Enterprise first."}),
+        ])
+        late, early = rt.store.append_many(ADA, Kind.RELATION, [
+            ({"timestamp": "2026-10-12T05:00:00+00:00", "relation_type": "self_contradiction",
+              "between": [newer.id, older.id], "status": "resolved"}, {"Relation": "Late."}),
+            ({"timestamp": "2026-10-12T09:00:00+05:00", "relation_type": "self_contradiction",
+              "between": [newer.id, older.id], "status": "resolved"}, {"Relation": "Early."}),
+        ])
+    finally:
+        rt.close()
+    rows = json.loads(run(root, "worldview", "--user", "ada", "--json").stdout)["convictions"]
+    assert [r["id"] for r in rows] == [newer.id]
+    history = json.loads(run(root, "worldview", "--user", "ada", "--history", "--json").stdout)
+    assert [r["id"] for r in history["convictions"]] == [newer.id, older.id]
+    rows = json.loads(run(root, "relations", "--user", "ada", "--json").stdout)["relations"]
+    assert [r["id"] for r in rows] == [late.id, early.id]
+    # the invariant's repair archives the older version into the newer one, not the reverse
+    rt = Runtime(root, embedder=HashEmbedder(32))
+    try:
+        repair(rt, ADA, BeliefState.load(rt, ADA))
+        assert rt.store.get(ADA, older.id).deprecated_by == newer.id
+        assert rt.store.get(ADA, newer.id).deprecated_by is None
+    finally:
+        rt.close()
+
+
 def test_relations_filter_by_status(root: Path, beliefs_root: dict[str, str]) -> None:
     rows = json.loads(run(root, "relations", "--status", "active", "--json").stdout)[
         "relations"]

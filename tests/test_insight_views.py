@@ -73,6 +73,25 @@ def test_insights_lists_active_ones_and_stale_ones_on_request(root: Path) -> Non
     assert rows[second.id]["depth"] == 2
 
 
+def test_insights_are_listed_newest_first_by_instant_whatever_their_offsets(
+        root: Path) -> None:
+    """09:00+05:00 (04:00 UTC, written by hand) is older than 05:00 UTC, though its text
+    sorts after it."""
+    from everos_reflect.model import Kind, UserRef
+    from everos_reflect.strategies.insight_views import list_insights
+
+    rt = Runtime(root, embedder=HashEmbedder(32))
+    try:
+        newer, older = rt.store.append_many(UserRef.of("ada"), Kind.INSIGHT, [
+            ({"timestamp": "2026-10-12T05:00:00+00:00", "evidence": []}, {"Insight": "New."}),
+            ({"timestamp": "2026-10-12T09:00:00+05:00", "evidence": []}, {"Insight": "Old."}),
+        ])
+        rows = list_insights(rt, UserRef.of("ada"))
+    finally:
+        rt.close()
+    assert [r["id"] for r in rows] == [newer.id, older.id]
+
+
 def test_api_insights_and_explain(root: Path) -> None:
     rt, eps, first, second = setup(root)
     rt.close()

@@ -560,8 +560,8 @@ def test_a_base_url_with_white_space_or_a_control_character_is_refused(section: 
 
 @pytest.mark.parametrize(("key", "value", "reason"), [
     # a full rescan (or LanceDB's compaction) back to back: a core busy, the index growing
-    ("reconcile_interval_seconds", "1e-300", "must be at least 1 (second)"),
-    ("optimize_interval_seconds", "0.001", "must be at least 1 (second)"),
+    ("reconcile_interval_seconds", "1e-300", "must be 1 to 604,800 (seconds; a week)"),
+    ("optimize_interval_seconds", "0.001", "must be 1 to 604,800 (seconds; a week)"),
     # an edit never indexed again, the pending events piling up in memory
     ("watch_debounce_seconds", "1e300", "must be 0 to 3600 (an hour)"),
     ("watch_debounce_seconds", "-1", "must be 0 to 3600 (an hour)"),

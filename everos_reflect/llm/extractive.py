@@ -70,6 +70,11 @@ How, without a word list:
   ("Ravi wants to weigh 70 kg.", "Ben might sell his car."): the last two by small English
   phrase lists (:data:`_EARLIER_TIME_RE`, :data:`_NOT_SO_RE`). Such a sentence restates
   no plain fact and is no newer version of one.
+- **One-off and temporary events** ("left work early", "left home at eight", "stopped
+  drinking coffee for a week", "skipped the gym this week": an event bounded in time or told
+  of one occasion, English, :data:`_TEMPORARY_RE`, :data:`_OCCASION_RE`): no restatement
+  and no version of a standing state, and a bounded stop or departure ends nothing. An end
+  told with when it happened ("quit the chess club yesterday") is still an end.
 - Pronouns are resolved only for a sentence-initial English "He/She" (to the cluster's main
   person when the previous sentence was about them); other languages keep their text untouched.
 
@@ -222,6 +227,27 @@ _ASKS_RE = re.compile(
     r"(?:how|whether|if|what|which|when|where|why|who|about)\b", re.IGNORECASE)
 _NOW_RE = re.compile(r"\b(?:is|are|am|has|since|have (?:been|had|got))\b|['’](?:re|ve)\b",
                      re.IGNORECASE)
+_CLOCK_NUMBERS = "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
+_TIME_UNITS = (r"(?:seconds?|minutes?|hours?|days?|nights?|weeks?|weekends?|fortnights?"
+               r"|months?|years?|while|moment|bit|holidays?|summer|winter|spring|autumn)")
+#: English phrases that bound an event in time (:attr:`_Sentence.passing`): a duration ("for
+#: a week", "for the holidays", "until Friday", "temporarily"), a clock time ("at eight", "at
+#: 6:30 pm", "at noon"; "at eighteen" is an age), or an event early or late against its usual
+#: time ("left work early"; not "the early train", "late in May", "six hours late").
+_TEMPORARY_RE = re.compile(
+    rf"\b(?:for (?:(?:a|an|the|some|several|a few|a couple of|\d+|{_CLOCK_NUMBERS}) )?"
+    rf"{_TIME_UNITS}|until|till|temporarily|briefly|for now|for the time being"
+    rf"|at (?:(?:1[0-2]|0?[1-9])(?:[:.][0-5]\d)?(?:\s*[ap]\.?m\b\.?)?|\d{{1,2}}[:.][0-5]\d"
+    rf"|{_CLOCK_NUMBERS}|noon|midnight)"
+    r"|(?<!the )(?<!an )(?<!a )(?<!\d )(?<!s )(?:early|late)"
+    r"(?! (?:in|last|next|this|that|(?-i:[A-Z])\w+|\d|spring|summer|autumn|fall|winter|morning"
+    r"|afternoon|evening)\b))\b", re.IGNORECASE)
+#: English phrases placing an event on one occasion ("skipped the gym this week", "called in
+#: sick yesterday", "swam on Sunday"): with a verb in the past, one time, not a habit.
+_OCCASION_RE = re.compile(
+    r"\b(?:today|tonight|yesterday|(?:this|last|that|one) (?:morning|afternoon|evening|night"
+    r"|day|week|weekend|time)|on (?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday"
+    r"|Sunday)(?!s))\b")
 
 
 @dataclass
@@ -255,6 +281,11 @@ class _Sentence:
     #: tells that something ended ("quit the chess club", "left Acme for Globex", "no longer
     #: takes the bus"): the words naming what ended, else None (:func:`_ended`)
     ended: frozenset[str] | None = field(init=False)
+    #: tells of a one-off or temporary event, not of a standing state: an event bounded in
+    #: time ("left work early", "left home at eight", "stopped drinking coffee for a week":
+    #: :data:`_TEMPORARY_RE`; such a stop or departure ends nothing) or told of one occasion
+    #: ("skipped the gym this week": :data:`_OCCASION_RE`)
+    passing: bool = field(init=False)
 
     def __post_init__(self) -> None:
         words = [w.lower().replace("'", "") for w in _WORD_RE.findall(self.text)]
@@ -274,6 +305,12 @@ class _Sentence:
         self.change = (None if self.question or self.wish or self.then
                        else _changed_to(self.text))
         self.ended = None if self.question or self.wish else _ended(self.text)
+        self.passing = False
+        if self.past or self.ended is not None:  # "works until six" is a habit
+            if _TEMPORARY_RE.search(self.text):
+                self.passing, self.ended = True, None
+            else:
+                self.passing = self.past and _OCCASION_RE.search(self.text) is not None
 
     @property
     def stems(self) -> frozenset[str]:
@@ -881,7 +918,7 @@ def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
     """Does ``new`` restate ``old``: the same words, or the same meaning (cosine ≥
     ``paraphrase``) with equal numbers and negations and no value swapped?"""
     if (_other_holder(old, new) or old.then != new.then or old.question != new.question
-            or old.wish != new.wish or old.slot != new.slot
+            or old.wish != new.wish or old.slot != new.slot or old.passing != new.passing
             or (old.ended is None) != (new.ended is None)
             or (old.ended and new.ended and old.ended != new.ended)):
         return False  # another holder, then against now, a question or a wish against a
@@ -1013,8 +1050,9 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
             or (old.past and new.past and not _flips(old, new) and not changes
                 and not _ends(old, new))):
         return False
-    if _ends_other(old, new):
-        return False
+    if _ends_other(old, new) or (old.passing != new.passing and not _ends(old, new)):
+        return False  # a one-off event against a standing state: "Lucia drives to work." /
+        # "Lucia left work early." (cosine 0.76) were written as a change of the commute
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
         return True
@@ -1140,6 +1178,9 @@ _ENDED_RE = re.compile(
 #: Where the words naming what ended stop: "left Acme for Globex", "stopped taking the bus
 #: and cycles", "replaced black tea with rooibos", "switched from Dropbox to iCloud".
 _ENDED_STOP = _wordset("for with to and but so because instead then now since as while")
+#: Where a time phrase starts after what ended (:func:`_ended`).
+_WHEN_RE = re.compile(rf"{_OCCASION_RE.pattern}|\b(?:last|next|early|late)\b"
+                      r"|\b(?:\w+\s+){1,2}ago\b")
 #: Words that may come between an end and what ended: "quit the chess club", "left her job".
 _DETERMINERS = _wordset("a an the his her their my our your its this that these those some")
 #: Content words, besides what ended and the subject, that the sentence it ends may hold: a
@@ -1162,6 +1203,9 @@ def _ended(text: str) -> frozenset[str] | None:
     if m is None:
         return None
     rest = re.split(r"[,;:.!?()]", text[m.end():], maxsplit=1)[0]
+    # when it ended is not what ended: "quit the chess club yesterday", "left Acme late
+    # last year"
+    rest = _WHEN_RE.split(rest, maxsplit=1)[0]
     words = [w.lower().replace("'", "") for w in _WORD_RE.findall(rest)]
     no_longer = m.group().lower() == "no longer"
     out: list[str] = []

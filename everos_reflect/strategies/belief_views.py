@@ -70,8 +70,9 @@ def worldview(runtime: Runtime, ref: UserRef, *, history: bool = False) -> list[
         view = beliefs.current_worldview(beliefs.Conviction.of(e) for e in entries)
         by_id = {e.id: e for e in entries}
         return [conviction_dict(by_id[c.id]) for _, c in sorted(view.current.items())]
+    when = {e.id: beliefs.instant(e.timestamp) for e in entries}
     rows = [conviction_dict(e) for e in entries]
-    rows.sort(key=lambda r: (str(r["key"] or ""), str(r["timestamp"] or ""), r["id"]))
+    rows.sort(key=lambda r: (str(r["key"] or ""), when[r["id"]], r["id"]))
     out: list[dict[str, Any]] = []
     for key in dict.fromkeys(r["key"] for r in rows):
         out += reversed([r for r in rows if r["key"] == key])
@@ -84,11 +85,12 @@ def relations(runtime: Runtime, ref: UserRef, *, status: str | None = None
     if status is not None and status not in RELATION_STATUSES:
         raise EverosError(f"unknown status {quoted_value(status)} (use one of "
                              f"{', '.join(RELATION_STATUSES)})")
-    rows = [relation_dict(e) for e in runtime.store.entries(ref, Kind.RELATION)
-            if e.deprecated_by is None]
+    entries = [e for e in runtime.store.entries(ref, Kind.RELATION) if e.deprecated_by is None]
+    when = {e.id: beliefs.instant(e.timestamp) for e in entries}
+    rows = [relation_dict(e) for e in entries]
     if status is not None:
         rows = [r for r in rows if r["status"] == status]
-    rows.sort(key=lambda r: (str(r["timestamp"] or ""), r["id"]), reverse=True)
+    rows.sort(key=lambda r: (when[r["id"]], r["id"]), reverse=True)
     return rows
 
 

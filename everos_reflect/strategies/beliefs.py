@@ -22,6 +22,7 @@ them is tested with literals:
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from collections.abc import Set as AbstractSet
@@ -217,9 +218,17 @@ class Worldview:
     repairs: dict[str, str] = field(default_factory=dict)
 
 
-def _order(c: Conviction) -> tuple[str, str]:
-    stamp = c.timestamp.isoformat() if c.timestamp is not None else ""
-    return (stamp, c.id)
+def instant(ts: datetime | None) -> float:
+    """A timestamp as a point in time, for ordering records (``-inf`` when there is none).
+
+    Not its text: a hand-written ``09:00:00+05:00`` (04:00 UTC) sorted after the daemon's
+    ``05:00:00+00:00`` as text, so the older of two versions of a key was taken as the
+    current one and the newer archived into it."""
+    return ts.timestamp() if ts is not None else -math.inf
+
+
+def _order(c: Conviction) -> tuple[float, str]:
+    return (instant(c.timestamp), c.id)
 
 
 def current_worldview(convictions: Iterable[Conviction]) -> Worldview:
@@ -408,6 +417,7 @@ __all__ = [
     "derived_depth",
     "edge_problem",
     "id_list",
+    "instant",
     "is_live",
     "key_of",
     "on_write_due",

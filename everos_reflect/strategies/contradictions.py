@@ -231,8 +231,7 @@ def plan_pairs(current: Sequence[beliefs.Conviction], hashes: Mapping[str, str],
     never compared with the others past the cut, once consumed, run after run."""
     ids = {c.id for c in current}
     changed = [i for i in sorted(set(window)) if i in ids]
-    recent = sorted(current, key=lambda c: (
-        c.timestamp.isoformat() if c.timestamp is not None else "", c.id), reverse=True)
+    recent = sorted(current, key=lambda c: (beliefs.instant(c.timestamp), c.id), reverse=True)
 
     done = set(done)
 

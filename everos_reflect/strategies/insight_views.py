@@ -10,7 +10,7 @@ from everos_reflect.errors import MarkdownError, UnknownEntry
 from everos_reflect.markdown.parser import is_entry_id
 from everos_reflect.model import EntryId, Kind, UserRef
 from everos_reflect.provenance import provenance
-from everos_reflect.strategies.beliefs import plain
+from everos_reflect.strategies.beliefs import instant, plain
 from everos_reflect.strategies.provenance import evidence_of, status_of
 
 if TYPE_CHECKING:
@@ -55,15 +55,11 @@ def insight_dict(entry: Entry) -> dict[str, Any]:
 def list_insights(runtime: Runtime, ref: UserRef, *, include_stale: bool = False,
                   include_archived: bool = False) -> list[dict[str, Any]]:
     """The user's insights, newest first; active only unless ``include_stale``."""
-    out = []
-    for entry in runtime.store.entries(ref, Kind.INSIGHT):
-        if entry.deprecated_by and not include_archived:
-            continue
-        if status_of(entry) != "active" and not include_stale:
-            continue
-        out.append(insight_dict(entry))
-    out.sort(key=lambda d: (d["timestamp"] or "", d["id"]), reverse=True)
-    return out
+    kept = [e for e in runtime.store.entries(ref, Kind.INSIGHT)
+            if (include_archived or not e.deprecated_by)
+            and (include_stale or status_of(e) == "active")]
+    kept.sort(key=lambda e: (instant(e.timestamp), e.id), reverse=True)
+    return [insight_dict(e) for e in kept]
 
 
 def explain(runtime: Runtime, ref: UserRef, entry_id: str) -> dict[str, Any]:

@@ -1,0 +1,87 @@
+"""A one-off or temporary event neither ends nor replaces a standing state.
+
+"Lucia drives to work." / "Lucia left work early." (cosine 0.76) were written as a change of
+the commute: the narrative ended "Current state: Lucia left work early.". "Lucia left home at
+eight." after "Lucia works from home." and "Lucia stopped drinking coffee for a week." after
+"Lucia drinks coffee every morning." were read as ends of the state they name, and "Lucia
+skipped the gym this week." (0.79) was folded into "Lucia goes to the gym on Mondays." and lost.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from everos_reflect.embedding.local import LocalEmbedder
+from everos_reflect.llm import extractive
+from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
+from tests.merge_fixtures import loaded_local, narrative
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    return loaded_local()
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Lucia drives to work.", "Lucia left work early."),
+    ("Lucia works from home.", "Lucia left home at eight."),
+    ("Lucia drinks coffee every morning.", "Lucia stopped drinking coffee for a week."),
+    ("Lucia runs the café on Elm Street.", "Lucia closed the café for the holidays."),
+    ("Lucia works at the library.", "Lucia left the library at 6:30 pm."),
+    ("Lucia goes to the gym on Mondays.", "Lucia skipped the gym this week."),
+])
+def test_a_one_off_event_is_no_version_of_a_standing_state(local: LocalEmbedder, first: str,
+                                                           second: str) -> None:
+    for llm in (ExtractiveLLM(local), ExtractiveLLM()):  # with the embedder and without
+        content = narrative(llm, first, second)
+        assert plain_sentences(content) == [first, second]
+        assert "Current state" not in content
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Tariq is in the chess club.", "Tariq quit the chess club yesterday."),
+    ("Tariq sings in the choir.", "Tariq left the choir two weeks ago."),
+    ("Tariq works at Initech.", "Tariq left Initech late last year."),
+    ("Tariq drinks coffee every morning.", "Tariq stopped drinking coffee."),
+])
+def test_an_end_told_with_when_it_happened_is_still_the_current_state(
+        local: LocalEmbedder, first: str, second: str) -> None:
+    content = narrative(ExtractiveLLM(local), first, second)
+    assert plain_sentences(content) == [first, second]
+    assert content.split("\n\n")[-1] == f"Current state: {second}"
+
+
+def test_two_one_off_events_of_one_kind_still_fold(local: LocalEmbedder) -> None:
+    content = narrative(ExtractiveLLM(local), "Lucia left work early.",
+                        "Lucia left work early today.")
+    assert len(plain_sentences(content)) == 1
+
+
+@pytest.mark.parametrize("text, passing, ended", [
+    ("Lucia left work early.", True, None),
+    ("Lucia left home at eight.", True, None),
+    ("Lucia stopped drinking coffee for a week.", True, None),
+    ("Lucia stopped drinking coffee until the exams.", True, None),
+    ("Lucia skipped the gym this week.", True, None),
+    ("Lucia left home at eighteen.", False, {"home"}),  # an age, not a clock time
+    ("Lucia left Initech for Hooli.", False, {"initech"}),
+    ("Lucia left Initech for a startup.", False, {"initech"}),
+    ("Lucia quit the chess club on Monday.", True, {"chess", "club"}),
+    ("Lucia left the choir two weeks ago.", False, {"choir"}),
+    # habits and adjectives: no event bounded in time
+    ("Lucia goes to bed at eleven.", False, None),
+    ("Lucia works until six.", False, None),
+    ("Lucia takes the early train to work.", False, None),
+])
+def test_which_sentences_tell_of_a_one_off_or_temporary_event(
+        text: str, passing: bool, ended: set[str] | None) -> None:
+    s = extractive._Sentence(text, date.min, 0)
+    assert s.passing is passing
+    assert s.ended == (frozenset(ended) if ended is not None else None)
+
+
+def test_a_delay_of_some_hours_is_no_event_left_early_or_late() -> None:
+    assert not extractive._Sentence("Eva's Tokyo flight left six hours late.", date.min,
+                                    0).passing
