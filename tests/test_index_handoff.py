@@ -35,9 +35,12 @@ class GatedEmbedder(HashEmbedder):
         self.go_on = threading.Event()
         self.writer_done = threading.Event()
         self.writer_done_at_next: bool | None = None
+        self.writer_texts = 0  # texts embedded in the writer's calls
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        if not any(WRITER in t for t in texts):
+        if any(WRITER in t for t in texts):
+            self.writer_texts += len(texts)
+        else:
             self.scan_calls += 1
             if self.scan_calls == self.hold_at:
                 self.held.set()
@@ -50,8 +53,8 @@ class GatedEmbedder(HashEmbedder):
 def scan_with_a_waiting_writer(rt: Runtime, embedder: GatedEmbedder, flush_entries: int,
                                ref: UserRef, timestamp: str, content: str) -> Entry:
     """Start a scan and, while the embedder holds it, add an Episode of ``ref`` and sync it
-    as an add answering does (a 20 s deadline); once that writer has announced itself, let the
-    scan go, and wait for both. The Episode added."""
+    as an add answering does (a 20 s deadline, its own entry wanted); once that writer has
+    announced itself, let the scan go, and wait for both. The Episode added."""
     scanner = Indexer(rt)
     scanner.flush_entries = flush_entries
     scan = threading.Thread(target=scanner.scan, daemon=True)
@@ -63,7 +66,7 @@ def scan_with_a_waiting_writer(rt: Runtime, embedder: GatedEmbedder, flush_entri
     def write() -> None:
         try:
             outcome.append(Indexer(rt).sync_path(rt.store.path_for_id(ref, entry.id),
-                                                 timeout=20))
+                                                 timeout=20, wanted=[entry.id]))
         except Exception as exc:  # the test says what it was
             outcome.append(exc)
         embedder.writer_done.set()
@@ -194,6 +197,80 @@ def test_an_add_goes_in_between_the_batches_of_one_long_log(root: Path, same_log
         assert rt.vectors.count(Kind.EPISODE) == 9
         for rel, sha in rt.db().execute("SELECT path, sha256 FROM files"):
             assert sha == hashlib.sha256((root / rel).read_bytes()).hexdigest(), rel
+    finally:
+        rt.close()
+
+
+def test_an_add_to_the_long_log_being_scanned_indexes_only_its_own_entry(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The add wrote to the very log the scan was working through: its sync embedded that
+    whole log (thousands of pasted Episodes: as long as the rest of the scan) before it
+    answered. With more than a batch of other new texts in the log, it indexes its own entry
+    alone; the scan, let go, plans the log again and indexes the rest, nothing twice."""
+    embedder = GatedEmbedder(hold_at=1)
+    rt = make_runtime(root, ExtractiveLLM(), embedder=embedder)
+    for hour in range(10, 18):  # one log, eight Episodes: four batches of two
+        add_episode(rt, ANDREW, f"2026-08-01T{hour}:00:00+00:00", f"Walk {hour}",
+                    f"Andrew walked the dog along the river at {hour} o'clock.")
+    monkeypatch.setattr(Indexer, "flush_entries", 2)  # the writer's batch too
+    try:
+        entry = scan_with_a_waiting_writer(rt, embedder, 2, ANDREW,
+                                           "2026-08-01T19:00:00+00:00",
+                                           f"Bought a {WRITER} at the market.")
+        assert embedder.writer_texts == 1  # its own Episode, not the log's eight others
+        # the scan: its held batch of two, then the six others in three (the two vectors made
+        # before the pause are kept, the writer's entry was found indexed)
+        assert embedder.scan_calls == 4
+        ids = [row[0] for row in rt.db().execute("SELECT id FROM entries")]
+        assert entry.id in ids and len(ids) == len(set(ids)) == 9
+        assert rt.vectors.count(Kind.EPISODE) == 9
+        for rel, sha in rt.db().execute("SELECT path, sha256 FROM files"):
+            assert sha == hashlib.sha256((root / rel).read_bytes()).hexdigest(), rel
+    finally:
+        rt.close()
+
+
+def test_a_partial_sync_leaves_the_log_to_the_next_one(root: Path) -> None:
+    """An add's narrowed sync writes its entry and marks the log unread: a later sync (the
+    watcher's) plans the log whole and indexes what was left, and a scan after the log is
+    deleted drops the entry (no row for the log: it stayed in the index for good)."""
+    rt = make_runtime(root, ExtractiveLLM(), embedder=HashEmbedder(64))
+    try:
+        for hour in range(10, 15):
+            entry = add_episode(rt, ANDREW, f"2026-08-01T{hour}:00:00+00:00", f"Walk {hour}",
+                                f"Andrew walked the dog at {hour} o'clock.")
+        path = rt.store.path_for_id(ANDREW, entry.id)
+        writer = Indexer(rt)
+        writer.flush_entries = 2  # four other new texts: more than a batch
+        writer.sync_path(path, timeout=20, wanted=[entry.id])
+        db = rt.db()
+        assert [row[0] for row in db.execute("SELECT id FROM entries")] == [entry.id]
+        assert Indexer(rt).pending()["files_changed"] == 1
+        result = Indexer(rt).sync_path(path)
+        assert result.upserted == 4 and result.embedded == 4  # the rest; its own kept
+        assert db.execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 5
+        assert rt.vectors.count(Kind.EPISODE) == 5
+        assert Indexer(rt).sync_path(path).unchanged
+        assert Indexer(rt).pending()["files_changed"] == 0
+    finally:
+        rt.close()
+
+
+def test_a_log_deleted_after_a_partial_sync_leaves_nothing_behind(root: Path) -> None:
+    rt = make_runtime(root, ExtractiveLLM(), embedder=HashEmbedder(64))
+    try:
+        for hour in range(10, 15):
+            entry = add_episode(rt, ANDREW, f"2026-08-01T{hour}:00:00+00:00", f"Walk {hour}",
+                                f"Andrew walked the dog at {hour} o'clock.")
+        path = rt.store.path_for_id(ANDREW, entry.id)
+        writer = Indexer(rt)
+        writer.flush_entries = 2
+        writer.sync_path(path, timeout=20, wanted=[entry.id])
+        path.unlink()
+        report = Indexer(rt).scan()
+        assert report.files_removed == 1
+        assert rt.db().execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
+        assert rt.vectors.count(Kind.EPISODE) == 0
     finally:
         rt.close()
 

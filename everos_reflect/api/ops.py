@@ -271,7 +271,7 @@ def index_written(runtime: Runtime, ref: UserRef, answer: dict[str, Any],
     try:
         with answer_waiting():  # one embedding attempt: the caller waits for this answer
             Indexer(runtime).sync_path(runtime.store.path_for_id(ref, answer["id"]),
-                                       timeout=INDEX_WAIT_SECONDS)
+                                       timeout=INDEX_WAIT_SECONDS, wanted=[answer["id"]])
     except Timeout:
         log.warning("%s: %s written, not indexed yet: the indexer is busy", what, answer["id"])
         return {**answer, "indexed": False,

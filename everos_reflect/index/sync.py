@@ -17,7 +17,7 @@ import re
 import stat
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from contextlib import ExitStack, suppress
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
@@ -281,6 +281,9 @@ class _Job:
     plan: SyncPlan
     stat: tuple[int, int, str] | None  # (mtime_ns, size, sha256); None: file removed
     only_stat: bool = False  # bytes unchanged: refresh the stats, touch nothing else
+    #: some of the log's changes left for the next sync (:meth:`Indexer._narrowed`): its
+    #: ``files`` row is marked unread, so that sync finds the log changed and plans it again
+    partial: bool = False
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     #: The highest sequence number of every id stem the file mentions (``id_watermark``).
     seqs: dict[str, int] = field(default_factory=dict)
@@ -317,13 +320,20 @@ class Indexer:
 
     # ------------------------------------------------------------------ public
 
-    def sync_path(self, path: str | os.PathLike[str], timeout: float = -1) -> FileSyncResult:
+    def sync_path(self, path: str | os.PathLike[str], timeout: float = -1, *,
+                  wanted: Collection[str] = ()) -> FileSyncResult:
         """Sync one file (also when it was deleted); a non-log path changes nothing.
 
         ``timeout`` bounds the wait for the indexer lock (a scan or rebuild may hold it for
         minutes): past it, :class:`filelock.Timeout` is raised and nothing was synced.
         Negative waits as long as it takes. A bounded wait is someone's (an add answering):
         a scan holding the lock stands aside for it between two batches (:mod:`.handoff`).
+
+        ``wanted`` names the entries the caller waits for (the one an add just appended).
+        When the log holds more than a batch of other texts to embed besides them (thousands
+        of Episodes pasted into today's log, which a scan is working through), only those are
+        synced now and the rest is left to the next sync (:meth:`_narrowed`): the add used to
+        embed the whole log itself before it answered.
         """
         full = Path(path) if Path(path).is_absolute() else self.rt.root / path
         with ExitStack() as stack:
@@ -333,7 +343,7 @@ class Indexer:
             self._thread.announced = announced or timeout >= 0
             try:
                 with self._lock.acquire(timeout=timeout):
-                    results = self._sync([full])
+                    results = self._sync([full], wanted=frozenset(wanted))
             finally:
                 self._thread.announced = announced
         return results[0] if results else FileSyncResult(self.rt.store.rel(full), unchanged=True)
@@ -613,9 +623,11 @@ class Indexer:
 
     # ------------------------------------------------------------------ writing
 
-    def _sync(self, paths: list[Path], progress: Progress | None = None) -> list[FileSyncResult]:
+    def _sync(self, paths: list[Path], progress: Progress | None = None,
+              wanted: frozenset[str] = frozenset()) -> list[FileSyncResult]:
         """Plan every file, embedding and writing in batches that span files. Changes a
-        killed process synced but told no subscriber are handed over first (:meth:`_replay`)."""
+        killed process synced but told no subscriber are handed over first (:meth:`_replay`).
+        ``wanted``: see :meth:`sync_path`."""
         if not (self._quiet or self.rt.read_only):
             self._replay()
         results: list[FileSyncResult] = []
@@ -628,6 +640,8 @@ class Indexer:
                 log.warning("cannot read %s: %s", path, exc)
                 job = None
             if job is not None:
+                if wanted:
+                    job = self._narrowed(job, wanted)
                 batch.append(job)
                 pending += len(job.plan.embed)
                 if pending >= self.flush_entries:
@@ -646,6 +660,20 @@ class Indexer:
                 break
             results += self._sync_written(written)
         return results
+
+    def _narrowed(self, job: _Job, wanted: frozenset[str]) -> _Job:
+        """``job`` cut down to the ``wanted`` entries when the rest of its log is more than a
+        batch of new texts; otherwise ``job`` itself (the rest costs one embedding call).
+        Nothing but their upserts is written: no deletion, no archive mark, and the log's
+        ``files`` row marked unread (``partial``), so the next sync of the log (the watcher's,
+        or the scan's after the pause that let this writer in) plans it whole and finds those
+        entries indexed."""
+        rest = job.plan.embed - wanted
+        if len(rest) <= self.flush_entries:
+            return job
+        plan = SyncPlan(upserts=[e for e in job.plan.upserts if e.id in wanted],
+                        embed=job.plan.embed & wanted)
+        return replace(job, plan=plan, partial=True)
 
     def _let_writers_in(self) -> bool:
         """Between two batches of a long sync, let go of the indexer while a writer someone
@@ -891,7 +919,11 @@ class Indexer:
                     "WHERE app_id=? AND project_id=? AND user_id=? AND id=?",
                     [(by, *key, i) for i, by in job.plan.deprecations.items()],
                 )
-                if job.stat is None:
+                if job.partial:  # marked unread, as after a parser change: the next scan
+                    # or sync plans it whole, and a scan still finds it gone if it is deleted
+                    conn.execute(_UPSERT_FILE, (job.rel, *key, job.kind.value, -1,
+                                                job.stat[1] if job.stat else 0, "", "[]", now))
+                elif job.stat is None:
                     conn.execute("DELETE FROM files WHERE path = ?", (job.rel,))
                 elif job.only_stat:
                     conn.execute(
