@@ -87,3 +87,80 @@ def test_a_verdict_killed_before_its_write_is_withdrawn_and_asked_again(
     assert rt.store.get(DEV, first.id).meta["status"] == "stale"
     assert [r for r in list_derivations(rt.db(), strategy=NAME)
             if r["inputs"] == [first.id]] == []
+
+
+def _merge_killed_at(root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch,
+                     target: str) -> tuple[Any, Any, Any]:
+    """A "revise" whose text a live insight already states (the stale insight is archived
+    into it, nothing new written), killed at ``target``; the runtime, the stale insight and
+    the live one."""
+    from tests.reflect_fixtures import Crash
+    from tests.test_provenance import insight
+
+    rt, eps, first, _second = setup(root)
+    other = insight(rt, "The auth refactor keeps getting reverted.", [eps[1], eps[2]])
+    merged(rt, eps)
+    fake_openai.script(json.dumps({"verdict": "revise", "evidence": [1, 2],
+                                   "insight": "The auth refactor keeps getting reverted"}))
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise Crash("the process dies here")
+
+    with monkeypatch.context() as patch:
+        if target.startswith("store."):
+            patch.setattr(rt.store, target.removeprefix("store."), crash)
+        else:
+            patch.setattr(target, crash)
+        with pytest.raises(Crash):
+            run(with_openai(rt, fake_openai))
+    return rt, first, other
+
+
+def test_an_archive_into_a_live_insight_killed_before_its_audit_row_still_gets_one(
+        root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt, first, other = _merge_killed_at(root, fake_openai, monkeypatch,
+                                        "everos_reflect.strategies.revalidate.sync")
+    assert rt.store.get(DEV, first.id).deprecated_by == other.id  # written, no row yet
+
+    assert RevalidateInsights().recover(rt) == {"recovered": 1}
+    rows = [r for r in list_derivations(rt.db(), strategy=NAME) if r["inputs"] == [first.id]]
+    assert [(r["status"], r["outputs"]) for r in rows] == [("ok", [other.id])]
+    assert RevalidateInsights().recover(rt) == {}
+
+
+def test_an_archive_into_a_live_insight_killed_before_its_write_is_withdrawn(
+        root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    rt, first, _other = _merge_killed_at(root, fake_openai, monkeypatch, "store.deprecate")
+
+    assert RevalidateInsights().recover(rt) == {}
+    assert cursors.intents(rt.db(), NAME) == []
+    entry = rt.store.get(DEV, first.id)
+    assert (entry.deprecated_by, entry.meta["status"]) == (None, "stale")
+
+
+@pytest.mark.parametrize("answer", [
+    {"verdict": "holds", "insight": "", "evidence": [1]},  # refused: under the floor
+    500,  # not refused, just failed: nothing set aside
+    400,  # refused for good: set aside
+])
+def test_a_verdict_killed_at_its_audit_row_sets_nothing_aside_without_it(
+        root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch,
+        answer: Any) -> None:
+    """A refused verdict (or a call refused for good) sets its insight aside in the cursor:
+    killed between that and its row, it was set aside, never asked about again until edited,
+    with no row saying why."""
+    from tests.reflect_fixtures import Crash
+
+    rt, eps, first, _second = setup(root)
+    merged(rt, eps)
+    fake_openai.script(answer if isinstance(answer, int) else json.dumps(answer))
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise Crash("the process dies here")
+
+    with monkeypatch.context() as patch:
+        patch.setattr("everos_reflect.index.audit.insert_derivation", crash)
+        with pytest.raises(Crash):
+            run(with_openai(rt, fake_openai))
+    assert cursors.consumed(rt.db(), NAME, DEV) == set()  # asked again, as if never asked
+    assert rt.store.get(DEV, first.id).meta["status"] == "stale"

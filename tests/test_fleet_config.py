@@ -91,8 +91,8 @@ def test_poll_seconds_outside_a_tenth_of_a_second_to_an_hour_is_refused(value: s
 
 
 @pytest.mark.parametrize(("line", "reason"), [
-    ("task_cpus = 1e-300", "must be at least 0.0001, got 1e-300"),
-    ("task_cpus = 0.00009", "must be at least 0.0001, got 9e-05"),
+    ("task_cpus = 1e-300", "must be 0.0001 to 100,000, got 1e-300"),
+    ("task_cpus = 0.00009", "must be 0.0001 to 100,000, got 9e-05"),
     ("max_retries = 2147483648", "must be 0 to 100, got 2147483648"),
     ("max_retries = 101", "must be 0 to 100, got 101"),
     ("num_cpus = 1000000000000000", "must be 1 to 100,000, got 1000000000000000"),
@@ -235,3 +235,30 @@ def test_a_root_or_fleet_file_under_an_unknown_users_home_is_a_config_problem(
         ("roots[1]", "'missing' does not exist")]
     with pytest.raises(EverosError, match="no home folder is known"):
         read_fleet("~no-such-user-everos/fleet.toml")
+
+
+@pytest.mark.parametrize(("text", "key", "reason"), [
+    # 1e300 was accepted and left to Ray, which no node could ever satisfy
+    ("task_cpus = 1e300", "task_cpus", "must be 0.0001 to 100,000, got 1e+300"),
+    ("task_cpus = 100001", "task_cpus", "must be 0.0001 to 100,000, got 100001"),
+])
+def test_task_cpus_past_any_machine_is_refused_naming_the_range(text: str, key: str,
+                                                                reason: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse_fleet(f'roots = ["a"]\n{text}\n', "f.toml")
+    assert info.value.problems == [("f.toml", key, reason)]
+    assert parse_fleet('roots = ["a"]\nnum_cpus = 100000\ntask_cpus = 100000').task_cpus == \
+        100_000.0
+
+
+def test_a_ray_address_or_root_longer_than_any_host_or_path_is_refused() -> None:
+    long_address = "ray://" + "h" * 100_000 + ":10001"
+    with pytest.raises(ConfigError) as info:
+        parse_fleet(f'roots = ["{"r" * 4_097}", "{"r" * 4_096}"]\n'
+                    f'ray_address = "{long_address}"\n', "f.toml")
+    where = {key: reason for _, key, reason in info.value.problems}
+    assert set(where) == {"roots[0]", "ray_address"}
+    assert where["roots[0]"].startswith("must be a path of at most 4,096 characters, got 'rrr")
+    assert where["roots[0]"].endswith("(4,097 characters)")
+    assert where["ray_address"].startswith("must be at most 300 characters, got 'ray://hhh")
+    assert where["ray_address"].endswith("(100,012 characters)")

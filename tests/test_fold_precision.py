@@ -465,6 +465,25 @@ def test_the_guard_counts_no_question_past_or_wish_as_stating_a_fact(local: Loca
                                both, DEFAULT_FACT_MATCH_THRESHOLD) == 1.0
 
 
+@pytest.mark.parametrize("question, deed", [
+    ("Tariq asked how to fix the bike.", "Tariq fixed the bike."),
+    ("Rosa asked whether the gym has a pool.", "Rosa said the gym has a pool."),
+    ("Is Nina still vegan?", "Nina is vegan."),
+])
+def test_the_guard_counts_no_deed_or_statement_as_stating_a_question(local: LocalEmbedder,
+                                                                     question: str,
+                                                                     deed: str) -> None:
+    # cosine 0.8-0.9: a merge that kept only the deed was credited with the asking, while
+    # the deed was already not credited to the question
+    threshold = DEFAULT_FACT_MATCH_THRESHOLD
+    assert fold_pairs.coverage(local, [question], deed, threshold) == 0.0
+    assert fold_pairs.coverage(local, [deed], question, threshold) == 0.0
+    # a sentence telling of the asking and the deed states both
+    both = "Tariq fixed the bike after asking how to fix it."
+    assert fold_pairs.coverage(local, ["Tariq asked how to fix the bike.",
+                                       "Tariq fixed the bike."], both, threshold) == 1.0
+
+
 @pytest.mark.parametrize("first, second", [
     ("Andrew met Tom for lunch.", "Andrew met Lisa for lunch."),
     ("Sam started learning the cello.", "Sam took up the cello."),

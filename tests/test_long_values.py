@@ -222,15 +222,18 @@ def test_fleet_roots_that_name_no_folder_are_quoted_short(tmp_path: Path) -> Non
     from everos_reflect.errors import ConfigError
     from everos_reflect.fleet.config import parse_fleet, resolve_roots
 
-    config = parse_fleet(f'roots = ["{DEEP}", "{DEEP}*", "{LONG}", "~{LONG}/x"]\n',
+    # (a root of more than 4,096 characters is refused by parse_fleet itself)
+    name = "z" * 3000  # longer than a file name may be, shorter than a path
+    config = parse_fleet(f'roots = ["{DEEP}", "{DEEP}*", "{name}", "~{name}/x"]\n',
                          str(tmp_path / "fleet.toml"))
     with pytest.raises(ConfigError) as caught:
         resolve_roots(config)
     problems = {key: reason for _, key, reason in caught.value.problems}
     assert problems["roots[0]"].endswith("(999 characters) does not exist")
     assert problems["roots[1]"].endswith("(1,000 characters) matches no folder")
-    assert problems["roots[2]"].startswith(f"{SHORT} cannot be looked up (")
-    assert "(5,003 characters): no home folder is known for " in problems["roots[3]"]
+    assert problems["roots[2]"].startswith(f"'{'z' * 60}…' (3,000 characters) cannot be "
+                                           "looked up (")
+    assert "(3,003 characters): no home folder is known for " in problems["roots[3]"]
     message = str(caught.value)
     assert "z" * 100 not in message and len(message) < 1000, message[:300]
 

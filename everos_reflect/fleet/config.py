@@ -44,6 +44,13 @@ MAX_ROOTS_PER_WORKER = 16
 #: CPUs of a local Ray: it runs on this one machine. Ray itself refuses more than 1e14, with
 #: an error naming no key.
 MAX_NUM_CPUS = 100_000
+#: CPUs one root's task may reserve: no more than a local Ray may have. 1e300 was accepted and
+#: left to Ray, which no node could ever satisfy.
+MAX_TASK_CPUS = MAX_NUM_CPUS
+#: The longest ``ray_address``: a host name (253 characters at most) and a port.
+MAX_RAY_ADDRESS_CHARS = 300
+#: The longest path or glob of ``roots``: what the file system takes in one path (PATH_MAX).
+MAX_ROOT_CHARS = 4_096
 #: Ray's finest fraction of a CPU: a smaller ``task_cpus`` made Ray raise a ValueError out of
 #: ``fleet run`` (a traceback) when it created the first worker.
 MIN_TASK_CPUS = 0.0001
@@ -135,6 +142,9 @@ def _check_roots(value: Any, file: str, problems: list[Problem]) -> tuple[str, .
                              f"must be a non-empty path, got {quoted_value(item)}"))
         elif "\x00" in item:
             problems.append((file, f"roots[{i}]", "must not contain a NUL character"))
+        elif len(item) > MAX_ROOT_CHARS:
+            problems.append((file, f"roots[{i}]", f"must be a path of at most "
+                             f"{MAX_ROOT_CHARS:,} characters, got {quoted_value(item)}"))
         else:
             out.append(item.strip())
     return tuple(out)
@@ -184,6 +194,10 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
     address = data.get("ray_address", "")
     if not isinstance(address, str):
         problems.append((file, "ray_address", f"must be {_KEYS['ray_address']}"))
+    elif len(address) > MAX_RAY_ADDRESS_CHARS:
+        problems.append((file, "ray_address",
+                         f"must be at most {MAX_RAY_ADDRESS_CHARS} characters, got "
+                         f"{quoted_value(address)}"))
     elif address not in {"", "auto"} and not _RAY_URL.match(address):
         problems.append((file, "ray_address",
                          f'must be "auto", "ray://host:port" or "" (a local Ray), got '
@@ -208,7 +222,7 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
             values[key] = float(value) if not integer else value
 
     number("num_cpus", integer=True, low=1, high=MAX_NUM_CPUS)
-    number("task_cpus", integer=False, low=MIN_TASK_CPUS)
+    number("task_cpus", integer=False, low=MIN_TASK_CPUS, high=MAX_TASK_CPUS)
     number("max_retries", integer=True, low=0, high=MAX_TASK_RETRIES)
     number("roots_per_worker", integer=True, low=1)
     if values.get("roots_per_worker", 1) > MAX_ROOTS_PER_WORKER:

@@ -628,7 +628,13 @@ class Indexer:
               wanted: frozenset[str] = frozenset()) -> list[FileSyncResult]:
         """Plan every file, embedding and writing in batches that span files. Changes a
         killed process synced but told no subscriber are handed over first (:meth:`_replay`).
-        ``wanted``: see :meth:`sync_path`."""
+        ``wanted``: see :meth:`sync_path`. A pass over many logs looks for hard-linked logs in
+        one listing of the root."""
+        with self.rt.store.one_listing():
+            return self._sync_listed(paths, progress, wanted)
+
+    def _sync_listed(self, paths: list[Path], progress: Progress | None,
+                     wanted: frozenset[str]) -> list[FileSyncResult]:
         if not (self._quiet or self.rt.read_only):
             self._replay()
         results: list[FileSyncResult] = []

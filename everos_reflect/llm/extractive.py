@@ -843,9 +843,24 @@ def not_stated_by(fact: _Sentence, sentence: _Sentence) -> bool:
     the fact unseen. One way: a plain sentence may state a fact of then or a wish ("Nina is
     vegan and was vegetarian as a teenager."). What it costs: an honest sentence holding a
     fact and a wish ("Ravi visited Lisbon with his parents, who now want to visit Porto.")
-    does not state the fact alone, and the merge is refused (nothing lost)."""
+    does not state the fact alone, and the merge is refused (nothing lost).
+
+    Nor does a sentence that does not ask, nor tell of asking, state a question: "Sam fixed
+    the bike." does not state "Sam asked how to fix the bike." (cosine 0.88; an LLM merge
+    that kept only the deed, or turned "asked whether the gym has a pool" into "the gym has
+    a pool", passed with the asking lost), while "Sam fixed the bike after asking how to
+    fix it." states both."""
     return ((sentence.question and not fact.question) or (sentence.then and not fact.then)
-            or (sentence.wish and not fact.wish))
+            or (sentence.wish and not fact.wish)
+            or (fact.question and not sentence.question
+                and _ASKING_RE.search(sentence.text) is None))
+
+
+#: English words telling that someone asked, anywhere in a sentence ("after asking how",
+#: "wondered whether"): such a sentence may state a question it merged with a deed.
+_ASKING_RE = re.compile(
+    r"\b(?:ask(?:s|ed|ing)?|wonder(?:s|ed|ing)?|want(?:s|ed|ing)? to know"
+    r"|(?:in|en)quir(?:e|es|ed|ing|y|ies)|question(?:s|ed|ing)?)\b", re.IGNORECASE)
 
 
 #: A later "he"/"she" in a sentence opening with someone's something usually names its owner

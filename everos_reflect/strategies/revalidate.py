@@ -32,17 +32,16 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Collection, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.limits import Budget
 from everos_reflect.engine.registry import RunContext, Strategy
 from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProvenanceBusy, ProviderUnavailable
-from everos_reflect.index import cursors
+from everos_reflect.index import audit, cursors
 from everos_reflect.index.audit import (
     Derivation,
-    record_derivation,
     settle_intent,
 )
 from everos_reflect.index.db import transaction
@@ -109,6 +108,9 @@ def written_revision(insight: Entry, records: dict[str, Entry]) -> Entry | None:
 
 #: The ``commit_intent`` item naming the verdict being written (:meth:`RevalidateInsights.recover`).
 VERDICT = "verdict"
+#: The verdict noted for a "revise" whose text a live insight states: the stale insight is
+#: archived into that one (:meth:`RevalidateInsights._archive_into`), nothing is written.
+MERGED = "merged"
 
 
 def _written(rt: Runtime, ref: UserRef, insight_id: str, verdict: str) -> list[str]:
@@ -118,6 +120,12 @@ def _written(rt: Runtime, ref: UserRef, insight_id: str, verdict: str) -> list[s
     insight = records.get(insight_id)
     if insight is None:
         return []
+    if verdict == MERGED:
+        live = insight.deprecated_by
+        if live is None:
+            return []
+        sync(rt, {rt.store.path_for_id(ref, insight_id)})
+        return [live]
     if verdict == "revise":
         revision = written_revision(insight, records)
         if revision is None:
@@ -131,6 +139,18 @@ def _written(rt: Runtime, ref: UserRef, insight_id: str, verdict: str) -> list[s
         return []
     sync(rt, {rt.store.path_for_id(ref, insight_id)})
     return [insight_id]
+
+
+def _aside_with_row(rt: Runtime, ref: UserRef, aside: Mapping[str, str], row: Derivation,
+                    run_id: str) -> None:
+    """Set ``aside`` (insight id → set-aside key) in the changes cursor and record ``row``,
+    in one transaction. In two, a kill between them left an insight set aside, not asked
+    about again until edited, with no row saying it was refused or why."""
+    conn = rt.db()
+    with transaction(conn):
+        if aside:
+            cursors.advance(conn, NAME, ref, dict(aside), run_id)
+        audit.insert_derivation(conn, row)
 
 
 #: The tasks a revalidation sends (their templates are part of a set-aside key).
@@ -301,11 +321,17 @@ class RevalidateInsights(Strategy):
 
     def observe(self, runtime: Runtime, since: datetime | None,
                 settings: Mapping[str, Any] | None = None) -> float:
-        """Stale insights waiting (the data trigger fires at one)."""
+        """Stale insights waiting (the data trigger fires at one), 0 while the cooldown since
+        the last run lasts (``cooldown_seconds``, as the other tiers wait it out): ignored
+        here, a stale insight the model could not settle (a server down, offline) had the
+        strategy run again at every data poll, every 30 s."""
         from everos_reflect.engine.engine import Engine
 
         if settings is None:
             settings = Engine(runtime, recover=False).settings_for(NAME)
+        cooldown = timedelta(seconds=float(settings.get("cooldown_seconds", 0.0)))
+        if not beliefs.cooldown_over(since, datetime.now(UTC), cooldown):
+            return 0.0
         sent = SentWith.tasks(runtime, settings, TASKS)
         total = 0
         for ref in runtime.store.iter_users():
@@ -409,16 +435,15 @@ class RevalidateInsights(Strategy):
                 verdict = self._ask(ctx, insight, evidence, budget, row, counts)
             except (ProviderUnavailable, EverosError) as exc:
                 row.status, row.error = "failed", str(exc)
+                aside: dict[str, str] = {}
                 if isinstance(exc, ProviderUnavailable) and exc.permanent:
                     # refused for good (HTTP 400, 413, 422): asked again it is refused again,
                     # so it waits, stale, until it or its evidence, or the settings, change
                     row.error = set_aside_error(
                         row.error, [insight.id], back="once it or its evidence is edited, "
                         "or the prompts or model change")
-                    with transaction(rt.db()):
-                        cursors.advance(rt.db(), NAME, ref, {insight.id: aside_key(
-                            insight, evidence, SentWith.tasks(rt, ctx.settings, TASKS))},
-                            ctx.run_id)
+                    aside = {insight.id: aside_key(
+                        insight, evidence, SentWith.tasks(rt, ctx.settings, TASKS))}
                     counts["set_aside"] += 1
                 prompt, completion = budget.token_counts()  # refused replies were paid for
                 row.prompt_tokens = prompt - before[0]
@@ -427,7 +452,7 @@ class RevalidateInsights(Strategy):
                 row.model = row.model or rt.llm.model
                 counts["failed"] += 1
                 row.duration_ms = int((time.monotonic() - started) * 1000)
-                record_derivation(rt.db(), row)
+                _aside_with_row(rt, ref, aside, row, ctx.run_id)
                 ctx.note_failure(str(ref), f"{insight.id}: {row.error}")
                 return
             reason = "the model judged it unsupported"
@@ -494,7 +519,8 @@ class RevalidateInsights(Strategy):
         """Settle every verdict a kill interrupted between its Markdown write and its
         ``derivation_report`` row (the engine calls this under the strategy's lock): what the
         verdict wrote is found in the Markdown (a revise's revision, finished if the old
-        insight was not archived yet; a keep's ``active``, a retire's ``retired``) → indexed
+        insight was not archived yet; a keep's ``active``, a retire's ``retired``; the
+        archive key of one archived into a live insight stating its revision) → indexed
         and recorded; nothing was → the intent is dropped (not counted) and the insight, still
         stale, waits for the next run. Without it the revision stood with no row, and no run
         looked at the archived insight again to write one. Idempotent."""
@@ -525,6 +551,9 @@ class RevalidateInsights(Strategy):
         nothing new is written, counted ``merged``. The records citing ``insight`` then
         follow it to ``live`` when they are revalidated."""
         rt = ctx.runtime
+        # noted before the write, as the other verdicts are: killed between the archive key
+        # and the row, the insight stood archived with no row, and no run looked at it again
+        cursors.begin_intent(rt.db(), NAME, ref, insight.id, {VERDICT: MERGED}, ctx.run_id)
         rt.store.deprecate(ref, {insight.id: live.id})
         sync(rt, {rt.store.path_for_id(ref, insight.id)})
         ctx.log.info("%s: %s: %s archived into %s, which states its revision", NAME, ref,
@@ -534,7 +563,7 @@ class RevalidateInsights(Strategy):
         row.error = (f"merged: the revision of {insight.id} repeats {live.id}; "
                      f"{insight.id} archived into it")
         row.duration_ms = int((time.monotonic() - started) * 1000)
-        record_derivation(rt.db(), row)
+        settle_intent(rt.db(), NAME, ref, insight.id, row)
 
     def _refuse(self, ctx: RunContext, ref: UserRef, insight: Entry, evidence: list[Entry],
                 verdict: dict[str, Any], row: Derivation, counts: Counter[str],
@@ -557,10 +586,8 @@ class RevalidateInsights(Strategy):
         row.error = (f"refused: {problem}; {insight.id} stays stale (asked again once it or "
                      "its evidence is edited, or the prompts or model change)")
         row.duration_ms = int((time.monotonic() - started) * 1000)
-        with transaction(rt.db()):
-            cursors.advance(rt.db(), NAME, ref, {insight.id: aside_key(
-                insight, evidence, SentWith.tasks(rt, ctx.settings, TASKS))}, ctx.run_id)
-        record_derivation(rt.db(), row)
+        _aside_with_row(rt, ref, {insight.id: aside_key(
+            insight, evidence, SentWith.tasks(rt, ctx.settings, TASKS))}, row, ctx.run_id)
 
     def _ask(self, ctx: RunContext, insight: Entry, evidence: list[Entry], budget: Budget,
              row: Derivation, counts: Counter[str]) -> dict[str, Any]:
