@@ -231,19 +231,26 @@ def test_an_add_to_the_long_log_being_scanned_indexes_only_its_own_entry(
         rt.close()
 
 
+def _partly_synced(rt: Runtime) -> tuple[Entry, Path]:
+    """Five new Episodes in one log, synced as an add of the last one does when the four
+    others are more than a batch: that Episode alone. It, and its log."""
+    for hour in range(10, 15):
+        entry = add_episode(rt, ANDREW, f"2026-08-01T{hour}:00:00+00:00", f"Walk {hour}",
+                            f"Andrew walked the dog at {hour} o'clock.")
+    path = rt.store.path_for_id(ANDREW, entry.id)
+    writer = Indexer(rt)
+    writer.flush_entries = 2  # four other new texts: more than a batch
+    writer.sync_path(path, timeout=20, wanted=[entry.id])
+    return entry, path
+
+
 def test_a_partial_sync_leaves_the_log_to_the_next_one(root: Path) -> None:
     """An add's narrowed sync writes its entry and marks the log unread: a later sync (the
     watcher's) plans the log whole and indexes what was left, and a scan after the log is
     deleted drops the entry (no row for the log: it stayed in the index for good)."""
     rt = make_runtime(root, ExtractiveLLM(), embedder=HashEmbedder(64))
     try:
-        for hour in range(10, 15):
-            entry = add_episode(rt, ANDREW, f"2026-08-01T{hour}:00:00+00:00", f"Walk {hour}",
-                                f"Andrew walked the dog at {hour} o'clock.")
-        path = rt.store.path_for_id(ANDREW, entry.id)
-        writer = Indexer(rt)
-        writer.flush_entries = 2  # four other new texts: more than a batch
-        writer.sync_path(path, timeout=20, wanted=[entry.id])
+        entry, path = _partly_synced(rt)
         db = rt.db()
         assert [row[0] for row in db.execute("SELECT id FROM entries")] == [entry.id]
         assert Indexer(rt).pending()["files_changed"] == 1
@@ -260,13 +267,7 @@ def test_a_partial_sync_leaves_the_log_to_the_next_one(root: Path) -> None:
 def test_a_log_deleted_after_a_partial_sync_leaves_nothing_behind(root: Path) -> None:
     rt = make_runtime(root, ExtractiveLLM(), embedder=HashEmbedder(64))
     try:
-        for hour in range(10, 15):
-            entry = add_episode(rt, ANDREW, f"2026-08-01T{hour}:00:00+00:00", f"Walk {hour}",
-                                f"Andrew walked the dog at {hour} o'clock.")
-        path = rt.store.path_for_id(ANDREW, entry.id)
-        writer = Indexer(rt)
-        writer.flush_entries = 2
-        writer.sync_path(path, timeout=20, wanted=[entry.id])
+        _, path = _partly_synced(rt)
         path.unlink()
         report = Indexer(rt).scan()
         assert report.files_removed == 1
