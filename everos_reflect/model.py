@@ -68,14 +68,26 @@ def shown_key(key: str) -> str:
 
 #: The most characters of a path an error message shows whole.
 PATH_SHOWN_MAX = 200
+#: A byte of a path that is not UTF-8, as Python holds it (``os.fsdecode``: U+DC80–U+DCFF),
+#: and how it is shown: ``\xff``.
+BYTE_ESCAPES = {c: f"\\x{c - 0xDC00:02x}" for c in range(0xDC80, 0xDD00)}
+
+
+def path_text(path: object) -> str:
+    """``path`` as text any output can hold: each byte of it that is not UTF-8 written
+    ``\\xff``, everything else as it is. Such a byte reached stdout raw (not UTF-8, and
+    invalid in a ``--json`` document), error lines as Python's ``\\udcff``, and the API's
+    ``status`` failed on it."""
+    return str(path).translate(BYTE_ESCAPES)
 
 
 def shown_path(path: object) -> str:
     """A path as an error names it: whole up to :data:`PATH_SHOWN_MAX` characters, else as
-    :func:`quoted` writes a long value. A path given on the command line is the user's text
-    as much as a value: ``--root`` of 5,000 characters made a 5,033-character error line
-    ("File name too long: /tmp/zzzz…"), and "no memory root at …" named it twice."""
-    text = str(path)
+    :func:`quoted` writes a long value; a byte that is not UTF-8 as :func:`path_text` shows
+    it. A path given on the command line is the user's text as much as a value: ``--root``
+    of 5,000 characters made a 5,033-character error line ("File name too long: /tmp/zzzz…"),
+    and "no memory root at …" named it twice."""
+    text = path_text(path)
     return text if len(text) <= PATH_SHOWN_MAX else quoted(text, escape=True)
 
 

@@ -21,7 +21,7 @@ from everos_reflect.lint import (
     scan_with_outside,
     skipped_problems,
 )
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import Kind, UserRef, path_text
 
 if TYPE_CHECKING:
     from everos_reflect.engine.engine import Engine
@@ -157,7 +157,7 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         user_docs.append(doc)
     config = config_problems(root)
     return {
-        "root": str(root),
+        "root": path_text(root),
         "counts_from": source,
         "users": user_docs,
         "totals": totals,
