@@ -167,3 +167,45 @@ def test_a_write_whose_hard_linked_alias_cannot_follow_is_refused_changing_nothi
     assert (rt.root / ALICE_LOG).read_bytes() == before
     assert os.path.samestat(os.stat(bob), os.stat(rt.root / ALICE_LOG))
     assert sorted(p.name for p in bob.parent.iterdir()) == [bob.name]
+
+
+def test_a_log_hard_linked_as_another_users_other_day_is_refused_naming_the_first(
+        rt: Runtime) -> None:
+    """Only the same day's log of another user was looked for: bob's log of the 13th, the
+    very file of alice's 12th, was read (every entry of it "does not belong in this file")
+    and written to as a file of its own."""
+    bob_later = rt.root / BOB_LOG.replace("2026-10-12", "2026-10-13")
+    bob_later.parent.mkdir(parents=True)
+    os.link(rt.root / ALICE_LOG, bob_later)
+    report = Indexer(rt).reindex()
+    (problem,) = report.problems[BOB_LOG.replace("2026-10-12", "2026-10-13")]
+    assert f"not read: it is a hard link to {ALICE_LOG}, another daily log" in problem
+    assert _indexed_paths(rt) == {ALICE_LOG}
+
+    before = bob_later.read_bytes()
+    with pytest.raises(MarkdownError, match=f"not writing this file: it is a hard link to "
+                                            f"{ALICE_LOG}"):
+        rt.store.append(BOB, Kind.EPISODE, {"timestamp": "2026-10-13T10:00:00+00:00"},
+                        {"Subject": "Tea", "Content": "Bob drinks tea."},
+                        day=date(2026, 10, 13))
+    assert bob_later.read_bytes() == before
+    rt.store.append(ALICE, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
+                    {"Subject": "Pets", "Content": "Alice adopted a dog."}, day=DAY)
+    assert os.path.samestat(os.stat(bob_later), os.stat(rt.root / ALICE_LOG))
+
+
+def test_an_episodes_log_hard_linked_as_a_facts_log_is_read_as_the_episodes_log(
+        rt: Runtime) -> None:
+    """The facts log's name comes first in path order (``.atomic_facts`` < ``episodes``),
+    but the file is the episodes log its frontmatter says: the facts name is refused, and
+    alice's episode stays searchable."""
+    facts = rt.root / f"{USERS}/alice/.atomic_facts/atomic_fact-2026-10-12.md"
+    facts.parent.mkdir(parents=True)
+    os.link(rt.root / ALICE_LOG, facts)
+    report = Indexer(rt).reindex()
+    (problem,) = report.problems[rt.store.rel(facts)]
+    assert f"not read: it is a hard link to {ALICE_LOG}, another daily log" in problem
+    assert ALICE_LOG not in report.problems
+    assert [e.id for e in rt.store.entries(ALICE, Kind.EPISODE)] == ["ep_20261012_0001"]
+    assert rt.store.entries(ALICE, Kind.ATOMIC_FACT) == []
+    assert _indexed_paths(rt) == {ALICE_LOG}

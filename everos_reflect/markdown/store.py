@@ -13,12 +13,11 @@ import hashlib
 import logging
 import os
 import secrets
-import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import AbstractContextManager, ExitStack, contextmanager, suppress
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -46,6 +45,7 @@ from everos_reflect.markdown.parser import (
     parse_entry_id,
     parse_log,
 )
+from everos_reflect.markdown.same_file import SameFiles
 from everos_reflect.model import (
     LOG_FILENAME_RE,
     SEQ_MAX_DIGITS,
@@ -123,6 +123,7 @@ class MarkdownStore:
         self._locks: dict[str, FileLock] = {}
         self._locks_guard = threading.Lock()
         self._reuse = threading.local()  # see reusing_parses
+        self._same_files = SameFiles(self._real_root, self._identity)
 
     # -- layout ---------------------------------------------------------------------------------
     def user_dir(self, ref: UserRef) -> Path:
@@ -173,7 +174,17 @@ class MarkdownStore:
             return None
         return ref, kind, day
 
+    def _identity(self, path: str) -> tuple[Kind, date] | None:
+        """The kind and day a daily-log path of the root names, None for any other path."""
+        located = self.ref_for_path(path)
+        return None if located is None else located[1:]
+
     # -- reading --------------------------------------------------------------------------------
+    def one_listing(self) -> AbstractContextManager[None]:
+        """Inside the block, this thread's look-ups of a hard-linked log's other names share
+        one listing of the root (:meth:`SameFiles.one_listing`): for a pass over many logs."""
+        return self._same_files.one_listing()
+
     def leaves_root(self, path: str | os.PathLike[str]) -> bool:
         """Whether ``path`` resolves (through symlinks) to a place outside the root. Such a path
         is never read or written: a link to ``/etc/passwd`` named like a log must not leak it."""
@@ -208,7 +219,8 @@ class MarkdownStore:
     def _hard_link_problem(self, real: str) -> str | None:
         """A log hard-linked under a second user (``users/bob/…`` the very file of
         ``users/alice/…``, one inode) was read and indexed twice, as both users' memory. The
-        first of its names in path order is read, any other refused, as a symlink alias is."""
+        first of its names (:meth:`_same_file_logs`) is read, any other refused, as a symlink
+        alias is."""
         names = self._same_file_logs(real)[1]
         if not names or str(names[0]) == real:
             return None
@@ -217,27 +229,19 @@ class MarkdownStore:
                 "file: read there, not a second time here)")
 
     def _same_file_logs(self, path: str | Path) -> tuple[os.stat_result | None, list[Path]]:
-        """The file at ``path`` and every daily log of this root, in path order, that is that
-        very file (one inode; ``path`` among them): the same day's log of every user, looked
-        at only when the file has more than one link."""
+        """The file at ``path`` and every daily log of this root, in the order they are read
+        (:meth:`SameFiles.names`), that is that very file (one inode; ``path`` among them):
+        any user's, day's or kind's log, looked for only when the file has more than one
+        link. The same day's log of another user was refused, but another day's or another
+        kind's was read, each entry of it reported as not belonging there, and written to as
+        a file of its own."""
         try:
             st = os.stat(path)
         except OSError:
             return None, []
-        if st.st_nlink < 2 or not stat.S_ISREG(st.st_mode):
+        if st.st_nlink < 2 or self.ref_for_path(path) is None:
             return st, []
-        located = self.ref_for_path(path)
-        if located is None:
-            return st, []
-        _, kind, day = located
-        names = []
-        for other in sorted(self._real_root_path.glob(
-                f"*/*/users/*/{kind.folder}/{kind.filename(day)}")):
-            with suppress(OSError):
-                if (os.path.realpath(other) == str(other) and self.ref_for_path(other)
-                        and os.path.samestat(os.stat(other), st)):
-                    names.append(other)
-        return st, names
+        return st, [Path(name) for name in self._same_files.names(os.path.realpath(path), st)]
 
     def _within(self, real: str) -> bool:
         return real == self._real_root or real.startswith(self._real_root + os.sep)
@@ -566,23 +570,26 @@ class MarkdownStore:
         for entry_id in entry_ids:
             by_path.setdefault(self.path_for_id(ref, entry_id), set()).add(entry_id)
         found: dict[str, Entry] = {}
-        for path, wanted in by_path.items():
-            try:
-                log = self.read(path)
-            except (FileNotFoundError, NotADirectoryError, NotRegularFile):
-                continue
-            for entry in log.entries:
-                if entry.id in wanted and entry.id not in found:
-                    found[entry.id] = entry
-            if unreadable is not None:
-                # a log not read whole (broken frontmatter) keeps its indexed rows: an id
-                # missing from it is not known to be deleted until it reads again
-                unreadable |= wanted if log.unread or not log.ok else wanted & log.unreadable
+        with self.one_listing():
+            for path, wanted in by_path.items():
+                try:
+                    log = self.read(path)
+                except (FileNotFoundError, NotADirectoryError, NotRegularFile):
+                    continue
+                for entry in log.entries:
+                    if entry.id in wanted and entry.id not in found:
+                        found[entry.id] = entry
+                if unreadable is not None:
+                    # a log not read whole (broken frontmatter) keeps its indexed rows: an id
+                    # missing from it is not known to be deleted until it reads again
+                    unreadable |= (wanted if log.unread or not log.ok
+                                   else wanted & log.unreadable)
         return found
 
     def entries(self, ref: UserRef, kind: Kind) -> list[Entry]:
         """All parseable entries of one user and kind, in day and file order."""
-        return [e for path in self.iter_files(ref, [kind]) for e in self.read(path).entries]
+        with self.one_listing():
+            return [e for path in self.iter_files(ref, [kind]) for e in self.read(path).entries]
 
     def _parse(self, data: bytes, path: Path, *, entries: bool = True) -> DailyLog:
         label = self._label(path)
@@ -1039,6 +1046,10 @@ class MarkdownStore:
     def _edit(self, path: Path, edit: Callable[[str | None], str | None]) -> None:
         """Apply ``edit`` (current text or None if absent -> new text, or None to leave the file
         alone) under the file lock."""
+        with self.one_listing():
+            self._edit_listed(path, edit)
+
+    def _edit_listed(self, path: Path, edit: Callable[[str | None], str | None]) -> None:
         self._refused_unlocked(path, edit)
         with self._undone_if_failed([path]) as undo, self.lock(path), undo.locks_held():
             for _ in range(_EDIT_ATTEMPTS):
@@ -1094,6 +1105,7 @@ class MarkdownStore:
         for path, edit in edits.items():
             self._refused_unlocked(path, edit)
         with ExitStack() as stack:
+            stack.enter_context(self.one_listing())
             undo = stack.enter_context(self._undone_if_failed(edits))
             for path in sorted(edits):
                 stack.enter_context(self.lock(path))
@@ -1123,6 +1135,8 @@ class MarkdownStore:
         _atomic_write(target, data)
         for alias, old in aliases:
             self._relink(target, alias, old)
+        if aliases:  # the names are of a new file now
+            self._same_files.forget()
 
     def _check_relinkable(self, target: Path, alias: Path) -> None:
         """Refuse the write, before anything is written, when ``alias`` could not be linked
