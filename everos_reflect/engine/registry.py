@@ -90,6 +90,16 @@ def positive_up_to(limit: int, words: str | None = None) -> Callable[[float], st
     return check
 
 
+def count_between(low: int, high: int, why: str = "") -> Callable[[int], str | None]:
+    """A whole number from ``low`` to ``high`` (``why``: what the upper bound stands for)."""
+    bound = f"{low:,} to {high:,}" + (f" ({why})" if why else "")
+
+    def check(value: int) -> str | None:
+        return None if low <= value <= high else f"must be {bound}, got {quoted_value(value)}"
+
+    return check
+
+
 def at_least(low: int) -> Callable[[int], str | None]:
     def check(value: int) -> str | None:
         return None if value >= low else f"must be >= {low}"

@@ -69,8 +69,17 @@ def _expand_dow(text: str, expr: str) -> set[int]:
     return days
 
 
+#: The longest cron expression taken. Every field written as a full list ("0,1,2,…,59 …") is
+#: under 400 characters; a 200,000-character one (blanks after "0 2 * * 1") was accepted and
+#: written whole into every ``status --json`` and status API answer.
+MAX_CRON_CHARS = 1_024
+
+
 def _translate(expr: str) -> tuple[dict[str, str], bool]:
     """Crontab → APScheduler field kwargs, and whether day-of-month/-week combine with OR."""
+    if len(expr) > MAX_CRON_CHARS:
+        raise ValueError(f"invalid cron {quoted_value(expr)}: a cron expression is at most "
+                         f"{MAX_CRON_CHARS:,} characters")
     text = _MACROS.get(expr.strip().lower(), expr.strip())
     if not text.isascii():
         # str.isdigit() is true for "²" and "٣": one crashed int(), the other was read as 3

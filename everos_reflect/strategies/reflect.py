@@ -36,6 +36,7 @@ from everos_reflect.engine.registry import (
     SettingSpec,
     Strategy,
     at_least,
+    count_between,
     duration_up_to,
 )
 from everos_reflect.errors import ConfigError, ProviderUnavailable, describe
@@ -88,6 +89,11 @@ DEFAULT_MAX_DRAFTS_AHEAD = 32
 #: Ready drafts committed together at most (the merges of one batch share each file's write,
 #: the index update and the transactions; more would only delay the first of them).
 DEFAULT_MAX_COMMIT_BATCH = 16
+#: The most drafts ahead, and drafts in one commit batch, a setting may ask for. Each draft
+#: ahead holds its cluster's sources and facts in memory while the LLM works through the
+#: ones before it: 10**12 was accepted and selected every cluster the run's limits allowed
+#: up front; a thousand is far past what any model server drafts at once.
+MAX_DRAFTS = 1_000
 #: How long a ready draft waits for the ones behind it: a batch's writes cost little more than
 #: one merge's, and the LLM keeps drafting meanwhile (32 drafts ahead), so only the commit of
 #: each merge is later, never the run.
@@ -189,11 +195,11 @@ class ReflectEpisodes(Strategy):
         SettingSpec("max_drafts_ahead", int, DEFAULT_MAX_DRAFTS_AHEAD,
                     "Clusters drafted by the LLM ahead of the one being written (at most "
                     "llm.max_concurrency calls in flight; never fewer than that).",
-                    at_least(1)),
+                    count_between(1, MAX_DRAFTS)),
         SettingSpec("max_commit_batch", int, DEFAULT_MAX_COMMIT_BATCH,
                     "Drafts ready at the same time that are written together: one Markdown "
                     "write per file, one index update, one transaction (each merge keeps its "
-                    "own journal row).", at_least(1)),
+                    "own journal row).", count_between(1, MAX_DRAFTS)),
         SettingSpec("commit_wait_seconds", float, DEFAULT_COMMIT_WAIT_SECONDS,
                     "How long a ready draft waits for the drafts right behind it to be ready "
                     "too, so they commit together (0: commit whatever is ready).",
