@@ -30,7 +30,13 @@ from filelock import FileLock
 
 from everos_reflect.embedding.base import pausing
 from everos_reflect.errors import InvalidId
-from everos_reflect.fileio import NotRegularFile, not_utf8, open_regular, read_at_most
+from everos_reflect.fileio import (
+    NotRegularFile,
+    OutsideRoot,
+    not_utf8,
+    open_regular,
+    read_at_most,
+)
 from everos_reflect.index import events, handoff, rebuild
 from everos_reflect.index.db import PARSER_VERSION_KEY, transaction, utcnow_iso
 from everos_reflect.markdown.marks import foreign_marks
@@ -588,6 +594,22 @@ class Indexer:
             for r in rows
         }
 
+    def _not_read(self, path: Path, rel: str, ref: UserRef, kind: Kind,
+                  stored: dict[str, StoredEntry], problem: str) -> _Job:
+        """The job of a log not read for ``problem`` (a link out of the root or to another
+        log): nothing outside the root is read, nor a log a second time through a link to
+        it. What the log held while it was readable keeps its rows, as for a log over the
+        size limit or not UTF-8: deleted, that deletion was published and every record
+        citing one of them went stale for good; kept, the log's removal later is published
+        as one."""
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
+        away = Diagnostic(rel, 0, f"not read: {problem}", severity="fatal")
+        return _Job(rel, ref, kind, SyncPlan(problems=[away], fatal=True),
+                    (st.st_mtime_ns, st.st_size, ""))
+
     def _prepare(self, path: Path) -> _Job | None:
         """Read and plan one file; None when the path is not a daily log of the root."""
         located = self.rt.store.ref_for_path(path)
@@ -598,24 +620,17 @@ class Indexer:
         stored = self._stored_entries(rel)
         limits = self.rt.settings.limits
         if (problem := self.rt.store.link_problem(path)) is not None:
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
-            away = Diagnostic(rel, 0, f"not read: {problem}", severity="fatal")
-            # Nothing outside the root is read, nor a log a second time through a link to it.
-            # What the log held while it was readable keeps its rows, as for a log over the
-            # size limit or not UTF-8: deleted, that deletion was published and every record
-            # citing one of them went stale for good; kept, the log's removal later is
-            # published as one.
-            return _Job(rel, ref, kind, SyncPlan(problems=[away], fatal=True),
-                        (st.st_mtime_ns, st.st_size, ""))
+            return self._not_read(path, rel, ref, kind, stored, problem)
         try:
-            with open_regular(path) as fh:  # a FIFO named like a log: OSError, never a hang
+            # a FIFO named like a log: OSError, never a hang; a symlink out of the root
+            # swapped in since the check above: refused once open
+            with open_regular(path, within=os.path.realpath(self.rt.root)) as fh:
                 st = os.fstat(fh.fileno())  # stats first: a later write shows up as a change
                 # Over the limit: reported, never read, so memory stays bounded by the limit.
                 limit = limits.max_file_bytes
                 data = read_at_most(fh, limit + 1) if st.st_size <= limit else None
+        except OutsideRoot as exc:
+            return self._not_read(path, rel, ref, kind, stored, exc.strerror)
         except (FileNotFoundError, NotADirectoryError, NotRegularFile):
             # A folder or FIFO where the log was is no log, and neither is a path through a
             # file standing where its folder (``episodes``, ``users`` …) was: its entries go,
