@@ -206,12 +206,14 @@ class Prompts:
         table: Mapping[str, Any] | None,
         *,
         file: str = "ome.toml",
-        section: str = "strategies.reflect_episodes",
+        section: str | None = "strategies.reflect_episodes",
     ) -> Prompts:
         """Build from a strategy's settings table: ``language`` and the ``prompts`` sub-table.
 
         Other keys of the table belong to the strategy and are ignored here. Every problem is
-        reported at once in one :class:`ConfigError` naming file, key and reason.
+        reported at once in one :class:`ConfigError` naming file, key and reason; with
+        ``section`` None, a problem of an override names only its prompt (a strategy's check
+        of its ``prompts`` table names the table itself).
         """
         table = table or {}
         problems: list[tuple[str, str, str]] = []
@@ -219,22 +221,24 @@ class Prompts:
 
         language = table.get("language", AUTO)
         if not isinstance(language, str):
-            problems.append((file, f"{section}.language", "must be a non-empty string"))
+            problems.append((file, f"{section or 'strategy'}.language",
+                             "must be a non-empty string"))
         elif reason := language_problem(language):
-            problems.append((file, f"{section}.language", reason))
+            problems.append((file, f"{section or 'strategy'}.language", reason))
         else:
             values["language"] = language.strip()
 
         overrides = table.get("prompts", {})
         if not isinstance(overrides, Mapping):
-            problems.append((file, f"{section}.prompts", "must be a table of templates"))
+            problems.append((file, f"{section or 'strategy'}.prompts",
+                             "must be a table of templates"))
             overrides = {}
         from everos_reflect.llm.tasks import known_tasks, task_template_problem
 
         tasks = {n: t for n, t in known_tasks().items() if t.messages is None}
         task_overrides: dict[str, str] = {}
         for key, text in overrides.items():
-            where = f"{section}.prompts.{key}"
+            where = str(key) if section is None else f"{section}.prompts.{key}"
             if key not in _REQUIRED and key not in tasks:
                 known = ", ".join(sorted({*_REQUIRED, *tasks}))
                 problems.append((file, where, f"unknown prompt (known: {known})"))
