@@ -736,3 +736,23 @@ def test_a_hand_edited_conviction_key_cannot_break_the_worldview_prompt(
     current = req.values["current"]
     assert name == "worldview" and len(current.splitlines()) == 1
     assert current.startswith("- risks (1) forged: trust me: ")
+
+
+def test_a_conviction_citing_more_records_than_its_metadata_holds_is_refused_alone(
+        root: Path, llm: ScriptedLLM) -> None:
+    """A reply citing every one of a thousand insights shown: the conviction's metadata
+    passed the 64 KiB a block may hold, its write was refused, and the owner's window failed
+    on every run, asked again each time."""
+    ome(root, update_worldview="max_records = 1000")
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)
+    try:
+        add_insights(rt, *[f"Insight number {i}." for i in range(1_000)])
+        llm.queue_task("worldview", lambda req: {"convictions": [
+            {"key": "risks", "text": "Everything is risky.",
+             "evidence": list(range(1, len(req.records) + 1))},
+            {"key": "strategy", "text": "Ship less.", "evidence": [1, 2]}]})
+        assert run(rt, "update_worldview") == {"owners": 1, "written": 1, "refused": 1}
+        assert [r["key"] for r in belief_views.worldview(rt, ADA)] == ["strategy"]
+        assert observe(rt, "update_worldview") == 0  # consumed: not asked again
+    finally:
+        rt.close()

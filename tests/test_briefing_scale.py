@@ -117,3 +117,25 @@ def test_packing_20000_lessons_tokenizes_only_what_may_fit() -> None:
     assert tally.texts < 4 * len(got.items) + 10, tally.texts
     assert got.text == pack([Section("Lessons for deploy", lessons)], 1000, COUNTER,
                             header=HEADER).text
+
+
+@pytest.mark.parametrize("text", [
+    "Check the registry credentials and the image tag before each rollout. " * 30,
+    "部署前先检查日志并确认镜像仓库可用。" * 100,  # no ASCII word to count
+])
+def test_packing_many_long_lessons_tokenizes_only_what_may_fit(
+        text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A text over an item's share of the budget may be cut, and its line's floor counted one
+    # token for it: each of 2,000 long lessons was cut to size and counted (5 s a call, 8 s
+    # in Chinese) to keep the two that fit a 1,000-token budget.
+    lessons = [Item(f"ls_20261012_{n:05d}", "lesson", f"{n}: {text}",
+                    "2026-10-12T09:00:00+00:00", [f"tk_20261012_{n % 999:04d}"], 1.0,
+                    "do, confirmed 1x") for n in range(2_000)]
+    tally = _Tally()
+    got = pack([Section("Lessons for deploy", lessons)], 1000, tally, header=HEADER)
+    assert len(got.items) >= 2 and len(got.omitted_ids) == 2_000 - len(got.items)
+    assert tally.texts < 4 * len(got.items) + 10, tally.texts
+    # the block every line counted gives: pruning leaves out only what could not fit
+    monkeypatch.setattr("everos_reflect.briefing.pack.line_floor", lambda *args: 0)
+    assert got.text == pack([Section("Lessons for deploy", lessons)], 1000, COUNTER,
+                            header=HEADER).text

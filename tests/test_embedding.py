@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 
 from everos_reflect.embedding import HashEmbedder, make_embedder
+from everos_reflect.embedding.base import answer_waiting, pausing
 from everos_reflect.embedding.local import (
+    CallSlots,
     LocalEmbedder,
     default_model_path,
     default_tokenizer_path,
@@ -23,6 +25,7 @@ from everos_reflect.embedding.local import (
 from everos_reflect.embedding.openai_embed import OpenAIEmbedder, max_reply_bytes
 from everos_reflect.errors import ProviderUnavailable
 from everos_reflect.settings import EmbeddingSettings
+from tests.waiting import wait_for
 
 
 def cos(a: np.ndarray, b: np.ndarray) -> float:
@@ -214,6 +217,82 @@ def test_local_embedder_runs_at_most_calls_at_once_model_calls(calls_at_once: in
         np.testing.assert_array_equal(got, results[0])
 
 
+class _GatedSession:
+    """The real session; the first call waits for ``go``, and every call notes its thread."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.order: list[str] = []
+        self.go = threading.Event()
+
+    def run(self, *args: Any, **kwargs: Any) -> Any:
+        self.order.append(threading.current_thread().name)
+        if len(self.order) == 1:
+            assert self.go.wait(30)
+        return self.session.run(*args, **kwargs)
+
+
+def test_a_call_someone_waits_for_takes_the_next_free_slot() -> None:
+    """An add's sentence (or a search's query) queued among a Reflection's batches for any
+    free slot: 0.5 s on average, up to 2 s, of an add during a LoCoMo run. It goes first."""
+    embedder = LocalEmbedder(batch_size=1, threads=1, calls_at_once=1)
+    embedder.load()
+    gated = _GatedSession(embedder._session)
+    embedder._session = gated
+
+    def background(text: str) -> None:
+        embedder.embed([text])
+
+    def answering() -> None:
+        with answer_waiting():
+            embedder.embed(["what did Andrew adopt"])
+
+    first = threading.Thread(target=background, args=("the first batch",), name="first")
+    first.start()
+    assert wait_for(lambda: gated.order == ["first"])  # it holds the only slot
+    later = threading.Thread(target=background, args=("a later batch",), name="background")
+    later.start()
+    assert wait_for(lambda: len(embedder._calls._cond._waiters) == 1)
+    answer = threading.Thread(target=answering, name="answer")
+    answer.start()
+    assert wait_for(lambda: len(embedder._calls._cond._waiters) == 2)
+    gated.go.set()
+    for thread in (first, later, answer):
+        thread.join(30)
+    assert gated.order == ["first", "answer", "background"]
+
+
+def test_local_embedder_pauses_between_its_model_calls_only() -> None:
+    """A sync lets a waiting add in at these pauses (:func:`pausing`): one between two model
+    calls, none before the first or after the last."""
+    embedder = LocalEmbedder(batch_size=2, threads=1)
+    pauses: list[int] = []
+    with pausing(lambda: pauses.append(1)):
+        embedder.embed([f"sentence {i} about the lake" for i in range(5)])  # calls of 2, 2, 1
+        assert len(pauses) == 2
+        embedder.embed(["one sentence"])
+    assert len(pauses) == 2
+    embedder.embed([f"sentence {i}" for i in range(5)])  # no sync asked for pauses
+    assert len(pauses) == 2
+
+
+def test_call_slots_let_the_others_go_once_no_urgent_call_waits() -> None:
+    """A background call that waited only because an urgent one did goes as soon as that one
+    has its slot (a free slot stays usable)."""
+    slots = CallSlots(2)
+    with slots.held(urgent=True):
+        got = threading.Event()
+
+        def background() -> None:
+            with slots.held(urgent=False):
+                got.set()
+
+        thread = threading.Thread(target=background)
+        thread.start()
+        assert got.wait(30)  # one slot was free and nobody urgent waited
+        thread.join(30)
+
+
 def test_local_embedder_refuses_no_calls_at_once() -> None:
     with pytest.raises(ValueError, match="calls_at_once"):
         LocalEmbedder(calls_at_once=0)
@@ -358,6 +437,14 @@ def test_openai_embedder_sends_batched_requests_and_normalises(
     np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, rtol=1e-6)
     # order restored from "index": the first component grows with the text length
     assert vectors[1, 0] > vectors[0, 0]
+
+
+def test_openai_embedder_pauses_between_two_requests(fake_server: FakeEmbeddings) -> None:
+    """A sync lets a waiting add in between two requests of one call (:func:`pausing`)."""
+    seen: list[int] = []
+    with pausing(lambda: seen.append(len(fake_server.requests))):
+        remote(fake_server).embed(["a", "bb", "ccc", "dddd", "e"])  # requests of 2, 2, 1
+    assert seen == [1, 2]
 
 
 def test_openai_embedder_rejects_wrong_dimension(fake_server: FakeEmbeddings) -> None:

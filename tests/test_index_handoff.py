@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from everos_reflect.embedding import HashEmbedder
+from everos_reflect.embedding.base import pause_point
 from everos_reflect.index import handoff
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
@@ -271,6 +272,60 @@ def test_a_log_deleted_after_a_partial_sync_leaves_nothing_behind(root: Path) ->
         assert report.files_removed == 1
         assert rt.db().execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
         assert rt.vectors.count(Kind.EPISODE) == 0
+    finally:
+        rt.close()
+
+
+class PausingEmbedder(HashEmbedder):
+    """Embeds a text at a time, with a pause point between two (as the local model's calls
+    of one batch each); holds the scan at its first text, and notes who embedded in turn."""
+
+    def __init__(self) -> None:
+        super().__init__(64)
+        self.held = threading.Event()
+        self.go_on = threading.Event()
+        self.writer_done = threading.Event()
+        self.turns: list[str] = []
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if any(WRITER in t for t in texts):
+            self.turns.append("writer")
+            return super().embed(texts)
+        rows = []
+        for i, text in enumerate(texts):
+            if i:
+                pause_point()
+            self.turns.append("scan")
+            if len(self.turns) == 1:
+                self.held.set()
+                assert self.go_on.wait(30)
+            rows.append(super().embed([text])[0])
+        return np.array(rows)
+
+
+@pytest.mark.parametrize("same_log", [False, True])
+def test_an_add_goes_in_between_two_model_calls_of_one_embedding_call(
+        root: Path, same_log: bool) -> None:
+    """A flush's texts are embedded in calls of 256; one such call held an add for seconds
+    (during a Reflection, the watcher's sync of the narratives it wrote: adds to `serve` took
+    up to 7.6 s). The add goes in at the next pause point inside the call; when it wrote to
+    one of the flush's logs, the flush is planned again and nothing is indexed twice."""
+    embedder = PausingEmbedder()
+    rt = make_runtime(root, ExtractiveLLM(), embedder=embedder)
+    for hour in range(10, 14):  # one call of four texts
+        add_episode(rt, ANDREW, f"2026-08-01T{hour}:00:00+00:00", f"Walk {hour}",
+                    f"Andrew walked the dog along the river at {hour} o'clock.")
+    writer_ref = ANDREW if same_log else UserRef("default_app", "default_project", "u_bob")
+    try:
+        entry = scan_with_a_waiting_writer(rt, embedder, 256,  # type: ignore[arg-type]
+                                           writer_ref, "2026-08-01T19:00:00+00:00",
+                                           f"Bought a {WRITER} at the market.")
+        assert embedder.turns == ["scan", "writer", "scan", "scan", "scan"]
+        ids = [tuple(row) for row in rt.db().execute("SELECT user_id, id FROM entries")]
+        assert (writer_ref.user_id, entry.id) in ids and len(ids) == len(set(ids)) == 5
+        assert rt.vectors.count(Kind.EPISODE) == 5
+        for rel, sha in rt.db().execute("SELECT path, sha256 FROM files"):
+            assert sha == hashlib.sha256((root / rel).read_bytes()).hexdigest(), rel
     finally:
         rt.close()
 

@@ -294,6 +294,36 @@ def test_offline_insights_state_recurring_topics_with_counts_and_dates(root: Pat
         assert entry.meta["provider"] == "extractive" and len(entry.meta["evidence"]) >= 2
 
 
+def test_offline_a_later_count_of_a_topic_archives_the_earlier_one(root: Path) -> None:
+    """"'deploy retry' comes up in 4 episodes" stayed live and served beside the "13
+    episodes" of a later run: the older count was no longer true."""
+    from datetime import UTC, datetime, timedelta
+
+    rt = make_runtime(root, ExtractiveLLM())
+    fill(rt)
+
+    def deploys(weeks: range) -> None:
+        for week in weeks:
+            ts = datetime(2026, 10, 1, 9, tzinfo=UTC) + timedelta(weeks=week)
+            add_episode(rt, DEV, ts.isoformat(), "Deploy retry", "Before retrying the deploy "
+                        "the user asked to see the kubernetes logs.", importance=8)
+
+    deploys(range(4))
+    run(rt)
+    (first,) = [e for e in insights(rt) if e.content.startswith("'deploy retry' comes up in 4")]
+    deploys(range(4, 13))
+    run(rt, force=True)
+    live = [e.content for e in insights(rt)
+            if e.deprecated_by is None and e.content.startswith("'deploy retry'")]
+    assert live == ["'deploy retry' comes up in 13 episodes across 13 weeks (first 2026-10-01, "
+                    "last 2026-12-24)."]
+    (second,) = [e for e in rt.store.entries(DEV, Kind.INSIGHT) if e.content == live[0]]
+    assert rt.store.get(DEV, first.id).deprecated_by == second.id
+    # the other topics stand: "reverted" is still counted as it was
+    assert any(e.content.startswith("'reverted' comes up in 3") and e.deprecated_by is None
+               for e in insights(rt))
+
+
 def test_offline_topic_names_a_phrase_only_where_every_episode_says_it() -> None:
     from everos_reflect.model import Entry, Kind
     from everos_reflect.strategies.insights_offline import recurring_topics

@@ -587,3 +587,43 @@ def test_a_contest_is_over_once_no_rival_is_left_live(root: Path) -> None:
     assert [(got[i].status, got[i].contested_with) for i in (alone, itself, left)] == [
         ("active", ()), ("active", ()), ("contested", (old,))]
     rt.close()
+
+
+def test_a_lesson_of_a_thousand_tasks_cites_the_latest_and_counts_them_all(root: Path) -> None:
+    """An offline lesson cited every task its error recurred in: at some 900 tasks its
+    metadata passed the 64 KiB a block may hold, it could not be written, and the task type
+    failed every run, its tasks never consumed."""
+    from collections import defaultdict
+
+    from everos_reflect.embedding.base import HashEmbedder
+    from everos_reflect.llm import ExtractiveLLM
+    from everos_reflect.strategies.lessons import MAX_LESSON_EVIDENCE
+
+    rt = Runtime(root, embedder=HashEmbedder(64), llm=ExtractiveLLM())
+
+    def failed_deploys(numbers: range, day: int | None = None) -> list[str]:
+        by_day: dict[str, list[Any]] = defaultdict(list)
+        for i in numbers:
+            t = new_task(REF, task_type="deploy", goal=f"Deploy build {i}", steps=["deploy"],
+                         outcome="failure", errors=[f"registry timeout after {i} s"],
+                         timestamp=f"2026-10-{day or 1 + i % 28:02d}T10:00:00+00:00")
+            by_day[t.day].append((t.meta, t.sections))
+        return [e.id for d in sorted(by_day)
+                for e in rt.store.append_many(REF, Kind.TASK, by_day[d], day=d)]
+
+    try:
+        ids = failed_deploys(range(1_000))
+        assert learn(rt, max_records=1_000) == {"owners": 1, "written": 1}
+        (lesson,) = lessons(rt)
+        assert lesson.confirmations == 1_000
+        assert lesson.evidence == tuple(ids[-MAX_LESSON_EVIDENCE:])  # the latest tasks
+        assert set(rt.store.get(REF, lesson.id).meta["evidence_hash"]) == set(lesson.evidence)
+        # two more such tasks: counted, and cited in place of the two oldest cited
+        ids += failed_deploys(range(1_000, 1_002), day=29)
+        assert learn(rt, max_records=1_000) == {"owners": 1}
+        (lesson,) = lessons(rt)
+        assert lesson.confirmations == 1_002
+        assert lesson.evidence == tuple(ids[-MAX_LESSON_EVIDENCE:])
+        assert learn(rt, max_records=1_000) == {}  # nothing new: nothing written
+    finally:
+        rt.close()

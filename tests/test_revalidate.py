@@ -108,6 +108,21 @@ def test_offline_a_stale_insight_stays_stale_and_the_run_says_it_needs_an_llm(ro
     assert rt.store.get(DEV, first.id).meta["status"] == "stale"
 
 
+def test_the_data_poll_waits_out_the_cooldown_since_the_last_run(root: Path) -> None:
+    """`cooldown_seconds` was taken and ignored: a stale insight the model could not settle
+    (offline, or a server down) had the strategy run again at every data poll (30 s)."""
+    from datetime import UTC, datetime, timedelta
+
+    rt, eps, _first, _second = setup(root)
+    merged(rt, eps)
+    values = validate_strategy_settings(NAME, {"enabled": True, "cooldown_seconds": 600},
+                                        "ome.toml")
+    now = datetime.now(UTC)
+    assert RevalidateInsights().observe(rt, now - timedelta(seconds=60), values) == 0
+    assert RevalidateInsights().observe(rt, now - timedelta(seconds=601), values) == 2
+    assert RevalidateInsights().observe(rt, None, values) == 2
+
+
 @pytest.mark.parametrize("depth", ["one", "[1, 2]", "true", "-3"])
 def test_a_hand_edited_depth_that_is_not_a_count_is_read_as_one(root: Path, fake_openai,
                                                                 depth: str) -> None:

@@ -35,6 +35,7 @@ class Counts(Protocol):
 MIN_ITEM_TOKENS = 24  # an item cut shorter than this says too little to be worth its line
 MIN_LINE_TOKENS = 5  # "-", "[", two "·" and "]": the least any item line costs
 MAX_CITED_SHOWN = 5  # ids of an item's evidence written out; the rest are counted
+CUT_MARKER = " …"  # ends a text cut to its share of the budget
 
 
 @dataclass
@@ -134,8 +135,9 @@ def pack(
         omitted = dict(Counter(i.kind for i in every))
         return Briefing("", [], 0, max_tokens, route, omitted, [i.id for i in every])
 
-    packer = _Packer(counter, room=max_tokens - reserve, used=head_cost,
-                     cap=max(MIN_ITEM_TOKENS, (max_tokens - head_cost) // 3), lines=[header])
+    cap = max(MIN_ITEM_TOKENS, (max_tokens - head_cost) // 3)
+    packer = _Packer(counter, room=max_tokens - reserve, used=head_cost, cap=cap,
+                     lines=[header], cut=cut_floor(cap, counter))
     for section in sections:
         if section.items:
             packer.section(section)
@@ -200,6 +202,8 @@ class _Packer:
     used: int
     cap: int
     lines: list[str]
+    #: the fewest tokens a text cut to ``cap`` shows (:func:`line_floor`), counted once
+    cut: int | None = None
     kept: list[Item] = field(default_factory=list)
     left: list[Item] = field(default_factory=list)
     restated: list[Item] = field(default_factory=list)
@@ -236,7 +240,8 @@ class _Packer:
         self._decided.add(item.id)
         head = 0 if self._opened else self._heading_cost
         if (self.room - self.used - head < MIN_LINE_TOKENS
-                or self.used + head + line_floor(item, self.cap, self.counter) > self.room):
+                or self.used + head + line_floor(item, self.cap, self.counter,
+                                                 self.cut) > self.room):
             self.left.append(item)  # surely too long: not worth tokenizing
         else:
             item = _capped(item, self.cap, self.counter)
@@ -255,7 +260,7 @@ class _Packer:
             self._consider(fact)
 
 
-def line_floor(item: Item, cap: int, counter: Counts) -> int:
+def line_floor(item: Item, cap: int, counter: Counts, cut: int | None = None) -> int:
     """A lower bound of the tokens of ``item_line(_capped(item, cap, counter))``, without
     tokenizing. The line's parts meet at spaces or punctuation, which the tokenizer splits
     on, so its count is the sum of theirs: the fixed marks ("-", "[", each "·", "]", "cites",
@@ -267,14 +272,23 @@ def line_floor(item: Item, cap: int, counter: Counts) -> int:
     rest = " ".join([item.id, item.kind, (item.timestamp or "")[:10], *shown, item.note])
     text = counter.at_least(item.text)
     if not counter.surely_within(item.text, cap):
-        text = min(text, 1)
+        # cut, it still shows ``cap`` tokens less its marker's (:func:`cut_floor`): counted
+        # as 1, every long text could fit, and each of 2,000 long lessons was cut to size and
+        # counted (2.5 ms each) only to be left out
+        text = min(text, cut_floor(cap, counter) if cut is None else cut)
     return marks + counter.at_least(rest) + text
+
+
+def cut_floor(cap: int, counter: Counts) -> int:
+    """The fewest tokens a text cut to ``cap`` tokens shows (:func:`_capped`): all but its
+    marker's. The tokenizer splits the kept text into the tokens it was cut after, again."""
+    return max(0, cap - counter.count(CUT_MARKER))
 
 
 def _capped(item: Item, cap: int, counter: Counts) -> Item:
     if counter.surely_within(item.text, cap):
         return item
-    text = counter.truncate(item.text, cap)
+    text = counter.truncate(item.text, cap, CUT_MARKER)
     if text == item.text:
         return item
     return Item(item.id, item.kind, text, item.timestamp, list(item.evidence), item.score,

@@ -6,7 +6,8 @@ add items up one by one and the block it renders stays within what it added.
 
 Tokenizing costs tens of microseconds a line, so a packer with thousands of candidates first asks
 :meth:`TokenCounter.at_least` and :meth:`TokenCounter.surely_within`, which read the text's
-ASCII only and never tokenize, and tokenizes just the items that may still fit.
+ASCII (and CJK ideographs) only and never tokenize, and tokenizes just the items that may
+still fit.
 """
 
 from __future__ import annotations
@@ -31,6 +32,12 @@ _ASCII_PIECE = re.compile(r"[A-Za-z0-9]+|[" + _ASCII_PUNCT + "]")
 _SURE_PIECE = re.compile(
     r"[" + _ASCII_PUNCT + r"]|(?<![^" + _SEPARATOR + r"])[A-Za-z0-9]+(?![^" + _SEPARATOR + r"])")
 
+# each CJK ideograph, which the normalizer sets apart as a piece of its own (BERT's "Chinese
+# characters": these blocks): Chinese or Japanese text has no ASCII pieces to count, and each
+# of its lessons was tokenized whole to find it could not fit
+_CJK = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df"
+                  "\U0002a700-\U0002b81f\U0002b920-\U0002ceaf\U0002f800-\U0002fa1f]")
+
 
 #: Counts of at most this many texts of at most ``MEMO_CHARS`` characters are remembered (the
 #: lines a briefing may keep come back call after call); the table is emptied when full.
@@ -53,14 +60,14 @@ class TokenCounter:
                           "BertNormalizer", "BertPreTokenizer", "WordPiece")
 
     def at_least(self, text: str) -> int:
-        """A lower bound of :meth:`count` read from the text's ASCII alone (no tokenizing):
-        the pieces the tokenizer surely makes. Exact for ASCII prose without subwords; 0 when
-        the tokenizer is not the bundled kind."""
+        """A lower bound of :meth:`count` read from the text's ASCII and CJK ideographs
+        alone (no tokenizing): the pieces the tokenizer surely makes. Exact for ASCII prose
+        without subwords; 0 when the tokenizer is not the bundled kind."""
         if not self._bert or not text:
             return 0
         if text.isascii() and not _ASCII_CONTROL.search(text):
             return len(_ASCII_PIECE.findall(text))
-        return len(_SURE_PIECE.findall(text))
+        return len(_SURE_PIECE.findall(text)) + len(_CJK.findall(text))
 
     def surely_within(self, text: str, limit: int) -> bool:
         """Whether :meth:`count` of ``text`` is surely at most ``limit``, without tokenizing:

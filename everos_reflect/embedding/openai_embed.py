@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from everos_reflect.embedding.base import is_answer_waiting, l2_normalize
+from everos_reflect.embedding.base import is_answer_waiting, l2_normalize, pause_point
 from everos_reflect.errors import ProviderUnavailable, clipped
 from everos_reflect.model import quoted_value, redacted_url
 
@@ -144,10 +144,11 @@ class OpenAIEmbedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         # An empty string is rejected by the OpenAI API; a single space embeds "nothing".
         clean = [str(t) if str(t).strip() else " " for t in texts]
-        parts = [
-            self._request(clean[start : start + self.batch_size])
-            for start in range(0, len(clean), self.batch_size)
-        ]
+        parts = []
+        for start in range(0, len(clean), self.batch_size):
+            if start:
+                pause_point()  # an add someone waits for may go in between two requests
+            parts.append(self._request(clean[start : start + self.batch_size]))
         return l2_normalize(np.concatenate(parts))
 
 

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from filelock import FileLock
 
+from everos_reflect.embedding.base import pausing
 from everos_reflect.errors import InvalidId
 from everos_reflect.fileio import NotRegularFile, not_utf8, open_regular, read_at_most
 from everos_reflect.index import events, handoff, rebuild
@@ -848,16 +849,42 @@ class Indexer:
         todo = {(job.rel, e.id, e.search_text): (job, e) for job in jobs
                 for e in job.plan.upserts if e.id in job.plan.embed}
         keys = [key for key in todo if key not in made]
-        # One call when nobody could be let in (a reindex, an add's own sync), as before.
-        step = self.flush_entries if self._may_let_writers_in() else max(len(keys), 1)
-        for start in range(0, len(keys), step):
-            if start and self._let_writers_in() and any(map(self._changed_since_read, jobs)):
-                return False
-            part = keys[start:start + step]
-            made.update(zip(part, self.rt.embedder.embed([k[2] for k in part]), strict=True))
+        if not self._may_let_writers_in():  # a reindex, an add's own sync: one call, as before
+            if keys:
+                made.update(zip(keys, self.rt.embedder.embed([k[2] for k in keys]),
+                                strict=True))
+        elif not self._embed_letting_writers_in(jobs, keys, made):
+            return False
         for key, (job, entry) in todo.items():
             job.vectors[entry.id] = made[key]
         return True
+
+    def _embed_letting_writers_in(self, jobs: list[_Job], keys: list[_Made],
+                                  made: dict[_Made, np.ndarray]) -> bool:
+        """Embed ``keys`` into ``made`` in calls of ``flush_entries`` texts, letting a waiting
+        writer in between two calls and between two model calls inside one
+        (:func:`~everos_reflect.embedding.base.pausing`): a call of 256 texts held an add for
+        seconds. False when a writer let in changed one of the jobs' logs."""
+        owner = threading.get_ident()
+        let_in = False
+
+        def pause() -> None:
+            nonlocal let_in
+            if threading.get_ident() == owner:  # the lock is this thread's to let go of
+                let_in = self._let_writers_in() or let_in
+
+        with pausing(pause):
+            for start in range(0, len(keys), self.flush_entries):
+                if start:
+                    pause()
+                if let_in:
+                    if any(map(self._changed_since_read, jobs)):
+                        return False
+                    let_in = False
+                part = keys[start:start + self.flush_entries]
+                made.update(zip(part, self.rt.embedder.embed([k[2] for k in part]),
+                                strict=True))
+        return not (let_in and any(map(self._changed_since_read, jobs)))
 
     def _write_vectors(self, jobs: list[_Job]) -> None:
         """LanceDB before SQLite: if we stop in between, the files row is stale and redone."""

@@ -40,6 +40,12 @@ BINDING_KEYS: frozenset[str] = frozenset({"commitments"})
 #: What a conviction key may look like (it is written as metadata and shown in prompts).
 KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 
+#: The most records one derived record may cite: each citation costs its ``evidence`` id and
+#: its ``evidence_hash`` (some 70 bytes), and a record citing a thousand passed the 64 KiB a
+#: metadata block may hold. Written, it was refused, and the owner's window failed on every
+#: run; a proposal citing more is refused on its own instead (counted ``refused``).
+MAX_CITATIONS = 200
+
 SELF_CONTRADICTION = "self_contradiction"
 RECONCILIATION = "reconciliation"
 ACTIVE, RESOLVED, STALE, RETIRED = "active", "resolved", "stale", "retired"
@@ -51,7 +57,7 @@ ACTIVE, RESOLVED, STALE, RETIRED = "active", "resolved", "stale", "retired"
 def status_of(entry: Entry) -> str:
     """A derived record's ``status`` (``active`` when absent: a hand-written record counts)."""
     value = entry.meta.get("status")
-    return str(value).strip() if value is not None else ACTIVE
+    return str(value).strip().lower() if value is not None else ACTIVE
 
 
 def is_live(entry: Entry) -> bool:
@@ -302,6 +308,10 @@ def plan_versions(
         if not text or not evidence:
             plan.refused.append(f"key {quoted_value(key)}: a conviction needs text and evidence")
             continue
+        if len(evidence) > MAX_CITATIONS:
+            plan.refused.append(f"key {quoted_value(key)}: it cites {len(evidence)} records, at "
+                                f"most {MAX_CITATIONS}")
+            continue
         before = current.get(key)
         if before is not None and same_text(before.text, text):
             plan.unchanged.append(key)
@@ -401,6 +411,7 @@ __all__ = [
     "BINDING_KEYS",
     "DEFAULT_KEYS",
     "KEY_RE",
+    "MAX_CITATIONS",
     "RECONCILIATION",
     "RESOLVED",
     "SELF_CONTRADICTION",

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Collection, Mapping, Sequence
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.registry import (
@@ -233,8 +234,10 @@ class ReflectInsights(BeliefTier):
             if not found:  # nothing honest to say offline: write nothing, say why
                 derived.needs_llm = offline_reason(owner=True)
                 return derived
-            return self._write(ctx, work, state, [
+            derived = self._write(ctx, work, state, [
                 (t.question, t.text, t.evidence) for t in found], derived)
+            sync(ctx.runtime, supersede_topics(ctx.runtime, work.ref))
+            return derived
         derived = Derived()
         questions = self._questions(ctx, state, budget, derived)
         proposals: list[tuple[str, str, list[str]]] = []
@@ -366,6 +369,30 @@ class InsightState(BeliefState):
 
     def by_id_all(self) -> dict[str, Entry]:
         return {e.id: e for e in (*self.episodes, *self.facts, *self.insights)}
+
+
+def supersede_topics(runtime: Runtime, ref: UserRef) -> set[Path]:
+    """Archive each offline topic insight that a later count of the same topic replaced
+    (``deprecated_entries``, toward the newest); the files written. "'deploy' comes up in 4
+    episodes" stayed live, and served, beside "'deploy' comes up in 13 episodes" written
+    weeks later: the older count is no longer true. Idempotent, so a run killed between
+    writing a count and archiving the one before is finished by the next offline run."""
+    from everos_reflect.strategies.belief_store import DERIVATION_KEY
+    from everos_reflect.strategies.insights_offline import topic_of
+
+    by_term: dict[str, list[Entry]] = {}
+    for entry in runtime.store.entries(ref, Kind.INSIGHT):
+        if (entry.deprecated_by is None and DERIVATION_KEY in entry.meta
+                and entry.meta.get("provider") == "extractive"
+                and (term := topic_of(entry.content)) is not None):
+            by_term.setdefault(term, []).append(entry)
+    archive: dict[str, str] = {}
+    for versions in by_term.values():
+        versions.sort(key=lambda e: (beliefs.instant(e.timestamp), e.id))
+        archive.update({old.id: versions[-1].id for old in versions[:-1]})
+    if archive:
+        runtime.store.deprecate(ref, archive)
+    return {runtime.store.path_for_id(ref, i) for i in archive}
 
 
 def offline_reason(*, owner: bool = False) -> str:

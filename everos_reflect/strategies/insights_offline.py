@@ -43,6 +43,18 @@ class Topic:
                 f"weeks (first {self.first}, last {self.last}).")
 
 
+#: The statement :attr:`Topic.text` makes, read back: its term.
+_STATEMENT_RE = re.compile(r"'(?P<term>.+)' comes up in \d+ episodes across \d+ weeks "
+                           r"\(first \S+, last \S+\)\.")
+
+
+def topic_of(text: str) -> str | None:
+    """The term an offline insight's text counts (:attr:`Topic.text`), or None for any
+    other text (an LLM's insight, or one a person rewrote)."""
+    found = _STATEMENT_RE.fullmatch(text.strip())
+    return found.group("term") if found else None
+
+
 def recurring_topics(episodes: Sequence[Entry], *, limit: int = 3, min_weeks: int = MIN_WEEKS,
                      max_evidence: int = 8) -> list[Topic]:
     """Up to ``limit`` recurring topics, most salient first; fewer (or none) when the history

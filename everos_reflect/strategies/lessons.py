@@ -82,6 +82,23 @@ CONTESTED, ACTIVE, RETIRED = "contested", "active", "retired"
 #: anything the log's size allows (a 10 MB goal made a 10 MB prompt). Every task call clips
 #: its records the same way (:func:`~everos_reflect.llm.tasks.clip_records`).
 MAX_TASK_PROMPT_CHARS = MAX_RECORD_PROMPT_CHARS
+#: The most tasks one lesson cites (``evidence``, and ``evidence_hash`` of each): the most
+#: recent ones; ``confirmations`` counts them all. A lesson citing every task it was learned
+#: or confirmed from outgrew the 64 KiB a metadata block may hold at some 900 tasks (an
+#: offline lesson of an error 900 deploys met, or one a model restated run after run): it
+#: could not be written, and its task type failed every run, its tasks never consumed.
+MAX_LESSON_EVIDENCE = 200
+
+
+def latest(evidence: Sequence[str], order: Mapping[str, int]) -> tuple[str, ...]:
+    """``evidence`` without repeats and, past :data:`MAX_LESSON_EVIDENCE` tasks, cut to the
+    ones that come last in ``order`` (task id → its place among the owner's tasks, oldest
+    first; a task not in it is cut first), the order given kept."""
+    unique = list(dict.fromkeys(evidence))
+    if len(unique) <= MAX_LESSON_EVIDENCE:
+        return tuple(unique)
+    kept = set(sorted(unique, key=lambda t: order.get(t, -1))[-MAX_LESSON_EVIDENCE:])
+    return tuple(t for t in unique if t in kept)
 
 
 def _fraction(value: float) -> str | None:
@@ -108,6 +125,10 @@ class LessonState:
 
     def live_lessons(self, task_type: str) -> list[Lesson]:
         return [x for x in map(read_lesson, self.lessons) if x.live and x.task_type == task_type]
+
+    def task_order(self) -> dict[str, int]:
+        """Task id → its place among the owner's tasks (day and file order, oldest first)."""
+        return {e.id: n for n, e in enumerate(self.tasks)}
 
 
 @dataclass
@@ -287,6 +308,7 @@ class LearnLessons(BeliefTier):
     def _plan(self, rt: Runtime, state: LessonState, task_type: str,
               candidates: Sequence[learning.Candidate], settings: Mapping[str, Any]) -> _Plan:
         plan = _Plan({}, [])
+        order = state.task_order()
         existing = state.live_lessons(task_type)
         # text only: a hand-written list or mapping there was unhashable, and the TypeError
         # stopped the run for every owner, on every run
@@ -325,8 +347,9 @@ class LearnLessons(BeliefTier):
                     plan.garbled[old.id] = old.garbled
                 elif not old.ours:
                     plan.handwritten += 1
-                elif fresh or count != old.confirmations:
-                    plan.confirm[old.id] = (before + fresh, count)
+                elif ((cited := latest(before + fresh, order)) != old.evidence
+                      or count != old.confirmations):
+                    plan.confirm[old.id] = (cited, count)
                 continue
             status = CONTESTED if decision.action == "contradict" else ACTIVE
             target = decision.target if decision.action in ("refine", "contradict") else None
@@ -351,7 +374,7 @@ class LearnLessons(BeliefTier):
         store, touched = rt.store, set()
         hashes = _Hashes(state)
         for lesson_id, (evidence, count) in plan.confirm.items():
-            evidence = tuple(dict.fromkeys(evidence))
+            evidence = latest(evidence, hashes.order)
             store.update_meta(ref, lesson_id, {"evidence": list(evidence),
                                                "confirmations": count,
                                                "evidence_hash": hashes.of(evidence, lesson_id)})
@@ -394,7 +417,7 @@ class LearnLessons(BeliefTier):
         if old is not None and status == ACTIVE:  # a refinement inherits what it refines
             evidence = tuple(dict.fromkeys(old.evidence + cand.evidence))
             confirmations = old.confirmations + len(set(cand.evidence) - set(old.evidence))
-        meta = derived_meta(evidence=evidence, depth=1, key=key, extra={
+        meta = derived_meta(evidence=latest(evidence, hashes.order), depth=1, key=key, extra={
             "task_type": task_type, "lesson_type": cand.lesson_type,
             "confirmations": max(1, confirmations), "created_by": CREATED_BY,
             "signature": cand.signature,
@@ -403,8 +426,7 @@ class LearnLessons(BeliefTier):
         })
         meta["status"] = status
         meta["evidence_hash"] = hashes.of(
-            tuple(dict.fromkeys(evidence)),
-            old.id if old is not None and status == ACTIVE else None)
+            meta["evidence"], old.id if old is not None and status == ACTIVE else None)
         # the timestamp stays, None: the store stamps it on the day of the log it writes
         return ({k: v for k, v in meta.items() if v is not None or k == "timestamp"},
                 {"Lesson": cand.text})
@@ -420,6 +442,7 @@ class _Hashes:
 
     def __init__(self, state: LessonState) -> None:
         self.tasks = {e.id: e for e in state.tasks}
+        self.order = state.task_order()
         self.kept = {e.id: evidence_hashes(e) for e in state.lessons}
 
     def of(self, evidence: Sequence[str], lesson_id: str | None) -> dict[str, str]:

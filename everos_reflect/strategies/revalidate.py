@@ -32,7 +32,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Collection, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.limits import Budget
@@ -321,11 +321,17 @@ class RevalidateInsights(Strategy):
 
     def observe(self, runtime: Runtime, since: datetime | None,
                 settings: Mapping[str, Any] | None = None) -> float:
-        """Stale insights waiting (the data trigger fires at one)."""
+        """Stale insights waiting (the data trigger fires at one), 0 while the cooldown since
+        the last run lasts (``cooldown_seconds``, as the other tiers wait it out): ignored
+        here, a stale insight the model could not settle (a server down, offline) had the
+        strategy run again at every data poll, every 30 s."""
         from everos_reflect.engine.engine import Engine
 
         if settings is None:
             settings = Engine(runtime, recover=False).settings_for(NAME)
+        cooldown = timedelta(seconds=float(settings.get("cooldown_seconds", 0.0)))
+        if not beliefs.cooldown_over(since, datetime.now(UTC), cooldown):
+            return 0.0
         sent = SentWith.tasks(runtime, settings, TASKS)
         total = 0
         for ref in runtime.store.iter_users():
