@@ -55,15 +55,24 @@ def quoted(value: str, *, escape: bool = False) -> str:
     return f"{shown[:-1]}…{shown[-1]} ({len(value):,} characters)"
 
 
+class ShownKey(str):
+    """A key :func:`shown_key` made fit to show; shown again, it stays as it is."""
+
+
 def shown_key(key: str) -> str:
     """A configuration key (``llm.model``, ``EVEROS_LLM__MODEL``, ``strategies.x.y``) as an
     error names it: as written when it is short and printable, else as :func:`quoted` writes
     it with escapes. A key is text of the file or the environment as much as a value is: an
     unknown 5,000-character key made a 5,000-character error line, and a quoted TOML key may
-    hold a line break or a terminal escape, which the error printed raw."""
-    if len(key) <= QUOTED_MAX and key.isprintable():
+    hold a line break or a terminal escape, which the error printed raw. A key shown already
+    is returned as it is: the problems of one strategy's table, gathered into ``ome.toml``'s
+    error, were quoted a second time (``"'strategies.x.kkk…' (100,028 characters)" (84
+    characters)``), the length named being the quote's."""
+    if isinstance(key, ShownKey):
         return key
-    return quoted(key, escape=True)
+    if len(key) <= QUOTED_MAX and key.isprintable():
+        return ShownKey(key)
+    return ShownKey(quoted(key, escape=True))
 
 
 #: The most characters of a path an error message shows whole.

@@ -868,9 +868,13 @@ def not_stated_by(fact: _Sentence, sentence: _Sentence) -> bool:
     the bike." does not state "Sam asked how to fix the bike." (cosine 0.88; an LLM merge
     that kept only the deed, or turned "asked whether the gym has a pool" into "the gym has
     a pool", passed with the asking lost), while "Sam fixed the bike after asking how to
-    fix it." states both."""
+    fix it." states both. Nor does a one-off or temporary event told in the past state a
+    standing fact ("Lucia left the studio early." against "Lucia drives to the studio.",
+    cosine 0.80), the pair the merge keeps apart; "Lucia drives to the studio and left it
+    early one day." states both (its first verb is no past)."""
     return ((sentence.question and not fact.question) or (sentence.then and not fact.then)
             or (sentence.wish and not fact.wish)
+            or (sentence.passing and sentence.past and not fact.passing)
             or (fact.question and not sentence.question
                 and _ASKING_RE.search(sentence.text) is None))
 
