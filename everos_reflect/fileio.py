@@ -24,19 +24,47 @@ class NotRegularFile(OSError):
     """A folder, FIFO or device stands where a file was expected."""
 
 
-def open_regular(path: str | os.PathLike[str]) -> BinaryIO:
+class OutsideRoot(OSError):
+    """The file opened is outside the memory root: a symlink swapped in for a log after the
+    path was checked (:func:`open_regular` with ``within``)."""
+
+
+#: What :class:`OutsideRoot` says of the file (the words the store's symlink check uses).
+LEADS_OUTSIDE = "it is a symlink leading outside the memory root"
+
+
+def open_regular(path: str | os.PathLike[str], within: str | None = None) -> BinaryIO:
     """Open a file for reading, refusing anything but a regular file (:class:`NotRegularFile`)
     without ever blocking: a FIFO named like a log would hang a plain ``open()`` — and the
-    watcher — forever."""
+    watcher — forever. With ``within`` (a real folder path), a file that turns out to be
+    outside it once open is refused too (:class:`OutsideRoot`): a log swapped for a symlink to
+    ``/etc/shadow`` between the store's check of its path and this open was read, and
+    indexed, as the log."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
             raise NotRegularFile(errno.EINVAL, "not a regular file", str(path))
+        if within is not None and _opened_outside(fd, st, within):
+            raise OutsideRoot(errno.EACCES, LEADS_OUTSIDE, str(path))
         os.set_blocking(fd, True)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
         raise
+
+
+def _opened_outside(fd: int, st: os.stat_result, within: str) -> bool:
+    """Whether the open file ``fd`` (``st``) is somewhere outside the folder ``within``, as the
+    kernel names it (``/proc/self/fd``). False where that cannot be told (no ``/proc``, a
+    name that is not the very file: another mount namespace): the path's check stands."""
+    try:
+        where = os.readlink(f"/proc/self/fd/{fd}")
+        if not os.path.samestat(os.stat(where), st):
+            return False
+    except OSError:
+        return False
+    return not (where == within or where.startswith(within.rstrip(os.sep) + os.sep))
 
 
 def read_at_most(fh: BinaryIO, count: int) -> bytes:

@@ -55,27 +55,48 @@ def quoted(value: str, *, escape: bool = False) -> str:
     return f"{shown[:-1]}…{shown[-1]} ({len(value):,} characters)"
 
 
+class ShownKey(str):
+    """A key :func:`shown_key` made fit to show; shown again, it stays as it is."""
+
+
 def shown_key(key: str) -> str:
     """A configuration key (``llm.model``, ``EVEROS_LLM__MODEL``, ``strategies.x.y``) as an
     error names it: as written when it is short and printable, else as :func:`quoted` writes
     it with escapes. A key is text of the file or the environment as much as a value is: an
     unknown 5,000-character key made a 5,000-character error line, and a quoted TOML key may
-    hold a line break or a terminal escape, which the error printed raw."""
-    if len(key) <= QUOTED_MAX and key.isprintable():
+    hold a line break or a terminal escape, which the error printed raw. A key shown already
+    is returned as it is: the problems of one strategy's table, gathered into ``ome.toml``'s
+    error, were quoted a second time (``"'strategies.x.kkk…' (100,028 characters)" (84
+    characters)``), the length named being the quote's."""
+    if isinstance(key, ShownKey):
         return key
-    return quoted(key, escape=True)
+    if len(key) <= QUOTED_MAX and key.isprintable():
+        return ShownKey(key)
+    return ShownKey(quoted(key, escape=True))
 
 
 #: The most characters of a path an error message shows whole.
 PATH_SHOWN_MAX = 200
+#: A byte of a path that is not UTF-8, as Python holds it (``os.fsdecode``: U+DC80–U+DCFF),
+#: and how it is shown: ``\xff``.
+BYTE_ESCAPES = {c: f"\\x{c - 0xDC00:02x}" for c in range(0xDC80, 0xDD00)}
+
+
+def path_text(path: object) -> str:
+    """``path`` as text any output can hold: each byte of it that is not UTF-8 written
+    ``\\xff``, everything else as it is. Such a byte reached stdout raw (not UTF-8, and
+    invalid in a ``--json`` document), error lines as Python's ``\\udcff``, and the API's
+    ``status`` failed on it."""
+    return str(path).translate(BYTE_ESCAPES)
 
 
 def shown_path(path: object) -> str:
     """A path as an error names it: whole up to :data:`PATH_SHOWN_MAX` characters, else as
-    :func:`quoted` writes a long value. A path given on the command line is the user's text
-    as much as a value: ``--root`` of 5,000 characters made a 5,033-character error line
-    ("File name too long: /tmp/zzzz…"), and "no memory root at …" named it twice."""
-    text = str(path)
+    :func:`quoted` writes a long value; a byte that is not UTF-8 as :func:`path_text` shows
+    it. A path given on the command line is the user's text as much as a value: ``--root``
+    of 5,000 characters made a 5,033-character error line ("File name too long: /tmp/zzzz…"),
+    and "no memory root at …" named it twice."""
+    text = path_text(path)
     return text if len(text) <= PATH_SHOWN_MAX else quoted(text, escape=True)
 
 

@@ -325,11 +325,11 @@ class Runtime:
         if self._root_id is None:
             self._root_id = _identity(self.root)
             if self._root_id is None:
-                raise NoRoot(f"no memory root at {self.root}: create one with "
+                raise NoRoot(f"no memory root at {shown_path(self.root)}: create one with "
                              f"`everos-reflect init {shell_path(self.root)}`")
         if self.root_gone():
-            raise RootGone(f"the memory root {self.root} is gone (moved or deleted while in "
-                           "use)")
+            raise RootGone(f"the memory root {shown_path(self.root)} is gone (moved or deleted "
+                           "while in use)")
 
     def close(self) -> None:
         conn = getattr(self._local, "conn", None)

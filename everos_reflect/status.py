@@ -21,7 +21,7 @@ from everos_reflect.lint import (
     scan_with_outside,
     skipped_problems,
 )
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import Kind, UserRef, path_text
 
 if TYPE_CHECKING:
     from everos_reflect.engine.engine import Engine
@@ -157,7 +157,7 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         user_docs.append(doc)
     config = config_problems(root)
     return {
-        "root": str(root),
+        "root": path_text(root),
         "counts_from": source,
         "users": user_docs,
         "totals": totals,
@@ -213,18 +213,26 @@ def _cross_file_problems(runtime: Runtime) -> list[tuple[str, str]]:
 
 
 def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
-    """How far the derived index is behind the Markdown (None if it cannot be read), and
+    """How far the derived index is behind the Markdown (None if it cannot be read),
     ``read_only`` when this process cannot bring it up to date (a read-only root is read as
-    last built)."""
-    from everos_reflect.index.sync import Indexer
+    last built), and ``parser_version`` (``index``: the version its logs were read with,
+    None when unrecorded; ``this``) when that is not this program's."""
+    from everos_reflect.index.sync import Indexer, recorded_parser_version
+    from everos_reflect.markdown.parser import PARSER_VERSION
 
     vectors = not_a_folder(runtime.index_dir / "lancedb")
     if vectors is not None:  # it read "index: up to date" while every search failed on it
         return {"error": in_the_way(vectors)}
     try:
-        lag = Indexer(runtime).pending()
+        indexer = Indexer(runtime)
+        lag = indexer.pending()
         if runtime.read_only:
             lag["read_only"] = True
+        recorded = recorded_parser_version(runtime.db())
+        if recorded != PARSER_VERSION:
+            # read differently from how this program reads the logs: an older parser's index
+            # a read-only root keeps for good, or a newer one's this program does not take over
+            lag["parser_version"] = {"index": recorded, "this": PARSER_VERSION}
         return lag
     except (EverosError, sqlite3.Error, OSError) as exc:
         return {"error": error_text(exc)}

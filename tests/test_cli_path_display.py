@@ -5,12 +5,18 @@ quotes) while other commands left a tab raw."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from everos_reflect.cli.main import cli
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+from tests.api_client import ApiClient
 
 NAME = "café\tnotes\nroot"
 SHOWN = r"café\tnotes\nroot"
@@ -45,3 +51,47 @@ def test_an_error_naming_such_a_path_shows_it_as_output_does(tmp_path: Path) -> 
     assert result.exit_code != 0
     (line,) = result.stderr.splitlines()
     assert f"{tmp_path}/{SHOWN}" in line, line
+
+
+#: A folder name holding a byte that is not UTF-8 (a Latin-1 ``ÿ``), as Python holds it.
+BYTE_NAME = os.fsdecode(b"notes\xff")
+
+
+@pytest.mark.usefixtures("no_everos_env")
+def test_a_byte_that_is_not_utf8_shows_as_an_escape_in_output_errors_and_json(
+        tmp_path: Path) -> None:
+    """It reached stdout raw (a line that is not UTF-8) and error lines as ``\\udcff``."""
+    root = tmp_path / BYTE_NAME
+    shown = f"{tmp_path}/notes\\xff"
+    runner = CliRunner()
+    init = runner.invoke(cli, ["init", str(root)])
+    assert init.exit_code == 0, init.output
+    assert init.stdout_bytes.decode("utf-8").splitlines()[0] == (
+        f"Initialized memory root {shown}")
+    status = runner.invoke(cli, ["status", "--root", str(root)])
+    assert status.stdout_bytes.decode("utf-8").splitlines()[0] == (
+        f"root {shown}  (counts from markdown)")
+    as_json = runner.invoke(cli, ["status", "--root", str(root), "--json"])
+    assert json.loads(as_json.stdout_bytes.decode("utf-8"))["root"] == shown
+    missing = runner.invoke(cli, ["status", "--root", str(root / "gone")])
+    assert missing.exit_code != 0
+    (line,) = missing.stderr_bytes.decode("utf-8").splitlines()
+    assert f"no memory root at {shown}/gone" in line, line
+
+
+def test_the_api_names_such_a_root_as_the_commands_do(tmp_path: Path) -> None:
+    """Its status, and an error naming it, failed to encode (a 500): the text was no UTF-8."""
+    root = tmp_path / BYTE_NAME
+    root.mkdir()
+    for path, answer in ((root, 200), (root / "gone", 503)):
+        rt = Runtime(path, Settings(), embedder=HashEmbedder(16))
+        try:
+            resp = ApiClient(rt)("GET", "/api/v1/status")
+        finally:
+            rt.close()
+        assert resp.status_code == answer, resp.text
+        if answer == 200:
+            assert resp.json()["data"]["root"] == f"{tmp_path}/notes\\xff"
+        else:
+            assert f"no memory root at {tmp_path}/notes\\xff/gone" in (
+                resp.json()["error"]["message"])

@@ -9,14 +9,20 @@ skipped the gym this week." (0.79) was folded into "Lucia goes to the gym on Mon
 
 from __future__ import annotations
 
+import sys
 from datetime import date
+from pathlib import Path
 
 import pytest
 
 from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.llm import extractive
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
+from everos_reflect.strategies.reflect import DEFAULT_FACT_MATCH_THRESHOLD
 from tests.merge_fixtures import loaded_local, narrative
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import fold_pairs
 
 
 @pytest.fixture(scope="module")
@@ -85,3 +91,21 @@ def test_which_sentences_tell_of_a_one_off_or_temporary_event(
 def test_a_delay_of_some_hours_is_no_event_left_early_or_late() -> None:
     assert not extractive._Sentence("Eva's Tokyo flight left six hours late.", date.min,
                                     0).passing
+
+
+@pytest.mark.parametrize("fact, sentence", [
+    ("Lucia drives to the studio.", "Lucia left the studio early."),
+    ("Lucia works at the library.", "Lucia left the library at six."),
+    ("Lucia goes to the gym on Mondays.", "Lucia skipped the gym this week."),
+])
+def test_the_guard_counts_no_one_off_event_as_stating_a_standing_state(
+        local: LocalEmbedder, fact: str, sentence: str) -> None:
+    # cosine 0.75-0.80: a merge that kept only the one-off event passed the guard with the
+    # standing state lost, the pair the merge keeps apart
+    assert fold_pairs.coverage(local, [fact], sentence, DEFAULT_FACT_MATCH_THRESHOLD) == 0.0
+    # the event itself, and a sentence stating both, still count
+    assert fold_pairs.coverage(local, [sentence], sentence, DEFAULT_FACT_MATCH_THRESHOLD) == 1.0
+    both = "Lucia drives to the studio and left it early one day."
+    assert fold_pairs.coverage(local, ["Lucia drives to the studio.",
+                                       "Lucia left the studio early."], both,
+                               DEFAULT_FACT_MATCH_THRESHOLD) == 1.0

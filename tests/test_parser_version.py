@@ -6,6 +6,7 @@ root kept the old values until someone ran ``reindex``."""
 
 from __future__ import annotations
 
+import json
 import re
 import sqlite3
 from datetime import date
@@ -103,6 +104,88 @@ def test_reindex_records_the_version_it_read_with(tmp_path: Path) -> None:
     Indexer(rt).reindex()
     assert _indexed(tmp_path) == ("0123", str(PARSER_VERSION))
     assert Indexer(rt).scan().logs_indexed == 0
+
+
+def _record(root: Path, version: int) -> None:
+    """``index_meta`` as another release of the parser left it."""
+    conn = sqlite3.connect(dbmod.db_path(root))
+    conn.execute("UPDATE index_meta SET value = ? WHERE key = 'parser_version'", (str(version),))
+    conn.commit()
+    conn.close()
+
+
+def test_an_older_parser_leaves_an_index_a_newer_one_read_to_it_marking_what_it_synced(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A ``serve`` of an older release beside a newer one's command recorded its own version
+    back at its next scan, and each took the other's index for stale: every log read again
+    at each alternation. The older one now writes what it must sync (a hand edit) marked for
+    a fresh read, and leaves the rest and the recorded version to the newer one."""
+    rt, _, path = _root(tmp_path)
+    other = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-13T09:00:00+00:00",
+                                                "parent_type": "memcell"},
+                            {"Subject": "Cat", "Content": "Adopted Tom."},
+                            day=date(2026, 10, 13))
+    Indexer(rt).scan()
+    _record(tmp_path, PARSER_VERSION + 1)  # a newer release read the index
+    path.write_text(path.read_text("utf-8").replace("Adopted Toby.", "Adopted Toby and Rex."),
+                    "utf-8")
+
+    with caplog.at_level("WARNING", logger="everos_reflect.index.sync"):
+        report = Indexer(rt).scan()
+    assert report.logs_indexed == 1
+    assert _indexed(tmp_path)[1] == str(PARSER_VERSION + 1)
+    rows = dict(rt.db().execute("SELECT path, mtime_ns FROM files").fetchall())
+    assert rows[rt.store.rel(path)] == -1
+    assert rows[rt.store.rel(rt.store.path_for_id(REF, other.id))] > 0
+    assert [r.getMessage() for r in caplog.records if "newer than" in r.getMessage()] == [
+        f"the index of {tmp_path} was read by parser version {PARSER_VERSION + 1}, newer than "
+        f"this program's {PARSER_VERSION}: the logs synced here are read again by the newer "
+        "version's next scan; upgrade everos-reflect here"]
+
+    monkeypatch.setattr(sync, "PARSER_VERSION", PARSER_VERSION + 1)  # the newer release
+    assert Indexer(rt).scan().logs_indexed == 1  # that log alone, not every log
+    assert Indexer(rt).scan().logs_indexed == 0
+
+
+@pytest.mark.usefixtures("no_everos_env")
+@pytest.mark.parametrize(("recorded", "read_only", "line"), [
+    (PARSER_VERSION - 1, True,
+     f"index: read by parser version {PARSER_VERSION - 1}, not by this program's "
+     f"{PARSER_VERSION}, and read-only here: logs read differently now are answered as read "
+     "then until the index is rebuilt where it is writable (`reindex`, or `serve`'s first "
+     "scan)"),
+    (PARSER_VERSION - 1, False,
+     f"index: read by parser version {PARSER_VERSION - 1}: the next sync reads every log "
+     f"again with version {PARSER_VERSION}"),
+    (PARSER_VERSION + 1, False,
+     f"index: read by parser version {PARSER_VERSION + 1}, newer than this program's "
+     f"{PARSER_VERSION}: the logs synced here are read again by the newer version; upgrade "
+     "everos-reflect here"),
+])
+def test_status_names_the_parser_version_of_an_index_read_by_another(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, recorded: int, read_only: bool,
+    line: str,
+) -> None:
+    """A read-only root's index read by an older parser is never read again here, and
+    nothing said so: ``status`` showed it up to date."""
+    from click.testing import CliRunner
+
+    from everos_reflect.cli.main import cli
+
+    rt, _, _ = _root(tmp_path)
+    Indexer(rt).scan()
+    rt.close()
+    _record(tmp_path, recorded)
+    if read_only:  # as on a read-only mount (tests/test_read_only_root.py mounts one)
+        monkeypatch.setattr(Runtime, "read_only", property(lambda self: True))
+    text = CliRunner().invoke(cli, ["status", "--root", str(tmp_path)])
+    assert text.exit_code == 0, text.output
+    assert line in text.stdout.splitlines()
+    doc = json.loads(CliRunner().invoke(cli, ["status", "--root", str(tmp_path), "--json"]
+                                        ).stdout)
+    assert doc["index"]["parser_version"] == {"index": recorded, "this": PARSER_VERSION}
+    assert doc["index"].get("read_only", False) is read_only
 
 
 #: Hand-written metadata values and what this parser reads them as. When a change of the

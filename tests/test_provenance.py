@@ -71,6 +71,19 @@ def delete_by_hand(rt: Runtime, entry_id: str) -> None:
     path.write_text(text[:start] + text[end:])
 
 
+def test_a_status_written_in_another_case_is_checked_as_the_briefing_reads_it(
+        root: Path) -> None:
+    """`status: Active`, hand-written: the briefing read it as active and served the insight,
+    provenance read it as no status it checks, so an edit of its evidence never made it
+    stale."""
+    rt, eps, first, _second = setup(root)
+    edit_file(rt.store.path_for_id(DEV, first.id), "status: active", "status: Active")
+    Indexer(rt).scan()
+    edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
+    Indexer(rt).scan()
+    assert status(rt, first.id) == ("stale", f"evidence {eps[1].id} was edited")
+
+
 def test_a_deleted_evidence_makes_the_insight_stale(root: Path) -> None:
     rt, eps, first, second = setup(root)
     delete_by_hand(rt, eps[2].id)

@@ -40,7 +40,7 @@ from everos_reflect.api.models import (
 from everos_reflect.api.params import LimitQuery
 from everos_reflect.engine.engine import list_runs, strategies_status
 from everos_reflect.markdown.parser import lookup_entry_id
-from everos_reflect.model import UserRef, shown_names
+from everos_reflect.model import UserRef, path_text, shown_names
 
 if TYPE_CHECKING:
     from everos_reflect.engine.engine import Engine
@@ -74,8 +74,11 @@ class ApiError(Exception):
 
 
 def _error(status: int, code: str, message: str, **headers: str) -> JSONResponse:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status,
-                        headers=headers or None)
+    """The JSON error answer. A byte of a path that is not UTF-8 is written ``\\xff``
+    (:func:`~everos_reflect.model.path_text`): an error naming such a root failed to encode,
+    and the client got a 500 instead of the error."""
+    return JSONResponse({"error": {"code": code, "message": path_text(message)}},
+                        status_code=status, headers=headers or None)
 
 
 def _jsonable(value: Any) -> Any:

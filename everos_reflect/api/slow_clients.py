@@ -19,6 +19,8 @@ A request that is no valid HTTP/1.1 (a header block over h11's bound, a bad chun
 ``Content-Length`` headers, a byte over 0x7f in the request line) is answered as every other
 bad request is (SPEC §7): a JSON error naming what is wrong, 431 for a header block too large,
 else 400. uvicorn answered a plain-text 400 "Invalid HTTP request received." for them all.
+A header block is bounded however it arrives (:func:`_refuse_large_head`), not only while h11
+waits for its end.
 """
 
 from __future__ import annotations
@@ -86,6 +88,25 @@ def _invalid_request(error: h11.RemoteProtocolError | None, reading: object,
     return 400, "invalid_http", f"the request is no valid HTTP/1.1: {why}"
 
 
+def _head_bytes(request: h11.Request) -> int:
+    """The size of ``request``'s request line and header block as sent (less any blanks h11
+    trimmed around header values)."""
+    line = len(request.method) + len(request.target) + len(request.http_version) + 9
+    return line + sum(len(name) + len(value) + 4
+                      for name, value in request.headers.raw_items()) + 2
+
+
+def _refuse_large_head(request: h11.Request, limit: int) -> None:
+    """Raise h11's own "431" error for a header block over ``limit`` bytes. h11 bounds only
+    a block it is still waiting for the end of: one that arrived whole in a single read (up
+    to 256 KiB, as the event loop reads) was accepted however large, so whether a 60 KiB
+    block was answered 431 or served depended on how the network cut it."""
+    size = _head_bytes(request)
+    if size > limit:
+        raise h11.RemoteProtocolError(f"the header block is {size:,} bytes",
+                                      error_status_hint=431)
+
+
 #: h11's words for what it read: "illegal chunk header: bytearray(b'zz\\r\\n')"
 _H11_BYTES = re.compile(r": (?:bytearray\()?b(['\"])(.*?)\1\)?$")
 
@@ -121,7 +142,10 @@ class DeadlineH11Protocol(H11Protocol):
         def next_event() -> object:  # uvicorn catches h11's error and keeps nothing of it
             reading = self.conn.their_state
             try:
-                return read()
+                event = read()
+                if isinstance(event, h11.Request):
+                    _refuse_large_head(event, self.conn._max_incomplete_event_size)
+                return event
             except h11.RemoteProtocolError as exc:
                 self._protocol_error = (exc, reading)
                 raise

@@ -16,7 +16,7 @@ import click
 
 from everos_reflect.errors import EverosError
 from everos_reflect.fileio import os_error_text
-from everos_reflect.model import QUOTED_MAX, quoted, unplain_number
+from everos_reflect.model import BYTE_ESCAPES, QUOTED_MAX, quoted, unplain_number
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -193,6 +193,7 @@ _UNSHOWABLE = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)
                if chr(c) not in "\n\t"}
 _UNSHOWABLE.update({c: f"\\u{c:04x}" for c in (0x200E, 0x200F, *range(0x202A, 0x202F),
                                                *range(0x2066, 0x206A))})
+_UNSHOWABLE.update(BYTE_ESCAPES)  # a path's byte that is not UTF-8: \xff, as path_text
 
 
 #: :data:`_UNSHOWABLE`, the tab and the line breaks: what an error line, a log line or a path
@@ -283,9 +284,16 @@ def one_line_log_records() -> None:
     logging.lastResort = handler
 
 
+#: :data:`BYTE_ESCAPES` inside a JSON string: its backslash escaped.
+_JSON_BYTE_ESCAPES = {c: shown.replace("\\", "\\\\") for c, shown in BYTE_ESCAPES.items()}
+
+
 def emit_json(document: Any) -> None:
-    """Write exactly one JSON document to stdout."""
-    click.echo(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+    """Write exactly one JSON document to stdout, UTF-8 throughout: a byte of a path that is
+    not UTF-8 is written as the text ``\\xff``, as every other output shows it (written raw,
+    the document was no longer UTF-8, and ``jq`` refused it)."""
+    text = json.dumps(document, indent=2, ensure_ascii=False, default=str)
+    click.echo(text.translate(_JSON_BYTE_ESCAPES))
 
 
 def one_line(text: object) -> str:

@@ -157,6 +157,21 @@ def init_cmd(target: str | None, root: str | None, force: bool, as_json: bool) -
         f"enable reflect_episodes --root {one_line(shlex.quote(str(path)))})")
 
 
+def _parser_lag(parser: dict[str, int | None], read_only: bool) -> str:
+    """The ``status`` line for an index read by another parser version than this one."""
+    recorded, this = parser["index"], parser["this"]
+    if recorded is not None and this is not None and recorded > this:
+        return (f"read by parser version {recorded}, newer than this program's {this}: the "
+                "logs synced here are read again by the newer version; upgrade everos-reflect "
+                "here")
+    read_by = "an older parser" if recorded is None else f"parser version {recorded}"
+    if read_only:
+        return (f"read by {read_by}, not by this program's {this}, and read-only here: logs "
+                "read differently now are answered as read then until the index is rebuilt "
+                "where it is writable (`reindex`, or `serve`'s first scan)")
+    return f"read by {read_by}: the next sync reads every log again with version {this}"
+
+
 def root_around(path: Path) -> Path | None:
     """The memory root ``path`` would be made inside of, if any: the nearest folder above it
     that holds a root's files (``everos.toml``, ``ome.toml``, ``.index``). A root made there
@@ -376,6 +391,8 @@ def _render_status(doc: dict[str, Any]) -> None:
                           f"{lag['files_deleted']} deleted logs{ago}{fixed}")
         else:
             console.print(f"index: up to date with the Markdown{fixed}")
+        if (parser := lag.get("parser_version")) is not None:
+            console.print(f"index: {_parser_lag(parser, bool(lag.get('read_only')))}")
     merges = doc.get("merges") or {}
     if merges.get("interrupted"):
         console.print(f"[red]{merges['interrupted']} interrupted merge(s) await recovery[/red] "

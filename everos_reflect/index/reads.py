@@ -372,7 +372,7 @@ def _mentioned_seq(root: Path, path: Path, stem: str, max_bytes: int | None) -> 
     try:
         if not Path(os.path.realpath(path)).is_relative_to(os.path.realpath(root)):
             return 0
-        with open_regular(path) as fh:
+        with open_regular(path, within=os.path.realpath(root)) as fh:
             limit = max_bytes if max_bytes is not None else os.fstat(fh.fileno()).st_size
             data = read_at_most(fh, limit + 1)
         if len(data) > limit:

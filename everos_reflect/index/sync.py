@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import re
+import sqlite3
 import stat
 import threading
 import time
@@ -29,7 +30,13 @@ from filelock import FileLock
 
 from everos_reflect.embedding.base import pausing
 from everos_reflect.errors import InvalidId
-from everos_reflect.fileio import NotRegularFile, not_utf8, open_regular, read_at_most
+from everos_reflect.fileio import (
+    NotRegularFile,
+    OutsideRoot,
+    not_utf8,
+    open_regular,
+    read_at_most,
+)
 from everos_reflect.index import events, handoff, rebuild
 from everos_reflect.index.db import PARSER_VERSION_KEY, transaction, utcnow_iso
 from everos_reflect.markdown.marks import foreign_marks
@@ -43,6 +50,7 @@ from everos_reflect.model import (
     UserRef,
     format_timestamp,
     log_name_match,
+    shown_path,
 )
 
 if TYPE_CHECKING:
@@ -308,6 +316,10 @@ class Indexer:
         self._fresh = False  # tables were just reset: every row written is new (reindex)
         self._quiet = False  # True during reindex: a rebuild publishes no change events
         self._written: set[Path] = set()
+        self._said_newer = False  # see _newer_parser
+        #: the index was read by a newer parser: what this sync writes is marked for a
+        #: fresh read by it (see _newer_parser)
+        self._for_newer = False
         #: ``announced``: this thread syncs for a writer someone waits for (:meth:`sync_path`
         #: with a timeout), which never stands aside for itself (:meth:`_let_writers_in`)
         self._thread = threading.local()
@@ -429,16 +441,23 @@ class Indexer:
         return report
 
     def _reread_if_parser_changed(self) -> bool:
-        """Mark every indexed log for a fresh read when the index was read by another parser
+        """Mark every indexed log for a fresh read when the index was read by an older parser
         version (:data:`~everos_reflect.markdown.parser.PARSER_VERSION`), or one from before
         versions were recorded; True when it did. The scan then reads each log again, as
         after a hand edit: entries now read as other values are written again (and their
         change published), the text embedded anew only where it changed. One query when
-        the version is the same."""
+        the version is the same.
+
+        An index a newer parser read is left to it (:meth:`_newer_parser`): this older one
+        recording its own version made the newer one read every log again at its next scan,
+        and each alternation of the two (an old ``serve`` beside a new command) did it
+        again."""
         conn = self.rt.db()
         row = conn.execute("SELECT value FROM index_meta WHERE key = ?",
                            (PARSER_VERSION_KEY,)).fetchone()
         if row is not None and row[0] == str(PARSER_VERSION):
+            return False
+        if self._newer_parser() is not None:
             return False
         with transaction(conn):
             conn.execute("UPDATE files SET mtime_ns = -1, sha256 = ''")
@@ -446,6 +465,22 @@ class Indexer:
         log.info("the index was read by %s; reading every log again with parser version %d",
                  f"parser version {row[0]}" if row else "an older parser", PARSER_VERSION)
         return True
+
+    def _newer_parser(self) -> int | None:
+        """The parser version the index records when it is newer than this program's, else
+        None; said once per indexer in the log. Logs this program syncs then are written
+        marked for a fresh read (:meth:`_flush`), so the newer parser reads them again at its
+        next scan instead of keeping this one's reading of them."""
+        recorded = recorded_parser_version(self.rt.db())
+        if recorded is None or recorded <= PARSER_VERSION:
+            return None
+        if not self._said_newer:
+            self._said_newer = True
+            log.warning("the index of %s was read by parser version %d, newer than this "
+                        "program's %d: the logs synced here are read again by the newer "
+                        "version's next scan; upgrade everos-reflect here",
+                        shown_path(self.rt.root), recorded, PARSER_VERSION)
+        return recorded
 
     def pending(self, now: float | None = None) -> dict[str, Any]:
         """Index lag, without syncing: logs changed or deleted since their last sync, and how
@@ -559,6 +594,22 @@ class Indexer:
             for r in rows
         }
 
+    def _not_read(self, path: Path, rel: str, ref: UserRef, kind: Kind,
+                  stored: dict[str, StoredEntry], problem: str) -> _Job:
+        """The job of a log not read for ``problem`` (a link out of the root or to another
+        log): nothing outside the root is read, nor a log a second time through a link to
+        it. What the log held while it was readable keeps its rows, as for a log over the
+        size limit or not UTF-8: deleted, that deletion was published and every record
+        citing one of them went stale for good; kept, the log's removal later is published
+        as one."""
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
+        away = Diagnostic(rel, 0, f"not read: {problem}", severity="fatal")
+        return _Job(rel, ref, kind, SyncPlan(problems=[away], fatal=True),
+                    (st.st_mtime_ns, st.st_size, ""))
+
     def _prepare(self, path: Path) -> _Job | None:
         """Read and plan one file; None when the path is not a daily log of the root."""
         located = self.rt.store.ref_for_path(path)
@@ -569,24 +620,17 @@ class Indexer:
         stored = self._stored_entries(rel)
         limits = self.rt.settings.limits
         if (problem := self.rt.store.link_problem(path)) is not None:
-            try:
-                st = os.lstat(path)
-            except FileNotFoundError:
-                return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
-            away = Diagnostic(rel, 0, f"not read: {problem}", severity="fatal")
-            # Nothing outside the root is read, nor a log a second time through a link to it.
-            # What the log held while it was readable keeps its rows, as for a log over the
-            # size limit or not UTF-8: deleted, that deletion was published and every record
-            # citing one of them went stale for good; kept, the log's removal later is
-            # published as one.
-            return _Job(rel, ref, kind, SyncPlan(problems=[away], fatal=True),
-                        (st.st_mtime_ns, st.st_size, ""))
+            return self._not_read(path, rel, ref, kind, stored, problem)
         try:
-            with open_regular(path) as fh:  # a FIFO named like a log: OSError, never a hang
+            # a FIFO named like a log: OSError, never a hang; a symlink out of the root
+            # swapped in since the check above: refused once open
+            with open_regular(path, within=os.path.realpath(self.rt.root)) as fh:
                 st = os.fstat(fh.fileno())  # stats first: a later write shows up as a change
                 # Over the limit: reported, never read, so memory stays bounded by the limit.
                 limit = limits.max_file_bytes
                 data = read_at_most(fh, limit + 1) if st.st_size <= limit else None
+        except OutsideRoot as exc:
+            return self._not_read(path, rel, ref, kind, stored, exc.strerror)
         except (FileNotFoundError, NotADirectoryError, NotRegularFile):
             # A folder or FIFO where the log was is no log, and neither is a path through a
             # file standing where its folder (``episodes``, ``users`` …) was: its entries go,
@@ -630,6 +674,7 @@ class Indexer:
         killed process synced but told no subscriber are handed over first (:meth:`_replay`).
         ``wanted``: see :meth:`sync_path`. A pass over many logs looks for hard-linked logs in
         one listing of the root."""
+        self._for_newer = self._newer_parser() is not None
         with self.rt.store.one_listing():
             return self._sync_listed(paths, progress, wanted)
 
@@ -965,11 +1010,24 @@ class Indexer:
                     )
                 else:
                     problems = json.dumps([asdict(p) for p in job.plan.problems])
+                    read = (-1, job.stat[1], "") if self._for_newer else job.stat
                     conn.execute(
-                        _UPSERT_FILE,
-                        (job.rel, *key, job.kind.value, *job.stat, problems, now),
-                    )
+                        _UPSERT_FILE, (job.rel, *key, job.kind.value, *read, problems, now))
         return notes
+
+
+def recorded_parser_version(conn: Any) -> int | None:
+    """The parser version ``index_meta`` records (None: none, from before versions were
+    recorded, or not a number)."""
+    try:
+        row = conn.execute("SELECT value FROM index_meta WHERE key = ?",
+                           (PARSER_VERSION_KEY,)).fetchone()
+    except sqlite3.OperationalError:  # no such table: migrated before 0021
+        return None
+    try:
+        return int(row[0]) if row is not None else None
+    except (TypeError, ValueError):
+        return None
 
 
 def _record_parser_version(conn: Any) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from string import Template
@@ -127,6 +128,35 @@ def language_problem(value: str) -> str | None:
     return None
 
 
+#: The longest prompt override (a ``[strategies.<name>.prompts]`` value) taken. It is sent
+#: with every call of its task: the shipped templates are under 1,200 characters, so 20,000
+#: leaves room for any rules and examples a person adds, where a 2 MB override was accepted
+#: and sent (and paid for) on every call.
+MAX_PROMPT_OVERRIDE_CHARS = 20_000
+
+
+def override_problem(text: str, *, template: bool = True) -> str | None:
+    """Why the override ``text`` cannot be used whatever it replaces: too long, or (a
+    ``template``, which the system prompt is not) a placeholder used more than once. The data
+    a placeholder stands for (every record of the call, up to 200,000 characters) is copied
+    in at each use: ``$records`` written 2,000 times built a prompt of up to 400 MB before
+    the request budget could refuse it."""
+    if len(text) > MAX_PROMPT_OVERRIDE_CHARS:
+        return (f"is {len(text):,} characters; a prompt override is at most "
+                f"{MAX_PROMPT_OVERRIDE_CHARS:,}")
+    if not template:
+        return None
+    uses = Counter(m.group("named") or m.group("braced")
+                   for m in Template.pattern.finditer(text)
+                   if m.group("named") or m.group("braced"))
+    repeated = sorted(name for name, count in uses.items() if count > 1)
+    if repeated:
+        said = ", ".join(f"${name} ({uses[name]:,} times)" for name in repeated)
+        return (f"uses {said}; each placeholder may appear once (the data it stands for is "
+                "sent once)")
+    return None
+
+
 _LANGUAGE_AUTO = "Write in the same language as the data (do not translate)."
 _LANGUAGE_FIXED = "Write in $language."
 
@@ -176,12 +206,14 @@ class Prompts:
         table: Mapping[str, Any] | None,
         *,
         file: str = "ome.toml",
-        section: str = "strategies.reflect_episodes",
+        section: str | None = "strategies.reflect_episodes",
     ) -> Prompts:
         """Build from a strategy's settings table: ``language`` and the ``prompts`` sub-table.
 
         Other keys of the table belong to the strategy and are ignored here. Every problem is
-        reported at once in one :class:`ConfigError` naming file, key and reason.
+        reported at once in one :class:`ConfigError` naming file, key and reason; with
+        ``section`` None, a problem of an override names only its prompt (a strategy's check
+        of its ``prompts`` table names the table itself).
         """
         table = table or {}
         problems: list[tuple[str, str, str]] = []
@@ -189,27 +221,31 @@ class Prompts:
 
         language = table.get("language", AUTO)
         if not isinstance(language, str):
-            problems.append((file, f"{section}.language", "must be a non-empty string"))
+            problems.append((file, f"{section or 'strategy'}.language",
+                             "must be a non-empty string"))
         elif reason := language_problem(language):
-            problems.append((file, f"{section}.language", reason))
+            problems.append((file, f"{section or 'strategy'}.language", reason))
         else:
             values["language"] = language.strip()
 
         overrides = table.get("prompts", {})
         if not isinstance(overrides, Mapping):
-            problems.append((file, f"{section}.prompts", "must be a table of templates"))
+            problems.append((file, f"{section or 'strategy'}.prompts",
+                             "must be a table of templates"))
             overrides = {}
         from everos_reflect.llm.tasks import known_tasks, task_template_problem
 
         tasks = {n: t for n, t in known_tasks().items() if t.messages is None}
         task_overrides: dict[str, str] = {}
         for key, text in overrides.items():
-            where = f"{section}.prompts.{key}"
+            where = str(key) if section is None else f"{section}.prompts.{key}"
             if key not in _REQUIRED and key not in tasks:
                 known = ", ".join(sorted({*_REQUIRED, *tasks}))
                 problems.append((file, where, f"unknown prompt (known: {known})"))
             elif not isinstance(text, str) or not text.strip():
                 problems.append((file, where, "must be a non-empty string"))
+            elif reason := override_problem(text, template=key != "system"):
+                problems.append((file, where, reason))
             elif key in tasks:
                 reason = task_template_problem(tasks[key], text)
                 if reason:

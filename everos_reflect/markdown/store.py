@@ -33,7 +33,13 @@ from everos_reflect.errors import (
     UnknownEntry,
     UserGone,
 )
-from everos_reflect.fileio import NotRegularFile, not_utf8, open_regular, read_at_most
+from everos_reflect.fileio import (
+    NotRegularFile,
+    OutsideRoot,
+    not_utf8,
+    open_regular,
+    read_at_most,
+)
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.parser import (
     UNDONE,
@@ -462,6 +468,8 @@ class MarkdownStore:
             # than deleted. Raised, it stopped get_many's callers (provenance, search,
             # explain, Reflection) with a traceback.
             return self._refused(path, _denied(exc))
+        except OutsideRoot as exc:
+            return self._refused(path, exc.strerror)
         parsed: dict[Path, tuple[bytes, DailyLog]] | None = getattr(self._reuse, "logs", None)
         if parsed is None:
             return self._parse(data, path)
@@ -511,7 +519,7 @@ class MarkdownStore:
         """The file's bytes, never more than ``limits.max_file_bytes`` in memory (raises
         :class:`TooLarge` beyond, ``FileNotFoundError`` when absent)."""
         limit = self.limits.max_file_bytes
-        with open_regular(path) as fh:
+        with open_regular(path, within=self._real_root) as fh:
             size = os.fstat(fh.fileno()).st_size
             data = read_at_most(fh, limit + 1) if size <= limit else b""
         if size > limit or len(data) > limit:
@@ -525,7 +533,7 @@ class MarkdownStore:
         for anything but a regular file (a FIFO would block a plain read for ever)."""
         keep = max(len(needle) - 1, 0)
         tail = b""
-        with open_regular(path) as fh:
+        with open_regular(path, within=self._real_root) as fh:
             while chunk := fh.read(_SCAN_CHUNK):
                 window = tail + chunk
                 if needle in window:
@@ -1202,6 +1210,9 @@ class MarkdownStore:
             return self._load(path)
         except FileNotFoundError:
             return None
+        except OutsideRoot as exc:
+            raise MarkdownError(self._label(path), 0,
+                                f"not writing this file: {exc.strerror}") from None
         except TooLarge as exc:
             raise MarkdownError(self._label(path), 0, f"not writing this file: {exc}") from exc
 

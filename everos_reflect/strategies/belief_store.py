@@ -102,10 +102,9 @@ def prompts_problem(value: Mapping[str, Any]) -> str | None:
     from everos_reflect.llm.prompts import Prompts
 
     try:
-        Prompts.from_settings({"prompts": value}, section="")
+        Prompts.from_settings({"prompts": value}, section=None)
     except ConfigError as exc:
-        return "; ".join(f"{where.rsplit('.', 1)[-1]}: {reason}"
-                         for _, where, reason in exc.problems)
+        return "; ".join(f"{where}: {reason}" for _, where, reason in exc.problems)
     return None
 
 

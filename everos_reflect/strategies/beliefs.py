@@ -57,7 +57,7 @@ ACTIVE, RESOLVED, STALE, RETIRED = "active", "resolved", "stale", "retired"
 def status_of(entry: Entry) -> str:
     """A derived record's ``status`` (``active`` when absent: a hand-written record counts)."""
     value = entry.meta.get("status")
-    return str(value).strip() if value is not None else ACTIVE
+    return str(value).strip().lower() if value is not None else ACTIVE
 
 
 def is_live(entry: Entry) -> bool:

@@ -73,8 +73,11 @@ EVIDENCE_KINDS = (Kind.EPISODE, Kind.ATOMIC_FACT, Kind.TASK, Kind.RELATION, *CHE
 
 
 def status_of(entry: Entry) -> str:
+    """``status`` in any case (a person may write ``Active``), as the briefing and lessons
+    read it: read as written, such a record was not checked here (so never marked stale)
+    while the briefing served it."""
     value = entry.meta.get("status")
-    return str(value).strip() if value is not None else ACTIVE
+    return str(value).strip().lower() if value is not None else ACTIVE
 
 
 def evidence_of(entry: Entry) -> list[str]:

@@ -144,10 +144,9 @@ def _unit_interval(value: float) -> str | None:
 
 def _prompts_problem(value: Mapping[str, Any]) -> str | None:
     try:
-        Prompts.from_settings({"prompts": value})
+        Prompts.from_settings({"prompts": value}, section=None)
     except ConfigError as exc:
-        return "; ".join(f"{where.rsplit('.', 1)[-1]}: {reason}"
-                         for _, where, reason in exc.problems)
+        return "; ".join(f"{where}: {reason}" for _, where, reason in exc.problems)
     return None
 
 

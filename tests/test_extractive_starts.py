@@ -1,0 +1,55 @@
+"""A change to a new place, employer or team named in place of the old one is its new version.
+
+"Lucia lives in Paris." / "Lucia moved to Lyon." (cosine 0.73) kept no current state: "moved to"
+is read as a change, but the embedder does not know "Lyon" as a word of the kind of "Paris"
+(0.49), so the old city read as still true. "Moved to Lyon." / "Left Lyon for Paris." kept
+none either: "Left" was taken for somebody's name, so the two notes had two subjects.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from everos_reflect.embedding.local import LocalEmbedder
+from everos_reflect.llm import extractive
+from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
+from tests.merge_fixtures import loaded_local, narrative
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    return loaded_local()
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Lucia lives in Paris.", "Lucia moved to Lyon."),
+    ("Kemal works at Acme.", "Kemal started working at Globex."),
+    ("Moved to Lyon.", "Left Lyon for Paris."),
+])
+def test_a_change_to_a_name_in_place_of_a_name_is_the_current_state(
+        local: LocalEmbedder, first: str, second: str) -> None:
+    content = narrative(ExtractiveLLM(local), first, second)
+    assert plain_sentences(content) == [first, second]
+    assert content.split("\n\n")[-1] == f"Current state: {second}"
+
+
+@pytest.mark.parametrize("first, second", [
+    # a city for an employer: a name for a name, but of another kind (cosine 0.63)
+    ("Kemal lives in Berlin.", "Kemal started working at Globex."),
+    ("Ines works at Acme.", "Ines moved to Berlin."),
+    # two past events of one frame with an opening verb: no change
+    ("Met Tom for lunch.", "Met Lisa for lunch."),
+])
+def test_a_name_of_another_kind_or_another_event_is_no_version(local: LocalEmbedder,
+                                                              first: str,
+                                                              second: str) -> None:
+    content = narrative(ExtractiveLLM(local), first, second)
+    assert plain_sentences(content) == [first, second]
+    assert "Current state" not in content
+
+
+def test_an_opening_past_verb_is_nobody() -> None:
+    assert extractive._leading_name("Left Lyon for Paris.") is None
+    assert extractive._leading_name("Met Tom for lunch.") is None
+    assert extractive._leading_name("Lucia left Lyon for Paris.") == "Lucia"
+    assert extractive._main_entity(["Left Lyon for Paris.", "Met Tom for lunch."]) is None
