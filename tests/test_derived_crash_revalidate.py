@@ -16,21 +16,17 @@ from everos_reflect.index import cursors
 from everos_reflect.index.audit import list_derivations
 from everos_reflect.model import Kind
 from everos_reflect.strategies.revalidate import NAME, RevalidateInsights
+from tests.reflect_fixtures import Crash
 from tests.test_provenance import DEV, setup
 from tests.test_revalidate import merged, run, with_openai
 
 pytest_plugins = ["tests.fake_openai"]
 
 
-def _killed_at(root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch, reply: str,
-               target: str) -> tuple[Any, Any]:
-    """A run whose model answers ``reply``, killed at ``target`` (a dotted path, or
-    ``store.<method>`` for the run's store); the runtime and the stale insight asked about."""
-    from tests.reflect_fixtures import Crash
-
-    rt, eps, first, _second = setup(root)
-    merged(rt, eps)
-    fake_openai.script(reply)
+def _run_killed_at(rt: Any, target: str, monkeypatch: pytest.MonkeyPatch,
+                   fake_openai: Any) -> None:
+    """Run revalidation against the fake server with ``target`` (a dotted name, or
+    ``store.<method>`` for the run's store) raising as a kill would."""
 
     def crash(*args: object, **kwargs: object) -> None:
         raise Crash("the process dies here")
@@ -42,6 +38,16 @@ def _killed_at(root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch, re
             patch.setattr(target, crash)
         with pytest.raises(Crash):
             run(with_openai(rt, fake_openai))
+
+
+def _killed_at(root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPatch, reply: str,
+               target: str) -> tuple[Any, Any]:
+    """A run whose model answers ``reply``, killed at ``target`` (a dotted path, or
+    ``store.<method>`` for the run's store); the runtime and the stale insight asked about."""
+    rt, eps, first, _second = setup(root)
+    merged(rt, eps)
+    fake_openai.script(reply)
+    _run_killed_at(rt, target, monkeypatch, fake_openai)
     return rt, first
 
 
@@ -94,7 +100,6 @@ def _merge_killed_at(root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPat
     """A "revise" whose text a live insight already states (the stale insight is archived
     into it, nothing new written), killed at ``target``; the runtime, the stale insight and
     the live one."""
-    from tests.reflect_fixtures import Crash
     from tests.test_provenance import insight
 
     rt, eps, first, _second = setup(root)
@@ -102,17 +107,7 @@ def _merge_killed_at(root: Path, fake_openai: Any, monkeypatch: pytest.MonkeyPat
     merged(rt, eps)
     fake_openai.script(json.dumps({"verdict": "revise", "evidence": [1, 2],
                                    "insight": "The auth refactor keeps getting reverted"}))
-
-    def crash(*args: object, **kwargs: object) -> None:
-        raise Crash("the process dies here")
-
-    with monkeypatch.context() as patch:
-        if target.startswith("store."):
-            patch.setattr(rt.store, target.removeprefix("store."), crash)
-        else:
-            patch.setattr(target, crash)
-        with pytest.raises(Crash):
-            run(with_openai(rt, fake_openai))
+    _run_killed_at(rt, target, monkeypatch, fake_openai)
     return rt, first, other
 
 
@@ -149,8 +144,6 @@ def test_a_verdict_killed_at_its_audit_row_sets_nothing_aside_without_it(
     """A refused verdict (or a call refused for good) sets its insight aside in the cursor:
     killed between that and its row, it was set aside, never asked about again until edited,
     with no row saying why."""
-    from tests.reflect_fixtures import Crash
-
     rt, eps, first, _second = setup(root)
     merged(rt, eps)
     fake_openai.script(answer if isinstance(answer, int) else json.dumps(answer))
