@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from everos_reflect.engine.limits import DEFAULT_LIMITS, Budget, MeteredLLM
 from everos_reflect.errors import ConfigError, UnknownStrategy
 from everos_reflect.model import quoted_value
+from everos_reflect.settings import between
 
 if TYPE_CHECKING:
     from everos_reflect.engine.triggers import DataTrigger
@@ -67,37 +68,19 @@ def duration_up_to(limit: int, words: str) -> Callable[[float], str | None]:
     """A wait or window from 0 to ``limit``. Larger values (``1e300``, ``inf``) are finite
     TOML or pass a ``>= 0`` check, then overflow ``timedelta``/datetime arithmetic or a
     thread wait where they are used: ``serve`` died at start-up on ``misfire_grace_hours``."""
-
-    def check(value: float) -> str | None:
-        if 0 <= value <= limit:
-            return None
-        return f"must be between 0 and {limit:,} ({words}), got {quoted_value(value)}"
-
-    return check
+    return between(0, limit, shown=f"between 0 and {limit:,} ({words})")
 
 
 def positive_up_to(limit: int, words: str | None = None) -> Callable[[float], str | None]:
     """A number greater than 0, at most ``limit`` (``words`` says what the limit is). ``inf``
     or ``1e300`` was accepted: ``max_wall_seconds`` as "no limit", a value no clock reaches, a
     summed score as a threshold the strategy then never reached, nothing saying why."""
-    bound = f"{limit:,} ({words})" if words else f"{limit:,}"
-
-    def check(value: float) -> str | None:
-        if 0 < value <= limit:
-            return None
-        return f"must be greater than 0 and at most {bound}, got {quoted_value(value)}"
-
-    return check
+    return between(0, limit, words or "", above_low=True)
 
 
 def count_between(low: int, high: int, why: str = "") -> Callable[[int], str | None]:
     """A whole number from ``low`` to ``high`` (``why``: what the upper bound stands for)."""
-    bound = f"{low:,} to {high:,}" + (f" ({why})" if why else "")
-
-    def check(value: int) -> str | None:
-        return None if low <= value <= high else f"must be {bound}, got {quoted_value(value)}"
-
-    return check
+    return between(low, high, why)
 
 
 def at_least(low: int) -> Callable[[int], str | None]:
