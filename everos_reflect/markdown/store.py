@@ -74,6 +74,9 @@ _FILENAME_RE = LOG_FILENAME_RE
 SEQ_MAX = 10**SEQ_MAX_DIGITS - 1
 _log = logging.getLogger(__name__)
 _EDIT_ATTEMPTS = 5
+#: How a batch's entries name each other (:meth:`MarkdownStore.append_many`): (place in the
+#: batch, its metadata, the batch's ids in order) -> the metadata to write.
+Refer = Callable[[int, Mapping[str, Any], list[str]], Mapping[str, Any]]
 #: Bytes read at a time by :meth:`MarkdownStore.mentions`.
 _SCAN_CHUNK = 1 << 20
 
@@ -788,15 +791,20 @@ class MarkdownStore:
         day: date | None = None,
         withdrawable: bool = False,
         derived: bool = False,
+        refer: Refer | None = None,
     ) -> list[Entry]:
         """Append several entries to one daily log in one atomic write: all or none of them.
 
         A derivation that writes several records (a worldview run's convictions, a detector's
         edges) can then never leave half of them behind after a crash. ``withdrawable`` and
-        ``derived`` as for :meth:`append`.
+        ``derived`` as for :meth:`append`. ``refer``: for entries of the batch that name each
+        other (a lesson contesting another of its run), called under the file lock with each
+        item's place, its metadata and the ids the write gives the batch, in order; it returns
+        the metadata to write. Without it, such entries could only be written one by one,
+        each a copy of the whole log.
         """
         return self.append_to_logs([(ref, kind, day, items)], withdrawable=withdrawable,
-                                   derived=derived)[0]
+                                   derived=derived, refer=refer)[0]
 
     def append_to_logs(
         self,
@@ -805,6 +813,7 @@ class MarkdownStore:
         *,
         withdrawable: bool = False,
         derived: bool = False,
+        refer: Refer | None = None,
     ) -> list[list[Entry]]:
         """:meth:`append_many` for several logs at once, one ``(ref, kind, day, items)`` per log
         (each log at most once): each log gets its own atomic write, all or none of its
@@ -823,7 +832,7 @@ class MarkdownStore:
             made: list[Entry] = []
             created.append(made)
             edit = self._appending(ref, kind, day, path, items, made, now, withdrawable,
-                                   derived)
+                                   derived, refer)
             if edit is not None:
                 edits[path] = edit
         self._edit_many(edits)
@@ -840,6 +849,7 @@ class MarkdownStore:
         now: datetime,
         withdrawable: bool = False,
         derived: bool = False,
+        refer: Refer | None = None,
     ) -> Callable[[str | None], str | None] | None:
         """The text edit appending ``items`` to ``path`` (None when there is nothing to
         append); each run of it leaves the entries it made in ``created``. ``now`` stamps the
@@ -867,9 +877,13 @@ class MarkdownStore:
                 text = writer.new_log_text(kind, ref.user_id, day)
             log = self._writable(parse_log(text, label, entries=False))
             seq = self._next_seq(ref, kind, day, log, len(rows))
+            ids = [str(EntryId(kind, day, seq + offset)) for offset in range(len(rows))]
             blocks = []
             for offset, (meta, sections) in enumerate(rows):
-                entry_id = str(EntryId(kind, day, seq + offset))
+                entry_id = ids[offset]
+                if refer is not None:
+                    meta = {**refer(offset, meta, ids), "owner_id": meta["owner_id"],
+                            "timestamp": meta["timestamp"]}
                 block = writer.render_entry(entry_id, meta, sections)
                 size = len(block.encode("utf-8"))
                 if size > self.limits.max_entry_bytes:  # the limits append() enforces
@@ -913,6 +927,33 @@ class MarkdownStore:
 
         self._edit(path, edit)
         return self.get(ref, entry_id)
+
+    def update_metas(self, ref: UserRef, updates: Mapping[str, Mapping[str, Any]]) -> None:
+        """:meth:`update_meta` for several entries, one atomic write per log they are in
+        (all of a log's updates or none): a run updating many of its records one by one
+        wrote a copy of the whole log per record. Raises :class:`UnknownEntry`, writing
+        nothing to that log, when an id is not an entry of it."""
+        by_file: dict[Path, dict[str, Mapping[str, Any]]] = {}
+        for entry_id, values in updates.items():
+            by_file.setdefault(self.path_for_id(ref, entry_id), {})[entry_id] = values
+        edits: dict[Path, Callable[[str | None], str | None]] = {}
+        for path, mine in by_file.items():
+            label = self._label(path)
+
+            def edit(text: str | None, mine: dict[str, Mapping[str, Any]] = mine,
+                     label: str = label) -> str:
+                if text is None:
+                    raise UnknownEntry(f"no entry {', '.join(sorted(mine))} for user {ref}")
+                log = self._writable(parse_log(text, label))
+                missing = sorted(set(mine) - {e.id for e in log.entries})
+                if missing:
+                    raise UnknownEntry(f"no entry {', '.join(missing)} for user {ref}")
+                for entry_id, values in mine.items():
+                    text = writer.set_entry_meta(text, entry_id, values)
+                return text
+
+            edits[path] = edit
+        self._edit_many(edits)
 
     def deprecate(self, ref: UserRef, mapping: Mapping[str, str]) -> dict[str, str]:
         """Record ``old -> new`` in the frontmatter of each old entry's file.

@@ -40,12 +40,12 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
+from everos_reflect.engine.registry import RunContext, SettingSpec, count_between
 from everos_reflect.engine.triggers import OnWriteTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index import cursors
@@ -155,10 +155,10 @@ class LearnLessons(BeliefTier):
                     "(refines or contradicts it).", _fraction),
         SettingSpec("min_recurrence", int, learning.MIN_RECURRENCE,
                     "Offline: tasks an error must recur in to become an avoid lesson.",
-                    at_least(1)),
+                    count_between(1, 1_000, "tasks")),
         SettingSpec("contest_margin", int, 2,
                     "Confirmations one side of a contested pair must lead by to win.",
-                    at_least(1)),
+                    count_between(1, 1_000, "confirmations")),
         *tier_settings(cooldown=60.0),
     )
 
@@ -373,38 +373,43 @@ class LearnLessons(BeliefTier):
                plan: _Plan, state: LessonState) -> tuple[list[str], set[Path]]:
         store, touched = rt.store, set()
         hashes = _Hashes(state)
+        confirmed = {}
         for lesson_id, (evidence, count) in plan.confirm.items():
             evidence = latest(evidence, hashes.order)
-            store.update_meta(ref, lesson_id, {"evidence": list(evidence),
-                                               "confirmations": count,
-                                               "evidence_hash": hashes.of(evidence, lesson_id)})
-            touched.add(store.path_for_id(ref, lesson_id))
+            confirmed[lesson_id] = {"evidence": list(evidence), "confirmations": count,
+                                    "evidence_hash": hashes.of(evidence, lesson_id)}
+        store.update_metas(ref, confirmed)  # one write per log, not one per lesson
+        touched |= {store.path_for_id(ref, lesson_id) for lesson_id in confirmed}
         if not plan.new:
             return [], touched
         # A lesson contradicting another of this batch names it by its place in the batch
-        # ("?0"), which has no id before it is written: such lessons are appended after the
-        # ones they contradict, with the real id (repair_lessons then marks the other side
-        # contested too). The placeholder was written as it was: `contested_with: ['?0']`,
-        # a rival that never exists, so the contest was never decided and the other side
-        # stayed active.
-        real: dict[str, str] = {}
-        waiting = list(enumerate(plan.new))
-        written_ids: list[str] = []
-        while waiting:
-            ready = [(n, (c, st, old)) for n, (c, st, old) in waiting
-                     if old is None or not old.id.startswith("?") or old.id in real]
-            if not ready:  # cannot happen (a placeholder names an earlier lesson); be safe
-                ready = [(n, (c, st, None)) for n, (c, st, _) in waiting]
-            rows = [self._row(key, task_type, cand, status,
-                              replace(old, id=real.get(old.id, old.id)) if old else None,
-                              hashes)
-                    for _, (cand, status, old) in ready]
-            written = store.append_many(ref, Kind.LESSON, rows, derived=True)
-            real.update({f"?{n}": e.id for (n, _), e in zip(ready, written, strict=True)})
-            written_ids += [e.id for e in written]
-            touched |= {store.path_for_id(ref, e.id) for e in written}
-            done = {n for n, _ in ready}
-            waiting = [item for item in waiting if item[0] not in done]
+        # ("?0"), which has no id before the write: the store gives the batch its ids under
+        # the log's lock and `refer` puts them in, on both sides of each such contest. Written
+        # one after the other, each waiting for the id of the one it contests, a chain of n
+        # lessons contesting each other cost n appends and n - 1 updates of the other side,
+        # each a copy of the whole log: n² bytes for one run.
+        contested_by: dict[str, list[str]] = defaultdict(list)
+        for n, (_, status, old) in enumerate(plan.new):
+            if status == CONTESTED and old is not None and old.id.startswith("?"):
+                contested_by[old.id].append(f"?{n}")
+        rows = []
+        for n, (cand, status, old) in enumerate(plan.new):
+            meta, sections = self._row(key, task_type, cand, status, old, hashes)
+            if later := contested_by.get(f"?{n}"):
+                meta["status"] = CONTESTED
+                meta["contested_with"] = [*meta.get("contested_with", ()), *later]
+            rows.append((meta, sections))
+
+        def refer(_: int, meta: Mapping[str, Any], ids: list[str]) -> Mapping[str, Any]:
+            named = meta.get("contested_with")
+            if not named:
+                return meta
+            return {**meta, "contested_with": [ids[int(i[1:])] if i.startswith("?") else i
+                                               for i in named]}
+
+        written = store.append_many(ref, Kind.LESSON, rows, derived=True, refer=refer)
+        written_ids = [e.id for e in written]
+        touched |= {store.path_for_id(ref, e.id) for e in written}
         touched |= repair_lessons(rt, ref, LessonState.load(rt, ref))
         return written_ids, touched
 
@@ -477,6 +482,7 @@ def repair_lessons(runtime: Runtime, ref: UserRef, state: LessonState) -> set[Pa
     store, touched = runtime.store, set()
     lessons = {e.id: e for e in state.lessons}
     archive = {}
+    updates: dict[str, dict[str, Any]] = {}  # one write per log (update_metas)
     for entry in state.lessons:
         lesson = read_lesson(entry)
         if not (lesson.ours and lesson.live):
@@ -490,11 +496,13 @@ def repair_lessons(runtime: Runtime, ref: UserRef, state: LessonState) -> set[Pa
             if other is None:
                 continue
             theirs = read_lesson(other)
-            if theirs.rewritable and theirs.live and lesson.id not in theirs.contested_with:
-                store.update_meta(ref, other_id, {
-                    "status": CONTESTED,
-                    "contested_with": [*theirs.contested_with, lesson.id]})
-                touched.add(store.path_for_id(ref, other_id))
+            named = updates.get(other_id, {}).get("contested_with", theirs.contested_with)
+            if theirs.rewritable and theirs.live and lesson.id not in named:
+                # two new lessons contesting one rival both land in its list
+                updates[other_id] = {"status": CONTESTED, "contested_with": [*named, lesson.id]}
+    if updates:
+        store.update_metas(ref, updates)
+        touched |= {store.path_for_id(ref, i) for i in updates}
     if archive:
         store.deprecate(ref, archive)
         touched |= {store.path_for_id(ref, old) for old in archive}
@@ -505,7 +513,12 @@ def decide_contests(runtime: Runtime, ref: UserRef, state: LessonState, task_typ
                     margin: int) -> set[Path]:
     """Settle contested pairs the tasks have decided: the side ahead by ``margin``
     confirmations becomes active again, the other is retired with the reason."""
-    store, touched = runtime.store, set()
+    store = runtime.store
+    updates: dict[str, dict[str, Any]] = {}  # applied in one write per log, in this order
+
+    def update(lesson_id: str, values: dict[str, Any]) -> None:
+        updates.setdefault(lesson_id, {}).update(values)
+
     live = {x.id: x for x in state.live_lessons(task_type)}
     archived = {e.id: e.deprecated_by for e in state.lessons if e.deprecated_by}
     for lesson in list(live.values()):
@@ -517,21 +530,19 @@ def decide_contests(runtime: Runtime, ref: UserRef, state: LessonState, task_typ
         if not rivals:
             # Every rival retired, withdrawn or deleted (by hand, say): nothing is left to
             # decide, and the lesson stayed `contested` for good, at any count.
-            store.update_meta(ref, lesson.id, {"status": ACTIVE, "contested_with": None})
-            touched.add(store.path_for_id(ref, lesson.id))
+            update(lesson.id, {"status": ACTIVE, "contested_with": None})
             continue
         top = max(r.confirmations for r in rivals)
         if lesson.confirmations >= top + margin:
             for rival in rivals:
                 if rival.rewritable:
-                    store.update_meta(ref, rival.id, {
+                    update(rival.id, {
                         "status": RETIRED, "retired_at": datetime.now(UTC),
                         "stale_reason": f"contradicted by {lesson.id}, confirmed "
                                         f"{lesson.confirmations}x against {rival.confirmations}x"})
-                    touched.add(store.path_for_id(ref, rival.id))
-            store.update_meta(ref, lesson.id, {"status": ACTIVE, "contested_with": None})
-            touched.add(store.path_for_id(ref, lesson.id))
-    return touched
+            update(lesson.id, {"status": ACTIVE, "contested_with": None})
+    store.update_metas(ref, updates)
+    return {store.path_for_id(ref, i) for i in updates}
 
 
 def _successor(lesson_id: str, archived: Mapping[str, str]) -> str:
