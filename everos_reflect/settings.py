@@ -154,46 +154,51 @@ def _one_of(*choices: str) -> Check:
     return check
 
 
-def _llm_retries(value: Any) -> str | None:
-    """Each retry waits up to 30 s: 10**9 of them retried a failing call for ever, and the run
-    never ended, holding its strategy's lock until a restart."""
-    return None if 0 <= value <= 100 else f"must be 0 to 100, got {quoted_value(value)}"
+def between(low: float, high: float, unit: str = "", *, above_low: bool = False,
+            grouped: bool = True, shown: str | None = None) -> Check:
+    """The check of a number that must lie from ``low`` to ``high`` (greater than ``low`` with
+    ``above_low``): every bounded key's reason says the same thing the same way, "must be
+    <range> (<unit>), got <value>", so a reader learns the range and what was refused at once.
+    ``grouped`` writes the bounds with thousands separators; ``shown`` replaces the whole range
+    text where it reads better otherwise ("a port number 1-65535")."""
+
+    def number(n: float) -> str:
+        return f"{n:,}" if grouped else str(n)
+
+    if shown is None:
+        shown = (f"greater than {number(low)} and at most {number(high)}" if above_low
+                 else f"{number(low)} to {number(high)}")
+        shown += f" ({unit})" if unit else ""
+
+    def check(value: Any) -> str | None:
+        inside = (low < value if above_low else low <= value) and value <= high
+        return None if inside else f"must be {shown}, got {quoted_value(value)}"
+
+    return check
 
 
-def _llm_concurrency(value: Any) -> str | None:
-    """Reflection drafts on that many threads, one connection each; the HTTP pool holds 1,000
-    connections, so more only start threads that wait for one."""
-    return None if 1 <= value <= 1000 else f"must be 1 to 1000, got {quoted_value(value)}"
+#: Each retry waits up to 30 s: 10**9 of them retried a failing call for ever, and the run never
+#: ended, holding its strategy's lock until a restart.
+_llm_retries = between(0, 100)
+#: Reflection drafts on that many threads, one connection each; the HTTP pool holds 1,000
+#: connections, so more only start threads that wait for one.
+_llm_concurrency = between(1, 1000, grouped=False)
+#: The estimated tokens one request may hold (``llm/budget.py``): under 1,000 not even a
+#: merge's own instructions fit, and every call would be refused unsent. (The bounds are
+#: ``llm.budget``'s; not imported from there, as loading settings loads no provider.)
+_prompt_tokens = between(1_000, 1_000_000_000, "estimated tokens of one request")
 
 
-def _prompt_tokens(value: Any) -> str | None:
-    """The estimated tokens one request may hold (``llm/budget.py``): under 1,000 not even a
-    merge's own instructions fit, and every call would be refused unsent. (The bounds are
-    ``llm.budget``'s; not imported from there, as loading settings loads no provider.)"""
-    if 1_000 <= value <= 1_000_000_000:
-        return None
-    return ("must be 1,000 to 1,000,000,000 (estimated tokens of one request), got "
-            f"{quoted_value(value)}")
-
-
-def _threads(value: Any) -> str | None:
-    """onnxruntime starts every intra-op thread it is given: 100,000 kept ``search`` spinning
-    for minutes without an answer. The bundled model gains nothing past a few dozen."""
-    return None if 0 <= value <= 256 else f"must be 0 (automatic) to 256, got {quoted_value(value)}"
-
-
-def _batch_size(value: Any) -> str | None:
-    """Texts embedded in one call. An OpenAI-compatible server takes at most 2,048 inputs a
-    request (a reindex past that failed every call), and the local model pads a batch to its
-    longest text, so 10**30 made one batch of every text of a reindex: memory grew with the
-    root."""
-    return None if 1 <= value <= 2048 else f"must be 1 to 2048, got {quoted_value(value)}"
-
-
-def _dimensions(value: Any) -> str | None:
-    """Each embedding answer fills an array of (texts, dimensions) floats: 2**63 - 1 failed
-    with a ValueError traceback. The widest embedding models have a few thousand."""
-    return None if 1 <= value <= 65536 else f"must be 1 to 65536, got {quoted_value(value)}"
+#: onnxruntime starts every intra-op thread it is given: 100,000 kept ``search`` spinning for
+#: minutes without an answer. The bundled model gains nothing past a few dozen.
+_threads = between(0, 256, shown="0 (automatic) to 256")
+#: Texts embedded in one call. An OpenAI-compatible server takes at most 2,048 inputs a
+#: request (a reindex past that failed every call), and the local model pads a batch to its
+#: longest text, so 10**30 made one batch of every text of a reindex: memory grew with the root.
+_batch_size = between(1, 2048, grouped=False)
+#: Each embedding answer fills an array of (texts, dimensions) floats: 2**63 - 1 failed with a
+#: ValueError traceback. The widest embedding models have a few thousand.
+_dimensions = between(1, 65536, grouped=False)
 
 
 #: Vector size of the bundled model, ``[embedding] provider = "local"`` (all-MiniLM-L6-v2):
@@ -248,16 +253,6 @@ def _timeout(value: Any) -> str | None:
     return None if value <= 86400 else f"must be at most 86400 (a day), got {quoted_value(value)}"
 
 
-def _window_days(value: Any) -> str | None:
-    """Days between an Episode and a cluster it may still join, at most a century (what "no
-    time limit" needs for any agent's memory): 1e300 was accepted, a window no timestamp
-    arithmetic should be asked to hold, meaning "for ever" with nothing saying so."""
-    if 0 < value <= MAX_WINDOW_DAYS:
-        return None
-    return (f"must be greater than 0 and at most {MAX_WINDOW_DAYS:,} (a century of days), "
-            f"got {quoted_value(value)}")
-
-
 #: The widest ``[clustering] time_window_days``: a hundred years.
 MAX_WINDOW_DAYS = 36_500
 #: The longest period of ``[index] reconcile_interval_seconds`` and
@@ -268,42 +263,22 @@ MAX_INTERVAL_SECONDS = 604_800
 MAX_LIMIT_BYTES = 1 << 30
 
 
-def _size_limit(value: Any) -> str | None:
-    if 1024 <= value <= MAX_LIMIT_BYTES:
-        return None
-    return (f"must be 1,024 to {MAX_LIMIT_BYTES:,} (bytes; 1 GiB), got "
-            f"{quoted_value(value)}")
-
-
-def _debounce(value: Any) -> str | None:
-    """A wait after a file change, at most an hour: 1e300 never indexed an edit again, the
-    pending events piling up in memory while ``serve`` ran."""
-    return None if 0 <= value <= 3600 else f"must be 0 to 3600 (an hour), got {quoted_value(value)}"
-
-
-def _interval(value: Any) -> str | None:
-    """A period of the daemon's background work, a second to a week: 1e-300 ran the full
-    rescan (or LanceDB's compaction) back to back, a core busy and the index growing; 1e300
-    was accepted as a period no clock reaches: the rescan that catches missed edits never ran,
-    nothing saying so."""
-    if 1 <= value <= MAX_INTERVAL_SECONDS:
-        return None
-    return (f"must be 1 to {MAX_INTERVAL_SECONDS:,} (seconds; a week), got "
-            f"{quoted_value(value)}")
-
-
-def _fraction(value: Any) -> str | None:
-    return None if 0 <= value <= 1 else f"must be in [0, 1], got {quoted_value(value)}"
-
-
-def _unit_interval(value: Any) -> str | None:
-    return None if 0 < value <= 1 else f"must be in (0, 1], got {quoted_value(value)}"
-
-
-def _port(value: Any) -> str | None:
-    if 1 <= value <= 65535:
-        return None
-    return f"must be a port number 1-65535, got {quoted_value(value)}"
+#: Days between an Episode and a cluster it may still join, at most a century (what "no time
+#: limit" needs for any agent's memory): 1e300 was accepted, a window no timestamp arithmetic
+#: should be asked to hold, meaning "for ever" with nothing saying so.
+_window_days = between(0, MAX_WINDOW_DAYS, "a century of days", above_low=True)
+_size_limit = between(1024, MAX_LIMIT_BYTES, "bytes; 1 GiB")
+#: A wait after a file change, at most an hour: 1e300 never indexed an edit again, the pending
+#: events piling up in memory while ``serve`` ran.
+_debounce = between(0, 3600, "an hour", grouped=False)
+#: A period of the daemon's background work, a second to a week: 1e-300 ran the full rescan
+#: (or LanceDB's compaction) back to back, a core busy and the index growing; 1e300 was
+#: accepted as a period no clock reaches: the rescan that catches missed edits never ran,
+#: nothing saying so.
+_interval = between(1, MAX_INTERVAL_SECONDS, "seconds; a week")
+_fraction = between(0, 1, shown="in [0, 1]")
+_unit_interval = between(0, 1, shown="in (0, 1]", above_low=True)
+_port = between(1, 65535, shown="a port number 1-65535")
 
 
 def _not_blank(value: Any) -> str | None:

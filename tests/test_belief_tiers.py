@@ -614,8 +614,8 @@ def test_a_run_stops_between_owners_at_its_llm_call_limit(root: Path, llm: Scrip
     ("keys", ["strategy", "strategy"], "twice"),
     ("keys", ["two words"], "list of keys"),
     ("keys", [], "list of keys"),
-    ("threshold", 0, ">= 1"),
-    ("max_depth", 1, ">= 2"),
+    ("threshold", 0, "must be 1 to 1,000 .*, got 0"),
+    ("max_depth", 1, "must be 2 to 100 .*, got 1"),
 ])
 def test_tier_settings_are_checked(key: str, value: Any, reason: str) -> None:
     from everos_reflect.engine.registry import validate_strategy_settings

@@ -60,11 +60,12 @@ def test_max_wall_seconds_is_more_than_0_and_at_most_a_year(name: str) -> None:
 
 
 def test_the_insight_threshold_names_its_range() -> None:
-    message = "must be greater than 0 and at most 1,000,000,000,000, got "
+    message = ("must be greater than 0 and at most 100,000 (summed importance: 10,000 "
+               "Episodes of importance 10), got ")
     assert only_problem("reflect_insights", "threshold", 1e300) == message + "1e+300"
     assert only_problem("reflect_insights", "threshold", -1.0) == message + "-1.0"
-    values = validate_strategy_settings("reflect_insights", {"threshold": 1e12}, "ome.toml")
-    assert values["threshold"] == 1e12
+    values = validate_strategy_settings("reflect_insights", {"threshold": 1e5}, "ome.toml")
+    assert values["threshold"] == 1e5
 
 
 def test_inf_and_nan_in_ome_toml_are_one_config_error_naming_file_and_keys() -> None:
@@ -76,7 +77,8 @@ def test_inf_and_nan_in_ome_toml_are_one_config_error_naming_file_and_keys() -> 
         ("/r/ome.toml", "strategies.reflect_episodes.max_wall_seconds",
          "must be greater than 0 and at most 31,536,000 (a year), got inf"),
         ("/r/ome.toml", "strategies.reflect_insights.threshold",
-         "must be greater than 0 and at most 1,000,000,000,000, got nan"),
+         "must be greater than 0 and at most 100,000 (summed importance: 10,000 Episodes "
+         "of importance 10), got nan"),
     ]
 
 

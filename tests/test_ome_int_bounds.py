@@ -46,6 +46,6 @@ def test_max_clusters_per_run_past_64_bits_in_ome_toml_is_a_config_error() -> No
 
 
 def test_the_bound_itself_is_accepted_where_a_key_has_no_tighter_one() -> None:
-    values = validate_strategy_settings("reflect_episodes", {"max_clusters_per_run": 10**12,
+    values = validate_strategy_settings("reflect_episodes", {"max_llm_calls": 10**12,
                                                              "max_tokens": 10**12}, "ome.toml")
-    assert values["max_clusters_per_run"] == values["max_tokens"] == 10**12
+    assert values["max_llm_calls"] == values["max_tokens"] == 10**12

@@ -11,7 +11,7 @@ import importlib
 import logging
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from everos_reflect.engine.limits import DEFAULT_LIMITS, Budget, MeteredLLM
 from everos_reflect.errors import ConfigError, UnknownStrategy
 from everos_reflect.model import quoted_value
+from everos_reflect.settings import between
 
 if TYPE_CHECKING:
     from everos_reflect.engine.triggers import DataTrigger
@@ -54,6 +55,14 @@ class SettingSpec:
 
 # Checks for SettingSpec, shared by every strategy's keys.
 
+#: The largest whole number any strategy setting takes (a trillion: far past any count of
+#: clusters, calls, records or tokens one run sees, so "no limit" is still writable). TOML
+#: parsers accept integers of any size: ``max_clusters_per_run = 99999999999999999999`` was
+#: valid, then a fleet's work estimate failed on SQLite's "Python int too large to convert
+#: to SQLite INTEGER", naming no setting; a float key given 10**400 raised OverflowError out
+#: of the validation itself.
+MAX_SETTING_INT = 10**12
+
 
 def positive(value: float) -> str | None:
     return None if value > 0 else "must be > 0"
@@ -67,44 +76,25 @@ def duration_up_to(limit: int, words: str) -> Callable[[float], str | None]:
     """A wait or window from 0 to ``limit``. Larger values (``1e300``, ``inf``) are finite
     TOML or pass a ``>= 0`` check, then overflow ``timedelta``/datetime arithmetic or a
     thread wait where they are used: ``serve`` died at start-up on ``misfire_grace_hours``."""
-
-    def check(value: float) -> str | None:
-        if 0 <= value <= limit:
-            return None
-        return f"must be between 0 and {limit:,} ({words}), got {quoted_value(value)}"
-
-    return check
+    return between(0, limit, shown=f"between 0 and {limit:,} ({words})")
 
 
 def positive_up_to(limit: int, words: str | None = None) -> Callable[[float], str | None]:
     """A number greater than 0, at most ``limit`` (``words`` says what the limit is). ``inf``
     or ``1e300`` was accepted: ``max_wall_seconds`` as "no limit", a value no clock reaches, a
     summed score as a threshold the strategy then never reached, nothing saying why."""
-    bound = f"{limit:,} ({words})" if words else f"{limit:,}"
-
-    def check(value: float) -> str | None:
-        if 0 < value <= limit:
-            return None
-        return f"must be greater than 0 and at most {bound}, got {quoted_value(value)}"
-
-    return check
+    return between(0, limit, words or "", above_low=True)
 
 
 def count_between(low: int, high: int, why: str = "") -> Callable[[int], str | None]:
     """A whole number from ``low`` to ``high`` (``why``: what the upper bound stands for)."""
-    bound = f"{low:,} to {high:,}" + (f" ({why})" if why else "")
-
-    def check(value: int) -> str | None:
-        return None if low <= value <= high else f"must be {bound}, got {quoted_value(value)}"
-
-    return check
+    return between(low, high, why)
 
 
-def at_least(low: int) -> Callable[[int], str | None]:
-    def check(value: int) -> str | None:
-        return None if value >= low else f"must be >= {low}"
-
-    return check
+#: A run limit (``max_llm_calls``, ``max_tokens``, ``max_records``): at least 1, and up to
+#: :data:`MAX_SETTING_INT`, so "no limit" is still writable. "must be >= 1" named neither the
+#: value refused nor how high the key goes.
+run_limit = count_between(1, MAX_SETTING_INT)
 
 
 #: The most ``max_retries`` a strategy takes, as ``[llm] max_retries`` and a fleet's take: a
@@ -141,16 +131,16 @@ COMMON_SETTINGS: tuple[SettingSpec, ...] = (
     ),
     SettingSpec("max_llm_calls", int, int(DEFAULT_LIMITS["max_llm_calls"]),
                 "LLM calls per run; the run stops between units before passing it.",
-                lambda v: None if v >= 1 else "must be >= 1"),
+                run_limit),
     SettingSpec("max_tokens", int, int(DEFAULT_LIMITS["max_tokens"]),
                 "Prompt + completion tokens per run; the run stops between units once past it.",
-                lambda v: None if v >= 1 else "must be >= 1"),
+                run_limit),
     SettingSpec("max_wall_seconds", float, DEFAULT_LIMITS["max_wall_seconds"],
                 "Wall time per run; the run stops between units once past it.",
                 positive_up_to(31_536_000, "a year")),
     SettingSpec("max_records", int, int(DEFAULT_LIMITS["max_records"]),
                 "Input records a run consumes; it stops between units once past it.",
-                lambda v: None if v >= 1 else "must be >= 1"),
+                run_limit),
     SettingSpec(
         "misfire_grace_hours", float, 6.0,
         "A scheduled run missed while the daemon was down (or its host asleep) runs once, "
@@ -266,6 +256,13 @@ class Strategy:
         its last good ``ome.toml`` while the file is invalid); ``None``: read from the root's
         ``ome.toml`` now."""
         raise NotImplementedError(f"{self.name} declares no data trigger")
+
+    def settings_problems(self, values: Mapping[str, Any],
+                          written: Collection[str]) -> list[tuple[str, str]]:
+        """``(key, reason)`` for settings that each pass their own check but cannot work
+        together (a threshold no window reaches), checked once every key is valid.
+        ``written``: the keys the file sets, so a reason names one the user wrote."""
+        return []
 
     def all_settings(self) -> dict[str, SettingSpec]:
         """Common keys overlaid by the strategy's own, with ``cron`` defaulting to its cron."""
@@ -388,15 +385,6 @@ def get_strategy(name: str) -> Strategy:
         raise UnknownStrategy(f"unknown strategy {quoted_value(name)} (known: {known})") from None
 
 
-#: The largest whole number any strategy setting takes (a trillion: far past any count of
-#: clusters, calls, records or tokens one run sees, so "no limit" is still writable). TOML
-#: parsers accept integers of any size: ``max_clusters_per_run = 99999999999999999999`` was
-#: valid, then a fleet's work estimate failed on SQLite's "Python int too large to convert
-#: to SQLite INTEGER", naming no setting; a float key given 10**400 raised OverflowError out
-#: of the validation itself.
-MAX_SETTING_INT = 10**12
-
-
 def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
     """Type-check one value as TOML gives it; ints are accepted where floats are expected."""
     if value is None:
@@ -433,7 +421,8 @@ def validate_strategy_settings(name: str, raw: Mapping[str, Any], file: str) -> 
 
     A problem names the file, the key as written in ``ome.toml`` and the reason.
     """
-    specs = get_strategy(name).all_settings()
+    strategy = get_strategy(name)
+    specs = strategy.all_settings()
     problems: list[tuple[str, str, str]] = []
     values = {key: spec.default for key, spec in specs.items()}
     for key, value in raw.items():
@@ -447,6 +436,9 @@ def validate_strategy_settings(name: str, raw: Mapping[str, Any], file: str) -> 
             problems.append((file, where, reason))
         else:
             values[key] = value
+    if not problems:
+        problems = [(file, f"strategies.{name}.{key}", reason)
+                    for key, reason in strategy.settings_problems(values, list(raw))]
     if problems:
         raise ConfigError(problems)
     return values

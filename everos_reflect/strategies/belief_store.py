@@ -26,9 +26,10 @@ from everos_reflect.engine.registry import (
     RunContext,
     SettingSpec,
     Strategy,
-    at_least,
+    count_between,
     duration_up_to,
     positive_up_to,
+    run_limit,
 )
 from everos_reflect.engine.triggers import CountTrigger
 from everos_reflect.errors import EverosError, ProvenanceBusy, ProviderUnavailable
@@ -51,6 +52,10 @@ DERIVATION_KEY = "derivation"
 #: insights 1, convictions 2, edges 3, reconciliations 4, the convictions that read them 5 …
 #: the cap is what ends the loop.
 DEFAULT_MAX_DEPTH = 8
+#: The most a tier's ``max_depth`` takes. A turn of the loop (conviction, edge,
+#: reconciliation) adds three levels, so 100 lets it turn thirty times; ``10**12`` was taken,
+#: a cap that no longer ended the loop.
+MAX_TIER_DEPTH = 100
 NEEDS_LLM = "needs an LLM"
 
 
@@ -62,10 +67,10 @@ def tier_settings(*, cooldown: float) -> tuple[SettingSpec, ...]:
                     duration_up_to(31_536_000, "a year")),
         SettingSpec("max_llm_calls", int, 20,
                     "LLM calls per run (one per owner); owners past it wait for the next run.",
-                    at_least(1)),
+                    run_limit),
         SettingSpec("max_tokens", int, 200_000,
                     "Prompt + completion tokens per run; the run stops once past it.",
-                    at_least(1)),
+                    run_limit),
         SettingSpec("max_wall_seconds", float, 600.0,
                     "Wall time per run; the run stops between owners once past it.",
                     positive_up_to(31_536_000, "a year")),
@@ -75,7 +80,7 @@ def tier_settings(*, cooldown: float) -> tuple[SettingSpec, ...]:
                     records_per_call),
         SettingSpec("max_depth", int, DEFAULT_MAX_DEPTH,
                     "Deepest record this tier may write (1 + the deepest record it cites).",
-                    at_least(2)),
+                    count_between(2, MAX_TIER_DEPTH, "levels of citation")),
         SettingSpec("prompts", dict, {}, "Prompt overrides by task name.", prompts_problem),
     )
 

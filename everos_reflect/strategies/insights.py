@@ -29,17 +29,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.registry import (
-    MAX_SETTING_INT,
     RunContext,
     SettingSpec,
-    at_least,
+    count_between,
     positive_up_to,
+    run_limit,
 )
 from everos_reflect.engine.triggers import AccumulatorTrigger
 from everos_reflect.errors import EverosError
 from everos_reflect.llm.importance import score_importance
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.settings import between
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
     BeliefState,
@@ -91,29 +92,34 @@ def rerank_score(similarity: float, importance: int, age_days: float) -> float:
     return recency * (importance / 10.0) * max(0.0, similarity)
 
 
-def _depth_problem(value: int) -> str | None:
-    return None if 1 <= value <= MAX_DEPTH_CAP else f"must be between 1 and {MAX_DEPTH_CAP}"
+_depth_problem = between(1, MAX_DEPTH_CAP, shown=f"between 1 and {MAX_DEPTH_CAP}")
+#: The most ``threshold``: importance is 1 to 10 an Episode, so 100,000 is 10,000 Episodes of
+#: the highest; ``1e12`` was taken, a sum no owner reaches, and the tier never ran.
+MAX_THRESHOLD = 100_000
+#: The most ``min_episodes``: a floor of 100,000 live Episodes is already past most memories.
+MAX_MIN_EPISODES = 100_000
 
 
 def _settings() -> tuple[SettingSpec, ...]:
     mine = (
         SettingSpec("threshold", float, 150.0,
                     "Summed importance of new Episodes that triggers a run.",
-                    positive_up_to(MAX_SETTING_INT)),
+                    positive_up_to(MAX_THRESHOLD, "summed importance: 10,000 Episodes of "
+                                   "importance 10")),
         SettingSpec("min_episodes", int, 20,
                     "No run for an owner with fewer live Episodes.",
-                    at_least(1)),
+                    count_between(1, MAX_MIN_EPISODES, "live Episodes of one owner")),
         SettingSpec("questions", int, 3, "Salient questions per run.",
-                    lambda v: None if 1 <= v <= 10 else "must be 1-10"),
+                    count_between(1, 10)),
         SettingSpec("insights_per_question", int, 5, "Insights kept per question.",
-                    lambda v: None if 1 <= v <= 10 else "must be 1-10"),
+                    count_between(1, 10)),
         SettingSpec("max_depth", int, 2,
                     "Deepest insight (an insight citing an insight is depth 2; at most 3).",
                     _depth_problem),
         SettingSpec("max_records", int, 1000,
                     "New Episodes a run consumes; an owner's window is never cut (the "
                     "accumulator), the run stops between owners once past it.",
-                    at_least(1)),
+                    run_limit),
     )
     names = {s.name for s in mine}
     common = tuple(s for s in tier_settings(cooldown=120.0) if s.name not in names)

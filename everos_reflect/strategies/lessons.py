@@ -45,7 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
+from everos_reflect.engine.registry import RunContext, SettingSpec, count_between
 from everos_reflect.engine.triggers import OnWriteTrigger
 from everos_reflect.errors import EverosError, ProviderUnavailable
 from everos_reflect.index import cursors
@@ -155,10 +155,10 @@ class LearnLessons(BeliefTier):
                     "(refines or contradicts it).", _fraction),
         SettingSpec("min_recurrence", int, learning.MIN_RECURRENCE,
                     "Offline: tasks an error must recur in to become an avoid lesson.",
-                    at_least(1)),
+                    count_between(1, 1_000, "tasks")),
         SettingSpec("contest_margin", int, 2,
                     "Confirmations one side of a contested pair must lead by to win.",
-                    at_least(1)),
+                    count_between(1, 1_000, "confirmations")),
         *tier_settings(cooldown=60.0),
     )
 

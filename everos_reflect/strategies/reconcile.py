@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
+from everos_reflect.engine.registry import RunContext, SettingSpec, count_between
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.strategies import beliefs
@@ -42,7 +42,7 @@ class Reconcile(BeliefTier):
     task = "reconciliation"
     settings = (
         SettingSpec("threshold", int, 2, "Standing self-contradictions that trigger a run.",
-                    at_least(1)),
+                    count_between(1, 1_000, "standing self-contradictions")),
         *tier_settings(cooldown=120.0),
     )
 

@@ -35,7 +35,6 @@ from everos_reflect.engine.registry import (
     RunContext,
     SettingSpec,
     Strategy,
-    at_least,
     count_between,
     duration_up_to,
 )
@@ -136,6 +135,11 @@ def _narrative_ratio(value: float) -> str | None:
     return f"must be greater than 0 and at most {MAX_NARRATIVE_RATIO:g}, got {value:g}"
 
 
+#: The most ``max_clusters_per_run``: a million clusters, two million Episodes or more of
+#: one user, past any memory (10**12 was taken, a cap that capped nothing).
+MAX_CLUSTERS_PER_RUN = 1_000_000
+
+
 def _unit_interval(value: float) -> str | None:
     return None if 0.0 <= value <= 1.0 else f"must be between 0 and 1, got {quoted_value(value)}"
 
@@ -167,7 +171,8 @@ class ReflectEpisodes(Strategy):
                    "recovered_unrecovered")
     settings = (
         SettingSpec("max_clusters_per_run", int, 10,
-                    "Clusters merged per user per run, largest first.", at_least(1)),
+                    "Clusters merged per user per run, largest first.",
+                    count_between(1, MAX_CLUSTERS_PER_RUN, "clusters of one user in one run")),
         SettingSpec("max_sources_per_merge", int, 50,
                     "Episodes folded into one merge, oldest first; the rest wait for a later "
                     "run.", _sources_per_merge),

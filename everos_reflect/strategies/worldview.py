@@ -11,10 +11,10 @@ self-contradiction that cited the archived version is resolved with the reason.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
-from everos_reflect.engine.registry import RunContext, SettingSpec, at_least
+from everos_reflect.engine.registry import RunContext, SettingSpec, count_between
 from everos_reflect.model import Kind
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
@@ -61,12 +61,27 @@ class UpdateWorldview(BeliefTier):
     output_kind = Kind.CONVICTION
     task = "worldview"
     settings = (
-        SettingSpec("threshold", int, 3, "New active insights that trigger a run.",
-                    at_least(1)),
+        SettingSpec("threshold", int, 3, "New active insights that trigger a run "
+                    "(at most max_records: a run's window holds no more).",
+                    count_between(1, 1_000, "new insights")),
         SettingSpec("keys", list, list(beliefs.DEFAULT_KEYS),
                     "The conviction slots, each replaced in place.", _keys_problem),
         *tier_settings(cooldown=120.0),
     )
+
+    def settings_problems(self, values: Mapping[str, Any],
+                          written: Collection[str]) -> list[tuple[str, str]]:
+        """``threshold`` past ``max_records``: the window a run reads holds at most
+        ``max_records`` new insights, so :meth:`due` never counted that many and the tier never
+        ran on its own again (``threshold = 51`` under the default 50), nothing saying why."""
+        threshold, cap = int(values["threshold"]), int(values["max_records"])
+        if threshold <= cap:
+            return []
+        if "threshold" in written or "max_records" not in written:
+            return [("threshold", f"must be at most max_records ({cap}, the new insights one "
+                     f"run reads; more are never counted), got {threshold}")]
+        return [("max_records", f"must be at least threshold ({threshold}, the new insights "
+                 f"that start a run, all read by it), got {cap}")]
 
     def candidates(self, state: BeliefState, settings: Mapping[str, Any]) -> dict[str, str]:
         cap = int(settings.get("max_depth", 8))
