@@ -93,6 +93,32 @@ def test_a_delay_of_some_hours_is_no_event_left_early_or_late() -> None:
                                     0).passing
 
 
+@pytest.mark.parametrize("text", [
+    "The flight left six hours late.",
+    "Eva's Tokyo flight left six hours late.",
+    "Rafa's train left forty minutes late.",
+    "The bus left half an hour early.",
+    "The ferry left 20 minutes behind schedule.",
+])
+def test_a_departure_late_by_some_time_ends_nothing(text: str) -> None:
+    # "six hours" was read as what ended, so "Eva's flight was six hours late." / "Eva's
+    # flight left six hours late." was written as the end of the delay, the later sentence
+    # as the current state
+    assert extractive._Sentence(text, date.min, 0).ended is None
+
+
+def test_a_departure_with_when_it_happened_still_ends() -> None:
+    assert extractive._Sentence("Rafa left Madrid two years ago.", date.min,
+                                0).ended == {"madrid"}
+
+
+def test_a_delay_told_twice_is_one_sentence(local: LocalEmbedder) -> None:
+    content = narrative(ExtractiveLLM(local), "Eva's flight was six hours late.",
+                        "Eva's flight left six hours late.")
+    assert len(plain_sentences(content)) == 1
+    assert "Current state" not in content
+
+
 @pytest.mark.parametrize("fact, sentence", [
     ("Lucia drives to the studio.", "Lucia left the studio early."),
     ("Lucia works at the library.", "Lucia left the library at six."),

@@ -1228,6 +1228,13 @@ _ENDED_RE = re.compile(
 #: Where the words naming what ended stop: "left Acme for Globex", "stopped taking the bus
 #: and cycles", "replaced black tea with rooibos", "switched from Dropbox to iCloud".
 _ENDED_STOP = _wordset("for with to and but so because instead then now since as while")
+#: A time a departure or a stop came early or late by, right after its verb ("left six hours
+#: late", "left half an hour early", "left twenty minutes behind schedule"): a one-off
+#: event of its own time, no end of anything (:func:`_ended`). Other languages match nothing.
+_DELAY_RE = re.compile(
+    rf"^\s*(?:(?:a|an|half an?|a few|a couple of|several|some|\d+(?:[.,]\d+)?|{_CLOCK_NUMBERS}"
+    r"|\w+(?:teen|ty)(?:-\w+)?)\s+)(?:and a half\s+)?"
+    rf"{_TIME_UNITS}(?:\s+and a half)?\s+(?:early|late|behind|ahead)\b", re.IGNORECASE)
 #: Where a time phrase starts after what ended (:func:`_ended`).
 _WHEN_RE = re.compile(rf"{_OCCASION_RE.pattern}|\b(?:last|next|early|late)\b"
                       r"|\b(?:\w+\s+){1,2}ago\b")
@@ -1253,6 +1260,8 @@ def _ended(text: str) -> frozenset[str] | None:
     if m is None:
         return None
     rest = re.split(r"[,;:.!?()]", text[m.end():], maxsplit=1)[0]
+    if _DELAY_RE.match(rest):
+        return None  # "The flight left six hours late.": a departure, late; nothing ended
     # when it ended is not what ended: "quit the chess club yesterday", "left Acme late
     # last year"
     rest = _WHEN_RE.split(rest, maxsplit=1)[0]
