@@ -37,6 +37,11 @@ def local() -> LocalEmbedder:
     ("Lucia runs the café on Elm Street.", "Lucia closed the café for the holidays."),
     ("Lucia works at the library.", "Lucia left the library at 6:30 pm."),
     ("Lucia goes to the gym on Mondays.", "Lucia skipped the gym this week."),
+    # a stop bounded by a named time or a span
+    ("Lucia eats meat.", "Lucia gave up meat for Lent."),
+    ("Lucia drinks wine with dinner.", "Lucia gave up wine for January."),
+    ("Lucia eats chocolate.", "Lucia stopped eating chocolate during Ramadan."),
+    ("Lucia plays video games.", "Lucia gave up video games for the exam season."),
 ])
 def test_a_one_off_event_is_no_version_of_a_standing_state(local: LocalEmbedder, first: str,
                                                            second: str) -> None:
@@ -74,6 +79,12 @@ def test_two_one_off_events_of_one_kind_still_fold(local: LocalEmbedder) -> None
     ("Lucia left home at eighteen.", False, {"home"}),  # an age, not a clock time
     ("Lucia left Initech for Hooli.", False, {"initech"}),
     ("Lucia left Initech for a startup.", False, {"initech"}),
+    ("Gave up meat for Lent.", True, None),
+    ("Lucia stopped drinking wine for January.", True, None),
+    # "for" after an "-ing" verb: for whom or where, not for how long
+    ("Lucia stopped working for Initech.", False, {"working"}),
+    ("Lucia gave up smoking for Maria.", False, {"smoking"}),
+    ("Lucia gave up coffee for tea.", False, {"coffee"}),
     ("Lucia quit the chess club on Monday.", True, {"chess", "club"}),
     ("Lucia left the choir two weeks ago.", False, {"choir"}),
     # habits and adjectives: no event bounded in time

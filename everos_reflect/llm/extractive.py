@@ -71,8 +71,9 @@ How, without a word list:
   phrase lists (:data:`_EARLIER_TIME_RE`, :data:`_NOT_SO_RE`). Such a sentence restates
   no plain fact and is no newer version of one.
 - **One-off and temporary events** ("left work early", "left home at eight", "stopped
-  drinking coffee for a week", "skipped the gym this week": an event bounded in time or told
-  of one occasion, English, :data:`_TEMPORARY_RE`, :data:`_OCCASION_RE`): no restatement
+  drinking coffee for a week", "gave up meat for Lent", "skipped the gym this week": an
+  event bounded in time or told of one occasion, English, :data:`_TEMPORARY_RE`,
+  :data:`_BOUNDED_STOP_RE`, :data:`_OCCASION_RE`): no restatement
   and no version of a standing state, and a bounded stop or departure ends nothing. An end
   told with when it happened ("quit the chess club yesterday") is still an end.
 - Pronouns are resolved only for a sentence-initial English "He/She" (to the cluster's main
@@ -235,19 +236,29 @@ _NOW_RE = re.compile(r"\b(?:is|are|am|has|since|have (?:been|had|got))\b|['’](
                      re.IGNORECASE)
 _CLOCK_NUMBERS = "one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve"
 _TIME_UNITS = (r"(?:seconds?|minutes?|hours?|days?|nights?|weeks?|weekends?|fortnights?"
-               r"|months?|years?|while|moment|bit|holidays?|summer|winter|spring|autumn)")
+               r"|months?|years?|while|moment|bit|holidays?|summer|winter|spring|autumn"
+               r"|seasons?|terms?|semesters?)")
 #: English phrases that bound an event in time (:attr:`_Sentence.passing`): a duration ("for
-#: a week", "for the holidays", "until Friday", "temporarily"), a clock time ("at eight", "at
+#: a week", "for the holidays", "for the exam season", "until Friday", "temporarily"), a
+#: clock time ("at eight", "at
 #: 6:30 pm", "at noon"; "at eighteen" is an age), or an event early or late against its usual
 #: time ("left work early"; not "the early train", "late in May", "six hours late").
 _TEMPORARY_RE = re.compile(
-    rf"\b(?:for (?:(?:a|an|the|some|several|a few|a couple of|\d+|{_CLOCK_NUMBERS}) )?"
-    rf"{_TIME_UNITS}|until|till|temporarily|briefly|for now|for the time being"
+    rf"\b(?:for (?:(?:a|an|the|some|several|a few|a couple of|\d+|{_CLOCK_NUMBERS})"
+    rf"(?: [\w'’-]+)? )?{_TIME_UNITS}|until|till|temporarily|briefly|for now|for the time being"
     rf"|at (?:(?:1[0-2]|0?[1-9])(?:[:.][0-5]\d)?(?:\s*[ap]\.?m\b\.?)?|\d{{1,2}}[:.][0-5]\d"
     rf"|{_CLOCK_NUMBERS}|noon|midnight)"
     r"|(?<!the )(?<!an )(?<!a )(?<!\d )(?<!s )(?:early|late)"
     r"(?! (?:in|last|next|this|that|(?-i:[A-Z])\w+|\d|spring|summer|autumn|fall|winter|morning"
     r"|afternoon|evening)\b))\b", re.IGNORECASE)
+#: A stop bounded by a named time or a span: "gave up meat for Lent", "stopped drinking wine
+#: for January", "stopped eating chocolate during Ramadan". After "gave up" or "stopped"
+#: (keeping from something), "for" and a name closing the clause is the time it is kept
+#: from, not what it went to as after "left Initech for Hooli"; not after a verb in "-ing"
+#: ("stopped working for Initech", "gave up smoking for Maria": for whom or where).
+_BOUNDED_STOP_RE = re.compile(
+    r"\b(?i:gave up|given up|stopped)\b[^.;!?]*?(?:(?<!ing)\s(?i:for)\s+(?:the\s+)?"
+    r"[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*\s*(?:[.,;!?]|$)|\s(?i:during|throughout)\s)")
 #: English phrases placing an event on one occasion ("skipped the gym this week", "called in
 #: sick yesterday", "swam on Sunday"): with a verb in the past, one time, not a habit.
 _OCCASION_RE = re.compile(
@@ -325,7 +336,8 @@ class _Sentence:
         self.ended = None if self.question or self.wish else _ended(self.text)
         self.passing = False
         if self.past or self.ended is not None:  # "works until six" is a habit
-            if _TEMPORARY_RE.search(self.text):
+            if _TEMPORARY_RE.search(self.text) or (
+                    self.ended is not None and _BOUNDED_STOP_RE.search(self.text)):
                 self.passing, self.ended = True, None
             else:
                 self.passing = self.past and _OCCASION_RE.search(self.text) is not None
