@@ -65,7 +65,8 @@ How, without a word list:
   tells no state (:data:`_NOT_A_STATE_LABELS`) and a "Question:" note asks: neither is a
   version of anything, however close the words.
 - **What is not so now**: a question ("Is Nina still vegan?": any language; "Sam asked how to
-  ...", "Question: ...": English, :data:`_ASKS_RE`), a sentence about
+  ...", "Question: ...": English, :data:`_ASKS_RE`; "Sam asked how to fix it and then fixed
+  it." states the deed, an event in the past: :func:`_asks_apart`), a sentence about
   an earlier time ("Nina was vegetarian as a teenager.") or a wish, plan or possibility
   ("Ravi wants to weigh 70 kg.", "Ben might sell his car."): the last two by small English
   phrase lists (:data:`_EARLIER_TIME_RE`, :data:`_NOT_SO_RE`). Such a sentence restates
@@ -297,6 +298,10 @@ class _Sentence:
     #: asks, states nothing: "Is Nina still vegan?", "Question: ask about parking.", "Sam
     #: asked how to hand the workspace to Priya." (:data:`_ASKS_RE`)
     question: bool = field(init=False)
+    #: asks and tells the deed after it: "Sam asked how to fix the bike and then fixed it."
+    #: (:func:`_tells_deed`): it states the deed, so it restates an event in the past ("Sam
+    #: fixed the bike.") and the guard counts it as stating one (:func:`_asks_apart`)
+    deed: bool = field(init=False)
     #: a note of something that comes round again or is to be done, no state: "Lunch: soup.",
     #: "Today: gym.", "Todo: fix bike." (:data:`_NOT_A_STATE_LABELS`)
     slot: bool = field(init=False)
@@ -324,9 +329,11 @@ class _Sentence:
         )
         self.then = about_earlier_time(self.text)
         label = _label(self.text)
-        asks = _ASKS_RE.match(self.text) is not None
+        opening = _ASKS_RE.match(self.text)
+        asks = opening is not None
         self.question = (self.text.rstrip().endswith(("?", "？"))
                          or label in _QUESTION_LABELS or asks)
+        self.deed = opening is not None and _tells_deed(self.text[opening.end():])
         self.slot = label in _NOT_A_STATE_LABELS
         # "wanted to know how ..." asks; it wishes nothing
         self.wish = not asks and _NOT_SO_RE.search(self.text) is not None
@@ -892,15 +899,53 @@ def not_stated_by(fact: _Sentence, sentence: _Sentence) -> bool:
     the bike." does not state "Sam asked how to fix the bike." (cosine 0.88; an LLM merge
     that kept only the deed, or turned "asked whether the gym has a pool" into "the gym has
     a pool", passed with the asking lost), while "Sam fixed the bike after asking how to
-    fix it." states both. Nor does a one-off or temporary event told in the past state a
+    fix it." and "Sam asked how to fix the bike and then fixed it." state both
+    (:func:`_asks_apart`). Nor does a one-off or temporary event told in the past state a
     standing fact ("Lucia left the studio early." against "Lucia drives to the studio.",
     cosine 0.80), the pair the merge keeps apart; "Lucia drives to the studio and left it
     early one day." states both (its first verb is no past)."""
-    return ((sentence.question and not fact.question) or (sentence.then and not fact.then)
+    return ((sentence.question and not fact.question and _asks_apart(fact, sentence))
+            or (sentence.then and not fact.then)
             or (sentence.wish and not fact.wish)
             or (sentence.passing and sentence.past and not fact.passing)
             or (fact.question and not sentence.question
                 and _ASKING_RE.search(sentence.text) is None))
+
+
+#: A clause joined after a question: "... and then fixed it", "..., then fixed it", "... and
+#: fixed it", "... but she fixed it herself" (its verb: ``then`` after "then"/"later", else
+#: ``verb``).
+_JOINED_RE = re.compile(
+    r"(?:,|\band\b|\bbut\b|\bso\b)\s+(?:(?:then|later|finally|eventually|afterwards)\b,?\s*"
+    r"(?:(?:he|she|they|i|we)\s+)?(?P<then>[\w'’-]+)|(?:(?:he|she|they|i|we)\s+)?"
+    r"(?P<verb>[\w'’-]+))", re.IGNORECASE)
+_WH_WORDS = _wordset("how whether if what which when where why who whom whose about to")
+
+
+def _tells_deed(rest: str) -> bool:
+    """Does ``rest`` (what follows "asked how ...") join a deed to the question: "and then
+    fixed it", "and fixed it" (a past form), not "and what it costs", "and then asked
+    whether ..."?"""
+    for m in _JOINED_RE.finditer(rest):
+        word = (m.group("then") or m.group("verb")).lower()
+        if word in _WH_WORDS or _ASKING_RE.fullmatch(word):
+            continue
+        if m.group("then") or (len(word) > 3 and word.endswith("ed")) or word in _IRREGULAR_PAST:
+            return True
+    return False
+
+
+def _asks_apart(a: _Sentence, b: _Sentence) -> bool:
+    """Does one of ``a`` and ``b`` ask where the other does not, so neither restates (nor
+    states) the other? Not when the asking one tells its deed too ("Sam asked how to fix
+    the bike and then fixed it.") and the other is an event in the past ("Sam fixed the
+    bike."): it states that deed. Read as a question only, it was kept apart from the deed
+    and the coverage guard did not count it as stating it. It states no standing fact
+    ("Sam rides the bike.": cosine up to the paraphrase threshold)."""
+    if a.question == b.question:
+        return False
+    asking, other = (a, b) if a.question else (b, a)
+    return not (asking.deed and other.past)
 
 
 #: English words telling that someone asked, anywhere in a sentence ("after asking how",
@@ -979,7 +1024,7 @@ def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
                paraphrase: float) -> bool:
     """Does ``new`` restate ``old``: the same words, or the same meaning (cosine ≥
     ``paraphrase``) with equal numbers and negations and no value swapped?"""
-    if (_other_holder(old, new) or old.then != new.then or old.question != new.question
+    if (_other_holder(old, new) or old.then != new.then or _asks_apart(old, new)
             or old.wish != new.wish or old.slot != new.slot or old.passing != new.passing
             or (old.ended is None) != (new.ended is None)
             or (old.ended and new.ended and old.ended != new.ended)):
