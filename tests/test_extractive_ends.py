@@ -111,3 +111,18 @@ def test_the_end_of_something_the_earlier_sentence_does_not_name_is_no_version(
     content = narrative(ExtractiveLLM(local), first, second)
     assert plain_sentences(content) == [first, second]
     assert "Current state" not in content
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Omar works at Initech.", "Left Initech for Hooli."),
+    ("Omar eats meat.", "Gave up meat."),
+])
+def test_a_note_naming_nobody_ends_the_main_person_s_state(local: LocalEmbedder, first: str,
+                                                           second: str) -> None:
+    # "Left" and "Gave" were read as the note's subject, another person than Omar: both
+    # sentences stayed with no current state, Initech read as still his employer
+    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
+        content = narrative(llm, first, second)
+        assert plain_sentences(content) == [first, second]
+        assert content.split("\n\n")[-1] == f"Current state: {second}"
+

@@ -290,6 +290,9 @@ class _Sentence:
     #: who the sentence is about when that is someone's or something's ("Mia's brother ..."):
     #: see :func:`_holder`; None when it opens with its subject itself
     holder: _Holder | None = None
+    #: the cluster's main person, lower-cased (:func:`_main_entity`), whom a note naming
+    #: nobody is about for a version (:func:`_same_subject`)
+    person: str | None = None
     vector: int = -1  # row of this wording in the merge's similarity matrix
     tokens: frozenset[str] = field(init=False)
     markers: frozenset[str] = field(init=False)  # numbers and negations: must match to merge
@@ -404,6 +407,7 @@ class ExtractiveLLM:
         english = _looks_english(" ".join(s.text for s in sentences))
         for i, s in enumerate(sentences):
             s.subject = _subject(s.text, main_entity)
+            s.person = main_entity.lower() if main_entity else None
             s.holder = _holder(s.text, main_entity)
             s.vector = i
         sims = self._similarities(sentences)
@@ -709,8 +713,10 @@ def _same_subject(old: _Sentence, new: _Sentence) -> bool:
     verbs are no subjects)? Restatements compare :func:`_subject` alone: "Moved to Oslo." /
     "Relocated to Oslo." fold as two subjects, where one subject would read "relocated" as
     a value swapped for "moved"."""
-    return old.subject == new.subject or (
-        _leading_name(old.text) is None and _leading_name(new.text) is None)
+    unnamed_old, unnamed_new = _leading_name(old.text) is None, _leading_name(new.text) is None
+    return (old.subject == new.subject or (unnamed_old and unnamed_new)
+            or (unnamed_old and new.person is not None and new.subject == new.person)
+            or (unnamed_new and old.person is not None and old.subject == old.person))
 
 
 @dataclass(frozen=True)
