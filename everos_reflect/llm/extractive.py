@@ -344,6 +344,10 @@ class _Sentence:
         self.change = (None if self.question or self.wish or self.then
                        else _changed_to(self.text))
         self.ended = None if self.question or self.wish else _ended(self.text)
+        if self.then and self.ended and not about_earlier_time(_AGO_RE.sub("", self.text)):
+            # an end told with how long ago ("Rafa left Madrid two years ago.") is an end,
+            # as one told with "yesterday" is; "gave up meat as a teenager" stays then
+            self.then = False
         self.passing = False
         if self.past or self.ended is not None:  # "works until six" is a habit
             if _TEMPORARY_RE.search(self.text) or (
@@ -1330,7 +1334,12 @@ _DELAY_RE = re.compile(
     rf"{_TIME_UNITS}(?:\s+and a half)?\s+(?:early|late|behind|ahead)\b", re.IGNORECASE)
 #: Where a time phrase starts after what ended (:func:`_ended`).
 _WHEN_RE = re.compile(rf"{_OCCASION_RE.pattern}|\b(?:last|next|early|late)\b"
-                      r"|\b(?:\w+\s+){1,2}ago\b")
+                      rf"|\b(?:(?:a|an|a few|a couple of|few|several|many|some|\d+"
+                      rf"|{_CLOCK_NUMBERS}|\w+(?:teen|ty)(?:-\w+)?)\s+)?(?:{_TIME_UNITS}|long)"
+                      r"\s+ago\b", re.IGNORECASE)
+#: "years ago", "decades ago": the only earlier time an end may be told with and stay an end
+#: ("Rafa left Madrid two years ago.": :attr:`_Sentence.then`)
+_AGO_RE = re.compile(r"\b(?:years|decades) ago\b", re.IGNORECASE)
 #: Words that may come between an end and what ended: "quit the chess club", "left her job".
 _DETERMINERS = _wordset("a an the his her their my our your its this that these those some")
 #: Content words, besides what ended and the subject, that the sentence it ends may hold: a
