@@ -6,6 +6,7 @@ Loads the real ONNX embedder and runs Reflection with the extractive provider, s
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,13 +20,17 @@ EPISODES = 98  # memory_root_example: u_andrew 32, u_mei 21, u_nadia 24, u_sam 2
 
 
 @pytest.mark.slow
-def test_demo_json_runs_end_to_end_with_consistent_figures(root: Path) -> None:
+def test_demo_json_runs_end_to_end_with_consistent_figures(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # the kept temporary root goes under this test's own folder, not the machine's /tmp
+    # (every run of the suite left a 2.3 MB copy there)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     result = CliRunner().invoke(cli, ["demo", "--json", "--keep"])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     before, after = doc["before"], doc["after"]
     kept = Path(doc["root"])
-    assert kept.is_dir() and kept.name == "root"
+    assert kept.is_dir() and kept.name == "root" and kept.parent.parent == tmp_path
 
     assert before["live"]["episode"] == EPISODES and before["users"] == 4
     assert before["archived"] == {"episode": 0, "atomic_fact": 0}

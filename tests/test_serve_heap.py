@@ -16,7 +16,7 @@ import textwrap
 from pathlib import Path
 
 SCRIPT = textwrap.dedent("""
-    import ctypes, ctypes.util, os, sys, tempfile, threading
+    import ctypes, ctypes.util, os, sys, threading
     from pathlib import Path
 
     import everos_reflect.serve as serving
@@ -33,7 +33,7 @@ SCRIPT = textwrap.dedent("""
     libc.fclose.argtypes = [ctypes.c_void_p]
 
     def arenas():
-        path = os.path.join(tempfile.mkdtemp(), "malloc_info.xml")
+        path = os.path.join(sys.argv[3], "malloc_info.xml")  # the test's own tmp folder
         out = libc.fopen(path.encode(), b"w")
         libc.malloc_info(0, out)
         libc.fclose(out)
@@ -65,7 +65,7 @@ SCRIPT = textwrap.dedent("""
 def arenas_after(root: Path, mode: str) -> tuple[int, int]:
     """How many glibc arenas a fresh interpreter has after ``serve``'s start-up
     (``mode="serve"``; ``"plain"`` skips it), and after 8 more threads allocated together."""
-    done = subprocess.run([sys.executable, "-c", SCRIPT, str(root), mode],
+    done = subprocess.run([sys.executable, "-c", SCRIPT, str(root), mode, str(root.parent)],
                           env={**os.environ, "EVEROS_ROOT": str(root)}, capture_output=True,
                           text=True, timeout=300, cwd=Path(__file__).resolve().parent.parent)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -80,6 +80,19 @@ class StoredEntry:
 #: moving (coarse filesystem clocks): such "racy" files are re-hashed by the next scan.
 RACY_WINDOW_NS = 2_000_000_000
 
+#: How long a log written within :data:`RACY_WINDOW_NS` must stand still before a sync drops
+#: entries it no longer holds (:meth:`Indexer._prepare`): an editor rewriting it in place
+#: writes its parts back to back, far closer together than this.
+SETTLE_SECONDS = 0.2
+#: Waits of :data:`SETTLE_SECONDS` before the deletions from a log that keeps moving are
+#: held for a later sync instead.
+SETTLE_TRIES = 10
+
+
+def _pause(seconds: float) -> None:
+    """Sleep (a seam: the tests play a writer's progress during the wait)."""
+    time.sleep(seconds)
+
 
 @dataclass(frozen=True)
 class StoredFile:
@@ -611,7 +624,69 @@ class Indexer:
                     (st.st_mtime_ns, st.st_size, ""))
 
     def _prepare(self, path: Path) -> _Job | None:
-        """Read and plan one file; None when the path is not a daily log of the root."""
+        """Read and plan one file; None when the path is not a daily log of the root. A plan
+        that drops entries from a log written this instant waits for it (:meth:`_settled`)."""
+        job = self._prepare_once(path)
+        return None if job is None else self._settled([job])[0]
+
+    def _in_flux(self, job: _Job) -> bool:
+        """Whether ``job`` drops entries from a log written (its folder changed, for a log
+        gone) within :data:`RACY_WINDOW_NS` of now, or stamped ahead of this clock: a writer
+        may still be at work on it."""
+        if not job.plan.deletes:
+            return False
+        path = self.rt.root / job.rel
+        try:
+            mtime = job.stat[0] if job.stat is not None else os.stat(path.parent).st_mtime_ns
+        except OSError:  # the folder went too: nothing to wait for
+            return False
+        return time.time_ns() - mtime < RACY_WINDOW_NS
+
+    def _settled(self, jobs: list[_Job]) -> list[_Job]:
+        """``jobs`` (in their order), each that drops entries from a log in flux
+        (:meth:`_in_flux`) kept only once its log has stood still for :data:`SETTLE_SECONDS`
+        since it was read, else read and planned again; one wait serves them all. An editor
+        that truncates a log and writes it anew, read between the two at an entry boundary,
+        showed a clean log without its last entries: they were dropped, their deletion
+        published (every record citing them stale for good, their cluster memberships gone)
+        and then indexed again as new. A log still moving after :data:`SETTLE_TRIES` waits
+        keeps its entries (:meth:`_deletions_held`); one gone for good (an error reading it
+        again) is left to the next sync. A person's deletion costs one wait."""
+        out: dict[int, _Job] = dict(enumerate(jobs))
+        waiting = [n for n, job in out.items() if self._in_flux(job)]
+        for _ in range(SETTLE_TRIES):
+            if not waiting:
+                break
+            _pause(SETTLE_SECONDS)
+            moved, waiting = [n for n in waiting if self._changed_since_read(out[n])], []
+            for n in moved:
+                rel = out.pop(n).rel
+                try:
+                    again = self._prepare_once(self.rt.root / rel)
+                except OSError as exc:  # unreadable now: the next scan
+                    log.warning("cannot read %s: %s", rel, exc)
+                    continue
+                if again is not None:
+                    out[n] = again
+                    if self._in_flux(again):
+                        waiting.append(n)
+        for n in waiting:
+            out[n] = self._deletions_held(out[n])
+        return [out[n] for n in sorted(out)]
+
+    def _deletions_held(self, job: _Job) -> _Job:
+        """``job`` without its deletions, its log marked unread (as :meth:`_narrowed` does):
+        entries a log still being written does not hold yet stay indexed, and the next sync
+        (the writer's own file event, the reconcile scan) plans it whole."""
+        log.info("%s is still being written: the %d entries it does not hold now stay "
+                 "indexed until it stands still", job.rel, len(job.plan.deletes))
+        plan = replace(job.plan, deletes=[])
+        if job.stat is None:  # gone for now: the next scan finds it gone or back
+            return replace(job, plan=plan, stat=(-1, 0, ""), partial=True)
+        return replace(job, plan=plan, partial=True)
+
+    def _prepare_once(self, path: Path) -> _Job | None:
+        """Read and plan one file as it is now (:meth:`_prepare`)."""
         located = self.rt.store.ref_for_path(path)
         if located is None:
             return None
@@ -685,23 +760,28 @@ class Indexer:
         results: list[FileSyncResult] = []
         batch: list[_Job] = []
         pending = 0
+        unsettled: list[_Job] = []  # dropping entries from logs in flux (:meth:`_settled`)
         for path in paths:
             try:
-                job = self._prepare(path)
+                job = self._prepare_once(path)
             except OSError as exc:  # unreadable now (permissions, a vanished dir): next scan
                 log.warning("cannot read %s: %s", path, exc)
                 job = None
+            if job is not None and self._in_flux(job):
+                unsettled.append(job)
+                job = None
             if job is not None:
-                if wanted:
-                    job = self._narrowed(job, wanted)
-                batch.append(job)
-                pending += len(job.plan.embed)
+                batch.append(self._narrowed(job, wanted) if wanted else job)
+                pending += len(batch[-1].plan.embed)
                 if pending >= self.flush_entries:
                     results += self._flush(batch)
                     batch, pending = [], 0
                     self._let_writers_in()
             if progress is not None:
                 progress(1)
+        if unsettled:  # one wait for all of them, after the others were read
+            batch += [self._narrowed(job, wanted) if wanted else job
+                      for job in self._settled(unsettled)]
         if batch:
             results += self._flush(batch)
         # Files the change subscribers wrote (an insight marked stale) are synced now, in this

@@ -251,9 +251,21 @@ _TEMPORARY_RE = re.compile(
 #: English phrases placing an event on one occasion ("skipped the gym this week", "called in
 #: sick yesterday", "swam on Sunday"): with a verb in the past, one time, not a habit.
 _OCCASION_RE = re.compile(
-    r"\b(?:today|tonight|yesterday|(?:this|last|that|one) (?:morning|afternoon|evening|night"
-    r"|day|week|weekend|time)|on (?:Monday|Tuesday|Wednesday|Thursday|Friday|Saturday"
-    r"|Sunday)(?!s))\b")
+    r"\b(?:(?i:today|tonight|yesterday|(?:this|last|that|one) (?:morning|afternoon|evening"
+    r"|night|day|week|weekend|time))|(?i:on) (?:Monday|Tuesday|Wednesday|Thursday|Friday"
+    r"|Saturday|Sunday)(?!s))\b")
+#: An English phrase of time or place a sentence may open with, before its subject: "On
+#: Monday", "In 2019", "In the morning", "At eight", "Last week", "Yesterday", "On Friday,".
+#: A preposition (a closed class) and at most a determiner and two words, or a time adverb
+#: or "last/this/next/one ..." and one word. What follows is read as the sentence itself
+#: (:func:`_clause`): "On Monday Omar took a flight to Oslo." is the event "Omar took a
+#: flight to Oslo on Monday." is, where "On" had been taken for its verb.
+_OPENER_RE = re.compile(
+    r"^(?:(?:on|in|at|during|after|before|since|by|over|around|throughout)"
+    r"(?:\s+(?:the|a|an|this|that|last|next|each|every|early|late|mid))?(?:\s+[\w'’-]+){1,2}"
+    r"|(?:last|this|next|that|one|every|each|early|late)\s+[\w'’-]+"
+    r"|yesterday|today|tonight|lately|recently|earlier|later|afterwards|eventually|finally"
+    r"|meanwhile|then|once)(?:\s*,\s*|\s+)(?=\w)", re.IGNORECASE)
 
 
 @dataclass
@@ -1363,9 +1375,22 @@ _IRREGULAR_PAST = _wordset(
     "grew quit")
 
 
+#: English subject pronouns: a sentence opening with one has its verb next.
+_SUBJECT_PRONOUNS = _wordset("he she they i we you it")
+
+
+def _clause(text: str) -> str:
+    """``text`` without an opening phrase of time or place (:data:`_OPENER_RE`): "On Monday
+    Omar took a flight." → "Omar took a flight." (the phrase may take the subject's name
+    with it: a name is skipped when the verb is looked for)."""
+    m = _OPENER_RE.match(text)
+    return text[m.end():] if m else text
+
+
 def _past_event(s: _Sentence) -> bool:
     """Does ``s`` tell of an event in the simple past: its first verb (the first word after
-    its leading name, else its first word) a past form ("-ed" or :data:`_IRREGULAR_PAST`),
+    its leading name or pronoun, else its first word, an opening phrase of time or place
+    aside: :func:`_clause`) a past form ("-ed" or :data:`_IRREGULAR_PAST`),
     and nothing of now (:data:`_NOW_RE`), no question, no wish? Two such sentences are two
     events, each true, not a fact and its newer version: "Andrew met Tom for lunch." /
     "Andrew met Lisa for lunch.", "Sam started learning the cello." / "Sam took up the
@@ -1376,12 +1401,15 @@ def _past_event(s: _Sentence) -> bool:
     other languages are as before."""
     if s.question or s.wish or _NOW_RE.search(s.text):
         return False
-    words = _WORD_RE.findall(s.text)
-    named = _leading_name(s.text) is not None
+    clause = _clause(s.text)
+    words = _WORD_RE.findall(clause)
+    named = _leading_name(clause) is not None
     for k, word in enumerate(words):
         if (k == 0 and named) or (k > 0 and word[:1].isupper()):
             continue  # the name, or more of it ("Mia Wong")
         lower = word.lower()
+        if k == 0 and lower in _SUBJECT_PRONOUNS:
+            continue  # "She lived in Rome.": the verb is next
         return (len(lower) > 3 and lower.endswith("ed")) or lower in _IRREGULAR_PAST
     return False
 

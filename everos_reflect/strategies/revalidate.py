@@ -50,6 +50,8 @@ from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.strategies import beliefs, provenance
 from everos_reflect.strategies.aside import SentWith, prompt_budget, tier_prompts
 from everos_reflect.strategies.belief_store import (
+    NEEDS_LLM,
+    llm_provider,
     note_clipped,
     owner_failed,
     set_aside_error,
@@ -198,6 +200,39 @@ def waiting(records: dict[str, Entry], aside: set[tuple[str, str]], sent: SentWi
             and (e.id, aside_key(e, current_evidence(e, records), sent)) not in aside]
 
 
+#: Cursor rows ``needs_llm:<insight id>`` under :func:`aside_key`: the stale insights the last
+#: run could not judge (the extractive provider), as they and their evidence read then. The
+#: data poll does not count them again (:func:`new_to_judge`); an edit of one or its
+#: evidence, or another provider or model, makes it count. Each offline run reported
+#: ``needs_llm`` and the poll, seeing the same stale insight, fired the next run once the
+#: cooldown was over, for ever.
+WAITS_FOR_LLM = "needs_llm:"
+
+
+def new_to_judge(records: dict[str, Entry], consumed: set[tuple[str, str]], sent: SentWith,
+                 unreadable: Collection[str] = frozenset()) -> list[Entry]:
+    """:func:`waiting` but those a run already found it could not judge, unchanged since under
+    the settings ``sent`` (:data:`WAITS_FOR_LLM`): what a run could do something new about."""
+    return [e for e in waiting(records, consumed, sent, unreadable)
+            if (WAITS_FOR_LLM + e.id, aside_key(e, current_evidence(e, records), sent))
+            not in consumed]
+
+
+def _note_needs_llm(rt: Runtime, ref: UserRef, noted: Mapping[str, str], run_id: str,
+                    *, complete: bool) -> None:
+    """Keep ``noted`` (insight id → :func:`aside_key`) as the owner's :data:`WAITS_FOR_LLM`
+    rows; ``complete`` (the run looked at every stale insight of the owner): drop the rows
+    of insights it did not find waiting for a model any more."""
+    conn = rt.db()
+    rows = {(WAITS_FOR_LLM + i, key) for i, key in noted.items()}
+    with transaction(conn):
+        if complete:
+            old = {row for row in cursors.consumed(conn, NAME, ref)
+                   if row[0].startswith(WAITS_FOR_LLM)}
+            cursors.forget(conn, NAME, ref, old - rows)
+        cursors.advance(conn, NAME, ref, dict(rows), run_id)
+
+
 def revision_depth(cited: list[Entry]) -> int:
     """The ``depth`` of a revision, or of an insight kept with its evidence re-pointed: 1 +
     the deepest record it cites now (SPEC §10), as ``reflect_insights`` computes it on write.
@@ -339,12 +374,28 @@ class RevalidateInsights(Strategy):
                 if provenance.has_derived(runtime, ref):
                     unreadable: set[str] = set()
                     records = provenance.load_records(runtime, ref, unreadable)
-                    total += len(waiting(records, cursors.consumed(runtime.db(), NAME, ref),
-                                         sent, unreadable))
+                    total += len(new_to_judge(records,
+                                              cursors.consumed(runtime.db(), NAME, ref),
+                                              sent, unreadable))
             except Exception:  # one owner's broken records must not hide the others' news;
                 # the run that follows reports the owner (the poll only logs it)
                 log.warning("%s: cannot read %s to see what is stale", NAME, ref, exc_info=True)
         return float(total)
+
+    def unavailable(self, runtime: Runtime) -> str | None:
+        """Offline, with stale insights the last run could not judge: it needs an LLM (the
+        runs keep saying ``needs_llm``, but the data trigger no longer fires them)."""
+        from everos_reflect.index.db import db_built
+
+        if llm_provider(runtime) != "extractive" or not db_built(runtime.root):
+            return None  # an unbuilt index is not created to answer (status would count it)
+        waiting_ids = {i for _, i, _, _ in cursors.rows(runtime.db(), NAME)
+                       if i.startswith(WAITS_FOR_LLM)}
+        if not waiting_ids:
+            return None
+        return (f"{NEEDS_LLM}: {len(waiting_ids)} stale insight(s) wait for a language model "
+                "to keep, revise or retire them; the extractive provider cannot judge a text "
+                "(set [llm] provider = \"openai\" with a base_url/api_key)")
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         rt, counts = ctx.runtime, Counter[str]()
@@ -385,6 +436,7 @@ class RevalidateInsights(Strategy):
         if restored:
             counts["restored"] += len(restored)
         done: set[str] = set()
+        noted: dict[str, str] = {}  # the insights only a model could judge
         while True:  # shallowest first, re-reading after each: a kept insight counts
             unreadable: set[str] = set()  # as evidence for the next one
             records = provenance.load_records(rt, ref, unreadable)
@@ -392,16 +444,20 @@ class RevalidateInsights(Strategy):
             todo = [e for e in waiting(records, aside, sent, unreadable)
                     if e.id not in done]
             if not todo:
+                _note_needs_llm(rt, ref, noted, ctx.run_id, complete=True)
                 return True
             hit = ctx.limit_reached()
             if hit:
                 counts["limit_reached"] += 1
                 ctx.log.info("%s: stopping early: %s", NAME, hit)
+                _note_needs_llm(rt, ref, noted, ctx.run_id, complete=False)
                 return False
             done.add(todo[0].id)
             looking_at[:] = [todo[0].id]
             mine = Counter[str]()
             self._one(ctx, ref, todo[0], records, budget, mine)
+            if mine["needs_llm"]:
+                noted[todo[0].id] = aside_key(todo[0], current_evidence(todo[0], records), sent)
             counts.update(mine)
             looking_at.clear()
             budget.charge_records(1)

@@ -1,0 +1,180 @@
+"""A log an editor rewrites in place (truncate, then write) read while it is cut short.
+
+Cut at an entry boundary, the log parsed cleanly without its last entries: the sync took them
+for entries a person deleted, dropped them from the index and published their deletion (every
+record citing them went stale for good, their cluster memberships were dropped), and the
+rewrite finished a moment later brought them back as new entries. A sync that would drop
+entries from a log written this instant now waits for it to stand still first, and reads it
+again if it moved. The editor's progress during that wait is played by the patched pause, so
+nothing here depends on how fast a thread runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import date
+from pathlib import Path
+
+import pytest
+
+from everos_reflect.embedding import HashEmbedder
+from everos_reflect.index import events, sync
+from everos_reflect.index.sync import Indexer
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
+
+REF = UserRef.of("u_andrew")
+DAY = date(2026, 10, 12)
+
+
+@pytest.fixture
+def rt(root: Path) -> Iterator[Runtime]:
+    runtime = Runtime(root, Settings(), embedder=HashEmbedder(32))
+    yield runtime
+    runtime.close()
+
+
+@pytest.fixture(autouse=True)
+def just_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every log here counts as written this instant, however slowly the test runs."""
+    monkeypatch.setattr(sync, "RACY_WINDOW_NS", 3600 * 10**9)
+
+
+@pytest.fixture
+def deletions() -> Iterator[list[str]]:
+    """Every entry id whose deletion the indexer publishes."""
+    seen: list[str] = []
+
+    def record(_rt: Runtime, changes: list[events.ChangeSet]) -> None:
+        for change in changes:
+            seen.extend(change.deleted)
+
+    events.subscribe_batch("test-deletions", record)
+    yield seen
+    events.unsubscribe("test-deletions")
+
+
+def _log_of_three(rt: Runtime) -> tuple[Path, list[str]]:
+    ids = [rt.store.append(REF, Kind.EPISODE, {"timestamp": f"2026-10-12T1{n}:00:00+00:00",
+                                               "parent_type": "memcell"},
+                           {"Subject": f"Pet {n}", "Content": f"Andrew adopted pet {n}."},
+                           day=DAY).id for n in range(3)]
+    return rt.store.log_path(REF, Kind.EPISODE, DAY), ids
+
+
+def _editor_pauses(monkeypatch: pytest.MonkeyPatch,
+                   steps: list[Callable[[], None]]) -> list[float]:
+    """The indexer's pauses, each letting the editor write its next part (none left: idle)."""
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        if steps:
+            steps.pop(0)()
+
+    monkeypatch.setattr(sync, "_pause", pause, raising=False)
+    return pauses
+
+
+def test_a_log_read_cut_at_an_entry_boundary_mid_rewrite_loses_no_entry(
+        rt: Runtime, deletions: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, ids = _log_of_three(rt)
+    indexer = Indexer(rt)
+    indexer.sync_path(path)
+    whole = path.read_bytes()
+    cut = whole.index(f"<!-- entry:{ids[1]} -->".encode())
+    path.write_bytes(whole[:cut])  # truncated and rewritten: only the first entry is there yet
+    pauses = _editor_pauses(monkeypatch, [lambda: path.write_bytes(whole)])
+
+    result = indexer.sync_path(path)
+
+    assert pauses, "the sync never waited for the log to stand still"
+    assert result.deleted == 0
+    assert deletions == []
+    indexed = {r[0] for r in rt.db().execute("SELECT id FROM entries")}
+    assert indexed == set(ids)
+
+
+def test_entries_a_person_deleted_are_dropped_once_the_log_stands_still(
+        rt: Runtime, deletions: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, ids = _log_of_three(rt)
+    indexer = Indexer(rt)
+    indexer.sync_path(path)
+    text = path.read_text()
+    path.write_text(text[:text.index(f"<!-- entry:{ids[1]} -->")])  # a person's hand edit
+    _editor_pauses(monkeypatch, [])
+
+    result = indexer.sync_path(path)
+
+    assert result.deleted == 2
+    assert sorted(deletions) == ids[1:]
+    assert {r[0] for r in rt.db().execute("SELECT id FROM entries")} == {ids[0]}
+
+
+def test_entries_missing_from_a_log_that_keeps_changing_are_held_not_dropped(
+        rt: Runtime, deletions: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer still at work after every wait: the entries it has not written back yet
+    stay indexed, and the log is marked unread, so the next sync (the writer's own file
+    event, the reconcile scan) plans it whole."""
+    path, ids = _log_of_three(rt)
+    indexer = Indexer(rt)
+    indexer.sync_path(path)
+    whole = path.read_bytes()
+    cut = whole.index(f"<!-- entry:{ids[1]} -->".encode())
+    grown = [whole[:cut] + b"\n" * n for n in range(1, 100)]
+    path.write_bytes(whole[:cut])
+    _editor_pauses(monkeypatch, [lambda part=part: path.write_bytes(part) for part in grown])
+
+    result = indexer.sync_path(path)
+
+    assert result.deleted == 0 and deletions == []
+    assert {r[0] for r in rt.db().execute("SELECT id FROM entries")} == set(ids)
+    row = rt.db().execute("SELECT mtime_ns FROM files").fetchone()
+    assert row["mtime_ns"] == -1
+
+    path.write_bytes(whole)
+    monkeypatch.setattr(sync, "_pause", lambda seconds: None, raising=False)
+    report = indexer.scan()
+    assert report.files_synced == 1 and report.entries_deleted == 0
+    assert {r[0] for r in rt.db().execute("SELECT id FROM entries")} == set(ids)
+
+
+def test_a_log_briefly_gone_while_an_editor_replaces_it_keeps_its_entries(
+        rt: Runtime, deletions: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Some editors and tools delete a file and write it anew under the same name."""
+    path, ids = _log_of_three(rt)
+    indexer = Indexer(rt)
+    indexer.sync_path(path)
+    whole = path.read_bytes()
+    path.unlink()
+    _editor_pauses(monkeypatch, [lambda: path.write_bytes(whole)])
+
+    result = indexer.sync_path(path)
+
+    assert not result.removed and result.deleted == 0 and deletions == []
+    assert {r[0] for r in rt.db().execute("SELECT id FROM entries")} == set(ids)
+
+
+def test_a_scan_waits_once_for_every_log_it_would_drop_entries_from(
+        rt: Runtime, deletions: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `git checkout` that takes entries out of many logs costs one wait, not one each."""
+    logs = []
+    for day in (DAY, date(2026, 10, 13), date(2026, 10, 14)):
+        first = rt.store.append(REF, Kind.EPISODE, {"timestamp": f"{day}T09:00:00+00:00"},
+                                {"Subject": "Walk", "Content": "A walk."}, day=day)
+        rt.store.append(REF, Kind.EPISODE, {"timestamp": f"{day}T10:00:00+00:00"},
+                        {"Subject": "Run", "Content": "A run."}, day=day)
+        logs.append((rt.store.log_path(REF, Kind.EPISODE, day), first.id))
+    indexer = Indexer(rt)
+    indexer.scan()
+    for path, first in logs:
+        text = path.read_text()
+        path.write_text(text[:text.index("<!-- /entry:")] + f"<!-- /entry:{first} -->\n")
+    pauses = _editor_pauses(monkeypatch, [])
+
+    report = indexer.scan()
+
+    assert len(pauses) == 1
+    assert report.entries_deleted == 3 and len(deletions) == 3
+    assert {r[0] for r in rt.db().execute("SELECT id FROM entries")} == {f for _, f in logs}
