@@ -375,6 +375,9 @@ def _render_status(doc: dict[str, Any]) -> None:
         console.print("[red]config problems[/red]")
         for problem in doc["config"]["problems"]:
             console.print(f"  {one_line(Problem(**problem))}", markup=False)
+        if doc["config"].get("problems_not_shown"):
+            console.print(f"  and {doc['config']['problems_not_shown']:,} more "
+                          "(`everos-reflect lint` lists them)", markup=False)
     lag = doc["index"]
     if lag is None:
         console.print("index: not built yet (run `everos-reflect reindex` or `serve`)")
