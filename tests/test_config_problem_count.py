@@ -75,3 +75,14 @@ def test_lint_still_lists_every_problem(root: Path) -> None:
     result = run("lint", "--root", str(root))
     assert result.exit_code != 0
     assert sum("unknown setting" in line for line in result.stdout.splitlines()) == KEYS
+
+
+def test_enable_on_a_file_of_many_problems_still_says_nothing_was_changed(root: Path) -> None:
+    # the note came after every problem, so the message's cut left it out
+    before = (root / "ome.toml").read_bytes()
+    result = run("enable", "reflect_episodes", "--root", str(root))
+    assert result.exit_code != 0
+    [line] = result.stderr.strip().splitlines()
+    assert "(not changed): fix this file first" in line
+    assert line.endswith(f"and {KEYS + 1 - MAX_PROBLEMS_SHOWN:,} more problems")
+    assert (root / "ome.toml").read_bytes() == before

@@ -579,9 +579,11 @@ def _refuse_if_not_in_force(text: str, file: str) -> None:
     try:
         validate_ome(parse_ome(text, file), file)
     except ConfigError as exc:
-        raise ConfigError([*exc.problems, (file, "(not changed)", (
+        # first: a message names only the first problems (errors.MAX_PROBLEMS_SHOWN)
+        raise ConfigError([(file, "(not changed)", (
             "fix this file first: a daemon keeps its last good configuration "
-            "while the file is invalid, so the change would not take effect"))]) from None
+            "while the file is invalid, so the change would not take effect")),
+            *exc.problems]) from None
 
 
 def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
