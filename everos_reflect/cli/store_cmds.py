@@ -344,14 +344,18 @@ def _render_status(doc: dict[str, Any]) -> None:
     console = Console(soft_wrap=True)  # long paths stay on one line when piped
     console.print(f"root {one_line(doc['root'])}  (counts from {doc['counts_from']})",
                   markup=False)
-    table = Table("user", "episodes", "atomic facts", "insights", caption="live / deprecated")
-    table.columns[0].no_wrap = True
-    for user in doc["users"]:
-        name = f"{user['app_id']}/{user['project_id']}/{user['user_id']}"
-        cells = [f"{user[k]['live']} / {user[k]['deprecated']}"
-                 for k in ("episode", "atomic_fact", "insight")]
-        table.add_row(name, *cells)
-    console.print(table)
+    if doc["users"]:
+        table = Table("user", "episodes", "atomic facts", "insights",
+                      caption="live / deprecated")
+        table.columns[0].no_wrap = True
+        for user in doc["users"]:
+            name = f"{user['app_id']}/{user['project_id']}/{user['user_id']}"
+            cells = [f"{user[k]['live']} / {user[k]['deprecated']}"
+                     for k in ("episode", "atomic_fact", "insight")]
+            table.add_row(name, *cells)
+        console.print(table)
+    else:  # an empty table and its caption read like a rendering fault on a new root
+        console.print("no users yet: `everos-reflect add` writes the first Episode")
     if doc["files_with_problems"]:
         console.print(f"[red]{counted(len(doc['files_with_problems']), 'file')} with problems"
                       "[/red]")
