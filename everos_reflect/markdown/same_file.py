@@ -195,6 +195,20 @@ class SameFiles:
             self._pass.listing = kept
         return kept
 
+    def listed_now(self, st: os.stat_result) -> list[str]:
+        """Every daily log of the root that is the file ``st``, from a listing made now and
+        kept (a write that must find names a person gave the file a moment ago)."""
+        listing = list_logs(self.real_root)
+        with self._guard:
+            self.listings += 1
+            self._kept = listing
+        found = []
+        for name in listing.by_inode.get(st.st_ino, ()):
+            with suppress(OSError):
+                if os.path.samestat(os.stat(name, follow_symlinks=False), st):
+                    found.append(name)
+        return found
+
     def names(self, real: str, st: os.stat_result) -> list[str]:
         """Every daily log of the root that is the file ``st`` (``real``'s stat, ``real``
         among them when it is a log of the layout), the one to read first: a name of the kind

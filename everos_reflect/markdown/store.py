@@ -1177,15 +1177,42 @@ class MarkdownStore:
         """:func:`_atomic_write`, keeping the log one file with its hard-linked aliases: the
         rename gave the written name a new file, and a second user's name hard-linked to it
         (refused as "a hard link to …") kept the old one, an independent copy read from
-        then on as that user's memory. Each such name is linked to the new file again."""
-        aliases = self._hard_link_aliases(target)
-        for alias, _ in aliases:
+        then on as that user's memory. Each such name is linked to the new file again, and
+        so is a name a person moved or linked into the root meanwhile (:meth:`_relink_late`).
+        """
+        st, names = self._same_file_logs(target)
+        real = os.path.realpath(target)
+        aliases = [other for other in names if str(other) != real]
+        for alias in aliases:
             self._check_relinkable(target, alias)
-        _atomic_write(target, data)
-        for alias, old in aliases:
-            self._relink(target, alias, old)
-        if aliases:  # the names are of a new file now
-            self._same_files.forget()
+        if st is None or st.st_nlink < 2:
+            _atomic_write(target, data)
+            return
+        with ExitStack() as stack:
+            old, fd = st, None
+            with suppress(OSError):  # held open, its names are counted after the write
+                fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+                stack.callback(os.close, fd)
+                old = os.fstat(fd)
+            _atomic_write(target, data)
+            done = [self._relink(target, alias, old) for alias in aliases]
+            relinked = done.count("relinked")
+            if "moved" in done or (fd is not None
+                                   and os.fstat(fd).st_nlink > old.st_nlink - 1 - relinked):
+                self._relink_late(target, old)
+            elif aliases:
+                self._same_files.forget()  # the names are of a new file now
+
+    def _relink_late(self, target: Path, old: os.stat_result) -> None:
+        """Link to the new ``target`` every daily log of the root that is still the old file
+        (``old``) after the write's own re-links: a name of it moved (``mv users/bob/…
+        users/carol/…``) or linked into the root by a person while the write ran. Looked for
+        in a listing made now, only when the old file's names were not all accounted for."""
+        real = os.path.realpath(target)
+        for name in self._same_files.listed_now(old):
+            if name != real:
+                self._relink(target, Path(name), old)
+        self._same_files.forget()  # the names are of a new file now
 
     def _check_relinkable(self, target: Path, alias: Path) -> None:
         """Refuse the write, before anything is written, when ``alias`` could not be linked
@@ -1212,21 +1239,62 @@ class MarkdownStore:
         real = os.path.realpath(target)
         return [(other, st) for other in names if st is not None and str(other) != real]
 
-    def _relink(self, target: Path, alias: Path, old: os.stat_result) -> None:
-        """``alias`` made a hard link of ``target`` again, atomically, if it is still the
-        file it was before the write (a person may have replaced it meanwhile)."""
-        tmp = alias.with_name(f".{alias.name}.{secrets.token_hex(6)}.tmp")
+    def _relink(self, target: Path, alias: Path, old: os.stat_result) -> str:
+        """``alias`` made a hard link of ``target`` again if it is still the file it was
+        before the write (``old``): ``relinked``; ``moved`` when it is not (gone, or a
+        person's file now), ``failed`` when it could not be (said in the log). The name is
+        moved aside first and looked at there, never checked and then replaced: a file a
+        person put at that name meanwhile (``mv notes.md users/bob/…``) was replaced by the
+        log, its text lost. Such a file is put back, and one made at the name while it was
+        aside stays."""
+        hold = alias.with_name(f".{alias.name}.{secrets.token_hex(6)}.tmp")
         try:
-            if not os.path.samestat(os.stat(alias), old):
-                return
-            os.link(target, tmp)
-            os.replace(tmp, alias)
-            _fsync_dir(alias.parent)
+            os.rename(alias, hold)
+        except FileNotFoundError:  # moved away by a person: :meth:`_relink_late` looks
+            return "moved"
         except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            _log.warning("%s is a hard link to %s, which was rewritten: it could not be "
-                         "linked to the new file (%s), so it now holds a copy of the old text",
-                         self._label(alias), self._label(target), exc.strerror or exc)
+            self._not_relinked(target, alias, exc)
+            return "failed"
+        try:
+            aside = os.lstat(hold)
+        except OSError:  # taken from there too, in the same instant
+            return "moved"
+        if not os.path.samestat(aside, old):
+            self._put_back(hold, alias)
+            return "moved"
+        try:
+            os.link(target, alias)
+        except FileExistsError:  # a person's file made there meanwhile stays
+            pass
+        except OSError as exc:
+            self._put_back(hold, alias)
+            self._not_relinked(target, alias, exc)
+            return "failed"
+        with suppress(OSError):  # the new text is written and linked: this is tidying
+            os.unlink(hold)
+            _fsync_dir(alias.parent)
+        return "relinked"
+
+    def _put_back(self, hold: Path, alias: Path) -> None:
+        """The file moved aside to ``hold`` named ``alias`` again, unless something took that
+        name meanwhile: then it is left at ``hold`` and the log says where."""
+        try:
+            os.link(hold, alias)
+        except FileExistsError:
+            _log.warning("%s was replaced twice while a write re-linked it: the file that was "
+                         "there first is kept as %s", self._label(alias), self._label(hold))
+            return
+        except OSError as exc:
+            _log.warning("%s could not be put back after a write re-linked it (%s): it is "
+                         "kept as %s", self._label(alias), exc.strerror or exc,
+                         self._label(hold))
+            return
+        os.unlink(hold)
+
+    def _not_relinked(self, target: Path, alias: Path, exc: OSError) -> None:
+        _log.warning("%s is a hard link to %s, which was rewritten: it could not be "
+                     "linked to the new file (%s), so it now holds a copy of the old text",
+                     self._label(alias), self._label(target), exc.strerror or exc)
 
     def size_after(self, path: Path, change: Callable[[str | None], str | None]) -> int | None:
         """The bytes ``path`` would hold after ``change`` (the text edit a write would make:
