@@ -395,6 +395,16 @@ class EntryId:
         return f"{self.kind.prefix}_{day_stamp(self.day)}_{self.seq:04d}"
 
 
+def id_order(entry_id: str) -> tuple[int, str, str, int, str]:
+    """A sort key that orders entry ids as they were allocated: by kind prefix, day, then
+    sequence as a number (``…_9999`` before ``…_10000``, which text order puts first); a
+    text that is no id sorts after every id, by its text."""
+    m = ENTRY_ID_RE.fullmatch(entry_id) if isinstance(entry_id, str) else None
+    if m is None:
+        return (1, "", "", 0, str(entry_id))
+    return (0, m.group(1), m.group(2), int(m.group(3)), "")
+
+
 #: A fraction of a second past its sixth digit (what a ``datetime`` cannot hold).
 _PAST_MICROSECONDS = re.compile(r"([.,][0-9]{6})[0-9]+")
 

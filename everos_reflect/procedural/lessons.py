@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from everos_reflect.model import Entry, format_timestamp, id_items, meta_text
+from everos_reflect.model import Entry, format_timestamp, id_items, id_order, meta_text
 
 LESSON_TYPES = ("do", "avoid")
 LIVE_STATUSES = ("active", "contested")
@@ -85,4 +85,5 @@ def ranked(lessons: list[Lesson], task_type: str) -> list[Lesson]:
     """The live lessons of ``task_type``, most confirmed first, then newest."""
     live = [x for x in lessons if x.live and x.task_type == task_type]
     return sorted(live, key=lambda x: (-x.confirmations, -(x.timestamp.timestamp()
-                                                           if x.timestamp else 0.0), x.id))
+                                                           if x.timestamp else 0.0),
+                                        id_order(x.id)))

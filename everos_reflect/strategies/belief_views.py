@@ -19,6 +19,7 @@ from everos_reflect.model import (
     UserRef,
     control_problem,
     format_timestamp,
+    id_order,
     quoted_value,
 )
 from everos_reflect.strategies import beliefs
@@ -72,7 +73,7 @@ def worldview(runtime: Runtime, ref: UserRef, *, history: bool = False) -> list[
         return [conviction_dict(by_id[c.id]) for _, c in sorted(view.current.items())]
     when = {e.id: beliefs.instant(e.timestamp) for e in entries}
     rows = [conviction_dict(e) for e in entries]
-    rows.sort(key=lambda r: (str(r["key"] or ""), when[r["id"]], r["id"]))
+    rows.sort(key=lambda r: (str(r["key"] or ""), when[r["id"]], id_order(r["id"])))
     out: list[dict[str, Any]] = []
     for key in dict.fromkeys(r["key"] for r in rows):
         out += reversed([r for r in rows if r["key"] == key])
@@ -90,7 +91,7 @@ def relations(runtime: Runtime, ref: UserRef, *, status: str | None = None
     rows = [relation_dict(e) for e in entries]
     if status is not None:
         rows = [r for r in rows if r["status"] == status]
-    rows.sort(key=lambda r: (when[r["id"]], r["id"]), reverse=True)
+    rows.sort(key=lambda r: (when[r["id"]], id_order(r["id"])), reverse=True)
     return rows
 
 

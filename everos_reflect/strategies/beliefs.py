@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
-from everos_reflect.model import Entry, Kind, id_items, normalize_text, quoted_value
+from everos_reflect.model import (
+    Entry,
+    Kind,
+    id_items,
+    id_order,
+    normalize_text,
+    quoted_value,
+)
 
 #: The conviction slots of seed 004 (``keys`` setting of ``update_worldview``).
 DEFAULT_KEYS: tuple[str, ...] = ("identity", "strategy", "commitments", "risks", "principles")
@@ -187,7 +194,8 @@ Seen = tuple[str, str]
 
 def window(candidates: Mapping[str, str], consumed: Iterable[Seen],
            aside: Callable[[str], str] | None = None) -> list[str]:
-    """The ids of ``candidates`` (id → text hash) not yet consumed in that exact text, sorted.
+    """The ids of ``candidates`` (id → text hash) not yet consumed in that exact text, oldest
+    first (:func:`~everos_reflect.model.id_order`: ``…_9999`` before ``…_10000``).
 
     An entry whose text changed since it was consumed (a hand edit) is new again. With
     ``aside`` (text hash → set-aside key, :meth:`~everos_reflect.strategies.aside.SentWith.key`)
@@ -195,8 +203,8 @@ def window(candidates: Mapping[str, str], consumed: Iterable[Seen],
     other prompts or another model is new again.
     """
     done = set(consumed)
-    return sorted(i for i, h in candidates.items() if (i, h) not in done
-                  and (aside is None or (i, aside(h)) not in done))
+    return sorted((i for i, h in candidates.items() if (i, h) not in done
+                   and (aside is None or (i, aside(h)) not in done)), key=id_order)
 
 
 def window_key(strategy: str, owner: str, items: Mapping[str, str]) -> str:
@@ -233,8 +241,8 @@ def instant(ts: datetime | None) -> float:
     return ts.timestamp() if ts is not None else -math.inf
 
 
-def _order(c: Conviction) -> tuple[float, str]:
-    return (instant(c.timestamp), c.id)
+def _order(c: Conviction) -> tuple[float, tuple[int, str, str, int, str]]:
+    return (instant(c.timestamp), id_order(c.id))
 
 
 def current_worldview(convictions: Iterable[Conviction]) -> Worldview:

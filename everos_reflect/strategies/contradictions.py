@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.registry import RunContext
 from everos_reflect.index import cursors
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import Kind, UserRef, id_order
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
     BeliefState,
@@ -230,8 +230,9 @@ def plan_pairs(current: Sequence[beliefs.Conviction], hashes: Mapping[str, str],
     With a fixed window cut to ``cap`` (the most recent others), a changed conviction was
     never compared with the others past the cut, once consumed, run after run."""
     ids = {c.id for c in current}
-    changed = [i for i in sorted(set(window)) if i in ids]
-    recent = sorted(current, key=lambda c: (beliefs.instant(c.timestamp), c.id), reverse=True)
+    changed = [i for i in sorted(set(window), key=id_order) if i in ids]
+    recent = sorted(current, key=lambda c: (beliefs.instant(c.timestamp), id_order(c.id)),
+                    reverse=True)
 
     done = set(done)
 
@@ -260,7 +261,8 @@ def plan_pairs(current: Sequence[beliefs.Conviction], hashes: Mapping[str, str],
     left_for = {c: [o for o in todo[c] if not (c in marked and o in shown)] for c in changed}
     pending = frozenset(c for c in changed if left_for[c])
     left = {o for c in pending for o in left_for[c]} - shown
-    return PairPlan(tuple(sorted(shown)), frozenset(marked), pending, pairs, len(left))
+    return PairPlan(tuple(sorted(shown, key=id_order)), frozenset(marked), pending, pairs,
+                    len(left))
 
 
 __all__ = ["NAME", "PAIR", "DetectContradictions", "PairPlan", "pair_row", "plan_pairs",

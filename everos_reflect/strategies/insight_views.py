@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import MarkdownError, UnknownEntry
 from everos_reflect.markdown.parser import is_entry_id
-from everos_reflect.model import EntryId, Kind, UserRef
+from everos_reflect.model import EntryId, Kind, UserRef, id_order
 from everos_reflect.provenance import provenance
 from everos_reflect.strategies.beliefs import instant, plain
 from everos_reflect.strategies.provenance import evidence_of, status_of
@@ -58,7 +58,7 @@ def list_insights(runtime: Runtime, ref: UserRef, *, include_stale: bool = False
     kept = [e for e in runtime.store.entries(ref, Kind.INSIGHT)
             if (include_archived or not e.deprecated_by)
             and (include_stale or status_of(e) == "active")]
-    kept.sort(key=lambda e: (instant(e.timestamp), e.id), reverse=True)
+    kept.sort(key=lambda e: (instant(e.timestamp), id_order(e.id)), reverse=True)
     return [insight_dict(e) for e in kept]
 
 

@@ -39,7 +39,7 @@ from everos_reflect.engine.triggers import AccumulatorTrigger
 from everos_reflect.errors import EverosError
 from everos_reflect.llm.importance import score_importance
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
-from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.model import Entry, Kind, UserRef, id_order
 from everos_reflect.settings import between
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
@@ -260,7 +260,8 @@ class ReflectInsights(BeliefTier):
 
     def _questions(self, ctx: RunContext, state: InsightState, budget: Budget,
                    derived: Derived) -> list[str]:
-        recent = sorted(state.live_records(), key=_ts, reverse=True)[:RECENT_WINDOW]
+        recent = sorted(state.live_records(), key=lambda e: (_ts(e), id_order(e.id)),
+                        reverse=True)[:RECENT_WINDOW]
         return self.ask(ctx, budget, "questions", [_record(e) for e in reversed(recent)],
                         {"count": str(ctx.settings.get("questions", 3))}, derived,
                         keep_last=True)  # chronological: the oldest left out first
@@ -298,7 +299,7 @@ class ReflectInsights(BeliefTier):
                 ts = entry.timestamp or now
                 age = (now - ts).total_seconds() / 86400.0
                 scored.append((rerank_score(hit.score, importance_of(entry), age), entry))
-        scored.sort(key=lambda pair: (-pair[0], pair[1].id))
+        scored.sort(key=lambda pair: (-pair[0], id_order(pair[1].id)))
         seen: set[str] = set()
         out = []
         for _, entry in scored:
@@ -394,7 +395,7 @@ def supersede_topics(runtime: Runtime, ref: UserRef) -> set[Path]:
             by_term.setdefault(term, []).append(entry)
     archive: dict[str, str] = {}
     for versions in by_term.values():
-        versions.sort(key=lambda e: (beliefs.instant(e.timestamp), e.id))
+        versions.sort(key=lambda e: (beliefs.instant(e.timestamp), id_order(e.id)))
         archive.update({old.id: versions[-1].id for old in versions[:-1]})
     if archive:
         runtime.store.deprecate(ref, archive)

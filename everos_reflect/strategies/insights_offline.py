@@ -2,7 +2,8 @@
 
 Without a language model nothing may be invented, so the offline method only states what it
 can count: a term (word or two-word phrase) that is salient in the owner's live Episodes by
-TF-IDF and appears in Episodes of at least ``min_weeks`` different ISO weeks becomes the insight
+TF-IDF and appears in Episodes of at least ``min_weeks`` different ISO weeks (in UTC, whatever
+offset each Episode was written in; its dates are UTC days too) becomes the insight
 "'<term>' comes up in N episodes across W weeks (first D1, last D2)", citing those Episodes.
 The wording is a template, the numbers and dates are counted, the citations are real.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -79,7 +81,7 @@ def recurring_topics(episodes: Sequence[Entry], *, limit: int = 3, min_weeks: in
     for col in np.argsort(-weight, kind="stable"):
         rows = matrix[:, col].nonzero()[0]
         hits = sorted((dated[r] for r in rows), key=lambda e: e.timestamp)  # type: ignore[arg-type, return-value]
-        weeks = {e.timestamp.isocalendar()[:2] for e in hits}  # type: ignore[union-attr]
+        weeks = {_utc(e).isocalendar()[:2] for e in hits}
         if len(weeks) < min_weeks:
             continue
         ids = {e.id for e in hits}
@@ -89,11 +91,19 @@ def recurring_topics(episodes: Sequence[Entry], *, limit: int = 3, min_weeks: in
         cited = hits[-max_evidence:]
         term = _most_specific(str(terms[col]), set(rows), terms, matrix, weight, texts)
         topics.append(Topic(term, [e.id for e in cited], len(hits), len(weeks),
-                            hits[0].timestamp.date().isoformat(),  # type: ignore[union-attr]
-                            hits[-1].timestamp.date().isoformat()))  # type: ignore[union-attr]
+                            _utc(hits[0]).date().isoformat(),
+                            _utc(hits[-1]).date().isoformat()))
         if len(topics) >= limit:
             break
     return topics
+
+
+def _utc(entry: Entry) -> datetime:
+    """An Episode's instant in UTC: its week and day are counted by one rule, UTC ISO weeks
+    (as ``status`` counts them, :func:`~everos_reflect.index.reads.live_episode_weeks`). In
+    each Episode's own offset, one instant written as Sunday 23:30Z and as Monday 01:30+02:00
+    fell in two weeks."""
+    return entry.timestamp.astimezone(UTC)  # type: ignore[union-attr]
 
 
 def _most_specific(term: str, rows: set[int], terms: Sequence[str], matrix: object,

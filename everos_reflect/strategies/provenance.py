@@ -47,7 +47,7 @@ from everos_reflect.errors import EverosError, ProvenanceBusy
 from everos_reflect.index import cursors, events
 from everos_reflect.index.audit import Derivation, settle_intent
 from everos_reflect.markdown.parser import parse_entry_id
-from everos_reflect.model import Entry, Kind, UserRef, id_items
+from everos_reflect.model import Entry, Kind, UserRef, id_items, id_order
 from everos_reflect.procedural.tasks import task_hash
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def find_stale(records: Mapping[str, Entry],
     """``{id: stale_reason}`` of every active, daemon-derived record whose evidence no longer
     stands, transitively (a record citing a newly stale record is stale too). Ids in
     ``unreadable`` are in their file but cannot be read now: not deleted, not checked."""
-    derived = sorted(_checked(records.values()), key=lambda e: (_depth(e), e.id))
+    derived = sorted(_checked(records.values()), key=lambda e: (_depth(e), id_order(e.id)))
     citers: dict[str, list[Entry]] = {}
     for entry in derived:
         for eid in dict.fromkeys(evidence_of(entry)):
@@ -242,7 +242,7 @@ def find_restored(records: Mapping[str, Entry], unreadable: Collection[str] = fr
     briefly unreadable, or the old rule that took an unreadable entry for a deleted one)
     stayed stale for good although nothing it stands on had changed. A citation with no
     recorded hash cannot be shown unchanged, so such a record stays stale."""
-    waiting = sorted(_waiting(records.values()), key=lambda e: (_depth(e), e.id))
+    waiting = sorted(_waiting(records.values()), key=lambda e: (_depth(e), id_order(e.id)))
     lifted: dict[str, int] = {}
 
     def stands(entry: Entry) -> int | None:

@@ -46,7 +46,7 @@ from everos_reflect.index.audit import (
 )
 from everos_reflect.index.db import transaction
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
-from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.model import Entry, Kind, UserRef, id_order
 from everos_reflect.strategies import beliefs, provenance
 from everos_reflect.strategies.aside import SentWith, prompt_budget, tier_prompts
 from everos_reflect.strategies.belief_store import (
@@ -105,7 +105,7 @@ def written_revision(insight: Entry, records: dict[str, Entry]) -> Entry | None:
     found = [e for e in records.values() if e.kind is Kind.INSIGHT and e.deprecated_by is None
              and e.meta.get(provenance.DERIVATION_KEY) == key
              and e.meta.get("revises") == insight.id]
-    return min(found, key=lambda e: e.id) if found else None
+    return min(found, key=lambda e: id_order(e.id)) if found else None
 
 
 #: The ``commit_intent`` item naming the verdict being written (:meth:`RevalidateInsights.recover`).
@@ -267,7 +267,7 @@ def repeated(insight: Entry, text: str, records: dict[str, Entry]) -> Entry | No
     found = [e for e in records.values()
              if e.kind is Kind.INSIGHT and e.id != insight.id and beliefs.is_live(e)
              and beliefs.text_key(e.content) == key]
-    return min(found, key=lambda e: e.id) if found else None
+    return min(found, key=lambda e: id_order(e.id)) if found else None
 
 
 def depends_on(entry: Entry, target: str, records: dict[str, Entry]) -> bool:
@@ -333,7 +333,7 @@ def stale_insights(records: dict[str, Entry]) -> list[Entry]:
     return sorted((e for e in records.values() if e.kind is Kind.INSIGHT
                    and provenance.DERIVATION_KEY in e.meta and e.deprecated_by is None
                    and provenance.status_of(e) == provenance.STALE),
-                  key=lambda e: (_depth(e), e.id))
+                  key=lambda e: (_depth(e), id_order(e.id)))
 
 
 def _depth(entry: Entry) -> int:
