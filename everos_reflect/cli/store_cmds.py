@@ -379,6 +379,9 @@ def _render_status(doc: dict[str, Any]) -> None:
         console.print("[red]config problems[/red]")
         for problem in doc["config"]["problems"]:
             console.print(f"  {one_line(Problem(**problem))}", markup=False)
+        if doc["config"].get("problems_not_shown"):
+            console.print(f"  and {doc['config']['problems_not_shown']:,} more "
+                          "(`everos-reflect lint` lists them)", markup=False)
     lag = doc["index"]
     if lag is None:
         console.print("index: not built yet (run `everos-reflect reindex` or `serve`)")
@@ -580,9 +583,11 @@ def _refuse_if_not_in_force(text: str, file: str) -> None:
     try:
         validate_ome(parse_ome(text, file), file)
     except ConfigError as exc:
-        raise ConfigError([*exc.problems, (file, "(not changed)", (
+        # first: a message names only the first problems (errors.MAX_PROBLEMS_SHOWN)
+        raise ConfigError([(file, "(not changed)", (
             "fix this file first: a daemon keeps its last good configuration "
-            "while the file is invalid, so the change would not take effect"))]) from None
+            "while the file is invalid, so the change would not take effect")),
+            *exc.problems]) from None
 
 
 def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
