@@ -11,9 +11,10 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import MAX_PROBLEMS_SHOWN, EverosError
 from everos_reflect.fileio import error_text, in_the_way, not_a_folder
 from everos_reflect.lint import (
+    Problem,
     Progress,
     config_problems,
     irregular_problems,
@@ -165,11 +166,22 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         # warnings are lint's to show: status counts them, so "no files with problems" is
         # not all it says of a root lint fails on
         "files_with_warnings": [{"file": f, "warnings": n} for f, n in sorted(warned.items())],
-        "config": {"ok": not config, "problems": [p.as_dict() for p in config]},
+        "config": _config_doc(config),
         "index": _index_lag(runtime) if source == "index" else unreadable,
         "merges": _merges(runtime, engine) if source == "index" else None,
         "strategies": _strategies(runtime, engine) if strategies is None else strategies,
     }
+
+
+def _config_doc(problems: list[Problem]) -> dict[str, Any]:
+    """The configuration's problems, at most :data:`MAX_PROBLEMS_SHOWN` of them, and how many
+    more there are when some are left out (``problems_not_shown``; ``lint`` lists every one):
+    20,000 misspelt keys in ``ome.toml`` were 10 MB of this document."""
+    doc: dict[str, Any] = {"ok": not problems,
+                           "problems": [p.as_dict() for p in problems[:MAX_PROBLEMS_SHOWN]]}
+    if len(problems) > MAX_PROBLEMS_SHOWN:
+        doc["problems_not_shown"] = len(problems) - MAX_PROBLEMS_SHOWN
+    return doc
 
 
 def _cross_file_problems(runtime: Runtime) -> list[tuple[str, str]]:

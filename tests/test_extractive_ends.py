@@ -111,3 +111,43 @@ def test_the_end_of_something_the_earlier_sentence_does_not_name_is_no_version(
     content = narrative(ExtractiveLLM(local), first, second)
     assert plain_sentences(content) == [first, second]
     assert "Current state" not in content
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Omar works at Initech.", "Left Initech for Hooli."),
+    ("Omar eats meat.", "Gave up meat."),
+])
+def test_a_note_naming_nobody_ends_the_main_person_s_state(local: LocalEmbedder, first: str,
+                                                           second: str) -> None:
+    # "Left" and "Gave" were read as the note's subject, another person than Omar: both
+    # sentences stayed with no current state, Initech read as still his employer
+    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
+        content = narrative(llm, first, second)
+        assert plain_sentences(content) == [first, second]
+        assert content.split("\n\n")[-1] == f"Current state: {second}"
+
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Rafa lives in Madrid.", "Rafa left Madrid two years ago."),
+    ("Nina smokes.", "Nina quit smoking years ago."),
+])
+def test_an_end_told_years_ago_is_still_an_end(local: LocalEmbedder, first: str,
+                                               second: str) -> None:
+    # "years ago" read as an earlier time of life, as in "Kai lived in Rome years ago.": the
+    # end was old news and Madrid read as still his home; "quit smoking years ago" named
+    # nothing that ended ("smoking" was taken for part of the time)
+    content = narrative(ExtractiveLLM(local), first, second)
+    assert plain_sentences(content) == [first, second]
+    assert content.split("\n\n")[-1] == f"Current state: {second}"
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Nina eats meat.", "Nina gave up meat as a teenager."),
+    ("Kai lives in Berlin.", "Kai left Rome years ago."),
+])
+def test_an_end_of_an_earlier_time_or_of_something_else_is_no_version(
+        local: LocalEmbedder, first: str, second: str) -> None:
+    content = narrative(ExtractiveLLM(local), first, second)
+    assert plain_sentences(content) == [first, second]
+    assert "Current state" not in content

@@ -37,6 +37,11 @@ def local() -> LocalEmbedder:
     ("Lucia runs the café on Elm Street.", "Lucia closed the café for the holidays."),
     ("Lucia works at the library.", "Lucia left the library at 6:30 pm."),
     ("Lucia goes to the gym on Mondays.", "Lucia skipped the gym this week."),
+    # a stop bounded by a named time or a span
+    ("Lucia eats meat.", "Lucia gave up meat for Lent."),
+    ("Lucia drinks wine with dinner.", "Lucia gave up wine for January."),
+    ("Lucia eats chocolate.", "Lucia stopped eating chocolate during Ramadan."),
+    ("Lucia plays video games.", "Lucia gave up video games for the exam season."),
 ])
 def test_a_one_off_event_is_no_version_of_a_standing_state(local: LocalEmbedder, first: str,
                                                            second: str) -> None:
@@ -74,6 +79,12 @@ def test_two_one_off_events_of_one_kind_still_fold(local: LocalEmbedder) -> None
     ("Lucia left home at eighteen.", False, {"home"}),  # an age, not a clock time
     ("Lucia left Initech for Hooli.", False, {"initech"}),
     ("Lucia left Initech for a startup.", False, {"initech"}),
+    ("Gave up meat for Lent.", True, None),
+    ("Lucia stopped drinking wine for January.", True, None),
+    # "for" after an "-ing" verb: for whom or where, not for how long
+    ("Lucia stopped working for Initech.", False, {"working"}),
+    ("Lucia gave up smoking for Maria.", False, {"smoking"}),
+    ("Lucia gave up coffee for tea.", False, {"coffee"}),
     ("Lucia quit the chess club on Monday.", True, {"chess", "club"}),
     ("Lucia left the choir two weeks ago.", False, {"choir"}),
     # habits and adjectives: no event bounded in time
@@ -91,6 +102,32 @@ def test_which_sentences_tell_of_a_one_off_or_temporary_event(
 def test_a_delay_of_some_hours_is_no_event_left_early_or_late() -> None:
     assert not extractive._Sentence("Eva's Tokyo flight left six hours late.", date.min,
                                     0).passing
+
+
+@pytest.mark.parametrize("text", [
+    "The flight left six hours late.",
+    "Eva's Tokyo flight left six hours late.",
+    "Rafa's train left forty minutes late.",
+    "The bus left half an hour early.",
+    "The ferry left 20 minutes behind schedule.",
+])
+def test_a_departure_late_by_some_time_ends_nothing(text: str) -> None:
+    # "six hours" was read as what ended, so "Eva's flight was six hours late." / "Eva's
+    # flight left six hours late." was written as the end of the delay, the later sentence
+    # as the current state
+    assert extractive._Sentence(text, date.min, 0).ended is None
+
+
+def test_a_departure_with_when_it_happened_still_ends() -> None:
+    assert extractive._Sentence("Rafa left Madrid two years ago.", date.min,
+                                0).ended == {"madrid"}
+
+
+def test_a_delay_told_twice_is_one_sentence(local: LocalEmbedder) -> None:
+    content = narrative(ExtractiveLLM(local), "Eva's flight was six hours late.",
+                        "Eva's flight left six hours late.")
+    assert len(plain_sentences(content)) == 1
+    assert "Current state" not in content
 
 
 @pytest.mark.parametrize("fact, sentence", [

@@ -53,3 +53,34 @@ def test_an_opening_past_verb_is_nobody() -> None:
     assert extractive._leading_name("Met Tom for lunch.") is None
     assert extractive._leading_name("Lucia left Lyon for Paris.") == "Lucia"
     assert extractive._main_entity(["Left Lyon for Paris.", "Met Tom for lunch."]) is None
+
+
+@pytest.mark.parametrize("first, second", [
+    # under the version threshold (0.68): the bus was read as still taken
+    ("Lucia takes the bus to work.", "Lucia cycles to work now."),
+    # over the paraphrase threshold (0.81): folded, the bus left the narrative
+    ("Lucia takes the bus to school.", "These days Lucia walks to school."),
+])
+def test_a_state_said_to_hold_now_is_the_current_state(local: LocalEmbedder, first: str,
+                                                       second: str) -> None:
+    content = narrative(ExtractiveLLM(local), first, second)
+    assert plain_sentences(content) == [first, second]
+    assert content.split("\n\n")[-1] == f"Current state: {second}"
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Lucia takes the bus to work.", "Lucia cycles to work now too."),
+    ("Lucia takes the bus to work.", "Lucia cycles to work now and then."),
+    ("Lucia eats lunch at work.", "Lucia cycles to work now."),
+])
+def test_an_addition_or_another_frame_said_now_is_no_version(local: LocalEmbedder, first: str,
+                                                             second: str) -> None:
+    content = narrative(ExtractiveLLM(local), first, second)
+    assert plain_sentences(content) == [first, second]
+    assert "Current state" not in content
+
+
+def test_a_state_restated_with_now_still_folds(local: LocalEmbedder) -> None:
+    content = narrative(ExtractiveLLM(local), "Lucia cycles to work.",
+                        "These days Lucia cycles to work.")
+    assert len(plain_sentences(content)) == 1

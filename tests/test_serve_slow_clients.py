@@ -175,3 +175,41 @@ def test_the_daemon_still_answers_after_a_request_that_is_no_valid_http(port: in
         while chunk := conn.recv(65536):
             got += chunk
     assert got.startswith(b"HTTP/1.1 200 ") and got.endswith(b"ok")
+
+
+CHUNKED = b"POST / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+FRAMING_REFUSED = {"code": "headers_too_large", "message": (
+    "the chunk extensions and trailers of the request's body are over 16,384 bytes")}
+
+
+@pytest.mark.parametrize("body", [
+    # 2,000 one-byte chunks, each with a 10 KB extension: 20 MB for 2,000 bytes of data
+    (b"1;e=" + b"x" * 10_000 + b"\r\na\r\n") * 2_000 + b"0\r\n\r\n",
+    # one chunk-size line with a 60 KB extension
+    b"1;e=" + b"x" * 60_000 + b"\r\na\r\n0\r\n\r\n",
+    # trailer blocks of 60 KB and of 1 MB
+    b"1\r\na\r\n0\r\nX-T: " + b"y" * 60_000 + b"\r\n\r\n",
+    b"1\r\na\r\n0\r\nX-T: " + b"y" * 1_000_000 + b"\r\n\r\n",
+    b"1\r\na\r\n0\r\n" + b"".join(b"X-%d: %s\r\n" % (i, b"y" * 1_000) for i in range(100))
+    + b"\r\n",
+])
+def test_chunk_extensions_and_trailers_past_16_kib_are_answered_431(port: int,
+                                                                    body: bytes) -> None:
+    # they were read past whatever their size (only a line h11 waited for the end of was
+    # bounded): the 20 MB body was answered 200 with its 2,000 bytes
+    line, answer = _answer(port, CHUNKED + body)
+    assert line == b"HTTP/1.1 431 Request Header Fields Too Large"
+    assert answer == {"error": FRAMING_REFUSED}
+
+
+def test_a_chunked_body_of_many_small_chunks_with_short_extensions_is_read_whole(
+        port: int) -> None:
+    body = b"".join(b"1;n=%d\r\n%c\r\n" % (i % 10, 97 + i % 26) for i in range(3_000))
+    with connect(port) as conn:
+        conn.sendall(CHUNKED.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n")
+                     + body + b"0\r\nX-Checksum: abc\r\n\r\n")
+        got = b""
+        while chunk := conn.recv(65536):
+            got += chunk
+    assert got.startswith(b"HTTP/1.1 200 ")
+    assert got.endswith(bytes(97 + i % 26 for i in range(3_000)))

@@ -18,9 +18,14 @@ and closed after :data:`REFUSED_LINGER_SECONDS`.
 A request that is no valid HTTP/1.1 (a header block over h11's bound, a bad chunk size, two
 ``Content-Length`` headers, a byte over 0x7f in the request line) is answered as every other
 bad request is (SPEC §7): a JSON error naming what is wrong, 431 for a header block too large,
-else 400. uvicorn answered a plain-text 400 "Invalid HTTP request received." for them all.
+else 400; the connection is closed :data:`REFUSED_LINGER_SECONDS` later, as a refused one is.
+uvicorn answered a plain-text 400 "Invalid HTTP request received." for them all.
 A header block is bounded however it arrives (:func:`_refuse_large_head`), not only while h11
-waits for its end.
+waits for its end. So is what a chunked body sends besides its data (:class:`_Framing`): its
+chunk extensions and trailer fields, which nothing here reads, are at most as large as a header
+block in all, answered 431 past that. A body of 2,000 one-byte chunks each with a 10 KB
+extension (20 MB sent for 2,000 bytes of data) was read to its end, and a trailer block that
+arrived in one read was taken whatever its size.
 """
 
 from __future__ import annotations
@@ -82,8 +87,11 @@ def _invalid_request(error: h11.RemoteProtocolError | None, reading: object,
     """Status, code and message of the answer to a request h11 could not read (``reading``:
     the client's state when it failed)."""
     if error is not None and error.error_status_hint == 431:
-        where = "a chunk-size line" if reading is h11.SEND_BODY else "the request's header block"
-        return 431, "headers_too_large", f"{where} is over {limit:,} bytes"
+        # in a body, h11's own bound (a size line or trailer block it waits for the end of)
+        # and _Framing's are one bound: which one a request meets depends on the reads
+        where = ("the chunk extensions and trailers of the request's body are"
+                 if reading is h11.SEND_BODY else "the request's header block is")
+        return 431, "headers_too_large", f"{where} over {limit:,} bytes"
     why = _readable(str(error)) if error is not None and str(error) else "it could not be read"
     return 400, "invalid_http", f"the request is no valid HTTP/1.1: {why}"
 
@@ -105,6 +113,35 @@ def _refuse_large_head(request: h11.Request, limit: int) -> None:
     if size > limit:
         raise h11.RemoteProtocolError(f"the header block is {size:,} bytes",
                                       error_status_hint=431)
+
+
+#: Bytes a chunk may take besides its data without counting as extension: its size in hex (8
+#: digits for any chunk under 4 GiB) and the line ends after the size and after the data.
+#: Allowed per piece of data h11 hands on (a chunk is one piece or more, never none), so a
+#: chunk whose size line and data arrive in two reads is not counted short.
+_CHUNK_FRAMING_BYTES = 12
+
+
+class _Framing:
+    """Counts what one request's body sends besides its data, as h11 consumes it: chunk-size
+    lines with their extensions, line ends, the trailer block. h11 reads past extensions and
+    trailers, and bounds a line or a trailer block only while it waits for its end, so a
+    body of tiny chunks with long extensions went on for as long as the client sent it."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.sent, self.pieces = limit, 0, 0
+
+    def count(self, event: object, consumed: int) -> None:
+        """``event`` took ``consumed`` bytes of the connection's input; h11's "431" error
+        once the extensions and trailers are over the bound."""
+        if isinstance(event, h11.Data):
+            consumed -= len(event.data)
+            self.pieces += 1
+        self.sent += max(0, consumed)
+        if self.sent > self.limit + _CHUNK_FRAMING_BYTES * self.pieces:
+            raise h11.RemoteProtocolError(
+                f"chunk extensions and trailers over {self.limit:,} bytes",
+                error_status_hint=431)
 
 
 #: h11's words for what it read: "illegal chunk header: bytearray(b'zz\\r\\n')"
@@ -134,6 +171,8 @@ class DeadlineH11Protocol(H11Protocol):
     _last_refusal_logged: float | None = None  # class-wide: loop time of the last warning
     #: why h11 could not read the last request (and the client's state then), for its answer
     _protocol_error: tuple[h11.RemoteProtocolError, object] | None = None
+    #: what the body of the request being read sends besides its data
+    _framing: _Framing | None = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -141,10 +180,14 @@ class DeadlineH11Protocol(H11Protocol):
 
         def next_event() -> object:  # uvicorn catches h11's error and keeps nothing of it
             reading = self.conn.their_state
+            unread = len(self.conn._receive_buffer)
             try:
                 event = read()
                 if isinstance(event, h11.Request):
                     _refuse_large_head(event, self.conn._max_incomplete_event_size)
+                    self._framing = _Framing(self.conn._max_incomplete_event_size)
+                elif reading is h11.SEND_BODY and self._framing is not None:
+                    self._framing.count(event, unread - len(self.conn._receive_buffer))
                 return event
             except h11.RemoteProtocolError as exc:
                 self._protocol_error = (exc, reading)
@@ -157,7 +200,7 @@ class DeadlineH11Protocol(H11Protocol):
         self._arm()
 
     def data_received(self, data: bytes) -> None:
-        if not self._refused:  # a refused connection's request was answered 503 already
+        if not self._refused:  # a refused connection's request was answered already
             super().data_received(data)
 
     def _refuse(self) -> None:
@@ -169,6 +212,15 @@ class DeadlineH11Protocol(H11Protocol):
             log.warning("refusing connections beyond %d at once (answered 503)",
                         MAX_CONNECTIONS)
         self.transport.write(_busy_answer())
+        self._linger()
+
+    def _linger(self) -> None:
+        """Close after :data:`REFUSED_LINGER_SECONDS`, the client's input thrown away till then
+        (the answer written): closed while the client is still sending (a body cut off at a
+        bound), the kernel answers a reset, and the client may lose the answer for it (its
+        send failing first)."""
+        self._refused = True
+        self._disarm()
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self._deadline = self.loop.call_later(REFUSED_LINGER_SECONDS, self.transport.close)
@@ -184,7 +236,7 @@ class DeadlineH11Protocol(H11Protocol):
                                    reason=STATUS_PHRASES[status]),
                       h11.Data(data=body), h11.EndOfMessage()):
             self.transport.write(self.conn.send(event))
-        self.transport.close()
+        self._linger()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
@@ -192,7 +244,8 @@ class DeadlineH11Protocol(H11Protocol):
 
     def handle_events(self) -> None:
         super().handle_events()
-        if self.conn.their_state not in _READING:  # read whole (or the connection is done)
+        # read whole (or the connection is done); a refused one keeps its closing timer
+        if self.conn.their_state not in _READING and not self._refused:
             self._disarm()
 
     def on_response_complete(self) -> None:

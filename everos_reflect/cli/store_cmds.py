@@ -344,14 +344,18 @@ def _render_status(doc: dict[str, Any]) -> None:
     console = Console(soft_wrap=True)  # long paths stay on one line when piped
     console.print(f"root {one_line(doc['root'])}  (counts from {doc['counts_from']})",
                   markup=False)
-    table = Table("user", "episodes", "atomic facts", "insights", caption="live / deprecated")
-    table.columns[0].no_wrap = True
-    for user in doc["users"]:
-        name = f"{user['app_id']}/{user['project_id']}/{user['user_id']}"
-        cells = [f"{user[k]['live']} / {user[k]['deprecated']}"
-                 for k in ("episode", "atomic_fact", "insight")]
-        table.add_row(name, *cells)
-    console.print(table)
+    if doc["users"]:
+        table = Table("user", "episodes", "atomic facts", "insights",
+                      caption="live / deprecated")
+        table.columns[0].no_wrap = True
+        for user in doc["users"]:
+            name = f"{user['app_id']}/{user['project_id']}/{user['user_id']}"
+            cells = [f"{user[k]['live']} / {user[k]['deprecated']}"
+                     for k in ("episode", "atomic_fact", "insight")]
+            table.add_row(name, *cells)
+        console.print(table)
+    else:  # an empty table and its caption read like a rendering fault on a new root
+        console.print("no users yet: `everos-reflect add` writes the first Episode")
     if doc["files_with_problems"]:
         console.print(f"[red]{counted(len(doc['files_with_problems']), 'file')} with problems"
                       "[/red]")
@@ -375,6 +379,9 @@ def _render_status(doc: dict[str, Any]) -> None:
         console.print("[red]config problems[/red]")
         for problem in doc["config"]["problems"]:
             console.print(f"  {one_line(Problem(**problem))}", markup=False)
+        if doc["config"].get("problems_not_shown"):
+            console.print(f"  and {doc['config']['problems_not_shown']:,} more "
+                          "(`everos-reflect lint` lists them)", markup=False)
     lag = doc["index"]
     if lag is None:
         console.print("index: not built yet (run `everos-reflect reindex` or `serve`)")
@@ -576,9 +583,11 @@ def _refuse_if_not_in_force(text: str, file: str) -> None:
     try:
         validate_ome(parse_ome(text, file), file)
     except ConfigError as exc:
-        raise ConfigError([*exc.problems, (file, "(not changed)", (
+        # first: a message names only the first problems (errors.MAX_PROBLEMS_SHOWN)
+        raise ConfigError([(file, "(not changed)", (
             "fix this file first: a daemon keeps its last good configuration "
-            "while the file is invalid, so the change would not take effect"))]) from None
+            "while the file is invalid, so the change would not take effect")),
+            *exc.problems]) from None
 
 
 def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
