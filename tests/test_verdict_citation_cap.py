@@ -1,8 +1,9 @@
 """A verdict citing hundreds of records is written, citing the most recent MAX_CITATIONS.
 
 `reconcile` and `revalidate_insights` wrote every record a reply cited into `evidence` and
-`evidence_hash`: past some 900 (a `max_records` of 1,000 allows a thousand) the metadata block passed
-the 64 KiB it may hold, the write failed, and the tier failed the same way on every run."""
+`evidence_hash`: past some 900 (a `max_records` of 1,000 allows a thousand) the metadata
+block passed the 64 KiB it may hold, the write failed, and the tier failed the same way on
+every run."""
 
 from __future__ import annotations
 
