@@ -53,6 +53,21 @@ KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 #: run; a proposal citing more is refused on its own instead (counted ``refused``).
 MAX_CITATIONS = 200
 
+
+def most_recent(ids: Iterable[str], stamps: Mapping[str, datetime | None],
+                most: int = MAX_CITATIONS) -> list[str]:
+    """``ids`` without repeats and, past ``most``, cut to the ``most`` records written last
+    (``stamps``: id → timestamp; ties and ids without one by :func:`id_order`), the order
+    given kept. What a verdict cites (``reconcile``, ``revalidate_insights``): a reply may
+    cite every record it was shown, up to ``max_records`` (1,000), and past some 900 the
+    record's ``evidence`` and ``evidence_hash`` outgrew the 64 KiB a metadata block may
+    hold: it could not be written, and the tier failed the same way on every run."""
+    unique = list(dict.fromkeys(ids))
+    if len(unique) <= most:
+        return unique
+    kept = set(sorted(unique, key=lambda i: (instant(stamps.get(i)), id_order(i)))[-most:])
+    return [i for i in unique if i in kept]
+
 SELF_CONTRADICTION = "self_contradiction"
 RECONCILIATION = "reconciliation"
 ACTIVE, RESOLVED, STALE, RETIRED = "active", "resolved", "stale", "retired"

@@ -6,7 +6,9 @@ a new one lands. The model sees the new edges and the convictions they join (SPE
 goes into ``.insights/``, where the next ``update_worldview`` run reads it: the loop closes
 with a cited record, not an edit. Nothing is edited or deleted. A reconciliation without
 text, under the citation floor, deeper than ``max_depth``, or repeating a live insight is
-refused on its own (counted ``refused``), as ``reflect_insights`` refuses an insight.
+refused on its own (counted ``refused``), as ``reflect_insights`` refuses an insight. One
+citing more than :data:`~everos_reflect.strategies.beliefs.MAX_CITATIONS` records keeps the
+most recent ones (:func:`~everos_reflect.strategies.beliefs.most_recent`).
 """
 
 from __future__ import annotations
@@ -111,7 +113,14 @@ class Reconcile(BeliefTier):
                          "needed", self.name, ref, len(reply["evidence"]), MIN_CITATIONS)
             derived.refused += 1
             return derived
-        depth = beliefs.derived_depth(beliefs.depth_of(entries[i]) for i in reply["evidence"])
+        # at most MAX_CITATIONS, the most recent: citing the thousand records max_records
+        # lets a call show, it could not be written (over 64 KiB of metadata), every run
+        cited = beliefs.most_recent(reply["evidence"],
+                                    {i: entries[i].timestamp for i in reply["evidence"]})
+        if len(cited) < len(set(reply["evidence"])):
+            ctx.log.info("%s: %s: the reconciliation cites %d records: the %d most recent "
+                         "kept", self.name, ref, len(set(reply["evidence"])), len(cited))
+        depth = beliefs.derived_depth(beliefs.depth_of(entries[i]) for i in cited)
         cap = int(ctx.settings.get("max_depth", 8))
         if depth > cap:
             ctx.log.warning("%s: %s: reconciliation refused: depth %d > max_depth %d",
@@ -129,7 +138,7 @@ class Reconcile(BeliefTier):
             derived.refused += 1
             return derived
         (written,) = rt.store.append_many(ref, Kind.INSIGHT, [(
-            derived_meta(evidence=reply["evidence"], depth=depth, key=work.key, seen=entries,
+            derived_meta(evidence=cited, depth=depth, key=work.key, seen=entries,
                          extra={"insight_type": beliefs.RECONCILIATION}),
             {"Insight": reply["insight"]})], derived=True)
         sync(rt, [rt.store.path_for_id(ref, written.id)])

@@ -520,7 +520,12 @@ class RevalidateInsights(Strategy):
                 self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started)
                 return
         by_id = {e.id: e for e in evidence}
-        cited = [by_id[i] for i in verdict["evidence"] if i in by_id]
+        # at most MAX_CITATIONS, the most recent: a "holds" or "revise" citing the thousand
+        # records max_records lets a call show could not be written (over 64 KiB of
+        # metadata), and the insight failed the same way on every run
+        cited = [by_id[i] for i in beliefs.most_recent(
+            (i for i in verdict["evidence"] if i in by_id),
+            {i: e.timestamp for i, e in by_id.items()})]
         live = successor(insight, verdict, records)
         if live is not None:
             self._archive_into(ctx, ref, insight, live, row, counts, started)
