@@ -12,30 +12,20 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from datetime import date
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from everos_reflect.embedding import HashEmbedder
 from everos_reflect.markdown import store as store_module
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import Kind
 from everos_reflect.runtime import Runtime
-from everos_reflect.settings import Settings
-
-ALICE = UserRef.of("alice")
-DAY = date(2026, 10, 12)
+from tests.link_fixtures import ALICE, DAY, alice_runtime
 
 
 @pytest.fixture
 def rt(root: Path) -> Iterator[Runtime]:
-    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
-    runtime.store.append(ALICE, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00",
-                                               "parent_type": "memcell"},
-                         {"Subject": "Pets", "Content": "Alice has a cat."}, day=DAY)
-    yield runtime
-    runtime.close()
+    yield from alice_runtime(root)
 
 
 def _alice(rt: Runtime) -> Path:

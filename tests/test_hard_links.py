@@ -17,17 +17,15 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from everos_reflect.embedding import HashEmbedder
 from everos_reflect.errors import MarkdownError
 from everos_reflect.index.sync import Indexer
 from everos_reflect.index.watcher import Watcher
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
-from everos_reflect.settings import Settings
+from tests.link_fixtures import ALICE, DAY, alice_runtime
 from tests.waiting import wait_for
 
-ALICE, BOB = UserRef.of("alice"), UserRef.of("bob")
-DAY = date(2026, 10, 12)
+BOB = UserRef.of("bob")
 USERS = "default_app/default_project/users"
 ALICE_LOG = f"{USERS}/alice/episodes/episode-2026-10-12.md"
 BOB_LOG = f"{USERS}/bob/episodes/episode-2026-10-12.md"
@@ -35,12 +33,7 @@ BOB_LOG = f"{USERS}/bob/episodes/episode-2026-10-12.md"
 
 @pytest.fixture
 def rt(root: Path) -> Iterator[Runtime]:
-    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
-    runtime.store.append(ALICE, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00",
-                                               "parent_type": "memcell"},
-                         {"Subject": "Pets", "Content": "Alice has a cat."}, day=DAY)
-    yield runtime
-    runtime.close()
+    yield from alice_runtime(root)
 
 
 def _hard_link(rt: Runtime) -> Path:

@@ -17,17 +17,23 @@ from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index import events
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.model import Kind
+from everos_reflect.runtime import Runtime
 from everos_reflect.strategies import provenance
 from everos_reflect.strategies.provenance import on_changes
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
 
 
+def _walk(rt: Runtime) -> events.ChangeSet:
+    """The change an add of one Episode hands the check."""
+    entry = add_episode(rt, ANDREW, "2026-08-01T10:00:00+00:00", "Walk", "A walk.")
+    return events.ChangeSet(ANDREW, Kind.EPISODE,
+                            rt.store.rel(rt.store.path_for_id(ANDREW, entry.id)), [entry])
+
+
 def test_a_check_after_the_root_moved_away_waits_and_makes_no_root_again(root: Path) -> None:
     rt = make_runtime(root, ExtractiveLLM(), embedder=HashEmbedder(16))
     try:
-        entry = add_episode(rt, ANDREW, "2026-08-01T10:00:00+00:00", "Walk", "A walk.")
-        change = events.ChangeSet(ANDREW, Kind.EPISODE,
-                                  rt.store.rel(rt.store.path_for_id(ANDREW, entry.id)), [entry])
+        change = _walk(rt)
         away = root.with_name(root.name + "-away")
         root.rename(away)
         with pytest.raises(events.Deferred, match="was moved or deleted"):
@@ -53,9 +59,7 @@ def test_a_root_moved_as_the_lock_is_taken_is_not_made_again(
             return super().acquire(*args, **kwargs)
 
     try:
-        entry = add_episode(rt, ANDREW, "2026-08-01T10:00:00+00:00", "Walk", "A walk.")
-        change = events.ChangeSet(ANDREW, Kind.EPISODE,
-                                  rt.store.rel(rt.store.path_for_id(ANDREW, entry.id)), [entry])
+        change = _walk(rt)
         monkeypatch.setattr(provenance, "FileLock", MovedAsTaken)
         with pytest.raises(events.Deferred, match="was moved or deleted"):
             on_changes(rt, [change])
@@ -85,9 +89,7 @@ def test_a_root_moved_in_at_the_old_path_is_left_as_it_is(
             return super().acquire(*args, **kwargs)
 
     try:
-        entry = add_episode(rt, ANDREW, "2026-08-01T10:00:00+00:00", "Walk", "A walk.")
-        change = events.ChangeSet(ANDREW, Kind.EPISODE,
-                                  rt.store.rel(rt.store.path_for_id(ANDREW, entry.id)), [entry])
+        change = _walk(rt)
         monkeypatch.setattr(provenance, "FileLock", SwappedAsTaken)
         with pytest.raises(events.Deferred, match="was moved or deleted"):
             on_changes(rt, [change])
