@@ -64,14 +64,6 @@ class SettingSpec:
 MAX_SETTING_INT = 10**12
 
 
-def positive(value: float) -> str | None:
-    return None if value > 0 else "must be > 0"
-
-
-def non_negative(value: float) -> str | None:
-    return None if value >= 0 else "must be >= 0"
-
-
 def duration_up_to(limit: int, words: str) -> Callable[[float], str | None]:
     """A wait or window from 0 to ``limit``. Larger values (``1e300``, ``inf``) are finite
     TOML or pass a ``>= 0`` check, then overflow ``timedelta``/datetime arithmetic or a

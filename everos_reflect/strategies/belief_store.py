@@ -191,11 +191,14 @@ def repair(runtime: Runtime, ref: UserRef, state: BeliefState) -> set[Path]:
         touched |= {store.path_for_id(ref, old) for old in view.repairs}
     live = {c.id for c in view.current.values()}
     successors = {**state.successors(), **view.repairs}
-    for edge_id, reason in beliefs.superseded_edges(state.edges(), live, successors).items():
-        store.update_meta(ref, edge_id, {
-            "status": beliefs.RESOLVED, "resolved_at": datetime.now(UTC),
-            "resolution": f"automatic: {reason}"})
-        touched.add(store.path_for_id(ref, edge_id))
+    now = datetime.now(UTC)
+    resolved = {edge_id: {"status": beliefs.RESOLVED, "resolved_at": now,
+                          "resolution": f"automatic: {reason}"}
+                for edge_id, reason in beliefs.superseded_edges(state.edges(), live,
+                                                                successors).items()}
+    # one write per log: edge by edge, n edges of one day's log were n copies of that log
+    store.update_metas(ref, resolved)
+    touched |= {store.path_for_id(ref, edge_id) for edge_id in resolved}
     return touched
 
 
