@@ -11,7 +11,7 @@ nothing here depends on how fast a thread runs.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from everos_reflect.index.sync import Indexer
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
+from tests.waiting import scripted_pauses
 
 REF = UserRef.of("u_andrew")
 DAY = date(2026, 10, 12)
@@ -63,19 +64,6 @@ def _log_of_three(rt: Runtime) -> tuple[Path, list[str]]:
     return rt.store.log_path(REF, Kind.EPISODE, DAY), ids
 
 
-def _editor_pauses(monkeypatch: pytest.MonkeyPatch,
-                   steps: list[Callable[[], None]]) -> list[float]:
-    """The indexer's pauses, each letting the editor write its next part (none left: idle)."""
-    pauses: list[float] = []
-
-    def pause(seconds: float) -> None:
-        pauses.append(seconds)
-        if steps:
-            steps.pop(0)()
-
-    monkeypatch.setattr(sync, "_pause", pause, raising=False)
-    return pauses
-
 
 def test_a_log_read_cut_at_an_entry_boundary_mid_rewrite_loses_no_entry(
         rt: Runtime, deletions: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,7 +73,7 @@ def test_a_log_read_cut_at_an_entry_boundary_mid_rewrite_loses_no_entry(
     whole = path.read_bytes()
     cut = whole.index(f"<!-- entry:{ids[1]} -->".encode())
     path.write_bytes(whole[:cut])  # truncated and rewritten: only the first entry is there yet
-    pauses = _editor_pauses(monkeypatch, [lambda: path.write_bytes(whole)])
+    pauses = scripted_pauses(monkeypatch, sync, [lambda: path.write_bytes(whole)])
 
     result = indexer.sync_path(path)
 
@@ -103,7 +91,7 @@ def test_entries_a_person_deleted_are_dropped_once_the_log_stands_still(
     indexer.sync_path(path)
     text = path.read_text()
     path.write_text(text[:text.index(f"<!-- entry:{ids[1]} -->")])  # a person's hand edit
-    _editor_pauses(monkeypatch, [])
+    scripted_pauses(monkeypatch, sync, [])
 
     result = indexer.sync_path(path)
 
@@ -124,7 +112,7 @@ def test_entries_missing_from_a_log_that_keeps_changing_are_held_not_dropped(
     cut = whole.index(f"<!-- entry:{ids[1]} -->".encode())
     grown = [whole[:cut] + b"\n" * n for n in range(1, 100)]
     path.write_bytes(whole[:cut])
-    _editor_pauses(monkeypatch, [lambda part=part: path.write_bytes(part) for part in grown])
+    scripted_pauses(monkeypatch, sync, [lambda part=part: path.write_bytes(part) for part in grown])
 
     result = indexer.sync_path(path)
 
@@ -148,7 +136,7 @@ def test_a_log_briefly_gone_while_an_editor_replaces_it_keeps_its_entries(
     indexer.sync_path(path)
     whole = path.read_bytes()
     path.unlink()
-    _editor_pauses(monkeypatch, [lambda: path.write_bytes(whole)])
+    scripted_pauses(monkeypatch, sync, [lambda: path.write_bytes(whole)])
 
     result = indexer.sync_path(path)
 
@@ -171,7 +159,7 @@ def test_a_scan_waits_once_for_every_log_it_would_drop_entries_from(
     for path, first in logs:
         text = path.read_text()
         path.write_text(text[:text.index("<!-- /entry:")] + f"<!-- /entry:{first} -->\n")
-    pauses = _editor_pauses(monkeypatch, [])
+    pauses = scripted_pauses(monkeypatch, sync, [])
 
     report = indexer.scan()
 

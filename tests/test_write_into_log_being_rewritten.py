@@ -11,7 +11,7 @@ The rewriter's progress during the wait is played by the patched pause.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
@@ -23,6 +23,7 @@ from everos_reflect.markdown.parser import parse_log
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
+from tests.waiting import scripted_pauses
 
 ALICE = UserRef.of("alice")
 DAY = date(2026, 10, 12)
@@ -40,17 +41,6 @@ def rt(root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
     yield runtime
     runtime.close()
 
-
-def _rewriter(monkeypatch: pytest.MonkeyPatch, steps: list[Callable[[], None]]) -> list[float]:
-    pauses: list[float] = []
-
-    def pause(seconds: float) -> None:
-        pauses.append(seconds)
-        if steps:
-            steps.pop(0)()
-
-    monkeypatch.setattr(store_module, "_pause", pause, raising=False)
-    return pauses
 
 
 def _add(rt: Runtime) -> str:
@@ -77,7 +67,7 @@ def test_an_add_to_a_log_being_rewritten_in_place_keeps_the_whole_log(
             fh.seek(cut)
             fh.write(whole[cut:])
 
-    pauses = _rewriter(monkeypatch, [rest])
+    pauses = scripted_pauses(monkeypatch, store_module, [rest])
 
     new = _add(rt)
 
@@ -91,7 +81,7 @@ def test_a_log_a_person_left_empty_long_ago_is_written_anew_at_once(
     path = rt.store.log_path(ALICE, Kind.EPISODE, DAY)
     path.write_bytes(b"")
     monkeypatch.setattr(store_module, "_JUST_WRITTEN_NS", 0, raising=False)
-    pauses = _rewriter(monkeypatch, [])
+    pauses = scripted_pauses(monkeypatch, store_module, [])
 
     new = _add(rt)
 
@@ -105,7 +95,7 @@ def test_a_log_left_cut_inside_an_entry_is_written_once_it_stands_still(
     path = rt.store.log_path(ALICE, Kind.EPISODE, DAY)
     whole = path.read_bytes()
     path.write_bytes(whole[:whole.index(b"Alice did thing 2") + 5])
-    pauses = _rewriter(monkeypatch, [])
+    pauses = scripted_pauses(monkeypatch, store_module, [])
 
     new = _add(rt)
 

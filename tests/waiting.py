@@ -19,3 +19,19 @@ def wait_for(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
             return value
         time.sleep(0.05)
     return condition()
+
+
+def scripted_pauses(monkeypatch: Any, module: Any,
+                    steps: list[Callable[[], None]]) -> list[float]:
+    """Replace ``module._pause`` (a wait for a file a writer may still be at work on) by one
+    that records each wait and plays the writer's next step in it (none left: the writer is
+    done). Returns the waits, in order."""
+    pauses: list[float] = []
+
+    def pause(seconds: float) -> None:
+        pauses.append(seconds)
+        if steps:
+            steps.pop(0)()
+
+    monkeypatch.setattr(module, "_pause", pause, raising=False)
+    return pauses
