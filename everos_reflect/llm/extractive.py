@@ -77,6 +77,8 @@ How, without a word list:
   :data:`_BOUNDED_STOP_RE`, :data:`_OCCASION_RE`): no restatement
   and no version of a standing state, and a bounded stop or departure ends nothing. An end
   told with when it happened ("quit the chess club yesterday") is still an end.
+- **Additions** ("plays golf now too", "also keeps a rabbit", "speaks Italian as well":
+  :data:`_ADDS_RE`, English): a state held alongside another is no newer version of it.
 - Pronouns are resolved only for a sentence-initial English "He/She" (to the cluster's main
   person when the previous sentence was about them); other languages keep their text untouched.
 
@@ -323,6 +325,9 @@ class _Sentence:
     #: :data:`_TEMPORARY_RE`; such a stop or departure ends nothing) or told of one occasion
     #: ("skipped the gym this week": :data:`_OCCASION_RE`)
     passing: bool = field(init=False)
+    #: tells of a state held as well as another ("plays golf now too", "also keeps a
+    #: rabbit", "speaks Italian as well": :data:`_ADDS_RE`): it replaces nothing
+    adds: bool = field(init=False)
 
     def __post_init__(self) -> None:
         words = [w.lower().replace("'", "") for w in _WORD_RE.findall(self.text)]
@@ -331,6 +336,7 @@ class _Sentence:
             w for w in words if w in NEGATIONS or w in NUMBER_WORDS or w.isdigit()
         )
         self.then = about_earlier_time(self.text)
+        self.adds = _ADDS_RE.search(self.text) is not None
         label = _label(self.text)
         opening = _ASKS_RE.match(self.text)
         asks = opening is not None
@@ -1157,7 +1163,9 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     negates the other ("The test passed." / "The test did not pass.") or both tell of a
     change of one frame, its value replaced ("Moved to Lyon." / "Moved to Paris.", "Mia
     switched to Proton Mail." / "Mia switched back to Gmail.": a name for a name in place,
-    :func:`_in_place`; "Switched to decaf." / "Switched to night shifts." are two changes).
+    :func:`_in_place`; "Switched to decaf." / "Switched to night shifts." are two changes);
+    nor for a state said to hold as well as another ("Bea plays tennis." / "Bea plays golf
+    now too.", :data:`_ADDS_RE`) unless it negates or ends it.
 
     ``replaced``: pairs of rows where ``new`` tells of a change to a value of the kind of a
     word of ``old`` (:meth:`ExtractiveLLM._replacements`): versions below the threshold."""
@@ -1171,6 +1179,8 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     if _ends_other(old, new) or (old.passing != new.passing and not _ends(old, new)):
         return False  # a one-off event against a standing state: "Lucia drives to work." /
         # "Lucia left work early." (cosine 0.76) were written as a change of the commute
+    if new.adds and not old.adds and not (_flips(old, new) or _ends(old, new)):
+        return False  # "Bea plays tennis." / "Bea plays golf now too.": golf as well
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
         return True
@@ -1193,6 +1203,12 @@ _NOW_MARK_RE = re.compile(
     r"\b(?:now|nowadays|these days)\b(?! and (?:then|again))", re.IGNORECASE)
 _NOT_NOW_RE = re.compile(r"\b(?:until|till|up to|by|just|from) now\b|\b(?:too|also|as well)\b",
                          re.IGNORECASE)
+
+
+#: English words saying that a state holds alongside another, not in its place: "also", "as
+#: well (as)", and "too" closing its clause ("plays golf now too", "works at the cinema too,
+#: on weekends"; not the "too" of degree, "is too high"). Other languages match nothing.
+_ADDS_RE = re.compile(r"\b(?:also|as well)\b|\btoo\b(?=\s*(?:[.,;:!?)]|$))", re.IGNORECASE)
 
 
 def _says_now(s: _Sentence) -> bool:
