@@ -74,7 +74,8 @@ How, without a word list:
 - **One-off and temporary events** ("left work early", "left home at eight", "stopped
   drinking coffee for a week", "gave up meat for Lent", "skipped the gym this week": an
   event bounded in time or told of one occasion, English, :data:`_TEMPORARY_RE`,
-  :data:`_BOUNDED_STOP_RE`, :data:`_OCCASION_RE`): no restatement
+  :data:`_BOUNDED_STOP_RE`, :data:`_NAMED_TIME_RE` ("quit sugar for Lent"),
+  :data:`_OCCASION_RE`): no restatement
   and no version of a standing state, and a bounded stop or departure ends nothing. An end
   told with when it happened ("quit the chess club yesterday") is still an end.
 - **Additions** ("plays golf now too", "also keeps a rabbit", "speaks Italian as well":
@@ -262,6 +263,16 @@ _TEMPORARY_RE = re.compile(
 _BOUNDED_STOP_RE = re.compile(
     r"\b(?i:gave up|given up|stopped)\b[^.;!?]*?(?:(?<!ing)\s(?i:for)\s+(?:the\s+)?"
     r"[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*\s*(?:[.,;!?]|$)|\s(?i:during|throughout)\s)")
+#: A named time an end may be kept for ("quit sugar for Lent", "quit beer for January",
+#: "closed the shop throughout Ramadan"): a month or a yearly season or feast, not "for
+#: Hooli" (what it went to) nor "during the pandemic" (when it ended). Unlike "gave up" and
+#: "stopped" (:data:`_BOUNDED_STOP_RE`), "quit" and "left" go to a name as often ("quit
+#: Arup for Atkins"), so only a name of a time bounds them. English; capitalised only ("for
+#: may" is no month).
+_NAMED_TIME_RE = re.compile(
+    r"\b(?i:for|during|throughout)\s+(?:the\s+)?(?:January|February|March|April|May|June"
+    r"|July|August|September|October|November|December|Lent|Advent|Ramadan|Easter|Christmas"
+    r"|Passover|Diwali|Hanukkah|New Year)\b")
 #: English phrases placing an event on one occasion ("skipped the gym this week", "called in
 #: sick yesterday", "swam on Sunday"): with a verb in the past, one time, not a habit.
 _OCCASION_RE = re.compile(
@@ -356,8 +367,8 @@ class _Sentence:
             self.then = False
         self.passing = False
         if self.past or self.ended is not None:  # "works until six" is a habit
-            if _TEMPORARY_RE.search(self.text) or (
-                    self.ended is not None and _BOUNDED_STOP_RE.search(self.text)):
+            if _TEMPORARY_RE.search(self.text) or (self.ended is not None and (
+                    _BOUNDED_STOP_RE.search(self.text) or _NAMED_TIME_RE.search(self.text))):
                 self.passing, self.ended = True, None
             else:
                 self.passing = self.past and _OCCASION_RE.search(self.text) is not None
