@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,6 +13,24 @@ import pytest
 from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.llm.base import ScriptedLLM
 from everos_reflect.runtime import Runtime
+
+
+@pytest.fixture(scope="session", autouse=True)
+def ray_scratch() -> Iterator[None]:
+    """Every local Ray a fleet test starts (here or in a ``fleet`` child process) keeps a
+    session folder of logs and sockets; under the default ``/tmp/ray`` they piled up, four
+    per suite run. Ray reads ``RAY_TMPDIR`` for its folder: one per worker, removed after."""
+    scratch = tempfile.mkdtemp(prefix="everos-ray-")
+    before = os.environ.get("RAY_TMPDIR")
+    os.environ["RAY_TMPDIR"] = scratch
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("RAY_TMPDIR", None)
+        else:
+            os.environ["RAY_TMPDIR"] = before
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 @pytest.fixture

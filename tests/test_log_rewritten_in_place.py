@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from everos_reflect.embedding import HashEmbedder
-from everos_reflect.index import events, sync
+from everos_reflect.index import events
 from everos_reflect.index.sync import Indexer
+from everos_reflect.markdown import settling
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
@@ -39,7 +40,7 @@ def rt(root: Path) -> Iterator[Runtime]:
 @pytest.fixture(autouse=True)
 def just_written(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every log here counts as written this instant, however slowly the test runs."""
-    monkeypatch.setattr(sync, "RACY_WINDOW_NS", 3600 * 10**9)
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 3600 * 10**9)
 
 
 @pytest.fixture
@@ -73,7 +74,7 @@ def test_a_log_read_cut_at_an_entry_boundary_mid_rewrite_loses_no_entry(
     whole = path.read_bytes()
     cut = whole.index(f"<!-- entry:{ids[1]} -->".encode())
     path.write_bytes(whole[:cut])  # truncated and rewritten: only the first entry is there yet
-    pauses = scripted_pauses(monkeypatch, sync, [lambda: path.write_bytes(whole)])
+    pauses = scripted_pauses(monkeypatch, [lambda: path.write_bytes(whole)])
 
     result = indexer.sync_path(path)
 
@@ -91,7 +92,7 @@ def test_entries_a_person_deleted_are_dropped_once_the_log_stands_still(
     indexer.sync_path(path)
     text = path.read_text()
     path.write_text(text[:text.index(f"<!-- entry:{ids[1]} -->")])  # a person's hand edit
-    scripted_pauses(monkeypatch, sync, [])
+    scripted_pauses(monkeypatch, [])
 
     result = indexer.sync_path(path)
 
@@ -112,7 +113,7 @@ def test_entries_missing_from_a_log_that_keeps_changing_are_held_not_dropped(
     cut = whole.index(f"<!-- entry:{ids[1]} -->".encode())
     grown = [whole[:cut] + b"\n" * n for n in range(1, 100)]
     path.write_bytes(whole[:cut])
-    scripted_pauses(monkeypatch, sync, [lambda part=part: path.write_bytes(part) for part in grown])
+    scripted_pauses(monkeypatch, [lambda part=part: path.write_bytes(part) for part in grown])
 
     result = indexer.sync_path(path)
 
@@ -122,7 +123,7 @@ def test_entries_missing_from_a_log_that_keeps_changing_are_held_not_dropped(
     assert row["mtime_ns"] == -1
 
     path.write_bytes(whole)
-    monkeypatch.setattr(sync, "_pause", lambda seconds: None, raising=False)
+    monkeypatch.setattr(settling, "pause", lambda seconds: None)
     report = indexer.scan()
     assert report.files_synced == 1 and report.entries_deleted == 0
     assert {r[0] for r in rt.db().execute("SELECT id FROM entries")} == set(ids)
@@ -136,7 +137,7 @@ def test_a_log_briefly_gone_while_an_editor_replaces_it_keeps_its_entries(
     indexer.sync_path(path)
     whole = path.read_bytes()
     path.unlink()
-    scripted_pauses(monkeypatch, sync, [lambda: path.write_bytes(whole)])
+    scripted_pauses(monkeypatch, [lambda: path.write_bytes(whole)])
 
     result = indexer.sync_path(path)
 
@@ -159,7 +160,7 @@ def test_a_scan_waits_once_for_every_log_it_would_drop_entries_from(
     for path, first in logs:
         text = path.read_text()
         path.write_text(text[:text.index("<!-- /entry:")] + f"<!-- /entry:{first} -->\n")
-    pauses = scripted_pauses(monkeypatch, sync, [])
+    pauses = scripted_pauses(monkeypatch, [])
 
     report = indexer.scan()
 

@@ -13,12 +13,12 @@ from typing import Any
 import pytest
 from filelock import FileLock
 
+from everos_reflect import root_lock
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index import events
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.model import Kind
 from everos_reflect.runtime import Runtime
-from everos_reflect.strategies import provenance
 from everos_reflect.strategies.provenance import on_changes
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime
 
@@ -60,7 +60,7 @@ def test_a_root_moved_as_the_lock_is_taken_is_not_made_again(
 
     try:
         change = _walk(rt)
-        monkeypatch.setattr(provenance, "FileLock", MovedAsTaken)
+        monkeypatch.setattr(root_lock, "FileLock", MovedAsTaken)
         with pytest.raises(events.Deferred, match="was moved or deleted"):
             on_changes(rt, [change])
         assert not root.exists(), sorted(str(p) for p in root.rglob("*"))
@@ -90,7 +90,7 @@ def test_a_root_moved_in_at_the_old_path_is_left_as_it_is(
 
     try:
         change = _walk(rt)
-        monkeypatch.setattr(provenance, "FileLock", SwappedAsTaken)
+        monkeypatch.setattr(root_lock, "FileLock", SwappedAsTaken)
         with pytest.raises(events.Deferred, match="was moved or deleted"):
             on_changes(rt, [change])
         assert (root / ".index" / "locks" / "provenance.lock").exists()

@@ -13,13 +13,13 @@ import pytest
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import (
-    RACY_WINDOW_NS,
     Indexer,
     StoredEntry,
     StoredFile,
     plan_file_sync,
     plan_scan,
 )
+from everos_reflect.markdown.settling import JUST_WRITTEN_NS
 from everos_reflect.model import DailyLog, Diagnostic, Entry, Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
@@ -149,7 +149,7 @@ def test_plan_rejects_ids_that_belong_elsewhere_and_duplicates() -> None:
 
 
 def test_plan_scan_is_stat_only() -> None:
-    settled = 10 + 5 * RACY_WINDOW_NS  # synced well after the file was last written
+    settled = 10 + 5 * JUST_WRITTEN_NS  # synced well after the file was last written
     stored = {
         "a.md": StoredFile(10, 100, "x", settled),
         "b.md": StoredFile(10, 100, "y", settled),
@@ -161,7 +161,7 @@ def test_plan_scan_is_stat_only() -> None:
 
 def test_plan_scan_rechecks_files_synced_right_after_a_write() -> None:
     """Same (mtime, size) proves nothing when the write and the sync share a clock tick."""
-    stored = {"a.md": StoredFile(10, 100, "x", synced_ns=10 + RACY_WINDOW_NS // 2)}
+    stored = {"a.md": StoredFile(10, 100, "x", synced_ns=10 + JUST_WRITTEN_NS // 2)}
     assert plan_scan(stored, {"a.md": (10, 100)}) == (["a.md"], [])
 
 

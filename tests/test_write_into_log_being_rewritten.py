@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from everos_reflect.embedding import HashEmbedder
-from everos_reflect.markdown import store as store_module
+from everos_reflect.markdown import settling
 from everos_reflect.markdown.parser import parse_log
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
@@ -32,7 +32,7 @@ DAY = date(2026, 10, 12)
 @pytest.fixture
 def rt(root: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Runtime]:
     # every log here counts as written this instant, however slowly the test runs
-    monkeypatch.setattr(store_module, "_JUST_WRITTEN_NS", 3600 * 10**9, raising=False)
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 3600 * 10**9)
     runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
     for n in range(3):
         runtime.store.append(ALICE, Kind.EPISODE, {"timestamp": f"2026-10-12T0{n}:00:00+00:00"},
@@ -67,7 +67,7 @@ def test_an_add_to_a_log_being_rewritten_in_place_keeps_the_whole_log(
             fh.seek(cut)
             fh.write(whole[cut:])
 
-    pauses = scripted_pauses(monkeypatch, store_module, [rest])
+    pauses = scripted_pauses(monkeypatch, [rest])
 
     new = _add(rt)
 
@@ -80,8 +80,8 @@ def test_a_log_a_person_left_empty_long_ago_is_written_anew_at_once(
         rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
     path = rt.store.log_path(ALICE, Kind.EPISODE, DAY)
     path.write_bytes(b"")
-    monkeypatch.setattr(store_module, "_JUST_WRITTEN_NS", 0, raising=False)
-    pauses = scripted_pauses(monkeypatch, store_module, [])
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
+    pauses = scripted_pauses(monkeypatch, [])
 
     new = _add(rt)
 
@@ -95,7 +95,7 @@ def test_a_log_left_cut_inside_an_entry_is_written_once_it_stands_still(
     path = rt.store.log_path(ALICE, Kind.EPISODE, DAY)
     whole = path.read_bytes()
     path.write_bytes(whole[:whole.index(b"Alice did thing 2") + 5])
-    pauses = scripted_pauses(monkeypatch, store_module, [])
+    pauses = scripted_pauses(monkeypatch, [])
 
     new = _add(rt)
 

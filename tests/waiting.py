@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from everos_reflect.markdown import settling
+
 
 def wait_for(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
     """``condition()``'s first truthy value, polled every 50 ms for up to ``timeout`` seconds;
@@ -21,11 +23,11 @@ def wait_for(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
     return condition()
 
 
-def scripted_pauses(monkeypatch: Any, module: Any,
-                    steps: list[Callable[[], None]]) -> list[float]:
-    """Replace ``module._pause`` (a wait for a file a writer may still be at work on) by one
-    that records each wait and plays the writer's next step in it (none left: the writer is
-    done). Returns the waits, in order."""
+def scripted_pauses(monkeypatch: Any, steps: list[Callable[[], None]]) -> list[float]:
+    """Replace :func:`everos_reflect.markdown.settling.pause` (a wait, of the store or the
+    indexer, for a log a writer may still be at work on) by one that records each wait and
+    plays the writer's next step in it (none left: the writer is done). Returns the waits, in
+    order."""
     pauses: list[float] = []
 
     def pause(seconds: float) -> None:
@@ -33,5 +35,5 @@ def scripted_pauses(monkeypatch: Any, module: Any,
         if steps:
             steps.pop(0)()
 
-    monkeypatch.setattr(module, "_pause", pause, raising=False)
+    monkeypatch.setattr(settling, "pause", pause)
     return pauses

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
+from everos_reflect import root_lock
 from everos_reflect.engine.limits import Budget
 from everos_reflect.engine.registry import (
     RunContext,
@@ -319,7 +320,10 @@ class Engine:
             active = self._active.get(name)
             joined = active is not None
             if active is None:
-                active = self._start(strategy, settings, trigger=trigger, force=force)
+                try:
+                    active = self._start(strategy, settings, trigger=trigger, force=force)
+                except RootGone as exc:  # moved away as its lock was taken: no run began
+                    return RunOutcome(FAILED, name, error=str(exc))
                 if active is None:
                     return RunOutcome(BUSY, name, error=(
                         f"{name} is already running in another process"
@@ -334,11 +338,8 @@ class Engine:
     def _start(
         self, strategy: Strategy, settings: dict[str, Any], *, trigger: str, force: bool
     ) -> _ActiveRun | None:
-        path = lock_path(self.runtime.root, strategy.name)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        lock = FileLock(str(path), thread_local=False)
-        try:
-            lock.acquire(blocking=False)
+        try:  # a root moved away meanwhile is not made again by the lock (RootGone)
+            lock = root_lock.take(self.runtime, lock_path(self.runtime.root, strategy.name), 0)
         except Timeout:
             return None
         try:

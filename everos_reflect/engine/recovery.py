@@ -18,11 +18,12 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from filelock import FileLock, Timeout
+from filelock import Timeout
 
+from everos_reflect import root_lock
 from everos_reflect.engine.engine import lock_path
 from everos_reflect.engine.registry import Strategy, get_strategy, known_strategies
-from everos_reflect.errors import StrategyBusy
+from everos_reflect.errors import RootGone, StrategyBusy
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -42,11 +43,8 @@ def _recover_one(runtime: Runtime, strategy: Strategy, wait: float) -> dict[str,
     and refills meanwhile."""
     from everos_reflect.index import rebuild
 
-    path = lock_path(runtime.root, strategy.name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path), thread_local=False)
-    try:
-        lock.acquire(timeout=wait)
+    try:  # a root moved away meanwhile is not made again by the lock (RootGone)
+        lock = root_lock.take(runtime, lock_path(runtime.root, strategy.name), wait)
     except Timeout:
         log.info("%s is running: it settles its interrupted work itself", strategy.name)
         return None
@@ -80,6 +78,8 @@ def recover_all(runtime: Runtime, *, wait: float = 0.0) -> dict[str, dict[str, i
             log.info("%s: the index is being rebuilt: its interrupted work is settled by its "
                      "next run", name)
             continue
+        except RootGone:  # every other strategy's would be too: said once, by the caller
+            raise
         except Exception:
             log.exception("%s: recovery failed; its next run retries it", name)
             continue

@@ -39,6 +39,7 @@ from everos_reflect.fileio import (
 )
 from everos_reflect.index import events, handoff, rebuild
 from everos_reflect.index.db import PARSER_VERSION_KEY, transaction, utcnow_iso
+from everos_reflect.markdown import settling
 from everos_reflect.markdown.marks import foreign_marks
 from everos_reflect.markdown.parser import PARSER_VERSION, highest_seqs, parse_log
 from everos_reflect.model import (
@@ -76,24 +77,6 @@ class StoredEntry:
     embed_model: str | None
 
 
-#: A file modified this close before its sync may change again without its (mtime, size)
-#: moving (coarse filesystem clocks): such "racy" files are re-hashed by the next scan.
-RACY_WINDOW_NS = 2_000_000_000
-
-#: How long a log written within :data:`RACY_WINDOW_NS` must stand still before a sync drops
-#: entries it no longer holds (:meth:`Indexer._prepare`): an editor rewriting it in place
-#: writes its parts back to back, far closer together than this.
-SETTLE_SECONDS = 0.2
-#: Waits of :data:`SETTLE_SECONDS` before the deletions from a log that keeps moving are
-#: held for a later sync instead.
-SETTLE_TRIES = 10
-
-
-def _pause(seconds: float) -> None:
-    """Sleep (a seam: the tests play a writer's progress during the wait)."""
-    time.sleep(seconds)
-
-
 @dataclass(frozen=True)
 class StoredFile:
     """The ``files`` row of one daily log: the stats it had when it was last synced."""
@@ -105,7 +88,9 @@ class StoredFile:
 
     @property
     def racy(self) -> bool:
-        return self.synced_ns - self.mtime_ns < RACY_WINDOW_NS
+        """Written so shortly before its sync that a later write may have left its (mtime,
+        size) as they were (coarse filesystem clocks): the next scan hashes it again."""
+        return self.synced_ns - self.mtime_ns < settling.JUST_WRITTEN_NS
 
 
 @dataclass
@@ -631,8 +616,8 @@ class Indexer:
 
     def _in_flux(self, job: _Job) -> bool:
         """Whether ``job`` drops entries from a log written (its folder changed, for a log
-        gone) within :data:`RACY_WINDOW_NS` of now, or stamped ahead of this clock: a writer
-        may still be at work on it."""
+        gone) within :data:`settling.JUST_WRITTEN_NS` of now, or stamped ahead of this
+        clock: a writer may still be at work on it."""
         if not job.plan.deletes:
             return False
         path = self.rt.root / job.rel
@@ -640,24 +625,25 @@ class Indexer:
             mtime = job.stat[0] if job.stat is not None else os.stat(path.parent).st_mtime_ns
         except OSError:  # the folder went too: nothing to wait for
             return False
-        return time.time_ns() - mtime < RACY_WINDOW_NS
+        return time.time_ns() - mtime < settling.JUST_WRITTEN_NS
 
     def _settled(self, jobs: list[_Job]) -> list[_Job]:
         """``jobs`` (in their order), each that drops entries from a log in flux
-        (:meth:`_in_flux`) kept only once its log has stood still for :data:`SETTLE_SECONDS`
-        since it was read, else read and planned again; one wait serves them all. An editor
-        that truncates a log and writes it anew, read between the two at an entry boundary,
-        showed a clean log without its last entries: they were dropped, their deletion
-        published (every record citing them stale for good, their cluster memberships gone)
-        and then indexed again as new. A log still moving after :data:`SETTLE_TRIES` waits
-        keeps its entries (:meth:`_deletions_held`); one gone for good (an error reading it
-        again) is left to the next sync. A person's deletion costs one wait."""
+        (:meth:`_in_flux`) kept only once its log has stood still for
+        :data:`settling.SETTLE_SECONDS` since it was read, else read and planned again; one
+        wait serves them all. An editor that truncates a log and writes it anew, read between
+        the two at an entry boundary, showed a clean log without its last entries: they were
+        dropped, their deletion published (every record citing them stale for good, their
+        cluster memberships gone) and then indexed again as new. A log still moving after
+        :data:`settling.SETTLE_TRIES` waits keeps its entries (:meth:`_deletions_held`); one
+        gone for good (an error reading it again) is left to the next sync. A person's
+        deletion costs one wait."""
         out: dict[int, _Job] = dict(enumerate(jobs))
         waiting = [n for n, job in out.items() if self._in_flux(job)]
-        for _ in range(SETTLE_TRIES):
+        for _ in range(settling.SETTLE_TRIES):
             if not waiting:
                 break
-            _pause(SETTLE_SECONDS)
+            settling.pause(settling.SETTLE_SECONDS)
             moved, waiting = [n for n in waiting if self._changed_since_read(out[n])], []
             for n in moved:
                 rel = out.pop(n).rel

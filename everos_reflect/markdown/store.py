@@ -40,7 +40,7 @@ from everos_reflect.fileio import (
     open_regular,
     read_at_most,
 )
-from everos_reflect.markdown import writer
+from everos_reflect.markdown import settling, writer
 from everos_reflect.markdown.parser import (
     UNDONE,
     duplicate_ids,
@@ -75,17 +75,6 @@ _FILENAME_RE = LOG_FILENAME_RE
 SEQ_MAX = 10**SEQ_MAX_DIGITS - 1
 _log = logging.getLogger(__name__)
 _EDIT_ATTEMPTS = 5
-#: A log written less than this long ago (by its mtime) that is empty or ends inside an entry
-#: may be one a writer is rewriting in place: a write waits for it (:meth:`_settled_bytes`).
-_JUST_WRITTEN_NS = 2_000_000_000
-#: How long such a log must stand still before it is taken as it is, and how many waits.
-_SETTLE_SECONDS = 0.2
-_SETTLE_TRIES = 10
-
-
-def _pause(seconds: float) -> None:
-    """Sleep (a seam: the tests play a rewriter's progress during the wait)."""
-    time.sleep(seconds)
 #: How a batch's entries name each other (:meth:`MarkdownStore.append_many`): (place in the
 #: batch, its metadata, the batch's ids in order) -> the metadata to write.
 Refer = Callable[[int, Mapping[str, Any], list[str]], Mapping[str, Any]]
@@ -1106,25 +1095,25 @@ class MarkdownStore:
 
     def _settled_bytes(self, path: Path) -> bytes | None:
         """The file's bytes (None if absent), waited for while it may be caught mid-rewrite:
-        empty or ending inside an entry, written within :data:`_JUST_WRITTEN_NS`. Read again
-        after each :data:`_SETTLE_SECONDS` it moved; taken as it is once it stood still
-        that long (a ``touch``, a closing marker lost for real) or after
-        :data:`_SETTLE_TRIES` waits. ``cp backup.md`` over a log, an editor saving in place:
-        truncated, then written again. A write that read it in between took the empty log
+        empty or ending inside an entry, written within :data:`settling.JUST_WRITTEN_NS`.
+        Read again after each :data:`settling.SETTLE_SECONDS` it moved; taken as it is once
+        it stood still that long (a ``touch``, a closing marker lost for real) or after
+        :data:`settling.SETTLE_TRIES` waits. ``cp backup.md`` over a log, an editor saving in
+        place: truncated, then written again. A write that read it in between took the empty log
         for a ``touch`` and wrote it anew with its one entry, or appended to the text cut
         inside an entry; its rename put a new file in the log's place, and all the rewriter
         wrote after went into the old one, lost with it."""
         before = self._load_or_none(path)
-        for _ in range(_SETTLE_TRIES):
+        for _ in range(settling.SETTLE_TRIES):
             if before is None or not _maybe_mid_rewrite(before):
                 return before
             try:
                 st = os.stat(path)
             except OSError:
                 return before  # the write's own checks say what is wrong
-            if time.time_ns() - st.st_mtime_ns >= _JUST_WRITTEN_NS:
+            if time.time_ns() - st.st_mtime_ns >= settling.JUST_WRITTEN_NS:
                 return before
-            _pause(_SETTLE_SECONDS)
+            settling.pause(settling.SETTLE_SECONDS)
             with suppress(OSError):
                 now = os.stat(path)
                 if (now.st_ino, now.st_size, now.st_mtime_ns) == (

@@ -41,8 +41,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock, Timeout
+from filelock import Timeout
 
+from everos_reflect import root_lock
 from everos_reflect.errors import EverosError, ProvenanceBusy
 from everos_reflect.index import cursors, events
 from everos_reflect.index.audit import Derivation, settle_intent
@@ -462,45 +463,17 @@ def _one_check_at_a_time(runtime: Runtime, wait: float) -> Iterator[None]:
     (lock order: indexer, provenance, a log's write lock), so a long check elsewhere held up
     every sync of ``serve``'s watcher, and a hung one held it up for good."""
     path = runtime.index_dir / "locks" / "provenance.lock"
-    for folder in (runtime.index_dir, path.parent):
-        # never the root itself: a root moved away while a sync's subscribers ran was made
-        # again as an empty folder holding this lock (FileNotFoundError instead)
-        folder.mkdir(exist_ok=True)
-    lock = FileLock(str(path), thread_local=False)
     try:
-        lock.acquire(timeout=wait)
+        # a root moved away meanwhile is not made again by the lock (RootGone instead)
+        lock = root_lock.take(runtime, path, wait)
     except Timeout:
         raise ProvenanceBusy(
             f"another provenance check has held {path} for over {wait:g} s; nothing was "
             "checked: try again once it has finished") from None
-    if runtime.root_gone():
-        # Moved away between the folders made above and the lock's open, which makes the
-        # lock's folders itself: the old path was a root again, holding only this lock, that
-        # other commands took for the root (seen once under load in the watcher's test).
-        lock.release()
-        _take_back_lock_folders(path, runtime.root)
-        raise FileNotFoundError(f"the memory root {runtime.root} was moved away")
     try:
         yield
     finally:
         lock.release()
-
-
-def _take_back_lock_folders(lock_file: Path, root: Path) -> None:
-    """Remove ``root/.index/locks/<lock_file>`` and its three folders when that is all there
-    is at ``root``: what a lock's open made at a root's old path. Anything else there (a root
-    moved in since, with its own logs and index) is left as it is."""
-    shape = ((root, root / ".index"), (root / ".index", lock_file.parent),
-             (lock_file.parent, lock_file))
-    try:
-        if lock_file.parent.parent != root / ".index" or any(
-                [p.name for p in folder.iterdir()] != [child.name] for folder, child in shape):
-            return
-        lock_file.unlink()
-        for folder in (lock_file.parent, root / ".index", root):
-            folder.rmdir()
-    except OSError:  # moved or filled meanwhile: left as it is
-        return
 
 
 def _check(runtime: Runtime, ref: UserRef, touched: set[str] | None) -> Checked:

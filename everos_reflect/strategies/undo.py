@@ -26,8 +26,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from filelock import FileLock, Timeout
+from filelock import Timeout
 
+from everos_reflect import root_lock
 from everos_reflect.clustering.service import ClusterService, UnknownCluster
 from everos_reflect.engine.engine import lock_path
 from everos_reflect.errors import (
@@ -193,11 +194,8 @@ def _indexed(runtime: Runtime) -> bool:
 
 @contextmanager
 def _reflect_lock(runtime: Runtime) -> Iterator[None]:
-    path = lock_path(runtime.root, REFLECT)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(str(path), thread_local=False)
-    try:
-        lock.acquire(timeout=LOCK_WAIT_SECONDS)
+    try:  # a root moved away meanwhile is not made again by the lock (RootGone)
+        lock = root_lock.take(runtime, lock_path(runtime.root, REFLECT), LOCK_WAIT_SECONDS)
     except Timeout:
         raise StrategyBusy(f"{REFLECT} is running; undo again when the run has finished") from None
     try:
