@@ -673,9 +673,40 @@ def _leading_name(sentence: str) -> str | None:
         return None
     after = _WORD_RE.match(sentence[len(names[0]):].lstrip())
     if ((after is not None and after.group() in _AFTER_OPENING_VERB)
-            or names[0].lower() in _IRREGULAR_PAST):
+            or _opening_verb(sentence, names[0])):
         return None  # "Moved to Lyon.", "Left Lyon for Paris.": a verb, no name
     return names[0]
+
+
+#: English words that follow a subject as its verb or its auxiliary: after "Ahmed" they tell
+#: that the "-ed" word is a name ("Ahmed was late.").
+_AUXILIARIES = _wordset(
+    "is are was were am be has have had do does did will would can could should may might "
+    "must shall")
+
+
+def _opening_verb(sentence: str, first: str) -> bool:
+    """Is ``first``, the capitalised word ``sentence`` opens with, its verb in the past and no
+    name: one of :data:`_IRREGULAR_PAST` ("Met Tom for lunch."), or a past form in "-ed"
+    that no verb follows once the name it would begin is passed ("Visited Rome in May.",
+    "Hiked Ben Nevis.", "Called Ahmed.": no subject; not "Ahmed Khan visited Rome.", "Ahmed
+    lives in Leeds.", "Ahmed's car ...", "Ahmed and Ana ...")? A name is read where the next
+    word may be a verb in "-s" ("Booked flights to Rome." stays a note by "Booked")."""
+    lower = first.lower()
+    if lower in _IRREGULAR_PAST:
+        return True
+    if not _past_form(lower):
+        return False
+    rest = sentence[len(first):]
+    if rest[:1] in ("'", "’", ","):
+        return False  # "Ahmed's car", "Ahmed, my brother, ..."
+    for word in _WORD_RE.findall(rest):
+        if word[:1].isupper():
+            continue  # the rest of a name: "Ahmed Khan", "Visited Ben Nevis"
+        w = word.lower()
+        return not (w in _AUXILIARIES or w in {"and", "or"} or _past_form(w)
+                    or (len(w) > 3 and w.endswith("s") and not w.endswith("ss")))
+    return True
 
 
 def _resolve_pronoun(
@@ -1100,10 +1131,12 @@ def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
     return not (_word_forms(gone, added) or _word_forms(added, gone))
 
 
-def _in_place(old: _Sentence, new: _Sentence) -> bool:
+def _in_place(old: _Sentence, new: _Sentence, clause: bool = False) -> bool:
     """Do the content words of ``old`` and ``new``, in order, differ by one run of at most
-    :data:`SWAP_WORDS` words replaced by another, all else the same and in the same order?"""
-    x, y = _content_sequence(old), _content_sequence(new)
+    :data:`SWAP_WORDS` words replaced by another, all else the same and in the same order?
+    ``clause``: an opening phrase of time or place aside (:func:`_clause`: "In June moved to
+    York." against "Moved to Leeds.")."""
+    x, y = _content_sequence(old, clause), _content_sequence(new, clause)
     changed = [op for op in SequenceMatcher(None, x, y, autojunk=False).get_opcodes()
                if op[0] != "equal"]
     return (len(changed) == 1 and changed[0][0] == "replace"
@@ -1123,9 +1156,11 @@ def _same_order(old: _Sentence, new: _Sentence) -> bool:
     return matched == min(len(x), len(y))
 
 
-def _content_sequence(s: _Sentence) -> list[str]:
-    """The words of :attr:`_Sentence.stems`, in the sentence's order (repeats kept)."""
-    words = (w.lower().replace("'", "") for w in _WORD_RE.findall(s.text))
+def _content_sequence(s: _Sentence, clause: bool = False) -> list[str]:
+    """The words of :attr:`_Sentence.stems`, in the sentence's order (repeats kept);
+    ``clause``: those of :func:`_clause` only."""
+    words = (w.lower().replace("'", "")
+             for w in _WORD_RE.findall(_clause(s.text) if clause else s.text))
     return [_fold_plural(w) for w in words
             if w not in STOPWORDS and w not in NEGATIONS and w not in s.markers]
 
@@ -1195,7 +1230,7 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
         return True
-    if (old.vector, new.vector) in replaced or (changes and _in_place(old, new)
+    if (old.vector, new.vector) in replaced or (changes and _in_place(old, new, clause=True)
                                                  and _swaps_name(old, new)):
         return True
     if _ends(old, new):
@@ -1520,9 +1555,24 @@ _SUBJECT_PRONOUNS = _wordset("he she they i we you it")
 def _clause(text: str) -> str:
     """``text`` without an opening phrase of time or place (:data:`_OPENER_RE`): "On Monday
     Omar took a flight." → "Omar took a flight." (the phrase may take the subject's name
-    with it: a name is skipped when the verb is looked for)."""
+    with it: a name is skipped when the verb is looked for). A phrase's last word that is a
+    past form is the verb of a note without a subject, not part of the phrase: "In June
+    moved to York." → "moved to York." ("In June moved" had been the phrase, and the note
+    no event)."""
     m = _OPENER_RE.match(text)
-    return text[m.end():] if m else text
+    if m is None:
+        return text
+    words = text[:m.end()].split()
+    last = words[-1].rstrip(",")
+    if len(words) > 2 and _past_form(last.lower()) and not last[:1].isupper():
+        return text[text.rindex(last, 0, m.end()):]
+    return text[m.end():]
+
+
+def _past_form(word: str) -> bool:
+    """Is ``word`` (lower case) an English past form: "-ed", or one of
+    :data:`_IRREGULAR_PAST`?"""
+    return (len(word) > 3 and word.endswith("ed")) or word in _IRREGULAR_PAST
 
 
 def _past_event(s: _Sentence) -> bool:
@@ -1548,7 +1598,7 @@ def _past_event(s: _Sentence) -> bool:
         lower = word.lower()
         if k == 0 and lower in _SUBJECT_PRONOUNS:
             continue  # "She lived in Rome.": the verb is next
-        return (len(lower) > 3 and lower.endswith("ed")) or lower in _IRREGULAR_PAST
+        return _past_form(lower)
     return False
 
 
