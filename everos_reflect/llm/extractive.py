@@ -336,6 +336,10 @@ class _Sentence:
     #: :data:`_TEMPORARY_RE`; such a stop or departure ends nothing) or told of one occasion
     #: ("skipped the gym this week": :data:`_OCCASION_RE`)
     passing: bool = field(init=False)
+    #: tells that a thing of a noun-phrase subject ended, told in the passive ("The old car
+    #: was sold.", "Her flat in Leeds was let go."): its head word (:func:`_undergone`), else
+    #: None; :attr:`ended` then holds the noun phrase's words
+    undergone: str | None = field(init=False)
     #: tells of a state held as well as another ("plays golf now too", "also keeps a
     #: rabbit", "speaks Italian as well": :data:`_ADDS_RE`): it replaces nothing
     adds: bool = field(init=False)
@@ -361,6 +365,11 @@ class _Sentence:
         self.change = (None if self.question or self.wish or self.then
                        else _changed_to(self.text))
         self.ended = None if self.question or self.wish else _ended(self.text)
+        self.undergone = None
+        if self.ended is not None:
+            passive = _undergone(self.text)
+            if passive is not None:
+                self.undergone, self.ended = passive
         if self.then and self.ended and not about_earlier_time(_AGO_RE.sub("", self.text)):
             # an end told with how long ago ("Rafa left Madrid two years ago.") is an end,
             # as one told with "yesterday" is; "gave up meat as a teenager" stays then
@@ -885,8 +894,9 @@ def _tells_more(own: _Sentence, other: _Sentence, owner: str) -> bool:
     about the decline of coral reefs." tells nothing "Mei is writing her thesis on coral reef
     decline." does not: a restatement.
 
-    What it costs: a change told only through the thing ("Owen has a car." / "Owen's car was
-    sold.") is no version (both kept, in time order; "..., so Owen has no car now." is)."""
+    What it costs: a change told only through the thing is no version (both kept, in time
+    order), unless it is the thing's end told in the passive ("Owen has a car." / "Owen's
+    car was sold.": :func:`_undergone`)."""
     possessive = {owner, f"{owner}s", _fold_plural(f"{owner}s")}
     extra = own.stems - other.stems - possessive
     return not _word_forms(extra, other.stems)
@@ -1216,7 +1226,8 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     ``replaced``: pairs of rows where ``new`` tells of a change to a value of the kind of a
     word of ``old`` (:meth:`ExtractiveLLM._replacements`): versions below the threshold."""
     changes = old.change is not None and new.change is not None
-    if (new.day <= old.day or not _same_subject(old, new) or _other_holder(old, new)
+    if (new.day <= old.day or not _same_subject(old, new)
+            or (_other_holder(old, new) and not (new.undergone and _ends(old, new)))
             or (new.then and not old.then) or (new.wish and not old.wish)
             or old.question or new.question or old.slot or new.slot
             or (old.past and new.past and not _flips(old, new) and not changes
@@ -1383,7 +1394,8 @@ _ENDED_RE = re.compile(
     r"\b(?:quit|left|stopped|(?:gave|given) up|dropped out of|resigned from"
     r"|stepped down from|moved out of|cancell?ed|no longer|sold|removed|closed|deleted"
     r"|uninstalled|unsubscribed from|(?:got|gotten) rid of|broke up with|gave away"
-    r"|(?:switched|changed|moved|converted) (?:over )?from|replaced|swapped)\b(?!-)", re.IGNORECASE)
+    r"|(?:switched|changed|moved|converted) (?:over )?from|replaced|swapped|let go(?: of)?)\b(?!-)",
+    re.IGNORECASE)
 #: Where the words naming what ended stop: "left Acme for Globex", "stopped taking the bus
 #: and cycles", "replaced black tea with rooibos", "switched from Dropbox to iCloud".
 _ENDED_STOP = _wordset("for with to and but so because instead then now since as while")
@@ -1453,6 +1465,52 @@ def _ended(text: str) -> frozenset[str] | None:
     return frozenset(out)
 
 
+#: A noun phrase a sentence opens with, after any opening phrase of time or place: a
+#: determiner ("The old car", "Her flat in Leeds") or someone's ("Tess's van").
+_NOUN_PHRASE_RE = re.compile(
+    rf"^(?:(?i:the|a|an|this|that|these|those|his|her|their|my|our|your|its)|{_NAME}['’]s)\s+")
+#: English past passive before an end phrase: "was sold", "were cancelled", "had been given
+#: up", "got sold".
+_PASSIVE_RE = re.compile(r"\b(?:was|were|had been|got)\s+$", re.IGNORECASE)
+
+
+def _undergone(text: str) -> tuple[str, frozenset[str]] | None:
+    """``(head, words)`` of the noun phrase ``text`` opens with when it tells, in the past
+    passive, that the thing ended: "The old car was sold in May." → ``("car", {"old",
+    "car"})``, "Her flat in Leeds was let go." → ``("flat", {"flat", "leeds"})``. What ended
+    is the subject, not what follows the end phrase ("in May" had made it an end naming
+    nothing). None for any other sentence. English only."""
+    clause = _clause(text)
+    m = _ENDED_RE.search(clause)
+    if m is None or _NOUN_PHRASE_RE.match(clause) is None:
+        return None
+    aux = _PASSIVE_RE.search(clause[:m.start()])
+    if aux is None:
+        return None
+    phrase = clause[_NOUN_PHRASE_RE.match(clause).end():aux.start()]
+    head: str | None = None
+    words: list[str] = []
+    for word in _WORD_RE.findall(phrase):
+        lower = word.lower().replace("'", "")
+        if lower in STOPWORDS or lower in NEGATIONS:
+            if words and head is None:
+                head = words[-1]  # "flat" of "flat in Leeds"
+            continue
+        words.append(_fold_plural(lower))
+    if not words:
+        return None
+    return head or words[-1], frozenset(words)
+
+
+def _introduced(old: _Sentence, head: str) -> bool:
+    """Does ``old`` introduce a thing of ``head``'s with "a"/"an" ("Bea has an old car.",
+    "Bea rents a flat in Leeds.")? Then "the car" or "her flat" of a later sentence is that
+    one thing, and its passive end ends it; "Zoe takes the tram." names no one tram, and
+    "The tram was cancelled." ends nothing of hers."""
+    return re.search(rf"\b(?:a|an)\s+(?:[\w'’-]+\s+){{0,2}}{re.escape(head)}\w{{0,2}}\b",
+                     old.text, re.IGNORECASE) is not None
+
+
 def _ends(old: _Sentence, new: _Sentence) -> bool:
     """Does ``new`` tell that what ``old`` states ended, naming it: "Tariq is in the chess
     club." / "Tariq quit the chess club.", "Tariq works at Initech." / "Tariq left Initech for
@@ -1464,7 +1522,7 @@ def _ends(old: _Sentence, new: _Sentence) -> bool:
     threshold), and the pair kept no current state. An earlier end counts by what it went to
     ("Tariq left Initech for Hooli." / "Tariq left Hooli for Initech."); two ends of two
     things ("quit the chess club" / "quit the tennis club") are two events."""
-    if not new.ended:
+    if not new.ended or (new.undergone is not None and not _introduced(old, new.undergone)):
         return False
     # an earlier end names what it went to: "left Initech for Hooli." / "left Hooli for ..."
     said = old.stems - {old.subject or ""} - (old.ended or frozenset())
@@ -1556,15 +1614,17 @@ def _clause(text: str) -> str:
     """``text`` without an opening phrase of time or place (:data:`_OPENER_RE`): "On Monday
     Omar took a flight." → "Omar took a flight." (the phrase may take the subject's name
     with it: a name is skipped when the verb is looked for). A phrase's last word that is a
-    past form is the verb of a note without a subject, not part of the phrase: "In June
-    moved to York." → "moved to York." ("In June moved" had been the phrase, and the note
-    no event)."""
+    past form is the verb of a note without a subject, and a determiner opens the subject,
+    not part of the phrase: "In June moved to York." → "moved to York." ("In June moved" had
+    been the phrase, and the note no event), "In May the old car was sold." → "the old car
+    was sold."."""
     m = _OPENER_RE.match(text)
     if m is None:
         return text
     words = text[:m.end()].split()
     last = words[-1].rstrip(",")
-    if len(words) > 2 and _past_form(last.lower()) and not last[:1].isupper():
+    if len(words) > 2 and not last[:1].isupper() and (
+            _past_form(last.lower()) or last.lower() in _DETERMINERS):
         return text[text.rindex(last, 0, m.end()):]
     return text[m.end():]
 
@@ -1590,6 +1650,9 @@ def _past_event(s: _Sentence) -> bool:
     if s.question or s.wish or _NOW_RE.search(s.text):
         return False
     clause = _clause(s.text)
+    phrase = _NOUN_PHRASE_RE.match(clause)
+    if phrase is not None:  # "The old car was sold.", "Her flat in Leeds was let go."
+        return _noun_phrase_past(_WORD_RE.findall(clause[phrase.end():]))
     words = _WORD_RE.findall(clause)
     named = _leading_name(clause) is not None
     for k, word in enumerate(words):
@@ -1599,6 +1662,35 @@ def _past_event(s: _Sentence) -> bool:
         if k == 0 and lower in _SUBJECT_PRONOUNS:
             continue  # "She lived in Rome.": the verb is next
         return _past_form(lower)
+    return False
+
+
+#: English past participles that do not end in "-ed" (:func:`_noun_phrase_past`: "was let
+#: go", "was given up", "was stolen").
+_PARTICIPLES = _wordset(
+    "let given taken stolen broken done gone seen written driven ridden eaten shut cut hit "
+    "set known shown thrown worn torn chosen spoken fallen beaten hidden forgotten") | (
+    _IRREGULAR_PAST)
+#: How many words a noun-phrase subject runs at most before its verb ("old car", "flat in
+#: Leeds"): past it, the sentence is read as no event, as before.
+NOUN_PHRASE_WORDS = 6
+
+
+def _noun_phrase_past(words: Sequence[str]) -> bool:
+    """Do ``words`` (what follows a sentence's opening determiner or "someone's") go on
+    with a verb in the past: a past form ("The old car broke down."), or "was"/"were" and a
+    past participle ("The old car was sold.", "Her flat was let go."; not "The car was
+    red.")? The noun phrase had been read as the verb ("The" is no past form), so such a
+    sentence was never an event, nor a one-off one ("The garden was flooded last week.")."""
+    for k, word in enumerate(words[:NOUN_PHRASE_WORDS + 1]):
+        lower = word.lower()
+        if lower in ("was", "were"):
+            after = words[k + 1].lower() if k + 1 < len(words) else ""
+            return _past_form(after) or after in _PARTICIPLES
+        if _past_form(lower):
+            return True
+        if lower in _AUXILIARIES:
+            return False
     return False
 
 
