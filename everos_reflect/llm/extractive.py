@@ -1655,14 +1655,35 @@ def _past_event(s: _Sentence) -> bool:
         return _noun_phrase_past(_WORD_RE.findall(clause[phrase.end():]))
     words = _WORD_RE.findall(clause)
     named = _leading_name(clause) is not None
+    adverbs = 0
     for k, word in enumerate(words):
         if (k == 0 and named) or (k > 0 and word[:1].isupper()):
             continue  # the name, or more of it ("Mia Wong")
         lower = word.lower()
         if k == 0 and lower in _SUBJECT_PRONOUNS:
             continue  # "She lived in Rome.": the verb is next
+        if k > 0 and adverbs < MID_ADVERBS and _adverb(lower):
+            adverbs += 1
+            continue  # "Lucia also skipped the gym", "Sam finally quit smoking"
         return _past_form(lower)
     return False
+
+
+#: English adverbs that sit between a subject and its verb without an "-ly": "Lucia also
+#: skipped the gym", "Sam just left", "Ivo then met Lisa", "Ana only left at noon".
+_MID_ADVERBS = _wordset("also just then later soon once only even already first since")
+#: How many adverbs may stand between a subject and its verb ("finally also quit").
+MID_ADVERBS = 2
+
+
+def _adverb(word: str) -> bool:
+    """Is ``word`` (lower case) an adverb that may stand before a verb: one of
+    :data:`_MID_ADVERBS` or a word in "-ly" ("finally", "recently", "simply"; not "fly",
+    "rely", nor "early"/"lately" of :data:`_TEMPORARY_RE`, which end no clause's
+    subject). Without it the first verb looked for was the adverb, so "Lucia also skipped
+    the gym this week." was no one-off event and was folded into "Lucia goes to the gym
+    on Mondays."."""
+    return word in _MID_ADVERBS or (len(word) > 5 and word.endswith("ly"))
 
 
 #: English past participles that do not end in "-ed" (:func:`_noun_phrase_past`: "was let
