@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from everos_reflect.engine.limits import DEFAULT_LIMITS, Budget, MeteredLLM
 from everos_reflect.errors import ConfigError, UnknownStrategy
 from everos_reflect.model import quoted_value
-from everos_reflect.settings import between
+from everos_reflect.settings import between, expected_type, toml_got
 
 if TYPE_CHECKING:
     from everos_reflect.engine.triggers import DataTrigger
@@ -382,15 +382,14 @@ def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
     if value is None:
         return None, "must not be empty"
     if spec.type is not bool and isinstance(value, bool):
-        return value, f"must be {spec.type.__name__}, got a boolean"
+        return value, f"must be {expected_type(spec.type)}, got {toml_got(value)}"
     if spec.type in (int, float) and isinstance(value, int) and abs(value) > MAX_SETTING_INT:
         bound = f"at most {MAX_SETTING_INT:,}" if value > 0 else f"at least {-MAX_SETTING_INT:,}"
         return value, f"must be {bound}, got {quoted_value(value)}"
     if spec.type is float and isinstance(value, int):
         value = float(value)
     if not isinstance(value, spec.type):
-        return value, (f"must be {spec.type.__name__}, got {type(value).__name__} "
-                       f"{quoted_value(value)}")
+        return value, f"must be {expected_type(spec.type)}, got {toml_got(value)}"
     if spec.check is not None:
         try:
             reason = spec.check(value)
@@ -451,7 +450,7 @@ def validate_ome(tables: Mapping[str, Mapping[str, Any]], file: str) -> dict[str
     for name in sorted(known):
         raw = tables.get(name, {})
         if not isinstance(raw, Mapping):
-            problems.append((file, f"strategies.{name}", "must be a table"))
+            problems.append((file, f"strategies.{name}", f"must be a table, got {toml_got(raw)}"))
             continue
         try:
             config[name] = validate_strategy_settings(name, raw, file)
