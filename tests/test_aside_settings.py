@@ -176,23 +176,24 @@ def test_a_changed_prompt_or_model_asks_about_a_set_aside_stale_insight_again_on
         edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
         Indexer(rt).scan()
         fake_openai.script(413)
-        # the depth-2 insight cites the first, still stale: it is retired without a call
-        assert run(rt, NAME) == {"failed": 1, "set_aside": 1, "retired": 1}
-        assert run(rt, NAME) == {}
-        assert run(rt, NAME, prompts=brief("lessons")) == {}
+        # the depth-2 insight cites the first, still stale: it waits for its verdict
+        waits = {"waiting_on_cited": 1}
+        assert run(rt, NAME) == {"failed": 1, "set_aside": 1, **waits}
+        assert run(rt, NAME) == waits
+        assert run(rt, NAME, prompts=brief("lessons")) == waits
         assert len(fake_openai.chat_bodies()) == 1
 
         prompt = brief("revalidation")
         fake_openai.script(400)
-        assert run(rt, NAME, prompts=prompt) == {"failed": 1, "set_aside": 1}
+        assert run(rt, NAME, prompts=prompt) == {"failed": 1, "set_aside": 1, **waits}
         assert user_text(fake_openai.chat_bodies()[-1]).startswith("Be brief.\n")
-        assert run(rt, NAME, prompts=prompt) == {}
+        assert run(rt, NAME, prompts=prompt) == waits
 
         use_model(rt, "model-b")
         fake_openai.script(413)
-        assert run(rt, NAME, prompts=prompt) == {"failed": 1, "set_aside": 1}
+        assert run(rt, NAME, prompts=prompt) == {"failed": 1, "set_aside": 1, **waits}
         assert fake_openai.chat_bodies()[-1]["model"] == "model-b"
-        assert run(rt, NAME, prompts=prompt) == {}
+        assert run(rt, NAME, prompts=prompt) == waits
         assert len(fake_openai.chat_bodies()) == 3
     finally:
         rt.close()

@@ -603,10 +603,11 @@ def test_a_folder_where_a_cited_log_was_is_no_log_and_stops_nothing(root: Path) 
     assert status(rt, second.id) == ("stale", f"evidence {first.id} is stale")
     assert check(rt, DEV).written == []
     # offline and nothing raised: the insight left with two live Episodes waits for a model,
-    # the one citing it and a single Episode is retired (fewer than 2 cited records remain)
-    assert run(rt) == {"needs_llm": 1, "retired": 1}
+    # the one citing it waits for that one's verdict (it was retired: "fewer than 2 cited
+    # records remain", the stale insight it cites counted as gone)
+    assert run(rt) == {"needs_llm": 1, "waiting_on_cited": 1}
     assert status(rt, first.id)[0] == "stale"
-    assert status(rt, second.id)[0] == "retired"
+    assert status(rt, second.id)[0] == "stale"
 
 
 def test_an_oserror_marking_one_owner_stale_leaves_the_other_owners_checked(

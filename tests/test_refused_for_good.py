@@ -127,16 +127,17 @@ def test_revalidation_refused_for_good_sets_the_insight_aside_until_it_is_edited
         rt.__dict__["llm"] = OpenAILLM(model="fake-model", base_url=fake_openai.base_url,
                                        api_key="k", max_retries=0, sleep=lambda s: None)
         strategy = RevalidateInsights()
-        assert strategy.observe(rt, None) == 2
+        assert strategy.observe(rt, None) == 1  # the second waits for the first
         fake_openai.script(400)
-        # the depth-2 insight cites the first, still stale: it is retired without a call
-        assert revalidate(rt) == {"failed": 1, "set_aside": 1, "retired": 1}
+        # the depth-2 insight cites the first, still stale: it waits for its verdict
+        assert revalidate(rt) == {"failed": 1, "set_aside": 1, "waiting_on_cited": 1}
         (row,) = [r for r in list_derivations(rt.db(), strategy=REVALIDATE)
                   if r["status"] == "failed"]
         assert f"set aside: {first.id}" in row["error"] and "HTTP 400" in row["error"]
         assert rt.store.get(DEV, first.id).meta["status"] == "stale"  # nothing is pretended
+        assert rt.store.get(DEV, _second.id).meta["status"] == "stale"
         assert strategy.observe(rt, None) == 0
-        assert revalidate(rt) == {}
+        assert revalidate(rt) == {"waiting_on_cited": 1}
         assert len(fake_openai.chat_bodies()) == 1
 
         # an edit of the insight (or of its evidence) brings it back
@@ -145,7 +146,9 @@ def test_revalidation_refused_for_good_sets_the_insight_aside_until_it_is_edited
         Indexer(rt).scan()
         assert strategy.observe(rt, None) == 1
         fake_openai.script(json.dumps({"verdict": "retire", "insight": "", "evidence": []}))
-        assert revalidate(rt) == {"retired": 1}
+        # and the depth-2 insight waiting for it is judged next: one Episode left, retired
+        assert revalidate(rt) == {"retired": 2}
+        assert rt.store.get(DEV, _second.id).meta["status"] == "retired"
     finally:
         rt.close()
 
@@ -158,7 +161,9 @@ def test_revalidation_after_an_outage_asks_again(root: Path, fake_openai: Any) -
         rt.__dict__["llm"] = OpenAILLM(model="fake-model", base_url=fake_openai.base_url,
                                        api_key="k", max_retries=0, sleep=lambda s: None)
         fake_openai.script(503)
-        assert revalidate(rt) == {"failed": 1, "retired": 1}
+        # the depth-2 insight cites the first, whose call failed: it waits for its verdict
+        assert revalidate(rt) == {"failed": 1, "waiting_on_cited": 1}
+        assert rt.store.get(DEV, _second.id).meta["status"] == "stale"
         assert RevalidateInsights().observe(rt, None) == 1
     finally:
         rt.close()

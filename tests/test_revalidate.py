@@ -119,8 +119,9 @@ def test_the_data_poll_waits_out_the_cooldown_since_the_last_run(root: Path) -> 
                                         "ome.toml")
     now = datetime.now(UTC)
     assert RevalidateInsights().observe(rt, now - timedelta(seconds=60), values) == 0
-    assert RevalidateInsights().observe(rt, now - timedelta(seconds=601), values) == 2
-    assert RevalidateInsights().observe(rt, None, values) == 2
+    # one: the depth-2 insight waits for the first, which it cites, to be judged
+    assert RevalidateInsights().observe(rt, now - timedelta(seconds=601), values) == 1
+    assert RevalidateInsights().observe(rt, None, values) == 1
 
 
 @pytest.mark.parametrize("depth", ["one", "[1, 2]", "true", "-3"])
@@ -133,7 +134,7 @@ def test_a_hand_edited_depth_that_is_not_a_count_is_read_as_one(root: Path, fake
     edit_file(rt.store.path_for_id(DEV, first.id), "depth: 1", f"depth: {depth}")
     Indexer(rt).scan()
     merged(rt, eps)
-    assert RevalidateInsights().observe(rt, None) == 2
+    assert RevalidateInsights().observe(rt, None) == 1  # the second waits for the first
     # two texts: a revision repeating a live insight (the other's revision) is refused
     fake_openai.script(*[lambda body, text=text: json.dumps(
         {"verdict": "revise", "insight": text, "evidence": sorted(numbers(body).values())})
@@ -192,16 +193,17 @@ def test_a_verdict_under_the_citation_floor_is_refused_alone_and_not_asked_again
     strategy = RevalidateInsights()
     fake_openai.script(json.dumps({"verdict": verdict, "insight": "Auth reverts, once.",
                                    "evidence": [1]}))
-    # the depth-2 insight cites the first, still stale: it is retired without a call
-    assert run(with_openai(rt, fake_openai)) == {"refused": 1, "retired": 1}
+    # the depth-2 insight cites the first, still stale: it waits for its verdict
+    assert run(with_openai(rt, fake_openai)) == {"refused": 1, "waiting_on_cited": 1}
     assert rt.store.get(DEV, first.id).meta["status"] == "stale"  # nothing is pretended
+    assert rt.store.get(DEV, _second.id).meta["status"] == "stale"
     assert rt.store.get(DEV, first.id).deprecated_by is None
     (row,) = [r for r in list_derivations(rt.db(), strategy=NAME)
               if r["inputs"] == [first.id]]
     assert row["status"] == "ok" and row["outputs"] == []
     assert f"refused: a '{verdict}' verdict citing 1 record(s), at least 2 needed" in row["error"]
     assert strategy.observe(rt, None) == 0
-    assert run(rt) == {}  # not asked again: the fake has no reply left
+    assert run(rt) == {"waiting_on_cited": 1}  # not asked again: the fake has no reply left
     assert len(fake_openai.chat_bodies()) == 1
 
     edit_file(rt.store.path_for_id(DEV, first.id), "All three reverts touched auth.",
@@ -221,15 +223,16 @@ def test_a_revise_without_text_is_refused_alone_and_not_asked_again(
     Indexer(rt).scan()
     fake_openai.script(lambda body: json.dumps(
         {"verdict": "revise", "insight": text, "evidence": sorted(numbers(body).values())}))
-    assert run(with_openai(rt, fake_openai)) == {"refused": 1, "retired": 1}
+    assert run(with_openai(rt, fake_openai)) == {"refused": 1, "waiting_on_cited": 1}
     assert rt.store.get(DEV, first.id).meta["status"] == "stale"
+    assert rt.store.get(DEV, _second.id).meta["status"] == "stale"
     assert rt.store.get(DEV, first.id).deprecated_by is None
     (row,) = [r for r in list_derivations(rt.db(), strategy=NAME)
               if r["inputs"] == [first.id]]
     assert row["status"] == "ok" and row["outputs"] == []
     assert "refused: a 'revise' verdict without a revised text" in row["error"]
     assert RevalidateInsights().observe(rt, None) == 0
-    assert run(rt) == {}  # not asked again: the fake has no reply left
+    assert run(rt) == {"waiting_on_cited": 1}  # not asked again: the fake has no reply left
     assert len(fake_openai.chat_bodies()) == 1
 
 
@@ -239,7 +242,9 @@ def test_a_verdict_citing_a_number_not_shown_still_fails_the_call(root: Path,
     edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
     Indexer(rt).scan()
     fake_openai.script(json.dumps({"verdict": "holds", "insight": "", "evidence": [1, 9]}))
-    assert run(with_openai(rt, fake_openai)) == {"failed": 1, "retired": 1}
+    # the depth-2 insight cites the first, whose call failed: it waits for its verdict
+    assert run(with_openai(rt, fake_openai)) == {"failed": 1, "waiting_on_cited": 1}
+    assert rt.store.get(DEV, _second.id).meta["status"] == "stale"
     assert RevalidateInsights().observe(rt, None) == 1  # an unusable reply: asked again
 
 
@@ -417,3 +422,46 @@ def test_a_bug_reading_one_owner_skips_that_owner_alone_in_the_run_and_the_poll(
     ctx = RunContext(rt, values, "run_r", "manual", force=True)
     assert RevalidateInsights().run(ctx) == {"retired": 2, "failed": 1}
     assert ctx.failures == ["default_app/default_project/bob: TypeError: unhashable type: 'list'"]
+
+
+def test_an_insight_citing_one_whose_call_failed_waits_then_is_judged_after_it(
+        root: Path, fake_openai: Any) -> None:
+    """The depth-2 insight cites the first and an Episode. The first's call failed (a server
+    down): the first, counted as gone, left the second "fewer than 2 cited records" and it
+    was retired for good, though the first held once the server was back."""
+    rt, eps, first, second = setup(root)
+    narrative = merged(rt, eps)  # both cite eps[0]: both need a verdict
+    fake_openai.script(503)
+    assert run(with_openai(rt, fake_openai)) == {"failed": 1, "waiting_on_cited": 1}
+    assert rt.store.get(DEV, second.id).meta["status"] == "stale"
+    assert [r["inputs"] for r in list_derivations(rt.db(), strategy=NAME)] == [[first.id]]
+    assert RevalidateInsights().observe(rt, None) == 1  # the first; the second waits
+
+    fake_openai.script(*[lambda body: json.dumps(
+        {"verdict": "holds", "insight": "", "evidence": sorted(numbers(body).values())})] * 2)
+    assert run(with_openai(rt, fake_openai)) == {"kept": 2}
+    kept = rt.store.get(DEV, second.id)
+    assert kept.meta["status"] == "active"
+    assert sorted(kept.meta["evidence"]) == sorted([first.id, narrative.id])
+    assert "The user distrusts the auth refactor." in user_text(fake_openai.chat_bodies()[-1])
+
+
+def test_stale_insights_citing_each_other_do_not_wait_for_each_other(root: Path) -> None:
+    """A ring only a hand edit makes: each waiting for the other's verdict, neither was ever
+    judged. The shallower is judged first, then the other."""
+    rt, eps, first, second = setup(root)
+    rt.store.update_meta(DEV, first.id, {
+        "evidence": [eps[0].id, eps[1].id, second.id],
+        "evidence_hash": {eps[0].id: eps[0].text_hash, eps[1].id: eps[1].text_hash,
+                          second.id: rt.store.get(DEV, second.id).text_hash}})
+    edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
+    Indexer(rt).scan()
+    assert rt.store.get(DEV, first.id).meta["status"] == "stale"
+    assert rt.store.get(DEV, second.id).meta["status"] == "stale"
+    assert RevalidateInsights().observe(rt, None) == 1
+    assert run(rt) == {"needs_llm": 1, "waiting_on_cited": 1}
+    assert rt.store.get(DEV, second.id).meta["status"] == "stale"
+
+
+def user_text(body: dict[str, Any]) -> str:
+    return str(next(m["content"] for m in body["messages"] if m["role"] == "user"))

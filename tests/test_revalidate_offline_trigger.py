@@ -27,21 +27,23 @@ def test_a_stale_set_an_offline_run_could_not_judge_does_not_fire_the_strategy_a
     for ever, that could do nothing."""
     rt, eps, first, _second = setup(root)
     merged(rt, eps)
-    assert RevalidateInsights().observe(rt, None) == 2
+    # one: the depth-2 insight waits for the first, which it cites, to be judged
+    assert RevalidateInsights().observe(rt, None) == 1
     assert unavailable(rt) is None  # nothing was found that needs a model yet
-    assert run(rt) == {"needs_llm": 1, "retired": 1}
+    assert run(rt) == {"needs_llm": 1, "waiting_on_cited": 1}
 
     assert RevalidateInsights().observe(rt, None) == 0  # nothing new to do offline
     reason = unavailable(rt)
     assert reason is not None and reason.startswith("needs an LLM") and "1 stale" in reason
-    assert run(rt) == {"needs_llm": 1}  # a run (the hourly cron) still says why
+    # a run (the hourly cron) still says why
+    assert run(rt) == {"needs_llm": 1, "waiting_on_cited": 1}
     assert RevalidateInsights().observe(rt, None) == 0
 
     # its evidence edited: something new, looked at once more
     edit_file(rt.store.path_for_id(DEV, eps[1].id), "on day 16", "on day 17")
     Indexer(rt).scan()
     assert RevalidateInsights().observe(rt, None) == 1
-    assert run(rt) == {"needs_llm": 1}
+    assert run(rt) == {"needs_llm": 1, "waiting_on_cited": 1}
     assert RevalidateInsights().observe(rt, None) == 0
 
     # a model configured: the insight is waiting for it
@@ -58,5 +60,7 @@ def test_the_needs_llm_note_goes_once_the_insight_is_no_longer_stale(root: Path)
     assert unavailable(rt) is not None
     rt.store.update_meta(DEV, first.id, {"status": "retired"})  # settled by other means
     Indexer(rt).scan()
-    assert run(rt) == {}
+    # the depth-2 insight waited for the first: judged now, one Episode left, it is retired
+    assert run(rt) == {"retired": 1}
+    assert rt.store.get(DEV, _second.id).meta["status"] == "retired"
     assert unavailable(rt) is None

@@ -94,7 +94,8 @@ def test_a_revision_repeating_a_live_insight_that_stands_on_it_is_refused(
         assert rt.store.get(DEV, mine.id).meta["status"] == "active"
         fake_openai.script({"verdict": "revise", "evidence": [1, 2],
                             "insight": "Auth work gets undone."})
-        assert run(rt, REVALIDATE) == {"refused": 1, "retired": 1}
+        # the depth-2 insight cites the first, still stale: it waits for its verdict
+        assert run(rt, REVALIDATE) == {"refused": 1, "waiting_on_cited": 1}
         assert f"repeating {mine.id}, which cites {first.id}" in refusal(rt)
         kept = rt.store.get(DEV, first.id)
         assert (kept.meta["status"], kept.deprecated_by) == ("stale", None)

@@ -22,7 +22,9 @@ Each run first lifts, with no model, the stale mark of every insight whose cited
 read again as when it was derived (:func:`provenance.check`; the stale mark of a transient
 break was final). An insight citing a record still in its log but unreadable now (a hand edit
 broke it: ``DailyLog.unreadable``) waits, stale, until it reads again (:func:`cites_unreadable`),
-as provenance treats such a record: unknown, never deleted.
+as provenance treats such a record: unknown, never deleted. An insight citing a stale
+insight not judged yet waits for its verdict (:func:`held_by_cited`, counted
+``waiting_on_cited``) instead of counting it gone.
 """
 
 from __future__ import annotations
@@ -189,14 +191,46 @@ def cites_unreadable(insight: Entry, records: dict[str, Entry],
     return False
 
 
+def held_by_cited(records: dict[str, Entry]) -> dict[str, list[str]]:
+    """The stale insights that wait for a stale insight they cite to be judged first (id →
+    the cited ids, in citation order): a cited record is followed to its current form, and
+    one this strategy will judge (:func:`stale_insights`) is not judged yet while it is stale.
+
+    Dropped as if gone, it left the citing insight "fewer than 2 cited records" and retired
+    it for good when the cited one could not be judged (offline, or its call failed), which
+    a later "holds" of the cited one could not undo. In a citation ring (only a hand edit
+    makes one) the insight judged first (:func:`stale_insights`' order) waits for no other
+    of the ring: each waiting for the other, none was ever judged."""
+    stale = stale_insights(records)
+    order = {e.id: n for n, e in enumerate(stale)}
+    held: dict[str, list[str]] = {}
+    for insight in stale:
+        cited: list[str] = []
+        for eid in provenance.evidence_of(insight):
+            entry = current_form(eid, records)
+            if (entry is None or entry.id not in order or entry.id == insight.id
+                    or entry.id in cited):
+                continue
+            if (order[entry.id] > order[insight.id]
+                    and depends_on(entry, insight.id, records)):
+                continue  # a ring: this one is judged first
+            cited.append(entry.id)
+        if cited:
+            held[insight.id] = cited
+    return held
+
+
 def waiting(records: dict[str, Entry], aside: set[tuple[str, str]], sent: SentWith,
             unreadable: Collection[str] = frozenset()) -> list[Entry]:
     """:func:`stale_insights` but those set aside (``aside``: the ``(id, key)`` pairs whose
-    call the server refused for good, unchanged since, under the settings ``sent``) and those
+    call the server refused for good, unchanged since, under the settings ``sent``), those
     citing a record that cannot be read now (``unreadable``): they wait, stale, until it reads
-    again."""
+    again, and those citing a stale insight not judged yet (:func:`held_by_cited`): they
+    are judged once it is."""
+    held = held_by_cited(records)
     return [e for e in stale_insights(records)
-            if not cites_unreadable(e, records, unreadable)
+            if e.id not in held
+            and not cites_unreadable(e, records, unreadable)
             and (e.id, aside_key(e, current_evidence(e, records), sent)) not in aside]
 
 
@@ -444,6 +478,13 @@ class RevalidateInsights(Strategy):
             todo = [e for e in waiting(records, aside, sent, unreadable)
                     if e.id not in done]
             if not todo:
+                held = held_by_cited(records)
+                if held:  # said, or they were left stale with no word of why
+                    counts["waiting_on_cited"] += len(held)
+                    ctx.log.info("%s: %s: %d stale insight(s) wait for the stale insight(s) "
+                                 "they cite to be judged first: %s", NAME, ref, len(held),
+                                 "; ".join(f"{i} (cites {', '.join(c)})"
+                                           for i, c in list(held.items())[:10]))
                 _note_needs_llm(rt, ref, noted, ctx.run_id, complete=True)
                 return True
             hit = ctx.limit_reached()
@@ -523,6 +564,7 @@ class RevalidateInsights(Strategy):
         # at most MAX_CITATIONS, the most recent: a "holds" or "revise" citing the thousand
         # records max_records lets a call show could not be written (over 64 KiB of
         # metadata), and the insight failed the same way on every run
+        usable = {i for i in verdict["evidence"] if i in by_id}
         cited = [by_id[i] for i in beliefs.most_recent(
             (i for i in verdict["evidence"] if i in by_id),
             {i: e.timestamp for i, e in by_id.items()})]
@@ -538,6 +580,10 @@ class RevalidateInsights(Strategy):
         if problem:
             self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started, problem)
             return
+        if len(cited) < len(usable):  # said in the row, as the other tiers say it
+            row.error = beliefs.citations_kept(f"the {verdict['verdict']!r} verdict",
+                                               len(usable))
+            counts["citations_cut"] += 1
         touched = {rt.store.path_for_id(ref, insight.id)}
         # noted before the Markdown write, as a tier's commit is: killed between the write
         # and the row, the next start's recover() finds what was written and records it

@@ -112,11 +112,15 @@ class UpdateWorldview(BeliefTier):
         proposals = self.call(ctx, budget, [
             Record(e.id, _insight_label(e), e.content, e.timestamp) for e in shown
         ], {"current": current or "(none yet)", "keys": ", ".join(keys)}, derived)
-        plan = beliefs.plan_versions(view.current, proposals, keys)
+        plan = beliefs.plan_versions(view.current, proposals, keys,
+                                     {e.id: e.timestamp for e in shown})
         refusals = Refusals(ctx.log, f"{self.name}: {ref}", logging.WARNING)
         for reason in plan.refused:
             refusals.add(reason)
         derived.refused = refusals.close()
+        for note in plan.cut:
+            ctx.log.info("%s: %s: %s", self.name, ref, note)
+        derived.cut_citations += plan.cut
         if not plan.new:
             return derived
         depths = {e.id: beliefs.depth_of(e) for e in shown}
