@@ -11,13 +11,16 @@ The rewriter's progress during the wait is played by the patched pause.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import time
+from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
 
 import pytest
 
 from everos_reflect.embedding import HashEmbedder
+from everos_reflect.errors import MarkdownError
 from everos_reflect.markdown import settling
 from everos_reflect.markdown.parser import parse_log
 from everos_reflect.model import Kind, UserRef
@@ -101,3 +104,114 @@ def test_a_log_left_cut_inside_an_entry_is_written_once_it_stands_still(
 
     assert len(pauses) == 1
     assert new in _ids(path)
+
+
+def _rewriting_in_place(path: Path, cut: int) -> Callable[[], None]:
+    """A rewriter (``cp backup.md`` over the log, an editor saving in place) that has
+    truncated the log to its first ``cut`` bytes through the file it holds open; the returned
+    step writes the rest into that same file, wherever the name points by then."""
+    whole = path.read_bytes()
+    fh = path.open("r+b")
+    fh.truncate(cut)
+    fh.flush()
+
+    def rest() -> None:
+        fh.seek(cut)
+        fh.write(whole[cut:])
+        fh.close()
+
+    return rest
+
+
+@pytest.mark.parametrize("write", ["add", "archive mark", "undo of an archive mark"])
+def test_a_write_to_a_log_being_rewritten_cut_at_an_entry_boundary_keeps_the_whole_log(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch, write: str) -> None:
+    """Cut exactly before an entry, the log looked whole: the write put back what it read
+    and its own change, and the rest the rewriter wrote went into the replaced file."""
+    path = rt.store.log_path(ALICE, Kind.EPISODE, DAY)
+    before = _ids(path)
+    rt.store.deprecate(ALICE, {before[0]: before[1]})
+    whole = path.read_bytes()
+    rest = _rewriting_in_place(path, whole.index(f"<!-- entry:{before[2]} -->".encode()))
+    steps = [rest]
+    pauses = scripted_pauses(monkeypatch, steps)
+
+    if write == "add":
+        after = [*before, _add(rt)]
+    elif write == "archive mark":
+        rt.store.deprecate(ALICE, {before[2]: before[1]})
+        after = before
+    else:
+        rt.store.undeprecate(ALICE, [before[0]])
+        after = before
+    for step in steps:  # the rewriter finishes, whether or not the write waited for it
+        step()
+
+    assert _ids(path) == after
+    log = parse_log(path.read_text(), "log")
+    assert log.deprecated_entries.get(before[2]) == (before[1] if write == "archive mark" else None)
+    assert pauses
+
+
+def test_a_log_this_store_wrote_itself_is_written_again_without_a_wait(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its own writes replace the file whole (a temp file renamed over it): nobody is
+    writing into the file it replaced, so adds in a row never wait."""
+    pauses = scripted_pauses(monkeypatch, [])
+
+    first, second = _add(rt), _add(rt)
+
+    assert pauses == []
+    path = rt.store.log_path(ALICE, Kind.EPISODE, DAY)
+    assert _ids(path)[-2:] == [first, second]
+
+
+def test_a_write_to_a_log_a_person_just_saved_waits_one_settle_pause(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = rt.store.log_path(ALICE, Kind.EPISODE, DAY)
+    path.write_text(path.read_text().replace("Alice did thing 1.", "Alice did thing one."))
+    pauses = scripted_pauses(monkeypatch, [])
+
+    new = _add(rt)
+
+    assert pauses == [settling.SETTLE_SECONDS]
+    assert "Alice did thing one." in path.read_text() and new in _ids(path)
+
+
+def test_a_write_to_a_log_that_never_stands_still_is_refused_and_loses_nothing(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tool writing into the log all along: the write says so instead of replacing the
+    file it is writing into."""
+    path = rt.store.log_path(ALICE, Kind.EPISODE, DAY)
+    fh = path.open("ab")
+    fh.write(b"\n")
+    fh.flush()
+
+    def more() -> None:
+        fh.write(b"\n")
+        fh.flush()
+
+    scripted_pauses(monkeypatch, [more] * 100)
+
+    with pytest.raises(MarkdownError, match="keeps changing"):
+        _add(rt)
+    fh.close()
+    assert len(_ids(path)) == 3
+
+
+def test_a_log_stamped_in_the_future_is_waited_for_once_not_at_every_write(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A network share's clock ahead of this one, ``touch -d tomorrow``: the log's age is
+    unknown, so the first write waits for it to stand still; the file it then renames into
+    place is its own, and the next write goes through at once."""
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 2_000_000_000)
+    path = rt.store.log_path(ALICE, Kind.EPISODE, DAY)
+    tomorrow = time.time_ns() + 86_400 * 10**9
+    os.utime(path, ns=(tomorrow, tomorrow))
+    pauses = scripted_pauses(monkeypatch, [])
+
+    first = _add(rt)
+    second = _add(rt)
+
+    assert pauses == [settling.SETTLE_SECONDS]
+    assert _ids(path)[-2:] == [first, second]

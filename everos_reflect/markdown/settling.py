@@ -29,3 +29,11 @@ SETTLE_TRIES = 10
 def pause(seconds: float) -> None:
     """Sleep (a seam: the tests play a writer's progress during the wait)."""
     time.sleep(seconds)
+
+
+def just_written(mtime_ns: int, now_ns: int) -> bool:
+    """Whether a file of mtime ``mtime_ns`` may still be being written at ``now_ns``: written
+    within :data:`JUST_WRITTEN_NS`, or stamped ahead of this clock (a network share's clock,
+    ``touch -d tomorrow``), whose age cannot be known from its mtime. The reader then waits
+    for it to stand still, which says more than any clock."""
+    return now_ns - mtime_ns < JUST_WRITTEN_NS

@@ -44,7 +44,6 @@ from everos_reflect.markdown import settling, writer
 from everos_reflect.markdown.parser import (
     UNDONE,
     duplicate_ids,
-    ends_inside_entry,
     free_seq,
     header_text,
     mentioned_ids,
@@ -134,6 +133,8 @@ class MarkdownStore:
         self._locks_guard = threading.Lock()
         self._reuse = threading.local()  # see reusing_parses
         self._same_files = SameFiles(self._real_root, self._identity)
+        #: real path of each log this store wrote -> the file it renamed there (_file_state)
+        self._wrote: dict[str, tuple[int, int, int, int]] = {}
 
     # -- layout ---------------------------------------------------------------------------------
     def user_dir(self, ref: UserRef) -> Path:
@@ -666,7 +667,7 @@ class MarkdownStore:
         waiting on it (filelock's own warning)."""
         if self._lock_file(self._label(path)).exists():
             return
-        _, text = self._editable(path)
+        _, text = self._editable(path, settle=False)
         new_text = edit(text)
         if new_text is not None and new_text != text:
             self._fits(path, new_text)
@@ -714,7 +715,7 @@ class MarkdownStore:
         new; its write reports that itself."""
         text: str | None = None
         try:
-            _, text = self._editable(self.log_path(ref, kind, day))
+            _, text = self._editable(self.log_path(ref, kind, day), settle=False)
         except EverosError:
             text = None
         log = parse_log(text or writer.new_log_text(kind, ref.user_id, day), entries=False)
@@ -974,6 +975,11 @@ class MarkdownStore:
             if log is not None and log.unread:  # say why, not "no entry …"
                 self._writable(log)
             known = {e.id for e in log.entries} if log is not None else set()
+            if log is not None and not set(pairs) <= known:
+                # read again once it stands still: a log being rewritten in place, read cut
+                # short, answered "no entry" for an entry it holds
+                data = self._settled_bytes(path)
+                known = {e.id for e in self._parse(data, path).entries} if data else set()
             missing = sorted(set(pairs) - known)
             if missing:
                 raise UnknownEntry(f"no entry {', '.join(missing)} for user {ref}")
@@ -1081,10 +1087,13 @@ class MarkdownStore:
             raise MarkdownError(fatal.path, fatal.line, f"not writing this file: {fatal.message}")
         return log
 
-    def _editable(self, path: Path) -> tuple[bytes | None, str | None]:
+    def _editable(self, path: Path, *, settle: bool = True
+                  ) -> tuple[bytes | None, str | None]:
         """The file's bytes as read (None if absent), to detect a hand edit before the write,
-        and its text once checked writable (a log with a fatal problem is never rewritten)."""
-        before = self._settled_bytes(path)
+        and its text once checked writable (a log with a fatal problem is never rewritten).
+        ``settle``: waited for while another program may be writing it (:meth:`_settled_bytes`;
+        a write does, under the file's lock); a look that writes nothing takes it as it is."""
+        before = self._settled_bytes(path) if settle else self._load_or_none(path)
         if before is None:
             return None, None
         if not before.strip():  # empty (a `touch`) or blank: nothing to keep, and an append
@@ -1094,33 +1103,39 @@ class MarkdownStore:
         return before, log.text
 
     def _settled_bytes(self, path: Path) -> bytes | None:
-        """The file's bytes (None if absent), waited for while it may be caught mid-rewrite:
-        empty or ending inside an entry, written within :data:`settling.JUST_WRITTEN_NS`.
-        Read again after each :data:`settling.SETTLE_SECONDS` it moved; taken as it is once
-        it stood still that long (a ``touch``, a closing marker lost for real) or after
-        :data:`settling.SETTLE_TRIES` waits. ``cp backup.md`` over a log, an editor saving in
-        place: truncated, then written again. A write that read it in between took the empty log
-        for a ``touch`` and wrote it anew with its one entry, or appended to the text cut
-        inside an entry; its rename put a new file in the log's place, and all the rewriter
-        wrote after went into the old one, lost with it."""
-        before = self._load_or_none(path)
+        """The file's bytes (None if absent), once it stands still, when another program
+        wrote it within :data:`settling.JUST_WRITTEN_NS` (:meth:`_in_other_hands`): read
+        again after each :data:`settling.SETTLE_SECONDS` it moved; one that never stood still
+        in :data:`settling.SETTLE_TRIES` waits is not written (:class:`MarkdownError`).
+        ``cp backup.md`` over a log, an editor saving in place: truncated, then written
+        again. A write that read it in between, even cut exactly before an entry (a log that
+        looks whole), put back only what it read and its own change; its rename put a new
+        file in the log's place, and all the rewriter wrote after went into the old one, lost
+        with it. A person's save costs one wait; a log this store wrote itself, none."""
         for _ in range(settling.SETTLE_TRIES):
-            if before is None or not _maybe_mid_rewrite(before):
-                return before
             try:
                 st = os.stat(path)
             except OSError:
-                return before  # the write's own checks say what is wrong
-            if time.time_ns() - st.st_mtime_ns >= settling.JUST_WRITTEN_NS:
+                st = None  # absent, or no file: the write's own checks say what is wrong
+            before = self._load_or_none(path)  # after the stat: a later change moves it
+            if st is None or before is None or not self._in_other_hands(path, st):
                 return before
             settling.pause(settling.SETTLE_SECONDS)
             with suppress(OSError):
-                now = os.stat(path)
-                if (now.st_ino, now.st_size, now.st_mtime_ns) == (
-                        st.st_ino, st.st_size, st.st_mtime_ns):
+                if _still(os.stat(path), st):
                     return before
-            before = self._load_or_none(path)
-        return before
+        raise MarkdownError(self._label(path), 0, "the file keeps changing (another program "
+                            "is writing it); edit not applied, try again once it is saved")
+
+    def _in_other_hands(self, path: Path, st: os.stat_result) -> bool:
+        """Whether the file ``st`` describes may still be being written by another program:
+        written (by its mtime) within :data:`settling.JUST_WRITTEN_NS`, or stamped ahead of
+        this clock (a network share, a skewed clock, ``touch -d tomorrow``: its age is
+        unknown), and not the very file this store last wrote there (its own writes rename a
+        whole file into place: nobody writes into it)."""
+        if not settling.just_written(st.st_mtime_ns, time.time_ns()):
+            return False
+        return self._wrote.get(os.path.realpath(path)) != _file_state(st)
 
     def _edit(self, path: Path, edit: Callable[[str | None], str | None]) -> None:
         """Apply ``edit`` (current text or None if absent -> new text, or None to leave the file
@@ -1217,6 +1232,7 @@ class MarkdownStore:
             self._check_relinkable(target, alias)
         if st is None or st.st_nlink < 2:
             _atomic_write(target, data)
+            self._written_here(real)
             return
         with ExitStack() as stack:
             old, fd = st, None
@@ -1225,6 +1241,7 @@ class MarkdownStore:
                 stack.callback(os.close, fd)
                 old = os.fstat(fd)
             _atomic_write(target, data)
+            self._written_here(real)
             done = [self._relink(target, alias, old) for alias in aliases]
             relinked = done.count("relinked")
             if "moved" in done or (fd is not None
@@ -1232,6 +1249,12 @@ class MarkdownStore:
                 self._relink_late(target, old)
             elif aliases:
                 self._same_files.forget()  # the names are of a new file now
+
+    def _written_here(self, real: str) -> None:
+        """Remember the file just renamed into place at ``real`` as this store's own
+        (:meth:`_in_other_hands`): the next write to it need not wait for it to settle."""
+        with suppress(OSError):
+            self._wrote[real] = _file_state(os.stat(real))
 
     def _relink_late(self, target: Path, old: os.stat_result) -> None:
         """Link to the new ``target`` every daily log of the root that is still the old file
@@ -1334,7 +1357,7 @@ class MarkdownStore:
         For callers that must know a write fits ``limits.max_file_bytes`` before they commit
         to it, as a merge must before its journal row exists."""
         try:
-            _, text = self._editable(path)
+            _, text = self._editable(path, settle=False)
             new_text = change(text)
         except (EverosError, ValueError):
             return None
@@ -1356,12 +1379,14 @@ class MarkdownStore:
             raise MarkdownError(self._label(path), 0, f"not writing this file: {exc}") from exc
 
 
-def _maybe_mid_rewrite(data: bytes) -> bool:
-    """Whether a log's ``data`` is what a rewrite in place shows before it is done: nothing
-    yet, or a text that ends inside an entry."""
-    if not data.strip():
-        return True
-    return ends_inside_entry(data[-(1 << 20):].decode("utf-8", "replace"))
+def _file_state(st: os.stat_result) -> tuple[int, int, int, int]:
+    """Which file, of which size and mtime, ``st`` describes."""
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _still(now: os.stat_result, before: os.stat_result) -> bool:
+    """Whether the file at a name is the same, unchanged, as ``before``."""
+    return _file_state(now) == _file_state(before)
 
 
 def _in_users_folder(parts: tuple[str, ...]) -> bool:
