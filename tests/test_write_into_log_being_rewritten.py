@@ -215,3 +215,37 @@ def test_a_log_stamped_in_the_future_is_waited_for_once_not_at_every_write(
 
     assert pauses == [settling.SETTLE_SECONDS]
     assert _ids(path)[-2:] == [first, second]
+
+
+def test_the_first_write_to_a_log_a_person_just_made_waits_one_settle_pause(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A log copied in by hand, never written here (no lock file yet): the check made before
+    the lock is taken and the write under it wait once between them, not once each."""
+    path = rt.store.log_path(ALICE, Kind.EPISODE, date(2026, 10, 13))
+    path.write_bytes(rt.store.log_path(ALICE, Kind.EPISODE, DAY).read_bytes()
+                     .replace(b"20261012", b"20261013").replace(b"2026-10-12", b"2026-10-13"))
+    pauses = scripted_pauses(monkeypatch, [])
+
+    new = rt.store.append(ALICE, Kind.EPISODE, {"timestamp": "2026-10-13T09:00:00+00:00"},
+                          {"Subject": "New", "Content": "Added."}, day=date(2026, 10, 13)).id
+
+    assert pauses == [settling.SETTLE_SECONDS]
+    assert _ids(path)[-1] == new and len(_ids(path)) == 4
+
+
+def test_an_add_to_a_log_being_written_anew_cut_inside_its_frontmatter_waits_for_it(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first write to a log copied in by hand, caught while the copy is in its
+    frontmatter: refused as a log with broken frontmatter before the wait was made."""
+    day = date(2026, 10, 13)
+    path = rt.store.log_path(ALICE, Kind.EPISODE, day)
+    whole = (rt.store.log_path(ALICE, Kind.EPISODE, DAY).read_bytes()
+             .replace(b"20261012", b"20261013").replace(b"2026-10-12", b"2026-10-13"))
+    path.write_bytes(whole[:12])  # "---\nschema_v": the frontmatter is not closed yet
+    pauses = scripted_pauses(monkeypatch, [lambda: path.write_bytes(whole)])
+
+    new = rt.store.append(ALICE, Kind.EPISODE, {"timestamp": "2026-10-13T09:00:00+00:00"},
+                          {"Subject": "New", "Content": "Added."}, day=day).id
+
+    assert _ids(path)[-1] == new and len(_ids(path)) == 4
+    assert len(pauses) == 2  # it moved in the first wait, stood still in the second

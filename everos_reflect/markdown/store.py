@@ -133,8 +133,9 @@ class MarkdownStore:
         self._locks_guard = threading.Lock()
         self._reuse = threading.local()  # see reusing_parses
         self._same_files = SameFiles(self._real_root, self._identity)
-        #: real path of each log this store wrote -> the file it renamed there (_file_state)
-        self._wrote: dict[str, tuple[int, int, int, int]] = {}
+        #: real path of each log this store wrote, or saw stand still -> that file as it was
+        #: then (_file_state): written again while it is so, it is not waited for again
+        self._still: dict[str, tuple[int, int, int, int]] = {}
 
     # -- layout ---------------------------------------------------------------------------------
     def user_dir(self, ref: UserRef) -> Path:
@@ -667,7 +668,7 @@ class MarkdownStore:
         waiting on it (filelock's own warning)."""
         if self._lock_file(self._label(path)).exists():
             return
-        _, text = self._editable(path, settle=False)
+        _, text = self._editable(path)  # the wait counts for the write under the lock too
         new_text = edit(text)
         if new_text is not None and new_text != text:
             self._fits(path, new_text)
@@ -1123,6 +1124,7 @@ class MarkdownStore:
             settling.pause(settling.SETTLE_SECONDS)
             with suppress(OSError):
                 if _still(os.stat(path), st):
+                    self._still[os.path.realpath(path)] = _file_state(st)
                     return before
         raise MarkdownError(self._label(path), 0, "the file keeps changing (another program "
                             "is writing it); edit not applied, try again once it is saved")
@@ -1132,10 +1134,11 @@ class MarkdownStore:
         written (by its mtime) within :data:`settling.JUST_WRITTEN_NS`, or stamped ahead of
         this clock (a network share, a skewed clock, ``touch -d tomorrow``: its age is
         unknown), and not the very file this store last wrote there (its own writes rename a
-        whole file into place: nobody writes into it)."""
+        whole file into place: nobody writes into it) nor one it already saw stand still, as
+        it is now (a write's check before its lock waited for it: the write does not again)."""
         if not settling.just_written(st.st_mtime_ns, time.time_ns()):
             return False
-        return self._wrote.get(os.path.realpath(path)) != _file_state(st)
+        return self._still.get(os.path.realpath(path)) != _file_state(st)
 
     def _edit(self, path: Path, edit: Callable[[str | None], str | None]) -> None:
         """Apply ``edit`` (current text or None if absent -> new text, or None to leave the file
@@ -1254,7 +1257,7 @@ class MarkdownStore:
         """Remember the file just renamed into place at ``real`` as this store's own
         (:meth:`_in_other_hands`): the next write to it need not wait for it to settle."""
         with suppress(OSError):
-            self._wrote[real] = _file_state(os.stat(real))
+            self._still[real] = _file_state(os.stat(real))
 
     def _relink_late(self, target: Path, old: os.stat_result) -> None:
         """Link to the new ``target`` every daily log of the root that is still the old file
