@@ -13,8 +13,6 @@ through here.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -55,16 +53,6 @@ def take(runtime: Runtime, path: Path, timeout: float) -> FileLock:
     return lock
 
 
-@contextmanager
-def held(runtime: Runtime, path: Path, timeout: float) -> Iterator[FileLock]:
-    """:func:`take` for the length of a ``with`` block."""
-    lock = take(runtime, path, timeout)
-    try:
-        yield lock
-    finally:
-        lock.release()
-
-
 def take_back_lock_folders(lock_file: Path, root: Path) -> None:
     """Remove ``root/.index/locks/<lock_file>`` and its three folders when that is all there
     is at ``root``: what a lock's open made at a root's old path. Anything else there (a root
@@ -82,4 +70,4 @@ def take_back_lock_folders(lock_file: Path, root: Path) -> None:
         return
 
 
-__all__ = ["held", "take", "take_back_lock_folders"]
+__all__ = ["take", "take_back_lock_folders"]

@@ -687,24 +687,6 @@ def _opening_cut_short(text: str) -> str | None:
     return None if tail is None else tail.group(1) or ""
 
 
-def ends_inside_entry(text: str) -> bool:
-    """Whether ``text`` ends inside an entry: its last marker line opens one, or its last
-    line is an opening marker being written (:func:`_opening_cut_short`). Read from the end
-    of the text, without parsing it: for a writer that must know, cheaply, whether a log may
-    be caught mid-write."""
-    if _opening_cut_short(text) is not None:
-        return True
-    end = len(text)
-    while (at := text.rfind("entry:", 0, end)) >= 0:
-        start = text.rfind("\n", 0, at) + 1
-        stop = text.find("\n", at)
-        marker = _MARKER_RE.fullmatch(text, start, len(text) if stop < 0 else stop)
-        if marker is not None:
-            return not marker.group(1)
-        end = start
-    return False
-
-
 class _Marker(NamedTuple):
     line: int  # 0-based
     close: bool
