@@ -939,15 +939,21 @@ class Indexer:
 
     def _changed_since_read(self, job: _Job) -> bool:
         """Whether ``job``'s log is no longer as it was read: its stats moved (a log refused
-        as a link was stat'ed as the link itself, the others through it)."""
+        as a link was stat'ed as the link itself, the others through it). A log read as gone
+        changed only when a file is back at its name: a folder, FIFO or socket standing
+        there is still no log (taken for the log coming back, it made a sync wait all its
+        settle waits, the indexer locked, and then hold the entries)."""
         path = self.rt.root / job.rel
+        if job.stat is None:
+            try:
+                return stat.S_ISREG(os.stat(path).st_mode)
+            except OSError:
+                return False
         seen = []
         for look in (os.stat, os.lstat):
             with suppress(OSError):
                 st = look(path)
                 seen.append((st.st_mtime_ns, st.st_size))
-        if job.stat is None:
-            return bool(seen)
         return job.stat[:2] not in seen
 
     def _attach_vectors(self, jobs: list[_Job], made: dict[_Made, np.ndarray]) -> bool:
