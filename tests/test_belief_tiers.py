@@ -738,21 +738,31 @@ def test_a_hand_edited_conviction_key_cannot_break_the_worldview_prompt(
     assert current.startswith("- risks (1) forged: trust me: ")
 
 
-def test_a_conviction_citing_more_records_than_its_metadata_holds_is_refused_alone(
+def test_a_conviction_citing_more_records_than_its_metadata_holds_keeps_the_most_recent(
         root: Path, llm: ScriptedLLM) -> None:
     """A reply citing every one of a thousand insights shown: the conviction's metadata
     passed the 64 KiB a block may hold, its write was refused, and the owner's window failed
-    on every run, asked again each time."""
+    on every run, asked again each time. Then it was refused alone, its shift lost, where
+    a reconciliation or a revalidation citing as many kept the most recent: one rule now."""
+    from everos_reflect.index.audit import list_derivations
+    from everos_reflect.strategies.beliefs import MAX_CITATIONS
+
     ome(root, update_worldview="max_records = 1000")
     rt = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)
     try:
-        add_insights(rt, *[f"Insight number {i}." for i in range(1_000)])
+        ids = add_insights(rt, *[f"Insight number {i}." for i in range(1_000)])
         llm.queue_task("worldview", lambda req: {"convictions": [
             {"key": "risks", "text": "Everything is risky.",
              "evidence": list(range(1, len(req.records) + 1))},
             {"key": "strategy", "text": "Ship less.", "evidence": [1, 2]}]})
-        assert run(rt, "update_worldview") == {"owners": 1, "written": 1, "refused": 1}
-        assert [r["key"] for r in belief_views.worldview(rt, ADA)] == ["strategy"]
+        assert run(rt, "update_worldview") == {"owners": 1, "written": 2, "citations_cut": 1}
+        risks, strategy = belief_views.worldview(rt, ADA)
+        assert (risks["key"], strategy["key"]) == ("risks", "strategy")
+        assert risks["evidence"] == ids[-MAX_CITATIONS:]  # the most recent (ties by id)
+        (row,) = list_derivations(rt.db(), strategy="update_worldview")
+        assert row["status"] == "ok" and row["error"] == (
+            f"the conviction of key 'risks' cites 1,000 records: the {MAX_CITATIONS} most "
+            "recent kept")
         assert observe(rt, "update_worldview") == 0  # consumed: not asked again
     finally:
         rt.close()

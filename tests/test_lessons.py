@@ -597,7 +597,7 @@ def test_a_lesson_of_a_thousand_tasks_cites_the_latest_and_counts_them_all(root:
 
     from everos_reflect.embedding.base import HashEmbedder
     from everos_reflect.llm import ExtractiveLLM
-    from everos_reflect.strategies.lessons import MAX_LESSON_EVIDENCE
+    from everos_reflect.strategies.beliefs import MAX_CITATIONS as MAX_LESSON_EVIDENCE
 
     rt = Runtime(root, embedder=HashEmbedder(64), llm=ExtractiveLLM())
 
@@ -625,5 +625,33 @@ def test_a_lesson_of_a_thousand_tasks_cites_the_latest_and_counts_them_all(root:
         assert lesson.confirmations == 1_002
         assert lesson.evidence == tuple(ids[-MAX_LESSON_EVIDENCE:])
         assert learn(rt, max_records=1_000) == {}  # nothing new: nothing written
+    finally:
+        rt.close()
+
+
+def test_a_lesson_keeps_the_most_recent_tasks_by_time_as_every_tier_does(root: Path) -> None:
+    """Lessons had a cap and rule of their own (the last tasks in file order), the other
+    tiers `beliefs.most_recent` (by timestamp, ties by id): a task recorded late for an
+    earlier time stood in a lesson's evidence in place of a later one."""
+    from everos_reflect.embedding.base import HashEmbedder
+    from everos_reflect.llm import ExtractiveLLM
+    from everos_reflect.strategies.beliefs import MAX_CITATIONS
+
+    rt = Runtime(root, embedder=HashEmbedder(64), llm=ExtractiveLLM())
+
+    def failed_deploy(i: int, clock: str) -> str:
+        t = new_task(REF, task_type="deploy", goal=f"Deploy build {i}", steps=["deploy"],
+                     outcome="failure", errors=[f"registry timeout after {i} s"],
+                     timestamp=f"2026-10-02T{clock}+00:00")
+        return rt.store.append(REF, Kind.TASK, t.meta, t.sections, day=t.day).id
+
+    try:
+        ids = [failed_deploy(i, f"10:{i // 60:02d}:{i % 60:02d}") for i in range(MAX_CITATIONS)]
+        late = failed_deploy(MAX_CITATIONS, "09:00:00")  # written last, for 09:00
+        assert learn(rt, max_records=1_000) == {"owners": 1, "written": 1}
+        (lesson,) = lessons(rt)
+        assert lesson.confirmations == MAX_CITATIONS + 1
+        assert late not in lesson.evidence
+        assert lesson.evidence == tuple(ids)
     finally:
         rt.close()

@@ -33,7 +33,7 @@ ADA = UserRef.of("ada")
 def rt(root: Path, fake_openai: Any) -> Iterator[Runtime]:
     (root / "ome.toml").write_text("".join(
         f"[strategies.{n}]\nenabled = true\ncooldown_seconds = 0\nmax_records = 1000\n"
-        for n in ("reconcile", "revalidate_insights")))
+        for n in ("reconcile", "revalidate_insights", "update_worldview")))
     llm = OpenAILLM(model="fake-model", base_url=fake_openai.base_url, api_key="k",
                     max_retries=0, timeout_seconds=30, sleep=lambda s: None)
     runtime = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)
@@ -76,6 +76,11 @@ def test_a_reconciliation_citing_a_thousand_records_is_written(
     # the most recent: the 200 edges written last
     assert evidence == [e.id for e in edges[-MAX_CITATIONS:]]
     assert set(insight.meta["evidence_hash"]) == set(evidence)
+    assert outcome.counts.get("citations_cut") == 1
+    row = row_of(rt, "reconcile")
+    assert (row["status"], row["outputs"]) == ("ok", [insight.id])
+    assert row["error"] == (f"the reconciliation cites 999 records: the {MAX_CITATIONS} "
+                            "most recent kept")
 
 
 def test_a_holds_verdict_citing_a_thousand_records_is_written(
@@ -101,3 +106,39 @@ def test_a_holds_verdict_citing_a_thousand_records_is_written(
     assert kept.meta["status"] == "active"
     assert kept.meta["evidence"] == [e.id for e in episodes[-MAX_CITATIONS:]]
     assert set(kept.meta["evidence_hash"]) == set(kept.meta["evidence"])
+    assert outcome.counts.get("citations_cut") == 1
+    row = row_of(rt, "revalidate_insights")
+    assert (row["status"], row["outputs"]) == ("ok", [insight.id])
+    assert row["error"] == (f"the 'holds' verdict cites 1,000 records: the {MAX_CITATIONS} "
+                            "most recent kept")
+
+
+def row_of(rt: Runtime, strategy: str) -> dict[str, Any]:
+    from everos_reflect.index.audit import list_derivations
+
+    (row,) = list_derivations(rt.db(), strategy=strategy)
+    return dict(row)
+
+
+def test_a_conviction_citing_hundreds_of_insights_keeps_the_most_recent_and_says_so(
+        rt: Runtime, fake_openai: Any) -> None:
+    """A proposal citing more than MAX_CITATIONS insights was refused (its shift lost, its
+    insights consumed), where a reconciliation or a revalidation citing as many kept the
+    most recent: one rule now, said in the derivation row."""
+    insights = rt.store.append_many(ADA, Kind.INSIGHT, [(
+        {"timestamp": stamp(1 + n // 200, n % 200), "evidence": [], "depth": 1,
+         "status": "active", "insight_type": "reflection"}, {"Insight": f"Insight {n}."})
+        for n in range(250)])
+    Indexer(rt).scan()
+    fake_openai.script(lambda body: json.dumps({"convictions": [
+        {"key": "risks", "text": "Deploys fail on Fridays.", "evidence": numbers(body)}]}))
+    outcome = Engine(rt).trigger("update_worldview", timeout=120)
+    assert len(numbers(fake_openai.chat_bodies()[-1])) == 250
+    assert outcome.status == "ok", outcome
+    assert outcome.counts.get("written") == 1 and outcome.counts.get("citations_cut") == 1
+    [conviction] = rt.store.entries(ADA, Kind.CONVICTION)
+    assert conviction.meta["evidence"] == [e.id for e in insights[-MAX_CITATIONS:]]
+    row = row_of(rt, "update_worldview")
+    assert (row["status"], row["outputs"]) == ("ok", [conviction.id])
+    assert row["error"] == ("the conviction of key 'risks' cites 250 records: the "
+                            f"{MAX_CITATIONS} most recent kept")

@@ -120,6 +120,18 @@ def overlay_ome(defaults: Mapping[str, Mapping[str, Any]],
     return {n: {**defaults.get(n, {}), **own.get(n, {})} for n in names}
 
 
+#: Where a key a root's ``ome.toml`` does not set comes from, when a fleet's defaults set it.
+FLEET_DEFAULTS = "the fleet's [strategies] defaults"
+
+
+def inherited_keys(defaults: Mapping[str, Mapping[str, Any]],
+                   own: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """Per strategy, the keys :func:`overlay_ome` takes from ``defaults`` (``own`` does not
+    set them), each with where: a problem of two keys names the file of each."""
+    return {name: {key: FLEET_DEFAULTS for key in table if key not in own.get(name, {})}
+            for name, table in defaults.items()}
+
+
 def lock_path(root: Path, name: str) -> Path:
     return Path(root) / ".index" / "locks" / f"strategy-{name}.lock"
 
@@ -224,8 +236,10 @@ class Engine:
                 return self.config_error is None
             self._ome_digest = digest
             text = "" if data is None else config_text(data, str(path))
-            tables = overlay_ome(self.ome_defaults, parse_ome(text, str(path)))
-            config = validate_ome(tables, str(path))
+            own = parse_ome(text, str(path))
+            tables = overlay_ome(self.ome_defaults, own)
+            config = validate_ome(tables, str(path), inherited=inherited_keys(self.ome_defaults,
+                                                                               own))
         except ConfigError as exc:
             with self._mutex:
                 self.config_error, self._config_problems = str(exc), exc

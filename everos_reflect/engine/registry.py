@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from everos_reflect.engine.limits import DEFAULT_LIMITS, Budget, MeteredLLM
 from everos_reflect.errors import ConfigError, UnknownStrategy
 from everos_reflect.model import quoted_value
-from everos_reflect.settings import between
+from everos_reflect.settings import between, expected_type, toml_got
 
 if TYPE_CHECKING:
     from everos_reflect.engine.triggers import DataTrigger
@@ -249,11 +249,14 @@ class Strategy:
         ``ome.toml`` now."""
         raise NotImplementedError(f"{self.name} declares no data trigger")
 
-    def settings_problems(self, values: Mapping[str, Any],
-                          written: Collection[str]) -> list[tuple[str, str]]:
+    def settings_problems(self, values: Mapping[str, Any], written: Collection[str],
+                          inherited: Mapping[str, str] | None = None,
+                          ) -> list[tuple[str, str]]:
         """``(key, reason)`` for settings that each pass their own check but cannot work
         together (a threshold no window reaches), checked once every key is valid.
-        ``written``: the keys the file sets, so a reason names one the user wrote."""
+        ``written``: the keys the file sets, so a reason names one the user wrote;
+        ``inherited``: keys set elsewhere (the fleet's defaults), each with where
+        (:func:`set_where` words a reason's other key)."""
         return []
 
     def all_settings(self) -> dict[str, SettingSpec]:
@@ -264,6 +267,19 @@ class Strategy:
         )
         specs.update({s.name: s for s in self.settings})
         return specs
+
+
+def set_where(key: str, written: Collection[str],
+              inherited: Mapping[str, str] | None = None) -> str:
+    """Where ``key``'s value comes from, for a reason that names it beside the key it is
+    about: the file itself (nothing to add), ``inherited[key]`` (the fleet's defaults), or the
+    strategy's default. A pair refused with only the file's name sent a person looking there
+    for a key the fleet's defaults set."""
+    if key in written:
+        return ""
+    if inherited and key in inherited:
+        return f", set in {inherited[key]}"
+    return ", its default"
 
 
 def judge_counts(strategy: Strategy, counts: dict[str, int]) -> tuple[str, str | None]:
@@ -382,15 +398,14 @@ def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
     if value is None:
         return None, "must not be empty"
     if spec.type is not bool and isinstance(value, bool):
-        return value, f"must be {spec.type.__name__}, got a boolean"
+        return value, f"must be {expected_type(spec.type)}, got {toml_got(value)}"
     if spec.type in (int, float) and isinstance(value, int) and abs(value) > MAX_SETTING_INT:
         bound = f"at most {MAX_SETTING_INT:,}" if value > 0 else f"at least {-MAX_SETTING_INT:,}"
         return value, f"must be {bound}, got {quoted_value(value)}"
     if spec.type is float and isinstance(value, int):
         value = float(value)
     if not isinstance(value, spec.type):
-        return value, (f"must be {spec.type.__name__}, got {type(value).__name__} "
-                       f"{quoted_value(value)}")
+        return value, f"must be {expected_type(spec.type)}, got {toml_got(value)}"
     if spec.check is not None:
         try:
             reason = spec.check(value)
@@ -408,10 +423,14 @@ def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
     return value, None
 
 
-def validate_strategy_settings(name: str, raw: Mapping[str, Any], file: str) -> dict[str, Any]:
+def validate_strategy_settings(name: str, raw: Mapping[str, Any], file: str, *,
+                               inherited: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Every key of ``name`` with defaults filled in; :class:`ConfigError` lists every problem.
 
     A problem names the file, the key as written in ``ome.toml`` and the reason.
+    ``inherited``: the keys of ``raw`` that ``file`` does not set, each with where they come
+    from (a fleet's defaults under a root's ``ome.toml``): a pair of keys that cannot work
+    together is then named where each is set.
     """
     strategy = get_strategy(name)
     specs = strategy.all_settings()
@@ -429,17 +448,22 @@ def validate_strategy_settings(name: str, raw: Mapping[str, Any], file: str) -> 
         else:
             values[key] = value
     if not problems:
-        problems = [(file, f"strategies.{name}.{key}", reason)
-                    for key, reason in strategy.settings_problems(values, list(raw))]
+        written = [key for key in raw if key not in (inherited or {})]
+        problems = [(file, f"strategies.{name}.{key}", reason) for key, reason
+                    in strategy.settings_problems(values, written, inherited or {})]
     if problems:
         raise ConfigError(problems)
     return values
 
 
-def validate_ome(tables: Mapping[str, Mapping[str, Any]], file: str) -> dict[str, dict[str, Any]]:
+def validate_ome(tables: Mapping[str, Mapping[str, Any]], file: str, *,
+                 inherited: Mapping[str, Mapping[str, str]] | None = None,
+                 ) -> dict[str, dict[str, Any]]:
     """Validate a whole ``ome.toml`` (``{strategy: raw table}``); every strategy gets an entry.
 
     Problems across all strategies are reported together in one :class:`ConfigError`.
+    ``inherited``: per strategy, the keys ``file`` does not set
+    (:func:`validate_strategy_settings`).
     """
     known = set(known_strategies())
     problems: list[tuple[str, str, str]] = []
@@ -451,10 +475,11 @@ def validate_ome(tables: Mapping[str, Mapping[str, Any]], file: str) -> dict[str
     for name in sorted(known):
         raw = tables.get(name, {})
         if not isinstance(raw, Mapping):
-            problems.append((file, f"strategies.{name}", "must be a table"))
+            problems.append((file, f"strategies.{name}", f"must be a table, got {toml_got(raw)}"))
             continue
         try:
-            config[name] = validate_strategy_settings(name, raw, file)
+            config[name] = validate_strategy_settings(
+                name, raw, file, inherited=(inherited or {}).get(name))
         except ConfigError as exc:
             problems.extend(exc.problems)
     if problems:

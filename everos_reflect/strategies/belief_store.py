@@ -295,6 +295,10 @@ class Derived:
     #: Records a call left out to fit ``[llm] max_prompt_tokens`` (counted
     #: ``left_out_over_budget``): those of the window stay pending for the next run.
     left_out: set[str] = field(default_factory=set)
+    #: Records written citing only the most recent ``beliefs.MAX_CITATIONS`` of what the
+    #: reply cited (``beliefs.citations_kept`` notes, counted ``citations_cut``): the
+    #: derivation row's ``error`` says so.
+    cut_citations: list[str] = field(default_factory=list)
 
 
 #: Refusals of one call logged one by one; past it they are counted in one line.
@@ -754,6 +758,9 @@ class BeliefTier(Strategy):
                 status, derived.pending = "failed", set()
             else:
                 status = "partial"
+        if status in ("ok", "partial") and derived.cut_citations:
+            mine["citations_cut"] += len(derived.cut_citations)
+            error = "; ".join([*([error] if error else []), *derived.cut_citations])
         if status == "ok" and derived.needs_llm:
             status, error = "skipped", derived.needs_llm
             ctx.log.info("%s: %s: %s", self.name, work.ref, error)

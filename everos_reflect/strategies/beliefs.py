@@ -50,8 +50,16 @@ KEY_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,63}$")
 #: The most records one derived record may cite: each citation costs its ``evidence`` id and
 #: its ``evidence_hash`` (some 70 bytes), and a record citing a thousand passed the 64 KiB a
 #: metadata block may hold. Written, it was refused, and the owner's window failed on every
-#: run; a proposal citing more is refused on its own instead (counted ``refused``).
+#: run. Every tier keeps the most recent ones (:func:`most_recent`) and says so in its
+#: ``derivation_report`` row (:func:`citations_kept`); lessons, whose evidence grows with
+#: each confirmation, count them all in ``confirmations``.
 MAX_CITATIONS = 200
+
+
+def citations_kept(what: str, cited: int) -> str:
+    """The note a ``derivation_report`` row carries when ``what`` cited ``cited`` records,
+    more than :data:`MAX_CITATIONS`: which were kept."""
+    return f"{what} cites {cited:,} records: the {MAX_CITATIONS} most recent kept"
 
 
 def most_recent(ids: Iterable[str], stamps: Mapping[str, datetime | None],
@@ -301,21 +309,27 @@ class VersionPlan:
     new: list[NewVersion] = field(default_factory=list)
     unchanged: list[str] = field(default_factory=list)  # keys proposed with the same text
     refused: list[str] = field(default_factory=list)    # why a proposal was not taken
+    cut: list[str] = field(default_factory=list)  # proposals whose citations were cut
 
 
 def plan_versions(
     current: Mapping[str, Conviction],
     proposals: Sequence[Mapping[str, object]],
     keys: Sequence[str],
+    stamps: Mapping[str, datetime | None] | None = None,
 ) -> VersionPlan:
     """Which proposals (``{"key", "text", "evidence"}``) become new versions.
 
     Only configured keys; a key proposed twice keeps its first proposal; a proposal whose text
     equals the current version of its key is no shift and writes nothing. Each new version
-    archives exactly the current version of its own key, nothing else.
+    archives exactly the current version of its own key, nothing else. One citing more than
+    :data:`MAX_CITATIONS` records keeps the most recent (``stamps``: id → timestamp), noted
+    in ``cut``, as the other tiers keep them: refused, the shift was lost and its insights
+    consumed, where a reconciliation or a revalidation citing as many was written.
     """
     plan = VersionPlan()
     allowed, seen = set(keys), set()
+    stamps = stamps or {}
     for item in proposals:
         key = str(item.get("key", "")).strip()
         text = str(item.get("text", "")).strip()
@@ -331,14 +345,14 @@ def plan_versions(
         if not text or not evidence:
             plan.refused.append(f"key {quoted_value(key)}: a conviction needs text and evidence")
             continue
-        if len(evidence) > MAX_CITATIONS:
-            plan.refused.append(f"key {quoted_value(key)}: it cites {len(evidence)} records, at "
-                                f"most {MAX_CITATIONS}")
-            continue
         before = current.get(key)
         if before is not None and same_text(before.text, text):
             plan.unchanged.append(key)
             continue
+        if len(cited := set(evidence)) > MAX_CITATIONS:
+            evidence = tuple(most_recent(evidence, stamps))
+            plan.cut.append(citations_kept(f"the conviction of key {quoted_value(key)}",
+                                           len(cited)))
         plan.new.append(NewVersion(key, text, evidence, before.id if before else None))
     return plan
 
@@ -444,6 +458,7 @@ __all__ = [
     "VersionPlan",
     "Worldview",
     "census_due",
+    "citations_kept",
     "cooldown_over",
     "count_due",
     "current_worldview",

@@ -54,7 +54,7 @@ from everos_reflect.model import Entry, Kind, UserRef, quoted_value
 from everos_reflect.procedural import learning
 from everos_reflect.procedural.lessons import CREATED_BY, Lesson, read_lesson
 from everos_reflect.procedural.tasks import TaskRecord, read_task
-from everos_reflect.strategies import provenance
+from everos_reflect.strategies import beliefs, provenance
 from everos_reflect.strategies.belief_store import (
     DERIVATION_KEY,
     BeliefTier,
@@ -82,23 +82,15 @@ CONTESTED, ACTIVE, RETIRED = "contested", "active", "retired"
 #: anything the log's size allows (a 10 MB goal made a 10 MB prompt). Every task call clips
 #: its records the same way (:func:`~everos_reflect.llm.tasks.clip_records`).
 MAX_TASK_PROMPT_CHARS = MAX_RECORD_PROMPT_CHARS
-#: The most tasks one lesson cites (``evidence``, and ``evidence_hash`` of each): the most
-#: recent ones; ``confirmations`` counts them all. A lesson citing every task it was learned
-#: or confirmed from outgrew the 64 KiB a metadata block may hold at some 900 tasks (an
-#: offline lesson of an error 900 deploys met, or one a model restated run after run): it
-#: could not be written, and its task type failed every run, its tasks never consumed.
-MAX_LESSON_EVIDENCE = 200
-
-
-def latest(evidence: Sequence[str], order: Mapping[str, int]) -> tuple[str, ...]:
-    """``evidence`` without repeats and, past :data:`MAX_LESSON_EVIDENCE` tasks, cut to the
-    ones that come last in ``order`` (task id → its place among the owner's tasks, oldest
-    first; a task not in it is cut first), the order given kept."""
-    unique = list(dict.fromkeys(evidence))
-    if len(unique) <= MAX_LESSON_EVIDENCE:
-        return tuple(unique)
-    kept = set(sorted(unique, key=lambda t: order.get(t, -1))[-MAX_LESSON_EVIDENCE:])
-    return tuple(t for t in unique if t in kept)
+def latest(evidence: Sequence[str], stamps: Mapping[str, datetime | None]) -> tuple[str, ...]:
+    """``evidence`` without repeats and, past ``beliefs.MAX_CITATIONS`` tasks, cut to the
+    most recent ones (``stamps``: task id → its timestamp; ties by id, a task without one
+    cut first), the order given kept: every tier's rule (:func:`beliefs.most_recent`);
+    ``confirmations`` counts them all. A lesson citing every task it was learned or
+    confirmed from outgrew the 64 KiB a metadata block may hold at some 900 tasks (an
+    offline lesson of an error 900 deploys met, or one a model restated run after run): it
+    could not be written, and its task type failed every run, its tasks never consumed."""
+    return tuple(beliefs.most_recent(evidence, stamps))
 
 
 def _fraction(value: float) -> str | None:
@@ -126,9 +118,9 @@ class LessonState:
     def live_lessons(self, task_type: str) -> list[Lesson]:
         return [x for x in map(read_lesson, self.lessons) if x.live and x.task_type == task_type]
 
-    def task_order(self) -> dict[str, int]:
-        """Task id → its place among the owner's tasks (day and file order, oldest first)."""
-        return {e.id: n for n, e in enumerate(self.tasks)}
+    def task_stamps(self) -> dict[str, datetime | None]:
+        """Task id → its timestamp (what :func:`latest` keeps the most recent by)."""
+        return {e.id: e.timestamp for e in self.tasks}
 
 
 @dataclass
@@ -308,7 +300,7 @@ class LearnLessons(BeliefTier):
     def _plan(self, rt: Runtime, state: LessonState, task_type: str,
               candidates: Sequence[learning.Candidate], settings: Mapping[str, Any]) -> _Plan:
         plan = _Plan({}, [])
-        order = state.task_order()
+        stamps = state.task_stamps()
         existing = state.live_lessons(task_type)
         # text only: a hand-written list or mapping there was unhashable, and the TypeError
         # stopped the run for every owner, on every run
@@ -347,7 +339,7 @@ class LearnLessons(BeliefTier):
                     plan.garbled[old.id] = old.garbled
                 elif not old.ours:
                     plan.handwritten += 1
-                elif ((cited := latest(before + fresh, order)) != old.evidence
+                elif ((cited := latest(before + fresh, stamps)) != old.evidence
                       or count != old.confirmations):
                     plan.confirm[old.id] = (cited, count)
                 continue
@@ -375,7 +367,7 @@ class LearnLessons(BeliefTier):
         hashes = _Hashes(state)
         confirmed = {}
         for lesson_id, (evidence, count) in plan.confirm.items():
-            evidence = latest(evidence, hashes.order)
+            evidence = latest(evidence, hashes.stamps)
             confirmed[lesson_id] = {"evidence": list(evidence), "confirmations": count,
                                     "evidence_hash": hashes.of(evidence, lesson_id)}
         store.update_metas(ref, confirmed)  # one write per log, not one per lesson
@@ -422,7 +414,7 @@ class LearnLessons(BeliefTier):
         if old is not None and status == ACTIVE:  # a refinement inherits what it refines
             evidence = tuple(dict.fromkeys(old.evidence + cand.evidence))
             confirmations = old.confirmations + len(set(cand.evidence) - set(old.evidence))
-        meta = derived_meta(evidence=latest(evidence, hashes.order), depth=1, key=key, extra={
+        meta = derived_meta(evidence=latest(evidence, hashes.stamps), depth=1, key=key, extra={
             "task_type": task_type, "lesson_type": cand.lesson_type,
             "confirmations": max(1, confirmations), "created_by": CREATED_BY,
             "signature": cand.signature,
@@ -447,7 +439,7 @@ class _Hashes:
 
     def __init__(self, state: LessonState) -> None:
         self.tasks = {e.id: e for e in state.tasks}
-        self.order = state.task_order()
+        self.stamps = state.task_stamps()
         self.kept = {e.id: evidence_hashes(e) for e in state.lessons}
 
     def of(self, evidence: Sequence[str], lesson_id: str | None) -> dict[str, str]:

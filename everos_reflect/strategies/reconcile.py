@@ -118,8 +118,9 @@ class Reconcile(BeliefTier):
         cited = beliefs.most_recent(reply["evidence"],
                                     {i: entries[i].timestamp for i in reply["evidence"]})
         if len(cited) < len(set(reply["evidence"])):
-            ctx.log.info("%s: %s: the reconciliation cites %d records: the %d most recent "
-                         "kept", self.name, ref, len(set(reply["evidence"])), len(cited))
+            note = beliefs.citations_kept("the reconciliation", len(set(reply["evidence"])))
+            ctx.log.info("%s: %s: %s", self.name, ref, note)
+            derived.cut_citations.append(note)
         depth = beliefs.derived_depth(beliefs.depth_of(entries[i]) for i in cited)
         cap = int(ctx.settings.get("max_depth", 8))
         if depth > cap:

@@ -564,6 +564,7 @@ class RevalidateInsights(Strategy):
         # at most MAX_CITATIONS, the most recent: a "holds" or "revise" citing the thousand
         # records max_records lets a call show could not be written (over 64 KiB of
         # metadata), and the insight failed the same way on every run
+        usable = {i for i in verdict["evidence"] if i in by_id}
         cited = [by_id[i] for i in beliefs.most_recent(
             (i for i in verdict["evidence"] if i in by_id),
             {i: e.timestamp for i, e in by_id.items()})]
@@ -579,6 +580,10 @@ class RevalidateInsights(Strategy):
         if problem:
             self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started, problem)
             return
+        if len(cited) < len(usable):  # said in the row, as the other tiers say it
+            row.error = beliefs.citations_kept(f"the {verdict['verdict']!r} verdict",
+                                               len(usable))
+            counts["citations_cut"] += 1
         touched = {rt.store.path_for_id(ref, insight.id)}
         # noted before the Markdown write, as a tier's commit is: killed between the write
         # and the row, the next start's recover() finds what was written and records it
