@@ -21,7 +21,7 @@ READ_CHUNK = 1 << 20
 
 
 class NotRegularFile(OSError):
-    """A folder, FIFO or device stands where a file was expected."""
+    """A folder, FIFO, socket or device stands where a file was expected."""
 
 
 class OutsideRoot(OSError):
@@ -40,7 +40,12 @@ def open_regular(path: str | os.PathLike[str], within: str | None = None) -> Bin
     outside it once open is refused too (:class:`OutsideRoot`): a log swapped for a symlink to
     ``/etc/shadow`` between the store's check of its path and this open was read, and
     indexed, as the log."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:  # a socket (or a device with nothing behind it)
+            raise NotRegularFile(errno.EINVAL, "not a regular file", str(path)) from None
+        raise
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):

@@ -13,6 +13,7 @@ returns the raw tables, because each strategy declares and validates its own set
 
 from __future__ import annotations
 
+import datetime
 import difflib
 import functools
 import ipaddress
@@ -30,7 +31,13 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from everos_reflect.errors import ConfigError
 from everos_reflect.fileio import not_utf8, read_config_bytes
-from everos_reflect.model import quoted_value, redacted_url, shown_key, unplain_number
+from everos_reflect.model import (
+    QUOTED_MAX,
+    quoted_value,
+    redacted_url,
+    shown_key,
+    unplain_number,
+)
 
 DEFAULT_FILE = "config/default.toml"
 ENV_FILE = "environment"
@@ -486,10 +493,58 @@ def _read_toml(text: str, file: str, problems: list[Problem]) -> dict[str, Any] 
         return None
 
 
-def _type_name(tp: Any) -> str:
+def expected_type(tp: Any) -> str:
+    """What a key of type ``tp`` takes, in TOML's words (a float key takes an integer too)."""
     if tp == str | None:
         return "a string"
-    return {str: "a string", int: "an integer", float: "a number", bool: "true or false"}[tp]
+    return {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+            list: "an array", dict: "a table"}[tp]
+
+
+#: TOML's word for each type :mod:`tomllib` reads a value as; a date-time before a date (a
+#: ``datetime`` is a ``date``), a boolean before an integer (a ``bool`` is an ``int``).
+_TOML_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
+    (dict, "a table"), (list, "an array"), (datetime.datetime, "a date-time"),
+    (datetime.date, "a date"), (datetime.time, "a time"),
+)
+
+
+def toml_type(value: Any) -> str:
+    """TOML's word for the type of ``value`` as :mod:`tomllib` reads it ("an integer", "a
+    table"): the person wrote TOML, and "got str" or "got dict" are Python's words for it."""
+    for kind, word in _TOML_TYPES:
+        if isinstance(value, kind):
+            return word
+    return "a value of no TOML type"
+
+
+def toml_value(value: Any) -> str:
+    """``value`` as TOML writes it, on one line (a table inline: ``{a = 1}``), cut to
+    :data:`~everos_reflect.model.QUOTED_MAX` characters and its length when longer: "got
+    dict {'a': 1}" showed the Python repr of what the person wrote as TOML."""
+    import tomlkit
+
+    try:
+        if isinstance(value, dict):
+            item: Any = tomlkit.inline_table()
+            item.update(value)
+        elif isinstance(value, list):
+            item = tomlkit.array()
+            item.extend(value)
+        else:
+            item = tomlkit.item(value)
+        text = item.as_string()
+    except (TypeError, ValueError):  # no TOML value (a caller's own): shown as any value is
+        return quoted_value(value)
+    if len(text) <= QUOTED_MAX:
+        return text
+    return f"{text[:QUOTED_MAX]}… ({len(text):,} characters)"
+
+
+def toml_got(value: Any) -> str:
+    """A refused value in TOML's words, its type and itself: ``a string: "ten"``."""
+    return f"{toml_type(value)}: {toml_value(value)}"
 
 
 #: Keys whose values are credentials. A problem with one names the type it was given, never
@@ -519,26 +574,24 @@ def _check_type(value: Any, tp: Any, *, secret: bool = False) -> tuple[Any, str 
             value = None
     if ok:
         return value, None
-    if isinstance(value, dict):
-        shown = "a table"
-    elif secret:
-        shown = f"{type(value).__name__} (the value is not shown: it is a secret)"
+    if secret:
+        shown = f"{toml_type(value)} (the value is not shown: it is a secret)"
     else:
-        shown = f"{type(value).__name__} {quoted_value(value)}"
-    return value, f"must be {_type_name(tp)}, got {shown}"
+        shown = toml_got(value)
+    return value, f"must be {expected_type(tp)}, got {shown}"
 
 
 def _coerce_env(text: str, tp: Any) -> tuple[Any, str | None]:
     """Environment values are strings: convert to the declared type or say why not."""
     if tp in (int, float) and (hint := unplain_number(text)):
-        return text, f"must be {_type_name(tp)}, got {quoted_value(text)} ({hint})"
+        return text, f"must be {expected_type(tp)}, got {quoted_value(text)} ({hint})"
     try:
         if tp is int:
             return int(text.strip()), None
         if tp is float:
             return _check_type(float(text.strip()), float)
     except ValueError:
-        return text, f"must be {_type_name(tp)}, got {quoted_value(text)}"
+        return text, f"must be {expected_type(tp)}, got {quoted_value(text)}"
     if tp is bool:
         # true or false, as everos.toml and the HTTP API write it: 1/yes/on and 0/no/off
         # were read too, spellings the file and the API refuse
@@ -704,13 +757,15 @@ def parse_ome(text: str, file: str = OME_FILE_NAME) -> dict[str, dict[str, Any]]
     strategies = data.get("strategies", {})
     result: dict[str, dict[str, Any]] = {}
     if not isinstance(strategies, dict):
-        problems.append((file, "strategies", "must be a table of [strategies.<name>] tables"))
+        problems.append((file, "strategies", "must be a table of [strategies.<name>] tables, "
+                         f"got {toml_got(strategies)}"))
     else:
         for name, table in strategies.items():
             if isinstance(table, dict):
                 result[name] = table
             else:
-                problems.append((file, f"strategies.{name}", "must be a table [strategies.<name>]"))
+                problems.append((file, f"strategies.{name}", "must be a table "
+                                 f"[strategies.<name>], got {toml_got(table)}"))
     if problems:
         raise ConfigError(problems)
     return result

@@ -157,6 +157,11 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
             totals[kind]["deprecated"] += dep
         user_docs.append(doc)
     config = config_problems(root)
+    rows, strategies_error = _config_error_once(
+        _strategies(runtime, engine) if strategies is None else strategies)
+    config_doc = _config_doc(config)
+    if strategies_error is not None:
+        config_doc["strategies_error"] = strategies_error
     return {
         "root": path_text(root),
         "counts_from": source,
@@ -166,11 +171,27 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         # warnings are lint's to show: status counts them, so "no files with problems" is
         # not all it says of a root lint fails on
         "files_with_warnings": [{"file": f, "warnings": n} for f, n in sorted(warned.items())],
-        "config": _config_doc(config),
+        "config": config_doc,
         "index": _index_lag(runtime) if source == "index" else unreadable,
         "merges": _merges(runtime, engine) if source == "index" else None,
-        "strategies": _strategies(runtime, engine) if strategies is None else strategies,
+        "strategies": rows,
     }
+
+
+def _config_error_once(rows: list[dict[str, Any]],
+                       ) -> tuple[list[dict[str, Any]], str | None]:
+    """The strategy rows with their configuration error said once: the error (the same for
+    every row: ``ome.toml`` as the engine reads it) goes to ``config.strategies_error``, and
+    each row says only whether it applies (``config_invalid``). Every row repeated the whole
+    message, up to 20 problems, seven times over."""
+    error = next((str(r["config_error"]) for r in rows if r.get("config_error")), None)
+    out = []
+    for row in rows:
+        if "config_error" in row:
+            row = {k: v for k, v in row.items() if k != "config_error"}
+            row["config_invalid"] = error is not None
+        out.append(row)
+    return out, error
 
 
 def _config_doc(problems: list[Problem]) -> dict[str, Any]:

@@ -204,7 +204,7 @@ def test_status_with_an_invalid_everos_toml_says_no_strategy_runs_unless_a_daemo
     (root / "ome.toml").write_text(good)
     (root / "everos.toml").write_text("[server]\nport = 'x'\n")
     problem = (f"invalid configuration: {root / 'everos.toml'}: server.port: must be an "
-               "integer, got str 'x'")
+               'integer, got a string: "x"')
 
     alone = run("status", "--root", str(root), "--json")
     assert alone.exit_code == 1, alone.output

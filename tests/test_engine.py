@@ -390,7 +390,7 @@ def test_invalid_ome_keeps_last_good_config_and_says_why(runtime: Runtime, fake:
     enable(runtime.root, "batch = 0\nmax_retries = 'x'\n")
     assert engine.reload_config() is False
     assert "strategies.fake_test.batch: must be > 0" in engine.config_error
-    assert "strategies.fake_test.max_retries: must be int" in engine.config_error
+    assert "strategies.fake_test.max_retries: must be an integer" in engine.config_error
     assert engine.settings_for("fake_test")["batch"] == 4
     assert engine.trigger("fake_test").counts["batch"] == 4
 

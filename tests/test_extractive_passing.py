@@ -42,6 +42,10 @@ def local() -> LocalEmbedder:
     ("Lucia drinks wine with dinner.", "Lucia gave up wine for January."),
     ("Lucia eats chocolate.", "Lucia stopped eating chocolate during Ramadan."),
     ("Lucia plays video games.", "Lucia gave up video games for the exam season."),
+    # "quit" for a named time, as "gave up" for one
+    ("Bea eats sugar.", "Bea quit sugar for Lent."),
+    ("Bea drinks beer.", "Bea quit beer for January."),
+    ("Ugo eats meat.", "Ugo quit meat during Ramadan."),
 ])
 def test_a_one_off_event_is_no_version_of_a_standing_state(local: LocalEmbedder, first: str,
                                                            second: str) -> None:
@@ -81,6 +85,12 @@ def test_two_one_off_events_of_one_kind_still_fold(local: LocalEmbedder) -> None
     ("Lucia left Initech for a startup.", False, {"initech"}),
     ("Gave up meat for Lent.", True, None),
     ("Lucia stopped drinking wine for January.", True, None),
+    ("Lucia quit sugar for Lent.", True, None),
+    ("Lucia quit sugar throughout March.", True, None),
+    # "quit" for a name that is no time: what it went to
+    ("Lucia quit Initech for Hooli.", False, {"initech"}),
+    ("Lucia quit her job for Google.", False, {"job"}),
+    ("Lucia quit her job during the pandemic.", False, {"job"}),
     # "for" after an "-ing" verb: for whom or where, not for how long
     ("Lucia stopped working for Initech.", False, {"working"}),
     ("Lucia gave up smoking for Maria.", False, {"smoking"}),

@@ -117,8 +117,8 @@ def test_fleet_status_says_a_roots_ome_toml_is_invalid_not_that_its_strategies_a
     a, b = json.loads(as_json.stdout)["roots"]
     assert "config_error" not in a and "error" not in b
     said = (f"ome.toml is invalid: {tmp_path}/shard-b/ome.toml: strategies.reflect_episodes."
-            "enabled: must be bool, got str 'yes'; no strategy runs on this root until it is "
-            "fixed (a `fleet serve` started now would run none)")
+            'enabled: must be true or false, got a string: "yes"; no strategy runs on this '
+            "root until it is fixed (a `fleet serve` started now would run none)")
     assert b["config_error"] == said
     lines = text.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if "shard-b" in line)

@@ -46,14 +46,15 @@ def paragraphs(text: str) -> list[str]:
     return text.split("\n\n")
 
 
-def test_andrew_walkthrough_keeps_the_timeline_and_states_the_current_state_once():
+def test_andrew_walkthrough_keeps_the_timeline_and_says_each_sentence_once():
     result = LLM.merge(MergeRequest("init", list(reversed(ANDREW))))
 
+    # "also adopted" adds a dog: Buddy's adoption is no newer version of Toby's (it was
+    # written as the current state, Toby's adoption as history replaced by it)
     assert paragraphs(result.content) == [
         "2026-08-10: Andrew has no pets yet.",
         "2026-09-10: Andrew adopted a dog named Toby.",
-        "2026-10-10: Andrew now has two dogs.",
-        "Current state: Andrew also adopted another dog named Buddy.",
+        "2026-10-10: Andrew also adopted another dog named Buddy. Andrew now has two dogs.",
     ]
     assert "Andrew" in result.title
     assert (result.provider, result.model, result.usage) == ("extractive", "extractive-v3", Usage())

@@ -11,6 +11,8 @@ nothing here depends on how fast a thread runs.
 
 from __future__ import annotations
 
+import os
+import socket
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
@@ -167,3 +169,43 @@ def test_a_scan_waits_once_for_every_log_it_would_drop_entries_from(
     assert len(pauses) == 1
     assert report.entries_deleted == 3 and len(deletions) == 3
     assert {r[0] for r in rt.db().execute("SELECT id FROM entries")} == {f for _, f in logs}
+
+
+@pytest.mark.parametrize("how", ["sync_path", "scan"])
+@pytest.mark.parametrize("what", ["folder", "fifo", "socket"])
+def test_a_log_replaced_by_no_file_is_dropped_after_one_wait(
+        rt: Runtime, deletions: list[str], monkeypatch: pytest.MonkeyPatch,
+        tmp_path: Path, what: str, how: str) -> None:
+    """`rm log; mkdir log`: what stands at the log's name is no log, and it standing there
+    is no writer at work. It was taken for the log coming back at every wait, so the sync
+    waited all ten (2 s, the indexer locked) and then held the entries until the folder's
+    mtime had aged."""
+    path, ids = _log_of_three(rt)
+    indexer = Indexer(rt)
+    indexer.sync_path(path)
+    path.unlink()
+    if what == "folder":
+        path.mkdir()
+    elif what == "fifo":
+        os.mkfifo(path)
+    else:
+        server = socket.socket(socket.AF_UNIX)
+        if len(str(path)) > 100:  # AF_UNIX paths are short: bound nearby, moved into place
+            server.bind(str(tmp_path / "s"))
+            os.rename(tmp_path / "s", path)
+        else:
+            server.bind(str(path))
+        server.close()
+    pauses = scripted_pauses(monkeypatch, [])
+
+    if how == "sync_path":
+        result = indexer.sync_path(path)
+        assert result.removed and result.deleted == 3
+    else:
+        report = indexer.scan()
+        assert report.files_removed == 1 and report.entries_deleted == 3
+
+    assert pauses == [settling.SETTLE_SECONDS]
+    assert sorted(deletions) == ids
+    assert rt.db().execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
+    assert indexer.pending()["files_deleted"] == 0

@@ -191,7 +191,7 @@ model = "x"
     assert by_key["llm.timeout_seconds"] == (f, "must be greater than 0, got 0.0")
     assert by_key["clustering.threshold"] == (f, "must be in (0, 1], got 1.5")
     assert by_key["clustering.treshold"] == (f, "unknown key (did you mean 'threshold'?)")
-    assert by_key["server.port"] == (f, "must be an integer, got str '8000'")
+    assert by_key["server.port"] == (f, 'must be an integer, got a string: "8000"')
     assert by_key["scheduler.timezone"][0] == f
     assert "unknown time zone 'Mars/Olympus'" in by_key["scheduler.timezone"][1]
     assert by_key["emedding"] == (f, "unknown section (did you mean 'embedding'?)")
@@ -283,10 +283,10 @@ def test_wrong_types_are_rejected_including_bools_for_numbers() -> None:
     )
     reasons = {key: reason for _, key, reason in problems_of(user)}
     assert reasons == {
-        "llm.max_retries": "must be an integer, got bool True",
-        "llm.model": "must be a string, got int 3",
-        "embedding.batch_size": "must be an integer, got float 1.5",
-        "index.search_mode": "must be a string, got list ['x']",
+        "llm.max_retries": "must be an integer, got a boolean: true",
+        "llm.model": "must be a string, got an integer: 3",
+        "embedding.batch_size": "must be an integer, got a float: 1.5",
+        "index.search_mode": 'must be a string, got an array: ["x"]',
     }
 
 
@@ -368,7 +368,8 @@ def test_parse_ome_rejects_bad_shapes_all_at_once() -> None:
     assert info.value.problems == [
         ("r/ome.toml", "strategy", "unknown top-level key (did you mean 'strategies'?); "
          "use [strategies.<name>]"),
-        ("r/ome.toml", "strategies.reflect_episodes", "must be a table [strategies.<name>]"),
+        ("r/ome.toml", "strategies.reflect_episodes",
+         "must be a table [strategies.<name>], got a boolean: true"),
     ]
 
 
@@ -376,7 +377,8 @@ def test_parse_ome_rejects_strategies_as_a_value() -> None:
     with pytest.raises(ConfigError) as info:
         parse_ome('strategies = "reflect_episodes"\n', "ome.toml")
     assert info.value.problems == [
-        ("ome.toml", "strategies", "must be a table of [strategies.<name>] tables")
+        ("ome.toml", "strategies", "must be a table of [strategies.<name>] tables, got a "
+         'string: "reflect_episodes"')
     ]
 
 

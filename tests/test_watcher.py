@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterator
 from datetime import date, timedelta
@@ -12,11 +13,12 @@ import pytest
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index.sync import Indexer
 from everos_reflect.index.watcher import FsEvent, Watcher, plan_events, wants_rescan
+from everos_reflect.markdown import settling
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 from tests.test_sync import CountingEmbedder
-from tests.waiting import wait_for
+from tests.waiting import scripted_pauses, wait_for
 
 ROOT = Path("/mem")
 EP = ROOT / "a/p/users/u/episodes/episode-2026-10-12.md"
@@ -235,3 +237,27 @@ def test_reading_a_log_wakes_no_watcher_and_writes_no_index(rt: Runtime) -> None
     assert [(e.type, e.path) for e in seen if e.path == str(read)] == []
     assert rt.db().execute("SELECT synced_at FROM files WHERE path = ?",
                            (rt.store.rel(read),)).fetchall() == synced
+
+
+def test_entries_held_while_a_log_moved_are_dropped_once_it_stands_still_without_a_scan(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A sync that found a log still moving after every settle wait holds the entries it no
+    longer shows; each move was a write, whose file event is queued while the sync runs, so
+    the watcher reads the log again once it stands still: the entries go then, not at the
+    next reconcile scan (disabled here)."""
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 3600 * 10**9)
+    ids = [_append(rt, f"pet {n}") for n in range(3)]
+    path = rt.store.log_path(REF, Kind.EPISODE, DAY)
+    whole = path.read_bytes()
+    cut = whole[:whole.index(f"<!-- entry:{ids[1]} -->".encode())]
+    moves = [lambda n=n: path.write_bytes(cut + b"\n" * n) for n in range(1, 11)]
+    pauses = scripted_pauses(monkeypatch, [])
+    caplog.set_level(logging.INFO, logger="everos_reflect.index.sync")
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0):
+        assert wait_for(lambda: _indexed_ids(rt) == set(ids))
+        held = len(pauses)
+        pauses_after_moves = scripted_pauses(monkeypatch, moves)
+        path.write_bytes(cut)  # a person deleted two entries; a tool is still at it
+        assert wait_for(lambda: _indexed_ids(rt) == {ids[0]})
+    assert held == 0 and len(pauses_after_moves) > 10
+    assert "is still being written" in caplog.text  # the entries were held first

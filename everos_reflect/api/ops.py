@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from everos_reflect import errors
 from everos_reflect.llm.importance import importance_on_write
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import (
+    QUOTED_MAX,
     Kind,
     UserRef,
     new_episode,
@@ -152,6 +154,50 @@ def validation_code(problems: Sequence[Any]) -> str:
 #: The most of pydantic's problems one message lists (the rest are counted).
 PROBLEMS_MAX = 10
 
+#: What a field of the wrong JSON type takes, by pydantic's error type: its own words named
+#: Python's types ("Input should be a valid dictionary", "a valid list") and never the value.
+JSON_TAKES = {
+    "string_type": "a string", "bool_type": "true or false", "bool_parsing": "true or false",
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "list_type": "an array",
+    "dict_type": "an object", "model_type": "an object", "model_attributes_type": "an object",
+}
+
+
+def _in_json(err: Mapping[str, Any]) -> bool:
+    """Whether a problem is of a JSON value (a body field, an MCP argument), not of a query,
+    path or header value, which is text whatever it holds (those have their own words)."""
+    return str((err.get("loc") or ("",))[0]) not in {"query", "path", "header", "cookie"}
+
+
+def json_type(value: Any) -> str:
+    """JSON's word for the type of ``value`` as :mod:`json` reads it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "a value"
+
+
+def json_got(value: Any) -> str:
+    """A refused value in JSON's words, its type and itself as JSON writes it, cut to
+    :data:`~everos_reflect.model.QUOTED_MAX` characters: ``a string: "yes"``."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON (bytes of a raw body): as any value is shown
+        return quoted_value(value)
+    if len(text) > QUOTED_MAX:
+        text = f"{text[:QUOTED_MAX]}… ({len(text):,} characters)"
+    return json_type(value) if value is None else f"{json_type(value)}: {text}"
+
 
 def validation_message(problems: Sequence[Any]) -> str:
     """One line from pydantic's errors, the same for every edge: ``field: reason; ...``. An
@@ -172,6 +218,8 @@ def validation_message(problems: Sequence[Any]) -> str:
         message = str(cause) if isinstance(cause, Exception) else err.get("msg")
         if err.get("type") == "literal_error":
             message = f"{message}, got {quoted_value(err.get('input'))}"
+        elif err.get("type") in JSON_TAKES and "input" in err and _in_json(err):
+            message = f"must be {JSON_TAKES[err['type']]}, got {json_got(err['input'])}"
         parts.append(f"{where}: {message or 'invalid'}")
     if len(problems) > PROBLEMS_MAX:
         parts.append(f"and {len(problems) - PROBLEMS_MAX:,} more problems")

@@ -373,15 +373,24 @@ def _render_status(doc: dict[str, Any]) -> None:
                       "(`everos-reflect lint` lists them)", markup=False)
     elif not doc["files_with_problems"]:
         console.print("no files with problems")
-    if doc["config"]["ok"]:
+    config = doc["config"]
+    # the strategies' own error, said here once (each row points here): unless the problems
+    # listed are ome.toml's, it is one they do not show (a fleet's defaults under ome.toml)
+    strategies_error = config.get("strategies_error")
+    if strategies_error and any(Path(p["file"]).name == OME_FILE_NAME
+                                for p in config["problems"]):
+        strategies_error = None
+    if config["ok"] and not strategies_error:
         console.print("config ok")
     else:
         console.print("[red]config problems[/red]")
-        for problem in doc["config"]["problems"]:
+        for problem in config["problems"]:
             console.print(f"  {one_line(Problem(**problem))}", markup=False)
-        if doc["config"].get("problems_not_shown"):
-            console.print(f"  and {doc['config']['problems_not_shown']:,} more "
+        if config.get("problems_not_shown"):
+            console.print(f"  and {config['problems_not_shown']:,} more "
                           "(`everos-reflect lint` lists them)", markup=False)
+        if strategies_error:
+            console.print(f"  {one_line(strategies_error)}", markup=False)
     lag = doc["index"]
     if lag is None:
         console.print("index: not built yet (run `everos-reflect reindex` or `serve`)")
@@ -454,8 +463,8 @@ def _render_status(doc: dict[str, Any]) -> None:
         for row in doc["strategies"]:
             last = row.get("last_run") or {}
             last_text = f"{last.get('status', '')} {_when(last.get('finished_at'))}".strip()
-            problem = shown(row.get("config_error") or row.get("unavailable")
-                            or row.get("error") or "")
+            problem = ("ome.toml invalid (see above)" if row.get("config_invalid")
+                       else shown(row.get("unavailable") or row.get("error") or ""))
             # words, not Python reprs: "True"/"None" read as a bug (`strategies` says "-")
             table.add_row(
                 str(row.get("name", "?")), "yes" if row.get("enabled") else "no",

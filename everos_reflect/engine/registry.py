@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from everos_reflect.engine.limits import DEFAULT_LIMITS, Budget, MeteredLLM
 from everos_reflect.errors import ConfigError, UnknownStrategy
 from everos_reflect.model import quoted_value
-from everos_reflect.settings import between
+from everos_reflect.settings import between, expected_type, toml_got
 
 if TYPE_CHECKING:
     from everos_reflect.engine.triggers import DataTrigger
@@ -217,6 +217,10 @@ class Strategy:
     #: every answer was refused is ``failed``: the LLM is lying or broken, and the user must see
     #: it in the run record and the exit code, not a green run that did nothing.
     rejection_counts: ClassVar[tuple[str, ...]] = ()
+    #: Counts a run reports without having done anything (a tier that needs an LLM): a run
+    #: whose counts are these alone, or none, had nothing to do, and :meth:`idle_reason` is
+    #: asked why.
+    idle_counts: ClassVar[tuple[str, ...]] = ("needs_llm",)
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         """Do one run; return counts for the run record (e.g. ``{"merged": 3}``)."""
@@ -240,6 +244,15 @@ class Strategy:
         none is configured), shown by ``status``; ``None`` when it can."""
         return None
 
+    def idle_reason(self, runtime: Runtime, settings: Mapping[str, Any],
+                    counts: Mapping[str, int]) -> str | None:
+        """Why a run that went fine had nothing to do (it returned ``counts``, all
+        :attr:`idle_counts` or none): "no new Episodes since the last run", "below the
+        threshold: …", "needs an LLM: …". ``trigger`` (CLI and API) says it after "nothing to
+        do", which alone did not say whether to wait, add data or configure a provider.
+        ``None``: not known (the default)."""
+        return None
+
     def observe(self, runtime: Runtime, since: datetime | None,
                 settings: Mapping[str, Any] | None = None) -> float:
         """The quantity ``data_trigger`` measures since ``since`` (only with a data trigger).
@@ -249,11 +262,14 @@ class Strategy:
         ``ome.toml`` now."""
         raise NotImplementedError(f"{self.name} declares no data trigger")
 
-    def settings_problems(self, values: Mapping[str, Any],
-                          written: Collection[str]) -> list[tuple[str, str]]:
+    def settings_problems(self, values: Mapping[str, Any], written: Collection[str],
+                          inherited: Mapping[str, str] | None = None,
+                          ) -> list[tuple[str, str]]:
         """``(key, reason)`` for settings that each pass their own check but cannot work
         together (a threshold no window reaches), checked once every key is valid.
-        ``written``: the keys the file sets, so a reason names one the user wrote."""
+        ``written``: the keys the file sets, so a reason names one the user wrote;
+        ``inherited``: keys set elsewhere (the fleet's defaults), each with where
+        (:func:`set_where` words a reason's other key)."""
         return []
 
     def all_settings(self) -> dict[str, SettingSpec]:
@@ -264,6 +280,25 @@ class Strategy:
         )
         specs.update({s.name: s for s in self.settings})
         return specs
+
+
+def set_where(key: str, written: Collection[str],
+              inherited: Mapping[str, str] | None = None) -> str:
+    """Where ``key``'s value comes from, for a reason that names it beside the key it is
+    about: the file itself (nothing to add), ``inherited[key]`` (the fleet's defaults), or the
+    strategy's default. A pair refused with only the file's name sent a person looking there
+    for a key the fleet's defaults set."""
+    if key in written:
+        return ""
+    if inherited and key in inherited:
+        return f", set in {inherited[key]}"
+    return ", its default"
+
+
+def did_nothing(strategy: Strategy, counts: Mapping[str, int]) -> bool:
+    """Whether a run that returned ``counts`` did nothing: no count but the strategy's
+    :attr:`~Strategy.idle_counts` is above zero."""
+    return not any(v for k, v in counts.items() if k not in strategy.idle_counts)
 
 
 def judge_counts(strategy: Strategy, counts: dict[str, int]) -> tuple[str, str | None]:
@@ -382,15 +417,14 @@ def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
     if value is None:
         return None, "must not be empty"
     if spec.type is not bool and isinstance(value, bool):
-        return value, f"must be {spec.type.__name__}, got a boolean"
+        return value, f"must be {expected_type(spec.type)}, got {toml_got(value)}"
     if spec.type in (int, float) and isinstance(value, int) and abs(value) > MAX_SETTING_INT:
         bound = f"at most {MAX_SETTING_INT:,}" if value > 0 else f"at least {-MAX_SETTING_INT:,}"
         return value, f"must be {bound}, got {quoted_value(value)}"
     if spec.type is float and isinstance(value, int):
         value = float(value)
     if not isinstance(value, spec.type):
-        return value, (f"must be {spec.type.__name__}, got {type(value).__name__} "
-                       f"{quoted_value(value)}")
+        return value, f"must be {expected_type(spec.type)}, got {toml_got(value)}"
     if spec.check is not None:
         try:
             reason = spec.check(value)
@@ -408,10 +442,14 @@ def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
     return value, None
 
 
-def validate_strategy_settings(name: str, raw: Mapping[str, Any], file: str) -> dict[str, Any]:
+def validate_strategy_settings(name: str, raw: Mapping[str, Any], file: str, *,
+                               inherited: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Every key of ``name`` with defaults filled in; :class:`ConfigError` lists every problem.
 
     A problem names the file, the key as written in ``ome.toml`` and the reason.
+    ``inherited``: the keys of ``raw`` that ``file`` does not set, each with where they come
+    from (a fleet's defaults under a root's ``ome.toml``): a pair of keys that cannot work
+    together is then named where each is set.
     """
     strategy = get_strategy(name)
     specs = strategy.all_settings()
@@ -429,17 +467,22 @@ def validate_strategy_settings(name: str, raw: Mapping[str, Any], file: str) -> 
         else:
             values[key] = value
     if not problems:
-        problems = [(file, f"strategies.{name}.{key}", reason)
-                    for key, reason in strategy.settings_problems(values, list(raw))]
+        written = [key for key in raw if key not in (inherited or {})]
+        problems = [(file, f"strategies.{name}.{key}", reason) for key, reason
+                    in strategy.settings_problems(values, written, inherited or {})]
     if problems:
         raise ConfigError(problems)
     return values
 
 
-def validate_ome(tables: Mapping[str, Mapping[str, Any]], file: str) -> dict[str, dict[str, Any]]:
+def validate_ome(tables: Mapping[str, Mapping[str, Any]], file: str, *,
+                 inherited: Mapping[str, Mapping[str, str]] | None = None,
+                 ) -> dict[str, dict[str, Any]]:
     """Validate a whole ``ome.toml`` (``{strategy: raw table}``); every strategy gets an entry.
 
     Problems across all strategies are reported together in one :class:`ConfigError`.
+    ``inherited``: per strategy, the keys ``file`` does not set
+    (:func:`validate_strategy_settings`).
     """
     known = set(known_strategies())
     problems: list[tuple[str, str, str]] = []
@@ -451,10 +494,11 @@ def validate_ome(tables: Mapping[str, Mapping[str, Any]], file: str) -> dict[str
     for name in sorted(known):
         raw = tables.get(name, {})
         if not isinstance(raw, Mapping):
-            problems.append((file, f"strategies.{name}", "must be a table"))
+            problems.append((file, f"strategies.{name}", f"must be a table, got {toml_got(raw)}"))
             continue
         try:
-            config[name] = validate_strategy_settings(name, raw, file)
+            config[name] = validate_strategy_settings(
+                name, raw, file, inherited=(inherited or {}).get(name))
         except ConfigError as exc:
             problems.extend(exc.problems)
     if problems:

@@ -30,7 +30,13 @@ from everos_reflect.errors import ConfigError, EverosError
 from everos_reflect.fileio import expand_user, read_config_bytes
 from everos_reflect.model import quoted_value, shown_path
 from everos_reflect.runtime import is_memory_root, not_a_root_reason, resolve_root
-from everos_reflect.settings import TOML_ERRORS, config_text, toml_syntax_problem
+from everos_reflect.settings import (
+    TOML_ERRORS,
+    config_text,
+    toml_got,
+    toml_syntax_problem,
+    toml_value,
+)
 
 Problem = tuple[str, str, str]
 
@@ -102,7 +108,7 @@ class FleetConfig:
 
 
 _KEYS: dict[str, str] = {
-    "roots": "a list of paths or globs",
+    "roots": "an array of paths or globs",
     "ray_address": 'a string: "auto", "ray://host:port" or "" (a local Ray)',
     "num_cpus": "an integer",
     "task_cpus": "a number",
@@ -130,7 +136,8 @@ def _integer(value: Any) -> bool:
 
 def _check_roots(value: Any, file: str, problems: list[Problem]) -> tuple[str, ...]:
     if not isinstance(value, list) or not value:
-        problems.append((file, "roots", "must be a non-empty list of paths or globs"))
+        got = "" if value == [] else f", got {toml_got(value)}"
+        problems.append((file, "roots", f"must be a non-empty array of paths or globs{got}"))
         return ()
     if len(value) > MAX_PATTERNS:
         problems.append((file, "roots", f"at most {MAX_PATTERNS} entries, got {len(value)}"))
@@ -138,8 +145,8 @@ def _check_roots(value: Any, file: str, problems: list[Problem]) -> tuple[str, .
     out = []
     for i, item in enumerate(value):
         if not isinstance(item, str) or not item.strip():
-            problems.append((file, f"roots[{i}]",
-                             f"must be a non-empty path, got {quoted_value(item)}"))
+            got = toml_value(item) if isinstance(item, str) else toml_got(item)
+            problems.append((file, f"roots[{i}]", f"must be a non-empty path, got {got}"))
         elif "\x00" in item:
             problems.append((file, f"roots[{i}]", "must not contain a NUL character"))
         elif len(item) > MAX_ROOT_CHARS:
@@ -155,12 +162,14 @@ def _check_strategies(value: Any, file: str, problems: list[Problem]) -> dict[st
     from everos_reflect.errors import UnknownStrategy
 
     if not isinstance(value, dict):
-        problems.append((file, "strategies", "must be a table of [strategies.<name>] tables"))
+        problems.append((file, "strategies", "must be a table of [strategies.<name>] tables, "
+                         f"got {toml_got(value)}"))
         return {}
     out: dict[str, Any] = {}
     for name, table in value.items():
         if not isinstance(table, dict):
-            problems.append((file, f"strategies.{name}", "must be a table [strategies.<name>]"))
+            problems.append((file, f"strategies.{name}", "must be a table "
+                             f"[strategies.<name>], got {toml_got(table)}"))
             continue
         try:
             validate_strategy_settings(name, table, file)
@@ -193,7 +202,8 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
     values: dict[str, Any] = {}
     address = data.get("ray_address", "")
     if not isinstance(address, str):
-        problems.append((file, "ray_address", f"must be {_KEYS['ray_address']}"))
+        problems.append((file, "ray_address",
+                         f"must be {_KEYS['ray_address']}, got {toml_got(address)}"))
     elif len(address) > MAX_RAY_ADDRESS_CHARS:
         problems.append((file, "ray_address",
                          f"must be at most {MAX_RAY_ADDRESS_CHARS} characters, got "
@@ -211,7 +221,7 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
             return
         value = data[key]
         if not (_integer(value) if integer else _number(value)):
-            problems.append((file, key, f"must be {_KEYS[key]}, got {quoted_value(value)}"))
+            problems.append((file, key, f"must be {_KEYS[key]}, got {toml_got(value)}"))
         elif high is not None and not low <= value <= high:
             problems.append((file, key, f"must be {low:,g} to {high:,g}, got "
                                         f"{quoted_value(value)}"))
@@ -238,8 +248,8 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
         if isinstance(data["probe_work"], bool):
             values["probe_work"] = data["probe_work"]
         else:
-            problems.append((file, "probe_work", f"must be true or false, got "
-                                                 f"{quoted_value(data['probe_work'])}"))
+            problems.append((file, "probe_work",
+                             f"must be true or false, got {toml_got(data['probe_work'])}"))
     if values.get("task_cpus", 1.0) > values.get("num_cpus", math.inf):
         problems.append((file, "task_cpus",
                          f"must be at most num_cpus ({values['num_cpus']}), got "

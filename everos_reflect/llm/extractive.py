@@ -74,9 +74,12 @@ How, without a word list:
 - **One-off and temporary events** ("left work early", "left home at eight", "stopped
   drinking coffee for a week", "gave up meat for Lent", "skipped the gym this week": an
   event bounded in time or told of one occasion, English, :data:`_TEMPORARY_RE`,
-  :data:`_BOUNDED_STOP_RE`, :data:`_OCCASION_RE`): no restatement
+  :data:`_BOUNDED_STOP_RE`, :data:`_NAMED_TIME_RE` ("quit sugar for Lent"),
+  :data:`_OCCASION_RE`): no restatement
   and no version of a standing state, and a bounded stop or departure ends nothing. An end
   told with when it happened ("quit the chess club yesterday") is still an end.
+- **Additions** ("plays golf now too", "also keeps a rabbit", "speaks Italian as well":
+  :data:`_ADDS_RE`, English): a state held alongside another is no newer version of it.
 - Pronouns are resolved only for a sentence-initial English "He/She" (to the cluster's main
   person when the previous sentence was about them); other languages keep their text untouched.
 
@@ -260,6 +263,16 @@ _TEMPORARY_RE = re.compile(
 _BOUNDED_STOP_RE = re.compile(
     r"\b(?i:gave up|given up|stopped)\b[^.;!?]*?(?:(?<!ing)\s(?i:for)\s+(?:the\s+)?"
     r"[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*\s*(?:[.,;!?]|$)|\s(?i:during|throughout)\s)")
+#: A named time an end may be kept for ("quit sugar for Lent", "quit beer for January",
+#: "closed the shop throughout Ramadan"): a month or a yearly season or feast, not "for
+#: Hooli" (what it went to) nor "during the pandemic" (when it ended). Unlike "gave up" and
+#: "stopped" (:data:`_BOUNDED_STOP_RE`), "quit" and "left" go to a name as often ("quit
+#: Arup for Atkins"), so only a name of a time bounds them. English; capitalised only ("for
+#: may" is no month).
+_NAMED_TIME_RE = re.compile(
+    r"\b(?i:for|during|throughout)\s+(?:the\s+)?(?:January|February|March|April|May|June"
+    r"|July|August|September|October|November|December|Lent|Advent|Ramadan|Easter|Christmas"
+    r"|Passover|Diwali|Hanukkah|New Year)\b")
 #: English phrases placing an event on one occasion ("skipped the gym this week", "called in
 #: sick yesterday", "swam on Sunday"): with a verb in the past, one time, not a habit.
 _OCCASION_RE = re.compile(
@@ -323,6 +336,13 @@ class _Sentence:
     #: :data:`_TEMPORARY_RE`; such a stop or departure ends nothing) or told of one occasion
     #: ("skipped the gym this week": :data:`_OCCASION_RE`)
     passing: bool = field(init=False)
+    #: tells that a thing of a noun-phrase subject ended, told in the passive ("The old car
+    #: was sold.", "Her flat in Leeds was let go."): its head word (:func:`_undergone`), else
+    #: None; :attr:`ended` then holds the noun phrase's words
+    undergone: str | None = field(init=False)
+    #: tells of a state held as well as another ("plays golf now too", "also keeps a
+    #: rabbit", "speaks Italian as well": :data:`_ADDS_RE`): it replaces nothing
+    adds: bool = field(init=False)
 
     def __post_init__(self) -> None:
         words = [w.lower().replace("'", "") for w in _WORD_RE.findall(self.text)]
@@ -331,6 +351,7 @@ class _Sentence:
             w for w in words if w in NEGATIONS or w in NUMBER_WORDS or w.isdigit()
         )
         self.then = about_earlier_time(self.text)
+        self.adds = _ADDS_RE.search(self.text) is not None
         label = _label(self.text)
         opening = _ASKS_RE.match(self.text)
         asks = opening is not None
@@ -344,14 +365,19 @@ class _Sentence:
         self.change = (None if self.question or self.wish or self.then
                        else _changed_to(self.text))
         self.ended = None if self.question or self.wish else _ended(self.text)
+        self.undergone = None
+        if self.ended is not None:
+            passive = _undergone(self.text)
+            if passive is not None:
+                self.undergone, self.ended = passive
         if self.then and self.ended and not about_earlier_time(_AGO_RE.sub("", self.text)):
             # an end told with how long ago ("Rafa left Madrid two years ago.") is an end,
             # as one told with "yesterday" is; "gave up meat as a teenager" stays then
             self.then = False
         self.passing = False
         if self.past or self.ended is not None:  # "works until six" is a habit
-            if _TEMPORARY_RE.search(self.text) or (
-                    self.ended is not None and _BOUNDED_STOP_RE.search(self.text)):
+            if _TEMPORARY_RE.search(self.text) or (self.ended is not None and (
+                    _BOUNDED_STOP_RE.search(self.text) or _NAMED_TIME_RE.search(self.text))):
                 self.passing, self.ended = True, None
             else:
                 self.passing = self.past and _OCCASION_RE.search(self.text) is not None
@@ -656,9 +682,40 @@ def _leading_name(sentence: str) -> str | None:
         return None
     after = _WORD_RE.match(sentence[len(names[0]):].lstrip())
     if ((after is not None and after.group() in _AFTER_OPENING_VERB)
-            or names[0].lower() in _IRREGULAR_PAST):
+            or _opening_verb(sentence, names[0])):
         return None  # "Moved to Lyon.", "Left Lyon for Paris.": a verb, no name
     return names[0]
+
+
+#: English words that follow a subject as its verb or its auxiliary: after "Ahmed" they tell
+#: that the "-ed" word is a name ("Ahmed was late.").
+_AUXILIARIES = _wordset(
+    "is are was were am be has have had do does did will would can could should may might "
+    "must shall")
+
+
+def _opening_verb(sentence: str, first: str) -> bool:
+    """Is ``first``, the capitalised word ``sentence`` opens with, its verb in the past and no
+    name: one of :data:`_IRREGULAR_PAST` ("Met Tom for lunch."), or a past form in "-ed"
+    that no verb follows once the name it would begin is passed ("Visited Rome in May.",
+    "Hiked Ben Nevis.", "Called Ahmed.": no subject; not "Ahmed Khan visited Rome.", "Ahmed
+    lives in Leeds.", "Ahmed's car ...", "Ahmed and Ana ...")? A name is read where the next
+    word may be a verb in "-s" ("Booked flights to Rome." stays a note by "Booked")."""
+    lower = first.lower()
+    if lower in _IRREGULAR_PAST:
+        return True
+    if not _past_form(lower):
+        return False
+    rest = sentence[len(first):]
+    if rest[:1] in ("'", "’", ","):
+        return False  # "Ahmed's car", "Ahmed, my brother, ..."
+    for word in _WORD_RE.findall(rest):
+        if word[:1].isupper():
+            continue  # the rest of a name: "Ahmed Khan", "Visited Ben Nevis"
+        w = word.lower()
+        return not (w in _AUXILIARIES or w in {"and", "or"} or _past_form(w)
+                    or (len(w) > 3 and w.endswith("s") and not w.endswith("ss")))
+    return True
 
 
 def _resolve_pronoun(
@@ -837,8 +894,9 @@ def _tells_more(own: _Sentence, other: _Sentence, owner: str) -> bool:
     about the decline of coral reefs." tells nothing "Mei is writing her thesis on coral reef
     decline." does not: a restatement.
 
-    What it costs: a change told only through the thing ("Owen has a car." / "Owen's car was
-    sold.") is no version (both kept, in time order; "..., so Owen has no car now." is)."""
+    What it costs: a change told only through the thing is no version (both kept, in time
+    order), unless it is the thing's end told in the passive ("Owen has a car." / "Owen's
+    car was sold.": :func:`_undergone`)."""
     possessive = {owner, f"{owner}s", _fold_plural(f"{owner}s")}
     extra = own.stems - other.stems - possessive
     return not _word_forms(extra, other.stems)
@@ -1083,10 +1141,12 @@ def _swaps_value(old: _Sentence, new: _Sentence) -> bool:
     return not (_word_forms(gone, added) or _word_forms(added, gone))
 
 
-def _in_place(old: _Sentence, new: _Sentence) -> bool:
+def _in_place(old: _Sentence, new: _Sentence, clause: bool = False) -> bool:
     """Do the content words of ``old`` and ``new``, in order, differ by one run of at most
-    :data:`SWAP_WORDS` words replaced by another, all else the same and in the same order?"""
-    x, y = _content_sequence(old), _content_sequence(new)
+    :data:`SWAP_WORDS` words replaced by another, all else the same and in the same order?
+    ``clause``: an opening phrase of time or place aside (:func:`_clause`: "In June moved to
+    York." against "Moved to Leeds.")."""
+    x, y = _content_sequence(old, clause), _content_sequence(new, clause)
     changed = [op for op in SequenceMatcher(None, x, y, autojunk=False).get_opcodes()
                if op[0] != "equal"]
     return (len(changed) == 1 and changed[0][0] == "replace"
@@ -1106,9 +1166,11 @@ def _same_order(old: _Sentence, new: _Sentence) -> bool:
     return matched == min(len(x), len(y))
 
 
-def _content_sequence(s: _Sentence) -> list[str]:
-    """The words of :attr:`_Sentence.stems`, in the sentence's order (repeats kept)."""
-    words = (w.lower().replace("'", "") for w in _WORD_RE.findall(s.text))
+def _content_sequence(s: _Sentence, clause: bool = False) -> list[str]:
+    """The words of :attr:`_Sentence.stems`, in the sentence's order (repeats kept);
+    ``clause``: those of :func:`_clause` only."""
+    words = (w.lower().replace("'", "")
+             for w in _WORD_RE.findall(_clause(s.text) if clause else s.text))
     return [_fold_plural(w) for w in words
             if w not in STOPWORDS and w not in NEGATIONS and w not in s.markers]
 
@@ -1157,12 +1219,15 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     negates the other ("The test passed." / "The test did not pass.") or both tell of a
     change of one frame, its value replaced ("Moved to Lyon." / "Moved to Paris.", "Mia
     switched to Proton Mail." / "Mia switched back to Gmail.": a name for a name in place,
-    :func:`_in_place`; "Switched to decaf." / "Switched to night shifts." are two changes).
+    :func:`_in_place`; "Switched to decaf." / "Switched to night shifts." are two changes);
+    nor for a state said to hold as well as another ("Bea plays tennis." / "Bea plays golf
+    now too.", :data:`_ADDS_RE`) unless it negates or ends it.
 
     ``replaced``: pairs of rows where ``new`` tells of a change to a value of the kind of a
     word of ``old`` (:meth:`ExtractiveLLM._replacements`): versions below the threshold."""
     changes = old.change is not None and new.change is not None
-    if (new.day <= old.day or not _same_subject(old, new) or _other_holder(old, new)
+    if (new.day <= old.day or not _same_subject(old, new)
+            or (_other_holder(old, new) and not (new.undergone and _ends(old, new)))
             or (new.then and not old.then) or (new.wish and not old.wish)
             or old.question or new.question or old.slot or new.slot
             or (old.past and new.past and not _flips(old, new) and not changes
@@ -1171,10 +1236,12 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     if _ends_other(old, new) or (old.passing != new.passing and not _ends(old, new)):
         return False  # a one-off event against a standing state: "Lucia drives to work." /
         # "Lucia left work early." (cosine 0.76) were written as a change of the commute
+    if new.adds and not old.adds and not (_flips(old, new) or _ends(old, new)):
+        return False  # "Bea plays tennis." / "Bea plays golf now too.": golf as well
     cos = _similar(old, new, sims) if sims is not None else None
     if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
         return True
-    if (old.vector, new.vector) in replaced or (changes and _in_place(old, new)
+    if (old.vector, new.vector) in replaced or (changes and _in_place(old, new, clause=True)
                                                  and _swaps_name(old, new)):
         return True
     if _ends(old, new):
@@ -1193,6 +1260,12 @@ _NOW_MARK_RE = re.compile(
     r"\b(?:now|nowadays|these days)\b(?! and (?:then|again))", re.IGNORECASE)
 _NOT_NOW_RE = re.compile(r"\b(?:until|till|up to|by|just|from) now\b|\b(?:too|also|as well)\b",
                          re.IGNORECASE)
+
+
+#: English words saying that a state holds alongside another, not in its place: "also", "as
+#: well (as)", and "too" closing its clause ("plays golf now too", "works at the cinema too,
+#: on weekends"; not the "too" of degree, "is too high"). Other languages match nothing.
+_ADDS_RE = re.compile(r"\b(?:also|as well)\b|\btoo\b(?=\s*(?:[.,;:!?)]|$))", re.IGNORECASE)
 
 
 def _says_now(s: _Sentence) -> bool:
@@ -1321,7 +1394,8 @@ _ENDED_RE = re.compile(
     r"\b(?:quit|left|stopped|(?:gave|given) up|dropped out of|resigned from"
     r"|stepped down from|moved out of|cancell?ed|no longer|sold|removed|closed|deleted"
     r"|uninstalled|unsubscribed from|(?:got|gotten) rid of|broke up with|gave away"
-    r"|(?:switched|changed|moved|converted) (?:over )?from|replaced|swapped)\b(?!-)", re.IGNORECASE)
+    r"|(?:switched|changed|moved|converted) (?:over )?from|replaced|swapped|let go(?: of)?)\b(?!-)",
+    re.IGNORECASE)
 #: Where the words naming what ended stop: "left Acme for Globex", "stopped taking the bus
 #: and cycles", "replaced black tea with rooibos", "switched from Dropbox to iCloud".
 _ENDED_STOP = _wordset("for with to and but so because instead then now since as while")
@@ -1391,6 +1465,52 @@ def _ended(text: str) -> frozenset[str] | None:
     return frozenset(out)
 
 
+#: A noun phrase a sentence opens with, after any opening phrase of time or place: a
+#: determiner ("The old car", "Her flat in Leeds") or someone's ("Tess's van").
+_NOUN_PHRASE_RE = re.compile(
+    rf"^(?:(?i:the|a|an|this|that|these|those|his|her|their|my|our|your|its)|{_NAME}['’]s)\s+")
+#: English past passive before an end phrase: "was sold", "were cancelled", "had been given
+#: up", "got sold".
+_PASSIVE_RE = re.compile(r"\b(?:was|were|had been|got)\s+$", re.IGNORECASE)
+
+
+def _undergone(text: str) -> tuple[str, frozenset[str]] | None:
+    """``(head, words)`` of the noun phrase ``text`` opens with when it tells, in the past
+    passive, that the thing ended: "The old car was sold in May." → ``("car", {"old",
+    "car"})``, "Her flat in Leeds was let go." → ``("flat", {"flat", "leeds"})``. What ended
+    is the subject, not what follows the end phrase ("in May" had made it an end naming
+    nothing). None for any other sentence. English only."""
+    clause = _clause(text)
+    m = _ENDED_RE.search(clause)
+    if m is None or _NOUN_PHRASE_RE.match(clause) is None:
+        return None
+    aux = _PASSIVE_RE.search(clause[:m.start()])
+    if aux is None:
+        return None
+    phrase = clause[_NOUN_PHRASE_RE.match(clause).end():aux.start()]
+    head: str | None = None
+    words: list[str] = []
+    for word in _WORD_RE.findall(phrase):
+        lower = word.lower().replace("'", "")
+        if lower in STOPWORDS or lower in NEGATIONS:
+            if words and head is None:
+                head = words[-1]  # "flat" of "flat in Leeds"
+            continue
+        words.append(_fold_plural(lower))
+    if not words:
+        return None
+    return head or words[-1], frozenset(words)
+
+
+def _introduced(old: _Sentence, head: str) -> bool:
+    """Does ``old`` introduce a thing of ``head``'s with "a"/"an" ("Bea has an old car.",
+    "Bea rents a flat in Leeds.")? Then "the car" or "her flat" of a later sentence is that
+    one thing, and its passive end ends it; "Zoe takes the tram." names no one tram, and
+    "The tram was cancelled." ends nothing of hers."""
+    return re.search(rf"\b(?:a|an)\s+(?:[\w'’-]+\s+){{0,2}}{re.escape(head)}\w{{0,2}}\b",
+                     old.text, re.IGNORECASE) is not None
+
+
 def _ends(old: _Sentence, new: _Sentence) -> bool:
     """Does ``new`` tell that what ``old`` states ended, naming it: "Tariq is in the chess
     club." / "Tariq quit the chess club.", "Tariq works at Initech." / "Tariq left Initech for
@@ -1402,7 +1522,7 @@ def _ends(old: _Sentence, new: _Sentence) -> bool:
     threshold), and the pair kept no current state. An earlier end counts by what it went to
     ("Tariq left Initech for Hooli." / "Tariq left Hooli for Initech."); two ends of two
     things ("quit the chess club" / "quit the tennis club") are two events."""
-    if not new.ended:
+    if not new.ended or (new.undergone is not None and not _introduced(old, new.undergone)):
         return False
     # an earlier end names what it went to: "left Initech for Hooli." / "left Hooli for ..."
     said = old.stems - {old.subject or ""} - (old.ended or frozenset())
@@ -1493,9 +1613,26 @@ _SUBJECT_PRONOUNS = _wordset("he she they i we you it")
 def _clause(text: str) -> str:
     """``text`` without an opening phrase of time or place (:data:`_OPENER_RE`): "On Monday
     Omar took a flight." → "Omar took a flight." (the phrase may take the subject's name
-    with it: a name is skipped when the verb is looked for)."""
+    with it: a name is skipped when the verb is looked for). A phrase's last word that is a
+    past form is the verb of a note without a subject, and a determiner opens the subject,
+    not part of the phrase: "In June moved to York." → "moved to York." ("In June moved" had
+    been the phrase, and the note no event), "In May the old car was sold." → "the old car
+    was sold."."""
     m = _OPENER_RE.match(text)
-    return text[m.end():] if m else text
+    if m is None:
+        return text
+    words = text[:m.end()].split()
+    last = words[-1].rstrip(",")
+    if len(words) > 2 and not last[:1].isupper() and (
+            _past_form(last.lower()) or last.lower() in _DETERMINERS):
+        return text[text.rindex(last, 0, m.end()):]
+    return text[m.end():]
+
+
+def _past_form(word: str) -> bool:
+    """Is ``word`` (lower case) an English past form: "-ed", or one of
+    :data:`_IRREGULAR_PAST`?"""
+    return (len(word) > 3 and word.endswith("ed")) or word in _IRREGULAR_PAST
 
 
 def _past_event(s: _Sentence) -> bool:
@@ -1513,15 +1650,68 @@ def _past_event(s: _Sentence) -> bool:
     if s.question or s.wish or _NOW_RE.search(s.text):
         return False
     clause = _clause(s.text)
+    phrase = _NOUN_PHRASE_RE.match(clause)
+    if phrase is not None:  # "The old car was sold.", "Her flat in Leeds was let go."
+        return _noun_phrase_past(_WORD_RE.findall(clause[phrase.end():]))
     words = _WORD_RE.findall(clause)
     named = _leading_name(clause) is not None
+    adverbs = 0
     for k, word in enumerate(words):
         if (k == 0 and named) or (k > 0 and word[:1].isupper()):
             continue  # the name, or more of it ("Mia Wong")
         lower = word.lower()
         if k == 0 and lower in _SUBJECT_PRONOUNS:
             continue  # "She lived in Rome.": the verb is next
-        return (len(lower) > 3 and lower.endswith("ed")) or lower in _IRREGULAR_PAST
+        if k > 0 and adverbs < MID_ADVERBS and _adverb(lower):
+            adverbs += 1
+            continue  # "Lucia also skipped the gym", "Sam finally quit smoking"
+        return _past_form(lower)
+    return False
+
+
+#: English adverbs that sit between a subject and its verb without an "-ly": "Lucia also
+#: skipped the gym", "Sam just left", "Ivo then met Lisa", "Ana only left at noon".
+_MID_ADVERBS = _wordset("also just then later soon once only even already first since")
+#: How many adverbs may stand between a subject and its verb ("finally also quit").
+MID_ADVERBS = 2
+
+
+def _adverb(word: str) -> bool:
+    """Is ``word`` (lower case) an adverb that may stand before a verb: one of
+    :data:`_MID_ADVERBS` or a word in "-ly" ("finally", "recently", "simply"; not "fly",
+    "rely", nor "early"/"lately" of :data:`_TEMPORARY_RE`, which end no clause's
+    subject). Without it the first verb looked for was the adverb, so "Lucia also skipped
+    the gym this week." was no one-off event and was folded into "Lucia goes to the gym
+    on Mondays."."""
+    return word in _MID_ADVERBS or (len(word) > 5 and word.endswith("ly"))
+
+
+#: English past participles that do not end in "-ed" (:func:`_noun_phrase_past`: "was let
+#: go", "was given up", "was stolen").
+_PARTICIPLES = _wordset(
+    "let given taken stolen broken done gone seen written driven ridden eaten shut cut hit "
+    "set known shown thrown worn torn chosen spoken fallen beaten hidden forgotten") | (
+    _IRREGULAR_PAST)
+#: How many words a noun-phrase subject runs at most before its verb ("old car", "flat in
+#: Leeds"): past it, the sentence is read as no event, as before.
+NOUN_PHRASE_WORDS = 6
+
+
+def _noun_phrase_past(words: Sequence[str]) -> bool:
+    """Do ``words`` (what follows a sentence's opening determiner or "someone's") go on
+    with a verb in the past: a past form ("The old car broke down."), or "was"/"were" and a
+    past participle ("The old car was sold.", "Her flat was let go."; not "The car was
+    red.")? The noun phrase had been read as the verb ("The" is no past form), so such a
+    sentence was never an event, nor a one-off one ("The garden was flooded last week.")."""
+    for k, word in enumerate(words[:NOUN_PHRASE_WORDS + 1]):
+        lower = word.lower()
+        if lower in ("was", "were"):
+            after = words[k + 1].lower() if k + 1 < len(words) else ""
+            return _past_form(after) or after in _PARTICIPLES
+        if _past_form(lower):
+            return True
+        if lower in _AUXILIARIES:
+            return False
     return False
 
 

@@ -79,6 +79,9 @@ _EDIT_ATTEMPTS = 5
 Refer = Callable[[int, Mapping[str, Any], list[str]], Mapping[str, Any]]
 #: Bytes read at a time by :meth:`MarkdownStore.mentions`.
 _SCAN_CHUNK = 1 << 20
+#: Logs :attr:`MarkdownStore._wrote` remembers before it forgets those written longer ago
+#: than :data:`settling.JUST_WRITTEN_NS` (only a just-written log is ever looked up there)
+_WROTE_KEPT = 1024
 
 
 def _denied(exc: PermissionError) -> str:
@@ -135,6 +138,7 @@ class MarkdownStore:
         self._same_files = SameFiles(self._real_root, self._identity)
         #: real path of each log this store wrote -> the file it renamed there (_file_state)
         self._wrote: dict[str, tuple[int, int, int, int]] = {}
+        self._wrote_sweep_at = _WROTE_KEPT
 
     # -- layout ---------------------------------------------------------------------------------
     def user_dir(self, ref: UserRef) -> Path:
@@ -1255,6 +1259,20 @@ class MarkdownStore:
         (:meth:`_in_other_hands`): the next write to it need not wait for it to settle."""
         with suppress(OSError):
             self._wrote[real] = _file_state(os.stat(real))
+        if len(self._wrote) >= self._wrote_sweep_at:
+            self._forget_settled_writes()
+
+    def _forget_settled_writes(self) -> None:
+        """Drop what :meth:`_written_here` remembers of logs written longer ago than
+        :data:`settling.JUST_WRITTEN_NS`: no write waits for those anyway, and a ``serve``
+        writing to a new day's log of each user every day kept one row per log it ever wrote.
+        Swept when the count doubles since the last sweep (at least :data:`_WROTE_KEPT`), so
+        a burst of writes to many logs costs amortised O(1) each."""
+        settled = time.time_ns() - settling.JUST_WRITTEN_NS
+        for real, state in list(self._wrote.items()):
+            if state[3] < settled:
+                self._wrote.pop(real, None)
+        self._wrote_sweep_at = max(_WROTE_KEPT, 2 * len(self._wrote))
 
     def _relink_late(self, target: Path, old: os.stat_result) -> None:
         """Link to the new ``target`` every daily log of the root that is still the old file

@@ -14,7 +14,7 @@ import logging
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from everos_reflect.engine.registry import RunContext, SettingSpec, count_between
+from everos_reflect.engine.registry import RunContext, SettingSpec, count_between, set_where
 from everos_reflect.model import Kind
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
@@ -60,6 +60,7 @@ class UpdateWorldview(BeliefTier):
     description = "Promote new insights into convictions, one live version per key (seed 004)."
     output_kind = Kind.CONVICTION
     task = "worldview"
+    reads = "insights"
     settings = (
         SettingSpec("threshold", int, 3, "New active insights that trigger a run "
                     "(at most max_records: a run's window holds no more).",
@@ -69,19 +70,24 @@ class UpdateWorldview(BeliefTier):
         *tier_settings(cooldown=120.0),
     )
 
-    def settings_problems(self, values: Mapping[str, Any],
-                          written: Collection[str]) -> list[tuple[str, str]]:
+    def settings_problems(self, values: Mapping[str, Any], written: Collection[str],
+                          inherited: Mapping[str, str] | None = None,
+                          ) -> list[tuple[str, str]]:
         """``threshold`` past ``max_records``: the window a run reads holds at most
         ``max_records`` new insights, so :meth:`due` never counted that many and the tier never
-        ran on its own again (``threshold = 51`` under the default 50), nothing saying why."""
+        ran on its own again (``threshold = 51`` under the default 50), nothing saying why.
+        The key refused is one the file sets; the reason says where the other one is set
+        (a fleet's defaults: the root's file alone passed, and the pair never ran)."""
         threshold, cap = int(values["threshold"]), int(values["max_records"])
         if threshold <= cap:
             return []
         if "threshold" in written or "max_records" not in written:
-            return [("threshold", f"must be at most max_records ({cap}, the new insights one "
+            return [("threshold", f"must be at most max_records ({cap}"
+                     f"{set_where('max_records', written, inherited)}: the new insights one "
                      f"run reads; more are never counted), got {threshold}")]
-        return [("max_records", f"must be at least threshold ({threshold}, the new insights "
-                 f"that start a run, all read by it), got {cap}")]
+        return [("max_records", f"must be at least threshold ({threshold}"
+                 f"{set_where('threshold', written, inherited)}: the new insights that start "
+                 f"a run, all read by it), got {cap}")]
 
     def candidates(self, state: BeliefState, settings: Mapping[str, Any]) -> dict[str, str]:
         cap = int(settings.get("max_depth", 8))

@@ -1,0 +1,84 @@
+"""A sentence whose subject is a noun phrase ("The old car", "Her flat in Leeds") is read for
+its verb, as one opening with a name is.
+
+"The old car was sold in May." was no past event ("The" was taken for its verb) and its end
+named nothing ("in May" follows "sold"): after "Bea has an old car." it was the current state
+only by the words the two share. "Her flat in Leeds was let go." ended nothing; "The garden
+was flooded last week." was no one-off event, so "Bea has a garden." could be read as replaced
+by it.
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from everos_reflect.embedding.local import LocalEmbedder
+from everos_reflect.llm import extractive
+from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
+from tests.merge_fixtures import loaded_local, narrative
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    return loaded_local()
+
+
+def reading(text: str) -> tuple[bool, bool, frozenset[str] | None]:
+    s = extractive._Sentence(text, date.min, 0)
+    return s.past, s.passing, s.ended
+
+
+@pytest.mark.parametrize("text, past, passing, ended", [
+    ("The old car was sold in May.", True, False, {"old", "car"}),
+    ("In May the old car was sold.", True, False, {"old", "car"}),
+    ("Her flat in Leeds was let go.", True, False, {"flat", "leed"}),
+    ("Tess's van was sold.", True, False, {"van"}),
+    ("The season ticket was cancelled.", True, False, {"season", "ticket"}),
+    ("The garden was flooded last week.", True, True, None),
+    ("The old car broke down.", True, False, None),
+    # no event in the past: a state told of the thing
+    ("The old car was red.", False, False, None),
+    ("The old car needs new tyres.", False, False, None),
+])
+def test_a_noun_phrase_subject_is_read_for_its_verb(text: str, past: bool, passing: bool,
+                                                    ended: set[str] | None) -> None:
+    assert reading(text) == (past, passing,
+                             frozenset(ended) if ended is not None else None)
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Ugo has an old bike.", "The old bike was sold last month."),
+    ("Ugo rents a flat in Leeds.", "His flat in Leeds was given up."),
+    ("Ugo has a season ticket.", "The season ticket was cancelled."),
+    ("Tess has a van.", "Tess's van was sold."),
+])
+def test_the_end_of_a_thing_told_in_the_passive_is_the_current_state(
+        local: LocalEmbedder, first: str, second: str) -> None:
+    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
+        content = narrative(llm, first, second)
+        assert plain_sentences(content) == [first, second]
+        assert content.split("\n\n")[-1] == f"Current state: {second}"
+
+
+@pytest.mark.parametrize("first, second", [
+    # a one-off event of the thing
+    ("Ugo has a garden.", "The garden was flooded last week."),
+    ("Ugo drives an old car.", "The old car was washed on Sunday."),
+    # the tram he takes is no one thing of his: its cancellation ends nothing
+    ("Zoe takes the tram.", "Zoe's tram was cancelled."),
+    ("Zoe takes the tram.", "The tram was cancelled."),
+])
+def test_news_of_a_thing_that_ends_nothing_of_theirs_is_no_version(
+        local: LocalEmbedder, first: str, second: str) -> None:
+    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
+        content = narrative(llm, first, second)
+        assert plain_sentences(content) == [first, second]
+        assert "Current state" not in content
+
+
+def test_a_passive_end_told_time_first_restates_it(local: LocalEmbedder) -> None:
+    content = narrative(ExtractiveLLM(local), "The old car was sold in May.",
+                        "In May the old car was sold.")
+    assert len(plain_sentences(content)) == 1

@@ -1,0 +1,87 @@
+"""A note that opens with its verb in the past has no subject: the verb is the deed.
+
+"Visited Rome in May." had "Visited" read as somebody's name: the note was no past event, and
+about another person than the cluster's ("Bea lives in Rome." / "Visited Rome in May." were
+two people's). "In June moved to York." had "In June moved" read as its opening phrase of time,
+so the note was no event either, and no newer version of "Moved to Leeds.".
+"""
+
+from __future__ import annotations
+
+from datetime import date
+
+import pytest
+
+from everos_reflect.embedding.local import LocalEmbedder
+from everos_reflect.llm import extractive
+from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
+from tests.merge_fixtures import loaded_local, narrative
+
+
+@pytest.fixture(scope="module")
+def local() -> LocalEmbedder:
+    return loaded_local()
+
+
+def past(text: str) -> bool:
+    return extractive._Sentence(text, date.min, 0).past
+
+
+@pytest.mark.parametrize("text", [
+    "Visited Rome in May.", "Hiked Ben Nevis.", "Called Ahmed.", "Visited Atkins for an interview.",
+])
+def test_an_opening_past_verb_is_the_deed_and_nobody(text: str) -> None:
+    assert extractive._leading_name(text) is None
+    assert past(text)
+
+
+@pytest.mark.parametrize("text, name", [
+    ("Ahmed Khan visited Rome.", "Ahmed"),
+    ("Ahmed lives in Leeds.", "Ahmed"),
+    ("Ahmed was late.", "Ahmed"),
+    ("Ahmed's car broke down.", "Ahmed"),
+    ("Ahmed and Ana visited Rome.", "Ahmed"),
+    ("Mohammed, my brother, visited Rome.", "Mohammed"),
+])
+def test_a_name_in_ed_before_its_verb_is_still_a_name(text: str, name: str) -> None:
+    assert extractive._leading_name(text) == name
+
+
+def test_verb_first_notes_name_no_main_person() -> None:
+    # "Visited" opened more sentences than Bea did and was taken for the cluster's person,
+    # whom "She ..." would have been rewritten as
+    assert extractive._main_entity(
+        ["Visited Rome in May.", "Visited Oslo in June.", "Bea lives in Leeds."]) == "Bea"
+
+
+@pytest.mark.parametrize("text", [
+    "In June moved to York.", "Last week visited Rome.", "On Friday quit the chess club.",
+])
+def test_a_time_opener_before_a_verb_without_a_subject_is_an_event(text: str) -> None:
+    assert past(text)
+
+
+def test_a_time_opener_keeps_the_subject_it_is_followed_by() -> None:
+    assert extractive._clause("In June moved to York.") == "moved to York."
+    assert extractive._clause("In June Noor moved to York.") == "moved to York."
+    assert extractive._clause("In the morning Omar swims.") == "swims."
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Moved to Leeds.", "In June moved to York."),
+    ("Moved to Leeds.", "Moved to York in June."),
+])
+def test_a_move_told_time_first_is_the_newer_version_of_a_move(local: LocalEmbedder,
+                                                              first: str, second: str) -> None:
+    content = narrative(ExtractiveLLM(local), first, second)
+    assert plain_sentences(content) == [first, second]
+    assert content.split("\n\n")[-1] == f"Current state: {second}"
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Visited Rome in May.", "In May visited Rome."),
+    ("In June moved to York.", "Moved to York in June."),
+])
+def test_a_verb_first_note_told_time_first_restates_it(local: LocalEmbedder, first: str,
+                                                       second: str) -> None:
+    assert len(plain_sentences(narrative(ExtractiveLLM(local), first, second))) == 1
