@@ -11,6 +11,8 @@ import os
 import sqlite3
 import stat
 import threading
+import time
+from contextlib import contextmanager
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +25,7 @@ from everos_reflect.model import UserRef, shell_path, shown_path, validate_name
 from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME, Settings, load_settings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Iterator, Mapping
 
     from everos_reflect.embedding.base import Embedder
     from everos_reflect.index.vectors import VectorIndex
@@ -144,6 +146,9 @@ class Runtime:
         #: cleared from when a lost index is noticed until :attr:`index_keeper` rebuilt it
         self._index_ready = threading.Event()
         self._index_ready.set()
+        #: scans embedding again the entries of a vector table found deleted (:meth:`refilling`)
+        self._refills = 0
+        self._refilled = threading.Condition()
         #: told (on the thread that noticed) when the index was found lost; set by whoever
         #: rebuilds it, the watcher of ``serve``. Without one a lost index starts empty, as
         #: a new root's does, until a ``reindex``.
@@ -293,12 +298,37 @@ class Runtime:
 
     @property
     def index_rebuilding(self) -> bool:
-        """Whether an index found lost is still waiting to be rebuilt (or being rebuilt)."""
-        return not self._index_ready.is_set()
+        """Whether an index found lost is still waiting to be rebuilt (or being rebuilt), or a
+        scan is embedding again the entries of a vector table found deleted."""
+        return not self._index_ready.is_set() or self._refills > 0
 
     def wait_index(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` seconds for a lost index to be rebuilt; whether it was."""
-        return self._index_ready.wait(timeout)
+        """Wait up to ``timeout`` seconds for a lost index to be rebuilt (and every refill of
+        :meth:`refilling` to end); whether it was."""
+        deadline = time.monotonic() + timeout
+        if not self._index_ready.wait(timeout):
+            return False
+        with self._refilled:
+            return self._refilled.wait_for(lambda: self._refills == 0,
+                                           max(0.0, deadline - time.monotonic()))
+
+    @contextmanager
+    def refilling(self) -> Iterator[None]:
+        """Say :attr:`index_rebuilding` for the length of a ``with`` block: a scan embedding
+        again the entries of a vector table deleted by hand (``rm -rf .index/lancedb``).
+
+        A request checks that the ``lancedb`` folder is still the one it opened; a scan that
+        found the tables gone made the folder again, and a file system that gave the new
+        folder the deleted one's inode (ext4 does) passed that check: searches in between
+        answered 200 with no hits, an empty list passed off as the answer."""
+        with self._refilled:
+            self._refills += 1
+        try:
+            yield
+        finally:
+            with self._refilled:
+                self._refills -= 1
+                self._refilled.notify_all()
 
     def index_rebuilt(self) -> None:
         """Said by the :attr:`index_keeper` once the index is rebuilt (or given up on)."""

@@ -12,6 +12,10 @@ from everos_reflect.cli.engine_cmds import outcome_line
 from everos_reflect.cli.main import cli
 from everos_reflect.engine.engine import RunOutcome
 
+#: why a Reflection run over clusters all merged (or none) had nothing to do
+NO_NEW = ("no new Episodes to merge: no cluster of 2 or more live Episodes was formed or joined "
+          "by a new Episode since the last merge")
+
 
 def test_a_run_with_nothing_to_merge_says_nothing_to_do(tmp_path: Path) -> None:
     root = tmp_path / "root"
@@ -23,7 +27,7 @@ def test_a_run_with_nothing_to_merge_says_nothing_to_do(tmp_path: Path) -> None:
 
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("reflect_episodes: ok (run run_")
-    assert result.stdout.rstrip().endswith("— nothing to do [in-process]")
+    assert result.stdout.rstrip().endswith(f"— nothing to do: {NO_NEW} [in-process]")
 
 
 def test_counts_of_work_done_are_shown_without_nothing_to_do() -> None:
@@ -54,7 +58,7 @@ def test_a_run_whose_catch_up_sync_indexed_logs_says_so_not_nothing_to_do(
     assert json.loads(first.stdout)["logs_indexed"] == 2
 
     again = runner.invoke(cli, ["trigger", "reflect_episodes", "--root", str(root)])
-    assert again.stdout.rstrip().endswith("— nothing to do [in-process]"), again.output
+    assert again.stdout.rstrip().endswith(f"— nothing to do: {NO_NEW} [in-process]"), again.output
 
 
 def test_a_run_that_only_indexed_says_what_it_indexed() -> None:
@@ -92,7 +96,7 @@ def test_the_daemon_answer_says_how_many_logs_its_run_indexed(tmp_path: Path) ->
     outcome = DaemonOutcome(**{k: v for k, v in body.items()
                                if k in DaemonOutcome.__dataclass_fields__})
     assert outcome_line(outcome, "daemon").endswith(
-        "— indexed 1 log, nothing else to do [daemon]")
+        f"— indexed 1 log, nothing else to do: {NO_NEW} [daemon]")
 
 
 def test_a_wait_that_timed_out_says_the_run_goes_on() -> None:

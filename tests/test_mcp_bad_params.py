@@ -51,10 +51,10 @@ def test_malformed_tools_call_params_are_refused_naming_the_field(
     refused = {i: answers[i][0]["error"] for i in (2, 3, 4, 5, 6)}
     assert {e["code"] for e in refused.values()} == {types.INVALID_PARAMS}
     assert {i: e["message"] for i, e in refused.items()} == {
-        2: "tools/call: params.arguments: Input should be a valid dictionary",
+        2: "tools/call: params.arguments: must be an object, got an array: [1, 2]",
         3: "tools/call: params.name: Field required",
         4: "tools/call: params: Field required",
-        5: "tools/list: params.cursor: Input should be a valid string",
+        5: "tools/list: params.cursor: must be a string, got a number: 5",
         6: "x: Extra inputs are not permitted",
     }
     assert refused[2]["data"] == {"code": "invalid_request", "status": 422}

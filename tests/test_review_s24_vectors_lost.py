@@ -14,10 +14,13 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from everos_reflect.api import app as app_module
 from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.index.sync import Indexer
 from everos_reflect.index.watcher import Watcher
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
@@ -91,3 +94,36 @@ def test_a_search_while_another_process_drops_the_tables_is_a_503_not_a_500(
                 assert resp.json()["error"]["code"] == "index_unreadable", resp.text
     finally:
         other.close()
+
+
+def test_a_scan_embedding_lost_vectors_again_makes_searches_wait(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scan that finds the vector tables deleted (the watcher's, after a folder change)
+    embeds their entries again and makes the ``lancedb`` folder anew. A search meanwhile
+    answered 200 with no hits when the new folder got the deleted one's inode (seen on a
+    land: the request's identity check passed); it now waits, then is told 503, as for a
+    lost index."""
+    call = ApiClient(rt)
+    first = add_episode(call, USER, "Toby", "Andrew adopted a dog named Toby.",
+                        "2026-10-12T10:00:00+00:00")
+    assert _found(call, [], "vector") == {first}
+    shutil.rmtree(rt.root / ".index" / "lancedb")
+
+    answers: list[tuple[int, str]] = []
+    rebuilding: list[bool] = []
+    embed = rt.embedder.embed
+
+    def embed_and_search(texts: list[str]) -> Any:
+        if not rebuilding:  # the scan's first embedding call: a search comes in
+            rebuilding.append(rt.index_rebuilding)
+            _found(call, answers, "vector")
+        return embed(texts)
+
+    monkeypatch.setattr(rt.embedder, "embed", embed_and_search)
+    monkeypatch.setattr(app_module, "INDEX_REBUILD_WAIT_SECONDS", 0.2)
+    Indexer(rt).scan()
+
+    assert answers == [(503, "index_rebuilding")]  # was [(200, "")]: no hits, as an answer
+    assert rebuilding == [True]
+    assert not rt.index_rebuilding
+    assert _found(call, [], "vector") == {first}

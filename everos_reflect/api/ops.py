@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import logging
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from everos_reflect import errors
 from everos_reflect.llm.importance import importance_on_write
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import (
+    QUOTED_MAX,
     Kind,
     UserRef,
     new_episode,
@@ -152,6 +154,50 @@ def validation_code(problems: Sequence[Any]) -> str:
 #: The most of pydantic's problems one message lists (the rest are counted).
 PROBLEMS_MAX = 10
 
+#: What a field of the wrong JSON type takes, by pydantic's error type: its own words named
+#: Python's types ("Input should be a valid dictionary", "a valid list") and never the value.
+JSON_TAKES = {
+    "string_type": "a string", "bool_type": "true or false", "bool_parsing": "true or false",
+    "int_type": "an integer", "int_parsing": "an integer", "int_from_float": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "list_type": "an array",
+    "dict_type": "an object", "model_type": "an object", "model_attributes_type": "an object",
+}
+
+
+def _in_json(err: Mapping[str, Any]) -> bool:
+    """Whether a problem is of a JSON value (a body field, an MCP argument), not of a query,
+    path or header value, which is text whatever it holds (those have their own words)."""
+    return str((err.get("loc") or ("",))[0]) not in {"query", "path", "header", "cookie"}
+
+
+def json_type(value: Any) -> str:
+    """JSON's word for the type of ``value`` as :mod:`json` reads it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "a value"
+
+
+def json_got(value: Any) -> str:
+    """A refused value in JSON's words, its type and itself as JSON writes it, cut to
+    :data:`~everos_reflect.model.QUOTED_MAX` characters: ``a string: "yes"``."""
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):  # not JSON (bytes of a raw body): as any value is shown
+        return quoted_value(value)
+    if len(text) > QUOTED_MAX:
+        text = f"{text[:QUOTED_MAX]}… ({len(text):,} characters)"
+    return json_type(value) if value is None else f"{json_type(value)}: {text}"
+
 
 def validation_message(problems: Sequence[Any]) -> str:
     """One line from pydantic's errors, the same for every edge: ``field: reason; ...``. An
@@ -172,6 +218,8 @@ def validation_message(problems: Sequence[Any]) -> str:
         message = str(cause) if isinstance(cause, Exception) else err.get("msg")
         if err.get("type") == "literal_error":
             message = f"{message}, got {quoted_value(err.get('input'))}"
+        elif err.get("type") in JSON_TAKES and "input" in err and _in_json(err):
+            message = f"must be {JSON_TAKES[err['type']]}, got {json_got(err['input'])}"
         parts.append(f"{where}: {message or 'invalid'}")
     if len(problems) > PROBLEMS_MAX:
         parts.append(f"and {len(problems) - PROBLEMS_MAX:,} more problems")
@@ -315,7 +363,10 @@ def briefing(runtime: Runtime, body: BriefingRequest) -> dict[str, Any]:
 
 def lessons(runtime: Runtime, body: LessonsQuery) -> dict[str, Any]:
     """``GET /api/v1/lessons``: live lessons of ``task_type`` (active, or contested and marked
-    so), most confirmed first, of one user or of every user."""
+    so), most confirmed first, of one user or of every user: the first ``limit`` (``total``
+    counts them all), each with the first ``MAX_LISTED_EVIDENCE`` ids of its evidence
+    (``evidence_count``: all)."""
+    from everos_reflect.api.models import MAX_LISTED_EVIDENCE
     from everos_reflect.procedural.lessons import ranked, read_lesson
 
     validate_name(body.task_type, "task_type")
@@ -335,19 +386,21 @@ def lessons(runtime: Runtime, body: LessonsQuery) -> dict[str, Any]:
                         "app_id": ref.app, "project_id": ref.project,
                         "task_type": x.task_type, "lesson_type": x.lesson_type,
                         "text": x.text, "confirmations": x.confirmations,
-                        "evidence": list(x.evidence), "status": x.status,
+                        "evidence": list(x.evidence[:MAX_LISTED_EVIDENCE]),
+                        "evidence_count": len(x.evidence), "status": x.status,
                         "contested_with": list(x.contested_with), "timestamp": x.stamp})
     out.sort(key=lambda d: (-d["confirmations"], d["user_id"], d["id"]))
-    return {"lessons": out}
+    return {"lessons": out[:body.limit], "total": len(out)}
 
 
 def insights(runtime: Runtime, body: InsightsQuery) -> dict[str, Any]:
-    """``GET /api/v1/memory/insights``: the user's insights, newest first."""
+    """``GET /api/v1/memory/insights``: the user's insights, newest first, the first
+    ``limit`` (``total`` counts them all)."""
     from everos_reflect.strategies import insight_views
 
     ref = _ref(body.user_id, body.app_id, body.project_id)
-    return {"insights": insight_views.list_insights(runtime, ref,
-                                                    include_stale=body.include_stale)}
+    found = insight_views.list_insights(runtime, ref, include_stale=body.include_stale)
+    return {"insights": found[:body.limit], "total": len(found)}
 
 
 def explain(runtime: Runtime, body: ExplainQuery) -> dict[str, Any]:

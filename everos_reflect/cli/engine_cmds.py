@@ -131,14 +131,16 @@ def outcome_line(outcome: RunOutcome, via: str) -> str:
     says "nothing to do": a bare "ok" after a first ``trigger`` on a new root (no cluster had
     two members yet) read as if something had happened. One whose only work was its
     catch-up sync says so ("indexed 2 logs, nothing else to do"): "nothing to do" hid that
-    it had indexed new or changed logs."""
+    it had indexed new or changed logs. Either says why when the strategy can tell
+    (:attr:`RunOutcome.reason`: "nothing to do: no new Episodes since the last run")."""
     counts = ", ".join(f"{k}={v}" for k, v in outcome.counts.items())
     note = ""
     if outcome.status == "timeout" and outcome.run_id:  # exit 5 alone read as a failure
         note = " — still running; `everos-reflect runs` shows how it ends"
-    elif outcome.status == "ok" and not any(outcome.counts.values()):
-        note = (f" — indexed {counted(outcome.logs_indexed, 'log')}, nothing else to do"
-                if outcome.logs_indexed else " — nothing to do")
+    elif outcome.status == "ok" and (outcome.reason or not any(outcome.counts.values())):
+        why = f": {outcome.reason}" if outcome.reason else ""
+        note = (f" — indexed {counted(outcome.logs_indexed, 'log')}, nothing else to do{why}"
+                if outcome.logs_indexed else f" — nothing to do{why}")
     return (f"{outcome.name}: {outcome.status}"
             + (f" (run {outcome.run_id})" if outcome.run_id else "")
             + (" — it was already running; waited for that run" if outcome.joined else "")

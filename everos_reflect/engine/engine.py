@@ -31,6 +31,7 @@ from everos_reflect.engine.limits import Budget
 from everos_reflect.engine.registry import (
     RunContext,
     Strategy,
+    did_nothing,
     get_strategy,
     judge_counts,
     known_strategies,
@@ -68,10 +69,18 @@ class RunOutcome:
     joined: bool = False
     #: Logs the run's catch-up sync indexed first (:attr:`RunContext.logs_indexed`).
     logs_indexed: int = 0
+    #: Why a run that went fine had nothing to do (:meth:`Strategy.idle_reason`): no new
+    #: records since the last run, below the threshold, needs an LLM. ``None`` otherwise.
+    reason: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+
+#: The triggers whose answer a person or a client reads (``trigger``, the API): only their
+#: runs are told why they had nothing to do; a scheduled run that found nothing (many an hour
+#: across a fleet) is not made to look through every owner again to say why.
+ASKED = frozenset({"manual", "api"})
 
 #: Why a run that returned at a stop request (``serve`` or ``fleet serve`` shutting down on
 #: SIGTERM/SIGINT) is ``partial``, not ``ok``.
@@ -472,7 +481,23 @@ class Engine:
             (log.info if status == OK else log.warning)(
                 "%s: run %s %s %s%s", name, run_id, status, counts, f" ({why})" if why else "")
             return RunOutcome(status, name, run_id, counts, error=why,
-                              logs_indexed=ctx.logs_indexed)
+                              logs_indexed=ctx.logs_indexed,
+                              reason=self._idle_reason(strategy, settings, counts)
+                              if status == OK and trigger in ASKED else None)
+
+    def _idle_reason(self, strategy: Strategy, settings: Mapping[str, Any],
+                     counts: Mapping[str, int]) -> str | None:
+        """:meth:`Strategy.idle_reason` of a run that did nothing (:func:`did_nothing`),
+        else ``None``. Asking is a courtesy: a strategy that cannot tell leaves the run as
+        it went (logged, ``None``)."""
+        if not did_nothing(strategy, counts):
+            return None
+        try:
+            return strategy.idle_reason(self.runtime, settings, counts)
+        except Exception:
+            log.warning("%s: cannot tell why the run had nothing to do", strategy.name,
+                        exc_info=True)
+            return None
 
     def _root_gone(self, run_id: str, name: str, attempt: int,
                    counts: dict[str, int] | None = None) -> RunOutcome:

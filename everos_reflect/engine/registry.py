@@ -217,6 +217,10 @@ class Strategy:
     #: every answer was refused is ``failed``: the LLM is lying or broken, and the user must see
     #: it in the run record and the exit code, not a green run that did nothing.
     rejection_counts: ClassVar[tuple[str, ...]] = ()
+    #: Counts a run reports without having done anything (a tier that needs an LLM): a run
+    #: whose counts are these alone, or none, had nothing to do, and :meth:`idle_reason` is
+    #: asked why.
+    idle_counts: ClassVar[tuple[str, ...]] = ("needs_llm",)
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         """Do one run; return counts for the run record (e.g. ``{"merged": 3}``)."""
@@ -238,6 +242,15 @@ class Strategy:
     def unavailable(self, runtime: Runtime) -> str | None:
         """Why this strategy cannot do its work in this installation (e.g. it needs an LLM and
         none is configured), shown by ``status``; ``None`` when it can."""
+        return None
+
+    def idle_reason(self, runtime: Runtime, settings: Mapping[str, Any],
+                    counts: Mapping[str, int]) -> str | None:
+        """Why a run that went fine had nothing to do (it returned ``counts``, all
+        :attr:`idle_counts` or none): "no new Episodes since the last run", "below the
+        threshold: …", "needs an LLM: …". ``trigger`` (CLI and API) says it after "nothing to
+        do", which alone did not say whether to wait, add data or configure a provider.
+        ``None``: not known (the default)."""
         return None
 
     def observe(self, runtime: Runtime, since: datetime | None,
@@ -280,6 +293,12 @@ def set_where(key: str, written: Collection[str],
     if inherited and key in inherited:
         return f", set in {inherited[key]}"
     return ", its default"
+
+
+def did_nothing(strategy: Strategy, counts: Mapping[str, int]) -> bool:
+    """Whether a run that returned ``counts`` did nothing: no count but the strategy's
+    :attr:`~Strategy.idle_counts` is above zero."""
+    return not any(v for k, v in counts.items() if k not in strategy.idle_counts)
 
 
 def judge_counts(strategy: Strategy, counts: dict[str, int]) -> tuple[str, str | None]:

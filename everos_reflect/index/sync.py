@@ -19,7 +19,7 @@ import stat
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable, Mapping
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, nullcontext, suppress
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
@@ -384,16 +384,18 @@ class Indexer:
                               seconds=time.perf_counter() - started)
         with self._lock.acquire(timeout=timeout):
             self._reread_if_parser_changed()
-            self._forget_lost_vectors()
-            disk = self._disk_files()
-            stored = self._stored_files()
-            changed, deleted = plan_scan(stored, {rel: st for rel, (st, _) in disk.items()})
-            stale = self._paths_embedded_by_other_models() & disk.keys()
-            todo = [Path(disk[rel][1]) for rel in sorted(set(changed) | stale)]
-            todo += [self.rt.root / rel for rel in deleted]
-            report = ScanReport(files_seen=len(disk))
-            for result in self._sync(todo, progress):
-                report.add(result)
+            lost = self._forget_lost_vectors()
+            # searches wait (or are told 503) until the lost vectors are embedded again
+            with self.rt.refilling() if lost else nullcontext():
+                disk = self._disk_files()
+                stored = self._stored_files()
+                changed, deleted = plan_scan(stored, {rel: st for rel, (st, _) in disk.items()})
+                stale = self._paths_embedded_by_other_models() & disk.keys()
+                todo = [Path(disk[rel][1]) for rel in sorted(set(changed) | stale)]
+                todo += [self.rt.root / rel for rel in deleted]
+                report = ScanReport(files_seen=len(disk))
+                for result in self._sync(todo, progress):
+                    report.add(result)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -549,15 +551,16 @@ class Indexer:
             for r in rows
         }
 
-    def _forget_lost_vectors(self) -> None:
+    def _forget_lost_vectors(self) -> bool:
         """Entries whose kind's vector table is gone from disk are marked as embedded by no
-        model, so this scan embeds them again (as after a model change). Vectors are written
-        before the SQLite rows, so an indexed entry whose table is missing means the table was
-        deleted (``rm -rf .index/lancedb``, which the docs call derived): every search then
-        found nothing, with no error, for good, since the logs themselves were unchanged."""
+        model, so this scan embeds them again (as after a model change); whether any was.
+        Vectors are written before the SQLite rows, so an indexed entry whose table is missing
+        means the table was deleted (``rm -rf .index/lancedb``, which the docs call derived):
+        every search then found nothing, with no error, for good, since the logs themselves
+        were unchanged."""
         lost = [kind.value for kind in self.rt.vectors.missing()]
         if not lost:
-            return
+            return False
         conn = self.rt.db()
         marks = ", ".join("?" * len(lost))
         # Most roots never write some kinds (their tables are missing for good): asked through
@@ -565,13 +568,14 @@ class Indexer:
         indexed = (f"SELECT path FROM files WHERE kind IN ({marks}) AND EXISTS (SELECT 1 FROM "
                    "entries e WHERE e.path = files.path AND e.embed_model IS NOT NULL)")
         if conn.execute(f"{indexed} LIMIT 1", lost).fetchone() is None or self.rt.root_gone():
-            return  # root_gone: no table folder is found where the root was
+            return False  # root_gone: no table folder is found where the root was
         with transaction(conn):
             cur = conn.execute(f"UPDATE entries SET embed_model = NULL WHERE path IN "
                                f"({indexed}) AND embed_model IS NOT NULL", lost)
         if cur.rowcount > 0:
             log.warning("vector index tables are missing from %s: embedding %d indexed "
                         "entries again", self.rt.vectors.path, cur.rowcount)
+        return cur.rowcount > 0
 
     def _paths_embedded_by_other_models(self) -> set[str]:
         rows = self.rt.db().execute(

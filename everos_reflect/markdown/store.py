@@ -79,6 +79,9 @@ _EDIT_ATTEMPTS = 5
 Refer = Callable[[int, Mapping[str, Any], list[str]], Mapping[str, Any]]
 #: Bytes read at a time by :meth:`MarkdownStore.mentions`.
 _SCAN_CHUNK = 1 << 20
+#: Logs :attr:`MarkdownStore._still` remembers before it forgets those written longer ago
+#: than :data:`settling.JUST_WRITTEN_NS` (only a just-written log is ever looked up there)
+_STILL_KEPT = 1024
 
 
 def _denied(exc: PermissionError) -> str:
@@ -136,6 +139,7 @@ class MarkdownStore:
         #: real path of each log this store wrote, or saw stand still -> that file as it was
         #: then (_file_state): written again while it is so, it is not waited for again
         self._still: dict[str, tuple[int, int, int, int]] = {}
+        self._still_sweep_at = _STILL_KEPT
 
     # -- layout ---------------------------------------------------------------------------------
     def user_dir(self, ref: UserRef) -> Path:
@@ -1124,7 +1128,7 @@ class MarkdownStore:
             settling.pause(settling.SETTLE_SECONDS)
             with suppress(OSError):
                 if _still(os.stat(path), st):
-                    self._still[os.path.realpath(path)] = _file_state(st)
+                    self._remember_still(os.path.realpath(path), _file_state(st))
                     return before
         raise MarkdownError(self._label(path), 0, "the file keeps changing (another program "
                             "is writing it); edit not applied, try again once it is saved")
@@ -1257,7 +1261,22 @@ class MarkdownStore:
         """Remember the file just renamed into place at ``real`` as this store's own
         (:meth:`_in_other_hands`): the next write to it need not wait for it to settle."""
         with suppress(OSError):
-            self._still[real] = _file_state(os.stat(real))
+            self._remember_still(real, _file_state(os.stat(real)))
+
+    def _remember_still(self, real: str, state: tuple[int, int, int, int]) -> None:
+        """Remember ``state`` as the log at ``real`` this store wrote or saw stand still, and,
+        once the count doubled since the last sweep (at least :data:`_STILL_KEPT`), forget the
+        logs written longer ago than :data:`settling.JUST_WRITTEN_NS`: no write waits for
+        those anyway, and a long-running ``serve`` kept one row per log it ever wrote. A burst
+        of writes to many logs costs amortised O(1) each."""
+        self._still[real] = state
+        if len(self._still) < self._still_sweep_at:
+            return
+        settled = time.time_ns() - settling.JUST_WRITTEN_NS
+        for path, (_, _, _, mtime_ns) in list(self._still.items()):
+            if mtime_ns < settled:
+                self._still.pop(path, None)
+        self._still_sweep_at = max(_STILL_KEPT, 2 * len(self._still))
 
     def _relink_late(self, target: Path, old: os.stat_result) -> None:
         """Link to the new ``target`` every daily log of the root that is still the old file

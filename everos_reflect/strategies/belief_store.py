@@ -391,6 +391,11 @@ class Work:
     done: Collection[beliefs.Seen] = ()
 
 
+#: The owners below the threshold a run's :meth:`BeliefTier.idle_reason` names (the others
+#: counted).
+IDLE_OWNERS_NAMED = 3
+
+
 class BeliefTier(Strategy):
     """A belief tier: per owner, window → due? → one LLM task → idempotent write → cursor.
 
@@ -419,6 +424,8 @@ class BeliefTier(Strategy):
     #: Whether window records a call left out to fit ``[llm] max_prompt_tokens`` stay
     #: pending (a tier whose calls show other records than its window says no).
     defer_left_out = True
+    #: What the tier's window reads, as :meth:`idle_reason` names it ("no new insights").
+    reads: str = "records"
 
     # -- what a subclass says ---------------------------------------------------------------
 
@@ -569,6 +576,33 @@ class BeliefTier(Strategy):
 
     def unavailable(self, runtime: Runtime) -> str | None:
         return self.needs_llm(runtime)
+
+    def idle_reason(self, runtime: Runtime, settings: Mapping[str, Any],
+                    counts: Mapping[str, int]) -> str | None:
+        """Why a run wrote nothing (:meth:`Strategy.idle_reason`): it needs an LLM, no
+        owner has new :attr:`reads` since the last run, or the new ones are below the
+        threshold (each such owner's :meth:`progress`, the first few named). A manual run
+        waits out no cooldown, so that is never the reason here."""
+        if counts.get("needs_llm"):
+            return self.needs_llm(runtime) or "needs an LLM (the run's log says for whom)"
+        below = []
+        for ref in owners(runtime):
+            work = self.owner_work(runtime, ref, settings, force=True)
+            if work is not None:
+                below.append(f"{ref}: {self.progress(work.state, list(work.items), settings)}")
+        if not below:
+            return f"no new {self.reads} since the last run"
+        more = f"; and {len(below) - IDLE_OWNERS_NAMED} more" \
+            if len(below) > IDLE_OWNERS_NAMED else ""
+        return "below the threshold: " + "; ".join(below[:IDLE_OWNERS_NAMED]) + more
+
+    def progress(self, state: BeliefState, window: list[str],
+                 settings: Mapping[str, Any]) -> str:
+        """How far an owner's ``window`` is from starting a run ("2 new insights of the
+        threshold 3"), for :meth:`idle_reason`."""
+        threshold = settings.get("threshold")
+        of = f" of the threshold {threshold}" if threshold is not None else ""
+        return f"{len(window)} new {self.reads}{of}"
 
     def load_state(self, runtime: Runtime, ref: UserRef) -> Any:
         """The owner's state as this tier reads it (its ``written_by`` finds outputs by key)."""

@@ -43,6 +43,7 @@ NAME = "detect_contradictions"
 class DetectContradictions(BeliefTier):
     name = NAME
     description = "Flag pairs of current convictions that cannot both hold (seed 004)."
+    reads = "convictions"
     output_kind = Kind.RELATION
     task = "contradictions"
     settings = tier_settings(cooldown=0.0)

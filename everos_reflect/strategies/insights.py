@@ -136,6 +136,7 @@ class ReflectInsights(BeliefTier):
     sent_tasks = ("questions", "insights")
     settings = _settings()
     data_trigger = AccumulatorTrigger(field="importance", threshold=1.0)  # observe: owners due
+    reads = "Episodes"
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         """Bring the index up to date (evidence comes from search), then the tier loop."""
@@ -171,6 +172,16 @@ class ReflectInsights(BeliefTier):
             [importance_of(episodes[i]) for i in window if i in episodes], len(episodes),
             threshold=float(settings.get("threshold", 150.0)),
             min_episodes=int(settings.get("min_episodes", 20)))
+
+    def progress(self, state: BeliefState, window: list[str],
+                 settings: Mapping[str, Any]) -> str:
+        """The accumulator against its two bars (:meth:`due`): "importance 12 of 150 from 3
+        new Episodes, 5 of 20 live Episodes"."""
+        episodes = {e.id: e for e in self._episodes(state)}
+        total = sum(importance_of(episodes[i]) for i in window if i in episodes)
+        return (f"importance {total:g} of {float(settings.get('threshold', 150.0)):g} from "
+                f"{len(window)} new Episodes, {len(episodes)} of "
+                f"{int(settings.get('min_episodes', 20))} live Episodes")
 
     @staticmethod
     def _episodes(state: BeliefState) -> list[Entry]:

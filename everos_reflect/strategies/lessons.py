@@ -136,6 +136,7 @@ class _Plan:
 class LearnLessons(BeliefTier):
     name = NAME
     description = "Learn procedural lessons per task type from task records (seed 002)."
+    reads = "task records"
     output_kind = Kind.LESSON
     task = "lessons"
     data_trigger = OnWriteTrigger()  # the cooldown is applied by observe()

@@ -42,6 +42,7 @@ class Reconcile(BeliefTier):
     description = "Write a reconciliation insight once self-contradictions pile up (seed 004)."
     output_kind = Kind.INSIGHT
     task = "reconciliation"
+    reads = "self-contradictions"
     settings = (
         SettingSpec("threshold", int, 2, "Standing self-contradictions that trigger a run.",
                     count_between(1, 1_000, "standing self-contradictions")),
@@ -50,6 +51,13 @@ class Reconcile(BeliefTier):
 
     def _standing(self, state: BeliefState, settings: Mapping[str, Any]) -> list[beliefs.Edge]:
         return [e for e in state.edges() if e.standing]
+
+    def progress(self, state: BeliefState, window: list[str],
+                 settings: Mapping[str, Any]) -> str:
+        """The census against its bar (:meth:`due`): "1 standing self-contradiction of the
+        threshold 2"."""
+        return (f"{len(self._standing(state, settings))} standing self-contradictions of the "
+                f"threshold {int(settings.get('threshold', 2))}")
 
     def candidates(self, state: BeliefState, settings: Mapping[str, Any]) -> dict[str, str]:
         cap = int(settings.get("max_depth", 8))

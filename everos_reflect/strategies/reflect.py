@@ -169,6 +169,7 @@ class ReflectEpisodes(Strategy):
     rejection_counts = ("rejected",)
     unit_counts = ("merged", "failed", "interrupted", "rejected", "stale",
                    "recovered_unrecovered")
+    idle_counts = ("held_back", "deferred_sources")
     settings = (
         SettingSpec("max_clusters_per_run", int, 10,
                     "Clusters merged per user per run, largest first.",
@@ -215,6 +216,23 @@ class ReflectEpisodes(Strategy):
 
     def run(self, ctx: RunContext) -> dict[str, int]:
         return ReflectionRun(ctx).run()
+
+    def idle_reason(self, runtime: Runtime, settings: Mapping[str, Any],
+                    counts: Mapping[str, int]) -> str | None:
+        """No cluster awaited a merge, or those that did are held back after an undo, or
+        set aside after the server refused them for good (:meth:`Strategy.idle_reason`)."""
+        from everos_reflect.strategies.setaside import set_aside_clusters
+
+        held = int(counts.get("held_back", 0))
+        if held:
+            return (f"{held} cluster(s) held back after an undo wait for a new member "
+                    "(remerge_undone = true merges them)")
+        aside = len(set_aside_clusters(runtime))
+        if aside:
+            return (f"no cluster awaits a merge but {aside} set aside: the server refused "
+                    "their merge for good (`status` lists them)")
+        return ("no new Episodes to merge: no cluster of 2 or more live Episodes was formed "
+                "or joined by a new Episode since the last merge")
 
     def recover(self, runtime: Runtime) -> dict[str, int]:
         """Finish or abandon the merges a crash interrupted (:func:`journal.recover`)."""

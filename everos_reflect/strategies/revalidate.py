@@ -431,6 +431,15 @@ class RevalidateInsights(Strategy):
                 "to keep, revise or retire them; the extractive provider cannot judge a text "
                 "(set [llm] provider = \"openai\" with a base_url/api_key)")
 
+    def idle_reason(self, runtime: Runtime, settings: Mapping[str, Any],
+                    counts: Mapping[str, int]) -> str | None:
+        """Offline with stale insights to judge (:meth:`unavailable`), or none waits
+        (:meth:`Strategy.idle_reason`)."""
+        if counts.get("needs_llm"):
+            return self.unavailable(runtime) or f"{NEEDS_LLM} to judge the stale insights"
+        return ("no stale insight to judge: no record an insight cites was archived, edited "
+                "or deleted since it was last judged")
+
     def run(self, ctx: RunContext) -> dict[str, int]:
         rt, counts = ctx.runtime, Counter[str]()
         sent = SentWith.tasks(rt, ctx.settings, TASKS)

@@ -60,6 +60,7 @@ class UpdateWorldview(BeliefTier):
     description = "Promote new insights into convictions, one live version per key (seed 004)."
     output_kind = Kind.CONVICTION
     task = "worldview"
+    reads = "insights"
     settings = (
         SettingSpec("threshold", int, 3, "New active insights that trigger a run "
                     "(at most max_records: a run's window holds no more).",
