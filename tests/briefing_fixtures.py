@@ -76,8 +76,14 @@ def summary(briefing: Any) -> dict[str, Any]:
     with their texts, the ids left out) as a digest of its JSON."""
     import hashlib
     import json
+    from dataclasses import asdict
 
-    document = briefing.to_dict()
+    # the packer's whole result, as recorded (the answer lists a bounded part of it)
+    document = {"text": briefing.text, "items": [asdict(i) for i in briefing.items],
+                "tokens": briefing.tokens, "max_tokens": briefing.max_tokens,
+                "route": briefing.route, "omitted": dict(briefing.omitted),
+                "omitted_ids": list(briefing.omitted_ids),
+                "restated_ids": list(briefing.restated_ids)}
     # recorded before facts restated by their Episode were told apart: none is here
     assert document.pop("restated_ids") == []
     whole = json.dumps(document, sort_keys=True, ensure_ascii=False)

@@ -472,3 +472,41 @@ def test_the_briefing_command_says_which_task_types_have_lessons_when_none_is_gi
     assert CliRunner().invoke(cli, [*args, "--json"]).stderr == ""
     assert "lessons are learned per task type" in " ".join(
         CliRunner().invoke(cli, ["briefing", "--help"]).stdout.split())
+
+
+def test_the_answer_of_a_briefing_over_thousands_of_records_stays_bounded(
+        runtime: Runtime) -> None:
+    """The block kept to max_tokens, its answer did not: every id left out and every
+    citation of every item was listed (a 500-token briefing of 3,000 lessons and 300
+    convictions, each citing 200 records, answered 88 KB, all of it in an MCP caller's
+    prompt). It lists the first ids left out and the first citations, and counts them all."""
+    import json
+
+    max_omitted_ids, max_item_evidence = 100, 20  # docs/briefing.md
+    cited = [f"tk_20261012_{n:04d}" for n in range(1, 201)]
+    runtime.store.append_many(REF, Kind.LESSON, [(
+        {"timestamp": "2026-10-20T09:00:00+00:00", "task_type": "deploy", "lesson_type": "do",
+         "evidence": cited, "confirmations": 1 + n % 50, "depth": 1, "status": "active"},
+        {"Lesson": f"Check the registry before deploy {n}."}) for n in range(3_000)])
+    runtime.store.append_many(REF, Kind.CONVICTION, [(
+        {"timestamp": "2026-10-20T09:00:00+00:00", "key": f"k{n:03d}",
+         "evidence": [f"in_20261012_{i:04d}" for i in range(1, 201)], "depth": 2,
+         "status": "active"}, {"Conviction": f"Conviction {n}."}) for n in range(300)])
+    Indexer(runtime).scan()
+    call = ApiClient(runtime)
+    resp = call("POST", "/api/v1/memory/briefing",
+                json={"user_id": "u_ops", "query": "what usually breaks deploys?",
+                      "task_type": "deploy", "max_tokens": 500})
+    assert resp.status_code == 200, resp.text
+    data = resp.json()["data"]
+    assert data["tokens"] <= 500 and data["items"]
+    left_out = 3_300 - len(data["items"])
+    assert sum(data["omitted"].values()) == left_out
+    assert len(data["omitted_ids"]) == max_omitted_ids < left_out
+    assert data["omitted_ids"][0].startswith("wv_")  # in priority order: convictions first
+    for item in data["items"]:
+        assert item["evidence_count"] == 200
+        first = ([f"in_20261012_{i:04d}" for i in range(1, max_item_evidence + 1)]
+                 if item["kind"] == "conviction" else cited[:max_item_evidence])
+        assert item["evidence"] == first
+    assert len(json.dumps(data)) < 20_000

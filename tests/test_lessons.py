@@ -655,3 +655,59 @@ def test_a_lesson_keeps_the_most_recent_tasks_by_time_as_every_tier_does(root: P
         assert lesson.evidence == tuple(ids)
     finally:
         rt.close()
+
+
+def test_the_lessons_and_insights_answers_are_bounded_with_a_total(root: Path) -> None:
+    """The MCP tools `lessons` and `insights` (and their routes) answered every record, into
+    the prompt of the agent that asked: 3,000 lessons citing 200 tasks each made 13 MB. They
+    answer the first `limit` (50 by default, at most 1,000) and count them all in `total`; a
+    lesson lists its first 20 cited tasks and counts them in `evidence_count`."""
+    from everos_reflect.api import ops
+    from everos_reflect.api.models import InsightsQuery, LessonsQuery
+    from everos_reflect.embedding.base import HashEmbedder
+
+    rt = Runtime(root, embedder=HashEmbedder(16))
+    try:
+        cited = [f"tk_20261012_{n:04d}" for n in range(1, 201)]
+        rt.store.append_many(REF, Kind.LESSON, [(
+            {"timestamp": "2026-10-12T09:00:00+00:00", "task_type": "deploy",
+             "lesson_type": "do", "evidence": cited, "confirmations": 1 + n, "depth": 1,
+             "status": "active"}, {"Lesson": f"Check the registry before deploy {n}."})
+            for n in range(120)])
+        rt.store.append_many(REF, Kind.INSIGHT, [(
+            {"timestamp": f"2026-10-12T09:{n // 60:02d}:{n % 60:02d}+00:00",
+             "evidence": cited[:2], "depth": 1, "status": "active"}, {"Insight": f"Insight {n}."})
+            for n in range(70)])
+        mcp = ops.lessons(rt, LessonsQuery.model_validate({"task_type": "deploy"}))
+        assert mcp["total"] == 120 and len(mcp["lessons"]) == 50
+        assert [x["confirmations"] for x in mcp["lessons"]] == list(range(120, 70, -1))
+        assert all(x["evidence"] == cited[:20] and x["evidence_count"] == 200
+                   for x in mcp["lessons"])
+        few = ops.lessons(rt, LessonsQuery.model_validate({"task_type": "deploy", "limit": 3}))
+        assert [x["confirmations"] for x in few["lessons"]] == [120, 119, 118]
+        assert ops.insights(rt, InsightsQuery.model_validate({"user_id": "u_ops"}))["total"] == 70
+
+        call = ApiClient(rt)
+        resp = call("GET", "/api/v1/lessons", params={"task_type": "deploy", "limit": "2"})
+        assert resp.status_code == 200, resp.text
+        data = resp.json()["data"]
+        assert data["total"] == 120 and [x["confirmations"] for x in data["lessons"]] == [120, 119]
+        resp = call("GET", "/api/v1/memory/insights", params={"user_id": "u_ops", "limit": "5"})
+        assert resp.status_code == 200, resp.text
+        data = resp.json()["data"]
+        assert data["total"] == 70 and [x["text"] for x in data["insights"]] == [
+            f"Insight {n}." for n in range(69, 64, -1)]  # newest first
+        for url, params in [("/api/v1/lessons", {"task_type": "deploy", "limit": "0"}),
+                            ("/api/v1/lessons", {"task_type": "deploy", "limit": "1_0"}),
+                            ("/api/v1/memory/insights", {"user_id": "u_ops", "limit": "1001"})]:
+            resp = call("GET", url, params=params)
+            assert resp.status_code == 422 and "limit" in resp.json()["error"]["message"], url
+        with pytest.raises(Exception, match="limit"):
+            LessonsQuery.model_validate({"task_type": "deploy", "limit": "5"})  # JSON: a number
+    finally:
+        rt.close()
+
+    result = CliRunner().invoke(cli, ["lessons", "--task-type", "deploy", "--user", "u_ops",
+                                      "--limit", "2", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    assert "+180 more" in result.output and "118 more lesson(s) not listed" in result.output

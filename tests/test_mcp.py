@@ -131,9 +131,9 @@ def test_add_then_search_then_bad_input_over_stdio(root: Path) -> None:
     assert "in_20261012_0009" in messages[9]
     assert "user_id" in messages[10]
     assert messages[11].startswith("passages_per_entry: ")
-    assert out["insights"] == {"insights": []}
+    assert out["insights"] == {"insights": [], "total": 0}
     assert out["explain"]["id"] == added["id"]
-    assert out["lessons"] == {"lessons": []}  # a task was recorded, nothing learned yet
+    assert out["lessons"] == {"lessons": [], "total": 0}  # a task was recorded, nothing learned yet
     briefing = out["briefing"]
     assert [i["id"] for i in briefing["items"]] == [added["id"]]
     assert briefing["tokens"] <= 200 and added["id"] in briefing["text"]

@@ -25,7 +25,7 @@ def test_a_session_whose_first_line_starts_with_a_bom_is_answered(
     answers, runtime = _serve(root, piped, capfd)
     try:
         assert "result" in answers[1][0], answers
-        assert answers[2][0]["result"]["structuredContent"] == {"lessons": []}
+        assert answers[2][0]["result"]["structuredContent"] == {"lessons": [], "total": 0}
     finally:
         runtime.close()
 
@@ -50,7 +50,7 @@ def test_a_line_over_the_limit_that_starts_with_a_bom_is_still_refused_whole(
     answers, runtime = _serve(root, piped, capfd)
     try:
         assert "message too large" in answers[2][0]["error"]["message"]
-        assert answers[3][0]["result"]["structuredContent"] == {"lessons": []}
+        assert answers[3][0]["result"]["structuredContent"] == {"lessons": [], "total": 0}
         assert set(answers) == {1, 2, 3}
     finally:
         runtime.close()

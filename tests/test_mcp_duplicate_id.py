@@ -124,7 +124,7 @@ def test_a_batch_refuses_an_id_in_flight_and_its_own_repeated_id(
         ("s", 'id "s" is already in use by a request in flight'),
         (6, "id 6 is already in use by a request in flight")]
     assert [a["result"]["structuredContent"] for a in array if "result" in a] == [
-        {"lessons": []}]
+        {"lessons": [], "total": 0}]
 
 
 class _Paced:
@@ -161,5 +161,5 @@ def test_an_id_is_free_again_once_its_request_is_answered(
 
     [task] = _tasks(runtime)
     first, second = answers[7]
-    assert first["result"]["structuredContent"] == {"lessons": []}
+    assert first["result"]["structuredContent"] == {"lessons": [], "total": 0}
     assert second["result"]["structuredContent"]["id"] == task.id

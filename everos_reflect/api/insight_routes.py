@@ -11,8 +11,14 @@ from fastapi import APIRouter
 
 from everos_reflect.api.deps import RuntimeDep
 from everos_reflect.api.json_body import StrictJSONRoute
-from everos_reflect.api.models import ErrorBody
-from everos_reflect.api.params import BoolQuery, EntryIdPath, NameQuery, OptionalNameQuery
+from everos_reflect.api.models import LIST_LIMIT, ErrorBody
+from everos_reflect.api.params import (
+    BoolQuery,
+    EntryIdPath,
+    LimitQuery,
+    NameQuery,
+    OptionalNameQuery,
+)
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import UserRef
 
@@ -29,11 +35,13 @@ def insight_router(dependencies: Sequence[Any], prefix: str) -> APIRouter:
     @router.get("/memory/insights")
     def insights(runtime: RuntimeDep, user_id: NameQuery, app_id: OptionalNameQuery = None,
                  project_id: OptionalNameQuery = None,
-                 include_stale: BoolQuery = False) -> dict[str, Any]:
-        """The user's insights, newest first (stale and retired ones with ``include_stale``)."""
+                 include_stale: BoolQuery = False,
+                 limit: LimitQuery = LIST_LIMIT) -> dict[str, Any]:
+        """The user's insights, newest first (stale and retired ones with ``include_stale``):
+        the first ``limit``, ``total`` counting them all."""
         ref = UserRef.of(user_id, app_id, project_id)
-        return {"data": {"insights": insight_views.list_insights(
-            runtime, ref, include_stale=include_stale)}}
+        found = insight_views.list_insights(runtime, ref, include_stale=include_stale)
+        return {"data": {"insights": found[:limit], "total": len(found)}}
 
     @router.get("/memory/explain/{entry_id}", responses={409: {
         "model": ErrorBody, "description": "The entry's daily log cannot be read now."}})

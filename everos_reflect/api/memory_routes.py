@@ -14,7 +14,7 @@ from fastapi import APIRouter, Query
 from everos_reflect.api import ops
 from everos_reflect.api.deps import RuntimeDep
 from everos_reflect.api.json_body import StrictJSONRoute
-from everos_reflect.api.models import BriefingRequest, LessonsQuery, TaskRecordRequest
+from everos_reflect.api.models import BriefingRequest, LessonsParams, TaskRecordRequest
 
 
 def memory_router(dependencies: Sequence[Any], prefix: str) -> APIRouter:
@@ -30,7 +30,7 @@ def memory_router(dependencies: Sequence[Any], prefix: str) -> APIRouter:
         return {"data": ops.record_task(runtime, body)}
 
     @router.get("/lessons")
-    def lessons(query: Annotated[LessonsQuery, Query()], runtime: RuntimeDep) -> dict[str, Any]:
+    def lessons(query: Annotated[LessonsParams, Query()], runtime: RuntimeDep) -> dict[str, Any]:
         """The live lessons of a task type (of one user, or every user), most confirmed
         first; contested ones are included and marked."""
         return {"data": ops.lessons(runtime, query)}

@@ -209,6 +209,26 @@ class BriefingRequest(Strict):
                                         "tokens.")
 
 
+#: The most entries a listing answers by default (``limit``), and at most (``total`` counts
+#: them all): the MCP tools ``lessons`` and ``insights`` answered every one, into the prompt
+#: of the agent that asked (3,000 lessons citing 200 tasks each: 13 MB).
+LIST_LIMIT, MAX_LIST_LIMIT = 50, 1000
+#: The most ids of one listed lesson's ``evidence`` an answer holds (``evidence_count``
+#: counts them all; ``explain ID`` gives the whole tree), as a briefing item's.
+MAX_LISTED_EVIDENCE = 20
+
+
+def _query_count(value: object) -> object:
+    """A query string's ``limit`` (always text there) as a count: digits 0-9 only, as the
+    other query integers are read; the JSON of an MCP call gives a number."""
+    if isinstance(value, str):
+        if not re.fullmatch(r"[0-9]+", value):
+            raise PydanticCustomError("int_parsing",
+                                      f"must be a whole number, got {quoted(value)}")
+        return int(value)
+    return value
+
+
 class LessonsQuery(Strict):
     """``GET /api/v1/lessons``: the live lessons of a task type, most confirmed first."""
 
@@ -216,6 +236,18 @@ class LessonsQuery(Strict):
     user_id: Name | None = Field(None, description="One user; default: every user.")
     app_id: Name | None = None
     project_id: Name | None = None
+    limit: Whole = Field(LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT,
+                         description="The most lessons answered, most confirmed first "
+                                     "(`total` counts them all).")
+
+
+class LessonsParams(LessonsQuery):
+    """:class:`LessonsQuery` read from a query string, where ``limit`` is text."""
+
+    limit: Annotated[int, BeforeValidator(_query_count)] = Field(
+        LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT,
+        description="The most lessons answered, most confirmed first (`total` counts them "
+                    "all).")
 
 
 class ErrorDetail(BaseModel):
@@ -236,6 +268,9 @@ class InsightsQuery(Strict):
     app_id: Name | None = None
     project_id: Name | None = None
     include_stale: bool = False
+    limit: Whole = Field(LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT,
+                         description="The most insights answered, newest first (`total` "
+                                     "counts them all).")
 
 
 def entry_id_form(value: str) -> str:

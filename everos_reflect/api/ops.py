@@ -363,7 +363,10 @@ def briefing(runtime: Runtime, body: BriefingRequest) -> dict[str, Any]:
 
 def lessons(runtime: Runtime, body: LessonsQuery) -> dict[str, Any]:
     """``GET /api/v1/lessons``: live lessons of ``task_type`` (active, or contested and marked
-    so), most confirmed first, of one user or of every user."""
+    so), most confirmed first, of one user or of every user: the first ``limit`` (``total``
+    counts them all), each with the first ``MAX_LISTED_EVIDENCE`` ids of its evidence
+    (``evidence_count``: all)."""
+    from everos_reflect.api.models import MAX_LISTED_EVIDENCE
     from everos_reflect.procedural.lessons import ranked, read_lesson
 
     validate_name(body.task_type, "task_type")
@@ -383,19 +386,21 @@ def lessons(runtime: Runtime, body: LessonsQuery) -> dict[str, Any]:
                         "app_id": ref.app, "project_id": ref.project,
                         "task_type": x.task_type, "lesson_type": x.lesson_type,
                         "text": x.text, "confirmations": x.confirmations,
-                        "evidence": list(x.evidence), "status": x.status,
+                        "evidence": list(x.evidence[:MAX_LISTED_EVIDENCE]),
+                        "evidence_count": len(x.evidence), "status": x.status,
                         "contested_with": list(x.contested_with), "timestamp": x.stamp})
     out.sort(key=lambda d: (-d["confirmations"], d["user_id"], d["id"]))
-    return {"lessons": out}
+    return {"lessons": out[:body.limit], "total": len(out)}
 
 
 def insights(runtime: Runtime, body: InsightsQuery) -> dict[str, Any]:
-    """``GET /api/v1/memory/insights``: the user's insights, newest first."""
+    """``GET /api/v1/memory/insights``: the user's insights, newest first, the first
+    ``limit`` (``total`` counts them all)."""
     from everos_reflect.strategies import insight_views
 
     ref = _ref(body.user_id, body.app_id, body.project_id)
-    return {"insights": insight_views.list_insights(runtime, ref,
-                                                    include_stale=body.include_stale)}
+    found = insight_views.list_insights(runtime, ref, include_stale=body.include_stale)
+    return {"insights": found[:body.limit], "total": len(found)}
 
 
 def explain(runtime: Runtime, body: ExplainQuery) -> dict[str, Any]:

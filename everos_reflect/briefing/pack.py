@@ -36,6 +36,14 @@ MIN_ITEM_TOKENS = 24  # an item cut shorter than this says too little to be wort
 MIN_LINE_TOKENS = 5  # "-", "[", two "·" and "]": the least any item line costs
 MAX_CITED_SHOWN = 5  # ids of an item's evidence written out; the rest are counted
 CUT_MARKER = " …"  # ends a text cut to its share of the budget
+#: The most ids of left-out items an answer lists, in priority order (``omitted`` counts
+#: every one), and of one item's evidence (``evidence_count`` counts every one). The block
+#: keeps to ``max_tokens``; its answer (the API's, the MCP tool's, ``briefing --json``)
+#: listed every id left out and every citation of every item: a 500-token briefing of a
+#: user with 3,000 lessons and 300 convictions each citing 200 records was an 88 KB answer,
+#: all of it in the prompt of an agent calling the MCP tool.
+MAX_OMITTED_IDS = 100
+MAX_ITEM_EVIDENCE = 20
 
 
 @dataclass
@@ -51,7 +59,12 @@ class Item:
     note: str = ""  # e.g. "confirmed 3x", "contested"
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The item as an answer lists it: at most :data:`MAX_ITEM_EVIDENCE` cited ids, the
+        first ones (``evidence_count``: all of them; ``explain`` gives the whole tree)."""
+        out = asdict(self)
+        out["evidence"] = list(self.evidence[:MAX_ITEM_EVIDENCE])
+        out["evidence_count"] = len(self.evidence)
+        return out
 
 
 @dataclass
@@ -76,6 +89,8 @@ class Briefing:
     restated_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The answer: bounded by the block's budget, not by how many records were offered
+        (:data:`MAX_OMITTED_IDS`, :data:`MAX_ITEM_EVIDENCE`)."""
         return {
             "text": self.text,
             "items": [i.to_dict() for i in self.items],
@@ -83,7 +98,7 @@ class Briefing:
             "max_tokens": self.max_tokens,
             "route": self.route,
             "omitted": dict(self.omitted),
-            "omitted_ids": list(self.omitted_ids),
+            "omitted_ids": list(self.omitted_ids[:MAX_OMITTED_IDS]),
             "restated_ids": list(self.restated_ids),
         }
 

@@ -136,16 +136,18 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
 @click.option("--user", "user_id", default=None, help="User id (default: every user).")
 @app_filter_option
 @project_filter_option
+@click.option("--limit", type=PlainIntRange(1, 1000), default=50, show_default=True,
+              help="The most lessons listed, most confirmed first.")
 @json_option
 @handle_errors
 def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str | None,
-                project: str | None, as_json: bool) -> None:
+                project: str | None, limit: int, as_json: bool) -> None:
     """List the lessons learned for a task type, most confirmed first."""
     from everos_reflect.api import ops
     from everos_reflect.api.models import LessonsQuery
 
     query = validated(LessonsQuery, task_type=task_type, user_id=user_id, app_id=app,
-                      project_id=project)
+                      project_id=project, limit=limit)
     runtime = open_runtime(root)
     try:
         data = ops.lessons(runtime, query)
@@ -161,7 +163,11 @@ def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str 
         who = f"{x['user_id']} " if user_id is None else ""
         say(f"{x['id']} {who}{x['lesson_type']:5} x{x['confirmations']}{mark}  "
                    f"{x['text']}")
-        say(f"    evidence: {', '.join(x['evidence'])}")
+        more = x["evidence_count"] - len(x["evidence"])
+        say(f"    evidence: {', '.join(x['evidence'])}" + (f" +{more} more" if more else ""))
+    if data["total"] > len(data["lessons"]):
+        say(f"... {data['total'] - len(data['lessons'])} more lesson(s) not listed "
+            f"(--limit, at most 1000)")
 
 
 @click.command("mcp")
