@@ -1,11 +1,12 @@
-"""What the offline merge's rule tests share: the bundled embedder, and a narrative merged
-from a few one-line Episodes two days apart."""
+"""What the offline merge's rule tests share: the bundled embedder, one sentence as the merge
+reads it, and a narrative merged from a few one-line Episodes two days apart."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
 from everos_reflect.embedding.local import LocalEmbedder
+from everos_reflect.llm import extractive
 from everos_reflect.llm.base import MergeMember, MergeRequest
 from everos_reflect.llm.extractive import ExtractiveLLM
 
@@ -15,6 +16,11 @@ def loaded_local() -> LocalEmbedder:
     embedder = LocalEmbedder(batch_size=16, threads=1)
     embedder.load()
     return embedder
+
+
+def read_sentence(text: str) -> extractive._Sentence:
+    """``text`` as the merge reads one sentence (whether past, passing, what it ends)."""
+    return extractive._Sentence(text, date.min, 0)
 
 
 def narrative(llm: ExtractiveLLM, *texts: str, subject: str = "Notes") -> str:

@@ -10,14 +10,11 @@ by it.
 
 from __future__ import annotations
 
-from datetime import date
-
 import pytest
 
 from everos_reflect.embedding.local import LocalEmbedder
-from everos_reflect.llm import extractive
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
-from tests.merge_fixtures import loaded_local, narrative
+from tests.merge_fixtures import loaded_local, narrative, read_sentence
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +23,7 @@ def local() -> LocalEmbedder:
 
 
 def reading(text: str) -> tuple[bool, bool, frozenset[str] | None]:
-    s = extractive._Sentence(text, date.min, 0)
+    s = read_sentence(text)
     return s.past, s.passing, s.ended
 
 

@@ -9,14 +9,11 @@ case), and was folded into "Noor does yoga every evening.": that she does yoga w
 
 from __future__ import annotations
 
-from datetime import date
-
 import pytest
 
 from everos_reflect.embedding.local import LocalEmbedder
-from everos_reflect.llm import extractive
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
-from tests.merge_fixtures import loaded_local, narrative
+from tests.merge_fixtures import loaded_local, narrative, read_sentence
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +22,7 @@ def local() -> LocalEmbedder:
 
 
 def reading(text: str) -> tuple[bool, bool]:
-    s = extractive._Sentence(text, date.min, 0)
+    s = read_sentence(text)
     return s.past, s.passing
 
 
