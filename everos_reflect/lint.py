@@ -5,6 +5,8 @@ only render differently.
 
 from __future__ import annotations
 
+import errno
+import os
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -25,6 +27,7 @@ from everos_reflect.model import (
     Kind,
     UserRef,
     shown_key,
+    shown_path,
 )
 from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME, load_ome, load_settings
 from everos_reflect.strategies.consistency import (
@@ -392,7 +395,11 @@ def _file_type(path: Path) -> str:
 
     try:
         mode = path.stat().st_mode
-    except OSError:
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop"
+        if path.is_symlink():
+            return f"a symlink to {shown_path(os.readlink(path))}, which does not exist,"
         return "not a regular file"
     if stat.S_ISDIR(mode):
         return "a folder"

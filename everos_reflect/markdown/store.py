@@ -372,7 +372,9 @@ class MarkdownStore:
                 continue
             if path.is_file():
                 found.append(path)
-            elif irregular is not None and path.exists():  # not a dangling link
+            elif irregular is not None and (path.exists() or path.is_symlink()):
+                # a dangling link or a symlink loop too: no log is read there, and every
+                # write to that day's log fails on it, while `lint` said all was well
                 irregular.append(self._label(path))
         return found
 

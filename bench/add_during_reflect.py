@@ -1,0 +1,169 @@
+"""How long an ``add`` waits while Reflection runs: idle against during, measured in one run.
+
+    python bench/add_during_reflect.py /path/to/locomo10.json [--adds 40] [--samples N]
+
+Builds a LoCoMo root (observation Episodes and their facts) in a temporary folder, indexes it
+(``reindex``: entries and clusters), starts ``everos-reflect serve`` on it (the watcher, the
+API), then times ``POST /api/v1/memory/episodes`` for a user of its own (the wall time the
+client waits for the answer, which indexes the Episode before it answers):
+
+- idle: ``--adds`` adds, one after the other, nothing else running;
+- during: a forced ``reflect_episodes`` run over the whole backlog is triggered, and adds go
+  on, one after the other, until the run ends.
+
+Prints p50 / p95 / max of both, how many adds answered ``indexed: false``, and the run's
+length. Asserts nothing. The embedder is the shipped one (the bundled MiniLM).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import locomo_episodes as lm
+import locomo_root
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _call(port: int, method: str, path: str, body: dict[str, Any] | None = None,
+          timeout: float = 900.0) -> dict[str, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/api/v1{path}", data=data,
+                                 method=method, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as resp:
+        return json.loads(resp.read() or b"{}")
+
+
+def _wait_up(port: int, proc: subprocess.Popen[bytes], seconds: float = 300.0) -> None:
+    give_up = time.monotonic() + seconds
+    while time.monotonic() < give_up:
+        if proc.poll() is not None:
+            raise SystemExit(f"serve exited with {proc.returncode}")
+        try:
+            _call(port, "GET", "/health", timeout=2.0)
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise SystemExit("serve did not answer")
+
+
+class Adder:
+    """Adds Episodes for one user of its own, timing each answer."""
+
+    def __init__(self, port: int) -> None:
+        self.port, self.n = port, 0
+        self.not_indexed = 0
+
+    def add(self) -> float:
+        self.n += 1
+        body = {"user_id": "bench_adder", "subject": f"Note {self.n}",
+                "content": f"The adder wrote note number {self.n} about the garden and tea."}
+        started = time.perf_counter()
+        answer = _call(self.port, "POST", "/memory/episodes", body)
+        took = time.perf_counter() - started
+        self.not_indexed += answer.get("indexed") is False
+        return took
+
+
+def _figures(label: str, times: list[float]) -> str:
+    if not times:
+        return f"{label}: no adds"
+    ordered = sorted(times)
+    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+    return (f"{label}: n={len(times)} p50 {statistics.median(ordered) * 1000:7.0f} ms, "
+            f"p95 {p95 * 1000:7.0f} ms, max {ordered[-1] * 1000:7.0f} ms")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("locomo", help="locomo10.json")
+    parser.add_argument("--adds", type=int, default=40, help="idle adds")
+    parser.add_argument("--samples", type=int, default=0,
+                        help="LoCoMo conversations to use (0: all ten)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary root")
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="everos-bench-add-"))
+    root = tmp / "root"
+    root.mkdir()
+    env = {**os.environ, "EVEROS_ROOT": str(root)}
+    exe = [sys.executable, "-m", "everos_reflect.cli.main"]
+    proc: subprocess.Popen[bytes] | None = None
+    try:
+        rows = lm.load(args.locomo)
+        if args.samples:
+            rows = rows[: args.samples]
+        built = locomo_root.write_root(root, lm.episodes(rows), locomo_root.observations(rows),
+                                       bulk=True)
+        (root / "ome.toml").write_text("[strategies.reflect_episodes]\nenabled = false\n"
+                                       "max_clusters_per_run = 1000\n")
+        print(f"root: {built.episodes} episodes, {built.facts} facts, {len(built.users)} users")
+        started = time.perf_counter()
+        subprocess.run([*exe, "reindex", "--root", str(root)], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        print(f"reindex: {time.perf_counter() - started:.1f} s")
+
+        port = _free_port()
+        env["EVEROS_SERVER__PORT"] = str(port)
+        log = (tmp / "serve.log").open("wb")
+        proc = subprocess.Popen([*exe, "serve", "--root", str(root)], env=env,
+                                stdout=log, stderr=subprocess.STDOUT)
+        _wait_up(port, proc)
+        adder = Adder(port)
+        adder.add()  # warm-up: the first add loads what the process loads once
+        idle = [adder.add() for _ in range(args.adds)]
+        idle_not = adder.not_indexed
+
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            began = time.perf_counter()
+            outcome.update(_call(port, "POST", "/ome/trigger",
+                                 {"name": "reflect_episodes", "force": True, "timeout": 900}))
+            outcome["seconds"] = time.perf_counter() - began
+
+        runner = threading.Thread(target=run)
+        runner.start()
+        time.sleep(0.5)  # the run has started
+        during: list[float] = []
+        while runner.is_alive():
+            during.append(adder.add())
+        runner.join()
+        print(_figures("idle  ", idle) + f", not indexed {idle_not}")
+        print(_figures("during", during) + f", not indexed {adder.not_indexed - idle_not}")
+        print(f"reflection: {outcome.get('status')} in {outcome.get('seconds', 0):.1f} s, "
+              f"counts {outcome.get('counts')}")
+    finally:
+        if proc is not None:
+            proc.terminate()
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        if args.keep:
+            print(f"kept {tmp}")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
