@@ -852,6 +852,11 @@ def one_line_subject(text: str) -> str:
 #: over thousands of terms ranks nothing better. Unbounded, a 5 MB query (over MCP, which has
 #: no body limit) took 8 s of search. Held by ``search`` itself, so the CLI, API and MCP agree.
 MAX_QUERY_CHARS = 10_000
+#: The most entries a listing answers by default (``limit``), and at most (``total`` counts
+#: them all), at every edge: the MCP tools ``lessons`` and ``insights`` answered every one,
+#: into the prompt of the agent that asked (3,000 lessons citing 200 tasks each: 13 MB); the
+#: CLI's ``reports``/``runs`` took up to 1,000,000/10,000 rows where the API took 1,000.
+LIST_LIMIT, MAX_LIST_LIMIT = 50, 1000
 #: Longest briefing query (the briefing routes by the words of a question, not a document).
 MAX_BRIEFING_QUERY_CHARS = 2_000
 

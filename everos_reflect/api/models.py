@@ -9,6 +9,7 @@ schema), sizes are bounded here.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
@@ -20,7 +21,9 @@ from everos_reflect.model import (
     CONTROL_CLASS,
     ENTRY_ID_RE,
     LINE_BREAK_RE,
+    LIST_LIMIT,
     MAX_BRIEFING_QUERY_CHARS,
+    MAX_LIST_LIMIT,
     MAX_QUERY_CHARS,
     MAX_SUBJECT_CHARS,
     NAME_PATTERN,
@@ -30,6 +33,7 @@ from everos_reflect.model import (
     quoted,
     validate_name,
 )
+from everos_reflect.typed_numbers import NumberProblem, whole_number
 
 
 class Strict(BaseModel):
@@ -209,24 +213,27 @@ class BriefingRequest(Strict):
                                         "tokens.")
 
 
-#: The most entries a listing answers by default (``limit``), and at most (``total`` counts
-#: them all): the MCP tools ``lessons`` and ``insights`` answered every one, into the prompt
-#: of the agent that asked (3,000 lessons citing 200 tasks each: 13 MB).
-LIST_LIMIT, MAX_LIST_LIMIT = 50, 1000
 #: The most ids of one listed lesson's ``evidence`` an answer holds (``evidence_count``
 #: counts them all; ``explain ID`` gives the whole tree), as a briefing item's.
 MAX_LISTED_EVIDENCE = 20
 
 
-def _query_count(value: object) -> object:
-    """A query string's ``limit`` (always text there) as a count: digits 0-9 only, as the
-    other query integers are read; the JSON of an MCP call gives a number."""
-    if isinstance(value, str):
-        if not re.fullmatch(r"[0-9]+", value):
-            raise PydanticCustomError("int_parsing",
-                                      f"must be a whole number, got {quoted(value)}")
-        return int(value)
-    return value
+def whole_query(low: int, high: int) -> Callable[[object], object]:
+    """The before-validator of a query string's whole number from ``low`` to ``high``, read
+    as the CLI reads the same option (:func:`~everos_reflect.typed_numbers.whole_number`):
+    pydantic read ``1_0`` as 10 and `` 10`` or ``10.0`` too, and said "Input should be greater
+    than or equal to 1" where ``--limit`` said the bounds. A number (an MCP call's JSON)
+    passes to the field's own checks."""
+
+    def check(value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        try:
+            return whole_number(value, low, high)
+        except NumberProblem as exc:
+            raise PydanticCustomError("int_parsing", str(exc)) from None
+
+    return check
 
 
 class LessonsQuery(Strict):
@@ -244,7 +251,7 @@ class LessonsQuery(Strict):
 class LessonsParams(LessonsQuery):
     """:class:`LessonsQuery` read from a query string, where ``limit`` is text."""
 
-    limit: Annotated[int, BeforeValidator(_query_count)] = Field(
+    limit: Annotated[int, BeforeValidator(whole_query(1, MAX_LIST_LIMIT))] = Field(
         LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT,
         description="The most lessons answered, most confirmed first (`total` counts them "
                     "all).")

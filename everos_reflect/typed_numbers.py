@@ -1,0 +1,54 @@
+"""Numbers a person types as text (a command-line option, a query string): one reading and
+one message for every edge, so ``--limit`` and ``?limit=`` accept and refuse the same values
+and say the same thing about them.
+
+Python's ``int()`` reads ``" 5"``, ``"+5"`` and ``"1_0"``, and ``float()`` reads ``"1e3"``,
+``"nan"`` and ``"inf"``: the CLI took ``--limit +5`` while the API refused ``?limit=+5``, and
+click named its own type in the message ("'5.0' is not a valid integer range").
+"""
+
+from __future__ import annotations
+
+import re
+
+from everos_reflect.model import quoted, unplain_number
+
+#: A whole number as a person writes it: an optional ``-`` and the digits 0-9.
+_WHOLE = re.compile(r"-?[0-9]+")
+#: A decimal number as a person writes it: ``5``, ``2.5``, ``.5``; no sign but ``-``, no
+#: exponent, no ``nan``/``inf``, no spaces.
+_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+class NumberProblem(ValueError):
+    """A typed number that is not one, or out of its bounds; the message says which bounds
+    (``must be a whole number from 1 to 100, got '5.0'``), with no field name: the edge adds
+    it (``--top-k``, ``query.limit``)."""
+
+
+def _got(text: str) -> str:
+    hint = unplain_number(text)
+    return f"got {quoted(text)}" + (f" ({hint})" if hint else "")
+
+
+def whole_number(text: str, low: int, high: int) -> int:
+    """``text`` read as a whole number from ``low`` to ``high``, else :class:`NumberProblem`."""
+    what = f"must be a whole number from {low} to {high}"
+    if not _WHOLE.fullmatch(text):
+        raise NumberProblem(f"{what}, {_got(text)}")
+    number = int(text)
+    if not low <= number <= high:
+        raise NumberProblem(f"{what}, got {quoted(text)}")
+    return number
+
+
+def decimal_number(text: str, low: float, high: float, *, unit: str = "") -> float:
+    """``text`` read as a number from ``low`` to ``high`` (a fraction allowed), else
+    :class:`NumberProblem`; ``unit`` names what it counts (``seconds``)."""
+    what = f"must be a number{f' of {unit}' if unit else ''} from {low:g} to {high:g}"
+    if not _DECIMAL.fullmatch(text):
+        raise NumberProblem(f"{what}, {_got(text)}")
+    number = float(text)
+    if not low <= number <= high:
+        raise NumberProblem(f"{what}, got {quoted(text)}")
+    return number
