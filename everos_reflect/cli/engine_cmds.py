@@ -202,7 +202,9 @@ def strategies_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> N
     finally:
         runtime.close()
     if as_json:
-        emit_json(rows)
+        from everos_reflect.status import strategies_document
+
+        emit_json(strategies_document(rows))
     else:
         _say_strategies(rows)
     for note in notes:
