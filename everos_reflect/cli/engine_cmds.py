@@ -98,7 +98,7 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
         except KeyboardInterrupt:
             engine.shutdown(timeout=30)
             fail("interrupted; the run was asked to stop", 130)
-        outcome = _finished(runtime, outcome)
+        outcome = engine.outcome_of(outcome.run_id or "") or _finished(runtime, outcome)
     if as_json:
         emit_json({**outcome.to_dict(), "via": via})
     else:
