@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, describe
 from everos_reflect.fileio import os_error_text
 from everos_reflect.model import BYTE_ESCAPES, QUOTED_MAX, quoted
 
@@ -272,14 +272,15 @@ def say(message: object = "", *, err: bool = False) -> None:
 
 class _OneLineStderr(logging.Handler):
     """Log records as one line each on the current ``sys.stderr``: the message, and for a
-    record carrying an exception its type and text instead of the traceback."""
+    record carrying an exception what it says (:func:`~everos_reflect.errors.describe`)
+    instead of the traceback."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             text = record.getMessage()
             exc = record.exc_info[1] if record.exc_info else None
             if exc is not None:
-                text += f": {type(exc).__name__}: {exc}"
+                text += f": {describe(exc)}"
             sys.stderr.write(text.translate(_ONE_LINE) + "\n")
         except Exception:
             self.handleError(record)

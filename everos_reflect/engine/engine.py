@@ -40,7 +40,7 @@ from everos_reflect.engine.registry import (
     validate_ome,
 )
 from everos_reflect.engine.triggers import CronTrigger
-from everos_reflect.errors import ConfigError, IndexReadOnly, RootGone
+from everos_reflect.errors import ConfigError, IndexReadOnly, RootGone, describe
 from everos_reflect.fileio import read_config_bytes
 from everos_reflect.index import rebuild, runs
 from everos_reflect.index.db import db_built
@@ -418,9 +418,9 @@ class Engine:
                 outcome = self._attempts(active.run_id, strategy, settings, trigger, force)
         except BaseException as exc:  # bookkeeping itself failed: still release everything
             log.exception("%s: run %s bookkeeping failed", name, active.run_id)
-            outcome = RunOutcome(FAILED, name, active.run_id, error=str(exc))
+            outcome = RunOutcome(FAILED, name, active.run_id, error=describe(exc))
             try:  # and say so in the run record, which otherwise stayed "running"
-                runs.fail(active.conn, active.run_id, f"{type(exc).__name__}: {exc}")
+                runs.fail(active.conn, active.run_id, describe(exc))
             except Exception:
                 log.exception("%s: run %s could not be recorded failed", name, active.run_id)
         finally:
@@ -464,7 +464,7 @@ class Engine:
             except Exception as exc:
                 if self.runtime.root_gone():
                     return self._root_gone(run_id, name, attempt)
-                error = f"{type(exc).__name__}: {exc}"
+                error = describe(exc)
                 log.exception("%s: run %s attempt %d failed", name, run_id, attempt)
                 wait = retry_wait(backoff, attempt)
                 if attempt >= max_attempts or self._stop.wait(wait):

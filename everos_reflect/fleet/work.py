@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from everos_reflect.engine.engine import Engine, overlay_ome, strategies_status
 from everos_reflect.engine.registry import get_strategy
-from everos_reflect.errors import ConfigError, EverosError
+from everos_reflect.errors import ConfigError, EverosError, describe
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import load_settings
 
@@ -400,10 +400,10 @@ def run_root(root: str, name: str, *, force: bool = False,
         result.counts = dict(outcome.counts)
         result.merges = int(outcome.counts.get("merged", 0))
     except (EverosError, sqlite3.Error, OSError) as exc:
-        result.error = f"{type(exc).__name__}: {exc}"
+        result.error = describe(exc)
     except Exception as exc:  # a bug must still come back as this root's failure
         log.exception("%s: %s failed unexpectedly", root, name)
-        result.error = f"{type(exc).__name__}: {exc}"
+        result.error = describe(exc)
     finally:
         if runtime is not None:
             runtime.close()
