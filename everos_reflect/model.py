@@ -857,6 +857,10 @@ MAX_QUERY_CHARS = 10_000
 #: into the prompt of the agent that asked (3,000 lessons citing 200 tasks each: 13 MB); the
 #: CLI's ``reports``/``runs`` took up to 1,000,000/10,000 rows where the API took 1,000.
 LIST_LIMIT, MAX_LIST_LIMIT = 50, 1000
+#: The most tokens a briefing may be given (``max_tokens``; ``briefing --max-tokens``).
+MAX_BRIEFING_TOKENS = 32000
+#: The longest ``trigger`` waits for its run, in seconds (``timeout``; ``--timeout``).
+MAX_TRIGGER_WAIT = 86400
 #: Longest briefing query (the briefing routes by the words of a question, not a document).
 MAX_BRIEFING_QUERY_CHARS = 2_000
 

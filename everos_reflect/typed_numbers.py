@@ -26,6 +26,16 @@ class NumberProblem(ValueError):
     it (``--top-k``, ``query.limit``)."""
 
 
+def whole_words(low: int, high: int) -> str:
+    """What a whole number from ``low`` to ``high`` must be, as every edge says it."""
+    return f"must be a whole number from {low} to {high}"
+
+
+def seconds_words(low: float, high: float) -> str:
+    """What a number of seconds from ``low`` to ``high`` must be, as every edge says it."""
+    return f"must be a number of seconds from {low:g} to {high:g}"
+
+
 def _got(text: str) -> str:
     hint = unplain_number(text)
     return f"got {quoted(text)}" + (f" ({hint})" if hint else "")
@@ -33,7 +43,7 @@ def _got(text: str) -> str:
 
 def whole_number(text: str, low: int, high: int) -> int:
     """``text`` read as a whole number from ``low`` to ``high``, else :class:`NumberProblem`."""
-    what = f"must be a whole number from {low} to {high}"
+    what = whole_words(low, high)
     if not _WHOLE.fullmatch(text):
         raise NumberProblem(f"{what}, {_got(text)}")
     number = int(text)
@@ -42,10 +52,10 @@ def whole_number(text: str, low: int, high: int) -> int:
     return number
 
 
-def decimal_number(text: str, low: float, high: float, *, unit: str = "") -> float:
-    """``text`` read as a number from ``low`` to ``high`` (a fraction allowed), else
-    :class:`NumberProblem`; ``unit`` names what it counts (``seconds``)."""
-    what = f"must be a number{f' of {unit}' if unit else ''} from {low:g} to {high:g}"
+def seconds(text: str, low: float, high: float) -> float:
+    """``text`` read as a number of seconds from ``low`` to ``high`` (a fraction allowed),
+    else :class:`NumberProblem`."""
+    what = seconds_words(low, high)
     if not _DECIMAL.fullmatch(text):
         raise NumberProblem(f"{what}, {_got(text)}")
     number = float(text)

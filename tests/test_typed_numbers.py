@@ -93,3 +93,32 @@ def test_the_cli_and_the_api_accept_and_refuse_the_same_limits_alike(
     api_says = resp.json()["error"]["message"].removeprefix("query.limit: ")
     assert cli_result.stderr.startswith(f"error: Invalid value for '--limit': {api_says}"), (
         cli_result.stderr, api_says)
+
+
+@pytest.mark.parametrize(("args", "option", "route", "body", "field"), [
+    (["search", "q", "--top-k"], "--top-k", "/api/v1/memory/search", {"query": "q"}, "top_k"),
+    (["search", "q", "--passages-per-entry"], "--passages-per-entry", "/api/v1/memory/search",
+     {"query": "q"}, "passages_per_entry"),
+    (["briefing", "q", "--user", "u1", "--max-tokens"], "--max-tokens",
+     "/api/v1/memory/briefing", {"user_id": "u1", "query": "q"}, "max_tokens"),
+    (["add", "--user", "u1", "--subject", "s", "--content", "c", "--importance"],
+     "--importance", "/api/v1/memory/episodes",
+     {"user_id": "u1", "subject": "s", "content": "c"}, "importance"),
+    (["trigger", "reflect_episodes", "--timeout"], "--timeout", "/api/v1/ome/trigger",
+     {"name": "reflect_episodes"}, "timeout"),
+])
+@pytest.mark.parametrize("value", [-1, 100001])
+def test_a_body_number_out_of_bounds_is_refused_in_the_words_of_the_cli_option(
+        root: Path, call: ApiClient, args: list[str], option: str, route: str,
+        body: dict[str, object], field: str, value: int) -> None:
+    cli_result = run(root, *args, str(value))
+    resp = call("POST", route, json={**body, field: value})
+    assert cli_result.exit_code == 2, cli_result.output
+    assert resp.status_code == 422, resp.text
+    api_says = resp.json()["error"]["message"]
+    assert api_says.startswith(f"{field}: must be a "), api_says
+    words = api_says.removeprefix(f"{field}: ").split(", got ")[0]  # "must be … from 1 to 100"
+    assert cli_result.stderr.startswith(
+        f"error: Invalid value for '{option}': {words}, got '{value}'"), (cli_result.stderr,
+                                                                           api_says)
+    assert api_says == f"{field}: {words}, got {value}"

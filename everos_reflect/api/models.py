@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 from pydantic_core import PydanticCustomError
@@ -23,9 +23,11 @@ from everos_reflect.model import (
     LINE_BREAK_RE,
     LIST_LIMIT,
     MAX_BRIEFING_QUERY_CHARS,
+    MAX_BRIEFING_TOKENS,
     MAX_LIST_LIMIT,
     MAX_QUERY_CHARS,
     MAX_SUBJECT_CHARS,
+    MAX_TRIGGER_WAIT,
     NAME_PATTERN,
     blank,
     control_problem,
@@ -33,7 +35,7 @@ from everos_reflect.model import (
     quoted,
     validate_name,
 )
-from everos_reflect.typed_numbers import NumberProblem, whole_number
+from everos_reflect.typed_numbers import NumberProblem, seconds_words, whole_number, whole_words
 
 
 class Strict(BaseModel):
@@ -66,6 +68,47 @@ def _whole(value: object) -> object:
 
 #: An integer field: strict (no strings, no booleans) but accepting a whole float.
 Whole = Annotated[int, BeforeValidator(_whole)]
+
+
+def _whole_between(low: int, high: int) -> Any:
+    def check(value: object) -> object:
+        value = _whole(value)
+        if isinstance(value, int) and not isinstance(value, bool) and not low <= value <= high:
+            raise PydanticCustomError("whole_range", f"{whole_words(low, high)}, got {value}")
+        return value
+
+    return check
+
+
+def whole_between(low: int, high: int) -> Any:
+    """:data:`Whole` from ``low`` to ``high`` (published as the schema's bounds), refused in the
+    words of the CLI option of the same name (``must be a whole number from 1 to 100, got
+    0``): pydantic's "Input should be greater than or equal to 1" said half of it, and not
+    as ``--top-k`` said it."""
+    # the bounds first: wrapped in the validator they were published as "ge"/"le", not as
+    # JSON Schema's minimum/maximum (the validator runs first all the same)
+    return Annotated[int, Field(ge=low, le=high), BeforeValidator(_whole_between(low, high))]
+
+
+def _seconds_between(low: float, high: float) -> Any:
+    def check(value: object) -> object:
+        if isinstance(value, int | float) and not isinstance(value, bool) and \
+                not low <= value <= high:  # NaN too: it compares false with both
+            raise PydanticCustomError("seconds_range", f"{seconds_words(low, high)}, got "
+                                                       f"{value}")
+        return value
+
+    return check
+
+
+TopK = whole_between(1, MAX_TOP_K)
+PassagesPerEntry = whole_between(1, MAX_PASSAGES_PER_ENTRY)
+MaxTokens = whole_between(1, MAX_BRIEFING_TOKENS)
+Importance = whole_between(1, 10)
+ListLimit = whole_between(1, MAX_LIST_LIMIT)
+#: ``trigger``'s wait, as ``--timeout`` bounds it.
+TriggerSeconds = Annotated[float, Field(ge=0, le=MAX_TRIGGER_WAIT),
+                           BeforeValidator(_seconds_between(0, MAX_TRIGGER_WAIT))]
 
 #: "Has a character that shows": not white space in Python's sense (``str.strip``/``split``)
 #: and not an invisible format character (Unicode ``Cf``: U+200B, BOM, joiners), what
@@ -120,7 +163,7 @@ EpisodeIdText = Annotated[str, AfterValidator(_episode_id), Field(
 class SearchRequest(Strict):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
                        json_schema_extra={"pattern": NOT_BLANK})
-    top_k: Whole = Field(5, ge=1, le=MAX_TOP_K)
+    top_k: TopK = 5
     user_id: Name | None = None
     app_id: Name | None = None
     project_id: Name | None = None
@@ -133,8 +176,8 @@ class SearchRequest(Strict):
         description="Entry kinds to search (episode, atomic_fact, insight, ...); default "
                     "episode. Not empty: an empty list searched nothing and found nothing.")
     include_stale: bool = False
-    passages_per_entry: Whole = Field(
-        PASSAGES_PER_ENTRY, ge=1, le=MAX_PASSAGES_PER_ENTRY,
+    passages_per_entry: PassagesPerEntry = Field(
+        PASSAGES_PER_ENTRY,
         description="Items one entry may fill (its best passage and further ones, same id); "
                     "1 = one item per entry. Hybrid search of Episodes only; top_k counts "
                     "items.")
@@ -156,13 +199,13 @@ class EpisodeRequest(Strict):
     timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
                                   json_schema_extra={"format": "date-time"})
     session_id: Name | None = None
-    importance: Annotated[int, Field(ge=1, le=10), BeforeValidator(_whole)] | None = None
+    importance: Importance | None = None
 
 
 class TriggerRequest(Strict):
     name: str = Field(min_length=1, max_length=200,
                       description="Strategy name, e.g. reflect_episodes.")
-    timeout: float = Field(120.0, ge=0, le=86400, description="Seconds to wait for the run.")
+    timeout: TriggerSeconds = Field(120.0, description="Seconds to wait for the run.")
     force: bool = Field(False, description="Run even when the strategy is disabled.")
 
 
@@ -208,7 +251,7 @@ class BriefingRequest(Strict):
     query: str = Field(min_length=1, max_length=MAX_BRIEFING_QUERY_CHARS,
                        json_schema_extra={"pattern": NOT_BLANK})
     task_type: Name | None = Field(None, description="Adds the lessons of this task type.")
-    max_tokens: Whole = Field(1000, ge=1, le=32000,
+    max_tokens: MaxTokens = Field(1000,
                             description="Budget of the whole block, in the bundled tokenizer's "
                                         "tokens.")
 
@@ -243,8 +286,8 @@ class LessonsQuery(Strict):
     user_id: Name | None = Field(None, description="One user; default: every user.")
     app_id: Name | None = None
     project_id: Name | None = None
-    limit: Whole = Field(LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT,
-                         description="The most lessons answered, most confirmed first "
+    limit: ListLimit = Field(LIST_LIMIT,
+                             description="The most lessons answered, most confirmed first "
                                      "(`total` counts them all).")
 
 
@@ -275,8 +318,8 @@ class InsightsQuery(Strict):
     app_id: Name | None = None
     project_id: Name | None = None
     include_stale: bool = False
-    limit: Whole = Field(LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT,
-                         description="The most insights answered, newest first (`total` "
+    limit: ListLimit = Field(LIST_LIMIT,
+                             description="The most insights answered, newest first (`total` "
                                      "counts them all).")
 
 

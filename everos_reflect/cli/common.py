@@ -63,16 +63,15 @@ class WholeRange(click.IntRange):
 
 class SecondsRange(click.FloatRange):
     """A number-of-seconds option read as :class:`WholeRange` reads a whole number
-    (:func:`~everos_reflect.typed_numbers.decimal_number`): ``2.5`` or ``.5``, never ``nan``,
+    (:func:`~everos_reflect.typed_numbers.seconds`): ``2.5`` or ``.5``, never ``nan``,
     ``inf``, ``1e3``, ``+5`` or `` 5``."""
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> Any:
-        from everos_reflect.typed_numbers import NumberProblem, decimal_number
+        from everos_reflect.typed_numbers import NumberProblem, seconds
 
         try:
-            return decimal_number(str(value), float(self.min), float(self.max),  # type: ignore[arg-type]
-                                  unit="seconds")
+            return seconds(str(value), float(self.min), float(self.max))  # type: ignore[arg-type]
         except NumberProblem as exc:
             self.fail(str(exc), param, ctx)
 

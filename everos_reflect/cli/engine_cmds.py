@@ -22,7 +22,7 @@ from everos_reflect.cli.common import (
     root_option,
     say,
 )
-from everos_reflect.model import MAX_LIST_LIMIT
+from everos_reflect.model import MAX_LIST_LIMIT, MAX_TRIGGER_WAIT
 
 if TYPE_CHECKING:
     from everos_reflect.engine.engine import RunOutcome
@@ -53,7 +53,7 @@ TRIGGER_EXIT_CODES = {"ok": 0, "failed": 1, "busy": 1, "partial": 3, "disabled":
 @click.argument("name")
 @root_option
 @click.option("--force", is_flag=True, help="Run even if the strategy is disabled.")
-@click.option("--timeout", type=SecondsRange(0, 86400), default=120.0, show_default=True,
+@click.option("--timeout", type=SecondsRange(0, MAX_TRIGGER_WAIT), default=120.0, show_default=True,
               help="Seconds to wait for the run.")
 @fleet_defaults_option
 @json_option
