@@ -9,7 +9,7 @@ schema), sizes are bounded here.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
@@ -36,6 +36,18 @@ from everos_reflect.model import (
     validate_name,
 )
 from everos_reflect.typed_numbers import NumberProblem, seconds_words, whole_number, whole_words
+
+
+def empty_problem(problem: Mapping[str, Any]) -> str | None:
+    """"must not be empty" for pydantic's error of an empty text or list where one character or
+    item is the least (``min_length=1``), else ``None``: ``"query": ""`` was "String should
+    have at least 1 character" and ``"kinds": []`` "List should have at least 1 item after
+    validation, not 0", where a blank ``"query": "  "`` was "must not be empty". The API, MCP
+    and the CLI (``briefing ''``) say it alike."""
+    if problem.get("type") in ("string_too_short", "too_short") and \
+            (problem.get("ctx") or {}).get("min_length") == 1:
+        return "must not be empty"
+    return None
 
 
 class Strict(BaseModel):
