@@ -364,6 +364,13 @@ def indexed_text(subject: str | None, summary: str | None, content: str | None) 
     guard warms the cache with a narrative before it is written), so both hit one cache key."""
     return "\n".join(p for p in (subject, summary, content) if p)
 
+def malformed_relation_id(shown: str) -> str:
+    """The one message for a value (``shown``, quoted) without a relation id's form, where
+    only a relation id is taken (``resolve``, the API's ``/relations/{rel_id}/resolve``): the
+    CLI gave an Episode's id as the example."""
+    return f"invalid relation id {shown}: expected e.g. rel_20261012_0001"
+
+
 def malformed_entry_id(shown: str) -> str:
     """The one message for a value (``shown``, quoted) without an entry id's form, at every
     edge: the API and MCP gave an insight's id as the example, the CLI an Episode's."""

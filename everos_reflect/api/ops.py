@@ -24,6 +24,7 @@ from everos_reflect.model import (
     QUOTED_MAX,
     Kind,
     UserRef,
+    malformed_relation_id,
     new_episode,
     quoted_value,
     shown_key,
@@ -126,8 +127,7 @@ def _id_problem(value: Any, what: str) -> errors.InvalidId | None:
             # an insight id quoted the raw pattern; "rel_…\x00" was told to use the
             # characters of a user id, which it did not fail for
             if not re.fullmatch(RELATION_ID_PATTERN, str(value)):
-                raise errors.InvalidId(f"invalid relation id {quoted_value(value)}: expected "
-                                       "e.g. rel_20261012_0001")
+                raise errors.InvalidId(malformed_relation_id(quoted_value(value)))
         else:
             validate_name(value, what)
     except errors.InvalidId as exc:
