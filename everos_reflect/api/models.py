@@ -38,15 +38,21 @@ from everos_reflect.model import (
 from everos_reflect.typed_numbers import NumberProblem, seconds_words, whole_number, whole_words
 
 
-def empty_problem(problem: Mapping[str, Any]) -> str | None:
-    """"must not be empty" for pydantic's error of an empty text or list where one character or
-    item is the least (``min_length=1``), else ``None``: ``"query": ""`` was "String should
-    have at least 1 character" and ``"kinds": []`` "List should have at least 1 item after
-    validation, not 0", where a blank ``"query": "  "`` was "must not be empty". The API, MCP
-    and the CLI (``briefing ''``) say it alike."""
-    if problem.get("type") in ("string_too_short", "too_short") and \
-            (problem.get("ctx") or {}).get("min_length") == 1:
+def size_problem(problem: Mapping[str, Any]) -> str | None:
+    """pydantic's error of a text or list of the wrong size in a person's words, else
+    ``None``: "must not be empty" where one character or item is the least (``min_length=1``;
+    ``"query": ""`` was "String should have at least 1 character" and ``"kinds": []`` "List
+    should have at least 1 item after validation, not 0", where a blank ``"query": "  "`` was
+    "must not be empty"), and for one too long the most and how long it is (``must be at most
+    2,000 characters, got 3,000``: "String should have at most 2000 characters" did not say
+    by how much). The API, MCP and the CLI (``briefing``, ``lessons``) say it alike."""
+    kind, ctx, given = problem.get("type"), problem.get("ctx") or {}, problem.get("input")
+    if kind in ("string_too_short", "too_short") and ctx.get("min_length") == 1:
         return "must not be empty"
+    if kind == "string_too_long" and isinstance(given, str) and "max_length" in ctx:
+        return f"must be at most {ctx['max_length']:,} characters, got {len(given):,}"
+    if kind == "too_long" and isinstance(given, list | tuple) and "max_length" in ctx:
+        return f"must hold at most {ctx['max_length']:,} items, got {len(given):,}"
     return None
 
 

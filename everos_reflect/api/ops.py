@@ -207,7 +207,7 @@ def validation_message(problems: Sequence[Any]) -> str:
     named by its key), so each is shown as :func:`~everos_reflect.model.shown_key` writes
     it, and only the first :data:`PROBLEMS_MAX` problems are listed: a 5,000-character key
     was echoed whole, and 3,000 unknown keys made a 116 kB message."""
-    from everos_reflect.api.models import empty_problem
+    from everos_reflect.api.models import size_problem
 
     parts = []
     for err in problems[:PROBLEMS_MAX]:
@@ -222,7 +222,7 @@ def validation_message(problems: Sequence[Any]) -> str:
             message = f"{message}, got {quoted_value(err.get('input'))}"
         elif err.get("type") in JSON_TAKES and "input" in err and _in_json(err):
             message = f"must be {JSON_TAKES[err['type']]}, got {json_got(err['input'])}"
-        message = empty_problem(err) or message
+        message = size_problem(err) or message
         parts.append(f"{where}: {message or 'invalid'}")
     if len(problems) > PROBLEMS_MAX:
         parts.append(f"and {len(problems) - PROBLEMS_MAX:,} more problems")

@@ -410,12 +410,12 @@ def validated(model: type[M], **fields: Any) -> M:
 def _reason(problem: Any) -> str:
     """pydantic's message, or the domain error a validator raised as it is: pydantic wraps it
     in "Value error, …", which the CLI printed ("task_type: Value error, invalid task_type")
-    where the API says the same thing without it. An empty text or list in the API's words
-    (:func:`~everos_reflect.api.models.empty_problem`)."""
-    from everos_reflect.api.models import empty_problem  # loaded: the model is one of them
+    where the API says the same thing without it. A text or list of the wrong size is said in
+    the API's words (:func:`~everos_reflect.api.models.size_problem`)."""
+    from everos_reflect.api.models import size_problem  # loaded: the model is one of them
 
     cause = (problem.get("ctx") or {}).get("error")
-    return empty_problem(problem) or (str(cause) if isinstance(cause, Exception)
+    return size_problem(problem) or (str(cause) if isinstance(cause, Exception)
                                       else str(problem["msg"]))
 
 
