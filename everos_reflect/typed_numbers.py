@@ -46,6 +46,10 @@ def whole_number(text: str, low: int, high: int) -> int:
     what = whole_words(low, high)
     if not _WHOLE.fullmatch(text):
         raise NumberProblem(f"{what}, {_got(text)}")
+    # more digits than any bound has is out of range, never read: int() of 5,000 digits
+    # raised ValueError ("Exceeds the limit (4300 digits) …"), a traceback at the CLI
+    if len(text.lstrip("-").lstrip("0")) > len(str(max(abs(low), abs(high)))):
+        raise NumberProblem(f"{what}, got {quoted(text)}")
     number = int(text)
     if not low <= number <= high:
         raise NumberProblem(f"{what}, got {quoted(text)}")

@@ -122,3 +122,22 @@ def test_a_body_number_out_of_bounds_is_refused_in_the_words_of_the_cli_option(
         f"error: Invalid value for '{option}': {words}, got '{value}'"), (cli_result.stderr,
                                                                            api_says)
     assert api_says == f"{field}: {words}, got {value}"
+
+
+@pytest.mark.parametrize("digits", [20, 5000])
+def test_a_number_of_thousands_of_digits_is_out_of_range_not_a_traceback(
+        root: Path, call: ApiClient, digits: int) -> None:
+    # int() refuses more than 4,300 digits with a ValueError: a traceback at the CLI, and
+    # Python's "use sys.set_int_max_str_digits()" in the API's answer
+    value = "9" * digits
+    result = run(root, "search", "q", "--top-k", value)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "int_max_str_digits" not in result.output
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: Invalid value for '--top-k': must be a whole number from 1 "
+                           "to 100, got '9999"), line
+    resp = call("GET", f"/api/v1/ome/runs?limit={value}")
+    assert resp.status_code == 422, resp.text
+    message = resp.json()["error"]["message"]
+    assert message.startswith("query.limit: must be a whole number from 1 to 1000, got '9999")
+    assert "int_max_str_digits" not in message
