@@ -141,3 +141,14 @@ def test_a_number_of_thousands_of_digits_is_out_of_range_not_a_traceback(
     message = resp.json()["error"]["message"]
     assert message.startswith("query.limit: must be a whole number from 1 to 1000, got '9999")
     assert "int_max_str_digits" not in message
+
+
+def test_a_body_number_of_many_digits_is_quoted_short(call: ApiClient) -> None:
+    # JSON reads up to 4,300 digits: the message echoed every one of them
+    body = '{"query": "q", "top_k": -' + "9" * 4000 + "}"
+    resp = call("POST", "/api/v1/memory/search", content=body,
+                headers={"content-type": "application/json"})
+    assert resp.status_code == 422, resp.text
+    message = resp.json()["error"]["message"]
+    assert message.startswith("top_k: must be a whole number from 1 to 100, got -9999")
+    assert message.endswith("(4,001 characters)") and len(message) < 200, message

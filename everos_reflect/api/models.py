@@ -33,6 +33,7 @@ from everos_reflect.model import (
     control_problem,
     malformed_entry_id,
     quoted,
+    quoted_value,
     validate_name,
 )
 from everos_reflect.typed_numbers import NumberProblem, seconds_words, whole_number, whole_words
@@ -92,7 +93,8 @@ def _whole_between(low: int, high: int) -> Any:
     def check(value: object) -> object:
         value = _whole(value)
         if isinstance(value, int) and not isinstance(value, bool) and not low <= value <= high:
-            raise PydanticCustomError("whole_range", f"{whole_words(low, high)}, got {value}")
+            raise PydanticCustomError("whole_range", f"{whole_words(low, high)}, got "
+                                                     f"{quoted_value(value)}")
         return value
 
     return check
@@ -113,7 +115,7 @@ def _seconds_between(low: float, high: float) -> Any:
         if isinstance(value, int | float) and not isinstance(value, bool) and \
                 not low <= value <= high:  # NaN too: it compares false with both
             raise PydanticCustomError("seconds_range", f"{seconds_words(low, high)}, got "
-                                                       f"{value}")
+                                                       f"{quoted_value(value)}")
         return value
 
     return check
