@@ -46,11 +46,13 @@ def whole_number(text: str, low: int, high: int) -> int:
     what = whole_words(low, high)
     if not _WHOLE.fullmatch(text):
         raise NumberProblem(f"{what}, {_got(text)}")
-    # more digits than any bound has is out of range, never read: int() of 5,000 digits
-    # raised ValueError ("Exceeds the limit (4300 digits) …"), a traceback at the CLI
-    if len(text.lstrip("-").lstrip("0")) > len(str(max(abs(low), abs(high)))):
+    # read without its leading zeros, and more digits than any bound has is out of range,
+    # never read: int() of 5,000 digits (zeros too) raised ValueError ("Exceeds the limit
+    # (4300 digits) …"), a traceback at the CLI
+    digits = text.lstrip("-").lstrip("0") or "0"
+    if len(digits) > len(str(max(abs(low), abs(high)))):
         raise NumberProblem(f"{what}, got {quoted(text)}")
-    number = int(text)
+    number = -int(digits) if text.startswith("-") else int(digits)
     if not low <= number <= high:
         raise NumberProblem(f"{what}, got {quoted(text)}")
     return number

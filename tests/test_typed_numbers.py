@@ -152,3 +152,13 @@ def test_a_body_number_of_many_digits_is_quoted_short(call: ApiClient) -> None:
     message = resp.json()["error"]["message"]
     assert message.startswith("top_k: must be a whole number from 1 to 100, got -9999")
     assert message.endswith("(4,001 characters)") and len(message) < 200, message
+
+
+@pytest.mark.parametrize(("value", "read"), [("0" * 4999 + "5", True), ("0" * 5000, False)])
+def test_leading_zeros_by_the_thousand_are_read_as_the_number(
+        root: Path, call: ApiClient, value: str, read: bool) -> None:
+    resp = call("GET", f"/api/v1/ome/runs?limit={value}")
+    result = run(root, "runs", "--limit", value, "--json")
+    assert "Traceback" not in result.output and "int_max_str_digits" not in resp.text
+    assert (resp.status_code == 200) == read == (result.exit_code == 0), (resp.text,
+                                                                          result.output)
