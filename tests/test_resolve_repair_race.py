@@ -131,3 +131,17 @@ def test_resolve_refuses_an_edge_the_repair_resolved_first(rt: Runtime) -> None:
     with pytest.raises(ResolveRefused, match="is resolved, not active"):
         resolve_relation(rt, ADA, edge.id, NOTE)
     assert rt.store.get(ADA, edge.id).meta["resolution"] == automatic
+
+
+def test_resolve_refuses_an_archived_edge(rt: Runtime) -> None:
+    """An edge a hand edit archived (``deprecated_entries``) is in no listing and no census:
+    resolved, it answered "resolved" and kept the note where nothing shows it."""
+    edge, _ = superseded_edge(rt)
+    (other,) = rt.store.append_many(ADA, Kind.RELATION, [
+        ({"timestamp": "2026-10-12T08:00:00+00:00", "relation_type": "self_contradiction",
+          "between": edge.meta["between"], "status": "active"}, {"Relation": "Tension, again."})])
+    rt.store.deprecate(ADA, {edge.id: other.id})
+    with pytest.raises(ResolveRefused, match=f"is archived \\(replaced by {other.id}\\)"):
+        resolve_relation(rt, ADA, edge.id, NOTE)
+    meta = rt.store.get(ADA, edge.id).meta
+    assert meta["status"] == "active" and "resolution" not in meta

@@ -129,6 +129,9 @@ def resolve_relation(runtime: Runtime, ref: UserRef, rel_id: str, note: str) -> 
     with runtime.store.lock(runtime.store.path_for_id(ref, rel_id)):
         entry = runtime.store.get(ref, rel_id)
         status = beliefs.status_of(entry)
+        if entry.deprecated_by:  # `relations` lists it no more, nor does the census count it
+            raise ResolveRefused(f"{rel_id} is archived (replaced by {entry.deprecated_by}): "
+                                 "nothing to resolve")
         if status != beliefs.ACTIVE:
             raise ResolveRefused(f"{rel_id} is {status}, not active: nothing to resolve")
         updated = runtime.store.update_meta(ref, rel_id, {
