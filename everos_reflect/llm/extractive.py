@@ -1502,13 +1502,22 @@ def _undergone(text: str) -> tuple[str, frozenset[str]] | None:
     return head or words[-1], frozenset(words)
 
 
+#: English verbs of holding a thing (:func:`_introduced`): "has", "owns", "rents", "keeps",
+#: "drives", "bought", ... A thing someone takes or catches ("takes a tram", "catches a
+#: train") is a service they use, not one of theirs.
+_HOLDS = ("has|have|had|owns?|owned|rents?|rented|leases?|leased|keeps?|kept|holds?|held"
+          "|drives?|rides?|bought|got|runs?")
+
+
 def _introduced(old: _Sentence, head: str) -> bool:
-    """Does ``old`` introduce a thing of ``head``'s with "a"/"an" ("Bea has an old car.",
-    "Bea rents a flat in Leeds.")? Then "the car" or "her flat" of a later sentence is that
-    one thing, and its passive end ends it; "Zoe takes the tram." names no one tram, and
-    "The tram was cancelled." ends nothing of hers."""
-    return re.search(rf"\b(?:a|an)\s+(?:[\w'’-]+\s+){{0,2}}{re.escape(head)}\w{{0,2}}\b",
-                     old.text, re.IGNORECASE) is not None
+    """Does ``old`` introduce a thing of ``head``'s it holds, with "a"/"an" after a verb of
+    holding (:data:`_HOLDS`: "Bea has an old car.", "Bea rents a flat in Leeds.")? Then "the
+    car" or "her flat" of a later sentence is that one thing, and its passive end ends it;
+    "Zoe takes the tram." names no one tram, and in "Zoe takes a tram." the tram is a
+    service she uses, not hers: "The tram was cancelled." ends nothing of hers (it had been
+    written as her current state)."""
+    return re.search(rf"\b(?:{_HOLDS})\s+(?:a|an)\s+(?:[\w'’-]+\s+){{0,2}}"
+                     rf"{re.escape(head)}\w{{0,2}}\b", old.text, re.IGNORECASE) is not None
 
 
 def _ends(old: _Sentence, new: _Sentence) -> bool:
