@@ -241,6 +241,11 @@ def waiting(records: dict[str, Entry], aside: set[tuple[str, str]], sent: SentWi
 #: ``needs_llm`` and the poll, seeing the same stale insight, fired the next run once the
 #: cooldown was over, for ever.
 WAITS_FOR_LLM = "needs_llm:"
+#: Cursor rows ``waiting_on_cited:<insight id>``: the stale insights an offline run left
+#: waiting for a stale insight they cite (:func:`held_by_cited`), which only a model can
+#: judge first. Counted with :data:`WAITS_FOR_LLM` by ``status`` (:meth:`unavailable`): it
+#: said "1 stale insight waits for a language model" while the run counted two.
+WAITS_ON_CITED = "waiting_on_cited:"
 
 
 def new_to_judge(records: dict[str, Entry], consumed: set[tuple[str, str]], sent: SentWith,
@@ -253,16 +258,18 @@ def new_to_judge(records: dict[str, Entry], consumed: set[tuple[str, str]], sent
 
 
 def _note_needs_llm(rt: Runtime, ref: UserRef, noted: Mapping[str, str], run_id: str,
-                    *, complete: bool) -> None:
+                    *, complete: bool, held: Mapping[str, str] | None = None) -> None:
     """Keep ``noted`` (insight id → :func:`aside_key`) as the owner's :data:`WAITS_FOR_LLM`
-    rows; ``complete`` (the run looked at every stale insight of the owner): drop the rows
-    of insights it did not find waiting for a model any more."""
+    rows and ``held`` (the same, of insights waiting on a cited one) as its
+    :data:`WAITS_ON_CITED` rows; ``complete`` (the run looked at every stale insight of the
+    owner): drop the rows of insights it did not find waiting for a model any more."""
     conn = rt.db()
     rows = {(WAITS_FOR_LLM + i, key) for i, key in noted.items()}
+    rows |= {(WAITS_ON_CITED + i, key) for i, key in (held or {}).items()}
     with transaction(conn):
         if complete:
             old = {row for row in cursors.consumed(conn, NAME, ref)
-                   if row[0].startswith(WAITS_FOR_LLM)}
+                   if row[0].startswith((WAITS_FOR_LLM, WAITS_ON_CITED))}
             cursors.forget(conn, NAME, ref, old - rows)
         cursors.advance(conn, NAME, ref, dict(rows), run_id)
 
@@ -423,13 +430,23 @@ class RevalidateInsights(Strategy):
 
         if llm_provider(runtime) != "extractive" or not db_built(runtime.root):
             return None  # an unbuilt index is not created to answer (status would count it)
-        waiting_ids = {i for _, i, _, _ in cursors.rows(runtime.db(), NAME)
-                       if i.startswith(WAITS_FOR_LLM)}
-        if not waiting_ids:
+        # per owner (ids are unique per user only), an insight once however many keys it
+        # was noted under; those waiting on a cited insight wait for the model too
+        judged: set[tuple[UserRef, str]] = set()
+        held: set[tuple[UserRef, str]] = set()
+        for ref, row_id, _, _ in cursors.rows(runtime.db(), NAME):
+            if row_id.startswith(WAITS_FOR_LLM):
+                judged.add((ref, row_id.removeprefix(WAITS_FOR_LLM)))
+            elif row_id.startswith(WAITS_ON_CITED):
+                held.add((ref, row_id.removeprefix(WAITS_ON_CITED)))
+        held -= judged
+        if not judged and not held:
             return None
-        return (f"{NEEDS_LLM}: {len(waiting_ids)} stale insight(s) wait for a language model "
-                "to keep, revise or retire them; the extractive provider cannot judge a text "
-                "(set [llm] provider = \"openai\" with a base_url/api_key)")
+        behind = (f" ({len(held)} of them until a stale insight they cite is judged)"
+                  if held else "")
+        return (f"{NEEDS_LLM}: {len(judged) + len(held)} stale insight(s) wait for a language "
+                f"model to keep, revise or retire them{behind}; the extractive provider cannot "
+                "judge a text (set [llm] provider = \"openai\" with a base_url/api_key)")
 
     def idle_reason(self, runtime: Runtime, settings: Mapping[str, Any],
                     counts: Mapping[str, int]) -> str | None:
@@ -494,7 +511,11 @@ class RevalidateInsights(Strategy):
                                  "they cite to be judged first: %s", NAME, ref, len(held),
                                  "; ".join(f"{i} (cites {', '.join(c)})"
                                            for i, c in list(held.items())[:10]))
-                _note_needs_llm(rt, ref, noted, ctx.run_id, complete=True)
+                # offline, what they wait for is a model's verdict on the cited one
+                waits = ({e.id: aside_key(e, current_evidence(e, records), sent)
+                          for e in stale_insights(records) if e.id in held}
+                         if rt.llm.provider == "extractive" else {})
+                _note_needs_llm(rt, ref, noted, ctx.run_id, complete=True, held=waits)
                 return True
             hit = ctx.limit_reached()
             if hit:
