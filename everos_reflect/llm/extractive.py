@@ -273,6 +273,25 @@ _NAMED_TIME_RE = re.compile(
     r"\b(?i:for|during|throughout)\s+(?:the\s+)?(?:January|February|March|April|May|June"
     r"|July|August|September|October|November|December|Lent|Advent|Ramadan|Easter|Christmas"
     r"|Passover|Diwali|Hanukkah|New Year)\b")
+#: "during" and the rest of its clause: the time an end happened in (:func:`_kept_from`)
+_DURING_RE = re.compile(r"\s(?i:during)\s[^,;:.!?]*")
+
+
+def _kept_from(text: str) -> bool:
+    """Is the end ``text`` tells of a stop bounded by a named time or a span
+    (:data:`_BOUNDED_STOP_RE`, :data:`_NAMED_TIME_RE`)? "during" bounds only a stop of
+    something kept from, told without a determiner ("quit meat during Ramadan", "stopped
+    eating chocolate during Ramadan"); the end of a thing of one's own ("quit her job during
+    Ramadan", "sold the car during Easter") happened during that time, which dates it: it
+    had been read as a temporary stop, so the job read as still held. "for" and
+    "throughout" bound either ("gave up her flat for Lent")."""
+    m = _ENDED_RE.search(text)
+    after = _WORD_RE.match(text[m.end():].lstrip()) if m else None
+    if after is not None and after.group().lower() in _DETERMINERS:
+        text = _DURING_RE.sub("", _clause(text))  # "During Ramadan Noor quit her job." too
+    return bool(_BOUNDED_STOP_RE.search(text) or _NAMED_TIME_RE.search(text))
+
+
 #: English phrases placing an event on one occasion ("skipped the gym this week", "called in
 #: sick yesterday", "swam on Sunday"): with a verb in the past, one time, not a habit.
 _OCCASION_RE = re.compile(
@@ -376,8 +395,8 @@ class _Sentence:
             self.then = False
         self.passing = False
         if self.past or self.ended is not None:  # "works until six" is a habit
-            if _TEMPORARY_RE.search(self.text) or (self.ended is not None and (
-                    _BOUNDED_STOP_RE.search(self.text) or _NAMED_TIME_RE.search(self.text))):
+            if _TEMPORARY_RE.search(self.text) or (self.ended is not None
+                                                  and _kept_from(self.text)):
                 self.passing, self.ended = True, None
             else:
                 self.passing = self.past and _OCCASION_RE.search(self.text) is not None
