@@ -359,6 +359,10 @@ class _Sentence:
     #: was sold.", "Her flat in Leeds was let go."): its head word (:func:`_undergone`), else
     #: None; :attr:`ended` then holds the noun phrase's words
     undergone: str | None = field(init=False)
+    #: tells that the subject, a person, lost their job, told in the passive ("Bea was let
+    #: go.", "Bea got laid off.": :func:`_dismissed`); :attr:`ended` then holds what a
+    #: "from"/"by" names ("let go from Arup"), else nothing
+    dismissed: bool = field(init=False)
     #: tells of a state held as well as another ("plays golf now too", "also keeps a
     #: rabbit", "speaks Italian as well": :data:`_ADDS_RE`): it replaces nothing
     adds: bool = field(init=False)
@@ -389,6 +393,11 @@ class _Sentence:
             passive = _undergone(self.text)
             if passive is not None:
                 self.undergone, self.ended = passive
+        self.dismissed = False
+        if self.undergone is None and not (self.question or self.wish):
+            employer = _dismissed(self.text)
+            if employer is not None:
+                self.dismissed, self.ended = True, employer
         if self.then and self.ended and not about_earlier_time(_AGO_RE.sub("", self.text)):
             # an end told with how long ago ("Rafa left Madrid two years ago.") is an end,
             # as one told with "yesterday" is; "gave up meat as a teenager" stays then
@@ -1528,6 +1537,36 @@ _HOLDS = ("has|have|had|owns?|owned|rents?|rented|leases?|leased|keeps?|kept|hol
           "|drives?|rides?|bought|got|runs?")
 
 
+#: English passive of a dismissal: "was let go", "got laid off", "has been fired", "was
+#: made redundant", what follows it after.
+_DISMISSAL_RE = re.compile(
+    r"\b(?:was|were|got|(?:has|have|had) been)\s+(?:\w+ly\s+)?(?:let go|laid off|fired(?!\s+up\b)"
+    r"|sacked|dismissed|made redundant)\b(?P<rest>[^,;:.!?]*)", re.IGNORECASE)
+#: Words of a sentence that says where someone works ("works at Arup", "has a job at the
+#: museum", "is employed by the council"): the state a dismissal ends (:func:`_ends`).
+_WORK_RE = re.compile(r"\b(?:works?|working|jobs?|employed|employer|career)\b", re.IGNORECASE)
+
+
+def _dismissed(text: str) -> frozenset[str] | None:
+    """What ``text`` tells a person was let go from ("Bea was let go from Arup." →
+    ``{"arup"}``), or nothing (``frozenset()``: "Bea was let go.", "She got laid off last
+    week."); None when it tells of no dismissal of its subject. A sentence opening with a
+    noun phrase tells of a thing ("Her flat in Leeds was let go.": :func:`_undergone`).
+    "let go" named nothing that ended (no object follows it), so "Bea works at Arup." /
+    "Bea was let go." kept no current state. English only."""
+    clause = _clause(text)
+    m = _DISMISSAL_RE.search(clause)
+    if m is None or _NOUN_PHRASE_RE.match(clause) is not None:
+        return None
+    rest = _WHEN_RE.split(m.group("rest"), maxsplit=1)[0]
+    place = re.match(r"\s*(?:from|by|at)\s+(.*)", rest, re.IGNORECASE)
+    if place is None:
+        return frozenset()
+    return frozenset(_fold_plural(w.lower().replace("'", ""))
+                     for w in _WORD_RE.findall(place.group(1))
+                     if w.lower() not in STOPWORDS and w.lower() not in NEGATIONS)
+
+
 def _introduced(old: _Sentence, head: str) -> bool:
     """Does ``old`` introduce a thing of ``head``'s it holds, with "a"/"an" after a verb of
     holding (:data:`_HOLDS`: "Bea has an old car.", "Bea rents a flat in Leeds.")? Then "the
@@ -1550,6 +1589,10 @@ def _ends(old: _Sentence, new: _Sentence) -> bool:
     threshold), and the pair kept no current state. An earlier end counts by what it went to
     ("Tariq left Initech for Hooli." / "Tariq left Hooli for Initech."); two ends of two
     things ("quit the chess club" / "quit the tennis club") are two events."""
+    if new.dismissed and new.ended == frozenset():  # "Bea was let go.": her job, unnamed
+        # (a layoff "for a month" is temporary: ended None, no end)
+        return (old.ended is None and not old.dismissed and _WORK_RE.search(old.text) is not None
+                and len(old.stems - {old.subject or ""}) <= END_CONTEXT_WORDS + 1)
     if not new.ended or (new.undergone is not None and not _introduced(old, new.undergone)):
         return False
     # an earlier end names what it went to: "left Initech for Hooli." / "left Hooli for ..."
