@@ -89,12 +89,14 @@ of the narrative, the source Episodes it stands for (see :mod:`everos_reflect.pr
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from difflib import SequenceMatcher
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -742,8 +744,49 @@ def _opening_verb(sentence: str, first: str) -> bool:
             continue  # the rest of a name: "Ahmed Khan", "Visited Ben Nevis"
         w = word.lower()
         return not (w in _AUXILIARIES or w in {"and", "or"} or _past_form(w)
-                    or (len(w) > 3 and w.endswith("s") and not w.endswith("ss")))
+                    or (len(w) > 3 and w.endswith("s") and not w.endswith("ss")
+                        and not _regular_past(lower)))
     return True
+
+
+@cache
+def _english_words() -> frozenset[str]:
+    """The whole words (letters only) of the bundled MiniLM tokenizer's vocabulary: the one
+    English word list this package ships (names and pieces of words among them). Empty when
+    it cannot be read, so every "-ed" word before a word in "-s" reads as a name, as before."""
+    from everos_reflect.embedding.local import default_tokenizer_path
+
+    try:
+        vocab = json.loads(default_tokenizer_path().read_text("utf-8"))["model"]["vocab"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
+    return frozenset(w for w in vocab if isinstance(w, str) and w.isascii() and w.isalpha())
+
+
+_VOWELS = "aeiou"
+
+
+def _regular_past(word: str) -> bool:
+    """Is ``word`` (lower case, in "-ed") a verb's past by English spelling: a word of
+    :func:`_english_words`, three letters at least, and "ed" ("booked"), "d" ("hiked"), its
+    last consonant doubled and "ed" ("planned"), or "ied" for its "y" ("tried")? A one-
+    syllable word ending in one vowel and one consonant doubles it ("jar" → "jarred"), so
+    "Jared" and "Hamed" are no pasts of "jar" and "ham"; "Ahmed", "Fred", "Alfred" and
+    "Mildred" are no word's. Before "flights" such a word had been read as a name ("Booked
+    flights to Rome.": a person "Booked"), as "Ahmed lives in Leeds." must be."""
+    if not word.endswith("ed"):
+        return False
+    stem = word[:-2]
+    candidates = [word[:-1]]
+    groups = re.findall(rf"[{_VOWELS}]+", stem)
+    if not (len(groups) == 1 and re.search(rf"[^{_VOWELS}][{_VOWELS}][^{_VOWELS}wxy]$", stem)):
+        candidates.append(stem)  # "book", "visit"; not "jar" of "jared"
+    if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in _VOWELS:
+        candidates.append(stem[:-1])  # "plan" of "planned"
+    if word.endswith("ied"):
+        candidates.append(word[:-3] + "y")  # "try" of "tried"
+    words = _english_words()
+    return any(len(c) >= 3 and c in words for c in candidates)
 
 
 def _resolve_pronoun(
@@ -1123,10 +1166,12 @@ def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
     if (_other_holder(old, new) or old.then != new.then or _asks_apart(old, new)
             or old.wish != new.wish or old.slot != new.slot or old.passing != new.passing
             or (old.ended is None) != (new.ended is None)
-            or (old.ended and new.ended and old.ended != new.ended)):
+            or (old.ended and new.ended and old.ended != new.ended)
+            or _replaces(old, new) or _replaces(new, old)):
         return False  # another holder, then against now, a question or a wish against a
-        # fact, an end against what it ended ("Tariq quit the chess club."), or the ends of
-        # two things ("left Initech for Hooli." / "left Hooli for Initech.": the same words)
+        # fact, an end against what it ended ("Tariq quit the chess club."), the ends of
+        # two things ("left Initech for Hooli." / "left Hooli for Initech.": the same words),
+        # or an event and the one said to replace it ("changed the order to a green sofa")
     return _restates(new, old) or (new.markers == old.markers
                                    and _similar(new, old, sims) >= paraphrase
                                    and not _swaps_value(old, new)
@@ -1259,7 +1304,7 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
             or (new.then and not old.then) or (new.wish and not old.wish)
             or old.question or new.question or old.slot or new.slot
             or (old.past and new.past and not _flips(old, new) and not changes
-                and not _ends(old, new))):
+                and not _ends(old, new) and not _replaces(old, new))):
         return False
     if _ends_other(old, new) or (old.passing != new.passing and not _ends(old, new)):
         return False  # a one-off event against a standing state: "Lucia drives to work." /
@@ -1272,7 +1317,7 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     if (old.vector, new.vector) in replaced or (changes and _in_place(old, new, clause=True)
                                                  and _swaps_name(old, new)):
         return True
-    if _ends(old, new):
+    if _ends(old, new) or _replaces(old, new):
         return True
     if cos is not None and _now_instead(old, new, cos):
         return True
@@ -1650,6 +1695,40 @@ def _same_change(old: _Sentence, new: _Sentence) -> bool:
         return [w.lower() for w in _WORD_RE.findall(_CHANGE_RE.sub(" ", s.text))]
 
     return rest(old) == rest(new)
+
+
+#: English words saying that an event replaced another: "instead" (not "instead of", which
+#: names what it replaced in the same sentence), or "changed/switched <the thing> to <its
+#: new value>" ("changed the booking to Oslo").
+_INSTEAD_RE = re.compile(r"\binstead\b(?!\s+of\b)", re.IGNORECASE)
+_CHANGED_THING_RE = re.compile(
+    r"\b(?:changed|switched)\s+(?:the|her|his|their|my|our|its)\s+(?P<thing>[\w'’-]+)"
+    r"\s+to\s+(?P<value>[^,;:.!?]+)", re.IGNORECASE)
+
+
+def _replaces(old: _Sentence, new: _Sentence) -> bool:
+    """Does ``new`` say that it replaced the event ``old`` tells of: the same words with one
+    value swapped in place and "instead" ("Booked flights to Rome." / "Booked flights to Oslo
+    instead."), or "changed <the thing> to <a new value>" where the thing is a word of
+    ``old`` (or a form of one: "Changed the booking to Oslo.")? Two events of one verb are
+    two events, both true (:func:`_versions`), unless something says so."""
+    m = _CHANGED_THING_RE.search(new.text)
+    if m is not None:
+        thing = _fold_plural(m.group("thing").lower())
+        value = {_fold_plural(w.lower()) for w in _WORD_RE.findall(m.group("value"))} - STOPWORDS
+        return (_word_forms(frozenset({thing}), old.stems)
+                and bool(value - old.stems - {_fold_plural(w) for w in old.tokens}))
+    if not _INSTEAD_RE.search(new.text) or _INSTEAD_RE.search(old.text):
+        return False
+    x = _content_sequence(old, clause=True)
+    y = [w for w in _content_sequence(new, clause=True) if w != "instead"]
+    if not set(x) & set(y) - {old.subject or "", new.subject or ""}:
+        return False  # "Noor works at Arup." / "Noor walked instead.": another frame
+    changed = [op for op in SequenceMatcher(None, x, y, autojunk=False).get_opcodes()
+               if op[0] != "equal"]
+    return (len(changed) == 1 and changed[0][0] == "replace"
+            and changed[0][2] - changed[0][1] <= SWAP_WORDS
+            and changed[0][4] - changed[0][3] <= SWAP_WORDS)
 
 
 def _name_for_name(old: _Sentence, new: _Sentence) -> bool:
