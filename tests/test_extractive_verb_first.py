@@ -145,3 +145,25 @@ def test_a_replacement_of_something_else_is_no_version(local: LocalEmbedder, fir
         content = narrative(llm, first, second)
         assert plain_sentences(content) == [first, second]
         assert "Current state" not in content
+
+
+@pytest.mark.parametrize("first, second", [
+    ("Lives in Leeds.", "Lives in York."),
+    ("Works at Acme.", "Works at Initech."),
+    ("Drives a Golf.", "Drives a Tesla."),
+])
+def test_two_notes_naming_nobody_with_a_value_swapped_are_versions(local: LocalEmbedder,
+                                                                  first: str,
+                                                                  second: str) -> None:
+    # their unnamed subject is one, as the name of "Ana lives in Leeds." / "Ana lives in
+    # York." is: without it they shared too few words and kept no current state
+    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
+        content = narrative(llm, first, second)
+        assert plain_sentences(content) == [first, second]
+        assert content.split("\n\n")[-1] == f"Current state: {second}"
+
+
+def test_two_notes_naming_nobody_of_another_frame_are_no_versions(local: LocalEmbedder) -> None:
+    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
+        content = narrative(llm, "Lives in Leeds.", "Plays chess in York.")
+        assert "Current state" not in content
