@@ -161,26 +161,45 @@ def not_a_folder(path: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def in_the_way(path: Path) -> str:
+def in_the_way(path: Path, root: str | os.PathLike[str] | None = None) -> str:
     """How an error names ``path``, which is not a folder where one is needed."""
-    return f"{shown_path(path)} is not a folder, and a folder is needed there: move it aside"
+    return (f"{path_in_root(path, root)} is not a folder, and a folder is needed there: "
+            "move it aside")
 
 
-def os_error_text(exc: OSError) -> str:
-    """One line saying what went wrong, naming the path: a file in the place of a folder is
-    named as such. An ``OSError``'s own text is an errno (``[Errno 17] File exists:
-    '/r/.index/locks'``; ``Not a directory: /r/.index/sqlite/system.db``, which names a file
-    that is not there and not the one in the way)."""
+def path_in_root(path: str | os.PathLike[str], root: str | os.PathLike[str] | None) -> str:
+    """How a message names ``path``: relative to the memory ``root`` when it is inside it (as
+    ``lint``, ``status`` and the API name logs), else whole; bounded by :func:`shown_path`.
+    The CLI named a log replaced by a folder or a socket by its absolute path where ``lint``
+    and the API named it in the root."""
+    full = Path(os.fsdecode(path))
+    if root is not None:
+        for base in dict.fromkeys((Path(root), Path(os.path.realpath(root)))):
+            try:
+                rel = full.relative_to(base)
+            except ValueError:
+                continue
+            if rel.parts:
+                return shown_path(rel)
+    return shown_path(full)
+
+
+def os_error_text(exc: OSError, root: str | os.PathLike[str] | None = None) -> str:
+    """One line saying what went wrong, naming the path (in ``root``: :func:`path_in_root`):
+    a file in the place of a folder is named as such. An ``OSError``'s own text is an errno
+    (``[Errno 17] File exists: '/r/.index/locks'``; ``Not a directory:
+    /r/.index/sqlite/system.db``, which names a file that is not there and not the one in
+    the way). The CLI, the API and MCP all say it so."""
     if exc.filename is None:
         return exc.strerror or str(exc)
     if isinstance(exc, (FileExistsError, NotADirectoryError)):
         blocker = not_a_folder(exc.filename)
         if blocker is not None:
-            return in_the_way(blocker)
-    return f"{exc.strerror or exc}: {shown_path(os.fsdecode(exc.filename))}"
+            return in_the_way(blocker, root)
+    return f"{exc.strerror or exc}: {path_in_root(exc.filename, root)}"
 
 
-def error_text(exc: Exception) -> str:
-    """``exc`` as a report names a problem: :func:`os_error_text` of an ``OSError``, the
-    message of any other."""
-    return os_error_text(exc) if isinstance(exc, OSError) else str(exc)
+def error_text(exc: Exception, root: str | os.PathLike[str] | None = None) -> str:
+    """``exc`` as a report names a problem: :func:`os_error_text` of an ``OSError`` (its path
+    in ``root``), the message of any other."""
+    return os_error_text(exc, root) if isinstance(exc, OSError) else str(exc)

@@ -284,7 +284,7 @@ def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
 
     vectors = not_a_folder(runtime.index_dir / "lancedb")
     if vectors is not None:  # it read "index: up to date" while every search failed on it
-        return {"error": in_the_way(vectors)}
+        return {"error": in_the_way(vectors, runtime.root)}
     try:
         indexer = Indexer(runtime)
         lag = indexer.pending()
@@ -297,7 +297,7 @@ def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
             lag["parser_version"] = {"index": recorded, "this": PARSER_VERSION}
         return lag
     except (EverosError, sqlite3.Error, OSError) as exc:
-        return {"error": error_text(exc)}
+        return {"error": error_text(exc, runtime.root)}
 
 
 def _merges(runtime: Runtime, engine: Engine | None = None) -> dict[str, Any] | None:
@@ -310,7 +310,7 @@ def _merges(runtime: Runtime, engine: Engine | None = None) -> dict[str, Any] | 
     try:
         merges["set_aside"] = [c.to_json() for c in set_aside_clusters(runtime)]
     except (EverosError, sqlite3.Error, OSError) as exc:
-        merges["set_aside"] = {"error": error_text(exc)}
+        merges["set_aside"] = {"error": error_text(exc, runtime.root)}
     return merges
 
 

@@ -58,7 +58,7 @@ def test_a_failed_add_for_a_new_user_leaves_the_root_as_it_was(
 
     monkeypatch.undo()
     assert result.exit_code == 1
-    assert result.stderr == f"error: {os.strerror(code)}: {root / LOG.format(user='u_new')}\n"
+    assert result.stderr == f"error: {os.strerror(code)}: {LOG.format(user='u_new')}\n"
     assert _tree(root) == before
 
 

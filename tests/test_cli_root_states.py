@@ -271,7 +271,7 @@ def test_status_names_a_file_where_the_locks_folder_goes_in_words(root: Path) ->
 
     result = run("status", "--root", str(root), "--json")
     assert result.exit_code == 1
-    said = f"{locks} is not a folder, and a folder is needed there: move it aside"
+    said = ".index/locks is not a folder, and a folder is needed there: move it aside"
     assert json.loads(result.stdout)["index"] == {"error": said}
     assert result.stderr.splitlines() == [f"error: the index cannot be read: {said}"]
     added = run("add", "--root", str(root), "--user", "u1", "--subject", "S", "--content", "c")
@@ -287,6 +287,6 @@ def test_status_names_a_file_where_the_vectors_folder_goes(root: Path) -> None:
 
     result = run("status", "--root", str(root), "--json")
     assert result.exit_code == 1
-    said = f"{vectors} is not a folder, and a folder is needed there: move it aside"
+    said = ".index/lancedb is not a folder, and a folder is needed there: move it aside"
     assert json.loads(result.stdout)["index"] == {"error": said}
     assert result.stderr.splitlines() == [f"error: the index cannot be read: {said}"]

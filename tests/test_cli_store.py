@@ -678,7 +678,8 @@ def test_status_prefers_the_index_when_present(root: Path) -> None:
             (entry_id, kind, dep),
         )
     conn.execute(
-        "INSERT INTO files VALUES ('a/p/users/u9/episodes/episode-2026-10-12.md', 'a', 'p', "
+        "INSERT INTO files (path, app_id, project_id, user_id, kind, mtime_ns, size, sha256, "
+        "problems, synced_at) VALUES ('a/p/users/u9/episodes/episode-2026-10-12.md', 'a', 'p', "
         "'u9', 'episode', 0, 0, 's', ?, 'now')",
         (json.dumps(["3: bad yaml"]),),
     )

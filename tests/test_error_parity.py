@@ -190,8 +190,9 @@ def test_a_file_the_write_cannot_reach_is_a_409_naming_it_at_the_api_and_mcp(
     (users / "u_ann").write_text("not a folder")
     body = {"user_id": "u_ann", "subject": "s", "content": "c",
             "timestamp": "2026-10-12T09:00:00+00:00"}
-    message = ("Not a directory: default_app/default_project/users/u_ann/episodes/"
-               "episode-2026-10-12.md")
+    # the file in the way is named (the CLI's words), not the log it keeps from being written
+    message = ("default_app/default_project/users/u_ann is not a folder, and a folder is "
+               "needed there: move it aside")
     resp = ApiClient(runtime)("POST", "/api/v1/memory/episodes", json=body)
     assert resp.status_code == 409, resp.text
     assert resp.json()["error"] == {"code": "file_error", "message": message}

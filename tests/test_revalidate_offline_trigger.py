@@ -34,7 +34,8 @@ def test_a_stale_set_an_offline_run_could_not_judge_does_not_fire_the_strategy_a
 
     assert RevalidateInsights().observe(rt, None) == 0  # nothing new to do offline
     reason = unavailable(rt)
-    assert reason is not None and reason.startswith("needs an LLM") and "1 stale" in reason
+    # the first, which only a model can judge, and the second, which waits for its verdict
+    assert reason is not None and reason.startswith("needs an LLM") and "2 stale" in reason
     # a run (the hourly cron) still says why
     assert run(rt) == {"needs_llm": 1, "waiting_on_cited": 1}
     assert RevalidateInsights().observe(rt, None) == 0

@@ -51,7 +51,7 @@ def test_a_log_that_cannot_be_written_is_named_and_left_as_it_was(
     result = _add(root, "Andrew adopted a second dog.")
 
     assert result.exit_code == 1
-    assert result.stderr == f"error: No space left on device: {root / LOG}\n"
+    assert result.stderr == f"error: No space left on device: {LOG}\n"
     monkeypatch.undo()
     assert (root / LOG).read_bytes() == before
     assert not [p for p in root.rglob("*.tmp")]

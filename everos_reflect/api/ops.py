@@ -7,17 +7,16 @@ own kind of error with :func:`error_code`.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import logging
-import os
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect import errors
+from everos_reflect.fileio import os_error_text
 from everos_reflect.llm.importance import importance_on_write
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import (
@@ -94,15 +93,10 @@ def file_error_code(exc: OSError) -> tuple[int, str]:
 
 
 def file_error_message(exc: OSError, root: Path) -> str:
-    """What went wrong with which file: its path in the root (as ``lint`` names files),
-    bounded (:func:`shown_path`)."""
-    what = exc.strerror or type(exc).__name__
-    if not exc.filename:
-        return f"{what}: {exc}"
-    path = Path(os.fsdecode(exc.filename))
-    with contextlib.suppress(ValueError):
-        path = path.relative_to(root)
-    return f"{what}: {shown_path(path)}"
+    """What went wrong with which file, as the CLI says it (:func:`os_error_text`): its path
+    in the root (as ``lint`` names files), a file standing where a folder goes named as
+    such."""
+    return os_error_text(exc, root)
 
 
 def error_code(exc: BaseException) -> tuple[int, str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -433,11 +434,25 @@ def handle_errors(fn: F) -> F:
             # main exits 1 without a word and keeps the final flush from raising again.
             raise
         except OSError as exc:
-            fail(os_error_text(exc))
+            fail(os_error_text(exc, _root_of(kwargs.get("root"))))
         except KeyboardInterrupt:
             fail("interrupted", 130)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _root_of(given: object) -> Path | None:
+    """The memory root a failed command named (``--root``, else ``EVEROS_ROOT``, else the
+    default), so its error names a file in it as ``lint`` and the API do; None when there is
+    none to tell."""
+    from everos_reflect.runtime import resolve_root
+
+    if given is not None and not isinstance(given, (str, os.PathLike)):
+        return None
+    try:
+        return resolve_root(given)
+    except (EverosError, OSError):
+        return None
 
 
 @contextmanager

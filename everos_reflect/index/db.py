@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sqlite3
 import time
 from datetime import UTC, datetime
@@ -554,6 +555,20 @@ MIGRATIONS: list[tuple[str, str]] = [
         );
         """,
     ),
+    (
+        "0022_files_read_times",
+        """
+        -- When a log was read (epoch ns of this machine's clock), so a scan knows when its
+        -- (mtime, size) can be trusted without hashing it again. `read_ns`: the start of the
+        -- last read; `still_since_ns`: the end of the first read that found the log's
+        -- recorded stats and bytes. A log stamped ahead of this clock (a network share's
+        -- clock, `touch -d tomorrow`) was hashed again by every scan, for good; it is
+        -- trusted once two reads a racy window apart found it as it was. 0: not known (rows
+        -- from before this migration fall back to `synced_at`).
+        ALTER TABLE files ADD COLUMN read_ns INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE files ADD COLUMN still_since_ns INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 ]
 
 #: ``index_meta`` key of the parser version the index's rows were read with.
@@ -755,7 +770,8 @@ def migrate(conn: sqlite3.Connection, migrations: list[tuple[str, str]] | None =
                 continue
             # executescript would COMMIT on its own; run statements one by one instead.
             for statement in _split_sql(sql):
-                conn.execute(statement)
+                if not _column_there(conn, statement):
+                    conn.execute(statement)
             conn.execute(
                 "INSERT INTO schema_migrations(name, applied_at) VALUES (?, ?)",
                 (name, utcnow_iso()),
@@ -801,6 +817,20 @@ class transaction:
             self.conn.execute("ROLLBACK")
         except sqlite3.Error as exc:
             _log.error("ROLLBACK failed: %s", exc)
+
+
+_ADD_COLUMN = re.compile(r"ALTER\s+TABLE\s+(\w+)\s+ADD\s+COLUMN\s+(\w+)", re.IGNORECASE)
+
+
+def _column_there(conn: sqlite3.Connection, statement: str) -> bool:
+    """Whether ``statement`` adds a column its table has already: SQLite has no ``ADD COLUMN
+    IF NOT EXISTS``, and a migration recorded as not applied (a database a newer release
+    wrote, taken back by hand) must run again as the ``IF NOT EXISTS`` ones do."""
+    match = _ADD_COLUMN.match(statement.strip())
+    if match is None:
+        return False
+    table, column = match.groups()
+    return any(row[1] == column for row in conn.execute(f"PRAGMA table_info({table})"))
 
 
 def _split_sql(sql: str) -> list[str]:

@@ -84,13 +84,23 @@ class StoredFile:
     mtime_ns: int
     size: int
     sha256: str
-    synced_ns: int = 0  # when it was synced (epoch ns)
+    synced_ns: int = 0  # when it was last read (epoch ns, this machine's clock)
+    #: when the first read that found these stats and bytes ended (0: not known)
+    still_since_ns: int = 0
 
     @property
     def racy(self) -> bool:
-        """Written so shortly before its sync that a later write may have left its (mtime,
-        size) as they were (coarse filesystem clocks): the next scan hashes it again."""
-        return self.synced_ns - self.mtime_ns < settling.JUST_WRITTEN_NS
+        """Whether a later write may have left its (mtime, size) as they were (coarse
+        filesystem clocks), so the next scan hashes it again: it was read within
+        :data:`settling.JUST_WRITTEN_NS` of its mtime, unless two reads that far apart
+        found it as it is. The second way is the only one for a log stamped ahead of this
+        clock (a network share's, ``touch -d tomorrow``), hashed by every scan for good
+        before: a write that keeps a mtime falls within one tick of the write that set it,
+        and a tick is shorter than the window."""
+        window = settling.JUST_WRITTEN_NS
+        if self.synced_ns - self.mtime_ns >= window:
+            return False
+        return not (self.still_since_ns and self.synced_ns - self.still_since_ns >= window)
 
 
 @dataclass
@@ -287,6 +297,9 @@ class _Job:
     kind: Kind
     plan: SyncPlan
     stat: tuple[int, int, str] | None  # (mtime_ns, size, sha256); None: file removed
+    #: when the read of ``stat`` started and ended (epoch ns; 0: not read), for
+    #: :attr:`StoredFile.racy`
+    read_ns: tuple[int, int] = (0, 0)
     only_stat: bool = False  # bytes unchanged: refresh the stats, touch nothing else
     #: some of the log's changes left for the next sync (:meth:`Indexer._narrowed`): its
     #: ``files`` row is marked unread, so that sync finds the log changed and plans it again
@@ -545,9 +558,12 @@ class Indexer:
         return out
 
     def _stored_files(self) -> dict[str, StoredFile]:
-        rows = self.rt.db().execute("SELECT path, mtime_ns, size, sha256, synced_at FROM files")
+        rows = self.rt.db().execute(
+            "SELECT path, mtime_ns, size, sha256, synced_at, read_ns, still_since_ns FROM files")
         return {
-            r["path"]: StoredFile(r["mtime_ns"], r["size"], r["sha256"], _epoch_ns(r["synced_at"]))
+            r["path"]: StoredFile(r["mtime_ns"], r["size"], r["sha256"],
+                                  r["read_ns"] or _epoch_ns(r["synced_at"]),
+                                  r["still_since_ns"])
             for r in rows
         }
 
@@ -686,6 +702,7 @@ class Indexer:
         limits = self.rt.settings.limits
         if (problem := self.rt.store.link_problem(path)) is not None:
             return self._not_read(path, rel, ref, kind, stored, problem)
+        started = time.time_ns()
         try:
             # a FIFO named like a log: OSError, never a hang; a symlink out of the root
             # swapped in since the check above: refused once open
@@ -694,6 +711,7 @@ class Indexer:
                 # Over the limit: reported, never read, so memory stays bounded by the limit.
                 limit = limits.max_file_bytes
                 data = read_at_most(fh, limit + 1) if st.st_size <= limit else None
+            read_ns = (started, time.time_ns())
         except OutsideRoot as exc:
             return self._not_read(path, rel, ref, kind, stored, exc.strerror)
         except (FileNotFoundError, NotADirectoryError, NotRegularFile):
@@ -709,7 +727,7 @@ class Indexer:
             big = Diagnostic(rel, 0, f"file is {size:,} bytes, over limits.max_file_bytes "
                              f"({limits.max_file_bytes:,}); not read", severity="fatal")
             return _Job(rel, ref, kind, SyncPlan(problems=[big], fatal=True),
-                        (st.st_mtime_ns, st.st_size, ""))
+                        (st.st_mtime_ns, st.st_size, ""), read_ns)
         stats = (st.st_mtime_ns, st.st_size, hashlib.sha256(data).hexdigest())
 
         row = self.rt.db().execute("SELECT sha256 FROM files WHERE path = ?", (rel,)).fetchone()
@@ -719,17 +737,17 @@ class Indexer:
             and row["sha256"] == stats[2]
             and all(s.embed_model == model for s in stored.values())
         ):
-            return _Job(rel, ref, kind, SyncPlan(), stats, only_stat=True)
+            return _Job(rel, ref, kind, SyncPlan(), stats, read_ns, only_stat=True)
 
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             bad = Diagnostic(rel, *not_utf8(data, exc), severity="fatal")
-            return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True), stats)
+            return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True), stats, read_ns)
         parsed = replace(parse_log(text, rel, max_entry_bytes=limits.max_entry_bytes),
                          kind=kind, day=day)
         return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats,
-                    seqs=highest_seqs(text))
+                    read_ns, seqs=highest_seqs(text))
 
     # ------------------------------------------------------------------ writing
 
@@ -1076,19 +1094,21 @@ class Indexer:
                 if job.partial:  # marked unread, as after a parser change: the next scan
                     # or sync plans it whole, and a scan still finds it gone if it is deleted
                     conn.execute(_UPSERT_FILE, (job.rel, *key, job.kind.value, -1,
-                                                job.stat[1] if job.stat else 0, "", "[]", now))
+                                                job.stat[1] if job.stat else 0, "", "[]", now,
+                                                0, 0))
                 elif job.stat is None:
                     conn.execute("DELETE FROM files WHERE path = ?", (job.rel,))
                 elif job.only_stat:
-                    conn.execute(
-                        "UPDATE files SET mtime_ns=?, size=?, synced_at=? WHERE path=?",
-                        (job.stat[0], job.stat[1], now, job.rel),
-                    )
+                    # the same bytes: the first read that found these stats still counts
+                    conn.execute(_CONFIRM_FILE, (job.stat[0], job.stat[1], job.read_ns[1],
+                                                 job.stat[0], job.stat[1], job.read_ns[0],
+                                                 now, job.rel))
                 else:
                     problems = json.dumps([asdict(p) for p in job.plan.problems])
                     read = (-1, job.stat[1], "") if self._for_newer else job.stat
                     conn.execute(
-                        _UPSERT_FILE, (job.rel, *key, job.kind.value, *read, problems, now))
+                        _UPSERT_FILE, (job.rel, *key, job.kind.value, *read, problems, now,
+                                       job.read_ns[0], job.read_ns[1]))
         return notes
 
 
@@ -1147,8 +1167,16 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 _UPSERT_FILE = """
 INSERT OR REPLACE INTO files (path, app_id, project_id, user_id, kind, mtime_ns, size, sha256,
-    problems, synced_at)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    problems, synced_at, read_ns, still_since_ns)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+"""
+
+#: a log read again and found with the bytes it had: ``still_since_ns`` stays while its stats
+#: are the same (the expressions see the row as it was), else it starts at this read
+_CONFIRM_FILE = """
+UPDATE files SET still_since_ns = CASE WHEN mtime_ns = ? AND size = ? AND still_since_ns > 0
+    THEN still_since_ns ELSE ? END, mtime_ns = ?, size = ?, read_ns = ?, synced_at = ?
+WHERE path = ?
 """
 
 
