@@ -14,11 +14,31 @@ class EverosError(Exception):
     """Base class: every error the product reports to a user."""
 
 
-def describe(exc: Exception) -> str:
-    """``exc`` as an audit row or a run record says why a unit failed: a domain error by its
-    own message (written for a user), any other with its type first (``OSError: [Errno 28]
-    No space left on device``: the message alone does not say what failed)."""
-    return str(exc) if isinstance(exc, EverosError) else f"{type(exc).__name__}: {exc}"
+#: Exceptions whose message says by itself what went wrong (``database is locked``, a
+#: library's "connection refused"): shown as it is, without the exception's type.
+_SAYS_IT_ALL = (ValueError, RuntimeError, sqlite3.Error)
+
+
+def describe(exc: BaseException) -> str:
+    """``exc`` as an audit row, a run record, ``runs``, ``status`` and an API or MCP answer
+    say why something failed, in the words a person reads: a domain error by its own message
+    (written for a user); an ``OSError`` by its cause and the path it concerns (``No space
+    left on device: /r/u/episodes/episode-2026-10-12.md``), as every command names one; a
+    message that says it all (a ``ValueError``'s, a library's ``RuntimeError``) alone. Only
+    what is a defect of the program says so, with its type: ``internal error (KeyError:
+    'between')``. Each read ``OSError: [Errno 28] No space left on device`` or ``ValueError:
+    …``: a Python class name and an errno number where the cause says it all. The log keeps
+    the type and the traceback."""
+    if isinstance(exc, EverosError):
+        return str(exc)
+    if isinstance(exc, OSError):
+        from everos_reflect.fileio import os_error_text  # fileio imports this module
+
+        return os_error_text(exc)
+    text = str(exc).strip()
+    if text and isinstance(exc, _SAYS_IT_ALL):
+        return text
+    return f"internal error ({type(exc).__name__}{f': {text}' if text else ''})"
 
 
 #: The most characters of an unexpected error's text an answer to a client carries.

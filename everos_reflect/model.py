@@ -364,6 +364,13 @@ def indexed_text(subject: str | None, summary: str | None, content: str | None) 
     guard warms the cache with a narrative before it is written), so both hit one cache key."""
     return "\n".join(p for p in (subject, summary, content) if p)
 
+def malformed_relation_id(shown: str) -> str:
+    """The one message for a value (``shown``, quoted) without a relation id's form, where
+    only a relation id is taken (``resolve``, the API's ``/relations/{rel_id}/resolve``): the
+    CLI gave an Episode's id as the example."""
+    return f"invalid relation id {shown}: expected e.g. rel_20261012_0001"
+
+
 def malformed_entry_id(shown: str) -> str:
     """The one message for a value (``shown``, quoted) without an entry id's form, at every
     edge: the API and MCP gave an insight's id as the example, the CLI an Episode's."""
@@ -852,6 +859,15 @@ def one_line_subject(text: str) -> str:
 #: over thousands of terms ranks nothing better. Unbounded, a 5 MB query (over MCP, which has
 #: no body limit) took 8 s of search. Held by ``search`` itself, so the CLI, API and MCP agree.
 MAX_QUERY_CHARS = 10_000
+#: The most entries a listing answers by default (``limit``), and at most (``total`` counts
+#: them all), at every edge: the MCP tools ``lessons`` and ``insights`` answered every one,
+#: into the prompt of the agent that asked (3,000 lessons citing 200 tasks each: 13 MB); the
+#: CLI's ``reports``/``runs`` took up to 1,000,000/10,000 rows where the API took 1,000.
+LIST_LIMIT, MAX_LIST_LIMIT = 50, 1000
+#: The most tokens a briefing may be given (``max_tokens``; ``briefing --max-tokens``).
+MAX_BRIEFING_TOKENS = 32000
+#: The longest ``trigger`` waits for its run, in seconds (``timeout``; ``--timeout``).
+MAX_TRIGGER_WAIT = 86400
 #: Longest briefing query (the briefing routes by the words of a question, not a document).
 MAX_BRIEFING_QUERY_CHARS = 2_000
 

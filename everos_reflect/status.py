@@ -157,7 +157,7 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
             totals[kind]["deprecated"] += dep
         user_docs.append(doc)
     config = config_problems(root)
-    rows, strategies_error = _config_error_once(
+    rows, strategies_error = config_error_once(
         _strategies(runtime, engine) if strategies is None else strategies)
     config_doc = _config_doc(config)
     if strategies_error is not None:
@@ -178,8 +178,8 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
     }
 
 
-def _config_error_once(rows: list[dict[str, Any]],
-                       ) -> tuple[list[dict[str, Any]], str | None]:
+def config_error_once(rows: list[dict[str, Any]],
+                      ) -> tuple[list[dict[str, Any]], str | None]:
     """The strategy rows with their configuration error said once: the error (the same for
     every row: ``ome.toml`` as the engine reads it) goes to ``config.strategies_error``, and
     each row says only whether it applies (``config_invalid``). Every row repeated the whole
@@ -192,6 +192,35 @@ def _config_error_once(rows: list[dict[str, Any]],
             row["config_invalid"] = error is not None
         out.append(row)
     return out, error
+
+
+def strategies_document(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The strategy rows as every listing of them answers (``strategies --json``, the API's
+    ``/ome/strategies``, each root of ``fleet status --json``), in the shape of ``status``:
+    the configuration's error once, in ``config.strategies_error`` (absent when there is
+    none), each row saying only ``config_invalid`` (:func:`config_error_once`). Each of them
+    repeated the whole error on every row."""
+    rows, error = config_error_once(rows)
+    return {"config": {} if error is None else {"strategies_error": error}, "strategies": rows}
+
+
+def rows_of_document(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """The strategy rows of a :func:`strategies_document` (the daemon's answer to
+    ``/ome/strategies``) with each row's ``config_error`` back, as ``strategies_status``
+    gives them: what ``strategies`` and ``status`` read. Rows that carry ``config_error``
+    themselves (a daemon of an earlier version) are kept as they are."""
+    rows = doc["strategies"]
+    if not isinstance(rows, list):
+        raise TypeError("no list of strategies")
+    error = (doc.get("config") or {}).get("strategies_error")
+    out = []
+    for row in rows:
+        if isinstance(row, dict) and "config_invalid" in row:
+            invalid = row["config_invalid"]
+            row = {k: v for k, v in row.items() if k != "config_invalid"}
+            row["config_error"] = error if invalid else None
+        out.append(row)
+    return out
 
 
 def _config_doc(problems: list[Problem]) -> dict[str, Any]:
@@ -316,4 +345,5 @@ def _strategies(runtime: Runtime, engine: Engine | None = None) -> list[dict[str
         return [{"error": str(exc)}]
 
 
-__all__ = ["problem_line", "status_document"]
+__all__ = ["config_error_once", "problem_line", "rows_of_document", "status_document",
+           "strategies_document"]

@@ -364,10 +364,10 @@ def test_the_schema_publishes_the_control_character_rule(call: Client) -> None:
         ({"query": "x", "user_id": ".."}, "user_id"),
         ({"query": "x", "mode": "psychic"}, "psychic"),
         # an empty list searched no kind: 200 with no hit, as if nothing matched
-        ({"query": "x", "kinds": []}, "kinds: List should have at least 1 item"),
+        ({"query": "x", "kinds": []}, "kinds: must not be empty"),
         # unbounded but for the body limit over HTTP, and for nothing over MCP: a query of
         # 5 MB took 8 s of keyword and vector search (the embedder reads its first 256 tokens)
-        ({"query": "deploy " * 2_000}, "query: String should have at most 10000 characters"),
+        ({"query": "deploy " * 2_000}, "query: must be at most 10,000 characters, got 14,000"),
     ],
 )
 def test_bad_searches_are_4xx(call: Client, body: dict, fragment: str) -> None:

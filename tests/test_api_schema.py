@@ -146,4 +146,4 @@ def test_the_cli_refuses_a_top_k_the_api_refuses(root: Path) -> None:
     result = CliRunner().invoke(cli, ["search", "cats", "--root", str(root), "--top-k",
                                       str(MAX_TOP_K + 1)])
     assert result.exit_code == 2
-    assert f"{MAX_TOP_K + 1} is not in the range 1<=x<={MAX_TOP_K}" in result.stderr
+    assert f"must be a whole number from 1 to {MAX_TOP_K}, got '{MAX_TOP_K + 1}'" in result.stderr

@@ -38,8 +38,8 @@ def _search(root: Path) -> httpx.Response:
 
 @pytest.mark.parametrize(("error", "said"), [
     (RuntimeError("the vector table has no column 'x'"),
-     "RuntimeError: the vector table has no column 'x'"),
-    (OSError(errno.EMFILE, "Too many open files"), "[Errno 24] Too many open files"),
+     "failed: the vector table has no column 'x'"),
+    (OSError(errno.EMFILE, "Too many open files"), "failed: Too many open files;"),
 ])
 def test_an_unexpected_error_is_a_json_500_saying_what_failed(
         root: Path, monkeypatch: pytest.MonkeyPatch, error: Exception, said: str) -> None:

@@ -38,9 +38,12 @@ _items = st.lists(
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sections=st.lists(_items, min_size=1, max_size=4),
-       max_tokens=st.integers(min_value=1, max_value=3000))
-def test_budget_is_never_exceeded(sections: list[list[Item]], max_tokens: int) -> None:
-    secs = [Section(f"S{n}", items) for n, items in enumerate(sections)]
+       max_tokens=st.integers(min_value=1, max_value=3000),
+       shares=st.lists(st.none() | st.sampled_from([0.0, 0.1, 1 / 3, 0.9]), min_size=4,
+                       max_size=4))
+def test_budget_is_never_exceeded(sections: list[list[Item]], max_tokens: int,
+                                  shares: list[float | None]) -> None:
+    secs = [Section(f"S{n}", items, share=shares[n]) for n, items in enumerate(sections)]
     for n, item in enumerate(i for sec in secs for i in sec.items):
         item.id = f"ep_20261012_{n:04d}"  # unique, so kept + left out can be checked by id
     briefing = pack(secs, max_tokens, COUNTER, header="Memory briefing (instance question)")
@@ -49,6 +52,7 @@ def test_budget_is_never_exceeded(sections: list[list[Item]], max_tokens: int) -
     kept = [i.id for i in briefing.items]
     assert sorted(kept + briefing.omitted_ids + briefing.restated_ids) == sorted(every)
     assert sum(briefing.omitted.values()) == len(briefing.omitted_ids)
+    assert set(briefing.cut_ids) <= set(kept)
     if briefing.text:  # else not even the header fits; the answer's `omitted` still says it
         assert ("Left out for budget" in briefing.text) == bool(briefing.omitted_ids)
     lines = briefing.text.splitlines()

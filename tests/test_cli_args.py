@@ -25,7 +25,7 @@ def test_reports_limit_too_large_for_sqlite_is_a_usage_error(root: Path) -> None
     # Was accepted (no upper bound), then SQLite raised OverflowError binding it: a traceback.
     assert_refused(run("reports", "--root", str(root), "--limit", "99999999999999999999"),
                    "--limit")
-    assert run("reports", "--root", str(root), "--limit", "1000000").exit_code == 0
+    assert run("reports", "--root", str(root), "--limit", "1000").exit_code == 0
 
 
 def test_trigger_timeout_must_be_finite_and_within_the_api_bound(root: Path) -> None:
@@ -54,5 +54,6 @@ def test_numbers_with_separators_or_other_digits_are_refused(root: Path) -> None
                         (("trigger", "reflect_episodes", "--timeout"), "1_0.5")]:
         result = run(*args, value, "--root", str(root))
         assert_refused(result, args[-1])
-        assert "is not a plain number" in result.stderr
+        assert "must be a whole number" in result.stderr or "must be a number" in result.stderr
+        assert "digits 0-9" in result.stderr or "without '_'" in result.stderr
     assert run("reports", "--root", str(root), "--limit", "10").exit_code == 0

@@ -125,7 +125,7 @@ def test_strategies_and_status_show_what_the_daemon_runs_on_its_last_good_config
 
         listed = run("strategies", "--root", str(root), "--json")
         assert listed.exit_code == 0, listed.output
-        rows = json.loads(listed.stdout)
+        rows = json.loads(listed.stdout)["strategies"]
         assert enabled(rows) == {"reflect_episodes": True, "revalidate_insights": False}
         assert {(r["via"], r["config_in_force"]) for r in rows} == {("daemon", "last_good")}
         [note] = listed.stderr.splitlines()

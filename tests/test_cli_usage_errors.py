@@ -19,9 +19,11 @@ def invoke(args: list[str]) -> Result:
 
 @pytest.mark.parametrize(("args", "code", "says"), [
     (["search", "dogs", "--passages-per-entry", "9"], 2,
-     "error: Invalid value for '--passages-per-entry': 9 is not in the range 1<=x<=3"),
+     "error: Invalid value for '--passages-per-entry': must be a whole number from 1 to 3, "
+     "got '9'"),
     (["search"], 2, "error: Missing argument 'QUERY' (see 'everos-reflect search --help')"),
-    (["reports", "--limit", "x"], 2, "error: Invalid value for '--limit': 'x' is not a valid"),
+    (["reports", "--limit", "x"], 2,
+     "error: Invalid value for '--limit': must be a whole number from 1 to 1000, got 'x'"),
     (["status", "--bogus"], 2, "error: No such option '--bogus'"),
     (["search", "dogs", "--kinds", "insight"], 2,
      "error: No such option '--kinds'. Did you mean '--kind'?"),
@@ -29,7 +31,8 @@ def invoke(args: list[str]) -> Result:
     (["insights", "--root", "ROOT", "--user"], 2,
      "error: Option '--user' requires an argument (see 'everos-reflect insights --help')"),
     (["trigger", "reflect_episodes", "--timeout", "-1"], 2,
-     "error: Invalid value for '--timeout': -1.0 is not in the range 0<=x<=86400"),
+     "error: Invalid value for '--timeout': must be a number of seconds from 0 to 86400, "
+     "got '-1'"),
     (["nosuchcommand"], 2, "error: No such command 'nosuchcommand'"),
 ])
 def test_a_bad_option_is_one_error_line_naming_it_with_the_usage_exit_code(
@@ -176,4 +179,4 @@ def test_serve_refuses_port_0(root: Path, monkeypatch: pytest.MonkeyPatch) -> No
     result = invoke(["serve", "--port", "0", "--root", str(root)])
     assert result.exit_code == 2 and started == [], result.output
     assert result.stderr.startswith(
-        "error: Invalid value for '--port': 0 is not in the range 1<=x<=65535")
+        "error: Invalid value for '--port': must be a whole number from 1 to 65535, got '0'")

@@ -60,6 +60,8 @@ def test_a_one_off_event_is_no_version_of_a_standing_state(local: LocalEmbedder,
     ("Tariq sings in the choir.", "Tariq left the choir two weeks ago."),
     ("Tariq works at Initech.", "Tariq left Initech late last year."),
     ("Tariq drinks coffee every morning.", "Tariq stopped drinking coffee."),
+    ("Tariq has a job at the museum.", "Tariq quit his job during Ramadan."),
+    ("Tariq has a flat in Leeds.", "Tariq gave up his flat during Lent."),
 ])
 def test_an_end_told_with_when_it_happened_is_still_the_current_state(
         local: LocalEmbedder, first: str, second: str) -> None:
@@ -91,6 +93,15 @@ def test_two_one_off_events_of_one_kind_still_fold(local: LocalEmbedder) -> None
     ("Lucia quit Initech for Hooli.", False, {"initech"}),
     ("Lucia quit her job for Google.", False, {"job"}),
     ("Lucia quit her job during the pandemic.", False, {"job"}),
+    # "during" a named time dates the end of a thing of hers; it bounds only a stop of
+    # something she keeps from ("quit meat during Ramadan", above)
+    ("Lucia quit her job during Ramadan.", False, {"job"}),
+    ("During Ramadan Lucia quit her job.", False, {"job"}),
+    ("During Ramadan Lucia quit meat.", True, None),
+    ("Lucia sold the car during Easter.", False, {"car"}),
+    ("Lucia gave up her flat during Lent.", False, {"flat"}),
+    ("Lucia gave up her flat for Lent.", True, None),
+    ("Lucia closed the shop throughout March.", True, None),
     # "for" after an "-ing" verb: for whom or where, not for how long
     ("Lucia stopped working for Initech.", False, {"working"}),
     ("Lucia gave up smoking for Maria.", False, {"smoking"}),

@@ -194,7 +194,8 @@ def test_strategies_reads_a_roots_strategies_as_its_fleets_runs_do(tmp_path: Pat
     def reflect_row(*extra: str) -> dict[str, Any]:
         result = CliRunner().invoke(cli, ["strategies", "--root", str(root), "--json", *extra])
         assert result.exit_code == 0, result.output
-        [row] = [r for r in json.loads(result.stdout) if r["name"] == "reflect_episodes"]
+        rows = json.loads(result.stdout)["strategies"]
+        [row] = [r for r in rows if r["name"] == "reflect_episodes"]
         return row
 
     alone, in_fleet = reflect_row(), reflect_row("--fleet", fleet)

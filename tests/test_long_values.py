@@ -64,7 +64,7 @@ def test_the_api_quotes_a_long_bad_value_short(runtime: Runtime, method: str, ur
     ["add", "--user", "u1", "--subject", "s", "--content", "c", "--timestamp", LONG],
     ["search", "q", "--mode", LONG],  # click's own "is not one of"
     ["search", "q", f"--mode={LONG}"],
-    ["briefing", "q", "--user", "u1", "--max-tokens", LONG],  # click's "not a valid integer"
+    ["briefing", "q", "--user", "u1", "--max-tokens", LONG],  # "must be a whole number"
     ["relations", "--user", "u1", "--status", LONG],
     ["trigger", LONG],
     [LONG],  # click's "No such command"

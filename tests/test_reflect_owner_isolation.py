@@ -72,7 +72,8 @@ def test_an_oserror_writing_one_users_log_fails_that_user_alone(
     assert answer["status"] == "partial"
     assert answer["counts"]["merged"] == 2 and answer["counts"]["interrupted"] == 1, answer
     assert "default_app/default_project/bob: cluster cl_" in answer["error"]
-    assert "OSError: [Errno 28] No space left on device" in answer["error"]
+    assert "No space left on device: " in answer["error"]
+    assert "OSError" not in answer["error"] and "Errno" not in answer["error"]
     assert Engine(rt).last_run(NAME)["error"] == answer["error"]
     assert len(narratives(rt, ADA)) == len(narratives(rt, CY)) == 1
     assert narratives(rt, BOB) == []  # unmerged, nothing of it written

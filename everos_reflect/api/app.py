@@ -282,8 +282,12 @@ def shared_routes() -> tuple[BaseRoute, ...]:
     @router.get(f"{API}/ome/strategies", dependencies=guarded)
     def strategies(runtime: RuntimeDep, engine: EngineDep,
                    scheduler: SchedulerDep) -> dict[str, Any]:
+        """Each strategy: enabled, schedule, next and last run; an invalid ``ome.toml`` said
+        once (``config.strategies_error``), each row saying ``config_invalid``."""
+        from everos_reflect.status import strategies_document
+
         rows = scheduler.status() if scheduler else strategies_status(runtime, engine)
-        return {"data": {"strategies": rows}}
+        return {"data": strategies_document(rows)}
 
     @router.get(f"{API}/status", dependencies=guarded)
     def status(runtime: RuntimeDep, engine: EngineDep,

@@ -9,7 +9,8 @@ schema), sizes are bounded here.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 from pydantic_core import PydanticCustomError
@@ -20,16 +21,40 @@ from everos_reflect.model import (
     CONTROL_CLASS,
     ENTRY_ID_RE,
     LINE_BREAK_RE,
+    LIST_LIMIT,
     MAX_BRIEFING_QUERY_CHARS,
+    MAX_BRIEFING_TOKENS,
+    MAX_LIST_LIMIT,
     MAX_QUERY_CHARS,
     MAX_SUBJECT_CHARS,
+    MAX_TRIGGER_WAIT,
     NAME_PATTERN,
     blank,
     control_problem,
     malformed_entry_id,
     quoted,
+    quoted_value,
     validate_name,
 )
+from everos_reflect.typed_numbers import NumberProblem, seconds_words, whole_number, whole_words
+
+
+def size_problem(problem: Mapping[str, Any]) -> str | None:
+    """pydantic's error of a text or list of the wrong size in a person's words, else
+    ``None``: "must not be empty" where one character or item is the least (``min_length=1``;
+    ``"query": ""`` was "String should have at least 1 character" and ``"kinds": []`` "List
+    should have at least 1 item after validation, not 0", where a blank ``"query": "  "`` was
+    "must not be empty"), and for one too long the most and how long it is (``must be at most
+    2,000 characters, got 3,000``: "String should have at most 2000 characters" did not say
+    by how much). The API, MCP and the CLI (``briefing``, ``lessons``) say it alike."""
+    kind, ctx, given = problem.get("type"), problem.get("ctx") or {}, problem.get("input")
+    if kind in ("string_too_short", "too_short") and ctx.get("min_length") == 1:
+        return "must not be empty"
+    if kind == "string_too_long" and isinstance(given, str) and "max_length" in ctx:
+        return f"must be at most {ctx['max_length']:,} characters, got {len(given):,}"
+    if kind == "too_long" and isinstance(given, list | tuple) and "max_length" in ctx:
+        return f"must hold at most {ctx['max_length']:,} items, got {len(given):,}"
+    return None
 
 
 class Strict(BaseModel):
@@ -62,6 +87,48 @@ def _whole(value: object) -> object:
 
 #: An integer field: strict (no strings, no booleans) but accepting a whole float.
 Whole = Annotated[int, BeforeValidator(_whole)]
+
+
+def _whole_between(low: int, high: int) -> Any:
+    def check(value: object) -> object:
+        value = _whole(value)
+        if isinstance(value, int) and not isinstance(value, bool) and not low <= value <= high:
+            raise PydanticCustomError("whole_range", f"{whole_words(low, high)}, got "
+                                                     f"{quoted_value(value)}")
+        return value
+
+    return check
+
+
+def whole_between(low: int, high: int) -> Any:
+    """:data:`Whole` from ``low`` to ``high`` (published as the schema's bounds), refused in the
+    words of the CLI option of the same name (``must be a whole number from 1 to 100, got
+    0``): pydantic's "Input should be greater than or equal to 1" said half of it, and not
+    as ``--top-k`` said it."""
+    # the bounds first: wrapped in the validator they were published as "ge"/"le", not as
+    # JSON Schema's minimum/maximum (the validator runs first all the same)
+    return Annotated[int, Field(ge=low, le=high), BeforeValidator(_whole_between(low, high))]
+
+
+def _seconds_between(low: float, high: float) -> Any:
+    def check(value: object) -> object:
+        if isinstance(value, int | float) and not isinstance(value, bool) and \
+                not low <= value <= high:  # NaN too: it compares false with both
+            raise PydanticCustomError("seconds_range", f"{seconds_words(low, high)}, got "
+                                                       f"{quoted_value(value)}")
+        return value
+
+    return check
+
+
+TopK = whole_between(1, MAX_TOP_K)
+PassagesPerEntry = whole_between(1, MAX_PASSAGES_PER_ENTRY)
+MaxTokens = whole_between(1, MAX_BRIEFING_TOKENS)
+Importance = whole_between(1, 10)
+ListLimit = whole_between(1, MAX_LIST_LIMIT)
+#: ``trigger``'s wait, as ``--timeout`` bounds it.
+TriggerSeconds = Annotated[float, Field(ge=0, le=MAX_TRIGGER_WAIT),
+                           BeforeValidator(_seconds_between(0, MAX_TRIGGER_WAIT))]
 
 #: "Has a character that shows": not white space in Python's sense (``str.strip``/``split``)
 #: and not an invisible format character (Unicode ``Cf``: U+200B, BOM, joiners), what
@@ -116,7 +183,7 @@ EpisodeIdText = Annotated[str, AfterValidator(_episode_id), Field(
 class SearchRequest(Strict):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
                        json_schema_extra={"pattern": NOT_BLANK})
-    top_k: Whole = Field(5, ge=1, le=MAX_TOP_K)
+    top_k: TopK = 5
     user_id: Name | None = None
     app_id: Name | None = None
     project_id: Name | None = None
@@ -129,8 +196,8 @@ class SearchRequest(Strict):
         description="Entry kinds to search (episode, atomic_fact, insight, ...); default "
                     "episode. Not empty: an empty list searched nothing and found nothing.")
     include_stale: bool = False
-    passages_per_entry: Whole = Field(
-        PASSAGES_PER_ENTRY, ge=1, le=MAX_PASSAGES_PER_ENTRY,
+    passages_per_entry: PassagesPerEntry = Field(
+        PASSAGES_PER_ENTRY,
         description="Items one entry may fill (its best passage and further ones, same id); "
                     "1 = one item per entry. Hybrid search of Episodes only; top_k counts "
                     "items.")
@@ -152,13 +219,13 @@ class EpisodeRequest(Strict):
     timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
                                   json_schema_extra={"format": "date-time"})
     session_id: Name | None = None
-    importance: Annotated[int, Field(ge=1, le=10), BeforeValidator(_whole)] | None = None
+    importance: Importance | None = None
 
 
 class TriggerRequest(Strict):
     name: str = Field(min_length=1, max_length=200,
                       description="Strategy name, e.g. reflect_episodes.")
-    timeout: float = Field(120.0, ge=0, le=86400, description="Seconds to wait for the run.")
+    timeout: TriggerSeconds = Field(120.0, description="Seconds to wait for the run.")
     force: bool = Field(False, description="Run even when the strategy is disabled.")
 
 
@@ -204,29 +271,32 @@ class BriefingRequest(Strict):
     query: str = Field(min_length=1, max_length=MAX_BRIEFING_QUERY_CHARS,
                        json_schema_extra={"pattern": NOT_BLANK})
     task_type: Name | None = Field(None, description="Adds the lessons of this task type.")
-    max_tokens: Whole = Field(1000, ge=1, le=32000,
+    max_tokens: MaxTokens = Field(1000,
                             description="Budget of the whole block, in the bundled tokenizer's "
                                         "tokens.")
 
 
-#: The most entries a listing answers by default (``limit``), and at most (``total`` counts
-#: them all): the MCP tools ``lessons`` and ``insights`` answered every one, into the prompt
-#: of the agent that asked (3,000 lessons citing 200 tasks each: 13 MB).
-LIST_LIMIT, MAX_LIST_LIMIT = 50, 1000
 #: The most ids of one listed lesson's ``evidence`` an answer holds (``evidence_count``
 #: counts them all; ``explain ID`` gives the whole tree), as a briefing item's.
 MAX_LISTED_EVIDENCE = 20
 
 
-def _query_count(value: object) -> object:
-    """A query string's ``limit`` (always text there) as a count: digits 0-9 only, as the
-    other query integers are read; the JSON of an MCP call gives a number."""
-    if isinstance(value, str):
-        if not re.fullmatch(r"[0-9]+", value):
-            raise PydanticCustomError("int_parsing",
-                                      f"must be a whole number, got {quoted(value)}")
-        return int(value)
-    return value
+def whole_query(low: int, high: int) -> Callable[[object], object]:
+    """The before-validator of a query string's whole number from ``low`` to ``high``, read
+    as the CLI reads the same option (:func:`~everos_reflect.typed_numbers.whole_number`):
+    pydantic read ``1_0`` as 10 and `` 10`` or ``10.0`` too, and said "Input should be greater
+    than or equal to 1" where ``--limit`` said the bounds. A number (an MCP call's JSON)
+    passes to the field's own checks."""
+
+    def check(value: object) -> object:
+        if not isinstance(value, str):
+            return value
+        try:
+            return whole_number(value, low, high)
+        except NumberProblem as exc:
+            raise PydanticCustomError("int_parsing", str(exc)) from None
+
+    return check
 
 
 class LessonsQuery(Strict):
@@ -236,15 +306,15 @@ class LessonsQuery(Strict):
     user_id: Name | None = Field(None, description="One user; default: every user.")
     app_id: Name | None = None
     project_id: Name | None = None
-    limit: Whole = Field(LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT,
-                         description="The most lessons answered, most confirmed first "
+    limit: ListLimit = Field(LIST_LIMIT,
+                             description="The most lessons answered, most confirmed first "
                                      "(`total` counts them all).")
 
 
 class LessonsParams(LessonsQuery):
     """:class:`LessonsQuery` read from a query string, where ``limit`` is text."""
 
-    limit: Annotated[int, BeforeValidator(_query_count)] = Field(
+    limit: Annotated[int, BeforeValidator(whole_query(1, MAX_LIST_LIMIT))] = Field(
         LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT,
         description="The most lessons answered, most confirmed first (`total` counts them "
                     "all).")
@@ -268,8 +338,8 @@ class InsightsQuery(Strict):
     app_id: Name | None = None
     project_id: Name | None = None
     include_stale: bool = False
-    limit: Whole = Field(LIST_LIMIT, ge=1, le=MAX_LIST_LIMIT,
-                         description="The most insights answered, newest first (`total` "
+    limit: ListLimit = Field(LIST_LIMIT,
+                             description="The most insights answered, newest first (`total` "
                                      "counts them all).")
 
 

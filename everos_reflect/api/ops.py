@@ -23,6 +23,7 @@ from everos_reflect.model import (
     QUOTED_MAX,
     Kind,
     UserRef,
+    malformed_relation_id,
     new_episode,
     quoted_value,
     shown_key,
@@ -120,8 +121,7 @@ def _id_problem(value: Any, what: str) -> errors.InvalidId | None:
             # an insight id quoted the raw pattern; "rel_…\x00" was told to use the
             # characters of a user id, which it did not fail for
             if not re.fullmatch(RELATION_ID_PATTERN, str(value)):
-                raise errors.InvalidId(f"invalid relation id {quoted_value(value)}: expected "
-                                       "e.g. rel_20261012_0001")
+                raise errors.InvalidId(malformed_relation_id(quoted_value(value)))
         else:
             validate_name(value, what)
     except errors.InvalidId as exc:
@@ -201,6 +201,8 @@ def validation_message(problems: Sequence[Any]) -> str:
     named by its key), so each is shown as :func:`~everos_reflect.model.shown_key` writes
     it, and only the first :data:`PROBLEMS_MAX` problems are listed: a 5,000-character key
     was echoed whole, and 3,000 unknown keys made a 116 kB message."""
+    from everos_reflect.api.models import size_problem
+
     parts = []
     for err in problems[:PROBLEMS_MAX]:
         where = ".".join(shown_key(str(p)) for p in err.get("loc", ()) if p != "body") or "body"
@@ -214,6 +216,7 @@ def validation_message(problems: Sequence[Any]) -> str:
             message = f"{message}, got {quoted_value(err.get('input'))}"
         elif err.get("type") in JSON_TAKES and "input" in err and _in_json(err):
             message = f"must be {JSON_TAKES[err['type']]}, got {json_got(err['input'])}"
+        message = size_problem(err) or message
         parts.append(f"{where}: {message or 'invalid'}")
     if len(problems) > PROBLEMS_MAX:
         parts.append(f"and {len(problems) - PROBLEMS_MAX:,} more problems")

@@ -9,14 +9,14 @@ shared by ``app_id`` and ``project_id`` read both from ``?app_id=`` (``app_id=ac
 
 from __future__ import annotations
 
-import re
 from typing import Annotated
 
 from fastapi import Path, Query
 from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 
-from everos_reflect.model import ENTRY_ID_RE, NAME_PATTERN, quoted, unplain_number
+from everos_reflect.api.models import whole_query
+from everos_reflect.model import ENTRY_ID_RE, MAX_LIST_LIMIT, NAME_PATTERN, quoted
 
 NameQuery = Annotated[str, Query(pattern=NAME_PATTERN)]
 OptionalNameQuery = Annotated[str | None, Query(pattern=NAME_PATTERN)]
@@ -27,18 +27,10 @@ RelationIdPath = Annotated[str, Path(pattern=RELATION_ID_PATTERN,
                                      description="e.g. rel_20261012_0001")]
 
 
-def _plain_int(value: object) -> object:
-    # pydantic reads a query's "1_0" as 10 (and " 10", "10.0" too): only an optional "-" and
-    # the digits 0-9 are a number here; the bounds are the parameter's own
-    if isinstance(value, str) and not re.fullmatch(r"-?[0-9]+", value):
-        hint = unplain_number(value) or "digits 0-9 only"
-        raise PydanticCustomError("int_parsing",
-                                  f"must be a whole number, got {quoted(value)} ({hint})")
-    return value
-
-
-#: ``?limit=`` of the lists of runs and reports, written plainly.
-LimitQuery = Annotated[int, Query(ge=1, le=1000), BeforeValidator(_plain_int)]
+#: ``?limit=`` of the lists of runs, reports and insights, written plainly; ``--limit`` of
+#: ``runs`` and ``reports`` has the same bounds.
+LimitQuery = Annotated[int, Query(ge=1, le=MAX_LIST_LIMIT),
+                       BeforeValidator(whole_query(1, MAX_LIST_LIMIT))]
 
 
 def _plain_bool(value: object) -> object:

@@ -55,6 +55,10 @@ MIN_SIMILARITY = 0.30  # MiniLM cosine below which a record rarely answers the q
 EVIDENCE_K = 12  # candidates fetched per instance kind
 INSIGHT_K = 8
 LIVE = ("active", "contested")
+#: The most of a briefing's budget the worldview takes while lessons, insights or records
+#: want the room (:attr:`Section.share`): a person's worldview of thousands of words, each
+#: conviction cut to a third of the budget, took it all and left the query unanswered.
+WORLDVIEW_SHARE = 1 / 3
 #: A lesson's score is its confirmations, saturated here: a person may write any YAML int
 #: (400 digits is valid), which ``float()`` cannot hold; below this every count is exact.
 MAX_SCORED_CONFIRMATIONS = 2**53
@@ -282,7 +286,7 @@ def build_briefing(
     insight_items = [i for r in rows[Kind.INSIGHT] if (i := _row_item(runtime, ref, r))]
     evidence_items = [i for r in evidence_rows if (i := _row_item(runtime, ref, r))]
 
-    sections = [Section("Current convictions", convictions(runtime, ref))]
+    sections = [Section("Current convictions", convictions(runtime, ref), share=WORLDVIEW_SHARE)]
     if task_type:
         sections.append(Section(f"Lessons for {task_type}", lessons(runtime, ref, task_type)))
     insights = Section("Insights", insight_items)

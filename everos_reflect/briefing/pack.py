@@ -5,7 +5,8 @@ then one line per item — ``- [id · kind · date · cites a, b] text`` — and
 not fit, a last line saying what was left out. Sections come in priority order and items in
 rank order; an item that does not fit is skipped (counted as left out) and smaller ones after it
 may still fit. Long texts are cut at a token boundary to a share of the budget, so one long
-narrative cannot crowd out everything else.
+narrative cannot crowd out everything else, and a section may be held to a share of the
+budget (:attr:`Section.share`) while the sections after it have items that want the room.
 
 The budget covers the whole block: the space the "left out" line may need is reserved before
 packing, and the rendered block is counted again at the end.
@@ -71,6 +72,10 @@ class Item:
 class Section:
     title: str
     items: list[Item]
+    #: The most of the budget (after the header) this section takes, as a fraction, while
+    #: the sections after it have items that want the room; the room they leave is its too
+    #: (:func:`pack`). ``None``: no share of its own, only the whole budget.
+    share: float | None = None
 
 
 @dataclass
@@ -87,6 +92,8 @@ class Briefing:
     #: facts given no line because the Episode they were taken from is in the block and says
     #: them word for word (:func:`restates`)
     restated_ids: list[str] = field(default_factory=list)
+    #: items in the block whose text was cut to fit (their text ends with " …")
+    cut_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The answer: bounded by the block's budget, not by how many records were offered
@@ -100,6 +107,7 @@ class Briefing:
             "omitted": dict(self.omitted),
             "omitted_ids": list(self.omitted_ids[:MAX_OMITTED_IDS]),
             "restated_ids": list(self.restated_ids),
+            "cut_ids": list(self.cut_ids),
         }
 
 
@@ -151,11 +159,24 @@ def pack(
         return Briefing("", [], 0, max_tokens, route, omitted, [i.id for i in every])
 
     cap = max(MIN_ITEM_TOKENS, (max_tokens - head_cost) // 3)
-    packer = _Packer(counter, room=max_tokens - reserve, used=head_cost, cap=cap,
-                     lines=[header], cut=cut_floor(cap, counter))
-    for section in sections:
-        if section.items:
-            packer.section(section)
+    shares = {n: int((max_tokens - head_cost) * s.share) for n, s in enumerate(sections)
+              if s.share is not None}
+
+    def packed(limits: dict[int, int]) -> _Packer:
+        packer = _Packer(counter, room=max_tokens - reserve, used=head_cost, cap=cap,
+                         lines=[header], cut=cut_floor(cap, counter))
+        for n, section in enumerate(sections):
+            if section.items:
+                packer.section(section, limits.get(n))
+        return packer
+
+    packer = packed(shares)
+    spare = packer.room - packer.used
+    if packer.held_back and spare > 0:
+        # what the later sections left is the held sections' too: they take it, and the
+        # later sections, packed in the same room as before, keep what they kept
+        packer = packed({n: packer.section_used.get(n, 0) + spare
+                         for n in packer.held_back})
     kept, left, lines = packer.kept, packer.left, packer.lines
     restated = list(packer.restated)  # each one's Episode is kept
     omitted = dict(Counter(i.kind for i in left))
@@ -174,13 +195,14 @@ def pack(
         text = "\n".join([*lines, omitted_line(omitted)])
         tokens = counter.count(text)
     restated_ids = [i.id for i in restated]
+    cut_ids = [i.id for i in kept if i.id in packer.cut_ids]
     if tokens > max_tokens:
         # Nothing kept, and the header with the "left out" line is still over: the reserve
         # is the line for 9999 of each kind, and some counts cost more ("3461 lessons" is a
         # token more than "9999 lessons"). As when not even the header fits: no block.
         return Briefing("", [], 0, max_tokens, route, omitted, [i.id for i in left])
     return Briefing(text, kept, tokens, max_tokens, route, omitted, [i.id for i in left],
-                    restated_ids)
+                    restated_ids, cut_ids)
 
 
 #: The kind whose items may restate their Episode word for word (facts are its sentences).
@@ -222,8 +244,20 @@ class _Packer:
     kept: list[Item] = field(default_factory=list)
     left: list[Item] = field(default_factory=list)
     restated: list[Item] = field(default_factory=list)
+    #: ids of the kept items whose text was cut to fit
+    cut_ids: set[str] = field(default_factory=set)
+    #: tokens each section's lines took, by the section's index
+    section_used: dict[int, int] = field(default_factory=dict)
+    #: indexes of the sections whose share left out or cut an item
+    held_back: list[int] = field(default_factory=list)
 
-    def section(self, section: Section) -> None:
+    def section(self, section: Section, limit: int | None = None) -> None:
+        """Pack ``section``'s items, in at most ``limit`` tokens of the room when given."""
+        index = len(self.section_used)
+        start = self.used
+        self._end = self.room if limit is None else min(self.room, start + limit)
+        self._limited = self._end < self.room
+        self._held = False
         self._heading = f"## {section.title}"
         self._heading_cost = self.counter.count(self._heading)
         self._opened = False
@@ -236,6 +270,9 @@ class _Packer:
         while self._waiting:  # facts that cite each other in a loop: none waits for good
             for fact in self._waiting.pop(next(iter(self._waiting))):
                 self._offer(fact)
+        self.section_used[index] = self.used - start
+        if self._held:
+            self.held_back.append(index)
 
     def _consider(self, item: Item) -> None:
         parent = None
@@ -254,16 +291,28 @@ class _Packer:
     def _offer(self, item: Item) -> None:
         self._decided.add(item.id)
         head = 0 if self._opened else self._heading_cost
-        if (self.room - self.used - head < MIN_LINE_TOKENS
-                or self.used + head + line_floor(item, self.cap, self.counter,
-                                                 self.cut) > self.room):
+        room, cap, cut = self._end, self.cap, self.cut
+        if self._limited and not self.counter.surely_within(item.text, room - self.used):
+            # held to a share: a long text is cut to what the share has left, not left out
+            # whole for want of the third of the budget any text may take
+            frame = self.counter.count(item_line(_with_text(item, "")))
+            cap = max(MIN_ITEM_TOKENS, min(cap, room - self.used - head - frame))
+            cut = cut_floor(cap, self.counter)
+        if (room - self.used - head < MIN_LINE_TOKENS
+                or self.used + head + line_floor(item, cap, self.counter, cut) > room):
             self.left.append(item)  # surely too long: not worth tokenizing
+            self._held = self._held or self._limited
         else:
-            item = _capped(item, self.cap, self.counter)
+            whole = item
+            item = _capped(item, cap, self.counter)
             extra = self.counter.count(item_line(item)) + head
-            if self.used + extra > self.room:
+            if self.used + extra > room:
                 self.left.append(item)
+                self._held = self._held or self._limited
             else:
+                if item is not whole:
+                    self.cut_ids.add(item.id)
+                    self._held = self._held or (self._limited and cap < self.cap)
                 if not self._opened:
                     self.lines.append(self._heading)
                     self._opened = True
@@ -306,5 +355,9 @@ def _capped(item: Item, cap: int, counter: Counts) -> Item:
     text = counter.truncate(item.text, cap, CUT_MARKER)
     if text == item.text:
         return item
+    return _with_text(item, text)
+
+
+def _with_text(item: Item, text: str) -> Item:
     return Item(item.id, item.kind, text, item.timestamp, list(item.evidence), item.score,
                 item.note)

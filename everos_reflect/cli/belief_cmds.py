@@ -18,7 +18,7 @@ from everos_reflect.cli.common import (
     say,
     writable_root,
 )
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, InvalidId
 
 if TYPE_CHECKING:
     from everos_reflect.model import UserRef
@@ -101,6 +101,7 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
                 project: str | None, as_json: bool) -> None:
     """Mark a self-contradiction edge resolved, with a note; the convictions stay as they are."""
     from everos_reflect.markdown.parser import lookup_entry_id
+    from everos_reflect.model import ENTRY_ID_RE, malformed_relation_id, quoted_value
     from everos_reflect.strategies.belief_views import (
         check_relation_id,
         owners_of,
@@ -110,6 +111,8 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
     writable_root(root)  # refused in one line, before anything is done
     runtime = open_runtime(root)
     refs = filtered_refs(runtime, user_id, app, project)
+    if not ENTRY_ID_RE.fullmatch(rel_id):  # no entry id's form: a relation id's example
+        raise InvalidId(malformed_relation_id(quoted_value(rel_id)))
     lookup_entry_id(rel_id, refs[0] if user_id is not None else None)  # as at the API
     check_relation_id(rel_id)
     refs = owners_of(runtime, rel_id, refs)

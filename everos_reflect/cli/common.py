@@ -15,9 +15,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, describe
 from everos_reflect.fileio import os_error_text
-from everos_reflect.model import BYTE_ESCAPES, QUOTED_MAX, quoted, unplain_number
+from everos_reflect.model import BYTE_ESCAPES, QUOTED_MAX, quoted
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -45,24 +45,36 @@ fleet_defaults_option = click.option(
          "root's ome.toml, as the fleet's runs lay them.")
 
 
-class _Plain:
-    """A number option refusing what ``int()``/``float()`` read but a person did not write
-    plainly: ``--limit 1_0`` listed ten reports and ``--top-k ١٠`` (Arabic-Indic) ten hits."""
+class WholeRange(click.IntRange):
+    """A whole-number option read as the API reads a query's whole number
+    (:func:`~everos_reflect.typed_numbers.whole_number`): the digits 0-9 and an optional
+    ``-``, within the bounds, refused in words a person uses (``must be a whole number from 1
+    to 100, got '5.0'``). ``click.IntRange`` read ``+5``, `` 5`` and ``1_0``, which the API
+    refuses, and named its own type ("'5.0' is not a valid integer range")."""
 
     def convert(self, value: Any, param: click.Parameter | None,
                 ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and (hint := unplain_number(value)):
-            self.fail(f"{quoted(value)} is not a plain number: {hint}.",  # type: ignore[attr-defined]
-                      param, ctx)
-        return super().convert(value, param, ctx)  # type: ignore[misc]
+        from everos_reflect.typed_numbers import NumberProblem, whole_number
+
+        try:
+            return whole_number(str(value), int(self.min), int(self.max))  # type: ignore[arg-type]
+        except NumberProblem as exc:
+            self.fail(str(exc), param, ctx)
 
 
-class PlainIntRange(_Plain, click.IntRange):
-    """``click.IntRange`` with the digits 0-9 only (:class:`_Plain`)."""
+class SecondsRange(click.FloatRange):
+    """A number-of-seconds option read as :class:`WholeRange` reads a whole number
+    (:func:`~everos_reflect.typed_numbers.seconds`): ``2.5`` or ``.5``, never ``nan``,
+    ``inf``, ``1e3``, ``+5`` or `` 5``."""
 
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        from everos_reflect.typed_numbers import NumberProblem, seconds
 
-class PlainFloatRange(_Plain, click.FloatRange):
-    """``click.FloatRange`` with the digits 0-9 only (:class:`_Plain`)."""
+        try:
+            return seconds(str(value), float(self.min), float(self.max))  # type: ignore[arg-type]
+        except NumberProblem as exc:
+            self.fail(str(exc), param, ctx)
 
 
 def fleet_defaults(root: Path, fleet_file: str | None) -> dict[str, dict[str, Any]]:
@@ -260,14 +272,15 @@ def say(message: object = "", *, err: bool = False) -> None:
 
 class _OneLineStderr(logging.Handler):
     """Log records as one line each on the current ``sys.stderr``: the message, and for a
-    record carrying an exception its type and text instead of the traceback."""
+    record carrying an exception what it says (:func:`~everos_reflect.errors.describe`)
+    instead of the traceback."""
 
     def emit(self, record: logging.LogRecord) -> None:
         try:
             text = record.getMessage()
             exc = record.exc_info[1] if record.exc_info else None
             if exc is not None:
-                text += f": {type(exc).__name__}: {exc}"
+                text += f": {describe(exc)}"
             sys.stderr.write(text.translate(_ONE_LINE) + "\n")
         except Exception:
             self.handleError(record)
@@ -398,9 +411,13 @@ def validated(model: type[M], **fields: Any) -> M:
 def _reason(problem: Any) -> str:
     """pydantic's message, or the domain error a validator raised as it is: pydantic wraps it
     in "Value error, …", which the CLI printed ("task_type: Value error, invalid task_type")
-    where the API says the same thing without it."""
+    where the API says the same thing without it. A text or list of the wrong size is said in
+    the API's words (:func:`~everos_reflect.api.models.size_problem`)."""
+    from everos_reflect.api.models import size_problem  # loaded: the model is one of them
+
     cause = (problem.get("ctx") or {}).get("error")
-    return str(cause) if isinstance(cause, Exception) else str(problem["msg"])
+    return size_problem(problem) or (str(cause) if isinstance(cause, Exception)
+                                      else str(problem["msg"]))
 
 
 def handle_errors(fn: F) -> F:

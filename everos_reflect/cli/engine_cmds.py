@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import math
 import sys
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from everos_reflect.cli.common import (
-    PlainFloatRange,
-    PlainIntRange,
+    SecondsRange,
+    WholeRange,
     configure_logging,
     counted,
     emit_json,
@@ -23,6 +22,7 @@ from everos_reflect.cli.common import (
     root_option,
     say,
 )
+from everos_reflect.model import MAX_LIST_LIMIT, MAX_TRIGGER_WAIT
 
 if TYPE_CHECKING:
     from everos_reflect.engine.engine import RunOutcome
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 @click.option("--host", default=None, help="Bind address (default: [server] host, 127.0.0.1).")
 # Not 0 ("any free port"), as [server] port may not be: daemon.json and the log then said
 # port 0, and `trigger` could not reach the daemon and ran in-process beside it.
-@click.option("--port", type=PlainIntRange(1, 65535), default=None,
+@click.option("--port", type=WholeRange(1, 65535), default=None,
               help="Port (default: [server] port, 8000).")
 @handle_errors
 def serve_cmd(root: str | None, host: str | None, port: int | None) -> None:
@@ -49,20 +49,11 @@ def serve_cmd(root: str | None, host: str | None, port: int | None) -> None:
 TRIGGER_EXIT_CODES = {"ok": 0, "failed": 1, "busy": 1, "partial": 3, "disabled": 4, "timeout": 5}
 
 
-def _not_nan(value: float) -> float:
-    """``FloatRange`` lets ``nan`` through (it compares false with both bounds); a NaN wait
-    would end at once, and ``inf`` (past the API's 86400) overflowed the thread wait."""
-    if math.isnan(value):
-        raise click.BadParameter("must be a number of seconds, got nan", param_hint="'--timeout'")
-    return value
-
-
 @click.command("trigger")
 @click.argument("name")
 @root_option
 @click.option("--force", is_flag=True, help="Run even if the strategy is disabled.")
-@click.option("--timeout", type=PlainFloatRange(0, 86400), default=120.0, show_default=True,
-              callback=lambda _ctx, _param, value: _not_nan(value),
+@click.option("--timeout", type=SecondsRange(0, MAX_TRIGGER_WAIT), default=120.0, show_default=True,
               help="Seconds to wait for the run.")
 @fleet_defaults_option
 @json_option
@@ -107,7 +98,7 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
         except KeyboardInterrupt:
             engine.shutdown(timeout=30)
             fail("interrupted; the run was asked to stop", 130)
-        outcome = _finished(runtime, outcome)
+        outcome = engine.outcome_of(outcome.run_id or "") or _finished(runtime, outcome)
     if as_json:
         emit_json({**outcome.to_dict(), "via": via})
     else:
@@ -161,7 +152,7 @@ def _finished(runtime: Runtime, outcome: RunOutcome) -> RunOutcome:
 
 @click.command("runs")
 @root_option
-@click.option("--limit", type=PlainIntRange(1, 10000), default=20, show_default=True,
+@click.option("--limit", type=WholeRange(1, MAX_LIST_LIMIT), default=20, show_default=True,
               help="How many runs to show.")
 @json_option
 @handle_errors
@@ -211,7 +202,9 @@ def strategies_cmd(root: str | None, fleet_file: str | None, as_json: bool) -> N
     finally:
         runtime.close()
     if as_json:
-        emit_json(rows)
+        from everos_reflect.status import strategies_document
+
+        emit_json(strategies_document(rows))
     else:
         _say_strategies(rows)
     for note in notes:

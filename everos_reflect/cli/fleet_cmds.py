@@ -187,9 +187,9 @@ def _render_status(docs: list[dict[str, Any]]) -> None:
             rows.append([doc["root"] if i == 0 else "", row["name"], state, last_text,
                          str(row["next_run"] or "-")[:19],
                          _lag_text(doc["index"]) if i == 0 else ""])
-            if i == 0 and (doc.get("config_error") or row.get("config_error")):
-                rows.append(["", "", "", "", "",
-                             doc.get("config_error") or f"ome.toml: {row['config_error']}"])
+            said = (doc.get("config") or {}).get("strategies_error")
+            if i == 0 and (doc.get("config_error") or said):
+                rows.append(["", "", "", "", "", doc.get("config_error") or f"ome.toml: {said}"])
     for line in _table(["root", "strategy", "state", "last run", "next run", "index lag"],
                        rows):
         click.echo(one_line(line))

@@ -9,7 +9,7 @@ from typing import Any
 import click
 
 from everos_reflect.cli.common import (
-    PlainIntRange,
+    WholeRange,
     counted,
     emit_json,
     handle_errors,
@@ -96,7 +96,7 @@ def _one_line(text: object, width: int) -> str:
 @click.option("--user", "user_id", default=None, help="Only this user's memory.")
 @click.option("--app", "app_id", default=None, help="Only this app (tenant).")
 @click.option("--project", "project_id", default=None, help="Only this project (tenant).")
-@click.option("--top-k", "top_k", type=PlainIntRange(1, MAX_TOP_K), default=5,
+@click.option("--top-k", "top_k", type=WholeRange(1, MAX_TOP_K), default=5,
               show_default=True, help=f"Hits to return (1-{MAX_TOP_K}, as in the API).")
 @click.option(
     "--mode",
@@ -111,7 +111,7 @@ def _one_line(text: object, width: int) -> str:
               help="Kinds to search (repeatable); default episode.")
 @click.option("--include-stale", is_flag=True, help="Also return stale/retired derived records.")
 @click.option("--passages-per-entry", "passages_per_entry",
-              type=PlainIntRange(1, MAX_PASSAGES_PER_ENTRY), default=PASSAGES_PER_ENTRY,
+              type=WholeRange(1, MAX_PASSAGES_PER_ENTRY), default=PASSAGES_PER_ENTRY,
               show_default=True,
               help="Items one entry may fill (further passages share its id); 1 = one hit "
                    "per entry. As in the API.")
@@ -138,7 +138,7 @@ def search_cmd(
     from everos_reflect.model import validate_name
 
     if blank(query):
-        raise EverosError("the search query is empty")
+        raise EverosError("query must not be empty")  # as the API says it
     # before the sync: a refused search built or synced the index, then named the bad id
     for value, what in ((user_id, "user_id"), (app_id, "app_id"), (project_id, "project_id")):
         if value is not None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from everos_reflect.cli.common import (
-    PlainIntRange,
+    WholeRange,
     app_filter_option,
     emit_json,
     fail,
@@ -21,7 +21,14 @@ from everos_reflect.cli.common import (
     writable_root,
 )
 from everos_reflect.errors import InvalidEpisode
-from everos_reflect.model import Kind, UserRef, shown_names
+from everos_reflect.model import (
+    LIST_LIMIT,
+    MAX_BRIEFING_TOKENS,
+    MAX_LIST_LIMIT,
+    Kind,
+    UserRef,
+    shown_names,
+)
 
 user_option = click.option("--user", "user_id", required=True, help="User id.")
 app_option = click.option("--app", default=None, help="App id (default: default_app).")
@@ -93,7 +100,8 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
 @click.option("--task-type", default=None,
               help="Add the lessons of this task type. Without it the block holds no lesson: "
                    "lessons are learned per task type and served only for theirs.")
-@click.option("--max-tokens", type=PlainIntRange(1, 32000), default=1000, show_default=True,
+@click.option("--max-tokens", type=WholeRange(1, MAX_BRIEFING_TOKENS), default=1000,
+              show_default=True,
               help="Budget of the whole block (bundled tokenizer).")
 @json_option
 @handle_errors
@@ -136,7 +144,7 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
 @click.option("--user", "user_id", default=None, help="User id (default: every user).")
 @app_filter_option
 @project_filter_option
-@click.option("--limit", type=PlainIntRange(1, 1000), default=50, show_default=True,
+@click.option("--limit", type=WholeRange(1, MAX_LIST_LIMIT), default=LIST_LIMIT, show_default=True,
               help="The most lessons listed, most confirmed first.")
 @json_option
 @handle_errors

@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from everos_reflect.cli.common import (
-    PlainIntRange,
+    WholeRange,
     counted,
     emit_json,
     existing_root,
@@ -24,6 +24,7 @@ from everos_reflect.cli.common import (
     say,
     shown,
 )
+from everos_reflect.model import MAX_LIST_LIMIT
 from everos_reflect.runtime import Runtime
 
 #: Columns of ``reports``, in the order printed (SPEC §6 first, then provenance and cost).
@@ -83,7 +84,7 @@ def _render(reports: list[dict[str, Any]]) -> None:
 
 @click.command("reports")
 @root_option
-@click.option("--limit", type=PlainIntRange(1, 1_000_000), default=20, show_default=True,
+@click.option("--limit", type=WholeRange(1, MAX_LIST_LIMIT), default=20, show_default=True,
               help="How many reports to show.")
 @json_option
 @handle_errors

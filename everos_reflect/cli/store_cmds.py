@@ -20,7 +20,7 @@ import click
 import tomlkit
 
 from everos_reflect.cli.common import (
-    PlainIntRange,
+    WholeRange,
     counted,
     emit_json,
     existing_root,
@@ -196,7 +196,7 @@ def root_around(path: Path) -> Path | None:
 @click.option("--content", required=True, help="The episode's text.")
 @click.option("--timestamp", default=None, help="ISO 8601 (default: now, UTC).")
 @click.option("--session", "session_id", default=None, help="Session id; also the parent memcell.")
-@click.option("--importance", type=PlainIntRange(1, 10), default=None, help="1-10.")
+@click.option("--importance", type=WholeRange(1, 10), default=None, help="1-10.")
 @json_option
 @handle_errors
 def add_cmd(

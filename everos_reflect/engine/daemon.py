@@ -326,15 +326,15 @@ def strategies_via_daemon(runtime: Runtime) -> DaemonStrategies | None:
         return None
     import httpx  # the client side only, as in trigger_via_daemon
 
+    from everos_reflect.status import rows_of_document
+
     try:
         resp = httpx.get(f"{_address(info)}/api/v1/ome/strategies", headers=_headers(runtime),
                          timeout=ASK_TIMEOUT_SECONDS, trust_env=False)
         if resp.status_code != 200:
             return DaemonStrategies(info, problem=f"it answered {resp.status_code}: "
                                     f"{_message(resp)}")
-        rows = resp.json()["data"]["strategies"]
-        if not isinstance(rows, list):
-            raise TypeError("no list of strategies")
+        rows = rows_of_document(resp.json()["data"])
     except httpx.HTTPError as exc:
         return DaemonStrategies(info, problem=f"it did not answer ({exc})")
     except (ValueError, KeyError, TypeError) as exc:

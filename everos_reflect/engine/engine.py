@@ -18,6 +18,7 @@ import sqlite3
 import threading
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime
@@ -39,7 +40,7 @@ from everos_reflect.engine.registry import (
     validate_ome,
 )
 from everos_reflect.engine.triggers import CronTrigger
-from everos_reflect.errors import ConfigError, IndexReadOnly, RootGone
+from everos_reflect.errors import ConfigError, IndexReadOnly, RootGone, describe
 from everos_reflect.fileio import read_config_bytes
 from everos_reflect.index import rebuild, runs
 from everos_reflect.index.db import db_built
@@ -81,6 +82,8 @@ class RunOutcome:
 #: runs are told why they had nothing to do; a scheduled run that found nothing (many an hour
 #: across a fleet) is not made to look through every owner again to say why.
 ASKED = frozenset({"manual", "api"})
+#: How many finished runs' outcomes an engine keeps for :meth:`Engine.outcome_of`.
+KEPT_OUTCOMES = 64
 
 #: Why a run that returned at a stop request (``serve`` or ``fleet serve`` shutting down on
 #: SIGTERM/SIGINT) is ``partial``, not ``ok``.
@@ -190,6 +193,8 @@ class Engine:
         # first has stored what it parsed (a first config() then found neither).
         self._reload_lock = threading.RLock()
         self._active: dict[str, _ActiveRun] = {}
+        #: The outcomes of this engine's latest finished runs by run id (:meth:`outcome_of`).
+        self._outcomes: OrderedDict[str, RunOutcome] = OrderedDict()
         self._stop = threading.Event()
         self._config: dict[str, dict[str, Any]] | None = None
         self.config_error: str | None = None
@@ -413,9 +418,9 @@ class Engine:
                 outcome = self._attempts(active.run_id, strategy, settings, trigger, force)
         except BaseException as exc:  # bookkeeping itself failed: still release everything
             log.exception("%s: run %s bookkeeping failed", name, active.run_id)
-            outcome = RunOutcome(FAILED, name, active.run_id, error=str(exc))
+            outcome = RunOutcome(FAILED, name, active.run_id, error=describe(exc))
             try:  # and say so in the run record, which otherwise stayed "running"
-                runs.fail(active.conn, active.run_id, f"{type(exc).__name__}: {exc}")
+                runs.fail(active.conn, active.run_id, describe(exc))
             except Exception:
                 log.exception("%s: run %s could not be recorded failed", name, active.run_id)
         finally:
@@ -424,6 +429,9 @@ class Engine:
             with self._mutex:
                 self._active.pop(name, None)
                 active.outcome = outcome
+                self._outcomes[active.run_id] = outcome
+                while len(self._outcomes) > KEPT_OUTCOMES:
+                    self._outcomes.popitem(last=False)
                 active.lock.release()
             active.done.set()
 
@@ -456,7 +464,7 @@ class Engine:
             except Exception as exc:
                 if self.runtime.root_gone():
                     return self._root_gone(run_id, name, attempt)
-                error = f"{type(exc).__name__}: {exc}"
+                error = describe(exc)
                 log.exception("%s: run %s attempt %d failed", name, run_id, attempt)
                 wait = retry_wait(backoff, attempt)
                 if attempt >= max_attempts or self._stop.wait(wait):
@@ -522,6 +530,15 @@ class Engine:
     def is_running(self, name: str) -> bool:
         with self._mutex:
             return name in self._active
+
+    def outcome_of(self, run_id: str) -> RunOutcome | None:
+        """The outcome of a run this engine finished, as its trigger would have answered had
+        it waited (``reason`` and ``logs_indexed`` included), else ``None`` (not one of its
+        latest :data:`KEPT_OUTCOMES`). ``trigger`` that stopped waiting (``timeout``) and then
+        waits for the run in this process reads it here: the run record has no field for why
+        a run had nothing to do, and its answer said "nothing to do" without the reason."""
+        with self._mutex:
+            return self._outcomes.get(run_id)
 
     def wait_idle(self, timeout: float | None = None) -> bool:
         """Wait until no run of this engine is in flight; False if ``timeout`` ran out."""

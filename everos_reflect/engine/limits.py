@@ -153,6 +153,10 @@ class Budget:
             self.hit = reason
         return reason
 
+    def deadline(self) -> float:
+        """The ``time.monotonic()`` at which ``max_wall_seconds`` runs out."""
+        return self.started + self.max_wall_seconds
+
     def token_counts(self) -> tuple[int, int]:
         """``(prompt, completion)`` tokens charged so far."""
         with self._lock:
@@ -210,7 +214,12 @@ class MeteredLLM:
     def _charged(self, call: Any) -> Any:
         if not self.metered:  # no model is asked: nothing to limit
             return call()
+        from everos_reflect.llm.base import CALL_DEADLINE
+
         usage = None
+        # the run's wall limit goes down to the provider: no retry starts that cannot end
+        # before it (the units already started still finish their try)
+        deadline = CALL_DEADLINE.set(self._budget.deadline())
         try:
             result = call()
             usage = getattr(result, "usage", None)
@@ -219,6 +228,7 @@ class MeteredLLM:
             usage = exc.usage  # replies that came and were refused were paid for too
             raise
         finally:
+            CALL_DEADLINE.reset(deadline)
             with self._mutex:
                 promised = self._left > 0
                 self._left -= 1 if promised else 0

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from everos_reflect.engine.engine import Engine, overlay_ome, strategies_status
 from everos_reflect.engine.registry import get_strategy
-from everos_reflect.errors import ConfigError, EverosError
+from everos_reflect.errors import ConfigError, EverosError, describe
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import load_settings
 
@@ -400,10 +400,10 @@ def run_root(root: str, name: str, *, force: bool = False,
         result.counts = dict(outcome.counts)
         result.merges = int(outcome.counts.get("merged", 0))
     except (EverosError, sqlite3.Error, OSError) as exc:
-        result.error = f"{type(exc).__name__}: {exc}"
+        result.error = describe(exc)
     except Exception as exc:  # a bug must still come back as this root's failure
         log.exception("%s: %s failed unexpectedly", root, name)
-        result.error = f"{type(exc).__name__}: {exc}"
+        result.error = describe(exc)
     finally:
         if runtime is not None:
             runtime.close()
@@ -421,12 +421,13 @@ def root_status(root: str, defaults: Mapping[str, Mapping[str, Any]] | None = No
     (``error``), and one whose ``ome.toml`` is invalid says so (``config_error``)."""
     from everos_reflect.index.db import db_built
     from everos_reflect.index.sync import Indexer
+    from everos_reflect.status import strategies_document
 
     doc: dict[str, Any] = {"root": root}
     try:
         runtime = opener(root)
     except (EverosError, OSError) as exc:
-        return {**doc, "error": str(exc), "strategies": [], "index": None}
+        return {**doc, "error": str(exc), "config": {}, "strategies": [], "index": None}
     try:
         try:
             doc["strategies"] = strategies_status(runtime, fleet_engine(runtime, defaults,
@@ -440,6 +441,8 @@ def root_status(root: str, defaults: Mapping[str, Mapping[str, Any]] | None = No
                 f"ome.toml is invalid: {invalid.removeprefix('invalid configuration: ')}; no "
                 "strategy runs on this root until it is fixed (a `fleet serve` started now "
                 "would run none)")
+        # the error once per root, as `status` says it (every row repeated it)
+        doc.update(strategies_document(doc["strategies"]))
         try:
             # None: never indexed (status never creates an index as a side effect)
             doc["index"] = Indexer(runtime).pending() if db_built(runtime.root) \

@@ -12,6 +12,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
@@ -26,6 +27,13 @@ MergeMode = Literal["init", "update"]
 
 # Entry ids as SPEC §3 writes them; used to catch a reply citing entries it was never shown.
 CITED_ID_RE = ID_MENTION_RE
+
+#: The ``time.monotonic()`` by which the call being made must be over, or None: a run's
+#: ``max_wall_seconds``, set around each call by the run's metered client
+#: (``engine/limits.py``). A provider that retries does not start a try that cannot end by
+#: then: against a dead server the last call of a run overshot its wall limit by
+#: ``timeout_seconds`` × (``max_retries`` + 1) and the backoff between.
+CALL_DEADLINE: ContextVar[float | None] = ContextVar("everos_call_deadline", default=None)
 
 
 @dataclass(frozen=True)

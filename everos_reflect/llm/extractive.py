@@ -89,12 +89,14 @@ of the narrative, the source Episodes it stands for (see :mod:`everos_reflect.pr
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from difflib import SequenceMatcher
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -273,6 +275,25 @@ _NAMED_TIME_RE = re.compile(
     r"\b(?i:for|during|throughout)\s+(?:the\s+)?(?:January|February|March|April|May|June"
     r"|July|August|September|October|November|December|Lent|Advent|Ramadan|Easter|Christmas"
     r"|Passover|Diwali|Hanukkah|New Year)\b")
+#: "during" and the rest of its clause: the time an end happened in (:func:`_kept_from`)
+_DURING_RE = re.compile(r"\s(?i:during)\s[^,;:.!?]*")
+
+
+def _kept_from(text: str) -> bool:
+    """Is the end ``text`` tells of a stop bounded by a named time or a span
+    (:data:`_BOUNDED_STOP_RE`, :data:`_NAMED_TIME_RE`)? "during" bounds only a stop of
+    something kept from, told without a determiner ("quit meat during Ramadan", "stopped
+    eating chocolate during Ramadan"); the end of a thing of one's own ("quit her job during
+    Ramadan", "sold the car during Easter") happened during that time, which dates it: it
+    had been read as a temporary stop, so the job read as still held. "for" and
+    "throughout" bound either ("gave up her flat for Lent")."""
+    m = _ENDED_RE.search(text)
+    after = _WORD_RE.match(text[m.end():].lstrip()) if m else None
+    if after is not None and after.group().lower() in _DETERMINERS:
+        text = _DURING_RE.sub("", _clause(text))  # "During Ramadan Noor quit her job." too
+    return bool(_BOUNDED_STOP_RE.search(text) or _NAMED_TIME_RE.search(text))
+
+
 #: English phrases placing an event on one occasion ("skipped the gym this week", "called in
 #: sick yesterday", "swam on Sunday"): with a verb in the past, one time, not a habit.
 _OCCASION_RE = re.compile(
@@ -340,6 +361,10 @@ class _Sentence:
     #: was sold.", "Her flat in Leeds was let go."): its head word (:func:`_undergone`), else
     #: None; :attr:`ended` then holds the noun phrase's words
     undergone: str | None = field(init=False)
+    #: tells that the subject, a person, lost their job, told in the passive ("Bea was let
+    #: go.", "Bea got laid off.": :func:`_dismissed`); :attr:`ended` then holds what a
+    #: "from"/"by" names ("let go from Arup"), else nothing
+    dismissed: bool = field(init=False)
     #: tells of a state held as well as another ("plays golf now too", "also keeps a
     #: rabbit", "speaks Italian as well": :data:`_ADDS_RE`): it replaces nothing
     adds: bool = field(init=False)
@@ -370,14 +395,19 @@ class _Sentence:
             passive = _undergone(self.text)
             if passive is not None:
                 self.undergone, self.ended = passive
+        self.dismissed = False
+        if self.undergone is None and not (self.question or self.wish):
+            employer = _dismissed(self.text)
+            if employer is not None:
+                self.dismissed, self.ended = True, employer
         if self.then and self.ended and not about_earlier_time(_AGO_RE.sub("", self.text)):
             # an end told with how long ago ("Rafa left Madrid two years ago.") is an end,
             # as one told with "yesterday" is; "gave up meat as a teenager" stays then
             self.then = False
         self.passing = False
         if self.past or self.ended is not None:  # "works until six" is a habit
-            if _TEMPORARY_RE.search(self.text) or (self.ended is not None and (
-                    _BOUNDED_STOP_RE.search(self.text) or _NAMED_TIME_RE.search(self.text))):
+            if _TEMPORARY_RE.search(self.text) or (self.ended is not None
+                                                  and _kept_from(self.text)):
                 self.passing, self.ended = True, None
             else:
                 self.passing = self.past and _OCCASION_RE.search(self.text) is not None
@@ -714,8 +744,49 @@ def _opening_verb(sentence: str, first: str) -> bool:
             continue  # the rest of a name: "Ahmed Khan", "Visited Ben Nevis"
         w = word.lower()
         return not (w in _AUXILIARIES or w in {"and", "or"} or _past_form(w)
-                    or (len(w) > 3 and w.endswith("s") and not w.endswith("ss")))
+                    or (len(w) > 3 and w.endswith("s") and not w.endswith("ss")
+                        and not _regular_past(lower)))
     return True
+
+
+@cache
+def _english_words() -> frozenset[str]:
+    """The whole words (letters only) of the bundled MiniLM tokenizer's vocabulary: the one
+    English word list this package ships (names and pieces of words among them). Empty when
+    it cannot be read, so every "-ed" word before a word in "-s" reads as a name, as before."""
+    from everos_reflect.embedding.local import default_tokenizer_path
+
+    try:
+        vocab = json.loads(default_tokenizer_path().read_text("utf-8"))["model"]["vocab"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return frozenset()
+    return frozenset(w for w in vocab if isinstance(w, str) and w.isascii() and w.isalpha())
+
+
+_VOWELS = "aeiou"
+
+
+def _regular_past(word: str) -> bool:
+    """Is ``word`` (lower case, in "-ed") a verb's past by English spelling: a word of
+    :func:`_english_words`, three letters at least, and "ed" ("booked"), "d" ("hiked"), its
+    last consonant doubled and "ed" ("planned"), or "ied" for its "y" ("tried")? A one-
+    syllable word ending in one vowel and one consonant doubles it ("jar" → "jarred"), so
+    "Jared" and "Hamed" are no pasts of "jar" and "ham"; "Ahmed", "Fred", "Alfred" and
+    "Mildred" are no word's. Before "flights" such a word had been read as a name ("Booked
+    flights to Rome.": a person "Booked"), as "Ahmed lives in Leeds." must be."""
+    if not word.endswith("ed"):
+        return False
+    stem = word[:-2]
+    candidates = [word[:-1]]
+    groups = re.findall(rf"[{_VOWELS}]+", stem)
+    if not (len(groups) == 1 and re.search(rf"[^{_VOWELS}][{_VOWELS}][^{_VOWELS}wxy]$", stem)):
+        candidates.append(stem)  # "book", "visit"; not "jar" of "jared"
+    if len(stem) > 2 and stem[-1] == stem[-2] and stem[-1] not in _VOWELS:
+        candidates.append(stem[:-1])  # "plan" of "planned"
+    if word.endswith("ied"):
+        candidates.append(word[:-3] + "y")  # "try" of "tried"
+    words = _english_words()
+    return any(len(c) >= 3 and c in words for c in candidates)
 
 
 def _resolve_pronoun(
@@ -1095,10 +1166,12 @@ def _same_fact(old: _Sentence, new: _Sentence, sims: np.ndarray | None,
     if (_other_holder(old, new) or old.then != new.then or _asks_apart(old, new)
             or old.wish != new.wish or old.slot != new.slot or old.passing != new.passing
             or (old.ended is None) != (new.ended is None)
-            or (old.ended and new.ended and old.ended != new.ended)):
+            or (old.ended and new.ended and old.ended != new.ended)
+            or _replaces(old, new) or _replaces(new, old)):
         return False  # another holder, then against now, a question or a wish against a
-        # fact, an end against what it ended ("Tariq quit the chess club."), or the ends of
-        # two things ("left Initech for Hooli." / "left Hooli for Initech.": the same words)
+        # fact, an end against what it ended ("Tariq quit the chess club."), the ends of
+        # two things ("left Initech for Hooli." / "left Hooli for Initech.": the same words),
+        # or an event and the one said to replace it ("changed the order to a green sofa")
     return _restates(new, old) or (new.markers == old.markers
                                    and _similar(new, old, sims) >= paraphrase
                                    and not _swaps_value(old, new)
@@ -1231,7 +1304,7 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
             or (new.then and not old.then) or (new.wish and not old.wish)
             or old.question or new.question or old.slot or new.slot
             or (old.past and new.past and not _flips(old, new) and not changes
-                and not _ends(old, new))):
+                and not _ends(old, new) and not _replaces(old, new))):
         return False
     if _ends_other(old, new) or (old.passing != new.passing and not _ends(old, new)):
         return False  # a one-off event against a standing state: "Lucia drives to work." /
@@ -1244,11 +1317,16 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     if (old.vector, new.vector) in replaced or (changes and _in_place(old, new, clause=True)
                                                  and _swaps_name(old, new)):
         return True
-    if _ends(old, new):
+    if _ends(old, new) or _replaces(old, new) or _new_place(old, new):
         return True
     if cos is not None and _now_instead(old, new, cos):
         return True
     a, b = old.stems, new.stems
+    if _leading_name(old.text) is None and _leading_name(new.text) is None:
+        # two notes that name nobody share their unnamed subject, as two sentences naming
+        # one person share the name ("Ana lives in Leeds." / "Ana lives in York."): "Lives in
+        # Leeds." / "Lives in York." shared too few words and kept no current state
+        a, b = a | {""}, b | {""}
     return bool(a and b) and (len(a & b) / len(a | b) >= VERSION_OVERLAP or _flips(old, new)
                               or _relabels(old, new))
 
@@ -1502,13 +1580,82 @@ def _undergone(text: str) -> tuple[str, frozenset[str]] | None:
     return head or words[-1], frozenset(words)
 
 
+#: English verbs of holding a thing (:func:`_introduced`): "has", "owns", "rents", "keeps",
+#: "drives", "bought", ... A thing someone takes or catches ("takes a tram", "catches a
+#: train") is a service they use, not one of theirs.
+_HOLDS = ("has|have|had|owns?|owned|rents?|rented|leases?|leased|keeps?|kept|holds?|held"
+          "|drives?|rides?|bought|got|runs?")
+
+
+#: English passive of a dismissal: "was let go", "got laid off", "has been fired", "was
+#: made redundant", what follows it after.
+_DISMISSAL_RE = re.compile(
+    r"\b(?:was|were|got|(?:has|have|had) been)\s+(?:\w+ly\s+)?(?:let go|laid off|fired(?!\s+up\b)"
+    r"|sacked|dismissed|made redundant)\b(?P<rest>[^,;:.!?]*)", re.IGNORECASE)
+#: Words of a sentence that says where someone works ("works at Arup", "has a job at the
+#: museum", "is employed by the council"): the state a dismissal ends (:func:`_ends`).
+_WORK_RE = re.compile(r"\b(?:works?|working|jobs?|employed|employer|career)\b", re.IGNORECASE)
+
+
+def _dismissed(text: str) -> frozenset[str] | None:
+    """What ``text`` tells a person was let go from ("Bea was let go from Arup." →
+    ``{"arup"}``), or nothing (``frozenset()``: "Bea was let go.", "She got laid off last
+    week."); None when it tells of no dismissal of its subject. A sentence opening with a
+    noun phrase tells of a thing ("Her flat in Leeds was let go.": :func:`_undergone`).
+    "let go" named nothing that ended (no object follows it), so "Bea works at Arup." /
+    "Bea was let go." kept no current state. English only."""
+    clause = _clause(text)
+    m = _DISMISSAL_RE.search(clause)
+    if m is None or _NOUN_PHRASE_RE.match(clause) is not None:
+        return None
+    rest = _WHEN_RE.split(m.group("rest"), maxsplit=1)[0]
+    place = re.match(r"\s*(?:from|by|at)\s+(.*)", rest, re.IGNORECASE)
+    if place is None:
+        return frozenset()
+    return frozenset(_fold_plural(w.lower().replace("'", ""))
+                     for w in _WORD_RE.findall(place.group(1))
+                     if w.lower() not in STOPWORDS and w.lower() not in NEGATIONS)
+
+
+#: A move or a join to a name: "moved to Lyon", "relocated to Leeds", "joined Hooli",
+#: "started at Globex" (English).
+_TO_NAME_RE = re.compile(
+    rf"\b(?i:(?P<move>moved|relocated)\s+(?:back\s+)?to|joined|started\s+at)\s+(?P<name>{_NAME})")
+#: Words of a sentence that says where someone lives ("lives in Paris", "rents a flat in
+#: Lyon", "is based in Leeds"): the state a move to a name replaces (:func:`_new_place`).
+_HOME_RE = re.compile(r"\b(?:lives?|living|based|resides?|flat|house|apartment|home)\s+in\b",
+                      re.IGNORECASE)
+
+
+def _new_place(old: _Sentence, new: _Sentence) -> bool:
+    """Does ``new`` tell of a move to a name where ``old`` says the subject lives in another
+    ("Lives in Paris." / "Moved to Lyon.", "Ines rents a flat in Lyon." / "Ines moved to
+    Paris."), or of a join of a name where ``old`` says where the subject works ("Tariq
+    works at Initech." / "Tariq joined Hooli.")? The embedder relates neither the names
+    ("Paris" / "Lyon" 0.49) nor the frames well (the pairs sit at 0.39-0.59), so a change
+    of one's home or employer told so kept no current state. ``old`` must be a short state
+    (:data:`END_CONTEXT_WORDS`), not an event or an end."""
+    m = _TO_NAME_RE.search(new.text)
+    if m is None or old.ended is not None or old.past or old.change is not None:
+        return False
+    frame = _HOME_RE if m.group("move") else _WORK_RE
+    if frame.search(old.text) is None:
+        return False
+    x = _specifics(old)
+    name = m.group("name").lower()
+    return (bool(x - _specifics(new)) and name not in x
+            and len(old.stems - {old.subject or ""} - x) <= END_CONTEXT_WORDS)
+
+
 def _introduced(old: _Sentence, head: str) -> bool:
-    """Does ``old`` introduce a thing of ``head``'s with "a"/"an" ("Bea has an old car.",
-    "Bea rents a flat in Leeds.")? Then "the car" or "her flat" of a later sentence is that
-    one thing, and its passive end ends it; "Zoe takes the tram." names no one tram, and
-    "The tram was cancelled." ends nothing of hers."""
-    return re.search(rf"\b(?:a|an)\s+(?:[\w'’-]+\s+){{0,2}}{re.escape(head)}\w{{0,2}}\b",
-                     old.text, re.IGNORECASE) is not None
+    """Does ``old`` introduce a thing of ``head``'s it holds, with "a"/"an" after a verb of
+    holding (:data:`_HOLDS`: "Bea has an old car.", "Bea rents a flat in Leeds.")? Then "the
+    car" or "her flat" of a later sentence is that one thing, and its passive end ends it;
+    "Zoe takes the tram." names no one tram, and in "Zoe takes a tram." the tram is a
+    service she uses, not hers: "The tram was cancelled." ends nothing of hers (it had been
+    written as her current state)."""
+    return re.search(rf"\b(?:{_HOLDS})\s+(?:a|an)\s+(?:[\w'’-]+\s+){{0,2}}"
+                     rf"{re.escape(head)}\w{{0,2}}\b", old.text, re.IGNORECASE) is not None
 
 
 def _ends(old: _Sentence, new: _Sentence) -> bool:
@@ -1522,6 +1669,10 @@ def _ends(old: _Sentence, new: _Sentence) -> bool:
     threshold), and the pair kept no current state. An earlier end counts by what it went to
     ("Tariq left Initech for Hooli." / "Tariq left Hooli for Initech."); two ends of two
     things ("quit the chess club" / "quit the tennis club") are two events."""
+    if new.dismissed and new.ended == frozenset():  # "Bea was let go.": her job, unnamed
+        # (a layoff "for a month" is temporary: ended None, no end)
+        return (old.ended is None and not old.dismissed and _WORK_RE.search(old.text) is not None
+                and len(old.stems - {old.subject or ""}) <= END_CONTEXT_WORDS + 1)
     if not new.ended or (new.undergone is not None and not _introduced(old, new.undergone)):
         return False
     # an earlier end names what it went to: "left Initech for Hooli." / "left Hooli for ..."
@@ -1579,6 +1730,40 @@ def _same_change(old: _Sentence, new: _Sentence) -> bool:
         return [w.lower() for w in _WORD_RE.findall(_CHANGE_RE.sub(" ", s.text))]
 
     return rest(old) == rest(new)
+
+
+#: English words saying that an event replaced another: "instead" (not "instead of", which
+#: names what it replaced in the same sentence), or "changed/switched <the thing> to <its
+#: new value>" ("changed the booking to Oslo").
+_INSTEAD_RE = re.compile(r"\binstead\b(?!\s+of\b)", re.IGNORECASE)
+_CHANGED_THING_RE = re.compile(
+    r"\b(?:changed|switched)\s+(?:the|her|his|their|my|our|its)\s+(?P<thing>[\w'’-]+)"
+    r"\s+to\s+(?P<value>[^,;:.!?]+)", re.IGNORECASE)
+
+
+def _replaces(old: _Sentence, new: _Sentence) -> bool:
+    """Does ``new`` say that it replaced the event ``old`` tells of: the same words with one
+    value swapped in place and "instead" ("Booked flights to Rome." / "Booked flights to Oslo
+    instead."), or "changed <the thing> to <a new value>" where the thing is a word of
+    ``old`` (or a form of one: "Changed the booking to Oslo.")? Two events of one verb are
+    two events, both true (:func:`_versions`), unless something says so."""
+    m = _CHANGED_THING_RE.search(new.text)
+    if m is not None:
+        thing = _fold_plural(m.group("thing").lower())
+        value = {_fold_plural(w.lower()) for w in _WORD_RE.findall(m.group("value"))} - STOPWORDS
+        return (_word_forms(frozenset({thing}), old.stems)
+                and bool(value - old.stems - {_fold_plural(w) for w in old.tokens}))
+    if not _INSTEAD_RE.search(new.text) or _INSTEAD_RE.search(old.text):
+        return False
+    x = _content_sequence(old, clause=True)
+    y = [w for w in _content_sequence(new, clause=True) if w != "instead"]
+    if not set(x) & set(y) - {old.subject or "", new.subject or ""}:
+        return False  # "Noor works at Arup." / "Noor walked instead.": another frame
+    changed = [op for op in SequenceMatcher(None, x, y, autojunk=False).get_opcodes()
+               if op[0] != "equal"]
+    return (len(changed) == 1 and changed[0][0] == "replace"
+            and changed[0][2] - changed[0][1] <= SWAP_WORDS
+            and changed[0][4] - changed[0][3] <= SWAP_WORDS)
 
 
 def _name_for_name(old: _Sentence, new: _Sentence) -> bool:

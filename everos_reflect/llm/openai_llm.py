@@ -29,6 +29,7 @@ from openai import OpenAI
 from everos_reflect.errors import ProviderUnavailable, clipped
 from everos_reflect.http_deadline import UnusableResponse, deadline_http_client, retry_after_seconds
 from everos_reflect.llm.base import (
+    CALL_DEADLINE,
     FactsRequest,
     FactsResult,
     MergeRequest,
@@ -214,9 +215,18 @@ class OpenAILLM:
         usage = Usage()
         last_problem = "no attempt made"
         retry_after: float | None = None
+        deadline = CALL_DEADLINE.get()
+        attempts = 0
         for attempt in range(self.max_retries + 1):
             if attempt:
-                self._sleep(self._backoff(attempt, retry_after))
+                delay = self._backoff(attempt, retry_after)
+                if deadline is not None and (time.monotonic() + delay + self.timeout_seconds
+                                             > deadline):
+                    last_problem += ("; no retry: the run's max_wall_seconds ends before "
+                                     "another try could")
+                    break
+                self._sleep(delay)
+            attempts += 1
             try:
                 completion = self._create(messages, schema_name, schema)
             except _TRANSIENT as exc:
@@ -248,7 +258,6 @@ class OpenAILLM:
                 last_problem = f"unusable reply: {clipped(str(exc))}"
                 log.log(self.attempt_log_level, "LLM reply rejected (attempt %d): %s",
                         attempt + 1, last_problem)
-        attempts = self.max_retries + 1
         raise _unavailable(
             self._failure(f"{last_problem} (gave up after {attempts} attempt(s))"), usage)
 

@@ -16,6 +16,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Collection, Iterable, Iterator, Mapping, MutableMapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -192,12 +193,22 @@ def repair(runtime: Runtime, ref: UserRef, state: BeliefState) -> set[Path]:
     live = {c.id for c in view.current.values()}
     successors = {**state.successors(), **view.repairs}
     now = datetime.now(UTC)
-    resolved = {edge_id: {"status": beliefs.RESOLVED, "resolved_at": now,
-                          "resolution": f"automatic: {reason}"}
-                for edge_id, reason in beliefs.superseded_edges(state.edges(), live,
-                                                                successors).items()}
-    # one write per log: edge by edge, n edges of one day's log were n copies of that log
-    store.update_metas(ref, resolved)
+    superseded = beliefs.superseded_edges(state.edges(), live, successors)
+    if not superseded:
+        return touched
+    with ExitStack() as locks:
+        # the edges read again under their logs' locks, which `resolve` holds too: one a
+        # person resolved since ``state`` was read keeps the person's note (it was written
+        # over with "automatic: …")
+        for path in sorted({store.path_for_id(ref, edge_id) for edge_id in superseded}):
+            locks.enter_context(store.lock(path))
+        now_active = {edge_id for edge_id, entry in store.get_many(ref, superseded).items()
+                      if beliefs.Edge.of(entry).standing}
+        resolved = {edge_id: {"status": beliefs.RESOLVED, "resolved_at": now,
+                              "resolution": f"automatic: {reason}"}
+                    for edge_id, reason in superseded.items() if edge_id in now_active}
+        # one write per log: edge by edge, n edges of one day's log were n copies of that log
+        store.update_metas(ref, resolved)
     touched |= {store.path_for_id(ref, edge_id) for edge_id in resolved}
     return touched
 

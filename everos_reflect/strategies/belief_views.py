@@ -123,12 +123,19 @@ def resolve_relation(runtime: Runtime, ref: UserRef, rel_id: str, note: str) -> 
         raise ResolveRefused("a resolution needs a non-empty note")
     if len(note) > MAX_NOTE:
         raise ResolveRefused(f"the note is {len(note)} characters; at most {MAX_NOTE}")
-    entry = runtime.store.get(ref, rel_id)
-    status = beliefs.status_of(entry)
-    if status != beliefs.ACTIVE:
-        raise ResolveRefused(f"{rel_id} is {status}, not active: nothing to resolve")
-    updated = runtime.store.update_meta(ref, rel_id, {
-        "status": beliefs.RESOLVED, "resolved_at": datetime.now(UTC), "resolution": note})
+    entry = runtime.store.get(ref, rel_id)  # an unknown id is refused before any lock file
+    # read again and written under the relations log's lock, which the worldview's repair
+    # holds to resolve edges: a repair between a read and a write outside it was overwritten
+    with runtime.store.lock(runtime.store.path_for_id(ref, rel_id)):
+        entry = runtime.store.get(ref, rel_id)
+        status = beliefs.status_of(entry)
+        if entry.deprecated_by:  # `relations` lists it no more, nor does the census count it
+            raise ResolveRefused(f"{rel_id} is archived (replaced by {entry.deprecated_by}): "
+                                 "nothing to resolve")
+        if status != beliefs.ACTIVE:
+            raise ResolveRefused(f"{rel_id} is {status}, not active: nothing to resolve")
+        updated = runtime.store.update_meta(ref, rel_id, {
+            "status": beliefs.RESOLVED, "resolved_at": datetime.now(UTC), "resolution": note})
     from everos_reflect.strategies.belief_store import sync
 
     sync(runtime, [runtime.store.path_for_id(ref, rel_id)])

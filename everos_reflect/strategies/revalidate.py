@@ -204,6 +204,7 @@ def held_by_cited(records: dict[str, Entry]) -> dict[str, list[str]]:
     stale = stale_insights(records)
     order = {e.id: n for n, e in enumerate(stale)}
     held: dict[str, list[str]] = {}
+    rings: dict[str, int] | None = None  # made once, when first needed
     for insight in stale:
         cited: list[str] = []
         for eid in provenance.evidence_of(insight):
@@ -211,13 +212,68 @@ def held_by_cited(records: dict[str, Entry]) -> dict[str, list[str]]:
             if (entry is None or entry.id not in order or entry.id == insight.id
                     or entry.id in cited):
                 continue
-            if (order[entry.id] > order[insight.id]
-                    and depends_on(entry, insight.id, records)):
-                continue  # a ring: this one is judged first
+            if order[entry.id] > order[insight.id]:
+                if eid == entry.id:  # cited as it is: a ring iff they share a loop
+                    rings = citation_rings(records) if rings is None else rings
+                    ring = rings.get(entry.id)
+                    if ring is not None and ring == rings.get(insight.id):
+                        continue  # a ring: this one is judged first
+                elif depends_on(entry, insight.id, records):  # cited through an archive
+                    continue
             cited.append(entry.id)
         if cited:
             held[insight.id] = cited
     return held
+
+
+def citation_rings(records: dict[str, Entry]) -> dict[str, int]:
+    """The strongly connected components of the citations among ``records`` (a derived
+    record → each id it cites, as :func:`depends_on` follows them): two ids with the same
+    number cite each other, directly or through others. One pass over every citation; asked
+    of each pair with :func:`depends_on` instead, :func:`held_by_cited` walked the whole chain
+    below each insight, every round: 2.2 s a round for 5,000 insights in chains of 500.
+    Iterative (Tarjan's algorithm): a chain of thousands is no recursion."""
+    cites: dict[str, list[str]] = {
+        i: list(provenance.evidence_of(e)) for i, e in records.items() if e.kind.derived}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    ring: dict[str, int] = {}
+    rings = 0
+    for start in cites:
+        if start in index:
+            continue
+        work = [(start, 0)]
+        while work:
+            node, at = work.pop()
+            if at == 0:
+                index[node] = low[node] = len(index)
+                stack.append(node)
+                on_stack.add(node)
+            out = cites.get(node, [])
+            while at < len(out):
+                nxt = out[at]
+                at += 1
+                if nxt not in index:
+                    work.append((node, at))
+                    work.append((nxt, 0))
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            else:
+                if low[node] == index[node]:
+                    rings += 1
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        ring[member] = rings
+                        if member == node:
+                            break
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+    return ring
 
 
 def waiting(records: dict[str, Entry], aside: set[tuple[str, str]], sent: SentWith,
@@ -468,8 +524,11 @@ class RevalidateInsights(Strategy):
             # insight: the owners after it are still revalidated
             looking_at: list[str] = []  # the insight the owner was at, for its failed row
             try:
-                if not self._owner(ctx, ref, sent, counts, looking_at):
-                    break  # a run limit was reached
+                # the owner's logs are read again after each verdict: parsed again only
+                # where their bytes changed (each round parsed every log of the owner)
+                with rt.store.reusing_parses():
+                    if not self._owner(ctx, ref, sent, counts, looking_at):
+                        break  # a run limit was reached
             except Exception as exc:
                 if rt.root_gone() or isinstance(exc, ProvenanceBusy):
                     raise  # not this owner's fault: the engine says what happened (busy:

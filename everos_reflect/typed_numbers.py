@@ -1,0 +1,70 @@
+"""Numbers a person types as text (a command-line option, a query string): one reading and
+one message for every edge, so ``--limit`` and ``?limit=`` accept and refuse the same values
+and say the same thing about them.
+
+Python's ``int()`` reads ``" 5"``, ``"+5"`` and ``"1_0"``, and ``float()`` reads ``"1e3"``,
+``"nan"`` and ``"inf"``: the CLI took ``--limit +5`` while the API refused ``?limit=+5``, and
+click named its own type in the message ("'5.0' is not a valid integer range").
+"""
+
+from __future__ import annotations
+
+import re
+
+from everos_reflect.model import quoted, unplain_number
+
+#: A whole number as a person writes it: an optional ``-`` and the digits 0-9.
+_WHOLE = re.compile(r"-?[0-9]+")
+#: A decimal number as a person writes it: ``5``, ``2.5``, ``.5``; no sign but ``-``, no
+#: exponent, no ``nan``/``inf``, no spaces.
+_DECIMAL = re.compile(r"-?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+
+
+class NumberProblem(ValueError):
+    """A typed number that is not one, or out of its bounds; the message says which bounds
+    (``must be a whole number from 1 to 100, got '5.0'``), with no field name: the edge adds
+    it (``--top-k``, ``query.limit``)."""
+
+
+def whole_words(low: int, high: int) -> str:
+    """What a whole number from ``low`` to ``high`` must be, as every edge says it."""
+    return f"must be a whole number from {low} to {high}"
+
+
+def seconds_words(low: float, high: float) -> str:
+    """What a number of seconds from ``low`` to ``high`` must be, as every edge says it."""
+    return f"must be a number of seconds from {low:g} to {high:g}"
+
+
+def _got(text: str) -> str:
+    hint = unplain_number(text)
+    return f"got {quoted(text)}" + (f" ({hint})" if hint else "")
+
+
+def whole_number(text: str, low: int, high: int) -> int:
+    """``text`` read as a whole number from ``low`` to ``high``, else :class:`NumberProblem`."""
+    what = whole_words(low, high)
+    if not _WHOLE.fullmatch(text):
+        raise NumberProblem(f"{what}, {_got(text)}")
+    # read without its leading zeros, and more digits than any bound has is out of range,
+    # never read: int() of 5,000 digits (zeros too) raised ValueError ("Exceeds the limit
+    # (4300 digits) …"), a traceback at the CLI
+    digits = text.lstrip("-").lstrip("0") or "0"
+    if len(digits) > len(str(max(abs(low), abs(high)))):
+        raise NumberProblem(f"{what}, got {quoted(text)}")
+    number = -int(digits) if text.startswith("-") else int(digits)
+    if not low <= number <= high:
+        raise NumberProblem(f"{what}, got {quoted(text)}")
+    return number
+
+
+def seconds(text: str, low: float, high: float) -> float:
+    """``text`` read as a number of seconds from ``low`` to ``high`` (a fraction allowed),
+    else :class:`NumberProblem`."""
+    what = seconds_words(low, high)
+    if not _DECIMAL.fullmatch(text):
+        raise NumberProblem(f"{what}, {_got(text)}")
+    number = float(text)
+    if not low <= number <= high:
+        raise NumberProblem(f"{what}, got {quoted(text)}")
+    return number

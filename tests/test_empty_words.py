@@ -1,0 +1,51 @@
+"""An empty text or list is "must not be empty", as a blank one is, at every edge: ``""``
+was pydantic's "String should have at least 1 character" and ``[]`` "List should have at
+least 1 item after validation, not 0", where ``"  "`` was "must not be empty"; ``search ''``
+said "the search query is empty" where the API says "query must not be empty"."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from everos_reflect.cli.main import cli
+from everos_reflect.embedding.base import HashEmbedder
+from everos_reflect.runtime import Runtime
+from tests.api_client import ApiClient
+
+
+@pytest.fixture
+def call(root: Path) -> Iterator[ApiClient]:
+    runtime = Runtime(root, embedder=HashEmbedder(16))
+    yield ApiClient(runtime)
+    runtime.close()
+
+
+@pytest.mark.parametrize(("route", "body", "said"), [
+    ("/api/v1/memory/search", {"query": ""}, "query: must not be empty"),
+    ("/api/v1/memory/search", {"query": "q", "kinds": []}, "kinds: must not be empty"),
+    ("/api/v1/memory/briefing", {"user_id": "u1", "query": ""}, "query: must not be empty"),
+    ("/api/v1/memory/episodes", {"user_id": "u1", "subject": "", "content": "c"},
+     "subject: must not be empty"),
+    ("/api/v1/tasks", {"user_id": "u1", "task_type": "deploy", "goal": "g", "steps": [],
+                       "outcome": "success"}, "steps: must not be empty"),
+])
+def test_an_empty_field_is_refused_as_must_not_be_empty(
+        call: ApiClient, route: str, body: dict[str, object], said: str) -> None:
+    resp = call("POST", route, json=body)
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["error"]["message"] == said
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["search", ""], "error: query must not be empty"),
+    (["briefing", "", "--user", "u1"], "error: query: must not be empty"),
+])
+def test_the_cli_says_an_empty_query_as_the_api_does(
+        root: Path, args: list[str], said: str) -> None:
+    result = CliRunner().invoke(cli, [*args, "--root", str(root)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.strip() == said
