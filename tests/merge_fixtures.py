@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime
 from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.llm import extractive
 from everos_reflect.llm.base import MergeMember, MergeRequest
-from everos_reflect.llm.extractive import ExtractiveLLM
+from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
 
 
 def loaded_local() -> LocalEmbedder:
@@ -29,3 +29,14 @@ def narrative(llm: ExtractiveLLM, *texts: str, subject: str = "Notes") -> str:
                            datetime(2026, 11, 10 + 2 * i, 10, tzinfo=UTC), subject, text)
                for i, text in enumerate(texts)]
     return llm.merge(MergeRequest("init", members)).content
+
+
+def kept_both(local: LocalEmbedder, first: str, second: str) -> list[str]:
+    """The narratives of ``first`` then ``second``, merged with the embedder and without it,
+    each checked to keep both sentences as written (neither folded into the other): what a
+    rule test then reads is whether, and how, the narrative states the current state."""
+    contents = [narrative(llm, first, second) for llm in (ExtractiveLLM(local), ExtractiveLLM())]
+    for content in contents:
+        kept = plain_sentences(content)
+        assert kept == [first, second], f"sentences kept: {kept}"
+    return contents

@@ -11,7 +11,7 @@ import pytest
 
 from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
-from tests.merge_fixtures import loaded_local, narrative
+from tests.merge_fixtures import kept_both, loaded_local, narrative
 
 
 @pytest.fixture(scope="module")
@@ -27,9 +27,7 @@ def local() -> LocalEmbedder:
 ])
 def test_a_state_added_alongside_the_old_is_no_version(local: LocalEmbedder, first: str,
                                                        second: str) -> None:
-    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
-        content = narrative(llm, first, second)
-        assert plain_sentences(content) == [first, second]
+    for content in kept_both(local, first, second):
         assert "Current state" not in content
 
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 import pytest
 
 from everos_reflect.embedding.local import LocalEmbedder
-from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
-from tests.merge_fixtures import loaded_local, narrative, read_sentence
+from tests.merge_fixtures import kept_both, loaded_local, read_sentence
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +50,5 @@ def test_an_adverb_before_the_verb_is_passed_over(text: str, past: bool,
 def test_a_one_off_or_second_event_with_an_adverb_is_no_version(local: LocalEmbedder,
                                                                 first: str,
                                                                 second: str) -> None:
-    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
-        content = narrative(llm, first, second)
-        assert plain_sentences(content) == [first, second]
+    for content in kept_both(local, first, second):
         assert "Current state" not in content

@@ -12,7 +12,7 @@ import pytest
 
 from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
-from tests.merge_fixtures import loaded_local, narrative, read_sentence
+from tests.merge_fixtures import kept_both, loaded_local, narrative, read_sentence
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +53,7 @@ def test_a_dismissal_is_the_current_state_of_the_job(local: LocalEmbedder, first
 ])
 def test_a_dismissal_ends_no_state_but_a_job(local: LocalEmbedder, first: str,
                                              second: str) -> None:
-    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
-        content = narrative(llm, first, second)
-        assert plain_sentences(content) == [first, second]
+    for content in kept_both(local, first, second):
         assert "Current state" not in content
 
 

@@ -16,7 +16,7 @@ import pytest
 from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.llm import extractive
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
-from tests.merge_fixtures import loaded_local, narrative
+from tests.merge_fixtures import kept_both, loaded_local, narrative
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +36,7 @@ def local() -> LocalEmbedder:
 ])
 def test_an_end_naming_what_ended_is_the_current_state(local: LocalEmbedder, first: str,
                                                        second: str) -> None:
-    for llm in (ExtractiveLLM(local), ExtractiveLLM()):  # with the embedder and without
-        content = narrative(llm, first, second)
-        assert plain_sentences(content) == [first, second]
+    for content in kept_both(local, first, second):  # with the embedder and without
         assert content.split("\n\n")[-1] == f"Current state: {second}"
 
 
@@ -121,9 +119,7 @@ def test_a_note_naming_nobody_ends_the_main_person_s_state(local: LocalEmbedder,
                                                            second: str) -> None:
     # "Left" and "Gave" were read as the note's subject, another person than Omar: both
     # sentences stayed with no current state, Initech read as still his employer
-    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
-        content = narrative(llm, first, second)
-        assert plain_sentences(content) == [first, second]
+    for content in kept_both(local, first, second):
         assert content.split("\n\n")[-1] == f"Current state: {second}"
 
 

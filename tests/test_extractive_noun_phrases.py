@@ -14,7 +14,7 @@ import pytest
 
 from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
-from tests.merge_fixtures import loaded_local, narrative, read_sentence
+from tests.merge_fixtures import kept_both, loaded_local, narrative, read_sentence
 
 
 @pytest.fixture(scope="module")
@@ -55,9 +55,7 @@ def test_a_noun_phrase_subject_is_read_for_its_verb(text: str, past: bool, passi
 ])
 def test_the_end_of_a_thing_told_in_the_passive_is_the_current_state(
         local: LocalEmbedder, first: str, second: str) -> None:
-    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
-        content = narrative(llm, first, second)
-        assert plain_sentences(content) == [first, second]
+    for content in kept_both(local, first, second):
         assert content.split("\n\n")[-1] == f"Current state: {second}"
 
 
@@ -76,9 +74,7 @@ def test_the_end_of_a_thing_told_in_the_passive_is_the_current_state(
 ])
 def test_news_of_a_thing_that_ends_nothing_of_theirs_is_no_version(
         local: LocalEmbedder, first: str, second: str) -> None:
-    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
-        content = narrative(llm, first, second)
-        assert plain_sentences(content) == [first, second]
+    for content in kept_both(local, first, second):
         assert "Current state" not in content
 
 

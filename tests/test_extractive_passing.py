@@ -19,7 +19,7 @@ from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.llm import extractive
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
 from everos_reflect.strategies.reflect import DEFAULT_FACT_MATCH_THRESHOLD
-from tests.merge_fixtures import loaded_local, narrative
+from tests.merge_fixtures import kept_both, loaded_local, narrative
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import fold_pairs
@@ -49,9 +49,7 @@ def local() -> LocalEmbedder:
 ])
 def test_a_one_off_event_is_no_version_of_a_standing_state(local: LocalEmbedder, first: str,
                                                            second: str) -> None:
-    for llm in (ExtractiveLLM(local), ExtractiveLLM()):  # with the embedder and without
-        content = narrative(llm, first, second)
-        assert plain_sentences(content) == [first, second]
+    for content in kept_both(local, first, second):  # with the embedder and without
         assert "Current state" not in content
 
 

@@ -15,7 +15,7 @@ import pytest
 from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.llm import extractive
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
-from tests.merge_fixtures import loaded_local, narrative
+from tests.merge_fixtures import kept_both, loaded_local, narrative
 
 
 @pytest.fixture(scope="module")
@@ -106,9 +106,7 @@ def test_two_verb_first_events_of_one_verb_are_two_events(local: LocalEmbedder, 
                                                           second: str) -> None:
     # "Booked" was read as a person, the note as a state of theirs, and the second booking
     # was written as the current state, the first as replaced
-    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
-        content = narrative(llm, first, second)
-        assert plain_sentences(content) == [first, second]
+    for content in kept_both(local, first, second):
         assert "Current state" not in content
 
 
@@ -127,9 +125,7 @@ def test_a_name_in_ed_keeps_its_changes(local: LocalEmbedder) -> None:
 def test_an_event_said_to_replace_another_is_its_newer_version(local: LocalEmbedder,
                                                                first: str,
                                                                second: str) -> None:
-    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
-        content = narrative(llm, first, second)
-        assert plain_sentences(content) == [first, second]
+    for content in kept_both(local, first, second):
         assert content.split("\n\n")[-1] == f"Current state: {second}"
 
 
@@ -141,9 +137,7 @@ def test_an_event_said_to_replace_another_is_its_newer_version(local: LocalEmbed
 ])
 def test_a_replacement_of_something_else_is_no_version(local: LocalEmbedder, first: str,
                                                        second: str) -> None:
-    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
-        content = narrative(llm, first, second)
-        assert plain_sentences(content) == [first, second]
+    for content in kept_both(local, first, second):
         assert "Current state" not in content
 
 
@@ -157,9 +151,7 @@ def test_two_notes_naming_nobody_with_a_value_swapped_are_versions(local: LocalE
                                                                   second: str) -> None:
     # their unnamed subject is one, as the name of "Ana lives in Leeds." / "Ana lives in
     # York." is: without it they shared too few words and kept no current state
-    for llm in (ExtractiveLLM(local), ExtractiveLLM()):
-        content = narrative(llm, first, second)
-        assert plain_sentences(content) == [first, second]
+    for content in kept_both(local, first, second):
         assert content.split("\n\n")[-1] == f"Current state: {second}"
 
 
