@@ -13,6 +13,7 @@ import pytest
 from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.llm.base import ScriptedLLM
 from everos_reflect.runtime import Runtime
+from tests.api_client import ApiClient
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -63,3 +64,12 @@ def scripted(root: Path) -> Iterator[tuple[Runtime, ScriptedLLM]]:
     rt = Runtime(root, embedder=HashEmbedder(64), llm=llm)
     yield rt, llm
     rt.close()
+
+
+@pytest.fixture
+def call(root: Path) -> Iterator[ApiClient]:
+    """The API in-process on the test's root (hash embedder): ``call(method, url, ...)``. A
+    module that needs another client defines its own ``call``, which wins there."""
+    runtime = Runtime(root, embedder=HashEmbedder(64))
+    yield ApiClient(runtime)
+    runtime.close()

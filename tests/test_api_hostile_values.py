@@ -3,21 +3,9 @@ naming the field, never a 500, never read as another value."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from everos_reflect.embedding.base import HashEmbedder
-from everos_reflect.runtime import Runtime
 from tests.api_client import ApiClient
-
-
-@pytest.fixture
-def call(root: Path) -> Iterator[ApiClient]:
-    runtime = Runtime(root, embedder=HashEmbedder(64))
-    yield ApiClient(runtime)
-    runtime.close()
 
 
 @pytest.mark.parametrize("route", ["/api/v1/ome/runs", "/api/v1/ome/reports"])

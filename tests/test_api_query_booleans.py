@@ -4,23 +4,11 @@ schema says: pydantic's lax reading took ``yes``, ``on``, ``1``, ``t`` or ``y`` 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
-from everos_reflect.embedding.base import HashEmbedder
-from everos_reflect.runtime import Runtime
 from tests.api_client import ApiClient
 
 ROUTES = [("/api/v1/memory/insights", "include_stale"), ("/api/v1/memory/worldview", "history")]
-
-
-@pytest.fixture
-def call(root: Path) -> Iterator[ApiClient]:
-    runtime = Runtime(root, embedder=HashEmbedder(64))
-    yield ApiClient(runtime)
-    runtime.close()
 
 
 @pytest.mark.parametrize(("route", "name"), ROUTES)

@@ -5,23 +5,13 @@ said "the search query is empty" where the API says "query must not be empty".""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from everos_reflect.cli.main import cli
-from everos_reflect.embedding.base import HashEmbedder
-from everos_reflect.runtime import Runtime
 from tests.api_client import ApiClient
-
-
-@pytest.fixture
-def call(root: Path) -> Iterator[ApiClient]:
-    runtime = Runtime(root, embedder=HashEmbedder(16))
-    yield ApiClient(runtime)
-    runtime.close()
 
 
 @pytest.mark.parametrize(("route", "body", "said"), [
