@@ -730,7 +730,11 @@ def _opening_verb(sentence: str, first: str) -> bool:
     that no verb follows once the name it would begin is passed ("Visited Rome in May.",
     "Hiked Ben Nevis.", "Called Ahmed.": no subject; not "Ahmed Khan visited Rome.", "Ahmed
     lives in Leeds.", "Ahmed's car ...", "Ahmed and Ana ...")? A name is read where the next
-    word may be a verb in "-s" ("Booked flights to Rome." stays a note by "Booked")."""
+    word may be a verb in "-s" ("Booked flights to Rome." stays a note by "Booked"), and
+    where a word in "-s" names someone or something right after it: a verb and its object
+    ("United plays Chelsea.": "United", a past by spelling, had been read as the verb of a
+    note, so the team's sentence was the cluster's main person's); a plural object is not
+    followed by a name ("Booked flights to Rome.", "Booked flights Monday." aside)."""
     lower = first.lower()
     if lower in _IRREGULAR_PAST:
         return True
@@ -739,14 +743,24 @@ def _opening_verb(sentence: str, first: str) -> bool:
     rest = sentence[len(first):]
     if rest[:1] in ("'", "’", ","):
         return False  # "Ahmed's car", "Ahmed, my brother, ..."
-    for word in _WORD_RE.findall(rest):
+    words = _WORD_RE.findall(rest)
+    for k, word in enumerate(words):
         if word[:1].isupper():
             continue  # the rest of a name: "Ahmed Khan", "Visited Ben Nevis"
         w = word.lower()
-        return not (w in _AUXILIARIES or w in {"and", "or"} or _past_form(w)
-                    or (len(w) > 3 and w.endswith("s") and not w.endswith("ss")
-                        and not _regular_past(lower)))
+        if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+            after = words[k + 1] if k + 1 < len(words) else ""
+            return (_regular_past(lower) and not (after[:1].isupper()
+                                                  and after.lower() not in _CALENDAR))
+        return not (w in _AUXILIARIES or w in {"and", "or"} or _past_form(w))
     return True
+
+
+#: English names of months and weekdays: a time, not someone a verb in "-s" acts on
+#: ("Booked flights Monday.": :func:`_opening_verb`).
+_CALENDAR = _wordset(
+    "january february march april may june july august september october november december "
+    "monday tuesday wednesday thursday friday saturday sunday")
 
 
 @cache
