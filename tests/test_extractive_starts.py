@@ -13,7 +13,7 @@ import pytest
 from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.llm import extractive
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
-from tests.merge_fixtures import loaded_local, narrative
+from tests.merge_fixtures import kept_both, loaded_local, narrative, read_sentence
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +76,29 @@ def test_a_state_said_to_hold_now_is_the_current_state(local: LocalEmbedder, fir
     content = narrative(ExtractiveLLM(local), first, second)
     assert plain_sentences(content) == [first, second]
     assert content.split("\n\n")[-1] == f"Current state: {second}"
+
+
+@pytest.mark.parametrize("first, second", [
+    # "work": where she works in one, where she walks in the other (the "now" rule, 0.67;
+    # without an embedder half their words)
+    ("Bea works at Arup.", "Bea walks to work now."),
+    ("Bea works at a school.", "Bea walks to school now."),
+    # "park": near it, in it (0.81: over the version threshold, "now" or not)
+    ("Bea lives near the park.", "Bea runs in the park now."),
+    ("Bea lives near the park.", "Bea runs in the park."),
+])
+def test_a_shared_word_in_another_part_is_another_fact(local: LocalEmbedder, first: str,
+                                                      second: str) -> None:
+    for content in kept_both(local, first, second):
+        assert "Current state" not in content
+
+
+def test_a_shared_word_read_for_its_part() -> None:
+    roles = extractive._roles
+    assert roles(read_sentence("Bea works at Arup.")) == {"work": {"v"}, "arup": {"at"}}
+    assert roles(read_sentence("These days Bea walks to work.")) == {"walk": {"v"},
+                                                                      "work": {"to"}}
+    assert roles(read_sentence("In May moved to York.")) == {"moved": {"v"}, "york": {"to"}}
 
 
 @pytest.mark.parametrize("first, second", [
