@@ -30,8 +30,14 @@ def local() -> LocalEmbedder:
     ("Lives in Paris.", "Moved to Lyon."),
     ("Omar rents a flat in Lyon.", "Omar moved to Paris."),
     ("Omar is based in Leeds.", "Omar relocated to York."),
-    ("Omar works at Initech.", "Omar joined Hooli."),
     ("Omar has a job at Initech.", "Omar started at Globex."),
+    # a new job told by a job, a hiring, or a join with a role, its staff or work there
+    ("Omar works at Initech.", "Omar got a job at Hooli."),
+    ("Omar has a job at Initech.", "Omar took a new job with Globex."),
+    ("Omar works at Initech.", "Omar was hired by Hooli."),
+    ("Omar works at Initech.", "Omar joined Hooli as an engineer."),
+    ("Omar works at Initech.", "Omar joined Hooli's staff."),
+    ("Omar works at Initech.", "Omar left Initech and joined Hooli."),
 ])
 def test_a_change_to_a_name_in_place_of_a_name_is_the_current_state(
         local: LocalEmbedder, first: str, second: str) -> None:
@@ -47,6 +53,13 @@ def test_a_change_to_a_name_in_place_of_a_name_is_the_current_state(
     ("Omar lives in Berlin.", "Omar joined Globex."),
     ("Omar plays chess at the club.", "Omar joined Hooli."),
     ("Omar works at Initech.", "Omar joined the Initech choir."),
+    # a join says nothing of a job by itself: a member of a charity, a club, an app, still
+    # working where he worked (written as the end of Initech before)
+    ("Omar works at Initech.", "Omar joined Greenpeace."),
+    ("Omar works at Initech.", "Omar joined Hooli."),
+    ("Omar works at Initech.", "Omar joined Strava after work."),
+    # a job somewhere, after a home: no version
+    ("Omar lives in Leeds.", "Omar got a job at Hooli."),
     # two past events of one frame with an opening verb: no change
     ("Met Tom for lunch.", "Met Lisa for lunch."),
 ])

@@ -361,9 +361,10 @@ class _Sentence:
     #: was sold.", "Her flat in Leeds was let go."): its head word (:func:`_undergone`), else
     #: None; :attr:`ended` then holds the noun phrase's words
     undergone: str | None = field(init=False)
-    #: tells that the subject, a person, lost their job, told in the passive ("Bea was let
-    #: go.", "Bea got laid off.": :func:`_dismissed`); :attr:`ended` then holds what a
-    #: "from"/"by" names ("let go from Arup"), else nothing
+    #: tells that the subject, a person, lost or left their job, told in the passive ("Bea
+    #: was let go.", "Bea got laid off.") or without an object ("Bea retired.", "Bea
+    #: resigned.": :func:`_dismissed`); :attr:`ended` then holds what a "from"/"by" names
+    #: ("let go from Arup"), else nothing
     dismissed: bool = field(init=False)
     #: tells of a state held as well as another ("plays golf now too", "also keeps a
     #: rabbit", "speaks Italian as well": :data:`_ADDS_RE`): it replaces nothing
@@ -406,8 +407,11 @@ class _Sentence:
             self.then = False
         self.passing = False
         if self.past or self.ended is not None:  # "works until six" is a habit
-            if _TEMPORARY_RE.search(self.text) or (self.ended is not None
-                                                  and _kept_from(self.text)):
+            bound = _TEMPORARY_RE.search(self.text)
+            if bound is not None and self.dismissed and bound.group().lower() in ("early",
+                                                                                 "late"):
+                bound = None  # "retired early": no job is left for a while
+            if bound is not None or (self.ended is not None and _kept_from(self.text)):
                 self.passing, self.ended = True, None
             else:
                 self.passing = self.past and _OCCASION_RE.search(self.text) is not None
@@ -1660,10 +1664,12 @@ _HOLDS = ("has|have|had|owns?|owned|rents?|rented|leases?|leased|keeps?|kept|hol
 
 
 #: English passive of a dismissal: "was let go", "got laid off", "has been fired", "was
-#: made redundant", what follows it after.
+#: made redundant"; or a person leaving their work of their own accord, told without its
+#: object: "retired", "resigned", "retired from Arup"; what follows it after.
 _DISMISSAL_RE = re.compile(
-    r"\b(?:was|were|got|(?:has|have|had) been)\s+(?:\w+ly\s+)?(?:let go|laid off|fired(?!\s+up\b)"
-    r"|sacked|dismissed|made redundant)\b(?P<rest>[^,;:.!?]*)", re.IGNORECASE)
+    r"\b(?:(?:was|were|got|(?:has|have|had) been)\s+(?:\w+ly\s+)?(?:let go|laid off"
+    r"|fired(?!\s+up\b)|sacked|dismissed|made redundant)|(?P<own>retired|resigned))\b"
+    r"(?P<rest>[^,;:.!?]*)", re.IGNORECASE)
 #: Words of a sentence that says where someone works ("works at Arup", "has a job at the
 #: museum", "is employed by the council"): the state a dismissal ends (:func:`_ends`).
 _WORK_RE = re.compile(r"\b(?:works?|working|jobs?|employed|employer|career)\b", re.IGNORECASE)
@@ -1672,7 +1678,10 @@ _WORK_RE = re.compile(r"\b(?:works?|working|jobs?|employed|employer|career)\b", 
 def _dismissed(text: str) -> frozenset[str] | None:
     """What ``text`` tells a person was let go from ("Bea was let go from Arup." →
     ``{"arup"}``), or nothing (``frozenset()``: "Bea was let go.", "She got laid off last
-    week."); None when it tells of no dismissal of its subject. A sentence opening with a
+    week."); None when it tells of no dismissal of its subject. A person who retired or
+    resigned has left their work too ("Bea retired.", "Bea resigned last week.": nothing
+    followed either, so Arup read as still her employer); not with an object ("retired the
+    old laptop"). A sentence opening with a
     noun phrase tells of a thing ("Her flat in Leeds was let go.": :func:`_undergone`).
     "let go" named nothing that ended (no object follows it), so "Bea works at Arup." /
     "Bea was let go." kept no current state. English only."""
@@ -1680,6 +1689,10 @@ def _dismissed(text: str) -> frozenset[str] | None:
     m = _DISMISSAL_RE.search(clause)
     if m is None or _NOUN_PHRASE_RE.match(clause) is not None:
         return None
+    after = _WORD_RE.match(m.group("rest").lstrip())
+    if m.group("own") and after is not None and (after.group().lower() in _DETERMINERS
+                                                 or after.group()[:1].isupper()):
+        return None  # "retired the old laptop", "resigned herself to it": an object
     rest = _WHEN_RE.split(m.group("rest"), maxsplit=1)[0]
     place = re.match(r"\s*(?:from|by|at)\s+(.*)", rest, re.IGNORECASE)
     if place is None:
@@ -1690,9 +1703,19 @@ def _dismissed(text: str) -> frozenset[str] | None:
 
 
 #: A move or a join to a name: "moved to Lyon", "relocated to Leeds", "joined Hooli",
-#: "started at Globex" (English).
+#: "started at Globex", "got a job at Atkins", "took a new job with Atkins", "was hired by
+#: Atkins" (English).
 _TO_NAME_RE = re.compile(
-    rf"\b(?i:(?P<move>moved|relocated)\s+(?:back\s+)?to|joined|started\s+at)\s+(?P<name>{_NAME})")
+    r"\b(?i:(?P<move>moved|relocated)\s+(?:back\s+)?to|(?P<join>joined)|started\s+at"
+    r"|(?:got|took|found|accepted|landed|started)\s+(?:(?:a|an|her|his|their|my|our)\s+)?"
+    r"(?:new\s+)?(?:job|position|post)\s+(?:at|with)"
+    r"|(?:was|were|got|(?:has|have|had)\s+been)\s+hired\s+by)"
+    rf"\s+(?P<name>{_NAME})")
+#: What says, after the name, that joining it is taking a job there: a role ("joined Atkins
+#: as an engineer"), its staff ("joined Atkins's staff") or work there ("joined Atkins to
+#: work on bridges"; not "joined Strava after work").
+_JOB_JOIN_RE = re.compile(r"\bas\s+an?\s+\w|\b(?:staff|payroll|workforce)\b|\bto work\b",
+                          re.IGNORECASE)
 #: Words of a sentence that says where someone lives ("lives in Paris", "rents a flat in
 #: Lyon", "is based in Leeds"): the state a move to a name replaces (:func:`_new_place`).
 _HOME_RE = re.compile(r"\b(?:lives?|living|based|resides?|flat|house|apartment|home)\s+in\b",
@@ -1702,14 +1725,20 @@ _HOME_RE = re.compile(r"\b(?:lives?|living|based|resides?|flat|house|apartment|h
 def _new_place(old: _Sentence, new: _Sentence) -> bool:
     """Does ``new`` tell of a move to a name where ``old`` says the subject lives in another
     ("Lives in Paris." / "Moved to Lyon.", "Ines rents a flat in Lyon." / "Ines moved to
-    Paris."), or of a join of a name where ``old`` says where the subject works ("Tariq
-    works at Initech." / "Tariq joined Hooli.")? The embedder relates neither the names
+    Paris."), or of a new job at a name where ``old`` says where the subject works ("Tariq
+    works at Initech." / "Tariq started at Hooli.", "... got a job at Hooli.", "... was hired
+    by Hooli.", "... joined Hooli as an engineer.")? The embedder relates neither the names
     ("Paris" / "Lyon" 0.49) nor the frames well (the pairs sit at 0.39-0.59), so a change
     of one's home or employer told so kept no current state. ``old`` must be a short state
-    (:data:`END_CONTEXT_WORDS`), not an event or an end."""
+    (:data:`END_CONTEXT_WORDS`), not an event or an end. A join says nothing of a job by
+    itself ("Bea joined Greenpeace.", a member): only with a role, the staff or work there
+    after the name (:data:`_JOB_JOIN_RE`); "Bea left Arup and joined Atkins." is an end of
+    Arup (:func:`_ends`)."""
     m = _TO_NAME_RE.search(new.text)
     if m is None or old.ended is not None or old.past or old.change is not None:
         return False
+    if m.group("join") and not _JOB_JOIN_RE.search(new.text[m.end():]):
+        return False  # "Bea joined Greenpeace.": a member, still working where she worked
     frame = _HOME_RE if m.group("move") else _WORK_RE
     if frame.search(old.text) is None:
         return False
