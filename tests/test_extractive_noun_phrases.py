@@ -13,6 +13,7 @@ from __future__ import annotations
 import pytest
 
 from everos_reflect.embedding.local import LocalEmbedder
+from everos_reflect.llm import extractive
 from everos_reflect.llm.extractive import ExtractiveLLM, plain_sentences
 from tests.merge_fixtures import kept_both, loaded_local, narrative, read_sentence
 
@@ -85,6 +86,10 @@ def test_news_of_a_thing_that_ends_nothing_of_theirs_is_no_version(
     ("Bea drives a Golf.", "Bea's car was stolen."),
     ("Bea has a Labrador.", "Her dog was stolen last week."),
     ("Bea owns an iPhone.", "Bea's phone was stolen."),
+    # told in the active, of her own thing: the Golf read as still driven
+    ("Bea drives a Golf.", "Bea sold her car."),
+    ("Bea has a Labrador.", "Bea gave away her dog."),
+    ("Bea drives a Tesla.", "Bea got rid of the car last week."),
 ])
 def test_the_end_of_a_thing_held_by_its_name_is_the_current_state(
         local: LocalEmbedder, first: str, second: str) -> None:
@@ -100,11 +105,20 @@ def test_the_end_of_a_thing_held_by_its_name_is_the_current_state(
     # nothing held, or somebody else's
     ("Bea works at Arup.", "Bea's bag was stolen."),
     ("Bea drives a Golf.", "Tom's car was stolen."),
+    ("Bea drives a Golf.", "Bea sold her bike."),
+    ("Bea drives a Golf.", "Bea sold Tom's car."),
 ])
 def test_the_end_of_another_thing_ends_nothing_held_by_its_name(
         local: LocalEmbedder, first: str, second: str) -> None:
     for content in kept_both(local, first, second):
         assert "Current state" not in content
+
+
+def test_ones_own_thing_after_an_end_is_read_for_its_head() -> None:
+    assert extractive._own_thing(read_sentence("Bea got rid of the old car last week.")) == "car"
+    assert extractive._own_thing(read_sentence("Bea sold her bikes in May.")) == "bike"
+    assert extractive._own_thing(read_sentence("Bea sold a car.")) is None
+    assert extractive._own_thing(read_sentence("Bea's car was stolen.")) is None  # passive
 
 
 def test_a_passive_end_told_time_first_restates_it(local: LocalEmbedder) -> None:

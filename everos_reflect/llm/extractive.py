@@ -476,8 +476,9 @@ class ExtractiveLLM:
             s.vector = i
         sims = self._similarities(sentences)
         kept = _fold_restatements(sentences, sims, self.paraphrase)
-        replaced = self._replacements(kept, sims) | self._held_things(kept)
-        current = _current_versions(kept, sims, self.version, self.paraphrase, replaced)
+        held = self._held_things(kept)
+        replaced = self._replacements(kept, sims) | held
+        current = _current_versions(kept, sims, self.version, self.paraphrase, replaced, held)
         content, provenance = _render(kept, current, english=english)
         if sims is not None:
             # topic paragraphs repeat a day's date in each topic it touched: worth it only
@@ -533,9 +534,10 @@ class ExtractiveLLM:
             >= CHANGE_WORD)
 
     def _held_things(self, kept: Sequence[_Sentence]) -> frozenset[tuple[int, int]]:
-        """``(old, new)`` rows where ``new`` tells, in the passive, of the end of a thing of
-        the kind ``old``'s subject holds by its name: "Bea drives a Golf." / "Bea's car was
-        stolen." The thing is told by a name, not by the word the end says ("car"), so
+        """``(old, new)`` rows where ``new`` tells of the end of a thing of the kind ``old``'s
+        subject holds by its name: "Bea drives a Golf." / "Bea's car was stolen.", "Bea sold
+        her car." (:func:`_own_thing`). The thing is told by a name, not by the word the end
+        says ("car"), so
         :func:`_introduced` does not see it; the ended thing's head word is of its kind when
         it sits at least :data:`CHANGE_WORD` close to the verb of holding or a word of the
         name ("car" / "drives" 0.54, "dog" / "Labrador" 0.60; "bike" / "drives" 0.32, "bike"
@@ -543,9 +545,9 @@ class ExtractiveLLM:
         are embedded."""
         if self.embedder is None:
             return frozenset()
-        pairs: list[tuple[_Sentence, _Sentence, list[str]]] = []
+        pairs: list[tuple[_Sentence, _Sentence, str, list[str]]] = []
         for new in kept:
-            head = new.undergone
+            head = new.undergone or _own_thing(new)
             if head is None or (new.holder is not None and new.holder.owner != new.subject):
                 continue
             for old in kept:
@@ -556,16 +558,15 @@ class ExtractiveLLM:
                 words = [held.group("verb").lower(), *(
                     w.lower() for w in _WORD_RE.findall(held.group("thing"))
                     if w.lower() not in STOPWORDS)]
-                pairs.append((old, new, words))
+                pairs.append((old, new, head, words))
         if not pairs:
             return frozenset()
-        vocab = sorted({w for old, new, words in pairs for w in [new.undergone or "", *words]})
+        vocab = sorted({w for _, _, head, words in pairs for w in [head, *words]})
         vectors = np.asarray(self.embedder.embed(vocab), dtype=np.float32)
         row = {w: i for i, w in enumerate(vocab)}
         return frozenset(
-            (old.vector, new.vector) for old, new, words in pairs
-            if max(float(vectors[row[new.undergone or ""]] @ vectors[row[w]]) for w in words)
-            >= CHANGE_WORD)
+            (old.vector, new.vector) for old, new, head, words in pairs
+            if max(float(vectors[row[head]] @ vectors[row[w]]) for w in words) >= CHANGE_WORD)
 
     def run_task(self, name: str, req: TaskRequest) -> TaskResult:
         """Merge and facts as above; other tasks only where an honest offline method exists
@@ -1330,7 +1331,8 @@ def _specifics(s: _Sentence) -> frozenset[str]:
 
 def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: float,
               paraphrase: float = 1.0,
-              replaced: frozenset[tuple[int, int]] = frozenset()) -> bool:
+              replaced: frozenset[tuple[int, int]] = frozenset(),
+              held: frozenset[tuple[int, int]] = frozenset()) -> bool:
     """Is ``new`` a later version of the fact ``old`` states (same subject, close meaning)?
 
     Also when the pair is close enough to be a restatement (cosine ≥ ``paraphrase``) but
@@ -1351,11 +1353,11 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
 
     ``replaced``: pairs of rows where ``new`` tells of a change to a value of the kind of a
     word of ``old`` (:meth:`ExtractiveLLM._replacements`), or of the end of a thing of the
-    kind ``old`` holds (:meth:`ExtractiveLLM._held_things`): versions below the threshold."""
+    kind ``old`` holds (:meth:`ExtractiveLLM._held_things`, also in ``held``: an end of
+    what ``old`` holds): versions below the threshold."""
     changes = old.change is not None and new.change is not None
     # the end of a thing of the kind old holds ("Bea's car was stolen." of "drives a Golf")
-    ends = _ends(old, new) or (new.undergone is not None
-                               and (old.vector, new.vector) in replaced)
+    ends = _ends(old, new) or (old.vector, new.vector) in held
     if (new.day <= old.day or not _same_subject(old, new)
             or (_other_holder(old, new) and not (new.undergone and ends))
             or (new.then and not old.then) or (new.wish and not old.wish)
@@ -1794,6 +1796,32 @@ _HELD_RE = re.compile(rf"\b(?P<verb>{_HOLDS})\s+(?:a|an)\s+(?P<thing>(?:[\w'’-
                       rf"{_NAME}(?:\s+{_NAME})*)", re.IGNORECASE)
 
 
+#: One's own thing after an end phrase: "sold *her* car", "gave away *his* dog", "got rid of
+#: *the* car", "sold *Bea's* bike" (:func:`_own_thing`).
+_OWN_THING_RE = re.compile(
+    rf"^\s+(?:(?i:her|his|their|my|our|the)|(?P<owner>{_NAME})['’]s)\s+")
+
+
+def _own_thing(s: _Sentence) -> str | None:
+    """The head word of a thing of the subject's that ``s`` tells ended, in the active:
+    "Bea sold her car." → "car", "Bea got rid of the old car last week." → "car"; None for
+    any other sentence (a passive end: :attr:`_Sentence.undergone`)."""
+    if not s.ended or s.undergone is not None or s.dismissed:
+        return None
+    clause = _clause(s.text)
+    m = _ENDED_RE.search(clause)
+    own = _OWN_THING_RE.match(clause[m.end():]) if m is not None else None
+    if own is None or (own.group("owner") and own.group("owner").lower() != s.subject):
+        return None
+    head: str | None = None
+    for word in _WORD_RE.findall(_WHEN_RE.split(clause[m.end() + own.end():], maxsplit=1)[0]):
+        lower = word.lower().replace("'", "")
+        if lower in STOPWORDS or lower in NEGATIONS or lower in _ENDED_STOP:
+            break
+        head = lower
+    return _fold_plural(head) if head else None
+
+
 def _introduced(old: _Sentence, head: str) -> bool:
     """Does ``old`` introduce a thing of ``head``'s it holds, with "a"/"an" after a verb of
     holding (:data:`_HOLDS`: "Bea has an old car.", "Bea rents a flat in Leeds.")? Then "the
@@ -2061,7 +2089,8 @@ def _flips(old: _Sentence, new: _Sentence) -> bool:
 
 def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
                       version: float, paraphrase: float = 1.0,
-                      replaced: frozenset[tuple[int, int]] = frozenset()) -> list[_Sentence]:
+                      replaced: frozenset[tuple[int, int]] = frozenset(),
+                      held: frozenset[tuple[int, int]] = frozenset()) -> list[_Sentence]:
     """The latest version of every fact that changed.
 
     Versions link pairs of sentences; a fact is a connected group of them (A → B → back to A
@@ -2077,7 +2106,7 @@ def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
 
     for i, old in enumerate(kept):
         for j, new in enumerate(kept):
-            if i != j and _versions(old, new, sims, version, paraphrase, replaced):
+            if i != j and _versions(old, new, sims, version, paraphrase, replaced, held):
                 parent[root(j)] = root(i)
     groups: dict[int, list[int]] = {}
     for i in range(len(kept)):
