@@ -34,6 +34,9 @@ def local() -> LocalEmbedder:
     ("Bea works at Arup.", "Bea retired from Arup."),
     # no one-off departure: "early" says when in her life, not for how long
     ("Bea works at Arup.", "Bea retired early."),
+    # "as" after a retirement names the work left; after a layoff it does not
+    ("Bea works as a teacher at the school.", "Bea retired as a teacher."),
+    ("Bea works at Arup.", "Bea was laid off as part of the cuts."),
 ])
 def test_a_dismissal_is_the_current_state_of_the_job(local: LocalEmbedder, first: str,
                                                     second: str) -> None:
@@ -61,6 +64,8 @@ def test_a_dismissal_is_the_current_state_of_the_job(local: LocalEmbedder, first
     ("Bea sings in a choir.", "Bea retired."),
     ("Bea works at Arup.", "Bea retired the old laptop."),
     ("Bea works at Arup.", "Tom resigned."),
+    # a role left, not her job
+    ("Bea works at Arup.", "Bea resigned as chair of the club."),
 ])
 def test_a_dismissal_ends_no_state_but_a_job(local: LocalEmbedder, first: str,
                                              second: str) -> None:

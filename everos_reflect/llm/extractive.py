@@ -1723,8 +1723,9 @@ def _dismissed(text: str) -> frozenset[str] | None:
     week."); None when it tells of no dismissal of its subject. A person who retired or
     resigned has left their work too ("Bea retired.", "Bea resigned last week.": nothing
     followed either, so Arup read as still her employer); not with an object ("retired the
-    old laptop"). A sentence opening with a
-    noun phrase tells of a thing ("Her flat in Leeds was let go.": :func:`_undergone`).
+    old laptop"), and what "as" names after either is what was left ("resigned as chair of
+    the club": a role, not her job, unless an earlier sentence names it). A sentence opening
+    with a noun phrase tells of a thing ("Her flat in Leeds was let go.": :func:`_undergone`).
     "let go" named nothing that ended (no object follows it), so "Bea works at Arup." /
     "Bea was let go." kept no current state. English only."""
     clause = _clause(text)
@@ -1736,7 +1737,10 @@ def _dismissed(text: str) -> frozenset[str] | None:
                                                  or after.group()[:1].isupper()):
         return None  # "retired the old laptop", "resigned herself to it": an object
     rest = _WHEN_RE.split(m.group("rest"), maxsplit=1)[0]
-    place = re.match(r"\s*(?:from|by|at)\s+(.*)", rest, re.IGNORECASE)
+    # what was left: "let go from Arup", "retired from Arup", "resigned as chair of the
+    # club" (a role, not her job; not "laid off as part of the cuts")
+    place = re.match(r"\s*(?:from|by|at" + (r"|as" if m.group("own") else "") + r")\s+(.*)",
+                     rest, re.IGNORECASE)
     if place is None:
         return frozenset()
     return frozenset(_fold_plural(w.lower().replace("'", ""))
