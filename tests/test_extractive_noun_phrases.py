@@ -107,6 +107,9 @@ def test_the_end_of_a_thing_held_by_its_name_is_the_current_state(
     ("Bea drives a Golf.", "Tom's car was stolen."),
     ("Bea drives a Golf.", "Bea sold her bike."),
     ("Bea drives a Golf.", "Bea sold Tom's car."),
+    # a thing held told by its kind, not its name: another kind than the one that ended
+    ("Bea has a cat.", "Her dog was stolen."),
+    ("Bea rides a bike.", "Her scooter was stolen."),
 ])
 def test_the_end_of_another_thing_ends_nothing_held_by_its_name(
         local: LocalEmbedder, first: str, second: str) -> None:

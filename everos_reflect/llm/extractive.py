@@ -1795,9 +1795,13 @@ def _new_place(old: _Sentence, new: _Sentence) -> bool:
 
 
 #: A thing held, told by its name after a verb of holding and "a"/"an": "drives a Golf",
-#: "has a Labrador", "owns an iPhone" (:meth:`ExtractiveLLM._held_things`).
-_HELD_RE = re.compile(rf"\b(?P<verb>{_HOLDS})\s+(?:a|an)\s+(?P<thing>(?:[\w'’-]+\s+){{0,2}}?"
-                      rf"{_NAME}(?:\s+{_NAME})*)", re.IGNORECASE)
+#: "has a Labrador", "owns an iPhone", "has an old VW Golf" (:meth:`ExtractiveLLM.
+#: _held_things`). A name, a word with a capital: "has a cat" names a kind, which a later
+#: "her dog" is not ("cat" / "has" are no guide to it: "Bea has a cat." / "Her dog was
+#: stolen." had been written as a change).
+_HELD_NAME = r"[\w-]*[A-Z][\w-]*"
+_HELD_RE = re.compile(rf"\b(?i:(?P<verb>{_HOLDS}))\s+(?i:a|an)\s+(?P<thing>(?:[\w'’-]+\s+){{0,2}}?"
+                      rf"{_HELD_NAME}(?:\s+{_HELD_NAME})*)")
 
 
 #: One's own thing after an end phrase: "sold *her* car", "gave away *his* dog", "got rid of
