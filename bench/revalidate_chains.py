@@ -11,10 +11,14 @@ walk the whole chain below each insight). Then for each source tree (``--tree``,
 of an older commit made with ``git archive``), a child process with that tree first on
 ``PYTHONPATH``, on its own copy of the root, times ``held_by_cited`` once on the loaded
 records, and one run judging ``--judge`` insights with an in-process model that answers
-"holds" (rounds and seconds), and prints a digest of the verdicts written.
+``--verdict`` ("holds", or "retire": the rest of the chain is then retired by the citation
+floor with no call) (rounds and seconds), and prints a digest of the verdicts written. With
+``--until-clear RUNS`` it runs under the strategy's default limits instead, run after run,
+until one is not cut short by a limit (at most RUNS), and counts the runs and the calls.
 
     python bench/revalidate_chains.py --tree /tmp/old --tree . [--insights 5000] [--chain 50]
-                                      [--judge 200] [--direction down]
+                                      [--judge 200] [--direction down] [--verdict holds]
+                                      [--until-clear 500]
 
 Asserts nothing; label the figures loaded unless run under /work/notes/bin/idle.
 """
@@ -34,6 +38,7 @@ CHILD = r"""
 import hashlib, json, sys, time
 from pathlib import Path
 tree, root, judge = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+verdict, until_clear = sys.argv[4], int(sys.argv[5])
 sys.meta_path = [f for f in sys.meta_path if "__editable__" not in getattr(f, "__module__", "")]
 sys.path[:0] = [str(tree)]
 import everos_reflect
@@ -47,16 +52,17 @@ from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.strategies import provenance, revalidate
 
-class Holds:
-    provider, model = "bench", "holds"
+class Model:
+    provider, model, calls = "bench", verdict, 0
     def run_task(self, name, req):
-        return TaskResult({"verdict": "holds", "insight": "",
+        Model.calls += 1
+        return TaskResult({"verdict": verdict, "insight": "",
                            "evidence": [r.id for r in req.records]}, Usage(10, 5),
                           self.provider, self.model)
 
 ref = UserRef.of("u_bench")
 rt = Runtime(root, embedder=HashEmbedder(32))
-rt.__dict__["llm"] = Holds()
+rt.__dict__["llm"] = Model()
 records = provenance.load_records(rt, ref)
 t0 = time.perf_counter()
 held = revalidate.held_by_cited(records)
@@ -68,12 +74,28 @@ def counted(records):
     rounds += 1
     return real(records)
 revalidate.held_by_cited = counted
-values = validate_strategy_settings(revalidate.NAME, {
-    "enabled": True, "max_llm_calls": judge, "max_records": min(judge, 1000),
-    "max_tokens": 10**9, "max_wall_seconds": 86400}, "ome.toml")
-t0 = time.perf_counter()
-counts = revalidate.RevalidateInsights().run(RunContext(rt, values, "run_b", "manual", force=True))
-run = time.perf_counter() - t0
+if until_clear:  # the strategy's default limits, run after run until one is not cut short
+    values = validate_strategy_settings(revalidate.NAME, {"enabled": True}, "ome.toml")
+    runs, counts, t0 = 0, {}, time.perf_counter()
+    while runs < until_clear:
+        runs += 1
+        got = revalidate.RevalidateInsights().run(
+            RunContext(rt, values, f"run_{runs}", "manual", force=True))
+        for key, value in got.items():
+            counts[key] = counts.get(key, 0) + value
+        if not got.get("limit_reached"):
+            break
+    run = time.perf_counter() - t0
+    left = len(revalidate.stale_insights(provenance.load_records(rt, ref)))
+    counts.update({"runs": runs, "llm_calls": Model.calls, "stale_left": left})
+else:
+    values = validate_strategy_settings(revalidate.NAME, {
+        "enabled": True, "max_llm_calls": judge, "max_records": min(judge, 1000),
+        "max_tokens": 10**9, "max_wall_seconds": 86400}, "ome.toml")
+    t0 = time.perf_counter()
+    counts = revalidate.RevalidateInsights().run(
+        RunContext(rt, values, "run_b", "manual", force=True))
+    run = time.perf_counter() - t0
 digest = hashlib.sha256()
 for e in sorted(rt.store.entries(ref, Kind.INSIGHT), key=lambda e: e.id):
     digest.update(f"{e.id}:{e.meta.get('status')}:{e.meta.get('evidence')}".encode())
@@ -136,6 +158,12 @@ def main() -> None:
     ap.add_argument("--chain", type=int, default=50)
     ap.add_argument("--judge", type=int, default=200)
     ap.add_argument("--direction", choices=("up", "down"), default="down")
+    ap.add_argument("--verdict", choices=("holds", "retire"), default="holds",
+                    help="what the model answers (retire: the rest of a chain is retired "
+                         "by the citation floor, no call)")
+    ap.add_argument("--until-clear", type=int, default=0, metavar="RUNS",
+                    help="instead of one run judging --judge: runs under the default limits, "
+                         "one after another, until one is not cut short (at most RUNS)")
     args = ap.parse_args()
     work = Path(tempfile.mkdtemp(prefix="revalidate_chains_"))
     try:
@@ -143,12 +171,15 @@ def main() -> None:
         base.mkdir()
         build(base, args.insights, args.chain, args.direction)
         print(f"{args.insights} stale insights, chains of {args.chain} ({args.direction}), "
-              f"{args.judge} judged per run")
+              f"model answers {args.verdict!r}, "
+              + (f"runs under the default limits until clear (at most {args.until_clear})"
+                 if args.until_clear else f"{args.judge} judged per run"))
         for n, tree in enumerate(args.tree):
             root = work / f"root{n}"
             shutil.copytree(base, root)
             out = subprocess.run([sys.executable, "-c", CHILD, str(Path(tree).resolve()),
-                                  str(root), str(args.judge)], capture_output=True, text=True,
+                                  str(root), str(args.judge), args.verdict,
+                                  str(args.until_clear)], capture_output=True, text=True,
                                  check=True)
             print(tree, json.dumps(json.loads(out.stdout.strip().splitlines()[-1])))
     finally:

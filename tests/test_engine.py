@@ -8,6 +8,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -475,34 +476,46 @@ def test_a_run_that_meets_a_reindex_is_skipped_as_busy_not_ok(
     assert Engine(runtime).trigger("fake_test").status == "ok"  # once rebuilt, runs run
 
 
-def test_a_reindex_waits_for_the_runs_in_flight(runtime: Runtime, fake: Fake) -> None:
-    enable(runtime.root)
-    seed_episodes(runtime)
-    Indexer(runtime).scan()
+@contextmanager
+def a_rebuild_waiting_on_a_run(
+    engine: Engine, fake: Fake, rebuild: Callable[..., Any]
+) -> Iterator[tuple[threading.Event, list[Any]]]:
+    """Hold a ``fake_test`` run open, start ``rebuild(on_wait=...)`` beside it and yield (its done
+    event, its results) once it waits for the run; on leaving, let the run end and check that
+    the run succeeded and the rebuild then finished."""
     fake.gate.clear()
-    engine = Engine(runtime)
     answers: list[Any] = []
     run = threading.Thread(target=lambda: answers.append(engine.trigger("fake_test")))
     run.start()
     assert fake.started.wait(10)
     waiting, done = threading.Event(), threading.Event()
+    results: list[Any] = []
 
-    def reindex() -> None:
-        Indexer(runtime).reindex(on_wait=waiting.set)
+    def rebuild_then_done() -> None:
+        results.append(rebuild(on_wait=waiting.set))
         done.set()
 
-    rebuilding = threading.Thread(target=reindex)
+    rebuilding = threading.Thread(target=rebuild_then_done)
     rebuilding.start()
     try:
         assert waiting.wait(10)
-        assert not done.is_set()
-        assert entry_count(runtime) == 4  # nothing dropped under the run
+        yield done, results
     finally:
         fake.gate.set()
         run.join(10)
         rebuilding.join(10)
     assert done.is_set()
     assert [a.status for a in answers] == ["ok"]
+
+
+def test_a_reindex_waits_for_the_runs_in_flight(runtime: Runtime, fake: Fake) -> None:
+    enable(runtime.root)
+    seed_episodes(runtime)
+    Indexer(runtime).scan()
+    reindex = Indexer(runtime).reindex
+    with a_rebuild_waiting_on_a_run(Engine(runtime), fake, reindex) as (done, _):
+        assert not done.is_set()
+        assert entry_count(runtime) == 4  # nothing dropped under the run
     assert entry_count(runtime) == 4
 
 
@@ -512,31 +525,10 @@ def test_a_recluster_waits_for_the_runs_in_flight(runtime: Runtime, fake: Fake) 
     enable(runtime.root)
     seed_episodes(runtime)
     Indexer(runtime).scan()
-    fake.gate.clear()
-    engine = Engine(runtime)
-    answers: list[Any] = []
-    run = threading.Thread(target=lambda: answers.append(engine.trigger("fake_test")))
-    run.start()
-    assert fake.started.wait(10)
-    waiting, done = threading.Event(), threading.Event()
-    counts: list[dict[str, int]] = []
-
-    def recluster() -> None:
-        counts.append(ClusterService(runtime).recluster_exclusive(on_wait=waiting.set))
-        done.set()
-
-    reclustering = threading.Thread(target=recluster)
-    reclustering.start()
-    try:
-        assert waiting.wait(10)
+    recluster = ClusterService(runtime).recluster_exclusive
+    with a_rebuild_waiting_on_a_run(Engine(runtime), fake, recluster) as (done, counts):
         time.sleep(0.2)
         assert not done.is_set()
-    finally:
-        fake.gate.set()
-        run.join(10)
-        reclustering.join(10)
-    assert done.is_set()
-    assert [a.status for a in answers] == ["ok"]
     assert counts[0]["users"] == 1 and counts[0]["members"] == 4
 
 
@@ -586,32 +578,13 @@ def test_a_run_triggered_while_a_reindex_waits_is_busy_and_the_reindex_then_runs
                                 "[strategies.fake_other]\nenabled = true\n")
         seed_episodes(runtime)
         Indexer(runtime).scan()
-        fake.gate.clear()
         engine = Engine(runtime)
-        answers: list[Any] = []
-        run = threading.Thread(target=lambda: answers.append(engine.trigger("fake_test")))
-        run.start()
-        assert fake.started.wait(10)
-        waiting, done = threading.Event(), threading.Event()
-
-        def reindex() -> None:
-            Indexer(runtime).reindex(on_wait=waiting.set)
-            done.set()
-
-        rebuilding = threading.Thread(target=reindex)
-        rebuilding.start()
-        try:
-            assert waiting.wait(10)
+        with a_rebuild_waiting_on_a_run(engine, fake, Indexer(runtime).reindex) as (done, _):
             later = engine.trigger("fake_other")
             still_waiting = not done.is_set()
-        finally:
-            fake.gate.set()
-            run.join(10)
-            rebuilding.join(10)
         assert (later.status, later.error) == ("busy", REBUILDING)
         assert other.calls == []
-        assert still_waiting and done.is_set()
-        assert [a.status for a in answers] == ["ok"]
+        assert still_waiting
         assert engine.trigger("fake_other").status == "ok"
     finally:
         registry.unregister(other.name)

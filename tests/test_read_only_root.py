@@ -195,8 +195,8 @@ def test_a_read_only_root_never_indexed_says_so_when_a_read_needs_its_index(
     assert json.loads(status["out"])["totals"]["episode"]["live"] == 1  # from the Markdown
 
 
-#: Asks the HTTP API of a root (in-process, as ``serve`` would answer) to search, brief and
-#: add; prints each answer's status and error.
+#: Asks the HTTP API of a root (in-process, as ``serve`` would answer) each ``[path, body]`` of
+#: the JSON list in ``argv[2]``; prints each answer's status and body.
 _API_SCRIPT = """
 import asyncio, json, sys
 import httpx
@@ -210,14 +210,34 @@ app = create_app(runtime, Engine(runtime))
 async def main():
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-        for path, body in (("search", {"query": "dog"}),
-                           ("briefing", {"query": "dog", "user_id": "u1"}),
-                           ("episodes", {"user_id": "u1", "subject": "s", "content": "c"})):
+        for path, body in json.loads(sys.argv[2]):
             answer = await c.post(f"/api/v1/memory/{path}", json=body)
-            print(json.dumps([answer.status_code, answer.json().get("error")]))
+            print(json.dumps([answer.status_code, answer.json()]))
 
 asyncio.run(main())
 """
+
+
+def _mcp_and_api(tmp_path: Path, root: Path,
+                 calls: list[tuple[str, str, dict[str, str]]]) -> list[tuple[list[str], Path]]:
+    """``serve``'s two other faces of ``root``, MCP and the HTTP API, as ``_read_only``
+    commands asked the same calls, each ``(MCP tool, API path, arguments)``; MCP's answers
+    carry ids 1, 2, … in the calls' order."""
+    messages = [
+        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "test", "version": "0"}}},
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+        *({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+           "params": {"name": tool, "arguments": arguments}}
+          for n, (tool, _, arguments) in enumerate(calls, 1))]
+    piped = tmp_path / "mcp.jsonl"
+    piped.write_text("".join(json.dumps(m) + "\n" for m in messages))
+    script = tmp_path / "api.py"
+    script.write_text(_API_SCRIPT)
+    api_calls = json.dumps([[path, arguments] for _, path, arguments in calls])
+    return [([*CLI, "mcp", "--root", str(root)], piped),
+            ([sys.executable, str(script), str(root), api_calls], Path(os.devnull))]
 
 
 def test_mcp_and_the_api_on_a_read_only_root_say_what_the_cli_says(tmp_path: Path) -> None:
@@ -227,27 +247,13 @@ def test_mcp_and_the_api_on_a_read_only_root_say_what_the_cli_says(tmp_path: Pat
     assert _cli(tmp_path, "init", str(root)).returncode == 0
     assert _cli(tmp_path, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
                 "--content", "Andrew adopted a dog.").returncode == 0
-    calls = [("search", {"query": "dog"}), ("briefing", {"query": "dog", "user_id": "u1"}),
-             ("add_episode", {"user_id": "u1", "subject": "s", "content": "c"})]
-    messages = [
-        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "0"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        *({"jsonrpc": "2.0", "id": n, "method": "tools/call",
-           "params": {"name": name, "arguments": arguments}}
-          for n, (name, arguments) in enumerate(calls, 1))]
-    piped = tmp_path / "mcp.jsonl"
-    piped.write_text("".join(json.dumps(m) + "\n" for m in messages))
-    script = tmp_path / "api.py"
-    script.write_text(_API_SCRIPT)
+    faces = _mcp_and_api(tmp_path, root, [
+        ("search", "search", {"query": "dog"}),
+        ("briefing", "briefing", {"query": "dog", "user_id": "u1"}),
+        ("add_episode", "episodes", {"user_id": "u1", "subject": "s", "content": "c"})])
     before = sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*"))
 
-    cli, mcp, api = _read_only(tmp_path, root, [
-        ["search", "--root", str(root), "dog"],
-        ([*CLI, "mcp", "--root", str(root)], piped),
-        ([sys.executable, str(script), str(root)], Path(os.devnull)),
-    ])
+    cli, mcp, api = _read_only(tmp_path, root, [["search", "--root", str(root), "dog"], *faces])
 
     never = cli["err"].removeprefix("error: ").strip()
     assert never == (f"{root} is read-only here and was never indexed: there is no index to "
@@ -263,34 +269,12 @@ def test_mcp_and_the_api_on_a_read_only_root_say_what_the_cli_says(tmp_path: Pat
         3: {"code": -32603, "message": read_only,
             "data": {"code": "index_read_only", "status": 503}}}
     assert api["rc"] == "0", api["err"]
-    assert [json.loads(line) for line in api["out"].splitlines()] == [
+    answers = [json.loads(line) for line in api["out"].splitlines()]
+    assert [[status, body.get("error")] for status, body in answers] == [
         [503, {"code": "not_indexed", "message": never}],
         [503, {"code": "not_indexed", "message": never}],
         [503, {"code": "index_read_only", "message": read_only}]]
     assert sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")) == before
-
-
-#: Asks the HTTP API of a root (in-process) to search and brief; prints each whole answer.
-_API_READ_SCRIPT = """
-import asyncio, json, sys
-import httpx
-from everos_reflect.api.app import create_app
-from everos_reflect.engine.engine import Engine
-from everos_reflect.runtime import Runtime
-
-runtime = Runtime(sys.argv[1])
-app = create_app(runtime, Engine(runtime))
-
-async def main():
-    transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-        for path, body in (("search", {"query": "dog"}),
-                           ("briefing", {"query": "dog", "user_id": "u1"})):
-            answer = await c.post(f"/api/v1/memory/{path}", json=body)
-            print(json.dumps([answer.status_code, answer.json()]))
-
-asyncio.run(main())
-"""
 
 
 def test_mcp_and_the_api_say_when_a_read_only_index_is_behind_its_logs(
@@ -306,25 +290,12 @@ def test_mcp_and_the_api_say_when_a_read_only_index_is_behind_its_logs(
     assert _cli(tmp_path, "reindex", "--root", str(root)).returncode == 0
     log = next(root.rglob("episode-2026-10-12.md"))
     log.write_text(log.read_text() + "\nA note written by hand.\n")
-    calls = [("search", {"query": "dog"}), ("briefing", {"query": "dog", "user_id": "u1"})]
-    messages = [
-        {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "test", "version": "0"}}},
-        {"jsonrpc": "2.0", "method": "notifications/initialized"},
-        *({"jsonrpc": "2.0", "id": n, "method": "tools/call",
-           "params": {"name": name, "arguments": arguments}}
-          for n, (name, arguments) in enumerate(calls, 1))]
-    piped = tmp_path / "mcp.jsonl"
-    piped.write_text("".join(json.dumps(m) + "\n" for m in messages))
-    script = tmp_path / "api.py"
-    script.write_text(_API_READ_SCRIPT)
+    faces = _mcp_and_api(tmp_path, root, [
+        ("search", "search", {"query": "dog"}),
+        ("briefing", "briefing", {"query": "dog", "user_id": "u1"})])
     before = sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*"))
 
-    mcp, api = _read_only(tmp_path, root, [
-        ([*CLI, "mcp", "--root", str(root)], piped),
-        ([sys.executable, str(script), str(root)], Path(os.devnull)),
-    ])
+    mcp, api = _read_only(tmp_path, root, faces)
 
     behind = {"read_only": True, "files_behind": 1}
     note = (f"{root} is read-only here: its index is read as last built; 1 log changed since "

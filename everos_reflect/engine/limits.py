@@ -138,12 +138,21 @@ class Budget:
         with self._lock:
             return self._remember(self._used_up(records=False))
 
+    def time_up(self) -> str | None:
+        """The wall limit, when it has run out, else ``None``: all that bounds a unit that
+        asks no model (calls and tokens it does not spend). Remembered in :attr:`hit`."""
+        with self._lock:
+            return self._remember(self._out_of_time())
+
     def _used_up(self, *, records: bool) -> str | None:
         """The first of tokens, records (when asked) and wall time that has run out."""
         if self.tokens >= self.max_tokens:
             return f"max_tokens ({self.max_tokens}) reached"
         if records and self.records >= self.max_records:
             return f"max_records ({self.max_records}) reached"
+        return self._out_of_time()
+
+    def _out_of_time(self) -> str | None:
         if time.monotonic() - self.started >= self.max_wall_seconds:
             return f"max_wall_seconds ({self.max_wall_seconds:g}) reached"
         return None

@@ -426,6 +426,46 @@ def depth_problem(runtime: Runtime, insight: Entry, verdict: str,
     return None
 
 
+def needs_model(insight: Entry, records: dict[str, Entry], revised: Collection[str]) -> bool:
+    """Whether settling ``insight`` asks the model: not when a revise of it interrupted
+    between its two writes is to be finished (``revised``: the ids a live revision names,
+    :func:`written_revision`), nor when fewer than two records it cites are left (retired by
+    the citation floor)."""
+    if insight.id in revised and written_revision(insight, records) is not None:
+        return False
+    return len(current_evidence(insight, records)) >= MIN_CITATIONS
+
+
+def next_affordable(ctx: RunContext, todo: list[Entry],
+                    records: dict[str, Entry]) -> tuple[Entry | None, str | None]:
+    """The first of ``todo`` (in judging order) the run's limits still allow, or ``(None,
+    the limit)``. The limits bound what costs: an insight that needs the model is held to
+    ``max_llm_calls``, ``max_tokens`` and the wall time; one settled without a call (finished,
+    or retired by the citation floor; offline, every one) to the wall time alone. Each was
+    charged as a record against ``max_records`` (what one call shows, docs/limits.md), so a
+    run stopped after 50 insights of which none needed the model, and a backlog of 5,000
+    took a hundred runs; once the calls were spent, those needing none waited too."""
+    revised: set[str] | None = None  # made once, when first needed
+    blocked: str | None = None
+    for insight in todo:
+        if ctx.llm.metered:
+            if revised is None:
+                revised = {str(e.meta.get("revises")) for e in records.values()
+                           if e.kind is Kind.INSIGHT and e.deprecated_by is None
+                           and "revises" in e.meta}
+            if needs_model(insight, records, revised):
+                if blocked is None:
+                    blocked = ctx.limit_reached(calls_ahead=1)
+                if blocked is None:
+                    return insight, None
+                if blocked.startswith("max_wall_seconds"):
+                    return None, blocked
+                continue  # calls or tokens spent: look for one that needs no model
+        hit = ctx.budget.time_up()
+        return (None, hit) if hit else (insight, None)
+    return None, blocked
+
+
 def stale_insights(records: dict[str, Entry]) -> list[Entry]:
     return sorted((e for e in records.values() if e.kind is Kind.INSIGHT
                    and provenance.DERIVATION_KEY in e.meta and e.deprecated_by is None
@@ -576,21 +616,26 @@ class RevalidateInsights(Strategy):
                          if rt.llm.provider == "extractive" else {})
                 _note_needs_llm(rt, ref, noted, ctx.run_id, complete=True, held=waits)
                 return True
-            hit = ctx.limit_reached()
-            if hit:
-                counts["limit_reached"] += 1
-                ctx.log.info("%s: stopping early: %s", NAME, hit)
+            if ctx.should_stop():  # per insight: a long backlog settled free holds up no shutdown
                 _note_needs_llm(rt, ref, noted, ctx.run_id, complete=False)
                 return False
-            done.add(todo[0].id)
-            looking_at[:] = [todo[0].id]
+            nxt, hit = next_affordable(ctx, todo, records)
+            if nxt is None:
+                # the first time a limit stops work, said once however many owners it stops
+                counts["limit_reached"] = 1
+                ctx.log.info("%s: %s: stopping early: %s", NAME, ref, hit)
+                _note_needs_llm(rt, ref, noted, ctx.run_id, complete=False)
+                # calls or tokens spent: the next owners' insights needing no model are
+                # still settled; out of wall time, nothing more is
+                return budget.time_up() is None
+            done.add(nxt.id)
+            looking_at[:] = [nxt.id]
             mine = Counter[str]()
-            self._one(ctx, ref, todo[0], records, budget, mine)
+            self._one(ctx, ref, nxt, records, budget, mine)
             if mine["needs_llm"]:
-                noted[todo[0].id] = aside_key(todo[0], current_evidence(todo[0], records), sent)
+                noted[nxt.id] = aside_key(nxt, current_evidence(nxt, records), sent)
             counts.update(mine)
             looking_at.clear()
-            budget.charge_records(1)
 
     def _one(self, ctx: RunContext, ref: UserRef, insight: Entry, records: dict[str, Entry],
              budget: Budget, counts: Counter[str]) -> None:
