@@ -26,6 +26,7 @@ from everos_reflect.model import (
     Entry,
     Kind,
     UserRef,
+    path_text,
     shown_key,
     shown_path,
 )
@@ -68,8 +69,10 @@ class Problem:
         return f"{where}: {self.message}{suffix}"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "message": self.message,
-                "severity": self.severity}
+        """JSON-ready: a byte of a path that is not UTF-8 written ``\\xff``
+        (:func:`~everos_reflect.model.path_text`), which the API could not encode (a 500)."""
+        return {"file": path_text(self.file), "line": self.line,
+                "message": path_text(self.message), "severity": self.severity}
 
 
 def _strategy_problems(tables: dict[str, dict[str, Any]], file: str) -> list[tuple[str, str, str]]:

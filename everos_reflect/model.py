@@ -11,7 +11,7 @@ import re
 import shlex
 import unicodedata
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import StrEnum
@@ -39,20 +39,33 @@ def quoted(value: str, *, escape: bool = False) -> str:
     as escapes first (``\\x1b``), as an id's message does so that look-alikes are visible."""
     if not escape:
         if len(value) <= QUOTED_MAX:
-            return repr(value)
-        return f"{value[:QUOTED_MAX] + '…'!r} ({len(value):,} characters)"
+            return _escaped(value, repr)
+        return f"{_escaped(value[:QUOTED_MAX] + '…', repr)} ({len(value):,} characters)"
     # ascii(), not repr() of the escaped text: that escaped each escape's backslash again,
     # so an id holding ESC was named '\\x1b', as if its user had typed a backslash
-    if len(ascii(value)) - 2 <= QUOTED_MAX:
-        return ascii(value)
+    if len(_escaped(value)) - 2 <= QUOTED_MAX:
+        return _escaped(value)
     cut, size = [], 0  # whole escapes only: the characters whose escapes fit
     for char in value:
-        size += len(ascii(char)) - 2
+        size += len(_escaped(char)) - 2
         if size > QUOTED_MAX:
             break
         cut.append(char)
-    shown = ascii("".join(cut))
+    shown = _escaped("".join(cut))
     return f"{shown[:-1]}…{shown[-1]} ({len(value):,} characters)"
+
+
+#: an escaped backslash (kept), or the escape of a byte that is not UTF-8 as Python holds it
+_BYTE_ESCAPE = re.compile(r"(\\\\)|\\udc([89a-f][0-9a-f])")
+
+
+def _escaped(value: str, quote: Callable[[str], str] = ascii) -> str:
+    """``ascii(value)`` (or ``quote``'s), with each byte of a name that is not UTF-8 (a folder's, an
+    argument's: ``os.fsdecode`` holds it as U+DC80–U+DCFF) written ``\\xff`` as
+    :func:`path_text` writes it, the way a shell types it (``$'bad\\xffname'``). A user folder
+    so named was reported as ``'bad\\udcffname'``, Python's inside, beside its path shown as
+    ``bad\\xffname``."""
+    return _BYTE_ESCAPE.sub(lambda m: m.group(1) or f"\\x{m.group(2)}", quote(value))
 
 
 class ShownKey(str):

@@ -167,10 +167,14 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         "counts_from": source,
         "users": user_docs,
         "totals": totals,
-        "files_with_problems": bad_files,
+        # a byte of a folder's name that is not UTF-8 as \xff: the API's status failed on it
+        "files_with_problems": [{"file": path_text(item["file"]),
+                                 "problems": [path_text(m) for m in item["problems"]]}
+                                for item in bad_files],
         # warnings are lint's to show: status counts them, so "no files with problems" is
         # not all it says of a root lint fails on
-        "files_with_warnings": [{"file": f, "warnings": n} for f, n in sorted(warned.items())],
+        "files_with_warnings": [{"file": path_text(f), "warnings": n}
+                                for f, n in sorted(warned.items())],
         "config": config_doc,
         "index": _index_lag(runtime) if source == "index" else unreadable,
         "merges": _merges(runtime, engine) if source == "index" else None,

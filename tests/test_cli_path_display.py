@@ -95,3 +95,46 @@ def test_the_api_names_such_a_root_as_the_commands_do(tmp_path: Path) -> None:
         else:
             assert f"no memory root at {tmp_path}/notes\\xff/gone" in (
                 resp.json()["error"]["message"])
+
+
+def _user_folder_not_utf8(root: Path) -> None:
+    """A user folder named with the byte 0xff (a Latin-1 ``ÿ``), holding a log."""
+    folder = root / "default_app" / "default_project" / "users" / os.fsdecode(b"bad\xffname")
+    (folder / "episodes").mkdir(parents=True)
+    (folder / "episodes" / "episode-2026-01-01.md").write_text("notes\n")
+
+
+#: how every edge names that folder and quotes its name: as a shell types it, byte escaped
+FOLDER_SHOWN = r"default_app/default_project/users/bad\xffname"
+NAME_QUOTED = r"invalid user_id 'bad\xffname': use 1-128 characters"
+
+
+@pytest.mark.usefixtures("no_everos_env")
+def test_a_user_folder_named_with_a_byte_that_is_not_utf8_is_quoted_as_its_path_shows_it(
+        root: Path) -> None:
+    """It was quoted as Python holds it (``'bad\\udcffname'``) beside its path shown as
+    ``bad\\xffname``: a name nobody can type or find."""
+    _user_folder_not_utf8(root)
+    runner = CliRunner()
+    lint = runner.invoke(cli, ["lint", "--root", str(root)])
+    assert lint.exit_code == 1
+    line = next(x for x in lint.stdout_bytes.decode("utf-8").splitlines()
+                if x.startswith(FOLDER_SHOWN))
+    assert NAME_QUOTED in line and "udc" not in line, line
+    status = runner.invoke(cli, ["status", "--root", str(root), "--json"])
+    bad = json.loads(status.stdout_bytes.decode("utf-8"))["files_with_problems"]
+    assert [item["file"] for item in bad] == [FOLDER_SHOWN]
+    assert NAME_QUOTED in bad[0]["problems"][0] and "udc" not in bad[0]["problems"][0]
+
+
+def test_the_api_quotes_that_folder_as_the_commands_do(root: Path, call: ApiClient) -> None:
+    _user_folder_not_utf8(root)
+    resp = call("GET", "/api/v1/status")
+    assert resp.status_code == 200, resp.text
+    bad = resp.json()["data"]["files_with_problems"]
+    assert [item["file"] for item in bad] == [FOLDER_SHOWN]
+    assert NAME_QUOTED in bad[0]["problems"][0] and "udc" not in bad[0]["problems"][0]
+    linted = call("GET", "/api/v1/lint")
+    assert linted.status_code == 200, linted.text
+    (problem,) = linted.json()["data"]["problems"]
+    assert problem["file"] == FOLDER_SHOWN and NAME_QUOTED in problem["message"]

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from everos_reflect.embedding import HashEmbedder
-from everos_reflect.embedding.base import pause_point
+from everos_reflect.embedding.base import answer_waiting, pause_point
+from everos_reflect.embedding.local import LocalEmbedder
 from everos_reflect.index import handoff
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
@@ -353,4 +354,70 @@ def test_a_log_is_changed_since_read_only_when_its_stats_moved(
         linked.unlink()
         assert [indexer._changed_since_read(job) for job in jobs] == [True, True]
     finally:
+        rt.close()
+
+
+class GatedSession:
+    """The bundled model's session: its first call waits for ``go``; every call notes the
+    name of the thread that made it."""
+
+    def __init__(self, session: object) -> None:
+        self.session = session
+        self.order: list[str] = []
+        self.go = threading.Event()
+
+    def run(self, *args: object, **kwargs: object) -> object:
+        self.order.append(threading.current_thread().name)
+        if len(self.order) == 1:
+            assert self.go.wait(30)
+        return self.session.run(*args, **kwargs)  # type: ignore[attr-defined]
+
+
+def test_a_sync_waiting_for_a_model_slot_lets_a_waiting_add_in(root: Path) -> None:
+    """During a Reflection its merge workers' model calls fill the slots; the watcher, syncing
+    what the run wrote, waited for one holding the indexer, and an add waited behind it (up
+    to 4 s on LoCoMo). The sync lets the add in while it waits: the add's sentence goes to the
+    model next, before the sync's texts, and both are indexed."""
+    embedder = LocalEmbedder(batch_size=1, threads=1, calls_at_once=1)
+    embedder.load()
+    gate = GatedSession(embedder._session)
+    embedder._session = gate
+    rt = make_runtime(root, ExtractiveLLM(), embedder=embedder)
+    bob = UserRef("default_app", "default_project", "u_bob")
+    try:
+        walk = add_episode(rt, ANDREW, "2026-08-01T10:00:00+00:00", "Walk",
+                           "Andrew walked the dog along the river.")
+        worker = threading.Thread(target=embedder.embed, args=(["a merge worker's batch"],),
+                                  name="worker", daemon=True)
+        worker.start()
+        assert wait_for(lambda: gate.order == ["worker"])  # it holds the only slot
+        watcher = threading.Thread(target=Indexer(rt).sync_paths,
+                                   args=([rt.store.path_for_id(ANDREW, walk.id)],),
+                                   name="watcher", daemon=True)
+        watcher.start()
+        # the watcher waits for the slot, the indexer held
+        assert wait_for(lambda: len(embedder._calls._cond._waiters) == 1)
+        entry = add_episode(rt, bob, "2026-08-02T10:00:00+00:00", "Music",
+                            f"Bob bought a {WRITER} for his daughter.")
+
+        def add() -> None:
+            with answer_waiting():
+                Indexer(rt).sync_path(rt.store.path_for_id(bob, entry.id), timeout=20,
+                                      wanted=[entry.id])
+
+        adder = threading.Thread(target=add, name="add", daemon=True)
+        adder.start()
+        assert wait_for(lambda: embedder._calls._urgent == 1)  # the add waits for the slot
+        gate.go.set()
+        for thread in (worker, watcher, adder):
+            thread.join(30)
+            assert not thread.is_alive()
+        assert list(dict.fromkeys(gate.order)) == ["worker", "add", "watcher"]
+        assert {row[0] for row in rt.db().execute("SELECT id FROM entries")} == {walk.id,
+                                                                                 entry.id}
+        assert rt.vectors.count(Kind.EPISODE) == 2
+        for rel, sha in rt.db().execute("SELECT path, sha256 FROM files"):
+            assert sha == hashlib.sha256((root / rel).read_bytes()).hexdigest(), rel
+    finally:
+        gate.go.set()
         rt.close()

@@ -75,6 +75,13 @@ def pause_point() -> None:
         between()
 
 
+def current_pause() -> Callable[[], None] | None:
+    """What :func:`pausing` set for the calling code, or None: an embedder that waits for
+    others' model calls to end before it may make its own runs it while it waits (a sync
+    holding the indexer lets a waiting add in meanwhile)."""
+    return _PAUSE.get()
+
+
 def is_answer_waiting() -> bool:
     """Whether the calling code runs inside :func:`answer_waiting`."""
     return _ANSWER_WAITING.get()

@@ -15,14 +15,19 @@ import os
 import subprocess
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from everos_reflect.embedding.base import is_answer_waiting, l2_normalize, pause_point
+from everos_reflect.embedding.base import (
+    current_pause,
+    is_answer_waiting,
+    l2_normalize,
+    pause_point,
+)
 from everos_reflect.embedding.graph import rewritten_in_child
 from everos_reflect.embedding.heap import fix_mmap_threshold
 from everos_reflect.errors import ProviderUnavailable
@@ -52,6 +57,9 @@ TOKENIZE_CHUNK = 256
 #: one at a time cost ~12 % of wall time for 21 MB; two, one per core, cost none
 #: (docs/memory.md, session 13).
 CALLS_AT_ONCE = 2
+#: how often a call waiting for a slot runs what it was given to run meanwhile
+#: (:meth:`CallSlots.held`): one ``flock`` try of the indexer's waiting writers each time
+MEANWHILE_SECONDS = 0.02
 DIM = 384
 
 log = logging.getLogger(__name__)
@@ -165,13 +173,27 @@ class CallSlots:
         self._cond = threading.Condition()
 
     @contextlib.contextmanager
-    def held(self, urgent: bool) -> Iterator[None]:
-        """Hold a slot for the block; ``urgent`` goes before every waiting non-urgent call."""
+    def held(self, urgent: bool,
+             meanwhile: Callable[[], None] | None = None) -> Iterator[None]:
+        """Hold a slot for the block; ``urgent`` goes before every waiting non-urgent call.
+        ``meanwhile`` runs every :data:`MEANWHILE_SECONDS` of a wait for a slot, with no
+        slot bookkeeping held: a sync waiting here holds the indexer, and during a LoCoMo
+        Reflection (its merge workers' calls in both slots) an add waited for it up to 4 s,
+        most of that spent here (:func:`~everos_reflect.embedding.base.current_pause`)."""
         with self._cond:
             self._urgent += urgent
             try:
                 while self._free == 0 or (not urgent and self._urgent):
-                    self._cond.wait()
+                    if meanwhile is None:
+                        self._cond.wait()
+                        continue
+                    self._cond.wait(MEANWHILE_SECONDS)
+                    if self._free == 0 or (not urgent and self._urgent):
+                        self._cond.release()  # others take and give back slots meanwhile
+                        try:
+                            meanwhile()
+                        finally:
+                            self._cond.acquire()
             finally:
                 if urgent:
                     self._urgent -= 1
@@ -331,7 +353,8 @@ class LocalEmbedder:
                 ids = ids_of[index]
                 input_ids[row, : len(ids)] = ids
                 mask[row, : len(ids)] = 1
-            with self._calls.held(is_answer_waiting()):
+            urgent = is_answer_waiting()
+            with self._calls.held(urgent, None if urgent else current_pause()):
                 (hidden,) = self._session.run(
                     ["last_hidden_state"],
                     {

@@ -33,7 +33,7 @@ from everos_reflect.engine.registry import (
     run_limit,
 )
 from everos_reflect.engine.triggers import CountTrigger
-from everos_reflect.errors import EverosError, ProvenanceBusy, ProviderUnavailable
+from everos_reflect.errors import EverosError, ProvenanceBusy, ProviderUnavailable, describe
 from everos_reflect.index import cursors
 from everos_reflect.index.db import transaction
 from everos_reflect.model import Entry, Kind, UserRef
@@ -214,9 +214,9 @@ def repair(runtime: Runtime, ref: UserRef, state: BeliefState) -> set[Path]:
 
 
 def unexpected(exc: Exception) -> str:
-    """An unexpected exception as an audit row and the run record say it: its type, then its
-    message (an ``OSError``'s alone does not say it is one)."""
-    return f"{type(exc).__name__}: {exc}"
+    """An unexpected exception as an audit row and the run record say it: in its cause's
+    words, as every run record does (:func:`errors.describe`)."""
+    return describe(exc)
 
 
 def owner_failed(ctx: RunContext, strategy: str, ref: UserRef, exc: Exception,
