@@ -187,7 +187,7 @@ model = "x"
     problems = problems_of(user, env)
     by_key = {key: (file, reason) for file, key, reason in problems}
     f = "root/everos.toml"
-    assert by_key["llm.provider"] == (f, "must be one of 'extractive', 'openai', got 'anthropic'")
+    assert by_key["llm.provider"] == (f, "must be one of: extractive, openai; got 'anthropic'")
     assert by_key["llm.timeout_seconds"] == (f, "must be greater than 0, got 0.0")
     assert by_key["clustering.threshold"] == (f, "must be in (0, 1], got 1.5")
     assert by_key["clustering.treshold"] == (f, "unknown key (did you mean 'threshold'?)")
