@@ -30,7 +30,13 @@ from everos_reflect.model import (
     shown_key,
     shown_path,
 )
-from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME, load_ome, load_settings
+from everos_reflect.settings import (
+    OME_FILE_NAME,
+    USER_FILE_NAME,
+    config_file,
+    load_ome,
+    load_settings,
+)
 from everos_reflect.strategies.consistency import (
     archive_cycle,
     citation_cycle_message,
@@ -109,7 +115,7 @@ def config_problems(root: Path) -> list[Problem]:
     except ConfigError as exc:
         found.extend(exc.problems)
     else:
-        found.extend(_strategy_problems(tables, str(root / OME_FILE_NAME)))
+        found.extend(_strategy_problems(tables, config_file(root, OME_FILE_NAME)))
     problems = []
     for file, key, reason in found:
         line = int(key[5:]) if key.startswith("line ") and key[5:].isdigit() else 0

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from everos_reflect.errors import ConfigError
-from everos_reflect.fileio import not_utf8, read_config_bytes
+from everos_reflect.fileio import not_utf8, path_in_root, read_config_bytes
 from everos_reflect.model import (
     QUOTED_MAX,
     quoted_value,
@@ -820,30 +820,38 @@ def config_text(data: bytes, file: str) -> str:
         raise ConfigError([(file, f"line {line}", problem)]) from None
 
 
-def _read_user_file(path: Path) -> str | None:
+def config_file(root: str | os.PathLike[str], name: str) -> str:
+    """How a problem names the root's configuration file ``name``: in the root
+    (:func:`~everos_reflect.fileio.path_in_root`), as ``lint`` and the API name its logs. It
+    was named by its absolute path (``/home/u/.everos/ome.toml: …``) in every command's
+    error, ``status`` and each root of ``fleet status``."""
+    return path_in_root(Path(root) / name, root)
+
+
+def _read_user_file(path: Path, shown: str) -> str | None:
     try:
         data = read_config_bytes(path)
-        return None if data is None else config_text(data, str(path))
+        return None if data is None else config_text(data, shown)
     except OSError as exc:
-        raise ConfigError([(str(path), "(file)", exc.strerror or str(exc))]) from exc
+        raise ConfigError([(shown, "(file)", exc.strerror or str(exc))]) from exc
 
 
 def load_settings(root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Settings:
     """Settings for a memory root: shipped defaults, ``<root>/everos.toml``, then ``env``."""
-    path = Path(root) / USER_FILE_NAME
+    shown = config_file(root, USER_FILE_NAME)
     return parse_settings(
         packaged_text("default.toml"),
-        _read_user_file(path),
+        _read_user_file(Path(root) / USER_FILE_NAME, shown),
         os.environ if env is None else env,
-        str(path),
+        shown,
     )
 
 
 def load_ome(root: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """The raw strategy tables of ``<root>/ome.toml``; ``{}`` when there is no such file."""
-    path = Path(root) / OME_FILE_NAME
-    text = _read_user_file(path)
-    return {} if text is None else parse_ome(text, str(path))
+    shown = config_file(root, OME_FILE_NAME)
+    text = _read_user_file(Path(root) / OME_FILE_NAME, shown)
+    return {} if text is None else parse_ome(text, shown)
 
 
 def everos_toml_template() -> str:

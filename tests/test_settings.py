@@ -340,7 +340,7 @@ def test_load_settings_reports_a_non_utf8_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(tmp_path, env={})
     assert info.value.problems == [(
-        str(tmp_path / "everos.toml"), "line 2", "file is not valid UTF-8: byte 0xff at column "
+        "everos.toml", "line 2", "file is not valid UTF-8: byte 0xff at column "
         "10 (invalid start byte; save it as UTF-8)")]
 
 
