@@ -9,6 +9,7 @@ writes LanceDB first, then SQLite, so an interrupted sync is simply redone by th
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -622,7 +623,11 @@ class Indexer:
         as one."""
         try:
             st = os.lstat(path)
-        except FileNotFoundError:
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                raise
+            # gone, or under a folder that is a symlink loop now: no log is there, as a scan
+            # and a reindex see it (a loop kept its entries indexed, warned at every scan)
             return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
         away = Diagnostic(rel, 0, f"not read: {problem}", severity="fatal")
         return _Job(rel, ref, kind, SyncPlan(problems=[away], fatal=True),
