@@ -1153,9 +1153,12 @@ class MarkdownStore:
             except OSError:
                 st = None  # absent, or no file: the write's own checks say what is wrong
             before = self._load_or_none(path)  # after the stat: a later change moves it
-            if st is None or before is None or not self._in_other_hands(path, st):
+            torn = st is not None and before is not None and _moved_while_read(path, st, before)
+            if not torn and (st is None or before is None or not self._in_other_hands(path, st)):
                 return before
             settling.pause(settling.SETTLE_SECONDS)
+            if torn:  # what was read is no state the file was ever in: read it again
+                continue
             with suppress(OSError):
                 if _still(os.stat(path), st):
                     self._remember_still(os.path.realpath(path), _file_state(st))
@@ -1434,6 +1437,18 @@ class MarkdownStore:
 def _file_state(st: os.stat_result) -> tuple[int, int, int, int]:
     """Which file, of which size and mtime, ``st`` describes."""
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _moved_while_read(path: Path, st: os.stat_result, data: bytes) -> bool:
+    """Whether the file ``st`` described before ``data`` was read from it changed during the
+    read (a truncation begun in between: ``cp backup.md`` over the log): the stats taken
+    before said a log this store wrote, or one untouched for long, so a write took the bytes
+    of the cut-short log for the log, and its rename left the rest of the copy in the old
+    file, lost with it."""
+    try:
+        return len(data) != st.st_size or not _still(os.stat(path), st)
+    except OSError:
+        return True
 
 
 def _still(now: os.stat_result, before: os.stat_result) -> bool:
