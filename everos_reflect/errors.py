@@ -6,7 +6,9 @@ status codes. Each carries a message a user can act on.
 
 from __future__ import annotations
 
+import re
 import sqlite3
+import sys
 from typing import Any
 
 
@@ -31,14 +33,43 @@ def describe(exc: BaseException) -> str:
     the type and the traceback."""
     if isinstance(exc, EverosError):
         return str(exc)
+    outside = _outside(exc)
+    cause = getattr(exc, "cause", None)
+    if outside and isinstance(cause, BaseException) and cause is not exc:
+        return describe(cause)  # Ray's error for a task that raised: what the task raised
     if isinstance(exc, OSError):
         from everos_reflect.fileio import os_error_text  # fileio imports this module
 
         return os_error_text(exc)
     text = str(exc).strip()
+    if outside:  # the first line: a Ray error goes on with the remote traceback
+        return text.splitlines()[0] if text else in_words(type(exc))
     if text and isinstance(exc, _SAYS_IT_ALL):
         return text
     return f"internal error ({type(exc).__name__}{f': {text}' if text else ''})"
+
+
+#: Errors of the libraries the product talks through: the HTTP client's transport (the
+#: daemon, a provider) and Ray's (a fleet worker that died). What they say is about the
+#: connection or the worker, not a defect here, so they are said as their message is, like
+#: an ``OSError``. Looked up in ``sys.modules`` only: an error of a library never imported
+#: cannot have been raised, and importing one here would cost every command its start-up.
+_OUTSIDE = (("httpx", "TransportError"), ("ray.exceptions", "RayError"))
+
+
+def _outside(exc: BaseException) -> bool:
+    for module, name in _OUTSIDE:
+        kind = getattr(sys.modules.get(module), name, None)
+        if isinstance(kind, type) and isinstance(exc, kind):
+            return True
+    return False
+
+
+def in_words(kind: type) -> str:
+    """An error class that came without a message, as words (``ReadError`` -> ``read
+    error``): a library's ``ReadError()`` or ``TimeoutError()`` said nothing at all (an empty
+    reason), or its bare class name."""
+    return re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", kind.__name__).lower()
 
 
 #: The most characters of an unexpected error's text an answer to a client carries.

@@ -10,7 +10,7 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, in_words
 from everos_reflect.model import quoted_value, shown_path
 
 #: Largest configuration file read (``everos.toml``, ``ome.toml``, ``fleet.toml``,
@@ -234,12 +234,23 @@ def os_error_text(exc: OSError, root: str | os.PathLike[str] | None = None) -> s
     /r/.index/sqlite/system.db``, which names a file that is not there and not the one in
     the way). The CLI, the API and MCP all say it so."""
     if exc.filename is None:
-        return exc.strerror or str(exc)
+        return _os_reason(exc)
     if isinstance(exc, (FileExistsError, NotADirectoryError)):
         blocker = not_a_folder(exc.filename)
         if blocker is not None:
             return in_the_way(blocker, root)
-    return f"{exc.strerror or exc}: {path_in_root(exc.filename, root)}"
+    return f"{_os_reason(exc)}: {path_in_root(exc.filename, root)}"
+
+
+def _os_reason(exc: OSError) -> str:
+    """What an ``OSError`` says went wrong: its ``strerror``, else the system's words for its
+    errno, else its text, else its class in words (``TimeoutError()`` said nothing: an empty
+    reason reached the run record and the API answer)."""
+    if exc.strerror:
+        return exc.strerror
+    if exc.errno:  # its text is "[Errno 5]" alone
+        return os.strerror(exc.errno)
+    return str(exc).strip() or in_words(type(exc))
 
 
 def error_text(exc: Exception, root: str | os.PathLike[str] | None = None) -> str:

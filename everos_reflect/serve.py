@@ -59,7 +59,7 @@ def serve(runtime: Runtime, *, host: str | None = None, port: int | None = None)
     from everos_reflect.embedding.heap import cap_arenas
 
     cfg = runtime.settings.server
-    host = host or cfg.host
+    host = cfg.host if host is None else host
     port = cfg.port if port is None else port
     check_bind(host, cfg.token, str(runtime.root / USER_FILE_NAME))  # before anything starts
     if runtime.read_only:  # it started, then failed writing daemon.json on the way out

@@ -38,6 +38,13 @@ from everos_reflect.model import (
     shown_key,
     unplain_number,
 )
+from everos_reflect.typed_numbers import (
+    NumberProblem,
+    is_decimal,
+    is_whole,
+    whole_number,
+    whole_words,
+)
 
 DEFAULT_FILE = "config/default.toml"
 ENV_FILE = "environment"
@@ -161,13 +168,29 @@ def _one_of(*choices: str) -> Check:
     return check
 
 
+class _Between:
+    """A range check (:func:`between`). One whose words name the type too (``typed``: "a
+    whole number from 1 to 65535") has its environment variable read by the reader of the
+    command-line option of the same bounds, refusing what it refuses in its words."""
+
+    def __init__(self, low: float, high: float, shown: str, above_low: bool,
+                 typed: bool = False) -> None:
+        self.low, self.high, self.shown, self.above_low = low, high, shown, above_low
+        self.typed = typed
+
+    def __call__(self, value: Any) -> str | None:
+        low, high = self.low, self.high
+        inside = (low < value if self.above_low else low <= value) and value <= high
+        return None if inside else f"must be {self.shown}, got {quoted_value(value)}"
+
+
 def between(low: float, high: float, unit: str = "", *, above_low: bool = False,
-            grouped: bool = True, shown: str | None = None) -> Check:
+            grouped: bool = True, shown: str | None = None, typed: bool = False) -> Check:
     """The check of a number that must lie from ``low`` to ``high`` (greater than ``low`` with
     ``above_low``): every bounded key's reason says the same thing the same way, "must be
     <range> (<unit>), got <value>", so a reader learns the range and what was refused at once.
     ``grouped`` writes the bounds with thousands separators; ``shown`` replaces the whole range
-    text where it reads better otherwise ("a port number 1-65535")."""
+    text where it reads better otherwise ("a whole number from 1 to 65535")."""
 
     def number(n: float) -> str:
         return f"{n:,}" if grouped else str(n)
@@ -176,12 +199,7 @@ def between(low: float, high: float, unit: str = "", *, above_low: bool = False,
         shown = (f"greater than {number(low)} and at most {number(high)}" if above_low
                  else f"{number(low)} to {number(high)}")
         shown += f" ({unit})" if unit else ""
-
-    def check(value: Any) -> str | None:
-        inside = (low < value if above_low else low <= value) and value <= high
-        return None if inside else f"must be {shown}, got {quoted_value(value)}"
-
-    return check
+    return _Between(low, high, shown, above_low, typed)
 
 
 #: Each retry waits up to 30 s: 10**9 of them retried a failing call for ever, and the run never
@@ -285,7 +303,9 @@ _debounce = between(0, 3600, "an hour", grouped=False)
 _interval = between(1, MAX_INTERVAL_SECONDS, "seconds; a week")
 _fraction = between(0, 1, shown="in [0, 1]")
 _unit_interval = between(0, 1, shown="in (0, 1]", above_low=True)
-_port = between(1, 65535, shown="a port number 1-65535")
+#: Said as ``serve --port`` says it (:func:`~everos_reflect.typed_numbers.whole_words`): the
+#: file, the environment and the option refuse the same values in the same words.
+_port = between(1, 65535, shown=whole_words(1, 65535).removeprefix("must be "), typed=True)
 
 
 def _not_blank(value: Any) -> str | None:
@@ -320,8 +340,9 @@ MAX_URL_CHARS = 2_048
 MAX_TOKEN_CHARS = 4_096
 
 
-def _host(value: Any) -> str | None:
-    """A host to bind: not blank, and no white space or control character in it. An
+def host_problem(value: Any) -> str | None:
+    """Why ``value`` is no host to bind, else ``None`` (``[server] host``, its variable and
+    ``serve --host`` alike): not blank, and no white space or control character in it. An
     environment value with a stray space or line end (``EVEROS_SERVER__HOST=" 127.0.0.1"``)
     was taken as written: not loopback, so ``serve`` asked for a token, and with one it
     failed to resolve the name, neither saying which setting held what."""
@@ -436,7 +457,7 @@ CHECKS: dict[tuple[str, str], Check] = {
     ("clustering", "time_window_days"): _window_days,
     ("clustering", "rejoin_threshold"): _unit_interval,
     ("clustering", "member_threshold"): _fraction,
-    ("server", "host"): _host,
+    ("server", "host"): host_problem,
     ("server", "port"): _port,
     ("server", "token"): _token,
     ("scheduler", "timezone"): _timezone,
@@ -581,17 +602,14 @@ def _check_type(value: Any, tp: Any, *, secret: bool = False) -> tuple[Any, str 
     return value, f"must be {expected_type(tp)}, got {shown}"
 
 
-def _coerce_env(text: str, tp: Any) -> tuple[Any, str | None]:
-    """Environment values are strings: convert to the declared type or say why not."""
-    if tp in (int, float) and (hint := unplain_number(text)):
-        return text, f"must be {expected_type(tp)}, got {quoted_value(text)} ({hint})"
-    try:
-        if tp is int:
-            return int(text.strip()), None
-        if tp is float:
-            return _check_type(float(text.strip()), float)
-    except ValueError:
-        return text, f"must be {expected_type(tp)}, got {quoted_value(text)}"
+def _coerce_env(text: str, tp: Any, check: Check | None = None) -> tuple[Any, str | None]:
+    """Environment values are strings: convert to the declared type or say why not. A
+    number is read as a command-line option's is (:mod:`~everos_reflect.typed_numbers`): the
+    digits 0-9, an optional ``-`` and, for a fraction, one ``.``. ``int()`` read ``" 8000"``,
+    ``"+8000"`` and ``"1e3"`` (as a float), which ``serve --port`` refuses; a number out of
+    shape is refused in the words of the key's range (``check``), as ``--port`` says it."""
+    if tp in (int, float):
+        return _env_number(text, tp, check)
     if tp is bool:
         # true or false, as everos.toml and the HTTP API write it: 1/yes/on and 0/no/off
         # were read too, spellings the file and the API refuse
@@ -600,6 +618,25 @@ def _coerce_env(text: str, tp: Any) -> tuple[Any, str | None]:
             return lowered == "true", None
         return text, f"must be true or false, got {quoted_value(text)}"
     return _check_type(text, tp)
+
+
+def _env_number(text: str, tp: Any, check: Check | None) -> tuple[Any, str | None]:
+    if tp is float and text.strip().lower().lstrip("+-") in {"nan", "inf", "infinity"}:
+        return text, f"must be a finite number, got {text.strip()}"
+    if isinstance(check, _Between) and check.typed and tp is int:
+        try:  # as the option of the same bounds reads it, to the word (``serve --port``)
+            return whole_number(text, int(check.low), int(check.high)), None
+        except NumberProblem as exc:
+            return text, str(exc)
+    words = expected_type(tp)
+    hint = unplain_number(text)
+    refused = f"must be {words}, got {quoted_value(text)}" + (f" ({hint})" if hint else "")
+    if not (is_whole(text) if tp is int else is_decimal(text)) or hint:
+        return text, refused
+    try:
+        return (int(text) if tp is int else float(text)), None
+    except ValueError:  # more than 4,300 digits: no bound of any key is that long
+        return text, refused
 
 
 def _merge_file(
@@ -683,7 +720,7 @@ def _merge_env(
             shown = shown_key(f"{section}.{key}")
             problems.append((ENV_FILE, name, f"unknown key {shown}{hint}"))
             continue
-        value, reason = _coerce_env(env[name], types[key])
+        value, reason = _coerce_env(env[name], types[key], CHECKS.get((section, key)))
         if reason:
             problems.append((ENV_FILE, name, reason))
             continue

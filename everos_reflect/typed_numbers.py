@@ -26,6 +26,18 @@ class NumberProblem(ValueError):
     it (``--top-k``, ``query.limit``)."""
 
 
+def is_whole(text: str) -> bool:
+    """Whether ``text`` is a whole number as a person writes it (``-5``, ``8000``): what
+    :func:`whole_number` reads, before its bounds. An environment variable is read so too."""
+    return _WHOLE.fullmatch(text) is not None
+
+
+def is_decimal(text: str) -> bool:
+    """Whether ``text`` is a decimal number as a person writes it (``2.5``, ``.5``): what
+    :func:`seconds` reads, before its bounds."""
+    return _DECIMAL.fullmatch(text) is not None
+
+
 def whole_words(low: int, high: int) -> str:
     """What a whole number from ``low`` to ``high`` must be, as every edge says it."""
     return f"must be a whole number from {low} to {high}"

@@ -83,15 +83,15 @@ def test_an_oserror_writing_one_owners_log_fails_that_owner_alone(
     answer = json.loads(result.stdout)
     assert answer["status"] == "partial"
     assert answer["counts"] == {"owners": 2, "written": 2, "failed": 1}
-    assert "default_app/default_project/bob: OSError" in answer["error"]
-    assert "No space left on device" in answer["error"]
+    assert "default_app/default_project/bob: No space left on device" in answer["error"]
+    assert "OSError" not in answer["error"] and "Errno" not in answer["error"]
     assert Engine(rt).last_run("update_worldview")["error"] == answer["error"]
     # ada before bob and cy after him both got their conviction; bob got none
     assert [r["key"] for r in belief_views.worldview(rt, ADA)] == ["risks"]
     assert [r["key"] for r in belief_views.worldview(rt, CY)] == ["risks"]
     assert belief_views.worldview(rt, BOB) == []
     (row,) = rows(rt, "update_worldview", BOB)
-    assert row["status"] == "failed" and "OSError" in row["error"]
+    assert row["status"] == "failed" and row["error"] == "No space left on device"
     # bob's window waits for the next run, which writes his conviction once
     monkeypatch.setattr(rt.store, "append_many", real)
     assert get_strategy("update_worldview").observe(rt, None) == 1
@@ -120,7 +120,8 @@ def test_a_write_that_fails_halfway_is_settled_by_the_next_run_as_a_crash_is(
     fake_openai.script(RISK)
     outcome = Engine(rt).trigger("update_worldview", timeout=60)
     assert outcome.status == "failed", outcome
-    assert "ada: RuntimeError: index writer crashed" in (outcome.error or "")
+    assert "ada: index writer crashed" in (outcome.error or "")
+    assert "RuntimeError" not in (outcome.error or "")
     assert calls["n"] == 1 and len(rt.store.entries(ADA, Kind.CONVICTION)) == 1
 
     monkeypatch.setattr("everos_reflect.strategies.worldview.sync", real_sync)
@@ -160,7 +161,7 @@ def test_a_bug_reading_one_owner_skips_that_owner_alone_and_every_owner_failing_
     assert result.exit_code == 3, result.output
     answer = json.loads(result.stdout)
     assert answer["counts"] == {"owners": 2, "written": 2, "failed": 1}
-    assert "bob: TypeError: unhashable type: 'list'" in answer["error"]
+    assert "bob: internal error (TypeError: unhashable type: 'list')" in answer["error"]
     assert len(belief_views.relations(rt, ADA)) == len(belief_views.relations(rt, CY)) == 1
     assert belief_views.relations(rt, BOB) == []
     (row,) = rows(rt, "detect_contradictions", BOB)
@@ -177,7 +178,7 @@ def test_a_bug_reading_one_owner_skips_that_owner_alone_and_every_owner_failing_
     assert result.exit_code == 1, result.output
     answer = json.loads(result.stdout)
     assert answer["status"] == "failed" and answer["counts"] == {"failed": 3}
-    assert all(f"{u}: TypeError" in answer["error"] for u in ("ada", "bob", "cy"))
+    assert all(f"{u}: internal error (TypeError" in answer["error"] for u in ("ada", "bob", "cy"))
 
 
 def test_an_interrupted_commit_recovery_cannot_settle_holds_up_that_owner_alone(
@@ -216,7 +217,7 @@ def test_an_interrupted_commit_recovery_cannot_settle_holds_up_that_owner_alone(
     outcome = Engine(rt).trigger("update_worldview", timeout=60)
     assert outcome.status == "partial", outcome
     assert outcome.counts == {"owners": 1, "written": 1, "failed": 1}, outcome
-    assert "ada: TypeError: unhashable type: 'list'" in (outcome.error or "")
+    assert "ada: internal error (TypeError: unhashable type: 'list')" in (outcome.error or "")
     assert len(rt.store.entries(BOB, Kind.CONVICTION)) == 2
 
     monkeypatch.setattr(belief_store.BeliefState, "load", classmethod(real_load))

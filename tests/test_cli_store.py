@@ -559,7 +559,7 @@ def test_lint_reports_config_problems(root: Path) -> None:
     result = run("lint", "--root", str(root))
     assert result.exit_code == 1
     assert result.stdout.splitlines() == [
-        f"{root / 'everos.toml'}: server.port: must be a port number 1-65535, got 0",
+        f"{root / 'everos.toml'}: server.port: must be a whole number from 1 to 65535, got 0",
         f"{root / 'ome.toml'}:2: TOML syntax error: Invalid value",
         "0 files checked, 2 errors",
     ]

@@ -192,14 +192,18 @@ def test_trigger_names_an_answer_that_is_no_run_outcome(
                            "answered with no run outcome: ")
 
 
-@pytest.mark.parametrize(("error", "code", "said"), [
-    ("ReadTimeout", 5, "took the request but did not answer within 150 s: its run may go on"),
-    ("RemoteProtocolError", 1, "took the request, then the connection broke before it "
-                               "answered"),
-    ("ConnectError", 0, None),
+@pytest.mark.parametrize(("error", "text", "code", "said"), [
+    ("ReadTimeout", "no answer", 5,
+     "took the request but did not answer within 150 s: its run may go on"),
+    ("RemoteProtocolError", "no answer", 1,
+     "took the request, then the connection broke before it answered (no answer)"),
+    # an error without text was named by its class alone: "(ReadError)"
+    ("ReadError", "", 1, "took the request, then the connection broke before it answered "
+                         "(read error)"),
+    ("ConnectError", "no answer", 0, None),
 ])
 def test_trigger_runs_in_process_only_when_the_daemon_never_got_the_request(
-        root: Path, monkeypatch: pytest.MonkeyPatch, error: str, code: int,
+        root: Path, monkeypatch: pytest.MonkeyPatch, error: str, text: str, code: int,
         said: str | None) -> None:
     # a daemon slower than the wait and 30 s more was taken for no daemon ("did not answer;
     # running in-process"): the strategy ran here once the daemon's run was done, a second
@@ -212,7 +216,7 @@ def test_trigger_runs_in_process_only_when_the_daemon_never_got_the_request(
                                              "port": 8000}), "utf-8")
 
     def post(url: str, **kwargs: object) -> httpx.Response:
-        raise getattr(httpx, error)("no answer", request=httpx.Request("POST", url))
+        raise getattr(httpx, error)(text, request=httpx.Request("POST", url))
 
     monkeypatch.setattr(httpx, "post", post)
     here: list[str] = []

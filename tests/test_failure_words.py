@@ -70,3 +70,33 @@ def test_a_failed_run_records_the_cause_without_the_exception_type(
     assert "OSError" not in listed.stdout and "Errno" not in listed.stdout
     rows = json.loads(CliRunner().invoke(cli, ["runs", "--root", str(root), "--json"]).stdout)
     assert rows[0]["error"] == "No space left on device"
+
+
+def _library_errors() -> list[tuple[Exception, str]]:
+    import httpx
+    import ray.exceptions
+
+    request = httpx.Request("POST", "http://127.0.0.1:8000/api/v1/ome/trigger")
+    return [
+        (httpx.ReadError("", request=request), "read error"),
+        (httpx.RemoteProtocolError("Server disconnected without sending a response.",
+                                   request=request),
+         "Server disconnected without sending a response."),
+        (ray.exceptions.WorkerCrashedError(),
+         "The worker died unexpectedly while executing this task. Check "
+         "python-core-worker-*.log files for more information."),
+        (ray.exceptions.RayTaskError("run", "Traceback (most recent call last): ...",
+                                     OSError(errno.ENOSPC, "No space left on device")),
+         "No space left on device"),
+        (TimeoutError(), "timeout error"),
+        (OSError(errno.EIO, ""), "Input/output error"),
+    ]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_a_library_error_is_said_by_its_message_or_its_kind_in_words(case: int) -> None:
+    # ray_backend wrote "Ray: WorkerCrashedError: The worker died …", the daemon client
+    # "(ReadError)" for an error without text, and an OSError without text said nothing at
+    # all (an empty reason in the run record)
+    exc, said = _library_errors()[case]
+    assert describe(exc) == said

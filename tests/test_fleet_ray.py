@@ -418,6 +418,9 @@ def test_a_root_that_kills_its_worker_every_time_fails_alone_not_its_worker_comp
     status = {Path(r.root).name: r.status for r in report.results}
     assert status == {"shard-0": "failed", "shard-1": "ok"}, \
         [r.as_dict() for r in report.results]
+    # in Ray's words, not its class name first ("Ray: ActorDiedError: The actor died …")
+    (error,) = [r.error or "" for r in report.results if r.status == "failed"]
+    assert error.startswith("Ray: The actor "), error
     assert len(_ok_reports(healthy)) == expected
     _assert_consistent(healthy, ids[healthy])
 

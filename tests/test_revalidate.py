@@ -379,13 +379,13 @@ def test_an_oserror_writing_one_owners_insight_fails_that_owner_alone(
     assert result.exit_code == 3, result.output  # partial
     answer = json.loads(result.stdout)
     assert answer["status"] == "partial" and answer["counts"] == {"retired": 2, "failed": 1}
-    assert "default_app/default_project/bob: OSError: [Errno 28] No space left on device" in (
-        answer["error"])
+    assert "default_app/default_project/bob: No space left on device" in answer["error"]
+    assert "OSError" not in answer["error"] and "Errno" not in answer["error"]
     assert [rt.store.get(r, made[r].id).meta["status"] for r in (ada, bob, cy)] == [
         "retired", "stale", "retired"]
     (row,) = [r for r in list_derivations(rt.db(), strategy=NAME) if r["owner_id"] == "bob"]
     assert row["status"] == "failed" and row["inputs"] == [made[bob].id]
-    assert "OSError" in row["error"]
+    assert row["error"] == "No space left on device"
 
     broken |= {ada, cy}  # nothing left for them; bob alone fails again: the run failed
     outcome = Engine(rt).trigger(NAME, force=True, timeout=60)
@@ -421,7 +421,8 @@ def test_a_bug_reading_one_owner_skips_that_owner_alone_in_the_run_and_the_poll(
     values = validate_strategy_settings(NAME, {"enabled": True}, "ome.toml")
     ctx = RunContext(rt, values, "run_r", "manual", force=True)
     assert RevalidateInsights().run(ctx) == {"retired": 2, "failed": 1}
-    assert ctx.failures == ["default_app/default_project/bob: TypeError: unhashable type: 'list'"]
+    assert ctx.failures == ["default_app/default_project/bob: internal error (TypeError: "
+                            "unhashable type: 'list')"]
 
 
 def test_an_insight_citing_one_whose_call_failed_waits_then_is_judged_after_it(

@@ -87,7 +87,7 @@ def test_user_file_overrides_defaults_and_env_overrides_both() -> None:
 def test_env_values_are_coerced_to_the_declared_types() -> None:
     env = {
         "EVEROS_LLM__API_KEY": "sk-test",
-        "EVEROS_LLM__MAX_RETRIES": " 5 ",
+        "EVEROS_LLM__MAX_RETRIES": "5",
         "EVEROS_LLM__TIMEOUT_SECONDS": "2.5",
         "EVEROS_INDEX__SEARCH_MODE": "keyword",
     }
@@ -205,16 +205,16 @@ def test_config_error_message_names_file_key_and_reason() -> None:
         parse_settings(DEFAULTS, "[server]\nport = 70000\n", {}, "/r/everos.toml")
     assert str(info.value) == (
         "invalid configuration: /r/everos.toml: server.port: "
-        "must be a port number 1-65535, got 70000"
+        "must be a whole number from 1 to 65535, got 70000"
     )
 
 
 @pytest.mark.parametrize(
     ("name", "value", "reason"),
     [
-        ("EVEROS_SERVER__PORT", "eighty", "must be an integer, got 'eighty'"),
+        ("EVEROS_SERVER__PORT", "eighty", "must be a whole number from 1 to 65535, got 'eighty'"),
         ("EVEROS_CLUSTERING__THRESHOLD", "high", "must be a number, got 'high'"),
-        ("EVEROS_SERVER__PORT", "0", "must be a port number 1-65535, got 0"),
+        ("EVEROS_SERVER__PORT", "0", "must be a whole number from 1 to 65535, got '0'"),
         ("EVEROS_LLM__MAX_CONCURRENCY", "0", "must be 1 to 1000, got 0"),
         ("EVEROS_CLUSTERING__MEMBER_THRESHOLD", "1.5", "must be in [0, 1], got 1.5"),
         ("EVEROS_CLUSTERING__MEMBER_THRESHOLD", "-0.1", "must be in [0, 1], got -0.1"),
@@ -227,8 +227,10 @@ def test_env_problems_name_the_variable(name: str, value: str, reason: str) -> N
 
 
 @pytest.mark.parametrize(("name", "value", "kind", "hint"), [
-    ("EVEROS_SERVER__PORT", "80_80", "an integer", "write it without '_' between digits"),
-    ("EVEROS_SERVER__PORT", "\u0668\u0660", "an integer", "write it with the digits 0-9"),
+    ("EVEROS_SERVER__PORT", "80_80", "a whole number from 1 to 65535",
+     "write it without '_' between digits"),
+    ("EVEROS_SERVER__PORT", "\u0668\u0660", "a whole number from 1 to 65535",
+     "write it with the digits 0-9"),
     ("EVEROS_LLM__MAX_RETRIES", "\uff13", "an integer", "write it with the digits 0-9"),
     ("EVEROS_LLM__TIMEOUT_SECONDS", "1_0.5", "a number", "write it without '_' between digits"),
     ("EVEROS_CLUSTERING__THRESHOLD", "0.\u0667", "a number", "write it with the digits 0-9"),
@@ -272,8 +274,9 @@ def test_an_llm_timeout_past_a_day_is_rejected() -> None:
 
 def test_a_bad_env_value_does_not_hide_a_bad_file_value() -> None:
     problems = problems_of("[server]\nport = -1\n", {"EVEROS_SERVER__PORT": "x"})
-    assert ("root/everos.toml", "server.port", "must be a port number 1-65535, got -1") in problems
-    assert (ENV_FILE, "EVEROS_SERVER__PORT", "must be an integer, got 'x'") in problems
+    said = "must be a whole number from 1 to 65535"
+    assert ("root/everos.toml", "server.port", f"{said}, got -1") in problems
+    assert (ENV_FILE, "EVEROS_SERVER__PORT", f"{said}, got 'x'") in problems
 
 
 def test_wrong_types_are_rejected_including_bools_for_numbers() -> None:
@@ -297,7 +300,8 @@ def test_toml_syntax_error_names_the_line_and_env_is_still_checked() -> None:
     assert (file, key) == ("root/everos.toml", "line 3")
     assert reason.startswith("TOML syntax error: ")
     assert "(at line" not in reason
-    assert problems[1] == (ENV_FILE, "EVEROS_SERVER__PORT", "must be an integer, got 'nope'")
+    assert problems[1] == (ENV_FILE, "EVEROS_SERVER__PORT",
+                           "must be a whole number from 1 to 65535, got 'nope'")
 
 
 def test_misplaced_keys_get_a_hint() -> None:

@@ -162,3 +162,76 @@ def test_leading_zeros_by_the_thousand_are_read_as_the_number(
     assert "Traceback" not in result.output and "int_max_str_digits" not in resp.text
     assert (resp.status_code == 200) == read == (result.exit_code == 0), (resp.text,
                                                                           result.output)
+
+
+@pytest.mark.parametrize("value", [" 8000", "8000 ", "+8000", "8000.0", "8e3", "0x1F40", "0",
+                                   "70000", "1_000", "eighty"])
+def test_the_port_variable_and_serve_port_refuse_the_same_values_in_the_same_words(
+        root: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    # int() read EVEROS_SERVER__PORT=" 8000" (and "+8000") as 8000 while --port refused it,
+    # and the file and the variable said "a port number 1-65535" where --port said "a whole
+    # number from 1 to 65535"
+    import everos_reflect.serve
+
+    monkeypatch.setattr(everos_reflect.serve, "serve", lambda *a, **k: None)
+    option = run(root, "serve", "--port", value)
+    assert option.exit_code == 2, option.output
+    said = option.stderr.removeprefix("error: Invalid value for '--port': ").split(" (see")[0]
+    assert said.startswith("must be a whole number from 1 to 65535, got "), option.stderr
+    monkeypatch.setenv("EVEROS_SERVER__PORT", value)
+    linted = run(root, "lint")
+    assert linted.exit_code == 1, linted.output
+    assert f"environment: EVEROS_SERVER__PORT: {said}\n" in linted.output
+
+
+def test_the_port_in_everos_toml_is_refused_in_the_words_of_serve_port(root: Path) -> None:
+    (root / "everos.toml").write_text("[server]\nport = 0\n", "utf-8")
+    linted = run(root, "lint")
+    assert "everos.toml: server.port: must be a whole number from 1 to 65535, got 0" in (
+        linted.output)
+
+
+@pytest.mark.parametrize(("name", "value", "kind"), [
+    ("EVEROS_LLM__MAX_RETRIES", " 5", "an integer"),
+    ("EVEROS_LLM__MAX_RETRIES", "+5", "an integer"),
+    ("EVEROS_LLM__MAX_RETRIES", "5.0", "an integer"),
+    ("EVEROS_LLM__TIMEOUT_SECONDS", "1e3", "a number"),
+    ("EVEROS_LLM__TIMEOUT_SECONDS", " 2.5", "a number"),
+    ("EVEROS_LLM__TIMEOUT_SECONDS", "+2.5", "a number"),
+])
+def test_a_number_variable_is_read_as_an_option_is(name: str, value: str, kind: str) -> None:
+    from everos_reflect.errors import ConfigError
+    from everos_reflect.settings import ENV_FILE, packaged_text, parse_settings
+
+    with pytest.raises(ConfigError) as info:
+        parse_settings(packaged_text("default.toml"), None, {name: value})
+    assert info.value.problems == [(ENV_FILE, name, f"must be {kind}, got {value!r}")]
+
+
+def test_plain_number_variables_are_read() -> None:
+    from everos_reflect.settings import packaged_text, parse_settings
+
+    settings = parse_settings(packaged_text("default.toml"), None, {
+        "EVEROS_LLM__MAX_RETRIES": "5", "EVEROS_LLM__TIMEOUT_SECONDS": ".5",
+        "EVEROS_SERVER__PORT": "8001", "EVEROS_CLUSTERING__THRESHOLD": "0.7"})
+    assert (settings.llm.max_retries, settings.llm.timeout_seconds, settings.server.port,
+            settings.clustering.threshold) == (5, 0.5, 8001, 0.7)
+
+
+@pytest.mark.parametrize(("host", "said"), [
+    ("", "must not be empty"), ("  ", "must not be empty"),
+    (" 127.0.0.1", "must be a host name or address with no spaces, got ' 127.0.0.1'"),
+])
+def test_serve_host_is_refused_as_the_server_host_setting_is(
+        root: Path, monkeypatch: pytest.MonkeyPatch, host: str, said: str) -> None:
+    # --host '' was taken for "not given": the configured host was served, nothing said
+    import everos_reflect.serve
+
+    started: list[object] = []
+    monkeypatch.setattr(everos_reflect.serve, "serve", lambda *a, **k: started.append(k))
+    result = run(root, "serve", "--host", host)
+    assert started == []
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"error: Invalid value for '--host': {said}"), result.stderr
+    monkeypatch.setenv("EVEROS_SERVER__HOST", host)
+    assert f"environment: EVEROS_SERVER__HOST: {said}\n" in run(root, "lint").output

@@ -77,6 +77,23 @@ class SecondsRange(click.FloatRange):
             self.fail(str(exc), param, ctx)
 
 
+class HostName(click.ParamType):
+    """``serve --host`` checked as ``[server] host`` is (:func:`~everos_reflect.settings.
+    host_problem`), in the same words. ``--host ''`` was taken for "not given" (the
+    configured host was served), and ``--host ' 127.0.0.1'`` reached the socket."""
+
+    name = "host"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        from everos_reflect.settings import host_problem
+
+        reason = host_problem(str(value))
+        if reason:
+            self.fail(reason, param, ctx)
+        return str(value)
+
+
 def fleet_defaults(root: Path, fleet_file: str | None) -> dict[str, dict[str, Any]]:
     """The strategy defaults of ``--fleet`` for ``root`` (none without it)."""
     if fleet_file is None:

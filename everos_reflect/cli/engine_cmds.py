@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from everos_reflect.cli.common import (
+    HostName,
     SecondsRange,
     WholeRange,
     configure_logging,
@@ -31,7 +32,8 @@ if TYPE_CHECKING:
 
 @click.command("serve")
 @root_option
-@click.option("--host", default=None, help="Bind address (default: [server] host, 127.0.0.1).")
+@click.option("--host", type=HostName(), default=None,
+              help="Bind address (default: [server] host, 127.0.0.1).")
 # Not 0 ("any free port"), as [server] port may not be: daemon.json and the log then said
 # port 0, and `trigger` could not reach the daemon and ran in-process beside it.
 @click.option("--port", type=WholeRange(1, 65535), default=None,

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.engine import TIMEOUT, RunOutcome, _pid_alive
-from everos_reflect.errors import EverosError, UnknownStrategy
+from everos_reflect.errors import EverosError, UnknownStrategy, describe
 from everos_reflect.fileio import read_config_bytes
 from everos_reflect.model import quoted_value, shown_path
 
@@ -389,7 +389,7 @@ def trigger_via_daemon(
     except httpx.TransportError as exc:  # the connection broke after the request was sent
         raise EverosError(
             f"the daemon (pid {info['pid']}) took the request, then the connection broke "
-            f"before it answered ({exc or type(exc).__name__}): whether it ran is not known; "
+            f"before it answered ({describe(exc)}): whether it ran is not known; "
             "`everos-reflect runs` shows. Nothing was run in this process") from None
     try:
         body = resp.json() if resp.headers.get("content-type", "").startswith(

@@ -27,7 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from everos_reflect.engine.registry import get_strategy
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, describe
 from everos_reflect.fleet.config import FleetConfig, distinct_roots
 from everos_reflect.fleet.work import (
     DISABLED,
@@ -316,8 +316,7 @@ class RayFleet:
                     log.info("%s: its worker died; running it once more on its own", root)
                     self._queue.appendleft((*task[:5], True, task[6]))
                     continue
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-                result = RootResult(root, FAILED, error=f"Ray: {type(exc).__name__}: {first}")
+                result = RootResult(root, FAILED, error=f"Ray: {describe(exc)}")
             out.append((key, result))
         self._dispatch()
         if not self.in_flight:

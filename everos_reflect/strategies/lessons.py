@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.registry import RunContext, SettingSpec, count_between
 from everos_reflect.engine.triggers import OnWriteTrigger
-from everos_reflect.errors import EverosError, ProviderUnavailable
+from everos_reflect.errors import EverosError, ProviderUnavailable, describe
 from everos_reflect.index import cursors
 from everos_reflect.llm.tasks import MAX_RECORD_PROMPT_CHARS
 from everos_reflect.model import Entry, Kind, UserRef, quoted_value
@@ -277,7 +277,7 @@ class LearnLessons(BeliefTier):
                 ctx.log.error("%s: %s: the %r lessons could not be written: %s", self.name,
                               ref, task_type, exc, exc_info=None
                               if isinstance(exc, EverosError) else exc)
-                derived.failures.append(f"task type {task_type!r}: {type(exc).__name__}: {exc}")
+                derived.failures.append(f"task type {task_type!r}: {describe(exc)}")
                 derived.pending |= {t.id for t in by_type[task_type] if t.id in window}
                 cursors.begin_intent(rt.db(), self.name, ref, work.key, {
                     i: h for i, h in work.items.items() if i not in derived.pending},
