@@ -61,6 +61,15 @@ def add_insights(rt: Runtime, *texts: str, kind: str = "reflection") -> list[str
     return [e.id for e in made]
 
 
+def refusal_error(rt: Runtime, strategy: str) -> str:
+    """The ``error`` of the strategy's one derivation row (``ok``: refusals are no failure)."""
+    from everos_reflect.index.audit import list_derivations
+
+    (row,) = list_derivations(rt.db(), strategy=strategy)
+    assert row["status"] == "ok"
+    return str(row["error"])
+
+
 def cite(req: TaskRequest, *ids: str) -> list[int]:
     numbers = {r.id: n for n, r in enumerate(req.records, start=1)}
     return [numbers[i] for i in ids]
@@ -162,6 +171,10 @@ def test_a_conviction_of_an_unknown_key_or_citing_nothing_is_refused_alone(
     assert run(rt, "update_worldview") == {"owners": 1, "written": 1, "refused": 2}
     assert [(r["key"], r["text"]) for r in belief_views.worldview(rt, ADA)] == [
         ("risks", "Reviews get skipped.")]
+    # the audit says why, not only the daemon's log
+    assert refusal_error(rt, "update_worldview") == (
+        "conviction refused: key 'mood' is not one of identity, strategy, commitments, risks, "
+        "principles; conviction refused: key 'identity': a conviction needs text and evidence")
 
 
 def test_a_conviction_of_an_empty_or_impossible_key_or_without_text_is_refused_alone(
@@ -218,6 +231,9 @@ def test_a_reply_of_many_refused_proposals_logs_ten_and_a_count(
     llm.queue_task("worldview", reply)
     with caplog.at_level(logging.INFO):
         assert run(rt, "update_worldview") == {"owners": 1, "refused": 500}
+    error = refusal_error(rt, "update_worldview")  # five named, the rest counted
+    assert error.count("conviction refused: key 'mood") == 5
+    assert error.endswith("; 495 more refused")
     refused = [r.getMessage() for r in caplog.records
                if r.getMessage().startswith(f"update_worldview: {ADA}: ")]
     assert len(refused) == 11
@@ -410,6 +426,8 @@ def test_a_reconciliation_under_the_citation_floor_is_refused_alone(
     llm.queue_task("reconciliation", lambda req: {
         "insight": "Reliability comes first.", "evidence": [1]})
     assert run(rt, "reconcile") == {"owners": 1, "refused": 1}
+    assert refusal_error(rt, "reconcile") == (
+        "reconciliation refused: it cites 1 record(s), at least 2 needed")
     assert not [e for e in rt.store.entries(ADA, Kind.INSIGHT)
                 if e.meta.get("insight_type") == "reconciliation"]
     assert observe(rt, "reconcile") == 0

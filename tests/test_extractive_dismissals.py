@@ -27,6 +27,16 @@ def local() -> LocalEmbedder:
     ("Bea works at Arup.", "Bea was made redundant last week."),
     ("Bea works at Arup.", "Bea was let go from Arup."),
     ("Bea works at Arup.", "She was let go."),
+    # left of her own accord, told without an object: Arup read as still her employer
+    ("Bea works at Arup.", "Bea retired."),
+    ("Bea works for the council.", "Bea resigned last week."),
+    ("Bea has a job at the museum.", "Bea retired in May."),
+    ("Bea works at Arup.", "Bea retired from Arup."),
+    # no one-off departure: "early" says when in her life, not for how long
+    ("Bea works at Arup.", "Bea retired early."),
+    # "as" after a retirement names the work left; after a layoff it does not
+    ("Bea works as a teacher at the school.", "Bea retired as a teacher."),
+    ("Bea works at Arup.", "Bea was laid off as part of the cuts."),
 ])
 def test_a_dismissal_is_the_current_state_of_the_job(local: LocalEmbedder, first: str,
                                                     second: str) -> None:
@@ -50,6 +60,12 @@ def test_a_dismissal_is_the_current_state_of_the_job(local: LocalEmbedder, first
     # no dismissal: "fired up" is eager; a layoff for a month is temporary
     ("Bea works at Arup.", "Bea was fired up about the project."),
     ("Bea works at Arup.", "Bea was laid off for a month."),
+    # a retirement ends no choir, and no job with an object after it
+    ("Bea sings in a choir.", "Bea retired."),
+    ("Bea works at Arup.", "Bea retired the old laptop."),
+    ("Bea works at Arup.", "Tom resigned."),
+    # a role left, not her job
+    ("Bea works at Arup.", "Bea resigned as chair of the club."),
 ])
 def test_a_dismissal_ends_no_state_but_a_job(local: LocalEmbedder, first: str,
                                              second: str) -> None:

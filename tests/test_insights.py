@@ -125,6 +125,9 @@ def test_an_insight_repeating_a_live_one_or_another_of_the_run_is_refused(
     (first,) = insights(rt)
     assert first.content == "All three reverts touched auth."
     assert (counts["written"], counts["refused"]) == (1, 8)
+    (row,) = list_derivations(rt.db(), strategy=NAME)  # the audit says why, five named
+    assert row["status"] == "ok" and row["error"] == "; ".join(
+        ["insight refused: it repeats an insight of this run"] * 5 + ["3 more refused"])
     for i in range(15):  # enough importance for another run
         add_episode(rt, DEV, f"2026-10-{i + 1:02d}T09:00:00+00:00", f"More {i}", "x",
                     importance=10)

@@ -18,6 +18,7 @@ from everos_reflect.runtime import Runtime
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import BeliefState, repair
 from everos_reflect.strategies.belief_views import ResolveRefused, resolve_relation
+from tests.worldview_fixtures import superseded_edges
 
 ADA = UserRef.of("ada")
 NOTE = "Enterprise first was the decision; the tension is settled."
@@ -33,22 +34,8 @@ def rt(root: Path) -> Iterator[Runtime]:
 def superseded_edge(rt: Runtime) -> tuple[Entry, str]:
     """An active edge between two convictions, one of them superseded since (the repair
     resolves it), and the resolution the repair writes."""
-    old, other = rt.store.append_many(ADA, Kind.CONVICTION, [
-        ({"timestamp": "2026-10-12T05:00:00+00:00", "key": "strategy",
-          "evidence": ["in_20261012_0001"], "depth": 2, "status": "active"},
-         {"Conviction": "Self-serve first."}),
-        ({"timestamp": "2026-10-12T06:00:00+00:00", "key": "pricing",
-          "evidence": ["in_20261012_0002"], "depth": 2, "status": "active"},
-         {"Conviction": "Price by seat."})])
-    (edge,) = rt.store.append_many(ADA, Kind.RELATION, [
-        ({"timestamp": "2026-10-12T07:00:00+00:00", "relation_type": "self_contradiction",
-          "between": [old.id, other.id], "status": "active"}, {"Relation": "Tension."})])
-    (new,) = rt.store.append_many(ADA, Kind.CONVICTION, [
-        ({"timestamp": "2026-10-13T05:00:00+00:00", "key": "strategy",
-          "evidence": ["in_20261013_0001"], "depth": 2, "status": "active"},
-         {"Conviction": "Enterprise first."})])
-    rt.store.deprecate(ADA, {old.id: new.id})
-    return edge, f"automatic: {old.id} was superseded by {new.id}"
+    made = superseded_edges(rt, ADA)
+    return made.edges[0], made.resolution
 
 
 def test_a_resolve_between_the_repairs_read_and_write_keeps_the_persons_note(

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from everos_reflect.engine.registry import get_strategy
 from everos_reflect.index.audit import list_derivations
 from everos_reflect.index.sync import Indexer
 from everos_reflect.model import Kind
@@ -178,6 +179,34 @@ def test_a_holds_verdict_is_held_to_the_max_depth_its_insight_was_written_under(
         else:
             assert (after.meta["status"], after.meta["depth"]) == ("active", 3)
             assert after.meta["evidence"] == [newer.id, eps[0].id]
+    finally:
+        rt.close()
+
+
+def test_an_insight_refused_as_too_deep_is_asked_again_once_max_depth_is_raised(
+        root: Path, fake_openai: Any) -> None:
+    """Set aside under the prompts and model alone, it stayed stale after a person raised
+    ``max_depth`` to keep it: nothing brought it back but an edit of it or its evidence."""
+    rt, eps, first, second = revalidation_runtime(root, fake_openai)
+    try:
+        (root / "ome.toml").write_text("[strategies.reflect_insights]\nmax_depth = 2\n")
+        other = insight(rt, "Reverts come in weeks apart.", [eps[1], eps[2]])
+        newer = insight(rt, "Every auth change is reverted within weeks.", [other, eps[0]],
+                        depth=2)
+        rt.store.deprecate(DEV, {first.id: newer.id})  # the second now stands on a depth 2
+        Indexer(rt).scan()
+        fake_openai.script({"verdict": "holds", "insight": "", "evidence": [1, 2]},
+                           {"verdict": "holds", "insight": "", "evidence": [1, 2]})
+        assert run(rt, REVALIDATE) == {"refused": 1}
+        assert refusal(rt).endswith("or that max_depth is raised past 2)")
+        assert run(rt, REVALIDATE) == {}  # under the same cap it is not asked again
+        (root / "ome.toml").write_text("[strategies.reflect_insights]\nmax_depth = 3\n")
+        assert get_strategy(REVALIDATE).observe(rt, None, {"cooldown_seconds": 0}) == 1.0
+        assert run(rt, REVALIDATE) == {"kept": 1}
+        assert len(fake_openai.chat_bodies()) == 2
+        after = rt.store.get(DEV, second.id)
+        assert (after.meta["status"], after.meta["depth"]) == ("active", 3)
+        assert after.meta["evidence"] == [newer.id, eps[0].id]
     finally:
         rt.close()
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 import uvicorn
 
 from everos_reflect.api import slow_clients
-from everos_reflect.serve import listen_socket, uvicorn_config
+from tests.waiting import serving
 
 #: A bound on waiting for the server, not a timing assertion.
 BOUND_SECONDS = 20.0
@@ -32,19 +31,8 @@ async def ping(scope: dict[str, Any], receive: Any, send: Any) -> None:
 @pytest.fixture
 def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[uvicorn.Server, int]]:
     monkeypatch.setattr(slow_clients, "MAX_CONNECTIONS", 2)
-    sock = listen_socket("127.0.0.1", 0)
-    number = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn_config(ping, "127.0.0.1", number))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + BOUND_SECONDS
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    yield server, number
-    server.should_exit = True
-    thread.join(BOUND_SECONDS)
-    sock.close()
+    with serving(ping, BOUND_SECONDS) as served:
+        yield served
 
 
 def connect(port: int) -> socket.socket:

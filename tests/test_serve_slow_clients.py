@@ -7,16 +7,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import uvicorn
 
 from everos_reflect.api import slow_clients
-from everos_reflect.serve import listen_socket, uvicorn_config
+from tests.waiting import serving
 
 #: How long a test waits for the server to cut a trickling client off (a bound, not a timing
 #: assertion: the deadline in these tests is half a second).
@@ -43,19 +41,8 @@ async def echo(scope: dict[str, Any], receive: Any, send: Any) -> None:
 @pytest.fixture
 def port(monkeypatch: pytest.MonkeyPatch) -> Iterator[int]:
     monkeypatch.setattr(slow_clients, "REQUEST_READ_SECONDS", 0.5)
-    sock = listen_socket("127.0.0.1", 0)
-    number = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn_config(echo, "127.0.0.1", number))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + BOUND_SECONDS
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    yield number
-    server.should_exit = True
-    thread.join(BOUND_SECONDS)
-    sock.close()
+    with serving(echo, BOUND_SECONDS) as (_, number):
+        yield number
 
 
 def trickle(conn: socket.socket, head: bytes) -> bytes | None:

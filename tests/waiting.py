@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from everos_reflect.markdown import settling
@@ -21,6 +23,29 @@ def wait_for(condition: Callable[[], Any], timeout: float = 20.0) -> Any:
             return value
         time.sleep(0.05)
     return condition()
+
+
+@contextmanager
+def serving(app: Any, timeout: float = 20.0) -> Iterator[tuple[Any, int]]:
+    """``app`` served as ``serve`` serves it (its listening socket, its uvicorn settings and
+    connection guards) on a free local port, in a thread; yields the ``uvicorn.Server`` and
+    the port once it is up, and stops it on leaving."""
+    import uvicorn
+
+    from everos_reflect.serve import listen_socket, uvicorn_config
+
+    sock = listen_socket("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        assert wait_for(lambda: server.started, timeout)
+        yield server, port
+    finally:
+        server.should_exit = True
+        thread.join(timeout)
+        sock.close()
 
 
 def scripted_pauses(monkeypatch: Any, steps: list[Callable[[], None]]) -> list[float]:

@@ -361,9 +361,10 @@ class _Sentence:
     #: was sold.", "Her flat in Leeds was let go."): its head word (:func:`_undergone`), else
     #: None; :attr:`ended` then holds the noun phrase's words
     undergone: str | None = field(init=False)
-    #: tells that the subject, a person, lost their job, told in the passive ("Bea was let
-    #: go.", "Bea got laid off.": :func:`_dismissed`); :attr:`ended` then holds what a
-    #: "from"/"by" names ("let go from Arup"), else nothing
+    #: tells that the subject, a person, lost or left their job, told in the passive ("Bea
+    #: was let go.", "Bea got laid off.") or without an object ("Bea retired.", "Bea
+    #: resigned.": :func:`_dismissed`); :attr:`ended` then holds what a "from"/"by" names
+    #: ("let go from Arup"), else nothing
     dismissed: bool = field(init=False)
     #: tells of a state held as well as another ("plays golf now too", "also keeps a
     #: rabbit", "speaks Italian as well": :data:`_ADDS_RE`): it replaces nothing
@@ -406,8 +407,11 @@ class _Sentence:
             self.then = False
         self.passing = False
         if self.past or self.ended is not None:  # "works until six" is a habit
-            if _TEMPORARY_RE.search(self.text) or (self.ended is not None
-                                                  and _kept_from(self.text)):
+            bound = _TEMPORARY_RE.search(self.text)
+            if bound is not None and self.dismissed and bound.group().lower() in ("early",
+                                                                                 "late"):
+                bound = None  # "retired early": no job is left for a while
+            if bound is not None or (self.ended is not None and _kept_from(self.text)):
                 self.passing, self.ended = True, None
             else:
                 self.passing = self.past and _OCCASION_RE.search(self.text) is not None
@@ -472,8 +476,9 @@ class ExtractiveLLM:
             s.vector = i
         sims = self._similarities(sentences)
         kept = _fold_restatements(sentences, sims, self.paraphrase)
-        replaced = self._replacements(kept, sims)
-        current = _current_versions(kept, sims, self.version, self.paraphrase, replaced)
+        held = self._held_things(kept)
+        replaced = self._replacements(kept, sims) | held
+        current = _current_versions(kept, sims, self.version, self.paraphrase, replaced, held)
         content, provenance = _render(kept, current, english=english)
         if sims is not None:
             # topic paragraphs repeat a day's date in each topic it touched: worth it only
@@ -527,6 +532,41 @@ class ExtractiveLLM:
             or max(
                 float(vectors[row[new.change or ""]] @ vectors[row[w]]) for w in words)
             >= CHANGE_WORD)
+
+    def _held_things(self, kept: Sequence[_Sentence]) -> frozenset[tuple[int, int]]:
+        """``(old, new)`` rows where ``new`` tells of the end of a thing of the kind ``old``'s
+        subject holds by its name: "Bea drives a Golf." / "Bea's car was stolen.", "Bea sold
+        her car." (:func:`_own_thing`). The thing is told by a name, not by the word the end
+        says ("car"), so
+        :func:`_introduced` does not see it; the ended thing's head word is of its kind when
+        it sits at least :data:`CHANGE_WORD` close to the verb of holding or a word of the
+        name ("car" / "drives" 0.54, "dog" / "Labrador" 0.60; "bike" / "drives" 0.32, "bike"
+        / "Golf" 0.37: the theft of her bike ends no car). Only the few words of such pairs
+        are embedded."""
+        if self.embedder is None:
+            return frozenset()
+        pairs: list[tuple[_Sentence, _Sentence, str, list[str]]] = []
+        for new in kept:
+            head = new.undergone or _own_thing(new)
+            if head is None or (new.holder is not None and new.holder.owner != new.subject):
+                continue
+            for old in kept:
+                held = _HELD_RE.search(old.text)
+                if (held is None or old.day >= new.day or old.subject != new.subject
+                        or old.ended is not None or old.past or _introduced(old, head)):
+                    continue
+                words = [held.group("verb").lower(), *(
+                    w.lower() for w in _WORD_RE.findall(held.group("thing"))
+                    if w.lower() not in STOPWORDS)]
+                pairs.append((old, new, head, words))
+        if not pairs:
+            return frozenset()
+        vocab = sorted({w for _, _, head, words in pairs for w in [head, *words]})
+        vectors = np.asarray(self.embedder.embed(vocab), dtype=np.float32)
+        row = {w: i for i, w in enumerate(vocab)}
+        return frozenset(
+            (old.vector, new.vector) for old, new, head, words in pairs
+            if max(float(vectors[row[head]] @ vectors[row[w]]) for w in words) >= CHANGE_WORD)
 
     def run_task(self, name: str, req: TaskRequest) -> TaskResult:
         """Merge and facts as above; other tasks only where an honest offline method exists
@@ -730,7 +770,11 @@ def _opening_verb(sentence: str, first: str) -> bool:
     that no verb follows once the name it would begin is passed ("Visited Rome in May.",
     "Hiked Ben Nevis.", "Called Ahmed.": no subject; not "Ahmed Khan visited Rome.", "Ahmed
     lives in Leeds.", "Ahmed's car ...", "Ahmed and Ana ...")? A name is read where the next
-    word may be a verb in "-s" ("Booked flights to Rome." stays a note by "Booked")."""
+    word may be a verb in "-s" ("Booked flights to Rome." stays a note by "Booked"), and
+    where a word in "-s" names someone or something right after it: a verb and its object
+    ("United plays Chelsea.": "United", a past by spelling, had been read as the verb of a
+    note, so the team's sentence was the cluster's main person's); a plural object is not
+    followed by a name ("Booked flights to Rome.", "Booked flights Monday." aside)."""
     lower = first.lower()
     if lower in _IRREGULAR_PAST:
         return True
@@ -739,14 +783,24 @@ def _opening_verb(sentence: str, first: str) -> bool:
     rest = sentence[len(first):]
     if rest[:1] in ("'", "’", ","):
         return False  # "Ahmed's car", "Ahmed, my brother, ..."
-    for word in _WORD_RE.findall(rest):
+    words = _WORD_RE.findall(rest)
+    for k, word in enumerate(words):
         if word[:1].isupper():
             continue  # the rest of a name: "Ahmed Khan", "Visited Ben Nevis"
         w = word.lower()
-        return not (w in _AUXILIARIES or w in {"and", "or"} or _past_form(w)
-                    or (len(w) > 3 and w.endswith("s") and not w.endswith("ss")
-                        and not _regular_past(lower)))
+        if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
+            after = words[k + 1] if k + 1 < len(words) else ""
+            return (_regular_past(lower) and not (after[:1].isupper()
+                                                  and after.lower() not in _CALENDAR))
+        return not (w in _AUXILIARIES or w in {"and", "or"} or _past_form(w))
     return True
+
+
+#: English names of months and weekdays: a time, not someone a verb in "-s" acts on
+#: ("Booked flights Monday.": :func:`_opening_verb`).
+_CALENDAR = _wordset(
+    "january february march april may june july august september october november december "
+    "monday tuesday wednesday thursday friday saturday sunday")
 
 
 @cache
@@ -1277,7 +1331,8 @@ def _specifics(s: _Sentence) -> frozenset[str]:
 
 def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: float,
               paraphrase: float = 1.0,
-              replaced: frozenset[tuple[int, int]] = frozenset()) -> bool:
+              replaced: frozenset[tuple[int, int]] = frozenset(),
+              held: frozenset[tuple[int, int]] = frozenset()) -> bool:
     """Is ``new`` a later version of the fact ``old`` states (same subject, close meaning)?
 
     Also when the pair is close enough to be a restatement (cosine ≥ ``paraphrase``) but
@@ -1297,30 +1352,40 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
     now too.", :data:`_ADDS_RE`) unless it negates or ends it.
 
     ``replaced``: pairs of rows where ``new`` tells of a change to a value of the kind of a
-    word of ``old`` (:meth:`ExtractiveLLM._replacements`): versions below the threshold."""
+    word of ``old`` (:meth:`ExtractiveLLM._replacements`), or of the end of a thing of the
+    kind ``old`` holds (:meth:`ExtractiveLLM._held_things`, also in ``held``: an end of
+    what ``old`` holds): versions below the threshold."""
     changes = old.change is not None and new.change is not None
+    # the end of a thing of the kind old holds ("Bea's car was stolen." of "drives a Golf")
+    ends = _ends(old, new) or (old.vector, new.vector) in held
     if (new.day <= old.day or not _same_subject(old, new)
-            or (_other_holder(old, new) and not (new.undergone and _ends(old, new)))
+            or (_other_holder(old, new) and not (new.undergone and ends))
             or (new.then and not old.then) or (new.wish and not old.wish)
             or old.question or new.question or old.slot or new.slot
             or (old.past and new.past and not _flips(old, new) and not changes
-                and not _ends(old, new) and not _replaces(old, new))):
+                and not ends and not _replaces(old, new))):
         return False
-    if _ends_other(old, new) or (old.passing != new.passing and not _ends(old, new)):
+    if (_ends_other(old, new) and not ends) or (old.passing != new.passing and not ends):
         return False  # a one-off event against a standing state: "Lucia drives to work." /
         # "Lucia left work early." (cosine 0.76) were written as a change of the commute
     if new.adds and not old.adds and not (_flips(old, new) or _ends(old, new)):
         return False  # "Bea plays tennis." / "Bea plays golf now too.": golf as well
     cos = _similar(old, new, sims) if sims is not None else None
-    if cos is not None and (cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
+    # what they share plays another part in each ("works at Arup" / "walks to work now"):
+    # another frame, however close their meaning or words
+    apart = _other_roles(old, new)
+    if cos is not None and not apart and (
+            cos >= version or (cos >= paraphrase and _swaps_value(old, new))):
         return True
     if (old.vector, new.vector) in replaced or (changes and _in_place(old, new, clause=True)
                                                  and _swaps_name(old, new)):
         return True
     if _ends(old, new) or _replaces(old, new) or _new_place(old, new):
         return True
-    if cos is not None and _now_instead(old, new, cos):
+    if cos is not None and not apart and _now_instead(old, new, cos):
         return True
+    if apart and not _flips(old, new):
+        return False
     a, b = old.stems, new.stems
     if _leading_name(old.text) is None and _leading_name(new.text) is None:
         # two notes that name nobody share their unnamed subject, as two sentences naming
@@ -1329,6 +1394,58 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
         a, b = a | {""}, b | {""}
     return bool(a and b) and (len(a & b) / len(a | b) >= VERSION_OVERLAP or _flips(old, new)
                               or _relabels(old, new))
+
+
+#: English prepositions: the word before a noun that tells the part it plays in a sentence
+#: ("to work", "at Arup", "near the park", "in the park"). Other languages match nothing.
+_PREPOSITIONS = _wordset(
+    "to at in on near by from into onto with for of about under over behind beside across "
+    "through around past towards toward outside inside along off")
+
+
+def _roles(s: _Sentence) -> dict[str, set[str]]:
+    """Per content word of ``s`` (plural -s folded), the parts it plays: the preposition
+    right before it ("work" of "walks to work": "to"), "v" for the first word after the
+    subject (its verb: "work" of "Bea works at Arup"), else "" (an object). What says "now"
+    and an opening phrase of time or place aside (:func:`_clause`)."""
+    clause = _clause(_NOW_MARK_RE.sub(" ", s.text).strip())
+    words = _WORD_RE.findall(clause)
+    k = 0
+    if words and _leading_name(clause) is not None:
+        while k < len(words) and words[k][:1].isupper():
+            k += 1  # the subject's name, all of it ("Mia Wong")
+    elif words and words[0].lower() in _SUBJECT_PRONOUNS:
+        k = 1
+    roles: dict[str, set[str]] = {}
+    before: str | None = None
+    first = True
+    for word in words[k:]:
+        lower = word.lower().replace("'", "")
+        if lower in _PREPOSITIONS:
+            before = lower
+            continue
+        if lower in STOPWORDS or lower in NEGATIONS or lower.isdigit():
+            continue
+        role = before if before is not None else ("v" if first else "")
+        roles.setdefault(_fold_plural(lower), set()).add(role)
+        first, before = False, None
+    return roles
+
+
+def _other_roles(old: _Sentence, new: _Sentence) -> bool:
+    """Do ``old`` and ``new`` share content words besides their subject, each playing
+    another part in one than in the other (:func:`_roles`)? "Bea works at Arup." / "Bea
+    walks to work now." share "work", her place of work in one and where she walks in the
+    other; "Bea lives near the park." / "Bea runs in the park now." share "park" (near it,
+    in it): two facts, where the "now" of the later (0.67) or its cosine (0.81) had made it
+    the newer version of the earlier. One word in one part in both ("takes the bus to work"
+    / "cycles to work now") keeps them one frame. Its cost: a change told in another frame
+    ("Bea takes the bus to work." / "Bea works from home now.") is no version (both stay,
+    no current state)."""
+    x, y = _roles(old), _roles(new)
+    shared = set(x) & set(y) - {old.subject or "", new.subject or ""}
+    # "" (an object, or a word before another: "the team's goalkeeper") tells no part
+    return bool(shared) and all(not (x[w] & y[w] or "" in x[w] | y[w]) for w in shared)
 
 
 #: English words saying that a state holds now, as against before: "cycles to work now",
@@ -1472,7 +1589,8 @@ _ENDED_RE = re.compile(
     r"\b(?:quit|left|stopped|(?:gave|given) up|dropped out of|resigned from"
     r"|stepped down from|moved out of|cancell?ed|no longer|sold|removed|closed|deleted"
     r"|uninstalled|unsubscribed from|(?:got|gotten) rid of|broke up with|gave away"
-    r"|(?:switched|changed|moved|converted) (?:over )?from|replaced|swapped|let go(?: of)?)\b(?!-)",
+    r"|(?:switched|changed|moved|converted) (?:over )?from|replaced|swapped|let go(?: of)?"
+    r"|stolen)\b(?!-)",
     re.IGNORECASE)
 #: Where the words naming what ended stop: "left Acme for Globex", "stopped taking the bus
 #: and cycles", "replaced black tea with rooibos", "switched from Dropbox to iCloud".
@@ -1588,10 +1706,12 @@ _HOLDS = ("has|have|had|owns?|owned|rents?|rented|leases?|leased|keeps?|kept|hol
 
 
 #: English passive of a dismissal: "was let go", "got laid off", "has been fired", "was
-#: made redundant", what follows it after.
+#: made redundant"; or a person leaving their work of their own accord, told without its
+#: object: "retired", "resigned", "retired from Arup"; what follows it after.
 _DISMISSAL_RE = re.compile(
-    r"\b(?:was|were|got|(?:has|have|had) been)\s+(?:\w+ly\s+)?(?:let go|laid off|fired(?!\s+up\b)"
-    r"|sacked|dismissed|made redundant)\b(?P<rest>[^,;:.!?]*)", re.IGNORECASE)
+    r"\b(?:(?:was|were|got|(?:has|have|had) been)\s+(?:\w+ly\s+)?(?:let go|laid off"
+    r"|fired(?!\s+up\b)|sacked|dismissed|made redundant)|(?P<own>retired|resigned))\b"
+    r"(?P<rest>[^,;:.!?]*)", re.IGNORECASE)
 #: Words of a sentence that says where someone works ("works at Arup", "has a job at the
 #: museum", "is employed by the council"): the state a dismissal ends (:func:`_ends`).
 _WORK_RE = re.compile(r"\b(?:works?|working|jobs?|employed|employer|career)\b", re.IGNORECASE)
@@ -1600,16 +1720,27 @@ _WORK_RE = re.compile(r"\b(?:works?|working|jobs?|employed|employer|career)\b", 
 def _dismissed(text: str) -> frozenset[str] | None:
     """What ``text`` tells a person was let go from ("Bea was let go from Arup." →
     ``{"arup"}``), or nothing (``frozenset()``: "Bea was let go.", "She got laid off last
-    week."); None when it tells of no dismissal of its subject. A sentence opening with a
-    noun phrase tells of a thing ("Her flat in Leeds was let go.": :func:`_undergone`).
+    week."); None when it tells of no dismissal of its subject. A person who retired or
+    resigned has left their work too ("Bea retired.", "Bea resigned last week.": nothing
+    followed either, so Arup read as still her employer); not with an object ("retired the
+    old laptop"), and what "as" names after either is what was left ("resigned as chair of
+    the club": a role, not her job, unless an earlier sentence names it). A sentence opening
+    with a noun phrase tells of a thing ("Her flat in Leeds was let go.": :func:`_undergone`).
     "let go" named nothing that ended (no object follows it), so "Bea works at Arup." /
     "Bea was let go." kept no current state. English only."""
     clause = _clause(text)
     m = _DISMISSAL_RE.search(clause)
     if m is None or _NOUN_PHRASE_RE.match(clause) is not None:
         return None
+    after = _WORD_RE.match(m.group("rest").lstrip())
+    if m.group("own") and after is not None and (after.group().lower() in _DETERMINERS
+                                                 or after.group()[:1].isupper()):
+        return None  # "retired the old laptop", "resigned herself to it": an object
     rest = _WHEN_RE.split(m.group("rest"), maxsplit=1)[0]
-    place = re.match(r"\s*(?:from|by|at)\s+(.*)", rest, re.IGNORECASE)
+    # what was left: "let go from Arup", "retired from Arup", "resigned as chair of the
+    # club" (a role, not her job; not "laid off as part of the cuts")
+    place = re.match(r"\s*(?:from|by|at" + (r"|as" if m.group("own") else "") + r")\s+(.*)",
+                     rest, re.IGNORECASE)
     if place is None:
         return frozenset()
     return frozenset(_fold_plural(w.lower().replace("'", ""))
@@ -1618,9 +1749,19 @@ def _dismissed(text: str) -> frozenset[str] | None:
 
 
 #: A move or a join to a name: "moved to Lyon", "relocated to Leeds", "joined Hooli",
-#: "started at Globex" (English).
+#: "started at Globex", "got a job at Atkins", "took a new job with Atkins", "was hired by
+#: Atkins" (English).
 _TO_NAME_RE = re.compile(
-    rf"\b(?i:(?P<move>moved|relocated)\s+(?:back\s+)?to|joined|started\s+at)\s+(?P<name>{_NAME})")
+    r"\b(?i:(?P<move>moved|relocated)\s+(?:back\s+)?to|(?P<join>joined)|started\s+at"
+    r"|(?:got|took|found|accepted|landed|started)\s+(?:(?:a|an|her|his|their|my|our)\s+)?"
+    r"(?:new\s+)?(?:job|position|post)\s+(?:at|with)"
+    r"|(?:was|were|got|(?:has|have|had)\s+been)\s+hired\s+by)"
+    rf"\s+(?P<name>{_NAME})")
+#: What says, after the name, that joining it is taking a job there: a role ("joined Atkins
+#: as an engineer"), its staff ("joined Atkins's staff") or work there ("joined Atkins to
+#: work on bridges"; not "joined Strava after work").
+_JOB_JOIN_RE = re.compile(r"\bas\s+an?\s+\w|\b(?:staff|payroll|workforce)\b|\bto work\b",
+                          re.IGNORECASE)
 #: Words of a sentence that says where someone lives ("lives in Paris", "rents a flat in
 #: Lyon", "is based in Leeds"): the state a move to a name replaces (:func:`_new_place`).
 _HOME_RE = re.compile(r"\b(?:lives?|living|based|resides?|flat|house|apartment|home)\s+in\b",
@@ -1630,14 +1771,20 @@ _HOME_RE = re.compile(r"\b(?:lives?|living|based|resides?|flat|house|apartment|h
 def _new_place(old: _Sentence, new: _Sentence) -> bool:
     """Does ``new`` tell of a move to a name where ``old`` says the subject lives in another
     ("Lives in Paris." / "Moved to Lyon.", "Ines rents a flat in Lyon." / "Ines moved to
-    Paris."), or of a join of a name where ``old`` says where the subject works ("Tariq
-    works at Initech." / "Tariq joined Hooli.")? The embedder relates neither the names
+    Paris."), or of a new job at a name where ``old`` says where the subject works ("Tariq
+    works at Initech." / "Tariq started at Hooli.", "... got a job at Hooli.", "... was hired
+    by Hooli.", "... joined Hooli as an engineer.")? The embedder relates neither the names
     ("Paris" / "Lyon" 0.49) nor the frames well (the pairs sit at 0.39-0.59), so a change
     of one's home or employer told so kept no current state. ``old`` must be a short state
-    (:data:`END_CONTEXT_WORDS`), not an event or an end."""
+    (:data:`END_CONTEXT_WORDS`), not an event or an end. A join says nothing of a job by
+    itself ("Bea joined Greenpeace.", a member): only with a role, the staff or work there
+    after the name (:data:`_JOB_JOIN_RE`); "Bea left Arup and joined Atkins." is an end of
+    Arup (:func:`_ends`)."""
     m = _TO_NAME_RE.search(new.text)
     if m is None or old.ended is not None or old.past or old.change is not None:
         return False
+    if m.group("join") and not _JOB_JOIN_RE.search(new.text[m.end():]):
+        return False  # "Bea joined Greenpeace.": a member, still working where she worked
     frame = _HOME_RE if m.group("move") else _WORK_RE
     if frame.search(old.text) is None:
         return False
@@ -1645,6 +1792,42 @@ def _new_place(old: _Sentence, new: _Sentence) -> bool:
     name = m.group("name").lower()
     return (bool(x - _specifics(new)) and name not in x
             and len(old.stems - {old.subject or ""} - x) <= END_CONTEXT_WORDS)
+
+
+#: A thing held, told by its name after a verb of holding and "a"/"an": "drives a Golf",
+#: "has a Labrador", "owns an iPhone", "has an old VW Golf" (:meth:`ExtractiveLLM.
+#: _held_things`). A name, a word with a capital: "has a cat" names a kind, which a later
+#: "her dog" is not ("cat" / "has" are no guide to it: "Bea has a cat." / "Her dog was
+#: stolen." had been written as a change).
+_HELD_NAME = r"[\w-]*[A-Z][\w-]*"
+_HELD_RE = re.compile(rf"\b(?i:(?P<verb>{_HOLDS}))\s+(?i:a|an)\s+(?P<thing>(?:[\w'’-]+\s+){{0,2}}?"
+                      rf"{_HELD_NAME}(?:\s+{_HELD_NAME})*)")
+
+
+#: One's own thing after an end phrase: "sold *her* car", "gave away *his* dog", "got rid of
+#: *the* car", "sold *Bea's* bike" (:func:`_own_thing`).
+_OWN_THING_RE = re.compile(
+    rf"^\s+(?:(?i:her|his|their|my|our|the)|(?P<owner>{_NAME})['’]s)\s+")
+
+
+def _own_thing(s: _Sentence) -> str | None:
+    """The head word of a thing of the subject's that ``s`` tells ended, in the active:
+    "Bea sold her car." → "car", "Bea got rid of the old car last week." → "car"; None for
+    any other sentence (a passive end: :attr:`_Sentence.undergone`)."""
+    if not s.ended or s.undergone is not None or s.dismissed:
+        return None
+    clause = _clause(s.text)
+    m = _ENDED_RE.search(clause)
+    own = _OWN_THING_RE.match(clause[m.end():]) if m is not None else None
+    if own is None or (own.group("owner") and own.group("owner").lower() != s.subject):
+        return None
+    head: str | None = None
+    for word in _WORD_RE.findall(_WHEN_RE.split(clause[m.end() + own.end():], maxsplit=1)[0]):
+        lower = word.lower().replace("'", "")
+        if lower in STOPWORDS or lower in NEGATIONS or lower in _ENDED_STOP:
+            break
+        head = lower
+    return _fold_plural(head) if head else None
 
 
 def _introduced(old: _Sentence, head: str) -> bool:
@@ -1914,7 +2097,8 @@ def _flips(old: _Sentence, new: _Sentence) -> bool:
 
 def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
                       version: float, paraphrase: float = 1.0,
-                      replaced: frozenset[tuple[int, int]] = frozenset()) -> list[_Sentence]:
+                      replaced: frozenset[tuple[int, int]] = frozenset(),
+                      held: frozenset[tuple[int, int]] = frozenset()) -> list[_Sentence]:
     """The latest version of every fact that changed.
 
     Versions link pairs of sentences; a fact is a connected group of them (A → B → back to A
@@ -1930,7 +2114,7 @@ def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
 
     for i, old in enumerate(kept):
         for j, new in enumerate(kept):
-            if i != j and _versions(old, new, sims, version, paraphrase, replaced):
+            if i != j and _versions(old, new, sims, version, paraphrase, replaced, held):
                 parent[root(j)] = root(i)
     groups: dict[int, list[int]] = {}
     for i in range(len(kept)):

@@ -310,10 +310,29 @@ class Derived:
     #: reply cited (``beliefs.citations_kept`` notes, counted ``citations_cut``): the
     #: derivation row's ``error`` says so.
     cut_citations: list[str] = field(default_factory=list)
+    #: Why proposals were refused (the first :data:`MAX_NAMED_REFUSALS` of each call,
+    #: :meth:`take`): the derivation row's ``error`` names them, where only the daemon's log
+    #: said why an ``ok`` row with no outputs wrote nothing.
+    refusals: list[str] = field(default_factory=list)
+
+    def take(self, refusals: Refusals) -> None:
+        """Count the proposals ``refusals`` refused, and keep the reasons it named."""
+        self.refused += refusals.close()
+        self.refusals += refusals.reasons
+
+    def refusal_note(self) -> str:
+        """The refusals as the row's ``error`` says them: the first
+        :data:`MAX_NAMED_REFUSALS` reasons, then how many more (a reply may hold hundreds of
+        thousands)."""
+        named = self.refusals[:MAX_NAMED_REFUSALS]
+        more = self.refused - len(named)
+        return "; ".join([*named, *([f"{more:,} more refused"] if more > 0 else [])])
 
 
 #: Refusals of one call logged one by one; past it they are counted in one line.
 MAX_LOGGED_REFUSALS = 10
+#: Refusals named in a derivation row's ``error``; past it they are counted.
+MAX_NAMED_REFUSALS = 5
 
 
 @dataclass
@@ -327,9 +346,13 @@ class Refusals:
     what: str
     level: int = logging.INFO
     count: int = 0
+    #: The first :data:`MAX_NAMED_REFUSALS` reasons, for the derivation row.
+    reasons: list[str] = field(default_factory=list)
 
     def add(self, reason: str) -> None:
         self.count += 1
+        if len(self.reasons) < MAX_NAMED_REFUSALS:
+            self.reasons.append(reason)
         if self.count <= MAX_LOGGED_REFUSALS:
             self.log.log(self.level, "%s: %s", self.what, reason)
 
@@ -806,6 +829,8 @@ class BeliefTier(Strategy):
         if status in ("ok", "partial") and derived.cut_citations:
             mine["citations_cut"] += len(derived.cut_citations)
             error = "; ".join([*([error] if error else []), *derived.cut_citations])
+        if status in ("ok", "partial") and derived.refused:  # said in the row, not the log only
+            error = "; ".join([*([error] if error else []), derived.refusal_note()])
         if status == "ok" and derived.needs_llm:
             status, error = "skipped", derived.needs_llm
             ctx.log.info("%s: %s: %s", self.name, work.ref, error)

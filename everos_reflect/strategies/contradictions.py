@@ -140,7 +140,7 @@ class DetectContradictions(BeliefTier):
                 depth=beliefs.derived_depth(depth[i] for i in between),
                 extra={"relation_type": beliefs.SELF_CONTRADICTION, "between": between}),
                 {"Relation": item["text"]}))
-        derived.refused += refusals.close()
+        derived.take(refusals)
         if rows:
             written = rt.store.append_many(ref, Kind.RELATION, rows, derived=True)
             sync(rt, {rt.store.path_for_id(ref, e.id) for e in written})

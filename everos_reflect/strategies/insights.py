@@ -357,7 +357,7 @@ class ReflectInsights(BeliefTier):
                                        "provider": derived.provider or rt.llm.provider})
             meta["evidence_hash"] = {e.id: e.text_hash for e in cited}
             rows.append((meta, {"Insight": text}))
-        derived.refused += refusals.close()
+        derived.take(refusals)
         if not rows:
             return derived
         written = rt.store.append_many(ref, Kind.INSIGHT, rows, derived=True)

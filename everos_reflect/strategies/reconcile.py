@@ -13,6 +13,7 @@ most recent ones (:func:`~everos_reflect.strategies.beliefs.most_recent`).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Collection, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -25,6 +26,7 @@ from everos_reflect.strategies.belief_store import (
     BeliefTier,
     Budget,
     Derived,
+    Refusals,
     Work,
     derived_meta,
     sync,
@@ -111,15 +113,16 @@ class Reconcile(BeliefTier):
         derived = Derived(unshown=max(0, len(records) - cap))
         records = records[:cap]
         reply = self.call(ctx, budget, records, {}, derived, min_records=MIN_CITATIONS)
+        refusals = Refusals(ctx.log, f"{self.name}: {ref}")
         if not reply["insight"]:  # refused alone, as an insight without text is
-            ctx.log.info("%s: %s: reconciliation refused: it has no text", self.name, ref)
-            derived.refused += 1
+            refusals.add("reconciliation refused: it has no text")
+            derived.take(refusals)
             return derived
         if len(reply["evidence"]) < MIN_CITATIONS:  # that item alone is refused: asking
             # again repeats it, so the window is consumed as the other tiers consume theirs
-            ctx.log.info("%s: %s: reconciliation refused: it cites %d record(s), at least %d "
-                         "needed", self.name, ref, len(reply["evidence"]), MIN_CITATIONS)
-            derived.refused += 1
+            refusals.add(f"reconciliation refused: it cites {len(reply['evidence'])} "
+                         f"record(s), at least {MIN_CITATIONS} needed")
+            derived.take(refusals)
             return derived
         # at most MAX_CITATIONS, the most recent: citing the thousand records max_records
         # lets a call show, it could not be written (over 64 KiB of metadata), every run
@@ -132,9 +135,9 @@ class Reconcile(BeliefTier):
         depth = beliefs.derived_depth(beliefs.depth_of(entries[i]) for i in cited)
         cap = int(ctx.settings.get("max_depth", 8))
         if depth > cap:
-            ctx.log.warning("%s: %s: reconciliation refused: depth %d > max_depth %d",
-                            self.name, ref, depth, cap)
-            derived.refused += 1
+            refusals.level = logging.WARNING
+            refusals.add(f"reconciliation refused: depth {depth} > max_depth {cap}")
+            derived.take(refusals)
             return derived
         # a reconciliation a live insight already states is not new, as reflect_insights
         # refuses one: written again it was a second copy, and counted twice by the worldview
@@ -142,9 +145,8 @@ class Reconcile(BeliefTier):
         repeated = next((e.id for e in state.insights
                          if beliefs.is_live(e) and beliefs.text_key(e.content) == key), None)
         if repeated is not None:
-            ctx.log.info("%s: %s: reconciliation refused: it repeats %s", self.name, ref,
-                         repeated)
-            derived.refused += 1
+            refusals.add(f"reconciliation refused: it repeats {repeated}")
+            derived.take(refusals)
             return derived
         (written,) = rt.store.append_many(ref, Kind.INSIGHT, [(
             derived_meta(evidence=cited, depth=depth, key=work.key, seen=entries,

@@ -33,7 +33,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -161,14 +161,33 @@ def _aside_with_row(rt: Runtime, ref: UserRef, aside: Mapping[str, str], row: De
 TASKS = ("revalidation",)
 
 
-def aside_key(insight: Entry, evidence: list[Entry], sent: SentWith) -> str:
+def aside_key(insight: Entry, evidence: list[Entry], sent: SentWith,
+              cap: int | None = None) -> str:
     """What a revalidation refused for good was asked about: the insight's text and its
     evidence as they read now, and what the settings send with them (``sent``: the prompts
-    and the model). A change of any brings the insight back."""
+    and the model). A change of any brings the insight back. ``cap``: a verdict refused as
+    deeper than the ``max_depth`` of the tier that writes the insight is kept under that
+    cap too, so raising it brings the insight back (under the key without it, a person who
+    raised ``max_depth`` to keep such an insight saw it stay stale, never asked again)."""
     digest = hashlib.sha256(insight.text_hash.encode())
     for entry in evidence:
         digest.update(f"\n{entry.id}:{entry.text_hash}".encode())
+    if cap is not None:
+        digest.update(f"\nmax_depth:{cap}".encode())
     return sent.key(digest.hexdigest())
+
+
+def is_aside(insight: Entry, records: dict[str, Entry], aside: set[tuple[str, str]],
+             sent: SentWith, caps: Callable[[Entry], int] | None = None) -> bool:
+    """Whether ``insight`` is set aside (``aside``: the ``(id, key)`` pairs of the changes
+    cursor) under its :func:`aside_key` as it reads now, or, ``caps`` given (the
+    ``max_depth`` of the tier that writes a record, :func:`provenance.depth_caps`), under the
+    key of a verdict refused as too deep for the cap in force now."""
+    evidence = current_evidence(insight, records)
+    if (insight.id, aside_key(insight, evidence, sent)) in aside:
+        return True
+    return caps is not None and (
+        insight.id, aside_key(insight, evidence, sent, caps(insight))) in aside
 
 
 def cites_unreadable(insight: Entry, records: dict[str, Entry],
@@ -277,17 +296,19 @@ def citation_rings(records: dict[str, Entry]) -> dict[str, int]:
 
 
 def waiting(records: dict[str, Entry], aside: set[tuple[str, str]], sent: SentWith,
-            unreadable: Collection[str] = frozenset()) -> list[Entry]:
+            unreadable: Collection[str] = frozenset(),
+            caps: Callable[[Entry], int] | None = None) -> list[Entry]:
     """:func:`stale_insights` but those set aside (``aside``: the ``(id, key)`` pairs whose
     call the server refused for good, unchanged since, under the settings ``sent``), those
     citing a record that cannot be read now (``unreadable``): they wait, stale, until it reads
     again, and those citing a stale insight not judged yet (:func:`held_by_cited`): they
     are judged once it is."""
     held = held_by_cited(records)
+    ids = {i for i, _ in aside}  # a key is worked out only for an insight set aside once
     return [e for e in stale_insights(records)
             if e.id not in held
             and not cites_unreadable(e, records, unreadable)
-            and (e.id, aside_key(e, current_evidence(e, records), sent)) not in aside]
+            and not (e.id in ids and is_aside(e, records, aside, sent, caps))]
 
 
 #: Cursor rows ``needs_llm:<insight id>`` under :func:`aside_key`: the stale insights the last
@@ -305,10 +326,11 @@ WAITS_ON_CITED = "waiting_on_cited:"
 
 
 def new_to_judge(records: dict[str, Entry], consumed: set[tuple[str, str]], sent: SentWith,
-                 unreadable: Collection[str] = frozenset()) -> list[Entry]:
+                 unreadable: Collection[str] = frozenset(),
+                 caps: Callable[[Entry], int] | None = None) -> list[Entry]:
     """:func:`waiting` but those a run already found it could not judge, unchanged since under
     the settings ``sent`` (:data:`WAITS_FOR_LLM`): what a run could do something new about."""
-    return [e for e in waiting(records, consumed, sent, unreadable)
+    return [e for e in waiting(records, consumed, sent, unreadable, caps)
             if (WAITS_FOR_LLM + e.id, aside_key(e, current_evidence(e, records), sent))
             not in consumed]
 
@@ -400,17 +422,16 @@ def successor(insight: Entry, verdict: dict[str, Any],
     return live
 
 
-def revision_problem(runtime: Runtime, insight: Entry, text: str, cited: list[Entry],
-                     records: dict[str, Entry]) -> str | None:
-    """Why a "revise" of ``insight`` into ``text`` citing ``cited`` may not be written, as
-    ``reflect_insights`` refuses an insight: ``text`` repeats a live insight (written again,
-    it was a second copy, and one more for ``update_worldview``'s trigger; one that does not
-    stand on ``insight`` takes it instead, :func:`successor`), or the revision would be
-    deeper than :func:`revision_cap` allows. None: it may."""
+def repeat_problem(insight: Entry, text: str, records: dict[str, Entry]) -> str | None:
+    """Why a "revise" of ``insight`` into ``text`` may not be written, as ``reflect_insights``
+    refuses an insight: ``text`` repeats a live insight (written again, it was a second copy,
+    and one more for ``update_worldview``'s trigger; one that does not stand on ``insight``
+    takes it instead, :func:`successor`). A revision deeper than :func:`revision_cap`
+    allows is :func:`depth_problem`'s. None: it may."""
     same = repeated(insight, text, records)
     if same is not None:
         return f"a 'revise' verdict repeating {same.id}, which cites {insight.id}"
-    return depth_problem(runtime, insight, "revise", cited)
+    return None
 
 
 def depth_problem(runtime: Runtime, insight: Entry, verdict: str,
@@ -505,6 +526,7 @@ class RevalidateInsights(Strategy):
         if not beliefs.cooldown_over(since, datetime.now(UTC), cooldown):
             return 0.0
         sent = SentWith.tasks(runtime, settings, TASKS)
+        caps = provenance.depth_caps(runtime)
         total = 0
         for ref in runtime.store.iter_users():
             try:
@@ -513,7 +535,7 @@ class RevalidateInsights(Strategy):
                     records = provenance.load_records(runtime, ref, unreadable)
                     total += len(new_to_judge(records,
                                               cursors.consumed(runtime.db(), NAME, ref),
-                                              sent, unreadable))
+                                              sent, unreadable, caps))
             except Exception:  # one owner's broken records must not hide the others' news;
                 # the run that follows reports the owner (the poll only logs it)
                 log.warning("%s: cannot read %s to see what is stale", NAME, ref, exc_info=True)
@@ -596,11 +618,12 @@ class RevalidateInsights(Strategy):
             counts["restored"] += len(restored)
         done: set[str] = set()
         noted: dict[str, str] = {}  # the insights only a model could judge
+        caps = provenance.depth_caps(rt)
         while True:  # shallowest first, re-reading after each: a kept insight counts
             unreadable: set[str] = set()  # as evidence for the next one
             records = provenance.load_records(rt, ref, unreadable)
             aside = cursors.consumed(rt.db(), NAME, ref)
-            todo = [e for e in waiting(records, aside, sent, unreadable)
+            todo = [e for e in waiting(records, aside, sent, unreadable, caps)
                     if e.id not in done]
             if not todo:
                 held = held_by_cited(records)
@@ -706,13 +729,15 @@ class RevalidateInsights(Strategy):
         if live is not None:
             self._archive_into(ctx, ref, insight, live, row, counts, started)
             return
-        problem = None
+        problem, cap = None, None
         if verdict["verdict"] == "revise":
-            problem = revision_problem(rt, insight, verdict["insight"], cited, records)
-        elif verdict["verdict"] == "holds":
-            problem = depth_problem(rt, insight, "holds", cited)
+            problem = repeat_problem(insight, verdict["insight"], records)
+        if problem is None and verdict["verdict"] in ("holds", "revise"):
+            problem = depth_problem(rt, insight, verdict["verdict"], cited)
+            cap = revision_cap(rt, insight)[1] if problem else None
         if problem:
-            self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started, problem)
+            self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started, problem,
+                         cap=cap)
             return
         if len(cited) < len(usable):  # said in the row, as the other tiers say it
             row.error = beliefs.citations_kept(f"the {verdict['verdict']!r} verdict",
@@ -808,7 +833,8 @@ class RevalidateInsights(Strategy):
 
     def _refuse(self, ctx: RunContext, ref: UserRef, insight: Entry, evidence: list[Entry],
                 verdict: dict[str, Any], row: Derivation, counts: Counter[str],
-                started: float, problem: str | None = None) -> None:
+                started: float, problem: str | None = None, *, cap: int | None = None
+                ) -> None:
         """A "holds" or "revise" citing fewer records than the citation floor, a "revise"
         without text, or a verdict
         the other tiers would not write either (``problem``: :func:`revision_problem`,
@@ -824,11 +850,12 @@ class RevalidateInsights(Strategy):
                               f"{MIN_CITATIONS} needed")
         ctx.log.info("%s: %s: %s refused: %s", NAME, ref, insight.id, problem)
         counts["refused"] += 1
-        row.error = (f"refused: {problem}; {insight.id} stays stale (asked again once it or "
-                     "its evidence is edited, or the prompts or model change)")
+        again = ("it or its evidence is edited, or the prompts or model change"
+                 + (f", or that max_depth is raised past {cap}" if cap is not None else ""))
+        row.error = f"refused: {problem}; {insight.id} stays stale (asked again once {again})"
         row.duration_ms = int((time.monotonic() - started) * 1000)
         _aside_with_row(rt, ref, {insight.id: aside_key(
-            insight, evidence, SentWith.tasks(rt, ctx.settings, TASKS))}, row, ctx.run_id)
+            insight, evidence, SentWith.tasks(rt, ctx.settings, TASKS), cap)}, row, ctx.run_id)
 
     def _ask(self, ctx: RunContext, insight: Entry, evidence: list[Entry], budget: Budget,
              row: Derivation, counts: Counter[str]) -> dict[str, Any]:

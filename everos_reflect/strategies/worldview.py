@@ -117,8 +117,8 @@ class UpdateWorldview(BeliefTier):
                                      {e.id: e.timestamp for e in shown})
         refusals = Refusals(ctx.log, f"{self.name}: {ref}", logging.WARNING)
         for reason in plan.refused:
-            refusals.add(reason)
-        derived.refused = refusals.close()
+            refusals.add(f"conviction refused: {reason}")
+        derived.take(refusals)
         for note in plan.cut:
             ctx.log.info("%s: %s: %s", self.name, ref, note)
         derived.cut_citations += plan.cut
