@@ -125,7 +125,8 @@ def test_fleet_status_says_a_roots_ome_toml_is_invalid_not_that_its_strategies_a
                            "strategies_error": f"invalid configuration: {problem}"}
     assert "config_error" not in b and as_json.stdout.count("reflect_episodes.enabled") == 1
     assert not any("config_in_force" in row for row in a["strategies"] + b["strategies"])
-    said = (f"ome.toml is invalid: {problem}; no strategy runs on this root until it is fixed "
+    # the file named once in the text too ("ome.toml is invalid: ome.toml: …" named it twice)
+    said = (f"invalid {problem}; no strategy runs on this root until it is fixed "
             "(a `fleet serve` started now would run none)")
     lines = text.stdout.splitlines()
     at = next(i for i, line in enumerate(lines) if "shard-b" in line)

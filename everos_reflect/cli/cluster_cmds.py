@@ -15,6 +15,7 @@ from everos_reflect.cli.common import (
     fleet_defaults_option,
     handle_errors,
     json_option,
+    ome_invalid,
     open_runtime,
     project_filter_option,
     root_option,
@@ -87,7 +88,7 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         held[h.cluster_id] = h
     aside = {a.cluster_id: a.reason for a in set_aside_clusters(runtime, ref)}
     if problem is not None:  # the holds said nothing of it
-        say(f"note: ome.toml is invalid: {problem}; clusters are held back as under the "
+        say(f"note: {ome_invalid(problem)}; clusters are held back as under the "
             "shipped reflect_episodes settings (a daemon runs on its last good ones)", err=True)
     if as_json:
         emit_json({"clusters": [

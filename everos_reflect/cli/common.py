@@ -77,6 +77,15 @@ class SecondsRange(click.FloatRange):
             self.fail(str(exc), param, ctx)
 
 
+def ome_invalid(problem: str) -> str:
+    """``ome.toml``'s problem as a line's lead: ``invalid ome.toml: strategies.x.enabled: …``.
+    Each problem names the file already (relative to the root since session 36), so the lead
+    "ome.toml is invalid: " named it twice ("ome.toml is invalid: ome.toml: …"); a problem
+    that does not name it keeps that lead."""
+    said = problem.removeprefix("invalid configuration: ")
+    return f"invalid {said}" if said.startswith("ome.toml: ") else f"ome.toml is invalid: {said}"
+
+
 class HostName(click.ParamType):
     """``serve --host`` checked as ``[server] host`` is (:func:`~everos_reflect.settings.
     host_problem`), in the same words. ``--host ''`` was taken for "not given" (the

@@ -19,6 +19,7 @@ from everos_reflect.cli.common import (
     fleet_defaults_option,
     handle_errors,
     json_option,
+    ome_invalid,
     open_runtime,
     root_option,
     say,
@@ -112,7 +113,7 @@ def trigger_cmd(root: str | None, name: str, force: bool, timeout: float,
         # refusal of a disabled one) followed that, not the file as it reads now
         problem = Engine(runtime, recover=False).config_problem()
         if problem is not None:
-            say(f"note: ome.toml is invalid: {problem}; the daemon went by its last good "
+            say(f"note: {ome_invalid(problem)}; the daemon went by its last good "
                 "configuration", err=True)
     code = TRIGGER_EXIT_CODES.get(outcome.status, 1)
     if code:
@@ -240,15 +241,14 @@ def strategy_rows(runtime: Runtime, *, asked: bool = True,
     error = next((str(r["config_error"]) for r in rows if r.get("config_error")), None)
     if error is None:
         return rows, notes, None
-    error = error.removeprefix("invalid configuration: ")  # "ome.toml is invalid: " says it
     kept = any(r.get("config_in_force", "last_good") == "last_good" for r in rows)
     if daemon is not None and daemon.rows is not None and kept:
-        notes.append(f"note: ome.toml is invalid: {error}; the daemon (pid {daemon.pid}) runs "
+        notes.append(f"note: {ome_invalid(error)}; the daemon (pid {daemon.pid}) runs "
                      "on its last good configuration, shown here, until it is fixed")
         return rows, notes, None
     running = (f"the daemon (pid {daemon.pid}) runs" if daemon is not None
                and daemon.rows is not None else "a daemon started now would run")
-    return rows, notes, (f"ome.toml is invalid: {error}; no strategy runs until it is fixed "
+    return rows, notes, (f"{ome_invalid(error)}; no strategy runs until it is fixed "
                          f"({running} none; every strategy is shown off)")
 
 

@@ -14,6 +14,7 @@ from everos_reflect.cli.common import (
     fail,
     handle_errors,
     json_option,
+    ome_invalid,
     one_line,
     say,
 )
@@ -183,11 +184,10 @@ def _config_line(doc: dict[str, Any]) -> str | None:
     said = (doc.get("config") or {}).get("strategies_error")
     if not said:
         return None
-    said = said.removeprefix("invalid configuration: ")
     if _nothing_runs(doc):
-        return (f"ome.toml is invalid: {said}; no strategy runs on this root until it is "
+        return (f"{ome_invalid(said)}; no strategy runs on this root until it is "
                 "fixed (a `fleet serve` started now would run none)")
-    return f"ome.toml: {said}"
+    return ome_invalid(said)
 
 
 def _render_status(docs: list[dict[str, Any]]) -> None:
