@@ -133,6 +133,49 @@ def expand_user(path: str | os.PathLike[str], what: str = "path") -> Path:
                           f"{quoted_value(user)}") from None
 
 
+def broken_link(path: str | os.PathLike[str],
+                root: str | os.PathLike[str] | None = None) -> str | None:
+    """What ``path`` is, in words, when it is a symlink that leads nowhere it can follow:
+    ``a symlink loop``, or ``a symlink to <target>, which does not exist`` (the target named
+    in ``root`` when it is inside it: :func:`path_in_root`); None for anything else. Such a
+    link where a log or a folder of logs goes hides what it stands for, and every write
+    there fails on it."""
+    try:
+        os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop"
+        if not os.path.islink(path):
+            return None
+        full = os.path.join(os.path.dirname(os.path.abspath(path)), os.readlink(path))
+        return f"a symlink to {path_in_root(os.path.normpath(full), root)}, which does not exist"
+    return None
+
+
+def what_stands(path: str | os.PathLike[str],
+                root: str | os.PathLike[str] | None = None) -> str:
+    """What stands at ``path`` where a regular file or a folder was wanted, in words for the
+    start of a sentence that goes on (``a folder``, ``a FIFO (named pipe)``,
+    :func:`broken_link`'s words and a comma …), as ``lint``, ``status`` and ``undo`` say
+    it."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        broken = broken_link(path, root)
+        if broken is None:
+            return "not a regular file"
+        return broken if broken == "a symlink loop" else f"{broken},"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    if stat.S_ISREG(mode):
+        return "a file"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+
+
 def denied_folder(path: str | os.PathLike[str]) -> str | None:
     """Why this process may not list or enter the folder at ``path`` (the OS's words,
     "Permission denied"), or None: no folder there, or one it may open."""

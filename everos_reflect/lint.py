@@ -5,8 +5,6 @@ only render differently.
 
 from __future__ import annotations
 
-import errno
-import os
 import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
@@ -16,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import ConfigError
-from everos_reflect.fileio import denied_folder
+from everos_reflect.fileio import broken_link, denied_folder, what_stands
 from everos_reflect.markdown.marks import foreign_mark_message, frontmatter_line
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import (
@@ -28,9 +26,14 @@ from everos_reflect.model import (
     UserRef,
     path_text,
     shown_key,
-    shown_path,
 )
-from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME, load_ome, load_settings
+from everos_reflect.settings import (
+    OME_FILE_NAME,
+    USER_FILE_NAME,
+    config_file,
+    load_ome,
+    load_settings,
+)
 from everos_reflect.strategies.consistency import (
     archive_cycle,
     citation_cycle_message,
@@ -109,7 +112,7 @@ def config_problems(root: Path) -> list[Problem]:
     except ConfigError as exc:
         found.extend(exc.problems)
     else:
-        found.extend(_strategy_problems(tables, str(root / OME_FILE_NAME)))
+        found.extend(_strategy_problems(tables, config_file(root, OME_FILE_NAME)))
     problems = []
     for file, key, reason in found:
         line = int(key[5:]) if key.startswith("line ") and key[5:].isdigit() else 0
@@ -341,10 +344,10 @@ def _irregular_problem(root: Path, rel: str) -> Problem | None:
     if len(Path(rel).parts) < 5:
         return _stray(root, rel)
     if Path(rel).name in {kind.folder for kind in Kind}:
-        return Problem(rel, 0, f"{_file_type(root / rel)} where the {Path(rel).name} folder "
+        return Problem(rel, 0, f"{what_stands(root / rel, root)} where the {Path(rel).name} folder "
                        "goes: no log of it is read, and nothing is written there (add, "
                        "Reflection, undo) until it is moved away")
-    return Problem(rel, 0, f"{_file_type(root / rel)} where a daily log goes: not read, "
+    return Problem(rel, 0, f"{what_stands(root / rel, root)} where a daily log goes: not read, "
                    "and nothing is written to this log (add, Reflection, undo) until it is "
                    "moved away")
 
@@ -358,7 +361,7 @@ def _stray(root: Path, rel: str) -> Problem:
     ``users`` folder, and the default tenant's project folder (``default_app/default_project``,
     where ``add`` without ``--app``/``--project`` writes)."""
     parts = Path(rel).parts
-    what = _file_type(root / rel)
+    what = what_stands(root / rel, root)
     if len(parts) == 1:
         return _top_file(rel, what)
     if len(parts) == 3:
@@ -369,6 +372,10 @@ def _stray(root: Path, rel: str) -> Problem:
         return Problem(rel, 0, f"{what} where the default project's folder goes: nothing is "
                        "written to it (add without --app/--project) until it is moved away")
     slot = "a project" if len(parts) == 2 else "a user"
+    if broken_link(root / rel, root) is not None:  # the folder of that name is out of reach
+        return Problem(rel, 0, f"{what} where {slot} folder goes: nothing under it is read, "
+                       "and every write to it fails (add, Reflection), until it is moved away "
+                       "or what it leads to is back")
     return Problem(rel, 0, f"{what} where {slot} folder goes: not read (only folders are); "
                    "move it away if it holds memory", "warning")
 
@@ -390,29 +397,6 @@ def _top_file(name: str, what: str) -> Problem | None:
         return None
     return Problem(name, 0, f"{what} at the top of the memory root: not read (memory is read "
                    "only from the daily logs under <app>/<project>/users/<user>/)", "warning")
-
-
-def _file_type(path: Path) -> str:
-    """What stands at ``path`` instead of a regular file, in words."""
-    import stat
-
-    try:
-        mode = path.stat().st_mode
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            return "a symlink loop"
-        if path.is_symlink():
-            return f"a symlink to {shown_path(os.readlink(path))}, which does not exist,"
-        return "not a regular file"
-    if stat.S_ISDIR(mode):
-        return "a folder"
-    if stat.S_ISREG(mode):
-        return "a file"
-    if stat.S_ISFIFO(mode):
-        return "a FIFO (named pipe)"
-    if stat.S_ISSOCK(mode):
-        return "a socket"
-    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
 
 
 def skipped_problems(outside: list[str], invalid: list[tuple[str, str]]) -> list[Problem]:

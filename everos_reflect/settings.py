@@ -14,7 +14,6 @@ returns the raw tables, because each strategy declares and validates its own set
 from __future__ import annotations
 
 import datetime
-import difflib
 import functools
 import ipaddress
 import math
@@ -30,7 +29,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from everos_reflect.errors import ConfigError
-from everos_reflect.fileio import not_utf8, read_config_bytes
+from everos_reflect.fileio import not_utf8, path_in_root, read_config_bytes
 from everos_reflect.model import (
     QUOTED_MAX,
     quoted_value,
@@ -38,6 +37,7 @@ from everos_reflect.model import (
     shown_key,
     unplain_number,
 )
+from everos_reflect.problem_words import did_you_mean, one_of
 from everos_reflect.typed_numbers import (
     NumberProblem,
     is_decimal,
@@ -160,10 +160,7 @@ Check = Callable[[Any], str | None]
 
 def _one_of(*choices: str) -> Check:
     def check(value: Any) -> str | None:
-        if value not in choices:
-            named = ", ".join(repr(c) for c in choices)
-            return f"must be one of {named}, got {quoted_value(value)}"
-        return None
+        return None if value in choices else one_of(choices, value)
 
     return check
 
@@ -474,11 +471,6 @@ CHECKS: dict[tuple[str, str], Check] = {
 # --- parsing ----------------------------------------------------------------------------------
 
 
-def _did_you_mean(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 _TOML_POS = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
 
 
@@ -657,7 +649,7 @@ def _merge_file(
             hint = (
                 " (strategies belong in ome.toml)"
                 if section == "strategies"
-                else _did_you_mean(section, list(SECTIONS))
+                else did_you_mean(section, list(SECTIONS))
             )
             problems.append((file, section, f"unknown section{hint}"))
             continue
@@ -668,7 +660,7 @@ def _merge_file(
         for key, raw in table.items():
             dotted = f"{section}.{key}"
             if key not in types:
-                hint = _did_you_mean(key, list(types))
+                hint = did_you_mean(key, list(types))
                 problems.append((file, dotted, f"unknown key{hint}"))
                 continue
             value, reason = _check_type(raw, types[key],
@@ -711,12 +703,12 @@ def _merge_env(
             continue
         section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
         if section not in SECTIONS:
-            hint = _did_you_mean(section, list(SECTIONS))
+            hint = did_you_mean(section, list(SECTIONS))
             problems.append((ENV_FILE, name, f"unknown section {quoted_value(section)}{hint}"))
             continue
         types = _types(SECTIONS[section])
         if key not in types:
-            hint = _did_you_mean(key, list(types))
+            hint = did_you_mean(key, list(types))
             shown = shown_key(f"{section}.{key}")
             problems.append((ENV_FILE, name, f"unknown key {shown}{hint}"))
             continue
@@ -789,7 +781,7 @@ def parse_ome(text: str, file: str = OME_FILE_NAME) -> dict[str, dict[str, Any]]
         raise ConfigError(problems)
     for key in data:
         if key != "strategies":
-            hint = _did_you_mean(key, ["strategies"])
+            hint = did_you_mean(key, ["strategies"])
             problems.append((file, key, f"unknown top-level key{hint}; use [strategies.<name>]"))
     strategies = data.get("strategies", {})
     result: dict[str, dict[str, Any]] = {}
@@ -828,30 +820,38 @@ def config_text(data: bytes, file: str) -> str:
         raise ConfigError([(file, f"line {line}", problem)]) from None
 
 
-def _read_user_file(path: Path) -> str | None:
+def config_file(root: str | os.PathLike[str], name: str) -> str:
+    """How a problem names the root's configuration file ``name``: in the root
+    (:func:`~everos_reflect.fileio.path_in_root`), as ``lint`` and the API name its logs. It
+    was named by its absolute path (``/home/u/.everos/ome.toml: …``) in every command's
+    error, ``status`` and each root of ``fleet status``."""
+    return path_in_root(Path(root) / name, root)
+
+
+def _read_user_file(path: Path, shown: str) -> str | None:
     try:
         data = read_config_bytes(path)
-        return None if data is None else config_text(data, str(path))
+        return None if data is None else config_text(data, shown)
     except OSError as exc:
-        raise ConfigError([(str(path), "(file)", exc.strerror or str(exc))]) from exc
+        raise ConfigError([(shown, "(file)", exc.strerror or str(exc))]) from exc
 
 
 def load_settings(root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Settings:
     """Settings for a memory root: shipped defaults, ``<root>/everos.toml``, then ``env``."""
-    path = Path(root) / USER_FILE_NAME
+    shown = config_file(root, USER_FILE_NAME)
     return parse_settings(
         packaged_text("default.toml"),
-        _read_user_file(path),
+        _read_user_file(Path(root) / USER_FILE_NAME, shown),
         os.environ if env is None else env,
-        str(path),
+        shown,
     )
 
 
 def load_ome(root: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """The raw strategy tables of ``<root>/ome.toml``; ``{}`` when there is no such file."""
-    path = Path(root) / OME_FILE_NAME
-    text = _read_user_file(path)
-    return {} if text is None else parse_ome(text, str(path))
+    shown = config_file(root, OME_FILE_NAME)
+    text = _read_user_file(Path(root) / OME_FILE_NAME, shown)
+    return {} if text is None else parse_ome(text, shown)
 
 
 def everos_toml_template() -> str:

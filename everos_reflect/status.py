@@ -157,9 +157,11 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
             totals[kind]["deprecated"] += dep
         user_docs.append(doc)
     config = config_problems(root)
-    rows, strategies_error = config_error_once(
+    rows, strategies_error, in_force = _said_once(
         _strategies(runtime, engine) if strategies is None else strategies)
     config_doc = _config_doc(config)
+    if in_force is not None:
+        config_doc["in_force"] = in_force
     if strategies_error is not None:
         config_doc["strategies_error"] = strategies_error
     return {
@@ -188,24 +190,39 @@ def config_error_once(rows: list[dict[str, Any]],
     every row: ``ome.toml`` as the engine reads it) goes to ``config.strategies_error``, and
     each row says only whether it applies (``config_invalid``). Every row repeated the whole
     message, up to 20 problems, seven times over."""
+    rows, error, _ = _said_once(rows)
+    return rows, error
+
+
+def _said_once(rows: list[dict[str, Any]],
+               ) -> tuple[list[dict[str, Any]], str | None, str | None]:
+    """:func:`config_error_once`, and which configuration is in force (``ome.toml``,
+    ``last_good``, ``none``: the same for every row) taken off the rows too: each row
+    repeated it (``config_in_force``)."""
     error = next((str(r["config_error"]) for r in rows if r.get("config_error")), None)
+    in_force = next((str(r["config_in_force"]) for r in rows if r.get("config_in_force")),
+                    None)
     out = []
     for row in rows:
         if "config_error" in row:
             row = {k: v for k, v in row.items() if k != "config_error"}
             row["config_invalid"] = error is not None
-        out.append(row)
-    return out, error
+        out.append({k: v for k, v in row.items() if k != "config_in_force"})
+    return out, error, in_force
 
 
 def strategies_document(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The strategy rows as every listing of them answers (``strategies --json``, the API's
     ``/ome/strategies``, each root of ``fleet status --json``), in the shape of ``status``:
     the configuration's error once, in ``config.strategies_error`` (absent when there is
-    none), each row saying only ``config_invalid`` (:func:`config_error_once`). Each of them
-    repeated the whole error on every row."""
-    rows, error = config_error_once(rows)
-    return {"config": {} if error is None else {"strategies_error": error}, "strategies": rows}
+    none), and which configuration is in force in ``config.in_force``; each row says only
+    ``config_invalid`` (:func:`config_error_once`). Each of them repeated the whole error,
+    and ``config_in_force``, on every row."""
+    rows, error, in_force = _said_once(rows)
+    config: dict[str, Any] = {} if in_force is None else {"in_force": in_force}
+    if error is not None:
+        config["strategies_error"] = error
+    return {"config": config, "strategies": rows}
 
 
 def rows_of_document(doc: dict[str, Any]) -> list[dict[str, Any]]:
@@ -217,12 +234,15 @@ def rows_of_document(doc: dict[str, Any]) -> list[dict[str, Any]]:
     if not isinstance(rows, list):
         raise TypeError("no list of strategies")
     error = (doc.get("config") or {}).get("strategies_error")
+    in_force = (doc.get("config") or {}).get("in_force")
     out = []
     for row in rows:
         if isinstance(row, dict) and "config_invalid" in row:
             invalid = row["config_invalid"]
             row = {k: v for k, v in row.items() if k != "config_invalid"}
             row["config_error"] = error if invalid else None
+        if isinstance(row, dict) and in_force is not None:
+            row.setdefault("config_in_force", in_force)
         out.append(row)
     return out
 

@@ -371,7 +371,7 @@ def test_enable_unknown_strategy_fails_and_names_the_known_ones(root: Path) -> N
 def test_enable_on_a_broken_ome_reports_file_and_line_and_writes_nothing(root: Path) -> None:
     (root / "ome.toml").write_text("[strategies.reflect_episodes]\nenabled = \n")
     line = one_line_error(run("enable", "reflect_episodes", "--root", str(root)))
-    assert f"{root / 'ome.toml'}: line 2: TOML syntax error" in line
+    assert "ome.toml: line 2: TOML syntax error" in line
     assert (root / "ome.toml").read_text() == "[strategies.reflect_episodes]\nenabled = \n"
 
 
@@ -559,8 +559,8 @@ def test_lint_reports_config_problems(root: Path) -> None:
     result = run("lint", "--root", str(root))
     assert result.exit_code == 1
     assert result.stdout.splitlines() == [
-        f"{root / 'everos.toml'}: server.port: must be a whole number from 1 to 65535, got 0",
-        f"{root / 'ome.toml'}:2: TOML syntax error: Invalid value",
+        "everos.toml: server.port: must be a whole number from 1 to 65535, got 0",
+        "ome.toml:2: TOML syntax error: Invalid value",
         "0 files checked, 2 errors",
     ]
 
@@ -571,7 +571,7 @@ def test_lint_and_status_call_a_model_the_local_provider_ignores_a_config_proble
     result = run("lint", "--root", str(root))
     assert result.exit_code == 1
     assert result.stdout.splitlines()[0].startswith(
-        f"{root / 'everos.toml'}: embedding.model: the local provider runs only its bundled "
+        "everos.toml: embedding.model: the local provider runs only its bundled "
         "model (all-MiniLM-L6-v2), got 'all-mpnet-base-v2'")
     doc = one_json(run("status", "--root", str(root), "--json"))
     assert doc["config"]["ok"] is False
@@ -613,7 +613,7 @@ def test_status_from_markdown(root: Path) -> None:
     # the report is given; exit 1: with everos.toml invalid no strategy runs (no daemon here)
     assert result.exit_code == 1, result.output
     assert one_line_error(result) == (
-        f"error: invalid configuration: {root / 'everos.toml'}: llm.provder: unknown key (did "
+        "error: invalid configuration: everos.toml: llm.provder: unknown key (did "
         "you mean 'provider'?); no strategy runs until it is fixed (`serve` does not start)")
     doc = one_json(result)
     assert doc["root"] == str(root)
@@ -629,8 +629,9 @@ def test_status_from_markdown(root: Path) -> None:
     ])
     assert doc["config"] == {
         "ok": False,
+        "in_force": "ome.toml",
         "problems": [{
-            "file": str(root / "everos.toml"),
+            "file": "everos.toml",
             "line": 0,
             "message": "llm.provder: unknown key (did you mean 'provider'?)",
             "severity": "error",
@@ -697,7 +698,7 @@ def test_status_prefers_the_index_when_present(root: Path) -> None:
     assert doc["files_with_problems"] == [
         {"file": "a/p/users/u9/episodes/episode-2026-10-12.md", "problems": ["3: bad yaml"]}
     ]
-    assert doc["config"] == {"ok": True, "problems": []}
+    assert doc["config"] == {"ok": True, "in_force": "ome.toml", "problems": []}
 
 
 def test_status_text_output_lists_users_and_problems(root: Path) -> None:

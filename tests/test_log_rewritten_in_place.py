@@ -12,15 +12,17 @@ nothing here depends on how fast a thread runs.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
 from everos_reflect.embedding import HashEmbedder
-from everos_reflect.index import events
+from everos_reflect.index import events, sync
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown import settling
 from everos_reflect.model import Kind, UserRef
@@ -209,3 +211,102 @@ def test_a_log_replaced_by_no_file_is_dropped_after_one_wait(
     assert sorted(deletions) == ids
     assert rt.db().execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
     assert indexer.pending()["files_deleted"] == 0
+
+
+def _aged(path: Path) -> None:
+    """``path``, its folder, its user's and ``users`` last changed three days ago: a log
+    nobody has touched for a while."""
+    old = path.stat().st_mtime - 3 * 86_400
+    for item in (path, *list(path.parents)[:3]):
+        os.utime(item, (old, old))
+
+
+def _cut_at_first_read(monkeypatch: pytest.MonkeyPatch, path: Path, left: int = 0) -> None:
+    """The indexer's first read (of ``path``: the one log synced) finds it truncated to
+    ``left`` bytes, between its stats and its bytes, as a ``cp backup.md`` over it begins."""
+    real = sync.read_at_most
+    cuts = [path]
+
+    def read_at_most(fh: BinaryIO, limit: int) -> bytes:
+        if cuts:
+            os.truncate(cuts.pop(), left)
+        return real(fh, limit)
+
+    monkeypatch.setattr(sync, "read_at_most", read_at_most)
+
+
+def test_an_old_log_truncated_while_read_and_written_again_keeps_its_entries(
+        rt: Runtime, deletions: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Truncated between the stats and the read, a log untouched for days read as empty
+    with its old mtime: nothing said a writer was at work, and every entry's deletion was
+    published at once."""
+    path, ids = _log_of_three(rt)
+    indexer = Indexer(rt)
+    indexer.sync_path(path)
+    whole = path.read_bytes()
+    _aged(path)
+    _cut_at_first_read(monkeypatch, path)
+    pauses = scripted_pauses(monkeypatch, [lambda: path.write_bytes(whole)])  # copy done
+
+    result = indexer.sync_path(path)
+
+    assert pauses == [settling.SETTLE_SECONDS]
+    assert result.deleted == 0 and deletions == []
+    assert {r[0] for r in rt.db().execute("SELECT id FROM entries")} == set(ids)
+    assert indexer.pending()["files_changed"] == 0
+
+
+def test_an_old_log_cut_for_good_while_read_loses_its_entries_after_one_wait(
+        rt: Runtime, deletions: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, ids = _log_of_three(rt)
+    indexer = Indexer(rt)
+    indexer.sync_path(path)
+    _aged(path)
+    _cut_at_first_read(monkeypatch, path, path.read_bytes().index(f"<!-- entry:{ids[1]} -->"
+                                                                  .encode()))
+    pauses = scripted_pauses(monkeypatch, [])
+
+    result = indexer.sync_path(path)
+
+    assert pauses  # it waited for the log to stand still, then believed it
+    assert result.deleted == 2 and sorted(deletions) == ids[1:]
+    assert indexer.pending() == {"files_changed": 0, "files_deleted": 0, "lag_seconds": None}
+
+
+@pytest.mark.parametrize("folder", ["user", "episodes"])
+def test_a_folder_renamed_and_back_under_a_sync_keeps_its_entries(
+        rt: Runtime, deletions: list[str], monkeypatch: pytest.MonkeyPatch,
+        folder: str) -> None:
+    """A sync tool's move (``mv u_andrew u_andrew.tmp && mv u_andrew.tmp u_andrew``) read in
+    between: the log's own folder was gone too, so nothing was waited for and the deletion
+    of every entry was published."""
+    path, ids = _log_of_three(rt)
+    indexer = Indexer(rt)
+    indexer.sync_path(path)
+    _aged(path)
+    moved = path.parent if folder == "episodes" else path.parent.parent
+    aside = moved.with_name(f"{moved.name}.tmp")
+    moved.rename(aside)
+    pauses = scripted_pauses(monkeypatch, [lambda: aside.rename(moved)])
+
+    result = indexer.sync_path(path)
+
+    assert pauses == [settling.SETTLE_SECONDS]
+    assert result.deleted == 0 and deletions == []
+    assert {r[0] for r in rt.db().execute("SELECT id FROM entries")} == set(ids)
+
+
+def test_a_user_folder_deleted_under_a_sync_loses_its_entries_after_one_wait(
+        rt: Runtime, deletions: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    path, ids = _log_of_three(rt)
+    indexer = Indexer(rt)
+    indexer.sync_path(path)
+    _aged(path)
+    shutil.rmtree(rt.store.user_dir(REF))
+    pauses = scripted_pauses(monkeypatch, [])
+
+    result = indexer.sync_path(path)
+
+    assert pauses == [settling.SETTLE_SECONDS]
+    assert result.removed and sorted(deletions) == sorted(ids)
+    assert indexer.pending() == {"files_changed": 0, "files_deleted": 0, "lag_seconds": None}

@@ -952,3 +952,20 @@ def test_an_indented_marker_line_inside_an_entry_is_its_text() -> None:
     log = parse_log(HEAD + entry(1, body=body) + entry(3), PATH)
     assert log.diagnostics == []
     assert log.entries[0].content == f"quoted:\n  {OPEN_2}\n\t{CLOSE_2}"
+
+
+@pytest.mark.parametrize(("written", "said"), [
+    ("## content", "no '## Content' section (nothing to index; '## content' is not read as "
+                   "it: write '## Content')"),
+    ("## SUBJECT", "no '## Subject' section; '## SUBJECT' is not read as it: write "
+                   "'## Subject'"),
+])
+def test_a_section_named_in_another_case_is_named_in_the_warning(written: str,
+                                                                  said: str) -> None:
+    """``## content`` is a section of its own: the entry's text was not indexed, and the
+    warning said only that there was no ``## Content``."""
+    name = written.split(" ", 1)[1].capitalize()
+    text = SPEC_EXAMPLE.replace(f"## {name}\n", f"{written}\n", 1)
+    assert written in text
+    log = parse_log(text, PATH)
+    assert any(said in d.message for d in log.diagnostics), [d.message for d in log.diagnostics]

@@ -52,9 +52,9 @@ def test_malformed_tools_call_params_are_refused_naming_the_field(
     assert {e["code"] for e in refused.values()} == {types.INVALID_PARAMS}
     assert {i: e["message"] for i, e in refused.items()} == {
         2: "tools/call: params.arguments: must be an object, got an array: [1, 2]",
-        3: "tools/call: params.name: Field required",
-        4: "tools/call: params: Field required",
+        3: "tools/call: params.name: missing required key",
+        4: "tools/call: params: missing required key",
         5: "tools/list: params.cursor: must be a string, got a number: 5",
-        6: "x: Extra inputs are not permitted",
+        6: "x: unknown key",
     }
     assert refused[2]["data"] == {"code": "invalid_request", "status": 422}

@@ -92,5 +92,5 @@ def test_a_lone_surrogate_in_a_batch_is_refused_and_the_server_goes_on(
     assert errors[3]["message"].startswith("invalid request: params._meta key '\\udc00' holds")
     assert errors[4] == {  # in a tool's arguments: the tool's own error, as over HTTP
         "code": types.INVALID_PARAMS, "data": {"code": "invalid_request", "status": 422},
-        "message": "query: Input should be a valid string, unable to parse raw data as a "
-                   "unicode string"}
+        "message": "query: holds U+D83D, a lone UTF-16 surrogate (half of a character): "
+                   "not text"}

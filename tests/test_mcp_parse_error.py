@@ -103,8 +103,8 @@ def test_a_request_with_a_lone_surrogate_is_answered_under_its_own_id(
     assert sorted(map(str, [a["id"] for a in answers])) == ["1", "2", "3", "4", "5", "None"]
     assert by_id[2]["error"] == {
         "code": types.INVALID_PARAMS, "data": {"code": "invalid_request", "status": 422},
-        "message": "query: Input should be a valid string, unable to parse raw data as a "
-                   "unicode string"}
+        "message": "query: holds U+D83D, a lone UTF-16 surrogate (half of a character): "
+                   "not text"}
     assert by_id[None]["error"]["message"] == (
         "invalid request: id holds U+DC00, a lone UTF-16 surrogate (half of a character): "
         "not text")

@@ -158,7 +158,7 @@ def test_a_language_that_is_no_one_line_name_is_a_config_error(
     try:
         engine = Engine(runtime)
         assert engine.reload_config() is False
-        assert engine.config_error == (f"invalid configuration: {root / 'ome.toml'}: "
+        assert engine.config_error == (f"invalid configuration: ome.toml: "
                                        f"strategies.reflect_episodes.language: {reason}")
     finally:
         runtime.close()

@@ -187,7 +187,7 @@ model = "x"
     problems = problems_of(user, env)
     by_key = {key: (file, reason) for file, key, reason in problems}
     f = "root/everos.toml"
-    assert by_key["llm.provider"] == (f, "must be one of 'extractive', 'openai', got 'anthropic'")
+    assert by_key["llm.provider"] == (f, "must be one of: extractive, openai; got 'anthropic'")
     assert by_key["llm.timeout_seconds"] == (f, "must be greater than 0, got 0.0")
     assert by_key["clustering.threshold"] == (f, "must be in (0, 1], got 1.5")
     assert by_key["clustering.treshold"] == (f, "unknown key (did you mean 'threshold'?)")
@@ -340,7 +340,7 @@ def test_load_settings_reports_a_non_utf8_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         load_settings(tmp_path, env={})
     assert info.value.problems == [(
-        str(tmp_path / "everos.toml"), "line 2", "file is not valid UTF-8: byte 0xff at column "
+        "everos.toml", "line 2", "file is not valid UTF-8: byte 0xff at column "
         "10 (invalid start byte; save it as UTF-8)")]
 
 

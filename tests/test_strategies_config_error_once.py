@@ -49,7 +49,7 @@ def test_strategies_json_of_a_valid_config_has_no_strategies_error(root: Path) -
     result = run("strategies", "--root", str(root), "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert doc["config"] == {}
+    assert doc["config"] == {"in_force": "ome.toml"}
     assert {r["config_invalid"] for r in doc["strategies"]} == {False}
     assert {r["via"] for r in doc["strategies"]} == {"in-process"}
 
@@ -74,13 +74,14 @@ def test_fleet_status_json_says_each_roots_config_error_once(tmp_path: Path) -> 
     result = run("fleet", "status", "--fleet", _fleet(tmp_path), "--json")
     assert result.exit_code == 1
     a, b = json.loads(result.stdout)["roots"]
-    assert a["config"] == {}
+    assert a["config"] == {"in_force": "ome.toml"}
     assert {r["config_invalid"] for r in a["strategies"]} == {False}
     assert KEY in b["config"]["strategies_error"]
     for row in b["strategies"]:
         assert "config_error" not in row and row["config_invalid"] is True
-    # the error and the sentence saying nothing runs there: not one copy per strategy
-    assert result.stdout.count("max_clusters_per_run") == 2, result.stdout
+    # once: not one copy per strategy, nor a second in the root's ``config_error``
+    assert result.stdout.count("max_clusters_per_run") == 1, result.stdout
+    assert b["config"]["in_force"] == "none" and "config_error" not in b
 
 
 def test_the_daemon_client_reads_the_error_back_for_each_row() -> None:
@@ -89,7 +90,9 @@ def test_the_daemon_client_reads_the_error_back_for_each_row() -> None:
     rows = [{"name": "a", "config_error": "bad", "config_in_force": "none"},
             {"name": "b", "config_error": "bad", "config_in_force": "none"}]
     doc = strategies_document(rows)
-    assert doc["config"] == {"strategies_error": "bad"}
+    assert doc["config"] == {"in_force": "none", "strategies_error": "bad"}
+    assert doc["strategies"] == [{"name": "a", "config_invalid": True},
+                                 {"name": "b", "config_invalid": True}]
     assert rows_of_document(doc) == rows
     # a daemon of an earlier version answers the rows with their own config_error
     assert rows_of_document({"strategies": rows}) == rows

@@ -709,7 +709,7 @@ def test_undo_refuses_a_fifo_in_place_of_a_log_it_would_patch_and_writes_nothing
     outcome = _undo_within(rt, narrative.id)
 
     assert isinstance(outcome, MarkdownError), outcome
-    assert rt.store.rel(log) in str(outcome) and "not a regular file" in str(outcome)
+    assert rt.store.rel(log) in str(outcome) and "a FIFO (named pipe) stands where" in str(outcome)
     assert snapshot(rt) == before  # nothing written
     log.unlink()  # the person puts the log back: the undo then does all of it
     log.write_bytes(kept)
@@ -902,3 +902,35 @@ def test_api_undo_answers_partial_naming_the_source_it_could_not_restore(
     data = resp.json()["data"]
     assert (data["status"], data["restored"], data["missing"]) == (
         "partial", [sources[1].id], [sources[0].id])
+
+
+@pytest.mark.parametrize(("link", "said"), [
+    ("gone.md", "a symlink to {folder}/gone.md, which does not exist, stands where this log "
+                "goes"),
+    ("episode-2026-08-12.md", "a symlink loop stands where this log goes"),
+], ids=["dangling", "loop"])
+def test_undo_names_a_broken_link_in_place_of_a_log_it_would_patch_and_writes_nothing(
+        rt: Runtime, link: str, said: str) -> None:
+    """It said "not a regular file (a FIFO, device or folder)" of a link to a file gone."""
+    sources = pets(rt)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby. He now has two dogs.",
+                      day=date(2026, 8, 20))
+    log = rt.store.user_dir(REF) / "episodes" / "episode-2026-08-12.md"
+    kept = log.read_bytes()
+    log.unlink()
+    log.symlink_to(link)
+    before = snapshot(rt)
+
+    outcome = _undo_within(rt, narrative.id)
+
+    assert isinstance(outcome, MarkdownError), outcome
+    folder = rt.store.rel(log.parent)
+    assert str(outcome) == (f"{rt.store.rel(log)}:0: cannot undo {narrative.id}: "
+                            f"{said.format(folder=folder)}; move it away or put this log back, "
+                            "then undo again")
+    assert snapshot(rt) == before  # nothing written
+    log.unlink()
+    log.write_bytes(kept)
+    result = _undo_within(rt, narrative.id)
+    assert not isinstance(result, Exception), result
+    assert sorted(result.restored) == sorted(e.id for e in sources)  # type: ignore[attr-defined]

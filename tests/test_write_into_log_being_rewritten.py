@@ -16,12 +16,14 @@ import time
 from collections.abc import Callable, Iterator
 from datetime import date
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.errors import MarkdownError
 from everos_reflect.markdown import settling
+from everos_reflect.markdown import store as store_mod
 from everos_reflect.markdown.parser import parse_log
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
@@ -249,3 +251,29 @@ def test_an_add_to_a_log_being_written_anew_cut_inside_its_frontmatter_waits_for
 
     assert _ids(path)[-1] == new and len(_ids(path)) == 4
     assert len(pauses) == 2  # it moved in the first wait, stood still in the second
+
+
+def test_a_write_whose_read_is_cut_short_by_a_truncation_keeps_the_whole_log(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Truncated between the write's stats of the log and its read: the stats said the log
+    this store had just written, so the empty bytes read were taken for the log (a
+    ``touch``), written anew with the one new entry, and the copy's bytes went into the
+    replaced file."""
+    path = rt.store.log_path(ALICE, Kind.EPISODE, DAY)
+    whole = path.read_bytes()
+    before = _ids(path)
+    real = store_mod.read_at_most
+    cuts = [path]
+
+    def read_at_most(fh: BinaryIO, limit: int) -> bytes:
+        if cuts:
+            os.truncate(cuts.pop(), 0)  # the copy begins between the stats and the read
+        return real(fh, limit)
+
+    monkeypatch.setattr(store_mod, "read_at_most", read_at_most)
+    pauses = scripted_pauses(monkeypatch, [lambda: path.write_bytes(whole)])  # copy done
+
+    new = _add(rt)
+
+    assert _ids(path) == [*before, new]
+    assert pauses

@@ -122,7 +122,11 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
     @app.exception_handler(RequestValidationError)
     async def _on_validation(request: Request, exc: RequestValidationError) -> JSONResponse:
         problems = exc.errors()
-        return _error(422, ops.validation_code(problems), ops.validation_message(problems))
+        # the route's body model, so a key it does not take is told the one meant
+        body = getattr(request.scope.get("route"), "body_field", None)
+        model = getattr(getattr(body, "field_info", None), "annotation", None)
+        return _error(422, ops.validation_code(problems),
+                      ops.validation_message(problems, model))
 
     @app.exception_handler(StarletteHTTPException)
     async def _on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -156,7 +156,7 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
         body = tool.model.model_validate(arguments or {})
     except ValidationError as exc:  # the HTTP API's 422: its code and status, as below
         problems = exc.errors()
-        raise MCPError(types.INVALID_PARAMS, ops.validation_message(problems),
+        raise MCPError(types.INVALID_PARAMS, ops.validation_message(problems, tool.model),
                        {"code": ops.validation_code(problems), "status": 422}) from None
     try:
         # a root not there (moved, deleted, never created): a read would answer empty and

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect import errors
+from everos_reflect import problem_words as words
 from everos_reflect.fileio import os_error_text
 from everos_reflect.llm.importance import importance_on_write
 from everos_reflect.markdown.parser import lookup_entry_id
@@ -193,9 +194,67 @@ def json_got(value: Any) -> str:
     return json_type(value) if value is None else f"{json_type(value)}: {text}"
 
 
-def validation_message(problems: Sequence[Any]) -> str:
+#: Where pydantic puts a value that is a parameter of the request, not a key of its body.
+_PARAMETER_PLACES = {"query", "path", "header", "cookie"}
+#: A choice in pydantic's ``expected`` of a literal or an enum: ``'active', 'stale' or …``.
+_CHOICE = re.compile(r"'((?:[^'\\]|\\.)*)'")
+
+
+def _model_in(annotation: Any) -> Any:
+    """The pydantic model ``annotation`` holds (``Item``, ``list[Item]``, ``Item | None``)."""
+    from typing import get_args
+
+    from pydantic import BaseModel
+
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    return next((m for m in map(_model_in, get_args(annotation)) if m is not None), None)
+
+
+def keys_at(model: Any, loc: Sequence[Any]) -> list[str]:
+    """The keys the object at ``loc`` (pydantic's path to a key it refused) takes in
+    ``model``, to say which one was meant; ``[]`` when that is not known."""
+    current = _model_in(model)
+    for part in loc[1:-1] if loc and loc[0] == "body" else loc[:-1]:
+        if current is None:
+            return []
+        if isinstance(part, int):
+            continue
+        field = next((f for name, f in current.model_fields.items()
+                      if (f.alias or name) == part), None)
+        current = None if field is None else _model_in(field.annotation)
+    return [] if current is None else [f.alias or name
+                                       for name, f in current.model_fields.items()]
+
+
+def _in_words(err: Mapping[str, Any], model: Any) -> str:
+    """pydantic's reason for one problem in the words every edge uses
+    (:mod:`~everos_reflect.problem_words`): it said "Field required", "Extra inputs are not
+    permitted" and "Input should be 'active' or 'stale'"."""
+    kind, loc = err.get("type"), tuple(err.get("loc") or ())
+    if kind == "missing":
+        return words.missing("parameter" if loc and str(loc[0]) in _PARAMETER_PLACES
+                             else "key")
+    if kind == "extra_forbidden":
+        return words.unknown("key", str(loc[-1]) if loc else "", keys_at(model, loc))
+    if kind in {"literal_error", "enum"}:
+        expected = str((err.get("ctx") or {}).get("expected", ""))
+        return words.one_of(_CHOICE.findall(expected) or [expected], err.get("input"))
+    if kind == "string_unicode":
+        value = err.get("input")
+        lone = next((c for c in value if 0xD800 <= ord(c) <= 0xDFFF), None) \
+            if isinstance(value, str) else None
+        return (f"holds U+{ord(lone):04X}, a lone UTF-16 surrogate (half of a character): "
+                "not text") if lone else "must be text"
+    message = str(err.get("msg") or "invalid")
+    return f"must be {message[16:]}" if message.startswith("Input should be ") else message
+
+
+def validation_message(problems: Sequence[Any], model: Any = None) -> str:
     """One line from pydantic's errors, the same for every edge: ``field: reason; ...``. An
-    error raised by a validator (an invalid id, "must be one line") keeps its own message.
+    error raised by a validator (an invalid id, "must be one line") keeps its own message;
+    pydantic's own are said in the config files' words (:func:`_in_words`), a key not taken
+    naming the key of ``model`` meant, as ``everos.toml``'s does.
 
     A field's path holds the client's own keys (an unknown body field or MCP argument is
     named by its key), so each is shown as :func:`~everos_reflect.model.shown_key` writes
@@ -211,10 +270,8 @@ def validation_message(problems: Sequence[Any]) -> str:
             cause = _id_problem(err.get("input"), str(where).rsplit(".", 1)[-1]) or cause
         # a validator's own exception as it is: pydantic's msg prefixes a ValueError with
         # "Value error, " ("subject: Value error, must be one line")
-        message = str(cause) if isinstance(cause, Exception) else err.get("msg")
-        if err.get("type") == "literal_error":
-            message = f"{message}, got {quoted_value(err.get('input'))}"
-        elif err.get("type") in JSON_TAKES and "input" in err and _in_json(err):
+        message = str(cause) if isinstance(cause, Exception) else _in_words(err, model)
+        if err.get("type") in JSON_TAKES and "input" in err and _in_json(err):
             message = f"must be {JSON_TAKES[err['type']]}, got {json_got(err['input'])}"
         message = size_problem(err) or message
         parts.append(f"{where}: {message or 'invalid'}")

@@ -415,26 +415,19 @@ def validated(model: type[M], **fields: Any) -> M:
     """``model(**fields)``, or one line naming each bad field and exit 1.
 
     The commands that share an API request model validate through it, so a bad option is
-    refused exactly as the API refuses it, without pydantic's multi-line report or a traceback.
+    refused exactly as the API refuses it, in its words (:func:`~everos_reflect.api.ops.
+    validation_message`), without pydantic's multi-line report or a traceback. It had a
+    translator of its own, which said pydantic's "Input should be 'success', 'failure' or
+    'partial'" where the API did not.
     """
     from pydantic import ValidationError
+
+    from everos_reflect.api.ops import validation_message
 
     try:
         return model(**fields)
     except ValidationError as exc:
-        fail("; ".join(f"{'.'.join(map(str, e['loc']))}: {_reason(e)}" for e in exc.errors()))
-
-
-def _reason(problem: Any) -> str:
-    """pydantic's message, or the domain error a validator raised as it is: pydantic wraps it
-    in "Value error, …", which the CLI printed ("task_type: Value error, invalid task_type")
-    where the API says the same thing without it. A text or list of the wrong size is said in
-    the API's words (:func:`~everos_reflect.api.models.size_problem`)."""
-    from everos_reflect.api.models import size_problem  # loaded: the model is one of them
-
-    cause = (problem.get("ctx") or {}).get("error")
-    return size_problem(problem) or (str(cause) if isinstance(cause, Exception)
-                                      else str(problem["msg"]))
+        fail(validation_message(exc.errors(), model))
 
 
 def handle_errors(fn: F) -> F:

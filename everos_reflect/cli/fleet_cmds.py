@@ -142,7 +142,7 @@ def fleet_status_cmd(fleet_file: str | None, roots: tuple[str, ...], as_json: bo
     problems = []
     if any("error" in d for d in docs):
         problems.append("some roots could not be read (see above)")
-    invalid = sum("config_error" in d for d in docs)
+    invalid = sum(_nothing_runs(d) for d in docs)
     if invalid:
         problems.append(f"the ome.toml of {counted(invalid, 'root')} is invalid (see above): "
                         "no strategy runs there until it is fixed")
@@ -171,6 +171,25 @@ def _lag_text(index: dict[str, Any] | None) -> str:
     return f"{behind} log(s), {index['lag_seconds']:.0f} s"
 
 
+def _nothing_runs(doc: dict[str, Any]) -> bool:
+    """Whether a root's ``ome.toml`` is invalid and no good one is in force: every strategy
+    there reads "disabled", yet none was turned off."""
+    config = doc.get("config") or {}
+    return bool(config.get("strategies_error")) and config.get("in_force") == "none"
+
+
+def _config_line(doc: dict[str, Any]) -> str | None:
+    """What the table says under a root of its ``ome.toml`` that is invalid, else ``None``."""
+    said = (doc.get("config") or {}).get("strategies_error")
+    if not said:
+        return None
+    said = said.removeprefix("invalid configuration: ")
+    if _nothing_runs(doc):
+        return (f"ome.toml is invalid: {said}; no strategy runs on this root until it is "
+                "fixed (a `fleet serve` started now would run none)")
+    return f"ome.toml: {said}"
+
+
 def _render_status(docs: list[dict[str, Any]]) -> None:
     rows = []
     for doc in docs:
@@ -182,14 +201,14 @@ def _render_status(docs: list[dict[str, Any]]) -> None:
             last_text = (f"{last.get('status')} {(last.get('started_at') or '')[:19]}"
                          if last else "never")
             # an invalid ome.toml: nothing runs, not because each strategy was turned off
-            state = ("ome.toml invalid" if "config_error" in doc
+            state = ("ome.toml invalid" if _nothing_runs(doc)
                      else "enabled" if row["enabled"] else "disabled")
             rows.append([doc["root"] if i == 0 else "", row["name"], state, last_text,
                          str(row["next_run"] or "-")[:19],
                          _lag_text(doc["index"]) if i == 0 else ""])
-            said = (doc.get("config") or {}).get("strategies_error")
-            if i == 0 and (doc.get("config_error") or said):
-                rows.append(["", "", "", "", "", doc.get("config_error") or f"ome.toml: {said}"])
+            line = _config_line(doc) if i == 0 else None
+            if line:
+                rows.append(["", "", "", "", "", line])
     for line in _table(["root", "strategy", "state", "last run", "next run", "index lag"],
                        rows):
         click.echo(one_line(line))

@@ -48,6 +48,7 @@ from everos_reflect.model import Kind, UserRef, new_episode, quoted_value
 from everos_reflect.settings import (
     OME_FILE_NAME,
     USER_FILE_NAME,
+    config_file,
     config_text,
     everos_toml_template,
     load_settings,
@@ -604,14 +605,14 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     if name not in known:
         fail(f"unknown strategy {quoted_value(name)} (known: {', '.join(sorted(known))})")
     folder = existing_root(root)
-    path = folder / OME_FILE_NAME
+    path, shown = folder / OME_FILE_NAME, config_file(folder, OME_FILE_NAME)
     try:
         data = read_config_bytes(path)
-        before = packaged_text("ome.toml") if data is None else config_text(data, str(path))
+        before = packaged_text("ome.toml") if data is None else config_text(data, shown)
     except OSError as exc:
-        fail(f"{path}: {exc.strerror or exc}")
-    after = set_enabled(before, name, enabled, str(path))
-    _refuse_if_not_in_force(after, str(path))
+        fail(f"{shown}: {exc.strerror or exc}")
+    after = set_enabled(before, name, enabled, shown)
+    _refuse_if_not_in_force(after, shown)
     changed = after != before or not path.exists()
     if changed:
         _write_atomic(folder, path, after)

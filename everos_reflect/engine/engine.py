@@ -44,7 +44,7 @@ from everos_reflect.errors import ConfigError, IndexReadOnly, RootGone, describe
 from everos_reflect.fileio import read_config_bytes
 from everos_reflect.index import rebuild, runs
 from everos_reflect.index.db import db_built
-from everos_reflect.settings import OME_FILE_NAME, config_text, parse_ome
+from everos_reflect.settings import OME_FILE_NAME, config_file, config_text, parse_ome
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -239,20 +239,20 @@ class Engine:
             return self._reload_config(force=force)
 
     def _reload_config(self, *, force: bool) -> bool:
-        path = self.ome_path
+        shown = config_file(self.runtime.root, OME_FILE_NAME)  # named in the root
         try:
             try:
                 data = self._ome_bytes()
             except OSError as exc:
-                raise ConfigError([(str(path), "(file)", exc.strerror or str(exc))]) from exc
+                raise ConfigError([(shown, "(file)", exc.strerror or str(exc))]) from exc
             digest = _digest(data)
             if not force and digest == self._ome_digest:
                 return self.config_error is None
             self._ome_digest = digest
-            text = "" if data is None else config_text(data, str(path))
-            own = parse_ome(text, str(path))
+            text = "" if data is None else config_text(data, shown)
+            own = parse_ome(text, shown)
             tables = overlay_ome(self.ome_defaults, own)
-            config = validate_ome(tables, str(path), inherited=inherited_keys(self.ome_defaults,
+            config = validate_ome(tables, shown, inherited=inherited_keys(self.ome_defaults,
                                                                                own))
         except ConfigError as exc:
             with self._mutex:

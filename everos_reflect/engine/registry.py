@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from everos_reflect.engine.limits import DEFAULT_LIMITS, Budget, MeteredLLM
 from everos_reflect.errors import ConfigError, UnknownStrategy
 from everos_reflect.model import quoted_value
+from everos_reflect.problem_words import did_you_mean
 from everos_reflect.settings import between, expected_type, toml_got
 
 if TYPE_CHECKING:
@@ -459,7 +460,9 @@ def validate_strategy_settings(name: str, raw: Mapping[str, Any], file: str, *,
         where = f"strategies.{name}.{key}"
         spec = specs.get(key)
         if spec is None:
-            problems.append((file, where, f"unknown setting (known: {', '.join(sorted(specs))})"))
+            # the one meant when it is close, else every one there is
+            hint = did_you_mean(str(key), specs) or f" (known: {', '.join(sorted(specs))})"
+            problems.append((file, where, f"unknown setting{hint}"))
             continue
         value, reason = _coerce(spec, value)
         if reason:

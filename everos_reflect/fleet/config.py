@@ -14,7 +14,6 @@ lives in :func:`resolve_roots`. Example::
 
 from __future__ import annotations
 
-import difflib
 import errno
 import glob
 import math
@@ -29,6 +28,7 @@ from typing import Any
 from everos_reflect.errors import ConfigError, EverosError
 from everos_reflect.fileio import expand_user, read_config_bytes
 from everos_reflect.model import quoted_value, shown_path
+from everos_reflect.problem_words import unknown
 from everos_reflect.runtime import is_memory_root, not_a_root_reason, resolve_root
 from everos_reflect.settings import (
     TOML_ERRORS,
@@ -120,11 +120,6 @@ _KEYS: dict[str, str] = {
 }
 
 
-def _did_you_mean(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
-
-
 def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and \
         math.isfinite(value)
@@ -194,7 +189,7 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
         raise ConfigError([toml_syntax_problem(file, exc)]) from None
     for key in data:
         if key not in _KEYS:
-            problems.append((file, key, f"unknown key{_did_you_mean(key, list(_KEYS))}"))
+            problems.append((file, key, unknown("key", key, _KEYS)))
     if "roots" not in data:
         problems.append((file, "roots", "missing: list the memory roots (paths or globs)"))
     roots = _check_roots(data["roots"], file, problems) if "roots" in data else ()

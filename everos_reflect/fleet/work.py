@@ -418,7 +418,8 @@ def root_status(root: str, defaults: Mapping[str, Mapping[str, Any]] | None = No
                 opener: Opener = open_root) -> dict[str, Any]:
     """One root's schedule (every strategy's last and next run) and index lag, from the same
     functions ``everos-reflect status`` uses; a root that cannot be read says why
-    (``error``), and one whose ``ome.toml`` is invalid says so (``config_error``)."""
+    (``error``), and one whose ``ome.toml`` is invalid says so (``config.strategies_error``;
+    ``config.in_force`` is ``none`` when no strategy runs there until it is fixed)."""
     from everos_reflect.index.db import db_built
     from everos_reflect.index.sync import Indexer
     from everos_reflect.status import strategies_document
@@ -434,14 +435,9 @@ def root_status(root: str, defaults: Mapping[str, Mapping[str, Any]] | None = No
                                                                        recover=False))
         except (EverosError, sqlite3.Error) as exc:
             doc["strategies"], doc["error"] = [], str(exc)
-        invalid = next((r["config_error"] for r in doc["strategies"]
-                        if r.get("config_error") and r.get("config_in_force") == "none"), None)
-        if invalid is not None:  # every row reads "disabled": say why, as `status` does
-            doc["config_error"] = (
-                f"ome.toml is invalid: {invalid.removeprefix('invalid configuration: ')}; no "
-                "strategy runs on this root until it is fixed (a `fleet serve` started now "
-                "would run none)")
-        # the error once per root, as `status` says it (every row repeated it)
+        # the error once per root, as `status` says it (every row repeated it), and once
+        # only: a root's ``config_error`` said it a second time, beside
+        # ``config.strategies_error``; ``config.in_force`` says whether anything runs
         doc.update(strategies_document(doc["strategies"]))
         try:
             # None: never indexed (status never creates an index as a side effect)

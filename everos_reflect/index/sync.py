@@ -9,6 +9,7 @@ writes LanceDB first, then SQLite, so an interrupted sync is simply redone by th
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import logging
@@ -622,7 +623,11 @@ class Indexer:
         as one."""
         try:
             st = os.lstat(path)
-        except FileNotFoundError:
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP):
+                raise
+            # gone, or under a folder that is a symlink loop now: no log is there, as a scan
+            # and a reindex see it (a loop kept its entries indexed, warned at every scan)
             return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
         away = Diagnostic(rel, 0, f"not read: {problem}", severity="fatal")
         return _Job(rel, ref, kind, SyncPlan(problems=[away], fatal=True),
@@ -642,10 +647,24 @@ class Indexer:
             return False
         path = self.rt.root / job.rel
         try:
-            mtime = job.stat[0] if job.stat is not None else os.stat(path.parent).st_mtime_ns
-        except OSError:  # the folder went too: nothing to wait for
+            mtime = job.stat[0] if job.stat is not None else self._folder_changed_ns(path)
+        except OSError:  # the root went too: nothing to wait for
             return False
         return time.time_ns() - mtime < settling.JUST_WRITTEN_NS
+
+    def _folder_changed_ns(self, path: Path) -> int:
+        """When the nearest folder above ``path`` that is still there last changed (its
+        mtime): a log gone with its folder (a user's or kind's folder renamed, moved away and
+        back, deleted) is in flux while the folder that lost it just changed. Only the log's
+        own folder was looked at: gone too, the deletion was published at once, and a
+        folder renamed and renamed back (a sync tool's move) left every record citing its
+        entries stale for good."""
+        for folder in path.parents:
+            with suppress(OSError):  # gone, or a link that leads nowhere now
+                return os.stat(folder).st_mtime_ns
+            if folder == self.rt.root:
+                break
+        raise FileNotFoundError(errno.ENOENT, "the memory root is gone", str(self.rt.root))
 
     def _settled(self, jobs: list[_Job]) -> list[_Job]:
         """``jobs`` (in their order), each that drops entries from a log in flux
@@ -702,16 +721,8 @@ class Indexer:
         limits = self.rt.settings.limits
         if (problem := self.rt.store.link_problem(path)) is not None:
             return self._not_read(path, rel, ref, kind, stored, problem)
-        started = time.time_ns()
         try:
-            # a FIFO named like a log: OSError, never a hang; a symlink out of the root
-            # swapped in since the check above: refused once open
-            with open_regular(path, within=os.path.realpath(self.rt.root)) as fh:
-                st = os.fstat(fh.fileno())  # stats first: a later write shows up as a change
-                # Over the limit: reported, never read, so memory stays bounded by the limit.
-                limit = limits.max_file_bytes
-                data = read_at_most(fh, limit + 1) if st.st_size <= limit else None
-            read_ns = (started, time.time_ns())
+            st, data, read_ns = self._read_whole(path)
         except OutsideRoot as exc:
             return self._not_read(path, rel, ref, kind, stored, exc.strerror)
         except (FileNotFoundError, NotADirectoryError, NotRegularFile):
@@ -748,6 +759,33 @@ class Indexer:
                          kind=kind, day=day)
         return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats,
                     read_ns, seqs=highest_seqs(text))
+
+    def _read_whole(self, path: Path) -> tuple[os.stat_result, bytes | None,
+                                                tuple[int, int]]:
+        """The log's stats, its bytes (None: over ``limits.max_file_bytes``, not read) and
+        when the read started and ended, from one read that found the file as its stats
+        said, before and after: a log truncated or written while read (``cp backup.md``
+        over it, an editor saving in place) is read again once it stood still
+        (:data:`settling.SETTLE_SECONDS`). Read between the truncation and the new bytes,
+        an old log's entries were planned as deleted and that deletion published at once
+        (its mtime, taken before, said it had not moved for days). Still moving after
+        :data:`settling.SETTLE_TRIES` waits: ``OSError`` naming it (the next sync reads it)."""
+        limit = self.rt.settings.limits.max_file_bytes
+        for _ in range(settling.SETTLE_TRIES):
+            started = time.time_ns()
+            # a FIFO named like a log: OSError, never a hang; a symlink out of the root
+            # swapped in since the check above: refused once open
+            with open_regular(path, within=os.path.realpath(self.rt.root)) as fh:
+                st = os.fstat(fh.fileno())  # stats first: a later write shows up as a change
+                # Over the limit: reported, never read, so memory stays bounded by the limit.
+                data = read_at_most(fh, limit + 1) if st.st_size <= limit else None
+                after = os.fstat(fh.fileno())
+            if data is None or (len(data) == st.st_size
+                                and (after.st_mtime_ns, after.st_size)
+                                == (st.st_mtime_ns, st.st_size)):
+                return st, data, (started, time.time_ns())
+            settling.pause(settling.SETTLE_SECONDS)
+        raise OSError(errno.EAGAIN, "it kept changing while it was read", str(path))
 
     # ------------------------------------------------------------------ writing
 

@@ -35,7 +35,7 @@ import math
 import re
 import unicodedata
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from datetime import UTC, date, datetime, timedelta, timezone
 from itertools import islice
 from typing import Any, NamedTuple
@@ -1343,12 +1343,23 @@ class _Parser:
             # add, the API and MCP refuse an empty subject; written by hand the entry is read,
             # indexed, searched and merged with none (shown blank), and nothing said so
             what = "'## Subject' section is empty" if "Subject" in sections else (
-                "no '## Subject' section")
+                f"no '## Subject' section{_near_miss(sections, 'Subject')}")
             self.report(line, f"entry {eid}: {what}; an Episode needs a one-line subject, as "
                         "add requires (indexed and merged without one; write it)", "warning")
         main = eid.kind.main_section
         if not sections.get(main):
-            self.report(line, f"entry {eid}: no '## {main}' section (nothing to index)", "warning")
+            self.report(line, f"entry {eid}: no '## {main}' section (nothing to index"
+                        f"{_near_miss(sections, main)})", "warning")
+
+
+def _near_miss(sections: Mapping[str, str], name: str) -> str:
+    """What to say of a section written like ``name`` but not as it (``## content``,
+    ``## CONTENT``): the entry's text there is kept, but read as a section of its own, so
+    none of it was indexed, and the warning did not say why."""
+    for written in sections:
+        if written != name and written.strip().casefold() == name.casefold():
+            return f"; '## {written}' is not read as it: write '## {name}'"
+    return ""
 
 
 #: SPEC §10's ``status`` values per derived kind, as the tiers compare them (stripped, case

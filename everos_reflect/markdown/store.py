@@ -36,6 +36,7 @@ from everos_reflect.errors import (
 from everos_reflect.fileio import (
     NotRegularFile,
     OutsideRoot,
+    broken_link,
     not_utf8,
     open_regular,
     read_at_most,
@@ -214,6 +215,8 @@ class MarkdownStore:
         entries answer eve's searches as eve's, and eve's merges and adds wrote into bob's
         logs. The log is read where it really is; the alias is refused, and ``lint`` says so."""
         real = os.path.realpath(path)
+        if (broken := self._broken_folder(path, real)) is not None:
+            return broken
         if not self._within(real):
             return "it is a symlink leading outside the memory root"
         try:
@@ -231,6 +234,28 @@ class MarkdownStore:
                 return (f"its path leads through a symlink to {target}, in a users folder but "
                         "not a daily log of this root")
         return self._hard_link_problem(real)
+
+    def _broken_folder(self, path: str | os.PathLike[str], real: str) -> str | None:
+        """Why a folder on ``path`` (resolved: ``real``) cannot be gone through: it is a
+        symlink loop, or a link to a folder that does not exist (named in the root); else
+        None. Looked for only where the log's folder is not there as named. A write
+        through ``users/bob -> nowhere`` was refused as "another daily log of this root"
+        (``users/nowhere/…``, which is nobody's), one through a loop with the OS's "Too many
+        levels of symbolic links"."""
+        if os.path.isdir(os.path.dirname(real)) and os.path.isdir(os.path.dirname(path)):
+            return None
+        try:
+            named = Path(os.path.abspath(path)).relative_to(self._abs_root)
+        except ValueError:
+            return None
+        step = self._abs_root
+        for part in named.parts[:-1]:
+            step = step / part
+            if (words := broken_link(step, self.root)) is not None:
+                return f"its folder {self._label(step)} is {words}"
+            if not os.path.isdir(step):
+                return None
+        return None
 
     def _hard_link_problem(self, real: str) -> str | None:
         """A log hard-linked under a second user (``users/bob/…`` the very file of
@@ -275,14 +300,14 @@ class MarkdownStore:
             return
         found = []
         if irregular is not None:  # a file at the top, where only apps and config go
-            irregular.extend(self._not_folders(self.root))
+            irregular.extend(self._not_folders(self.root, broken=False))
         for app in self._subdirs(self.root, outside, irregular):
             if irregular is not None:
                 irregular.extend(self._not_folders(app.path))
             for project in self._subdirs(app, outside, irregular):
                 users = Path(project.path) / "users"
                 try:
-                    is_folder, there = users.is_dir(), users.exists()
+                    is_folder, there = users.is_dir(), users.exists() or users.is_symlink()
                 except PermissionError:  # the project folder may not be entered
                     self._note_denied(Path(project.path), irregular)
                     continue
@@ -356,7 +381,8 @@ class MarkdownStore:
         """The logs in one kind's ``folder`` (see :meth:`iter_files`); raises
         ``PermissionError`` when this process may not list or enter it."""
         if not folder.is_dir():
-            if irregular is not None and folder.exists():  # a file where it goes
+            # a file where it goes, or a link leading nowhere (a loop, a target gone)
+            if irregular is not None and (folder.exists() or folder.is_symlink()):
                 irregular.append(self._label(folder))
             return []
         if self._escapes(folder, outside):
@@ -426,16 +452,18 @@ class MarkdownStore:
                 continue
         return found
 
-    def _not_folders(self, folder: str | os.PathLike[str]) -> list[str]:
+    def _not_folders(self, folder: str | os.PathLike[str], *, broken: bool = True) -> list[str]:
         """What is in ``folder`` (not hidden) but no folder, nor a link to one: in an app or a
-        ``users`` folder, where only project or user folders go. A dangling link is left out,
-        as everywhere else."""
+        ``users`` folder, where only project or user folders go. A link leading nowhere (a
+        loop, a target gone) is one too, unless ``broken`` is False (the root's top, where
+        such a link is nobody's folder): every write for that user or project failed on it,
+        while ``lint`` said all was well."""
         try:
             entries = [e for e in os.scandir(folder) if not e.name.startswith(".")]
         except OSError:
             return []
         return [self._label(Path(e.path)) for e in entries
-                if not _is_dir(e) and os.path.exists(e.path)]
+                if not _is_dir(e) and (os.path.exists(e.path) or (broken and e.is_symlink()))]
 
     def _subdirs(self, folder: str | os.PathLike[str], outside: list[str] | None,
                  irregular: list[str] | None = None) -> list[os.DirEntry[str]]:
@@ -1125,9 +1153,12 @@ class MarkdownStore:
             except OSError:
                 st = None  # absent, or no file: the write's own checks say what is wrong
             before = self._load_or_none(path)  # after the stat: a later change moves it
-            if st is None or before is None or not self._in_other_hands(path, st):
+            torn = st is not None and before is not None and _moved_while_read(path, st, before)
+            if not torn and (st is None or before is None or not self._in_other_hands(path, st)):
                 return before
             settling.pause(settling.SETTLE_SECONDS)
+            if torn:  # what was read is no state the file was ever in: read it again
+                continue
             with suppress(OSError):
                 if _still(os.stat(path), st):
                     self._remember_still(os.path.realpath(path), _file_state(st))
@@ -1406,6 +1437,18 @@ class MarkdownStore:
 def _file_state(st: os.stat_result) -> tuple[int, int, int, int]:
     """Which file, of which size and mtime, ``st`` describes."""
     return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def _moved_while_read(path: Path, st: os.stat_result, data: bytes) -> bool:
+    """Whether the file ``st`` described before ``data`` was read from it changed during the
+    read (a truncation begun in between: ``cp backup.md`` over the log): the stats taken
+    before said a log this store wrote, or one untouched for long, so a write took the bytes
+    of the cut-short log for the log, and its rename left the rest of the copy in the old
+    file, lost with it."""
+    try:
+        return len(data) != st.st_size or not _still(os.stat(path), st)
+    except OSError:
+        return True
 
 
 def _still(now: os.stat_result, before: os.stat_result) -> bool:

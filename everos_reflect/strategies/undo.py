@@ -40,13 +40,13 @@ from everos_reflect.errors import (
     UnknownEntry,
     describe,
 )
-from everos_reflect.fileio import denied_folder
+from everos_reflect.fileio import denied_folder, what_stands
 from everos_reflect.index import merge_journal, reads
 from everos_reflect.index.audit import mark_reflection_undone, merge_row, merge_sources
 from everos_reflect.index.db import db_built, transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown.parser import UNDONE
-from everos_reflect.model import Entry, EntryId, Kind, UserRef
+from everos_reflect.model import Entry, EntryId, Kind, UserRef, log_name_match
 from everos_reflect.strategies import journal
 
 if TYPE_CHECKING:
@@ -521,9 +521,11 @@ def _scan(runtime: Runtime, ref: UserRef, merged_id: str) -> _Found:
             raise MarkdownError(irregular[0], 0, f"cannot undo {merged_id}: {denied}: this "
                                 "folder of logs may not be opened; undo again once its "
                                 "permissions let this account in")
-        raise MarkdownError(irregular[0], 0, f"cannot undo {merged_id}: this log is not a "
-                            "regular file (a FIFO, device or folder); move it away or put the "
-                            "log back, then undo again")
+        what = what_stands(store.root / irregular[0], store.root)
+        slot = ("this log" if log_name_match(Path(irregular[0]).name)
+                else f"the {Path(irregular[0]).name} folder")
+        raise MarkdownError(irregular[0], 0, f"cannot undo {merged_id}: {what} stands where "
+                            f"{slot} goes; move it away or put {slot} back, then undo again")
     return found
 
 

@@ -1,0 +1,38 @@
+"""How every edge says that a key is unknown or missing, or that a value is not one of a
+fixed set: one set of words for ``everos.toml``, ``ome.toml``, ``fleet.toml``, the HTTP API,
+MCP and the CLI.
+
+pydantic's own words reached users of the API, MCP and the CLI ("Field required", "Extra
+inputs are not permitted", "Input should be 'active' or 'stale'") where the config files
+said "unknown key (did you mean 'max_retries'?)"; :func:`everos_reflect.api.ops.
+validation_message` says pydantic's problems with these functions.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from everos_reflect.model import quoted_value
+
+
+def did_you_mean(name: str, choices: Iterable[str]) -> str:
+    """`` (did you mean 'x'?)`` for the choice closest to ``name``, else ``""``."""
+    close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def unknown(what: str, name: str, choices: Iterable[str]) -> str:
+    """``unknown key (did you mean 'top_k'?)``: ``what`` is the kind of name refused."""
+    return f"unknown {what}{did_you_mean(name, choices)}"
+
+
+def missing(what: str = "key") -> str:
+    """What a required key (or parameter) left out is told."""
+    return f"missing required {what}"
+
+
+def one_of(choices: Iterable[str], value: object) -> str:
+    """``must be one of: active, stale; got 'x'``: the choices as written, then the value
+    refused, quoted short."""
+    return f"must be one of: {', '.join(choices)}; got {quoted_value(value)}"
