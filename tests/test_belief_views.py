@@ -242,3 +242,24 @@ def test_resolve_of_an_id_of_another_kind_names_its_kind_and_what_resolve_takes(
         f"error: {entry_id} is {kind} id, not a relation id: "
         "resolve marks a self-contradiction edge resolved"), result.stderr
     assert "rel_ id" in result.stderr
+
+
+@pytest.mark.parametrize(("note", "said"), [
+    ("   ", "must not be empty"),
+    ("\u200b \u2060", "must not be empty"),
+    ("x " * 1499 + "x", "must be at most 2,000 characters, got 2,999"),
+])
+def test_a_resolution_note_the_core_refuses_is_a_bad_request_said_alike(
+        root: Path, beliefs_root: dict[str, str], note: str, said: str) -> None:
+    # a blank note was a 409 resolve_refused "a resolution needs a non-empty note" (the
+    # conflict of an edge already resolved) where an empty one was a 422 "note: must not be
+    # empty"; a long one "the note is 2999 characters; at most 2000" at the CLI
+    url = f"/api/v1/memory/relations/{beliefs_root['edge']}/resolve"
+    resp = call(root, "POST", url, json={"user_id": "ada", "note": note})
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["error"] == {"code": "invalid_request", "message": f"note: {said}"}
+    cli_said = run(root, "resolve", beliefs_root["edge"], "--note", note)
+    assert cli_said.exit_code == 1
+    assert cli_said.stderr.strip() == f"error: --note {said}"
+    again = call(root, "POST", url, json={"user_id": "ada", "note": "Dropped the pivot."})
+    assert again.status_code == 200  # nothing was written by the refused ones

@@ -48,17 +48,18 @@ def rt(root: Path) -> Runtime:
     runtime.close()
 
 
-def stale(rt: Runtime, *, judged: int, settled: int) -> tuple[list[Entry], list[Entry]]:
+def stale(rt: Runtime, *, judged: int, settled: int,
+          owner: UserRef = OWNER) -> tuple[list[Entry], list[Entry]]:
     """``judged`` stale insights citing two live Episodes (the model must judge them), then
     ``settled`` stale insights citing one live Episode and one deleted record (retired by
     the citation floor, no call), all written by the daemon; the judged ones have the lower
     ids, so they come first."""
-    eps = rt.store.append_many(OWNER, Kind.EPISODE, [
+    eps = rt.store.append_many(owner, Kind.EPISODE, [
         ({"timestamp": "2026-09-01T09:00:00+00:00", "parent_type": "memcell",
           "parent_id": f"mc_{k}"}, {"Subject": f"Deploy {k}", "Content": f"Deploy {k} failed."})
         for k in range(2)], day=date(2026, 9, 1))
     gone = "ep_20260801_0001"  # a record deleted since the insights were derived
-    made = rt.store.append_many(OWNER, Kind.INSIGHT, [
+    made = rt.store.append_many(owner, Kind.INSIGHT, [
         ({"timestamp": "2026-09-02T09:00:00+00:00", "depth": 1, "status": "stale",
           "stale_reason": f"evidence {gone} was deleted",
           "evidence": [eps[0].id, eps[1].id if k < judged else gone],
@@ -69,8 +70,8 @@ def stale(rt: Runtime, *, judged: int, settled: int) -> tuple[list[Entry], list[
     return made[:judged], made[judged:]
 
 
-def statuses(rt: Runtime) -> dict[str, str]:
-    return {e.id: provenance.status_of(e) for e in rt.store.entries(OWNER, Kind.INSIGHT)}
+def statuses(rt: Runtime, owner: UserRef = OWNER) -> dict[str, str]:
+    return {e.id: provenance.status_of(e) for e in rt.store.entries(owner, Kind.INSIGHT)}
 
 
 def test_insights_retired_without_a_call_do_not_use_up_the_run(rt: Runtime) -> None:
@@ -105,3 +106,23 @@ def test_once_the_calls_are_spent_the_insights_needing_none_are_still_settled(
     outcome = Engine(rt).trigger(NAME, timeout=120)
     assert outcome.status == "ok" and outcome.counts.get("kept") == 2
     assert model.calls == 4
+
+
+def test_once_the_calls_are_spent_the_next_owners_insights_needing_none_are_settled(
+        rt: Runtime) -> None:
+    """The run stopped at the first owner whose insight a limit held back: the owners after
+    it waited for the next run with insights that needed no call."""
+    other = UserRef.of("u_other")  # after u_cost
+    judged, _ = stale(rt, judged=3, settled=0)
+    _, settled = stale(rt, judged=0, settled=3, owner=other)
+    (rt.root / "ome.toml").write_text(f"[strategies.{NAME}]\nenabled = true\n"
+                                      "max_llm_calls = 2\n")
+    model = Holds()
+    rt.__dict__["llm"] = model
+    outcome = Engine(rt).trigger(NAME, timeout=120)
+    assert model.calls == 2
+    assert outcome.status == "partial"
+    assert outcome.error == "stopped early: max_llm_calls (2) reached"
+    assert outcome.counts == {"kept": 2, "retired": 3, "limit_reached": 1}
+    assert [statuses(rt)[e.id] for e in judged] == ["active", "active", "stale"]
+    assert {statuses(rt, other)[e.id] for e in settled} == {provenance.RETIRED}

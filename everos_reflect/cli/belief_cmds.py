@@ -103,6 +103,7 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
     from everos_reflect.markdown.parser import lookup_entry_id
     from everos_reflect.model import ENTRY_ID_RE, malformed_relation_id, quoted_value
     from everos_reflect.strategies.belief_views import (
+        InvalidNote,
         check_relation_id,
         owners_of,
         resolve_relation,
@@ -121,7 +122,10 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
     if len(refs) > 1:
         raise EverosError(f"{rel_id} exists for several users "
                           f"({', '.join(str(r) for r in refs)}): name one with --user")
-    row = {**_who(refs[0]), **resolve_relation(runtime, refs[0], rel_id, note)}
+    try:
+        row = {**_who(refs[0]), **resolve_relation(runtime, refs[0], rel_id, note)}
+    except InvalidNote as exc:  # as `add` says a blank --subject
+        raise EverosError(f"--note {exc.reason}") from None
     if as_json:
         emit_json(row)
     else:

@@ -11,12 +11,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.errors import EverosError, ResolveRefused, UnknownEntry
+from everos_reflect.errors import EverosError, InvalidEpisode, ResolveRefused, UnknownEntry
 from everos_reflect.model import (
     Entry,
     EntryId,
     Kind,
     UserRef,
+    blank,
     control_problem,
     format_timestamp,
     id_order,
@@ -110,19 +111,26 @@ def _a(kind: Kind) -> str:
     return ("an " if name[0] in "aeiou" else "a ") + name
 
 
+class InvalidNote(InvalidEpisode):
+    """A resolution's note is unusable (blank, too long, a control character): a bad request,
+    said as the API's request model says it (422 ``note: must not be empty``). A blank note
+    was a 409 "a resolution needs a non-empty note", the conflict of an edge already
+    resolved, while an empty one was that 422."""
+
+
 def resolve_relation(runtime: Runtime, ref: UserRef, rel_id: str, note: str) -> dict[str, Any]:
     """Mark an active edge ``resolved`` with a person's note (its own metadata; the
-    convictions it joins are not touched). Raises :class:`UnknownEntry` or
-    :class:`ResolveRefused`."""
+    convictions it joins are not touched). Raises :class:`UnknownEntry`,
+    :class:`InvalidNote` or :class:`ResolveRefused`."""
     check_relation_id(rel_id)
     problem = control_problem(str(note))  # before split(), which drops U+001C-U+001F
     if problem is not None:
-        raise ResolveRefused(f"the note {problem}")
+        raise InvalidNote("note", problem)
     note = " ".join(str(note).split())
-    if not note:
-        raise ResolveRefused("a resolution needs a non-empty note")
+    if blank(note):  # "\u200b" too: a resolution no one can read
+        raise InvalidNote("note", "must not be empty")
     if len(note) > MAX_NOTE:
-        raise ResolveRefused(f"the note is {len(note)} characters; at most {MAX_NOTE}")
+        raise InvalidNote("note", f"must be at most {MAX_NOTE:,} characters, got {len(note):,}")
     entry = runtime.store.get(ref, rel_id)  # an unknown id is refused before any lock file
     # read again and written under the relations log's lock, which the worldview's repair
     # holds to resolve edges: a repair between a read and a write outside it was overwritten
@@ -154,5 +162,5 @@ def owners_of(runtime: Runtime, rel_id: str, refs: list[UserRef]) -> list[UserRe
     return found
 
 
-__all__ = ["ResolveRefused", "check_relation_id", "owners_of", "relations", "resolve_relation",
-           "worldview"]
+__all__ = ["InvalidNote", "ResolveRefused", "check_relation_id", "owners_of", "relations",
+           "resolve_relation", "worldview"]
