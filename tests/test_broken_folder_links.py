@@ -12,38 +12,24 @@ from datetime import date
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from everos_reflect.cli.main import cli
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.errors import MarkdownError
 from everos_reflect.index.sync import Indexer
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import Kind
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
+from tests.link_fixtures import ANN, indexed_ann_root, run
 
-ANN = UserRef.of("u_ann")
 USERS = "default_app/default_project/users"
 GONE = "a symlink to {target}, which does not exist,"
 LOOP = "a symlink loop"
 
 
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args))
-
-
 @pytest.fixture
 def indexed(root: Path) -> Path:
     """Ann's root with one Episode, indexed."""
-    rt = Runtime(root, Settings(), embedder=HashEmbedder(32))
-    try:
-        rt.store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-11T09:00:00+00:00",
-                                              "parent_type": "memcell"},
-                        {"Subject": "Cats", "Content": "Ann has a cat."}, day=date(2026, 10, 11))
-        Indexer(rt).reindex()
-    finally:
-        rt.close()
-    return root
+    return indexed_ann_root(root)
 
 
 def _broken(root: Path, rel: str, loop: bool) -> str:

@@ -5,40 +5,21 @@ they said all was well while ``add`` failed."""
 from __future__ import annotations
 
 import json
-from datetime import date
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner, Result
 
-from everos_reflect.cli.main import cli
-from everos_reflect.embedding import HashEmbedder
-from everos_reflect.index.sync import Indexer
-from everos_reflect.model import Kind, UserRef
-from everos_reflect.runtime import Runtime
-from everos_reflect.settings import Settings
+from tests.link_fixtures import indexed_ann_root, run
 
-ANN = UserRef.of("u_ann")
 LOG = "default_app/default_project/users/u_ann/episodes/episode-2026-10-12.md"
 GOES = ("where a daily log goes: not read, and nothing is written to this log (add, "
         "Reflection, undo) until it is moved away")
 
 
-def run(*args: str) -> Result:
-    return CliRunner().invoke(cli, list(args))
-
-
 @pytest.fixture
 def indexed(root: Path) -> Path:
-    rt = Runtime(root, Settings(), embedder=HashEmbedder(32))
-    try:
-        rt.store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-11T09:00:00+00:00",
-                                              "parent_type": "memcell"},
-                        {"Subject": "Cats", "Content": "Ann has a cat."}, day=date(2026, 10, 11))
-        Indexer(rt).reindex()
-    finally:
-        rt.close()
-    return root
+    """Ann's root with one Episode, indexed."""
+    return indexed_ann_root(root)
 
 
 @pytest.mark.parametrize(("target", "said"), [
