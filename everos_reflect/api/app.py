@@ -7,10 +7,8 @@ store and the search module, and domain errors become 4xx JSON ``{"error": {"cod
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hmac
-import json
 import threading
 from dataclasses import asdict, is_dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -317,14 +315,10 @@ def shared_routes() -> tuple[BaseRoute, ...]:
 
     @router.get(f"{API}/ome/reports", dependencies=guarded)
     def reports(runtime: RuntimeDep, limit: LimitQuery = 20) -> dict[str, Any]:
-        from everos_reflect.index.reads import reflection_reports
+        from everos_reflect.index.audit import reflection_report_rows
 
-        out = []
-        for item in reflection_reports(runtime.db(), limit=limit):
-            with contextlib.suppress(ValueError):  # else shown as stored
-                item["source_members"] = json.loads(item["source_members"] or "[]")
-            out.append(item)
-        return {"data": {"reports": out}}
+        # the rows `reports --json` prints (a damaged `source_members` said so, not raw)
+        return {"data": {"reports": reflection_report_rows(runtime.db(), limit)}}
 
     @router.post(f"{API}/ome/undo", dependencies=guarded, responses=_WRITE_ERRORS)
     def undo(body: UndoRequest, runtime: RuntimeDep) -> dict[str, Any]:
