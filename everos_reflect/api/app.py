@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import hmac
+import re
 import threading
 from dataclasses import asdict, is_dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -38,7 +39,7 @@ from everos_reflect.api.models import (
 from everos_reflect.api.params import LimitQuery
 from everos_reflect.engine.engine import list_runs, strategies_status
 from everos_reflect.markdown.parser import lookup_entry_id
-from everos_reflect.model import UserRef, path_text, shown_names
+from everos_reflect.model import UserRef, path_text, shown_key, shown_names
 
 if TYPE_CHECKING:
     from everos_reflect.engine.engine import Engine
@@ -132,6 +133,20 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
                 415: "unsupported_media_type",
                 422: "invalid_request"}.get(exc.status_code, "http_error")
         message = str(exc.detail)
+        if exc.status_code == 404 and request.scope.get("route") is None:  # no route matched
+            problem = _path_parameter_problem(request)
+            if problem is not None:
+                try:  # the route it was meant for is behind the token: so is its answer
+                    _authorize(request)
+                except ApiError as refused:
+                    return await _on_api(request, refused)
+                return _error(422, ops.validation_code(problem),
+                              ops.validation_message(problem))
+            message = (f"no route {request.method} {shown_key(request.url.path)}: the routes "
+                       "are listed by GET /openapi.json")
+        elif exc.status_code == 405 and (exc.headers or {}).get("Allow"):
+            message = (f"{request.method} is not allowed on {shown_key(request.url.path)}: it "
+                       f"takes {exc.headers['Allow']}")  # "Method Not Allowed" named neither
         return _error(exc.status_code, code, message, **(exc.headers or {}))  # e.g. Allow
 
     @app.exception_handler(ApiError)
@@ -167,6 +182,26 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
     # up fields the other had just replaced (a KeyError, a 500 to the requests that raced)
     _query_names()
     return app
+
+
+def _path_parameter_problem(request: Request) -> list[dict[str, Any]] | None:
+    """The problem of a path parameter that made no route match, as the schema states one
+    (``path.entry_id: invalid entry id '../..'``), else ``None``. A parameter holding a
+    ``/`` (``/memory/explain/..%2F..``, decoded before routing) or none at all
+    (``/memory/explain/``) matched no route and was answered "Not Found", naming nothing,
+    where ``/memory/explain/..`` was told what an entry id is."""
+    path = request.scope.get("path", "")
+    for method, template in _query_names():  # every route, as the OpenAPI document has it
+        if method != request.method or "{" not in template:
+            continue
+        pattern = "".join(f"(?P<{part[1:-1]}>.*)" if part.startswith("{") else re.escape(part)
+                          for part in re.split(r"(\{\w+\})", template))
+        found = re.fullmatch(pattern, path, re.DOTALL)
+        if found is None:
+            continue
+        return [{"type": "string_pattern_mismatch", "loc": ("path", name), "input": value}
+                for name, value in found.groupdict().items()]
+    return None
 
 
 def _authorize(request: Request) -> None:
