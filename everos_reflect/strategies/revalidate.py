@@ -777,6 +777,11 @@ class RevalidateInsights(Strategy):
                 self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started,
                              "a 'revise' verdict without a revised text")
                 return
+            if verdict["verdict"] == "revise" and (
+                    problem := beliefs.text_problem(verdict["insight"])) is not None:
+                self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started,
+                             f"a 'revise' verdict: {problem}")
+                return
             if verdict["verdict"] != "retire" and len(verdict["evidence"]) < MIN_CITATIONS:
                 self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started)
                 return
