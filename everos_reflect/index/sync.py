@@ -42,7 +42,7 @@ from everos_reflect.index import events, handoff, rebuild
 from everos_reflect.index.db import PARSER_VERSION_KEY, transaction, utcnow_iso
 from everos_reflect.markdown import settling
 from everos_reflect.markdown.marks import foreign_marks
-from everos_reflect.markdown.parser import PARSER_VERSION, highest_seqs, parse_log
+from everos_reflect.markdown.parser import PARSER_VERSION, highest_seqs
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,
@@ -431,6 +431,7 @@ class Indexer:
                 conn.execute("DELETE FROM clusters")
                 _record_parser_version(conn)
             self.rt.vectors.reset()
+            self.rt.store.forget_parses()  # rebuilt from Markdown as read now, nothing held
             disk = self._disk_files()
             report = ScanReport(files_seen=len(disk))
             notify, self.notify_clusters, self._quiet = self.notify_clusters, False, True
@@ -476,6 +477,7 @@ class Indexer:
         with transaction(conn):
             conn.execute("UPDATE files SET mtime_ns = -1, sha256 = ''")
             _record_parser_version(conn)
+        self.rt.store.forget_parses()  # every log is read as if for the first time
         log.info("the index was read by %s; reading every log again with parser version %d",
                  f"parser version {row[0]}" if row else "an older parser", PARSER_VERSION)
         return True
@@ -755,7 +757,8 @@ class Indexer:
         except UnicodeDecodeError as exc:
             bad = Diagnostic(rel, *not_utf8(data, exc), severity="fatal")
             return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True), stats, read_ns)
-        parsed = replace(parse_log(text, rel, max_entry_bytes=limits.max_entry_bytes),
+        parsed = replace(self.rt.store.parse_text(text, rel,
+                                                  max_entry_bytes=limits.max_entry_bytes),
                          kind=kind, day=day)
         return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats,
                     read_ns, seqs=highest_seqs(text))
