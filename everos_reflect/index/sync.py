@@ -234,6 +234,12 @@ class FileSyncResult:
     problems: list[Diagnostic] = field(default_factory=list)
     removed: bool = False  # the file itself is gone from disk
     unchanged: bool = False  # stats moved but the bytes did not (e.g. a `touch`)
+    #: why the file was not read now (it kept changing while read, no permission …): its
+    #: index is as it was, and what it holds now is not searchable yet
+    not_read: str = ""
+    #: it was still being written after every settle wait (not read, or its missing entries
+    #: held): to be synced again once it stands still, without waiting for another edit
+    moving: bool = False
 
 
 @dataclass
@@ -305,6 +311,8 @@ class _Job:
     #: some of the log's changes left for the next sync (:meth:`Indexer._narrowed`): its
     #: ``files`` row is marked unread, so that sync finds the log changed and plans it again
     partial: bool = False
+    #: its log was still being written after every settle wait (:meth:`Indexer._settled`)
+    moving: bool = False
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     #: The highest sequence number of every id stem the file mentions (``id_watermark``).
     seqs: dict[str, int] = field(default_factory=dict)
@@ -709,8 +717,8 @@ class Indexer:
                  "indexed until it stands still", job.rel, len(job.plan.deletes))
         plan = replace(job.plan, deletes=[])
         if job.stat is None:  # gone for now: the next scan finds it gone or back
-            return replace(job, plan=plan, stat=(-1, 0, ""), partial=True)
-        return replace(job, plan=plan, partial=True)
+            return replace(job, plan=plan, stat=(-1, 0, ""), partial=True, moving=True)
+        return replace(job, plan=plan, partial=True, moving=True)
 
     def _prepare_once(self, path: Path) -> _Job | None:
         """Read and plan one file as it is now (:meth:`_prepare`)."""
@@ -815,6 +823,7 @@ class Indexer:
                 job = self._prepare_once(path)
             except OSError as exc:  # unreadable now (permissions, a vanished dir): next scan
                 log.warning("cannot read %s: %s", path, exc)
+                results.append(self._not_read_now(path, exc))
                 job = None
             if job is not None and self._in_flux(job):
                 unsettled.append(job)
@@ -841,6 +850,16 @@ class Indexer:
                 break
             results += self._sync_written(written)
         return results
+
+    def _not_read_now(self, path: Path, exc: OSError) -> FileSyncResult:
+        """The result of a log that could not be read now: said, not taken for a log that did
+        not change (an ``add`` answered as indexed an Episode no search found)."""
+        try:
+            rel = self.rt.store.rel(path)
+        except ValueError:
+            rel = str(path)
+        return FileSyncResult(rel, not_read=exc.strerror or str(exc),
+                              moving=exc.errno == errno.EAGAIN)
 
     def _narrowed(self, job: _Job, wanted: frozenset[str]) -> _Job:
         """``job`` cut down to the ``wanted`` entries when the rest of its log is more than a
@@ -1191,6 +1210,7 @@ def _result(job: _Job) -> FileSyncResult:
         problems=list(job.plan.problems),
         removed=job.stat is None,
         unchanged=job.only_stat,
+        moving=job.moving,
     )
 
 
