@@ -27,7 +27,7 @@ from everos_reflect.model import DailyLog
 
 #: Characters of log text the memo holds at most (all roots of the process together); a
 #: parse holds about three times that (the text, each entry's ``raw``, the values).
-MAX_HELD_CHARS = 24 << 20
+MAX_HELD_CHARS = 16 << 20
 #: Logs the memo holds at most.
 MAX_HELD_LOGS = 64
 
