@@ -44,6 +44,24 @@ def unknown(what: str, name: str, choices: Iterable[str], *, list_few: bool = Fa
     return f"unknown {what}" + (f" ({listed_by})" if listed_by else "")
 
 
+def json_type(value: object) -> str:
+    """JSON's word for the type of ``value`` as :mod:`json` reads it: a request's field, a
+    model's reply ("got null", not Python's "got NoneType")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "a value"
+
+
 def missing(what: str = "key") -> str:
     """What a required key (or parameter) left out is told."""
     return f"missing required {what}"
