@@ -169,8 +169,8 @@ def runs_cmd(root: str | None, limit: int, as_json: bool) -> None:
         rows = list_runs(runtime, limit=limit)
     finally:
         runtime.close()  # closed last, its connection takes away system.db-wal and -shm
-    if as_json:
-        emit_json(rows)
+    if as_json:  # what GET /api/v1/ome/runs answers under "data" (a bare list before)
+        emit_json({"runs": rows})
         return
     if not rows:
         say("no runs yet")
