@@ -589,6 +589,54 @@ class ExtractiveLLM:
         return FactsResult([s.text for s in kept], Usage())
 
 
+# --- versions read by words, for the clustering -------------------------------------------
+
+
+def tells_change(text: str) -> bool:
+    """Does a sentence of ``text`` tell that a state changed: an end ("Bea was let go.",
+    "quit her job", "no longer drives"), a change verb ("moved to Lyon") or what holds now
+    as against before ("cycles to work now")? Only such a text can be the later side of
+    :func:`tells_newer_version`; the clustering asks this first, as it costs one reading of
+    one text."""
+    if not any(r.search(text) for r in _CHANGE_MARKS):
+        return False  # what a sentence needs to tell one: most texts stop here, unread
+    return any(_marks_change(_Sentence(t, date.min, i))
+               for i, t in enumerate(split_sentences(text)))
+
+
+def _marks_change(s: _Sentence) -> bool:
+    """Does ``s`` tell that a state changed (see :func:`tells_change`)?"""
+    return not (s.question or s.wish or s.then or s.slot or s.passing) and (
+        s.ended is not None or s.dismissed or s.change is not None or _says_now(s))
+
+
+def tells_newer_version(earlier: str, later: str) -> bool:
+    """Does a sentence of ``later`` tell a change (:func:`tells_change`) that the offline
+    merge reads, by its words alone, as the newer version or the end of a fact a sentence
+    of ``earlier`` states: the same subject, and an end of what it names, a change of its
+    value, a negation flipped or most of its words (:func:`_versions` without sentence
+    vectors)? "Noor works at Arup." / "Noor was let go." (cosine 0.40 as indexed, under the
+    clustering's threshold): yes; "Noor works at Arup." / "Noor booked flights to Rome.":
+    no. Deterministic and free of any embedder, so the clustering decides the same in
+    every process and setting."""
+    old_texts = split_sentences(earlier)
+    person = _main_entity([earlier, later])
+    day = date(2000, 1, 1)
+    sentences: list[_Sentence] = []
+    for text, when in ((earlier, day), (later, date(2000, 1, 2))):
+        entity: str | None = None
+        for t in split_sentences(text):
+            t, entity = _resolve_pronoun(t, entity, person)
+            sentences.append(_Sentence(t, when, len(sentences)))
+    for s in sentences:
+        s.subject = _subject(s.text, person)
+        s.person = person.lower() if person else None
+        s.holder = _holder(s.text, person)
+    olds, news = sentences[:len(old_texts)], sentences[len(old_texts):]
+    return any(_versions(old, new, None, VERSION_COSINE)
+               for new in news if _marks_change(new) for old in olds)
+
+
 # --- sentences --------------------------------------------------------------------------
 
 
@@ -2241,3 +2289,7 @@ def _is_filler(text: str) -> bool:
     ]
     letters = sum(ch.isalpha() for ch in "".join(meaningful))
     return not meaningful or letters < 4
+
+#: The patterns one of which a sentence that tells a change matches (:func:`tells_change`):
+#: an end, a dismissal, a change verb, "now".
+_CHANGE_MARKS = (_ENDED_RE, _DISMISSAL_RE, _CHANGE_RE, _NOW_MARK_RE)
