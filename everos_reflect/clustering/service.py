@@ -658,7 +658,8 @@ class ClusterService:
                     continue
                 text_hash = e.text_hash
                 if row is None and e.parent_type != "cluster":
-                    if not tells_change(e.content or e.search_text):
+                    said = e.content or e.search_text  # its ``entries.text``
+                    if not tells_change(said):
                         run.append((e.id, ts, vec, text_hash))
                         continue
                     # it may join a cluster as the newer version of a member's fact: that
@@ -666,7 +667,7 @@ class ClusterService:
                     # in its place, the result is the same as one by one
                     self._assign_run(conn, ref, run, outcome)
                     outcome[e.id] = self._assign(conn, ref, e.id, normalize(vec), ts, text_hash,
-                                                 member=False).reason
+                                                 member=False, change=said).reason
                     continue
                 self._assign_run(conn, ref, run, outcome)
                 vec = normalize(vec)
@@ -1031,9 +1032,11 @@ class ClusterService:
         return self.runtime.vectors.get_vectors(Kind.EPISODE, ref, ids)
 
     def _assign(self, conn: _Write, ref: UserRef, entry_id: str, vec: np.ndarray, ts: float,
-                text_hash: str | None, *, member: bool = True) -> Decision:
+                text_hash: str | None, *, member: bool = True,
+                change: str | None = None) -> Decision:
         """Hot path: decide in memory, queue the writes. ``member=False`` when the caller knows
-        the Episode is in no cluster yet (saves a lookup)."""
+        the Episode is in no cluster yet (saves a lookup). ``change``: its text, when the caller
+        has it and knows it tells a change (saves reading and reading it again)."""
         if member:
             self._detach(conn, ref, entry_id)
         st = conn.state(ref)
@@ -1042,7 +1045,7 @@ class ClusterService:
                              rejoin_threshold=self.rejoin_threshold,
                              member_threshold=self.member_threshold)
         if decision.cluster_id is None:
-            decision = self._version_join(conn, ref, entry_id, vec, ts, st) or decision
+            decision = self._version_join(conn, ref, entry_id, vec, ts, st, change) or decision
         if decision.cluster_id is None:
             cid = self._free_cluster_id(conn, ref, entry_id)
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts))
@@ -1055,16 +1058,20 @@ class ClusterService:
         return decision
 
     def _version_join(self, conn: _Write, ref: UserRef, entry_id: str, vec: np.ndarray,
-                      ts: float, st: UserClusters) -> Decision | None:
+                      ts: float, st: UserClusters, change: str | None = None) -> Decision | None:
         """The cluster an Episode that would found a new one joins as the newer version of
         a member's fact (:func:`online.choose_version`), read from the texts SQLite holds,
-        as :meth:`recluster` reads them; None when it tells no change or nothing holds."""
-        row = conn.execute(
-            "SELECT text FROM entries WHERE app_id=? AND project_id=? AND user_id=? AND id=? "
-            "AND kind='episode'", (ref.app, ref.project, ref.user_id, entry_id)).fetchone()
-        if row is None or not tells_change(row["text"]):
-            return None
-        later = row["text"]
+        as :meth:`recluster` reads them; None when it tells no change or nothing holds.
+        ``change``: the Episode's text, known to tell a change (else read here)."""
+        later = change
+        if later is None:
+            row = conn.execute(
+                "SELECT text FROM entries WHERE app_id=? AND project_id=? AND user_id=? AND "
+                "id=? AND kind='episode'",
+                (ref.app, ref.project, ref.user_id, entry_id)).fetchone()
+            if row is None or not tells_change(row["text"]):
+                return None
+            later = row["text"]
         key = (ts, entry_id)
 
         def holds_partner(cid: str) -> bool:
