@@ -68,6 +68,10 @@ class Item:
     eid: str
     ts: float  # epoch seconds
     vector: np.ndarray
+    #: the Episode's text: placing one reads it (whether it tells a change of a fact, which
+    #: may join it to that fact's cluster under the threshold), so the cost is measured on
+    #: what a person wrote, not on a stand-in
+    text: str = ""
 
 
 # --------------------------------------------------------------------------- streams
@@ -89,7 +93,7 @@ def locomo_stream(path: str, cache: Path | None = None) -> tuple[list[Item], np.
             np.save(cache, vectors)
     if len(vectors) != len(eps):
         raise SystemExit(f"{cache} holds {len(vectors)} vectors for {len(eps)} Episodes")
-    items = [Item(e.user_id, f"ep_{n:07d}", e.timestamp.timestamp(), vectors[n])
+    items = [Item(e.user_id, f"ep_{n:07d}", e.timestamp.timestamp(), vectors[n], e.text)
              for n, e in enumerate(eps)]
     return items, vectors
 
@@ -105,7 +109,8 @@ def one_owner_stream(base: list[Item], scale: int, seed: int = 0) -> list[Item]:
     when = [base[i % len(base)].ts + (i // len(base)) * 400 * DAY for i in range(n)]
     # LoCoMo spans more than 400 days, so repeats overlap: deliver in time order (ids follow)
     order = sorted(range(n), key=lambda i: (when[i], i))
-    return [Item("one", f"ep_{k:07d}", when[i], vecs[i]) for k, i in enumerate(order)]
+    return [Item("one", f"ep_{k:07d}", when[i], vecs[i], base[i % len(base)].text)
+            for k, i in enumerate(order)]
 
 
 # --------------------------------------------------------------------------- EverAlgo
@@ -195,7 +200,7 @@ def _entries(items: Sequence[Item]) -> dict[str, Entry]:
         e = out[it.eid] = Entry(it.eid, Kind.EPISODE,
                                 {"owner_id": it.owner, "timestamp": format_timestamp(when),
                                  "parent_type": "memcell"},
-                                {"Subject": it.eid, "Content": f"episode {it.eid}"})
+                                {"Subject": it.eid, "Content": it.text or f"episode {it.eid}"})
         _ = e.timestamp, e.text_hash
     return out
 
