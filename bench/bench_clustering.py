@@ -205,6 +205,20 @@ def _entries(items: Sequence[Item]) -> dict[str, Entry]:
     return out
 
 
+def _index_rows(conn: sqlite3.Connection, items: Sequence[Item], refs: dict[str, UserRef]
+                ) -> None:
+    """The ``entries`` rows the indexer writes before it hands a batch to the clustering,
+    all before timing: the join of a fact's newer version reads cluster members' texts
+    there, as in the daemon."""
+    with conn:
+        conn.executemany(
+            "INSERT INTO entries (app_id, project_id, user_id, id, kind, path, owner_id, ts, "
+            "text, parent_type, content_hash, text_hash) "
+            "VALUES (?, ?, ?, ?, 'episode', 'bench.md', ?, ?, ?, 'memcell', '', '')",
+            [(refs[it.owner].app, refs[it.owner].project, refs[it.owner].user_id, it.eid,
+              it.owner, it.ts, it.text or f"episode {it.eid}") for it in items])
+
+
 def run_ours(items: Sequence[Item], settings: Settings, batch: int,
              consolidate_days: float = 0.0) -> dict[str, Any]:
     """CPU seconds per assignment (a batch's time spread over its items), labels, counts.
@@ -219,6 +233,7 @@ def run_ours(items: Sequence[Item], settings: Settings, batch: int,
         refs = {o: UserRef.of(o) for o in {it.owner for it in items}}
         for it in items:  # the stored vectors (LanceDB in the daemon), all before timing
             rt.vectors.data[(refs[it.owner], it.eid)] = it.vector
+        _index_rows(rt.db(), items, refs)
         per_item: list[float] = []
         consolidations = 0
         next_consolidation = items[0].ts + consolidate_days * DAY if items else 0.0
