@@ -1,6 +1,7 @@
 """How long an ``add`` waits while Reflection runs: idle against during, measured in one run.
 
     python bench/add_during_reflect.py /path/to/locomo10.json [--adds 40] [--samples N]
+        [--tree PATH --tree PATH [--rounds R]]
 
 Builds a LoCoMo root (observation Episodes and their facts) in a temporary folder, indexes it
 (``reindex``: entries and clusters), starts ``everos-reflect serve`` on it (the watcher, the
@@ -13,6 +14,12 @@ client waits for the answer, which indexes the Episode before it answers):
 
 Prints p50 / p95 / max of both, how many adds answered ``indexed: false``, and the run's
 length. Asserts nothing. The embedder is the shipped one (the bundled MiniLM).
+
+``--tree`` (twice or more): compare checkouts under the same load. The root is built and
+indexed once; each run serves a fresh copy of it with one tree's code (``PYTHONPATH``), the
+trees taking turns in each round (A B, then B A, ...), so machine load that drifts over the
+minutes falls on both alike. Figures are printed per run and, at the end, per tree over all
+its runs.
 """
 
 from __future__ import annotations
@@ -93,44 +100,24 @@ def _figures(label: str, times: list[float]) -> str:
             f"p95 {p95 * 1000:7.0f} ms, max {ordered[-1] * 1000:7.0f} ms")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("locomo", help="locomo10.json")
-    parser.add_argument("--adds", type=int, default=40, help="idle adds")
-    parser.add_argument("--samples", type=int, default=0,
-                        help="LoCoMo conversations to use (0: all ten)")
-    parser.add_argument("--keep", action="store_true", help="keep the temporary root")
-    args = parser.parse_args()
-
-    tmp = Path(tempfile.mkdtemp(prefix="everos-bench-add-"))
-    root = tmp / "root"
-    root.mkdir()
+def _serve_and_time(root: Path, tmp: Path, adds: int, code: Path | None,
+                   label: str) -> tuple[list[float], list[float]]:
+    """Serve ``root`` (with the code of the checkout ``code``, else this one's) and time the
+    idle adds, then the adds during a forced Reflection run; (idle, during) in seconds."""
     env = {**os.environ, "EVEROS_ROOT": str(root)}
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     exe = [sys.executable, "-m", "everos_reflect.cli.main"]
-    proc: subprocess.Popen[bytes] | None = None
+    port = _free_port()
+    env["EVEROS_SERVER__PORT"] = str(port)
+    log = (tmp / f"serve-{label}.log").open("wb")
+    proc = subprocess.Popen([*exe, "serve", "--root", str(root)], env=env,
+                            stdout=log, stderr=subprocess.STDOUT, cwd=code or None)
     try:
-        rows = lm.load(args.locomo)
-        if args.samples:
-            rows = rows[: args.samples]
-        built = locomo_root.write_root(root, lm.episodes(rows), locomo_root.observations(rows),
-                                       bulk=True)
-        (root / "ome.toml").write_text("[strategies.reflect_episodes]\nenabled = false\n"
-                                       "max_clusters_per_run = 1000\n")
-        print(f"root: {built.episodes} episodes, {built.facts} facts, {len(built.users)} users")
-        started = time.perf_counter()
-        subprocess.run([*exe, "reindex", "--root", str(root)], env=env, check=True,
-                       stdout=subprocess.DEVNULL)
-        print(f"reindex: {time.perf_counter() - started:.1f} s")
-
-        port = _free_port()
-        env["EVEROS_SERVER__PORT"] = str(port)
-        log = (tmp / "serve.log").open("wb")
-        proc = subprocess.Popen([*exe, "serve", "--root", str(root)], env=env,
-                                stdout=log, stderr=subprocess.STDOUT)
         _wait_up(port, proc)
         adder = Adder(port)
         adder.add()  # warm-up: the first add loads what the process loads once
-        idle = [adder.add() for _ in range(args.adds)]
+        idle = [adder.add() for _ in range(adds)]
         idle_not = adder.not_indexed
 
         outcome: dict[str, Any] = {}
@@ -148,17 +135,77 @@ def main() -> None:
         while runner.is_alive():
             during.append(adder.add())
         runner.join()
-        print(_figures("idle  ", idle) + f", not indexed {idle_not}")
-        print(_figures("during", during) + f", not indexed {adder.not_indexed - idle_not}")
-        print(f"reflection: {outcome.get('status')} in {outcome.get('seconds', 0):.1f} s, "
-              f"counts {outcome.get('counts')}")
+        print(f"[{label}]")
+        print("  " + _figures("idle  ", idle) + f", not indexed {idle_not}")
+        print("  " + _figures("during", during)
+              + f", not indexed {adder.not_indexed - idle_not}")
+        print(f"  reflection: {outcome.get('status')} in {outcome.get('seconds', 0):.1f} s, "
+              f"counts {outcome.get('counts')}", flush=True)
+        return idle, during
     finally:
-        if proc is not None:
-            proc.terminate()
-            try:
-                proc.wait(30)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("locomo", help="locomo10.json")
+    parser.add_argument("--adds", type=int, default=40, help="idle adds")
+    parser.add_argument("--samples", type=int, default=0,
+                        help="LoCoMo conversations to use (0: all ten)")
+    parser.add_argument("--tree", action="append", default=[], type=Path,
+                        help="a checkout to serve with (repeat to compare, taking turns)")
+    parser.add_argument("--rounds", type=int, default=1, help="runs per tree (with --tree)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary root")
+    args = parser.parse_args()
+
+    tmp = Path(tempfile.mkdtemp(prefix="everos-bench-add-"))
+    built_root = tmp / "built"
+    built_root.mkdir()
+    trees: list[Path | None] = [t.resolve() for t in args.tree] or [None]
+    exe = [sys.executable, "-m", "everos_reflect.cli.main"]
+    try:
+        rows = lm.load(args.locomo)
+        if args.samples:
+            rows = rows[: args.samples]
+        built = locomo_root.write_root(built_root, lm.episodes(rows),
+                                       locomo_root.observations(rows), bulk=True)
+        (built_root / "ome.toml").write_text("[strategies.reflect_episodes]\nenabled = false\n"
+                                             "max_clusters_per_run = 1000\n")
+        print(f"root: {built.episodes} episodes, {built.facts} facts, {len(built.users)} users")
+        env = {**os.environ, "EVEROS_ROOT": str(built_root)}
+        if trees[0] is not None:
+            env["PYTHONPATH"] = str(trees[0])
+        started = time.perf_counter()
+        subprocess.run([*exe, "reindex", "--root", str(built_root)], env=env, check=True,
+                       stdout=subprocess.DEVNULL)
+        print(f"reindex: {time.perf_counter() - started:.1f} s", flush=True)
+
+        runs = 0
+        totals: dict[str, tuple[list[float], list[float]]] = {}
+        for n in range(args.rounds if args.tree else 1):
+            order = trees if n % 2 == 0 else trees[::-1]
+            for tree in order:
+                runs += 1
+                name = str(tree) if tree is not None else "this checkout"
+                root = tmp / f"run{runs}"
+                shutil.copytree(built_root, root, symlinks=True)
+                idle, during = _serve_and_time(root, tmp, args.adds, tree,
+                                               f"{name}, round {n + 1}")
+                shutil.rmtree(root, ignore_errors=True)
+                sums = totals.setdefault(name, ([], []))
+                sums[0].extend(idle)
+                sums[1].extend(during)
+        if len(totals) > 1 or args.rounds > 1:
+            print("all runs, per tree:")
+            for name, (idle, during) in totals.items():
+                print(f"[{name}]")
+                print("  " + _figures("idle  ", idle))
+                print("  " + _figures("during", during))
+    finally:
         if args.keep:
             print(f"kept {tmp}")
         else:

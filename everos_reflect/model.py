@@ -918,13 +918,60 @@ OTHER_LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 LINE_BREAKS_AS_NEWLINES = {ord(c): "\n" for c in OTHER_LINE_BREAKS} | {0x2029: "\n\n"}
 
 
+#: The bidi classes of the explicit embeddings, overrides and isolates (U+202A-U+202E,
+#: U+2066-U+2069): they display the text after them in another order than it is stored and
+#: read ("Trojan Source"). The implicit marks (LRM, RLM, ALM) are ordinary right-to-left
+#: writing and are not among them.
+_EXPLICIT_BIDI = frozenset({"LRE", "RLE", "LRO", "RLO", "PDF", "LRI", "RLI", "FSI", "PDI"})
+#: The format characters ordinary writing needs although they show nothing themselves: the
+#: joiners (emoji sequences, Persian and Indic spelling) and the soft hyphen (a hyphen where a
+#: line breaks). Every other invisible one is refused (:func:`hidden_format`).
+_WRITING_FORMAT = frozenset("\u00ad\u200c\u200d")
+
+
+def hidden_format(char: str) -> bool:
+    """Whether ``char`` is an invisible formatting character no new text may hold: a Unicode
+    format character (``Cf``) that is a bidi embedding, override or isolate, or that shows
+    nothing and takes no part in the order of the text (bidi class ``BN`` or ``ON``: zero-width
+    space, word joiner, BOM, tag characters, interlinear annotation), but the joiners and the
+    soft hyphen. The format characters that show a sign (the Arabic number signs) or are
+    ordinary right-to-left marks (bidi class ``L``, ``R``, ``AL``, ``AN``) are text. Such a
+    character makes a record read differently from what it stores: reordered on screen, or
+    words no one sees that a search or a model reads."""
+    if char in _WRITING_FORMAT or unicodedata.category(char) != "Cf":
+        return False
+    return unicodedata.bidirectional(char) in _EXPLICIT_BIDI | {"BN", "ON"}
+
+
+def hidden_format_problem(value: str, shown: str = "") -> str | None:
+    """``"holds U+202E (RIGHT-TO-LEFT OVERRIDE) at character 7, an invisible formatting
+    character ..."`` for the first :func:`hidden_format` character of ``value`` (characters
+    counted from 1) that ``shown`` does not hold, ``None`` when it has none. ``shown``: the
+    text a model was given, whose characters a reply copying it may keep (a narrative
+    restating a hand-written source; ``lint`` warns of the source). Only the distinct
+    characters of a text that is not ASCII are looked up."""
+    if value.isascii():
+        return None
+    found = [c for c in set(value) if hidden_format(c) and c not in shown]
+    if not found:
+        return None
+    at = min(value.index(c) for c in found)
+    char = value[at]
+    name = unicodedata.name(char, "format character")
+    return (f"holds U+{ord(char):04X} ({name}) at character {at + 1:,}, an invisible "
+            "formatting character that makes the text display or read differently from what "
+            "is stored: remove it")
+
+
 def control_problem(value: str) -> str | None:
     """``"holds the control character U+0000"`` for the first control character of ``value``
-    (see :data:`CONTROL_CHARS`), or what :func:`surrogate_problem` says; ``None`` when it has
-    neither. Every edge words it the same way."""
+    (see :data:`CONTROL_CHARS`), or what :func:`surrogate_problem` or
+    :func:`hidden_format_problem` says; ``None`` when it has none of them. Every edge words it
+    the same way."""
     found = CONTROL_CHARS.search(value)
-    if found is None:
-        return surrogate_problem(value)
+    if found is None:  # a text of nothing but invisible ones is refused as empty, as before
+        return surrogate_problem(value) or (None if blank(value) else
+                                            hidden_format_problem(value))
     return f"holds the control character U+{ord(found.group()):04X}"
 
 

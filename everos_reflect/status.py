@@ -180,6 +180,7 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
         "config": config_doc,
         "index": _index_lag(runtime) if source == "index" else unreadable,
         "merges": _merges(runtime, engine) if source == "index" else None,
+        "insights": _insights(runtime, engine) if source == "index" else None,
         "strategies": rows,
     }
 
@@ -336,6 +337,18 @@ def _merges(runtime: Runtime, engine: Engine | None = None) -> dict[str, Any] | 
     except (EverosError, sqlite3.Error, OSError) as exc:
         merges["set_aside"] = {"error": error_text(exc, runtime.root)}
     return merges
+
+
+def _insights(runtime: Runtime, engine: Engine | None = None) -> dict[str, Any]:
+    """The stale insights revalidation holds back as deeper than ``max_depth``
+    (``held_too_deep``): without it a person saw an insight stay stale for good and no
+    word of why, or of the setting that brings it back."""
+    from everos_reflect.strategies.revalidate import held_too_deep
+
+    try:
+        return {"held_too_deep": [h.to_json() for h in held_too_deep(runtime, engine)]}
+    except (EverosError, sqlite3.Error, OSError) as exc:
+        return {"error": error_text(exc, runtime.root)}
 
 
 def _merge_consistency(runtime: Runtime, engine: Engine | None = None) -> dict[str, Any] | None:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import httpx
 
 from everos_reflect.api.app import create_app
+from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.engine.engine import Engine
 from everos_reflect.runtime import Runtime
 
@@ -25,6 +27,17 @@ class ApiClient:
                 return await c.request(method, url, **kwargs)
 
         return asyncio.run(go())
+
+
+def call_once(root: Path, method: str, url: str, *, dim: int = 64,
+              **kwargs: Any) -> httpx.Response:
+    """One request to the API on a runtime opened for it and closed after, as a client of a
+    freshly started daemon sees the root (hash embedder of ``dim``)."""
+    runtime = Runtime(root, embedder=HashEmbedder(dim))
+    try:
+        return ApiClient(runtime)(method, url, **kwargs)
+    finally:
+        runtime.close()
 
 
 def add_episode(call: ApiClient, user: str, subject: str, content: str, timestamp: str) -> str:

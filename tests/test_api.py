@@ -14,8 +14,6 @@ import httpx
 import pytest
 
 from everos_reflect.embedding.base import HashEmbedder
-from everos_reflect.engine import registry
-from everos_reflect.engine.registry import RunContext, Strategy
 from everos_reflect.errors import UnknownEntry
 from everos_reflect.index.db import utcnow_iso
 from everos_reflect.index.sync import Indexer
@@ -23,21 +21,13 @@ from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import ServerSettings, Settings
 from tests.api_client import ApiClient
-
-
-class Quick(Strategy):
-    name = "api_test"
-    description = "answers at once"
-
-    def run(self, ctx: RunContext) -> dict[str, int]:
-        return {"touched": 1}
+from tests.engine_fixtures import Quick, registered
 
 
 @pytest.fixture(autouse=True)
 def quick() -> Iterator[None]:
-    registry.register(Quick)
-    yield
-    registry.unregister("api_test")
+    with registered(Quick):
+        yield
 
 
 def make_runtime(root: Path, token: str | None = None) -> Runtime:
@@ -83,12 +73,12 @@ def test_health_answers_a_head_probe(call: Client) -> None:
 
 
 def test_trigger_disabled_then_forced(call: Client) -> None:
-    resp = call("POST", "/api/v1/ome/trigger", json={"name": "api_test"})
+    resp = call("POST", "/api/v1/ome/trigger", json={"name": Quick.name})
     assert resp.status_code == 200
     assert resp.json()["status"] == "disabled"
-    resp = call("POST", "/api/v1/ome/trigger", json={"name": "api_test", "force": True})
+    resp = call("POST", "/api/v1/ome/trigger", json={"name": Quick.name, "force": True})
     body = resp.json()
-    assert (body["status"], body["name"], body["counts"]) == ("ok", "api_test", {"touched": 1})
+    assert (body["status"], body["name"], body["counts"]) == ("ok", Quick.name, {"touched": 1})
     assert body["run_id"].startswith("run_")
 
 
@@ -104,9 +94,9 @@ def test_trigger_unknown_strategy_is_404(call: Client) -> None:
     ("body", "fragment"),
     [
         ({}, "name"),
-        ({"name": "api_test", "timeout": "soon"}, "timeout"),
-        ({"name": "api_test", "timeout": -1}, "timeout"),
-        ({"name": "api_test", "forse": True}, "forse"),
+        ({"name": Quick.name, "timeout": "soon"}, "timeout"),
+        ({"name": Quick.name, "timeout": -1}, "timeout"),
+        ({"name": Quick.name, "forse": True}, "forse"),
         ([1, 2], "body"),
     ],
 )
@@ -378,9 +368,9 @@ def test_bad_searches_are_4xx(call: Client, body: dict, fragment: str) -> None:
 
 def test_strategies_and_runs(call: Client) -> None:
     run_id = call("POST", "/api/v1/ome/trigger",
-                  json={"name": "api_test", "force": True}).json()["run_id"]
+                  json={"name": Quick.name, "force": True}).json()["run_id"]
     rows = call("GET", "/api/v1/ome/strategies").json()["data"]["strategies"]
-    mine = next(r for r in rows if r["name"] == "api_test")
+    mine = next(r for r in rows if r["name"] == Quick.name)
     assert (mine["enabled"], mine["next_run"]) == (False, None)
     assert mine["last_run"]["id"] == run_id
     assert mine["last_run"]["status"] == "ok"
@@ -455,7 +445,7 @@ def test_token_is_required_when_configured(root: Path) -> None:
     assert wrong.status_code == 401
     ok = call("GET", "/api/v1/ome/runs", headers={"Authorization": "Bearer s3cret"})
     assert ok.status_code == 200
-    resp = call("POST", "/api/v1/ome/trigger", json={"name": "api_test", "force": True},
+    resp = call("POST", "/api/v1/ome/trigger", json={"name": Quick.name, "force": True},
                 headers={"Authorization": "Bearer s3cret"})
     assert resp.json()["status"] == "ok"
     rt.close()

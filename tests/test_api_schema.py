@@ -76,16 +76,18 @@ def test_text_patterns_refuse_what_the_write_refuses_as_empty(openapi: dict[str,
     # schemathesis now and then sent a "valid" request answered 422 (a flaky CI).
     import re
 
-    from everos_reflect.model import blank
+    from everos_reflect.model import blank, hidden_format_problem
 
     tasks = _body_schema(openapi, "/api/v1/tasks")["properties"]
     episode = _body_schema(openapi, "/api/v1/memory/episodes")["properties"]
     patterns = [tasks["goal"]["pattern"], tasks["errors"]["items"]["pattern"],
                 episode["subject"]["pattern"], episode["content"]["pattern"]]
     for text in ["\ufeff", "\u200b \u200d", "\u00ad", "\U000e0001\U000e0020", " \u2060 ",
-                 "a", "\ufeffa", "x\u200b", "\U0001d173b"]:
+                 "a", "\ufeffa", "x\u200b", "\U0001d173b", "a\u202eb", "\u200fa\u200d"]:
+        # refused as empty, or for an invisible formatting character, as the write refuses
+        refused = blank(text) or hidden_format_problem(text) is not None
         for pattern in patterns:
-            assert (re.search(pattern, text) is None) == blank(text), (text, pattern)
+            assert (re.search(pattern, text) is None) == refused, (text, pattern)
 
 
 def test_every_operation_documents_its_error_answers(openapi: dict[str, Any]) -> None:

@@ -3,7 +3,6 @@ over convictions and edges written straight into the Markdown."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -12,15 +11,14 @@ import httpx
 import pytest
 from click.testing import CliRunner, Result
 
-from everos_reflect.api.app import create_app
 from everos_reflect.cli import belief_cmds
 from everos_reflect.cli.common import existing_root
 from everos_reflect.cli.main import cli
 from everos_reflect.embedding.base import HashEmbedder
-from everos_reflect.engine.engine import Engine
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
+from tests.api_client import call_once
 
 ADA = UserRef.of("ada")
 TS = "2026-10-12T09:00:00+00:00"
@@ -138,7 +136,8 @@ def test_relations_filter_by_status(root: Path, beliefs_root: dict[str, str]) ->
     assert rows[0]["between"] == [beliefs_root["new"], beliefs_root["commit"]]
     assert len(json.loads(run(root, "relations", "--json").stdout)["relations"]) == 2
     bad = run(root, "relations", "--status", "bogus")
-    assert bad.exit_code == 1 and "unknown status 'bogus'" in bad.stderr
+    assert bad.exit_code == 2 and ("must be one of: active, resolved, stale, retired; got "
+                                   "'bogus'") in bad.stderr
 
 
 def test_resolve_marks_the_edge_and_leaves_the_convictions(
@@ -160,18 +159,7 @@ def test_resolve_marks_the_edge_and_leaves_the_convictions(
 
 
 def call(root: Path, method: str, url: str, **kwargs: Any) -> httpx.Response:
-    rt = Runtime(root, embedder=HashEmbedder(32))
-    app = create_app(rt, Engine(rt))
-
-    async def go() -> httpx.Response:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-            return await c.request(method, url, **kwargs)
-
-    try:
-        return asyncio.run(go())
-    finally:
-        rt.close()
+    return call_once(root, method, url, dim=32, **kwargs)
 
 
 def test_api_worldview_relations_and_resolve(root: Path, beliefs_root: dict[str, str]) -> None:

@@ -15,7 +15,7 @@ import pytest
 from everos_reflect.clustering.online import VERSION_FLOOR, choose_version
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.index import db as dbmod
-from everos_reflect.llm.extractive import tells_change, tells_newer_version
+from everos_reflect.llm.extractive import VERSION_SENTENCES, tells_change, tells_newer_version
 from everos_reflect.settings import ClusteringSettings
 from tests.test_cluster_service import REF, FakeRuntime, episode, snapshot
 
@@ -125,3 +125,16 @@ def test_choose_version_takes_the_most_similar_cluster_holding_a_partner() -> No
     assert choose_version(["cl_b"], np.array([0.3]), np.zeros(1), np.zeros(1), np.ones(1),
                           8 * day, window_seconds=7 * day, floor=0.25,
                           holds_partner=held.__contains__) is None
+
+
+def test_only_the_first_sentences_of_a_text_are_read_for_a_version() -> None:
+    # an Episode may hold thousands of sentences (max_entry_bytes), and the clustering
+    # reads each against every member of its window, each sentence against each: 300
+    # against 300 took 8 s, a 256 KiB pair minutes, inside the indexer
+    films = [f"Noor saw film number {i}." for i in range(VERSION_SENTENCES)]
+    late = " ".join([*films, LET_GO])
+    in_time = " ".join([*films[1:], LET_GO])
+    assert not tells_change(late) and not tells_newer_version(JOB, late)
+    assert tells_change(in_time) and tells_newer_version(JOB, in_time)
+    assert not tells_newer_version(" ".join([*films, JOB]), LET_GO)
+    assert tells_newer_version(" ".join([*films[1:], JOB]), LET_GO)

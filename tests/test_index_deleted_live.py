@@ -21,32 +21,22 @@ from pathlib import Path
 import pytest
 
 from everos_reflect.embedding.base import HashEmbedder
-from everos_reflect.engine import registry
-from everos_reflect.engine.registry import RunContext, Strategy
 from everos_reflect.index import db as dbmod
 from everos_reflect.index.sync import Indexer
 from everos_reflect.index.watcher import Watcher
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 from tests.api_client import ApiClient, add_episode
+from tests.engine_fixtures import Quick, registered
 from tests.waiting import wait_for
 
 USER = "u_andrew"
 
 
-class Quick(Strategy):
-    name = "index_deleted_test"
-    description = "answers at once"
-
-    def run(self, ctx: RunContext) -> dict[str, int]:
-        return {"touched": 1}
-
-
 @pytest.fixture(autouse=True)
 def quick() -> Iterator[None]:
-    registry.register(Quick)
-    yield
-    registry.unregister(Quick.name)
+    with registered(Quick):
+        yield
 
 
 @pytest.fixture

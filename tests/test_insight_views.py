@@ -3,21 +3,18 @@ over several kinds with stale insights left out unless asked."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
-import httpx
 from click.testing import CliRunner, Result
 
-from everos_reflect.api.app import create_app
 from everos_reflect.cli.main import cli
 from everos_reflect.embedding.base import HashEmbedder
-from everos_reflect.engine.engine import Engine
 from everos_reflect.index.search import search
 from everos_reflect.index.sync import Indexer
 from everos_reflect.runtime import Runtime
+from tests.api_client import call_once as call
 from tests.test_provenance import DEV, edit_file, setup
 
 
@@ -25,19 +22,6 @@ def run(root: Path, *args: str) -> Result:
     return CliRunner().invoke(cli, [*args, "--root", str(root)])
 
 
-def call(root: Path, method: str, url: str, **kwargs: Any) -> httpx.Response:
-    rt = Runtime(root, embedder=HashEmbedder(64))
-    app = create_app(rt, Engine(rt))
-
-    async def go() -> httpx.Response:
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://test") as c:
-            return await c.request(method, url, **kwargs)
-
-    try:
-        return asyncio.run(go())
-    finally:
-        rt.close()
 
 
 def test_explain_walks_the_citation_tree_down_to_dated_episodes(root: Path) -> None:

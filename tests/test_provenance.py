@@ -92,17 +92,24 @@ def test_a_deleted_evidence_makes_the_insight_stale(root: Path) -> None:
     assert status(rt, second.id)[0] == "stale"
 
 
-def test_a_log_caught_mid_write_leaves_the_insights_citing_it_active(root: Path) -> None:
-    """Synced while a writer was still rewriting it (its last entry not closed yet), a log
-    lost the entries past the cut from the index, and every insight citing them went stale
-    for good ("was deleted"), also once the write completed."""
+def _three_reverts_cited(root: Path) -> tuple[Runtime, list[Entry], Entry, Indexer, Path, str]:
+    """Three Episodes of one day, an insight citing all three, indexed; with the day's log
+    (where the second one is) and its text."""
     rt = make_runtime(root, ExtractiveLLM())
     eps = [add_episode(rt, DEV, f"2026-09-02T1{h}:00:00+00:00", f"Revert {h}",
                        f"The user reverted an auth change at 1{h}:00.") for h in (0, 1, 2)]
     cited = insight(rt, "All three reverts touched auth.", eps)
     indexer = Indexer(rt)
     indexer.scan()
-    path = rt.store.path_for_id(DEV, eps[0].id)
+    path = rt.store.path_for_id(DEV, eps[1].id)
+    return rt, eps, cited, indexer, path, path.read_text()
+
+
+def test_a_log_caught_mid_write_leaves_the_insights_citing_it_active(root: Path) -> None:
+    """Synced while a writer was still rewriting it (its last entry not closed yet), a log
+    lost the entries past the cut from the index, and every insight citing them went stale
+    for good ("was deleted"), also once the write completed."""
+    rt, eps, cited, indexer, path, _ = _three_reverts_cited(root)
     whole = path.read_bytes()
     for cut in (f"<!-- /entry:{eps[2].id} -->", "## Content\nThe user reverted an auth "
                                                  "change at 11"):
@@ -123,13 +130,7 @@ def test_a_log_cut_inside_an_opening_marker_leaves_the_insights_citing_it_active
     """Caught while the next entry's opening marker line was being written, a log lost every
     entry from there on from the index (its text ended between entries, not inside one), and
     the insight citing them went stale for good."""
-    rt = make_runtime(root, ExtractiveLLM())
-    eps = [add_episode(rt, DEV, f"2026-09-02T1{h}:00:00+00:00", f"Revert {h}",
-                       f"The user reverted an auth change at 1{h}:00.") for h in (0, 1, 2)]
-    cited = insight(rt, "All three reverts touched auth.", eps)
-    indexer = Indexer(rt)
-    indexer.scan()
-    path = rt.store.path_for_id(DEV, eps[0].id)
+    rt, eps, cited, indexer, path, _ = _three_reverts_cited(root)
     whole = path.read_bytes()
     cut = whole.index(f"<!-- entry:{eps[1].id} -->".encode())
     path.write_bytes(whole[:cut] + written.encode())
@@ -166,19 +167,6 @@ UNREADABLE = {
                           "timestamp: 2026-13-45T11:00:00+00:00"),
     "frontmatter typo": ("type: episode_daily", "type: [episode_daily"),
 }
-
-
-def _three_reverts_cited(root: Path) -> tuple[Runtime, list[Entry], Entry, Indexer, Path, str]:
-    """Three Episodes of one day, an insight citing all three, indexed; with the day's log
-    (where the second one is) and its text."""
-    rt = make_runtime(root, ExtractiveLLM())
-    eps = [add_episode(rt, DEV, f"2026-09-02T1{h}:00:00+00:00", f"Revert {h}",
-                       f"The user reverted an auth change at 1{h}:00.") for h in (0, 1, 2)]
-    cited = insight(rt, "All three reverts touched auth.", eps)
-    indexer = Indexer(rt)
-    indexer.scan()
-    path = rt.store.path_for_id(DEV, eps[1].id)
-    return rt, eps, cited, indexer, path, path.read_text()
 
 
 def _without_second(whole: str, eps: list[Entry]) -> str:

@@ -61,15 +61,20 @@ def _read_only(tmp_path: Path, root: Path,
              "rc": (out / f"{n}.rc").read_text().strip()} for n in range(len(commands))]
 
 
-def test_read_only_root_is_searched_as_indexed_and_writes_are_refused(tmp_path: Path) -> None:
+def _indexed_root(tmp_path: Path) -> tuple[Path, str]:
+    """A root with one Episode (u1, 2026-10-12) added and indexed; returns it and the id."""
     root = tmp_path / "root"
     assert _cli(tmp_path, "init", str(root)).returncode == 0
     added = _cli(tmp_path, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
                  "--content", "Andrew adopted a dog named Toby.", "--timestamp",
                  "2026-10-12T09:00:00+00:00")
     assert added.returncode == 0, added.stderr
-    dog = added.stdout.strip()
     assert _cli(tmp_path, "reindex", "--root", str(root)).returncode == 0
+    return root, added.stdout.strip()
+
+
+def test_read_only_root_is_searched_as_indexed_and_writes_are_refused(tmp_path: Path) -> None:
+    root, dog = _indexed_root(tmp_path)
     # a hand edit after the last sync: a read-only reader cannot index it, and says so
     log = next(root.rglob("episode-2026-10-12.md"))
     log.write_text(log.read_text() + "\nA note written by hand.\n")
@@ -138,13 +143,7 @@ def test_every_writing_command_on_a_read_only_root_says_it_is_read_only(
         tmp_path: Path) -> None:
     # they failed naming a lock or temp file ("Read-only file system: …/.index/locks/md-….lock",
     # "…/.ome.toml.x1y2.tmp"), as if something were wrong with that file
-    root = tmp_path / "root"
-    assert _cli(tmp_path, "init", str(root)).returncode == 0
-    added = _cli(tmp_path, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
-                 "--content", "Andrew adopted a dog named Toby.", "--timestamp",
-                 "2026-10-12T09:00:00+00:00")
-    assert added.returncode == 0, added.stderr
-    assert _cli(tmp_path, "reindex", "--root", str(root)).returncode == 0
+    root, dog = _indexed_root(tmp_path)
     before = sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*"))
     r = ["--root", str(root)]
 
@@ -154,7 +153,7 @@ def test_every_writing_command_on_a_read_only_root_says_it_is_read_only(
         ["trigger", "reflect_episodes", "--force", *r],
         ["task", "add", *r, "--user", "u1", "--type", "t", "--goal", "g", "--step", "s",
          "--outcome", "success"],
-        ["undo", added.stdout.strip(), "--user", "u1", *r],
+        ["undo", dog, "--user", "u1", *r],
         ["resolve", "rel_20261012_0001", "--note", "n", "--user", "u1", *r],
         ["enable", "reflect_episodes", *r],
         ["trigger", "reflect_episodes", *r],
@@ -281,13 +280,7 @@ def test_mcp_and_the_api_say_when_a_read_only_index_is_behind_its_logs(
         tmp_path: Path) -> None:
     # the CLI's search said "1 log changed since then is not seen"; MCP's and the API's
     # answered the same hits with no word of it, and an agent took a stale answer for a fresh one
-    root = tmp_path / "root"
-    assert _cli(tmp_path, "init", str(root)).returncode == 0
-    added = _cli(tmp_path, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
-                 "--content", "Andrew adopted a dog named Toby.", "--timestamp",
-                 "2026-10-12T09:00:00+00:00")
-    assert added.returncode == 0, added.stderr
-    assert _cli(tmp_path, "reindex", "--root", str(root)).returncode == 0
+    root, dog = _indexed_root(tmp_path)
     log = next(root.rglob("episode-2026-10-12.md"))
     log.write_text(log.read_text() + "\nA note written by hand.\n")
     faces = _mcp_and_api(tmp_path, root, [
@@ -308,5 +301,5 @@ def test_mcp_and_the_api_say_when_a_read_only_index_is_behind_its_logs(
     assert [s for s, _ in status] == [200, 200]
     for data in (answers[1], answers[2], status[0][1]["data"], status[1][1]["data"]):
         assert (data["index"], data["note"]) == (behind, note)
-    assert [h["id"] for h in answers[1]["episodes"]] == [added.stdout.strip()]
+    assert [h["id"] for h in answers[1]["episodes"]] == [dog]
     assert sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*")) == before

@@ -38,6 +38,7 @@ from everos_reflect.runtime import Runtime
 from everos_reflect.settings import ClusteringSettings, Settings
 from everos_reflect.strategies import undo as undo_mod
 from everos_reflect.strategies.undo import undo_merge
+from tests.api_client import ApiClient
 
 REF = UserRef.of("u_andrew")
 SETTINGS = Settings(clustering=ClusteringSettings(threshold=0.3, time_window_days=7.0,
@@ -878,26 +879,12 @@ def test_cli_undo_names_a_source_it_could_not_restore_and_exits_3(
 
 def test_api_undo_answers_partial_naming_the_source_it_could_not_restore(
         rt: Runtime) -> None:
-    import asyncio
-
-    import httpx
-
-    from everos_reflect.api.app import create_app
-    from everos_reflect.engine.engine import Engine
-
     sources = pets(rt, 2)
     narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.", day=date(2026, 8, 20))
     rt.store.path_for_id(REF, sources[0].id).unlink()
     Indexer(rt).scan()
-    app = create_app(rt, Engine(rt))
-
-    async def go() -> httpx.Response:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app),
-                                     base_url="http://test") as client:
-            return await client.post("/api/v1/ome/undo", json={"entry_id": narrative.id,
-                                                                "user_id": "u_andrew"})
-
-    resp = asyncio.run(go())
+    resp = ApiClient(rt)("POST", "/api/v1/ome/undo",
+                         json={"entry_id": narrative.id, "user_id": "u_andrew"})
     assert resp.status_code == 200, resp.text
     data = resp.json()["data"]
     assert (data["status"], data["restored"], data["missing"]) == (

@@ -31,6 +31,7 @@ from everos_reflect.model import (
     NAME_PATTERN,
     blank,
     control_problem,
+    hidden_format,
     malformed_entry_id,
     quoted,
     quoted_value,
@@ -136,17 +137,26 @@ TriggerSeconds = Annotated[float, Field(ge=0, le=MAX_TRIGGER_WAIT),
 #: on ``\s`` (Python counts U+001C-U+001F as white space, Unicode does not), and the schema
 #: allowed a BOM-only text that the write then refused (a 422 to a request it called valid).
 #: A character past U+FFFF is written as itself: a ``\\u`` escape has four hex digits.
-NOT_BLANK = "[^" + "".join(
+_BLANK = [c for c in range(0x110000) if blank(chr(c))]
+NOT_BLANK = "[^" + "".join(f"\\u{c:04x}" if c <= 0xFFFF else chr(c) for c in _BLANK) + "]"
+
+
+#: What no text written into a daily log may hold, inside a JSON Schema class: the control
+#: characters but tab and line breaks, and the invisible formatting characters
+#: (:func:`~everos_reflect.model.hidden_format`: bidi overrides, zero-width space, ...), as
+#: :func:`_no_control` refuses them. Without the second half the schema called valid a
+#: request the write then refused.
+REFUSED_CLASS = CONTROL_CLASS + "".join(
     f"\\u{c:04x}" if c <= 0xFFFF else chr(c)
-    for c in range(0x110000) if blank(chr(c))) + "]"
+    for c in _BLANK if hidden_format(chr(c)))  # every one is blank: invisible
 
-
-#: Text with no control character but tab and line breaks (what :func:`_no_control` checks).
-NO_CONTROL = f"^[^{CONTROL_CLASS}]*$"
+#: Text with no control character but tab and line breaks, and no invisible formatting
+#: character (what :func:`_no_control` checks).
+NO_CONTROL = f"^[^{REFUSED_CLASS}]*$"
 
 #: Not blank (:data:`NOT_BLANK`) and no control character: the pattern of user text that ends in
 #: a daily log. A class of "not white space and not control" between runs of "not control".
-TEXT = f"^[^{CONTROL_CLASS}]*{NOT_BLANK[:-1]}{CONTROL_CLASS}][^{CONTROL_CLASS}]*$"
+TEXT = f"^[^{REFUSED_CLASS}]*{NOT_BLANK[:-1]}{REFUSED_CLASS}][^{REFUSED_CLASS}]*$"
 
 
 def _no_control(value: str) -> str:
@@ -211,8 +221,8 @@ class EpisodeRequest(Strict):
         min_length=1, max_length=MAX_SUBJECT_CHARS,
         description=f"One line of at most {MAX_SUBJECT_CHARS} characters, not blank, no control "
                     "character.",
-        json_schema_extra={"pattern": rf"^[^{ONE_LINE}{CONTROL_CLASS}]*{NOT_BLANK[:-1]}"
-                                      rf"{CONTROL_CLASS}][^{ONE_LINE}{CONTROL_CLASS}]*$"})
+        json_schema_extra={"pattern": rf"^[^{ONE_LINE}{REFUSED_CLASS}]*{NOT_BLANK[:-1]}"
+                                      rf"{REFUSED_CLASS}][^{ONE_LINE}{REFUSED_CLASS}]*$"})
     content: LogText = Field(min_length=1,
                              description="Not blank; no control character but tab, CR, LF.",
                              json_schema_extra={"pattern": TEXT})

@@ -372,8 +372,9 @@ def index_written(runtime: Runtime, ref: UserRef, answer: dict[str, Any],
 
     try:
         with answer_waiting():  # one embedding attempt: the caller waits for this answer
-            Indexer(runtime).sync_path(runtime.store.path_for_id(ref, answer["id"]),
-                                       timeout=INDEX_WAIT_SECONDS, wanted=[answer["id"]])
+            result = Indexer(runtime).sync_path(runtime.store.path_for_id(ref, answer["id"]),
+                                                timeout=INDEX_WAIT_SECONDS,
+                                                wanted=[answer["id"]])
     except Timeout:
         log.warning("%s: %s written, not indexed yet: the indexer is busy", what, answer["id"])
         return {**answer, "indexed": False,
@@ -382,6 +383,12 @@ def index_written(runtime: Runtime, ref: UserRef, answer: dict[str, Any],
     except Exception as exc:  # the entry is written; see above
         log.warning("%s: %s written, not indexed yet: %s", what, answer["id"], exc)
         return {**answer, "indexed": False, "index_error": errors.brief(exc)}
+    if result.not_read:  # another program kept writing the log while it was read
+        log.warning("%s: %s written, not indexed yet: %s could not be read: %s", what,
+                    answer["id"], result.path, result.not_read)
+        return {**answer, "indexed": False,
+                "index_error": f"{result.path} could not be read: {result.not_read}; the "
+                               "entry is indexed once it can be"}
     return answer
 
 

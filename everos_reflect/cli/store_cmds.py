@@ -337,6 +337,30 @@ def _problem_cell(problem: str, notes: dict[str, int]) -> str:
     return f"{lead} [{number}]"
 
 
+def _render_too_deep(console: Any, insights: dict[str, Any]) -> None:
+    """The stale insights revalidation holds back as deeper than ``max_depth``, counted per
+    tier and cap, with the setting that brings them back."""
+    if "error" in insights:
+        console.print(f"insights held stale: {shown(insights['error'])}", markup=False,
+                      style="red")
+        return
+    held = insights.get("held_too_deep") or []
+    groups: dict[tuple[str, int], list[dict[str, Any]]] = {}
+    for item in held:
+        groups.setdefault((str(item["tier"]), int(item["max_depth"])), []).append(item)
+    for (tier, cap), items in groups.items():
+        console.print(f"{len(items)} insight(s) held stale: a verdict would stand them deeper "
+                      f"than max_depth {cap} ({tier}); they are not revalidated until you "
+                      f"raise max_depth in [strategies.{tier}] of ome.toml past {cap}, or "
+                      "edit them or their evidence", markup=False)
+        for item in items[:SET_ASIDE_SHOWN]:
+            console.print(f"  {item['app_id']}/{item['project_id']}/{item['user_id']}: "
+                          f"{item['insight_id']}", markup=False)
+        if len(items) > SET_ASIDE_SHOWN:
+            console.print(f"  and {len(items) - SET_ASIDE_SHOWN} more (`status --json` lists "
+                          "every one)", markup=False)
+
+
 def _render_status(doc: dict[str, Any]) -> None:
     from rich.console import Console
     from rich.table import Column, Table
@@ -453,6 +477,7 @@ def _render_status(doc: dict[str, Any]) -> None:
                       f"narrative {item['narrative']} is live beside its live source(s) "
                       f"{', '.join(item['live_sources'])}[/red]", markup=True)
     # merges' archived_toward_missing is listed under its log (files with problems)
+    _render_too_deep(console, doc.get("insights") or {})
     if doc["strategies"]:
         # a strategy's name is what `enable`, `trigger` and ome.toml take: never cut short
         names = [str(row.get("name", "?")) for row in doc["strategies"]]
@@ -480,7 +505,7 @@ def _render_status(doc: dict[str, Any]) -> None:
             console.print(f"[{number}] {text}", markup=False, soft_wrap=True)
     known = {"root", "counts_from", "users", "totals", "files_with_problems",
              "files_with_warnings", "config",
-             "index", "strategies", "merges"}
+             "index", "strategies", "merges", "insights"}
     for key, value in doc.items():
         if key not in known:
             console.print(f"[bold]{key}[/bold]")

@@ -42,7 +42,7 @@ from everos_reflect.index import events, handoff, rebuild
 from everos_reflect.index.db import PARSER_VERSION_KEY, transaction, utcnow_iso
 from everos_reflect.markdown import settling
 from everos_reflect.markdown.marks import foreign_marks
-from everos_reflect.markdown.parser import PARSER_VERSION, highest_seqs, parse_log
+from everos_reflect.markdown.parser import PARSER_VERSION, highest_seqs
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,
@@ -234,6 +234,12 @@ class FileSyncResult:
     problems: list[Diagnostic] = field(default_factory=list)
     removed: bool = False  # the file itself is gone from disk
     unchanged: bool = False  # stats moved but the bytes did not (e.g. a `touch`)
+    #: why the file was not read now (it kept changing while read, no permission …): its
+    #: index is as it was, and what it holds now is not searchable yet
+    not_read: str = ""
+    #: it was still being written after every settle wait (not read, or its missing entries
+    #: held): to be synced again once it stands still, without waiting for another edit
+    moving: bool = False
 
 
 @dataclass
@@ -305,6 +311,8 @@ class _Job:
     #: some of the log's changes left for the next sync (:meth:`Indexer._narrowed`): its
     #: ``files`` row is marked unread, so that sync finds the log changed and plans it again
     partial: bool = False
+    #: its log was still being written after every settle wait (:meth:`Indexer._settled`)
+    moving: bool = False
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     #: The highest sequence number of every id stem the file mentions (``id_watermark``).
     seqs: dict[str, int] = field(default_factory=dict)
@@ -431,6 +439,7 @@ class Indexer:
                 conn.execute("DELETE FROM clusters")
                 _record_parser_version(conn)
             self.rt.vectors.reset()
+            self.rt.store.forget_parses()  # rebuilt from Markdown as read now, nothing held
             disk = self._disk_files()
             report = ScanReport(files_seen=len(disk))
             notify, self.notify_clusters, self._quiet = self.notify_clusters, False, True
@@ -476,6 +485,7 @@ class Indexer:
         with transaction(conn):
             conn.execute("UPDATE files SET mtime_ns = -1, sha256 = ''")
             _record_parser_version(conn)
+        self.rt.store.forget_parses()  # every log is read as if for the first time
         log.info("the index was read by %s; reading every log again with parser version %d",
                  f"parser version {row[0]}" if row else "an older parser", PARSER_VERSION)
         return True
@@ -707,8 +717,8 @@ class Indexer:
                  "indexed until it stands still", job.rel, len(job.plan.deletes))
         plan = replace(job.plan, deletes=[])
         if job.stat is None:  # gone for now: the next scan finds it gone or back
-            return replace(job, plan=plan, stat=(-1, 0, ""), partial=True)
-        return replace(job, plan=plan, partial=True)
+            return replace(job, plan=plan, stat=(-1, 0, ""), partial=True, moving=True)
+        return replace(job, plan=plan, partial=True, moving=True)
 
     def _prepare_once(self, path: Path) -> _Job | None:
         """Read and plan one file as it is now (:meth:`_prepare`)."""
@@ -755,7 +765,8 @@ class Indexer:
         except UnicodeDecodeError as exc:
             bad = Diagnostic(rel, *not_utf8(data, exc), severity="fatal")
             return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True), stats, read_ns)
-        parsed = replace(parse_log(text, rel, max_entry_bytes=limits.max_entry_bytes),
+        parsed = replace(self.rt.store.parse_text(text, rel,
+                                                  max_entry_bytes=limits.max_entry_bytes),
                          kind=kind, day=day)
         return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats,
                     read_ns, seqs=highest_seqs(text))
@@ -812,6 +823,7 @@ class Indexer:
                 job = self._prepare_once(path)
             except OSError as exc:  # unreadable now (permissions, a vanished dir): next scan
                 log.warning("cannot read %s: %s", path, exc)
+                results.append(self._not_read_now(path, exc))
                 job = None
             if job is not None and self._in_flux(job):
                 unsettled.append(job)
@@ -838,6 +850,16 @@ class Indexer:
                 break
             results += self._sync_written(written)
         return results
+
+    def _not_read_now(self, path: Path, exc: OSError) -> FileSyncResult:
+        """The result of a log that could not be read now: said, not taken for a log that did
+        not change (an ``add`` answered as indexed an Episode no search found)."""
+        try:
+            rel = self.rt.store.rel(path)
+        except ValueError:
+            rel = str(path)
+        return FileSyncResult(rel, not_read=exc.strerror or str(exc),
+                              moving=exc.errno == errno.EAGAIN)
 
     def _narrowed(self, job: _Job, wanted: frozenset[str]) -> _Job:
         """``job`` cut down to the ``wanted`` entries when the rest of its log is more than a
@@ -1188,6 +1210,7 @@ def _result(job: _Job) -> FileSyncResult:
         problems=list(job.plan.problems),
         removed=job.stat is None,
         unchanged=job.only_stat,
+        moving=job.moving,
     )
 
 

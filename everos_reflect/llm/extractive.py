@@ -89,6 +89,7 @@ of the narrative, the source Episodes it stands for (see :mod:`everos_reflect.pr
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import re
@@ -97,7 +98,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from difflib import SequenceMatcher
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -611,8 +612,27 @@ def tells_change(text: str) -> bool:
     one text."""
     if not _may_tell_change(text) or not any(r.search(text) for r in _CHANGE_MARKS):
         return False  # what a sentence needs to tell one: most texts stop here, unread
-    return any(_marks_change(_Sentence(t, date.min, i))
-               for i, t in enumerate(split_sentences(text)))
+    return any(_marks_change(_read(t)) for t in split_sentences(text)[:VERSION_SENTENCES])
+
+
+#: How many sentences of a text, the first ones, :func:`tells_change` and
+#: :func:`tells_newer_version` read: an Episode may hold thousands (``max_entry_bytes``), and
+#: the clustering reads each against every member in its window, each sentence against each.
+VERSION_SENTENCES = 64
+
+
+@lru_cache(maxsize=4096)
+def _reading(text: str) -> _Sentence:
+    return _Sentence(text, date.min, 0)
+
+
+def _read(text: str, day: date = date.min, order: int = 0) -> _Sentence:
+    """``text`` as the merge reads it, parsed once per text (the clustering reads a member's
+    text again for every Episode placed near it): a copy, so its day, order and subject
+    are the caller's."""
+    s = copy.copy(_reading(text))
+    s.day, s.order = day, order
+    return s
 
 
 def _marks_change(s: _Sentence) -> bool:
@@ -630,15 +650,16 @@ def tells_newer_version(earlier: str, later: str) -> bool:
     clustering's threshold): yes; "Noor works at Arup." / "Noor booked flights to Rome.":
     no. Deterministic and free of any embedder, so the clustering decides the same in
     every process and setting."""
-    old_texts = split_sentences(earlier)
-    person = _main_entity([earlier, later])
+    old_texts = split_sentences(earlier)[:VERSION_SENTENCES]
+    new_texts = split_sentences(later)[:VERSION_SENTENCES]
+    person = _main_entity([*old_texts, *new_texts])
     day = date(2000, 1, 1)
     sentences: list[_Sentence] = []
-    for text, when in ((earlier, day), (later, date(2000, 1, 2))):
+    for texts, when in ((old_texts, day), (new_texts, date(2000, 1, 2))):
         entity: str | None = None
-        for t in split_sentences(text):
+        for t in texts:
             t, entity = _resolve_pronoun(t, entity, person)
-            sentences.append(_Sentence(t, when, len(sentences)))
+            sentences.append(_read(t, when, len(sentences)))
     for s in sentences:
         s.subject = _subject(s.text, person)
         s.person = person.lower() if person else None

@@ -32,9 +32,12 @@ MIN_CITATIONS = 2
 
 
 def _parse_merge(obj: dict[str, Any], req: TaskRequest) -> tuple[str, str]:
-    title, content = text_field(obj, "title", limit=MAX_SUBJECT_CHARS), text_field(obj, "content",
-                                                                     limit=200_000)
     payload: MergeRequest = req.payload
+    # an invisible formatting character its sources hold may be restated; a new one is refused
+    sources = "".join(f"{m.subject}{m.content}" for m in
+                      [*payload.members, *([payload.existing] if payload.existing else [])])
+    title = text_field(obj, "title", limit=MAX_SUBJECT_CHARS, shown=sources)
+    content = text_field(obj, "content", limit=200_000, shown=sources)
     unknown = sorted(set(CITED_ID_RE.findall(f"{title}\n{content}")) - payload.shown_ids())
     if unknown:
         raise InvalidReply(f"reply cites entries it was not shown: {', '.join(unknown)}")
@@ -46,11 +49,11 @@ CHARS_PER_FACT = 4
 
 
 def _parse_facts(obj: dict[str, Any], req: TaskRequest) -> list[str]:
-    facts = strings(obj, "facts", limit=5_000)
+    payload: FactsRequest = req.payload
+    facts = strings(obj, "facts", limit=5_000, shown=payload.text)
     # Every fact restates part of the text, so it holds at most one distinct fact per few
     # characters; more is a runaway or lying reply, refused before thousands of facts are
     # embedded and written. Characters, not words: Chinese or Japanese has no spaces to count.
-    payload: FactsRequest = req.payload
     chars = sum(1 for c in payload.text if not c.isspace())
     if len(facts) > max(1, chars // CHARS_PER_FACT):
         raise InvalidReply(f"{len(facts)} facts from a text of {chars} characters: more than "
@@ -179,7 +182,9 @@ def optional_text(item: dict[str, Any], key: str) -> str:
     value = item.get(key)
     if isinstance(value, str) and blank(value):
         return ""
-    return text_field(item, key, limit=2_000)
+    # an invisible formatting character is refused by the tier, that item alone
+    # (:func:`~everos_reflect.strategies.beliefs.text_problem`)
+    return text_field(item, key, limit=2_000, shown=None)
 
 
 def _parse_insights(obj: dict[str, Any], req: TaskRequest) -> list[tuple[str, list[str]]]:
@@ -361,7 +366,9 @@ def _parse_lessons(obj: dict[str, Any], req: TaskRequest) -> dict[str, list[str]
     record shown, and more than :data:`LESSONS_FLOOR` in all, is refused: the prompt asks only
     for what the records show, and each lesson is written and served, so a model that floods
     the reply must not flood the memory."""
-    out = {"lessons": strings(obj, "lessons"), "avoid": strings(obj, "avoid")}
+    # an invisible formatting character is refused by the tier, that lesson alone
+    out = {"lessons": strings(obj, "lessons", shown=None),
+           "avoid": strings(obj, "avoid", shown=None)}
     limit = max(LESSONS_FLOOR, LESSONS_PER_RECORD * len(req.numbering))
     for key, items in out.items():
         if len(items) > limit:

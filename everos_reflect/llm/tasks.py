@@ -31,6 +31,7 @@ from everos_reflect.model import (
     LINE_BREAKS_AS_NEWLINES,
     SURROGATES,
     blank,
+    hidden_format_problem,
     quoted_value,
 )
 
@@ -403,7 +404,12 @@ def offline_task(provider: Any, name: str, req: TaskRequest) -> TaskResult:
 _CONTROL = CONTROL_CHARS
 
 
-def _no_control(value: str, what: str) -> str:
+def _no_control(value: str, what: str, shown: str | None = "") -> str:
+    """``value`` as written, unless it holds a control character, a lone surrogate or an
+    invisible formatting character (:func:`~everos_reflect.model.hidden_format`: a bidi
+    override, a zero-width space) that ``shown`` (the text the model was given) does not
+    hold: :class:`InvalidReply` naming it and where. ``shown`` None: the caller refuses
+    those itself, one item at a time (the derived tiers)."""
     found = _CONTROL.search(value)
     if found is not None:
         raise InvalidReply(f"{what} holds the control character U+{ord(found.group()):04X}")
@@ -414,6 +420,11 @@ def _no_control(value: str, what: str) -> str:
     if found is not None:
         raise InvalidReply(f"{what} holds the lone surrogate U+{ord(found.group()):04X}, "
                            "which is no text")
+    # one showing nothing is refused or dropped as empty by the caller, as it was
+    problem = (hidden_format_problem(value, shown) if shown is not None and not blank(value)
+               else None)
+    if problem is not None:
+        raise InvalidReply(f"{what} {problem}")
     # U+2028 / U+2029 are line breaks to YAML, editors and ``str.splitlines``, not to a daily
     # log: the text is taken with the line breaks they mean, as the writer would write it, so
     # the narrative its facts and sentences come from is the one the log holds
@@ -430,7 +441,10 @@ def got(obj: Mapping[str, Any], key: str) -> str:
     return f"nothing: no {key!r} key (keys there: {quoted_value(list(obj)[:10])})"
 
 
-def text_field(obj: Mapping[str, Any], key: str, *, limit: int = 20_000) -> str:
+def text_field(obj: Mapping[str, Any], key: str, *, limit: int = 20_000,
+               shown: str | None = "") -> str:
+    """``obj[key]``: text, not blank, at most ``limit`` characters, as :func:`_no_control`
+    allows it (``shown``)."""
     value = obj.get(key)
     if not isinstance(value, str):
         raise InvalidReply(f"{key!r} must be a string, got {got(obj, key)}")
@@ -439,7 +453,7 @@ def text_field(obj: Mapping[str, Any], key: str, *, limit: int = 20_000) -> str:
         raise InvalidReply(f"{key!r} is empty")
     if len(value) > limit:
         raise InvalidReply(f"{key!r} is longer than {limit} characters")
-    return _no_control(value, repr(key))
+    return _no_control(value, repr(key), shown)
 
 
 def list_field(obj: Mapping[str, Any], key: str) -> list[Any]:
@@ -449,8 +463,10 @@ def list_field(obj: Mapping[str, Any], key: str) -> list[Any]:
     return value
 
 
-def strings(obj: Mapping[str, Any], key: str, *, limit: int = 2_000) -> list[str]:
-    """A list of non-empty strings, stripped, duplicates dropped (order kept)."""
+def strings(obj: Mapping[str, Any], key: str, *, limit: int = 2_000,
+            shown: str | None = "") -> list[str]:
+    """A list of non-empty strings, stripped, duplicates dropped (order kept); each as
+    :func:`_no_control` allows it (``shown``)."""
     items = obj.get(key)
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
         raise InvalidReply(f"{key!r} must be a list of strings" + (
@@ -460,7 +476,7 @@ def strings(obj: Mapping[str, Any], key: str, *, limit: int = 2_000) -> list[str
     for item in (i.strip() for i in items):
         if len(item) > limit:
             raise InvalidReply(f"an item of {key!r} is longer than {limit} characters")
-        item = _no_control(item, f"an item of {key!r}")
+        item = _no_control(item, f"an item of {key!r}", shown)
         if not blank(item):  # dropped as an empty one is: a U+200B alone was a fact
             kept.setdefault(item)
     return list(kept)

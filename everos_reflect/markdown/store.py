@@ -41,8 +41,9 @@ from everos_reflect.fileio import (
     open_regular,
     read_at_most,
 )
-from everos_reflect.markdown import settling, writer
+from everos_reflect.markdown import parsed, settling, writer
 from everos_reflect.markdown.parser import (
+    MAX_ENTRY_BYTES,
     UNDONE,
     duplicate_ids,
     free_seq,
@@ -648,8 +649,22 @@ class MarkdownStore:
             log = DailyLog(label, None, None, {}, unread=True)
             log.diagnostics.append(Diagnostic(label, line, problem, "fatal"))
             return log
-        return parse_log(text, label, entries=entries,
-                         max_entry_bytes=self.limits.max_entry_bytes)
+        return self.parse_text(text, label, entries=entries,
+                               max_entry_bytes=self.limits.max_entry_bytes)
+
+    def parse_text(self, text: str, label: str, *, entries: bool = True,
+                   max_entry_bytes: int = MAX_ENTRY_BYTES) -> DailyLog:
+        """:func:`parse_log` of the text of the log ``label`` (its path relative to the root),
+        answered from the last parse of that log when it was of this very text
+        (:mod:`~everos_reflect.markdown.parsed`): a record write, the entry read back, the
+        index's sync and the provenance check after it read the same bytes, parsed once."""
+        return parsed.parse(text, label, scope=self._real_root, entries=entries,
+                            max_entry_bytes=max_entry_bytes)
+
+    def forget_parses(self) -> None:
+        """Drop every parse :meth:`parse_text` holds of this root's logs: the next read of
+        each parses it anew (``reindex``, which promises a rebuild from Markdown as it reads)."""
+        parsed.forget(self._real_root)
 
     def _label(self, path: Path) -> str:
         try:
@@ -800,7 +815,7 @@ class MarkdownStore:
                 self._check_user(ref, kind)
             if text is None or not text.strip():
                 text = writer.new_log_text(kind, ref.user_id, day)
-            log = self._writable(parse_log(text, label, entries=False))
+            log = self._writable(self.parse_text(text, label, entries=False))
             entry_id = str(EntryId(kind, day, self._next_seq(ref, kind, day, log)))
             block = writer.render_entry(entry_id, values, sections)
             size = len(block.encode("utf-8"))
@@ -912,7 +927,7 @@ class MarkdownStore:
                 self._check_user(ref, kind)
             if text is None or not text.strip():
                 text = writer.new_log_text(kind, ref.user_id, day)
-            log = self._writable(parse_log(text, label, entries=False))
+            log = self._writable(self.parse_text(text, label, entries=False))
             seq = self._next_seq(ref, kind, day, log, len(rows))
             ids = [str(EntryId(kind, day, seq + offset)) for offset in range(len(rows))]
             blocks = []
@@ -957,10 +972,11 @@ class MarkdownStore:
         def edit(text: str | None) -> str:
             if text is None:
                 raise UnknownEntry(f"no entry {entry_id} for user {ref}")
-            log = self._writable(parse_log(text, label))
+            log = self._writable(self.parse_text(text, label))
             if all(e.id != entry_id for e in log.entries):
                 raise UnknownEntry(f"no entry {entry_id} for user {ref}")
-            return writer.set_entry_meta(text, entry_id, updates)
+            return writer.set_entry_meta(text, entry_id, updates,
+                                          parse=lambda t: self.parse_text(t, label))
 
         self._edit(path, edit)
         return self.get(ref, entry_id)
@@ -981,12 +997,13 @@ class MarkdownStore:
                      label: str = label) -> str:
                 if text is None:
                     raise UnknownEntry(f"no entry {', '.join(sorted(mine))} for user {ref}")
-                log = self._writable(parse_log(text, label))
+                log = self._writable(self.parse_text(text, label))
                 missing = sorted(set(mine) - {e.id for e in log.entries})
                 if missing:
                     raise UnknownEntry(f"no entry {', '.join(missing)} for user {ref}")
                 for entry_id, values in mine.items():
-                    text = writer.set_entry_meta(text, entry_id, values)
+                    text = writer.set_entry_meta(text, entry_id, values,
+                                                 parse=lambda t: self.parse_text(t, label))
                 return text
 
             edits[path] = edit
@@ -1028,7 +1045,7 @@ class MarkdownStore:
                      path: Path = path) -> str:
                 if text is None:
                     raise UnknownEntry(f"no entry {', '.join(sorted(pairs))} for user {ref}")
-                log = self._writable(parse_log(text, label, entries=False))
+                log = self._writable(self.parse_text(text, label, entries=False))
                 _refuse_duplicates(text, label, "archiving into")
                 # every key as the writer sees it, those with a value that is no id too
                 # (``null``): the writer leaves them as they are, so they are conflicts
@@ -1058,7 +1075,7 @@ class MarkdownStore:
             def edit(text: str | None, olds: list[str] = olds, label: str = label) -> str | None:
                 if text is None:
                     return None  # deleted meanwhile: nothing left to restore
-                log = self._writable(parse_log(text, label, entries=False))
+                log = self._writable(self.parse_text(text, label, entries=False))
                 _refuse_duplicates(text, label, "restoring entries of")
                 removed.update(
                     {o: log.deprecated_entries[o] for o in olds if o in log.deprecated_entries}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import date, datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ from everos_reflect.markdown.parser import (
 from everos_reflect.model import (
     LINE_BREAKS_AS_NEWLINES,
     OTHER_LINE_BREAKS,
+    DailyLog,
     Kind,
     format_timestamp,
     quoted_value,
@@ -429,15 +430,17 @@ def remove_deprecations(text: str, ids: Iterable[str]) -> str:
     return _verified("".join(new_lines), data, remaining)
 
 
-def set_entry_meta(text: str, entry_id: str, updates: Mapping[str, Any]) -> str:
+def set_entry_meta(text: str, entry_id: str, updates: Mapping[str, Any], *,
+                   parse: Callable[[str], DailyLog] = parse_log) -> str:
     """``text`` with the metadata block of ``entry_id`` updated: keys of ``updates`` set (a
     ``None`` value removes the key), every other key kept in its place.
 
     Only for entries the daemon created (SPEC §10: it may rewrite their metadata, never a
     person's): the block is re-dumped, the rest of the file is left byte for byte. The result
     is verified by parsing it back; anything else changing raises :class:`MarkdownError`.
+    ``parse``: how a text is parsed (the store's, which reuses a parse of the same text).
     """
-    before = parse_log(text)
+    before = parse(text)
     entry = next((e for e in before.entries if e.id == entry_id), None)
     if entry is None:
         raise MarkdownError("<text>", 0, f"no entry {entry_id} to update")
@@ -456,7 +459,7 @@ def set_entry_meta(text: str, entry_id: str, updates: Mapping[str, Any]) -> str:
     nl = newline_of(text)
     block = _dump(meta).replace("\n", nl) if meta else ""
     new_text = "".join(lines[: start + 1]) + block + "".join(lines[end:])
-    after = parse_log(new_text)
+    after = parse(new_text)
     old = {e.id: (e.meta, e.sections) for e in before.entries if e.id != entry_id}
     new = {e.id: (e.meta, e.sections) for e in after.entries if e.id != entry_id}
     changed = next((e for e in after.entries if e.id == entry_id), None)

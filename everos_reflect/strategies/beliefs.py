@@ -33,6 +33,7 @@ from typing import Any
 from everos_reflect.model import (
     Entry,
     Kind,
+    hidden_format_problem,
     id_items,
     id_order,
     normalize_text,
@@ -283,6 +284,15 @@ def current_worldview(convictions: Iterable[Conviction]) -> Worldview:
     return view
 
 
+def text_problem(text: str) -> str | None:
+    """Why a model's text may not be written as a record, that item alone refused: it holds
+    an invisible formatting character (a bidi override, a zero-width space: the record would
+    display or read differently from what it stores), named with its position. None: it may.
+    The reply's other items are kept, as for every item a tier refuses."""
+    problem = hidden_format_problem(text)
+    return f"its text {problem}" if problem is not None else None
+
+
 def text_key(text: str) -> str:
     """``text`` with whitespace, case and trailing full stops folded away: two texts with the
     same key say the same thing."""
@@ -344,6 +354,9 @@ def plan_versions(
         seen.add(key)
         if not text or not evidence:
             plan.refused.append(f"key {quoted_value(key)}: a conviction needs text and evidence")
+            continue
+        if (problem := text_problem(text)) is not None:
+            plan.refused.append(f"key {quoted_value(key)}: {problem}")
             continue
         before = current.get(key)
         if before is not None and same_text(before.text, text):

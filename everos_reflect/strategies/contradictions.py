@@ -131,6 +131,8 @@ class DetectContradictions(BeliefTier):
                                            standing_pairs=pairs, resolved_pairs=resolved)
             if not problem and not item["text"]:
                 problem = "it says nothing of what contradicts (no text)"
+            if not problem:
+                problem = beliefs.text_problem(item["text"])
             if problem:
                 refusals.add(f"edge refused: {problem}")
                 continue

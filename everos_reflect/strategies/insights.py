@@ -335,6 +335,9 @@ class ReflectInsights(BeliefTier):
             if not text:
                 refusals.add("insight refused: it has no text")
                 continue
+            if (problem := beliefs.text_problem(text)) is not None:
+                refusals.add(f"insight refused: {problem}")
+                continue
             if len(cited) < MIN_CITATIONS:
                 refusals.add(f"insight refused: it cites {len(cited)} record(s), at least "
                              f"{MIN_CITATIONS} needed")

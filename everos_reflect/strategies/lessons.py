@@ -60,6 +60,7 @@ from everos_reflect.strategies.belief_store import (
     BeliefTier,
     Budget,
     Derived,
+    Refusals,
     SetAside,
     Work,
     derived_meta,
@@ -294,9 +295,18 @@ class LearnLessons(BeliefTier):
         reply = self.call(ctx, budget, records, {"task_type": task_type}, derived)
         # the oldest tasks that fit the prompt budget are shown, the rest wait for a run
         cited = tuple(t.id for t in shown if t.id not in derived.left_out)
-        return [learning.Candidate(text, kind, cited)
-                for key, kind in (("lessons", "do"), ("avoid", "avoid"))
-                for text in dict.fromkeys(s.strip() for s in reply[key]) if text]
+        refusals = Refusals(ctx.log, f"{self.name}: {task_type!r}")
+        out = []
+        for key, kind in (("lessons", "do"), ("avoid", "avoid")):
+            for text in dict.fromkeys(s.strip() for s in reply[key]):
+                if not text:
+                    continue
+                if (problem := beliefs.text_problem(text)) is not None:
+                    refusals.add(f"lesson refused: {problem}")  # that one alone
+                    continue
+                out.append(learning.Candidate(text, kind, cited))
+        derived.take(refusals)
+        return out
 
     def _plan(self, rt: Runtime, state: LessonState, task_type: str,
               candidates: Sequence[learning.Candidate], settings: Mapping[str, Any]) -> _Plan:

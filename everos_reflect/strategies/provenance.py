@@ -52,6 +52,7 @@ from everos_reflect.model import Entry, Kind, UserRef, id_items, id_order
 from everos_reflect.procedural.tasks import task_hash
 
 if TYPE_CHECKING:
+    from everos_reflect.engine.engine import Engine
     from everos_reflect.index.events import ChangeSet
     from everos_reflect.runtime import Runtime
 
@@ -305,15 +306,15 @@ def settle(records: Mapping[str, Entry], unreadable: Collection[str] = frozenset
     return marked, restored
 
 
-def depth_caps(runtime: Runtime) -> Callable[[Entry], int]:
+def depth_caps(runtime: Runtime, given: Engine | None = None) -> Callable[[Entry], int]:
     """``cap`` for :func:`find_restored`: the ``max_depth`` of the tier that writes a record,
-    from ``ome.toml`` (read once, when first asked); a broken file (the daemon keeps its last
-    good one) reads as the tier's default."""
+    from ``ome.toml`` (read once, when first asked) or ``given``'s settings (the daemon's,
+    which keeps its last good file); a broken file reads as the tier's default."""
     from everos_reflect.engine.engine import Engine
     from everos_reflect.engine.registry import get_strategy
 
     caps: dict[str, int] = {}
-    engine: list[Engine] = []
+    engine: list[Engine] = [given] if given is not None else []
 
     def cap(entry: Entry) -> int:
         name = writer_of(entry)

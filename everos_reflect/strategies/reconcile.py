@@ -118,6 +118,10 @@ class Reconcile(BeliefTier):
             refusals.add("reconciliation refused: it has no text")
             derived.take(refusals)
             return derived
+        if (problem := beliefs.text_problem(reply["insight"])) is not None:
+            refusals.add(f"reconciliation refused: {problem}")
+            derived.take(refusals)
+            return derived
         if len(reply["evidence"]) < MIN_CITATIONS:  # that item alone is refused: asking
             # again repeats it, so the window is consumed as the other tiers consume theirs
             refusals.add(f"reconciliation refused: it cites {len(reply['evidence'])} "

@@ -34,6 +34,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -62,6 +63,7 @@ from everos_reflect.strategies.belief_store import (
 )
 
 if TYPE_CHECKING:
+    from everos_reflect.engine.engine import Engine
     from everos_reflect.runtime import Runtime
 
 log = logging.getLogger(__name__)
@@ -188,6 +190,67 @@ def is_aside(insight: Entry, records: dict[str, Entry], aside: set[tuple[str, st
         return True
     return caps is not None and (
         insight.id, aside_key(insight, evidence, sent, caps(insight))) in aside
+
+
+@dataclass(frozen=True)
+class TooDeep:
+    """A stale insight a revalidation left stale because its verdict would stand it deeper
+    than ``max_depth`` of the tier that writes it (``tier``): it is not asked about again
+    until that cap is raised, or it or its evidence is edited, or the prompts or model
+    change. For ``status``: set aside in silence, nothing but an old ``derivation_report``
+    row said why an insight stayed stale for good."""
+
+    ref: UserRef
+    insight_id: str
+    tier: str
+    max_depth: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"app_id": self.ref.app, "project_id": self.ref.project,
+                "user_id": self.ref.user_id, "insight_id": self.insight_id,
+                "tier": self.tier, "max_depth": self.max_depth,
+                "reason": (f"a verdict would stand it deeper than max_depth {self.max_depth} "
+                           f"({self.tier}); it stays stale and is not revalidated"),
+                "remedy": (f"raise [strategies.{self.tier}] max_depth in ome.toml past "
+                           f"{self.max_depth}, or edit the insight or its evidence")}
+
+
+def held_too_deep(runtime: Runtime, engine: Engine | None = None,
+                  ref: UserRef | None = None) -> list[TooDeep]:
+    """Every stale insight (of ``ref``, else of the root) set aside now as deeper than its
+    tier's ``max_depth`` (:meth:`RevalidateInsights._refuse` with a cap), by owner then id:
+    one whose key under the cap in force now (``engine``'s settings, the daemon's; else
+    ``ome.toml`` as a run reads it), the prompts and the model still matches. Only the logs
+    of owners with an insight set aside are read."""
+    from everos_reflect.engine.engine import Engine
+    from everos_reflect.engine.registry import get_strategy
+
+    engine = engine or Engine(runtime, recover=False)
+    try:
+        settings: Mapping[str, Any] = engine.settings_for(NAME)
+    except EverosError:  # ConfigError among them: a run takes the defaults
+        settings = {k: spec.default for k, spec in get_strategy(NAME).all_settings().items()}
+    by_owner: dict[UserRef, set[str]] = {}
+    for owner, row_id, _key, _run in cursors.rows(runtime.db(), NAME, ref):
+        if ":" not in row_id:  # needs_llm:/waiting_on_cited: rows are not set aside
+            by_owner.setdefault(owner, set()).add(row_id)
+    if not by_owner:
+        return []
+    sent = SentWith.tasks(runtime, settings, TASKS)
+    caps = provenance.depth_caps(runtime, engine)
+    out = []
+    for owner in sorted(by_owner, key=str):
+        records = provenance.load_records(runtime, owner)
+        aside = cursors.consumed(runtime.db(), NAME, owner)
+        for insight_id in sorted(by_owner[owner], key=id_order):
+            insight = records.get(insight_id)
+            if insight is None or not stale_insights({insight_id: insight}):
+                continue
+            cap = caps(insight)
+            evidence = current_evidence(insight, records)
+            if (insight_id, aside_key(insight, evidence, sent, cap)) in aside:
+                out.append(TooDeep(owner, insight_id, provenance.writer_of(insight), cap))
+    return out
 
 
 def cites_unreadable(insight: Entry, records: dict[str, Entry],
@@ -714,6 +777,11 @@ class RevalidateInsights(Strategy):
                 self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started,
                              "a 'revise' verdict without a revised text")
                 return
+            if verdict["verdict"] == "revise" and (
+                    problem := beliefs.text_problem(verdict["insight"])) is not None:
+                self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started,
+                             f"a 'revise' verdict: {problem}")
+                return
             if verdict["verdict"] != "retire" and len(verdict["evidence"]) < MIN_CITATIONS:
                 self._refuse(ctx, ref, insight, evidence, verdict, row, counts, started)
                 return
@@ -889,4 +957,5 @@ class RevalidateInsights(Strategy):
         return result.value
 
 
-__all__ = ["NAME", "RevalidateInsights", "current_evidence", "current_form", "written_revision"]
+__all__ = ["NAME", "RevalidateInsights", "TooDeep", "current_evidence", "current_form",
+           "held_too_deep", "written_revision"]
