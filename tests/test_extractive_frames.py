@@ -72,6 +72,8 @@ def test_work_done_from_home_ends_the_way_to_work(local: LocalEmbedder, first: s
     ("Bea takes the bus to work.", "Bea works at the bakery now."),  # a new job, same bus
     ("Bea cycles to work.", "Bea works late now."),
     ("Bea works at Arup.", "Bea walks to work now."),  # session 36's pair: two facts
+    ("Bea walks to work.", "Bea works at Home Depot now."),  # a name, not her home
+    ("Bea walks to work.", "Bea works at home Depot Street now."),
 ])
 def test_other_news_of_work_ends_no_way_to_it(local: LocalEmbedder, first: str,
                                               second: str) -> None:

@@ -1542,7 +1542,8 @@ def _other_roles(old: _Sentence, new: _Sentence) -> bool:
 
 #: English words telling that something is done where one lives, with no way to go:
 #: "works from home", "studies at home", "works remotely" (:func:`_other_roles`).
-_AT_HOME_RE = re.compile(r"\b(?:(?:from|at) home|remotely)\b", re.IGNORECASE)
+#: "home" in lower case, no name after it: "works at Home Depot now" is a new job.
+_AT_HOME_RE = re.compile(r"\b(?:(?i:from|at) home(?!\s+[A-Z])|(?i:remotely))\b")
 
 
 def _another_verb(old: _Sentence, new: _Sentence) -> bool:
