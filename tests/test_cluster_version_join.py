@@ -138,3 +138,15 @@ def test_only_the_first_sentences_of_a_text_are_read_for_a_version() -> None:
     assert tells_change(in_time) and tells_newer_version(JOB, in_time)
     assert not tells_newer_version(" ".join([*films, JOB]), LET_GO)
     assert tells_newer_version(" ".join([*films[1:], JOB]), LET_GO)
+
+
+def test_a_member_at_the_window_edge_is_read_and_one_past_it_is_not(rt) -> None:
+    # the members read are picked in SQL by their placed time: the edge is inclusive, as
+    # online.in_window is, and a second more is out
+    edge = index(rt, ("ep_20260302_0001", JOB, T0, JOB_VEC),
+                 ("ep_20260309_0001", LET_GO, T0 + timedelta(days=7), at(0.40)))
+    assert edge["ep_20260309_0001"] == "version"
+    later = FakeRuntime(rt.root / "later", ClusteringSettings())
+    past = index(later, ("ep_20260302_0001", JOB, T0, JOB_VEC),
+                 ("ep_20260309_0001", LET_GO, T0 + timedelta(days=7, seconds=1), at(0.40)))
+    assert past["ep_20260309_0001"] == "new"
