@@ -606,13 +606,22 @@ def tells_change(text: str) -> bool:
     one text."""
     if not any(r.search(text) for r in _CHANGE_MARKS):
         return False  # what a sentence needs to tell one: most texts stop here, unread
-    return any(_marks_change(_read(t)) for t in split_sentences(text)[:VERSION_SENTENCES])
+    return any(_marks_change(_read(t)) for t in _version_sentences(text))
+
+
+def _version_sentences(text: str) -> list[str]:
+    """The sentences of ``text`` the version join reads: the first :data:`VERSION_SENTENCES`
+    of at most :data:`VERSION_SENTENCE_CHARS` characters (a longer one is no sentence a
+    rule can read, and comparing two word by word costs their product)."""
+    return [t for t in split_sentences(text)[:VERSION_SENTENCES]
+            if len(t) <= VERSION_SENTENCE_CHARS]
 
 
 #: How many sentences of a text, the first ones, :func:`tells_change` and
 #: :func:`tells_newer_version` read: an Episode may hold thousands (``max_entry_bytes``), and
 #: the clustering reads each against every member in its window, each sentence against each.
 VERSION_SENTENCES = 64
+VERSION_SENTENCE_CHARS = 1000
 
 
 @lru_cache(maxsize=4096)
@@ -644,8 +653,7 @@ def tells_newer_version(earlier: str, later: str) -> bool:
     clustering's threshold): yes; "Noor works at Arup." / "Noor booked flights to Rome.":
     no. Deterministic and free of any embedder, so the clustering decides the same in
     every process and setting."""
-    old_texts = split_sentences(earlier)[:VERSION_SENTENCES]
-    new_texts = split_sentences(later)[:VERSION_SENTENCES]
+    old_texts, new_texts = _version_sentences(earlier), _version_sentences(later)
     person = _main_entity([*old_texts, *new_texts])
     day = date(2000, 1, 1)
     sentences: list[_Sentence] = []
@@ -1676,6 +1684,11 @@ def _a_value(text: str) -> bool:
     return 0 < len(words) <= LABEL_VALUE_WORDS and not any(w in STOPWORDS for w in words)
 
 
+#: How far apart, in characters, the parts of a change phrase may be ("replaced ... with",
+#: "swapped ... for", "now ... instead"): read unbounded, every "now" of a sentence scanned
+#: the rest of it for "instead", and a hand-written Episode of 256 KiB of "now" took seven
+#: minutes to read (Reflection's merge, and the clustering's version join, read it).
+CHANGE_SPAN = 200
 #: English phrases of a change to a new state, the new value after them: "switched to",
 #: "changed to", "moved (back) to/into", "started working at", "replaced ... with", "swapped
 #: ... for", "now ... instead". Such a sentence says that what held before no longer does.
@@ -1683,8 +1696,9 @@ def _a_value(text: str) -> bool:
 #: "started working on a novel".
 _CHANGE_RE = re.compile(
     r"\b(?:(?:switched|changed|moved|converted) (?:back |over |up |down )?(?:to|into)"
-    r"|started (?:working|teaching|studying) (?:at|for)|replaced\b.+?\bwith"
-    r"|swapped\b.+?\bfor|now(?=\b.*\binstead\b))\b", re.IGNORECASE)
+    r"|started (?:working|teaching|studying) (?:at|for)"
+    rf"|replaced\b.{{1,{CHANGE_SPAN}}}?\bwith|swapped\b.{{1,{CHANGE_SPAN}}}?\bfor"
+    rf"|now(?=\b.{{0,{CHANGE_SPAN}}}?\binstead\b))\b", re.IGNORECASE)
 
 
 def _changed_to(text: str) -> str | None:
