@@ -53,6 +53,11 @@ class TokenCounter:
         tokenizer.no_padding()
         self._tok = tokenizer
         self._unk = tokenizer.token_to_id("[UNK]")  # None: no such token, every one counts 1
+        # the longest word WordPiece spells; a longer one is one [UNK] (counted a character
+        # each): without an [UNK] token no word is counted so
+        longest = getattr(tokenizer.model, "max_input_chars_per_word", None)
+        self._longest_word = longest if isinstance(longest, int) and self._unk is not None \
+            else 10**9
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}  # short texts counted before (same text, same count)
         # the bounds below hold for the BERT pipeline only; any other tokenizer is always counted
@@ -67,8 +72,16 @@ class TokenCounter:
         if not self._bert or not text:
             return 0
         if text.isascii() and not _ASCII_CONTROL.search(text):
-            return len(_ASCII_PIECE.findall(text))
-        return len(_SURE_PIECE.findall(text)) + len(_CJK.findall(text))
+            return sum(map(self._piece_floor, _ASCII_PIECE.findall(text)))
+        return (sum(map(self._piece_floor, _SURE_PIECE.findall(text)))
+                + len(_CJK.findall(text)))
+
+    def _piece_floor(self, piece: str) -> int:
+        """The fewest tokens a piece the tokenizer surely makes counts: one, or, longer than
+        WordPiece spells (an ``[UNK]``, :meth:`_costs`), one per character. Counted as one,
+        each of 2,000 lessons of 5,000 characters without a space was tokenized, and cut,
+        only to be left out."""
+        return len(piece) if len(piece) > self._longest_word else 1
 
     def surely_within(self, text: str, limit: int) -> bool:
         """Whether :meth:`count` of ``text`` is surely at most ``limit``, without tokenizing:
@@ -106,7 +119,11 @@ class TokenCounter:
         to keep so that they count at most ``keep`` tokens, the most found by bisection:
         ``keep`` of them always do (cut to 100 characters or fewer, WordPiece spells them in
         as many pieces at most), and a shorter cut may spell in fewer."""
-        lo, hi = min(keep, len(word)), len(word)  # lo fits; hi (the whole word) does not
+        if keep >= min(len(word), self._longest_word):
+            # past the longest word WordPiece spells, a cut of k characters counts k
+            return min(keep, len(word))
+        # lo fits; hi does not (past the longest word spelled, k characters count k > keep)
+        lo, hi = keep, min(len(word), self._longest_word + 1)
         while hi - lo > 1:
             mid = (lo + hi) // 2
             if self.count(word[:mid]) <= keep:
