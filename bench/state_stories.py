@@ -24,8 +24,11 @@ to keep them apart) → index with the configured embedder → recluster → ``r
   recognised, not merely said last (a narrative without a current state that ends with the
   newest news is right, not stated).
 
-Before any merge it also checks ranking: searching "<name> <domain>", does the latest state
-Episode rank above the earlier ones (shipped search vs its plain fused order)?
+Before any merge it also counts the pairs of one user's Episodes in the time window and
+under the clustering's threshold that the join of a fact's newer version reads as one
+(``version_pairs``: same-story against cross-story, per half and cosine floor; the floor is
+chosen on the calibration half), and checks ranking: searching "<name> <domain>", does the
+latest state Episode rank above the earlier ones (shipped search vs its plain fused order)?
 
 The version threshold (``VERSION_COSINE``) and the paraphrase threshold
 (``PARAPHRASE_COSINE``) are swept together: a paraphrase threshold below the version threshold
@@ -55,12 +58,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from everos_reflect.clustering.service import ClusterService
 from everos_reflect.embedding import CachingEmbedder, make_embedder
 from everos_reflect.engine.engine import Engine
 from everos_reflect.index.search import search
 from everos_reflect.index.sync import Indexer
-from everos_reflect.llm.extractive import PARAPHRASE_COSINE, ExtractiveLLM
+from everos_reflect.llm.extractive import (
+    PARAPHRASE_COSINE,
+    ExtractiveLLM,
+    tells_change,
+    tells_newer_version,
+)
 from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.provenance import provenance
@@ -160,6 +170,44 @@ def summarise(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
             for k, c in groups.items()}
 
 
+FLOORS = (0.0, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45, 0.5)
+
+
+def version_pairs(rt: Runtime, stories: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Pairs of one user's Episodes in the clustering's time window, under its threshold (as
+    indexed), that the clustering's join of a fact's newer version may join
+    (``tells_newer_version``): per half (both stories in it; "mixed" for a cross-story pair
+    of two halves) and cosine floor, same-story and cross-story pairs read so, of all such
+    pairs at or above the floor. What ``clustering.online.VERSION_FLOOR`` is chosen on (the
+    calibration half)."""
+    half_of = {s["id"]: s["split"] for s in stories}
+    window = rt.settings.clustering.time_window_days * 86400.0
+    threshold = rt.settings.clustering.threshold
+    store = MarkdownStore(rt.root)
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for user in users_of(stories):
+        ref = UserRef.of(user)
+        eps = sorted(store.entries(ref, Kind.EPISODE), key=lambda e: (e.timestamp, e.id))
+        vecs = rt.vectors.get_vectors(Kind.EPISODE, ref, [e.id for e in eps])
+        unit = {i: np.asarray(v, dtype=np.float64) / np.linalg.norm(v) for i, v in vecs.items()}
+        for n, a in enumerate(eps):
+            for b in eps[n + 1:]:
+                if (b.timestamp - a.timestamp).total_seconds() > window:
+                    break
+                cos = float(unit[a.id] @ unit[b.id])
+                if cos >= threshold:
+                    continue
+                sa, sb = (e.parent_id.rsplit("_", 1)[0][3:] for e in (a, b))
+                half = half_of[sa] if half_of[sa] == half_of[sb] else "mixed"
+                kind = "same" if sa == sb else "cross"
+                read = tells_change(b.content) and tells_newer_version(a.content, b.content)
+                for floor in FLOORS:
+                    if cos >= floor:
+                        counts[f"{half} {floor:g}"][kind] += 1
+                        counts[f"{half} {floor:g}"][f"{kind}_read"] += read
+    return {k: dict(v) for k, v in sorted(counts.items())}
+
+
 def ranking(rt: Runtime, stories: Sequence[dict[str, Any]],
             state_ids: dict[str, list[str]]) -> dict[str, Any]:
     """Before any merge: asked about a story's state ("<name> <domain>", e.g. "Sam car"), does
@@ -201,6 +249,11 @@ def run(work: Path, versions: Sequence[float], paraphrases: Sequence[float] = (P
     rt = Runtime(base, settings, embedder=embedder)
     Indexer(rt).scan()
     ranked = ranking(rt, stories, state_ids)
+    pairs = version_pairs(rt, stories)
+    for key, c in pairs.items():
+        print(f"pairs under the threshold, {key}: same-story read as versions "
+              f"{c.get('same_read', 0)}/{c.get('same', 0)}, cross-story "
+              f"{c.get('cross_read', 0)}/{c.get('cross', 0)}", flush=True)
     rt.close()
     extractive = settings.llm.provider == "extractive"
     points = []
@@ -234,7 +287,7 @@ def run(work: Path, versions: Sequence[float], paraphrases: Sequence[float] = (P
             "embedder": embedder.name, "member_threshold": settings.clustering.member_threshold,
             "time_window_days": settings.clustering.time_window_days,
             "points": points, "chosen": [best["paraphrase"], best["version"]],
-            "ranking": ranked}
+            "ranking": ranked, "version_pairs": pairs}
 
 
 def _pct(x: float | None) -> str:

@@ -244,12 +244,15 @@ def os_error_text(exc: OSError, root: str | os.PathLike[str] | None = None) -> s
 
 def _os_reason(exc: OSError) -> str:
     """What an ``OSError`` says went wrong: its ``strerror``, else the system's words for its
-    errno, else its text, else its class in words (``TimeoutError()`` said nothing: an empty
-    reason reached the run record and the API answer)."""
+    errno (or for the one number it was raised with: ``OSError(28)`` was said as ``28``), else
+    its text, else its class in words (``TimeoutError()`` said nothing: an empty reason
+    reached the run record and the API answer)."""
     if exc.strerror:
         return exc.strerror
     if exc.errno:  # its text is "[Errno 5]" alone
         return os.strerror(exc.errno)
+    if len(exc.args) == 1 and type(exc.args[0]) is int and exc.args[0] > 0:  # OSError(28)
+        return os.strerror(exc.args[0])
     return str(exc).strip() or in_words(type(exc))
 
 

@@ -136,7 +136,8 @@ def test_relations_filter_by_status(root: Path, beliefs_root: dict[str, str]) ->
     assert rows[0]["between"] == [beliefs_root["new"], beliefs_root["commit"]]
     assert len(json.loads(run(root, "relations", "--json").stdout)["relations"]) == 2
     bad = run(root, "relations", "--status", "bogus")
-    assert bad.exit_code == 1 and "unknown status 'bogus'" in bad.stderr
+    assert bad.exit_code == 2 and ("must be one of: active, resolved, stale, retired; got "
+                                   "'bogus'") in bad.stderr
 
 
 def test_resolve_marks_the_edge_and_leaves_the_convictions(

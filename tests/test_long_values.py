@@ -62,7 +62,7 @@ def test_the_api_quotes_a_long_bad_value_short(runtime: Runtime, method: str, ur
 
 @pytest.mark.parametrize("args", [
     ["add", "--user", "u1", "--subject", "s", "--content", "c", "--timestamp", LONG],
-    ["search", "q", "--mode", LONG],  # click's own "is not one of"
+    ["search", "q", "--mode", LONG],  # "must be one of: …; got …"
     ["search", "q", f"--mode={LONG}"],
     ["briefing", "q", "--user", "u1", "--max-tokens", LONG],  # "must be a whole number"
     ["relations", "--user", "u1", "--status", LONG],

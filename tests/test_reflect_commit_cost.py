@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from everos_reflect.index.vectors import VectorIndex
 from everos_reflect.markdown import store as store_module
 from everos_reflect.markdown import writer
 from everos_reflect.markdown.store import MarkdownStore
@@ -133,6 +134,48 @@ def test_a_batch_reads_no_stored_vectors_per_archived_source(
     # already retired: no stored vector is read, none per archived source (there were 9)
     assert reads == [] and archived == 9
     assert_each_topic_merged_once(rt, sources)
+
+
+def test_a_merge_finished_alone_reads_no_stored_vectors_per_archived_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovery (journal.complete, also a merge finished alone after a batch step failed)
+    synced the sources' logs before it marked the cluster: each archived source made the
+    index rebuild its cluster's centroid from the stored vectors of the members left, one
+    read per source, in the indexer's lock an add waits for. It marks first, as a batch."""
+    _, sources = seeded(tmp_path)
+
+    def crash_at(reached: str) -> None:
+        if reached == journal.PLANNED:
+            raise Crash(reached)
+
+    monkeypatch.setattr(journal, "checkpoint", crash_at)
+    with pytest.raises(Crash):
+        run_reflection(restart(tmp_path), **ONE_BATCH)
+    monkeypatch.setattr(journal, "checkpoint", lambda reached: None)
+    reads: list[int] = []
+    completing = [False]
+    real_complete, real_get = journal.complete, VectorIndex.get_vectors
+
+    def complete(*args: Any, **kwargs: Any) -> Any:
+        completing[0] = True
+        try:
+            return real_complete(*args, **kwargs)
+        finally:
+            completing[0] = False
+
+    def get_vectors(self: VectorIndex, *args: Any, **kwargs: Any) -> Any:
+        if completing[0]:
+            reads.append(len(args[2]) if len(args) > 2 else 0)
+        return real_get(self, *args, **kwargs)
+
+    monkeypatch.setattr(journal, "complete", complete)
+    monkeypatch.setattr(VectorIndex, "get_vectors", get_vectors)
+    counts = run_reflection(restart(tmp_path))
+
+    assert counts.get("recovered_ok", 0) == len(TOPICS)
+    assert reads == []  # there were 9 archived sources, each read its cluster's vectors
+    assert_each_topic_merged_once(restart(tmp_path), sources)
 
 
 def test_facts_with_the_same_metadata_dump_their_yaml_once(

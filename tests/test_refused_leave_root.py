@@ -33,7 +33,7 @@ REFUSED: list[tuple[list[str], str]] = [
      "no relation rel_20261012_0001"),
     (["enable", "nonexistent"], "unknown strategy 'nonexistent'"),
     (["task", "add", "--user", "u1", "--type", "t", "--goal", "g", "--step", "s",
-      "--outcome", "bogus"], "'bogus' is not one of"),
+      "--outcome", "bogus"], "must be one of: success, failure, partial; got 'bogus'"),
     (["add", "--user", "../x", "--subject", "s", "--content", "c"], "invalid user_id '../x'"),
     (["add", "--user", "u1", "--subject", "s", "--content", "c", "--timestamp", "bogus"],
      "--timestamp 'bogus' is not ISO 8601"),
@@ -50,7 +50,7 @@ REFUSED: list[tuple[list[str], str]] = [
     (["lessons", "--task-type", "../x"], "invalid task_type '../x'"),
     (["reports", "--limit", "0"], "'--limit'"),
     (["lint", "--bogus"], "No such option '--bogus'"),
-    (["relations", "--status", "bogus"], "unknown status 'bogus'"),
+    (["relations", "--status", "bogus"], "must be one of: active, resolved, stale, retired"),
 ]
 
 

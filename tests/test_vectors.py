@@ -477,3 +477,70 @@ def test_a_table_without_its_versions_folder_is_missing_not_empty(tmp_path: Path
     assert not list((tmp_path / "lancedb").glob(".dropped-*"))  # and deleted
     assert index.count("episode") == 0  # made anew, in a clean folder
     assert Kind.EPISODE not in index.missing()
+
+
+def test_an_upsert_of_new_rows_appends_them_and_one_of_a_known_row_replaces_it(
+        index: VectorIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An ``add`` upserts one row new to the table: matched against every key
+    (``merge_insert``), it read every row written since the key index was built, ~100 ms
+    of the add's answer once a Reflection had written hundreds of fragments (loaded). Rows
+    said new, none of whose keys the table holds, are appended; a batch holding a known key
+    is matched, so an entry still has one row."""
+    index.upsert(Kind.EPISODE, [row(ANDREW, "ep_1", "Andrew has a parrot")])
+    table = index._table(Kind.EPISODE)
+    merges: list[int] = []
+    real_merge = type(table).merge_insert
+
+    def merge_insert(self: Any, on: Any) -> Any:
+        merges.append(1)
+        return real_merge(self, on)
+
+    monkeypatch.setattr(type(table), "merge_insert", merge_insert)
+    index.upsert(Kind.EPISODE, [row(ANDREW, "ep_2", "Andrew adopted a dog"),
+                                row(BETTY, "ep_1", "Betty has a cat")], new=True)
+    assert merges == []
+    # said new, one of them is there (a row a killed sync wrote): matched, not added twice
+    index.upsert(Kind.EPISODE, [row(ANDREW, "ep_3", "Andrew walks Toby"),
+                                row(ANDREW, "ep_1", "Andrew gave the parrot away")], new=True)
+    assert merges == [1]
+    stored = {(r["user_id"], r["id"]): r["text"] for r in index.rows(Kind.EPISODE)}
+    assert stored == {("u_andrew", "ep_1"): "Andrew gave the parrot away",
+                      ("u_andrew", "ep_2"): "Andrew adopted a dog",
+                      ("u_betty", "ep_1"): "Betty has a cat",
+                      ("u_andrew", "ep_3"): "Andrew walks Toby"}
+    assert index.count(Kind.EPISODE) == 4
+
+
+def test_an_entry_a_killed_sync_left_in_the_vectors_alone_is_written_once_by_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """LanceDB is written before SQLite; killed in between, the index has no row for the
+    entry and the vectors have one. The next sync takes it for new (it appends new rows):
+    the row there is replaced, not doubled."""
+    from everos_reflect.index.sync import Indexer
+    from everos_reflect.runtime import Runtime
+
+    class Killed(BaseException):
+        pass
+
+    rt = Runtime(tmp_path, embedder=EMB)
+    try:
+        entry = rt.store.append(ANDREW, Kind.EPISODE, {}, {"Subject": "Pets",
+                                                           "Content": "Andrew adopted a dog."})
+        path = rt.store.path_for_id(ANDREW, entry.id)
+
+        def killed(self: Any, jobs: Any) -> Any:
+            raise Killed
+
+        with monkeypatch.context() as patch:
+            patch.setattr(Indexer, "_write_sqlite", killed)
+            with pytest.raises(Killed):
+                Indexer(rt).sync_path(path)
+        assert rt.vectors.count(Kind.EPISODE) == 1
+        assert rt.db().execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 0
+
+        Indexer(rt).sync_path(path)
+
+        assert rt.vectors.count(Kind.EPISODE) == 1
+        assert [r["id"] for r in rt.vectors.rows(Kind.EPISODE)] == [entry.id]
+    finally:
+        rt.close()

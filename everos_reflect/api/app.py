@@ -7,10 +7,9 @@ store and the search module, and domain errors become 4xx JSON ``{"error": {"cod
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import hmac
-import json
+import re
 import threading
 from dataclasses import asdict, is_dataclass
 from importlib.metadata import PackageNotFoundError, version
@@ -40,7 +39,7 @@ from everos_reflect.api.models import (
 from everos_reflect.api.params import LimitQuery
 from everos_reflect.engine.engine import list_runs, strategies_status
 from everos_reflect.markdown.parser import lookup_entry_id
-from everos_reflect.model import UserRef, path_text, shown_names
+from everos_reflect.model import UserRef, path_text, shown_key, shown_names
 
 if TYPE_CHECKING:
     from everos_reflect.engine.engine import Engine
@@ -134,6 +133,20 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
                 415: "unsupported_media_type",
                 422: "invalid_request"}.get(exc.status_code, "http_error")
         message = str(exc.detail)
+        if exc.status_code == 404 and request.scope.get("route") is None:  # no route matched
+            problem = _path_parameter_problem(request)
+            if problem is not None:
+                try:  # the route it was meant for is behind the token: so is its answer
+                    _authorize(request)
+                except ApiError as refused:
+                    return await _on_api(request, refused)
+                return _error(422, ops.validation_code(problem),
+                              ops.validation_message(problem))
+            message = (f"no route {request.method} {shown_key(request.url.path)}: the routes "
+                       "are listed by GET /openapi.json")
+        elif exc.status_code == 405 and (exc.headers or {}).get("Allow"):
+            message = (f"{request.method} is not allowed on {shown_key(request.url.path)}: it "
+                       f"takes {exc.headers['Allow']}")  # "Method Not Allowed" named neither
         return _error(exc.status_code, code, message, **(exc.headers or {}))  # e.g. Allow
 
     @app.exception_handler(ApiError)
@@ -169,6 +182,26 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
     # up fields the other had just replaced (a KeyError, a 500 to the requests that raced)
     _query_names()
     return app
+
+
+def _path_parameter_problem(request: Request) -> list[dict[str, Any]] | None:
+    """The problem of a path parameter that made no route match, as the schema states one
+    (``path.entry_id: invalid entry id '../..'``), else ``None``. A parameter holding a
+    ``/`` (``/memory/explain/..%2F..``, decoded before routing) or none at all
+    (``/memory/explain/``) matched no route and was answered "Not Found", naming nothing,
+    where ``/memory/explain/..`` was told what an entry id is."""
+    path = request.scope.get("path", "")
+    for method, template in _query_names():  # every route, as the OpenAPI document has it
+        if method != request.method or "{" not in template:
+            continue
+        pattern = "".join(f"(?P<{part[1:-1]}>.*)" if part.startswith("{") else re.escape(part)
+                          for part in re.split(r"(\{\w+\})", template))
+        found = re.fullmatch(pattern, path, re.DOTALL)
+        if found is None:
+            continue
+        return [{"type": "string_pattern_mismatch", "loc": ("path", name), "input": value}
+                for name, value in found.groupdict().items()]
+    return None
 
 
 def _authorize(request: Request) -> None:
@@ -317,14 +350,10 @@ def shared_routes() -> tuple[BaseRoute, ...]:
 
     @router.get(f"{API}/ome/reports", dependencies=guarded)
     def reports(runtime: RuntimeDep, limit: LimitQuery = 20) -> dict[str, Any]:
-        from everos_reflect.index.reads import reflection_reports
+        from everos_reflect.index.audit import reflection_report_rows
 
-        out = []
-        for item in reflection_reports(runtime.db(), limit=limit):
-            with contextlib.suppress(ValueError):  # else shown as stored
-                item["source_members"] = json.loads(item["source_members"] or "[]")
-            out.append(item)
-        return {"data": {"reports": out}}
+        # the rows `reports --json` prints (a damaged `source_members` said so, not raw)
+        return {"data": {"reports": reflection_report_rows(runtime.db(), limit)}}
 
     @router.post(f"{API}/ome/undo", dependencies=guarded, responses=_WRITE_ERRORS)
     def undo(body: UndoRequest, runtime: RuntimeDep) -> dict[str, Any]:

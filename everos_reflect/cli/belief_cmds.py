@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from everos_reflect.cli.common import (
+    OneOf,
     app_filter_option,
     emit_json,
     filtered_refs,
@@ -19,6 +20,7 @@ from everos_reflect.cli.common import (
     writable_root,
 )
 from everos_reflect.errors import EverosError, InvalidId
+from everos_reflect.strategies.belief_views import RELATION_STATUSES
 
 if TYPE_CHECKING:
     from everos_reflect.model import UserRef
@@ -65,7 +67,8 @@ def worldview_cmd(root: str | None, user_id: str | None, app: str | None, projec
 @click.command("relations")
 @root_option
 @_user_options
-@click.option("--status", default=None, help="Only relations of this status (e.g. active).")
+@click.option("--status", type=OneOf(RELATION_STATUSES), default=None,
+              help="Only relations of this status.")
 @json_option
 @handle_errors
 def relations_cmd(root: str | None, user_id: str | None, app: str | None, project: str | None,

@@ -77,6 +77,21 @@ class SecondsRange(click.FloatRange):
             self.fail(str(exc), param, ctx)
 
 
+class OneOf(click.Choice):
+    """A choice option refused in the words the API and the config files use
+    (:func:`~everos_reflect.problem_words.one_of`: ``must be one of: active, resolved; got
+    'x'``). ``click.Choice`` said "'x' is not one of 'active', 'resolved'", and ``relations
+    --status`` took any value and answered "no relations with status x"."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        from everos_reflect.problem_words import one_of
+
+        if value in self.choices:
+            return value
+        self.fail(one_of([str(c) for c in self.choices], value), param, ctx)
+
+
 def ome_invalid(problem: str) -> str:
     """``ome.toml``'s problem as a line's lead: ``invalid ome.toml: strategies.x.enabled: …``.
     Each problem names the file already (relative to the root since session 36), so the lead

@@ -150,7 +150,8 @@ def _finished(runtime: Runtime, outcome: RunOutcome) -> RunOutcome:
     row = runs.get(runtime.db(), outcome.run_id) if outcome.run_id else None
     if row is None:
         return outcome
-    return replace(outcome, status=row["status"], error=row["error"], counts=row["counts"])
+    return replace(outcome, status=row["status"], error=row["error"], counts=row["counts"],
+                   reason=row.get("reason"))
 
 
 @click.command("runs")
@@ -185,6 +186,8 @@ def runs_cmd(root: str | None, limit: int, as_json: bool) -> None:
         say(line + (f"  {counts}" if counts else ""))
         if r["error"]:
             say(f"    {r['error']}")
+        if r.get("reason"):  # why a run that went fine had nothing to do
+            say(f"    nothing to do: {r['reason']}")
 
 
 @click.command("strategies")

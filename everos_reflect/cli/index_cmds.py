@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from everos_reflect.cli.common import (
+    OneOf,
     WholeRange,
     counted,
     emit_json,
@@ -100,13 +101,13 @@ def _one_line(text: object, width: int) -> str:
               show_default=True, help=f"Hits to return (1-{MAX_TOP_K}, as in the API).")
 @click.option(
     "--mode",
-    type=click.Choice(["hybrid", "vector", "keyword"]),
+    type=OneOf(["hybrid", "vector", "keyword"]),
     default=None,
     help="Ranking: vector + BM25 fused, vector only, or keyword only (default: config).",
 )
 @click.option("--include-deprecated", is_flag=True, help="Also return archived entries.")
 @click.option("--kind", "kinds", multiple=True,
-              type=click.Choice(["episode", "atomic_fact", "insight", "conviction", "relation",
+              type=OneOf(["episode", "atomic_fact", "insight", "conviction", "relation",
                                  "task", "lesson"]),
               help="Kinds to search (repeatable); default episode.")
 @click.option("--include-stale", is_flag=True, help="Also return stale/retired derived records.")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from everos_reflect.cli.common import (
+    OneOf,
     WholeRange,
     app_filter_option,
     emit_json,
@@ -50,7 +51,7 @@ def task_group() -> None:
 @click.option("--goal", required=True, help="What the task was for.")
 @click.option("--step", "steps", multiple=True, required=True,
               help="One step, in order; repeat for each step.")
-@click.option("--outcome", required=True, type=click.Choice(["success", "failure", "partial"]),
+@click.option("--outcome", required=True, type=OneOf(["success", "failure", "partial"]),
               help="How the task ended.")
 @click.option("--error", "errors", multiple=True, help="An error met; repeat for each.")
 @click.option("--note", default=None, help="What happened (the Outcome section's text).")

@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 
@@ -27,32 +26,18 @@ from everos_reflect.cli.common import (
 from everos_reflect.model import MAX_LIST_LIMIT
 from everos_reflect.runtime import Runtime
 
-#: Columns of ``reports``, in the order printed (SPEC §6 first, then provenance and cost).
-REPORT_COLUMNS = (
-    "id", "created_at", "run_id", "app_id", "project_id", "owner_id", "cluster_id", "mode",
-    "status", "source_count", "source_members", "merged_entry_id", "deprecated_fact_count",
-    "new_fact_count", "fact_coverage", "provider", "model", "prompt_tokens",
-    "completion_tokens", "duration_ms", "error",
-)
-
 
 def list_reports(runtime: Runtime, limit: int = 20) -> list[dict[str, Any]]:
-    """The newest ``reflection_report`` rows first; ``source_members`` decoded to a list.
-    A root with no ``system.db`` (or an empty one) has no audit: it is not opened, which
-    would leave an empty index behind."""
+    """The newest ``reflection_report`` rows first, as the API lists them
+    (:func:`~everos_reflect.index.audit.reflection_report_rows`). A root with no
+    ``system.db`` (or an empty one) has no audit: it is not opened, which would leave an
+    empty index behind."""
+    from everos_reflect.index.audit import reflection_report_rows
     from everos_reflect.index.db import db_built
-    from everos_reflect.index.reads import reflection_reports
 
     if not db_built(runtime.root):
         return []
-    out = []
-    for item in reflection_reports(runtime.db(), limit=limit, columns=REPORT_COLUMNS):
-        try:
-            item["source_members"] = json.loads(item["source_members"] or "[]")
-        except ValueError:
-            item["source_members"] = []
-        out.append(item)
-    return out
+    return reflection_report_rows(runtime.db(), limit)
 
 
 def _render(reports: list[dict[str, Any]]) -> None:
@@ -76,7 +61,7 @@ def _render(reports: list[dict[str, Any]]) -> None:
             # plain text: an error quoting a provider ("[/response_format]") or naming a
             # setting ("[llm]") is not rich markup (it raised MarkupError, or was eaten);
             # nor may a provider's reply quoted there drive the terminal
-            Text(shown(r["error"] or "")),
+            Text(shown("; ".join(x for x in (r["error"], r["damaged"]) if x))),
         )
     # Piped output keeps whole rows instead of wrapping at 80 columns.
     Console(width=None if sys.stdout.isatty() else 200).print(table)

@@ -41,6 +41,7 @@ from everos_reflect.clustering.online import (
     Candidate,
     Decision,
     choose_scored,
+    choose_version,
     fold,
     in_window,
     in_window_rows,
@@ -727,6 +728,21 @@ class UserClusters:
                              self._consolidated[rows], ts, threshold=threshold,
                              window_seconds=window_seconds, rejoin_threshold=rejoin_threshold,
                              norms=self._norm[rows], member_threshold=member_threshold)
+
+    def choose_version(self, vector: np.ndarray, ts: float, *, window_seconds: float,
+                       floor: float, holds_partner: Callable[[str], bool]) -> Decision | None:
+        """:func:`online.choose_version` over this user's clusters in the window of ``ts``."""
+        if not self.ids:
+            return None
+        rows = self._rows_since(window_start(ts, window_seconds))
+        if rows.size == 0:
+            return None
+        rows = np.sort(rows)
+        sims = similarities(self._c32[rows], vector)
+        return choose_version([self.ids[p] for p in rows], sims, self._first[rows],
+                              self._last[rows], self._norm[rows], ts,
+                              window_seconds=window_seconds, floor=floor,
+                              holds_partner=holds_partner)
 
     def assign_run(
         self,

@@ -26,6 +26,15 @@ import numpy as np
 JOIN = "join"  # in the time window, similarity >= threshold
 REJOIN = "rejoin"  # consolidated cluster, any time, similarity >= rejoin_threshold
 NEW = "new"  # nothing close enough: start a new cluster
+VERSION = "version"  # in the window, under the threshold, with a member whose fact it changes
+
+#: The least cosine (to the centroid, and member fit) at which an Episode that tells a change
+#: joins a cluster holding an earlier member it is the newer version or the end of
+#: (:func:`choose_version`). Chosen on bench/state_stories.json's calibration half: the
+#: highest step (0.05 apart) that keeps every same-story pair read so (the lowest, "Marta
+#: rents a flat in Leeds." / "The flat was let go.", sits at 0.288); no cross-story pair of
+#: that half is read so at any cosine.
+VERSION_FLOOR = 0.25
 
 
 @dataclass(frozen=True)
@@ -271,6 +280,43 @@ def choose_scored(
     if best_rejoin is not None:
         return Decision(best_rejoin[1], best_rejoin[0], REJOIN)
     return Decision(None, max(sim_list), NEW)
+
+
+def choose_version(
+    ids: Sequence[str],
+    sims: Sequence[float] | np.ndarray,
+    first_ts: Sequence[float] | np.ndarray,
+    last_ts: Sequence[float] | np.ndarray,
+    norms: Sequence[float] | np.ndarray,
+    ts: float,
+    *,
+    window_seconds: float,
+    floor: float,
+    holds_partner: Callable[[str], bool],
+) -> Decision | None:
+    """The join of a fact's newer version, asked only when :func:`choose_scored` founds a new
+    cluster for an Episode that tells a change: among the clusters in the time window with
+    cosine and member fit at least ``floor``, the most similar (ties to the smaller id) that
+    ``holds_partner``: a live member, earlier and in the window, whose fact the Episode is
+    the newer version or the end of, read by the merge's words (``llm.extractive
+    .tells_newer_version``: "Noor works at Arup." / "Noor was let go.", cosine 0.40).
+
+    Such a pair says less in common than a restatement, so it sits under the threshold, and
+    the member-fit rule (stricter than the threshold) would refuse every such join: the
+    words stand in for the similarity, and ``floor`` for both tests. None: no such cluster
+    (a new one, as before)."""
+    order = sorted(
+        (-sim, cid) for cid, sim, first, last, norm in zip(
+            ids, sims.tolist() if isinstance(sims, np.ndarray) else sims,
+            first_ts.tolist() if isinstance(first_ts, np.ndarray) else first_ts,
+            last_ts.tolist() if isinstance(last_ts, np.ndarray) else last_ts,
+            norms.tolist() if isinstance(norms, np.ndarray) else norms, strict=True)
+        if sim >= floor and member_fit(sim, norm) >= floor
+        and in_window(ts, first, last, window_seconds))
+    for neg, cid in order:
+        if holds_partner(cid):
+            return Decision(cid, -neg, VERSION)
+    return None
 
 
 def _better(sim: float, cluster_id: str, best: tuple[float, str] | None) -> bool:

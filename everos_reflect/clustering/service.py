@@ -41,8 +41,10 @@ import numpy as np
 from everos_reflect.clustering.matrix import ClusterRow, UserClusters
 from everos_reflect.clustering.online import (
     NEW,
+    VERSION_FLOOR,
     Decision,
     cluster_id_for,
+    in_window,
     mean_of,
     normalize,
     normalize_rows,
@@ -50,6 +52,7 @@ from everos_reflect.clustering.online import (
 from everos_reflect.errors import EverosError
 from everos_reflect.index import rebuild
 from everos_reflect.index.db import CLUSTER_KEY_OF_ID, cluster_key_of_id, transaction, utcnow_iso
+from everos_reflect.llm.extractive import tells_change, tells_newer_version
 from everos_reflect.model import Entry, EntryId, Kind, UserRef, parse_timestamp, quoted_value
 
 if TYPE_CHECKING:
@@ -554,6 +557,8 @@ class ClusterService:
         self.rejoin_threshold = float(cfg.rejoin_threshold)
         self.member_threshold = float(cfg.member_threshold)
         self.window_seconds = float(cfg.time_window_days) * DAY
+        #: cosine floor of the join of a fact's newer version (online.choose_version)
+        self.version_floor = VERSION_FLOOR
         self._cache = _cache_for(runtime)
         self._session: _Write | None = None
 
@@ -653,7 +658,15 @@ class ClusterService:
                     continue
                 text_hash = e.text_hash
                 if row is None and e.parent_type != "cluster":
-                    run.append((e.id, ts, vec, text_hash))
+                    if not tells_change(e.content or e.search_text):
+                        run.append((e.id, ts, vec, text_hash))
+                        continue
+                    # it may join a cluster as the newer version of a member's fact: that
+                    # look-up reads members' texts, which the run does not; placed alone,
+                    # in its place, the result is the same as one by one
+                    self._assign_run(conn, ref, run, outcome)
+                    outcome[e.id] = self._assign(conn, ref, e.id, normalize(vec), ts, text_hash,
+                                                 member=False).reason
                     continue
                 self._assign_run(conn, ref, run, outcome)
                 vec = normalize(vec)
@@ -914,7 +927,7 @@ class ClusterService:
 
     def _episode_rows(self, ref: UserRef) -> list[sqlite3.Row]:
         return self._db.execute(
-            "SELECT id, ts, parent_type, parent_id, deprecated_by, text_hash FROM entries "
+            "SELECT id, ts, parent_type, parent_id, deprecated_by, text_hash, text FROM entries "
             "WHERE kind='episode' AND app_id=? AND project_id=? AND user_id=?",
             (ref.app, ref.project, ref.user_id)).fetchall()
 
@@ -925,7 +938,7 @@ class ClusterService:
         if vectors is None:
             vectors = self._vectors(ref, [r["id"] for r in live])
         plan = _Rebuild(ref, self.threshold, self.window_seconds, self.rejoin_threshold,
-                        self.member_threshold)
+                        self.member_threshold, self.version_floor)
         skipped = 0
         narratives = [r for r in live if r["parent_type"] == "cluster"]
         # A narrative naming another user's cluster is attached nowhere, as online: copying
@@ -1029,6 +1042,8 @@ class ClusterService:
                              rejoin_threshold=self.rejoin_threshold,
                              member_threshold=self.member_threshold)
         if decision.cluster_id is None:
+            decision = self._version_join(conn, ref, entry_id, vec, ts, st) or decision
+        if decision.cluster_id is None:
             cid = self._free_cluster_id(conn, ref, entry_id)
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts))
             conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
@@ -1038,6 +1053,34 @@ class ClusterService:
         conn.save_cluster(ref, cluster)
         conn.insert_member(ref, entry_id, cluster.cluster_id, ts, decision.similarity, text_hash)
         return decision
+
+    def _version_join(self, conn: _Write, ref: UserRef, entry_id: str, vec: np.ndarray,
+                      ts: float, st: UserClusters) -> Decision | None:
+        """The cluster an Episode that would found a new one joins as the newer version of
+        a member's fact (:func:`online.choose_version`), read from the texts SQLite holds,
+        as :meth:`recluster` reads them; None when it tells no change or nothing holds."""
+        row = conn.execute(
+            "SELECT text FROM entries WHERE app_id=? AND project_id=? AND user_id=? AND id=? "
+            "AND kind='episode'", (ref.app, ref.project, ref.user_id, entry_id)).fetchone()
+        if row is None or not tells_change(row["text"]):
+            return None
+        later = row["text"]
+        key = (ts, entry_id)
+
+        def holds_partner(cid: str) -> bool:
+            members = conn.execute(
+                "SELECT e.id, e.ts, e.text FROM cluster_members m JOIN entries e ON "
+                "e.app_id=m.app_id AND e.project_id=m.project_id AND e.user_id=m.user_id AND "
+                "e.id=m.entry_id AND e.kind='episode' "
+                f"WHERE m.{_OF_CLUSTER} AND m.deprecated_by IS NULL "
+                "AND e.parent_type IS NOT 'cluster' AND e.deprecated_by IS NULL",
+                (cid,)).fetchall()
+            return _holds_earlier_version(
+                [(entry_epoch(m["id"], m["ts"]), m["id"], m["text"]) for m in members],
+                key, later, self.window_seconds)
+
+        return st.choose_version(vec, ts, window_seconds=self.window_seconds,
+                                 floor=self.version_floor, holds_partner=holds_partner)
 
     def _attach_narrative(self, conn: _Write, ref: UserRef, entry_id: str,
                           parent_id: str | None, vec: np.ndarray, ts: float,
@@ -1227,6 +1270,15 @@ class ClusterService:
             new_since_consolidation=r["new_since"] if consolidated else 0)
 
 
+def _holds_earlier_version(members: Iterable[tuple[float, str, str]], key: tuple[float, str],
+                           later: str, window_seconds: float) -> bool:
+    """Is one of ``members`` (``(epoch, id, text)``) placed before ``key`` (``(epoch,
+    id)``), in the window of it, and a fact ``later`` tells the newer version or the end
+    of (:func:`~everos_reflect.llm.extractive.tells_newer_version`)?"""
+    return any(tells_newer_version(text, later) for ts, mid, text in sorted(members)
+               if (ts, mid) < key and in_window(key[0], ts, ts, window_seconds))
+
+
 def _free_id(st: UserClusters, ref: UserRef, first: str) -> str:
     """The first id for ``first`` that ``st`` (every cluster of ``ref``) does not hold."""
     attempt = 0
@@ -1252,9 +1304,12 @@ class _Rebuild:
     :class:`UserClusters` the online path uses."""
 
     def __init__(self, ref: UserRef, threshold: float, window: float, rejoin: float,
-                 member: float = 0.0) -> None:
+                 member: float = 0.0, version_floor: float = VERSION_FLOOR) -> None:
         self.ref, self.threshold, self.window, self.rejoin = ref, threshold, window, rejoin
-        self.member = member
+        self.member, self.version_floor = member, version_floor
+        #: per cluster, its live Episodes (not narratives) as ``(epoch, id, text)``, for
+        #: the join of a fact's newer version
+        self.episodes: dict[str, list[tuple[float, str, str]]] = {}
         self.state = UserClusters()
         self.clusters: dict[str, _Cluster] = {}
         # (entry_id, cluster_id, ts, similarity, deprecated_by, text_hash)
@@ -1286,6 +1341,12 @@ class _Rebuild:
         decision = self.state.choose(vec, ts, threshold=self.threshold,
                                      window_seconds=self.window, rejoin_threshold=self.rejoin,
                                      member_threshold=self.member)
+        text = r["text"]
+        if decision.cluster_id is None and tells_change(text):
+            decision = self.state.choose_version(
+                vec, ts, window_seconds=self.window, floor=self.version_floor,
+                holds_partner=lambda cid: _holds_earlier_version(
+                    self.episodes.get(cid, ()), (ts, r["id"]), text, self.window)) or decision
         if decision.cluster_id is None:
             attempt = 0
             while True:
@@ -1296,11 +1357,13 @@ class _Rebuild:
                 attempt += 1
             self._put(_Cluster.new(cid, vec, ts))
             self._member(r, cid, ts, None)
+            self.episodes.setdefault(cid, []).append((ts, r["id"], text))
             return
         c = self.clusters[decision.cluster_id]
         c.add(vec, ts)
         self._put(c)
         self._member(r, c.cluster_id, ts, decision.similarity)
+        self.episodes.setdefault(c.cluster_id, []).append((ts, r["id"], text))
 
     def _put(self, c: _Cluster) -> None:
         self.clusters[c.cluster_id] = c

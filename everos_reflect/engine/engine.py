@@ -485,13 +485,15 @@ class Engine:
             if stop_seen.is_set():
                 status = PARTIAL if status == OK else status
                 why = (f"stopped early: {STOPPED_EARLY}" + (f"; {why}" if why else ""))
-            self._finish(run_id, status, why, counts, attempt)
+            # known before the record is finished, and stored with it: kept in memory only,
+            # `runs` and the API showed a bare "ok" for it after a restart
+            reason = (self._idle_reason(strategy, settings, counts)
+                      if status == OK and trigger in ASKED else None)
+            self._finish(run_id, status, why, counts, attempt, reason)
             (log.info if status == OK else log.warning)(
                 "%s: run %s %s %s%s", name, run_id, status, counts, f" ({why})" if why else "")
             return RunOutcome(status, name, run_id, counts, error=why,
-                              logs_indexed=ctx.logs_indexed,
-                              reason=self._idle_reason(strategy, settings, counts)
-                              if status == OK and trigger in ASKED else None)
+                              logs_indexed=ctx.logs_indexed, reason=reason)
 
     def _idle_reason(self, strategy: Strategy, settings: Mapping[str, Any],
                      counts: Mapping[str, int]) -> str | None:
@@ -522,8 +524,8 @@ class Engine:
         runs.set_attempt(self.runtime.db(), run_id, attempt, error)
 
     def _finish(self, run_id: str, status: str, error: str | None, counts: dict[str, int],
-                attempt: int) -> None:
-        runs.finish(self.runtime.db(), run_id, status, error, counts, attempt)
+                attempt: int, reason: str | None = None) -> None:
+        runs.finish(self.runtime.db(), run_id, status, error, counts, attempt, reason)
 
     # --- lifecycle ----------------------------------------------------------------------------
 
@@ -535,8 +537,8 @@ class Engine:
         """The outcome of a run this engine finished, as its trigger would have answered had
         it waited (``reason`` and ``logs_indexed`` included), else ``None`` (not one of its
         latest :data:`KEPT_OUTCOMES`). ``trigger`` that stopped waiting (``timeout``) and then
-        waits for the run in this process reads it here: the run record has no field for why
-        a run had nothing to do, and its answer said "nothing to do" without the reason."""
+        waits for the run in this process reads it here (``logs_indexed`` is not in the run
+        record; ``reason`` is, since migration 0023)."""
         with self._mutex:
             return self._outcomes.get(run_id)
 

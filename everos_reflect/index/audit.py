@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from everos_reflect.index.db import transaction, utcnow_iso
-from everos_reflect.model import UserRef
+from everos_reflect.model import UserRef, quoted_value
 
 
 @dataclass
@@ -104,6 +104,47 @@ REFLECTION_REPORT_COLUMNS = (
     "source_members", "merged_entry_id", "deprecated_fact_count", "new_fact_count",
     "fact_coverage", "provider", "model", "prompt_tokens", "completion_tokens", "duration_ms",
     "status", "error", "created_at")
+
+
+#: Columns of ``reports`` and ``GET /api/v1/ome/reports``, in the order shown (SPEC §6 first,
+#: then provenance and cost): one order for both.
+REPORT_COLUMNS = (
+    "id", "created_at", "run_id", "app_id", "project_id", "owner_id", "cluster_id", "mode",
+    "status", "source_count", "source_members", "merged_entry_id", "deprecated_fact_count",
+    "new_fact_count", "fact_coverage", "provider", "model", "prompt_tokens",
+    "completion_tokens", "duration_ms", "error",
+)
+
+
+def id_list(text: object, column: str) -> tuple[list[str] | None, str | None]:
+    """``(ids, None)`` for a stored JSON list of entry ids, else ``(None, why)``: a row edited
+    by hand or cut short is said to be damaged, not shown as ``[]`` (nothing merged) by one
+    reader and as its raw text by another."""
+    if text is None:
+        return None, f"{column} is not a JSON list of entry ids: it is empty"
+    try:
+        value = json.loads(text) if isinstance(text, str | bytes) else text
+    except ValueError:
+        value = text
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        return None, f"{column} is not a JSON list of entry ids: {quoted_value(text)}"
+    return value, None
+
+
+def reflection_report_rows(conn: sqlite3.Connection, limit: int) -> list[dict[str, Any]]:
+    """The newest ``reflection_report`` rows first, in :data:`REPORT_COLUMNS`, for every
+    listing (``reports --json``, the API): ``source_members`` decoded, and ``damaged`` saying
+    why it could not be (``None`` when it could; ``source_members`` is then ``None``)."""
+    rows = conn.execute(
+        f"SELECT {', '.join(REPORT_COLUMNS)} FROM reflection_report "
+        "ORDER BY created_at DESC, id DESC LIMIT ?", (max(0, int(limit)),))
+    out = []
+    for row in rows:
+        item = dict(row)
+        item["source_members"], item["damaged"] = id_list(item["source_members"],
+                                                          "source_members")
+        out.append(item)
+    return out
 
 
 def insert_reflection_report(conn: sqlite3.Connection, values: Sequence[Any]) -> None:

@@ -569,6 +569,15 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE files ADD COLUMN still_since_ns INTEGER NOT NULL DEFAULT 0;
         """,
     ),
+    (
+        "0023_runs_reason",
+        """
+        -- Why a run that went fine had nothing to do ("no new Episodes to merge: …"), as its
+        -- trigger answered: kept in memory only, `runs` and the API showed a bare "ok" for
+        -- it after a restart. NULL: a run that did something, failed, or is older.
+        ALTER TABLE runs ADD COLUMN reason TEXT;
+        """,
+    ),
 ]
 
 #: ``index_meta`` key of the parser version the index's rows were read with.

@@ -31,13 +31,14 @@ def set_attempt(conn: sqlite3.Connection, run_id: str, attempt: int, error: str)
 
 
 def finish(conn: sqlite3.Connection, run_id: str, status: str, error: str | None,
-           counts: dict[str, int], attempt: int) -> None:
-    """The run's final state (only a row still ``running`` changes)."""
+           counts: dict[str, int], attempt: int, reason: str | None = None) -> None:
+    """The run's final state (only a row still ``running`` changes). ``reason``: why a run
+    that went fine had nothing to do, stored with the run so a restart does not lose it."""
     with transaction(conn):
         conn.execute(
-            "UPDATE runs SET status = ?, error = ?, counts = ?, attempt = ?, finished_at = ? "
-            "WHERE id = ? AND status = 'running'",
-            (status, error, json.dumps(counts), attempt, utcnow_iso(), run_id))
+            "UPDATE runs SET status = ?, error = ?, counts = ?, attempt = ?, finished_at = ?, "
+            "reason = ? WHERE id = ? AND status = 'running'",
+            (status, error, json.dumps(counts), attempt, utcnow_iso(), reason, run_id))
 
 
 def fail(conn: sqlite3.Connection, run_id: str, error: str) -> None:
@@ -65,6 +66,8 @@ def running(conn: sqlite3.Connection) -> list[tuple[str, int | None, str]]:
 
 def _row(row: sqlite3.Row) -> dict[str, Any]:
     out = dict(row)
+    # an index opened read-only before migration 0023 has no column: the same shape anyway
+    out.setdefault("reason", None)
     try:
         out["counts"] = json.loads(out.get("counts") or "{}")
     except ValueError:

@@ -120,6 +120,8 @@ class SyncPlan:
     deprecations: dict[str, str | None] = field(default_factory=dict)
     problems: list[Diagnostic] = field(default_factory=list)
     fatal: bool = False
+    #: the ids of ``upserts`` the index had no row for (new entries)
+    new: set[str] = field(default_factory=set)
 
     @property
     def empty(self) -> bool:
@@ -155,6 +157,8 @@ def plan_file_sync(
             or before.embed_model != embed_model
         ):
             plan.upserts.append(entry)
+            if before is None:
+                plan.new.add(entry.id)
             if (
                 before is None
                 or before.text_hash != entry.text_hash
@@ -1089,14 +1093,19 @@ class Indexer:
         """LanceDB before SQLite: if we stop in between, the files row is stale and redone."""
         model = self.rt.embedder.name
         rows: dict[Kind, list[dict[str, Any]]] = {}
+        known: set[Kind] = set()  # kinds with a row the index already had
         for job in jobs:
             for entry in job.plan.upserts:
                 rows.setdefault(job.kind, []).append(
                     vector_row(job.ref, entry, job.rel, job.vectors[entry.id], model)
                 )
-        write = self.rt.vectors.append if self._fresh else self.rt.vectors.upsert
+                if entry.id not in job.plan.new:
+                    known.add(job.kind)
         for kind, kind_rows in rows.items():
-            write(kind, kind_rows)
+            if self._fresh:
+                self.rt.vectors.append(kind, kind_rows)
+            else:
+                self.rt.vectors.upsert(kind, kind_rows, new=kind not in known)
         marks: dict[Kind, list[tuple[UserRef, str, str | None]]] = {}
         for job in jobs:
             if job.plan.deletes:

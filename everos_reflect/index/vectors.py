@@ -76,6 +76,14 @@ METADATA_CACHE_BYTES = 32 << 20
 REFINE_FACTOR = 4
 #: Compactions refused by a concurrent write before one runs under the write lock.
 COMPACTION_ATTEMPTS = 3
+#: An upsert of at most this many rows said to be new (:meth:`VectorIndex.upsert`) first
+#: counts those of their keys the table holds, and appends them when it holds none instead
+#: of matching them against every key: ``merge_insert`` reads every row written since the
+#: key index was last built, ~100 ms for the one row of an ``add`` once a Reflection has
+#: written hundreds of fragments, against ~29 ms for the count and the append
+#: (``bench/vector_upsert.py``, loaded). Every write holds the index's write lock, so no key
+#: is written by another writer between the count and the append.
+FEW_ROWS = 16
 #: How LanceDB says a commit lost to a concurrent one and may simply be tried again.
 COMMIT_CONFLICT = "Retryable commit conflict"
 
@@ -287,8 +295,12 @@ class VectorIndex:
 
     # -- writes -----------------------------------------------------------------------------
 
-    def upsert(self, kind: Kind | str, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Insert or replace rows (matched on tenant + user + id). Validates before writing."""
+    def upsert(self, kind: Kind | str, rows: Sequence[Mapping[str, Any]], *,
+               new: bool = False) -> None:
+        """Insert or replace rows (matched on tenant + user + id). Validates before writing.
+        ``new``: the caller's index holds none of them (an ``add``, a tier's new record);
+        a few such rows are appended when the table holds none of their keys either (a row a
+        killed sync wrote may be there: then they are matched as any)."""
         if not rows:
             return
         kind = _as_kind(kind)
@@ -297,6 +309,11 @@ class VectorIndex:
             raise EverosError("upsert got the same entry id twice in one batch")
         table = self._table(kind)
         with self._writing():
+            if new and len(rows) <= FEW_ROWS and not table.count_rows(
+                    "key IN (" + ", ".join(sql_str(k) for k in data.column("key").to_pylist())
+                    + ")"):
+                table.add(data)  # none of them there yet (an add, a tier's new record)
+                return
             (
                 table.merge_insert("key")
                 .when_matched_update_all()

@@ -89,6 +89,7 @@ of the narrative, the source Episodes it stands for (see :mod:`everos_reflect.pr
 
 from __future__ import annotations
 
+import copy
 import json
 import re
 from collections import Counter
@@ -96,7 +97,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from difflib import SequenceMatcher
-from functools import cache
+from functools import cache, lru_cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -148,7 +149,12 @@ OTHER_LANGUAGE_MARKERS = _wordset(
     "el los las y es una que del con por il di che è sono het een en van niet ook og ikke er"
 )
 # Capitalised words that start sentences without naming anybody.
-NOT_NAMES = STOPWORDS | FILLER | {"after", "before", "on", "in", "first", "last", "moving", "today"}
+#: Capitalised words that name nobody: besides function words, English pronouns of anyone
+#: at all ("Someone stole Tom's bike.": the sentence is about Tom's bike, not "Someone").
+INDEFINITE_PRONOUNS = _wordset(
+    "someone somebody anyone anybody everyone everybody nobody no-one")
+NOT_NAMES = STOPWORDS | FILLER | INDEFINITE_PRONOUNS | {
+    "after", "before", "on", "in", "first", "last", "moving", "today"}
 ABBREVIATIONS = ("Dr", "Mr", "Mrs", "Ms", "Prof", "St", "Jr", "Sr", "vs", "etc", "e.g", "i.e")
 
 _WORD_RE = re.compile(r"\w+(?:'\w+)?", re.UNICODE)
@@ -589,6 +595,74 @@ class ExtractiveLLM:
         return FactsResult([s.text for s in kept], Usage())
 
 
+# --- versions read by words, for the clustering -------------------------------------------
+
+
+def tells_change(text: str) -> bool:
+    """Does a sentence of ``text`` tell that a state changed: an end ("Bea was let go.",
+    "quit her job", "no longer drives"), a change verb ("moved to Lyon") or what holds now
+    as against before ("cycles to work now")? Only such a text can be the later side of
+    :func:`tells_newer_version`; the clustering asks this first, as it costs one reading of
+    one text."""
+    if not any(r.search(text) for r in _CHANGE_MARKS):
+        return False  # what a sentence needs to tell one: most texts stop here, unread
+    return any(_marks_change(_read(t)) for t in split_sentences(text)[:VERSION_SENTENCES])
+
+
+#: How many sentences of a text, the first ones, :func:`tells_change` and
+#: :func:`tells_newer_version` read: an Episode may hold thousands (``max_entry_bytes``), and
+#: the clustering reads each against every member in its window, each sentence against each.
+VERSION_SENTENCES = 64
+
+
+@lru_cache(maxsize=4096)
+def _reading(text: str) -> _Sentence:
+    return _Sentence(text, date.min, 0)
+
+
+def _read(text: str, day: date = date.min, order: int = 0) -> _Sentence:
+    """``text`` as the merge reads it, parsed once per text (the clustering reads a member's
+    text again for every Episode placed near it): a copy, so its day, order and subject
+    are the caller's."""
+    s = copy.copy(_reading(text))
+    s.day, s.order = day, order
+    return s
+
+
+def _marks_change(s: _Sentence) -> bool:
+    """Does ``s`` tell that a state changed (see :func:`tells_change`)?"""
+    return not (s.question or s.wish or s.then or s.slot or s.passing) and (
+        s.ended is not None or s.dismissed or s.change is not None or _says_now(s))
+
+
+def tells_newer_version(earlier: str, later: str) -> bool:
+    """Does a sentence of ``later`` tell a change (:func:`tells_change`) that the offline
+    merge reads, by its words alone, as the newer version or the end of a fact a sentence
+    of ``earlier`` states: the same subject, and an end of what it names, a change of its
+    value, a negation flipped or most of its words (:func:`_versions` without sentence
+    vectors)? "Noor works at Arup." / "Noor was let go." (cosine 0.40 as indexed, under the
+    clustering's threshold): yes; "Noor works at Arup." / "Noor booked flights to Rome.":
+    no. Deterministic and free of any embedder, so the clustering decides the same in
+    every process and setting."""
+    old_texts = split_sentences(earlier)[:VERSION_SENTENCES]
+    new_texts = split_sentences(later)[:VERSION_SENTENCES]
+    person = _main_entity([*old_texts, *new_texts])
+    day = date(2000, 1, 1)
+    sentences: list[_Sentence] = []
+    for texts, when in ((old_texts, day), (new_texts, date(2000, 1, 2))):
+        entity: str | None = None
+        for t in texts:
+            t, entity = _resolve_pronoun(t, entity, person)
+            sentences.append(_read(t, when, len(sentences)))
+    for s in sentences:
+        s.subject = _subject(s.text, person)
+        s.person = person.lower() if person else None
+        s.holder = _holder(s.text, person)
+    olds, news = sentences[:len(old_texts)], sentences[len(old_texts):]
+    return any(_versions(old, new, None, VERSION_COSINE)
+               for new in news if _marks_change(new) for old in olds)
+
+
 # --- sentences --------------------------------------------------------------------------
 
 
@@ -790,10 +864,22 @@ def _opening_verb(sentence: str, first: str) -> bool:
         w = word.lower()
         if len(w) > 3 and w.endswith("s") and not w.endswith("ss"):
             after = words[k + 1] if k + 1 < len(words) else ""
+            if _regular_past(lower) and _names_a_list(words[k + 1:]):
+                return True  # "Visited friends Ana and Tom.": the plural names them
             return (_regular_past(lower) and not (after[:1].isupper()
                                                   and after.lower() not in _CALENDAR))
         return not (w in _AUXILIARIES or w in {"and", "or"} or _past_form(w))
     return True
+
+
+def _names_a_list(words: Sequence[str]) -> bool:
+    """Do ``words`` open with two or more names joined by "and" ("Ana and Tom", "Ana Wong
+    and Tom")? After a word in "-s" they are what a plural noun names ("friends Ana and
+    Tom"), not the one object of a verb ("plays Chelsea")."""
+    k = 0
+    while k < len(words) and words[k][:1].isupper() and words[k].lower() not in _CALENDAR:
+        k += 1
+    return 0 < k < len(words) - 1 and words[k].lower() == "and" and words[k + 1][:1].isupper()
 
 
 #: English names of months and weekdays: a time, not someone a verb in "-s" acts on
@@ -1370,6 +1456,8 @@ def _versions(old: _Sentence, new: _Sentence, sims: np.ndarray | None, version: 
         # "Lucia left work early." (cosine 0.76) were written as a change of the commute
     if new.adds and not old.adds and not (_flips(old, new) or _ends(old, new)):
         return False  # "Bea plays tennis." / "Bea plays golf now too.": golf as well
+    if _another_verb(old, new) and not (_flips(old, new) or ends):
+        return False  # "Bea lives in Leeds." / "Bea works in Leeds now.": both so
     cos = _similar(old, new, sims) if sims is not None else None
     # what they share plays another part in each ("works at Arup" / "walks to work now"):
     # another frame, however close their meaning or words
@@ -1440,12 +1528,50 @@ def _other_roles(old: _Sentence, new: _Sentence) -> bool:
     in it): two facts, where the "now" of the later (0.67) or its cosine (0.81) had made it
     the newer version of the earlier. One word in one part in both ("takes the bus to work"
     / "cycles to work now") keeps them one frame. Its cost: a change told in another frame
-    ("Bea takes the bus to work." / "Bea works from home now.") is no version (both stay,
-    no current state)."""
+    ("Bea takes the bus to work." / "Bea works at the bakery now.") is no version (both
+    stay, no current state). Not when the later does at home what the earlier went to
+    ("Bea takes the bus to work." / "Bea works from home now."): the way there ended."""
     x, y = _roles(old), _roles(new)
     shared = set(x) & set(y) - {old.subject or "", new.subject or ""}
+    if shared and _AT_HOME_RE.search(new.text) and all(
+            "to" in x[w] and "v" in y[w] for w in shared):
+        return False  # the way to work, then work done from home: no way there any more
     # "" (an object, or a word before another: "the team's goalkeeper") tells no part
     return bool(shared) and all(not (x[w] & y[w] or "" in x[w] | y[w]) for w in shared)
+
+
+#: English words telling that something is done where one lives, with no way to go:
+#: "works from home", "studies at home", "works remotely" (:func:`_other_roles`).
+_AT_HOME_RE = re.compile(r"\b(?:(?:from|at) home|remotely)\b", re.IGNORECASE)
+
+
+def _another_verb(old: _Sentence, new: _Sentence) -> bool:
+    """Do ``old`` and ``new`` say the same name, each word in the same part, under another
+    verb: "Bea lives in Leeds." / "Bea works in Leeds now.", "Omar lives in Bristol." /
+    "Omar studies in Bristol now."? The name is the value both keep; the verb names what
+    holds it (where she lives, where she works): two facts of one place, where a change
+    replaces the value in one frame ("lives in Leeds" / "lives in York now"). Their cosine
+    (0.90, 0.83) and the "now" had made the later the newer version of the earlier. Verbs
+    that are forms of one word ("works" / "worked") are one frame. Its cost: a change of
+    how one stands to a name ("Bea supports Arsenal." / "Bea hates Arsenal now.") is no
+    version (both stay, no current state). Two standing states only: an event may tell
+    the change ("Ravi goes to the dentist on Main Street." / "Ravi returned to the dentist
+    on Main Street.")."""
+    if old.past or new.past:
+        return False
+    x, y = _roles(old), _roles(new)
+    verbs_x = [w for w, parts in x.items() if "v" in parts]
+    verbs_y = [w for w, parts in y.items() if "v" in parts]
+    if len(verbs_x) != 1 or len(verbs_y) != 1:
+        return False
+    a, b = verbs_x[0], verbs_y[0]
+    if a == b or _word_forms(frozenset({a}), frozenset({b})):
+        return False
+    names = _specifics(old)
+    rest_x = {w: p for w, p in x.items() if w != a}
+    rest_y = {w: p for w, p in y.items() if w != b}
+    return bool(names) and names == _specifics(new) and rest_x == rest_y and any(
+        _fold_plural(n) in rest_x for n in names)
 
 
 #: English words saying that a state holds now, as against before: "cycles to work now",
@@ -1590,7 +1716,7 @@ _ENDED_RE = re.compile(
     r"|stepped down from|moved out of|cancell?ed|no longer|sold|removed|closed|deleted"
     r"|uninstalled|unsubscribed from|(?:got|gotten) rid of|broke up with|gave away"
     r"|(?:switched|changed|moved|converted) (?:over )?from|replaced|swapped|let go(?: of)?"
-    r"|stolen)\b(?!-)",
+    r"|stole|stolen)\b(?!-)",
     re.IGNORECASE)
 #: Where the words naming what ended stop: "left Acme for Globex", "stopped taking the bus
 #: and cycles", "replaced black tea with rooibos", "switched from Dropbox to iCloud".
@@ -1637,7 +1763,10 @@ def _ended(text: str) -> frozenset[str] | None:
     # when it ended is not what ended: "quit the chess club yesterday", "left Acme late
     # last year"
     rest = _WHEN_RE.split(rest, maxsplit=1)[0]
-    words = [w.lower().replace("'", "") for w in _WORD_RE.findall(rest)]
+    found = _WORD_RE.findall(rest)
+    if found and found[0][:1].isupper() and found[0].endswith(("'s", "’s")):
+        found = found[1:]  # whose it was is no part of what ended: "stole Tom's bike"
+    words = [w.lower().replace("'", "") for w in found]
     no_longer = m.group().lower() == "no longer"
     out: list[str] = []
     verb: str | None = None
@@ -1971,11 +2100,12 @@ _IRREGULAR_PAST = _wordset(
     "met ate read went saw took made got had bought ran wrote gave found left sold told "
     "thought came drove rode flew swam spent won lost paid sent built began broke chose drank "
     "fell felt forgot held kept knew led put said sat slept spoke stood taught threw wore did "
-    "grew quit")
+    "grew quit stole")
 
 
-#: English subject pronouns: a sentence opening with one has its verb next.
-_SUBJECT_PRONOUNS = _wordset("he she they i we you it")
+#: English subject pronouns: a sentence opening with one has its verb next ("Someone stole
+#: Tom's bike.": "stole" is its verb, an event in the past).
+_SUBJECT_PRONOUNS = _wordset("he she they i we you it") | INDEFINITE_PRONOUNS
 
 
 def _clause(text: str) -> str:
@@ -2015,8 +2145,8 @@ def _past_event(s: _Sentence) -> bool:
     still be versions (:func:`_versions`); other changes told only as events ("Sue dyed her
     hair red." / "Sue dyed her hair blue.") are not (both stay, in time order). English only;
     other languages are as before."""
-    if s.question or s.wish or _NOW_RE.search(s.text):
-        return False
+    if s.question or s.wish or _NOW_RE.search(s.text) or _says_now(s):
+        return False  # "United plays at Wembley now.": what holds now, whatever "United" is
     clause = _clause(s.text)
     phrase = _NOUN_PHRASE_RE.match(clause)
     if phrase is not None:  # "The old car was sold.", "Her flat in Leeds was let go."
@@ -2241,3 +2371,8 @@ def _is_filler(text: str) -> bool:
     ]
     letters = sum(ch.isalpha() for ch in "".join(meaningful))
     return not meaningful or letters < 4
+
+
+#: The patterns one of which a sentence that tells a change matches (:func:`tells_change`):
+#: an end, a dismissal, a change verb, "now".
+_CHANGE_MARKS = (_ENDED_RE, _DISMISSAL_RE, _CHANGE_RE, _NOW_MARK_RE)

@@ -42,7 +42,7 @@ from typing import Any, NamedTuple
 
 import yaml
 
-from everos_reflect.errors import InvalidId, UnknownEntry
+from everos_reflect.errors import InvalidId, UnknownEntry, brief
 from everos_reflect.model import (
     ENTRY_ID_RE,
     ID_MENTION_RE,
@@ -1472,5 +1472,5 @@ def parse_log(
         return log
     except Exception as exc:  # a parser bug must not stop the daemon
         log = DailyLog(path, None, None, {}, text=text)
-        log.diagnostics.append(Diagnostic(path, 1, f"internal parser error: {exc!r}", "fatal"))
+        log.diagnostics.append(Diagnostic(path, 1, f"the parser failed on this file: {brief(exc)}; it is left as it is: please report this", "fatal"))  # noqa: E501
         return log

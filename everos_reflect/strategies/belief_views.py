@@ -21,8 +21,8 @@ from everos_reflect.model import (
     control_problem,
     format_timestamp,
     id_order,
-    quoted_value,
 )
+from everos_reflect.problem_words import one_of
 from everos_reflect.strategies import beliefs
 
 if TYPE_CHECKING:
@@ -85,8 +85,7 @@ def relations(runtime: Runtime, ref: UserRef, *, status: str | None = None
               ) -> list[dict[str, Any]]:
     """Every relation of the owner (newest first), optionally only those of ``status``."""
     if status is not None and status not in RELATION_STATUSES:
-        raise EverosError(f"unknown status {quoted_value(status)} (use one of "
-                             f"{', '.join(RELATION_STATUSES)})")
+        raise EverosError(f"status {one_of(RELATION_STATUSES, status)}")
     entries = [e for e in runtime.store.entries(ref, Kind.RELATION) if e.deprecated_by is None]
     when = {e.id: beliefs.instant(e.timestamp) for e in entries}
     rows = [relation_dict(e) for e in entries]

@@ -315,8 +315,12 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     _set_step(conn, plan, DEPRECATED)
     checkpoint(DEPRECATED)
 
+    # The cluster holds the narrative before the sources' logs are synced, as a batch's
+    # does: the index then finds each source retired already. Synced first, each archived
+    # source rebuilt its cluster's centroid from the stored vectors of the members left, one
+    # read per source, under the indexer's lock an add waits for.
+    mark_consolidated(runtime, plan, runtime.embedder.embed([narrative.search_text])[0])
     _sync(indexer, runtime, touched_files(runtime, plan))
-    mark_consolidated(runtime, plan)
     checkpoint(SYNCED)
     with transaction(conn):
         plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
