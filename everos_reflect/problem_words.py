@@ -22,9 +22,44 @@ def did_you_mean(name: str, choices: Iterable[str]) -> str:
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
-def unknown(what: str, name: str, choices: Iterable[str]) -> str:
-    """``unknown key (did you mean 'top_k'?)``: ``what`` is the kind of name refused."""
-    return f"unknown {what}{did_you_mean(name, choices)}"
+#: At most this many names are listed after "unknown …" when none is close to the one given.
+FEW_CHOICES = 10
+
+
+def unknown(what: str, name: str, choices: Iterable[str], *, list_few: bool = False,
+            listed_by: str | None = None) -> str:
+    """``unknown key (did you mean 'top_k'?)``: ``what`` is the kind of name refused. With no
+    close match and ``list_few`` (a config file's key: one problem per line a person wrote),
+    the names there are when they are few (``unknown key (known: host, port, token)``), else
+    where they are listed (``listed_by``): 22 names after a typo nothing was close to buried
+    the line, and "unknown key" alone sent a person to the source for the 3 a section takes.
+    A request's keys are not listed: a client sending 3,000 unknown keys got the list 3,000
+    times."""
+    choices = sorted(set(choices))
+    hint = did_you_mean(name, choices)
+    if hint or not list_few:
+        return f"unknown {what}{hint}"
+    if choices and len(choices) <= FEW_CHOICES:
+        return f"unknown {what} (known: {', '.join(choices)})"
+    return f"unknown {what}" + (f" ({listed_by})" if listed_by else "")
+
+
+def json_type(value: object) -> str:
+    """JSON's word for the type of ``value`` as :mod:`json` reads it: a request's field, a
+    model's reply ("got null", not Python's "got NoneType")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    return "a value"
 
 
 def missing(what: str = "key") -> str:

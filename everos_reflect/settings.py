@@ -37,7 +37,7 @@ from everos_reflect.model import (
     shown_key,
     unplain_number,
 )
-from everos_reflect.problem_words import did_you_mean, one_of
+from everos_reflect.problem_words import did_you_mean, one_of, unknown
 from everos_reflect.typed_numbers import (
     NumberProblem,
     is_decimal,
@@ -646,12 +646,9 @@ def _merge_file(
             problems.append((file, section, f"key outside any section; put it under {where}"))
             continue
         if section not in SECTIONS:
-            hint = (
-                " (strategies belong in ome.toml)"
-                if section == "strategies"
-                else did_you_mean(section, list(SECTIONS))
-            )
-            problems.append((file, section, f"unknown section{hint}"))
+            problems.append((file, section, "unknown section (strategies belong in ome.toml)"
+                             if section == "strategies" else unknown(
+                                 "section", section, SECTIONS, list_few=True)))
             continue
         if not isinstance(table, dict):
             problems.append((file, section, f"must be a table [{section}], not a single value"))
@@ -660,8 +657,7 @@ def _merge_file(
         for key, raw in table.items():
             dotted = f"{section}.{key}"
             if key not in types:
-                hint = did_you_mean(key, list(types))
-                problems.append((file, dotted, f"unknown key{hint}"))
+                problems.append((file, dotted, unknown("key", key, types, list_few=True)))
                 continue
             value, reason = _check_type(raw, types[key],
                                         secret=(section, key) in SECRET_KEYS | URL_KEYS)
@@ -703,14 +699,14 @@ def _merge_env(
             continue
         section, _, key = name[len(ENV_PREFIX) :].lower().partition("__")
         if section not in SECTIONS:
-            hint = did_you_mean(section, list(SECTIONS))
-            problems.append((ENV_FILE, name, f"unknown section {quoted_value(section)}{hint}"))
+            problems.append((ENV_FILE, name,
+                             unknown(f"section {quoted_value(section)}", section,
+                                     SECTIONS, list_few=True)))
             continue
         types = _types(SECTIONS[section])
         if key not in types:
-            hint = did_you_mean(key, list(types))
             shown = shown_key(f"{section}.{key}")
-            problems.append((ENV_FILE, name, f"unknown key {shown}{hint}"))
+            problems.append((ENV_FILE, name, unknown(f"key {shown}", key, types, list_few=True)))
             continue
         value, reason = _coerce_env(env[name], types[key], CHECKS.get((section, key)))
         if reason:

@@ -202,8 +202,8 @@ def test_a_conviction_of_an_empty_or_impossible_key_or_without_text_is_refused_a
 
 
 @pytest.mark.parametrize(("item", "problem"), [
-    ({"key": 5, "text": "Cheerful."}, "'key' must be a string, got int"),
-    ({"key": "risks", "text": None}, "'text' must be a string, got NoneType"),
+    ({"key": 5, "text": "Cheerful."}, "'key' must be a string, got a number"),
+    ({"key": "risks", "text": None}, "'text' must be a string, got null"),
     ({"key": "risks", "text": "Cheer\x00ful."}, "control character U+0000"),
 ])
 def test_a_conviction_that_is_no_text_or_could_never_be_written_fails_the_call(

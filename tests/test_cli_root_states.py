@@ -66,7 +66,7 @@ def test_status_counts_from_the_markdown_while_an_empty_index_holds_no_log(root:
 
 def test_reports_on_a_never_indexed_root_leaves_no_index(root: Path) -> None:
     result = run("reports", "--root", str(root), "--json")
-    assert result.exit_code == 0 and json.loads(result.stdout) == []
+    assert result.exit_code == 0 and json.loads(result.stdout) == {"reports": []}
     assert not db_path(root).exists()
 
 

@@ -27,7 +27,8 @@ def test_an_unknown_setting_with_a_long_name_is_named_with_its_true_length() -> 
     [(file, where, reason)] = problems(f"[strategies.reflect_episodes]\n{LONG} = 1\n")
     assert file == FILE
     assert where == f"'strategies.reflect_episodes.{'k' * 32}…' (100,028 characters)"
-    assert reason.startswith("unknown setting (known: ")
+    assert reason == ("unknown setting (reflect_episodes takes 22: `everos-reflect settings "
+                      "reflect_episodes` lists them)")
 
 
 @pytest.mark.parametrize("name", ["reflect_episodes", "learn_lessons"])

@@ -40,7 +40,7 @@ def _audit(root: Path, members: str) -> None:
 def _cli_rows(root: Path) -> list[dict[str, object]]:
     result = CliRunner().invoke(cli, ["reports", "--json", "--root", str(root)])
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    return json.loads(result.stdout)["reports"]
 
 
 def _api_rows(root: Path) -> list[dict[str, object]]:
@@ -75,3 +75,21 @@ def test_the_text_listing_names_the_damage(root: Path) -> None:
     result = CliRunner().invoke(cli, ["reports", "--root", str(root)])
     assert result.exit_code == 0, result.output
     assert "source_members is not a JSON list of entry ids" in " ".join(result.stdout.split())
+
+
+def test_runs_and_reports_json_are_what_the_api_answers_under_data(root: Path) -> None:
+    _audit(root, GOOD)
+    runs = CliRunner().invoke(cli, ["runs", "--json", "--root", str(root)])
+    assert runs.exit_code == 0, runs.output
+    reports = CliRunner().invoke(cli, ["reports", "--json", "--root", str(root)])
+    assert reports.exit_code == 0, reports.output
+    rt = Runtime(root, embedder=HashEmbedder(16))
+    try:
+        call = ApiClient(rt)
+        api_runs = call("GET", "/api/v1/ome/runs").json()["data"]
+        api_reports = call("GET", "/api/v1/ome/reports").json()["data"]
+    finally:
+        rt.close()
+    assert json.loads(runs.stdout) == api_runs == {"runs": []}
+    assert json.loads(reports.stdout) == api_reports
+    assert [r["id"] for r in api_reports["reports"]] == ["rr_1", "rr_0"]

@@ -68,7 +68,8 @@ def test_a_failed_run_records_the_cause_without_the_exception_type(
     listed = CliRunner().invoke(cli, ["runs", "--root", str(root)])
     assert "    No space left on device" in listed.stdout, listed.output
     assert "OSError" not in listed.stdout and "Errno" not in listed.stdout
-    rows = json.loads(CliRunner().invoke(cli, ["runs", "--root", str(root), "--json"]).stdout)
+    rows = json.loads(CliRunner().invoke(cli, ["runs", "--root", str(root), "--json"]).stdout)[
+        "runs"]
     assert rows[0]["error"] == "No space left on device"
 
 

@@ -233,7 +233,7 @@ def _choice(message: object) -> dict:
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
-        (_completion([_choice({"role": "assistant", "content": 5})]), "content is int"),
+        (_completion([_choice({"role": "assistant", "content": 5})]), "content is a number"),
         (_completion("abc"), "no choices"),
         (_completion([None]), "no message"),
         (_completion([_choice(None)]), "no message"),

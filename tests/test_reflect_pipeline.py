@@ -389,7 +389,7 @@ def test_reports_command_lists_newest_first_as_json_and_table(root: Path) -> Non
     result = runner.invoke(cli, ["reports", "--root", str(root), "--json", "--limit", "1"])
 
     assert result.exit_code == 0, result.output
-    [row] = json.loads(result.output)
+    [row] = json.loads(result.output)["reports"]
     newest = reports(make_runtime(root, ExtractiveLLM()))[-1]
     assert row["id"] == newest["id"] and row["source_members"] == newest["source_members"]
     assert row["status"] == "ok" and row["provider"] == "extractive"
@@ -404,7 +404,7 @@ def test_reports_command_on_a_root_without_reports_says_so(root: Path) -> None:
     result = CliRunner().invoke(cli, ["reports", "--root", str(root)])
     assert result.exit_code == 0 and "No Reflection reports yet" in result.output
     empty = CliRunner().invoke(cli, ["reports", "--root", str(root), "--json"])
-    assert json.loads(empty.output) == []
+    assert json.loads(empty.output) == {"reports": []}
 
 
 def test_reports_after_the_audit_was_lost_does_not_say_nothing_was_merged(root: Path) -> None:
@@ -424,7 +424,7 @@ def test_reports_after_the_audit_was_lost_does_not_say_nothing_was_merged(root: 
     assert "nothing has been merged" not in result.output
     assert "2 merged narratives" in result.output and "reindex" in result.output
     empty = CliRunner().invoke(cli, ["reports", "--root", str(root), "--json"])
-    assert json.loads(empty.output) == []
+    assert json.loads(empty.output) == {"reports": []}
 
 
 def test_reports_command_on_a_missing_root_is_one_clear_error(tmp_path: Path) -> None:

@@ -44,7 +44,7 @@ def test_runs_json_after_a_restart_says_why_a_run_had_nothing_to_do(root: Path) 
     run_id = _idle_run(root)
     result = CliRunner().invoke(cli, ["runs", "--json", "--root", str(root)])
     assert result.exit_code == 0, result.output
-    rows = {r["id"]: r for r in json.loads(result.stdout)}
+    rows = {r["id"]: r for r in json.loads(result.stdout)["runs"]}
     assert rows[run_id]["reason"] == IDLE
     assert [r["reason"] for r in rows.values() if r["id"] != run_id] == [None]  # the merge
 
@@ -77,7 +77,7 @@ def test_an_index_of_the_earlier_shape_opens_and_its_runs_have_no_reason(root: P
     conn.close()
     result = CliRunner().invoke(cli, ["runs", "--json", "--root", str(root)])
     assert result.exit_code == 0, result.output
-    [row] = json.loads(result.stdout)
+    [row] = json.loads(result.stdout)["runs"]
     assert (row["id"], row["status"], row["reason"]) == ("run_old", "ok", None)
     opened = dbmod.connect(root)
     try:

@@ -31,6 +31,7 @@ from everos_reflect.model import (
     shown_path,
     validate_name,
 )
+from everos_reflect.problem_words import json_type
 
 log = logging.getLogger("everos_reflect.api")
 
@@ -163,23 +164,6 @@ def _in_json(err: Mapping[str, Any]) -> bool:
     """Whether a problem is of a JSON value (a body field, an MCP argument), not of a query,
     path or header value, which is text whatever it holds (those have their own words)."""
     return str((err.get("loc") or ("",))[0]) not in {"query", "path", "header", "cookie"}
-
-
-def json_type(value: Any) -> str:
-    """JSON's word for the type of ``value`` as :mod:`json` reads it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return "a value"
 
 
 def json_got(value: Any) -> str:

@@ -114,7 +114,7 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
 
     writable_root(root)  # refused in one line, before anything is done
     runtime = open_runtime(root)
-    refs = filtered_refs(runtime, user_id, app, project)
+    refs = filtered_refs(runtime, user_id, app, project, note=False)
     if not ENTRY_ID_RE.fullmatch(rel_id):  # no entry id's form: a relation id's example
         raise InvalidId(malformed_relation_id(quoted_value(rel_id)))
     lookup_entry_id(rel_id, refs[0] if user_id is not None else None)  # as at the API

@@ -15,6 +15,7 @@ from everos_reflect.cli.common import (
     fleet_defaults_option,
     handle_errors,
     json_option,
+    note_unknown_user,
     ome_invalid,
     open_runtime,
     project_filter_option,
@@ -60,6 +61,8 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         validate_name(app, "app_id")
     if project is not None:
         validate_name(project, "project_id")
+    if ref is not None:
+        note_unknown_user(runtime, ref)
     _catch_up(runtime, required=False)
     service = ClusterService(runtime)
     infos = [
@@ -220,6 +223,8 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
     runtime = open_runtime(root)
     if runtime.read_only:  # refused in one line, not with an error about a lock file
         raise IndexReadOnly(runtime.index_dir)
+    if ref is not None:
+        note_unknown_user(runtime, ref)
     settle_journal(runtime)
     _catch_up(runtime, required=True)  # Episodes added since the last sync are reclustered too
     counts = ClusterService(runtime).recluster_exclusive(ref, on_wait=lambda: say(

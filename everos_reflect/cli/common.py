@@ -134,7 +134,7 @@ project_filter_option = click.option("--project", default=None, help="Project id
 
 
 def filtered_refs(runtime: Runtime, user_id: str | None, app: str | None,
-                  project: str | None) -> list[UserRef]:
+                  project: str | None, *, note: bool = True) -> list[UserRef]:
     """The users a command with :data:`app_filter_option`/:data:`project_filter_option` works
     on: the one ``--user`` names, else every user of the root that the filters match.
 
@@ -148,9 +148,27 @@ def filtered_refs(runtime: Runtime, user_id: str | None, app: str | None,
         if value is not None:
             validate_name(value, what)
     if user_id is not None:
-        return [UserRef.of(user_id, app, project)]
+        ref = UserRef.of(user_id, app, project)
+        if note:  # a listing; a command that looks an id up names the user in its error
+            note_unknown_user(runtime, ref)
+        return [ref]
     return [r for r in runtime.store.iter_users()
             if (app is None or r.app == app) and (project is None or r.project == project)]
+
+
+def note_unknown_user(runtime: Runtime, ref: UserRef) -> None:
+    """A note on stderr when ``--user`` names a user the root has no folder for (stdout, and
+    ``--json``, stay as they are): a typo (``--user u_andew``) was answered "No insights yet",
+    "no convictions yet", as if the user existed and had none."""
+    if runtime.store.user_dir(ref).is_dir():
+        return
+    from everos_reflect.problem_words import did_you_mean
+
+    users = list(runtime.store.iter_users())
+    same = [r.user_id for r in users if (r.app, r.project) == (ref.app, ref.project)]
+    hint = did_you_mean(ref.user_id, same) or (
+        f" (it has {counted(len(users), 'user')})" if users else " (it has no users yet)")
+    say(f"note: no user {ref.user_id} in {ref.app}/{ref.project} of this root{hint}", err=True)
 
 
 class UTCFormatter(logging.Formatter):

@@ -1,4 +1,4 @@
-"""Engine commands: ``serve``, ``trigger``, ``runs``, ``strategies``."""
+"""Engine commands: ``serve``, ``trigger``, ``runs``, ``strategies``, ``settings``."""
 
 from __future__ import annotations
 
@@ -169,8 +169,8 @@ def runs_cmd(root: str | None, limit: int, as_json: bool) -> None:
         rows = list_runs(runtime, limit=limit)
     finally:
         runtime.close()  # closed last, its connection takes away system.db-wal and -shm
-    if as_json:
-        emit_json(rows)
+    if as_json:  # what GET /api/v1/ome/runs answers under "data" (a bare list before)
+        emit_json({"runs": rows})
         return
     if not rows:
         say("no runs yet")
@@ -268,4 +268,64 @@ def _say_strategies(rows: list[dict[str, Any]]) -> None:
                        f"{last['started_at'][:19]})")
 
 
-COMMANDS: list[click.Command] = [serve_cmd, trigger_cmd, runs_cmd, strategies_cmd]
+def setting_rows(name: str, in_force: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each key strategy ``name`` takes in ``ome.toml``: what it takes, its default, its value
+    in force (``in_force``, else the default) and what it is for."""
+    from everos_reflect.engine.registry import get_strategy
+    from everos_reflect.settings import expected_type
+
+    return [{"key": key, "takes": expected_type(spec.type), "default": spec.default,
+             "value": in_force.get(key, spec.default), "help": spec.help}
+            for key, spec in get_strategy(name).all_settings().items()]
+
+
+@click.command("settings")
+@click.argument("name", required=False)
+@root_option
+@json_option
+@handle_errors
+def settings_cmd(root: str | None, name: str | None, as_json: bool) -> None:
+    """The keys each strategy (or strategy NAME) takes in ome.toml: the value in force for
+    this root, the default, and what each is for."""
+    from everos_reflect.engine.engine import Engine
+    from everos_reflect.engine.registry import get_strategy, known_strategies
+    from everos_reflect.errors import ConfigError
+
+    names = [get_strategy(name).name] if name is not None else known_strategies()
+    runtime = open_runtime(root)
+    note = None
+    try:
+        try:
+            config: dict[str, dict[str, Any]] = Engine(runtime, recover=False).config()
+        except ConfigError as exc:  # the file is what the user is fixing: show the defaults
+            config, note = {}, f"note: {ome_invalid(str(exc))}; the defaults are shown"
+    finally:
+        runtime.close()
+    rows = {n: setting_rows(n, config.get(n, {})) for n in names}
+    if as_json:
+        emit_json({"strategies": rows})
+    else:
+        _say_settings(rows)
+    if note:
+        say(note, err=True)
+
+
+def _say_settings(rows: dict[str, list[dict[str, Any]]]) -> None:
+    from everos_reflect.settings import toml_value
+
+    def shown(value: Any) -> str:
+        return "(not set)" if value is None else toml_value(value)
+
+    for n, keys in rows.items():
+        say(f"[strategies.{n}]")
+        for row in keys:
+            changed = (f"; default {shown(row['default'])}" if row["value"] != row["default"]
+                       else "")
+            say(f"  {row['key']} = {shown(row['value'])}  ({row['takes']}{changed})")
+            if row["help"]:
+                say(f"      {row['help']}")
+        say("")
+
+
+COMMANDS: list[click.Command] = [serve_cmd, trigger_cmd, runs_cmd, strategies_cmd,
+                                 settings_cmd]

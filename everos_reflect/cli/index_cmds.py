@@ -15,6 +15,7 @@ from everos_reflect.cli.common import (
     emit_json,
     handle_errors,
     json_option,
+    note_unknown_user,
     one_line,
     open_runtime,
     progress,
@@ -29,7 +30,7 @@ from everos_reflect.errors import EverosError
 from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
 from everos_reflect.index.sync import Indexer, ScanReport
 from everos_reflect.lint import irregular_problems
-from everos_reflect.model import blank
+from everos_reflect.model import UserRef, blank
 
 
 def _print_problems(report: ScanReport) -> None:
@@ -145,6 +146,8 @@ def search_cmd(
         if value is not None:
             validate_name(value, what)
     rt = open_runtime(root)
+    if user_id is not None:
+        note_unknown_user(rt, UserRef.of(user_id, app_id, project_id))
     started = time.perf_counter()
     behind = sync_for_read(rt)
     hits = [

@@ -13,6 +13,7 @@ from everos_reflect.cli.common import (
     fail,
     handle_errors,
     json_option,
+    note_unknown_user,
     open_runtime,
     project_filter_option,
     root_option,
@@ -123,6 +124,7 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
     from everos_reflect.briefing.build import lesson_task_types
 
     runtime = open_runtime(root)
+    note_unknown_user(runtime, UserRef.of(user_id, app, project))
     try:
         behind = sync_for_read(runtime)  # like `search`: Episodes added or edited since
         data = {**ops.briefing(runtime, body), **behind}

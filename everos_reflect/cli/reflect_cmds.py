@@ -85,8 +85,8 @@ def reports_cmd(root: str | None, limit: int, as_json: bool) -> None:
                   if not reports and not as_json and db_built(rt.root) else 0)
     finally:
         rt.close()
-    if as_json:
-        emit_json(reports)
+    if as_json:  # what GET /api/v1/ome/reports answers under "data" (a bare list before)
+        emit_json({"reports": reports})
         return
     if not reports and merged:
         # the audit lives in system.db alone (SPEC §6): lost with .index/, never rebuilt

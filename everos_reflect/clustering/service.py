@@ -48,6 +48,7 @@ from everos_reflect.clustering.online import (
     mean_of,
     normalize,
     normalize_rows,
+    window_start,
 )
 from everos_reflect.errors import EverosError
 from everos_reflect.index import rebuild
@@ -1067,16 +1068,20 @@ class ClusterService:
         later = row["text"]
         key = (ts, entry_id)
 
+        # only members placed before it in its window: a cluster left unmerged for long
+        # may hold thousands of live members, and each text would be read
+        since = window_start(ts, self.window_seconds)
+
         def holds_partner(cid: str) -> bool:
             members = conn.execute(
-                "SELECT e.id, e.ts, e.text FROM cluster_members m JOIN entries e ON "
+                "SELECT m.entry_id, m.ts, e.text FROM cluster_members m JOIN entries e ON "
                 "e.app_id=m.app_id AND e.project_id=m.project_id AND e.user_id=m.user_id AND "
                 "e.id=m.entry_id AND e.kind='episode' "
-                f"WHERE m.{_OF_CLUSTER} AND m.deprecated_by IS NULL "
-                "AND e.parent_type IS NOT 'cluster' AND e.deprecated_by IS NULL",
-                (cid,)).fetchall()
+                f"WHERE m.{_OF_CLUSTER} AND m.deprecated_by IS NULL AND m.ts >= ? "
+                "AND m.ts <= ? AND e.parent_type IS NOT 'cluster' AND e.deprecated_by IS NULL",
+                (cid, since, ts)).fetchall()
             return _holds_earlier_version(
-                [(entry_epoch(m["id"], m["ts"]), m["id"], m["text"]) for m in members],
+                [(m["ts"], m["entry_id"], m["text"]) for m in members],
                 key, later, self.window_seconds)
 
         return st.choose_version(vec, ts, window_seconds=self.window_seconds,

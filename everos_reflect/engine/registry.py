@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from everos_reflect.engine.limits import DEFAULT_LIMITS, Budget, MeteredLLM
 from everos_reflect.errors import ConfigError, UnknownStrategy
 from everos_reflect.model import quoted_value
-from everos_reflect.problem_words import did_you_mean
+from everos_reflect.problem_words import unknown
 from everos_reflect.settings import between, expected_type, toml_got
 
 if TYPE_CHECKING:
@@ -460,9 +460,11 @@ def validate_strategy_settings(name: str, raw: Mapping[str, Any], file: str, *,
         where = f"strategies.{name}.{key}"
         spec = specs.get(key)
         if spec is None:
-            # the one meant when it is close, else every one there is
-            hint = did_you_mean(str(key), specs) or f" (known: {', '.join(sorted(specs))})"
-            problems.append((file, where, f"unknown setting{hint}"))
+            # the one meant when it is close, else where every one is listed
+            problems.append((file, where, unknown(
+                "setting", str(key), specs, list_few=True,
+                listed_by=f"{name} takes {len(specs)}: `everos-reflect settings {name}` lists "
+                          "them")))
             continue
         value, reason = _coerce(spec, value)
         if reason:
@@ -491,8 +493,8 @@ def validate_ome(tables: Mapping[str, Mapping[str, Any]], file: str, *,
     problems: list[tuple[str, str, str]] = []
     for name in tables:
         if name not in known:
-            problems.append((file, f"strategies.{name}",
-                             f"unknown strategy (known: {', '.join(sorted(known)) or 'none'})"))
+            problems.append((file, f"strategies.{name}", unknown("strategy", str(name), known,
+                                                                     list_few=True)))
     config: dict[str, dict[str, Any]] = {}
     for name in sorted(known):
         raw = tables.get(name, {})

@@ -189,7 +189,7 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
         raise ConfigError([toml_syntax_problem(file, exc)]) from None
     for key in data:
         if key not in _KEYS:
-            problems.append((file, key, unknown("key", key, _KEYS)))
+            problems.append((file, key, unknown("key", key, _KEYS, list_few=True)))
     if "roots" not in data:
         problems.append((file, "roots", "missing: list the memory roots (paths or globs)"))
     roots = _check_roots(data["roots"], file, problems) if "roots" in data else ()

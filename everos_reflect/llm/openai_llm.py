@@ -48,6 +48,7 @@ from everos_reflect.llm.tasks import (
     render_messages,
 )
 from everos_reflect.model import quoted_value, redacted_url
+from everos_reflect.problem_words import json_type
 
 log = logging.getLogger(__name__)
 
@@ -423,7 +424,7 @@ def _reply_object(completion: Any) -> dict[str, Any]:
         raise InvalidReply(f"model refused: {message.refusal}")
     content = getattr(message, "content", None)
     if content is not None and not isinstance(content, str):
-        raise InvalidReply(f"message content is {type(content).__name__}, not text")
+        raise InvalidReply(f"message content is {json_type(content)}, not text")
     text = (content or "").strip()
     if not text:
         raise InvalidReply(_why_empty(choice, message))
@@ -435,5 +436,5 @@ def _reply_object(completion: Any) -> dict[str, Any]:
         begins = f": it begins {quoted_value(text)}" if not text.startswith(("{", "[")) else ""
         raise InvalidReply(f"not valid JSON ({_why(exc)}){begins}") from None
     if not isinstance(obj, dict):
-        raise InvalidReply(f"expected a JSON object, got {type(obj).__name__}")
+        raise InvalidReply(f"expected a JSON object, got {json_type(obj)}")
     return obj

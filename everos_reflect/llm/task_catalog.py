@@ -24,6 +24,7 @@ from everos_reflect.llm.tasks import (
     text_field,
 )
 from everos_reflect.model import MAX_SUBJECT_CHARS, blank, quoted_value
+from everos_reflect.problem_words import json_type
 
 #: The fewest records an insight (and a reconciliation) must cite (seed 000's citation floor).
 MIN_CITATIONS = 2
@@ -274,7 +275,7 @@ def _parse_worldview(obj: dict[str, Any], req: TaskRequest) -> list[dict[str, An
         key, text = item.get("key"), item.get("text")
         for name, value in (("key", key), ("text", text)):
             if not isinstance(value, str):
-                raise InvalidReply(f"{name!r} must be a string, got {type(value).__name__}")
+                raise InvalidReply(f"{name!r} must be a string, got {json_type(value)}")
         evidence = req.numbering.resolve(item.get("evidence"))
         out.append({"key": key.strip(),
                     "text": optional_text(item, "text"),

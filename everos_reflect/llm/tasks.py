@@ -34,6 +34,7 @@ from everos_reflect.model import (
     hidden_format_problem,
     quoted_value,
 )
+from everos_reflect.problem_words import json_type
 
 if TYPE_CHECKING:
     from everos_reflect.llm.prompts import Message, Prompts
@@ -366,7 +367,7 @@ def task_template_problem(spec: TaskSpec, text: str) -> str | None:
 def parse_reply(spec: TaskSpec, obj: object, req: TaskRequest) -> Any:
     """Validate one reply object with the task's parser (extra keys are ignored)."""
     if not isinstance(obj, dict):
-        raise InvalidReply(f"expected a JSON object, got {type(obj).__name__}")
+        raise InvalidReply(f"expected a JSON object, got {json_type(obj)}")
     return spec.parse(obj, req)
 
 
@@ -437,7 +438,7 @@ def got(obj: Mapping[str, Any], key: str) -> str:
     {...}}``, ``{"lesson": [...]}``) read "'lessons' must be a list of strings", as if its
     lessons were of the wrong type."""
     if key in obj:
-        return type(obj[key]).__name__
+        return json_type(obj[key])
     return f"nothing: no {key!r} key (keys there: {quoted_value(list(obj)[:10])})"
 
 
