@@ -14,7 +14,6 @@ import pytest
 
 from everos_reflect.clustering.online import VERSION_FLOOR, choose_version
 from everos_reflect.clustering.service import ClusterService
-from everos_reflect.index import db as dbmod
 from everos_reflect.llm.extractive import (
     VERSION_SENTENCE_CHARS,
     VERSION_SENTENCES,
@@ -22,7 +21,7 @@ from everos_reflect.llm.extractive import (
     tells_newer_version,
 )
 from everos_reflect.settings import ClusteringSettings
-from tests.test_cluster_service import REF, FakeRuntime, episode, snapshot
+from tests.test_cluster_service import REF, FakeRuntime, episode, snapshot, store_rows
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 DIM = 16
@@ -48,17 +47,7 @@ def index(rt: FakeRuntime, *rows: tuple[str, str, datetime, np.ndarray]) -> dict
     """The indexer's work for ``(id, text, when, vector)`` rows, given vectors: entries rows
     first, then one clustering call for all of them."""
     entries = [episode(eid, text, when) for eid, text, when, _ in rows]
-    conn = rt.db()
-    with dbmod.transaction(conn):
-        for e, (_, _, _, vec) in zip(entries, rows, strict=True):
-            rt.vectors.data[(REF, e.id)] = vec
-            conn.execute(
-                "INSERT OR REPLACE INTO entries (app_id, project_id, user_id, id, kind, path, ts,"
-                " timestamp, subject, text, parent_type, parent_id, deprecated_by, content_hash,"
-                " text_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (REF.app, REF.project, REF.user_id, e.id, "episode", "x.md",
-                 e.timestamp.timestamp(), e.meta["timestamp"], e.subject, e.content,
-                 e.parent_type, e.parent_id, e.deprecated_by, e.content_hash, e.text_hash))
+    store_rows(rt, entries, [vec for _, _, _, vec in rows])
     return ClusterService(rt).on_entries_indexed(REF, entries, {r[0]: r[3] for r in rows})
 
 
