@@ -13,7 +13,9 @@ client waits for the answer, which indexes the Episode before it answers):
   on, one after the other, until the run ends.
 
 Prints p50 / p95 / max of both, how many adds answered ``indexed: false``, and the run's
-length. Asserts nothing. The embedder is the shipped one (the bundled MiniLM).
+length. Asserts nothing. The embedder is the shipped one (the bundled MiniLM). ``--sample``
+also prints where the threads answering the adds spent their time (stack samples every 10
+ms in ``serve``: ``bench/add_sampler/sitecustomize.py``).
 
 ``--tree`` (twice or more): compare checkouts under the same load. The root is built and
 indexed once; each run serves a fresh copy of it with one tree's code (``PYTHONPATH``), the
@@ -43,6 +45,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import locomo_episodes as lm
 import locomo_root
+
+#: the stack sampler put into serve by ``--sample``
+SAMPLER = Path(__file__).resolve().parent / "add_sampler"
 
 
 def _free_port() -> int:
@@ -100,17 +105,21 @@ def _figures(label: str, times: list[float]) -> str:
             f"p95 {p95 * 1000:7.0f} ms, max {ordered[-1] * 1000:7.0f} ms")
 
 
-def _serve_and_time(root: Path, tmp: Path, adds: int, code: Path | None,
-                   label: str) -> tuple[list[float], list[float]]:
+def _serve_and_time(root: Path, log_path: Path, adds: int, code: Path | None,
+                   label: str, samples: Path | None = None) -> tuple[list[float], list[float]]:
     """Serve ``root`` (with the code of the checkout ``code``, else this one's) and time the
-    idle adds, then the adds during a forced Reflection run; (idle, during) in seconds."""
+    idle adds, then the adds during a forced Reflection run; (idle, during) in seconds.
+    ``samples``: where the stack sampler in ``serve`` writes what the adds waited in."""
     env = {**os.environ, "EVEROS_ROOT": str(root)}
     if code is not None:
         env["PYTHONPATH"] = str(code)
+    if samples is not None:  # the sampler in serve (bench/add_sampler/sitecustomize.py)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(SAMPLER)]))
+        env["EVEROS_BENCH_SAMPLES"] = str(samples)
     exe = [sys.executable, "-m", "everos_reflect.cli.main"]
     port = _free_port()
     env["EVEROS_SERVER__PORT"] = str(port)
-    log = (tmp / f"serve-{label}.log").open("wb")
+    log = log_path.open("wb")
     proc = subprocess.Popen([*exe, "serve", "--root", str(root)], env=env,
                             stdout=log, stderr=subprocess.STDOUT, cwd=code or None)
     try:
@@ -148,6 +157,13 @@ def _serve_and_time(root: Path, tmp: Path, adds: int, code: Path | None,
             proc.wait(30)
         except subprocess.TimeoutExpired:
             proc.kill()
+        log.close()
+        if samples is not None and samples.exists():
+            counts = json.loads(samples.read_text())
+            total = sum(n for _, n in counts) or 1
+            print(f"  where the adds' threads were ({total} samples of 10 ms, idle and during):")
+            for where, n in counts[:12]:
+                print(f"    {n / total:6.1%}  {where}")
 
 
 def main() -> None:
@@ -159,6 +175,8 @@ def main() -> None:
     parser.add_argument("--tree", action="append", default=[], type=Path,
                         help="a checkout to serve with (repeat to compare, taking turns)")
     parser.add_argument("--rounds", type=int, default=1, help="runs per tree (with --tree)")
+    parser.add_argument("--sample", action="store_true",
+                        help="sample where the adds' threads wait in serve, and print it")
     parser.add_argument("--keep", action="store_true", help="keep the temporary root")
     args = parser.parse_args()
 
@@ -193,8 +211,9 @@ def main() -> None:
                 name = str(tree) if tree is not None else "this checkout"
                 root = tmp / f"run{runs}"
                 shutil.copytree(built_root, root, symlinks=True)
-                idle, during = _serve_and_time(root, tmp, args.adds, tree,
-                                               f"{name}, round {n + 1}")
+                idle, during = _serve_and_time(
+                    root, tmp / f"serve-{runs}.log", args.adds, tree, f"{name}, round {n + 1}",
+                    tmp / f"samples-{runs}.json" if args.sample else None)
                 shutil.rmtree(root, ignore_errors=True)
                 sums = totals.setdefault(name, ([], []))
                 sums[0].extend(idle)

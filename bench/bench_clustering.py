@@ -68,6 +68,10 @@ class Item:
     eid: str
     ts: float  # epoch seconds
     vector: np.ndarray
+    #: the Episode's text: placing one reads it (whether it tells a change of a fact, which
+    #: may join it to that fact's cluster under the threshold), so the cost is measured on
+    #: what a person wrote, not on a stand-in
+    text: str = ""
 
 
 # --------------------------------------------------------------------------- streams
@@ -89,7 +93,7 @@ def locomo_stream(path: str, cache: Path | None = None) -> tuple[list[Item], np.
             np.save(cache, vectors)
     if len(vectors) != len(eps):
         raise SystemExit(f"{cache} holds {len(vectors)} vectors for {len(eps)} Episodes")
-    items = [Item(e.user_id, f"ep_{n:07d}", e.timestamp.timestamp(), vectors[n])
+    items = [Item(e.user_id, f"ep_{n:07d}", e.timestamp.timestamp(), vectors[n], e.text)
              for n, e in enumerate(eps)]
     return items, vectors
 
@@ -105,7 +109,8 @@ def one_owner_stream(base: list[Item], scale: int, seed: int = 0) -> list[Item]:
     when = [base[i % len(base)].ts + (i // len(base)) * 400 * DAY for i in range(n)]
     # LoCoMo spans more than 400 days, so repeats overlap: deliver in time order (ids follow)
     order = sorted(range(n), key=lambda i: (when[i], i))
-    return [Item("one", f"ep_{k:07d}", when[i], vecs[i]) for k, i in enumerate(order)]
+    return [Item("one", f"ep_{k:07d}", when[i], vecs[i], base[i % len(base)].text)
+            for k, i in enumerate(order)]
 
 
 # --------------------------------------------------------------------------- EverAlgo
@@ -195,9 +200,23 @@ def _entries(items: Sequence[Item]) -> dict[str, Entry]:
         e = out[it.eid] = Entry(it.eid, Kind.EPISODE,
                                 {"owner_id": it.owner, "timestamp": format_timestamp(when),
                                  "parent_type": "memcell"},
-                                {"Subject": it.eid, "Content": f"episode {it.eid}"})
+                                {"Subject": it.eid, "Content": it.text or f"episode {it.eid}"})
         _ = e.timestamp, e.text_hash
     return out
+
+
+def _index_rows(conn: sqlite3.Connection, items: Sequence[Item], refs: dict[str, UserRef]
+                ) -> None:
+    """The ``entries`` rows the indexer writes before it hands a batch to the clustering,
+    all before timing: the join of a fact's newer version reads cluster members' texts
+    there, as in the daemon."""
+    with conn:
+        conn.executemany(
+            "INSERT INTO entries (app_id, project_id, user_id, id, kind, path, owner_id, ts, "
+            "text, parent_type, content_hash, text_hash) "
+            "VALUES (?, ?, ?, ?, 'episode', 'bench.md', ?, ?, ?, 'memcell', '', '')",
+            [(refs[it.owner].app, refs[it.owner].project, refs[it.owner].user_id, it.eid,
+              it.owner, it.ts, it.text or f"episode {it.eid}") for it in items])
 
 
 def run_ours(items: Sequence[Item], settings: Settings, batch: int,
@@ -214,6 +233,7 @@ def run_ours(items: Sequence[Item], settings: Settings, batch: int,
         refs = {o: UserRef.of(o) for o in {it.owner for it in items}}
         for it in items:  # the stored vectors (LanceDB in the daemon), all before timing
             rt.vectors.data[(refs[it.owner], it.eid)] = it.vector
+        _index_rows(rt.db(), items, refs)
         per_item: list[float] = []
         consolidations = 0
         next_consolidation = items[0].ts + consolidate_days * DAY if items else 0.0

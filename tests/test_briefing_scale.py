@@ -122,6 +122,7 @@ def test_packing_20000_lessons_tokenizes_only_what_may_fit() -> None:
 @pytest.mark.parametrize("text", [
     "Check the registry credentials and the image tag before each rollout. " * 30,
     "部署前先检查日志并确认镜像仓库可用。" * 100,  # no ASCII word to count
+    "x" * 5_000,  # one word WordPiece does not spell: it counts a token a character
 ])
 def test_packing_many_long_lessons_tokenizes_only_what_may_fit(
         text: str, monkeypatch: pytest.MonkeyPatch) -> None:

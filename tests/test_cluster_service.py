@@ -67,9 +67,8 @@ def episode(eid: str, text: str, when: datetime, *, parent_type: str = "memcell"
                  deprecated_by=deprecated_by)
 
 
-def index(rt: FakeRuntime, svc: ClusterService, *entries: Entry) -> dict[str, str]:
-    """What the indexer does: write entries rows and vectors, then tell clustering."""
-    vecs = EMB.embed([e.search_text for e in entries])
+def store_rows(rt: FakeRuntime, entries: list[Entry], vecs: list[np.ndarray]) -> None:
+    """The indexer's writes before it tells the clustering: each entry's row and vector."""
     conn = rt.db()
     with dbmod.transaction(conn):
         for e, v in zip(entries, vecs, strict=True):
@@ -81,6 +80,12 @@ def index(rt: FakeRuntime, svc: ClusterService, *entries: Entry) -> dict[str, st
                 (REF.app, REF.project, REF.user_id, e.id, "episode", "x.md",
                  e.timestamp.timestamp(), e.meta["timestamp"], e.subject, e.content,
                  e.parent_type, e.parent_id, e.deprecated_by, e.content_hash, e.text_hash))
+
+
+def index(rt: FakeRuntime, svc: ClusterService, *entries: Entry) -> dict[str, str]:
+    """What the indexer does: write entries rows and vectors, then tell clustering."""
+    vecs = EMB.embed([e.search_text for e in entries])
+    store_rows(rt, list(entries), vecs)
     return svc.on_entries_indexed(REF, list(entries), vecs)
 
 

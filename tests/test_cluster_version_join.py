@@ -14,10 +14,14 @@ import pytest
 
 from everos_reflect.clustering.online import VERSION_FLOOR, choose_version
 from everos_reflect.clustering.service import ClusterService
-from everos_reflect.index import db as dbmod
-from everos_reflect.llm.extractive import VERSION_SENTENCES, tells_change, tells_newer_version
+from everos_reflect.llm.extractive import (
+    VERSION_SENTENCE_CHARS,
+    VERSION_SENTENCES,
+    tells_change,
+    tells_newer_version,
+)
 from everos_reflect.settings import ClusteringSettings
-from tests.test_cluster_service import REF, FakeRuntime, episode, snapshot
+from tests.test_cluster_service import REF, FakeRuntime, episode, snapshot, store_rows
 
 T0 = datetime(2026, 3, 2, 10, 0, tzinfo=UTC)
 DIM = 16
@@ -43,17 +47,7 @@ def index(rt: FakeRuntime, *rows: tuple[str, str, datetime, np.ndarray]) -> dict
     """The indexer's work for ``(id, text, when, vector)`` rows, given vectors: entries rows
     first, then one clustering call for all of them."""
     entries = [episode(eid, text, when) for eid, text, when, _ in rows]
-    conn = rt.db()
-    with dbmod.transaction(conn):
-        for e, (_, _, _, vec) in zip(entries, rows, strict=True):
-            rt.vectors.data[(REF, e.id)] = vec
-            conn.execute(
-                "INSERT OR REPLACE INTO entries (app_id, project_id, user_id, id, kind, path, ts,"
-                " timestamp, subject, text, parent_type, parent_id, deprecated_by, content_hash,"
-                " text_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (REF.app, REF.project, REF.user_id, e.id, "episode", "x.md",
-                 e.timestamp.timestamp(), e.meta["timestamp"], e.subject, e.content,
-                 e.parent_type, e.parent_id, e.deprecated_by, e.content_hash, e.text_hash))
+    store_rows(rt, entries, [vec for _, _, _, vec in rows])
     return ClusterService(rt).on_entries_indexed(REF, entries, {r[0]: r[3] for r in rows})
 
 
@@ -138,3 +132,25 @@ def test_only_the_first_sentences_of_a_text_are_read_for_a_version() -> None:
     assert tells_change(in_time) and tells_newer_version(JOB, in_time)
     assert not tells_newer_version(" ".join([*films, JOB]), LET_GO)
     assert tells_newer_version(" ".join([*films[1:], JOB]), LET_GO)
+
+
+def test_a_member_at_the_window_edge_is_read_and_one_past_it_is_not(rt) -> None:
+    # the members read are picked in SQL by their placed time: the edge is inclusive, as
+    # online.in_window is, and a second more is out
+    edge = index(rt, ("ep_20260302_0001", JOB, T0, JOB_VEC),
+                 ("ep_20260309_0001", LET_GO, T0 + timedelta(days=7), at(0.40)))
+    assert edge["ep_20260309_0001"] == "version"
+    later = FakeRuntime(rt.root / "later", ClusteringSettings())
+    past = index(later, ("ep_20260302_0001", JOB, T0, JOB_VEC),
+                 ("ep_20260309_0001", LET_GO, T0 + timedelta(days=7, seconds=1), at(0.40)))
+    assert past["ep_20260309_0001"] == "new"
+
+
+def test_a_sentence_too_long_to_be_one_is_not_read_for_a_version() -> None:
+    # one "sentence" of thousands of words (no full stop in a pasted text) is no fact a
+    # rule can read, and comparing two word by word cost their product: skipped
+    filler = "and then " * (VERSION_SENTENCE_CHARS // 9)
+    long_end = f"Noor was let go {filler}sadly."
+    assert len(long_end) > VERSION_SENTENCE_CHARS
+    assert not tells_change(long_end) and not tells_newer_version(JOB, long_end)
+    assert tells_newer_version(JOB, f"{long_end} {LET_GO}")  # the next sentence is read

@@ -72,6 +72,8 @@ def test_work_done_from_home_ends_the_way_to_work(local: LocalEmbedder, first: s
     ("Bea takes the bus to work.", "Bea works at the bakery now."),  # a new job, same bus
     ("Bea cycles to work.", "Bea works late now."),
     ("Bea works at Arup.", "Bea walks to work now."),  # session 36's pair: two facts
+    ("Bea walks to work.", "Bea works at Home Depot now."),  # a name, not her home
+    ("Bea walks to work.", "Bea works at home Depot Street now."),
 ])
 def test_other_news_of_work_ends_no_way_to_it(local: LocalEmbedder, first: str,
                                               second: str) -> None:
@@ -131,3 +133,16 @@ def test_what_a_note_says_holds_now_is_no_past_event(local: LocalEmbedder) -> No
     content = narrative(ExtractiveLLM(local), "United plays at Old Trafford.",
                         "United plays at Wembley now.")
     assert is_current_state(content, "United plays at Wembley now.")
+
+
+@pytest.mark.parametrize("text, change", [
+    ("Bea now uses Signal instead.", "signal"),
+    ("Bea replaced her old phone with a Pixel.", "pixel"),
+    # the parts of a change phrase lie within a clause: read unbounded, every "now" of a
+    # hand-written text scanned the rest of it for "instead" (256 KiB of "now": seven
+    # minutes to read one sentence, in Reflection and in the indexer)
+    (f"Bea now {'walks and talks ' * 14}a lot instead.", None),
+    (f"Bea replaced {'the old and the new ' * 11}with a Pixel.", None),
+])
+def test_a_change_phrase_is_read_within_its_span(text: str, change: str | None) -> None:
+    assert read_sentence(text).change == change

@@ -49,36 +49,22 @@ def runtime(root: Path, fake_openai: Any) -> Any:
     rt.close()
 
 
-def test_api_search_on_a_rate_limited_embedder_answers_503_after_one_request(
-        runtime: Runtime, fake_openai: Any) -> None:
+@pytest.mark.parametrize("route", ["search", "briefing"])
+def test_api_query_on_a_rate_limited_embedder_answers_503_after_one_request(
+        runtime: Runtime, fake_openai: Any, route: str) -> None:
     call = ApiClient(runtime)
     add_episode(call, "u_andrew", "Dog", "Andrew adopted a dog named Toby.",
                 "2026-09-10T10:00:00+00:00")
     before = embedding_requests(fake_openai)
     rate_limited(fake_openai)
 
-    resp = call("POST", "/api/v1/memory/search", json={"query": "dog", "user_id": "u_andrew"})
+    resp = call("POST", f"/api/v1/memory/{route}", json={"query": "dog", "user_id": "u_andrew"})
 
     assert embedding_requests(fake_openai) == before + 1  # one attempt, no Retry-After sleep
     assert resp.status_code == 503, resp.text
     error = resp.json()["error"]
     assert error["code"] == "provider_unavailable"
     assert RATE_LIMITED in error["message"]
-
-
-def test_api_briefing_on_a_rate_limited_embedder_answers_503_after_one_request(
-        runtime: Runtime, fake_openai: Any) -> None:
-    call = ApiClient(runtime)
-    add_episode(call, "u_andrew", "Dog", "Andrew adopted a dog named Toby.",
-                "2026-09-10T10:00:00+00:00")
-    before = embedding_requests(fake_openai)
-    rate_limited(fake_openai)
-
-    resp = call("POST", "/api/v1/memory/briefing", json={"query": "dog", "user_id": "u_andrew"})
-
-    assert embedding_requests(fake_openai) == before + 1  # one attempt, no Retry-After sleep
-    assert resp.status_code == 503, resp.text
-    assert RATE_LIMITED in resp.json()["error"]["message"]
 
 
 def test_api_add_on_a_rate_limited_embedder_writes_the_entry_and_answers_after_one_request(

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from everos_reflect.index.sync import Indexer
 from everos_reflect.index.vectors import VectorIndex
 from everos_reflect.markdown import store as store_module
 from everos_reflect.markdown import writer
@@ -24,7 +25,7 @@ from everos_reflect.markdown.store import MarkdownStore
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.strategies import journal, journal_batch
-from tests.reflect_fixtures import run_reflection
+from tests.reflect_fixtures import ANDREW, add_episode, run_reflection
 from tests.test_reflect_batch import (
     ONE_BATCH,
     TOPICS,
@@ -176,6 +177,46 @@ def test_a_merge_finished_alone_reads_no_stored_vectors_per_archived_source(
     assert counts.get("recovered_ok", 0) == len(TOPICS)
     assert reads == []  # there were 9 archived sources, each read its cluster's vectors
     assert_each_topic_merged_once(restart(tmp_path), sources)
+
+
+def test_an_add_to_a_source_log_as_a_batch_commits_rebuilds_no_centroid(
+    root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An add to one of the sources' logs, let in once the batch had archived them, synced
+    the archive marks with its own Episode: the clusters were marked consolidated only after
+    the narratives' embedding, so the add retired each source itself, rebuilding the
+    cluster's centroid from the stored vectors of the members left (one read per archived
+    source) before it answered. The clusters are marked before the logs are let go."""
+    rt, sources = seeded(root)
+    reads: list[int] = []
+    real_get = VectorIndex.get_vectors
+
+    def add_then() -> None:
+        first = rt.store.get(ANDREW, sources["garden"][0])
+        day = first.timestamp.date()
+        added = add_episode(rt, ANDREW, f"{day}T23:00:00+00:00", "Dentist",
+                            "Booked a dentist appointment for Tuesday.")
+        assert rt.store.path_for_id(ANDREW, added.id) == rt.store.path_for_id(ANDREW, first.id)
+
+        def get_vectors(self: VectorIndex, *args: Any, **kwargs: Any) -> Any:
+            reads.append(1)
+            return real_get(self, *args, **kwargs)
+
+        with monkeypatch.context() as patch:
+            patch.setattr(VectorIndex, "get_vectors", get_vectors)
+            Indexer(rt).sync_path(rt.store.path_for_id(ANDREW, added.id),
+                                  wanted=[added.id])  # as the API's add does
+
+    def at(reached: str) -> None:
+        if reached == journal.DEPRECATED:
+            add_then()
+
+    monkeypatch.setattr(journal, "checkpoint", at)
+    counts = run_reflection(rt, **ONE_BATCH)
+
+    assert counts["merged"] == len(TOPICS)
+    assert reads == []
+    assert_each_topic_merged_once(rt, sources)
 
 
 def test_facts_with_the_same_metadata_dump_their_yaml_once(

@@ -81,3 +81,21 @@ def test_status_no_longer_lists_it_once_max_depth_is_raised(
         assert "held stale" not in text.stdout
     finally:
         rt.close()
+
+
+def test_a_revalidation_with_nothing_to_judge_says_which_are_held_stale(
+        root: Path, fake_openai: Any) -> None:
+    """It said "no stale insight to judge: no record an insight cites was archived, edited
+    or deleted", of a root holding a stale insight it will not judge."""
+    from everos_reflect.engine.engine import Engine
+
+    rt, _held = too_deep(root, fake_openai)
+    try:
+        out = Engine(rt).trigger(REVALIDATE, force=True)
+        assert out.status == "ok" and not any(out.counts.values()), out
+        assert out.reason == (
+            "no stale insight to judge now: 1 stale insight(s) are set aside: 1 held as "
+            "deeper than max_depth (reflect_insights 2: raise it in ome.toml to revalidate "
+            "them) (`status` lists those held too deep)")
+    finally:
+        rt.close()

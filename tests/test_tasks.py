@@ -148,6 +148,7 @@ def test_api_records_a_task_and_refuses_bad_bodies(runtime: Runtime, root: Path)
 @pytest.mark.parametrize(("bad", "message"), [
     ({"steps": ["x" * 2001]}, "steps.0: must be at most 2,000 characters, got 2,001"),
     ({"errors": ["e", ""]}, "errors.1: must not be empty"),
+    ({"outcome_note": "n" * 4001}, "outcome_note: must be at most 4,000 characters, got 4,001"),
 ])
 def test_api_names_a_step_or_error_out_of_bounds_in_characters(
         runtime: Runtime, bad: dict[str, list[str]], message: str) -> None:

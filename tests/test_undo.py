@@ -365,22 +365,30 @@ def test_undo_waits_for_a_running_reflection_then_reports_busy(
     assert undo_merge(rt, REF, narrative.id).archived == [narrative.id]
 
 
-def test_a_crash_after_restoring_is_finished_by_running_undo_again(
-        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+def _undo_killed_after_restoring(rt: Runtime, monkeypatch: pytest.MonkeyPatch
+                                 ) -> tuple[list[Entry], Entry]:
+    """A merge of two sources, then an undo that dies once the sources are restored, before
+    the narrative is archived: the sources and the narrative as merged."""
     sources = pets(rt, 2)
     narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
                       day=date(2026, 8, 20))
     real = rt.store.deprecate
 
     def crash(*args: object, **kwargs: object) -> None:
-        raise OSError("disk full")
+        raise OSError("killed")
 
     monkeypatch.setattr(rt.store, "deprecate", crash)
     with pytest.raises(OSError):
         undo_merge(rt, REF, narrative.id)
+    monkeypatch.setattr(rt.store, "deprecate", real)
+    return sources, narrative
+
+
+def test_a_crash_after_restoring_is_finished_by_running_undo_again(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    sources, narrative = _undo_killed_after_restoring(rt, monkeypatch)
     marked = deprecated_in_markdown(rt)
     assert all(marked[e.id] is None for e in sources) and marked[narrative.id] is None
-    monkeypatch.setattr(rt.store, "deprecate", real)
     result = undo_merge(rt, REF, narrative.id)
     assert result.restored == sorted(e.id for e in sources)
     assert result.archived == [narrative.id]
@@ -396,18 +404,7 @@ def test_a_crash_after_restoring_is_finished_by_the_next_start(
     from everos_reflect.index.sync import Indexer
     from everos_reflect.strategies import journal
 
-    sources = pets(rt, 2)
-    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
-                      day=date(2026, 8, 20))
-    real = rt.store.deprecate
-
-    def crash(*args: object, **kwargs: object) -> None:
-        raise OSError("killed")
-
-    monkeypatch.setattr(rt.store, "deprecate", crash)
-    with pytest.raises(OSError):
-        undo_merge(rt, REF, narrative.id)
-    monkeypatch.setattr(rt.store, "deprecate", real)
+    sources, narrative = _undo_killed_after_restoring(rt, monkeypatch)
     assert journal.has_pending(rt.root)
 
     journal.recover(rt, Indexer(rt))  # what every start, run and writing command does first

@@ -111,3 +111,29 @@ def test_what_one_reader_changes_in_a_log_it_was_given_no_other_reader_sees(
     assert again.entries[0].meta["status"] == "active"
     assert again.entries[0].content == "insight number 0"
     assert again.frontmatter["user_id"] == "ada"
+
+
+def test_many_records_updated_in_one_log_at_once_parse_it_once(
+        rt: Runtime, full_parses: list[int]) -> None:
+    """A lessons run confirming a hundred lessons of one log updated them one by one in one
+    write: each update's check parsed the whole log again (a hundred parses)."""
+    ids = _insights(rt, 12)
+    path = rt.store.log_path(REF, Kind.INSIGHT, DAY)
+    before = path.read_text("utf-8")
+    full_parses[0] = 0
+
+    rt.store.update_metas(REF, {i: {"status": "retired", "depth": None} for i in ids[2:10]})
+    Indexer(rt, notify_clusters=False).sync_paths([path])
+
+    assert full_parses[0] == 1
+    after = {e.id: e for e in rt.store.entries(REF, Kind.INSIGHT)}
+    assert [after[i].meta["status"] for i in ids] == ["active"] * 2 + ["retired"] * 8 + [
+        "active"] * 2
+    assert all("depth" not in after[i].meta for i in ids[2:10])
+    assert all(after[i].meta["depth"] == 1 for i in ids[:2] + ids[10:])
+    assert [after[i].content for i in ids] == [f"insight number {n}" for n in range(12)]
+    text = path.read_text("utf-8")  # the first two entries' bytes, and the last two's, kept
+    assert text[:text.index(f"<!-- entry:{ids[2]} -->")] == before[
+        :before.index(f"<!-- entry:{ids[2]} -->")]
+    assert text[text.index(f"<!-- entry:{ids[10]} -->"):] == before[
+        before.index(f"<!-- entry:{ids[10]} -->"):]

@@ -252,6 +252,9 @@ class UndoRequest(Strict):
 #: ("Value should have at most 2000 items after validation") of one long step.
 Line = Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra={"pattern": TEXT}),
                  AfterValidator(_no_control)]
+#: A task's outcome note, its bound before its text's check as :data:`Line`'s: after it, a
+#: 4,001-character note was "Value should have at most 4000 items after validation".
+OutcomeNote = Annotated[str, Field(max_length=4000), AfterValidator(_no_control)]
 
 
 class TaskRecordRequest(Strict):
@@ -265,9 +268,9 @@ class TaskRecordRequest(Strict):
     steps: list[Line] = Field(min_length=1, max_length=100, description="One entry per step.")
     outcome: Literal["success", "failure", "partial"]
     errors: list[Line] = Field(default_factory=list, max_length=50)
-    outcome_note: LogText | None = Field(None, max_length=4000,
-                                         description="What happened; default: the outcome word.",
-                                         json_schema_extra={"pattern": NO_CONTROL})
+    outcome_note: OutcomeNote | None = Field(
+        None, description="What happened; default: the outcome word.",
+        json_schema_extra={"pattern": NO_CONTROL})
     timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
                                   json_schema_extra={"format": "date-time"})
 

@@ -52,6 +52,12 @@ class TokenCounter:
         tokenizer.no_truncation()  # the shipped file truncates at 128 and pads for the model
         tokenizer.no_padding()
         self._tok = tokenizer
+        self._unk = tokenizer.token_to_id("[UNK]")  # None: no such token, every one counts 1
+        # the longest word WordPiece spells; a longer one is one [UNK] (counted a character
+        # each): without an [UNK] token no word is counted so
+        longest = getattr(tokenizer.model, "max_input_chars_per_word", None)
+        self._longest_word = longest if isinstance(longest, int) and self._unk is not None \
+            else 10**9
         self._lock = threading.Lock()
         self._counts: dict[str, int] = {}  # short texts counted before (same text, same count)
         # the bounds below hold for the BERT pipeline only; any other tokenizer is always counted
@@ -66,8 +72,16 @@ class TokenCounter:
         if not self._bert or not text:
             return 0
         if text.isascii() and not _ASCII_CONTROL.search(text):
-            return len(_ASCII_PIECE.findall(text))
-        return len(_SURE_PIECE.findall(text)) + len(_CJK.findall(text))
+            return sum(map(self._piece_floor, _ASCII_PIECE.findall(text)))
+        return (sum(map(self._piece_floor, _SURE_PIECE.findall(text)))
+                + len(_CJK.findall(text)))
+
+    def _piece_floor(self, piece: str) -> int:
+        """The fewest tokens a piece the tokenizer surely makes counts: one, or, longer than
+        WordPiece spells (an ``[UNK]``, :meth:`_costs`), one per character. Counted as one,
+        each of 2,000 lessons of 5,000 characters without a space was tokenized, and cut,
+        only to be left out."""
+        return len(piece) if len(piece) > self._longest_word else 1
 
     def surely_within(self, text: str, limit: int) -> bool:
         """Whether :meth:`count` of ``text`` is surely at most ``limit``, without tokenizing:
@@ -75,10 +89,21 @@ class TokenCounter:
         one character); false (not known) otherwise."""
         return self._bert and text.isascii() and len(text) <= limit
 
+    def _costs(self, encoded: Any) -> list[int]:
+        """What each token of ``encoded`` counts: 1, but an unknown one (``[UNK]``) one per
+        character it stands for. WordPiece makes one ``[UNK]`` of any word it cannot spell
+        and of every word longer than 100 characters, so 50,000 characters without a space
+        (or a line of emoji, or of kana) counted as one token, and a briefing of 100 tokens
+        held 70,000 characters."""
+        unk = self._unk
+        return [end - start if tid == unk and end - start > 1 else 1
+                for tid, (start, end) in zip(encoded.ids, encoded.offsets, strict=True)]
+
     def count(self, text: str) -> int:
         got = self._counts.get(text)
         if got is None:
-            got = len(self._tok.encode(text, add_special_tokens=False).ids) if text else 0
+            got = sum(self._costs(self._tok.encode(text, add_special_tokens=False))) if text \
+                else 0
             _remember(self._counts, text, got)
         return got
 
@@ -87,17 +112,44 @@ class TokenCounter:
             return []
         with self._lock:  # encode_batch uses the tokenizer's own thread pool
             encoded = self._tok.encode_batch(texts, add_special_tokens=False)
-        return [len(e.ids) for e in encoded]
+        return [sum(self._costs(e)) for e in encoded]
+
+    def _longest_within(self, word: str, keep: int) -> int:
+        """How many characters of ``word`` (one unknown token, which counts one a character)
+        to keep so that they count at most ``keep`` tokens, the most found by bisection:
+        ``keep`` of them always do (cut to 100 characters or fewer, WordPiece spells them in
+        as many pieces at most), and a shorter cut may spell in fewer."""
+        if keep >= min(len(word), self._longest_word):
+            # past the longest word WordPiece spells, a cut of k characters counts k
+            return min(keep, len(word))
+        # lo fits; hi does not (past the longest word spelled, k characters count k > keep)
+        lo, hi = keep, min(len(word), self._longest_word + 1)
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            if self.count(word[:mid]) <= keep:
+                lo = mid
+            else:
+                hi = mid
+        return lo
 
     def truncate(self, text: str, limit: int, marker: str = " …") -> str:
-        """``text`` cut at a token boundary so that it, with ``marker``, fits ``limit`` tokens."""
+        """``text`` cut at a token boundary (inside an unknown token, at a character: it
+        counts one a character) so that it, with ``marker``, fits ``limit`` tokens."""
         encoded = self._tok.encode(text, add_special_tokens=False)
-        if len(encoded.ids) <= limit:
+        costs = self._costs(encoded)
+        if sum(costs) <= limit:
             return text
         keep = max(0, limit - self.count(marker))
-        if keep == 0:
+        end = 0
+        for cost, (start, stop) in zip(costs, encoded.offsets, strict=True):
+            if cost > keep:
+                if cost > 1 and keep > 0:  # as much of an unknown word as ``keep`` allows
+                    end = start + self._longest_within(text[start:stop], keep)
+                break
+            keep -= cost
+            end = stop
+        if end == 0:
             return ""
-        end = encoded.offsets[keep - 1][1]
         return text[:end].rstrip() + marker
 
 

@@ -58,7 +58,7 @@ from everos_reflect.settings import (
 from everos_reflect.status import status_document
 
 if TYPE_CHECKING:
-    pass
+    from collections.abc import Callable
 
 
 
@@ -309,6 +309,17 @@ SET_ASIDE_SHOWN = 10
 PROBLEM_CELL_CHARS = 32
 
 
+def _print_first(console: Any, items: list[dict[str, Any]],
+                 line: Callable[[dict[str, Any]], str]) -> None:
+    """The first :data:`SET_ASIDE_SHOWN` of ``items``, one ``line`` each, then how many more
+    (a status on a root with thousands of them stays a screen long)."""
+    for item in items[:SET_ASIDE_SHOWN]:
+        console.print(line(item), markup=False)
+    if len(items) > SET_ASIDE_SHOWN:
+        console.print(f"  and {len(items) - SET_ASIDE_SHOWN} more (`status --json` lists "
+                      "every one)", markup=False)
+
+
 def _when(stamp: object) -> str:
     """An ISO time as the status table shows it, to the minute (``2026-12-07 02:00``, its
     offset after it unless UTC): the full stamp with microseconds was cut to ``2026-12…``."""
@@ -353,12 +364,8 @@ def _render_too_deep(console: Any, insights: dict[str, Any]) -> None:
                       f"than max_depth {cap} ({tier}); they are not revalidated until you "
                       f"raise max_depth in [strategies.{tier}] of ome.toml past {cap}, or "
                       "edit them or their evidence", markup=False)
-        for item in items[:SET_ASIDE_SHOWN]:
-            console.print(f"  {item['app_id']}/{item['project_id']}/{item['user_id']}: "
-                          f"{item['insight_id']}", markup=False)
-        if len(items) > SET_ASIDE_SHOWN:
-            console.print(f"  and {len(items) - SET_ASIDE_SHOWN} more (`status --json` lists "
-                          "every one)", markup=False)
+        _print_first(console, items, lambda item: f"  {item['app_id']}/{item['project_id']}/"
+                                                  f"{item['user_id']}: {item['insight_id']}")
 
 
 def _render_status(doc: dict[str, Any]) -> None:
@@ -466,12 +473,9 @@ def _render_status(doc: dict[str, Any]) -> None:
         console.print(f"{len(aside)} cluster(s) set aside: the server refused their merge for "
                       "good and it is not sent again until a member is edited, joins or leaves, "
                       "or the prompts or model change (`clusters` marks them)", markup=False)
-    for item in aside[:SET_ASIDE_SHOWN]:
-        console.print(f"  {item['app_id']}/{item['project_id']}/{item['user_id']}: cluster "
-                      f"{item['cluster_id']} set aside: {shown(item['reason'])}", markup=False)
-    if len(aside) > SET_ASIDE_SHOWN:
-        console.print(f"  and {len(aside) - SET_ASIDE_SHOWN} more (`status --json` lists "
-                      "every one)", markup=False)
+    _print_first(console, aside, lambda item: f"  {item['app_id']}/{item['project_id']}/"
+                                              f"{item['user_id']}: cluster {item['cluster_id']}"
+                                              f" set aside: {shown(item['reason'])}")
     for item in merges.get("live_beside_sources") or []:
         console.print(f"[red]{item['app_id']}/{item['project_id']}/{item['user_id']}: "
                       f"narrative {item['narrative']} is live beside its live source(s) "

@@ -391,6 +391,19 @@ def _why_empty(choice: Any, message: Any) -> str:
     return "empty reply"
 
 
+def _error_said(completion: Any) -> str:
+    """``": the server answered 200 with an error: '...'"`` when a completion with no choices
+    carries an OpenAI-style ``error`` (``{"message": ...}`` or text), else ``""``. A proxy or
+    an overloaded server answering 200 with its error read "no choices in the reply" alone,
+    and the run record hid what the server had said."""
+    error = getattr(completion, "error", None)
+    if isinstance(error, dict):
+        error = error.get("message") or error.get("type") or error.get("code")
+    if error is None or isinstance(error, (dict, list)) or str(error).strip() == "":
+        return ""
+    return f": the server answered 200 with an error: {quoted_value(clipped(str(error)))}"
+
+
 def _reply_object(completion: Any) -> dict[str, Any]:
     """The reply's JSON object, or InvalidReply saying precisely what is wrong with it.
 
@@ -400,7 +413,7 @@ def _reply_object(completion: Any) -> dict[str, Any]:
     """
     choices = getattr(completion, "choices", None)
     if not isinstance(choices, list) or not choices:
-        raise InvalidReply("no choices in the reply")
+        raise InvalidReply("no choices in the reply" + _error_said(completion))
     choice = choices[0]
     if getattr(choice, "finish_reason", None) == "length":
         raise InvalidReply("reply truncated (finish_reason=length)")

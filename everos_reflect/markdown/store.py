@@ -1001,10 +1001,8 @@ class MarkdownStore:
                 missing = sorted(set(mine) - {e.id for e in log.entries})
                 if missing:
                     raise UnknownEntry(f"no entry {', '.join(missing)} for user {ref}")
-                for entry_id, values in mine.items():
-                    text = writer.set_entry_meta(text, entry_id, values,
-                                                 parse=lambda t: self.parse_text(t, label))
-                return text
+                return writer.set_entries_meta(text, mine,
+                                               parse=lambda t: self.parse_text(t, label))
 
             edits[path] = edit
         self._edit_many(edits)

@@ -36,6 +36,7 @@ from everos_reflect.model import (
     LINE_BREAKS_AS_NEWLINES,
     OTHER_LINE_BREAKS,
     DailyLog,
+    Entry,
     Kind,
     format_timestamp,
     quoted_value,
@@ -440,30 +441,49 @@ def set_entry_meta(text: str, entry_id: str, updates: Mapping[str, Any], *,
     is verified by parsing it back; anything else changing raises :class:`MarkdownError`.
     ``parse``: how a text is parsed (the store's, which reuses a parse of the same text).
     """
+    return set_entries_meta(text, {entry_id: updates}, parse=parse)
+
+
+def set_entries_meta(text: str, updates: Mapping[str, Mapping[str, Any]], *,
+                     parse: Callable[[str], DailyLog] = parse_log) -> str:
+    """:func:`set_entry_meta` for several entries of one log (``{entry id: updates}``), with
+    one parse before and one after: updated one by one, a run updating a hundred of its
+    records in one log (a lessons run's confirmations) parsed the whole log twice per
+    record. Blocks are rewritten from the last up, so each one's lines are where the parse
+    before found them."""
     before = parse(text)
-    entry = next((e for e in before.entries if e.id == entry_id), None)
-    if entry is None:
-        raise MarkdownError("<text>", 0, f"no entry {entry_id} to update")
-    lines = split_lines(text)
-    first = entry.line - 1
-    start = next(i for i in range(first + 1, len(lines)) if bare(lines[i]).strip())
-    end = next(i for i in range(start + 1, len(lines)) if bare(lines[i]).rstrip() == "---")
-    meta = dict(entry.meta)
-    for key, value in updates.items():
-        if not isinstance(key, str) or not key.strip() or key != key.strip():
-            raise MarkdownError(f"entry {entry_id}", 0, f"invalid metadata key {quoted_value(key)}")
-        if value is None:
-            meta.pop(key, None)
-        else:
-            meta[key] = value
+    found: dict[str, Entry] = {}
+    for entry in before.entries:
+        found.setdefault(entry.id, entry)
+    for entry_id in updates:
+        if entry_id not in found:
+            raise MarkdownError("<text>", 0, f"no entry {entry_id} to update")
+    lines: list[str] = split_lines(text)
     nl = newline_of(text)
-    block = _dump(meta).replace("\n", nl) if meta else ""
-    new_text = "".join(lines[: start + 1]) + block + "".join(lines[end:])
+    for entry_id in sorted(updates, key=lambda i: found[i].line, reverse=True):
+        entry = found[entry_id]
+        first = entry.line - 1
+        start = next(i for i in range(first + 1, len(lines)) if bare(lines[i]).strip())
+        end = next(i for i in range(start + 1, len(lines)) if bare(lines[i]).rstrip() == "---")
+        meta = dict(entry.meta)
+        for key, value in updates[entry_id].items():
+            if not isinstance(key, str) or not key.strip() or key != key.strip():
+                raise MarkdownError(f"entry {entry_id}", 0,
+                                    f"invalid metadata key {quoted_value(key)}")
+            if value is None:
+                meta.pop(key, None)
+            else:
+                meta[key] = value
+        block = _dump(meta).replace("\n", nl) if meta else ""
+        lines[start + 1:end] = [block] if block else []
+    new_text = "".join(lines)
     after = parse(new_text)
-    old = {e.id: (e.meta, e.sections) for e in before.entries if e.id != entry_id}
-    new = {e.id: (e.meta, e.sections) for e in after.entries if e.id != entry_id}
-    changed = next((e for e in after.entries if e.id == entry_id), None)
-    if (old != new or after.frontmatter != before.frontmatter or changed is None
-            or changed.sections != entry.sections):
-        raise MarkdownError("<text>", entry.line, f"could not update {entry_id} safely")
+    old = {e.id: (e.meta, e.sections) for e in before.entries if e.id not in updates}
+    new = {e.id: (e.meta, e.sections) for e in after.entries if e.id not in updates}
+    written = {e.id: e for e in reversed(after.entries)}  # the first of an id, as found
+    unsafe = next((i for i in updates if i not in written
+                   or written[i].sections != found[i].sections), None)
+    if old != new or after.frontmatter != before.frontmatter or unsafe is not None:
+        entry = found[unsafe] if unsafe is not None else found[next(iter(updates))]
+        raise MarkdownError("<text>", entry.line, f"could not update {entry.id} safely")
     return new_text

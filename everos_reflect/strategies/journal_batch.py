@@ -44,6 +44,8 @@ from everos_reflect.strategies.journal import Outcome, Plan
 if TYPE_CHECKING:
     import sqlite3
 
+    import numpy as np
+
     from everos_reflect.index.sync import Indexer
     from everos_reflect.runtime import Runtime
 
@@ -119,19 +121,15 @@ def _steps(runtime: Runtime, indexer: Indexer, plans: list[Plan], steps: dict[st
     _record(conn, plans, journal.FACTS, steps)
     journal.checkpoint(journal.FACTS)
 
-    live, stale = _archive(runtime, plans, steps)
+    # the narratives' vectors first (a model call, maybe a wait for a model slot), so that
+    # each cluster is marked consolidated as its sources are archived (:func:`_archive`)
+    vectors = _narrative_vectors(runtime, plans, narratives)
+    live, stale = _archive(runtime, plans, steps, vectors)
     _record(conn, live, journal.DEPRECATED, steps)
     journal.checkpoint(journal.DEPRECATED)
 
     if live:
         touched = [journal.touched_files(runtime, p) for p in live]
-        # Each cluster is marked consolidated before the index sync, with the vector the sync
-        # is about to store for its narrative (the guard embedded that text: a cache hit). The
-        # sync then finds each narrative already its cluster's and each source already retired
-        # toward it: no centroid rebuilt from stored vectors per source, no stored vector read
-        # for the narrative or its cluster's old members (the same clusters as in the order
-        # of a merge finished alone, which recovery keeps).
-        _mark_consolidated(runtime, live, narratives)
         # every narrative's and facts' log first, as for one merge: the index knows each
         # narrative before the sources pointing at it
         indexer.sync_paths([*(path for t in touched for path in t[:2]),
@@ -189,8 +187,8 @@ def _write_facts(runtime: Runtime, plans: list[Plan]) -> None:
          for (ref, day), group in _by_log(plans).items()], withdrawable=True)
 
 
-def _archive(runtime: Runtime, plans: list[Plan],
-             steps: dict[str, str]) -> tuple[list[Plan], list[tuple[Plan, str, str]]]:
+def _archive(runtime: Runtime, plans: list[Plan], steps: dict[str, str],
+             vectors: dict[str, np.ndarray]) -> tuple[list[Plan], list[tuple[Plan, str, str]]]:
     """The point of no return, for the whole batch at once: under the locks of every source's
     log, each merge's sources are checked (a changed one makes that merge stale), the others
     reach ``archiving`` in one transaction, then each source log gets one write archiving
@@ -224,6 +222,15 @@ def _archive(runtime: Runtime, plans: list[Plan],
             for ref, mapping in mappings.items():
                 found = store.deprecate(ref, mapping)
                 conflicts.update({f"{ref}: {old}": new for old, new in found.items()})
+        # Each cluster holds its narrative before the sources' logs are let go, with the
+        # vector the index sync will store for it: the sync then finds each narrative its
+        # cluster's and each source retired toward it, no centroid rebuilt from stored
+        # vectors (the same clusters as a merge finished alone leaves). Marked after the
+        # locks (and the narratives' embedding), an add to one of these logs let in between
+        # synced the archive marks itself and rebuilt the centroid once per archived source,
+        # reading the cluster's stored vectors each time, before it answered.
+        for plan in live:
+            journal.mark_consolidated(runtime, plan, vectors[plan.id])
     for old, new in sorted(conflicts.items()):
         log.warning("%s was already archived toward %s; left as it is", old, new)
     return live, stale
@@ -268,14 +275,12 @@ def _within_file_limit(runtime: Runtime, plans: list[Plan],
     return kept, refused
 
 
-def _mark_consolidated(runtime: Runtime, plans: list[Plan],
-                       narratives: dict[str, Entry]) -> None:
-    """Each cluster now holds its narrative: the narratives' vectors embedded in one call (the
-    text the index embeds for each, already in the embedding cache), then one cluster update
-    each."""
+def _narrative_vectors(runtime: Runtime, plans: list[Plan],
+                       narratives: dict[str, Entry]) -> dict[str, np.ndarray]:
+    """Each plan's narrative's vector, by plan id, embedded in one call (the text the index
+    embeds for it, already in the embedding cache: the guard embedded it)."""
     vectors = runtime.embedder.embed([narratives[p.id].search_text for p in plans])
-    for plan, vector in zip(plans, vectors, strict=True):
-        journal.mark_consolidated(runtime, plan, vector)
+    return {plan.id: vector for plan, vector in zip(plans, vectors, strict=True)}
 
 
 def _finish_alone(runtime: Runtime, indexer: Indexer, plan: Plan, step: str,

@@ -222,6 +222,15 @@ def held_too_deep(runtime: Runtime, engine: Engine | None = None,
     one whose key under the cap in force now (``engine``'s settings, the daemon's; else
     ``ome.toml`` as a run reads it), the prompts and the model still matches. Only the logs
     of owners with an insight set aside are read."""
+    return [h for h in set_aside_insights(runtime, engine, ref) if isinstance(h, TooDeep)]
+
+
+def set_aside_insights(runtime: Runtime, engine: Engine | None = None,
+                       ref: UserRef | None = None) -> list[TooDeep | tuple[UserRef, str]]:
+    """Every stale insight (of ``ref``, else of the root) a revalidation set aside and does
+    not send again as things stand: a :class:`TooDeep`, or ``(owner, id)`` for one set aside
+    otherwise (the server refused its call for good, or a verdict was refused), by owner then
+    id. :func:`held_too_deep` says how."""
     from everos_reflect.engine.engine import Engine
     from everos_reflect.engine.registry import get_strategy
 
@@ -238,7 +247,7 @@ def held_too_deep(runtime: Runtime, engine: Engine | None = None,
         return []
     sent = SentWith.tasks(runtime, settings, TASKS)
     caps = provenance.depth_caps(runtime, engine)
-    out = []
+    out: list[TooDeep | tuple[UserRef, str]] = []
     for owner in sorted(by_owner, key=str):
         records = provenance.load_records(runtime, owner)
         aside = cursors.consumed(runtime.db(), NAME, owner)
@@ -250,6 +259,8 @@ def held_too_deep(runtime: Runtime, engine: Engine | None = None,
             evidence = current_evidence(insight, records)
             if (insight_id, aside_key(insight, evidence, sent, cap)) in aside:
                 out.append(TooDeep(owner, insight_id, provenance.writer_of(insight), cap))
+            elif (insight_id, aside_key(insight, evidence, sent)) in aside:
+                out.append((owner, insight_id))
     return out
 
 
@@ -635,6 +646,19 @@ class RevalidateInsights(Strategy):
         (:meth:`Strategy.idle_reason`)."""
         if counts.get("needs_llm"):
             return self.unavailable(runtime) or f"{NEEDS_LLM} to judge the stale insights"
+        aside = set_aside_insights(runtime)
+        if aside:
+            # they are stale: "no stale insight to judge" sent a person looking for none
+            deep = [h for h in aside if isinstance(h, TooDeep)]
+            parts = [f"{len(deep)} held as deeper than max_depth "
+                     f"({', '.join(sorted({f'{h.tier} {h.max_depth}' for h in deep}))}: "
+                     "raise it in ome.toml to revalidate them)"] if deep else []
+            if len(aside) > len(deep):
+                parts.append(f"{len(aside) - len(deep)} set aside after a refusal (asked "
+                             "again once they or their evidence are edited, or the prompts "
+                             "or model change)")
+            return (f"no stale insight to judge now: {len(aside)} stale insight(s) are set "
+                    f"aside: {'; '.join(parts)} (`status` lists those held too deep)")
         return ("no stale insight to judge: no record an insight cites was archived, edited "
                 "or deleted since it was last judged")
 
@@ -958,4 +982,4 @@ class RevalidateInsights(Strategy):
 
 
 __all__ = ["NAME", "RevalidateInsights", "TooDeep", "current_evidence", "current_form",
-           "held_too_deep", "written_revision"]
+           "held_too_deep", "set_aside_insights", "written_revision"]
