@@ -489,6 +489,13 @@ def handle_errors(fn: F) -> F:
             fail(os_error_text(exc, _root_of(kwargs.get("root"))))
         except KeyboardInterrupt:
             fail("interrupted", 130)
+        except (click.exceptions.ClickException, click.exceptions.Abort,
+                click.exceptions.Exit):
+            raise  # click's own: a usage error, an abort, an early exit
+        except Exception as exc:  # one line still (SPEC §8), not a traceback
+            said = describe(exc)
+            fail(said + ("; please report this defect" if said.startswith("internal error")
+                         else ""))
 
     return wrapper  # type: ignore[return-value]
 
