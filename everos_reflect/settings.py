@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any, get_type_hints
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from everos_reflect.errors import ConfigError
@@ -729,18 +729,7 @@ def parse_settings(
     Raises :class:`ConfigError` listing every problem of every layer, each attributed to the
     layer that supplied the bad value.
     """
-    problems: list[Problem] = []
-    values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
-    origin: dict[tuple[str, str], tuple[str, str]] = {}
-
-    for text, file in ((default_text, default_file), (user_text, user_file)):
-        if text is None:
-            continue
-        data = _read_toml(text, file, problems)
-        if data is not None:
-            _merge_file(data, file, values, origin, problems)
-    _merge_env(env, values, origin, problems)
-
+    values, origin, problems = _layers(default_text, user_text, env, user_file, default_file)
     refused: set[tuple[str, str]] = set()
     for (section, key), check in CHECKS.items():
         if key not in values[section]:
@@ -760,6 +749,98 @@ def parse_settings(
         raise ConfigError(problems)
     # A key absent from every layer keeps the dataclass default (pinned equal to default.toml).
     return Settings(**{name: SECTIONS[name](**values[name]) for name in SECTIONS})
+
+
+def _layers(default_text: str, user_text: str | None, env: Mapping[str, str], user_file: str,
+            default_file: str) -> tuple[dict[str, dict[str, Any]],
+                                        dict[tuple[str, str], tuple[str, str]], list[Problem]]:
+    """Each layer merged over the one below: the values by section, where each came from
+    (file or environment, and the key or variable as written there) and every problem."""
+    problems: list[Problem] = []
+    values: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    origin: dict[tuple[str, str], tuple[str, str]] = {}
+    for text, file in ((default_text, default_file), (user_text, user_file)):
+        if text is None:
+            continue
+        data = _read_toml(text, file, problems)
+        if data is not None:
+            _merge_file(data, file, values, origin, problems)
+    _merge_env(env, values, origin, problems)
+    return values, origin, problems
+
+
+def setting_rows(root: str | os.PathLike[str], section: str,
+                 env: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+    """Each key of ``section`` of ``everos.toml``: what it takes, its shipped default, the
+    value in force for ``root`` and where that comes from (``default``, ``everos.toml`` or
+    the ``EVEROS_…`` variable), and what it is for (the shipped file's comment). A secret is
+    shown as set or not, never its value; a URL without its password.
+
+    Without it a person asking which model or threshold a root runs with read the shipped
+    defaults, ``everos.toml`` and the environment and layered them in their head. Raises
+    :class:`ConfigError` as loading the settings does."""
+    shown = config_file(root, USER_FILE_NAME)
+    default_text = packaged_text("default.toml")
+    values, origin, problems = _layers(
+        default_text, _read_user_file(Path(root) / USER_FILE_NAME, shown),
+        os.environ if env is None else env, shown, DEFAULT_FILE)
+    if problems:
+        raise ConfigError(problems)
+    defaults = Settings()
+    helps = _default_comments(default_text)
+    rows = []
+    for key, tp in _types(SECTIONS[section]).items():
+        value = values[section].get(key, getattr(getattr(defaults, section), key))
+        file, written = origin.get((section, key), (DEFAULT_FILE, key))
+        source = ("default" if file == DEFAULT_FILE else written if file == ENV_FILE
+                  else USER_FILE_NAME)
+        rows.append({"key": key, "takes": expected_type(tp),
+                     "default": _shown_setting(section, key,
+                                               getattr(getattr(defaults, section), key)),
+                     "value": _shown_setting(section, key, value), "from": source,
+                     "secret": (section, key) in SECRET_KEYS, "help": helps.get((section, key))})
+    return rows
+
+
+def _shown_setting(section: str, key: str, value: Any) -> Any:
+    """``value`` as ``settings`` may print it: a secret as ``(set)`` (or None, not set), a URL
+    with ``***`` for a password in it."""
+    if value in (None, ""):
+        return None
+    if (section, key) in SECRET_KEYS:
+        return "(set)"
+    if (section, key) in URL_KEYS and isinstance(value, str):
+        parts = urlsplit(value)
+        if parts.password is not None:
+            netloc = f"{parts.username or ''}:***@{parts.hostname or ''}"
+            netloc += f":{parts.port}" if parts.port is not None else ""
+            return urlunsplit(parts._replace(netloc=netloc))
+    return value
+
+
+def _default_comments(text: str) -> dict[tuple[str, str], str]:
+    """The comment after each key of the shipped ``default.toml``, and the indented comment
+    lines that carry it on, by (section, key): what each setting is for, written once, there
+    (read with tomlkit, which keeps comments)."""
+    import tomlkit
+    from tomlkit.items import Comment, Table
+
+    helps: dict[tuple[str, str], str] = {}
+    for section, table in tomlkit.parse(text).items():
+        if not isinstance(table, Table):
+            continue
+        last: tuple[str, str] | None = None
+        for key, item in table.value.body:
+            if key is not None:
+                comment = item.trivia.comment.lstrip("#").strip()
+                last = (section, key.key) if comment else None
+                if comment:
+                    helps[(section, key.key)] = comment
+            elif isinstance(item, Comment) and last is not None and item.trivia.indent:
+                helps[last] += " " + item.trivia.comment.lstrip("#").strip()
+            else:
+                last = None
+    return helps
 
 
 # --- ome.toml: the strategies -----------------------------------------------------------------

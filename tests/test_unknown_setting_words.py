@@ -91,7 +91,8 @@ def test_the_settings_command_shows_the_defaults_while_ome_toml_is_invalid(root:
 def test_the_settings_command_refuses_an_unknown_strategy(root: Path) -> None:
     result = CliRunner().invoke(cli, ["settings", "zzz", "--root", str(root)])
     assert result.exit_code == 1
-    assert result.stderr.startswith("error: unknown strategy 'zzz'")
+    assert result.stderr.startswith("error: no section or strategy 'zzz' (everos.toml "
+                                    "sections: llm, embedding, clustering, server, ")
 
 
 def test_a_fleet_toml_key_nothing_is_close_to_lists_the_few_there_are() -> None:

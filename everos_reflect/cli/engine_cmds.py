@@ -24,7 +24,7 @@ from everos_reflect.cli.common import (
     root_option,
     say,
 )
-from everos_reflect.model import MAX_LIST_LIMIT, MAX_TRIGGER_WAIT
+from everos_reflect.model import MAX_LIST_LIMIT, MAX_TRIGGER_WAIT, quoted
 
 if TYPE_CHECKING:
     from everos_reflect.engine.engine import RunOutcome
@@ -285,46 +285,72 @@ def setting_rows(name: str, in_force: dict[str, Any]) -> list[dict[str, Any]]:
 @json_option
 @handle_errors
 def settings_cmd(root: str | None, name: str | None, as_json: bool) -> None:
-    """The keys each strategy (or strategy NAME) takes in ome.toml: the value in force for
-    this root, the default, and what each is for."""
+    """The keys of everos.toml's sections and of each strategy in ome.toml (or of section or
+    strategy NAME): the value in force for this root, where it comes from, the default, and
+    what each is for."""
     from everos_reflect.engine.engine import Engine
     from everos_reflect.engine.registry import get_strategy, known_strategies
-    from everos_reflect.errors import ConfigError
+    from everos_reflect.errors import ConfigError, UnknownStrategy
+    from everos_reflect.settings import SECTIONS
+    from everos_reflect.settings import setting_rows as section_rows
 
-    names = [get_strategy(name).name] if name is not None else known_strategies()
+    sections = list(SECTIONS) if name is None else [name] if name in SECTIONS else []
+    if name is None:
+        names = known_strategies()
+    elif sections:
+        names = []
+    else:
+        try:
+            names = [get_strategy(name).name]
+        except UnknownStrategy:
+            raise UnknownStrategy(
+                f"no section or strategy {quoted(name)} (everos.toml sections: "
+                f"{', '.join(SECTIONS)}; strategies: {', '.join(known_strategies())})"
+            ) from None
     runtime = open_runtime(root)
     note = None
     try:
         try:
-            config: dict[str, dict[str, Any]] = Engine(runtime, recover=False).config()
+            config: dict[str, dict[str, Any]] = (Engine(runtime, recover=False).config()
+                                                 if names else {})
         except ConfigError as exc:  # the file is what the user is fixing: show the defaults
             config, note = {}, f"note: {ome_invalid(str(exc))}; the defaults are shown"
+        by_section = {s: section_rows(runtime.root, s) for s in sections}
     finally:
         runtime.close()
     rows = {n: setting_rows(n, config.get(n, {})) for n in names}
     if as_json:
-        emit_json({"strategies": rows})
+        emit_json({"sections": by_section, "strategies": rows})
     else:
-        _say_settings(rows)
+        for section, keys in by_section.items():
+            _say_rows(f"[{section}]  (everos.toml)", keys)
+        for strategy, keys in rows.items():
+            _say_rows(f"[strategies.{strategy}]", keys)
     if note:
         say(note, err=True)
 
 
-def _say_settings(rows: dict[str, list[dict[str, Any]]]) -> None:
+def _say_rows(title: str, keys: list[dict[str, Any]]) -> None:
+    """One table of settings as ``ome.toml`` or ``everos.toml`` would hold it: each key's
+    value in force, what it takes, the default when the value differs, where a value not the
+    default comes from, and what it is for."""
     from everos_reflect.settings import toml_value
 
-    def shown(value: Any) -> str:
-        return "(not set)" if value is None else toml_value(value)
+    def shown(value: Any, secret: bool = False) -> str:
+        return "(not set)" if value is None else str(value) if secret else toml_value(value)
 
-    for n, keys in rows.items():
-        say(f"[strategies.{n}]")
-        for row in keys:
-            changed = (f"; default {shown(row['default'])}" if row["value"] != row["default"]
-                       else "")
-            say(f"  {row['key']} = {shown(row['value'])}  ({row['takes']}{changed})")
-            if row["help"]:
-                say(f"      {row['help']}")
-        say("")
+    say(title)
+    for row in keys:
+        told = [row["takes"]]
+        if row["value"] != row["default"]:
+            told.append(f"default {shown(row['default'])}")
+        if row.get("from", "default") != "default":
+            told.append(f"from {row['from']}")
+        say(f"  {row['key']} = {shown(row['value'], row.get('secret', False))}  "
+            f"({'; '.join(told)})")
+        if row["help"]:
+            say(f"      {row['help']}")
+    say("")
 
 
 COMMANDS: list[click.Command] = [serve_cmd, trigger_cmd, runs_cmd, strategies_cmd,

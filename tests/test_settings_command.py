@@ -1,0 +1,78 @@
+"""``settings`` shows everos.toml's keys as a root runs with them: the value in force, where
+it comes from (the shipped default, ``everos.toml`` or an ``EVEROS_…`` variable), the default
+and what each is for; a secret only as set or not. A person asking which model or threshold
+a root runs with had to layer the defaults, the file and the environment in their head."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from everos_reflect.cli.main import cli
+from everos_reflect.settings import SECTIONS, Settings
+
+
+def settings_json(root: Path, *args: str, env: dict[str, str] | None = None) -> Any:
+    result = CliRunner().invoke(cli, ["settings", *args, "--json", "--root", str(root)],
+                                env=env)
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+@pytest.fixture
+def configured(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    for name in [n for n in os.environ if n.startswith("EVEROS_")]:
+        monkeypatch.delenv(name)
+    (root / "everos.toml").write_text('[llm]\nmodel = "m-1"\n[clustering]\nthreshold = 0.6\n')
+    return root
+
+
+def test_a_sections_keys_say_their_value_where_it_comes_from_and_the_default(
+        configured: Path) -> None:
+    doc = settings_json(configured, "llm", env={
+        "EVEROS_LLM__MAX_RETRIES": "5", "EVEROS_LLM__API_KEY": "sk-secret",
+        "EVEROS_LLM__BASE_URL": "http://me:pw@llm.local:8080/v1"})
+    assert doc["strategies"] == {} and list(doc["sections"]) == ["llm"]
+    rows = {r["key"]: r for r in doc["sections"]["llm"]}
+    assert list(rows) == [k for k in vars(Settings().llm)]
+    assert rows["model"] | {"help": None} == {
+        "key": "model", "takes": "a string", "default": "gpt-4o-mini", "value": "m-1",
+        "from": "everos.toml", "secret": False, "help": None}
+    assert (rows["max_retries"]["value"], rows["max_retries"]["from"]) == (
+        5, "EVEROS_LLM__MAX_RETRIES")
+    assert (rows["provider"]["value"], rows["provider"]["from"]) == ("extractive", "default")
+    assert (rows["api_key"]["value"], rows["api_key"]["secret"]) == ("(set)", True)
+    assert rows["base_url"]["value"] == "http://me:***@llm.local:8080/v1"
+    assert "sk-secret" not in json.dumps(doc) and ":pw@" not in json.dumps(doc)
+
+
+def test_every_key_says_what_it_is_for_from_the_shipped_defaults(configured: Path) -> None:
+    doc = settings_json(configured)
+    assert list(doc["sections"]) == list(SECTIONS)
+    assert doc["strategies"]  # and every strategy after them
+    for section, rows in doc["sections"].items():
+        for row in rows:
+            assert row["help"], f"{section}.{row['key']} has no comment in default.toml"
+    llm = {r["key"]: r for r in doc["sections"]["llm"]}
+    # a comment carried on an indented line is read whole
+    assert llm["max_prompt_tokens"]["help"].endswith("anything else is not sent")
+
+
+def test_the_text_shows_the_value_default_and_origin_and_never_a_secret(
+        configured: Path) -> None:
+    result = CliRunner().invoke(cli, ["settings", "clustering", "--root", str(configured)])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0] == "[clustering]  (everos.toml)"
+    assert "  threshold = 0.6  (a number; default 0.55; from everos.toml)" in lines
+    assert "  time_window_days = 7.0  (a number)" in lines
+    secret = CliRunner().invoke(cli, ["settings", "server", "--root", str(configured)],
+                                env={"EVEROS_SERVER__TOKEN": "tok-123"})
+    assert "  token = (set)  (a string; default (not set); from EVEROS_SERVER__TOKEN)" in (
+        secret.stdout.splitlines())
+    assert "tok-123" not in secret.stdout
