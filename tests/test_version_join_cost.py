@@ -267,7 +267,7 @@ def _stream(seed: int) -> list[tuple[str, str, object, np.ndarray]]:
     joins, version joins and new clusters, in one order."""
     rng = np.random.default_rng(seed)
     rows = []
-    for n in range(48):
+    for _ in range(48):
         axis = int(rng.integers(0, 5))
         change = rng.random() < 0.4
         text = CHANGES[int(rng.integers(len(CHANGES)))] if change else FACTS[axis]

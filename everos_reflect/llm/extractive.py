@@ -2570,6 +2570,10 @@ _CHANGE_PAIRS = frozenset({
     ("started", "working"), ("started", "teaching"), ("started", "studying"),
     ("these", "days")})
 _PAIR_FIRSTS = frozenset(first for first, _ in _CHANGE_PAIRS)
+#: ASCII to what :data:`_WORD_OF_TEXT_RE` reads of it: a letter lower-cased, a digit or "_"
+#: kept, any other character a space (so ``translate`` then ``split`` gives its words)
+_WORDS_OF_ASCII = str.maketrans({
+    chr(c): chr(c).lower() if chr(c).isalnum() or chr(c) == "_" else " " for c in range(128)})
 
 
 def _may_tell_change(text: str) -> bool:
@@ -2582,7 +2586,9 @@ def _may_tell_change(text: str) -> bool:
     ``str.lower`` spells otherwise, "İ", "ſ")."""
     if not text.isascii():
         return True
-    words = _WORD_OF_TEXT_RE.findall(text.lower())
+    # the runs of [a-z0-9_] of the lower-cased text, as _WORD_OF_TEXT_RE finds them: one
+    # pass of str.translate (every other ASCII character a space) and a split, in C
+    words = text.translate(_WORDS_OF_ASCII).split()
     if not _CHANGE_WORDS.isdisjoint(words):
         return True
     if _PAIR_FIRSTS.isdisjoint(words):  # most texts: no pair to build
