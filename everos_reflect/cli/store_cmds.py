@@ -364,8 +364,19 @@ def _render_too_deep(console: Any, insights: dict[str, Any]) -> None:
                       f"than max_depth {cap} ({tier}); they are not revalidated until you "
                       f"raise max_depth in [strategies.{tier}] of ome.toml past {cap}, or "
                       "edit them or their evidence", markup=False)
-        _print_first(console, items, lambda item: f"  {item['app_id']}/{item['project_id']}/"
-                                                  f"{item['user_id']}: {item['insight_id']}")
+        _print_first(console, items, _too_deep_line)
+
+
+def _too_deep_line(item: dict[str, Any]) -> str:
+    """One insight held too deep, and the stale insights that wait for it with it (the first
+    three by id, then how many more)."""
+    line = f"  {item['app_id']}/{item['project_id']}/{item['user_id']}: {item['insight_id']}"
+    waiting = [str(i) for i in item.get("waiting") or []]
+    if waiting:
+        named = ", ".join(waiting[:3]) + (f" and {len(waiting) - 3} more"
+                                          if len(waiting) > 3 else "")
+        line += f" ({len(waiting)} stale insight(s) citing it wait with it: {named})"
+    return line
 
 
 def _render_status(doc: dict[str, Any]) -> None:
