@@ -212,5 +212,16 @@ def _read(line: str) -> Any:
 
 
 def test_this_parser_version_reads_hand_edits_as_pinned() -> None:
-    assert PARSER_VERSION == 2, "pin the readings of the new version below"
+    assert PARSER_VERSION == 3, "pin the readings of the new version below"
     assert {line: _read(line) for line in READINGS} == READINGS
+
+
+def test_version_3_warns_of_a_zero_width_space_and_reads_the_text_as_written() -> None:
+    text = ("---\ntype: episode_daily\nschema_version: 1\nuser_id: u\ndate: '2026-10-12'\n---\n"
+            "<!-- entry:ep_20261012_0001 -->\n---\nowner_id: u\n"
+            "timestamp: 2026-10-12T09:00:00+00:00\nparent_type: memcell\n---\n"
+            "## Subject\nDog\n\n## Content\nAdopted To\u200bby.\n"
+            "<!-- /entry:ep_20261012_0001 -->\n")
+    log = parse_log(text, "u/episodes/episode-2026-10-12.md")
+    assert [e.content for e in log.entries] == ["Adopted To\u200bby."]
+    assert [(d.line, d.severity) for d in log.diagnostics] == [(17, "warning")]

@@ -99,3 +99,44 @@ def test_a_revalidation_with_nothing_to_judge_says_which_are_held_stale(
             "them) (`status` lists those held too deep)")
     finally:
         rt.close()
+
+
+def test_status_names_the_insights_that_wait_with_one_held_too_deep(
+        root: Path, fake_openai: Any) -> None:
+    """An insight citing one held too deep waits for it to be judged first, which never comes:
+    each run counted it ``waiting_on_cited`` and ``status`` listed only the one it cites."""
+    (root / "ome.toml").write_text("[strategies.reflect_insights]\nmax_depth = 2\n")
+    rt, eps, first, second = revalidation_runtime(root, fake_openai)
+    try:
+        (root / "everos.toml").write_text(
+            f'[llm]\nprovider = "openai"\nmodel = "model-a"\nbase_url = '
+            f'"{fake_openai.base_url}"\napi_key = "k"\nmax_retries = 0\n')
+        third = insight(rt, "The user will keep reverting auth changes.",
+                        [rt.store.get(DEV, second.id), eps[1]], depth=3)
+        fourth = insight(rt, "Auth work needs a second reviewer.",
+                         [third, eps[2]], depth=4)
+        other = insight(rt, "Reverts come in weeks apart.", [eps[1], eps[2]])
+        newer = insight(rt, "Every auth change is reverted within weeks.", [other, eps[0]],
+                        depth=2)
+        rt.store.deprecate(DEV, {first.id: newer.id})
+        Indexer(rt).scan()
+        fake_openai.script({"verdict": "holds", "insight": "", "evidence": [1, 2]})
+        assert run(rt, REVALIDATE) == {"refused": 1, "waiting_on_cited": 2}
+        [item] = status_json(root)["insights"]["held_too_deep"]
+        assert (item["insight_id"], item["waiting"]) == (second.id, [third.id, fourth.id])
+        text = CliRunner().invoke(cli, ["status", "--root", str(root)])
+        assert (f"u_dev: {second.id} (2 stale insight(s) citing it wait with it: "
+                f"{third.id}, {fourth.id})") in text.stdout
+    finally:
+        rt.close()
+
+
+def test_waiters_follow_chains_and_stop_at_rings() -> None:
+    from everos_reflect.strategies.revalidate import waiters
+
+    a, b, c, d = (f"in_20261206_{n:04d}" for n in (1, 2, 3, 4))
+    # b and d wait for a; c waits for b; a hand-made ring of c and d ends the walk
+    out = waiters({b: [a], c: [b, d], d: [a, c]})
+    assert out[a] == (b, c, d)
+    assert out[b] == (c, d)
+    assert out[d] == (c,)

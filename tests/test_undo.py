@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Callable
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 from click.testing import CliRunner, Result
@@ -293,7 +295,7 @@ def test_undo_of_a_merge_whose_narrative_was_deleted_by_hand_restores_its_source
         rt: Runtime) -> None:
     # A person deleted the narrative's entry (hand edits are first-class): its sources stayed
     # archived toward an id no entry holds, hidden from search for good, and undo refused
-    # with "no such entry for this user ... check --user".
+    # with "no entry ... for user ... check --user".
     sources = pets(rt, 2)
     narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
                       day=date(2026, 8, 20))
@@ -689,31 +691,54 @@ def _undo_within(rt: Runtime, merged_id: str, seconds: float = 10) -> object:
     return outcome[0]
 
 
+class _Blocked(NamedTuple):
+    outcome: Any  # what the undo raised or returned
+    log: Path
+    narrative: Entry
+    kept: bytes  # the log's bytes before it was taken away
+    sources: list[Entry]
+
+
+def _undo_blocked_at(rt: Runtime, log_of: Callable[[], Path],
+                     block: Callable[[Path], None]) -> _Blocked:
+    """Merge three pet sources, put ``block`` where the log ``log_of`` names stood (a log
+    undo would restore keys in) and undo, checking that nothing was written.
+    :func:`_put_back_and_undo` then checks the undo does all of it once the log is back."""
+    sources = pets(rt)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby. He now has two dogs.",
+                      day=date(2026, 8, 20))
+    log = log_of()
+    kept = log.read_bytes()
+    log.unlink()
+    block(log)
+    before = snapshot(rt)
+    outcome = _undo_within(rt, narrative.id)
+    assert snapshot(rt) == before  # nothing written
+    return _Blocked(outcome, log, narrative, kept, sources)
+
+
+def _put_back_and_undo(rt: Runtime, blocked: _Blocked) -> None:
+    """The person puts the log back: the undo then restores every source."""
+    blocked.log.unlink()
+    blocked.log.write_bytes(blocked.kept)
+    result = _undo_within(rt, blocked.narrative.id)
+    assert not isinstance(result, Exception), result
+    assert sorted(result.restored) == sorted(e.id for e in blocked.sources)
+
+
 @pytest.mark.parametrize("kind_folder", ["episodes", ".atomic_facts"])
 def test_undo_refuses_a_fifo_in_place_of_a_log_it_would_patch_and_writes_nothing(
     rt: Runtime, kind_folder: str
 ) -> None:
-    sources = pets(rt)
-    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby. He now has two dogs.",
-                      day=date(2026, 8, 20))
     # the log of the middle source (its episode and its fact): undo would restore keys there
-    folder = rt.store.user_dir(REF) / kind_folder
-    log = next(folder.glob("*-2026-08-12.md"))
-    kept = log.read_bytes()
-    log.unlink()
-    os.mkfifo(log)
-    before = snapshot(rt)
+    blocked = _undo_blocked_at(
+        rt, lambda: next((rt.store.user_dir(REF) / kind_folder).glob("*-2026-08-12.md")),
+        os.mkfifo)
 
-    outcome = _undo_within(rt, narrative.id)
-
-    assert isinstance(outcome, MarkdownError), outcome
-    assert rt.store.rel(log) in str(outcome) and "a FIFO (named pipe) stands where" in str(outcome)
-    assert snapshot(rt) == before  # nothing written
-    log.unlink()  # the person puts the log back: the undo then does all of it
-    log.write_bytes(kept)
-    result = _undo_within(rt, narrative.id)
-    assert not isinstance(result, Exception), result
-    assert sorted(result.restored) == sorted(e.id for e in sources)  # type: ignore[attr-defined]
+    said = str(blocked.outcome)
+    assert isinstance(blocked.outcome, MarkdownError), said
+    assert rt.store.rel(blocked.log) in said and "a FIFO (named pipe) stands where" in said
+    _put_back_and_undo(rt, blocked)
 
 
 def _rebuild_could_start(rt: Runtime) -> bool:
@@ -896,25 +921,14 @@ def test_api_undo_answers_partial_naming_the_source_it_could_not_restore(
 def test_undo_names_a_broken_link_in_place_of_a_log_it_would_patch_and_writes_nothing(
         rt: Runtime, link: str, said: str) -> None:
     """It said "not a regular file (a FIFO, device or folder)" of a link to a file gone."""
-    sources = pets(rt)
-    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby. He now has two dogs.",
-                      day=date(2026, 8, 20))
-    log = rt.store.user_dir(REF) / "episodes" / "episode-2026-08-12.md"
-    kept = log.read_bytes()
-    log.unlink()
-    log.symlink_to(link)
-    before = snapshot(rt)
+    blocked = _undo_blocked_at(
+        rt, lambda: rt.store.user_dir(REF) / "episodes" / "episode-2026-08-12.md",
+        lambda log: log.symlink_to(link))
 
-    outcome = _undo_within(rt, narrative.id)
-
-    assert isinstance(outcome, MarkdownError), outcome
-    folder = rt.store.rel(log.parent)
-    assert str(outcome) == (f"{rt.store.rel(log)}:0: cannot undo {narrative.id}: "
-                            f"{said.format(folder=folder)}; move it away or put this log back, "
-                            "then undo again")
-    assert snapshot(rt) == before  # nothing written
-    log.unlink()
-    log.write_bytes(kept)
-    result = _undo_within(rt, narrative.id)
-    assert not isinstance(result, Exception), result
-    assert sorted(result.restored) == sorted(e.id for e in sources)  # type: ignore[attr-defined]
+    assert isinstance(blocked.outcome, MarkdownError), blocked.outcome
+    log = blocked.log
+    assert str(blocked.outcome) == (
+        f"{rt.store.rel(log)}:0: cannot undo {blocked.narrative.id}: "
+        f"{said.format(folder=rt.store.rel(log.parent))}; move it away or put this log back, "
+        "then undo again")
+    _put_back_and_undo(rt, blocked)

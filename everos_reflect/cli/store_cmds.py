@@ -38,7 +38,7 @@ from everos_reflect.cli.common import (
     writable_root,
 )
 from everos_reflect.errors import ConfigError, EverosError, InvalidEpisode
-from everos_reflect.fileio import read_config_bytes
+from everos_reflect.fileio import os_reason, read_config_bytes
 from everos_reflect.lint import (
     BUILTIN_STRATEGIES,
     Problem,
@@ -364,8 +364,19 @@ def _render_too_deep(console: Any, insights: dict[str, Any]) -> None:
                       f"than max_depth {cap} ({tier}); they are not revalidated until you "
                       f"raise max_depth in [strategies.{tier}] of ome.toml past {cap}, or "
                       "edit them or their evidence", markup=False)
-        _print_first(console, items, lambda item: f"  {item['app_id']}/{item['project_id']}/"
-                                                  f"{item['user_id']}: {item['insight_id']}")
+        _print_first(console, items, _too_deep_line)
+
+
+def _too_deep_line(item: dict[str, Any]) -> str:
+    """One insight held too deep, and the stale insights that wait for it with it (the first
+    three by id, then how many more)."""
+    line = f"  {item['app_id']}/{item['project_id']}/{item['user_id']}: {item['insight_id']}"
+    waiting = [str(i) for i in item.get("waiting") or []]
+    if waiting:
+        named = ", ".join(waiting[:3]) + (f" and {len(waiting) - 3} more"
+                                          if len(waiting) > 3 else "")
+        line += f" ({len(waiting)} stale insight(s) citing it wait with it: {named})"
+    return line
 
 
 def _render_status(doc: dict[str, Any]) -> None:
@@ -639,7 +650,7 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
         data = read_config_bytes(path)
         before = packaged_text("ome.toml") if data is None else config_text(data, shown)
     except OSError as exc:
-        fail(f"{shown}: {exc.strerror or exc}")
+        fail(f"{shown}: {os_reason(exc)}")
     after = set_enabled(before, name, enabled, shown)
     _refuse_if_not_in_force(after, shown)
     changed = after != before or not path.exists()

@@ -688,9 +688,9 @@ class Indexer:
         the two at an entry boundary, showed a clean log without its last entries: they were
         dropped, their deletion published (every record citing them stale for good, their
         cluster memberships gone) and then indexed again as new. A log still moving after
-        :data:`settling.SETTLE_TRIES` waits keeps its entries (:meth:`_deletions_held`); one
-        gone for good (an error reading it again) is left to the next sync. A person's
-        deletion costs one wait."""
+        :data:`settling.SETTLE_TRIES` waits keeps its entries (:meth:`_deletions_held`), and
+        so does one that cannot be read again (an ``OSError``): both are synced again once
+        they stand still. A person's deletion costs one wait."""
         out: dict[int, _Job] = dict(enumerate(jobs))
         waiting = [n for n, job in out.items() if self._in_flux(job)]
         for _ in range(settling.SETTLE_TRIES):
@@ -699,11 +699,15 @@ class Indexer:
             settling.pause(settling.SETTLE_SECONDS)
             moved, waiting = [n for n in waiting if self._changed_since_read(out[n])], []
             for n in moved:
-                rel = out.pop(n).rel
+                job = out.pop(n)
                 try:
-                    again = self._prepare_once(self.rt.root / rel)
-                except OSError as exc:  # unreadable now: the next scan
-                    log.warning("cannot read %s: %s", rel, exc)
+                    again = self._prepare_once(self.rt.root / job.rel)
+                except OSError as exc:
+                    # unreadable for now (permissions flipped, an editor's swap): held and
+                    # retried like a log that never stands still; dropped, it waited for
+                    # its next edit, and ``sync_path`` called it unchanged
+                    log.warning("cannot read %s: %s", job.rel, exc)
+                    out[n] = self._deletions_held(job)
                     continue
                 if again is not None:
                     out[n] = again

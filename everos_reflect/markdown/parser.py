@@ -13,7 +13,8 @@ line, reason) and the rest of the file still parses. Severities:
 - ``warning``: indexed anyway (naive or date-only timestamp, owner differing from the file's
   user, missing ``Content``/``Fact`` section, an Episode with no or an empty ``Subject``
   (``add`` refuses one), unexpected ``parent_type``, text before the first section,
-  characters an editor does not show: controls, bidi overrides; a U+2028 / U+2029, which
+  characters an editor does not show: controls, bidi overrides, zero-width and tag characters
+  (what new text refuses), named with line and column; a U+2028 / U+2029, which
   YAML, editors and ``str.splitlines`` take for a line break, named by line and column).
   Also text outside every entry that looks like one without its markers (an ``owner_id:`` line, a
   ``## Subject`` or main-section heading): it is not read.
@@ -45,6 +46,7 @@ import yaml
 from everos_reflect.errors import InvalidId, UnknownEntry, brief
 from everos_reflect.model import (
     ENTRY_ID_RE,
+    HIDDEN_FORMAT_CLASS,
     ID_MENTION_RE,
     LOG_FILENAME_RE,
     OUT_OF_RANGE,
@@ -76,7 +78,7 @@ SCHEMA_VERSION = 1
 #: reads every log again (:meth:`~everos_reflect.index.sync.Indexer.scan`): the Markdown is
 #: the source of truth, and an upgraded daemon kept the old values until a manual
 #: ``reindex``. ``tests/test_parser_version.py`` pins what a sample of hand edits reads as.
-PARSER_VERSION = 2  # 2: '<<' is a key of its own, no YAML merge
+PARSER_VERSION = 3  # 2: '<<' is a key of its own, no YAML merge; 3: zero-width etc. warned
 
 # Marker patterns: the runs of blanks are possessive (``*+``). An empty id lets the blanks
 # before and after it split a run of spaces every way, and each split was tried: a line of
@@ -94,14 +96,17 @@ REQUIRED_META = ("owner_id", "timestamp")
 
 #: Characters an editor does not show that still reach narratives, prompts and search
 #: snippets as written: C0 controls but tab and line feed, DEL and C1 (what new input refuses,
-#: ``model.CONTROL_CHARS``), a carriage return inside a line, and the bidi embeddings,
-#: overrides and isolates (U+202A-U+202E, U+2066-U+2069) that display text in another order
-#: than it is read ("Trojan Source"). In a hand-written entry they are a warning: the text
-#: stays as written. The marks U+200E/U+200F are ordinary right-to-left writing, not listed.
-_HIDDEN_RE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: ``model.CONTROL_CHARS``), a carriage return inside a line, and the invisible formatting
+#: characters new text refuses (:func:`~everos_reflect.model.hidden_format`): the bidi
+#: embeddings, overrides and isolates that display text in another order than it is read
+#: ("Trojan Source"), and those that show nothing (zero-width space, word joiner, a BOM past
+#: the file's start, tag characters). In a hand-written entry, or a narrative that restated
+#: one, they are a warning: the text stays as written. The marks U+200E/U+200F are ordinary
+#: right-to-left writing, and the joiners ordinary spelling: not listed.
+_HIDDEN_RE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{HIDDEN_FORMAT_CLASS}]")
 #: The same, for a whole block: a CR is only hidden when it does not end a line (CRLF).
 _HIDDEN_IN_BLOCK_RE = re.compile(
-    "[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]|\r(?!\n)")
+    f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{HIDDEN_FORMAT_CLASS}]|\r(?!\n)")
 #: Lines with hidden characters reported one by one per entry; the rest in one warning.
 MAX_HIDDEN_LINES = 5
 #: The line and paragraph separators: a line break to YAML, editors and ``str.splitlines``,
@@ -1203,7 +1208,9 @@ class _Parser:
         found = [(k, line) for k, line in enumerate(lines) if _HIDDEN_RE.search(line)]
         for k, line in found[:MAX_HIDDEN_LINES]:
             points = list(dict.fromkeys(_HIDDEN_RE.findall(line)))
-            shown = ", ".join(_code_point(c) for c in points[:3])
+            # where each first stands: a zero-width space shows nothing to look for
+            shown = ", ".join(f"{_code_point(c)} at column {line.index(c) + 1}"
+                              for c in points[:3])
             more = f" and {len(points) - 3} more" if len(points) > 3 else ""
             plural = "s" if len(points) > 1 else ""
             self.report(first + k + 1, f"entry {entry_id}: invisible character{plural} "

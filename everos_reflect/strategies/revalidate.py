@@ -33,7 +33,7 @@ import hashlib
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -204,11 +204,15 @@ class TooDeep:
     insight_id: str
     tier: str
     max_depth: int
+    #: The stale insights that wait for this one to be judged first, directly or through
+    #: others (:func:`held_by_cited`), by id: held as long as it is, and listed nowhere else.
+    waiting: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, object]:
         return {"app_id": self.ref.app, "project_id": self.ref.project,
                 "user_id": self.ref.user_id, "insight_id": self.insight_id,
                 "tier": self.tier, "max_depth": self.max_depth,
+                "waiting": list(self.waiting),
                 "reason": (f"a verdict would stand it deeper than max_depth {self.max_depth} "
                            f"({self.tier}); it stays stale and is not revalidated"),
                 "remedy": (f"raise [strategies.{self.tier}] max_depth in ome.toml past "
@@ -251,6 +255,7 @@ def set_aside_insights(runtime: Runtime, engine: Engine | None = None,
     for owner in sorted(by_owner, key=str):
         records = provenance.load_records(runtime, owner)
         aside = cursors.consumed(runtime.db(), NAME, owner)
+        waits: dict[str, tuple[str, ...]] | None = None  # worked out for the first TooDeep
         for insight_id in sorted(by_owner[owner], key=id_order):
             insight = records.get(insight_id)
             if insight is None or not stale_insights({insight_id: insight}):
@@ -258,9 +263,34 @@ def set_aside_insights(runtime: Runtime, engine: Engine | None = None,
             cap = caps(insight)
             evidence = current_evidence(insight, records)
             if (insight_id, aside_key(insight, evidence, sent, cap)) in aside:
-                out.append(TooDeep(owner, insight_id, provenance.writer_of(insight), cap))
+                waits = waiters(held_by_cited(records)) if waits is None else waits
+                out.append(TooDeep(owner, insight_id, provenance.writer_of(insight), cap,
+                                   waits.get(insight_id, ())))
             elif (insight_id, aside_key(insight, evidence, sent)) in aside:
                 out.append((owner, insight_id))
+    return out
+
+
+def waiters(held: Mapping[str, Sequence[str]]) -> dict[str, tuple[str, ...]]:
+    """For each insight others wait for (``held``: :func:`held_by_cited`, a waiting id → the
+    ids it waits for), every insight that waits for it, directly or through another that
+    waits, sorted by id. An insight held too deep is never judged, so all of these stay
+    stale with it; ``status`` listed only the one held, and the run only counted the rest."""
+    direct: dict[str, set[str]] = {}
+    for waiting_id, cited in held.items():
+        for cited_id in cited:
+            direct.setdefault(cited_id, set()).add(waiting_id)
+    out: dict[str, tuple[str, ...]] = {}
+    for start in direct:
+        seen: set[str] = set()
+        todo = list(direct[start])
+        while todo:  # iterative: a chain of thousands is no recursion
+            nxt = todo.pop()
+            if nxt in seen or nxt == start:
+                continue
+            seen.add(nxt)
+            todo.extend(direct.get(nxt, ()))
+        out[start] = tuple(sorted(seen, key=id_order))
     return out
 
 
