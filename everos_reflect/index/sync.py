@@ -244,6 +244,8 @@ class FileSyncResult:
     #: it was still being written after every settle wait (not read, or its missing entries
     #: held): to be synced again once it stands still, without waiting for another edit
     moving: bool = False
+    #: why it is to be synced again (``moving``), as ``status`` says it
+    waits: str = ""
 
 
 @dataclass
@@ -317,6 +319,8 @@ class _Job:
     partial: bool = False
     #: its log was still being written after every settle wait (:meth:`Indexer._settled`)
     moving: bool = False
+    #: why it waits (``moving``): what :meth:`Indexer._deletions_held` was told
+    waits: str = ""
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     #: The highest sequence number of every id stem the file mentions (``id_watermark``).
     seqs: dict[str, int] = field(default_factory=dict)
@@ -707,26 +711,29 @@ class Indexer:
                     # retried like a log that never stands still; dropped, it waited for
                     # its next edit, and ``sync_path`` called it unchanged
                     log.warning("cannot read %s: %s", job.rel, exc)
-                    out[n] = self._deletions_held(job)
+                    out[n] = self._deletions_held(
+                        job, f"it could not be read again: {exc.strerror or exc}")
                     continue
                 if again is not None:
                     out[n] = again
                     if self._in_flux(again):
                         waiting.append(n)
         for n in waiting:
-            out[n] = self._deletions_held(out[n])
+            out[n] = self._deletions_held(out[n], STILL_WRITTEN)
         return [out[n] for n in sorted(out)]
 
-    def _deletions_held(self, job: _Job) -> _Job:
+    def _deletions_held(self, job: _Job, why: str) -> _Job:
         """``job`` without its deletions, its log marked unread (as :meth:`_narrowed` does):
         entries a log still being written does not hold yet stay indexed, and the next sync
-        (the writer's own file event, the reconcile scan) plans it whole."""
-        log.info("%s is still being written: the %d entries it does not hold now stay "
-                 "indexed until it stands still", job.rel, len(job.plan.deletes))
+        (the writer's own file event, the reconcile scan) plans it whole. ``why``: what
+        ``status`` says of it meanwhile."""
+        log.info("%s: %s: the %d entries it does not hold now stay indexed until it stands "
+                 "still", job.rel, why, len(job.plan.deletes))
         plan = replace(job.plan, deletes=[])
         if job.stat is None:  # gone for now: the next scan finds it gone or back
-            return replace(job, plan=plan, stat=(-1, 0, ""), partial=True, moving=True)
-        return replace(job, plan=plan, partial=True, moving=True)
+            return replace(job, plan=plan, stat=(-1, 0, ""), partial=True, moving=True,
+                           waits=why)
+        return replace(job, plan=plan, partial=True, moving=True, waits=why)
 
     def _prepare_once(self, path: Path) -> _Job | None:
         """Read and plan one file as it is now (:meth:`_prepare`)."""
@@ -857,7 +864,36 @@ class Indexer:
             if not written:
                 break
             results += self._sync_written(written)
+        if not self.rt.read_only:
+            self._note_waiting(results)
         return results
+
+    def _note_waiting(self, results: list[FileSyncResult]) -> None:
+        """Keep :func:`waiting_logs` as these results leave it: each log to be synced again
+        (``moving``) noted with why, since when and how many syncs found it so; each synced
+        otherwise taken off. A log that never stood still was retried by the watcher with
+        nothing said anywhere a person looks."""
+        conn = self.rt.db()
+        held = {item["file"]: item for item in waiting_logs(conn)}
+        before = dict(held)
+        now = utcnow_iso()
+        for result in results:
+            if not result.moving:
+                held.pop(result.path, None)
+                continue
+            seen = held.get(result.path)
+            held[result.path] = {"file": result.path, "why": result.waits or STILL_WRITTEN,
+                                 "since": seen["since"] if seen else now,
+                                 "tries": (seen["tries"] if seen else 0) + 1}
+        if held == before:
+            return
+        with transaction(conn):
+            if held:
+                conn.execute("INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+                             (WAITING_KEY, json.dumps(sorted(held.values(),
+                                                             key=lambda i: i["file"]))))
+            else:
+                conn.execute("DELETE FROM index_meta WHERE key = ?", (WAITING_KEY,))
 
     def _not_read_now(self, path: Path, exc: OSError) -> FileSyncResult:
         """The result of a log that could not be read now: said, not taken for a log that did
@@ -866,8 +902,9 @@ class Indexer:
             rel = self.rt.store.rel(path)
         except ValueError:
             rel = str(path)
-        return FileSyncResult(rel, not_read=exc.strerror or str(exc),
-                              moving=exc.errno == errno.EAGAIN)
+        again = exc.errno == errno.EAGAIN
+        return FileSyncResult(rel, not_read=exc.strerror or str(exc), moving=again,
+                              waits=exc.strerror or str(exc) if again else "")
 
     def _narrowed(self, job: _Job, wanted: frozenset[str]) -> _Job:
         """``job`` cut down to the ``wanted`` entries when the rest of its log is more than a
@@ -1185,6 +1222,30 @@ class Indexer:
         return notes
 
 
+#: ``index_meta`` key of the logs to be synced again once they stand still
+#: (:func:`waiting_logs`): a JSON list, a handful of logs at most in practice.
+WAITING_KEY = "waiting_logs"
+#: Why a log waits whose reads kept finding it changed (:meth:`Indexer._deletions_held`).
+STILL_WRITTEN = "it is still being written: it kept changing through every settle wait"
+
+
+def waiting_logs(conn: Any) -> list[dict[str, Any]]:
+    """The logs the last syncs found still being written or unreadable for a moment, to be
+    synced again once they stand still: ``{"file", "why", "since", "tries"}`` each, by file
+    (``status`` lists them). Empty when none, or when the index predates ``index_meta``."""
+    try:
+        row = conn.execute("SELECT value FROM index_meta WHERE key = ?",
+                           (WAITING_KEY,)).fetchone()
+    except sqlite3.OperationalError:  # no such table: migrated before 0021
+        return []
+    try:
+        items = json.loads(row[0]) if row is not None else []
+    except (TypeError, ValueError):
+        return []
+    return [i for i in items if isinstance(i, dict) and isinstance(i.get("file"), str)
+            and isinstance(i.get("tries"), int)] if isinstance(items, list) else []
+
+
 def recorded_parser_version(conn: Any) -> int | None:
     """The parser version ``index_meta`` records (None: none, from before versions were
     recorded, or not a number)."""
@@ -1224,6 +1285,7 @@ def _result(job: _Job) -> FileSyncResult:
         removed=job.stat is None,
         unchanged=job.only_stat,
         moving=job.moving,
+        waits=job.waits,
     )
 
 
