@@ -758,6 +758,14 @@ class Indexer:
             # them failed on reading them. ``lint`` names what stands there.
             plan = SyncPlan(deletes=sorted(stored))
             return _Job(rel, ref, kind, plan, stat=None)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            # A symlink loop where the log goes (``ln -sf`` of the log onto itself, two logs
+            # linked to each other) is no log either, as a scan's listing and a reindex see
+            # it: kept, its entries stayed indexed while a reindex dropped them, and every
+            # reconcile scan warned "cannot read" anew. ``lint`` and ``status`` name it.
+            return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
         if data is None or len(data) > limits.max_file_bytes:
             size = max(st.st_size, len(data or b""))
             big = Diagnostic(rel, 0, f"file is {size:,} bytes, over limits.max_file_bytes "
