@@ -23,7 +23,7 @@ from everos_reflect.model import Kind
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 from everos_reflect.status import status_document
-from tests.test_sync_log_never_still import REF, _indexed, _moving_reads
+from tests.test_sync_log_never_still import READS_PER_BATCH_SYNC, REF, _indexed, _moving_reads
 from tests.waiting import scripted_pauses, wait_for
 
 
@@ -55,13 +55,13 @@ def test_the_watcher_retries_a_log_that_never_stands_still_ever_later_then_syncs
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
         assert wait_for(lambda: _indexed(rt) == {first.id})
         # four syncs find it moving through all their reads; the fifth finds it still
-        made = _moving_reads(monkeypatch, path, 4 * settling.SETTLE_TRIES)
+        made = _moving_reads(monkeypatch, path, 4 * READS_PER_BATCH_SYNC)
         monkeypatch.setattr(watcher._collector, "_sink", lambda event: None)
         second = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
                                  {"Subject": "Walk", "Content": "A long walk."})
         watcher._on_event(FsEvent("modified", str(path)))
         assert wait_for(lambda: _indexed(rt) == {first.id, second.id})
-        assert made[0] == 4 * settling.SETTLE_TRIES + 1
+        assert made[0] == 4 * READS_PER_BATCH_SYNC + 2  # the fifth: its look, then its read
         assert tried() == [(0.05, 1), (0.1, 2), (0.2, 3), (0.4, 4)]
         assert wait_for(lambda: not watcher._retries)
     assert "waiting" not in status_document(rt)["index"]

@@ -299,6 +299,14 @@ def read_as_built(root: str, files_behind: int) -> str:
 
 #: a vector made in a flush, by log, entry id and text (:meth:`Indexer._embed_current`)
 _Made = tuple[str, str, str]
+#: New texts a sync embeds at most before it takes the indexer lock
+#: (:meth:`Indexer._embedded_ahead`): a Reflection batch's narratives and facts, an add's
+#: Episode; the rest of a larger sync is embedded under the lock, letting writers in.
+AHEAD_TEXTS = 1024
+#: Logs a sync reads at most for that, in its order (a Reflection commit's narratives' and
+#: facts' logs come first): fewer than the parse memo keeps (``parsed.MAX_HELD_LOGS``), so
+#: the sync's own parse of each under the lock is answered from it, not made again.
+AHEAD_LOGS = 32
 
 
 @dataclass
@@ -392,10 +400,44 @@ class Indexer:
     def sync_paths(self, paths: Iterable[str | os.PathLike[str]]) -> list[FileSyncResult]:
         """Sync several files in one batch: one embedding call and one index write per kind,
         instead of one per file (a merge touches the narrative's, the facts' and every source's
-        log)."""
-        full = [Path(p) if Path(p).is_absolute() else self.rt.root / p for p in paths]
+        log), made before the indexer lock is taken (:meth:`_embedded_ahead`)."""
+        full = list(dict.fromkeys(Path(p) if Path(p).is_absolute() else self.rt.root / p
+                                  for p in paths))
+        ahead = self._embedded_ahead(full)
         with self._lock:
-            return self._sync(list(dict.fromkeys(full)))
+            return self._sync(full, ahead=ahead)
+
+    def _embedded_ahead(self, paths: list[Path]) -> dict[_Made, np.ndarray]:
+        """The vectors of the new texts of ``paths`` as they read now, made before the
+        indexer lock is taken (at most :data:`AHEAD_TEXTS`, of the first :data:`AHEAD_LOGS`
+        logs; none when this thread holds it already). The sync under the lock reads and
+        plans every log again, as always, and embeds only the texts not found here (changed
+        since, or past the bounds): the lock is held for the writes, not for the model.
+        The watcher's sync of the logs a Reflection commit wrote, and the commit's own,
+        held it through model calls that waited for a model slot behind the merge workers,
+        standing aside at each pause for the adds that queued meanwhile. Nothing is written
+        here. Each log is read once, without a settle wait: a log that is moving, or cannot
+        be read or planned now, is left to the sync, which waits for it or says why; an
+        embedder that fails raises, as the sync would have. An add's own sync
+        (:meth:`sync_path`) embeds its one text under the lock, as before."""
+        if self.rt.read_only or self._lock.lock_counter:
+            return {}
+        todo: dict[_Made, None] = {}
+        for path in paths[:AHEAD_LOGS]:
+            try:
+                job = self._prepare_once(path, tries=1)  # moving: left to the sync's waits
+            except Exception:  # the sync under the lock reads it again and says why
+                continue
+            if job is None:
+                continue
+            todo.update(dict.fromkeys((job.rel, e.id, e.search_text)
+                                      for e in job.plan.upserts if e.id in job.plan.embed))
+            if len(todo) >= AHEAD_TEXTS:
+                break
+        keys = list(todo)[:AHEAD_TEXTS]
+        if not keys:
+            return {}
+        return dict(zip(keys, self.rt.embedder.embed([k[2] for k in keys]), strict=True))
 
     def scan(self, progress: Progress | None = None, timeout: float = -1) -> ScanReport:
         """Reconcile the whole root: new, changed and deleted files, edits made while offline.
@@ -735,8 +777,9 @@ class Indexer:
                            waits=why)
         return replace(job, plan=plan, partial=True, moving=True, waits=why)
 
-    def _prepare_once(self, path: Path) -> _Job | None:
-        """Read and plan one file as it is now (:meth:`_prepare`)."""
+    def _prepare_once(self, path: Path, *, tries: int = settling.SETTLE_TRIES) -> _Job | None:
+        """Read and plan one file as it is now (:meth:`_prepare`); ``tries``: see
+        :meth:`_read_whole`."""
         located = self.rt.store.ref_for_path(path)
         if located is None:
             return None
@@ -747,7 +790,7 @@ class Indexer:
         if (problem := self.rt.store.link_problem(path)) is not None:
             return self._not_read(path, rel, ref, kind, stored, problem)
         try:
-            st, data, read_ns = self._read_whole(path)
+            st, data, read_ns = self._read_whole(path, tries)
         except OutsideRoot as exc:
             return self._not_read(path, rel, ref, kind, stored, exc.strerror)
         except (FileNotFoundError, NotADirectoryError, NotRegularFile):
@@ -794,8 +837,8 @@ class Indexer:
         return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats,
                     read_ns, seqs=highest_seqs(text))
 
-    def _read_whole(self, path: Path) -> tuple[os.stat_result, bytes | None,
-                                                tuple[int, int]]:
+    def _read_whole(self, path: Path, tries: int = settling.SETTLE_TRIES,
+                    ) -> tuple[os.stat_result, bytes | None, tuple[int, int]]:
         """The log's stats, its bytes (None: over ``limits.max_file_bytes``, not read) and
         when the read started and ended, from one read that found the file as its stats
         said, before and after: a log truncated or written while read (``cp backup.md``
@@ -803,9 +846,10 @@ class Indexer:
         (:data:`settling.SETTLE_SECONDS`). Read between the truncation and the new bytes,
         an old log's entries were planned as deleted and that deletion published at once
         (its mtime, taken before, said it had not moved for days). Still moving after
-        :data:`settling.SETTLE_TRIES` waits: ``OSError`` naming it (the next sync reads it)."""
+        :data:`settling.SETTLE_TRIES` waits (``tries`` reads; one: no wait, a look before
+        the lock is taken): ``OSError`` naming it (the next sync reads it)."""
         limit = self.rt.settings.limits.max_file_bytes
-        for _ in range(settling.SETTLE_TRIES):
+        for _ in range(tries):
             started = time.time_ns()
             # a FIFO named like a log: OSError, never a hang; a symlink out of the root
             # swapped in since the check above: refused once open
@@ -818,23 +862,26 @@ class Indexer:
                                 and (after.st_mtime_ns, after.st_size)
                                 == (st.st_mtime_ns, st.st_size)):
                 return st, data, (started, time.time_ns())
-            settling.pause(settling.SETTLE_SECONDS)
+            if tries > 1:
+                settling.pause(settling.SETTLE_SECONDS)
         raise OSError(errno.EAGAIN, "it kept changing while it was read", str(path))
 
     # ------------------------------------------------------------------ writing
 
     def _sync(self, paths: list[Path], progress: Progress | None = None,
-              wanted: frozenset[str] = frozenset()) -> list[FileSyncResult]:
+              wanted: frozenset[str] = frozenset(),
+              ahead: Mapping[_Made, np.ndarray] | None = None) -> list[FileSyncResult]:
         """Plan every file, embedding and writing in batches that span files. Changes a
         killed process synced but told no subscriber are handed over first (:meth:`_replay`).
         ``wanted``: see :meth:`sync_path`. A pass over many logs looks for hard-linked logs in
         one listing of the root."""
         self._for_newer = self._newer_parser() is not None
         with self.rt.store.one_listing():
-            return self._sync_listed(paths, progress, wanted)
+            return self._sync_listed(paths, progress, wanted, ahead or {})
 
     def _sync_listed(self, paths: list[Path], progress: Progress | None,
-                     wanted: frozenset[str]) -> list[FileSyncResult]:
+                     wanted: frozenset[str],
+                     ahead: Mapping[_Made, np.ndarray]) -> list[FileSyncResult]:
         if not (self._quiet or self.rt.read_only):
             self._replay()
         results: list[FileSyncResult] = []
@@ -855,7 +902,7 @@ class Indexer:
                 batch.append(self._narrowed(job, wanted) if wanted else job)
                 pending += len(batch[-1].plan.embed)
                 if pending >= self.flush_entries:
-                    results += self._flush(batch)
+                    results += self._flush(batch, ahead)
                     batch, pending = [], 0
                     self._let_writers_in()
             if progress is not None:
@@ -864,7 +911,7 @@ class Indexer:
             batch += [self._narrowed(job, wanted) if wanted else job
                       for job in self._settled(unsettled)]
         if batch:
-            results += self._flush(batch)
+            results += self._flush(batch, ahead)
         # Files the change subscribers wrote (an insight marked stale) are synced now, in this
         # pass; their own changes may cascade, a few rounds at most.
         for _ in range(4):
@@ -952,8 +999,11 @@ class Indexer:
         jobs = [job for job in (self._prepare(p) for p in paths) if job is not None]
         return self._flush(jobs) if jobs else []
 
-    def _flush(self, jobs: list[_Job]) -> list[FileSyncResult]:
-        jobs = self._embed_current(jobs)
+    def _flush(self, jobs: list[_Job],
+               ahead: Mapping[_Made, np.ndarray] | None = None) -> list[FileSyncResult]:
+        """Embed, write and publish ``jobs``; ``ahead``: vectors made before the lock was
+        taken (:meth:`_embedded_ahead`), by log, id and text."""
+        jobs = self._embed_current(jobs, ahead)
         self._write_vectors(jobs)
         notes = self._write_sqlite(jobs)
         self._publish(jobs, notes)
@@ -1051,7 +1101,8 @@ class Indexer:
         deleted = [i for i in json.loads(row["deleted"]) if i not in indexed]
         return events.ChangeSet(ref, kind, row["path"], upserted, archived, deleted)
 
-    def _embed_current(self, jobs: list[_Job]) -> list[_Job]:
+    def _embed_current(self, jobs: list[_Job],
+                       ahead: Mapping[_Made, np.ndarray] | None = None) -> list[_Job]:
         """Attach every vector the flush's jobs need, as their logs stand when it ends.
 
         A single log can hold thousands of new Episodes (a history pasted in, an import):
@@ -1062,7 +1113,7 @@ class Indexer:
         being read): then every job is read and planned again, against the index as the
         writer left it, and the vectors already made are kept for the texts that stay.
         """
-        made: dict[_Made, np.ndarray] = {}
+        made: dict[_Made, np.ndarray] = dict(ahead or {})
         while not self._attach_vectors(jobs, made):
             jobs = [job for job in (self._prepare(self.rt.root / job.rel) for job in jobs)
                     if job is not None]
