@@ -234,19 +234,20 @@ def os_error_text(exc: OSError, root: str | os.PathLike[str] | None = None) -> s
     /r/.index/sqlite/system.db``, which names a file that is not there and not the one in
     the way). The CLI, the API and MCP all say it so."""
     if exc.filename is None:
-        return _os_reason(exc)
+        return os_reason(exc)
     if isinstance(exc, (FileExistsError, NotADirectoryError)):
         blocker = not_a_folder(exc.filename)
         if blocker is not None:
             return in_the_way(blocker, root)
-    return f"{_os_reason(exc)}: {path_in_root(exc.filename, root)}"
+    return f"{os_reason(exc)}: {path_in_root(exc.filename, root)}"
 
 
-def _os_reason(exc: OSError) -> str:
+def os_reason(exc: OSError) -> str:
     """What an ``OSError`` says went wrong: its ``strerror``, else the system's words for its
     errno (or for the one number it was raised with: ``OSError(28)`` was said as ``28``), else
     its text, else its class in words (``TimeoutError()`` said nothing: an empty reason
-    reached the run record and the API answer)."""
+    reached the run record and the API answer). What a problem that names its file already
+    (a config file's) says of it."""
     if exc.strerror:
         return exc.strerror
     if exc.errno:  # its text is "[Errno 5]" alone

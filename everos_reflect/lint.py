@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import ConfigError
-from everos_reflect.fileio import broken_link, denied_folder, what_stands
+from everos_reflect.fileio import broken_link, denied_folder, os_reason, what_stands
 from everos_reflect.markdown.marks import foreign_mark_message, frontmatter_line
 from everos_reflect.markdown.parser import UNDONE
 from everos_reflect.model import (
@@ -161,7 +161,7 @@ def scan_store(
         except FileNotFoundError:
             continue  # removed since it was listed
         except OSError as exc:
-            scan.problems.append(Problem(rel, 0, f"cannot read: {exc.strerror or exc}"))
+            scan.problems.append(Problem(rel, 0, f"cannot read: {os_reason(exc)}"))
             continue
         scan.files += 1
         for d in log.diagnostics:

@@ -170,6 +170,46 @@ def quoted_value(value: object) -> str:
     return f"{text[:QUOTED_MAX]}… ({len(text):,} characters)"
 
 
+def json_type(value: object) -> str:
+    """JSON's (and YAML's) word for the type of ``value`` as :mod:`json` or YAML reads it: a
+    request's field, a model's reply, a log's metadata ("got null", not Python's "got
+    NoneType")."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list | tuple):
+        return "an array"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, date):  # YAML reads 2026-10-12 as a date
+        return "a date"
+    return "a value"
+
+
+def json_got(value: object) -> str:
+    """What was given instead, in JSON's words: its type and itself as JSON writes it, cut to
+    :data:`QUOTED_MAX` characters (``a number: 3``, ``an array: [1, 2]``, ``null``). Every
+    "must be a string, got …" says it so: Python's type names ("got int", "got NoneType")
+    named nothing a person or a client wrote."""
+    import json
+
+    if isinstance(value, date):
+        text = value.isoformat()
+    else:
+        try:
+            text = json.dumps(value, ensure_ascii=False)
+        except (TypeError, ValueError):  # not JSON (bytes of a raw body): as any value is shown
+            return quoted_value(value)
+    if len(text) > QUOTED_MAX:
+        text = f"{text[:QUOTED_MAX]}… ({len(text):,} characters)"
+    return json_type(value) if value is None else f"{json_type(value)}: {text}"
+
+
 def unplain_number(text: str) -> str | None:
     """Why ``text``, a number a person typed (an environment variable, a query string), is
     not written plainly, else ``None``. Python's ``int()``/``float()`` read ``1_0`` as 10 and
@@ -189,7 +229,7 @@ def validate_name(value: object, what: str = "user_id") -> str:
     look-alike unicode never reach the filesystem.
     """
     if not isinstance(value, str):
-        raise InvalidId(f"{what} must be a string, got {type(value).__name__}")
+        raise InvalidId(f"{what} must be a string, got {json_got(value)}")
     if value in {".", ".."} or not _NAME_RE.fullmatch(value):
         raise InvalidId(
             f"invalid {what} {quoted(value, escape=True)}: use 1-128 characters from "
@@ -504,6 +544,53 @@ _NEW_TIMESTAMP_RE = re.compile(
 TIMESTAMP_EXAMPLE = "e.g. 2026-10-12T09:30:00+02:00"
 
 
+_MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August",
+           "September", "October", "November", "December")
+#: The date, time and offset of a timestamp as ISO 8601 shapes them, whatever their numbers.
+_SHAPED_RE = re.compile(
+    r"(?P<date>(?P<year>\d{4})-(?P<month>\d{2})-(?P<day>\d{2}))"
+    r"(?:[T ](?P<time>(?P<hour>\d{2}):(?P<minute>\d{2})(?::(?P<second>\d{2}))?)"
+    r"(?:[.,]\d+)?(?P<offset>[+-](?P<oh>\d{2}):(?P<om>\d{2}))?)?",
+    re.ASCII)
+
+
+def _no_such_moment(text: str) -> str | None:
+    """Why ``text``, shaped as ISO 8601 writes a date (and a time and an offset), names no
+    moment: ``2026-02-30 is not a date (February has 28 days in 2026)``. It was said to be
+    "not ISO 8601", which it is: a person looked for a typo in its form, not in its day."""
+    shaped = _SHAPED_RE.match(text)
+    if shaped is None:
+        return None
+    problem = _shaped_problem(shaped)
+    if problem is None:
+        return None
+    part, why = problem  # the whole value first when the part refused is not all of it
+    return f"{part} {why}" if part == text else f"{quoted_value(text)}: {part} {why}"
+
+
+def _shaped_problem(shaped: re.Match[str]) -> tuple[str, str] | None:
+    """The part of :data:`_SHAPED_RE`'s match that names nothing real, and why."""
+    import calendar
+
+    year, month, day = (int(shaped.group(k)) for k in ("year", "month", "day"))
+    said = shaped.group("date")
+    if not 1 <= month <= 12:
+        return said, f"is not a date (there is no month {month}: months are 01-12)"
+    if year == 0:
+        return said, "is not a date (years are 0001-9999)"
+    days = calendar.monthrange(year, month)[1]
+    if not 1 <= day <= days:
+        return said, f"is not a date ({_MONTHS[month - 1]} has {days} days in {year})"
+    if shaped.group("time") is not None and (
+            int(shaped.group("hour")) > 23 or int(shaped.group("minute")) > 59
+            or int(shaped.group("second") or 0) > 59):
+        return shaped.group("time"), "is not a time of day (00:00:00 to 23:59:59)"
+    if shaped.group("offset") is not None and (int(shaped.group("oh")) > 23
+                                               or int(shaped.group("om")) > 59):
+        return shaped.group("offset"), "is not a UTC offset (-23:59 to +23:59)"
+    return None
+
+
 def parse_new_timestamp(value: str | datetime) -> datetime:
     """The timestamp of a new Episode or task record (CLI, API, MCP), or ``ValueError`` with
     the reason, quoting ``value``.
@@ -516,13 +603,14 @@ def parse_new_timestamp(value: str | datetime) -> datetime:
     if isinstance(value, datetime):
         return value if value.tzinfo else value.replace(tzinfo=UTC)
     if not isinstance(value, str):
-        raise ValueError(f"must be text, got {type(value).__name__}")
+        raise ValueError(f"must be text, got {json_got(value)}")
     text = value.strip()
     match = _NEW_TIMESTAMP_RE.fullmatch(text)
     parsed = parse_timestamp(text.replace(",", ".")) if match else None
     if match is None or parsed is None:
-        raise ValueError(f"{quoted_value(value)} is not ISO 8601 with a date, a time and an offset "
-                         f"({TIMESTAMP_EXAMPLE})")
+        raise ValueError(_no_such_moment(text) or (
+            f"{quoted_value(value)} is not ISO 8601 with a date, a time and an offset "
+            f"({TIMESTAMP_EXAMPLE})"))
     if match.group("offset") is None:
         raise ValueError(f"{quoted_value(value)} has no UTC offset: add Z or one like +02:00 "
                          f"({TIMESTAMP_EXAMPLE})")

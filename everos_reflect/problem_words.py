@@ -13,7 +13,9 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from everos_reflect.model import quoted_value
+from everos_reflect.model import json_type, quoted_value
+
+__all__ = ["did_you_mean", "json_type", "missing", "one_of", "unknown"]
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
@@ -42,24 +44,6 @@ def unknown(what: str, name: str, choices: Iterable[str], *, list_few: bool = Fa
     if choices and len(choices) <= FEW_CHOICES:
         return f"unknown {what} (known: {', '.join(choices)})"
     return f"unknown {what}" + (f" ({listed_by})" if listed_by else "")
-
-
-def json_type(value: object) -> str:
-    """JSON's word for the type of ``value`` as :mod:`json` reads it: a request's field, a
-    model's reply ("got null", not Python's "got NoneType")."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int | float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list | tuple):
-        return "an array"
-    if isinstance(value, dict):
-        return "an object"
-    return "a value"
 
 
 def missing(what: str = "key") -> str:

@@ -38,6 +38,7 @@ from everos_reflect.engine.daemon import (
 )
 from everos_reflect.engine.engine import Engine
 from everos_reflect.errors import EverosError, IndexReadOnly
+from everos_reflect.fileio import os_reason
 from everos_reflect.settings import USER_FILE_NAME
 
 if TYPE_CHECKING:
@@ -187,7 +188,7 @@ def listen_socket(host: str, port: int) -> socket.socket:
         sock.bind((host.removeprefix("[").removesuffix("]"), port))
     except OSError as exc:
         sock.close()
-        why = exc.strerror or str(exc)
+        why = os_reason(exc)
         raise EverosError(f"cannot listen on {host}:{port}: {why} (another process may hold "
                           "the port: choose another with --port or [server] port)") from None
     sock.set_inheritable(True)

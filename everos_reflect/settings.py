@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError, available_timezones
 
 from everos_reflect.errors import ConfigError
-from everos_reflect.fileio import not_utf8, path_in_root, read_config_bytes
+from everos_reflect.fileio import not_utf8, os_reason, path_in_root, read_config_bytes
 from everos_reflect.model import (
     QUOTED_MAX,
     quoted_value,
@@ -829,7 +829,7 @@ def _read_user_file(path: Path, shown: str) -> str | None:
         data = read_config_bytes(path)
         return None if data is None else config_text(data, shown)
     except OSError as exc:
-        raise ConfigError([(shown, "(file)", exc.strerror or str(exc))]) from exc
+        raise ConfigError([(shown, "(file)", os_reason(exc))]) from exc
 
 
 def load_settings(root: str | os.PathLike[str], env: Mapping[str, str] | None = None) -> Settings:

@@ -38,8 +38,8 @@ def test_trigger_timeout_must_be_finite_and_within_the_api_bound(root: Path) -> 
 
 def test_lessons_bad_ids_are_one_line_like_briefing(root: Path) -> None:
     # Was pydantic's ValidationError escaping as a traceback (briefing already caught it).
-    for args, fragment in ((["--task-type", "a/b"], "task_type: "),
-                           (["--task-type", "deploy", "--user", "../x"], "user_id: ")):
+    for args, fragment in ((["--task-type", "a/b"], "invalid task_type "),
+                           (["--task-type", "deploy", "--user", "../x"], "invalid user_id ")):
         result = run("lessons", "--root", str(root), *args)
         assert_refused(result, fragment)
         assert result.stderr.startswith("error: ") and len(result.stderr.splitlines()) == 1

@@ -101,14 +101,16 @@ def test_an_argument_that_is_not_utf8_text_is_one_error_line_and_nothing_is_writ
 
 @pytest.mark.parametrize(("args", "says"), [
     (["lessons", "--task-type", "../x", "--user", "u1"],
-     "error: task_type: invalid task_type '../x': use 1-128 characters"),
+     "error: invalid task_type '../x': use 1-128 characters"),
+    (["lessons", "--task-type", ""], "error: invalid task_type '': use 1-128 characters"),
     (["briefing", "deploys", "--user", "../u"],
-     "error: user_id: invalid user_id '../u': use 1-128 characters"),
+     "error: invalid user_id '../u': use 1-128 characters"),
 ])
 def test_a_bad_id_in_a_shared_request_reads_as_the_api_says_it(
         root: Path, args: list[str], says: str) -> None:
     # The commands that validate through an API request model printed pydantic's wrapper:
-    # "task_type: Value error, invalid task_type ...".
+    # "task_type: Value error, invalid task_type ...", then "task_type: invalid task_type ''",
+    # the field named twice.
     result = invoke([*args, "--root", str(root)])
     assert result.exit_code == 1, result.output
     (line,) = result.stderr.splitlines()
@@ -180,3 +182,14 @@ def test_serve_refuses_port_0(root: Path, monkeypatch: pytest.MonkeyPatch) -> No
     assert result.exit_code == 2 and started == [], result.output
     assert result.stderr.startswith(
         "error: Invalid value for '--port': must be a whole number from 1 to 65535, got '0'")
+
+
+def test_the_api_names_a_bad_id_once_with_where_it_was(root: Path) -> None:
+    # "query.task_type: invalid task_type ''": the field named twice
+    from tests.api_client import call_once
+
+    resp = call_once(root, "GET", "/api/v1/lessons?task_type=")
+    assert resp.status_code == 422
+    assert resp.json()["error"]["message"] == (
+        "query: invalid task_type '': use 1-128 characters from A-Z a-z 0-9 _ . -, starting "
+        "with a letter or digit")

@@ -47,7 +47,7 @@ def test_a_field_of_the_wrong_type_is_named_in_jsons_words(
 
 
 def test_a_long_value_is_cut_to_about_60_characters() -> None:
-    from everos_reflect.api.ops import json_got
+    from everos_reflect.model import json_got
 
     shown = json_got(list(range(1000)))
     assert shown.startswith("an array: [0, 1, 2,")
@@ -63,3 +63,25 @@ def test_an_mcp_argument_of_the_wrong_type_reads_the_same() -> None:
                  "a valid dictionary", "input": [1, 2]}]
     assert validation_message(problems) == "params.arguments: must be an object, got an " \
                                            "array: [1, 2]"
+
+
+@pytest.mark.parametrize(("value", "said"), [
+    (3, "a number: 3"), (None, "null"), (["u1"], 'an array: ["u1"]'), (True, "a boolean: true"),
+])
+def test_an_id_or_timestamp_of_the_wrong_type_is_said_in_the_same_words(
+        value: object, said: str) -> None:
+    # the core said Python's type names: "user_id must be a string, got int", "must be text,
+    # got NoneType", where the API said "got a number: 3" of the same value
+    from everos_reflect.errors import InvalidId
+    from everos_reflect.model import UserRef, parse_new_timestamp, validate_name
+
+    with pytest.raises(InvalidId) as raised:
+        validate_name(value, "user_id")
+    assert str(raised.value) == f"user_id must be a string, got {said}"
+    with pytest.raises(InvalidId) as raised:
+        UserRef.of(value)  # type: ignore[arg-type]
+    assert str(raised.value) == f"user_id must be a string, got {said}"
+    if value is not None:  # None is "now"
+        with pytest.raises(ValueError) as raised_ts:
+            parse_new_timestamp(value)  # type: ignore[arg-type]
+        assert str(raised_ts.value) == f"must be text, got {said}"

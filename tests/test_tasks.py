@@ -60,6 +60,12 @@ def test_task_add_writes_the_spec_layout(root: Path) -> None:
     (["--type", "deploy", "--note", "x\x1b[2J"],
      "--note holds the control character U+001B"),
     (["--type", "deploy", "--goal", "ship\x85it"], "--goal holds the control character U+0085"),
+    # given, a note must say something, as a goal: a blank one was taken for none
+    (["--type", "deploy", "--note", "  "], "--note must not be empty"),
+    (["--type", "deploy", "--note", "\u200b"], "--note must not be empty"),
+    (["--type", "deploy", "--timestamp", "2026-02-30T09:00:00Z"],
+     "--timestamp '2026-02-30T09:00:00Z': 2026-02-30 is not a date (February has 28 days in "
+     "2026)"),
 ])
 def test_task_add_refuses_bad_fields_naming_them(root: Path, args: list[str],
                                                  fragment: str) -> None:
@@ -159,6 +165,34 @@ def test_api_names_a_step_or_error_out_of_bounds_in_characters(
     resp = ApiClient(runtime)("POST", "/api/v1/tasks", json=body)
     assert resp.status_code == 422, resp.text
     assert resp.json()["error"]["message"].startswith(message), resp.text
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ({"outcome_note": ""}, "outcome_note: must not be empty"),
+    ({"outcome_note": " \n "}, "outcome_note: must not be empty"),
+    ({"outcome_note": 3}, "outcome_note: must be a string, got a number: 3"),
+    ({"timestamp": "2026-04-31T09:00:00+02:00"},
+     "timestamp: '2026-04-31T09:00:00+02:00': 2026-04-31 is not a date (April has 30 days in "
+     "2026)"),
+])
+def test_api_refuses_a_blank_note_and_a_day_no_calendar_has(
+        runtime: Runtime, bad: dict[str, object], message: str) -> None:
+    # a blank outcome_note was taken for none (201, the Outcome section saying the outcome
+    # word); 2026-04-31 was "not ISO 8601", which it is
+    body = {"user_id": "u_ops", "task_type": "deploy", "goal": "Deploy web v2",
+            "steps": ["deploy"], "outcome": "success", **bad}
+    resp = ApiClient(runtime)("POST", "/api/v1/tasks", json=body)
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["error"]["message"] == message
+    assert not runtime.store.entries(REF, Kind.TASK)
+
+
+def test_new_task_says_a_value_of_the_wrong_type_in_json_words() -> None:
+    with pytest.raises(InvalidTask, match=r"^step: must be text, got a number: 3$"):
+        new_task(REF, task_type="deploy", goal="g", steps=[3], outcome="success")  # type: ignore[list-item]
+    with pytest.raises(InvalidTask, match=r"^outcome_note: must be text, got an array: \[1\]$"):
+        new_task(REF, task_type="deploy", goal="g", steps=["s"], outcome="success",
+                 outcome_note=[1])  # type: ignore[arg-type]
 
 
 HAND_WRITTEN = """\

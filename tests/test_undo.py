@@ -295,7 +295,7 @@ def test_undo_of_a_merge_whose_narrative_was_deleted_by_hand_restores_its_source
         rt: Runtime) -> None:
     # A person deleted the narrative's entry (hand edits are first-class): its sources stayed
     # archived toward an id no entry holds, hidden from search for good, and undo refused
-    # with "no such entry for this user ... check --user".
+    # with "no entry ... for user ... check --user".
     sources = pets(rt, 2)
     narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.",
                       day=date(2026, 8, 20))

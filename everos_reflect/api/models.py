@@ -254,7 +254,7 @@ Line = Annotated[str, Field(min_length=1, max_length=2000, json_schema_extra={"p
                  AfterValidator(_no_control)]
 #: A task's outcome note, its bound before its text's check as :data:`Line`'s: after it, a
 #: 4,001-character note was "Value should have at most 4000 items after validation".
-OutcomeNote = Annotated[str, Field(max_length=4000), AfterValidator(_no_control)]
+OutcomeNote = Annotated[str, Field(min_length=1, max_length=4000), AfterValidator(_no_control)]
 
 
 class TaskRecordRequest(Strict):
@@ -269,8 +269,8 @@ class TaskRecordRequest(Strict):
     outcome: Literal["success", "failure", "partial"]
     errors: list[Line] = Field(default_factory=list, max_length=50)
     outcome_note: OutcomeNote | None = Field(
-        None, description="What happened; default: the outcome word.",
-        json_schema_extra={"pattern": NO_CONTROL})
+        None, description="What happened; not blank; default (left out): the outcome word.",
+        json_schema_extra={"pattern": TEXT})
     timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
                                   json_schema_extra={"format": "date-time"})
 

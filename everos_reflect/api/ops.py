@@ -8,7 +8,6 @@ own kind of error with :func:`error_code`.
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
@@ -21,9 +20,9 @@ from everos_reflect.fileio import os_error_text
 from everos_reflect.llm.importance import importance_on_write
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import (
-    QUOTED_MAX,
     Kind,
     UserRef,
+    json_got,
     malformed_relation_id,
     new_episode,
     quoted_value,
@@ -31,7 +30,6 @@ from everos_reflect.model import (
     shown_path,
     validate_name,
 )
-from everos_reflect.problem_words import json_type
 
 log = logging.getLogger("everos_reflect.api")
 
@@ -166,18 +164,6 @@ def _in_json(err: Mapping[str, Any]) -> bool:
     return str((err.get("loc") or ("",))[0]) not in {"query", "path", "header", "cookie"}
 
 
-def json_got(value: Any) -> str:
-    """A refused value in JSON's words, its type and itself as JSON writes it, cut to
-    :data:`~everos_reflect.model.QUOTED_MAX` characters: ``a string: "yes"``."""
-    try:
-        text = json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):  # not JSON (bytes of a raw body): as any value is shown
-        return quoted_value(value)
-    if len(text) > QUOTED_MAX:
-        text = f"{text[:QUOTED_MAX]}… ({len(text):,} characters)"
-    return json_type(value) if value is None else f"{json_type(value)}: {text}"
-
-
 #: Where pydantic puts a value that is a parameter of the request, not a key of its body.
 _PARAMETER_PLACES = {"query", "path", "header", "cookie"}
 #: A choice in pydantic's ``expected`` of a literal or an enum: ``'active', 'stale' or …``.
@@ -234,6 +220,17 @@ def _in_words(err: Mapping[str, Any], model: Any) -> str:
     return f"must be {message[16:]}" if message.startswith("Input should be ") else message
 
 
+def _at(where: str, message: str) -> str:
+    """``where: message``; when the message names the field already, only what ``where``
+    adds to it (``query: invalid user_id …``, or nothing): a validator's "invalid task_type
+    '': use …" was said as "task_type: invalid task_type '': use …" (``lessons --task-type
+    ''``), the field named twice."""
+    place, _, field = where.rpartition(".")
+    if message.startswith(f"invalid {field} "):
+        return f"{place}: {message}" if place else message
+    return f"{where}: {message}"
+
+
 def validation_message(problems: Sequence[Any], model: Any = None) -> str:
     """One line from pydantic's errors, the same for every edge: ``field: reason; ...``. An
     error raised by a validator (an invalid id, "must be one line") keeps its own message;
@@ -258,7 +255,7 @@ def validation_message(problems: Sequence[Any], model: Any = None) -> str:
         if err.get("type") in JSON_TAKES and "input" in err and _in_json(err):
             message = f"must be {JSON_TAKES[err['type']]}, got {json_got(err['input'])}"
         message = size_problem(err) or message
-        parts.append(f"{where}: {message or 'invalid'}")
+        parts.append(_at(where, message or "invalid"))
     if len(problems) > PROBLEMS_MAX:
         parts.append(f"and {len(problems) - PROBLEMS_MAX:,} more problems")
     return "; ".join(parts) or "invalid request"

@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import sys
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -472,6 +473,11 @@ def validated(model: type[M], **fields: Any) -> M:
         fail(validation_message(exc.errors(), model))
 
 
+#: Set (to anything but ``0``), a defect met by a command prints its traceback before the
+#: error line: what a report of it needs, which the one line (SPEC §8) leaves out.
+TRACEBACK_VARIABLE = "EVEROS_TRACEBACK"
+
+
 def handle_errors(fn: F) -> F:
     """Turn domain errors (and I/O errors) into one line on stderr and exit code 1."""
 
@@ -494,8 +500,12 @@ def handle_errors(fn: F) -> F:
             raise  # click's own: a usage error, an abort, an early exit
         except Exception as exc:  # one line still (SPEC §8), not a traceback
             said = describe(exc)
-            fail(said + ("; please report this defect" if said.startswith("internal error")
-                         else ""))
+            if not said.startswith("internal error"):
+                fail(said)
+            if os.environ.get(TRACEBACK_VARIABLE, "").strip() not in ("", "0"):
+                click.echo("".join(traceback.format_exception(exc)), err=True, nl=False)
+            fail(f"{said}; please report this defect ({TRACEBACK_VARIABLE}=1 prints where it "
+                 "happened)")
 
     return wrapper  # type: ignore[return-value]
 

@@ -38,7 +38,7 @@ from everos_reflect.cli.common import (
     writable_root,
 )
 from everos_reflect.errors import ConfigError, EverosError, InvalidEpisode
-from everos_reflect.fileio import read_config_bytes
+from everos_reflect.fileio import os_reason, read_config_bytes
 from everos_reflect.lint import (
     BUILTIN_STRATEGIES,
     Problem,
@@ -658,7 +658,7 @@ def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
         data = read_config_bytes(path)
         before = packaged_text("ome.toml") if data is None else config_text(data, shown)
     except OSError as exc:
-        fail(f"{shown}: {exc.strerror or exc}")
+        fail(f"{shown}: {os_reason(exc)}")
     after = set_enabled(before, name, enabled, shown)
     _refuse_if_not_in_force(after, shown)
     changed = after != before or not path.exists()

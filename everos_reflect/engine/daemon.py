@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.engine.engine import TIMEOUT, RunOutcome, _pid_alive
 from everos_reflect.errors import EverosError, UnknownStrategy, describe
-from everos_reflect.fileio import read_config_bytes
+from everos_reflect.fileio import os_reason, read_config_bytes
 from everos_reflect.model import quoted_value, shown_path
 
 if TYPE_CHECKING:
@@ -74,7 +74,7 @@ def hold_serve_lock(root: Path) -> int:
     try:
         fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
-        raise EverosError(f"cannot open {shown_path(root)}: {exc.strerror or exc}") from None
+        raise EverosError(f"cannot open {shown_path(root)}: {os_reason(exc)}") from None
     try:
         _take_waiting_for_probes(fd)
     except BlockingIOError:
@@ -92,13 +92,13 @@ def hold_serve_lock(root: Path) -> int:
                           f"on or serving {root}: one daemon serves a root") from None
     except OSError as exc:
         os.close(fd)
-        raise EverosError(f"cannot lock {shown_path(root)}: {exc.strerror or exc}") from None
+        raise EverosError(f"cannot lock {shown_path(root)}: {os_reason(exc)}") from None
     try:
         note_serve_pid(root)
     except OSError as exc:
         os.close(fd)
         raise EverosError(f"cannot create {shown_path(serve_pid_file(root))}: "
-                          f"{exc.strerror or exc}") from None
+                          f"{os_reason(exc)}") from None
     return fd
 
 

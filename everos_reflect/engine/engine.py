@@ -41,7 +41,7 @@ from everos_reflect.engine.registry import (
 )
 from everos_reflect.engine.triggers import CronTrigger
 from everos_reflect.errors import ConfigError, IndexReadOnly, RootGone, describe
-from everos_reflect.fileio import read_config_bytes
+from everos_reflect.fileio import os_reason, read_config_bytes
 from everos_reflect.index import rebuild, runs
 from everos_reflect.index.db import db_built
 from everos_reflect.settings import OME_FILE_NAME, config_file, config_text, parse_ome
@@ -244,7 +244,7 @@ class Engine:
             try:
                 data = self._ome_bytes()
             except OSError as exc:
-                raise ConfigError([(shown, "(file)", exc.strerror or str(exc))]) from exc
+                raise ConfigError([(shown, "(file)", os_reason(exc))]) from exc
             digest = _digest(data)
             if not force and digest == self._ome_digest:
                 return self.config_error is None

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from everos_reflect.errors import ConfigError, EverosError
-from everos_reflect.fileio import expand_user, read_config_bytes
+from everos_reflect.fileio import expand_user, os_reason, read_config_bytes
 from everos_reflect.model import quoted_value, shown_path
 from everos_reflect.problem_words import unknown
 from everos_reflect.runtime import is_memory_root, not_a_root_reason, resolve_root
@@ -309,7 +309,7 @@ def resolve_roots(config: FleetConfig, *,
                     reason = _missing(expanded)
             except OSError as exc:  # a name too long for the file system: a problem, not
                 # an OSError quoting the whole path
-                reason = f"cannot be looked up ({exc.strerror or exc})"
+                reason = f"cannot be looked up ({os_reason(exc)})"
             problems.append((config.file, where, f"{quoted_value(pattern)} {reason}"))
     problems += _nested(config.file, found)
     if problems:
@@ -392,7 +392,7 @@ def read_fleet(path: str | Path) -> tuple[FleetConfig, list[Path]]:
             raise EverosError(f"no fleet file at {file}")
         text = config_text(data, str(file))
     except OSError as exc:
-        raise ConfigError([(str(file), "(file)", exc.strerror or str(exc))]) from None
+        raise ConfigError([(str(file), "(file)", os_reason(exc))]) from None
     config = parse_fleet(text, str(file.resolve()))
     return config, resolve_roots(config)
 

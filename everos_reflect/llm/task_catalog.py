@@ -183,9 +183,10 @@ def optional_text(item: dict[str, Any], key: str) -> str:
     value = item.get(key)
     if isinstance(value, str) and blank(value):
         return ""
-    # an invisible formatting character is refused by the tier, that item alone
-    # (:func:`~everos_reflect.strategies.beliefs.text_problem`)
-    return text_field(item, key, limit=2_000, shown=None)
+    # an invisible formatting character, or more than MAX_ITEM_CHARS, is refused by the tier,
+    # that item alone (:func:`~everos_reflect.strategies.beliefs.text_problem`): a long one
+    # failed the call, and the reply's good items with it
+    return text_field(item, key, limit=None, shown=None)
 
 
 def _parse_insights(obj: dict[str, Any], req: TaskRequest) -> list[tuple[str, list[str]]]:
@@ -266,8 +267,9 @@ def _parse_worldview(obj: dict[str, Any], req: TaskRequest) -> list[dict[str, An
     configured key can be, included) or a conviction without text or citing nothing is
     passed on for :func:`~everos_reflect.strategies.beliefs.plan_versions` to refuse and
     count that one item: failing the call for it threw away the reply's good convictions,
-    retried, and failed the owner's window on every run. A key or text that is no string,
-    and a text that could never be written (a control character, too long), fail the call."""
+    retried, and failed the owner's window on every run, as one too long to write
+    (:data:`~everos_reflect.llm.tasks.MAX_ITEM_CHARS`) is. A key or text that is no string,
+    and a text holding a control character, fail the call."""
     out = []
     for item in list_field(obj, "convictions"):
         if not isinstance(item, dict):
@@ -367,9 +369,10 @@ def _parse_lessons(obj: dict[str, Any], req: TaskRequest) -> dict[str, list[str]
     record shown, and more than :data:`LESSONS_FLOOR` in all, is refused: the prompt asks only
     for what the records show, and each lesson is written and served, so a model that floods
     the reply must not flood the memory."""
-    # an invisible formatting character is refused by the tier, that lesson alone
-    out = {"lessons": strings(obj, "lessons", shown=None),
-           "avoid": strings(obj, "avoid", shown=None)}
+    # an invisible formatting character, or more than MAX_ITEM_CHARS, is refused by the tier,
+    # that lesson alone
+    out = {"lessons": strings(obj, "lessons", limit=None, shown=None),
+           "avoid": strings(obj, "avoid", limit=None, shown=None)}
     limit = max(LESSONS_FLOOR, LESSONS_PER_RECORD * len(req.numbering))
     for key, items in out.items():
         if len(items) > limit:

@@ -442,17 +442,23 @@ def got(obj: Mapping[str, Any], key: str) -> str:
     return f"nothing: no {key!r} key (keys there: {quoted_value(list(obj)[:10])})"
 
 
-def text_field(obj: Mapping[str, Any], key: str, *, limit: int = 20_000,
+#: The most characters of one text item of a derived tier's reply (an insight, a conviction,
+#: an edge's text, a lesson). A longer one is refused alone by its tier
+#: (:func:`~everos_reflect.strategies.beliefs.text_problem`), the reply's other items kept.
+MAX_ITEM_CHARS = 2_000
+
+
+def text_field(obj: Mapping[str, Any], key: str, *, limit: int | None = 20_000,
                shown: str | None = "") -> str:
-    """``obj[key]``: text, not blank, at most ``limit`` characters, as :func:`_no_control`
-    allows it (``shown``)."""
+    """``obj[key]``: text, not blank, at most ``limit`` characters (None: the caller bounds
+    it, one item at a time), as :func:`_no_control` allows it (``shown``)."""
     value = obj.get(key)
     if not isinstance(value, str):
         raise InvalidReply(f"{key!r} must be a string, got {got(obj, key)}")
     value = value.strip()
     if blank(value):  # a zero-width space or a BOM alone was written as a title or an insight
         raise InvalidReply(f"{key!r} is empty")
-    if len(value) > limit:
+    if limit is not None and len(value) > limit:
         raise InvalidReply(f"{key!r} is longer than {limit} characters")
     return _no_control(value, repr(key), shown)
 
@@ -464,10 +470,11 @@ def list_field(obj: Mapping[str, Any], key: str) -> list[Any]:
     return value
 
 
-def strings(obj: Mapping[str, Any], key: str, *, limit: int = 2_000,
+def strings(obj: Mapping[str, Any], key: str, *, limit: int | None = MAX_ITEM_CHARS,
             shown: str | None = "") -> list[str]:
     """A list of non-empty strings, stripped, duplicates dropped (order kept); each as
-    :func:`_no_control` allows it (``shown``)."""
+    :func:`_no_control` allows it (``shown``), at most ``limit`` characters (None: the
+    caller refuses a longer one alone)."""
     items = obj.get(key)
     if not isinstance(items, list) or not all(isinstance(i, str) for i in items):
         raise InvalidReply(f"{key!r} must be a list of strings" + (
@@ -475,7 +482,7 @@ def strings(obj: Mapping[str, Any], key: str, *, limit: int = 2_000,
     kept: dict[str, None] = {}  # a dict keeps order and finds a repeat in O(1): a reply may
     # hold many thousands of items, and a list look-up per item would be quadratic
     for item in (i.strip() for i in items):
-        if len(item) > limit:
+        if limit is not None and len(item) > limit:
             raise InvalidReply(f"an item of {key!r} is longer than {limit} characters")
         item = _no_control(item, f"an item of {key!r}", shown)
         if not blank(item):  # dropped as an empty one is: a U+200B alone was a fact
@@ -498,6 +505,7 @@ NUMBERS: dict[str, Any] = {"type": "array", "items": {"type": "integer"}}
 
 
 __all__ = [
+    "MAX_ITEM_CHARS",
     "MAX_RECORDS_PER_CALL",
     "MAX_RECORDS_PROMPT_CHARS",
     "MAX_RECORD_PROMPT_CHARS",

@@ -23,6 +23,7 @@ from everos_reflect.model import (
     blank,
     control_problem,
     format_timestamp,
+    json_got,
     meta_text,
     new_record_time,
     normalize_text,
@@ -56,7 +57,7 @@ class NewTask:
 
 def _one_line(value: object, what: str) -> str:
     if not isinstance(value, str):
-        raise InvalidTask(what, f"must be text, got {type(value).__name__}")
+        raise InvalidTask(what, f"must be text, got {json_got(value)}")
     problem = control_problem(value)
     if problem is not None:  # before split(): it would quietly drop U+001C-U+001F
         raise InvalidTask(what, problem)
@@ -108,7 +109,12 @@ def new_task(
     if len(errors) > MAX_ERRORS:
         raise InvalidTask("error", f"{len(errors)} errors; at most {MAX_ERRORS}")
     error_lines = [_one_line(e, "error") for e in errors]
-    note = outcome_note.strip() if isinstance(outcome_note, str) else ""
+    if outcome_note is not None and not isinstance(outcome_note, str):
+        raise InvalidTask("outcome_note", f"must be text, got {json_got(outcome_note)}")
+    note = (outcome_note or "").strip()
+    if outcome_note is not None and blank(note):  # as a blank goal: given, so meant to say
+        # something; it was taken for no note at all, and the record said the outcome word
+        raise InvalidTask("outcome_note", "must not be empty")
     if len(note) > MAX_GOAL_CHARS:
         raise InvalidTask("outcome_note", f"is {len(note)} characters; at most {MAX_GOAL_CHARS}")
     ts, day = new_record_time(timestamp, now, InvalidTask)

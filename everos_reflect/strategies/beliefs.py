@@ -285,10 +285,15 @@ def current_worldview(convictions: Iterable[Conviction]) -> Worldview:
 
 
 def text_problem(text: str) -> str | None:
-    """Why a model's text may not be written as a record, that item alone refused: it holds
-    an invisible formatting character (a bidi override, a zero-width space: the record would
-    display or read differently from what it stores), named with its position. None: it may.
-    The reply's other items are kept, as for every item a tier refuses."""
+    """Why a model's text may not be written as a record, that item alone refused: it is
+    longer than :data:`~everos_reflect.llm.tasks.MAX_ITEM_CHARS`, or it holds an invisible
+    formatting character (a bidi override, a zero-width space: the record would display or
+    read differently from what it stores), named with its position. None: it may. The
+    reply's other items are kept, as for every item a tier refuses."""
+    from everos_reflect.llm.tasks import MAX_ITEM_CHARS
+
+    if len(text) > MAX_ITEM_CHARS:
+        return f"its text is {len(text):,} characters; at most {MAX_ITEM_CHARS:,}"
     problem = hidden_format_problem(text)
     return f"its text {problem}" if problem is not None else None
 

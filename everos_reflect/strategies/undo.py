@@ -40,7 +40,7 @@ from everos_reflect.errors import (
     UnknownEntry,
     describe,
 )
-from everos_reflect.fileio import denied_folder, what_stands
+from everos_reflect.fileio import denied_folder, os_reason, what_stands
 from everos_reflect.index import merge_journal, reads
 from everos_reflect.index.audit import mark_reflection_undone, merge_row, merge_sources
 from everos_reflect.index.db import db_built, transaction
@@ -236,11 +236,13 @@ def _merge_owners(runtime: Runtime, ref: UserRef, merged_id: str) -> list[str]:
 
 
 def _not_this_users(runtime: Runtime, ref: UserRef, merged_id: str) -> str:
-    """"no such entry for this user", and whose merge the id is when another user has it (ids
-    are unique per user only, so a wrong ``--user`` is the usual cause)."""
+    """"no entry X for user U", as every command says an unknown id, and whose merge the id is
+    when another user has it (ids are unique per user only, so a wrong ``--user`` is the usual
+    cause). It led with "no such entry for this user: ", which the rest of the line said
+    again."""
     owners = _merge_owners(runtime, ref, merged_id)
     hint = f" (it is a merge of {', '.join(owners)}: check --user)" if owners else ""
-    return f"no such entry for this user: no entry {merged_id} for user {ref}{hint}"
+    return f"no entry {merged_id} for user {ref}{hint}"
 
 
 @dataclass
@@ -500,7 +502,7 @@ def _scan(runtime: Runtime, ref: UserRef, merged_id: str) -> _Found:
             continue
         except OSError as exc:  # replaced by a FIFO or a device meanwhile
             raise MarkdownError(store.rel(path), 0, f"cannot undo {merged_id}: "
-                                f"{exc.strerror or exc}") from None
+                                f"{os_reason(exc)}") from None
         fatal = next((d for d in daily.diagnostics if d.severity == "fatal"), None)
         if fatal is not None:
             raise MarkdownError(fatal.path, fatal.line,
