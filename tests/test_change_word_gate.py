@@ -10,7 +10,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from everos_reflect.llm.extractive import _CHANGE_MARKS, _may_tell_change, tells_change
+from everos_reflect.llm.extractive import (
+    _CHANGE_MARKS,
+    _WORD_OF_TEXT_RE,
+    _WORDS_OF_ASCII,
+    _may_tell_change,
+    tells_change,
+)
 
 ASCII = st.characters(codec="ascii")
 
@@ -49,3 +55,11 @@ def test_a_text_that_is_not_ascii_goes_to_the_patterns() -> None:
     text = "Bea ſold her car."
     assert any(p.search(text) for p in _CHANGE_MARKS)
     assert _may_tell_change(text)
+
+
+@settings(max_examples=500, deadline=None, database=None)
+@given(st.text(alphabet=ASCII, max_size=200))
+def test_the_gate_reads_the_words_the_word_pattern_finds(text: str) -> None:
+    # the gate splits a translated text (session 38: half the cost of the pattern's findall);
+    # the words must be the pattern's, in order, whatever ASCII a text holds
+    assert text.translate(_WORDS_OF_ASCII).split() == _WORD_OF_TEXT_RE.findall(text.lower())

@@ -754,6 +754,8 @@ class UserClusters:
         window_seconds: float,
         rejoin_threshold: float,
         member_threshold: float = 0.0,
+        version_of: Callable[[int, list[tuple[str, float | None, str]]],
+                             Decision | None] | None = None,
     ) -> list[tuple[str, float | None, str]]:
         """Place a run of Episodes one after the other, exactly as :meth:`choose` followed by
         the update would, item by item, and apply each placement to these arrays.
@@ -762,6 +764,14 @@ class UserClusters:
         the order to place them; ``new_id(i)`` names the cluster item ``i`` founds (called
         after the earlier items are in, so it sees their clusters). Returns per item
         ``(cluster_id, similarity, reason)``; ``similarity`` is None for a new cluster.
+
+        ``version_of(i, placed)``: asked for an item that would found a cluster, with the
+        placements of the items before it (``placed``, as returned), while these arrays hold
+        exactly those: a cluster it answers (the join of a fact's newer version, read by the
+        caller, :meth:`choose_version`) is joined as :meth:`choose` then the update would.
+        Asked inside the run, an Episode that tells a change no longer ends it (the run's
+        scores for the later items stay good: a cluster it joins is rescored, as any), and
+        only those that would found a cluster are read for a change at all.
 
         Why it is faster and still exact: a cosine below ``min(threshold, rejoin_threshold)``
         can never decide, so only the pairs at or above it need their exact value.
@@ -858,6 +868,10 @@ class UserClusters:
             decision = _choose_live(h, version, ids, firsts, lasts, norms, consolidated, t,
                                     threshold, window, rejoin_threshold,
                                     member_threshold, far) if h or far else None
+            if decision is None and version_of is not None:
+                joined = version_of(q, out)
+                if joined is not None and joined.cluster_id is not None:
+                    decision = (joined.cluster_id, joined.similarity, joined.reason)
             if decision is None:
                 cid = new_id(q)
                 p = len(ids)

@@ -644,7 +644,7 @@ class ClusterService:
             stored = self._vectors(ref, missing) if missing else {}
             # Consecutive Episodes that are simply new are placed as one run (same result as
             # one by one, see UserClusters.assign_run); anything else goes alone, in order.
-            run: list[tuple[str, float, np.ndarray, str]] = []
+            run: list[tuple[str, float, np.ndarray, str | None, str]] = []
             for ts, _, e in episodes:
                 row = members.get(e.id)
                 if e.deprecated_by is not None:
@@ -659,16 +659,9 @@ class ClusterService:
                     continue
                 text_hash = e.text_hash
                 if row is None and e.parent_type != "cluster":
-                    said = e.content or e.search_text  # its ``entries.text``
-                    if not tells_change(said):
-                        run.append((e.id, ts, vec, text_hash))
-                        continue
-                    # it may join a cluster as the newer version of a member's fact: that
-                    # look-up reads members' texts, which the run does not; placed alone,
-                    # in its place, the result is the same as one by one
-                    self._assign_run(conn, ref, run, outcome)
-                    outcome[e.id] = self._assign(conn, ref, e.id, normalize(vec), ts, text_hash,
-                                                 member=False, change=said).reason
+                    # its ``entries.text``: read for a change only if it would found a
+                    # cluster (the join of a fact's newer version, asked inside the run)
+                    run.append((e.id, ts, vec, text_hash, e.content or e.search_text))
                     continue
                 self._assign_run(conn, ref, run, outcome)
                 vec = normalize(vec)
@@ -719,19 +712,41 @@ class ClusterService:
                 self.on_entries_indexed(ref, entries, vectors)
 
     def _assign_run(self, conn: _Write, ref: UserRef,
-                    run: list[tuple[str, float, np.ndarray, str]],
+                    run: list[tuple[str, float, np.ndarray, str | None, str]],
                     outcome: dict[str, str]) -> None:
-        """Place ``run`` (new Episodes in no cluster yet: ``(id, epoch, vector, text_hash)``
-        in (timestamp, id) order) as :meth:`_assign` would one by one, and empty it."""
+        """Place ``run`` (new Episodes in no cluster yet: ``(id, epoch, vector, text_hash,
+        text)`` in (timestamp, id) order) as :meth:`_assign` would one by one, and empty it.
+
+        An Episode that would found a cluster is read for a change there and then, inside
+        the run (:meth:`UserClusters.assign_run`'s ``version_of``); one that tells a change
+        looks for the cluster of the fact it changes (:meth:`_version_join`). That look-up
+        reads members' texts from SQLite, so the members the run placed before it are
+        queued first (the look-up's statement writes the queue)."""
         if not run:
             return
-        ids, times, vecs, hashes = zip(*run, strict=True)
+        ids, times, vecs, hashes, texts = zip(*run, strict=True)
         st = conn.state(ref)
+        units = normalize_rows(np.stack(vecs))
+        queued = 0
+
+        def version_of(q: int, placed: list[tuple[str, float | None, str]]) -> Decision | None:
+            nonlocal queued
+            if not tells_change(texts[q]):
+                return None
+            if q > queued:
+                conn.placed_run(ref, ids[queued:q], times[queued:q], hashes[queued:q],
+                                placed[queued:q])
+                queued = q
+            return self._version_join(conn, ref, ids[q], units[q], times[q], st, texts[q])
+
         placed = st.assign_run(
-            normalize_rows(np.stack(vecs)), times, lambda i: _free_id(st, ref, ids[i]),
+            units, times, lambda i: _free_id(st, ref, ids[i]),
             threshold=self.threshold, window_seconds=self.window_seconds,
-            rejoin_threshold=self.rejoin_threshold, member_threshold=self.member_threshold)
-        conn.placed_run(ref, ids, times, hashes, placed)
+            rejoin_threshold=self.rejoin_threshold, member_threshold=self.member_threshold,
+            version_of=version_of)
+        if len(ids) > queued:
+            conn.placed_run(ref, ids[queued:], times[queued:], hashes[queued:],
+                            placed[queued:])
         outcome.update(zip(ids, [reason for _, _, reason in placed], strict=True))
         run.clear()
 
@@ -1033,11 +1048,9 @@ class ClusterService:
         return self.runtime.vectors.get_vectors(Kind.EPISODE, ref, ids)
 
     def _assign(self, conn: _Write, ref: UserRef, entry_id: str, vec: np.ndarray, ts: float,
-                text_hash: str | None, *, member: bool = True,
-                change: str | None = None) -> Decision:
+                text_hash: str | None, *, member: bool = True) -> Decision:
         """Hot path: decide in memory, queue the writes. ``member=False`` when the caller knows
-        the Episode is in no cluster yet (saves a lookup). ``change``: its text, when the caller
-        has it and knows it tells a change (saves reading and reading it again)."""
+        the Episode is in no cluster yet (saves a lookup)."""
         if member:
             self._detach(conn, ref, entry_id)
         st = conn.state(ref)
@@ -1046,7 +1059,7 @@ class ClusterService:
                              rejoin_threshold=self.rejoin_threshold,
                              member_threshold=self.member_threshold)
         if decision.cluster_id is None:
-            decision = self._version_join(conn, ref, entry_id, vec, ts, st, change) or decision
+            decision = self._version_join(conn, ref, entry_id, vec, ts, st) or decision
         if decision.cluster_id is None:
             cid = self._free_cluster_id(conn, ref, entry_id)
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts))

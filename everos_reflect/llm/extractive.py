@@ -93,13 +93,15 @@ import copy
 import itertools
 import json
 import re
-from collections import Counter
-from collections.abc import Iterable, Sequence
+import sys
+import threading
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date
 from difflib import SequenceMatcher
-from functools import cache, lru_cache
-from typing import TYPE_CHECKING
+from functools import cache, lru_cache, update_wrapper
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 
@@ -116,6 +118,8 @@ from everos_reflect.llm.topics import TOPIC_COSINE, topic_labels
 
 if TYPE_CHECKING:
     from everos_reflect.embedding.base import Embedder
+
+_T = TypeVar("_T")
 
 # --- lexicon (English; other languages simply match nothing here) ---------------------------
 
@@ -658,23 +662,106 @@ def tells_newer_version(earlier: str, later: str) -> bool:
     vectors)? "Noor works at Arup." / "Noor was let go." (cosine 0.40 as indexed, under the
     clustering's threshold): yes; "Noor works at Arup." / "Noor booked flights to Rome.":
     no. Deterministic and free of any embedder, so the clustering decides the same in
-    every process and setting."""
-    old_texts, new_texts = _version_sentences(earlier), _version_sentences(later)
-    person = _main_entity([*old_texts, *new_texts])
-    day = date(2000, 1, 1)
-    sentences: list[_Sentence] = []
-    for texts, when in ((old_texts, day), (new_texts, date(2000, 1, 2))):
-        entity: str | None = None
-        for t in texts:
-            t, entity = _resolve_pronoun(t, entity, person)
-            sentences.append(_read(t, when, len(sentences)))
-    for s in sentences:
+    every process and setting.
+
+    What each text alone gives (its sentences, the names that open them) is kept per text
+    (:func:`_version_text`): the clustering reads one later text against up to eight
+    members. The earlier text's sentences are read only once a sentence of the later
+    tells a change, its person known, and each only once its subject is one of such a
+    sentence's (:func:`_versions` holds no other pair a version; with one owner's
+    Episodes about several people, most are not)."""
+    old, new = _version_text(earlier), _version_text(later)
+    person = _most_leading(old.leading + new.leading)
+    news = [s for s in _version_readings(new.sentences, person, date(2000, 1, 2),
+                                         len(old.sentences)) if _marks_change(s)]
+    if not news:
+        return False
+    lower = person.lower() if person else None
+    entity: str | None = None
+    for n, text in enumerate(old.sentences):
+        text, entity = _resolve_pronoun(text, entity, person)
+        subject = _subject(text, person)
+        partners = [s for s in news if _same_subject_as(text, subject, lower, s)]
+        if not partners:
+            continue
+        sentence = _read(text, date(2000, 1, 1), n)
+        sentence.subject, sentence.person = subject, lower
+        sentence.holder = _holder(text, person)
+        if any(_versions(sentence, s, None, VERSION_COSINE) for s in partners):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class _VersionText:
+    """What :func:`tells_newer_version` reads of one text on its own: its
+    :func:`_version_sentences` and how often each name opens one of them (what
+    :func:`_main_entity` counts; the person of a pair is read from the two counts)."""
+
+    sentences: tuple[str, ...]
+    leading: Counter[str]
+    #: bytes held, the text itself (the cache's key) included
+    size: int
+
+
+#: Bounds of the per-text cache of :func:`_version_text`: entries, and bytes held in all
+#: (an Episode may be as long as ``max_entry_bytes``; the cache never holds more than this,
+#: whatever texts it is given).
+VERSION_TEXTS_MAX = 1024
+VERSION_TEXTS_BYTES = 8 * 1024 * 1024
+_VERSION_TEXTS: OrderedDict[str, _VersionText] = OrderedDict()
+_VERSION_TEXTS_HELD = [0]
+_VERSION_TEXTS_LOCK = threading.Lock()
+
+
+def _version_text(text: str) -> _VersionText:
+    """:class:`_VersionText` of ``text``, from a bounded cache keyed by the text itself (an
+    edited text is another key: nothing to invalidate), least recently used out first."""
+    with _VERSION_TEXTS_LOCK:
+        found = _VERSION_TEXTS.get(text)
+        if found is not None:
+            _VERSION_TEXTS.move_to_end(text)
+            return found
+    sentences = tuple(_version_sentences(text))
+    leading: Counter[str] = Counter()
+    for sentence in sentences:
+        for part in split_sentences(sentence):
+            first = _leading_name(part)
+            if first is not None:
+                leading[first] += 1
+    size = (sys.getsizeof(text) + sum(map(sys.getsizeof, sentences))
+            + sum(sys.getsizeof(k) + 64 for k in leading) + 256)
+    made = _VersionText(sentences, leading, size)
+    if size > VERSION_TEXTS_BYTES // 4:
+        return made  # one text would crowd out the rest: read, not kept
+    with _VERSION_TEXTS_LOCK:
+        if text not in _VERSION_TEXTS:
+            _VERSION_TEXTS[text] = made
+            _VERSION_TEXTS_HELD[0] += size
+            while (len(_VERSION_TEXTS) > VERSION_TEXTS_MAX
+                   or _VERSION_TEXTS_HELD[0] > VERSION_TEXTS_BYTES):
+                _, gone = _VERSION_TEXTS.popitem(last=False)
+                _VERSION_TEXTS_HELD[0] -= gone.size
+    return made
+
+
+def _version_readings(texts: Sequence[str], person: str | None, day: date,
+                      start: int) -> list[_Sentence]:
+    """``texts`` (one text's version sentences) read as :func:`tells_newer_version` compares
+    them: a leading He/She resolved to ``person`` (:func:`_resolve_pronoun`), each sentence
+    read (:func:`_read`) at ``day`` and order ``start`` on, its subject, person and holder
+    set."""
+    out: list[_Sentence] = []
+    entity: str | None = None
+    lower = person.lower() if person else None
+    for n, t in enumerate(texts):
+        t, entity = _resolve_pronoun(t, entity, person)
+        s = _read(t, day, start + n)
         s.subject = _subject(s.text, person)
-        s.person = person.lower() if person else None
+        s.person = lower
         s.holder = _holder(s.text, person)
-    olds, news = sentences[:len(old_texts)], sentences[len(old_texts):]
-    return any(_versions(old, new, None, VERSION_COSINE)
-               for new in news if _marks_change(new) for old in olds)
+        out.append(s)
+    return out
 
 
 # --- sentences --------------------------------------------------------------------------
@@ -814,9 +901,33 @@ def _narrative_sentences(existing: MergeMember, person: str | None) -> list[_Sen
     return out
 
 
-def _names(text: str) -> list[str]:
+#: Texts up to this long have what :func:`_names`, :func:`_leading_name` and :func:`_roles`
+#: read of them kept (:func:`_per_sentence`): a sentence (the version join reads none
+#: longer, :data:`VERSION_SENTENCE_CHARS`), not a whole Episode.
+_KEPT_TEXT_CHARS = 1000
+
+
+def _per_sentence(fn: Callable[[str], _T]) -> Callable[[str], _T]:
+    """``fn`` of a text, kept per text for a sentence-long one (at most :data:`_KEPT_TEXT_CHARS`
+    characters, 4,096 texts: ~5 MB at most), read again for a longer one. The version join
+    reads each of a later text's sentences against every sentence of up to eight members,
+    and each of those words' readings reads the same sentence's names again. ``fn`` must
+    be a function of the text alone, and what it returns is shared: read, never changed."""
+    kept = lru_cache(maxsize=4096)(fn)
+
+    def read(text: str) -> _T:
+        return kept(text) if len(text) <= _KEPT_TEXT_CHARS else fn(text)
+
+    update_wrapper(read, fn)
+    read.cache_clear = kept.cache_clear  # type: ignore[attr-defined]
+    read.cache_info = kept.cache_info  # type: ignore[attr-defined]
+    return read
+
+
+@_per_sentence
+def _names(text: str) -> tuple[str, ...]:
     """Capitalised words that plausibly name someone or something (not sentence starters)."""
-    return [n for n in _NAME_RE.findall(text) if n.lower() not in NOT_NAMES]
+    return tuple(n for n in _NAME_RE.findall(text) if n.lower() not in NOT_NAMES)
 
 
 #: English words that follow a verb, not someone's name: a note opening "Moved to Lyon.",
@@ -826,6 +937,7 @@ _AFTER_OPENING_VERB = _wordset(
     "this that these those some")
 
 
+@_per_sentence
 def _leading_name(sentence: str) -> str | None:
     """The name a sentence opens with, if it names somebody: not the first word of a note with
     no name ("Moved to Lyon.", "Lunch with Tom.": a capitalised word followed by an article or
@@ -967,16 +1079,16 @@ def _main_entity(texts: Iterable[str]) -> str | None:
     memory is about, and a wrong guess here would rewrite "He accepted" into a false fact, so a
     tie means no main person (pronouns then stay as written)."""
     leading: Counter[str] = Counter()
-    texts_naming: Counter[str] = Counter()
-    mentions: Counter[str] = Counter()
     for text in texts:
-        names = _names(text)
-        texts_naming.update(set(names))
-        mentions.update(names)
         for sentence in split_sentences(text):
             first = _leading_name(sentence)
             if first is not None:
                 leading[first] += 1
+    return _most_leading(leading)
+
+
+def _most_leading(leading: Counter[str]) -> str | None:
+    """The name ``leading`` counts most often, if one clearly is (:func:`_main_entity`)."""
     ranked = leading.most_common(2)
     if not ranked or (len(ranked) == 2 and ranked[0][1] == ranked[1][1]):
         return None
@@ -996,10 +1108,18 @@ def _same_subject(old: _Sentence, new: _Sentence) -> bool:
     verbs are no subjects)? Restatements compare :func:`_subject` alone: "Moved to Oslo." /
     "Relocated to Oslo." fold as two subjects, where one subject would read "relocated" as
     a value swapped for "moved"."""
-    unnamed_old, unnamed_new = _leading_name(old.text) is None, _leading_name(new.text) is None
-    return (old.subject == new.subject or (unnamed_old and unnamed_new)
+    return _same_subject_as(old.text, old.subject, old.person, new)
+
+
+def _same_subject_as(text: str, subject: str | None, person: str | None,
+                     new: _Sentence) -> bool:
+    """:func:`_same_subject` of an earlier sentence given by its ``text``, :func:`_subject`
+    and person (what it needs of one: the version join asks it before reading the
+    sentence, which costs far more) and ``new``."""
+    unnamed_old, unnamed_new = _leading_name(text) is None, _leading_name(new.text) is None
+    return (subject == new.subject or (unnamed_old and unnamed_new)
             or (unnamed_old and new.person is not None and new.subject == new.person)
-            or (unnamed_new and old.person is not None and old.subject == old.person))
+            or (unnamed_new and person is not None and subject == person))
 
 
 @dataclass(frozen=True)
@@ -1517,8 +1637,15 @@ def _roles(s: _Sentence) -> dict[str, set[str]]:
     """Per content word of ``s`` (plural -s folded), the parts it plays: the preposition
     right before it ("work" of "walks to work": "to"), "v" for the first word after the
     subject (its verb: "work" of "Bea works at Arup"), else "" (an object). What says "now"
-    and an opening phrase of time or place aside (:func:`_clause`)."""
-    clause = _clause(_NOW_MARK_RE.sub(" ", s.text).strip())
+    and an opening phrase of time or place aside (:func:`_clause`). Shared per text
+    (:func:`_per_sentence`): read, never changed."""
+    return _roles_of(s.text)
+
+
+@_per_sentence
+def _roles_of(text: str) -> dict[str, set[str]]:
+    """:func:`_roles` of a sentence's text."""
+    clause = _clause(_NOW_MARK_RE.sub(" ", text).strip())
     words = _WORD_RE.findall(clause)
     k = 0
     if words and _leading_name(clause) is not None:
@@ -2443,6 +2570,10 @@ _CHANGE_PAIRS = frozenset({
     ("started", "working"), ("started", "teaching"), ("started", "studying"),
     ("these", "days")})
 _PAIR_FIRSTS = frozenset(first for first, _ in _CHANGE_PAIRS)
+#: ASCII to what :data:`_WORD_OF_TEXT_RE` reads of it: a letter lower-cased, a digit or "_"
+#: kept, any other character a space (so ``translate`` then ``split`` gives its words)
+_WORDS_OF_ASCII = str.maketrans({
+    chr(c): chr(c).lower() if chr(c).isalnum() or chr(c) == "_" else " " for c in range(128)})
 
 
 def _may_tell_change(text: str) -> bool:
@@ -2455,7 +2586,9 @@ def _may_tell_change(text: str) -> bool:
     ``str.lower`` spells otherwise, "İ", "ſ")."""
     if not text.isascii():
         return True
-    words = _WORD_OF_TEXT_RE.findall(text.lower())
+    # the runs of [a-z0-9_] of the lower-cased text, as _WORD_OF_TEXT_RE finds them: one
+    # pass of str.translate (every other ASCII character a space) and a split, in C
+    words = text.translate(_WORDS_OF_ASCII).split()
     if not _CHANGE_WORDS.isdisjoint(words):
         return True
     if _PAIR_FIRSTS.isdisjoint(words):  # most texts: no pair to build
