@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from everos_reflect.index.audit import list_derivations
 from everos_reflect.model import Kind
 from everos_reflect.runtime import Runtime
@@ -102,3 +104,23 @@ def test_a_long_revision_is_refused(root: Path, fake_openai: Any) -> None:
         assert rt.store.get(DEV, first.id).meta["status"] == "stale"
     finally:
         rt.close()
+
+
+@pytest.mark.parametrize(("question", "said"), [
+    ("What slips " + "x" * 490 + "?", "question refused: it is 502 characters; at most 500"),
+    ("What\u200b slips?", "question refused: it holds U+200B (ZERO WIDTH SPACE) at character 5"),
+], ids=["long", "invisible"])
+def test_a_question_that_cannot_be_asked_is_refused_alone(
+        rt: Runtime, fake_openai: Any, question: str, said: str) -> None:
+    # it failed the questions call, and the run, on every run
+    episodes(rt)
+    fake_openai.script({"questions": [question, "What wins?"]},
+                       {"insights": [{"insight": "Launch dates beat reviews.",
+                                      "evidence": [1, 3]}]})
+    counts = run(rt, "reflect_insights", threshold=10.0, min_episodes=2, questions=2)
+    assert counts.get("refused") == 1 and "failed" not in counts, counts
+    [row] = [r for r in list_derivations(rt.db(), strategy="reflect_insights")
+             if said in str(r["error"] or "")]
+    assert row["status"] == "ok"
+    [insight] = rt.store.entries(ADA, Kind.INSIGHT)
+    assert insight.meta["question"] == "What wins?"

@@ -125,8 +125,15 @@ Reply as JSON: {"questions": ["<question>", ...]}
 $records"""
 
 
+#: The most characters of one salient question; ``reflect_insights`` refuses a longer one
+#: alone (the others are asked), as the tiers refuse a long item.
+MAX_QUESTION_CHARS = 500
+
+
 def _parse_questions(obj: dict[str, Any], req: TaskRequest) -> list[str]:
-    questions = strings(obj, "questions", limit=500)
+    # a question over MAX_QUESTION_CHARS, or holding an invisible formatting character, is
+    # refused by reflect_insights, that one alone: it failed the call, and the run
+    questions = strings(obj, "questions", limit=None, shown=None)
     if not questions:
         raise InvalidReply("'questions' is empty")
     limit = int(req.values.get("count", "3"))

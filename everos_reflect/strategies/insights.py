@@ -39,7 +39,7 @@ from everos_reflect.engine.triggers import AccumulatorTrigger
 from everos_reflect.errors import EverosError
 from everos_reflect.llm.importance import score_importance
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
-from everos_reflect.model import Entry, Kind, UserRef, id_order
+from everos_reflect.model import Entry, Kind, UserRef, hidden_format_problem, id_order
 from everos_reflect.settings import between
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
@@ -256,7 +256,8 @@ class ReflectInsights(BeliefTier):
             sync(ctx.runtime, supersede_topics(ctx.runtime, work.ref))
             return derived
         derived = Derived()
-        questions = self._questions(ctx, state, budget, derived)
+        questions = self._asked(ctx, work.ref, self._questions(ctx, state, budget, derived),
+                                derived)
         proposals: list[tuple[str, str, list[str]]] = []
         for question in questions:
             evidence = self.evidence(ctx.runtime, work.ref, state, question)
@@ -276,6 +277,27 @@ class ReflectInsights(BeliefTier):
         return self.ask(ctx, budget, "questions", [_record(e) for e in reversed(recent)],
                         {"count": str(ctx.settings.get("questions", 3))}, derived,
                         keep_last=True)  # chronological: the oldest left out first
+
+    def _asked(self, ctx: RunContext, ref: UserRef, questions: Sequence[str],
+               derived: Derived) -> list[str]:
+        """The questions of the reply that may be asked, each refused alone (named in the
+        run's derivation row) when it is over :data:`~everos_reflect.llm.task_catalog.
+        MAX_QUESTION_CHARS` or holds an invisible formatting character: it failed the whole
+        questions call, and the run with it, retried and failing on every run."""
+        from everos_reflect.llm.task_catalog import MAX_QUESTION_CHARS
+
+        refusals = Refusals(ctx.log, f"{self.name}: {ref}")
+        kept = []
+        for question in questions:
+            if len(question) > MAX_QUESTION_CHARS:
+                refusals.add(f"question refused: it is {len(question):,} characters; at most "
+                             f"{MAX_QUESTION_CHARS}")
+            elif (problem := hidden_format_problem(question)) is not None:
+                refusals.add(f"question refused: it {problem}")
+            else:
+                kept.append(question)
+        derived.take(refusals)
+        return kept
 
     def ask(self, ctx: RunContext, budget: Budget, task: str, records: Sequence[Any],
             values: Mapping[str, str], derived: Derived, *, min_records: int = 1,
