@@ -78,7 +78,15 @@ SCHEMA_VERSION = 1
 #: reads every log again (:meth:`~everos_reflect.index.sync.Indexer.scan`): the Markdown is
 #: the source of truth, and an upgraded daemon kept the old values until a manual
 #: ``reindex``. ``tests/test_parser_version.py`` pins what a sample of hand edits reads as.
-PARSER_VERSION = 3  # 2: '<<' is a key of its own, no YAML merge; 3: zero-width etc. warned
+#: 2: '<<' is a key of its own, no YAML merge; 3: zero-width and other invisible characters
+#: warned of; 4: an emptied log (no bytes, or blank lines only) holds no entry, said so.
+PARSER_VERSION = 4
+
+#: What the parser says of a log with nothing but white space in it (``> log``, a save cut
+#: short by a full disk): it holds no entry, so the index drops what it held (as a
+#: ``reindex`` does), and the person hears of it: it may be memory lost.
+EMPTIED = ("the file is empty: it holds no entry (restore it from a backup if it held some; "
+           "`add` writes a new log here)")
 
 # Marker patterns: the runs of blanks are possessive (``*+``). An empty id lets the blanks
 # before and after it split a run of spaces every way, and each split was tried: a line of
@@ -818,6 +826,9 @@ class _Parser:
             elif first.startswith("---\r"):  # it does start with '---': say what is wrong
                 self.report(lead + 1, "lines end in CR alone (classic Mac): only LF or CRLF "
                             "line endings are read; save the file with either", "fatal")
+            elif not self.text.strip():
+                log.emptied = True
+                self.report(1, EMPTIED, "fatal")
             elif lead == MAX_LEAD_LINES:
                 self.report(1, f"missing file frontmatter: more than {MAX_LEAD_LINES} blank "
                             "lines come before anything (the file must start with '---')",
