@@ -926,7 +926,10 @@ class Indexer:
                 break
             results += self._sync_written(written)
         if not self.rt.read_only:
-            self._note_waiting(results)
+            try:
+                self._note_waiting(results)
+            except sqlite3.Error as exc:  # what status says, not the sync: that is done
+                log.warning("could not note the logs waiting to be synced again: %s", exc)
         return results
 
     def _note_waiting(self, results: list[FileSyncResult]) -> None:
