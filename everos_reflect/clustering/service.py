@@ -1307,11 +1307,12 @@ class ClusterService:
 
 
 #: The most member texts one Episode's placement reads for the join of a fact's newer
-#: version (:func:`_holds_earlier_version`, ~1 ms each). Unbounded, an Episode that tells a
-#: change read every earlier member of every cluster near it in the window: ~150 CPU-µs per
-#: Episode on average for one owner of 10,880 LoCoMo Episodes, against ~37 without the join
-#: (bench/bench_clustering.py). A fact's earlier version sits in one of the clusters most like
-#: it, among its latest members: those are read first.
+#: version (:func:`_holds_earlier_version`; ~0.1–0.3 ms each since session 38, ~1 ms before).
+#: Unbounded, an Episode that tells a change read every earlier member of every cluster near
+#: it in the window: ~150 CPU-µs per Episode on average for one owner of 10,880 LoCoMo
+#: Episodes, against ~37 without the join (bench/bench_clustering.py). A fact's earlier
+#: version sits in one of the clusters most like it, among its latest members: those are
+#: read first.
 MAX_VERSION_READS = 8
 
 
