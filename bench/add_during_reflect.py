@@ -15,7 +15,8 @@ client waits for the answer, which indexes the Episode before it answers):
 Prints p50 / p95 / max of both, how many adds answered ``indexed: false``, and the run's
 length. Asserts nothing. The embedder is the shipped one (the bundled MiniLM). ``--sample``
 also prints where the threads answering the adds spent their time (stack samples every 10
-ms in ``serve``: ``bench/add_sampler/sitecustomize.py``).
+ms in ``serve``: ``bench/add_sampler/sitecustomize.py``), and the threads in ``sync_paths``
+(Reflection's commit syncs and the watcher's, which hold the indexer lock the adds wait for).
 
 ``--tree`` (twice or more): compare checkouts under the same load. The root is built and
 indexed once; each run serves a fresh copy of it with one tree's code (``PYTHONPATH``), the
@@ -159,11 +160,16 @@ def _serve_and_time(root: Path, log_path: Path, adds: int, code: Path | None,
             proc.kill()
         log.close()
         if samples is not None and samples.exists():
-            counts = json.loads(samples.read_text())
-            total = sum(n for _, n in counts) or 1
-            print(f"  where the adds' threads were ({total} samples of 10 ms, idle and during):")
-            for where, n in counts[:12]:
-                print(f"    {n / total:6.1%}  {where}")
+            every = json.loads(samples.read_text())
+            tag = "[sync_paths] "
+            for what, counts in (
+                    ("the adds' threads", [c for c in every if not c[0].startswith(tag)]),
+                    ("the threads in sync_paths (Reflection's commit syncs, the watcher)",
+                     [(w[len(tag):], n) for w, n in every if w.startswith(tag)])):
+                total = sum(n for _, n in counts) or 1
+                print(f"  where {what} were ({total} samples of 10 ms, idle and during):")
+                for where, n in counts[:12]:
+                    print(f"    {n / total:6.1%}  {where}")
 
 
 def main() -> None:

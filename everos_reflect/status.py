@@ -302,9 +302,11 @@ def _cross_file_problems(runtime: Runtime) -> list[tuple[str, str]]:
 def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
     """How far the derived index is behind the Markdown (None if it cannot be read),
     ``read_only`` when this process cannot bring it up to date (a read-only root is read as
-    last built), and ``parser_version`` (``index``: the version its logs were read with,
-    None when unrecorded; ``this``) when that is not this program's."""
-    from everos_reflect.index.sync import Indexer, recorded_parser_version
+    last built), ``parser_version`` (``index``: the version its logs were read with,
+    None when unrecorded; ``this``) when that is not this program's, and ``waiting``: the
+    logs a sync found still being written (or unreadable for a moment), to be synced again
+    once they stand still, each with ``why``, ``since`` and ``tries``."""
+    from everos_reflect.index.sync import Indexer, recorded_parser_version, waiting_logs
     from everos_reflect.markdown.parser import PARSER_VERSION
 
     vectors = not_a_folder(runtime.index_dir / "lancedb")
@@ -320,6 +322,9 @@ def _index_lag(runtime: Runtime) -> dict[str, Any] | None:
             # read differently from how this program reads the logs: an older parser's index
             # a read-only root keeps for good, or a newer one's this program does not take over
             lag["parser_version"] = {"index": recorded, "this": PARSER_VERSION}
+        waiting = waiting_logs(runtime.db())
+        if waiting:  # synced again once they stand still; without this, nowhere said
+            lag["waiting"] = [{**item, "file": path_text(item["file"])} for item in waiting]
         return lag
     except (EverosError, sqlite3.Error, OSError) as exc:
         return {"error": error_text(exc, runtime.root)}

@@ -31,6 +31,10 @@ from tests.api_client import ApiClient
 from tests.waiting import scripted_pauses, wait_for
 
 REF = UserRef.of("u_ann")
+#: The reads of a log one batch sync (``sync_paths``: the watcher's) makes when it never
+#: finds it still: one look before it takes the indexer lock (``Indexer._embedded_ahead``,
+#: no wait), then one per settle wait.
+READS_PER_BATCH_SYNC = 1 + settling.SETTLE_TRIES
 
 
 @pytest.fixture
@@ -95,12 +99,12 @@ def test_the_watcher_syncs_a_log_that_never_stood_still_once_it_does_without_an_
     caplog.set_level(logging.INFO)
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
         assert wait_for(lambda: _indexed(rt) == {first.id})
-        made = _moving_reads(monkeypatch, path, settling.SETTLE_TRIES)
+        made = _moving_reads(monkeypatch, path, READS_PER_BATCH_SYNC)
         # the writer's own events are dropped: only the retry can bring the log in
         monkeypatch.setattr(watcher._collector, "_sink", lambda event: None)
         second = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
                                  {"Subject": "Walk", "Content": "A long walk."})
         watcher._on_event(FsEvent("modified", str(path)))  # the add's own write
-        assert wait_for(lambda: made[0] > settling.SETTLE_TRIES)
+        assert wait_for(lambda: made[0] > READS_PER_BATCH_SYNC)
         assert wait_for(lambda: _indexed(rt) == {first.id, second.id})
     assert "kept changing while it was read" in caplog.text

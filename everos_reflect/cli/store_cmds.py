@@ -452,6 +452,14 @@ def _render_status(doc: dict[str, Any]) -> None:
             console.print(f"index: up to date with the Markdown{fixed}")
         if (parser := lag.get("parser_version")) is not None:
             console.print(f"index: {_parser_lag(parser, bool(lag.get('read_only')))}")
+        waiting = lag.get("waiting") or []
+        if waiting:
+            console.print(f"index: {counted(len(waiting), 'log')} to be synced again once "
+                          f"{'it stands' if len(waiting) == 1 else 'they stand'} still:",
+                          markup=False)
+        _print_first(console, waiting, lambda item: (
+            f"  {one_line(item['file'])}: {shown(item['why'])} ({counted(item['tries'], 'try')}"
+            f" since {_when(item['since'])})"))
     merges = doc.get("merges") or {}
     if merges.get("interrupted"):
         console.print(f"[red]{merges['interrupted']} interrupted merge(s) await recovery[/red] "

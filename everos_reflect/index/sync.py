@@ -244,6 +244,8 @@ class FileSyncResult:
     #: it was still being written after every settle wait (not read, or its missing entries
     #: held): to be synced again once it stands still, without waiting for another edit
     moving: bool = False
+    #: why it is to be synced again (``moving``), as ``status`` says it
+    waits: str = ""
 
 
 @dataclass
@@ -297,6 +299,14 @@ def read_as_built(root: str, files_behind: int) -> str:
 
 #: a vector made in a flush, by log, entry id and text (:meth:`Indexer._embed_current`)
 _Made = tuple[str, str, str]
+#: New texts a sync embeds at most before it takes the indexer lock
+#: (:meth:`Indexer._embedded_ahead`): a Reflection batch's narratives and facts, an add's
+#: Episode; the rest of a larger sync is embedded under the lock, letting writers in.
+AHEAD_TEXTS = 1024
+#: Logs a sync reads at most for that, in its order (a Reflection commit's narratives' and
+#: facts' logs come first): fewer than the parse memo keeps (``parsed.MAX_HELD_LOGS``), so
+#: the sync's own parse of each under the lock is answered from it, not made again.
+AHEAD_LOGS = 32
 
 
 @dataclass
@@ -317,6 +327,8 @@ class _Job:
     partial: bool = False
     #: its log was still being written after every settle wait (:meth:`Indexer._settled`)
     moving: bool = False
+    #: why it waits (``moving``): what :meth:`Indexer._deletions_held` was told
+    waits: str = ""
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     #: The highest sequence number of every id stem the file mentions (``id_watermark``).
     seqs: dict[str, int] = field(default_factory=dict)
@@ -388,10 +400,44 @@ class Indexer:
     def sync_paths(self, paths: Iterable[str | os.PathLike[str]]) -> list[FileSyncResult]:
         """Sync several files in one batch: one embedding call and one index write per kind,
         instead of one per file (a merge touches the narrative's, the facts' and every source's
-        log)."""
-        full = [Path(p) if Path(p).is_absolute() else self.rt.root / p for p in paths]
+        log), made before the indexer lock is taken (:meth:`_embedded_ahead`)."""
+        full = list(dict.fromkeys(Path(p) if Path(p).is_absolute() else self.rt.root / p
+                                  for p in paths))
+        ahead = self._embedded_ahead(full)
         with self._lock:
-            return self._sync(list(dict.fromkeys(full)))
+            return self._sync(full, ahead=ahead)
+
+    def _embedded_ahead(self, paths: list[Path]) -> dict[_Made, np.ndarray]:
+        """The vectors of the new texts of ``paths`` as they read now, made before the
+        indexer lock is taken (at most :data:`AHEAD_TEXTS`, of the first :data:`AHEAD_LOGS`
+        logs; none when this thread holds it already). The sync under the lock reads and
+        plans every log again, as always, and embeds only the texts not found here (changed
+        since, or past the bounds): the lock is held for the writes, not for the model.
+        The watcher's sync of the logs a Reflection commit wrote, and the commit's own,
+        held it through model calls that waited for a model slot behind the merge workers,
+        standing aside at each pause for the adds that queued meanwhile. Nothing is written
+        here. Each log is read once, without a settle wait: a log that is moving, or cannot
+        be read or planned now, is left to the sync, which waits for it or says why; an
+        embedder that fails raises, as the sync would have. An add's own sync
+        (:meth:`sync_path`) embeds its one text under the lock, as before."""
+        if self.rt.read_only or self._lock.lock_counter:
+            return {}
+        todo: dict[_Made, None] = {}
+        for path in paths[:AHEAD_LOGS]:
+            try:
+                job = self._prepare_once(path, tries=1)  # moving: left to the sync's waits
+            except Exception:  # the sync under the lock reads it again and says why
+                continue
+            if job is None:
+                continue
+            todo.update(dict.fromkeys((job.rel, e.id, e.search_text)
+                                      for e in job.plan.upserts if e.id in job.plan.embed))
+            if len(todo) >= AHEAD_TEXTS:
+                break
+        keys = list(todo)[:AHEAD_TEXTS]
+        if not keys:
+            return {}
+        return dict(zip(keys, self.rt.embedder.embed([k[2] for k in keys]), strict=True))
 
     def scan(self, progress: Progress | None = None, timeout: float = -1) -> ScanReport:
         """Reconcile the whole root: new, changed and deleted files, edits made while offline.
@@ -707,29 +753,33 @@ class Indexer:
                     # retried like a log that never stands still; dropped, it waited for
                     # its next edit, and ``sync_path`` called it unchanged
                     log.warning("cannot read %s: %s", job.rel, exc)
-                    out[n] = self._deletions_held(job)
+                    out[n] = self._deletions_held(
+                        job, f"it could not be read again: {exc.strerror or exc}")
                     continue
                 if again is not None:
                     out[n] = again
                     if self._in_flux(again):
                         waiting.append(n)
         for n in waiting:
-            out[n] = self._deletions_held(out[n])
+            out[n] = self._deletions_held(out[n], STILL_WRITTEN)
         return [out[n] for n in sorted(out)]
 
-    def _deletions_held(self, job: _Job) -> _Job:
+    def _deletions_held(self, job: _Job, why: str) -> _Job:
         """``job`` without its deletions, its log marked unread (as :meth:`_narrowed` does):
         entries a log still being written does not hold yet stay indexed, and the next sync
-        (the writer's own file event, the reconcile scan) plans it whole."""
-        log.info("%s is still being written: the %d entries it does not hold now stay "
-                 "indexed until it stands still", job.rel, len(job.plan.deletes))
+        (the writer's own file event, the reconcile scan) plans it whole. ``why``: what
+        ``status`` says of it meanwhile."""
+        log.info("%s: %s: the %d entries it does not hold now stay indexed until it stands "
+                 "still", job.rel, why, len(job.plan.deletes))
         plan = replace(job.plan, deletes=[])
         if job.stat is None:  # gone for now: the next scan finds it gone or back
-            return replace(job, plan=plan, stat=(-1, 0, ""), partial=True, moving=True)
-        return replace(job, plan=plan, partial=True, moving=True)
+            return replace(job, plan=plan, stat=(-1, 0, ""), partial=True, moving=True,
+                           waits=why)
+        return replace(job, plan=plan, partial=True, moving=True, waits=why)
 
-    def _prepare_once(self, path: Path) -> _Job | None:
-        """Read and plan one file as it is now (:meth:`_prepare`)."""
+    def _prepare_once(self, path: Path, *, tries: int = settling.SETTLE_TRIES) -> _Job | None:
+        """Read and plan one file as it is now (:meth:`_prepare`); ``tries``: see
+        :meth:`_read_whole`."""
         located = self.rt.store.ref_for_path(path)
         if located is None:
             return None
@@ -740,7 +790,7 @@ class Indexer:
         if (problem := self.rt.store.link_problem(path)) is not None:
             return self._not_read(path, rel, ref, kind, stored, problem)
         try:
-            st, data, read_ns = self._read_whole(path)
+            st, data, read_ns = self._read_whole(path, tries)
         except OutsideRoot as exc:
             return self._not_read(path, rel, ref, kind, stored, exc.strerror)
         except (FileNotFoundError, NotADirectoryError, NotRegularFile):
@@ -751,6 +801,14 @@ class Indexer:
             # them failed on reading them. ``lint`` names what stands there.
             plan = SyncPlan(deletes=sorted(stored))
             return _Job(rel, ref, kind, plan, stat=None)
+        except OSError as exc:
+            if exc.errno != errno.ELOOP:
+                raise
+            # A symlink loop where the log goes (``ln -sf`` of the log onto itself, two logs
+            # linked to each other) is no log either, as a scan's listing and a reindex see
+            # it: kept, its entries stayed indexed while a reindex dropped them, and every
+            # reconcile scan warned "cannot read" anew. ``lint`` and ``status`` name it.
+            return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
         if data is None or len(data) > limits.max_file_bytes:
             size = max(st.st_size, len(data or b""))
             big = Diagnostic(rel, 0, f"file is {size:,} bytes, over limits.max_file_bytes "
@@ -779,8 +837,8 @@ class Indexer:
         return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats,
                     read_ns, seqs=highest_seqs(text))
 
-    def _read_whole(self, path: Path) -> tuple[os.stat_result, bytes | None,
-                                                tuple[int, int]]:
+    def _read_whole(self, path: Path, tries: int = settling.SETTLE_TRIES,
+                    ) -> tuple[os.stat_result, bytes | None, tuple[int, int]]:
         """The log's stats, its bytes (None: over ``limits.max_file_bytes``, not read) and
         when the read started and ended, from one read that found the file as its stats
         said, before and after: a log truncated or written while read (``cp backup.md``
@@ -788,9 +846,10 @@ class Indexer:
         (:data:`settling.SETTLE_SECONDS`). Read between the truncation and the new bytes,
         an old log's entries were planned as deleted and that deletion published at once
         (its mtime, taken before, said it had not moved for days). Still moving after
-        :data:`settling.SETTLE_TRIES` waits: ``OSError`` naming it (the next sync reads it)."""
+        :data:`settling.SETTLE_TRIES` waits (``tries`` reads; one: no wait, a look before
+        the lock is taken): ``OSError`` naming it (the next sync reads it)."""
         limit = self.rt.settings.limits.max_file_bytes
-        for _ in range(settling.SETTLE_TRIES):
+        for _ in range(tries):
             started = time.time_ns()
             # a FIFO named like a log: OSError, never a hang; a symlink out of the root
             # swapped in since the check above: refused once open
@@ -803,23 +862,26 @@ class Indexer:
                                 and (after.st_mtime_ns, after.st_size)
                                 == (st.st_mtime_ns, st.st_size)):
                 return st, data, (started, time.time_ns())
-            settling.pause(settling.SETTLE_SECONDS)
+            if tries > 1:
+                settling.pause(settling.SETTLE_SECONDS)
         raise OSError(errno.EAGAIN, "it kept changing while it was read", str(path))
 
     # ------------------------------------------------------------------ writing
 
     def _sync(self, paths: list[Path], progress: Progress | None = None,
-              wanted: frozenset[str] = frozenset()) -> list[FileSyncResult]:
+              wanted: frozenset[str] = frozenset(),
+              ahead: Mapping[_Made, np.ndarray] | None = None) -> list[FileSyncResult]:
         """Plan every file, embedding and writing in batches that span files. Changes a
         killed process synced but told no subscriber are handed over first (:meth:`_replay`).
         ``wanted``: see :meth:`sync_path`. A pass over many logs looks for hard-linked logs in
         one listing of the root."""
         self._for_newer = self._newer_parser() is not None
         with self.rt.store.one_listing():
-            return self._sync_listed(paths, progress, wanted)
+            return self._sync_listed(paths, progress, wanted, ahead or {})
 
     def _sync_listed(self, paths: list[Path], progress: Progress | None,
-                     wanted: frozenset[str]) -> list[FileSyncResult]:
+                     wanted: frozenset[str],
+                     ahead: Mapping[_Made, np.ndarray]) -> list[FileSyncResult]:
         if not (self._quiet or self.rt.read_only):
             self._replay()
         results: list[FileSyncResult] = []
@@ -840,7 +902,7 @@ class Indexer:
                 batch.append(self._narrowed(job, wanted) if wanted else job)
                 pending += len(batch[-1].plan.embed)
                 if pending >= self.flush_entries:
-                    results += self._flush(batch)
+                    results += self._flush(batch, ahead)
                     batch, pending = [], 0
                     self._let_writers_in()
             if progress is not None:
@@ -849,7 +911,7 @@ class Indexer:
             batch += [self._narrowed(job, wanted) if wanted else job
                       for job in self._settled(unsettled)]
         if batch:
-            results += self._flush(batch)
+            results += self._flush(batch, ahead)
         # Files the change subscribers wrote (an insight marked stale) are synced now, in this
         # pass; their own changes may cascade, a few rounds at most.
         for _ in range(4):
@@ -857,7 +919,36 @@ class Indexer:
             if not written:
                 break
             results += self._sync_written(written)
+        if not self.rt.read_only:
+            self._note_waiting(results)
         return results
+
+    def _note_waiting(self, results: list[FileSyncResult]) -> None:
+        """Keep :func:`waiting_logs` as these results leave it: each log to be synced again
+        (``moving``) noted with why, since when and how many syncs found it so; each synced
+        otherwise taken off. A log that never stood still was retried by the watcher with
+        nothing said anywhere a person looks."""
+        conn = self.rt.db()
+        held = {item["file"]: item for item in waiting_logs(conn)}
+        before = dict(held)
+        now = utcnow_iso()
+        for result in results:
+            if not result.moving:
+                held.pop(result.path, None)
+                continue
+            seen = held.get(result.path)
+            held[result.path] = {"file": result.path, "why": result.waits or STILL_WRITTEN,
+                                 "since": seen["since"] if seen else now,
+                                 "tries": (seen["tries"] if seen else 0) + 1}
+        if held == before:
+            return
+        with transaction(conn):
+            if held:
+                conn.execute("INSERT OR REPLACE INTO index_meta (key, value) VALUES (?, ?)",
+                             (WAITING_KEY, json.dumps(sorted(held.values(),
+                                                             key=lambda i: i["file"]))))
+            else:
+                conn.execute("DELETE FROM index_meta WHERE key = ?", (WAITING_KEY,))
 
     def _not_read_now(self, path: Path, exc: OSError) -> FileSyncResult:
         """The result of a log that could not be read now: said, not taken for a log that did
@@ -866,8 +957,9 @@ class Indexer:
             rel = self.rt.store.rel(path)
         except ValueError:
             rel = str(path)
-        return FileSyncResult(rel, not_read=exc.strerror or str(exc),
-                              moving=exc.errno == errno.EAGAIN)
+        again = exc.errno == errno.EAGAIN
+        return FileSyncResult(rel, not_read=exc.strerror or str(exc), moving=again,
+                              waits=exc.strerror or str(exc) if again else "")
 
     def _narrowed(self, job: _Job, wanted: frozenset[str]) -> _Job:
         """``job`` cut down to the ``wanted`` entries when the rest of its log is more than a
@@ -907,8 +999,11 @@ class Indexer:
         jobs = [job for job in (self._prepare(p) for p in paths) if job is not None]
         return self._flush(jobs) if jobs else []
 
-    def _flush(self, jobs: list[_Job]) -> list[FileSyncResult]:
-        jobs = self._embed_current(jobs)
+    def _flush(self, jobs: list[_Job],
+               ahead: Mapping[_Made, np.ndarray] | None = None) -> list[FileSyncResult]:
+        """Embed, write and publish ``jobs``; ``ahead``: vectors made before the lock was
+        taken (:meth:`_embedded_ahead`), by log, id and text."""
+        jobs = self._embed_current(jobs, ahead)
         self._write_vectors(jobs)
         notes = self._write_sqlite(jobs)
         self._publish(jobs, notes)
@@ -1006,7 +1101,8 @@ class Indexer:
         deleted = [i for i in json.loads(row["deleted"]) if i not in indexed]
         return events.ChangeSet(ref, kind, row["path"], upserted, archived, deleted)
 
-    def _embed_current(self, jobs: list[_Job]) -> list[_Job]:
+    def _embed_current(self, jobs: list[_Job],
+                       ahead: Mapping[_Made, np.ndarray] | None = None) -> list[_Job]:
         """Attach every vector the flush's jobs need, as their logs stand when it ends.
 
         A single log can hold thousands of new Episodes (a history pasted in, an import):
@@ -1017,7 +1113,7 @@ class Indexer:
         being read): then every job is read and planned again, against the index as the
         writer left it, and the vectors already made are kept for the texts that stay.
         """
-        made: dict[_Made, np.ndarray] = {}
+        made: dict[_Made, np.ndarray] = dict(ahead or {})
         while not self._attach_vectors(jobs, made):
             jobs = [job for job in (self._prepare(self.rt.root / job.rel) for job in jobs)
                     if job is not None]
@@ -1185,6 +1281,30 @@ class Indexer:
         return notes
 
 
+#: ``index_meta`` key of the logs to be synced again once they stand still
+#: (:func:`waiting_logs`): a JSON list, a handful of logs at most in practice.
+WAITING_KEY = "waiting_logs"
+#: Why a log waits whose reads kept finding it changed (:meth:`Indexer._deletions_held`).
+STILL_WRITTEN = "it is still being written: it kept changing through every settle wait"
+
+
+def waiting_logs(conn: Any) -> list[dict[str, Any]]:
+    """The logs the last syncs found still being written or unreadable for a moment, to be
+    synced again once they stand still: ``{"file", "why", "since", "tries"}`` each, by file
+    (``status`` lists them). Empty when none, or when the index predates ``index_meta``."""
+    try:
+        row = conn.execute("SELECT value FROM index_meta WHERE key = ?",
+                           (WAITING_KEY,)).fetchone()
+    except sqlite3.OperationalError:  # no such table: migrated before 0021
+        return []
+    try:
+        items = json.loads(row[0]) if row is not None else []
+    except (TypeError, ValueError):
+        return []
+    return [i for i in items if isinstance(i, dict) and isinstance(i.get("file"), str)
+            and isinstance(i.get("tries"), int)] if isinstance(items, list) else []
+
+
 def recorded_parser_version(conn: Any) -> int | None:
     """The parser version ``index_meta`` records (None: none, from before versions were
     recorded, or not a number)."""
@@ -1224,6 +1344,7 @@ def _result(job: _Job) -> FileSyncResult:
         removed=job.stat is None,
         unchanged=job.only_stat,
         moving=job.moving,
+        waits=job.waits,
     )
 
 

@@ -62,6 +62,26 @@ CONTENT_EVENTS: list[type[FileSystemEvent]] = [
     DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
 
 
+#: The longest wait before a log that keeps moving is synced again (:func:`retry_delay`).
+RETRY_MAX_SECONDS = 300.0
+
+
+def retry_delay(tries: int, debounce: float) -> float:
+    """How long to wait before syncing again a log that ``tries`` syncs in a row found still
+    moving: the debounce, doubled at each try, at most :data:`RETRY_MAX_SECONDS`. Retried
+    every debounce, a log that never stands still held the indexer for its settle waits
+    (seconds) at each try, for good, and every ``add`` waited behind it."""
+    return min(debounce * 2.0 ** max(0, min(tries - 1, 64)), RETRY_MAX_SECONDS)
+
+
+@dataclass
+class _Retry:
+    """A log to sync again once it may stand still (:meth:`Watcher._again_when_still`)."""
+
+    tries: int
+    due: float  # monotonic
+
+
 @dataclass(frozen=True)
 class FsEvent:
     """The part of a watchdog event the planner needs (plain data, easy to build in tests)."""
@@ -371,6 +391,8 @@ class Watcher:
         self._folder_links: dict[Path, set[Path]] = {}
         #: such a folder that no other watch covers -> its watch (recursive)
         self._folder_watches: dict[Path, object] = {}
+        #: log (relative path) -> when to sync it again, having been found still moving
+        self._retries: dict[str, _Retry] = {}
         #: incremented after every pass of the worker loop; lets callers wait for progress
         self.passes = 0
         self._gone = False  # the root was moved or deleted (last seen)
@@ -530,6 +552,7 @@ class Watcher:
         while not self._stopping.is_set():
             now = time.monotonic()
             events, events_due = self._take_settled(now)
+            events += self._take_retries(now)
             was_gone = self._gone
             here = self._root_here()
             if here and was_gone:  # what changed while it was away sent no event here
@@ -552,7 +575,8 @@ class Watcher:
                     self._guarded("index optimize", self.rt.vectors.optimize)
                 next_optimize = now + self.optimize_interval
             self.passes += 1
-            due = min(events_due or never, next_scan, next_optimize)
+            retry_due = min((r.due for r in self._retries.values()), default=never)
+            due = min(events_due or never, retry_due, next_scan, next_optimize)
             self._wake.wait(timeout=min(max(0.0, due - time.monotonic()), 60.0))
             self._wake.clear()
 
@@ -638,16 +662,36 @@ class Watcher:
         self._again_when_still(results)
 
     def _again_when_still(self, results: Iterable[FileSyncResult]) -> None:
-        """Sync again, after the debounce, each log a sync found still being written after
-        every settle wait (not read, or its missing entries held). Its writer's own file
-        events usually bring it back, but none may come: the writer was done by then, or its
-        writes raise none (a network share, ``mmap``), and the log stayed unsynced until
-        another edit or the reconcile scan."""
+        """Sync again each log a sync found still being written after every settle wait, or
+        unreadable for a moment (not read, or its missing entries held), after
+        :func:`retry_delay`: the debounce, then twice as long at each try that finds it so
+        again. Its writer's own file events usually bring it back, but none may come: the
+        writer was done by then, or its writes raise none (a network share, ``mmap``), and
+        the log stayed unsynced until another edit or the reconcile scan. A log synced
+        otherwise is off the list. ``status`` says which logs wait, and why
+        (:func:`~everos_reflect.index.sync.waiting_logs`)."""
+        now = time.monotonic()
         for result in results:
-            if result.moving:
-                log.info("%s was still being written: syncing it again once it stands still",
-                         result.path)
-                self._on_event(FsEvent("modified", str(self.rt.root / result.path)))
+            if not result.moving:
+                self._retries.pop(result.path, None)
+                continue
+            seen = self._retries.get(result.path)
+            tries = seen.tries + 1 if seen is not None else 1
+            delay = retry_delay(tries, self.debounce)
+            self._retries[result.path] = _Retry(tries, now + delay)
+            log.info("%s: %s: syncing it again in %g s (try %d)", result.path,
+                     result.waits or "still being written", delay, tries)
+
+    def _take_retries(self, now: float) -> list[FsEvent]:
+        """Events for the logs whose retry is due. One taken is due again after its next
+        delay, in case its sync never answers (it failed): the sync's result sets when, or
+        takes it off."""
+        events = []
+        for rel, retry in self._retries.items():
+            if retry.due <= now:
+                events.append(FsEvent("modified", str(self.rt.root / rel)))
+                retry.due = now + retry_delay(retry.tries + 1, self.debounce)
+        return events
 
     def _scan(self) -> None:
         """A reconcile scan; its listing says which logs are symlinks, and where they lead."""
