@@ -399,7 +399,11 @@ class UserRef:
 
     @classmethod
     def of(cls, user_id: str, app: str | None = None, project: str | None = None) -> UserRef:
-        return cls(app or DEFAULT_APP, project or DEFAULT_PROJECT, user_id)
+        """The user ``user_id`` of ``app``/``project`` (None: the default tenant). An empty
+        app or project is refused as any id that cannot be one: taken for "not given", ``add
+        --app ''`` wrote into default_app, where the API refuses ``"app_id": ""``."""
+        return cls(DEFAULT_APP if app is None else app,
+                   DEFAULT_PROJECT if project is None else project, user_id)
 
     def __str__(self) -> str:
         return f"{self.app}/{self.project}/{self.user_id}"

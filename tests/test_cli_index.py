@@ -68,7 +68,7 @@ def run(*args: str) -> Result:
 def test_reindex_json_reports_counts(filled: Path) -> None:
     result = run("reindex", "--root", str(filled), "--json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)["data"]
+    data = json.loads(result.stdout)
     assert (data["files_synced"], data["entries_upserted"], data["entries_embedded"]) == (2, 3, 3)
     assert data["problems"] == {}
 
@@ -94,7 +94,7 @@ def test_reindex_of_a_missing_root_is_one_line_error(tmp_path: Path) -> None:
 def test_search_json_has_the_spec_fields_and_hides_deprecated(filled: Path) -> None:
     result = run("search", "dog Toby", "--root", str(filled), "--user", "u_andrew", "--json")
     assert result.exit_code == 0, result.output
-    episodes = json.loads(result.stdout)["data"]["episodes"]
+    episodes = json.loads(result.stdout)["episodes"]
     assert [e["subject"] for e in episodes] == ["Two dogs"]
     hit = episodes[0]
     assert hit["episode"] == "Andrew has two dogs, Toby and Buddy."
@@ -116,7 +116,7 @@ def test_search_shows_a_hand_written_list_session_id_as_none_not_python_text(
     rt.close()
     result = run("search", "dog", "--root", str(root), "--user", "u_andrew", "--json")
     assert result.exit_code == 0, result.output
-    [hit] = json.loads(result.stdout)["data"]["episodes"]
+    [hit] = json.loads(result.stdout)["episodes"]
     assert (hit["session_id"], hit["parent_id"], hit["parent_type"]) == (None, None, "memcell")
 
 
@@ -124,7 +124,7 @@ def test_search_include_deprecated_and_tenant_filters(filled: Path) -> None:
     def subjects(*extra: str) -> set[str]:
         result = run("search", "dog", "--root", str(filled), "--json", *extra)
         assert result.exit_code == 0, result.output
-        return {e["subject"] for e in json.loads(result.stdout)["data"]["episodes"]}
+        return {e["subject"] for e in json.loads(result.stdout)["episodes"]}
 
     assert subjects("--include-deprecated", "--user", "u_andrew") == {"Dog adoption", "Two dogs"}
     assert subjects("--app", "acme", "--project", "bot") == {"Dog walking"}
@@ -136,7 +136,7 @@ def test_search_sees_hand_edits_without_a_reindex(filled: Path) -> None:
     path = filled / "acme/bot/users/u_bea/episodes/episode-2026-10-12.md"
     path.write_text(path.read_text().replace("walks her dog", "walks her ferret"))
     result = run("search", "ferret", "--root", str(filled), "--mode", "keyword", "--json")
-    assert [e["episode"] for e in json.loads(result.stdout)["data"]["episodes"]] == [
+    assert [e["episode"] for e in json.loads(result.stdout)["episodes"]] == [
         "Bea walks her ferret every morning."
     ]
 
@@ -150,7 +150,7 @@ def test_search_finds_entries_again_after_the_vector_index_was_deleted(filled: P
     def subjects() -> set[str]:
         result = run("search", "dog", "--root", str(filled), "--json")
         assert result.exit_code == 0, result.output
-        return {e["subject"] for e in json.loads(result.stdout)["data"]["episodes"]}
+        return {e["subject"] for e in json.loads(result.stdout)["episodes"]}
 
     found = subjects()
     assert found == {"Two dogs", "Dog walking"}
@@ -172,7 +172,7 @@ def test_search_finds_entries_again_after_a_tables_versions_folder_was_deleted(
     def subjects(mode: str) -> set[str]:
         result = run("search", "dog", "--root", str(filled), "--mode", mode, "--json")
         assert result.exit_code == 0, result.output
-        return {e["subject"] for e in json.loads(result.stdout)["data"]["episodes"]}
+        return {e["subject"] for e in json.loads(result.stdout)["episodes"]}
 
     found = subjects("vector")
     assert found == {"Two dogs", "Dog walking"}

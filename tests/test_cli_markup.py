@@ -84,4 +84,4 @@ def test_memory_text_never_drives_the_terminal(root: Path,
     assert "\\u202e" in found.output
     assert "\\x1b[2J\\x1b]0;pwned" in reported.output
     as_json = CliRunner().invoke(cli, ["search", "--root", str(root), "zebra", "--json"])
-    assert json.loads(as_json.stdout)["data"]["episodes"][0]["subject"] == f"zebra {TITLE} notes"
+    assert json.loads(as_json.stdout)["episodes"][0]["subject"] == f"zebra {TITLE} notes"

@@ -75,9 +75,9 @@ def test_search_answers_from_the_index_as_it_stands_and_says_so(busy_root: Path)
         done.set()
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert BUSY in doc["data"]["note"]
+    assert BUSY in doc["note"]
     assert f"note: {BUSY}" in result.stderr
-    subjects = [hit["subject"] for hit in doc["data"]["episodes"]]
+    subjects = [hit["subject"] for hit in doc["episodes"]]
     assert "Rescue dog" in subjects and "Climbing gym" not in subjects  # as last indexed
 
 
@@ -86,8 +86,8 @@ def test_once_the_indexer_is_free_the_search_syncs_and_says_nothing(busy_root: P
                  "--json")
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
-    assert "note" not in doc["data"] and "note:" not in result.stderr
-    assert "Climbing gym" in [hit["subject"] for hit in doc["data"]["episodes"]]
+    assert "note" not in doc and "note:" not in result.stderr
+    assert "Climbing gym" in [hit["subject"] for hit in doc["episodes"]]
 
 
 def test_briefing_json_carries_the_note(busy_root: Path) -> None:

@@ -87,7 +87,7 @@ def test_reindex_indexes_the_others_and_names_it(shared: Path) -> None:
     os.chmod(shared / USERS / "carol" / "episodes", 0)
     result = _as_nobody(shared, "reindex", "--json")
     assert result.returncode == 0, result.stderr
-    data = json.loads(result.stdout)["data"]
+    data = json.loads(result.stdout)
     assert data["entries_upserted"] == 1
     assert data["problems"] == {f"{USERS}/carol/episodes":
                                 [f"{USERS}/carol/episodes:0: {DENIED}"]}

@@ -39,7 +39,7 @@ def test_explain_calls_a_cited_text_that_is_no_id_so_not_a_deleted_entry(root: P
     rt.close()
     runner = CliRunner()
     args = ["explain", first.id, "--user", DEV.user_id, "--root", str(root)]
-    tree = json.loads(runner.invoke(cli, [*args, "--json"]).stdout)["data"]
+    tree = json.loads(runner.invoke(cli, [*args, "--json"]).stdout)
     odd = next(n for n in tree["evidence"] if n["id"] == "u_dev_typo")
     assert odd["missing"] is True and odd["not_an_id"] is True
     text = runner.invoke(cli, args)

@@ -29,7 +29,7 @@ def test_explain_walks_the_citation_tree_down_to_dated_episodes(root: Path) -> N
     rt.close()
     result = run(root, "explain", second.id, "--user", DEV.user_id, "--json")
     assert result.exit_code == 0, result.output
-    tree = json.loads(result.stdout)["data"]
+    tree = json.loads(result.stdout)
     assert tree["id"] == second.id and tree["kind"] == "insight"
     (child_insight, child_episode) = tree["evidence"]
     assert child_insight["id"] == first.id
@@ -48,10 +48,11 @@ def test_insights_lists_active_ones_and_stale_ones_on_request(root: Path) -> Non
     Indexer(rt).scan()
     rt.close()
     active = json.loads(run(root, "insights", "--user", DEV.user_id, "--json").stdout)
-    assert active["data"]["users"][0]["insights"] == []
+    assert active == {"insights": [], "total": 0}
     every = json.loads(run(root, "insights", "--user", DEV.user_id, "--include-stale",
                            "--json").stdout)
-    rows = {r["id"]: r for r in every["data"]["users"][0]["insights"]}
+    rows = {r["id"]: r for r in every["insights"]}
+    assert {r["user_id"] for r in every["insights"]} == {DEV.user_id}
     assert rows[first.id]["status"] == "stale"
     assert rows[first.id]["stale_reason"] == f"evidence {eps[1].id} was edited"
     assert rows[second.id]["depth"] == 2

@@ -209,7 +209,7 @@ def test_provenance_command_shows_each_sentence_with_its_sources(root: Path) -> 
     out = runner.invoke(cli, ["provenance", narrative.id, "--user", ANDREW.user_id,
                               "--root", str(root), "--json"])
     assert out.exit_code == 0, out.output
-    data = __import__("json").loads(out.output)["data"]
+    data = __import__("json").loads(out.output)
     assert data["recorded"] and data["id"] == narrative.id
     assert {i for s in data["sentences"] for i in s["sources"]} == {e.id for e in sources}
     text = runner.invoke(cli, ["provenance", narrative.id, "--user", ANDREW.user_id,
@@ -314,4 +314,4 @@ def test_provenance_command_reads_with_the_roots_limits(root: Path) -> None:
     out = CliRunner().invoke(cli, ["provenance", long.id, "--user", ANDREW.user_id,
                                    "--root", str(root), "--json"])
     assert out.exit_code == 0, out.output
-    assert __import__("json").loads(out.output)["data"]["id"] == long.id
+    assert __import__("json").loads(out.output)["id"] == long.id

@@ -91,18 +91,17 @@ def test_read_only_root_is_searched_as_indexed_and_writes_are_refused(tmp_path: 
     ])
 
     assert search["rc"] == "0", search["err"]
-    assert [h["id"] for h in json.loads(search["out"])["data"]["episodes"]] == [dog]
-    assert json.loads(search["out"])["data"]["index"] == {"read_only": True, "files_behind": 1}
+    assert [h["id"] for h in json.loads(search["out"])["episodes"]] == [dog]
+    assert json.loads(search["out"])["index"] == {"read_only": True, "files_behind": 1}
     assert search["err"].strip() == (f"note: {root} is read-only here: its index is read as "
                                      "last built; 1 log changed since then is not seen")
     # a kind never indexed here has no table, and reads as empty, not as an error
     assert insight["rc"] == "0", insight["err"]
-    assert json.loads(insight["out"])["data"]["episodes"] == []
+    assert json.loads(insight["out"])["episodes"] == []
     assert briefing["rc"] == "0", briefing["err"]
     assert dog in briefing["out"]
     assert status["rc"] == "0", status["err"]
     doc = json.loads(status["out"])
-    doc = doc.get("data", doc)
     assert doc["counts_from"] == "index"  # the index opened read-only (it said "not built")
     assert doc["totals"]["episode"]["live"] == 1
     assert doc["index"]["files_changed"] == 1 and doc["index"]["read_only"] is True

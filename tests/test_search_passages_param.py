@@ -189,8 +189,8 @@ def test_cli_passages_per_entry_one_lists_each_entry_once(filled: Path, rt: Runt
     default = _cli(filled, "--json")
     one = _cli(filled, "--json", "--passages-per-entry", "1")
     assert default.exit_code == 0 and one.exit_code == 0, (default.output, one.output)
-    default_hits = json.loads(default.stdout)["data"]["episodes"]
-    one_hits = json.loads(one.stdout)["data"]["episodes"]
+    default_hits = json.loads(default.stdout)["episodes"]
+    one_hits = json.loads(one.stdout)["episodes"]
     assert _repeats(default_hits) >= 1 and _repeats(one_hits) == 0
     assert one_hits == _http(rt, passages_per_entry=1).json()["data"]["episodes"]
     # the table lists what --json lists

@@ -46,7 +46,7 @@ def test_task_add_writes_the_spec_layout(root: Path) -> None:
 
 
 @pytest.mark.parametrize(("args", "fragment"), [
-    (["--type", "bad type"], "--type"),
+    (["--type", "bad type"], "invalid --type 'bad type': use 1-128 characters"),
     (["--type", "deploy", "--goal", "  "], "--goal"),
     (["--type", "deploy", "--step", " "], "--step"),
     # a zero-width space alone shows nothing: no goal, no step
@@ -88,7 +88,7 @@ def test_a_long_bad_value_is_quoted_short_in_cli_and_api(root: Path,
     result = CliRunner().invoke(cli, argv)
     assert result.exit_code == 1
     (line,) = result.output.splitlines()
-    assert line.startswith(f"error: --type invalid task_type '{'a' * 60}…' (5,000 characters)"
+    assert line.startswith(f"error: invalid --type '{'a' * 60}…' (5,000 characters)"
                            ": use 1-128 characters")
     assert len(line) < 250
     call = ApiClient(runtime)

@@ -156,7 +156,7 @@ def run(*args: str) -> Result:
 def test_reindex_skips_the_bomb_and_indexes_its_neighbours(bombed: Path) -> None:
     result = run("reindex", "--root", str(bombed), "--json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)["data"]
+    data = json.loads(result.stdout)
     assert data["entries_upserted"] == 2
     (problems,) = data["problems"].values()
     assert any("ep_20261012_0002" in p and "aliases" in p for p in problems)
@@ -166,7 +166,7 @@ def test_reindex_skips_the_bomb_and_indexes_its_neighbours(bombed: Path) -> None
 def test_search_finds_the_neighbours_of_the_bomb(bombed: Path) -> None:
     result = run("search", "Toby the dog", "--root", str(bombed), "--json", "--mode", "keyword")
     assert result.exit_code == 0, result.output
-    ids = [h["id"] for h in json.loads(result.stdout)["data"]["episodes"]]
+    ids = [h["id"] for h in json.loads(result.stdout)["episodes"]]
     assert ids[0] == "ep_20261012_0001"
     assert "ep_20261012_0002" not in ids
 
@@ -229,7 +229,7 @@ def test_reindex_skips_an_entry_with_an_unprintable_integer(root: Path) -> None:
     rt.close()
     result = run("reindex", "--root", str(root), "--json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.stdout)["data"]
+    data = json.loads(result.stdout)
     assert data["entries_upserted"] == 1
     (problems,) = data["problems"].values()
     assert any("ep_20261012_0002" in p and "a number of 4,002 characters" in p for p in problems)

@@ -56,7 +56,7 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
 
     runtime = open_runtime(root)
     runtime.ome_defaults = fleet_defaults(runtime.root, fleet_file)  # as the fleet's runs read
-    ref = UserRef.of(user_id, app, project) if user_id else None
+    ref = UserRef.of(user_id, app, project) if user_id is not None else None  # '' is refused
     if app is not None:
         validate_name(app, "app_id")
     if project is not None:
@@ -219,7 +219,7 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
     for value, what in ((app, "app_id"), (project, "project_id")):
         if value is not None:
             validate_name(value, what)
-    ref = UserRef.of(user_id, app, project) if user_id else None
+    ref = UserRef.of(user_id, app, project) if user_id is not None else None  # '' is refused
     runtime = open_runtime(root)
     if runtime.read_only:  # refused in one line, not with an error about a lock file
         raise IndexReadOnly(runtime.index_dir)

@@ -64,7 +64,7 @@ def reindex_cmd(root: str | None, as_json: bool) -> None:
             report.problems.setdefault(problem.file, []).append(
                 f"{problem.file}:0: {problem.message}")
     if as_json:
-        emit_json({"data": report.as_dict()})
+        emit_json(report.as_dict())
         return
     say(
         f"Reindexed {counted(report.entries_upserted, 'entry')} from "
@@ -167,7 +167,7 @@ def search_cmd(
         )
     ]
     if as_json:
-        emit_json({"data": {"episodes": hits, **behind}})
+        emit_json({"episodes": hits, **behind})  # what POST /memory/search answers under data
         return
     if not hits:
         say("No matching episodes.")

@@ -46,26 +46,23 @@ def insights_cmd(root: str | None, user_id: str | None, app: str | None, project
 
     rt = open_runtime(root)
     refs = filtered_refs(rt, user_id, app, project)
-    users = [{"user_id": r.user_id, "app_id": r.app, "project_id": r.project,
-              "insights": list_insights(rt, r, include_stale=include_stale)} for r in refs]
-    if as_json:
-        emit_json({"data": {"users": users}})
+    rows = [{"user_id": r.user_id, "app_id": r.app, "project_id": r.project, **item}
+            for r in refs for item in list_insights(rt, r, include_stale=include_stale)]
+    if as_json:  # what GET /memory/insights answers under data, each row naming its user
+        emit_json({"insights": rows, "total": len(rows)})
         return
-    shown = 0
-    for user in users:
-        for item in user["insights"]:
-            shown += 1
-            mark = "" if item["status"] == "active" else f"  [{item['status']}: " \
-                f"{item.get('stale_reason') or ''}]"
-            say(f"{item['id']}  {user['user_id']}  depth {item['depth']}  "
-                       f"{(item['timestamp'] or '')[:10]}{mark}")
-            say(f"  {item['text']}")
-            if item.get("question"):
-                say(f"  question: {item['question']}")
-            say(f"  evidence: {', '.join(item['evidence'])}")
-    if not shown:
+    for item in rows:
+        mark = "" if item["status"] == "active" else f"  [{item['status']}: " \
+            f"{item.get('stale_reason') or ''}]"
+        say(f"{item['id']}  {item['user_id']}  depth {item['depth']}  "
+            f"{(item['timestamp'] or '')[:10]}{mark}")
+        say(f"  {item['text']}")
+        if item.get("question"):
+            say(f"  question: {item['question']}")
+        say(f"  evidence: {', '.join(item['evidence'])}")
+    if not rows:
         say("No insights yet. reflect_insights writes them once enough important "
-                   "Episodes accumulate (`everos-reflect trigger reflect_insights --force`).")
+            "Episodes accumulate (`everos-reflect trigger reflect_insights --force`).")
 
 
 @click.command("explain")
@@ -86,7 +83,7 @@ def explain_cmd(entry_id: str, root: str | None, user_id: str, app: str | None,
     rt = open_runtime(root)
     tree = explain(rt, ref, entry_id)
     if as_json:
-        emit_json({"data": tree})
+        emit_json(tree)  # what GET /memory/explain/{id} answers under data
         return
     for line in render_tree(tree):
         say(line)

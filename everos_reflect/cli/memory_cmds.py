@@ -76,7 +76,8 @@ def task_add_cmd(root: str | None, user_id: str, app: str | None, project: str |
                         timestamp=timestamp)
     except InvalidEpisode as exc:
         flag = {"task_type": "type", "outcome_note": "note"}.get(exc.field, exc.field)
-        fail(f"--{flag} {exc.reason}")
+        said = exc.reason.removeprefix(f"invalid {exc.field} ")  # an id's words name it
+        fail(f"--{flag} {said}" if said == exc.reason else f"invalid --{flag} {said}")
     path = writable_root(root)
     # the root's limits, as the index reads the log: with the shipped ones, a root that
     # lowered max_entry_bytes was given a task record the index then refused ("not read")

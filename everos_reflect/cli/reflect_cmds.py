@@ -121,7 +121,7 @@ def provenance_cmd(entry_id: str, user_id: str, app: str | None, project: str | 
     entry = MarkdownStore(path, limits=load_settings(path).limits).get(ref, entry_id)
     found = provenance(entry)
     if as_json:
-        emit_json({"data": found.to_dict()})
+        emit_json(found.to_dict())
         return
     if found.recorded:
         how = "recorded per sentence"

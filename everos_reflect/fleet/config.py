@@ -384,7 +384,11 @@ def strategy_defaults_for(path: str | Path, root: str | Path) -> dict[str, dict[
 
 
 def read_fleet(path: str | Path) -> tuple[FleetConfig, list[Path]]:
-    """Read, validate and expand a ``fleet.toml`` file."""
+    """Read, validate and expand a ``fleet.toml`` file. An empty path (``--fleet ""``: what
+    ``"$FLEET"`` gives when the variable is unset) is refused as such, as ``--root ""`` is: it
+    was read as ``.``, "invalid configuration: .: (file): not a regular file"."""
+    if not str(path):
+        raise EverosError("the fleet file is an empty path: pass the fleet.toml file")
     file = expand_user(path, "--fleet")
     try:
         data = read_config_bytes(file)
