@@ -885,6 +885,9 @@ class DailyLog:
     #: symlink leading outside the root): which entries it holds is unknown, so none of the
     #: ids that name it may be taken as deleted while it stays so.
     unread: bool = False
+    #: The file holds nothing but white space (``> log``, a save cut short): no frontmatter,
+    #: and no entry either, so every id that named it is gone from it.
+    emptied: bool = False
 
     @property
     def deprecated_entries(self) -> dict[str, str]:

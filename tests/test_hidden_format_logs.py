@@ -96,3 +96,15 @@ def test_the_class_holds_exactly_the_characters_new_text_refuses() -> None:
     pattern = re.compile(f"[{HIDDEN_FORMAT_CLASS}]")
     listed = {c for c in range(sys.maxunicode + 1) if pattern.match(chr(c))}
     assert listed == {c for c in range(sys.maxunicode + 1) if hidden_format(chr(c))}
+
+
+def test_in_the_file_frontmatter_it_is_named_with_its_line_and_column(tmp_path: Path) -> None:
+    head = HEAD.replace("date: '2026-10-12'\n", "date: '2026-10-12'\nnote: see\u202e ep_1\n")
+    text = head + entry(1)
+    write_root(tmp_path, text)
+    code, problems = lint(tmp_path)
+    assert code == 1
+    assert [(p["line"], p["severity"], p["message"].split(" (kept")[0]) for p in problems] == [
+        (6, "warning", "file frontmatter: invisible character U+202E (RIGHT-TO-LEFT OVERRIDE) "
+                       "at column 10")]
+    assert [e.id for e in parse_log(text, PATH).entries] == ["ep_20261012_0001"]

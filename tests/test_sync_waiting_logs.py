@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import logging
 import re
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
+import everos_reflect.index.sync as sync_module
 from everos_reflect.cli.main import cli
 from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index.sync import Indexer
@@ -92,3 +94,18 @@ def test_status_names_the_log_that_waits_why_since_when_and_its_tries(
     assert not Indexer(rt).sync_path(path).moving  # standing still now
     assert "waiting" not in status_document(rt)["index"]
     assert entry.id in _indexed(rt)
+
+
+def test_a_failure_to_note_the_waiting_logs_fails_no_sync(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """The list ``status`` reads is bookkeeping: a database busy for it (another process
+    writing) must not turn a sync that was done into an add answered ``indexed: false``."""
+    def busy(conn: object) -> list[dict[str, object]]:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(sync_module, "waiting_logs", busy)
+    entry = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00"},
+                            {"Subject": "Tea", "Content": "Green tea."})
+    result = Indexer(rt).sync_path(rt.store.path_for_id(REF, entry.id))
+    assert result.upserted == 1 and entry.id in _indexed(rt)
+    assert "could not note the logs waiting to be synced again" in caplog.text

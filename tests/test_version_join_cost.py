@@ -38,6 +38,12 @@ from tests.test_cluster_version_join import DIM, JOB, JOB_VEC, LET_GO, T0, at, i
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture
+def empty_cache() -> None:
+    extractive._VERSION_TEXTS.clear()
+    extractive._VERSION_TEXTS_HELD[0] = 0
+
+
 def reference(earlier: str, later: str) -> bool:
     """``tells_newer_version`` as session 37 wrote it: every sentence of both texts read,
     for every pair."""
@@ -58,6 +64,14 @@ def reference(earlier: str, later: str) -> bool:
     olds, news = sentences[:len(old_texts)], sentences[len(old_texts):]
     return any(x._versions(old, new, None, x.VERSION_COSINE)
                for new in news if x._marks_change(new) for old in olds)
+
+
+def reference_tells_change(text: str) -> bool:
+    """``tells_change`` as session 37 wrote it: every version sentence read in full."""
+    x = extractive
+    if not x._may_tell_change(text) or not any(r.search(text) for r in x._CHANGE_MARKS):
+        return False
+    return any(x._marks_change(x._read(t)) for t in x._version_sentences(text))
 
 
 def _story_texts() -> list[list[str]]:
@@ -96,6 +110,30 @@ def test_tells_newer_version_answers_as_the_reading_it_replaces() -> None:
     got = [tells_newer_version(a, b) for a, b in pairs]
     assert got == [reference(a, b) for a, b in pairs]
     assert sum(got) > 50  # the corpus holds many versions, not only refusals
+    texts = sorted({t for pair in pairs for t in pair})
+    told = [tells_change(t) for t in texts]
+    assert told == [reference_tells_change(t) for t in texts]
+    assert sum(told) > 50
+
+
+OPENERS = ["", "On Monday ", "In June, ", "Last week ", "Yesterday ", "In May the ",
+           "During the summer holidays ", "Then "]
+
+
+@pytest.mark.parametrize("pattern", extractive._CHANGE_MARKS, ids=lambda p: p.pattern[:30])
+def test_a_sentence_the_word_gate_stops_tells_no_change_when_read(pattern) -> None:
+    """``_sentence_tells_change`` leaves unread a sentence the gate stops: read, it must tell
+    no change, whatever opens it (a dismissal is looked for after an opening phrase)."""
+    @settings(max_examples=150, deadline=None, database=None)
+    @given(st.sampled_from(OPENERS), st.from_regex(pattern, alphabet=st.characters(
+        codec="ascii")), st.sampled_from(["", ".", " now.", " last year."]))
+    def check(opener: str, middle: str, end: str) -> None:
+        text = f"{opener}{middle}{end}"
+        read = extractive._marks_change(extractive._reading(text))
+        assert extractive._sentence_tells_change(text) == read
+        assert extractive._may_tell_change(text) or not read
+
+    check()
 
 
 SENTENCES = [
@@ -117,7 +155,7 @@ def test_any_mix_of_sentences_is_read_as_before(old: list[str], new: list[str]) 
 
 
 def test_a_later_text_is_split_once_for_all_the_members_it_is_read_against(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        empty_cache, monkeypatch: pytest.MonkeyPatch) -> None:
     split = []
     real = extractive._version_sentences
     monkeypatch.setattr(extractive, "_version_sentences",
@@ -172,12 +210,6 @@ def _long_text(n: int, sentences: int = 3) -> str:
                     for k in range(sentences))
 
 
-@pytest.fixture
-def empty_cache() -> None:
-    extractive._VERSION_TEXTS.clear()
-    extractive._VERSION_TEXTS_HELD[0] = 0
-
-
 def test_ten_thousand_long_texts_hold_no_more_than_the_bounds(empty_cache) -> None:
     """Hostile: 10k distinct texts of ~2 KB (20 MB in all), each read as a member. The
     per-text cache stays within its entries and bytes at every step, the per-sentence
@@ -191,7 +223,8 @@ def test_ten_thousand_long_texts_hold_no_more_than_the_bounds(empty_cache) -> No
         v.size for v in extractive._VERSION_TEXTS.values())
     assert _long_text(9_999) in extractive._VERSION_TEXTS  # the latest stay
     assert _long_text(0) not in extractive._VERSION_TEXTS
-    for kept in (extractive._names, extractive._leading_name, extractive._roles_of):
+    for kept in (extractive._names, extractive._leading_name, extractive._roles_of,
+                 extractive._sentence_tells_change):
         assert kept.cache_info().currsize <= 4096  # type: ignore[attr-defined]
 
 
@@ -214,7 +247,8 @@ def test_the_bytes_bound_holds_against_texts_the_entries_bound_lets_in(
     assert 50 < len(extractive._VERSION_TEXTS) < 600
     # held: the cache's count; the rest: the per-sentence caches (4,096 sentences each)
     per_sentence = sum(f.cache_info().currsize for f in (  # type: ignore[attr-defined]
-        extractive._names, extractive._leading_name, extractive._roles_of)) * 1_500
+        extractive._names, extractive._leading_name, extractive._roles_of,
+        extractive._sentence_tells_change)) * 1_500
     assert grown < extractive._VERSION_TEXTS_HELD[0] + per_sentence + 500_000
     assert grown < 600 * 2 * len(_long_text(0, sentences=6))  # not every text kept
 
@@ -299,3 +333,67 @@ def test_runs_with_version_joins_place_as_assign_one_by_one_and_as_recluster(
     rebuilt = snapshot(together)
     assert rebuilt[0] == snapshot(one)[0]
     assert [m[:3] for m in rebuilt[1]] == [m[:3] for m in snapshot(one)[1]]
+
+
+def test_the_version_join_reads_queued_members_without_writing_the_queue(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Within one transaction the members placed so far are queued; the look-up reads them
+    from the queue (their texts by id) instead of writing the queue first: one write of
+    the batch's rows at the end, not one per look-up."""
+    flushes = []
+    real = service._Write.flush
+    monkeypatch.setattr(service._Write, "flush",
+                        lambda self: flushes.append(len(self._members.get(REF, ())))
+                        or real(self))
+    rt = FakeRuntime(tmp_path, ClusteringSettings())
+    rows = [("ep_20260302_0001", JOB, T0, JOB_VEC),
+            ("ep_20260306_0001", LET_GO, T0 + timedelta(days=4), at(0.40))]
+    entries = [episode(i, text, w) for i, text, w, _ in rows]
+    store_rows(rt, entries, [r[3] for r in rows])
+    svc = ClusterService(rt)
+    with svc.batch():  # two calls, as two indexed files: the job is queued, not written
+        first = svc.on_entries_indexed(REF, entries[:1], {rows[0][0]: rows[0][3]})
+        second = svc.on_entries_indexed(REF, entries[1:], {rows[1][0]: rows[1][3]})
+    assert first == {"ep_20260302_0001": "new"}
+    assert second == {"ep_20260306_0001": "version"}
+    assert [n for n in flushes if n] == [2]  # both member rows, once, at the end
+
+
+def test_a_queued_narrative_is_no_partner_of_a_change(tmp_path: Path) -> None:
+    """A narrative (``parent_type: cluster``) attached in the same transaction is never the
+    earlier side of a version, whether the look-up finds it written or queued."""
+    rt = FakeRuntime(tmp_path, ClusteringSettings())
+    index(rt, ("ep_20260302_0001", "Noor plays chess on Sundays.", T0, JOB_VEC))
+    (cluster,) = ClusterService(rt).clusters(REF)
+    narrative = episode("ep_20260303_0001", JOB, T0 + timedelta(days=1),
+                        parent_type="cluster", parent_id=cluster.cluster_id)
+    let_go = episode("ep_20260306_0001", LET_GO, T0 + timedelta(days=4))
+    store_rows(rt, [narrative, let_go], [JOB_VEC, at(0.40)])
+    svc = ClusterService(rt)
+    with svc.batch():
+        svc.on_entries_indexed(REF, [narrative], {narrative.id: JOB_VEC})
+        out = svc.on_entries_indexed(REF, [let_go], {let_go.id: at(0.40)})
+    assert out == {"ep_20260306_0001": "new"}
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 8, 16, 32, 64])
+def test_queued_members_texts_are_read_by_id_not_by_a_scan_of_the_user(
+        tmp_path: Path, size: int) -> None:
+    """SQLite picks the (user, kind) index for ``id IN (...) AND kind=...`` from four ids
+    on: every Episode of the user read for a few (one owner ×20: ~170 CPU-µs a look-up)."""
+    conn = FakeRuntime(tmp_path, ClusteringSettings()).db()
+    plan = " ".join(r[3] for r in conn.execute(
+        "EXPLAIN QUERY PLAN " + service._LIVE_TEXTS_IN[size], ("a", "p", "u", *["x"] * size)))
+    assert "sqlite_autoindex_entries_1" in plan and "entries_by_user_kind" not in plan
+
+
+def test_a_sentence_without_a_change_word_is_not_parsed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Of a text that tells a change, only the sentences the word gate lets through are
+    parsed (~100 CPU-µs each): "Noor likes tea." holds no word of a change."""
+    extractive._sentence_tells_change.cache_clear()  # type: ignore[attr-defined]
+    parsed = []
+    real = extractive._reading.__wrapped__
+    monkeypatch.setattr(extractive, "_reading", lambda text: parsed.append(text) or real(text))
+    text = "Noor likes green tea with honey. Noor was let go. Noor went home early by bus."
+    assert tells_change(text)
+    assert parsed == ["Noor was let go."]

@@ -410,6 +410,17 @@ class _Write:
                                                    text_hash))
         self._member_ids.setdefault(ref, set()).add(entry_id)
 
+    def queued_members(self, ref: UserRef, since: float,
+                       until: float) -> dict[str, list[tuple[str, float]]]:
+        """The member rows of ``ref`` queued and not yet written, placed at ``since`` to
+        ``until`` (both included, as SQL compares them), as ``(entry_id, epoch)`` per
+        cluster id. A queued row is a new live membership (``deprecated_by`` NULL)."""
+        out: dict[str, list[tuple[str, float]]] = {}
+        for entry_id, cluster_id, ts, _, _ in self._members.get(ref, ()):
+            if since <= ts <= until:
+                out.setdefault(cluster_id, []).append((entry_id, ts))
+        return out
+
     def flush_members_of(self, ref: UserRef, ids: Iterable[str]) -> None:
         """Write the queue if it holds a membership of one of ``ids`` (before reading them:
         a lookup of other entries need not wait for the batch)."""
@@ -1092,20 +1103,17 @@ class ClusterService:
         # only members placed before it in its window: a cluster left unmerged for long
         # may hold thousands of live members, and each text would be read
         since = window_start(ts, self.window_seconds)
+        queued: dict[str, list[tuple[str, float]]] | None = None
 
         def holds_partner(cid: str) -> bool:
+            nonlocal queued
             if not reads.left:
                 return False
-            members = conn.execute(
-                "SELECT m.entry_id, m.ts, e.text FROM cluster_members m JOIN entries e ON "
-                "e.app_id=m.app_id AND e.project_id=m.project_id AND e.user_id=m.user_id AND "
-                "e.id=m.entry_id AND e.kind='episode' "
-                f"WHERE m.{_OF_CLUSTER} AND m.deprecated_by IS NULL AND m.ts >= ? "
-                "AND m.ts <= ? AND e.parent_type IS NOT 'cluster' AND e.deprecated_by IS NULL",
-                (cid, since, ts)).fetchall()
-            return _holds_earlier_version(
-                [(m["ts"], m["entry_id"], m["text"]) for m in members],
-                key, later, self.window_seconds, reads)
+            if queued is None:  # once per placement, and only if a cluster is read
+                queued = conn.queued_members(ref, since, ts)
+            members = _live_members(conn.conn, ref, cid, st.keys.get(cid), since, ts,
+                                    queued.get(cid, ()))
+            return _holds_earlier_version(members, key, later, self.window_seconds, reads)
 
         return st.choose_version(vec, ts, window_seconds=self.window_seconds,
                                  floor=self.version_floor, holds_partner=holds_partner)
@@ -1299,11 +1307,12 @@ class ClusterService:
 
 
 #: The most member texts one Episode's placement reads for the join of a fact's newer
-#: version (:func:`_holds_earlier_version`, ~1 ms each). Unbounded, an Episode that tells a
-#: change read every earlier member of every cluster near it in the window: ~150 CPU-µs per
-#: Episode on average for one owner of 10,880 LoCoMo Episodes, against ~37 without the join
-#: (bench/bench_clustering.py). A fact's earlier version sits in one of the clusters most like
-#: it, among its latest members: those are read first.
+#: version (:func:`_holds_earlier_version`; ~0.1–0.3 ms each since session 38, ~1 ms before).
+#: Unbounded, an Episode that tells a change read every earlier member of every cluster near
+#: it in the window: ~150 CPU-µs per Episode on average for one owner of 10,880 LoCoMo
+#: Episodes, against ~37 without the join (bench/bench_clustering.py). A fact's earlier
+#: version sits in one of the clusters most like it, among its latest members: those are
+#: read first.
 MAX_VERSION_READS = 8
 
 
@@ -1332,6 +1341,50 @@ def _holds_earlier_version(members: Iterable[tuple[float, str, str]], key: tuple
         if tells_newer_version(text, later):
             return True
     return False
+
+
+def _live_members(conn: sqlite3.Connection, ref: UserRef, cluster_id: str,
+                  cluster_key: int | None, since: float, until: float,
+                  queued: Sequence[tuple[str, float]]) -> list[tuple[float, str, str]]:
+    """The live Episodes (not narratives) of ``cluster_id`` placed at ``since`` to ``until``,
+    as ``(epoch, id, text)``, with the texts ``entries`` holds: the rows written, and
+    ``queued`` (``(id, epoch)`` of its memberships not yet written, :meth:`_Write
+    .queued_members`), whose texts are read by id under the same conditions. Read without
+    writing the queue first: a batch's writes stay one ``executemany`` each, where writing
+    them before every look-up cost as much as the look-ups (one owner ×20: ~700 writes of a
+    few rows each). ``cluster_key``: the cluster's key when memory holds it (one index
+    probe), else it is looked up by id (a probe per key bucket, migration 0012)."""
+    of, arg = ("m.cluster_key=?", cluster_key) if cluster_key is not None else (
+        f"m.{_OF_CLUSTER}", cluster_id)
+    rows = conn.execute(
+        "SELECT m.entry_id, m.ts, e.text FROM cluster_members m JOIN entries e ON "
+        "e.app_id=m.app_id AND e.project_id=m.project_id AND e.user_id=m.user_id AND "
+        "e.id=m.entry_id AND e.kind='episode' "
+        f"WHERE {of} AND m.deprecated_by IS NULL AND m.ts >= ? "
+        "AND m.ts <= ? AND e.parent_type IS NOT 'cluster' AND e.deprecated_by IS NULL",
+        (arg, since, until)).fetchall()
+    out = [(r["ts"], r["entry_id"], r["text"]) for r in rows]
+    texts: dict[str, str] = {}
+    ids = [entry_id for entry_id, _ in queued]
+    for start in range(0, len(ids), _MEMBERS_IN_MAX):
+        # an IN list padded to a power of two, as _member_rows: a primary-key probe per id
+        # (the planner scans the user's every Episode for an IN over json_each)
+        chunk = ids[start:start + _MEMBERS_IN_MAX]
+        size = 1 << (len(chunk) - 1).bit_length()
+        texts.update((r[0], r[1]) for r in conn.execute(
+            _LIVE_TEXTS_IN[size], (ref.app, ref.project, ref.user_id, *chunk,
+                                   *[chunk[-1]] * (size - len(chunk)))))
+    out += [(ts, entry_id, texts[entry_id]) for entry_id, ts in queued if entry_id in texts]
+    return out
+
+
+#: texts of live Episodes that are not narratives, by id (:func:`_live_members`)
+_LIVE_TEXTS_IN = {
+    size: "SELECT id, text FROM entries WHERE app_id=? AND project_id=? AND user_id=? "
+          f"AND id IN ({','.join('?' * size)}) AND +kind='episode' "
+          "AND parent_type IS NOT 'cluster' AND deprecated_by IS NULL"
+    for size in (1 << b for b in range(7))
+}
 
 
 def _free_id(st: UserClusters, ref: UserRef, first: str) -> str:

@@ -111,7 +111,8 @@ class SyncPlan:
     ``upserts`` are written whole (row + vector); ``embed`` names those that need a fresh vector,
     the others keep theirs. ``deprecations`` changes only ``deprecated_by`` of entries that are
     otherwise unchanged. When the file could not be understood (``fatal``) the plan is empty:
-    what was indexed before stays searchable and only ``problems`` is recorded.
+    what was indexed before stays searchable and only ``problems`` is recorded; a file
+    emptied (white space alone) holds no entry, and what it held is deleted.
     """
 
     upserts: list[Entry] = field(default_factory=list)
@@ -139,6 +140,11 @@ def plan_file_sync(
     reported and left out, which keeps ids unique per user across files.
     """
     plan = SyncPlan(problems=list(log.diagnostics))
+    if log.emptied:
+        # emptied (``> log``, a save cut short): it holds nothing, as a reindex reads it; kept,
+        # its entries were searched and clustered for good with no text behind them
+        plan.deletes = sorted(stored)
+        return plan
     if not log.ok:
         plan.fatal = True
         return plan
@@ -920,7 +926,10 @@ class Indexer:
                 break
             results += self._sync_written(written)
         if not self.rt.read_only:
-            self._note_waiting(results)
+            try:
+                self._note_waiting(results)
+            except sqlite3.Error as exc:  # what status says, not the sync: that is done
+                log.warning("could not note the logs waiting to be synced again: %s", exc)
         return results
 
     def _note_waiting(self, results: list[FileSyncResult]) -> None:

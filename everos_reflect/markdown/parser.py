@@ -78,7 +78,16 @@ SCHEMA_VERSION = 1
 #: reads every log again (:meth:`~everos_reflect.index.sync.Indexer.scan`): the Markdown is
 #: the source of truth, and an upgraded daemon kept the old values until a manual
 #: ``reindex``. ``tests/test_parser_version.py`` pins what a sample of hand edits reads as.
-PARSER_VERSION = 3  # 2: '<<' is a key of its own, no YAML merge; 3: zero-width etc. warned
+#: 2: '<<' is a key of its own, no YAML merge; 3: zero-width and other invisible characters
+#: warned of; 4: an emptied log (no bytes, or blank lines only) holds no entry, said so, and
+#: invisible characters in the file frontmatter are warned of.
+PARSER_VERSION = 4
+
+#: What the parser says of a log with nothing but white space in it (``> log``, a save cut
+#: short by a full disk): it holds no entry, so the index drops what it held (as a
+#: ``reindex`` does), and the person hears of it: it may be memory lost.
+EMPTIED = ("the file is empty: it holds no entry (restore it from a backup if it held some; "
+           "`add` writes a new log here)")
 
 # Marker patterns: the runs of blanks are possessive (``*+``). An empty id lets the blanks
 # before and after it split a run of spaces every way, and each split was tried: a line of
@@ -107,6 +116,9 @@ _HIDDEN_RE = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{HIDDEN_FORMAT_CLASS}]")
 #: The same, for a whole block: a CR is only hidden when it does not end a line (CRLF).
 _HIDDEN_IN_BLOCK_RE = re.compile(
     f"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f{HIDDEN_FORMAT_CLASS}]|\r(?!\n)")
+#: The invisible formatting characters alone, for the file frontmatter, where YAML refuses
+#: the controls itself (a fatal problem naming them).
+_FORMAT_RE = re.compile(f"[{HIDDEN_FORMAT_CLASS}]")
 #: Lines with hidden characters reported one by one per entry; the rest in one warning.
 MAX_HIDDEN_LINES = 5
 #: The line and paragraph separators: a line break to YAML, editors and ``str.splitlines``,
@@ -818,6 +830,9 @@ class _Parser:
             elif first.startswith("---\r"):  # it does start with '---': say what is wrong
                 self.report(lead + 1, "lines end in CR alone (classic Mac): only LF or CRLF "
                             "line endings are read; save the file with either", "fatal")
+            elif not self.text.strip():
+                log.emptied = True
+                self.report(1, EMPTIED, "fatal")
             elif lead == MAX_LEAD_LINES:
                 self.report(1, f"missing file frontmatter: more than {MAX_LEAD_LINES} blank "
                             "lines come before anything (the file must start with '---')",
@@ -826,6 +841,10 @@ class _Parser:
                 self.report(1, "missing file frontmatter (the file must start with '---')", "fatal")
             return 0
         start, end = bounds
+        self._hidden([bare(line) for line in self.lines[start + 1 : end]], start + 1,
+                     "file frontmatter", "(kept as written; it makes a value, an archive mark "
+                     "among them, display or read differently from what is stored",
+                     _FORMAT_RE)
         data, problem = load_yaml(
             "".join(self.lines[start + 1 : end]), start + 2, "frontmatter"
         )
@@ -1197,28 +1216,32 @@ class _Parser:
 
         self._check(log, eid, meta, sections, line_no, key_line)
         if _HIDDEN_IN_BLOCK_RE.search(block):
-            self._hidden(entry_id, lines, first)
+            self._hidden(lines, first, f"entry {entry_id}", "in the text (kept as written; it "
+                         "reaches narratives and search snippets")
         return Entry(entry_id, eid.kind, meta, sections, line=line_no, raw=bare(block))
 
-    def _hidden(self, entry_id: str, lines: list[str], first: int) -> None:
-        """One warning per line of an entry (``lines`` bare, 0 = its opening marker at line
-        ``first``, 0-based) holding characters of :data:`_HIDDEN_RE`, naming their code points;
-        past :data:`MAX_HIDDEN_LINES` lines, one warning counts the rest. Found only by looking
-        at the bytes, they would otherwise pass ``lint`` and reach narratives and snippets."""
-        found = [(k, line) for k, line in enumerate(lines) if _HIDDEN_RE.search(line)]
+    def _hidden(self, lines: list[str], first: int, what: str, why: str,
+                pattern: re.Pattern[str] = _HIDDEN_RE) -> None:
+        """One warning per line of ``lines`` (bare, the first at line ``first``, 0-based: an
+        entry's from its opening marker, or the file frontmatter's) holding characters of
+        ``pattern`` (:data:`_HIDDEN_RE`), naming their code points and columns; past
+        :data:`MAX_HIDDEN_LINES` lines, one warning counts the rest. ``what``: whose lines
+        (``entry ep_…``, ``file frontmatter``); ``why``: what the character does there. Found
+        only by looking at the bytes, they would otherwise pass ``lint`` and reach
+        narratives and snippets, or show an archive mark other than the one stored."""
+        found = [(k, line) for k, line in enumerate(lines) if pattern.search(line)]
         for k, line in found[:MAX_HIDDEN_LINES]:
-            points = list(dict.fromkeys(_HIDDEN_RE.findall(line)))
+            points = list(dict.fromkeys(pattern.findall(line)))
             # where each first stands: a zero-width space shows nothing to look for
             shown = ", ".join(f"{_code_point(c)} at column {line.index(c) + 1}"
                               for c in points[:3])
             more = f" and {len(points) - 3} more" if len(points) > 3 else ""
             plural = "s" if len(points) > 1 else ""
-            self.report(first + k + 1, f"entry {entry_id}: invisible character{plural} "
-                        f"{shown}{more} in the text (kept as written; it reaches narratives "
-                        "and search snippets: remove it unless it is meant)", "warning")
+            self.report(first + k + 1, f"{what}: invisible character{plural} {shown}{more} "
+                        f"{why}: remove it unless it is meant)", "warning")
         if len(found) > MAX_HIDDEN_LINES:
             self.report(first + found[MAX_HIDDEN_LINES][0] + 1,
-                        f"entry {entry_id}: invisible characters on "
+                        f"{what}: invisible characters on "
                         f"{len(found) - MAX_HIDDEN_LINES} more lines from here", "warning")
 
     def _sections(self, entry_id: str, lines: list[str], start: int) -> dict[str, str]:
