@@ -13,6 +13,7 @@ import pytest
 from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.llm.base import ScriptedLLM
 from everos_reflect.runtime import Runtime
+from everos_reflect.settings import Settings
 from tests.api_client import ApiClient
 
 
@@ -55,6 +56,15 @@ def no_everos_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if name.startswith("EVEROS_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture
+def rt(root: Path) -> Iterator[Runtime]:
+    """A runtime on ``root`` with a small hash embedder (the sync and watcher tests; a module
+    that needs another runtime defines its own ``rt``, which wins there)."""
+    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
+    yield runtime
+    runtime.close()
 
 
 @pytest.fixture

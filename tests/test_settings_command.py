@@ -6,7 +6,6 @@ a root runs with had to layer the defaults, the file and the environment in thei
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -25,9 +24,7 @@ def settings_json(root: Path, *args: str, env: dict[str, str] | None = None) -> 
 
 
 @pytest.fixture
-def configured(root: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    for name in [n for n in os.environ if n.startswith("EVEROS_")]:
-        monkeypatch.delenv(name)
+def configured(root: Path, no_everos_env: None) -> Path:
     (root / "everos.toml").write_text('[llm]\nmodel = "m-1"\n[clustering]\nthreshold = 0.6\n')
     return root
 

@@ -8,35 +8,22 @@ the two, nothing is dropped."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
 import pytest
 
-from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index.sync import Indexer
 from everos_reflect.lint import lint_report
 from everos_reflect.markdown import settling
 from everos_reflect.markdown.parser import EMPTIED
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
-from everos_reflect.settings import Settings
 from everos_reflect.status import status_document
+from tests.sync_fixtures import indexed_ids
 from tests.waiting import scripted_pauses
 
 REF = UserRef.of("u_ann")
-
-
-@pytest.fixture
-def rt(root: Path) -> Iterator[Runtime]:
-    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
-    yield runtime
-    runtime.close()
-
-
-def _indexed(rt: Runtime) -> set[str]:
-    return {r[0] for r in rt.db().execute("SELECT id FROM entries")}
 
 
 def _two_logs(rt: Runtime) -> tuple[Path, str, set[str]]:
@@ -50,7 +37,7 @@ def _two_logs(rt: Runtime) -> tuple[Path, str, set[str]]:
                            day=date(2026, 10, 12)).id for n in (1, 2)}
     path = rt.store.log_path(REF, Kind.EPISODE, date(2026, 10, 12))
     Indexer(rt).scan()
-    assert _indexed(rt) == ids | {kept.id}
+    assert indexed_ids(rt) == ids | {kept.id}
     return path, kept.id, ids
 
 
@@ -68,7 +55,7 @@ def test_an_emptied_log_leaves_the_index_and_is_said_empty(rt: Runtime, left: by
     result = Indexer(rt).sync_path(path)
 
     assert result.deleted == 2 and not result.removed
-    assert _indexed(rt) == {kept}
+    assert indexed_ids(rt) == {kept}
     assert path.read_bytes() == left  # nothing written to it
     rel = rt.store.rel(path)
     [bad] = [f for f in status_document(rt)["files_with_problems"] if f["file"] == rel]
@@ -76,7 +63,7 @@ def test_an_emptied_log_leaves_the_index_and_is_said_empty(rt: Runtime, left: by
     assert [(p["file"], p["message"]) for p in lint_report(rt.root)["problems"]] == [
         (rel, EMPTIED)]
     Indexer(rt).reindex()
-    assert _indexed(rt) == {kept}
+    assert indexed_ids(rt) == {kept}
 
 
 def test_a_log_emptied_and_written_anew_while_read_keeps_its_entries(
@@ -90,7 +77,7 @@ def test_a_log_emptied_and_written_anew_while_read_keeps_its_entries(
 
     assert pauses == [settling.SETTLE_SECONDS]
     assert result.deleted == 0
-    assert _indexed(rt) == ids | {kept}
+    assert indexed_ids(rt) == ids | {kept}
 
 
 def test_an_add_to_an_emptied_log_writes_a_new_log_there(rt: Runtime) -> None:
@@ -101,4 +88,4 @@ def test_an_add_to_an_emptied_log_writes_a_new_log_there(rt: Runtime) -> None:
                             day=date(2026, 10, 12))
     Indexer(rt).sync_path(path)
     assert added.id not in {"ep_20261012_0001", "ep_20261012_0002"}  # never an id reused
-    assert _indexed(rt) == {kept, added.id}
+    assert indexed_ids(rt) == {kept, added.id}

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -20,14 +19,13 @@ from typing import Any
 import pytest
 
 import everos_reflect.index.sync as sync_module
-from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index.sync import Indexer
 from everos_reflect.index.watcher import FsEvent, Watcher
 from everos_reflect.markdown import settling
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
-from everos_reflect.settings import Settings
 from tests.api_client import ApiClient
+from tests.sync_fixtures import indexed_ids
 from tests.waiting import scripted_pauses, wait_for
 
 REF = UserRef.of("u_ann")
@@ -35,13 +33,6 @@ REF = UserRef.of("u_ann")
 #: finds it still: one look before it takes the indexer lock (``Indexer._embedded_ahead``,
 #: no wait), then one per settle wait.
 READS_PER_BATCH_SYNC = 1 + settling.SETTLE_TRIES
-
-
-@pytest.fixture
-def rt(root: Path) -> Iterator[Runtime]:
-    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
-    yield runtime
-    runtime.close()
 
 
 def _moving_reads(monkeypatch: pytest.MonkeyPatch, path: Path, reads: int) -> list[int]:
@@ -65,10 +56,6 @@ def _moving_reads(monkeypatch: pytest.MonkeyPatch, path: Path, reads: int) -> li
     return made
 
 
-def _indexed(rt: Runtime) -> set[str]:
-    return {r[0] for r in rt.db().execute("SELECT id FROM entries")}
-
-
 def test_an_add_whose_log_never_stood_still_while_read_answers_not_indexed(
         rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
     scripted_pauses(monkeypatch, [])
@@ -81,11 +68,11 @@ def test_an_add_whose_log_never_stood_still_while_read_answers_not_indexed(
 
     assert resp.status_code == 201, resp.text
     answer = resp.json()["data"]
-    assert answer["id"] not in _indexed(rt)
+    assert answer["id"] not in indexed_ids(rt)
     assert answer["indexed"] is False
     assert "kept changing while it was read" in answer["index_error"]
     Indexer(rt).sync_path(path)  # standing still now: the next sync reads it
-    assert answer["id"] in _indexed(rt)
+    assert answer["id"] in indexed_ids(rt)
 
 
 def test_the_watcher_syncs_a_log_that_never_stood_still_once_it_does_without_an_edit(
@@ -98,7 +85,7 @@ def test_the_watcher_syncs_a_log_that_never_stood_still_once_it_does_without_an_
     path = rt.store.path_for_id(REF, first.id)
     caplog.set_level(logging.INFO)
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
-        assert wait_for(lambda: _indexed(rt) == {first.id})
+        assert wait_for(lambda: indexed_ids(rt) == {first.id})
         made = _moving_reads(monkeypatch, path, READS_PER_BATCH_SYNC)
         # the writer's own events are dropped: only the retry can bring the log in
         monkeypatch.setattr(watcher._collector, "_sink", lambda event: None)
@@ -106,5 +93,5 @@ def test_the_watcher_syncs_a_log_that_never_stood_still_once_it_does_without_an_
                                  {"Subject": "Walk", "Content": "A long walk."})
         watcher._on_event(FsEvent("modified", str(path)))  # the add's own write
         assert wait_for(lambda: made[0] > READS_PER_BATCH_SYNC)
-        assert wait_for(lambda: _indexed(rt) == {first.id, second.id})
+        assert wait_for(lambda: indexed_ids(rt) == {first.id, second.id})
     assert "kept changing while it was read" in caplog.text

@@ -8,31 +8,18 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
 import pytest
 
-from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index.sync import Indexer
 from everos_reflect.lint import lint_report
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
-from everos_reflect.settings import Settings
+from tests.sync_fixtures import indexed_ids
 
 REF = UserRef.of("u_ann")
-
-
-@pytest.fixture
-def rt(root: Path) -> Iterator[Runtime]:
-    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
-    yield runtime
-    runtime.close()
-
-
-def _indexed(rt: Runtime) -> set[str]:
-    return {r[0] for r in rt.db().execute("SELECT id FROM entries")}
 
 
 def _old(path: Path) -> None:
@@ -52,7 +39,7 @@ def test_a_log_become_a_symlink_loop_leaves_the_index_as_a_reindex_sees_it(
                            {"Subject": "Tea", "Content": "Green tea."}, day=date(2026, 10, 12))
     path = rt.store.path_for_id(REF, gone.id)
     Indexer(rt).scan()
-    assert _indexed(rt) == {kept.id, gone.id}
+    assert indexed_ids(rt) == {kept.id, gone.id}
     path.unlink()
     if links == "itself":
         path.symlink_to(path.name)
@@ -65,10 +52,10 @@ def test_a_log_become_a_symlink_loop_leaves_the_index_as_a_reindex_sees_it(
     caplog.set_level(logging.WARNING, logger="everos_reflect.index.sync")
     result = Indexer(rt).sync_path(path)
     assert result.removed and result.deleted == 1 and not result.not_read
-    assert _indexed(rt) == {kept.id}
+    assert indexed_ids(rt) == {kept.id}
     assert Indexer(rt).scan().logs_indexed == 0
     assert "cannot read" not in caplog.text
     Indexer(rt).reindex()
-    assert _indexed(rt) == {kept.id}
+    assert indexed_ids(rt) == {kept.id}
     assert any("symlink loop where a daily log goes" in p["message"]
                for p in lint_report(rt.root)["problems"])

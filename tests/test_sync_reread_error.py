@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import errno
 import logging
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -16,27 +15,15 @@ from typing import Any
 import pytest
 
 import everos_reflect.index.sync as sync_module
-from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index.sync import Indexer
 from everos_reflect.index.watcher import FsEvent, Watcher
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
-from everos_reflect.settings import Settings
+from tests.sync_fixtures import indexed_ids
 from tests.waiting import scripted_pauses, wait_for
 
 REF = UserRef.of("u_ann")
 DAY = date(2026, 10, 12)
-
-
-@pytest.fixture
-def rt(root: Path) -> Iterator[Runtime]:
-    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
-    yield runtime
-    runtime.close()
-
-
-def _indexed(rt: Runtime) -> set[str]:
-    return {r[0] for r in rt.db().execute("SELECT id FROM entries")}
 
 
 def _two(rt: Runtime) -> tuple[Path, str, str]:
@@ -47,7 +34,7 @@ def _two(rt: Runtime) -> tuple[Path, str, str]:
                              {"Subject": "Walk", "Content": "A long walk."}, day=DAY)
     path = rt.store.path_for_id(REF, first.id)
     Indexer(rt).scan()
-    assert _indexed(rt) == {first.id, second.id}
+    assert indexed_ids(rt) == {first.id, second.id}
     return path, first.id, second.id
 
 
@@ -89,10 +76,10 @@ def test_a_log_unreadable_when_read_again_is_said_moving_and_keeps_its_entries(
     result = Indexer(rt).sync_path(path)
 
     assert result.moving and not result.unchanged
-    assert _indexed(rt) == {first, second}  # the deletion waits for a log standing still
+    assert indexed_ids(rt) == {first, second}  # the deletion waits for a log standing still
     result = Indexer(rt).sync_path(path)  # readable and still now
     assert not result.moving and result.deleted == 1
-    assert _indexed(rt) == {first}
+    assert indexed_ids(rt) == {first}
 
 
 def test_the_watcher_syncs_it_once_readable_without_another_edit(
@@ -113,5 +100,5 @@ def test_the_watcher_syncs_it_once_readable_without_another_edit(
         scripted_pauses(monkeypatch, [writer_moves_it_and_flips_its_permissions])
         _delete(path, second)
         watcher._on_event(FsEvent("modified", str(path)))  # the hand edit's own event
-        assert wait_for(lambda: _indexed(rt) == {first})
+        assert wait_for(lambda: indexed_ids(rt) == {first})
     assert "Permission denied" in caplog.text

@@ -10,17 +10,15 @@ out of the root stays unread, as before, and nothing outside the root is watched
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from datetime import date
 from pathlib import Path
 
 import pytest
 
-from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index.watcher import FsEvent, Watcher, link_targets, linked_folders
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
-from everos_reflect.settings import Settings
+from tests.sync_fixtures import indexed_ids
 from tests.waiting import wait_for
 
 REF = UserRef.of("u_andrew")
@@ -67,17 +65,6 @@ def _wake_and_wait(watcher: Watcher, wake: Path, monkeypatch: pytest.MonkeyPatch
     assert wait_for(lambda: str(wake) in synced)
 
 
-@pytest.fixture
-def rt(root: Path) -> Iterator[Runtime]:
-    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
-    yield runtime
-    runtime.close()
-
-
-def _indexed(rt: Runtime) -> set[str]:
-    return {r[0] for r in rt.db().execute("SELECT id FROM entries")}
-
-
 def _link_log(rt: Runtime, target: Path) -> Path:
     """The user's episode log of DAY as a symlink to ``target`` (holding one entry)."""
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -95,17 +82,17 @@ def test_an_edit_of_a_symlinked_logs_target_is_indexed_at_once(rt: Runtime, wher
     log = _link_log(rt, target)
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
         assert wait_for(lambda: watcher.passes > 0)  # the first scan, and what it found
-        assert _indexed(rt) == {"ep_20261012_0001"}
+        assert indexed_ids(rt) == {"ep_20261012_0001"}
 
         with target.open("a") as fh:  # an editor writing the file in place
             fh.write(_entry(2, "Andrew adopted a second dog named Buddy."))
-        assert wait_for(lambda: "ep_20261012_0002" in _indexed(rt))
+        assert wait_for(lambda: "ep_20261012_0002" in indexed_ids(rt))
 
         added = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T15:00:00+00:00",
                                                     "parent_type": "memcell"},
                                 {"Subject": "Pets", "Content": "Buddy likes the beach."},
                                 day=DAY)  # written through the link: renamed over the target
-        assert wait_for(lambda: added.id in _indexed(rt))
+        assert wait_for(lambda: added.id in indexed_ids(rt))
     assert log.is_symlink() and "Buddy likes the beach." in target.read_text()
 
 
@@ -113,12 +100,12 @@ def test_a_link_made_while_watching_is_followed_at_once(rt: Runtime) -> None:
     target = rt.root / ".shared" / "andrew.md"
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0):
         _link_log(rt, target)
-        assert wait_for(lambda: _indexed(rt) == {"ep_20261012_0001"})
+        assert wait_for(lambda: indexed_ids(rt) == {"ep_20261012_0001"})
         time.sleep(0.5)  # the events of the new folders are settled and synced
 
         with target.open("a") as fh:
             fh.write(_entry(2, "Andrew adopted a second dog named Buddy."))
-        assert wait_for(lambda: "ep_20261012_0002" in _indexed(rt))
+        assert wait_for(lambda: "ep_20261012_0002" in indexed_ids(rt))
 
 
 def test_a_link_leading_out_of_the_root_is_not_read_nor_its_target_watched(
@@ -132,7 +119,7 @@ def test_a_link_leading_out_of_the_root_is_not_read_nor_its_target_watched(
         with outside.open("a") as fh:
             fh.write(_entry(2, "Andrew adopted a second dog named Buddy."))
         _wake_and_wait(watcher, wake, monkeypatch)
-        assert _indexed(rt) == set()
+        assert indexed_ids(rt) == set()
         assert all(rt.root in (p, *p.parents) for p in watcher.watched_targets)
 
 
@@ -188,14 +175,14 @@ def test_a_log_written_through_a_symlinked_folder_is_indexed_at_once(
     first = _append(rt, "Andrew has a dog named Toby.", date(2026, 10, 11))
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
         assert wait_for(lambda: watcher.passes > 0)
-        assert wait_for(lambda: _indexed(rt) == {first})
+        assert wait_for(lambda: indexed_ids(rt) == {first})
 
         added = _append(rt, "Andrew adopted a second dog named Buddy.")  # a new day's log
-        assert wait_for(lambda: added in _indexed(rt))
+        assert wait_for(lambda: added in indexed_ids(rt))
         log = rt.store.log_path(REF, Kind.EPISODE, DAY)
         with log.open("a") as fh:  # an editor appending to it in place
             fh.write(_entry(2, "Buddy likes the beach."))
-        assert wait_for(lambda: "ep_20261012_0002" in _indexed(rt))
+        assert wait_for(lambda: "ep_20261012_0002" in indexed_ids(rt))
         assert all(rt.root in (p, *p.parents) for p in watcher.watched_targets)
 
 
@@ -208,7 +195,7 @@ def test_a_folder_link_made_while_watching_is_followed_at_once(rt: Runtime) -> N
         _link_folder(rt, rt.root / USERS / "u_andrew", target)
         assert wait_for(lambda: watcher.watched_targets == [target])
         added = _append(rt, "Andrew adopted a second dog named Buddy.")
-        assert wait_for(lambda: added in _indexed(rt))
+        assert wait_for(lambda: added in indexed_ids(rt))
 
 
 def test_a_folder_link_removed_while_watching_takes_its_logs_out_of_the_index_at_once(
@@ -217,10 +204,10 @@ def test_a_folder_link_removed_while_watching_takes_its_logs_out_of_the_index_at
     _link_folder(rt, link, rt.root / ".people" / "u_andrew")
     first = _append(rt, "Andrew has a dog named Toby.")
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
-        assert wait_for(lambda: _indexed(rt) == {first})
+        assert wait_for(lambda: indexed_ids(rt) == {first})
         assert wait_for(lambda: watcher.watched_targets == [rt.root / ".people" / "u_andrew"])
         link.unlink()  # the logs it led to are no longer under the root's layout
-        assert wait_for(lambda: _indexed(rt) == set())
+        assert wait_for(lambda: indexed_ids(rt) == set())
         # the scan that dropped them follows the links anew once it has synced
         assert wait_for(lambda: watcher.watched_targets == [])
 
@@ -238,7 +225,7 @@ def test_a_folder_link_leading_out_of_the_root_is_neither_read_nor_watched(
         with (outside / "episodes" / "episode-2026-10-12.md").open("a") as fh:
             fh.write(_entry(2, "Andrew adopted a second dog named Buddy."))
         _wake_and_wait(watcher, rt.root / "default_app" / "wake.txt", monkeypatch)
-        assert _indexed(rt) == set()
+        assert indexed_ids(rt) == set()
         assert all(rt.root in (p, *p.parents) for p in watcher.watched_targets)
 
 
