@@ -9,31 +9,21 @@ from __future__ import annotations
 import logging
 import re
 import sqlite3
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 import everos_reflect.index.sync as sync_module
 from everos_reflect.cli.main import cli
-from everos_reflect.embedding import HashEmbedder
 from everos_reflect.index.sync import Indexer
 from everos_reflect.index.watcher import RETRY_MAX_SECONDS, FsEvent, Watcher, retry_delay
 from everos_reflect.markdown import settling
 from everos_reflect.model import Kind
 from everos_reflect.runtime import Runtime
-from everos_reflect.settings import Settings
 from everos_reflect.status import status_document
-from tests.test_sync_log_never_still import READS_PER_BATCH_SYNC, REF, _indexed, _moving_reads
+from tests.sync_fixtures import indexed_ids
+from tests.test_sync_log_never_still import READS_PER_BATCH_SYNC, REF, _moving_reads
 from tests.waiting import scripted_pauses, wait_for
-
-
-@pytest.fixture
-def rt(root: Path) -> Iterator[Runtime]:
-    runtime = Runtime(root, Settings(), embedder=HashEmbedder(16))
-    yield runtime
-    runtime.close()
 
 
 def test_the_wait_doubles_from_the_debounce_up_to_a_bound() -> None:
@@ -55,14 +45,14 @@ def test_the_watcher_retries_a_log_that_never_stands_still_ever_later_then_syncs
                 if (m := retries.search(r.getMessage()))]
 
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
-        assert wait_for(lambda: _indexed(rt) == {first.id})
+        assert wait_for(lambda: indexed_ids(rt) == {first.id})
         # four syncs find it moving through all their reads; the fifth finds it still
         made = _moving_reads(monkeypatch, path, 4 * READS_PER_BATCH_SYNC)
         monkeypatch.setattr(watcher._collector, "_sink", lambda event: None)
         second = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
                                  {"Subject": "Walk", "Content": "A long walk."})
         watcher._on_event(FsEvent("modified", str(path)))
-        assert wait_for(lambda: _indexed(rt) == {first.id, second.id})
+        assert wait_for(lambda: indexed_ids(rt) == {first.id, second.id})
         assert made[0] == 4 * READS_PER_BATCH_SYNC + 2  # the fifth: its look, then its read
         assert tried() == [(0.05, 1), (0.1, 2), (0.2, 3), (0.4, 4)]
         assert wait_for(lambda: not watcher._retries)
@@ -93,7 +83,7 @@ def test_status_names_the_log_that_waits_why_since_when_and_its_tries(
 
     assert not Indexer(rt).sync_path(path).moving  # standing still now
     assert "waiting" not in status_document(rt)["index"]
-    assert entry.id in _indexed(rt)
+    assert entry.id in indexed_ids(rt)
 
 
 def test_a_failure_to_note_the_waiting_logs_fails_no_sync(
@@ -107,5 +97,5 @@ def test_a_failure_to_note_the_waiting_logs_fails_no_sync(
     entry = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00"},
                             {"Subject": "Tea", "Content": "Green tea."})
     result = Indexer(rt).sync_path(rt.store.path_for_id(REF, entry.id))
-    assert result.upserted == 1 and entry.id in _indexed(rt)
+    assert result.upserted == 1 and entry.id in indexed_ids(rt)
     assert "could not note the logs waiting to be synced again" in caplog.text
