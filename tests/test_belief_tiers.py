@@ -180,9 +180,9 @@ def test_a_conviction_of_an_unknown_key_or_citing_nothing_is_refused_alone(
 def test_a_conviction_of_an_empty_or_impossible_key_or_without_text_is_refused_alone(
         rt: Runtime, llm: ScriptedLLM) -> None:
     """An empty key, one longer than any key can be, or one holding a control character, and
-    a conviction of empty text, failed the whole call as an unusable reply, where a key not
-    in `keys` is refused alone: the reply's good conviction was lost and the window failed
-    again on every run."""
+    a conviction of empty text or of text holding a control character, failed the whole call
+    as an unusable reply, where a key not in `keys` is refused alone: the reply's good
+    conviction was lost and the window failed again on every run."""
     add_insights(rt, "One.", "Two.", "Three.")
 
     def reply(req: TaskRequest) -> dict[str, Any]:
@@ -192,11 +192,12 @@ def test_a_conviction_of_an_empty_or_impossible_key_or_without_text_is_refused_a
             {"key": "k" * 101, "text": "Cheerful.", "evidence": one},
             {"key": "risks\x1b[2J", "text": "Cheerful.", "evidence": one},
             {"key": "identity", "text": " \u200b", "evidence": one},
+            {"key": "strategy", "text": "Cheer\x00ful.", "evidence": one},
             {"key": "risks", "text": "Reviews get skipped.",
              "evidence": cite(req, by_text(req, "Two"))}]}
 
     llm.queue_task("worldview", reply)
-    assert run(rt, "update_worldview") == {"owners": 1, "written": 1, "refused": 4}
+    assert run(rt, "update_worldview") == {"owners": 1, "written": 1, "refused": 5}
     assert [(r["key"], r["text"]) for r in belief_views.worldview(rt, ADA)] == [
         ("risks", "Reviews get skipped.")]
 
@@ -204,7 +205,6 @@ def test_a_conviction_of_an_empty_or_impossible_key_or_without_text_is_refused_a
 @pytest.mark.parametrize(("item", "problem"), [
     ({"key": 5, "text": "Cheerful."}, "'key' must be a string, got a number"),
     ({"key": "risks", "text": None}, "'text' must be a string, got null"),
-    ({"key": "risks", "text": "Cheer\x00ful."}, "control character U+0000"),
 ])
 def test_a_conviction_that_is_no_text_or_could_never_be_written_fails_the_call(
         rt: Runtime, llm: ScriptedLLM, item: dict[str, Any], problem: str) -> None:

@@ -131,7 +131,7 @@ MAX_QUESTION_CHARS = 500
 
 
 def _parse_questions(obj: dict[str, Any], req: TaskRequest) -> list[str]:
-    # a question over MAX_QUESTION_CHARS, or holding an invisible formatting character, is
+    # a question over MAX_QUESTION_CHARS, or holding a control or invisible character, is
     # refused by reflect_insights, that one alone: it failed the call, and the run
     questions = strings(obj, "questions", limit=None, shown=None)
     if not questions:
@@ -190,9 +190,9 @@ def optional_text(item: dict[str, Any], key: str) -> str:
     value = item.get(key)
     if isinstance(value, str) and blank(value):
         return ""
-    # an invisible formatting character, or more than MAX_ITEM_CHARS, is refused by the tier,
-    # that item alone (:func:`~everos_reflect.strategies.beliefs.text_problem`): a long one
-    # failed the call, and the reply's good items with it
+    # a control or invisible formatting character, or more than MAX_ITEM_CHARS, is refused by
+    # the tier, that item alone (:func:`~everos_reflect.strategies.beliefs.text_problem`): a
+    # long one, or one holding an ESC, failed the call, and the reply's good items with it
     return text_field(item, key, limit=None, shown=None)
 
 
@@ -275,8 +275,8 @@ def _parse_worldview(obj: dict[str, Any], req: TaskRequest) -> list[dict[str, An
     passed on for :func:`~everos_reflect.strategies.beliefs.plan_versions` to refuse and
     count that one item: failing the call for it threw away the reply's good convictions,
     retried, and failed the owner's window on every run, as one too long to write
-    (:data:`~everos_reflect.llm.tasks.MAX_ITEM_CHARS`) is. A key or text that is no string,
-    and a text holding a control character, fail the call."""
+    (:data:`~everos_reflect.llm.tasks.MAX_ITEM_CHARS`) or holding a control character is. A key
+    or text that is no string fails the call."""
     out = []
     for item in list_field(obj, "convictions"):
         if not isinstance(item, dict):
@@ -376,8 +376,8 @@ def _parse_lessons(obj: dict[str, Any], req: TaskRequest) -> dict[str, list[str]
     record shown, and more than :data:`LESSONS_FLOOR` in all, is refused: the prompt asks only
     for what the records show, and each lesson is written and served, so a model that floods
     the reply must not flood the memory."""
-    # an invisible formatting character, or more than MAX_ITEM_CHARS, is refused by the tier,
-    # that lesson alone
+    # a control or invisible formatting character, or more than MAX_ITEM_CHARS, is refused by
+    # the tier, that lesson alone
     out = {"lessons": strings(obj, "lessons", limit=None, shown=None),
            "avoid": strings(obj, "avoid", limit=None, shown=None)}
     limit = max(LESSONS_FLOOR, LESSONS_PER_RECORD * len(req.numbering))

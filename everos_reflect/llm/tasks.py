@@ -405,13 +405,22 @@ def offline_task(provider: Any, name: str, req: TaskRequest) -> TaskResult:
 _CONTROL = CONTROL_CHARS
 
 
+#: :data:`~everos_reflect.model.LINE_BREAKS_AS_NEWLINES` but the control characters: the
+#: Unicode line and paragraph separators, which are text. An item a tier checks itself keeps its
+#: control characters for the tier to refuse that item (a NEL taken as a line break was written).
+_SEPARATORS_AS_NEWLINES = {k: v for k, v in LINE_BREAKS_AS_NEWLINES.items()
+                           if not _CONTROL.match(chr(k))}
+
+
 def _no_control(value: str, what: str, shown: str | None = "") -> str:
     """``value`` as written, unless it holds a control character, a lone surrogate or an
     invisible formatting character (:func:`~everos_reflect.model.hidden_format`: a bidi
     override, a zero-width space) that ``shown`` (the text the model was given) does not
-    hold: :class:`InvalidReply` naming it and where. ``shown`` None: the caller refuses
-    those itself, one item at a time (the derived tiers)."""
-    found = _CONTROL.search(value)
+    hold: :class:`InvalidReply` naming it and where. ``shown`` None: the caller refuses a
+    control or invisible formatting character itself, one item at a time (the derived tiers,
+    :func:`~everos_reflect.strategies.beliefs.text_problem`): one item holding a terminal
+    escape failed the whole call, the reply's good items with it, on every run."""
+    found = _CONTROL.search(value) if shown is not None else None
     if found is not None:
         raise InvalidReply(f"{what} holds the control character U+{ord(found.group()):04X}")
     # a JSON "\ud83d" escape with no pair parses to a lone surrogate, which no UTF-8 file can
@@ -421,9 +430,10 @@ def _no_control(value: str, what: str, shown: str | None = "") -> str:
     if found is not None:
         raise InvalidReply(f"{what} holds the lone surrogate U+{ord(found.group()):04X}, "
                            "which is no text")
+    if shown is None:
+        return value.translate(_SEPARATORS_AS_NEWLINES).strip()
     # one showing nothing is refused or dropped as empty by the caller, as it was
-    problem = (hidden_format_problem(value, shown) if shown is not None and not blank(value)
-               else None)
+    problem = None if blank(value) else hidden_format_problem(value, shown)
     if problem is not None:
         raise InvalidReply(f"{what} {problem}")
     # U+2028 / U+2029 are line breaks to YAML, editors and ``str.splitlines``, not to a daily

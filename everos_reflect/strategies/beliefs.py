@@ -33,7 +33,7 @@ from typing import Any
 from everos_reflect.model import (
     Entry,
     Kind,
-    hidden_format_problem,
+    control_problem,
     id_items,
     id_order,
     normalize_text,
@@ -284,18 +284,21 @@ def current_worldview(convictions: Iterable[Conviction]) -> Worldview:
     return view
 
 
-def text_problem(text: str) -> str | None:
+def text_problem(text: str, *, limit: int | None = None, what: str = "its text") -> str | None:
     """Why a model's text may not be written as a record, that item alone refused: it is
-    longer than :data:`~everos_reflect.llm.tasks.MAX_ITEM_CHARS`, or it holds an invisible
-    formatting character (a bidi override, a zero-width space: the record would display or
-    read differently from what it stores), named with its position. None: it may. The
-    reply's other items are kept, as for every item a tier refuses."""
+    longer than ``limit`` (None: :data:`~everos_reflect.llm.tasks.MAX_ITEM_CHARS`), or it
+    holds a control character, a lone surrogate or an invisible formatting character (a bidi
+    override, a zero-width space: the record would display or read differently from what it
+    stores), named as every edge names it (:func:`~everos_reflect.model.control_problem`).
+    None: it may. ``what`` starts the reason. The reply's other items are kept, as for every
+    item a tier refuses."""
     from everos_reflect.llm.tasks import MAX_ITEM_CHARS
 
-    if len(text) > MAX_ITEM_CHARS:
-        return f"its text is {len(text):,} characters; at most {MAX_ITEM_CHARS:,}"
-    problem = hidden_format_problem(text)
-    return f"its text {problem}" if problem is not None else None
+    limit = MAX_ITEM_CHARS if limit is None else limit
+    if len(text) > limit:
+        return f"{what} is {len(text):,} characters; at most {limit:,}"
+    problem = control_problem(text)
+    return f"{what} {problem}" if problem is not None else None
 
 
 def text_key(text: str) -> str:

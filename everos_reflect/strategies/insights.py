@@ -39,7 +39,7 @@ from everos_reflect.engine.triggers import AccumulatorTrigger
 from everos_reflect.errors import EverosError
 from everos_reflect.llm.importance import score_importance
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
-from everos_reflect.model import Entry, Kind, UserRef, hidden_format_problem, id_order
+from everos_reflect.model import Entry, Kind, UserRef, id_order
 from everos_reflect.settings import between
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
@@ -282,18 +282,16 @@ class ReflectInsights(BeliefTier):
                derived: Derived) -> list[str]:
         """The questions of the reply that may be asked, each refused alone (named in the
         run's derivation row) when it is over :data:`~everos_reflect.llm.task_catalog.
-        MAX_QUESTION_CHARS` or holds an invisible formatting character: it failed the whole
-        questions call, and the run with it, retried and failing on every run."""
+        MAX_QUESTION_CHARS` or holds a control or invisible formatting character: it failed
+        the whole questions call, and the run with it, retried and failing on every run."""
         from everos_reflect.llm.task_catalog import MAX_QUESTION_CHARS
 
         refusals = Refusals(ctx.log, f"{self.name}: {ref}")
         kept = []
         for question in questions:
-            if len(question) > MAX_QUESTION_CHARS:
-                refusals.add(f"question refused: it is {len(question):,} characters; at most "
-                             f"{MAX_QUESTION_CHARS}")
-            elif (problem := hidden_format_problem(question)) is not None:
-                refusals.add(f"question refused: it {problem}")
+            problem = beliefs.text_problem(question, limit=MAX_QUESTION_CHARS, what="it")
+            if problem is not None:
+                refusals.add(f"question refused: {problem}")
             else:
                 kept.append(question)
         derived.take(refusals)
