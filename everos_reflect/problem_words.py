@@ -15,7 +15,16 @@ from collections.abc import Iterable
 
 from everos_reflect.model import json_type, quoted_value
 
-__all__ = ["did_you_mean", "json_type", "missing", "one_of", "unknown"]
+__all__ = ["counted", "did_you_mean", "json_type", "missing", "one_of", "unknown"]
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` and ``noun`` agreeing in number: ``1 entry``, ``3 entries``, ``1,204 files``.
+    The summaries said "Reindexed 1 entries from 1 files" and "1 result(s)"; every edge (the
+    CLI, the API, a run's reason) counts with it."""
+    many = plural if plural is not None else (
+        f"{noun[:-1]}ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else f"{noun}s")
+    return f"{count:,} {noun if count == 1 else many}"
 
 
 def did_you_mean(name: str, choices: Iterable[str]) -> str:

@@ -77,7 +77,7 @@ def test_cli_add_with_the_server_down_tries_once_writes_the_entry_and_says_why(
     assert made == [5.0]  # one attempt, with the interactive timeout (not 60 s × 4)
     [note] = result.stderr.splitlines()
     assert note.startswith("note: importance scored offline: the LLM was not reached")
-    assert "connection failed (gave up after 1 attempt(s))" in note
+    assert "connection failed (gave up after 1 attempt)" in note
     new_id = result.stdout.strip().split()[-1]
     entry = Runtime(root).store.get(ANDREW, new_id)
     assert entry.content == CONTENT
@@ -98,7 +98,7 @@ def test_api_add_with_a_stalled_server_gives_up_after_one_short_attempt(
         assert len(fake_openai.chat_bodies()) == 1  # asked once, never retried
         quick = llm.interactive()
         assert (quick.timeout_seconds, quick.max_retries) == (0.5, 0)
-        assert "request timed out (gave up after 1 attempt(s))" in data["importance_note"]
+        assert "request timed out (gave up after 1 attempt)" in data["importance_note"]
         entry = runtime.store.get(ANDREW, data["id"])
         assert entry.meta["importance"] == score_importance(f"{SUBJECT}: {CONTENT}")
     finally:

@@ -77,6 +77,6 @@ def test_a_request_after_the_first_still_checks_its_query(root: Path) -> None:
         resp = ApiClient(runtime)("GET", "/api/v1/lessons?task_type=deploy&limt=3")
         assert resp.status_code == 422
         assert isinstance(resp, httpx.Response)
-        assert "unknown query parameter(s): limt" in resp.json()["error"]["message"]
+        assert "unknown query parameter: limt" in resp.json()["error"]["message"]
     finally:
         runtime.close()

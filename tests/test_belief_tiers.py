@@ -427,7 +427,7 @@ def test_a_reconciliation_under_the_citation_floor_is_refused_alone(
         "insight": "Reliability comes first.", "evidence": [1]})
     assert run(rt, "reconcile") == {"owners": 1, "refused": 1}
     assert refusal_error(rt, "reconcile") == (
-        "reconciliation refused: it cites 1 record(s), at least 2 needed")
+        "reconciliation refused: it cites 1 record, at least 2 needed")
     assert not [e for e in rt.store.entries(ADA, Kind.INSIGHT)
                 if e.meta.get("insight_type") == "reconciliation"]
     assert observe(rt, "reconcile") == 0
@@ -703,7 +703,7 @@ def test_a_hand_edit_of_a_conviction_invalidates_what_cites_it(rt: Runtime,
 @pytest.mark.parametrize("name", ["reflect_insights", "revalidate_insights", "update_worldview",
                                   "detect_contradictions", "reconcile", "learn_lessons"])
 @pytest.mark.parametrize(("prompts", "reason"), [
-    ({"questions": "Ask three questions."}, "questions: missing placeholder(s) $records"),
+    ({"questions": "Ask three questions."}, "questions: missing placeholder $records"),
     ({"bogus": "text $records"}, "bogus: unknown prompt"),
     ({"lessons": 7}, "lessons: must be a non-empty string"),
     ({"insights": "Cost: $5 $records"}, "insights: invalid template"),

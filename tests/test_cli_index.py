@@ -244,7 +244,7 @@ def test_status_says_the_index_is_behind_by_a_log_deleted_by_hand(tmp_path: Path
     doc = CliRunner().invoke(main_cli, ["status", "--root", str(tmp_path), "--json"])
     index = json.loads(doc.stdout)["index"]
     assert (index["files_deleted"], index["lag_seconds"]) == (1, None)
-    assert _lag_text(index) == "1 log(s)"
+    assert _lag_text(index) == "1 log"
 
 
 @pytest.mark.parametrize("args", [["trigger", "reflect_episodes"], ["runs"], ["strategies"],

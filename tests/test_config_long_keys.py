@@ -43,7 +43,7 @@ def test_a_prompt_problem_still_names_its_prompt(name: str) -> None:
     key, needs = (("merge_init", "$episodes") if name == "reflect_episodes"
                   else ("lessons", "$records"))
     assert problems(f'[strategies.{name}.prompts]\n{key} = "no data"\n') == [
-        (FILE, f"strategies.{name}.prompts", f"{key}: missing placeholder(s) {needs}")]
+        (FILE, f"strategies.{name}.prompts", f"{key}: missing placeholder {needs}")]
 
 
 def test_a_key_shown_once_is_shown_the_same_again() -> None:

@@ -82,7 +82,7 @@ def test_fleet_status_json_has_every_root_last_run_next_run_and_lag(tmp_path: Pa
     assert a["index"]["files_changed"] == 0 and b["index"]["files_changed"] == 1
     text = CliRunner().invoke(cli, ["fleet", "status", "--fleet", fleet])
     assert text.exit_code == 0
-    assert "1 log(s)" in text.stdout and "up to date" in text.stdout
+    assert "1 log," in text.stdout and "up to date" in text.stdout
 
 
 def test_fleet_status_exits_1_when_a_root_cannot_be_read_with_or_without_json(

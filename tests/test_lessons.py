@@ -710,4 +710,4 @@ def test_the_lessons_and_insights_answers_are_bounded_with_a_total(root: Path) -
     result = CliRunner().invoke(cli, ["lessons", "--task-type", "deploy", "--user", "u_ops",
                                       "--limit", "2", "--root", str(root)])
     assert result.exit_code == 0, result.output
-    assert "+180 more" in result.output and "118 more lesson(s) not listed" in result.output
+    assert "+180 more" in result.output and "118 more lessons not listed" in result.output

@@ -61,7 +61,7 @@ def test_lint_and_status_report_an_unrecovered_merge(
     lint = runner.invoke(cli, ["lint", "--root", str(tmp_path), "--json"])
     assert lint.exit_code == 1
     messages = [p["message"] for p in json.loads(lint.stdout)["problems"]]
-    assert any("is live beside its live source(s)" in m for m in messages), messages
+    assert any("is live beside its live sources" in m for m in messages), messages
     assert any("await recovery" in m for m in messages), messages
 
     status = runner.invoke(cli, ["status", "--root", str(tmp_path), "--json"])
@@ -71,8 +71,8 @@ def test_lint_and_status_report_an_unrecovered_merge(
     [item] = merges["live_beside_sources"]
     assert item["user_id"] == ANDREW.user_id and len(item["live_sources"]) == 3
     text = runner.invoke(cli, ["status", "--root", str(tmp_path)]).stdout
-    assert "1 interrupted merge(s) await recovery" in text
-    assert "is live beside its live source(s)" in text
+    assert "1 interrupted merge awaits recovery" in text
+    assert "is live beside its live sources" in text
 
 
 def test_lint_reports_an_archive_link_to_a_missing_entry(tmp_path: Path) -> None:

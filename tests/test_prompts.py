@@ -80,8 +80,8 @@ def test_from_settings_reports_every_problem_at_once():
     section = "strategies.reflect_episodes"
     assert where == {
         f"{section}.language": "must be a non-empty string",
-        f"{section}.prompts.merge_init": "missing placeholder(s) $episodes",
-        f"{section}.prompts.merge_update": "missing placeholder(s) $narrative",
+        f"{section}.prompts.merge_init": "missing placeholder $episodes",
+        f"{section}.prompts.merge_update": "missing placeholder $narrative",
         f"{section}.prompts.extract_facts": (
             "invalid template: a '$' must start a placeholder (write '$$' for a dollar sign)"
         ),
@@ -95,7 +95,7 @@ def test_from_settings_reports_every_problem_at_once():
 
 
 def test_unknown_placeholder_is_rejected():
-    with pytest.raises(ConfigError, match=r"unknown placeholder\(s\) \$members"):
+    with pytest.raises(ConfigError, match=r"unknown placeholder \$members \(allowed"):
         Prompts.from_settings({"prompts": {"merge_init": "$episodes $members"}})
 
 

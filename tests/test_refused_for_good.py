@@ -320,7 +320,7 @@ def test_status_and_clusters_show_a_set_aside_cluster_and_why(
         assert aside["members"] == [e.id for e in eps]
         status = runner.invoke(cli, ["status", "--root", str(root)])
         assert status.exit_code == 0, status.output
-        assert "1 cluster(s) set aside" in status.stdout
+        assert "1 cluster set aside: the server refused its merge" in status.stdout
         assert f"cluster {aside['cluster_id']} set aside: {reason}" in status.stdout
         doc = json.loads(runner.invoke(cli, ["status", "--root", str(root), "--json"]).stdout)
         assert doc["merges"]["set_aside"] == [aside]

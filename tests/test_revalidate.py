@@ -201,7 +201,7 @@ def test_a_verdict_under_the_citation_floor_is_refused_alone_and_not_asked_again
     (row,) = [r for r in list_derivations(rt.db(), strategy=NAME)
               if r["inputs"] == [first.id]]
     assert row["status"] == "ok" and row["outputs"] == []
-    assert f"refused: a '{verdict}' verdict citing 1 record(s), at least 2 needed" in row["error"]
+    assert f"refused: a '{verdict}' verdict citing 1 record, at least 2 needed" in row["error"]
     assert strategy.observe(rt, None) == 0
     assert run(rt) == {"waiting_on_cited": 1}  # not asked again: the fake has no reply left
     assert len(fake_openai.chat_bodies()) == 1

@@ -35,7 +35,7 @@ def test_status_counts_the_insights_waiting_on_a_cited_one_as_waiting_for_a_mode
     merged(rt, eps)
     assert run(rt) == {"needs_llm": 1, "waiting_on_cited": 1}
     for reason in reasons(rt, root):
-        assert reason.startswith("needs an LLM: 2 stale insight(s) wait"), reason
+        assert reason.startswith("needs an LLM: 2 stale insights wait"), reason
         assert "(1 of them until a stale insight they cite is judged)" in reason
 
 
@@ -51,5 +51,5 @@ def test_status_counts_each_owners_waiting_insights_though_their_ids_are_the_sam
     Indexer(rt).scan()
     assert run(rt) == {"needs_llm": 2, "waiting_on_cited": 2}
     for reason in reasons(rt, root):
-        assert reason.startswith("needs an LLM: 4 stale insight(s) wait"), reason
+        assert reason.startswith("needs an LLM: 4 stale insights wait"), reason
         assert "(2 of them until" in reason

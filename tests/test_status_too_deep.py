@@ -63,7 +63,7 @@ def test_status_lists_an_insight_held_stale_as_deeper_than_max_depth(
         assert resp.json()["data"]["insights"]["held_too_deep"] == [item]
         text = CliRunner().invoke(cli, ["status", "--root", str(root)])
         assert text.exit_code == 0, text.output
-        assert ("1 insight(s) held stale: a verdict would stand them deeper than max_depth 2 "
+        assert ("1 insight held stale: a verdict would stand it deeper than max_depth 2 "
                 "(reflect_insights)") in text.stdout
         assert f"u_dev: {held}" in text.stdout
         assert "raise max_depth in [strategies.reflect_insights] of ome.toml" in text.stdout
@@ -94,7 +94,7 @@ def test_a_revalidation_with_nothing_to_judge_says_which_are_held_stale(
         out = Engine(rt).trigger(REVALIDATE, force=True)
         assert out.status == "ok" and not any(out.counts.values()), out
         assert out.reason == (
-            "no stale insight to judge now: 1 stale insight(s) are set aside: 1 held as "
+            "no stale insight to judge now: 1 stale insight is set aside: 1 held as "
             "deeper than max_depth (reflect_insights 2: raise it in ome.toml to revalidate "
             "them) (`status` lists those held too deep)")
     finally:
@@ -125,7 +125,7 @@ def test_status_names_the_insights_that_wait_with_one_held_too_deep(
         [item] = status_json(root)["insights"]["held_too_deep"]
         assert (item["insight_id"], item["waiting"]) == (second.id, [third.id, fourth.id])
         text = CliRunner().invoke(cli, ["status", "--root", str(root)])
-        assert (f"u_dev: {second.id} (2 stale insight(s) citing it wait with it: "
+        assert (f"u_dev: {second.id} (2 stale insights citing it wait with it: "
                 f"{third.id}, {fourth.id})") in text.stdout
     finally:
         rt.close()

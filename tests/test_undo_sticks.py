@@ -145,7 +145,7 @@ def test_status_and_clusters_keep_the_hold_while_the_new_member_cannot_be_read(
     assert member["file"] == rt.store.rel(rt.store.path_for_id(ANDREW, new.id))
     assert ApiClient(rt)("GET", "/api/v1/status").json()["data"]["merges"]["held_back"] == [held]
     text = runner.invoke(cli, ["status", "--root", str(root)]).stdout
-    assert "new member(s) cannot be read now" in text and new.id in text
+    assert "new member cannot be read now" in text and new.id in text
 
     monkeypatch.setattr(cluster_cmds, "open_runtime", lambda r: rt)
     [listed] = json.loads(runner.invoke(

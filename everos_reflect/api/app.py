@@ -242,6 +242,11 @@ def _query_table() -> dict[tuple[str, str], tuple[frozenset[str], frozenset[str]
     return table
 
 
+def _parameters(names: list[str]) -> str:
+    """``parameter`` for one name, ``parameters`` for more: "unknown query parameter(s)"."""
+    return "parameter" if len(names) == 1 else "parameters"
+
+
 def _known_query(request: Request) -> None:
     # bodies refuse a misspelt field (extra="forbid"); a query string is held to the same
     # rule, since an ignored ``usr=`` or ``limt=`` silently changes what a read returns.
@@ -252,14 +257,14 @@ def _known_query(request: Request) -> None:
     unknown = sorted(set(request.query_params) - allowed)
     if unknown:
         raise ApiError(422, "invalid_request",
-                       f"unknown query parameter(s): {shown_names(unknown)}; "
+                       f"unknown query {_parameters(unknown)}: {shown_names(unknown)}; "
                        f"this route takes {', '.join(sorted(allowed)) or 'none'}")
     repeated = sorted(name for name in set(request.query_params) - lists
                       if len(request.query_params.getlist(name)) > 1)
     if repeated:
         raise ApiError(422, "invalid_request",
-                       f"query parameter(s) given more than once: {shown_names(repeated)}; "
-                       "give each once")
+                       f"query {_parameters(repeated)} given more than once: "
+                       f"{shown_names(repeated)}; give each once")
 
 
 #: How long a request waits for an index found deleted to be rebuilt before its 503.

@@ -10,6 +10,7 @@ import click
 
 from everos_reflect.cli.common import (
     app_filter_option,
+    counted,
     emit_json,
     fleet_defaults,
     fleet_defaults_option,
@@ -233,8 +234,8 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
     if as_json:
         emit_json(counts)
         return
-    say(f"reclustered {counts['users']} user(s): {counts['clusters']} cluster(s), "
-               f"{counts['members']} member(s)"
+    say(f"reclustered {counted(counts['users'], 'user')}: "
+        f"{counted(counts['clusters'], 'cluster')}, {counted(counts['members'], 'member')}"
                + (f", {counts['skipped']} without a vector" if counts["skipped"] else ""))
 
 

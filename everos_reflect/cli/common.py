@@ -19,6 +19,7 @@ import click
 from everos_reflect.errors import EverosError, describe
 from everos_reflect.fileio import os_error_text
 from everos_reflect.model import BYTE_ESCAPES, QUOTED_MAX, quoted
+from everos_reflect.problem_words import counted as counted  # the CLI's counts say it
 
 if TYPE_CHECKING:
     from pydantic import BaseModel
@@ -307,14 +308,6 @@ def sync_for_read(runtime: Runtime, *, patient: bool = False) -> dict[str, Any]:
     behind = read_as_built(runtime)
     say(f"note: {behind['note']}", err=True)
     return behind
-
-
-def counted(count: int, noun: str, plural: str | None = None) -> str:
-    """``count`` and ``noun`` agreeing in number: ``1 entry``, ``3 entries``, ``1,204 files``.
-    The summaries said "Reindexed 1 entries from 1 files" and "1 result(s)"."""
-    many = plural if plural is not None else (
-        f"{noun[:-1]}ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else f"{noun}s")
-    return f"{count:,} {noun if count == 1 else many}"
 
 
 def shown(text: object) -> str:

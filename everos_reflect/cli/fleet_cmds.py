@@ -168,8 +168,8 @@ def _lag_text(index: dict[str, Any] | None) -> str:
     if not behind:
         return "up to date"
     if index["lag_seconds"] is None:  # deleted logs only: no change time to count from
-        return f"{behind} log(s)"
-    return f"{behind} log(s), {index['lag_seconds']:.0f} s"
+        return counted(behind, "log")
+    return f"{counted(behind, 'log')}, {index['lag_seconds']:.0f} s"
 
 
 def _nothing_runs(doc: dict[str, Any]) -> bool:

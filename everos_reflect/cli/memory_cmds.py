@@ -9,6 +9,7 @@ from everos_reflect.cli.common import (
     OneOf,
     WholeRange,
     app_filter_option,
+    counted,
     emit_json,
     fail,
     handle_errors,
@@ -178,7 +179,7 @@ def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str 
         more = x["evidence_count"] - len(x["evidence"])
         say(f"    evidence: {', '.join(x['evidence'])}" + (f" +{more} more" if more else ""))
     if data["total"] > len(data["lessons"]):
-        say(f"... {data['total'] - len(data['lessons'])} more lesson(s) not listed "
+        say(f"... {counted(data['total'] - len(data['lessons']), 'more lesson')} not listed "
             f"(--limit, at most 1000)")
 
 

@@ -253,10 +253,6 @@ def add_cmd(
 # --- lint -------------------------------------------------------------------------------------
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
-
-
 @click.command("lint")
 @root_option
 @json_option
@@ -276,9 +272,9 @@ def lint_cmd(root: str | None, as_json: bool) -> None:
         for problem in problems:
             say(one_line(problem))
         warnings = len(problems) - len(errors)
-        summary = f"{_plural(report['files_checked'], 'file')} checked, " \
-            f"{_plural(len(errors), 'error')}"
-        say(summary + (f", {_plural(warnings, 'warning')}" if warnings else ""))
+        summary = f"{counted(report['files_checked'], 'file')} checked, " \
+            f"{counted(len(errors), 'error')}"
+        say(summary + (f", {counted(warnings, 'warning')}" if warnings else ""))
     if problems:
         raise SystemExit(1)
 
@@ -360,10 +356,13 @@ def _render_too_deep(console: Any, insights: dict[str, Any]) -> None:
     for item in held:
         groups.setdefault((str(item["tier"]), int(item["max_depth"])), []).append(item)
     for (tier, cap), items in groups.items():
-        console.print(f"{len(items)} insight(s) held stale: a verdict would stand them deeper "
-                      f"than max_depth {cap} ({tier}); they are not revalidated until you "
-                      f"raise max_depth in [strategies.{tier}] of ome.toml past {cap}, or "
-                      "edit them or their evidence", markup=False)
+        one = len(items) == 1
+        them, they = ("it", "it is") if one else ("them", "they are")
+        console.print(f"{counted(len(items), 'insight')} held stale: a verdict would stand "
+                      f"{them} deeper than max_depth {cap} ({tier}); {they} not revalidated "
+                      f"until you raise max_depth in [strategies.{tier}] of ome.toml past "
+                      f"{cap}, or edit {them} or {'its' if one else 'their'} evidence",
+                      markup=False)
         _print_first(console, items, _too_deep_line)
 
 
@@ -375,8 +374,14 @@ def _too_deep_line(item: dict[str, Any]) -> str:
     if waiting:
         named = ", ".join(waiting[:3]) + (f" and {len(waiting) - 3} more"
                                           if len(waiting) > 3 else "")
-        line += f" ({len(waiting)} stale insight(s) citing it wait with it: {named})"
+        line += (f" ({counted(len(waiting), 'stale insight')} citing it "
+                 f"{'waits' if len(waiting) == 1 else 'wait'} with it: {named})")
     return line
+
+
+def _wait(episodes: int) -> str:
+    """``1 episode waits``, ``3 episodes wait``."""
+    return f"{counted(episodes, 'episode')} {'waits' if episodes == 1 else 'wait'}"
 
 
 def _render_status(doc: dict[str, Any]) -> None:
@@ -462,24 +467,30 @@ def _render_status(doc: dict[str, Any]) -> None:
             f" since {_when(item['since'])})"))
     merges = doc.get("merges") or {}
     if merges.get("interrupted"):
-        console.print(f"[red]{merges['interrupted']} interrupted merge(s) await recovery[/red] "
-                      "(any command that writes, `serve` or the next run settles them)")
+        many = merges["interrupted"] != 1
+        console.print(f"[red]{counted(merges['interrupted'], 'interrupted merge')} "
+                      f"{'await' if many else 'awaits'} recovery[/red] (any command that "
+                      f"writes, `serve` or the next run settles {'them' if many else 'it'})")
     if merges.get("interrupted_undos"):
-        console.print(f"[red]{merges['interrupted_undos']} interrupted undo(s) await recovery"
-                      "[/red] (any command that writes, `serve` or the next run finishes them)")
+        many = merges["interrupted_undos"] != 1
+        console.print(f"[red]{counted(merges['interrupted_undos'], 'interrupted undo')} "
+                      f"{'await' if many else 'awaits'} recovery[/red] (any command that "
+                      f"writes, `serve` or the next run finishes {'them' if many else 'it'})")
     for item in merges.get("held_back") or []:
         owner = f"{item['app_id']}/{item['project_id']}/{item['user_id']}"
         unreadable = item.get("unreadable") or []
         if not unreadable:
             console.print(f"{owner}: cluster {item['cluster_id']} held back after an undo "
-                          f"({len(item['members'])} episodes wait for a new member; "
+                          f"({_wait(len(item['members']))} for a new member; "
                           "remerge_undone = true merges them)", markup=False)
             continue
         # the new member is in the index but its log cannot be read: the run merges what
         # Markdown gives, the undone sources alone, so it holds the cluster back still
+        one = len(unreadable) == 1
+        new = "new member" if one else counted(len(unreadable), "new member")
         console.print(f"{owner}: cluster {item['cluster_id']} held back after an undo: its "
-                      f"new member(s) cannot be read now ({len(item['members'])} episodes "
-                      "wait until they read again)", markup=False)
+                      f"{new} cannot be read now ({_wait(len(item['members']))} until "
+                      f"{'it reads' if one else 'they read'} again)", markup=False)
         for member in unreadable:
             console.print(f"  {member['id']}: {one_line(member['file'])}: "
                           f"{shown(member['problem'])}", markup=False)
@@ -489,15 +500,18 @@ def _render_status(doc: dict[str, Any]) -> None:
                       style="red")
         aside = []
     if aside:
-        console.print(f"{len(aside)} cluster(s) set aside: the server refused their merge for "
-                      "good and it is not sent again until a member is edited, joins or leaves, "
-                      "or the prompts or model change (`clusters` marks them)", markup=False)
+        one = len(aside) == 1
+        console.print(f"{counted(len(aside), 'cluster')} set aside: the server refused "
+                      f"{'its' if one else 'their'} merge for good and it is not sent again "
+                      "until a member is edited, joins or leaves, or the prompts or model "
+                      f"change (`clusters` marks {'it' if one else 'them'})", markup=False)
     _print_first(console, aside, lambda item: f"  {item['app_id']}/{item['project_id']}/"
                                               f"{item['user_id']}: cluster {item['cluster_id']}"
                                               f" set aside: {shown(item['reason'])}")
     for item in merges.get("live_beside_sources") or []:
         console.print(f"[red]{item['app_id']}/{item['project_id']}/{item['user_id']}: "
-                      f"narrative {item['narrative']} is live beside its live source(s) "
+                      f"narrative {item['narrative']} is live beside its live "
+                      f"{'source' if len(item['live_sources']) == 1 else 'sources'} "
                       f"{', '.join(item['live_sources'])}[/red]", markup=True)
     # merges' archived_toward_missing is listed under its log (files with problems)
     _render_too_deep(console, doc.get("insights") or {})

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from everos_reflect.engine.engine import Engine, overlay_ome, strategies_status
 from everos_reflect.engine.registry import get_strategy
 from everos_reflect.errors import ConfigError, EverosError, describe
+from everos_reflect.problem_words import counted
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import load_settings
 
@@ -280,10 +281,10 @@ def pending_work(runtime: Runtime, name: str) -> str | None:
 
     lag = Indexer(runtime).pending()
     if lag["files_changed"] or lag["files_deleted"]:
-        return f"index behind by {lag['files_changed'] + lag['files_deleted']} log(s)"
+        return f"index behind by {counted(lag['files_changed'] + lag['files_deleted'], 'log')}"
     interrupted = journal.pending(runtime.db())
     if interrupted:
-        return f"{len(interrupted)} interrupted merge(s) to recover"
+        return f"{counted(len(interrupted), 'interrupted merge')} to recover"
     clusters = ClusterService(runtime)
     for ref in users_with_clusters(runtime):
         if clusters.eligible_for_reflection(ref, 1):

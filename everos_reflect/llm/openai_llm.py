@@ -48,7 +48,7 @@ from everos_reflect.llm.tasks import (
     render_messages,
 )
 from everos_reflect.model import quoted_value, redacted_url
-from everos_reflect.problem_words import json_type
+from everos_reflect.problem_words import counted, json_type
 
 log = logging.getLogger(__name__)
 
@@ -260,7 +260,8 @@ class OpenAILLM:
                 log.log(self.attempt_log_level, "LLM reply rejected (attempt %d): %s",
                         attempt + 1, last_problem)
         raise _unavailable(
-            self._failure(f"{last_problem} (gave up after {attempts} attempt(s))"), usage)
+            self._failure(f"{last_problem} (gave up after {counted(attempts, 'attempt')})"),
+            usage)
 
     def _create(self, messages: list[Message], schema_name: str, schema: dict[str, Any]) -> Any:
         """Send one request; on a schema refusal switch to JSON mode and resend at once."""

@@ -19,7 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from string import Template
 from typing import Any
@@ -352,6 +352,11 @@ def episode_block(member: MergeMember) -> str:
     return data_block("episode", member)
 
 
+def _placeholders(names: Collection[str]) -> str:
+    """``placeholder`` for one name, ``placeholders`` for more."""
+    return "placeholder" if len(names) == 1 else "placeholders"
+
+
 def _template_problem(key: str, text: str) -> str | None:
     template = Template(text)
     if not template.is_valid():
@@ -360,11 +365,11 @@ def _template_problem(key: str, text: str) -> str | None:
     missing = _REQUIRED[key] - used
     unknown = used - _ALLOWED[key]
     if missing:
-        return "missing placeholder(s) " + ", ".join(f"${n}" for n in sorted(missing))
+        return f"missing {_placeholders(missing)} " + ", ".join(f"${n}" for n in sorted(missing))
     if unknown:
         allowed = ", ".join(f"${n}" for n in sorted(_ALLOWED[key])) or "none"
         return (
-            "unknown placeholder(s) "
+            f"unknown {_placeholders(unknown)} "
             + ", ".join(f"${n}" for n in sorted(unknown))
             + f" (allowed: {allowed})"
         )

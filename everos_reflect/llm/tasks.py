@@ -357,9 +357,11 @@ def task_template_problem(spec: TaskSpec, text: str) -> str | None:
     missing = {"records"} & set(spec.placeholders) - used
     unknown = used - allowed
     if missing:
-        return "missing placeholder(s) " + ", ".join(f"${n}" for n in sorted(missing))
+        word = "placeholder" if len(missing) == 1 else "placeholders"
+        return f"missing {word} " + ", ".join(f"${n}" for n in sorted(missing))
     if unknown:
-        return ("unknown placeholder(s) " + ", ".join(f"${n}" for n in sorted(unknown))
+        word = "placeholder" if len(unknown) == 1 else "placeholders"
+        return (f"unknown {word} " + ", ".join(f"${n}" for n in sorted(unknown))
                 + " (allowed: " + ", ".join(f"${n}" for n in sorted(allowed)) + ")")
     return None
 

@@ -31,7 +31,8 @@ class LiveBeside:
     live_sources: tuple[str, ...]
 
     def message(self) -> str:
-        return (f"merged narrative {self.narrative} is live beside its live source(s) "
+        sources = "source" if len(self.live_sources) == 1 else "sources"
+        return (f"merged narrative {self.narrative} is live beside its live {sources} "
                 f"{', '.join(self.live_sources)}: an interrupted merge not yet recovered (any "
                 "command that writes, `serve` or the next run settles it) or a hand edit")
 

@@ -40,6 +40,7 @@ from everos_reflect.errors import EverosError
 from everos_reflect.llm.importance import score_importance
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Entry, Kind, UserRef, id_order
+from everos_reflect.problem_words import counted
 from everos_reflect.settings import between
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
@@ -359,8 +360,8 @@ class ReflectInsights(BeliefTier):
                 refusals.add(f"insight refused: {problem}")
                 continue
             if len(cited) < MIN_CITATIONS:
-                refusals.add(f"insight refused: it cites {len(cited)} record(s), at least "
-                             f"{MIN_CITATIONS} needed")
+                refusals.add(f"insight refused: it cites {counted(len(cited), 'record')}, at "
+                             f"least {MIN_CITATIONS} needed")
                 continue
             key = beliefs.text_key(text)
             if key in stated:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from everos_reflect.engine.registry import RunContext, SettingSpec, count_between
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Kind, UserRef
+from everos_reflect.problem_words import counted
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.belief_store import (
     BeliefState,
@@ -124,8 +125,9 @@ class Reconcile(BeliefTier):
             return derived
         if len(reply["evidence"]) < MIN_CITATIONS:  # that item alone is refused: asking
             # again repeats it, so the window is consumed as the other tiers consume theirs
-            refusals.add(f"reconciliation refused: it cites {len(reply['evidence'])} "
-                         f"record(s), at least {MIN_CITATIONS} needed")
+            refusals.add(f"reconciliation refused: it cites "
+                         f"{counted(len(reply['evidence']), 'record')}, at least "
+                         f"{MIN_CITATIONS} needed")
             derived.take(refusals)
             return derived
         # at most MAX_CITATIONS, the most recent: citing the thousand records max_records

@@ -46,6 +46,7 @@ from everos_reflect.llm.base import LLM, Usage
 from everos_reflect.llm.prompts import Prompts, language_problem
 from everos_reflect.llm.switching import prompt_replies
 from everos_reflect.model import UserRef, quoted_value
+from everos_reflect.problem_words import counted
 from everos_reflect.strategies import holdback, journal, journal_batch
 from everos_reflect.strategies.aside import llm_target, prompt_budget
 from everos_reflect.strategies.belief_store import set_aside_error
@@ -225,7 +226,8 @@ class ReflectEpisodes(Strategy):
 
         held = int(counts.get("held_back", 0))
         if held:
-            return (f"{held} cluster(s) held back after an undo wait for a new member "
+            return (f"{counted(held, 'cluster')} held back after an undo "
+                    f"{'waits' if held == 1 else 'wait'} for a new member "
                     "(remerge_undone = true merges them)")
         aside = len(set_aside_clusters(runtime))
         if aside:

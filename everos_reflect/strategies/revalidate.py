@@ -50,6 +50,7 @@ from everos_reflect.index.audit import (
 from everos_reflect.index.db import transaction
 from everos_reflect.llm.task_catalog import MIN_CITATIONS
 from everos_reflect.model import Entry, Kind, UserRef, id_order
+from everos_reflect.problem_words import counted
 from everos_reflect.strategies import beliefs, provenance
 from everos_reflect.strategies.aside import SentWith, prompt_budget, tier_prompts
 from everos_reflect.strategies.belief_store import (
@@ -666,9 +667,11 @@ class RevalidateInsights(Strategy):
             return None
         behind = (f" ({len(held)} of them until a stale insight they cite is judged)"
                   if held else "")
-        return (f"{NEEDS_LLM}: {len(judged) + len(held)} stale insight(s) wait for a language "
-                f"model to keep, revise or retire them{behind}; the extractive provider cannot "
-                "judge a text (set [llm] provider = \"openai\" with a base_url/api_key)")
+        waiting = len(judged) + len(held)
+        return (f"{NEEDS_LLM}: {counted(waiting, 'stale insight')} "
+                f"{'waits' if waiting == 1 else 'wait'} for a language model to keep, revise "
+                f"or retire {'it' if waiting == 1 else 'them'}{behind}; the extractive provider "
+                "cannot judge a text (set [llm] provider = \"openai\" with a base_url/api_key)")
 
     def idle_reason(self, runtime: Runtime, settings: Mapping[str, Any],
                     counts: Mapping[str, int]) -> str | None:
@@ -687,8 +690,9 @@ class RevalidateInsights(Strategy):
                 parts.append(f"{len(aside) - len(deep)} set aside after a refusal (asked "
                              "again once they or their evidence are edited, or the prompts "
                              "or model change)")
-            return (f"no stale insight to judge now: {len(aside)} stale insight(s) are set "
-                    f"aside: {'; '.join(parts)} (`status` lists those held too deep)")
+            return (f"no stale insight to judge now: {counted(len(aside), 'stale insight')} "
+                    f"{'is' if len(aside) == 1 else 'are'} set aside: {'; '.join(parts)} "
+                    "(`status` lists those held too deep)")
         return ("no stale insight to judge: no record an insight cites was archived, edited "
                 "or deleted since it was last judged")
 
@@ -968,7 +972,7 @@ class RevalidateInsights(Strategy):
         failed and was retried every run."""
         rt = ctx.runtime
         problem = problem or (f"a {verdict['verdict']!r} verdict citing "
-                              f"{len(verdict['evidence'])} record(s), at least "
+                              f"{counted(len(verdict['evidence']), 'record')}, at least "
                               f"{MIN_CITATIONS} needed")
         ctx.log.info("%s: %s: %s refused: %s", NAME, ref, insight.id, problem)
         counts["refused"] += 1
