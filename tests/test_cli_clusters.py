@@ -189,11 +189,25 @@ def test_recluster_app_and_project_narrow_the_users(root: Path, clustered: list[
     Indexer(rt).scan()
     rt.close()
     assert run("recluster", "--root", str(root)).stdout.startswith("reclustered 2 users")
-    for args, users in ((["--app", "acme"], 1), (["--project", "default_project"], 2),
-                        (["--app", "nosuch"], 0), (["--app", "acme", "--project", "x"], 0)):
+    for args, users in ((["--app", "acme"], "1 user:"), (["--project", "default_project"],
+                                                         "2 users:")):
         result = run("recluster", "--root", str(root), *args)
         assert result.exit_code == 0, result.output
-        assert result.stdout.startswith(f"reclustered {users} user{'' if users == 1 else 's'}"), (args, result.stdout)
+        assert result.stdout.startswith(f"reclustered {users}"), (args, result.stdout)
+        assert not result.stderr, result.stderr
+    # an app or project no user is in is said on stderr (it said "reclustered 0 users" and
+    # nothing else); exit 0, as `clusters`, `lessons` and the API answer a filter matching none
+    for args, note in (
+            (["--app", "nosuch"], "no users in app nosuch of this root (its apps: acme, "
+                                  "default_app)"),
+            (["--app", "acm"], "no users in app acm of this root (did you mean 'acme'?)"),
+            (["--app", "acme", "--project", "x"], "no users in acme/x of this root (its "
+                                                  "projects in acme: default_project)")):
+        for command in (["recluster"], ["clusters"], ["insights"], ["worldview"],
+                        ["lessons", "--task-type", "deploy"]):
+            result = run(*command, "--root", str(root), *args)
+            assert result.exit_code == 0, result.output
+            assert result.stderr == f"note: {note}\n", (command, args, result.stderr)
     bad = run("recluster", "--root", str(root), "--app", "../x")
     assert bad.exit_code == 1 and bad.stderr.startswith("error: invalid app_id '../x'")
 

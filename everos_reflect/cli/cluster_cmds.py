@@ -16,6 +16,7 @@ from everos_reflect.cli.common import (
     fleet_defaults_option,
     handle_errors,
     json_option,
+    note_no_users,
     note_unknown_user,
     ome_invalid,
     open_runtime,
@@ -64,6 +65,8 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         validate_name(project, "project_id")
     if ref is not None:
         note_unknown_user(runtime, ref)
+    else:
+        note_no_users(runtime, app, project)
     _catch_up(runtime, required=False)
     service = ClusterService(runtime)
     infos = [
@@ -226,6 +229,8 @@ def recluster_cmd(root: str | None, user_id: str | None, app: str | None,
         raise IndexReadOnly(runtime.index_dir)
     if ref is not None:
         note_unknown_user(runtime, ref)
+    else:
+        note_no_users(runtime, app, project)
     settle_journal(runtime)
     _catch_up(runtime, required=True)  # Episodes added since the last sync are reclustered too
     counts = ClusterService(runtime).recluster_exclusive(ref, on_wait=lambda: say(

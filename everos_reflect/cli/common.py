@@ -18,7 +18,7 @@ import click
 
 from everos_reflect.errors import EverosError, describe
 from everos_reflect.fileio import os_error_text
-from everos_reflect.model import BYTE_ESCAPES, QUOTED_MAX, quoted
+from everos_reflect.model import BYTE_ESCAPES, QUOTED_MAX, quoted, shown_names
 from everos_reflect.problem_words import counted as counted  # the CLI's counts say it
 
 if TYPE_CHECKING:
@@ -154,8 +154,41 @@ def filtered_refs(runtime: Runtime, user_id: str | None, app: str | None,
         if note:  # a listing; a command that looks an id up names the user in its error
             note_unknown_user(runtime, ref)
         return [ref]
-    return [r for r in runtime.store.iter_users()
+    users = list(runtime.store.iter_users())
+    refs = [r for r in users
             if (app is None or r.app == app) and (project is None or r.project == project)]
+    if note and not refs:
+        note_no_users(runtime, app, project, users)
+    return refs
+
+
+def note_no_users(runtime: Runtime, app: str | None, project: str | None,
+                  users: Sequence[UserRef] | None = None) -> None:
+    """A note on stderr when ``--app``/``--project`` (without ``--user``) match no user of the
+    root, naming the apps (or projects) there are (stdout, and ``--json``, stay as they are):
+    ``recluster --app acmee`` said "reclustered 0 users" and ``clusters --app acmee`` "no
+    clusters", exit 0, as if the app existed and had nothing to cluster."""
+    if app is None and project is None:
+        return
+    from everos_reflect.problem_words import did_you_mean
+
+    users = list(runtime.store.iter_users()) if users is None else users
+    if any((app is None or r.app == app) and (project is None or r.project == project)
+           for r in users):
+        return
+    if not users:
+        hint = " (it has no users yet)"
+    elif app is not None and all(r.app != app for r in users):
+        apps = sorted({r.app for r in users})
+        hint = did_you_mean(app, apps) or f" (its apps: {shown_names(apps)})"
+    else:
+        projects = sorted({r.project for r in users if app is None or r.app == app})
+        where = "" if app is None else f" in {app}"
+        hint = (did_you_mean(str(project), projects)
+                or f" (its projects{where}: {shown_names(projects)})")
+    what = (f"app {app}" if project is None else f"project {project}" if app is None
+            else f"{app}/{project}")
+    say(f"note: no users in {what} of this root{hint}", err=True)
 
 
 def note_unknown_user(runtime: Runtime, ref: UserRef) -> None:

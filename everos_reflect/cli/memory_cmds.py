@@ -14,6 +14,7 @@ from everos_reflect.cli.common import (
     fail,
     handle_errors,
     json_option,
+    note_no_users,
     note_unknown_user,
     open_runtime,
     project_filter_option,
@@ -163,6 +164,10 @@ def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str 
                       project_id=project, limit=limit)
     runtime = open_runtime(root)
     try:
+        if user_id is not None:
+            note_unknown_user(runtime, UserRef.of(user_id, app, project))
+        else:
+            note_no_users(runtime, app, project)
         data = ops.lessons(runtime, query)
     finally:
         runtime.close()
