@@ -411,11 +411,11 @@ def test_a_blank_query_is_a_422_at_the_api_and_mcp_as_other_bad_fields_are(
         resp = call("POST", url, json=body)
         assert resp.status_code == 422, (url, resp.text)
         assert resp.json()["error"] == {"code": "invalid_request",
-                                        "message": "query must not be empty"}
+                                        "message": "query: must not be empty"}
     [spec] = [t for t in mcp_server.tools() if t.name == "briefing"]
     with pytest.raises(MCPError) as caught:
         mcp_server.call(runtime, spec, {"user_id": "u_ops", "query": "   "})
-    assert caught.value.message == "query must not be empty"
+    assert caught.value.message == "query: must not be empty"
     assert caught.value.data == {"code": "invalid_request", "status": 422}
 
 

@@ -42,7 +42,7 @@ REFUSED: list[tuple[list[str], str]] = [
       "2026-10-13T09:00:00+00:00"], "not a regular file"),
     (["add", "--user", "u1", "--subject", "s", "--content", "x" * (257 << 10),
       "--timestamp", "2026-10-14T09:00:00+00:00"], "limits.max_entry_bytes"),
-    (["search", ""], "query must not be empty"),
+    (["search", ""], "query: must not be empty"),
     (["search", "dog", "--user", "../x"], "invalid user_id '../x'"),
     (["search", "dog", "--app", "a/b"], "invalid app_id 'a/b'"),
     (["briefing", "--user", "../x", "dog"], "invalid user_id '../x'"),

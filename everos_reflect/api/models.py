@@ -173,6 +173,19 @@ def _no_control(value: str) -> str:
 LogText = Annotated[str, AfterValidator(_no_control)]
 
 
+def _not_blank(value: str) -> str:
+    """Refuse a query that shows nothing (``"  "``, a U+200B alone) in the words an empty one
+    gets (``query: must not be empty``): a blank one was "query must not be empty", a second
+    wording of the same refusal, at the API, MCP and ``briefing``."""
+    if blank(value):
+        raise PydanticCustomError("blank", "must not be empty")
+    return value
+
+
+#: A search or briefing query: text that shows something.
+QueryText = Annotated[str, AfterValidator(_not_blank)]
+
+
 #: :data:`~everos_reflect.model.LINE_BREAK_RE`'s characters inside a JSON Schema class.
 ONE_LINE = "\\n\\r\\u2028\\u2029"
 
@@ -191,8 +204,8 @@ EpisodeIdText = Annotated[str, AfterValidator(_episode_id), Field(
 
 
 class SearchRequest(Strict):
-    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS,
-                       json_schema_extra={"pattern": NOT_BLANK})
+    query: QueryText = Field(min_length=1, max_length=MAX_QUERY_CHARS,
+                             json_schema_extra={"pattern": NOT_BLANK})
     top_k: TopK = 5
     user_id: Name | None = None
     app_id: Name | None = None
@@ -281,8 +294,8 @@ class BriefingRequest(Strict):
     user_id: Name
     app_id: Name | None = None
     project_id: Name | None = None
-    query: str = Field(min_length=1, max_length=MAX_BRIEFING_QUERY_CHARS,
-                       json_schema_extra={"pattern": NOT_BLANK})
+    query: QueryText = Field(min_length=1, max_length=MAX_BRIEFING_QUERY_CHARS,
+                             json_schema_extra={"pattern": NOT_BLANK})
     task_type: Name | None = Field(None, description="Adds the lessons of this task type.")
     max_tokens: MaxTokens = Field(1000,
                             description="Budget of the whole block, in the bundled tokenizer's "

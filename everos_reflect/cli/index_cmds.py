@@ -140,7 +140,7 @@ def search_cmd(
     from everos_reflect.model import validate_name
 
     if blank(query):
-        raise EverosError("query must not be empty")  # as the API says it
+        raise EverosError("query: must not be empty")  # as the API and `briefing` say it
     # before the sync: a refused search built or synced the index, then named the bad id
     for value, what in ((user_id, "user_id"), (app_id, "app_id"), (project_id, "project_id")):
         if value is not None:
