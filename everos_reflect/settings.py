@@ -777,15 +777,27 @@ def setting_rows(root: str | os.PathLike[str], section: str,
     shown as set or not, never its value; a URL without its password.
 
     Without it a person asking which model or threshold a root runs with read the shipped
-    defaults, ``everos.toml`` and the environment and layered them in their head. Raises
-    :class:`ConfigError` as loading the settings does."""
+    defaults, ``everos.toml`` and the environment and layered them in their head. A key whose
+    value is refused (in ``everos.toml`` or its variable) is shown with its default and the
+    reason under ``problem``: ``settings`` is what a person runs to find what is wrong, and
+    it refused to run at all, as every command does."""
     shown = config_file(root, USER_FILE_NAME)
     default_text = packaged_text("default.toml")
-    values, origin, problems = _layers(
-        default_text, _read_user_file(Path(root) / USER_FILE_NAME, shown),
-        os.environ if env is None else env, shown, DEFAULT_FILE)
-    if problems:
-        raise ConfigError(problems)
+    user_text = _read_user_file(Path(root) / USER_FILE_NAME, shown)
+    env = os.environ if env is None else env
+    values, origin, _ = _layers(default_text, user_text, env, shown, DEFAULT_FILE)
+    try:  # every problem, a value out of its range as well as one of the wrong type
+        parse_settings(default_text, user_text, env, shown)
+        problems: list[Problem] = []
+    except ConfigError as exc:
+        problems = exc.problems
+    refused: dict[tuple[str, str], list[str]] = {}
+    for file, where, reason in problems:
+        dotted = (where[len(ENV_PREFIX):].lower().replace("__", ".", 1) if file == ENV_FILE
+                  else where)
+        sect, _, key = dotted.partition(".")
+        refused.setdefault((sect, key), []).append(
+            f"{where}: {reason}" if file == ENV_FILE else f"{file}: {reason}")
     defaults = Settings()
     helps = _default_comments(default_text)
     rows = []
@@ -794,11 +806,13 @@ def setting_rows(root: str | os.PathLike[str], section: str,
         file, written = origin.get((section, key), (DEFAULT_FILE, key))
         source = ("default" if file == DEFAULT_FILE else written if file == ENV_FILE
                   else USER_FILE_NAME)
-        rows.append({"key": key, "takes": expected_type(tp),
-                     "default": _shown_setting(section, key,
-                                               getattr(getattr(defaults, section), key)),
-                     "value": _shown_setting(section, key, value), "from": source,
-                     "secret": (section, key) in SECRET_KEYS, "help": helps.get((section, key))})
+        row = {"key": key, "takes": expected_type(tp),
+               "default": _shown_setting(section, key, getattr(getattr(defaults, section), key)),
+               "value": _shown_setting(section, key, value), "from": source,
+               "secret": (section, key) in SECRET_KEYS, "help": helps.get((section, key))}
+        if (section, key) in refused:
+            row["problem"] = "; ".join(refused[(section, key)])
+        rows.append(row)
     return rows
 
 

@@ -73,3 +73,37 @@ def test_the_text_shows_the_value_default_and_origin_and_never_a_secret(
     assert "  token = (set)  (a string; default (not set); from EVEROS_SERVER__TOKEN)" in (
         secret.stdout.splitlines())
     assert "tok-123" not in secret.stdout
+
+
+# -- an invalid everos.toml: `settings` is how a person finds what is wrong --------------------
+
+INVALID = '[llm]\ntimeout_seconds = "soon"\nmodel = "m-2"\n[server]\nport = 99999\n'
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["text", "json"])
+def test_an_invalid_key_is_marked_with_its_reason_the_rest_shown_and_the_exit_is_1(
+        root: Path, no_everos_env: None, as_json: bool) -> None:
+    # it refused to run, as every command does, with the one line `lint` also gives
+    (root / "everos.toml").write_text(INVALID)
+    args = ["settings", "--root", str(root)] + (["--json"] if as_json else [])
+    result = CliRunner().invoke(cli, args, env={"EVEROS_LLM__MAX_RETRIES": "many"})
+    assert result.exit_code == 1, result.output
+    assert 'llm.timeout_seconds: must be a number, got a string: "soon"' in result.stderr
+    assert "server.port: must be a whole number from 1 to 65535, got 99999" in result.stderr
+    if as_json:
+        doc = json.loads(result.stdout)
+        llm = {row["key"]: row for row in doc["sections"]["llm"]}
+        assert llm["timeout_seconds"]["problem"] == (
+            'everos.toml: must be a number, got a string: "soon"')
+        assert llm["timeout_seconds"]["value"] == llm["timeout_seconds"]["default"]
+        assert llm["max_retries"]["problem"].startswith("EVEROS_LLM__MAX_RETRIES: ")
+        assert "problem" not in llm["model"] and llm["model"]["value"] == "m-2"
+        port = {row["key"]: row for row in doc["sections"]["server"]}["port"]
+        assert port["problem"] == "everos.toml: must be a whole number from 1 to 65535, got 99999"
+        assert doc["strategies"]["reflect_episodes"]  # the strategies are shown too
+        assert "invalid configuration" in doc["error"]
+    else:
+        assert "  model = 'm-2'" in result.stdout or '  model = "m-2"' in result.stdout
+        assert ('      INVALID: everos.toml: must be a number, got a string: "soon" (the '
+                "default is shown)") in result.stdout
+        assert "[strategies.reflect_episodes]" in result.stdout

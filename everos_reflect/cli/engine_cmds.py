@@ -14,6 +14,7 @@ from everos_reflect.cli.common import (
     configure_logging,
     counted,
     emit_json,
+    existing_root,
     fail,
     fleet_defaults,
     fleet_defaults_option,
@@ -307,7 +308,16 @@ def settings_cmd(root: str | None, name: str | None, as_json: bool) -> None:
                 f"no section or strategy {quoted(name)} (everos.toml sections: "
                 f"{', '.join(SECTIONS)}; strategies: {', '.join(known_strategies())})"
             ) from None
-    runtime = open_runtime(root)
+    from everos_reflect.runtime import Runtime
+    from everos_reflect.settings import Settings
+
+    invalid = None
+    try:
+        runtime = open_runtime(root)
+    except ConfigError as exc:  # everos.toml is what the person runs `settings` to fix: each
+        # key is shown, the refused ones marked, and the exit is non-zero (it refused to run)
+        invalid = str(exc)
+        runtime = Runtime(existing_root(root), settings=Settings())
     note = None
     try:
         try:
@@ -320,7 +330,8 @@ def settings_cmd(root: str | None, name: str | None, as_json: bool) -> None:
         runtime.close()
     rows = {n: setting_rows(n, config.get(n, {})) for n in names}
     if as_json:
-        emit_json({"sections": by_section, "strategies": rows})
+        emit_json({"sections": by_section, "strategies": rows}
+                  | ({"error": invalid} if invalid is not None else {}))
     else:
         for section, keys in by_section.items():
             _say_rows(f"[{section}]  (everos.toml)", keys)
@@ -328,6 +339,9 @@ def settings_cmd(root: str | None, name: str | None, as_json: bool) -> None:
             _say_rows(f"[strategies.{strategy}]", keys)
     if note:
         say(note, err=True)
+    if invalid is not None:
+        fail(f"{invalid} (each key refused is marked above, its default shown; every other "
+             "command refuses to run until it is fixed)" if not as_json else invalid)
 
 
 def _say_rows(title: str, keys: list[dict[str, Any]]) -> None:
@@ -348,6 +362,8 @@ def _say_rows(title: str, keys: list[dict[str, Any]]) -> None:
             told.append(f"from {row['from']}")
         say(f"  {row['key']} = {shown(row['value'], row.get('secret', False))}  "
             f"({'; '.join(told)})")
+        if row.get("problem"):
+            say(f"      INVALID: {row['problem']} (the default is shown)")
         if row["help"]:
             say(f"      {row['help']}")
     say("")
