@@ -230,6 +230,8 @@ def validate_name(value: object, what: str = "user_id") -> str:
     """
     if not isinstance(value, str):
         raise InvalidId(f"{what} must be a string, got {json_got(value)}")
+    if not value:  # named as empty: "use 1-128 characters" read as a bad spelling of an id
+        raise InvalidId(f"invalid {what} '': must not be empty")
     if value in {".", ".."} or not _NAME_RE.fullmatch(value):
         raise InvalidId(
             f"invalid {what} {quoted(value, escape=True)}: use 1-128 characters from "
@@ -609,6 +611,8 @@ def parse_new_timestamp(value: str | datetime) -> datetime:
     if not isinstance(value, str):
         raise ValueError(f"must be text, got {json_got(value)}")
     text = value.strip()
+    if not text:  # "'' is not ISO 8601" named a format where nothing was given
+        raise ValueError("must not be empty (leave it out for the time now)")
     match = _NEW_TIMESTAMP_RE.fullmatch(text)
     parsed = parse_timestamp(text.replace(",", ".")) if match else None
     if match is None or parsed is None:

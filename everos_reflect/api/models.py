@@ -73,6 +73,8 @@ EPISODE_ID_PATTERN = r"^ep_[0-9]{8}_[0-9]{4,18}$"
 
 
 def _episode_id(value: str) -> str:
+    if not value:  # "invalid episode id ''" read as an id of a wrong form
+        raise InvalidId("must not be empty")
     if not re.fullmatch(EPISODE_ID_PATTERN, value):  # the form; an impossible day is a 404
         raise InvalidId(f"invalid episode id {quoted(value)}: expected e.g. ep_20261012_0001")
     return value
