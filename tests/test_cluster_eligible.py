@@ -146,7 +146,7 @@ def test_eligible_and_listing_match_the_reading_they_replace(seed: int, length: 
         check = sqlite3.connect(dbmod.db_path(Path(tmp)))
         for ref in OWNERS:
             assert svc.clusters(ref) == reference_clusters(check, ref)
-            for k in (limit, 100):
+            for k in (limit, 100, 10**30):  # (10**30: more than SQLite's integers hold)
                 assert svc.eligible_for_reflection(ref, k) == reference_eligible(check, ref, k)
         assert svc.eligible_for_reflection(OWNERS[0], -1) == []
         check.close()

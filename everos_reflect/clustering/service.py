@@ -864,7 +864,8 @@ class ClusterService:
         Python: building every cluster of the owner and filtering here cost ~75 ms a call at
         7,364 clusters (one owner ×20), most of it rows that were then dropped."""
         where, params = _where_ref(ref, "c")
-        return self._clusters_where(f"{where} AND {_ELIGIBLE}", (*params, max(0, max_clusters)),
+        limit = min(max(0, max_clusters), _NO_LIMIT)  # SQLite's integers stop at 2^63 - 1
+        return self._clusters_where(f"{where} AND {_ELIGIBLE}", (*params, limit),
                                     "ORDER BY c.member_count DESC, c.cluster_id LIMIT ?")
 
     # ------------------------------------------------------------------ reading
@@ -1299,6 +1300,8 @@ class ClusterService:
             new_since_consolidation=r["new_since"] if consolidated else 0)
 
 
+#: more clusters than any owner has (a larger ``max_clusters`` asks for them all)
+_NO_LIMIT = 1 << 62
 #: a cluster :meth:`ClusterService.eligible_for_reflection` returns, as SQL over ``clusters c``:
 #: never consolidated with at least two members, or consolidated with a live member other
 #: than its narrative (the ``new_since`` of :meth:`ClusterService._clusters_where` above 0)
