@@ -119,14 +119,25 @@ def narrative_owners_other_than(conn: sqlite3.Connection, entry_id: str,
 def facts_embedded_as_stated(conn: sqlite3.Connection, ref: UserRef, ids: Sequence[str],
                              embed_model: str) -> set[str]:
     """Those of the atomic facts ``ids`` whose stored vector came from ``embed_model`` and
-    embedded exactly their stated text (so the vector can stand for that text)."""
-    if not ids:
-        return set()
-    rows = conn.execute(
-        f"SELECT id, text, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
-        f"user_id=? AND kind='atomic_fact' AND embed_model=? AND id IN ({_marks(ids)})",
-        (ref.app, ref.project, ref.user_id, embed_model, *ids))
-    return {r[0] for r in rows if r[2] == text_hash(r[1])}
+    embedded exactly their stated text (so the vector can stand for that text).
+
+    Read by primary key, ``_IDS_PER_READ`` ids a statement: with ``kind=...`` as a plain term
+    SQLite takes the ``(user, kind)`` index from four ids on and reads every fact of the user
+    to find a few (``+kind`` is not indexable), and a build may take as few as 999
+    parameters."""
+    found: set[str] = set()
+    for start in range(0, len(ids), _IDS_PER_READ):
+        chunk = ids[start:start + _IDS_PER_READ]
+        rows = conn.execute(
+            f"SELECT id, text, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
+            f"user_id=? AND id IN ({_marks(chunk)}) AND +kind='atomic_fact' AND embed_model=?",
+            (ref.app, ref.project, ref.user_id, *chunk, embed_model))
+        found.update(r[0] for r in rows if r[2] == text_hash(r[1]))
+    return found
+
+
+#: ids asked for in one statement (SQLite's smallest parameter limit is 999)
+_IDS_PER_READ = 500
 
 
 def live_facts_of(conn: sqlite3.Connection, ref: UserRef,
