@@ -7,12 +7,15 @@ best far rejoin was changed earlier in the run takes the next one, as the pure r
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_info
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
+from everos_reflect.clustering import matrix
 from everos_reflect.clustering.matrix import (
     BLOCK_MEMBERS,
     ClusterRow,
@@ -235,14 +238,83 @@ def test_the_layout_stays_in_step_with_sqlite_through_deletes_consolidation_and_
         assert _far_pairs(reloaded, probes, threshold) == expected
 
 
+def _blas_threads() -> list[int]:
+    return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+
+
 def test_one_blas_thread_holds_only_inside_its_block():
     """numpy's own OpenBLAS is found (threadpoolctl < 3.5 does not know numpy 2's
-    ``scipy_openblas`` and would limit nothing, hence the pin) and held to one thread."""
-    def blas_threads() -> list[int]:
-        return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
+    ``scipy_openblas`` and would limit nothing, hence the pin) and held to one thread.
+    (Holding the module's lock keeps any other thread's block out meanwhile.)"""
+    with matrix._BLAS_LOCK, threadpool_limits(3, user_api="blas"):
+        assert _blas_threads() and set(_blas_threads()) == {3}
+        with _one_blas_thread():
+            assert set(_blas_threads()) == {1}
+            with _one_blas_thread():  # nested in the same thread
+                assert set(_blas_threads()) == {1}
+            assert set(_blas_threads()) == {1}
+        assert set(_blas_threads()) == {3}
 
-    before = blas_threads()
-    assert before
-    with _one_blas_thread():
-        assert all(t == 1 for t in blas_threads())
-    assert blas_threads() == before
+
+class _ProcessWideLimit:
+    """A stand-in for threadpoolctl's controller over one process-wide thread count, as
+    OpenBLAS keeps it: a limit saves the count it finds and sets 1 when made, and puts the
+    saved count back on exit. Records which thread set what."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+        self.calls: list[tuple[int, int]] = []  # (thread, count set)
+
+    def _set(self, count: int) -> None:
+        self.count = count
+        self.calls.append((threading.get_ident(), count))
+
+    def limit(self, *, limits: int, user_api: str) -> _ProcessWideLimit._Held:
+        assert user_api == "blas"
+        return self._Held(self, limits)
+
+    class _Held:
+        def __init__(self, owner: _ProcessWideLimit, limits: int) -> None:
+            self.owner, self.saved = owner, owner.count
+            owner._set(limits)
+
+        def __enter__(self) -> None:
+            return None
+
+        def __exit__(self, *exc: object) -> None:
+            self.owner._set(self.saved)
+
+
+def test_blocks_in_two_threads_leave_blas_its_thread_count(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two threads' blocks that would overlap (the second entering while the first holds,
+    the first leaving first) leave the count as it was, each thread putting back what it
+    lowered: before, the second put back the 1 it found and BLAS stayed on one thread for
+    the rest of the process (the count is process-wide; and OpenBLAS 0.3.31 may ignore a
+    count set from another thread than the one that lowered it)."""
+    fake = _ProcessWideLimit(3)
+    monkeypatch.setattr(matrix, "_BLAS_CONTROLLER", fake)
+    first_in, second_in, first_out = threading.Event(), threading.Event(), threading.Event()
+
+    def first() -> None:
+        with _one_blas_thread():
+            first_in.set()
+            # the second thread now waits for this block; it used to enter it at once
+            second_in.wait(timeout=0.25)
+        first_out.set()
+
+    def second() -> None:
+        first_in.wait()
+        with _one_blas_thread():
+            second_in.set()
+            first_out.wait()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert second_in.is_set() and fake.count == 3
+    (a, one), (a_back, three), (b, one_b), (b_back, three_b) = fake.calls
+    assert (one, three, one_b, three_b) == (1, 3, 1, 3)
+    assert a == a_back != b == b_back

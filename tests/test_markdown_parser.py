@@ -695,8 +695,8 @@ def test_archiving_into_a_log_of_many_lines_splits_only_its_frontmatter() -> Non
 
 
 @pytest.mark.parametrize(("written", "read_as"), [
-    ("123", "123 (YAML int)"), ("true", "True (YAML bool)"),
-    ("2026-10-12", "2026-10-12 (YAML date)"),
+    ("123", "a number: 123"), ("true", "a boolean: true"),
+    ("2026-10-12", "a date: 2026-10-12"),
 ])
 def test_a_bare_session_id_that_yaml_reads_as_no_text_is_a_warning(
     written: str, read_as: str

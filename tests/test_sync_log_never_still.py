@@ -30,9 +30,9 @@ from tests.waiting import scripted_pauses, wait_for
 
 REF = UserRef.of("u_ann")
 #: The reads of a log one batch sync (``sync_paths``: the watcher's) makes when it never
-#: finds it still: one look before it takes the indexer lock (``Indexer._embedded_ahead``,
-#: no wait), then one per settle wait.
-READS_PER_BATCH_SYNC = 1 + settling.SETTLE_TRIES
+#: finds it still: before it takes the indexer lock, one look and one after each settle wait
+#: (``Indexer._looked_ahead``), then one under the lock, which waits for nothing.
+READS_PER_BATCH_SYNC = 2 + settling.SETTLE_TRIES
 
 
 def _moving_reads(monkeypatch: pytest.MonkeyPatch, path: Path, reads: int) -> list[int]:

@@ -27,7 +27,9 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Callable, Iterable, Sequence
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
@@ -425,9 +427,12 @@ def _pair_dots(left: np.ndarray, rows: np.ndarray, right: np.ndarray,
 
 
 _BLAS_CONTROLLER: Any = None
+#: held through every block of :func:`_one_blas_thread` (re-entrant: a block may nest)
+_BLAS_LOCK = threading.RLock()
 
 
-def _one_blas_thread() -> Any:
+@contextmanager
+def _one_blas_thread() -> Iterator[None]:
     """A context in which BLAS runs on one thread (``threadpoolctl``), for the float32
     products of the pivot index.
 
@@ -436,13 +441,22 @@ def _one_blas_thread() -> Any:
     more than the product itself. numpy has no switch for it. The controller (which scans
     the loaded libraries once, a few ms) is made on first use; the limit is process-wide
     while it holds, so another thread's BLAS call meanwhile runs on one thread too (slower,
-    never different: these products are bounds and filters with an error margin)."""
-    global _BLAS_CONTROLLER
-    if _BLAS_CONTROLLER is None:
-        from threadpoolctl import ThreadpoolController
+    never different: these products are bounds and filters with an error margin).
 
-        _BLAS_CONTROLLER = ThreadpoolController()
-    return _BLAS_CONTROLLER.limit(limits=1, user_api="blas")
+    One block at a time in the process (``_BLAS_LOCK``), each lowering and restoring the
+    limit on its own thread: two blocks that overlapped each saved the count they found, so
+    the one that left last put back the other's 1 and BLAS stayed on one thread for good;
+    and OpenBLAS (0.3.31) ignores raising the count from a thread other than the one that
+    lowered it, so a count shared between threads cannot fix that. The blocks are products
+    of a few ms."""
+    global _BLAS_CONTROLLER
+    with _BLAS_LOCK:
+        if _BLAS_CONTROLLER is None:
+            from threadpoolctl import ThreadpoolController
+
+            _BLAS_CONTROLLER = ThreadpoolController()
+        with _BLAS_CONTROLLER.limit(limits=1, user_api="blas"):
+            yield
 
 
 def _cos_limit(angles: np.ndarray) -> np.ndarray:

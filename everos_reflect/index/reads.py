@@ -119,26 +119,45 @@ def narrative_owners_other_than(conn: sqlite3.Connection, entry_id: str,
 def facts_embedded_as_stated(conn: sqlite3.Connection, ref: UserRef, ids: Sequence[str],
                              embed_model: str) -> set[str]:
     """Those of the atomic facts ``ids`` whose stored vector came from ``embed_model`` and
-    embedded exactly their stated text (so the vector can stand for that text)."""
-    if not ids:
-        return set()
-    rows = conn.execute(
-        f"SELECT id, text, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
-        f"user_id=? AND kind='atomic_fact' AND embed_model=? AND id IN ({_marks(ids)})",
-        (ref.app, ref.project, ref.user_id, embed_model, *ids))
-    return {r[0] for r in rows if r[2] == text_hash(r[1])}
+    embedded exactly their stated text (so the vector can stand for that text).
+
+    Read by primary key, ``_IDS_PER_READ`` ids a statement: with ``kind=...`` as a plain term
+    SQLite takes the ``(user, kind)`` index from four ids on and reads every fact of the user
+    to find a few (``+kind`` is not indexable), and a build may take as few as 999
+    parameters."""
+    found: set[str] = set()
+    for start in range(0, len(ids), _IDS_PER_READ):
+        chunk = ids[start:start + _IDS_PER_READ]
+        rows = conn.execute(
+            f"SELECT id, text, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
+            f"user_id=? AND id IN ({_marks(chunk)}) AND +kind='atomic_fact' AND embed_model=?",
+            (ref.app, ref.project, ref.user_id, *chunk, embed_model))
+        found.update(r[0] for r in rows if r[2] == text_hash(r[1]))
+    return found
+
+
+#: ids asked for in one statement (SQLite's smallest parameter limit is 999)
+_IDS_PER_READ = 500
 
 
 def live_facts_of(conn: sqlite3.Connection, ref: UserRef,
                   parents: Sequence[str]) -> list[tuple[str, str, str]]:
     """``(fact id, parent episode id, text)`` of the live atomic facts of ``parents``, oldest
-    first."""
-    if not parents:
-        return []
-    rows = conn.execute(
-        f"SELECT id, parent_id, text FROM entries WHERE app_id=? AND project_id=? AND "
-        f"user_id=? AND kind='atomic_fact' AND deprecated_by IS NULL AND parent_id IN "
-        f"({_marks(parents)}) ORDER BY ts, id", (ref.app, ref.project, ref.user_id, *parents))
+    first (then by id; a fact without a time first, as SQLite orders NULL).
+
+    Read by parent (``entries_by_parent``), ``_IDS_PER_READ`` parents a statement: with
+    ``kind=...`` as a plain term SQLite took the ``(user, kind)`` index and read every fact of
+    the owner, however few parents were asked for (``+kind`` is not indexable)."""
+    rows: list[tuple[Any, ...]] = []
+    for start in range(0, len(parents), _IDS_PER_READ):
+        chunk = parents[start:start + _IDS_PER_READ]
+        rows += conn.execute(
+            f"SELECT id, parent_id, text, ts FROM entries WHERE app_id=? AND project_id=? AND "
+            f"user_id=? AND parent_id IN ({_marks(chunk)}) AND +kind='atomic_fact' "
+            f"AND deprecated_by IS NULL ORDER BY ts, id",
+            (ref.app, ref.project, ref.user_id, *chunk)).fetchall()
+    if len(parents) > _IDS_PER_READ:  # each statement's rows are in order, not the whole
+        rows.sort(key=lambda r: (r[3] is not None, r[3] or 0.0, r[0]))
     return [(r[0], r[1], r[2]) for r in rows]
 
 

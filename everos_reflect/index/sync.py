@@ -36,6 +36,7 @@ from everos_reflect.fileio import (
     OutsideRoot,
     not_utf8,
     open_regular,
+    os_reason,
     read_at_most,
 )
 from everos_reflect.index import events, handoff, rebuild
@@ -272,8 +273,13 @@ class ScanReport:
     #: synced logs whose bytes had not changed (a ``touch``, a re-check of a log written just
     #: before its last sync): nothing was indexed of them
     files_unchanged: int = 0
+    #: logs to be synced again once they stand still or can be read (``moving``), and why:
+    #: the watcher retries them as it does those of its own syncs
+    waiting: dict[str, str] = field(default_factory=dict)
 
     def add(self, result: FileSyncResult) -> None:
+        if result.moving:
+            self.waiting[result.path] = result.waits or STILL_WRITTEN
         self.files_synced += not result.removed
         self.files_unchanged += result.unchanged
         self.files_removed += result.removed
@@ -338,6 +344,27 @@ class _Job:
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     #: The highest sequence number of every id stem the file mentions (``id_watermark``).
     seqs: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class _Looked:
+    """What a batch sync found of its logs before it took the indexer lock
+    (:meth:`Indexer._looked_ahead`), for the sync under it, which waits for none of them."""
+
+    #: every log of the batch: none is waited for under the lock
+    covered: frozenset[Path]
+    #: each log read ahead, as last read: standing still since, unless in ``moving``
+    jobs: dict[Path, _Job] = field(default_factory=dict)
+    #: the logs still being written after every settle wait
+    moving: frozenset[Path] = frozenset()
+    #: why a log read again after a wait could not be read then (the OS's words)
+    refused: dict[Path, str] = field(default_factory=dict)
+
+    def stood_still(self, path: Path, changed: Callable[[_Job], bool]) -> bool:
+        """Whether ``path`` was found standing still ahead and is as it was then
+        (``changed``: whether a job's log moved since it was read)."""
+        job = self.jobs.get(path)
+        return path not in self.moving and job is not None and not changed(job)
 
 
 class Indexer:
@@ -406,14 +433,85 @@ class Indexer:
     def sync_paths(self, paths: Iterable[str | os.PathLike[str]]) -> list[FileSyncResult]:
         """Sync several files in one batch: one embedding call and one index write per kind,
         instead of one per file (a merge touches the narrative's, the facts' and every source's
-        log), made before the indexer lock is taken (:meth:`_embedded_ahead`)."""
+        log). The settle waits for logs a writer may still be at work on
+        (:meth:`_looked_ahead`) and the embedding of their new texts
+        (:meth:`_embedded_ahead`) are done before the indexer lock is taken: under it, no
+        log is waited for."""
         full = list(dict.fromkeys(Path(p) if Path(p).is_absolute() else self.rt.root / p
                                   for p in paths))
-        ahead = self._embedded_ahead(full)
+        looked = self._looked_ahead(full)
+        ahead = self._embedded_ahead(full, looked)
         with self._lock:
-            return self._sync(full, ahead=ahead)
+            return self._sync(full, ahead=ahead, looked=looked)
 
-    def _embedded_ahead(self, paths: list[Path]) -> dict[_Made, np.ndarray]:
+    def _looked_ahead(self, paths: list[Path]) -> _Looked | None:
+        """Each of ``paths`` read and planned once before the indexer lock is taken, and
+        those a writer may still be at work on (found changing while read, or dropping
+        entries from a log written this instant: :meth:`_in_flux`) waited for until they
+        stand still, as :meth:`_settled` and :meth:`_read_whole` wait, here without the
+        lock. Waited for under it, a log being written held every ``add`` and every other
+        sync through up to :data:`settling.SETTLE_TRIES` settle waits it had nothing to do
+        with. A log neither among the first :data:`AHEAD_LOGS` nor written within
+        :data:`settling.JUST_WRITTEN_NS` is only stat'ed: it stood still for longer than a
+        wait. None when this thread holds the lock already (nothing to gain) or the root is
+        read-only (nothing is synced)."""
+        if self.rt.read_only or self._lock.lock_counter:
+            return None
+        looked = _Looked(covered=frozenset(paths))
+        waiting: set[Path] = set()
+        for n, path in enumerate(paths):
+            if n >= AHEAD_LOGS and not self._maybe_in_flux(path):
+                continue
+            self._look(path, looked, waiting)
+        for _ in range(settling.SETTLE_TRIES):
+            if not waiting:
+                break
+            settling.pause(settling.SETTLE_SECONDS)
+            for path in sorted(waiting):
+                seen = looked.jobs.get(path)
+                if seen is None or self._changed_since_read(seen):
+                    self._look(path, looked, waiting, again=True)
+                else:
+                    waiting.discard(path)  # stood still for a whole wait since it was read
+        looked.moving = frozenset(waiting)
+        return looked
+
+    def _maybe_in_flux(self, path: Path) -> bool:
+        """Whether ``path`` may be a log a writer is at work on, from one ``stat``: written
+        within :data:`settling.JUST_WRITTEN_NS` (or stamped ahead of this clock), or not
+        there (its folder may have just lost it)."""
+        try:
+            return settling.just_written(os.stat(path).st_mtime_ns, time.time_ns())
+        except OSError:
+            return True
+
+    def _look(self, path: Path, looked: _Looked, waiting: set[Path], *,
+              again: bool = False) -> None:
+        """Read and plan ``path`` once into ``looked`` (no wait, no lock), and note in
+        ``waiting`` whether it is to be waited for: changing while read, or in flux. A log
+        that cannot be read or planned now is left to the sync under the lock, which says
+        why; one that could not be read ``again`` after a wait is noted, for the sync to say
+        why it waits (its read under the lock may succeed and find it in flux)."""
+        looked.jobs.pop(path, None)
+        waiting.discard(path)
+        try:
+            job = self._prepare_once(path, tries=1)
+        except OSError as exc:
+            if exc.errno == errno.EAGAIN:
+                waiting.add(path)
+            elif again:
+                looked.refused[path] = f"it could not be read again: {os_reason(exc)}"
+            return
+        except Exception:  # the sync under the lock reads it again and says why
+            return
+        if job is None:
+            return
+        looked.jobs[path] = job
+        if self._in_flux(job):
+            waiting.add(path)
+
+    def _embedded_ahead(self, paths: list[Path],
+                        looked: _Looked | None = None) -> dict[_Made, np.ndarray]:
         """The vectors of the new texts of ``paths`` as they read now, made before the
         indexer lock is taken (at most :data:`AHEAD_TEXTS`, of the first :data:`AHEAD_LOGS`
         logs; none when this thread holds it already). The sync under the lock reads and
@@ -422,18 +520,21 @@ class Indexer:
         The watcher's sync of the logs a Reflection commit wrote, and the commit's own,
         held it through model calls that waited for a model slot behind the merge workers,
         standing aside at each pause for the adds that queued meanwhile. Nothing is written
-        here. Each log is read once, without a settle wait: a log that is moving, or cannot
-        be read or planned now, is left to the sync, which waits for it or says why; an
-        embedder that fails raises, as the sync would have. An add's own sync
-        (:meth:`sync_path`) embeds its one text under the lock, as before."""
+        here. Each log is planned as :meth:`_looked_ahead` last read it (read once here when
+        it was not): a log that is moving, or cannot be read or planned now, is left to the
+        sync, which says why; an embedder that fails raises, as the sync would have. An
+        add's own sync (:meth:`sync_path`) embeds its one text under the lock, as before."""
         if self.rt.read_only or self._lock.lock_counter:
             return {}
         todo: dict[_Made, None] = {}
         for path in paths[:AHEAD_LOGS]:
-            try:
-                job = self._prepare_once(path, tries=1)  # moving: left to the sync's waits
-            except Exception:  # the sync under the lock reads it again and says why
-                continue
+            if looked is not None:
+                job = None if path in looked.moving else looked.jobs.get(path)
+            else:
+                try:
+                    job = self._prepare_once(path, tries=1)  # moving: left to the sync
+                except Exception:  # the sync under the lock reads it again and says why
+                    continue
             if job is None:
                 continue
             todo.update(dict.fromkeys((job.rel, e.id, e.search_text)
@@ -760,7 +861,7 @@ class Indexer:
                     # its next edit, and ``sync_path`` called it unchanged
                     log.warning("cannot read %s: %s", job.rel, exc)
                     out[n] = self._deletions_held(
-                        job, f"it could not be read again: {exc.strerror or exc}")
+                        job, f"it could not be read again: {os_reason(exc)}")
                     continue
                 if again is not None:
                     out[n] = again
@@ -876,18 +977,19 @@ class Indexer:
 
     def _sync(self, paths: list[Path], progress: Progress | None = None,
               wanted: frozenset[str] = frozenset(),
-              ahead: Mapping[_Made, np.ndarray] | None = None) -> list[FileSyncResult]:
+              ahead: Mapping[_Made, np.ndarray] | None = None,
+              looked: _Looked | None = None) -> list[FileSyncResult]:
         """Plan every file, embedding and writing in batches that span files. Changes a
         killed process synced but told no subscriber are handed over first (:meth:`_replay`).
-        ``wanted``: see :meth:`sync_path`. A pass over many logs looks for hard-linked logs in
-        one listing of the root."""
+        ``wanted``: see :meth:`sync_path`; ``looked``: see :meth:`_looked_ahead`. A pass over
+        many logs looks for hard-linked logs in one listing of the root."""
         self._for_newer = self._newer_parser() is not None
         with self.rt.store.one_listing():
-            return self._sync_listed(paths, progress, wanted, ahead or {})
+            return self._sync_listed(paths, progress, wanted, ahead or {}, looked)
 
     def _sync_listed(self, paths: list[Path], progress: Progress | None,
-                     wanted: frozenset[str],
-                     ahead: Mapping[_Made, np.ndarray]) -> list[FileSyncResult]:
+                     wanted: frozenset[str], ahead: Mapping[_Made, np.ndarray],
+                     looked: _Looked | None = None) -> list[FileSyncResult]:
         if not (self._quiet or self.rt.read_only):
             self._replay()
         results: list[FileSyncResult] = []
@@ -895,15 +997,22 @@ class Indexer:
         pending = 0
         unsettled: list[_Job] = []  # dropping entries from logs in flux (:meth:`_settled`)
         for path in paths:
+            # a log the batch waited for ahead (:meth:`_looked_ahead`) is not waited for here
+            waited = looked if looked is not None and path in looked.covered else None
             try:
-                job = self._prepare_once(path)
+                job = self._prepare_once(path, tries=settling.SETTLE_TRIES if waited is None
+                                         else 1)
             except OSError as exc:  # unreadable now (permissions, a vanished dir): next scan
                 log.warning("cannot read %s: %s", path, exc)
                 results.append(self._not_read_now(path, exc))
                 job = None
             if job is not None and self._in_flux(job):
-                unsettled.append(job)
-                job = None
+                if waited is None:
+                    unsettled.append(job)
+                    job = None
+                elif not waited.stood_still(path, self._changed_since_read):
+                    # moving through the waits ahead, or written since: synced again later
+                    job = self._deletions_held(job, waited.refused.get(path, STILL_WRITTEN))
             if job is not None:
                 batch.append(self._narrowed(job, wanted) if wanted else job)
                 pending += len(batch[-1].plan.embed)
@@ -961,14 +1070,21 @@ class Indexer:
 
     def _not_read_now(self, path: Path, exc: OSError) -> FileSyncResult:
         """The result of a log that could not be read now: said, not taken for a log that did
-        not change (an ``add`` answered as indexed an Episode no search found)."""
+        not change (an ``add`` answered as indexed an Episode no search found), and to be
+        synced again (``moving``), as a log unreadable when read again after a settle wait
+        is: one refused at its first read (``chmod 000`` for a moment, then fixed) stayed out
+        of the index until its next edit, and ``status`` did not name it."""
         try:
             rel = self.rt.store.rel(path)
         except ValueError:
             rel = str(path)
-        again = exc.errno == errno.EAGAIN
-        return FileSyncResult(rel, not_read=exc.strerror or str(exc), moving=again,
-                              waits=exc.strerror or str(exc) if again else "")
+        reason = os_reason(exc)
+        why = reason if exc.errno == errno.EAGAIN else f"it could not be read: {reason}"
+        conn = self.rt.db()
+        with transaction(conn):  # marked unread: the reconcile scan plans it whatever its
+            # stats (a ``chmod`` moves none), so it is read, and off ``status``, once it can be
+            conn.execute("UPDATE files SET mtime_ns = -1, sha256 = '' WHERE path = ?", (rel,))
+        return FileSyncResult(rel, not_read=reason, moving=True, waits=why)
 
     def _narrowed(self, job: _Job, wanted: frozenset[str]) -> _Job:
         """``job`` cut down to the ``wanted`` entries when the rest of its log is more than a

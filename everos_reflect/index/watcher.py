@@ -24,7 +24,7 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -43,7 +43,7 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 
-from everos_reflect.index.sync import FileSyncResult, Indexer
+from everos_reflect.index.sync import Indexer, ScanReport
 from everos_reflect.model import Kind
 
 if TYPE_CHECKING:
@@ -616,6 +616,7 @@ class Watcher:
                     "Markdown", self.rt.index_dir)
         try:
             report = self.indexer.reindex()
+            self._after_scan(report)
             self._follow_links(self.indexer.symlinked_logs, every=True)
             self._follow_folder_links()
         except Exception:
@@ -659,28 +660,37 @@ class Watcher:
             for path in paths:
                 self._guarded(f"sync of {path}",
                               lambda p=path: results.append(self.indexer.sync_path(p)))
-        self._again_when_still(results)
+        self._again_when_still({r.path: r.waits for r in results if r.moving},
+                               [r.path for r in results if not r.moving])
 
-    def _again_when_still(self, results: Iterable[FileSyncResult]) -> None:
+    def _again_when_still(self, waiting: Mapping[str, str], synced: Iterable[str]) -> None:
         """Sync again each log a sync found still being written after every settle wait, or
-        unreadable for a moment (not read, or its missing entries held), after
-        :func:`retry_delay`: the debounce, then twice as long at each try that finds it so
-        again. Its writer's own file events usually bring it back, but none may come: the
-        writer was done by then, or its writes raise none (a network share, ``mmap``), and
-        the log stayed unsynced until another edit or the reconcile scan. A log synced
-        otherwise is off the list. ``status`` says which logs wait, and why
+        unreadable for a moment (not read, or its missing entries held): ``waiting``, by
+        file, with why; after :func:`retry_delay`: the debounce, then twice as long at each
+        try that finds it so again. Its writer's own file events usually bring it back, but
+        none may come: the writer was done by then, or its writes raise none (a network
+        share, ``mmap``), and the log stayed unsynced until another edit or the reconcile
+        scan. A log ``synced`` otherwise is off the list. The one hand-off of the watcher's
+        syncs, its scans and its rebuilds: a log a reconcile scan found moving was left to
+        the next scan, minutes later. ``status`` says which logs wait, and why
         (:func:`~everos_reflect.index.sync.waiting_logs`)."""
         now = time.monotonic()
-        for result in results:
-            if not result.moving:
-                self._retries.pop(result.path, None)
-                continue
-            seen = self._retries.get(result.path)
+        for path in synced:
+            self._retries.pop(path, None)
+        for path, why in waiting.items():
+            seen = self._retries.get(path)
             tries = seen.tries + 1 if seen is not None else 1
             delay = retry_delay(tries, self.debounce)
-            self._retries[result.path] = _Retry(tries, now + delay)
-            log.info("%s: %s: syncing it again in %g s (try %d)", result.path,
-                     result.waits or "still being written", delay, tries)
+            self._retries[path] = _Retry(tries, now + delay)
+            log.info("%s: %s: syncing it again in %g s (try %d)", path,
+                     why or "still being written", delay, tries)
+
+    def _after_scan(self, report: ScanReport) -> None:
+        """Hand the logs a whole-root scan or rebuild found moving to the retries
+        (:meth:`_again_when_still`). Every other log waiting was synced by it: a log held
+        is marked unread, so the scan plans it whatever its stats."""
+        self._again_when_still(report.waiting,
+                               [p for p in list(self._retries) if p not in report.waiting])
 
     def _take_retries(self, now: float) -> list[FsEvent]:
         """Events for the logs whose retry is due. One taken is due again after its next
@@ -694,8 +704,9 @@ class Watcher:
         return events
 
     def _scan(self) -> None:
-        """A reconcile scan; its listing says which logs are symlinks, and where they lead."""
-        self.indexer.scan()
+        """A reconcile scan; its listing says which logs are symlinks, and where they lead,
+        and the logs it found moving are retried (:meth:`_after_scan`)."""
+        self._after_scan(self.indexer.scan())
         self._follow_links(self.indexer.symlinked_logs, every=True)
         self._follow_folder_links()
 

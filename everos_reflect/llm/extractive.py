@@ -730,12 +730,7 @@ def _version_text(text: str) -> _VersionText:
             _VERSION_TEXTS.move_to_end(text)
             return found
     sentences = tuple(_version_sentences(text))
-    leading: Counter[str] = Counter()
-    for sentence in sentences:
-        for part in split_sentences(sentence):
-            first = _leading_name(part)
-            if first is not None:
-                leading[first] += 1
+    leading = _leading_counts(sentences)
     size = (sys.getsizeof(text) + sum(map(sys.getsizeof, sentences))
             + sum(sys.getsizeof(k) + 64 for k in leading) + 256)
     made = _VersionText(sentences, leading, size)
@@ -1081,13 +1076,19 @@ def _main_entity(texts: Iterable[str]) -> str | None:
     A company that every fragment names ("Northwind offered Andrew …") is rarely the one the
     memory is about, and a wrong guess here would rewrite "He accepted" into a false fact, so a
     tie means no main person (pronouns then stay as written)."""
+    return _most_leading(_leading_counts(texts))
+
+
+def _leading_counts(texts: Iterable[str]) -> Counter[str]:
+    """How often each name opens a sentence of ``texts`` (split into sentences first): the
+    tally both the cluster's main person and a version text's subjects are read from."""
     leading: Counter[str] = Counter()
     for text in texts:
         for sentence in split_sentences(text):
             first = _leading_name(sentence)
             if first is not None:
                 leading[first] += 1
-    return _most_leading(leading)
+    return leading
 
 
 def _most_leading(leading: Counter[str]) -> str | None:

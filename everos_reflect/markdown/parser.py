@@ -60,6 +60,7 @@ from everos_reflect.model import (
     day_stamp,
     format_timestamp,
     id_items,
+    json_got,
     meta_text,
     parse_timestamp,
     quoted_value,
@@ -1321,10 +1322,9 @@ class _Parser:
                             f"{_yaml_type(value)}, not one value: it is ignored (shown and "
                             "indexed as none)", "warning")
             elif value is not None and not isinstance(value, str):
-                shown = value.isoformat() if isinstance(value, date) else quoted_value(value)
-                self.report(key_line(key), f"entry {eid}: {key} is read as {shown} (YAML "
-                            f"{type(value).__name__}), not as the text written: put it in "
-                            "quotes", "warning")
+                self.report(key_line(key), f"entry {eid}: {key} is read as "
+                            f"{json_got(value)}, not as the text written: put it in quotes",
+                            "warning")
         for key in ID_LIST_KEYS if eid.kind.derived else ():
             value = meta.get(key)
             items, ok = id_items(value)

@@ -39,6 +39,7 @@ from everos_reflect.fileio import (
     broken_link,
     not_utf8,
     open_regular,
+    os_reason,
     read_at_most,
 )
 from everos_reflect.markdown import parsed, settling, writer
@@ -1349,7 +1350,7 @@ class MarkdownStore:
             raise MarkdownError(
                 self._label(target), 0,
                 f"not written: {self._label(alias)} is a hard link to it that could not be "
-                f"linked to the new text ({exc.strerror or exc}), so it would keep the old "
+                f"linked to the new text ({os_reason(exc)}), so it would keep the old "
                 "text as a log of its own; remove that link or make its folder writable"
             ) from None
         probe.unlink(missing_ok=True)
@@ -1409,7 +1410,7 @@ class MarkdownStore:
             return
         except OSError as exc:
             _log.warning("%s could not be put back after a write re-linked it (%s): it is "
-                         "kept as %s", self._label(alias), exc.strerror or exc,
+                         "kept as %s", self._label(alias), os_reason(exc),
                          self._label(hold))
             return
         os.unlink(hold)
@@ -1417,7 +1418,7 @@ class MarkdownStore:
     def _not_relinked(self, target: Path, alias: Path, exc: OSError) -> None:
         _log.warning("%s is a hard link to %s, which was rewritten: it could not be "
                      "linked to the new file (%s), so it now holds a copy of the old text",
-                     self._label(alias), self._label(target), exc.strerror or exc)
+                     self._label(alias), self._label(target), os_reason(exc))
 
     def size_after(self, path: Path, change: Callable[[str | None], str | None]) -> int | None:
         """The bytes ``path`` would hold after ``change`` (the text edit a write would make:
@@ -1689,7 +1690,7 @@ def _naming(exc: OSError, path: Path) -> OSError:
     """``exc`` (of the temp file a write of ``path`` goes through) naming ``path``: the log a
     person knows, not ``.episode-….md.3f2b5b1f98f2.tmp`` (a read-only folder), nor no file at
     all ("[Errno 28] No space left on device" from a write or fsync)."""
-    return OSError(exc.errno, exc.strerror or str(exc), str(path))
+    return OSError(exc.errno, os_reason(exc), str(path))
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
