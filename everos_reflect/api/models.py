@@ -30,6 +30,7 @@ from everos_reflect.model import (
     MAX_SUBJECT_CHARS,
     MAX_TRIGGER_WAIT,
     NAME_PATTERN,
+    blank,
     control_problem,
     hidden_format,
     malformed_entry_id,
