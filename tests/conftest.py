@@ -12,6 +12,7 @@ import pytest
 
 from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.llm.base import ScriptedLLM
+from everos_reflect.markdown import settling
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 from tests.api_client import ApiClient
@@ -56,6 +57,18 @@ def no_everos_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if name.startswith("EVEROS_"):
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
+
+
+@pytest.fixture
+def settle_at_once(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """``settling.pause`` returns at once; the waits asked for are listed. Only for tests in
+    which no other thread or process writes the logs: a reopened store takes a log written
+    under 2 s ago (by a run the test crashed, "another program" to it) as maybe still being
+    written, pauses 0.2 s and finds it unchanged. Here it finds it unchanged at once: the
+    same path without the sleep, ~30 s of each crash-recovery test file."""
+    waits: list[float] = []
+    monkeypatch.setattr(settling, "pause", waits.append)
+    return waits
 
 
 @pytest.fixture

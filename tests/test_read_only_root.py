@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -61,20 +62,32 @@ def _read_only(tmp_path: Path, root: Path,
              "rc": (out / f"{n}.rc").read_text().strip()} for n in range(len(commands))]
 
 
-def _indexed_root(tmp_path: Path) -> tuple[Path, str]:
-    """A root with one Episode (u1, 2026-10-12) added and indexed; returns it and the id."""
-    root = tmp_path / "root"
-    assert _cli(tmp_path, "init", str(root)).returncode == 0
-    added = _cli(tmp_path, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
+@pytest.fixture(scope="module")
+def indexed_template(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
+    """A root with one Episode (u1, 2026-10-12) added and indexed by the CLI, made once for
+    the module (three tests start from it): the root and the id. The CLI ran with HOME the
+    root's parent, as a test's does, so that folder also holds the model cache it wrote."""
+    home = tmp_path_factory.mktemp("indexed")
+    root = home / "root"
+    assert _cli(home, "init", str(root)).returncode == 0
+    added = _cli(home, "add", "--root", str(root), "--user", "u1", "--subject", "pets",
                  "--content", "Andrew adopted a dog named Toby.", "--timestamp",
                  "2026-10-12T09:00:00+00:00")
     assert added.returncode == 0, added.stderr
-    assert _cli(tmp_path, "reindex", "--root", str(root)).returncode == 0
+    assert _cli(home, "reindex", "--root", str(root)).returncode == 0
     return root, added.stdout.strip()
 
 
-def test_read_only_root_is_searched_as_indexed_and_writes_are_refused(tmp_path: Path) -> None:
-    root, dog = _indexed_root(tmp_path)
+def _indexed_root(tmp_path: Path, template: tuple[Path, str]) -> tuple[Path, str]:
+    """A copy of ``indexed_template``'s folder (the root at ``tmp_path/root``, and the HOME
+    cache its commands wrote) into ``tmp_path``; returns the root and the Episode's id."""
+    shutil.copytree(template[0].parent, tmp_path, symlinks=True, dirs_exist_ok=True)
+    return tmp_path / "root", template[1]
+
+
+def test_read_only_root_is_searched_as_indexed_and_writes_are_refused(
+        tmp_path: Path, indexed_template: tuple[Path, str]) -> None:
+    root, dog = _indexed_root(tmp_path, indexed_template)
     # a hand edit after the last sync: a read-only reader cannot index it, and says so
     log = next(root.rglob("episode-2026-10-12.md"))
     log.write_text(log.read_text() + "\nA note written by hand.\n")
@@ -139,10 +152,10 @@ def test_read_only_root_lists_its_clusters_and_refuses_recluster_in_one_line(
 
 
 def test_every_writing_command_on_a_read_only_root_says_it_is_read_only(
-        tmp_path: Path) -> None:
+        tmp_path: Path, indexed_template: tuple[Path, str]) -> None:
     # they failed naming a lock or temp file ("Read-only file system: …/.index/locks/md-….lock",
     # "…/.ome.toml.x1y2.tmp"), as if something were wrong with that file
-    root, dog = _indexed_root(tmp_path)
+    root, dog = _indexed_root(tmp_path, indexed_template)
     before = sorted((p.relative_to(root), p.stat().st_size) for p in root.rglob("*"))
     r = ["--root", str(root)]
 
@@ -276,10 +289,10 @@ def test_mcp_and_the_api_on_a_read_only_root_say_what_the_cli_says(tmp_path: Pat
 
 
 def test_mcp_and_the_api_say_when_a_read_only_index_is_behind_its_logs(
-        tmp_path: Path) -> None:
+        tmp_path: Path, indexed_template: tuple[Path, str]) -> None:
     # the CLI's search said "1 log changed since then is not seen"; MCP's and the API's
     # answered the same hits with no word of it, and an agent took a stale answer for a fresh one
-    root, dog = _indexed_root(tmp_path)
+    root, dog = _indexed_root(tmp_path, indexed_template)
     log = next(root.rglob("episode-2026-10-12.md"))
     log.write_text(log.read_text() + "\nA note written by hand.\n")
     faces = _mcp_and_api(tmp_path, root, [

@@ -44,6 +44,9 @@ from tests.reflect_fixtures import (
     run_reflection,
 )
 
+#: single-threaded crash simulations: nothing else writes the logs (conftest.py)
+pytestmark = pytest.mark.usefixtures("settle_at_once")
+
 BETTY = UserRef.of("u_betty")
 #: (user, month, topic word): three clusters, two users; Andrew's two narratives share a log
 TOPICS = [(ANDREW, 2, "garden"), (ANDREW, 6, "climbing"), (BETTY, 4, "sourdough")]

@@ -35,6 +35,9 @@ from tests.reflect_fixtures import (
     seed_pets,
 )
 
+#: single-threaded crash simulations: nothing else writes the logs (conftest.py)
+pytestmark = pytest.mark.usefixtures("settle_at_once")
+
 STEPS = [journal.PLANNED, journal.NARRATIVE, journal.FACTS, journal.ARCHIVING, journal.DEPRECATED,
          journal.SYNCED]
 # One merge of the seed with one source fact: narrative, its 4 facts (one write), 3 source

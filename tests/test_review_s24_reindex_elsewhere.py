@@ -96,6 +96,9 @@ def test_an_api_search_during_another_process_reindex_is_503_index_rebuilding(
 def test_an_mcp_search_during_another_process_reindex_is_index_rebuilding(
         rt: Runtime, elsewhere: HeldEmbedder, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(ops, "REINDEX_WAIT_SECONDS", 0.2)
+    # MCP syncs before a read: the held reindex keeps the indexer, so that scan waits its
+    # INDEX_WAIT_SECONDS (10 s) too before the read goes on as last indexed
+    monkeypatch.setattr(ops, "INDEX_WAIT_SECONDS", 0.2)
     search = next(t for t in mcp_server.tools() if t.name == "search")
 
     with pytest.raises(Exception) as info:
