@@ -8,6 +8,7 @@ for a Reflection pass's dozens)."""
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -25,29 +26,71 @@ def _conn(tmp_path: Path) -> sqlite3.Connection:
 
 
 def _put(conn: sqlite3.Connection, ref: UserRef, entry_id: str, kind: str, text: str,
-         embedded: str, model: str | None = MODEL) -> None:
+         embedded: str, model: str | None = MODEL, *, parent: str | None = None,
+         ts: float | None = None, deprecated_by: str | None = None) -> None:
     conn.execute(
         "INSERT INTO entries (app_id, project_id, user_id, id, kind, path, text, content_hash, "
-        "text_hash, embed_model) VALUES (?, ?, ?, ?, ?, 'p.md', ?, 'c', ?, ?)",
-        (ref.app, ref.project, ref.user_id, entry_id, kind, text, text_hash(embedded), model))
+        "text_hash, embed_model, parent_id, ts, deprecated_by) "
+        "VALUES (?, ?, ?, ?, ?, 'p.md', ?, 'c', ?, ?, ?, ?, ?)",
+        (ref.app, ref.project, ref.user_id, entry_id, kind, text, text_hash(embedded), model,
+         parent, ts, deprecated_by))
+
+
+class _Spy:
+    """A connection that plans each statement it runs (``EXPLAIN QUERY PLAN``) first."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn, self.plans = conn, []
+
+    def execute(self, sql: str, params: Sequence[object] = ()) -> sqlite3.Cursor:
+        self.plans.append(" ".join(r[3] for r in self.conn.execute(
+            "EXPLAIN QUERY PLAN " + sql, params)))
+        return self.conn.execute(sql, params)
 
 
 @pytest.mark.parametrize("size", [1, 2, 4, 8, 64, 600])
 def test_facts_embedded_as_stated_reads_by_primary_key(tmp_path: Path, size: int) -> None:
-    conn = _conn(tmp_path)
-    plans: list[str] = []
-    real = conn.execute
-
-    class Spy:
-        def execute(self, sql: str, params: tuple[object, ...] = ()) -> sqlite3.Cursor:
-            plans.append(" ".join(r[3] for r in real("EXPLAIN QUERY PLAN " + sql, params)))
-            return real(sql, params)
-
-    reads.facts_embedded_as_stated(Spy(), REF, [f"af_{i}" for i in range(size)],  # type: ignore[arg-type]
+    spy = _Spy(_conn(tmp_path))
+    reads.facts_embedded_as_stated(spy, REF, [f"af_{i}" for i in range(size)],  # type: ignore[arg-type]
                                    MODEL)
-    assert plans
-    for plan in plans:
+    assert spy.plans
+    for plan in spy.plans:
         assert "sqlite_autoindex_entries_1" in plan and "entries_by_user_kind" not in plan
+
+
+@pytest.mark.parametrize("size", [1, 2, 4, 8, 64, 600])
+def test_live_facts_of_reads_by_parent(tmp_path: Path, size: int) -> None:
+    spy = _Spy(_conn(tmp_path))
+    reads.live_facts_of(spy, REF, [f"ep_{i}" for i in range(size)])  # type: ignore[arg-type]
+    assert spy.plans
+    for plan in spy.plans:
+        assert "entries_by_parent" in plan and "entries_by_user_kind" not in plan
+
+
+def test_live_facts_of_returns_the_live_facts_of_the_parents_oldest_first(
+        tmp_path: Path) -> None:
+    conn = _conn(tmp_path)
+    other = UserRef.of("u_other")
+    _put(conn, REF, "af_b", "atomic_fact", "b", "b", parent="ep_1", ts=20.0)
+    _put(conn, REF, "af_a", "atomic_fact", "a", "a", parent="ep_1", ts=20.0)
+    _put(conn, REF, "af_old", "atomic_fact", "old", "old", parent="ep_2", ts=5.0)
+    _put(conn, REF, "af_untimed", "atomic_fact", "untimed", "untimed", parent="ep_2")
+    _put(conn, REF, "af_gone", "atomic_fact", "gone", "gone", parent="ep_1", ts=1.0,
+         deprecated_by="af_a")
+    _put(conn, REF, "ep_child", "episode", "not a fact", "x", parent="ep_1", ts=2.0)
+    _put(conn, REF, "af_unasked", "atomic_fact", "unasked", "u", parent="ep_3", ts=3.0)
+    _put(conn, other, "af_theirs", "atomic_fact", "theirs", "t", parent="ep_1", ts=4.0)
+    for i in range(1_200):  # parents beyond one statement's chunk, in reverse time order
+        _put(conn, REF, f"af_bulk_{i:04d}", "atomic_fact", f"bulk {i}", "x",
+             parent=f"ep_bulk_{i:04d}", ts=10_000.0 - i)
+    expected = [("af_untimed", "ep_2", "untimed"), ("af_old", "ep_2", "old"),
+                ("af_a", "ep_1", "a"), ("af_b", "ep_1", "b")]
+    assert reads.live_facts_of(conn, REF, ["ep_1", "ep_2", "ep_none"]) == expected
+    # more parents than a build with SQLite's smallest parameter limit takes in a statement
+    conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    bulk = [(f"af_bulk_{i:04d}", f"ep_bulk_{i:04d}", f"bulk {i}") for i in range(1_200)]
+    asked = ["ep_1", *[f"ep_bulk_{i:04d}" for i in range(1_200)], "ep_2"]
+    assert reads.live_facts_of(conn, REF, asked) == [*expected, *bulk[::-1]]
 
 
 def test_facts_embedded_as_stated_keeps_only_this_users_facts_embedded_as_stated(

@@ -143,13 +143,21 @@ _IDS_PER_READ = 500
 def live_facts_of(conn: sqlite3.Connection, ref: UserRef,
                   parents: Sequence[str]) -> list[tuple[str, str, str]]:
     """``(fact id, parent episode id, text)`` of the live atomic facts of ``parents``, oldest
-    first."""
-    if not parents:
-        return []
-    rows = conn.execute(
-        f"SELECT id, parent_id, text FROM entries WHERE app_id=? AND project_id=? AND "
-        f"user_id=? AND kind='atomic_fact' AND deprecated_by IS NULL AND parent_id IN "
-        f"({_marks(parents)}) ORDER BY ts, id", (ref.app, ref.project, ref.user_id, *parents))
+    first (then by id; a fact without a time first, as SQLite orders NULL).
+
+    Read by parent (``entries_by_parent``), ``_IDS_PER_READ`` parents a statement: with
+    ``kind=...`` as a plain term SQLite took the ``(user, kind)`` index and read every fact of
+    the owner, however few parents were asked for (``+kind`` is not indexable)."""
+    rows: list[tuple[Any, ...]] = []
+    for start in range(0, len(parents), _IDS_PER_READ):
+        chunk = parents[start:start + _IDS_PER_READ]
+        rows += conn.execute(
+            f"SELECT id, parent_id, text, ts FROM entries WHERE app_id=? AND project_id=? AND "
+            f"user_id=? AND parent_id IN ({_marks(chunk)}) AND +kind='atomic_fact' "
+            f"AND deprecated_by IS NULL ORDER BY ts, id",
+            (ref.app, ref.project, ref.user_id, *chunk)).fetchall()
+    if len(parents) > _IDS_PER_READ:  # each statement's rows are in order, not the whole
+        rows.sort(key=lambda r: (r[3] is not None, r[3] or 0.0, r[0]))
     return [(r[0], r[1], r[2]) for r in rows]
 
 
