@@ -19,6 +19,9 @@ from everos_reflect.strategies.holdback import reflect_settings
 from everos_reflect.strategies.undo import undo_merge
 from tests.fleet_support import build_root, open_test_root, user_ref
 
+#: roots built, then opened again: nothing else writes their logs meanwhile (conftest.py)
+pytestmark = pytest.mark.usefixtures("settle_at_once")
+
 
 def _fleet(tmp_path: Path, text: str = 'roots = ["shard-*"]\n') -> str:
     (tmp_path / "fleet.toml").write_text(text, "utf-8")

@@ -18,6 +18,9 @@ from everos_reflect.fleet.schedule import FleetScheduler, Slot, due_slots, plan_
 from everos_reflect.fleet.work import RootResult, run_root
 from tests.fleet_support import build_root, open_test_root
 
+#: roots built, then opened again: nothing else writes their logs meanwhile (conftest.py)
+pytestmark = pytest.mark.usefixtures("settle_at_once")
+
 MONDAY_2AM = datetime(2026, 12, 7, 2, 0, tzinfo=UTC)  # a Monday
 
 

@@ -5,11 +5,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from filelock import FileLock
 
 from everos_reflect.engine.engine import lock_path
 from everos_reflect.fleet.work import overlay, root_status, run_root, triage
 from tests.fleet_support import build_root, open_test_root
+
+#: roots built, then opened again: nothing else writes their logs meanwhile (conftest.py)
+pytestmark = pytest.mark.usefixtures("settle_at_once")
 
 ON = {"reflect_episodes": {"enabled": True}}
 

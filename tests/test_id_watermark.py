@@ -28,6 +28,9 @@ from everos_reflect.runtime import Runtime
 from tests.db_support import system_db_at
 from tests.reflect_fixtures import add_episode, add_fact
 
+#: logs written, then written again by a reopened store: no other writer (conftest.py)
+pytestmark = pytest.mark.usefixtures("settle_at_once")
+
 ANDREW = UserRef.of("u_andrew")
 DAY = "2026-09-07T10:00:00+00:00"
 

@@ -19,6 +19,9 @@ from everos_reflect.strategies.provenance import find_stale
 from tests.reflect_fixtures import add_episode, make_runtime, run_reflection
 from tests.store_fixtures import refuse_reads
 
+#: logs edited by the test itself, then written by the store: no other writer (conftest.py)
+pytestmark = pytest.mark.usefixtures("settle_at_once")
+
 DEV = UserRef.of("u_dev")
 
 

@@ -36,6 +36,9 @@ from tests.test_reflect_batch import (
     seeded,
 )
 
+#: logs written, then written again by a reopened store: no other writer (conftest.py)
+pytestmark = pytest.mark.usefixtures("settle_at_once")
+
 
 def cluster_state(rt: Runtime) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     """Clusters and memberships, times of writing left out; centroids to 1e-6."""

@@ -19,12 +19,11 @@ import pytest
 import everos_reflect.index.sync as sync_module
 from everos_reflect.index.sync import Indexer
 from everos_reflect.index.watcher import FsEvent, Watcher
-from everos_reflect.markdown import settling
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.status import status_document
 from tests.sync_fixtures import indexed_ids
-from tests.test_sync_log_never_still import _moving_reads
+from tests.test_sync_log_never_still import READS_PER_BATCH_SYNC, _moving_reads
 from tests.waiting import scripted_pauses, wait_for
 
 REF = UserRef.of("u_ann")
@@ -75,17 +74,22 @@ def test_a_log_refused_at_its_first_read_is_named_in_status_and_retried_by_the_w
 
 
 def test_a_log_a_reconcile_scan_found_still_being_written_is_retried_by_the_watcher(
-        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
     scripted_pauses(monkeypatch, [])
+    caplog.set_level(logging.INFO, logger="everos_reflect.index.watcher")
     first = _append(rt, 9, "Green tea.")
     path = rt.store.path_for_id(REF, first)
-    # the scan's reads find it changing, each of them; no file event reaches the watcher
-    made = _moving_reads(monkeypatch, path, settling.SETTLE_TRIES)
+    # the scan's reads find it changing, each of them (its own look, then those of the batch
+    # sync it leaves the log to); no file event reaches the watcher
+    reads = 1 + READS_PER_BATCH_SYNC
+    made = _moving_reads(monkeypatch, path, reads)
     monkeypatch.setattr(Watcher, "_on_event", lambda self, event: None)
     with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0) as watcher:
-        assert wait_for(lambda: made[0] >= settling.SETTLE_TRIES)
+        assert wait_for(lambda: made[0] >= reads)
         assert wait_for(lambda: indexed_ids(rt) == {first})  # the retry, no second scan
         assert wait_for(lambda: not watcher._retries)
+    assert f"{rt.store.rel(path)}: it kept changing while it was read: syncing it again in " \
+        "0.05 s (try 1)" in caplog.text
     assert "waiting" not in status_document(rt)["index"]
 
 

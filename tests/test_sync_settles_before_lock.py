@@ -130,3 +130,20 @@ def test_a_log_written_after_it_stood_still_and_before_the_lock_is_held_not_wait
 
     assert waits_under_lock == []
     assert result.moving and ann_ids(rt) >= {first, second}
+
+
+def test_an_add_is_synced_while_a_scan_waits_for_a_log_to_stand_still(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A reconcile scan (the watcher's, a command's before it searches) syncs such a log last,
+    its lock let go for the wait."""
+    _, first, _ = _ann_with_her_last_entry_deleted(rt)
+    got, add = _adds_during_each_wait(rt)
+    pauses = scripted_pauses(monkeypatch, [add])
+
+    report = Indexer(rt).scan()
+
+    assert pauses == [settling.SETTLE_SECONDS]
+    [added] = got
+    assert not isinstance(added, Timeout), "the scan held the indexer through its wait"
+    assert report.entries_deleted == 1 and not report.waiting
+    assert ann_ids(rt) == {first}

@@ -42,6 +42,9 @@ from everos_reflect.strategies import undo as undo_mod
 from everos_reflect.strategies.undo import undo_merge
 from tests.api_client import ApiClient
 
+#: logs edited by the test itself, then written by the store: no other writer (conftest.py)
+pytestmark = pytest.mark.usefixtures("settle_at_once")
+
 REF = UserRef.of("u_andrew")
 SETTINGS = Settings(clustering=ClusteringSettings(threshold=0.3, time_window_days=7.0,
                                                   rejoin_threshold=0.3, member_threshold=0.0))

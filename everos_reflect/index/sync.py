@@ -430,18 +430,19 @@ class Indexer:
                 self._thread.announced = announced
         return results[0] if results else FileSyncResult(self.rt.store.rel(full), unchanged=True)
 
-    def sync_paths(self, paths: Iterable[str | os.PathLike[str]]) -> list[FileSyncResult]:
+    def sync_paths(self, paths: Iterable[str | os.PathLike[str]],
+                   timeout: float = -1) -> list[FileSyncResult]:
         """Sync several files in one batch: one embedding call and one index write per kind,
         instead of one per file (a merge touches the narrative's, the facts' and every source's
         log). The settle waits for logs a writer may still be at work on
         (:meth:`_looked_ahead`) and the embedding of their new texts
         (:meth:`_embedded_ahead`) are done before the indexer lock is taken: under it, no
-        log is waited for."""
+        log is waited for. ``timeout`` bounds the wait for the lock, as in :meth:`scan`."""
         full = list(dict.fromkeys(Path(p) if Path(p).is_absolute() else self.rt.root / p
                                   for p in paths))
         looked = self._looked_ahead(full)
         ahead = self._embedded_ahead(full, looked)
-        with self._lock:
+        with self._lock.acquire(timeout=timeout):
             return self._sync(full, ahead=ahead, looked=looked)
 
     def _looked_ahead(self, paths: list[Path]) -> _Looked | None:
@@ -552,7 +553,10 @@ class Indexer:
         An unchanged root costs one ``stat`` per file and one query, nothing else. A
         read-only root (:attr:`Runtime.read_only`) is not synced: the report counts what its
         index is behind by (``files_behind``), so a reader can say its results may be stale.
-        ``timeout`` bounds the wait for the indexer lock, as in :meth:`sync_path`.
+        ``timeout`` bounds the wait for the indexer lock, as in :meth:`sync_path`. The logs
+        a writer may still be at work on are synced last, by :meth:`sync_paths`, which waits
+        for them to stand still with the lock let go: held through those waits, the scan
+        kept every ``add`` and every other sync waiting behind a log being written.
         """
         started = time.perf_counter()
         if self.rt.read_only:
@@ -573,8 +577,12 @@ class Indexer:
                 todo = [Path(disk[rel][1]) for rel in sorted(set(changed) | stale)]
                 todo += [self.rt.root / rel for rel in deleted]
                 report = ScanReport(files_seen=len(disk))
-                for result in self._sync(todo, progress):
+                moving: list[Path] = []
+                for result in self._sync(todo, progress, moving=moving):
                     report.add(result)
+        if moving:
+            for result in self.sync_paths(moving, timeout=timeout):
+                report.add(result)
         report.seconds = time.perf_counter() - started
         return report
 
@@ -978,18 +986,23 @@ class Indexer:
     def _sync(self, paths: list[Path], progress: Progress | None = None,
               wanted: frozenset[str] = frozenset(),
               ahead: Mapping[_Made, np.ndarray] | None = None,
-              looked: _Looked | None = None) -> list[FileSyncResult]:
+              looked: _Looked | None = None,
+              moving: list[Path] | None = None) -> list[FileSyncResult]:
         """Plan every file, embedding and writing in batches that span files. Changes a
         killed process synced but told no subscriber are handed over first (:meth:`_replay`).
-        ``wanted``: see :meth:`sync_path`; ``looked``: see :meth:`_looked_ahead`. A pass over
-        many logs looks for hard-linked logs in one listing of the root."""
+        ``wanted``: see :meth:`sync_path`; ``looked``: see :meth:`_looked_ahead`; with
+        ``moving``, a log a writer may still be at work on (changing while read, or in flux)
+        is not waited for: its path is put there, unsynced, for the caller to sync once it
+        let go of the lock (:meth:`scan`). A pass over many logs looks for hard-linked logs
+        in one listing of the root."""
         self._for_newer = self._newer_parser() is not None
         with self.rt.store.one_listing():
-            return self._sync_listed(paths, progress, wanted, ahead or {}, looked)
+            return self._sync_listed(paths, progress, wanted, ahead or {}, looked, moving)
 
     def _sync_listed(self, paths: list[Path], progress: Progress | None,
                      wanted: frozenset[str], ahead: Mapping[_Made, np.ndarray],
-                     looked: _Looked | None = None) -> list[FileSyncResult]:
+                     looked: _Looked | None = None,
+                     moving: list[Path] | None = None) -> list[FileSyncResult]:
         if not (self._quiet or self.rt.read_only):
             self._replay()
         results: list[FileSyncResult] = []
@@ -999,15 +1012,21 @@ class Indexer:
         for path in paths:
             # a log the batch waited for ahead (:meth:`_looked_ahead`) is not waited for here
             waited = looked if looked is not None and path in looked.covered else None
+            once = waited is not None or moving is not None  # no wait here
             try:
-                job = self._prepare_once(path, tries=settling.SETTLE_TRIES if waited is None
-                                         else 1)
+                job = self._prepare_once(path, tries=1 if once else settling.SETTLE_TRIES)
             except OSError as exc:  # unreadable now (permissions, a vanished dir): next scan
-                log.warning("cannot read %s: %s", path, exc)
-                results.append(self._not_read_now(path, exc))
                 job = None
+                if moving is not None and exc.errno == errno.EAGAIN:
+                    moving.append(path)
+                else:
+                    log.warning("cannot read %s: %s", path, exc)
+                    results.append(self._not_read_now(path, exc))
             if job is not None and self._in_flux(job):
-                if waited is None:
+                if moving is not None and waited is None:
+                    moving.append(path)
+                    job = None
+                elif waited is None:
                     unsettled.append(job)
                     job = None
                 elif not waited.stood_still(path, self._changed_since_read):
