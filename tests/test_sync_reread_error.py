@@ -17,9 +17,9 @@ import pytest
 import everos_reflect.index.sync as sync_module
 from everos_reflect.index.sync import Indexer
 from everos_reflect.index.watcher import FsEvent, Watcher
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import UserRef
 from everos_reflect.runtime import Runtime
-from tests.sync_fixtures import indexed_ids
+from tests.sync_fixtures import indexed_ids, two_indexed_episodes
 from tests.waiting import scripted_pauses, wait_for
 
 REF = UserRef.of("u_ann")
@@ -28,14 +28,7 @@ DAY = date(2026, 10, 12)
 
 def _two(rt: Runtime) -> tuple[Path, str, str]:
     """A log of two indexed Episodes."""
-    first = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00"},
-                            {"Subject": "Tea", "Content": "Green tea."}, day=DAY)
-    second = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
-                             {"Subject": "Walk", "Content": "A long walk."}, day=DAY)
-    path = rt.store.path_for_id(REF, first.id)
-    Indexer(rt).scan()
-    assert indexed_ids(rt) == {first.id, second.id}
-    return path, first.id, second.id
+    return two_indexed_episodes(rt, REF)
 
 
 def _delete(path: Path, entry_id: str) -> None:

@@ -19,6 +19,7 @@ from everos_reflect.index.sync import STILL_WRITTEN, Indexer
 from everos_reflect.markdown import settling
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
+from tests.sync_fixtures import two_indexed_episodes
 from tests.waiting import scripted_pauses
 
 ANN, BOB = UserRef.of("ann"), UserRef.of("bob")
@@ -28,15 +29,10 @@ DAY = date(2026, 10, 12)
 def _ann_with_her_last_entry_deleted(rt: Runtime) -> tuple[Path, str, str]:
     """Ann's log of two indexed Episodes, the last deleted by hand this instant: a deletion
     in a log just written, which a sync waits for before it believes it."""
-    first = rt.store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00"},
-                            {"Subject": "Tea", "Content": "Green tea."}, day=DAY)
-    second = rt.store.append(ANN, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
-                             {"Subject": "Walk", "Content": "A long walk."}, day=DAY)
-    path = rt.store.path_for_id(ANN, first.id)
-    Indexer(rt).scan()
+    path, first, second = two_indexed_episodes(rt, ANN)
     text = path.read_text("utf-8")
-    path.write_text(text[: text.index(f"<!-- entry:{second.id} -->")], "utf-8")
-    return path, first.id, second.id
+    path.write_text(text[: text.index(f"<!-- entry:{second} -->")], "utf-8")
+    return path, first, second
 
 
 def ann_ids(rt: Runtime) -> set[str]:
