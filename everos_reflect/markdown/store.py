@@ -609,8 +609,9 @@ class MarkdownStore:
         large log must not cost one full parse of that log per id. With ``unreadable``, the
         ids still in their file but unreadable now (``DailyLog.unreadable``) are added to it,
         and so is every wanted id of a file that cannot be read at all (``DailyLog.unread``)
-        or whose frontmatter is broken (not ``ok``): a caller that must not take a typo for a
-        deletion tells the two apart.
+        or whose frontmatter is broken (not ``ok``), or whose text ends inside an entry (a
+        writer caught mid-write, a lost closing marker: what came after is not there): a
+        caller that must not take a typo for a deletion tells the two apart.
 
         A folder or FIFO where the log goes (or a file where its folder goes) is no log, as
         the indexer sees it (it drops that log's rows): none of its ids exist. Raised, it
@@ -630,10 +631,10 @@ class MarkdownStore:
                     if entry.id in wanted and entry.id not in found:
                         found[entry.id] = entry
                 if unreadable is not None:
-                    # a log not read whole (broken frontmatter) keeps its indexed rows: an id
-                    # missing from it is not known to be deleted until it reads again
-                    unreadable |= (wanted if log.unread or not log.ok
-                                   else wanted & log.unreadable)
+                    # a log not read whole (broken frontmatter, its text ending inside an
+                    # entry): an id missing from it is not known to be deleted until it
+                    # reads whole again
+                    unreadable |= (wanted if not log.whole else wanted & log.unreadable)
         return found
 
     def entries(self, ref: UserRef, kind: Kind) -> list[Entry]:
