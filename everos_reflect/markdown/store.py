@@ -710,20 +710,6 @@ class MarkdownStore:
         digest = hashlib.sha256(key.encode()).hexdigest()[:24]
         return self.root / ".index" / "locks" / f"md-{digest}.lock"
 
-    def _refused_unlocked(self, path: Path, edit: Callable[[str | None], str | None]) -> None:
-        """Raise what ``edit`` of ``path`` would be refused with (a log that cannot be edited,
-        an entry or a log over its limit), before the file's first lock makes its lock file:
-        a refused ``add`` left ``.index/locks/md-….lock`` (and on a root never indexed
-        ``.index`` itself) in a root it did not change. Checked again under the lock, where
-        the edit is made. A lock file is left as it is, never removed: a writer may be
-        waiting on it (filelock's own warning)."""
-        if self._lock_file(self._label(path)).exists():
-            return
-        _, text = self._editable(path)  # the wait counts for the write under the lock too
-        new_text = edit(text)
-        if new_text is not None and new_text != text:
-            self._fits(path, new_text)
-
     def _next_seq(self, ref: UserRef, kind: Kind, day: date, log: DailyLog,
                   count: int = 1) -> int:
         """The sequence number of the next id of ``log`` (the first of ``count``): past every
@@ -1201,7 +1187,9 @@ class MarkdownStore:
             self._edit_listed(path, edit)
 
     def _edit_listed(self, path: Path, edit: Callable[[str | None], str | None]) -> None:
-        self._refused_unlocked(path, edit)
+        # A refused edit (a log that cannot be edited, an entry or a log over its limit)
+        # leaves no lock file nor folder it made (_undone_if_failed): the edit runs once,
+        # under the lock. A check before the lock ran the first edit of every log twice.
         with self._undone_if_failed([path]) as undo, self.lock(path), undo.locks_held():
             for _ in range(_EDIT_ATTEMPTS):
                 before, text = self._editable(path)
@@ -1253,8 +1241,6 @@ class MarkdownStore:
             for path, edit in edits.items():
                 self._edit(path, edit)
             return
-        for path, edit in edits.items():
-            self._refused_unlocked(path, edit)
         with ExitStack() as stack:
             stack.enter_context(self.one_listing())
             undo = stack.enter_context(self._undone_if_failed(edits))
