@@ -543,6 +543,9 @@ class _Show:
         table.add_column("episode", overflow="ellipsis", no_wrap=True, ratio=1)
         for rank, hit in enumerate(result["hits"], 1):
             text = " ".join(f"{hit['subject']}: {hit['snippet'] or hit['episode']}".split())
+            if hit.get("passage"):  # a further passage of an entry already listed: say so
+                text = " ".join(f"(passage {int(hit['passage']) + 1} of this entry) "
+                                f"{hit.get('snippet_date') or ''}: {hit['snippet']}".split())
             table.add_row(str(rank), hit["id"], str(hit["session_id"]) if hit["session_id"]
                           else "[bold]null[/bold]", escape(text))
         self.console.print(table)
