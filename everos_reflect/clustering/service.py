@@ -52,7 +52,13 @@ from everos_reflect.clustering.online import (
 )
 from everos_reflect.errors import EverosError
 from everos_reflect.index import rebuild
-from everos_reflect.index.db import CLUSTER_KEY_OF_ID, cluster_key_of_id, transaction, utcnow_iso
+from everos_reflect.index.db import (
+    CLUSTER_KEY_OF_ID,
+    cluster_key_of_id,
+    id_batches,
+    transaction,
+    utcnow_iso,
+)
 from everos_reflect.llm.extractive import tells_change, tells_newer_version
 from everos_reflect.model import Entry, EntryId, Kind, UserRef, parse_timestamp, quoted_value
 from everos_reflect.problem_words import counted
@@ -828,24 +834,24 @@ class ClusterService:
                 raise UnknownCluster(f"unknown cluster {quoted_value(cluster_id)}")
             ref = UserRef(row["app_id"], row["project_id"], row["user_id"])
             conn.hold(ref)
-            if sources:
-                marks = ",".join("?" * len(sources))
+            latest: float | None = None  # the latest source's time
+            for chunk, marks in id_batches(sources):
                 ts_row = conn.execute(
                     f"SELECT MAX(ts) AS ts FROM cluster_members WHERE {_OF_CLUSTER} "
-                    f"AND entry_id IN ({marks})", (cluster_id, *sources)).fetchone()
+                    f"AND entry_id IN ({marks})", (cluster_id, *chunk)).fetchone()
+                if ts_row["ts"] is not None:
+                    latest = ts_row["ts"] if latest is None else max(latest, ts_row["ts"])
                 conn.execute(
                     f"UPDATE cluster_members SET deprecated_by=?, similarity=NULL "
                     f"WHERE {_OF_CLUSTER} "
-                    f"AND entry_id IN ({marks})", (narrative_id, cluster_id, *sources))
-            else:
-                ts_row = None
+                    f"AND entry_id IN ({marks})", (narrative_id, cluster_id, *chunk))
             existing = self._member_rows(conn, ref, [narrative_id]).get(narrative_id)
             if existing is not None and existing["cluster_id"] == cluster_id:
                 ts = existing["ts"]
             else:
                 if existing is not None:
                     self._detach(conn, ref, narrative_id)
-                ts = ts_row["ts"] if ts_row and ts_row["ts"] is not None else row["last_ts"]
+                ts = latest if latest is not None else row["last_ts"]
                 conn.insert_member(ref, narrative_id, cluster_id, ts, None, None)
             # the indexer attached the narrative first, at its time per the Markdown
             # (consolidated_time): kept, so a rebuild reads the same
