@@ -190,6 +190,19 @@ def test_search_table_output(filled: Path) -> None:
     assert empty.stdout.strip() == "No matching episodes."
 
 
+def test_search_table_shows_a_multi_line_episode_once(root: Path) -> None:
+    """The snippet is the episode's text with its line breaks folded: when it is the whole
+    episode, the table shows it once (it printed the same words twice)."""
+    rt = Runtime(root, Settings(), embedder=HashEmbedder(32))
+    rt.store.append(ANDREW, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
+                    {"Subject": "Packing", "Content": "Packed the tent.\nPacked the stove."},
+                    day=date(2026, 10, 12))
+    rt.close()
+    result = run("search", "tent stove", "--root", str(root), "--user", "u_andrew")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.count("tent") == 1, result.stdout
+
+
 def test_search_rejects_empty_query_and_bad_user(filled: Path) -> None:
     empty = run("search", "  ", "--root", str(filled))
     assert empty.exit_code == 1 and empty.stderr.startswith("error: ")

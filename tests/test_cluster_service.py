@@ -304,3 +304,18 @@ def test_recluster_does_not_give_a_user_a_copy_of_another_users_cluster_id(rt, s
     assert svc.cluster(dog.cluster_id).ref == REF
     assert [m.entry_id for m in svc.members(dog.cluster_id)] == [
         "ep_20260803_0001", "ep_20260804_0001"]
+
+
+def test_mark_consolidated_retires_more_sources_than_the_builds_parameter_limit(rt, svc):
+    many = [episode(f"ep_20260803_{i:04d}", DOG, T0 + timedelta(minutes=i)) for i in range(1_100)]
+    index(rt, svc, *many)
+    (dog,) = svc.clusters(REF)
+    assert dog.size == 1_100
+    rt.db().setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    info = svc.mark_consolidated(dog.cluster_id, "ep_20260805_0001", EMB.embed([DOG])[0],
+                                 [e.id for e in many])
+    assert (info.size, info.consolidated) == (1, True)
+    assert info.last_ts == (T0 + timedelta(minutes=1_099)).timestamp()  # the latest source's
+    history = svc.members(dog.cluster_id, live_only=False)
+    assert {m.entry_id: m.deprecated_by for m in history} == {
+        **{e.id: "ep_20260805_0001" for e in many}, "ep_20260805_0001": None}

@@ -5,7 +5,9 @@ family, each message said of one and of two."""
 
 from __future__ import annotations
 
+import ast
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -118,3 +120,29 @@ def test_the_api_counts_the_query_parameters_it_refuses(root: Path, query: str,
         runtime.close()
     assert resp.status_code == 422, resp.text
     assert said in resp.json()["error"]["message"]
+
+
+def _said_texts(tree: ast.AST) -> list[ast.AST]:
+    """The string literals of a module that reach a reader (logs, errors, output): every
+    one but docstrings, which quote the old words on purpose."""
+    docs = {id(node.body[0].value) for node in ast.walk(tree)
+            if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef
+                          | ast.AsyncFunctionDef)
+            and node.body and isinstance(node.body[0], ast.Expr)
+            and isinstance(node.body[0].value, ast.Constant)}
+    return [node for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and id(node) not in docs]
+
+
+def test_no_message_counts_with_a_plural_in_brackets() -> None:
+    # log lines said "abandoned 1 MCP request(s)", "1 record(s) left out", "gives 1 vector(s)
+    # for 2 text(s)", "fleet scheduler for 1 root(s)": problem_words.counted says it
+    import everos_reflect
+
+    package = Path(everos_reflect.__file__).parent
+    found = [f"{path.relative_to(package)}:{node.lineno}: {node.value!r}"
+             for path in sorted(package.rglob("*.py"))
+             for node in _said_texts(ast.parse(path.read_text(encoding="utf-8")))
+             if re.search(r"\w\(s\)", node.value)]
+    assert found == []

@@ -7,6 +7,7 @@ for a Reflection pass's dozens)."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Sequence
 from pathlib import Path
@@ -114,3 +115,36 @@ def test_facts_embedded_as_stated_keeps_only_this_users_facts_embedded_as_stated
     conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
     many = [f"af_bulk_x{i}" for i in range(2_000)] + ["af_same"]
     assert reads.facts_embedded_as_stated(conn, REF, many, MODEL) == {"af_same"}
+
+
+def test_live_entry_ids_answers_past_the_builds_parameter_limit(tmp_path: Path) -> None:
+    conn = _conn(tmp_path)
+    for i in range(1_200):
+        _put(conn, REF, f"ep_{i:04d}", "episode", f"e {i}", f"e {i}",
+             deprecated_by="ep_n" if i % 2 else None)
+    _put(conn, UserRef.of("u_other"), "ep_0000", "episode", "theirs", "theirs")
+    conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    asked = [f"ep_{i:04d}" for i in range(1_200)] + ["ep_missing"]
+    assert reads.live_entry_ids(conn, REF, asked) == {f"ep_{i:04d}" for i in range(0, 1_200, 2)}
+    assert reads.live_entry_ids(conn, REF, []) == set()
+
+
+def test_status_names_live_sources_of_a_narrative_with_more_sources_than_the_limit(
+        tmp_path: Path) -> None:
+    """A hand-written ``sources`` list may be long: ``status`` (``index_report``) still
+    names the sources left live beside the narrative."""
+    from everos_reflect.strategies.consistency import index_report
+
+    conn = _conn(tmp_path)
+    sources = [f"ep_{i:04d}" for i in range(1_200)]
+    for i, eid in enumerate(sources):
+        _put(conn, REF, eid, "episode", f"e {i}", f"e {i}",
+             deprecated_by=None if i in (5, 1_100) else "ep_n")
+    conn.execute(
+        "INSERT INTO entries (app_id, project_id, user_id, id, kind, path, text, content_hash, "
+        "text_hash, parent_type, sources) VALUES (?, ?, ?, 'ep_n', 'episode', 'p.md', 'n', "
+        "'c', 'h', 'cluster', ?)", (REF.app, REF.project, REF.user_id, json.dumps(sources)))
+    conn.setlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER, 999)
+    beside = index_report(conn)["live_beside_sources"]
+    assert beside == [{"app_id": REF.app, "project_id": REF.project, "user_id": REF.user_id,
+                       "narrative": "ep_n", "live_sources": ["ep_0005", "ep_1100"]}]

@@ -88,8 +88,13 @@ def _hit_dict(hit: Any) -> dict[str, Any]:
     raise TypeError(f"unexpected search hit {type(hit).__name__}")
 
 
+def _folded(text: object) -> str:
+    """``text`` on one line: how a snippet (line breaks folded) compares with its entry."""
+    return " ".join(shown(text or "").split())
+
+
 def _one_line(text: object, width: int) -> str:
-    flat = " ".join(shown(text or "").split())
+    flat = _folded(text)
     return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
@@ -190,7 +195,7 @@ def search_cmd(
         if hit.get("passage"):  # a further passage of an entry listed above: its text only
             body = (f"[italic]{escape(when + _one_line(hit.get('snippet'), 200))}[/italic]\n"
                     f"[dim](passage {int(hit['passage']) + 1} of this entry)[/dim]")
-        elif hit.get("snippet") and hit.get("snippet") != hit.get("episode"):
+        elif hit.get("snippet") and _folded(hit.get("snippet")) != _folded(hit.get("episode")):
             body = f"[italic]{escape(when + _one_line(hit.get('snippet'), 200))}[/italic]\n{body}"
         by = hit.get("deprecated_by")
         archived = f" [dim](archived → {escape(str(by))})[/dim]" if by else ""

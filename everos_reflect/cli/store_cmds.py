@@ -44,7 +44,8 @@ from everos_reflect.lint import (
     Problem,
     lint_report,
 )
-from everos_reflect.model import Kind, UserRef, new_episode, quoted_value
+from everos_reflect.model import Kind, UserRef, new_episode
+from everos_reflect.problem_words import unknown_strategy
 from everos_reflect.settings import (
     OME_FILE_NAME,
     USER_FILE_NAME,
@@ -652,7 +653,7 @@ def _refuse_if_not_in_force(text: str, file: str) -> None:
 def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     known = known_strategy_names()
     if name not in known:
-        fail(f"unknown strategy {quoted_value(name)} (known: {', '.join(sorted(known))})")
+        fail(unknown_strategy(name, known))
     folder = existing_root(root)
     path, shown = folder / OME_FILE_NAME, config_file(folder, OME_FILE_NAME)
     try:

@@ -52,9 +52,16 @@ from everos_reflect.clustering.online import (
 )
 from everos_reflect.errors import EverosError
 from everos_reflect.index import rebuild
-from everos_reflect.index.db import CLUSTER_KEY_OF_ID, cluster_key_of_id, transaction, utcnow_iso
+from everos_reflect.index.db import (
+    CLUSTER_KEY_OF_ID,
+    cluster_key_of_id,
+    id_batches,
+    transaction,
+    utcnow_iso,
+)
 from everos_reflect.llm.extractive import tells_change, tells_newer_version
 from everos_reflect.model import Entry, EntryId, Kind, UserRef, parse_timestamp, quoted_value
+from everos_reflect.problem_words import counted
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -827,24 +834,24 @@ class ClusterService:
                 raise UnknownCluster(f"unknown cluster {quoted_value(cluster_id)}")
             ref = UserRef(row["app_id"], row["project_id"], row["user_id"])
             conn.hold(ref)
-            if sources:
-                marks = ",".join("?" * len(sources))
+            latest: float | None = None  # the latest source's time
+            for chunk, marks in id_batches(sources):
                 ts_row = conn.execute(
                     f"SELECT MAX(ts) AS ts FROM cluster_members WHERE {_OF_CLUSTER} "
-                    f"AND entry_id IN ({marks})", (cluster_id, *sources)).fetchone()
+                    f"AND entry_id IN ({marks})", (cluster_id, *chunk)).fetchone()
+                if ts_row["ts"] is not None:
+                    latest = ts_row["ts"] if latest is None else max(latest, ts_row["ts"])
                 conn.execute(
                     f"UPDATE cluster_members SET deprecated_by=?, similarity=NULL "
                     f"WHERE {_OF_CLUSTER} "
-                    f"AND entry_id IN ({marks})", (narrative_id, cluster_id, *sources))
-            else:
-                ts_row = None
+                    f"AND entry_id IN ({marks})", (narrative_id, cluster_id, *chunk))
             existing = self._member_rows(conn, ref, [narrative_id]).get(narrative_id)
             if existing is not None and existing["cluster_id"] == cluster_id:
                 ts = existing["ts"]
             else:
                 if existing is not None:
                     self._detach(conn, ref, narrative_id)
-                ts = ts_row["ts"] if ts_row and ts_row["ts"] is not None else row["last_ts"]
+                ts = latest if latest is not None else row["last_ts"]
                 conn.insert_member(ref, narrative_id, cluster_id, ts, None, None)
             # the indexer attached the narrative first, at its time per the Markdown
             # (consolidated_time): kept, so a rebuild reads the same
@@ -976,8 +983,8 @@ class ClusterService:
         foreign = self._foreign_cluster_ids(
             ref, {plan.narrative_cluster_id(r["id"], r["parent_id"]) for r in narratives})
         if foreign:
-            log.warning("%s: %d narrative cluster id(s) held by another user; not attached",
-                        ref, len(foreign))
+            log.warning("%s: %s held by another user; not attached",
+                        ref, counted(len(foreign), "narrative cluster id"))
             live = [r for r in live if r["parent_type"] != "cluster"
                     or plan.narrative_cluster_id(r["id"], r["parent_id"]) not in foreign]
             narratives = [r for r in live if r["parent_type"] == "cluster"]
@@ -1230,8 +1237,8 @@ class ClusterService:
         known.update({k: normalize(v) for k, v in self._vectors(ref, need).items()})
         vecs = [known[m["entry_id"]] for m in order if m["entry_id"] in known]
         if len(vecs) < len(order):
-            log.warning("cluster %s: %d member vector(s) missing; centroid from the rest",
-                        cluster_id, len(order) - len(vecs))
+            log.warning("cluster %s: %s missing; centroid from the rest",
+                        cluster_id, counted(len(order) - len(vecs), "member vector"))
         centroid, norm, _ = mean_of(vecs)
         if centroid is None:  # no vector at all: the row stays, memory re-reads it
             conn.refresh(ref, cluster_id)

@@ -12,8 +12,10 @@ import os
 import re
 import sqlite3
 import time
+from collections.abc import Iterator, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar
 
 from everos_reflect.errors import IndexUnavailable, IndexUnreadable
 from everos_reflect.fileio import error_text, not_a_folder
@@ -593,6 +595,23 @@ MIGRATIONS: list[tuple[str, str]] = [
 
 #: ``index_meta`` key of the parser version the index's rows were read with.
 PARSER_VERSION_KEY = "parser_version"
+
+#: ids bound in one statement: some SQLite builds take at most 999 parameters, and a statement
+#: binds a few besides its id list
+IDS_PER_STATEMENT = 500
+
+_T = TypeVar("_T")
+
+
+def id_batches(ids: Sequence[_T]) -> Iterator[tuple[Sequence[_T], str]]:
+    """``ids`` in slices of at most :data:`IDS_PER_STATEMENT`, each with its ``?,?,...`` for an
+    ``IN (...)``. Every statement that asks about a list of ids runs once per slice: one
+    parameter per id failed with "too many SQL variables" past the build's limit (a large
+    cluster, a narrative whose hand-written ``sources`` list is long)."""
+    for start in range(0, len(ids), IDS_PER_STATEMENT):
+        chunk = ids[start:start + IDS_PER_STATEMENT]
+        yield chunk, ",".join("?" * len(chunk))
+
 
 def cluster_key_of_id(param: str = "?") -> str:
     """SQL for the ``clusters.cluster_key`` of the cluster whose id is ``param`` (NULL if

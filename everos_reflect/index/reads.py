@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from everos_reflect.index.db import CLUSTER_KEY_OF_ID, connect_to_read, db_path
+from everos_reflect.index.db import CLUSTER_KEY_OF_ID, connect_to_read, db_path, id_batches
 from everos_reflect.model import UserRef, text_hash
 
 #: Seconds in a week, and the shift that makes epoch weeks start on Monday (1970-01-01 was a
@@ -27,10 +27,6 @@ _MONDAY_SHIFT = 3 * 86400
 
 def _ref(row: sqlite3.Row | Sequence[Any]) -> UserRef:
     return UserRef(row[0], row[1], row[2])
-
-
-def _marks(values: Sequence[Any]) -> str:
-    return ",".join("?" * len(values))
 
 
 def _id_list(text: str | None) -> list[str]:
@@ -69,13 +65,14 @@ def entry_counts(conn: sqlite3.Connection) -> dict[tuple[UserRef, str, bool], in
 
 
 def live_entry_ids(conn: sqlite3.Connection, ref: UserRef, ids: Sequence[str]) -> set[str]:
-    """Those of ``ids`` that are live (not archived) entries of ``ref``."""
-    if not ids:
-        return set()
-    return {r[0] for r in conn.execute(
-        f"SELECT id FROM entries WHERE app_id=? AND project_id=? AND user_id=? AND "
-        f"deprecated_by IS NULL AND id IN ({_marks(ids)})",
-        (ref.app, ref.project, ref.user_id, *ids))}
+    """Those of ``ids`` that are live (not archived) entries of ``ref`` (:func:`id_batches`)."""
+    live: set[str] = set()
+    for chunk, marks in id_batches(ids):
+        live.update(r[0] for r in conn.execute(
+            f"SELECT id FROM entries WHERE app_id=? AND project_id=? AND user_id=? AND "
+            f"deprecated_by IS NULL AND id IN ({marks})",
+            (ref.app, ref.project, ref.user_id, *chunk)))
+    return live
 
 
 def live_narrative_sources(conn: sqlite3.Connection) -> list[tuple[UserRef, str, list[str]]]:
@@ -121,23 +118,17 @@ def facts_embedded_as_stated(conn: sqlite3.Connection, ref: UserRef, ids: Sequen
     """Those of the atomic facts ``ids`` whose stored vector came from ``embed_model`` and
     embedded exactly their stated text (so the vector can stand for that text).
 
-    Read by primary key, ``_IDS_PER_READ`` ids a statement: with ``kind=...`` as a plain term
+    Read by primary key, :func:`id_batches` a statement: with ``kind=...`` as a plain term
     SQLite takes the ``(user, kind)`` index from four ids on and reads every fact of the user
-    to find a few (``+kind`` is not indexable), and a build may take as few as 999
-    parameters."""
+    to find a few (``+kind`` is not indexable)."""
     found: set[str] = set()
-    for start in range(0, len(ids), _IDS_PER_READ):
-        chunk = ids[start:start + _IDS_PER_READ]
+    for chunk, marks in id_batches(ids):
         rows = conn.execute(
             f"SELECT id, text, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
-            f"user_id=? AND id IN ({_marks(chunk)}) AND +kind='atomic_fact' AND embed_model=?",
+            f"user_id=? AND id IN ({marks}) AND +kind='atomic_fact' AND embed_model=?",
             (ref.app, ref.project, ref.user_id, *chunk, embed_model))
         found.update(r[0] for r in rows if r[2] == text_hash(r[1]))
     return found
-
-
-#: ids asked for in one statement (SQLite's smallest parameter limit is 999)
-_IDS_PER_READ = 500
 
 
 def live_facts_of(conn: sqlite3.Connection, ref: UserRef,
@@ -145,18 +136,18 @@ def live_facts_of(conn: sqlite3.Connection, ref: UserRef,
     """``(fact id, parent episode id, text)`` of the live atomic facts of ``parents``, oldest
     first (then by id; a fact without a time first, as SQLite orders NULL).
 
-    Read by parent (``entries_by_parent``), ``_IDS_PER_READ`` parents a statement: with
+    Read by parent (``entries_by_parent``), :func:`id_batches` a statement: with
     ``kind=...`` as a plain term SQLite took the ``(user, kind)`` index and read every fact of
     the owner, however few parents were asked for (``+kind`` is not indexable)."""
     rows: list[tuple[Any, ...]] = []
-    for start in range(0, len(parents), _IDS_PER_READ):
-        chunk = parents[start:start + _IDS_PER_READ]
+    batches = list(id_batches(parents))
+    for chunk, marks in batches:
         rows += conn.execute(
             f"SELECT id, parent_id, text, ts FROM entries WHERE app_id=? AND project_id=? AND "
-            f"user_id=? AND parent_id IN ({_marks(chunk)}) AND +kind='atomic_fact' "
+            f"user_id=? AND parent_id IN ({marks}) AND +kind='atomic_fact' "
             f"AND deprecated_by IS NULL ORDER BY ts, id",
             (ref.app, ref.project, ref.user_id, *chunk)).fetchall()
-    if len(parents) > _IDS_PER_READ:  # each statement's rows are in order, not the whole
+    if len(batches) > 1:  # each statement's rows are in order, not the whole
         rows.sort(key=lambda r: (r[3] is not None, r[3] or 0.0, r[0]))
     return [(r[0], r[1], r[2]) for r in rows]
 

@@ -55,6 +55,7 @@ from everos_reflect.model import (
     log_name_match,
     shown_path,
 )
+from everos_reflect.problem_words import counted
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -1247,8 +1248,8 @@ class Indexer:
             notes.append(row["note_id"])
             if change is not None:
                 changes.append(change)
-        log.warning("telling the change subscribers of %d synced file change(s) an interrupted "
-                 "sync did not tell them of, or that they put off", len(rows))
+        log.warning("telling the change subscribers of %s an interrupted sync did not tell "
+                    "them of, or that they put off", counted(len(rows), "synced file change"))
         for skip, (changes, notes) in by_skip.items():
             deferred: set[str] = set()
             self._written |= events.publish_many(self.rt, changes, skip=skip,
