@@ -222,6 +222,21 @@ def unplain_number(text: str) -> str | None:
     return None
 
 
+def must_not_be_empty(takes: str = "") -> str:
+    """How every edge says a value given as ``""`` is empty: ``must not be empty``, and what
+    the field takes when that helps (``must not be empty (one of: success, failure)``, ``(a
+    whole number from 1 to 1000)``). Given ``''``, a choice said "must be one of …; got ''",
+    a number "…, got ''" and an id "use 1-128 characters": each read as a value misspelt
+    where none was given."""
+    return f"must not be empty ({takes})" if takes else "must not be empty"
+
+
+def empty_id(what: str, takes: str = "") -> str:
+    """``invalid entry id '': must not be empty``: an id (``what``) given as ``""``, in one
+    wording for user ids, entry ids, relation ids and strategy names, at every edge."""
+    return f"invalid {what} '': {must_not_be_empty(takes)}"
+
+
 def validate_name(value: object, what: str = "user_id") -> str:
     """Return ``value`` if it is a safe app/project/user id, else raise :class:`InvalidId`.
 
@@ -231,7 +246,7 @@ def validate_name(value: object, what: str = "user_id") -> str:
     if not isinstance(value, str):
         raise InvalidId(f"{what} must be a string, got {json_got(value)}")
     if not value:  # named as empty: "use 1-128 characters" read as a bad spelling of an id
-        raise InvalidId(f"invalid {what} '': must not be empty")
+        raise InvalidId(empty_id(what))
     if value in {".", ".."} or not _NAME_RE.fullmatch(value):
         raise InvalidId(
             f"invalid {what} {quoted(value, escape=True)}: use 1-128 characters from "
@@ -423,17 +438,22 @@ def indexed_text(subject: str | None, summary: str | None, content: str | None) 
     guard warms the cache with a narrative before it is written), so both hit one cache key."""
     return "\n".join(p for p in (subject, summary, content) if p)
 
-def malformed_relation_id(shown: str) -> str:
-    """The one message for a value (``shown``, quoted) without a relation id's form, where
-    only a relation id is taken (``resolve``, the API's ``/relations/{rel_id}/resolve``): the
-    CLI gave an Episode's id as the example."""
-    return f"invalid relation id {shown}: expected e.g. rel_20261012_0001"
+def malformed_relation_id(value: object) -> str:
+    """The one message for a value without a relation id's form, where only a relation id
+    is taken (``resolve``, the API's ``/relations/{rel_id}/resolve``): the CLI gave an
+    Episode's id as the example. ``""`` is said to be empty (:func:`empty_id`)."""
+    if value == "":
+        return empty_id("relation id")
+    return f"invalid relation id {quoted_value(value)}: expected e.g. rel_20261012_0001"
 
 
-def malformed_entry_id(shown: str) -> str:
-    """The one message for a value (``shown``, quoted) without an entry id's form, at every
-    edge: the API and MCP gave an insight's id as the example, the CLI an Episode's."""
-    return f"invalid entry id {shown}: expected e.g. ep_20261012_0001"
+def malformed_entry_id(value: object) -> str:
+    """The one message for a value without an entry id's form, at every edge: the API and
+    MCP gave an insight's id as the example, the CLI an Episode's. ``""`` is said to be
+    empty (:func:`empty_id`): ``undo ''`` was "invalid entry id '': expected e.g. …"."""
+    if value == "":
+        return empty_id("entry id")
+    return f"invalid entry id {quoted_value(value)}: expected e.g. ep_20261012_0001"
 
 
 @dataclass(frozen=True)
@@ -448,8 +468,7 @@ class EntryId:
     def parse(cls, text: str) -> EntryId:
         m = ENTRY_ID_RE.fullmatch(text) if isinstance(text, str) else None
         if not m:
-            shown = quoted(text) if isinstance(text, str) else repr(text)
-            raise InvalidId(malformed_entry_id(shown))
+            raise InvalidId(malformed_entry_id(text))
         digits = m.group(2)
         try:  # the same dates strptime("%Y%m%d") reads from 8 digits, at a tenth of its cost
             day = date(int(digits[:4]), int(digits[4:6]), int(digits[6:]))
@@ -906,6 +925,14 @@ class DailyLog:
     def ok(self) -> bool:
         """False when the file as a whole could not be understood (it is then left alone)."""
         return not any(d.severity == "fatal" for d in self.diagnostics)
+
+    @property
+    def whole(self) -> bool:
+        """Whether every entry the file holds was read or named: False when it was not read
+        (:attr:`unread`), its frontmatter is broken (not :attr:`ok`) or its text ends inside
+        an entry (:attr:`open_at_end`: what came after is not there). An id of the file
+        missing from a log not whole is not known to be deleted."""
+        return self.ok and not self.unread and self.open_at_end is None
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,10 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from everos_reflect.model import json_type, quoted_value
+from everos_reflect.model import empty_id, json_type, must_not_be_empty, quoted_value
 
-__all__ = ["counted", "did_you_mean", "json_type", "missing", "one_of", "unknown"]
+__all__ = ["counted", "did_you_mean", "json_type", "missing", "one_of", "unknown",
+           "unknown_strategy"]
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:
@@ -62,5 +63,19 @@ def missing(what: str = "key") -> str:
 
 def one_of(choices: Iterable[str], value: object) -> str:
     """``must be one of: active, stale; got 'x'``: the choices as written, then the value
-    refused, quoted short."""
-    return f"must be one of: {', '.join(choices)}; got {quoted_value(value)}"
+    refused, quoted short; ``""`` is said to be empty (``must not be empty (one of: active,
+    stale)``), not a misspelt choice."""
+    listed = ", ".join(choices)
+    if value == "":
+        return must_not_be_empty(f"one of: {listed}")
+    return f"must be one of: {listed}; got {quoted_value(value)}"
+
+
+def unknown_strategy(name: object, known: Iterable[str]) -> str:
+    """Why a strategy ``name`` not among ``known`` (listed) is refused, at every edge
+    (``trigger``, ``enable``, ``fleet run``): ``""`` is said to be empty, where ``trigger ''``
+    was "unknown strategy ''" and the API's ``{"name": ""}`` "name: must not be empty"."""
+    listed = ", ".join(sorted(known)) or "none"
+    if name == "":
+        return empty_id("strategy name", f"known: {listed}")
+    return f"unknown strategy {quoted_value(name)} (known: {listed})"

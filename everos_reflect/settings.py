@@ -32,6 +32,7 @@ from everos_reflect.errors import ConfigError
 from everos_reflect.fileio import not_utf8, os_reason, path_in_root, read_config_bytes
 from everos_reflect.model import (
     QUOTED_MAX,
+    must_not_be_empty,
     quoted_value,
     redacted_url,
     shown_key,
@@ -406,6 +407,9 @@ def _url(value: Any) -> str | None:
 
 
 def _timezone(value: Any) -> str | None:
+    if value == "":  # "unknown time zone ''" read as a misspelt name
+        return must_not_be_empty("leave it out for UTC, or use an IANA name such as "
+                                 "'Europe/Paris'")
     try:
         ZoneInfo(value)
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long to look up
@@ -608,6 +612,8 @@ def _coerce_env(text: str, tp: Any, check: Check | None = None) -> tuple[Any, st
         lowered = text.strip().lower()
         if lowered in {"true", "false"}:
             return lowered == "true", None
+        if not text:
+            return text, must_not_be_empty("true or false")
         return text, f"must be true or false, got {quoted_value(text)}"
     return _check_type(text, tp)
 
@@ -621,6 +627,8 @@ def _env_number(text: str, tp: Any, check: Check | None) -> tuple[Any, str | Non
         except NumberProblem as exc:
             return text, str(exc)
     words = expected_type(tp)
+    if not text:  # "must be a number, got ''" read as a misspelt number
+        return text, must_not_be_empty(words)
     hint = unplain_number(text)
     refused = f"must be {words}, got {quoted_value(text)}" + (f" ({hint})" if hint else "")
     if not (is_whole(text) if tp is int else is_decimal(text)) or hint:

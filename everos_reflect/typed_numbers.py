@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from everos_reflect.model import quoted, unplain_number
+from everos_reflect.model import must_not_be_empty, quoted, unplain_number
 
 #: A whole number as a person writes it: an optional ``-`` and the digits 0-9.
 _WHOLE = re.compile(r"-?[0-9]+")
@@ -48,16 +48,21 @@ def seconds_words(low: float, high: float) -> str:
     return f"must be a number of seconds from {low:g} to {high:g}"
 
 
-def _got(text: str) -> str:
+def _not_read(what: str, text: str) -> NumberProblem:
+    """Why ``text`` is no number: what it must be (``what``) and what it was; ``""`` said to be
+    empty (``--limit ''`` and ``?limit=`` were "must be a whole number from 1 to 1000, got
+    ''")."""
+    if text == "":
+        return NumberProblem(must_not_be_empty(what.removeprefix("must be ")))
     hint = unplain_number(text)
-    return f"got {quoted(text)}" + (f" ({hint})" if hint else "")
+    return NumberProblem(f"{what}, got {quoted(text)}" + (f" ({hint})" if hint else ""))
 
 
 def whole_number(text: str, low: int, high: int) -> int:
     """``text`` read as a whole number from ``low`` to ``high``, else :class:`NumberProblem`."""
     what = whole_words(low, high)
     if not _WHOLE.fullmatch(text):
-        raise NumberProblem(f"{what}, {_got(text)}")
+        raise _not_read(what, text)
     # read without its leading zeros, and more digits than any bound has is out of range,
     # never read: int() of 5,000 digits (zeros too) raised ValueError ("Exceeds the limit
     # (4300 digits) …"), a traceback at the CLI
@@ -75,7 +80,7 @@ def seconds(text: str, low: float, high: float) -> float:
     else :class:`NumberProblem`."""
     what = seconds_words(low, high)
     if not _DECIMAL.fullmatch(text):
-        raise NumberProblem(f"{what}, {_got(text)}")
+        raise _not_read(what, text)
     number = float(text)
     if not low <= number <= high:
         raise NumberProblem(f"{what}, got {quoted(text)}")

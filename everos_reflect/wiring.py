@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from everos_reflect.index import events
 from everos_reflect.model import Kind
+from everos_reflect.problem_words import counted
 
 if TYPE_CHECKING:
     from everos_reflect.clustering.service import ClusterService
@@ -58,8 +59,8 @@ def _clustering(runtime: Runtime, changes: list[events.ChangeSet]) -> Iterable[P
                 _cluster_change(service, change)
             _cluster_upserts(service, pending)
     except Exception:
-        log.exception("clustering a flush of %d file(s) failed; applying them one by one",
-                      len(episodes))
+        log.exception("clustering a flush of %s failed; applying them one by one",
+                      counted(len(episodes), "file"))
         for change in episodes:
             try:
                 _cluster_change(service, change)

@@ -238,7 +238,7 @@ def test_a_reply_of_many_refused_proposals_logs_ten_and_a_count(
                if r.getMessage().startswith(f"update_worldview: {ADA}: ")]
     assert len(refused) == 11
     assert refused[-1].endswith(
-        "490 more proposal(s) refused (the first 10 are logged above)")
+        "490 more proposals refused (the first 10 are logged above)")
 
 
 # -- detect_contradictions ------------------------------------------------------------------------

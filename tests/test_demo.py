@@ -160,3 +160,27 @@ def test_demo_shows_the_answer_when_it_saved_words_else_the_merge_that_saved_mos
     mine = doc("ep_d", DEMO_USER.user_id, 52, 50)
     assert _narrative([grown, other, mine], search) is mine
     assert _narrative([], search) is None
+
+
+def test_demo_search_table_says_which_passage_a_repeated_id_is() -> None:
+    """Search answers with several passages of one narrative: the demo's table names each
+    further one as a passage of that entry (the same id was listed three times, unexplained)."""
+    from rich.console import Console
+
+    from everos_reflect.cli.demo_cmds import _Show
+
+    def hit(passage: int, snippet: str) -> dict[str, object]:
+        return {"id": "ep_20261206_0001", "subject": "Pets", "episode": "long narrative",
+                "session_id": None, "snippet": snippet, "snippet_date": "2026-09-07",
+                "passage": passage}
+
+    show = _Show()
+    show.console = Console(record=True, width=200, highlight=False)
+    show._search("Search after", {"query": "pets", "user_id": "u_andrew",
+                                  "hits": [hit(0, "Andrew adopted Toby."),
+                                           hit(1, "Andrew adopted Buddy as well.")]})
+    lines = show.console.export_text().splitlines()
+    first = next(line for line in lines if "Toby" in line)
+    second = next(line for line in lines if "Buddy" in line)
+    assert "passage" not in first and "Pets: Andrew adopted Toby." in first
+    assert "(passage 2 of this entry) 2026-09-07: Andrew adopted Buddy as well." in second

@@ -471,7 +471,7 @@ def _vector(index: object, embedding: object) -> dict[str, Any]:
      "is no list of embeddings"),
     (b"<html><body>502 Bad Gateway</body></html>",
      "failed: the response body is not JSON (Expecting value at char 0)"),
-    (json.dumps({"data": []}).encode(), "gives 0 vector(s) for 1 text(s)"),
+    (json.dumps({"data": []}).encode(), "gives 0 vectors for 1 text"),
     (json.dumps({"data": [_vector(0, "AAAAAA==")]}).encode(),
      ": vector 1 of 1 is str, not a list of numbers"),
     (json.dumps({"data": [_vector(0, None)]}).encode(),

@@ -17,7 +17,9 @@ def test_an_env_boolean_other_than_true_or_false_is_refused_naming_it(value: str
     with pytest.raises(ConfigError) as caught:
         parse_settings(DEFAULTS, None, {"EVEROS_EMBEDDING__LOW_MEMORY": value})
     assert caught.value.problems == [
-        ("environment", "EVEROS_EMBEDDING__LOW_MEMORY", f"must be true or false, got {value!r}")]
+        ("environment", "EVEROS_EMBEDDING__LOW_MEMORY",
+         f"must be true or false, got {value!r}" if value else
+         "must not be empty (true or false)")]
 
 
 @pytest.mark.parametrize(("value", "read"), [("true", True), ("False", False), (" TRUE\n", True)])

@@ -468,7 +468,7 @@ def test_task_cpus_no_node_has_is_refused_instead_of_waiting_for_ever(tmp_path: 
     with pytest.raises(RayUnavailable) as info:
         RayFleet(ray, config, opener=open_test_root)
     assert str(info.value) == (
-        "task_cpus = 4 but the largest node of the local Ray has 2 CPU(s): no fleet worker "
+        "task_cpus = 4 but the largest node of the local Ray has 2 CPUs: no fleet worker "
         "could start (lower task_cpus in the fleet file)")
     assert RayFleet(ray, parse_fleet('roots = ["a"]\ntask_cpus = 2')).workers() == 1
 

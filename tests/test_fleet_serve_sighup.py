@@ -52,7 +52,7 @@ def test_sighup_stops_fleet_serve_cleanly(tmp_path: Path) -> None:
                                 env=env, cwd=tmp_path, stdout=log, stderr=subprocess.STDOUT,
                                 preexec_fn=_from_a_terminal, start_new_session=True)
         try:
-            wait_for(lambda: "fleet scheduler for 1 root(s)" in log_path.read_text(), 120,
+            wait_for(lambda: "fleet scheduler for 1 root on " in log_path.read_text(), 120,
                      "the fleet scheduler")
             proc.send_signal(signal.SIGHUP)
             code = proc.wait(60)
@@ -79,7 +79,7 @@ def test_a_terminal_hanging_up_stops_fleet_serve_cleanly(tmp_path: Path) -> None
         capture_output=True, text=True, check=True, preexec_fn=_from_a_terminal)
     pid = int(shell.stdout)
     try:
-        wait_for(lambda: "fleet scheduler for 1 root(s)" in log_path.read_text(), 120,
+        wait_for(lambda: "fleet scheduler for 1 root on " in log_path.read_text(), 120,
                  "the fleet scheduler")
         os.killpg(pid, signal.SIGHUP)
         wait_for(lambda: _gone(pid), 60, "fleet serve to stop")

@@ -130,7 +130,7 @@ def test_a_call_that_never_answers_is_answered_abandoned_once(
         "abandoned: stdin closed and no answer came for 1 s; the call may still take "
         "effect")
     assert "tools" in answers[8][0]["result"]
-    assert "abandoned 1 MCP request(s) with no answer for 1 s: ids 7" in caplog.text
+    assert "abandoned 1 MCP request with no answer for 1 s: ids 7" in caplog.text
 
 
 def test_a_request_cancelled_by_the_client_is_not_waited_for(

@@ -216,11 +216,11 @@ def test_plain_order_can_be_asked_for_instead_of_latest_first(rt: Runtime) -> No
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"query": "  "}, "query must not be empty"),
+        ({"query": "  "}, "query: must not be empty"),
         # a query that shows nothing (a zero-width space, a BOM) ranked every entry against
         # an invisible character and answered with whatever came first
-        ({"query": "\u200b"}, "query must not be empty"),
-        ({"query": " \ufeff\u2060 "}, "query must not be empty"),
+        ({"query": "\u200b"}, "query: must not be empty"),
+        ({"query": " \ufeff\u2060 "}, "query: must not be empty"),
         ({"query": "x", "top_k": 0}, "top_k must be an integer from 1"),
         ({"query": "x", "top_k": True}, "top_k must be an integer from 1"),
         ({"query": "x", "mode": "fuzzy"}, "unknown search mode 'fuzzy'"),

@@ -461,6 +461,27 @@ def test_cli_undo_prints_what_it_restored_and_archived(
     assert again.exit_code == 1 and "already undone" in again.stderr and again.stdout == ""
 
 
+@pytest.mark.parametrize("remerge", [False, True])
+def test_cli_undo_says_whether_reflection_holds_the_cluster_back(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch, remerge: bool) -> None:
+    """It said "the cluster may be merged again" though, by default, Reflection holds the
+    restored sources back until a new member joins (the undo hold)."""
+    if remerge:
+        (rt.root / "ome.toml").write_text(
+            "[strategies.reflect_episodes]\nremerge_undone = true\n")
+    sources = pets(rt, 2)
+    narrative = merge(rt, sources, "Andrew had no pets. He adopted Toby.", day=date(2026, 8, 20))
+    monkeypatch.setattr(demo_cmds, "open_runtime", lambda root: rt)
+    result = invoke(rt.root, narrative.id, "--user", "u_andrew")
+    assert result.exit_code == 0, result.output
+    said = next(line for line in result.stdout.splitlines() if "cluster narrative" in line)
+    if remerge:
+        assert said == "  cluster narrative: none (the next Reflection run may merge it again)"
+    else:
+        assert said == ("  cluster narrative: none; Reflection holds the cluster back until a "
+                        "new member joins it (remerge_undone = true merges it again)")
+
+
 def test_cli_undo_json_lists_the_cascade(rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
     _, n1, n2 = two_merges(rt)
     monkeypatch.setattr(demo_cmds, "open_runtime", lambda root: rt)

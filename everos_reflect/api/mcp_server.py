@@ -36,6 +36,7 @@ from pydantic import BaseModel, RootModel, ValidationError
 from everos_reflect import errors
 from everos_reflect.api import models, ops
 from everos_reflect.model import SURROGATES, quoted_value
+from everos_reflect.problem_words import counted
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -236,8 +237,8 @@ class CallOrder:
             ahead = [t for t in self._turns[:self._turns.index(turn)]
                      if turn.writes or t.writes]
             if ahead:
-                log.debug("tools/call %s waits for %d call(s) sent before it",
-                          json.dumps(ctx.request_id), len(ahead))
+                log.debug("tools/call %s waits for %s sent before it",
+                          json.dumps(ctx.request_id), counted(len(ahead), "call"))
             for earlier in ahead:
                 await earlier.done.wait()
             return await call_next(ctx)
@@ -852,8 +853,8 @@ async def _answer_batch(elements: list[Any], forward: Any, write_stream: Any,
             batch.waiting[key] += 1
         messages.append(message)
     if batch.answers:
-        log.warning("answered %d message(s) of an MCP batch with an error",
-                    len(batch.answers))
+        log.warning("answered %s of an MCP batch with an error",
+                    counted(len(batch.answers), "message"))
     await batches.open(batch, write_stream)
     for message in messages:
         await _pass_on(message, SessionMessage(message), forward, write_stream, unanswered,
@@ -918,8 +919,9 @@ async def _abandon_stuck(unanswered: Unanswered, write_stream: Any,
         return
     for request_id in left:  # before any await: a late answer is dropped from now on
         unanswered.abandon(request_id)
-    log.warning("stdin closed; abandoned %d MCP request(s) with no answer for %g s: ids %s",
-                len(left), quiet_seconds, ", ".join(json.dumps(i) for i in left))
+    log.warning("stdin closed; abandoned %s with no answer for %g s: ids %s",
+                counted(len(left), "MCP request"), quiet_seconds,
+                ", ".join(json.dumps(i) for i in left))
     for request_id in left:
         await batches.deliver(types.JSONRPCError(
             jsonrpc="2.0", id=request_id, error=types.ErrorData(

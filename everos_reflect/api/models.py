@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationInfo
 from pydantic_core import PydanticCustomError
 
-from everos_reflect.errors import InvalidId
+from everos_reflect.errors import InvalidEpisode, InvalidId
 from everos_reflect.index.search import MAX_PASSAGES_PER_ENTRY, MAX_TOP_K, PASSAGES_PER_ENTRY
 from everos_reflect.model import (
     CONTROL_CLASS,
@@ -34,6 +34,8 @@ from everos_reflect.model import (
     control_problem,
     hidden_format,
     malformed_entry_id,
+    must_not_be_empty,
+    new_record_time,
     quoted,
     quoted_value,
     validate_name,
@@ -75,7 +77,7 @@ EPISODE_ID_PATTERN = r"^ep_[0-9]{8}_[0-9]{4,18}$"
 
 def _episode_id(value: str) -> str:
     if not value:  # "invalid episode id ''" read as an id of a wrong form
-        raise InvalidId("must not be empty")
+        raise InvalidId(must_not_be_empty())
     if not re.fullmatch(EPISODE_ID_PATTERN, value):  # the form; an impossible day is a 404
         raise InvalidId(f"invalid episode id {quoted(value)}: expected e.g. ep_20261012_0001")
     return value
@@ -189,6 +191,22 @@ def _not_blank(value: str) -> str:
     return value
 
 
+def _new_timestamp(value: str) -> str:
+    """Refuse a new record's timestamp the writer would refuse, in its words
+    (:func:`~everos_reflect.model.new_record_time`), with the request's other problems: the
+    writer checked it only once the model had passed, so ``{"task_type": "", "timestamp":
+    ""}`` named the task type alone, and the timestamp was refused on the next try."""
+    try:
+        new_record_time(value, None)
+    except InvalidEpisode as exc:
+        raise PydanticCustomError("timestamp", exc.reason) from None
+    return value
+
+
+#: A new Episode's or task record's timestamp; left out, the time now.
+NewTimestamp = Annotated[str, AfterValidator(_new_timestamp)]
+
+
 #: A search or briefing query: text that shows something.
 QueryText = Annotated[str, AfterValidator(_not_blank)]
 
@@ -246,8 +264,8 @@ class EpisodeRequest(Strict):
     content: LogText = Field(min_length=1,
                              description="Not blank; no control character but tab, CR, LF.",
                              json_schema_extra={"pattern": TEXT})
-    timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
-                                  json_schema_extra={"format": "date-time"})
+    timestamp: NewTimestamp | None = Field(None, description="ISO 8601; default now (UTC).",
+                                           json_schema_extra={"format": "date-time"})
     session_id: Name | None = None
     importance: Importance | None = None
 
@@ -291,8 +309,8 @@ class TaskRecordRequest(Strict):
     outcome_note: OutcomeNote | None = Field(
         None, description="What happened; not blank; default (left out): the outcome word.",
         json_schema_extra={"pattern": TEXT})
-    timestamp: str | None = Field(None, description="ISO 8601; default now (UTC).",
-                                  json_schema_extra={"format": "date-time"})
+    timestamp: NewTimestamp | None = Field(None, description="ISO 8601; default now (UTC).",
+                                           json_schema_extra={"format": "date-time"})
 
 
 class BriefingRequest(Strict):
@@ -381,7 +399,7 @@ def entry_id_form(value: str) -> str:
     form with an impossible day is the look-up's 404 (``lookup_entry_id``). MCP's ``explain``
     and the API's ``{entry_id}`` path parameter both refuse with this message."""
     if not ENTRY_ID_RE.fullmatch(value):
-        raise InvalidId(malformed_entry_id(quoted(value)))
+        raise InvalidId(malformed_entry_id(value))
     return value
 
 

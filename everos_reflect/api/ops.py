@@ -25,7 +25,6 @@ from everos_reflect.model import (
     json_got,
     malformed_relation_id,
     new_episode,
-    quoted_value,
     shown_key,
     shown_path,
     validate_name,
@@ -121,7 +120,7 @@ def _id_problem(value: Any, what: str) -> errors.InvalidId | None:
             # an insight id quoted the raw pattern; "rel_…\x00" was told to use the
             # characters of a user id, which it did not fail for
             if not re.fullmatch(RELATION_ID_PATTERN, str(value)):
-                raise errors.InvalidId(malformed_relation_id(quoted_value(value)))
+                raise errors.InvalidId(malformed_relation_id(value))
         else:
             validate_name(value, what)
     except errors.InvalidId as exc:

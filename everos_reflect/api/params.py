@@ -16,7 +16,13 @@ from pydantic import BeforeValidator
 from pydantic_core import PydanticCustomError
 
 from everos_reflect.api.models import whole_query
-from everos_reflect.model import ENTRY_ID_RE, MAX_LIST_LIMIT, NAME_PATTERN, quoted
+from everos_reflect.model import (
+    ENTRY_ID_RE,
+    MAX_LIST_LIMIT,
+    NAME_PATTERN,
+    must_not_be_empty,
+    quoted,
+)
 
 NameQuery = Annotated[str, Query(pattern=NAME_PATTERN)]
 OptionalNameQuery = Annotated[str | None, Query(pattern=NAME_PATTERN)]
@@ -40,6 +46,8 @@ def _plain_bool(value: object) -> object:
     if isinstance(value, str):
         if value.lower() in ("true", "false"):
             return value.lower() == "true"
+        if not value:  # "?include_stale=": "got ''" read as a misspelt word
+            raise PydanticCustomError("bool_parsing", must_not_be_empty("true or false"))
         raise PydanticCustomError("bool_parsing", f"must be true or false, got {quoted(value)}")
     return value
 

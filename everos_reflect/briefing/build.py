@@ -261,7 +261,7 @@ def build_briefing(
 ) -> Briefing:
     """One bounded briefing for ``query`` over ``ref``'s memory (see the module docstring)."""
     if not isinstance(query, str) or blank(query):  # U+200B alone is no query either
-        raise InvalidRequest("query must not be empty")
+        raise InvalidRequest("query: must not be empty")
     if (problem := surrogate_problem(query)) is not None:
         raise InvalidRequest(f"query {problem}")
     if (problem := query_length_problem(query, MAX_BRIEFING_QUERY_CHARS)) is not None:

@@ -19,7 +19,7 @@ from everos_reflect.cli.common import (
     say,
     writable_root,
 )
-from everos_reflect.errors import EverosError, InvalidId
+from everos_reflect.errors import EverosError
 from everos_reflect.strategies.belief_views import RELATION_STATUSES
 
 if TYPE_CHECKING:
@@ -104,10 +104,11 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
                 project: str | None, as_json: bool) -> None:
     """Mark a self-contradiction edge resolved, with a note; the convictions stay as they are."""
     from everos_reflect.markdown.parser import lookup_entry_id
-    from everos_reflect.model import ENTRY_ID_RE, malformed_relation_id, quoted_value
+    from everos_reflect.model import ENTRY_ID_RE, malformed_relation_id
     from everos_reflect.strategies.belief_views import (
         InvalidNote,
         check_relation_id,
+        checked_note,
         owners_of,
         resolve_relation,
     )
@@ -115,8 +116,15 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
     writable_root(root)  # refused in one line, before anything is done
     runtime = open_runtime(root)
     refs = filtered_refs(runtime, user_id, app, project, note=False)
-    if not ENTRY_ID_RE.fullmatch(rel_id):  # no entry id's form: a relation id's example
-        raise InvalidId(malformed_relation_id(quoted_value(rel_id)))
+    # the request's own problems, each named, before any look-up, as the API's 422 names
+    # them: an empty note on an unknown relation was told "no relation" alone
+    problems = [] if ENTRY_ID_RE.fullmatch(rel_id) else [malformed_relation_id(rel_id)]
+    try:
+        checked_note(note)
+    except InvalidNote as exc:
+        problems.append(f"--note {exc.reason}")
+    if problems:
+        raise EverosError("; ".join(problems))
     lookup_entry_id(rel_id, refs[0] if user_id is not None else None)  # as at the API
     check_relation_id(rel_id)
     refs = owners_of(runtime, rel_id, refs)

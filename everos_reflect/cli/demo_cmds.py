@@ -77,17 +77,27 @@ def undo_cmd(merged_id: str, user_id: str, app_id: str | None, project_id: str |
     rt = open_runtime(root)
     try:
         result = undo_merge(rt, ref, merged_id, cascade=cascade)
+        held = set() if as_json else _held_clusters(rt, ref)
     finally:
         rt.close()
     if as_json:
         emit_json(result.to_dict())
     else:
-        _say_undone(result)
+        _say_undone(result, held)
     if result.status == "partial":
         sys.exit(UNDO_PARTIAL_EXIT)
 
 
-def _say_undone(result: UndoResult) -> None:
+def _held_clusters(rt: Runtime, ref: UserRef) -> set[str]:
+    """The owner's clusters Reflection now holds back, under the settings a run would be given
+    (``remerge_undone``): what the undo report says of the restored sources' cluster."""
+    from everos_reflect.strategies.holdback import HoldRules, held_back, reflect_settings
+
+    rules = HoldRules.from_settings(reflect_settings(rt))
+    return {h.cluster_id for h in held_back(rt.db(), ref, rt.store, rules)}
+
+
+def _say_undone(result: UndoResult, held: set[str]) -> None:
     for step in [*result.cascaded, result]:
         click.echo(f"undid {step.mode} merge {step.merged_entry_id}"
                    f" (cluster {step.cluster_id or '?'})")
@@ -103,8 +113,13 @@ def _say_undone(result: UndoResult) -> None:
             click.echo(f"  note: {step.merged_entry_id} was edited by hand after the merge; "
                        "those edits are archived with it (still in its log): add them again as "
                        "an Episode if they should stay live")
-        narrative = step.cluster_narrative
-        click.echo(f"  cluster narrative: {narrative or 'none (the cluster may be merged again)'}")
+        if step.cluster_narrative:
+            click.echo(f"  cluster narrative: {step.cluster_narrative}")
+        elif step.cluster_id in held:
+            click.echo("  cluster narrative: none; Reflection holds the cluster back until a new "
+                       "member joins it (remerge_undone = true merges it again)")
+        else:
+            click.echo("  cluster narrative: none (the next Reflection run may merge it again)")
         if step.missing:
             click.echo(f"  could not restore {_count(step.missing, 'source')}: "
                        f"{', '.join(step.missing)} (no longer in the logs: deleted by hand)")
@@ -543,6 +558,9 @@ class _Show:
         table.add_column("episode", overflow="ellipsis", no_wrap=True, ratio=1)
         for rank, hit in enumerate(result["hits"], 1):
             text = " ".join(f"{hit['subject']}: {hit['snippet'] or hit['episode']}".split())
+            if hit.get("passage"):  # a further passage of an entry already listed: say so
+                text = " ".join(f"(passage {int(hit['passage']) + 1} of this entry) "
+                                f"{hit.get('snippet_date') or ''}: {hit['snippet']}".split())
             table.add_row(str(rank), hit["id"], str(hit["session_id"]) if hit["session_id"]
                           else "[bold]null[/bold]", escape(text))
         self.console.print(table)

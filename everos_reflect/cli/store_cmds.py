@@ -44,7 +44,8 @@ from everos_reflect.lint import (
     Problem,
     lint_report,
 )
-from everos_reflect.model import Kind, UserRef, new_episode, quoted_value
+from everos_reflect.model import Kind, UserRef, new_episode
+from everos_reflect.problem_words import unknown_strategy
 from everos_reflect.settings import (
     OME_FILE_NAME,
     USER_FILE_NAME,
@@ -478,22 +479,9 @@ def _render_status(doc: dict[str, Any]) -> None:
                       f"writes, `serve` or the next run finishes {'them' if many else 'it'})")
     for item in merges.get("held_back") or []:
         owner = f"{item['app_id']}/{item['project_id']}/{item['user_id']}"
-        unreadable = item.get("unreadable") or []
-        if not unreadable:
-            console.print(f"{owner}: cluster {item['cluster_id']} held back after an undo "
-                          f"({_wait(len(item['members']))} for a new member; "
-                          "remerge_undone = true merges them)", markup=False)
-            continue
-        # the new member is in the index but its log cannot be read: the run merges what
-        # Markdown gives, the undone sources alone, so it holds the cluster back still
-        one = len(unreadable) == 1
-        new = "new member" if one else counted(len(unreadable), "new member")
-        console.print(f"{owner}: cluster {item['cluster_id']} held back after an undo: its "
-                      f"{new} cannot be read now ({_wait(len(item['members']))} until "
-                      f"{'it reads' if one else 'they read'} again)", markup=False)
-        for member in unreadable:
-            console.print(f"  {member['id']}: {one_line(member['file'])}: "
-                          f"{shown(member['problem'])}", markup=False)
+        console.print(f"{owner}: cluster {item['cluster_id']} held back after an undo "
+                      f"({_wait(len(item['members']))} for a new member; "
+                      "remerge_undone = true merges them)", markup=False)
     aside = merges.get("set_aside") or []
     if isinstance(aside, dict):  # could not be read
         console.print(f"set-aside clusters: {shown(aside.get('error', ''))}", markup=False,
@@ -665,7 +653,7 @@ def _refuse_if_not_in_force(text: str, file: str) -> None:
 def _toggle(root: str | None, name: str, enabled: bool, as_json: bool) -> None:
     known = known_strategy_names()
     if name not in known:
-        fail(f"unknown strategy {quoted_value(name)} (known: {', '.join(sorted(known))})")
+        fail(unknown_strategy(name, known))
     folder = existing_root(root)
     path, shown = folder / OME_FILE_NAME, config_file(folder, OME_FILE_NAME)
     try:

@@ -61,6 +61,7 @@ from everos_reflect.index.db import (
 )
 from everos_reflect.llm.extractive import tells_change, tells_newer_version
 from everos_reflect.model import Entry, EntryId, Kind, UserRef, parse_timestamp, quoted_value
+from everos_reflect.problem_words import counted
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -982,8 +983,8 @@ class ClusterService:
         foreign = self._foreign_cluster_ids(
             ref, {plan.narrative_cluster_id(r["id"], r["parent_id"]) for r in narratives})
         if foreign:
-            log.warning("%s: %d narrative cluster id(s) held by another user; not attached",
-                        ref, len(foreign))
+            log.warning("%s: %s held by another user; not attached",
+                        ref, counted(len(foreign), "narrative cluster id"))
             live = [r for r in live if r["parent_type"] != "cluster"
                     or plan.narrative_cluster_id(r["id"], r["parent_id"]) not in foreign]
             narratives = [r for r in live if r["parent_type"] == "cluster"]
@@ -1236,8 +1237,8 @@ class ClusterService:
         known.update({k: normalize(v) for k, v in self._vectors(ref, need).items()})
         vecs = [known[m["entry_id"]] for m in order if m["entry_id"] in known]
         if len(vecs) < len(order):
-            log.warning("cluster %s: %d member vector(s) missing; centroid from the rest",
-                        cluster_id, len(order) - len(vecs))
+            log.warning("cluster %s: %s missing; centroid from the rest",
+                        cluster_id, counted(len(order) - len(vecs), "member vector"))
         centroid, norm, _ = mean_of(vecs)
         if centroid is None:  # no vector at all: the row stays, memory re-reads it
             conn.refresh(ref, cluster_id)

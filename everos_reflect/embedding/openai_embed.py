@@ -17,6 +17,7 @@ import numpy as np
 from everos_reflect.embedding.base import is_answer_waiting, l2_normalize, pause_point
 from everos_reflect.errors import ProviderUnavailable, clipped
 from everos_reflect.model import quoted_value, redacted_url
+from everos_reflect.problem_words import counted
 
 # Models with a fixed size that reject the ``dimensions`` request parameter.
 _FIXED_SIZE_MODELS = frozenset({"text-embedding-ada-002"})
@@ -118,8 +119,8 @@ class OpenAIEmbedder:
                 f"its vector once: indexes {quoted_value(indexes)}")
         if len(indexes) != len(texts):
             raise ProviderUnavailable(
-                f"embedding reply from {where} gives {len(indexes)} vector(s) for "
-                f"{len(texts)} text(s)")
+                f"embedding reply from {where} gives {counted(len(indexes), 'vector')} for "
+                f"{counted(len(texts), 'text')}")
         if vectors.shape != (len(texts), self.dim):
             raise ProviderUnavailable(
                 f"embedding reply from {where} has shape {vectors.shape}, expected "

@@ -44,6 +44,7 @@ from everos_reflect.errors import ConfigError, IndexReadOnly, RootGone, describe
 from everos_reflect.fileio import os_reason, read_config_bytes
 from everos_reflect.index import rebuild, runs
 from everos_reflect.index.db import db_built
+from everos_reflect.problem_words import counted
 from everos_reflect.settings import OME_FILE_NAME, config_file, config_text, parse_ome
 
 if TYPE_CHECKING:
@@ -594,7 +595,8 @@ class Engine:
                     " (its pid is now another process's)" if reused else ""))
                 stale.append(run_id)
         if stale:
-            log.warning("marked %d interrupted run(s) abandoned: %s", len(stale), ", ".join(stale))
+            log.warning("marked %s abandoned: %s", counted(len(stale), "interrupted run"),
+                        ", ".join(stale))
         return stale
 
     def _abandon(self, run_id: str, reason: str) -> None:

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from everos_reflect.engine.limits import DEFAULT_LIMITS, Budget, MeteredLLM
 from everos_reflect.errors import ConfigError, UnknownStrategy
-from everos_reflect.model import quoted_value
-from everos_reflect.problem_words import unknown
+from everos_reflect.model import must_not_be_empty, quoted_value
+from everos_reflect.problem_words import unknown, unknown_strategy
 from everos_reflect.settings import between, expected_type, toml_got
 
 if TYPE_CHECKING:
@@ -104,6 +104,9 @@ def _run_retries(value: int) -> str | None:
 def _cron_expr(value: str) -> str | None:
     from everos_reflect.engine.triggers import CronTrigger
 
+    if not value.strip():  # "expected 5 fields ..., got 0" named a format where none was given
+        return (f"invalid cron {quoted_value(value)}: "
+                f"{must_not_be_empty('leave the key out for the default schedule')}")
     try:
         CronTrigger(value)
     except ValueError as exc:
@@ -409,8 +412,7 @@ def get_strategy(name: str) -> Strategy:
     try:
         return strategies[name]
     except KeyError:
-        known = ", ".join(sorted(strategies)) or "none"
-        raise UnknownStrategy(f"unknown strategy {quoted_value(name)} (known: {known})") from None
+        raise UnknownStrategy(unknown_strategy(name, strategies)) from None
 
 
 def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:

@@ -233,7 +233,8 @@ class RayFleet:
         if largest + 1e-9 < need:
             where = self.config.ray_address or "the local Ray"
             raise RayUnavailable(
-                f"task_cpus = {need:g} but the largest node of {where} has {largest:g} CPU(s): "
+                f"task_cpus = {need:g} but the largest node of {where} has {largest:g} "
+                f"{'CPU' if largest == 1 else 'CPUs'}: "
                 "no fleet worker could start (lower task_cpus in the fleet file)")
 
     def submit(self, key: Any, root: str, name: str, *, force: bool = False,

@@ -33,6 +33,7 @@ from everos_reflect.engine.triggers import CronTrigger
 from everos_reflect.errors import ConfigError, EverosError
 from everos_reflect.fleet.config import FleetConfig, distinct_roots, resolve_roots
 from everos_reflect.fleet.work import NOT_DONE, Opener, RootResult, fleet_engine, open_root
+from everos_reflect.problem_words import counted
 from everos_reflect.settings import OME_FILE_NAME, USER_FILE_NAME
 
 log = logging.getLogger(__name__)
@@ -312,8 +313,8 @@ class FleetScheduler:
         while self.in_flight and time.monotonic() < deadline:
             self.collect(timeout=max(0.0, deadline - time.monotonic()))
         if self.in_flight:
-            log.warning("%d run(s) still going at shutdown; their journals make that safe",
-                        len(self.in_flight))
+            log.warning("%s still going at shutdown; their journals make that safe",
+                        counted(len(self.in_flight), "run"))
 
 
 def serve_fleet(config: FleetConfig, roots: Sequence[Path | str], *,
@@ -351,7 +352,7 @@ def serve_fleet(config: FleetConfig, roots: Sequence[Path | str], *,
                 signal.signal(sig, on_signal)
             fleet = RayFleet(ray, config, opener=opener)
             scheduler = FleetScheduler(config, roots, fleet, opener=opener)
-            log.info("fleet scheduler for %d root(s) on %s", len(roots),
+            log.info("fleet scheduler for %s on %s", counted(len(roots), "root"),
                      config.ray_address or "a local Ray")
             try:
                 scheduler.run(stop)

@@ -242,7 +242,7 @@ def search(
     truth.
     """
     if not isinstance(query, str) or blank(query):  # U+200B alone is no query either
-        raise InvalidSearch("query must not be empty")
+        raise InvalidSearch("query: must not be empty")
     if (problem := surrogate_problem(query)) is not None:  # an undecodable CLI argument
         raise InvalidSearch(f"query {problem}")
     if (problem := query_length_problem(query, MAX_QUERY_CHARS)) is not None:

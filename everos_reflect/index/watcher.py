@@ -45,6 +45,7 @@ from watchdog.observers import Observer
 
 from everos_reflect.index.sync import Indexer, ScanReport
 from everos_reflect.model import Kind
+from everos_reflect.problem_words import counted
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -655,7 +656,8 @@ class Watcher:
         except Exception as exc:  # one bad file must not hold up the others: each on its own
             if self._locks_gone(exc):
                 return
-            log.exception("sync of %d file(s) failed; syncing them one by one", len(paths))
+            log.exception("sync of %s failed; syncing them one by one",
+                          counted(len(paths), "file"))
             results = []
             for path in paths:
                 self._guarded(f"sync of {path}",

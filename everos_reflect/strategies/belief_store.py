@@ -37,6 +37,7 @@ from everos_reflect.errors import EverosError, ProvenanceBusy, ProviderUnavailab
 from everos_reflect.index import cursors
 from everos_reflect.index.db import transaction
 from everos_reflect.model import Entry, Kind, UserRef
+from everos_reflect.problem_words import counted
 from everos_reflect.strategies import beliefs
 from everos_reflect.strategies.aside import SentWith, prompt_budget, tier_prompts
 
@@ -269,7 +270,8 @@ def note_clipped(ctx: RunContext, what: str, request: Any) -> None:
     from everos_reflect.llm.tasks import MAX_VALUE_PROMPT_CHARS
 
     if request.clipped:
-        ctx.log.warning("%s: record(s) %s shown to the model cut to fit the prompt", what,
+        ctx.log.warning("%s: %s %s shown to the model cut to fit the prompt", what,
+                        "record" if len(request.clipped) == 1 else "records",
                         ", ".join(request.clipped))
     if request.clipped_values:
         ctx.log.warning("%s: %s shown to the model cut to %d characters", what,
@@ -359,8 +361,8 @@ class Refusals:
     def close(self) -> int:
         """Log how many were not logged one by one; the number refused."""
         if self.count > MAX_LOGGED_REFUSALS:
-            self.log.log(self.level, "%s: %d more proposal(s) refused (the first %d are "
-                         "logged above)", self.what, self.count - MAX_LOGGED_REFUSALS,
+            self.log.log(self.level, "%s: %s refused (the first %d are logged above)",
+                         self.what, counted(self.count - MAX_LOGGED_REFUSALS, "more proposal"),
                          MAX_LOGGED_REFUSALS)
         return self.count
 
@@ -499,8 +501,9 @@ class BeliefTier(Strategy):
             task or self.task, records, values, budget=prompt_budget(ctx.runtime),
             prompts=tier_prompts(ctx.settings), min_records=min_records, keep_last=keep_last)
         if left_out:
-            ctx.log.warning("%s: %d record(s) left out to fit llm.max_prompt_tokens (%s): %s",
-                            what, len(left_out), f"{prompt_budget(ctx.runtime):,}",
+            ctx.log.warning("%s: %s left out to fit llm.max_prompt_tokens (%s): %s",
+                            what, counted(len(left_out), "record"),
+                            f"{prompt_budget(ctx.runtime):,}",
                             ", ".join(left_out))
             derived.left_out |= set(left_out)
             budget.charge_left_out(len(left_out))  # counted even if the window fails
@@ -747,8 +750,9 @@ class BeliefTier(Strategy):
                 self._one(ctx, work, budget, counts)
                 budget.charge_records(len(work.items))
                 if work.deferred_records > 0:  # past the window: not consumed, they wait
-                    ctx.log.info("%s: %s: %d record(s) past the window wait for the next run",
-                                 self.name, ref, work.deferred_records)
+                    ctx.log.info("%s: %s: %s past the window %s for the next run",
+                                 self.name, ref, counted(work.deferred_records, "record"),
+                                 "waits" if work.deferred_records == 1 else "wait")
                     counts["deferred_records"] += work.deferred_records
             except Exception as exc:
                 if rt.root_gone() or isinstance(exc, ProvenanceBusy):

@@ -117,11 +117,11 @@ class InvalidNote(InvalidEpisode):
     resolved, while an empty one was that 422."""
 
 
-def resolve_relation(runtime: Runtime, ref: UserRef, rel_id: str, note: str) -> dict[str, Any]:
-    """Mark an active edge ``resolved`` with a person's note (its own metadata; the
-    convictions it joins are not touched). Raises :class:`UnknownEntry`,
-    :class:`InvalidNote` or :class:`ResolveRefused`."""
-    check_relation_id(rel_id)
+def checked_note(note: str) -> str:
+    """A resolution's ``note`` as it is written (white space runs made one space), or
+    :class:`InvalidNote` saying why not. Checked before the relation is looked up, at every
+    edge: ``resolve REL --note ''`` of a relation that did not exist was told "no relation",
+    then, once it did, that its note was empty; the API says the note first."""
     problem = control_problem(str(note))  # before split(), which drops U+001C-U+001F
     if problem is not None:
         raise InvalidNote("note", problem)
@@ -130,6 +130,15 @@ def resolve_relation(runtime: Runtime, ref: UserRef, rel_id: str, note: str) -> 
         raise InvalidNote("note", "must not be empty")
     if len(note) > MAX_NOTE:
         raise InvalidNote("note", f"must be at most {MAX_NOTE:,} characters, got {len(note):,}")
+    return note
+
+
+def resolve_relation(runtime: Runtime, ref: UserRef, rel_id: str, note: str) -> dict[str, Any]:
+    """Mark an active edge ``resolved`` with a person's note (its own metadata; the
+    convictions it joins are not touched). Raises :class:`UnknownEntry`,
+    :class:`InvalidNote` or :class:`ResolveRefused`."""
+    check_relation_id(rel_id)
+    note = checked_note(note)
     entry = runtime.store.get(ref, rel_id)  # an unknown id is refused before any lock file
     # read again and written under the relations log's lock, which the worldview's repair
     # holds to resolve edges: a repair between a read and a write outside it was overwritten
@@ -161,5 +170,5 @@ def owners_of(runtime: Runtime, rel_id: str, refs: list[UserRef]) -> list[UserRe
     return found
 
 
-__all__ = ["InvalidNote", "ResolveRefused", "check_relation_id", "owners_of", "relations",
-           "resolve_relation", "worldview"]
+__all__ = ["InvalidNote", "ResolveRefused", "check_relation_id", "checked_note", "owners_of",
+           "relations", "resolve_relation", "worldview"]

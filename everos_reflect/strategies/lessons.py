@@ -51,6 +51,7 @@ from everos_reflect.errors import EverosError, ProviderUnavailable, describe
 from everos_reflect.index import cursors
 from everos_reflect.llm.tasks import MAX_RECORD_PROMPT_CHARS
 from everos_reflect.model import Entry, Kind, UserRef, quoted_value
+from everos_reflect.problem_words import counted
 from everos_reflect.procedural import learning
 from everos_reflect.procedural.lessons import CREATED_BY, Lesson, read_lesson
 from everos_reflect.procedural.tasks import TaskRecord, read_task
@@ -256,8 +257,10 @@ class LearnLessons(BeliefTier):
             try:
                 plan = self._plan(rt, state, task_type, candidates, ctx.settings)
                 if plan.handwritten:
-                    ctx.log.info("%s: %s: %d candidate(s) restate a hand-written %s lesson, "
-                                 "left unchanged", self.name, ref, plan.handwritten, task_type)
+                    ctx.log.info("%s: %s: %s a hand-written %s lesson, left unchanged",
+                                 self.name, ref, counted(plan.handwritten, "candidate")
+                                 + (" restates" if plan.handwritten == 1 else " restate"),
+                                 task_type)
                 for lesson_id, keys in plan.garbled.items():
                     ctx.log.warning(
                         "%s: %s: lesson %s in %s: %s is not a list of ids (a hand edit?): the "

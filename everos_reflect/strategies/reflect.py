@@ -647,8 +647,9 @@ class ReflectionRun:
             self.counts["archived_episodes"] += len(plan.replaced)
             self.counts["archived_facts"] += len(plan.fact_ids)
             coverage = prepared.draft.coverage
-            self.log.info("cluster %s of %s: %s merged %d episode(s) into %s (coverage %.2f)",
-                          plan.cluster_id, plan.ref, plan.mode, len(plan.replaced),
+            self.log.info("cluster %s of %s: %s merged %s into %s (coverage %.2f)",
+                          plan.cluster_id, plan.ref, plan.mode,
+                          counted(len(plan.replaced), "episode"),
                           outcome.merged_id, coverage.score if coverage else 0.0)
 
     def _report_unwritten(self, plan: journal.Plan, status: str, error: str | None) -> None:

@@ -750,8 +750,10 @@ class RevalidateInsights(Strategy):
                 held = held_by_cited(records)
                 if held:  # said, or they were left stale with no word of why
                     counts["waiting_on_cited"] += len(held)
-                    ctx.log.info("%s: %s: %d stale insight(s) wait for the stale insight(s) "
-                                 "they cite to be judged first: %s", NAME, ref, len(held),
+                    ctx.log.info("%s: %s: %s for the stale insights they cite to be judged "
+                                 "first: %s", NAME, ref,
+                                 counted(len(held), "stale insight")
+                                 + (" waits" if len(held) == 1 else " wait"),
                                  "; ".join(f"{i} (cites {', '.join(c)})"
                                            for i, c in list(held.items())[:10]))
                 # offline, what they wait for is a model's verdict on the cited one
@@ -1001,8 +1003,9 @@ class RevalidateInsights(Strategy):
                                         budget=limit, prompts=prompts,
                                         min_records=MIN_CITATIONS)
         if left_out:
-            ctx.log.warning("%s: %s: %d record(s) left out to fit llm.max_prompt_tokens (%s): "
-                            "%s", NAME, insight.id, len(left_out), f"{limit:,}",
+            ctx.log.warning("%s: %s: %s left out to fit llm.max_prompt_tokens (%s): "
+                            "%s", NAME, insight.id, counted(len(left_out), "record"),
+                            f"{limit:,}",
                             ", ".join(left_out))
             counts["left_out_over_budget"] += len(left_out)
         note_clipped(ctx, f"{NAME}: {insight.id}", request)
