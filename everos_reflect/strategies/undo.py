@@ -562,13 +562,15 @@ def _mark_reports_undone(runtime: Runtime, ref: UserRef,
 def _resync(runtime: Runtime, ref: UserRef, *, first: Iterable[str],
             then: Iterable[str]) -> None:
     """Sync the restored entries' files before the archived ones': sources rejoin their cluster
-    before the narrative leaves it, so the cluster never runs empty (which would delete it)."""
+    before the narrative leaves it, so the cluster never runs empty (which would delete it).
+    Each group is one batch (one embedding call, one index write per kind): a log at a time
+    wrote a LanceDB version per source log, and undoing a merge of 150 sources took ~25 s."""
     indexer = Indexer(runtime)
     seen: set[Path] = set()
     for ids in (first, then):
         paths = sorted({runtime.store.path_for_id(ref, i) for i in ids} - seen)
-        for path in paths:
-            indexer.sync_path(path)
+        if paths:
+            indexer.sync_paths(paths)
         seen.update(paths)
 
 
