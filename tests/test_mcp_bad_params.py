@@ -58,3 +58,18 @@ def test_malformed_tools_call_params_are_refused_naming_the_field(
         6: "x: unknown key",
     }
     assert refused[2]["data"] == {"code": "invalid_request", "status": 422}
+
+
+def test_an_empty_tool_name_is_said_to_be_empty(
+    root: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # "unknown tool ''", as `trigger ''` said "unknown strategy ''"
+    piped = _opening() + _line(_call(2, "", {})) + _line(_call(3, "serch", {}))
+
+    answers, runtime = _serve(root, piped, capfd)
+    runtime.close()
+
+    known = "add_episode, search, briefing, lessons, insights, explain, record_task"
+    assert answers[2][0]["error"]["message"] == (
+        f"invalid tool name '': must not be empty (known: {known})")
+    assert answers[3][0]["error"]["message"] == f"unknown tool 'serch' (known: {known})"

@@ -36,7 +36,7 @@ from pydantic import BaseModel, RootModel, ValidationError
 from everos_reflect import errors
 from everos_reflect.api import models, ops
 from everos_reflect.model import SURROGATES, quoted_value
-from everos_reflect.problem_words import counted
+from everos_reflect.problem_words import counted, unknown_named
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -275,9 +275,7 @@ def build_server(runtime: Runtime, order: CallOrder | None = None) -> Server[Any
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = by_name.get(params.name)
         if tool is None:
-            raise MCPError(types.INVALID_PARAMS,
-                           f"unknown tool {quoted_value(params.name)} (known: "
-                           f"{', '.join(by_name)})")
+            raise MCPError(types.INVALID_PARAMS, unknown_named("tool", params.name, by_name))
         try:
             data = await anyio.to_thread.run_sync(call, runtime, tool, params.arguments)
         except MCPError:
