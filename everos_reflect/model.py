@@ -926,6 +926,14 @@ class DailyLog:
         """False when the file as a whole could not be understood (it is then left alone)."""
         return not any(d.severity == "fatal" for d in self.diagnostics)
 
+    @property
+    def whole(self) -> bool:
+        """Whether every entry the file holds was read or named: False when it was not read
+        (:attr:`unread`), its frontmatter is broken (not :attr:`ok`) or its text ends inside
+        an entry (:attr:`open_at_end`: what came after is not there). An id of the file
+        missing from a log not whole is not known to be deleted."""
+        return self.ok and not self.unread and self.open_at_end is None
+
 
 @dataclass(frozen=True)
 class NewEpisode:

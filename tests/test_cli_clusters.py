@@ -156,27 +156,26 @@ def _merged_then_one_more(root: Path) -> tuple[Runtime, Entry]:
     return rt, new
 
 
-def test_a_merged_cluster_whose_new_member_cannot_be_read_is_shown_held_back(
+def test_a_merged_cluster_whose_new_member_cannot_be_read_counts_no_new_member(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The index counts the new member ("+1 new": ready to merge again), but Reflection merges
-    # what Markdown gives, nothing new: every run left the cluster as it was, while `clusters`
-    # kept calling it ready, and said nothing of why.
+    # The index kept the new member ("+1 new": ready to merge again) while a reindex had none
+    # of it, and Reflection merged nothing new: `clusters` called the cluster ready. The log
+    # not read, the member is out of the index, as a reindex leaves it; `lint` names the log.
     rt, new = _merged_then_one_more(root)
     log = rt.store.path_for_id(ANDREW, new.id)
     log.write_bytes(log.read_bytes() + b"\xff\xfe\n")  # no longer UTF-8: the log is refused
     monkeypatch.setattr(cluster_cmds, "open_runtime", lambda r: rt)
 
     [listed] = json.loads(run("clusters", "--root", str(root), "--json").stdout)["clusters"]
-    assert listed["new_since_consolidation"] == 1 and listed["held_back"] is True
-    [member] = listed["held_back_reason"]["unreadable"]
-    assert member["id"] == new.id and "not valid UTF-8" in member["problem"]
-    text = run("clusters", "--root", str(root)).stdout
-    assert "+1 new (held back: new member unreadable)" in text
-    assert f"{new.id} cannot be read now: file is not valid UTF-8" in text
+    assert listed["new_since_consolidation"] == 0 and listed["held_back"] is False
+    assert "new" not in run("clusters", "--root", str(root)).stdout.splitlines()[1]
+    lint = run("lint", "--root", str(root))
+    assert lint.exit_code == 1 and "not valid UTF-8" in lint.stdout
     assert run_reflection(rt).get("merged", 0) == 0  # what the run does, it says
 
     log.write_bytes(log.read_bytes()[:-3])  # readable again: ready to merge, as it is
     [listed] = json.loads(run("clusters", "--root", str(root), "--json").stdout)["clusters"]
+    assert listed["new_since_consolidation"] == 1
     assert listed["held_back"] is False and listed["held_back_reason"] is None
 
 

@@ -894,8 +894,8 @@ def test_lint_and_status_call_an_indented_entry_marker_an_error(root: Path) -> N
         assert one_json(result)["problems"] == [
             {"file": rel, "line": 7, "message": message, "severity": "error"}]
         Indexer(rt).scan()
-        # kept indexed as any entry a hand edit broke: not taken as deleted
-        assert rt.db().execute("SELECT count(*) FROM entries").fetchone()[0] == 2
+        # no entry to a reindex, so none to the sync (provenance takes it as unknown)
+        assert rt.db().execute("SELECT count(*) FROM entries").fetchone()[0] == 1
     finally:
         rt.close()
     from_index = one_json(run("status", "--root", str(root), "--json"))

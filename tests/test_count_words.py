@@ -32,10 +32,9 @@ def _live_beside(n: int) -> dict[str, Any]:
                                                       for i in range(n)]}]}
 
 
-def _unreadable(n: int) -> dict[str, Any]:
+def _held(n: int) -> dict[str, Any]:
     return {"held_back": [{**OWNER, "cluster_id": "cl_1", "members": ["a"] * n,
-                           "unreadable": [{"id": f"ep_{i}", "file": "x.md", "problem": "bad"}
-                                          for i in range(n)]}]}
+                           "reason": "undone"}]}
 
 
 def _too_deep(n: int) -> dict[str, Any]:
@@ -57,11 +56,9 @@ STATUS: list[tuple[str, Callable[[int], dict[str, Any]], str, str]] = [
      "2 clusters set aside: the server refused their merge for good"),
     ("merges", _live_beside, "is live beside its live source ep_20261001_0001",
      "is live beside its live sources ep_20261001_0001, ep_20261001_0002"),
-    ("merges", _unreadable,
-     "held back after an undo: its new member cannot be read now (1 episode waits until it "
-     "reads again)",
-     "held back after an undo: its 2 new members cannot be read now (2 episodes wait until "
-     "they read again)"),
+    ("merges", _held,
+     "held back after an undo (1 episode waits for a new member",
+     "held back after an undo (2 episodes wait for a new member"),
     ("insights", _too_deep,
      "1 insight held stale: a verdict would stand it deeper than max_depth 2 "
      "(reflect_insights); it is not revalidated until you raise max_depth",

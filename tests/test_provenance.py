@@ -111,16 +111,17 @@ def _three_reverts_cited(root: Path) -> tuple[Runtime, list[Entry], Entry, Index
 def test_a_log_caught_mid_write_leaves_the_insights_citing_it_active(root: Path) -> None:
     """Synced while a writer was still rewriting it (its last entry not closed yet), a log
     lost the entries past the cut from the index, and every insight citing them went stale
-    for good ("was deleted"), also once the write completed."""
+    for good ("was deleted"), also once the write completed. Those entries are out of the
+    index while the log stands so, as a reindex leaves them, but unknown, not deleted."""
     rt, eps, cited, indexer, path, _ = _three_reverts_cited(root)
     whole = path.read_bytes()
-    for cut in (f"<!-- /entry:{eps[2].id} -->", "## Content\nThe user reverted an auth "
-                                                 "change at 11"):
+    for cut, kept in ((f"<!-- /entry:{eps[2].id} -->", 2), ("## Content\nThe user reverted "
+                                                           "an auth change at 11", 1)):
         path.write_bytes(whole[:whole.index(cut.encode())])  # truncated, being rewritten
         indexer.sync_path(path)
         assert status(rt, cited.id) == ("active", None)
         assert {r[0] for r in rt.db().execute("SELECT id FROM entries WHERE path LIKE "
-                                               "'%episodes%'")} == {e.id for e in eps}
+                                               "'%episodes%'")} == {e.id for e in eps[:kept]}
         path.write_bytes(whole)
         indexer.sync_path(path)
         assert status(rt, cited.id) == ("active", None)
@@ -132,14 +133,16 @@ def test_a_log_cut_inside_an_opening_marker_leaves_the_insights_citing_it_active
         root: Path, written: str) -> None:
     """Caught while the next entry's opening marker line was being written, a log lost every
     entry from there on from the index (its text ended between entries, not inside one), and
-    the insight citing them went stale for good."""
+    the insight citing them went stale for good. They are out of the index while it stands
+    so, as a reindex leaves them, but unknown, not deleted."""
     rt, eps, cited, indexer, path, _ = _three_reverts_cited(root)
     whole = path.read_bytes()
     cut = whole.index(f"<!-- entry:{eps[1].id} -->".encode())
     path.write_bytes(whole[:cut] + written.encode())
     result = indexer.sync_path(path)
     assert {r[0] for r in rt.db().execute("SELECT id FROM entries WHERE path LIKE "
-                                           "'%episodes%'")} == {e.id for e in eps}
+                                           "'%episodes%'")} == {eps[0].id}
+    assert status(rt, cited.id) == ("active", None)
     # said, as an unclosed entry is: a file left cut short for good must not pass silently
     assert any("ends inside an entry marker" in p.message for p in result.problems)
     path.write_bytes(whole)
@@ -184,14 +187,15 @@ def test_an_entry_made_unreadable_by_a_typo_leaves_the_insights_citing_it_active
     """An entry still in its file but unreadable (a hand edit broke its metadata, its closing
     marker was lost, its timestamp is refused) counted as deleted: the insight citing it went
     stale ("evidence ... was deleted") and stayed so once the typo was fixed. It is unknown
-    now: the insight keeps its status; fixed as it was, nothing changes; deleted for real, the
-    insight goes stale as before."""
+    now (out of the index, as a reindex leaves it): the insight keeps its status; fixed as it
+    was, nothing changes; deleted for real, the insight goes stale as before."""
     rt, eps, cited, indexer, path, whole = _three_reverts_cited(root)
     old, new = UNREADABLE[breakage]
     assert eps[1].id == "ep_20260902_0002" and whole.count(old) == 1
     path.write_text(whole.replace(old, new))
     result = indexer.sync_path(path)
-    assert result.problems and result.deleted == 0
+    # the broken entry's row goes, and with broken frontmatter every row of the log
+    assert result.problems and result.deleted == (3 if breakage == "frontmatter typo" else 1)
     assert status(rt, cited.id) == ("active", None)
     # A derived record written meanwhile re-checks every record of the owner from Markdown.
     later = insight(rt, "The first revert came at ten.", [eps[0], eps[2]])
@@ -212,8 +216,9 @@ def test_an_entry_made_unreadable_by_a_typo_leaves_the_insights_citing_it_active
 @pytest.mark.parametrize("breakage", sorted(UNREADABLE))
 def test_an_entry_deleted_while_unreadable_makes_the_insight_stale(
         root: Path, breakage: str) -> None:
-    """Its index row kept while it was unreadable, an entry then deleted for real is seen to
-    go, and the insight citing it goes stale."""
+    """Its index row dropped while it was unreadable (as a reindex has none), an entry then
+    deleted for real is still seen to go (the log lost its problem: its owner is checked
+    whole), and the insight citing it goes stale."""
     rt, eps, cited, indexer, path, whole = _three_reverts_cited(root)
     old, new = UNREADABLE[breakage]
     path.write_text(whole.replace(old, new))
@@ -250,15 +255,16 @@ def test_a_log_that_cannot_be_read_at_all_leaves_the_insights_citing_it_active(
     """A whole log unread (not UTF-8, over limits.max_file_bytes, a symlink leading out of
     the root) yielded no unreadable ids, so every entry of it counted as deleted: the link's
     rows were dropped at once, and any re-check marked each record citing one stale for good.
-    Its entries are unknown now (their rows kept); the file is reported by lint and status;
-    restored, nothing changed; removed for real, the insight goes stale."""
+    Its entries are unknown now (out of the index, as a reindex leaves them); the file is
+    reported by lint and status; restored, nothing changed; removed for real, the insight goes
+    stale (its owner is checked whole: which entries the log lost is not known)."""
     from everos_reflect.lint import lint_report
     from everos_reflect.strategies.provenance import load_records
 
     rt, eps, cited, indexer, path, whole = _three_reverts_cited(root)
     _make_unread(rt, path, whole, how, tmp_path / "elsewhere")
     result = indexer.sync_path(path)
-    assert result.deleted == 0 and result.problems
+    assert result.deleted == 3 and result.problems
     rel = rt.store.rel(path)
     assert rel in indexer.problems()  # status
     assert any(p["file"] == rel for p in lint_report(root)["problems"])
@@ -270,8 +276,8 @@ def test_a_log_that_cannot_be_read_at_all_leaves_the_insights_citing_it_active(
     unknown: set[str] = set()
     records = load_records(rt, DEV, unknown)
     assert {e.id for e in eps} <= unknown and not {e.id for e in eps} & records.keys()
-    assert {r[0] for r in rt.db().execute("SELECT id FROM entries WHERE kind = 'episode'")} == {
-        e.id for e in eps}
+    assert {r[0] for r in rt.db().execute("SELECT id FROM entries WHERE kind = 'episode'")
+            } == set()
 
     path.unlink()
     path.write_text(whole)  # readable again, as it was

@@ -124,12 +124,13 @@ def test_plan_undeprecation_clears_deprecated_by() -> None:
     assert plan.deprecations == {a.id: None}
 
 
-def test_plan_fatal_file_keeps_what_was_indexed() -> None:
+def test_plan_fatal_file_drops_what_was_indexed_as_a_reindex_does() -> None:
     a = _entry(1)
     fatal = Diagnostic("p.md", 1, "frontmatter is not YAML", severity="fatal")
     broken = DailyLog("p.md", Kind.EPISODE, DAY, {}, [], [fatal])
     plan = plan_file_sync(_stored(a), broken, embed_model=MODEL)
-    assert plan.fatal and plan.empty
+    assert plan.fatal and plan.deletes == [a.id]
+    assert not (plan.upserts or plan.deprecations)
     assert plan.problems == [fatal]
 
 
@@ -312,7 +313,10 @@ def test_deprecation_from_frontmatter_reaches_both_indexes_and_undo_clears_it(
     assert _sql(rt)[a.id][1] is None and _lance(rt)[a.id][1] is None
 
 
-def test_broken_frontmatter_keeps_indexed_entries_and_records_the_problem(rt: Runtime) -> None:
+def test_broken_frontmatter_drops_its_entries_as_a_reindex_does_and_records_the_problem(
+        rt: Runtime) -> None:
+    # Kept, they stayed searchable and clustered while a rebuild of the same Markdown had
+    # none of them: the index depended on its history.
     a = _append(rt, "Dog", "Toby")
     indexer = Indexer(rt)
     indexer.scan()
@@ -320,19 +324,20 @@ def test_broken_frontmatter_keeps_indexed_entries_and_records_the_problem(rt: Ru
     _path(rt).write_text(good.replace("type: episode_daily", "type: [episode_daily", 1))
     report = indexer.scan()
     assert set(report.problems) == {rt.store.rel(_path(rt))}
-    assert set(_sql(rt)) == set(_lance(rt)) == {a.id}
+    assert set(_sql(rt)) == set(_lance(rt)) == set()
     assert indexer.problems()[rt.store.rel(_path(rt))][0]["severity"] == "fatal"
 
     _path(rt).write_text(good)
     report = indexer.scan()
     assert report.problems == {} and indexer.problems() == {}
-    assert set(_sql(rt)) == {a.id}
+    assert set(_sql(rt)) == set(_lance(rt)) == {a.id}
 
 
-def _kept_while_broken(rt: Runtime, breaking: Callable[[str, Entry], str],
-                       ) -> tuple[Entry, Entry, str, Indexer]:
+def _dropped_while_broken(rt: Runtime, breaking: Callable[[str, Entry], str],
+                          ) -> tuple[Entry, Entry, str, Indexer]:
     """Two entries indexed, the second broken by ``breaking`` (the log's text, the entry →
-    the broken text) and mended: its row stays throughout, nothing is embedded again."""
+    the broken text) and mended: its row goes while it cannot be read, as a reindex has
+    none, and comes back once mended."""
     a = _append(rt, "Dog", "Toby")
     b = _append(rt, "Cat", "Misty")
     indexer = Indexer(rt)
@@ -340,12 +345,12 @@ def _kept_while_broken(rt: Runtime, breaking: Callable[[str, Entry], str],
     good = _path(rt).read_text()
     _path(rt).write_text(breaking(good, b))
     report = indexer.scan()
-    assert report.entries_deleted == 0 and report.problems
-    assert set(_sql(rt)) == set(_lance(rt)) == {a.id, b.id}
+    assert report.entries_deleted == 1 and report.problems
+    assert set(_sql(rt)) == set(_lance(rt)) == {a.id}
 
     _path(rt).write_text(good)
     report = indexer.scan()
-    assert report.entries_embedded == 0 and not report.problems
+    assert report.entries_upserted == 1 and not report.problems
     assert set(_sql(rt)) == set(_lance(rt)) == {a.id, b.id}
     return a, b, good, indexer
 
@@ -355,28 +360,27 @@ def _broken_yaml(text: str, entry: Entry) -> str:
                                                      "owner_id: [u_andrew"))
 
 
-def test_a_corrupt_entry_keeps_its_indexed_row_until_fixed_or_deleted(rt: Runtime) -> None:
-    """Still in its file, an entry whose metadata a hand edit broke is not deleted from the
-    index (as a log caught mid-write is not): dropped, its deletion was published and every
-    record citing it went stale for good. Deleted for real, it goes."""
-    a, b, good, indexer = _kept_while_broken(rt, _broken_yaml)
+def test_a_corrupt_entry_has_no_row_until_fixed_as_in_a_reindex(rt: Runtime) -> None:
+    """Still in its file, an entry whose metadata a hand edit broke kept its row (searchable,
+    clustered) while a reindex had none. Deleted for real meanwhile, it stays gone."""
+    a, b, good, indexer = _dropped_while_broken(rt, _broken_yaml)
 
     _path(rt).write_text(_broken_yaml(good, b))
     indexer.scan()
     _path(rt).write_text(good.replace(b.raw, ""))
     report = indexer.scan()
-    assert report.entries_deleted == 1 and not report.problems
+    assert report.entries_deleted == 0 and not report.problems
     assert set(_sql(rt)) == set(_lance(rt)) == {a.id}
 
 
-def test_an_entry_whose_opening_marker_was_deleted_keeps_its_row_until_fixed(
+def test_an_entry_whose_opening_marker_was_deleted_has_no_row_until_fixed(
         rt: Runtime) -> None:
-    # Its text is still in the file: dropped, its deletion was published and every record
-    # citing it went stale for good.
-    _kept_while_broken(rt, lambda text, b: text.replace(f"<!-- entry:{b.id} -->\n", "", 1))
+    # Its text is still in the file, but a reindex reads no entry there.
+    _dropped_while_broken(rt, lambda text, b: text.replace(f"<!-- entry:{b.id} -->\n", "",
+                                                           1))
 
 
-def test_a_log_saved_as_latin1_is_reported_at_its_line_and_keeps_its_rows(rt: Runtime) -> None:
+def test_a_log_saved_as_latin1_is_reported_at_its_line_and_drops_its_rows(rt: Runtime) -> None:
     # `status` (the index's problems) said line 0, "at byte 468"; lint said the line alone.
     a = _append(rt, "Dog", "Toby")
     b = _append(rt, "Cafe", "Andrew went to the cafe")
@@ -393,7 +397,8 @@ def test_a_log_saved_as_latin1_is_reported_at_its_line_and_keeps_its_rows(rt: Ru
     assert [(p["line"], p["message"]) for p in indexer.problems()[rel]] == [(line, message)]
     assert [(d.line, d.message) for d in rt.store.read(_path(rt)).diagnostics] == [
         (line, message)]
-    assert set(_sql(rt)) == {a.id, b.id} and _path(rt).read_bytes() == latin1
+    assert not {a.id, b.id} & set(_sql(rt))  # not read: none of it indexed, as in a reindex
+    assert _path(rt).read_bytes() == latin1
 
 
 def test_a_log_saved_as_utf16_is_named_so(rt: Runtime) -> None:
@@ -409,7 +414,7 @@ def test_a_log_saved_as_utf16_is_named_so(rt: Runtime) -> None:
     rel = rt.store.rel(_path(rt))
     assert [(p["line"], p["message"]) for p in indexer.problems()[rel]] == [(1, message)]
     assert [(d.line, d.message) for d in rt.store.read(_path(rt)).diagnostics] == [(1, message)]
-    assert set(_sql(rt)) == {a.id} and _path(rt).read_bytes() == utf16
+    assert a.id not in _sql(rt) and _path(rt).read_bytes() == utf16  # as in a reindex
 
 
 def test_deleted_file_is_removed_by_the_next_scan(rt: Runtime) -> None:

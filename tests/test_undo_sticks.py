@@ -79,7 +79,8 @@ def test_a_new_member_releases_the_hold(root: Path) -> None:
 def test_a_member_whose_log_cannot_be_read_does_not_release_the_hold(root: Path) -> None:
     # The new member counted as one from the index, but its log no longer reads (a hand edit
     # broke the frontmatter), so the merge took exactly the undone sources again: the next
-    # run redid the merge the user had just undone.
+    # run redid the merge the user had just undone. Now the run's scan drops it from the
+    # index (a reindex has none of it), which leaves the undone sources alone: held.
     rt, narrative = _merged_then_undone(root)
     new = add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
                       "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
@@ -128,34 +129,39 @@ def _break(log: Path, how: str) -> None:
                                               ("utf8", "not valid UTF-8")])
 def test_status_and_clusters_keep_the_hold_while_the_new_member_cannot_be_read(
         root: Path, monkeypatch: pytest.MonkeyPatch, how: str, problem: str) -> None:
-    # They read the index, where the new member counts and releases the hold, while the run
-    # merges what Markdown gives and holds the cluster back: both said it was ready to merge.
+    # They read the index, where the new member counted and released the hold, while the run
+    # merged what Markdown gives and held the cluster back: both said it was ready to merge.
+    # A member whose log cannot be read is none (the run's scan drops it, as a reindex has
+    # none of it): the hold is the undo's, as after a reindex, and the log is named as
+    # every log that cannot be read is (status once synced, lint).
     rt, narrative = _merged_then_undone(root)
     new = add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
                       "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
     Indexer(rt).scan()
-    _break(rt.store.path_for_id(ANDREW, new.id), how)
+    log = rt.store.path_for_id(ANDREW, new.id)
+    _break(log, how)
     runner = CliRunner()
 
     status = runner.invoke(cli, ["status", "--root", str(root), "--json"])
     [held] = json.loads(status.stdout)["merges"]["held_back"]
-    assert held["reason"] == "unreadable" and set(held["members"]) == set(narrative.sources)
-    [member] = held["unreadable"]
-    assert member["id"] == new.id and problem in member["problem"]
-    assert member["file"] == rt.store.rel(rt.store.path_for_id(ANDREW, new.id))
+    assert held["reason"] == "undone" and set(held["members"]) == set(narrative.sources)
     assert ApiClient(rt)("GET", "/api/v1/status").json()["data"]["merges"]["held_back"] == [held]
     text = runner.invoke(cli, ["status", "--root", str(root)]).stdout
-    assert "new member cannot be read now" in text and new.id in text
+    assert "held back after an undo (3 episodes wait for a new member" in text
 
     monkeypatch.setattr(cluster_cmds, "open_runtime", lambda r: rt)
     [listed] = json.loads(runner.invoke(
         cli, ["clusters", "--root", str(root), "--json"]).stdout)["clusters"]
-    assert listed["held_back"] is True
-    assert listed["held_back_reason"]["reason"] == "unreadable"
-    assert [m["id"] for m in listed["held_back_reason"]["unreadable"]] == [new.id]
-    text = runner.invoke(cli, ["clusters", "--root", str(root)]).stdout
-    assert "(held back: new member unreadable)" in text and f"{new.id} cannot be read" in text
+    assert listed["held_back"] is True and listed["held_back_reason"] == {"reason": "undone"}
+    assert new.id not in {m["id"] for m in listed["members"]}
+    assert "(held back: undone)" in runner.invoke(cli, ["clusters", "--root", str(root)]).stdout
     assert run_reflection(rt)["held_back"] == 1  # what the run does, they say
+    # the log is named, with why, once synced (`clusters` and the run synced it), and by lint
+    status = json.loads(runner.invoke(cli, ["status", "--root", str(root), "--json"]).stdout)
+    assert status["merges"]["held_back"] == [held]
+    [named] = status["files_with_problems"]
+    assert named["file"] == rt.store.rel(log) and any(problem in p for p in named["problems"])
+    assert problem in runner.invoke(cli, ["lint", "--root", str(root)]).stdout
 
 
 def test_a_readable_new_member_shows_no_hold(root: Path) -> None:
@@ -205,15 +211,16 @@ def test_the_reports_follow_remerge_undone_in_ome_toml(
     [held] = status
     assert held["reason"] == "undone" and set(held["members"]) == set(narrative.sources)
     assert status_text and api == [held] and listed_text
-    assert listed == [(True, {"reason": "undone", "unreadable": []})]
+    assert listed == [(True, {"reason": "undone"})]
     assert outcome.counts.get("merged", 0) == 0 and outcome.counts["held_back"] == 1
 
 
-def test_the_reports_show_no_hold_the_run_merges_past_max_sources_per_merge(
+def test_the_reports_and_the_run_hold_back_past_max_sources_per_merge(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    # The new member cannot be read, so the run is left with the three undone sources; but
-    # max_sources_per_merge = 2 leaves one waiting, and the run merges the oldest two (it holds
-    # only a merge that takes every source there is). The reports called it held back.
+    # The new member cannot be read, so the run is left with the three undone sources. It
+    # merged the oldest two of them (max_sources_per_merge = 2), redoing part of the undone
+    # merge, because the index still counted the new member; its scan drops it now, as a
+    # reindex has none of it, and the cluster is held, as the reports say.
     rt, _ = _merged_then_undone(root)
     new = add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
                       "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
@@ -223,10 +230,11 @@ def test_the_reports_show_no_hold_the_run_merges_past_max_sources_per_merge(
 
     status, status_text, api, listed, listed_text = _reported_holds(rt, root, monkeypatch)
 
-    assert (status, status_text, api, listed, listed_text) == (
-        [], False, [], [(False, None)], False)
+    assert [h["reason"] for h in status] == ["undone"] and len(status[0]["members"]) == 3
+    assert (status_text, api, listed, listed_text) == (
+        True, status, [(True, {"reason": "undone"})], True)
     counts = run_reflection(rt, max_sources_per_merge=2)
-    assert counts["merged"] == 1 and not counts.get("held_back")
+    assert counts["held_back"] == 1 and not counts.get("merged")
 
 
 def _held_in_status(root: Path) -> list[tuple[str, int]]:
@@ -246,21 +254,23 @@ def test_status_counts_no_undone_member_deleted_by_hand_since_indexing(root: Pat
     rt.store.path_for_id(ANDREW, others[1]).unlink()
     assert _held_in_status(root) == []
     assert not run_reflection(rt).get("held_back")  # what the run does, it says
-    # a member whose log cannot be read stays in the index, and the run holds it back still
+    # a member whose log cannot be read is none either (the run's scan drops it, as a
+    # reindex has none of it): the two left are held back still
     rt2, narrative2 = _merged_then_undone(root.parent / "second")
     _break(rt2.store.path_for_id(ANDREW, sorted(narrative2.sources)[1]), "utf8")
     assert [(h.reason, len(h.members)) for h in held_back(rt2.db(), ANDREW, rt2.store)] == \
-        [("undone", 3)]
+        [("undone", 2)]
     assert run_reflection(rt2)["held_back"] == 1
 
 
-@pytest.mark.parametrize(("max_sources", "reported"), [(50, []), (2, [("unreadable", 2)])])
+@pytest.mark.parametrize(("max_sources", "reported"), [(50, []), (2, [("undone", 2)])])
 def test_the_hold_behind_an_unreadable_new_member_counts_the_undone_members_the_run_reads(
         root: Path, max_sources: int, reported: list[tuple[str, int]]) -> None:
     # With the new member unreadable the run merges the undone sources Markdown gives: two of
     # three when a third's log cannot be read either. The report counted three from the index:
     # with max_sources_per_merge = 2 it said "merged in part, not held" of a cluster every run
     # held back; with another log broken (one left) it said "held" of one the run let be.
+    # Members whose logs cannot be read are none (out of the index, as in a reindex).
     rt, narrative = _merged_then_undone(root)
     new = add_episode(rt, ANDREW, "2026-09-08T09:00:00-07:00", "Andrew's dogs Toby and Buddy",
                       "Andrew took his two dogs Toby and Buddy to the vet; Andrew has two dogs.")
@@ -274,6 +284,5 @@ def test_the_hold_behind_an_unreadable_new_member_counts_the_undone_members_the_
     assert [(h.reason, len(h.members)) for h in held] == reported
     if held:
         assert held[0].members == (first, second)
-        assert [eid for eid, _, _ in held[0].unreadable] == [new.id]
     counts = run_reflection(rt, max_sources_per_merge=max_sources)
     assert counts.get("held_back", 0) == len(reported) and not counts.get("merged")

@@ -74,25 +74,16 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
         if (app is None or c.ref.app == app) and (project is None or c.ref.project == project)
     ]
     from everos_reflect.engine.engine import Engine
-    from everos_reflect.strategies.holdback import (
-        HoldRules,
-        held_back,
-        reflect_settings,
-        waiting_on_unreadable,
-    )
+    from everos_reflect.strategies.holdback import HoldRules, held_back, reflect_settings
     from everos_reflect.strategies.setaside import set_aside_clusters
 
-    # with the store: a hold a new member would release is kept while its log cannot be read,
-    # as the run keeps it, and a merged cluster whose new members cannot be read is not ready
-    # to merge again (only those members' logs are read); under the run's own settings, so
-    # with remerge_undone = true no undo hold is shown
+    # with the store: members are counted as the run's scan leaves them (one whose log
+    # cannot be read is none, as in a reindex: only those members' logs are read); under the
+    # run's own settings, so with remerge_undone = true no undo hold is shown
     engine = Engine(runtime, recover=False)
     problem = engine.config_problem()  # then the shipped settings are the ones shown
     rules = HoldRules.from_settings(reflect_settings(runtime, engine))
     held = {h.cluster_id: h for h in held_back(runtime.db(), ref, runtime.store, rules)}
-    for h in waiting_on_unreadable(runtime.db(), runtime.store,
-                                   [c for c in infos if c.cluster_id not in held]):
-        held[h.cluster_id] = h
     aside = {a.cluster_id: a.reason for a in set_aside_clusters(runtime, ref)}
     if problem is not None:  # the holds said nothing of it
         say(f"note: {ome_invalid(problem)}; clusters are held back as under the "
@@ -118,12 +109,10 @@ def clusters_cmd(root: str | None, user_id: str | None, app: str | None, project
 
 
 def _held_json(held: Held | None) -> dict[str, Any] | None:
-    """Why a cluster is held back: ``undone``, or ``unreadable`` with the new members whose
-    logs cannot be read (each ``{"id", "problem"}``)."""
+    """Why a cluster is held back: ``undone`` (nothing a merge could take joined)."""
     if held is None:
         return None
-    data = held.to_json()
-    return {"reason": data["reason"], "unreadable": data["unreadable"]}
+    return {"reason": held.reason}
 
 
 def _member_json(member: Member) -> dict[str, Any]:
@@ -148,24 +137,19 @@ def _lines(c: ClusterInfo, width: int, *, held: Held | None = None,
     """Two lines per cluster: id, size, span and state (fixed-width fields, never cut), then
     the preview, clipped to the terminal — readable at 80 columns, where a seven-column table
     squeezed the preview to nothing. A cluster set aside gets a third line: the server's
-    answer, and what brings it back; one held back because its new members cannot be read
-    gets a line per such member, saying why."""
+    answer, and what brings it back."""
     state = "not merged"
     if c.consolidated:
         state = f"→ {c.consolidated_entry_id}"  # merged into that narrative
         if c.new_since_consolidation:
             state += f" +{c.new_since_consolidation} new"
     if held is not None:
-        state += (" (held back: new member unreadable)" if held.unreadable
-                  else " (held back: undone)")
+        state += " (held back: undone)"
     if aside is not None:
         state += " (set aside)"
     head = f"  {c.cluster_id}  {_plural(c.size, 'member')}  {_span(c.first_ts, c.last_ts)}  {state}"
     room = max(width - 6, 20)
     lines = [head, "      " + _clip(" ".join(c.preview.split()), room)]
-    for eid, file, why in held.unreadable if held is not None else ():
-        lines.append("      " + _clip(f"held back: {eid} cannot be read now: "
-                                      f"{' '.join(why.split())} ({file})", room))
     if aside is not None:
         lines.append("      " + _clip(f"set aside: {' '.join(aside.split())} (sent again once "
                                       "a member is edited, joins or leaves, or the prompts or "

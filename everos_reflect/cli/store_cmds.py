@@ -479,22 +479,9 @@ def _render_status(doc: dict[str, Any]) -> None:
                       f"writes, `serve` or the next run finishes {'them' if many else 'it'})")
     for item in merges.get("held_back") or []:
         owner = f"{item['app_id']}/{item['project_id']}/{item['user_id']}"
-        unreadable = item.get("unreadable") or []
-        if not unreadable:
-            console.print(f"{owner}: cluster {item['cluster_id']} held back after an undo "
-                          f"({_wait(len(item['members']))} for a new member; "
-                          "remerge_undone = true merges them)", markup=False)
-            continue
-        # the new member is in the index but its log cannot be read: the run merges what
-        # Markdown gives, the undone sources alone, so it holds the cluster back still
-        one = len(unreadable) == 1
-        new = "new member" if one else counted(len(unreadable), "new member")
-        console.print(f"{owner}: cluster {item['cluster_id']} held back after an undo: its "
-                      f"{new} cannot be read now ({_wait(len(item['members']))} until "
-                      f"{'it reads' if one else 'they read'} again)", markup=False)
-        for member in unreadable:
-            console.print(f"  {member['id']}: {one_line(member['file'])}: "
-                          f"{shown(member['problem'])}", markup=False)
+        console.print(f"{owner}: cluster {item['cluster_id']} held back after an undo "
+                      f"({_wait(len(item['members']))} for a new member; "
+                      "remerge_undone = true merges them)", markup=False)
     aside = merges.get("set_aside") or []
     if isinstance(aside, dict):  # could not be read
         console.print(f"set-aside clusters: {shown(aside.get('error', ''))}", markup=False,

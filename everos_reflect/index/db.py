@@ -580,6 +580,17 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE runs ADD COLUMN reason TEXT;
         """,
     ),
+    (
+        "0024_publish_notes_recheck",
+        """
+        -- 1: the change's file lost a problem that kept entries out of the index (it reads
+        -- again, or is gone), so the owner's derived records are to be checked whole. A
+        -- process killed before the subscribers ran left the file synced without its
+        -- problem, and no later sync knew to check them: a record citing an entry deleted
+        -- while its log could not be read stayed active.
+        ALTER TABLE publish_note ADD COLUMN recheck INTEGER NOT NULL DEFAULT 0;
+        """,
+    ),
 ]
 
 #: ``index_meta`` key of the parser version the index's rows were read with.

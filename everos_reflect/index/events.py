@@ -51,7 +51,10 @@ class Deferred(Exception):
 @dataclass
 class ChangeSet:
     """One file's index changes: entries ``upserted`` (added or changed, with their vectors),
-    ``archived`` (id → the entry that replaced it, None when restored) and ``deleted`` ids."""
+    ``archived`` (id → the entry that replaced it, None when restored) and ``deleted`` ids.
+    ``recheck``: a problem that kept some of the file's entries out of the index is gone
+    (the file reads again, or was removed): which of them went meanwhile is not known, so
+    whatever depends on the owner's records is checked whole, as after a ``reindex``."""
 
     ref: UserRef
     kind: Kind
@@ -60,10 +63,11 @@ class ChangeSet:
     archived: Mapping[str, str | None] = field(default_factory=dict)
     deleted: list[str] = field(default_factory=list)
     vectors: Mapping[str, np.ndarray] = field(default_factory=dict)
+    recheck: bool = False
 
     @property
     def empty(self) -> bool:
-        return not (self.upserted or self.archived or self.deleted)
+        return not (self.upserted or self.archived or self.deleted or self.recheck)
 
 
 #: ``subscriber(runtime, change) -> paths written (or None)``

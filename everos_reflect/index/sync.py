@@ -112,9 +112,10 @@ class SyncPlan:
 
     ``upserts`` are written whole (row + vector); ``embed`` names those that need a fresh vector,
     the others keep theirs. ``deprecations`` changes only ``deprecated_by`` of entries that are
-    otherwise unchanged. When the file could not be understood (``fatal``) the plan is empty:
-    what was indexed before stays searchable and only ``problems`` is recorded; a file
-    emptied (white space alone) holds no entry, and what it held is deleted.
+    otherwise unchanged. A file that could not be understood (``fatal``: its frontmatter
+    broken, over the size limit, not UTF-8, a link refused) holds no entry, as a ``reindex``
+    reads it: what it held is deleted and its ``problems`` recorded (``status``, ``lint``);
+    so is what a file emptied (white space alone) held, and an entry that cannot be read.
     """
 
     upserts: list[Entry] = field(default_factory=list)
@@ -148,7 +149,13 @@ def plan_file_sync(
         plan.deletes = sorted(stored)
         return plan
     if not log.ok:
+        # Not read, it holds no entry, as a reindex reads it: kept, its entries stayed
+        # searchable and clustered while a rebuild of the same Markdown had none of them.
+        # Records citing them keep their status (provenance reads their ids as unknown while
+        # the log cannot be read), and once it reads, its owner is checked whole
+        # (:attr:`_Job.recheck`). A log just written waits to stand still first (_settled).
         plan.fatal = True
+        plan.deletes = sorted(stored)
         return plan
 
     seen: set[str] = set()
@@ -177,16 +184,14 @@ def plan_file_sync(
             plan.deprecations[entry.id] = entry.deprecated_by
     plan.problems += foreign_marks(log)  # recorded here, so `status` shows them as `lint` does
 
-    if log.open_at_end is None:
-        # An entry still in the file but unreadable now (a hand edit broke its metadata, its
-        # closing marker was lost) keeps its row until it is fixed or deleted for real, as in a
-        # log caught mid-write: dropped, its deletion was published and every record citing it
-        # went stale for good; kept, a real deletion later is published when it happens.
-        plan.deletes = sorted(set(stored) - seen - log.unreadable)
-    # else the text ends inside an entry: most likely a writer caught mid-write (a slow copy,
-    # an editor writing in place). The entries it does not hold yet stay indexed until a sync
-    # sees the file whole; deleted now, every record citing them was marked stale for good
-    # ("evidence ... was deleted"). A marker lost for real is reported, as before.
+    # An entry still in the file but unreadable now (a hand edit broke its metadata, its
+    # closing marker was lost, the text ends inside it) is no entry to a reindex either: its
+    # row goes. Kept, it stayed searchable and clustered while a rebuild had none of it.
+    # Records citing it keep their status (provenance reads its id as unknown, never as
+    # deleted), and once the log reads whole its owner is checked again (_Job.recheck). A
+    # log caught mid-write drops nothing: a plan deleting entries from a log written this
+    # instant waits for it to stand still (Indexer._settled), and holds them while it moves.
+    plan.deletes = sorted(set(stored) - seen)
     return plan
 
 
@@ -345,6 +350,11 @@ class _Job:
     vectors: dict[str, np.ndarray] = field(default_factory=dict)
     #: The highest sequence number of every id stem the file mentions (``id_watermark``).
     seqs: dict[str, int] = field(default_factory=dict)
+    #: a problem its last sync recorded is gone (the log reads again, a broken entry was
+    #: mended or removed, the log is gone): the entries that problem kept out of the index
+    #: had no rows, so one removed meanwhile was never seen to go. Its owner's derived
+    #: records are checked whole (:attr:`events.ChangeSet.recheck`), as after a ``reindex``.
+    recheck: bool = False
 
 
 @dataclass
@@ -793,10 +803,10 @@ class Indexer:
                   stored: dict[str, StoredEntry], problem: str) -> _Job:
         """The job of a log not read for ``problem`` (a link out of the root or to another
         log): nothing outside the root is read, nor a log a second time through a link to
-        it. What the log held while it was readable keeps its rows, as for a log over the
-        size limit or not UTF-8: deleted, that deletion was published and every record
-        citing one of them went stale for good; kept, the log's removal later is published
-        as one."""
+        it. What the log held while it was readable is dropped, as for a log over the size
+        limit or not UTF-8, and as a ``reindex`` leaves it: records citing it keep their
+        status (provenance reads its ids as unknown), and its owner is checked whole once
+        it reads again or is removed (:attr:`_Job.recheck`)."""
         try:
             st = os.lstat(path)
         except OSError as exc:
@@ -806,7 +816,8 @@ class Indexer:
             # and a reindex see it (a loop kept its entries indexed, warned at every scan)
             return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
         away = Diagnostic(rel, 0, f"not read: {problem}", severity="fatal")
-        return _Job(rel, ref, kind, SyncPlan(problems=[away], fatal=True),
+        return _Job(rel, ref, kind, SyncPlan(problems=[away], fatal=True,
+                                             deletes=sorted(stored)),
                     (st.st_mtime_ns, st.st_size, ""))
 
     def _prepare(self, path: Path) -> _Job | None:
@@ -895,7 +906,28 @@ class Indexer:
 
     def _prepare_once(self, path: Path, *, tries: int = settling.SETTLE_TRIES) -> _Job | None:
         """Read and plan one file as it is now (:meth:`_prepare`); ``tries``: see
-        :meth:`_read_whole`."""
+        :meth:`_read_whole`. A log that lost a problem its last sync recorded is to be
+        rechecked (:attr:`_Job.recheck`)."""
+        job = self._planned(path, tries)
+        if job is not None and not job.only_stat and self._problem_gone(job):
+            return replace(job, recheck=True)
+        return job
+
+    def _problem_gone(self, job: _Job) -> bool:
+        """Whether a problem the last sync of ``job``'s log recorded is not among its problems
+        now (by severity and words: an entry added below moves no line of them)."""
+        row = self.rt.db().execute("SELECT problems FROM files WHERE path = ?",
+                                   (job.rel,)).fetchone()
+        try:
+            before = json.loads(row[0]) if row is not None and row[0] else []
+        except (TypeError, ValueError):
+            return False
+        now = {(p.severity, p.message) for p in job.plan.problems}
+        return any(isinstance(p, dict) and (p.get("severity"), p.get("message")) not in now
+                   for p in before)
+
+    def _planned(self, path: Path, tries: int) -> _Job | None:
+        """:meth:`_prepare_once` without the recheck."""
         located = self.rt.store.ref_for_path(path)
         if located is None:
             return None
@@ -929,7 +961,8 @@ class Indexer:
             size = max(st.st_size, len(data or b""))
             big = Diagnostic(rel, 0, f"file is {size:,} bytes, over limits.max_file_bytes "
                              f"({limits.max_file_bytes:,}); not read", severity="fatal")
-            return _Job(rel, ref, kind, SyncPlan(problems=[big], fatal=True),
+            return _Job(rel, ref, kind, SyncPlan(problems=[big], fatal=True,
+                                                 deletes=sorted(stored)),
                         (st.st_mtime_ns, st.st_size, ""), read_ns)
         stats = (st.st_mtime_ns, st.st_size, hashlib.sha256(data).hexdigest())
 
@@ -946,7 +979,8 @@ class Indexer:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             bad = Diagnostic(rel, *not_utf8(data, exc), severity="fatal")
-            return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True), stats, read_ns)
+            return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True,
+                                                 deletes=sorted(stored)), stats, read_ns)
         parsed = replace(self.rt.store.parse_text(text, rel,
                                                   max_entry_bytes=limits.max_entry_bytes),
                          kind=kind, day=day)
@@ -1168,7 +1202,8 @@ class Indexer:
             return
         changes = [events.ChangeSet(job.ref, job.kind, job.rel, list(job.plan.upserts),
                                     dict(job.plan.deprecations), list(job.plan.deletes),
-                                    job.vectors) for job in jobs if not job.plan.empty]
+                                    job.vectors, recheck=job.recheck)
+                   for job in jobs if not job.plan.empty or job.recheck]
         deferred: set[str] = set()
         self._written |= events.publish_many(self.rt, changes, skip=self._skip,
                                              deferred=deferred)
@@ -1244,7 +1279,8 @@ class Indexer:
         archived = {i: by for i, by in json.loads(row["archived"]).items()
                     if i in indexed and indexed[i]["deprecated_by"] == by}
         deleted = [i for i in json.loads(row["deleted"]) if i not in indexed]
-        return events.ChangeSet(ref, kind, row["path"], upserted, archived, deleted)
+        return events.ChangeSet(ref, kind, row["path"], upserted, archived, deleted,
+                                recheck=bool(row["recheck"]))
 
     def _embed_current(self, jobs: list[_Job],
                        ahead: Mapping[_Made, np.ndarray] | None = None) -> list[_Job]:
@@ -1375,16 +1411,16 @@ class Indexer:
             if not self._quiet:
                 skip = json.dumps(list(self._skip))
                 for job in jobs:
-                    if job.plan.empty:
+                    if job.plan.empty and not job.recheck:
                         continue
                     cur = conn.execute(
                         "INSERT INTO publish_note (path, app_id, project_id, user_id, kind, "
-                        "upserted, archived, deleted, skip, created_at) "
-                        "VALUES (?,?,?,?,?,?,?,?,?,?)",
+                        "upserted, archived, deleted, skip, created_at, recheck) "
+                        "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                         (job.rel, job.ref.app, job.ref.project, job.ref.user_id,
                          job.kind.value, json.dumps([e.id for e in job.plan.upserts]),
                          json.dumps(job.plan.deprecations), json.dumps(job.plan.deletes),
-                         skip, now))
+                         skip, now, int(job.recheck)))
                     notes.append(int(cur.lastrowid or 0))
             for job in jobs:
                 key = (job.ref.app, job.ref.project, job.ref.user_id)

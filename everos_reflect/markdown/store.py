@@ -609,8 +609,9 @@ class MarkdownStore:
         large log must not cost one full parse of that log per id. With ``unreadable``, the
         ids still in their file but unreadable now (``DailyLog.unreadable``) are added to it,
         and so is every wanted id of a file that cannot be read at all (``DailyLog.unread``)
-        or whose frontmatter is broken (not ``ok``): a caller that must not take a typo for a
-        deletion tells the two apart.
+        or whose frontmatter is broken (not ``ok``), or whose text ends inside an entry (a
+        writer caught mid-write, a lost closing marker: what came after is not there): a
+        caller that must not take a typo for a deletion tells the two apart.
 
         A folder or FIFO where the log goes (or a file where its folder goes) is no log, as
         the indexer sees it (it drops that log's rows): none of its ids exist. Raised, it
@@ -630,10 +631,10 @@ class MarkdownStore:
                     if entry.id in wanted and entry.id not in found:
                         found[entry.id] = entry
                 if unreadable is not None:
-                    # a log not read whole (broken frontmatter) keeps its indexed rows: an id
-                    # missing from it is not known to be deleted until it reads again
-                    unreadable |= (wanted if log.unread or not log.ok
-                                   else wanted & log.unreadable)
+                    # a log not read whole (broken frontmatter, its text ending inside an
+                    # entry): an id missing from it is not known to be deleted until it
+                    # reads whole again
+                    unreadable |= (wanted if not log.whole else wanted & log.unreadable)
         return found
 
     def entries(self, ref: UserRef, kind: Kind) -> list[Entry]:
@@ -708,20 +709,6 @@ class MarkdownStore:
     def _lock_file(self, key: str) -> Path:
         digest = hashlib.sha256(key.encode()).hexdigest()[:24]
         return self.root / ".index" / "locks" / f"md-{digest}.lock"
-
-    def _refused_unlocked(self, path: Path, edit: Callable[[str | None], str | None]) -> None:
-        """Raise what ``edit`` of ``path`` would be refused with (a log that cannot be edited,
-        an entry or a log over its limit), before the file's first lock makes its lock file:
-        a refused ``add`` left ``.index/locks/md-….lock`` (and on a root never indexed
-        ``.index`` itself) in a root it did not change. Checked again under the lock, where
-        the edit is made. A lock file is left as it is, never removed: a writer may be
-        waiting on it (filelock's own warning)."""
-        if self._lock_file(self._label(path)).exists():
-            return
-        _, text = self._editable(path)  # the wait counts for the write under the lock too
-        new_text = edit(text)
-        if new_text is not None and new_text != text:
-            self._fits(path, new_text)
 
     def _next_seq(self, ref: UserRef, kind: Kind, day: date, log: DailyLog,
                   count: int = 1) -> int:
@@ -1200,7 +1187,9 @@ class MarkdownStore:
             self._edit_listed(path, edit)
 
     def _edit_listed(self, path: Path, edit: Callable[[str | None], str | None]) -> None:
-        self._refused_unlocked(path, edit)
+        # A refused edit (a log that cannot be edited, an entry or a log over its limit)
+        # leaves no lock file nor folder it made (_undone_if_failed): the edit runs once,
+        # under the lock. A check before the lock ran the first edit of every log twice.
         with self._undone_if_failed([path]) as undo, self.lock(path), undo.locks_held():
             for _ in range(_EDIT_ATTEMPTS):
                 before, text = self._editable(path)
@@ -1252,8 +1241,6 @@ class MarkdownStore:
             for path, edit in edits.items():
                 self._edit(path, edit)
             return
-        for path, edit in edits.items():
-            self._refused_unlocked(path, edit)
         with ExitStack() as stack:
             stack.enter_context(self.one_listing())
             undo = stack.enter_context(self._undone_if_failed(edits))

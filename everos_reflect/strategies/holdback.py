@@ -10,18 +10,16 @@ Derived from the Markdown, like everything else: an undone narrative is archived
 index copies both, so a ``reindex`` keeps the hold. Read from ``system.db`` through
 :mod:`everos_reflect.index.reads`: ``status`` and ``clusters`` use a read-only connection.
 
-A new member releases the hold only if the merge can take it: Reflection merges what Markdown
-gives, so a member whose log cannot be read now (not UTF-8, over ``limits.max_file_bytes``,
-broken frontmatter) leaves exactly the undone sources, and the run holds the cluster back
-still. Given the store, :func:`held_back` reads the logs of the members of clusters holding
-undone sources (never every log) and says so, so ``status`` and ``clusters`` agree with the run;
-it counts the members the run counts: none deleted by hand since indexing (the run's scan drops
-them first), and behind an unreadable new member only the undone sources that read.
+A new member releases the hold only if the merge can take it. A member whose log cannot be
+read now (not UTF-8, over ``limits.max_file_bytes``, broken frontmatter, a broken entry block)
+is no member: the run's index scan drops its rows, as a ``reindex`` has none, and what is left
+is the undone sources, held back still. Given the store, :func:`held_back` reads the logs of
+the members of clusters holding undone sources (never every log) and counts the members the
+run counts: those that read live, none deleted, archived or unreadable since indexing.
 
-The reports read the two settings that decide a hold as the run reads them
-(:class:`HoldRules`, from the same settings a run is given, :func:`reflect_settings`): with
-``remerge_undone = true`` the run holds nothing back, and a cluster whose readable sources are
-more than ``max_sources_per_merge`` is merged in part, not held.
+The reports read the settings that decide a hold as the run reads them (:class:`HoldRules`,
+from the same settings a run is given, :func:`reflect_settings`): with ``remerge_undone =
+true`` the run holds nothing back.
 """
 
 from __future__ import annotations
@@ -39,7 +37,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-    from everos_reflect.clustering.service import ClusterInfo
     from everos_reflect.engine.engine import Engine
     from everos_reflect.markdown.store import MarkdownStore
     from everos_reflect.model import DailyLog
@@ -54,7 +51,8 @@ class HoldRules:
 
     #: merge the sources of an undone merge again: nothing is held back after an undo
     remerge_undone: bool = False
-    #: sources per merge; a cluster with more readable sources is merged in part, not held
+    #: sources per merge: the run holds back no merge that leaves sources for later (one whose
+    #: member in the index was not there to read, beside more undone sources than this)
     max_sources: int = 50
 
     @classmethod
@@ -103,37 +101,31 @@ def candidates(conn: sqlite3.Connection, cluster_id: str,
 
 @dataclass(frozen=True)
 class Held:
-    """One held-back cluster, for ``status`` and ``clusters``: after an undo, or (``members``
-    empty) a merged cluster whose new members cannot be read (:func:`waiting_on_unreadable`)."""
+    """One cluster held back after an undo, for ``status`` and ``clusters``."""
 
     ref: UserRef
     cluster_id: str
+    #: the undone sources it holds, each readable now
     members: tuple[str, ...]
-    #: the new members that would release the hold but cannot be read now: (id, its log, why)
-    #: each (empty: held because nothing new joined)
-    unreadable: tuple[tuple[str, str, str], ...] = ()
 
     @property
     def reason(self) -> str:
-        """``undone`` (nothing new joined) or ``unreadable`` (what joined cannot be read)."""
-        return "unreadable" if self.unreadable else "undone"
+        """``undone``: nothing a merge could take joined the undone sources."""
+        return "undone"
 
     def to_json(self) -> dict[str, object]:
         return {"app_id": self.ref.app, "project_id": self.ref.project,
                 "user_id": self.ref.user_id, "cluster_id": self.cluster_id,
-                "members": list(self.members), "reason": self.reason,
-                "unreadable": [{"id": eid, "file": file, "problem": why}
-                               for eid, file, why in self.unreadable]}
+                "members": list(self.members), "reason": self.reason}
 
 
 @dataclass(frozen=True)
 class MemberRead:
     """What a member's log says of it now, as a run sees it."""
 
-    #: ``live``: a merge takes it. ``kept``: it cannot be read now, but its log is there and
-    #: the run's scan keeps its index rows (a log not UTF-8 or too large, a broken entry
-    #: block, a log caught mid-write), so it still counts as a member. ``gone``: its log is
-    #: gone, or the entry is no longer in it or archived there; the run's scan drops it.
+    #: ``live``: a merge takes it. ``gone``: its log is gone or cannot be read (not UTF-8,
+    #: too large, broken frontmatter), or the entry is no longer in it, cannot be read there
+    #: or is archived there: the run's scan drops it, as a ``reindex`` has none of it.
     state: str
     file: str
     #: why it is not ``live`` ("" when it is)
@@ -165,39 +157,25 @@ def read_members(store: MarkdownStore, ref: UserRef,
         fatal = next((d for d in log.diagnostics if d.severity == "fatal"), None)
         if fatal is not None or log.unread:
             why = fatal.message if fatal is not None else "its log cannot be read (see lint)"
-            out[eid] = MemberRead("kept", log.path, why)
         elif eid in log.unreadable or log.open_at_end is not None:
-            out[eid] = MemberRead("kept", log.path, "its entry block cannot be read (see lint)")
+            why = "its entry block cannot be read (see lint)"
         else:
-            out[eid] = MemberRead("gone", log.path, "no longer in its log")
+            why = "no longer in its log"
+        out[eid] = MemberRead("gone", log.path, why)
     return out
-
-
-def unreadable_joiners(store: MarkdownStore, ref: UserRef,
-                       joined: Iterable[str]) -> tuple[tuple[str, str, str], ...] | None:
-    """``joined`` (members new since an undo), each with its log and why a merge cannot take
-    it now (:attr:`Held.unreadable`), or None when one of them reads live from its log (it
-    releases the hold) or none is left (deleted or archived by hand: the run's scan drops
-    them, and nothing waits). Only their logs are read, each once."""
-    read = {eid: r for eid, r in read_members(store, ref, joined).items() if r.state != "gone"}
-    if not read or any(r.state == "live" for r in read.values()):
-        return None
-    return tuple((eid, r.file, r.why) for eid, r in read.items())
 
 
 def held_back(conn: sqlite3.Connection, ref: UserRef | None = None,
               store: MarkdownStore | None = None, rules: HoldRules | None = None) -> list[Held]:
     """Every cluster (of ``ref``, else of the root) that Reflection would merge but holds back
     because all its would-be sources come from undone merges. ``rules``: the run's settings
-    (:class:`HoldRules`; None: the defaults) -- with ``remerge_undone`` nothing is held, and
-    a cluster left with more undone sources than ``max_sources_per_merge`` is merged in part
-    (the run holds only a merge that takes every source there is).
+    (:class:`HoldRules`; None: the defaults) -- with ``remerge_undone`` nothing is held.
 
     With ``store``, the members are counted as the run counts them (:func:`read_members`,
-    only the logs of clusters holding undone sources): a member deleted or archived by hand
-    since indexing is none (the run's scan drops it first); a new member that cannot be read
-    releases nothing, and then the run merges what Markdown gives, so only the undone sources
-    that read live count. Without it, the index alone decides."""
+    only the logs of clusters holding undone sources): one deleted, archived or unreadable
+    since indexing is none (the run's scan drops it first, as a ``reindex`` has none of it),
+    so a new member whose log cannot be read releases nothing. Without it, the index alone
+    decides."""
     rules = rules or HoldRules()
     if rules.remerge_undone:
         return []  # the run merges them again
@@ -213,42 +191,11 @@ def held_back(conn: sqlite3.Connection, ref: UserRef | None = None,
                 continue  # nothing to merge, or no undone source among them: nothing held
             read = read_members(store, owner, members) if store is not None else {}
             # the cluster as the run's scan leaves it in the index
-            members = [m for m in members if m not in read or read[m].state != "gone"]
-            if len(members) < needed:
-                continue
-            if is_held(members, undone):
+            members = [m for m in members if m not in read or read[m].state == "live"]
+            if len(members) >= needed and is_held(members, undone):
                 out.append(Held(owner, cluster_id, tuple(members)))
-                continue
-            joined = [m for m in members if m not in undone]
-            if store is None or any(read[m].state == "live" for m in joined):
-                continue  # a new member the merge takes: a new decision, not held
-            kept = tuple(m for m in members if m in undone and read[m].state == "live")
-            if len(kept) < needed:
-                continue  # without the new members there is nothing to merge either
-            if len(kept) > max(1, rules.max_sources):
-                continue  # the run merges the oldest of them and defers the rest: not held
-            out.append(Held(owner, cluster_id, kept,
-                            tuple((m, read[m].file, read[m].why) for m in sorted(joined))))
-    return out
-
-
-def waiting_on_unreadable(conn: sqlite3.Connection, store: MarkdownStore,
-                          infos: Iterable[ClusterInfo]) -> list[Held]:
-    """The merged clusters among ``infos`` whose members new since the merge (``+N new``)
-    cannot be read now: Reflection merges what Markdown gives, nothing new, so it leaves them
-    as they are until those logs read again. For ``clusters``, which showed them as ready to
-    merge. Only the logs of those new members are read."""
-    out = []
-    for info in infos:
-        if not (info.consolidated and info.new_since_consolidation > 0):
-            continue
-        joined = candidates(conn, info.cluster_id, info.consolidated_entry_id)
-        unreadable = unreadable_joiners(store, info.ref, joined) if joined else None
-        if unreadable is not None:
-            out.append(Held(info.ref, info.cluster_id, (), unreadable))
     return out
 
 
 __all__ = ["Held", "HoldRules", "MemberRead", "candidates", "held_back", "is_held",
-           "read_members", "reflect_settings", "undone_sources", "unreadable_joiners",
-           "waiting_on_unreadable"]
+           "read_members", "reflect_settings", "undone_sources"]

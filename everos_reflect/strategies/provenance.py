@@ -333,15 +333,16 @@ def load_records(runtime: Runtime, ref: UserRef,
                  unreadable: set[str] | None = None) -> dict[str, Entry]:
     """Every entry of ``ref`` a derived record may cite, from the Markdown (the truth); the
     ids present but unreadable are added to ``unreadable`` when given, and so is every id a
-    record cites in a log that cannot be read at all (``DailyLog.unread``: over the size
-    limit, not UTF-8, a symlink out of the root, which the listing skips), whose entries are
-    unknown, not deleted."""
+    record cites in a log that cannot be read whole (``DailyLog.whole``: over the size
+    limit, not UTF-8, a symlink out of the root, which the listing skips; its frontmatter
+    broken; its text ending inside an entry), whose entries are unknown, not deleted."""
     records: dict[str, Entry] = {}
     listed: dict[Path, bool] = {}  # path -> unread
     for path in runtime.store.iter_files(ref, EVIDENCE_KINDS):
         log = runtime.store.read(path)
         records.update((e.id, e) for e in log.entries)
-        listed[Path(path)] = log.unread or not log.ok  # broken frontmatter: not read whole
+        # broken frontmatter, text ending inside an entry: not read whole
+        listed[Path(path)] = not log.whole
         if unreadable is not None:
             unreadable |= log.unreadable
     if unreadable is not None:
@@ -621,8 +622,10 @@ def on_changes(runtime: Runtime, changes: Iterable[ChangeSet]) -> list[Path]:
     for change in changes:
         if change.kind not in EVIDENCE_KINDS:
             continue
-        if change.kind in CHECKED:
-            touched[change.ref] = None  # a derived record changed: check them all
+        if change.kind in CHECKED or change.recheck:
+            # a derived record changed, or a log whose problem kept entries out of the index
+            # reads again (or went): which of them are gone is not known: check them all
+            touched[change.ref] = None
             continue
         ids = touched.setdefault(change.ref, set())
         if ids is not None:
