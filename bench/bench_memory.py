@@ -27,12 +27,15 @@ again before ``serve`` start; it changes nothing in the processes measured:
 - ``as-is`` (default): leave the page cache alone.
 
 Every sample also gives PSS (each shared page divided among the processes mapping it) and USS
-(pages no other process maps), from ``/proc/<pid>/smaps_rollup``.
+(pages no other process maps), from ``/proc/<pid>/smaps_rollup``. ``--mappings N`` prints,
+after the first search and after the last, the N mappings holding the most of ``serve``'s RSS
+(``/proc/<pid>/smaps``: each shared library, the heap, the anonymous mappings together).
 """
 
 from __future__ import annotations
 
 import argparse
+import collections
 import os
 import resource
 import socket
@@ -73,6 +76,37 @@ def rollup_mb(pid: int) -> dict[str, float]:
         if key in ("Pss", "Private_Clean", "Private_Dirty"):
             values[key] = int(rest.split()[0]) / 1024
     return {"PSS": values["Pss"], "USS": values["Private_Clean"] + values["Private_Dirty"]}
+
+
+def mappings_mb(pid: int) -> dict[str, tuple[float, float]]:
+    """``name -> (RSS, anonymous)`` in MB per mapped file of ``pid`` (a library under
+    ``site-packages`` named with its package), ``[heap]``, and ``[anonymous]`` for every
+    mapping without a name (mmap'd blocks, thread stacks, Python's arenas), from
+    ``/proc/<pid>/smaps``."""
+    kb: dict[str, list[int]] = collections.defaultdict(lambda: [0, 0])
+    name = "[anonymous]"
+    for line in Path(f"/proc/{pid}/smaps").read_text().splitlines():
+        head = line.split(None, 5)
+        if "-" in head[0] and ":" not in head[0]:  # a mapping's first line: range perms ...
+            path = head[5].strip() if len(head) > 5 else ""
+            parts = path.split("/")
+            if "site-packages" in parts:
+                at = parts.index("site-packages")
+                name = f"{parts[at + 1]}: {parts[-1]}"
+            else:
+                name = parts[-1] if path.startswith("/") else (path or "[anonymous]")
+        elif head[0] == "Rss:":
+            kb[name][0] += int(head[1])
+        elif head[0] == "Anonymous:":
+            kb[name][1] += int(head[1])
+    return {k: (v[0] / 1024, v[1] / 1024) for k, v in kb.items()}
+
+
+def print_mappings(pid: int, top: int) -> None:
+    """The ``top`` mappings holding the most of ``pid``'s RSS."""
+    rows = sorted(mappings_mb(pid).items(), key=lambda kv: -kv[1][0])[:top]
+    for name, (rss, anon) in rows:
+        print(f"      {rss:6.1f} MB (anonymous {anon:5.1f})  {name}")
 
 
 def libraries(prefix: Path) -> list[Path]:
@@ -147,6 +181,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--page-cache", choices=("as-is", "cold", "pip"), default="as-is",
                         help="page-cache state of this environment's shared libraries before "
                              "each measured process starts (see the module doc)")
+    parser.add_argument("--mappings", type=int, default=0, metavar="N",
+                        help="print the N mappings holding the most RSS after the first "
+                             "search and after the last")
     parser.add_argument("--cold-libraries", action="store_const", const="cold",
                         dest="page_cache", help="the same as --page-cache cold")
     args = parser.parse_args(argv)
@@ -211,12 +248,14 @@ def main(argv: list[str] | None = None) -> int:
                 latencies.append(time.perf_counter() - sent)
                 if resp.status_code != 200:
                     raise SystemExit(f"search {n} failed: {resp.status_code} {resp.text[:200]}")
-                if n == 1 or n % args.every == 0:
+                if n == 1 or n % args.every == 0 or n == args.searches:
                     mb = {**status_mb(proc.pid), **rollup_mb(proc.pid)}
                     samples.append(mb["VmRSS"])
                     print(f"  after {n:5d} searches: RSS {mb['VmRSS']:6.0f} MB = anonymous "
                           f"{mb['RssAnon']:.0f} + file-backed {mb['RssFile']:.0f} (peak so far "
                           f"{mb['VmHWM']:.0f}); PSS {mb['PSS']:.0f}, USS {mb['USS']:.0f}")
+                    if args.mappings and n in (1, args.searches):
+                        print_mappings(proc.pid, args.mappings)
             seconds = time.perf_counter() - started
             print(f"serve: {args.searches} searches in {seconds:.1f} s; RSS after first "
                   f"{samples[0]:.0f} MB, last {samples[-1]:.0f} MB, max {max(samples):.0f} MB "
