@@ -27,6 +27,7 @@ from everos_reflect.model import (
     path_text,
     shown_key,
 )
+from everos_reflect.problem_words import unknown
 from everos_reflect.settings import (
     OME_FILE_NAME,
     USER_FILE_NAME,
@@ -88,9 +89,10 @@ def _strategy_problems(tables: dict[str, dict[str, Any]], file: str) -> list[tup
     known = registered | BUILTIN_STRATEGIES
     found: list[tuple[str, str, str]] = []
     for name, table in tables.items():
-        if name not in known:
+        if name not in known:  # as the engine says it (`strategies`, `serve`): it listed all
+            # seven where "did you mean 'reflect_episodes'?" named the one meant
             found.append((file, shown_key(f"strategies.{name}"),
-                          f"unknown strategy (known: {', '.join(sorted(known))})"))
+                          unknown("strategy", str(name), known, list_few=True)))
         elif registry is not None and name in registered:
             try:
                 registry.validate_strategy_settings(name, table, file)

@@ -16,7 +16,7 @@ from collections.abc import Iterable
 from everos_reflect.model import empty_id, json_type, must_not_be_empty, quoted_value
 
 __all__ = ["counted", "did_you_mean", "json_type", "missing", "one_of", "unknown",
-           "unknown_strategy"]
+           "unknown_named", "unknown_strategy"]
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:
@@ -71,11 +71,17 @@ def one_of(choices: Iterable[str], value: object) -> str:
     return f"must be one of: {listed}; got {quoted_value(value)}"
 
 
-def unknown_strategy(name: object, known: Iterable[str]) -> str:
-    """Why a strategy ``name`` not among ``known`` (listed) is refused, at every edge
-    (``trigger``, ``enable``, ``fleet run``): ``""`` is said to be empty, where ``trigger ''``
+def unknown_named(what: str, name: object, known: Iterable[str]) -> str:
+    """Why ``name``, not among ``known`` (listed in their order), is refused as a ``what``
+    (``strategy``, ``tool``), at every edge: ``""`` is said to be empty, where ``trigger ''``
     was "unknown strategy ''" and the API's ``{"name": ""}`` "name: must not be empty"."""
-    listed = ", ".join(sorted(known)) or "none"
+    listed = ", ".join(known) or "none"
     if name == "":
-        return empty_id("strategy name", f"known: {listed}")
-    return f"unknown strategy {quoted_value(name)} (known: {listed})"
+        return empty_id(f"{what} name", f"known: {listed}")
+    return f"unknown {what} {quoted_value(name)} (known: {listed})"
+
+
+def unknown_strategy(name: object, known: Iterable[str]) -> str:
+    """:func:`unknown_named` of a strategy (``trigger``, ``enable``, ``fleet run``), the
+    known ones sorted."""
+    return unknown_named("strategy", name, sorted(known))

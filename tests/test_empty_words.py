@@ -181,3 +181,22 @@ def test_lint_says_an_empty_config_value_is_empty(
         "environment: EVEROS_SERVER__PORT: must not be empty (a whole number from 1 to 65535)",
         "environment: EVEROS_LLM__TIMEOUT_SECONDS: must not be empty (a number)",
     } <= said, result.stdout
+
+
+def test_settings_says_an_empty_name_is_empty(root: Path) -> None:
+    result = CliRunner().invoke(cli, ["settings", "", "--root", str(root)])
+    assert result.exit_code == 1, result.output
+    assert result.stderr.startswith(
+        "error: invalid section or strategy name '': must not be empty (everos.toml sections: "
+        "llm, "), result.stderr
+
+
+@pytest.mark.parametrize(("extra", "shown"), [("", "''"), ("a b", "'a b'"), ("x", "'x'")])
+def test_an_extra_argument_is_shown_quoted(root: Path, extra: str, shown: str) -> None:
+    # click said "Got unexpected extra argument ()" of an empty one, and "(a b)" of one
+    # holding a space, which read as two
+    result = CliRunner().invoke(cli, ["strategies", extra, "--root", str(root)],
+                                prog_name="everos-reflect")
+    assert result.exit_code == 2, result.output
+    assert result.stderr == (f"error: Got unexpected extra argument {shown} (see "
+                             "'everos-reflect strategies --help')\n")

@@ -58,3 +58,38 @@ def test_malformed_tools_call_params_are_refused_naming_the_field(
         6: "x: unknown key",
     }
     assert refused[2]["data"] == {"code": "invalid_request", "status": 422}
+
+
+def test_an_empty_tool_name_is_said_to_be_empty(
+    root: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # "unknown tool ''", as `trigger ''` said "unknown strategy ''"
+    piped = _opening() + _line(_call(2, "", {})) + _line(_call(3, "serch", {}))
+
+    answers, runtime = _serve(root, piped, capfd)
+    runtime.close()
+
+    known = "add_episode, search, briefing, lessons, insights, explain, record_task"
+    assert answers[2][0]["error"]["message"] == (
+        f"invalid tool name '': must not be empty (known: {known})")
+    assert answers[3][0]["error"]["message"] == f"unknown tool 'serch' (known: {known})"
+
+
+def test_a_method_not_served_is_named_in_the_message(
+    root: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # the SDK answered "Method not found", the method only in ``data``; "" alike
+    piped = _opening() + b"".join(_line({"jsonrpc": "2.0", "id": i, "method": method})
+                                  for i, method in [(2, "tools/cal"), (3, ""),
+                                                    (4, "resources/list")])
+
+    answers, runtime = _serve(root, piped, capfd)
+    runtime.close()
+
+    refused = {i: answers[i][0]["error"] for i in (2, 3, 4)}
+    assert {e["code"] for e in refused.values()} == {types.METHOD_NOT_FOUND}
+    assert {i: (e["message"], e["data"]) for i, e in refused.items()} == {
+        2: ("unknown method 'tools/cal' (did you mean 'tools/call'?)", "tools/cal"),
+        3: ("invalid method name '': must not be empty", ""),
+        4: ("unknown method 'resources/list'", "resources/list"),
+    }

@@ -33,6 +33,9 @@ REF = UserRef.of("u_ann")
 #: finds it still: before it takes the indexer lock, one look and one after each settle wait
 #: (``Indexer._looked_ahead``), then one under the lock, which waits for nothing.
 READS_PER_BATCH_SYNC = 2 + settling.SETTLE_TRIES
+#: The reads an add's own sync (``sync_path``) makes of such a log: one under the indexer
+#: lock, which finds it moving and lets go of the lock, then those of a batch sync.
+READS_PER_ADD_SYNC = 1 + READS_PER_BATCH_SYNC
 
 
 def _moving_reads(monkeypatch: pytest.MonkeyPatch, path: Path, reads: int) -> list[int]:
@@ -60,7 +63,7 @@ def test_an_add_whose_log_never_stood_still_while_read_answers_not_indexed(
         rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
     scripted_pauses(monkeypatch, [])
     path = rt.store.log_path(REF, Kind.EPISODE, date(2026, 10, 12))
-    _moving_reads(monkeypatch, path, settling.SETTLE_TRIES)
+    _moving_reads(monkeypatch, path, READS_PER_ADD_SYNC)
 
     resp = ApiClient(rt)("POST", "/api/v1/memory/episodes", json={
         "user_id": REF.user_id, "subject": "Tea", "content": "Ann likes green tea.",

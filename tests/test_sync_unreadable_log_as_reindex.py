@@ -30,12 +30,18 @@ REF = UserRef.of("u_ann")
 DEV = UserRef.of("u_dev")
 DAY = date(2026, 10, 12)
 LIMIT = 4096  # bytes a log may have (limits.max_file_bytes), in everos.toml for lint too
+ENTRY_LIMIT = 1024  # bytes an entry may have (limits.max_entry_bytes), the same way
 SECOND = "ep_20261012_0002"
 
 
 def _yaml_typo(text: str) -> str:
     at = text.index(f"<!-- entry:{SECOND} -->")
     return text[:at] + text[at:].replace("owner_id: u_ann", "owner_id: [u_ann", 1)
+
+
+def _too_long(text: str) -> str:
+    at = text.index(f"<!-- entry:{SECOND} -->")
+    return text[:at] + text[at:].replace("at 8.", "at 8. " + "Woof. " * (ENTRY_LIMIT // 6), 1)
 
 
 #: how a log is made unreadable (its text → the broken text, or None: done on the path) and
@@ -57,14 +63,14 @@ BREAKS: dict[str, tuple[Callable[[str], str | None] | None, str]] = {
         lambda t: t.replace(f"<!-- /entry:{SECOND} -->\n", "", 1), SECOND),
     "the text ends inside an entry": (lambda t: t[:t.index(f"<!-- /entry:{SECOND} -->")],
                                       SECOND),
+    "an entry over the size limit": (_too_long, "over limits.max_entry_bytes"),
 }
 
 
 def _runtime(root: Path) -> Runtime:
     settings = Settings()
-    return Runtime(root, replace(settings, limits=replace(settings.limits,
-                                                           max_file_bytes=LIMIT)),
-                   embedder=HashEmbedder(16))
+    limits = replace(settings.limits, max_file_bytes=LIMIT, max_entry_bytes=ENTRY_LIMIT)
+    return Runtime(root, replace(settings, limits=limits), embedder=HashEmbedder(16))
 
 
 def _clustered(rt: Runtime) -> set[str]:
@@ -88,7 +94,8 @@ def _as_a_reindex_leaves_it(rt: Runtime, copy: Path) -> None:
 def test_a_sync_leaves_a_log_it_cannot_read_as_a_reindex_does(
         root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str) -> None:
     scripted_pauses(monkeypatch, [])  # the log stands still through every settle wait
-    (root / "everos.toml").write_text(f"[limits]\nmax_file_bytes = {LIMIT}\n")
+    (root / "everos.toml").write_text(f"[limits]\nmax_file_bytes = {LIMIT}\n"
+                                      f"max_entry_bytes = {ENTRY_LIMIT}\n")
     rt = _runtime(root)
     try:
         ids = [rt.store.append(REF, Kind.EPISODE,

@@ -17,12 +17,16 @@ import everos_reflect.index.sync as sync_module
 from everos_reflect.cli.main import cli
 from everos_reflect.index.sync import Indexer
 from everos_reflect.index.watcher import RETRY_MAX_SECONDS, FsEvent, Watcher, retry_delay
-from everos_reflect.markdown import settling
 from everos_reflect.model import Kind
 from everos_reflect.runtime import Runtime
 from everos_reflect.status import status_document
 from tests.sync_fixtures import indexed_ids
-from tests.test_sync_log_never_still import READS_PER_BATCH_SYNC, REF, _moving_reads
+from tests.test_sync_log_never_still import (
+    READS_PER_ADD_SYNC,
+    READS_PER_BATCH_SYNC,
+    REF,
+    _moving_reads,
+)
 from tests.waiting import scripted_pauses, wait_for
 
 
@@ -69,7 +73,7 @@ def test_status_names_the_log_that_waits_why_since_when_and_its_tries(
     Indexer(rt).sync_path(path)
     entry = rt.store.append(REF, Kind.EPISODE, {"timestamp": "2026-10-12T10:00:00+00:00"},
                             {"Subject": "Walk", "Content": "A long walk."})
-    _moving_reads(monkeypatch, path, 2 * settling.SETTLE_TRIES)
+    _moving_reads(monkeypatch, path, 2 * READS_PER_ADD_SYNC)
 
     assert Indexer(rt).sync_path(path).moving
     [first] = status_document(rt)["index"]["waiting"]

@@ -129,8 +129,37 @@ def test_new_task_bounds() -> None:
         new_task(REF, task_type="deploy", goal="g", steps=["s"], outcome="won")
     with pytest.raises(InvalidTask, match="at most 100"):
         new_task(REF, task_type="deploy", goal="g", steps=["s"] * 101, outcome="success")
-    with pytest.raises(InvalidTask, match="at most 2000"):
+    with pytest.raises(InvalidTask, match="at most 2,000 characters, got 2,001"):
         new_task(REF, task_type="deploy", goal="g", steps=["x" * 2001], outcome="success")
+
+
+@pytest.mark.parametrize(("args", "api_body", "field", "words"), [
+    (["--goal", "g" * 4001], {"goal": "g" * 4001}, "goal",
+     "must be at most 4,000 characters, got 4,001"),
+    (["--note", "n" * 4001], {"outcome_note": "n" * 4001}, "outcome_note",
+     "must be at most 4,000 characters, got 4,001"),
+    ([x for i in range(101) for x in ("--step", f"s{i}")],
+     {"steps": [f"s{i}" for i in range(101)]}, "steps", "must hold at most 100 items, got 101"),
+    (["--step", "s", *[x for i in range(51) for x in ("--error", f"e{i}")]],
+     {"errors": [f"e{i}" for i in range(51)]}, "errors", "must hold at most 50 items, got 51"),
+])
+def test_task_add_says_a_bound_in_the_apis_words(
+        root: Path, runtime: Runtime, args: list[str], api_body: dict[str, object],
+        field: str, words: str) -> None:
+    # `task add` said "--goal is 4001 characters; at most 4000" and "--step 101 steps; at
+    # most 100" where the API said "goal: must be at most 4,000 characters, got 4,001"
+    base = ["task", "add", "--user", "u_ops", "--type", "deploy", "--outcome", "success"]
+    argv = base + ([] if "--goal" in args else ["--goal", "g"]) + (
+        [] if "--step" in args else ["--step", "s"]) + args
+    result = CliRunner().invoke(cli, argv)
+    assert result.exit_code == 1, result.output
+    assert result.stderr.endswith(f" {words}\n"), result.stderr
+    body = {"user_id": "u_ops", "task_type": "deploy", "goal": "g", "steps": ["s"],
+            "outcome": "success", **api_body}
+    resp = ApiClient(runtime)("POST", "/api/v1/tasks", json=body)
+    assert resp.status_code == 422, resp.text
+    assert resp.json()["error"]["message"] == f"{field}: {words}"
+    assert not (root / TASK_DIR).exists()
 
 
 def test_api_records_a_task_and_refuses_bad_bodies(runtime: Runtime, root: Path) -> None:

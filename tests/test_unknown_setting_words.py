@@ -102,3 +102,15 @@ def test_a_fleet_toml_key_nothing_is_close_to_lists_the_few_there_are() -> None:
         parse_fleet('roots = ["/r"]\nzzz = 1\n', "fleet.toml")
     [(_, where, reason)] = caught.value.problems
     assert (where, reason) == ("zzz", f"unknown key (known: {', '.join(sorted(_KEYS))})")
+
+
+def test_lint_names_a_misspelt_strategy_as_the_engine_does(root: Path) -> None:
+    # lint listed all seven strategies where `strategies` (the engine) said which was meant
+    (root / "ome.toml").write_text("[strategies.reflect_episode]\nenabled = true\n")
+    result = CliRunner().invoke(cli, ["lint", "--root", str(root)])
+    assert result.exit_code == 1, result.output
+    assert result.stdout.splitlines()[0] == (
+        "ome.toml: strategies.reflect_episode: unknown strategy (did you mean "
+        "'reflect_episodes'?)")
+    [(_, _, engine_said)] = _ome_problems("[strategies.reflect_episode]\nenabled = true\n")
+    assert result.stdout.splitlines()[0].endswith(engine_said)

@@ -35,8 +35,8 @@ from pydantic import BaseModel, RootModel, ValidationError
 
 from everos_reflect import errors
 from everos_reflect.api import models, ops
-from everos_reflect.model import SURROGATES, quoted_value
-from everos_reflect.problem_words import counted
+from everos_reflect.model import SURROGATES, empty_id, quoted_value
+from everos_reflect.problem_words import counted, did_you_mean, unknown_named
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -275,9 +275,7 @@ def build_server(runtime: Runtime, order: CallOrder | None = None) -> Server[Any
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         tool = by_name.get(params.name)
         if tool is None:
-            raise MCPError(types.INVALID_PARAMS,
-                           f"unknown tool {quoted_value(params.name)} (known: "
-                           f"{', '.join(by_name)})")
+            raise MCPError(types.INVALID_PARAMS, unknown_named("tool", params.name, by_name))
         try:
             data = await anyio.to_thread.run_sync(call, runtime, tool, params.arguments)
         except MCPError:
@@ -319,11 +317,28 @@ async def name_refused_params(ctx: Any, call_next: Any) -> Any:
                        f"{ctx.method}: {ops.validation_message(problems)}",
                        {"code": ops.validation_code(problems), "status": 422}) from None
     except MCPError as exc:
+        if exc.error.code == types.METHOD_NOT_FOUND and exc.error.message == "Method not found":
+            # the SDK's words named no method (only its ``data`` held it); "" is said empty
+            raise MCPError(types.METHOD_NOT_FOUND, _no_method(ctx.method),
+                           exc.error.data) from None
         if exc.error.message != _SDK_BARE_REFUSAL or exc.error.data != "":
             raise
         raise MCPError(types.INVALID_PARAMS,
                        f"{ctx.method}: not initialized: the session's first request must be "
                        "initialize", {"code": "not_initialized"}) from None
+
+
+def _no_method(method: object) -> str:
+    """Why a request's ``method`` is not served: ``unknown method 'tools/cal'`` (with the
+    method meant when one is close), ``invalid method name '': must not be empty``."""
+    if method == "":
+        return empty_id("method name")
+    return (f"unknown method {quoted_value(method)}"
+            + did_you_mean(str(method), _SPEC_METHODS))
+
+
+#: The requests this server answers (MCP's own and the tools'), for "did you mean".
+_SPEC_METHODS = ("initialize", "ping", "tools/list", "tools/call")
 
 
 #: A line standing in for a message over the limit: a notification of a method of ours,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import sys
 import traceback
 from collections.abc import Callable, Iterator, Sequence
@@ -418,7 +419,7 @@ class _OneLineUsageError(click.ClickException):
 
     def __init__(self, cause: click.ClickException, command: str | None,
                  argv: Sequence[str] = ()) -> None:
-        super().__init__(_short_values(cause.format_message(), argv))
+        super().__init__(_short_values(_extra_argument_quoted(cause.format_message()), argv))
         self.exit_code = cause.exit_code
         ctx = getattr(cause, "ctx", None)
         command = ctx.command_path if ctx is not None else command
@@ -462,6 +463,18 @@ def _one_line(exc: click.ClickException, command: str | None,
     if isinstance(exc, _OneLineUsageError):
         return exc
     return _OneLineUsageError(exc, command, argv)
+
+
+#: click's refusal of one positional argument a command does not take, the argument as given.
+_EXTRA_ARGUMENT = re.compile(r"Got unexpected extra argument \((.*)\)", re.DOTALL)
+
+
+def _extra_argument_quoted(message: str) -> str:
+    """Click's "Got unexpected extra argument (x)" with the argument quoted, as every other
+    refused value is (``'x'``): ``strategies ''`` said "argument ()", and ``'a b'`` read as
+    two arguments."""
+    m = _EXTRA_ARGUMENT.fullmatch(message)
+    return message if m is None else f"Got unexpected extra argument {quoted(m.group(1))}"
 
 
 def _short_values(message: str, argv: Sequence[str]) -> str:

@@ -25,7 +25,7 @@ from everos_reflect.cli.common import (
     root_option,
     say,
 )
-from everos_reflect.model import MAX_LIST_LIMIT, MAX_TRIGGER_WAIT, quoted
+from everos_reflect.model import MAX_LIST_LIMIT, MAX_TRIGGER_WAIT, empty_id, quoted
 
 if TYPE_CHECKING:
     from everos_reflect.engine.engine import RunOutcome
@@ -304,10 +304,11 @@ def settings_cmd(root: str | None, name: str | None, as_json: bool) -> None:
         try:
             names = [get_strategy(name).name]
         except UnknownStrategy:
-            raise UnknownStrategy(
-                f"no section or strategy {quoted(name)} (everos.toml sections: "
-                f"{', '.join(SECTIONS)}; strategies: {', '.join(known_strategies())})"
-            ) from None
+            listed = (f"everos.toml sections: {', '.join(SECTIONS)}; strategies: "
+                      f"{', '.join(known_strategies())}")
+            raise UnknownStrategy(  # "no section or strategy ''" read as a misspelt name
+                empty_id("section or strategy name", listed) if name == ""
+                else f"no section or strategy {quoted(name)} ({listed})") from None
     from everos_reflect.runtime import Runtime
     from everos_reflect.settings import Settings
 

@@ -427,16 +427,32 @@ class Indexer:
         of Episodes pasted into today's log, which a scan is working through), only those are
         synced now and the rest is left to the next sync (:meth:`_narrowed`): the add used to
         embed the whole log itself before it answered.
+
+        A log a writer may still be at work on (changing while read, or dropping entries
+        from a log written this instant: :meth:`_in_flux`) is waited for with the lock let
+        go, as a batch sync waits (:meth:`_looked_ahead`), and synced under it once more, not
+        waited for there: held through up to :data:`settling.SETTLE_TRIES` settle waits, the
+        lock kept every other add and sync waiting (2 s for a log still being written). The
+        waits count toward ``timeout``.
         """
         full = Path(path) if Path(path).is_absolute() else self.rt.root / path
+        deadline = time.monotonic() + timeout if timeout >= 0 else None
+        want = frozenset(wanted)
         with ExitStack() as stack:
             if timeout >= 0:  # someone waits for this answer: a long scan lets it in between
                 stack.enter_context(handoff.waiting(self.rt.index_dir))  # its batches
             announced = getattr(self._thread, "announced", False)
             self._thread.announced = announced or timeout >= 0
             try:
+                # held already by this thread (nothing to gain by letting go): waited under it
+                moving: list[Path] | None = None if self._lock.lock_counter else []
                 with self._lock.acquire(timeout=timeout):
-                    results = self._sync([full], wanted=frozenset(wanted))
+                    results = self._sync([full], wanted=want, moving=moving)
+                if moving:
+                    looked = self._looked_ahead(moving)
+                    left = -1.0 if deadline is None else max(0.0, deadline - time.monotonic())
+                    with self._lock.acquire(timeout=left):
+                        results = self._sync(moving, wanted=want, looked=looked)
             finally:
                 self._thread.announced = announced
         return results[0] if results else FileSyncResult(self.rt.store.rel(full), unchanged=True)
@@ -1056,7 +1072,9 @@ class Indexer:
                     moving.append(path)
                 else:
                     log.warning("cannot read %s: %s", path, exc)
-                    results.append(self._not_read_now(path, exc))
+                    # refused after a wait ahead too: said so, as under the lock it was
+                    again = waited.refused.get(path) if waited is not None else None
+                    results.append(self._not_read_now(path, exc, again))
             if job is not None and self._in_flux(job):
                 if moving is not None and waited is None:
                     moving.append(path)
@@ -1122,7 +1140,8 @@ class Indexer:
             else:
                 conn.execute("DELETE FROM index_meta WHERE key = ?", (WAITING_KEY,))
 
-    def _not_read_now(self, path: Path, exc: OSError) -> FileSyncResult:
+    def _not_read_now(self, path: Path, exc: OSError, why: str | None = None,
+                      ) -> FileSyncResult:
         """The result of a log that could not be read now: said, not taken for a log that did
         not change (an ``add`` answered as indexed an Episode no search found), and to be
         synced again (``moving``), as a log unreadable when read again after a settle wait
@@ -1133,7 +1152,7 @@ class Indexer:
         except ValueError:
             rel = str(path)
         reason = os_reason(exc)
-        why = reason if exc.errno == errno.EAGAIN else f"it could not be read: {reason}"
+        why = why or (reason if exc.errno == errno.EAGAIN else f"it could not be read: {reason}")
         conn = self.rt.db()
         with transaction(conn):  # marked unread: the reconcile scan plans it whatever its
             # stats (a ``chmod`` moves none), so it is read, and off ``status``, once it can be

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import secrets
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -1267,7 +1268,9 @@ class MarkdownStore:
         (refused as "a hard link to …") kept the old one, an independent copy read from
         then on as that user's memory. Each such name is linked to the new file again, and
         so is a name a person moved or linked into the root meanwhile (:meth:`_relink_late`).
+        Temp files killed writes of it left are removed first (:func:`_remove_leftovers`).
         """
+        _remove_leftovers(target)
         st, names = self._same_file_logs(target)
         real = os.path.realpath(target)
         aliases = [other for other in names if str(other) != real]
@@ -1678,6 +1681,40 @@ def _naming(exc: OSError, path: Path) -> OSError:
     person knows, not ``.episode-….md.3f2b5b1f98f2.tmp`` (a read-only folder), nor no file at
     all ("[Errno 28] No space left on device" from a write or fsync)."""
     return OSError(exc.errno, os_reason(exc), str(path))
+
+
+#: A temp file of a write (``.<name>.<12 hex>.tmp``) this much older than now was left by a
+#: write that was killed before its rename: every write makes and renames its own in well
+#: under a second, under the log's lock.
+LEFTOVER_SECONDS = 60.0
+
+
+def _remove_leftovers(path: Path) -> None:
+    """Remove the temp files writes of ``path`` that were killed before their rename left
+    beside it (:data:`LEFTOVER_SECONDS` old), saying so in the log. Called under the log's
+    lock, when it is written again: each was a whole copy of the log, kept for good (a crash
+    loop, a power cut), unseen by ``lint`` and ``status`` and listed by ``git status``. None
+    holds anything the log lacks: a write is not made until its rename. A file of another
+    name, or a link, is left alone."""
+    prefix, now = f".{path.name}.", time.time()
+    try:
+        names = [name for name in os.listdir(path.parent) if name.startswith(prefix)
+                 and name.endswith(".tmp") and _is_temp_tag(name[len(prefix):-4])]
+    except OSError:
+        return
+    for name in names:
+        leftover = path.parent / name
+        with suppress(OSError):
+            st = os.lstat(leftover)
+            if stat.S_ISREG(st.st_mode) and now - st.st_mtime > LEFTOVER_SECONDS:
+                leftover.unlink()
+                _log.warning("removed %s: a copy of %s an interrupted write left",
+                             leftover, path.name)
+
+
+def _is_temp_tag(tag: str) -> bool:
+    """Whether ``tag`` is the random part :func:`_write_temp` puts in a temp file's name."""
+    return len(tag) == 12 and all(c in "0123456789abcdef" for c in tag)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:

@@ -27,9 +27,9 @@ from everos_reflect.model import (
     meta_text,
     new_record_time,
     normalize_text,
-    quoted_value,
     validate_name,
 )
+from everos_reflect.problem_words import one_of
 
 OUTCOMES = ("success", "failure", "partial")
 MAX_GOAL_CHARS = 4_000
@@ -55,6 +55,18 @@ class NewTask:
     sections: dict[str, str]
 
 
+def _too_long(text: str, most: int) -> str:
+    """A text over its bound, in the words the API and MCP say it (``must be at most 4,000
+    characters, got 4,001``): ``task add`` said "--goal is 4001 characters; at most 4000"."""
+    return f"must be at most {most:,} characters, got {len(text):,}"
+
+
+def _too_many(items: list[str], most: int) -> str:
+    """A list over its bound, in the API's words: ``task add`` said "--step 101 steps; at
+    most 100" where the API said "steps: must hold at most 100 items, got 101"."""
+    return f"must hold at most {most:,} items, got {len(items):,}"
+
+
 def _one_line(value: object, what: str) -> str:
     if not isinstance(value, str):
         raise InvalidTask(what, f"must be text, got {json_got(value)}")
@@ -65,7 +77,7 @@ def _one_line(value: object, what: str) -> str:
     if blank(text):
         raise InvalidTask(what, "must not be empty")
     if len(text) > MAX_LINE_CHARS:
-        raise InvalidTask(what, f"is {len(text)} characters; at most {MAX_LINE_CHARS}")
+        raise InvalidTask(what, _too_long(text, MAX_LINE_CHARS))
     return text
 
 
@@ -95,19 +107,18 @@ def new_task(
             raise InvalidTask(name, problem)
     goal = goal.strip()
     if len(goal) > MAX_GOAL_CHARS:
-        raise InvalidTask("goal", f"is {len(goal)} characters; at most {MAX_GOAL_CHARS}")
+        raise InvalidTask("goal", _too_long(goal, MAX_GOAL_CHARS))
     if outcome not in OUTCOMES:
-        raise InvalidTask("outcome", f"must be one of {', '.join(OUTCOMES)}, got "
-                                     f"{quoted_value(outcome)}")
+        raise InvalidTask("outcome", one_of(OUTCOMES, outcome))
     steps = list(steps or [])
     if not steps:
-        raise InvalidTask("step", "at least one step is needed")
+        raise InvalidTask("step", "must not be empty")
     if len(steps) > MAX_STEPS:
-        raise InvalidTask("step", f"{len(steps)} steps; at most {MAX_STEPS}")
+        raise InvalidTask("step", _too_many(steps, MAX_STEPS))
     step_lines = [_one_line(s, "step") for s in steps]
     errors = list(errors or [])
     if len(errors) > MAX_ERRORS:
-        raise InvalidTask("error", f"{len(errors)} errors; at most {MAX_ERRORS}")
+        raise InvalidTask("error", _too_many(errors, MAX_ERRORS))
     error_lines = [_one_line(e, "error") for e in errors]
     if outcome_note is not None and not isinstance(outcome_note, str):
         raise InvalidTask("outcome_note", f"must be text, got {json_got(outcome_note)}")
@@ -116,7 +127,7 @@ def new_task(
         # something; it was taken for no note at all, and the record said the outcome word
         raise InvalidTask("outcome_note", "must not be empty")
     if len(note) > MAX_GOAL_CHARS:
-        raise InvalidTask("outcome_note", f"is {len(note)} characters; at most {MAX_GOAL_CHARS}")
+        raise InvalidTask("outcome_note", _too_long(note, MAX_GOAL_CHARS))
     ts, day = new_record_time(timestamp, now, InvalidTask)
     meta: dict[str, Any] = {"owner_id": ref.user_id,
                             "timestamp": format_timestamp(ts, fraction=timestamp is not None),
