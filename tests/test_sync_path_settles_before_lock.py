@@ -20,6 +20,7 @@ from tests.test_sync_settles_before_lock import (
     DAY,
     _adds_during_each_wait,
     _ann_with_her_last_entry_deleted,
+    _writer_then,
     ann_ids,
 )
 from tests.waiting import scripted_pauses
@@ -60,12 +61,7 @@ def test_an_add_s_log_moving_through_every_wait_is_held_with_the_lock_let_go(
     path, first, second, new = _ann_adds_to_her_log(rt, monkeypatch)
     got, add = _adds_during_each_wait(rt)
 
-    def writer_and_add() -> None:
-        with path.open("a", encoding="utf-8") as out:
-            out.write("\n")
-        add()
-
-    pauses = scripted_pauses(monkeypatch, [writer_and_add] * settling.SETTLE_TRIES)
+    pauses = scripted_pauses(monkeypatch, [_writer_then(path, add)] * settling.SETTLE_TRIES)
 
     result = Indexer(rt).sync_path(path, timeout=5, wanted=[new])
 

@@ -58,6 +58,16 @@ def _adds_during_each_wait(rt: Runtime) -> tuple[list[object], Callable[[], None
     return got, add
 
 
+def _writer_then(path: Path, add: Callable[[], None]) -> Callable[[], None]:
+    """A settle-wait step: a writer appends to ``path`` (it keeps moving), then Bob adds."""
+    def step() -> None:
+        with path.open("a", encoding="utf-8") as out:
+            out.write("\n")
+        add()
+
+    return step
+
+
 def test_an_add_is_synced_while_a_batch_sync_waits_for_a_log_to_stand_still(
         rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
     path, first, second = _ann_with_her_last_entry_deleted(rt)
@@ -79,12 +89,7 @@ def test_a_log_moving_through_every_wait_ahead_is_held_without_a_wait_under_the_
     path, first, second = _ann_with_her_last_entry_deleted(rt)
     got, add = _adds_during_each_wait(rt)
 
-    def writer_and_add() -> None:
-        with path.open("a", encoding="utf-8") as out:
-            out.write("\n")
-        add()
-
-    pauses = scripted_pauses(monkeypatch, [writer_and_add] * settling.SETTLE_TRIES)
+    pauses = scripted_pauses(monkeypatch, [_writer_then(path, add)] * settling.SETTLE_TRIES)
 
     [result] = Indexer(rt).sync_paths([path])
 
