@@ -65,7 +65,8 @@ def test_resolve_with_a_note_names_the_unknown_relation(root: Path, call: ApiCli
     result = CliRunner().invoke(cli, ["resolve", "rel_20261012_0001", "--user", "u1", "--note",
                                       "settled", "--root", str(root)])
     assert result.exit_code == 1, result.output
-    assert result.stderr == "error: no relation rel_20261012_0001 for user u1\n"
+    assert result.stderr == ("error: no relation rel_20261012_0001 for user "
+                             "default_app/default_project/u1\n")
     resp = call("POST", "/api/v1/memory/relations/rel_20261012_0001/resolve",
                 json={"user_id": "u1", "note": "settled"})
     assert resp.status_code == 404, resp.text

@@ -104,7 +104,7 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
                 project: str | None, as_json: bool) -> None:
     """Mark a self-contradiction edge resolved, with a note; the convictions stay as they are."""
     from everos_reflect.markdown.parser import lookup_entry_id
-    from everos_reflect.model import ENTRY_ID_RE, malformed_relation_id
+    from everos_reflect.model import ENTRY_ID_RE, UserRef, malformed_relation_id
     from everos_reflect.strategies.belief_views import (
         InvalidNote,
         check_relation_id,
@@ -129,7 +129,9 @@ def resolve_cmd(root: str | None, rel_id: str, note: str, user_id: str | None, a
     check_relation_id(rel_id)
     refs = owners_of(runtime, rel_id, refs)
     if not refs:
-        raise EverosError(f"no relation {rel_id}" + (f" for user {user_id}" if user_id else ""))
+        # the user named whole, as `explain`, `undo` and the API name one
+        whose = f" for user {UserRef.of(user_id, app, project)}" if user_id else ""
+        raise EverosError(f"no relation {rel_id}{whose}")
     if len(refs) > 1:
         raise EverosError(f"{rel_id} exists for several users "
                           f"({', '.join(str(r) for r in refs)}): name one with --user")
