@@ -456,6 +456,13 @@ def malformed_entry_id(value: object) -> str:
     return f"invalid entry id {quoted_value(value)}: expected e.g. ep_20261012_0001"
 
 
+def not_an_episode_id(value: object) -> str:
+    """Why an entry id of another kind (``in_…``) is refused where a merged narrative's is
+    wanted (``undo``): one message for the CLI and the API, which said it in two ways."""
+    return (f"invalid episode id {quoted_value(value)}: a merged narrative is an episode, e.g. "
+            "ep_20261012_0001")
+
+
 @dataclass(frozen=True)
 class EntryId:
     """A parsed ``<prefix>_<YYYYMMDD>_<NNNN>`` id: the date names the file that holds it."""

@@ -34,9 +34,8 @@ from everos_reflect.model import (
     control_problem,
     hidden_format,
     malformed_entry_id,
-    must_not_be_empty,
     new_record_time,
-    quoted,
+    not_an_episode_id,
     quoted_value,
     too_long,
     validate_name,
@@ -82,10 +81,13 @@ EPISODE_ID_PATTERN = r"^ep_[0-9]{8}_[0-9]{4,18}$"
 
 
 def _episode_id(value: str) -> str:
-    if not value:  # "invalid episode id ''" read as an id of a wrong form
-        raise InvalidId(must_not_be_empty())
+    """A merged narrative's id (``undo``), refused as the CLI's ``undo`` refuses it: ``""``
+    and an id of no entry's form as ``explain`` says them (:func:`entry_id_form`; ``""`` was
+    "entry_id: must not be empty"), another kind's id (``in_…``) as not an episode's (it was
+    "invalid episode id 'in_…': expected e.g. ep_…", the CLI "in_… is not an episode id")."""
+    entry_id_form(value)
     if not re.fullmatch(EPISODE_ID_PATTERN, value):  # the form; an impossible day is a 404
-        raise InvalidId(f"invalid episode id {quoted(value)}: expected e.g. ep_20261012_0001")
+        raise InvalidId(not_an_episode_id(value))
     return value
 
 
@@ -410,10 +412,18 @@ def entry_id_form(value: str) -> str:
     return value
 
 
+def _entry_id_text(value: object) -> object:
+    """:func:`entry_id_form` of a text; any other type is the field's to refuse."""
+    return entry_id_form(value) if isinstance(value, str) else value
+
+
 class ExplainQuery(Strict):
     """``GET /api/v1/memory/explain/{entry_id}``: the path's id and the query's user."""
 
-    entry_id: Annotated[str, AfterValidator(entry_id_form)] = Field(
+    # the form before the length: an empty or 100-character id was "must not be empty" or
+    # "must be at most 64 characters" (invalid_request), where the API's path parameter
+    # said "invalid entry id …" (invalid_id) for the same id
+    entry_id: Annotated[str, BeforeValidator(_entry_id_text)] = Field(
         min_length=1, max_length=64, json_schema_extra={"pattern": ENTRY_ID_RE.pattern})
     user_id: Name
     app_id: Name | None = None
