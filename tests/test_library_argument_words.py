@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from everos_reflect.briefing.build import build_briefing
-from everos_reflect.errors import InvalidRequest
+from everos_reflect.errors import InvalidEpisode, InvalidRequest
 from everos_reflect.index.search import MAX_TOP_K, search
 from everos_reflect.model import (
     MAX_BRIEFING_QUERY_CHARS,
     MAX_BRIEFING_TOKENS,
     MAX_QUERY_CHARS,
     UserRef,
+    new_episode,
 )
 from everos_reflect.runtime import Runtime
 from tests.api_client import ApiClient
@@ -87,4 +88,21 @@ def test_build_briefing_says_a_bad_argument_as_the_api_says_it(
 
     assert str(refused.value) == said
     assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["message"] == said
+
+
+@pytest.mark.parametrize(("importance", "said"), [
+    (0, "importance: must be a whole number from 1 to 10, got 0"),
+    (True, "importance: must be an integer, got a boolean: true"),
+])
+def test_new_episode_says_a_bad_importance_as_the_api_says_it(
+        call: ApiClient, importance: Any, said: str) -> None:
+    # it said "must be a whole number 1-10, got 0"
+    with pytest.raises(InvalidEpisode) as refused:
+        new_episode(UserRef.of("u1"), subject="s", content="c", importance=importance)
+    answer = call("POST", "/api/v1/memory/episodes",
+                  json={"user_id": "u1", "subject": "s", "content": "c",
+                        "importance": importance})
+
+    assert str(refused.value) == said
     assert answer.json()["error"]["message"] == said
