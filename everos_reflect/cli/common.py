@@ -343,12 +343,17 @@ def sync_for_read(runtime: Runtime, *, patient: bool = False) -> dict[str, Any]:
     ``patient`` waits as long as it takes (``recluster`` must see every log)."""
     from filelock import Timeout
 
-    from everos_reflect.api.ops import INDEX_WAIT_SECONDS, read_as_built
+    from everos_reflect.api.ops import INDEX_WAIT_SECONDS, index_whole, read_as_built
     from everos_reflect.embedding.base import answer_waiting
     from everos_reflect.index.sync import Indexer
 
     runtime.index_to_read()
     if not runtime.read_only:
+        if not patient:  # patient: its scan waits for the indexer until any reindex is done
+            # a reindex under way (another process's) is waited for a little, then told, as
+            # the API and MCP do: its sync waited 10 s for the indexer the reindex holds, then
+            # the read answered from the half-built index, a few hits as if all
+            index_whole(runtime)
         try:
             with answer_waiting():  # the person who typed the command waits: one attempt
                 Indexer(runtime).scan(timeout=-1 if patient else INDEX_WAIT_SECONDS)
