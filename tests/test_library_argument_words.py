@@ -106,3 +106,13 @@ def test_new_episode_says_a_bad_importance_as_the_api_says_it(
 
     assert str(refused.value) == said
     assert answer.json()["error"]["message"] == said
+
+
+@pytest.mark.parametrize(("top_k", "shown"), [(1e300, "1e+300"), (0.0, "0.0"), (101, "101")])
+def test_a_whole_number_out_of_range_is_shown_as_it_was_sent(
+        call: ApiClient, top_k: float, shown: str) -> None:
+    # JSON's 1e300 is a whole number to the schema: it was said as its 301 digits, cut
+    answer = call("POST", "/api/v1/memory/search", json={"query": "dog", "top_k": top_k})
+
+    assert answer.json()["error"]["message"] == \
+        f"top_k: must be a whole number from 1 to {MAX_TOP_K}, got {shown}"

@@ -42,6 +42,7 @@ from everos_reflect.model import (
 )
 from everos_reflect.typed_numbers import (
     NumberProblem,
+    out_of_range,
     seconds_words,
     whole_number,
     whole_value_problem,
@@ -104,12 +105,12 @@ Whole = Annotated[int, BeforeValidator(_whole)]
 
 
 def _whole_between(low: int, high: int) -> Any:
-    def check(value: object) -> object:
-        value = _whole(value)
+    def check(given: object) -> object:
+        value = _whole(given)
         # any other type is pydantic's strict int's to refuse, in the same words
         if isinstance(value, int) and not isinstance(value, bool) and \
-                (problem := whole_value_problem(value, low, high)) is not None:
-            raise PydanticCustomError("whole_range", problem)
+                whole_value_problem(value, low, high) is not None:
+            raise PydanticCustomError("whole_range", out_of_range(given, low, high))
         return value
 
     return check
