@@ -39,6 +39,7 @@ SEARCH_CASES: list[tuple[dict[str, Any], str]] = [
      f"query: must be at most {MAX_QUERY_CHARS:,} characters, got {MAX_QUERY_CHARS + 1:,}"),
     ({"query": "  "}, "query: must not be empty"),
     ({"query": 5}, "query: must be a string, got a number: 5"),
+    ({"kinds": []}, "kinds: must not be empty"),  # searched Episodes, as if none was given
 ]
 
 
