@@ -121,3 +121,16 @@ def test_the_api_and_the_cli_undo_say_a_bad_id_alike(
     assert answer.json()["error"] == {"code": code, "message": f"entry_id: {says}"}
     assert typed.exit_code == 1, typed.output
     assert typed.stderr.splitlines() == [f"error: {says}"]
+
+
+def test_the_api_and_the_cli_trigger_say_an_empty_strategy_name_alike(
+        edges: tuple[Runtime, ApiClient], root: Path) -> None:
+    # the API said "name: must not be empty" (invalid_request), naming no strategy
+    _, api = edges
+
+    answer = api("POST", "/api/v1/ome/trigger", json={"name": ""})
+    typed = CliRunner().invoke(cli, ["trigger", "", "--root", str(root)])
+
+    says = typed.stderr.removeprefix("error: ").rstrip("\n")
+    assert says.startswith("invalid strategy name '': must not be empty (known: ")
+    assert answer.json()["error"] == {"code": "invalid_id", "message": f"name: {says}"}

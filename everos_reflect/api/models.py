@@ -280,9 +280,21 @@ class EpisodeRequest(Strict):
     importance: Importance | None = None
 
 
+def _strategy_name(value: object) -> object:
+    """``""`` refused as ``trigger ''`` and ``enable ''`` refuse it (an id given empty,
+    :func:`~everos_reflect.problem_words.unknown_strategy`: code ``invalid_id``, the known
+    names listed), where the API said "name: must not be empty" (``invalid_request``)."""
+    if value == "":
+        from everos_reflect.engine.registry import known_strategies
+        from everos_reflect.problem_words import unknown_strategy
+
+        raise InvalidId(unknown_strategy(value, known_strategies()))
+    return value
+
+
 class TriggerRequest(Strict):
-    name: str = Field(min_length=1, max_length=200,
-                      description="Strategy name, e.g. reflect_episodes.")
+    name: Annotated[str, BeforeValidator(_strategy_name)] = Field(
+        min_length=1, max_length=200, description="Strategy name, e.g. reflect_episodes.")
     timeout: TriggerSeconds = Field(120.0, description="Seconds to wait for the run.")
     force: bool = Field(False, description="Run even when the strategy is disabled.")
 
