@@ -134,3 +134,19 @@ def test_the_api_and_the_cli_trigger_say_an_empty_strategy_name_alike(
     says = typed.stderr.removeprefix("error: ").rstrip("\n")
     assert says.startswith("invalid strategy name '': must not be empty (known: ")
     assert answer.json()["error"] == {"code": "invalid_id", "message": f"name: {says}"}
+
+
+@pytest.mark.parametrize("entry_id", ["ep_20261012_0001", "in_20261012_0001"])
+def test_the_api_and_the_cli_resolve_say_an_id_of_another_kind_alike(
+        edges: tuple[Runtime, ApiClient], root: Path, entry_id: str) -> None:
+    # the API said "invalid relation id 'ep_…': expected e.g. rel_…", the CLI named the kind
+    _, api = edges
+
+    answer = api("POST", f"/api/v1/memory/relations/{entry_id}/resolve",
+                 json={"user_id": "u1", "note": "n"})
+    typed = CliRunner().invoke(cli, ["resolve", entry_id, "--user", "u1", "--note", "n",
+                                     "--root", str(root)])
+
+    says = typed.stderr.removeprefix("error: ").rstrip("\n")
+    assert says.startswith(f"{entry_id} is an ") and ", not a relation id: " in says
+    assert answer.json()["error"] == {"code": "invalid_id", "message": f"path.rel_id: {says}"}
