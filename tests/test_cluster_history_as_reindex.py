@@ -35,9 +35,10 @@ def cluster_tables(rt: Runtime) -> dict[str, list[tuple[Any, ...]]]:
                  r["consolidated_at"], round(r["centroid_norm"], 6),
                  tuple(np.round(np.frombuffer(r["centroid"], dtype="<f4"), 6)))
                 for r in conn.execute("SELECT * FROM clusters ORDER BY cluster_id")]
-    members = [(r["cluster_id"], r["entry_id"], r["ts"], r["similarity"], r["deprecated_by"],
-                r["text_hash"])
-               for r in conn.execute("SELECT * FROM cluster_members ORDER BY entry_id")]
+    members = [(r["app_id"], r["project_id"], r["user_id"], r["entry_id"], r["cluster_id"],
+                r["ts"], r["similarity"], r["deprecated_by"], r["text_hash"])
+               for r in conn.execute("SELECT * FROM cluster_members ORDER BY app_id, "
+                                     "project_id, user_id, entry_id")]
     return {"clusters": clusters, "members": members}
 
 
