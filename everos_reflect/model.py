@@ -1011,10 +1011,18 @@ MAX_TRIGGER_WAIT = 86400
 MAX_BRIEFING_QUERY_CHARS = 2_000
 
 
+def too_long(most: int, given: int) -> str:
+    """``must be at most 2,000 characters, got 3,000``: a text over its bound, as every edge
+    says it (the API's schema, MCP, the CLI and the library)."""
+    return f"must be at most {most:,} characters, got {given:,}"
+
+
 def query_length_problem(query: str, most: int) -> str | None:
-    """Why ``query`` is too long to search with, or None."""
+    """Why ``query`` is too long to search with, or None: the API's words (:func:`too_long`),
+    where ``search`` and ``briefing`` said "query is 10,001 characters; the most is
+    10,000"."""
     if len(query) > most:
-        return f"query is {len(query):,} characters; the most is {most:,}"
+        return f"query: {too_long(most, len(query))}"
     return None
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from everos_reflect.model import must_not_be_empty, quoted, unplain_number
+from everos_reflect.model import json_got, must_not_be_empty, quoted, quoted_value, unplain_number
 
 #: A whole number as a person writes it: an optional ``-`` and the digits 0-9.
 _WHOLE = re.compile(r"-?[0-9]+")
@@ -46,6 +46,19 @@ def whole_words(low: int, high: int) -> str:
 def seconds_words(low: float, high: float) -> str:
     """What a number of seconds from ``low`` to ``high`` must be, as every edge says it."""
     return f"must be a number of seconds from {low:g} to {high:g}"
+
+
+def whole_value_problem(value: object, low: int, high: int) -> str | None:
+    """Why ``value``, given as a value (a JSON field, a library argument), is no whole number
+    from ``low`` to ``high``, in the words of the API's schema (``must be an integer, got a
+    boolean: true``; ``must be a whole number from 1 to 100, got 0``), else ``None``; the edge
+    names the field. ``search(top_k=0)`` said "top_k must be an integer from 1 to 100" where
+    the API and ``--top-k`` said the same problem in other words."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return f"must be an integer, got {json_got(value)}"
+    if not low <= value <= high:
+        return f"{whole_words(low, high)}, got {quoted_value(value)}"
+    return None
 
 
 def _not_read(what: str, text: str) -> NumberProblem:

@@ -450,7 +450,7 @@ def test_the_budget_holds_when_the_left_out_count_costs_more_than_its_reserve() 
 
 def test_build_briefing_holds_the_apis_query_length(runtime: Runtime) -> None:
     # the limit lived only in the API's model: a caller of the core took any length
-    with pytest.raises(InvalidRequest, match="query is 2,001 characters; the most is 2,000"):
+    with pytest.raises(InvalidRequest, match="query: must be at most 2,000 characters, got 2,001"):
         build_briefing(runtime, UserRef.of("u1"), "z" * 2_001)
 
 

@@ -83,9 +83,9 @@ NOT_UTF8 = "caf\udcff"
      "error: --content holds U+DCFF, a byte that is not UTF-8 text"),
     (["task", "add", "--user", "u1", "--type", "deploy", "--goal", NOT_UTF8, "--step", "s",
       "--outcome", "success"], "error: --goal holds U+DCFF, a byte that is not UTF-8 text"),
-    (["search", NOT_UTF8], "error: query holds U+DCFF, a byte that is not UTF-8 text"),
+    (["search", NOT_UTF8], "error: query: holds U+DCFF, a byte that is not UTF-8 text"),
     (["search", NOT_UTF8, "--mode", "keyword"],
-     "error: query holds U+DCFF, a byte that is not UTF-8 text"),
+     "error: query: holds U+DCFF, a byte that is not UTF-8 text"),
 ])
 def test_an_argument_that_is_not_utf8_text_is_one_error_line_and_nothing_is_written(
     root: Path, args: list[str], says: str

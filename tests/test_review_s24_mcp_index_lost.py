@@ -65,3 +65,40 @@ def test_deleting_the_index_under_the_mcp_server_rebuilds_it_from_the_markdown(
     finally:
         conn.close()
     assert ids == {first["id"], second["id"]}
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("search", {"user_id": USER, "query": "dog", "mode": "keyword"}),
+    ("briefing", {"user_id": USER, "query": "dog", "max_tokens": 500}),
+    ("add_episode", {"user_id": USER, "subject": "Rex", "content": "A dog named Rex.",
+                     "timestamp": "2026-10-14T10:00:00+00:00"})])
+def test_a_call_while_the_index_is_rebuilt_for_ever_waits_once_then_is_index_rebuilding(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch, tool: str,
+        arguments: dict[str, Any]) -> None:
+    """MCP and the API wait for a lost index by one constant
+    (``ops.INDEX_REBUILD_WAIT_SECONDS``; each edge had its own), once a call."""
+    from mcp.shared.exceptions import MCPError
+
+    from everos_reflect.api import ops
+    from tests.api_client import ApiClient
+
+    _add(rt, "Toby", "2026-10-12T10:00:00+00:00")
+    monkeypatch.setattr(ops, "INDEX_REBUILD_WAIT_SECONDS", 0.1)
+    rt.index_keeper = lambda: None  # never says index_rebuilt: a rebuild that never ends
+    waits: list[float] = []
+    wait_index = rt.wait_index
+    monkeypatch.setattr(rt, "wait_index", lambda timeout: waits.append(timeout)
+                        or wait_index(timeout))
+    shutil.rmtree(rt.root / ".index")
+
+    with pytest.raises(MCPError) as refused:
+        call(rt, TOOLS[tool], arguments)
+    assert refused.value.error.data["code"] == "index_rebuilding"
+    assert waits == [0.1]
+
+    route = {"search": "/api/v1/memory/search", "briefing": "/api/v1/memory/briefing",
+             "add_episode": "/api/v1/memory/episodes"}[tool]
+    answer = ApiClient(rt)("POST", route, json=arguments)
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["code"] == "index_rebuilding"
+    assert waits == [0.1, 0.1]

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from everos_reflect.api import app as app_module
+from everos_reflect.api import ops
 from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.index.sync import Indexer
 from everos_reflect.index.watcher import Watcher
@@ -120,7 +120,7 @@ def test_a_scan_embedding_lost_vectors_again_makes_searches_wait(
         return embed(texts)
 
     monkeypatch.setattr(rt.embedder, "embed", embed_and_search)
-    monkeypatch.setattr(app_module, "INDEX_REBUILD_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(ops, "INDEX_REBUILD_WAIT_SECONDS", 0.2)
     Indexer(rt).scan()
 
     assert answers == [(503, "index_rebuilding")]  # was [(200, "")]: no hits, as an answer

@@ -221,12 +221,13 @@ def test_plain_order_can_be_asked_for_instead_of_latest_first(rt: Runtime) -> No
         # an invisible character and answered with whatever came first
         ({"query": "\u200b"}, "query: must not be empty"),
         ({"query": " \ufeff\u2060 "}, "query: must not be empty"),
-        ({"query": "x", "top_k": 0}, "top_k must be an integer from 1"),
-        ({"query": "x", "top_k": True}, "top_k must be an integer from 1"),
-        ({"query": "x", "mode": "fuzzy"}, "unknown search mode 'fuzzy'"),
-        ({"query": "x", "kind": "note"}, "unknown entry kind 'note'"),
+        ({"query": "x", "top_k": 0}, "top_k: must be a whole number from 1 to 100, got 0"),
+        ({"query": "x", "top_k": True}, "top_k: must be an integer, got a boolean: true"),
+        ({"query": "x", "mode": "fuzzy"}, "mode: must be one of: hybrid, vector, keyword; got "
+                                          "'fuzzy'"),
+        ({"query": "x", "kind": "note"}, "kind: must be one of: episode, .*; got 'note'"),
         # the API and MCP stopped a query at 10,000 characters; `everos-reflect search` took any
-        ({"query": "z" * 10_001}, "query is 10,001 characters; the most is 10,000"),
+        ({"query": "z" * 10_001}, "query: must be at most 10,000 characters, got 10,001"),
     ],
 )
 def test_bad_arguments_raise_clear_errors(

@@ -267,19 +267,11 @@ def _known_query(request: Request) -> None:
                        f"{shown_names(repeated)}; give each once")
 
 
-#: How long a request waits for an index found deleted to be rebuilt before its 503.
-INDEX_REBUILD_WAIT_SECONDS = 10.0
-
-
 def _root_present(runtime: RuntimeDep) -> None:
     # every guarded route reads or writes the root: one that is not there (moved,
     # deleted, never created) is a 503 naming it, not an empty answer or a new folder
     runtime.check_root()
-    # an index deleted by hand (one stat): handles let go, the watcher rebuilds it; a
-    # request waits for that a little, then is told, never answered from the half-built one
-    runtime.check_index()
-    if runtime.index_rebuilding and not runtime.wait_index(INDEX_REBUILD_WAIT_SECONDS):
-        raise errors.IndexRebuilding(runtime.index_dir)
+    ops.index_present(runtime)  # an index deleted by hand: the watcher rebuilds it
 
 
 @functools.cache

@@ -91,10 +91,6 @@ def tools() -> list[Tool]:
     ]
 
 
-#: How long a call waits for an index found deleted to be rebuilt (the API's wait).
-INDEX_REBUILD_WAIT_SECONDS = 10.0
-
-
 def _rebuild_index(runtime: Runtime) -> None:
     """The :attr:`Runtime.index_keeper` of a root no daemon watches: the index found deleted
     or replaced is rebuilt from the Markdown at once, by the call that noticed."""
@@ -106,15 +102,6 @@ def _rebuild_index(runtime: Runtime) -> None:
         Indexer(runtime).reindex()
     finally:
         runtime.index_rebuilt()
-
-
-def _index_present(runtime: Runtime) -> None:
-    """An index deleted by hand (``rm -rf .index``; one stat) is rebuilt before the call goes
-    on, and the calls meanwhile wait for it: its handles went on writing into the deleted
-    files, and LanceDB failed every search and write until a restart."""
-    runtime.check_index()
-    if runtime.index_rebuilding and not runtime.wait_index(INDEX_REBUILD_WAIT_SECONDS):
-        raise errors.IndexRebuilding(runtime.index_dir)
 
 
 def _sync_for_read(runtime: Runtime) -> dict[str, Any]:
@@ -163,7 +150,11 @@ def call(runtime: Runtime, tool: Tool, arguments: dict[str, Any] | None) -> dict
         # a root not there (moved, deleted, never created): a read would answer empty and
         # a write build a ghost tree at the path
         runtime.check_root()
-        _index_present(runtime)
+        ops.index_present(runtime)  # an index deleted by hand: rebuilt by the call noticing
+        if tool.reads_index:
+            # a reindex under way (any process's) is waited for once, here: the sync waited
+            # for the indexer it holds (10 s), then the read for the reindex (10 s more)
+            ops.index_whole(runtime)
         behind = _sync_for_read(runtime) if tool.reads_index else {}
         data = {**tool.op(runtime, body), **behind}
     except errors.EverosError as exc:

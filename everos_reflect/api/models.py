@@ -38,9 +38,15 @@ from everos_reflect.model import (
     new_record_time,
     quoted,
     quoted_value,
+    too_long,
     validate_name,
 )
-from everos_reflect.typed_numbers import NumberProblem, seconds_words, whole_number, whole_words
+from everos_reflect.typed_numbers import (
+    NumberProblem,
+    seconds_words,
+    whole_number,
+    whole_value_problem,
+)
 
 
 def size_problem(problem: Mapping[str, Any]) -> str | None:
@@ -55,7 +61,7 @@ def size_problem(problem: Mapping[str, Any]) -> str | None:
     if kind in ("string_too_short", "too_short") and ctx.get("min_length") == 1:
         return "must not be empty"
     if kind == "string_too_long" and isinstance(given, str) and "max_length" in ctx:
-        return f"must be at most {ctx['max_length']:,} characters, got {len(given):,}"
+        return too_long(ctx["max_length"], len(given))
     if kind == "too_long" and isinstance(given, list | tuple) and "max_length" in ctx:
         return f"must hold at most {ctx['max_length']:,} items, got {len(given):,}"
     return None
@@ -98,9 +104,10 @@ Whole = Annotated[int, BeforeValidator(_whole)]
 def _whole_between(low: int, high: int) -> Any:
     def check(value: object) -> object:
         value = _whole(value)
-        if isinstance(value, int) and not isinstance(value, bool) and not low <= value <= high:
-            raise PydanticCustomError("whole_range", f"{whole_words(low, high)}, got "
-                                                     f"{quoted_value(value)}")
+        # any other type is pydantic's strict int's to refuse, in the same words
+        if isinstance(value, int) and not isinstance(value, bool) and \
+                (problem := whole_value_problem(value, low, high)) is not None:
+            raise PydanticCustomError("whole_range", problem)
         return value
 
     return check

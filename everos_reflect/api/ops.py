@@ -266,9 +266,23 @@ def _ref(user_id: str, app_id: str | None, project_id: str | None) -> UserRef:
 
 #: How long a search waits for a reindex under way (any process's) before it is told so.
 REINDEX_WAIT_SECONDS = 10.0
+#: How long a call of the API or MCP waits for an index found deleted to be rebuilt before it
+#: is told so (one constant for both edges: each had its own).
+INDEX_REBUILD_WAIT_SECONDS = 10.0
 
 
-def _index_whole(runtime: Runtime) -> None:
+def index_present(runtime: Runtime) -> None:
+    """An index deleted by hand (``rm -rf .index``; one stat) is let go of and rebuilt (the
+    daemon's watcher, or MCP's call that noticed), and a call meanwhile waits for that a
+    little, then is told (:class:`~everos_reflect.errors.IndexRebuilding`), never answered
+    from the half-built one: its handles went on writing into the deleted files, and
+    LanceDB failed every search and write until a restart."""
+    runtime.check_index()
+    if runtime.index_rebuilding and not runtime.wait_index(INDEX_REBUILD_WAIT_SECONDS):
+        raise errors.IndexRebuilding(runtime.index_dir)
+
+
+def index_whole(runtime: Runtime) -> None:
     """A reindex (the CLI's, beside the daemon) empties the index and fills it again file by
     file: a search meanwhile waits a little, then is told, never answered from the half-built
     index (it answered a few of the hits, as if the rest did not exist). A read-only root
@@ -306,7 +320,7 @@ def search(runtime: Runtime, body: SearchRequest) -> dict[str, Any]:
                         (body.project_id, "project_id")):
         if value is not None:
             validate_name(value, what)
-    _index_whole(runtime)
+    index_whole(runtime)
     hits = run_search(runtime, body.query, top_k=body.top_k, user_id=body.user_id,
                       app_id=body.app_id, project_id=body.project_id, mode=body.mode,
                       include_deprecated=body.include_deprecated, kinds=body.kinds,
@@ -397,7 +411,7 @@ def briefing(runtime: Runtime, body: BriefingRequest) -> dict[str, Any]:
     ref = _ref(body.user_id, body.app_id, body.project_id)
     if body.task_type is not None:
         validate_name(body.task_type, "task_type")
-    _index_whole(runtime)
+    index_whole(runtime)
     return {**build_briefing(runtime, ref, body.query, task_type=body.task_type,
                              max_tokens=body.max_tokens).to_dict(), **read_as_built(runtime)}
 

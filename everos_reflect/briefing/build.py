@@ -31,26 +31,28 @@ from everos_reflect.errors import EverosError, InvalidRequest
 from everos_reflect.index.filters import where_clause
 from everos_reflect.model import (
     MAX_BRIEFING_QUERY_CHARS,
+    MAX_BRIEFING_TOKENS,
     DailyLog,
     Entry,
     Kind,
     UserRef,
     blank,
     id_items,
+    json_got,
+    must_not_be_empty,
     query_length_problem,
-    quoted_value,
     surrogate_problem,
 )
 from everos_reflect.procedural.lessons import Lesson, ranked, read_lesson
 from everos_reflect.procedural.tasks import read_task
 from everos_reflect.strategies import beliefs
+from everos_reflect.typed_numbers import whole_value_problem
 
 if TYPE_CHECKING:
     import numpy as np
 
     from everos_reflect.runtime import Runtime
 
-MAX_BRIEFING_TOKENS = 32_000
 MIN_SIMILARITY = 0.30  # MiniLM cosine below which a record rarely answers the query
 EVIDENCE_K = 12  # candidates fetched per instance kind
 INSIGHT_K = 8
@@ -260,17 +262,17 @@ def build_briefing(
     counter: TokenCounter | None = None,
 ) -> Briefing:
     """One bounded briefing for ``query`` over ``ref``'s memory (see the module docstring)."""
-    if not isinstance(query, str) or blank(query):  # U+200B alone is no query either
-        raise InvalidRequest("query: must not be empty")
+    # in the words of the API's schema and the CLI's options, as search() says them
+    if not isinstance(query, str):
+        raise InvalidRequest(f"query: must be a string, got {json_got(query)}")
+    if blank(query):  # U+200B alone is no query either
+        raise InvalidRequest(f"query: {must_not_be_empty()}")
     if (problem := surrogate_problem(query)) is not None:
-        raise InvalidRequest(f"query {problem}")
+        raise InvalidRequest(f"query: {problem}")
     if (problem := query_length_problem(query, MAX_BRIEFING_QUERY_CHARS)) is not None:
         raise InvalidRequest(problem)
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or not (
-        1 <= max_tokens <= MAX_BRIEFING_TOKENS
-    ):
-        raise InvalidRequest(f"max_tokens must be 1 to {MAX_BRIEFING_TOKENS}, got "
-                             f"{quoted_value(max_tokens)}")
+    if (problem := whole_value_problem(max_tokens, 1, MAX_BRIEFING_TOKENS)) is not None:
+        raise InvalidRequest(f"max_tokens: {problem}")
     counter = counter or default_counter()
     route = route_of(query)
     vector = embed_query(runtime.embedder, query)

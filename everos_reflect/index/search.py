@@ -34,10 +34,13 @@ from everos_reflect.model import (
     MAX_QUERY_CHARS,
     Kind,
     blank,
+    json_got,
+    must_not_be_empty,
     query_length_problem,
-    quoted_value,
     surrogate_problem,
 )
+from everos_reflect.problem_words import one_of
+from everos_reflect.typed_numbers import whole_value_problem
 
 if TYPE_CHECKING:
     from everos_reflect.runtime import Runtime
@@ -241,25 +244,27 @@ def search(
     left out unless ``include_stale``. The status is read from the record's Markdown, the
     truth.
     """
-    if not isinstance(query, str) or blank(query):  # U+200B alone is no query either
-        raise InvalidSearch("query: must not be empty")
+    if not isinstance(query, str):
+        raise InvalidSearch(f"query: must be a string, got {json_got(query)}")
+    if blank(query):  # U+200B alone is no query either
+        raise InvalidSearch(f"query: {must_not_be_empty()}")
     if (problem := surrogate_problem(query)) is not None:  # an undecodable CLI argument
-        raise InvalidSearch(f"query {problem}")
+        raise InvalidSearch(f"query: {problem}")
     if (problem := query_length_problem(query, MAX_QUERY_CHARS)) is not None:
         raise InvalidSearch(problem)
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
-        raise InvalidSearch(f"top_k must be an integer from 1 to {MAX_TOP_K}, got "
-                            f"{quoted_value(top_k)}")
+    # in the words of the API's schema and the CLI's options (--top-k, --mode, --kind): the
+    # library said "top_k must be an integer from 1 to 100" and "unknown search mode 'x'"
+    if (problem := whole_value_problem(top_k, 1, MAX_TOP_K)) is not None:
+        raise InvalidSearch(f"top_k: {problem}")
     # the edges cap it too; a library caller's 1000 let one entry fill every item of a result
-    if isinstance(passages_per_entry, bool) or not isinstance(passages_per_entry, int) \
-            or not 1 <= passages_per_entry <= MAX_PASSAGES_PER_ENTRY:
-        raise InvalidSearch(f"passages_per_entry must be an integer from 1 to "
-                            f"{MAX_PASSAGES_PER_ENTRY}, got {quoted_value(passages_per_entry)}")
-    mode = (mode or runtime.settings.index.search_mode).lower()
-    if mode not in MODES:
-        raise EverosError(f"unknown search mode {quoted_value(mode)}: use one of "
-                          f"{', '.join(MODES)}")
-    wanted = _kinds(kinds if kinds else [kind])
+    if (problem := whole_value_problem(passages_per_entry, 1, MAX_PASSAGES_PER_ENTRY)) \
+            is not None:
+        raise InvalidSearch(f"passages_per_entry: {problem}")
+    if mode is None:
+        mode = runtime.settings.index.search_mode  # checked when the settings were read
+    elif mode not in MODES:  # "" too, said to be empty; "HYBRID" is refused as the API does
+        raise InvalidSearch(f"mode: {one_of(MODES, mode)}")
+    wanted = _kinds(kinds, "kinds") if kinds else _kinds([kind], "kind")
     where = where_clause(app_id=app_id, project_id=project_id, user_id=user_id,
                          include_deprecated=include_deprecated)
     # one query vector for every kind searched (the local model takes ~40 ms per query)
@@ -282,14 +287,15 @@ def search(
     return with_passages(hits, passages_per_entry)[:top_k]
 
 
-def _kinds(values: Sequence[Kind | str]) -> list[Kind]:
+def _kinds(values: Sequence[Kind | str], field: str) -> list[Kind]:
+    """``values`` as kinds, each once; one that is none is refused naming ``field`` (``kind``
+    or ``kinds``) in the words of the API's ``kinds`` and the CLI's ``--kind``."""
     out: list[Kind] = []
     for value in values:
         try:
             k = Kind(value)
-        except ValueError as exc:
-            known = ", ".join(k.value for k in Kind)
-            raise EverosError(f"unknown entry kind {quoted_value(value)} (known: {known})") from exc
+        except ValueError:
+            raise InvalidSearch(f"{field}: {one_of([k.value for k in Kind], value)}") from None
         if k not in out:
             out.append(k)
     return out

@@ -27,6 +27,7 @@ from everos_reflect.model import (
     meta_text,
     new_record_time,
     normalize_text,
+    too_long,
     validate_name,
 )
 from everos_reflect.problem_words import one_of
@@ -55,12 +56,6 @@ class NewTask:
     sections: dict[str, str]
 
 
-def _too_long(text: str, most: int) -> str:
-    """A text over its bound, in the words the API and MCP say it (``must be at most 4,000
-    characters, got 4,001``): ``task add`` said "--goal is 4001 characters; at most 4000"."""
-    return f"must be at most {most:,} characters, got {len(text):,}"
-
-
 def _too_many(items: list[str], most: int) -> str:
     """A list over its bound, in the API's words: ``task add`` said "--step 101 steps; at
     most 100" where the API said "steps: must hold at most 100 items, got 101"."""
@@ -77,7 +72,7 @@ def _one_line(value: object, what: str) -> str:
     if blank(text):
         raise InvalidTask(what, "must not be empty")
     if len(text) > MAX_LINE_CHARS:
-        raise InvalidTask(what, _too_long(text, MAX_LINE_CHARS))
+        raise InvalidTask(what, too_long(MAX_LINE_CHARS, len(text)))
     return text
 
 
@@ -107,7 +102,7 @@ def new_task(
             raise InvalidTask(name, problem)
     goal = goal.strip()
     if len(goal) > MAX_GOAL_CHARS:
-        raise InvalidTask("goal", _too_long(goal, MAX_GOAL_CHARS))
+        raise InvalidTask("goal", too_long(MAX_GOAL_CHARS, len(goal)))
     if outcome not in OUTCOMES:
         raise InvalidTask("outcome", one_of(OUTCOMES, outcome))
     steps = list(steps or [])
@@ -127,7 +122,7 @@ def new_task(
         # something; it was taken for no note at all, and the record said the outcome word
         raise InvalidTask("outcome_note", "must not be empty")
     if len(note) > MAX_GOAL_CHARS:
-        raise InvalidTask("outcome_note", _too_long(note, MAX_GOAL_CHARS))
+        raise InvalidTask("outcome_note", too_long(MAX_GOAL_CHARS, len(note)))
     ts, day = new_record_time(timestamp, now, InvalidTask)
     meta: dict[str, Any] = {"owner_id": ref.user_id,
                             "timestamp": format_timestamp(ts, fraction=timestamp is not None),
