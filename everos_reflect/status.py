@@ -131,8 +131,10 @@ def status_document(runtime: Runtime, progress: Progress | None = None, *,
             found[item["file"]] += item["problems"]
         for path in runtime.store.iter_files(irregular=irregular, misnamed=misnamed):
             refused = runtime.store.refusal(path)
-            if refused is not None:
-                found[runtime.store.rel(path)].append(f"0: {refused}")
+            if refused is not None:  # recorded too by a sync that found it standing still
+                rel = runtime.store.rel(path)
+                if f"0: {refused}" not in found.get(rel, ()):
+                    found[rel].append(f"0: {refused}")
         for p in skipped_problems(outside, invalid) + irregular_problems(root, irregular):
             if p.severity == "warning":  # a README among user folders: lint names it
                 warned[p.file] += 1

@@ -245,6 +245,14 @@ _INSERT_MEMBER_KEYED = (
     "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id, ts, "
     "similarity, text_hash, joined_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?)")
 
+#: an archived member's row (history: no similarity), placed by :meth:`_place_history`
+_INSERT_HISTORY = (
+    "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id, cluster_key,"
+    " ts, similarity, text_hash, joined_at, deprecated_by) VALUES "
+    f"(?1,?2,?3,?4,?5,{cluster_key_of_id('?5')},?6,NULL,?7,?8,?9)")
+#: the longest chain of updates followed to an archived Episode's last successor (as rebuilt)
+_MAX_HOPS = 64
+
 
 #: membership look-ups of up to this many ids use an IN list (padded to a power of two)
 _MEMBERS_IN_MAX = 64
@@ -288,6 +296,14 @@ class _Write:
         self._member_ids: dict[UserRef, set[str]] = {}
         self._changes = conn.total_changes
         self._quiet: bool | None = None
+        #: per user, entries whose archived Episodes' history rows may have to move before
+        #: COMMIT (:meth:`ClusterService._place_history`)
+        self.history: dict[UserRef, set[str]] = {}
+
+    def recheck_history(self, ref: UserRef, ids: Iterable[str]) -> None:
+        """Note that the Episodes archived toward ``ids`` (directly or along a chain of
+        updates), and those of ``ids`` that are archived, may belong elsewhere as history."""
+        self.history.setdefault(ref, set()).update(ids)
 
     def _unchanged(self) -> bool:
         """True when nothing can have changed SQLite behind the cache since this connection
@@ -606,6 +622,9 @@ class ClusterService:
                 with transaction(self._db) as conn:
                     session = self._session = _Write(conn, self._cache)
                     yield session
+                    while session.history:
+                        ref, ids = session.history.popitem()
+                        self._place_history(session, ref, ids)
                     session.finish()
             except BaseException:
                 if session is not None:
@@ -656,6 +675,8 @@ class ClusterService:
         if not episodes:
             return outcome
         with self._writing() as conn:
+            # an Episode archived toward one of these (by hand) is history of its cluster
+            conn.recheck_history(ref, [eid for _, eid, _ in episodes])
             members = self._member_rows(conn, ref, [eid for _, eid, _ in episodes])
             missing = [eid for _, eid, e in episodes
                        if eid not in vectors and e.deprecated_by is None]
@@ -761,7 +782,7 @@ class ClusterService:
             units, times, lambda i: _free_id(st, ref, ids[i]),
             threshold=self.threshold, window_seconds=self.window_seconds,
             rejoin_threshold=self.rejoin_threshold, member_threshold=self.member_threshold,
-            version_of=version_of)
+            version_of=version_of, version_floor=self.version_floor)
         if len(ids) > queued:
             conn.placed_run(ref, ids[queued:], times[queued:], hashes[queued:],
                             placed[queued:])
@@ -792,6 +813,7 @@ class ClusterService:
         if not ids:
             return
         with self._writing() as conn:
+            conn.recheck_history(ref, ids)  # archived toward them: no successor left
             touched: set[str] = set()
             for eid in ids:
                 row = conn.execute(
@@ -804,9 +826,11 @@ class ClusterService:
                 conn.execute(
                     "DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND user_id=? "
                     "AND entry_id=?", (ref.app, ref.project, ref.user_id, eid))
-                conn.execute("UPDATE clusters SET consolidated_entry_id=NULL, "
-                             f"consolidated_at=NULL WHERE {_BY_ID} AND consolidated_entry_id=?",
-                             (row["cluster_id"], eid))
+                cur = conn.execute("UPDATE clusters SET consolidated_entry_id=NULL, "
+                                   f"consolidated_at=NULL WHERE {_BY_ID} AND "
+                                   "consolidated_entry_id=?", (row["cluster_id"], eid))
+                if cur.rowcount:
+                    self._recheck_cluster_history(conn, ref, row["cluster_id"])
                 touched.add(row["cluster_id"])
             for cluster_id in sorted(touched):
                 self._recompute(conn, ref, cluster_id)
@@ -1133,6 +1157,7 @@ class ClusterService:
         cid = parent_id if parent_id and CLUSTER_ID_RE.fullmatch(parent_id) else \
             cluster_id_for(ref.app, ref.project, ref.user_id, entry_id)
         conn.hold(ref)
+        conn.recheck_history(ref, [entry_id])  # its sources, synced before it or archived
         row = self._member_rows(conn, ref, [entry_id]).get(entry_id)
         if row is not None and row["cluster_id"] != cid:
             self._detach(conn, ref, entry_id)
@@ -1148,6 +1173,11 @@ class ClusterService:
             conn.execute(f"UPDATE clusters SET consolidated_at=? WHERE {_BY_ID}", (at, cid))
             conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
             return "narrative-new-cluster"
+        if cluster["consolidated_entry_id"] is None:
+            # consolidated now: what was archived toward a live member is history here
+            conn.recheck_history(ref, [r["entry_id"] for r in conn.execute(
+                f"SELECT entry_id FROM cluster_members WHERE {_OF_CLUSTER} AND "
+                "deprecated_by IS NULL", (cid,))])
         if row is None:
             conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
         else:
@@ -1172,6 +1202,7 @@ class ClusterService:
         return (rows[a]["ts"], a) > (rows[b]["ts"], b)
 
     def _retire(self, conn: _Write, ref: UserRef, entry_id: str, by: str) -> str:
+        conn.recheck_history(ref, [entry_id])  # history where its last successor is
         row = self._member_rows(conn, ref, [entry_id]).get(entry_id)
         if row is None or row["deprecated_by"] == by:
             return "not-member" if row is None else "unchanged"
@@ -1183,15 +1214,105 @@ class ClusterService:
         successor = conn.execute(
             f"SELECT 1 FROM cluster_members WHERE {_OF_CLUSTER} AND entry_id=? "
             "AND deprecated_by IS NULL", (cid, by)).fetchone()
-        conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at="
-                     "CASE WHEN ? IS NULL THEN NULL ELSE consolidated_at END "
-                     f"WHERE {_BY_ID} AND consolidated_entry_id=?",
-                     (by if successor else None, by if successor else None, cid, entry_id))
+        cur = conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at="
+                           "CASE WHEN ? IS NULL THEN NULL ELSE consolidated_at END "
+                           f"WHERE {_BY_ID} AND consolidated_entry_id=?",
+                           (by if successor else None, by if successor else None, cid,
+                            entry_id))
+        if cur.rowcount and not successor:
+            self._recheck_cluster_history(conn, ref, cid)
         self._recompute(conn, ref, cid)
         return "retired"
 
+    def _recheck_cluster_history(self, conn: _Write, ref: UserRef, cluster_id: str) -> None:
+        """``cluster_id`` is no longer consolidated: its history goes (a rebuild lists
+        history in consolidated clusters only)."""
+        conn.recheck_history(ref, [r["entry_id"] for r in conn.execute(
+            f"SELECT entry_id FROM cluster_members WHERE {_OF_CLUSTER} AND "
+            "deprecated_by IS NOT NULL", (cluster_id,))])
+
+    def _place_history(self, conn: _Write, ref: UserRef, ids: Iterable[str]) -> None:
+        """Put the archived Episodes tied to ``ids`` where a rebuild puts them
+        (:meth:`_Rebuild.history`): those of ``ids`` that are archived and every Episode
+        archived toward one of ``ids`` or toward those, along chains of updates. Each is
+        history of the cluster its last successor is a live member of when that cluster is
+        consolidated, else in no cluster. The online rules kept a source where it was when
+        it was archived: synced before its narrative (the first scan of a copied root, a
+        narrative's log broken and then fixed) it was in no cluster, where a ``reindex``
+        lists it as history of the narrative's; archived by hand toward an entry in no
+        consolidated cluster (or none at all) it stayed listed, where a ``reindex`` has
+        no row of it."""
+        key = (ref.app, ref.project, ref.user_id)
+        archived: dict[str, sqlite3.Row] = {}  # id -> its entries row (deprecated_by, ts …)
+        frontier = sorted(set(ids))
+        for chunk, marks in id_batches(frontier):
+            archived.update((r["id"], r) for r in conn.execute(
+                f"SELECT id, ts, deprecated_by, text_hash FROM entries WHERE app_id=? AND "
+                f"project_id=? AND user_id=? AND id IN ({marks}) AND kind='episode' "
+                "AND deprecated_by IS NOT NULL", (*key, *chunk)))
+        for _ in range(_MAX_HOPS):
+            found: list[sqlite3.Row] = []
+            for chunk, marks in id_batches(frontier):
+                found += conn.execute(
+                    f"SELECT id, ts, deprecated_by, text_hash FROM entries WHERE app_id=? AND "
+                    f"project_id=? AND user_id=? AND deprecated_by IN ({marks}) "
+                    "AND kind='episode'", (*key, *chunk)).fetchall()
+            frontier = sorted({r["id"] for r in found} - archived.keys())
+            archived.update((r["id"], r) for r in found)
+            if not frontier:
+                break
+        if not archived:
+            return
+        successor: dict[str, str | None] = {i: r["deprecated_by"] for i, r in archived.items()}
+
+        def last(entry_id: str) -> str:
+            target, hops = str(successor[entry_id]), 0
+            while hops < _MAX_HOPS:
+                if target not in successor:  # live, or no Episode: the chain ends there
+                    row = conn.execute(
+                        "SELECT deprecated_by FROM entries WHERE app_id=? AND project_id=? AND "
+                        "user_id=? AND id=? AND kind='episode'", (*key, target)).fetchone()
+                    successor[target] = row["deprecated_by"] if row is not None else None
+                after = successor[target]
+                if after is None:
+                    break
+                target, hops = after, hops + 1
+            return target
+
+        final = {i: last(i) for i in archived}
+        live = {i: r for i, r in self._member_rows(conn, ref, sorted(set(final.values()))).items()
+                if r["deprecated_by"] is None}
+        consolidated = {cid for cid in sorted({r["cluster_id"] for r in live.values()})
+                        if conn.execute(f"SELECT 1 FROM clusters WHERE {_BY_ID} AND "
+                                        "consolidated_entry_id IS NOT NULL", (cid,)).fetchone()}
+        have = self._member_rows(conn, ref, sorted(archived))
+        now = utcnow_iso()
+        emptied: set[str] = set()
+        for entry_id in sorted(archived):
+            r = archived[entry_id]
+            home = live.get(final[entry_id])
+            want = (home["cluster_id"], r["deprecated_by"], entry_epoch(entry_id, r["ts"])) \
+                if home is not None and home["cluster_id"] in consolidated else None
+            row = have.get(entry_id)
+            if row is not None and want == (row["cluster_id"], row["deprecated_by"], row["ts"]):
+                continue
+            if row is None and want is None:
+                continue
+            conn.hold(ref)
+            if row is not None:
+                conn.execute("DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND "
+                             "user_id=? AND entry_id=?", (*key, entry_id))
+                if row["deprecated_by"] is None:
+                    emptied.add(row["cluster_id"])
+            if want is not None:
+                conn.execute(_INSERT_HISTORY, (*key, entry_id, want[0], want[2], r["text_hash"],
+                                               now, want[1]))
+        for cid in sorted(emptied):
+            self._recompute(conn, ref, cid)
+
     def _revive(self, conn: _Write, ref: UserRef, entry_id: str, vec: np.ndarray,
                 ts: float, text_hash: str | None) -> str:
+        conn.recheck_history(ref, [entry_id])  # what was archived toward it ends here now
         row = self._member_rows(conn, ref, [entry_id]).get(entry_id)
         if row is None:
             return self._assign(conn, ref, entry_id, vec, ts, text_hash).reason
@@ -1498,7 +1619,7 @@ class _Rebuild:
         by = {r["id"]: r["deprecated_by"] for r in deprecated}
         for r in sorted(deprecated, key=lambda r: (entry_epoch(r["id"], r["ts"]), r["id"])):
             target, hops = r["deprecated_by"], 0
-            while target in by and hops < 64:
+            while target in by and hops < _MAX_HOPS:
                 target, hops = by[target], hops + 1
             cid = self.member_of.get(target)
             if cid is not None and self.clusters[cid].consolidated_entry_id is not None:

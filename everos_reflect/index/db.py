@@ -591,6 +591,18 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE publish_note ADD COLUMN recheck INTEGER NOT NULL DEFAULT 0;
         """,
     ),
+    (
+        "0025_entries_by_successor",
+        """
+        -- The entries archived toward given ids (a narrative's sources, a chain of updates),
+        -- asked by the clustering service each time a narrative is attached or an entry
+        -- archived, to list them as history where a rebuild lists them. Partial: live
+        -- entries, most of them, are not in it.
+        CREATE INDEX IF NOT EXISTS entries_by_successor
+            ON entries(app_id, project_id, user_id, deprecated_by)
+            WHERE deprecated_by IS NOT NULL;
+        """,
+    ),
 ]
 
 #: ``index_meta`` key of the parser version the index's rows were read with.

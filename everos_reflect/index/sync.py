@@ -92,6 +92,13 @@ class StoredFile:
     still_since_ns: int = 0
 
     @property
+    def refused(self) -> bool:
+        """Whether its last sync found it standing still and refused to this process (no
+        permission): it holds no entry, ``status`` names it, and every scan tries it again
+        (a ``chmod`` that lets it be read moves none of its stats)."""
+        return self.size == REFUSED_SIZE
+
+    @property
     def racy(self) -> bool:
         """Whether a later write may have left its (mtime, size) as they were (coarse
         filesystem clocks), so the next scan hashes it again: it was read within
@@ -315,6 +322,9 @@ def read_as_built(root: str, files_behind: int) -> str:
     return f"{root} is read-only here: its index is read as last built{behind}"
 
 
+#: the ``files.size`` of a log refused to this process (:attr:`StoredFile.refused`); its
+#: ``mtime_ns`` is -1 too, so every scan plans it
+REFUSED_SIZE = -1
 #: a vector made in a flush, by log, entry id and text (:meth:`Indexer._embed_current`)
 _Made = tuple[str, str, str]
 #: New texts a sync embeds at most before it takes the indexer lock
@@ -355,6 +365,8 @@ class _Job:
     #: had no rows, so one removed meanwhile was never seen to go. Its owner's derived
     #: records are checked whole (:attr:`events.ChangeSet.recheck`), as after a ``reindex``.
     recheck: bool = False
+    #: the log stood still and this process may not read it (:meth:`Indexer._refused`)
+    refused: bool = False
 
 
 @dataclass
@@ -708,8 +720,10 @@ class Indexer:
         stored = self._stored_files()
         changed, deleted = plan_scan(stored, {rel: st for rel, (st, _) in disk.items()})
         # racy files are re-checked by the next scan but are not known to be behind
+        # nor is a refused one, tried by every scan (``status`` names it as a problem)
         behind = [rel for rel in changed if rel not in stored
-                  or (stored[rel].mtime_ns, stored[rel].size) != disk[rel][0]]
+                  or (not stored[rel].refused
+                      and (stored[rel].mtime_ns, stored[rel].size) != disk[rel][0])]
         now = time.time() if now is None else now
         oldest = min((disk[rel][0][0] for rel in behind), default=None)
         return {
@@ -957,6 +971,11 @@ class Indexer:
             st, data, read_ns = self._read_whole(path, tries)
         except OutsideRoot as exc:
             return self._not_read(path, rel, ref, kind, stored, exc.strerror)
+        except PermissionError as exc:
+            refused = self._refused(path, rel, ref, kind, stored, exc)
+            if refused is None:  # its permissions may be changing: held, and tried again
+                raise
+            return refused
         except (FileNotFoundError, NotADirectoryError, NotRegularFile):
             # A folder or FIFO where the log was is no log, and neither is a path through a
             # file standing where its folder (``episodes``, ``users`` …) was: its entries go,
@@ -1002,6 +1021,36 @@ class Indexer:
                          kind=kind, day=day)
         return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats,
                     read_ns, seqs=highest_seqs(text))
+
+    def _refused(self, path: Path, rel: str, ref: UserRef, kind: Kind,
+                 stored: dict[str, StoredEntry], exc: PermissionError) -> _Job | None:
+        """The job of a log this process may not read (its mode, an ACL, another user's
+        file) that stands still: it holds no entry, as a ``reindex`` reads it, and its
+        problem is recorded for ``status`` and ``lint`` ("not read: Permission denied").
+        Kept, its entries stayed searchable and clustered while a rebuild had none, and it
+        was retried as a log still being written, for good. Its ``files`` row is marked
+        (:data:`REFUSED_SIZE`) so that every scan tries it again: made readable, its entries
+        come back and its owner's records are checked whole (:attr:`_Job.recheck`). None
+        while its mode, owner or bytes changed within :data:`settling.JUST_WRITTEN_NS` (an
+        editor's save may refuse it for a moment): held, and tried again, as before."""
+        try:
+            st = os.stat(path)
+        except OSError:
+            return None
+        if settling.just_written(max(st.st_mtime_ns, st.st_ctime_ns), time.time_ns()):
+            return None
+        problem = Diagnostic(rel, 0, f"not read: {os_reason(exc)}", severity="fatal")
+        job = _Job(rel, ref, kind, SyncPlan(problems=[problem], fatal=True,
+                                            deletes=sorted(stored)),
+                   (st.st_mtime_ns, st.st_size, ""), refused=True)
+        row = self.rt.db().execute("SELECT size, problems FROM files WHERE path = ?",
+                                   (rel,)).fetchone()
+        if (not stored and row is not None and row["size"] == REFUSED_SIZE
+                and row["problems"] == json.dumps([asdict(problem)])):
+            return replace(job, only_stat=True)  # refused as its last sync found it
+        log.warning("cannot read %s: %s; its entries are out of the index until it can be",
+                    rel, os_reason(exc))
+        return job
 
     def _read_whole(self, path: Path, tries: int = settling.SETTLE_TRIES,
                     ) -> tuple[os.stat_result, bytes | None, tuple[int, int]]:
@@ -1467,6 +1516,11 @@ class Indexer:
                                                 0, 0))
                 elif job.stat is None:
                     conn.execute("DELETE FROM files WHERE path = ?", (job.rel,))
+                elif job.refused:
+                    if not job.only_stat:  # marked: every scan tries it again
+                        problems = json.dumps([asdict(p) for p in job.plan.problems])
+                        conn.execute(_UPSERT_FILE, (job.rel, *key, job.kind.value, -1,
+                                                    REFUSED_SIZE, "", problems, now, 0, 0))
                 elif job.only_stat:
                     # the same bytes: the first read that found these stats still counts
                     conn.execute(_CONFIRM_FILE, (job.stat[0], job.stat[1], job.read_ns[1],
