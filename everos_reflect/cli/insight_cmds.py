@@ -7,7 +7,9 @@ from typing import Any
 import click
 
 from everos_reflect.cli.common import (
+    WholeRange,
     app_filter_option,
+    counted,
     emit_json,
     filtered_refs,
     handle_errors,
@@ -17,7 +19,7 @@ from everos_reflect.cli.common import (
     root_option,
     say,
 )
-from everos_reflect.model import UserRef
+from everos_reflect.model import LIST_LIMIT, MAX_LIST_LIMIT, UserRef
 
 
 def _user_options(fn: Any) -> Any:
@@ -37,19 +39,25 @@ def _filter_options(fn: Any) -> Any:
 @click.option("--user", "user_id", default=None, help="User id (default: every user).")
 @_filter_options
 @click.option("--include-stale", is_flag=True, help="Also list stale and retired insights.")
+@click.option("--limit", type=WholeRange(1, MAX_LIST_LIMIT), default=LIST_LIMIT, show_default=True,
+              help="The most insights listed, newest first (as the API's ?limit=).")
 @json_option
 @handle_errors
 def insights_cmd(root: str | None, user_id: str | None, app: str | None, project: str | None,
-                 include_stale: bool, as_json: bool) -> None:
-    """List insights (seed 000) with their question, evidence and status."""
+                 include_stale: bool, limit: int, as_json: bool) -> None:
+    """List insights (seed 000) with their question, evidence and status, newest first."""
     from everos_reflect.strategies.insight_views import list_insights
 
     rt = open_runtime(root)
     refs = filtered_refs(rt, user_id, app, project)
     rows = [{"user_id": r.user_id, "app_id": r.app, "project_id": r.project, **item}
             for r in refs for item in list_insights(rt, r, include_stale=include_stale)]
+    # newest first across users too (each user's list already is), so that --limit keeps the
+    # newest rather than the first users' whole lists; it printed every insight, unbounded
+    rows.sort(key=lambda item: _newest_first(item["timestamp"]))
+    total, rows = len(rows), rows[:limit]
     if as_json:  # what GET /memory/insights answers under data, each row naming its user
-        emit_json({"insights": rows, "total": len(rows)})
+        emit_json({"insights": rows, "total": total})
         return
     for item in rows:
         mark = "" if item["status"] == "active" else f"  [{item['status']}: " \
@@ -60,9 +68,21 @@ def insights_cmd(root: str | None, user_id: str | None, app: str | None, project
         if item.get("question"):
             say(f"  question: {item['question']}")
         say(f"  evidence: {', '.join(item['evidence'])}")
+    if total > len(rows):
+        say(f"... {counted(total - len(rows), 'more insight')} not listed "
+            f"(--limit, at most {MAX_LIST_LIMIT:,})")
     if not rows:
         say("No insights yet. reflect_insights writes them once enough important "
             "Episodes accumulate (`everos-reflect trigger reflect_insights --force`).")
+
+
+def _newest_first(stamp: str | None) -> float:
+    """Sort key: the later instant first (not the text: offsets differ), none last."""
+    from datetime import datetime
+
+    from everos_reflect.strategies.beliefs import instant
+
+    return -instant(datetime.fromisoformat(stamp) if stamp else None)
 
 
 @click.command("explain")
