@@ -209,7 +209,11 @@ class ProvenanceBusy(EverosError):
 
 
 class UndoRefused(EverosError):
-    """An undo that would orphan later work unless told to cascade."""
+    """An undo the entry's state refuses, the request itself being well formed: a later
+    merge built on it (unless told to cascade), an entry that is no merged narrative, a merge
+    already undone or withdrawn by an interrupted merge. The API answers 409
+    ``undo_refused`` (these three were a 400 ``bad_request``, the code of a malformed
+    request)."""
 
 
 class ResolveRefused(EverosError):

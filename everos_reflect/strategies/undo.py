@@ -116,9 +116,9 @@ def undo_merge(runtime: Runtime, ref: UserRef, merged_id: str, *,
     """Revert the merge that wrote ``merged_id`` for ``ref``.
 
     Raises :class:`InvalidId` for a malformed id, :class:`UnknownEntry` when the user has no such
-    entry, :class:`EverosError` when it is not a merged narrative or was already undone,
-    :class:`UndoRefused` when a later update merge folded it into a newer narrative (unless
-    ``cascade``: the later merges are then undone first, newest first), and
+    entry, :class:`UndoRefused` when it is not a merged narrative, was already undone, or a
+    later update merge folded it into a newer narrative (unless ``cascade``: the later merges
+    are then undone first, newest first), and
     :class:`StrategyBusy` while a Reflection run holds the strategy lock.
     """
     eid = EntryId.parse(merged_id)
@@ -178,7 +178,7 @@ def _refuse_not_a_merge(runtime: Runtime, ref: UserRef, merged_id: str,
         return
     if _merge_owners(runtime, ref, merged_id):
         raise UnknownEntry(_not_this_users(runtime, ref, merged_id))
-    raise EverosError(
+    raise UndoRefused(
         f"{merged_id} is not a merged narrative (parent_type: "
         f"{narrative.parent_type or 'none'}); only a Reflection merge can be undone")
 
@@ -264,12 +264,12 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
         if _indexed(runtime):
             _mark_reports_undone(runtime, ref, merged_id)  # heals a crash right after the Markdown
         if not _scan(runtime, ref, merged_id).restore:
-            raise EverosError(f"the merge that wrote {merged_id} was already undone")
+            raise UndoRefused(f"the merge that wrote {merged_id} was already undone")
         # archived `undone` by hand with its sources still archived toward it: they stayed
         # hidden for good behind "already undone"; restore them, nothing left to archive
         return _restore_only(runtime, ref, merged_id)
     if narrative.deprecated_by == merged_id:
-        raise EverosError(f"{merged_id} was withdrawn by an interrupted merge that never "
+        raise UndoRefused(f"{merged_id} was withdrawn by an interrupted merge that never "
                           "completed; its sources were never archived, so there is nothing to undo")
     _refuse_if_journaled(runtime, ref, merged_id)
 
