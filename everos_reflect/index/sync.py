@@ -44,6 +44,7 @@ from everos_reflect.index.db import PARSER_VERSION_KEY, transaction, utcnow_iso
 from everos_reflect.markdown import settling
 from everos_reflect.markdown.marks import foreign_marks
 from everos_reflect.markdown.parser import PARSER_VERSION, highest_seqs
+from everos_reflect.markdown.store import look_for_leftovers
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,
@@ -760,6 +761,8 @@ class Indexer:
                     continue
                 for item in listing:
                     if not pattern.fullmatch(item.name) or not log_name_match(item.name):
+                        if item.name.startswith(".") and item.name.endswith(".tmp"):
+                            look_for_leftovers(user_dir / folder)  # a killed write's, maybe
                         continue
                     try:
                         st = item.stat()
