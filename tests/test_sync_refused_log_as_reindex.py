@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +136,26 @@ def test_the_watcher_syncs_a_chmod_the_entries_go_and_come_back(
         refusing.clear()
         os.chmod(path, 0o644)
         assert wait_for(lambda: indexed_ids(rt) == {first, second})
+
+
+def test_a_scan_sees_a_chmod_though_no_other_stat_moves(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a watcher (the CLI), a log made unreadable by a ``chmod`` alone (its mtime and
+    size as they were) kept its entries for good: the scan compares its ctime too."""
+    path, first, second = two_indexed_episodes(rt, REF)
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
+    before = os.stat(path)
+    refusing = _refuse(monkeypatch, path.name)
+    time.sleep(0.02)  # past a tick of the file system's clock
+    os.chmod(path, 0o600)
+    assert (os.stat(path).st_mtime_ns, os.stat(path).st_size) == (before.st_mtime_ns,
+                                                                  before.st_size)
+
+    assert Indexer(rt).scan().entries_deleted == 2
+    assert indexed_ids(rt) == set()
+
+    refusing.clear()
+    os.chmod(path, 0o644)
+    Indexer(rt).scan()
+    assert indexed_ids(rt) == {first, second}
+    assert Indexer(rt).scan().files_synced == 0  # read as it is: nothing to do
