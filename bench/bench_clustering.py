@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import hashlib
 import importlib.util
 import sqlite3
 import statistics
@@ -219,12 +220,32 @@ def _index_rows(conn: sqlite3.Connection, items: Sequence[Item], refs: dict[str,
               it.owner, it.ts, it.text or f"episode {it.eid}") for it in items])
 
 
+def cluster_digest(conn: sqlite3.Connection) -> str:
+    """The first 16 hex of a SHA-256 over every ``clusters`` row (id, owner, centroid bytes,
+    norm, count, span, narrative) and ``cluster_members`` row (owner, Episode, cluster, time,
+    similarity, deprecation), floats by ``repr``: equal digests, byte-identical clusters.
+    Keys, text hashes (the bench's ``entries`` rows carry none) and wall-clock columns are
+    left out, so a stream and its ``recluster`` compare."""
+    h = hashlib.sha256()
+    for r in conn.execute(
+            "SELECT cluster_id, app_id, project_id, user_id, centroid, centroid_norm, "
+            "member_count, first_ts, last_ts, consolidated_entry_id FROM clusters "
+            "ORDER BY app_id, project_id, user_id, cluster_id"):
+        h.update(repr((*r[:4], bytes(r[4]).hex(), *map(repr, r[5:]))).encode())
+    for r in conn.execute(
+            "SELECT app_id, project_id, user_id, entry_id, cluster_id, ts, similarity, "
+            "deprecated_by FROM cluster_members ORDER BY app_id, project_id, user_id, entry_id"):
+        h.update(repr((*r[:5], repr(r[5]), repr(r[6]), r[7])).encode())
+    return h.hexdigest()[:16]
+
+
 def run_ours(items: Sequence[Item], settings: Settings, batch: int,
-             consolidate_days: float = 0.0) -> dict[str, Any]:
+             consolidate_days: float = 0.0, digest: bool = False) -> dict[str, Any]:
     """CPU seconds per assignment (a batch's time spread over its items), labels, counts.
 
     ``batch`` 1: ``assign`` in its own transaction (a watcher syncing one file). Larger: what
-    an index flush does, ``on_entries_indexed`` per owner inside one ``batch()``."""
+    an index flush does, ``on_entries_indexed`` per owner inside one ``batch()``.
+    ``digest``: also :func:`cluster_digest` after the stream and after ``recluster``."""
     entries = _entries(items) if batch > 1 else {}
     with tempfile.TemporaryDirectory() as tmp:
         rt = _Runtime(Path(tmp), settings)
@@ -264,9 +285,14 @@ def run_ours(items: Sequence[Item], settings: Settings, batch: int,
         clusters = conn.execute("SELECT COUNT(*) FROM clusters").fetchone()[0]
         consolidated = conn.execute(
             "SELECT COUNT(*) FROM clusters WHERE consolidated_entry_id IS NOT NULL").fetchone()[0]
+        digests: dict[str, str] = {}
+        if digest:
+            digests["stream"] = cluster_digest(conn)
+            svc.recluster()
+            digests["recluster"] = cluster_digest(conn)
         return {"per_item": per_item, "labels": [final.get(it.eid, "") for it in items],
                 "clusters": clusters, "consolidated": consolidated,
-                "consolidations": consolidations}
+                "consolidations": consolidations, "digests": digests}
 
 
 @contextmanager
@@ -373,9 +399,11 @@ def _median_run(runs: list[Any], key: Callable[[Any], float]) -> Any:
 
 
 def report(name: str, items: list[Item], settings: Settings, ea: Any | None,
-           consolidate_days: float, repeat: int = 1) -> None:
+           consolidate_days: float, repeat: int = 1, digest: bool = False) -> None:
     """Every figure is the median of ``repeat`` runs of that side (a 544-Episode stream takes
-    ~20 ms: one run alone swings by a third from one invocation to the next)."""
+    ~20 ms: one run alone swings by a third from one invocation to the next). ``digest``:
+    print :func:`cluster_digest` of each way of placing the stream, and after ``recluster``
+    (an untimed run of its own)."""
     cfg = settings.clustering
     print(f"\n== {name}: {len(items):,} Episodes, {len({i.owner for i in items})} owner(s); "
           f"threshold {cfg.threshold}, window {cfg.time_window_days} d"
@@ -392,6 +420,13 @@ def report(name: str, items: list[Item], settings: Settings, ea: Any | None,
               f"assignment   {single['clusters']:,} clusters   "
               f"p95 {np.percentile(single['per_item'], 95) * 1e6:.1f} µs")
         assert single["labels"] == batched["labels"], "batching changed the clustering"
+    if digest:
+        ways = {f"{BATCH} per transaction": BATCH}
+        if len(items) <= 20_000:
+            ways["1 per transaction"] = 1
+        for way, size in ways.items():
+            d = run_ours(items, settings, size, digest=True)["digests"]
+            print(f"  clusters digest, {way}: {d['stream']}, after recluster {d['recluster']}")
     mem_seconds, mem_labels = _median_run(
         [_out_of_gc(run_memory_only, items, settings) for _ in range(repeat)], lambda r: r[0])
     print(f"  ours, rule in memory only   {_us(mem_seconds / len(items))} per assignment   "
@@ -440,6 +475,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="clustering.member_threshold for our side (default 0: the "
                              "centroid rule alone, which is EverAlgo's rule; the shipped "
                              "default adds a member-fit check, so ARI vs EverAlgo drops)")
+    parser.add_argument("--digest", action="store_true",
+                        help="print a digest of the clusters each way of placing a stream "
+                             "gives, and after recluster (compare two trees byte for byte)")
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs per side on the LoCoMo stream, median reported (the one-owner "
                              "streams run once)")
@@ -453,11 +491,13 @@ def main(argv: list[str] | None = None) -> int:
     base, _ = locomo_stream(args.locomo, args.vectors_cache)
     print(f"{len(base)} LoCoMo Episodes with bundled-MiniLM vectors in "
           f"{time.perf_counter() - t0:.1f} s (cache: {args.vectors_cache})")
-    report("LoCoMo", base, settings, ea, args.consolidate_days, max(1, args.repeat))
+    report("LoCoMo", base, settings, ea, args.consolidate_days, max(1, args.repeat),
+           args.digest)
     for scale in args.scales:
         items = one_owner_stream(base, scale)
         report(f"one owner x{scale}", items, settings,
-               ea if len(items) <= args.everalgo_max else None, args.consolidate_days)
+               ea if len(items) <= args.everalgo_max else None, args.consolidate_days,
+               digest=args.digest)
     return 0
 
 

@@ -28,7 +28,7 @@ import bisect
 import heapq
 import math
 import threading
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import pairwise
@@ -484,6 +484,39 @@ def _reach(rejoin_threshold: float) -> float:
     return _angle(rejoin_threshold * (1.0 - _NORM_SLACK)) + _ANGLE_SLACK
 
 
+#: how far below a floor a cosine may still reach it when computed in float32 (twice the
+#: error bound of a 384-term float32 dot product of unit vectors, ~9e-5): :func:`_may_reach`
+#: keeps any cluster that close
+_FLOOR_SLACK = 2e-4
+#: :func:`_may_reach` scores at most this many clusters a run changed (more: it says yes)
+_REACH_ROWS = 16
+#: :meth:`UserClusters.assign_run` reads which items a cluster as it stood before the run
+#: may take for the join of a newer version only up to this many (cluster, item) pairs
+#: (~30 µs); past it every item that would found a cluster is asked, as before: the test
+#: costs ~0.6 ms at 300 clusters × 256 items, and one owner with that many clusters in a
+#: run's window has one near nearly every Episode anyway (84 % of one owner ×20's)
+_REACH_PAIRS = 4096
+
+
+def _may_reach(c32: np.ndarray, first: np.ndarray, last: np.ndarray, changed: Collection[int],
+               vector: np.ndarray, ts: float, window: float, floor: float) -> bool:
+    """May one of the rows ``changed`` (positions in ``c32``: the clusters a run created or
+    changed so far) in the time window of ``ts`` score at least ``floor`` against ``vector``
+    (float32, unit)? With the run's scores of the clusters as they stood before it, this
+    tells whether any cluster may: a test that may say yes for none, never no for one. A
+    float32 product, against the floor less :data:`_FLOOR_SLACK`; the window by its ends,
+    as :meth:`UserClusters._run_rows` takes it. Past :data:`_REACH_ROWS` rows it says yes
+    unasked: gathering them would cost what it saves (one owner's run of 256 changes ~170;
+    a LoCoMo speaker's, ~13)."""
+    if len(changed) > _REACH_ROWS:
+        return True
+    lo, hi = window_start(ts, window), window_end(ts, window)
+    rows = [p for p in changed if first.item(p) <= hi and last.item(p) >= lo]
+    if not rows:
+        return False
+    return bool(c32[rows].dot(vector).max() >= floor - _FLOOR_SLACK)
+
+
 def _choose_live(hits: list[tuple[int, int, float]], version: dict[int, int], ids: list[str],
                  first: np.ndarray, last: np.ndarray, norm: np.ndarray,
                  consolidated: np.ndarray, ts: float, threshold: float, window: float,
@@ -770,6 +803,7 @@ class UserClusters:
         member_threshold: float = 0.0,
         version_of: Callable[[int, list[tuple[str, float | None, str]]],
                              Decision | None] | None = None,
+        version_floor: float | None = None,
     ) -> list[tuple[str, float | None, str]]:
         """Place a run of Episodes one after the other, exactly as :meth:`choose` followed by
         the update would, item by item, and apply each placement to these arrays.
@@ -786,6 +820,11 @@ class UserClusters:
         Asked inside the run, an Episode that tells a change no longer ends it (the run's
         scores for the later items stay good: a cluster it joins is rescored, as any), and
         only those that would found a cluster are read for a change at all.
+        ``version_floor``: the cosine a cluster needs for that join (``online.choose_version``
+        takes none below it); ``version_of`` is then asked only of an item some cluster of
+        these arrays may score that high against (:func:`_may_reach`), since for any other it
+        can answer only None. Reading an Episode for a change costs ~20 CPU-µs (LoCoMo), and
+        three in four that found a cluster of a LoCoMo speaker have no cluster that near.
 
         Why it is faster and still exact: a cosine below ``min(threshold, rejoin_threshold)``
         can never decide, so only the pairs at or above it need their exact value.
@@ -814,6 +853,11 @@ class UserClusters:
         # (row position, version of the row it was scored against, exact cosine)
         hits: list[list[tuple[int, int, float]]] = [[] for _ in range(count)]
         rows = self._run_rows(ts_arr, window)
+        # per item, whether a cluster as it stands before the run may take the join of a
+        # fact's newer version (``version_floor``); None: every item is asked
+        near_before: list[bool] | None = None
+        if version_floor is not None and rows.size * count <= _REACH_PAIRS:
+            near_before = [False] * count
         if rows.size:
             # Every pair's exact cosine in one float64 einsum: its contraction runs the same
             # per-pair dot kernel as similarities() (the reduction axis is the contiguous
@@ -821,6 +865,14 @@ class UserClusters:
             # (checked in tests/test_cluster_batch.py). A BLAS product would not: gemm blocks
             # and rounds a row differently from a per-vector product.
             exact = np.einsum("ij,kj->ik", self._c32[rows].astype(np.float64), v64)
+            if near_before is not None:
+                # the clusters as they stand before the run, each in the time window of
+                # the item (online.in_window_rows, by pairs): those the run changes are
+                # scored again when asked (_may_reach)
+                first, last = self._first[rows][:, None], self._last[rows][:, None]
+                gap = np.maximum(np.maximum(first - ts_arr, ts_arr - last), 0.0)
+                near_before = ((exact >= version_floor - _FLOOR_SLACK / 2)
+                               & (gap <= window)).any(axis=0).tolist()
             rr, kk = (exact >= floor).nonzero()
             if rr.size:
                 for p, q, sim in zip(rows[rr].tolist(), kk.tolist(), exact[rr, kk].tolist(),
@@ -882,7 +934,10 @@ class UserClusters:
             decision = _choose_live(h, version, ids, firsts, lasts, norms, consolidated, t,
                                     threshold, window, rejoin_threshold,
                                     member_threshold, far) if h or far else None
-            if decision is None and version_of is not None:
+            if decision is None and version_of is not None and (
+                    near_before is None or near_before[q]
+                    or _may_reach(c32, firsts, lasts, version, v32[q], t, window,
+                                  floor=version_floor)):
                 joined = version_of(q, out)
                 if joined is not None and joined.cluster_id is not None:
                     decision = (joined.cluster_id, joined.similarity, joined.reason)

@@ -782,7 +782,7 @@ class ClusterService:
             units, times, lambda i: _free_id(st, ref, ids[i]),
             threshold=self.threshold, window_seconds=self.window_seconds,
             rejoin_threshold=self.rejoin_threshold, member_threshold=self.member_threshold,
-            version_of=version_of)
+            version_of=version_of, version_floor=self.version_floor)
         if len(ids) > queued:
             conn.placed_run(ref, ids[queued:], times[queued:], hashes[queued:],
                             placed[queued:])
