@@ -456,6 +456,13 @@ def malformed_entry_id(value: object) -> str:
     return f"invalid entry id {quoted_value(value)}: expected e.g. ep_20261012_0001"
 
 
+def not_an_episode_id(value: object) -> str:
+    """Why an entry id of another kind (``in_…``) is refused where a merged narrative's is
+    wanted (``undo``): one message for the CLI and the API, which said it in two ways."""
+    return (f"invalid episode id {quoted_value(value)}: a merged narrative is an episode, e.g. "
+            "ep_20261012_0001")
+
+
 @dataclass(frozen=True)
 class EntryId:
     """A parsed ``<prefix>_<YYYYMMDD>_<NNNN>`` id: the date names the file that holds it."""
@@ -972,9 +979,11 @@ MAX_SUBJECT_CHARS = 500
 
 
 def subject_length_problem(subject: str) -> str | None:
-    """Why ``subject`` is too long for a subject, or None (every edge words it this way)."""
+    """Why ``subject`` is too long for a subject, or None, in the API's words
+    (:func:`too_long`): ``add --subject`` said "is 501 characters; the most is 500" where the
+    API said "must be at most 500 characters, got 501"."""
     if len(subject) > MAX_SUBJECT_CHARS:
-        return f"is {len(subject):,} characters; the most is {MAX_SUBJECT_CHARS:,}"
+        return too_long(MAX_SUBJECT_CHARS, len(subject))
     return None
 
 
@@ -1159,11 +1168,11 @@ def new_episode(
     ts, day = new_record_time(timestamp, now)
     if session_id is not None:
         validate_name(session_id, "session_id")
-    if importance is not None and (
-        isinstance(importance, bool) or not isinstance(importance, int) or not 1 <= importance <= 10
-    ):
-        raise InvalidEpisode("importance", f"must be a whole number 1-10, got "
-                                           f"{quoted_value(importance)}")
+    if importance is not None:
+        from everos_reflect.typed_numbers import whole_value_problem  # it imports this module
+
+        if (problem := whole_value_problem(importance, 1, 10)) is not None:
+            raise InvalidEpisode("importance", problem)  # as the API and --importance say it
     meta: dict[str, Any] = {"owner_id": ref.user_id,
                             "timestamp": format_timestamp(ts, fraction=timestamp is not None)}
     if session_id is not None:

@@ -57,8 +57,14 @@ def whole_value_problem(value: object, low: int, high: int) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int):
         return f"must be an integer, got {json_got(value)}"
     if not low <= value <= high:
-        return f"{whole_words(low, high)}, got {quoted_value(value)}"
+        return out_of_range(value, low, high)
     return None
+
+
+def out_of_range(value: object, low: int, high: int) -> str:
+    """``must be a whole number from 1 to 100, got 0``: ``value`` as it was given (a JSON
+    ``1e300`` is read as a whole number, and was shown as its 301 digits)."""
+    return f"{whole_words(low, high)}, got {quoted_value(value)}"
 
 
 def _not_read(what: str, text: str) -> NumberProblem:

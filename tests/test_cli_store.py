@@ -783,7 +783,7 @@ def test_lint_reports_a_hand_written_subject_over_the_bound_and_reads_the_entry(
     doc = one_json(run("lint", "--root", str(root), "--json"))
     [long] = [p for p in doc["problems"] if "subject" in p["message"]]
     assert long["severity"] == "warning" and long["line"] == 10
-    assert "subject is 99,999 characters; the most is 500" in long["message"]
+    assert "subject must be at most 500 characters, got 99,999" in long["message"]
     from everos_reflect.markdown.parser import parse_log
 
     log = parse_log(text, "episode-2026-10-12.md")

@@ -12,13 +12,14 @@ from typing import Any
 import pytest
 
 from everos_reflect.briefing.build import build_briefing
-from everos_reflect.errors import InvalidRequest
+from everos_reflect.errors import InvalidEpisode, InvalidRequest
 from everos_reflect.index.search import MAX_TOP_K, search
 from everos_reflect.model import (
     MAX_BRIEFING_QUERY_CHARS,
     MAX_BRIEFING_TOKENS,
     MAX_QUERY_CHARS,
     UserRef,
+    new_episode,
 )
 from everos_reflect.runtime import Runtime
 from tests.api_client import ApiClient
@@ -38,6 +39,7 @@ SEARCH_CASES: list[tuple[dict[str, Any], str]] = [
      f"query: must be at most {MAX_QUERY_CHARS:,} characters, got {MAX_QUERY_CHARS + 1:,}"),
     ({"query": "  "}, "query: must not be empty"),
     ({"query": 5}, "query: must be a string, got a number: 5"),
+    ({"kinds": []}, "kinds: must not be empty"),  # searched Episodes, as if none was given
 ]
 
 
@@ -88,3 +90,30 @@ def test_build_briefing_says_a_bad_argument_as_the_api_says_it(
     assert str(refused.value) == said
     assert answer.status_code == 422, answer.text
     assert answer.json()["error"]["message"] == said
+
+
+@pytest.mark.parametrize(("importance", "said"), [
+    (0, "importance: must be a whole number from 1 to 10, got 0"),
+    (True, "importance: must be an integer, got a boolean: true"),
+])
+def test_new_episode_says_a_bad_importance_as_the_api_says_it(
+        call: ApiClient, importance: Any, said: str) -> None:
+    # it said "must be a whole number 1-10, got 0"
+    with pytest.raises(InvalidEpisode) as refused:
+        new_episode(UserRef.of("u1"), subject="s", content="c", importance=importance)
+    answer = call("POST", "/api/v1/memory/episodes",
+                  json={"user_id": "u1", "subject": "s", "content": "c",
+                        "importance": importance})
+
+    assert str(refused.value) == said
+    assert answer.json()["error"]["message"] == said
+
+
+@pytest.mark.parametrize(("top_k", "shown"), [(1e300, "1e+300"), (0.0, "0.0"), (101, "101")])
+def test_a_whole_number_out_of_range_is_shown_as_it_was_sent(
+        call: ApiClient, top_k: float, shown: str) -> None:
+    # JSON's 1e300 is a whole number to the schema: it was said as its 301 digits, cut
+    answer = call("POST", "/api/v1/memory/search", json={"query": "dog", "top_k": top_k})
+
+    assert answer.json()["error"]["message"] == \
+        f"top_k: must be a whole number from 1 to {MAX_TOP_K}, got {shown}"

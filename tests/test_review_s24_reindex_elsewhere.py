@@ -129,6 +129,28 @@ def test_an_mcp_read_during_another_process_reindex_waits_for_it_once_then_is_in
     assert waits == [("reindex", 0.2)]  # was [("indexer", 0.2), ("reindex", 0.2)]
 
 
+@pytest.mark.parametrize("command", [["search", "dog", "--mode", "keyword", "--top-k", "10"],
+                                     ["briefing", "dog", "--user", USER]])
+def test_a_cli_read_during_another_process_reindex_is_told_not_answered_from_half_an_index(
+        rt: Runtime, elsewhere: HeldEmbedder, monkeypatch: pytest.MonkeyPatch,
+        command: list[str]) -> None:
+    """The CLI's sync waited for the indexer the reindex holds (10 s), then the read answered
+    from the half-built index: one hit of five, as if the rest did not exist. It waits for the
+    reindex (10 s), then says so, as the API and MCP do."""
+    from click.testing import CliRunner
+
+    from everos_reflect.cli.main import cli
+
+    monkeypatch.setattr(ops, "REINDEX_WAIT_SECONDS", 0.2)
+    monkeypatch.setattr(ops, "INDEX_WAIT_SECONDS", 0.2)
+
+    result = CliRunner().invoke(cli, [*command, "--root", str(rt.root)])
+
+    assert result.exit_code == 1, result.output
+    assert result.stderr == (f"error: the index {rt.root / '.index'} is being rebuilt by a "
+                             "reindex from the Markdown: try again in a moment\n")
+
+
 def test_a_search_waits_for_a_reindex_elsewhere_that_ends_and_finds_every_hit(
         rt: Runtime, elsewhere: HeldEmbedder) -> None:
     threading.Timer(0.3, elsewhere.release.set).start()

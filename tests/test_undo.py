@@ -313,7 +313,7 @@ def test_unknown_non_merge_and_malformed_ids_are_refused(rt: Runtime) -> None:
         undo_merge(rt, REF, "ep_20990101_0001")
     with pytest.raises(EverosError, match="not a merged narrative"):
         undo_merge(rt, REF, sources[0].id)
-    with pytest.raises(InvalidId, match="not an episode id"):
+    with pytest.raises(InvalidId, match=r"invalid episode id .*: a merged narrative is an episode"):
         undo_merge(rt, REF, live_facts_of(rt, [sources[0].id])[0].id)
     with pytest.raises(InvalidId, match="invalid entry id"):
         undo_merge(rt, REF, "../etc/passwd")

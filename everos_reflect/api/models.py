@@ -34,15 +34,15 @@ from everos_reflect.model import (
     control_problem,
     hidden_format,
     malformed_entry_id,
-    must_not_be_empty,
     new_record_time,
-    quoted,
+    not_an_episode_id,
     quoted_value,
     too_long,
     validate_name,
 )
 from everos_reflect.typed_numbers import (
     NumberProblem,
+    out_of_range,
     seconds_words,
     whole_number,
     whole_value_problem,
@@ -82,10 +82,13 @@ EPISODE_ID_PATTERN = r"^ep_[0-9]{8}_[0-9]{4,18}$"
 
 
 def _episode_id(value: str) -> str:
-    if not value:  # "invalid episode id ''" read as an id of a wrong form
-        raise InvalidId(must_not_be_empty())
+    """A merged narrative's id (``undo``), refused as the CLI's ``undo`` refuses it: ``""``
+    and an id of no entry's form as ``explain`` says them (:func:`entry_id_form`; ``""`` was
+    "entry_id: must not be empty"), another kind's id (``in_…``) as not an episode's (it was
+    "invalid episode id 'in_…': expected e.g. ep_…", the CLI "in_… is not an episode id")."""
+    entry_id_form(value)
     if not re.fullmatch(EPISODE_ID_PATTERN, value):  # the form; an impossible day is a 404
-        raise InvalidId(f"invalid episode id {quoted(value)}: expected e.g. ep_20261012_0001")
+        raise InvalidId(not_an_episode_id(value))
     return value
 
 
@@ -102,12 +105,12 @@ Whole = Annotated[int, BeforeValidator(_whole)]
 
 
 def _whole_between(low: int, high: int) -> Any:
-    def check(value: object) -> object:
-        value = _whole(value)
+    def check(given: object) -> object:
+        value = _whole(given)
         # any other type is pydantic's strict int's to refuse, in the same words
         if isinstance(value, int) and not isinstance(value, bool) and \
-                (problem := whole_value_problem(value, low, high)) is not None:
-            raise PydanticCustomError("whole_range", problem)
+                whole_value_problem(value, low, high) is not None:
+            raise PydanticCustomError("whole_range", out_of_range(given, low, high))
         return value
 
     return check
@@ -277,9 +280,21 @@ class EpisodeRequest(Strict):
     importance: Importance | None = None
 
 
+def _strategy_name(value: object) -> object:
+    """``""`` refused as ``trigger ''`` and ``enable ''`` refuse it (an id given empty,
+    :func:`~everos_reflect.problem_words.unknown_strategy`: code ``invalid_id``, the known
+    names listed), where the API said "name: must not be empty" (``invalid_request``)."""
+    if value == "":
+        from everos_reflect.engine.registry import known_strategies
+        from everos_reflect.problem_words import unknown_strategy
+
+        raise InvalidId(unknown_strategy(value, known_strategies()))
+    return value
+
+
 class TriggerRequest(Strict):
-    name: str = Field(min_length=1, max_length=200,
-                      description="Strategy name, e.g. reflect_episodes.")
+    name: Annotated[str, BeforeValidator(_strategy_name)] = Field(
+        min_length=1, max_length=200, description="Strategy name, e.g. reflect_episodes.")
     timeout: TriggerSeconds = Field(120.0, description="Seconds to wait for the run.")
     force: bool = Field(False, description="Run even when the strategy is disabled.")
 
@@ -410,10 +425,18 @@ def entry_id_form(value: str) -> str:
     return value
 
 
+def _entry_id_text(value: object) -> object:
+    """:func:`entry_id_form` of a text; any other type is the field's to refuse."""
+    return entry_id_form(value) if isinstance(value, str) else value
+
+
 class ExplainQuery(Strict):
     """``GET /api/v1/memory/explain/{entry_id}``: the path's id and the query's user."""
 
-    entry_id: Annotated[str, AfterValidator(entry_id_form)] = Field(
+    # the form before the length: an empty or 100-character id was "must not be empty" or
+    # "must be at most 64 characters" (invalid_request), where the API's path parameter
+    # said "invalid entry id …" (invalid_id) for the same id
+    entry_id: Annotated[str, BeforeValidator(_entry_id_text)] = Field(
         min_length=1, max_length=64, json_schema_extra={"pattern": ENTRY_ID_RE.pattern})
     user_id: Name
     app_id: Name | None = None

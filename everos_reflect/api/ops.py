@@ -20,6 +20,7 @@ from everos_reflect.fileio import os_error_text
 from everos_reflect.llm.importance import importance_on_write
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import (
+    ENTRY_ID_RE,
     Kind,
     UserRef,
     json_got,
@@ -117,6 +118,15 @@ def _id_problem(value: Any, what: str) -> errors.InvalidId | None:
         if what == "entry_id":
             entry_id_form(value)
         elif what == "rel_id":
+            from everos_reflect.strategies.belief_views import other_kind_problem
+
+            # another kind's id as `resolve` says it ("ep_… is an episode id, not a relation
+            # id: …"), the kind read from its prefix (an impossible day is the look-up's)
+            form = ENTRY_ID_RE.fullmatch(str(value))
+            said = other_kind_problem(str(value), Kind.from_prefix(form.group(1))) \
+                if form else None
+            if said is not None:
+                raise errors.InvalidId(said)
             # an insight id quoted the raw pattern; "rel_…\x00" was told to use the
             # characters of a user id, which it did not fail for
             if not re.fullmatch(RELATION_ID_PATTERN, str(value)):

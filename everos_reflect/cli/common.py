@@ -95,6 +95,25 @@ class OneOf(click.Choice):
         self.fail(one_of([str(c) for c in self.choices], value), param, ctx)
 
 
+#: A strategy's problem up to this long is shown in its table cell; a longer one by its lead
+#: and a note number, the whole text once below the table.
+PROBLEM_CELL_CHARS = 32
+
+
+def problem_cell(problem: str, notes: dict[str, int]) -> str:
+    """What a table (``status``, ``fleet status``) shows of one strategy's problem. The whole
+    text in an 80-column cell took 20 lines per strategy, and four strategies that need an
+    LLM said the same 300 characters four times: a long problem shows its lead (``needs an
+    LLM``) and a number (kept in ``notes``), and its text is printed once under the table."""
+    if len(problem) <= PROBLEM_CELL_CHARS:
+        return problem
+    number = notes.setdefault(problem, len(notes) + 1)
+    lead = problem.split(":", 1)[0]
+    if len(lead) > PROBLEM_CELL_CHARS:
+        lead = lead[:PROBLEM_CELL_CHARS - 1] + "…"
+    return f"{lead} [{number}]"
+
+
 def ome_invalid(problem: str) -> str:
     """``ome.toml``'s problem as a line's lead: ``invalid ome.toml: strategies.x.enabled: …``.
     Each problem names the file already (relative to the root since session 36), so the lead
@@ -324,12 +343,17 @@ def sync_for_read(runtime: Runtime, *, patient: bool = False) -> dict[str, Any]:
     ``patient`` waits as long as it takes (``recluster`` must see every log)."""
     from filelock import Timeout
 
-    from everos_reflect.api.ops import INDEX_WAIT_SECONDS, read_as_built
+    from everos_reflect.api.ops import INDEX_WAIT_SECONDS, index_whole, read_as_built
     from everos_reflect.embedding.base import answer_waiting
     from everos_reflect.index.sync import Indexer
 
     runtime.index_to_read()
     if not runtime.read_only:
+        if not patient:  # patient: its scan waits for the indexer until any reindex is done
+            # a reindex under way (another process's) is waited for a little, then told, as
+            # the API and MCP do: its sync waited 10 s for the indexer the reindex holds, then
+            # the read answered from the half-built index, a few hits as if all
+            index_whole(runtime)
         try:
             with answer_waiting():  # the person who typed the command waits: one attempt
                 Indexer(runtime).scan(timeout=-1 if patient else INDEX_WAIT_SECONDS)

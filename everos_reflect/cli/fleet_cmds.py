@@ -16,6 +16,7 @@ from everos_reflect.cli.common import (
     json_option,
     ome_invalid,
     one_line,
+    problem_cell,
     say,
 )
 from everos_reflect.cli.engine_cmds import TRIGGER_EXIT_CODES
@@ -192,6 +193,7 @@ def _config_line(doc: dict[str, Any]) -> str | None:
 
 def _render_status(docs: list[dict[str, Any]]) -> None:
     rows = []
+    notes: dict[str, int] = {}  # a long problem's text → its number, printed once below
     for doc in docs:
         if "error" in doc and not doc["strategies"]:
             rows.append([doc["root"], "-", "-", "-", "-", f"error: {doc['error']}"])
@@ -203,6 +205,10 @@ def _render_status(docs: list[dict[str, Any]]) -> None:
             # an invalid ome.toml: nothing runs, not because each strategy was turned off
             state = ("ome.toml invalid" if _nothing_runs(doc)
                      else "enabled" if row["enabled"] else "disabled")
+            if row.get("unavailable") and not _nothing_runs(doc):
+                # as `status` says it: "enabled" alone read as "runs here", where a tier
+                # that needs an LLM writes nothing on a root with the offline provider
+                state += f" ({problem_cell(str(row['unavailable']), notes)})"
             rows.append([doc["root"] if i == 0 else "", row["name"], state, last_text,
                          str(row["next_run"] or "-")[:19],
                          _lag_text(doc["index"]) if i == 0 else ""])
@@ -212,6 +218,8 @@ def _render_status(docs: list[dict[str, Any]]) -> None:
     for line in _table(["root", "strategy", "state", "last run", "next run", "index lag"],
                        rows):
         click.echo(one_line(line))
+    for text, number in notes.items():
+        click.echo(one_line(f"[{number}] {text}"))
 
 
 COMMANDS: list[click.Command] = [fleet_group]

@@ -30,6 +30,7 @@ from everos_reflect.cli.common import (
     handle_errors,
     json_option,
     one_line,
+    problem_cell,
     progress,
     root_option,
     say,
@@ -301,11 +302,6 @@ def _score_importance(root: Path, subject: str, content: str) -> tuple[int, str 
 
 #: Set-aside clusters ``status`` names one by one; the rest are counted.
 SET_ASIDE_SHOWN = 10
-#: A strategy's problem up to this long is shown in its table cell; a longer one by its lead
-#: and a note number, the whole text once below the table.
-PROBLEM_CELL_CHARS = 32
-
-
 def _print_first(console: Any, items: list[dict[str, Any]],
                  line: Callable[[dict[str, Any]], str]) -> None:
     """The first :data:`SET_ASIDE_SHOWN` of ``items``, one ``line`` each, then how many more
@@ -329,20 +325,6 @@ def _when(stamp: object) -> str:
     offset = when.strftime("%z")
     zone = "" if offset in ("", "+0000") else f" {offset[:3]}:{offset[3:]}"
     return when.strftime("%Y-%m-%d %H:%M") + zone
-
-
-def _problem_cell(problem: str, notes: dict[str, int]) -> str:
-    """What the status table shows of one strategy's problem. The whole text in an 80-column
-    cell took 20 lines per strategy, and four strategies that need an LLM said the same 300
-    characters four times: a long problem shows its lead (``needs an LLM``) and a number,
-    and its text is printed once under the table."""
-    if len(problem) <= PROBLEM_CELL_CHARS:
-        return problem
-    number = notes.setdefault(problem, len(notes) + 1)
-    lead = problem.split(":", 1)[0]
-    if len(lead) > PROBLEM_CELL_CHARS:
-        lead = lead[:PROBLEM_CELL_CHARS - 1] + "…"
-    return f"{lead} [{number}]"
 
 
 def _render_too_deep(console: Any, insights: dict[str, Any]) -> None:
@@ -523,7 +505,7 @@ def _render_status(doc: dict[str, Any]) -> None:
                 _when(row.get("next_run")) or "-", last_text or "never",
                 # plain text, not markup: "set [llm] provider" lost its "[llm]", and a run
                 # error quoting "[/x]" raised MarkupError
-                Text(_problem_cell(problem, notes)),
+                Text(problem_cell(problem, notes)),
             )
         console.print(table)
         for text, number in notes.items():

@@ -278,6 +278,7 @@ def resolve_roots(config: FleetConfig, *,
     ``init`` ran in it stopped every new shard joining until it was a root)."""
     problems: list[Problem] = []
     found: dict[Path, int] = {}  # root -> the pattern that first gave it
+    named: dict[Path, int] = {}  # root -> the path (no glob) that first named it
     for i, pattern in enumerate(config.roots):
         where = f"roots[{i}]"
         try:
@@ -302,7 +303,13 @@ def resolve_roots(config: FleetConfig, *,
             try:
                 if expanded.is_dir():
                     if is_memory_root(expanded):
-                        found.setdefault(expanded.resolve(), i)
+                        real = expanded.resolve()
+                        if real in named:
+                            problems.append((config.file, where, _named_twice(
+                                pattern, config.roots[named[real]], f"roots[{named[real]}]")))
+                            continue
+                        named[real] = i
+                        found.setdefault(real, i)
                         continue
                     reason = _NOT_A_ROOT
                 else:
@@ -315,6 +322,16 @@ def resolve_roots(config: FleetConfig, *,
     if problems:
         raise ConfigError(problems)
     return list(found)
+
+
+def _named_twice(pattern: str, first: str, at: str) -> str:
+    """Why a path naming a root another path named already (``a/``, ``./a``, a symlink to
+    ``a``) is refused: both spellings. It was merged without a word, so a typo'd second
+    shard path that happened to name the first (``shard-1`` for ``shard-11``) left a shard
+    out unseen. A glob matching a root a path names is no mistake: "every shard" and "this
+    one" overlap, each root run once. Both are shown whole, as a nested root is: cut at 60
+    characters, two spellings of a long path read the same (the trailing ``/`` cut off)."""
+    return f"{pattern!r} is the root {first!r} ({at}) again: the same folder; name each root once"
 
 
 #: Why a folder is refused as a root. A fleet run opens each root, which makes its ``.index/``:
@@ -408,6 +425,7 @@ def fleet_for(path: str | Path | None,
     alone, on a local Ray with no ``[strategies]`` defaults; with neither, the one root every
     command works on (``EVEROS_ROOT``, else ``~/.everos``), as SPEC §8 has it."""
     given = list(given)
+    _each_once(given)
     if path is None:
         chosen = [resolve_root(r) for r in given] or [resolve_root(None)]
         for root in chosen:
@@ -426,6 +444,18 @@ def fleet_for(path: str | Path | None,
         chosen.append(root.resolve())
     narrowed = replace(config, roots=tuple(_literal(root) for root in chosen))
     return narrowed, resolve_roots(narrowed)
+
+
+def _each_once(given: list[str]) -> None:
+    """Refuse a ``--root`` naming a root an earlier ``--root`` named (``a/``, a symlink to
+    ``a``), in the words of :func:`resolve_roots`, both as typed: their roots were resolved,
+    so both spellings were one path by the time it could see them."""
+    seen: dict[Path, str] = {}
+    for spelled in given:
+        real = resolve_root(spelled)
+        if real in seen:
+            raise EverosError(f"--root {_named_twice(spelled, seen[real], 'given before')}")
+        seen[real] = spelled
 
 
 def _literal(root: Path) -> str:

@@ -264,6 +264,8 @@ def search(
         mode = runtime.settings.index.search_mode  # checked when the settings were read
     elif mode not in MODES:  # "" too, said to be empty; "HYBRID" is refused as the API does
         raise InvalidSearch(f"mode: {one_of(MODES, mode)}")
+    if kinds is not None and not kinds:  # as the API's "kinds": [] is refused: it searched
+        raise InvalidSearch(f"kinds: {must_not_be_empty()}")  # episodes, as if none was given
     wanted = _kinds(kinds, "kinds") if kinds else _kinds([kind], "kind")
     where = where_clause(app_id=app_id, project_id=project_id, user_id=user_id,
                          include_deprecated=include_deprecated)

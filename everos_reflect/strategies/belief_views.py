@@ -98,10 +98,18 @@ def relations(runtime: Runtime, ref: UserRef, *, status: str | None = None
 def check_relation_id(rel_id: str) -> None:
     """Refuse an id of another kind before any lookup, saying what it is and what ``resolve``
     takes: an Episode id that named nothing was told "no relation ep_…"."""
-    kind = EntryId.parse(rel_id).kind
-    if kind is not Kind.RELATION:
-        raise ResolveRefused(
-            f"{rel_id} is {_a(kind)} id, not a relation id: resolve marks a self-contradiction "
+    problem = other_kind_problem(rel_id, EntryId.parse(rel_id).kind)
+    if problem is not None:
+        raise ResolveRefused(problem)
+
+
+def other_kind_problem(rel_id: str, kind: Kind) -> str | None:
+    """What :func:`check_relation_id` says of ``rel_id``, an id of ``kind``; ``None`` for a
+    relation's. The API's ``/relations/{rel_id}/resolve`` says it too: it said "invalid
+    relation id 'ep_…': expected e.g. rel_…" where ``resolve`` named the kind given."""
+    if kind is Kind.RELATION:
+        return None
+    return (f"{rel_id} is {_a(kind)} id, not a relation id: resolve marks a self-contradiction "
             f"edge resolved, and takes its {Kind.RELATION.prefix}_ id (see `relations`)")
 
 
@@ -170,5 +178,6 @@ def owners_of(runtime: Runtime, rel_id: str, refs: list[UserRef]) -> list[UserRe
     return found
 
 
-__all__ = ["InvalidNote", "ResolveRefused", "check_relation_id", "checked_note", "owners_of",
+__all__ = ["InvalidNote", "ResolveRefused", "check_relation_id", "checked_note",
+           "other_kind_problem", "owners_of",
            "relations", "resolve_relation", "worldview"]

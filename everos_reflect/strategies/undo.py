@@ -46,7 +46,7 @@ from everos_reflect.index.audit import mark_reflection_undone, merge_row, merge_
 from everos_reflect.index.db import db_built, transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown.parser import UNDONE
-from everos_reflect.model import Entry, EntryId, Kind, UserRef, log_name_match
+from everos_reflect.model import Entry, EntryId, Kind, UserRef, log_name_match, not_an_episode_id
 from everos_reflect.strategies import journal
 
 if TYPE_CHECKING:
@@ -123,8 +123,7 @@ def undo_merge(runtime: Runtime, ref: UserRef, merged_id: str, *,
     """
     eid = EntryId.parse(merged_id)
     if eid.kind is not Kind.EPISODE:
-        raise InvalidId(f"{merged_id} is not an episode id: a merged narrative is an episode "
-                        "(ep_...)")
+        raise InvalidId(not_an_episode_id(merged_id))
     _refuse_before_locking(runtime, ref, str(eid))
     with _reflect_lock(runtime), _rebuild_shared(runtime, merged_id):
         # An interrupted merge or undo is settled first (under the same lock), so an undo never
