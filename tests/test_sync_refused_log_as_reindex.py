@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 from typing import Any
 
@@ -95,3 +96,66 @@ def test_a_log_refused_while_it_stands_still_leaves_the_index_as_a_reindex_does(
     _as_a_reindex_leaves_it(rt, tmp_path / "fixed")
     status = CliRunner().invoke(cli, ["status", "--root", str(rt.root), "--json"])
     assert json.loads(status.stdout)["files_with_problems"] == []
+
+
+def test_an_insight_citing_a_refused_log_s_entry_stays_active_then_a_deletion_meanwhile_counts(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the log cannot be read its entries are unknown, not deleted: the insight citing
+    one keeps its status. Made readable without that entry, the owner is checked whole."""
+    from tests.test_provenance import DEV, delete_by_hand, setup, status
+
+    rt, eps, first, _ = setup(root)
+    try:
+        path = rt.store.path_for_id(DEV, eps[1].id)
+        refusing = _refuse(monkeypatch, path.name)
+        monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
+        assert Indexer(rt).sync_path(path).deleted == 1  # the watcher's sync of the chmod
+        assert status(rt, first.id) == ("active", None)
+
+        refusing.clear()
+        delete_by_hand(rt, eps[1].id)  # readable again, and the Episode gone
+        Indexer(rt).scan()
+
+        assert status(rt, first.id) == ("stale", f"evidence {eps[1].id} was deleted")
+    finally:
+        rt.close()
+
+
+def test_the_watcher_syncs_a_chmod_the_entries_go_and_come_back(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``chmod`` moves no stat a scan compares: the watcher takes its event ("attrib")."""
+    from everos_reflect.index.watcher import Watcher
+    from tests.waiting import wait_for
+
+    path, first, second = two_indexed_episodes(rt, REF)
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
+    with Watcher(rt, debounce=0.05, reconcile_interval=0, optimize_interval=0):
+        refusing = _refuse(monkeypatch, path.name)
+        os.chmod(path, 0o600)  # what refuses it is injected: root reads whatever the mode
+        assert wait_for(lambda: indexed_ids(rt) == set())
+        refusing.clear()
+        os.chmod(path, 0o644)
+        assert wait_for(lambda: indexed_ids(rt) == {first, second})
+
+
+def test_a_scan_sees_a_chmod_though_no_other_stat_moves(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without a watcher (the CLI), a log made unreadable by a ``chmod`` alone (its mtime and
+    size as they were) kept its entries for good: the scan compares its ctime too."""
+    path, first, second = two_indexed_episodes(rt, REF)
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
+    before = os.stat(path)
+    refusing = _refuse(monkeypatch, path.name)
+    time.sleep(0.02)  # past a tick of the file system's clock
+    os.chmod(path, 0o600)
+    assert (os.stat(path).st_mtime_ns, os.stat(path).st_size) == (before.st_mtime_ns,
+                                                                  before.st_size)
+
+    assert Indexer(rt).scan().entries_deleted == 2
+    assert indexed_ids(rt) == set()
+
+    refusing.clear()
+    os.chmod(path, 0o644)
+    Indexer(rt).scan()
+    assert indexed_ids(rt) == {first, second}
+    assert Indexer(rt).scan().files_synced == 0  # read as it is: nothing to do

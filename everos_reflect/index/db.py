@@ -603,6 +603,15 @@ MIGRATIONS: list[tuple[str, str]] = [
             WHERE deprecated_by IS NOT NULL;
         """,
     ),
+    (
+        "0026_files_ctime",
+        """
+        -- The log's st_ctime_ns when it was last read: a scan compares it too, so a `chmod`
+        -- (which moves no mtime nor size) is seen, and a log made unreadable (or readable
+        -- again) is synced without waiting for an edit. NULL (rows from before): not compared.
+        ALTER TABLE files ADD COLUMN ctime_ns INTEGER;
+        """,
+    ),
 ]
 
 #: ``index_meta`` key of the parser version the index's rows were read with.

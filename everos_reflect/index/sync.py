@@ -44,6 +44,7 @@ from everos_reflect.index.db import PARSER_VERSION_KEY, transaction, utcnow_iso
 from everos_reflect.markdown import settling
 from everos_reflect.markdown.marks import foreign_marks
 from everos_reflect.markdown.parser import PARSER_VERSION, highest_seqs
+from everos_reflect.markdown.store import look_for_leftovers
 from everos_reflect.model import (
     DailyLog,
     Diagnostic,
@@ -90,6 +91,8 @@ class StoredFile:
     synced_ns: int = 0  # when it was last read (epoch ns, this machine's clock)
     #: when the first read that found these stats and bytes ended (0: not known)
     still_since_ns: int = 0
+    #: its st_ctime_ns at that read (None: not known): a ``chmod`` moves it alone
+    ctime_ns: int | None = None
 
     @property
     def refused(self) -> bool:
@@ -223,21 +226,26 @@ def _misplaced(entry: Entry, log: DailyLog, seen: set[str]) -> str | None:
 
 
 def plan_scan(
-    stored_files: Mapping[str, StoredFile], disk_files: Mapping[str, tuple[int, int]]
+    stored_files: Mapping[str, StoredFile],
+    disk_files: Mapping[str, tuple[int, int] | tuple[int, int, int]],
 ) -> tuple[list[str], list[str]]:
     """Split a whole-root listing into (files to sync, files gone from disk).
 
     Stat-only on purpose: an unchanged root costs one ``stat`` per file and no reads. A file
     whose (mtime_ns, size) moved is a candidate, and so is a "racy" one (written just before
     its last sync, like git's racily-clean index entries); the sync then compares its sha256
-    with the stored one, so a mere ``touch`` costs a read but no parse or embedding.
+    with the stored one, so a mere ``touch`` costs a read but no parse or embedding. A
+    listing's third value, when given, is the file's st_ctime_ns: one that moved while the
+    others did not (a ``chmod``: the log may have become unreadable, or readable again) is a
+    candidate too, when the stored one is known.
     """
     changed = sorted(
         rel
-        for rel, (mtime_ns, size) in disk_files.items()
+        for rel, st in disk_files.items()
         if (old := stored_files.get(rel)) is None
         or old.racy
-        or (old.mtime_ns, old.size) != (mtime_ns, size)
+        or (old.mtime_ns, old.size) != st[:2]
+        or (len(st) > 2 and old.ctime_ns is not None and old.ctime_ns != st[2])
     )
     deleted = sorted(set(stored_files) - set(disk_files))
     return changed, deleted
@@ -367,6 +375,8 @@ class _Job:
     recheck: bool = False
     #: the log stood still and this process may not read it (:meth:`Indexer._refused`)
     refused: bool = False
+    #: the log's st_ctime_ns at the read (None: not read), for :attr:`StoredFile.ctime_ns`
+    ctime_ns: int | None = None
 
 
 @dataclass
@@ -715,7 +725,7 @@ class Indexer:
         long the oldest change has waited (seconds, from its mtime). Stat-only, like ``scan``."""
         return self._lag(self._disk_files(), now)
 
-    def _lag(self, disk: dict[str, tuple[tuple[int, int], str]],
+    def _lag(self, disk: dict[str, tuple[tuple[int, int, int], str]],
              now: float | None = None) -> dict[str, Any]:
         stored = self._stored_files()
         changed, deleted = plan_scan(stored, {rel: st for rel, (st, _) in disk.items()})
@@ -723,7 +733,7 @@ class Indexer:
         # nor is a refused one, tried by every scan (``status`` names it as a problem)
         behind = [rel for rel in changed if rel not in stored
                   or (not stored[rel].refused
-                      and (stored[rel].mtime_ns, stored[rel].size) != disk[rel][0])]
+                      and (stored[rel].mtime_ns, stored[rel].size) != disk[rel][0][:2])]
         now = time.time() if now is None else now
         oldest = min((disk[rel][0][0] for rel in behind), default=None)
         return {
@@ -741,11 +751,11 @@ class Indexer:
 
     # ------------------------------------------------------------------ reading
 
-    def _disk_files(self) -> dict[str, tuple[tuple[int, int], str]]:
-        """rel path → ((mtime_ns, size), path) of every daily log: the same files as
+    def _disk_files(self) -> dict[str, tuple[tuple[int, int, int], str]]:
+        """rel path → ((mtime_ns, size, ctime_ns), path) of every daily log: the same files as
         ``store.iter_files()``, listed with ``scandir`` and plain strings because this runs on
         every reconcile scan and dominates the cost of an unchanged one."""
-        out: dict[str, tuple[tuple[int, int], str]] = {}
+        out: dict[str, tuple[tuple[int, int, int], str]] = {}
         links: list[Path] = []
         for ref in self.rt.store.iter_users():
             user_dir = self.rt.store.user_dir(ref)
@@ -760,6 +770,8 @@ class Indexer:
                     continue
                 for item in listing:
                     if not pattern.fullmatch(item.name) or not log_name_match(item.name):
+                        if item.name.startswith(".") and item.name.endswith(".tmp"):
+                            look_for_leftovers(user_dir / folder)  # a killed write's, maybe
                         continue
                     try:
                         st = item.stat()
@@ -767,7 +779,7 @@ class Indexer:
                         continue     # symlink loop: not a log, as a dangling link is not
                     if stat.S_ISREG(st.st_mode):
                         out[f"{user_rel}/{folder}/{item.name}"] = (
-                            (st.st_mtime_ns, st.st_size), item.path
+                            (st.st_mtime_ns, st.st_size, st.st_ctime_ns), item.path
                         )
                         if item.is_symlink():  # known from the listing: no system call
                             links.append(Path(item.path))
@@ -776,11 +788,12 @@ class Indexer:
 
     def _stored_files(self) -> dict[str, StoredFile]:
         rows = self.rt.db().execute(
-            "SELECT path, mtime_ns, size, sha256, synced_at, read_ns, still_since_ns FROM files")
+            "SELECT path, mtime_ns, size, sha256, synced_at, read_ns, still_since_ns, ctime_ns "
+            "FROM files")
         return {
             r["path"]: StoredFile(r["mtime_ns"], r["size"], r["sha256"],
                                   r["read_ns"] or _epoch_ns(r["synced_at"]),
-                                  r["still_since_ns"])
+                                  r["still_since_ns"], r["ctime_ns"])
             for r in rows
         }
 
@@ -998,7 +1011,7 @@ class Indexer:
                              f"({limits.max_file_bytes:,}); not read", severity="fatal")
             return _Job(rel, ref, kind, SyncPlan(problems=[big], fatal=True,
                                                  deletes=sorted(stored)),
-                        (st.st_mtime_ns, st.st_size, ""), read_ns)
+                        (st.st_mtime_ns, st.st_size, ""), read_ns, ctime_ns=st.st_ctime_ns)
         stats = (st.st_mtime_ns, st.st_size, hashlib.sha256(data).hexdigest())
 
         row = self.rt.db().execute("SELECT sha256 FROM files WHERE path = ?", (rel,)).fetchone()
@@ -1008,19 +1021,21 @@ class Indexer:
             and row["sha256"] == stats[2]
             and all(s.embed_model == model for s in stored.values())
         ):
-            return _Job(rel, ref, kind, SyncPlan(), stats, read_ns, only_stat=True)
+            return _Job(rel, ref, kind, SyncPlan(), stats, read_ns, only_stat=True,
+                        ctime_ns=st.st_ctime_ns)
 
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as exc:
             bad = Diagnostic(rel, *not_utf8(data, exc), severity="fatal")
             return _Job(rel, ref, kind, SyncPlan(problems=[bad], fatal=True,
-                                                 deletes=sorted(stored)), stats, read_ns)
+                                                 deletes=sorted(stored)), stats, read_ns,
+                        ctime_ns=st.st_ctime_ns)
         parsed = replace(self.rt.store.parse_text(text, rel,
                                                   max_entry_bytes=limits.max_entry_bytes),
                          kind=kind, day=day)
         return _Job(rel, ref, kind, plan_file_sync(stored, parsed, embed_model=model), stats,
-                    read_ns, seqs=highest_seqs(text))
+                    read_ns, seqs=highest_seqs(text), ctime_ns=st.st_ctime_ns)
 
     def _refused(self, path: Path, rel: str, ref: UserRef, kind: Kind,
                  stored: dict[str, StoredEntry], exc: PermissionError) -> _Job | None:
@@ -1513,25 +1528,26 @@ class Indexer:
                     # or sync plans it whole, and a scan still finds it gone if it is deleted
                     conn.execute(_UPSERT_FILE, (job.rel, *key, job.kind.value, -1,
                                                 job.stat[1] if job.stat else 0, "", "[]", now,
-                                                0, 0))
+                                                0, 0, None))
                 elif job.stat is None:
                     conn.execute("DELETE FROM files WHERE path = ?", (job.rel,))
                 elif job.refused:
                     if not job.only_stat:  # marked: every scan tries it again
                         problems = json.dumps([asdict(p) for p in job.plan.problems])
                         conn.execute(_UPSERT_FILE, (job.rel, *key, job.kind.value, -1,
-                                                    REFUSED_SIZE, "", problems, now, 0, 0))
+                                                    REFUSED_SIZE, "", problems, now, 0, 0,
+                                                    None))
                 elif job.only_stat:
                     # the same bytes: the first read that found these stats still counts
                     conn.execute(_CONFIRM_FILE, (job.stat[0], job.stat[1], job.read_ns[1],
                                                  job.stat[0], job.stat[1], job.read_ns[0],
-                                                 now, job.rel))
+                                                 now, job.ctime_ns, job.rel))
                 else:
                     problems = json.dumps([asdict(p) for p in job.plan.problems])
                     read = (-1, job.stat[1], "") if self._for_newer else job.stat
                     conn.execute(
                         _UPSERT_FILE, (job.rel, *key, job.kind.value, *read, problems, now,
-                                       job.read_ns[0], job.read_ns[1]))
+                                       job.read_ns[0], job.read_ns[1], job.ctime_ns))
         return notes
 
 
@@ -1616,15 +1632,16 @@ VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 
 _UPSERT_FILE = """
 INSERT OR REPLACE INTO files (path, app_id, project_id, user_id, kind, mtime_ns, size, sha256,
-    problems, synced_at, read_ns, still_since_ns)
-VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    problems, synced_at, read_ns, still_since_ns, ctime_ns)
+VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 """
 
 #: a log read again and found with the bytes it had: ``still_since_ns`` stays while its stats
 #: are the same (the expressions see the row as it was), else it starts at this read
 _CONFIRM_FILE = """
 UPDATE files SET still_since_ns = CASE WHEN mtime_ns = ? AND size = ? AND still_since_ns > 0
-    THEN still_since_ns ELSE ? END, mtime_ns = ?, size = ?, read_ns = ?, synced_at = ?
+    THEN still_since_ns ELSE ? END, mtime_ns = ?, size = ?, read_ns = ?, synced_at = ?,
+    ctime_ns = ?
 WHERE path = ?
 """
 

@@ -33,6 +33,7 @@ from watchdog.events import (
     DirCreatedEvent,
     DirDeletedEvent,
     DirMovedEvent,
+    FileAttribEvent,
     FileClosedEvent,
     FileCreatedEvent,
     FileDeletedEvent,
@@ -53,14 +54,17 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 INDEX_DIR = ".index"
-_RELEVANT = {"created", "modified", "deleted", "moved", "closed"}
-#: The events every watch asks for: what changes a file's content or a folder's place. Not
-#: "opened" nor "closed_no_write": on Linux each read of a log raised two events (the
-#: indexer's own reads of a sync too), and each woke the worker for a pass and pushed a real
-#: edit's debounce further back, under a reader's load for up to 10x the debounce.
+_RELEVANT = {"created", "modified", "deleted", "moved", "closed", "attrib"}
+#: The events every watch asks for: what changes a file's content, whether it may be read
+#: ("attrib": a ``chmod``, which moves none of the stats a scan compares, so a log made
+#: unreadable kept its entries indexed, and one made readable again waited for the next
+#: reconcile scan) or a folder's place. Not "opened" nor "closed_no_write": on Linux each
+#: read of a log raised two events (the indexer's own reads of a sync too), and each woke
+#: the worker for a pass and pushed a real edit's debounce further back, under a reader's
+#: load for up to 10x the debounce. A read raises no "attrib".
 CONTENT_EVENTS: list[type[FileSystemEvent]] = [
     FileCreatedEvent, FileModifiedEvent, FileDeletedEvent, FileMovedEvent, FileClosedEvent,
-    DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
+    FileAttribEvent, DirCreatedEvent, DirDeletedEvent, DirMovedEvent]
 
 
 #: The longest wait before a log that keeps moving is synced again (:func:`retry_delay`).

@@ -1,0 +1,168 @@
+"""Where an index batch's clustering time goes: CPU-µs per Episode by step and by statement.
+
+Places a stream of ``bench_clustering.py`` (LoCoMo, or one owner ×N) as an index flush does
+(``on_entries_indexed`` per owner inside one ``ClusterService.batch()`` of 256 Episodes), with
+a CPU-time counter (``time.process_time``) around each step named below and each SQL
+statement the service runs, and prints their totals per Episode. Steps nest (a total
+includes what it calls: ``assign_run`` holds ``tells_change`` and ``_version_join``); the
+counters add ~0.5 µs a call of their own, so a step called per Episode reads high by that.
+
+    python bench/clustering_split.py LOCOMO_JSON --vectors-cache vecs.npy [--scale 20] \
+        [--without-version-trigger]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import functools
+import gc
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_clustering as bc
+
+from everos_reflect.clustering import matrix, service
+from everos_reflect.model import UserRef
+from everos_reflect.settings import Settings
+
+spent: collections.Counter[str] = collections.Counter()
+calls: collections.Counter[str] = collections.Counter()
+rows_written: collections.Counter[str] = collections.Counter()
+
+
+def _timed(label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        t0 = time.process_time()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            spent[label] += time.process_time() - t0
+            calls[label] += 1
+    return timed
+
+
+class _Statements:
+    """The write transaction's connection, each statement timed under its first words."""
+
+    def __init__(self, conn: Any) -> None:
+        object.__setattr__(self, "_conn", conn)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._conn, name)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        t0 = time.process_time()
+        out = self._conn.execute(sql, params)
+        key = "SQL " + " ".join(sql.split())[:60]
+        spent[key] += time.process_time() - t0
+        calls[key] += 1
+        return out
+
+    def executemany(self, sql: str, rows: Any) -> Any:
+        rows = list(rows)
+        t0 = time.process_time()
+        out = self._conn.executemany(sql, rows)
+        key = "SQL many " + " ".join(sql.split())[:55]
+        spent[key] += time.process_time() - t0
+        calls[key] += 1
+        rows_written[key] += len(rows)
+        return out
+
+
+def instrument() -> None:
+    """Counters around the service's steps, its statements and its COMMIT."""
+    for owner, name, label in [
+            (service.ClusterService, "on_entries_indexed", "on_entries_indexed"),
+            (service.ClusterService, "_assign_run", "_assign_run"),
+            (matrix.UserClusters, "assign_run", "assign_run (the rule, in memory)"),
+            (service.ClusterService, "_version_join", "_version_join"),
+            (service, "tells_change", "tells_change (extractive)"),
+            (service, "tells_newer_version", "tells_newer_version (extractive)"),
+            (service, "_free_id", "_free_id (hash id of a new cluster)"),
+            (service._Write, "placed_run", "placed_run (queue the rows)"),
+            (service._Write, "finish", "finish (write the queue)")]:
+        setattr(owner, name, _timed(label, getattr(owner, name)))
+    member_rows = service.ClusterService._member_rows
+    service.ClusterService._member_rows = staticmethod(  # type: ignore[method-assign]
+        _timed("_member_rows (membership look-up)", member_rows))
+    init = service._Write.__init__
+
+    def statements(self: Any, conn: Any, cache: Any) -> None:
+        init(self, _Statements(conn), cache)
+
+    service._Write.__init__ = statements  # type: ignore[method-assign]
+    transaction = service.transaction
+
+    @contextlib.contextmanager
+    def timed_commit(conn: Any) -> Iterator[Any]:
+        with transaction(conn) as c:
+            yield c
+            t0 = time.process_time()
+        spent["COMMIT"] += time.process_time() - t0
+        calls["COMMIT"] += 1
+
+    service.transaction = timed_commit  # type: ignore[assignment]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("locomo")
+    parser.add_argument("--vectors-cache", type=Path)
+    parser.add_argument("--scale", type=int, default=0, help="one owner ×N; 0: LoCoMo")
+    parser.add_argument("--member-threshold", type=float, default=0.0)
+    parser.add_argument("--without-version-trigger", action="store_true",
+                        help="drop clusters_version_insert first (to size it; not a change "
+                             "to make: other writers' inserts would no longer be counted)")
+    args = parser.parse_args(argv)
+    settings = Settings()
+    settings = replace(settings, clustering=replace(settings.clustering,
+                                                    member_threshold=args.member_threshold))
+    base, _ = bc.locomo_stream(args.locomo, args.vectors_cache)
+    items = bc.one_owner_stream(base, args.scale) if args.scale else base
+    entries = bc._entries(items)
+    instrument()
+    total = 0.0
+    with tempfile.TemporaryDirectory() as tmp:
+        rt = bc._Runtime(Path(tmp), settings)
+        svc = service.ClusterService(rt)  # type: ignore[arg-type]
+        refs = {o: UserRef.of(o) for o in {it.owner for it in items}}
+        for it in items:
+            rt.vectors.data[(refs[it.owner], it.eid)] = it.vector
+        bc._index_rows(rt.db(), items, refs)
+        if args.without_version_trigger:
+            rt.db().execute("DROP TRIGGER clusters_version_insert")
+        spent.clear()
+        calls.clear()
+        gc.collect()
+        gc.freeze()
+        for start in range(0, len(items), bc.BATCH):
+            by_owner: dict[str, list[bc.Item]] = {}
+            for it in items[start:start + bc.BATCH]:
+                by_owner.setdefault(it.owner, []).append(it)
+            t0 = time.process_time()
+            with svc.batch():
+                for owner, owned in by_owner.items():
+                    svc.on_entries_indexed(refs[owner], [entries[i.eid] for i in owned],
+                                           {i.eid: i.vector for i in owned})
+            total += time.process_time() - t0
+    n = len(items)
+    name = f"one owner x{args.scale}" if args.scale else "LoCoMo"
+    print(f"{name}: {n:,} Episodes, {bc.BATCH} per transaction: {total / n * 1e6:.1f} CPU-µs "
+          "per Episode in all (counters included)")
+    for label, seconds in sorted(spent.items(), key=lambda kv: -kv[1]):
+        rows = f", {rows_written[label]:,} rows" if label in rows_written else ""
+        print(f"  {seconds / n * 1e6:7.2f}  {label}  ({calls[label]:,} calls{rows})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
