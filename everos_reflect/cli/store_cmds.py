@@ -302,6 +302,8 @@ def _score_importance(root: Path, subject: str, content: str) -> tuple[int, str 
 
 #: Set-aside clusters ``status`` names one by one; the rest are counted.
 SET_ASIDE_SHOWN = 10
+
+
 def _print_first(console: Any, items: list[dict[str, Any]],
                  line: Callable[[dict[str, Any]], str]) -> None:
     """The first :data:`SET_ASIDE_SHOWN` of ``items``, one ``line`` each, then how many more
