@@ -193,8 +193,11 @@ def offline_candidates(
         for sig, seen in sorted(in_success.items()):
             if len(seen.tasks) == len(succeeded) and sig not in failed_sigs:
                 step = max(seen.forms.items(), key=lambda kv: (kv[1], -len(kv[0])))[0]
+                # one failure: "none of the 1 failed ones" was written into the lesson
+                failed_did_not = ("the failed one did not" if len(failed) == 1
+                                  else f"none of the {len(failed)} failed ones")
                 text = (f'Do "{step}": when learned, all {len(succeeded)} successful '
-                        f"{task_type} tasks did it and none of the {len(failed)} failed ones.")
+                        f"{task_type} tasks did it and {failed_did_not}.")
                 cited = tuple(seen.tasks) + tuple(t.id for t in failed)
                 out.append(Candidate(text, "do", cited, f"step:{sig}", len(succeeded)))
     return out
