@@ -1252,7 +1252,7 @@ class ClusterService:
                 f"SELECT id, ts, deprecated_by, text_hash FROM entries WHERE app_id=? AND "
                 f"project_id=? AND user_id=? AND id IN ({marks}) AND kind='episode' "
                 "AND deprecated_by IS NOT NULL", (*key, *chunk)))
-        for _ in range(_MAX_HOPS):
+        for _ in range(_MAX_HOPS + 1):  # a chain of _MAX_HOPS + 1 updates: see last()
             found: list[sqlite3.Row] = []
             for chunk, marks in id_batches(frontier):
                 found += conn.execute(
@@ -1316,10 +1316,30 @@ class ClusterService:
                 ts: float, text_hash: str | None) -> str:
         conn.recheck_history(ref, [entry_id])  # what was archived toward it ends here now
         row = self._member_rows(conn, ref, [entry_id]).get(entry_id)
-        if row is None:
-            return self._assign(conn, ref, entry_id, vec, ts, text_hash).reason
-        if row["deprecated_by"] is None:
+        if row is not None and row["deprecated_by"] is None:
             return "unchanged"
+        if row is not None:
+            # History of the cluster its last successor is in (:meth:`_place_history`), which
+            # need not be where it came from (archived along a chain of updates, or by hand
+            # toward another cluster's narrative). A source of the cluster's narrative (an
+            # undo) goes back in place unless the rule puts it in another cluster; any other
+            # is placed by the rule, as a rebuild places it.
+            narrative = conn.execute(
+                f"SELECT consolidated_entry_id FROM clusters WHERE {_BY_ID}",
+                (row["cluster_id"],)).fetchone()
+            chosen = conn.state(ref).choose(
+                vec, ts, threshold=self.threshold, window_seconds=self.window_seconds,
+                rejoin_threshold=self.rejoin_threshold,
+                member_threshold=self.member_threshold).cluster_id
+            if narrative is None or narrative[0] != row["deprecated_by"] or \
+                    chosen not in (None, row["cluster_id"]):
+                row = None
+        if row is None:  # archived in no cluster, or it belongs elsewhere: placed by the rule
+            decision = self._assign(conn, ref, entry_id, vec, ts, text_hash)
+            if decision.cluster_id is not None and decision.reason != NEW:
+                # joined among members that may be later than it: as a rebuild replays them
+                self._recompute(conn, ref, decision.cluster_id, known={entry_id: vec})
+            return decision.reason
         conn.hold(ref)
         conn.execute("UPDATE cluster_members SET deprecated_by=NULL, ts=?, text_hash=? "
                      f"WHERE {_OF_CLUSTER} AND entry_id=?",
