@@ -55,3 +55,27 @@ def test_a_user_that_exists_gets_no_note(one_user: Path) -> None:
                                       str(one_user)])
     assert result.exit_code == 0, result.output
     assert "note:" not in result.stderr
+
+
+@pytest.mark.parametrize(("filters", "note"), [
+    (["--app", "acme"], "note: no users in app acme of this root (its apps: default_app)"),
+    (["--app", "default_ap"], "note: no users in app default_ap of this root (did you mean "
+                              "'default_app'?)"),
+    (["--project", "nope"], "note: no users in project nope of this root (its projects: "
+                            "default_project)"),
+])
+def test_search_without_user_notes_an_app_or_project_with_no_users(
+        one_user: Path, filters: list[str], note: str) -> None:
+    # `search dog --app acme` said only "No matching episodes.", exit 0, as if the app
+    # existed and had nothing; `clusters`, `insights` and `lessons` said it on stderr
+    result = CliRunner().invoke(cli, ["search", "dog", *filters, "--root", str(one_user)])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "No matching episodes.\n"
+    assert result.stderr.splitlines()[-1] == note
+
+
+def test_search_of_an_app_with_users_gets_no_note(one_user: Path) -> None:
+    result = CliRunner().invoke(cli, ["search", "dog", "--app", "default_app", "--root",
+                                      str(one_user)])
+    assert result.exit_code == 0, result.output
+    assert "note:" not in result.stderr and "1 result in" in result.stdout

@@ -15,6 +15,7 @@ from everos_reflect.cli.common import (
     emit_json,
     handle_errors,
     json_option,
+    note_no_users,
     note_unknown_user,
     one_line,
     open_runtime,
@@ -153,6 +154,8 @@ def search_cmd(
     rt = open_runtime(root)
     if user_id is not None:
         note_unknown_user(rt, UserRef.of(user_id, app_id, project_id))
+    else:  # `--app acmee` said "No matching episodes." as if the app existed, as lessons did
+        note_no_users(rt, app_id, project_id)
     started = time.perf_counter()
     behind = sync_for_read(rt)
     hits = [

@@ -138,7 +138,7 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
     if as_json:
         emit_json(data)
     else:
-        say(data["text"] or f"(nothing fits in {max_tokens} tokens)")
+        say(data["text"] or f"(nothing fits in {counted(max_tokens, 'token')})")
     if types:  # left out without a word, a user took it that no lesson was learned
         say(f"note: no lessons without --task-type; this user has lessons for "
             f"{shown_names(types)}", err=True)
