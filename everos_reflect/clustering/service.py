@@ -44,10 +44,12 @@ from everos_reflect.clustering.online import (
     VERSION_FLOOR,
     Decision,
     cluster_id_for,
+    fold,
     in_window,
     mean_of,
     normalize,
     normalize_rows,
+    similarities,
     window_start,
 )
 from everos_reflect.errors import EverosError
@@ -1101,7 +1103,10 @@ class ClusterService:
                              window_seconds=self.window_seconds,
                              rejoin_threshold=self.rejoin_threshold,
                              member_threshold=self.member_threshold)
-        if decision.cluster_id is None:
+        if decision.cluster_id is None and decision.similarity >= self.version_floor:
+            # the version join takes no cluster under the floor, and a new cluster's
+            # similarity is the best of the rows scored (the same einsum, bit for bit): under
+            # it, the text is not read (a look-up and tells_change)
             decision = self._version_join(conn, ref, entry_id, vec, ts, st) or decision
         if decision.cluster_id is None:
             cid = self._free_cluster_id(conn, ref, entry_id)
@@ -1337,7 +1342,8 @@ class ClusterService:
 
     def _recompute(self, conn: _Write, ref: UserRef, cluster_id: str,
                    known: Mapping[str, np.ndarray] | None = None) -> None:
-        """Rebuild a cluster's centroid, count and span from its live members; delete it when
+        """Rebuild a cluster's centroid, count and span from its live members, and their
+        similarities as a rebuild replays them (:meth:`_replay_similarities`); delete it when
         none is left (its history rows go with it)."""
         row = conn.execute(f"SELECT consolidated_entry_id FROM clusters WHERE {_BY_ID}",
                            (cluster_id,)).fetchone()
@@ -1345,7 +1351,7 @@ class ClusterService:
             conn.state(ref).remove(cluster_id)
             return
         members = conn.execute(
-            f"SELECT entry_id, ts FROM cluster_members WHERE {_OF_CLUSTER} "
+            f"SELECT entry_id, ts, similarity FROM cluster_members WHERE {_OF_CLUSTER} "
             "AND deprecated_by IS NULL", (cluster_id,)).fetchall()
         if not members:
             conn.delete_cluster(ref, cluster_id)
@@ -1364,9 +1370,50 @@ class ClusterService:
         if centroid is None:  # no vector at all: the row stays, memory re-reads it
             conn.refresh(ref, cluster_id)
             return
+        self._replay_similarities(conn, ref, cluster_id, order, known)
         cluster = _Cluster(cluster_id, centroid, norm, len(order),
                            min(m["ts"] for m in order), max(m["ts"] for m in order), narrative)
         conn.save_cluster(ref, cluster)
+
+    @staticmethod
+    def _replay_similarities(conn: _Write, ref: UserRef, cluster_id: str,
+                             order: Sequence[sqlite3.Row],
+                             vectors: Mapping[str, np.ndarray]) -> None:
+        """Set each live member's similarity to what a rebuild gives it: the cosine with the
+        centroid of the members before it in ``order`` (the narrative, then by time), none for
+        the first and for a narrative. A member revived by ``undo`` (or by removing its
+        ``deprecated_entries`` line) kept the NULL of its archived row, and the members after
+        one that left kept a similarity to a centroid that held it, where a ``reindex`` replays
+        the cluster as it is now. The fold is :func:`mean_of`'s and the cosine the rule's
+        (:func:`similarities`), bit for bit; a member with no vector is left as it is."""
+        want: dict[str, float | None] = {}
+        centroid: np.ndarray | None = None
+        norm, count = 0.0, 0
+        for m in order:
+            vec = vectors.get(m["entry_id"])
+            if vec is None:
+                continue
+            want[m["entry_id"]] = None if centroid is None else \
+                float(similarities(centroid[None, :], vec)[0])
+            centroid, norm = fold(centroid, norm, count, vec)
+            count += 1
+        changed = {m["entry_id"]: want[m["entry_id"]] for m in order
+                   if m["entry_id"] in want and want[m["entry_id"]] != m["similarity"]}
+        # a narrative (similarity NULL: only Episodes are placed by similarity) keeps its NULL
+        nulls = sorted(i for i, m in ((m["entry_id"], m) for m in order)
+                       if i in changed and m["similarity"] is None)
+        for chunk, marks in id_batches(nulls):
+            for r in conn.execute(
+                    f"SELECT id FROM entries WHERE app_id=? AND project_id=? AND user_id=? "
+                    f"AND id IN ({marks}) AND parent_type='cluster'",
+                    (ref.app, ref.project, ref.user_id, *chunk)):
+                del changed[r["id"]]
+        if not changed:
+            return
+        conn.hold(ref)
+        conn.executemany(
+            f"UPDATE cluster_members SET similarity=? WHERE {_OF_CLUSTER} AND entry_id=?",
+            [(sim, cluster_id, entry_id) for entry_id, sim in sorted(changed.items())])
 
     def _free_cluster_id(self, conn: _Write, ref: UserRef, first: str) -> str:
         """The first id for ``first`` not used by this user (its in-memory state holds every
@@ -1584,7 +1631,8 @@ class _Rebuild:
                                      window_seconds=self.window, rejoin_threshold=self.rejoin,
                                      member_threshold=self.member)
         text = r["text"]
-        if decision.cluster_id is None and tells_change(text):
+        if (decision.cluster_id is None and decision.similarity >= self.version_floor
+                and tells_change(text)):  # under the floor no cluster could take it (_assign)
             reads = _VersionReads()
             decision = self.state.choose_version(
                 vec, ts, window_seconds=self.window, floor=self.version_floor,
