@@ -64,3 +64,9 @@ def test_an_api_key_with_a_lookalike_letter_says_it() -> None:
     said = validation_message(caught.value.errors(), SearchRequest)
     assert said == ("us\u0435r_id: unknown key (did you mean 'user_id'? its character 3 is "
                     "U+0435 (CYRILLIC SMALL LETTER IE), not ASCII)")
+
+
+def test_settings_of_a_lookalike_name_says_what_differs(no_everos_env: None) -> None:
+    result = CliRunner().invoke(cli, ["settings", CYRILLIC])
+    assert result.exit_code != 0
+    assert result.stderr.rstrip("\n").endswith(f"; {SAYS}"), result.stderr

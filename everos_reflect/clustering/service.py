@@ -1103,7 +1103,10 @@ class ClusterService:
                              window_seconds=self.window_seconds,
                              rejoin_threshold=self.rejoin_threshold,
                              member_threshold=self.member_threshold)
-        if decision.cluster_id is None:
+        if decision.cluster_id is None and decision.similarity >= self.version_floor:
+            # the version join takes no cluster under the floor, and a new cluster's
+            # similarity is the best of the rows scored (the same einsum, bit for bit): under
+            # it, the text is not read (a look-up and tells_change)
             decision = self._version_join(conn, ref, entry_id, vec, ts, st) or decision
         if decision.cluster_id is None:
             cid = self._free_cluster_id(conn, ref, entry_id)
@@ -1648,7 +1651,8 @@ class _Rebuild:
                                      window_seconds=self.window, rejoin_threshold=self.rejoin,
                                      member_threshold=self.member)
         text = r["text"]
-        if decision.cluster_id is None and tells_change(text):
+        if (decision.cluster_id is None and decision.similarity >= self.version_floor
+                and tells_change(text)):  # under the floor no cluster could take it (_assign)
             reads = _VersionReads()
             decision = self.state.choose_version(
                 vec, ts, window_seconds=self.window, floor=self.version_floor,
