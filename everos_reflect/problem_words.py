@@ -11,11 +11,12 @@ validation_message` says pydantic's problems with these functions.
 from __future__ import annotations
 
 import difflib
+import unicodedata
 from collections.abc import Iterable
 
 from everos_reflect.model import empty_id, json_type, must_not_be_empty, quoted_value
 
-__all__ = ["counted", "did_you_mean", "json_type", "missing", "one_of", "unknown",
+__all__ = ["counted", "did_you_mean", "json_type", "lookalike", "missing", "one_of", "unknown",
            "unknown_named", "unknown_strategy"]
 
 
@@ -28,10 +29,33 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else many}"
 
 
+def _plain(name: str) -> bool:
+    """Whether ``name`` is printable ASCII without spaces, as every name we know is."""
+    return all("!" <= char <= "~" for char in name)
+
+
+def lookalike(name: str) -> str:
+    """``its character 8 is U+0435 (CYRILLIC SMALL LETTER IE), not ASCII`` for the first
+    character of ``name`` that is not printable ASCII (or is a space), else ``""``. A
+    strategy or key typed with a look-alike letter or a trailing space was told "unknown
+    strategy 'learn_lеssons' (did you mean 'learn_lessons'?)": the two read the same, and
+    nothing said what differs."""
+    for at, char in enumerate(name, start=1):
+        if not "!" <= char <= "~":
+            named = unicodedata.name(char, "unnamed character")
+            ascii_word = ", not ASCII" if not char.isascii() else ""
+            return f"its character {at:,} is U+{ord(char):04X} ({named}){ascii_word}"
+    return ""
+
+
 def did_you_mean(name: str, choices: Iterable[str]) -> str:
-    """`` (did you mean 'x'?)`` for the choice closest to ``name``, else ``""``."""
+    """`` (did you mean 'x'?)`` for the choice closest to ``name``, else ``""``; when the
+    choice is plain and ``name`` is not, what :func:`lookalike` says of ``name`` follows."""
     close = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    if not close:
+        return ""
+    note = lookalike(name) if _plain(close[0]) else ""
+    return f" (did you mean {close[0]!r}? {note})" if note else f" (did you mean {close[0]!r}?)"
 
 
 #: At most this many names are listed after "unknown …" when none is close to the one given.
@@ -78,7 +102,8 @@ def unknown_named(what: str, name: object, known: Iterable[str]) -> str:
     listed = ", ".join(known) or "none"
     if name == "":
         return empty_id(f"{what} name", f"known: {listed}")
-    return f"unknown {what} {quoted_value(name)} (known: {listed})"
+    note = lookalike(name) if isinstance(name, str) else ""  # 'learn_lеssons' reads as known
+    return f"unknown {what} {quoted_value(name)} (known: {listed})" + (f"; {note}" if note else "")
 
 
 def unknown_strategy(name: object, known: Iterable[str]) -> str:

@@ -413,12 +413,29 @@ def _timezone(value: Any) -> str | None:
     try:
         ZoneInfo(value)
     except (ZoneInfoNotFoundError, ValueError, OSError):  # OSError: a name too long to look up
-        return (f"unknown time zone {quoted_value(value)} (use an IANA name such as 'UTC' or "
-                "'Europe/Paris')")
+        return f"unknown time zone {quoted_value(value)}" + (
+            _zone_meant(value) or " (use an IANA name such as 'UTC' or 'Europe/Paris')")
     if not is_iana_zone(value):
         return (f"{quoted_value(value)} is not an IANA time zone name (use one such as 'UTC' "
                 "or 'Europe/Paris')")
     return None
+
+
+def _zone_meant(value: str) -> str:
+    """`` (did you mean 'UTC'?)`` for the IANA zone ``value`` spells in other case or with
+    spaces around it, else for the closest one, else ``""``. ``timezone = "utc"`` (or
+    ``"europe/paris"``) was told "unknown time zone 'utc' (use an IANA name such as 'UTC' …)",
+    the name it meant given as an example of another."""
+    if len(value) > MAX_ZONE_GUESS_CHARS:
+        return ""
+    zones = _iana_zones() | {"UTC"}
+    folded = value.strip().casefold()
+    same = sorted(zone for zone in zones if zone.casefold() == folded)
+    return f" (did you mean {same[0]!r}?)" if len(same) == 1 else did_you_mean(value, zones)
+
+
+#: The longest time zone name a close one is looked for (the longest IANA name has 32).
+MAX_ZONE_GUESS_CHARS = 64
 
 
 def is_iana_zone(name: str) -> bool:

@@ -118,3 +118,39 @@ def test_past_the_pairs_it_scores_every_episode_that_would_found_a_cluster_is_re
     out = index(rt, JOB_ROW) | index(rt, later)
     assert out == {"ep_20260302_0001": "new", "ep_20260306_0001": "new"}
     assert read == [LET_GO]
+
+
+def _one_by_one(rt: FakeRuntime, *rows: tuple) -> dict[str, str]:
+    """``assign`` for each row in turn (the path of an Episode placed on its own)."""
+    store_rows(rt, [episode(i, text, w) for i, text, w, _ in rows], [r[3] for r in rows])
+    svc = ClusterService(rt)
+    return {i: svc.assign(REF, i, v, w).reason for i, _, w, v in rows}
+
+
+@pytest.mark.parametrize(("vec", "days"), [
+    (at(VERSION_FLOOR - 0.01), 4),  # under the floor
+    (at(0.0), 1),  # nothing in common
+    (at(0.40), 8),  # near enough, out of the time window
+])
+def test_one_episode_placed_alone_with_no_cluster_near_enough_is_not_read_for_a_change(
+        rt, read: list[str], vec: np.ndarray, days: int) -> None:
+    """``assign`` (and ``recluster``) read the text of an Episode that would found a cluster
+    only when a cluster scored the floor: under it the join takes none (session 41: the
+    look-up of its text and ``tells_change`` came first)."""
+    later = ("ep_20260320_0001", LET_GO, T0 + timedelta(days=days), vec)
+    assert _one_by_one(rt, JOB_ROW, later) == {"ep_20260302_0001": "new",
+                                               "ep_20260320_0001": "new"}
+    ClusterService(rt).recluster(REF)
+    assert read == []
+
+
+@pytest.mark.parametrize("cos", [VERSION_FLOOR, 0.40])
+def test_one_episode_placed_alone_near_enough_is_read_and_joins_as_the_newer_version(
+        rt, read: list[str], cos: float) -> None:
+    later = ("ep_20260306_0001", LET_GO, T0 + timedelta(days=4), at(cos))
+    assert _one_by_one(rt, JOB_ROW, later) == {"ep_20260302_0001": "new",
+                                               "ep_20260306_0001": "version"}
+    before = snapshot(rt)
+    ClusterService(rt).recluster(REF)
+    assert snapshot(rt) == before
+    assert read == [LET_GO, LET_GO]  # placed, then placed again by recluster

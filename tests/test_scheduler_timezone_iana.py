@@ -30,9 +30,8 @@ def test_a_zone_file_that_is_no_iana_name_is_a_config_error_naming_the_key(name:
     [(file, key, reason)] = info.value.problems
     assert (file, key) == ("root/everos.toml", "scheduler.timezone")
     # "unknown time zone" on a host with no such file at all
-    assert reason in (f"'{name}' is not an IANA time zone name (use one such as 'UTC' or "
-                      "'Europe/Paris')", f"unknown time zone '{name}' (use an IANA name such "
-                      "as 'UTC' or 'Europe/Paris')")
+    assert reason == (f"'{name}' is not an IANA time zone name (use one such as 'UTC' or "
+                      "'Europe/Paris')") or reason.startswith(f"unknown time zone '{name}' (")
 
 
 @pytest.mark.parametrize("name", ["UTC", "Europe/Paris", "America/Argentina/Buenos_Aires",

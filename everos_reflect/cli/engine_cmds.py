@@ -26,6 +26,7 @@ from everos_reflect.cli.common import (
     say,
 )
 from everos_reflect.model import MAX_LIST_LIMIT, MAX_TRIGGER_WAIT, empty_id, quoted
+from everos_reflect.problem_words import lookalike
 
 if TYPE_CHECKING:
     from everos_reflect.engine.engine import RunOutcome
@@ -308,7 +309,8 @@ def settings_cmd(root: str | None, name: str | None, as_json: bool) -> None:
                       f"{', '.join(known_strategies())}")
             raise UnknownStrategy(  # "no section or strategy ''" read as a misspelt name
                 empty_id("section or strategy name", listed) if name == ""
-                else f"no section or strategy {quoted(name)} ({listed})") from None
+                else f"no section or strategy {quoted(name)} ({listed})"
+                + (f"; {note}" if (note := lookalike(name)) else "")) from None
     from everos_reflect.runtime import Runtime
     from everos_reflect.settings import Settings
 

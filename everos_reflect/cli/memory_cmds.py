@@ -131,16 +131,18 @@ def briefing_cmd(query: str, root: str | None, user_id: str, app: str | None,
     try:
         behind = sync_for_read(runtime)  # like `search`: Episodes added or edited since
         data = {**ops.briefing(runtime, body), **behind}
-        types = [] if task_type or as_json else lesson_task_types(
-            runtime, UserRef.of(user_id, app, project))
+        types = [] if as_json else lesson_task_types(runtime, UserRef.of(user_id, app, project))
     finally:
         runtime.close()
     if as_json:
         emit_json(data)
     else:
-        say(data["text"] or f"(nothing fits in {max_tokens} tokens)")
-    if types:  # left out without a word, a user took it that no lesson was learned
+        say(data["text"] or f"(nothing fits in {counted(max_tokens, 'token')})")
+    if types and not task_type:  # left out without a word, taken for no lesson learned
         say(f"note: no lessons without --task-type; this user has lessons for "
+            f"{shown_names(types)}", err=True)
+    elif types and task_type not in types:  # 'Deploy' for 'deploy': as silent, as misleading
+        say(f"note: no lessons for task type {task_type!r}; this user has lessons for "
             f"{shown_names(types)}", err=True)
 
 
@@ -159,6 +161,7 @@ def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str 
     """List the lessons learned for a task type, most confirmed first."""
     from everos_reflect.api import ops
     from everos_reflect.api.models import LessonsQuery
+    from everos_reflect.briefing.build import lesson_task_types
 
     query = validated(LessonsQuery, task_type=task_type, user_id=user_id, app_id=app,
                       project_id=project, limit=limit)
@@ -169,13 +172,16 @@ def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str 
         else:
             note_no_users(runtime, app, project)
         data = ops.lessons(runtime, query)
+        others = lesson_task_types(runtime, UserRef.of(user_id, app, project)) if (
+            user_id is not None and not data["lessons"] and not as_json) else []
     finally:
         runtime.close()
     if as_json:
         emit_json(data)
         return
-    if not data["lessons"]:
-        say(f"no lessons for task type {task_type!r} yet")
+    if not data["lessons"]:  # 'Deploy' for 'deploy' read as nothing learned
+        say(f"no lessons for task type {task_type!r} yet" + (
+            f"; this user has lessons for {shown_names(others)}" if others else ""))
     for x in data["lessons"]:
         mark = " [contested]" if x["status"] == "contested" else ""
         who = f"{x['user_id']} " if user_id is None else ""

@@ -44,10 +44,12 @@ from everos_reflect.clustering.online import (
     VERSION_FLOOR,
     Decision,
     cluster_id_for,
+    fold,
     in_window,
     mean_of,
     normalize,
     normalize_rows,
+    similarities,
     window_start,
 )
 from everos_reflect.errors import EverosError
@@ -1101,7 +1103,10 @@ class ClusterService:
                              window_seconds=self.window_seconds,
                              rejoin_threshold=self.rejoin_threshold,
                              member_threshold=self.member_threshold)
-        if decision.cluster_id is None:
+        if decision.cluster_id is None and decision.similarity >= self.version_floor:
+            # the version join takes no cluster under the floor, and a new cluster's
+            # similarity is the best of the rows scored (the same einsum, bit for bit): under
+            # it, the text is not read (a look-up and tells_change)
             decision = self._version_join(conn, ref, entry_id, vec, ts, st) or decision
         if decision.cluster_id is None:
             cid = self._free_cluster_id(conn, ref, entry_id)
@@ -1250,7 +1255,7 @@ class ClusterService:
                 f"SELECT id, ts, deprecated_by, text_hash FROM entries WHERE app_id=? AND "
                 f"project_id=? AND user_id=? AND id IN ({marks}) AND kind='episode' "
                 "AND deprecated_by IS NOT NULL", (*key, *chunk)))
-        for _ in range(_MAX_HOPS):
+        for _ in range(_MAX_HOPS + 1):  # a chain of _MAX_HOPS + 1 updates: see last()
             found: list[sqlite3.Row] = []
             for chunk, marks in id_batches(frontier):
                 found += conn.execute(
@@ -1314,10 +1319,30 @@ class ClusterService:
                 ts: float, text_hash: str | None) -> str:
         conn.recheck_history(ref, [entry_id])  # what was archived toward it ends here now
         row = self._member_rows(conn, ref, [entry_id]).get(entry_id)
-        if row is None:
-            return self._assign(conn, ref, entry_id, vec, ts, text_hash).reason
-        if row["deprecated_by"] is None:
+        if row is not None and row["deprecated_by"] is None:
             return "unchanged"
+        if row is not None:
+            # History of the cluster its last successor is in (:meth:`_place_history`), which
+            # need not be where it came from (archived along a chain of updates, or by hand
+            # toward another cluster's narrative). A source of the cluster's narrative (an
+            # undo) goes back in place unless the rule puts it in another cluster; any other
+            # is placed by the rule, as a rebuild places it.
+            narrative = conn.execute(
+                f"SELECT consolidated_entry_id FROM clusters WHERE {_BY_ID}",
+                (row["cluster_id"],)).fetchone()
+            chosen = conn.state(ref).choose(
+                vec, ts, threshold=self.threshold, window_seconds=self.window_seconds,
+                rejoin_threshold=self.rejoin_threshold,
+                member_threshold=self.member_threshold).cluster_id
+            if narrative is None or narrative[0] != row["deprecated_by"] or \
+                    chosen not in (None, row["cluster_id"]):
+                row = None
+        if row is None:  # archived in no cluster, or it belongs elsewhere: placed by the rule
+            decision = self._assign(conn, ref, entry_id, vec, ts, text_hash)
+            if decision.cluster_id is not None and decision.reason != NEW:
+                # joined among members that may be later than it: as a rebuild replays them
+                self._recompute(conn, ref, decision.cluster_id, known={entry_id: vec})
+            return decision.reason
         conn.hold(ref)
         conn.execute("UPDATE cluster_members SET deprecated_by=NULL, ts=?, text_hash=? "
                      f"WHERE {_OF_CLUSTER} AND entry_id=?",
@@ -1337,7 +1362,8 @@ class ClusterService:
 
     def _recompute(self, conn: _Write, ref: UserRef, cluster_id: str,
                    known: Mapping[str, np.ndarray] | None = None) -> None:
-        """Rebuild a cluster's centroid, count and span from its live members; delete it when
+        """Rebuild a cluster's centroid, count and span from its live members, and their
+        similarities as a rebuild replays them (:meth:`_replay_similarities`); delete it when
         none is left (its history rows go with it)."""
         row = conn.execute(f"SELECT consolidated_entry_id FROM clusters WHERE {_BY_ID}",
                            (cluster_id,)).fetchone()
@@ -1345,7 +1371,7 @@ class ClusterService:
             conn.state(ref).remove(cluster_id)
             return
         members = conn.execute(
-            f"SELECT entry_id, ts FROM cluster_members WHERE {_OF_CLUSTER} "
+            f"SELECT entry_id, ts, similarity FROM cluster_members WHERE {_OF_CLUSTER} "
             "AND deprecated_by IS NULL", (cluster_id,)).fetchall()
         if not members:
             conn.delete_cluster(ref, cluster_id)
@@ -1364,9 +1390,50 @@ class ClusterService:
         if centroid is None:  # no vector at all: the row stays, memory re-reads it
             conn.refresh(ref, cluster_id)
             return
+        self._replay_similarities(conn, ref, cluster_id, order, known)
         cluster = _Cluster(cluster_id, centroid, norm, len(order),
                            min(m["ts"] for m in order), max(m["ts"] for m in order), narrative)
         conn.save_cluster(ref, cluster)
+
+    @staticmethod
+    def _replay_similarities(conn: _Write, ref: UserRef, cluster_id: str,
+                             order: Sequence[sqlite3.Row],
+                             vectors: Mapping[str, np.ndarray]) -> None:
+        """Set each live member's similarity to what a rebuild gives it: the cosine with the
+        centroid of the members before it in ``order`` (the narrative, then by time), none for
+        the first and for a narrative. A member revived by ``undo`` (or by removing its
+        ``deprecated_entries`` line) kept the NULL of its archived row, and the members after
+        one that left kept a similarity to a centroid that held it, where a ``reindex`` replays
+        the cluster as it is now. The fold is :func:`mean_of`'s and the cosine the rule's
+        (:func:`similarities`), bit for bit; a member with no vector is left as it is."""
+        want: dict[str, float | None] = {}
+        centroid: np.ndarray | None = None
+        norm, count = 0.0, 0
+        for m in order:
+            vec = vectors.get(m["entry_id"])
+            if vec is None:
+                continue
+            want[m["entry_id"]] = None if centroid is None else \
+                float(similarities(centroid[None, :], vec)[0])
+            centroid, norm = fold(centroid, norm, count, vec)
+            count += 1
+        changed = {m["entry_id"]: want[m["entry_id"]] for m in order
+                   if m["entry_id"] in want and want[m["entry_id"]] != m["similarity"]}
+        # a narrative (similarity NULL: only Episodes are placed by similarity) keeps its NULL
+        nulls = sorted(i for i, m in ((m["entry_id"], m) for m in order)
+                       if i in changed and m["similarity"] is None)
+        for chunk, marks in id_batches(nulls):
+            for r in conn.execute(
+                    f"SELECT id FROM entries WHERE app_id=? AND project_id=? AND user_id=? "
+                    f"AND id IN ({marks}) AND parent_type='cluster'",
+                    (ref.app, ref.project, ref.user_id, *chunk)):
+                del changed[r["id"]]
+        if not changed:
+            return
+        conn.hold(ref)
+        conn.executemany(
+            f"UPDATE cluster_members SET similarity=? WHERE {_OF_CLUSTER} AND entry_id=?",
+            [(sim, cluster_id, entry_id) for entry_id, sim in sorted(changed.items())])
 
     def _free_cluster_id(self, conn: _Write, ref: UserRef, first: str) -> str:
         """The first id for ``first`` not used by this user (its in-memory state holds every
@@ -1584,7 +1651,8 @@ class _Rebuild:
                                      window_seconds=self.window, rejoin_threshold=self.rejoin,
                                      member_threshold=self.member)
         text = r["text"]
-        if decision.cluster_id is None and tells_change(text):
+        if (decision.cluster_id is None and decision.similarity >= self.version_floor
+                and tells_change(text)):  # under the floor no cluster could take it (_assign)
             reads = _VersionReads()
             decision = self.state.choose_version(
                 vec, ts, window_seconds=self.window, floor=self.version_floor,

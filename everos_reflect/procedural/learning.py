@@ -25,6 +25,7 @@ Nothing else.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections import defaultdict
 from collections.abc import Sequence
@@ -34,7 +35,7 @@ from typing import Literal
 import numpy as np
 
 from everos_reflect.procedural.lessons import Lesson
-from everos_reflect.procedural.tasks import TaskRecord
+from everos_reflect.procedural.tasks import MAX_LINE_CHARS, TaskRecord
 
 Action = Literal["new", "restate", "refine", "contradict"]
 
@@ -151,6 +152,30 @@ def step_signature(step: str) -> str:
     return " ".join(sorted(content_words(step)))
 
 
+#: The longest signature kept whole, and the longest error or step an offline lesson quotes:
+#: a step or error of a task record added at any edge is at most this long. A hand-written
+#: one may be as long as an entry (256 KiB): its signature, 70 KB in the lesson's metadata,
+#: was refused at the write ("YAML block is over 64 KiB"), and every run after failed the
+#: task type the same way, its lessons never learned.
+MAX_SIGNATURE_CHARS = MAX_LINE_CHARS
+#: What a signature cut keeps readable before its hash.
+SIGNATURE_HEAD_CHARS = 200
+
+
+def bounded_signature(sig: str) -> str:
+    """``sig`` when it is at most :data:`MAX_SIGNATURE_CHARS` long, else its head and a hash of
+    the whole: as stable across runs, and as distinct, as the signature it stands for."""
+    if len(sig) <= MAX_SIGNATURE_CHARS:
+        return sig
+    digest = hashlib.sha256(sig.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    return f"{sig[:SIGNATURE_HEAD_CHARS]}… sha256:{digest}"
+
+
+def _quote(text: str) -> str:
+    """``text`` cut to :data:`MAX_LINE_CHARS` characters for a lesson to quote."""
+    return text if len(text) <= MAX_LINE_CHARS else text[: MAX_LINE_CHARS - 1] + "…"
+
+
 @dataclass
 class _Seen:
     tasks: list[str] = field(default_factory=list)
@@ -174,11 +199,11 @@ def offline_candidates(
                 errors[sig].forms[error] += 1
     for sig, seen in sorted(errors.items()):
         if len(seen.tasks) >= min_recurrence:
-            quote = max(seen.forms.items(), key=lambda kv: (kv[1], -len(kv[0])))[0]
+            quote = _quote(max(seen.forms.items(), key=lambda kv: (kv[1], -len(kv[0])))[0])
             text = (f'Avoid what led to the recurring error "{quote}" '
                     f"(in {len(seen.tasks)} of {len(tasks)} {task_type} tasks when learned).")
-            out.append(Candidate(text, "avoid", tuple(seen.tasks), f"error:{sig}",
-                                 len(seen.tasks)))
+            out.append(Candidate(text, "avoid", tuple(seen.tasks),
+                                 f"error:{bounded_signature(sig)}", len(seen.tasks)))
 
     succeeded = [t for t in tasks if t.succeeded]
     failed = [t for t in tasks if t.failed]
@@ -192,9 +217,13 @@ def offline_candidates(
         failed_sigs = {step_signature(s) for t in failed for s in t.steps}
         for sig, seen in sorted(in_success.items()):
             if len(seen.tasks) == len(succeeded) and sig not in failed_sigs:
-                step = max(seen.forms.items(), key=lambda kv: (kv[1], -len(kv[0])))[0]
+                step = _quote(max(seen.forms.items(), key=lambda kv: (kv[1], -len(kv[0])))[0])
+                # one failure: "none of the 1 failed ones" was written into the lesson
+                failed_did_not = ("the failed one did not" if len(failed) == 1
+                                  else f"none of the {len(failed)} failed ones")
                 text = (f'Do "{step}": when learned, all {len(succeeded)} successful '
-                        f"{task_type} tasks did it and none of the {len(failed)} failed ones.")
+                        f"{task_type} tasks did it and {failed_did_not}.")
                 cited = tuple(seen.tasks) + tuple(t.id for t in failed)
-                out.append(Candidate(text, "do", cited, f"step:{sig}", len(succeeded)))
+                out.append(Candidate(text, "do", cited, f"step:{bounded_signature(sig)}",
+                                     len(succeeded)))
     return out
