@@ -67,6 +67,9 @@ def test_a_value_no_reader_takes_is_a_warning(kind: Kind, meta: str, message: st
     (Kind.LESSON, "confirmations: 0"), (Kind.LESSON, "confirmations: 12"),
     (Kind.TASK, "outcome: Success"), (Kind.TASK, "outcome: partial"),
     (Kind.INSIGHT, "status:"),  # left empty: read as active, as when absent
+    # in any case, as every reader takes it: `lint` warned of what was served as active
+    (Kind.INSIGHT, "status: ACTIVE"), (Kind.LESSON, "status: Contested"),
+    (Kind.RELATION, "status: ' resolved'"),
     (Kind.INSIGHT, "depth: 1"), (Kind.CONVICTION, "depth: 3"), (Kind.LESSON, "depth: 1"),
     (Kind.INSIGHT, "depth:"),  # left empty: as when absent
     (Kind.TASK, "depth: 0"),  # not a derived record: no depth is read

@@ -379,3 +379,28 @@ def test_derived_hits_of_one_log_are_read_with_one_parse(root: Path, monkeypatch
         rt.close()
     assert len(hits) == 54 and {h.status for h in hits} == {"active"}
     assert list(reads.values()) == [1]
+
+
+def test_a_status_written_in_capitals_is_read_as_the_briefing_reads_it(root: Path) -> None:
+    # `status: Active` (a person's hand) was left out of a search as not active, while the
+    # briefing, lessons and provenance read it in any case and served it; `STALE` stays out
+    from datetime import date
+
+    from everos_reflect.index.sync import Indexer
+
+    ref = UserRef.of("ada")
+    rt = Runtime(root, embedder=HashEmbedder(32))
+    try:
+        rt.store.append_many(ref, Kind.INSIGHT, [
+            ({"timestamp": "2026-09-01T09:00:00+00:00", "evidence": [], "depth": 1,
+              "status": status}, {"Insight": f"Billing deploys fail on Mondays, {status}."})
+            for status in ("Active", " ACTIVE ", "STALE")], day=date(2026, 9, 1))
+        Indexer(rt).scan()
+        hits = search(rt, "billing deploys Mondays", top_k=10, user_id=ref.user_id,
+                      kinds=["insight"], mode="keyword")
+        every = search(rt, "billing deploys Mondays", top_k=10, user_id=ref.user_id,
+                       kinds=["insight"], mode="keyword", include_stale=True)
+    finally:
+        rt.close()
+    assert sorted(h.status for h in hits) == ["active", "active"]
+    assert sorted(h.status for h in every) == ["active", "active", "stale"]

@@ -330,7 +330,9 @@ def _with_status(runtime: Runtime, hits: list[SearchHit], include_stale: bool) -
         entry = found.get((UserRef(hit.app_id, hit.project_id, hit.user_id), hit.id))
         if entry is None:
             continue  # gone since it was indexed
-        hit.status = str(entry.meta.get("status") or "active")
+        # in any case, as the briefing, lessons and provenance read it: `status: Active` was
+        # left out of a search as stale while the briefing served it
+        hit.status = str(entry.meta.get("status") or "active").strip().lower()
         if include_stale or hit.status == "active":
             kept.append(hit)
     return kept

@@ -1416,7 +1416,9 @@ def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[tuple[str, str]]:
 
     found: list[tuple[str, str]] = []
     status = meta.get("status")
-    if kind in STATUSES and status is not None and str(status).strip() not in STATUSES[kind]:
+    # in any case, as every reader takes it (`status: ACTIVE` is served as active)
+    if kind in STATUSES and status is not None \
+            and str(status).strip().lower() not in STATUSES[kind]:
         found.append(("status", f"status {quoted_value(status)} is not one of "
                       f"{', '.join(STATUSES[kind])} (write one of them)"))
     if kind is Kind.LESSON:
