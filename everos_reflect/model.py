@@ -11,7 +11,7 @@ import re
 import shlex
 import unicodedata
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from enum import StrEnum
@@ -769,6 +769,13 @@ def meta_text(value: Any) -> str | None:
     if value is None or not isinstance(value, _TEXT_SCALARS):
         return None
     return str(value)
+
+
+def served_status(meta: Mapping[str, Any]) -> str:
+    """A derived record's ``status`` as the briefing, lessons and ``search`` serve it: in any
+    case and without surrounding spaces (a person writes ``Active``), ``active`` when absent
+    or empty. One reader, so that a record one of them serves is not left out by another."""
+    return str(meta.get("status") or "active").strip().lower()
 
 
 def id_items(value: Any) -> tuple[list[str], bool]:

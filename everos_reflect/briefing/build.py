@@ -41,6 +41,7 @@ from everos_reflect.model import (
     json_got,
     must_not_be_empty,
     query_length_problem,
+    served_status,
     surrogate_problem,
 )
 from everos_reflect.procedural.lessons import Lesson, ranked, read_lesson
@@ -173,7 +174,7 @@ _POOL = ThreadPoolExecutor(max_workers=4, thread_name_prefix="everos-briefing")
 
 
 def _status(entry: Entry) -> str:
-    return str(entry.meta.get("status") or "active").strip().lower()
+    return served_status(entry.meta)
 
 
 def _ids(value: Any) -> list[str]:

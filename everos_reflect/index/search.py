@@ -37,6 +37,7 @@ from everos_reflect.model import (
     json_got,
     must_not_be_empty,
     query_length_problem,
+    served_status,
     surrogate_problem,
 )
 from everos_reflect.problem_words import one_of
@@ -330,9 +331,8 @@ def _with_status(runtime: Runtime, hits: list[SearchHit], include_stale: bool) -
         entry = found.get((UserRef(hit.app_id, hit.project_id, hit.user_id), hit.id))
         if entry is None:
             continue  # gone since it was indexed
-        # in any case, as the briefing, lessons and provenance read it: `status: Active` was
-        # left out of a search as stale while the briefing served it
-        hit.status = str(entry.meta.get("status") or "active").strip().lower()
+        # as the briefing serves it: `status: Active` was left out of a search as stale
+        hit.status = served_status(entry.meta)
         if include_stale or hit.status == "active":
             kept.append(hit)
     return kept

@@ -14,7 +14,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from everos_reflect.model import Entry, format_timestamp, id_items, id_order, meta_text
+from everos_reflect.model import (
+    Entry,
+    format_timestamp,
+    id_items,
+    id_order,
+    meta_text,
+    served_status,
+)
 
 LESSON_TYPES = ("do", "avoid")
 LIVE_STATUSES = ("active", "contested")
@@ -63,7 +70,7 @@ def read_lesson(entry: Entry) -> Lesson:
     confirmations = meta.get("confirmations")
     if isinstance(confirmations, bool) or not isinstance(confirmations, int):
         confirmations = max(1, len(evidence))
-    status = str(meta.get("status") or "active").strip().lower()
+    status = served_status(meta)
     return Lesson(
         id=entry.id,
         task_type=(meta_text(meta.get("task_type")) or "").strip(),
