@@ -542,3 +542,31 @@ def test_the_answer_of_a_briefing_over_thousands_of_records_stays_bounded(
                  if item["kind"] == "conviction" else cited[:max_item_evidence])
         assert item["evidence"] == first
     assert len(json.dumps(data)) < 20_000
+
+
+def test_a_task_recorded_several_times_takes_one_line_that_says_how_many(
+        runtime: Runtime) -> None:
+    # The same failed deploy recorded six times filled a 200-token briefing with six identical
+    # task lines and left the Episode that explains it out for budget.
+    from everos_reflect.procedural.tasks import new_task
+
+    tasks = []
+    for day in range(10, 16):
+        task = new_task(REF, task_type="deploy", goal="Deploy the web app",
+                        steps=["build image", "push image"], outcome="failure",
+                        errors=["registry timeout"], timestamp=f"2026-10-{day}T09:00:00Z")
+        tasks.append(runtime.store.append(REF, Kind.TASK, task.meta, task.sections).id)
+    episode = runtime.store.append(
+        REF, Kind.EPISODE, {"timestamp": "2026-10-12T09:00:00+00:00", "parent_type": "memcell",
+                            "parent_id": "mc_1"},
+        {"Subject": "Deploy", "Content": "The web app deploy failed: the registry timed out."})
+    Indexer(runtime).scan()
+
+    b = build_briefing(runtime, REF, "Deploy the web app", max_tokens=200, min_similarity=-1.0)
+
+    task_lines = [ln for ln in b.text.splitlines() if " · task · " in ln]
+    assert len(task_lines) == 1 and task_lines[0].endswith("(recorded 6x)")
+    assert task_lines[0].startswith(f"- [{tasks[-1]} · task · 2026-10-15]")  # the newest
+    assert [i.id for i in b.items] == [tasks[-1], episode.id] and not b.omitted
+    assert sorted(b.repeated_ids) == sorted(tasks[:-1])
+    assert b.to_dict()["repeated_ids"] == b.repeated_ids

@@ -5,7 +5,8 @@ confirmations, then — in the order the question's route asks for — the insig
 query and the Episodes, facts and task records that answer it. Nothing archived
 (``deprecated_by``) or stale/retired is offered. Relevance is the cosine similarity between the
 query and each record's vector; records below ``min_similarity`` are not offered at all, so a
-large budget is not filled with noise.
+large budget is not filled with noise. Records of one kind whose lines say the same (a task
+recorded again) take one line, which says how many it stands for.
 
 Derived records (convictions, lessons, insights) are read from their Markdown, the truth, for
 their status and evidence; parsed files are cached by size and stamps (see :class:`_LogCache`)
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.briefing.pack import Briefing, Item, Section, pack
+from everos_reflect.briefing.pack import Briefing, Item, Section, fold_repeats, pack
 from everos_reflect.briefing.routing import route as route_of
 from everos_reflect.briefing.tokens import TokenCounter, default_counter
 from everos_reflect.embedding.base import embed_query
@@ -287,7 +288,8 @@ def build_briefing(
     evidence_rows = sorted((r for k in instance_kinds for r in rows[k]),
                            key=lambda r: -r["_similarity"])
     insight_items = [i for r in rows[Kind.INSIGHT] if (i := _row_item(runtime, ref, r))]
-    evidence_items = [i for r in evidence_rows if (i := _row_item(runtime, ref, r))]
+    evidence_items, repeats = fold_repeats(
+        [i for r in evidence_rows if (i := _row_item(runtime, ref, r))])
 
     sections = [Section("Current convictions", convictions(runtime, ref), share=WORLDVIEW_SHARE)]
     if task_type:
@@ -297,4 +299,6 @@ def build_briefing(
     sections += [insights, records] if route == "pattern" else [records, insights]
     header = f"Memory briefing ({route} question" + (
         f", task type {task_type})" if task_type else ")")
-    return pack(sections, max_tokens, counter, header=header, route=route)
+    briefing = pack(sections, max_tokens, counter, header=header, route=route)
+    briefing.repeated_ids = [other for i in briefing.items for other in repeats.get(i.id, [])]
+    return briefing

@@ -22,7 +22,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
 from typing import Any, Protocol
+
+from everos_reflect.model import parse_timestamp
 
 
 class Counts(Protocol):
@@ -94,6 +97,9 @@ class Briefing:
     restated_ids: list[str] = field(default_factory=list)
     #: items in the block whose text was cut to fit (their text ends with " …")
     cut_ids: list[str] = field(default_factory=list)
+    #: records given no line because a line in the block says the same word for word: the
+    #: same task (or Episode, or fact) recorded again (:func:`fold_repeats`)
+    repeated_ids: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         """The answer: bounded by the block's budget, not by how many records were offered
@@ -108,6 +114,7 @@ class Briefing:
             "omitted_ids": list(self.omitted_ids[:MAX_OMITTED_IDS]),
             "restated_ids": list(self.restated_ids),
             "cut_ids": list(self.cut_ids),
+            "repeated_ids": list(self.repeated_ids[:MAX_OMITTED_IDS]),
         }
 
 
@@ -203,6 +210,36 @@ def pack(
         return Briefing("", [], 0, max_tokens, route, omitted, [i.id for i in left])
     return Briefing(text, kept, tokens, max_tokens, route, omitted, [i.id for i in left],
                     restated_ids, cut_ids)
+
+
+def fold_repeats(items: Sequence[Item]) -> tuple[list[Item], dict[str, list[str]]]:
+    """``items`` with one item standing for each set of the same kind and line text, in the
+    rank of the first of the set, and what each one stands for (its id -> the others' ids).
+
+    A person who recorded the same failed deploy six times got six identical task lines, and
+    the budget went to them instead of to other records. The one kept is the newest of its
+    set (undated ones last); its note says how many records it stands for.
+    """
+    sets: dict[tuple[str, str], list[Item]] = {}
+    for item in items:
+        sets.setdefault((item.kind, _one_line(item.text)), []).append(item)
+    out: list[Item] = []
+    repeats: dict[str, list[str]] = {}
+    for same in sets.values():
+        if len(same) == 1:
+            out.append(same[0])
+            continue
+        newest = max(same, key=_newest_first)
+        note = f"recorded {len(same)}x" + (f", {newest.note}" if newest.note else "")
+        out.append(Item(newest.id, newest.kind, newest.text, newest.timestamp,
+                        list(newest.evidence), newest.score, note))
+        repeats[newest.id] = [i.id for i in same if i is not newest]
+    return out, repeats
+
+
+def _newest_first(item: Item) -> tuple[bool, datetime]:
+    ts = parse_timestamp(item.timestamp)
+    return (ts is not None, ts or datetime.min.replace(tzinfo=UTC))
 
 
 #: The kind whose items may restate their Episode word for word (facts are its sentences).
