@@ -251,6 +251,21 @@ def plan_scan(
     return changed, deleted
 
 
+def gone_users_first(paths: list[Path]) -> list[Path]:
+    """``paths`` with the logs of users whose folder is gone first, the others after in their
+    order. A user's folder renamed by hand (``mv users/ann users/anna``, or its project's)
+    takes its clusters' ids with it (they hash the user in): the new user's narratives, synced
+    before the old user's logs were dropped, found their clusters held by another user and
+    were attached nowhere, for good, where a ``reindex`` attaches them."""
+    there: dict[Path, bool] = {}
+    for path in paths:
+        user = path.parent.parent
+        if user not in there:
+            there[user] = os.path.isdir(user)
+    return [p for p in paths if not there[p.parent.parent]] + \
+        [p for p in paths if there[p.parent.parent]]
+
+
 # --------------------------------------------------------------------------- the Indexer
 
 
@@ -491,8 +506,8 @@ class Indexer:
         (:meth:`_looked_ahead`) and the embedding of their new texts
         (:meth:`_embedded_ahead`) are done before the indexer lock is taken: under it, no
         log is waited for. ``timeout`` bounds the wait for the lock, as in :meth:`scan`."""
-        full = list(dict.fromkeys(Path(p) if Path(p).is_absolute() else self.rt.root / p
-                                  for p in paths))
+        full = gone_users_first(list(dict.fromkeys(
+            Path(p) if Path(p).is_absolute() else self.rt.root / p for p in paths)))
         looked = self._looked_ahead(full)
         ahead = self._embedded_ahead(full, looked)
         with self._lock.acquire(timeout=timeout):
@@ -630,7 +645,8 @@ class Indexer:
                 same = self._same_bytes(stored, disk, [r for r in changed if r not in stale])
                 todo = [Path(disk[rel][1]) for rel in sorted(set(changed) - same.keys() | stale)]
                 unlisted, held = self._unlisted(deleted)
-                todo += [self.rt.root / rel for rel in deleted if rel not in held]
+                todo = gone_users_first(
+                    todo + [self.rt.root / rel for rel in deleted if rel not in held])
                 report = ScanReport(files_seen=len(disk))
                 report.waiting.update(held)
                 self._confirm(stored, same, report)
