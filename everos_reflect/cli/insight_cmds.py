@@ -20,6 +20,7 @@ from everos_reflect.cli.common import (
     say,
 )
 from everos_reflect.model import LIST_LIMIT, MAX_LIST_LIMIT, UserRef
+from everos_reflect.problem_words import shown_number
 
 
 def _user_options(fn: Any) -> Any:
@@ -62,12 +63,12 @@ def insights_cmd(root: str | None, user_id: str | None, app: str | None, project
     for item in rows:
         mark = "" if item["status"] == "active" else f"  [{item['status']}: " \
             f"{item.get('stale_reason') or ''}]"
-        say(f"{item['id']}  {item['user_id']}  depth {item['depth']}  "
+        say(f"{item['id']}  {item['user_id']}  depth {shown_number(item['depth'])}  "
             f"{(item['timestamp'] or '')[:10]}{mark}")
         say(f"  {item['text']}")
         if item.get("question"):
             say(f"  question: {item['question']}")
-        say(f"  evidence: {', '.join(item['evidence'])}")
+        say(f"  evidence: {', '.join(item['evidence']) or '-'}")
     if total > len(rows):
         say(f"... {counted(total - len(rows), 'more insight')} not listed "
             f"(--limit, at most {MAX_LIST_LIMIT:,})")
