@@ -73,3 +73,58 @@ def test_the_briefing_notes_a_huge_confirmation_count_bounded(
     assert f"- [{lesson} · lesson · 2026-10-20] Pin image tags. (do, confirmed 9.99e+399x)" \
         in b.text.splitlines()
     assert "9" * 20 not in b.text
+
+
+def test_insights_gives_a_hand_written_question_reason_and_evidence_one_bounded_line(
+        scripted: tuple[Runtime, object]) -> None:
+    # a question of 300 lines printed as 300 lines, a 5,000-character stale_reason whole, and
+    # all 500 ids of a hand-written evidence list on one line
+    rt, _ = scripted
+    insight = rt.store.append(REF, Kind.INSIGHT, {
+        "timestamp": "2026-10-20T09:00:00+00:00",
+        "evidence": [f"ep_20261012_{n:04d}" for n in range(1, 501)],
+        "depth": 1, "status": "stale", "stale_reason": "r" * 5000,
+        "question": "Why?\nBecause. " * 300}, {"Insight": "Deploys fail on Mondays."})
+
+    result = CliRunner().invoke(cli, ["insights", "--user", "u_ops", "--include-stale"])
+
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == 4
+    assert lines[0] == (f"{insight.id}  u_ops  depth 1  2026-10-20  [stale: {'r' * 300}… "
+                        "(5,000 characters)]")
+    assert lines[2] == f"  question: {('Why? Because. ' * 22)[:300]}… (4,199 characters)"
+    assert lines[3] == "  evidence: " + ", ".join(
+        f"ep_20261012_{n:04d}" for n in range(1, 21)) + " +480 more"  # as `lessons` lists
+
+
+def test_lessons_gives_a_lesson_one_line_and_a_task_cited_twice_counts_once(
+        scripted: tuple[Runtime, object]) -> None:
+    # a hand-written lesson of two lines broke the one line a lesson; a task cited twice was
+    # listed twice, and counted twice when confirmations is not written
+    rt, _ = scripted
+    lesson = rt.store.append(REF, Kind.LESSON, {
+        "timestamp": "2026-10-20T09:00:00+00:00", "task_type": "deploy", "lesson_type": "do",
+        "evidence": ["tk_20261012_0001", "tk_20261012_0002", "tk_20261012_0001"],
+        "depth": 1, "status": "active"}, {"Lesson": "Pin image tags\nbefore\tdeploying."})
+
+    result = CliRunner().invoke(cli, ["lessons", "--task-type", "deploy", "--user", "u_ops"])
+
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [
+        f"{lesson.id} do    x2  Pin image tags before deploying.",
+        "    evidence: tk_20261012_0001, tk_20261012_0002"]
+
+
+def test_relations_shows_a_relation_joining_nothing_as_a_dash(
+        scripted: tuple[Runtime, object]) -> None:
+    # `between: []` by hand printed "[active]  " and nothing after it
+    rt, _ = scripted
+    rel = rt.store.append(REF, Kind.RELATION, {
+        "timestamp": "2026-10-20T09:00:00+00:00", "relation_type": "self_contradiction",
+        "between": [], "evidence": [], "depth": 2, "status": "active"}, {"Relation": "x vs y"})
+
+    result = CliRunner().invoke(cli, ["relations", "--user", "u_ops"])
+
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines() == [f"u_ops  {rel.id}  [active]  -", "    x vs y"]

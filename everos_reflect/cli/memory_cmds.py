@@ -186,8 +186,9 @@ def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str 
     for x in data["lessons"]:
         mark = " [contested]" if x["status"] == "contested" else ""
         who = f"{x['user_id']} " if user_id is None else ""
+        text = " ".join(x["text"].split())  # one line a lesson, as the briefing gives it
         say(f"{x['id']} {who}{x['lesson_type']:5} x{shown_number(x['confirmations'])}{mark}  "
-            f"{x['text']}")
+            f"{text}")
         more = x["evidence_count"] - len(x["evidence"])
         say(f"    evidence: {', '.join(x['evidence']) or '-'}"
             + (f" +{more} more" if more else ""))
