@@ -25,6 +25,9 @@ EverAlgo is loaded from its unpacked wheel, never installed:
         everalgo-clustering==0.2.1
     python -m zipfile -e ea/everalgo_clustering-0.2.1-py3-none-any.whl ea/site
     python bench/bench_clustering.py LOCOMO_JSON --everalgo ea/site [--scales 20 100 184]
+
+``--rule-only N`` times the rule in memory alone (``assign_run`` per run, nothing persisted),
+N times per stream: the figure a change to the rule moves, without SQLite's noise.
 """
 
 from __future__ import annotations
@@ -457,6 +460,26 @@ def report(name: str, items: list[Item], settings: Settings, ea: Any | None,
               f"clusters at the end   {_deciles(cons['per_item'])}")
 
 
+def rule_only(locomo: str, cache: Path | None, scales: Sequence[int], settings: Settings,
+              runs: int) -> int:
+    """``--rule-only``: :func:`run_memory_runs` ``runs`` times on LoCoMo and each scale,
+    CPU-µs per Episode (least, then each run) and a digest of the labels."""
+    base, _ = locomo_stream(locomo, cache)
+    gc.collect()
+    gc.freeze()
+    for scale in [0, *scales]:
+        items = one_owner_stream(base, scale) if scale else base
+        figures, labels = [], []
+        for _ in range(runs):
+            seconds, labels = run_memory_runs(items, settings)
+            figures.append(seconds / len(items) * 1e6)
+        name = f"one owner x{scale}" if scale else "LoCoMo"
+        print(f"{name}: rule in memory, as runs: least {min(figures):.1f} CPU-µs per Episode "
+              f"(runs: {', '.join(f'{f:.1f}' for f in figures)}); labels "
+              f"{hashlib.sha256(repr(labels).encode()).hexdigest()[:16]}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("locomo", help="path to locomo10.json")
@@ -481,11 +504,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1,
                         help="runs per side on the LoCoMo stream, median reported (the one-owner "
                              "streams run once)")
+    parser.add_argument("--rule-only", type=int, default=0, metavar="N",
+                        help="only the rule in memory, as runs (run_memory_runs), N times per "
+                             "stream: the least and every figure (the part of our side a "
+                             "change to the rule moves, without SQLite's noise)")
     args = parser.parse_args(argv)
     settings = Settings()
     settings = replace(settings, clustering=replace(settings.clustering,
                                                     member_threshold=args.member_threshold))
     print(f"our clustering.member_threshold = {args.member_threshold:g}")
+    if args.rule_only:
+        return rule_only(args.locomo, args.vectors_cache, args.scales, settings,
+                         args.rule_only)
     ea = load_everalgo(args.everalgo) if args.everalgo else None
     t0 = time.perf_counter()
     base, _ = locomo_stream(args.locomo, args.vectors_cache)

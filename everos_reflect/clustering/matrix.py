@@ -49,6 +49,7 @@ from everos_reflect.clustering.online import (
     in_window_rows,
     similarities,
     window_end,
+    window_end_rows,
     window_start,
 )
 
@@ -498,6 +499,14 @@ _REACH_ROWS = 16
 _REACH_PAIRS = 4096
 
 
+#: ``np.einsum`` without ``optimize`` returns this call's result, behind a dispatch that costs
+#: ~0.7 µs a call; the run rescores with it once per Episode (the same kernel, the same bits)
+try:
+    from numpy._core.multiarray import c_einsum as _c_einsum
+except ImportError:  # pragma: no cover - a numpy laid out otherwise
+    _c_einsum = np.einsum
+
+
 def _may_reach(c32: np.ndarray, first: np.ndarray, last: np.ndarray, changed: Collection[int],
                vector: np.ndarray, ts: float, window: float, floor: float) -> bool:
     """May one of the rows ``changed`` (positions in ``c32``: the clusters a run created or
@@ -656,6 +665,14 @@ class UserClusters:
 
     def rows(self) -> Iterable[ClusterRow]:
         return (self.get(cid) for cid in list(self.ids))
+
+    def ending_at_or_after(self, ts: float) -> dict[str, float]:
+        """``{cluster_id: last_ts}`` of the clusters with a member at or after ``ts``: those an
+        Episode at ``ts`` joins out of order (one array comparison; empty in the usual case,
+        an Episode newer than every cluster)."""
+        n = len(self.ids)
+        ids, last = self.ids, self._last
+        return {ids[p]: float(last[p]) for p in np.flatnonzero(last[:n] >= ts).tolist()}
 
     def put(self, row: ClusterRow) -> None:
         """Insert or replace one cluster."""
@@ -849,6 +866,11 @@ class UserClusters:
         ordered = all(a <= b for a, b in pairwise(times))
         ts_arr = np.asarray(times, dtype=np.float64)
         window = window_seconds
+        # ordered: per item, where the later items in the window of a span ending at its
+        # time end (bisect_right of window_end, for the whole run at once): what a cluster
+        # the item founds, or joins without moving its end, rescores
+        ends_at = np.searchsorted(ts_arr, window_end_rows(ts_arr, window),
+                                  side="right").tolist() if ordered else None
         floor = min(threshold, rejoin_threshold)
         # (row position, version of the row it was scored against, exact cosine)
         hits: list[list[tuple[int, int, float]]] = [[] for _ in range(count)]
@@ -913,7 +935,7 @@ class UserClusters:
             self.recent, self._heap
         c32, norms, counts = self._c32, self._norm, self._count
         firsts, lasts, consolidated = self._first, self._last, self._consolidated
-        dot, sqrt, einsum, multiply = np.dot, math.sqrt, np.einsum, np.multiply
+        dot, sqrt, einsum, multiply = np.dot, math.sqrt, _c_einsum, np.multiply
         # What fold(None, 0.0, 0, v) gives each item if it founds a cluster, for the whole
         # run at once: |v| by a stacked matmul of each row with itself (numpy runs one BLAS
         # ddot per row, the very call np.dot(v, v) makes: the same bits), then v / |v| and
@@ -1006,8 +1028,9 @@ class UserClusters:
                 later: slice | np.ndarray | None
                 later, span = self._later_rejoin(q, cid, first_q, last_q, times, ts_arr,
                                                  ordered, window, bounds, reach)
-            elif ordered:  # later items are no older: only the span's end rules them out
-                end = bisect.bisect_right(times, window_end(last_q, window), q + 1)
+            elif ends_at is not None:  # ordered: only the span's end rules later items out
+                end = ends_at[q] if last_q == t else bisect.bisect_right(
+                    times, window_end(last_q, window), q + 1)
                 later = slice(q + 1, end) if end > q + 1 else None
             else:
                 later = self._later(q, False, first_q, last_q, times, ts_arr, ordered, window)

@@ -90,6 +90,22 @@ def window_end(last_ts: float, window_seconds: float) -> float:
     return _edge(lambda t: t - last_ts <= window_seconds, guess, True)
 
 
+def window_end_rows(last_ts: np.ndarray, window_seconds: float) -> np.ndarray:
+    """:func:`window_end` of every element of ``last_ts`` (float64), for a whole run at once:
+    its usual answer checked by the same float operations element by element (numpy's
+    float64 subtraction and ``nextafter`` round as Python's do), and :func:`window_end`
+    itself for an element that fails the check. The same floats as one call per element."""
+    if not window_seconds >= 0.0:
+        return np.full(last_ts.shape, -math.inf)
+    with np.errstate(invalid="ignore"):  # inf - inf: not the usual answer, checked below
+        guess = last_ts + window_seconds
+        usual = ((guess - last_ts <= window_seconds)
+                 & ~(np.nextafter(guess, math.inf) - last_ts <= window_seconds))
+    for i in (~usual).nonzero()[0].tolist():
+        guess[i] = window_end(float(last_ts[i]), window_seconds)
+    return guess
+
+
 def window_start(first_ts: float, window_seconds: float) -> float:
     """The least float ``t`` with ``first_ts - t <= window_seconds`` as floats compute it:
     the other side of :func:`window_end`. For ``window_seconds >= 0``,
