@@ -275,6 +275,9 @@ def test_an_index_batch_stores_what_one_assign_per_episode_stores(tmp_path: Path
         return out
 
     def index(batch: dict[UserRef, list[Entry]]) -> None:
+        for user, es in batch.items():  # stored first, as the indexer stores them
+            for rt in (batched, single):
+                rt.vectors.data.update(((user, e.id), vec[e.id]) for e in es)
         with sb.batch():
             for user, es in batch.items():
                 sb.on_entries_indexed(user, es, {e.id: vec[e.id] for e in es})

@@ -671,6 +671,14 @@ class UserClusters:
     def rows(self) -> Iterable[ClusterRow]:
         return (self.get(cid) for cid in list(self.ids))
 
+    def ending_at_or_after(self, ts: float) -> dict[str, float]:
+        """``{cluster_id: last_ts}`` of the clusters with a member at or after ``ts``: those an
+        Episode at ``ts`` joins out of order (one array comparison; empty in the usual case,
+        an Episode newer than every cluster)."""
+        n = len(self.ids)
+        ids, last = self.ids, self._last
+        return {ids[p]: float(last[p]) for p in np.flatnonzero(last[:n] >= ts).tolist()}
+
     def put(self, row: ClusterRow) -> None:
         """Insert or replace one cluster."""
         self._store(row.cluster_id, row.centroid, row.norm, row.count, row.first_ts,

@@ -7,8 +7,13 @@ and keeps ``clusters`` / ``cluster_members`` consistent. The rules it applies to
   replays every live Episode of a user in that order, so incremental assignment in timestamp
   order and a rebuild give the same clusters, ids and centroids.
 - Out of order: an Episode older than a cluster's first member may still join it — the window is
-  checked against both ends of the cluster's span (see :mod:`online`). Arrival order can then
-  differ from a rebuild; ``recluster`` restores the canonical result.
+  checked against both ends of the cluster's span (see :mod:`online`). A cluster joined before
+  members placed after it is replayed as a rebuild has it (centroid, similarities, id); which
+  cluster each Episode lands in can still differ from a rebuild, and ``recluster`` restores
+  the canonical result.
+- Ids: a cluster is named after its first live member (:func:`online.cluster_id_for`), a
+  consolidated one after its narrative's ``parent_id``; one whose first member changed is
+  renamed before COMMIT, as a rebuild names it (audit rows keep the id they named).
 - Edited late: a changed text or timestamp takes the Episode out of its cluster (centroid
   recomputed from the rest) and assigns it again as if new; a metadata-only change keeps it.
 - Narratives (``parent_type: cluster``) are never assigned by similarity: they are attached to
@@ -301,6 +306,11 @@ class _Write:
         #: per user, entries whose archived Episodes' history rows may have to move before
         #: COMMIT (:meth:`ClusterService._place_history`)
         self.history: dict[UserRef, set[str]] = {}
+        #: per user, clusters whose members changed: their ids are checked before COMMIT
+        #: (:meth:`ClusterService._rename_for_founder`), once every sync of the transaction
+        #: is in (an undo revives the narrative that names the cluster after archiving the
+        #: one that held it)
+        self.founders: dict[UserRef, set[str]] = {}
 
     def recheck_history(self, ref: UserRef, ids: Iterable[str]) -> None:
         """Note that the Episodes archived toward ``ids`` (directly or along a chain of
@@ -627,6 +637,9 @@ class ClusterService:
                     while session.history:
                         ref, ids = session.history.popitem()
                         self._place_history(session, ref, ids)
+                    while session.founders:
+                        ref, cids = session.founders.popitem()
+                        self._rename_for_founders(session, ref, cids)
                     session.finish()
             except BaseException:
                 if session is not None:
@@ -767,6 +780,7 @@ class ClusterService:
             return
         ids, times, vecs, hashes, texts = zip(*run, strict=True)
         st = conn.state(ref)
+        later = st.ending_at_or_after(times[0])  # clusters the run may join out of order
         units = normalize_rows(np.stack(vecs))
         queued = 0
 
@@ -781,7 +795,7 @@ class ClusterService:
             return self._version_join(conn, ref, ids[q], units[q], times[q], st, texts[q])
 
         placed = st.assign_run(
-            units, times, lambda i: _free_id(st, ref, ids[i]),
+            units, times, lambda i: self._free_cluster_id(conn, ref, ids[i], st),
             threshold=self.threshold, window_seconds=self.window_seconds,
             rejoin_threshold=self.rejoin_threshold, member_threshold=self.member_threshold,
             version_of=version_of, version_floor=self.version_floor)
@@ -790,6 +804,14 @@ class ClusterService:
                             placed[queued:])
         outcome.update(zip(ids, [reason for _, _, reason in placed], strict=True))
         run.clear()
+        if later:
+            # joined before members placed earlier: their similarities, the centroid's fold
+            # and (joined before the first) the cluster's id replayed as a rebuild has them
+            late = {cid for (cid, _, reason), ts in zip(placed, times, strict=True)
+                    if reason != NEW and ts <= later.get(cid, -np.inf)}
+            for cid in sorted(late):
+                self._recompute(conn, ref, cid, known={
+                    i: u for i, u, (c, _, _) in zip(ids, units, placed, strict=True) if c == cid})
 
     def on_entries_deprecated(self, ref: UserRef, mapping: Mapping[str, str | None]) -> None:
         """``{entry_id: deprecated_by}``: a non-None value retires the member (kept as history);
@@ -1114,9 +1136,12 @@ class ClusterService:
             conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
             return Decision(cid, decision.similarity, NEW)
         cluster = st.get(decision.cluster_id)
+        late = ts <= cluster.last_ts
         cluster.add(vec, ts)
         conn.save_cluster(ref, cluster)
         conn.insert_member(ref, entry_id, cluster.cluster_id, ts, decision.similarity, text_hash)
+        if late:  # joined before members placed after it: replayed as a rebuild places them
+            self._recompute(conn, ref, cluster.cluster_id, known={entry_id: vec})
         return decision
 
     def _version_join(self, conn: _Write, ref: UserRef, entry_id: str, vec: np.ndarray,
@@ -1364,7 +1389,8 @@ class ClusterService:
                    known: Mapping[str, np.ndarray] | None = None) -> None:
         """Rebuild a cluster's centroid, count and span from its live members, and their
         similarities as a rebuild replays them (:meth:`_replay_similarities`); delete it when
-        none is left (its history rows go with it)."""
+        none is left (its history rows go with it). Its id is checked before COMMIT
+        (:meth:`_rename_for_founder`)."""
         row = conn.execute(f"SELECT consolidated_entry_id FROM clusters WHERE {_BY_ID}",
                            (cluster_id,)).fetchone()
         if row is None:
@@ -1379,6 +1405,8 @@ class ClusterService:
         narrative = row["consolidated_entry_id"]
         order = sorted(members, key=lambda m: (m["entry_id"] != narrative, m["ts"],
                                                m["entry_id"]))
+        if narrative is None:
+            conn.founders.setdefault(ref, set()).add(cluster_id)
         known = dict(known or {})
         need = [m["entry_id"] for m in order if m["entry_id"] not in known]
         known.update({k: normalize(v) for k, v in self._vectors(ref, need).items()})
@@ -1394,6 +1422,61 @@ class ClusterService:
         cluster = _Cluster(cluster_id, centroid, norm, len(order),
                            min(m["ts"] for m in order), max(m["ts"] for m in order), narrative)
         conn.save_cluster(ref, cluster)
+
+    def _rename_for_founders(self, conn: _Write, ref: UserRef, cluster_ids: set[str]) -> None:
+        """:meth:`_rename_for_founder` for each of ``cluster_ids`` until none is renamed: a
+        rename frees an id that another of them (founded meanwhile by the same Episode, or by
+        one whose id was taken) may then take, as a rebuild gives it."""
+        pending = set(cluster_ids)
+        for _ in range(len(pending) + 1):
+            renamed = {cid: self._rename_for_founder(conn, ref, cid) for cid in sorted(pending)}
+            moved = {old: new for old, new in renamed.items() if new is not None and new != old}
+            if not moved:
+                return
+            pending = {moved.get(cid, cid) for cid, new in renamed.items() if new is not None}
+
+    def _rename_for_founder(self, conn: _Write, ref: UserRef, cluster_id: str) -> str | None:
+        """Give a cluster no narrative holds the id a rebuild gives it: the first free id for
+        its earliest live member, which founds it in a rebuild (:meth:`_Rebuild.assign`). Its
+        founder archived or deleted by hand, or edited away, it kept the founder's id where
+        a ``reindex`` names it after the member that comes first now: the Markdown keeps no
+        trace of which Episode once founded a cluster. Audit rows (``reflection_report``)
+        keep the id they named: they are history. A consolidated cluster keeps the id its
+        narrative's ``parent_id`` names, as a rebuild does, and so does one that holds a
+        live narrative (an undo attaches it again). Returns its id, None if it is gone."""
+        row = conn.execute(f"SELECT cluster_key, consolidated_entry_id FROM clusters "
+                           f"WHERE {_BY_ID}", (cluster_id,)).fetchone()
+        if row is None:
+            return None
+        key = row["cluster_key"]
+        first = conn.execute(
+            "SELECT m.entry_id, e.parent_type FROM cluster_members m LEFT JOIN entries e ON "
+            "e.app_id=m.app_id AND e.project_id=m.project_id AND e.user_id=m.user_id AND "
+            "e.id=m.entry_id AND e.kind='episode' WHERE m.cluster_key=? AND "
+            "m.deprecated_by IS NULL ORDER BY e.parent_type IS 'cluster' DESC, m.ts, "
+            "m.entry_id LIMIT 1", (key,)).fetchone()
+        if row["consolidated_entry_id"] is not None or first is None or \
+                first["parent_type"] == "cluster":
+            return cluster_id
+        st = conn.state(ref)
+        attempt = 0
+        while True:
+            cid = cluster_id_for(ref.app, ref.project, ref.user_id, first[0], attempt)
+            if cid == cluster_id:
+                return cluster_id
+            if cid not in st:
+                break
+            attempt += 1
+        conn.execute("UPDATE clusters SET cluster_id=? WHERE cluster_key=?", (cid, key))
+        conn.execute("UPDATE cluster_members SET cluster_id=? WHERE cluster_key=?", (cid, key))
+        if cluster_id in st:
+            renamed = st.get(cluster_id)
+            st.remove(cluster_id)
+            renamed.cluster_id = cid
+            st.put(renamed)
+        st.keys[cid] = key
+        log.info("cluster %s renamed %s after its first member %s", cluster_id, cid, first[0])
+        return cid
 
     @staticmethod
     def _replay_similarities(conn: _Write, ref: UserRef, cluster_id: str,
@@ -1435,11 +1518,17 @@ class ClusterService:
             f"UPDATE cluster_members SET similarity=? WHERE {_OF_CLUSTER} AND entry_id=?",
             [(sim, cluster_id, entry_id) for entry_id, sim in sorted(changed.items())])
 
-    def _free_cluster_id(self, conn: _Write, ref: UserRef, first: str) -> str:
+    def _free_cluster_id(self, conn: _Write, ref: UserRef, first: str,
+                         st: UserClusters | None = None) -> str:
         """The first id for ``first`` not used by this user (its in-memory state holds every
         cluster it has, queued ones included), the same test ``recluster`` makes. Ids hash the
-        user in, so another user's cluster cannot hold it short of a sha256 collision."""
-        return _free_id(conn.state(ref), ref, first)
+        user in, so another user's cluster cannot hold it short of a sha256 collision. One
+        that is not ``first``'s own id is checked again before COMMIT: the cluster holding
+        that id may be renamed meanwhile (:meth:`_rename_for_founder`)."""
+        cid = _free_id(conn.state(ref) if st is None else st, ref, first)
+        if cid != cluster_id_for(ref.app, ref.project, ref.user_id, first):
+            conn.founders.setdefault(ref, set()).add(cid)
+        return cid
 
     @staticmethod
     def _member_rows(conn: _Write, ref: UserRef,

@@ -624,11 +624,17 @@ class Indexer:
                 changed, deleted = plan_scan(stored, {rel: st for rel, (st, _) in disk.items()})
                 stale = self._paths_embedded_by_other_models() & disk.keys()
                 todo = [Path(disk[rel][1]) for rel in sorted(set(changed) | stale)]
-                todo += [self.rt.root / rel for rel in deleted]
+                unlisted, held = self._unlisted(deleted)
+                todo += [self.rt.root / rel for rel in deleted if rel not in held]
                 report = ScanReport(files_seen=len(disk))
+                report.waiting.update(held)
                 moving: list[Path] = []
-                for result in self._sync(todo, progress, moving=moving):
-                    report.add(result)
+                self._thread.unlisted = unlisted
+                try:
+                    for result in self._sync(todo, progress, moving=moving):
+                        report.add(result)
+                finally:
+                    self._thread.unlisted = frozenset()
         if moving:
             for result in self.sync_paths(moving, timeout=timeout):
                 report.add(result)
@@ -842,6 +848,54 @@ class Indexer:
             for r in rows
         }
 
+    def _unlisted(self, deleted: Collection[str]) -> tuple[frozenset[str], dict[str, str]]:
+        """Of the logs a scan did not list (``deleted``), those under a folder of the layout
+        this process may not list (its mode, an ACL, another account's folder; ``lint`` and
+        ``status`` name it): ``(gone, held)``. A ``reindex`` lists no log there, so once the
+        folder stands still its logs are ``gone``, dropped without being read; one whose mode
+        changed within :data:`settling.JUST_WRITTEN_NS` (a ``chmod -R`` under way) holds
+        its logs, ``held`` with why (rel -> words for ``status``), tried again by the next
+        scan: as a log refused to this process is (:meth:`_refused`). Read by path, they were
+        kept while it was unreadable: entered but not listed (mode ``0o311``) every row stayed
+        indexed and searchable, and not entered (``000``) each log was retried as a log still
+        being written, for good."""
+        refused: dict[str, Path | None] = {}  # folder -> itself when refused, else None
+
+        def first_refused(rel: str) -> Path | None:
+            folder = self.rt.root
+            for part in rel.split("/")[:-1]:
+                folder = folder / part
+                key = str(folder)
+                if key not in refused:
+                    try:
+                        with os.scandir(folder):
+                            refused[key] = None
+                    except PermissionError:
+                        refused[key] = folder
+                    except OSError:  # gone, or no folder: the log is read as gone
+                        return None
+                if refused[key] is not None:
+                    return refused[key]
+            return None
+
+        gone: set[str] = set()
+        held: dict[str, str] = {}
+        now = time.time_ns()
+        for rel in deleted:
+            folder = first_refused(rel)
+            if folder is None:
+                continue
+            try:
+                st = os.stat(folder)
+                moved = settling.just_written(max(st.st_mtime_ns, st.st_ctime_ns), now)
+            except OSError:  # not even its stats: it stands as it is
+                moved = False
+            if moved:
+                held[rel] = f"its folder {self.rt.store.rel(folder)} may not be listed"
+            else:
+                gone.add(rel)
+        return frozenset(gone), held
+
     def _not_read(self, path: Path, rel: str, ref: UserRef, kind: Kind,
                   stored: dict[str, StoredEntry], problem: str) -> _Job:
         """The job of a log not read for ``problem`` (a link out of the root or to another
@@ -978,6 +1032,10 @@ class Indexer:
         rel = self.rt.store.rel(path)
         stored = self._stored_entries(rel)
         limits = self.rt.settings.limits
+        if rel in getattr(self._thread, "unlisted", ()):
+            # under a folder this process may not list: no log is there for a rebuild
+            # (:meth:`_unlisted`), though one may be read by its path
+            return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
         if (problem := self.rt.store.link_problem(path)) is not None:
             return self._not_read(path, rel, ref, kind, stored, problem)
         try:
