@@ -772,10 +772,14 @@ def meta_text(value: Any) -> str | None:
 
 
 def served_status(meta: Mapping[str, Any]) -> str:
-    """A derived record's ``status`` as the briefing, lessons and ``search`` serve it: in any
-    case and without surrounding spaces (a person writes ``Active``), ``active`` when absent
-    or empty. One reader, so that a record one of them serves is not left out by another."""
-    return str(meta.get("status") or "active").strip().lower()
+    """A derived record's ``status`` as every reader takes it (the briefing, lessons,
+    ``search``, the tiers, provenance, ``insights``, ``worldview``): in any case and without
+    surrounding spaces (a person writes ``Active``), ``active`` when absent or blank (no
+    status written; ``lint`` names a blank one). One reader, so that a record one of them
+    serves is not left out, or left unchecked, by another: the tiers and provenance read a
+    blank status as "", so such a record was served as active and never marked stale."""
+    value = meta.get("status")
+    return (str(value).strip().lower() if value is not None else "") or "active"
 
 
 def id_items(value: Any) -> tuple[list[str], bool]:

@@ -16,8 +16,8 @@ from collections.abc import Iterable
 
 from everos_reflect.model import empty_id, json_type, must_not_be_empty, quoted_value
 
-__all__ = ["counted", "did_you_mean", "json_type", "lookalike", "missing", "one_of", "unknown",
-           "unknown_named", "unknown_strategy"]
+__all__ = ["counted", "did_you_mean", "json_type", "lookalike", "missing", "one_of",
+           "shown_number", "unknown", "unknown_named", "unknown_strategy"]
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:
@@ -27,6 +27,25 @@ def counted(count: int, noun: str, plural: str | None = None) -> str:
     many = plural if plural is not None else (
         f"{noun[:-1]}ies" if noun.endswith("y") and noun[-2:-1] not in "aeiou" else f"{noun}s")
     return f"{count:,} {noun if count == 1 else many}"
+
+
+#: Most digits of a whole number shown as written; past them it is shown as ``1.23e+399``.
+SHOWN_DIGITS_MAX = 15
+
+
+def shown_number(value: object) -> str:
+    """A number read from a record a person may edit (a lesson's ``confirmations``, an
+    insight's ``depth``), bounded for a line of output: YAML reads an int of up to 1,000
+    digits, and ``lessons`` printed all 400 of a hand-edited count. Up to
+    :data:`SHOWN_DIGITS_MAX` digits as written, longer in the form ``1e400`` is written in
+    (three significant digits, cut not rounded); anything else as its text."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return str(value)
+    digits = str(abs(value))
+    if len(digits) <= SHOWN_DIGITS_MAX:
+        return str(value)
+    sign = "-" if value < 0 else ""
+    return f"{sign}{digits[0]}.{digits[1:3]}e+{len(digits) - 1}"
 
 
 def _plain(name: str) -> bool:

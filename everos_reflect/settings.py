@@ -19,6 +19,7 @@ import ipaddress
 import math
 import os
 import re
+import sys
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -516,12 +517,38 @@ def toml_syntax_problem(file: str, exc: Exception) -> Problem:
     return file, "(syntax)", f"TOML syntax error: {message}"
 
 
+class TooLargeFloat(float):
+    """A TOML float past the largest a float holds (``1e400``), which TOML reads as infinity,
+    kept with the text written: a problem with it said "got a float: inf", a value nobody
+    wrote (:func:`toml_value` shows what was)."""
+
+    written: str
+
+    def __new__(cls, written: str) -> TooLargeFloat:
+        value = super().__new__(cls, written)
+        value.written = written
+        return value
+
+
+def _toml_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value) and text.lstrip("+-") != "inf":
+        return TooLargeFloat(text)
+    return value
+
+
+def loads_toml(text: str) -> dict[str, Any]:
+    """``tomllib.loads`` keeping the text of a float too large to read (:class:`TooLargeFloat`),
+    for every config file (``everos.toml``, ``ome.toml``, ``fleet.toml``)."""
+    return tomllib.loads(text, parse_float=_toml_float)
+
+
 def _read_toml(text: str, file: str, problems: list[Problem]) -> dict[str, Any] | None:
     # A byte-order mark (Notepad's "UTF-8" before 2019, some Windows tools still) is not
     # content: tomllib refused it as "Invalid statement" on line 1, with nothing to see there.
     text = text.removeprefix("\ufeff")
     try:
-        return tomllib.loads(text)
+        return loads_toml(text)
     except TOML_ERRORS as exc:
         problems.append(toml_syntax_problem(file, exc))
         return None
@@ -559,6 +586,12 @@ def toml_value(value: Any) -> str:
     dict {'a': 1}" showed the Python repr of what the person wrote as TOML."""
     import tomlkit
 
+    if isinstance(value, TooLargeFloat):
+        written = value.written
+        if len(written) > QUOTED_MAX:
+            written = f"{written[:QUOTED_MAX]}… ({len(written):,} characters)"
+        return (f"{written} (past the largest number, about {sys.float_info.max:.2g}: TOML "
+                f"reads it as {'-' if value < 0 else ''}inf)")
     try:
         if isinstance(value, dict):
             item: Any = tomlkit.inline_table()
@@ -599,9 +632,9 @@ def _check_type(value: Any, tp: Any, *, secret: bool = False) -> tuple[Any, str 
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif tp is float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
-        value = float(value) if ok else value
+        value = float(value) if ok and isinstance(value, int) else value
         if ok and not math.isfinite(value):
-            return value, f"must be a finite number, got {quoted_value(value)}"
+            return value, f"must be a finite number, got {toml_value(value)}"
     else:  # str or str | None; "" means "not set" for the optional ones
         ok = isinstance(value, str)
         if ok and tp is not str and value == "":

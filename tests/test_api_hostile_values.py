@@ -17,11 +17,11 @@ def test_a_limit_not_written_in_plain_digits_is_refused(
     assert resp.status_code == 422, resp.text
     error = resp.json()["error"]
     assert error["code"] == "invalid_request"
-    assert error["message"].startswith("query.limit: must be a whole number from 1 to 1000, got ")
+    assert error["message"].startswith("limit: must be a whole number from 1 to 1000, got ")
 
 
 def test_a_plain_limit_is_read_and_bounded(call: ApiClient) -> None:
     assert call("GET", "/api/v1/ome/runs?limit=10").status_code == 200
     resp = call("GET", "/api/v1/ome/runs?limit=-1")
     assert resp.status_code == 422
-    assert "query.limit" in resp.json()["error"]["message"]
+    assert "limit: " in resp.json()["error"]["message"]

@@ -29,15 +29,15 @@ def call(root: Path) -> Iterator[ApiClient]:
 
 @pytest.mark.parametrize(("method", "url", "message"), [
     ("GET", "/api/v1/memory/explain/..%2F..?user_id=u1",
-     f"path.entry_id: invalid entry id '../..': {ENTRY}"),
+     f"entry_id: invalid entry id '../..': {ENTRY}"),
     ("GET", "/api/v1/memory/explain/ep_20261012_0001%2F..%2F..?user_id=u1",
-     f"path.entry_id: invalid entry id 'ep_20261012_0001/../..': {ENTRY}"),
+     f"entry_id: invalid entry id 'ep_20261012_0001/../..': {ENTRY}"),
     ("GET", "/api/v1/memory/explain/?user_id=u1",
-     "path.entry_id: invalid entry id '': must not be empty"),
+     "entry_id: invalid entry id '': must not be empty"),
     ("POST", "/api/v1/memory/relations/..%2F..%2Fx/resolve",
-     f"path.rel_id: invalid relation id '../../x': {RELATION}"),
+     f"rel_id: invalid relation id '../../x': {RELATION}"),
     ("POST", "/api/v1/memory/relations//resolve",
-     "path.rel_id: invalid relation id '': must not be empty"),
+     "rel_id: invalid relation id '': must not be empty"),
 ])
 def test_a_path_parameter_that_matched_no_route_is_named(
         call: ApiClient, method: str, url: str, message: str) -> None:

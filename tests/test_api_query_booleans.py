@@ -19,7 +19,7 @@ def test_a_query_boolean_other_than_true_or_false_is_refused_naming_it(
     assert resp.status_code == 422, resp.text
     error = resp.json()["error"]
     assert error["code"] == "invalid_request"
-    assert error["message"] == f"query.{name}: " + (
+    assert error["message"] == f"{name}: " + (
         f"must be true or false, got {value!r}" if value else
         "must not be empty (true or false)")
 

@@ -215,7 +215,7 @@ def test_api_resolve_names_a_relation_ids_form(root: Path, beliefs_root: dict[st
     assert resp.status_code == 422
     error = resp.json()["error"]
     assert error["code"] == "invalid_id"
-    assert error["message"].startswith(f"path.rel_id: invalid relation id {shown}"), error
+    assert error["message"].startswith(f"rel_id: invalid relation id {shown}"), error
     assert error["message"].endswith(": expected e.g. rel_20261012_0001")
 
 

@@ -423,14 +423,15 @@ def test_a_blank_query_is_a_422_at_the_api_and_mcp_as_other_bad_fields_are(
 def test_a_lesson_confirmed_beyond_float_range_is_briefed_first(runtime: Runtime) -> None:
     # A hand-edited `confirmations: 999…` of 400 digits is a valid YAML int; the lesson's
     # score was `float(confirmations)`, so every briefing of the task type (CLI, API, MCP)
-    # died with OverflowError. It ranks first; its note keeps the number as written.
+    # died with OverflowError. It ranks first; its note says the number bounded, as
+    # `lessons` shows it (all 401 digits took some 60 tokens of the budget).
     huge = 10**400
     top = _lesson(runtime, "Check the logs before retrying a deploy.", huge)
     low = _lesson(runtime, "Pin image tags.", 3)
     b = build_briefing(runtime, REF, "deploy", task_type="deploy", max_tokens=2000,
                        min_similarity=-1.0)
     assert [i.id for i in b.items if i.kind == "lesson"] == [top, low]
-    assert f"confirmed {huge}x" in b.items[0].note
+    assert "confirmed 1.00e+400x" in b.items[0].note
     assert b.items[0].score == float(2**53) and b.items[1].score == 3.0
 
 

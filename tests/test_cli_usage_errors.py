@@ -184,11 +184,12 @@ def test_serve_refuses_port_0(root: Path, monkeypatch: pytest.MonkeyPatch) -> No
         "error: Invalid value for '--port': must be a whole number from 1 to 65535, got '0'")
 
 
-def test_the_api_names_a_bad_id_once_with_where_it_was(root: Path) -> None:
-    # "query.task_type: invalid task_type ''": the field named twice
+def test_the_api_names_a_bad_id_once(root: Path) -> None:
+    # "query.task_type: invalid task_type ''": the field named twice; then "query: invalid
+    # task_type ''", where MCP said "invalid task_type ''"
     from tests.api_client import call_once
 
     resp = call_once(root, "GET", "/api/v1/lessons?task_type=")
     assert resp.status_code == 422
     assert resp.json()["error"]["message"] == (
-        "query: invalid task_type '': must not be empty")
+        "invalid task_type '': must not be empty")

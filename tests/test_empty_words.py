@@ -102,11 +102,11 @@ def test_an_empty_choice_or_number_option_is_said_to_be_empty(
                                "steps": ["s"], "outcome": ""},
      "outcome: must not be empty (one of: success, failure, partial)"),
     ("GET", "/api/v1/memory/relations?user_id=u1&status=", None,
-     "query.status: must not be empty (one of: active, resolved, stale, retired)"),
+     "status: must not be empty (one of: active, resolved, stale, retired)"),
     ("GET", "/api/v1/ome/runs?limit=", None,
-     "query.limit: must not be empty (a whole number from 1 to 1000)"),
+     "limit: must not be empty (a whole number from 1 to 1000)"),
     ("GET", "/api/v1/memory/worldview?user_id=u1&history=", None,
-     "query.history: must not be empty (true or false)"),
+     "history: must not be empty (true or false)"),
 ])
 def test_the_api_says_an_empty_choice_or_number_is_empty(
         call: ApiClient, method: str, url: str, body: dict[str, object] | None,

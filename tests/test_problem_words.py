@@ -45,9 +45,9 @@ def test_the_api_says_a_body_problem_in_the_config_files_words(
 
 
 @pytest.mark.parametrize(("url", "said"), [
-    ("/api/v1/memory/insights", "query.user_id: missing required parameter"),
+    ("/api/v1/memory/insights", "user_id: missing required parameter"),
     ("/api/v1/memory/relations?user_id=u1&status=open",
-     "query.status: must be one of: active, resolved, stale, retired; got 'open'"),
+     "status: must be one of: active, resolved, stale, retired; got 'open'"),
 ])
 def test_the_api_says_a_query_problem_in_the_same_words(
         call: ApiClient, url: str, said: str) -> None:

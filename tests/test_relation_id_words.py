@@ -34,7 +34,7 @@ def test_resolve_names_a_relation_id_as_the_api_does(
     resp = call("POST", f"/api/v1/memory/relations/{value}/resolve",
                 json={"user_id": "u1", "note": "n"})
     assert resp.status_code == 422, resp.text
-    assert resp.json()["error"]["message"] == f"path.rel_id: {said}"
+    assert resp.json()["error"]["message"] == f"rel_id: {said}"
 
 
 @pytest.mark.parametrize(("value", "note", "cli_said", "api_said"), [
@@ -45,7 +45,7 @@ def test_resolve_names_a_relation_id_as_the_api_does(
     # both refused: each named, in one answer
     ("x", "", "invalid relation id 'x': expected e.g. rel_20261012_0001; --note must not be "
               "empty",
-     "path.rel_id: invalid relation id 'x': expected e.g. rel_20261012_0001; note: must not "
+     "rel_id: invalid relation id 'x': expected e.g. rel_20261012_0001; note: must not "
      "be empty"),
 ])
 def test_resolve_names_every_problem_of_the_request_before_looking_the_relation_up(

@@ -108,3 +108,46 @@ def test_fleet_toml_names_types_in_tomls_words(tmp_path: Path) -> None:
     }
     for reason in reasons.values():
         assert not PYTHON_TYPES.search(reason.split(", got ")[1]), reason
+
+
+#: What a number past the largest float is called, after the text written
+PAST = "(past the largest number, about 1.8e+308: TOML reads it as {}inf)"
+
+
+def test_a_number_too_large_for_a_float_is_named_as_written_in_every_config_file() -> None:
+    # TOML reads 1e400 as infinity: "max_retries: must be an integer, got a float: inf" named
+    # a value nobody wrote, and an ome.toml float key's own bound said "got inf" too.
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(packaged_text("default.toml"),
+                       "[llm]\nmax_retries = 1e400\ntimeout_seconds = -1E+400\n"
+                       "[clustering]\nthreshold = inf\n", {}, user_file="everos.toml")
+    assert {key: reason for _file, key, reason in caught.value.problems} == {
+        "llm.max_retries": f"must be an integer, got a float: 1e400 {PAST.format('')}",
+        "llm.timeout_seconds": f"must be a finite number, got -1E+400 {PAST.format('-')}",
+        "clustering.threshold": "must be a finite number, got inf",  # as written
+    }
+    assert ome_problems("[strategies.reflect_episodes]\nmax_clusters_per_run = 1e400\n"
+                        "min_fact_coverage = 1e400\n"
+                        "[strategies.learn_lessons]\nmax_wall_seconds = 1_0e400\n") == {
+        "strategies.reflect_episodes.min_fact_coverage":
+            f"must be between 0 and 1, got 1e400 {PAST.format('')}",
+        "strategies.reflect_episodes.max_clusters_per_run":
+            f"must be an integer, got a float: 1e400 {PAST.format('')}",
+        "strategies.learn_lessons.max_wall_seconds":  # its range, as for inf
+            "must be greater than 0 and at most 31,536,000 (a year), got 1_0e400 "
+            + PAST.format(""),
+    }
+    with pytest.raises(ConfigError) as caught:
+        parse_fleet('roots = ["a"]\nnum_cpus = 1e400\npoll_seconds = 9e999\n', "fleet.toml")
+    assert {key: reason for _file, key, reason in caught.value.problems} == {
+        "num_cpus": f"must be an integer, got a float: 1e400 {PAST.format('')}",
+        "poll_seconds": f"must be a number, got a float: 9e999 {PAST.format('')}",
+    }
+
+
+def test_a_long_number_too_large_for_a_float_is_cut_as_any_long_value() -> None:
+    written = "1" + "0" * 500 + ".5"
+    (reason,) = ome_problems(
+        f"[strategies.reflect_episodes]\nmax_clusters_per_run = {written}\n").values()
+    assert reason == (f"must be an integer, got a float: {written[:60]}… (503 characters) "
+                      f"{PAST.format('')}")

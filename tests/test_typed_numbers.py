@@ -90,7 +90,7 @@ def test_the_cli_and_the_api_accept_and_refuse_the_same_limits_alike(
     if resp.status_code == 200:
         return
     assert resp.status_code == 422, resp.text
-    api_says = resp.json()["error"]["message"].removeprefix("query.limit: ")
+    api_says = resp.json()["error"]["message"].removeprefix("limit: ")
     assert cli_result.stderr.startswith(f"error: Invalid value for '--limit': {api_says}"), (
         cli_result.stderr, api_says)
 
@@ -139,7 +139,7 @@ def test_a_number_of_thousands_of_digits_is_out_of_range_not_a_traceback(
     resp = call("GET", f"/api/v1/ome/runs?limit={value}")
     assert resp.status_code == 422, resp.text
     message = resp.json()["error"]["message"]
-    assert message.startswith("query.limit: must be a whole number from 1 to 1000, got '9999")
+    assert message.startswith("limit: must be a whole number from 1 to 1000, got '9999")
     assert "int_max_str_digits" not in message
 
 

@@ -186,7 +186,7 @@ def create_app(runtime: Runtime, engine: Engine, scheduler: Scheduler | None = N
 
 def _path_parameter_problem(request: Request) -> list[dict[str, Any]] | None:
     """The problem of a path parameter that made no route match, as the schema states one
-    (``path.entry_id: invalid entry id '../..'``), else ``None``. A parameter holding a
+    (``entry_id: invalid entry id '../..'``), else ``None``. A parameter holding a
     ``/`` (``/memory/explain/..%2F..``, decoded before routing) or none at all
     (``/memory/explain/``) matched no route and was answered "Not Found", naming nothing,
     where ``/memory/explain/..`` was told what an entry id is."""

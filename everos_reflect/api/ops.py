@@ -231,13 +231,25 @@ def _in_words(err: Mapping[str, Any], model: Any) -> str:
 
 def _at(where: str, message: str) -> str:
     """``where: message``; when the message names the field already, only what ``where``
-    adds to it (``query: invalid user_id …``, or nothing): a validator's "invalid task_type
-    '': use …" was said as "task_type: invalid task_type '': use …" (``lessons --task-type
-    ''``), the field named twice."""
+    adds to it (``filters: invalid user_id …``, or nothing): a validator's "invalid
+    task_type '': use …" was said as "task_type: invalid task_type '': use …" (``lessons
+    --task-type ''``), the field named twice."""
     place, _, field = where.rpartition(".")
     if message.startswith(f"invalid {field} "):
         return f"{place}: {message}" if place else message
     return f"{where}: {message}"
+
+
+def _field_path(err: Mapping[str, Any]) -> list[Any]:
+    """The path of the field a problem is of, as every edge names it: without ``body``, and
+    without the place of a parameter (``query``, ``path``), which MCP's arguments, one
+    object, do not have. The API said "path.entry_id: invalid entry id ''" and "query:
+    invalid user_id ''" where MCP said "entry_id: invalid entry id ''" and "invalid user_id
+    ''" of the same value; the route and its method say where the parameter was."""
+    loc = [p for p in err.get("loc", ()) if p != "body"]
+    if len(loc) > 1 and str(loc[0]) in _PARAMETER_PLACES:
+        loc = loc[1:]
+    return loc
 
 
 def validation_message(problems: Sequence[Any], model: Any = None) -> str:
@@ -254,7 +266,7 @@ def validation_message(problems: Sequence[Any], model: Any = None) -> str:
 
     parts = []
     for err in problems[:PROBLEMS_MAX]:
-        where = ".".join(shown_key(str(p)) for p in err.get("loc", ()) if p != "body") or "body"
+        where = ".".join(shown_key(str(p)) for p in _field_path(err)) or "body"
         cause = (err.get("ctx") or {}).get("error")
         if err.get("type") == "string_pattern_mismatch" and str(where).endswith("_id"):
             cause = _id_problem(err.get("input"), str(where).rsplit(".", 1)[-1]) or cause

@@ -45,6 +45,7 @@ from everos_reflect.model import (
     served_status,
     surrogate_problem,
 )
+from everos_reflect.problem_words import shown_number
 from everos_reflect.procedural.lessons import Lesson, ranked, read_lesson
 from everos_reflect.procedural.tasks import read_task
 from everos_reflect.strategies import beliefs
@@ -201,7 +202,7 @@ def lessons(runtime: Runtime, ref: UserRef, task_type: str) -> list[Item]:
     stamps = {id(x): stamp for x, stamp in found}
     items = []
     for x in ranked([x for x, _ in found], task_type):
-        note = f"{x.lesson_type}, confirmed {x.confirmations}x"
+        note = f"{x.lesson_type}, confirmed {shown_number(x.confirmations)}x"
         if x.status == "contested":
             note += ", contested"
         items.append(Item(x.id, "lesson", x.text, stamps[id(x)], list(x.evidence),

@@ -87,7 +87,7 @@ def relations_cmd(root: str | None, user_id: str | None, app: str | None, projec
         return
     for row in rows:
         say(f"{row['user_id']}  {row['id']}  [{row['status']}]  "
-                   f"{' x '.join(row['between'])}")
+            f"{' x '.join(row['between']) or '-'}")  # a hand edit may leave none
         say(f"    {row['text']}")
         if row["resolution"]:
             say(f"    resolution: {row['resolution']}")

@@ -19,7 +19,9 @@ from everos_reflect.cli.common import (
     root_option,
     say,
 )
+from everos_reflect.errors import clipped
 from everos_reflect.model import LIST_LIMIT, MAX_LIST_LIMIT, UserRef
+from everos_reflect.problem_words import shown_number
 
 
 def _user_options(fn: Any) -> Any:
@@ -46,6 +48,7 @@ def _filter_options(fn: Any) -> Any:
 def insights_cmd(root: str | None, user_id: str | None, app: str | None, project: str | None,
                  include_stale: bool, limit: int, as_json: bool) -> None:
     """List insights (seed 000) with their question, evidence and status, newest first."""
+    from everos_reflect.api.models import MAX_LISTED_EVIDENCE
     from everos_reflect.strategies.insight_views import list_insights
 
     rt = open_runtime(root)
@@ -61,19 +64,28 @@ def insights_cmd(root: str | None, user_id: str | None, app: str | None, project
         return
     for item in rows:
         mark = "" if item["status"] == "active" else f"  [{item['status']}: " \
-            f"{item.get('stale_reason') or ''}]"
-        say(f"{item['id']}  {item['user_id']}  depth {item['depth']}  "
+            f"{_one_clipped_line(item.get('stale_reason'))}]"
+        say(f"{item['id']}  {item['user_id']}  depth {shown_number(item['depth'])}  "
             f"{(item['timestamp'] or '')[:10]}{mark}")
         say(f"  {item['text']}")
         if item.get("question"):
-            say(f"  question: {item['question']}")
-        say(f"  evidence: {', '.join(item['evidence'])}")
+            say(f"  question: {_one_clipped_line(item['question'])}")
+        shown = item["evidence"][:MAX_LISTED_EVIDENCE]  # as `lessons` lists a lesson's
+        more = len(item["evidence"]) - len(shown)
+        say(f"  evidence: {', '.join(shown) or '-'}" + (f" +{more} more" if more else ""))
     if total > len(rows):
         say(f"... {counted(total - len(rows), 'more insight')} not listed "
             f"(--limit, at most {MAX_LIST_LIMIT:,})")
     if not rows:
         say("No insights yet. reflect_insights writes them once enough important "
             "Episodes accumulate (`everos-reflect trigger reflect_insights --force`).")
+
+
+def _one_clipped_line(value: object) -> str:
+    """A metadata value a person may write (an insight's ``question``, ``stale_reason``) on
+    the one line ``insights`` gives it, cut at 300 characters: a hand-written question of 300
+    lines printed as 300 lines, and a 5,000-character reason whole inside the status mark."""
+    return clipped(" ".join(str(value or "").split()))
 
 
 def _newest_first(stamp: str | None) -> float:

@@ -33,6 +33,7 @@ from everos_reflect.model import (
     UserRef,
     shown_names,
 )
+from everos_reflect.problem_words import shown_number
 
 user_option = click.option("--user", "user_id", required=True, help="User id.")
 app_option = click.option("--app", default=None, help="App id (default: default_app).")
@@ -185,10 +186,12 @@ def lessons_cmd(root: str | None, task_type: str, user_id: str | None, app: str 
     for x in data["lessons"]:
         mark = " [contested]" if x["status"] == "contested" else ""
         who = f"{x['user_id']} " if user_id is None else ""
-        say(f"{x['id']} {who}{x['lesson_type']:5} x{x['confirmations']}{mark}  "
-                   f"{x['text']}")
+        text = " ".join(x["text"].split())  # one line a lesson, as the briefing gives it
+        say(f"{x['id']} {who}{x['lesson_type']:5} x{shown_number(x['confirmations'])}{mark}  "
+            f"{text}")
         more = x["evidence_count"] - len(x["evidence"])
-        say(f"    evidence: {', '.join(x['evidence'])}" + (f" +{more} more" if more else ""))
+        say(f"    evidence: {', '.join(x['evidence']) or '-'}"
+            + (f" +{more} more" if more else ""))
     if data["total"] > len(data["lessons"]):
         say(f"... {counted(data['total'] - len(data['lessons']), 'more lesson')} not listed "
             f"(--limit, at most 1000)")

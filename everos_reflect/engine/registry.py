@@ -21,7 +21,13 @@ from everos_reflect.engine.limits import DEFAULT_LIMITS, Budget, MeteredLLM
 from everos_reflect.errors import ConfigError, UnknownStrategy
 from everos_reflect.model import must_not_be_empty, quoted_value
 from everos_reflect.problem_words import unknown, unknown_strategy
-from everos_reflect.settings import between, expected_type, toml_got
+from everos_reflect.settings import (
+    TooLargeFloat,
+    between,
+    expected_type,
+    toml_got,
+    toml_value,
+)
 
 if TYPE_CHECKING:
     from everos_reflect.engine.triggers import DataTrigger
@@ -433,11 +439,13 @@ def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
             reason = spec.check(value)
         except ValueError as exc:
             reason = str(exc)
+        if reason and isinstance(value, TooLargeFloat):  # "got inf": say what was written
+            reason = f"{reason.rpartition(', got ')[0]}, got {toml_value(value)}"
         if reason:
             return value, reason
     if spec.type is float and not math.isfinite(value):
         # TOML spells inf and nan, and a check comparing only one side passes them
-        return value, f"must be a finite number, got {quoted_value(value)}"
+        return value, f"must be a finite number, got {toml_value(value)}"
     if spec.type is float and abs(value) > MAX_SETTING_INT:
         # a key with no tighter bound of its own (a float written 1e300, not an integer)
         bound = f"at most {MAX_SETTING_INT:,}" if value > 0 else f"at least {-MAX_SETTING_INT:,}"

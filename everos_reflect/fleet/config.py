@@ -19,7 +19,6 @@ import glob
 import math
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,6 +32,7 @@ from everos_reflect.runtime import is_memory_root, not_a_root_reason, resolve_ro
 from everos_reflect.settings import (
     TOML_ERRORS,
     config_text,
+    loads_toml,
     toml_got,
     toml_syntax_problem,
     toml_value,
@@ -184,7 +184,7 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
     if len(text.encode("utf-8", "surrogatepass")) > MAX_FILE_BYTES:
         raise ConfigError([(file, "(file)", f"larger than {MAX_FILE_BYTES // 1024} KiB")])
     try:
-        data = tomllib.loads(text)
+        data = loads_toml(text)
     except TOML_ERRORS as exc:
         raise ConfigError([toml_syntax_problem(file, exc)]) from None
     for key in data:

@@ -38,6 +38,7 @@ from everos_reflect.model import (
     id_order,
     normalize_text,
     quoted_value,
+    served_status,
 )
 
 #: The conviction slots of seed 004 (``keys`` setting of ``update_worldview``).
@@ -86,9 +87,9 @@ ACTIVE, RESOLVED, STALE, RETIRED = "active", "resolved", "stale", "retired"
 
 
 def status_of(entry: Entry) -> str:
-    """A derived record's ``status`` (``active`` when absent: a hand-written record counts)."""
-    value = entry.meta.get("status")
-    return str(value).strip().lower() if value is not None else ACTIVE
+    """A derived record's ``status`` (``active`` when absent or blank: a hand-written record
+    counts), as :func:`~everos_reflect.model.served_status` reads it for every reader."""
+    return served_status(entry.meta)
 
 
 def is_live(entry: Entry) -> bool:

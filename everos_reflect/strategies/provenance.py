@@ -50,6 +50,7 @@ from everos_reflect.index.audit import Derivation, settle_intent
 from everos_reflect.markdown.parser import parse_entry_id
 from everos_reflect.model import Entry, Kind, UserRef, id_items, id_order
 from everos_reflect.procedural.tasks import task_hash
+from everos_reflect.strategies.beliefs import status_of
 
 if TYPE_CHECKING:
     from everos_reflect.engine.engine import Engine
@@ -72,14 +73,6 @@ DERIVATION_KEY = "derivation"
 CHECKED = (Kind.INSIGHT, Kind.CONVICTION, Kind.RELATION, Kind.LESSON)
 #: Every kind a derived record may cite.
 EVIDENCE_KINDS = (Kind.EPISODE, Kind.ATOMIC_FACT, Kind.TASK, Kind.RELATION, *CHECKED)
-
-
-def status_of(entry: Entry) -> str:
-    """``status`` in any case (a person may write ``Active``), as the briefing and lessons
-    read it: read as written, such a record was not checked here (so never marked stale)
-    while the briefing served it."""
-    value = entry.meta.get("status")
-    return str(value).strip().lower() if value is not None else ACTIVE
 
 
 def evidence_of(entry: Entry) -> list[str]:
