@@ -311,6 +311,12 @@ class _Write:
         #: is in (an undo revives the narrative that names the cluster after archiving the
         #: one that held it)
         self.founders: dict[UserRef, set[str]] = {}
+        #: narratives found naming a cluster another user holds, as :meth:`ClusterService.
+        #: _attach_narrative` was called: tried again before COMMIT, once every sync of the
+        #: transaction is in (a narrative's log moved by hand into another user's folder is
+        #: synced before the old user's log is dropped, and its cluster with it)
+        self.foreign: list[tuple[UserRef, str, str | None, np.ndarray, float, str | None,
+                                 str]] = []
 
     def recheck_history(self, ref: UserRef, ids: Iterable[str]) -> None:
         """Note that the Episodes archived toward ``ids`` (directly or along a chain of
@@ -634,6 +640,7 @@ class ClusterService:
                 with transaction(self._db) as conn:
                     session = self._session = _Write(conn, self._cache)
                     yield session
+                    self._attach_foreign(session)
                     while session.history:
                         ref, ids = session.history.popitem()
                         self._place_history(session, ref, ids)
@@ -1197,6 +1204,7 @@ class ClusterService:
                                     cluster["user_id"]) != (ref.app, ref.project, ref.user_id):
             log.warning("narrative %s names cluster %s of another user; not attached",
                         entry_id, cid)
+            conn.foreign.append((ref, entry_id, parent_id, vec, ts, text_hash, at))
             return "foreign-cluster"
         if cluster is None:
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts, entry_id))
@@ -1221,6 +1229,30 @@ class ClusterService:
                          f"WHERE {_BY_ID}", (entry_id, at, cid))
         self._recompute(conn, ref, cid, known={entry_id: vec})
         return "narrative"
+
+    def _attach_foreign(self, conn: _Write) -> None:
+        """Attach again the narratives found naming a cluster another user held, now that
+        every sync of the transaction is in: that user's cluster deleted meanwhile (its
+        narrative's log moved by hand into this user's folder and dropped from the old one),
+        the narrative founds it here, as a rebuild does. A narrative synced again since, or
+        gone, is left to that sync; one whose cluster is still held stays attached nowhere.
+        Until a pass attaches none (an attach may free another cluster)."""
+        while conn.foreign:
+            retry, conn.foreign = conn.foreign, []
+            attached = False
+            for ref, entry_id, parent_id, vec, ts, text_hash, at in retry:
+                row = conn.execute(
+                    "SELECT text_hash, parent_id, deprecated_by FROM entries WHERE app_id=? "
+                    "AND project_id=? AND user_id=? AND id=? AND kind='episode'",
+                    (ref.app, ref.project, ref.user_id, entry_id)).fetchone()
+                if row is None or (row["text_hash"], row["parent_id"],
+                                   row["deprecated_by"]) != (text_hash, parent_id, None):
+                    continue
+                attached |= self._attach_narrative(conn, ref, entry_id, parent_id, vec, ts,
+                                                   text_hash, at) != "foreign-cluster"
+            if not attached:
+                conn.foreign.clear()
+                return
 
     def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
         """True if member ``a`` sorts after member ``b`` by (ts, id), or ``b`` is not live."""
