@@ -126,3 +126,27 @@ def test_a_folder_refused_while_it_stands_still_leaves_the_index_as_a_reindex_do
     assert indexed_ids(rt) == {first, second}
     _as_a_reindex_leaves_it(rt, tmp_path / "fixed", refusing)
     assert _named(rt)[0] == []
+
+
+@pytest.mark.parametrize("synced", ["sync_path", "sync_paths"])
+def test_a_watcher_sync_of_a_log_under_a_folder_not_listed_leaves_it_as_a_reindex_does(
+        rt: Runtime, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, synced: str) -> None:
+    path, first, second = two_indexed_episodes(rt, REF)
+    refusing = _refuse(monkeypatch, FOLDER, entered=True)  # mode 311: entered, not listed
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)  # it stands still
+    Indexer(rt).scan()
+    assert indexed_ids(rt) == set()
+
+    # the watcher saw it change: read by its path, its rows came back until the next scan
+    if synced == "sync_path":
+        Indexer(rt).sync_path(path)
+    else:
+        Indexer(rt).sync_paths([path])
+
+    assert indexed_ids(rt) == set()
+    _as_a_reindex_leaves_it(rt, tmp_path / "refused", refusing)
+
+    refusing.clear()
+    Indexer(rt).sync_path(path)
+
+    assert indexed_ids(rt) == {first, second}

@@ -656,7 +656,7 @@ class Indexer:
                     for result in self._sync(todo, progress, moving=moving):
                         report.add(result)
                 finally:
-                    self._thread.unlisted = frozenset()
+                    self._thread.unlisted = None
         if moving:
             for result in self.sync_paths(moving, timeout=timeout):
                 report.add(result)
@@ -1117,9 +1117,12 @@ class Indexer:
         rel = self.rt.store.rel(path)
         stored = self._stored_entries(rel)
         limits = self.rt.settings.limits
-        if rel in getattr(self._thread, "unlisted", ()):
+        unlisted = getattr(self._thread, "unlisted", None)  # a scan's, else asked here
+        if rel in (unlisted if unlisted is not None else self._unlisted([rel])[0]):
             # under a folder this process may not list: no log is there for a rebuild
-            # (:meth:`_unlisted`), though one may be read by its path
+            # (:meth:`_unlisted`), though one may be read by its path. Asked for a sync out of
+            # a scan too: a watcher's sync read it by its path and its rows came back,
+            # searchable, until the next scan dropped them again
             return _Job(rel, ref, kind, SyncPlan(deletes=sorted(stored)), stat=None)
         if (problem := self.rt.store.link_problem(path)) is not None:
             return self._not_read(path, rel, ref, kind, stored, problem)
