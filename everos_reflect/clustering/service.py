@@ -1325,6 +1325,12 @@ class ClusterService:
                 if home is not None and home["cluster_id"] in consolidated else None
             row = have.get(entry_id)
             if row is not None and want == (row["cluster_id"], row["deprecated_by"], row["ts"]):
+                if row["text_hash"] != r["text_hash"]:
+                    # its text edited while archived: the hash a rebuild reads from the log
+                    conn.hold(ref)
+                    conn.execute("UPDATE cluster_members SET text_hash=? WHERE app_id=? AND "
+                                 "project_id=? AND user_id=? AND entry_id=?",
+                                 (r["text_hash"], *key, entry_id))
                 continue
             if row is None and want is None:
                 continue
