@@ -519,11 +519,16 @@ def _may_reach(c32: np.ndarray, first: np.ndarray, last: np.ndarray, changed: Co
     a LoCoMo speaker's, ~13)."""
     if len(changed) > _REACH_ROWS:
         return True
+    if not changed:
+        return False
     lo, hi = window_start(ts, window), window_end(ts, window)
     rows = [p for p in changed if first.item(p) <= hi and last.item(p) >= lo]
     if not rows:
         return False
-    return bool(c32[rows].dot(vector).max() >= floor - _FLOOR_SLACK)
+    # (``take`` gathers a list of rows without first making an index array of it, and a
+    # few products are compared as Python floats: ~2 µs less a call, asked of most
+    # Episodes that found a cluster of a LoCoMo speaker)
+    return max(c32.take(rows, axis=0).dot(vector).tolist()) >= floor - _FLOOR_SLACK
 
 
 def _choose_live(hits: list[tuple[int, int, float]], version: dict[int, int], ids: list[str],
@@ -1042,12 +1047,19 @@ class UserClusters:
             # a few scores (a time window's worth) are read as Python floats at once;
             # a long tail (a consolidated cluster against the rest of the run) is thinned
             # by numpy first
+            start = later.start if isinstance(later, slice) else None
+            if sims.size <= 16 and start is not None and narrative is None:
+                # the usual case (a cluster founded or joined, against the few later items
+                # of its window): each score read with its item's index, in one loop
+                for k, sim in enumerate(sims.tolist(), start):
+                    if sim >= floor:
+                        hits[k].append((p, ver, sim))
+                continue
             if sims.size > 16:
                 close = (sims >= floor).nonzero()[0]
                 idx, scores = close.tolist(), sims[close].tolist()
             else:
                 idx, scores = range(sims.size), sims.tolist()
-            start = later.start if isinstance(later, slice) else None
             if narrative is None:
                 for j, sim in zip(idx, scores, strict=True):
                     if sim >= floor:
