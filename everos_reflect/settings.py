@@ -517,28 +517,48 @@ def toml_syntax_problem(file: str, exc: Exception) -> Problem:
     return file, "(syntax)", f"TOML syntax error: {message}"
 
 
-class TooLargeFloat(float):
-    """A TOML float past the largest a float holds (``1e400``), which TOML reads as infinity,
-    kept with the text written: a problem with it said "got a float: inf", a value nobody
-    wrote (:func:`toml_value` shows what was)."""
+class WrittenFloat(float):
+    """A TOML float a float cannot hold as written, kept with its text: past the largest
+    (``1e400``, read as infinity) or nonzero below the smallest above 0 (``1e-400``, read as
+    0.0). A problem with one said "got a float: inf" or "got 0.0", a value nobody wrote
+    (:func:`toml_value` shows what was)."""
 
     written: str
 
-    def __new__(cls, written: str) -> TooLargeFloat:
+    def __new__(cls, written: str) -> WrittenFloat:
         value = super().__new__(cls, written)
         value.written = written
         return value
 
 
+#: A nonzero digit of a TOML float's significand (before its exponent).
+_NONZERO_SIGNIFICAND = re.compile(r"^[^eE]*[1-9]")
+
+
 def _toml_float(text: str) -> float:
     value = float(text)
-    if math.isinf(value) and text.lstrip("+-") != "inf":
-        return TooLargeFloat(text)
+    if (math.isinf(value) and text.lstrip("+-") != "inf") or (
+            value == 0 and _NONZERO_SIGNIFICAND.match(text)):
+        return WrittenFloat(text)
     return value
 
 
+def shown_value(value: object) -> str:
+    """A refused config value as a problem shows it: as written when a float cannot hold it
+    (:class:`WrittenFloat`), else :func:`~everos_reflect.model.quoted_value`."""
+    return toml_value(value) if isinstance(value, WrittenFloat) else quoted_value(value)
+
+
+def as_written(reason: str, value: object) -> str:
+    """``reason`` (a check's "must be …, got <value>") ending in the value as written when a
+    float cannot hold it: a range check said "got inf" of a 1e400 and "got 0.0" of a 1e-400."""
+    if not isinstance(value, WrittenFloat) or ", got " not in reason:
+        return reason
+    return f"{reason.rpartition(', got ')[0]}, got {toml_value(value)}"
+
+
 def loads_toml(text: str) -> dict[str, Any]:
-    """``tomllib.loads`` keeping the text of a float too large to read (:class:`TooLargeFloat`),
+    """``tomllib.loads`` keeping the text of a float it cannot hold (:class:`WrittenFloat`),
     for every config file (``everos.toml``, ``ome.toml``, ``fleet.toml``)."""
     return tomllib.loads(text, parse_float=_toml_float)
 
@@ -586,12 +606,15 @@ def toml_value(value: Any) -> str:
     dict {'a': 1}" showed the Python repr of what the person wrote as TOML."""
     import tomlkit
 
-    if isinstance(value, TooLargeFloat):
+    if isinstance(value, WrittenFloat):
         written = value.written
         if len(written) > QUOTED_MAX:
             written = f"{written[:QUOTED_MAX]}… ({len(written):,} characters)"
-        return (f"{written} (past the largest number, about {sys.float_info.max:.2g}: TOML "
-                f"reads it as {'-' if value < 0 else ''}inf)")
+        if math.isinf(value):
+            return (f"{written} (past the largest number, about {sys.float_info.max:.2g}: "
+                    f"TOML reads it as {'-' if value < 0 else ''}inf)")
+        return (f"{written} (below the smallest number above 0, about {math.ulp(0.0):.2g}: "
+                "TOML reads it as 0.0)")
     try:
         if isinstance(value, dict):
             item: Any = tomlkit.inline_table()
@@ -795,6 +818,7 @@ def parse_settings(
         value = values[section][key]
         reason = check(value) if value is not None else None
         if reason:
+            reason = as_written(reason, value)
             file, shown = origin[(section, key)]
             problems.append((file, shown, reason))
             refused.add((section, key))

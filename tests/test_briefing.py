@@ -571,3 +571,19 @@ def test_a_task_recorded_several_times_takes_one_line_that_says_how_many(
     assert [i.id for i in b.items] == [tasks[-1], episode.id] and not b.omitted
     assert sorted(b.repeated_ids) == sorted(tasks[:-1])
     assert b.to_dict()["repeated_ids"] == b.repeated_ids
+
+
+def test_a_hand_written_conviction_key_of_thousands_of_characters_is_noted_short(
+        runtime: Runtime) -> None:
+    # the key is the conviction's note: 3,600 characters of it took 400 tokens of a
+    # 600-token briefing, and a longer one left the conviction out for want of room
+    key = "identity " * 2_000
+    conviction = runtime.store.append(REF, Kind.CONVICTION, {
+        "timestamp": "2026-10-20T09:00:00+00:00", "key": key, "depth": 2, "status": "active",
+        "evidence": []}, {"Conviction": "Dana is careful."})
+    Indexer(runtime).scan()
+
+    b = build_briefing(runtime, REF, "What does Dana do?", max_tokens=300)
+
+    assert [i.id for i in b.items] == [conviction.id]
+    assert b.items[0].note == key[:199] + "…"

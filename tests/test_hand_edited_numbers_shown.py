@@ -128,3 +128,21 @@ def test_relations_shows_a_relation_joining_nothing_as_a_dash(
 
     assert result.exit_code == 0, result.output
     assert result.output.splitlines() == [f"u_ops  {rel.id}  [active]  -", "    x vs y"]
+
+
+def test_worldview_gives_a_hand_written_key_one_bounded_line(
+        scripted: tuple[Runtime, object]) -> None:
+    # a key of 3,000 characters and line breaks was printed whole, over several lines
+    rt, _ = scripted
+    key = "identity\n" * 400
+    conviction = rt.store.append(REF, Kind.CONVICTION, {
+        "timestamp": "2026-10-20T09:00:00+00:00", "key": key, "depth": 2, "status": "active",
+        "evidence": []}, {"Conviction": "Dana is careful."})
+
+    result = CliRunner().invoke(cli, ["worldview", "--user", "u_ops"])
+
+    assert result.exit_code == 0, result.output
+    shown = ("identity " * 400).strip()
+    assert result.output.splitlines() == [
+        f"u_ops  {conviction.id}  {shown[:300]}… (3,599 characters): Dana is careful.",
+        "    evidence: -  (2026-10-20T09:00:00+00:00)"]

@@ -711,3 +711,26 @@ def test_the_lessons_and_insights_answers_are_bounded_with_a_total(root: Path) -
                                       "--limit", "2", "--root", str(root)])
     assert result.exit_code == 0, result.output
     assert "+180 more" in result.output and "118 more lessons not listed" in result.output
+
+
+def test_a_lessons_rivals_are_listed_bounded_with_a_count(root: Path) -> None:
+    # `contested_with` was answered whole: 3,000 rivals written by hand made a 60 KB answer
+    # of one lesson (API and MCP), where its evidence is cut to 20 ids and counted
+    from everos_reflect.api import ops
+    from everos_reflect.api.models import LessonsQuery
+    from everos_reflect.embedding.base import HashEmbedder
+
+    rivals = [f"ls_20261012_{n:04d}" for n in range(1, 3001)]
+    rt = Runtime(root, embedder=HashEmbedder(16))
+    try:
+        rt.store.append(REF, Kind.LESSON, {
+            "timestamp": "2026-10-12T09:00:00+00:00", "task_type": "deploy",
+            "lesson_type": "do", "evidence": ["tk_20261012_0001"], "depth": 1,
+            "status": "contested", "contested_with": rivals}, {"Lesson": "Retry at once."})
+        (x,) = ops.lessons(rt, LessonsQuery.model_validate({"task_type": "deploy"}))["lessons"]
+        assert x["contested_with"] == rivals[:20] and x["contested_count"] == 3000
+        (got,) = ApiClient(rt)("GET", "/api/v1/lessons",
+                               params={"task_type": "deploy"}).json()["data"]["lessons"]
+        assert got == x
+    finally:
+        rt.close()

@@ -151,3 +151,32 @@ def test_a_long_number_too_large_for_a_float_is_cut_as_any_long_value() -> None:
         f"[strategies.reflect_episodes]\nmax_clusters_per_run = {written}\n").values()
     assert reason == (f"must be an integer, got a float: {written[:60]}… (503 characters) "
                       f"{PAST.format('')}")
+
+
+#: What a nonzero number below the smallest float is called, after the text written
+BELOW = "(below the smallest number above 0, about 4.9e-324: TOML reads it as 0.0)"
+
+
+def test_a_number_too_small_for_a_float_is_named_as_written_in_every_config_file() -> None:
+    # TOML reads 1e-400 as 0.0: "threshold: must be in (0, 1], got 0.0" named a value nobody
+    # wrote, in everos.toml, ome.toml and fleet.toml alike
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(packaged_text("default.toml"),
+                       "[clustering]\nthreshold = 1e-400\n[llm]\ntimeout_seconds = 0.5e-400\n"
+                       "max_retries = 1e-400\n", {}, user_file="everos.toml")
+    assert {key: reason for _file, key, reason in caught.value.problems} == {
+        "clustering.threshold": f"must be in (0, 1], got 1e-400 {BELOW}",
+        "llm.timeout_seconds": f"must be greater than 0, got 0.5e-400 {BELOW}",
+        "llm.max_retries": f"must be an integer, got a float: 1e-400 {BELOW}",
+    }
+    assert ome_problems("[strategies.learn_lessons]\nmax_wall_seconds = 1e-400\n") == {
+        "strategies.learn_lessons.max_wall_seconds":
+            f"must be greater than 0 and at most 31,536,000 (a year), got 1e-400 {BELOW}"}
+    with pytest.raises(ConfigError) as caught:
+        parse_fleet('roots = ["a"]\npoll_seconds = 1e-400\n', "fleet.toml")
+    assert caught.value.problems == [
+        ("fleet.toml", "poll_seconds", f"must be greater than 0, got 1e-400 {BELOW}")]
+    # a zero written as zero is as written
+    assert ome_problems("[strategies.learn_lessons]\nmax_wall_seconds = 0.0e-400\n") == {
+        "strategies.learn_lessons.max_wall_seconds":
+            "must be greater than 0 and at most 31,536,000 (a year), got 0.0"}

@@ -192,8 +192,19 @@ def convictions(runtime: Runtime, ref: UserRef) -> list[Item]:
     by_id = {e.id: e for e in entries}
     view = beliefs.current_worldview(beliefs.Conviction.of(e) for e in entries)
     return [Item(c.id, "conviction", by_id[c.id].content, _stamp(by_id[c.id]),
-                 _ids(by_id[c.id].meta.get("evidence")), note=key)
+                 _ids(by_id[c.id].meta.get("evidence")), note=_short_key(key))
             for key, c in sorted(view.current.items())]
+
+
+#: The most characters of a conviction's key its note shows (a key the daemon writes has at
+#: most 64, :data:`~everos_reflect.strategies.beliefs.KEY_RE`; a person's may be longer).
+MAX_NOTE_KEY_CHARS = 200
+
+
+def _short_key(key: str) -> str:
+    """A conviction's key as its note: a hand-written key of 3,600 characters took 400 tokens
+    of a 600-token briefing, and a longer one left the conviction out for want of room."""
+    return key if len(key) <= MAX_NOTE_KEY_CHARS else f"{key[:MAX_NOTE_KEY_CHARS - 1]}…"
 
 
 def lessons(runtime: Runtime, ref: UserRef, task_type: str) -> list[Item]:

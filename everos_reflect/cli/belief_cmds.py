@@ -19,7 +19,7 @@ from everos_reflect.cli.common import (
     say,
     writable_root,
 )
-from everos_reflect.errors import EverosError
+from everos_reflect.errors import EverosError, clipped
 from everos_reflect.strategies.belief_views import RELATION_STATUSES
 
 if TYPE_CHECKING:
@@ -60,7 +60,8 @@ def worldview_cmd(root: str | None, user_id: str | None, app: str | None, projec
     for row in rows:
         state = "" if row["live"] else f"  [archived by {row['deprecated_by']}]" \
             if row["deprecated_by"] else f"  [{row['status']}]"
-        say(f"{row['user_id']}  {row['id']}  {row['key']}: {row['text']}{state}")
+        key = clipped(" ".join(str(row["key"]).split()))  # a hand-written key of any length
+        say(f"{row['user_id']}  {row['id']}  {key}: {row['text']}{state}")
         say(f"    evidence: {', '.join(row['evidence']) or '-'}  ({row['timestamp']})")
 
 

@@ -22,7 +22,7 @@ from everos_reflect.errors import ConfigError, UnknownStrategy
 from everos_reflect.model import must_not_be_empty, quoted_value
 from everos_reflect.problem_words import unknown, unknown_strategy
 from everos_reflect.settings import (
-    TooLargeFloat,
+    as_written,
     between,
     expected_type,
     toml_got,
@@ -439,10 +439,8 @@ def _coerce(spec: SettingSpec, value: Any) -> tuple[Any, str | None]:
             reason = spec.check(value)
         except ValueError as exc:
             reason = str(exc)
-        if reason and isinstance(value, TooLargeFloat):  # "got inf": say what was written
-            reason = f"{reason.rpartition(', got ')[0]}, got {toml_value(value)}"
         if reason:
-            return value, reason
+            return value, as_written(reason, value)  # not "got inf" of a 1e400
     if spec.type is float and not math.isfinite(value):
         # TOML spells inf and nan, and a check comparing only one side passes them
         return value, f"must be a finite number, got {toml_value(value)}"

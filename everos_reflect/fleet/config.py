@@ -33,6 +33,7 @@ from everos_reflect.settings import (
     TOML_ERRORS,
     config_text,
     loads_toml,
+    shown_value,
     toml_got,
     toml_syntax_problem,
     toml_value,
@@ -219,10 +220,10 @@ def parse_fleet(text: str, file: str = "fleet.toml") -> FleetConfig:
             problems.append((file, key, f"must be {_KEYS[key]}, got {toml_got(value)}"))
         elif high is not None and not low <= value <= high:
             problems.append((file, key, f"must be {low:,g} to {high:,g}, got "
-                                        f"{quoted_value(value)}"))
+                                        f"{shown_value(value)}"))
         elif value < low or (strict and value == low):
             bound = "greater than" if strict else "at least"
-            problems.append((file, key, f"must be {bound} {low:g}, got {quoted_value(value)}"))
+            problems.append((file, key, f"must be {bound} {low:g}, got {shown_value(value)}"))
         else:
             values[key] = float(value) if not integer else value
 
