@@ -799,7 +799,9 @@ class UserClusters:
                              norms=self._norm[rows], member_threshold=member_threshold)
 
     def choose_version(self, vector: np.ndarray, ts: float, *, window_seconds: float,
-                       floor: float, holds_partner: Callable[[str], bool]) -> Decision | None:
+                       floor: float, holds_partner: Callable[[str], bool],
+                       read_first: Callable[[list[str]], None] | None = None
+                       ) -> Decision | None:
         """:func:`online.choose_version` over this user's clusters in the window of ``ts``."""
         if not self.ids:
             return None
@@ -811,7 +813,7 @@ class UserClusters:
         return choose_version([self.ids[p] for p in rows], sims, self._first[rows],
                               self._last[rows], self._norm[rows], ts,
                               window_seconds=window_seconds, floor=floor,
-                              holds_partner=holds_partner)
+                              holds_partner=holds_partner, read_first=read_first)
 
     def assign_run(
         self,

@@ -309,6 +309,7 @@ def choose_version(
     window_seconds: float,
     floor: float,
     holds_partner: Callable[[str], bool],
+    read_first: Callable[[list[str]], None] | None = None,
 ) -> Decision | None:
     """The join of a fact's newer version, asked only when :func:`choose_scored` founds a new
     cluster for an Episode that tells a change: among the clusters in the time window with
@@ -320,7 +321,9 @@ def choose_version(
     Such a pair says less in common than a restatement, so it sits under the threshold, and
     the member-fit rule (stricter than the threshold) would refuse every such join: the
     words stand in for the similarity, and ``floor`` for both tests. None: no such cluster
-    (a new one, as before)."""
+    (a new one, as before). ``read_first``: told the clusters ``holds_partner`` may then
+    be asked of, in the order it will be, once before the first (so that their members
+    can be read at once)."""
     order = sorted(
         (-sim, cid) for cid, sim, first, last, norm in zip(
             ids, sims.tolist() if isinstance(sims, np.ndarray) else sims,
@@ -329,6 +332,8 @@ def choose_version(
             norms.tolist() if isinstance(norms, np.ndarray) else norms, strict=True)
         if sim >= floor and member_fit(sim, norm) >= floor
         and in_window(ts, first, last, window_seconds))
+    if order and read_first is not None:
+        read_first([cid for _, cid in order])
     for neg, cid in order:
         if holds_partner(cid):
             return Decision(cid, -neg, VERSION)
