@@ -346,6 +346,23 @@ def test_the_schema_publishes_the_control_character_rule(call: Client) -> None:
     assert not re.search(props["outcome_note"]["pattern"], "a\x80")
 
 
+def test_the_schema_of_a_resolve_note_refuses_what_the_server_refuses(call: Client) -> None:
+    """A note of only invisible writing characters (soft hyphen, joiners) matched the
+    published pattern, and the server answered 422 "note: must not be empty": a schema-valid
+    request rejected (schemathesis found it with a random seed)."""
+    import re
+
+    spec = call("GET", "/openapi.json").json()["components"]["schemas"]
+    pattern = spec["ResolveRequest"]["properties"]["note"]["pattern"]
+    blank = "\u00ad\u200c\u200d"
+    assert not re.search(pattern, blank)
+    assert re.search(pattern, "fixed \u00ad\u200c\u200d")
+    resp = call("POST", "/api/v1/memory/relations/rel_20261012_0001/resolve",
+                json={"user_id": "u1", "note": blank})
+    assert resp.status_code == 422, resp.text
+    assert error_of(resp)["message"] == "note: must not be empty"
+
+
 @pytest.mark.parametrize(
     ("body", "fragment"),
     [

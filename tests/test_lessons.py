@@ -16,6 +16,7 @@ from everos_reflect.briefing.build import build_briefing
 from everos_reflect.cli.main import cli
 from everos_reflect.embedding import make_embedder
 from everos_reflect.engine.registry import RunContext, validate_strategy_settings
+from everos_reflect.index.search import search
 from everos_reflect.llm.base import ScriptedLLM
 from everos_reflect.llm.openai_llm import OpenAILLM
 from everos_reflect.model import Kind, UserRef
@@ -158,6 +159,25 @@ def test_refinement_archives_the_older_lesson(scripted: tuple[Runtime, ScriptedL
     assert f"deprecated_entries:\n  {old.id}: {new.id}" in text
     assert rt.store.get(REF, new.id).meta["supersedes"] == old.id
 
+
+def test_a_default_search_finds_contested_lessons_as_the_briefing_serves_them(
+    scripted: tuple[Runtime, ScriptedLLM]
+) -> None:
+    """SPEC §7 leaves out deprecated and stale entries by default; a contested lesson is
+    neither, and the briefing and ``lessons`` serve it: a search left it out."""
+    rt, llm = scripted
+    llm.queue_task("lessons", reply(lessons=["Retry a failed deploy at once."]),
+                   reply(lessons=["Do not retry a failed deploy at once."]))
+    task(rt, 1, "success", ["retry", "deploy"])
+    learn(rt)
+    task(rt, 2, "failure", ["retry", "deploy"], ("timeout",))
+    learn(rt)
+    contested = {x.id for x in lessons(rt)}
+    assert {x.status for x in lessons(rt)} == {"contested"} and len(contested) == 2
+
+    hits = search(rt, "retry a failed deploy", kinds=["lesson"], user_id=REF.user_id, top_k=10)
+    assert {h.id for h in hits} == contested
+    assert {h.status for h in hits} == {"contested"}
 
 def test_contradiction_keeps_both_contested_until_tasks_decide(
     scripted: tuple[Runtime, ScriptedLLM]

@@ -15,7 +15,7 @@ from pydantic import Field
 
 from everos_reflect.api.deps import RuntimeDep
 from everos_reflect.api.json_body import StrictJSONRoute
-from everos_reflect.api.models import NO_CONTROL, LogText, Name, Strict
+from everos_reflect.api.models import TEXT, LogText, Name, Strict
 from everos_reflect.api.params import BoolQuery, NameQuery, OptionalNameQuery, RelationIdPath
 from everos_reflect.markdown.parser import lookup_entry_id
 from everos_reflect.model import UserRef
@@ -26,7 +26,7 @@ class ResolveRequest(Strict):
     app_id: Name | None = None
     project_id: Name | None = None
     note: LogText = Field(min_length=1, max_length=2000,
-                          json_schema_extra={"pattern": NO_CONTROL})
+                          json_schema_extra={"pattern": TEXT})
 
 
 def belief_router(dependencies: Sequence[Any], prefix: str) -> APIRouter:

@@ -41,6 +41,7 @@ from everos_reflect.model import (
     surrogate_problem,
 )
 from everos_reflect.problem_words import one_of
+from everos_reflect.procedural.lessons import LIVE_STATUSES
 from everos_reflect.typed_numbers import whole_value_problem
 
 if TYPE_CHECKING:
@@ -213,6 +214,14 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
+
+#: The statuses a search serves by default, per kind: SPEC §7 leaves out only deprecated and
+#: stale entries; a retired record or a resolved relation is closed, and a lesson two tasks
+#: disagree on (``contested``) is served as the briefing and ``lessons`` serve it.
+_ACTIVE = frozenset({"active"})
+_SERVED = {Kind.LESSON.value: frozenset(LIVE_STATUSES)}
+
+
 def search(
     runtime: Runtime,
     query: str,
@@ -333,7 +342,7 @@ def _with_status(runtime: Runtime, hits: list[SearchHit], include_stale: bool) -
             continue  # gone since it was indexed
         # as the briefing serves it: `status: Active` was left out of a search as stale
         hit.status = served_status(entry.meta)
-        if include_stale or hit.status == "active":
+        if include_stale or hit.status in _SERVED.get(hit.kind, _ACTIVE):
             kept.append(hit)
     return kept
 
