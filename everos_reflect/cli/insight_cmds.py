@@ -48,7 +48,6 @@ def _filter_options(fn: Any) -> Any:
 def insights_cmd(root: str | None, user_id: str | None, app: str | None, project: str | None,
                  include_stale: bool, limit: int, as_json: bool) -> None:
     """List insights (seed 000) with their question, evidence and status, newest first."""
-    from everos_reflect.api.models import MAX_LISTED_EVIDENCE
     from everos_reflect.strategies.insight_views import list_insights
 
     rt = open_runtime(root)
@@ -70,8 +69,8 @@ def insights_cmd(root: str | None, user_id: str | None, app: str | None, project
         say(f"  {item['text']}")
         if item.get("question"):
             say(f"  question: {_one_clipped_line(item['question'])}")
-        shown = item["evidence"][:MAX_LISTED_EVIDENCE]  # as `lessons` lists a lesson's
-        more = len(item["evidence"]) - len(shown)
+        shown = item["evidence"]  # the first ones, as `lessons` lists a lesson's
+        more = item["evidence_count"] - len(shown)
         say(f"  evidence: {', '.join(shown) or '-'}" + (f" +{more} more" if more else ""))
     if total > len(rows):
         say(f"... {counted(total - len(rows), 'more insight')} not listed "
