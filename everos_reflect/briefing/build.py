@@ -6,7 +6,8 @@ query and the Episodes, facts and task records that answer it. Nothing archived
 (``deprecated_by``) or stale/retired is offered. Relevance is the cosine similarity between the
 query and each record's vector; records below ``min_similarity`` are not offered at all, so a
 large budget is not filled with noise. Records of one kind whose lines say the same (a task
-recorded again) take one line, which says how many it stands for.
+recorded again) take one line, which says how many it stands for ("or more" when the kind's
+search was cut at :data:`EVIDENCE_K`: copies past it are not counted).
 
 Derived records (convictions, lessons, insights) are read from their Markdown, the truth, for
 their status and evidence; parsed files are cached by size and stamps (see :class:`_LogCache`)
@@ -233,13 +234,15 @@ def _stamp(entry: Entry) -> str | None:
 
 
 def _search(runtime: Runtime, kind: Kind, vector: np.ndarray, ref: UserRef, k: int,
-            min_similarity: float) -> list[dict[str, Any]]:
+            min_similarity: float) -> tuple[list[dict[str, Any]], bool]:
+    """The ``kind`` records nearest ``vector``, at most ``k``, none below ``min_similarity``;
+    and whether the search was cut at ``k`` (more records of the kind may lie past it)."""
     where = where_clause(app_id=ref.app, project_id=ref.project, user_id=ref.user_id,
                          include_deprecated=False)
     rows = runtime.vectors.search_vector(kind, vector, k=k, where=where)
     for row in rows:
         row["_similarity"] = 1.0 - float(row["_distance"])
-    return [r for r in rows if r["_similarity"] >= min_similarity]
+    return [r for r in rows if r["_similarity"] >= min_similarity], len(rows) >= k
 
 
 def _row_item(runtime: Runtime, ref: UserRef, row: dict[str, Any]) -> Item | None:
@@ -296,12 +299,16 @@ def build_briefing(
                            INSIGHT_K if kind is Kind.INSIGHT else EVIDENCE_K, min_similarity)
         for kind in (*instance_kinds, Kind.INSIGHT)
     }
-    rows = {kind: f.result() for kind, f in futures.items()}
+    found = {kind: f.result() for kind, f in futures.items()}
+    rows = {kind: kept for kind, (kept, _) in found.items()}
     evidence_rows = sorted((r for k in instance_kinds for r in rows[k]),
                            key=lambda r: -r["_similarity"])
     insight_items = [i for r in rows[Kind.INSIGHT] if (i := _row_item(runtime, ref, r))]
+    # a kind whose search was cut at EVIDENCE_K may hold more copies of a line than it
+    # fetched: its counts are "or more" (a task recorded 40 times said "recorded 12x")
     evidence_items, repeats = fold_repeats(
-        [i for r in evidence_rows if (i := _row_item(runtime, ref, r))])
+        [i for r in evidence_rows if (i := _row_item(runtime, ref, r))],
+        cut_kinds={k.value for k in instance_kinds if found[k][1]})
 
     sections = [Section("Current convictions", convictions(runtime, ref), share=WORLDVIEW_SHARE)]
     if task_type:
