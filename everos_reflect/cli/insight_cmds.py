@@ -66,7 +66,9 @@ def insights_cmd(root: str | None, user_id: str | None, app: str | None, project
             f"{_one_clipped_line(item.get('stale_reason'))}]"
         say(f"{item['id']}  {item['user_id']}  depth {shown_number(item['depth'])}  "
             f"{(item['timestamp'] or '')[:10]}{mark}")
-        say(f"  {item['text']}")
+        # on one line, as `lessons` gives a lesson: a hand-written line of the text like
+        # "in_20261013_0099  ada  depth 1  2026-10-13" was printed as a row of its own
+        say(f"  {' '.join(str(item['text'] or '').split())}")
         if item.get("question"):
             say(f"  question: {_one_clipped_line(item['question'])}")
         shown = item["evidence"]  # the first ones, as `lessons` lists a lesson's

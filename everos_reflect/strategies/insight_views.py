@@ -42,7 +42,9 @@ def insight_dict(entry: Entry) -> dict[str, Any]:
     from everos_reflect.api.models import MAX_LISTED_EVIDENCE
 
     meta = entry.meta
-    evidence = evidence_of(entry)
+    # an id a hand edit wrote twice is one citation, as a lesson's evidence and explain
+    # count it: it was listed and counted twice
+    evidence = list(dict.fromkeys(evidence_of(entry)))
     return {
         "id": entry.id,
         "kind": entry.kind.value,
