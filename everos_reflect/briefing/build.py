@@ -188,13 +188,14 @@ def convictions(runtime: Runtime, ref: UserRef) -> list[Item]:
     """The current worldview as ``worldview`` shows it: the newest live conviction of each
     key, by key. An older version still live (its archive key not yet written when a run
     stopped, or a version added by hand) is no longer current: offered too, it put "Bob is
-    a baker" and "Bob is a pilot" side by side as what the agent holds now."""
+    a baker" and "Bob is a pilot" side by side as what the agent holds now. One whose text
+    a hand edit left empty says nothing: it is not offered (it took a line of only its tags)."""
     entries = _CACHE.entries(runtime, ref, Kind.CONVICTION)
     by_id = {e.id: e for e in entries}
     view = beliefs.current_worldview(beliefs.Conviction.of(e) for e in entries)
     return [Item(c.id, "conviction", by_id[c.id].content, _stamp(by_id[c.id]),
                  _ids(by_id[c.id].meta.get("evidence")), note=_short_key(key))
-            for key, c in sorted(view.current.items())]
+            for key, c in sorted(view.current.items()) if not blank(by_id[c.id].content)]
 
 
 #: The most characters of a conviction's key its note shows (a key the daemon writes has at
@@ -209,11 +210,12 @@ def _short_key(key: str) -> str:
 
 
 def lessons(runtime: Runtime, ref: UserRef, task_type: str) -> list[Item]:
-    """The live lessons of ``task_type``, most confirmed first."""
+    """The live lessons of ``task_type``, most confirmed first; not one whose text a hand
+    edit left empty (it took a line of only its tags: "(do, confirmed 1x)")."""
     found = _CACHE.lessons(runtime, ref)
     stamps = {id(x): stamp for x, stamp in found}
     items = []
-    for x in ranked([x for x, _ in found], task_type):
+    for x in ranked([x for x, _ in found if not blank(x.text)], task_type):
         note = f"{x.lesson_type}, confirmed {shown_number(x.confirmations)}x"
         if x.status == "contested":
             note += ", contested"
