@@ -1378,7 +1378,10 @@ class _Parser:
             self.report(line, f"entry {eid}: {what}; an Episode needs a one-line subject, as "
                         "add requires (indexed and merged without one; write it)", "warning")
         main = eid.kind.main_section
-        if not sections.get(main):
+        if main in sections and not sections[main]:  # it was "no '## Lesson' section"
+            self.report(line, f"entry {eid}: '## {main}' section is empty (nothing to "
+                        "index)", "warning")
+        elif not sections.get(main):
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index"
                         f"{_near_miss(sections, main)})", "warning")
 
