@@ -752,5 +752,11 @@ def test_a_lessons_rivals_are_listed_bounded_with_a_count(root: Path) -> None:
         (got,) = ApiClient(rt)("GET", "/api/v1/lessons",
                                params={"task_type": "deploy"}).json()["data"]["lessons"]
         assert got == x
+        # a rival a hand edit wrote twice is one: it was listed and counted twice
+        twice = read_lesson(rt.store.append(REF, Kind.LESSON, {
+            "timestamp": "2026-10-12T09:00:00+00:00", "task_type": "deploy",
+            "evidence": ["tk_20261012_0001"], "status": "contested",
+            "contested_with": [rivals[1], rivals[0], rivals[1]]}, {"Lesson": "Wait."}))
+        assert twice.contested_with == (rivals[1], rivals[0])
     finally:
         rt.close()
