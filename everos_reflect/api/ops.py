@@ -474,7 +474,8 @@ def lessons(runtime: Runtime, body: LessonsQuery) -> dict[str, Any]:
 
 def insights(runtime: Runtime, body: InsightsQuery) -> dict[str, Any]:
     """``GET /api/v1/memory/insights``: the user's insights, newest first, the first
-    ``limit`` (``total`` counts them all)."""
+    ``limit`` (``total`` counts them all), each with the first ``MAX_LISTED_EVIDENCE`` ids
+    of its evidence (``evidence_count``: all), as a lesson's."""
     from everos_reflect.strategies import insight_views
 
     ref = _ref(body.user_id, body.app_id, body.project_id)
