@@ -14,8 +14,8 @@ provider):
 Counted: the live atomic facts whose parent is a narrative (a merged entry), and of them
 
 - **pronoun**: opening with He, She, They, His, Her, Their, It or Its;
-- **points back**: a bare "this"/"that"/"it" as an object ("remember this as a standing
-  rule", "doesn't want that again") or a reported "it" ("The bot said it is prorated"):
+- **points back**: a bare "this"/"that" as an object ("remember this as a standing rule",
+  "doesn't want that again") or a reported "it" ("The bot said it is prorated"):
   :data:`POINTS_BACK_RE`, a rough reading of this script's own, not the provider's.
 
     python bench/fact_anaphora.py [--before main] [--locomo PATH] [--samples N] [--show 5]
@@ -40,7 +40,7 @@ REPO = HERE.parent
 LOCOMO = Path("/work/shared/data/locomo/locomo10.json")
 PRONOUNS = frozenset(["he", "she", "they", "his", "her", "their", "it", "its"])
 POINTS_BACK_RE = re.compile(
-    r"\b(?:this|that|it)\b(?=\s*(?:[.,;:!?]|$)|\s+(?:again|as|too|anymore|either)\b)"
+    r"\b(?:this|that)\b(?=\s*(?:[.,;:!?]|$)|\s+(?:again|as|too|anymore|either)\b)"
     r"|\b(?:said|says|confirmed|explained|noted|added)\s+(?:that\s+)?it\b"
     r"(?:['’]s|\s+(?:is|was|will|would|has|had|can|could)\b)",
     re.IGNORECASE)

@@ -4,9 +4,11 @@ fact alone). Sentences from the demo root."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from everos_reflect.llm.base import FactsRequest
+from everos_reflect.llm.base import FactsRequest, MergeMember, MergeRequest
 from everos_reflect.llm.extractive import ExtractiveLLM
 
 LLM = ExtractiveLLM()
@@ -65,3 +67,17 @@ def test_he_after_the_main_person_on_a_dated_line_names_them() -> None:
                 "Robotics.\n\n2026-08-01: Andrew accepted the offer. He starts at Northwind on "
                 "August 24.")
     assert got[-1] == "Andrew starts at Northwind on August 24."
+
+
+def test_a_merge_keeps_they_so_the_narrative_stays_within_its_sources_words() -> None:
+    def member(day: str, content: str) -> MergeMember:
+        ts = datetime.fromisoformat(day).replace(tzinfo=UTC)
+        return MergeMember(f"ep_{day.replace('-', '')}_0001", ts, "Move", content)
+
+    narrative = LLM.merge(MergeRequest("init", [
+        member("2026-08-11", "Andrew is packing up the Denver apartment."),
+        member("2026-08-15", "Andrew and Jess arrived in Portland after the two-day drive from "
+               "Denver. They are staying in a short-term rental in Sellwood."),
+    ])).content
+    assert "They are staying in a short-term rental in Sellwood." in narrative
+    assert "Andrew and Jess are staying in a short-term rental in Sellwood." in facts(narrative)

@@ -617,7 +617,7 @@ class ExtractiveLLM:
                 # a pronoun leans on the sentence before on its own dated line: the line
                 # before was said on another day, maybe of someone else
                 entity, line = None, (sentence.paragraph, sentence.day)
-            text, entity = _resolve_pronoun(sentence.text, entity, person)
+            text, entity = _resolve_pronoun(sentence.text, entity, person, pairs=True)
             if _is_filler(text):
                 continue
             facts.append(_Sentence(text, date.min, len(facts)))
@@ -1104,7 +1104,7 @@ def _named_subject(sentence: str) -> str | None:
 
 
 def _resolve_pronoun(
-    text: str, entity: str | None, person: str | None
+    text: str, entity: str | None, person: str | None, *, pairs: bool = False
 ) -> tuple[str, str | None]:
     """Replace a leading pronoun by what it stands for when that is unambiguous; return the
     text and its named subject (:func:`_named_subject`), the ``entity`` of the next sentence.
@@ -1114,9 +1114,11 @@ def _resolve_pronoun(
     fact is served alone ("His last day at Lumen is August 14."); but a wrong guess would
     change a fact ("Northwind is leaning towards yes"), so only two cases are resolved: a
     He/She/His/Her after a sentence whose subject is ``person`` (the cluster's main entity),
-    and a They/Their after a sentence whose subject is two names ("Andrew and Jess arrived.
-    They are staying in a rental." → "Andrew and Jess are staying ..."). A "they" after one
-    name is usually a group, and a "he" after a company or another person is left as is.
+    and, with ``pairs``, a They/Their after a sentence whose subject is two names ("Andrew and
+    Jess arrived. They are staying in a rental." → "Andrew and Jess are staying ..."). A "they"
+    after one name is usually a group, and a "he" after a company or another person is left
+    as is. Only facts resolve pairs: two names for one word would make a narrative longer
+    than its sources, and the merge is rejected (the demo's move to Portland was).
     """
     first = text.split(" ", 1)
     lead = first[0].lower()
@@ -1125,7 +1127,7 @@ def _resolve_pronoun(
         if (not plural and person and lead in _SINGULAR_LEADS
                 and entity.split()[0] == person):
             text = f"{_SINGULAR_LEADS[lead].format(person)} {first[1]}"
-        elif plural and lead in _PLURAL_LEADS:
+        elif plural and pairs and lead in _PLURAL_LEADS:
             text = f"{_PLURAL_LEADS[lead].format(entity)} {first[1]}"
     return text, _named_subject(text)
 
