@@ -788,7 +788,7 @@ def _version_text(text: str) -> _VersionText:
             _VERSION_TEXTS.move_to_end(text)
             return found
     sentences = tuple(_version_sentences(text))
-    leading = _leading_counts(sentences)
+    leading = _leading_counts(sentences, _sentences_of_sentence)
     size = (sys.getsizeof(text) + sum(map(sys.getsizeof, sentences))
             + sum(sys.getsizeof(k) + 64 for k in leading) + 256)
     made = _VersionText(sentences, leading, size)
@@ -803,6 +803,27 @@ def _version_text(text: str) -> _VersionText:
                 _, gone = _VERSION_TEXTS.popitem(last=False)
                 _VERSION_TEXTS_HELD[0] -= gone.size
     return made
+
+
+#: What :func:`split_sentences` reads a line break as (:meth:`str.splitlines`'s boundaries)
+#: and a bullet as
+_LINE_BOUNDARY_RE = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def _sentences_of_sentence(sentence: str) -> list[str]:
+    """:func:`split_sentences` of ``sentence``, one of the sentences it gave: ``[sentence]``
+    when none of its rules applies (no space around it, no line break, no bullet, no
+    sentence end: each step then hands it on as it is), read in full otherwise. A
+    version text counts the names opening its sentences split again (as the merge counts
+    a member's); the second reading of each was a third of the join's reading of a
+    member it had not read yet."""
+    if (sentence and sentence == sentence.strip()
+            and _SENTENCE_END_RE.search(sentence) is None
+            and _LINE_BOUNDARY_RE.search(sentence) is None
+            and _BULLET_RE.match(sentence) is None):
+        return [sentence]
+    return split_sentences(sentence)
 
 
 # --- sentences --------------------------------------------------------------------------
@@ -1137,12 +1158,14 @@ def _main_entity(texts: Iterable[str]) -> str | None:
     return _most_leading(_leading_counts(texts))
 
 
-def _leading_counts(texts: Iterable[str]) -> Counter[str]:
-    """How often each name opens a sentence of ``texts`` (split into sentences first): the
-    tally both the cluster's main person and a version text's subjects are read from."""
+def _leading_counts(texts: Iterable[str],
+                    split: Callable[[str], list[str]] | None = None) -> Counter[str]:
+    """How often each name opens a sentence of ``texts`` (split into sentences first, by
+    ``split``, :func:`split_sentences` unless told): the tally both the cluster's main
+    person and a version text's subjects are read from."""
     leading: Counter[str] = Counter()
     for text in texts:
-        for sentence in split_sentences(text):
+        for sentence in (split or split_sentences)(text):
             first = _leading_name(sentence)
             if first is not None:
                 leading[first] += 1
