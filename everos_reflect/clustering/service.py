@@ -1599,8 +1599,8 @@ class ClusterService:
         user in, so another user's cluster cannot hold it short of a sha256 collision. One
         that is not ``first``'s own id is checked again before COMMIT: the cluster holding
         that id may be renamed meanwhile (:meth:`_rename_for_founder`)."""
-        cid = _free_id(conn.state(ref) if st is None else st, ref, first)
-        if cid != cluster_id_for(ref.app, ref.project, ref.user_id, first):
+        cid, attempt = _free_id(conn.state(ref) if st is None else st, ref, first)
+        if attempt:  # not first's own id (the one attempt 0 hashes)
             conn.founders.setdefault(ref, set()).add(cid)
         return cid
 
@@ -1790,13 +1790,15 @@ _LIVE_TEXTS_IN = {
 }
 
 
-def _free_id(st: UserClusters, ref: UserRef, first: str) -> str:
-    """The first id for ``first`` that ``st`` (every cluster of ``ref``) does not hold."""
+def _free_id(st: UserClusters, ref: UserRef, first: str) -> tuple[str, int]:
+    """The first id for ``first`` that ``st`` (every cluster of ``ref``) does not hold, and
+    its attempt (0: ``first``'s own id; told, so the caller need not hash it again to know:
+    a sha256 per new cluster, most Episodes found one)."""
     attempt = 0
     while True:
         cid = cluster_id_for(ref.app, ref.project, ref.user_id, first, attempt)
         if cid not in st:
-            return cid
+            return cid, attempt
         attempt += 1
 
 
