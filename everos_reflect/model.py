@@ -775,7 +775,7 @@ def served_status(meta: Mapping[str, Any]) -> str:
     """A derived record's ``status`` as every reader takes it (the briefing, lessons,
     ``search``, the tiers, provenance, ``insights``, ``worldview``): in any case and without
     surrounding spaces (a person writes ``Active``), ``active`` when absent or blank (no
-    status written; ``lint`` names a blank one). One reader, so that a record one of them
+    status written; ``lint`` takes a blank one so too). One reader, so that a record one of them
     serves is not left out, or left unchecked, by another: the tiers and provenance read a
     blank status as "", so such a record was served as active and never marked stale."""
     value = meta.get("status")

@@ -67,6 +67,9 @@ def test_a_value_no_reader_takes_is_a_warning(kind: Kind, meta: str, message: st
     (Kind.LESSON, "confirmations: 0"), (Kind.LESSON, "confirmations: 12"),
     (Kind.TASK, "outcome: Success"), (Kind.TASK, "outcome: partial"),
     (Kind.INSIGHT, "status:"),  # left empty: read as active, as when absent
+    # blank, as every reader takes it (served_status): active; lint named it "not one of"
+    (Kind.INSIGHT, "status: ''"), (Kind.LESSON, "status: '  '"),
+    (Kind.RELATION, 'status: "\\t"'), (Kind.CONVICTION, "status: ' '"),
     # in any case, as every reader takes it: `lint` warned of what was served as active
     (Kind.INSIGHT, "status: ACTIVE"), (Kind.LESSON, "status: Contested"),
     (Kind.RELATION, "status: ' resolved'"),

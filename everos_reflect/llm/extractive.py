@@ -697,21 +697,10 @@ def tells_newer_version(earlier: str, later: str) -> bool:
     old, new = _version_text(earlier), _version_text(later)
     person = _most_leading(old.leading + new.leading)
     lower = person.lower() if person else None
-    news: list[_Sentence] = []
-    entity: str | None = None
-    for n, text in enumerate(new.sentences, start=len(old.sentences)):
-        text, entity = _resolve_pronoun(text, entity, person)
-        if _sentence_tells_change(text):
-            sentence = _read(text, date(2000, 1, 2), n)
-            sentence.subject, sentence.person = _subject(text, person), lower
-            sentence.holder = _holder(text, person)
-            news.append(sentence)
+    news = new.changes(person)
     if not news:
         return False
-    entity = None
-    for n, text in enumerate(old.sentences):
-        text, entity = _resolve_pronoun(text, entity, person)
-        subject = _subject(text, person)
+    for n, (text, subject) in enumerate(old.subjects(person)):
         partners = [s for s in news if _same_subject_as(text, subject, lower, s)]
         if not partners:
             continue
@@ -733,6 +722,58 @@ class _VersionText:
     leading: Counter[str]
     #: bytes held, the text itself (the cache's key) included
     size: int
+    #: what :meth:`changes` and :meth:`subjects` read, per person (a pair's person is read
+    #: from both texts, so one text meets few): the join reads one later text against up
+    #: to eight members, and a member against each later text in its window
+    _changes: dict[str | None, tuple[_Sentence, ...]] = field(
+        default_factory=dict, compare=False, repr=False)
+    _subjects: dict[str | None, tuple[tuple[str, str | None], ...]] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def changes(self, person: str | None) -> tuple[_Sentence, ...]:
+        """The sentences that tell a change (:func:`_sentence_tells_change`), read as the
+        later side of a pair whose person is ``person``: a leading He/She resolved to
+        them, the subject, person and holder set. Shared, never changed:
+        :func:`_versions` only reads them."""
+        found = self._changes.get(person)
+        if found is not None:
+            return found
+        lower = person.lower() if person else None
+        news: list[_Sentence] = []
+        entity: str | None = None
+        for n, text in enumerate(self.sentences):
+            text, entity = _resolve_pronoun(text, entity, person)
+            if _sentence_tells_change(text):
+                sentence = _read(text, date(2000, 1, 2), n)
+                sentence.subject, sentence.person = _subject(text, person), lower
+                sentence.holder = _holder(text, person)
+                news.append(sentence)
+        made = tuple(news)
+        if len(self._changes) < _PERSONS_KEPT:
+            self._changes[person] = made
+        return made
+
+    def subjects(self, person: str | None) -> tuple[tuple[str, str | None], ...]:
+        """Each sentence, a leading He/She resolved to ``person``, with its
+        :func:`_subject`: what the earlier side of a pair is matched by before a sentence
+        is read."""
+        found = self._subjects.get(person)
+        if found is not None:
+            return found
+        out: list[tuple[str, str | None]] = []
+        entity: str | None = None
+        for text in self.sentences:
+            text, entity = _resolve_pronoun(text, entity, person)
+            out.append((text, _subject(text, person)))
+        made = tuple(out)
+        if len(self._subjects) < _PERSONS_KEPT:
+            self._subjects[person] = made
+        return made
+
+
+#: Persons a :class:`_VersionText` keeps its readings for (each pair's person is the name
+#: most leading in both texts: one or two per text in practice; bounded all the same)
+_PERSONS_KEPT = 4
 
 
 #: Bounds of the per-text cache of :func:`_version_text`: entries, and bytes held in all
@@ -754,7 +795,7 @@ def _version_text(text: str) -> _VersionText:
             _VERSION_TEXTS.move_to_end(text)
             return found
     sentences = tuple(_version_sentences(text))
-    leading = _leading_counts(sentences)
+    leading = _leading_counts(sentences, _sentences_of_sentence)
     size = (sys.getsizeof(text) + sum(map(sys.getsizeof, sentences))
             + sum(sys.getsizeof(k) + 64 for k in leading) + 256)
     made = _VersionText(sentences, leading, size)
@@ -769,6 +810,27 @@ def _version_text(text: str) -> _VersionText:
                 _, gone = _VERSION_TEXTS.popitem(last=False)
                 _VERSION_TEXTS_HELD[0] -= gone.size
     return made
+
+
+#: What :func:`split_sentences` reads a line break as (:meth:`str.splitlines`'s boundaries)
+#: and a bullet as
+_LINE_BOUNDARY_RE = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def _sentences_of_sentence(sentence: str) -> list[str]:
+    """:func:`split_sentences` of ``sentence``, one of the sentences it gave: ``[sentence]``
+    when none of its rules applies (no space around it, no line break, no bullet, no
+    sentence end: each step then hands it on as it is), read in full otherwise. A
+    version text counts the names opening its sentences split again (as the merge counts
+    a member's); the second reading of each was a third of the join's reading of a
+    member it had not read yet."""
+    if (sentence and sentence == sentence.strip()
+            and _SENTENCE_END_RE.search(sentence) is None
+            and _LINE_BOUNDARY_RE.search(sentence) is None
+            and _BULLET_RE.match(sentence) is None):
+        return [sentence]
+    return split_sentences(sentence)
 
 
 # --- sentences --------------------------------------------------------------------------
@@ -1142,12 +1204,14 @@ def _main_entity(texts: Iterable[str]) -> str | None:
     return _most_leading(_leading_counts(texts))
 
 
-def _leading_counts(texts: Iterable[str]) -> Counter[str]:
-    """How often each name opens a sentence of ``texts`` (split into sentences first): the
-    tally both the cluster's main person and a version text's subjects are read from."""
+def _leading_counts(texts: Iterable[str],
+                    split: Callable[[str], list[str]] | None = None) -> Counter[str]:
+    """How often each name opens a sentence of ``texts`` (split into sentences first, by
+    ``split``, :func:`split_sentences` unless told): the tally both the cluster's main
+    person and a version text's subjects are read from."""
     leading: Counter[str] = Counter()
     for text in texts:
-        for sentence in split_sentences(text):
+        for sentence in (split or split_sentences)(text):
             first = _leading_name(sentence)
             if first is not None:
                 leading[first] += 1

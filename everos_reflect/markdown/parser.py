@@ -65,6 +65,7 @@ from everos_reflect.model import (
     parse_timestamp,
     quoted_value,
     read_iso_timestamp,
+    served_status,
     subject_length_problem,
     subject_line_count,
     timestamp_form_problem,
@@ -1416,9 +1417,9 @@ def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[tuple[str, str]]:
 
     found: list[tuple[str, str]] = []
     status = meta.get("status")
-    # in any case, as every reader takes it (`status: ACTIVE` is served as active)
-    if kind in STATUSES and status is not None \
-            and str(status).strip().lower() not in STATUSES[kind]:
+    # as every reader takes it (served_status): in any case (`status: ACTIVE` is served as
+    # active), and a blank one as active, as when absent (it was "status '' is not one of")
+    if kind in STATUSES and served_status(meta) not in STATUSES[kind]:
         found.append(("status", f"status {quoted_value(status)} is not one of "
                       f"{', '.join(STATUSES[kind])} (write one of them)"))
     if kind is Kind.LESSON:
