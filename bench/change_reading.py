@@ -9,11 +9,14 @@ stream, each function apart, with the calls' answers (a tree that answers otherw
 other counts). Run it with either tree first on ``PYTHONPATH`` to compare two trees.
 
     python bench/change_reading.py LOCOMO_JSON --vectors-cache vecs.npy [--scale 20] \
-        [--repeat 5]
+        [--repeat 5] [--distinct]
 
 The one-owner streams repeat LoCoMo's 544 texts: a text read once is found in the caches
 the reading keeps per text (what a member read against many later texts costs), so the
 figures there are of a stream with 544 texts, not of one with as many as it has Episodes.
+``--distinct`` makes each Episode's text its own (the n-th time a text comes, n spaces
+after it: the same words, sentences and answers, another key for every cache kept per
+text); the caches kept per sentence still find a repeat's sentences.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import io
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -44,9 +48,20 @@ def _forget() -> None:
     extractive._VERSION_TEXTS_HELD[0] = 0
 
 
-def record(argv: list[str]) -> tuple[list[tuple[str, tuple[str, ...]]], int]:
+def _distinct(items: list[Any]) -> list[Any]:
+    """``items`` with each text its own: the n-th time a text comes, n spaces after it."""
+    seen: dict[str, int] = {}
+    out = []
+    for it in items:
+        n = seen[it.text] = seen.get(it.text, -1) + 1
+        out.append(replace(it, text=it.text + " " * n))
+    return out
+
+
+def record(argv: list[str], distinct: bool = False) -> tuple[list[tuple[str, tuple[str, ...]]],
+                                                             int]:
     """The calls ``clustering_split.main(argv)`` makes of the two, in order, and how many
-    Episodes it placed."""
+    Episodes it placed (``distinct``: each Episode's text its own, :func:`_distinct`)."""
     calls: list[tuple[str, tuple[str, ...]]] = []
     real: dict[str, Callable[..., bool]] = {
         "tells_change": service.tells_change,
@@ -65,6 +80,8 @@ def record(argv: list[str]) -> tuple[list[tuple[str, tuple[str, ...]]], int]:
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         out = items(*args, **kwargs)
+        if distinct:
+            out = _distinct(out)
         placed.append(len(out))
         return out
 
@@ -85,11 +102,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vectors-cache", type=Path)
     parser.add_argument("--scale", type=int, default=0, help="one owner ×N; 0: LoCoMo")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--distinct", action="store_true",
+                        help="each Episode's text its own (one-owner streams)")
     args = parser.parse_args(argv)
     split = [args.locomo, "--scale", str(args.scale)]
     if args.vectors_cache:
         split += ["--vectors-cache", str(args.vectors_cache)]
-    calls, n = record(split)
+    calls, n = record(split, args.distinct)
     if not n:  # LoCoMo: the stream as bench_clustering.py loads it
         n = len(cs.bc.locomo_stream(args.locomo, args.vectors_cache)[0])
     fns = {"tells_change": extractive.tells_change,
@@ -108,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
             yes[name] += told
         best = {k: min(best[k], spent[k]) for k in fns}
         answers = yes
-    print(f"{'one owner x' + str(args.scale) if args.scale else 'LoCoMo'}: {n:,} Episodes, "
+    print(f"{'one owner x' + str(args.scale) if args.scale else 'LoCoMo'}"
+          f"{', each text its own' if args.distinct else ''}: {n:,} Episodes, "
           f"least of {args.repeat} replays, caches emptied before each")
     for name in fns:
         count = sum(1 for c, _ in calls if c == name)

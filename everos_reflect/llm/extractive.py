@@ -145,7 +145,6 @@ NUMBER_WORDS = _wordset(
     "half both single"
 )
 FILLER = _wordset("ok okay thanks thank yes yeah sure great hi hello bye cool fine")
-SINGULAR_PRONOUNS = {"he", "she"}
 # Common function words of other Latin-script languages: input with more of these than of
 # English STOPWORDS gets no English label.
 OTHER_LANGUAGE_MARKERS = _wordset(
@@ -608,9 +607,17 @@ class ExtractiveLLM:
     def extract_facts(self, req: FactsRequest) -> FactsResult:
         facts: list[_Sentence] = []
         entity: str | None = None
-        person = _main_entity(_paragraphs(req.text))
-        for sentence in narrative_sentences(req.text):
-            text, entity = _resolve_pronoun(sentence.text, entity, person)
+        said = narrative_sentences(req.text)
+        # read without the dates: "2026-08-01: Andrew ..." opens with no name, and a dated
+        # narrative had no main person, so no "He" of it was ever resolved
+        person = _main_entity(s.text for s in said)
+        line: tuple[int, str | None] | None = None
+        for sentence in said:
+            if (sentence.paragraph, sentence.day) != line:
+                # a pronoun leans on the sentence before on its own dated line: the line
+                # before was said on another day, maybe of someone else
+                entity, line = None, (sentence.paragraph, sentence.day)
+            text, entity = _resolve_pronoun(sentence.text, entity, person, pairs=True)
             if _is_filler(text):
                 continue
             facts.append(_Sentence(text, date.min, len(facts)))
@@ -690,21 +697,10 @@ def tells_newer_version(earlier: str, later: str) -> bool:
     old, new = _version_text(earlier), _version_text(later)
     person = _most_leading(old.leading + new.leading)
     lower = person.lower() if person else None
-    news: list[_Sentence] = []
-    entity: str | None = None
-    for n, text in enumerate(new.sentences, start=len(old.sentences)):
-        text, entity = _resolve_pronoun(text, entity, person)
-        if _sentence_tells_change(text):
-            sentence = _read(text, date(2000, 1, 2), n)
-            sentence.subject, sentence.person = _subject(text, person), lower
-            sentence.holder = _holder(text, person)
-            news.append(sentence)
+    news = new.changes(person)
     if not news:
         return False
-    entity = None
-    for n, text in enumerate(old.sentences):
-        text, entity = _resolve_pronoun(text, entity, person)
-        subject = _subject(text, person)
+    for n, (text, subject) in enumerate(old.subjects(person)):
         partners = [s for s in news if _same_subject_as(text, subject, lower, s)]
         if not partners:
             continue
@@ -726,6 +722,58 @@ class _VersionText:
     leading: Counter[str]
     #: bytes held, the text itself (the cache's key) included
     size: int
+    #: what :meth:`changes` and :meth:`subjects` read, per person (a pair's person is read
+    #: from both texts, so one text meets few): the join reads one later text against up
+    #: to eight members, and a member against each later text in its window
+    _changes: dict[str | None, tuple[_Sentence, ...]] = field(
+        default_factory=dict, compare=False, repr=False)
+    _subjects: dict[str | None, tuple[tuple[str, str | None], ...]] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def changes(self, person: str | None) -> tuple[_Sentence, ...]:
+        """The sentences that tell a change (:func:`_sentence_tells_change`), read as the
+        later side of a pair whose person is ``person``: a leading He/She resolved to
+        them, the subject, person and holder set. Shared, never changed:
+        :func:`_versions` only reads them."""
+        found = self._changes.get(person)
+        if found is not None:
+            return found
+        lower = person.lower() if person else None
+        news: list[_Sentence] = []
+        entity: str | None = None
+        for n, text in enumerate(self.sentences):
+            text, entity = _resolve_pronoun(text, entity, person)
+            if _sentence_tells_change(text):
+                sentence = _read(text, date(2000, 1, 2), n)
+                sentence.subject, sentence.person = _subject(text, person), lower
+                sentence.holder = _holder(text, person)
+                news.append(sentence)
+        made = tuple(news)
+        if len(self._changes) < _PERSONS_KEPT:
+            self._changes[person] = made
+        return made
+
+    def subjects(self, person: str | None) -> tuple[tuple[str, str | None], ...]:
+        """Each sentence, a leading He/She resolved to ``person``, with its
+        :func:`_subject`: what the earlier side of a pair is matched by before a sentence
+        is read."""
+        found = self._subjects.get(person)
+        if found is not None:
+            return found
+        out: list[tuple[str, str | None]] = []
+        entity: str | None = None
+        for text in self.sentences:
+            text, entity = _resolve_pronoun(text, entity, person)
+            out.append((text, _subject(text, person)))
+        made = tuple(out)
+        if len(self._subjects) < _PERSONS_KEPT:
+            self._subjects[person] = made
+        return made
+
+
+#: Persons a :class:`_VersionText` keeps its readings for (each pair's person is the name
+#: most leading in both texts: one or two per text in practice; bounded all the same)
+_PERSONS_KEPT = 4
 
 
 #: Bounds of the per-text cache of :func:`_version_text`: entries, and bytes held in all
@@ -747,7 +795,7 @@ def _version_text(text: str) -> _VersionText:
             _VERSION_TEXTS.move_to_end(text)
             return found
     sentences = tuple(_version_sentences(text))
-    leading = _leading_counts(sentences)
+    leading = _leading_counts(sentences, _sentences_of_sentence)
     size = (sys.getsizeof(text) + sum(map(sys.getsizeof, sentences))
             + sum(sys.getsizeof(k) + 64 for k in leading) + 256)
     made = _VersionText(sentences, leading, size)
@@ -762,6 +810,27 @@ def _version_text(text: str) -> _VersionText:
                 _, gone = _VERSION_TEXTS.popitem(last=False)
                 _VERSION_TEXTS_HELD[0] -= gone.size
     return made
+
+
+#: What :func:`split_sentences` reads a line break as (:meth:`str.splitlines`'s boundaries)
+#: and a bullet as
+_LINE_BOUNDARY_RE = re.compile("[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+_BULLET_RE = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+
+
+def _sentences_of_sentence(sentence: str) -> list[str]:
+    """:func:`split_sentences` of ``sentence``, one of the sentences it gave: ``[sentence]``
+    when none of its rules applies (no space around it, no line break, no bullet, no
+    sentence end: each step then hands it on as it is), read in full otherwise. A
+    version text counts the names opening its sentences split again (as the merge counts
+    a member's); the second reading of each was a third of the join's reading of a
+    member it had not read yet."""
+    if (sentence and sentence == sentence.strip()
+            and _SENTENCE_END_RE.search(sentence) is None
+            and _LINE_BOUNDARY_RE.search(sentence) is None
+            and _BULLET_RE.match(sentence) is None):
+        return [sentence]
+    return split_sentences(sentence)
 
 
 # --- sentences --------------------------------------------------------------------------
@@ -1067,23 +1136,62 @@ def _regular_past(word: str) -> bool:
     return any(len(c) >= 3 and c in words for c in candidates)
 
 
-def _resolve_pronoun(
-    text: str, entity: str | None, person: str | None
-) -> tuple[str, str | None]:
-    """Replace a leading He/She by ``person`` (the cluster's main entity) when the previous
-    sentence was about that person; return the new last subject.
+#: What a sentence-opening English pronoun becomes once its antecedent is known ("{}"): the
+#: singular ones stand for the cluster's main person, the plural ones for a named pair.
+_SINGULAR_LEADS = {"he": "{}", "she": "{}", "his": "{}'s", "her": "{}'s"}
+_PLURAL_LEADS = {"they": "{}", "their": "{}'s"}
+#: Names a sentence opens with as its subject: one name ("Andrew", "Northwind Robotics") or
+#: two joined by "and", then a lower-case word that is no conjunction (the verb): not
+#: someone's something ("Andrew's sister Jess ..."), an aside or a list ("Andrew, Jess and
+#: Tom ...") nor a name with someone unnamed ("Andrew and his sister ...").
+_SUBJECT_RE = re.compile(
+    rf"^({_NAME}(?:\s+{_NAME})*(?:\s+and\s+{_NAME}(?:\s+{_NAME})*)?)"
+    r"\s+(?!(?:and|or|nor|with|plus|&)\b)[a-z]")
 
-    Sentences are reordered and restatements dropped, so a leading pronoun can lose its
-    antecedent; but a wrong guess would change a fact ("Northwind is leaning towards yes"), so
-    only the unambiguous case is resolved: singular pronoun, previous subject = the person.
-    "They" is never resolved (it is usually a group).
+
+@_per_sentence
+def _named_subject(sentence: str) -> str | None:
+    """The name a sentence opens with as its grammatical subject, or the two names ("Andrew
+    and Jess"), as written; None when it opens with no one's name (:func:`_leading_name`),
+    with someone's something, a list or someone unnamed (:data:`_SUBJECT_RE`). What a
+    pronoun opening the next sentence may stand for: "Andrew's sister Jess visited. She
+    ..." is about Jess, and "She" had been rewritten "Andrew"."""
+    match = _SUBJECT_RE.match(sentence)
+    if match is None or _leading_name(sentence) is None:
+        return None
+    names = match.group(1).split(" and ")
+    if any(n.split()[0].lower() in NOT_NAMES for n in names):
+        return None  # "Andrew and I went ...": "I" is nobody's name
+    return match.group(1)
+
+
+def _resolve_pronoun(
+    text: str, entity: str | None, person: str | None, *, pairs: bool = False
+) -> tuple[str, str | None]:
+    """Replace a leading pronoun by what it stands for when that is unambiguous; return the
+    text and its named subject (:func:`_named_subject`), the ``entity`` of the next sentence.
+
+    ``entity`` is the named subject of the sentence before (None: it has none). Sentences are
+    reordered and restatements dropped, so a leading pronoun can lose its antecedent, and a
+    fact is served alone ("His last day at Lumen is August 14."); but a wrong guess would
+    change a fact ("Northwind is leaning towards yes"), so only two cases are resolved: a
+    He/She/His/Her after a sentence whose subject is ``person`` (the cluster's main entity),
+    and, with ``pairs``, a They/Their after a sentence whose subject is two names ("Andrew and
+    Jess arrived. They are staying in a rental." → "Andrew and Jess are staying ..."). A "they"
+    after one name is usually a group, and a "he" after a company or another person is left
+    as is. Only facts resolve pairs: two names for one word would make a narrative longer
+    than its sources, and the merge is rejected (the demo's move to Portland was).
     """
     first = text.split(" ", 1)
-    if (person and entity == person and first[0].lower() in SINGULAR_PRONOUNS
-            and len(first) == 2):
-        return f"{person} {first[1]}", person
-    entity = _leading_name(text) or entity
-    return text, entity
+    lead = first[0].lower()
+    if len(first) == 2 and entity is not None:
+        plural = " and " in entity
+        if (not plural and person and lead in _SINGULAR_LEADS
+                and entity.split()[0] == person):
+            text = f"{_SINGULAR_LEADS[lead].format(person)} {first[1]}"
+        elif plural and pairs and lead in _PLURAL_LEADS:
+            text = f"{_PLURAL_LEADS[lead].format(entity)} {first[1]}"
+    return text, _named_subject(text)
 
 
 def _main_entity(texts: Iterable[str]) -> str | None:
@@ -1096,12 +1204,14 @@ def _main_entity(texts: Iterable[str]) -> str | None:
     return _most_leading(_leading_counts(texts))
 
 
-def _leading_counts(texts: Iterable[str]) -> Counter[str]:
-    """How often each name opens a sentence of ``texts`` (split into sentences first): the
-    tally both the cluster's main person and a version text's subjects are read from."""
+def _leading_counts(texts: Iterable[str],
+                    split: Callable[[str], list[str]] | None = None) -> Counter[str]:
+    """How often each name opens a sentence of ``texts`` (split into sentences first, by
+    ``split``, :func:`split_sentences` unless told): the tally both the cluster's main
+    person and a version text's subjects are read from."""
     leading: Counter[str] = Counter()
     for text in texts:
-        for sentence in split_sentences(text):
+        for sentence in (split or split_sentences)(text):
             first = _leading_name(sentence)
             if first is not None:
                 leading[first] += 1
