@@ -444,7 +444,7 @@ def lessons(runtime: Runtime, body: LessonsQuery) -> dict[str, Any]:
     counts them all), each with the first ``MAX_LISTED_EVIDENCE`` ids of its evidence
     (``evidence_count``: all) and of its rivals (``contested_count``: all; 3,000 rivals by
     hand made a 60 KB answer of one lesson)."""
-    from everos_reflect.api.models import MAX_LISTED_EVIDENCE
+    from everos_reflect.model import MAX_LISTED_EVIDENCE
     from everos_reflect.procedural.lessons import ranked, read_lesson
 
     validate_name(body.task_type, "task_type")
