@@ -29,6 +29,7 @@ import tempfile
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -168,15 +169,18 @@ class Walk:
 KNOWN = ("edit", "delete", "archive", "move", "rename", "reflect", "revive")
 
 
-def narratives(rt) -> set[tuple[str, str, str, str]]:
+def narratives(rt: Any) -> set[tuple[str, str, str, str]]:
+    """The live narratives, as member keys (app, project, user, id)."""
     return {(r[0], r[1], r[2], r[3]) for r in rt.db().execute(
         "SELECT app_id, project_id, user_id, id FROM entries WHERE kind='episode' AND "
-        "parent_type='cluster'")}
+        "parent_type='cluster' AND deprecated_by IS NULL")}
 
 
 def narrative_rows(tables: dict, keys: set) -> set:
-    """Where each narrative is, what each cluster's narrative is, and the history rows."""
-    members = {(*m[:5], m[7]) for m in tables["members"] if m[:4] in keys or m[7] is not None}
+    """Where each live narrative is, what each cluster's narrative is, and the history rows
+    archived toward a live narrative (the rest follow where live Episodes sit)."""
+    members = {(*m[:5], m[7]) for m in tables["members"]
+               if m[:4] in keys or (m[7] is not None and (*m[:3], m[7]) in keys)}
     held = {(c[0], c[3], c[7]) for c in tables["clusters"] if c[7] is not None}
     return members | held
 
