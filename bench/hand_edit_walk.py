@@ -2,10 +2,11 @@
 cluster tables must equal those a rebuild of the same Markdown makes.
 
 A step is one of: add an Episode, archive one by hand (``deprecated_entries``), revive one
-(its key removed), delete one, edit one's text, move a log to another user's folder, rename
-a user folder, run Reflection. The Markdown is then synced as the watcher or a scan would
-(the touched paths in one flush, or split over two, or a scan). The first walk that differs
-prints its seed, its steps and the differing rows, and the script exits 1.
+(its key removed), delete one, edit one's text, move a log to another user's folder, copy
+one there, rename a user folder, run Reflection, undo a merge. The Markdown is then synced
+as the watcher or a scan would (the touched paths in one flush, or split over two, or a
+scan). The first walk that differs prints its seed, its steps and the differing rows, and
+the script exits 1.
 
     .venv/bin/python bench/hand_edit_walk.py --walks 200 --steps 12 [--seed 0] [--minutes 30]
 
@@ -34,10 +35,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from everos_reflect.clustering.service import ClusterService
+from everos_reflect.errors import EverosError
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.markdown import settling
 from everos_reflect.model import Kind, UserRef
+from everos_reflect.strategies.undo import undo_merge
 from tests.reflect_fixtures import make_runtime, run_reflection
 from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables
 
@@ -71,8 +74,8 @@ class Walk:
 
     def step(self) -> list[Path]:
         """Do one random hand edit; the paths it touched."""
-        ops = ["add"] * 5 + ["archive", "revive", "delete", "edit", "move", "rename",
-                             "reflect", "reflect"]
+        ops = ["add"] * 5 + ["archive", "revive", "delete", "edit", "move", "copy", "rename",
+                             "reflect", "reflect", "undo"]
         op = self.rng.choice(ops)
         logs = self.logs()
         if op == "add" or not logs:
@@ -131,6 +134,32 @@ class Walk:
                 self.users.append(to)
             self.steps.append(f"move {user}/{path.name} -> {to}")
             return [dest, path]
+        if op == "copy":
+            user = path.parent.parent.name
+            to = self.rng.choice([u for u in USERS if u != user])
+            dest = path.parent.parent.parent / to / "episodes" / path.name
+            if dest.exists():
+                return []
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, dest)
+            if to not in self.users:
+                self.users.append(to)
+            self.steps.append(f"copy {user}/{path.name} -> {to}")
+            return [dest]
+        if op == "undo":
+            merged = [(r[0], r[1], r[2], r[3]) for r in self.rt.db().execute(
+                "SELECT app_id, project_id, user_id, id FROM entries WHERE kind='episode' AND "
+                "parent_type='cluster' AND deprecated_by IS NULL ORDER BY 1, 2, 3, 4")]
+            if not merged:
+                return []
+            app, project, user, entry_id = self.rng.choice(merged)
+            try:
+                undo_merge(self.rt, UserRef(app, project, user), entry_id, cascade=True)
+            except EverosError as exc:
+                self.steps.append(f"undo {user} {entry_id} refused: {exc}")
+                return []
+            self.steps.append(f"undo {user} {entry_id}")
+            return []
         if op == "rename":
             users_dir = path.parent.parent.parent
             user = path.parent.parent.name
@@ -166,7 +195,7 @@ class Walk:
 #: deleted, archived or edited away; Episodes moved in out of time order; sources replaced by
 #: their narrative, whose vector an earlier Episode of another cluster may now be near; a
 #: source revived goes back to its narrative's cluster even where the rule would found one)
-KNOWN = ("edit", "delete", "archive", "move", "rename", "reflect", "revive")
+KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "reflect", "revive", "undo")
 
 
 def narratives(rt: Any) -> set[tuple[str, str, str, str]]:

@@ -1233,6 +1233,16 @@ class ClusterService:
             log.warning("narrative %s names cluster %s of another user; not attached",
                         entry_id, cid)
             return "foreign-cluster"
+        if cluster is None and conn.execute(
+                "SELECT 1 FROM entries WHERE parent_type='cluster' AND parent_id=? AND "
+                "kind='episode' AND deprecated_by IS NULL AND (app_id, project_id, user_id) "
+                "< (?,?,?) LIMIT 1", (cid, ref.app, ref.project, ref.user_id)).fetchone():
+            # a live narrative of a user a rebuild takes first names it too (its log copied
+            # by hand): that one founds it, before COMMIT (:meth:`_attach_freed`)
+            conn.freed.add(cid)
+            log.warning("narrative %s names cluster %s of another user; not attached",
+                        entry_id, cid)
+            return "foreign-cluster"
         if cluster is None:
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts, entry_id))
             conn.execute(f"UPDATE clusters SET consolidated_at=? WHERE {_BY_ID}", (at, cid))
@@ -1266,8 +1276,10 @@ class ClusterService:
         dropped, in the same flush or in any later one (watcher events seconds apart, a
         renamed folder that had not yet stood still). Until no id is freed (an attach may
         free another)."""
-        while conn.freed:
-            freed, conn.freed = sorted(conn.freed), set()
+        tried: set[str] = set()  # an id is looked up once (a narrative refused re-adds it)
+        while conn.freed - tried:
+            freed, conn.freed = sorted(conn.freed - tried), set()
+            tried.update(freed)
             found: list[sqlite3.Row] = []
             for chunk, marks in id_batches(freed):
                 # the partial index of narratives by parent (migration 0027)
@@ -1295,6 +1307,7 @@ class ClusterService:
                                                entry_epoch(r["id"], r["ts"]), r["text_hash"],
                                                at[r["id"]])
                         held.add(r["parent_id"])
+        conn.freed.clear()
 
     def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
         """True if member ``a`` sorts after member ``b`` by (ts, id), or ``b`` is not live."""
