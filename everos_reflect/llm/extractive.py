@@ -612,15 +612,23 @@ class ExtractiveLLM:
         # narrative had no main person, so no "He" of it was ever resolved
         person = _main_entity(s.text for s in said)
         line: tuple[int, str | None] | None = None
+        before: str | None = None  # the sentence before on this line, the last fact
         for sentence in said:
             if (sentence.paragraph, sentence.day) != line:
                 # a pronoun leans on the sentence before on its own dated line: the line
                 # before was said on another day, maybe of someone else
-                entity, line = None, (sentence.paragraph, sentence.day)
+                entity, line, before = None, (sentence.paragraph, sentence.day), None
             text, entity = _resolve_pronoun(sentence.text, entity, person, pairs=True)
             if _is_filler(text):
                 continue
+            if before is not None and _points_back(text) and not _leans(before):
+                # one fact with what it points at: "The bot said it is prorated on the next
+                # invoice." alone tells nothing of what is
+                facts[-1] = _Sentence(f"{before} {text}", date.min, facts[-1].order)
+                before = None  # a pointer after it could mean either
+                continue
             facts.append(_Sentence(text, date.min, len(facts)))
+            before = text
         kept: list[_Sentence] = []
         for s in facts:
             if not any(_restates(s, k) and s.question == k.question for k in kept):
@@ -1192,6 +1200,36 @@ def _resolve_pronoun(
         elif plural and pairs and lead in _PLURAL_LEADS:
             text = f"{_PLURAL_LEADS[lead].format(entity)} {first[1]}"
     return text, _named_subject(text)
+
+
+#: English words that point back at what was said before: a bare "this"/"that" as an object
+#: ("asked the assistant to remember this as a standing rule", "doesn't want that again") or a
+#: reported "it" ("The bot said it is prorated on the next invoice.").
+_POINTS_BACK_RE = re.compile(
+    r"\b(?:this|that)\b(?=\s*(?:[.,;:!?]|$)|\s+(?:again|as|too|anymore|either)\b)"
+    r"|\b(?:said|says|confirmed|explained|noted|added|replied|answered)\s+(?:that\s+)?it"
+    r"(?:['’]s\b|\s+(?:is|was|will|would|has|had|can|could)\b)",
+    re.IGNORECASE)
+#: Where a sentence goes on with another clause, which a later pointer may point at instead
+#: ("..., and he asked it not to do that again.")
+_NEXT_CLAUSE_RE = re.compile(r"[,;:]|\s(?:and|but|so|because|or)\s", re.IGNORECASE)
+_LEANING_OPENERS = _wordset("he she they his her their it its this that these those")
+
+
+def _points_back(text: str) -> bool:
+    """Does the sentence point at the one before it: a pointer (:data:`_POINTS_BACK_RE`) in its
+    first clause, with nothing said before it in the sentence it could point at?"""
+    match = _POINTS_BACK_RE.search(text)
+    return match is not None and _NEXT_CLAUSE_RE.search(text[:match.start()]) is None
+
+
+def _leans(text: str) -> bool:
+    """Does the sentence lean on another one: it opens with a pronoun or points back anywhere?
+    What a pointer after it points at is then unclear ("A blind retry hid a flaky migration
+    and he doesn't want that again. He asked the assistant to remember this as a standing
+    rule.": the rule was said before both), so no fact is joined to it."""
+    return (text.split(" ", 1)[0].lower() in _LEANING_OPENERS
+            or _POINTS_BACK_RE.search(text) is not None)
 
 
 def _main_entity(texts: Iterable[str]) -> str | None:
