@@ -115,3 +115,24 @@ def test_remember_this_carries_what_it_points_at() -> None:
 def test_a_pointer_without_one_clear_antecedent_is_kept_as_written(text: str) -> None:
     last = text.rsplit(". ", 1)[1] if "\n\n" not in text else text.split(": ", 2)[-1]
     assert facts(text)[-1] == last
+
+
+def test_a_pronoun_of_the_other_gender_than_a_relative_before_is_the_main_person() -> None:
+    # LoCoMo conv-48, session 2
+    got = facts("Deborah's father passed away two days before the conversation. She is trying "
+                "to channel her grief by spending more time with family and cherishing "
+                "memories. Deborah started a yoga class.")
+    assert got[1] == ("Deborah is trying to channel her grief by spending more time with family "
+                      "and cherishing memories.")
+
+
+@pytest.mark.parametrize("text", [
+    # the father is a "he": after him, "He" may be either
+    "Deborah's father passed away two days before the conversation. He was ill. Deborah "
+    "started a yoga class.",
+    # Andrew is a "he" ("his dogs"): "Her" after him is someone else's
+    "Andrew walked his dogs. Andrew's sister visited. Andrew cooked. Her visit was short.",
+])
+def test_a_pronoun_that_cannot_be_the_person_is_kept(text: str) -> None:
+    kept = next(s for s in text.split(". ") if s.startswith(("He ", "Her ")))
+    assert kept.rstrip(".") + "." in facts(text)
