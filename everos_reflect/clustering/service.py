@@ -311,12 +311,10 @@ class _Write:
         #: is in (an undo revives the narrative that names the cluster after archiving the
         #: one that held it)
         self.founders: dict[UserRef, set[str]] = {}
-        #: narratives found naming a cluster another user holds, as :meth:`ClusterService.
-        #: _attach_narrative` was called: tried again before COMMIT, once every sync of the
-        #: transaction is in (a narrative's log moved by hand into another user's folder is
-        #: synced before the old user's log is dropped, and its cluster with it)
-        self.foreign: list[tuple[UserRef, str, str | None, np.ndarray, float, str | None,
-                                 str]] = []
+        #: cluster ids this transaction freed (a cluster deleted or renamed): the live
+        #: narratives naming one are attached before COMMIT (:meth:`ClusterService.
+        #: _attach_freed`), once every sync of the transaction is in
+        self.freed: set[str] = set()
 
     def recheck_history(self, ref: UserRef, ids: Iterable[str]) -> None:
         """Note that the Episodes archived toward ``ids`` (directly or along a chain of
@@ -444,6 +442,7 @@ class _Write:
     def delete_cluster(self, ref: UserRef, cluster_id: str) -> None:
         self.execute(f"DELETE FROM clusters WHERE {_BY_ID}", (cluster_id,))
         self.state(ref).remove(cluster_id)
+        self.freed.add(cluster_id)
 
     def insert_member(self, ref: UserRef, entry_id: str, cluster_id: str, ts: float,
                       similarity: float | None, text_hash: str | None) -> None:
@@ -646,13 +645,16 @@ class ClusterService:
                 with transaction(self._db) as conn:
                     session = self._session = _Write(conn, self._cache)
                     yield session
-                    self._attach_foreign(session)
-                    while session.history:
-                        ref, ids = session.history.popitem()
-                        self._place_history(session, ref, ids)
-                    while session.founders:
-                        ref, cids = session.founders.popitem()
-                        self._rename_for_founders(session, ref, cids)
+                    while True:
+                        self._attach_freed(session)
+                        while session.history:
+                            ref, ids = session.history.popitem()
+                            self._place_history(session, ref, ids)
+                        while session.founders:
+                            ref, cids = session.founders.popitem()
+                            self._rename_for_founders(session, ref, cids)
+                        if not session.freed:  # a rename or a history move freed an id
+                            break
                     session.finish()
             except BaseException:
                 if session is not None:
@@ -1223,7 +1225,6 @@ class ClusterService:
                                     cluster["user_id"]) != (ref.app, ref.project, ref.user_id):
             log.warning("narrative %s names cluster %s of another user; not attached",
                         entry_id, cid)
-            conn.foreign.append((ref, entry_id, parent_id, vec, ts, text_hash, at))
             return "foreign-cluster"
         if cluster is None:
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts, entry_id))
@@ -1249,29 +1250,44 @@ class ClusterService:
         self._recompute(conn, ref, cid, known={entry_id: vec})
         return "narrative"
 
-    def _attach_foreign(self, conn: _Write) -> None:
-        """Attach again the narratives found naming a cluster another user held, now that
-        every sync of the transaction is in: that user's cluster deleted meanwhile (its
-        narrative's log moved by hand into this user's folder and dropped from the old one),
-        the narrative founds it here, as a rebuild does. A narrative synced again since, or
-        gone, is left to that sync; one whose cluster is still held stays attached nowhere.
-        Until a pass attaches none (an attach may free another cluster)."""
-        while conn.foreign:
-            retry, conn.foreign = conn.foreign, []
-            attached = False
-            for ref, entry_id, parent_id, vec, ts, text_hash, at in retry:
-                row = conn.execute(
-                    "SELECT text_hash, parent_id, deprecated_by FROM entries WHERE app_id=? "
-                    "AND project_id=? AND user_id=? AND id=? AND kind='episode'",
-                    (ref.app, ref.project, ref.user_id, entry_id)).fetchone()
-                if row is None or (row["text_hash"], row["parent_id"],
-                                   row["deprecated_by"]) != (text_hash, parent_id, None):
-                    continue
-                attached |= self._attach_narrative(conn, ref, entry_id, parent_id, vec, ts,
-                                                   text_hash, at) != "foreign-cluster"
-            if not attached:
-                conn.foreign.clear()
-                return
+    def _attach_freed(self, conn: _Write) -> None:
+        """Attach the live narratives, of any user, that name a cluster id this transaction
+        freed and no cluster holds now, as a rebuild attaches them (users in sorted order, as
+        it takes them). One found naming a cluster another user held was attached nowhere:
+        its log moved by hand into another user's folder, or the user's folder renamed,
+        while the old log was still indexed. The old user's cluster goes when that log is
+        dropped, in the same flush or in any later one (watcher events seconds apart, a
+        renamed folder that had not yet stood still). Until no id is freed (an attach may
+        free another)."""
+        while conn.freed:
+            freed, conn.freed = sorted(conn.freed), set()
+            found: list[sqlite3.Row] = []
+            for chunk, marks in id_batches(freed):
+                # the partial index of narratives by parent (migration 0027)
+                found += conn.execute(
+                    "SELECT app_id, project_id, user_id, id, ts, parent_id, text_hash "
+                    f"FROM entries WHERE parent_type='cluster' AND parent_id IN ({marks}) "
+                    "AND kind='episode' AND deprecated_by IS NULL", chunk).fetchall()
+            held = {cid for cid in {r["parent_id"] for r in found} if conn.execute(
+                f"SELECT 1 FROM clusters WHERE {_BY_ID}", (cid,)).fetchone()}
+            by_user: dict[UserRef, list[sqlite3.Row]] = {}
+            for r in sorted(found, key=itemgetter("app_id", "project_id", "user_id", "id")):
+                if r["parent_id"] not in held:
+                    by_user.setdefault(UserRef(r["app_id"], r["project_id"], r["user_id"]),
+                                       []).append(r)
+            for ref, rows in by_user.items():
+                ids = [r["id"] for r in rows]
+                placed = self._member_rows(conn, ref, ids)
+                rows = [r for r in rows if r["id"] not in placed and r["parent_id"] not in held]
+                vectors = self._vectors(ref, [r["id"] for r in rows])
+                at = self._consolidated_times(ref, [r["id"] for r in rows if r["id"] in vectors])
+                for r in rows:
+                    if r["id"] in vectors and r["parent_id"] not in held:
+                        self._attach_narrative(conn, ref, r["id"], r["parent_id"],
+                                               normalize(vectors[r["id"]]),
+                                               entry_epoch(r["id"], r["ts"]), r["text_hash"],
+                                               at[r["id"]])
+                        held.add(r["parent_id"])
 
     def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
         """True if member ``a`` sorts after member ``b`` by (ts, id), or ``b`` is not live."""
@@ -1526,6 +1542,7 @@ class ClusterService:
             attempt += 1
         conn.execute("UPDATE clusters SET cluster_id=? WHERE cluster_key=?", (cid, key))
         conn.execute("UPDATE cluster_members SET cluster_id=? WHERE cluster_key=?", (cid, key))
+        conn.freed.add(cluster_id)  # a narrative of another user may name it
         if cluster_id in st:
             renamed = st.get(cluster_id)
             st.remove(cluster_id)

@@ -612,6 +612,17 @@ MIGRATIONS: list[tuple[str, str]] = [
         ALTER TABLE files ADD COLUMN ctime_ns INTEGER;
         """,
     ),
+    (
+        "0027_narratives_by_parent",
+        """
+        -- The live narratives, of any user, naming a cluster id the clustering service just
+        -- freed (a cluster deleted or renamed): one that found its id held by another user
+        -- (its log moved by hand into another user's folder) is attached then, as a rebuild
+        -- attaches it. Partial: only narratives are in it.
+        CREATE INDEX IF NOT EXISTS entries_narratives_by_parent
+            ON entries(parent_id) WHERE parent_type = 'cluster';
+        """,
+    ),
 ]
 
 #: ``index_meta`` key of the parser version the index's rows were read with.

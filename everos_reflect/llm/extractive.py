@@ -145,7 +145,6 @@ NUMBER_WORDS = _wordset(
     "half both single"
 )
 FILLER = _wordset("ok okay thanks thank yes yeah sure great hi hello bye cool fine")
-SINGULAR_PRONOUNS = {"he", "she"}
 # Common function words of other Latin-script languages: input with more of these than of
 # English STOPWORDS gets no English label.
 OTHER_LANGUAGE_MARKERS = _wordset(
@@ -608,9 +607,17 @@ class ExtractiveLLM:
     def extract_facts(self, req: FactsRequest) -> FactsResult:
         facts: list[_Sentence] = []
         entity: str | None = None
-        person = _main_entity(_paragraphs(req.text))
-        for sentence in narrative_sentences(req.text):
-            text, entity = _resolve_pronoun(sentence.text, entity, person)
+        said = narrative_sentences(req.text)
+        # read without the dates: "2026-08-01: Andrew ..." opens with no name, and a dated
+        # narrative had no main person, so no "He" of it was ever resolved
+        person = _main_entity(s.text for s in said)
+        line: tuple[int, str | None] | None = None
+        for sentence in said:
+            if (sentence.paragraph, sentence.day) != line:
+                # a pronoun leans on the sentence before on its own dated line: the line
+                # before was said on another day, maybe of someone else
+                entity, line = None, (sentence.paragraph, sentence.day)
+            text, entity = _resolve_pronoun(sentence.text, entity, person, pairs=True)
             if _is_filler(text):
                 continue
             facts.append(_Sentence(text, date.min, len(facts)))
@@ -1160,23 +1167,62 @@ def _regular_past(word: str) -> bool:
     return any(len(c) >= 3 and c in words for c in candidates)
 
 
-def _resolve_pronoun(
-    text: str, entity: str | None, person: str | None
-) -> tuple[str, str | None]:
-    """Replace a leading He/She by ``person`` (the cluster's main entity) when the previous
-    sentence was about that person; return the new last subject.
+#: What a sentence-opening English pronoun becomes once its antecedent is known ("{}"): the
+#: singular ones stand for the cluster's main person, the plural ones for a named pair.
+_SINGULAR_LEADS = {"he": "{}", "she": "{}", "his": "{}'s", "her": "{}'s"}
+_PLURAL_LEADS = {"they": "{}", "their": "{}'s"}
+#: Names a sentence opens with as its subject: one name ("Andrew", "Northwind Robotics") or
+#: two joined by "and", then a lower-case word that is no conjunction (the verb): not
+#: someone's something ("Andrew's sister Jess ..."), an aside or a list ("Andrew, Jess and
+#: Tom ...") nor a name with someone unnamed ("Andrew and his sister ...").
+_SUBJECT_RE = re.compile(
+    rf"^({_NAME}(?:\s+{_NAME})*(?:\s+and\s+{_NAME}(?:\s+{_NAME})*)?)"
+    r"\s+(?!(?:and|or|nor|with|plus|&)\b)[a-z]")
 
-    Sentences are reordered and restatements dropped, so a leading pronoun can lose its
-    antecedent; but a wrong guess would change a fact ("Northwind is leaning towards yes"), so
-    only the unambiguous case is resolved: singular pronoun, previous subject = the person.
-    "They" is never resolved (it is usually a group).
+
+@_per_sentence
+def _named_subject(sentence: str) -> str | None:
+    """The name a sentence opens with as its grammatical subject, or the two names ("Andrew
+    and Jess"), as written; None when it opens with no one's name (:func:`_leading_name`),
+    with someone's something, a list or someone unnamed (:data:`_SUBJECT_RE`). What a
+    pronoun opening the next sentence may stand for: "Andrew's sister Jess visited. She
+    ..." is about Jess, and "She" had been rewritten "Andrew"."""
+    match = _SUBJECT_RE.match(sentence)
+    if match is None or _leading_name(sentence) is None:
+        return None
+    names = match.group(1).split(" and ")
+    if any(n.split()[0].lower() in NOT_NAMES for n in names):
+        return None  # "Andrew and I went ...": "I" is nobody's name
+    return match.group(1)
+
+
+def _resolve_pronoun(
+    text: str, entity: str | None, person: str | None, *, pairs: bool = False
+) -> tuple[str, str | None]:
+    """Replace a leading pronoun by what it stands for when that is unambiguous; return the
+    text and its named subject (:func:`_named_subject`), the ``entity`` of the next sentence.
+
+    ``entity`` is the named subject of the sentence before (None: it has none). Sentences are
+    reordered and restatements dropped, so a leading pronoun can lose its antecedent, and a
+    fact is served alone ("His last day at Lumen is August 14."); but a wrong guess would
+    change a fact ("Northwind is leaning towards yes"), so only two cases are resolved: a
+    He/She/His/Her after a sentence whose subject is ``person`` (the cluster's main entity),
+    and, with ``pairs``, a They/Their after a sentence whose subject is two names ("Andrew and
+    Jess arrived. They are staying in a rental." → "Andrew and Jess are staying ..."). A "they"
+    after one name is usually a group, and a "he" after a company or another person is left
+    as is. Only facts resolve pairs: two names for one word would make a narrative longer
+    than its sources, and the merge is rejected (the demo's move to Portland was).
     """
     first = text.split(" ", 1)
-    if (person and entity == person and first[0].lower() in SINGULAR_PRONOUNS
-            and len(first) == 2):
-        return f"{person} {first[1]}", person
-    entity = _leading_name(text) or entity
-    return text, entity
+    lead = first[0].lower()
+    if len(first) == 2 and entity is not None:
+        plural = " and " in entity
+        if (not plural and person and lead in _SINGULAR_LEADS
+                and entity.split()[0] == person):
+            text = f"{_SINGULAR_LEADS[lead].format(person)} {first[1]}"
+        elif plural and pairs and lead in _PLURAL_LEADS:
+            text = f"{_PLURAL_LEADS[lead].format(entity)} {first[1]}"
+    return text, _named_subject(text)
 
 
 def _main_entity(texts: Iterable[str]) -> str | None:
