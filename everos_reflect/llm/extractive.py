@@ -734,6 +734,11 @@ class _VersionText:
     leading: Counter[str]
     #: bytes held, the text itself (the cache's key) included
     size: int
+    #: the text (the cache's key): what is read of it per person is kept only while the
+    #: cache holds it
+    _text: str = field(default="", compare=False, repr=False)
+    #: bytes the cache counts for it: ``size`` and the readings kept since (0: not held)
+    _held: list[int] = field(default_factory=lambda: [0], compare=False, repr=False)
     #: what :meth:`changes` and :meth:`subjects` read, per person (a pair's person is read
     #: from both texts, so one text meets few): the join reads one later text against up
     #: to eight members, and a member against each later text in its window
@@ -761,8 +766,9 @@ class _VersionText:
                 sentence.holder = _holder(text, person)
                 news.append(sentence)
         made = tuple(news)
-        if len(self._changes) < _PERSONS_KEPT:
-            self._changes[person] = made
+        self._keep(self._changes, person, made, 64 + sum(
+            sys.getsizeof(s) + sys.getsizeof(s.__dict__) + sys.getsizeof(s.text) + 8
+            for s in made))
         return made
 
     def subjects(self, person: str | None) -> tuple[tuple[str, str | None], ...]:
@@ -778,9 +784,26 @@ class _VersionText:
             text, entity = _resolve_pronoun(text, entity, person)
             out.append((text, _subject(text, person)))
         made = tuple(out)
-        if len(self._subjects) < _PERSONS_KEPT:
-            self._subjects[person] = made
+        self._keep(self._subjects, person, made, 64 + sum(
+            72 + (sys.getsizeof(t) if t is not said else 0)
+            for (t, _), said in zip(made, self.sentences, strict=True)))
         return made
+
+    def _keep(self, store: dict[str | None, _T], person: str | None, made: _T,
+              size: int) -> None:
+        """``made`` kept in ``store`` for ``person`` while the cache holds this text, its
+        ``size`` (bytes) counted in the cache's, which then lets go of the least recently
+        used texts as for a new one: the cache's bounds hold whatever is read of its
+        texts."""
+        with _VERSION_TEXTS_LOCK:
+            if (person in store or len(store) >= _PERSONS_KEPT
+                    or _VERSION_TEXTS.get(self._text) is not self
+                    or self._held[0] + size > VERSION_TEXTS_BYTES // 4):
+                return
+            store[person] = made
+            self._held[0] += size
+            _VERSION_TEXTS_HELD[0] += size
+            _trim_version_texts()
 
 
 #: Persons a :class:`_VersionText` keeps its readings for (each pair's person is the name
@@ -810,18 +833,26 @@ def _version_text(text: str) -> _VersionText:
     leading = _leading_counts(sentences, _sentences_of_sentence)
     size = (sys.getsizeof(text) + sum(map(sys.getsizeof, sentences))
             + sum(sys.getsizeof(k) + 64 for k in leading) + 256)
-    made = _VersionText(sentences, leading, size)
+    made = _VersionText(sentences, leading, size, text)
     if size > VERSION_TEXTS_BYTES // 4:
         return made  # one text would crowd out the rest: read, not kept
     with _VERSION_TEXTS_LOCK:
         if text not in _VERSION_TEXTS:
             _VERSION_TEXTS[text] = made
+            made._held[0] = size
             _VERSION_TEXTS_HELD[0] += size
-            while (len(_VERSION_TEXTS) > VERSION_TEXTS_MAX
-                   or _VERSION_TEXTS_HELD[0] > VERSION_TEXTS_BYTES):
-                _, gone = _VERSION_TEXTS.popitem(last=False)
-                _VERSION_TEXTS_HELD[0] -= gone.size
+            _trim_version_texts()
     return made
+
+
+def _trim_version_texts() -> None:
+    """The least recently used texts let go of until the cache is within its bounds (the
+    caller holds the lock)."""
+    while (len(_VERSION_TEXTS) > VERSION_TEXTS_MAX
+           or _VERSION_TEXTS_HELD[0] > VERSION_TEXTS_BYTES):
+        _, gone = _VERSION_TEXTS.popitem(last=False)
+        _VERSION_TEXTS_HELD[0] -= gone._held[0]
+        gone._held[0] = 0
 
 
 #: What :func:`split_sentences` reads a line break as (:meth:`str.splitlines`'s boundaries)
