@@ -64,3 +64,32 @@ def test_another_person_is_read_apart() -> None:
     answers = [x.tells_newer_version(m, later) for m in members]
     assert answers == [reference(m, later) for m in members] == [True, False, True, True]
     assert set(x._version_text(later)._changes) == {"Omar", "Noor"}
+
+
+def _changes_text(n: int) -> str:
+    """A distinct text of 40 sentences that each tell a change, of two people."""
+    return " ".join(f"{'Noor' if k % 2 else 'Omar'} moved to hall {n}-{k} by the river now."
+                    for k in range(40))
+
+
+def test_what_is_kept_per_person_is_counted_in_the_cache_bounds(monkeypatch) -> None:
+    """Hostile: distinct texts of 40 sentences that each tell a change, read as both sides
+    under several persons. What is kept per person is counted in the cache's bytes, so the
+    bound holds at every step, and the count is what the texts held account for."""
+    monkeypatch.setattr(x, "VERSION_TEXTS_BYTES", 400_000)
+    x._VERSION_TEXTS.clear()
+    x._VERSION_TEXTS_HELD[0] = 0
+    members = ["Noor works at Arup.", "Omar works at Arup.", "Noor lives in Leeds. Omar too."]
+    for n in range(150):
+        later = _changes_text(n)
+        for m in members:
+            x.tells_newer_version(m, later)
+            x.tells_newer_version(later, _changes_text(n + 1))
+        assert x._VERSION_TEXTS_HELD[0] <= 400_000
+        assert x._VERSION_TEXTS_HELD[0] == sum(v._held[0] for v in x._VERSION_TEXTS.values())
+    kept = [v for v in x._VERSION_TEXTS.values() if v._changes]
+    assert kept  # readings are kept, and counted
+    assert all(v._held[0] > v.size for v in kept)
+    assert len(x._VERSION_TEXTS) < 150  # the bytes decided, not the entries
+    x._VERSION_TEXTS.clear()
+    x._VERSION_TEXTS_HELD[0] = 0
