@@ -3,9 +3,9 @@ pronoun or point back, on two source trees in one run (issue 10: the briefing an
 serve a fact alone, so "His last day at Lumen is August 14." names nobody).
 
 For each tree (``--before``: a git revision of this repository, exported to a temporary
-folder; after: this working tree) a child process with that tree first on ``sys.path``
-builds and reflects two roots with the shipped offline defaults (bundled MiniLM, extractive
-provider):
+folder; after: this working tree, or ``--after``, a revision exported too) a child process
+with that tree first on ``sys.path`` builds and reflects two roots with the shipped offline
+defaults (bundled MiniLM, extractive provider):
 
 - the demo root (``memory_root_example``, as ``everos-reflect demo`` runs it);
 - a LoCoMo root (``bench/locomo_root.py``: per-speaker session observations as Episodes, no
@@ -18,7 +18,8 @@ Counted: the live atomic facts whose parent is a narrative (a merged entry), and
   "doesn't want that again") or a reported "it" ("The bot said it is prorated"):
   :data:`POINTS_BACK_RE`, a rough reading of this script's own, not the provider's.
 
-    python bench/fact_anaphora.py [--before main] [--locomo PATH] [--samples N] [--show 5]
+    python bench/fact_anaphora.py [--before main] [--after REV] [--locomo PATH] [--samples N]
+                                  [--show 5]
 """
 
 from __future__ import annotations
@@ -142,6 +143,8 @@ def export(revision: str, into: Path) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--before", default="main", help="git revision of the before tree")
+    ap.add_argument("--after", default=None,
+                    help="git revision of the after tree (default: this working tree)")
     ap.add_argument("--locomo", type=Path, default=LOCOMO, help="locomo10.json")
     ap.add_argument("--samples", type=int, default=None, help="first N conversations only")
     ap.add_argument("--show", type=int, default=5, help="examples printed per root")
@@ -154,18 +157,24 @@ def main() -> None:
         before_tree = Path(tmp) / "before"
         before_tree.mkdir()
         commit = export(args.before, before_tree)
-        after_head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
-                                    capture_output=True, text=True, check=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
-                                "everos_reflect"], capture_output=True, text=True,
-                               check=True).stdout.strip()
+        after_tree = REPO
+        if args.after is not None:
+            after_tree = Path(tmp) / "after"
+            after_tree.mkdir()
+            after_name = f"{args.after} ({export(args.after, after_tree)})"
+        else:
+            head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+            dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain",
+                                    "everos_reflect"], capture_output=True, text=True,
+                                   check=True).stdout.strip()
+            after_name = f"this tree ({head}{' + uncommitted changes' if dirty else ''})"
         results = {}
-        for name, tree in (("before", before_tree), ("after", REPO)):
+        for name, tree in (("before", before_tree), ("after", after_tree)):
             work = Path(tmp) / f"work-{name}"
             work.mkdir()
             results[name] = run_tree(tree, work, args)
-    after_name = f"{after_head}{' + uncommitted changes' if dirty else ''}"
-    print(f"before: {args.before} ({commit}); after: this tree ({after_name}); "
+    print(f"before: {args.before} ({commit}); after: {after_name}; "
           f"LoCoMo: {args.samples or 'all'} conversations")
     print("| root | tree | live narrative facts | open with a pronoun | point back | either |")
     print("|---|---|---:|---:|---:|---:|")

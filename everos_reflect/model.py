@@ -1025,6 +1025,11 @@ MAX_QUERY_CHARS = 10_000
 LIST_LIMIT, MAX_LIST_LIMIT = 50, 1000
 #: The most tokens a briefing may be given (``max_tokens``; ``briefing --max-tokens``).
 MAX_BRIEFING_TOKENS = 32000
+#: The most ids of one listed lesson's or insight's ``evidence`` (and a lesson's rivals) an
+#: answer holds (``evidence_count`` counts them all; ``explain ID`` gives the whole tree), as
+#: a briefing item's. Here, not at the edges, so that the insight views a strategy layer
+#: builds can keep to it.
+MAX_LISTED_EVIDENCE = 20
 #: The longest ``trigger`` waits for its run, in seconds (``timeout``; ``--timeout``).
 MAX_TRIGGER_WAIT = 86400
 #: Longest briefing query (the briefing routes by the words of a question, not a document).

@@ -252,3 +252,31 @@ def test_a_resolution_note_the_core_refuses_is_a_bad_request_said_alike(
     assert cli_said.stderr.strip() == f"error: --note {said}"
     again = call(root, "POST", url, json={"user_id": "ada", "note": "Dropped the pivot."})
     assert again.status_code == 200  # nothing was written by the refused ones
+
+
+def test_worldview_and_relations_give_a_text_on_one_line_and_say_no_key(root: Path) -> None:
+    # a line of a hand-written text was printed as a line of its own (one written like a
+    # row of the listing read as one), and a conviction with no key showed as "None"
+    rt = Runtime(root, embedder=HashEmbedder(32))
+    try:
+        keyed, keyless = rt.store.append_many(ADA, Kind.CONVICTION, [
+            ({"timestamp": TS, "key": "strategy", "evidence": [], "depth": 2,
+              "status": "active"}, {"Conviction": "Self-serve first.\nwv_20261012_0099  x: y"}),
+            ({"timestamp": TS, "evidence": [], "depth": 2, "status": "active"},
+             {"Conviction": "No key."}),
+        ])
+        (edge,) = rt.store.append_many(ADA, Kind.RELATION, [
+            ({"timestamp": TS, "relation_type": "self_contradiction", "status": "resolved",
+              "between": [keyed.id, keyless.id], "resolution": "Settled.\nrel_x  [active]"},
+             {"Relation": "One.\nrel_20261012_0099  [active]  a x b"})])
+    finally:
+        rt.close()
+    text = run(root, "worldview", "--user", "ada", "--history")
+    assert text.exit_code == 0, text.output
+    assert text.output.splitlines()[::2] == [
+        f"ada  {keyless.id}  (no key): No key.",
+        f"ada  {keyed.id}  strategy: Self-serve first. wv_20261012_0099 x: y"]
+    relations = run(root, "relations", "--user", "ada")
+    assert relations.output.splitlines() == [
+        f"ada  {edge.id}  [resolved]  {keyed.id} x {keyless.id}",
+        "    One. rel_20261012_0099 [active] a x b", "    resolution: Settled. rel_x [active]"]

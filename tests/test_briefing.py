@@ -573,6 +573,44 @@ def test_a_task_recorded_several_times_takes_one_line_that_says_how_many(
     assert b.to_dict()["repeated_ids"] == b.repeated_ids
 
 
+def test_a_task_recorded_more_often_than_fetched_says_or_more(runtime: Runtime) -> None:
+    # a task recorded 40 times said "recorded 12x": only EVIDENCE_K tasks are fetched, and
+    # the copies past them were not counted
+    from everos_reflect.briefing.build import EVIDENCE_K
+    from everos_reflect.procedural.tasks import new_task
+
+    for n in range(40):
+        task = new_task(REF, task_type="deploy", goal="Deploy the web app", steps=["push"],
+                        outcome="failure", errors=["registry timeout"],
+                        timestamp=f"2026-10-{10 + n // 24}T{n % 24:02d}:00:00Z")
+        runtime.store.append(REF, Kind.TASK, task.meta, task.sections)
+    Indexer(runtime).scan()
+
+    b = build_briefing(runtime, REF, "Deploy the web app", max_tokens=200, min_similarity=-1.0)
+
+    task_lines = [ln for ln in b.text.splitlines() if " · task · " in ln]
+    assert len(task_lines) == 1, b.text
+    assert task_lines[0].endswith(f"(recorded {EVIDENCE_K}x or more)"), task_lines
+
+
+def test_a_lesson_or_conviction_left_empty_by_hand_is_not_offered(runtime: Runtime) -> None:
+    # a hand edit that emptied the text left a line of only the tags, "(do, confirmed 9x)",
+    # ahead of the lessons that say something
+    said = _lesson(runtime, "Check the registry before a deploy.", 2)
+    empty = _lesson(runtime, "", 9)
+    blank = _lesson(runtime, " \u200b ", 8)
+    conviction = runtime.store.append(REF, Kind.CONVICTION, {
+        "timestamp": "2026-10-20T09:00:00+00:00", "key": "identity", "depth": 2,
+        "status": "active", "evidence": []}, {"Conviction": ""})
+    Indexer(runtime).scan()
+
+    b = build_briefing(runtime, REF, "deploy", task_type="deploy", max_tokens=300,
+                       min_similarity=1.1)
+
+    assert [i.id for i in b.items] == [said], b.text
+    assert not {empty, blank, conviction.id} & set(b.omitted_ids)
+
+
 def test_a_hand_written_conviction_key_of_thousands_of_characters_is_noted_short(
         runtime: Runtime) -> None:
     # the key is the conviction's note: 3,600 characters of it took 400 tokens of a

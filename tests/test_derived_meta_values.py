@@ -18,6 +18,8 @@ KINDS = {Kind.LESSON: ("ls", ".lessons", "lesson", "Lesson"),
 def _messages(kind: Kind, meta: str) -> list[tuple[str, str]]:
     prefix, folder, stem, section = KINDS[kind]
     rid = f"{prefix}_20261020_0001"
+    if kind is Kind.CONVICTION and "key:" not in meta:
+        meta += "\nkey: identity"  # a conviction has one (named when it has not)
     text = (f"---\ntype: {kind.file_type}\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n"
             f"---\n<!-- entry:{rid} -->\n---\nowner_id: u\ntimestamp: 2026-10-20T09:00:00Z\n"
             f"{meta}\n---\n## {section}\nsome text\n<!-- /entry:{rid} -->\n")
@@ -52,6 +54,11 @@ def _messages(kind: Kind, meta: str) -> list[tuple[str, str]]:
      "decimal (read as 1; a derived record is 1 + the deepest record it cites)"),
     (Kind.INSIGHT, "depth: [2]", "depth [2] is not a whole number of 1 or more written in "
      "decimal (read as 1; a derived record is 1 + the deepest record it cites)"),
+    # no key: in no worldview and no briefing (beliefs.current_worldview), without a word
+    (Kind.CONVICTION, "key: ''", "no key: a conviction is current per key, so one without "
+     "is in no worldview or briefing (write one, e.g. key: identity)"),
+    (Kind.CONVICTION, "key:", "no key: a conviction is current per key, so one without "
+     "is in no worldview or briefing (write one, e.g. key: identity)"),
     (Kind.TASK, "outcome: great",
      "outcome 'great' is not one of success, failure, partial (read as unknown: neither a "
      "success nor a failure to learn from)"),

@@ -81,3 +81,58 @@ def test_a_merge_keeps_they_so_the_narrative_stays_within_its_sources_words() ->
     ])).content
     assert "They are staying in a short-term rental in Sellwood." in narrative
     assert "Andrew and Jess are staying in a short-term rental in Sellwood." in facts(narrative)
+
+
+def test_a_sentence_that_points_back_is_one_fact_with_the_sentence_before() -> None:
+    got = facts("2026-07-23: Sam confirmed the Fernhill workspace is on the Team plan now and "
+                "asked whether unused Starter plan credit carries over after the upgrade. The "
+                "bot said it is prorated on the next invoice.")
+    assert got == ["Sam confirmed the Fernhill workspace is on the Team plan now and asked "
+                   "whether unused Starter plan credit carries over after the upgrade. The bot "
+                   "said it is prorated on the next invoice."]
+
+
+def test_remember_this_carries_what_it_points_at() -> None:
+    got = facts("2026-07-09: Andrew said the first step after a failed deploy is always to read "
+                "the logs. Andrew asked the assistant to remember this as a standing rule.")
+    assert got == ["Andrew said the first step after a failed deploy is always to read the logs. "
+                   "Andrew asked the assistant to remember this as a standing rule."]
+
+
+@pytest.mark.parametrize("text", [
+    # the sentence before leans itself: "this" may be the rule said before both
+    "2026-07-09: Andrew repeated that when a deploy fails, the first step is always to read "
+    "the logs, not to retry it. A blind retry of a failed deploy hid a flaky migration at "
+    "Lumen last quarter and he doesn't want that again. He asked the assistant to remember "
+    "this as a standing rule.",
+    # nothing before it on its line (the line before is another day's)
+    "2026-07-22: Sam upgraded the Fernhill workspace from Starter to the Team plan.\n\n"
+    "2026-07-23: The bot said it is prorated on the next invoice.",
+    # what it points at is in the sentence itself
+    "2026-09-11: Andrew restated his standing rule for failed deploys. The assistant had "
+    "suggested retrying the failed rollout straight away, and he asked it not to do that again.",
+])
+def test_a_pointer_without_one_clear_antecedent_is_kept_as_written(text: str) -> None:
+    last = text.rsplit(". ", 1)[1] if "\n\n" not in text else text.split(": ", 2)[-1]
+    assert facts(text)[-1] == last
+
+
+def test_a_pronoun_of_the_other_gender_than_a_relative_before_is_the_main_person() -> None:
+    # LoCoMo conv-48, session 2
+    got = facts("Deborah's father passed away two days before the conversation. She is trying "
+                "to channel her grief by spending more time with family and cherishing "
+                "memories. Deborah started a yoga class.")
+    assert got[1] == ("Deborah is trying to channel her grief by spending more time with family "
+                      "and cherishing memories.")
+
+
+@pytest.mark.parametrize("text", [
+    # the father is a "he": after him, "He" may be either
+    "Deborah's father passed away two days before the conversation. He was ill. Deborah "
+    "started a yoga class.",
+    # Andrew is a "he" ("his dogs"): "Her" after him is someone else's
+    "Andrew walked his dogs. Andrew's sister visited. Andrew cooked. Her visit was short.",
+])
+def test_a_pronoun_that_cannot_be_the_person_is_kept(text: str) -> None:
+    kept = next(s for s in text.split(". ") if s.startswith(("He ", "Her ")))
+    assert kept.rstrip(".") + "." in facts(text)

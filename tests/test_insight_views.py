@@ -345,3 +345,59 @@ def test_api_reads_of_another_app_and_project_reach_that_tenant(root: Path) -> N
         for route in ("worldview", "relations"):
             resp = call(root, "GET", f"/api/v1/memory/{route}", params=params)
             assert resp.status_code == 200, resp.text
+
+
+def test_an_insight_citing_thousands_lists_its_first_evidence_and_counts_them_all(
+        root: Path) -> None:
+    # every id of a hand-written insight's evidence was answered (CLI --json, API, MCP):
+    # 3,000 ids in one row, where a lesson lists its first 20 and counts them all
+    from everos_reflect.api import mcp_server
+    from everos_reflect.model import Kind, UserRef
+
+    cited = [f"ep_20261012_{n:04d}" for n in range(1, 3001)]
+    rt = Runtime(root, embedder=HashEmbedder(16))
+    try:
+        rt.store.append(UserRef.of("ada"), Kind.INSIGHT, {
+            "timestamp": "2026-10-12T09:00:00+00:00", "evidence": cited, "depth": 1,
+            "status": "active"}, {"Insight": "Deploys break on Fridays."})
+        [spec] = [t for t in mcp_server.tools() if t.name == "insights"]
+        (mcp,) = mcp_server.call(rt, spec, {"user_id": "ada"})["insights"]
+    finally:
+        rt.close()
+    assert mcp["evidence"] == cited[:20] and mcp["evidence_count"] == 3_000
+    api = call(root, "GET", "/api/v1/memory/insights", params={"user_id": "ada"})
+    assert api.status_code == 200, api.text
+    (row,) = api.json()["data"]["insights"]
+    assert row == mcp
+    (cli_row,) = json.loads(run(root, "insights", "--user", "ada", "--json").stdout)["insights"]
+    assert (cli_row["evidence"], cli_row["evidence_count"]) == (cited[:20], 3_000)
+    text = run(root, "insights", "--user", "ada")
+    assert text.exit_code == 0, text.output
+    assert f"  evidence: {', '.join(cited[:20])} +2980 more" in text.output
+
+
+def test_insights_give_a_hand_written_insight_on_one_line_and_a_repeated_id_once(
+        root: Path) -> None:
+    # a line of the text printed as a line of its own (one like a row of the listing read
+    # as one), where `lessons` folds a lesson onto its line; an id written twice in
+    # `evidence` was listed and counted twice, where a lesson and explain count it once
+    from everos_reflect.model import Kind, UserRef
+
+    rt = Runtime(root, embedder=HashEmbedder(16))
+    try:
+        insight = rt.store.append(UserRef.of("ada"), Kind.INSIGHT, {
+            "timestamp": "2026-10-13T09:00:00+00:00", "depth": 1, "status": "active",
+            "evidence": ["ep_20261012_0001", "ep_20261012_0002", "ep_20261012_0001"]},
+            {"Insight": "Line one.\nin_20261013_0099  ada  depth 1  2026-10-13\nLine three."})
+    finally:
+        rt.close()
+    text = run(root, "insights", "--user", "ada")
+    assert text.exit_code == 0, text.output
+    assert text.output.splitlines()[:3] == [
+        f"{insight.id}  ada  depth 1  2026-10-13",
+        "  Line one. in_20261013_0099 ada depth 1 2026-10-13 Line three.",
+        "  evidence: ep_20261012_0001, ep_20261012_0002"]
+    (row,) = call(root, "GET", "/api/v1/memory/insights",
+                  params={"user_id": "ada"}).json()["data"]["insights"]
+    assert (row["evidence"], row["evidence_count"]) == (
+        ["ep_20261012_0001", "ep_20261012_0002"], 2)

@@ -85,6 +85,21 @@ def reply(lessons: list[str] | None = None, avoid: list[str] | None = None) -> d
     return {"lessons": lessons or [], "avoid": avoid or []}
 
 
+RETRY, WAIT = "Retry a failed deploy at once.", "Do not retry a failed deploy at once."
+
+
+def contest(rt: Runtime, llm: ScriptedLLM) -> tuple[Any, Any]:
+    """The lessons "retry at once" (learned from a success) and "do not retry at once" (from
+    the failure after it), both contested, as (retry, wait)."""
+    llm.queue_task("lessons", reply(lessons=[RETRY]), reply(lessons=[WAIT]))
+    task(rt, 1, "success", ["retry", "deploy"])
+    learn(rt)
+    task(rt, 2, "failure", ["retry", "deploy"], ("timeout",))
+    learn(rt)
+    both = {x.text: x for x in lessons(rt)}
+    return both[RETRY], both[WAIT]
+
+
 # -- the seed's flow through the real client ---------------------------------------------------
 
 
@@ -166,32 +181,19 @@ def test_a_default_search_finds_contested_lessons_as_the_briefing_serves_them(
     """SPEC §7 leaves out deprecated and stale entries by default; a contested lesson is
     neither, and the briefing and ``lessons`` serve it: a search left it out."""
     rt, llm = scripted
-    llm.queue_task("lessons", reply(lessons=["Retry a failed deploy at once."]),
-                   reply(lessons=["Do not retry a failed deploy at once."]))
-    task(rt, 1, "success", ["retry", "deploy"])
-    learn(rt)
-    task(rt, 2, "failure", ["retry", "deploy"], ("timeout",))
-    learn(rt)
-    contested = {x.id for x in lessons(rt)}
+    contested = {x.id for x in contest(rt, llm)}
     assert {x.status for x in lessons(rt)} == {"contested"} and len(contested) == 2
 
     hits = search(rt, "retry a failed deploy", kinds=["lesson"], user_id=REF.user_id, top_k=10)
     assert {h.id for h in hits} == contested
     assert {h.status for h in hits} == {"contested"}
 
+
 def test_contradiction_keeps_both_contested_until_tasks_decide(
     scripted: tuple[Runtime, ScriptedLLM]
 ) -> None:
     rt, llm = scripted
-    llm.queue_task("lessons", reply(lessons=["Retry a failed deploy at once."]),
-                   reply(lessons=["Do not retry a failed deploy at once."]))
-    task(rt, 1, "success", ["retry", "deploy"])
-    learn(rt)
-    task(rt, 2, "failure", ["retry", "deploy"], ("timeout",))
-    learn(rt)
-    both = {x.text: x for x in lessons(rt)}
-    retry, wait = both["Retry a failed deploy at once."], both[
-        "Do not retry a failed deploy at once."]
+    retry, wait = contest(rt, llm)
     assert retry.status == wait.status == "contested"
     assert retry.contested_with == (wait.id,) and wait.contested_with == (retry.id,)
     brief = build_briefing(rt, REF, "deploy", task_type="deploy", max_tokens=500)
@@ -219,13 +221,11 @@ def test_one_reply_that_contradicts_itself_contests_both_with_real_ids(
     `contested_with: ['?0']` (a batch placeholder, no lesson's id) and left the first
     active: a contest that could never be decided."""
     rt, llm = scripted
-    llm.queue_task("lessons", reply(lessons=["Retry a failed deploy at once.",
-                                             "Do not retry a failed deploy at once."]))
+    llm.queue_task("lessons", reply(lessons=[RETRY, WAIT]))
     task(rt, 1, "success", ["retry", "deploy"])
     assert learn(rt)["written"] == 2
     both = {x.text: x for x in lessons(rt)}
-    retry, wait = both["Retry a failed deploy at once."], both[
-        "Do not retry a failed deploy at once."]
+    retry, wait = both[RETRY], both[WAIT]
     assert retry.status == wait.status == "contested"
     assert retry.contested_with == (wait.id,) and wait.contested_with == (retry.id,)
     # and the tasks can decide it: two more restate "do not retry"
@@ -752,5 +752,11 @@ def test_a_lessons_rivals_are_listed_bounded_with_a_count(root: Path) -> None:
         (got,) = ApiClient(rt)("GET", "/api/v1/lessons",
                                params={"task_type": "deploy"}).json()["data"]["lessons"]
         assert got == x
+        # a rival a hand edit wrote twice is one: it was listed and counted twice
+        twice = read_lesson(rt.store.append(REF, Kind.LESSON, {
+            "timestamp": "2026-10-12T09:00:00+00:00", "task_type": "deploy",
+            "evidence": ["tk_20261012_0001"], "status": "contested",
+            "contested_with": [rivals[1], rivals[0], rivals[1]]}, {"Lesson": "Wait."}))
+        assert twice.contested_with == (rivals[1], rivals[0])
     finally:
         rt.close()

@@ -954,6 +954,17 @@ def test_an_indented_marker_line_inside_an_entry_is_its_text() -> None:
     assert log.entries[0].content == f"quoted:\n  {OPEN_2}\n\t{CLOSE_2}"
 
 
+def test_a_main_section_left_empty_is_named_empty_not_missing() -> None:
+    # `## Lesson` written with nothing under it was "no '## Lesson' section"
+    text = ("---\ntype: lesson_daily\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n"
+            "---\n<!-- entry:ls_20261020_0001 -->\n---\nowner_id: u\n"
+            "timestamp: 2026-10-20T09:00:00Z\ntask_type: deploy\n---\n## Lesson\n\n"
+            "<!-- /entry:ls_20261020_0001 -->\n")
+    log = parse_log(text, "u/.lessons/lesson-2026-10-20.md")
+    assert [(d.severity, d.message) for d in log.diagnostics] == [
+        ("warning", "entry ls_20261020_0001: '## Lesson' section is empty (nothing to index)")]
+
+
 @pytest.mark.parametrize(("written", "said"), [
     ("## content", "no '## Content' section (nothing to index; '## content' is not read as "
                    "it: write '## Content')"),

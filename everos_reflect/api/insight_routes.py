@@ -38,7 +38,8 @@ def insight_router(dependencies: Sequence[Any], prefix: str) -> APIRouter:
                  include_stale: BoolQuery = False,
                  limit: LimitQuery = LIST_LIMIT) -> dict[str, Any]:
         """The user's insights, newest first (stale and retired ones with ``include_stale``):
-        the first ``limit``, ``total`` counting them all."""
+        the first ``limit``, ``total`` counting them all; each lists the first 20 ids of its
+        evidence, ``evidence_count`` counting them all."""
         ref = UserRef.of(user_id, app_id, project_id)
         found = insight_views.list_insights(runtime, ref, include_stale=include_stale)
         return {"data": {"insights": found[:limit], "total": len(found)}}

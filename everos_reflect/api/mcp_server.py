@@ -80,7 +80,8 @@ def tools() -> list[Tool]:
              "the task records it rests on. Same as GET /api/v1/lessons.",
              models.LessonsQuery, ops.lessons),
         Tool("insights", "A user's insights (patterns across their records), newest first, each "
-             "with its evidence. Same as GET /api/v1/memory/insights.",
+             "with the first 20 ids of its evidence (evidence_count: all; explain gives the "
+             "tree). Same as GET /api/v1/memory/insights.",
              models.InsightsQuery, ops.insights),
         Tool("explain", "The citation tree of an insight, lesson or any record down to the "
              "Episodes, with dates. Same as GET /api/v1/memory/explain/{id}.",

@@ -349,11 +349,6 @@ class BriefingRequest(Strict):
                                         "tokens.")
 
 
-#: The most ids of one listed lesson's ``evidence`` an answer holds (``evidence_count``
-#: counts them all; ``explain ID`` gives the whole tree), as a briefing item's.
-MAX_LISTED_EVIDENCE = 20
-
-
 def whole_query(low: int, high: int) -> Callable[[object], object]:
     """The before-validator of a query string's whole number from ``low`` to ``high``, read
     as the CLI reads the same option (:func:`~everos_reflect.typed_numbers.whole_number`):

@@ -444,7 +444,7 @@ def lessons(runtime: Runtime, body: LessonsQuery) -> dict[str, Any]:
     counts them all), each with the first ``MAX_LISTED_EVIDENCE`` ids of its evidence
     (``evidence_count``: all) and of its rivals (``contested_count``: all; 3,000 rivals by
     hand made a 60 KB answer of one lesson)."""
-    from everos_reflect.api.models import MAX_LISTED_EVIDENCE
+    from everos_reflect.model import MAX_LISTED_EVIDENCE
     from everos_reflect.procedural.lessons import ranked, read_lesson
 
     validate_name(body.task_type, "task_type")
@@ -474,7 +474,8 @@ def lessons(runtime: Runtime, body: LessonsQuery) -> dict[str, Any]:
 
 def insights(runtime: Runtime, body: InsightsQuery) -> dict[str, Any]:
     """``GET /api/v1/memory/insights``: the user's insights, newest first, the first
-    ``limit`` (``total`` counts them all)."""
+    ``limit`` (``total`` counts them all), each with the first ``MAX_LISTED_EVIDENCE`` ids
+    of its evidence (``evidence_count``: all), as a lesson's."""
     from everos_reflect.strategies import insight_views
 
     ref = _ref(body.user_id, body.app_id, body.project_id)

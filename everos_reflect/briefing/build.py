@@ -6,7 +6,8 @@ query and the Episodes, facts and task records that answer it. Nothing archived
 (``deprecated_by``) or stale/retired is offered. Relevance is the cosine similarity between the
 query and each record's vector; records below ``min_similarity`` are not offered at all, so a
 large budget is not filled with noise. Records of one kind whose lines say the same (a task
-recorded again) take one line, which says how many it stands for.
+recorded again) take one line, which says how many it stands for ("or more" when the kind's
+search was cut at :data:`EVIDENCE_K`: copies past it are not counted).
 
 Derived records (convictions, lessons, insights) are read from their Markdown, the truth, for
 their status and evidence; parsed files are cached by size and stamps (see :class:`_LogCache`)
@@ -187,13 +188,14 @@ def convictions(runtime: Runtime, ref: UserRef) -> list[Item]:
     """The current worldview as ``worldview`` shows it: the newest live conviction of each
     key, by key. An older version still live (its archive key not yet written when a run
     stopped, or a version added by hand) is no longer current: offered too, it put "Bob is
-    a baker" and "Bob is a pilot" side by side as what the agent holds now."""
+    a baker" and "Bob is a pilot" side by side as what the agent holds now. One whose text
+    a hand edit left empty says nothing: it is not offered (it took a line of only its tags)."""
     entries = _CACHE.entries(runtime, ref, Kind.CONVICTION)
     by_id = {e.id: e for e in entries}
     view = beliefs.current_worldview(beliefs.Conviction.of(e) for e in entries)
     return [Item(c.id, "conviction", by_id[c.id].content, _stamp(by_id[c.id]),
                  _ids(by_id[c.id].meta.get("evidence")), note=_short_key(key))
-            for key, c in sorted(view.current.items())]
+            for key, c in sorted(view.current.items()) if not blank(by_id[c.id].content)]
 
 
 #: The most characters of a conviction's key its note shows (a key the daemon writes has at
@@ -208,11 +210,12 @@ def _short_key(key: str) -> str:
 
 
 def lessons(runtime: Runtime, ref: UserRef, task_type: str) -> list[Item]:
-    """The live lessons of ``task_type``, most confirmed first."""
+    """The live lessons of ``task_type``, most confirmed first; not one whose text a hand
+    edit left empty (it took a line of only its tags: "(do, confirmed 1x)")."""
     found = _CACHE.lessons(runtime, ref)
     stamps = {id(x): stamp for x, stamp in found}
     items = []
-    for x in ranked([x for x, _ in found], task_type):
+    for x in ranked([x for x, _ in found if not blank(x.text)], task_type):
         note = f"{x.lesson_type}, confirmed {shown_number(x.confirmations)}x"
         if x.status == "contested":
             note += ", contested"
@@ -233,13 +236,15 @@ def _stamp(entry: Entry) -> str | None:
 
 
 def _search(runtime: Runtime, kind: Kind, vector: np.ndarray, ref: UserRef, k: int,
-            min_similarity: float) -> list[dict[str, Any]]:
+            min_similarity: float) -> tuple[list[dict[str, Any]], bool]:
+    """The ``kind`` records nearest ``vector``, at most ``k``, none below ``min_similarity``;
+    and whether the search was cut at ``k`` (more records of the kind may lie past it)."""
     where = where_clause(app_id=ref.app, project_id=ref.project, user_id=ref.user_id,
                          include_deprecated=False)
     rows = runtime.vectors.search_vector(kind, vector, k=k, where=where)
     for row in rows:
         row["_similarity"] = 1.0 - float(row["_distance"])
-    return [r for r in rows if r["_similarity"] >= min_similarity]
+    return [r for r in rows if r["_similarity"] >= min_similarity], len(rows) >= k
 
 
 def _row_item(runtime: Runtime, ref: UserRef, row: dict[str, Any]) -> Item | None:
@@ -296,12 +301,16 @@ def build_briefing(
                            INSIGHT_K if kind is Kind.INSIGHT else EVIDENCE_K, min_similarity)
         for kind in (*instance_kinds, Kind.INSIGHT)
     }
-    rows = {kind: f.result() for kind, f in futures.items()}
+    found = {kind: f.result() for kind, f in futures.items()}
+    rows = {kind: kept for kind, (kept, _) in found.items()}
     evidence_rows = sorted((r for k in instance_kinds for r in rows[k]),
                            key=lambda r: -r["_similarity"])
     insight_items = [i for r in rows[Kind.INSIGHT] if (i := _row_item(runtime, ref, r))]
+    # a kind whose search was cut at EVIDENCE_K may hold more copies of a line than it
+    # fetched: its counts are "or more" (a task recorded 40 times said "recorded 12x")
     evidence_items, repeats = fold_repeats(
-        [i for r in evidence_rows if (i := _row_item(runtime, ref, r))])
+        [i for r in evidence_rows if (i := _row_item(runtime, ref, r))],
+        cut_kinds={k.value for k in instance_kinds if found[k][1]})
 
     sections = [Section("Current convictions", convictions(runtime, ref), share=WORLDVIEW_SHARE)]
     if task_type:

@@ -20,7 +20,7 @@ took 3 s a briefing; the block is the same either way.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -212,13 +212,16 @@ def pack(
                     restated_ids, cut_ids)
 
 
-def fold_repeats(items: Sequence[Item]) -> tuple[list[Item], dict[str, list[str]]]:
+def fold_repeats(items: Sequence[Item], cut_kinds: Collection[str] = ()
+                 ) -> tuple[list[Item], dict[str, list[str]]]:
     """``items`` with one item standing for each set of the same kind and line text, in the
     rank of the first of the set, and what each one stands for (its id -> the others' ids).
 
     A person who recorded the same failed deploy six times got six identical task lines, and
     the budget went to them instead of to other records. The one kept is the newest of its
-    set (undated ones last); its note says how many records it stands for.
+    set (undated ones last); its note says how many records it stands for, "or more" for a
+    kind in ``cut_kinds`` (fetched up to a limit: copies past it were not seen, and a task
+    recorded 40 times said "recorded 12x").
     """
     sets: dict[tuple[str, str], list[Item]] = {}
     for item in items:
@@ -230,7 +233,8 @@ def fold_repeats(items: Sequence[Item]) -> tuple[list[Item], dict[str, list[str]
             out.append(same[0])
             continue
         newest = max(same, key=_newest_first)
-        note = f"recorded {len(same)}x" + (f", {newest.note}" if newest.note else "")
+        note = f"recorded {len(same)}x" + (" or more" if newest.kind in cut_kinds else "") \
+            + (f", {newest.note}" if newest.note else "")
         out.append(Item(newest.id, newest.kind, newest.text, newest.timestamp,
                         list(newest.evidence), newest.score, note))
         repeats[newest.id] = [i.id for i in same if i is not newest]

@@ -60,8 +60,11 @@ def worldview_cmd(root: str | None, user_id: str | None, app: str | None, projec
     for row in rows:
         state = "" if row["live"] else f"  [archived by {row['deprecated_by']}]" \
             if row["deprecated_by"] else f"  [{row['status']}]"
-        key = clipped(" ".join(str(row["key"]).split()))  # a hand-written key of any length
-        say(f"{row['user_id']}  {row['id']}  {key}: {row['text']}{state}")
+        # a hand-written key of any length; none (never current: --history lists it) was "None"
+        key = clipped(" ".join(str(row["key"]).split())) if row["key"] else "(no key)"
+        # the text on its one line, as `lessons` gives a lesson: a line of it written like a
+        # row of this listing was printed as one
+        say(f"{row['user_id']}  {row['id']}  {key}: {' '.join(row['text'].split())}{state}")
         say(f"    evidence: {', '.join(row['evidence']) or '-'}  ({row['timestamp']})")
 
 
@@ -89,9 +92,9 @@ def relations_cmd(root: str | None, user_id: str | None, app: str | None, projec
     for row in rows:
         say(f"{row['user_id']}  {row['id']}  [{row['status']}]  "
             f"{' x '.join(row['between']) or '-'}")  # a hand edit may leave none
-        say(f"    {row['text']}")
+        say(f"    {' '.join(row['text'].split())}")  # on one line, as a conviction's
         if row["resolution"]:
-            say(f"    resolution: {row['resolution']}")
+            say(f"    resolution: {' '.join(str(row['resolution']).split())}")
 
 
 @click.command("resolve")

@@ -48,7 +48,6 @@ def _filter_options(fn: Any) -> Any:
 def insights_cmd(root: str | None, user_id: str | None, app: str | None, project: str | None,
                  include_stale: bool, limit: int, as_json: bool) -> None:
     """List insights (seed 000) with their question, evidence and status, newest first."""
-    from everos_reflect.api.models import MAX_LISTED_EVIDENCE
     from everos_reflect.strategies.insight_views import list_insights
 
     rt = open_runtime(root)
@@ -67,11 +66,13 @@ def insights_cmd(root: str | None, user_id: str | None, app: str | None, project
             f"{_one_clipped_line(item.get('stale_reason'))}]"
         say(f"{item['id']}  {item['user_id']}  depth {shown_number(item['depth'])}  "
             f"{(item['timestamp'] or '')[:10]}{mark}")
-        say(f"  {item['text']}")
+        # on one line, as `lessons` gives a lesson: a hand-written line of the text like
+        # "in_20261013_0099  ada  depth 1  2026-10-13" was printed as a row of its own
+        say(f"  {' '.join(str(item['text'] or '').split())}")
         if item.get("question"):
             say(f"  question: {_one_clipped_line(item['question'])}")
-        shown = item["evidence"][:MAX_LISTED_EVIDENCE]  # as `lessons` lists a lesson's
-        more = len(item["evidence"]) - len(shown)
+        shown = item["evidence"]  # the first ones, as `lessons` lists a lesson's
+        more = item["evidence_count"] - len(shown)
         say(f"  evidence: {', '.join(shown) or '-'}" + (f" +{more} more" if more else ""))
     if total > len(rows):
         say(f"... {counted(total - len(rows), 'more insight')} not listed "

@@ -839,10 +839,17 @@ class ClusterService:
                     self._retire(conn, ref, eid, by)
                 elif eid in stored:
                     row = conn.execute(
-                        "SELECT ts, text_hash FROM entries WHERE app_id=? AND project_id=? "
-                        "AND user_id=? AND id=?", (ref.app, ref.project, ref.user_id, eid)
-                    ).fetchone()
+                        "SELECT ts, text_hash, parent_type, parent_id FROM entries WHERE "
+                        "app_id=? AND project_id=? AND user_id=? AND id=?",
+                        (ref.app, ref.project, ref.user_id, eid)).fetchone()
                     ts = entry_epoch(eid, row["ts"] if row else None)
+                    if row is not None and row["parent_type"] == "cluster":
+                        # a narrative revived by hand: attached where its parent_id says,
+                        # as a rebuild attaches it, never placed by similarity
+                        self._attach_narrative(
+                            conn, ref, eid, row["parent_id"], normalize(stored[eid]), ts,
+                            row["text_hash"], self._consolidated_times(ref, [eid])[eid])
+                        continue
                     self._revive(conn, ref, eid, normalize(stored[eid]), ts,
                                  row["text_hash"] if row else None)
 
@@ -1226,6 +1233,16 @@ class ClusterService:
             log.warning("narrative %s names cluster %s of another user; not attached",
                         entry_id, cid)
             return "foreign-cluster"
+        if cluster is None and conn.execute(
+                "SELECT 1 FROM entries WHERE parent_type='cluster' AND parent_id=? AND "
+                "kind='episode' AND deprecated_by IS NULL AND (app_id, project_id, user_id) "
+                "< (?,?,?) LIMIT 1", (cid, ref.app, ref.project, ref.user_id)).fetchone():
+            # a live narrative of a user a rebuild takes first names it too (its log copied
+            # by hand): that one founds it, before COMMIT (:meth:`_attach_freed`)
+            conn.freed.add(cid)
+            log.warning("narrative %s names cluster %s of another user; not attached",
+                        entry_id, cid)
+            return "foreign-cluster"
         if cluster is None:
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts, entry_id))
             conn.execute(f"UPDATE clusters SET consolidated_at=? WHERE {_BY_ID}", (at, cid))
@@ -1259,8 +1276,10 @@ class ClusterService:
         dropped, in the same flush or in any later one (watcher events seconds apart, a
         renamed folder that had not yet stood still). Until no id is freed (an attach may
         free another)."""
-        while conn.freed:
-            freed, conn.freed = sorted(conn.freed), set()
+        tried: set[str] = set()  # an id is looked up once (a narrative refused re-adds it)
+        while conn.freed - tried:
+            freed, conn.freed = sorted(conn.freed - tried), set()
+            tried.update(freed)
             found: list[sqlite3.Row] = []
             for chunk, marks in id_batches(freed):
                 # the partial index of narratives by parent (migration 0027)
@@ -1288,6 +1307,7 @@ class ClusterService:
                                                entry_epoch(r["id"], r["ts"]), r["text_hash"],
                                                at[r["id"]])
                         held.add(r["parent_id"])
+        conn.freed.clear()
 
     def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
         """True if member ``a`` sorts after member ``b`` by (ts, id), or ``b`` is not live."""
@@ -1323,10 +1343,29 @@ class ClusterService:
 
     def _recheck_cluster_history(self, conn: _Write, ref: UserRef, cluster_id: str) -> None:
         """``cluster_id`` is no longer consolidated: its history goes (a rebuild lists
-        history in consolidated clusters only)."""
+        history in consolidated clusters only), and the id its narrative held may go with
+        it (:meth:`_named_past_their_founder`)."""
         conn.recheck_history(ref, [r["entry_id"] for r in conn.execute(
             f"SELECT entry_id FROM cluster_members WHERE {_OF_CLUSTER} AND "
             "deprecated_by IS NOT NULL", (cluster_id,))])
+        conn.founders.setdefault(ref, set()).update(self._named_past_their_founder(conn, ref))
+
+    @staticmethod
+    def _named_past_their_founder(conn: _Write, ref: UserRef) -> list[str]:
+        """The user's clusters no narrative holds whose id is not their first live member's
+        own: founded while a consolidated cluster held that id (its narrative's
+        ``parent_id`` names it), they are checked again before COMMIT
+        (:meth:`_rename_for_founder`) once that cluster lets it go, as a rebuild, without
+        that narrative, names them after their first member. Read when a cluster stops being
+        consolidated (rare: its narrative deleted or archived), one member look-up each."""
+        rows = conn.execute(
+            "SELECT c.cluster_id, (SELECT m.entry_id FROM cluster_members m WHERE "
+            "m.cluster_key=c.cluster_key AND m.deprecated_by IS NULL ORDER BY m.ts, m.entry_id "
+            "LIMIT 1) AS first FROM clusters c WHERE c.app_id=? AND c.project_id=? AND "
+            "c.user_id=? AND c.consolidated_entry_id IS NULL",
+            (ref.app, ref.project, ref.user_id)).fetchall()
+        return [r["cluster_id"] for r in rows if r["first"] is not None and r["cluster_id"]
+                != cluster_id_for(ref.app, ref.project, ref.user_id, r["first"])]
 
     def _place_history(self, conn: _Write, ref: UserRef, ids: Iterable[str]) -> None:
         """Put the archived Episodes tied to ``ids`` where a rebuild puts them
@@ -1543,6 +1582,7 @@ class ClusterService:
         conn.execute("UPDATE clusters SET cluster_id=? WHERE cluster_key=?", (cid, key))
         conn.execute("UPDATE cluster_members SET cluster_id=? WHERE cluster_key=?", (cid, key))
         conn.freed.add(cluster_id)  # a narrative of another user may name it
+        _carry_set_aside(conn, ref, cluster_id, cid)
         if cluster_id in st:
             renamed = st.get(cluster_id)
             st.remove(cluster_id)
@@ -1800,6 +1840,19 @@ def _free_id(st: UserClusters, ref: UserRef, first: str) -> tuple[str, int]:
         if cid not in st:
             return cid, attempt
         attempt += 1
+
+
+def _carry_set_aside(conn: _Write, ref: UserRef, old: str, new: str) -> None:
+    """Reflection's set-aside rows of cluster ``old`` (its changes cursor, keyed by cluster
+    id: :meth:`ReflectionRun._failed`) follow it to its new id ``new``. Left behind, a
+    cluster the server refused for good, renamed with its members as they were (the id its
+    founder's own was held by a narrative's cluster, now gone), was sent again, refused again,
+    and no longer listed as set aside until then."""
+    from everos_reflect.strategies.reflect import NAME
+
+    conn.execute("UPDATE OR REPLACE change_cursor SET entry_id=? WHERE strategy=? AND app_id=? "
+                 "AND project_id=? AND user_id=? AND entry_id=?",
+                 (new, NAME, ref.app, ref.project, ref.user_id, old))
 
 
 def _blob(vector: np.ndarray) -> bytes:

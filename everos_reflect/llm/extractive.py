@@ -492,13 +492,15 @@ class ExtractiveLLM:
         members = req.chronological()
         # what the members say, not their titles: a title's first word ("Move: Settling in",
         # "Notes") opened more "sentences" than the person did and was taken for them
-        main_entity = _main_entity([*(m.content for m in members), *(
-            ["\n\n".join(plain_sentences(req.existing.content))] if req.existing else [])])
+        said = [*(m.content for m in members), *(
+            ["\n\n".join(plain_sentences(req.existing.content))] if req.existing else [])]
+        main_entity = _main_entity(said)
+        gender = _gender_of(main_entity, said)
         sentences: list[_Sentence] = []
         if req.mode == "update" and req.existing is not None:
-            sentences.extend(_narrative_sentences(req.existing, main_entity))
+            sentences.extend(_narrative_sentences(req.existing, main_entity, gender))
         for member in members:
-            sentences.extend(_member_sentences(member, len(sentences), main_entity))
+            sentences.extend(_member_sentences(member, len(sentences), main_entity, gender))
         english = _looks_english(" ".join(s.text for s in sentences))
         for i, s in enumerate(sentences):
             s.subject = _subject(s.text, main_entity)
@@ -611,16 +613,26 @@ class ExtractiveLLM:
         # read without the dates: "2026-08-01: Andrew ..." opens with no name, and a dated
         # narrative had no main person, so no "He" of it was ever resolved
         person = _main_entity(s.text for s in said)
+        gender = _gender_of(person, (s.text for s in said))
         line: tuple[int, str | None] | None = None
+        before: str | None = None  # the sentence before on this line, the last fact
         for sentence in said:
             if (sentence.paragraph, sentence.day) != line:
                 # a pronoun leans on the sentence before on its own dated line: the line
                 # before was said on another day, maybe of someone else
-                entity, line = None, (sentence.paragraph, sentence.day)
-            text, entity = _resolve_pronoun(sentence.text, entity, person, pairs=True)
+                entity, line, before = None, (sentence.paragraph, sentence.day), None
+            text, entity = _resolve_pronoun(sentence.text, entity, person, pairs=True,
+                                            gender=gender)
             if _is_filler(text):
                 continue
+            if before is not None and _points_back(text) and not _leans(before):
+                # one fact with what it points at: "The bot said it is prorated on the next
+                # invoice." alone tells nothing of what is
+                facts[-1] = _Sentence(f"{before} {text}", date.min, facts[-1].order)
+                before = None  # a pointer after it could mean either
+                continue
             facts.append(_Sentence(text, date.min, len(facts)))
+            before = text
         kept: list[_Sentence] = []
         for s in facts:
             if not any(_restates(s, k) and s.question == k.question for k in kept):
@@ -958,13 +970,14 @@ def _paragraphs(text: str) -> list[str]:
     return [p.strip() for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
 
 
-def _member_sentences(member: MergeMember, start: int, person: str | None) -> list[_Sentence]:
+def _member_sentences(member: MergeMember, start: int, person: str | None,
+                      gender: str | None = None) -> list[_Sentence]:
     day = member.timestamp.date()
     rows = _provenance_rows(member)
     entity: str | None = None
     out: list[_Sentence] = []
     for i, text in enumerate(split_sentences(member.content)):
-        text, entity = _resolve_pronoun(text, entity, person)
+        text, entity = _resolve_pronoun(text, entity, person, gender=gender)
         out.append(_Sentence(text, day, start + len(out), rows[i]))
     return out
 
@@ -978,7 +991,8 @@ def _provenance_rows(member: MergeMember) -> list[tuple[str, ...]]:
     return [(member.id,)] * n
 
 
-def _narrative_sentences(existing: MergeMember, person: str | None) -> list[_Sentence]:
+def _narrative_sentences(existing: MergeMember, person: str | None,
+                         gender: str | None = None) -> list[_Sentence]:
     """Sentences of an earlier narrative with their dates and sources. Its current-state
     paragraph is kept (it holds the latest versions, said nowhere else) and dated at the
     narrative's own date; undated prose (an LLM's narrative) takes the date said before it,
@@ -996,7 +1010,7 @@ def _narrative_sentences(existing: MergeMember, person: str | None) -> list[_Sen
             day = own
         elif sentence.day is not None:
             day = date.fromisoformat(sentence.day)
-        text, entity = _resolve_pronoun(sentence.text, entity, person)
+        text, entity = _resolve_pronoun(sentence.text, entity, person, gender=gender)
         source = rows[len(out)] if len(out) < len(rows) else (existing.id,)
         out.append(_Sentence(text, day, len(out), source))
     return out
@@ -1181,24 +1195,68 @@ _SUBJECT_RE = re.compile(
     r"\s+(?!(?:and|or|nor|with|plus|&)\b)[a-z]")
 
 
+#: English nouns of a relative or partner of one gender, with the pronoun they take: after
+#: "Deborah's father passed away.", a "She" is not the father.
+_GENDERED_KIN = {
+    **dict.fromkeys(_wordset("father dad brother son husband boyfriend uncle nephew "
+                             "grandfather grandpa grandson"), "he"),
+    **dict.fromkeys(_wordset("mother mom mum sister daughter wife girlfriend aunt niece "
+                             "grandmother grandma granddaughter"), "she"),
+}
+_PRONOUN_GENDER = {"he": "he", "his": "he", "she": "she", "her": "she"}
+#: "Deborah's father passed away.": a name's relative as the subject, then the verb
+_KIN_SUBJECT_RE = re.compile(
+    rf"^({_NAME})['’]s\s+([a-z]+)\s+(?!(?:and|or|nor|with|plus|&)\b)[a-z]")
+
+
 @_per_sentence
 def _named_subject(sentence: str) -> str | None:
     """The name a sentence opens with as its grammatical subject, or the two names ("Andrew
-    and Jess"), as written; None when it opens with no one's name (:func:`_leading_name`),
-    with someone's something, a list or someone unnamed (:data:`_SUBJECT_RE`). What a
+    and Jess"), or a name's relative of one gender ("Deborah's father", :data:`_GENDERED_KIN`),
+    as written; None when it opens with no one's name (:func:`_leading_name`), with
+    someone's other something, a list or someone unnamed (:data:`_SUBJECT_RE`). What a
     pronoun opening the next sentence may stand for: "Andrew's sister Jess visited. She
     ..." is about Jess, and "She" had been rewritten "Andrew"."""
-    match = _SUBJECT_RE.match(sentence)
-    if match is None or _leading_name(sentence) is None:
+    if _leading_name(sentence) is None:
         return None
+    match = _SUBJECT_RE.match(sentence)
+    if match is None:
+        kin = _KIN_SUBJECT_RE.match(sentence)
+        return kin.group() [:-1].rstrip() if kin and kin.group(2) in _GENDERED_KIN else None
     names = match.group(1).split(" and ")
     if any(n.split()[0].lower() in NOT_NAMES for n in names):
         return None  # "Andrew and I went ...": "I" is nobody's name
     return match.group(1)
 
 
+_PRONOUN_FORMS = {**dict.fromkeys(("he", "him", "his", "himself"), "he"),
+                  **dict.fromkeys(("she", "her", "hers", "herself"), "she")}
+
+
+def _gender_of(person: str | None, texts: Iterable[str]) -> str | None:
+    """"he" or "she" when ``texts`` refer to ``person`` by one gender's English pronouns only:
+    a sentence opening with their name, then such a pronoun before any other name ("Andrew
+    felt a pop in his left ring finger.", "Mei passed her PhD defense."); None when unknown
+    or both are seen (:func:`_resolve_pronoun` then asks for none)."""
+    if not person:
+        return None
+    seen: set[str] = set()
+    for text in texts:
+        for sentence in split_sentences(text):
+            if _leading_name(sentence) != person:
+                continue
+            for word in _WORD_RE.findall(sentence[len(person):]):
+                if word[:1].isupper():
+                    break  # another name: the pronoun after it may be theirs
+                if word.lower() in _PRONOUN_FORMS:
+                    seen.add(_PRONOUN_FORMS[word.lower()])
+                    break
+    return next(iter(seen)) if len(seen) == 1 else None
+
+
 def _resolve_pronoun(
-    text: str, entity: str | None, person: str | None, *, pairs: bool = False
+    text: str, entity: str | None, person: str | None, *, pairs: bool = False,
+    gender: str | None = None,
 ) -> tuple[str, str | None]:
     """Replace a leading pronoun by what it stands for when that is unambiguous; return the
     text and its named subject (:func:`_named_subject`), the ``entity`` of the next sentence.
@@ -1212,18 +1270,55 @@ def _resolve_pronoun(
     Jess arrived. They are staying in a rental." → "Andrew and Jess are staying ..."). A "they"
     after one name is usually a group, and a "he" after a company or another person is left
     as is. Only facts resolve pairs: two names for one word would make a narrative longer
-    than its sources, and the merge is rejected (the demo's move to Portland was).
+    than its sources, and the merge is rejected (the demo's move to Portland was). ``gender``
+    (:func:`_gender_of`), when known, must be the pronoun's: "Andrew's sister visited. Andrew
+    cooked. Her visit was short." keeps "Her".
     """
     first = text.split(" ", 1)
     lead = first[0].lower()
     if len(first) == 2 and entity is not None:
         plural = " and " in entity
-        if (not plural and person and lead in _SINGULAR_LEADS
-                and entity.split()[0] == person):
+        kin = _KIN_SUBJECT_RE.match(f"{entity} x")
+        fits = lead in _PRONOUN_GENDER and gender in (None, _PRONOUN_GENDER[lead])
+        if kin is not None:  # "Deborah's father ... She ...": the pronoun is not the father
+            if (person and kin.group(1) == person and fits
+                    and _GENDERED_KIN.get(kin.group(2)) not in (None, _PRONOUN_GENDER[lead])):
+                text = f"{_SINGULAR_LEADS[lead].format(person)} {first[1]}"
+        elif not plural and person and fits and entity.split()[0] == person:
             text = f"{_SINGULAR_LEADS[lead].format(person)} {first[1]}"
         elif plural and pairs and lead in _PLURAL_LEADS:
             text = f"{_PLURAL_LEADS[lead].format(entity)} {first[1]}"
     return text, _named_subject(text)
+
+
+#: English words that point back at what was said before: a bare "this"/"that" as an object
+#: ("asked the assistant to remember this as a standing rule", "doesn't want that again") or a
+#: reported "it" ("The bot said it is prorated on the next invoice.").
+_POINTS_BACK_RE = re.compile(
+    r"\b(?:this|that)\b(?=\s*(?:[.,;:!?]|$)|\s+(?:again|as|too|anymore|either)\b)"
+    r"|\b(?:said|says|confirmed|explained|noted|added|replied|answered)\s+(?:that\s+)?it"
+    r"(?:['’]s\b|\s+(?:is|was|will|would|has|had|can|could)\b)",
+    re.IGNORECASE)
+#: Where a sentence goes on with another clause, which a later pointer may point at instead
+#: ("..., and he asked it not to do that again.")
+_NEXT_CLAUSE_RE = re.compile(r"[,;:]|\s(?:and|but|so|because|or)\s", re.IGNORECASE)
+_LEANING_OPENERS = _wordset("he she they his her their it its this that these those")
+
+
+def _points_back(text: str) -> bool:
+    """Does the sentence point at the one before it: a pointer (:data:`_POINTS_BACK_RE`) in its
+    first clause, with nothing said before it in the sentence it could point at?"""
+    match = _POINTS_BACK_RE.search(text)
+    return match is not None and _NEXT_CLAUSE_RE.search(text[:match.start()]) is None
+
+
+def _leans(text: str) -> bool:
+    """Does the sentence lean on another one: it opens with a pronoun or points back anywhere?
+    What a pointer after it points at is then unclear ("A blind retry hid a flaky migration
+    and he doesn't want that again. He asked the assistant to remember this as a standing
+    rule.": the rule was said before both), so no fact is joined to it."""
+    return (text.split(" ", 1)[0].lower() in _LEANING_OPENERS
+            or _POINTS_BACK_RE.search(text) is not None)
 
 
 def _main_entity(texts: Iterable[str]) -> str | None:

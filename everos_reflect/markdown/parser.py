@@ -1378,7 +1378,10 @@ class _Parser:
             self.report(line, f"entry {eid}: {what}; an Episode needs a one-line subject, as "
                         "add requires (indexed and merged without one; write it)", "warning")
         main = eid.kind.main_section
-        if not sections.get(main):
+        if main in sections and not sections[main]:  # it was "no '## Lesson' section"
+            self.report(line, f"entry {eid}: '## {main}' section is empty (nothing to "
+                        "index)", "warning")
+        elif not sections.get(main):
             self.report(line, f"entry {eid}: no '## {main}' section (nothing to index"
                         f"{_near_miss(sections, main)})", "warning")
 
@@ -1408,7 +1411,8 @@ def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[tuple[str, str]]:
     """A derived record's or task's enumerated keys holding a value no reader takes: its
     ``status``, a lesson's ``lesson_type`` (anything but ``avoid`` read as ``do``: an
     "avoid" lesson with a typo was served as one to follow) and ``confirmations``, a task's
-    ``outcome`` (read as unknown: the task counts as neither a success nor a failure).
+    ``outcome`` (read as unknown: the task counts as neither a success nor a failure); and
+    a conviction's ``key`` when there is none (it is in no worldview).
     Each as (key, problem), reported on the key's line."""
     if kind not in STATUSES and kind is not Kind.TASK:
         return []  # an Episode or fact: none of these keys is read
@@ -1422,6 +1426,11 @@ def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[tuple[str, str]]:
     if kind in STATUSES and served_status(meta) not in STATUSES[kind]:
         found.append(("status", f"status {quoted_value(status)} is not one of "
                       f"{', '.join(STATUSES[kind])} (write one of them)"))
+    if kind is Kind.CONVICTION and not str(meta.get("key") or "").strip():
+        # as beliefs.key_of reads it: a worldview holds the newest conviction of each key,
+        # so one without is in no worldview and no briefing, and nothing said why
+        found.append(("key", "no key: a conviction is current per key, so one without is "
+                      "in no worldview or briefing (write one, e.g. key: identity)"))
     if kind is Kind.LESSON:
         kept = meta.get("lesson_type")
         if kept is not None and str(kept).strip().lower() not in LESSON_TYPES:

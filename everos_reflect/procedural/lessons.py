@@ -68,8 +68,9 @@ def read_lesson(entry: Entry) -> Lesson:
     contested, contested_ok = id_items(meta.get("contested_with"))
     lesson_type = str(meta.get("lesson_type") or "do").strip().lower()
     confirmations = meta.get("confirmations")
-    # a task cited twice by a hand edit is one task: it was counted, listed and briefed twice
-    evidence = list(dict.fromkeys(evidence))
+    # a task cited twice by a hand edit is one task: it was counted, listed and briefed twice;
+    # a rival written twice one rival (listed and counted twice in the lessons answer)
+    evidence, contested = list(dict.fromkeys(evidence)), list(dict.fromkeys(contested))
     if isinstance(confirmations, bool) or not isinstance(confirmations, int):
         confirmations = max(1, len(evidence))
     status = served_status(meta)

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import MarkdownError, UnknownEntry
 from everos_reflect.markdown.parser import is_entry_id
-from everos_reflect.model import EntryId, Kind, UserRef, id_order
+from everos_reflect.model import MAX_LISTED_EVIDENCE, EntryId, Kind, UserRef, id_order
 from everos_reflect.provenance import provenance
 from everos_reflect.strategies.beliefs import instant, plain
 from everos_reflect.strategies.provenance import evidence_of, status_of
@@ -34,14 +34,23 @@ MAX_TREE_CHARS = 2_000_000
 
 
 def insight_dict(entry: Entry) -> dict[str, Any]:
+    """An insight as ``insights`` answers it (CLI ``--json``, the API, the MCP tool): the first
+    :data:`~everos_reflect.model.MAX_LISTED_EVIDENCE` ids of its evidence, as a lesson
+    lists its own (``evidence_count``: all; ``explain`` gives the tree). Every id was listed:
+    a hand-written insight citing 3,000 records was one row of 3,000 ids, all of them in
+    the prompt of an agent calling the MCP tool."""
     meta = entry.meta
+    # an id a hand edit wrote twice is one citation, as a lesson's evidence and explain
+    # count it: it was listed and counted twice
+    evidence = list(dict.fromkeys(evidence_of(entry)))
     return {
         "id": entry.id,
         "kind": entry.kind.value,
         "timestamp": entry.timestamp.isoformat() if entry.timestamp else None,
         "text": entry.content,
         "question": plain(meta.get("question")),
-        "evidence": evidence_of(entry),
+        "evidence": evidence[:MAX_LISTED_EVIDENCE],
+        "evidence_count": len(evidence),
         "depth": plain(meta.get("depth")),
         "importance": plain(meta.get("importance")),
         "status": status_of(entry),

@@ -84,11 +84,28 @@ def set_aside_clusters(runtime: Runtime, ref: UserRef | None = None) -> list[Set
         if not found:
             continue  # changed (or its prompts, or model): the next run sends it
         picked, key = found[0]
-        error, since = refusals.get((owner, cluster_id, runs[key]),
-                                    ("refused for good (its report row is gone)", None))
+        ids = [e.id for e in picked.replaced]
+        error, since = refusals.get((owner, cluster_id, runs[key])) or _renamed(
+            refusals, owner, runs[key], ids) or ("refused for good (its report row is gone)",
+                                                 None)
         out.append(SetAsideCluster(owner, cluster_id, tuple(e.id for e in picked.replaced),
                                    error.split(_IDS, 1)[0], since))
     return out
+
+
+def _renamed(refusals: dict[tuple[UserRef, str, str | None], tuple[str, str]], owner: UserRef,
+             run_id: str | None, ids: list[str]) -> tuple[str, str] | None:
+    """The refusal of a cluster renamed since (the id its first member's own was held by a
+    narrative's cluster, now gone: its set-aside row follows it, its ``reflection_report``
+    row keeps the id it named): the row of that owner and run naming the same members."""
+    from everos_reflect.strategies.belief_store import set_aside_error
+
+    named = set_aside_error("", ids).split(_IDS, 1)[1].split(" (sent again ", 1)[0]
+    for (who, _, run), found in sorted(refusals.items(), key=lambda item: item[0][1]):
+        if (who, run) == (owner, run_id) and \
+                found[0].split(_IDS, 1)[-1].split(" (sent again ", 1)[0] == named:
+            return found
+    return None
 
 
 def _merge_settings(runtime: Runtime) -> tuple[int, Prompts, float]:
