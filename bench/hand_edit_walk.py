@@ -122,30 +122,21 @@ class Walk:
             path.write_text(new)
             self.steps.append(f"edit {path.name} first content -> {content[:20]}")
             return [path]
-        if op == "move":
+        if op in ("move", "copy"):  # into another user's folder, as a person might
             user = path.parent.parent.name
             to = self.rng.choice([u for u in USERS if u != user])
             dest = path.parent.parent.parent / to / "episodes" / path.name
             if dest.exists():
                 return []
             dest.parent.mkdir(parents=True, exist_ok=True)
-            os.rename(path, dest)
+            if op == "move":
+                os.rename(path, dest)
+            else:
+                shutil.copyfile(path, dest)
             if to not in self.users:
                 self.users.append(to)
-            self.steps.append(f"move {user}/{path.name} -> {to}")
-            return [dest, path]
-        if op == "copy":
-            user = path.parent.parent.name
-            to = self.rng.choice([u for u in USERS if u != user])
-            dest = path.parent.parent.parent / to / "episodes" / path.name
-            if dest.exists():
-                return []
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, dest)
-            if to not in self.users:
-                self.users.append(to)
-            self.steps.append(f"copy {user}/{path.name} -> {to}")
-            return [dest]
+            self.steps.append(f"{op} {user}/{path.name} -> {to}")
+            return [dest, path] if op == "move" else [dest]
         if op == "undo":
             merged = [(r[0], r[1], r[2], r[3]) for r in self.rt.db().execute(
                 "SELECT app_id, project_id, user_id, id FROM entries WHERE kind='episode' AND "
