@@ -3,11 +3,12 @@
 ``_version_text`` splits a text into sentences, then counts the names that open them
 (``_leading_counts``, which splits what it is given into sentences first, as the merge
 counts a member's). Split again, a sentence is nearly always itself: that second reading
-was a third of what the version join spends on a member it has not read yet (one owner
-×20, each text its own). ``_sentences_of_sentence`` hands such a sentence on as it is and
-reads the rest in full: the same sentences as ``split_sentences``, checked here on texts
-made of the pieces its rules read (sentence ends, abbreviations, bullets, dated lines,
-line breaks of every kind, CJK stops, spaces)."""
+was one full ``split_sentences`` per sentence for nothing (many Python calls, a few per
+cent of the time, bench/results/clustering_s43.md). ``_sentences_of_sentence`` hands
+such a sentence on as it is and reads the rest in full: the same sentences as
+``split_sentences``, checked here on texts made of the pieces its rules read (sentence
+ends, abbreviations, bullets, dated lines, line breaks of every kind, CJK stops,
+spaces)."""
 
 from __future__ import annotations
 

@@ -866,8 +866,9 @@ def _sentences_of_sentence(sentence: str) -> list[str]:
     when none of its rules applies (no space around it, no line break, no bullet, no
     sentence end: each step then hands it on as it is), read in full otherwise. A
     version text counts the names opening its sentences split again (as the merge counts
-    a member's); the second reading of each was a third of the join's reading of a
-    member it had not read yet."""
+    a member's): a second full reading of each, for nothing in nearly every case (many
+    Python calls, a few per cent of the join's time on a member it had not read yet:
+    bench/results/clustering_s43.md)."""
     if (sentence and sentence == sentence.strip()
             and _SENTENCE_END_RE.search(sentence) is None
             and _LINE_BOUNDARY_RE.search(sentence) is None
