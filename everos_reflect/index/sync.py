@@ -221,7 +221,10 @@ def _misplaced(entry: Entry, log: DailyLog, seen: set[str]) -> str | None:
             f"not {log.day.isoformat()}; it is not indexed"
         )
     if not entry.search_text.strip():
-        return f"entry {entry.id} has no text (no Subject, Summary or Content); it is not indexed"
+        # the kind's own text section: a lesson left empty was said to lack "Content", an
+        # Episode's section, under its '## Lesson' heading
+        return (f"entry {entry.id} has no text (no Subject, Summary or "
+                f"{eid.kind.main_section}); it is not indexed")
     return None
 
 
