@@ -763,7 +763,8 @@ def test_a_conviction_citing_more_records_than_its_metadata_holds_keeps_the_most
     on every run, asked again each time. Then it was refused alone, its shift lost, where
     a reconciliation or a revalidation citing as many kept the most recent: one rule now."""
     from everos_reflect.index.audit import list_derivations
-    from everos_reflect.strategies.beliefs import MAX_CITATIONS
+    from everos_reflect.model import MAX_LISTED_EVIDENCE
+    from everos_reflect.strategies.beliefs import MAX_CITATIONS, id_list
 
     ome(root, update_worldview="max_records = 1000")
     rt = Runtime(root, Settings(), embedder=HashEmbedder(32), llm=llm)
@@ -776,7 +777,11 @@ def test_a_conviction_citing_more_records_than_its_metadata_holds_keeps_the_most
         assert run(rt, "update_worldview") == {"owners": 1, "written": 2, "citations_cut": 1}
         risks, strategy = belief_views.worldview(rt, ADA)
         assert (risks["key"], strategy["key"]) == ("risks", "strategy")
-        assert risks["evidence"] == ids[-MAX_CITATIONS:]  # the most recent (ties by id)
+        # the most recent (ties by id), as written; the answer lists the first 20 of them
+        written = {e.id: e for e in rt.store.entries(ADA, Kind.CONVICTION)}
+        assert id_list(written[risks["id"]].meta["evidence"]) == ids[-MAX_CITATIONS:]
+        assert risks["evidence"] == ids[-MAX_CITATIONS:][:MAX_LISTED_EVIDENCE]
+        assert risks["evidence_count"] == MAX_CITATIONS
         (row,) = list_derivations(rt.db(), strategy="update_worldview")
         assert row["status"] == "ok" and row["error"] == (
             f"the conviction of key 'risks' cites 1,000 records: the {MAX_CITATIONS} most "

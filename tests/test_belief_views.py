@@ -15,7 +15,7 @@ from everos_reflect.cli import belief_cmds
 from everos_reflect.cli.common import existing_root
 from everos_reflect.cli.main import cli
 from everos_reflect.embedding.base import HashEmbedder
-from everos_reflect.model import Kind, UserRef
+from everos_reflect.model import MAX_LISTED_EVIDENCE, Kind, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.settings import Settings
 from tests.api_client import call_once
@@ -280,3 +280,36 @@ def test_worldview_and_relations_give_a_text_on_one_line_and_say_no_key(root: Pa
     assert relations.output.splitlines() == [
         f"ada  {edge.id}  [resolved]  {keyed.id} x {keyless.id}",
         "    One. rel_20261012_0099 [active] a x b", "    resolution: Settled. rel_x [active]"]
+
+
+def test_worldview_and_relations_list_the_first_evidence_ids_and_count_them_all(
+        root: Path) -> None:
+    # a hand-written conviction citing 3,000 records was one row of 3,000 ids in every
+    # answer (CLI --json, API); an id written twice was listed and counted twice
+    cited = [f"in_20261012_{n:04d}" for n in range(1, 3001)]
+    rt = Runtime(root, embedder=HashEmbedder(32))
+    try:
+        (many,) = rt.store.append_many(ADA, Kind.CONVICTION, [
+            ({"timestamp": TS, "key": "strategy", "evidence": [*cited, cited[0]], "depth": 2,
+              "status": "active"}, {"Conviction": "Self-serve first."})])
+        (edge,) = rt.store.append_many(ADA, Kind.RELATION, [
+            ({"timestamp": TS, "relation_type": "self_contradiction", "status": "active",
+              "between": [many.id, many.id], "evidence": [many.id, many.id]},
+             {"Relation": "One."})])
+    finally:
+        rt.close()
+    first = cited[:MAX_LISTED_EVIDENCE]
+    for rows in (json.loads(run(root, "worldview", "--user", "ada", "--json").stdout)
+                 ["convictions"],
+                 call(root, "GET", "/api/v1/memory/worldview",
+                      params={"user_id": "ada"}).json()["data"]["convictions"]):
+        assert [(r["id"], r["evidence"], r["evidence_count"]) for r in rows] == [
+            (many.id, first, 3000)]
+    text = run(root, "worldview", "--user", "ada")
+    assert f"    evidence: {', '.join(first)} +2980 more  (" in text.output
+    for rels in (json.loads(run(root, "relations", "--user", "ada", "--json").stdout)
+                 ["relations"],
+                 call(root, "GET", "/api/v1/memory/relations",
+                      params={"user_id": "ada"}).json()["data"]["relations"]):
+        assert [(r["id"], r["evidence"], r["evidence_count"]) for r in rels] == [
+            (edge.id, [many.id], 1)]

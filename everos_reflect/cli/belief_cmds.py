@@ -65,7 +65,9 @@ def worldview_cmd(root: str | None, user_id: str | None, app: str | None, projec
         # the text on its one line, as `lessons` gives a lesson: a line of it written like a
         # row of this listing was printed as one
         say(f"{row['user_id']}  {row['id']}  {key}: {' '.join(row['text'].split())}{state}")
-        say(f"    evidence: {', '.join(row['evidence']) or '-'}  ({row['timestamp']})")
+        more = row["evidence_count"] - len(row["evidence"])  # the first ones, as `insights`
+        say(f"    evidence: {', '.join(row['evidence']) or '-'}"
+            + (f" +{more} more" if more else "") + f"  ({row['timestamp']})")
 
 
 @click.command("relations")

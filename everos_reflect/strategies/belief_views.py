@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import EverosError, InvalidEpisode, ResolveRefused, UnknownEntry
 from everos_reflect.model import (
+    MAX_LISTED_EVIDENCE,
     Entry,
     EntryId,
     Kind,
@@ -38,11 +39,21 @@ def _stamp(entry: Entry) -> str | None:
     return format_timestamp(ts) if ts else None
 
 
+def _listed_evidence(entry: Entry) -> dict[str, Any]:
+    """A record's evidence as the answers list it: each id once, the first
+    :data:`~everos_reflect.model.MAX_LISTED_EVIDENCE` of them, and ``evidence_count`` of all
+    (``explain ID`` gives the tree), as insights and lessons list theirs. Every id was listed:
+    a hand-written conviction citing 3,000 records made ``worldview`` one row of 3,000 ids, in
+    the answer of every API call and the prompt of an agent reading it."""
+    ids = list(dict.fromkeys(beliefs.id_list(entry.meta.get("evidence"))))
+    return {"evidence": ids[:MAX_LISTED_EVIDENCE], "evidence_count": len(ids)}
+
+
 def conviction_dict(entry: Entry) -> dict[str, Any]:
     return {
         "id": entry.id, "kind": Kind.CONVICTION.value, "key": beliefs.key_of(entry) or None,
         "text": entry.content, "timestamp": _stamp(entry),
-        "evidence": beliefs.id_list(entry.meta.get("evidence")),
+        **_listed_evidence(entry),
         "depth": beliefs.depth_of(entry), "status": beliefs.status_of(entry),
         "supersedes": beliefs.plain(entry.meta.get("supersedes")),
         "deprecated_by": entry.deprecated_by,
@@ -57,7 +68,7 @@ def relation_dict(entry: Entry) -> dict[str, Any]:
         "between": beliefs.id_list(entry.meta.get("between")), "text": entry.content,
         "status": beliefs.status_of(entry), "timestamp": _stamp(entry),
         "depth": beliefs.depth_of(entry),
-        "evidence": beliefs.id_list(entry.meta.get("evidence")),
+        **_listed_evidence(entry),
         "resolution": beliefs.plain(entry.meta.get("resolution")),
         "resolved_at": (format_timestamp(ts) if isinstance(ts := entry.meta.get("resolved_at"),
                                                             datetime) else beliefs.plain(ts)),
