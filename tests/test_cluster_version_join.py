@@ -87,13 +87,12 @@ def test_no_version_join_without_a_change_of_that_fact_close_enough_in_the_windo
     assert len(ClusterService(rt).clusters(REF)) == 2
 
 
-def test_a_run_with_a_version_places_as_one_by_one_and_as_recluster(rt, tmp_path) -> None:
-    rows = [("ep_20260302_0001", JOB, T0, JOB_VEC),
-            ("ep_20260302_0002", "Noor plays chess on Sundays.", T0 + timedelta(hours=1),
-             at(0.1, axis=2)),
-            ("ep_20260306_0001", LET_GO, T0 + timedelta(days=4), at(0.40)),
-            ("ep_20260307_0001", "Noor plays chess with Ana on Sundays.",
-             T0 + timedelta(days=5), at(0.12, axis=2))]
+def placed_as_one_by_one_and_recluster(
+        rt: FakeRuntime, tmp_path: Path,
+        rows: list[tuple[str, str, datetime, np.ndarray]]) -> tuple[list, list]:
+    """Index ``rows`` in one call (a run), where the layoff (``ep_20260306_0001``) joins as a
+    version; check that placing them one per call and a ``recluster`` give the same
+    clusters. The run's snapshot, for the caller's own checks (``rt`` is reclustered)."""
     out = index(rt, *rows)  # one call: a run
     assert out["ep_20260306_0001"] == "version"
     together = snapshot(rt)
@@ -103,6 +102,17 @@ def test_a_run_with_a_version_places_as_one_by_one_and_as_recluster(rt, tmp_path
     assert snapshot(one) == together
     ClusterService(rt).recluster(REF)
     assert snapshot(rt)[0] == together[0]
+    return together
+
+
+def test_a_run_with_a_version_places_as_one_by_one_and_as_recluster(rt, tmp_path) -> None:
+    rows = [("ep_20260302_0001", JOB, T0, JOB_VEC),
+            ("ep_20260302_0002", "Noor plays chess on Sundays.", T0 + timedelta(hours=1),
+             at(0.1, axis=2)),
+            ("ep_20260306_0001", LET_GO, T0 + timedelta(days=4), at(0.40)),
+            ("ep_20260307_0001", "Noor plays chess with Ana on Sundays.",
+             T0 + timedelta(days=5), at(0.12, axis=2))]
+    together = placed_as_one_by_one_and_recluster(rt, tmp_path, rows)
     assert [m[:3] for m in snapshot(rt)[1]] == [m[:3] for m in together[1]]
     assert len(together[0]) == 2
 

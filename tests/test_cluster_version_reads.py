@@ -18,11 +18,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from everos_reflect.clustering.service import ClusterService
 from everos_reflect.llm.extractive import tells_change, tells_newer_version
 from everos_reflect.settings import ClusteringSettings
-from tests.test_cluster_service import REF, FakeRuntime, snapshot
-from tests.test_cluster_version_join import DIM, LET_GO, T0, index
+from tests.test_cluster_service import FakeRuntime
+from tests.test_cluster_version_join import (
+    DIM,
+    LET_GO,
+    T0,
+    index,
+    placed_as_one_by_one_and_recluster,
+)
 
 #: three facts of Noor's, none of which the layoff ends; each its own cluster (orthogonal)
 FACTS = ["Noor plays chess on Sundays.", "Noor likes green tea.", "Noor reads novels at night."]
@@ -102,12 +107,4 @@ def test_a_change_of_a_fact_joins_as_before_when_the_clusters_are_read_at_once(
     rows = [(f"ep_2026030{2 + n}_0001", facts[n], T0 + timedelta(days=n), _axis(1 + n))
             for n in range(3)]
     rows.append(("ep_20260306_0001", LET_GO, T0 + timedelta(days=4), _near_all_three()))
-    out = index(rt, *rows)
-    assert out["ep_20260306_0001"] == "version"
-    together = snapshot(rt)
-    one = FakeRuntime(tmp_path / "one", ClusteringSettings())
-    for row in rows:
-        index(one, row)
-    assert snapshot(one) == together
-    ClusterService(rt).recluster(REF)
-    assert snapshot(rt)[0] == together[0]
+    placed_as_one_by_one_and_recluster(rt, tmp_path, rows)

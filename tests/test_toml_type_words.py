@@ -24,6 +24,20 @@ def ome_problems(text: str) -> dict[str, str]:
     return {key: reason for _file, key, reason in caught.value.problems}
 
 
+def everos_problems(user: str) -> dict[str, str]:
+    """Key -> reason of what ``everos.toml`` text ``user`` is refused for."""
+    with pytest.raises(ConfigError) as caught:
+        parse_settings(packaged_text("default.toml"), user, {}, user_file="everos.toml")
+    return {key: reason for _file, key, reason in caught.value.problems}
+
+
+def fleet_problems(text: str) -> dict[str, str]:
+    """Key -> reason of what ``fleet.toml`` text is refused for."""
+    with pytest.raises(ConfigError) as caught:
+        parse_fleet(text, "fleet.toml")
+    return {key: reason for _file, key, reason in caught.value.problems}
+
+
 @pytest.mark.parametrize(("value", "reason"), [
     ('"ten"', 'must be an integer, got a string: "ten"'),
     ("{a = 1, b = [1, 'x']}", 'must be an integer, got a table: {a = 1, b = [1, "x"]}'),
@@ -71,10 +85,7 @@ def test_a_strategy_that_is_no_table_says_what_it_was() -> None:
 def test_everos_toml_names_types_in_tomls_words() -> None:
     user = ("[llm]\nmax_retries = true\nmodel = 3\n[embedding]\nbatch_size = 1.5\n"
             '[index]\nsearch_mode = ["x"]\n[server]\nport = "8000"\nhost = {a = 1}\n')
-    with pytest.raises(ConfigError) as caught:
-        parse_settings(packaged_text("default.toml"), user, {}, user_file="everos.toml")
-    reasons = {key: reason for _file, key, reason in caught.value.problems}
-    assert reasons == {
+    assert everos_problems(user) == {
         "llm.max_retries": "must be an integer, got a boolean: true",
         "llm.model": "must be a string, got an integer: 3",
         "embedding.batch_size": "must be an integer, got a float: 1.5",
@@ -95,9 +106,7 @@ def test_a_secret_of_the_wrong_type_names_its_type_in_tomls_words_and_never_its_
 def test_fleet_toml_names_types_in_tomls_words(tmp_path: Path) -> None:
     text = ('roots = "shards/*"\nnum_cpus = "4"\nprobe_work = 1\nray_address = 5\n'
             "[strategies]\nreflect_episodes = [1]\n")
-    with pytest.raises(ConfigError) as caught:
-        parse_fleet(text, "fleet.toml")
-    reasons = {key: reason for _file, key, reason in caught.value.problems}
+    reasons = fleet_problems(text)
     assert reasons == {
         "roots": 'must be a non-empty array of paths or globs, got a string: "shards/*"',
         "num_cpus": 'must be an integer, got a string: "4"',
@@ -117,11 +126,8 @@ PAST = "(past the largest number, about 1.8e+308: TOML reads it as {}inf)"
 def test_a_number_too_large_for_a_float_is_named_as_written_in_every_config_file() -> None:
     # TOML reads 1e400 as infinity: "max_retries: must be an integer, got a float: inf" named
     # a value nobody wrote, and an ome.toml float key's own bound said "got inf" too.
-    with pytest.raises(ConfigError) as caught:
-        parse_settings(packaged_text("default.toml"),
-                       "[llm]\nmax_retries = 1e400\ntimeout_seconds = -1E+400\n"
-                       "[clustering]\nthreshold = inf\n", {}, user_file="everos.toml")
-    assert {key: reason for _file, key, reason in caught.value.problems} == {
+    assert everos_problems("[llm]\nmax_retries = 1e400\ntimeout_seconds = -1E+400\n"
+                           "[clustering]\nthreshold = inf\n") == {
         "llm.max_retries": f"must be an integer, got a float: 1e400 {PAST.format('')}",
         "llm.timeout_seconds": f"must be a finite number, got -1E+400 {PAST.format('-')}",
         "clustering.threshold": "must be a finite number, got inf",  # as written
@@ -137,9 +143,7 @@ def test_a_number_too_large_for_a_float_is_named_as_written_in_every_config_file
             "must be greater than 0 and at most 31,536,000 (a year), got 1_0e400 "
             + PAST.format(""),
     }
-    with pytest.raises(ConfigError) as caught:
-        parse_fleet('roots = ["a"]\nnum_cpus = 1e400\npoll_seconds = 9e999\n', "fleet.toml")
-    assert {key: reason for _file, key, reason in caught.value.problems} == {
+    assert fleet_problems('roots = ["a"]\nnum_cpus = 1e400\npoll_seconds = 9e999\n') == {
         "num_cpus": f"must be an integer, got a float: 1e400 {PAST.format('')}",
         "poll_seconds": f"must be a number, got a float: 9e999 {PAST.format('')}",
     }
@@ -160,11 +164,8 @@ BELOW = "(below the smallest number above 0, about 4.9e-324: TOML reads it as 0.
 def test_a_number_too_small_for_a_float_is_named_as_written_in_every_config_file() -> None:
     # TOML reads 1e-400 as 0.0: "threshold: must be in (0, 1], got 0.0" named a value nobody
     # wrote, in everos.toml, ome.toml and fleet.toml alike
-    with pytest.raises(ConfigError) as caught:
-        parse_settings(packaged_text("default.toml"),
-                       "[clustering]\nthreshold = 1e-400\n[llm]\ntimeout_seconds = 0.5e-400\n"
-                       "max_retries = 1e-400\n", {}, user_file="everos.toml")
-    assert {key: reason for _file, key, reason in caught.value.problems} == {
+    assert everos_problems("[clustering]\nthreshold = 1e-400\n[llm]\ntimeout_seconds = 0.5e-400\n"
+                           "max_retries = 1e-400\n") == {
         "clustering.threshold": f"must be in (0, 1], got 1e-400 {BELOW}",
         "llm.timeout_seconds": f"must be greater than 0, got 0.5e-400 {BELOW}",
         "llm.max_retries": f"must be an integer, got a float: 1e-400 {BELOW}",
