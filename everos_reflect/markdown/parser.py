@@ -82,8 +82,9 @@ SCHEMA_VERSION = 1
 #: ``reindex``. ``tests/test_parser_version.py`` pins what a sample of hand edits reads as.
 #: 2: '<<' is a key of its own, no YAML merge; 3: zero-width and other invisible characters
 #: warned of; 4: an emptied log (no bytes, or blank lines only) holds no entry, said so, and
-#: invisible characters in the file frontmatter are warned of.
-PARSER_VERSION = 4
+#: invisible characters in the file frontmatter are warned of; 5: a conviction's key that is
+#: no text, and a lesson's ``contested_with`` naming itself or no rival, warned of.
+PARSER_VERSION = 5
 
 #: What the parser says of a log with nothing but white space in it (``> log``, a save cut
 #: short by a full disk): it holds no entry, so the index drops what it held (as a
@@ -1357,7 +1358,7 @@ class _Parser:
                 self.report(key_line("depth"), f"entry {eid}: depth {quoted_value(value)} is "
                             "not a whole number of 1 or more written in decimal (read as 1; "
                             "a derived record is 1 + the deepest record it cites)", "warning")
-        for key, problem in _choice_problems(eid.kind, meta):
+        for key, problem in _choice_problems(eid.kind, meta, str(eid)):
             self.report(key_line(key), f"entry {eid}: {problem}", "warning")
         long_subject = subject_length_problem(sections.get("Subject", ""))
         if long_subject is not None:
@@ -1407,16 +1408,18 @@ STATUSES: dict[Kind, tuple[str, ...]] = {
 }
 
 
-def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[tuple[str, str]]:
+def _choice_problems(kind: Kind, meta: dict[str, Any],
+                     entry_id: str = "") -> list[tuple[str, str]]:
     """A derived record's or task's enumerated keys holding a value no reader takes: its
     ``status``, a lesson's ``lesson_type`` (anything but ``avoid`` read as ``do``: an
     "avoid" lesson with a typo was served as one to follow) and ``confirmations``, a task's
     ``outcome`` (read as unknown: the task counts as neither a success nor a failure); and
-    a conviction's ``key`` when there is none (it is in no worldview).
-    Each as (key, problem), reported on the key's line."""
+    a conviction's ``key`` when there is none or it is no text (it is in no worldview); a
+    lesson's ``contested_with`` naming ``entry_id`` itself, or a contested lesson's naming no
+    rival (read as active). Each as (key, problem), reported on the key's line."""
     if kind not in STATUSES and kind is not Kind.TASK:
         return []  # an Episode or fact: none of these keys is read
-    from everos_reflect.procedural.lessons import LESSON_TYPES
+    from everos_reflect.procedural.lessons import LESSON_TYPES, no_rival
     from everos_reflect.procedural.tasks import OUTCOMES
 
     found: list[tuple[str, str]] = []
@@ -1426,7 +1429,12 @@ def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[tuple[str, str]]:
     if kind in STATUSES and served_status(meta) not in STATUSES[kind]:
         found.append(("status", f"status {quoted_value(status)} is not one of "
                       f"{', '.join(STATUSES[kind])} (write one of them)"))
-    if kind is Kind.CONVICTION and not str(meta.get("key") or "").strip():
+    key = meta.get("key")
+    if kind is Kind.CONVICTION and key is not None and meta_text(key) is None:
+        # `key: [a, b]` was read as the key "['a', 'b']", a slot nobody wrote
+        found.append(("key", f"key must be a string, got a {_yaml_type(key)} (read as no key: "
+                      "a conviction without one is in no worldview or briefing)"))
+    elif kind is Kind.CONVICTION and not (meta_text(key) or "").strip():
         # as beliefs.key_of reads it: a worldview holds the newest conviction of each key,
         # so one without is in no worldview and no briefing, and nothing said why
         found.append(("key", "no key: a conviction is current per key, so one without is "
@@ -1436,6 +1444,16 @@ def _choice_problems(kind: Kind, meta: dict[str, Any]) -> list[tuple[str, str]]:
         if kept is not None and str(kept).strip().lower() not in LESSON_TYPES:
             found.append(("lesson_type",
                           f"lesson_type {quoted_value(kept)} is not do or avoid (read as do)"))
+        rivals, rivals_ok = id_items(meta.get("contested_with"))
+        if rivals_ok and entry_id in rivals:
+            alone = served_status(meta) == "contested" and no_rival(entry_id, meta)
+            found.append(("contested_with", f"contested_with names the lesson itself "
+                          f"({entry_id}): a lesson is no rival of its own (not read as one"
+                          f"{'; with no other rival it is read as active' if alone else ''})"))
+        elif served_status(meta) == "contested" and no_rival(entry_id, meta):
+            found.append(("contested_with", "status is contested but contested_with names no "
+                          "rival (read as active: name the rival lesson, or write "
+                          "status: active)"))
         count = meta.get("confirmations")
         if count is not None and (isinstance(count, bool) or not isinstance(count, int)
                                   or count < 0):

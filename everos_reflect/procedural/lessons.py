@@ -11,8 +11,10 @@ metadata rewritten by the daemon (SPEC §10); a person's lesson is read, never c
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from everos_reflect.model import (
     Entry,
@@ -71,9 +73,14 @@ def read_lesson(entry: Entry) -> Lesson:
     # a task cited twice by a hand edit is one task: it was counted, listed and briefed twice;
     # a rival written twice one rival (listed and counted twice in the lessons answer)
     evidence, contested = list(dict.fromkeys(evidence)), list(dict.fromkeys(contested))
+    # a lesson is no rival of its own: listed so, or with an empty list, it was briefed and
+    # listed as contested for good, with no rival to decide against (lint names both)
+    contested = [i for i in contested if i != entry.id]
     if isinstance(confirmations, bool) or not isinstance(confirmations, int):
         confirmations = max(1, len(evidence))
     status = served_status(meta)
+    if status == "contested" and no_rival(entry.id, meta):
+        status = "active"
     return Lesson(
         id=entry.id,
         task_type=(meta_text(meta.get("task_type")) or "").strip(),
@@ -89,6 +96,18 @@ def read_lesson(entry: Entry) -> Lesson:
         garbled=tuple(key for key, ok in (("evidence", evidence_ok),
                                            ("contested_with", contested_ok)) if not ok),
     )
+
+
+def no_rival(lesson_id: str, meta: Mapping[str, Any]) -> bool:
+    """Whether a lesson's ``contested_with`` is written as a list of ids naming no lesson but
+    ``lesson_id`` itself (``[]``, or its own id): such a lesson has nothing to be contested by
+    and is read as active. Absent, the ``status`` is taken as written (a person may mark a
+    lesson contested without naming the rival); garbled, it is left to lint."""
+    value = meta.get("contested_with")
+    if value is None:
+        return False
+    ids, ok = id_items(value)
+    return ok and all(i == lesson_id for i in ids)
 
 
 def ranked(lessons: list[Lesson], task_type: str) -> list[Lesson]:

@@ -36,6 +36,7 @@ from everos_reflect.model import (
     control_problem,
     id_items,
     id_order,
+    meta_text,
     normalize_text,
     quoted_value,
     served_status,
@@ -121,8 +122,10 @@ def plain(value: object) -> object:
 
 
 def key_of(entry: Entry) -> str:
-    """A conviction's ``key`` as text ("" when absent), whatever a hand edit made of it."""
-    return str(entry.meta.get("key") or "").strip()
+    """A conviction's ``key`` as text ("" when absent), whatever a hand edit made of it: a
+    list or mapping there is no key (it was read as its Python text, ``"['a', 'b']"``, a
+    slot nobody wrote; lint names it)."""
+    return (meta_text(entry.meta.get("key")) or "").strip()
 
 
 def depth_of(entry: Entry) -> int:

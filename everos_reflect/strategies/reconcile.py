@@ -107,7 +107,7 @@ class Reconcile(BeliefTier):
                                    for c in beliefs.id_list(e.meta.get("between"))
                                    if c in entries))
         records = [Record(e.id, "self-contradiction", e.content, e.timestamp) for e in edges]
-        records += [Record(c, f"{entries[c].meta.get('key', '')} conviction".strip(),
+        records += [Record(c, f"{beliefs.key_of(entries[c])} conviction".strip(),
                            entries[c].content, entries[c].timestamp) for c in cited]
         cap = int(ctx.settings.get("max_records", 50))
         # only a first edge joining more than max_records - 1 convictions is cut (pending)
