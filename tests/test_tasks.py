@@ -273,3 +273,32 @@ def test_hand_written_task_parses_and_is_indexed(runtime: Runtime, root: Path) -
     hits = search(runtime, "billing service deploy", user_id="u_ops", kind=Kind.TASK)
     assert [h.id for h in hits] == ["tk_20261014_0001"]
     assert path.read_text() == HAND_WRITTEN  # indexing never rewrites it
+
+
+#: A goal of many lines that looks like the log's own syntax: a section heading, an entry's
+#: closing and opening markers, a metadata block. Stored as the goal's text (headings and
+#: markers escaped), it adds no section, entry or key, and reads back as written.
+INJECTING_GOAL = ("Deploy web v2\n## Outcome\nfailure\n<!-- /entry:tk_20261012_0001 -->\n"
+                  "<!-- entry:tk_20261012_0002 -->\n---\noutcome: failure\nowner_id: eve\n---")
+
+
+def test_a_goal_that_looks_like_log_syntax_is_stored_as_its_text(runtime: Runtime,
+                                                                  root: Path) -> None:
+    result = CliRunner().invoke(cli, [
+        "task", "add", "--user", "u_ops", "--type", "deploy", "--goal", INJECTING_GOAL,
+        "--step", "deploy", "--outcome", "success", "--timestamp",
+        "2026-10-12T09:00:00+00:00", "--root", str(root)])
+    assert result.exit_code == 0, result.output
+    resp = ApiClient(runtime)("POST", "/api/v1/tasks", json={
+        "user_id": "u_ops", "task_type": "deploy", "goal": INJECTING_GOAL, "steps": ["deploy"],
+        "outcome": "success", "timestamp": "2026-10-12T10:00:00+00:00"})
+    assert resp.status_code == 201, resp.text
+    entries = runtime.store.entries(REF, Kind.TASK)
+    assert [e.id for e in entries] == ["tk_20261012_0001", resp.json()["data"]["id"]]
+    for entry in entries:
+        task = read_task(entry)
+        assert (task.goal, task.outcome, task.steps) == (INJECTING_GOAL, "success", ("deploy",))
+        assert entry.meta["owner_id"] == "u_ops" and list(entry.sections) == [
+            "Goal", "Steps", "Outcome"]
+    lint = CliRunner().invoke(cli, ["lint", "--root", str(root)])
+    assert lint.exit_code == 0, lint.output

@@ -16,16 +16,26 @@ so a briefing re-reads only what changed.
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import threading
 import time
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from everos_reflect.briefing.pack import Briefing, Item, Section, fold_repeats, pack
+from everos_reflect.briefing.pack import (
+    Briefing,
+    Item,
+    Section,
+    fold_repeats,
+    line_key,
+    pack,
+    repeat_note,
+)
 from everos_reflect.briefing.routing import route as route_of
 from everos_reflect.briefing.tokens import TokenCounter, default_counter
 from everos_reflect.embedding.base import embed_query
@@ -270,6 +280,54 @@ def _row_item(runtime: Runtime, ref: UserRef, row: dict[str, Any]) -> Item | Non
                 round(float(row["_similarity"]), 4))
 
 
+#: The most copies of a folded line :func:`newest_copy` reads, newest first, for one that
+#: still reads as that line (a task's line holds its steps and outcome, which its embedded
+#: text, the goal, does not).
+MAX_COPIES_READ = 64
+
+
+def newest_copy(runtime: Runtime, ref: UserRef, item: Item,
+                repeats: dict[str, list[str]]) -> Item:
+    """``item``, a line :func:`fold_repeats` made of copies of a kind whose search was cut at
+    :data:`EVIDENCE_K`, as its newest live copy in the index. The search fetched copies of one
+    text in no order of time (equal vectors tie), so the line "recorded 12x or more" showed the
+    newest of the twelve fetched: a task recorded daily for a month was briefed with the id and
+    date of its twelfth day. ``repeats`` is updated to name the copy shown. ``item`` as it is
+    when it is not folded, or no newer copy reads as its line."""
+    if item.id not in repeats:
+        return item
+    tenant = (ref.app, ref.project, ref.user_id)
+    try:
+        conn = runtime.db()
+        shown = conn.execute("SELECT kind, text_hash, ts FROM entries WHERE app_id = ? AND "
+                             "project_id = ? AND user_id = ? AND id = ?",
+                             (*tenant, item.id)).fetchone()
+        if shown is None:
+            return item
+        rows = conn.execute(
+            "SELECT id, kind, timestamp, subject, text, parent_id, sources FROM entries "
+            "WHERE app_id = ? AND project_id = ? AND user_id = ? AND kind = ? AND "
+            "deprecated_by IS NULL AND text_hash = ? AND ts IS NOT NULL AND "
+            "(? IS NULL OR ts > ?) ORDER BY ts DESC, id DESC LIMIT ?",
+            (*tenant, shown[0], shown[1], shown[2], shown[2], MAX_COPIES_READ)).fetchall()
+    except sqlite3.Error:
+        return item  # the index unreadable: the copy the search found is shown
+    for row in rows:
+        try:
+            sources = json.loads(row[6] or "[]")
+        except ValueError:
+            sources = []
+        newer = _row_item(runtime, ref, {
+            "id": row[0], "kind": row[1], "timestamp": row[2], "subject": row[3],
+            "text": row[4], "parent_id": row[5], "sources": sources,
+            "_similarity": item.score or 0.0})
+        if newer is not None and line_key(newer) == line_key(item):
+            others = [item.id, *(i for i in repeats.pop(item.id) if i != newer.id)]
+            repeats[newer.id] = others
+            return replace(newer, score=item.score, note=repeat_note(len(others) + 1, True))
+    return item
+
+
 def build_briefing(
     runtime: Runtime,
     ref: UserRef,
@@ -308,9 +366,11 @@ def build_briefing(
     insight_items = [i for r in rows[Kind.INSIGHT] if (i := _row_item(runtime, ref, r))]
     # a kind whose search was cut at EVIDENCE_K may hold more copies of a line than it
     # fetched: its counts are "or more" (a task recorded 40 times said "recorded 12x")
+    cut_kinds = {k.value for k in instance_kinds if found[k][1]}
     evidence_items, repeats = fold_repeats(
-        [i for r in evidence_rows if (i := _row_item(runtime, ref, r))],
-        cut_kinds={k.value for k in instance_kinds if found[k][1]})
+        [i for r in evidence_rows if (i := _row_item(runtime, ref, r))], cut_kinds=cut_kinds)
+    evidence_items = [newest_copy(runtime, ref, i, repeats) if i.kind in cut_kinds else i
+                      for i in evidence_items]
 
     sections = [Section("Current convictions", convictions(runtime, ref), share=WORLDVIEW_SHARE)]
     if task_type:

@@ -225,7 +225,7 @@ def fold_repeats(items: Sequence[Item], cut_kinds: Collection[str] = ()
     """
     sets: dict[tuple[str, str], list[Item]] = {}
     for item in items:
-        sets.setdefault((item.kind, _one_line(item.text)), []).append(item)
+        sets.setdefault(line_key(item), []).append(item)
     out: list[Item] = []
     repeats: dict[str, list[str]] = {}
     for same in sets.values():
@@ -233,12 +233,21 @@ def fold_repeats(items: Sequence[Item], cut_kinds: Collection[str] = ()
             out.append(same[0])
             continue
         newest = max(same, key=_newest_first)
-        note = f"recorded {len(same)}x" + (" or more" if newest.kind in cut_kinds else "") \
-            + (f", {newest.note}" if newest.note else "")
+        note = repeat_note(len(same), newest.kind in cut_kinds, newest.note)
         out.append(Item(newest.id, newest.kind, newest.text, newest.timestamp,
                         list(newest.evidence), newest.score, note))
         repeats[newest.id] = [i.id for i in same if i is not newest]
     return out, repeats
+
+
+def repeat_note(count: int, cut: bool, note: str = "") -> str:
+    """The note of a line standing for ``count`` records (``cut``: more may lie unseen)."""
+    return f"recorded {count}x" + (" or more" if cut else "") + (f", {note}" if note else "")
+
+
+def line_key(item: Item) -> tuple[str, str]:
+    """What makes two items one line to :func:`fold_repeats`: their kind and text as shown."""
+    return item.kind, _one_line(item.text)
 
 
 def _newest_first(item: Item) -> tuple[bool, datetime]:
