@@ -1137,11 +1137,20 @@ def control_problem(value: str) -> str | None:
     (see :data:`CONTROL_CHARS`), or what :func:`surrogate_problem` or
     :func:`hidden_format_problem` says; ``None`` when it has none of them. Every edge words it
     the same way."""
-    found = CONTROL_CHARS.search(value)
+    found = query_control_problem(value)
     if found is None:  # a text of nothing but invisible ones is refused as empty, as before
         return surrogate_problem(value) or (None if blank(value) else
                                             hidden_format_problem(value))
-    return f"holds the control character U+{ord(found.group()):04X}"
+    return found
+
+
+def query_control_problem(query: str) -> str | None:
+    """``"holds the control character U+0000"`` for the first :data:`CONTROL_CHARS` character
+    of a ``search`` or ``briefing`` query, ``None`` when it has none. A NUL or an ESC was
+    searched for (an ESC alone answered every Episode, as a query that said something); an
+    invisible formatting character is not refused in a query (an emoji's joiner is one)."""
+    found = CONTROL_CHARS.search(query)
+    return None if found is None else f"holds the control character U+{ord(found.group()):04X}"
 
 
 def blank(text: str) -> bool:

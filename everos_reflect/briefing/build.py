@@ -52,6 +52,7 @@ from everos_reflect.model import (
     id_items,
     json_got,
     must_not_be_empty,
+    query_control_problem,
     query_length_problem,
     served_status,
     surrogate_problem,
@@ -344,7 +345,7 @@ def build_briefing(
         raise InvalidRequest(f"query: must be a string, got {json_got(query)}")
     if blank(query):  # U+200B alone is no query either
         raise InvalidRequest(f"query: {must_not_be_empty()}")
-    if (problem := surrogate_problem(query)) is not None:
+    if (problem := surrogate_problem(query) or query_control_problem(query)) is not None:
         raise InvalidRequest(f"query: {problem}")
     if (problem := query_length_problem(query, MAX_BRIEFING_QUERY_CHARS)) is not None:
         raise InvalidRequest(problem)

@@ -36,6 +36,7 @@ from everos_reflect.model import (
     blank,
     json_got,
     must_not_be_empty,
+    query_control_problem,
     query_length_problem,
     served_status,
     surrogate_problem,
@@ -258,8 +259,8 @@ def search(
         raise InvalidSearch(f"query: must be a string, got {json_got(query)}")
     if blank(query):  # U+200B alone is no query either
         raise InvalidSearch(f"query: {must_not_be_empty()}")
-    if (problem := surrogate_problem(query)) is not None:  # an undecodable CLI argument
-        raise InvalidSearch(f"query: {problem}")
+    if (problem := surrogate_problem(query) or query_control_problem(query)) is not None:
+        raise InvalidSearch(f"query: {problem}")  # an undecodable CLI argument, a NUL
     if (problem := query_length_problem(query, MAX_QUERY_CHARS)) is not None:
         raise InvalidSearch(problem)
     # in the words of the API's schema and the CLI's options (--top-k, --mode, --kind): the
