@@ -11,10 +11,13 @@ from click.testing import CliRunner
 
 from everos_reflect.briefing.build import build_briefing
 from everos_reflect.cli.main import cli
+from everos_reflect.index.search import search
+from everos_reflect.index.sync import Indexer
 from everos_reflect.lint import lint_report
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.procedural.lessons import read_lesson
 from everos_reflect.runtime import Runtime
+from everos_reflect.strategies.provenance import lifted_status
 
 REF = UserRef.of("u_ops")
 BASE = {"timestamp": "2026-10-20T09:00:00+00:00", "task_type": "deploy", "lesson_type": "do",
@@ -47,6 +50,12 @@ def test_an_empty_or_self_rival_list_is_no_contest_and_lint_names_it(rt: Runtime
     listed = {x["id"]: x for x in json.loads(out.output)["lessons"]}
     assert listed[itself]["status"] == listed[empty]["status"] == "active"
     assert listed[both]["contested_with"] == [rival]
+    Indexer(rt).scan()
+    found = {h.id: h.status for h in search(rt, "lesson", kinds=["lesson"], top_k=10)}
+    assert (found[empty], found[itself], found[both]) == ("active", "active", "contested")
+    # a stale mark lifted gives a lesson back `contested` only while it names a rival
+    assert [lifted_status(rt.store.get(REF, i)) for i in (empty, itself, both)] == [
+        "active", "active", "contested"]
 
     messages = [p["message"] for p in lint_report(rt.root)["problems"]]
     assert f"entry {empty}: status is contested but contested_with names no rival (read as " \

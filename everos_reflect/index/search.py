@@ -42,7 +42,7 @@ from everos_reflect.model import (
     surrogate_problem,
 )
 from everos_reflect.problem_words import one_of
-from everos_reflect.procedural.lessons import LIVE_STATUSES
+from everos_reflect.procedural.lessons import LIVE_STATUSES, lesson_status
 from everos_reflect.typed_numbers import whole_value_problem
 
 if TYPE_CHECKING:
@@ -342,7 +342,8 @@ def _with_status(runtime: Runtime, hits: list[SearchHit], include_stale: bool) -
         if entry is None:
             continue  # gone since it was indexed
         # as the briefing serves it: `status: Active` was left out of a search as stale
-        hit.status = served_status(entry.meta)
+        hit.status = (lesson_status(entry.id, entry.meta) if entry.kind is Kind.LESSON
+                      else served_status(entry.meta))  # a lesson naming no rival: active
         if include_stale or hit.status in _SERVED.get(hit.kind, _ACTIVE):
             kept.append(hit)
     return kept

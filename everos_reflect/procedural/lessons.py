@@ -78,9 +78,6 @@ def read_lesson(entry: Entry) -> Lesson:
     contested = [i for i in contested if i != entry.id]
     if isinstance(confirmations, bool) or not isinstance(confirmations, int):
         confirmations = max(1, len(evidence))
-    status = served_status(meta)
-    if status == "contested" and no_rival(entry.id, meta):
-        status = "active"
     return Lesson(
         id=entry.id,
         task_type=(meta_text(meta.get("task_type")) or "").strip(),
@@ -88,7 +85,7 @@ def read_lesson(entry: Entry) -> Lesson:
         text=entry.sections.get("Lesson", "").strip(),
         evidence=tuple(evidence),
         confirmations=max(0, confirmations),
-        status=status,
+        status=lesson_status(entry.id, meta),
         timestamp=entry.timestamp,
         deprecated_by=entry.deprecated_by,
         contested_with=tuple(contested),
@@ -108,6 +105,14 @@ def no_rival(lesson_id: str, meta: Mapping[str, Any]) -> bool:
         return False
     ids, ok = id_items(value)
     return ok and all(i == lesson_id for i in ids)
+
+
+def lesson_status(lesson_id: str, meta: Mapping[str, Any]) -> str:
+    """A lesson's ``status`` as every reader takes it (the briefing, ``lessons``, ``search``):
+    :func:`~everos_reflect.model.served_status`, but ``active`` for a contested one that
+    names no rival (:func:`no_rival`)."""
+    status = served_status(meta)
+    return "active" if status == "contested" and no_rival(lesson_id, meta) else status
 
 
 def ranked(lessons: list[Lesson], task_type: str) -> list[Lesson]:

@@ -103,7 +103,8 @@ def _live(entry: Entry) -> bool:
 def lifted_status(entry: Entry) -> str:
     """The status a lifted stale mark gives back: ``contested`` to a lesson still naming a
     rival (``contested_with``: the contest is decided by tasks, not here), else ``active``."""
-    if entry.kind is Kind.LESSON and id_items(entry.meta.get("contested_with"))[0]:
+    rivals = id_items(entry.meta.get("contested_with"))[0]
+    if entry.kind is Kind.LESSON and any(i != entry.id for i in rivals):  # not itself
         return CONTESTED
     return ACTIVE
 
