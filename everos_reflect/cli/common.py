@@ -8,6 +8,7 @@ import os
 import re
 import sys
 import traceback
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -470,6 +471,20 @@ class OneLineErrors(click.Group):
         ctx.meta[_ARGV] = argv
         return ctx
 
+    def resolve_command(self, ctx: click.Context, args: list[str]
+                        ) -> tuple[str | None, click.Command | None, list[str]]:
+        """The command, refused when it is given an option that takes one value more than
+        once: the last one was taken without a word (``task add --outcome success --outcome
+        failure`` recorded a failure), where the API refuses a query parameter given twice."""
+        name, cmd, rest = super().resolve_command(ctx, args)
+        if cmd is not None and not ctx.resilient_parsing:
+            path, twice = repeated_options(cmd, click.Context(cmd, info_name=name, parent=ctx),
+                                           rest)
+            if twice:
+                raise click.UsageError(f"option given more than once: {', '.join(twice)}; "
+                                       "give each once", path)
+        return name, cmd, rest
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -480,6 +495,28 @@ class OneLineErrors(click.Group):
 
 
 _ARGV = "everos_reflect.argv"
+
+
+def repeated_options(cmd: click.Command, ctx: click.Context, args: Sequence[str]
+                     ) -> tuple[click.Context, list[str]]:
+    """The options of ``cmd`` (or of the subcommand of a group such as ``task``) that take
+    one value and are in ``args`` more than once (flags and ``multiple`` options may be
+    repeated), with the context of the command that has them. Arguments that do not parse
+    are left to the command's own parse, which names what is wrong."""
+    try:
+        _, rest, order = cmd.make_parser(ctx).parse_args(args=list(args))
+    except click.ClickException:
+        return ctx, []
+    seen = Counter(id(p) for p in order)
+    twice = [next((o for o in p.opts if o.startswith("--")), p.opts[0]) for p in
+             dict.fromkeys(order) if isinstance(p, click.Option) and seen[id(p)] > 1
+             and not (p.multiple or p.count or p.is_flag)]
+    if twice or not isinstance(cmd, click.Group) or not rest:
+        return ctx, twice
+    sub = cmd.get_command(ctx, rest[0])
+    if sub is None:
+        return ctx, []
+    return repeated_options(sub, click.Context(sub, info_name=rest[0], parent=ctx), rest[1:])
 
 
 def _one_line(exc: click.ClickException, command: str | None,
