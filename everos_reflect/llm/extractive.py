@@ -25,7 +25,8 @@ topic layout is used only while it stays within the sources' words plus a date p
 (a day's date repeats in each topic it touched); otherwise the day layout is written.
 
 Every kept sentence appears exactly once: the final paragraph holds only the latest version of
-each fact that changed (its older versions stay in the timeline, as history); a fact that never
+each fact that changed (its older versions stay in the timeline, as history), with a sentence of
+the same source pointing back at one ("The bot said it is prorated."); a fact that never
 changed stays where it was said. The only English words it adds are the "Current state:" label, and
 only when the input reads as English; other input gets "→". When every sentence of the latest
 day became the current state, no line shows that day, and the label carries its date:
@@ -2694,7 +2695,13 @@ def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
 
     Versions link pairs of sentences; a fact is a connected group of them (A → B → back to A
     links B and the return through A), and its latest member — by date, then input order — is
-    the current state. Every other member is history."""
+    the current state. Every other member is history.
+
+    A sentence of no fact that changed which points back at a current one just before it in
+    the same source (:func:`_carries_pointer`) goes with it: "Sam confirmed the workspace is on
+    the Team plan now and asked whether the unused credit carries over. The bot said it is
+    prorated on the next invoice." kept the answer on a dated line of its own, far from what
+    "it" is, and its fact named nothing."""
     parent = list(range(len(kept)))
 
     def root(i: int) -> int:
@@ -2710,9 +2717,22 @@ def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
     groups: dict[int, list[int]] = {}
     for i in range(len(kept)):
         groups.setdefault(root(i), []).append(i)
-    latest = [max(g, key=lambda i: (kept[i].day, kept[i].order))
-              for g in groups.values() if len(g) > 1]
+    latest = {max(g, key=lambda i: (kept[i].day, kept[i].order))
+              for g in groups.values() if len(g) > 1}
+    alone = {g[0] for g in groups.values() if len(g) == 1}
+    for i in range(1, len(kept)):
+        if i in alone and i - 1 in latest and _carries_pointer(kept[i - 1], kept[i]):
+            latest.add(i)
     return [kept[i] for i in sorted(latest)]
+
+
+def _carries_pointer(before: _Sentence, pointer: _Sentence) -> bool:
+    """Is ``pointer`` the next sentence of the same source as ``before`` (same day and
+    sources, the next in the input) and does it point at ``before`` (:func:`_points_back`),
+    which leans on nothing itself (:func:`_leans`: then what it points at is unclear)?"""
+    return (pointer.order == before.order + 1 and pointer.day == before.day
+            and pointer.sources == before.sources and _points_back(pointer.text)
+            and not _leans(before.text))
 
 
 # --- rendering --------------------------------------------------------------------------
