@@ -5,10 +5,15 @@ from what "it" is, and its fact named nothing)."""
 
 from __future__ import annotations
 
+import sys
 from datetime import UTC, datetime
+from pathlib import Path
 
 from everos_reflect.llm.base import FactsRequest, MergeMember, MergeRequest
 from everos_reflect.llm.extractive import ExtractiveLLM
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+import fact_anaphora
 
 LLM = ExtractiveLLM()
 
@@ -97,3 +102,13 @@ def test_an_update_that_replaces_the_state_keeps_the_pointer_next_to_it() -> Non
         "distance for her.",
         "Current state (2026-10-01): Priya runs 20 km in the park every week.",
     ]
+
+
+def test_the_bench_counts_a_pointer_with_what_it_points_at_as_standing_alone() -> None:
+    # the joined fact was counted as pointing back: the bench read "said it is" anywhere
+    assert fact_anaphora.leans("Sam asked whether the credit carries over. The bot said it is "
+                               "prorated on the next invoice.") == (False, False)
+    assert fact_anaphora.leans("The bot said it is prorated on the next invoice.") == (
+        False, True)
+    assert fact_anaphora.leans("He asked the assistant to remember this as a standing "
+                               "rule.") == (True, True)
