@@ -185,7 +185,7 @@ class Walk:
 #: steps after which Episodes may stay where they joined until ``recluster`` (a member
 #: deleted, archived or edited away; Episodes moved in out of time order; sources replaced by
 #: their narrative, whose vector an earlier Episode of another cluster may now be near; a
-#: source revived goes back to its narrative's cluster even where the rule would found one)
+#: source revived is placed among members later than it)
 KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "reflect", "revive", "undo")
 
 

@@ -21,7 +21,8 @@ and keeps ``clusters`` / ``cluster_members`` consistent. The rules it applies to
 - Narratives (``parent_type: cluster``) are never assigned by similarity: they are attached to
   the cluster their ``parent_id`` names (recreated under that id if needed) and make it
   *consolidated*. Members they replace stay listed as history with ``deprecated_by`` set.
-- Undo: a member whose deprecation is lifted returns to the cluster it was in, if it still exists.
+- Undo: a member whose deprecation is lifted returns to the cluster it was in if the rule puts
+  it there (a rebuild replays it so); else it is placed by the rule, a new cluster included.
 - Centroid of a cluster = normalised mean of its live members, folded in canonical order: the
   consolidated narrative first, then the rest by (timestamp, id).
 """
@@ -1513,8 +1514,8 @@ class ClusterService:
             # History of the cluster its last successor is in (:meth:`_place_history`), which
             # need not be where it came from (archived along a chain of updates, or by hand
             # toward another cluster's narrative). A source of the cluster's narrative (an
-            # undo) goes back in place unless the rule puts it in another cluster; any other
-            # is placed by the rule, as a rebuild places it.
+            # undo) goes back in place when the rule puts it there; any other, and one the
+            # rule would found a cluster for, is placed by the rule, as a rebuild places it.
             narrative = conn.execute(
                 f"SELECT consolidated_entry_id FROM clusters WHERE {_BY_ID}",
                 (row["cluster_id"],)).fetchone()
@@ -1523,7 +1524,7 @@ class ClusterService:
                 rejoin_threshold=self.rejoin_threshold,
                 member_threshold=self.member_threshold).cluster_id
             if narrative is None or narrative[0] != row["deprecated_by"] or \
-                    chosen not in (None, row["cluster_id"]):
+                    chosen != row["cluster_id"]:
                 row = None
         if row is None:  # archived in no cluster, or it belongs elsewhere: placed by the rule
             decision = self._assign(conn, ref, entry_id, vec, ts, text_hash)
