@@ -183,10 +183,10 @@ class Walk:
 
 
 #: steps after which Episodes may stay where they joined until ``recluster`` (a member
-#: deleted, archived or edited away; Episodes moved in out of time order; sources replaced by
-#: their narrative, whose vector an earlier Episode of another cluster may now be near; a
-#: source revived is placed among members later than it)
-KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "reflect", "revive", "undo")
+#: deleted, archived or edited away; Episodes moved in out of time order; a source revived
+#: is placed among members later than it; a merge undone). Not ``reflect``: a run places the
+#: Episodes of each user it merged for as a rebuild does (``place_after_merges``)
+KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "revive", "undo")
 
 
 def narratives(rt: Any) -> set[tuple[str, str, str, str]]:

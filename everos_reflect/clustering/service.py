@@ -21,6 +21,8 @@ and keeps ``clusters`` / ``cluster_members`` consistent. The rules it applies to
 - Narratives (``parent_type: cluster``) are never assigned by similarity: they are attached to
   the cluster their ``parent_id`` names (recreated under that id if needed) and make it
   *consolidated*. Members they replace stay listed as history with ``deprecated_by`` set.
+- After Reflection: a run places the Episodes of each user it merged for as a rebuild does
+  (:meth:`ClusterService.place_after_merges`), once its merges are done.
 - Undo: a member whose deprecation is lifted returns to the cluster it was in if the rule puts
   it there (a rebuild replays it so); else it is placed by the rule, a new cluster included.
 - Centroid of a cluster = normalised mean of its live members, folded in canonical order: the
@@ -1040,6 +1042,23 @@ class ClusterService:
                     totals[key] += counts[key]
             group, size = [], 0
         return totals
+
+    def place_after_merges(self, refs: Iterable[UserRef]) -> None:
+        """Place each of ``refs``' Episodes as a rebuild places them, once Reflection has
+        merged clusters of theirs (a run calls it at its end, not between its merges: the
+        clusters it selected keep their ids and members until then).
+
+        A narrative stands for its sources: a rebuild seeds its cluster with the narrative's
+        vector before it places any Episode, so an Episode placed before the merge in
+        another cluster may join the narrative's (the next run folds it in, ``update``),
+        and the clusters after it are founded and named as that makes them. Online, the
+        merge re-placed nobody: the live clusters differed from a ``reindex`` of the same
+        Markdown until the next ``recluster``. Rows and vectors are read inside the write
+        transaction, so an Episode the indexer syncs meanwhile is not dropped."""
+        named = self._narrative_namers()
+        for ref in sorted(set(refs)):
+            with self._writing():
+                self._recluster_user(ref, self._episode_rows(ref), named=named)
 
     def _episode_rows(self, ref: UserRef) -> list[sqlite3.Row]:
         return self._db.execute(
