@@ -1287,10 +1287,7 @@ class ClusterService:
             log.warning("narrative %s names cluster %s of another user; not attached",
                         entry_id, cid)
             return "foreign-cluster"
-        if cluster is None and conn.execute(
-                "SELECT 1 FROM entries WHERE parent_type='cluster' AND parent_id=? AND "
-                "kind='episode' AND deprecated_by IS NULL AND (app_id, project_id, user_id) "
-                "< (?,?,?) LIMIT 1", (cid, ref.app, ref.project, ref.user_id)).fetchone():
+        if cluster is None and self._founded_before(conn, ref, cid):
             # a live narrative of a user a rebuild takes first names it too (its log copied
             # by hand): that one founds it, before COMMIT (:meth:`_attach_freed`)
             conn.freed.add(cid)
@@ -1320,6 +1317,20 @@ class ClusterService:
                          f"WHERE {_BY_ID}", (entry_id, at, cid))
         self._recompute(conn, ref, cid, known={entry_id: vec})
         return "narrative"
+
+    def _founded_before(self, conn: _Write, ref: UserRef, cid: str) -> bool:
+        """Does a live narrative of a user a rebuild takes before ``ref`` name ``cid``, with
+        a vector (:meth:`_recluster_user` seeds no cluster for one without: its embedding
+        lost, it founds nothing, and a later user's narrative naming the id takes it)?"""
+        rows = conn.execute(
+            "SELECT app_id, project_id, user_id, id FROM entries WHERE parent_type='cluster' "
+            "AND parent_id=? AND kind='episode' AND deprecated_by IS NULL AND (app_id, "
+            "project_id, user_id) < (?,?,?) ORDER BY 1, 2, 3, 4",
+            (cid, ref.app, ref.project, ref.user_id)).fetchall()
+        by_user: dict[UserRef, list[str]] = {}
+        for r in rows:
+            by_user.setdefault(UserRef(r[0], r[1], r[2]), []).append(r[3])
+        return any(self._vectors(other, ids) for other, ids in by_user.items())
 
     def _attach_freed(self, conn: _Write) -> None:
         """Attach the live narratives, of any user, that name a cluster id this transaction
