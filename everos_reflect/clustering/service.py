@@ -1282,6 +1282,17 @@ class ClusterService:
             if self._rename_for_founder(conn, other, cid) != cid:
                 cluster = conn.execute(f"SELECT * FROM clusters WHERE {_BY_ID}",
                                        (cid,)).fetchone()
+        displaced: UserRef | None = None
+        if cluster is not None and (cluster["app_id"], cluster["project_id"],
+                                    cluster["user_id"]) > (ref.app, ref.project, ref.user_id):
+            # held by a narrative of a user a rebuild takes after this one (this log copied
+            # by hand into an earlier user's folder): a rebuild seeds it here and attaches
+            # that user's narrative nowhere; that user is placed again once it is (below)
+            displaced = UserRef(cluster["app_id"], cluster["project_id"], cluster["user_id"])
+            conn.execute("DELETE FROM cluster_members WHERE cluster_key=?",
+                         (cluster["cluster_key"],))
+            conn.delete_cluster(displaced, cid)
+            cluster = None
         if cluster is not None and (cluster["app_id"], cluster["project_id"],
                                     cluster["user_id"]) != (ref.app, ref.project, ref.user_id):
             log.warning("narrative %s names cluster %s of another user; not attached",
@@ -1298,6 +1309,9 @@ class ClusterService:
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts, entry_id))
             conn.execute(f"UPDATE clusters SET consolidated_at=? WHERE {_BY_ID}", (at, cid))
             conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
+            if displaced is not None:
+                conn.flush()  # the rebuild reads this cluster as another user's
+                self._recluster_user(displaced, self._episode_rows(displaced))
             return "narrative-new-cluster"
         if cluster["consolidated_entry_id"] is None:
             # consolidated now: what was archived toward a live member is history here
