@@ -317,6 +317,41 @@ def test_a_narrative_naming_another_users_cluster_holds_the_id_and_that_one_take
         "ep_20260803_0001", "ep_20260804_0001"]
 
 
+def test_a_narrative_without_a_vector_does_not_keep_a_later_user_s_from_its_cluster(rt, svc):
+    """Two users' live narratives name one cluster id (a log copied by hand); the first
+    user's has no vector (its embedding lost), so it founds nothing, in a rebuild or online.
+    The later user's was refused as naming an id an earlier user's narrative holds, where a
+    rebuild attaches it."""
+    cid = "cl_0123456789ab"
+    amy, beth = UserRef.of("u_amy"), UserRef.of("u_beth")
+    conn = rt.db()
+    narratives = {}
+    for ref, text in ((amy, DOG), (beth, WORK)):
+        n = episode("ep_20260805_0001", text, T0 + timedelta(days=2), parent_type="cluster",
+                    parent_id=cid)
+        narratives[ref] = n
+        with dbmod.transaction(conn):
+            conn.execute(
+                "INSERT INTO entries (app_id, project_id, user_id, id, kind, path, ts, timestamp,"
+                " subject, text, parent_type, parent_id, deprecated_by, content_hash, text_hash)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (ref.app, ref.project, ref.user_id, n.id, "episode", f"{ref.user_id}.md",
+                 n.timestamp.timestamp(), n.meta["timestamp"], n.subject, n.content, "cluster",
+                 cid, None, n.content_hash, n.text_hash))
+    v = EMB.embed([narratives[beth].search_text])[0]
+    rt.vectors.data[(beth, narratives[beth].id)] = v  # amy's: none
+
+    assert svc.on_entries_indexed(beth, [narratives[beth]], [v]) == {
+        narratives[beth].id: "narrative-new-cluster"}
+    online = conn.execute("SELECT cluster_id, user_id, consolidated_entry_id, member_count "
+                          "FROM clusters").fetchall()
+    assert [tuple(r) for r in online] == [(cid, beth.user_id, narratives[beth].id, 1)]
+    svc.recluster()
+    assert [tuple(r) for r in conn.execute(
+        "SELECT cluster_id, user_id, consolidated_entry_id, member_count FROM clusters")] == [
+        tuple(r) for r in online]
+
+
 def test_mark_consolidated_retires_more_sources_than_the_builds_parameter_limit(rt, svc):
     many = [episode(f"ep_20260803_{i:04d}", DOG, T0 + timedelta(minutes=i)) for i in range(1_100)]
     index(rt, svc, *many)

@@ -21,6 +21,8 @@ and keeps ``clusters`` / ``cluster_members`` consistent. The rules it applies to
 - Narratives (``parent_type: cluster``) are never assigned by similarity: they are attached to
   the cluster their ``parent_id`` names (recreated under that id if needed) and make it
   *consolidated*. Members they replace stay listed as history with ``deprecated_by`` set.
+- After Reflection: a run places the Episodes of each user it merged for as a rebuild does
+  (:meth:`ClusterService.place_after_merges`), once its merges are done.
 - Undo: a member whose deprecation is lifted returns to the cluster it was in if the rule puts
   it there (a rebuild replays it so); else it is placed by the rule, a new cluster included.
 - Centroid of a cluster = normalised mean of its live members, folded in canonical order: the
@@ -1041,6 +1043,23 @@ class ClusterService:
             group, size = [], 0
         return totals
 
+    def place_after_merges(self, refs: Iterable[UserRef]) -> None:
+        """Place each of ``refs``' Episodes as a rebuild places them, once Reflection has
+        merged clusters of theirs (a run calls it at its end, not between its merges: the
+        clusters it selected keep their ids and members until then).
+
+        A narrative stands for its sources: a rebuild seeds its cluster with the narrative's
+        vector before it places any Episode, so an Episode placed before the merge in
+        another cluster may join the narrative's (the next run folds it in, ``update``),
+        and the clusters after it are founded and named as that makes them. Online, the
+        merge re-placed nobody: the live clusters differed from a ``reindex`` of the same
+        Markdown until the next ``recluster``. Rows and vectors are read inside the write
+        transaction, so an Episode the indexer syncs meanwhile is not dropped."""
+        named = self._narrative_namers()
+        for ref in sorted(set(refs)):
+            with self._writing():
+                self._recluster_user(ref, self._episode_rows(ref), named=named)
+
     def _episode_rows(self, ref: UserRef) -> list[sqlite3.Row]:
         return self._db.execute(
             "SELECT id, ts, parent_type, parent_id, deprecated_by, text_hash, text FROM entries "
@@ -1263,15 +1282,23 @@ class ClusterService:
             if self._rename_for_founder(conn, other, cid) != cid:
                 cluster = conn.execute(f"SELECT * FROM clusters WHERE {_BY_ID}",
                                        (cid,)).fetchone()
+        displaced: UserRef | None = None
+        if cluster is not None and (cluster["app_id"], cluster["project_id"],
+                                    cluster["user_id"]) > (ref.app, ref.project, ref.user_id):
+            # held by a narrative of a user a rebuild takes after this one (this log copied
+            # by hand into an earlier user's folder): a rebuild seeds it here and attaches
+            # that user's narrative nowhere; that user is placed again once it is (below)
+            displaced = UserRef(cluster["app_id"], cluster["project_id"], cluster["user_id"])
+            conn.execute("DELETE FROM cluster_members WHERE cluster_key=?",
+                         (cluster["cluster_key"],))
+            conn.delete_cluster(displaced, cid)
+            cluster = None
         if cluster is not None and (cluster["app_id"], cluster["project_id"],
                                     cluster["user_id"]) != (ref.app, ref.project, ref.user_id):
             log.warning("narrative %s names cluster %s of another user; not attached",
                         entry_id, cid)
             return "foreign-cluster"
-        if cluster is None and conn.execute(
-                "SELECT 1 FROM entries WHERE parent_type='cluster' AND parent_id=? AND "
-                "kind='episode' AND deprecated_by IS NULL AND (app_id, project_id, user_id) "
-                "< (?,?,?) LIMIT 1", (cid, ref.app, ref.project, ref.user_id)).fetchone():
+        if cluster is None and self._founded_before(conn, ref, cid):
             # a live narrative of a user a rebuild takes first names it too (its log copied
             # by hand): that one founds it, before COMMIT (:meth:`_attach_freed`)
             conn.freed.add(cid)
@@ -1282,6 +1309,9 @@ class ClusterService:
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts, entry_id))
             conn.execute(f"UPDATE clusters SET consolidated_at=? WHERE {_BY_ID}", (at, cid))
             conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
+            if displaced is not None:
+                conn.flush()  # the rebuild reads this cluster as another user's
+                self._recluster_user(displaced, self._episode_rows(displaced))
             return "narrative-new-cluster"
         if cluster["consolidated_entry_id"] is None:
             # consolidated now: what was archived toward a live member is history here
@@ -1301,6 +1331,20 @@ class ClusterService:
                          f"WHERE {_BY_ID}", (entry_id, at, cid))
         self._recompute(conn, ref, cid, known={entry_id: vec})
         return "narrative"
+
+    def _founded_before(self, conn: _Write, ref: UserRef, cid: str) -> bool:
+        """Does a live narrative of a user a rebuild takes before ``ref`` name ``cid``, with
+        a vector (:meth:`_recluster_user` seeds no cluster for one without: its embedding
+        lost, it founds nothing, and a later user's narrative naming the id takes it)?"""
+        rows = conn.execute(
+            "SELECT app_id, project_id, user_id, id FROM entries WHERE parent_type='cluster' "
+            "AND parent_id=? AND kind='episode' AND deprecated_by IS NULL AND (app_id, "
+            "project_id, user_id) < (?,?,?) ORDER BY 1, 2, 3, 4",
+            (cid, ref.app, ref.project, ref.user_id)).fetchall()
+        by_user: dict[UserRef, list[str]] = {}
+        for r in rows:
+            by_user.setdefault(UserRef(r[0], r[1], r[2]), []).append(r[3])
+        return any(self._vectors(other, ids) for other, ids in by_user.items())
 
     def _attach_freed(self, conn: _Write) -> None:
         """Attach the live narratives, of any user, that name a cluster id this transaction
