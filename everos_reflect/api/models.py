@@ -220,6 +220,12 @@ NewTimestamp = Annotated[str, AfterValidator(_new_timestamp)]
 #: A search or briefing query: text that shows something.
 QueryText = Annotated[str, AfterValidator(_not_blank)]
 
+#: A query's pattern: not blank (:data:`NOT_BLANK`) and no control character but tab and line
+#: breaks, as ``search`` and ``briefing`` refuse one
+#: (:func:`~everos_reflect.model.query_control_problem`; an invisible formatting character is
+#: allowed). Without the second half the schema called valid a query the search then refused.
+QUERY = f"^[^{CONTROL_CLASS}]*{NOT_BLANK[:-1]}{CONTROL_CLASS}][^{CONTROL_CLASS}]*$"
+
 
 #: :data:`~everos_reflect.model.LINE_BREAK_RE`'s characters inside a JSON Schema class.
 ONE_LINE = "\\n\\r\\u2028\\u2029"
@@ -240,7 +246,7 @@ EpisodeIdText = Annotated[str, AfterValidator(_episode_id), Field(
 
 class SearchRequest(Strict):
     query: QueryText = Field(min_length=1, max_length=MAX_QUERY_CHARS,
-                             json_schema_extra={"pattern": NOT_BLANK})
+                             json_schema_extra={"pattern": QUERY})
     top_k: TopK = 5
     user_id: Name | None = None
     app_id: Name | None = None
@@ -342,7 +348,7 @@ class BriefingRequest(Strict):
     app_id: Name | None = None
     project_id: Name | None = None
     query: QueryText = Field(min_length=1, max_length=MAX_BRIEFING_QUERY_CHARS,
-                             json_schema_extra={"pattern": NOT_BLANK})
+                             json_schema_extra={"pattern": QUERY})
     task_type: Name | None = Field(None, description="Adds the lessons of this task type.")
     max_tokens: MaxTokens = Field(1000,
                             description="Budget of the whole block, in the bundled tokenizer's "
