@@ -1406,10 +1406,15 @@ class ClusterService:
         conn.hold(ref)
         conn.execute("UPDATE cluster_members SET deprecated_by=?, similarity=NULL "
                      f"WHERE {_OF_CLUSTER} AND entry_id=?", (by, cid, entry_id))
-        # A superseded narrative hands over to its successor when that is already attached.
+        # A superseded narrative hands over to its successor when that is already attached
+        # and is a narrative: archived by hand toward an ordinary Episode of its cluster, the
+        # cluster is no longer consolidated (a rebuild seeds clusters from narratives only)
         successor = conn.execute(
-            f"SELECT 1 FROM cluster_members WHERE {_OF_CLUSTER} AND entry_id=? "
-            "AND deprecated_by IS NULL", (cid, by)).fetchone()
+            f"SELECT 1 FROM cluster_members m WHERE m.{_OF_CLUSTER} AND m.entry_id=? "
+            "AND m.deprecated_by IS NULL AND EXISTS (SELECT 1 FROM entries e WHERE "
+            "e.app_id=m.app_id AND e.project_id=m.project_id AND e.user_id=m.user_id AND "
+            "e.id=m.entry_id AND e.kind='episode' AND e.parent_type='cluster')",
+            (cid, by)).fetchone()
         cur = conn.execute("UPDATE clusters SET consolidated_entry_id=?, consolidated_at="
                            "CASE WHEN ? IS NULL THEN NULL ELSE consolidated_at END "
                            f"WHERE {_BY_ID} AND consolidated_entry_id=?",
