@@ -9,7 +9,8 @@ one lone Episode's costs as the users held in memory grow.
 2. **One lone Episode** (an ``add``, or an agent writing slower than the debounce: a flush of
    one file holding one new Episode): CPU-µs of its ``on_entries_indexed`` transaction, the
    median of ``--lone`` of them, with ``--users`` other users' clusters held in memory (each
-   placed once before, as a daemon serving them would hold them).
+   placed once before, as a daemon serving them would hold them), and the CPU-µs per user
+   of placing those users in one batch (a flush or scan over many users).
 
     python bench/live_transaction.py [--users 20 2000 8000] [--lone 300]
 """
@@ -108,6 +109,7 @@ def lone(users: int, count: int, rng: np.random.Generator) -> None:
         rt = bc._Runtime(Path(tmp), Settings())
         svc = ClusterService(rt)  # type: ignore[arg-type]
         rt.db()
+        loading = time.process_time()
         with svc.batch():  # every other user's clusters placed once: held in memory
             for u in range(users):
                 owner = f"held{u}"
@@ -116,6 +118,7 @@ def lone(users: int, count: int, rng: np.random.Generator) -> None:
                 vecs = rng.standard_normal((HELD_EACH, DIM)).astype(np.float32)
                 svc.on_entries_indexed(UserRef.of(owner), entries,
                                        {e.id: v for e, v in zip(entries, vecs, strict=True)})
+        loading = time.process_time() - loading
         held = len(svc._cache.users)
         clusters = sum(len(s) for s in svc._cache.users.values())
         ref = UserRef.of("writer")
@@ -133,7 +136,8 @@ def lone(users: int, count: int, rng: np.random.Generator) -> None:
             gc.unfreeze()
     print(f"{users:6d} other users held ({held} users, {clusters} clusters in memory): "
           f"{statistics.median(spent) * 1e6:7.1f} CPU-µs per lone Episode's transaction "
-          f"(median of {count}; least {min(spent) * 1e6:.1f})")
+          f"(median of {count}; least {min(spent) * 1e6:.1f}); placing them, one batch: "
+          f"{loading * 1e6 / users:.1f} CPU-µs per user")
 
 
 def main(argv: list[str] | None = None) -> int:
