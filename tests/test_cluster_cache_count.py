@@ -1,6 +1,6 @@
 """The clusters the service holds in memory are counted as users come, go and change, not summed
 over every user held at each transaction: that sum made one lone Episode's transaction cost
-~1 µs per user held (8.5 ms with 8,000 users, bench/live_transaction.py), and a batch over
+~1 µs per user held (4.4 ms with 4,000 users, bench/live_transaction.py), and a batch over
 many users that much per user it loaded."""
 
 from __future__ import annotations

@@ -224,7 +224,7 @@ class _Cache:
         """Count again the users a transaction touched (and still held): what it added to
         or took from their states. The users it did not touch are not read: the total is
         kept, not summed over every user held, which cost every transaction ~1 µs per
-        user held (8.5 ms for one Episode's with 8,000 users held,
+        user held (one Episode's: 4.4 ms with 4,000 users held, 0.6 ms now,
         ``bench/live_transaction.py``), and a batch over many users that much per user."""
         for ref, st in touched.items():
             if self.users.get(ref) is st:
