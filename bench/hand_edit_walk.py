@@ -9,6 +9,7 @@ scan). The first walk that differs prints its seed, its steps and the differing 
 the script exits 1.
 
     .venv/bin/python bench/hand_edit_walk.py --walks 200 --steps 12 [--seed 0] [--minutes 30]
+        [--reflect 2]   (the weight of a Reflection run among the 17 kinds of step: 8 for more)
 
 Known and documented differences are not checked (clustering/service.py): an Episode out of
 time order, or a member deleted or edited away, leaves later Episodes where they joined until
@@ -56,8 +57,9 @@ USERS = ["u_andrew", "u_bob", "u_cy"]
 
 
 class Walk:
-    def __init__(self, root: Path, rng: random.Random) -> None:
+    def __init__(self, root: Path, rng: random.Random, reflect: int = 2) -> None:
         self.root, self.rng = root, rng
+        self.reflect = reflect  # "reflect" entries among the 17 ops (2: one step in 8.5)
         self.rt = make_runtime(root, ExtractiveLLM())
         self.clock = datetime(2026, 8, 1, 9, tzinfo=UTC)
         self.steps: list[str] = []
@@ -74,8 +76,9 @@ class Walk:
 
     def step(self) -> list[Path]:
         """Do one random hand edit; the paths it touched."""
-        ops = ["add"] * 5 + ["archive", "revive", "delete", "edit", "move", "copy", "rename",
-                             "reflect", "reflect", "undo"]
+        # (in this order: a seed walks the same steps as before --reflect)
+        ops = ["add"] * 5 + ["archive", "revive", "delete", "edit", "move", "copy",
+                             "rename"] + ["reflect"] * self.reflect + ["undo"]
         op = self.rng.choice(ops)
         logs = self.logs()
         if op == "add" or not logs:
@@ -183,10 +186,10 @@ class Walk:
 
 
 #: steps after which Episodes may stay where they joined until ``recluster`` (a member
-#: deleted, archived or edited away; Episodes moved in out of time order; sources replaced by
-#: their narrative, whose vector an earlier Episode of another cluster may now be near; a
-#: source revived goes back to its narrative's cluster even where the rule would found one)
-KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "reflect", "revive", "undo")
+#: deleted, archived or edited away; Episodes moved in out of time order; a source revived
+#: is placed among members later than it; a merge undone). Not ``reflect``: a run places the
+#: Episodes of each user it merged for as a rebuild does (``place_after_merges``)
+KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "revive", "undo")
 
 
 def narratives(rt: Any) -> set[tuple[str, str, str, str]]:
@@ -222,6 +225,8 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--minutes", type=float, default=30.0)
     ap.add_argument("--strict", action="store_true")
+    ap.add_argument("--reflect", type=int, default=2,
+                    help="weight of a Reflection run among the steps (2 of 17 by default)")
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     settling.JUST_WRITTEN_NS = 0
@@ -234,7 +239,7 @@ def main() -> int:
         seed = args.seed + walk_no
         rng = random.Random(seed)
         with tempfile.TemporaryDirectory() as tmp:
-            walk = Walk(Path(tmp) / "root", rng)
+            walk = Walk(Path(tmp) / "root", rng, args.reflect)
             try:
                 Indexer(walk.rt).scan()
                 for n in range(args.steps):

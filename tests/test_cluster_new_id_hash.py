@@ -58,7 +58,7 @@ def test_an_id_taken_gives_the_next_attempt_and_is_checked_before_commit() -> No
     again = cluster_id_for(REF.app, REF.project, REF.user_id, "ep_20260302_0001", 1)
     assert service._free_id({own}, REF, "ep_20260302_0001") == (again, 1)  # type: ignore[arg-type]
     assert service._free_id(set(), REF, "ep_20260302_0001") == (own, 0)  # type: ignore[arg-type]
-    conn = SimpleNamespace(founders={})
+    conn = SimpleNamespace(founders={}, named_elsewhere=lambda ref, cid: False)
     svc = object.__new__(service.ClusterService)
     assert svc._free_cluster_id(conn, REF, "ep_20260302_0001", {own}) == again  # type: ignore[arg-type]
     assert conn.founders == {REF: {again}}

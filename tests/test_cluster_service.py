@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from everos_reflect.clustering.online import cluster_id_for
 from everos_reflect.clustering.service import ClusterService, UnknownCluster
 from everos_reflect.embedding.base import HashEmbedder
 from everos_reflect.index import db as dbmod
@@ -271,10 +272,15 @@ def test_a_blank_database_migrates_with_cluster_state_columns(tmp_path):
     assert "centroid_norm" in {r[1] for r in conn.execute("PRAGMA table_info(clusters)")}
 
 
-def test_recluster_does_not_give_a_user_a_copy_of_another_users_cluster_id(rt, svc):
-    """A narrative hand-edited to name another user's cluster is attached nowhere, online or
-    by recluster (migration 0012: the id is no longer UNIQUE in SQLite, so a copy under the
-    second user made every look-up by that id answer for either user)."""
+def test_a_narrative_naming_another_users_cluster_holds_the_id_and_that_one_takes_the_next(
+        rt, svc):
+    """A narrative hand-edited (or its user's folder renamed) to name another user's cluster,
+    one an Episode founded: the narrative holds the id, online and by recluster, and the
+    Episode's cluster takes its next free id, as a rebuild founds it whatever the order it
+    takes the users in. One id names one cluster (migration 0012: the id is no longer UNIQUE
+    in SQLite, so a copy under the second user made every look-up by that id answer for
+    either user). Before, online refused the narrative and a rebuild refused it only when
+    the Episode's user came first: the other way round, both held the id."""
     other = UserRef.of("u_beth")
     index(rt, svc, episode("ep_20260803_0001", DOG, T0),
           episode("ep_20260804_0001", DOG2, T0 + timedelta(days=1)))
@@ -294,16 +300,56 @@ def test_recluster_does_not_give_a_user_a_copy_of_another_users_cluster_id(rt, s
              narrative.timestamp.timestamp(), narrative.meta["timestamp"], narrative.subject,
              narrative.content, "cluster", dog.cluster_id, None, narrative.content_hash,
              narrative.text_hash))
-    # online, the narrative is refused as naming another user's cluster
     assert svc.on_entries_indexed(other, [narrative], [v]) == {
-        narrative.id: "foreign-cluster"}
+        narrative.id: "narrative-new-cluster"}
+    next_id = cluster_id_for(REF.app, REF.project, REF.user_id, "ep_20260803_0001", 1)
+
+    def owners() -> list[tuple[str, str]]:
+        return [(r[0], r[1]) for r in conn.execute(
+            "SELECT cluster_id, user_id FROM clusters ORDER BY user_id")]
+
+    online = owners()
+    assert online == [(next_id, REF.user_id), (dog.cluster_id, other.user_id)]
     svc.recluster()
-    owners = conn.execute("SELECT user_id FROM clusters WHERE cluster_id=?",
-                          (dog.cluster_id,)).fetchall()
-    assert [r[0] for r in owners] == [REF.user_id]
-    assert svc.cluster(dog.cluster_id).ref == REF
-    assert [m.entry_id for m in svc.members(dog.cluster_id)] == [
+    assert owners() == online
+    assert svc.cluster(dog.cluster_id).ref == other
+    assert [m.entry_id for m in svc.members(next_id)] == [
         "ep_20260803_0001", "ep_20260804_0001"]
+
+
+def test_a_narrative_without_a_vector_does_not_keep_a_later_user_s_from_its_cluster(rt, svc):
+    """Two users' live narratives name one cluster id (a log copied by hand); the first
+    user's has no vector (its embedding lost), so it founds nothing, in a rebuild or online.
+    The later user's was refused as naming an id an earlier user's narrative holds, where a
+    rebuild attaches it."""
+    cid = "cl_0123456789ab"
+    amy, beth = UserRef.of("u_amy"), UserRef.of("u_beth")
+    conn = rt.db()
+    narratives = {}
+    for ref, text in ((amy, DOG), (beth, WORK)):
+        n = episode("ep_20260805_0001", text, T0 + timedelta(days=2), parent_type="cluster",
+                    parent_id=cid)
+        narratives[ref] = n
+        with dbmod.transaction(conn):
+            conn.execute(
+                "INSERT INTO entries (app_id, project_id, user_id, id, kind, path, ts, timestamp,"
+                " subject, text, parent_type, parent_id, deprecated_by, content_hash, text_hash)"
+                " VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                (ref.app, ref.project, ref.user_id, n.id, "episode", f"{ref.user_id}.md",
+                 n.timestamp.timestamp(), n.meta["timestamp"], n.subject, n.content, "cluster",
+                 cid, None, n.content_hash, n.text_hash))
+    v = EMB.embed([narratives[beth].search_text])[0]
+    rt.vectors.data[(beth, narratives[beth].id)] = v  # amy's: none
+
+    assert svc.on_entries_indexed(beth, [narratives[beth]], [v]) == {
+        narratives[beth].id: "narrative-new-cluster"}
+    online = conn.execute("SELECT cluster_id, user_id, consolidated_entry_id, member_count "
+                          "FROM clusters").fetchall()
+    assert [tuple(r) for r in online] == [(cid, beth.user_id, narratives[beth].id, 1)]
+    svc.recluster()
+    assert [tuple(r) for r in conn.execute(
+        "SELECT cluster_id, user_id, consolidated_entry_id, member_count FROM clusters")] == [
+        tuple(r) for r in online]
 
 
 def test_mark_consolidated_retires_more_sources_than_the_builds_parameter_limit(rt, svc):

@@ -93,6 +93,34 @@ def test_an_episode_archived_by_hand_and_revived_is_placed_as_a_reindex_places_i
         rt.close()
 
 
+def test_an_episode_archived_toward_a_narrative_and_revived_founds_a_cluster_as_a_reindex(
+        root: Path, tmp_path: Path) -> None:
+    """Archived by hand toward the narrative, an Episode like nothing else is that cluster's
+    history; revived, it went back in place when the rule would found it a cluster (only
+    another cluster stopped it), where a ``reindex`` places it by the rule: alone."""
+    rt, _, narrative = merged_root(root)
+    try:
+        chess = add_episode(rt, ANDREW, "2026-11-01T10:00:00+00:00", "Chess club",
+                            "Sam won the chess match at the club on Friday evening.").id
+        Indexer(rt).scan()
+        path = rt.store.path_for_id(ANDREW, chess)
+        good = path.read_text()
+        path.write_text(good.replace("---\n", f"---\ndeprecated_entries: {{{chess}: "
+                                                f"{narrative}}}\n", 1))
+        Indexer(rt).sync_path(path)
+        assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "archived")
+
+        path.write_text(good)  # the line removed by hand: revived
+        Indexer(rt).sync_path(path)
+
+        cluster_of = {r[0]: r[1] for r in rt.db().execute(
+            "SELECT entry_id, cluster_id FROM cluster_members WHERE deprecated_by IS NULL")}
+        assert cluster_of[chess] != cluster_of[narrative]
+        assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "revived")
+    finally:
+        rt.close()
+
+
 @pytest.mark.parametrize("looped", [False, True])
 def test_a_chain_of_65_updates_by_hand_broken_in_the_middle_leaves_the_clusters_as_a_reindex(
         root: Path, tmp_path: Path, looped: bool) -> None:

@@ -312,7 +312,12 @@ def test_a_fire_time_slept_through_within_the_grace_still_runs_once(
 def test_a_fire_time_slept_through_past_the_grace_is_skipped(
     runtime: Runtime, strategy: Counting, make_scheduler: Callable[..., Scheduler]
 ) -> None:
-    write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\nmisfire_grace_hours = 1\n")
+    # a fire day two weeks from today's: with the default cron (Mondays 02:00) the fire time
+    # after the skipped one was today's 02:00 on a Monday between 02:00 and 03:00, inside the
+    # grace, and it ran (the test failed one hour a week)
+    day = (datetime.now(UTC).day + 13) % 28 + 1
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\nmisfire_grace_hours = 1\n"
+                            f'cron = "0 12 {day} * *"\n')
     sched = make_scheduler()
     sched.start(watch=False)
     assert sched._aps.get_job("sched_test").misfire_grace_time == 3600
@@ -320,7 +325,8 @@ def test_a_fire_time_slept_through_past_the_grace_is_skipped(
     wait_for(lambda: sched._aps.get_job("sched_test").next_run_time > datetime.now(UTC))
     time.sleep(0.5)
     assert strategy.runs == []
-    write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\nmisfire_grace_hours = 3\n")
+    write_ome(runtime.root, "[strategies.sched_test]\nenabled = true\nmisfire_grace_hours = 3\n"
+                            f'cron = "0 12 {day} * *"\n')
     assert sched.reload() is True  # a changed grace alone re-plans the job
     assert sched._aps.get_job("sched_test").misfire_grace_time == 3 * 3600
 

@@ -13,13 +13,18 @@ and keeps ``clusters`` / ``cluster_members`` consistent. The rules it applies to
   the canonical result.
 - Ids: a cluster is named after its first live member (:func:`online.cluster_id_for`), a
   consolidated one after its narrative's ``parent_id``; one whose first member changed is
-  renamed before COMMIT, as a rebuild names it (audit rows keep the id they named).
+  renamed before COMMIT, as a rebuild names it (audit rows keep the id they named). An id
+  names one cluster across users: an Episode founds no id another user's live narrative
+  names (:func:`_free_id`).
 - Edited late: a changed text or timestamp takes the Episode out of its cluster (centroid
   recomputed from the rest) and assigns it again as if new; a metadata-only change keeps it.
 - Narratives (``parent_type: cluster``) are never assigned by similarity: they are attached to
   the cluster their ``parent_id`` names (recreated under that id if needed) and make it
   *consolidated*. Members they replace stay listed as history with ``deprecated_by`` set.
-- Undo: a member whose deprecation is lifted returns to the cluster it was in, if it still exists.
+- After Reflection: a run places the Episodes of each user it merged for as a rebuild does
+  (:meth:`ClusterService.place_after_merges`), once its merges are done.
+- Undo: a member whose deprecation is lifted returns to the cluster it was in if the rule puts
+  it there (a rebuild replays it so); else it is placed by the rule, a new cluster included.
 - Centroid of a cluster = normalised mean of its live members, folded in canonical order: the
   consolidated narrative first, then the rest by (timestamp, id).
 """
@@ -398,6 +403,12 @@ class _Write:
         self.cache.use(ref, st, self.touched)
         self.touched[ref] = st
         return st
+
+    def named_elsewhere(self, ref: UserRef, cluster_id: str) -> bool:
+        """Does a live narrative of another user name ``cluster_id`` (:func:`_free_id`)? Read
+        without writing the queue: it reads ``entries`` only."""
+        return self.conn.execute(_NAMED_ELSEWHERE, (cluster_id, ref.app, ref.project,
+                                                    ref.user_id)).fetchone() is not None
 
     def hold(self, ref: UserRef) -> None:
         """Take ``ref``'s state into this transaction before its own SQL changes the user's
@@ -1031,6 +1042,7 @@ class ClusterService:
                     f"{where}", params + params)
             } if app in (None, u.app) and project in (None, u.project))
         totals = {"users": 0, "clusters": 0, "members": 0, "skipped": 0}
+        named = self._narrative_namers()
         many = getattr(self.runtime.vectors, "get_vectors_many", None)
         # Users in groups of about REBUILD_GROUP Episodes: one vector scan per group, and
         # only one group's rows and vectors in memory at a time.
@@ -1050,12 +1062,29 @@ class ClusterService:
                 for u, user_rows in rows.items()
             }) if many is not None else {}
             for u in group:
-                counts = self._recluster_user(u, rows[u], vectors.get(u))
+                counts = self._recluster_user(u, rows[u], vectors.get(u), named)
                 totals["users"] += 1
                 for key in ("clusters", "members", "skipped"):
                     totals[key] += counts[key]
             group, size = [], 0
         return totals
+
+    def place_after_merges(self, refs: Iterable[UserRef]) -> None:
+        """Place each of ``refs``' Episodes as a rebuild places them, once Reflection has
+        merged clusters of theirs (a run calls it at its end, not between its merges: the
+        clusters it selected keep their ids and members until then).
+
+        A narrative stands for its sources: a rebuild seeds its cluster with the narrative's
+        vector before it places any Episode, so an Episode placed before the merge in
+        another cluster may join the narrative's (the next run folds it in, ``update``),
+        and the clusters after it are founded and named as that makes them. Online, the
+        merge re-placed nobody: the live clusters differed from a ``reindex`` of the same
+        Markdown until the next ``recluster``. Rows and vectors are read inside the write
+        transaction, so an Episode the indexer syncs meanwhile is not dropped."""
+        named = self._narrative_namers()
+        for ref in sorted(set(refs)):
+            with self._writing():
+                self._recluster_user(ref, self._episode_rows(ref), named=named)
 
     def _episode_rows(self, ref: UserRef) -> list[sqlite3.Row]:
         return self._db.execute(
@@ -1063,14 +1092,30 @@ class ClusterService:
             "WHERE kind='episode' AND app_id=? AND project_id=? AND user_id=?",
             (ref.app, ref.project, ref.user_id)).fetchall()
 
+    def _narrative_namers(self) -> dict[str, set[UserRef]]:
+        """Per cluster id a live narrative names, the users whose narratives name it (read
+        once per ``recluster``: an Episode founds no id another user's narrative names)."""
+        named: dict[str, set[UserRef]] = {}
+        for r in self._db.execute(
+                # the partial index of narratives (migration 0027): not a scan of every entry
+                "SELECT parent_id, app_id, project_id, user_id FROM entries INDEXED BY "
+                "entries_narratives_by_parent WHERE parent_type='cluster' AND kind='episode' "
+                "AND deprecated_by IS NULL AND parent_id IS NOT NULL"):
+            named.setdefault(r[0], set()).add(UserRef(r[1], r[2], r[3]))
+        return named
+
     def _recluster_user(self, ref: UserRef, rows: list[sqlite3.Row],
-                        vectors: dict[str, np.ndarray] | None = None) -> dict[str, int]:
+                        vectors: dict[str, np.ndarray] | None = None,
+                        named: dict[str, set[UserRef]] | None = None) -> dict[str, int]:
         live = sorted((r for r in rows if r["deprecated_by"] is None),
                       key=lambda r: (entry_epoch(r["id"], r["ts"]), r["id"]))
         if vectors is None:
             vectors = self._vectors(ref, [r["id"] for r in live])
+        if named is None:
+            named = self._narrative_namers()
         plan = _Rebuild(ref, self.threshold, self.window_seconds, self.rejoin_threshold,
-                        self.member_threshold, self.version_floor)
+                        self.member_threshold, self.version_floor,
+                        lambda cid: any(u != ref for u in named.get(cid, ())))
         skipped = 0
         narratives = [r for r in live if r["parent_type"] == "cluster"]
         # A narrative naming another user's cluster is attached nowhere, as online: copying
@@ -1256,13 +1301,30 @@ class ClusterService:
         cluster = conn.execute(f"SELECT * FROM clusters WHERE {_BY_ID}", (cid,)).fetchone()
         if cluster is not None and (cluster["app_id"], cluster["project_id"],
                                     cluster["user_id"]) != (ref.app, ref.project, ref.user_id):
+            # founded by an Episode of another user before this narrative named the id (its
+            # folder renamed onto the name the id hashes): that one takes the next free id,
+            # as a rebuild founds it (:func:`_free_id`); a narrative's cluster keeps its id
+            other = UserRef(cluster["app_id"], cluster["project_id"], cluster["user_id"])
+            if self._rename_for_founder(conn, other, cid) != cid:
+                cluster = conn.execute(f"SELECT * FROM clusters WHERE {_BY_ID}",
+                                       (cid,)).fetchone()
+        displaced: UserRef | None = None
+        if cluster is not None and (cluster["app_id"], cluster["project_id"],
+                                    cluster["user_id"]) > (ref.app, ref.project, ref.user_id):
+            # held by a narrative of a user a rebuild takes after this one (this log copied
+            # by hand into an earlier user's folder): a rebuild seeds it here and attaches
+            # that user's narrative nowhere; that user is placed again once it is (below)
+            displaced = UserRef(cluster["app_id"], cluster["project_id"], cluster["user_id"])
+            conn.execute("DELETE FROM cluster_members WHERE cluster_key=?",
+                         (cluster["cluster_key"],))
+            conn.delete_cluster(displaced, cid)
+            cluster = None
+        if cluster is not None and (cluster["app_id"], cluster["project_id"],
+                                    cluster["user_id"]) != (ref.app, ref.project, ref.user_id):
             log.warning("narrative %s names cluster %s of another user; not attached",
                         entry_id, cid)
             return "foreign-cluster"
-        if cluster is None and conn.execute(
-                "SELECT 1 FROM entries WHERE parent_type='cluster' AND parent_id=? AND "
-                "kind='episode' AND deprecated_by IS NULL AND (app_id, project_id, user_id) "
-                "< (?,?,?) LIMIT 1", (cid, ref.app, ref.project, ref.user_id)).fetchone():
+        if cluster is None and self._founded_before(conn, ref, cid):
             # a live narrative of a user a rebuild takes first names it too (its log copied
             # by hand): that one founds it, before COMMIT (:meth:`_attach_freed`)
             conn.freed.add(cid)
@@ -1273,6 +1335,9 @@ class ClusterService:
             conn.insert_cluster(ref, _Cluster.new(cid, vec, ts, entry_id))
             conn.execute(f"UPDATE clusters SET consolidated_at=? WHERE {_BY_ID}", (at, cid))
             conn.insert_member(ref, entry_id, cid, ts, None, text_hash)
+            if displaced is not None:
+                conn.flush()  # the rebuild reads this cluster as another user's
+                self._recluster_user(displaced, self._episode_rows(displaced))
             return "narrative-new-cluster"
         if cluster["consolidated_entry_id"] is None:
             # consolidated now: what was archived toward a live member is history here
@@ -1292,6 +1357,20 @@ class ClusterService:
                          f"WHERE {_BY_ID}", (entry_id, at, cid))
         self._recompute(conn, ref, cid, known={entry_id: vec})
         return "narrative"
+
+    def _founded_before(self, conn: _Write, ref: UserRef, cid: str) -> bool:
+        """Does a live narrative of a user a rebuild takes before ``ref`` name ``cid``, with
+        a vector (:meth:`_recluster_user` seeds no cluster for one without: its embedding
+        lost, it founds nothing, and a later user's narrative naming the id takes it)?"""
+        rows = conn.execute(
+            "SELECT app_id, project_id, user_id, id FROM entries WHERE parent_type='cluster' "
+            "AND parent_id=? AND kind='episode' AND deprecated_by IS NULL AND (app_id, "
+            "project_id, user_id) < (?,?,?) ORDER BY 1, 2, 3, 4",
+            (cid, ref.app, ref.project, ref.user_id)).fetchall()
+        by_user: dict[UserRef, list[str]] = {}
+        for r in rows:
+            by_user.setdefault(UserRef(r[0], r[1], r[2]), []).append(r[3])
+        return any(self._vectors(other, ids) for other, ids in by_user.items())
 
     def _attach_freed(self, conn: _Write) -> None:
         """Attach the live narratives, of any user, that name a cluster id this transaction
@@ -1375,6 +1454,23 @@ class ClusterService:
             f"SELECT entry_id FROM cluster_members WHERE {_OF_CLUSTER} AND "
             "deprecated_by IS NOT NULL", (cluster_id,))])
         conn.founders.setdefault(ref, set()).update(self._named_past_their_founder(conn, ref))
+        members = [r[0] for r in conn.execute(
+            f"SELECT entry_id FROM cluster_members WHERE {_OF_CLUSTER}", (cluster_id,))]
+        if cluster_id not in {cluster_id_for(ref.app, ref.project, ref.user_id, m)
+                              for m in members}:
+            # an id hashed for another user (the folder renamed since the merge): a cluster
+            # of that user founded next to it takes it back when it goes (:func:`_free_id`)
+            for other in self._users_with_clusters(conn, ref):
+                conn.founders.setdefault(other, set()).update(
+                    self._named_past_their_founder(conn, other))
+
+    @staticmethod
+    def _users_with_clusters(conn: _Write, ref: UserRef) -> list[UserRef]:
+        """Every user but ``ref`` with a cluster not consolidated."""
+        return [UserRef(r[0], r[1], r[2]) for r in conn.execute(
+            "SELECT DISTINCT app_id, project_id, user_id FROM clusters WHERE "
+            "consolidated_entry_id IS NULL AND NOT (app_id=? AND project_id=? AND user_id=?) "
+            "ORDER BY 1, 2, 3", (ref.app, ref.project, ref.user_id))]
 
     @staticmethod
     def _named_past_their_founder(conn: _Write, ref: UserRef) -> list[str]:
@@ -1488,8 +1584,8 @@ class ClusterService:
             # History of the cluster its last successor is in (:meth:`_place_history`), which
             # need not be where it came from (archived along a chain of updates, or by hand
             # toward another cluster's narrative). A source of the cluster's narrative (an
-            # undo) goes back in place unless the rule puts it in another cluster; any other
-            # is placed by the rule, as a rebuild places it.
+            # undo) goes back in place when the rule puts it there; any other, and one the
+            # rule would found a cluster for, is placed by the rule, as a rebuild places it.
             narrative = conn.execute(
                 f"SELECT consolidated_entry_id FROM clusters WHERE {_BY_ID}",
                 (row["cluster_id"],)).fetchone()
@@ -1498,7 +1594,7 @@ class ClusterService:
                 rejoin_threshold=self.rejoin_threshold,
                 member_threshold=self.member_threshold).cluster_id
             if narrative is None or narrative[0] != row["deprecated_by"] or \
-                    chosen not in (None, row["cluster_id"]):
+                    chosen != row["cluster_id"]:
                 row = None
         if row is None:  # archived in no cluster, or it belongs elsewhere: placed by the rule
             decision = self._assign(conn, ref, entry_id, vec, ts, text_hash)
@@ -1598,12 +1694,13 @@ class ClusterService:
             return cluster_id
         st = conn.state(ref)
         attempt = 0
-        while True:
+        while True:  # :func:`_free_id`'s test, the id it holds counting as free
             cid = cluster_id_for(ref.app, ref.project, ref.user_id, first[0], attempt)
-            if cid == cluster_id:
-                return cluster_id
-            if cid not in st:
-                break
+            if not conn.named_elsewhere(ref, cid):
+                if cid == cluster_id:
+                    return cluster_id
+                if cid not in st:
+                    break
             attempt += 1
         conn.execute("UPDATE clusters SET cluster_id=? WHERE cluster_key=?", (cid, key))
         conn.execute("UPDATE cluster_members SET cluster_id=? WHERE cluster_key=?", (cid, key))
@@ -1661,11 +1758,12 @@ class ClusterService:
     def _free_cluster_id(self, conn: _Write, ref: UserRef, first: str,
                          st: UserClusters | None = None) -> str:
         """The first id for ``first`` not used by this user (its in-memory state holds every
-        cluster it has, queued ones included), the same test ``recluster`` makes. Ids hash the
-        user in, so another user's cluster cannot hold it short of a sha256 collision. One
-        that is not ``first``'s own id is checked again before COMMIT: the cluster holding
-        that id may be renamed meanwhile (:meth:`_rename_for_founder`)."""
-        cid, attempt = _free_id(conn.state(ref) if st is None else st, ref, first)
+        cluster it has, queued ones included) nor named by another user's live narrative
+        (:func:`_free_id`), the same test ``recluster`` makes. One that is not ``first``'s
+        own id is checked again before COMMIT: the cluster holding that id may be renamed
+        meanwhile (:meth:`_rename_for_founder`)."""
+        cid, attempt = _free_id(conn.state(ref) if st is None else st, ref, first,
+                                lambda c: conn.named_elsewhere(ref, c))
         if attempt:  # not first's own id (the one attempt 0 hashes)
             conn.founders.setdefault(ref, set()).add(cid)
         return cid
@@ -1847,6 +1945,12 @@ _LIVE_MEMBERS_IN = {
 }
 
 
+#: a live narrative of another user names this cluster id (the partial index of narratives
+#: by parent, migration 0027)
+_NAMED_ELSEWHERE = (
+    "SELECT 1 FROM entries WHERE parent_type='cluster' AND parent_id=? AND kind='episode' AND "
+    "deprecated_by IS NULL AND NOT (app_id=? AND project_id=? AND user_id=?) LIMIT 1")
+
 #: texts of live Episodes that are not narratives, by id (:func:`_live_members`)
 _LIVE_TEXTS_IN = {
     size: "SELECT id, text FROM entries WHERE app_id=? AND project_id=? AND user_id=? "
@@ -1856,14 +1960,23 @@ _LIVE_TEXTS_IN = {
 }
 
 
-def _free_id(st: UserClusters, ref: UserRef, first: str) -> tuple[str, int]:
-    """The first id for ``first`` that ``st`` (every cluster of ``ref``) does not hold, and
-    its attempt (0: ``first``'s own id; told, so the caller need not hash it again to know:
-    a sha256 per new cluster, most Episodes found one)."""
+def _free_id(st: Collection[str], ref: UserRef, first: str,
+             named_elsewhere: Callable[[str], bool] | None = None) -> tuple[str, int]:
+    """The first id for ``first`` that ``st`` (every cluster of ``ref``) does not hold and
+    that no live narrative of another user names (``named_elsewhere``), and its attempt (0:
+    ``first``'s own id; told, so the caller need not hash it again to know: a sha256 per new
+    cluster, most Episodes found one).
+
+    A cluster id names one cluster whatever the user (``cluster``, ``members`` and the API
+    look clusters up by id alone). Ids hash the user in, but a narrative keeps the id its
+    ``parent_id`` names: a user's folder renamed (u_bob to u_cy), its narrative names
+    u_bob's id, and another folder renamed u_bob founds that id again from the same entry
+    id. The narrative, written in the Markdown, holds it first, online and in a rebuild,
+    whatever the order the users are synced or rebuilt in; the Episode takes the next."""
     attempt = 0
     while True:
         cid = cluster_id_for(ref.app, ref.project, ref.user_id, first, attempt)
-        if cid not in st:
+        if cid not in st and (named_elsewhere is None or not named_elsewhere(cid)):
             return cid, attempt
         attempt += 1
 
@@ -1896,9 +2009,12 @@ class _Rebuild:
     :class:`UserClusters` the online path uses."""
 
     def __init__(self, ref: UserRef, threshold: float, window: float, rejoin: float,
-                 member: float = 0.0, version_floor: float = VERSION_FLOOR) -> None:
+                 member: float = 0.0, version_floor: float = VERSION_FLOOR,
+                 named_elsewhere: Callable[[str], bool] | None = None) -> None:
         self.ref, self.threshold, self.window, self.rejoin = ref, threshold, window, rejoin
         self.member, self.version_floor = member, version_floor
+        #: a live narrative of another user names this id: no Episode founds it (_free_id)
+        self.named_elsewhere = named_elsewhere
         #: per cluster, its live Episodes (not narratives) as ``(epoch, id, text)``, for
         #: the join of a fact's newer version
         self.episodes: dict[str, list[tuple[float, str, str]]] = {}
@@ -1943,13 +2059,7 @@ class _Rebuild:
                     self.episodes.get(cid, ()), (ts, r["id"]), text, self.window,
                     reads)) or decision
         if decision.cluster_id is None:
-            attempt = 0
-            while True:
-                cid = cluster_id_for(self.ref.app, self.ref.project, self.ref.user_id, r["id"],
-                                     attempt)
-                if cid not in self.clusters:
-                    break
-                attempt += 1
+            cid, _ = _free_id(self.clusters, self.ref, r["id"], self.named_elsewhere)
             self._put(_Cluster.new(cid, vec, ts))
             self._member(r, cid, ts, None)
             self.episodes.setdefault(cid, []).append((ts, r["id"], text))

@@ -722,6 +722,32 @@ def resume(runtime: Runtime, plan: Plan, step: str) -> bool:
     return step in COMMITTED_STEPS or archived_toward(runtime, plan)
 
 
+def follow_moved_user(runtime: Runtime, indexer: Indexer, plan: Plan) -> bool:
+    """Point ``plan`` at the user whose folder holds its narrative now, when its own user's
+    folder is gone: a folder renamed (or moved to another project) by hand while the merge
+    was interrupted took the narrative and the sources with it, and the merge is finished
+    there. Finished under the old name, it wrote a new folder for a user nobody has (a
+    narrative whose sources are elsewhere, left live) and left the moved narrative live
+    beside its live sources. The index learns of the move first (a scan), so the finished
+    narrative joins the cluster its sources are in now, as a ``reindex`` would place it.
+    Returns False when the folder is gone and no user holds the narrative: nothing of the
+    merge is left to finish, and nothing may be written for it."""
+    store = runtime.store
+    if store.user_dir(plan.ref).is_dir():
+        return True
+    for ref in store.iter_users():
+        moved = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id)
+        if find_narrative(runtime, moved) is None:
+            continue
+        log.warning("merge %s of cluster %s: the folder of user %s is gone; its narrative is "
+                    "in %s's logs, so the merge is finished there", plan.id, plan.cluster_id,
+                    plan.ref, ref)
+        plan.app, plan.project, plan.user_id = ref.app, ref.project, ref.user_id
+        indexer.scan()
+        return True
+    return False
+
+
 #: The status of an interrupted merge :func:`recover` could not settle yet (its row stays).
 UNRECOVERED = "unrecovered"
 
@@ -736,7 +762,11 @@ def recover(runtime: Runtime, indexer: Indexer) -> list[Outcome]:
     for plan, step in pending(runtime.db()):
         started = time.perf_counter()
         try:
-            if step == ABANDONING:
+            if not follow_moved_user(runtime, indexer, plan):
+                plan.error = (f"interrupted, then the folder of user {plan.user_id} was "
+                              "removed or renamed by hand")
+                outcome = abandon(runtime, indexer, plan, started, status="abandoned")
+            elif step == ABANDONING:
                 outcome = abandon(runtime, indexer, plan, started, status="abandoned")
             else:
                 committed = resume(runtime, plan, step)

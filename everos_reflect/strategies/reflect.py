@@ -284,6 +284,7 @@ class ReflectionRun:
         self.counts: Counter[str] = Counter()
         self.log = ctx.log
         self._named: set[UserRef] = set()  # users the run record names as failed
+        self._merged_users: set[UserRef] = set()  # users with a merge committed in this run
         self._first: FirstRequests | None = None  # set while a run has LLM calls to make
         self._prefetch_sources = False
         self.guard = Guard(self.rt, match_threshold=self.match, max_ratio=self.max_ratio,
@@ -302,6 +303,8 @@ class ReflectionRun:
         self.ctx.logs_indexed += indexer.scan().logs_indexed
         self._merge_all(indexer, self.ctx.llm,  # every call charged to the run's limits
                         self._selections(ClusterService(self.rt)))
+        # as a reindex places them, now that narratives stand for their sources
+        ClusterService(self.rt).place_after_merges(self._merged_users)
         return dict(self.counts)
 
     def _selections(self, clusters: ClusterService) -> Iterator[Selection]:
@@ -644,6 +647,7 @@ class ReflectionRun:
                 self._name_failed(plan.ref, f"cluster {plan.cluster_id}: {outcome.error}")
             if status != "ok":
                 continue
+            self._merged_users.add(plan.ref)
             self.counts["archived_episodes"] += len(plan.replaced)
             self.counts["archived_facts"] += len(plan.fact_ids)
             coverage = prepared.draft.coverage

@@ -461,7 +461,30 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
     for row_id, plan in merge_journal.rows_at(conn, journal.UNDOING):
         try:
             intent = _Intent(**json.loads(plan))
+            holders = _holders_if_moved(runtime, intent)
+            if holders is not None and len(holders) != 1:
+                if holders:
+                    raise UndoRefused(
+                        f"the folder of user {intent.user_id} is gone and narrative "
+                        f"{intent.undo} of those sources is in the logs of "
+                        f"{', '.join(map(str, holders))}: undo it there by hand")
+                log.warning("the interrupted undo of %s (%s) is dropped: the user's folder "
+                            "was removed by hand, and no user's logs hold that narrative",
+                            intent.undo, intent.ref)
+                with transaction(conn):
+                    merge_journal.delete(conn, row_id)
+                continue
+            old_ref = intent.ref
+            if holders:
+                log.warning("the interrupted undo of %s: the folder of user %s is gone; the "
+                            "narrative is in %s's logs, so the undo is finished there",
+                            intent.undo, intent.ref, holders[0])
+                intent.app, intent.project, intent.user_id = (
+                    holders[0].app, holders[0].project, holders[0].user_id)
+                Indexer(runtime).scan()  # the index learns of the move before the undo's sync
             result = _apply(runtime, intent)
+            if holders:  # the merge's audit rows still name the user it was made for
+                result.reports.extend(_mark_reports_undone(runtime, old_ref, intent.undo)[0])
         except Exception as exc:  # a log broken by hand, an OSError writing one: this
             if runtime.root_gone():  # undo's alone (the others are finished), kept for later
                 raise
@@ -473,6 +496,26 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
         log.info("finished the interrupted undo of %s (%s)", intent.undo, intent.ref)
         done.append(result)
     return done
+
+
+def _holders_if_moved(runtime: Runtime, intent: _Intent) -> list[UserRef] | None:
+    """None while the undo's user folder is there; else the users whose logs now hold its
+    narrative with the same sources (a folder renamed or moved by hand while the undo was
+    interrupted). Finished under the old name, the undo failed at every start, for ever,
+    leaving the narrative live beside its restored sources."""
+    store = runtime.store
+    if store.user_dir(intent.ref).is_dir():
+        return None
+    holders = []
+    for ref in store.iter_users():
+        try:
+            entry = store.get(ref, intent.undo)
+        except (UnknownEntry, MarkdownError):
+            continue
+        if entry.parent_type == "cluster" and entry.sources \
+                and set(entry.sources) <= set(intent.sources):
+            holders.append(ref)
+    return holders
 
 
 def _flat(result: UndoResult) -> UndoResult:
