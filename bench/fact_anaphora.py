@@ -16,7 +16,8 @@ Counted: the live atomic facts whose parent is a narrative (a merged entry), and
 - **pronoun**: opening with He, She, They, His, Her, Their, It or Its;
 - **points back**: a bare "this"/"that" as an object ("remember this as a standing rule",
   "doesn't want that again") or a reported "it" ("The bot said it is prorated"):
-  :data:`POINTS_BACK_RE`, a rough reading of this script's own, not the provider's.
+  :data:`POINTS_BACK_RE`, a rough reading of this script's own, not the provider's, in the
+  fact's first sentence (a later one points at the fact's own sentence before it).
 
     python bench/fact_anaphora.py [--before main] [--after REV] [--locomo PATH] [--samples N]
                                   [--show 5]
@@ -45,6 +46,7 @@ POINTS_BACK_RE = re.compile(
     r"|\b(?:said|says|confirmed|explained|noted|added)\s+(?:that\s+)?it\b"
     r"(?:['’]s|\s+(?:is|was|will|would|has|had|can|could)\b)",
     re.IGNORECASE)
+FIRST_SENTENCE_END_RE = re.compile(r"(?<=[.!?])\s+")
 OME = """[strategies.reflect_episodes]
 enabled = false
 max_clusters_per_run = 1000   # the whole backlog in one run
@@ -59,9 +61,13 @@ ORDER BY f.app_id, f.project_id, f.user_id, f.id
 
 
 def leans(fact: str) -> tuple[bool, bool]:
-    """``(opens with a pronoun, points back)`` of one fact."""
+    """``(opens with a pronoun, points back)`` of one fact. Only its first sentence can point
+    back out of it: in "Sam asked whether the credit carries over. The bot said it is
+    prorated." the pointer has what it points at in the fact itself (the provider joins a
+    pointer to the sentence before it)."""
     words = fact.split(" ", 1)
-    return words[0].lower().strip(",") in PRONOUNS, POINTS_BACK_RE.search(fact) is not None
+    first = FIRST_SENTENCE_END_RE.split(fact, maxsplit=1)[0]
+    return words[0].lower().strip(",") in PRONOUNS, POINTS_BACK_RE.search(first) is not None
 
 
 def tally(facts: list[str], show: int) -> dict[str, Any]:

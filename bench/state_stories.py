@@ -68,6 +68,7 @@ from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.extractive import (
     PARAPHRASE_COSINE,
     ExtractiveLLM,
+    narrative_sentences,
     tells_change,
     tells_newer_version,
 )
@@ -130,6 +131,13 @@ def build(root: Path, stories: Sequence[dict[str, Any]]) -> dict[str, list[str]]
     return state_ids
 
 
+def stated(narrative: str) -> bool:
+    """Is the final paragraph of ``narrative`` its current state: labelled "Current state:",
+    or "Current state (2026-03-09):" when no line shows the day the change was said?"""
+    said = narrative_sentences(narrative)
+    return bool(said) and said[-1].state
+
+
 def score(root: Path, stories: Sequence[dict[str, Any]],
           state_ids: dict[str, list[str]]) -> dict[str, Any]:
     store = MarkdownStore(root)
@@ -149,7 +157,7 @@ def score(root: Path, stories: Sequence[dict[str, Any]],
             o.lower() in final for o in s["old"])
         rows.append({"id": s["id"], "split": s["split"], "kind": s["kind"],
                      "new_state_last": s["new_state_last"], "merged": bool(found),
-                     "right": right, "stated": right and final.startswith("current state:"),
+                     "right": right, "stated": right and stated(found[0]),
                      "final": final if found else None})
     return {"rows": rows, "summary": summarise(rows)}
 

@@ -42,4 +42,4 @@ def test_a_change_is_still_a_version(local: LocalEmbedder, first: str, second: s
     content = narrative(ExtractiveLLM(local), first, second)
     assert plain_sentences(content) == [first, second]
     last = content.split("\n\n")[-1]
-    assert last.startswith("Current state: ") and current in last
+    assert last.startswith("Current state (2026-11-12): ") and current in last

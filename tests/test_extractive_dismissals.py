@@ -43,7 +43,7 @@ def test_a_dismissal_is_the_current_state_of_the_job(local: LocalEmbedder, first
     for llm in (ExtractiveLLM(local), ExtractiveLLM()):
         content = narrative(llm, first, second)
         assert len(plain_sentences(content)) == 2
-        assert content.split("\n\n")[-1].startswith("Current state: ")
+        assert content.split("\n\n")[-1].startswith("Current state (2026-11-12): ")
         assert content.split("\n\n")[-1].endswith(second[second.index(" ") + 1:])
 
 

@@ -37,7 +37,7 @@ def local() -> LocalEmbedder:
 def test_an_end_naming_what_ended_is_the_current_state(local: LocalEmbedder, first: str,
                                                        second: str) -> None:
     for content in kept_both(local, first, second):  # with the embedder and without
-        assert content.split("\n\n")[-1] == f"Current state: {second}"
+        assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 @pytest.mark.parametrize("first, second", [
@@ -98,7 +98,7 @@ def test_selling_closing_or_getting_rid_of_a_thing_is_its_end(local: LocalEmbedd
     # with the same numbers and negations, folded into one sentence and the end lost
     content = narrative(ExtractiveLLM(local), first, second)
     assert plain_sentences(content) == [first, second]
-    assert content.split("\n\n")[-1] == f"Current state: {second}"
+    assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 def test_the_end_of_something_the_earlier_sentence_does_not_name_is_no_version(
@@ -120,7 +120,7 @@ def test_a_note_naming_nobody_ends_the_main_person_s_state(local: LocalEmbedder,
     # "Left" and "Gave" were read as the note's subject, another person than Omar: both
     # sentences stayed with no current state, Initech read as still his employer
     for content in kept_both(local, first, second):
-        assert content.split("\n\n")[-1] == f"Current state: {second}"
+        assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 
@@ -135,7 +135,7 @@ def test_an_end_told_years_ago_is_still_an_end(local: LocalEmbedder, first: str,
     # nothing that ended ("smoking" was taken for part of the time)
     content = narrative(ExtractiveLLM(local), first, second)
     assert plain_sentences(content) == [first, second]
-    assert content.split("\n\n")[-1] == f"Current state: {second}"
+    assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 @pytest.mark.parametrize("first, second", [

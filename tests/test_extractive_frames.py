@@ -31,7 +31,7 @@ def local() -> LocalEmbedder:
 
 def is_current_state(content: str, sentence: str) -> bool:
     last = content.split("\n\n")[-1]
-    return last.startswith("Current state: ") and last.endswith(sentence)
+    return last.startswith("Current state (2026-11-12): ") and last.endswith(sentence)
 
 
 @pytest.mark.parametrize("first, second", [

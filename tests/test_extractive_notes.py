@@ -46,7 +46,7 @@ def test_a_note_said_twice_is_still_one_note(local: LocalEmbedder) -> None:
 
 def test_an_attribute_label_is_still_versioned(local: LocalEmbedder) -> None:
     content = narrative(ExtractiveLLM(local), "Job: barista.", "Job: accountant.")
-    assert content.split("\n\n")[-1] == "Current state: Job: accountant."
+    assert content.split("\n\n")[-1] == "Current state (2026-11-12): Job: accountant."
 
 
 def test_a_question_label_asks() -> None:

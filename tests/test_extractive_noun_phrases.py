@@ -58,7 +58,7 @@ def test_a_noun_phrase_subject_is_read_for_its_verb(text: str, past: bool, passi
 def test_the_end_of_a_thing_told_in_the_passive_is_the_current_state(
         local: LocalEmbedder, first: str, second: str) -> None:
     for content in kept_both(local, first, second):
-        assert content.split("\n\n")[-1] == f"Current state: {second}"
+        assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 @pytest.mark.parametrize("first, second", [
@@ -94,7 +94,7 @@ def test_news_of_a_thing_that_ends_nothing_of_theirs_is_no_version(
 def test_the_end_of_a_thing_held_by_its_name_is_the_current_state(
         local: LocalEmbedder, first: str, second: str) -> None:
     with_vectors, words_only = kept_both(local, first, second)
-    assert with_vectors.split("\n\n")[-1] == f"Current state: {second}"
+    assert with_vectors.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
     assert "Current state" not in words_only  # the kind is the embedder's to tell
 
 

@@ -65,7 +65,7 @@ def test_an_end_told_with_when_it_happened_is_still_the_current_state(
         local: LocalEmbedder, first: str, second: str) -> None:
     content = narrative(ExtractiveLLM(local), first, second)
     assert plain_sentences(content) == [first, second]
-    assert content.split("\n\n")[-1] == f"Current state: {second}"
+    assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 def test_two_one_off_events_of_one_kind_still_fold(local: LocalEmbedder) -> None:

@@ -43,7 +43,7 @@ def test_a_change_to_a_name_in_place_of_a_name_is_the_current_state(
         local: LocalEmbedder, first: str, second: str) -> None:
     content = narrative(ExtractiveLLM(local), first, second)
     assert plain_sentences(content) == [first, second]
-    assert content.split("\n\n")[-1] == f"Current state: {second}"
+    assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 @pytest.mark.parametrize("first, second", [
@@ -88,7 +88,7 @@ def test_a_state_said_to_hold_now_is_the_current_state(local: LocalEmbedder, fir
                                                        second: str) -> None:
     content = narrative(ExtractiveLLM(local), first, second)
     assert plain_sentences(content) == [first, second]
-    assert content.split("\n\n")[-1] == f"Current state: {second}"
+    assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 @pytest.mark.parametrize("first, second", [

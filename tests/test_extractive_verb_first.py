@@ -108,7 +108,7 @@ def test_a_move_told_time_first_is_the_newer_version_of_a_move(local: LocalEmbed
                                                               first: str, second: str) -> None:
     content = narrative(ExtractiveLLM(local), first, second)
     assert plain_sentences(content) == [first, second]
-    assert content.split("\n\n")[-1] == f"Current state: {second}"
+    assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 @pytest.mark.parametrize("first, second", [
@@ -135,7 +135,7 @@ def test_two_verb_first_events_of_one_verb_are_two_events(local: LocalEmbedder, 
 def test_a_name_in_ed_keeps_its_changes(local: LocalEmbedder) -> None:
     for llm in (ExtractiveLLM(local), ExtractiveLLM()):
         content = narrative(llm, "Ahmed lives in Leeds.", "Ahmed lives in York.")
-        assert content.split("\n\n")[-1] == "Current state: Ahmed lives in York."
+        assert content.split("\n\n")[-1] == "Current state (2026-11-12): Ahmed lives in York."
 
 
 @pytest.mark.parametrize("first, second", [
@@ -148,7 +148,7 @@ def test_an_event_said_to_replace_another_is_its_newer_version(local: LocalEmbed
                                                                first: str,
                                                                second: str) -> None:
     for content in kept_both(local, first, second):
-        assert content.split("\n\n")[-1] == f"Current state: {second}"
+        assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 @pytest.mark.parametrize("first, second", [
@@ -174,7 +174,7 @@ def test_two_notes_naming_nobody_with_a_value_swapped_are_versions(local: LocalE
     # their unnamed subject is one, as the name of "Ana lives in Leeds." / "Ana lives in
     # York." is: without it they shared too few words and kept no current state
     for content in kept_both(local, first, second):
-        assert content.split("\n\n")[-1] == f"Current state: {second}"
+        assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 def test_two_notes_naming_nobody_of_another_frame_are_no_versions(local: LocalEmbedder) -> None:

@@ -116,8 +116,8 @@ def test_a_restatement_through_a_possessive_still_folds(local: LocalEmbedder) ->
 def test_a_possessive_that_names_its_owner_again_is_still_a_version(local: LocalEmbedder) -> None:
     content = about(ExtractiveLLM(local), "Felix", "Felix gets a yearly bonus.",
                     "Felix's company dropped bonuses, so Felix gets no bonus now.")
-    assert content.split("\n\n")[-1] == ("Current state: Felix's company dropped bonuses, "
-                                         "so Felix gets no bonus now.")
+    assert content.split("\n\n")[-1] == ("Current state (2026-11-12): Felix's company dropped "
+                                         "bonuses, so Felix gets no bonus now.")
 
 
 def test_the_guard_counts_no_fact_of_another_holder_as_stated(local: LocalEmbedder) -> None:
@@ -186,7 +186,7 @@ def test_a_replaced_value_is_still_a_version(local: LocalEmbedder, first: str, s
     content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
     assert current in content.split("\n\n")[-1]
-    assert content.split("\n\n")[-1].startswith("Current state: ")
+    assert content.split("\n\n")[-1].startswith("Current state (2026-11-12): ")
 
 
 def test_the_bench_counts_restatements_written_as_versions(local: LocalEmbedder) -> None:
@@ -215,7 +215,7 @@ def test_a_value_replaced_in_a_short_sentence_is_a_version(local: LocalEmbedder,
     # earlier value left the narrative, dated as if it had been said last
     content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
-    assert content.split("\n\n")[-1] == f"Current state: {second}"
+    assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 def test_the_bench_folds_no_real_change(local: LocalEmbedder) -> None:
@@ -237,7 +237,7 @@ def test_the_same_words_negated_are_a_version(local: LocalEmbedder, first: str,
     # "non-smoker" carried no negation, so the pair (0.962) was folded and the change lost
     content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
-    assert content.split("\n\n")[-1] == f"Current state: {second}"
+    assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 def test_two_negations_of_one_fact_are_no_flip(local: LocalEmbedder) -> None:
@@ -298,7 +298,7 @@ def test_telegraphic_english_gets_the_english_label(local: LocalEmbedder) -> Non
     # no function word of English nor of another language: the tie went to "→", so short
     # English notes ("Omar's son plays youth football.") were labelled as foreign
     content = about(ExtractiveLLM(local), "Notes", "New job: nurse.", "New job: teacher.")
-    assert content.split("\n\n")[-1] == "Current state: New job: teacher."
+    assert content.split("\n\n")[-1] == "Current state (2026-11-12): New job: teacher."
     assert extractive._looks_english("Omar's son plays youth football.")
     # an accent still says it is not English; a function word of either side still decides
     assert not extractive._looks_english("Umzug nach Köln. Neue Stelle: Ärztin.")
@@ -320,7 +320,7 @@ def test_events_and_changes_of_one_frame_known_limit(local: LocalEmbedder, first
     # version also for such notes gained as many false versions as changes on held-out notes
     content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
-    assert content.split("\n\n")[-1].startswith("Current state: ") is version
+    assert content.split("\n\n")[-1].startswith("Current state (2026-11-12): ") is version
 
 
 @pytest.mark.parametrize("first, second", [
@@ -340,7 +340,7 @@ def test_a_change_stays_current_when_an_earlier_time_is_told_after_it(
         local: LocalEmbedder) -> None:
     content = about(ExtractiveLLM(local), "Notes", "Nina is vegetarian.", "Nina is vegan now.",
                     "Nina was vegetarian as a teenager.")
-    assert content.split("\n\n")[-1] == "Current state: Nina is vegan now."
+    assert content.split("\n\n")[-1] == "Current state (2026-11-12): Nina is vegan now."
     assert "Nina was vegetarian as a teenager." in plain_sentences(content)
 
 
@@ -363,10 +363,10 @@ def test_which_sentences_tell_of_an_earlier_time(text: str, then: bool) -> None:
 
 
 @pytest.mark.parametrize("first, second, label", [
-    ("Job: barista.", "Job: accountant.", "Current state: "),
-    ("Bank: Monzo.", "Bank: Revolut.", "Current state: "),
-    ("Car: Honda Civic.", "Car: Tesla Model 3.", "Current state: "),
-    ("Beruf: Lehrerin.", "Beruf: Ärztin.", "→ "),  # structure, not words: any language
+    ("Job: barista.", "Job: accountant.", "Current state (2026-11-12): "),
+    ("Bank: Monzo.", "Bank: Revolut.", "Current state (2026-11-12): "),
+    ("Car: Honda Civic.", "Car: Tesla Model 3.", "Current state (2026-11-12): "),
+    ("Beruf: Lehrerin.", "Beruf: Ärztin.", "→ (2026-11-12) "),  # structure, not words: any language
 ])
 def test_a_labelled_note_with_a_new_value_is_a_version(local: LocalEmbedder, first: str,
                                                        second: str, label: str) -> None:
@@ -501,7 +501,7 @@ def test_two_events_told_in_the_past_are_no_versions(local: LocalEmbedder, first
 def test_a_negated_event_and_a_present_fact_are_still_versions(local: LocalEmbedder) -> None:
     content = about(ExtractiveLLM(local), "Notes", "The test passed.",
                     "The test did not pass.")
-    assert content.split("\n\n")[-1] == "Current state: The test did not pass."
+    assert content.split("\n\n")[-1] == "Current state (2026-11-12): The test did not pass."
     assert not extractive._past_event(extractive._Sentence("Ted lives in Leeds.", date.min, 0))
     assert extractive._past_event(extractive._Sentence("Ted moved to Leeds.", date.min, 0))
 
@@ -531,7 +531,7 @@ def test_notes_of_a_generic_meal_or_time_slot_label_are_no_versions(local: Local
 def test_a_label_that_names_an_attribute_is_still_versioned(local: LocalEmbedder, first: str,
                                                             second: str) -> None:
     content = about(ExtractiveLLM(local), "Notes", first, second)
-    assert content.split("\n\n")[-1] == f"Current state: {second}"
+    assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 @pytest.mark.parametrize("first, second", [
@@ -548,7 +548,7 @@ def test_a_change_verb_makes_the_later_the_current_state(local: LocalEmbedder, f
     # in the timeline with no current state, so the violin read as true as the cello
     content = about(ExtractiveLLM(local), "Notes", first, second)
     assert plain_sentences(content) == [first, second]
-    assert content.split("\n\n")[-1] == f"Current state: {second}"
+    assert content.split("\n\n")[-1] == f"Current state (2026-11-12): {second}"
 
 
 @pytest.mark.parametrize("first, second", [
@@ -598,7 +598,7 @@ def test_a_title_is_not_the_main_person(local: LocalEmbedder, titles: tuple[str,
                                                               "Now runs 10 km a day."),
                                                      strict=True))]
     content = ExtractiveLLM(local).merge(MergeRequest("init", members)).content
-    assert content.split("\n\n")[-1] == "Current state: Now runs 10 km a day."
+    assert content.split("\n\n")[-1] == "Current state (2026-11-12): Now runs 10 km a day."
 
 
 @pytest.mark.parametrize("first, second", [

@@ -163,7 +163,7 @@ def test_the_latest_version_wins_even_when_something_unrelated_follows():
         "2026-07-20: Andrew works at Lumen Analytics.",
         "2026-09-01: Andrew likes sourdough bread.",
     ]
-    assert current == "Current state: Andrew moved to Portland."
+    assert current == "Current state (2026-08-18): Andrew moved to Portland."
 
 
 def test_without_an_embedder_versions_are_found_by_structure():
@@ -173,7 +173,7 @@ def test_without_an_embedder_versions_are_found_by_structure():
         member("2026-09-05", "Priya bought new shoes for the winter.", n=3),
     ]))
     assert paragraphs(result.content)[-1] == (
-        "Current state: Priya runs 12 km in the park every week.")
+        "Current state (2026-09-01): Priya runs 12 km in the park every week.")
     assert "2026-08-01: Priya runs 5 km in the park every week." in result.content
 
 
@@ -193,7 +193,8 @@ def test_non_english_input_stays_in_its_language():
     content = LLM.merge(MergeRequest("init", members)).content
 
     assert "Current state" not in content
-    assert paragraphs(content)[-1] == "→ Andreas wohnt in Hamburg und hat keine Haustiere."
+    assert paragraphs(content)[-1] == ("→ (2026-10-10) Andreas wohnt in Hamburg und hat keine "
+                                       "Haustiere.")
     # Everything else is the input's own sentences behind ISO dates.
     assert paragraphs(content)[0] == "2026-08-10: Andreas wohnt in Berlin und hat keine Haustiere."
 
@@ -357,7 +358,7 @@ def test_a_swapped_value_is_a_version_even_above_the_paraphrase_threshold():
     *timeline, current = paragraphs(result.content)
     # the replaced value stays as history, the new one is the current state ...
     assert "2026-03-01: Mia uses Gmail for personal email." in timeline
-    assert current == "Current state: Mia uses Proton Mail for personal email now."
+    assert current == "Current state (2026-03-05): Mia uses Proton Mail for personal email now."
     # ... while a restatement with no swapped value is still folded
     repeat = llm.merge(MergeRequest("init", [
         member("2026-03-01", "Mia checks her personal email daily.", "Email", 1),

@@ -25,9 +25,12 @@ topic layout is used only while it stays within the sources' words plus a date p
 (a day's date repeats in each topic it touched); otherwise the day layout is written.
 
 Every kept sentence appears exactly once: the final paragraph holds only the latest version of
-each fact that changed (its older versions stay in the timeline, as history); a fact that never
+each fact that changed (its older versions stay in the timeline, as history), with a sentence of
+the same source pointing back at one ("The bot said it is prorated."); a fact that never
 changed stays where it was said. The only English words it adds are the "Current state:" label, and
-only when the input reads as English; other input gets "→".
+only when the input reads as English; other input gets "→". When every sentence of the latest
+day became the current state, no line shows that day, and the label carries its date:
+"Current state (2026-10-10): ..." (one word, as the day's line would have spent).
 
 How, without a word list:
 - **Restatements**: same words (Jaccard ≥ 0.8 on content words, or a short sentence contained in
@@ -173,9 +176,10 @@ _DATE_TOKEN_RE = re.compile(r"^\d{1,4}$")
 _SENTENCE_END_RE = re.compile(r"(?<=[.!?…])\s+|(?<=[。！？])")
 # "2026-08-02: ..." (written now) or "2026-08-02 — ..." (narratives of extractive-v1)
 _PARAGRAPH_DATE_RE = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:\s+—|:)\s+")
-# "Current state:" / "→" (written now), or extractive-v1's labels with their "as of" date
+# "Current state:" / "→", dated "Current state (2026-03-09):" / "→ (2026-03-09)" when no line
+# shows that day (written now), or extractive-v1's labels with their "as of" date
 _STATE_LABEL_RE = re.compile(
-    r"^(?:Current state(?: \(as of [^)]*\))?:|→(?: \([^)]*\))?)\s+")
+    r"^(?:Current state(?: \((?:as of )?([^)]*)\))?:|→(?: \(([^)]*)\))?)\s+")
 
 JACCARD_DUPLICATE = 0.8
 CONTAINED_DUPLICATE = 0.9
@@ -928,11 +932,15 @@ def narrative_sentences(text: str) -> list[DatedSentence]:
     """Sentences of a narrative, aligned one to one with :func:`split_sentences`, with the day
     each was said. A ``YYYY-MM-DD:`` prefix dates its sentence and the ones after it in the
     same paragraph (a topic paragraph has one such line per day; extractive-v2 one per
-    paragraph); a paragraph opening with the "Current state:" label is the current state."""
+    paragraph); a paragraph opening with the "Current state:" label is the current state, dated
+    by its label when the label carries a day."""
     out: list[DatedSentence] = []
     for number, paragraph in enumerate(_paragraphs(text)):
         label = _STATE_LABEL_RE.match(paragraph)
-        day: str | None = None
+        # a dated label ("Current state (2026-03-09):") dates its paragraph: the day its
+        # newest sentence was said, which no line of the timeline shows
+        said = (label.group(1) or label.group(2)) if label else None
+        day: str | None = said if said and _valid_day(said) else None
         for i, sentence in enumerate(split_sentences(paragraph)):
             if i == 0 and label:
                 sentence = _STATE_LABEL_RE.sub("", sentence)
@@ -1007,7 +1015,9 @@ def _narrative_sentences(existing: MergeMember, person: str | None,
         if sentence.paragraph != paragraph:  # a pronoun never reaches into another paragraph
             entity, paragraph = None, sentence.paragraph
         if sentence.state:
-            day = own
+            # a dated label keeps the day the change was said, when an update moves it back
+            # into the timeline; an undated one was said by the narrative's own date
+            day = date.fromisoformat(sentence.day) if sentence.day is not None else own
         elif sentence.day is not None:
             day = date.fromisoformat(sentence.day)
         text, entity = _resolve_pronoun(sentence.text, entity, person, gender=gender)
@@ -2685,7 +2695,13 @@ def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
 
     Versions link pairs of sentences; a fact is a connected group of them (A → B → back to A
     links B and the return through A), and its latest member — by date, then input order — is
-    the current state. Every other member is history."""
+    the current state. Every other member is history.
+
+    A sentence of no fact that changed which points back at a current one just before it in
+    the same source (:func:`_carries_pointer`) goes with it: "Sam confirmed the workspace is on
+    the Team plan now and asked whether the unused credit carries over. The bot said it is
+    prorated on the next invoice." kept the answer on a dated line of its own, far from what
+    "it" is, and its fact named nothing."""
     parent = list(range(len(kept)))
 
     def root(i: int) -> int:
@@ -2701,9 +2717,22 @@ def _current_versions(kept: list[_Sentence], sims: np.ndarray | None,
     groups: dict[int, list[int]] = {}
     for i in range(len(kept)):
         groups.setdefault(root(i), []).append(i)
-    latest = [max(g, key=lambda i: (kept[i].day, kept[i].order))
-              for g in groups.values() if len(g) > 1]
+    latest = {max(g, key=lambda i: (kept[i].day, kept[i].order))
+              for g in groups.values() if len(g) > 1}
+    alone = {g[0] for g in groups.values() if len(g) == 1}
+    for i in range(1, len(kept)):
+        if i in alone and i - 1 in latest and _carries_pointer(kept[i - 1], kept[i]):
+            latest.add(i)
     return [kept[i] for i in sorted(latest)]
+
+
+def _carries_pointer(before: _Sentence, pointer: _Sentence) -> bool:
+    """Is ``pointer`` the next sentence of the same source as ``before`` (same day and
+    sources, the next in the input) and does it point at ``before`` (:func:`_points_back`),
+    which leans on nothing itself (:func:`_leans`: then what it points at is unclear)?"""
+    return (pointer.order == before.order + 1 and pointer.day == before.day
+            and pointer.sources == before.sources and _points_back(pointer.text)
+            and not _leans(before.text))
 
 
 # --- rendering --------------------------------------------------------------------------
@@ -2736,7 +2765,11 @@ def _render(kept: list[_Sentence], current: list[_Sentence], *, english: bool,
     else:  # a paragraph per day, as extractive-v2 wrote
         paragraphs = [[line] for line in _day_lines(history)]
     if current:
-        label = "Current state: " if english else "→ "
+        # a day all of whose sentences became the current state has no dated line: its date
+        # goes on the label, or the narrative would not tell when the latest change was said
+        newest = max(s.day for s in current)
+        dated = "" if any(s.day == newest for s in history) else f" ({newest.isoformat()})"
+        label = f"Current state{dated}: " if english else f"→{dated} "
         paragraphs.append([(label, sorted(current, key=lambda s: (s.day, s.order)))])
     content = "\n\n".join("\n".join(prefix + " ".join(s.text for s in group)
                                      for prefix, group in lines) for lines in paragraphs)
