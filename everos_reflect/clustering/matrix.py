@@ -64,6 +64,10 @@ _NORM_SLACK = 4e-6
 BLOCK_MEMBERS = 8
 #: pairs gathered per step when pairs are scored one by one (see :func:`_pair_dots`)
 _CHUNK = 128
+#: a run of at most this many items finds where each item's window ends in Python (a
+#: bisection each) rather than with the array calls, whose fixed cost (~7 µs) was most of
+#: a small run's set-up: a watcher's flush of one Episode is a run of one
+_SMALL_RUN = 12
 
 
 @dataclass
@@ -876,12 +880,17 @@ class UserClusters:
         # ordered: per item, where the later items in the window of a span ending at its
         # time end (bisect_right of window_end, for the whole run at once): what a cluster
         # the item founds, or joins without moving its end, rescores
-        ends_at = np.searchsorted(ts_arr, window_end_rows(ts_arr, window),
-                                  side="right").tolist() if ordered else None
+        ends_at: list[int] | None = None
+        if ordered and count <= _SMALL_RUN:
+            ends_at = [bisect.bisect_right(times, window_end(t, window)) for t in times]
+        elif ordered:
+            ends_at = np.searchsorted(ts_arr, window_end_rows(ts_arr, window),
+                                      side="right").tolist()
         floor = min(threshold, rejoin_threshold)
         # (row position, version of the row it was scored against, exact cosine)
         hits: list[list[tuple[int, int, float]]] = [[] for _ in range(count)]
-        rows = self._run_rows(ts_arr, window)
+        rows = self._run_rows(times[0] if ordered else float(ts_arr.min()),
+                              times[-1] if ordered else float(ts_arr.max()), window)
         # per item, whether a cluster as it stands before the run may take the join of a
         # fact's newer version (``version_floor``); None: every item is asked
         near_before: list[bool] | None = None
@@ -1088,13 +1097,14 @@ class UserClusters:
             heapq.heapify(self._heap)
         return out
 
-    def _run_rows(self, ts: np.ndarray, window: float) -> np.ndarray:
-        """Rows the whole run is scored against: every cluster whose span is in the window
-        of some item of the run (a row outside is out of every item's window)."""
+    def _run_rows(self, earliest: float, latest: float, window: float) -> np.ndarray:
+        """Rows the whole run (its items' times from ``earliest`` to ``latest``) is scored
+        against: every cluster whose span is in the window of some item of the run (a row
+        outside is out of every item's window)."""
         if not self.ids:
             return np.empty(0, dtype=np.int64)
         # the least last_ts and greatest first_ts in_window allows for some item of the run
-        lo, hi = window_start(float(ts.min()), window), window_end(float(ts.max()), window)
+        lo, hi = window_start(earliest, window), window_end(latest, window)
         rows = self._rows_since(lo)
         if rows.size:
             rows = rows[(self._first[rows] <= hi) & (self._last[rows] >= lo)]

@@ -239,8 +239,13 @@ class ReflectEpisodes(Strategy):
     def recover(self, runtime: Runtime) -> dict[str, int]:
         """Finish or abandon the merges a crash interrupted (:func:`journal.recover`)."""
         counts: Counter[str] = Counter()
+        merged: set[UserRef] = set()
         for outcome in journal.recover(runtime, Indexer(runtime)):
             counts[f"recovered_{outcome.status}"] += 1
+            if outcome.status == "ok":
+                merged.add(outcome.plan.ref)
+        # as a run's own merges (ReflectionRun.run): the next run may merge nothing of theirs
+        ClusterService(runtime).place_after_merges(merged)
         return dict(counts)
 
     def has_interrupted(self, root: Path) -> bool:
