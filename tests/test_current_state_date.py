@@ -9,6 +9,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from everos_reflect.index.snippet import make_snippet
 from everos_reflect.llm.base import FactsRequest, MergeMember, MergeRequest
 from everos_reflect.llm.extractive import ExtractiveLLM, narrative_sentences
 
@@ -125,3 +126,17 @@ def test_the_state_stories_bench_counts_a_dated_label_as_stated() -> None:
                                 "Current state: Mia uses Proton Mail now.")
     assert not state_stories.stated("2026-03-01: Mia uses Gmail.\n\n"
                                     "2026-03-09: Mia uses Proton Mail now.")
+
+
+def test_a_snippet_of_a_dated_current_state_carries_the_day_it_was_said() -> None:
+    # the entry's own date (09-01, the bread) told the move as said on 09-01, and a passage
+    # could run on from the bread's line into it, one date for both
+    content = ("2026-07-01: Andrew lives in Denver.\n\n"
+               "2026-09-01: Andrew likes sourdough bread.\n\n"
+               "Current state (2026-08-18): Andrew moved to Portland.")
+    snippet = make_snippet(content, "where does Andrew live now, Portland", date="2026-09-01")
+    assert (snippet.text, snippet.date) == ("Andrew moved to Portland.", "2026-08-18")
+    undated = make_snippet("2026-07-01: Andrew lives in Denver.\n\n"
+                           "Current state: Andrew moved to Portland.",
+                           "where does Andrew live now, Portland", date="2026-09-01")
+    assert undated.date == "2026-09-01"

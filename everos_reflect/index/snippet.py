@@ -90,9 +90,11 @@ def terms(text: str) -> set[str]:
 def dated_sentences(content: str, default_date: str | None) -> list[tuple[str, str | None]]:
     """Each sentence of ``content`` without its date prefix or label, with its date.
 
-    A narrative's ``YYYY-MM-DD:`` line dates its sentences; its "Current state" paragraph and
-    undated text take ``default_date`` (the entry's own date)."""
-    return [(s.text, s.day if s.day is not None and not s.state else default_date)
+    A narrative's ``YYYY-MM-DD:`` line dates its sentences, a dated "Current state
+    (2026-08-18):" label its paragraph's (the day the change was said, which may be older
+    than the entry); an undated "Current state" paragraph and undated text take
+    ``default_date`` (the entry's own date)."""
+    return [(s.text, s.day if s.day is not None else default_date)
             for s in narrative_sentences(content)]
 
 
