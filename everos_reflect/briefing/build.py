@@ -40,6 +40,7 @@ from everos_reflect.briefing.routing import route as route_of
 from everos_reflect.briefing.tokens import TokenCounter, default_counter
 from everos_reflect.embedding.base import embed_query
 from everos_reflect.errors import EverosError, InvalidRequest
+from everos_reflect.index import reads
 from everos_reflect.index.filters import where_clause
 from everos_reflect.model import (
     MAX_BRIEFING_QUERY_CHARS,
@@ -297,20 +298,10 @@ def newest_copy(runtime: Runtime, ref: UserRef, item: Item,
     when it is not folded, or no newer copy reads as its line."""
     if item.id not in repeats:
         return item
-    tenant = (ref.app, ref.project, ref.user_id)
     try:
-        conn = runtime.db()
-        shown = conn.execute("SELECT kind, text_hash, ts FROM entries WHERE app_id = ? AND "
-                             "project_id = ? AND user_id = ? AND id = ?",
-                             (*tenant, item.id)).fetchone()
-        if shown is None:
+        rows = reads.newer_live_copies(runtime.db(), ref, item.id, MAX_COPIES_READ)
+        if rows is None:
             return item
-        rows = conn.execute(
-            "SELECT id, kind, timestamp, subject, text, parent_id, sources FROM entries "
-            "WHERE app_id = ? AND project_id = ? AND user_id = ? AND kind = ? AND "
-            "deprecated_by IS NULL AND text_hash = ? AND ts IS NOT NULL AND "
-            "(? IS NULL OR ts > ?) ORDER BY ts DESC, id DESC LIMIT ?",
-            (*tenant, shown[0], shown[1], shown[2], shown[2], MAX_COPIES_READ)).fetchall()
     except sqlite3.Error:
         return item  # the index unreadable: the copy the search found is shown
     for row in rows:

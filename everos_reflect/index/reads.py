@@ -75,6 +75,25 @@ def live_entry_ids(conn: sqlite3.Connection, ref: UserRef, ids: Sequence[str]) -
     return live
 
 
+def newer_live_copies(conn: sqlite3.Connection, ref: UserRef, entry_id: str,
+                      limit: int) -> list[sqlite3.Row] | None:
+    """The live entries of ``entry_id``'s kind with its text, newer than it, newest first (at
+    most ``limit``): ``id, kind, timestamp, subject, text, parent_id, sources``. None when
+    ``entry_id`` is not indexed. The briefing shows the newest copy of a repeated line."""
+    tenant = (ref.app, ref.project, ref.user_id)
+    shown = conn.execute("SELECT kind, text_hash, ts FROM entries WHERE app_id = ? AND "
+                         "project_id = ? AND user_id = ? AND id = ?",
+                         (*tenant, entry_id)).fetchone()
+    if shown is None:
+        return None
+    return conn.execute(
+        "SELECT id, kind, timestamp, subject, text, parent_id, sources FROM entries "
+        "WHERE app_id = ? AND project_id = ? AND user_id = ? AND kind = ? AND "
+        "deprecated_by IS NULL AND text_hash = ? AND ts IS NOT NULL AND "
+        "(? IS NULL OR ts > ?) ORDER BY ts DESC, id DESC LIMIT ?",
+        (*tenant, shown[0], shown[1], shown[2], shown[2], limit)).fetchall()
+
+
 def live_narrative_sources(conn: sqlite3.Connection) -> list[tuple[UserRef, str, list[str]]]:
     """Every live Reflection narrative (``parent_type: cluster``) with the ids it replaces."""
     rows = conn.execute(
