@@ -84,8 +84,9 @@ SCHEMA_VERSION = 1
 #: warned of; 4: an emptied log (no bytes, or blank lines only) holds no entry, said so, and
 #: invisible characters in the file frontmatter are warned of; 5: a conviction's key that is
 #: no text, and a lesson's ``contested_with`` naming itself or no rival, warned of; 6: a
-#: conviction's key that is a YAML boolean, number or date (no string: no key) warned of.
-PARSER_VERSION = 6
+#: conviction's key that is a YAML boolean, number or date (no string: no key) warned of;
+#: 7: an entry id whose day cannot exist names the part ("there is no month 13").
+PARSER_VERSION = 7
 
 #: What the parser says of a log with nothing but white space in it (``> log``, a save cut
 #: short by a full disk): it holds no entry, so the index drops what it held (as a
