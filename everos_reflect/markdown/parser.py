@@ -87,7 +87,8 @@ SCHEMA_VERSION = 1
 #: no text, and a lesson's ``contested_with`` naming itself or no rival, warned of; 6: a
 #: conviction's key that is a YAML boolean, number or date (no string: no key) warned of;
 #: 7: an entry id whose day cannot exist names the part ("there is no month 13"), and a
-#: lesson's or task's task_type that no query can name (none, ``deploy prod``) warned of.
+#: lesson's or task's task_type that no query can name (none, ``deploy prod``), and an
+#: insight's insight_type that is neither reflection nor reconciliation, warned of.
 PARSER_VERSION = 7
 
 #: What the parser says of a log with nothing but white space in it (``> log``, a save cut
@@ -1475,11 +1476,21 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
             found.append(("outcome", f"outcome {quoted_value(outcome)} is not one of "
                           f"{', '.join(OUTCOMES)} (read as unknown: neither a success nor a "
                           "failure to learn from)"))
+    written = meta.get("insight_type")
+    if kind is Kind.INSIGHT and written is not None and written not in INSIGHT_TYPES:
+        # every reader asks `== "reconciliation"`: `Reconciliation`, `[reconciliation]` or
+        # a typo made a reconciliation an ordinary insight (its depth cap, its label)
+        found.append(("insight_type", f"insight_type {quoted_value(written)} is not one of "
+                      f"{', '.join(INSIGHT_TYPES)} (read as reflection)"))
     if kind in (Kind.LESSON, Kind.TASK):
         problem = _task_type_problem(kind, meta.get("task_type"))
         if problem is not None:
             found.append(("task_type", problem))
     return found
+
+
+#: An insight's ``insight_type`` as SPEC §10 writes it; anything else is read as reflection.
+INSIGHT_TYPES = ("reflection", "reconciliation")
 
 
 def _task_type_problem(kind: Kind, value: object) -> str | None:
