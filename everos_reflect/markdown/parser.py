@@ -88,7 +88,8 @@ SCHEMA_VERSION = 1
 #: conviction's key that is a YAML boolean, number or date (no string: no key) warned of;
 #: 7: an entry id whose day cannot exist names the part ("there is no month 13"), and a
 #: lesson's or task's task_type that no query can name (none, ``deploy prod``), and an
-#: insight's insight_type that is neither reflection nor reconciliation, warned of.
+#: insight's insight_type that is neither reflection nor reconciliation, and a relation's
+#: relation_type that is not self_contradiction, warned of.
 PARSER_VERSION = 7
 
 #: What the parser says of a log with nothing but white space in it (``> log``, a save cut
@@ -1426,6 +1427,7 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
         return []  # an Episode or fact: none of these keys is read
     from everos_reflect.procedural.lessons import LESSON_TYPES, no_rival
     from everos_reflect.procedural.tasks import OUTCOMES
+    from everos_reflect.strategies.beliefs import SELF_CONTRADICTION
 
     found: list[tuple[str, str]] = []
     status = meta.get("status")
@@ -1482,6 +1484,14 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
         # a typo made a reconciliation an ordinary insight (its depth cap, its label)
         found.append(("insight_type", f"insight_type {quoted_value(written)} is not one of "
                       f"{', '.join(INSIGHT_TYPES)} (read as reflection)"))
+    written = meta.get("relation_type")
+    if kind is Kind.RELATION and written != SELF_CONTRADICTION:
+        # the tiers ask `== "self_contradiction"`: a relation of any other type, or none,
+        # is in no census, never resolved by a reconciliation, and nothing said why
+        found.append(("relation_type", f"relation_type {quoted_value(written)} is not "
+                      f"{SELF_CONTRADICTION} (no tier reads this relation)" if written
+                      is not None else f"no relation_type: write relation_type: "
+                      f"{SELF_CONTRADICTION} (no tier reads a relation without it)"))
     if kind in (Kind.LESSON, Kind.TASK):
         problem = _task_type_problem(kind, meta.get("task_type"))
         if problem is not None:
