@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,10 +231,25 @@ def follow_moved_merges(conn: sqlite3.Connection, held: Iterable[tuple[UserRef, 
                        if set(members) <= set(sources) and not folder_gone(ref)]
             if len(holders) == 1 and row_id not in moves:
                 moves[row_id] = holders[0]
+    _move(conn, moves)
+    return list(moves)
+
+
+def move_merge(conn: sqlite3.Connection, merged_id: str, old: UserRef, new: UserRef) -> None:
+    """Give ``new`` the rows of ``old``'s merge that wrote ``merged_id``: a caller that
+    knows the merge moved (an interrupted undo finished in a renamed folder, whose narrative
+    was deleted by hand, so no index row can tell) says so. Inside the caller's
+    transaction."""
+    rows = conn.execute(
+        "SELECT id FROM reflection_report WHERE app_id=? AND project_id=? AND owner_id=? AND "
+        "merged_entry_id=?", (old.app, old.project, old.user_id, merged_id)).fetchall()
+    _move(conn, {row[0]: new for row in rows})
+
+
+def _move(conn: sqlite3.Connection, moves: Mapping[str, UserRef]) -> None:
     conn.executemany(
         "UPDATE reflection_report SET app_id=?, project_id=?, owner_id=? WHERE id=?",
         [(ref.app, ref.project, ref.user_id, row_id) for row_id, ref in moves.items()])
-    return list(moves)
 
 
 def _rows_of(conn: sqlite3.Connection, where: str, params: Sequence[Any],
