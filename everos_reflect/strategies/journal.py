@@ -275,6 +275,8 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     the narrative), so it is rolled forward whatever changed meanwhile."""
     store, ref, conn = runtime.store, plan.ref, runtime.db()
     narrative = find_narrative(runtime, plan)
+    if narrative is None and committed and archived_toward(runtime, plan):
+        return _deleted_after_commit(runtime, indexer, plan, started)
     if narrative is None:
         try:
             narrative = store.append(ref, Kind.EPISODE, narrative_meta(plan),
@@ -327,6 +329,27 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
                     duration_ms=plan.llm_ms + ms_since(started))
         merge_journal.delete(conn, plan.id)
     return Outcome("ok", plan, plan.merged_id)
+
+
+def _deleted_after_commit(runtime: Runtime, indexer: Indexer, plan: Plan,
+                          started: float) -> Outcome:
+    """Settle a merge whose narrative was deleted by hand (or its log replaced) after some
+    source was archived toward it, while a crash had left it unfinished: nothing is written.
+    Written again under a new id, it stood live beside sources still archived toward the old
+    one (``deprecated_entries`` keys are never re-pointed, SPEC §3), hidden behind an id no
+    narrative holds; left as a finished merge whose narrative was deleted by hand, ``undo``
+    of that id brings them back. The sources not archived yet stay live."""
+    plan.error = (f"committed before a crash, then narrative {plan.merged_id} was deleted by "
+                  "hand (or its log replaced): not written again; undo "
+                  f"{plan.merged_id} brings back the sources archived toward it")
+    log.warning("merge %s of cluster %s: %s", plan.id, plan.cluster_id, plan.error)
+    _sync(indexer, runtime, touched_files(runtime, plan))
+    conn = runtime.db()
+    with transaction(conn):
+        plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
+                    duration_ms=plan.llm_ms + ms_since(started))
+        merge_journal.delete(conn, plan.id)
+    return Outcome("ok", plan, plan.merged_id, plan.error)
 
 
 def _refused(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, exc: TooLarge, *,

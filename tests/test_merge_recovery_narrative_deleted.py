@@ -1,0 +1,77 @@
+"""A merge killed past its point of no return, then its narrative deleted by hand (its entry,
+or the whole log of the day), before the next start recovers it.
+
+Recovery wrote the narrative again under a new id: it stood live while its sources stayed
+archived toward the deleted id (``deprecated_entries`` keys are never re-pointed, SPEC §3),
+hidden from search behind a narrative no log holds, and an ``undo`` of the new narrative
+brought nothing back. The deletion is a person's, as after a finished merge: nothing is
+written again, the audit row says so, and ``undo`` of the deleted id brings the sources back.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from everos_reflect.model import Kind
+from everos_reflect.strategies import journal
+from everos_reflect.strategies.undo import undo_merge
+from tests.reflect_fixtures import ANDREW, all_entries, reports, run_reflection
+from tests.test_reflect_crash import crashed, restart
+from tests.test_undo import _delete_entry
+
+#: single-threaded crash simulations: nothing else writes the logs (conftest.py)
+pytestmark = pytest.mark.usefixtures("settle_at_once")
+
+
+def narrative_deleted_after(root: Path, monkeypatch: pytest.MonkeyPatch, step: str,
+                            how: str) -> tuple[set[str], str]:
+    """The seed's merge killed after ``step``, then its narrative deleted by hand (``how``:
+    its entry, or its log): the seed's entry ids and the narrative's id."""
+    rt, original = crashed(root, monkeypatch, step)
+    [(plan, _)] = journal.pending(rt.db())
+    assert plan.merged_id is not None
+    log = rt.store.log_path(plan.ref, Kind.EPISODE, plan.day_date)
+    if how == "entry":
+        _delete_entry(rt, rt.store.get(ANDREW, plan.merged_id))
+    else:
+        log.unlink()
+    return original, plan.merged_id
+
+
+@pytest.mark.parametrize("how", ["entry", "log"])
+@pytest.mark.parametrize("step", [journal.DEPRECATED, journal.SYNCED])
+def test_a_narrative_deleted_after_the_commit_is_not_written_again(
+        root: Path, monkeypatch: pytest.MonkeyPatch, step: str, how: str) -> None:
+    original, narrative = narrative_deleted_after(root, monkeypatch, step, how)
+    sources = sorted(i for i in original if i.startswith("ep_"))
+
+    run_reflection(restart(root))
+
+    rt = restart(root)
+    entries = all_entries(rt)
+    assert original <= set(entries), "an entry was lost"
+    assert not [e.id for e in entries.values() if e.parent_type == "cluster"]
+    assert all(entries[s].deprecated_by == narrative for s in sources)
+    (row,) = reports(rt)
+    assert (row["status"], row["merged_entry_id"]) == ("ok", narrative)
+    assert f"then narrative {narrative} was deleted by hand" in row["error"]
+    assert not journal.has_pending(root)
+
+    result = undo_merge(rt, ANDREW, narrative)  # as after a finished merge deleted by hand
+
+    assert result.restored == sources
+    assert all(all_entries(rt)[s].deprecated_by is None for s in sources)
+
+
+def test_a_narrative_deleted_before_any_source_pointed_at_it_is_written_again(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    original, _ = narrative_deleted_after(root, monkeypatch, journal.ARCHIVING, "entry")
+
+    run_reflection(restart(root))
+
+    entries = all_entries(restart(root))
+    assert original <= set(entries), "an entry was lost"
+    [live] = [e for e in entries.values() if e.parent_type == "cluster"]
+    assert live.sources and all(entries[s].deprecated_by == live.id for s in live.sources)
