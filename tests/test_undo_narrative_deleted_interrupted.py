@@ -1,10 +1,10 @@
-"""An undo a crash interrupted, then its narrative deleted by hand (and its user's folder
-renamed), before the next start finishes it.
+"""An undo a crash interrupted, then its narrative or its facts deleted by hand (and its user's
+folder renamed), before the next start finishes it.
 
-Finished as written down, the undo archived a narrative no log holds any more: it failed at
-every start (its row kept for ever), or, the folder renamed as well, was dropped with a
-warning because no user's logs held the narrative, leaving the sources archived toward an
-entry that no longer exists (hidden from search for good) and its facts live."""
+Finished as written down, the undo archived a narrative or facts no log holds any more: it
+failed at every start (its row kept for ever), or, the folder renamed as well, was dropped
+with a warning because no user's logs held the narrative, leaving the sources archived toward
+an entry that no longer exists (hidden from search for good) and its facts live."""
 
 from __future__ import annotations
 
@@ -95,3 +95,24 @@ def test_an_interrupted_undo_whose_narrative_was_deleted_and_folder_renamed_is_f
     assert_undone_in(rt, ZED, sources, narrative)
     owners = rt.db().execute("SELECT owner_id FROM reflection_report").fetchall()
     assert [tuple(r) for r in owners] == [("u_zed",)]  # the audit followed the folder
+
+
+@pytest.mark.parametrize("what", ["log", "entry"])
+@pytest.mark.parametrize("step", STEPS)
+def test_an_interrupted_undo_whose_facts_were_deleted_is_finished(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch, step: str, what: str) -> None:
+    sources, narrative = undo_killed_at(rt, monkeypatch, step)
+    facts = [e for e in rt.store.entries(REF, Kind.ATOMIC_FACT) if e.parent_id == narrative.id]
+    if what == "log":
+        rt.store.path_for_id(REF, facts[0].id).unlink()
+    else:
+        _delete_entry(rt, facts[0])
+
+    journal.recover(rt, Indexer(rt))
+
+    marked = marks(rt, REF)
+    assert marked[narrative.id] == "undone"
+    assert all(marked[e.id] is None for e in sources)
+    assert all(marked.get(f.id, "undone") == "undone" for f in facts)
+    assert report_status(rt, narrative.id) == "undone"
+    assert journal_rows(rt) == 0

@@ -382,7 +382,10 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
     restore_ids = intent.restore
     episodes = [i for i in restore_ids if EntryId.parse(i).kind is Kind.EPISODE]
     facts = [i for i in restore_ids if EntryId.parse(i).kind is not Kind.EPISODE]
-    archived_facts = intent.archived_facts
+    # a fact of the narrative deleted by hand (its entry, or its log) while the undo was
+    # interrupted: archiving it failed at every start ("no entry"), the undo never finished
+    deleted = set(_missing(runtime, ref, intent.archived_facts))
+    archived_facts = [i for i in intent.archived_facts if i not in deleted]
 
     if not intent.narrative_gone and _missing(runtime, ref, [merged_id]):
         # deleted by hand while the undo was interrupted: archiving it failed at every start
