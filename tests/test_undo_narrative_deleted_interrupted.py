@@ -82,11 +82,14 @@ def test_an_interrupted_undo_whose_narrative_was_deleted_is_finished(
     assert_undone_in(rt, REF, sources, narrative)
 
 
+@pytest.mark.parametrize("source_deleted", [False, True])
 @pytest.mark.parametrize("step", STEPS)
 def test_an_interrupted_undo_whose_narrative_was_deleted_and_folder_renamed_is_finished(
-        rt: Runtime, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch, step: str, source_deleted: bool) -> None:
     sources, narrative = undo_killed_at(rt, monkeypatch, step)
     _delete_entry(rt, narrative)
+    if source_deleted:  # the others are still restored
+        _delete_entry(rt, sources.pop(0))
     shutil.move(users(rt) / "u_andrew", users(rt) / "u_zed")
 
     journal.recover(rt, Indexer(rt))

@@ -536,19 +536,16 @@ def _holders_if_moved(runtime: Runtime, intent: _Intent) -> list[UserRef] | None
 
 
 def _holds_undo(runtime: Runtime, ref: UserRef, intent: _Intent) -> bool:
-    """Whether ``ref``'s logs hold every entry ``intent`` restores and show this undo: one
-    of them still archived toward its narrative, or one of its facts (ids are unique per user
-    only: another user's entries with the same ids show neither)."""
-    wanted = [*intent.restore, *intent.archived_facts]
-    unknown: set[str] = set()
+    """Whether ``ref``'s logs show this undo: one of the entries it restores still archived
+    toward its narrative, or one of the narrative's facts (ids are unique per user only:
+    another user's entries with the same ids show neither). A source deleted by hand as well
+    does not hide the others, which the undo then restores."""
     try:
-        found = runtime.store.get_many(ref, wanted, unknown)
+        found = runtime.store.get_many(ref, [*intent.restore, *intent.archived_facts])
     except (MarkdownError, OSError, ValueError):
         return False
-    if unknown or any(i not in found for i in intent.restore):
-        return False
-    return any(found[i].deprecated_by == intent.undo for i in intent.restore) or any(
-        i in found and found[i].parent_id == intent.undo for i in intent.archived_facts)
+    return any(i in found and found[i].deprecated_by == intent.undo for i in intent.restore) \
+        or any(i in found and found[i].parent_id == intent.undo for i in intent.archived_facts)
 
 
 def _flat(result: UndoResult) -> UndoResult:
