@@ -10,14 +10,17 @@ written again, the audit row says so, and ``undo`` of the deleted id brings the 
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
-from everos_reflect.model import Kind
+from everos_reflect.markdown import settling
+from everos_reflect.model import Kind, UserRef
 from everos_reflect.strategies import journal
 from everos_reflect.strategies.undo import undo_merge
 from tests.reflect_fixtures import ANDREW, all_entries, reports, run_reflection
+from tests.test_merge_recovery_user_moved import entries_of, users_folder
 from tests.test_reflect_crash import crashed, restart
 from tests.test_undo import _delete_entry
 
@@ -75,3 +78,26 @@ def test_a_narrative_deleted_before_any_source_pointed_at_it_is_written_again(
     assert original <= set(entries), "an entry was lost"
     [live] = [e for e in entries.values() if e.parent_type == "cluster"]
     assert live.sources and all(entries[s].deprecated_by == live.id for s in live.sources)
+
+
+@pytest.mark.parametrize("step", [journal.DEPRECATED, journal.SYNCED])
+def test_a_narrative_deleted_after_the_commit_then_its_folder_renamed_is_settled_there(
+        root: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """Its sources archived toward it tell where the folder went: it was ``abandoned`` under
+    the old name ("the folder was removed or renamed"), though its sources stayed archived."""
+    original, narrative = narrative_deleted_after(root, monkeypatch, step, "entry")
+    monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)  # renamed long after the writes
+    shutil.move(users_folder(root) / "u_andrew", users_folder(root) / "u_bob")
+
+    run_reflection(restart(root))
+
+    rt = restart(root)
+    bob = UserRef.of("u_bob")
+    assert not (users_folder(root) / "u_andrew").exists()
+    entries = entries_of(rt, bob)
+    assert original <= set(entries), "an entry was lost"
+    (row,) = reports(rt)
+    assert (row["status"], row["owner_id"]) == ("ok", "u_bob")
+    assert f"then narrative {narrative} was deleted by hand" in row["error"]
+    sources = sorted(i for i in original if i.startswith("ep_"))
+    assert undo_merge(rt, bob, narrative).restored == sources

@@ -753,22 +753,31 @@ def follow_moved_user(runtime: Runtime, indexer: Indexer, plan: Plan) -> bool:
     narrative whose sources are elsewhere, left live) and left the moved narrative live
     beside its live sources. The index learns of the move first (a scan), so the finished
     narrative joins the cluster its sources are in now, as a ``reindex`` would place it.
-    Returns False when the folder is gone and no user holds the narrative: nothing of the
-    merge is left to finish, and nothing may be written for it."""
+    A narrative deleted by hand as well leaves a source archived toward it to tell the
+    folder by (one user so found, not guessed among several): the merge then ends as one
+    whose narrative a person deleted (:func:`_deleted_after_commit`), not ``abandoned``
+    under the old name while its sources stay archived toward it. Returns False when the
+    folder is gone and no user holds the merge: nothing of it is left to finish, and nothing
+    may be written for it."""
     store = runtime.store
     if store.user_dir(plan.ref).is_dir():
         return True
-    for ref in store.iter_users():
-        moved = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id)
-        if find_narrative(runtime, moved) is None:
-            continue
-        log.warning("merge %s of cluster %s: the folder of user %s is gone; its narrative is "
-                    "in %s's logs, so the merge is finished there", plan.id, plan.cluster_id,
-                    plan.ref, ref)
-        plan.app, plan.project, plan.user_id = ref.app, ref.project, ref.user_id
-        indexer.scan()
-        return True
-    return False
+    moves = {ref: replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id)
+             for ref in store.iter_users()}
+    found = next((ref for ref, moved in moves.items()
+                  if find_narrative(runtime, moved) is not None), None)
+    if found is None:  # the narrative deleted by hand too: a source archived toward it tells
+        # (ids are unique per user only: a user found by that alone, or none)
+        held = [ref for ref, moved in moves.items() if archived_toward(runtime, moved)]
+        found = held[0] if len(held) == 1 else None
+    if found is None:
+        return False
+    log.warning("merge %s of cluster %s: the folder of user %s is gone; its entries are in "
+                "%s's logs, so the merge is finished there", plan.id, plan.cluster_id,
+                plan.ref, found)
+    plan.app, plan.project, plan.user_id = found.app, found.project, found.user_id
+    indexer.scan()
+    return True
 
 
 #: The status of an interrupted merge :func:`recover` could not settle yet (its row stays).
