@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown import settling
 from everos_reflect.model import Kind, UserRef
 from everos_reflect.strategies import journal
@@ -101,3 +102,33 @@ def test_a_narrative_deleted_after_the_commit_then_its_folder_renamed_is_settled
     assert f"then narrative {narrative} was deleted by hand" in row["error"]
     sources = sorted(i for i in original if i.startswith("ep_"))
     assert undo_merge(rt, bob, narrative).restored == sources
+
+
+@pytest.mark.parametrize("stale", [False, True])
+def test_the_facts_of_a_narrative_deleted_before_the_commit_are_withdrawn(
+        root: Path, monkeypatch: pytest.MonkeyPatch, stale: bool) -> None:
+    """Its facts were written and the index had read them (its ids are not given again):
+    the merge written again under a new id, or abandoned (a source edited too; the run
+    then merges the cluster anew), left them live, each fact twice in search, pointing at
+    a narrative no log holds."""
+    rt, original = crashed(root, monkeypatch, journal.FACTS)
+    Indexer(rt).scan()
+    [(plan, _)] = journal.pending(rt.db())
+    _delete_entry(rt, rt.store.get(ANDREW, plan.merged_id))
+    if stale:
+        source = rt.store.path_for_id(ANDREW, plan.replaced[0])
+        source.write_text(source.read_text().replace("Denver", "Boulder"))
+
+    run_reflection(restart(root))
+
+    entries = all_entries(restart(root))
+    assert original <= set(entries), "an entry was lost"
+    live = {e.id for e in entries.values()
+            if e.parent_type == "cluster" and e.deprecated_by is None}
+    assert len(live) == 1 and plan.merged_id not in live  # written again, or merged anew
+    orphans = [e.id for e in entries.values() if e.kind is Kind.ATOMIC_FACT
+               and e.deprecated_by is None and e.parent_id not in entries]
+    assert orphans == []
+    withdrawn = [e for e in entries.values()
+                 if e.kind is Kind.ATOMIC_FACT and e.parent_id == plan.merged_id]
+    assert withdrawn and all(e.deprecated_by == e.id for e in withdrawn)

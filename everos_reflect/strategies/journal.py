@@ -284,6 +284,7 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
                                      day=plan.day_date, withdrawable=True)
         except TooLarge as exc:
             return _refused(runtime, indexer, plan, started, exc, committed=committed)
+    _withdraw_strays(runtime, plan, narrative.id)
     plan.merged_id = narrative.id
     _set_step(conn, plan, NARRATIVE)
     checkpoint(NARRATIVE)
@@ -567,6 +568,17 @@ def find_narrative(runtime: Runtime, plan: Plan) -> Entry | None:
     return found[0] if found else None
 
 
+def _withdraw_strays(runtime: Runtime, plan: Plan, narrative_id: str | None) -> None:
+    """Withdraw (archive toward themselves) the live facts this merge wrote for a narrative
+    other than ``narrative_id``: one deleted by hand while the merge was interrupted. Written
+    again under a new id (or the merge abandoned), it left them live, each fact twice in
+    search, pointing at a narrative no log holds."""
+    strays = {f.id: f.id for f in _entries_with_key(runtime, plan, Kind.ATOMIC_FACT)
+              if f.parent_id != narrative_id and f.deprecated_by is None}
+    if strays:
+        runtime.store.deprecate(plan.ref, strays)
+
+
 def find_facts(runtime: Runtime, plan: Plan) -> list[Entry]:
     return [e for e in _entries_with_key(runtime, plan, Kind.ATOMIC_FACT)
             if plan.merged_id is not None and e.parent_id == plan.merged_id]
@@ -720,6 +732,8 @@ def abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
         mapping.update({f.id: withdrawn for f in find_facts(runtime, plan)})
         store.deprecate(ref, mapping)
         checkpoint(ABANDONING)
+    else:
+        _withdraw_strays(runtime, plan, None)
     _sync(indexer, runtime, touched_files(runtime, plan))
     reason = plan.error or "interrupted"
     if withdrawn:
