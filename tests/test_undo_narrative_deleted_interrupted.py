@@ -119,3 +119,38 @@ def test_an_interrupted_undo_whose_facts_were_deleted_is_finished(
     assert all(marked.get(f.id, "undone") == "undone" for f in facts)
     assert report_status(rt, narrative.id) == "undone"
     assert journal_rows(rt) == 0
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_an_interrupted_undo_whose_narrative_log_was_replaced_archives_no_person_s_entry(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """The narrative's log replaced by hand with one holding a person's Episode under the
+    narrative's id: finishing the undo archived that Episode ``undone``."""
+    sources, narrative = undo_killed_at(rt, monkeypatch, step)
+    rt.store.path_for_id(REF, narrative.id).write_text(f"""---
+type: episode_daily
+schema_version: 1
+user_id: u_andrew
+date: '2026-08-20'
+---
+<!-- entry:{narrative.id} -->
+---
+owner_id: u_andrew
+timestamp: 2026-08-20T08:00:00+00:00
+parent_type: memcell
+---
+## Subject
+Hiking
+
+## Content
+Andrew went hiking in the hills with his sister.
+<!-- /entry:{narrative.id} -->
+""")
+
+    journal.recover(rt, Indexer(rt))
+
+    marked = marks(rt, REF)
+    assert marked[narrative.id] is None  # the person's Episode stays live
+    assert all(marked[e.id] is None for e in sources)
+    assert report_status(rt, narrative.id) == "undone"
+    assert journal_rows(rt) == 0

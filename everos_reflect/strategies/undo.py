@@ -20,7 +20,7 @@ import json
 import logging
 import sqlite3
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -382,14 +382,20 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
     restore_ids = intent.restore
     episodes = [i for i in restore_ids if EntryId.parse(i).kind is Kind.EPISODE]
     facts = [i for i in restore_ids if EntryId.parse(i).kind is not Kind.EPISODE]
-    # a fact of the narrative deleted by hand (its entry, or its log) while the undo was
-    # interrupted: archiving it failed at every start ("no entry"), the undo never finished
-    deleted = set(_missing(runtime, ref, intent.archived_facts))
-    archived_facts = [i for i in intent.archived_facts if i not in deleted]
+    # The narrative or its facts deleted by hand (an entry, or a log) while the undo was
+    # interrupted: archiving them failed at every start ("no entry"), the undo never
+    # finished; a log replaced by hand may hold another entry under such an id now (a
+    # person's Episode was archived `undone`). Only what is still the merge's is archived.
+    unreadable: set[str] = set()  # there, but not readable now: the write says why, later
+    found = store.get_many(ref, [merged_id, *intent.archived_facts], unreadable)
 
-    if not intent.narrative_gone and _missing(runtime, ref, [merged_id]):
-        # deleted by hand while the undo was interrupted: archiving it failed at every start
+    def still(eid: str, its: Callable[[Entry], bool]) -> bool:
+        return eid in unreadable or (eid in found and its(found[eid]))
+
+    if not intent.narrative_gone and not still(merged_id, lambda e: e.parent_type == "cluster"):
         intent.narrative_gone = True
+    archived_facts = [i for i in intent.archived_facts
+                      if still(i, lambda e: e.parent_id == merged_id)]
     # Markdown first (restore, then archive), then the audit, then the derived indexes.
     if restore_ids:
         removed = store.undeprecate(ref, restore_ids)
