@@ -214,6 +214,7 @@ def follow_moved_merges(conn: sqlite3.Connection, held: Iterable[tuple[UserRef, 
     source the row merged (ids are per user: another user's merge may have the same id);
     never to one of two holders (a copied folder): that is left as it was, not guessed."""
     moves: dict[str, UserRef] = {}
+    went: dict[UserRef, set[UserRef]] = {}  # old owner -> where its merges went
     for holder, narrative in held:
         if narrative.parent_type != "cluster":
             continue
@@ -221,6 +222,7 @@ def follow_moved_merges(conn: sqlite3.Connection, held: Iterable[tuple[UserRef, 
             if owner != holder and row_id not in moves and set(members) <= set(
                     narrative.sources) and folder_gone(owner):
                 moves[row_id] = holder
+                went.setdefault(owner, set()).add(holder)
     for owner in dict.fromkeys(gone):
         if not folder_gone(owner):
             continue
@@ -231,7 +233,19 @@ def follow_moved_merges(conn: sqlite3.Connection, held: Iterable[tuple[UserRef, 
                        if set(members) <= set(sources) and not folder_gone(ref)]
             if len(holders) == 1 and row_id not in moves:
                 moves[row_id] = holders[0]
+                went.setdefault(owner, set()).add(holders[0])
     _move(conn, moves)
+    for owner, where in went.items():  # its last merge gone after the others: the rows of
+        # its attempts that merged nothing (failed, rejected, stale) follow, to one user only
+        if len(where) == 1 and conn.execute(
+                "SELECT 1 FROM reflection_report WHERE app_id=? AND project_id=? AND "
+                "owner_id=? AND merged_entry_id IS NOT NULL LIMIT 1",
+                (owner.app, owner.project, owner.user_id)).fetchone() is None:
+            rest = {row[0]: next(iter(where)) for row in conn.execute(
+                "SELECT id FROM reflection_report WHERE app_id=? AND project_id=? AND "
+                "owner_id=?", (owner.app, owner.project, owner.user_id))}
+            _move(conn, rest)
+            moves.update(rest)
     return list(moves)
 
 
