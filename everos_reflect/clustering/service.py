@@ -918,6 +918,27 @@ class ClusterService:
             for cluster_id in sorted(touched):
                 self._recompute(conn, ref, cluster_id)
 
+    def on_user_gone(self, ref: UserRef) -> None:
+        """``ref``'s folder is gone (removed or renamed by hand): once no Episode of theirs
+        is indexed, every cluster of theirs goes, as a rebuild has none. The removal of
+        their logs took the member rows the logs gave, not one no log gave: a narrative a
+        merge put into its cluster before its log was indexed (a crash at ``deprecated``,
+        then ``mv users/u_andrew users/u_bob``) kept the old user's cluster, and the id the
+        moved narrative names, until ``recluster``. Freed, that narrative is attached in its
+        new folder (:meth:`_attach_freed`)."""
+        user = (ref.app, ref.project, ref.user_id)
+        with self._writing() as conn:
+            if conn.execute("SELECT 1 FROM entries WHERE app_id=? AND project_id=? AND "
+                            "user_id=? AND kind='episode' LIMIT 1", user).fetchone():
+                return  # some of their logs are still indexed: the flush dropping them does it
+            gone = [r[0] for r in conn.execute(
+                "SELECT cluster_id FROM clusters WHERE app_id=? AND project_id=? AND "
+                "user_id=? ORDER BY cluster_id", user)]
+            if gone:
+                conn.hold(ref)
+            for cluster_id in gone:
+                conn.delete_cluster(ref, cluster_id)
+
     # ------------------------------------------------------------------ Reflection
 
     def mark_consolidated(
