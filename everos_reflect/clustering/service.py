@@ -25,6 +25,8 @@ and keeps ``clusters`` / ``cluster_members`` consistent. The rules it applies to
   (:meth:`ClusterService.place_after_merges`), once its merges are done.
 - Undo: a member whose deprecation is lifted returns to the cluster it was in if the rule puts
   it there (a rebuild replays it so); else it is placed by the rule, a new cluster included.
+  An ``undo`` then places the user's Episodes as a rebuild does
+  (:meth:`ClusterService.place_after_undo`).
 - Centroid of a cluster = normalised mean of its live members, folded in canonical order: the
   consolidated narrative first, then the rest by (timestamp, id).
 """
@@ -1106,6 +1108,16 @@ class ClusterService:
         for ref in sorted(set(refs)):
             with self._writing():
                 self._recluster_user(ref, self._episode_rows(ref), named=named)
+
+    def place_after_undo(self, ref: UserRef) -> None:
+        """Place ``ref``'s Episodes as a rebuild places them, once an ``undo`` has restored
+        a merge's sources (and, undoing an ``update``, the narrative it replaced). Revived
+        one by one, each source went back to its cluster, and the Episodes synced after the
+        merge stayed where they joined: beside the narrative, or in a cluster founded next
+        to it, where a rebuild places them after the restored sources (a source's centroid
+        may take an Episode a narrative's did not). The live clusters differed from a
+        ``reindex`` until ``recluster``."""
+        self.place_after_merges([ref])
 
     def _episode_rows(self, ref: UserRef) -> list[sqlite3.Row]:
         return self._db.execute(
