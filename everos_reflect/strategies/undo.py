@@ -675,6 +675,7 @@ def _restore_cluster(runtime: Runtime, ref: UserRef, cluster_id: str | None,
     service = ClusterService(runtime)
     if previous is not None:
         service.on_entries_indexed(ref, [runtime.store.get(ref, previous.id)], {})
+    service.place_after_undo(ref)
     if not _cluster_agrees(service, ref, cluster_id, episodes, previous):
         log.info("undo: rebuilding the clusters of %s", ref)
         service.recluster(ref)
