@@ -256,6 +256,11 @@ def validate_name(value: object, what: str = "user_id") -> str:
     return value
 
 
+#: The one ``relation_type`` SPEC §10 defines: the contradiction and reconcile tiers read
+#: relations of it alone (``lint`` names any other).
+SELF_CONTRADICTION = "self_contradiction"
+
+
 @dataclass(frozen=True)
 class KindInfo:
     """Everything the layers need to know about one kind of record, in one row.

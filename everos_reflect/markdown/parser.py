@@ -50,6 +50,7 @@ from everos_reflect.model import (
     ID_MENTION_RE,
     LOG_FILENAME_RE,
     OUT_OF_RANGE,
+    SELF_CONTRADICTION,
     DailyLog,
     Diagnostic,
     Entry,
@@ -1427,7 +1428,6 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
         return []  # an Episode or fact: none of these keys is read
     from everos_reflect.procedural.lessons import LESSON_TYPES, no_rival
     from everos_reflect.procedural.tasks import OUTCOMES
-    from everos_reflect.strategies.beliefs import SELF_CONTRADICTION
 
     found: list[tuple[str, str]] = []
     status = meta.get("status")
