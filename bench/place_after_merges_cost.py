@@ -1,14 +1,17 @@
-"""What the end of a Reflection run costs as one user's history grows: the run places the
-Episodes of each user it merged for as a rebuild does (``ClusterService.place_after_merges``),
-inside the index's write lock, so its time is also how long the watcher's writes wait.
+"""What a Reflection run costs as one user's history grows: its merges (each reads its
+sources' day logs to select, check and archive them) and its end, which places the Episodes
+of each user it merged for as a rebuild does (``ClusterService.place_after_merges``), under
+the index's write lock that the watcher and another process's ``add`` wait for.
 
 One user holds ``scale`` replicas of every LoCoMo conversation's Episodes (replica ``r`` a day
 later, its sentences rotated, as ``bench/cost.py`` scales), indexed with the hash embedder and
 reclustered; then one forced Reflection run merging at most ``--merges`` clusters (the
-extractive provider), with a timer around ``place_after_merges``, and how long another
-process's write waited while the placing ran (one ``BEGIN IMMEDIATE`` every 50 ms). Each
-tree (``--tree``, e.g. a ``git worktree`` of another commit; default this checkout) is
-timed in a process of its own, the trees alternating; wall time, the load printed beside it.
+extractive provider). Printed: the run's wall time, the placing's (a timer around
+``place_after_merges``), the longest wait of another process's write while the placing ran
+(one ``BEGIN IMMEDIATE`` every 50 ms), and the logs the run parsed and the parses it reused
+(``markdown.parsed``'s memo). Each tree (``--tree``, e.g. a ``git worktree`` of another
+commit; default this checkout) runs in a process of its own, the trees alternating; wall
+time, with the machine's load beside it.
 
     python bench/place_after_merges_cost.py /path/to/locomo10.json [--scales 1,10,40]
         [--merges 20] [--tree OLD --tree .] [--rounds 1]
@@ -73,6 +76,7 @@ def measure(data_path: Path, root: Path, scale: int, merges: int) -> dict[str, A
     from everos_reflect.engine.engine import Engine
     from everos_reflect.index import db as dbmod
     from everos_reflect.index.sync import Indexer
+    from everos_reflect.markdown import parsed
 
     count = one_owner_root(data_path, root, scale, merges)
     rt = cost._runtime(root, "hash")
@@ -96,6 +100,7 @@ def measure(data_path: Path, root: Path, scale: int, merges: int) -> dict[str, A
             spent.append(time.perf_counter() - start)
 
     ClusterService.place_after_merges = timed  # type: ignore[method-assign]
+    before = dict(parsed.counts)
     try:
         t0 = time.perf_counter()
         out = Engine(rt).trigger("reflect_episodes", force=True, timeout=None)
@@ -108,6 +113,8 @@ def measure(data_path: Path, root: Path, scale: int, merges: int) -> dict[str, A
             "merged": out.counts.get("merged"), "recluster_s": round(recluster_s, 2),
             "run_s": round(run_s, 2), "place_s": round(sum(spent), 2),
             "longest_write_wait_s": round(writer.longest, 2),
+            "logs_parsed": parsed.counts["parsed"] - before["parsed"],
+            "parses_reused": parsed.counts["reused"] - before["reused"],
             "load": round(os.getloadavg()[0], 1)}
 
 
