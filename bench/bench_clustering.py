@@ -28,6 +28,8 @@ EverAlgo is loaded from its unpacked wheel, never installed:
 
 ``--rule-only N`` times the rule in memory alone (``assign_run`` per run, nothing persisted),
 N times per stream: the figure a change to the rule moves, without SQLite's noise.
+``--persisted-only N`` times ours alone, persisted, 256 per transaction, N times per stream
+(least, median, each run, and the clusters' digest): two trees compared in one job.
 """
 
 from __future__ import annotations
@@ -480,6 +482,27 @@ def rule_only(locomo: str, cache: Path | None, scales: Sequence[int], settings: 
     return 0
 
 
+def persisted_only(locomo: str, cache: Path | None, scales: Sequence[int], settings: Settings,
+                   runs: int) -> int:
+    """``--persisted-only``: :func:`run_ours` 256 per transaction, ``runs`` times on LoCoMo
+    and each scale, CPU-µs per Episode (least, median, then each run) and the digest of the
+    first run's clusters: the figure a change to the service moves, with nothing else in
+    the job (the least of several runs is the one least disturbed by a shared machine)."""
+    base, _ = locomo_stream(locomo, cache)
+    for scale in [0, *scales]:
+        items = one_owner_stream(base, scale) if scale else base
+        figures, digest = [], ""
+        for n in range(runs):
+            out = run_ours(items, settings, BATCH, digest=n == 0)
+            figures.append(statistics.mean(out["per_item"]) * 1e6)
+            digest = digest or out["digests"]["stream"]
+        name = f"one owner x{scale}" if scale else "LoCoMo"
+        print(f"{name}: {BATCH} per transaction: least {min(figures):.1f}, median "
+              f"{statistics.median(figures):.1f} CPU-µs per Episode (runs: "
+              f"{', '.join(f'{f:.1f}' for f in figures)}); clusters digest {digest}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("locomo", help="path to locomo10.json")
@@ -508,6 +531,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the rule in memory, as runs (run_memory_runs), N times per "
                              "stream: the least and every figure (the part of our side a "
                              "change to the rule moves, without SQLite's noise)")
+    parser.add_argument("--persisted-only", type=int, default=0, metavar="N",
+                        help="only ours, persisted, 256 per transaction, N times per stream: "
+                             "the least, the median and every figure, and the clusters' digest")
     args = parser.parse_args(argv)
     settings = Settings()
     settings = replace(settings, clustering=replace(settings.clustering,
@@ -516,6 +542,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.rule_only:
         return rule_only(args.locomo, args.vectors_cache, args.scales, settings,
                          args.rule_only)
+    if args.persisted_only:
+        return persisted_only(args.locomo, args.vectors_cache, args.scales, settings,
+                              args.persisted_only)
     ea = load_everalgo(args.everalgo) if args.everalgo else None
     t0 = time.perf_counter()
     base, _ = locomo_stream(args.locomo, args.vectors_cache)

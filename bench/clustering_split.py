@@ -84,12 +84,18 @@ def instrument() -> None:
             (service.ClusterService, "on_entries_indexed", "on_entries_indexed"),
             (service.ClusterService, "_assign_run", "_assign_run"),
             (matrix.UserClusters, "assign_run", "assign_run (the rule, in memory)"),
+            (matrix, "_may_reach", "_may_reach (may a cluster the run changed take a version)"),
             (service.ClusterService, "_version_join", "_version_join"),
+            (service.ClusterService, "_place_history", "_place_history (before COMMIT)"),
+            (service._Write, "named_elsewhere_of",
+             "named_elsewhere_of (another user's narrative names an id)"),
             (service, "tells_change", "tells_change (extractive)"),
             (service, "tells_newer_version", "tells_newer_version (extractive)"),
             (service, "_free_id", "_free_id (hash id of a new cluster)"),
             (service._Write, "placed_run", "placed_run (queue the rows)"),
-            (service._Write, "finish", "finish (write the queue)")]:
+            (service._Write, "finish", "finish (write the queue)"),
+            (service._Write, "flush", "flush (the queue's statements; inside the first "
+                                      "statement after it fills, or finish)")]:
         setattr(owner, name, _timed(label, getattr(owner, name)))
     member_rows = service.ClusterService._member_rows
     service.ClusterService._member_rows = staticmethod(  # type: ignore[method-assign]

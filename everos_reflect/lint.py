@@ -9,14 +9,14 @@ import sqlite3
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from everos_reflect.errors import ConfigError
 from everos_reflect.fileio import broken_link, denied_folder, os_reason, what_stands
 from everos_reflect.markdown.marks import foreign_mark_message, frontmatter_line
-from everos_reflect.markdown.parser import UNDONE
+from everos_reflect.markdown.parser import UNDONE, is_entry_id
 from everos_reflect.model import (
     DEFAULT_APP,
     DEFAULT_PROJECT,
@@ -25,9 +25,11 @@ from everos_reflect.model import (
     Kind,
     UserRef,
     path_text,
+    quoted_value,
     shown_key,
 )
 from everos_reflect.problem_words import unknown
+from everos_reflect.procedural.lessons import Lesson, live_rivals, read_lesson, successor
 from everos_reflect.settings import (
     OME_FILE_NAME,
     USER_FILE_NAME,
@@ -154,6 +156,7 @@ def scan_store(
     narratives: list[tuple[str, UserRef, str, int, list[str]]] = []
     merged: dict[UserRef, set[str]] = defaultdict(set)  # every Reflection narrative's id
     citations = CitationGraph()
+    rivals = LessonRivals()
     for path in store.iter_files() if files is None else files:
         if advance is not None:
             advance(1)
@@ -181,6 +184,7 @@ def scan_store(
             state = "deprecated" if entry.deprecated_by else "live"
             scan.counts[ref][f"{kind.value}:{state}"] += 1
             citations.add(rel, ref, kind, entry)
+            rivals.add(rel, ref, kind, entry)
             if kind == Kind.ATOMIC_FACT and entry.parent_type == "episode":
                 fact_parents.append((rel, ref, entry.id, entry.line, entry.parent_id))
             if not entry.deprecated_by:
@@ -213,7 +217,7 @@ def scan_store(
     for rel, ref, narrative, line, sources in narratives:
         for item in live_beside_sources({narrative: sources}, live_ids[ref]):
             scan.problems.append(Problem(rel, line, item.message()))
-    scan.problems += citations.problems()
+    scan.problems += citations.problems() + rivals.problems()
     return scan
 
 
@@ -247,6 +251,51 @@ class CitationGraph:
                 rel, line = self._at[ref][cycle[0]]
                 found.append(Problem(rel, line, citation_cycle_message(cycle)))
         return found
+
+
+class LessonRivals:
+    """Every lesson of a root, per user, to name the ids of a live lesson's ``contested_with``
+    that are no rival (:func:`~everos_reflect.procedural.lessons.live_rivals`): a task id, a
+    lesson deleted, retired or of another task type. Such a lesson was served as contested
+    for good, and nothing said why. The lessons are kept without their text."""
+
+    def __init__(self) -> None:
+        self._lessons: dict[UserRef, list[tuple[str, int, Lesson]]] = defaultdict(list)
+
+    def add(self, rel: str, ref: UserRef, kind: Kind, entry: Entry) -> None:
+        """Note ``entry`` if it is a lesson; ``rel``: its log."""
+        if kind is Kind.LESSON:
+            self._lessons[ref].append((rel, entry.line, replace(read_lesson(entry), text="")))
+
+    def problems(self) -> list[Problem]:
+        """A warning per live lesson naming one or more ids that are no rival. Ids that are
+        no entry id at all, and the lesson's own, are the parser's to name."""
+        found = []
+        for lessons in self._lessons.values():
+            live = {x.id: x for _, _, x in lessons if x.live}
+            archived = {x.id: x.deprecated_by for _, _, x in lessons if x.deprecated_by}
+            for rel, line, x in lessons:
+                if not (x.live and x.rivals_named):
+                    continue
+                kept = live_rivals(x, live, archived)
+                odd = [i for i in x.contested_with
+                       if is_entry_id(i) and successor(i, archived) not in kept]
+                if odd:
+                    found.append(Problem(rel, line, no_rival_message(x, odd, kept),
+                                         "warning"))
+        return found
+
+
+def no_rival_message(lesson: Lesson, odd: list[str], kept: tuple[str, ...]) -> str:
+    """What ``lint`` says of ``lesson`` naming ``odd`` as rivals, none a live lesson of its
+    task type (``kept``: the rivals it has)."""
+    shown = ", ".join(odd[:3]) + (f" and {len(odd) - 3:,} more" if len(odd) > 3 else "")
+    verb = "is" if len(odd) == 1 else "are"
+    outcome = ("the lesson is read as active: no live rival is left"
+               if lesson.status == "contested" and not kept else "not read as one")
+    return (f"entry {lesson.id}: contested_with names {shown}, which {verb} no live lesson "
+            f"of task type {quoted_value(lesson.task_type)}: no rival ({outcome}; a contest "
+            "is decided against live lessons of its task type alone)")
 
 
 def _id_list(value: object) -> list[str]:
@@ -426,8 +475,8 @@ def lint_report(root: Path, progress: Progress | None = None) -> dict[str, Any]:
             "problems": [p.as_dict() for p in problems]}
 
 
-__all__ = ["BUILTIN_STRATEGIES", "OUTSIDE_ROOT", "CitationGraph", "Problem", "Progress",
-           "StoreScan",
+__all__ = ["BUILTIN_STRATEGIES", "OUTSIDE_ROOT", "CitationGraph", "LessonRivals", "Problem",
+           "Progress", "StoreScan",
            "config_problems", "irregular_problems", "journal_problems", "lint_report",
            "misnamed_problems",
            "scan_store",

@@ -740,17 +740,20 @@ def test_a_lessons_rivals_are_listed_bounded_with_a_count(root: Path) -> None:
     from everos_reflect.api.models import LessonsQuery
     from everos_reflect.embedding.base import HashEmbedder
 
-    rivals = [f"ls_20261012_{n:04d}" for n in range(1, 3001)]
     rt = Runtime(root, embedder=HashEmbedder(16))
     try:
+        rival_meta = {"timestamp": "2026-10-12T09:00:00+00:00", "task_type": "deploy",
+                      "evidence": ["tk_20261012_0001"], "depth": 1}
+        # live lessons of the task type: an id that is none is no rival (listed as none)
+        rivals = [e.id for e in rt.store.append_many(
+            REF, Kind.LESSON, [(rival_meta, {"Lesson": f"Rival {n}."}) for n in range(3000)])]
         rt.store.append(REF, Kind.LESSON, {
-            "timestamp": "2026-10-12T09:00:00+00:00", "task_type": "deploy",
-            "lesson_type": "do", "evidence": ["tk_20261012_0001"], "depth": 1,
-            "status": "contested", "contested_with": rivals}, {"Lesson": "Retry at once."})
-        (x,) = ops.lessons(rt, LessonsQuery.model_validate({"task_type": "deploy"}))["lessons"]
+            **rival_meta, "lesson_type": "do", "confirmations": 5, "status": "contested",
+            "contested_with": rivals}, {"Lesson": "Retry at once."})
+        x = ops.lessons(rt, LessonsQuery.model_validate({"task_type": "deploy"}))["lessons"][0]
         assert x["contested_with"] == rivals[:20] and x["contested_count"] == 3000
-        (got,) = ApiClient(rt)("GET", "/api/v1/lessons",
-                               params={"task_type": "deploy"}).json()["data"]["lessons"]
+        got = ApiClient(rt)("GET", "/api/v1/lessons",
+                            params={"task_type": "deploy"}).json()["data"]["lessons"][0]
         assert got == x
         # a rival a hand edit wrote twice is one: it was listed and counted twice
         twice = read_lesson(rt.store.append(REF, Kind.LESSON, {

@@ -225,13 +225,15 @@ def lessons(runtime: Runtime, ref: UserRef, task_type: str) -> list[Item]:
     """The live lessons of ``task_type``, most confirmed first; not one whose text a hand
     edit left empty (it took a line of only its tags: "(do, confirmed 1x)")."""
     found = _CACHE.lessons(runtime, ref)
-    stamps = {id(x): stamp for x, stamp in found}
+    stamps = {x.id: stamp for x, stamp in found}  # ranked serves copies (procedural.served)
     items = []
-    for x in ranked([x for x, _ in found if not blank(x.text)], task_type):
+    for x in ranked([x for x, _ in found], task_type):
+        if blank(x.text):
+            continue
         note = f"{x.lesson_type}, confirmed {shown_number(x.confirmations)}x"
         if x.status == "contested":
             note += ", contested"
-        items.append(Item(x.id, "lesson", x.text, stamps[id(x)], list(x.evidence),
+        items.append(Item(x.id, "lesson", x.text, stamps[x.id], list(x.evidence),
                           float(min(x.confirmations, MAX_SCORED_CONFIRMATIONS)), note))
     return items
 

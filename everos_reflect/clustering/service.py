@@ -25,6 +25,8 @@ and keeps ``clusters`` / ``cluster_members`` consistent. The rules it applies to
   (:meth:`ClusterService.place_after_merges`), once its merges are done.
 - Undo: a member whose deprecation is lifted returns to the cluster it was in if the rule puts
   it there (a rebuild replays it so); else it is placed by the rule, a new cluster included.
+  An ``undo`` then places the user's Episodes as a rebuild does
+  (:meth:`ClusterService.place_after_undo`).
 - Centroid of a cluster = normalised mean of its live members, folded in canonical order: the
   consolidated narrative first, then the rest by (timestamp, id).
 """
@@ -409,6 +411,22 @@ class _Write:
         without writing the queue: it reads ``entries`` only."""
         return self.conn.execute(_NAMED_ELSEWHERE, (cluster_id, ref.app, ref.project,
                                                     ref.user_id)).fetchone() is not None
+
+    def named_elsewhere_of(self, ref: UserRef, cluster_ids: Sequence[str]) -> set[str]:
+        """Those of ``cluster_ids`` a live narrative of another user names, in one statement
+        (:meth:`named_elsewhere` for each: a run asks it of its items' own ids up front,
+        where asking each new cluster's cost a statement per Episode that founds one)."""
+        if not cluster_ids:
+            return set()
+        if len(cluster_ids) <= _MEMBERS_IN_MAX:
+            size = 1 << (len(cluster_ids) - 1).bit_length()
+            rows = self.conn.execute(_NAMED_ELSEWHERE_IN[size], (
+                ref.app, ref.project, ref.user_id, *cluster_ids,
+                *[cluster_ids[-1]] * (size - len(cluster_ids))))
+        else:
+            rows = self.conn.execute(_NAMED_ELSEWHERE_JSON, (
+                ref.app, ref.project, ref.user_id, json.dumps(list(cluster_ids))))
+        return {r[0] for r in rows}
 
     def hold(self, ref: UserRef) -> None:
         """Take ``ref``'s state into this transaction before its own SQL changes the user's
@@ -846,8 +864,20 @@ class ClusterService:
                 queued = q
             return self._version_join(conn, ref, ids[q], units[q], times[q], st, texts[q])
 
+        # each item's own id (the one it founds unless its user holds it or another user's
+        # live narrative names it, :func:`_free_id`), all checked against the narratives
+        # in one statement: one per Episode that founds a cluster, before
+        own = [cluster_id_for(ref.app, ref.project, ref.user_id, i) for i in ids]
+        named = conn.named_elsewhere_of(ref, own)
+
+        def new_id(i: int) -> str:
+            cid = own[i]
+            if cid in st or cid in named:
+                return self._free_cluster_id(conn, ref, ids[i], st)
+            return cid
+
         placed = st.assign_run(
-            units, times, lambda i: self._free_cluster_id(conn, ref, ids[i], st),
+            units, times, new_id,
             threshold=self.threshold, window_seconds=self.window_seconds,
             rejoin_threshold=self.rejoin_threshold, member_threshold=self.member_threshold,
             version_of=version_of, version_floor=self.version_floor)
@@ -917,6 +947,27 @@ class ClusterService:
                 touched.add(row["cluster_id"])
             for cluster_id in sorted(touched):
                 self._recompute(conn, ref, cluster_id)
+
+    def on_user_gone(self, ref: UserRef) -> None:
+        """``ref``'s folder is gone (removed or renamed by hand): once no Episode of theirs
+        is indexed, every cluster of theirs goes, as a rebuild has none. The removal of
+        their logs took the member rows the logs gave, not one no log gave: a narrative a
+        merge put into its cluster before its log was indexed (a crash at ``deprecated``,
+        then ``mv users/u_andrew users/u_bob``) kept the old user's cluster, and the id the
+        moved narrative names, until ``recluster``. Freed, that narrative is attached in its
+        new folder (:meth:`_attach_freed`)."""
+        user = (ref.app, ref.project, ref.user_id)
+        with self._writing() as conn:
+            if conn.execute("SELECT 1 FROM entries WHERE app_id=? AND project_id=? AND "
+                            "user_id=? AND kind='episode' LIMIT 1", user).fetchone():
+                return  # some of their logs are still indexed: the flush dropping them does it
+            gone = [r[0] for r in conn.execute(
+                "SELECT cluster_id FROM clusters WHERE app_id=? AND project_id=? AND "
+                "user_id=? ORDER BY cluster_id", user)]
+            if gone:
+                conn.hold(ref)
+            for cluster_id in gone:
+                conn.delete_cluster(ref, cluster_id)
 
     # ------------------------------------------------------------------ Reflection
 
@@ -1108,6 +1159,16 @@ class ClusterService:
         if many is None or not ids:
             return self._vectors(ref, ids)
         return many(Kind.EPISODE, {ref: ids}).get(ref, {})
+
+    def place_after_undo(self, ref: UserRef) -> None:
+        """Place ``ref``'s Episodes as a rebuild places them, once an ``undo`` has restored
+        a merge's sources (and, undoing an ``update``, the narrative it replaced). Revived
+        one by one, each source went back to its cluster, and the Episodes synced after the
+        merge stayed where they joined: beside the narrative, or in a cluster founded next
+        to it, where a rebuild places them after the restored sources (a source's centroid
+        may take an Episode a narrative's did not). The live clusters differed from a
+        ``reindex`` until ``recluster``."""
+        self.place_after_merges([ref])
 
     def _episode_rows(self, ref: UserRef) -> list[sqlite3.Row]:
         return self._db.execute(
@@ -1992,6 +2053,20 @@ _LIVE_MEMBERS_IN = {
 _NAMED_ELSEWHERE = (
     "SELECT 1 FROM entries WHERE parent_type='cluster' AND parent_id=? AND kind='episode' AND "
     "deprecated_by IS NULL AND NOT (app_id=? AND project_id=? AND user_id=?) LIMIT 1")
+
+#: :data:`_NAMED_ELSEWHERE` for several ids at once (:meth:`_Write.named_elsewhere_of`): an
+#: IN list padded to a power of two, else the ids as one JSON array
+_NAMED_ELSEWHERE_WHERE = (
+    "parent_type='cluster' AND kind='episode' AND deprecated_by IS NULL "
+    "AND NOT (app_id=?1 AND project_id=?2 AND user_id=?3)")
+_NAMED_ELSEWHERE_IN = {
+    size: "SELECT DISTINCT parent_id FROM entries WHERE parent_id IN "
+          f"({','.join(f'?{4 + n}' for n in range(size))}) AND {_NAMED_ELSEWHERE_WHERE}"
+    for size in (1 << b for b in range(7))
+}
+_NAMED_ELSEWHERE_JSON = (
+    "SELECT DISTINCT parent_id FROM entries WHERE parent_id IN "
+    f"(SELECT value FROM json_each(?4)) AND {_NAMED_ELSEWHERE_WHERE}")
 
 #: texts of live Episodes that are not narratives, by id (:func:`_live_members`)
 _LIVE_TEXTS_IN = {

@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from everos_reflect.index.db import transaction, utcnow_iso
-from everos_reflect.model import UserRef, quoted_value
+from everos_reflect.model import Entry, UserRef, quoted_value
 
 
 @dataclass
@@ -195,3 +195,77 @@ def mark_reflection_undone(conn: sqlite3.Connection, ref: UserRef,
     conn.executemany("UPDATE reflection_report SET status='undone' WHERE id=?",
                      [(r[0],) for r in rows])
     return [r[0] for r in rows], (rows[-1][1] if rows else None)
+
+
+def follow_moved_merges(conn: sqlite3.Connection, held: Iterable[tuple[UserRef, Entry]],
+                        gone: Iterable[UserRef], folder_gone: Callable[[UserRef], bool]
+                        ) -> list[str]:
+    """Re-point to the user whose logs hold a merge's narrative now the ``reflection_report``
+    rows still naming a user whose folder is gone (renamed or moved by hand); returns their
+    ids. Inside the caller's transaction, after the index rows are written.
+
+    The audit is kept in ``system.db`` alone and never rebuilt from Markdown, so its rows
+    kept the old name while the index followed the folder: ``reports`` named a user nobody
+    has, and an ``undo`` as the new name left the row ``ok``. A row's user is the user whose
+    logs hold the merge, as the index reads them; it moves with the folder as they do.
+    ``held``: narratives (Reflection merges) just indexed, each with the user holding it;
+    ``gone``: users whose entries just left the index (a folder removed after a copy).
+    A row moves only when its user's folder is gone and the holder's narrative names every
+    source the row merged (ids are per user: another user's merge may have the same id);
+    never to one of two holders (a copied folder): that is left as it was, not guessed."""
+    moves: dict[str, UserRef] = {}
+    for holder, narrative in held:
+        if narrative.parent_type != "cluster":
+            continue
+        for row_id, owner, members in _rows_of(conn, "merged_entry_id = ?", (narrative.id,)):
+            if owner != holder and row_id not in moves and set(members) <= set(
+                    narrative.sources) and folder_gone(owner):
+                moves[row_id] = holder
+    for owner in dict.fromkeys(gone):
+        if not folder_gone(owner):
+            continue
+        for row_id, merged, members in _rows_of(
+                conn, "app_id=? AND project_id=? AND owner_id=?",
+                (owner.app, owner.project, owner.user_id), "merged_entry_id"):
+            holders = [ref for ref, sources in _holders(conn, merged, owner)
+                       if set(members) <= set(sources) and not folder_gone(ref)]
+            if len(holders) == 1 and row_id not in moves:
+                moves[row_id] = holders[0]
+    conn.executemany(
+        "UPDATE reflection_report SET app_id=?, project_id=?, owner_id=? WHERE id=?",
+        [(ref.app, ref.project, ref.user_id, row_id) for row_id, ref in moves.items()])
+    return list(moves)
+
+
+def _rows_of(conn: sqlite3.Connection, where: str, params: Sequence[Any],
+             column: str = "owner") -> list[tuple[str, Any, list[str]]]:
+    """``(id, owner or merged_entry_id, source_members)`` of the merge rows matching
+    ``where``; a row whose owner or member list no longer reads (edited by hand) is left
+    alone."""
+    out = []
+    for row_id, app, project, owner, merged, members in conn.execute(
+            "SELECT id, app_id, project_id, owner_id, merged_entry_id, source_members FROM "
+            f"reflection_report WHERE merged_entry_id IS NOT NULL AND {where}", tuple(params)):
+        listed, _ = id_list(members, "source_members")
+        try:
+            ref = UserRef(app, project, owner)
+        except ValueError:  # InvalidId: a name edited by hand
+            continue
+        if listed is not None:
+            out.append((row_id, ref if column == "owner" else merged, listed))
+    return out
+
+
+def _holders(conn: sqlite3.Connection, merged_id: str,
+             but: UserRef) -> list[tuple[UserRef, list[str]]]:
+    """The users other than ``but`` whose indexed narrative ``merged_id`` is, with its
+    ``sources``."""
+    out = []
+    for app, project, user, sources in conn.execute(
+            "SELECT app_id, project_id, user_id, sources FROM entries WHERE id=? AND "
+            "parent_type='cluster'", (merged_id,)):
+        ref = UserRef(app, project, user)
+        listed, _ = id_list(sources, "sources")
+        if ref != but and listed is not None:
+            out.append((ref, listed))
+    return out

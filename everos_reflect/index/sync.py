@@ -39,7 +39,7 @@ from everos_reflect.fileio import (
     os_reason,
     read_at_most,
 )
-from everos_reflect.index import events, handoff, rebuild
+from everos_reflect.index import audit, events, handoff, rebuild
 from everos_reflect.index.db import PARSER_VERSION_KEY, transaction, utcnow_iso
 from everos_reflect.markdown import settling
 from everos_reflect.markdown.marks import foreign_marks
@@ -1700,6 +1700,11 @@ class Indexer:
                     conn.execute(
                         _UPSERT_FILE, (job.rel, *key, job.kind.value, *read, problems, now,
                                        job.read_ns[0], job.read_ns[1], job.ctime_ns))
+            episodes = [job for job in jobs if job.kind is Kind.EPISODE]
+            audit.follow_moved_merges(  # the audit follows a folder renamed by hand
+                conn, [(job.ref, e) for job in episodes for e in job.plan.upserts],
+                [job.ref for job in episodes if job.plan.deletes],
+                lambda ref: not self.rt.store.user_dir(ref).is_dir())
         return notes
 
 

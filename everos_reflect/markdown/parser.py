@@ -83,8 +83,9 @@ SCHEMA_VERSION = 1
 #: 2: '<<' is a key of its own, no YAML merge; 3: zero-width and other invisible characters
 #: warned of; 4: an emptied log (no bytes, or blank lines only) holds no entry, said so, and
 #: invisible characters in the file frontmatter are warned of; 5: a conviction's key that is
-#: no text, and a lesson's ``contested_with`` naming itself or no rival, warned of.
-PARSER_VERSION = 5
+#: no text, and a lesson's ``contested_with`` naming itself or no rival, warned of; 6: a
+#: conviction's key that is a YAML boolean, number or date (no string: no key) warned of.
+PARSER_VERSION = 6
 
 #: What the parser says of a log with nothing but white space in it (``> log``, a save cut
 #: short by a full disk): it holds no entry, so the index drops what it held (as a
@@ -1434,6 +1435,12 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
         # `key: [a, b]` was read as the key "['a', 'b']", a slot nobody wrote
         found.append(("key", f"key must be a string, got a {_yaml_type(key)} (read as no key: "
                       "a conviction without one is in no worldview or briefing)"))
+    elif kind is Kind.CONVICTION and key is not None and not isinstance(key, str):
+        # `key: true` was read as the key "True", `key: 12` as "12": no key the daemon
+        # writes (a letter first), nor what was written (beliefs.key_of)
+        found.append(("key", f"key must be a string, got {json_got(key)} (read as no key: a "
+                      "conviction without one is in no worldview or briefing; put it in "
+                      "quotes)"))
     elif kind is Kind.CONVICTION and not (meta_text(key) or "").strip():
         # as beliefs.key_of reads it: a worldview holds the newest conviction of each key,
         # so one without is in no worldview and no briefing, and nothing said why

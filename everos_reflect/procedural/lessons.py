@@ -11,8 +11,8 @@ metadata rewritten by the daemon (SPEC §10); a person's lesson is read, never c
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -46,6 +46,9 @@ class Lesson:
     #: the id-list keys (``evidence``, ``contested_with``) a hand edit made something else
     #: than a list of ids, a mapping say: read as no ids, and the lesson is not rewritten
     garbled: tuple[str, ...] = ()
+    #: ``contested_with`` is written (as a list, empty or not, or garbled): the rivals it
+    #: names are all the lesson is contested by (:func:`served`); absent, ``status`` stands
+    rivals_named: bool = False
 
     @property
     def live(self) -> bool:
@@ -90,6 +93,7 @@ def read_lesson(entry: Entry) -> Lesson:
         deprecated_by=entry.deprecated_by,
         contested_with=tuple(contested),
         ours=meta.get("created_by") == CREATED_BY,
+        rivals_named=meta.get("contested_with") is not None,
         garbled=tuple(key for key, ok in (("evidence", evidence_ok),
                                            ("contested_with", contested_ok)) if not ok),
     )
@@ -115,9 +119,52 @@ def lesson_status(lesson_id: str, meta: Mapping[str, Any]) -> str:
     return "active" if status == "contested" and no_rival(lesson_id, meta) else status
 
 
+def successor(lesson_id: str, archived: Mapping[str, str]) -> str:
+    """The lesson ``lesson_id`` lives on as: archive marks followed (a refinement replaced
+    it) to the first id not archived, or to where the marks loop."""
+    seen = {lesson_id}
+    while (nxt := archived.get(lesson_id)) is not None and nxt not in seen:
+        seen.add(nxt)
+        lesson_id = nxt
+    return lesson_id
+
+
+def live_rivals(lesson: Lesson, live: Mapping[str, Lesson],
+                archived: Mapping[str, str]) -> tuple[str, ...]:
+    """The rivals ``lesson`` is contested by: the ids of its ``contested_with`` that are (or
+    were refined into, :func:`successor`) live lessons of its task type, but itself. A task
+    id, a lesson deleted, retired or of another task type is no rival: there is nothing to
+    decide against (``learn_lessons`` decides against live lessons of the task type alone)."""
+    found = (successor(i, archived) for i in lesson.contested_with)
+    return tuple(dict.fromkeys(
+        i for i in found
+        if i != lesson.id and i in live and live[i].task_type == lesson.task_type))
+
+
+def served(lessons: Iterable[Lesson]) -> list[Lesson]:
+    """One user's lessons as every reader serves them (the briefing, ``lessons``, API, MCP):
+    each one's ``contested_with`` cut to its :func:`live_rivals`, and a contested one whose
+    written list names no live rival read as active. A hand-written lesson contested by a
+    task id, or by a lesson deleted by hand, was served as contested for good: nothing
+    rewrites a person's lesson, so no run could decide it (``lint`` names such a rival)."""
+    lessons = list(lessons)
+    live = {x.id: x for x in lessons if x.live}
+    archived = {x.id: x.deprecated_by for x in lessons if x.deprecated_by}
+    out = []
+    for x in lessons:
+        rivals = live_rivals(x, live, archived) if x.rivals_named else x.contested_with
+        if rivals != x.contested_with:
+            x = replace(x, contested_with=rivals)
+        if x.rivals_named and x.status == "contested" and not rivals:
+            x = replace(x, status="active")
+        out.append(x)
+    return out
+
+
 def ranked(lessons: list[Lesson], task_type: str) -> list[Lesson]:
-    """The live lessons of ``task_type``, most confirmed first, then newest."""
-    live = [x for x in lessons if x.live and x.task_type == task_type]
+    """The live lessons of ``task_type`` (as :func:`served`), most confirmed first, then
+    newest; ``lessons``: every lesson of their user, whose rivals they may name."""
+    live = [x for x in served(lessons) if x.live and x.task_type == task_type]
     return sorted(live, key=lambda x: (-x.confirmations, -(x.timestamp.timestamp()
                                                            if x.timestamp else 0.0),
                                         id_order(x.id)))

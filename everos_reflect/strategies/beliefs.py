@@ -36,7 +36,6 @@ from everos_reflect.model import (
     control_problem,
     id_items,
     id_order,
-    meta_text,
     normalize_text,
     quoted_value,
     served_status,
@@ -123,9 +122,11 @@ def plain(value: object) -> object:
 
 def key_of(entry: Entry) -> str:
     """A conviction's ``key`` as text ("" when absent), whatever a hand edit made of it: a
-    list or mapping there is no key (it was read as its Python text, ``"['a', 'b']"``, a
-    slot nobody wrote; lint names it)."""
-    return (meta_text(entry.meta.get("key")) or "").strip()
+    key is a string (SPEC §9), so anything else there is no key: a list or mapping was read
+    as its Python text (``"['a', 'b']"``), ``key: true`` as "True" and ``key: 12`` as "12",
+    slots nobody wrote (lint names each)."""
+    key = entry.meta.get("key")
+    return key.strip() if isinstance(key, str) else ""
 
 
 def depth_of(entry: Entry) -> int:

@@ -457,7 +457,8 @@ def longer_than_sources(draft_: Draft, max_ratio: float) -> str | None:
     than ``max_ratio`` × its sources defeats consolidation and is rejected.
 
     Allowed on top: one word per new source — its date, which its metadata carried and a
-    narrative spanning several days writes out — and a two-word "Current state:" label."""
+    narrative spanning several days writes out, or the day a "Current state (YYYY-MM-DD):"
+    label gives instead — and the label's two words "Current state"."""
     sel = draft_.selection
     words, budget = draft_.words, source_words(sel)
     slack = len(sel.sources) + 2

@@ -53,7 +53,7 @@ from everos_reflect.llm.tasks import MAX_RECORD_PROMPT_CHARS
 from everos_reflect.model import Entry, Kind, UserRef, quoted_value
 from everos_reflect.problem_words import counted
 from everos_reflect.procedural import learning
-from everos_reflect.procedural.lessons import CREATED_BY, Lesson, read_lesson
+from everos_reflect.procedural.lessons import CREATED_BY, Lesson, live_rivals, read_lesson
 from everos_reflect.procedural.tasks import TaskRecord, read_task
 from everos_reflect.strategies import beliefs, provenance
 from everos_reflect.strategies.belief_store import (
@@ -530,9 +530,7 @@ def decide_contests(runtime: Runtime, ref: UserRef, state: LessonState, task_typ
     for lesson in list(live.values()):
         if lesson.status != CONTESTED or not lesson.rewritable:
             continue
-        rivals = [live[i] for i in dict.fromkeys(_successor(i, archived)
-                                                 for i in lesson.contested_with)
-                  if i in live and i != lesson.id]
+        rivals = [live[i] for i in live_rivals(lesson, live, archived)]
         if not rivals:
             # Every rival retired, withdrawn or deleted (by hand, say): nothing is left to
             # decide, and the lesson stayed `contested` for good, at any count.
@@ -549,16 +547,6 @@ def decide_contests(runtime: Runtime, ref: UserRef, state: LessonState, task_typ
             update(lesson.id, {"status": ACTIVE, "contested_with": None})
     store.update_metas(ref, updates)
     return {store.path_for_id(ref, i) for i in updates}
-
-
-def _successor(lesson_id: str, archived: Mapping[str, str]) -> str:
-    """The lesson ``lesson_id`` lives on as: archive marks followed (a refinement replaced
-    it) to the first id not archived, or to where the marks loop."""
-    seen = {lesson_id}
-    while (nxt := archived.get(lesson_id)) is not None and nxt not in seen:
-        seen.add(nxt)
-        lesson_id = nxt
-    return lesson_id
 
 
 __all__ = ["MAX_TASK_PROMPT_CHARS", "NAME", "LearnLessons", "LessonState", "decide_contests",

@@ -42,7 +42,12 @@ from everos_reflect.errors import (
 )
 from everos_reflect.fileio import denied_folder, os_reason, what_stands
 from everos_reflect.index import merge_journal, reads
-from everos_reflect.index.audit import mark_reflection_undone, merge_row, merge_sources
+from everos_reflect.index.audit import (
+    follow_moved_merges,
+    mark_reflection_undone,
+    merge_row,
+    merge_sources,
+)
 from everos_reflect.index.db import db_built, transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown.parser import UNDONE
@@ -260,6 +265,8 @@ def _undo(runtime: Runtime, ref: UserRef, merged_id: str, *, cascade: bool,
     except UnknownEntry:
         return _undo_deleted(runtime, ref, merged_id)
     _refuse_not_a_merge(runtime, ref, merged_id, narrative)
+    if _indexed(runtime):
+        _follow_moved_merge(runtime, ref, narrative)
     if narrative.deprecated_by == UNDONE:
         if _indexed(runtime):
             _mark_reports_undone(runtime, ref, merged_id)  # heals a crash right after the Markdown
@@ -593,6 +600,16 @@ def _refuse_if_journaled(runtime: Runtime, ref: UserRef, merged_id: str) -> None
                           f"(journal {row_id}); run {REFLECT} once, then undo")
 
 
+def _follow_moved_merge(runtime: Runtime, ref: UserRef, narrative: Entry) -> None:
+    """Give ``ref`` the merge's audit rows that still name a user whose folder is gone (a
+    folder renamed by hand, not scanned since: :func:`~everos_reflect.index.audit.
+    follow_moved_merges`): undone as the new name, they stayed ``ok``."""
+    conn = runtime.db()
+    with transaction(conn):
+        follow_moved_merges(conn, [(ref, narrative)], [],
+                            lambda owner: not runtime.store.user_dir(owner).is_dir())
+
+
 def _mark_reports_undone(runtime: Runtime, ref: UserRef,
                          merged_id: str) -> tuple[list[str], str | None]:
     """Set the merge's audit rows to ``undone``; returns their ids and the merge's mode."""
@@ -629,6 +646,7 @@ def _restore_cluster(runtime: Runtime, ref: UserRef, cluster_id: str | None,
     service = ClusterService(runtime)
     if previous is not None:
         service.on_entries_indexed(ref, [runtime.store.get(ref, previous.id)], {})
+    service.place_after_undo(ref)
     if not _cluster_agrees(service, ref, cluster_id, episodes, previous):
         log.info("undo: rebuilding the clusters of %s", ref)
         service.recluster(ref)

@@ -1,0 +1,92 @@
+"""Where ``ClusterService``'s assignment path spends its CPU on a stream of ``bench_clustering.py``:
+the functions with the most own time (cProfile), per Episode, placed as an index flush does
+(``on_entries_indexed`` per owner in one ``ClusterService.batch()`` of 256), or with
+``--lone`` one ``assign`` transaction per Episode (a watcher syncing one file).
+
+cProfile adds its own cost to every Python call (C calls less), so the total reads 2-3× the
+bench's: the table ranks where to look, the bench says what a change gained. Its clock is
+the process's CPU time (``time.process_time``), so other processes' load does not land on
+whatever function was running.
+
+    python bench/profile_assign.py LOCOMO_JSON --vectors-cache vecs.npy [--scale 20] [--lone]
+        [--top 40]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import gc
+import pstats
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_clustering as bc
+
+from everos_reflect.clustering.service import ClusterService
+from everos_reflect.model import UserRef
+from everos_reflect.settings import Settings
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("locomo")
+    parser.add_argument("--vectors-cache", type=Path)
+    parser.add_argument("--scale", type=int, default=0, help="one owner ×N; 0: LoCoMo")
+    parser.add_argument("--lone", action="store_true", help="one transaction per Episode")
+    parser.add_argument("--top", type=int, default=40)
+    args = parser.parse_args(argv)
+    settings = Settings()
+    settings = replace(settings, clustering=replace(settings.clustering, member_threshold=0.0))
+    base, _ = bc.locomo_stream(args.locomo, args.vectors_cache)
+    items = bc.one_owner_stream(base, args.scale) if args.scale else base
+    entries = bc._entries(items)
+    # CPU time of the process, not wall time: the machine is shared, a wall clock charges
+    # other processes' time slices to whichever function was running
+    profile = cProfile.Profile(time.process_time)
+    with tempfile.TemporaryDirectory() as tmp:
+        rt = bc._Runtime(Path(tmp), settings)
+        svc = ClusterService(rt)  # type: ignore[arg-type]
+        refs = {o: UserRef.of(o) for o in {it.owner for it in items}}
+        for it in items:
+            rt.vectors.data[(refs[it.owner], it.eid)] = it.vector
+        bc._index_rows(rt.db(), items, refs)
+        gc.collect()
+        gc.freeze()
+        step = 1 if args.lone else bc.BATCH
+        for start in range(0, len(items), step):
+            chunk = items[start:start + step]
+            by_owner: dict[str, list[bc.Item]] = {}
+            for it in chunk:
+                by_owner.setdefault(it.owner, []).append(it)
+            profile.enable()
+            if args.lone:
+                it = chunk[0]
+                svc.assign(refs[it.owner], it.eid, it.vector, it.ts)
+            else:
+                with svc.batch():
+                    for owner, owned in by_owner.items():
+                        svc.on_entries_indexed(refs[owner], [entries[i.eid] for i in owned],
+                                               {i.eid: i.vector for i in owned})
+            profile.disable()
+    n = len(items)
+    stats = pstats.Stats(profile)
+    rows = sorted(stats.stats.items(), key=lambda kv: -kv[1][2])  # type: ignore[attr-defined]
+    total = sum(v[2] for v in stats.stats.values())  # type: ignore[attr-defined]
+    name = f"one owner x{args.scale}" if args.scale else "LoCoMo"
+    way = "1 per transaction" if args.lone else f"{bc.BATCH} per transaction"
+    print(f"{name}, {n:,} Episodes, {way}: {total / n * 1e6:.1f} µs per Episode under cProfile")
+    print("  own µs/Ep  cum µs/Ep   calls/Ep  function")
+    for (file, line, func), (_, ncalls, tottime, cumtime, _) in rows[:args.top]:
+        where = f"{Path(file).name}:{line}" if line else file
+        print(f"  {tottime / n * 1e6:9.2f}  {cumtime / n * 1e6:9.2f}  {ncalls / n:9.2f}  "
+              f"{func} ({where})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,61 @@
+"""A hand-written lesson's ``contested_with`` naming what is no live lesson of its task type
+(a task id, a lesson deleted by hand, one retired or of another task type) names no rival:
+nothing rewrites a person's lesson, so it was briefed and listed as contested for good, and
+``lint`` said nothing. It is read as active, those ids are not listed, and ``lint`` names them."""
+
+from __future__ import annotations
+
+import json
+from datetime import date
+
+from click.testing import CliRunner
+
+from everos_reflect.briefing.build import build_briefing
+from everos_reflect.cli.main import cli
+from everos_reflect.lint import lint_report
+from everos_reflect.model import Kind, UserRef
+from everos_reflect.runtime import Runtime
+
+REF = UserRef.of("u_ops")
+BASE = {"timestamp": "2026-10-20T09:00:00+00:00", "task_type": "deploy", "lesson_type": "do",
+        "evidence": ["tk_20261012_0001"], "depth": 1, "status": "contested"}
+
+
+def _lesson(rt: Runtime, text: str, **meta: object) -> str:
+    return rt.store.append(REF, Kind.LESSON, {**BASE, **meta}, {"Lesson": text},
+                           day=date(2026, 10, 20)).id
+
+
+def test_a_rival_that_is_no_live_lesson_is_no_rival_and_lint_names_it(rt: Runtime) -> None:
+    rival = _lesson(rt, "Retry at once.")  # contested, naming no list: as written
+    retired = _lesson(rt, "Never retry.", status="retired")
+    other = _lesson(rt, "Cache the build.", task_type="build", status="active")
+    task = _lesson(rt, "Check the logs first.", contested_with=["tk_20261012_0001"])
+    gone = _lesson(rt, "Pin the image tag.", contested_with=["ls_20261001_0009"])
+    mixed = _lesson(rt, "Wait before a retry.",
+                    contested_with=[retired, other, rival, "tk_20261012_0001",
+                                    "ls_20261001_0009"])
+
+    out = CliRunner().invoke(cli, ["lessons", "--task-type", "deploy", "--user", "u_ops",
+                                   "--json", "--root", str(rt.root)])
+    listed = {x["id"]: (x["status"], x["contested_with"])
+              for x in json.loads(out.output)["lessons"]}
+    assert listed[task] == listed[gone] == ("active", [])
+    assert listed[mixed] == ("contested", [rival])
+
+    brief = build_briefing(rt, REF, "deploy", task_type="deploy", max_tokens=2000)
+    marked = {i.id for i in brief.items if "contested" in (i.note or "")}
+    assert task not in marked and gone not in marked and mixed in marked
+
+    messages = [p["message"] for p in lint_report(rt.root)["problems"]]
+    tail = "a contest is decided against live lessons of its task type alone)"
+    assert f"entry {task}: contested_with names tk_20261012_0001, which is no live lesson " \
+        f"of task type 'deploy': no rival (the lesson is read as active: no live rival is " \
+        f"left; {tail}" in messages
+    assert f"entry {gone}: contested_with names ls_20261001_0009, which is no live lesson " \
+        f"of task type 'deploy': no rival (the lesson is read as active: no live rival is " \
+        f"left; {tail}" in messages
+    assert f"entry {mixed}: contested_with names {retired}, {other}, tk_20261012_0001 and 1 " \
+        f"more, which are " \
+        f"no live lesson of task type 'deploy': no rival (not read as one; {tail}" in messages
+    assert not any(m.startswith(f"entry {rival}:") for m in messages)
