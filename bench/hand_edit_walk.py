@@ -187,9 +187,10 @@ class Walk:
 
 #: steps after which Episodes may stay where they joined until ``recluster`` (a member
 #: deleted, archived or edited away; Episodes moved in out of time order; a source revived
-#: is placed among members later than it; a merge undone). Not ``reflect``: a run places the
-#: Episodes of each user it merged for as a rebuild does (``place_after_merges``)
-KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "revive", "undo")
+#: is placed among members later than it). Not ``reflect`` nor ``undo``: a run places the
+#: Episodes of each user it merged for as a rebuild does (``place_after_merges``), an undo
+#: those of its user (``place_after_undo``)
+KNOWN = ("edit", "delete", "archive", "move", "copy", "rename", "revive")
 
 
 def narratives(rt: Any) -> set[tuple[str, str, str, str]]:

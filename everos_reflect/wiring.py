@@ -58,6 +58,7 @@ def _clustering(runtime: Runtime, changes: list[events.ChangeSet]) -> Iterable[P
                 _cluster_upserts(service, pending)
                 _cluster_change(service, change)
             _cluster_upserts(service, pending)
+            _users_gone(runtime, service, episodes)
     except Exception:
         log.exception("clustering a flush of %s failed; applying them one by one",
                       counted(len(episodes), "file"))
@@ -66,7 +67,20 @@ def _clustering(runtime: Runtime, changes: list[events.ChangeSet]) -> Iterable[P
                 _cluster_change(service, change)
             except Exception:
                 log.exception("clustering failed for %s", change.path)
+        try:
+            _users_gone(runtime, service, episodes)
+        except Exception:
+            log.exception("dropping the clusters of users whose folder is gone failed")
     return ()
+
+
+def _users_gone(runtime: Runtime, service: ClusterService,
+                changes: list[events.ChangeSet]) -> None:
+    """Once every change of the flush is in: the users whose logs it dropped and whose folder
+    is gone (:meth:`ClusterService.on_user_gone`)."""
+    for ref in sorted({c.ref for c in changes if c.deleted}):
+        if not runtime.store.user_dir(ref).is_dir():
+            service.on_user_gone(ref)
 
 
 def _cluster_upserts(service: ClusterService, changes: list[events.ChangeSet]) -> None:

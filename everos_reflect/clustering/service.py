@@ -25,6 +25,8 @@ and keeps ``clusters`` / ``cluster_members`` consistent. The rules it applies to
   (:meth:`ClusterService.place_after_merges`), once its merges are done.
 - Undo: a member whose deprecation is lifted returns to the cluster it was in if the rule puts
   it there (a rebuild replays it so); else it is placed by the rule, a new cluster included.
+  An ``undo`` then places the user's Episodes as a rebuild does
+  (:meth:`ClusterService.place_after_undo`).
 - Centroid of a cluster = normalised mean of its live members, folded in canonical order: the
   consolidated narrative first, then the rest by (timestamp, id).
 """
@@ -946,6 +948,27 @@ class ClusterService:
             for cluster_id in sorted(touched):
                 self._recompute(conn, ref, cluster_id)
 
+    def on_user_gone(self, ref: UserRef) -> None:
+        """``ref``'s folder is gone (removed or renamed by hand): once no Episode of theirs
+        is indexed, every cluster of theirs goes, as a rebuild has none. The removal of
+        their logs took the member rows the logs gave, not one no log gave: a narrative a
+        merge put into its cluster before its log was indexed (a crash at ``deprecated``,
+        then ``mv users/u_andrew users/u_bob``) kept the old user's cluster, and the id the
+        moved narrative names, until ``recluster``. Freed, that narrative is attached in its
+        new folder (:meth:`_attach_freed`)."""
+        user = (ref.app, ref.project, ref.user_id)
+        with self._writing() as conn:
+            if conn.execute("SELECT 1 FROM entries WHERE app_id=? AND project_id=? AND "
+                            "user_id=? AND kind='episode' LIMIT 1", user).fetchone():
+                return  # some of their logs are still indexed: the flush dropping them does it
+            gone = [r[0] for r in conn.execute(
+                "SELECT cluster_id FROM clusters WHERE app_id=? AND project_id=? AND "
+                "user_id=? ORDER BY cluster_id", user)]
+            if gone:
+                conn.hold(ref)
+            for cluster_id in gone:
+                conn.delete_cluster(ref, cluster_id)
+
     # ------------------------------------------------------------------ Reflection
 
     def mark_consolidated(
@@ -1113,6 +1136,16 @@ class ClusterService:
         for ref in sorted(set(refs)):
             with self._writing():
                 self._recluster_user(ref, self._episode_rows(ref), named=named)
+
+    def place_after_undo(self, ref: UserRef) -> None:
+        """Place ``ref``'s Episodes as a rebuild places them, once an ``undo`` has restored
+        a merge's sources (and, undoing an ``update``, the narrative it replaced). Revived
+        one by one, each source went back to its cluster, and the Episodes synced after the
+        merge stayed where they joined: beside the narrative, or in a cluster founded next
+        to it, where a rebuild places them after the restored sources (a source's centroid
+        may take an Episode a narrative's did not). The live clusters differed from a
+        ``reindex`` until ``recluster``."""
+        self.place_after_merges([ref])
 
     def _episode_rows(self, ref: UserRef) -> list[sqlite3.Row]:
         return self._db.execute(
