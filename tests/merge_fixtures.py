@@ -1,5 +1,6 @@
 """What the offline merge's rule tests share: the bundled embedder, one sentence as the merge
-reads it, and a narrative merged from a few one-line Episodes two days apart."""
+reads it, a narrative merged from a few one-line Episodes two days apart, one Episode of a
+given day and a narrative's paragraphs."""
 
 from __future__ import annotations
 
@@ -29,6 +30,17 @@ def narrative(llm: ExtractiveLLM, *texts: str, subject: str = "Notes") -> str:
                            datetime(2026, 11, 10 + 2 * i, 10, tzinfo=UTC), subject, text)
                for i, text in enumerate(texts)]
     return llm.merge(MergeRequest("init", members)).content
+
+
+def member(day: str, content: str, n: int = 1, *, subject: str = "Notes") -> MergeMember:
+    """The ``n``-th Episode of ``day`` (``YYYY-MM-DD``, at midnight UTC) as a merge reads it."""
+    ts = datetime.fromisoformat(day).replace(tzinfo=UTC)
+    return MergeMember(f"ep_{day.replace('-', '')}_{n:04d}", ts, subject, content)
+
+
+def paragraphs(text: str) -> list[str]:
+    """The paragraphs of a narrative (a dated line, or the current state), blank ones left out."""
+    return [p for p in text.split("\n\n") if p]
 
 
 def kept_both(local: LocalEmbedder, first: str, second: str) -> list[str]:

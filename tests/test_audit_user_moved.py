@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from everos_reflect.cli.reflect_cmds import list_reports
+from everos_reflect.index.db import transaction
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.extractive import ExtractiveLLM
 from everos_reflect.model import UserRef
@@ -104,3 +105,20 @@ def test_a_row_stays_with_its_user_while_the_folder_is_there(root: Path) -> None
     rows = list_reports(rt)
     assert sorted(r["owner_id"] for r in rows) == ["u_andrew", "u_bob"]
     assert len({r["merged_entry_id"] for r in rows}) == 1
+
+
+def test_the_rows_of_attempts_that_merged_nothing_follow_the_last_merge(root: Path) -> None:
+    rt = make_runtime(root, ExtractiveLLM())
+    seed_pets(rt)
+    conn = rt.db()
+    with transaction(conn):
+        conn.execute(
+            "INSERT INTO reflection_report (id, app_id, project_id, owner_id, cluster_id, mode, "
+            "source_count, source_members, deprecated_fact_count, status, error, created_at) "
+            "VALUES ('rr_failed', 'default_app', 'default_project', 'u_andrew', 'cl_x', "
+            "'init', 3, '[]', 0, 'failed', 'timeout', '2026-01-01T00:00:00+00:00')")
+    run_reflection(rt)
+    shutil.move(users_folder(root) / "u_andrew", users_folder(root) / "u_bob")
+    Indexer(rt).scan()
+    assert [(r["status"], r["owner_id"]) for r in list_reports(rt)] == [
+        ("ok", "u_bob"), ("failed", "u_bob")]

@@ -19,6 +19,7 @@ import pytest
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
 from everos_reflect.model import UserRef
+from everos_reflect.runtime import Runtime
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime, run_reflection, seed_pets
 from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables
 
@@ -27,20 +28,30 @@ pytestmark = pytest.mark.usefixtures("settle_at_once")
 BOB = UserRef.of("u_bob")
 
 
+def bob_merged_beside_andrew(root: Path) -> tuple[Runtime, Path]:
+    """u_bob's pets merged, beside u_andrew's one Episode (whose id is that of Bob's first):
+    the runtime, and the folder of the users' folders."""
+    rt = make_runtime(root, ExtractiveLLM())
+    seed_pets(rt, BOB)
+    add_episode(rt, ANDREW, "2026-08-02T10:00:00+00:00", "Andrew plays chess",
+                "Andrew played chess with Sam at the club.")
+    Indexer(rt).scan()
+    assert run_reflection(rt)["merged"] == 1
+    return rt, rt.store.path_for_id(BOB, "ep_20260802_0001").parents[2]
+
+
+def renamed(rt: Runtime, *moves: tuple[Path, Path]) -> None:
+    """Each folder renamed by hand (``old``, ``new``) in turn, the index scanning after each."""
+    for old, new in moves:
+        os.rename(old, new)
+        Indexer(rt).scan()
+
+
 def test_a_user_folder_renamed_onto_a_moved_user_s_name_keeps_cluster_ids_unique(
         root: Path, tmp_path: Path) -> None:
-    rt = make_runtime(root, ExtractiveLLM())
+    rt, users = bob_merged_beside_andrew(root)
     try:
-        seed_pets(rt, BOB)
-        add_episode(rt, ANDREW, "2026-08-02T10:00:00+00:00", "Andrew plays chess",
-                    "Andrew played chess with Sam at the club.")
-        Indexer(rt).scan()
-        assert run_reflection(rt)["merged"] == 1
-        users = rt.store.path_for_id(BOB, "ep_20260802_0001").parents[2]
-        os.rename(users / "u_bob", users / "u_cy")
-        Indexer(rt).scan()
-        os.rename(users / "u_andrew", users / "u_bob")
-        Indexer(rt).scan()
+        renamed(rt, (users / "u_bob", users / "u_cy"), (users / "u_andrew", users / "u_bob"))
 
         after = cluster_tables(rt)
         ids = [c[0] for c in after["clusters"]]
@@ -54,18 +65,9 @@ def test_a_narrative_naming_an_id_an_episode_of_another_user_founded_takes_it_an
         root: Path, tmp_path: Path) -> None:
     """The other order: the Episode founded the id first (no narrative named it then), the
     narrative's folder comes back after; and then goes again."""
-    rt = make_runtime(root, ExtractiveLLM())
+    rt, users = bob_merged_beside_andrew(root)
     try:
-        seed_pets(rt, BOB)
-        add_episode(rt, ANDREW, "2026-08-02T10:00:00+00:00", "Andrew plays chess",
-                    "Andrew played chess with Sam at the club.")
-        Indexer(rt).scan()
-        assert run_reflection(rt)["merged"] == 1
-        users = rt.store.path_for_id(BOB, "ep_20260802_0001").parents[2]
-        os.rename(users / "u_bob", tmp_path / "away")
-        Indexer(rt).scan()
-        os.rename(users / "u_andrew", users / "u_bob")
-        Indexer(rt).scan()
+        renamed(rt, (users / "u_bob", tmp_path / "away"), (users / "u_andrew", users / "u_bob"))
         assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "founded")
         os.rename(tmp_path / "away", users / "u_cy")
         Indexer(rt).scan()

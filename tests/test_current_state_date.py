@@ -7,25 +7,21 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from everos_reflect.index.snippet import make_snippet
 from everos_reflect.llm.base import FactsRequest, MergeMember, MergeRequest
 from everos_reflect.llm.extractive import ExtractiveLLM, narrative_sentences
+from tests import merge_fixtures
+from tests.merge_fixtures import paragraphs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import state_stories
 
 LLM = ExtractiveLLM()
 
-
-def member(day: str, content: str, n: int = 1) -> MergeMember:
-    ts = datetime.fromisoformat(day).replace(tzinfo=UTC)
-    return MergeMember(f"ep_{day.replace('-', '')}_{n:04d}", ts, "Email", content)
-
-
-def paragraphs(text: str) -> list[str]:
-    return [p for p in text.split("\n\n") if p]
+member = partial(merge_fixtures.member, subject="Email")
 
 
 def test_a_change_said_alone_on_the_last_day_keeps_that_day_in_the_label() -> None:

@@ -7,28 +7,32 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 from everos_reflect.llm.base import FactsRequest, MergeMember, MergeRequest
 from everos_reflect.llm.extractive import ExtractiveLLM
+from tests import merge_fixtures
+from tests.merge_fixtures import paragraphs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 import fact_anaphora
 
 LLM = ExtractiveLLM()
 
-
-def member(day: str, content: str, n: int = 1) -> MergeMember:
-    ts = datetime.fromisoformat(day).replace(tzinfo=UTC)
-    return MergeMember(f"ep_{day.replace('-', '')}_{n:04d}", ts, "Running", content)
-
-
-def paragraphs(text: str) -> list[str]:
-    return [p for p in text.split("\n\n") if p]
+member = partial(merge_fixtures.member, subject="Running")
 
 
 def facts(text: str) -> list[str]:
     return LLM.extract_facts(FactsRequest(text)).facts
+
+
+def coach_left_in_the_timeline(members: list[MergeMember], state: str) -> None:
+    """The merge of ``members`` ends in the undated current state ``state``, and the coach's
+    pointer stays on its own dated line, where it was said."""
+    content = LLM.merge(MergeRequest("init", members)).content
+    assert paragraphs(content)[-1] == f"Current state: {state}"
+    assert "2026-09-01: The coach said it is a good distance for her." in content
 
 
 def test_a_pointer_goes_with_the_current_state_it_points_at() -> None:
@@ -51,14 +55,11 @@ def test_a_pointer_goes_with_the_current_state_it_points_at() -> None:
 
 def test_a_pointer_of_another_source_stays_where_it_was_said() -> None:
     # the same day, but another Episode: what it points at is not known
-    content = LLM.merge(MergeRequest("init", [
+    coach_left_in_the_timeline([
         member("2026-08-01", "Priya runs 5 km in the park every week."),
         member("2026-09-01", "Priya runs 12 km in the park every week.", n=1),
         member("2026-09-01", "The coach said it is a good distance for her.", n=2),
-    ])).content
-    assert paragraphs(content)[-1] == (
-        "Current state: Priya runs 12 km in the park every week.")
-    assert "2026-09-01: The coach said it is a good distance for her." in content
+    ], "Priya runs 12 km in the park every week.")
 
 
 def test_a_pointer_after_history_stays_in_the_timeline() -> None:
@@ -76,14 +77,11 @@ def test_a_pointer_after_history_stays_in_the_timeline() -> None:
 
 def test_a_pointer_after_a_sentence_that_leans_itself_is_not_carried() -> None:
     # "loves that" points back too: what "it" is, is unclear, so it is not moved
-    content = LLM.merge(MergeRequest("init", [
+    coach_left_in_the_timeline([
         member("2026-08-01", "Priya runs 5 km in the park every week."),
         member("2026-09-01", "Priya runs 12 km in the park every week and loves that. The coach "
                "said it is a good distance for her."),
-    ])).content
-    assert paragraphs(content)[-1] == (
-        "Current state: Priya runs 12 km in the park every week and loves that.")
-    assert "2026-09-01: The coach said it is a good distance for her." in content
+    ], "Priya runs 12 km in the park every week and loves that.")
 
 
 def test_an_update_that_replaces_the_state_keeps_the_pointer_next_to_it() -> None:

@@ -20,9 +20,9 @@ from everos_reflect.markdown.parser import parse_log
 from everos_reflect.model import Entry, UserRef
 from everos_reflect.runtime import Runtime
 from everos_reflect.strategies import journal
-from tests.reflect_fixtures import crash_run_at, reports, run_reflection
+from tests.reflect_fixtures import reports, run_reflection
 from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables
-from tests.test_reflect_crash import STEPS, restart, seeded
+from tests.test_reflect_crash import STEPS, crashed, restart
 
 #: single-threaded crash simulations: nothing else writes the logs (conftest.py)
 pytestmark = pytest.mark.usefixtures("settle_at_once")
@@ -53,8 +53,7 @@ def live_narratives(entries: dict[str, Entry]) -> list[Entry]:
 def test_folder_renamed_after_a_crash_finishes_the_merge_in_the_new_folder(
     root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
-    rt, original = seeded(root)
-    crash_run_at(monkeypatch, rt, step)
+    rt, original = crashed(root, monkeypatch, step)
     monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)  # renamed long after the writes
     shutil.move(users_folder(root) / "u_andrew", users_folder(root) / "u_bob")
 
@@ -79,8 +78,7 @@ def test_folder_renamed_after_a_crash_finishes_the_merge_in_the_new_folder(
 def test_folder_removed_after_a_crash_writes_nothing_for_the_merge(
     root: Path, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
-    rt, _ = seeded(root)
-    crash_run_at(monkeypatch, rt, step)
+    rt, _ = crashed(root, monkeypatch, step)
     shutil.rmtree(users_folder(root) / "u_andrew")
 
     counts = run_reflection(restart(root))

@@ -52,6 +52,14 @@ def seeded(root: Path) -> tuple[Runtime, set[str]]:
     return rt, set(all_entries(rt))
 
 
+def crashed(root: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> tuple[Runtime, set[str]]:
+    """The seed, then a merge of it killed right after ``step`` (:func:`crash_run_at`): the
+    runtime and the seed's entry ids."""
+    rt, original = seeded(root)
+    crash_run_at(monkeypatch, rt, step)
+    return rt, original
+
+
 def restart(root: Path) -> Runtime:
     """A fresh process on the same root."""
     return make_runtime(root, ExtractiveLLM())
@@ -75,9 +83,7 @@ def assert_merged_once(rt: Runtime, original: set[str]) -> None:
 def test_crash_after_each_step_is_completed_by_the_next_run(
     root: Path, monkeypatch: pytest.MonkeyPatch, step: str
 ) -> None:
-    rt, original = seeded(root)
-
-    crash_run_at(monkeypatch, rt, step)
+    rt, original = crashed(root, monkeypatch, step)
     assert all_entries(rt).keys() >= original  # parseable and complete even mid-merge
 
     counts = run_reflection(restart(root))
@@ -118,9 +124,7 @@ def test_crash_inside_any_file_write_leaves_parseable_files_and_recovers(
 
 
 def test_recovery_twice_is_a_no_op(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    rt, original = seeded(root)
-
-    crash_run_at(monkeypatch, rt, journal.FACTS)
+    _, original = crashed(root, monkeypatch, journal.FACTS)
     fresh = restart(root)
     first = journal.recover(fresh, Indexer(fresh))
     snapshot = {p: p.read_bytes() for p in fresh.store.iter_files()}
@@ -200,9 +204,7 @@ def test_daemon_start_settles_a_merge_interrupted_by_a_crash(
 ) -> None:
     from everos_reflect.engine.daemon import recover_interrupted
 
-    rt, original = seeded(root)
-
-    crash_run_at(monkeypatch, rt, journal.FACTS)
+    _, original = crashed(root, monkeypatch, journal.FACTS)
 
     fresh = restart(root)
     assert recover_interrupted(fresh) == 1
@@ -271,8 +273,7 @@ def test_crash_mid_archive_then_hand_edit_rolls_forward_and_leaves_the_edit_live
 def test_crash_during_recovery_is_recovered_by_the_next_start(
     root: Path, monkeypatch: pytest.MonkeyPatch, first: str, second: str
 ) -> None:
-    rt, original = seeded(root)
-    crash_run_at(monkeypatch, rt, first)
+    _, original = crashed(root, monkeypatch, first)
 
     def crash_at(reached: str) -> None:
         if reached == second:
@@ -297,8 +298,7 @@ def test_cli_commands_that_write_settle_an_interrupted_merge_first(
 
     from everos_reflect.cli.main import cli
 
-    rt, original = seeded(root)
-    crash_run_at(monkeypatch, rt, journal.FACTS)
+    _, original = crashed(root, monkeypatch, journal.FACTS)
     assert journal.has_pending(root)
     monkeypatch.setattr("everos_reflect.runtime.Runtime", _hash_runtime)
 
@@ -324,8 +324,7 @@ def test_a_merge_recovery_cannot_settle_is_tried_once_per_run_and_the_run_says_s
 
     from everos_reflect.engine.engine import Engine
 
-    rt, original = seeded(root)
-    crash_run_at(monkeypatch, rt, journal.FACTS)
+    rt, original = crashed(root, monkeypatch, journal.FACTS)
     [(plan, _)] = journal.pending(rt.db())
     broken = rt.store.log_path(plan.ref, Kind.EPISODE, plan.day_date)
     broken.write_bytes(broken.read_bytes() + b"\xff\xfe not UTF-8\n")

@@ -34,6 +34,24 @@ def similarities(rt: Runtime) -> dict[str, float | None]:
         "SELECT entry_id, similarity FROM cluster_members WHERE deprecated_by IS NULL")}
 
 
+def archived_then_revived(rt: Runtime, tmp_path: Path, entry_id: str,
+                          target: str) -> dict[str, str]:
+    """``entry_id`` archived toward ``target`` by hand (a ``deprecated_entries`` line: the
+    clusters are then as a ``reindex`` leaves them), then the line removed by hand: each live
+    member's cluster once it is revived."""
+    path = rt.store.path_for_id(ANDREW, entry_id)
+    good = path.read_text()
+    line = f"deprecated_entries: {{{entry_id}: {target}}}\n"
+    path.write_text(good.replace("---\n", "---\n" + line, 1))
+    Indexer(rt).sync_path(path)
+    assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "archived")
+
+    path.write_text(good)  # the line removed by hand: revived
+    Indexer(rt).sync_path(path)
+    return {r[0]: r[1] for r in rt.db().execute(
+        "SELECT entry_id, cluster_id FROM cluster_members WHERE deprecated_by IS NULL")}
+
+
 def test_an_undone_merge_leaves_the_clusters_as_a_reindex(root: Path, tmp_path: Path) -> None:
     rt, sources, narrative = merged_root(root)
     try:
@@ -75,18 +93,7 @@ def test_an_episode_archived_by_hand_and_revived_is_placed_as_a_reindex_places_i
         Indexer(rt).scan()
         target = {"another cluster's narrative": narrative, "a live Episode": chess[0],
                   "no entry": "ep_20261130_0099"}[toward]
-        path = rt.store.path_for_id(ANDREW, chess[2])
-        good = path.read_text()
-        line = f"deprecated_entries: {{{chess[2]}: {target}}}\n"
-        path.write_text(good.replace("---\n", "---\n" + line, 1))
-        Indexer(rt).sync_path(path)
-        assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "archived")
-
-        path.write_text(good)  # the line removed by hand: revived
-        Indexer(rt).sync_path(path)
-
-        cluster_of = {r[0]: r[1] for r in rt.db().execute(
-            "SELECT entry_id, cluster_id FROM cluster_members WHERE deprecated_by IS NULL")}
+        cluster_of = archived_then_revived(rt, tmp_path, chess[2], target)
         assert cluster_of[chess[2]] == cluster_of[chess[0]] != cluster_of[narrative]
         assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "revived")
     finally:
@@ -103,18 +110,7 @@ def test_an_episode_archived_toward_a_narrative_and_revived_founds_a_cluster_as_
         chess = add_episode(rt, ANDREW, "2026-11-01T10:00:00+00:00", "Chess club",
                             "Sam won the chess match at the club on Friday evening.").id
         Indexer(rt).scan()
-        path = rt.store.path_for_id(ANDREW, chess)
-        good = path.read_text()
-        path.write_text(good.replace("---\n", f"---\ndeprecated_entries: {{{chess}: "
-                                                f"{narrative}}}\n", 1))
-        Indexer(rt).sync_path(path)
-        assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "archived")
-
-        path.write_text(good)  # the line removed by hand: revived
-        Indexer(rt).sync_path(path)
-
-        cluster_of = {r[0]: r[1] for r in rt.db().execute(
-            "SELECT entry_id, cluster_id FROM cluster_members WHERE deprecated_by IS NULL")}
+        cluster_of = archived_then_revived(rt, tmp_path, chess, narrative)
         assert cluster_of[chess] != cluster_of[narrative]
         assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "revived")
     finally:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,6 +214,7 @@ def follow_moved_merges(conn: sqlite3.Connection, held: Iterable[tuple[UserRef, 
     source the row merged (ids are per user: another user's merge may have the same id);
     never to one of two holders (a copied folder): that is left as it was, not guessed."""
     moves: dict[str, UserRef] = {}
+    went: dict[UserRef, set[UserRef]] = {}  # old owner -> where its merges went
     for holder, narrative in held:
         if narrative.parent_type != "cluster":
             continue
@@ -221,6 +222,7 @@ def follow_moved_merges(conn: sqlite3.Connection, held: Iterable[tuple[UserRef, 
             if owner != holder and row_id not in moves and set(members) <= set(
                     narrative.sources) and folder_gone(owner):
                 moves[row_id] = holder
+                went.setdefault(owner, set()).add(holder)
     for owner in dict.fromkeys(gone):
         if not folder_gone(owner):
             continue
@@ -231,10 +233,37 @@ def follow_moved_merges(conn: sqlite3.Connection, held: Iterable[tuple[UserRef, 
                        if set(members) <= set(sources) and not folder_gone(ref)]
             if len(holders) == 1 and row_id not in moves:
                 moves[row_id] = holders[0]
+                went.setdefault(owner, set()).add(holders[0])
+    _move(conn, moves)
+    for owner, where in went.items():  # its last merge gone after the others: the rows of
+        # its attempts that merged nothing (failed, rejected, stale) follow, to one user only
+        if len(where) == 1 and conn.execute(
+                "SELECT 1 FROM reflection_report WHERE app_id=? AND project_id=? AND "
+                "owner_id=? AND merged_entry_id IS NOT NULL LIMIT 1",
+                (owner.app, owner.project, owner.user_id)).fetchone() is None:
+            rest = {row[0]: next(iter(where)) for row in conn.execute(
+                "SELECT id FROM reflection_report WHERE app_id=? AND project_id=? AND "
+                "owner_id=?", (owner.app, owner.project, owner.user_id))}
+            _move(conn, rest)
+            moves.update(rest)
+    return list(moves)
+
+
+def move_merge(conn: sqlite3.Connection, merged_id: str, old: UserRef, new: UserRef) -> None:
+    """Give ``new`` the rows of ``old``'s merge that wrote ``merged_id``: a caller that
+    knows the merge moved (an interrupted undo finished in a renamed folder, whose narrative
+    was deleted by hand, so no index row can tell) says so. Inside the caller's
+    transaction."""
+    rows = conn.execute(
+        "SELECT id FROM reflection_report WHERE app_id=? AND project_id=? AND owner_id=? AND "
+        "merged_entry_id=?", (old.app, old.project, old.user_id, merged_id)).fetchall()
+    _move(conn, {row[0]: new for row in rows})
+
+
+def _move(conn: sqlite3.Connection, moves: Mapping[str, UserRef]) -> None:
     conn.executemany(
         "UPDATE reflection_report SET app_id=?, project_id=?, owner_id=? WHERE id=?",
         [(ref.app, ref.project, ref.user_id, row_id) for row_id, ref in moves.items()])
-    return list(moves)
 
 
 def _rows_of(conn: sqlite3.Connection, where: str, params: Sequence[Any],

@@ -275,6 +275,8 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
     the narrative), so it is rolled forward whatever changed meanwhile."""
     store, ref, conn = runtime.store, plan.ref, runtime.db()
     narrative = find_narrative(runtime, plan)
+    if narrative is None and committed and archived_toward(runtime, plan):
+        return _deleted_after_commit(runtime, indexer, plan, started)
     if narrative is None:
         try:
             narrative = store.append(ref, Kind.EPISODE, narrative_meta(plan),
@@ -282,6 +284,7 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
                                      day=plan.day_date, withdrawable=True)
         except TooLarge as exc:
             return _refused(runtime, indexer, plan, started, exc, committed=committed)
+    _withdraw_strays(runtime, plan, narrative.id)
     plan.merged_id = narrative.id
     _set_step(conn, plan, NARRATIVE)
     checkpoint(NARRATIVE)
@@ -327,6 +330,27 @@ def complete(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
                     duration_ms=plan.llm_ms + ms_since(started))
         merge_journal.delete(conn, plan.id)
     return Outcome("ok", plan, plan.merged_id)
+
+
+def _deleted_after_commit(runtime: Runtime, indexer: Indexer, plan: Plan,
+                          started: float) -> Outcome:
+    """Settle a merge whose narrative was deleted by hand (or its log replaced) after some
+    source was archived toward it, while a crash had left it unfinished: nothing is written.
+    Written again under a new id, it stood live beside sources still archived toward the old
+    one (``deprecated_entries`` keys are never re-pointed, SPEC §3), hidden behind an id no
+    narrative holds; left as a finished merge whose narrative was deleted by hand, ``undo``
+    of that id brings them back. The sources not archived yet stay live."""
+    plan.error = (f"committed before a crash, then narrative {plan.merged_id} was deleted by "
+                  "hand (or its log replaced): not written again; undo "
+                  f"{plan.merged_id} brings back the sources archived toward it")
+    log.warning("merge %s of cluster %s: %s", plan.id, plan.cluster_id, plan.error)
+    _sync(indexer, runtime, touched_files(runtime, plan))
+    conn = runtime.db()
+    with transaction(conn):
+        plan_report(conn, plan, "ok", merged=plan.merged_id, error=plan.error,
+                    duration_ms=plan.llm_ms + ms_since(started))
+        merge_journal.delete(conn, plan.id)
+    return Outcome("ok", plan, plan.merged_id, plan.error)
 
 
 def _refused(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, exc: TooLarge, *,
@@ -544,6 +568,17 @@ def find_narrative(runtime: Runtime, plan: Plan) -> Entry | None:
     return found[0] if found else None
 
 
+def _withdraw_strays(runtime: Runtime, plan: Plan, narrative_id: str | None) -> None:
+    """Withdraw (archive toward themselves) the live facts this merge wrote for a narrative
+    other than ``narrative_id``: one deleted by hand while the merge was interrupted. Written
+    again under a new id (or the merge abandoned), it left them live, each fact twice in
+    search, pointing at a narrative no log holds."""
+    strays = {f.id: f.id for f in _entries_with_key(runtime, plan, Kind.ATOMIC_FACT)
+              if f.parent_id != narrative_id and f.deprecated_by is None}
+    if strays:
+        runtime.store.deprecate(plan.ref, strays)
+
+
 def find_facts(runtime: Runtime, plan: Plan) -> list[Entry]:
     return [e for e in _entries_with_key(runtime, plan, Kind.ATOMIC_FACT)
             if plan.merged_id is not None and e.parent_id == plan.merged_id]
@@ -697,6 +732,8 @@ def abandon(runtime: Runtime, indexer: Indexer, plan: Plan, started: float, *,
         mapping.update({f.id: withdrawn for f in find_facts(runtime, plan)})
         store.deprecate(ref, mapping)
         checkpoint(ABANDONING)
+    else:
+        _withdraw_strays(runtime, plan, None)
     _sync(indexer, runtime, touched_files(runtime, plan))
     reason = plan.error or "interrupted"
     if withdrawn:
@@ -730,22 +767,31 @@ def follow_moved_user(runtime: Runtime, indexer: Indexer, plan: Plan) -> bool:
     narrative whose sources are elsewhere, left live) and left the moved narrative live
     beside its live sources. The index learns of the move first (a scan), so the finished
     narrative joins the cluster its sources are in now, as a ``reindex`` would place it.
-    Returns False when the folder is gone and no user holds the narrative: nothing of the
-    merge is left to finish, and nothing may be written for it."""
+    A narrative deleted by hand as well leaves a source archived toward it to tell the
+    folder by (one user so found, not guessed among several): the merge then ends as one
+    whose narrative a person deleted (:func:`_deleted_after_commit`), not ``abandoned``
+    under the old name while its sources stay archived toward it. Returns False when the
+    folder is gone and no user holds the merge: nothing of it is left to finish, and nothing
+    may be written for it."""
     store = runtime.store
     if store.user_dir(plan.ref).is_dir():
         return True
-    for ref in store.iter_users():
-        moved = replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id)
-        if find_narrative(runtime, moved) is None:
-            continue
-        log.warning("merge %s of cluster %s: the folder of user %s is gone; its narrative is "
-                    "in %s's logs, so the merge is finished there", plan.id, plan.cluster_id,
-                    plan.ref, ref)
-        plan.app, plan.project, plan.user_id = ref.app, ref.project, ref.user_id
-        indexer.scan()
-        return True
-    return False
+    moves = {ref: replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id)
+             for ref in store.iter_users()}
+    found = next((ref for ref, moved in moves.items()
+                  if find_narrative(runtime, moved) is not None), None)
+    if found is None:  # the narrative deleted by hand too: a source archived toward it tells
+        # (ids are unique per user only: a user found by that alone, or none)
+        held = [ref for ref, moved in moves.items() if archived_toward(runtime, moved)]
+        found = held[0] if len(held) == 1 else None
+    if found is None:
+        return False
+    log.warning("merge %s of cluster %s: the folder of user %s is gone; its entries are in "
+                "%s's logs, so the merge is finished there", plan.id, plan.cluster_id,
+                plan.ref, found)
+    plan.app, plan.project, plan.user_id = found.app, found.project, found.user_id
+    indexer.scan()
+    return True
 
 
 #: The status of an interrupted merge :func:`recover` could not settle yet (its row stays).

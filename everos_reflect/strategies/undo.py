@@ -20,7 +20,7 @@ import json
 import logging
 import sqlite3
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -47,6 +47,7 @@ from everos_reflect.index.audit import (
     mark_reflection_undone,
     merge_row,
     merge_sources,
+    move_merge,
 )
 from everos_reflect.index.db import db_built, transaction
 from everos_reflect.index.sync import Indexer
@@ -381,8 +382,20 @@ def _apply(runtime: Runtime, intent: _Intent) -> UndoResult:
     restore_ids = intent.restore
     episodes = [i for i in restore_ids if EntryId.parse(i).kind is Kind.EPISODE]
     facts = [i for i in restore_ids if EntryId.parse(i).kind is not Kind.EPISODE]
-    archived_facts = intent.archived_facts
+    # The narrative or its facts deleted by hand (an entry, or a log) while the undo was
+    # interrupted: archiving them failed at every start ("no entry"), the undo never
+    # finished; a log replaced by hand may hold another entry under such an id now (a
+    # person's Episode was archived `undone`). Only what is still the merge's is archived.
+    unreadable: set[str] = set()  # there, but not readable now: the write says why, later
+    found = store.get_many(ref, [merged_id, *intent.archived_facts], unreadable)
 
+    def still(eid: str, its: Callable[[Entry], bool]) -> bool:
+        return eid in unreadable or (eid in found and its(found[eid]))
+
+    if not intent.narrative_gone and not still(merged_id, lambda e: e.parent_type == "cluster"):
+        intent.narrative_gone = True
+    archived_facts = [i for i in intent.archived_facts
+                      if still(i, lambda e: e.parent_id == merged_id)]
     # Markdown first (restore, then archive), then the audit, then the derived indexes.
     if restore_ids:
         removed = store.undeprecate(ref, restore_ids)
@@ -476,22 +489,22 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
                         f"{intent.undo} of those sources is in the logs of "
                         f"{', '.join(map(str, holders))}: undo it there by hand")
                 log.warning("the interrupted undo of %s (%s) is dropped: the user's folder "
-                            "was removed by hand, and no user's logs hold that narrative",
-                            intent.undo, intent.ref)
+                            "was removed by hand, and no user's logs hold that narrative or "
+                            "its sources", intent.undo, intent.ref)
                 with transaction(conn):
                     merge_journal.delete(conn, row_id)
                 continue
-            old_ref = intent.ref
             if holders:
-                log.warning("the interrupted undo of %s: the folder of user %s is gone; the "
-                            "narrative is in %s's logs, so the undo is finished there",
+                log.warning("the interrupted undo of %s: the folder of user %s is gone; its "
+                            "entries are in %s's logs, so the undo is finished there",
                             intent.undo, intent.ref, holders[0])
+                with transaction(conn):  # the audit follows the folder (a deleted
+                    # narrative leaves the index nothing to tell the move by)
+                    move_merge(conn, intent.undo, intent.ref, holders[0])
                 intent.app, intent.project, intent.user_id = (
                     holders[0].app, holders[0].project, holders[0].user_id)
                 Indexer(runtime).scan()  # the index learns of the move before the undo's sync
             result = _apply(runtime, intent)
-            if holders:  # the merge's audit rows still name the user it was made for
-                result.reports.extend(_mark_reports_undone(runtime, old_ref, intent.undo)[0])
         except Exception as exc:  # a log broken by hand, an OSError writing one: this
             if runtime.root_gone():  # undo's alone (the others are finished), kept for later
                 raise
@@ -522,7 +535,23 @@ def _holders_if_moved(runtime: Runtime, intent: _Intent) -> list[UserRef] | None
         if entry.parent_type == "cluster" and entry.sources \
                 and set(entry.sources) <= set(intent.sources):
             holders.append(ref)
-    return holders
+    if holders:
+        return holders
+    # the narrative deleted by hand too: the users whose logs hold what the undo restores
+    return [ref for ref in store.iter_users() if _holds_undo(runtime, ref, intent)]
+
+
+def _holds_undo(runtime: Runtime, ref: UserRef, intent: _Intent) -> bool:
+    """Whether ``ref``'s logs show this undo: one of the entries it restores still archived
+    toward its narrative, or one of the narrative's facts (ids are unique per user only:
+    another user's entries with the same ids show neither). A source deleted by hand as well
+    does not hide the others, which the undo then restores."""
+    try:
+        found = runtime.store.get_many(ref, [*intent.restore, *intent.archived_facts])
+    except (MarkdownError, OSError, ValueError):
+        return False
+    return any(i in found and found[i].deprecated_by == intent.undo for i in intent.restore) \
+        or any(i in found and found[i].parent_id == intent.undo for i in intent.archived_facts)
 
 
 def _flat(result: UndoResult) -> UndoResult:
