@@ -1130,12 +1130,35 @@ class ClusterService:
         another cluster may join the narrative's (the next run folds it in, ``update``),
         and the clusters after it are founded and named as that makes them. Online, the
         merge re-placed nobody: the live clusters differed from a ``reindex`` of the same
-        Markdown until the next ``recluster``. Rows and vectors are read inside the write
-        transaction, so an Episode the indexer syncs meanwhile is not dropped."""
-        named = self._narrative_namers()
+        Markdown until the next ``recluster``.
+
+        The placing is planned outside the index's write lock, which is taken only to write
+        it: planned inside, a user with 40,000 Episodes held the lock for tens of seconds
+        (``bench/place_after_merges_cost.py``), so the watcher's writes and another
+        process's ``add`` waited, past SQLite's 30 s busy timeout under load. Under the lock
+        the inputs are read again; if an Episode was synced meanwhile (or a narrative
+        written elsewhere), the plan is made again there, so nothing synced is dropped."""
         for ref in sorted(set(refs)):
-            with self._writing():
-                self._recluster_user(ref, self._episode_rows(ref), named=named)
+            named = self._narrative_namers()
+            rows = self._episode_rows(ref)
+            planned = self._plan_user(ref, rows, self._user_vectors(ref, rows), named)
+            with self._writing() as conn:
+                again = self._episode_rows(ref)
+                now_named = self._narrative_namers()
+                if ([tuple(r) for r in again] != [tuple(r) for r in rows] or now_named != named
+                        or self._foreign_cluster_ids(ref, planned.named_ids) != planned.foreign):
+                    planned = self._plan_user(ref, again, self._user_vectors(ref, again),
+                                              now_named)
+                self._write_user(conn, ref, planned)
+
+    def _user_vectors(self, ref: UserRef, rows: list[sqlite3.Row]) -> dict[str, np.ndarray]:
+        """The vectors of ``rows``' live Episodes, read as :meth:`recluster` reads them (one
+        scan filtered on the user, not a filter listing every id of a long history)."""
+        ids = [r["id"] for r in rows if r["deprecated_by"] is None]
+        many = getattr(self.runtime.vectors, "get_vectors_many", None)
+        if many is None or not ids:
+            return self._vectors(ref, ids)
+        return many(Kind.EPISODE, {ref: ids}).get(ref, {})
 
     def place_after_undo(self, ref: UserRef) -> None:
         """Place ``ref``'s Episodes as a rebuild places them, once an ``undo`` has restored
@@ -1168,6 +1191,17 @@ class ClusterService:
     def _recluster_user(self, ref: UserRef, rows: list[sqlite3.Row],
                         vectors: dict[str, np.ndarray] | None = None,
                         named: dict[str, set[UserRef]] | None = None) -> dict[str, int]:
+        planned = self._plan_user(ref, rows, vectors, named)
+        with self._writing() as conn:
+            self._write_user(conn, ref, planned)
+        plan = planned.plan
+        return {"clusters": len(plan.clusters), "members": len(plan.members),
+                "skipped": planned.skipped}
+
+    def _plan_user(self, ref: UserRef, rows: list[sqlite3.Row],
+                   vectors: dict[str, np.ndarray] | None = None,
+                   named: dict[str, set[UserRef]] | None = None) -> _PlannedUser:
+        """How a rebuild places ``rows`` (one user's Episodes), nothing written yet."""
         live = sorted((r for r in rows if r["deprecated_by"] is None),
                       key=lambda r: (entry_epoch(r["id"], r["ts"]), r["id"]))
         if vectors is None:
@@ -1182,8 +1216,8 @@ class ClusterService:
         # A narrative naming another user's cluster is attached nowhere, as online: copying
         # that id here would give two users one id (not UNIQUE in SQLite since migration
         # 0012), and every look-up by it would answer for either.
-        foreign = self._foreign_cluster_ids(
-            ref, {plan.narrative_cluster_id(r["id"], r["parent_id"]) for r in narratives})
+        named_ids = {plan.narrative_cluster_id(r["id"], r["parent_id"]) for r in narratives}
+        foreign = self._foreign_cluster_ids(ref, named_ids)
         if foreign:
             log.warning("%s: %s held by another user; not attached",
                         ref, counted(len(foreign), "narrative cluster id"))
@@ -1212,33 +1246,36 @@ class ClusterService:
         plan.history([r for r in rows if r["deprecated_by"] is not None])
         at = self._consolidated_times(ref, [c.consolidated_entry_id for c in plan.clusters.values()
                                             if c.consolidated_entry_id is not None])
-        with self._writing() as conn:
-            conn.execute("DELETE FROM clusters WHERE app_id=? AND project_id=? AND user_id=?",
-                         (ref.app, ref.project, ref.user_id))
-            conn.execute("DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND "
-                         "user_id=?", (ref.app, ref.project, ref.user_id))
-            now = utcnow_iso()
-            key = _next_cluster_key(conn.conn)
-            conn.executemany(
-                "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
-                "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, "
-                "created_at, consolidated_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(c.cluster_id, ref.app, ref.project, ref.user_id, _blob(c.centroid), c.norm,
-                  c.count, c.first_ts, c.last_ts, c.consolidated_entry_id, now,
-                  at.get(c.consolidated_entry_id or ""), key + n)
-                 for n, c in enumerate(plan.clusters.values())])
-            plan.state.keys.update((c, key + n) for n, c in enumerate(plan.clusters))
-            conn.replace_state(ref, plan.state)
-            # every member's cluster was inserted just above, its key known in memory: no
-            # look-up by id per row (that probes each key bucket, migration 0012)
-            keys = plan.state.keys
-            conn.executemany(
-                "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id,"
-                " cluster_key, ts, similarity, joined_at, deprecated_by, text_hash) VALUES "
-                "(?,?,?,?,?,?,?,?,?,?,?)",
-                [(ref.app, ref.project, ref.user_id, m[0], m[1], keys[m[1]], m[2], m[3], now,
-                  m[4], m[5]) for m in plan.members])
-        return {"clusters": len(plan.clusters), "members": len(plan.members), "skipped": skipped}
+        return _PlannedUser(plan, skipped, at, frozenset(named_ids), foreign)
+
+    def _write_user(self, conn: _Write, ref: UserRef, planned: _PlannedUser) -> None:
+        """Replace ``ref``'s cluster rows, members and in-memory state by ``planned``'s."""
+        plan, at = planned.plan, planned.at
+        conn.execute("DELETE FROM clusters WHERE app_id=? AND project_id=? AND user_id=?",
+                     (ref.app, ref.project, ref.user_id))
+        conn.execute("DELETE FROM cluster_members WHERE app_id=? AND project_id=? AND "
+                     "user_id=?", (ref.app, ref.project, ref.user_id))
+        now = utcnow_iso()
+        key = _next_cluster_key(conn.conn)
+        conn.executemany(
+            "INSERT INTO clusters (cluster_id, app_id, project_id, user_id, centroid, "
+            "centroid_norm, member_count, first_ts, last_ts, consolidated_entry_id, "
+            "created_at, consolidated_at, cluster_key) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+            [(c.cluster_id, ref.app, ref.project, ref.user_id, _blob(c.centroid), c.norm,
+              c.count, c.first_ts, c.last_ts, c.consolidated_entry_id, now,
+              at.get(c.consolidated_entry_id or ""), key + n)
+             for n, c in enumerate(plan.clusters.values())])
+        plan.state.keys.update((c, key + n) for n, c in enumerate(plan.clusters))
+        conn.replace_state(ref, plan.state)
+        # every member's cluster was inserted just above, its key known in memory: no
+        # look-up by id per row (that probes each key bucket, migration 0012)
+        keys = plan.state.keys
+        conn.executemany(
+            "INSERT INTO cluster_members (app_id, project_id, user_id, entry_id, cluster_id,"
+            " cluster_key, ts, similarity, joined_at, deprecated_by, text_hash) VALUES "
+            "(?,?,?,?,?,?,?,?,?,?,?)",
+            [(ref.app, ref.project, ref.user_id, m[0], m[1], keys[m[1]], m[2], m[3], now,
+              m[4], m[5]) for m in plan.members])
 
     # ------------------------------------------------------------------ internals
 
@@ -2082,6 +2119,18 @@ def _row_cluster(r: sqlite3.Row) -> _Cluster:
     return _Cluster(r["cluster_id"], np.frombuffer(r["centroid"], dtype="<f4").copy(),
                     float(r["centroid_norm"]), int(r["member_count"]), float(r["first_ts"]),
                     float(r["last_ts"]), r["consolidated_entry_id"])
+
+
+@dataclass
+class _PlannedUser:
+    """One user's clusters as a rebuild makes them (:meth:`ClusterService._plan_user`), with
+    what the plan was made from that another writer could change before it is written."""
+
+    plan: _Rebuild
+    skipped: int  # live Episodes without a vector
+    at: dict[str, str]  # each narrative's consolidated time
+    named_ids: frozenset[str]  # the cluster ids the user's live narratives name
+    foreign: set[str]  # those another user's cluster holds
 
 
 class _Rebuild:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 
 from everos_reflect.markdown.parser import MAX_ENTRY_BYTES, parse_log
@@ -30,6 +32,13 @@ from everos_reflect.model import DailyLog
 MAX_HELD_CHARS = 16 << 20
 #: Logs the memo holds at most.
 MAX_HELD_LOGS = 64
+#: Logs it holds at most inside :func:`holding_more` (the characters stay under
+#: ``MAX_HELD_CHARS``): a Reflection run reads each merge's sources' logs to select them, to
+#: check them and to archive into them, and with one user's long history its clusters span
+#: hundreds of day logs; at 64 each was parsed again at every step (3,857 parses for 20
+#: merges over 16,000 Episodes, against 696 held this way; bench/place_after_merges_cost.py).
+MAX_HELD_LOGS_WIDE = 4096
+_wide = 0  # the holding_more blocks open (of any thread)
 
 _Key = tuple[str, str, bool, int]
 _held: OrderedDict[_Key, tuple[str, DailyLog]] = OrderedDict()
@@ -57,6 +66,29 @@ def parse(text: str, path: str, *, scope: str, entries: bool = True,
     return log
 
 
+@contextmanager
+def holding_more() -> Iterator[None]:
+    """Inside the block the memo holds up to ``MAX_HELD_LOGS_WIDE`` logs (still at most
+    ``MAX_HELD_CHARS`` characters); when the last such block ends it is trimmed back to
+    ``MAX_HELD_LOGS``, so a long-lived process (``serve``) keeps its usual size between
+    runs."""
+    global _wide
+    with _guard:
+        _wide += 1
+    try:
+        yield
+    finally:
+        with _guard:
+            _wide -= 1
+            _trim()
+
+
+def held_logs() -> int:
+    """How many parses the memo holds now."""
+    with _guard:
+        return len(_held)
+
+
 def forget(scope: str | None = None) -> None:
     """Drop every parse held (of the root ``scope`` only, when given)."""
     global _held_chars
@@ -75,8 +107,15 @@ def _keep(key: _Key, text: str, log: DailyLog) -> None:
             _held_chars -= len(old[0])
         _held[key] = (text, log)
         _held_chars += len(text)
-        while _held and (_held_chars > MAX_HELD_CHARS or len(_held) > MAX_HELD_LOGS):
-            _held_chars -= len(_held.popitem(last=False)[1][0])
+        _trim()
+
+
+def _trim() -> None:
+    """Drop the oldest parses past the limits (``_guard`` held)."""
+    global _held_chars
+    most = MAX_HELD_LOGS_WIDE if _wide else MAX_HELD_LOGS
+    while _held and (_held_chars > MAX_HELD_CHARS or len(_held) > most):
+        _held_chars -= len(_held.popitem(last=False)[1][0])
 
 
 def _copy(log: DailyLog) -> DailyLog:

@@ -664,6 +664,12 @@ class MarkdownStore:
         return parsed.parse(text, label, scope=self._real_root, entries=entries,
                             max_entry_bytes=max_entry_bytes)
 
+    def holding_more_parses(self) -> AbstractContextManager[None]:
+        """Inside the block, the parse memo holds many more logs (within its character cap):
+        for a pass that reads the same hundreds of logs at several steps (a Reflection run);
+        see :func:`~everos_reflect.markdown.parsed.holding_more`."""
+        return parsed.holding_more()
+
     def forget_parses(self) -> None:
         """Drop every parse :meth:`parse_text` holds of this root's logs: the next read of
         each parses it anew (``reindex``, which promises a rebuild from Markdown as it reads)."""

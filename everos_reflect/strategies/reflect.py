@@ -306,8 +306,10 @@ class ReflectionRun:
         # retried and logged every merge that cannot be settled twice per run).
         indexer = Indexer(self.rt)
         self.ctx.logs_indexed += indexer.scan().logs_indexed
-        self._merge_all(indexer, self.ctx.llm,  # every call charged to the run's limits
-                        self._selections(ClusterService(self.rt)))
+        # a merge reads its sources' logs to select, check and archive them: each parsed once
+        with self.rt.store.holding_more_parses():
+            self._merge_all(indexer, self.ctx.llm,  # every call charged to the run's limits
+                            self._selections(ClusterService(self.rt)))
         # as a reindex places them, now that narratives stand for their sources
         ClusterService(self.rt).place_after_merges(self._merged_users)
         return dict(self.counts)
