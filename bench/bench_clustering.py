@@ -244,6 +244,28 @@ def cluster_digest(conn: sqlite3.Connection) -> str:
     return h.hexdigest()[:16]
 
 
+def by_owner_of(chunk: Sequence[Item]) -> dict[str, list[Item]]:
+    """``chunk``'s items per owner, in stream order (grouped before the clock starts)."""
+    by_owner: dict[str, list[Item]] = {}
+    for it in chunk:
+        by_owner.setdefault(it.owner, []).append(it)
+    return by_owner
+
+
+def place_chunk(svc: ClusterService, chunk: Sequence[Item], by_owner: dict[str, list[Item]],
+                refs: dict[str, UserRef], entries: dict[str, Entry], *, lone: bool) -> None:
+    """Place one chunk as the daemon does: ``lone``, its one item in a transaction of its
+    own (``assign``); else the chunk in one batch, each owner's items together."""
+    if lone:
+        it = chunk[0]
+        svc.assign(refs[it.owner], it.eid, it.vector, it.ts)
+        return
+    with svc.batch():
+        for owner, owned in by_owner.items():
+            svc.on_entries_indexed(refs[owner], [entries[i.eid] for i in owned],
+                                   {i.eid: i.vector for i in owned})
+
+
 def run_ours(items: Sequence[Item], settings: Settings, batch: int,
              consolidate_days: float = 0.0, digest: bool = False) -> dict[str, Any]:
     """CPU seconds per assignment (a batch's time spread over its items), labels, counts.
@@ -271,18 +293,9 @@ def run_ours(items: Sequence[Item], settings: Settings, batch: int,
                     consolidations += _consolidate_all(svc, rt, refs.values(), seq)
                     seq += 1
                     next_consolidation = chunk[0].ts + consolidate_days * DAY
-                by_owner: dict[str, list[Item]] = {}
-                for it in chunk:
-                    by_owner.setdefault(it.owner, []).append(it)
+                by_owner = by_owner_of(chunk)
                 t0 = time.process_time()
-                if batch == 1:
-                    it = chunk[0]
-                    svc.assign(refs[it.owner], it.eid, it.vector, it.ts)
-                else:
-                    with svc.batch():
-                        for owner, owned in by_owner.items():
-                            svc.on_entries_indexed(refs[owner], [entries[i.eid] for i in owned],
-                                                   {i.eid: i.vector for i in owned})
+                place_chunk(svc, chunk, by_owner, refs, entries, lone=batch == 1)
                 per_item += [(time.process_time() - t0) / len(chunk)] * len(chunk)
         conn = rt.db()
         final = {r[0]: r[1] for r in conn.execute(

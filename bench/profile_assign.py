@@ -60,18 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         step = 1 if args.lone else bc.BATCH
         for start in range(0, len(items), step):
             chunk = items[start:start + step]
-            by_owner: dict[str, list[bc.Item]] = {}
-            for it in chunk:
-                by_owner.setdefault(it.owner, []).append(it)
+            by_owner = bc.by_owner_of(chunk)
             profile.enable()
-            if args.lone:
-                it = chunk[0]
-                svc.assign(refs[it.owner], it.eid, it.vector, it.ts)
-            else:
-                with svc.batch():
-                    for owner, owned in by_owner.items():
-                        svc.on_entries_indexed(refs[owner], [entries[i.eid] for i in owned],
-                                               {i.eid: i.vector for i in owned})
+            bc.place_chunk(svc, chunk, by_owner, refs, entries, lone=args.lone)
             profile.disable()
     n = len(items)
     stats = pstats.Stats(profile)

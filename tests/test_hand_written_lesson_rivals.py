@@ -24,19 +24,20 @@ BASE = {"timestamp": "2026-10-20T09:00:00+00:00", "task_type": "deploy", "lesson
         "evidence": ["tk_20261012_0001"], "depth": 1, "status": "contested"}
 
 
-def _lesson(rt: Runtime, text: str, **meta: object) -> str:
+def lesson(rt: Runtime, text: str, **meta: object) -> str:
+    """A hand-written lesson of u_ops, contested unless ``meta`` says otherwise."""
     return rt.store.append(REF, Kind.LESSON, {**BASE, **meta}, {"Lesson": text},
                            day=date(2026, 10, 20)).id
 
 
 def test_an_empty_or_self_rival_list_is_no_contest_and_lint_names_it(rt: Runtime) -> None:
-    empty = _lesson(rt, "Check the logs first.", contested_with=[])
-    itself = _lesson(rt, "Pin the image tag.")
+    empty = lesson(rt, "Check the logs first.", contested_with=[])
+    itself = lesson(rt, "Pin the image tag.")
     rt.store.update_meta(REF, itself, {"contested_with": [itself]})
-    rival = _lesson(rt, "Retry at once.")
-    both = _lesson(rt, "Wait before a retry.")
+    rival = lesson(rt, "Retry at once.")
+    both = lesson(rt, "Wait before a retry.")
     rt.store.update_meta(REF, both, {"contested_with": [both, rival]})
-    unnamed = _lesson(rt, "Roll back first.")  # contested, no list: as written
+    unnamed = lesson(rt, "Roll back first.")  # contested, no list: as written
 
     got = {i: read_lesson(rt.store.get(REF, i)) for i in (empty, itself, both, unnamed)}
     assert [(got[i].status, got[i].contested_with) for i in (empty, itself, both, unnamed)] == [

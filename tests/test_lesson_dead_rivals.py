@@ -6,35 +6,25 @@ nothing rewrites a person's lesson, so it was briefed and listed as contested fo
 from __future__ import annotations
 
 import json
-from datetime import date
 
 from click.testing import CliRunner
 
 from everos_reflect.briefing.build import build_briefing
 from everos_reflect.cli.main import cli
 from everos_reflect.lint import lint_report
-from everos_reflect.model import Kind, UserRef
 from everos_reflect.runtime import Runtime
-
-REF = UserRef.of("u_ops")
-BASE = {"timestamp": "2026-10-20T09:00:00+00:00", "task_type": "deploy", "lesson_type": "do",
-        "evidence": ["tk_20261012_0001"], "depth": 1, "status": "contested"}
-
-
-def _lesson(rt: Runtime, text: str, **meta: object) -> str:
-    return rt.store.append(REF, Kind.LESSON, {**BASE, **meta}, {"Lesson": text},
-                           day=date(2026, 10, 20)).id
+from tests.test_hand_written_lesson_rivals import REF, lesson
 
 
 def test_a_rival_that_is_no_live_lesson_is_no_rival_and_lint_names_it(rt: Runtime) -> None:
-    rival = _lesson(rt, "Retry at once.")  # contested, naming no list: as written
-    retired = _lesson(rt, "Never retry.", status="retired")
-    other = _lesson(rt, "Cache the build.", task_type="build", status="active")
-    task = _lesson(rt, "Check the logs first.", contested_with=["tk_20261012_0001"])
-    gone = _lesson(rt, "Pin the image tag.", contested_with=["ls_20261001_0009"])
-    mixed = _lesson(rt, "Wait before a retry.",
-                    contested_with=[retired, other, rival, "tk_20261012_0001",
-                                    "ls_20261001_0009"])
+    rival = lesson(rt, "Retry at once.")  # contested, naming no list: as written
+    retired = lesson(rt, "Never retry.", status="retired")
+    other = lesson(rt, "Cache the build.", task_type="build", status="active")
+    task = lesson(rt, "Check the logs first.", contested_with=["tk_20261012_0001"])
+    gone = lesson(rt, "Pin the image tag.", contested_with=["ls_20261001_0009"])
+    mixed = lesson(rt, "Wait before a retry.",
+                   contested_with=[retired, other, rival, "tk_20261012_0001",
+                                   "ls_20261001_0009"])
 
     out = CliRunner().invoke(cli, ["lessons", "--task-type", "deploy", "--user", "u_ops",
                                    "--json", "--root", str(rt.root)])
