@@ -256,6 +256,11 @@ def validate_name(value: object, what: str = "user_id") -> str:
     return value
 
 
+#: The one ``relation_type`` SPEC §10 defines: the contradiction and reconcile tiers read
+#: relations of it alone (``lint`` names any other).
+SELF_CONTRADICTION = "self_contradiction"
+
+
 @dataclass(frozen=True)
 class KindInfo:
     """Everything the layers need to know about one kind of record, in one row.
@@ -480,7 +485,10 @@ class EntryId:
         try:  # the same dates strptime("%Y%m%d") reads from 8 digits, at a tenth of its cost
             day = date(int(digits[:4]), int(digits[4:6]), int(digits[6:]))
         except ValueError as exc:
-            raise InvalidId(f"invalid entry id {quoted_value(text)}: bad date") from exc
+            # "bad date" named no part of it: which of month 13 or February 30 it was
+            day_text = f"{digits[:4]}-{digits[4:6]}-{digits[6:]}"
+            raise InvalidId(f"invalid entry id {quoted_value(text)}: its day "
+                            f"{_no_such_moment(day_text) or 'is not a date'}") from exc
         return cls(Kind.from_prefix(m.group(1)), day, int(m.group(3)))
 
     def __str__(self) -> str:

@@ -23,7 +23,8 @@ def _record(seq: int, evidence: list[str], *, kind: str = "in", key: str = "evid
     rid = f"{kind}_20261020_{seq:04d}"
     section = {"in": "Insight", "rel": "Relation"}[kind]
     return (f"<!-- entry:{rid} -->\n---\nowner_id: u_andrew\ntimestamp: {DAY}T09:00:00Z\n"
-            f"{key}: [{', '.join(evidence)}]\ndepth: 1\nstatus: active\n---\n"
+            f"{key}: [{', '.join(evidence)}]\ndepth: 1\nstatus: active\n"
+            f"{'relation_type: self_contradiction' + chr(10) if kind == 'rel' else ''}---\n"
             f"## {section}\nnote {seq}\n<!-- /entry:{rid} -->\n")
 
 

@@ -20,6 +20,10 @@ def _messages(kind: Kind, meta: str) -> list[tuple[str, str]]:
     rid = f"{prefix}_20261020_0001"
     if kind is Kind.CONVICTION and "key:" not in meta:
         meta += "\nkey: identity"  # a conviction has one (named when it has not)
+    if kind in (Kind.LESSON, Kind.TASK) and "task_type:" not in meta:
+        meta += "\ntask_type: deploy"  # served per task type (named when it has none)
+    if kind is Kind.RELATION and "relation_type:" not in meta:
+        meta += "\nrelation_type: self_contradiction"  # what the tiers read
     text = (f"---\ntype: {kind.file_type}\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n"
             f"---\n<!-- entry:{rid} -->\n---\nowner_id: u\ntimestamp: 2026-10-20T09:00:00Z\n"
             f"{meta}\n---\n## {section}\nsome text\n<!-- /entry:{rid} -->\n")
@@ -102,7 +106,9 @@ def test_a_value_no_reader_takes_is_named_on_its_keys_line(kind: Kind, meta: str
     rid = f"{prefix}_20261020_0001"
     text = (f"---\ntype: {kind.file_type}\nschema_version: 1\nuser_id: u\ndate: '2026-10-20'\n"
             f"---\n<!-- entry:{rid} -->\n---\nowner_id: u\ntimestamp: 2026-10-20T09:00:00Z\n"
-            f"evidence: [ep_20261019_0001]\n{meta}\n---\n## {section}\nsome text\n"
+            f"evidence: [ep_20261019_0001]\n{meta}\n"
+            f"{'task_type: deploy' if kind is Kind.LESSON else 'depth: 1'}\n---\n"
+            f"## {section}\nsome text\n"
             f"<!-- /entry:{rid} -->\n")
     log = parse_log(text, f"u/{folder}/{stem}-2026-10-20.md")
     assert [(d.line, d.message) for d in log.diagnostics] == [(12, f"entry {rid}: {message}")]

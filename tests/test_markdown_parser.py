@@ -750,7 +750,7 @@ def test_a_derived_record_whose_evidence_is_no_list_of_ids_is_named(
     text = ("---\ntype: lesson_daily\nschema_version: 1\nuser_id: u_andrew\n"
             "date: '2026-10-12'\n---\n<!-- entry:ls_20261012_0001 -->\n---\n"
             "owner_id: u_andrew\ntimestamp: 2026-10-12T02:00:00+00:00\n"
-            f"evidence: {written}\n---\n## Lesson\nCheck the logs.\n"
+            f"evidence: {written}\ntask_type: deploy\n---\n## Lesson\nCheck the logs.\n"
             "<!-- /entry:ls_20261012_0001 -->\n")
     log = parse_log(text, "lesson-2026-10-12.md")
     [read] = log.entries

@@ -21,7 +21,7 @@ from everos_reflect.runtime import Runtime
 from everos_reflect.strategies import journal
 from everos_reflect.strategies import undo as undo_mod
 from everos_reflect.strategies.undo import undo_merge
-from tests.test_undo import REF, _delete_entry, merge, pets, report_status
+from tests.test_undo import REF, _delete_entry, add, merge, pets, report_status
 from tests.test_undo_user_moved import journal_rows, marks, users
 
 ZED = UserRef.of("u_zed")
@@ -152,5 +152,25 @@ Andrew went hiking in the hills with his sister.
     marked = marks(rt, REF)
     assert marked[narrative.id] is None  # the person's Episode stays live
     assert all(marked[e.id] is None for e in sources)
+    assert report_status(rt, narrative.id) == "undone"
+    assert journal_rows(rt) == 0
+
+
+@pytest.mark.parametrize("step", STEPS)
+def test_an_undo_whose_folder_was_renamed_and_its_old_name_made_again_is_finished_where_it_went(
+        rt: Runtime, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    """An Episode added under the old name after the rename (a new folder): the undo was
+    finished there, on entries it does not hold, and dropped, the narrative left live in
+    the renamed folder beside its restored sources."""
+    sources, narrative = undo_killed_at(rt, monkeypatch, step)
+    shutil.move(users(rt) / "u_andrew", users(rt) / "u_zed")
+    newcomer = add(rt, date(2026, 9, 1), "Garden", "Andrew planted tomatoes.")
+
+    journal.recover(rt, Indexer(rt))
+
+    marked = marks(rt, ZED)
+    assert marked[narrative.id] == "undone"
+    assert all(marked[e.id] is None for e in sources)
+    assert marks(rt, REF) == {newcomer.id: None}
     assert report_status(rt, narrative.id) == "undone"
     assert journal_rows(rt) == 0

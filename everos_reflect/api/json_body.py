@@ -79,7 +79,14 @@ def parse_json_body(raw: bytes) -> Any:
         return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant,
                           parse_float=_finite_float)
     except json.JSONDecodeError as exc:
-        _refuse(f"{exc.msg} at line {exc.lineno}, column {exc.colno}")
+        # json's "Invalid control character at" and "Unterminated string starting at" end
+        # in "at": they read "… at at line 1, column 13", naming no character
+        what = exc.msg.removesuffix(" at")
+        if what == "Invalid control character" and exc.pos < len(text):
+            code = ord(text[exc.pos])
+            what = (f"the control character U+{code:04X} stands in a string unescaped "
+                    f"(write it as \\u{code:04x})")
+        _refuse(f"{what} at line {exc.lineno}, column {exc.colno}")
     except RecursionError:
         _refuse("arrays or objects nest too deeply")
     except ValueError:  # int() past the interpreter's digit limit (CVE-2020-10735's guard)

@@ -50,6 +50,7 @@ from everos_reflect.model import (
     ID_MENTION_RE,
     LOG_FILENAME_RE,
     OUT_OF_RANGE,
+    SELF_CONTRADICTION,
     DailyLog,
     Diagnostic,
     Entry,
@@ -70,6 +71,7 @@ from everos_reflect.model import (
     subject_line_count,
     timestamp_form_problem,
     utc_day,
+    validate_name,
 )
 
 SCHEMA_VERSION = 1
@@ -84,8 +86,12 @@ SCHEMA_VERSION = 1
 #: warned of; 4: an emptied log (no bytes, or blank lines only) holds no entry, said so, and
 #: invisible characters in the file frontmatter are warned of; 5: a conviction's key that is
 #: no text, and a lesson's ``contested_with`` naming itself or no rival, warned of; 6: a
-#: conviction's key that is a YAML boolean, number or date (no string: no key) warned of.
-PARSER_VERSION = 6
+#: conviction's key that is a YAML boolean, number or date (no string: no key) warned of;
+#: 7: an entry id whose day cannot exist names the part ("there is no month 13"), and a
+#: lesson's or task's task_type that no query can name (none, ``deploy prod``), and an
+#: insight's insight_type that is neither reflection nor reconciliation, and a relation's
+#: relation_type that is not self_contradiction, warned of.
+PARSER_VERSION = 7
 
 #: What the parser says of a log with nothing but white space in it (``> log``, a save cut
 #: short by a full disk): it holds no entry, so the index drops what it held (as a
@@ -1472,7 +1478,52 @@ def _choice_problems(kind: Kind, meta: dict[str, Any],
             found.append(("outcome", f"outcome {quoted_value(outcome)} is not one of "
                           f"{', '.join(OUTCOMES)} (read as unknown: neither a success nor a "
                           "failure to learn from)"))
+    written = meta.get("insight_type")
+    if kind is Kind.INSIGHT and written is not None and written not in INSIGHT_TYPES:
+        # every reader asks `== "reconciliation"`: `Reconciliation`, `[reconciliation]` or
+        # a typo made a reconciliation an ordinary insight (its depth cap, its label)
+        found.append(("insight_type", f"insight_type {quoted_value(written)} is not one of "
+                      f"{', '.join(INSIGHT_TYPES)} (read as reflection)"))
+    written = meta.get("relation_type")
+    if kind is Kind.RELATION and written != SELF_CONTRADICTION:
+        # the tiers ask `== "self_contradiction"`: a relation of any other type, or none,
+        # is in no census, never resolved by a reconciliation, and nothing said why
+        found.append(("relation_type", f"relation_type {quoted_value(written)} is not "
+                      f"{SELF_CONTRADICTION} (no tier reads this relation)" if written
+                      is not None else f"no relation_type: write relation_type: "
+                      f"{SELF_CONTRADICTION} (no tier reads a relation without it)"))
+    if kind in (Kind.LESSON, Kind.TASK):
+        problem = _task_type_problem(kind, meta.get("task_type"))
+        if problem is not None:
+            found.append(("task_type", problem))
     return found
+
+
+#: An insight's ``insight_type`` as SPEC §10 writes it; anything else is read as reflection.
+INSIGHT_TYPES = ("reflection", "reconciliation")
+
+
+def _task_type_problem(kind: Kind, value: object) -> str | None:
+    """Why a lesson's or task's ``task_type`` names no task type anyone can ask for, if it
+    does not: lessons are served per task type, named as ``lessons --task-type``, the API
+    and the briefing take it (:func:`~everos_reflect.model.validate_name`), so a lesson of
+    none, or of ``deploy prod``, was never served, and a task of one taught only such
+    lessons, without a word. A list or mapping there is :data:`TEXT_KEYS`' to name."""
+    text = meta_text(value)
+    if value is not None and text is None:
+        return None
+    lesson = kind is Kind.LESSON
+    if not (text or "").strip():
+        whose = ("a lesson is served per task type, so one without is never served" if lesson
+                 else "lessons are learned per task type, so a task without one teaches none")
+        return f"no task_type: {whose} (write one, e.g. task_type: deploy)"
+    try:
+        validate_name((text or "").strip(), "task_type")
+    except InvalidId as exc:
+        whose = ("this lesson is never served" if lesson
+                 else "no lesson learned from this task is ever served")
+        return f"{exc}: no query can ask for this task type, so {whose}"
+    return None
 
 
 def is_entry_id(text: str) -> bool:

@@ -31,6 +31,7 @@ from datetime import date, datetime, timedelta
 from typing import Any
 
 from everos_reflect.model import (
+    SELF_CONTRADICTION,
     Entry,
     Kind,
     control_problem,
@@ -78,7 +79,6 @@ def most_recent(ids: Iterable[str], stamps: Mapping[str, datetime | None],
     kept = set(sorted(unique, key=lambda i: (instant(stamps.get(i)), id_order(i)))[-most:])
     return [i for i in unique if i in kept]
 
-SELF_CONTRADICTION = "self_contradiction"
 RECONCILIATION = "reconciliation"
 ACTIVE, RESOLVED, STALE, RETIRED = "active", "resolved", "stale", "retired"
 

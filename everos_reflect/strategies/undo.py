@@ -485,7 +485,8 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
             if holders is not None and len(holders) != 1:
                 if holders:
                     raise UndoRefused(
-                        f"the folder of user {intent.user_id} is gone and narrative "
+                        f"the folder of user {intent.user_id} is gone or holds none of it, and "
+                        f"narrative "
                         f"{intent.undo} of those sources is in the logs of "
                         f"{', '.join(map(str, holders))}: undo it there by hand")
                 log.warning("the interrupted undo of %s (%s) is dropped: the user's folder "
@@ -495,9 +496,9 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
                     merge_journal.delete(conn, row_id)
                 continue
             if holders:
-                log.warning("the interrupted undo of %s: the folder of user %s is gone; its "
-                            "entries are in %s's logs, so the undo is finished there",
-                            intent.undo, intent.ref, holders[0])
+                log.warning("the interrupted undo of %s: the folder of user %s is gone or "
+                            "holds none of it now; its entries are in %s's logs, so the undo "
+                            "is finished there", intent.undo, intent.ref, holders[0])
                 with transaction(conn):  # the audit follows the folder (a deleted
                     # narrative leaves the index nothing to tell the move by)
                     move_merge(conn, intent.undo, intent.ref, holders[0])
@@ -519,26 +520,33 @@ def finish_interrupted(runtime: Runtime) -> list[UndoResult]:
 
 
 def _holders_if_moved(runtime: Runtime, intent: _Intent) -> list[UserRef] | None:
-    """None while the undo's user folder is there; else the users whose logs now hold its
-    narrative with the same sources (a folder renamed or moved by hand while the undo was
-    interrupted). Finished under the old name, the undo failed at every start, for ever,
-    leaving the narrative live beside its restored sources."""
+    """None while the undo's user folder holds it; else the users whose logs now hold its
+    narrative with the same sources, or (the narrative deleted by hand too) show the undo
+    (:func:`_holds_undo`): a folder renamed or moved by hand while the undo was interrupted.
+    Finished under the old name, the undo failed at every start, for ever, leaving the
+    narrative live beside its restored sources. A folder of the old name made again since
+    (by hand, or an Episode added) holds none of it: the undo goes where its entries are; it
+    is finished in place only when no other user's logs hold anything of it."""
     store = runtime.store
-    if store.user_dir(intent.ref).is_dir():
+    here = store.user_dir(intent.ref).is_dir()
+    if here and (_holds_narrative(runtime, intent.ref, intent)
+                 or _holds_undo(runtime, intent.ref, intent)):
         return None
-    holders = []
-    for ref in store.iter_users():
-        try:
-            entry = store.get(ref, intent.undo)
-        except (UnknownEntry, MarkdownError):
-            continue
-        if entry.parent_type == "cluster" and entry.sources \
-                and set(entry.sources) <= set(intent.sources):
-            holders.append(ref)
-    if holders:
-        return holders
-    # the narrative deleted by hand too: the users whose logs hold what the undo restores
-    return [ref for ref in store.iter_users() if _holds_undo(runtime, ref, intent)]
+    others = [ref for ref in store.iter_users() if ref != intent.ref]
+    holders = [ref for ref in others if _holds_narrative(runtime, ref, intent)]
+    if not holders:  # the narrative deleted by hand too: the logs that show the undo
+        holders = [ref for ref in others if _holds_undo(runtime, ref, intent)]
+    return None if here and not holders else holders
+
+
+def _holds_narrative(runtime: Runtime, ref: UserRef, intent: _Intent) -> bool:
+    """Whether ``ref``'s logs hold the undo's narrative: a merge of its sources."""
+    try:
+        entry = runtime.store.get(ref, intent.undo)
+    except (UnknownEntry, MarkdownError):
+        return False
+    return entry.parent_type == "cluster" and bool(entry.sources) \
+        and set(entry.sources) <= set(intent.sources)
 
 
 def _holds_undo(runtime: Runtime, ref: UserRef, intent: _Intent) -> bool:
