@@ -242,7 +242,7 @@ def _blas_threads() -> list[int]:
     return [i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"]
 
 
-def testone_blas_thread_holds_only_inside_its_block():
+def test_one_blas_thread_holds_only_inside_its_block():
     """numpy's own OpenBLAS is found (threadpoolctl < 3.5 does not know numpy 2's
     ``scipy_openblas`` and would limit nothing, hence the pin) and held to one thread.
     (Holding the module's lock keeps any other thread's block out meanwhile.)"""
