@@ -1,9 +1,9 @@
 """With few consolidated clusters an Episode's rule scores them all, without the pivot index.
 
 Bounding the consolidated clusters an Episode may rejoin (``_PivotGroups``) costs a BLAS
-product and a handful of small numpy calls per Episode (~25 µs), more than scoring a few
-dozen rows exactly: a rebuild of one owner ×20 after a Reflection run of 20 merges spent
-~40 % of its plan there. Up to ``SCORE_ALL_CONSOLIDATED`` of them are all scored; the rows
+product and a handful of small numpy calls per Episode, more than scoring twenty rows
+exactly: a rebuild of one owner ×20 after a Reflection run of 20 merges spent a third of
+its plan there. Up to ``SCORE_ALL_CONSOLIDATED`` of them are all scored; the rows
 this adds are ones the index leaves out, which cannot be chosen, so the decision is the one
 the pure rule gives over every cluster, above and below the limit.
 """

@@ -486,7 +486,7 @@ def one_blas_thread() -> Iterator[None]:
 
 #: at most this many consolidated clusters, an Episode's rule scores them all instead of
 #: bounding them with the pivot index (:meth:`UserClusters.candidate_positions`)
-SCORE_ALL_CONSOLIDATED = 64
+SCORE_ALL_CONSOLIDATED = 32
 
 #: Episodes a rebuild replays per :func:`one_blas_thread` block (another thread's block, the
 #: watcher's assignments meanwhile, waits for one step, a few ms to ~50 ms, not the replay)
@@ -804,10 +804,11 @@ class UserClusters:
         arrivals older than the horizon).
 
         Up to ``SCORE_ALL_CONSOLIDATED`` consolidated clusters are all scored, without the
-        pivot index: bounding them costs a BLAS product and a handful of small numpy calls
-        (~25 µs), more than scoring a few dozen rows exactly. The rows added are those the
-        index would have left out, whose products cannot reach the rejoin threshold and which
-        lie outside the window, so they cannot be chosen."""
+        pivot index: bounding them costs a BLAS product and a handful of small numpy calls,
+        more than scoring twenty rows exactly; past ~32 the rule's loop over the extra
+        candidates costs more (``bench/score_all_consolidated.py``). The rows added are those
+        the index would have left out, whose products cannot reach the rejoin threshold and
+        which lie outside the window, so they cannot be chosen."""
         if not self.ids:
             return np.empty(0, dtype=np.int64)
         rows = self._rows_since(window_start(ts, window))
