@@ -187,6 +187,11 @@ class _Vectors:
         return {i: self.data[(ref, i)] for i in ids if (ref, i) in self.data}
 
 
+#: ``PRAGMA`` statements run on ``system.db`` once it is opened (``--pragma``): settings of
+#: :func:`everos_reflect.index.db.connect` measured in place, with nothing else changed
+PRAGMAS: list[str] = []
+
+
 class _Runtime:
     """What ClusterService needs: settings, ``db()`` on a real system.db, stored vectors."""
 
@@ -199,6 +204,8 @@ class _Runtime:
     def db(self) -> sqlite3.Connection:
         if self._conn is None:
             self._conn = dbmod.connect(self.root)
+            for pragma in PRAGMAS:
+                self._conn.execute(f"PRAGMA {pragma}").fetchall()
         return self._conn
 
 
@@ -597,7 +604,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--persisted-only", type=int, default=0, metavar="N",
                         help="only ours, persisted, 256 per transaction, N times per stream: "
                              "the least, the median and every figure, and the clusters' digest")
+    parser.add_argument("--pragma", action="append", default=[], metavar="NAME=VALUE",
+                        help="run PRAGMA NAME=VALUE on system.db once opened (repeatable): "
+                             "a setting of index/db.py's connect measured in place")
     args = parser.parse_args(argv)
+    PRAGMAS[:] = args.pragma
+    if args.pragma:
+        print(f"pragmas: {', '.join(args.pragma)}")
     settings = Settings()
     settings = replace(settings, clustering=replace(settings.clustering,
                                                     member_threshold=args.member_threshold))
