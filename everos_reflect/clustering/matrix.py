@@ -663,6 +663,16 @@ class UserClusters:
         if not cluster_ids:
             return [], [], [], [], [], []
         pos = self.pos
+        if len(cluster_ids) <= 4:
+            # a few clusters (a lone Episode's transaction writes one or two) by scalars:
+            # the same bytes and values, without six array gathers and conversions
+            at = [pos[c] for c in cluster_ids]
+            c32, norm, count = self._c32, self._norm, self._count
+            first, last, narratives = self._first, self._last, self.narrative
+            return ([c32[p].astype("<f4", copy=False).tobytes() for p in at],
+                    [norm.item(p) for p in at], [count.item(p) for p in at],
+                    [first.item(p) for p in at], [last.item(p) for p in at],
+                    [narratives[p] for p in at])
         ps = np.fromiter((pos[c] for c in cluster_ids), dtype=np.int64, count=len(cluster_ids))
         blob = self._c32[ps].astype("<f4", copy=False).tobytes()
         width = len(blob) // len(ps)
