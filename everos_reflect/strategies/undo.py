@@ -528,7 +528,7 @@ def _holders_if_moved(runtime: Runtime, intent: _Intent) -> list[UserRef] | None
     (by hand, or an Episode added) holds none of it: the undo goes where its entries are; it
     is finished in place only when no other user's logs hold anything of it."""
     store = runtime.store
-    here = store.user_dir(intent.ref).is_dir()
+    here = not store.user_gone(intent.ref)
     if here and (_holds_narrative(runtime, intent.ref, intent)
                  or _holds_undo(runtime, intent.ref, intent)):
         return None
@@ -643,8 +643,7 @@ def _follow_moved_merge(runtime: Runtime, ref: UserRef, narrative: Entry) -> Non
     follow_moved_merges`): undone as the new name, they stayed ``ok``."""
     conn = runtime.db()
     with transaction(conn):
-        follow_moved_merges(conn, [(ref, narrative)], [],
-                            lambda owner: not runtime.store.user_dir(owner).is_dir())
+        follow_moved_merges(conn, [(ref, narrative)], [], runtime.store.user_gone)
 
 
 def _mark_reports_undone(runtime: Runtime, ref: UserRef,
