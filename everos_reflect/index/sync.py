@@ -1705,6 +1705,9 @@ class Indexer:
                 conn, [(job.ref, e) for job in episodes for e in job.plan.upserts],
                 [job.ref for job in episodes if job.plan.deletes],
                 self.rt.store.user_gone)
+            audit.follow_moved_derivations(
+                conn, [(job.ref, e) for job in jobs for e in job.plan.upserts],
+                [job.ref for job in jobs if job.plan.deletes], self.rt.store.user_gone)
         return notes
 
 
