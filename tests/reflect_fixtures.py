@@ -182,8 +182,10 @@ def check_undone(rt: Runtime, user: UserRef, entries: dict[str, Entry]) -> None:
     for entry_id, toward in indexed.items():
         assert toward not in undone, (f"{user}: the index archives {entry_id} toward {toward}, "
                                       "a merge that was undone")
-    for narrative, statuses in sorted(audit.items()):
-        if UNDONE in statuses and narrative in entries:
+    for narrative, statuses in sorted(audit.items()):  # (an entry that is no merge may
+        # stand under its id: the narrative's log replaced by hand, the merge undone since)
+        entry = entries.get(narrative)
+        if UNDONE in statuses and entry is not None and entry.parent_type == "cluster":
             assert narrative in undone, (
                 f"{user}: the audit marks the merge {narrative} undone but it is "
                 f"{entries[narrative].deprecated_by or 'live'} in the logs")
