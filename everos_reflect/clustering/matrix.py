@@ -692,6 +692,16 @@ class UserClusters:
         if not cluster_ids:
             return [], [], [], [], [], []
         pos = self.pos
+        if len(cluster_ids) <= 4:
+            # a few clusters (a lone Episode's transaction writes one or two) by scalars:
+            # the same bytes and values, without six array gathers and conversions
+            at = [pos[c] for c in cluster_ids]
+            c32, norm, count = self._c32, self._norm, self._count
+            first, last, narratives = self._first, self._last, self.narrative
+            return ([c32[p].astype("<f4", copy=False).tobytes() for p in at],
+                    [norm.item(p) for p in at], [count.item(p) for p in at],
+                    [first.item(p) for p in at], [last.item(p) for p in at],
+                    [narratives[p] for p in at])
         ps = np.fromiter((pos[c] for c in cluster_ids), dtype=np.int64, count=len(cluster_ids))
         blob = self._c32[ps].astype("<f4", copy=False).tobytes()
         width = len(blob) // len(ps)
@@ -893,8 +903,10 @@ class UserClusters:
         only those that would found a cluster are read for a change at all.
         ``version_floor``: the cosine a cluster needs for that join (``online.choose_version``
         takes none below it); ``version_of`` is then asked only of an item some cluster of
-        these arrays may score that high against (:func:`_may_reach`), since for any other it
-        can answer only None. Reading an Episode for a change costs ~20 CPU-µs (LoCoMo), and
+        these arrays may score that high against, since for any other it can answer only
+        None: by the run's exact scores (the clusters as they stood before it, and in a run
+        in time order those it created or changed, as each change rescored them), else
+        :func:`_may_reach`. Reading an Episode for a change costs ~20 CPU-µs (LoCoMo), and
         three in four that found a cluster of a LoCoMo speaker have no cluster that near.
 
         Why it is faster and still exact: a cosine below ``min(threshold, rejoin_threshold)``
@@ -982,6 +994,16 @@ class UserClusters:
                 order = np.lexsort((-r_sims, r_items))
                 far_rows, far_sims = r_rows[order].tolist(), r_sims[order].tolist()
                 far_at = np.searchsorted(r_items[order], np.arange(count + 1)).tolist()
+        # Ordered: the run's own scores mark the rest, so no cluster is scored twice for the
+        # join of a newer version. A cluster the run creates or changes is rescored right
+        # away against every later item in its time window, exactly (below); one that
+        # scores the floor there is marked in ``near_before`` (an older version's mark
+        # stays: the test may say yes for none, never no for one). Before, each Episode
+        # that would found a cluster gathered the rows the run had changed and scored them
+        # again (_may_reach, ~5 µs a call, asked of two in three LoCoMo Episodes); a run
+        # out of order still does.
+        marks = near_before if ordered else None
+        low = version_floor - _FLOOR_SLACK / 2 if version_floor is not None else 0.0
         version: dict[int, int] = {}
         out: list[tuple[str, float | None, str]] = []
         # Room for every cluster the run may create, up front: the arrays are then bound to
@@ -1017,8 +1039,9 @@ class UserClusters:
                                     member_threshold, far) if h or far else None
             if decision is None and version_of is not None and (
                     near_before is None or near_before[q]
-                    or _may_reach(c32, firsts, lasts, version, v32[q], t, window,
-                                  floor=version_floor)):
+                    or (len(version) > _REACH_ROWS if marks is not None
+                        else _may_reach(c32, firsts, lasts, version, v32[q], t, window,
+                                        floor=version_floor))):
                 joined = version_of(q, out)
                 if joined is not None and joined.cluster_id is not None:
                     decision = (joined.cluster_id, joined.similarity, joined.reason)
@@ -1105,10 +1128,20 @@ class UserClusters:
             if sims.size <= 16 and start is not None and narrative is None:
                 # the usual case (a cluster founded or joined, against the few later items
                 # of its window): each score read with its item's index, in one loop
+                if marks is None:
+                    for k, sim in enumerate(sims.tolist(), start):
+                        if sim >= floor:
+                            hits[k].append((p, ver, sim))
+                    continue
                 for k, sim in enumerate(sims.tolist(), start):
                     if sim >= floor:
                         hits[k].append((p, ver, sim))
+                    if sim >= low:
+                        marks[k] = True
                 continue
+            if marks is not None:  # every later item in the window is among ``later``
+                for j in (sims >= low).nonzero()[0].tolist():
+                    marks[start + j if start is not None else int(later[j])] = True
             if sims.size > 16:
                 close = (sims >= floor).nonzero()[0]
                 idx, scores = close.tolist(), sims[close].tolist()

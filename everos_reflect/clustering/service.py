@@ -335,6 +335,7 @@ class _Write:
         self._member_ids: dict[UserRef, set[str]] = {}
         self._changes = conn.total_changes
         self._quiet: bool | None = None
+        self._dv: int | None = None
         #: per user, entries whose archived Episodes' history rows may have to move before
         #: COMMIT (:meth:`ClusterService._place_history`)
         self.history: dict[UserRef, set[str]] = {}
@@ -367,8 +368,18 @@ class _Write:
             seen = self.cache.seen
             self._quiet = (seen is not None and seen[0] is self.conn
                            and seen[2] == self._changes
-                           and seen[1] == _data_version(self.conn))
+                           and seen[1] == self._data_version())
         return self._quiet
+
+    def _data_version(self) -> int:
+        """``PRAGMA data_version``, read once per transaction: it moves only when another
+        connection commits, which none can while this one holds the write lock (taken by
+        ``BEGIN IMMEDIATE`` before this object exists), so the value :meth:`_unchanged`
+        read at the start is the one :meth:`finish` records (a lone Episode's transaction
+        asked it twice)."""
+        if self._dv is None:
+            self._dv = _data_version(self.conn)
+        return self._dv
 
     # sqlite3.Connection look-alike for the code that works in SQL
     def execute(self, sql: str, params: Sequence[Any] = ()) -> sqlite3.Cursor:
@@ -612,7 +623,7 @@ class _Write:
         self.cache.recount(self.touched)
         self.cache.trim(keep=list(self.touched)[-1:])
         # we hold the write lock until COMMIT: nobody else can commit in between
-        self.cache.seen = (self.conn, _data_version(self.conn), self.conn.total_changes)
+        self.cache.seen = (self.conn, self._data_version(), self.conn.total_changes)
 
 
 def _positions_by_user(order: Sequence[tuple[str, UserRef]]) -> dict[UserRef, list[int]]:
