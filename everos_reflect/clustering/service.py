@@ -21,6 +21,9 @@ and keeps ``clusters`` / ``cluster_members`` consistent. The rules it applies to
 - Narratives (``parent_type: cluster``) are never assigned by similarity: they are attached to
   the cluster their ``parent_id`` names (recreated under that id if needed) and make it
   *consolidated*. Members they replace stay listed as history with ``deprecated_by`` set.
+  One written by hand into a cluster that holds live Episodes places its user's Episodes as
+  a rebuild does, once its transaction is committed: a rebuild seeds the cluster with it
+  first, and those unlike it found clusters of their own.
 - After Reflection: a run places the Episodes of each user it merged for as a rebuild does
   (:meth:`ClusterService.place_after_merges`), once its merges are done.
 - Undo: a member whose deprecation is lifted returns to the cluster it was in if the rule puts
@@ -347,6 +350,9 @@ class _Write:
         #: narratives naming one are attached before COMMIT (:meth:`ClusterService.
         #: _attach_freed`), once every sync of the transaction is in
         self.freed: set[str] = set()
+        #: users whose Episodes are placed as a rebuild places them once this transaction
+        #: is committed (:meth:`ClusterService._attach_narrative`)
+        self.place: set[UserRef] = set()
 
     def recheck_history(self, ref: UserRef, ids: Iterable[str]) -> None:
         """Note that the Episodes archived toward ``ids`` (directly or along a chain of
@@ -694,6 +700,7 @@ class ClusterService:
         if self._session is not None:
             yield self._session
             return
+        place: set[UserRef] = set()
         with self._cache.lock:
             session: _Write | None = None
             try:
@@ -711,6 +718,7 @@ class ClusterService:
                         if not session.freed:  # a rename or a history move freed an id
                             break
                     session.finish()
+                    place = session.place
             except BaseException:
                 if session is not None:
                     for ref in session.touched:
@@ -718,6 +726,8 @@ class ClusterService:
                 raise
             finally:
                 self._session = None
+        if place:  # planned outside the write lock, as a Reflection run's placing
+            self.place_after_merges(place)
 
     # ------------------------------------------------------------------ online path
 
@@ -1437,6 +1447,14 @@ class ClusterService:
                 conn.flush()  # the rebuild reads this cluster as another user's
                 self._recluster_user(displaced, self._episode_rows(displaced))
             return "narrative-new-cluster"
+        if row is None and not self._merging(conn, ref, cid) and conn.execute(
+                f"SELECT 1 FROM cluster_members WHERE {_OF_CLUSTER} AND deprecated_by IS NULL "
+                "AND entry_id != ? LIMIT 1", (cid, entry_id)).fetchone():
+            # written by hand into a cluster with live members: a rebuild seeds the cluster
+            # with it and places every other Episode of its user after it by the rule, so
+            # those unlike it found clusters of their own. A merge's narrative is placed so
+            # once its run is done (place_after_merges)
+            conn.place.add(ref)
         if cluster["consolidated_entry_id"] is None:
             # consolidated now: what was archived toward a live member is history here
             conn.recheck_history(ref, [r["entry_id"] for r in conn.execute(
@@ -1455,6 +1473,14 @@ class ClusterService:
                          f"WHERE {_BY_ID}", (entry_id, at, cid))
         self._recompute(conn, ref, cid, known={entry_id: vec})
         return "narrative"
+
+    @staticmethod
+    def _merging(conn: _Write, ref: UserRef, cid: str) -> bool:
+        """Is a Reflection merge of ``cid`` under way (its journal row is there until the
+        merge is settled)? Its run places the user's Episodes once its merges are done."""
+        return conn.execute("SELECT 1 FROM merge_journal WHERE app_id=? AND project_id=? AND "
+                            "user_id=? AND cluster_id=? LIMIT 1",
+                            (ref.app, ref.project, ref.user_id, cid)).fetchone() is not None
 
     def _founded_before(self, conn: _Write, ref: UserRef, cid: str) -> bool:
         """Does a live narrative of a user a rebuild takes before ``ref`` name ``cid``, with
