@@ -11,6 +11,8 @@ from click.testing import CliRunner
 
 from everos_reflect.briefing.build import build_briefing
 from everos_reflect.cli.main import cli
+from everos_reflect.index.search import search
+from everos_reflect.index.sync import Indexer
 from everos_reflect.lint import lint_report
 from everos_reflect.runtime import Runtime
 from tests.test_hand_written_lesson_rivals import REF, lesson
@@ -49,3 +51,21 @@ def test_a_rival_that_is_no_live_lesson_is_no_rival_and_lint_names_it(rt: Runtim
         f"more, which are " \
         f"no live lesson of task type 'deploy': no rival (not read as one; {tail}" in messages
     assert not any(m.startswith(f"entry {rival}:") for m in messages)
+
+
+def test_search_serves_a_lesson_whose_rivals_are_no_live_lessons_as_active(rt: Runtime) -> None:
+    rival = lesson(rt, "Retry at once.")
+    retired = lesson(rt, "Never retry.", status="retired")
+    task = lesson(rt, "Check the logs first.", contested_with=["tk_20261012_0001"])
+    gone = lesson(rt, "Pin the image tag.", contested_with=["ls_20261001_0009"])
+    dead = lesson(rt, "Wait before a retry.", contested_with=[retired])
+    mixed = lesson(rt, "Roll back first.", contested_with=[retired, rival])
+    Indexer(rt).scan()
+
+    found = {h.id: h.status for h in search(rt, "lesson", kinds=["lesson"], top_k=10)}
+    assert (found[task], found[gone], found[dead]) == ("active", "active", "active")
+    assert (found[mixed], found[rival]) == ("contested", "contested")
+    out = CliRunner().invoke(cli, ["lessons", "--task-type", "deploy", "--user", "u_ops",
+                                   "--json", "--root", str(rt.root)])
+    listed = {x["id"]: x["status"] for x in json.loads(out.output)["lessons"]}
+    assert {i: found[i] for i in listed} == listed  # search and `lessons` agree

@@ -33,6 +33,7 @@ from everos_reflect.index.snippet import make_passages
 from everos_reflect.model import (
     MAX_QUERY_CHARS,
     Kind,
+    UserRef,
     blank,
     json_got,
     must_not_be_empty,
@@ -42,7 +43,12 @@ from everos_reflect.model import (
     surrogate_problem,
 )
 from everos_reflect.problem_words import one_of
-from everos_reflect.procedural.lessons import LIVE_STATUSES, lesson_status
+from everos_reflect.procedural.lessons import (
+    LIVE_STATUSES,
+    lesson_status,
+    read_lesson,
+    served,
+)
 from everos_reflect.typed_numbers import whole_value_problem
 
 if TYPE_CHECKING:
@@ -319,8 +325,6 @@ def _with_status(runtime: Runtime, hits: list[SearchHit], include_stale: bool) -
 
     The hits of one user are read together, each log parsed once: read one by one, each hit
     parsed its whole log again (100 insights of one 1.4 MB day log: 5 s per search)."""
-    from everos_reflect.model import UserRef
-
     by_user: dict[UserRef, list[str]] = {}
     for hit in hits:
         by_user.setdefault(UserRef(hit.app_id, hit.project_id, hit.user_id), []).append(hit.id)
@@ -337,16 +341,34 @@ def _with_status(runtime: Runtime, hits: list[SearchHit], include_stale: bool) -
                     continue
         found.update({(ref, i): e for i, e in entries.items()})
     kept = []
+    rivals_read: dict[UserRef, dict[str, str]] = {}
     for hit in hits:
-        entry = found.get((UserRef(hit.app_id, hit.project_id, hit.user_id), hit.id))
+        ref = UserRef(hit.app_id, hit.project_id, hit.user_id)
+        entry = found.get((ref, hit.id))
         if entry is None:
             continue  # gone since it was indexed
         # as the briefing serves it: `status: Active` was left out of a search as stale
         hit.status = (lesson_status(entry.id, entry.meta) if entry.kind is Kind.LESSON
                       else served_status(entry.meta))  # a lesson naming no rival: active
+        if hit.status == "contested" and entry.meta.get("contested_with") is not None:
+            # its rivals as `lessons` and the briefing read them: a task id or a lesson
+            # deleted or retired by hand is no rival (searched, it was served as contested)
+            if ref not in rivals_read:
+                rivals_read[ref] = _served_lesson_statuses(runtime, ref)
+            hit.status = rivals_read[ref].get(hit.id, hit.status)
         if include_stale or hit.status in _SERVED.get(hit.kind, _ACTIVE):
             kept.append(hit)
     return kept
+
+
+def _served_lesson_statuses(runtime: Runtime, ref: UserRef) -> dict[str, str]:
+    """Each lesson of ``ref`` by id with its status as :func:`served` reads it (against the
+    user's other lessons); empty when the lessons cannot be read (each hit keeps its own)."""
+    try:
+        lessons = [read_lesson(e) for e in runtime.store.entries(ref, Kind.LESSON)]
+    except (EverosError, OSError):
+        return {}
+    return {x.id: x.status for x in served(lessons)}
 
 
 def _search_kind(

@@ -774,7 +774,7 @@ def follow_moved_user(runtime: Runtime, indexer: Indexer, plan: Plan) -> bool:
     folder is gone and no user holds the merge: nothing of it is left to finish, and nothing
     may be written for it."""
     store = runtime.store
-    if store.user_dir(plan.ref).is_dir():
+    if not store.user_gone(plan.ref):
         return True
     moves = {ref: replace(plan, app=ref.app, project=ref.project, user_id=ref.user_id)
              for ref in store.iter_users()}
