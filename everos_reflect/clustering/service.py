@@ -339,8 +339,9 @@ class _Write:
         self._changes = conn.total_changes
         self._quiet: bool | None = None
         #: per user, entries whose archived Episodes' history rows may have to move before
-        #: COMMIT (:meth:`ClusterService._place_history`)
+        #: COMMIT (:meth:`ClusterService._place_history`), and those of them known live
         self.history: dict[UserRef, set[str]] = {}
+        self.history_live: dict[UserRef, set[str]] = {}
         #: per user, clusters whose members changed: their ids are checked before COMMIT
         #: (:meth:`ClusterService._rename_for_founder`), once every sync of the transaction
         #: is in (an undo revives the narrative that names the cluster after archiving the
@@ -354,10 +355,21 @@ class _Write:
         #: is committed (:meth:`ClusterService._attach_narrative`)
         self.place: set[UserRef] = set()
 
-    def recheck_history(self, ref: UserRef, ids: Iterable[str]) -> None:
+    def recheck_history(self, ref: UserRef, ids: Iterable[str], *, live: bool = False) -> None:
         """Note that the Episodes archived toward ``ids`` (directly or along a chain of
-        updates), and those of ``ids`` that are archived, may belong elsewhere as history."""
-        self.history.setdefault(ref, set()).update(ids)
+        updates), and those of ``ids`` that are archived, may belong elsewhere as history.
+        ``live``: ``ids`` are live Episodes (an indexed batch's, its rows just written so):
+        only what is archived toward them is looked up."""
+        (self.history_live if live else self.history).setdefault(ref, set()).update(ids)
+
+    def pop_history(self) -> tuple[UserRef, set[str], set[str]] | None:
+        """A user noted by :meth:`recheck_history`, the ids noted that may be archived and
+        those known live (not among the others); None when none is left."""
+        ref = next(iter(self.history or self.history_live), None)
+        if ref is None:
+            return None
+        ids = self.history.pop(ref, set())
+        return ref, ids, self.history_live.pop(ref, set()) - ids
 
     def _unchanged(self) -> bool:
         """True when nothing can have changed SQLite behind the cache since this connection
@@ -709,9 +721,8 @@ class ClusterService:
                     yield session
                     while True:
                         self._attach_freed(session)
-                        while session.history:
-                            ref, ids = session.history.popitem()
-                            self._place_history(session, ref, ids)
+                        while (noted := session.pop_history()) is not None:
+                            self._place_history(session, *noted)
                         while session.founders:
                             ref, cids = session.founders.popitem()
                             self._rename_for_founders(session, ref, cids)
@@ -770,8 +781,10 @@ class ClusterService:
         if not episodes:
             return outcome
         with self._writing() as conn:
-            # an Episode archived toward one of these (by hand) is history of its cluster
-            conn.recheck_history(ref, [eid for _, eid, _ in episodes])
+            # an Episode archived toward one of these (by hand) is history of its cluster;
+            # an archived one is noted by _retire, below
+            conn.recheck_history(ref, [eid for _, eid, e in episodes if e.deprecated_by is None],
+                                 live=True)
             members = self._member_rows(conn, ref, [eid for _, eid, _ in episodes])
             missing = [eid for _, eid, e in episodes
                        if eid not in vectors and e.deprecated_by is None]
@@ -1618,7 +1631,8 @@ class ClusterService:
         return [r["cluster_id"] for r in rows if r["first"] is not None and r["cluster_id"]
                 != cluster_id_for(ref.app, ref.project, ref.user_id, r["first"])]
 
-    def _place_history(self, conn: _Write, ref: UserRef, ids: Iterable[str]) -> None:
+    def _place_history(self, conn: _Write, ref: UserRef, ids: Iterable[str],
+                       live: Iterable[str] = ()) -> None:
         """Put the archived Episodes tied to ``ids`` where a rebuild puts them
         (:meth:`_Rebuild.history`): those of ``ids`` that are archived and every Episode
         archived toward one of ``ids`` or toward those, along chains of updates. Each is
@@ -1628,7 +1642,8 @@ class ClusterService:
         narrative's log broken and then fixed) it was in no cluster, where a ``reindex``
         lists it as history of the narrative's; archived by hand toward an entry in no
         consolidated cluster (or none at all) it stayed listed, where a ``reindex`` has
-        no row of it."""
+        no row of it. ``live``: more ids, known live: only what is archived toward them is
+        read (an indexed batch's Episodes, most often the only ids, are not read twice)."""
         key = (ref.app, ref.project, ref.user_id)
         archived: dict[str, sqlite3.Row] = {}  # id -> its entries row (deprecated_by, ts …)
         frontier = sorted(set(ids))
@@ -1637,13 +1652,9 @@ class ClusterService:
                 f"SELECT id, ts, deprecated_by, text_hash FROM entries WHERE app_id=? AND "
                 f"project_id=? AND user_id=? AND id IN ({marks}) AND kind='episode' "
                 "AND deprecated_by IS NOT NULL", (*key, *chunk)))
+        frontier = sorted({*frontier, *live})
         for _ in range(_MAX_HOPS + 1):  # a chain of _MAX_HOPS + 1 updates: see last()
-            found: list[sqlite3.Row] = []
-            for chunk, marks in id_batches(frontier):
-                found += conn.execute(
-                    f"SELECT id, ts, deprecated_by, text_hash FROM entries WHERE app_id=? AND "
-                    f"project_id=? AND user_id=? AND deprecated_by IN ({marks}) "
-                    "AND kind='episode'", (*key, *chunk)).fetchall()
+            found = conn.execute(_ARCHIVED_TOWARD, (*key, json.dumps(frontier))).fetchall()
             frontier = sorted({r["id"] for r in found} - archived.keys())
             archived.update((r["id"], r) for r in found)
             if not frontier:
@@ -2093,6 +2104,14 @@ _NAMED_ELSEWHERE_IN = {
 _NAMED_ELSEWHERE_JSON = (
     "SELECT DISTINCT parent_id FROM entries WHERE parent_id IN "
     f"(SELECT value FROM json_each(?4)) AND {_NAMED_ELSEWHERE_WHERE}")
+
+#: the Episodes archived toward any of a JSON array of ids (:meth:`ClusterService.
+#: _place_history`): one statement text whatever the number of ids, compiled once (an IN
+#: list of one ``?`` per id was a text per count, compiled again for most users of a batch),
+#: one probe of the partial index of archived entries (migration 0025) per id
+_ARCHIVED_TOWARD = (
+    "SELECT id, ts, deprecated_by, text_hash FROM entries WHERE app_id=? AND project_id=? AND "
+    "user_id=? AND deprecated_by IN (SELECT value FROM json_each(?)) AND kind='episode'")
 
 #: texts of live Episodes that are not narratives, by id (:func:`_live_members`)
 _LIVE_TEXTS_IN = {
