@@ -965,7 +965,7 @@ class ClusterService:
                 cur = conn.execute("UPDATE clusters SET consolidated_entry_id=NULL, "
                                    f"consolidated_at=NULL WHERE {_BY_ID} AND "
                                    "consolidated_entry_id=?", (row["cluster_id"], eid))
-                if cur.rowcount:
+                if cur.rowcount and not self._hand_over(conn, ref, row["cluster_id"]):
                     self._recheck_cluster_history(conn, ref, row["cluster_id"])
                 touched.add(row["cluster_id"])
             for cluster_id in sorted(touched):
@@ -1583,10 +1583,31 @@ class ClusterService:
                            f"WHERE {_BY_ID} AND consolidated_entry_id=?",
                            (by if successor else None, by if successor else None, cid,
                             entry_id))
-        if cur.rowcount and not successor:
+        if cur.rowcount and not successor and not self._hand_over(conn, ref, cid):
             self._recheck_cluster_history(conn, ref, cid)
         self._recompute(conn, ref, cid)
         return "retired"
+
+    def _hand_over(self, conn: _Write, ref: UserRef, cluster_id: str) -> bool:
+        """``cluster_id``'s narrative is gone (deleted or archived by hand): the newest live
+        narrative still attached to it, if any, consolidates it, as a rebuild seeds a cluster
+        with the newest live narrative naming it (a person's written later beside a merge's).
+        Left with none, the other was a live member of a cluster no longer consolidated, and
+        the history of both was dropped. True if one took it."""
+        row = conn.execute(
+            f"SELECT m.entry_id FROM cluster_members m WHERE m.{_OF_CLUSTER} AND "
+            "m.deprecated_by IS NULL AND EXISTS (SELECT 1 FROM entries e WHERE "
+            "e.app_id=m.app_id AND e.project_id=m.project_id AND e.user_id=m.user_id AND "
+            "e.id=m.entry_id AND e.kind='episode' AND e.parent_type='cluster' AND "
+            "e.deprecated_by IS NULL) ORDER BY m.ts DESC, m.entry_id DESC LIMIT 1",
+            (cluster_id,)).fetchone()
+        if row is None:
+            return False
+        narrative = row["entry_id"]
+        conn.execute(f"UPDATE clusters SET consolidated_entry_id=?, consolidated_at=? WHERE "
+                     f"{_BY_ID}", (narrative, self._consolidated_times(ref, [narrative])[
+                         narrative], cluster_id))
+        return True
 
     def _recheck_cluster_history(self, conn: _Write, ref: UserRef, cluster_id: str) -> None:
         """``cluster_id`` is no longer consolidated: its history goes (a rebuild lists
