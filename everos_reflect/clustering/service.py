@@ -1516,8 +1516,10 @@ class ClusterService:
         its log moved by hand into another user's folder, or the user's folder renamed,
         while the old log was still indexed. The old user's cluster goes when that log is
         dropped, in the same flush or in any later one (watcher events seconds apart, a
-        renamed folder that had not yet stood still). Until no id is freed (an attach may
-        free another)."""
+        renamed folder that had not yet stood still). Every live narrative of the user that
+        takes an id is attached to it, the newest consolidating it, as a rebuild seeds the
+        cluster with the newest and attaches the others (the first alone was, and the others
+        stayed in no cluster). Until no id is freed (an attach may free another)."""
         tried: set[str] = set()  # an id is looked up once (a narrative refused re-adds it)
         while conn.freed - tried:
             freed, conn.freed = sorted(conn.freed - tried), set()
@@ -1542,13 +1544,17 @@ class ClusterService:
                 rows = [r for r in rows if r["id"] not in placed and r["parent_id"] not in held]
                 vectors = self._vectors(ref, [r["id"] for r in rows])
                 at = self._consolidated_times(ref, [r["id"] for r in rows if r["id"] in vectors])
+                taken: set[str] = set()  # the ids this user's narratives took here
                 for r in rows:
-                    if r["id"] in vectors and r["parent_id"] not in held:
-                        self._attach_narrative(conn, ref, r["id"], r["parent_id"],
-                                               normalize(vectors[r["id"]]),
-                                               entry_epoch(r["id"], r["ts"]), r["text_hash"],
-                                               at[r["id"]])
-                        held.add(r["parent_id"])
+                    cid = r["parent_id"]
+                    if r["id"] in vectors and (cid not in held or cid in taken):
+                        if self._attach_narrative(conn, ref, r["id"], cid,
+                                                  normalize(vectors[r["id"]]),
+                                                  entry_epoch(r["id"], r["ts"]),
+                                                  r["text_hash"],
+                                                  at[r["id"]]) != "foreign-cluster":
+                            taken.add(cid)
+                        held.add(cid)
         conn.freed.clear()
 
     def _newer_than(self, conn: _Write, cid: str, a: str, b: str) -> bool:
