@@ -1519,7 +1519,9 @@ class ClusterService:
         renamed folder that had not yet stood still). Every live narrative of the user that
         takes an id is attached to it, the newest consolidating it, as a rebuild seeds the
         cluster with the newest and attaches the others (the first alone was, and the others
-        stayed in no cluster). Until no id is freed (an attach may free another)."""
+        stayed in no cluster), and the user's Episodes are placed as a rebuild places them
+        once the transaction is committed. Until no id is freed (an attach may free
+        another)."""
         tried: set[str] = set()  # an id is looked up once (a narrative refused re-adds it)
         while conn.freed - tried:
             freed, conn.freed = sorted(conn.freed - tried), set()
@@ -1554,6 +1556,9 @@ class ClusterService:
                                                   r["text_hash"],
                                                   at[r["id"]]) != "foreign-cluster":
                             taken.add(cid)
+                            # a rebuild seeds its cluster before placing any Episode: one
+                            # like it, placed while another user held the id, joins it
+                            conn.place.add(ref)
                         held.add(cid)
         conn.freed.clear()
 
