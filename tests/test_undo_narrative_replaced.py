@@ -27,6 +27,7 @@ from tests.reflect_fixtures import (
     all_entries,
     check_invariants,
     make_runtime,
+    replace_log_with_own_episode,
     reports,
     run_reflection,
     seed_pets,
@@ -45,22 +46,8 @@ def replaced(root: Path, *, draft: bool = False) -> tuple[Runtime, str, list[str
     run_reflection(rt)
     [row] = reports(rt)
     narrative = row["merged_entry_id"]
-    archived_by_hand = f"{narrative[:-4]}0009" if draft else None
-    path = rt.store.path_for_id(ANDREW, narrative)
-    day = path.stem.removeprefix("episode-")
-    marks = f"deprecated_entries: {{{archived_by_hand}: {narrative}}}\n" if archived_by_hand \
-        else ""
-    second = (f"<!-- entry:{archived_by_hand} -->\n---\nowner_id: u_andrew\n"
-              f"timestamp: {day}T08:00:00+00:00\nparent_type: memcell\n---\n## Subject\n"
-              f"Draft\n\n## Content\nA draft of the note.\n<!-- /entry:{archived_by_hand} -->\n"
-              if archived_by_hand else "")
-    path.write_text(
-        f"---\ntype: episode_daily\nschema_version: 1\nuser_id: u_andrew\ndate: '{day}'\n"
-        f"{marks}---\n<!-- entry:{narrative} -->\n---\nowner_id: u_andrew\n"
-        f"timestamp: {day}T09:00:00+00:00\nparent_type: memcell\nparent_id: mc_mine\n"
-        f"session_id: sess_mine\n---\n## Subject\nMy garden\n\n## Content\n"
-        f"Andrew planted tomatoes in his garden.\n<!-- /entry:{narrative} -->\n{second}",
-        "utf-8")
+    replace_log_with_own_episode(rt, narrative,
+                                 draft=f"{narrative[:-4]}0009" if draft else None)
     Indexer(rt).scan()
     return rt, narrative, sources
 
