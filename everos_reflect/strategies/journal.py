@@ -770,7 +770,9 @@ def follow_moved_user(runtime: Runtime, indexer: Indexer, plan: Plan) -> bool:
     A narrative deleted by hand as well leaves a source archived toward it to tell the
     folder by (one user so found, not guessed among several): the merge then ends as one
     whose narrative a person deleted (:func:`_deleted_after_commit`), not ``abandoned``
-    under the old name while its sources stay archived toward it. Returns False when the
+    under the old name while its sources stay archived toward it. A merge killed before its
+    narrative was written is told by its sources, unchanged (every one with the text the
+    merge saw), and finished there as it would have been in place. Returns False when the
     folder is gone and no user holds the merge: nothing of it is left to finish, and nothing
     may be written for it."""
     store = runtime.store
@@ -783,6 +785,12 @@ def follow_moved_user(runtime: Runtime, indexer: Indexer, plan: Plan) -> bool:
     if found is None:  # the narrative deleted by hand too: a source archived toward it tells
         # (ids are unique per user only: a user found by that alone, or none)
         held = [ref for ref, moved in moves.items() if archived_toward(runtime, moved)]
+        found = held[0] if len(held) == 1 else None
+    if found is None and plan.merged_id is None:  # killed before its narrative was written:
+        # its sources, each with the text the merge saw, tell (abandoned under the old name,
+        # its row named a user nobody has, and the next run paid the merge again)
+        held = [ref for ref, moved in moves.items()
+                if moved.hashes and not changed_sources(runtime, moved)]
         found = held[0] if len(held) == 1 else None
     if found is None:
         return False
