@@ -204,6 +204,27 @@ def index_deprecations(rt: Runtime, ref: UserRef = ANDREW) -> dict[str, str]:
     return {r["id"]: r["deprecated_by"] for r in rows}
 
 
+def replace_log_with_own_episode(rt: Runtime, entry_id: str, *, draft: str | None = None,
+                                 ref: UserRef = ANDREW) -> None:
+    """A person replaces by hand the episode log holding ``entry_id`` (a narrative, say) with
+    one holding an Episode of their own under that id (``draft``: and a draft of it under that
+    id, archived toward it by hand)."""
+    path = rt.store.path_for_id(ref, entry_id)
+    day = path.stem.removeprefix("episode-")
+    marks = f"deprecated_entries: {{{draft}: {entry_id}}}\n" if draft else ""
+    second = (f"<!-- entry:{draft} -->\n---\nowner_id: {ref.user_id}\n"
+              f"timestamp: {day}T08:00:00+00:00\nparent_type: memcell\n---\n## Subject\n"
+              f"Draft\n\n## Content\nA draft of the note.\n<!-- /entry:{draft} -->\n"
+              if draft else "")
+    path.write_text(
+        f"---\ntype: episode_daily\nschema_version: 1\nuser_id: {ref.user_id}\n"
+        f"date: '{day}'\n{marks}---\n<!-- entry:{entry_id} -->\n---\n"
+        f"owner_id: {ref.user_id}\ntimestamp: {day}T09:00:00+00:00\nparent_type: memcell\n"
+        f"parent_id: mc_mine\nsession_id: sess_mine\n---\n## Subject\nMy garden\n\n"
+        f"## Content\nAndrew planted tomatoes in his garden.\n<!-- /entry:{entry_id} -->\n"
+        f"{second}", "utf-8")
+
+
 class Crash(BaseException):
     """The process dies here (not caught by a run's ``except Exception``)."""
 

@@ -21,12 +21,15 @@ from everos_reflect.index.search import search
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm.extractive import ExtractiveLLM
 from everos_reflect.runtime import Runtime
+from everos_reflect.strategies import journal
 from everos_reflect.strategies.undo import undo_merge
 from tests.reflect_fixtures import (
     ANDREW,
     all_entries,
     check_invariants,
+    crash_run_at,
     make_runtime,
+    replace_log_with_own_episode,
     reports,
     run_reflection,
     seed_pets,
@@ -45,22 +48,8 @@ def replaced(root: Path, *, draft: bool = False) -> tuple[Runtime, str, list[str
     run_reflection(rt)
     [row] = reports(rt)
     narrative = row["merged_entry_id"]
-    archived_by_hand = f"{narrative[:-4]}0009" if draft else None
-    path = rt.store.path_for_id(ANDREW, narrative)
-    day = path.stem.removeprefix("episode-")
-    marks = f"deprecated_entries: {{{archived_by_hand}: {narrative}}}\n" if archived_by_hand \
-        else ""
-    second = (f"<!-- entry:{archived_by_hand} -->\n---\nowner_id: u_andrew\n"
-              f"timestamp: {day}T08:00:00+00:00\nparent_type: memcell\n---\n## Subject\n"
-              f"Draft\n\n## Content\nA draft of the note.\n<!-- /entry:{archived_by_hand} -->\n"
-              if archived_by_hand else "")
-    path.write_text(
-        f"---\ntype: episode_daily\nschema_version: 1\nuser_id: u_andrew\ndate: '{day}'\n"
-        f"{marks}---\n<!-- entry:{narrative} -->\n---\nowner_id: u_andrew\n"
-        f"timestamp: {day}T09:00:00+00:00\nparent_type: memcell\nparent_id: mc_mine\n"
-        f"session_id: sess_mine\n---\n## Subject\nMy garden\n\n## Content\n"
-        f"Andrew planted tomatoes in his garden.\n<!-- /entry:{narrative} -->\n{second}",
-        "utf-8")
+    replace_log_with_own_episode(rt, narrative,
+                                 draft=f"{narrative[:-4]}0009" if draft else None)
     Indexer(rt).scan()
     return rt, narrative, sources
 
@@ -106,3 +95,27 @@ def test_cli_undo_says_the_entry_under_the_id_is_left_as_it_is(
     assert (f"  archived no narrative and 4 atomic facts (deprecated_by: undone) ({narrative} "
             "holds an entry written by hand now, not the merge's narrative: left as it is)"
             ) in result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("step", [journal.DEPRECATED, journal.SYNCED])
+def test_a_merge_killed_after_its_commit_then_its_log_replaced_is_undone_whole(
+        root: Path, monkeypatch: pytest.MonkeyPatch, step: str) -> None:
+    # The next start settles it as a merge whose narrative a person removed ("undo … brings
+    # back the sources archived toward it"); that undo refused "not a merged narrative".
+    rt = make_runtime(root, ExtractiveLLM())
+    sources = [e.id for e in seed_pets(rt)]
+    crash_run_at(monkeypatch, rt, step)
+    [narrative] = [i for i, e in all_entries(rt).items() if e.parent_type == "cluster"]
+    replace_log_with_own_episode(rt, narrative)
+    rt = make_runtime(root, ExtractiveLLM())
+    run_reflection(rt)
+    [row] = reports(rt)
+    assert (row["status"], row["merged_entry_id"]) == ("ok", narrative)
+    assert "log replaced" in row["error"]
+
+    result = undo_merge(rt, ANDREW, narrative)
+
+    assert result.restored == sources and result.replaced_by_hand
+    entries = check_invariants(rt)
+    assert entries[narrative].parent_type == "memcell" and entries[narrative].deprecated_by is None
+    assert [r["status"] for r in reports(rt)] == ["undone"]
