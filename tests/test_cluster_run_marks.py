@@ -17,27 +17,16 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from everos_reflect.clustering import service
 from everos_reflect.clustering.online import VERSION_FLOOR
-from everos_reflect.settings import ClusteringSettings
-from tests.test_cluster_service import FakeRuntime
+from tests import test_cluster_version_floor as version_floor
 from tests.test_cluster_version_join import JOB, JOB_VEC, LET_GO, T0, at, index
 
 JOB_ROW = ("ep_20260302_0001", JOB, T0, JOB_VEC)
 
 
-@pytest.fixture
-def read(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The texts the clustering reads for a change, in order (each still read for real)."""
-    texts: list[str] = []
-    real = service.tells_change
-    monkeypatch.setattr(service, "tells_change", lambda text: texts.append(text) or real(text))
-    return texts
-
-
-@pytest.fixture
-def rt(tmp_path) -> FakeRuntime:
-    return FakeRuntime(tmp_path, ClusteringSettings())  # the shipped 0.55 / 0.6 / 7 days
+# the texts read for a change, and a service runtime with the shipped settings: the fixtures
+# of test_cluster_version_floor, one copy
+read, rt = version_floor.read, version_floor.rt
 
 
 def _later(cos: float) -> tuple[str, str, object, np.ndarray]:
