@@ -279,6 +279,19 @@ def place_chunk(svc: ClusterService, chunk: Sequence[Item], by_owner: dict[str, 
                                    {i.eid: i.vector for i in owned})
 
 
+def stream_runtime(root: Path, settings: Settings, items: Sequence[Item]
+                   ) -> tuple[_Runtime, dict[str, UserRef]]:
+    """A fake runtime at ``root`` with ``items``' vectors stored (LanceDB in the daemon) and
+    their ``entries`` rows written, all before timing, and each owner's ref."""
+    rt = _Runtime(root, settings)
+    rt.db()  # open and migrate system.db before timing: a daemon holds it open
+    refs = {o: UserRef.of(o) for o in {it.owner for it in items}}
+    for it in items:
+        rt.vectors.data[(refs[it.owner], it.eid)] = it.vector
+    _index_rows(rt.db(), items, refs)
+    return rt, refs
+
+
 def run_ours(items: Sequence[Item], settings: Settings, batch: int,
              consolidate_days: float = 0.0, digest: bool = False) -> dict[str, Any]:
     """CPU seconds per assignment (a batch's time spread over its items), labels, counts.
@@ -288,13 +301,8 @@ def run_ours(items: Sequence[Item], settings: Settings, batch: int,
     ``digest``: also :func:`cluster_digest` after the stream and after ``recluster``."""
     entries = _entries(items) if batch > 1 else {}
     with tempfile.TemporaryDirectory() as tmp:
-        rt = _Runtime(Path(tmp), settings)
+        rt, refs = stream_runtime(Path(tmp), settings, items)
         svc = ClusterService(rt)  # type: ignore[arg-type]
-        rt.db()  # open and migrate system.db before timing: a daemon holds it open
-        refs = {o: UserRef.of(o) for o in {it.owner for it in items}}
-        for it in items:  # the stored vectors (LanceDB in the daemon), all before timing
-            rt.vectors.data[(refs[it.owner], it.eid)] = it.vector
-        _index_rows(rt.db(), items, refs)
         per_item: list[float] = []
         consolidations = 0
         next_consolidation = items[0].ts + consolidate_days * DAY if items else 0.0

@@ -30,7 +30,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_clustering as bc
 
 from everos_reflect.clustering import matrix, service
-from everos_reflect.model import UserRef
 from everos_reflect.settings import Settings
 
 spent: collections.Counter[str] = collections.Counter()
@@ -175,12 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     near = count_near() if args.count_near else None
     total = 0.0
     with tempfile.TemporaryDirectory() as tmp:
-        rt = bc._Runtime(Path(tmp), settings)
+        rt, refs = bc.stream_runtime(Path(tmp), settings, items)
         svc = service.ClusterService(rt)  # type: ignore[arg-type]
-        refs = {o: UserRef.of(o) for o in {it.owner for it in items}}
-        for it in items:
-            rt.vectors.data[(refs[it.owner], it.eid)] = it.vector
-        bc._index_rows(rt.db(), items, refs)
         if args.without_version_trigger:
             rt.db().execute("DROP TRIGGER clusters_version_insert")
         spent.clear()

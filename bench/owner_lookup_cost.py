@@ -47,12 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     items, _ = bc.locomo_stream(args.locomo, args.vectors_cache)
     entries = bc._entries(items)
     with tempfile.TemporaryDirectory() as tmp:
-        rt = bc._Runtime(Path(tmp), settings)
+        rt, refs = bc.stream_runtime(Path(tmp), settings, items)
         svc = svcmod.ClusterService(rt)  # type: ignore[arg-type]
-        refs = {o: UserRef.of(o) for o in {it.owner for it in items}}
-        for it in items:
-            rt.vectors.data[(refs[it.owner], it.eid)] = it.vector
-        bc._index_rows(rt.db(), items, refs)
         placed = items[:args.placed]
         for start in range(0, len(placed), bc.BATCH):
             chunk = placed[start:start + bc.BATCH]

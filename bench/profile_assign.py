@@ -28,7 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_clustering as bc
 
 from everos_reflect.clustering.service import ClusterService
-from everos_reflect.model import UserRef
 from everos_reflect.settings import Settings
 
 
@@ -49,12 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     # other processes' time slices to whichever function was running
     profile = cProfile.Profile(time.process_time)
     with tempfile.TemporaryDirectory() as tmp:
-        rt = bc._Runtime(Path(tmp), settings)
+        rt, refs = bc.stream_runtime(Path(tmp), settings, items)
         svc = ClusterService(rt)  # type: ignore[arg-type]
-        refs = {o: UserRef.of(o) for o in {it.owner for it in items}}
-        for it in items:
-            rt.vectors.data[(refs[it.owner], it.eid)] = it.vector
-        bc._index_rows(rt.db(), items, refs)
         gc.collect()
         gc.freeze()
         step = 1 if args.lone else bc.BATCH
