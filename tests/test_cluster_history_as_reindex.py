@@ -10,6 +10,7 @@ no row of them.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ import pytest
 
 from everos_reflect.index.sync import Indexer
 from everos_reflect.llm import ExtractiveLLM
-from everos_reflect.model import Entry, Kind
+from everos_reflect.model import Entry, Kind, UserRef
 from everos_reflect.runtime import Runtime
 from tests.reflect_fixtures import ANDREW, add_episode, make_runtime, run_reflection, seed_pets
 
@@ -63,6 +64,21 @@ def merged_root(root: Path) -> tuple[Runtime, list[Entry], str]:
     [narrative] = [e for e in rt.store.entries(ANDREW, Kind.EPISODE)
                    if e.parent_type == "cluster"]
     return rt, sources, narrative.id
+
+
+def narrative_cluster(rt: Runtime, narrative: str) -> str:
+    """The id of the cluster ``narrative`` consolidates."""
+    [cid] = [r[0] for r in rt.db().execute(
+        "SELECT cluster_id FROM clusters WHERE consolidated_entry_id=?", (narrative,))]
+    return cid
+
+
+def cut_by_hand(rt: Runtime, ref: UserRef, entry_id: str) -> Path:
+    """Cut ``entry_id``'s block out of ``ref``'s log, as a person would; the log's path."""
+    path = rt.store.path_for_id(ref, entry_id)
+    block = rf"<!-- entry:{entry_id} -->.*?<!-- /entry:{entry_id} -->\n"
+    path.write_text(re.sub(block, "", path.read_text(), flags=re.S))
+    return path
 
 
 def history(rt: Runtime) -> set[tuple[str, str]]:

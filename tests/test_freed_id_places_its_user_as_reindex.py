@@ -6,7 +6,6 @@ until ``recluster``."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,13 @@ from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown import settling
 from everos_reflect.model import UserRef
 from tests.reflect_fixtures import ANDREW, add_episode
-from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables, merged_root
+from tests.test_cluster_history_as_reindex import (
+    as_reindexed,
+    cluster_tables,
+    cut_by_hand,
+    merged_root,
+    narrative_cluster,
+)
 
 pytestmark = pytest.mark.usefixtures("settle_at_once")
 
@@ -27,8 +32,7 @@ def test_a_narrative_attached_to_a_freed_id_places_its_user_as_a_reindex(
     rt, _, narrative = merged_root(root)
     monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
     try:
-        [cid] = [r[0] for r in rt.db().execute(
-            "SELECT cluster_id FROM clusters WHERE consolidated_entry_id=?", (narrative,))]
+        cid = narrative_cluster(rt, narrative)
         dogs = add_episode(rt, ANDREW, "2026-09-10T10:00:00-07:00", "Andrew's two dogs",
                            "Andrew has two dogs now, Toby and Buddy, and walks both dogs.")
         Indexer(rt).scan()
@@ -38,10 +42,7 @@ def test_a_narrative_attached_to_a_freed_id_places_its_user_as_a_reindex(
         Indexer(rt).scan()  # Aaron's narrative takes the id; Andrew's is attached nowhere
         assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "taken")
 
-        path = rt.store.path_for_id(AARON, copy.id)
-        block = rf"<!-- entry:{copy.id} -->.*?<!-- /entry:{copy.id} -->\n"
-        path.write_text(re.sub(block, "", path.read_text(), flags=re.S))
-        Indexer(rt).sync_path(path)
+        Indexer(rt).sync_path(cut_by_hand(rt, AARON, copy.id))
 
         placed = {r[0]: r[1] for r in rt.db().execute(
             "SELECT entry_id, cluster_id FROM cluster_members WHERE user_id='u_andrew' AND "

@@ -5,7 +5,6 @@ consolidated by none, the remaining narrative a live member of it, its history d
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,13 @@ import pytest
 from everos_reflect.index.sync import Indexer
 from everos_reflect.markdown import settling
 from tests.reflect_fixtures import ANDREW, add_episode
-from tests.test_cluster_history_as_reindex import as_reindexed, cluster_tables, merged_root
+from tests.test_cluster_history_as_reindex import (
+    as_reindexed,
+    cluster_tables,
+    cut_by_hand,
+    merged_root,
+    narrative_cluster,
+)
 
 pytestmark = pytest.mark.usefixtures("settle_at_once")
 
@@ -24,8 +29,7 @@ def test_the_newer_of_two_narratives_gone_leaves_the_other_consolidating_as_a_re
     rt, _, narrative = merged_root(root)
     monkeypatch.setattr(settling, "JUST_WRITTEN_NS", 0)
     try:
-        [cid] = [r[0] for r in rt.db().execute(
-            "SELECT cluster_id FROM clusters WHERE consolidated_entry_id=?", (narrative,))]
+        cid = narrative_cluster(rt, narrative)
         later = add_episode(rt, ANDREW, "2026-11-20T10:00:00+00:00", "Andrew's dogs",
                             "Andrew has two dogs, Toby and Buddy, and walks them daily.",
                             parent_type="cluster", parent_id=cid)
@@ -33,12 +37,10 @@ def test_the_newer_of_two_narratives_gone_leaves_the_other_consolidating_as_a_re
         Indexer(rt).sync_path(path)
         assert cluster_tables(rt) == as_reindexed(rt, tmp_path / "two")
 
-        text = path.read_text()
         if how == "deleted":
-            block = rf"<!-- entry:{later.id} -->.*?<!-- /entry:{later.id} -->\n"
-            path.write_text(re.sub(block, "", text, flags=re.S))
+            cut_by_hand(rt, ANDREW, later.id)
         else:
-            path.write_text(text.replace(
+            path.write_text(path.read_text().replace(
                 "---\n", f"---\ndeprecated_entries: {{{later.id}: ep_20200101_0001}}\n", 1))
         Indexer(rt).sync_path(path)
 
