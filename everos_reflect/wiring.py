@@ -79,7 +79,7 @@ def _users_gone(runtime: Runtime, service: ClusterService,
     """Once every change of the flush is in: the users whose logs it dropped and whose folder
     is gone (:meth:`ClusterService.on_user_gone`)."""
     for ref in sorted({c.ref for c in changes if c.deleted}):
-        if not runtime.store.user_dir(ref).is_dir():
+        if runtime.store.user_gone(ref):
             service.on_user_gone(ref)
 
 

@@ -216,7 +216,7 @@ def note_unknown_user(runtime: Runtime, ref: UserRef) -> None:
     """A note on stderr when ``--user`` names a user the root has no folder for (stdout, and
     ``--json``, stay as they are): a typo (``--user u_andew``) was answered "No insights yet",
     "no convictions yet", as if the user existed and had none."""
-    if runtime.store.user_dir(ref).is_dir():
+    if not runtime.store.user_gone(ref):
         return
     from everos_reflect.problem_words import did_you_mean
 
